@@ -1,0 +1,293 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+// startAgent serves an agent running commands as the test's own user on a
+// unix socket in a fresh directory, and returns a client for it.
+func startAgent(t *testing.T) (*Client, string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "a2e-agent-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock := filepath.Join(dir, "agent.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(dir, "work")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(ServerConfig{Env: []string{"PATH=/usr/bin:/bin", "BASE=1"}, Cwd: work, UID: -1, GID: -1})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, l) }()
+	c := NewClient(UnixDialer(sock), "")
+	t.Cleanup(func() {
+		c.Close()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return c, work
+}
+
+func TestExec(t *testing.T) {
+	c, work := startAgent(t)
+	tests := []struct {
+		name       string
+		req        ExecRequest
+		stdin      string
+		wantCode   int
+		wantOut    string
+		wantErrOut string
+		wantSignal string
+		timedOut   bool
+	}{
+		{name: "argv", req: ExecRequest{Command: []string{"echo", "hello", "world"}}, wantOut: "hello world\n"},
+		{name: "shell", req: ExecRequest{Shell: "echo out; echo err >&2; exit 3"}, wantCode: 3, wantOut: "out\n", wantErrOut: "err\n"},
+		{name: "env merged", req: ExecRequest{Shell: `echo "$BASE $EXTRA"`, Env: []string{"EXTRA=2"}}, wantOut: "1 2\n"},
+		{name: "env overrides", req: ExecRequest{Shell: `echo $BASE`, Env: []string{"BASE=x"}}, wantOut: "x\n"},
+		{name: "default cwd", req: ExecRequest{Command: []string{"pwd"}}, wantOut: work + "\n"},
+		{name: "cwd", req: ExecRequest{Command: []string{"pwd"}, Cwd: "/"}, wantOut: "/\n"},
+		{name: "stdin", req: ExecRequest{Command: []string{"cat"}, Stdin: true}, stdin: "piped\x00bytes", wantOut: "piped\x00bytes"},
+		{name: "no stdin is empty", req: ExecRequest{Command: []string{"cat"}}, wantOut: ""},
+		{name: "not found", req: ExecRequest{Command: []string{"no-such-command-a2e"}}, wantCode: 127},
+		{name: "signal", req: ExecRequest{Shell: "kill -TERM $$"}, wantCode: 128 + 15, wantSignal: "SIGTERM"},
+		{name: "timeout", req: ExecRequest{Shell: "echo started; sleep 30", Timeout: 200 * time.Millisecond}, wantCode: 128 + 9, wantOut: "started\n", wantSignal: "SIGKILL", timedOut: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			res, err := c.Exec(context.Background(), tt.req, strings.NewReader(tt.stdin), &stdout, &stderr)
+			if err != nil {
+				t.Fatalf("exec: %v", err)
+			}
+			if res.ExitCode != tt.wantCode || res.Signal != tt.wantSignal || res.TimedOut != tt.timedOut {
+				t.Errorf("result = %+v, want code %d signal %q timed out %v", res, tt.wantCode, tt.wantSignal, tt.timedOut)
+			}
+			if stdout.String() != tt.wantOut {
+				t.Errorf("stdout = %q, want %q", stdout.String(), tt.wantOut)
+			}
+			if stderr.String() != tt.wantErrOut {
+				t.Errorf("stderr = %q, want %q", stderr.String(), tt.wantErrOut)
+			}
+		})
+	}
+}
+
+func TestExecTimeoutKillsGroup(t *testing.T) {
+	c, work := startAgent(t)
+	marker := filepath.Join(work, "survived")
+	// A background child of the command must die with it.
+	req := ExecRequest{Shell: "(sleep 1; touch " + marker + ") & sleep 30", Timeout: 100 * time.Millisecond}
+	res, err := c.Exec(context.Background(), req, nil, nil, nil)
+	if err != nil || !res.TimedOut {
+		t.Fatalf("exec = %+v, %v; want timed out", res, err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("background child survived the timeout")
+	}
+}
+
+func TestExecCancelKillsCommand(t *testing.T) {
+	c, work := startAgent(t)
+	marker := filepath.Join(work, "survived")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := c.Exec(ctx, ExecRequest{Shell: "sleep 1; touch " + marker}, nil, nil, nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("exec err = %v, want deadline exceeded", err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("command survived the cancelled request")
+	}
+}
+
+func TestExecBackgroundDoesNotHang(t *testing.T) {
+	c, _ := startAgent(t)
+	start := time.Now()
+	res, err := c.Exec(context.Background(), ExecRequest{Shell: "sleep 5 & echo done"}, nil, nil, nil)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec = %+v, %v", res, err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("exec waited %v for a background job holding stdout", d)
+	}
+}
+
+func TestExecInvalid(t *testing.T) {
+	c, _ := startAgent(t)
+	for _, req := range []ExecRequest{{}, {Command: []string{""}}, {Command: []string{"a"}, Shell: "b"}, {Shell: "x", Timeout: -1}} {
+		if _, err := c.Exec(context.Background(), req, nil, nil, nil); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("exec %+v: err = %v, want invalid argument", req, err)
+		}
+	}
+}
+
+func TestExecConcurrent(t *testing.T) {
+	c, _ := startAgent(t)
+	const n = 50
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			var out bytes.Buffer
+			want := strings.Repeat("x", i*1000) + "\n"
+			res, err := c.Exec(context.Background(), ExecRequest{Command: []string{"printf", "%s\\n", want[:len(want)-1]}}, nil, &out, nil)
+			switch {
+			case err != nil:
+				errs <- err
+			case res.ExitCode != 0 || out.String() != want:
+				errs <- errors.New("crossed or lost output")
+			default:
+				errs <- nil
+			}
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestFiles(t *testing.T) {
+	c, work := startAgent(t)
+	ctx := context.Background()
+	data := make([]byte, 3<<20+17)
+	if _, err := rand.Read(data); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := c.Upload(ctx, "sub/dir/blob.bin", 0o600, bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("upload: %v", err)
+	}
+	if fi.Path != filepath.Join(work, "sub/dir/blob.bin") || fi.Size != int64(len(data)) || fi.Mode.Perm() != 0o600 {
+		t.Errorf("upload info = %+v", fi)
+	}
+	rc, size, err := c.Download(ctx, filepath.Join(work, "sub/dir/blob.bin"))
+	if err != nil {
+		t.Fatalf("download: %v", err)
+	}
+	var got bytes.Buffer
+	if _, err := got.ReadFrom(rc); err != nil {
+		t.Fatal(err)
+	}
+	rc.Close()
+	if size != int64(len(data)) || !bytes.Equal(got.Bytes(), data) {
+		t.Fatalf("download: %d bytes (size %d), want %d identical", got.Len(), size, len(data))
+	}
+
+	if err := c.Mkdir(ctx, "a/b", false); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("mkdir without parents: %v, want not found", err)
+	}
+	if err := c.Mkdir(ctx, "a/b", true); err != nil {
+		t.Errorf("mkdir -p: %v", err)
+	}
+	if err := c.Mkdir(ctx, "a/b", false); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Errorf("mkdir existing: %v, want already exists", err)
+	}
+	if err := c.Move(ctx, "sub/dir/blob.bin", "a/b/moved.bin"); err != nil {
+		t.Errorf("move: %v", err)
+	}
+	ents, err := c.List(ctx, "a/b")
+	if err != nil || len(ents) != 1 || ents[0].Name != "moved.bin" {
+		t.Errorf("list = %+v, %v", ents, err)
+	}
+	if _, err := c.Stat(ctx, "sub/dir/blob.bin"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("stat moved-away file: %v, want not found", err)
+	}
+	if _, _, err := c.Download(ctx, "a"); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("download a directory: %v, want invalid argument", err)
+	}
+	if err := c.Remove(ctx, "a", false); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("remove non-empty dir: %v, want invalid argument", err)
+	}
+	if err := c.Remove(ctx, "a", true); err != nil {
+		t.Errorf("remove -r: %v", err)
+	}
+	if err := c.Remove(ctx, "a", true); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("remove missing: %v, want not found", err)
+	}
+}
+
+// A failed upload leaves neither a partial file nor a temporary one.
+func TestUploadFailureLeavesNothing(t *testing.T) {
+	c, work := startAgent(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	r, w := io.Pipe()
+	go func() {
+		_, _ = w.Write(make([]byte, 1<<20))
+		cancel()
+	}()
+	_, err := c.Upload(ctx, "partial.bin", 0o644, r)
+	if err == nil {
+		t.Fatal("upload succeeded after cancel")
+	}
+	time.Sleep(200 * time.Millisecond)
+	ents, _ := os.ReadDir(work)
+	if len(ents) != 0 {
+		t.Fatalf("left behind: %v", ents)
+	}
+}
+
+func TestToken(t *testing.T) {
+	dir, _ := os.MkdirTemp("", "a2e-agent-")
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "s")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go NewServer(ServerConfig{UID: -1, GID: -1, Token: "s3cret"}).Serve(ctx, l)
+	tests := []struct {
+		token string
+		want  error
+	}{{"", errdefs.ErrUnauthenticated}, {"wrong", errdefs.ErrUnauthenticated}, {"s3cret", nil}}
+	for _, tt := range tests {
+		_, err := NewClient(UnixDialer(sock), tt.token).Info(context.Background())
+		if !errors.Is(err, tt.want) && !(tt.want == nil && err == nil) {
+			t.Errorf("token %q: err = %v, want %v", tt.token, err, tt.want)
+		}
+	}
+}
+
+func TestInfo(t *testing.T) {
+	c, _ := startAgent(t)
+	info, err := c.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Version != Version || info.Processes == 0 {
+		t.Errorf("info = %+v", info)
+	}
+}
+
+func TestMergeEnv(t *testing.T) {
+	got := mergeEnv([]string{"A=1", "B=2"}, []string{"B=3", "C=4", "A=5"})
+	want := []string{"A=5", "B=3", "C=4"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("mergeEnv = %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,255 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+// Client talks to one sandbox's agent. It keeps a small pool of
+// connections; Close releases them. It is safe for concurrent use.
+type Client struct {
+	hc    *http.Client
+	tr    *http.Transport
+	token string
+}
+
+// DialFunc opens a new connection to the agent.
+type DialFunc func(ctx context.Context) (net.Conn, error)
+
+// NewClient returns a client that reaches the agent through dial and sends
+// token (if not empty) as a bearer token.
+func NewClient(dial DialFunc, token string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return dial(ctx)
+		},
+		MaxIdleConnsPerHost: 8,
+		DisableCompression:  true,
+	}
+	return &Client{hc: &http.Client{Transport: tr}, tr: tr, token: token}
+}
+
+// UnixDialer dials the agent's unix socket at path.
+func UnixDialer(path string) DialFunc {
+	var d net.Dialer
+	return func(ctx context.Context) (net.Conn, error) {
+		return d.DialContext(ctx, "unix", path)
+	}
+}
+
+// Close closes idle connections. The client stays usable.
+func (c *Client) Close() { c.tr.CloseIdleConnections() }
+
+// The host part of every URL is ignored by the dialer.
+const base = "http://agent"
+
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, body io.Reader) (*http.Response, error) {
+	u := base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("reach agent: %w: %w", errdefs.ErrUnavailable, err)
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
+	}
+	return resp, nil
+}
+
+// decodeError turns an agent error response into an errdefs class.
+func decodeError(resp *http.Response) error {
+	var eb errorBody
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
+		eb.Error = fmt.Sprintf("agent answered %s", resp.Status)
+	}
+	class := errdefs.ErrUnavailable
+	switch resp.StatusCode {
+	case http.StatusBadRequest:
+		class = errdefs.ErrInvalidArgument
+	case http.StatusNotFound:
+		class = errdefs.ErrNotFound
+	case http.StatusConflict:
+		class = errdefs.ErrAlreadyExists
+	case http.StatusForbidden:
+		class = errdefs.ErrPermissionDenied
+	case http.StatusUnauthorized:
+		class = errdefs.ErrUnauthenticated
+	case http.StatusInsufficientStorage:
+		class = errdefs.ErrResourceExhausted
+	}
+	return &Error{Code: eb.Code, Message: eb.Error, class: class}
+}
+
+// Error is an error the agent answered with.
+type Error struct {
+	Code    string // agent error code, e.g. NOT_FOUND, NO_SPACE
+	Message string
+	class   error
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Unwrap returns the errdefs class of the error.
+func (e *Error) Unwrap() error { return e.class }
+
+func (c *Client) getJSON(ctx context.Context, method, path string, q url.Values, out any) error {
+	resp, err := c.do(ctx, method, path, q, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decode agent response: %w", err)
+	}
+	return nil
+}
+
+// Info returns the agent's heartbeat.
+func (c *Client) Info(ctx context.Context) (Info, error) {
+	var info Info
+	err := c.getJSON(ctx, http.MethodGet, "/v1/info", nil, &info)
+	return info, err
+}
+
+// Exec runs req, copying its output to stdout and stderr (either may be
+// nil to discard) as it is produced. stdin is used when req.Stdin is set.
+// A command that runs and fails is not an error: see ExecResult.
+func (c *Client) Exec(ctx context.Context, req ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
+	if err := req.Validate(); err != nil {
+		return ExecResult{}, errdefs.Invalid("exec: %v", err)
+	}
+	line, err := json.Marshal(req)
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("encode exec request: %w", err)
+	}
+	var body io.Reader = bytes.NewReader(append(line, '\n'))
+	if req.Stdin && stdin != nil {
+		body = io.MultiReader(body, stdin)
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/v1/exec", nil, body)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReaderSize(resp.Body, 64<<10)
+	var buf []byte
+	for {
+		kind, p, err := readFrame(r, buf)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ExecResult{}, ctx.Err()
+			}
+			return ExecResult{}, fmt.Errorf("exec stream ended before the result: %w: %w", errdefs.ErrUnavailable, err)
+		}
+		buf = p[:0]
+		switch kind {
+		case frameStdout:
+			err = write(stdout, p)
+		case frameStderr:
+			err = write(stderr, p)
+		case frameResult:
+			var res ExecResult
+			if err := json.Unmarshal(p, &res); err != nil {
+				return ExecResult{}, fmt.Errorf("decode exec result: %w", err)
+			}
+			return res, nil
+		}
+		if err != nil {
+			return ExecResult{}, fmt.Errorf("copy exec output: %w", err)
+		}
+	}
+}
+
+func write(w io.Writer, p []byte) error {
+	if w == nil {
+		return nil
+	}
+	_, err := w.Write(p)
+	return err
+}
+
+// Download opens the file at path for reading. The caller closes it.
+func (c *Client) Download(ctx context.Context, path string) (io.ReadCloser, int64, error) {
+	resp, err := c.do(ctx, http.MethodGet, "/v1/files", url.Values{"path": {path}}, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	return resp.Body, resp.ContentLength, nil
+}
+
+// Upload writes r to path, creating parent directories. The file appears
+// whole or not at all.
+func (c *Client) Upload(ctx context.Context, path string, mode os.FileMode, r io.Reader) (FileInfo, error) {
+	q := url.Values{"path": {path}, "mode": {strconv.FormatUint(uint64(mode.Perm()), 8)}}
+	resp, err := c.do(ctx, http.MethodPut, "/v1/files", q, r)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	defer resp.Body.Close()
+	var fi FileInfo
+	if err := json.NewDecoder(resp.Body).Decode(&fi); err != nil {
+		return FileInfo{}, fmt.Errorf("decode upload result: %w", err)
+	}
+	return fi, nil
+}
+
+// Stat describes path without following a final symlink.
+func (c *Client) Stat(ctx context.Context, path string) (FileInfo, error) {
+	var fi FileInfo
+	err := c.getJSON(ctx, http.MethodGet, "/v1/stat", url.Values{"path": {path}}, &fi)
+	return fi, err
+}
+
+// List describes the entries of the directory at path.
+func (c *Client) List(ctx context.Context, path string) ([]FileInfo, error) {
+	var out []FileInfo
+	err := c.getJSON(ctx, http.MethodGet, "/v1/list", url.Values{"path": {path}}, &out)
+	return out, err
+}
+
+// Mkdir creates a directory, and its parents when parents is set.
+func (c *Client) Mkdir(ctx context.Context, path string, parents bool) error {
+	return c.getJSON(ctx, http.MethodPost, "/v1/mkdir", url.Values{"path": {path}, "parents": {strconv.FormatBool(parents)}}, nil)
+}
+
+// Remove removes path, and everything below it when recursive is set.
+func (c *Client) Remove(ctx context.Context, path string, recursive bool) error {
+	return c.getJSON(ctx, http.MethodDelete, "/v1/files", url.Values{"path": {path}, "recursive": {strconv.FormatBool(recursive)}}, nil)
+}
+
+// Move renames from to to.
+func (c *Client) Move(ctx context.Context, from, to string) error {
+	return c.getJSON(ctx, http.MethodPost, "/v1/move", url.Values{"from": {from}, "to": {to}}, nil)
+}
+
+// IsNotFound reports whether err says the path does not exist.
+func IsNotFound(err error) bool { return errors.Is(err, errdefs.ErrNotFound) }

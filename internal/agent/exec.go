@@ -1,0 +1,311 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// drainGrace is how long output is still collected after the command has
+// exited, for descendants that keep its stdout open.
+const drainGrace = 100 * time.Millisecond
+
+// maxExecHeader bounds the JSON line that opens an exec request.
+const maxExecHeader = 1 << 20
+
+// handleExec runs one command and streams its output as frames.
+func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
+	body := bufio.NewReaderSize(r.Body, 64<<10)
+	line, err := readLine(body, maxExecHeader)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Errorf("read exec request: %w", err))
+		return
+	}
+	var req ExecRequest
+	if err := json.Unmarshal(line, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Errorf("decode exec request: %w", err))
+		return
+	}
+	if err := req.Validate(); err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", err)
+		return
+	}
+	// Stdin is read while output is written: both directions at once.
+	if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+		writeError(w, http.StatusInternalServerError, "INTERNAL", err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-agent2env-frames")
+	w.WriteHeader(http.StatusOK)
+	fw := &frameWriter{w: w, flush: http.NewResponseController(w).Flush}
+	var stdin io.Reader
+	if req.Stdin {
+		stdin = body
+	}
+	res := s.run(r.Context(), &req, stdin, fw)
+	b, _ := json.Marshal(res)
+	_ = fw.frame(frameResult, b)
+}
+
+// run starts the command, pumps its output into fw and waits for it.
+func (s *Server) run(ctx context.Context, req *ExecRequest, stdin io.Reader, fw *frameWriter) ExecResult {
+	argv := req.Command
+	if req.Shell != "" {
+		argv = []string{"/bin/sh", "-c", req.Shell}
+	}
+	env := mergeEnv(s.env, req.Env)
+	path, err := lookPath(argv[0], env)
+	if err != nil {
+		return ExecResult{ExitCode: 127, Error: err.Error()}
+	}
+	cwd := req.Cwd
+	if cwd == "" {
+		cwd = s.cwd
+	}
+
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return ExecResult{ExitCode: 126, Error: fmt.Sprintf("create pipe: %v", err)}
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return ExecResult{ExitCode: 126, Error: fmt.Sprintf("create pipe: %v", err)}
+	}
+	var inR, inW *os.File
+	if stdin != nil {
+		if inR, inW, err = os.Pipe(); err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return ExecResult{ExitCode: 126, Error: fmt.Sprintf("create pipe: %v", err)}
+		}
+	} else if inR, err = os.Open(os.DevNull); err != nil {
+		return ExecResult{ExitCode: 126, Error: fmt.Sprintf("open %s: %v", os.DevNull, err)}
+	}
+
+	attr := &syscall.ProcAttr{
+		Dir:   cwd,
+		Env:   env,
+		Files: []uintptr{inR.Fd(), outW.Fd(), errW.Fd()},
+		Sys:   s.procAttr(),
+	}
+	start := time.Now()
+	pid, waitc, err := s.reaper.start(func() (int, error) {
+		return syscall.ForkExec(path, argv, attr)
+	})
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		if inW != nil {
+			inW.Close()
+		}
+		code := 126
+		if errors.Is(err, syscall.ENOENT) {
+			code = 127
+		}
+		return ExecResult{ExitCode: code, Error: fmt.Sprintf("start %s: %v", argv[0], err)}
+	}
+	s.track(1)
+	defer s.track(-1)
+	s.protect(pid)
+
+	if inW != nil {
+		go func() {
+			_, _ = io.Copy(inW, stdin)
+			inW.Close()
+		}()
+	}
+	var pumps sync.WaitGroup
+	pumps.Add(2)
+	go fw.pump(&pumps, frameStdout, outR)
+	go fw.pump(&pumps, frameStderr, errR)
+
+	var timeout <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var res ExecResult
+	var ws syscall.WaitStatus
+	select {
+	case ws = <-waitc:
+	case <-timeout:
+		res.TimedOut = true
+		killGroup(pid)
+		ws = <-waitc
+	case <-ctx.Done():
+		killGroup(pid)
+		ws = <-waitc
+	}
+	res.Duration = time.Since(start)
+	// The group may outlive its leader (background jobs); after a timeout
+	// or cancellation nothing of it may survive.
+	if res.TimedOut || ctx.Err() != nil {
+		killGroup(pid)
+	}
+	drained := make(chan struct{})
+	go func() { pumps.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(drainGrace):
+		outR.Close()
+		errR.Close()
+		<-drained
+	}
+	switch {
+	case ws.Exited():
+		res.ExitCode = ws.ExitStatus()
+	case ws.Signaled():
+		res.Signal = unixSignalName(ws.Signal())
+		res.ExitCode = 128 + int(ws.Signal())
+	}
+	return res
+}
+
+// procAttr is how every user command is started: in its own process group,
+// as the sandbox user, with no capabilities.
+func (s *Server) procAttr() *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{Setpgid: true}
+	if s.uid >= 0 {
+		attr.Credential = &syscall.Credential{Uid: uint32(s.uid), Gid: uint32(s.gid), Groups: []uint32{}}
+	}
+	return attr
+}
+
+// protect makes pid, not the agent, the out-of-memory killer's choice: the
+// agent runs with the lowest score and every child inherits it.
+func (s *Server) protect(pid int) {
+	if s.uid < 0 {
+		return
+	}
+	_ = os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte("500"), 0)
+}
+
+func killGroup(pid int) {
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+}
+
+// frameWriter serializes frames from several goroutines onto one response.
+type frameWriter struct {
+	mu    sync.Mutex
+	w     io.Writer
+	flush func() error
+	err   error
+}
+
+func (f *frameWriter) frame(kind byte, p []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	if f.err = writeFrame(f.w, kind, p); f.err == nil {
+		f.err = f.flush()
+	}
+	return f.err
+}
+
+// pump copies r into frames of kind until EOF. Once the client is gone it
+// keeps reading, so the command never blocks on a full pipe.
+func (f *frameWriter) pump(wg *sync.WaitGroup, kind byte, r *os.File) {
+	defer wg.Done()
+	defer r.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			_ = f.frame(kind, buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func readLine(r *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, isPrefix, err := r.ReadLine()
+		if err != nil {
+			return nil, err
+		}
+		line = append(line, chunk...)
+		if len(line) > limit {
+			return nil, fmt.Errorf("request line exceeds %d bytes", limit)
+		}
+		if !isPrefix {
+			return line, nil
+		}
+	}
+}
+
+// mergeEnv returns base with extra applied; later entries win.
+func mergeEnv(base, extra []string) []string {
+	if len(extra) == 0 {
+		return base
+	}
+	idx := make(map[string]int, len(base)+len(extra))
+	out := make([]string, 0, len(base)+len(extra))
+	for _, kv := range append(append([]string(nil), base...), extra...) {
+		k, _, _ := strings.Cut(kv, "=")
+		if i, ok := idx[k]; ok {
+			out[i] = kv
+			continue
+		}
+		idx[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
+}
+
+// lookPath resolves file against PATH from env, not the agent's own.
+func lookPath(file string, env []string) (string, error) {
+	if strings.Contains(file, "/") {
+		return file, nil
+	}
+	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		p := filepath.Join(dir, file)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: %w", file, exec.ErrNotFound)
+}
+
+func unixSignalName(sig syscall.Signal) string {
+	if name := sigNames[sig]; name != "" {
+		return name
+	}
+	return "SIG" + strconv.Itoa(int(sig))
+}
+
+var sigNames = map[syscall.Signal]string{
+	syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT",
+	syscall.SIGSEGV: "SIGSEGV", syscall.SIGABRT: "SIGABRT", syscall.SIGHUP: "SIGHUP",
+	syscall.SIGPIPE: "SIGPIPE", syscall.SIGBUS: "SIGBUS", syscall.SIGXCPU: "SIGXCPU",
+}

@@ -1,0 +1,150 @@
+// Package agent is the in-sandbox agent: the process that runs as PID 1 in
+// every sandbox and serves the daemon, and the Client the daemon uses to
+// reach it.
+//
+// The protocol is HTTP/1.1 over a private channel: a listening unix socket
+// that the runtime creates on the host and hands to the agent as an
+// inherited file descriptor (oci), or a TCP port guarded by a bearer token
+// (kubernetes). The socket never appears inside the sandbox, so user code
+// can neither reach nor impersonate the agent.
+//
+// Exec is one full-duplex request: the request body is a JSON line with the
+// ExecRequest followed by the raw stdin bytes; the response body is a
+// sequence of frames (kind byte, 4-byte big-endian length, payload) carrying
+// stdout, stderr and finally the ExecResult.
+package agent
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// Version is the protocol version the agent reports in Info.
+const Version = "1"
+
+// Environment variables the runtime uses to configure the agent.
+const (
+	EnvListenFD = "AGENT2ENV_AGENT_FD"     // inherited listening socket fd
+	EnvListen   = "AGENT2ENV_AGENT_LISTEN" // TCP address to listen on
+	EnvToken    = "AGENT2ENV_AGENT_TOKEN"  // bearer token required on TCP
+)
+
+// ExecRequest describes one command to run in the sandbox.
+type ExecRequest struct {
+	// Command is the argv to run. Exactly one of Command and Shell is set.
+	Command []string `json:"command,omitempty"`
+	// Shell is a string run with /bin/sh -c.
+	Shell string `json:"shell,omitempty"`
+	// Env entries (KEY=VALUE) are added to the sandbox environment.
+	Env []string `json:"env,omitempty"`
+	// Cwd is the working directory; the sandbox default when empty.
+	Cwd string `json:"cwd,omitempty"`
+	// Stdin says the request body after the JSON line is the command's
+	// standard input; otherwise stdin is /dev/null.
+	Stdin bool `json:"stdin,omitempty"`
+	// Timeout kills the command's whole process group when it elapses.
+	// Zero means no timeout (the request context still applies).
+	Timeout time.Duration `json:"timeout,omitempty"`
+}
+
+// Validate reports whether the request can be run.
+func (r *ExecRequest) Validate() error {
+	switch {
+	case len(r.Command) == 0 && r.Shell == "":
+		return fmt.Errorf("command is empty")
+	case len(r.Command) > 0 && r.Shell != "":
+		return fmt.Errorf("command and shell are exclusive")
+	case len(r.Command) > 0 && r.Command[0] == "":
+		return fmt.Errorf("command[0] is empty")
+	case r.Timeout < 0:
+		return fmt.Errorf("timeout is negative")
+	}
+	return nil
+}
+
+// ExecResult is how a command ended.
+type ExecResult struct {
+	ExitCode int `json:"exit_code"`
+	// Signal is set when the process was killed by a signal.
+	Signal string `json:"signal,omitempty"`
+	// TimedOut is set when the timeout killed the process group.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Error is set when the command could not be started at all
+	// (ExitCode is then 127 for not found, 126 otherwise).
+	Error string `json:"error,omitempty"`
+	// Duration is the wall time from start to exit.
+	Duration time.Duration `json:"duration"`
+}
+
+// Info is the agent's heartbeat.
+type Info struct {
+	Version string        `json:"version"`
+	Uptime  time.Duration `json:"uptime"`
+	// Processes is the number of processes in the sandbox, agent included.
+	Processes int `json:"processes"`
+	// Running is the number of commands the agent is running for clients.
+	Running int `json:"running"`
+}
+
+// FileInfo describes a file in the sandbox.
+type FileInfo struct {
+	Name    string      `json:"name"`
+	Path    string      `json:"path"`
+	Size    int64       `json:"size"`
+	Mode    os.FileMode `json:"mode"`
+	ModTime time.Time   `json:"mod_time"`
+	IsDir   bool        `json:"is_dir"`
+	Link    string      `json:"link,omitempty"`
+}
+
+// errorBody is the JSON body of every agent error response.
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// Frame kinds of the exec response stream.
+const (
+	frameStdout byte = 'o'
+	frameStderr byte = 'e'
+	frameResult byte = 'x'
+)
+
+// maxFrame bounds a frame's payload so a corrupt stream cannot make the
+// reader allocate without limit.
+const maxFrame = 1 << 20
+
+func writeFrame(w io.Writer, kind byte, p []byte) error {
+	var hdr [5]byte
+	hdr[0] = kind
+	binary.BigEndian.PutUint32(hdr[1:], uint32(len(p)))
+	if _, err := w.Write(hdr[:]); err != nil {
+		return err
+	}
+	_, err := w.Write(p)
+	return err
+}
+
+// readFrame reads one frame into buf (grown as needed) and returns its kind
+// and payload.
+func readFrame(r io.Reader, buf []byte) (byte, []byte, error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[1:])
+	if n > maxFrame {
+		return 0, nil, fmt.Errorf("frame of %d bytes exceeds limit", n)
+	}
+	if cap(buf) < int(n) {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return 0, nil, fmt.Errorf("read frame: %w", io.ErrUnexpectedEOF)
+	}
+	return hdr[0], buf, nil
+}

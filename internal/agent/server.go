@@ -1,0 +1,163 @@
+package agent
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Server is the agent's API. Create it with NewServer; it is safe for
+// concurrent use.
+type Server struct {
+	env     []string
+	cwd     string
+	uid     int // user commands and file operations run as; -1 = as the agent
+	gid     int
+	token   string
+	started time.Time
+	reaper  *reaper
+	running atomic.Int64
+	log     *slog.Logger
+}
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// Env is the environment of every command (before request additions).
+	Env []string
+	// Cwd is the default working directory.
+	Cwd string
+	// UID and GID are the user commands and file operations run as.
+	// Negative runs them as the agent's own user (tests, unprivileged use).
+	UID, GID int
+	// Token, when set, is required as a bearer token on every request.
+	Token string
+	Log   *slog.Logger
+}
+
+// NewServer returns a Server. It starts reaping children at once.
+func NewServer(cfg ServerConfig) *Server {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Server{
+		env: cfg.Env, cwd: cfg.Cwd, uid: cfg.UID, gid: cfg.GID, token: cfg.Token,
+		started: time.Now(), reaper: processReaper(), log: cfg.Log,
+	}
+}
+
+// Handler returns the HTTP handler of the agent API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/info", s.handleInfo)
+	mux.HandleFunc("POST /v1/exec", s.handleExec)
+	mux.HandleFunc("GET /v1/files", s.handleDownload)
+	mux.HandleFunc("PUT /v1/files", s.handleUpload)
+	mux.HandleFunc("DELETE /v1/files", s.handleRemove)
+	mux.HandleFunc("GET /v1/stat", s.handleStat)
+	mux.HandleFunc("GET /v1/list", s.handleList)
+	mux.HandleFunc("POST /v1/mkdir", s.handleMkdir)
+	mux.HandleFunc("POST /v1/move", s.handleMove)
+	if s.token == "" {
+		return mux
+	}
+	want := []byte("Bearer " + s.token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			writeError(w, http.StatusUnauthorized, "UNAUTHORIZED", errors.New("missing or wrong agent token"))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// Serve answers requests on l until ctx is done.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func (s *Server) track(delta int64) { s.running.Add(delta) }
+
+func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, Info{
+		Version:   Version,
+		Uptime:    time.Since(s.started),
+		Processes: countProcesses(),
+		Running:   int(s.running.Load()),
+	})
+}
+
+// countProcesses counts the numeric entries of /proc: in the sandbox's pid
+// namespace, every process of the sandbox.
+func countProcesses() int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		if name := e.Name(); name != "" && name[0] >= '0' && name[0] <= '9' {
+			n++
+		}
+	}
+	return n
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code string, err error) {
+	writeJSON(w, status, errorBody{Error: err.Error(), Code: code})
+}
+
+// writeFSError maps a file-system error to a status and code.
+func writeFSError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, syscall.ENOTEMPTY): // before ErrExist, which it matches
+		writeError(w, http.StatusBadRequest, "NOT_EMPTY", err)
+	case errors.Is(err, fs.ErrNotExist):
+		writeError(w, http.StatusNotFound, "NOT_FOUND", err)
+	case errors.Is(err, fs.ErrExist):
+		writeError(w, http.StatusConflict, "ALREADY_EXISTS", err)
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+		writeError(w, http.StatusForbidden, "PERMISSION_DENIED", err)
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		writeError(w, http.StatusInsufficientStorage, "NO_SPACE", err)
+	case errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENOTDIR),
+		errors.Is(err, syscall.EINVAL):
+		writeError(w, http.StatusBadRequest, "INVALID_PATH", err)
+	default:
+		writeError(w, http.StatusInternalServerError, "INTERNAL", err)
+	}
+}
+
+// envForCommands strips the agent's own configuration from env.
+func envForCommands(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "AGENT2ENV_AGENT_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}

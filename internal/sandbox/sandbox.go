@@ -1,0 +1,139 @@
+// Package sandbox defines the contract between the daemon and the runtimes
+// that run sandboxes: the Runtime interface, the Spec a sandbox is created
+// from and the Status a runtime reports.
+//
+// A runtime owns everything below the sandbox record: root filesystems,
+// containers or pods, cgroups and the channel to the in-sandbox agent. The
+// daemon (package manager) owns the records and the lifecycle above it. Every
+// implementation must pass the conformance suite in package runtimetest.
+package sandbox
+
+import (
+	"context"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/agent"
+)
+
+// User code runs as this unprivileged user inside every sandbox.
+const (
+	UserID  = 1000
+	GroupID = 1000
+	HomeDir = "/home/sandbox"
+	WorkDir = "/workspace"
+)
+
+// Spec is what a runtime needs to create a sandbox. The manager resolves
+// templates, overrides and images into a Spec before calling the runtime.
+type Spec struct {
+	// ID is the sandbox id: short, lowercase, unique on this daemon.
+	ID string
+	// Image is the reference the sandbox was asked for, for display.
+	Image string
+	// Layers are the image's unpacked layer directories, lowest first.
+	// Runtimes that pull images themselves (kubernetes) ignore it.
+	Layers []string
+	// Env is the environment every process in the sandbox starts with
+	// (image environment, then template, then overrides).
+	Env []string
+	// Cwd is the default working directory of commands.
+	Cwd string
+	// Resources are the limits enforced on the whole sandbox.
+	Resources Resources
+	// Network says what the sandbox may reach. The zero value is none
+	// (loopback only).
+	Network Network
+	// Labels are opaque key/values kept with the sandbox and returned by
+	// List and Recover, so the daemon can match runtime state to records.
+	Labels map[string]string
+}
+
+// Resources are the limits of one sandbox. Zero means the runtime default.
+type Resources struct {
+	// MilliCPU is the CPU quota in thousandths of a core.
+	MilliCPU int64
+	// MemoryBytes is the memory limit (RAM; no swap).
+	MemoryBytes int64
+	// Pids is the maximum number of processes and threads.
+	Pids int64
+	// DiskBytes is the size of the writable storage shared by /workspace,
+	// /tmp and the home directory. Filling it ends in ENOSPC.
+	DiskBytes int64
+}
+
+// Network is the network policy of a sandbox.
+type Network struct {
+	// Mode is "none" (loopback only, the default).
+	Mode string
+}
+
+// State is the runtime's view of a sandbox.
+type State string
+
+// Runtime states.
+const (
+	StateCreated State = "created" // prepared, agent not started
+	StateRunning State = "running" // agent running
+	StateStopped State = "stopped" // agent exited or was stopped
+	StateUnknown State = "unknown" // runtime cannot tell
+)
+
+// Status is a runtime's report on one sandbox.
+type Status struct {
+	ID        string
+	State     State
+	Pid       int // host pid of the agent, when the runtime knows it
+	CreatedAt time.Time
+	Labels    map[string]string
+}
+
+// Usage is a point-in-time reading of a sandbox's resource use.
+type Usage struct {
+	CPUNanos    uint64 // cumulative CPU time
+	MemoryBytes uint64
+	Pids        uint64
+	DiskBytes   uint64
+}
+
+// Capabilities says what a runtime supports beyond the interface.
+type Capabilities struct {
+	// Pause reports whether Stop keeps the writable layer so that Start
+	// resumes with the same files.
+	StopKeepsFiles bool
+}
+
+// Runtime runs sandboxes. Implementations are safe for concurrent use;
+// calls for one id are serialized by the caller.
+type Runtime interface {
+	// Name is the runtime's registry name ("oci", "kubernetes").
+	Name() string
+	Capabilities() Capabilities
+	// Create prepares a sandbox (root filesystem, bundle) without
+	// starting it. On error nothing is left behind.
+	Create(ctx context.Context, spec *Spec) error
+	// Start starts the in-sandbox agent and returns once it accepts
+	// connections.
+	Start(ctx context.Context, id string) error
+	// Stop ends every process of the sandbox, waiting up to timeout for a
+	// graceful exit before killing. Files survive when
+	// Capabilities().StopKeepsFiles.
+	Stop(ctx context.Context, id string, timeout time.Duration) error
+	// Delete removes the sandbox and everything the runtime holds for it.
+	// Deleting an unknown id returns an ErrNotFound.
+	Delete(ctx context.Context, id string) error
+	// Status reports on one sandbox; ErrNotFound if unknown.
+	Status(ctx context.Context, id string) (Status, error)
+	// List reports on every sandbox the runtime holds.
+	List(ctx context.Context) ([]Status, error)
+	// Agent returns a client for the sandbox's agent. It does not dial;
+	// each call on the client does.
+	Agent(ctx context.Context, id string) (*agent.Client, error)
+	// Recover is called once at daemon start, before anything else. It
+	// cleans up what a crash left half-made and returns what still exists.
+	Recover(ctx context.Context) ([]Status, error)
+}
+
+// UsageReader is implemented by runtimes that can measure resource use.
+type UsageReader interface {
+	Usage(ctx context.Context, id string) (Usage, error)
+}
