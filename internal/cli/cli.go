@@ -31,6 +31,10 @@ type entry struct {
 
 func commands() map[string]entry {
 	return map[string]entry{
+		"serve": {summary: "run the daemon", make: func(e env) Command { return &serveCmd{env: e} }},
+		"sandbox": {summary: "create, list, run commands in, copy files to and remove sandboxes",
+			make: func(e env) Command { return &sandboxCmd{env: e} }},
+		"image": {summary: "list, pull, build, import and remove images", make: func(e env) Command { return &imageCmd{env: e} }},
 		"agent": {summary: "run the in-sandbox agent (started by the runtime)", hidden: true,
 			make: func(e env) Command { return &agentCmd{env: e} }},
 	}
@@ -54,6 +58,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := c.make(e).Run(ctx, args[1:]); err != nil {
+		if exit := (*exitError)(nil); errors.As(err, &exit) {
+			return exit.code
+		}
 		if errors.Is(err, flag.ErrHelp) {
 			return 2
 		}

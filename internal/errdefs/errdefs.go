@@ -54,3 +54,29 @@ func wrap(class error, format string, args ...any) error {
 	}
 	return &classed{class: class, msg: msg}
 }
+
+// coded attaches a wire error code to an error.
+type coded struct {
+	error
+	code string
+}
+
+func (e *coded) Unwrap() error { return e.error }
+
+// WithCode attaches code, a wire error code such as "SANDBOX_NOT_FOUND",
+// to err. The edge reports it instead of the class's generic code.
+func WithCode(err error, code string) error {
+	if err == nil {
+		return nil
+	}
+	return &coded{error: err, code: code}
+}
+
+// Code returns the outermost code attached to err, or "".
+func Code(err error) string {
+	var c *coded
+	if errors.As(err, &c) {
+		return c.code
+	}
+	return ""
+}

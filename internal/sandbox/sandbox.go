@@ -137,3 +137,10 @@ type Runtime interface {
 type UsageReader interface {
 	Usage(ctx context.Context, id string) (Usage, error)
 }
+
+// LogReader is implemented by runtimes that keep a sandbox's console
+// output (the agent's and the sandbox's main process's).
+type LogReader interface {
+	// Logs returns at most the last limit bytes of output.
+	Logs(ctx context.Context, id string, limit int64) ([]byte, error)
+}

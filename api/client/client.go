@@ -1,0 +1,193 @@
+// Package client is the Go SDK for the agent2env REST API. It speaks the
+// wire contract of package api and imports nothing of the server, so
+// programs that drive sandboxes depend on the api module alone.
+//
+// A Client is made with New (or FromEnv) and is safe for concurrent use;
+// its services group the endpoints the way the LiteBoxd SDK does:
+//
+//	c, err := client.New("http://127.0.0.1:8080", client.WithToken(token))
+//	sb, err := c.Sandbox.Create(ctx, api.CreateSandboxRequest{Image: "agent2env/python"})
+//	sb, err = c.Sandbox.WaitForReady(ctx, sb.ID, 0)
+//	res, err := c.Sandbox.Execute(ctx, sb.ID, api.ExecRequest{Command: []string{"python3", "-V"}})
+//
+// Failed requests return a *APIError, which errors.Is matches against the
+// sentinel classes (ErrNotFound, ErrConflict, ...) by HTTP status.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+)
+
+// Environment variables FromEnv reads, and the URL it falls back to.
+const (
+	EnvURL     = "AGENT2ENV_URL"
+	EnvToken   = "AGENT2ENV_TOKEN"
+	DefaultURL = "http://127.0.0.1:8080"
+)
+
+// apiPrefix is where the versioned API lives below the base URL.
+const apiPrefix = "/api/v1"
+
+// Client talks to one agent2env daemon. It is safe for concurrent use and
+// must be made with New or FromEnv.
+type Client struct {
+	// Sandbox holds the sandbox endpoints.
+	Sandbox *SandboxService
+	// Image holds the image endpoints.
+	Image *ImageService
+
+	base   *url.URL // scheme, host and any path prefix, without /api/v1
+	hc     *http.Client
+	header http.Header // sent with every request
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient makes the Client send its requests with hc instead of
+// http.DefaultClient (a nil hc changes nothing). Streaming calls last as
+// long as the operation they follow, so hc should not set a Timeout;
+// bound calls with their context.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) {
+		if hc != nil {
+			c.hc = hc
+		}
+	}
+}
+
+// WithToken sends token as a bearer token. An empty token sends none.
+func WithToken(token string) Option {
+	return func(c *Client) {
+		if token == "" {
+			c.header.Del("Authorization")
+			return
+		}
+		c.header.Set("Authorization", "Bearer "+token)
+	}
+}
+
+// WithHeader sends the header key: value with every request.
+func WithHeader(key, value string) Option {
+	return func(c *Client) { c.header.Add(key, value) }
+}
+
+// WithUserAgent replaces the default User-Agent.
+func WithUserAgent(ua string) Option {
+	return func(c *Client) { c.header.Set("User-Agent", ua) }
+}
+
+// New returns a Client for the daemon at baseURL, such as
+// http://127.0.0.1:8080. A trailing /api/v1 is accepted and ignored; any
+// other path is kept as a prefix, for daemons behind a reverse proxy.
+func New(baseURL string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(strings.TrimSpace(baseURL))
+	if err != nil {
+		return nil, fmt.Errorf("parse agent2env url: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("agent2env url %q: want http://host:port or https://host:port", baseURL)
+	}
+	u.Path = strings.TrimSuffix(strings.TrimRight(u.Path, "/"), apiPrefix)
+	u.RawPath, u.RawQuery, u.Fragment = "", "", ""
+	c := &Client{base: u, hc: http.DefaultClient, header: http.Header{}}
+	c.header.Set("User-Agent", "agent2env-go-client")
+	for _, o := range opts {
+		o(c)
+	}
+	c.Sandbox = &SandboxService{c: c}
+	c.Image = &ImageService{c: c}
+	return c, nil
+}
+
+// FromEnv returns a Client for the daemon named by AGENT2ENV_URL (default
+// http://127.0.0.1:8080) with the bearer token AGENT2ENV_TOKEN, if set.
+// opts apply after those and so override them.
+func FromEnv(opts ...Option) (*Client, error) {
+	base := os.Getenv(EnvURL)
+	if base == "" {
+		base = DefaultURL
+	}
+	return New(base, append([]Option{WithToken(os.Getenv(EnvToken))}, opts...)...)
+}
+
+// Health checks that the daemon answers GET /health.
+func (c *Client) Health(ctx context.Context) error {
+	resp, err := c.send(ctx, http.MethodGet, "/health", nil, nil, "")
+	if err != nil {
+		return fmt.Errorf("health check: %w", err)
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// send makes a request to path (already escaped, below the base URL) and
+// returns the response when its status is 2xx; otherwise it consumes the
+// body into an *APIError.
+func (c *Client) send(ctx context.Context, method, path string, query url.Values, body io.Reader, contentType string) (*http.Response, error) {
+	u, err := url.Parse(c.base.String() + path)
+	if err != nil {
+		return nil, fmt.Errorf("build request url: %w", err)
+	}
+	u.RawQuery = query.Encode()
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	req.Header = c.header.Clone()
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer resp.Body.Close()
+		return nil, readError(resp)
+	}
+	return resp, nil
+}
+
+// jsonBody encodes v as a request body.
+func jsonBody(v any) (io.Reader, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	return bytes.NewReader(b), nil
+}
+
+// doJSON sends in (unless nil) as a JSON body to the API path and decodes
+// the response into out (unless nil).
+func (c *Client) doJSON(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	var ct string
+	if in != nil {
+		var err error
+		if body, err = jsonBody(in); err != nil {
+			return err
+		}
+		ct = "application/json"
+	}
+	resp, err := c.send(ctx, method, apiPrefix+path, nil, body, ct)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decode response: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/agent2env/agent2env/api"
+)
+
+// ImageService holds the image endpoints. Use it as Client.Image.
+type ImageService struct {
+	c *Client
+}
+
+// ProgressFunc receives the progress events of a pull, build or import.
+// It is called on the calling goroutine, one event at a time, and may be
+// nil.
+type ProgressFunc func(api.ImageProgress)
+
+// List returns the stored images.
+func (s *ImageService) List(ctx context.Context) ([]api.Image, error) {
+	var l api.List[api.Image]
+	if err := s.c.doJSON(ctx, http.MethodGet, "/images", nil, &l); err != nil {
+		return nil, fmt.Errorf("list images: %w", err)
+	}
+	return l.Items, nil
+}
+
+// Pull fetches an image from its registry, reporting progress to fn.
+func (s *ImageService) Pull(ctx context.Context, ref string, fn ProgressFunc) (*api.Image, error) {
+	img, err := s.one(ctx, "/images/pull", ref, fn)
+	if err != nil {
+		return nil, fmt.Errorf("pull image %s: %w", ref, err)
+	}
+	return img, nil
+}
+
+// Build builds one of the daemon's built-in images (agent2env/python,
+// agent2env/node), reporting progress to fn.
+func (s *ImageService) Build(ctx context.Context, name string, fn ProgressFunc) (*api.Image, error) {
+	img, err := s.one(ctx, "/images/build", name, fn)
+	if err != nil {
+		return nil, fmt.Errorf("build image %s: %w", name, err)
+	}
+	return img, nil
+}
+
+// one runs a pull or build, whose stream ends with one image.
+func (s *ImageService) one(ctx context.Context, path, ref string, fn ProgressFunc) (*api.Image, error) {
+	body, err := jsonBody(api.ImageRequest{Ref: ref})
+	if err != nil {
+		return nil, err
+	}
+	imgs, err := s.stream(ctx, path, body, "application/json", fn)
+	if err != nil {
+		return nil, err
+	}
+	return &imgs[0], nil
+}
+
+// Import loads the images of a `docker save` or OCI layout tarball read
+// from r, which is streamed to the daemon, reporting the daemon's
+// progress to fn.
+func (s *ImageService) Import(ctx context.Context, r io.Reader, fn ProgressFunc) ([]api.Image, error) {
+	imgs, err := s.stream(ctx, "/images/import", r, "application/x-tar", fn)
+	if err != nil {
+		return nil, fmt.Errorf("import images: %w", err)
+	}
+	return imgs, nil
+}
+
+// Remove deletes a stored image by reference or ID.
+func (s *ImageService) Remove(ctx context.Context, ref string) error {
+	if ref == "" {
+		return errors.New("remove image: ref is empty")
+	}
+	// The route takes the rest of the path, slashes included.
+	segs := strings.Split(ref, "/")
+	for i, seg := range segs {
+		segs[i] = url.PathEscape(seg)
+	}
+	if err := s.c.doJSON(ctx, http.MethodDelete, "/images/"+strings.Join(segs, "/"), nil, nil); err != nil {
+		return fmt.Errorf("remove image %s: %w", ref, err)
+	}
+	return nil
+}
+
+// stream posts body and reads the progress stream that answers it: it
+// calls fn for every "progress" event and returns the images of the
+// "image" events, or the error of an "error" event.
+func (s *ImageService) stream(ctx context.Context, path string, body io.Reader, contentType string, fn ProgressFunc) ([]api.Image, error) {
+	resp, err := s.c.send(ctx, http.MethodPost, apiPrefix+path, nil, body, contentType)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var imgs []api.Image
+	events := newSSEReader(resp.Body)
+	for {
+		ev, err := events.next()
+		if errors.Is(err, io.EOF) {
+			if len(imgs) == 0 {
+				return nil, errors.New("progress stream ended without an image")
+			}
+			return imgs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read progress stream: %w", err)
+		}
+		switch ev.name {
+		case "progress":
+			var p api.ImageProgress
+			if err := json.Unmarshal(ev.data, &p); err != nil {
+				return nil, fmt.Errorf("decode progress event: %w", err)
+			}
+			if fn != nil {
+				fn(p)
+			}
+		case "image":
+			var img api.Image
+			if err := json.Unmarshal(ev.data, &img); err != nil {
+				return nil, fmt.Errorf("decode image event: %w", err)
+			}
+			imgs = append(imgs, img)
+		case "error":
+			return nil, streamError(ev.data)
+		}
+	}
+}

@@ -1,0 +1,272 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+)
+
+// SandboxService holds the sandbox endpoints. Use it as Client.Sandbox.
+type SandboxService struct {
+	c *Client
+}
+
+// sandboxPath returns the escaped API path of sandbox id plus suffix.
+func sandboxPath(id, suffix string) (string, error) {
+	if id == "" {
+		return "", errors.New("sandbox id is empty")
+	}
+	return "/sandboxes/" + url.PathEscape(id) + suffix, nil
+}
+
+// Create creates a sandbox. It returns as soon as the daemon has accepted
+// it: the status is running or failed when the image was already stored,
+// and pending while the image is still being pulled or built; see
+// WaitForReady.
+func (s *SandboxService) Create(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
+	var sb api.Sandbox
+	if err := s.c.doJSON(ctx, http.MethodPost, "/sandboxes", req, &sb); err != nil {
+		return nil, fmt.Errorf("create sandbox: %w", err)
+	}
+	return &sb, nil
+}
+
+// List returns every sandbox.
+func (s *SandboxService) List(ctx context.Context) ([]api.Sandbox, error) {
+	var l api.List[api.Sandbox]
+	if err := s.c.doJSON(ctx, http.MethodGet, "/sandboxes", nil, &l); err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	return l.Items, nil
+}
+
+// Get returns one sandbox.
+func (s *SandboxService) Get(ctx context.Context, id string) (*api.Sandbox, error) {
+	p, err := sandboxPath(id, "")
+	if err != nil {
+		return nil, fmt.Errorf("get sandbox: %w", err)
+	}
+	var sb api.Sandbox
+	if err := s.c.doJSON(ctx, http.MethodGet, p, nil, &sb); err != nil {
+		return nil, fmt.Errorf("get sandbox %s: %w", id, err)
+	}
+	return &sb, nil
+}
+
+// Delete stops and removes a sandbox.
+func (s *SandboxService) Delete(ctx context.Context, id string) error {
+	p, err := sandboxPath(id, "")
+	if err == nil {
+		err = s.c.doJSON(ctx, http.MethodDelete, p, nil, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("delete sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// Execute runs a command in a sandbox and returns its result once it has
+// exited. A non-zero exit code is a result, not an error.
+func (s *SandboxService) Execute(ctx context.Context, id string, req api.ExecRequest) (*api.ExecResponse, error) {
+	p, err := sandboxPath(id, "/exec")
+	if err != nil {
+		return nil, fmt.Errorf("exec: %w", err)
+	}
+	var res api.ExecResponse
+	if err := s.c.doJSON(ctx, http.MethodPost, p, req, &res); err != nil {
+		return nil, fmt.Errorf("exec in sandbox %s: %w", id, err)
+	}
+	return &res, nil
+}
+
+// ExecuteStream runs a command in a sandbox, copying its output to stdout
+// and stderr (either may be nil to discard) as it is produced, and returns
+// the final "exit" event. Writes to stdout and stderr happen on the
+// calling goroutine, one chunk at a time. A non-zero exit code is a
+// result, not an error.
+func (s *SandboxService) ExecuteStream(ctx context.Context, id string, req api.ExecRequest, stdout, stderr io.Writer) (*api.ExecEvent, error) {
+	p, err := sandboxPath(id, "/exec/stream")
+	if err != nil {
+		return nil, fmt.Errorf("exec: %w", err)
+	}
+	ev, err := s.execStream(ctx, p, req, stdout, stderr)
+	if err != nil {
+		return nil, fmt.Errorf("exec in sandbox %s: %w", id, err)
+	}
+	return ev, nil
+}
+
+func (s *SandboxService) execStream(ctx context.Context, p string, req api.ExecRequest, stdout, stderr io.Writer) (*api.ExecEvent, error) {
+	body, err := jsonBody(req)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.c.send(ctx, http.MethodPost, apiPrefix+p, nil, body, "application/json")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	events := newSSEReader(resp.Body)
+	for {
+		ev, err := events.next()
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("output stream ended without an exit event")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read output stream: %w", err)
+		}
+		var out io.Writer
+		switch ev.name {
+		case "stdout":
+			out = stdout
+		case "stderr":
+			out = stderr
+		case "exit":
+			var exit api.ExecEvent
+			if err := json.Unmarshal(ev.data, &exit); err != nil {
+				return nil, fmt.Errorf("decode exit event: %w", err)
+			}
+			return &exit, nil
+		case "error":
+			return nil, streamError(ev.data)
+		default:
+			continue // an event type of a newer daemon
+		}
+		var chunk api.ExecEvent
+		if err := json.Unmarshal(ev.data, &chunk); err != nil {
+			return nil, fmt.Errorf("decode %s event: %w", ev.name, err)
+		}
+		if out == nil {
+			continue
+		}
+		if _, err := io.WriteString(out, chunk.Data); err != nil {
+			return nil, fmt.Errorf("write %s: %w", ev.name, err)
+		}
+	}
+}
+
+// GetLogs returns a sandbox's console output and lifecycle events.
+func (s *SandboxService) GetLogs(ctx context.Context, id string) (*api.LogsResponse, error) {
+	p, err := sandboxPath(id, "/logs")
+	if err != nil {
+		return nil, fmt.Errorf("get logs: %w", err)
+	}
+	var logs api.LogsResponse
+	if err := s.c.doJSON(ctx, http.MethodGet, p, nil, &logs); err != nil {
+		return nil, fmt.Errorf("get logs of sandbox %s: %w", id, err)
+	}
+	return &logs, nil
+}
+
+// UploadFile writes the contents of r to the file at path in a sandbox,
+// creating parent directories. Only mode's permission bits are sent; 0
+// leaves the daemon's default (0644). The body is streamed: r is read
+// while the request is sent, never held in memory whole. When UploadFile
+// returns early with an error, the background copy may read r once more
+// before it notices, as with http.Client.Do.
+func (s *SandboxService) UploadFile(ctx context.Context, id, filePath string, r io.Reader, mode os.FileMode) (*api.FileInfo, error) {
+	p, err := sandboxPath(id, "/files")
+	if err != nil {
+		return nil, fmt.Errorf("upload: %w", err)
+	}
+	if filePath == "" {
+		return nil, fmt.Errorf("upload to sandbox %s: path is empty", id)
+	}
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() {
+		pw.CloseWithError(writeUpload(mw, filePath, r, mode))
+	}()
+	resp, err := s.c.send(ctx, http.MethodPost, apiPrefix+p, nil, pr, mw.FormDataContentType())
+	// Stop the copy if the request ended before reading all of it.
+	pr.CloseWithError(errors.New("upload request finished"))
+	if err != nil {
+		return nil, fmt.Errorf("upload %s to sandbox %s: %w", filePath, id, err)
+	}
+	defer resp.Body.Close()
+	var info api.FileInfo
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
+		return nil, fmt.Errorf("upload %s to sandbox %s: decode response: %w", filePath, id, err)
+	}
+	return &info, nil
+}
+
+// writeUpload writes the multipart body of an upload: the path and mode
+// fields come before the file part so the daemon can stream the file
+// straight to its destination.
+func writeUpload(mw *multipart.Writer, filePath string, r io.Reader, mode os.FileMode) error {
+	if err := mw.WriteField("path", filePath); err != nil {
+		return err
+	}
+	if perm := mode.Perm(); perm != 0 {
+		if err := mw.WriteField("mode", fmt.Sprintf("%04o", perm)); err != nil {
+			return err
+		}
+	}
+	part, err := mw.CreateFormFile("file", path.Base(filePath))
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(part, r); err != nil {
+		return fmt.Errorf("read upload source: %w", err)
+	}
+	return mw.Close()
+}
+
+// DownloadFile returns the contents of the file at path in a sandbox as
+// it arrives. The caller must close it.
+func (s *SandboxService) DownloadFile(ctx context.Context, id, filePath string) (io.ReadCloser, error) {
+	p, err := sandboxPath(id, "/files")
+	if err != nil {
+		return nil, fmt.Errorf("download: %w", err)
+	}
+	resp, err := s.c.send(ctx, http.MethodGet, apiPrefix+p, url.Values{"path": {filePath}}, nil, "")
+	if err != nil {
+		return nil, fmt.Errorf("download %s from sandbox %s: %w", filePath, id, err)
+	}
+	return resp.Body, nil
+}
+
+// DefaultPollInterval is how often WaitForReady polls when given no
+// interval.
+const DefaultPollInterval = 500 * time.Millisecond
+
+// WaitForReady polls a sandbox until it is running and returns it. When
+// the sandbox reaches a status it will not leave for running (failed,
+// succeeded, terminating) it returns the sandbox and a
+// *SandboxFailedError. pollInterval <= 0 means DefaultPollInterval. Bound
+// the wait with ctx.
+func (s *SandboxService) WaitForReady(ctx context.Context, id string, pollInterval time.Duration) (*api.Sandbox, error) {
+	if pollInterval <= 0 {
+		pollInterval = DefaultPollInterval
+	}
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for {
+		sb, err := s.Get(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("wait for sandbox %s: %w", id, err)
+		}
+		switch sb.Status {
+		case api.StatusRunning:
+			return sb, nil
+		case api.StatusFailed, api.StatusSucceeded, api.StatusTerminating:
+			return sb, &SandboxFailedError{ID: sb.ID, Status: sb.Status, Reason: sb.Reason}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for sandbox %s (status %s): %w", id, sb.Status, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package api
+
+import "time"
+
+// SandboxStatus is the lifecycle state of a sandbox.
+type SandboxStatus string
+
+// Sandbox statuses, as LiteBoxd names them.
+const (
+	StatusPending     SandboxStatus = "pending"
+	StatusRunning     SandboxStatus = "running"
+	StatusSucceeded   SandboxStatus = "succeeded"
+	StatusFailed      SandboxStatus = "failed"
+	StatusTerminating SandboxStatus = "terminating"
+	StatusUnknown     SandboxStatus = "unknown"
+)
+
+// Sandbox is a sandbox as the API returns it.
+type Sandbox struct {
+	ID              string            `json:"id"`
+	Image           string            `json:"image"`
+	CPU             string            `json:"cpu"`
+	Memory          string            `json:"memory"`
+	TTL             int               `json:"ttl"`
+	Env             map[string]string `json:"env,omitempty"`
+	Status          SandboxStatus     `json:"status"`
+	Template        string            `json:"template,omitempty"`
+	TemplateVersion int               `json:"templateVersion,omitempty"`
+	CreatedAt       time.Time         `json:"created_at"`
+	// ExpiresAt is when the TTL ends; the zero time (omitted) when ttl is 0.
+	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+	AccessToken string     `json:"accessToken,omitempty"`
+	AccessURL   string     `json:"accessUrl,omitempty"`
+	// Reason says why the sandbox is in its status (agent2env addition).
+	Reason string `json:"reason,omitempty"`
+}
+
+// SandboxOverrides change a template's defaults for one sandbox.
+type SandboxOverrides struct {
+	CPU    string            `json:"cpu,omitempty"`
+	Memory string            `json:"memory,omitempty"`
+	TTL    *int              `json:"ttl,omitempty"`
+	Env    map[string]string `json:"env,omitempty"`
+}
+
+// CreateSandboxRequest is the body of POST /sandboxes. Either Template
+// (LiteBoxd) or Image (agent2env addition) names what to run; with Image,
+// CPU, Memory, TTL and Env may be given at the top level.
+type CreateSandboxRequest struct {
+	Template        string            `json:"template,omitempty"`
+	TemplateVersion int               `json:"templateVersion,omitempty"`
+	Overrides       *SandboxOverrides `json:"overrides,omitempty"`
+
+	Image  string            `json:"image,omitempty"`
+	CPU    string            `json:"cpu,omitempty"`
+	Memory string            `json:"memory,omitempty"`
+	TTL    *int              `json:"ttl,omitempty"`
+	Env    map[string]string `json:"env,omitempty"`
+}
+
+// ExecRequest is the body of POST /sandboxes/{id}/exec.
+type ExecRequest struct {
+	Command []string `json:"command"`
+	// Timeout in seconds; 0 means the server default (30 s).
+	Timeout int `json:"timeout,omitempty"`
+	// Env, Cwd and Stdin are agent2env additions.
+	Env   map[string]string `json:"env,omitempty"`
+	Cwd   string            `json:"cwd,omitempty"`
+	Stdin string            `json:"stdin,omitempty"`
+}
+
+// ExecResponse is the result of a command.
+type ExecResponse struct {
+	ExitCode int    `json:"exit_code"`
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+	// agent2env additions.
+	TimedOut   bool    `json:"timed_out,omitempty"`
+	Truncated  bool    `json:"truncated,omitempty"`
+	DurationMS float64 `json:"duration_ms"`
+}
+
+// ExecEvent is the data of one Server-Sent Event of the streaming exec
+// response (POST /sandboxes/{id}/exec/stream): "stdout" and "stderr"
+// events carry output chunks as they are produced, the final "exit" event
+// the exit code; an "error" event (an Error body) ends a failed stream.
+type ExecEvent struct {
+	Type     string  `json:"type"` // "stdout", "stderr" or "exit"
+	Data     string  `json:"data,omitempty"`
+	ExitCode int     `json:"exit_code,omitempty"`
+	TimedOut bool    `json:"timed_out,omitempty"`
+	Duration float64 `json:"duration_ms,omitempty"`
+}
+
+// LogsResponse is the body of GET /sandboxes/{id}/logs.
+type LogsResponse struct {
+	Logs   string   `json:"logs"`
+	Events []string `json:"events"`
+}
+
+// FileInfo describes a file in a sandbox (agent2env addition).
+type FileInfo struct {
+	Name    string    `json:"name"`
+	Path    string    `json:"path"`
+	Size    int64     `json:"size"`
+	Mode    string    `json:"mode"`
+	ModTime time.Time `json:"mod_time"`
+	IsDir   bool      `json:"is_dir"`
+}
+
+// List is the shape of every list response.
+type List[T any] struct {
+	Items []T `json:"items"`
+}

@@ -1,0 +1,340 @@
+// Command bench measures agent2env against the performance targets of the
+// specification, each beside a baseline measured in the same run on the
+// same machine (these machines are shared and noisy, so ratios carry more
+// than absolute figures):
+//
+//   - sandbox create → ready through REST, against
+//     `unshare --mount --pid --fork --net --uts --ipc true`;
+//   - `exec true` round trip through REST, against a direct fork/exec;
+//   - 100 concurrent creates;
+//   - memory per idle sandbox.
+//
+// It starts the daemon binary ($AGENT2ENV_BIN) on a fresh data directory and
+// must run as root. Run it with `make bench`.
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+)
+
+func main() {
+	n := flag.Int("n", 50, "iterations per latency measurement")
+	concurrent := flag.Int("concurrent", 100, "sandboxes created at once")
+	idle := flag.Int("idle", 50, "idle sandboxes for the memory measurement")
+	img := flag.String("image", "agent2env/python", "image to create sandboxes from")
+	flag.Parse()
+	if err := run(*n, *concurrent, *idle, *img); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type stats struct{ p50, p95, mean time.Duration }
+
+func summarize(ds []time.Duration) stats {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return stats{p50: ds[len(ds)/2], p95: ds[len(ds)*95/100], mean: sum / time.Duration(len(ds))}
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+
+func measure(n int, fn func() error) (stats, error) {
+	ds := make([]time.Duration, 0, n)
+	for range n {
+		start := time.Now()
+		if err := fn(); err != nil {
+			return stats{}, err
+		}
+		ds = append(ds, time.Since(start))
+	}
+	return summarize(ds), nil
+}
+
+func run(n, concurrent, idle int, img string) error {
+	bin := os.Getenv("AGENT2ENV_BIN")
+	if bin == "" {
+		return fmt.Errorf("set AGENT2ENV_BIN to the agent2env binary")
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("must run as root")
+	}
+	d, err := startDaemon(bin)
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	fmt.Printf("agent2env benchmarks (%s, %d iterations; ratios are ours / baseline)\n\n", img, n)
+
+	// Warm up: the first create may build the image.
+	id, err := d.create(img)
+	if err != nil {
+		return err
+	}
+	if err := d.delete(id); err != nil {
+		return err
+	}
+
+	base, err := measure(n, func() error {
+		return exec.Command("unshare", "--mount", "--pid", "--fork", "--net", "--uts", "--ipc", "true").Run()
+	})
+	if err != nil {
+		return fmt.Errorf("unshare baseline: %w", err)
+	}
+	var ids []string
+	create, err := measure(n, func() error {
+		id, err := d.create(img)
+		ids = append(ids, id)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	report("sandbox create → ready (REST)", create, "unshare … true", base, "≤ 25 ms p50")
+
+	direct, err := measure(n*4, func() error { return exec.Command("true").Run() })
+	if err != nil {
+		return err
+	}
+	execTrue, err := measure(n*4, func() error {
+		var res api.ExecResponse
+		if err := d.post("/api/v1/sandboxes/"+ids[0]+"/exec", api.ExecRequest{Command: []string{"true"}}, &res); err != nil {
+			return err
+		}
+		if res.ExitCode != 0 {
+			return fmt.Errorf("exec true exited %d", res.ExitCode)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	report("exec `true` round trip (REST)", execTrue, "fork/exec true", direct, "≤ 3 ms p50")
+	for _, id := range ids {
+		if err := d.delete(id); err != nil {
+			return err
+		}
+	}
+
+	// Concurrent creates.
+	var (
+		mu   sync.Mutex
+		ds   []time.Duration
+		errs []error
+		wg   sync.WaitGroup
+	)
+	ids = ids[:0]
+	start := time.Now()
+	for range concurrent {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.Now()
+			id, err := d.create(img)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			ds = append(ds, time.Since(t))
+			ids = append(ids, id)
+		}()
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	if len(ds) > 0 {
+		s := summarize(ds)
+		fmt.Printf("%-34s %d/%d ready in %s wall; per create p50 %s p95 %s (%.1f creates/s)\n",
+			fmt.Sprintf("%d concurrent creates", concurrent), len(ds), concurrent, ms(wall), ms(s.p50), ms(s.p95),
+			float64(len(ds))/wall.Seconds())
+	}
+	for _, err := range errs {
+		fmt.Println("  create failed:", err)
+	}
+	for _, id := range ids {
+		if err := d.delete(id); err != nil {
+			return err
+		}
+	}
+
+	// Memory per idle sandbox: host-wide MemAvailable delta, and the
+	// sandboxes' own cgroup charge.
+	time.Sleep(time.Second)
+	before := memAvailable()
+	ids = ids[:0]
+	for range idle {
+		id, err := d.create(img)
+		if err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	time.Sleep(2 * time.Second)
+	after := memAvailable()
+	var charged int64
+	for _, id := range ids {
+		charged += cgroupMemory(id)
+	}
+	fmt.Printf("%-34s %.1f MiB host (MemAvailable delta / %d), %.1f MiB charged to the sandbox cgroup\n",
+		"memory per idle sandbox", float64(before-after)/float64(idle)/(1<<20), idle, float64(charged)/float64(idle)/(1<<20))
+	for _, id := range ids {
+		if err := d.delete(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func report(name string, ours stats, baseName string, base stats, target string) {
+	fmt.Printf("%-34s p50 %s p95 %s   | %s p50 %s p95 %s | ratio p50 %.2fx | target %s\n",
+		name, ms(ours.p50), ms(ours.p95), baseName, ms(base.p50), ms(base.p95),
+		float64(ours.p50)/float64(base.p50), target)
+}
+
+func memAvailable() int64 {
+	b, _ := os.ReadFile("/proc/meminfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// cgroupMemory reads a sandbox's memory charge on cgroup v1 or v2.
+func cgroupMemory(id string) int64 {
+	for _, p := range []string{
+		"/sys/fs/cgroup/memory/agent2env/" + id + "/memory.usage_in_bytes",
+		"/sys/fs/cgroup/agent2env/" + id + "/memory.current",
+	} {
+		if b, err := os.ReadFile(p); err == nil {
+			v, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			return v
+		}
+	}
+	return 0
+}
+
+type daemon struct {
+	cmd     *exec.Cmd
+	addr    string
+	dataDir string
+	hc      *http.Client
+}
+
+func startDaemon(bin string) (*daemon, error) {
+	dataDir, err := os.MkdirTemp("", "a2e-bench-")
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := l.Addr().String()
+	l.Close()
+	logf, err := os.Create(filepath.Join(dataDir, "daemon.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", dataDir, "--log-level", "warn")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	d := &daemon{cmd: cmd, addr: addr, dataDir: dataDir,
+		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
+	for i := 0; ; i++ {
+		resp, err := d.hc.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return d, nil
+			}
+		}
+		if i > 1500 {
+			d.stop()
+			return nil, fmt.Errorf("daemon not ready; see %s", logf.Name())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (d *daemon) stop() {
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	d.cmd.Wait()
+	os.RemoveAll(d.dataDir)
+}
+
+func (d *daemon) post(path string, body, out any) error {
+	b, _ := json.Marshal(body)
+	resp, err := d.hc.Post("http://"+d.addr+path, "application/json", bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, raw)
+	}
+	return json.Unmarshal(raw, out)
+}
+
+// create makes a sandbox and waits until it runs.
+func (d *daemon) create(img string) (string, error) {
+	var sb api.Sandbox
+	if err := d.post("/api/v1/sandboxes", api.CreateSandboxRequest{Image: img}, &sb); err != nil {
+		return "", err
+	}
+	for sb.Status == api.StatusPending {
+		time.Sleep(50 * time.Millisecond)
+		resp, err := d.hc.Get("http://" + d.addr + "/api/v1/sandboxes/" + sb.ID)
+		if err != nil {
+			return "", err
+		}
+		err = json.NewDecoder(resp.Body).Decode(&sb)
+		resp.Body.Close()
+		if err != nil {
+			return "", err
+		}
+	}
+	if sb.Status != api.StatusRunning {
+		return sb.ID, fmt.Errorf("sandbox %s is %s: %s", sb.ID, sb.Status, sb.Reason)
+	}
+	return sb.ID, nil
+}
+
+func (d *daemon) delete(id string) error {
+	req, _ := http.NewRequest(http.MethodDelete, "http://"+d.addr+"/api/v1/sandboxes/"+id, nil)
+	resp, err := d.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("delete %s: %d", id, resp.StatusCode)
+	}
+	return nil
+}

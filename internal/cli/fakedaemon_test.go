@@ -1,0 +1,328 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/client"
+)
+
+// fakeDaemon is an in-process stand-in for "agent2env serve" that speaks
+// the REST API over httptest, keeping sandboxes, their files and images
+// in memory. Sandboxes of image "ready" run at once; others are pending
+// until the first GET, after which they run, or fail if their image is
+// "broken". Exec understands a few commands: echo ARGS, fail CODE, and
+// timeout.
+type fakeDaemon struct {
+	token string // required bearer token, if not empty
+
+	mu        sync.Mutex
+	requests  int
+	nextID    int
+	sandboxes map[string]*api.Sandbox
+	files     map[string]fakeFile // by "id:path"
+	images    []api.Image
+	creates   []api.CreateSandboxRequest
+	execs     []api.ExecRequest
+	imports   [][]byte
+}
+
+type fakeFile struct {
+	data []byte
+	mode string
+}
+
+// newFakeDaemon starts a fake daemon and points AGENT2ENV_URL at it.
+func newFakeDaemon(t *testing.T) *fakeDaemon {
+	d := &fakeDaemon{sandboxes: map[string]*api.Sandbox{}, files: map[string]fakeFile{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/sandboxes", d.create)
+	mux.HandleFunc("GET /api/v1/sandboxes", d.list)
+	mux.HandleFunc("GET /api/v1/sandboxes/{id}", d.get)
+	mux.HandleFunc("DELETE /api/v1/sandboxes/{id}", d.remove)
+	mux.HandleFunc("POST /api/v1/sandboxes/{id}/exec/stream", d.exec)
+	mux.HandleFunc("POST /api/v1/sandboxes/{id}/files", d.upload)
+	mux.HandleFunc("GET /api/v1/sandboxes/{id}/files", d.download)
+	mux.HandleFunc("GET /api/v1/sandboxes/{id}/logs", d.logs)
+	mux.HandleFunc("GET /api/v1/images", d.listImages)
+	mux.HandleFunc("POST /api/v1/images/pull", d.pull)
+	mux.HandleFunc("POST /api/v1/images/build", d.pull)
+	mux.HandleFunc("POST /api/v1/images/import", d.importTar)
+	mux.HandleFunc("DELETE /api/v1/images/{ref...}", d.removeImage)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.mu.Lock()
+		d.requests++
+		token := d.token
+		d.mu.Unlock()
+		if token != "" && r.Header.Get("Authorization") != "Bearer "+token {
+			fail(w, http.StatusUnauthorized, api.CodeUnauthorized, "missing or wrong token")
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv(client.EnvURL, srv.URL)
+	t.Setenv(client.EnvToken, "")
+	return d
+}
+
+func fail(w http.ResponseWriter, status int, code, msg string) {
+	reply(w, status, api.Error{Message: msg, Code: code})
+}
+
+func reply(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// addSandbox stores a sandbox as if it had been created.
+func (d *fakeDaemon) addSandbox(sb api.Sandbox) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.sandboxes[sb.ID] = &sb
+}
+
+// sandbox returns the sandbox of the request's id, or answers 404.
+func (d *fakeDaemon) sandbox(w http.ResponseWriter, r *http.Request) *api.Sandbox {
+	sb := d.sandboxes[r.PathValue("id")]
+	if sb == nil {
+		fail(w, http.StatusNotFound, api.CodeSandboxNotFound, fmt.Sprintf("sandbox %s not found", r.PathValue("id")))
+	}
+	return sb
+}
+
+func (d *fakeDaemon) create(w http.ResponseWriter, r *http.Request) {
+	var req api.CreateSandboxRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		fail(w, http.StatusBadRequest, api.CodeInvalidRequest, err.Error())
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.creates = append(d.creates, req)
+	if req.Image == "" {
+		fail(w, http.StatusBadRequest, api.CodeInvalidRequest, "image is required")
+		return
+	}
+	d.nextID++
+	sb := &api.Sandbox{ID: fmt.Sprintf("sb%d", d.nextID), Image: req.Image, CPU: req.CPU, Memory: req.Memory,
+		Env: req.Env, Status: api.StatusPending, CreatedAt: time.Now().UTC()}
+	if req.TTL != nil {
+		sb.TTL = *req.TTL
+	}
+	if req.Image == "ready" {
+		sb.Status = api.StatusRunning
+	}
+	d.sandboxes[sb.ID] = sb
+	reply(w, http.StatusCreated, sb)
+}
+
+func (d *fakeDaemon) list(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := api.List[api.Sandbox]{Items: []api.Sandbox{}}
+	for _, sb := range d.sandboxes {
+		out.Items = append(out.Items, *sb)
+	}
+	sort.Slice(out.Items, func(i, j int) bool { return out.Items[i].ID < out.Items[j].ID })
+	reply(w, http.StatusOK, out)
+}
+
+func (d *fakeDaemon) get(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	sb := d.sandbox(w, r)
+	if sb == nil {
+		return
+	}
+	if sb.Status == api.StatusPending {
+		if sb.Image == "broken" {
+			sb.Status, sb.Reason = api.StatusFailed, "prepare image broken: manifest unknown"
+		} else {
+			sb.Status = api.StatusRunning
+		}
+	}
+	reply(w, http.StatusOK, sb)
+}
+
+func (d *fakeDaemon) remove(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sandbox(w, r) == nil {
+		return
+	}
+	delete(d.sandboxes, r.PathValue("id"))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (d *fakeDaemon) exec(w http.ResponseWriter, r *http.Request) {
+	var req api.ExecRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Command) == 0 {
+		fail(w, http.StatusBadRequest, api.CodeInvalidRequest, "bad exec request")
+		return
+	}
+	d.mu.Lock()
+	sb := d.sandbox(w, r)
+	d.execs = append(d.execs, req)
+	d.mu.Unlock()
+	if sb == nil {
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	send := func(name string, v any) {
+		b, _ := json.Marshal(v)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, b)
+		http.NewResponseController(w).Flush()
+	}
+	exit := api.ExecEvent{Type: "exit", Duration: 1}
+	switch req.Command[0] {
+	case "echo":
+		send("stdout", api.ExecEvent{Type: "stdout", Data: strings.Join(req.Command[1:], " ")})
+		send("stdout", api.ExecEvent{Type: "stdout", Data: "\n"})
+	case "fail":
+		send("stderr", api.ExecEvent{Type: "stderr", Data: "failing\n"})
+		exit.ExitCode, _ = strconv.Atoi(req.Command[1])
+	case "timeout":
+		exit.ExitCode, exit.TimedOut = -1, true
+	}
+	send("exit", exit)
+}
+
+func (d *fakeDaemon) upload(w http.ResponseWriter, r *http.Request) {
+	mr, err := r.MultipartReader()
+	if err != nil {
+		fail(w, http.StatusBadRequest, api.CodeInvalidRequest, err.Error())
+		return
+	}
+	var path string
+	f := fakeFile{mode: "0644"}
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			fail(w, http.StatusBadRequest, api.CodeInvalidRequest, err.Error())
+			return
+		}
+		b, err := io.ReadAll(part)
+		if err != nil {
+			fail(w, http.StatusBadRequest, api.CodeInvalidRequest, err.Error())
+			return
+		}
+		switch part.FormName() {
+		case "path":
+			path = string(b)
+		case "mode":
+			f.mode = string(b)
+		case "file":
+			f.data = b
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sandbox(w, r) == nil {
+		return
+	}
+	d.files[r.PathValue("id")+":"+path] = f
+	reply(w, http.StatusOK, api.FileInfo{Name: path[strings.LastIndex(path, "/")+1:], Path: path, Size: int64(len(f.data)), Mode: f.mode})
+}
+
+func (d *fakeDaemon) download(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sandbox(w, r) == nil {
+		return
+	}
+	f, ok := d.files[r.PathValue("id")+":"+r.URL.Query().Get("path")]
+	if !ok {
+		fail(w, http.StatusNotFound, api.CodeFileNotFound, "no such file "+r.URL.Query().Get("path"))
+		return
+	}
+	w.Write(f.data)
+}
+
+func (d *fakeDaemon) logs(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sandbox(w, r) == nil {
+		return
+	}
+	reply(w, http.StatusOK, api.LogsResponse{
+		Logs:   "agent listening",
+		Events: []string{"2025-01-02T03:04:05.000Z pending: created from image alpine", "2025-01-02T03:04:06.000Z running: agent ready"},
+	})
+}
+
+func (d *fakeDaemon) listImages(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	reply(w, http.StatusOK, api.List[api.Image]{Items: append([]api.Image{}, d.images...)})
+}
+
+// sse writes one Server-Sent Event.
+func sse(w http.ResponseWriter, name string, v any) {
+	b, _ := json.Marshal(v)
+	fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, b)
+}
+
+// pull serves pull and build: ref "missing" fails, others succeed.
+func (d *fakeDaemon) pull(w http.ResponseWriter, r *http.Request) {
+	var req api.ImageRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		fail(w, http.StatusBadRequest, api.CodeInvalidRequest, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	sse(w, "progress", api.ImageProgress{Phase: "resolve", Item: req.Ref})
+	if req.Ref == "missing" {
+		sse(w, "error", api.Error{Message: "image missing not found", Code: api.CodeImageNotFound})
+		return
+	}
+	sse(w, "progress", api.ImageProgress{Phase: "download", Item: "sha256:layer", Current: 1 << 20, Total: 2 << 20})
+	sse(w, "progress", api.ImageProgress{Phase: "download", Item: "sha256:layer", Current: 2 << 20, Total: 2 << 20})
+	img := api.Image{Ref: "docker.io/library/" + req.Ref, ID: "sha256:0123456789abcdef", Size: 2 << 20, Layers: 1, Created: time.Now()}
+	d.mu.Lock()
+	d.images = append(d.images, img)
+	d.mu.Unlock()
+	sse(w, "image", img)
+}
+
+func (d *fakeDaemon) importTar(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil || len(b) == 0 {
+		fail(w, http.StatusBadRequest, api.CodeInvalidRequest, "empty archive")
+		return
+	}
+	d.mu.Lock()
+	d.imports = append(d.imports, b)
+	d.mu.Unlock()
+	w.Header().Set("Content-Type", "text/event-stream")
+	sse(w, "progress", api.ImageProgress{Phase: "unpack", Item: "sha256:layer"})
+	sse(w, "image", api.Image{Ref: "imported/one:latest", Size: int64(len(b))})
+	sse(w, "image", api.Image{Ref: "imported/two:latest", Size: int64(len(b))})
+}
+
+func (d *fakeDaemon) removeImage(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, img := range d.images {
+		if img.Ref == r.PathValue("ref") {
+			d.images = append(d.images[:i], d.images[i+1:]...)
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+	}
+	fail(w, http.StatusNotFound, api.CodeImageNotFound, "image "+r.PathValue("ref")+" not found")
+}

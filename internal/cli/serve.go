@@ -1,0 +1,67 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+
+	"github.com/agent2env/agent2env/internal/daemon"
+	"github.com/agent2env/agent2env/internal/manager"
+)
+
+// serveCmd runs the daemon.
+type serveCmd struct{ env }
+
+// envOr returns the environment variable key, or def when it is unset.
+func envOr(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok {
+		return v
+	}
+	return def
+}
+
+func (c *serveCmd) Run(ctx context.Context, args []string) error {
+	fs := newFlags(c.env, "serve", "serve [flags]")
+	listen := fs.String("listen", envOr("AGENT2ENV_LISTEN", "127.0.0.1:8080"), "address to serve the API on (env AGENT2ENV_LISTEN)")
+	dataDir := fs.String("data-dir", envOr("AGENT2ENV_DATA_DIR", "/var/lib/agent2env"), "state directory (env AGENT2ENV_DATA_DIR)")
+	rt := fs.String("runtime", envOr("AGENT2ENV_RUNTIME", "runc"), "OCI runtime binary: runc, crun, runsc or a path (env AGENT2ENV_RUNTIME)")
+	imageDir := fs.String("image-dir", envOr("AGENT2ENV_IMAGE_DIR", ""), "image store (env AGENT2ENV_IMAGE_DIR; default <data-dir>/images)")
+	cacheDir := fs.String("cache-dir", envOr("AGENT2ENV_CACHE_DIR", ""), "cache for built images (env AGENT2ENV_CACHE_DIR; default /var/cache/agent2env)")
+	maxSandboxes := fs.Int("max-sandboxes", envInt("AGENT2ENV_MAX_SANDBOXES", 0), "maximum sandboxes at once, 0 for no limit (env AGENT2ENV_MAX_SANDBOXES)")
+	level := fs.String("log-level", envOr("AGENT2ENV_LOG_LEVEL", "info"), "debug, info, warn or error (env AGENT2ENV_LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		return fmt.Errorf("%w: log level %q", errUsage, *level)
+	}
+	log := slog.New(slog.NewTextHandler(c.stderr, &slog.HandlerOptions{Level: lvl}))
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("the daemon runs sandboxes with an OCI runtime and must run as root (try: sudo agent2env serve)")
+	}
+	l, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", *listen, err)
+	}
+	sys, err := daemon.New(ctx, daemon.Config{
+		Listen: *listen, DataDir: *dataDir, RuntimeBinary: *rt, ImageDir: *imageDir, CacheDir: *cacheDir, Log: log,
+		Manager: manager.Config{MaxSandboxes: *maxSandboxes},
+	})
+	if err != nil {
+		l.Close()
+		return err
+	}
+	defer sys.Close()
+	return sys.Serve(ctx, l)
+}
+
+func envInt(key string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(key)); err == nil {
+		return v
+	}
+	return def
+}

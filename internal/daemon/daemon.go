@@ -1,0 +1,139 @@
+// Package daemon wires the agent2env daemon together: one System struct
+// holds every long-lived service (store, images, runtime, manager, HTTP
+// API), built once by New and run by Serve. Leaf packages never import it.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/httpapi"
+	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/runtime/oci"
+	"github.com/agent2env/agent2env/internal/store/sqlite"
+)
+
+// Config is the daemon's configuration.
+type Config struct {
+	Listen  string // e.g. 127.0.0.1:8080
+	DataDir string // e.g. /var/lib/agent2env
+	// RuntimeBinary is the OCI runtime: "runc" (default), "crun", "runsc"
+	// or a path.
+	RuntimeBinary string
+	// ImageDir holds the image store; default <DataDir>/images. Several
+	// data directories may share one (one daemon at a time).
+	ImageDir string
+	// CacheDir keeps built images across image stores.
+	CacheDir string
+	Manager  manager.Config
+	// ShutdownTimeout bounds how long Serve waits for requests in flight.
+	ShutdownTimeout time.Duration
+	Log             *slog.Logger
+}
+
+// System is the running daemon.
+type System struct {
+	cfg     Config
+	Store   *sqlite.Store
+	Images  *image.Store
+	Runtime *oci.Runtime
+	Manager *manager.Manager
+	API     *httpapi.Server
+	log     *slog.Logger
+}
+
+// New opens the daemon's state, recovers sandboxes left from a previous
+// run, and returns the System ready to Serve.
+func New(ctx context.Context, cfg Config) (_ *System, err error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o711); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	s := &System{cfg: cfg, log: cfg.Log}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if s.Store, err = sqlite.Open(ctx, filepath.Join(cfg.DataDir, "state.db")); err != nil {
+		return nil, err
+	}
+	imgOpts := []image.Option{image.WithLogger(cfg.Log)}
+	if cfg.CacheDir != "" {
+		imgOpts = append(imgOpts, image.WithCacheDir(cfg.CacheDir))
+	}
+	if cfg.ImageDir == "" {
+		cfg.ImageDir = filepath.Join(cfg.DataDir, "images")
+	}
+	if s.Images, err = image.Open(cfg.ImageDir, imgOpts...); err != nil {
+		return nil, err
+	}
+	if s.Runtime, err = oci.New(oci.Config{
+		Root: filepath.Join(cfg.DataDir, "oci"), RuntimeBinary: cfg.RuntimeBinary, Logger: cfg.Log,
+	}); err != nil {
+		return nil, err
+	}
+	s.Manager = manager.New(cfg.Manager, s.Runtime, s.Images, s.Store, cfg.Log)
+	s.API = httpapi.New(s.Manager, s.Images, cfg.Log)
+	if err := s.Manager.Recover(ctx); err != nil {
+		return nil, err
+	}
+	s.API.SetReady(true)
+	return s, nil
+}
+
+// Serve answers API requests on l until ctx is done, then shuts down
+// gracefully: no new connections, requests in flight finish (up to the
+// shutdown timeout). Sandboxes keep running and are re-adopted next start.
+func (s *System) Serve(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.API.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go s.Manager.Run(runCtx)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	s.log.Info("serving", "addr", l.Addr().String(), "data_dir", s.cfg.DataDir, "runtime", s.Runtime.Name())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down")
+	shutCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil {
+		s.log.Warn("requests still running at shutdown", "err", err)
+		srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Close releases the daemon's resources.
+func (s *System) Close() {
+	if s.Manager != nil {
+		s.Manager.Close()
+	}
+	if s.Store != nil {
+		s.Store.Close()
+	}
+}

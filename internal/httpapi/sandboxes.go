@@ -1,0 +1,318 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// maxLogBytes bounds the console output GET /logs returns.
+const maxLogBytes = 1 << 20
+
+func toAPI(sb *store.Sandbox) api.Sandbox {
+	return api.Sandbox{
+		ID: sb.ID, Image: sb.Image, CPU: sb.CPU, Memory: sb.Memory, TTL: sb.TTL, Env: sb.Env,
+		Status: api.SandboxStatus(sb.Status), Template: sb.Template, TemplateVersion: sb.TemplateVersion,
+		CreatedAt: sb.CreatedAt, ExpiresAt: sb.ExpiresAt, Reason: sb.Reason,
+	}
+}
+
+func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
+	var req api.CreateSandboxRequest
+	if err := decode(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.Template != "" {
+		writeError(w, errdefs.WithCode(errdefs.NotFound("template %q not found: templates are not available on this daemon yet; create from an image", req.Template), "TEMPLATE_NOT_FOUND"))
+		return
+	}
+	sb, err := s.mgr.Create(r.Context(), manager.CreateRequest{
+		Image: req.Image, CPU: req.CPU, Memory: req.Memory, TTL: req.TTL, Env: req.Env,
+	})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, toAPI(sb))
+}
+
+func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
+	all, err := s.mgr.List(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := api.List[api.Sandbox]{Items: make([]api.Sandbox, 0, len(all))}
+	for _, sb := range all {
+		out.Items = append(out.Items, toAPI(sb))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.mgr.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toAPI(sb))
+}
+
+func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
+	if err := s.mgr.Delete(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func execRequest(req *api.ExecRequest) manager.ExecRequest {
+	out := manager.ExecRequest{
+		Command: req.Command, Timeout: time.Duration(req.Timeout) * time.Second, Env: req.Env, Cwd: req.Cwd,
+	}
+	if req.Stdin != "" {
+		out.Stdin = strings.NewReader(req.Stdin)
+	}
+	return out
+}
+
+func (s *Server) decodeExec(w http.ResponseWriter, r *http.Request) (manager.ExecRequest, error) {
+	var req api.ExecRequest
+	if err := decode(w, r, &req); err != nil {
+		return manager.ExecRequest{}, err
+	}
+	if req.Timeout < 0 {
+		return manager.ExecRequest{}, errdefs.Invalid("timeout %d is negative", req.Timeout)
+	}
+	return execRequest(&req), nil
+}
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+	req, err := s.decodeExec(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	res, err := s.mgr.Exec(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.ExecResponse{
+		ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
+		TimedOut: res.TimedOut, Truncated: res.Truncated, DurationMS: ms(res.Duration),
+	})
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// execStream runs a command and streams its output as Server-Sent Events:
+// "stdout" and "stderr" events carry {"data": chunk}, the final "exit"
+// event the result; an "error" event ends a stream that failed midway.
+func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
+	req, err := s.decodeExec(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	// Fail before the stream starts when the sandbox cannot run anything.
+	if _, err := s.mgr.Agent(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	sse := newSSE(w)
+	res, err := s.mgr.ExecStream(r.Context(), r.PathValue("id"), req,
+		sse.writer("stdout"), sse.writer("stderr"))
+	if err != nil {
+		_, code := statusOf(err)
+		sse.send("error", api.Error{Message: err.Error(), Code: code})
+		return
+	}
+	sse.send("exit", api.ExecEvent{Type: "exit", ExitCode: res.ExitCode, TimedOut: res.TimedOut, Duration: ms(res.Duration)})
+}
+
+// upload accepts multipart/form-data with a "path" field and a "file" part
+// and streams the file into the sandbox without holding it in memory. The
+// path may also be given as a query parameter; when the file part comes
+// before the path field it is spooled to a temporary file first.
+func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	mr, err := r.MultipartReader()
+	if err != nil {
+		writeError(w, errdefs.Invalid("upload must be multipart/form-data with fields path and file: %v", err))
+		return
+	}
+	path := r.URL.Query().Get("path")
+	mode := os.FileMode(0o644)
+	var spooled *os.File
+	defer func() {
+		if spooled != nil {
+			spooled.Close()
+			os.Remove(spooled.Name())
+		}
+	}()
+	var info *api.FileInfo
+	for info == nil {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			writeError(w, errdefs.Invalid("read multipart body: %v", err))
+			return
+		}
+		switch part.FormName() {
+		case "path":
+			b, err := io.ReadAll(io.LimitReader(part, 4097))
+			if err != nil || len(b) > 4096 {
+				writeError(w, errdefs.Invalid("path field is unreadable or longer than 4096 bytes"))
+				return
+			}
+			path = string(b)
+		case "mode":
+			b, _ := io.ReadAll(io.LimitReader(part, 16))
+			v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 8, 32)
+			if err != nil || v > 0o777 {
+				writeError(w, errdefs.Invalid("mode %q is not an octal permission", b))
+				return
+			}
+			mode = os.FileMode(v)
+		case "file":
+			if path == "" {
+				if spooled, err = spool(part); err != nil {
+					writeError(w, err)
+					return
+				}
+				continue
+			}
+			if info, err = s.uploadTo(r, id, path, mode, part); err != nil {
+				writeError(w, err)
+				return
+			}
+		}
+		part.Close()
+	}
+	if info == nil && spooled != nil {
+		if info, err = s.uploadTo(r, id, path, mode, spooled); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	if info == nil {
+		writeError(w, errdefs.Invalid("multipart body has no file part"))
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (s *Server) uploadTo(r *http.Request, id, path string, mode os.FileMode, body io.Reader) (*api.FileInfo, error) {
+	if path == "" {
+		return nil, errdefs.Invalid("path is required")
+	}
+	fi, err := s.mgr.Upload(r.Context(), id, path, mode, body)
+	if err != nil {
+		return nil, err
+	}
+	return &api.FileInfo{Name: fi.Name, Path: fi.Path, Size: fi.Size, Mode: fmt.Sprintf("%04o", fi.Mode.Perm()),
+		ModTime: fi.ModTime, IsDir: fi.IsDir}, nil
+}
+
+// spool copies r to a temporary file and rewinds it.
+func spool(r io.Reader) (*os.File, error) {
+	f, err := os.CreateTemp("", "agent2env-upload-*")
+	if err != nil {
+		return nil, fmt.Errorf("spool upload: %w", err)
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, errdefs.Invalid("read file part: %v", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("spool upload: %w", err)
+	}
+	return f, nil
+}
+
+func (s *Server) download(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Query().Get("path")
+	rc, size, err := s.mgr.Download(r.Context(), r.PathValue("id"), p)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	name := p[strings.LastIndex(p, "/")+1:]
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+	if size >= 0 {
+		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(w, rc)
+}
+
+func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
+	logs, events, err := s.mgr.Logs(r.Context(), r.PathValue("id"), maxLogBytes)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.LogsResponse{Logs: logs, Events: events})
+}
+
+// sse writes Server-Sent Events, flushing each one.
+type sse struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func newSSE(w http.ResponseWriter) *sse {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	return &sse{w: w, rc: http.NewResponseController(w)}
+}
+
+func (s *sse) send(event string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// writer returns an io.Writer whose writes become events of the given
+// type. The agent delivers each chunk from one goroutine per stream, and
+// the two streams' writes are serialized by the agent client.
+func (s *sse) writer(event string) io.Writer {
+	return writerFunc(func(p []byte) (int, error) {
+		if err := s.send(event, api.ExecEvent{Type: event, Data: string(p)}); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -1,0 +1,413 @@
+package image
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"golang.org/x/sys/unix"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+// recipe is a built-in image: a Debian root filesystem that mmdebstrap
+// makes from packages alone, so it builds with no registry in reach.
+type recipe struct {
+	packages []string
+	env      []string // added to baseEnv
+}
+
+// recipes are the built-in images, by normalized reference.
+var recipes = map[string]recipe{
+	"agent2env/python:latest": {
+		packages: []string{"python3", "python3-pip", "python3-venv", "python-is-python3",
+			"python3-numpy", "python3-pandas", "python3-matplotlib", "ca-certificates", "passwd"},
+		env: []string{"PYTHONUNBUFFERED=1"},
+	},
+	"agent2env/node:latest": {
+		packages: []string{"nodejs", "npm", "ca-certificates", "passwd"},
+	},
+}
+
+const buildSuite = "bookworm"
+
+var baseEnv = []string{
+	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"HOME=/home/sandbox",
+	"LANG=C.UTF-8",
+}
+
+// customizeHook runs with the root filesystem as $1 once the packages are
+// installed. The user matches sandbox.UserID/GroupID/HomeDir/WorkDir.
+const customizeHook = `set -e
+chroot "$1" groupadd --gid 1000 sandbox
+chroot "$1" useradd --uid 1000 --gid 1000 --home-dir /home/sandbox --create-home --shell /bin/bash sandbox
+install -d -o 1000 -g 1000 -m 0755 "$1/workspace"
+find "$1/var/lib/apt/lists" "$1/var/cache/apt" -type f -delete`
+
+// options are the mmdebstrap options that shape the result; with the
+// suite and the image config they make the recipe text.
+func (rc recipe) options() []string {
+	return []string{
+		"--variant=apt",
+		"--format=tar",
+		"--include=" + strings.Join(rc.packages, ","),
+		// Recommends would pull in compilers and X libraries.
+		`--aptopt=APT::Install-Recommends "false"`,
+		"--dpkgopt=path-exclude=/usr/share/doc/*",
+		"--dpkgopt=path-include=/usr/share/doc/*/copyright",
+		"--dpkgopt=path-exclude=/usr/share/man/*",
+		"--dpkgopt=path-exclude=/usr/share/info/*",
+		"--dpkgopt=path-exclude=/usr/share/locale/*",
+		"--customize-hook=" + customizeHook,
+	}
+}
+
+// args is the mmdebstrap command line that writes the root filesystem
+// tar to target. mode, mirror and verbosity do not change what is built,
+// so they are not part of the recipe text. --verbose passes dpkg's output
+// on: its "Setting up" lines are the build's progress while packages
+// install.
+func (rc recipe) args(mode, target, mirror string) []string {
+	a := append([]string{"--mode=" + mode, "--verbose"}, rc.options()...)
+	a = append(a, buildSuite, target)
+	if mirror != "" {
+		a = append(a, mirror)
+	}
+	return a
+}
+
+func (rc recipe) config() v1.Config {
+	return v1.Config{
+		Env:        append(append([]string(nil), baseEnv...), rc.env...),
+		Cmd:        []string{"/bin/bash"},
+		WorkingDir: "/workspace",
+	}
+}
+
+// text is everything that determines the built image.
+func (rc recipe) text() string {
+	cfg, err := json.Marshal(rc.config())
+	if err != nil {
+		panic(err) // a v1.Config always marshals
+	}
+	return strings.Join(rc.options(), "\n") + "\n" + buildSuite + "\n" + string(cfg) + "\n"
+}
+
+// hash names the recipe's build in the cache: a changed recipe misses.
+func (rc recipe) hash() string {
+	sum := sha256.Sum256([]byte(rc.text()))
+	return hex.EncodeToString(sum[:])
+}
+
+// Build builds a built-in image, "agent2env/python" or "agent2env/node"
+// (tag "latest" implied), and stores it. A build cached in the cache dir
+// under the recipe's hash is imported instead of built again. Concurrent
+// Pull, Ensure and Build calls for the same ref share one operation, and
+// builds of one recipe by several processes wait for each other.
+func (s *Store) Build(ctx context.Context, name string, p ProgressFunc) (*Image, error) {
+	r, err := parseRef(name)
+	if err != nil {
+		return nil, fmt.Errorf("build image %s: %w", name, err)
+	}
+	rc, ok := recipes[r.key]
+	if !ok {
+		return nil, fmt.Errorf("build image %s: %w", name, errdefs.Invalid("no built-in recipe for %s (have %s)", r.key, strings.Join(builtinNames(), ", ")))
+	}
+	return s.ops.do(ctx, r.key, p, func(ctx context.Context, p ProgressFunc) (*Image, error) {
+		return s.build(ctx, r, rc, p)
+	})
+}
+
+func builtinNames() []string {
+	names := make([]string, 0, len(recipes))
+	for n := range recipes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (s *Store) build(ctx context.Context, r reference, rc recipe, p ProgressFunc) (*Image, error) {
+	tarPath, err := s.buildTar(ctx, rc, p)
+	if err != nil {
+		return nil, fmt.Errorf("build image %s: %w", r.key, err)
+	}
+	report(p, Progress{Phase: PhaseBuild, Item: "hashing " + filepath.Base(tarPath)})
+	diffID, err := fileDigest(ctx, tarPath)
+	if err != nil {
+		return nil, fmt.Errorf("build image %s: %w", r.key, err)
+	}
+	cfg := v1.ConfigFile{
+		Architecture: runtime.GOARCH,
+		OS:           "linux",
+		Config:       rc.config(),
+		RootFS:       v1.RootFS{Type: "layers", DiffIDs: []v1.Hash{diffID}},
+	}
+	config, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("build image %s: %w", r.key, err)
+	}
+	src := source{
+		refs:   []reference{r},
+		config: config,
+		layers: []layerSource{{open: func() (io.ReadCloser, error) { return os.Open(tarPath) }}},
+	}
+	imgs, err := s.commit(ctx, src, p)
+	if err != nil {
+		return nil, fmt.Errorf("build image %s: %w", r.key, err)
+	}
+	return imgs[0], nil
+}
+
+// buildTar returns the path of the recipe's root filesystem tar in the
+// cache dir, running mmdebstrap first if it is not there.
+func (s *Store) buildTar(ctx context.Context, rc recipe, p ProgressFunc) (string, error) {
+	if err := os.MkdirAll(s.cacheDir, 0o755); err != nil {
+		return "", fmt.Errorf("create cache dir: %w", err)
+	}
+	out := filepath.Join(s.cacheDir, rc.hash()+".tar")
+	lock, err := lockFile(ctx, out+".lock", func() {
+		report(p, Progress{Phase: PhaseBuild, Item: "waiting for another build of the same recipe"})
+	})
+	if err != nil {
+		return "", fmt.Errorf("lock build cache: %w", err)
+	}
+	defer lock.Close()
+	if _, err := os.Stat(out); err == nil {
+		report(p, Progress{Phase: PhaseBuild, Item: "using cached " + out})
+		return out, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	start := time.Now()
+	if err := s.mmdebstrap(ctx, rc, out, lock, p); err != nil {
+		return "", err
+	}
+	s.log.Info("built root filesystem", logPath, out, "took", time.Since(start).Round(time.Second))
+	return out, nil
+}
+
+// mmdebstrap runs the build in a work dir next to out and renames the
+// finished tar to out. The caller holds lock, the recipe's build lock;
+// mmdebstrap inherits it, so that should this process die mid-build, the
+// next build of the recipe waits for the orphaned one to end. Cancelling
+// ctx stops mmdebstrap (it unmounts what it mounted on SIGTERM) and
+// removes the work dir.
+func (s *Store) mmdebstrap(ctx context.Context, rc recipe, out string, lock *os.File, p ProgressFunc) (err error) {
+	work := strings.TrimSuffix(out, ".tar") + ".build"
+	// A work dir left by a build that died is stale: the lock is ours.
+	if err := removeBuildDir(work); err != nil {
+		return fmt.Errorf("clean stale build dir: %w", err)
+	}
+	if err := os.Mkdir(work, 0o755); err != nil {
+		return err
+	}
+	defer func() {
+		if rmErr := removeBuildDir(work); rmErr != nil {
+			err = errors.Join(err, fmt.Errorf("clean build dir: %w", rmErr))
+		}
+	}()
+	mode := "unshare"
+	if os.Geteuid() == 0 {
+		mode = "root"
+	}
+	partial := filepath.Join(work, "rootfs.tar")
+	cmd := exec.CommandContext(ctx, "mmdebstrap", rc.args(mode, partial, s.mirror)...)
+	// mmdebstrap makes its chroot under TMPDIR: keep it in the work dir
+	// so a killed build leaves nothing elsewhere.
+	cmd.Env = append(os.Environ(), "TMPDIR="+work)
+	cmd.ExtraFiles = []*os.File{lock}
+	// Its own process group, so that cancelling reaches apt and dpkg too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
+	log := &lineWriter{line: func(line string) {
+		if step, ok := buildStep(line); ok {
+			report(p, Progress{Phase: PhaseBuild, Item: step})
+		}
+	}}
+	cmd.Stdout = log
+	cmd.Stderr = log
+	s.log.Info("running mmdebstrap", "args", cmd.Args)
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("mmdebstrap: %w: %s", err, strings.Join(log.tail, "\n"))
+	}
+	f, err := os.Open(partial)
+	if err != nil {
+		return fmt.Errorf("mmdebstrap output: %w", err)
+	}
+	err = f.Sync()
+	f.Close()
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(partial, out); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(out))
+}
+
+// buildStep picks the progress out of a line of mmdebstrap output: its
+// own "I: " lines and dpkg's "Setting up <package> (<version>) ...".
+func buildStep(line string) (string, bool) {
+	if step, ok := strings.CutPrefix(line, "I: "); ok {
+		return step, true
+	}
+	if strings.HasPrefix(line, "Setting up ") {
+		return strings.TrimSuffix(line, " ..."), true
+	}
+	return "", false
+}
+
+// lineWriter calls line for every complete line written to it and keeps
+// the last lines for error messages.
+type lineWriter struct {
+	buf  []byte
+	tail []string
+	line func(string)
+}
+
+const tailLines = 20
+
+func (w *lineWriter) Write(b []byte) (int, error) {
+	w.buf = append(w.buf, b...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		l := string(w.buf[:i])
+		w.buf = w.buf[i+1:]
+		w.line(l)
+		if w.tail = append(w.tail, l); len(w.tail) > tailLines {
+			w.tail = w.tail[1:]
+		}
+	}
+}
+
+// lockFile takes an exclusive flock on path and returns the locked file;
+// closing it (in every process that has it) releases the lock. It polls,
+// so that ctx can end the wait, and calls waiting once if it must wait.
+func lockFile(ctx context.Context, path string, waiting func()) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for first := true; ; first = false {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, err
+		}
+		if first {
+			waiting()
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// fileDigest returns the sha256 digest of a file.
+func fileDigest(ctx context.Context, path string) (v1.Hash, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, newProgressReader(ctx, f, "", "", 0, nil)); err != nil {
+		return v1.Hash{}, err
+	}
+	return v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// removeBuildDir deletes a build work dir. A killed mmdebstrap may leave
+// /proc, /sys or /dev mounted in its chroot, and deleting through those
+// would touch the host, so they are detached first; if any remains the
+// dir is left alone.
+func removeBuildDir(dir string) error {
+	mounts, err := mountsUnder(dir)
+	if err != nil {
+		return err
+	}
+	// Deepest first.
+	sort.Sort(sort.Reverse(sort.StringSlice(mounts)))
+	for _, m := range mounts {
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("unmount %s: %w", m, err)
+		}
+	}
+	if left, err := mountsUnder(dir); err != nil {
+		return err
+	} else if len(left) > 0 {
+		return fmt.Errorf("%s still has mounts (%s); not removing it", dir, strings.Join(left, ", "))
+	}
+	return os.RemoveAll(dir)
+}
+
+// mountsUnder lists the mount points below dir in this mount namespace.
+func mountsUnder(dir string) ([]string, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		mp := unescapeMountPath(f[4])
+		if strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
+		}
+	}
+	return out, nil
+}
+
+// unescapeMountPath undoes the octal escapes (\040 for a space) of
+// /proc/self/mountinfo.
+func unescapeMountPath(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

@@ -1,0 +1,288 @@
+package image
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"golang.org/x/sys/unix"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+func TestRecipeHash(t *testing.T) {
+	python, node := recipes["agent2env/python:latest"], recipes["agent2env/node:latest"]
+	morePackages := node
+	morePackages.packages = append(slices.Clone(node.packages), "git")
+	otherEnv := node
+	otherEnv.env = []string{"EXTRA=1"}
+
+	hex64 := regexp.MustCompile(`^[0-9a-f]{64}$`)
+	for name, rc := range recipes {
+		if h := rc.hash(); !hex64.MatchString(h) || h != rc.hash() {
+			t.Errorf("%s: hash %q is not a stable sha256 hex", name, h)
+		}
+	}
+	tests := []struct {
+		name string
+		a, b recipe
+		same bool
+	}{
+		{"same recipe", node, node, true},
+		{"python vs node", python, node, false},
+		{"extra package", node, morePackages, false},
+		{"different env", node, otherEnv, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.a.hash() == tt.b.hash(); got != tt.same {
+				t.Errorf("hashes equal = %v, want %v", got, tt.same)
+			}
+		})
+	}
+}
+
+func TestMmdebstrapArgs(t *testing.T) {
+	node := recipes["agent2env/node:latest"]
+	tests := []struct {
+		name, mode, mirror string
+		wantTail           []string
+	}{
+		{"root, host default mirror", "root", "", []string{"bookworm", "/c/out.tar"}},
+		{"unshare with mirror", "unshare", "http://mirror.example/debian", []string{"bookworm", "/c/out.tar", "http://mirror.example/debian"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := node.args(tt.mode, "/c/out.tar", tt.mirror)
+			if args[0] != "--mode="+tt.mode || args[1] != "--verbose" {
+				t.Errorf("args start %q, want --mode=%s --verbose", args[:2], tt.mode)
+			}
+			if diff := cmp.Diff(tt.wantTail, args[len(args)-len(tt.wantTail):]); diff != "" {
+				t.Errorf("positional args (-want +got):\n%s", diff)
+			}
+			for _, want := range []string{"--variant=apt", "--format=tar", "--include=nodejs,npm,ca-certificates,passwd"} {
+				if !slices.Contains(args, want) {
+					t.Errorf("args lack %q: %q", want, args)
+				}
+			}
+			var hook string
+			for _, a := range args {
+				if h, ok := strings.CutPrefix(a, "--customize-hook="); ok {
+					hook = h
+				}
+			}
+			for _, want := range []string{
+				"groupadd --gid 1000 sandbox",
+				"useradd --uid 1000 --gid 1000 --home-dir /home/sandbox --create-home --shell /bin/bash sandbox",
+				`install -d -o 1000 -g 1000 -m 0755 "$1/workspace"`,
+				"/var/lib/apt/lists",
+			} {
+				if !strings.Contains(hook, want) {
+					t.Errorf("customize hook lacks %q:\n%s", want, hook)
+				}
+			}
+		})
+	}
+}
+
+func TestBuildStep(t *testing.T) {
+	tests := []struct {
+		line, want string
+		ok         bool
+	}{
+		{"I: installing remaining packages inside the chroot...", "installing remaining packages inside the chroot...", true},
+		{"Setting up nodejs (18.19.0+dfsg-6~deb12u2) ...", "Setting up nodejs (18.19.0+dfsg-6~deb12u2)", true},
+		{"Unpacking nodejs (18.19.0+dfsg-6~deb12u2) ...", "", false},
+		{"dpkg: warning: ignoring pre-dependency problem!", "", false},
+		{"W: some warning", "", false},
+	}
+	for _, tt := range tests {
+		if got, ok := buildStep(tt.line); got != tt.want || ok != tt.ok {
+			t.Errorf("buildStep(%q) = %q, %v; want %q, %v", tt.line, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestBuildConfig(t *testing.T) {
+	tests := []struct {
+		ref     string
+		wantEnv []string
+	}{
+		{"agent2env/python:latest", []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/home/sandbox", "LANG=C.UTF-8", "PYTHONUNBUFFERED=1"}},
+		{"agent2env/node:latest", []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/home/sandbox", "LANG=C.UTF-8"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.ref, func(t *testing.T) {
+			cfg := recipes[tt.ref].config()
+			if diff := cmp.Diff(tt.wantEnv, cfg.Env); diff != "" {
+				t.Errorf("env (-want +got):\n%s", diff)
+			}
+			if cfg.WorkingDir != "/workspace" {
+				t.Errorf("working dir = %q, want /workspace", cfg.WorkingDir)
+			}
+		})
+	}
+}
+
+// TestBuildUsesCache puts a root filesystem tar where the build cache
+// keeps the node recipe's result and checks Build imports it without
+// running mmdebstrap, in two stores sharing the cache.
+func TestBuildUsesCache(t *testing.T) {
+	cache := t.TempDir()
+	rc := recipes["agent2env/node:latest"]
+	rootfs := tarBytes(t,
+		entry{name: "./", typ: tar.TypeDir},
+		entry{name: "./usr/bin/node", body: "fake node", mode: 0o755},
+		entry{name: "./etc/passwd", body: "sandbox:x:1000:1000::/home/sandbox:/bin/bash\n"},
+	)
+	if err := os.WriteFile(filepath.Join(cache, rc.hash()+".tar"), rootfs, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", "") // mmdebstrap cannot run: the cache must answer
+
+	var first *Image
+	for i, op := range []string{"Build", "Ensure"} {
+		s := newTestStore(t, WithCacheDir(cache))
+		var prog progressLog
+		var img *Image
+		var err error
+		if op == "Build" {
+			img, err = s.Build(context.Background(), "agent2env/node", prog.add)
+		} else {
+			img, err = s.Ensure(context.Background(), "agent2env/node:latest", prog.add)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+		if img.Ref != "agent2env/node:latest" || len(img.Layers) != 1 {
+			t.Fatalf("%s = %s with %d layers", op, img.Ref, len(img.Layers))
+		}
+		if got := readFile(t, filepath.Join(img.Layers[0], "usr/bin/node")); got != "fake node" {
+			t.Errorf("usr/bin/node = %q", got)
+		}
+		if _, ok := prog.last(PhaseBuild, "using cached "+filepath.Join(cache, rc.hash()+".tar")); !ok {
+			t.Errorf("no progress about the cache: %+v", prog.events)
+		}
+		if i == 0 {
+			first = img
+		} else if img.Digest != first.Digest || img.ID != first.ID {
+			t.Errorf("second store got %s/%s, first %s/%s", img.Digest, img.ID, first.Digest, first.ID)
+		}
+		if diff := cmp.Diff(Config{Env: rc.config().Env, Cmd: []string{"/bin/bash"}, WorkingDir: "/workspace"}, img.Config); diff != "" {
+			t.Errorf("config (-want +got):\n%s", diff)
+		}
+	}
+}
+
+// buildTestsEnabled gates the tests that run mmdebstrap for real: they
+// need a Debian mirror and take minutes. CI and `make test` set it.
+func buildTestsEnabled(t *testing.T) {
+	t.Helper()
+	if os.Getenv("AGENT2ENV_BUILD_TESTS") != "1" {
+		t.Skip("set AGENT2ENV_BUILD_TESTS=1 to build images with mmdebstrap")
+	}
+}
+
+// TestBuildNode builds agent2env/node with mmdebstrap, through the shared
+// cache dir (AGENT2ENV_CACHE_DIR or /var/cache/agent2env) so that later
+// runs and other packages' tests reuse it.
+func TestBuildNode(t *testing.T) {
+	buildTestsEnabled(t)
+	s, err := Open(filepath.Join(t.TempDir(), "images"),
+		WithLogger(slog.New(slog.NewTextHandler(os.Stderr, nil))),
+		WithKeychain(authn.NewMultiKeychain()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	img, err := s.Build(context.Background(), "agent2env/node", func(p Progress) {
+		if p.Phase == PhaseBuild {
+			t.Logf("%s: %s", time.Since(start).Round(time.Second), p.Item)
+		}
+	})
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	t.Logf("built agent2env/node in %s: %d MB, cache %s", time.Since(start).Round(time.Second), img.Size>>20, s.cacheDir)
+	layer := img.Layers[0]
+	if !exists(filepath.Join(layer, "usr/bin/node")) {
+		t.Error("usr/bin/node missing")
+	}
+	passwd := readFile(t, filepath.Join(layer, "etc/passwd"))
+	if !strings.Contains(passwd, "\nsandbox:x:1000:1000::/home/sandbox:/bin/bash\n") {
+		t.Errorf("etc/passwd has no sandbox user with uid 1000:\n%s", passwd)
+	}
+	if os.Geteuid() == 0 {
+		fi, err := os.Stat(filepath.Join(layer, "workspace"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != 1000 || st.Gid != 1000 {
+			t.Errorf("workspace owned by %d:%d, want 1000:1000", st.Uid, st.Gid)
+		}
+	}
+	if entries, err := os.ReadDir(filepath.Join(layer, "var/lib/apt/lists")); err == nil {
+		for _, e := range entries {
+			if e.Type().IsRegular() && e.Name() != "lock" {
+				t.Errorf("apt list %s left in the image", e.Name())
+			}
+		}
+	}
+}
+
+// TestBuildCancel cancels a real build once mmdebstrap has its chroot
+// mounted and checks nothing is left behind.
+func TestBuildCancel(t *testing.T) {
+	buildTestsEnabled(t)
+	requireRoot(t)
+	cache := t.TempDir()
+	// Should the build leave /proc or /sys mounted in its chroot,
+	// deleting the temp dir would reach into the host's: detach them
+	// first (cleanups run last-registered first).
+	t.Cleanup(func() {
+		mounts, _ := mountsUnder(cache)
+		slices.Sort(mounts)
+		for _, m := range slices.Backward(mounts) {
+			unix.Unmount(m, unix.MNT_DETACH)
+		}
+	})
+	s := newTestStore(t, WithCacheDir(cache))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := s.Build(ctx, "agent2env/node", func(p Progress) {
+		// By the time packages install, /proc and /sys are mounted in
+		// the chroot.
+		if p.Phase == PhaseBuild && strings.HasPrefix(p.Item, "installing") {
+			cancel()
+		}
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Build: %v, want context.Canceled", err)
+	}
+	if left := dirEntries(t, cache); slices.ContainsFunc(left, func(n string) bool { return !strings.HasSuffix(n, ".lock") }) {
+		t.Errorf("cache dir holds %v after a cancelled build", left)
+	}
+	if m, err := mountsUnder(cache); err != nil || len(m) > 0 {
+		t.Errorf("mounts left under the cache dir: %v, %v", m, err)
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), cache) {
+			t.Errorf("process still running from the cancelled build: %s: %q", p, b)
+		}
+	}
+	if _, err := s.Get(context.Background(), "agent2env/node"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("Get after a cancelled build: %v, want ErrNotFound", err)
+	}
+}

@@ -1,0 +1,191 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/quantity"
+	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// CreateRequest is a validated-on-use request for a new sandbox.
+type CreateRequest struct {
+	Image  string
+	CPU    string
+	Memory string
+	// TTL in seconds; nil means the default, 0 never expires.
+	TTL *int
+	Env map[string]string
+}
+
+// resolved is a CreateRequest checked and completed with defaults.
+type resolved struct {
+	CreateRequest
+	ttl      int
+	milliCPU int64
+	memBytes int64
+}
+
+func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
+	r := &resolved{CreateRequest: req}
+	if strings.TrimSpace(req.Image) == "" {
+		return nil, errdefs.Invalid("image is required")
+	}
+	if _, err := image.Normalize(req.Image); err != nil {
+		return nil, err
+	}
+	if r.CPU == "" {
+		r.CPU = m.cfg.DefaultCPU
+	}
+	if r.Memory == "" {
+		r.Memory = m.cfg.DefaultMemory
+	}
+	var err error
+	if r.milliCPU, err = quantity.ParseCPU(r.CPU); err != nil {
+		return nil, errdefs.Invalid("%v", err)
+	}
+	if r.memBytes, err = quantity.ParseBytes(r.Memory); err != nil {
+		return nil, errdefs.Invalid("memory: %v", err)
+	}
+	if r.memBytes < 16<<20 {
+		return nil, errdefs.Invalid("memory %s is below the 16Mi minimum", r.Memory)
+	}
+	r.ttl = m.cfg.DefaultTTL
+	if req.TTL != nil {
+		r.ttl = *req.TTL
+	}
+	if r.ttl < 0 {
+		return nil, errdefs.Invalid("ttl %d is negative (0 means never expire)", r.ttl)
+	}
+	if err := validEnv(req.Env); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Create makes a new sandbox. When the image is already stored the sandbox
+// is started before Create returns (status running, or failed with a
+// reason); otherwise it is returned pending while the image is pulled or
+// built in the background. Invalid requests create nothing.
+func (m *Manager) Create(ctx context.Context, req CreateRequest) (*store.Sandbox, error) {
+	r, err := m.resolve(req)
+	if err != nil {
+		return nil, err
+	}
+	if m.cfg.MaxSandboxes > 0 {
+		all, err := m.store.ListSandboxes(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if len(all) >= m.cfg.MaxSandboxes {
+			return nil, errdefs.WithCode(fmt.Errorf("%d sandboxes exist, the configured maximum; delete some first: %w",
+				len(all), errdefs.ErrResourceExhausted), api.CodeLimitExceeded)
+		}
+	}
+	now := m.now().UTC()
+	sb := &store.Sandbox{
+		ID: newID(), Image: r.Image, CPU: r.CPU, Memory: r.Memory, TTL: r.ttl, Env: r.Env,
+		Status: string(api.StatusPending), Runtime: m.rt.Name(), CreatedAt: now, UpdatedAt: now,
+	}
+	if r.ttl > 0 {
+		exp := now.Add(time.Duration(r.ttl) * time.Second)
+		sb.ExpiresAt = &exp
+	}
+	if err := m.store.CreateSandbox(ctx, sb); err != nil {
+		return nil, err
+	}
+	m.event(ctx, sb.ID, string(api.StatusPending), "created from image "+r.Image)
+
+	img, err := m.images.Get(ctx, r.Image)
+	if err == nil {
+		// The image is here: start now, whatever the client does meanwhile.
+		return m.start(context.WithoutCancel(ctx), sb.ID, r, img)
+	}
+	if !errors.Is(err, errdefs.ErrNotFound) {
+		return m.fail(ctx, sb.ID, fmt.Sprintf("look up image %s: %v", r.Image, err))
+	}
+	m.bg.Add(1)
+	go func() {
+		defer m.bg.Done()
+		ctx, cancel := context.WithTimeout(m.bgCtx, m.cfg.StartTimeout)
+		defer cancel()
+		m.event(ctx, sb.ID, string(api.StatusPending), "preparing image "+r.Image)
+		img, err := m.images.Ensure(ctx, r.Image, nil)
+		if err != nil {
+			_, _ = m.fail(ctx, sb.ID, fmt.Sprintf("prepare image %s: %v", r.Image, err))
+			return
+		}
+		_, _ = m.start(ctx, sb.ID, r, img)
+	}()
+	return sb, nil
+}
+
+// start creates and starts the runtime side of a pending sandbox.
+func (m *Manager) start(ctx context.Context, id string, r *resolved, img *image.Image) (*store.Sandbox, error) {
+	unlock := m.lock(id)
+	defer unlock()
+	// The sandbox may have been deleted while its image was prepared.
+	if sb, err := m.store.GetSandbox(ctx, id); err != nil || sb.Status != string(api.StatusPending) {
+		return sb, sandboxErr(err)
+	}
+	spec := &sandbox.Spec{
+		ID:     id,
+		Image:  img.Ref,
+		Layers: img.Layers,
+		Env:    sandboxEnv(img.Config.Env, r.Env),
+		Cwd:    sandbox.WorkDir,
+		Resources: sandbox.Resources{
+			MilliCPU: r.milliCPU, MemoryBytes: r.memBytes,
+			Pids: m.cfg.DefaultPids, DiskBytes: m.cfg.DefaultDisk,
+		},
+		Labels: map[string]string{"agent2env.image": img.Ref},
+	}
+	if err := m.rt.Create(ctx, spec); err != nil {
+		return m.fail(ctx, id, fmt.Sprintf("create sandbox: %v", err))
+	}
+	if err := m.rt.Start(ctx, id); err != nil {
+		if derr := m.rt.Delete(context.WithoutCancel(ctx), id); derr != nil {
+			m.log.Warn("clean up sandbox after failed start", "sandbox", id, "err", derr)
+		}
+		return m.fail(ctx, id, fmt.Sprintf("start sandbox: %v", err))
+	}
+	return m.setStatus(ctx, id, api.StatusRunning, "agent ready")
+}
+
+// fail marks a sandbox failed with reason.
+func (m *Manager) fail(ctx context.Context, id, reason string) (*store.Sandbox, error) {
+	m.log.Warn("sandbox failed", "sandbox", id, "reason", reason)
+	return m.setStatus(ctx, id, api.StatusFailed, reason)
+}
+
+// sandboxEnv is the image environment with the request's applied on top
+// and HOME pointing at the sandbox user's home.
+func sandboxEnv(imageEnv []string, extra map[string]string) []string {
+	env := map[string]string{
+		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME": sandbox.HomeDir, "USER": "sandbox", "LANG": "C.UTF-8",
+	}
+	for _, kv := range imageEnv {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	env["HOME"] = sandbox.HomeDir
+	for k, v := range extra {
+		env[k] = v
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}

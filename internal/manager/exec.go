@@ -1,0 +1,143 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/sandbox"
+)
+
+// Exec limits.
+const (
+	DefaultExecTimeout = 30 * time.Second
+	MaxExecTimeout     = 24 * time.Hour
+)
+
+// ExecRequest is a command to run in a sandbox.
+type ExecRequest struct {
+	Command []string
+	Timeout time.Duration // 0: DefaultExecTimeout
+	Env     map[string]string
+	Cwd     string
+	Stdin   io.Reader // nil: no input
+}
+
+// ExecResult is a finished command with its captured output.
+type ExecResult struct {
+	agent.ExecResult
+	Stdout, Stderr string
+	// Truncated is set when output beyond the configured limit was dropped.
+	Truncated bool
+}
+
+func (m *Manager) agentRequest(req ExecRequest) (agent.ExecRequest, error) {
+	if len(req.Command) == 0 || req.Command[0] == "" {
+		return agent.ExecRequest{}, errdefs.Invalid("command must be a non-empty argv array")
+	}
+	for _, a := range req.Command {
+		if strings.ContainsRune(a, 0) {
+			return agent.ExecRequest{}, errdefs.Invalid("command arguments must not contain NUL")
+		}
+	}
+	if req.Timeout < 0 || req.Timeout > MaxExecTimeout {
+		return agent.ExecRequest{}, errdefs.Invalid("timeout must be between 0 and %v", MaxExecTimeout)
+	}
+	if req.Timeout == 0 {
+		req.Timeout = DefaultExecTimeout
+	}
+	if err := validEnv(req.Env); err != nil {
+		return agent.ExecRequest{}, err
+	}
+	cwd := ""
+	if req.Cwd != "" {
+		p, err := CleanPath(req.Cwd)
+		if err != nil {
+			return agent.ExecRequest{}, err
+		}
+		cwd = p
+	}
+	env := make([]string, 0, len(req.Env))
+	for k, v := range req.Env {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	return agent.ExecRequest{Command: req.Command, Env: env, Cwd: cwd, Stdin: req.Stdin != nil, Timeout: req.Timeout}, nil
+}
+
+// ExecStream runs a command, writing its output to stdout and stderr as it
+// is produced.
+func (m *Manager) ExecStream(ctx context.Context, id string, req ExecRequest, stdout, stderr io.Writer) (agent.ExecResult, error) {
+	areq, err := m.agentRequest(req)
+	if err != nil {
+		return agent.ExecResult{}, err
+	}
+	c, err := m.Agent(ctx, id)
+	if err != nil {
+		return agent.ExecResult{}, err
+	}
+	res, err := c.Exec(ctx, areq, req.Stdin, stdout, stderr)
+	if err != nil {
+		return agent.ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", id, err)
+	}
+	return res, nil
+}
+
+// Exec runs a command and returns its output, keeping at most the
+// configured limit of each stream.
+func (m *Manager) Exec(ctx context.Context, id string, req ExecRequest) (*ExecResult, error) {
+	stdout := &capped{limit: m.cfg.ExecOutputLimit}
+	stderr := &capped{limit: m.cfg.ExecOutputLimit}
+	res, err := m.ExecStream(ctx, id, req, stdout, stderr)
+	if err != nil {
+		return nil, err
+	}
+	return &ExecResult{ExecResult: res, Stdout: stdout.String(), Stderr: stderr.String(),
+		Truncated: stdout.dropped > 0 || stderr.dropped > 0}, nil
+}
+
+// capped keeps the first limit bytes written to it and counts the rest.
+type capped struct {
+	strings.Builder
+	limit   int
+	dropped int64
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	room := c.limit - c.Len()
+	if room < len(p) {
+		c.dropped += int64(len(p) - max(room, 0))
+		if room > 0 {
+			c.Builder.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	return c.Builder.Write(p)
+}
+
+// CleanPath checks a path given by a client for a file in a sandbox:
+// relative paths are taken from the working directory, and no path may
+// step out of where it points with "..".
+func CleanPath(p string) (string, error) {
+	if p == "" {
+		return "", errdefs.Invalid("path is required")
+	}
+	if strings.ContainsRune(p, 0) {
+		return "", errdefs.Invalid("path contains NUL")
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return "", errdefs.Invalid("path %q must not contain '..'", p)
+		}
+	}
+	if !path.IsAbs(p) {
+		p = path.Join(sandbox.WorkDir, p)
+	}
+	return path.Clean(p), nil
+}

@@ -1,0 +1,168 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/sandbox"
+)
+
+// Delete ends a sandbox and removes everything it had: runtime state first,
+// then the record, so that a crash in between leaves a record that Recover
+// finishes deleting rather than state that nothing refers to.
+func (m *Manager) Delete(ctx context.Context, id string) error {
+	unlock := m.lock(id)
+	defer unlock()
+	if _, err := m.setStatus(ctx, id, api.StatusTerminating, "deleted by request"); err != nil {
+		return sandboxErr(err)
+	}
+	return m.remove(context.WithoutCancel(ctx), id)
+}
+
+// remove deletes the runtime side and the record of a sandbox. The caller
+// holds the sandbox's lock.
+func (m *Manager) remove(ctx context.Context, id string) error {
+	if err := m.rt.Delete(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		return fmt.Errorf("delete sandbox %s: %w", id, err)
+	}
+	if err := m.store.DeleteSandbox(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		return fmt.Errorf("delete sandbox %s record: %w", id, err)
+	}
+	m.locks.Delete(id)
+	return nil
+}
+
+// Recover reconciles the runtime with the records after a (re)start: live
+// sandboxes with a running record are re-adopted; runtime state nothing
+// refers to is deleted; records whose sandbox is gone are marked failed;
+// deletions and creations a crash interrupted are finished or failed.
+func (m *Manager) Recover(ctx context.Context) error {
+	live, err := m.rt.Recover(ctx)
+	if err != nil {
+		return fmt.Errorf("recover runtime: %w", err)
+	}
+	states := make(map[string]sandbox.State, len(live))
+	for _, st := range live {
+		states[st.ID] = st.State
+	}
+	records, err := m.store.ListSandboxes(ctx)
+	if err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	known := make(map[string]bool, len(records))
+	var adopted, cleaned, failed int
+	for _, sb := range records {
+		known[sb.ID] = true
+		state, exists := states[sb.ID]
+		switch {
+		case sb.Status == string(api.StatusTerminating):
+			err = m.remove(ctx, sb.ID)
+			cleaned++
+		case sb.Status == string(api.StatusRunning) && state == sandbox.StateRunning:
+			adopted++
+			continue
+		case sb.Status == string(api.StatusPending):
+			if exists {
+				err = m.rt.Delete(ctx, sb.ID)
+			}
+			_, ferr := m.fail(ctx, sb.ID, "daemon restarted while the sandbox was being created")
+			err = errors.Join(err, ferr)
+			failed++
+		case sb.Status == string(api.StatusRunning):
+			if exists {
+				err = m.rt.Delete(ctx, sb.ID)
+			}
+			_, ferr := m.fail(ctx, sb.ID, "sandbox stopped while the daemon was down")
+			err = errors.Join(err, ferr)
+			failed++
+		case exists: // failed or finished records keep no runtime state
+			err = m.rt.Delete(ctx, sb.ID)
+			cleaned++
+		}
+		if err != nil {
+			return fmt.Errorf("recover sandbox %s: %w", sb.ID, err)
+		}
+	}
+	for _, st := range live {
+		if !known[st.ID] {
+			if err := m.rt.Delete(ctx, st.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+				return fmt.Errorf("recover: delete orphan sandbox %s: %w", st.ID, err)
+			}
+			cleaned++
+		}
+	}
+	m.log.Info("recovered sandboxes", "adopted", adopted, "cleaned", cleaned, "failed", failed)
+	return nil
+}
+
+// Run expires sandboxes whose TTL has passed and notices sandboxes whose
+// agent has died, until ctx is done.
+func (m *Manager) Run(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.sweep(ctx)
+		}
+	}
+}
+
+func (m *Manager) sweep(ctx context.Context) {
+	records, err := m.store.ListSandboxes(ctx)
+	if err != nil {
+		m.log.Warn("sweep sandboxes", "err", err)
+		return
+	}
+	now := m.now()
+	for _, sb := range records {
+		if sb.ExpiresAt != nil && now.After(*sb.ExpiresAt) && sb.Status != string(api.StatusTerminating) {
+			m.expire(ctx, sb.ID)
+			continue
+		}
+		if sb.Status != string(api.StatusRunning) {
+			continue
+		}
+		st, err := m.rt.Status(ctx, sb.ID)
+		if err == nil && st.State == sandbox.StateRunning {
+			continue
+		}
+		reason := "sandbox exited"
+		if err != nil {
+			reason = fmt.Sprintf("sandbox lost: %v", err)
+		}
+		m.markDead(ctx, sb.ID, reason)
+	}
+}
+
+func (m *Manager) expire(ctx context.Context, id string) {
+	unlock := m.lock(id)
+	defer unlock()
+	if _, err := m.setStatus(ctx, id, api.StatusTerminating, "ttl expired"); err != nil {
+		return // deleted meanwhile
+	}
+	if err := m.remove(ctx, id); err != nil {
+		m.log.Warn("expire sandbox", "sandbox", id, "err", err)
+	}
+}
+
+// markDead fails a running sandbox whose runtime side has stopped, and
+// releases what the runtime still holds for it.
+func (m *Manager) markDead(ctx context.Context, id, reason string) {
+	unlock := m.lock(id)
+	defer unlock()
+	sb, err := m.store.GetSandbox(ctx, id)
+	if err != nil || sb.Status != string(api.StatusRunning) {
+		return
+	}
+	if err := m.rt.Delete(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		m.log.Warn("release dead sandbox", "sandbox", id, "err", err)
+	}
+	_, _ = m.fail(ctx, id, reason)
+}

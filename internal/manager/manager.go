@@ -1,0 +1,199 @@
+// Package manager owns the sandbox lifecycle: it turns API requests into
+// records (package store), images (package image) and runtime calls
+// (sandbox.Runtime), keeps them consistent across failures and restarts,
+// and expires sandboxes whose TTL has run out.
+//
+// Every operation on one sandbox id is serialized by a per-id lock; the
+// store is the source of truth for what exists, the runtime for what runs.
+package manager
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// Images is what the manager needs of the image store.
+type Images interface {
+	Get(ctx context.Context, ref string) (*image.Image, error)
+	Ensure(ctx context.Context, ref string, p image.ProgressFunc) (*image.Image, error)
+}
+
+// Config holds the manager's defaults and limits.
+type Config struct {
+	DefaultCPU    string // e.g. "1"
+	DefaultMemory string // e.g. "1Gi"
+	DefaultTTL    int    // seconds; 0 = never expire
+	DefaultDisk   int64  // bytes of writable storage per sandbox
+	DefaultPids   int64
+	// MaxSandboxes bounds the sandboxes that exist at once (0: no bound).
+	MaxSandboxes int
+	// ExecOutputLimit bounds the stdout and stderr kept by a buffered exec.
+	ExecOutputLimit int
+	// StartTimeout bounds image preparation plus sandbox start.
+	StartTimeout time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.DefaultCPU == "" {
+		c.DefaultCPU = "1"
+	}
+	if c.DefaultMemory == "" {
+		c.DefaultMemory = "1Gi"
+	}
+	if c.DefaultDisk == 0 {
+		c.DefaultDisk = 1 << 30
+	}
+	if c.DefaultPids == 0 {
+		c.DefaultPids = 512
+	}
+	if c.ExecOutputLimit == 0 {
+		c.ExecOutputLimit = 10 << 20
+	}
+	if c.StartTimeout == 0 {
+		c.StartTimeout = 15 * time.Minute
+	}
+}
+
+// Manager is safe for concurrent use.
+type Manager struct {
+	cfg    Config
+	rt     sandbox.Runtime
+	images Images
+	store  store.Store
+	log    *slog.Logger
+	now    func() time.Time
+
+	locks sync.Map // id -> *sync.Mutex
+	// bg tracks background work (image preparation, starts) so Close can
+	// wait for it.
+	bg       sync.WaitGroup
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
+}
+
+// New returns a Manager. Call Recover before serving requests and Run to
+// expire sandboxes.
+func New(cfg Config, rt sandbox.Runtime, images Images, st store.Store, log *slog.Logger) *Manager {
+	cfg.setDefaults()
+	if log == nil {
+		log = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Manager{cfg: cfg, rt: rt, images: images, store: st, log: log, now: time.Now,
+		bgCtx: ctx, bgCancel: cancel}
+}
+
+// Close cancels background work and waits for it to end.
+func (m *Manager) Close() {
+	m.bgCancel()
+	m.bg.Wait()
+}
+
+func (m *Manager) lock(id string) func() {
+	v, _ := m.locks.LoadOrStore(id, new(sync.Mutex))
+	mu := v.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// newID returns a fresh 12-character sandbox id.
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return idEncoding.EncodeToString(b[:])[:12]
+}
+
+// event records a status change or occurrence; failing to record it is
+// logged, never fatal to the operation that caused it.
+func (m *Manager) event(ctx context.Context, id, status, msg string) {
+	err := m.store.AddEvent(context.WithoutCancel(ctx), store.Event{SandboxID: id, At: m.now().UTC(), Status: status, Message: msg})
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		m.log.Warn("record sandbox event", "sandbox", id, "err", err)
+	}
+}
+
+// setStatus stores a new status with its reason and records the event.
+func (m *Manager) setStatus(ctx context.Context, id string, status api.SandboxStatus, reason string) (*store.Sandbox, error) {
+	sb, err := m.store.UpdateSandbox(context.WithoutCancel(ctx), id, func(sb *store.Sandbox) error {
+		sb.Status, sb.Reason, sb.UpdatedAt = string(status), reason, m.now().UTC()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("set sandbox %s %s: %w", id, status, err)
+	}
+	m.event(ctx, id, string(status), reason)
+	return sb, nil
+}
+
+// Get returns the sandbox id.
+func (m *Manager) Get(ctx context.Context, id string) (*store.Sandbox, error) {
+	sb, err := m.store.GetSandbox(ctx, id)
+	return sb, sandboxErr(err)
+}
+
+// List returns every sandbox, oldest first.
+func (m *Manager) List(ctx context.Context) ([]*store.Sandbox, error) {
+	return m.store.ListSandboxes(ctx)
+}
+
+// sandboxErr gives not-found errors the sandbox code.
+func sandboxErr(err error) error {
+	if errors.Is(err, errdefs.ErrNotFound) && errdefs.Code(err) == "" {
+		return errdefs.WithCode(err, api.CodeSandboxNotFound)
+	}
+	return err
+}
+
+// running returns the sandbox if it is running, else a precondition error.
+func (m *Manager) running(ctx context.Context, id string) (*store.Sandbox, error) {
+	sb, err := m.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if sb.Status != string(api.StatusRunning) {
+		msg := fmt.Sprintf("sandbox %s is %s, not running", id, sb.Status)
+		if sb.Reason != "" {
+			msg += ": " + sb.Reason
+		}
+		return nil, errdefs.WithCode(errdefs.Precondition("%s", msg), api.CodeSandboxNotReady)
+	}
+	return sb, nil
+}
+
+// Agent returns a client for a running sandbox's agent.
+func (m *Manager) Agent(ctx context.Context, id string) (*agent.Client, error) {
+	if _, err := m.running(ctx, id); err != nil {
+		return nil, err
+	}
+	c, err := m.rt.Agent(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("reach agent of sandbox %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// validEnv rejects environment entries the kernel or a shell would choke on.
+func validEnv(env map[string]string) error {
+	for k, v := range env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return errdefs.Invalid("env %q: names must be non-empty without '=' or NUL, values without NUL", k)
+		}
+	}
+	return nil
+}

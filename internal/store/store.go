@@ -1,0 +1,60 @@
+// Package store defines the daemon's persistent state: the records it keeps
+// and the Store interface every backend implements (sqlite embedded by
+// default; others later). Backends live in subpackages and must pass the
+// conformance suite in package storetest.
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Sandbox is the record of one sandbox.
+type Sandbox struct {
+	ID              string
+	Image           string
+	Template        string
+	TemplateVersion int
+	// CPU and Memory are as requested (Kubernetes quantities).
+	CPU    string
+	Memory string
+	// TTL in seconds; 0 means the sandbox never expires.
+	TTL       int
+	Env       map[string]string
+	Status    string
+	Reason    string
+	Runtime   string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// ExpiresAt is nil when TTL is 0.
+	ExpiresAt *time.Time
+}
+
+// Event is one entry of a sandbox's history: a status change with its
+// reason, or a notable occurrence.
+type Event struct {
+	SandboxID string
+	At        time.Time
+	Status    string
+	Message   string
+}
+
+// Store keeps the daemon's records. Implementations are safe for
+// concurrent use. Errors are errdefs classes: ErrNotFound for unknown ids,
+// ErrAlreadyExists for duplicate ones.
+type Store interface {
+	CreateSandbox(ctx context.Context, sb *Sandbox) error
+	GetSandbox(ctx context.Context, id string) (*Sandbox, error)
+	ListSandboxes(ctx context.Context) ([]*Sandbox, error)
+	// UpdateSandbox applies fn to the stored record atomically and stores
+	// the result; fn's error aborts the update and is returned.
+	UpdateSandbox(ctx context.Context, id string, fn func(*Sandbox) error) (*Sandbox, error)
+	// DeleteSandbox removes the record and its events.
+	DeleteSandbox(ctx context.Context, id string) error
+
+	AddEvent(ctx context.Context, ev Event) error
+	// Events returns a sandbox's events, oldest first.
+	Events(ctx context.Context, sandboxID string) ([]Event, error)
+
+	Close() error
+}
