@@ -64,7 +64,7 @@ func agentPid(t *testing.T, id string) int {
 		}
 		cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
 		cg, _ := os.ReadFile("/proc/" + e.Name() + "/cgroup")
-		if strings.HasPrefix(string(cmdline), "/.agent2env/agent2env\x00agent") && strings.Contains(string(cg), "/agent2env/"+id) {
+		if strings.HasPrefix(string(cmdline), "/.agent2env/agent2env\x00agent") && strings.Contains(string(cg), "/agent2env/") && strings.Contains(string(cg), "/"+id+"\n") {
 			return pid
 		}
 	}

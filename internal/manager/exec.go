@@ -71,6 +71,13 @@ func (m *Manager) agentRequest(req ExecRequest) (agent.ExecRequest, error) {
 	return agent.ExecRequest{Command: req.Command, Env: env, Cwd: cwd, Stdin: req.Stdin != nil, Timeout: req.Timeout}, nil
 }
 
+// ValidateExec checks req as ExecStream does, without running anything, so
+// that a caller can refuse bad input before it commits to a response.
+func (m *Manager) ValidateExec(req ExecRequest) error {
+	_, err := m.agentRequest(req)
+	return err
+}
+
 // ExecStream runs a command, writing its output to stdout and stderr as it
 // is produced.
 func (m *Manager) ExecStream(ctx context.Context, id string, req ExecRequest, stdout, stderr io.Writer) (agent.ExecResult, error) {

@@ -1,0 +1,180 @@
+package oci
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/sandbox"
+)
+
+// ociVersion is the runtime-spec version the bundles are written for: the
+// oldest that has every field used here, so that older runtimes accept them.
+const ociVersion = "1.0.2"
+
+// The agent's inherited listening socket: runc passes ExtraFiles[0] as fd 3.
+const agentListenFD = 3
+
+// cpuPeriod is the CFS period; the quota is MilliCPU thousandths of it.
+const cpuPeriod = 100_000
+
+// maxNofile is the hard limit of open files in a sandbox.
+const maxNofile = 65536
+
+// shmBytes bounds /dev/shm; what is written there counts as the sandbox's
+// memory too.
+const shmBytes = 64 << 20
+
+// agentCapabilities are what the agent needs and nothing more: file
+// operations as the user (setfsuid: SETUID, SETGID; DAC_OVERRIDE to write
+// /proc/PID/oom_score_adj of a user process; CHOWN, FOWNER), killing user
+// process groups (KILL) and bringing up lo (NET_ADMIN, dropped right after).
+// User commands run as uid 1000 and keep none of them.
+var agentCapabilities = []string{
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_KILL",
+	"CAP_SETUID", "CAP_SETGID", "CAP_NET_ADMIN",
+}
+
+// The paths runc masks and makes read-only by default.
+var (
+	maskedPaths = []string{
+		"/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kcore", "/proc/keys",
+		"/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
+		"/proc/scsi", "/sys/firmware", "/sys/devices/virtual/powercap",
+	}
+	readonlyPaths = []string{
+		"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
+	}
+)
+
+// bundleSpec returns the config.json of a sandbox whose disk is mounted at
+// disk and root file system at rootfs.
+func (r *Runtime) bundleSpec(spec *sandbox.Spec, res sandbox.Resources, disk, rootfs string) *specs.Spec {
+	cwd := spec.Cwd
+	if cwd == "" {
+		cwd = sandbox.WorkDir
+	}
+	uid, gid := strconv.Itoa(sandbox.UserID), strconv.Itoa(sandbox.GroupID)
+	quota := res.MilliCPU * cpuPeriod / 1000
+	period := uint64(cpuPeriod)
+	mem := res.MemoryBytes
+	memory := &specs.LinuxMemory{Limit: &mem}
+	if r.swapLimit {
+		// Memory plus swap equal to memory: no swap at all.
+		memory.Swap = &mem
+	}
+	userMount := []string{"rbind", "rw", "nosuid", "nodev"}
+	s := &specs.Spec{
+		Version: ociVersion,
+		Process: &specs.Process{
+			User: specs.User{UID: 0, GID: 0},
+			Args: []string{agentPath, "agent", "--uid", uid, "--gid", gid, "--cwd", cwd},
+			Env:  append(processEnv(spec.Env), agent.EnvListenFD+"="+strconv.Itoa(agentListenFD)),
+			Cwd:  "/",
+			Capabilities: &specs.LinuxCapabilities{
+				Bounding:  agentCapabilities,
+				Effective: agentCapabilities,
+				Permitted: agentCapabilities,
+			},
+			Rlimits: []specs.POSIXRlimit{
+				// Go raises the soft limit to the hard one for the agent and
+				// restores it for the commands the agent starts.
+				{Type: "RLIMIT_NOFILE", Soft: min(1024, r.nofile), Hard: r.nofile},
+			},
+			NoNewPrivileges: true,
+		},
+		Root:     &specs.Root{Path: rootfs, Readonly: true},
+		Hostname: spec.ID,
+		Mounts: []specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
+			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=" + strconv.Itoa(shmBytes)}},
+			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+			{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
+			{Destination: agentPath, Type: "bind", Source: r.cfg.AgentBinary, Options: []string{"bind", "ro", "nosuid", "nodev"}},
+			{Destination: sandbox.WorkDir, Type: "bind", Source: filepath.Join(disk, diskWorkspace), Options: userMount},
+			{Destination: "/tmp", Type: "bind", Source: filepath.Join(disk, diskTmp), Options: userMount},
+			{Destination: sandbox.HomeDir, Type: "bind", Source: filepath.Join(disk, diskHome), Options: userMount},
+		},
+		Linux: &specs.Linux{
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace}, {Type: specs.MountNamespace}, {Type: specs.NetworkNamespace},
+				{Type: specs.IPCNamespace}, {Type: specs.UTSNamespace}, {Type: specs.CgroupNamespace},
+			},
+			CgroupsPath: r.cgroups.path(spec.ID),
+			Resources: &specs.LinuxResources{
+				Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}},
+				Memory:  memory,
+				CPU:     &specs.LinuxCPU{Quota: &quota, Period: &period},
+				Pids:    &specs.LinuxPids{Limit: &res.Pids},
+			},
+			MaskedPaths:   maskedPaths,
+			ReadonlyPaths: readonlyPaths,
+			Seccomp:       seccompProfile(),
+		},
+	}
+	if r.oomAdjust {
+		// The OOM killer never picks the agent; lowering the score needs
+		// CAP_SYS_RESOURCE, without it the agent keeps the daemon's.
+		s.Process.OOMScoreAdj = ptr(-1000)
+	}
+	return s
+}
+
+// defaultEnv is the part of a command's environment an image may leave out.
+var defaultEnv = []string{
+	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"HOME=" + sandbox.HomeDir,
+}
+
+// processEnv returns the defaults overridden by env, where a later entry
+// for a key replaces an earlier one, less the variables that configure the
+// agent.
+func processEnv(env []string) []string {
+	out := make([]string, 0, len(env)+len(defaultEnv)+1)
+	idx := make(map[string]int, len(env))
+	for _, kv := range append(slices.Clone(defaultEnv), env...) {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "AGENT2ENV_AGENT_") {
+			continue
+		}
+		if i, ok := idx[k]; ok {
+			out[i] = kv
+			continue
+		}
+		idx[k] = len(out)
+		out = append(out, kv)
+	}
+	return out
+}
+
+// writeJSONFile writes v to path atomically: it appears whole or not at all.
+func writeJSONFile(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func readJSONFile(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+func ptr[T any](v T) *T { return &v }

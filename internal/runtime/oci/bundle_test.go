@@ -1,0 +1,286 @@
+package oci
+
+import (
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/sandbox"
+)
+
+func TestBundleSpec(t *testing.T) {
+	res := sandbox.Resources{MilliCPU: 1500, MemoryBytes: 256 << 20, Pids: 100, DiskBytes: 1 << 30}
+	for _, tc := range []struct {
+		name      string
+		rt        *Runtime
+		cwd       string
+		wantCwd   string
+		wantSwap  bool
+		wantOOM   bool
+		wantFiles uint64
+	}{
+		{"defaults", &Runtime{nofile: 65536}, "", sandbox.WorkDir, false, false, 65536},
+		{"swap accounted", &Runtime{swapLimit: true, nofile: 65536}, "", sandbox.WorkDir, true, false, 65536},
+		{"oom adjustable", &Runtime{oomAdjust: true, nofile: 65536}, "/tmp", "/tmp", false, true, 65536},
+		{"low file limit", &Runtime{nofile: 512}, "", sandbox.WorkDir, false, false, 512},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.rt.cfg.AgentBinary = "/usr/bin/agent2env"
+			tc.rt.cgroups = &cgroups{parent: "agent2env/0123abcd"}
+			sp := &sandbox.Spec{ID: "sb1", Cwd: tc.cwd}
+			s := tc.rt.bundleSpec(sp, res, "/r/sb1/d", "/r/sb1/r")
+
+			wantArgs := []string{agentPath, "agent", "--uid", "1000", "--gid", "1000", "--cwd", tc.wantCwd}
+			if diff := cmp.Diff(wantArgs, s.Process.Args); diff != "" {
+				t.Errorf("args (-want +got):\n%s", diff)
+			}
+			if s.Process.User.UID != 0 || !s.Process.NoNewPrivileges || !s.Root.Readonly || s.Hostname != "sb1" {
+				t.Errorf("process %+v root %+v hostname %q", s.Process.User, s.Root, s.Hostname)
+			}
+			caps := []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_KILL", "CAP_SETUID", "CAP_SETGID", "CAP_NET_ADMIN"}
+			c := s.Process.Capabilities
+			for name, set := range map[string][]string{"bounding": c.Bounding, "effective": c.Effective, "permitted": c.Permitted} {
+				if diff := cmp.Diff(caps, set); diff != "" {
+					t.Errorf("%s capabilities (-want +got):\n%s", name, diff)
+				}
+			}
+			if len(c.Inheritable) != 0 || len(c.Ambient) != 0 {
+				t.Errorf("inheritable %v ambient %v, want none", c.Inheritable, c.Ambient)
+			}
+			if got := s.Process.OOMScoreAdj != nil && *s.Process.OOMScoreAdj == -1000; got != tc.wantOOM {
+				t.Errorf("oomScoreAdj -1000 = %v, want %v", got, tc.wantOOM)
+			}
+			if rl := s.Process.Rlimits[0]; rl.Hard != tc.wantFiles || rl.Soft > rl.Hard {
+				t.Errorf("RLIMIT_NOFILE = %+v, want hard %d", rl, tc.wantFiles)
+			}
+			if !slices.Contains(s.Process.Env, "AGENT2ENV_AGENT_FD=3") {
+				t.Errorf("env %v lacks the agent fd", s.Process.Env)
+			}
+
+			r := s.Linux.Resources
+			if *r.CPU.Quota != 150000 || *r.CPU.Period != 100000 || *r.Memory.Limit != 256<<20 || *r.Pids.Limit != 100 {
+				t.Errorf("resources cpu %d/%d memory %d pids %d", *r.CPU.Quota, *r.CPU.Period, *r.Memory.Limit, *r.Pids.Limit)
+			}
+			if got := r.Memory.Swap != nil && *r.Memory.Swap == *r.Memory.Limit; got != tc.wantSwap {
+				t.Errorf("swap = limit: %v, want %v", got, tc.wantSwap)
+			}
+			if s.Linux.CgroupsPath != "/agent2env/0123abcd/sb1" {
+				t.Errorf("cgroupsPath = %q", s.Linux.CgroupsPath)
+			}
+			var ns []specs.LinuxNamespaceType
+			for _, n := range s.Linux.Namespaces {
+				ns = append(ns, n.Type)
+			}
+			for _, want := range []specs.LinuxNamespaceType{"pid", "mount", "network", "ipc", "uts", "cgroup"} {
+				if !slices.Contains(ns, want) {
+					t.Errorf("namespaces %v lack %s", ns, want)
+				}
+			}
+			if slices.Contains(ns, specs.UserNamespace) {
+				t.Error("bundle asks for a user namespace")
+			}
+			mounts := map[string]specs.Mount{}
+			for _, m := range s.Mounts {
+				mounts[m.Destination] = m
+			}
+			for dst, src := range map[string]string{
+				sandbox.WorkDir: "/r/sb1/d/workspace", "/tmp": "/r/sb1/d/tmp",
+				sandbox.HomeDir: "/r/sb1/d/home", agentPath: "/usr/bin/agent2env",
+			} {
+				if mounts[dst].Source != src {
+					t.Errorf("mount at %s from %q, want %q", dst, mounts[dst].Source, src)
+				}
+			}
+			if !slices.Contains(mounts[agentPath].Options, "ro") {
+				t.Errorf("agent binary mounted %v, want ro", mounts[agentPath].Options)
+			}
+			for _, p := range []string{"/proc/kcore", "/proc/keys", "/sys/firmware"} {
+				if !slices.Contains(s.Linux.MaskedPaths, p) {
+					t.Errorf("%s is not masked", p)
+				}
+			}
+			if !slices.Contains(s.Linux.ReadonlyPaths, "/proc/sys") {
+				t.Error("/proc/sys is not read-only")
+			}
+		})
+	}
+}
+
+func TestSeccompProfile(t *testing.T) {
+	p := seccompProfile()
+	if p.DefaultAction != specs.ActAllow {
+		t.Fatalf("default action %s", p.DefaultAction)
+	}
+	// action and errno of each call without argument filters.
+	plain := map[string]uint{}
+	var cloneFlags []uint64
+	for _, sc := range p.Syscalls {
+		if sc.Action != specs.ActErrno || sc.ErrnoRet == nil {
+			t.Errorf("rule %v: action %s, want errno", sc.Names, sc.Action)
+			continue
+		}
+		if len(sc.Args) > 0 {
+			if slices.Equal(sc.Names, []string{"clone"}) && sc.Args[0].Op == specs.OpMaskedEqual {
+				cloneFlags = append(cloneFlags, sc.Args[0].Value)
+			}
+			continue
+		}
+		for _, n := range sc.Names {
+			plain[n] = *sc.ErrnoRet
+		}
+	}
+	for _, name := range []string{
+		"ptrace", "mount", "umount2", "pivot_root", "unshare", "setns", "kexec_load", "kexec_file_load",
+		"init_module", "finit_module", "delete_module", "bpf", "perf_event_open", "keyctl", "add_key",
+		"request_key", "swapon", "swapoff", "reboot", "open_by_handle_at", "userfaultfd", "acct",
+		"quotactl", "settimeofday", "clock_settime", "lookup_dcookie", "iopl", "ioperm", "syslog",
+		"name_to_handle_at", "process_vm_readv", "process_vm_writev", "fsopen", "move_mount", "open_tree",
+	} {
+		if plain[name] != uint(unix.EPERM) {
+			t.Errorf("%s: errno %d, want EPERM", name, plain[name])
+		}
+	}
+	if plain["clone3"] != uint(unix.ENOSYS) {
+		t.Errorf("clone3: errno %d, want ENOSYS", plain["clone3"])
+	}
+	for _, flag := range []uint64{unix.CLONE_NEWUSER, unix.CLONE_NEWNS, unix.CLONE_NEWPID, unix.CLONE_NEWNET, unix.CLONE_NEWCGROUP, unix.CLONE_NEWIPC, unix.CLONE_NEWUTS} {
+		if !slices.Contains(cloneFlags, flag) {
+			t.Errorf("clone with flag %#x is not filtered", flag)
+		}
+	}
+	if _, ok := seccompArchitectures["amd64"]; !ok {
+		t.Error("no architectures for amd64")
+	}
+}
+
+func TestProcessEnv(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{"defaults", nil, defaultEnv},
+		{"image path wins", []string{"PATH=/opt/bin", "A=1"}, []string{"PATH=/opt/bin", "HOME=" + sandbox.HomeDir, "A=1"}},
+		{"later wins", []string{"A=1", "A=2"}, []string{defaultEnv[0], defaultEnv[1], "A=2"}},
+		{"agent config dropped", []string{"AGENT2ENV_AGENT_TOKEN=x"}, defaultEnv},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, processEnv(tc.env)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	layer := t.TempDir()
+	if err := os.Mkdir(layer+"/a:b", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rt := &Runtime{cfg: Config{Root: "/tmp/a2e-x", DefaultResources: sandbox.Resources{
+		MilliCPU: 1000, MemoryBytes: 1 << 30, Pids: 512, DiskBytes: 1 << 30,
+	}}}
+	for _, tc := range []struct {
+		name string
+		edit func(*sandbox.Spec)
+		ok   bool
+	}{
+		{"valid", func(*sandbox.Spec) {}, true},
+		{"uppercase id", func(s *sandbox.Spec) { s.ID = "Abc" }, false},
+		{"id with slash", func(s *sandbox.Spec) { s.ID = "a/b" }, false},
+		{"id starting with underscore", func(s *sandbox.Spec) { s.ID = "_tmpl" }, false},
+		{"id too long for the socket", func(s *sandbox.Spec) { s.ID = strings.Repeat("a", 64) + strings.Repeat("b", 30) }, false},
+		{"no layers", func(s *sandbox.Spec) { s.Layers = nil }, false},
+		{"relative layer", func(s *sandbox.Spec) { s.Layers = []string{"layer"} }, false},
+		{"missing layer", func(s *sandbox.Spec) { s.Layers = []string{"/nonexistent/layer"} }, false},
+		{"layer with colon", func(s *sandbox.Spec) { s.Layers = []string{layer + "/a:b"} }, false},
+		{"tiny disk", func(s *sandbox.Spec) { s.Resources.DiskBytes = 1 << 20 }, false},
+		{"negative memory", func(s *sandbox.Spec) { s.Resources.MemoryBytes = -1 }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sp := &sandbox.Spec{ID: "sb1", Layers: []string{layer}}
+			tc.edit(sp)
+			res, err := rt.validate(sp)
+			if tc.ok != (err == nil) {
+				t.Fatalf("validate = %v, want ok %v", err, tc.ok)
+			}
+			if err != nil && !errors.Is(err, errdefs.ErrInvalidArgument) {
+				t.Errorf("error %v is not ErrInvalidArgument", err)
+			}
+			if tc.ok && res != rt.cfg.DefaultResources {
+				t.Errorf("resources %+v, want the defaults", res)
+			}
+		})
+	}
+}
+
+func TestCopySparse(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := dir+"/src", dir+"/dst"
+	f, err := os.Create(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 64 << 20
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	chunks := map[int64]string{0: "head", 20 << 20: "middle", size - 4: "tail"}
+	for off, s := range chunks {
+		if _, err := f.WriteAt([]byte(s), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	if err := copySparse(src, dst); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != size {
+		t.Fatalf("copy has %d bytes, want %d", len(b), size)
+	}
+	for off, s := range chunks {
+		if got := string(b[off : off+int64(len(s))]); got != s {
+			t.Errorf("at %d: %q, want %q", off, got, s)
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dst, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Blocks*512 > 1<<20 {
+		t.Errorf("copy uses %d bytes on disk: not sparse", st.Blocks*512)
+	}
+}
+
+func TestCgroupParent(t *testing.T) {
+	a, b := cgroupParent("/var/lib/agent2env/oci"), cgroupParent("/tmp/a2e-1/oci")
+	if !strings.HasPrefix(a, "agent2env/") || len(a) != len("agent2env/")+8 || a == b {
+		t.Errorf("cgroupParent = %q and %q, want agent2env/<8 hex> and distinct", a, b)
+	}
+	if cgroupParent("/var/lib/agent2env/oci/") != a {
+		t.Error("cgroupParent depends on a trailing slash")
+	}
+}
+
+func TestUnescapeMount(t *testing.T) {
+	for in, want := range map[string]string{
+		`/a/b`:            "/a/b",
+		`/with\040space`:  "/with space",
+		`/tab\011and\134`: "/tab\tand\\",
+	} {
+		if got := unescapeMount(in); got != want {
+			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

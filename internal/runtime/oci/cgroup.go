@@ -1,0 +1,280 @@
+package oci
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cgroupParent returns the cgroup, in every hierarchy, under which the
+// runtime with state in root makes its sandboxes' cgroups:
+// agent2env/<first 8 hex digits of sha256(root)>. Each root has its own, so
+// that two daemons (or a daemon and tests) on one host never take each
+// other's sandboxes for strays. runtimetest.AssertNoLeaks computes it too.
+func cgroupParent(root string) string {
+	sum := sha256.Sum256([]byte(filepath.Clean(root)))
+	return "agent2env/" + hex.EncodeToString(sum[:4])
+}
+
+// hierarchy is one mounted cgroup hierarchy.
+type hierarchy struct {
+	dir         string   // mount point
+	v2          bool     // cgroup2 (unified)
+	controllers []string // v1: the controllers (and name=) it holds
+}
+
+// cgroups is the host's cgroup layout: pure v1, hybrid (v1 controllers
+// plus an empty cgroup2) or pure v2, and the runtime's parent cgroup in it.
+// It is read once and never changes.
+type cgroups struct {
+	all    []hierarchy
+	parent string // cgroupParent
+}
+
+// readCgroups finds the mounted cgroup hierarchies in mountinfo.
+func readCgroups(parent string) (*cgroups, error) {
+	mounts, err := readMountinfo()
+	if err != nil {
+		return nil, err
+	}
+	cg := &cgroups{parent: parent}
+	for _, m := range mounts {
+		switch m.fstype {
+		case "cgroup2":
+			cg.all = append(cg.all, hierarchy{dir: m.point, v2: true})
+		case "cgroup":
+			var ctrls []string
+			for _, o := range strings.Split(m.superOpts, ",") {
+				if o != "rw" && o != "ro" && !strings.Contains(o, "=") || strings.HasPrefix(o, "name=") {
+					ctrls = append(ctrls, o)
+				}
+			}
+			cg.all = append(cg.all, hierarchy{dir: m.point, controllers: ctrls})
+		}
+	}
+	if len(cg.all) == 0 {
+		return nil, errors.New("no cgroup file system is mounted")
+	}
+	return cg, nil
+}
+
+// root returns the hierarchy that holds controller: its v1 hierarchy when
+// there is one, else cgroup2.
+func (cg *cgroups) root(controller string) (dir string, v2 bool) {
+	for _, h := range cg.all {
+		if h.v2 {
+			dir, v2 = h.dir, true
+		} else if slices.Contains(h.controllers, controller) {
+			return h.dir, false
+		}
+	}
+	return dir, v2
+}
+
+// path returns the cgroupsPath of sandbox id in its bundle.
+func (cg *cgroups) path(id string) string { return "/" + cg.parent + "/" + id }
+
+// dir returns the directory of sandbox id's cgroup in the hierarchy that
+// holds controller.
+func (cg *cgroups) dir(controller, id string) (dir string, v2 bool) {
+	root, v2 := cg.root(controller)
+	return filepath.Join(root, cg.parent, id), v2
+}
+
+// swapLimitable reports whether a memory+swap limit can be set: on v1 the
+// memsw files exist only with swap accounting; on v2 memory.swap.max exists
+// in non-root cgroups only, with swap accounting.
+func (cg *cgroups) swapLimitable() bool {
+	root, v2 := cg.root("memory")
+	if !v2 {
+		_, err := os.Stat(filepath.Join(root, "memory.memsw.limit_in_bytes"))
+		return err == nil
+	}
+	found, _ := filepath.Glob(filepath.Join(root, "*", "memory.swap.max"))
+	return len(found) > 0
+}
+
+// usage reads the cgroup counters of sandbox id.
+func (cg *cgroups) usage(id string) (cpuNanos, memory, pids uint64, err error) {
+	dir, v2 := cg.dir("cpuacct", id)
+	if v2 {
+		var usec uint64
+		usec, err = readKeyed(filepath.Join(dir, "cpu.stat"), "usage_usec")
+		cpuNanos = usec * 1000
+	} else {
+		cpuNanos, err = readUint(filepath.Join(dir, "cpuacct.usage"))
+	}
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	dir, v2 = cg.dir("memory", id)
+	file := "memory.usage_in_bytes"
+	if v2 {
+		file = "memory.current"
+	}
+	if memory, err = readUint(filepath.Join(dir, file)); err != nil {
+		return 0, 0, 0, err
+	}
+	dir, _ = cg.dir("pids", id)
+	if pids, err = readUint(filepath.Join(dir, "pids.current")); err != nil {
+		return 0, 0, 0, err
+	}
+	return cpuNanos, memory, pids, nil
+}
+
+// ids returns the names of the runtime's sandbox cgroups found in any
+// hierarchy.
+func (cg *cgroups) ids() []string {
+	var out []string
+	for _, h := range cg.all {
+		ents, _ := os.ReadDir(filepath.Join(h.dir, cg.parent))
+		for _, e := range ents {
+			if e.IsDir() && !slices.Contains(out, e.Name()) {
+				out = append(out, e.Name())
+			}
+		}
+	}
+	return out
+}
+
+// remove removes sandbox id's cgroup from every hierarchy, killing what
+// still runs in it. The runtime binary removes them itself when it deletes
+// a container; this covers the containers that never got that far.
+func (cg *cgroups) remove(id string) error {
+	var errs []error
+	for _, h := range cg.all {
+		if err := removeCgroupDir(filepath.Join(h.dir, cg.parent, id)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeCgroupDir removes a cgroup directory and its children, killing
+// their processes first.
+func removeCgroupDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			if err := removeCgroupDir(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	// Dying processes leave the cgroup a moment after SIGKILL.
+	for i := 0; ; i++ {
+		err = unix.Rmdir(dir)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) || i == 100 {
+			return fmt.Errorf("remove cgroup %s: %w", dir, err)
+		}
+		killCgroup(dir)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// killCgroup sends SIGKILL to every process in the cgroup at dir.
+func killCgroup(dir string) {
+	if os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0) == nil {
+		return
+	}
+	f, err := os.Open(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if pid, err := strconv.Atoi(sc.Text()); err == nil && pid > 0 {
+			_ = unix.Kill(pid, unix.SIGKILL)
+		}
+	}
+}
+
+func readUint(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+}
+
+// readKeyed reads the value of key from a "key value" per line file.
+func readKeyed(path, key string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key+" "); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: no %s", path, key)
+}
+
+// mountEntry is one line of /proc/self/mountinfo.
+type mountEntry struct {
+	point     string
+	fstype    string
+	superOpts string
+}
+
+// readMountinfo parses /proc/self/mountinfo.
+func readMountinfo() ([]mountEntry, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []mountEntry
+	for _, line := range strings.Split(string(b), "\n") {
+		// id parent major:minor root point opts [optional...] - fstype source superopts
+		pre, post, ok := strings.Cut(line, " - ")
+		if !ok {
+			continue
+		}
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if len(f) < 5 || len(g) < 3 {
+			continue
+		}
+		out = append(out, mountEntry{point: unescapeMount(f[4]), fstype: g[0], superOpts: g[2]})
+	}
+	return out, nil
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space, ...).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

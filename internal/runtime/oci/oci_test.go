@@ -1,0 +1,381 @@
+package oci
+
+import (
+	"context"
+	"debug/elf"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
+	"github.com/agent2env/agent2env/internal/sandbox"
+)
+
+// The agent binary, built once for all tests (it needs no root).
+var agentBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("/tmp", "a2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	agentBin = filepath.Join(dir, "agent2env")
+	cmd := exec.Command("go", "build", "-o", agentBin, "../../../cmd/agent2env")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build agent: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if layers.dir != "" {
+		os.RemoveAll(layers.dir)
+	}
+	os.Exit(code)
+}
+
+// layers are the test image: a busybox layer with the runtimetest probes
+// and a top layer that overrides one file of it. Made once, as root.
+var layers struct {
+	once sync.Once
+	dir  string
+	list []string // lowest first
+	err  error
+}
+
+func testLayers(t testing.TB) []string {
+	t.Helper()
+	runtimetest.RequiresRoot(t)
+	layers.once.Do(func() { layers.dir, layers.list, layers.err = makeLayers(t) })
+	if layers.err != nil {
+		t.Fatal(layers.err)
+	}
+	return layers.list
+}
+
+func makeLayers(t testing.TB) (string, []string, error) {
+	const busybox = "/bin/busybox"
+	if err := requireStatic(busybox); err != nil {
+		return "", nil, fmt.Errorf("%w (apt-get install busybox-static)", err)
+	}
+	dir, err := os.MkdirTemp("/tmp", "a2e-img-")
+	if err != nil {
+		return "", nil, err
+	}
+	base, top := filepath.Join(dir, "base"), filepath.Join(dir, "top")
+	for _, d := range []string{base + "/bin", base + "/etc", top + "/etc"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return dir, nil, err
+		}
+	}
+	b, err := os.ReadFile(busybox)
+	if err != nil {
+		return dir, nil, err
+	}
+	if err := os.WriteFile(base+"/bin/busybox", b, 0o755); err != nil {
+		return dir, nil, err
+	}
+	applets, err := exec.Command(busybox, "--list").Output()
+	if err != nil {
+		return dir, nil, err
+	}
+	for _, a := range strings.Fields(string(applets)) {
+		if a != "busybox" {
+			if err := os.Symlink("busybox", filepath.Join(base, "bin", a)); err != nil {
+				return dir, nil, err
+			}
+		}
+	}
+	files := map[string]string{
+		base + "/etc/passwd": "root:x:0:0:root:/root:/bin/sh\nsandbox:x:1000:1000::/home/sandbox:/bin/sh\n",
+		base + "/etc/group":  "root:x:0:\nsandbox:x:1000:\n",
+		base + "/etc/layer":  "base\n",
+		top + "/etc/layer":   "top\n",
+	}
+	for p, content := range files {
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return dir, nil, err
+		}
+	}
+	runtimetest.InstallProbes(t, base)
+	return dir, []string{base, top}, nil
+}
+
+// requireStatic fails for a dynamically linked executable, which would not
+// run in a rootfs without its libc.
+func requireStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked", path)
+		}
+	}
+	return nil
+}
+
+// newRoot returns a short, fresh state directory: agent socket paths must
+// stay under 108 bytes, which t.TempDir's paths may not.
+func newRoot(t testing.TB) string {
+	t.Helper()
+	root, err := os.MkdirTemp("/tmp", "a2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Leave a root with leaked mounts for inspection.
+		if b, _ := os.ReadFile("/proc/self/mountinfo"); !strings.Contains(string(b), root+"/") {
+			os.RemoveAll(root)
+		}
+	})
+	return root
+}
+
+func newRuntime(t testing.TB, root, binary string) *Runtime {
+	t.Helper()
+	rt, err := New(Config{
+		Root:          root,
+		RuntimeBinary: binary,
+		AgentBinary:   agentBin,
+		Logger:        slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+func newSpec(t testing.TB, id string) *sandbox.Spec {
+	return &sandbox.Spec{
+		ID:     id,
+		Image:  "busybox-test",
+		Layers: testLayers(t),
+		Env:    []string{"LANG=C.UTF-8"},
+	}
+}
+
+func TestConformance(t *testing.T) {
+	runtimetest.RequiresRoot(t)
+	root := newRoot(t)
+	runtimetest.Run(t, runtimetest.Factory{
+		New:     func(t *testing.T) sandbox.Runtime { return newRuntime(t, root, "runc") },
+		NewSpec: func(t *testing.T, id string) *sandbox.Spec { return newSpec(t, id) },
+	})
+	runtimetest.AssertNoLeaks(t, root)
+}
+
+// startSandbox creates and starts a sandbox with small resources.
+func startSandbox(t *testing.T, rt *Runtime, id string) {
+	t.Helper()
+	sp := newSpec(t, id)
+	sp.Resources.DiskBytes = 32 << 20
+	if err := rt.Create(context.Background(), sp); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLayerOrder(t *testing.T) {
+	runtimetest.RequiresRoot(t)
+	rt := newRuntime(t, newRoot(t), "runc")
+	startSandbox(t, rt, "layers")
+	defer rt.Delete(context.Background(), "layers")
+	c, _ := rt.Agent(context.Background(), "layers")
+	var out strings.Builder
+	if _, err := c.Exec(context.Background(), agent.ExecRequest{Shell: "cat /etc/layer /etc/hostname"}, nil, &out, nil); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "top\nlayers\n" {
+		t.Errorf("/etc/layer and /etc/hostname = %q, want the top layer's and the sandbox id", out.String())
+	}
+}
+
+// TestStartFailure checks that a sandbox whose agent cannot start reports
+// why, in the error and in Logs, and can be deleted.
+func TestStartFailure(t *testing.T) {
+	runtimetest.RequiresRoot(t)
+	ctx := context.Background()
+	root := newRoot(t)
+	rt := newRuntime(t, root, "runc")
+	if err := rt.Create(ctx, newSpec(t, "broken")); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(root, "broken", fileConfig)
+	b, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), `"args":["/.agent2env/agent2env"`, `"args":["/no/such/agent"`, 1))
+	if err := os.WriteFile(config, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = rt.Start(ctx, "broken")
+	if err == nil || !strings.Contains(err.Error(), "/no/such/agent") {
+		t.Errorf("Start = %v, want an error naming the missing binary", err)
+	}
+	logs, err := rt.Logs(ctx, "broken", 4096)
+	if err != nil || !strings.Contains(string(logs), "/no/such/agent") {
+		t.Errorf("Logs = %q, %v; want the runtime's error", logs, err)
+	}
+	if st, err := rt.Status(ctx, "broken"); err != nil || st.State == sandbox.StateRunning {
+		t.Errorf("Status = %+v, %v; want not running", st, err)
+	}
+	if err := rt.Delete(ctx, "broken"); err != nil {
+		t.Fatal(err)
+	}
+	runtimetest.AssertNoLeaks(t, root)
+}
+
+// TestRecoverCleansUp leaves what a crashed daemon could leave and checks
+// that Recover removes it and keeps the running sandbox.
+func TestRecoverCleansUp(t *testing.T) {
+	runtimetest.RequiresRoot(t)
+	ctx := context.Background()
+	root := newRoot(t)
+	rt := newRuntime(t, root, "runc")
+	startSandbox(t, rt, "keep")
+	// A sandbox whose Create did not finish: mounted, but no meta.json.
+	if err := rt.Create(ctx, newSpec(t, "half")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(root, "half", fileMeta)); err != nil {
+		t.Fatal(err)
+	}
+	// A container without a sandbox dir, running in the kept rootfs.
+	bundle := filepath.Join(root, "_orphan-bundle")
+	if err := os.Mkdir(bundle, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "keep", fileConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := strings.Replace(string(b), `"args":["/.agent2env/agent2env"`, `"args":["/bin/sleep","600"`, 1)
+	conf = strings.Replace(conf, `"cgroupsPath":"`+rt.cgroups.path("keep"), `"cgroupsPath":"`+rt.cgroups.path("orphan"), 1)
+	if !strings.Contains(conf, rt.cgroups.path("orphan")) {
+		t.Fatal("orphan bundle has no cgroup of its own")
+	}
+	if err := os.WriteFile(filepath.Join(bundle, fileConfig), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := rt.oci.command(ctx, "run", "--detach", "--bundle", bundle, "orphan").CombinedOutput(); err != nil {
+		t.Fatalf("run orphan: %v: %s", err, out)
+	}
+	os.RemoveAll(bundle)
+	// A stray cgroup and a stray mount.
+	stray, _ := rt.cgroups.dir("pids", "straycg")
+	if err := os.MkdirAll(stray, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gone := filepath.Join(root, "gone", "m")
+	if err := os.MkdirAll(gone, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "none", gone).CombinedOutput(); err != nil {
+		t.Fatalf("mount: %v: %s", err, out)
+	}
+
+	rt2 := newRuntime(t, root, "runc")
+	sts, err := rt2.Recover(ctx)
+	if err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	if len(sts) != 1 || sts[0].ID != "keep" || sts[0].State != sandbox.StateRunning {
+		t.Errorf("Recover = %+v, want keep running only", sts)
+	}
+	if containers, err := rt2.oci.list(ctx); err != nil || !slices.Equal(containers, []string{"keep"}) {
+		t.Errorf("containers after Recover = %v, %v; want [keep]", containers, err)
+	}
+	for _, p := range []string{filepath.Join(root, "half"), stray} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s survived Recover", p)
+		}
+	}
+	if ok, _ := isMountpoint(gone); ok {
+		t.Errorf("stray mount %s survived Recover", gone)
+	}
+	os.RemoveAll(filepath.Join(root, "gone"))
+	if err := rt2.Delete(ctx, "keep"); err != nil {
+		t.Fatal(err)
+	}
+	runtimetest.AssertNoLeaks(t, root)
+}
+
+// BenchmarkCreateStart measures create → ready (Create, Start, first Info
+// answered) and reports its percentiles.
+func BenchmarkCreateStart(b *testing.B) {
+	runtimetest.RequiresRoot(b)
+	for _, bin := range []string{"runc", "crun"} {
+		b.Run(bin, func(b *testing.B) {
+			if _, err := exec.LookPath(bin); err != nil {
+				b.Skipf("%s is not installed", bin)
+			}
+			ctx := context.Background()
+			rt := newRuntime(b, newRoot(b), bin)
+			var durs []time.Duration
+			for i := 0; b.Loop(); i++ {
+				sp := newSpec(b, fmt.Sprintf("bench%d", i))
+				start := time.Now()
+				if err := rt.Create(ctx, sp); err != nil {
+					b.Fatal(err)
+				}
+				err := rt.Start(ctx, sp.ID)
+				durs = append(durs, time.Since(start))
+				b.StopTimer()
+				if derr := rt.Delete(ctx, sp.ID); derr != nil {
+					b.Fatal(derr)
+				}
+				if err != nil && strings.Contains(err.Error(), "hybrid mode not supported") {
+					// crun 1.8 refuses hosts whose cgroup2 holds a controller
+					// while v1 holds the others.
+					b.Skipf("%s does not support this host's hybrid cgroup layout: %v", bin, err)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			reportPercentiles(b, durs)
+		})
+	}
+}
+
+// BenchmarkUnshare is the floor: new namespaces for one process, no
+// container, no cgroups, no file system.
+func BenchmarkUnshare(b *testing.B) {
+	runtimetest.RequiresRoot(b)
+	var durs []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if out, err := exec.Command("unshare", "--mount", "--pid", "--fork", "--net", "--uts", "--ipc", "true").CombinedOutput(); err != nil {
+			b.Fatalf("unshare: %v: %s", err, out)
+		}
+		durs = append(durs, time.Since(start))
+	}
+	reportPercentiles(b, durs)
+}
+
+func reportPercentiles(b *testing.B, durs []time.Duration) {
+	if len(durs) == 0 {
+		return
+	}
+	sort.Slice(durs, func(i, j int) bool { return durs[i] < durs[j] })
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(durs[len(durs)/2]), "p50-ms")
+	b.ReportMetric(ms(durs[len(durs)*95/100]), "p95-ms")
+}

@@ -1,0 +1,608 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/sandbox"
+)
+
+var _ sandbox.Runtime = (*Runtime)(nil)
+var _ sandbox.UsageReader = (*Runtime)(nil)
+var _ sandbox.LogReader = (*Runtime)(nil)
+
+// Config configures a Runtime. Only Root is required.
+type Config struct {
+	// Root is the state directory, e.g. <data-dir>/oci. Keep it short:
+	// the agent sockets below it are limited to 107 bytes of path.
+	Root string
+	// RuntimeBinary is the OCI runtime, by name ("runc", "crun", "runsc")
+	// or path. Default "runc".
+	RuntimeBinary string
+	// AgentBinary is the host path of the agent2env binary that runs as
+	// each sandbox's first process. Default: this executable.
+	AgentBinary string
+	// DefaultResources fill the zero fields of a Spec's Resources.
+	// Defaults: 1000 millicpu, 1 GiB memory, 512 pids, 1 GiB disk.
+	DefaultResources sandbox.Resources
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Runtime runs sandboxes as OCI containers. Make one with New; the zero
+// value is not usable. It is safe for concurrent use; calls for one id must
+// be serialized by the caller (see sandbox.Runtime).
+type Runtime struct {
+	cfg       Config
+	oci       ociCLI
+	cgroups   *cgroups
+	swapLimit bool   // set memory+swap = memory
+	oomAdjust bool   // may lower the agent's oom_score_adj (CAP_SYS_RESOURCE)
+	nofile    uint64 // hard RLIMIT_NOFILE of the agent
+	mkfs      string // mkfs.ext4
+	log       *slog.Logger
+
+	tmplMu sync.Mutex // making templates
+
+	mu      sync.Mutex
+	clients map[string]*agent.Client
+}
+
+// Names in Root besides the sandbox dirs. Sandbox ids start with a letter
+// or digit, so they never collide with these.
+const dirTemplates = "_tmpl"
+
+// Files in a sandbox dir.
+const (
+	fileDisk   = "disk.img"
+	dirDisk    = "d"
+	dirRootfs  = "r"
+	fileConfig = "config.json"
+	fileMeta   = "meta.json"
+	fileSock   = "agent.sock"
+	fileLog    = "agent.log"
+	filePid    = "agent.pid"
+)
+
+// maxSocketPath is the longest path a unix socket address holds.
+const maxSocketPath = 107
+
+// agentStartTimeout bounds the wait for a started agent to answer when the
+// caller's context has no earlier deadline.
+const agentStartTimeout = 30 * time.Second
+
+// killWait bounds the wait for a sandbox to die after SIGKILL.
+const killWait = 10 * time.Second
+
+var validID = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+
+// New returns a Runtime with its state in cfg.Root, which it creates. Call
+// Recover before anything else.
+func New(cfg Config) (*Runtime, error) {
+	if cfg.Root == "" {
+		return nil, errdefs.Invalid("oci runtime: root is not set")
+	}
+	root, err := filepath.Abs(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("oci runtime: %w", err)
+	}
+	cfg.Root = root
+	if cfg.RuntimeBinary == "" {
+		cfg.RuntimeBinary = "runc"
+	}
+	bin, err := exec.LookPath(cfg.RuntimeBinary)
+	if err != nil {
+		return nil, fmt.Errorf("oci runtime: %w: %w", errdefs.ErrUnavailable, err)
+	}
+	if cfg.AgentBinary == "" {
+		if cfg.AgentBinary, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("oci runtime: find agent binary: %w", err)
+		}
+	}
+	if _, err := os.Stat(cfg.AgentBinary); err != nil {
+		return nil, fmt.Errorf("oci runtime: agent binary: %w", err)
+	}
+	cfg.DefaultResources = withDefaults(cfg.DefaultResources, sandbox.Resources{
+		MilliCPU: 1000, MemoryBytes: 1 << 30, Pids: 512, DiskBytes: 1 << 30,
+	})
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	mkfs, err := lookPath("mkfs.ext4", "/usr/sbin", "/sbin")
+	if err != nil {
+		return nil, fmt.Errorf("oci runtime: %w: %w (install e2fsprogs)", errdefs.ErrUnavailable, err)
+	}
+	cg, err := readCgroups(cgroupParent(root))
+	if err != nil {
+		return nil, fmt.Errorf("oci runtime: %w", err)
+	}
+	state := filepath.Join(root, "_"+filepath.Base(bin))
+	for _, d := range []string{root, state, filepath.Join(root, dirTemplates)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("oci runtime: %w", err)
+		}
+	}
+	// Agents are started by the runtime binary, which exits at once: as a
+	// subreaper the daemon inherits them and can reap them.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return nil, fmt.Errorf("oci runtime: become subreaper: %w", err)
+	}
+	// Without CAP_SYS_RESOURCE neither the agent's OOM score nor its file
+	// limit can go beyond the daemon's own.
+	oomAdjust := hasCapability(unix.CAP_SYS_RESOURCE)
+	nofile := uint64(maxNofile)
+	if !oomAdjust {
+		cfg.Logger.Warn("no CAP_SYS_RESOURCE: agents keep the daemon's oom_score_adj; the OOM killer still prefers user commands (+500)")
+		var lim unix.Rlimit
+		if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err == nil {
+			nofile = min(nofile, lim.Max)
+		}
+	}
+	return &Runtime{
+		cfg:       cfg,
+		oomAdjust: oomAdjust,
+		nofile:    nofile,
+		oci:       ociCLI{bin: bin, root: state},
+		cgroups:   cg,
+		swapLimit: cg.swapLimitable(),
+		mkfs:      mkfs,
+		log:       cfg.Logger,
+		clients:   make(map[string]*agent.Client),
+	}, nil
+}
+
+// hasCapability reports whether the daemon has capability c in effect.
+func hasCapability(c int) bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	return data[c/32].Effective&(1<<(c%32)) != 0
+}
+
+// lookPath finds name on PATH or in one of dirs (sbin is often not on a
+// daemon's PATH).
+func lookPath(name string, dirs ...string) (string, error) {
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p, nil
+	}
+	for _, d := range dirs {
+		if fi, serr := os.Stat(filepath.Join(d, name)); serr == nil && fi.Mode()&0o111 != 0 {
+			return filepath.Join(d, name), nil
+		}
+	}
+	return "", err
+}
+
+func withDefaults(r, def sandbox.Resources) sandbox.Resources {
+	if r.MilliCPU == 0 {
+		r.MilliCPU = def.MilliCPU
+	}
+	if r.MemoryBytes == 0 {
+		r.MemoryBytes = def.MemoryBytes
+	}
+	if r.Pids == 0 {
+		r.Pids = def.Pids
+	}
+	if r.DiskBytes == 0 {
+		r.DiskBytes = def.DiskBytes
+	}
+	return r
+}
+
+// Name returns "oci".
+func (r *Runtime) Name() string { return "oci" }
+
+// Capabilities reports that Stop keeps the sandbox's files.
+func (r *Runtime) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{StopKeepsFiles: true}
+}
+
+func (r *Runtime) dir(id string) string { return filepath.Join(r.cfg.Root, id) }
+
+// meta is what a sandbox dir records about its sandbox.
+type meta struct {
+	ID        string            `json:"id"`
+	Image     string            `json:"image,omitempty"`
+	Layers    []string          `json:"layers"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	CreatedAt time.Time         `json:"created_at"`
+}
+
+// readMeta returns the metadata of sandbox id, or an ErrNotFound when
+// there is no complete sandbox of that id.
+func (r *Runtime) readMeta(id string) (*meta, error) {
+	if !validID.MatchString(id) {
+		return nil, errdefs.NotFound("sandbox %q not found", id)
+	}
+	var m meta
+	err := readJSONFile(filepath.Join(r.dir(id), fileMeta), &m)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, errdefs.NotFound("sandbox %s not found", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// validate checks spec and returns its resources with defaults applied.
+func (r *Runtime) validate(spec *sandbox.Spec) (sandbox.Resources, error) {
+	res := withDefaults(spec.Resources, r.cfg.DefaultResources)
+	switch {
+	case !validID.MatchString(spec.ID):
+		return res, errdefs.Invalid("sandbox id %q must match %s", spec.ID, validID)
+	case len(filepath.Join(r.dir(spec.ID), fileSock)) > maxSocketPath:
+		return res, errdefs.Invalid("sandbox id %q makes the agent socket path longer than %d bytes", spec.ID, maxSocketPath)
+	case len(spec.Layers) == 0:
+		return res, errdefs.Invalid("sandbox %s has no image layers", spec.ID)
+	case res.MilliCPU < 10:
+		return res, errdefs.Invalid("cpu limit %dm is below 10m", res.MilliCPU)
+	case res.MemoryBytes < 16<<20:
+		return res, errdefs.Invalid("memory limit %d is below 16 MiB", res.MemoryBytes)
+	case res.Pids < 8:
+		return res, errdefs.Invalid("pids limit %d is below 8", res.Pids)
+	case res.DiskBytes < minDiskBytes:
+		return res, errdefs.Invalid("disk size %d is below %d", res.DiskBytes, minDiskBytes)
+	}
+	for _, l := range spec.Layers {
+		if fi, err := os.Stat(l); err != nil || !fi.IsDir() || !filepath.IsAbs(l) {
+			return res, errdefs.Invalid("image layer %q is not an absolute path to a directory", l)
+		}
+		// The overlay mount options separate layers with ':' and options
+		// with ','.
+		if strings.ContainsAny(l, ":,") {
+			return res, errdefs.Invalid("image layer path %q contains ':' or ','", l)
+		}
+	}
+	res.DiskBytes = (res.DiskBytes + 4095) &^ 4095
+	return res, nil
+}
+
+// Create prepares the sandbox's disk, root file system and bundle. On error
+// nothing is left behind.
+func (r *Runtime) Create(ctx context.Context, spec *sandbox.Spec) error {
+	res, err := r.validate(spec)
+	if err != nil {
+		return fmt.Errorf("create sandbox %s: %w", spec.ID, err)
+	}
+	dir := r.dir(spec.ID)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return errdefs.Conflict("create sandbox %s: already exists", spec.ID)
+		}
+		return fmt.Errorf("create sandbox %s: %w", spec.ID, err)
+	}
+	if err := r.create(ctx, spec, res, dir); err != nil {
+		return errors.Join(fmt.Errorf("create sandbox %s: %w", spec.ID, err),
+			r.destroy(context.WithoutCancel(ctx), spec.ID, false))
+	}
+	return nil
+}
+
+func (r *Runtime) create(ctx context.Context, spec *sandbox.Spec, res sandbox.Resources, dir string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	tmpl, err := r.templatePath(res.DiskBytes)
+	if err != nil {
+		return err
+	}
+	disk, rootfs := filepath.Join(dir, dirDisk), filepath.Join(dir, dirRootfs)
+	if err := copySparse(tmpl, filepath.Join(dir, fileDisk)); err != nil {
+		return fmt.Errorf("make disk: %w", err)
+	}
+	for _, d := range []string{disk, rootfs} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return err
+		}
+	}
+	if err := mountDisk(filepath.Join(dir, fileDisk), disk); err != nil {
+		return err
+	}
+	if err := writeEtc(filepath.Join(disk, diskUpper, "etc"), spec.ID); err != nil {
+		return fmt.Errorf("write /etc: %w", err)
+	}
+	if err := mountRootfs(spec.Layers, disk, rootfs); err != nil {
+		return err
+	}
+	if err := writeJSONFile(filepath.Join(dir, fileConfig), r.bundleSpec(spec, res, disk, rootfs)); err != nil {
+		return fmt.Errorf("write bundle: %w", err)
+	}
+	m := meta{ID: spec.ID, Image: spec.Image, Layers: spec.Layers, Labels: spec.Labels, CreatedAt: time.Now().UTC()}
+	if err := writeJSONFile(filepath.Join(dir, fileMeta), m); err != nil {
+		return fmt.Errorf("write metadata: %w", err)
+	}
+	return nil
+}
+
+// writeEtc writes the sandbox's /etc/hostname and /etc/hosts into the upper
+// layer before the overlay is mounted: the upper layer is a fresh directory
+// on the sandbox's own disk, so no symlink of the image can redirect the
+// writes to the host.
+func writeEtc(etc, id string) error {
+	if err := os.WriteFile(filepath.Join(etc, "hostname"), []byte(id+"\n"), 0o644); err != nil {
+		return err
+	}
+	hosts := "127.0.0.1\tlocalhost " + id + "\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+	return os.WriteFile(filepath.Join(etc, "hosts"), []byte(hosts), 0o644)
+}
+
+// mount mounts the disk and root file system of a sandbox unless they
+// still are (after Stop, or a daemon restart); after a reboot they are not.
+func (r *Runtime) mount(dir string, m *meta) error {
+	disk, rootfs := filepath.Join(dir, dirDisk), filepath.Join(dir, dirRootfs)
+	if ok, err := isMountpoint(disk); err != nil {
+		return err
+	} else if !ok {
+		if err := mountDisk(filepath.Join(dir, fileDisk), disk); err != nil {
+			return err
+		}
+	}
+	if ok, err := isMountpoint(rootfs); err != nil || ok {
+		return err
+	}
+	return mountRootfs(m.Layers, disk, rootfs)
+}
+
+// Start starts the sandbox's agent and returns once it answers. Starting a
+// running sandbox does nothing.
+func (r *Runtime) Start(ctx context.Context, id string) error {
+	m, err := r.readMeta(id)
+	if err != nil {
+		return fmt.Errorf("start sandbox %s: %w", id, err)
+	}
+	dir := r.dir(id)
+	pid, started := r.agentState(dir)
+	if pid > 0 {
+		return nil
+	}
+	if err := r.mount(dir, m); err != nil {
+		return fmt.Errorf("start sandbox %s: %w", id, err)
+	}
+	if started {
+		// The stopped container still holds the id.
+		if err := r.oci.delete(ctx, id); err != nil {
+			return fmt.Errorf("start sandbox %s: %w", id, err)
+		}
+	}
+	if err := r.run(ctx, id, dir); err != nil {
+		return fmt.Errorf("start sandbox %s: %w", id, err)
+	}
+	if err := r.waitAgent(ctx, id, dir); err != nil {
+		return fmt.Errorf("start sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// run starts the container with the agent's listening socket as fd 3.
+func (r *Runtime) run(ctx context.Context, id, dir string) error {
+	sock := filepath.Join(dir, fileSock)
+	pidFile := filepath.Join(dir, filePid)
+	for _, f := range []string{sock, pidFile} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("listen for the agent: %w", err)
+	}
+	// The socket file stays for reconnecting clients; the daemon's copy of
+	// the socket goes once the agent holds its own.
+	l.SetUnlinkOnClose(false)
+	lf, err := l.File()
+	l.Close()
+	if err != nil {
+		return fmt.Errorf("listen for the agent: %w", err)
+	}
+	defer lf.Close()
+	logf, err := os.OpenFile(filepath.Join(dir, fileLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	if err := r.oci.run(ctx, id, dir, pidFile, lf, logf); err != nil {
+		return errors.Join(fmt.Errorf("%w%s", err, logTail(filepath.Join(dir, fileLog))),
+			r.oci.delete(context.WithoutCancel(ctx), id))
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return fmt.Errorf("read agent pid: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("read agent pid: %w", err)
+	}
+	start, err := processStart(pid)
+	if err != nil {
+		return fmt.Errorf("agent exited at once: %w%s", err, logTail(filepath.Join(dir, fileLog)))
+	}
+	// With its start time the pid names this process and no later one.
+	return os.WriteFile(pidFile, []byte(strconv.Itoa(pid)+" "+strconv.FormatUint(start, 10)+"\n"), 0o600)
+}
+
+// waitAgent waits until the agent answers. The socket listened before the
+// agent ran, so the first request waits in the backlog; it fails at once
+// if the agent dies, as the last copy of the socket closes with it.
+func (r *Runtime) waitAgent(ctx context.Context, id, dir string) error {
+	ctx, cancel := context.WithTimeout(ctx, agentStartTimeout)
+	defer cancel()
+	if _, err := r.client(id).Info(ctx); err != nil {
+		return fmt.Errorf("wait for agent: %w%s", err, logTail(filepath.Join(dir, fileLog)))
+	}
+	return nil
+}
+
+// logTail returns the end of the log at path, formatted to follow an error.
+func logTail(path string) string {
+	b, _ := readTail(path, 1024)
+	if s := strings.TrimSpace(string(b)); s != "" {
+		return ": " + s
+	}
+	return ""
+}
+
+// readTail returns at most the last limit bytes of the file at path.
+func readTail(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() > limit {
+		if _, err := f.Seek(-limit, io.SeekEnd); err != nil {
+			return nil, err
+		}
+	}
+	return io.ReadAll(io.LimitReader(f, limit))
+}
+
+// Logs returns at most the last limit bytes of what the agent and the
+// runtime binary wrote since the sandbox was created.
+func (r *Runtime) Logs(ctx context.Context, id string, limit int64) ([]byte, error) {
+	if limit < 0 {
+		return nil, errdefs.Invalid("sandbox logs %s: negative limit %d", id, limit)
+	}
+	if _, err := r.readMeta(id); err != nil {
+		return nil, fmt.Errorf("sandbox logs %s: %w", id, err)
+	}
+	b, err := readTail(filepath.Join(r.dir(id), fileLog), limit)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil // never started
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sandbox logs %s: %w", id, err)
+	}
+	return b, nil
+}
+
+// Stop sends the agent SIGTERM, on which it ends every process of the
+// sandbox and exits, and SIGKILL after timeout (at once if timeout is 0). When the agent, the pid
+// namespace's init, is gone, the kernel has killed everything else. The
+// signals go through a pidfd, so they cannot hit a recycled pid.
+func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration) error {
+	if _, err := r.readMeta(id); err != nil {
+		return fmt.Errorf("stop sandbox %s: %w", id, err)
+	}
+	if err := r.stop(ctx, id, timeout); err != nil {
+		return fmt.Errorf("stop sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+func (r *Runtime) stop(ctx context.Context, id string, timeout time.Duration) error {
+	dir := r.dir(id)
+	pid, _ := r.agentState(dir)
+	if pid == 0 {
+		return nil
+	}
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open agent pidfd: %w", err)
+	}
+	defer unix.Close(pidfd)
+	// The pid may have been recycled between agentState and PidfdOpen.
+	if p, _ := r.agentState(dir); p != pid {
+		return nil
+	}
+	if c := r.cachedClient(id); c != nil {
+		c.Close()
+	}
+	if timeout > 0 {
+		if err := unix.PidfdSendSignal(pidfd, unix.SIGTERM, nil, 0); err == nil {
+			if exited, err := waitPidfd(ctx, pidfd, timeout); err != nil || exited {
+				reap(pid)
+				return err
+			}
+		}
+	}
+	if err := unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("kill agent: %w", err)
+	}
+	exited, err := waitPidfd(ctx, pidfd, killWait)
+	if err == nil && !exited {
+		err = fmt.Errorf("agent pid %d did not die after SIGKILL: %w", pid, errdefs.ErrUnavailable)
+	}
+	reap(pid)
+	return err
+}
+
+// Delete removes the sandbox and everything held for it.
+func (r *Runtime) Delete(ctx context.Context, id string) error {
+	if !validID.MatchString(id) {
+		return errdefs.NotFound("delete sandbox %q: not found", id)
+	}
+	if _, err := os.Stat(r.dir(id)); errors.Is(err, fs.ErrNotExist) {
+		return errdefs.NotFound("delete sandbox %s: not found", id)
+	}
+	if err := r.destroy(ctx, id, true); err != nil {
+		return fmt.Errorf("delete sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// destroy removes whatever exists of sandbox id: the container (when one
+// may exist), mounts, cgroups and the sandbox dir, in that order. It stops
+// before removing the dir if something could not be cleaned, so that a
+// later Delete or Recover finds what is left.
+func (r *Runtime) destroy(ctx context.Context, id string, container bool) error {
+	r.mu.Lock()
+	if c := r.clients[id]; c != nil {
+		c.Close()
+		delete(r.clients, id)
+	}
+	r.mu.Unlock()
+	dir := r.dir(id)
+	var errs []error
+	if container {
+		// Killing the agent ourselves is faster than runc delete --force,
+		// which polls for the container's death in 100 ms steps.
+		if err := r.stop(ctx, id, 0); err != nil {
+			errs = append(errs, err)
+		}
+		if err := r.oci.delete(ctx, id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, d := range []string{dirRootfs, dirDisk} {
+		if err := unmount(filepath.Join(dir, d)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := r.cgroups.remove(id); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

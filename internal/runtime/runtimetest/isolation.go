@@ -1,0 +1,370 @@
+package runtimetest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/sandbox"
+)
+
+// testIsolation runs each abuse in a sandbox of its own: the abuse must
+// fail or stay contained, and the sandbox must stay usable.
+func (s *suite) testIsolation(t *testing.T) {
+	t.Run("fork bomb", s.testForkBomb)
+	t.Run("memory bomb", s.testMemoryBomb)
+	t.Run("disk fill", s.testDiskFill)
+	t.Run("output flood", s.testOutputFlood)
+	t.Run("host files", s.testHostFiles)
+	t.Run("other sandbox", s.testOtherSandbox)
+	t.Run("host loopback", s.testHostLoopback)
+	t.Run("no network", s.testNoNetwork)
+	t.Run("mount", s.testMount)
+	t.Run("ptrace", s.testPtrace)
+	t.Run("seccomp", s.testSeccomp)
+	t.Run("setuid", s.testSetuid)
+	t.Run("kill agent", s.testKillAgent)
+	t.Run("unprivileged", s.testUnprivileged)
+	t.Run("read-only root", s.testReadOnlyRoot)
+}
+
+func (s *suite) testForkBomb(t *testing.T) {
+	_, _, c := s.sandboxWith(t, nil)
+	r := sh(t, c, "b() { b | b & }; b; sleep 60", 3*time.Second)
+	if !r.TimedOut {
+		t.Logf("fork bomb ended before its timeout: %+v", r.ExecResult)
+	}
+	assertUsable(t, c)
+	// The timeout killed the bomb's process group: the sandbox is idle.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := c.Info(ctxFor(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Processes <= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d processes left after the fork bomb's timeout", info.Processes)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (s *suite) testMemoryBomb(t *testing.T) {
+	rt, sp, c := s.sandboxWith(t, nil)
+	before, err := rt.Status(ctxFor(t), sp.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Several allocators at once, each under the limit, together over it.
+	r := sh(t, c, "for i in 1 2 3 4; do dd if=/dev/zero of=/dev/null bs=40M count=20 & done; wait; tail /dev/zero", 20*time.Second)
+	if r.ExitCode == 0 {
+		t.Errorf("memory bomb exited 0: %+v", r.ExecResult)
+	}
+	assertUsable(t, c)
+	after, err := rt.Status(ctxFor(t), sp.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Pid != before.Pid {
+		t.Errorf("agent pid changed from %d to %d: the OOM killer took the agent", before.Pid, after.Pid)
+	}
+}
+
+func (s *suite) testDiskFill(t *testing.T) {
+	rt := s.f.New(t)
+	other := s.spec(t)
+	oc := started(t, rt, other)
+	sp := s.spec(t)
+	c := started(t, rt, sp)
+	hostFree := func() uint64 {
+		var st unix.Statfs_t
+		if err := unix.Statfs("/", &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Bavail * uint64(st.Bsize)
+	}
+	before := hostFree()
+
+	r := sh(t, c, "dd if=/dev/zero of=/workspace/fill bs=1M", time.Minute)
+	if r.ExitCode == 0 || !strings.Contains(r.stderr, "No space left") {
+		t.Errorf("filling the disk: exit %d stderr %q, want ENOSPC", r.ExitCode, r.stderr)
+	}
+	for _, dir := range []string{"/tmp", sandbox.HomeDir} {
+		if r := sh(t, c, "dd if=/dev/zero of="+dir+"/more bs=64k count=16", 10*time.Second); r.ExitCode == 0 {
+			t.Errorf("%s is writable while the disk is full: the limit is not shared", dir)
+		}
+	}
+	if used := int64(before) - int64(hostFree()); used > 2*testResources.DiskBytes {
+		t.Errorf("host lost %d bytes for a %d-byte disk", used, testResources.DiskBytes)
+	}
+	mustSh(t, oc, "dd if=/dev/zero of=/workspace/ok bs=1M count=8")
+	mustSh(t, c, "rm /workspace/fill /tmp/more $HOME/more 2>/dev/null; echo again > /workspace/f")
+	assertUsable(t, c)
+}
+
+func (s *suite) testOutputFlood(t *testing.T) {
+	rt, sp, c := s.sandboxWith(t, nil)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var n countWriter
+	res, err := c.Exec(ctxFor(t), agent.ExecRequest{Command: []string{"yes"}, Timeout: 2 * time.Second}, nil, &n, &n)
+	if err != nil {
+		logs := ""
+		if lr, ok := rt.(sandbox.LogReader); ok {
+			b, _ := lr.Logs(ctxFor(t), sp.ID, 4096)
+			logs = string(b)
+		}
+		t.Fatalf("exec after %d bytes: %v; sandbox logs:\n%s", n.n.Load(), err, logs)
+	}
+	runtime.ReadMemStats(&after)
+	if !res.TimedOut || n.n.Load() < 1<<20 {
+		t.Errorf("yes: %+v after %d bytes, want a timeout after plenty of output", res, n.n.Load())
+	}
+	if grown := int64(after.HeapAlloc) - int64(before.HeapAlloc); grown > 64<<20 {
+		t.Errorf("daemon heap grew by %d bytes during the flood", grown)
+	}
+	start := time.Now()
+	assertUsable(t, c)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("agent took %v to answer after the flood", d)
+	}
+}
+
+type countWriter struct{ n atomic.Int64 }
+
+func (w *countWriter) Write(p []byte) (int, error) {
+	w.n.Add(int64(len(p)))
+	return len(p), nil
+}
+
+func (s *suite) testHostFiles(t *testing.T) {
+	marker, err := os.CreateTemp("/tmp", "a2e-marker-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(marker.Name()) })
+	fmt.Fprint(marker, "host secret")
+	marker.Close()
+	_, _, c := s.sandboxWith(t, nil)
+	for _, p := range []string{marker.Name(), "/proc/1/root" + marker.Name(), "/proc/self/root" + marker.Name()} {
+		if r := sh(t, c, "cat "+p, 5*time.Second); r.ExitCode == 0 || strings.Contains(r.stdout, "host secret") {
+			t.Errorf("read host file through %s: %q", p, r.stdout)
+		}
+	}
+	name := marker.Name()[strings.LastIndex(marker.Name(), "/")+1:]
+	if out := sh(t, c, "find / -name "+name+" 2>/dev/null", 30*time.Second).stdout; out != "" {
+		t.Errorf("host marker visible in the sandbox at %q", out)
+	}
+}
+
+func (s *suite) testOtherSandbox(t *testing.T) {
+	rt := s.f.New(t)
+	a, b := s.spec(t), s.spec(t)
+	ac := started(t, rt, a)
+	bc := started(t, rt, b)
+	mustSh(t, ac, "setsid sleep 313 </dev/null >/dev/null 2>&1 &")
+	if out := mustSh(t, bc, "ps -o args"); strings.Contains(out, "sleep 313") {
+		t.Errorf("sandbox sees another sandbox's process:\n%s", out)
+	}
+	// Signal everything it can, then everything up to a high pid.
+	sh(t, bc, "kill -9 -1; i=1; while [ $i -lt 400 ]; do kill -9 $i 2>/dev/null; i=$((i+1)); done", 30*time.Second)
+	if out := mustSh(t, ac, "ps -o args"); !strings.Contains(out, "sleep 313") {
+		t.Errorf("another sandbox killed this one's process:\n%s", out)
+	}
+	assertUsable(t, bc)
+	if _, err := bc.Upload(ctxFor(t), "/tmp/mine", 0o644, strings.NewReader("b")); err != nil {
+		t.Fatal(err)
+	}
+	if r := sh(t, ac, "cat /tmp/mine", 5*time.Second); r.ExitCode == 0 {
+		t.Errorf("sandbox reads another sandbox's /tmp: %q", r.stdout)
+	}
+}
+
+func (s *suite) testHostLoopback(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted atomic.Int64
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			fmt.Fprint(conn, "host listener\n")
+			conn.Close()
+		}
+	}()
+	t.Cleanup(func() { l.Close() })
+	_, _, c := s.sandboxWith(t, nil)
+	port := l.Addr().(*net.TCPAddr).Port
+	r := sh(t, c, fmt.Sprintf("nc -w 2 127.0.0.1 %d </dev/null", port), 10*time.Second)
+	if r.ExitCode == 0 || strings.Contains(r.stdout, "host listener") || accepted.Load() > 0 {
+		t.Errorf("reached the host's loopback listener: exit %d stdout %q accepted %d", r.ExitCode, r.stdout, accepted.Load())
+	}
+	// The sandbox's own loopback works.
+	mustSh(t, c, "nc -l -p 8080 >/tmp/got & sleep 0.2; echo hi | nc -w 1 127.0.0.1 8080; sleep 0.2; cat /tmp/got")
+}
+
+func (s *suite) testNoNetwork(t *testing.T) {
+	_, _, c := s.sandboxWith(t, nil)
+	out := mustSh(t, c, "cat /proc/net/dev")
+	for _, l := range lines(out)[2:] {
+		if name, _, _ := strings.Cut(l, ":"); name != "lo" {
+			t.Errorf("sandbox has network interface %q", name)
+		}
+	}
+}
+
+func (s *suite) testMount(t *testing.T) {
+	_, _, c := s.sandboxWith(t, nil)
+	if r := sh(t, c, "mkdir -p /tmp/m && mount -t tmpfs none /tmp/m", 5*time.Second); r.ExitCode == 0 {
+		t.Error("mount succeeded")
+	}
+	if got := probeCall(t, c, "mount"); got != "EPERM" {
+		t.Errorf("mount(2) = %s, want EPERM", got)
+	}
+	assertUsable(t, c)
+}
+
+func (s *suite) testPtrace(t *testing.T) {
+	_, _, c := s.sandboxWith(t, nil)
+	if got := probeCall(t, c, "ptrace"); got != "EPERM" {
+		t.Errorf("ptrace(PTRACE_TRACEME) = %s, want EPERM", got)
+	}
+	assertUsable(t, c)
+}
+
+// probeCall runs the probe's attempt at a system call and returns its
+// outcome: "ok" or an errno name.
+func probeCall(t *testing.T, c *agent.Client, name string) string {
+	t.Helper()
+	r := sh(t, c, ProbePath+" syscall "+name, 10*time.Second)
+	if r.ExitCode != 0 {
+		t.Fatalf("probe %s: exit %d stderr %q", name, r.ExitCode, r.stderr)
+	}
+	return strings.TrimSpace(r.stdout)
+}
+
+// testSeccomp tries the calls the default profile must block. Each call is
+// made so that it would succeed, or fail with another errno, if allowed.
+func (s *suite) testSeccomp(t *testing.T) {
+	_, _, c := s.sandboxWith(t, nil)
+	for _, tc := range []struct {
+		call string
+		want string
+	}{
+		{"ptrace", "EPERM"},
+		{"mount", "EPERM"},
+		{"umount2", "EPERM"},
+		{"pivot_root", "EPERM"},
+		{"unshare-user", "EPERM"},
+		{"unshare-net", "EPERM"},
+		{"setns", "EPERM"},
+		{"clone-newuser", "EPERM"},
+		{"clone3", "ENOSYS"},
+		{"bpf", "EPERM"},
+		{"perf_event_open", "EPERM"},
+		{"keyctl", "EPERM"},
+		{"add_key", "EPERM"},
+		{"userfaultfd", "EPERM"},
+		{"name_to_handle_at", "EPERM"},
+		{"open_by_handle_at", "EPERM"},
+		{"process_vm_readv", "EPERM"},
+		{"kexec_load", "EPERM"},
+		{"init_module", "EPERM"},
+		{"delete_module", "EPERM"},
+		{"swapon", "EPERM"},
+		{"reboot", "EPERM"},
+		{"acct", "EPERM"},
+		{"syslog", "EPERM"},
+		{"settimeofday", "EPERM"},
+		{"clock_settime", "EPERM"},
+		{"io_uring_setup", "EPERM"},
+	} {
+		t.Run(tc.call, func(t *testing.T) {
+			if got := probeCall(t, c, tc.call); got != tc.want {
+				t.Errorf("%s = %s, want %s", tc.call, got, tc.want)
+			}
+		})
+	}
+	assertUsable(t, c)
+}
+
+func (s *suite) testSetuid(t *testing.T) {
+	_, _, c := s.sandboxWith(t, nil)
+	mode := mustSh(t, c, "stat -c %a:%u "+SetuidProbePath)
+	if mode != "4755:0\n" {
+		t.Fatalf("the image's setuid probe is %q, want 4755:0 (see InstallProbes)", mode)
+	}
+	if got := mustSh(t, c, SetuidProbePath+" ids"); got != "1000 1000 1000 1000\n" {
+		t.Errorf("setuid-root binary runs with uid euid gid egid %q, want all 1000", got)
+	}
+}
+
+func (s *suite) testKillAgent(t *testing.T) {
+	rt, sp, c := s.sandboxWith(t, nil)
+	before, err := rt.Status(ctxFor(t), sp.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, script := range []string{"kill -9 1", "kill -TERM 1", "kill -9 -1", "kill -STOP 1"} {
+		sh(t, c, script, 5*time.Second)
+		assertUsable(t, c)
+	}
+	after, err := rt.Status(context.Background(), sp.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.State != sandbox.StateRunning || after.Pid != before.Pid {
+		t.Errorf("agent after kill attempts: %+v, before: %+v", after, before)
+	}
+}
+
+func (s *suite) testUnprivileged(t *testing.T) {
+	_, _, c := s.sandboxWith(t, nil)
+	if got := mustSh(t, c, "id -u; id -g"); got != "1000\n1000\n" {
+		t.Errorf("id = %q, want 1000 1000", got)
+	}
+	status := map[string]string{}
+	for _, l := range lines(mustSh(t, c, "cat /proc/self/status")) {
+		k, v, _ := strings.Cut(l, ":")
+		status[k] = strings.TrimSpace(v)
+	}
+	for k, want := range map[string]string{
+		"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
+		"CapAmb": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2",
+	} {
+		if status[k] != want {
+			t.Errorf("%s = %q, want %q", k, status[k], want)
+		}
+	}
+}
+
+func (s *suite) testReadOnlyRoot(t *testing.T) {
+	_, _, c := s.sandboxWith(t, nil)
+	if opts := mustSh(t, c, `awk '$5 == "/" { print $6 }' /proc/self/mountinfo`); !strings.HasPrefix(opts, "ro") {
+		t.Errorf("root is mounted %q, want ro", opts)
+	}
+	for _, p := range []string{"/etc/x", "/x", "/usr/x", "/bin/x"} {
+		if r := sh(t, c, "touch "+p, 5*time.Second); r.ExitCode == 0 {
+			t.Errorf("touch %s succeeded on the read-only root", p)
+		}
+	}
+	mustSh(t, c, "touch /workspace/x /tmp/x $HOME/x /dev/shm/x")
+}
