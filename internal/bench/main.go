@@ -196,8 +196,10 @@ func run(n, concurrent, idle int, img string) error {
 	for _, id := range ids {
 		charged += cgroupMemory(id)
 	}
-	fmt.Printf("%-34s %.1f MiB host (MemAvailable delta / %d), %.1f MiB charged to the sandbox cgroup\n",
-		"memory per idle sandbox", float64(before-after)/float64(idle)/(1<<20), idle, float64(charged)/float64(idle)/(1<<20))
+	pss, agents := agentPss()
+	fmt.Printf("%-34s agent PSS %.1f MiB (%d agents), cgroup charge %.1f MiB, host MemAvailable delta %.1f MiB\n",
+		"memory per idle sandbox", float64(pss)/float64(max(agents, 1))/(1<<20), agents,
+		float64(charged)/float64(idle)/(1<<20), float64(before-after)/float64(idle)/(1<<20))
 	for _, id := range ids {
 		if err := d.delete(id); err != nil {
 			return err
@@ -223,18 +225,44 @@ func memAvailable() int64 {
 	return 0
 }
 
-// cgroupMemory reads a sandbox's memory charge on cgroup v1 or v2.
+// cgroupMemory reads a sandbox's memory charge on cgroup v1 or v2. The
+// runtime nests sandbox cgroups under /agent2env/<root hash>/<id>.
 func cgroupMemory(id string) int64 {
-	for _, p := range []string{
-		"/sys/fs/cgroup/memory/agent2env/" + id + "/memory.usage_in_bytes",
-		"/sys/fs/cgroup/agent2env/" + id + "/memory.current",
+	for _, pattern := range []string{
+		"/sys/fs/cgroup/memory/agent2env/*/" + id + "/memory.usage_in_bytes",
+		"/sys/fs/cgroup/agent2env/*/" + id + "/memory.current",
 	} {
-		if b, err := os.ReadFile(p); err == nil {
-			v, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-			return v
+		paths, _ := filepath.Glob(pattern)
+		for _, p := range paths {
+			if b, err := os.ReadFile(p); err == nil {
+				v, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+				return v
+			}
 		}
 	}
 	return 0
+}
+
+// agentPss sums the proportional set size of every agent process.
+func agentPss() (int64, int) {
+	ents, _ := os.ReadDir("/proc")
+	var total int64
+	n := 0
+	for _, e := range ents {
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !strings.HasPrefix(string(cmdline), "/.agent2env/agent2env\x00agent") {
+			continue
+		}
+		b, _ := os.ReadFile("/proc/" + e.Name() + "/smaps_rollup")
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Pss:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				total += kb << 10
+				n++
+			}
+		}
+	}
+	return total, n
 }
 
 type daemon struct {

@@ -78,14 +78,12 @@ func startDaemon(t *testing.T, dataDir string) *daemon {
 		if dataDir, err = os.MkdirTemp("", "a2e-"); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { os.RemoveAll(dataDir) })
+		t.Cleanup(func() {
+			purge(t, dataDir)
+			os.RemoveAll(dataDir)
+		})
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	d := &daemon{t: t, dataDir: dataDir, addr: addr, log: new(bytes.Buffer), exited: make(chan struct{})}
 	d.cmd = exec.Command(binary, "serve", "--listen", addr, "--data-dir", dataDir, "--image-dir", imageDir, "--log-level", "debug")
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
@@ -118,6 +116,59 @@ func startDaemon(t *testing.T, dataDir string) *daemon {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// purge deletes whatever sandboxes a test left in dataDir (a failed test
+// may leave them running behind a killed daemon), so that a failure never
+// leaks into the machine: without its records, a daemon's recovery deletes
+// every sandbox it finds as an orphan.
+func purge(t *testing.T, dataDir string) {
+	ents, _ := os.ReadDir(filepath.Join(dataDir, "oci"))
+	left := false
+	for _, e := range ents {
+		left = left || !strings.HasPrefix(e.Name(), "_")
+	}
+	if !left {
+		return
+	}
+	t.Logf("purging sandboxes left in %s", dataDir)
+	dbs, _ := filepath.Glob(filepath.Join(dataDir, "state.db*"))
+	for _, db := range dbs {
+		os.Remove(db)
+	}
+	addr := freeAddr(t)
+	cmd := exec.Command(binary, "serve", "--listen", addr, "--data-dir", dataDir, "--image-dir", imageDir)
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Errorf("purge: %v", err)
+		return
+	}
+	for i := 0; i < 600; i++ {
+		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	ents, _ = os.ReadDir(filepath.Join(dataDir, "oci"))
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "_") {
+			t.Errorf("purge: sandbox %s still left after recovery:\n%s", e.Name(), log.String())
+		}
+	}
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 func (d *daemon) url(path string) string { return "http://" + d.addr + path }

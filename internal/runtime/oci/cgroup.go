@@ -156,6 +156,10 @@ func (cg *cgroups) remove(id string) error {
 		if err := removeCgroupDir(filepath.Join(h.dir, cg.parent, id)); err != nil {
 			errs = append(errs, err)
 		}
+		// The runtime's parent goes with its last sandbox; while others
+		// remain, rmdir fails and changes nothing. A concurrent create
+		// recreates it (runc makes the whole path).
+		_ = unix.Rmdir(filepath.Join(h.dir, cg.parent))
 	}
 	return errors.Join(errs...)
 }
