@@ -27,13 +27,17 @@ type Sandbox struct {
 	Template        string            `json:"template,omitempty"`
 	TemplateVersion int               `json:"templateVersion,omitempty"`
 	CreatedAt       time.Time         `json:"created_at"`
-	// ExpiresAt is when the TTL ends; the zero time (omitted) when ttl is 0.
-	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+	// ExpiresAt is when the TTL ends; Never when ttl is 0 (LiteBoxd
+	// clients require the field).
+	ExpiresAt   time.Time `json:"expires_at"`
 	AccessToken string     `json:"accessToken,omitempty"`
 	AccessURL   string     `json:"accessUrl,omitempty"`
 	// Reason says why the sandbox is in its status (agent2env addition).
 	Reason string `json:"reason,omitempty"`
 }
+
+// Never is the expires_at of a sandbox whose ttl is 0.
+var Never = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 
 // SandboxOverrides change a template's defaults for one sandbox.
 type SandboxOverrides struct {

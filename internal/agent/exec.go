@@ -47,6 +47,10 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "INTERNAL", err)
 		return
 	}
+	// With full duplex, a body left unread (stdin the command never read)
+	// must be closed before the handler returns, or the server panics on
+	// the connection (golang/go#68560).
+	defer r.Body.Close()
 	w.Header().Set("Content-Type", "application/x-agent2env-frames")
 	w.WriteHeader(http.StatusOK)
 	fw := &frameWriter{w: w, flush: http.NewResponseController(w).Flush}

@@ -135,12 +135,12 @@ func TestTTLExpiry(t *testing.T) {
 	d := startDaemon(t, "")
 	ttl := 2
 	sb := d.create(api.CreateSandboxRequest{Image: "agent2env/python", TTL: &ttl})
-	if sb.ExpiresAt == nil || sb.ExpiresAt.Sub(sb.CreatedAt) != 2*time.Second {
+	if sb.ExpiresAt.Sub(sb.CreatedAt) != 2*time.Second {
 		t.Fatalf("expires_at = %v for created_at %v and ttl 2", sb.ExpiresAt, sb.CreatedAt)
 	}
 	never := 0
 	keep := d.create(api.CreateSandboxRequest{Image: "agent2env/python", TTL: &never})
-	if keep.ExpiresAt != nil {
+	if !keep.ExpiresAt.Equal(api.Never) {
 		t.Errorf("ttl 0 has expires_at %v", keep.ExpiresAt)
 	}
 	deadline := time.Now().Add(10 * time.Second)

@@ -25,18 +25,42 @@ const maxJSONBody = 1 << 20
 // Server serves the REST API. Set Ready once the daemon has recovered its
 // state; until then /readyz answers 503.
 type Server struct {
-	mgr    *manager.Manager
-	images Images
-	log    *slog.Logger
-	ready  atomic.Bool
+	mgr        *manager.Manager
+	images     Images
+	log        *slog.Logger
+	ready      atomic.Bool
+	routes     []Routes
+	middleware []func(http.Handler) http.Handler
+}
+
+// Routes is a group of API routes served beside the sandbox routes, such
+// as the template or prepull API.
+type Routes interface {
+	Register(mux *http.ServeMux)
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithRoutes serves the routes of r as well.
+func WithRoutes(r Routes) Option { return func(s *Server) { s.routes = append(s.routes, r) } }
+
+// WithMiddleware wraps every route (after panic recovery, before routing);
+// the first given is the outermost.
+func WithMiddleware(mw func(http.Handler) http.Handler) Option {
+	return func(s *Server) { s.middleware = append(s.middleware, mw) }
 }
 
 // New returns a Server.
-func New(mgr *manager.Manager, images Images, log *slog.Logger) *Server {
+func New(mgr *manager.Manager, images Images, log *slog.Logger, opts ...Option) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{mgr: mgr, images: images, log: log}
+	s := &Server{mgr: mgr, images: images, log: log}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // SetReady marks the daemon ready (or not) for /readyz.
@@ -69,10 +93,18 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/images/import", s.importImage)
 	mux.HandleFunc("DELETE /api/v1/images/{ref...}", s.removeImage)
 
+	for _, r := range s.routes {
+		r.Register(mux)
+	}
+
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.WithCode(errdefs.NotFound("no route for %s %s", r.Method, r.URL.Path), api.CodeNotFound))
 	})
-	return s.recoverPanics(mux)
+	var h http.Handler = mux
+	for i := len(s.middleware) - 1; i >= 0; i-- {
+		h = s.middleware[i](h)
+	}
+	return s.recoverPanics(h)
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
@@ -167,7 +199,12 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 		}
 		return errdefs.Invalid("decode request body: %v", err)
 	}
-	if dec.More() {
+	// dec.More would miss a trailing ']' or '}': only the end may follow.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return err
+		}
 		return errdefs.Invalid("request body has data after the JSON value")
 	}
 	return nil

@@ -22,10 +22,14 @@ import (
 const maxLogBytes = 1 << 20
 
 func toAPI(sb *store.Sandbox) api.Sandbox {
+	expires := api.Never
+	if sb.ExpiresAt != nil {
+		expires = *sb.ExpiresAt
+	}
 	return api.Sandbox{
 		ID: sb.ID, Image: sb.Image, CPU: sb.CPU, Memory: sb.Memory, TTL: sb.TTL, Env: sb.Env,
 		Status: api.SandboxStatus(sb.Status), Template: sb.Template, TemplateVersion: sb.TemplateVersion,
-		CreatedAt: sb.CreatedAt, ExpiresAt: sb.ExpiresAt, Reason: sb.Reason,
+		CreatedAt: sb.CreatedAt, ExpiresAt: expires, Reason: sb.Reason,
 	}
 }
 
@@ -97,6 +101,11 @@ func (s *Server) decodeExec(w http.ResponseWriter, r *http.Request) (manager.Exe
 	if req.Timeout < 0 {
 		return manager.ExecRequest{}, errdefs.Invalid("timeout %d is negative", req.Timeout)
 	}
+	// Checked here, in seconds, because converting a larger value to a
+	// time.Duration overflows, possibly into the allowed range.
+	if maxSecs := int(manager.MaxExecTimeout / time.Second); req.Timeout > maxSecs {
+		return manager.ExecRequest{}, errdefs.Invalid("timeout %d is above the maximum of %d seconds", req.Timeout, maxSecs)
+	}
 	return execRequest(&req), nil
 }
 
@@ -124,6 +133,9 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // event the result; an "error" event ends a stream that failed midway.
 func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 	req, err := s.decodeExec(w, r)
+	if err == nil {
+		err = s.mgr.ValidateExec(req)
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -192,6 +204,10 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 			mode = os.FileMode(v)
 		case "file":
 			if path == "" {
+				if spooled != nil {
+					writeError(w, errdefs.Invalid("multipart body has more than one file part"))
+					return
+				}
 				if spooled, err = spool(part); err != nil {
 					writeError(w, err)
 					return

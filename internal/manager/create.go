@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -25,6 +26,10 @@ type CreateRequest struct {
 	TTL *int
 	Env map[string]string
 }
+
+// maxTTL is the largest TTL in seconds: longer ones overflow a
+// time.Duration (about 292 years).
+const maxTTL = int(math.MaxInt64 / int64(time.Second))
 
 // resolved is a CreateRequest checked and completed with defaults.
 type resolved struct {
@@ -52,6 +57,10 @@ func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
 	if r.milliCPU, err = quantity.ParseCPU(r.CPU); err != nil {
 		return nil, errdefs.Invalid("%v", err)
 	}
+	if r.milliCPU < 1 {
+		// "0.0001" parses but rounds to 0, which runtimes take as no limit.
+		return nil, errdefs.Invalid("cpu %s is below the 1m minimum", r.CPU)
+	}
 	if r.memBytes, err = quantity.ParseBytes(r.Memory); err != nil {
 		return nil, errdefs.Invalid("memory: %v", err)
 	}
@@ -64,6 +73,9 @@ func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
 	}
 	if r.ttl < 0 {
 		return nil, errdefs.Invalid("ttl %d is negative (0 means never expire)", r.ttl)
+	}
+	if r.ttl > maxTTL {
+		return nil, errdefs.Invalid("ttl %d is above the maximum of %d seconds", r.ttl, maxTTL)
 	}
 	if err := validEnv(req.Env); err != nil {
 		return nil, err
@@ -80,6 +92,44 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	if err != nil {
 		return nil, err
 	}
+	sb, err := m.createRecord(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	m.event(ctx, sb.ID, string(api.StatusPending), "created from image "+r.Image)
+
+	img, err := m.images.Get(ctx, r.Image)
+	if err == nil {
+		// The image is here: start now, whatever the client does meanwhile,
+		// but no longer than a start may take.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StartTimeout)
+		defer cancel()
+		return m.start(ctx, sb.ID, r, img)
+	}
+	if !errors.Is(err, errdefs.ErrNotFound) {
+		return m.fail(ctx, sb.ID, fmt.Sprintf("look up image %s: %v", r.Image, err))
+	}
+	m.bg.Add(1)
+	go func() {
+		defer m.bg.Done()
+		ctx, cancel := context.WithTimeout(m.bgCtx, m.cfg.StartTimeout)
+		defer cancel()
+		m.event(ctx, sb.ID, string(api.StatusPending), "preparing image "+r.Image)
+		img, err := m.images.Ensure(ctx, r.Image, nil)
+		if err != nil {
+			_, _ = m.fail(ctx, sb.ID, fmt.Sprintf("prepare image %s: %v", r.Image, err))
+			return
+		}
+		_, _ = m.start(ctx, sb.ID, r, img)
+	}()
+	return sb, nil
+}
+
+// createRecord stores the pending record of a new sandbox, unless
+// MaxSandboxes already exist.
+func (m *Manager) createRecord(ctx context.Context, r *resolved) (*store.Sandbox, error) {
+	m.createMu.Lock()
+	defer m.createMu.Unlock()
 	if m.cfg.MaxSandboxes > 0 {
 		all, err := m.store.ListSandboxes(ctx)
 		if err != nil {
@@ -102,29 +152,6 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	if err := m.store.CreateSandbox(ctx, sb); err != nil {
 		return nil, err
 	}
-	m.event(ctx, sb.ID, string(api.StatusPending), "created from image "+r.Image)
-
-	img, err := m.images.Get(ctx, r.Image)
-	if err == nil {
-		// The image is here: start now, whatever the client does meanwhile.
-		return m.start(context.WithoutCancel(ctx), sb.ID, r, img)
-	}
-	if !errors.Is(err, errdefs.ErrNotFound) {
-		return m.fail(ctx, sb.ID, fmt.Sprintf("look up image %s: %v", r.Image, err))
-	}
-	m.bg.Add(1)
-	go func() {
-		defer m.bg.Done()
-		ctx, cancel := context.WithTimeout(m.bgCtx, m.cfg.StartTimeout)
-		defer cancel()
-		m.event(ctx, sb.ID, string(api.StatusPending), "preparing image "+r.Image)
-		img, err := m.images.Ensure(ctx, r.Image, nil)
-		if err != nil {
-			_, _ = m.fail(ctx, sb.ID, fmt.Sprintf("prepare image %s: %v", r.Image, err))
-			return
-		}
-		_, _ = m.start(ctx, sb.ID, r, img)
-	}()
 	return sb, nil
 }
 

@@ -54,7 +54,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		return fmt.Errorf("recover: %w", err)
 	}
 	known := make(map[string]bool, len(records))
-	var adopted, cleaned, failed int
+	var adopted, cleaned, failed, errs int
 	for _, sb := range records {
 		known[sb.ID] = true
 		state, exists := states[sb.ID]
@@ -84,18 +84,23 @@ func (m *Manager) Recover(ctx context.Context) error {
 			cleaned++
 		}
 		if err != nil {
-			return fmt.Errorf("recover sandbox %s: %w", sb.ID, err)
+			// One sandbox that cannot be cleaned must not keep the
+			// daemon from serving the others; the sweeper retries.
+			m.log.Error("recover sandbox", "sandbox", sb.ID, "err", err)
+			errs++
 		}
 	}
 	for _, st := range live {
 		if !known[st.ID] {
 			if err := m.rt.Delete(ctx, st.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-				return fmt.Errorf("recover: delete orphan sandbox %s: %w", st.ID, err)
+				m.log.Error("recover: delete orphan sandbox", "sandbox", st.ID, "err", err)
+				errs++
+				continue
 			}
 			cleaned++
 		}
 	}
-	m.log.Info("recovered sandboxes", "adopted", adopted, "cleaned", cleaned, "failed", failed)
+	m.log.Info("recovered sandboxes", "adopted", adopted, "cleaned", cleaned, "failed", failed, "errors", errs)
 	return nil
 }
 
@@ -122,6 +127,10 @@ func (m *Manager) sweep(ctx context.Context) {
 	}
 	now := m.now()
 	for _, sb := range records {
+		if sb.Status == string(api.StatusTerminating) {
+			m.retryRemove(ctx, sb.ID)
+			continue
+		}
 		if sb.ExpiresAt != nil && now.After(*sb.ExpiresAt) && sb.Status != string(api.StatusTerminating) {
 			m.expire(ctx, sb.ID)
 			continue
@@ -138,6 +147,16 @@ func (m *Manager) sweep(ctx context.Context) {
 			reason = fmt.Sprintf("sandbox lost: %v", err)
 		}
 		m.markDead(ctx, sb.ID, reason)
+	}
+}
+
+// retryRemove finishes a deletion that failed earlier (or one a Delete in
+// flight is about to finish: remove is idempotent).
+func (m *Manager) retryRemove(ctx context.Context, id string) {
+	unlock := m.lock(id)
+	defer unlock()
+	if err := m.remove(ctx, id); err != nil {
+		m.log.Warn("retry sandbox deletion", "sandbox", id, "err", err)
 	}
 }
 

@@ -78,6 +78,9 @@ type Manager struct {
 	now    func() time.Time
 
 	locks sync.Map // id -> *sync.Mutex
+	// createMu makes counting the sandboxes and adding one atomic, so that
+	// concurrent creates cannot exceed MaxSandboxes.
+	createMu sync.Mutex
 	// bg tracks background work (image preparation, starts) so Close can
 	// wait for it.
 	bg       sync.WaitGroup

@@ -43,6 +43,14 @@ type Event struct {
 // concurrent use. Errors are errdefs classes: ErrNotFound for unknown ids,
 // ErrAlreadyExists for duplicate ones.
 type Store interface {
+	Sandboxes
+	Templates
+	Prepulls
+	Close() error
+}
+
+// Sandboxes keeps sandbox records and their event history.
+type Sandboxes interface {
 	CreateSandbox(ctx context.Context, sb *Sandbox) error
 	GetSandbox(ctx context.Context, id string) (*Sandbox, error)
 	ListSandboxes(ctx context.Context) ([]*Sandbox, error)
@@ -55,6 +63,4 @@ type Store interface {
 	AddEvent(ctx context.Context, ev Event) error
 	// Events returns a sandbox's events, oldest first.
 	Events(ctx context.Context, sandboxID string) ([]Event, error)
-
-	Close() error
 }

@@ -50,6 +50,45 @@ var migrations = []string{
 		message TEXT NOT NULL
 	);
 	CREATE INDEX events_sandbox ON events(sandbox_id, seq);`,
+	// 2: templates and their versions (spec is the JSON of api.TemplateSpec).
+	`CREATE TABLE templates (
+		id TEXT PRIMARY KEY,
+		name TEXT NOT NULL UNIQUE,
+		display_name TEXT NOT NULL DEFAULT '',
+		description TEXT NOT NULL DEFAULT '',
+		tags TEXT NOT NULL DEFAULT '[]',
+		author TEXT NOT NULL DEFAULT '',
+		is_public INTEGER NOT NULL DEFAULT 1,
+		latest_version INTEGER NOT NULL,
+		created_at INTEGER NOT NULL,
+		updated_at INTEGER NOT NULL
+	);
+	CREATE TABLE template_versions (
+		id TEXT PRIMARY KEY,
+		template_id TEXT NOT NULL REFERENCES templates(id) ON DELETE CASCADE,
+		version INTEGER NOT NULL,
+		spec TEXT NOT NULL,
+		changelog TEXT NOT NULL DEFAULT '',
+		created_by TEXT NOT NULL DEFAULT '',
+		created_at INTEGER NOT NULL,
+		UNIQUE (template_id, version)
+	);`,
+	// 3: image prepull tasks.
+	`CREATE TABLE prepull_tasks (
+		id TEXT PRIMARY KEY,
+		image TEXT NOT NULL,
+		template TEXT NOT NULL DEFAULT '',
+		status TEXT NOT NULL,
+		ready INTEGER NOT NULL DEFAULT 0,
+		total INTEGER NOT NULL DEFAULT 0,
+		error TEXT NOT NULL DEFAULT '',
+		started_at INTEGER NOT NULL,
+		completed_at INTEGER
+	);
+	CREATE INDEX prepull_image ON prepull_tasks(image, status);`,
+	// 4: sandboxes remember their access token (hashed) and spec.
+	`ALTER TABLE sandboxes ADD COLUMN access_token_hash TEXT NOT NULL DEFAULT '';
+	ALTER TABLE sandboxes ADD COLUMN spec TEXT NOT NULL DEFAULT '';`,
 }
 
 // Open opens (creating if needed) the database at path and brings its

@@ -1,0 +1,203 @@
+package api
+
+import "time"
+
+// ResourceSpec is a template's resource limits (Kubernetes quantities).
+type ResourceSpec struct {
+	CPU    string `json:"cpu" yaml:"cpu"`
+	Memory string `json:"memory" yaml:"memory"`
+}
+
+// FileSpec puts a file in place before a sandbox starts: Content inline,
+// or Source, a URL or path the daemon reads.
+type FileSpec struct {
+	Source      string `json:"source,omitempty" yaml:"source,omitempty"`
+	Destination string `json:"destination" yaml:"destination"`
+	Content     string `json:"content,omitempty" yaml:"content,omitempty"`
+}
+
+// ExecAction is a command run inside the sandbox.
+type ExecAction struct {
+	Command []string `json:"command" yaml:"command"`
+}
+
+// ProbeSpec is a readiness probe: the sandbox is running once Exec exits 0.
+type ProbeSpec struct {
+	Exec                ExecAction `json:"exec" yaml:"exec"`
+	InitialDelaySeconds int        `json:"initialDelaySeconds" yaml:"initialDelaySeconds"`
+	PeriodSeconds       int        `json:"periodSeconds" yaml:"periodSeconds"`
+	FailureThreshold    int        `json:"failureThreshold" yaml:"failureThreshold"`
+}
+
+// NetworkSpec is what a sandbox may reach beyond its own loopback.
+type NetworkSpec struct {
+	AllowInternetAccess bool     `json:"allowInternetAccess" yaml:"allowInternetAccess"`
+	AllowedDomains      []string `json:"allowedDomains,omitempty" yaml:"allowedDomains,omitempty"`
+}
+
+// TemplateSpec is what a template makes: every field does what its name
+// says. Defaults (seed 003): resources 500m/512Mi, ttl 3600,
+// startupTimeout 300, probe periodSeconds 10 and failureThreshold 3.
+type TemplateSpec struct {
+	Image          string            `json:"image" yaml:"image"`
+	Command        []string          `json:"command,omitempty" yaml:"command,omitempty"`
+	Args           []string          `json:"args,omitempty" yaml:"args,omitempty"`
+	Resources      ResourceSpec      `json:"resources" yaml:"resources"`
+	TTL            int               `json:"ttl" yaml:"ttl"`
+	Env            map[string]string `json:"env,omitempty" yaml:"env,omitempty"`
+	StartupScript  string            `json:"startupScript,omitempty" yaml:"startupScript,omitempty"`
+	StartupTimeout int               `json:"startupTimeout,omitempty" yaml:"startupTimeout,omitempty"`
+	Files          []FileSpec        `json:"files,omitempty" yaml:"files,omitempty"`
+	ReadinessProbe *ProbeSpec        `json:"readinessProbe,omitempty" yaml:"readinessProbe,omitempty"`
+	Network        *NetworkSpec      `json:"network,omitempty" yaml:"network,omitempty"`
+}
+
+// Template is a named, versioned sandbox recipe.
+type Template struct {
+	ID            string        `json:"id"`
+	Name          string        `json:"name"`
+	DisplayName   string        `json:"displayName"`
+	Description   string        `json:"description"`
+	Tags          []string      `json:"tags"`
+	Author        string        `json:"author"`
+	IsPublic      bool          `json:"isPublic"`
+	LatestVersion int           `json:"latestVersion"`
+	CreatedAt     time.Time     `json:"createdAt"`
+	UpdatedAt     time.Time     `json:"updatedAt"`
+	Spec          *TemplateSpec `json:"spec,omitempty"`
+}
+
+// TemplateVersion is one immutable version of a template.
+type TemplateVersion struct {
+	ID         string       `json:"id"`
+	TemplateID string       `json:"templateId"`
+	Version    int          `json:"version"`
+	Spec       TemplateSpec `json:"spec"`
+	Changelog  string       `json:"changelog"`
+	CreatedBy  string       `json:"createdBy"`
+	CreatedAt  time.Time    `json:"createdAt"`
+}
+
+// CreateTemplateRequest is the body of POST /templates.
+type CreateTemplateRequest struct {
+	Name        string       `json:"name"`
+	DisplayName string       `json:"displayName,omitempty"`
+	Description string       `json:"description,omitempty"`
+	Tags        []string     `json:"tags,omitempty"`
+	IsPublic    *bool        `json:"isPublic,omitempty"`
+	Spec        TemplateSpec `json:"spec"`
+	AutoPrepull bool         `json:"autoPrepull,omitempty"`
+}
+
+// UpdateTemplateRequest is the body of PUT /templates/{name}: it makes a
+// new version.
+type UpdateTemplateRequest struct {
+	DisplayName string       `json:"displayName,omitempty"`
+	Description string       `json:"description,omitempty"`
+	Tags        []string     `json:"tags,omitempty"`
+	IsPublic    *bool        `json:"isPublic,omitempty"`
+	Spec        TemplateSpec `json:"spec"`
+	Changelog   string       `json:"changelog,omitempty"`
+}
+
+// RollbackRequest is the body of POST /templates/{name}/rollback: a new
+// version with the spec of TargetVersion.
+type RollbackRequest struct {
+	TargetVersion int    `json:"targetVersion"`
+	Changelog     string `json:"changelog,omitempty"`
+}
+
+// TemplateList is the body of GET /templates.
+type TemplateList struct {
+	Items    []Template `json:"items"`
+	Total    int        `json:"total"`
+	Page     int        `json:"page"`
+	PageSize int        `json:"pageSize"`
+}
+
+// VersionList is the body of GET /templates/{name}/versions.
+type VersionList struct {
+	Items []TemplateVersion `json:"items"`
+	Total int               `json:"total"`
+}
+
+// RollbackResponse is the body answering POST /templates/{name}/rollback.
+type RollbackResponse struct {
+	ID             string    `json:"id"`
+	Name           string    `json:"name"`
+	LatestVersion  int       `json:"latestVersion"`
+	RolledBackFrom int       `json:"rolledBackFrom"`
+	RolledBackTo   int       `json:"rolledBackTo"`
+	UpdatedAt      time.Time `json:"updatedAt"`
+}
+
+// Import strategies and per-template outcomes.
+const (
+	StrategyCreateOnly     = "create-only"
+	StrategyUpdateOnly     = "update-only"
+	StrategyCreateOrUpdate = "create-or-update"
+
+	ActionCreated = "created"
+	ActionUpdated = "updated"
+	ActionSkipped = "skipped"
+	ActionFailed  = "failed"
+)
+
+// ImportResultItem is the outcome for one template of an import.
+type ImportResultItem struct {
+	Name    string `json:"name"`
+	Action  string `json:"action"`
+	Version int    `json:"version,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// ImportResult is the body answering POST /templates/import.
+type ImportResult struct {
+	Total          int                `json:"total"`
+	Created        int                `json:"created"`
+	Updated        int                `json:"updated"`
+	Skipped        int                `json:"skipped"`
+	Failed         int                `json:"failed"`
+	Results        []ImportResultItem `json:"results"`
+	PrepullStarted []string           `json:"prepullStarted,omitempty"`
+}
+
+// Prepull task statuses.
+const (
+	PrepullPending   = "pending"
+	PrepullPulling   = "pulling"
+	PrepullCompleted = "completed"
+	PrepullFailed    = "failed"
+)
+
+// PrepullProgress counts layers ready of total.
+type PrepullProgress struct {
+	Ready int `json:"ready"`
+	Total int `json:"total"`
+}
+
+// PrepullTask is an image being made available before sandboxes need it.
+type PrepullTask struct {
+	ID          string           `json:"id"`
+	Image       string           `json:"image"`
+	Status      string           `json:"status"`
+	Progress    *PrepullProgress `json:"progress,omitempty"`
+	Template    string           `json:"template,omitempty"`
+	Error       string           `json:"error,omitempty"`
+	StartedAt   time.Time        `json:"startedAt"`
+	CompletedAt *time.Time       `json:"completedAt,omitempty"`
+}
+
+// PrepullRequest is the body of POST /images/prepull.
+type PrepullRequest struct {
+	Image string `json:"image"`
+	// Timeout in seconds (default 600).
+	Timeout int `json:"timeout,omitempty"`
+}
+
+// YAML documents of template import/export.
+const (
+	YAMLAPIVersion = "liteboxd/v1"
+	KindTemplate   = "SandboxTemplate"
+	KindList       = "SandboxTemplateList"
+)

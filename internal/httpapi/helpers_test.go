@@ -1,0 +1,378 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
+	"github.com/agent2env/agent2env/internal/store/sqlite"
+)
+
+// These tests run real in-process agents (package fakeruntime), whose
+// reaper waits for every child of the process: nothing here may use
+// os/exec.
+
+// fakeImages serves both the manager (Get, Ensure) and the API (List,
+// Pull, Build, Import, Remove). Its images have no layers.
+type fakeImages struct {
+	mu   sync.Mutex
+	imgs map[string]*image.Image
+}
+
+func newFakeImages(refs ...string) *fakeImages {
+	f := &fakeImages{imgs: map[string]*image.Image{}}
+	for _, ref := range refs {
+		f.add(ref)
+	}
+	return f
+}
+
+var imageCreated = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func (f *fakeImages) add(ref string) *image.Image {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	img := &image.Image{Ref: ref, Digest: "sha256:d-" + ref, ID: "sha256:i-" + ref, Size: 42, Created: imageCreated,
+		Config: image.Config{Env: []string{"FROM_IMAGE=yes"}}}
+	f.imgs[ref] = img
+	return img
+}
+
+func notFound(ref string) error {
+	return errdefs.WithCode(errdefs.NotFound("image %s not found", ref), api.CodeImageNotFound)
+}
+
+func (f *fakeImages) Get(ctx context.Context, ref string) (*image.Image, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if img := f.imgs[ref]; img != nil {
+		return img, nil
+	}
+	return nil, notFound(ref)
+}
+
+// Ensure "pulls" any ref except those naming "missing".
+func (f *fakeImages) Ensure(ctx context.Context, ref string, p image.ProgressFunc) (*image.Image, error) {
+	return f.Pull(ctx, ref, p)
+}
+
+func (f *fakeImages) List(ctx context.Context) ([]*image.Image, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*image.Image
+	for _, ref := range slices.Sorted(maps.Keys(f.imgs)) {
+		out = append(out, f.imgs[ref])
+	}
+	return out, nil
+}
+
+func (f *fakeImages) Pull(ctx context.Context, ref string, p image.ProgressFunc) (*image.Image, error) {
+	if strings.Contains(ref, "missing") {
+		return nil, notFound(ref)
+	}
+	if p != nil {
+		p(image.Progress{Phase: image.PhaseResolve, Item: ref})
+		p(image.Progress{Phase: image.PhaseDownload, Item: "sha256:layer", Current: 5, Total: 10})
+		p(image.Progress{Phase: image.PhaseDone, Item: ref})
+	}
+	return f.add(ref), nil
+}
+
+func (f *fakeImages) Build(ctx context.Context, name string, p image.ProgressFunc) (*image.Image, error) {
+	if !strings.HasPrefix(name, "agent2env/") {
+		return nil, errdefs.WithCode(errdefs.NotFound("no built-in image %s", name), api.CodeImageNotFound)
+	}
+	if p != nil {
+		p(image.Progress{Phase: image.PhaseBuild, Item: "mmdebstrap"})
+	}
+	return f.add(name), nil
+}
+
+// Import takes an "archive" whose content is a list of refs, one a line.
+func (f *fakeImages) Import(ctx context.Context, path string, p image.ProgressFunc) ([]*image.Image, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.HasPrefix(b, []byte("archive\n")) {
+		return nil, errdefs.Invalid("not an image archive")
+	}
+	var out []*image.Image
+	for _, ref := range strings.Fields(string(b[len("archive\n"):])) {
+		out = append(out, f.add(ref))
+	}
+	return out, nil
+}
+
+func (f *fakeImages) Remove(ctx context.Context, ref string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.imgs[ref] == nil {
+		return notFound(ref)
+	}
+	delete(f.imgs, ref)
+	return nil
+}
+
+// env is the API over a real manager, a fake runtime, fake images and a
+// sqlite store, served by httptest.
+type env struct {
+	url  string
+	srv  *Server
+	h    http.Handler
+	m    *manager.Manager
+	rt   *fakeruntime.Runtime
+	imgs *fakeImages
+}
+
+type envOptions struct {
+	notReady bool
+	cfg      manager.Config
+}
+
+// newEnv returns a ready API whose images hold "alpine", removed when the
+// test ends.
+func newEnv(tb testing.TB, opts envOptions) *env {
+	tb.Helper()
+	e, closeEnv, err := openEnv(tb.TempDir(), opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(closeEnv)
+	return e
+}
+
+// openEnv is newEnv for callers without a testing.TB at hand (fuzz
+// functions): the state goes into dir, and closeEnv ends it.
+func openEnv(dir string, opts envOptions) (e *env, closeEnv func(), err error) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "state.db"))
+	if err != nil {
+		return nil, nil, err
+	}
+	rt := fakeruntime.New()
+	imgs := newFakeImages("alpine")
+	log := slog.New(slog.DiscardHandler)
+	if opts.cfg.StartTimeout == 0 {
+		opts.cfg.StartTimeout = 10 * time.Second
+	}
+	m := manager.New(opts.cfg, rt, imgs, st, log)
+	srv := New(m, imgs, log)
+	srv.SetReady(!opts.notReady)
+	h := srv.Handler()
+	ts := httptest.NewServer(h)
+	closeEnv = func() {
+		ts.Close()
+		m.Close()
+		rt.Close()
+		st.Close()
+	}
+	return &env{url: ts.URL, srv: srv, h: h, m: m, rt: rt, imgs: imgs}, closeEnv, nil
+}
+
+// response is a finished request.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (e *env) do(tb testing.TB, method, path, ctype string, body io.Reader) response {
+	tb.Helper()
+	req, err := http.NewRequest(method, e.url+path, body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+func (e *env) postJSON(tb testing.TB, path, body string) response {
+	tb.Helper()
+	return e.do(tb, http.MethodPost, path, "application/json", strings.NewReader(body))
+}
+
+// createSandbox creates a sandbox from body and returns it.
+func (e *env) createSandbox(tb testing.TB, body string) api.Sandbox {
+	tb.Helper()
+	resp := e.postJSON(tb, "/api/v1/sandboxes", body)
+	if resp.status != http.StatusCreated {
+		tb.Fatalf("create %s: %d %s", body, resp.status, resp.body)
+	}
+	var sb api.Sandbox
+	if err := json.Unmarshal(resp.body, &sb); err != nil {
+		tb.Fatal(err)
+	}
+	return sb
+}
+
+// ids lists the sandboxes through the API.
+func (e *env) ids(tb testing.TB) []string {
+	tb.Helper()
+	resp := e.do(tb, http.MethodGet, "/api/v1/sandboxes", "", nil)
+	if resp.status != http.StatusOK {
+		tb.Fatalf("list: %d %s", resp.status, resp.body)
+	}
+	var list api.List[api.Sandbox]
+	if err := json.Unmarshal(resp.body, &list); err != nil {
+		tb.Fatal(err)
+	}
+	ids := []string{}
+	for _, sb := range list.Items {
+		ids = append(ids, sb.ID)
+	}
+	return ids
+}
+
+// checkError checks that resp is an error of status with the API's error
+// body: {"error": non-empty, "code": code} and nothing else.
+func checkError(tb testing.TB, resp response, status int, code string) {
+	tb.Helper()
+	if resp.status != status {
+		tb.Errorf("status %d, want %d (body %s)", resp.status, status, resp.body)
+	}
+	if ct := resp.header.Get("Content-Type"); ct != "application/json" {
+		tb.Errorf("error content type %q", ct)
+	}
+	checkErrorBody(tb, resp.body, code)
+}
+
+func checkErrorBody(tb testing.TB, body []byte, code string) {
+	tb.Helper()
+	var eb map[string]any
+	if err := json.Unmarshal(body, &eb); err != nil {
+		tb.Errorf("error body %q is not JSON: %v", body, err)
+		return
+	}
+	if msg, ok := eb["error"].(string); !ok || msg == "" {
+		tb.Errorf("error body %s has no message", body)
+	}
+	if got, ok := eb["code"].(string); !ok || (code != "" && got != code) || got == "" {
+		tb.Errorf("error body %s: code %v, want %q", body, eb["code"], code)
+	}
+	if len(eb) != 2 {
+		tb.Errorf("error body %s has fields beyond error and code", body)
+	}
+}
+
+// keys returns the sorted field names of the JSON object b.
+func keys(tb testing.TB, b []byte) []string {
+	tb.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		tb.Fatalf("%q is not a JSON object: %v", b, err)
+	}
+	return slices.Sorted(maps.Keys(m))
+}
+
+func checkKeys(tb testing.TB, what string, b []byte, want ...string) {
+	tb.Helper()
+	slices.Sort(want)
+	if diff := cmp.Diff(want, keys(tb, b)); diff != "" {
+		tb.Errorf("%s fields (-want +got):\n%s\nbody: %s", what, diff, b)
+	}
+}
+
+// multipartBody builds a multipart/form-data body from parts given as
+// name, value pairs (the "file" part gets a filename), in order.
+func multipartBody(tb testing.TB, parts ...string) (string, *bytes.Buffer) {
+	tb.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	for i := 0; i+1 < len(parts); i += 2 {
+		var w io.Writer
+		var err error
+		if parts[i] == "file" {
+			w, err = mw.CreateFormFile("file", "upload.bin")
+		} else {
+			w, err = mw.CreateFormField(parts[i])
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+		io.WriteString(w, parts[i+1])
+	}
+	if err := mw.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return mw.FormDataContentType(), &buf
+}
+
+// sseEvent is one Server-Sent Event.
+type sseEvent struct {
+	name string
+	data string
+}
+
+// readEvent reads the next event; io.EOF at the end of the stream.
+func readEvent(br *bufio.Reader) (sseEvent, error) {
+	var ev sseEvent
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			if err == io.EOF && line == "" && ev.name == "" {
+				return ev, io.EOF
+			}
+			return ev, fmt.Errorf("event cut short: %q: %w", line, err)
+		}
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case line == "":
+			return ev, nil
+		case strings.HasPrefix(line, "event: "):
+			ev.name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			ev.data = strings.TrimPrefix(line, "data: ")
+		default:
+			return ev, fmt.Errorf("unexpected line %q", line)
+		}
+	}
+}
+
+func readEvents(tb testing.TB, body []byte) []sseEvent {
+	tb.Helper()
+	br := bufio.NewReader(bytes.NewReader(body))
+	var out []sseEvent
+	for {
+		ev, err := readEvent(br)
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			tb.Fatalf("read events of %q: %v", body, err)
+		}
+		out = append(out, ev)
+	}
+}

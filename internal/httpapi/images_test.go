@@ -1,0 +1,127 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agent2env/agent2env/api"
+)
+
+func TestImageRoutes(t *testing.T) {
+	e := newEnv(t, envOptions{})
+
+	resp := e.do(t, http.MethodGet, "/api/v1/images", "", nil)
+	if resp.status != http.StatusOK {
+		t.Fatalf("list: %d %s", resp.status, resp.body)
+	}
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := json.Unmarshal(resp.body, &list); err != nil || len(list.Items) != 1 {
+		t.Fatalf("list %s: %v", resp.body, err)
+	}
+	checkKeys(t, "image", list.Items[0], "ref", "digest", "id", "size", "layers", "created")
+
+	// Pull streams progress, then the image.
+	resp = e.postJSON(t, "/api/v1/images/pull", `{"ref":"ghcr.io/acme/tool:1"}`)
+	if resp.status != http.StatusOK || resp.header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("pull: %d %v %s", resp.status, resp.header, resp.body)
+	}
+	events := readEvents(t, resp.body)
+	var names []string
+	for _, ev := range events {
+		names = append(names, ev.name)
+	}
+	if diff := cmp.Diff([]string{"progress", "progress", "progress", "image"}, names); diff != "" {
+		t.Fatalf("pull events (-want +got):\n%s", diff)
+	}
+	checkKeys(t, "resolve progress", []byte(events[0].data), "phase", "item")
+	checkKeys(t, "download progress", []byte(events[1].data), "phase", "item", "current", "total")
+	var img api.Image
+	if err := json.Unmarshal([]byte(events[3].data), &img); err != nil || img.Ref != "ghcr.io/acme/tool:1" {
+		t.Errorf("image event %s: %v", events[3].data, err)
+	}
+
+	// Failures after the stream started end it with an error event.
+	resp = e.postJSON(t, "/api/v1/images/pull", `{"ref":"missing:1"}`)
+	events = readEvents(t, resp.body)
+	if len(events) != 1 || events[0].name != "error" {
+		t.Fatalf("failed pull events %+v", events)
+	}
+	checkErrorBody(t, []byte(events[0].data), api.CodeImageNotFound)
+
+	// Build.
+	events = readEvents(t, e.postJSON(t, "/api/v1/images/build", `{"ref":"agent2env/python"}`).body)
+	if len(events) != 2 || events[0].name != "progress" || events[1].name != "image" {
+		t.Errorf("build events %+v", events)
+	}
+	events = readEvents(t, e.postJSON(t, "/api/v1/images/build", `{"ref":"nonesuch"}`).body)
+	if len(events) != 1 || events[0].name != "error" {
+		t.Fatalf("failed build events %+v", events)
+	}
+	checkErrorBody(t, []byte(events[0].data), api.CodeImageNotFound)
+
+	// Import takes the archive as the raw body.
+	resp = e.do(t, http.MethodPost, "/api/v1/images/import", "application/x-tar", strings.NewReader("archive\nfoo:1 bar:2\n"))
+	events = readEvents(t, resp.body)
+	if len(events) != 2 || events[0].name != "image" || events[1].name != "image" {
+		t.Errorf("import events %+v", events)
+	}
+	events = readEvents(t, e.do(t, http.MethodPost, "/api/v1/images/import", "", strings.NewReader("not a tarball")).body)
+	if len(events) != 1 || events[0].name != "error" {
+		t.Fatalf("failed import events %+v", events)
+	}
+	checkErrorBody(t, []byte(events[0].data), api.CodeInvalidRequest)
+
+	// Remove, refs with slashes included.
+	for _, ref := range []string{"alpine", "ghcr.io/acme/tool:1"} {
+		resp = e.do(t, http.MethodDelete, "/api/v1/images/"+ref, "", nil)
+		if resp.status != http.StatusNoContent || len(resp.body) != 0 {
+			t.Errorf("remove %s: %d %q", ref, resp.status, resp.body)
+		}
+		checkError(t, e.do(t, http.MethodDelete, "/api/v1/images/"+ref, "", nil), http.StatusNotFound, api.CodeImageNotFound)
+	}
+	resp = e.do(t, http.MethodGet, "/api/v1/images", "", nil)
+	if err := json.Unmarshal(resp.body, &list); err != nil || len(list.Items) != 3 {
+		t.Errorf("list after changes: %s", resp.body)
+	}
+}
+
+func TestImageBadInput(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	tests := []struct {
+		name  string
+		ctype string
+		body  string
+		code  string
+	}{
+		{name: "malformed", ctype: "application/json", body: `{"ref":`},
+		{name: "wrong type", ctype: "application/json", body: `{"ref":1}`},
+		{name: "empty ref", ctype: "application/json", body: `{"ref":""}`},
+		{name: "no ref", ctype: "application/json", body: `{}`},
+		{name: "empty body", ctype: "application/json"},
+		{name: "trailing data", ctype: "application/json", body: `{"ref":"alpine"}]`},
+		{name: "wrong content type", ctype: "text/plain", body: `{"ref":"alpine"}`},
+		{name: "too large", ctype: "application/json", body: `{"ref":"` + strings.Repeat("a", maxJSONBody) + `"}`, code: api.CodeTooLarge},
+	}
+	for _, route := range []string{"pull", "build"} {
+		for _, tt := range tests {
+			t.Run(route+" "+tt.name, func(t *testing.T) {
+				var body io.Reader
+				if tt.body != "" {
+					body = strings.NewReader(tt.body)
+				}
+				status, code := http.StatusBadRequest, api.CodeInvalidRequest
+				if tt.code != "" {
+					status, code = http.StatusRequestEntityTooLarge, tt.code
+				}
+				checkError(t, e.do(t, http.MethodPost, "/api/v1/images/"+route, tt.ctype, body), status, code)
+			})
+		}
+	}
+}

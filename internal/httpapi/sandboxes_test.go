@@ -1,0 +1,607 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+func TestHealth(t *testing.T) {
+	e := newEnv(t, envOptions{notReady: true})
+	for _, p := range []string{"/health", "/api/v1/health"} {
+		resp := e.do(t, http.MethodGet, p, "", nil)
+		if resp.status != http.StatusOK || string(resp.body) != "OK" {
+			t.Errorf("GET %s: %d %q", p, resp.status, resp.body)
+		}
+	}
+	checkError(t, e.do(t, http.MethodGet, "/readyz", "", nil), http.StatusServiceUnavailable, api.CodeUnavailable)
+	e.srv.SetReady(true)
+	if resp := e.do(t, http.MethodGet, "/readyz", "", nil); resp.status != http.StatusOK || string(resp.body) != "ready" {
+		t.Errorf("GET /readyz when ready: %d %q", resp.status, resp.body)
+	}
+	e.srv.SetReady(false)
+	checkError(t, e.do(t, http.MethodGet, "/readyz", "", nil), http.StatusServiceUnavailable, api.CodeUnavailable)
+}
+
+func TestSandboxRoutes(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: manager.Config{ExecOutputLimit: 1000}})
+
+	if resp := e.do(t, http.MethodGet, "/api/v1/sandboxes", "", nil); resp.status != http.StatusOK || string(resp.body) != "{\"items\":[]}\n" {
+		t.Errorf("empty list: %d %s", resp.status, resp.body)
+	}
+
+	// Create.
+	resp := e.postJSON(t, "/api/v1/sandboxes", `{"image":"alpine","cpu":"500m","memory":"256Mi","ttl":60,"env":{"GREETING":"hi"}}`)
+	if resp.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", resp.status, resp.body)
+	}
+	if ct := resp.header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("content type %q", ct)
+	}
+	checkKeys(t, "sandbox", resp.body, "id", "image", "cpu", "memory", "ttl", "env", "status", "created_at", "expires_at", "reason")
+	var sb api.Sandbox
+	if err := json.Unmarshal(resp.body, &sb); err != nil {
+		t.Fatal(err)
+	}
+	if sb.ExpiresAt.Sub(sb.CreatedAt) != 60*time.Second {
+		t.Errorf("created %v, expires %v", sb.CreatedAt, sb.ExpiresAt)
+	}
+	want := api.Sandbox{ID: sb.ID, Image: "alpine", CPU: "500m", Memory: "256Mi", TTL: 60, Env: map[string]string{"GREETING": "hi"},
+		Status: api.StatusRunning, Reason: "agent ready", CreatedAt: sb.CreatedAt, ExpiresAt: sb.ExpiresAt}
+	if diff := cmp.Diff(want, sb); diff != "" {
+		t.Errorf("created sandbox (-want +got):\n%s", diff)
+	}
+	id := sb.ID
+
+	// A sandbox that never expires expires at the end of time, as
+	// LiteBoxd reports it (its clients require the field).
+	forever := e.createSandbox(t, `{"image":"alpine","ttl":0}`)
+	if !forever.ExpiresAt.Equal(api.Never) || forever.TTL != 0 {
+		t.Errorf("ttl 0: %+v", forever)
+	}
+
+	// Get and list.
+	resp = e.do(t, http.MethodGet, "/api/v1/sandboxes/"+id, "", nil)
+	if resp.status != http.StatusOK {
+		t.Fatalf("get: %d %s", resp.status, resp.body)
+	}
+	var got api.Sandbox
+	if err := json.Unmarshal(resp.body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("got sandbox (-want +got):\n%s", diff)
+	}
+	resp = e.do(t, http.MethodGet, "/api/v1/sandboxes", "", nil)
+	checkKeys(t, "list", resp.body, "items")
+	if diff := cmp.Diff([]string{id, forever.ID}, e.ids(t)); diff != "" {
+		t.Errorf("listed ids (-want +got):\n%s", diff)
+	}
+
+	// Exec.
+	resp = e.postJSON(t, "/api/v1/sandboxes/"+id+"/exec", `{"command":["sh","-c","echo $GREETING; echo oops >&2; exit 4"]}`)
+	if resp.status != http.StatusOK {
+		t.Fatalf("exec: %d %s", resp.status, resp.body)
+	}
+	checkKeys(t, "exec response", resp.body, "exit_code", "stdout", "stderr", "duration_ms")
+	var res api.ExecResponse
+	if err := json.Unmarshal(resp.body, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 4 || res.Stdout != "hi\n" || res.Stderr != "oops\n" || res.DurationMS <= 0 {
+		t.Errorf("exec response %+v", res)
+	}
+	resp = e.postJSON(t, "/api/v1/sandboxes/"+id+"/exec",
+		`{"command":["sh","-c","cat; echo \" $X\"; pwd"],"stdin":"in","env":{"X":"y"},"cwd":"/tmp"}`)
+	if err := json.Unmarshal(resp.body, &res); err != nil || res.Stdout != "in y\n/tmp\n" {
+		t.Errorf("exec with stdin, env, cwd: %d %s", resp.status, resp.body)
+	}
+	resp = e.postJSON(t, "/api/v1/sandboxes/"+id+"/exec", `{"command":["head","-c","5000","/dev/zero"]}`)
+	checkKeys(t, "truncated exec response", resp.body, "exit_code", "stdout", "stderr", "duration_ms", "truncated")
+	resp = e.postJSON(t, "/api/v1/sandboxes/"+id+"/exec", `{"command":["sleep","10"],"timeout":1}`)
+	checkKeys(t, "timed out exec response", resp.body, "exit_code", "stdout", "stderr", "duration_ms", "timed_out")
+
+	// Upload, path field first: streamed.
+	ctype, body := multipartBody(t, "path", "dir/f.txt", "mode", "0600", "file", "file content")
+	resp = e.do(t, http.MethodPost, "/api/v1/sandboxes/"+id+"/files", ctype, body)
+	if resp.status != http.StatusOK {
+		t.Fatalf("upload: %d %s", resp.status, resp.body)
+	}
+	checkKeys(t, "file info", resp.body, "name", "path", "size", "mode", "mod_time", "is_dir")
+	var fi api.FileInfo
+	if err := json.Unmarshal(resp.body, &fi); err != nil {
+		t.Fatal(err)
+	}
+	if fi.Name != "f.txt" || fi.Path != "/workspace/dir/f.txt" || fi.Size != 12 || fi.Mode != "0600" || fi.IsDir {
+		t.Errorf("file info %+v", fi)
+	}
+	work, err := e.rt.WorkDir(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(work, "dir", "f.txt")); err != nil || string(b) != "file content" {
+		t.Errorf("uploaded file: %q, %v", b, err)
+	}
+	// Path in the query.
+	ctype, body = multipartBody(t, "file", "from query")
+	resp = e.do(t, http.MethodPost, "/api/v1/sandboxes/"+id+"/files?path=/workspace/q.txt", ctype, body)
+	if resp.status != http.StatusOK {
+		t.Errorf("upload with path in query: %d %s", resp.status, resp.body)
+	}
+
+	// Download.
+	resp = e.do(t, http.MethodGet, "/api/v1/sandboxes/"+id+"/files?path=dir/f.txt", "", nil)
+	if resp.status != http.StatusOK || string(resp.body) != "file content" {
+		t.Errorf("download: %d %q", resp.status, resp.body)
+	}
+	wantHeader := map[string]string{
+		"Content-Type": "application/octet-stream", "Content-Length": "12", "Content-Disposition": "attachment; filename=f.txt",
+	}
+	for k, v := range wantHeader {
+		if got := resp.header.Get(k); got != v {
+			t.Errorf("download header %s: %q, want %q", k, got, v)
+		}
+	}
+
+	// Logs.
+	resp = e.do(t, http.MethodGet, "/api/v1/sandboxes/"+id+"/logs", "", nil)
+	if resp.status != http.StatusOK {
+		t.Fatalf("logs: %d %s", resp.status, resp.body)
+	}
+	checkKeys(t, "logs", resp.body, "logs", "events")
+	var logs api.LogsResponse
+	if err := json.Unmarshal(resp.body, &logs); err != nil {
+		t.Fatal(err)
+	}
+	if len(logs.Events) != 2 || !strings.HasSuffix(logs.Events[1], " running: agent ready") ||
+		!strings.Contains(logs.Logs, "fake agent for sandbox "+id+" listening") {
+		t.Errorf("logs %+v", logs)
+	}
+
+	// Delete.
+	resp = e.do(t, http.MethodDelete, "/api/v1/sandboxes/"+id, "", nil)
+	if resp.status != http.StatusNoContent || len(resp.body) != 0 {
+		t.Errorf("delete: %d %q", resp.status, resp.body)
+	}
+	checkError(t, e.do(t, http.MethodGet, "/api/v1/sandboxes/"+id, "", nil), http.StatusNotFound, api.CodeSandboxNotFound)
+	checkError(t, e.do(t, http.MethodDelete, "/api/v1/sandboxes/"+id, "", nil), http.StatusNotFound, api.CodeSandboxNotFound)
+	if diff := cmp.Diff([]string{forever.ID}, e.ids(t)); diff != "" {
+		t.Errorf("listed ids after delete (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{forever.ID}, e.rt.IDs()); diff != "" {
+		t.Errorf("runtime ids after delete (-want +got):\n%s", diff)
+	}
+}
+
+// TestSandboxJSONFields pins the wire names of every sandbox field,
+// LiteBoxd's mixed conventions included.
+func TestSandboxJSONFields(t *testing.T) {
+	exp := time.Date(2030, 1, 1, 0, 1, 0, 0, time.UTC)
+	sb := &store.Sandbox{ID: "id", Image: "img", Template: "tpl", TemplateVersion: 3, CPU: "1", Memory: "1Gi", TTL: 60,
+		Env: map[string]string{"A": "b"}, Status: "running", Reason: "why", CreatedAt: exp.Add(-time.Minute), ExpiresAt: &exp}
+	b, err := json.Marshal(toAPI(sb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"id","image":"img","cpu":"1","memory":"1Gi","ttl":60,"env":{"A":"b"},"status":"running",` +
+		`"template":"tpl","templateVersion":3,"created_at":"2030-01-01T00:00:00Z","expires_at":"2030-01-01T00:01:00Z","reason":"why"}`
+	if string(b) != want {
+		t.Errorf("sandbox JSON\n got %s\nwant %s", b, want)
+	}
+}
+
+func TestNotReadySandbox(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.rt.SetHooks(fakeruntime.Hooks{Start: func(context.Context, string) error { return errors.New("no agent") }})
+	sb := e.createSandbox(t, `{"image":"alpine"}`)
+	if sb.Status != api.StatusFailed || sb.Reason != "start sandbox: no agent" {
+		t.Errorf("sandbox %+v, want failed", sb)
+	}
+	ctype, body := multipartBody(t, "path", "f", "file", "x")
+	for _, resp := range []response{
+		e.postJSON(t, "/api/v1/sandboxes/"+sb.ID+"/exec", `{"command":["true"]}`),
+		e.postJSON(t, "/api/v1/sandboxes/"+sb.ID+"/exec/stream", `{"command":["true"]}`),
+		e.do(t, http.MethodPost, "/api/v1/sandboxes/"+sb.ID+"/files", ctype, body),
+		e.do(t, http.MethodGet, "/api/v1/sandboxes/"+sb.ID+"/files?path=f", "", nil),
+	} {
+		checkError(t, resp, http.StatusConflict, api.CodeSandboxNotReady)
+	}
+	// Logs and delete still work.
+	if resp := e.do(t, http.MethodGet, "/api/v1/sandboxes/"+sb.ID+"/logs", "", nil); resp.status != http.StatusOK {
+		t.Errorf("logs: %d %s", resp.status, resp.body)
+	}
+	if resp := e.do(t, http.MethodDelete, "/api/v1/sandboxes/"+sb.ID, "", nil); resp.status != http.StatusNoContent {
+		t.Errorf("delete: %d %s", resp.status, resp.body)
+	}
+}
+
+func TestMaxSandboxes(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: manager.Config{MaxSandboxes: 1}})
+	e.createSandbox(t, `{"image":"alpine"}`)
+	checkError(t, e.postJSON(t, "/api/v1/sandboxes", `{"image":"alpine"}`), http.StatusTooManyRequests, api.CodeLimitExceeded)
+}
+
+func TestPendingSandbox(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	sb := e.createSandbox(t, `{"image":"python:3.12"}`)
+	if sb.Status != api.StatusPending {
+		t.Errorf("status %s, want pending", sb.Status)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for sb.Status != api.StatusRunning && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		if err := json.Unmarshal(e.do(t, http.MethodGet, "/api/v1/sandboxes/"+sb.ID, "", nil).body, &sb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sb.Status != api.StatusRunning {
+		t.Errorf("status %s (%s), want running", sb.Status, sb.Reason)
+	}
+	failed := e.createSandbox(t, `{"image":"missing:1"}`)
+	for failed.Status == api.StatusPending && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		if err := json.Unmarshal(e.do(t, http.MethodGet, "/api/v1/sandboxes/"+failed.ID, "", nil).body, &failed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if failed.Status != api.StatusFailed || !strings.Contains(failed.Reason, "image missing:1 not found") {
+		t.Errorf("status %s (%s), want failed", failed.Status, failed.Reason)
+	}
+}
+
+// TestUploadFileBeforePath sends the file part before the path field: the
+// file is spooled, then uploaded.
+func TestUploadFileBeforePath(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	id := e.createSandbox(t, `{"image":"alpine"}`).ID
+	content := strings.Repeat("spooled\n", 10000)
+	ctype, body := multipartBody(t, "file", content, "mode", "0700", "path", "/workspace/late.sh")
+	resp := e.do(t, http.MethodPost, "/api/v1/sandboxes/"+id+"/files", ctype, body)
+	if resp.status != http.StatusOK {
+		t.Fatalf("upload: %d %s", resp.status, resp.body)
+	}
+	var fi api.FileInfo
+	if err := json.Unmarshal(resp.body, &fi); err != nil {
+		t.Fatal(err)
+	}
+	if fi.Path != "/workspace/late.sh" || fi.Size != int64(len(content)) || fi.Mode != "0700" {
+		t.Errorf("file info %+v", fi)
+	}
+	work, _ := e.rt.WorkDir(id)
+	if b, err := os.ReadFile(filepath.Join(work, "late.sh")); err != nil || string(b) != content {
+		t.Errorf("uploaded file: %d bytes, %v", len(b), err)
+	}
+}
+
+func TestExecStream(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	id := e.createSandbox(t, `{"image":"alpine"}`).ID
+	resp := e.postJSON(t, "/api/v1/sandboxes/"+id+"/exec/stream", `{"command":["sh","-c","echo out; echo err >&2; exit 2"]}`)
+	if resp.status != http.StatusOK || resp.header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("stream: %d %v %s", resp.status, resp.header, resp.body)
+	}
+	events := readEvents(t, resp.body)
+	if len(events) < 3 {
+		t.Fatalf("events %+v", events)
+	}
+	output := map[string]string{}
+	for _, ev := range events[:len(events)-1] {
+		if ev.name != "stdout" && ev.name != "stderr" {
+			t.Errorf("event %q before the end", ev.name)
+			continue
+		}
+		checkKeys(t, ev.name+" event", []byte(ev.data), "type", "data")
+		var ee api.ExecEvent
+		if err := json.Unmarshal([]byte(ev.data), &ee); err != nil || ee.Type != ev.name {
+			t.Errorf("event %s data %s: %v", ev.name, ev.data, err)
+		}
+		output[ev.name] += ee.Data
+	}
+	if diff := cmp.Diff(map[string]string{"stdout": "out\n", "stderr": "err\n"}, output); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+	last := events[len(events)-1]
+	if last.name != "exit" {
+		t.Fatalf("last event %+v, want exit", last)
+	}
+	checkKeys(t, "exit event", []byte(last.data), "type", "exit_code", "duration_ms")
+	var exit api.ExecEvent
+	if err := json.Unmarshal([]byte(last.data), &exit); err != nil || exit.Type != "exit" || exit.ExitCode != 2 {
+		t.Errorf("exit event %s: %v", last.data, err)
+	}
+
+	// A timeout is reported in the exit event.
+	resp = e.postJSON(t, "/api/v1/sandboxes/"+id+"/exec/stream", `{"command":["sleep","10"],"timeout":1}`)
+	events = readEvents(t, resp.body)
+	if len(events) != 1 || events[0].name != "exit" || !strings.Contains(events[0].data, `"timed_out":true`) {
+		t.Errorf("timed out stream: %+v", events)
+	}
+}
+
+// TestExecStreamIsStreamed checks that output reaches the client while the
+// command still runs: the command waits for a file that the test creates
+// only after it has read the first chunk.
+func TestExecStreamIsStreamed(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	id := e.createSandbox(t, `{"image":"alpine"}`).ID
+	work, _ := e.rt.WorkDir(id)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body := `{"command":["sh","-c","echo first; while [ ! -e release ]; do sleep 0.01; done; echo second"]}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/api/v1/sandboxes/"+id+"/exec/stream", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	ev, err := readEvent(br)
+	if err != nil {
+		t.Fatalf("first event: %v (was the output held back?)", err)
+	}
+	if ev.name != "stdout" || ev.data != `{"type":"stdout","data":"first\n"}` {
+		t.Errorf("first event %+v", ev)
+	}
+	if err := os.WriteFile(filepath.Join(work, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for {
+		ev, err := readEvent(br)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, ev.name)
+	}
+	if diff := cmp.Diff([]string{"stdout", "exit"}, names); diff != "" {
+		t.Errorf("later events (-want +got):\n%s", diff)
+	}
+}
+
+// TestBadInput sends bad requests to every endpoint: each gets the error
+// body with the expected status and code, and nothing is created.
+func TestBadInput(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	id := e.createSandbox(t, `{"image":"alpine"}`).ID
+	work, _ := e.rt.WorkDir(id)
+	if err := os.Mkdir(filepath.Join(work, "dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before, beforeRT := e.ids(t), e.rt.IDs()
+
+	const (
+		jsonCT = "application/json"
+		bad    = http.StatusBadRequest
+		inv    = api.CodeInvalidRequest
+	)
+	huge := `{"image":"` + strings.Repeat("a", maxJSONBody) + `"}`
+	hugeExec := `{"command":["echo","` + strings.Repeat("a", maxJSONBody) + `"]}`
+	sbPath := "/api/v1/sandboxes"
+	execPaths := []string{sbPath + "/" + id + "/exec", sbPath + "/" + id + "/exec/stream"}
+	filesPath := sbPath + "/" + id + "/files"
+
+	type tc struct {
+		name   string
+		method string
+		path   string
+		ctype  string
+		body   string
+		status int
+		code   string
+	}
+	tests := []tc{
+		{name: "create malformed", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":`, status: bad, code: inv},
+		{name: "create not JSON", method: "POST", path: sbPath, ctype: jsonCT, body: `image=alpine`, status: bad, code: inv},
+		{name: "create wrong type image", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":5}`, status: bad, code: inv},
+		{name: "create wrong type ttl", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":"alpine","ttl":"60"}`, status: bad, code: inv},
+		{name: "create fractional ttl", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":"alpine","ttl":1.5}`, status: bad, code: inv},
+		{name: "create ttl overflows", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":"alpine","ttl":99999999999999999999}`, status: bad, code: inv},
+		{name: "create ttl overflows a duration", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":"alpine","ttl":9223372036854775807}`, status: bad, code: inv},
+		{name: "create wrong type env", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":"alpine","env":["A=1"]}`, status: bad, code: inv},
+		{name: "create env value not string", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":"alpine","env":{"A":1}}`, status: bad, code: inv},
+		{name: "create empty body", method: "POST", path: sbPath, ctype: jsonCT, body: ``, status: bad, code: inv},
+		{name: "create whitespace body", method: "POST", path: sbPath, ctype: jsonCT, body: " \n", status: bad, code: inv},
+		{name: "create null", method: "POST", path: sbPath, ctype: jsonCT, body: `null`, status: bad, code: inv},
+		{name: "create array", method: "POST", path: sbPath, ctype: jsonCT, body: `[{"image":"alpine"}]`, status: bad, code: inv},
+		{name: "create trailing object", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":"alpine"} {}`, status: bad, code: inv},
+		{name: "create trailing brace", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":"alpine"}}`, status: bad, code: inv},
+		{name: "create trailing bracket", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":"alpine"}]`, status: bad, code: inv},
+		{name: "create trailing garbage", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":"alpine"}x`, status: bad, code: inv},
+		{name: "create wrong content type", method: "POST", path: sbPath, ctype: "text/plain", body: `{"image":"alpine"}`, status: bad, code: inv},
+		{name: "create form content type", method: "POST", path: sbPath, ctype: "application/x-www-form-urlencoded", body: `{"image":"alpine"}`, status: bad, code: inv},
+		{name: "create too large", method: "POST", path: sbPath, ctype: jsonCT, body: huge, status: http.StatusRequestEntityTooLarge, code: api.CodeTooLarge},
+		{name: "create too large after the value", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":"alpine"}` + strings.Repeat(" ", maxJSONBody), status: http.StatusRequestEntityTooLarge, code: api.CodeTooLarge},
+		{name: "create no image", method: "POST", path: sbPath, ctype: jsonCT, body: `{}`, status: bad, code: inv},
+		{name: "create bad ref", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":"Not A Ref!"}`, status: bad, code: inv},
+		{name: "create bad cpu", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":"alpine","cpu":"-1"}`, status: bad, code: inv},
+		{name: "create bad memory", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":"alpine","memory":"1Ki"}`, status: bad, code: inv},
+		{name: "create negative ttl", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":"alpine","ttl":-5}`, status: bad, code: inv},
+		{name: "create bad env", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":"alpine","env":{"A=B":"c"}}`, status: bad, code: inv},
+		{name: "create NUL env", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":"alpine","env":{"A":"\u0000"}}`, status: bad, code: inv},
+		{name: "create template", method: "POST", path: sbPath, ctype: jsonCT, body: `{"template":"python"}`, status: http.StatusNotFound, code: "TEMPLATE_NOT_FOUND"},
+
+		{name: "get unknown", method: "GET", path: sbPath + "/nosuchsandbox", status: http.StatusNotFound, code: api.CodeSandboxNotFound},
+		{name: "delete unknown", method: "DELETE", path: sbPath + "/nosuchsandbox", status: http.StatusNotFound, code: api.CodeSandboxNotFound},
+		{name: "logs unknown", method: "GET", path: sbPath + "/nosuchsandbox/logs", status: http.StatusNotFound, code: api.CodeSandboxNotFound},
+		{name: "exec unknown", method: "POST", path: sbPath + "/nosuchsandbox/exec", ctype: jsonCT, body: `{"command":["true"]}`, status: http.StatusNotFound, code: api.CodeSandboxNotFound},
+		{name: "stream unknown", method: "POST", path: sbPath + "/nosuchsandbox/exec/stream", ctype: jsonCT, body: `{"command":["true"]}`, status: http.StatusNotFound, code: api.CodeSandboxNotFound},
+		{name: "download unknown", method: "GET", path: sbPath + "/nosuchsandbox/files?path=f", status: http.StatusNotFound, code: api.CodeSandboxNotFound},
+
+		{name: "download no path", method: "GET", path: filesPath, status: bad, code: inv},
+		{name: "download traversal", method: "GET", path: filesPath + "?path=../../etc/passwd", status: bad, code: inv},
+		{name: "download absolute traversal", method: "GET", path: filesPath + "?path=/workspace/../etc/passwd", status: bad, code: inv},
+		{name: "download NUL", method: "GET", path: filesPath + "?path=a%00b", status: bad, code: inv},
+		{name: "download missing", method: "GET", path: filesPath + "?path=nope.txt", status: http.StatusNotFound, code: api.CodeFileNotFound},
+		{name: "download directory", method: "GET", path: filesPath + "?path=dir", status: bad, code: inv},
+
+		{name: "unknown route", method: "GET", path: "/api/v1/nothing", status: http.StatusNotFound, code: api.CodeNotFound},
+		{name: "unknown sandbox subroute", method: "GET", path: sbPath + "/" + id + "/nothing", status: http.StatusNotFound, code: api.CodeNotFound},
+		{name: "root", method: "GET", path: "/", status: http.StatusNotFound, code: api.CodeNotFound},
+		{name: "wrong method", method: "PUT", path: sbPath, ctype: jsonCT, body: `{}`, status: http.StatusNotFound, code: api.CodeNotFound},
+	}
+	for _, p := range execPaths {
+		kind := "exec"
+		if strings.HasSuffix(p, "stream") {
+			kind = "stream"
+		}
+		for _, c := range []tc{
+			{name: "malformed", ctype: jsonCT, body: `{"command":["echo"`, status: bad, code: inv},
+			{name: "wrong type command", ctype: jsonCT, body: `{"command":"echo hi"}`, status: bad, code: inv},
+			{name: "wrong type timeout", ctype: jsonCT, body: `{"command":["true"],"timeout":"5s"}`, status: bad, code: inv},
+			{name: "wrong type stdin", ctype: jsonCT, body: `{"command":["cat"],"stdin":["x"]}`, status: bad, code: inv},
+			{name: "empty body", ctype: jsonCT, body: ``, status: bad, code: inv},
+			{name: "trailing data", ctype: jsonCT, body: `{"command":["true"]}{"command":["true"]}`, status: bad, code: inv},
+			{name: "trailing bracket", ctype: jsonCT, body: `{"command":["true"]}]`, status: bad, code: inv},
+			{name: "wrong content type", ctype: "text/plain", body: `{"command":["true"]}`, status: bad, code: inv},
+			{name: "too large", ctype: jsonCT, body: hugeExec, status: http.StatusRequestEntityTooLarge, code: api.CodeTooLarge},
+			{name: "no command", ctype: jsonCT, body: `{}`, status: bad, code: inv},
+			{name: "empty command", ctype: jsonCT, body: `{"command":[]}`, status: bad, code: inv},
+			{name: "empty argv0", ctype: jsonCT, body: `{"command":[""]}`, status: bad, code: inv},
+			{name: "NUL argument", ctype: jsonCT, body: `{"command":["echo","a\u0000b"]}`, status: bad, code: inv},
+			{name: "negative timeout", ctype: jsonCT, body: `{"command":["true"],"timeout":-1}`, status: bad, code: inv},
+			{name: "timeout too long", ctype: jsonCT, body: `{"command":["true"],"timeout":86401}`, status: bad, code: inv},
+			// 2^64/1e9 + 1 seconds wraps around to 1 s as a time.Duration.
+			{name: "timeout overflowing", ctype: jsonCT, body: `{"command":["true"],"timeout":18446744074}`, status: bad, code: inv},
+			{name: "bad env", ctype: jsonCT, body: `{"command":["true"],"env":{"":"x"}}`, status: bad, code: inv},
+			{name: "cwd traversal", ctype: jsonCT, body: `{"command":["true"],"cwd":"../.."}`, status: bad, code: inv},
+			{name: "cwd NUL", ctype: jsonCT, body: `{"command":["true"],"cwd":"a\u0000"}`, status: bad, code: inv},
+		} {
+			c.name, c.method, c.path = kind+" "+c.name, "POST", p
+			tests = append(tests, c)
+		}
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var body io.Reader
+			if tt.body != "" {
+				body = strings.NewReader(tt.body)
+			}
+			checkError(t, e.do(t, tt.method, tt.path, tt.ctype, body), tt.status, tt.code)
+		})
+	}
+
+	uploads := []struct {
+		name   string
+		url    string // the files path of the sandbox when empty
+		body   func() (string, io.Reader)
+		status int
+		code   string
+	}{
+		{name: "not multipart", body: func() (string, io.Reader) { return jsonCT, strings.NewReader(`{"path":"f"}`) }, status: bad, code: inv},
+		{name: "no content type", body: func() (string, io.Reader) { return "", strings.NewReader("x") }, status: bad, code: inv},
+		{name: "multipart without boundary", body: func() (string, io.Reader) { return "multipart/form-data", strings.NewReader("x") }, status: bad, code: inv},
+		{name: "empty multipart", body: func() (string, io.Reader) { return multipartBody(t) }, status: bad, code: inv},
+		{name: "no file part", body: func() (string, io.Reader) { return multipartBody(t, "path", "f") }, status: bad, code: inv},
+		{name: "no path", body: func() (string, io.Reader) { return multipartBody(t, "file", "x") }, status: bad, code: inv},
+		{name: "empty path", body: func() (string, io.Reader) { return multipartBody(t, "path", "", "file", "x") }, status: bad, code: inv},
+		{name: "traversal", body: func() (string, io.Reader) { return multipartBody(t, "path", "../escape", "file", "x") }, status: bad, code: inv},
+		{name: "absolute traversal", body: func() (string, io.Reader) { return multipartBody(t, "path", "/workspace/../../escape", "file", "x") }, status: bad, code: inv},
+		{name: "traversal after file", body: func() (string, io.Reader) { return multipartBody(t, "file", "x", "path", "../escape") }, status: bad, code: inv},
+		{name: "traversal in query", url: filesPath + "?path=../escape", body: func() (string, io.Reader) { return multipartBody(t, "file", "x") }, status: bad, code: inv},
+		{name: "NUL path", body: func() (string, io.Reader) { return multipartBody(t, "path", "a\x00b", "file", "x") }, status: bad, code: inv},
+		{name: "path too long", body: func() (string, io.Reader) { return multipartBody(t, "path", strings.Repeat("a", 5000), "file", "x") }, status: bad, code: inv},
+		{name: "bad mode", body: func() (string, io.Reader) { return multipartBody(t, "mode", "rwx", "path", "f", "file", "x") }, status: bad, code: inv},
+		{name: "mode too big", body: func() (string, io.Reader) { return multipartBody(t, "mode", "7777", "path", "f", "file", "x") }, status: bad, code: inv},
+		{name: "two spooled files", body: func() (string, io.Reader) { return multipartBody(t, "file", "x", "file", "y", "path", "f") }, status: bad, code: inv},
+		{name: "over a directory", body: func() (string, io.Reader) { return multipartBody(t, "path", "dir", "file", "x") }, status: bad, code: inv},
+		{name: "truncated", body: func() (string, io.Reader) {
+			ct, b := multipartBody(t, "path", "f", "file", "x")
+			return ct, strings.NewReader(b.String()[:b.Len()/2])
+		}, status: bad, code: inv},
+		{name: "truncated spooled", body: func() (string, io.Reader) {
+			ct, b := multipartBody(t, "file", strings.Repeat("x", 1000), "path", "f")
+			return ct, strings.NewReader(b.String()[:b.Len()/2])
+		}, status: bad, code: inv},
+		{name: "unknown sandbox", url: sbPath + "/nosuchsandbox/files", body: func() (string, io.Reader) { return multipartBody(t, "path", "f", "file", "x") },
+			status: http.StatusNotFound, code: api.CodeSandboxNotFound},
+	}
+	for _, tt := range uploads {
+		t.Run("upload "+tt.name, func(t *testing.T) {
+			ctype, body := tt.body()
+			u := tt.url
+			if u == "" {
+				u = filesPath
+			}
+			checkError(t, e.do(t, http.MethodPost, u, ctype, body), tt.status, tt.code)
+		})
+	}
+
+	if diff := cmp.Diff(before, e.ids(t)); diff != "" {
+		t.Errorf("sandboxes changed (-before +after):\n%s", diff)
+	}
+	if diff := cmp.Diff(beforeRT, e.rt.IDs()); diff != "" {
+		t.Errorf("runtime sandboxes changed (-before +after):\n%s", diff)
+	}
+	for _, name := range []string{"f", "escape"} {
+		if _, err := os.Stat(filepath.Join(work, name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("bad upload left %s: %v", name, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(work), "escape")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("upload escaped the workspace: %v", err)
+	}
+}
+
+func TestStatusOf(t *testing.T) {
+	tests := []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{errdefs.Invalid("x"), http.StatusBadRequest, api.CodeInvalidRequest},
+		{errdefs.NotFound("x"), http.StatusNotFound, api.CodeNotFound},
+		{errdefs.WithCode(errdefs.NotFound("x"), api.CodeSandboxNotFound), http.StatusNotFound, api.CodeSandboxNotFound},
+		{fmt.Errorf("wrapped: %w", errdefs.WithCode(errdefs.NotFound("x"), api.CodeFileNotFound)), http.StatusNotFound, api.CodeFileNotFound},
+		{errdefs.Conflict("x"), http.StatusConflict, api.CodeAlreadyExists},
+		{errdefs.Precondition("x"), http.StatusConflict, api.CodeConflict},
+		{errdefs.WithCode(errdefs.Precondition("x"), api.CodeSandboxNotReady), http.StatusConflict, api.CodeSandboxNotReady},
+		{fmt.Errorf("x: %w", errdefs.ErrResourceExhausted), http.StatusTooManyRequests, api.CodeLimitExceeded},
+		{errdefs.WithCode(fmt.Errorf("x: %w", errdefs.ErrResourceExhausted), api.CodeNoSpace), http.StatusInsufficientStorage, api.CodeNoSpace},
+		{fmt.Errorf("x: %w", errdefs.ErrUnavailable), http.StatusServiceUnavailable, api.CodeUnavailable},
+		{fmt.Errorf("x: %w", errdefs.ErrDeadlineExceeded), http.StatusGatewayTimeout, api.CodeTimeout},
+		{fmt.Errorf("x: %w", errdefs.ErrNotImplemented), http.StatusNotImplemented, api.CodeNotImplemented},
+		{fmt.Errorf("x: %w", errdefs.ErrUnauthenticated), http.StatusUnauthorized, api.CodeUnauthorized},
+		{fmt.Errorf("x: %w", errdefs.ErrPermissionDenied), http.StatusForbidden, api.CodeForbidden},
+		{fmt.Errorf("read: %w", &http.MaxBytesError{Limit: 1}), http.StatusRequestEntityTooLarge, api.CodeTooLarge},
+		{errors.New("disk on fire"), http.StatusInternalServerError, api.CodeInternal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.err.Error(), func(t *testing.T) {
+			status, code := statusOf(tt.err)
+			if status != tt.status || code != tt.code {
+				t.Errorf("statusOf = %d %s, want %d %s", status, code, tt.status, tt.code)
+			}
+		})
+	}
+}
+
+func TestRecoverPanics(t *testing.T) {
+	s := New(nil, nil, slog.New(slog.DiscardHandler))
+	h := s.recoverPanics(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	checkError(t, response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}, http.StatusInternalServerError, api.CodeInternal)
+}

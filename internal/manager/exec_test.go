@@ -1,0 +1,320 @@
+package manager
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
+)
+
+// execOutcome is the part of an ExecResult the tests compare.
+type execOutcome struct {
+	ExitCode       int
+	Stdout, Stderr string
+	TimedOut       bool
+	Truncated      bool
+}
+
+func outcome(r *ExecResult) execOutcome {
+	return execOutcome{ExitCode: r.ExitCode, Stdout: r.Stdout, Stderr: r.Stderr, TimedOut: r.TimedOut, Truncated: r.Truncated}
+}
+
+func TestExec(t *testing.T) {
+	e := newEnv(t, Config{})
+	sb := e.create(t, CreateRequest{Env: map[string]string{"GREETING": "hi"}})
+	work, err := e.rt.WorkDir(sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(work, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		req  ExecRequest
+		want execOutcome
+	}{
+		{name: "stdout", req: ExecRequest{Command: []string{"echo", "hello", "world"}},
+			want: execOutcome{Stdout: "hello world\n"}},
+		{name: "stderr and exit code", req: ExecRequest{Command: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}},
+			want: execOutcome{ExitCode: 3, Stdout: "out\n", Stderr: "err\n"}},
+		{name: "sandbox env", req: ExecRequest{Command: []string{"sh", "-c", `echo "$GREETING $FROM_IMAGE $HOME"`}},
+			want: execOutcome{Stdout: "hi yes /home/sandbox\n"}},
+		{name: "request env", req: ExecRequest{Command: []string{"sh", "-c", `echo "$GREETING $EXTRA"`}, Env: map[string]string{"GREETING": "bye", "EXTRA": "x"}},
+			want: execOutcome{Stdout: "bye x\n"}},
+		{name: "stdin", req: ExecRequest{Command: []string{"cat"}, Stdin: strings.NewReader("piped\nin")},
+			want: execOutcome{Stdout: "piped\nin"}},
+		{name: "default cwd is the workspace", req: ExecRequest{Command: []string{"pwd"}},
+			want: execOutcome{Stdout: work + "\n"}},
+		{name: "relative cwd", req: ExecRequest{Command: []string{"pwd"}, Cwd: "sub"},
+			want: execOutcome{Stdout: filepath.Join(work, "sub") + "\n"}},
+		{name: "absolute cwd", req: ExecRequest{Command: []string{"pwd"}, Cwd: "/workspace/sub/"},
+			want: execOutcome{Stdout: filepath.Join(work, "sub") + "\n"}},
+		{name: "not found", req: ExecRequest{Command: []string{"no-such-command-a2e"}},
+			want: execOutcome{ExitCode: 127}},
+		{name: "timeout", req: ExecRequest{Command: []string{"sh", "-c", "echo started; sleep 10"}, Timeout: 200 * time.Millisecond},
+			want: execOutcome{ExitCode: 128 + 9, Stdout: "started\n", TimedOut: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			res, err := e.m.Exec(context.Background(), sb.ID, tt.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, outcome(res)); diff != "" {
+				t.Errorf("result (-want +got):\n%s", diff)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("took %v", d)
+			}
+		})
+	}
+}
+
+func TestExecOutputLimit(t *testing.T) {
+	e := newEnv(t, Config{ExecOutputLimit: 8})
+	id := e.running(t)
+	tests := []struct {
+		name string
+		cmd  string
+		want execOutcome
+	}{
+		{name: "under", cmd: "printf 1234567", want: execOutcome{Stdout: "1234567"}},
+		{name: "exactly", cmd: "printf 12345678", want: execOutcome{Stdout: "12345678"}},
+		{name: "stdout over", cmd: "printf 1234567890", want: execOutcome{Stdout: "12345678", Truncated: true}},
+		{name: "stderr over", cmd: "printf 1234567890 >&2; printf ok", want: execOutcome{Stdout: "ok", Stderr: "12345678", Truncated: true}},
+		{name: "many writes", cmd: "for i in 1 2 3 4 5 6; do printf ab; sleep 0.01; done", want: execOutcome{Stdout: "abababab", Truncated: true}},
+		{name: "large", cmd: "head -c 1000000 /dev/zero", want: execOutcome{Stdout: "\x00\x00\x00\x00\x00\x00\x00\x00", Truncated: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := e.m.Exec(context.Background(), id, ExecRequest{Command: []string{"sh", "-c", tt.cmd}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, outcome(res)); diff != "" {
+				t.Errorf("result (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCapped(t *testing.T) {
+	c := &capped{limit: 5}
+	for _, p := range []string{"ab", "cd", "ef", "", "gh"} {
+		if n, err := c.Write([]byte(p)); n != len(p) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v", p, n, err)
+		}
+	}
+	if c.String() != "abcde" || c.dropped != 3 {
+		t.Errorf("kept %q, dropped %d; want abcde, 3", c.String(), c.dropped)
+	}
+}
+
+func TestExecStream(t *testing.T) {
+	e := newEnv(t, Config{ExecOutputLimit: 1})
+	id := e.running(t)
+	var stdout, stderr bytes.Buffer
+	// Streaming is not capped.
+	res, err := e.m.ExecStream(context.Background(), id,
+		ExecRequest{Command: []string{"sh", "-c", "echo out-long; echo err-long >&2"}}, &stdout, &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 || stdout.String() != "out-long\n" || stderr.String() != "err-long\n" {
+		t.Errorf("got %+v, stdout %q, stderr %q", res, stdout.String(), stderr.String())
+	}
+}
+
+func TestExecInvalid(t *testing.T) {
+	e := newEnv(t, Config{})
+	id := e.running(t)
+	tests := []struct {
+		name string
+		req  ExecRequest
+	}{
+		{name: "no command", req: ExecRequest{}},
+		{name: "empty argv0", req: ExecRequest{Command: []string{"", "x"}}},
+		{name: "NUL in argument", req: ExecRequest{Command: []string{"echo", "a\x00b"}}},
+		{name: "negative timeout", req: ExecRequest{Command: []string{"true"}, Timeout: -time.Second}},
+		{name: "timeout too long", req: ExecRequest{Command: []string{"true"}, Timeout: MaxExecTimeout + time.Second}},
+		{name: "env name with =", req: ExecRequest{Command: []string{"true"}, Env: map[string]string{"A=B": "x"}}},
+		{name: "env value with NUL", req: ExecRequest{Command: []string{"true"}, Env: map[string]string{"A": "\x00"}}},
+		{name: "cwd traversal", req: ExecRequest{Command: []string{"true"}, Cwd: "../etc"}},
+		{name: "cwd NUL", req: ExecRequest{Command: []string{"true"}, Cwd: "a\x00"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.m.Exec(context.Background(), id, tt.req)
+			checkErr(t, err, errdefs.ErrInvalidArgument, "")
+			checkErr(t, e.m.ValidateExec(tt.req), errdefs.ErrInvalidArgument, "")
+			// Bad requests are refused before the sandbox is looked at.
+			_, err = e.m.Exec(context.Background(), "nosuchsandbox", tt.req)
+			checkErr(t, err, errdefs.ErrInvalidArgument, "")
+		})
+	}
+	if err := e.m.ValidateExec(ExecRequest{Command: []string{"true"}, Cwd: "/tmp"}); err != nil {
+		t.Errorf("valid request: %v", err)
+	}
+}
+
+func TestExecNotRunning(t *testing.T) {
+	e := newEnv(t, Config{})
+	// A failed sandbox.
+	e.rt.SetHooks(fakeruntime.Hooks{Start: func(context.Context, string) error { return errors.New("no agent") }})
+	failed := e.create(t, CreateRequest{})
+	e.rt.SetHooks(fakeruntime.Hooks{})
+	// A pending sandbox.
+	e.imgs.gate = make(chan struct{})
+	pending := e.create(t, CreateRequest{Image: "python"})
+	// A running record whose agent died (the sweeper has not noticed yet).
+	dead := e.running(t)
+	if err := e.rt.Kill(dead); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name    string
+		id      string
+		class   error
+		code    string
+		wantMsg string
+	}{
+		{name: "failed", id: failed.ID, class: errdefs.ErrFailedPrecondition, code: api.CodeSandboxNotReady,
+			wantMsg: "is failed, not running: start sandbox: no agent"},
+		{name: "pending", id: pending.ID, class: errdefs.ErrFailedPrecondition, code: api.CodeSandboxNotReady,
+			wantMsg: "is pending, not running"},
+		{name: "unknown", id: "nosuchsandbox", class: errdefs.ErrNotFound, code: api.CodeSandboxNotFound},
+		{name: "agent dead", id: dead, class: errdefs.ErrUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.m.Exec(context.Background(), tt.id, ExecRequest{Command: []string{"true"}})
+			checkErr(t, err, tt.class, tt.code)
+			if err != nil && !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Errorf("error %q does not say %q", err, tt.wantMsg)
+			}
+			_, _, err = e.m.Download(context.Background(), tt.id, "f")
+			checkErr(t, err, tt.class, tt.code)
+			_, err = e.m.Upload(context.Background(), tt.id, "f", 0o644, strings.NewReader("x"))
+			checkErr(t, err, tt.class, tt.code)
+		})
+	}
+}
+
+func TestCleanPath(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    string
+		invalid bool
+	}{
+		{in: "file.txt", want: "/workspace/file.txt"},
+		{in: "dir/file.txt", want: "/workspace/dir/file.txt"},
+		{in: "./dir//file.txt", want: "/workspace/dir/file.txt"},
+		{in: ".", want: "/workspace"},
+		{in: "/workspace/a/", want: "/workspace/a"},
+		{in: "/tmp/x", want: "/tmp/x"},
+		{in: "/", want: "/"},
+		{in: "/a/./b", want: "/a/b"},
+		{in: "a..b", want: "/workspace/a..b"},
+		{in: "...", want: "/workspace/..."},
+		{in: "", invalid: true},
+		{in: "..", invalid: true},
+		{in: "../etc/passwd", invalid: true},
+		{in: "a/../../etc", invalid: true},
+		{in: "/workspace/../etc/shadow", invalid: true},
+		{in: "/..", invalid: true},
+		{in: "a/..", invalid: true},
+		{in: "a\x00b", invalid: true},
+		{in: "\x00", invalid: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := CleanPath(tt.in)
+			if tt.invalid {
+				checkErr(t, err, errdefs.ErrInvalidArgument, "")
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("CleanPath(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestFiles(t *testing.T) {
+	e := newEnv(t, Config{})
+	id := e.running(t)
+	work, err := e.rt.WorkDir(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	fi, err := e.m.Upload(ctx, id, "dir/hello.txt", 0o600, strings.NewReader("hello\x00world"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Path != "/workspace/dir/hello.txt" || fi.Name != "hello.txt" || fi.Size != 11 || fi.Mode.Perm() != 0o600 {
+		t.Errorf("upload info %+v", fi)
+	}
+	if b, err := os.ReadFile(filepath.Join(work, "dir", "hello.txt")); err != nil || string(b) != "hello\x00world" {
+		t.Errorf("file in the workspace: %q, %v", b, err)
+	}
+	for _, p := range []string{"dir/hello.txt", "/workspace/dir/hello.txt", "./dir//hello.txt"} {
+		rc, size, err := e.m.Download(ctx, id, p)
+		if err != nil {
+			t.Fatalf("download %s: %v", p, err)
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || string(b) != "hello\x00world" || size != 11 {
+			t.Errorf("download %s: %q (size %d), %v", p, b, size, err)
+		}
+	}
+
+	tests := []struct {
+		name  string
+		path  string
+		class error
+		code  string
+	}{
+		{name: "missing file", path: "nope.txt", class: errdefs.ErrNotFound, code: api.CodeFileNotFound},
+		{name: "directory", path: "dir", class: errdefs.ErrInvalidArgument},
+		{name: "traversal", path: "../../etc/passwd", class: errdefs.ErrInvalidArgument},
+		{name: "NUL", path: "a\x00b", class: errdefs.ErrInvalidArgument},
+		{name: "empty", path: "", class: errdefs.ErrInvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run("download "+tt.name, func(t *testing.T) {
+			_, _, err := e.m.Download(ctx, id, tt.path)
+			checkErr(t, err, tt.class, tt.code)
+		})
+	}
+	t.Run("upload traversal", func(t *testing.T) {
+		_, err := e.m.Upload(ctx, id, "../escape.txt", 0o644, strings.NewReader("x"))
+		checkErr(t, err, errdefs.ErrInvalidArgument, "")
+		if _, err := os.Stat(filepath.Join(filepath.Dir(work), "escape.txt")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("file written outside the workspace: %v", err)
+		}
+	})
+	t.Run("upload over a directory", func(t *testing.T) {
+		_, err := e.m.Upload(ctx, id, "/workspace/dir", 0o644, strings.NewReader("x"))
+		checkErr(t, err, errdefs.ErrInvalidArgument, "")
+	})
+	t.Run("unknown sandbox", func(t *testing.T) {
+		_, err := e.m.Upload(ctx, "nosuchsandbox", "f", 0o644, strings.NewReader("x"))
+		checkErr(t, err, errdefs.ErrNotFound, api.CodeSandboxNotFound)
+	})
+}

@@ -1,0 +1,474 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
+	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+func TestDelete(t *testing.T) {
+	e := newEnv(t, Config{})
+	id := e.running(t)
+	// The runtime side goes first, while the record says terminating.
+	var during *store.Sandbox
+	e.rt.SetHooks(fakeruntime.Hooks{Delete: func(ctx context.Context, got string) error {
+		sb, err := e.st.GetSandbox(ctx, got)
+		if err != nil {
+			return fmt.Errorf("record gone before the runtime state: %w", err)
+		}
+		during = sb
+		return nil
+	}})
+	if err := e.m.Delete(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	if during == nil || during.Status != string(api.StatusTerminating) || during.Reason != "deleted by request" {
+		t.Errorf("record while the runtime deleted: %+v", during)
+	}
+	if ids := e.records(t); len(ids) != 0 {
+		t.Errorf("records left: %v", ids)
+	}
+	if ids := e.rt.IDs(); len(ids) != 0 {
+		t.Errorf("runtime sandboxes left: %v", ids)
+	}
+	_, err := e.m.Get(context.Background(), id)
+	checkErr(t, err, errdefs.ErrNotFound, api.CodeSandboxNotFound)
+	checkErr(t, e.m.Delete(context.Background(), id), errdefs.ErrNotFound, api.CodeSandboxNotFound)
+}
+
+func TestDeleteRuntimeFailure(t *testing.T) {
+	e := newEnv(t, Config{})
+	id := e.running(t)
+	e.rt.SetHooks(fakeruntime.Hooks{Delete: func(context.Context, string) error { return errors.New("device busy") }})
+	err := e.m.Delete(context.Background(), id)
+	if err == nil || !strings.Contains(err.Error(), "device busy") {
+		t.Fatalf("delete: %v, want the runtime's error", err)
+	}
+	sb := e.waitStatus(t, id, api.StatusTerminating)
+	if sb.Reason != "deleted by request" {
+		t.Errorf("reason %q", sb.Reason)
+	}
+	if got := e.rt.State(id); got == "" {
+		t.Fatal("runtime state gone although its Delete failed")
+	}
+	// Exec is refused from now on.
+	_, err = e.m.Exec(context.Background(), id, ExecRequest{Command: []string{"true"}})
+	checkErr(t, err, errdefs.ErrFailedPrecondition, api.CodeSandboxNotReady)
+
+	// The daemon restarts; recovery finishes the deletion.
+	e.rt.SetHooks(fakeruntime.Hooks{})
+	m2 := newManager(Config{}, e)
+	defer m2.Close()
+	if err := m2.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ids := e.records(t); len(ids) != 0 {
+		t.Errorf("records left: %v", ids)
+	}
+	if ids := e.rt.IDs(); len(ids) != 0 {
+		t.Errorf("runtime sandboxes left: %v", ids)
+	}
+}
+
+func TestDeleteRetry(t *testing.T) {
+	e := newEnv(t, Config{})
+	id := e.running(t)
+	e.rt.SetHooks(fakeruntime.Hooks{Delete: func(context.Context, string) error { return errors.New("device busy") }})
+	if err := e.m.Delete(context.Background(), id); err == nil {
+		t.Fatal("delete succeeded despite the runtime")
+	}
+	e.rt.SetHooks(fakeruntime.Hooks{})
+	if err := e.m.Delete(context.Background(), id); err != nil {
+		t.Fatalf("second delete: %v", err)
+	}
+	if ids, rids := e.records(t), e.rt.IDs(); len(ids)+len(rids) != 0 {
+		t.Errorf("left: records %v, runtime %v", ids, rids)
+	}
+}
+
+// TestDeletePending deletes a sandbox whose image is still being prepared:
+// when the image arrives, nothing may be started for it.
+func TestDeletePending(t *testing.T) {
+	e := newEnv(t, Config{})
+	gate := make(chan struct{})
+	e.imgs.gate = gate
+	sb := e.create(t, CreateRequest{Image: "python"})
+	if err := e.m.Delete(context.Background(), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(gate)
+	e.m.Close() // waits for the background start
+	if ids, rids := e.records(t), e.rt.IDs(); len(ids)+len(rids) != 0 {
+		t.Errorf("left: records %v, runtime %v", ids, rids)
+	}
+	if calls := e.rt.Calls(); calls.Create != 0 {
+		t.Errorf("runtime Create called %d times for a deleted sandbox", calls.Create)
+	}
+}
+
+func TestRecover(t *testing.T) {
+	const id = "sb1"
+	tests := []struct {
+		name string
+		// record is the stored status ("" for none), runtime the runtime
+		// state ("" for none).
+		record  api.SandboxStatus
+		runtime sandbox.State
+		// want* describe the end: record status ("" for gone), reason,
+		// runtime state ("" for gone).
+		wantRecord  api.SandboxStatus
+		wantReason  string
+		wantRuntime sandbox.State
+	}{
+		{name: "running adopted", record: api.StatusRunning, runtime: sandbox.StateRunning,
+			wantRecord: api.StatusRunning, wantReason: "agent ready", wantRuntime: sandbox.StateRunning},
+		{name: "running gone", record: api.StatusRunning,
+			wantRecord: api.StatusFailed, wantReason: "sandbox stopped while the daemon was down"},
+		{name: "running stopped", record: api.StatusRunning, runtime: sandbox.StateStopped,
+			wantRecord: api.StatusFailed, wantReason: "sandbox stopped while the daemon was down"},
+		{name: "running only created", record: api.StatusRunning, runtime: sandbox.StateCreated,
+			wantRecord: api.StatusFailed, wantReason: "sandbox stopped while the daemon was down"},
+		{name: "pending without runtime", record: api.StatusPending,
+			wantRecord: api.StatusFailed, wantReason: "daemon restarted while the sandbox was being created"},
+		{name: "pending created", record: api.StatusPending, runtime: sandbox.StateCreated,
+			wantRecord: api.StatusFailed, wantReason: "daemon restarted while the sandbox was being created"},
+		{name: "pending running", record: api.StatusPending, runtime: sandbox.StateRunning,
+			wantRecord: api.StatusFailed, wantReason: "daemon restarted while the sandbox was being created"},
+		{name: "terminating", record: api.StatusTerminating, runtime: sandbox.StateRunning},
+		{name: "terminating without runtime", record: api.StatusTerminating},
+		{name: "orphan running", runtime: sandbox.StateRunning},
+		{name: "orphan stopped", runtime: sandbox.StateStopped},
+		{name: "failed with leftovers", record: api.StatusFailed, runtime: sandbox.StateStopped,
+			wantRecord: api.StatusFailed, wantReason: "earlier reason"},
+		{name: "failed clean", record: api.StatusFailed,
+			wantRecord: api.StatusFailed, wantReason: "earlier reason"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			ctx := context.Background()
+			if tt.record != "" {
+				reason := map[api.SandboxStatus]string{
+					api.StatusRunning: "agent ready", api.StatusFailed: "earlier reason", api.StatusTerminating: "deleted by request",
+				}[tt.record]
+				err := e.st.CreateSandbox(ctx, &store.Sandbox{ID: id, Image: "alpine", CPU: "1", Memory: "1Gi",
+					Status: string(tt.record), Reason: reason, Runtime: fakeruntime.Name, CreatedAt: epoch, UpdatedAt: epoch})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.runtime != "" {
+				spec := &sandbox.Spec{ID: id, Image: "alpine", Cwd: sandbox.WorkDir, Env: []string{"PATH=/usr/bin:/bin"}}
+				if err := e.rt.Seed(spec, tt.runtime); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			if err := e.m.Recover(ctx); err != nil {
+				t.Fatalf("recover: %v", err)
+			}
+
+			sb, err := e.st.GetSandbox(ctx, id)
+			switch {
+			case tt.wantRecord == "":
+				if !errors.Is(err, errdefs.ErrNotFound) {
+					t.Errorf("record: %+v, %v; want none", sb, err)
+				}
+			case err != nil:
+				t.Errorf("record: %v", err)
+			case sb.Status != string(tt.wantRecord) || sb.Reason != tt.wantReason:
+				t.Errorf("record is %s (%s), want %s (%s)", sb.Status, sb.Reason, tt.wantRecord, tt.wantReason)
+			}
+			if got := e.rt.State(id); got != tt.wantRuntime {
+				t.Errorf("runtime state %q, want %q", got, tt.wantRuntime)
+			}
+			if tt.wantRuntime == sandbox.StateRunning {
+				// An adopted sandbox is usable at once.
+				res, err := e.m.Exec(ctx, id, ExecRequest{Command: []string{"echo", "adopted"}})
+				if err != nil || res.Stdout != "adopted\n" {
+					t.Errorf("exec in adopted sandbox: %+v, %v", res, err)
+				}
+			}
+		})
+	}
+}
+
+func TestRecoverMany(t *testing.T) {
+	e := newEnv(t, Config{})
+	keep := e.running(t)
+	gone := e.running(t)
+	orphan := &sandbox.Spec{ID: "orphan", Cwd: sandbox.WorkDir}
+	if err := e.rt.Seed(orphan, sandbox.StateRunning); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rt.Delete(context.Background(), gone); err != nil {
+		t.Fatal(err)
+	}
+	m2 := newManager(Config{}, e)
+	defer m2.Close()
+	if err := m2.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{keep}, e.rt.IDs()); diff != "" {
+		t.Errorf("runtime sandboxes (-want +got):\n%s", diff)
+	}
+	e.waitStatus(t, keep, api.StatusRunning)
+	e.waitStatus(t, gone, api.StatusFailed)
+}
+
+func TestRecoverErrors(t *testing.T) {
+	e := newEnv(t, Config{})
+	e.rt.SetHooks(fakeruntime.Hooks{Recover: func(context.Context) error { return errors.New("state dir unreadable") }})
+	if err := e.m.Recover(context.Background()); err == nil || !strings.Contains(err.Error(), "state dir unreadable") {
+		t.Errorf("recover: %v, want the runtime's error", err)
+	}
+
+	// A terminating record whose runtime state cannot be deleted stays
+	// for the next recovery.
+	e.rt.SetHooks(fakeruntime.Hooks{Delete: func(context.Context, string) error { return errors.New("device busy") }})
+	id := e.running(t)
+	if err := e.m.Delete(context.Background(), id); err == nil {
+		t.Fatal("delete succeeded despite the runtime")
+	}
+	// Recovery carries on past it (one stuck sandbox must not keep the
+	// daemon from serving), and the record stays for the sweeper.
+	if err := e.m.Recover(context.Background()); err != nil {
+		t.Errorf("recover: %v", err)
+	}
+	e.waitStatus(t, id, api.StatusTerminating)
+	e.rt.SetHooks(fakeruntime.Hooks{})
+	e.m.sweep(context.Background())
+	if _, err := e.m.Get(context.Background(), id); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("after the sweep retried the deletion: %v, want not found", err)
+	}
+}
+
+func TestSweep(t *testing.T) {
+	tests := []struct {
+		name    string
+		ttl     int
+		advance time.Duration
+		kill    bool // the sandbox dies
+		lose    bool // its runtime state disappears
+		// want is the record's status afterwards ("" for gone) and reason.
+		want       api.SandboxStatus
+		wantReason string
+		wantState  sandbox.State
+	}{
+		{name: "expired", ttl: 60, advance: 61 * time.Second},
+		{name: "not yet expired", ttl: 60, advance: 59 * time.Second,
+			want: api.StatusRunning, wantReason: "agent ready", wantState: sandbox.StateRunning},
+		{name: "ttl 0 never expires", ttl: 0, advance: 100 * 365 * 24 * time.Hour,
+			want: api.StatusRunning, wantReason: "agent ready", wantState: sandbox.StateRunning},
+		{name: "died", ttl: 60, kill: true, want: api.StatusFailed, wantReason: "sandbox exited"},
+		{name: "lost", ttl: 0, lose: true, want: api.StatusFailed, wantReason: "sandbox lost: status of sandbox"},
+		{name: "died and expired", ttl: 60, advance: time.Hour, kill: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			ctx := context.Background()
+			id := e.create(t, CreateRequest{TTL: ptr(tt.ttl)}).ID
+			if tt.kill {
+				if err := e.rt.Kill(id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tt.lose {
+				if err := e.rt.Delete(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.clock.Advance(tt.advance)
+			e.m.sweep(ctx)
+
+			sb, err := e.st.GetSandbox(ctx, id)
+			switch {
+			case tt.want == "":
+				if !errors.Is(err, errdefs.ErrNotFound) {
+					t.Errorf("record: %+v, %v; want none", sb, err)
+				}
+			case err != nil:
+				t.Errorf("record: %v", err)
+			case sb.Status != string(tt.want) || !strings.HasPrefix(sb.Reason, tt.wantReason):
+				t.Errorf("record is %s (%s), want %s (%s...)", sb.Status, sb.Reason, tt.want, tt.wantReason)
+			}
+			if got := e.rt.State(id); got != tt.wantState {
+				t.Errorf("runtime state %q, want %q", got, tt.wantState)
+			}
+		})
+	}
+}
+
+// TestSweepExpiresFailed: a failed sandbox is removed when its TTL ends,
+// like any other.
+func TestSweepExpiresFailed(t *testing.T) {
+	e := newEnv(t, Config{})
+	e.imgs.failErr = errors.New("no such image")
+	sb := e.create(t, CreateRequest{Image: "python", TTL: ptr(10)})
+	e.waitStatus(t, sb.ID, api.StatusFailed)
+	e.clock.Advance(11 * time.Second)
+	e.m.sweep(context.Background())
+	if ids := e.records(t); len(ids) != 0 {
+		t.Errorf("records left: %v", ids)
+	}
+}
+
+func TestRun(t *testing.T) {
+	e := newEnv(t, Config{})
+	id := e.create(t, CreateRequest{TTL: ptr(1)}).ID
+	e.clock.Advance(2 * time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		e.m.Run(ctx)
+		close(done)
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(e.records(t)) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Run did not expire sandbox %s", id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-done
+}
+
+func TestLogs(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	id := e.running(t)
+	if err := e.rt.AppendLog(id, []byte("console line\n")); err != nil {
+		t.Fatal(err)
+	}
+	logs, events, err := e.m.Logs(ctx, id, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"2030-01-02T03:04:05.000Z pending: created from image alpine",
+		"2030-01-02T03:04:05.000Z running: agent ready",
+	}
+	if diff := cmp.Diff(want, events); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(logs, "fake agent for sandbox "+id+" listening\n") || !strings.HasSuffix(logs, "console line\n") {
+		t.Errorf("logs %q lack the console output", logs)
+	}
+	if logs, _, err := e.m.Logs(ctx, id, 5); err != nil || logs != "line\n" {
+		t.Errorf("last 5 bytes: %q, %v", logs, err)
+	}
+
+	// A sandbox that fails in the background, later.
+	e.imgs.gate = make(chan struct{})
+	e.imgs.failErr = errors.New("manifest unknown")
+	failed := e.create(t, CreateRequest{Image: "python"})
+	e.clock.Advance(1500 * time.Millisecond)
+	close(e.imgs.gate)
+	e.waitStatus(t, failed.ID, api.StatusFailed)
+	logs, events, err = e.m.Logs(ctx, failed.ID, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The background goroutine's first event may come before or after the
+	// clock moved: its time is not compared.
+	if len(events) == 3 && strings.HasSuffix(events[1], " pending: preparing image python") {
+		events[1] = "pending: preparing image python"
+	}
+	want = []string{
+		"2030-01-02T03:04:05.000Z pending: created from image python",
+		"pending: preparing image python",
+		"2030-01-02T03:04:06.500Z failed: prepare image python: manifest unknown",
+	}
+	if diff := cmp.Diff(want, events); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if logs != "" {
+		t.Errorf("logs of a sandbox that never ran: %q", logs)
+	}
+
+	_, _, err = e.m.Logs(ctx, "nosuchsandbox", 10)
+	checkErr(t, err, errdefs.ErrNotFound, api.CodeSandboxNotFound)
+}
+
+// TestConcurrency creates, uses and deletes many sandboxes at once, with
+// lists and sweeps in between, and checks that nothing is left.
+func TestConcurrency(t *testing.T) {
+	const n = 50
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*n)
+	for i := range n {
+		wg.Go(func() {
+			if err := lifecycle(ctx, e.m, i); err != nil {
+				errs <- fmt.Errorf("sandbox %d: %w", i, err)
+			}
+		})
+		if i%10 == 0 {
+			wg.Go(func() {
+				if _, err := e.m.List(ctx); err != nil {
+					errs <- err
+				}
+				e.m.sweep(ctx)
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if ids := e.records(t); len(ids) != 0 {
+		t.Errorf("records left: %v", ids)
+	}
+	if ids := e.rt.IDs(); len(ids) != 0 {
+		t.Errorf("runtime sandboxes left: %v", ids)
+	}
+	if calls := e.rt.Calls(); calls.Create != n || calls.Delete != n {
+		t.Errorf("runtime calls %+v, want %d creates and deletes", calls, n)
+	}
+}
+
+func lifecycle(ctx context.Context, m *Manager, i int) error {
+	req := CreateRequest{Image: "alpine", Env: map[string]string{"N": fmt.Sprint(i)}}
+	if i%2 == 1 {
+		req.Image = "python" // prepared in the background (the fake has it at once)
+	}
+	sb, err := m.Create(ctx, req)
+	if err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(10 * time.Second); sb.Status != string(api.StatusRunning); time.Sleep(5 * time.Millisecond) {
+		if sb, err = m.Get(ctx, sb.ID); err != nil {
+			return err
+		}
+		if sb.Status == string(api.StatusFailed) || time.Now().After(deadline) {
+			return fmt.Errorf("sandbox is %s (%s)", sb.Status, sb.Reason)
+		}
+	}
+	res, err := m.Exec(ctx, sb.ID, ExecRequest{Command: []string{"sh", "-c", "echo $N"}})
+	if err != nil {
+		return err
+	}
+	if want := fmt.Sprintf("%d\n", i); res.Stdout != want {
+		return fmt.Errorf("exec printed %q, want %q", res.Stdout, want)
+	}
+	if _, err := m.Upload(ctx, sb.ID, "f", 0o644, strings.NewReader("x")); err != nil {
+		return err
+	}
+	return m.Delete(ctx, sb.ID)
+}

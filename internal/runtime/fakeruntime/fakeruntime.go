@@ -1,0 +1,634 @@
+// Package fakeruntime is an in-memory sandbox.Runtime (and
+// sandbox.LogReader) for testing the layers above the runtime: the manager,
+// the REST edge and their clients. It isolates nothing and needs no root.
+//
+// Each fake sandbox runs a real in-process agent.Server on a unix socket in
+// its own short temporary directory (os.MkdirTemp("", "a2e-"), so the socket
+// path stays well under the 108-byte limit). Commands run as the test's own
+// user, with a per-sandbox directory standing in for /workspace: the agent's
+// traffic passes through a shim that maps /workspace paths (file paths and
+// the exec working directory) to that directory and maps it back in
+// file-operation answers. Paths elsewhere (/tmp, /etc) are the host's.
+//
+// The agent reaps children with wait4(-1) for the whole process, so a test
+// process that uses this package must not also use os/exec while sandboxes
+// run.
+//
+// Tests steer the fake with Hooks (errors or delays injected before an
+// operation, a filter on exec requests), Kill (the sandbox dies: its agent
+// stops and Status reports stopped), Seed (runtime state that exists before
+// the daemon recovers) and AppendLog; Calls counts the calls of every
+// method. A Runtime is safe for concurrent use; its zero value is not
+// usable, create it with New. Close removes every sandbox.
+package fakeruntime
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/sandbox"
+)
+
+// Name is the fake's registry name, as Runtime.Name reports it.
+const Name = "fake"
+
+var _ sandbox.Runtime = (*Runtime)(nil)
+var _ sandbox.LogReader = (*Runtime)(nil)
+
+// Hooks inject behaviour into a Runtime. Each non-nil function is called
+// before the operation it is named after, without the Runtime's lock held
+// (so it may block, or call back into the Runtime); a non-nil error is
+// returned by the operation, which then does nothing.
+type Hooks struct {
+	Create  func(ctx context.Context, spec *sandbox.Spec) error
+	Start   func(ctx context.Context, id string) error
+	Stop    func(ctx context.Context, id string) error
+	Delete  func(ctx context.Context, id string) error
+	Status  func(ctx context.Context, id string) error
+	Recover func(ctx context.Context) error
+	// Exec sees every exec request an agent receives, with /workspace
+	// already mapped to the sandbox's directory. An error refuses the
+	// request: the agent answers 403 PERMISSION_DENIED with its message.
+	// Fuzz tests use it to keep arbitrary commands from running.
+	Exec func(id string, req *agent.ExecRequest) error
+}
+
+// Calls counts the calls of each Runtime method, failed ones included.
+type Calls struct {
+	Create, Start, Stop, Delete, Status, List, Agent, Recover, Logs int
+}
+
+// Runtime is the fake. See the package comment.
+type Runtime struct {
+	log *slog.Logger
+
+	mu        sync.Mutex
+	sandboxes map[string]*box
+	hooks     Hooks
+	calls     Calls
+}
+
+// box is one fake sandbox. Its fields are guarded by Runtime.mu.
+type box struct {
+	spec    sandbox.Spec
+	state   sandbox.State
+	created time.Time
+	dir     string // holds the socket and work
+	work    string // stands in for /workspace
+	client  *agent.Client
+	console *console
+
+	// stop ends the agent server; nil when it is not running.
+	stop func()
+}
+
+// console is a sandbox's console output, written by its agent's logger.
+type console struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (c *console) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.Write(p)
+}
+
+func (c *console) tail(limit int64) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.buf.Bytes()
+	if limit >= 0 && int64(len(b)) > limit {
+		b = b[int64(len(b))-limit:]
+	}
+	return bytes.Clone(b)
+}
+
+// Option configures a Runtime.
+type Option func(*Runtime)
+
+// WithLogger sets the logger of the fake itself (not the agents', which
+// write to each sandbox's console). The default discards.
+func WithLogger(l *slog.Logger) Option { return func(r *Runtime) { r.log = l } }
+
+// New returns an empty Runtime.
+func New(opts ...Option) *Runtime {
+	r := &Runtime{log: slog.New(slog.DiscardHandler), sandboxes: map[string]*box{}}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// SetHooks replaces the hooks. The zero Hooks removes them all.
+func (r *Runtime) SetHooks(h Hooks) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hooks = h
+}
+
+// Calls returns the call counts so far.
+func (r *Runtime) Calls() Calls {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls
+}
+
+// count increments a counter and returns the hooks in force, under one
+// acquisition of the lock.
+func (r *Runtime) count(c *int) Hooks {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	*c++
+	return r.hooks
+}
+
+// Name returns "fake".
+func (r *Runtime) Name() string { return Name }
+
+// Capabilities reports that Stop keeps files: a stopped fake sandbox keeps
+// its directory.
+func (r *Runtime) Capabilities() sandbox.Capabilities {
+	return sandbox.Capabilities{StopKeepsFiles: true}
+}
+
+// Create makes the sandbox's directory. The sandbox is StateCreated.
+func (r *Runtime) Create(ctx context.Context, spec *sandbox.Spec) error {
+	if h := r.count(&r.calls.Create); h.Create != nil {
+		if err := h.Create(ctx, spec); err != nil {
+			return err
+		}
+	}
+	if spec == nil || spec.ID == "" {
+		return errdefs.Invalid("create sandbox: spec has no id")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("create sandbox %s: %w", spec.ID, err)
+	}
+	return r.add(spec, sandbox.StateCreated)
+}
+
+// add creates the box for spec in state (created, running or stopped).
+func (r *Runtime) add(spec *sandbox.Spec, state sandbox.State) error {
+	b, err := newBox(spec)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.sandboxes[spec.ID]; ok {
+		os.RemoveAll(b.dir)
+		return errdefs.Conflict("create sandbox %s: already exists", spec.ID)
+	}
+	if state == sandbox.StateRunning {
+		if err := r.startAgent(spec.ID, b); err != nil {
+			os.RemoveAll(b.dir)
+			return err
+		}
+	}
+	b.state = state
+	r.sandboxes[spec.ID] = b
+	return nil
+}
+
+func newBox(spec *sandbox.Spec) (*box, error) {
+	dir, err := os.MkdirTemp("", "a2e-")
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox %s: %w", spec.ID, err)
+	}
+	work := filepath.Join(dir, "work")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("create sandbox %s: %w", spec.ID, err)
+	}
+	s := *spec
+	s.Layers = slices.Clone(spec.Layers)
+	s.Env = slices.Clone(spec.Env)
+	s.Labels = maps.Clone(spec.Labels)
+	b := &box{spec: s, created: time.Now(), dir: dir, work: work, console: &console{}}
+	b.client = agent.NewClient(agent.UnixDialer(b.socket()), "")
+	return b, nil
+}
+
+func (b *box) socket() string { return filepath.Join(b.dir, "agent.sock") }
+
+// startAgent serves a new agent for b. The caller holds r.mu.
+func (r *Runtime) startAgent(id string, b *box) error {
+	if b.stop != nil {
+		return nil
+	}
+	_ = os.Remove(b.socket()) // left by a killed agent
+	l, err := net.Listen("unix", b.socket())
+	if err != nil {
+		return fmt.Errorf("start sandbox %s: %w", id, err)
+	}
+	cwd := b.work
+	if b.spec.Cwd != "" {
+		cwd = b.hostPath(b.spec.Cwd)
+	}
+	srv := agent.NewServer(agent.ServerConfig{
+		Env: b.spec.Env, Cwd: cwd, UID: -1, GID: -1,
+		Log: slog.New(slog.NewTextHandler(b.console, nil)),
+	})
+	h := &shim{id: id, box: b, rt: r, next: srv.Handler()}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		httpSrv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			<-ctx.Done()
+			_ = httpSrv.Close()
+		}()
+		_ = httpSrv.Serve(l)
+	}()
+	fmt.Fprintf(b.console, "fake agent for sandbox %s listening\n", id)
+	b.stop = func() {
+		cancel()
+		<-done
+		b.client.Close()
+		fmt.Fprintf(b.console, "fake agent for sandbox %s stopped\n", id)
+	}
+	return nil
+}
+
+// stopAgent ends b's agent, if it runs, and the commands it runs (their
+// requests' contexts end with the connections). The caller holds r.mu.
+func (b *box) stopAgent() {
+	if b.stop != nil {
+		b.stop()
+		b.stop = nil
+	}
+}
+
+// hostPath maps a path in the sandbox to the host: /workspace and below
+// to the sandbox's directory, everything else to itself.
+func (b *box) hostPath(p string) string {
+	if p == sandbox.WorkDir {
+		return b.work
+	}
+	if rest, ok := strings.CutPrefix(p, sandbox.WorkDir+"/"); ok {
+		return filepath.Join(b.work, rest)
+	}
+	return p
+}
+
+// Start starts the sandbox's agent; it accepts connections when Start
+// returns. Starting a running sandbox does nothing.
+func (r *Runtime) Start(ctx context.Context, id string) error {
+	if h := r.count(&r.calls.Start); h.Start != nil {
+		if err := h.Start(ctx, id); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.get("start", id)
+	if err != nil {
+		return err
+	}
+	if err := r.startAgent(id, b); err != nil {
+		return err
+	}
+	b.state = sandbox.StateRunning
+	return nil
+}
+
+// get returns the box of id or an ErrNotFound. The caller holds r.mu.
+func (r *Runtime) get(op, id string) (*box, error) {
+	b, ok := r.sandboxes[id]
+	if !ok {
+		return nil, errdefs.NotFound("%s sandbox %s: not found", op, id)
+	}
+	return b, nil
+}
+
+// Stop ends the sandbox's agent and its commands; files stay.
+func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration) error {
+	if h := r.count(&r.calls.Stop); h.Stop != nil {
+		if err := h.Stop(ctx, id); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.get("stop", id)
+	if err != nil {
+		return err
+	}
+	b.stopAgent()
+	b.state = sandbox.StateStopped
+	return nil
+}
+
+// Delete stops the sandbox and removes its directory.
+func (r *Runtime) Delete(ctx context.Context, id string) error {
+	if h := r.count(&r.calls.Delete); h.Delete != nil {
+		if err := h.Delete(ctx, id); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.get("delete", id)
+	if err != nil {
+		return err
+	}
+	delete(r.sandboxes, id)
+	b.stopAgent()
+	b.client.Close()
+	if err := os.RemoveAll(b.dir); err != nil {
+		return fmt.Errorf("delete sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+func (b *box) status(id string) sandbox.Status {
+	return sandbox.Status{ID: id, State: b.state, CreatedAt: b.created, Labels: maps.Clone(b.spec.Labels)}
+}
+
+// Status reports on one sandbox.
+func (r *Runtime) Status(ctx context.Context, id string) (sandbox.Status, error) {
+	if h := r.count(&r.calls.Status); h.Status != nil {
+		if err := h.Status(ctx, id); err != nil {
+			return sandbox.Status{}, err
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.get("status of", id)
+	if err != nil {
+		return sandbox.Status{}, err
+	}
+	return b.status(id), nil
+}
+
+// List reports on every sandbox, ordered by id.
+func (r *Runtime) List(ctx context.Context) ([]sandbox.Status, error) {
+	r.count(&r.calls.List)
+	return r.list(), nil
+}
+
+func (r *Runtime) list() []sandbox.Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]sandbox.Status, 0, len(r.sandboxes))
+	for _, id := range slices.Sorted(maps.Keys(r.sandboxes)) {
+		out = append(out, r.sandboxes[id].status(id))
+	}
+	return out
+}
+
+// Agent returns the sandbox's agent client. Calls on it fail with an
+// ErrUnavailable while the agent is not running.
+func (r *Runtime) Agent(ctx context.Context, id string) (*agent.Client, error) {
+	r.count(&r.calls.Agent)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.get("agent of", id)
+	if err != nil {
+		return nil, err
+	}
+	return b.client, nil
+}
+
+// Recover reports every sandbox, as List does; the fake has nothing
+// half-made to clean up.
+func (r *Runtime) Recover(ctx context.Context) ([]sandbox.Status, error) {
+	if h := r.count(&r.calls.Recover); h.Recover != nil {
+		if err := h.Recover(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return r.list(), nil
+}
+
+// Logs returns at most the last limit bytes of the sandbox's console: the
+// fake's own start and stop lines, its agent's log and what AppendLog
+// added.
+func (r *Runtime) Logs(ctx context.Context, id string, limit int64) ([]byte, error) {
+	r.count(&r.calls.Logs)
+	if limit < 0 {
+		return nil, errdefs.Invalid("sandbox logs %s: negative limit %d", id, limit)
+	}
+	r.mu.Lock()
+	b, err := r.get("logs of", id)
+	r.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return b.console.tail(limit), nil
+}
+
+// Seed creates a sandbox in state (created, running or stopped) without
+// counting a call or running hooks: runtime state that a previous daemon
+// left for Recover to find. A running one has a live agent.
+func (r *Runtime) Seed(spec *sandbox.Spec, state sandbox.State) error {
+	switch state {
+	case sandbox.StateCreated, sandbox.StateRunning, sandbox.StateStopped:
+	default:
+		return errdefs.Invalid("seed sandbox %s: state %q cannot be seeded", spec.ID, state)
+	}
+	return r.add(spec, state)
+}
+
+// Kill simulates the death of a sandbox: its agent and commands end and
+// Status reports stopped. Files stay, and Start revives it.
+func (r *Runtime) Kill(id string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.get("kill", id)
+	if err != nil {
+		return err
+	}
+	b.stopAgent()
+	b.state = sandbox.StateStopped
+	return nil
+}
+
+// AppendLog adds p to the sandbox's console output.
+func (r *Runtime) AppendLog(id string, p []byte) error {
+	r.mu.Lock()
+	b, err := r.get("append log of", id)
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	_, _ = b.console.Write(p)
+	return nil
+}
+
+// IDs returns the ids of every sandbox, sorted, without counting a call.
+func (r *Runtime) IDs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Sorted(maps.Keys(r.sandboxes))
+}
+
+// State returns the sandbox's state, or "" when the fake holds no such
+// sandbox, without counting a call or running hooks.
+func (r *Runtime) State(id string) sandbox.State {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if b, ok := r.sandboxes[id]; ok {
+		return b.state
+	}
+	return ""
+}
+
+// Spec returns a copy of the spec the sandbox was created from.
+func (r *Runtime) Spec(id string) (*sandbox.Spec, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.get("spec of", id)
+	if err != nil {
+		return nil, err
+	}
+	s := b.spec
+	s.Layers, s.Env, s.Labels = slices.Clone(s.Layers), slices.Clone(s.Env), maps.Clone(s.Labels)
+	return &s, nil
+}
+
+// WorkDir returns the host directory that stands in for the sandbox's
+// /workspace.
+func (r *Runtime) WorkDir(id string) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b, err := r.get("workdir of", id)
+	if err != nil {
+		return "", err
+	}
+	return b.work, nil
+}
+
+// Close deletes every sandbox. The Runtime stays usable.
+func (r *Runtime) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var errs []error
+	for id, b := range r.sandboxes {
+		delete(r.sandboxes, id)
+		b.stopAgent()
+		b.client.Close()
+		errs = append(errs, os.RemoveAll(b.dir))
+	}
+	return errors.Join(errs...)
+}
+
+// shim sits between a sandbox's socket and its agent and maps /workspace
+// paths to the sandbox's directory: in the path, from and to query
+// parameters, in the working directory of exec requests, and back in the
+// answers of file operations.
+type shim struct {
+	id   string
+	box  *box
+	rt   *Runtime // for the Exec hook in force
+	next http.Handler
+}
+
+// maxExecLine bounds the exec request line the shim rewrites; longer lines
+// pass through for the agent to refuse.
+const maxExecLine = 2 << 20
+
+func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for _, k := range []string{"path", "from", "to"} {
+		if q.Has(k) {
+			q.Set(k, s.box.hostPath(q.Get(k)))
+		}
+	}
+	r.URL.RawQuery = q.Encode()
+
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/exec":
+		s.exec(w, r)
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/files":
+		s.next.ServeHTTP(w, r) // file contents are not rewritten
+	default:
+		rec := httptest.NewRecorder()
+		s.next.ServeHTTP(rec, r)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(bytes.ReplaceAll(rec.Body.Bytes(), []byte(s.box.work), []byte(sandbox.WorkDir)))
+	}
+}
+
+// exec rewrites the request line of an exec and applies the filter; the
+// rest of the body (stdin) streams through untouched.
+func (s *shim) exec(w http.ResponseWriter, r *http.Request) {
+	// Work around golang/go#68560, which the agent does not yet: a
+	// full-duplex handler that returns with part of the body unread (stdin
+	// the command never read, a command that could not start) leaves the
+	// server reading the body's end in the background while it parses the
+	// next request on the connection; it panics, drops the connection, and
+	// the next exec on the client's pooled connection fails with EOF or a
+	// reset. Closing the body before the handler returns avoids it.
+	defer r.Body.Close()
+	br := bufio.NewReaderSize(r.Body, 64<<10)
+	line, err := readLine(br, maxExecLine)
+	head := line // what was read, passed on as it was unless rewritten
+	var req agent.ExecRequest
+	if err == nil && json.Unmarshal(line, &req) == nil {
+		if req.Cwd != "" {
+			req.Cwd = s.box.hostPath(req.Cwd)
+		}
+		s.rt.mu.Lock()
+		filter := s.rt.hooks.Exec
+		s.rt.mu.Unlock()
+		if filter != nil {
+			if ferr := filter(s.id, &req); ferr != nil {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusForbidden)
+				_ = json.NewEncoder(w).Encode(map[string]string{"error": ferr.Error(), "code": "PERMISSION_DENIED"})
+				return
+			}
+		}
+		if b, merr := json.Marshal(&req); merr == nil {
+			head = append(b, '\n')
+		}
+	}
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), br), r.Body}
+	s.next.ServeHTTP(w, r)
+}
+
+// readLine reads up to and including the next newline, at most about
+// limit bytes. On error it returns what it read.
+func readLine(br *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if err == nil {
+			return line, nil
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
+		}
+		if len(line) > limit {
+			return line, fmt.Errorf("exec request line exceeds %d bytes", limit)
+		}
+	}
+}

@@ -1,0 +1,307 @@
+package fakeruntime
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/sandbox"
+)
+
+func newRuntime(t *testing.T) *Runtime {
+	t.Helper()
+	r := New()
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return r
+}
+
+func spec(id string) *sandbox.Spec {
+	return &sandbox.Spec{ID: id, Image: "alpine", Cwd: sandbox.WorkDir,
+		Env: []string{"PATH=/usr/bin:/bin", "FROM_SPEC=1"}, Labels: map[string]string{"k": "v"}}
+}
+
+func exec(t *testing.T, c *agent.Client, req agent.ExecRequest, stdin string) (agent.ExecResult, string) {
+	t.Helper()
+	var out bytes.Buffer
+	res, err := c.Exec(context.Background(), req, strings.NewReader(stdin), &out, io.Discard)
+	if err != nil {
+		t.Fatalf("exec %v: %v", req.Command, err)
+	}
+	return res, out.String()
+}
+
+func TestLifecycle(t *testing.T) {
+	r := newRuntime(t)
+	ctx := context.Background()
+	if err := r.Create(ctx, spec("a")); err != nil {
+		t.Fatal(err)
+	}
+	checkErr(t, r.Create(ctx, spec("a")), errdefs.ErrAlreadyExists)
+	st, err := r.Status(ctx, "a")
+	if err != nil || st.State != sandbox.StateCreated || st.Labels["k"] != "v" {
+		t.Errorf("status after create: %+v, %v", st, err)
+	}
+	c, err := r.Agent(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not started: the agent cannot be reached.
+	_, err = c.Info(ctx)
+	checkErr(t, err, errdefs.ErrUnavailable)
+
+	if err := r.Start(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Info(ctx); err != nil {
+		t.Fatalf("info after start: %v", err)
+	}
+	work, err := r.WorkDir("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, out := exec(t, c, agent.ExecRequest{Shell: `pwd; echo $FROM_SPEC`}, "")
+	if res.ExitCode != 0 || out != work+"\n1\n" {
+		t.Errorf("exec: %+v, %q", res, out)
+	}
+
+	if err := r.Stop(ctx, "a", 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.State("a"); got != sandbox.StateStopped {
+		t.Errorf("state after stop %q", got)
+	}
+	_, err = c.Info(ctx)
+	checkErr(t, err, errdefs.ErrUnavailable)
+	if err := r.Start(ctx, "a"); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	if _, err := c.Info(ctx); err != nil {
+		t.Fatalf("info after restart: %v", err)
+	}
+
+	list, err := r.List(ctx)
+	if err != nil || len(list) != 1 || list[0].ID != "a" || list[0].State != sandbox.StateRunning {
+		t.Errorf("list: %+v, %v", list, err)
+	}
+	if err := r.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(work); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("workspace survived delete: %v", err)
+	}
+	checkErr(t, r.Delete(ctx, "a"), errdefs.ErrNotFound)
+	_, err = r.Status(ctx, "a")
+	checkErr(t, err, errdefs.ErrNotFound)
+	_, err = r.Agent(ctx, "a")
+	checkErr(t, err, errdefs.ErrNotFound)
+	checkErr(t, r.Start(ctx, "a"), errdefs.ErrNotFound)
+	checkErr(t, r.Stop(ctx, "a", 0), errdefs.ErrNotFound)
+	_, err = r.Logs(ctx, "a", 10)
+	checkErr(t, err, errdefs.ErrNotFound)
+
+	want := Calls{Create: 2, Start: 3, Stop: 2, Delete: 2, Status: 2, List: 1, Agent: 2, Logs: 1}
+	if diff := cmp.Diff(want, r.Calls()); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
+	}
+}
+
+// TestWorkspaceMapping checks that /workspace paths reach the sandbox's
+// directory and come back as /workspace.
+func TestWorkspaceMapping(t *testing.T) {
+	r := newRuntime(t)
+	ctx := context.Background()
+	if err := r.Seed(spec("a"), sandbox.StateRunning); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := r.Agent(ctx, "a")
+	work, _ := r.WorkDir("a")
+
+	fi, err := c.Upload(ctx, "/workspace/d/f.txt", 0o640, strings.NewReader("data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Path != "/workspace/d/f.txt" || fi.Mode.Perm() != 0o640 {
+		t.Errorf("upload info %+v", fi)
+	}
+	if b, err := os.ReadFile(filepath.Join(work, "d", "f.txt")); err != nil || string(b) != "data" {
+		t.Errorf("uploaded file: %q, %v", b, err)
+	}
+	rc, _, err := c.Download(ctx, "/workspace/d/f.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(b) != "data" {
+		t.Errorf("download %q", b)
+	}
+	res, out := exec(t, c, agent.ExecRequest{Command: []string{"pwd"}, Cwd: "/workspace/d"}, "")
+	if res.ExitCode != 0 || out != filepath.Join(work, "d")+"\n" {
+		t.Errorf("exec in /workspace/d: %+v, %q", res, out)
+	}
+	// Stdin passes through the rewritten request.
+	res, out = exec(t, c, agent.ExecRequest{Command: []string{"cat"}, Stdin: true, Cwd: "/workspace"}, "in\x00put")
+	if res.ExitCode != 0 || out != "in\x00put" {
+		t.Errorf("exec with stdin: %+v, %q", res, out)
+	}
+	list, err := c.List(ctx, "/workspace")
+	if err != nil || len(list) != 1 || list[0].Path != "/workspace/d" {
+		t.Errorf("list: %+v, %v", list, err)
+	}
+	_, err = c.Stat(ctx, "/workspace/missing")
+	checkErr(t, err, errdefs.ErrNotFound)
+	if strings.Contains(err.Error(), work) {
+		t.Errorf("error %q shows the host path", err)
+	}
+}
+
+// TestUnreadStdin runs commands that leave their stdin unread, each
+// followed by another exec on the same pooled connection (see the
+// golang/go#68560 workaround in shim.exec).
+func TestUnreadStdin(t *testing.T) {
+	r := newRuntime(t)
+	ctx := context.Background()
+	if err := r.Seed(spec("a"), sandbox.StateRunning); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := r.Agent(ctx, "a")
+	reqs := []agent.ExecRequest{
+		{Command: []string{"true"}, Stdin: true},
+		{Command: []string{"true"}, Stdin: true, Cwd: "/nonexistent"},
+		{Command: []string{"no-such-command-a2e"}, Stdin: true},
+		{Command: []string{"true"}},
+	}
+	for i := range 200 {
+		req := reqs[i%len(reqs)]
+		if _, err := c.Exec(ctx, req, strings.NewReader("unread"), nil, nil); err != nil {
+			t.Fatalf("exec %d %+v: %v", i, req, err)
+		}
+	}
+}
+
+func TestHooks(t *testing.T) {
+	r := newRuntime(t)
+	ctx := context.Background()
+	boom := errors.New("boom")
+	r.SetHooks(Hooks{Create: func(context.Context, *sandbox.Spec) error { return boom }})
+	if err := r.Create(ctx, spec("a")); !errors.Is(err, boom) {
+		t.Errorf("create: %v", err)
+	}
+	if ids := r.IDs(); len(ids) != 0 {
+		t.Errorf("failed create left %v", ids)
+	}
+	r.SetHooks(Hooks{
+		Start:  func(context.Context, string) error { return boom },
+		Delete: func(context.Context, string) error { return boom },
+		Status: func(context.Context, string) error { return boom },
+	})
+	if err := r.Create(ctx, spec("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx, "a"); !errors.Is(err, boom) {
+		t.Errorf("start: %v", err)
+	}
+	if err := r.Delete(ctx, "a"); !errors.Is(err, boom) {
+		t.Errorf("delete: %v", err)
+	}
+	if _, err := r.Status(ctx, "a"); !errors.Is(err, boom) {
+		t.Errorf("status: %v", err)
+	}
+	if got := r.State("a"); got != sandbox.StateCreated {
+		t.Errorf("state %q after failed start", got)
+	}
+
+	r.SetHooks(Hooks{Exec: func(id string, req *agent.ExecRequest) error {
+		if req.Command[0] != "echo" {
+			return errors.New("only echo")
+		}
+		return nil
+	}})
+	if err := r.Start(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := r.Agent(ctx, "a")
+	if _, out := exec(t, c, agent.ExecRequest{Command: []string{"echo", "ok"}}, ""); out != "ok\n" {
+		t.Errorf("allowed exec printed %q", out)
+	}
+	_, err := c.Exec(ctx, agent.ExecRequest{Command: []string{"true"}}, nil, nil, nil)
+	checkErr(t, err, errdefs.ErrPermissionDenied)
+}
+
+func TestKillAndLogs(t *testing.T) {
+	r := newRuntime(t)
+	ctx := context.Background()
+	if err := r.Seed(spec("a"), sandbox.StateRunning); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := r.Agent(ctx, "a")
+	if err := r.Kill("a"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := r.Status(ctx, "a"); err != nil || st.State != sandbox.StateStopped {
+		t.Errorf("status after kill: %+v, %v", st, err)
+	}
+	_, err := c.Info(ctx)
+	checkErr(t, err, errdefs.ErrUnavailable)
+	if err := r.AppendLog("a", []byte("tail")); err != nil {
+		t.Fatal(err)
+	}
+	logs, err := r.Logs(ctx, "a", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "fake agent for sandbox a listening\nfake agent for sandbox a stopped\ntail"
+	if string(logs) != want {
+		t.Errorf("logs %q, want %q", logs, want)
+	}
+	if logs, _ := r.Logs(ctx, "a", 4); string(logs) != "tail" {
+		t.Errorf("last 4 bytes %q", logs)
+	}
+	checkErr(t, r.Seed(spec("b"), sandbox.StateUnknown), errdefs.ErrInvalidArgument)
+	checkErr(t, r.Kill("b"), errdefs.ErrNotFound)
+}
+
+func TestRecover(t *testing.T) {
+	r := newRuntime(t)
+	for id, st := range map[string]sandbox.State{"a": sandbox.StateRunning, "b": sandbox.StateStopped, "c": sandbox.StateCreated} {
+		if err := r.Seed(spec(id), st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := r.Recover(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sandbox.Status{
+		{ID: "a", State: sandbox.StateRunning, Labels: map[string]string{"k": "v"}},
+		{ID: "b", State: sandbox.StateStopped, Labels: map[string]string{"k": "v"}},
+		{ID: "c", State: sandbox.StateCreated, Labels: map[string]string{"k": "v"}},
+	}
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(sandbox.Status{}, "CreatedAt")); diff != "" {
+		t.Errorf("recover (-want +got):\n%s", diff)
+	}
+	if calls := r.Calls(); calls != (Calls{Recover: 1}) {
+		t.Errorf("calls %+v", calls)
+	}
+}
+
+func checkErr(t *testing.T, err, class error) {
+	t.Helper()
+	if !errors.Is(err, class) {
+		t.Errorf("error %v, want %v", err, class)
+	}
+}

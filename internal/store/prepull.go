@@ -1,0 +1,5 @@
+package store
+
+// Prepulls keeps image prepull tasks.
+type Prepulls interface {
+}

@@ -1,0 +1,5 @@
+package store
+
+// Templates keeps templates and their immutable versions.
+type Templates interface {
+}
