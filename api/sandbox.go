@@ -30,8 +30,8 @@ type Sandbox struct {
 	// ExpiresAt is when the TTL ends; Never when ttl is 0 (LiteBoxd
 	// clients require the field).
 	ExpiresAt   time.Time `json:"expires_at"`
-	AccessToken string     `json:"accessToken,omitempty"`
-	AccessURL   string     `json:"accessUrl,omitempty"`
+	AccessToken string    `json:"accessToken,omitempty"`
+	AccessURL   string    `json:"accessUrl,omitempty"`
 	// Reason says why the sandbox is in its status (agent2env addition).
 	Reason string `json:"reason,omitempty"`
 }
