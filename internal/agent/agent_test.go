@@ -291,3 +291,37 @@ func TestMergeEnv(t *testing.T) {
 		t.Errorf("mergeEnv = %v, want %v", got, want)
 	}
 }
+
+func TestMainProcess(t *testing.T) {
+	c, work := startAgent(t)
+	ctx := context.Background()
+	marker := filepath.Join(work, "main-ran")
+	res, err := c.Exec(ctx, ExecRequest{Shell: "sleep 0.3; touch " + marker + "; exit 4", Main: true}, nil, nil, nil)
+	if err != nil || res.Pid == 0 || res.Error != "" {
+		t.Fatalf("start main = %+v, %v", res, err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil || info.Main == nil || info.Main.Pid != res.Pid || info.Main.Exited {
+		t.Fatalf("info while main runs = %+v, %v", info.Main, err)
+	}
+	if res, _ := c.Exec(ctx, ExecRequest{Command: []string{"true"}, Main: true}, nil, nil, nil); res.Error == "" {
+		t.Errorf("a second main process started while the first runs: %+v", res)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for info.Main == nil || !info.Main.Exited {
+		if time.Now().After(deadline) {
+			t.Fatal("main process exit not reported")
+		}
+		time.Sleep(50 * time.Millisecond)
+		info, _ = c.Info(ctx)
+	}
+	if info.Main.ExitCode != 4 {
+		t.Errorf("main exit = %+v, want code 4", info.Main)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("main process did not run: %v", err)
+	}
+	if _, err := c.Exec(ctx, ExecRequest{Command: []string{"true"}, Main: true, Timeout: time.Second}, nil, nil, nil); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("main with a timeout: %v, want invalid argument", err)
+	}
+}

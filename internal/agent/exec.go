@@ -78,6 +78,9 @@ func (s *Server) run(ctx context.Context, req *ExecRequest, stdin io.Reader, fw 
 	if cwd == "" {
 		cwd = s.cwd
 	}
+	if req.Main {
+		return s.startMain(path, argv, env, cwd)
+	}
 
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -183,6 +186,56 @@ func (s *Server) run(ctx context.Context, req *ExecRequest, stdin io.Reader, fw 
 		res.ExitCode = 128 + int(ws.Signal())
 	}
 	return res
+}
+
+// startMain starts the sandbox's main process with the agent's own stdout
+// and stderr (the console log) and records how it ends.
+func (s *Server) startMain(path string, argv, env []string, cwd string) ExecResult {
+	s.mu.Lock()
+	busy := s.main != nil && !s.main.Exited
+	s.mu.Unlock()
+	if busy {
+		return ExecResult{ExitCode: 126, Error: "a main process is already running"}
+	}
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return ExecResult{ExitCode: 126, Error: fmt.Sprintf("open %s: %v", os.DevNull, err)}
+	}
+	defer devnull.Close()
+	attr := &syscall.ProcAttr{
+		Dir: cwd, Env: env,
+		Files: []uintptr{devnull.Fd(), os.Stdout.Fd(), os.Stderr.Fd()},
+		Sys:   s.procAttr(),
+	}
+	pid, waitc, err := s.reaper.start(func() (int, error) {
+		return syscall.ForkExec(path, argv, attr)
+	})
+	if err != nil {
+		code := 126
+		if errors.Is(err, syscall.ENOENT) {
+			code = 127
+		}
+		return ExecResult{ExitCode: code, Error: fmt.Sprintf("start %s: %v", argv[0], err)}
+	}
+	s.protect(pid)
+	st := &MainStatus{Pid: pid}
+	s.mu.Lock()
+	s.main = st
+	s.mu.Unlock()
+	go func() {
+		ws := <-waitc
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		st.Exited = true
+		switch {
+		case ws.Exited():
+			st.ExitCode = ws.ExitStatus()
+		case ws.Signaled():
+			st.Signal = unixSignalName(ws.Signal())
+			st.ExitCode = 128 + int(ws.Signal())
+		}
+	}()
+	return ExecResult{Pid: pid}
 }
 
 // procAttr is how every user command is started: in its own process group,

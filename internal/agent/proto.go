@@ -48,6 +48,10 @@ type ExecRequest struct {
 	// Timeout kills the command's whole process group when it elapses.
 	// Zero means no timeout (the request context still applies).
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// Main starts the command as the sandbox's main process: in the
+	// background, with its output going to the sandbox's console log, and
+	// its exit reported by Info. The request returns once it has started.
+	Main bool `json:"main,omitempty"`
 }
 
 // Validate reports whether the request can be run.
@@ -61,6 +65,8 @@ func (r *ExecRequest) Validate() error {
 		return fmt.Errorf("command[0] is empty")
 	case r.Timeout < 0:
 		return fmt.Errorf("timeout is negative")
+	case r.Main && (r.Stdin || r.Timeout != 0):
+		return fmt.Errorf("a main process takes no stdin and no timeout")
 	}
 	return nil
 }
@@ -77,6 +83,8 @@ type ExecResult struct {
 	Error string `json:"error,omitempty"`
 	// Duration is the wall time from start to exit.
 	Duration time.Duration `json:"duration"`
+	// Pid is set for a main process, which is still running.
+	Pid int `json:"pid,omitempty"`
 }
 
 // Info is the agent's heartbeat.
@@ -87,6 +95,16 @@ type Info struct {
 	Processes int `json:"processes"`
 	// Running is the number of commands the agent is running for clients.
 	Running int `json:"running"`
+	// Main is the sandbox's main process, when one was started.
+	Main *MainStatus `json:"main,omitempty"`
+}
+
+// MainStatus reports on the sandbox's main process.
+type MainStatus struct {
+	Pid      int    `json:"pid"`
+	Exited   bool   `json:"exited"`
+	ExitCode int    `json:"exit_code"`
+	Signal   string `json:"signal,omitempty"`
 }
 
 // FileInfo describes a file in the sandbox.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -28,6 +29,9 @@ type Server struct {
 	reaper  *reaper
 	running atomic.Int64
 	log     *slog.Logger
+
+	mu   sync.Mutex
+	main *MainStatus // the sandbox's main process, once started
 }
 
 // ServerConfig configures a Server.
@@ -96,12 +100,19 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 func (s *Server) track(delta int64) { s.running.Add(delta) }
 
 func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, Info{
+	info := Info{
 		Version:   Version,
 		Uptime:    time.Since(s.started),
 		Processes: countProcesses(),
 		Running:   int(s.running.Load()),
-	})
+	}
+	s.mu.Lock()
+	if s.main != nil {
+		m := *s.main
+		info.Main = &m
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, info)
 }
 
 // countProcesses counts the numeric entries of /proc: in the sandbox's pid

@@ -111,7 +111,8 @@ func TestSandboxCommands(t *testing.T) {
   "memory": "",
   "ttl": 0,
   "status": "running",
-  "created_at": "<time>"
+  "created_at": "<time>",
+  "expires_at": "<time>"
 }
 `},
 		},
@@ -130,7 +131,8 @@ func TestSandboxCommands(t *testing.T) {
   "memory": "",
   "ttl": 0,
   "status": "pending",
-  "created_at": "<time>"
+  "created_at": "<time>",
+  "expires_at": "<time>"
 }
 `},
 		},
@@ -159,7 +161,8 @@ func TestSandboxCommands(t *testing.T) {
       "memory": "512Mi",
       "ttl": 0,
       "status": "running",
-      "created_at": "<time>"
+      "created_at": "<time>",
+      "expires_at": "<time>"
     },
     {
       "id": "sb8",
@@ -169,6 +172,7 @@ func TestSandboxCommands(t *testing.T) {
       "ttl": 0,
       "status": "failed",
       "created_at": "<time>",
+      "expires_at": "<time>",
       "reason": "no such image"
     }
   ]
@@ -222,17 +226,19 @@ func TestSandboxCommands(t *testing.T) {
 	}
 }
 
-// stripTimes replaces the JSON created_at values, which the fake daemon
-// takes from the clock.
+// stripTimes replaces the JSON created_at and expires_at values, which the
+// fake daemon takes from the clock.
 func stripTimes(s string) string {
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
-		if k, _, ok := strings.Cut(l, `"created_at": "`); ok {
-			end := ""
-			if strings.HasSuffix(l, ",") {
-				end = ","
+		for _, key := range []string{"created_at", "expires_at"} {
+			if k, _, ok := strings.Cut(l, `"`+key+`": "`); ok {
+				end := ""
+				if strings.HasSuffix(l, ",") {
+					end = ","
+				}
+				lines[i] = k + `"` + key + `": "<time>"` + end
 			}
-			lines[i] = k + `"created_at": "<time>"` + end
 		}
 	}
 	return strings.Join(lines, "\n")

@@ -39,13 +39,18 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if req.Template != "" {
-		writeError(w, errdefs.WithCode(errdefs.NotFound("template %q not found: templates are not available on this daemon yet; create from an image", req.Template), "TEMPLATE_NOT_FOUND"))
-		return
-	}
-	sb, err := s.mgr.Create(r.Context(), manager.CreateRequest{
+	mreq := manager.CreateRequest{
 		Image: req.Image, CPU: req.CPU, Memory: req.Memory, TTL: req.TTL, Env: req.Env,
-	})
+		Template: req.Template, TemplateVersion: req.TemplateVersion,
+	}
+	if o := req.Overrides; o != nil {
+		if req.Template == "" {
+			writeError(w, errdefs.Invalid("overrides apply to templates; with image, give cpu, memory, ttl and env directly"))
+			return
+		}
+		mreq.CPU, mreq.Memory, mreq.TTL, mreq.Env = o.CPU, o.Memory, o.TTL, o.Env
+	}
+	sb, err := s.mgr.Create(r.Context(), mreq)
 	if err != nil {
 		writeError(w, err)
 		return

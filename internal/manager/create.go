@@ -17,7 +17,9 @@ import (
 	"github.com/agent2env/agent2env/internal/store"
 )
 
-// CreateRequest is a validated-on-use request for a new sandbox.
+// CreateRequest is a validated-on-use request for a new sandbox: from an
+// image, or from a template (Template set; then CPU, Memory, TTL and Env
+// override the template's, and Image must be empty).
 type CreateRequest struct {
 	Image  string
 	CPU    string
@@ -25,6 +27,11 @@ type CreateRequest struct {
 	// TTL in seconds; nil means the default, 0 never expires.
 	TTL *int
 	Env map[string]string
+
+	Template        string
+	TemplateVersion int // 0: the latest
+
+	startup *startup // from the template
 }
 
 // maxTTL is the largest TTL in seconds: longer ones overflow a
@@ -88,6 +95,17 @@ func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
 // reason); otherwise it is returned pending while the image is pulled or
 // built in the background. Invalid requests create nothing.
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (*store.Sandbox, error) {
+	origin := "image " + req.Image
+	if req.Template != "" {
+		if req.Image != "" {
+			return nil, errdefs.Invalid("give either template or image, not both")
+		}
+		var err error
+		if req, err = m.fromTemplate(ctx, req); err != nil {
+			return nil, err
+		}
+		origin = fmt.Sprintf("template %s version %d (image %s)", req.Template, req.TemplateVersion, req.Image)
+	}
 	r, err := m.resolve(req)
 	if err != nil {
 		return nil, err
@@ -96,29 +114,32 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	if err != nil {
 		return nil, err
 	}
-	m.event(ctx, sb.ID, string(api.StatusPending), "created from image "+r.Image)
+	m.event(ctx, sb.ID, string(api.StatusPending), "created from "+origin)
 
 	img, err := m.images.Get(ctx, r.Image)
-	if err == nil {
+	if err == nil && r.startup.empty() {
 		// The image is here: start now, whatever the client does meanwhile,
 		// but no longer than a start may take.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StartTimeout)
 		defer cancel()
 		return m.start(ctx, sb.ID, r, img)
 	}
-	if !errors.Is(err, errdefs.ErrNotFound) {
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return m.fail(ctx, sb.ID, fmt.Sprintf("look up image %s: %v", r.Image, err))
 	}
+	// The image must be prepared, or the template has startup steps:
+	// either may take long, so the sandbox is returned pending.
 	m.bg.Add(1)
 	go func() {
 		defer m.bg.Done()
 		ctx, cancel := context.WithTimeout(m.bgCtx, m.cfg.StartTimeout)
 		defer cancel()
-		m.event(ctx, sb.ID, string(api.StatusPending), "preparing image "+r.Image)
-		img, err := m.images.Ensure(ctx, r.Image, nil)
-		if err != nil {
-			_, _ = m.fail(ctx, sb.ID, fmt.Sprintf("prepare image %s: %v", r.Image, err))
-			return
+		if img == nil {
+			m.event(ctx, sb.ID, string(api.StatusPending), "preparing image "+r.Image)
+			if img, err = m.images.Ensure(ctx, r.Image, nil); err != nil {
+				_, _ = m.fail(ctx, sb.ID, fmt.Sprintf("prepare image %s: %v", r.Image, err))
+				return
+			}
 		}
 		_, _ = m.start(ctx, sb.ID, r, img)
 	}()
@@ -143,6 +164,7 @@ func (m *Manager) createRecord(ctx context.Context, r *resolved) (*store.Sandbox
 	now := m.now().UTC()
 	sb := &store.Sandbox{
 		ID: newID(), Image: r.Image, CPU: r.CPU, Memory: r.Memory, TTL: r.ttl, Env: r.Env,
+		Template: r.Template, TemplateVersion: r.TemplateVersion,
 		Status: string(api.StatusPending), Runtime: m.rt.Name(), CreatedAt: now, UpdatedAt: now,
 	}
 	if r.ttl > 0 {
@@ -155,8 +177,61 @@ func (m *Manager) createRecord(ctx context.Context, r *resolved) (*store.Sandbox
 	return sb, nil
 }
 
-// start creates and starts the runtime side of a pending sandbox.
+// start creates and starts the runtime side of a pending sandbox, runs its
+// startup plan, and marks it running, or failed with the reason.
 func (m *Manager) start(ctx context.Context, id string, r *resolved, img *image.Image) (*store.Sandbox, error) {
+	sb, err := m.launch(ctx, id, r, img)
+	if err != nil || sb.Status != string(api.StatusPending) {
+		return sb, err
+	}
+	if r.startup.empty() {
+		return m.markRunning(ctx, id, "agent ready")
+	}
+	// The startup runs without the lock, so that a Delete can cancel it.
+	sctx, cancel := context.WithCancel(ctx)
+	m.starting.Store(id, cancel)
+	err = m.runStartup(sctx, id, r.startup)
+	m.starting.Delete(id)
+	cancel()
+	if err != nil {
+		return m.failStartup(ctx, id, err)
+	}
+	return m.markRunning(ctx, id, "ready: startup complete")
+}
+
+// failStartup fails a sandbox whose startup failed: its console output is
+// kept in its history, its runtime state released.
+func (m *Manager) failStartup(ctx context.Context, id string, cause error) (*store.Sandbox, error) {
+	unlock := m.lock(id)
+	defer unlock()
+	ctx = context.WithoutCancel(ctx)
+	if sb, err := m.store.GetSandbox(ctx, id); err != nil || sb.Status != string(api.StatusPending) {
+		return sb, sandboxErr(err) // deleted meanwhile
+	}
+	if logs, err := m.consoleTail(ctx, id); err == nil && logs != "" {
+		m.event(ctx, id, string(api.StatusPending), "console: "+logs)
+	}
+	if err := m.rt.Delete(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		m.log.Warn("clean up sandbox after failed startup", "sandbox", id, "err", err)
+	}
+	return m.fail(ctx, id, cause.Error())
+}
+
+// markRunning marks a pending sandbox running, unless it was deleted or
+// failed meanwhile.
+func (m *Manager) markRunning(ctx context.Context, id, reason string) (*store.Sandbox, error) {
+	unlock := m.lock(id)
+	defer unlock()
+	ctx = context.WithoutCancel(ctx)
+	if sb, err := m.store.GetSandbox(ctx, id); err != nil || sb.Status != string(api.StatusPending) {
+		return sb, sandboxErr(err)
+	}
+	return m.setStatus(ctx, id, api.StatusRunning, reason)
+}
+
+// launch creates and starts the runtime side of a pending sandbox; it
+// returns the record, still pending on success.
+func (m *Manager) launch(ctx context.Context, id string, r *resolved, img *image.Image) (*store.Sandbox, error) {
 	unlock := m.lock(id)
 	defer unlock()
 	// The sandbox may have been deleted while its image was prepared.
@@ -184,7 +259,7 @@ func (m *Manager) start(ctx context.Context, id string, r *resolved, img *image.
 		}
 		return m.fail(ctx, id, fmt.Sprintf("start sandbox: %v", err))
 	}
-	return m.setStatus(ctx, id, api.StatusRunning, "agent ready")
+	return m.store.GetSandbox(ctx, id)
 }
 
 // fail marks a sandbox failed with reason.

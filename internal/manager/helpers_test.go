@@ -157,7 +157,7 @@ func newManager(cfg Config, e *env) *Manager {
 
 func (e *env) create(t *testing.T, req CreateRequest) *store.Sandbox {
 	t.Helper()
-	if req.Image == "" {
+	if req.Image == "" && req.Template == "" {
 		req.Image = "alpine"
 	}
 	sb, err := e.m.Create(context.Background(), req)

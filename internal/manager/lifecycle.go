@@ -15,6 +15,10 @@ import (
 // then the record, so that a crash in between leaves a record that Recover
 // finishes deleting rather than state that nothing refers to.
 func (m *Manager) Delete(ctx context.Context, id string) error {
+	// A startup in progress holds no lock; end it first.
+	if cancel, ok := m.starting.Load(id); ok {
+		cancel.(context.CancelFunc)()
+	}
 	unlock := m.lock(id)
 	defer unlock()
 	if _, err := m.setStatus(ctx, id, api.StatusTerminating, "deleted by request"); err != nil {
@@ -140,6 +144,9 @@ func (m *Manager) sweep(ctx context.Context) {
 		}
 		st, err := m.rt.Status(ctx, sb.ID)
 		if err == nil && st.State == sandbox.StateRunning {
+			if sb.Template != "" {
+				m.checkMain(ctx, sb.ID)
+			}
 			continue
 		}
 		reason := "sandbox exited"

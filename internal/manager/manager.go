@@ -77,7 +77,11 @@ type Manager struct {
 	log    *slog.Logger
 	now    func() time.Time
 
-	locks sync.Map // id -> *sync.Mutex
+	locks     sync.Map // id -> *sync.Mutex
+	templates TemplateResolver
+	// starting holds the cancel func of each startup in progress, so that
+	// Delete can end it.
+	starting sync.Map // id -> context.CancelFunc
 	// createMu makes counting the sandboxes and adding one atomic, so that
 	// concurrent creates cannot exceed MaxSandboxes.
 	createMu sync.Mutex
@@ -90,14 +94,18 @@ type Manager struct {
 
 // New returns a Manager. Call Recover before serving requests and Run to
 // expire sandboxes.
-func New(cfg Config, rt sandbox.Runtime, images Images, st store.Store, log *slog.Logger) *Manager {
+func New(cfg Config, rt sandbox.Runtime, images Images, st store.Store, log *slog.Logger, opts ...Option) *Manager {
 	cfg.setDefaults()
 	if log == nil {
 		log = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Manager{cfg: cfg, rt: rt, images: images, store: st, log: log, now: time.Now,
+	m := &Manager{cfg: cfg, rt: rt, images: images, store: st, log: log, now: time.Now,
 		bgCtx: ctx, bgCancel: cancel}
+	for _, o := range opts {
+		o(m)
+	}
+	return m
 }
 
 // Close cancels background work and waits for it to end.

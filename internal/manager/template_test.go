@@ -1,0 +1,212 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+// fakeTemplates resolves templates from a map; every template is at
+// version 2.
+type fakeTemplates map[string]api.TemplateSpec
+
+func (f fakeTemplates) Resolve(_ context.Context, name string, version int) (api.TemplateSpec, int, error) {
+	spec, ok := f[name]
+	if !ok || (version != 0 && version != 2) {
+		return api.TemplateSpec{}, 0, errdefs.WithCode(errdefs.NotFound("template %s version %d not found", name, version), api.CodeTemplateNotFound)
+	}
+	return spec, 2, nil
+}
+
+func templateEnv(t *testing.T, specs fakeTemplates) *env {
+	e := newEnv(t, Config{})
+	e.m.templates = specs
+	return e
+}
+
+func TestCreateFromTemplate(t *testing.T) {
+	ttl := 0
+	e := templateEnv(t, fakeTemplates{"py": {
+		Image: "alpine", Resources: api.ResourceSpec{CPU: "500m", Memory: "512Mi"}, TTL: 600,
+		Env: map[string]string{"A": "template", "B": "template"},
+	}})
+	sb := e.create(t, CreateRequest{Template: "py", CPU: "2", TTL: &ttl, Env: map[string]string{"B": "override"}, Image: ""})
+	want := map[string]string{"A": "template", "B": "override"}
+	if sb.Status != string(api.StatusRunning) || sb.Template != "py" || sb.TemplateVersion != 2 ||
+		sb.Image != "alpine" || sb.CPU != "2" || sb.Memory != "512Mi" || sb.TTL != 0 || sb.ExpiresAt != nil ||
+		sb.Env["A"] != want["A"] || sb.Env["B"] != want["B"] {
+		t.Errorf("sandbox = %+v", sb)
+	}
+
+	for _, tt := range []struct {
+		name string
+		req  CreateRequest
+		want error
+		code string
+	}{
+		{"unknown template", CreateRequest{Template: "nope"}, errdefs.ErrNotFound, api.CodeTemplateNotFound},
+		{"unknown version", CreateRequest{Template: "py", TemplateVersion: 7}, errdefs.ErrNotFound, api.CodeTemplateNotFound},
+		{"negative version", CreateRequest{Template: "py", TemplateVersion: -1}, errdefs.ErrInvalidArgument, ""},
+		{"image and template", CreateRequest{Template: "py", Image: "alpine"}, errdefs.ErrInvalidArgument, ""},
+		{"bad override", CreateRequest{Template: "py", Memory: "lots"}, errdefs.ErrInvalidArgument, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(e.records(t))
+			_, err := e.m.Create(context.Background(), tt.req)
+			if !errors.Is(err, tt.want) || (tt.code != "" && errdefs.Code(err) != tt.code) {
+				t.Errorf("err = %v (code %q), want %v %s", err, errdefs.Code(err), tt.want, tt.code)
+			}
+			if after := len(e.records(t)); after != before {
+				t.Errorf("a failed create left a record")
+			}
+		})
+	}
+}
+
+func TestTemplateStartup(t *testing.T) {
+	tests := []struct {
+		name       string
+		spec       api.TemplateSpec
+		want       api.SandboxStatus
+		wantReason string
+		wantFiles  map[string]string // relative to the work dir
+	}{
+		{
+			name: "files before the startup script",
+			spec: api.TemplateSpec{
+				Files:         []api.FileSpec{{Destination: "/workspace/conf/app.txt", Content: "hello"}},
+				StartupScript: "cat conf/app.txt > copied.txt",
+			},
+			want: api.StatusRunning, wantReason: "ready: startup complete",
+			wantFiles: map[string]string{"conf/app.txt": "hello", "copied.txt": "hello"},
+		},
+		{
+			name: "startup script fails",
+			spec: api.TemplateSpec{StartupScript: "echo broken >&2; exit 3"},
+			want: api.StatusFailed, wantReason: "startup script exited with code 3: broken",
+		},
+		{
+			name: "startup timeout",
+			spec: api.TemplateSpec{StartupScript: "sleep 30", StartupTimeout: 1},
+			want: api.StatusFailed, wantReason: "startupTimeout",
+		},
+		{
+			name: "readiness probe passes",
+			spec: api.TemplateSpec{
+				StartupScript:  "(sleep 1; touch ready) >/dev/null 2>&1 &",
+				ReadinessProbe: &api.ProbeSpec{Exec: api.ExecAction{Command: []string{"test", "-f", "ready"}}, PeriodSeconds: 1, FailureThreshold: 5},
+			},
+			want: api.StatusRunning, wantReason: "ready: startup complete",
+		},
+		{
+			name: "readiness probe fails",
+			spec: api.TemplateSpec{
+				ReadinessProbe: &api.ProbeSpec{Exec: api.ExecAction{Command: []string{"false"}}, PeriodSeconds: 1, FailureThreshold: 2},
+			},
+			want: api.StatusFailed, wantReason: "readiness probe failed 2 times",
+		},
+		{
+			name: "main process cannot start",
+			spec: api.TemplateSpec{Command: []string{"no-such-binary-a2e"}},
+			want: api.StatusFailed, wantReason: "start main process",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.spec.Image = "alpine"
+			e := templateEnv(t, fakeTemplates{"t": tt.spec})
+			sb := e.create(t, CreateRequest{Template: "t"})
+			if sb.Status != string(api.StatusPending) {
+				t.Fatalf("a template with startup steps is %s at create, want pending", sb.Status)
+			}
+			var workDir string
+			if tt.wantFiles != nil {
+				// Read the files before anything can remove the sandbox.
+				e.waitStatus(t, sb.ID, tt.want)
+				var err error
+				if workDir, err = e.rt.WorkDir(sb.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := e.waitStatus(t, sb.ID, tt.want)
+			if !strings.Contains(got.Reason, tt.wantReason) {
+				t.Errorf("reason = %q, want it to contain %q", got.Reason, tt.wantReason)
+			}
+			for name, content := range tt.wantFiles {
+				b, err := os.ReadFile(filepath.Join(workDir, name))
+				if err != nil || string(b) != content {
+					t.Errorf("file %s = %q, %v; want %q", name, b, err, content)
+				}
+			}
+			if tt.want == api.StatusFailed && len(e.rt.IDs()) != 0 {
+				t.Errorf("failed startup left runtime state: %v", e.rt.IDs())
+			}
+		})
+	}
+}
+
+func TestTemplateMainProcess(t *testing.T) {
+	tests := []struct {
+		name       string
+		command    []string
+		args       []string
+		want       api.SandboxStatus
+		wantReason string
+	}{
+		{"exit 0 succeeds", []string{"sh", "-c"}, []string{"sleep 0.2"}, api.StatusSucceeded, "main process exited with code 0"},
+		{"exit 5 fails", []string{"sh", "-c", "exit 5"}, nil, api.StatusFailed, "main process exited with code 5"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := templateEnv(t, fakeTemplates{"job": {Image: "alpine", Command: tt.command, Args: tt.args}})
+			sb := e.create(t, CreateRequest{Template: "job"})
+			e.waitStatus(t, sb.ID, api.StatusRunning)
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				e.m.sweep(context.Background())
+				got, _ := e.m.Get(context.Background(), sb.ID)
+				if got.Status == string(tt.want) {
+					if got.Reason != tt.wantReason {
+						t.Errorf("reason = %q, want %q", got.Reason, tt.wantReason)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("sandbox is %s (%s), want %s", got.Status, got.Reason, tt.want)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if len(e.rt.IDs()) != 0 {
+				t.Errorf("finished sandbox kept runtime state: %v", e.rt.IDs())
+			}
+		})
+	}
+}
+
+// Deleting a sandbox whose startup script runs ends the startup at once.
+func TestDeleteDuringStartup(t *testing.T) {
+	e := templateEnv(t, fakeTemplates{"slow": {Image: "alpine", StartupScript: "sleep 30"}})
+	sb := e.create(t, CreateRequest{Template: "slow"})
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	if err := e.m.Delete(context.Background(), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("delete waited %v for the startup script", d)
+	}
+	if _, err := e.m.Get(context.Background(), sb.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("get after delete: %v", err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if len(e.rt.IDs()) != 0 || len(e.records(t)) != 0 {
+		t.Errorf("left behind: runtime %v, records %v", e.rt.IDs(), e.records(t))
+	}
+}
