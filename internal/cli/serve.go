@@ -28,6 +28,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	listen := fs.String("listen", envOr("AGENT2ENV_LISTEN", "127.0.0.1:8080"), "address to serve the API on (env AGENT2ENV_LISTEN)")
 	dataDir := fs.String("data-dir", envOr("AGENT2ENV_DATA_DIR", "/var/lib/agent2env"), "state directory (env AGENT2ENV_DATA_DIR)")
 	rt := fs.String("runtime", envOr("AGENT2ENV_RUNTIME", "runc"), "OCI runtime binary: runc, crun, runsc or a path (env AGENT2ENV_RUNTIME)")
+	publicURL := fs.String("public-url", envOr("AGENT2ENV_PUBLIC_URL", ""), "base URL clients reach the daemon at, for sandboxes' accessUrl (env AGENT2ENV_PUBLIC_URL; default http://<listen>)")
 	imageDir := fs.String("image-dir", envOr("AGENT2ENV_IMAGE_DIR", ""), "image store (env AGENT2ENV_IMAGE_DIR; default <data-dir>/images)")
 	cacheDir := fs.String("cache-dir", envOr("AGENT2ENV_CACHE_DIR", ""), "cache for built images (env AGENT2ENV_CACHE_DIR; default /var/cache/agent2env)")
 	maxSandboxes := fs.Int("max-sandboxes", envInt("AGENT2ENV_MAX_SANDBOXES", 0), "maximum sandboxes at once, 0 for no limit (env AGENT2ENV_MAX_SANDBOXES)")
@@ -48,7 +49,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
 	}
 	sys, err := daemon.New(ctx, daemon.Config{
-		Listen: *listen, DataDir: *dataDir, RuntimeBinary: *rt, ImageDir: *imageDir, CacheDir: *cacheDir, Log: log,
+		Listen: *listen, PublicURL: *publicURL, DataDir: *dataDir, RuntimeBinary: *rt, ImageDir: *imageDir, CacheDir: *cacheDir, Log: log,
 		Manager: manager.Config{MaxSandboxes: *maxSandboxes},
 	})
 	if err != nil {

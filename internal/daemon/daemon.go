@@ -24,6 +24,9 @@ import (
 // Config is the daemon's configuration.
 type Config struct {
 	Listen  string // e.g. 127.0.0.1:8080
+	// PublicURL is where clients reach the daemon (for sandboxes'
+	// accessUrl); default http://<Listen>.
+	PublicURL string
 	DataDir string // e.g. /var/lib/agent2env
 	// RuntimeBinary is the OCI runtime: "runc" (default), "crun", "runsc"
 	// or a path.
@@ -87,7 +90,10 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		return nil, err
 	}
 	s.Manager = manager.New(cfg.Manager, s.Runtime, s.Images, s.Store, cfg.Log)
-	s.API = httpapi.New(s.Manager, s.Images, cfg.Log)
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = "http://" + cfg.Listen
+	}
+	s.API = httpapi.New(s.Manager, s.Images, cfg.Log, httpapi.WithPublicURL(cfg.PublicURL))
 	if err := s.Manager.Recover(ctx); err != nil {
 		return nil, err
 	}

@@ -178,7 +178,7 @@ func openEnv(dir string, opts envOptions) (e *env, closeEnv func(), err error) {
 		opts.cfg.StartTimeout = 10 * time.Second
 	}
 	m := manager.New(opts.cfg, rt, imgs, st, log)
-	srv := New(m, imgs, log)
+	srv := New(m, imgs, log, WithPublicURL("http://gw.test/"))
 	srv.SetReady(!opts.notReady)
 	h := srv.Handler()
 	ts := httptest.NewServer(h)

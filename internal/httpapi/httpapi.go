@@ -31,6 +31,8 @@ type Server struct {
 	ready      atomic.Bool
 	routes     []Routes
 	middleware []func(http.Handler) http.Handler
+	// publicURL is where clients reach the daemon, for accessUrl.
+	publicURL string
 }
 
 // Routes is a group of API routes served beside the sandbox routes, such
@@ -49,6 +51,12 @@ func WithRoutes(r Routes) Option { return func(s *Server) { s.routes = append(s.
 // the first given is the outermost.
 func WithMiddleware(mw func(http.Handler) http.Handler) Option {
 	return func(s *Server) { s.middleware = append(s.middleware, mw) }
+}
+
+// WithPublicURL sets the base URL clients reach the daemon at (e.g.
+// http://sandbox.example.com:8080), from which sandboxes' accessUrl is made.
+func WithPublicURL(u string) Option {
+	return func(s *Server) { s.publicURL = strings.TrimRight(u, "/") }
 }
 
 // New returns a Server.
@@ -86,6 +94,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/sandboxes/{id}/files", s.upload)
 	mux.HandleFunc("GET /api/v1/sandboxes/{id}/files", s.download)
 	mux.HandleFunc("GET /api/v1/sandboxes/{id}/logs", s.logs)
+	mux.HandleFunc("POST /api/v1/sandboxes/{id}/stop", s.control("stop", s.mgr.Stop))
+	mux.HandleFunc("POST /api/v1/sandboxes/{id}/start", s.control("start", s.mgr.Start))
+	mux.HandleFunc("POST /api/v1/sandboxes/{id}/restart", s.control("restart", s.mgr.Restart))
 
 	mux.HandleFunc("GET /api/v1/images", s.listImages)
 	mux.HandleFunc("POST /api/v1/images/pull", s.pullImage)

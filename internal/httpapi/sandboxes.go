@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,18 @@ import (
 
 // maxLogBytes bounds the console output GET /logs returns.
 const maxLogBytes = 1 << 20
+
+// toAPI is a sandbox as the API shows it.
+func (s *Server) toAPI(sb *store.Sandbox) api.Sandbox {
+	out := toAPI(sb)
+	if sb.AccessToken != "" {
+		out.AccessToken = sb.AccessToken
+		if s.publicURL != "" {
+			out.AccessURL = s.publicURL + "/api/v1/sandbox/" + sb.ID
+		}
+	}
+	return out
+}
 
 func toAPI(sb *store.Sandbox) api.Sandbox {
 	expires := api.Never
@@ -55,7 +68,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, toAPI(sb))
+	writeJSON(w, http.StatusCreated, s.toAPI(sb))
 }
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
@@ -66,7 +79,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.List[api.Sandbox]{Items: make([]api.Sandbox, 0, len(all))}
 	for _, sb := range all {
-		out.Items = append(out.Items, toAPI(sb))
+		out.Items = append(out.Items, s.toAPI(sb))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -77,7 +90,7 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toAPI(sb))
+	writeJSON(w, http.StatusOK, s.toAPI(sb))
 }
 
 func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
@@ -86,6 +99,18 @@ func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// control answers a stop, start or restart request as LiteBoxd does:
+// {"message": "<op> requested"}.
+func (s *Server) control(op string, fn func(context.Context, string) (*store.Sandbox, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, err := fn(r.Context(), r.PathValue("id")); err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"message": op + " requested"})
+	}
 }
 
 func execRequest(req *api.ExecRequest) manager.ExecRequest {

@@ -57,7 +57,7 @@ func TestSandboxRoutes(t *testing.T) {
 	if ct := resp.header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("content type %q", ct)
 	}
-	checkKeys(t, "sandbox", resp.body, "id", "image", "cpu", "memory", "ttl", "env", "status", "created_at", "expires_at", "reason")
+	checkKeys(t, "sandbox", resp.body, "id", "image", "cpu", "memory", "ttl", "env", "status", "created_at", "expires_at", "reason", "accessToken", "accessUrl")
 	var sb api.Sandbox
 	if err := json.Unmarshal(resp.body, &sb); err != nil {
 		t.Fatal(err)
@@ -66,7 +66,11 @@ func TestSandboxRoutes(t *testing.T) {
 		t.Errorf("created %v, expires %v", sb.CreatedAt, sb.ExpiresAt)
 	}
 	want := api.Sandbox{ID: sb.ID, Image: "alpine", CPU: "500m", Memory: "256Mi", TTL: 60, Env: map[string]string{"GREETING": "hi"},
-		Status: api.StatusRunning, Reason: "agent ready", CreatedAt: sb.CreatedAt, ExpiresAt: sb.ExpiresAt}
+		Status: api.StatusRunning, Reason: "agent ready", CreatedAt: sb.CreatedAt, ExpiresAt: sb.ExpiresAt,
+		AccessToken: sb.AccessToken, AccessURL: "http://gw.test/api/v1/sandbox/" + sb.ID}
+	if len(sb.AccessToken) != 64 {
+		t.Errorf("accessToken %q is not 64 hex characters", sb.AccessToken)
+	}
 	if diff := cmp.Diff(want, sb); diff != "" {
 		t.Errorf("created sandbox (-want +got):\n%s", diff)
 	}

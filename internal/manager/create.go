@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -162,7 +163,15 @@ func (m *Manager) createRecord(ctx context.Context, r *resolved) (*store.Sandbox
 		}
 	}
 	now := m.now().UTC()
+	var plan []byte
+	if !r.startup.empty() {
+		var err error
+		if plan, err = json.Marshal(r.startup); err != nil {
+			return nil, fmt.Errorf("record startup plan: %w", err)
+		}
+	}
 	sb := &store.Sandbox{
+		AccessToken: newToken(), Spec: plan,
 		ID: newID(), Image: r.Image, CPU: r.CPU, Memory: r.Memory, TTL: r.ttl, Env: r.Env,
 		Template: r.Template, TemplateVersion: r.TemplateVersion,
 		Status: string(api.StatusPending), Runtime: m.rt.Name(), CreatedAt: now, UpdatedAt: now,

@@ -29,7 +29,10 @@ func TestCreateImagePresentStartsAtOnce(t *testing.T) {
 	want := &store.Sandbox{
 		ID: sb.ID, Image: "alpine", CPU: "500m", Memory: "256Mi", TTL: 300, Env: map[string]string{"GREETING": "hi"},
 		Status: "running", Reason: "agent ready", Runtime: fakeruntime.Name,
-		CreatedAt: epoch, UpdatedAt: epoch, ExpiresAt: &exp,
+		CreatedAt: epoch, UpdatedAt: epoch, ExpiresAt: &exp, AccessToken: sb.AccessToken,
+	}
+	if len(sb.AccessToken) != 64 {
+		t.Errorf("access token %q is not 64 hex characters", sb.AccessToken)
 	}
 	if diff := cmp.Diff(want, sb); diff != "" {
 		t.Errorf("returned sandbox (-want +got):\n%s", diff)

@@ -83,7 +83,13 @@ func (m *Manager) Recover(ctx context.Context) error {
 			_, ferr := m.fail(ctx, sb.ID, "sandbox stopped while the daemon was down")
 			err = errors.Join(err, ferr)
 			failed++
-		case exists: // failed or finished records keep no runtime state
+		case sb.Status == string(api.StatusSucceeded) && exists:
+			// Stopped sandboxes keep their files to be started again.
+			if state == sandbox.StateRunning {
+				err = m.rt.Stop(ctx, sb.ID, stopTimeout)
+			}
+			adopted++
+		case exists: // failed records keep no runtime state
 			err = m.rt.Delete(ctx, sb.ID)
 			cleaned++
 		}

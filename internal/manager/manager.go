@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -122,6 +123,13 @@ func (m *Manager) lock(id string) func() {
 }
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// newToken returns a fresh access token: 32 random bytes in hex.
+func newToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
 
 // newID returns a fresh 12-character sandbox id.
 func newID() string {

@@ -33,16 +33,18 @@ func WithTemplates(t TemplateResolver) Option { return func(m *Manager) { m.temp
 // counts as running, in this order: files put in place, the startup
 // script run, the main process started, the readiness probe passed. All of
 // it together is bounded by timeout.
+// It is kept (as JSON) in the sandbox's record, so that a stopped sandbox
+// starts again the same way.
 type startup struct {
-	files   []api.FileSpec
-	script  string
-	main    []string // command and args; empty: no main process
-	probe   *api.ProbeSpec
-	timeout time.Duration
+	Files   []api.FileSpec `json:"files,omitempty"`
+	Script  string         `json:"script,omitempty"`
+	Main    []string       `json:"main,omitempty"` // command and args; empty: no main process
+	Probe   *api.ProbeSpec `json:"probe,omitempty"`
+	Timeout time.Duration  `json:"timeout,omitempty"`
 }
 
 func (s *startup) empty() bool {
-	return s == nil || (len(s.files) == 0 && s.script == "" && len(s.main) == 0 && s.probe == nil)
+	return s == nil || (len(s.Files) == 0 && s.Script == "" && len(s.Main) == 0 && s.Probe == nil)
 }
 
 // fromTemplate completes req from the template it names: the template
@@ -84,8 +86,8 @@ func (m *Manager) fromTemplate(ctx context.Context, req CreateRequest) (CreateRe
 		timeout = 300 * time.Second
 	}
 	out.startup = &startup{
-		files: spec.Files, script: spec.StartupScript, probe: spec.ReadinessProbe, timeout: timeout,
-		main: append(append([]string(nil), spec.Command...), spec.Args...),
+		Files: spec.Files, Script: spec.StartupScript, Probe: spec.ReadinessProbe, Timeout: timeout,
+		Main: append(append([]string(nil), spec.Command...), spec.Args...),
 	}
 	return out, nil
 }
@@ -93,39 +95,39 @@ func (m *Manager) fromTemplate(ctx context.Context, req CreateRequest) (CreateRe
 // runStartup carries out a sandbox's startup plan. It runs without the
 // sandbox's lock, so that a Delete can cancel it through ctx.
 func (m *Manager) runStartup(ctx context.Context, id string, s *startup) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
 	c, err := m.rt.Agent(ctx, id)
 	if err != nil {
 		return fmt.Errorf("reach agent: %w", err)
 	}
-	for _, f := range s.files {
+	for _, f := range s.Files {
 		if err := m.putFile(ctx, c, f); err != nil {
-			return timeoutErr(ctx, s.timeout, err)
+			return timeoutErr(ctx, s.Timeout, err)
 		}
 	}
-	if s.script != "" {
+	if s.Script != "" {
 		m.event(ctx, id, string(api.StatusPending), "running startup script")
 		out := &capped{limit: 4 << 10}
-		res, err := c.Exec(ctx, agent.ExecRequest{Shell: s.script}, nil, out, out)
+		res, err := c.Exec(ctx, agent.ExecRequest{Shell: s.Script}, nil, out, out)
 		if err != nil {
-			return timeoutErr(ctx, s.timeout, fmt.Errorf("startup script: %w", err))
+			return timeoutErr(ctx, s.Timeout, fmt.Errorf("startup script: %w", err))
 		}
 		if res.ExitCode != 0 {
 			return fmt.Errorf("startup script exited with code %d: %s", res.ExitCode, tail(out.String()))
 		}
 	}
-	if len(s.main) > 0 {
-		res, err := c.Exec(ctx, agent.ExecRequest{Command: s.main, Main: true}, nil, nil, nil)
+	if len(s.Main) > 0 {
+		res, err := c.Exec(ctx, agent.ExecRequest{Command: s.Main, Main: true}, nil, nil, nil)
 		if err != nil {
 			return fmt.Errorf("start main process: %w", err)
 		}
 		if res.Error != "" {
-			return fmt.Errorf("start main process %q: %s", s.main[0], res.Error)
+			return fmt.Errorf("start main process %q: %s", s.Main[0], res.Error)
 		}
 	}
-	if s.probe != nil {
-		return timeoutErr(ctx, s.timeout, m.probe(ctx, id, c, s.probe))
+	if s.Probe != nil {
+		return timeoutErr(ctx, s.Timeout, m.probe(ctx, id, c, s.Probe))
 	}
 	return nil
 }
@@ -256,8 +258,9 @@ func (m *Manager) checkMain(ctx context.Context, id string) {
 	if logs, err := m.consoleTail(ctx, id); err == nil && logs != "" {
 		m.event(ctx, id, string(status), "console: "+logs)
 	}
-	if err := m.rt.Delete(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		m.log.Warn("release finished sandbox", "sandbox", id, "err", err)
+	// Stopped, not deleted: its files stay, and it can be started again.
+	if err := m.rt.Stop(ctx, id, stopTimeout); err != nil {
+		m.log.Warn("stop finished sandbox", "sandbox", id, "err", err)
 	}
 	_, _ = m.setStatus(ctx, id, status, reason)
 }

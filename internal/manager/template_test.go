@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/sandbox"
 )
 
 // fakeTemplates resolves templates from a map; every template is at
@@ -183,8 +184,9 @@ func TestTemplateMainProcess(t *testing.T) {
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
-			if len(e.rt.IDs()) != 0 {
-				t.Errorf("finished sandbox kept runtime state: %v", e.rt.IDs())
+			// Stopped, files kept, to be started again.
+			if st := e.rt.State(sb.ID); st != sandbox.StateStopped {
+				t.Errorf("runtime state of the finished sandbox = %s, want stopped", st)
 			}
 		})
 	}

@@ -28,6 +28,11 @@ type Sandbox struct {
 	UpdatedAt time.Time
 	// ExpiresAt is nil when TTL is 0.
 	ExpiresAt *time.Time
+	// AccessToken grants access to the sandbox's ports through the gateway.
+	AccessToken string
+	// Spec is the manager's own record of how the sandbox was made (JSON),
+	// so that it can be started again; the store keeps it opaque.
+	Spec []byte
 }
 
 // Event is one entry of a sandbox's history: a status change with its

@@ -86,8 +86,9 @@ var migrations = []string{
 		completed_at INTEGER
 	);
 	CREATE INDEX prepull_image ON prepull_tasks(image, status);`,
-	// 4: sandboxes remember their access token (hashed) and spec.
-	`ALTER TABLE sandboxes ADD COLUMN access_token_hash TEXT NOT NULL DEFAULT '';
+	// 4: a sandbox's access token for the port gateway (returned on every
+	// read, as LiteBoxd does) and what it was started with.
+	`ALTER TABLE sandboxes ADD COLUMN access_token TEXT NOT NULL DEFAULT '';
 	ALTER TABLE sandboxes ADD COLUMN spec TEXT NOT NULL DEFAULT '';`,
 }
 
@@ -141,16 +142,17 @@ func (s *Store) migrate(ctx context.Context) error {
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-const sandboxColumns = `id, image, template, template_version, cpu, memory, ttl, env, status, reason, runtime, created_at, updated_at, expires_at`
+const sandboxColumns = `id, image, template, template_version, cpu, memory, ttl, env, status, reason, runtime, created_at, updated_at, expires_at, access_token, spec`
 
 func (s *Store) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
 	env, err := json.Marshal(sb.Env)
 	if err != nil {
 		return fmt.Errorf("encode env: %w", err)
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	_, err = s.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		sb.ID, sb.Image, sb.Template, sb.TemplateVersion, sb.CPU, sb.Memory, sb.TTL, string(env),
-		sb.Status, sb.Reason, sb.Runtime, toUnix(sb.CreatedAt), toUnix(sb.UpdatedAt), toNullUnix(sb.ExpiresAt))
+		sb.Status, sb.Reason, sb.Runtime, toUnix(sb.CreatedAt), toUnix(sb.UpdatedAt), toNullUnix(sb.ExpiresAt),
+		sb.AccessToken, string(sb.Spec))
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint") {
 			return errdefs.Conflict("sandbox %s already exists", sb.ID)
@@ -168,15 +170,19 @@ func scanSandbox(row scanner) (*store.Sandbox, error) {
 		env              string
 		created, updated int64
 		expires          sql.NullInt64
+		spec             string
 	)
 	if err := row.Scan(&sb.ID, &sb.Image, &sb.Template, &sb.TemplateVersion, &sb.CPU, &sb.Memory, &sb.TTL,
-		&env, &sb.Status, &sb.Reason, &sb.Runtime, &created, &updated, &expires); err != nil {
+		&env, &sb.Status, &sb.Reason, &sb.Runtime, &created, &updated, &expires, &sb.AccessToken, &spec); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(env), &sb.Env); err != nil {
 		return nil, fmt.Errorf("decode env of sandbox %s: %w", sb.ID, err)
 	}
 	sb.CreatedAt, sb.UpdatedAt = fromUnix(created), fromUnix(updated)
+	if spec != "" {
+		sb.Spec = []byte(spec)
+	}
 	if expires.Valid {
 		t := fromUnix(expires.Int64)
 		sb.ExpiresAt = &t
@@ -233,9 +239,9 @@ func (s *Store) UpdateSandbox(ctx context.Context, id string, fn func(*store.San
 	if err != nil {
 		return nil, fmt.Errorf("encode env: %w", err)
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE sandboxes SET image=?, template=?, template_version=?, cpu=?, memory=?, ttl=?, env=?, status=?, reason=?, runtime=?, created_at=?, updated_at=?, expires_at=? WHERE id=?`,
+	_, err = tx.ExecContext(ctx, `UPDATE sandboxes SET image=?, template=?, template_version=?, cpu=?, memory=?, ttl=?, env=?, status=?, reason=?, runtime=?, created_at=?, updated_at=?, expires_at=?, access_token=?, spec=? WHERE id=?`,
 		sb.Image, sb.Template, sb.TemplateVersion, sb.CPU, sb.Memory, sb.TTL, string(env), sb.Status, sb.Reason,
-		sb.Runtime, toUnix(sb.CreatedAt), toUnix(sb.UpdatedAt), toNullUnix(sb.ExpiresAt), id)
+		sb.Runtime, toUnix(sb.CreatedAt), toUnix(sb.UpdatedAt), toNullUnix(sb.ExpiresAt), sb.AccessToken, string(sb.Spec), id)
 	if err != nil {
 		return nil, fmt.Errorf("update sandbox %s: %w", id, err)
 	}

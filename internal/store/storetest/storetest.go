@@ -31,6 +31,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ConcurrentUpdates", testConcurrentUpdates},
 		{"EventsDeletedWithSandbox", testEvents},
 	}
+	tests = append(tests, templateTests...)
+	tests = append(tests, prepullTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStore(t)
@@ -47,6 +49,7 @@ func sample(id string) *store.Sandbox {
 		ID: id, Image: "agent2env/python", CPU: "500m", Memory: "512Mi", TTL: 3600,
 		Env: map[string]string{"A": "1", "UNICODE": "ü→✓"}, Status: "pending", Runtime: "oci",
 		CreatedAt: now, UpdatedAt: now, ExpiresAt: &exp,
+		AccessToken: "0123abcd", Spec: []byte(`{"startup":{}}`),
 	}
 }
 
