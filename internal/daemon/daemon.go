@@ -23,11 +23,11 @@ import (
 
 // Config is the daemon's configuration.
 type Config struct {
-	Listen  string // e.g. 127.0.0.1:8080
+	Listen string // e.g. 127.0.0.1:8080
 	// PublicURL is where clients reach the daemon (for sandboxes'
 	// accessUrl); default http://<Listen>.
 	PublicURL string
-	DataDir string // e.g. /var/lib/agent2env
+	DataDir   string // e.g. /var/lib/agent2env
 	// RuntimeBinary is the OCI runtime: "runc" (default), "crun", "runsc"
 	// or a path.
 	RuntimeBinary string
