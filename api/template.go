@@ -35,9 +35,21 @@ type NetworkSpec struct {
 	AllowedDomains      []string `json:"allowedDomains,omitempty" yaml:"allowedDomains,omitempty"`
 }
 
+// PersistenceSpec keeps a sandbox's root filesystem changes across a stop
+// and start. Defaults when enabled: mode rootfs-overlay, size 1Gi,
+// reclaimPolicy Delete.
+type PersistenceSpec struct {
+	Enabled          bool   `json:"enabled" yaml:"enabled"`
+	Mode             string `json:"mode,omitempty" yaml:"mode,omitempty"`
+	Size             string `json:"size,omitempty" yaml:"size,omitempty"`
+	StorageClassName string `json:"storageClassName,omitempty" yaml:"storageClassName,omitempty"`
+	ReclaimPolicy    string `json:"reclaimPolicy,omitempty" yaml:"reclaimPolicy,omitempty"`
+}
+
 // TemplateSpec is what a template makes: every field does what its name
-// says. Defaults (seed 003): resources 500m/512Mi, ttl 3600,
-// startupTimeout 300, probe periodSeconds 10 and failureThreshold 3.
+// says. Defaults (as LiteBoxd's): resources 500m/512Mi, startupTimeout
+// 300, probe periodSeconds 10 and failureThreshold 3. TTL has no default:
+// 0 means sandboxes never expire.
 type TemplateSpec struct {
 	Image          string            `json:"image" yaml:"image"`
 	Command        []string          `json:"command,omitempty" yaml:"command,omitempty"`
@@ -50,6 +62,7 @@ type TemplateSpec struct {
 	Files          []FileSpec        `json:"files,omitempty" yaml:"files,omitempty"`
 	ReadinessProbe *ProbeSpec        `json:"readinessProbe,omitempty" yaml:"readinessProbe,omitempty"`
 	Network        *NetworkSpec      `json:"network,omitempty" yaml:"network,omitempty"`
+	Persistence    *PersistenceSpec  `json:"persistence,omitempty" yaml:"persistence,omitempty"`
 }
 
 // Template is a named, versioned sandbox recipe.
@@ -90,11 +103,13 @@ type CreateTemplateRequest struct {
 }
 
 // UpdateTemplateRequest is the body of PUT /templates/{name}: it makes a
-// new version.
+// new version with Spec. Empty DisplayName and Description keep the old
+// values; nil (absent or null) Tags keep the old tags and an empty list
+// clears them; nil IsPublic keeps the old value.
 type UpdateTemplateRequest struct {
 	DisplayName string       `json:"displayName,omitempty"`
 	Description string       `json:"description,omitempty"`
-	Tags        []string     `json:"tags,omitempty"`
+	Tags        []string     `json:"tags"`
 	IsPublic    *bool        `json:"isPublic,omitempty"`
 	Spec        TemplateSpec `json:"spec"`
 	Changelog   string       `json:"changelog,omitempty"`
@@ -162,7 +177,8 @@ type ImportResult struct {
 	PrepullStarted []string           `json:"prepullStarted,omitempty"`
 }
 
-// Prepull task statuses.
+// Prepull task statuses. pending and pulling are active: one active task
+// per image at a time.
 const (
 	PrepullPending   = "pending"
 	PrepullPulling   = "pulling"
@@ -170,30 +186,49 @@ const (
 	PrepullFailed    = "failed"
 )
 
-// PrepullProgress counts layers ready of total.
+// Prepull error codes (LiteBoxd's).
+const (
+	CodePrepullNotFound   = "PREPULL_NOT_FOUND"   // 404
+	CodePrepullInProgress = "PREPULL_IN_PROGRESS" // 409
+)
+
+// PrepullProgress counts the image's layers fetched (Ready) of those it
+// needs to fetch (Total); a built-in image being built counts as one. A
+// completed task has Ready == Total >= 1. (LiteBoxd counts cluster nodes.)
 type PrepullProgress struct {
 	Ready int `json:"ready"`
 	Total int `json:"total"`
 }
 
 // PrepullTask is an image being made available before sandboxes need it.
+// Progress is always present, as in LiteBoxd; CompletedAt is set once the
+// task is completed or failed.
 type PrepullTask struct {
-	ID          string           `json:"id"`
-	Image       string           `json:"image"`
-	Status      string           `json:"status"`
-	Progress    *PrepullProgress `json:"progress,omitempty"`
-	Template    string           `json:"template,omitempty"`
-	Error       string           `json:"error,omitempty"`
-	StartedAt   time.Time        `json:"startedAt"`
-	CompletedAt *time.Time       `json:"completedAt,omitempty"`
+	ID          string          `json:"id"`
+	Image       string          `json:"image"`
+	Status      string          `json:"status"`
+	Progress    PrepullProgress `json:"progress"`
+	Template    string          `json:"template,omitempty"`
+	Error       string          `json:"error,omitempty"`
+	StartedAt   time.Time       `json:"startedAt"`
+	CompletedAt *time.Time      `json:"completedAt,omitempty"`
 }
 
 // PrepullRequest is the body of POST /images/prepull.
 type PrepullRequest struct {
+	// Image is required; surrounding whitespace is ignored.
 	Image string `json:"image"`
-	// Timeout in seconds (default 600).
+	// Timeout in seconds (0: 600). agent2env honours it (LiteBoxd ignores
+	// it): a pull still running then fails the task.
 	Timeout int `json:"timeout,omitempty"`
 }
+
+// Error codes of the template API (LiteBoxd's).
+const (
+	CodeTemplateExists  = "TEMPLATE_EXISTS"   // 409
+	CodeVersionNotFound = "VERSION_NOT_FOUND" // 404
+	CodeInvalidYAML     = "INVALID_YAML"      // 400
+)
 
 // YAML documents of template import/export.
 const (
