@@ -31,7 +31,8 @@ type entry struct {
 
 func commands() map[string]entry {
 	return map[string]entry{
-		"serve": {summary: "run the daemon", make: func(e env) Command { return &serveCmd{env: e} }},
+		"serve":  {summary: "run the daemon", make: func(e env) Command { return &serveCmd{env: e} }},
+		"apikey": {summary: "create an API key for the daemon", make: func(e env) Command { return &apikeyCmd{env: e} }},
 		"sandbox": {summary: "create, list, run commands in, copy files to and remove sandboxes",
 			make: func(e env) Command { return &sandboxCmd{env: e} }},
 		"image": {summary: "list, pull, build, import and remove images", make: func(e env) Command { return &imageCmd{env: e} }},

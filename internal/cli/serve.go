@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/daemon"
 	"github.com/agent2env/agent2env/internal/manager"
 )
@@ -32,6 +33,7 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	imageDir := fs.String("image-dir", envOr("AGENT2ENV_IMAGE_DIR", ""), "image store (env AGENT2ENV_IMAGE_DIR; default <data-dir>/images)")
 	cacheDir := fs.String("cache-dir", envOr("AGENT2ENV_CACHE_DIR", ""), "cache for built images (env AGENT2ENV_CACHE_DIR; default /var/cache/agent2env)")
 	maxSandboxes := fs.Int("max-sandboxes", envInt("AGENT2ENV_MAX_SANDBOXES", 0), "maximum sandboxes at once, 0 for no limit (env AGENT2ENV_MAX_SANDBOXES)")
+	keysFile := fs.String("api-keys-file", envOr(auth.EnvKeysFile, ""), "file of API keys (or their sha256: hashes), one per line (env "+auth.EnvKeysFile+"; keys also from "+auth.EnvKeys+")")
 	level := fs.String("log-level", envOr("AGENT2ENV_LOG_LEVEL", "info"), "debug, info, warn or error (env AGENT2ENV_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -44,12 +46,16 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("the daemon runs sandboxes with an OCI runtime and must run as root (try: sudo agent2env serve)")
 	}
+	keys, err := auth.Load(*keysFile, os.Getenv(auth.EnvKeys))
+	if err != nil {
+		return err
+	}
 	l, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
 	}
 	sys, err := daemon.New(ctx, daemon.Config{
-		Listen: *listen, PublicURL: *publicURL, DataDir: *dataDir, RuntimeBinary: *rt, ImageDir: *imageDir, CacheDir: *cacheDir, Log: log,
+		Keys: keys, Listen: *listen, PublicURL: *publicURL, DataDir: *dataDir, RuntimeBinary: *rt, ImageDir: *imageDir, CacheDir: *cacheDir, Log: log,
 		Manager: manager.Config{MaxSandboxes: *maxSandboxes},
 	})
 	if err != nil {

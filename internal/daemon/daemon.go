@@ -14,9 +14,11 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/httpapi"
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/prepull"
 	"github.com/agent2env/agent2env/internal/runtime/oci"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
 )
@@ -37,6 +39,9 @@ type Config struct {
 	// CacheDir keeps built images across image stores.
 	CacheDir string
 	Manager  manager.Config
+	// Keys are the API keys clients must present; nil or empty means no
+	// authentication, allowed only on loopback.
+	Keys *auth.Keys
 	// ShutdownTimeout bounds how long Serve waits for requests in flight.
 	ShutdownTimeout time.Duration
 	Log             *slog.Logger
@@ -49,6 +54,7 @@ type System struct {
 	Images  *image.Store
 	Runtime *oci.Runtime
 	Manager *manager.Manager
+	Prepull *prepull.Service
 	API     *httpapi.Server
 	log     *slog.Logger
 }
@@ -89,12 +95,27 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	}); err != nil {
 		return nil, err
 	}
+	authOn, err := auth.Required(cfg.Listen, cfg.Keys.Len() > 0)
+	if err != nil {
+		return nil, err
+	}
 	s.Manager = manager.New(cfg.Manager, s.Runtime, s.Images, s.Store, cfg.Log)
+	s.Prepull = prepull.New(s.Store, s.Images, cfg.Log)
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Listen
 	}
-	s.API = httpapi.New(s.Manager, s.Images, cfg.Log, httpapi.WithPublicURL(cfg.PublicURL))
+	opts := []httpapi.Option{
+		httpapi.WithPublicURL(cfg.PublicURL),
+		httpapi.WithRoutes(httpapi.NewPrepullRoutes(s.Prepull)),
+	}
+	if authOn {
+		opts = append(opts, httpapi.WithMiddleware(httpapi.AuthMiddleware(cfg.Keys)))
+	}
+	s.API = httpapi.New(s.Manager, s.Images, cfg.Log, opts...)
 	if err := s.Manager.Recover(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.Prepull.Recover(ctx); err != nil {
 		return nil, err
 	}
 	s.API.SetReady(true)
@@ -136,6 +157,9 @@ func (s *System) Serve(ctx context.Context, l net.Listener) error {
 
 // Close releases the daemon's resources.
 func (s *System) Close() {
+	if s.Prepull != nil {
+		s.Prepull.Close()
+	}
 	if s.Manager != nil {
 		s.Manager.Close()
 	}

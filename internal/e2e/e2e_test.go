@@ -69,8 +69,9 @@ type daemon struct {
 	exited  chan struct{}
 }
 
-// startDaemon starts a daemon on dataDir (a fresh one when empty).
-func startDaemon(t *testing.T, dataDir string) *daemon {
+// startDaemon starts a daemon on dataDir (a fresh one when empty); each
+// option may change its command (environment, flags) before it starts.
+func startDaemon(t *testing.T, dataDir string, options ...func(*exec.Cmd)) *daemon {
 	t.Helper()
 	runtimetest.RequiresRoot(t)
 	if dataDir == "" {
@@ -87,6 +88,9 @@ func startDaemon(t *testing.T, dataDir string) *daemon {
 	d := &daemon{t: t, dataDir: dataDir, addr: addr, log: new(bytes.Buffer), exited: make(chan struct{})}
 	d.cmd = exec.Command(binary, "serve", "--listen", addr, "--data-dir", dataDir, "--image-dir", imageDir, "--log-level", "debug")
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	for _, o := range options {
+		o(d.cmd)
+	}
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

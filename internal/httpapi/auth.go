@@ -1,0 +1,54 @@
+package httpapi
+
+import (
+	"net/http"
+	"path"
+	"strings"
+
+	"github.com/agent2env/agent2env/internal/auth"
+)
+
+// gatewayPrefix starts the port gateway's paths, which check a
+// per-sandbox access token of their own instead of an API key.
+const gatewayPrefix = "/api/v1/sandbox/"
+
+// AuthMiddleware demands an API key of keys (`Authorization: Bearer
+// <key>`) on every request, for WithMiddleware. Without one the answer is
+// 401 with the error body: "authentication required" when no key was
+// sent, "invalid or expired API key" when a wrong one was. Exempt are the
+// health and readiness probes (GET), CORS preflights (OPTIONS) and the
+// port gateway. A nil or empty keys refuses every request that is not
+// exempt.
+func AuthMiddleware(keys *auth.Keys) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if authExempt(r) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			if err := keys.Check(r.Header.Get("Authorization")); err != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="agent2env"`)
+				writeError(w, err)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// authExempt reports whether r may go without an API key. It looks at the
+// path as the mux routes it: escaped, then cleaned (the mux redirects
+// other spellings). Decoding first would let /api/v1/images/x%2F..%2F..
+// %2Fsandbox%2Fy look like the gateway while the mux serves it as an
+// image route.
+func authExempt(r *http.Request) bool {
+	if r.Method == http.MethodOptions {
+		return true
+	}
+	p := path.Clean(r.URL.EscapedPath())
+	switch p {
+	case "/health", "/api/v1/health", "/readyz":
+		return r.Method == http.MethodGet || r.Method == http.MethodHead
+	}
+	return strings.HasPrefix(p, gatewayPrefix)
+}

@@ -1,0 +1,101 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/prepull"
+)
+
+// PrepullRoutes serve the LiteBoxd prepull API on a prepull.Service, plus
+// GET /images/prepull/{id}, which LiteBoxd's SDKs call but its server
+// lacks.
+type PrepullRoutes struct {
+	svc *prepull.Service
+}
+
+var _ Routes = (*PrepullRoutes)(nil)
+
+// NewPrepullRoutes returns the prepull routes of svc.
+func NewPrepullRoutes(svc *prepull.Service) *PrepullRoutes { return &PrepullRoutes{svc: svc} }
+
+// Register adds the routes to mux. /api/v1/images/prepull/{id} is more
+// specific than the image removal route /api/v1/images/{ref...}, so the
+// mux gives it precedence.
+func (p *PrepullRoutes) Register(mux *http.ServeMux) {
+	mux.HandleFunc("POST /api/v1/images/prepull", p.create)
+	mux.HandleFunc("GET /api/v1/images/prepull", p.list)
+	mux.HandleFunc("GET /api/v1/images/prepull/{id}", p.get)
+	mux.HandleFunc("DELETE /api/v1/images/prepull/{id}", p.delete)
+	mux.HandleFunc("POST /api/v1/templates/{name}/prepull", p.forTemplate)
+}
+
+// maxPrepullTimeout bounds the timeout field before it becomes a
+// time.Duration, which a huge number of seconds would overflow. The
+// service caps what passes at prepull.MaxTimeout.
+const maxPrepullTimeout = int(prepull.MaxTimeout / time.Second)
+
+// decodePrepullRequest reads and checks the body of POST /images/prepull.
+func decodePrepullRequest(w http.ResponseWriter, r *http.Request) (image string, timeout time.Duration, err error) {
+	var req api.PrepullRequest
+	if err := decode(w, r, &req); err != nil {
+		return "", 0, err
+	}
+	if req.Timeout < 0 {
+		return "", 0, errdefs.Invalid("timeout must not be negative")
+	}
+	return req.Image, time.Duration(min(req.Timeout, maxPrepullTimeout)) * time.Second, nil
+}
+
+func (p *PrepullRoutes) create(w http.ResponseWriter, r *http.Request) {
+	image, timeout, err := decodePrepullRequest(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	task, err := p.svc.Start(r.Context(), image, "", timeout)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, task)
+}
+
+func (p *PrepullRoutes) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	tasks, err := p.svc.List(r.Context(), q.Get("image"), q.Get("status"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.List[api.PrepullTask]{Items: tasks})
+}
+
+func (p *PrepullRoutes) get(w http.ResponseWriter, r *http.Request) {
+	task, err := p.svc.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, task)
+}
+
+func (p *PrepullRoutes) delete(w http.ResponseWriter, r *http.Request) {
+	if err := p.svc.Delete(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// forTemplate takes no body: whatever is sent is ignored, as by LiteBoxd.
+func (p *PrepullRoutes) forTemplate(w http.ResponseWriter, r *http.Request) {
+	task, err := p.svc.ForTemplate(r.Context(), r.PathValue("name"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, task)
+}
