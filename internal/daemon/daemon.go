@@ -21,6 +21,7 @@ import (
 	"github.com/agent2env/agent2env/internal/prepull"
 	"github.com/agent2env/agent2env/internal/runtime/oci"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
+	"github.com/agent2env/agent2env/internal/template"
 )
 
 // Config is the daemon's configuration.
@@ -49,14 +50,15 @@ type Config struct {
 
 // System is the running daemon.
 type System struct {
-	cfg     Config
-	Store   *sqlite.Store
-	Images  *image.Store
-	Runtime *oci.Runtime
-	Manager *manager.Manager
-	Prepull *prepull.Service
-	API     *httpapi.Server
-	log     *slog.Logger
+	cfg       Config
+	Store     *sqlite.Store
+	Images    *image.Store
+	Runtime   *oci.Runtime
+	Manager   *manager.Manager
+	Prepull   *prepull.Service
+	Templates *template.Service
+	API       *httpapi.Server
+	log       *slog.Logger
 }
 
 // New opens the daemon's state, recovers sandboxes left from a previous
@@ -99,13 +101,18 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Manager = manager.New(cfg.Manager, s.Runtime, s.Images, s.Store, cfg.Log)
+	// Templates and prepull tasks refer to each other: a template may be
+	// prepulled on create, a prepull may name a template.
 	s.Prepull = prepull.New(s.Store, s.Images, cfg.Log)
+	s.Templates = template.New(s.Store, template.WithPrepuller(s.Prepull), template.WithLogger(cfg.Log))
+	s.Prepull.SetTemplates(s.Templates)
+	s.Manager = manager.New(cfg.Manager, s.Runtime, s.Images, s.Store, cfg.Log, manager.WithTemplates(s.Templates))
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Listen
 	}
 	opts := []httpapi.Option{
 		httpapi.WithPublicURL(cfg.PublicURL),
+		httpapi.WithRoutes(httpapi.NewTemplateRoutes(s.Templates)),
 		httpapi.WithRoutes(httpapi.NewPrepullRoutes(s.Prepull)),
 	}
 	if authOn {

@@ -1,0 +1,229 @@
+package template
+
+import (
+	"fmt"
+	"math"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/quantity"
+)
+
+// Defaults applied to every spec that is stored, as LiteBoxd applies them.
+const (
+	DefaultCPU              = "500m"
+	DefaultMemory           = "512Mi"
+	DefaultStartupTimeout   = 300
+	DefaultProbePeriod      = 10
+	DefaultFailureThreshold = 3
+
+	DefaultPersistenceMode = "rootfs-overlay"
+	DefaultPersistenceSize = "1Gi"
+	ReclaimDelete          = "Delete"
+	ReclaimRetain          = "Retain"
+)
+
+// maxSeconds is the largest duration in seconds a time.Duration holds
+// (about 292 years): TTLs and timeouts beyond it would overflow.
+const maxSeconds = int(math.MaxInt64 / int64(time.Second))
+
+var namePattern = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+
+// ValidateName checks a template name: a DNS label of 1 to 63 lowercase
+// letters, digits and hyphens.
+func ValidateName(name string) error {
+	if len(name) < 1 || len(name) > 63 {
+		return errdefs.Invalid("invalid name: name must be between 1 and 63 characters")
+	}
+	if !namePattern.MatchString(name) {
+		return errdefs.Invalid("invalid name: name must consist of lowercase letters, numbers, and hyphens, " +
+			"and must start and end with a letter or number")
+	}
+	return nil
+}
+
+// ValidateSpec checks spec and returns it as it is stored: defaults
+// applied, allowed domains normalized, empty lists and maps made nil. spec
+// itself is not modified. Errors are ErrInvalidArgument, their message
+// starting "invalid spec: ".
+func ValidateSpec(spec api.TemplateSpec) (api.TemplateSpec, error) {
+	out, err := checkSpec(spec)
+	if err != nil {
+		return api.TemplateSpec{}, errdefs.Invalid("invalid spec: %s", err)
+	}
+	return out, nil
+}
+
+func checkSpec(in api.TemplateSpec) (api.TemplateSpec, error) {
+	s := api.TemplateSpec{
+		Image:          strings.TrimSpace(in.Image),
+		Command:        cloneStrings(in.Command),
+		Args:           cloneStrings(in.Args),
+		Resources:      in.Resources,
+		TTL:            in.TTL,
+		StartupScript:  in.StartupScript,
+		StartupTimeout: in.StartupTimeout,
+	}
+	if s.Image == "" {
+		return s, fmt.Errorf("image is required")
+	}
+	if _, err := image.Normalize(s.Image); err != nil {
+		return s, err
+	}
+
+	if s.Resources.CPU == "" {
+		s.Resources.CPU = DefaultCPU
+	}
+	if s.Resources.Memory == "" {
+		s.Resources.Memory = DefaultMemory
+	}
+	milli, err := quantity.ParseCPU(s.Resources.CPU)
+	if err != nil {
+		return s, fmt.Errorf("resources: %v", err)
+	}
+	if milli < 1 {
+		// "0.0001" parses but rounds to 0, which runtimes take as no limit.
+		return s, fmt.Errorf("resources: cpu %s is below the 1m minimum", s.Resources.CPU)
+	}
+	if _, err := quantity.ParseBytes(s.Resources.Memory); err != nil {
+		return s, fmt.Errorf("resources: memory: %v", err)
+	}
+
+	if s.TTL < 0 {
+		return s, fmt.Errorf("ttl must be >= 0 (0 means never expire)")
+	}
+	if s.TTL > maxSeconds {
+		return s, fmt.Errorf("ttl %d is above the maximum of %d seconds", s.TTL, maxSeconds)
+	}
+	if s.StartupTimeout < 0 || s.StartupTimeout > maxSeconds {
+		return s, fmt.Errorf("startupTimeout %d is out of range (0 means the default, %d)", s.StartupTimeout, DefaultStartupTimeout)
+	}
+	if s.StartupTimeout == 0 {
+		s.StartupTimeout = DefaultStartupTimeout
+	}
+
+	if len(in.Env) > 0 {
+		s.Env = make(map[string]string, len(in.Env))
+		for k, v := range in.Env {
+			if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+				return s, fmt.Errorf("env %q: names must be non-empty without '=' or NUL, values without NUL", k)
+			}
+			s.Env[k] = v
+		}
+	}
+
+	for i, f := range in.Files {
+		if f.Destination == "" {
+			return s, fmt.Errorf("files[%d]: destination is required", i)
+		}
+		if strings.ContainsRune(f.Destination, 0) || slices.Contains(strings.Split(f.Destination, "/"), "..") {
+			return s, fmt.Errorf("files[%d]: destination %q must not contain NUL or '..'", i, f.Destination)
+		}
+		if (f.Content == "") == (f.Source == "") {
+			return s, fmt.Errorf("files[%d] (%s): exactly one of content and source is required", i, f.Destination)
+		}
+		if f.Source != "" {
+			// The sandbox manager fetches sources over HTTP, nothing else.
+			u, err := url.Parse(f.Source)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return s, fmt.Errorf("files[%d] (%s): source %q is not an http(s) URL", i, f.Destination, f.Source)
+			}
+		}
+		s.Files = append(s.Files, f)
+	}
+
+	if p := in.ReadinessProbe; p != nil {
+		if len(p.Exec.Command) == 0 {
+			return s, fmt.Errorf("readinessProbe: exec.command is required")
+		}
+		if p.InitialDelaySeconds < 0 || p.PeriodSeconds < 0 || p.FailureThreshold < 0 {
+			return s, fmt.Errorf("readinessProbe: initialDelaySeconds, periodSeconds and failureThreshold must be >= 0")
+		}
+		if p.InitialDelaySeconds > maxSeconds || p.PeriodSeconds > maxSeconds {
+			return s, fmt.Errorf("readinessProbe: delays must be at most %d seconds", maxSeconds)
+		}
+		probe := *p
+		probe.Exec.Command = cloneStrings(p.Exec.Command)
+		if probe.PeriodSeconds == 0 {
+			probe.PeriodSeconds = DefaultProbePeriod
+		}
+		if probe.FailureThreshold == 0 {
+			probe.FailureThreshold = DefaultFailureThreshold
+		}
+		s.ReadinessProbe = &probe
+	}
+
+	if n := in.Network; n != nil {
+		domains, err := normalizeDomains(n.AllowedDomains)
+		if err != nil {
+			return s, fmt.Errorf("network: %v", err)
+		}
+		s.Network = &api.NetworkSpec{AllowInternetAccess: n.AllowInternetAccess, AllowedDomains: domains}
+	}
+
+	if p := in.Persistence; p != nil {
+		persist := *p
+		if persist.Enabled {
+			if persist.Mode == "" {
+				persist.Mode = DefaultPersistenceMode
+			}
+			if persist.Mode != DefaultPersistenceMode {
+				return s, fmt.Errorf("persistence: mode %q is not supported (only %s)", persist.Mode, DefaultPersistenceMode)
+			}
+			if persist.Size == "" {
+				persist.Size = DefaultPersistenceSize
+			}
+			if _, err := quantity.ParseBytes(persist.Size); err != nil {
+				return s, fmt.Errorf("persistence: %v", err)
+			}
+			if persist.ReclaimPolicy == "" {
+				persist.ReclaimPolicy = ReclaimDelete
+			}
+			if persist.ReclaimPolicy != ReclaimDelete && persist.ReclaimPolicy != ReclaimRetain {
+				return s, fmt.Errorf("persistence: reclaimPolicy %q must be %s or %s", persist.ReclaimPolicy, ReclaimDelete, ReclaimRetain)
+			}
+		}
+		s.Persistence = &persist
+	}
+	return s, nil
+}
+
+// normalizeDomains lower-cases and trims the allowed domains, drops a
+// trailing dot, empty entries and duplicates, and rejects what is not a host name
+// pattern: a "*." wildcard is allowed only as a prefix.
+func normalizeDomains(in []string) ([]string, error) {
+	var out []string
+	for _, d := range in {
+		d = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(d)), ".")
+		if d == "" {
+			continue
+		}
+		if strings.Contains(d, "://") || strings.ContainsAny(d, "/:") {
+			return nil, fmt.Errorf("allowedDomains: %q must be a domain name, without scheme, port or path", d)
+		}
+		if strings.Contains(strings.TrimPrefix(d, "*."), "*") {
+			return nil, fmt.Errorf("allowedDomains: %q: a wildcard is allowed only as a \"*.\" prefix", d)
+		}
+		if d == "*." {
+			return nil, fmt.Errorf("allowedDomains: %q has no domain after the wildcard", d)
+		}
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// cloneStrings copies s; empty becomes nil.
+func cloneStrings(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	return slices.Clone(s)
+}

@@ -1,0 +1,318 @@
+package template
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// document is one SandboxTemplate YAML document, as LiteBoxd writes it.
+type document struct {
+	APIVersion string           `yaml:"apiVersion"`
+	Kind       string           `yaml:"kind"`
+	Metadata   metadata         `yaml:"metadata"`
+	Spec       api.TemplateSpec `yaml:"spec"`
+}
+
+// metadata names and describes a template in a document. IsPublic is an
+// agent2env extension, written only when false so that documents of
+// public templates stay exactly LiteBoxd's; LiteBoxd ignores it.
+type metadata struct {
+	Name        string   `yaml:"name"`
+	DisplayName string   `yaml:"displayName"`
+	Description string   `yaml:"description"`
+	Tags        []string `yaml:"tags"`
+	IsPublic    *bool    `yaml:"isPublic,omitempty"`
+}
+
+// listDocument is a SandboxTemplateList: items are full documents.
+type listDocument struct {
+	APIVersion string     `yaml:"apiVersion"`
+	Kind       string     `yaml:"kind"`
+	ExportedAt time.Time  `yaml:"exportedAt,omitempty"`
+	Items      []document `yaml:"items"`
+}
+
+// rawDocument is a document being imported: either kind, the parts
+// decoded later so that one bad item fails alone.
+type rawDocument struct {
+	APIVersion string      `yaml:"apiVersion"`
+	Kind       string      `yaml:"kind"`
+	Metadata   yaml.Node   `yaml:"metadata"`
+	Spec       yaml.Node   `yaml:"spec"`
+	Items      []yaml.Node `yaml:"items"`
+}
+
+// importItem is one template of an import: decoded, or err.
+type importItem struct {
+	meta metadata
+	spec api.TemplateSpec
+	err  error
+}
+
+func toDocument(t *store.Template, spec api.TemplateSpec) document {
+	d := document{
+		APIVersion: api.YAMLAPIVersion, Kind: api.KindTemplate,
+		Metadata: metadata{Name: t.Name, DisplayName: t.DisplayName, Description: t.Description, Tags: t.Tags},
+		Spec:     spec,
+	}
+	if d.Metadata.Tags == nil {
+		d.Metadata.Tags = []string{}
+	}
+	if !t.IsPublic {
+		d.Metadata.IsPublic = new(bool)
+	}
+	return d
+}
+
+func marshalYAML(v any) ([]byte, error) {
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode YAML: %w", err)
+	}
+	return b, nil
+}
+
+func invalidYAML(format string, args ...any) error {
+	return errdefs.WithCode(errdefs.Invalid("invalid YAML format: "+format, args...), api.CodeInvalidYAML)
+}
+
+// MaxImportItems bounds the templates of one import, so that a small file
+// of empty items cannot make the server do millions of them.
+const MaxImportItems = 10000
+
+// Bounds on the work of decoding one import. yaml.v3 checks the keys of
+// each mapping for duplicates in time quadratic in their number, and
+// expands aliases each time they are decoded: without a bound a 10 MiB
+// file can keep the server busy for hours.
+const (
+	maxYAMLNodes   = 1 << 22 // nodes, counting those reached through aliases again
+	maxYAMLKeyWork = 1 << 27 // the sum of the squared sizes of the mappings
+	maxYAMLDepth   = 10000
+)
+
+// yamlBudget is what is left of the bounds.
+type yamlBudget struct{ nodes, keyWork int }
+
+// spend walks n as decoding it would and reports whether the budget
+// covers it.
+func (b *yamlBudget) spend(n *yaml.Node, depth int) bool {
+	if n == nil {
+		return true
+	}
+	b.nodes--
+	if b.nodes < 0 || depth > maxYAMLDepth {
+		return false
+	}
+	switch n.Kind {
+	case yaml.AliasNode:
+		return b.spend(n.Alias, depth+1)
+	case yaml.MappingNode:
+		k := len(n.Content) / 2
+		if b.keyWork -= k * k; b.keyWork < 0 {
+			return false
+		}
+	}
+	for _, c := range n.Content {
+		if !b.spend(c, depth+1) {
+			return false
+		}
+	}
+	return true
+}
+
+// parseImport reads the templates of data: a SandboxTemplate, a
+// SandboxTemplateList, or a stream of them separated by "---". Errors of
+// the YAML itself, of a document's kind or apiVersion, a stream without
+// documents and one of more than MaxImportItems templates fail the whole
+// import (ErrInvalidArgument); errors of one item's metadata or spec are
+// kept in that item.
+func parseImport(data []byte) ([]importItem, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	items := []importItem{}
+	docs := 0
+	budget := &yamlBudget{nodes: maxYAMLNodes, keyWork: maxYAMLKeyWork}
+	for i := 1; ; i++ {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, invalidYAML("%v", err)
+		}
+		if isNull(&n) {
+			continue // an empty document, such as a leading "---"
+		}
+		docs++
+		if !budget.spend(&n, 0) {
+			return nil, invalidYAML("document %d: too many nodes, keys or aliases to decode", i)
+		}
+		// Count before decoding: decoding copies every item.
+		count := 1
+		if list := mappingValue(&n, "items"); list != nil && list.Kind == yaml.SequenceNode {
+			count = len(list.Content)
+		}
+		if len(items)+count > MaxImportItems {
+			return nil, errdefs.Invalid("too many templates: at most %d in one import", MaxImportItems)
+		}
+		var raw rawDocument
+		if err := n.Decode(&raw); err != nil {
+			return nil, invalidYAML("document %d: %v", i, err)
+		}
+		if raw.APIVersion != "" && raw.APIVersion != api.YAMLAPIVersion {
+			return nil, errdefs.Invalid("document %d: invalid apiVersion: expected %s, got %s", i, api.YAMLAPIVersion, raw.APIVersion)
+		}
+		switch raw.Kind {
+		case api.KindList:
+			for j := range raw.Items {
+				items = append(items, decodeItem(&raw.Items[j]))
+			}
+		case api.KindTemplate:
+			items = append(items, decodeRaw(&raw))
+		default:
+			return nil, errdefs.Invalid("document %d: invalid kind: expected %s or %s, got %q", i, api.KindTemplate, api.KindList, raw.Kind)
+		}
+	}
+	if docs == 0 {
+		return nil, invalidYAML("no %s or %s document", api.KindTemplate, api.KindList)
+	}
+	return items, nil
+}
+
+func isNull(n *yaml.Node) bool {
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	return n.Kind == 0 || (n.Kind == yaml.ScalarNode && n.Tag == "!!null")
+}
+
+// decodeItem decodes one entry of a list's items.
+func decodeItem(n *yaml.Node) importItem {
+	var raw rawDocument
+	if err := n.Decode(&raw); err != nil {
+		return importItem{meta: metadata{Name: scalarField(n, "metadata", "name")}, err: fmt.Errorf("invalid YAML: %v", err)}
+	}
+	it := decodeRaw(&raw)
+	if it.err == nil && raw.APIVersion != "" && raw.APIVersion != api.YAMLAPIVersion {
+		it.err = fmt.Errorf("invalid apiVersion: expected %s, got %s", api.YAMLAPIVersion, raw.APIVersion)
+	}
+	if it.err == nil && raw.Kind != "" && raw.Kind != api.KindTemplate {
+		it.err = fmt.Errorf("invalid kind: expected %s, got %s", api.KindTemplate, raw.Kind)
+	}
+	return it
+}
+
+// decodeRaw decodes the metadata and spec of a SandboxTemplate document.
+func decodeRaw(raw *rawDocument) importItem {
+	var it importItem
+	if !isNull(&raw.Metadata) {
+		renameKeys(&raw.Metadata, metadataKeys)
+		if err := raw.Metadata.Decode(&it.meta); err != nil {
+			it.meta = metadata{Name: scalarField(&raw.Metadata, "name")}
+			it.err = fmt.Errorf("invalid YAML: metadata: %v", err)
+			return it
+		}
+	}
+	if !isNull(&raw.Spec) {
+		renameSpecKeys(&raw.Spec)
+		if err := raw.Spec.Decode(&it.spec); err != nil {
+			it.err = fmt.Errorf("invalid YAML: spec: %v", err)
+		}
+	}
+	return it
+}
+
+// scalarField returns the string at path in the mapping n, or "".
+func scalarField(n *yaml.Node, path ...string) string {
+	for _, key := range path {
+		n = mappingValue(n, key)
+		if n == nil {
+			return ""
+		}
+	}
+	if n.Kind != yaml.ScalarNode {
+		return ""
+	}
+	return n.Value
+}
+
+// mappingValue returns the value of key in the mapping n (following an
+// alias), or nil.
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	n = deref(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return deref(n.Content[i+1])
+		}
+	}
+	return nil
+}
+
+func deref(n *yaml.Node) *yaml.Node {
+	for depth := 0; n != nil && depth < 8; depth++ {
+		switch n.Kind {
+		case yaml.AliasNode:
+			n = n.Alias
+		case yaml.DocumentNode:
+			if len(n.Content) == 0 {
+				return nil
+			}
+			n = n.Content[0]
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+// Keys of the spec and its parts. Files written by older LiteBoxd
+// versions have them lower-cased ("startupscript"); renameKeys accepts
+// both.
+var (
+	metadataKeys    = []string{"displayName"}
+	specKeys        = []string{"startupScript", "startupTimeout", "readinessProbe"}
+	probeKeys       = []string{"initialDelaySeconds", "periodSeconds", "failureThreshold"}
+	networkKeys     = []string{"allowInternetAccess", "allowedDomains"}
+	persistenceKeys = []string{"storageClassName", "reclaimPolicy"}
+)
+
+func renameSpecKeys(spec *yaml.Node) {
+	renameKeys(spec, specKeys)
+	renameKeys(mappingValue(spec, "readinessProbe"), probeKeys)
+	renameKeys(mappingValue(spec, "network"), networkKeys)
+	renameKeys(mappingValue(spec, "persistence"), persistenceKeys)
+}
+
+// renameKeys renames the lower-cased form of each of keys in the mapping
+// n to the key itself, unless the key is already there.
+func renameKeys(n *yaml.Node, keys []string) {
+	n = deref(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return
+	}
+	for _, key := range keys {
+		lower := strings.ToLower(key)
+		if mappingValue(n, key) != nil {
+			continue
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k := n.Content[i]; k.Kind == yaml.ScalarNode && k.Value == lower {
+				k.Value = key
+				break
+			}
+		}
+	}
+}
