@@ -3,12 +3,17 @@
 // programs that drive sandboxes depend on the api module alone.
 //
 // A Client is made with New (or FromEnv) and is safe for concurrent use;
-// its services group the endpoints the way the LiteBoxd SDK does:
+// its services (Sandbox, Image, Template, Prepull, ImportExport) group the
+// endpoints the way the LiteBoxd SDK does:
 //
 //	c, err := client.New("http://127.0.0.1:8080", client.WithToken(token))
 //	sb, err := c.Sandbox.Create(ctx, api.CreateSandboxRequest{Image: "agent2env/python"})
 //	sb, err = c.Sandbox.WaitForReady(ctx, sb.ID, 0)
 //	res, err := c.Sandbox.Execute(ctx, sb.ID, api.ExecRequest{Command: []string{"python3", "-V"}})
+//
+// Waits (WaitForReady, WaitForCompletion) are bounded by their context: a
+// timeout is an error wrapping context.DeadlineExceeded, so the SDK has no
+// timeout error type of its own.
 //
 // Failed requests return a *APIError, which errors.Is matches against the
 // sentinel classes (ErrNotFound, ErrConflict, ...) by HTTP status.
@@ -43,6 +48,12 @@ type Client struct {
 	Sandbox *SandboxService
 	// Image holds the image endpoints.
 	Image *ImageService
+	// Template holds the template endpoints.
+	Template *TemplateService
+	// Prepull holds the image prepull endpoints.
+	Prepull *PrepullService
+	// ImportExport holds the template YAML import and export endpoints.
+	ImportExport *ImportExportService
 
 	base   *url.URL // scheme, host and any path prefix, without /api/v1
 	hc     *http.Client
@@ -105,6 +116,9 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	}
 	c.Sandbox = &SandboxService{c: c}
 	c.Image = &ImageService{c: c}
+	c.Template = &TemplateService{c: c}
+	c.Prepull = &PrepullService{c: c}
+	c.ImportExport = &ImportExportService{c: c}
 	return c, nil
 }
 
@@ -169,6 +183,11 @@ func jsonBody(v any) (io.Reader, error) {
 // doJSON sends in (unless nil) as a JSON body to the API path and decodes
 // the response into out (unless nil).
 func (c *Client) doJSON(ctx context.Context, method, path string, in, out any) error {
+	return c.doJSONQuery(ctx, method, path, nil, in, out)
+}
+
+// doJSONQuery is doJSON with a query string.
+func (c *Client) doJSONQuery(ctx context.Context, method, path string, query url.Values, in, out any) error {
 	var body io.Reader
 	var ct string
 	if in != nil {
@@ -178,7 +197,7 @@ func (c *Client) doJSON(ctx context.Context, method, path string, in, out any) e
 		}
 		ct = "application/json"
 	}
-	resp, err := c.send(ctx, method, apiPrefix+path, nil, body, ct)
+	resp, err := c.send(ctx, method, apiPrefix+path, query, body, ct)
 	if err != nil {
 		return err
 	}
@@ -190,4 +209,18 @@ func (c *Client) doJSON(ctx context.Context, method, path string, in, out any) e
 		return fmt.Errorf("decode response: %w", err)
 	}
 	return nil
+}
+
+// getBytes returns the whole body answering GET path (below /api/v1).
+func (c *Client) getBytes(ctx context.Context, path string, query url.Values) ([]byte, error) {
+	resp, err := c.send(ctx, http.MethodGet, apiPrefix+path, query, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read response: %w", err)
+	}
+	return b, nil
 }

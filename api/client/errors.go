@@ -76,26 +76,32 @@ func (e *APIError) Is(target error) bool {
 	return false
 }
 
-// codeStatus is the HTTP status each generic wire code stands for, used
+// codeStatus is the HTTP status each wire code stands for, used
 // for errors that arrive inside an event stream.
 var codeStatus = map[string]int{
-	api.CodeInvalidRequest:  http.StatusBadRequest,
-	api.CodeUnauthorized:    http.StatusUnauthorized,
-	api.CodeForbidden:       http.StatusForbidden,
-	api.CodeNotFound:        http.StatusNotFound,
-	api.CodeSandboxNotFound: http.StatusNotFound,
-	api.CodeImageNotFound:   http.StatusNotFound,
-	api.CodeFileNotFound:    http.StatusNotFound,
-	api.CodeAlreadyExists:   http.StatusConflict,
-	api.CodeConflict:        http.StatusConflict,
-	api.CodeSandboxNotReady: http.StatusConflict,
-	api.CodeTooLarge:        http.StatusRequestEntityTooLarge,
-	api.CodeLimitExceeded:   http.StatusTooManyRequests,
-	api.CodeNoSpace:         http.StatusInsufficientStorage,
-	api.CodeInternal:        http.StatusInternalServerError,
-	api.CodeNotImplemented:  http.StatusNotImplemented,
-	api.CodeUnavailable:     http.StatusServiceUnavailable,
-	api.CodeTimeout:         http.StatusGatewayTimeout,
+	api.CodeInvalidRequest:    http.StatusBadRequest,
+	api.CodeUnauthorized:      http.StatusUnauthorized,
+	api.CodeForbidden:         http.StatusForbidden,
+	api.CodeNotFound:          http.StatusNotFound,
+	api.CodeSandboxNotFound:   http.StatusNotFound,
+	api.CodeImageNotFound:     http.StatusNotFound,
+	api.CodeFileNotFound:      http.StatusNotFound,
+	api.CodeTemplateNotFound:  http.StatusNotFound,
+	api.CodeVersionNotFound:   http.StatusNotFound,
+	api.CodePrepullNotFound:   http.StatusNotFound,
+	api.CodeTemplateExists:    http.StatusConflict,
+	api.CodePrepullInProgress: http.StatusConflict,
+	api.CodeInvalidYAML:       http.StatusBadRequest,
+	api.CodeAlreadyExists:     http.StatusConflict,
+	api.CodeConflict:          http.StatusConflict,
+	api.CodeSandboxNotReady:   http.StatusConflict,
+	api.CodeTooLarge:          http.StatusRequestEntityTooLarge,
+	api.CodeLimitExceeded:     http.StatusTooManyRequests,
+	api.CodeNoSpace:           http.StatusInsufficientStorage,
+	api.CodeInternal:          http.StatusInternalServerError,
+	api.CodeNotImplemented:    http.StatusNotImplemented,
+	api.CodeUnavailable:       http.StatusServiceUnavailable,
+	api.CodeTimeout:           http.StatusGatewayTimeout,
 }
 
 // streamError turns the api.Error of an "error" event into an *APIError.
@@ -141,6 +147,28 @@ func (e *SandboxFailedError) Error() string {
 	msg := fmt.Sprintf("sandbox %s is %s", e.ID, e.Status)
 	if e.Status == api.StatusFailed {
 		msg = fmt.Sprintf("sandbox %s failed", e.ID)
+	}
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	return msg
+}
+
+// PrepullFailedError is returned by PrepullService.WaitForCompletion when
+// the task failed: its pull failed, timed out or was cut short by a
+// daemon restart.
+type PrepullFailedError struct {
+	TaskID string
+	Image  string
+	// Reason is the task's error, such as why the image could not be
+	// pulled.
+	Reason string
+}
+
+func (e *PrepullFailedError) Error() string {
+	msg := fmt.Sprintf("prepull task %s failed", e.TaskID)
+	if e.Image != "" {
+		msg = fmt.Sprintf("prepull task %s of %s failed", e.TaskID, e.Image)
 	}
 	if e.Reason != "" {
 		msg += ": " + e.Reason

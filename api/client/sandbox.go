@@ -75,6 +75,39 @@ func (s *SandboxService) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
+// Stop stops a running sandbox, keeping its files: its status becomes
+// succeeded until Start. A sandbox that is not running gives ErrConflict.
+func (s *SandboxService) Stop(ctx context.Context, id string) error {
+	return s.control(ctx, "stop", id)
+}
+
+// Start starts a stopped sandbox again with the files it had, running its
+// template's startup plan anew. It returns once the daemon has accepted
+// the request, with the sandbox pending; see WaitForReady. A sandbox that
+// is not stopped gives ErrConflict.
+func (s *SandboxService) Start(ctx context.Context, id string) error {
+	return s.control(ctx, "start", id)
+}
+
+// Restart stops a running sandbox, if it is, and starts it again, as Stop
+// and Start do.
+func (s *SandboxService) Restart(ctx context.Context, id string) error {
+	return s.control(ctx, "restart", id)
+}
+
+// control posts a stop, start or restart request. Its answer,
+// {"message": "<op> requested"}, says nothing the status does not.
+func (s *SandboxService) control(ctx context.Context, op, id string) error {
+	p, err := sandboxPath(id, "/"+op)
+	if err == nil {
+		err = s.c.doJSON(ctx, http.MethodPost, p, nil, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("%s sandbox %s: %w", op, id, err)
+	}
+	return nil
+}
+
 // Execute runs a command in a sandbox and returns its result once it has
 // exited. A non-zero exit code is a result, not an error.
 func (s *SandboxService) Execute(ctx context.Context, id string, req api.ExecRequest) (*api.ExecResponse, error) {

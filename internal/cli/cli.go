@@ -33,9 +33,14 @@ func commands() map[string]entry {
 	return map[string]entry{
 		"serve":  {summary: "run the daemon", make: func(e env) Command { return &serveCmd{env: e} }},
 		"apikey": {summary: "create an API key for the daemon", make: func(e env) Command { return &apikeyCmd{env: e} }},
-		"sandbox": {summary: "create, list, run commands in, copy files to and remove sandboxes",
+		"sandbox": {summary: "create, list, run commands in, copy files to, stop, start and remove sandboxes",
 			make: func(e env) Command { return &sandboxCmd{env: e} }},
 		"image": {summary: "list, pull, build, import and remove images", make: func(e env) Command { return &imageCmd{env: e} }},
+		"template": {summary: "create, list, update, version, roll back and export sandbox templates",
+			make: func(e env) Command { return &templateCmd{env: e} }},
+		"prepull": {summary: "fetch images before sandboxes need them", make: func(e env) Command { return &prepullCmd{env: e} }},
+		"import":  {summary: "import templates from LiteBoxd YAML", make: func(e env) Command { return &importCmd{env: e} }},
+		"export":  {summary: "export templates as LiteBoxd YAML", make: func(e env) Command { return &exportCmd{env: e} }},
 		"agent": {summary: "run the in-sandbox agent (started by the runtime)", hidden: true,
 			make: func(e env) Command { return &agentCmd{env: e} }},
 	}

@@ -24,12 +24,21 @@ type sandboxCmd struct {
 
 func (c *sandboxCmd) Run(ctx context.Context, args []string) error {
 	return runGroup(ctx, c.env, "sandbox", args, map[string]subcommand{
-		"create": {"create [flags]", "create a sandbox, wait until it runs and print its id", c.create},
+		"create": {"create [flags]", "create a sandbox from --image or --template, wait until it runs and print its id", c.create},
 		"ls":     {"ls [flags]", "list sandboxes", c.list},
 		"exec":   {"exec ID [flags] -- CMD [ARGS...]", "run a command in a sandbox, streaming its output", c.exec},
 		"cp":     {"cp [flags] SRC DST", "copy a file into (DST is ID:/path) or out of (SRC is ID:/path) a sandbox", c.cp},
 		"logs":   {"logs ID [flags]", "print a sandbox's lifecycle events and console output", c.logs},
 		"rm":     {"rm ID... [flags]", "remove sandboxes", c.rm},
+		"stop": {"stop ID... [flags]", "stop running sandboxes, keeping their files", func(ctx context.Context, name string, args []string) error {
+			return c.control(ctx, name, args, "stop")
+		}},
+		"start": {"start ID... [flags]", "start stopped sandboxes again", func(ctx context.Context, name string, args []string) error {
+			return c.control(ctx, name, args, "start")
+		}},
+		"restart": {"restart ID... [flags]", "stop and start sandboxes again", func(ctx context.Context, name string, args []string) error {
+			return c.control(ctx, name, args, "restart")
+		}},
 	})
 }
 
@@ -37,9 +46,11 @@ func (c *sandboxCmd) create(ctx context.Context, name string, args []string) err
 	var cn conn
 	fs := clientFlags(c.env, name, "[flags]", &cn)
 	image := fs.String("image", "", "image to run, such as agent2env/python or alpine:3.20")
-	cpu := fs.String("cpu", "", "CPU limit, such as 1 or 500m (default: the daemon's)")
-	memory := fs.String("memory", "", "memory limit, such as 512Mi (default: the daemon's)")
-	ttl := fs.Int("ttl", 0, "seconds until the sandbox is removed, 0 for never (default: the daemon's)")
+	template := fs.String("template", "", "template to make the sandbox from; --cpu, --memory, --ttl and --env override its values")
+	version := fs.Int("template-version", 0, "template version `N` to use (default: the latest)")
+	cpu := fs.String("cpu", "", "CPU limit, such as 1 or 500m (default: the template's or the daemon's)")
+	memory := fs.String("memory", "", "memory limit, such as 512Mi (default: the template's or the daemon's)")
+	ttl := fs.Int("ttl", 0, "seconds until the sandbox is removed, 0 for never (default: the template's or the daemon's)")
 	env := envFlag{}
 	fs.Var(env, "env", "environment variable `KEY=VALUE` (repeatable)")
 	wait := fs.Bool("wait", true, "wait until the sandbox runs; fail with the reason if it fails")
@@ -51,12 +62,32 @@ func (c *sandboxCmd) create(ctx context.Context, name string, args []string) err
 	if len(pos) > 0 {
 		return usageError(c.env, fs, "unexpected argument %q", pos[0])
 	}
-	req := api.CreateSandboxRequest{Image: *image, CPU: *cpu, Memory: *memory, Env: env}
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "ttl" {
+	var ttlSet bool
+	fs.Visit(func(f *flag.Flag) { ttlSet = ttlSet || f.Name == "ttl" })
+	var req api.CreateSandboxRequest
+	switch {
+	case *image != "" && *template != "":
+		return usageError(c.env, fs, "give --image or --template, not both")
+	case *version < 0:
+		return usageError(c.env, fs, "--template-version must be at least 1")
+	case *version > 0 && *template == "":
+		return usageError(c.env, fs, "--template-version needs --template")
+	case *template != "":
+		req = api.CreateSandboxRequest{Template: *template, TemplateVersion: *version}
+		// The env override merges over the template's env.
+		o := api.SandboxOverrides{CPU: *cpu, Memory: *memory, Env: env}
+		if ttlSet {
+			o.TTL = ttl
+		}
+		if o.CPU != "" || o.Memory != "" || o.TTL != nil || len(o.Env) > 0 {
+			req.Overrides = &o
+		}
+	default:
+		req = api.CreateSandboxRequest{Image: *image, CPU: *cpu, Memory: *memory, Env: env}
+		if ttlSet {
 			req.TTL = ttl
 		}
-	})
+	}
 	cl, err := cn.client()
 	if err != nil {
 		return err
@@ -302,6 +333,47 @@ func (c *sandboxCmd) rm(ctx context.Context, name string, args []string) error {
 		if err := cl.Sandbox.Delete(ctx, id); err != nil {
 			errs = append(errs, err)
 			continue
+		}
+		fmt.Fprintln(c.stdout, id)
+	}
+	return errors.Join(errs...)
+}
+
+// control stops, starts or restarts the sandboxes named by args. Start and
+// restart wait, as create does, until each sandbox runs again.
+func (c *sandboxCmd) control(ctx context.Context, name string, args []string, op string) error {
+	var cn conn
+	fs := clientFlags(c.env, name, "ID... [flags]", &cn)
+	wait := new(bool)
+	if op != "stop" {
+		wait = fs.Bool("wait", true, "wait until the sandbox runs again; fail with the reason if it fails")
+	}
+	ids, err := parseArgs(fs, args, -1)
+	if err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return usageError(c.env, fs, "need at least one sandbox id")
+	}
+	cl, err := cn.client()
+	if err != nil {
+		return err
+	}
+	do := map[string]func(context.Context, string) error{
+		"stop": cl.Sandbox.Stop, "start": cl.Sandbox.Start, "restart": cl.Sandbox.Restart,
+	}[op]
+	// Do what can be done and report every failure.
+	var errs []error
+	for _, id := range ids {
+		if err := do(ctx, id); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if *wait {
+			if _, err := cl.Sandbox.WaitForReady(ctx, id, 0); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 		}
 		fmt.Fprintln(c.stdout, id)
 	}

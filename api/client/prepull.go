@@ -1,0 +1,135 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+)
+
+// PrepullService holds the image prepull endpoints: tasks that fetch an
+// image before sandboxes need it. Use it as Client.Prepull.
+type PrepullService struct {
+	c *Client
+}
+
+// prepullPath returns the escaped API path of prepull task id.
+func prepullPath(id string) (string, error) {
+	if id == "" {
+		return "", errors.New("prepull task id is empty")
+	}
+	return "/images/prepull/" + url.PathEscape(id), nil
+}
+
+// Create starts prepulling image and returns the new task, usually still
+// pending. The pull fails once it has run for timeout, rounded up to whole
+// seconds; 0 means the daemon's default (600 s). A task already active for
+// the same image makes it fail with ErrConflict (PREPULL_IN_PROGRESS).
+func (s *PrepullService) Create(ctx context.Context, image string, timeout time.Duration) (*api.PrepullTask, error) {
+	if timeout < 0 {
+		return nil, fmt.Errorf("prepull %s: timeout %v is negative", image, timeout)
+	}
+	req := api.PrepullRequest{Image: image, Timeout: int((timeout + time.Second - 1) / time.Second)}
+	var t api.PrepullTask
+	if err := s.c.doJSON(ctx, http.MethodPost, "/images/prepull", req, &t); err != nil {
+		return nil, fmt.Errorf("prepull %s: %w", image, err)
+	}
+	return &t, nil
+}
+
+// CreateForTemplate starts prepulling the image of the latest version of
+// the template named name.
+func (s *PrepullService) CreateForTemplate(ctx context.Context, name string) (*api.PrepullTask, error) {
+	p, err := templatePath(name, "/prepull")
+	if err != nil {
+		return nil, fmt.Errorf("prepull for template: %w", err)
+	}
+	var t api.PrepullTask
+	if err := s.c.doJSON(ctx, http.MethodPost, p, nil, &t); err != nil {
+		return nil, fmt.Errorf("prepull for template %s: %w", name, err)
+	}
+	return &t, nil
+}
+
+// List returns the prepull tasks, newest first: those for image (any
+// spelling of it: agent2env normalizes, LiteBoxd compares exactly) and
+// with status (one of api.Prepull*), either "" for all.
+func (s *PrepullService) List(ctx context.Context, image, status string) ([]api.PrepullTask, error) {
+	q := url.Values{}
+	if image != "" {
+		q.Set("image", image)
+	}
+	if status != "" {
+		q.Set("status", status)
+	}
+	var l api.List[api.PrepullTask]
+	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/images/prepull", q, nil, &l); err != nil {
+		return nil, fmt.Errorf("list prepull tasks: %w", err)
+	}
+	return l.Items, nil
+}
+
+// Get returns one prepull task. (agent2env serves this route; LiteBoxd
+// answers it with a plain 404.)
+func (s *PrepullService) Get(ctx context.Context, id string) (*api.PrepullTask, error) {
+	p, err := prepullPath(id)
+	if err != nil {
+		return nil, fmt.Errorf("get prepull task: %w", err)
+	}
+	var t api.PrepullTask
+	if err := s.c.doJSON(ctx, http.MethodGet, p, nil, &t); err != nil {
+		return nil, fmt.Errorf("get prepull task %s: %w", id, err)
+	}
+	return &t, nil
+}
+
+// Delete removes a prepull task, cancelling its pull if it is active and
+// nothing else waits for the image.
+func (s *PrepullService) Delete(ctx context.Context, id string) error {
+	p, err := prepullPath(id)
+	if err == nil {
+		err = s.c.doJSON(ctx, http.MethodDelete, p, nil, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("delete prepull task %s: %w", id, err)
+	}
+	return nil
+}
+
+// DefaultPrepullPollInterval is how often WaitForCompletion polls when
+// given no interval: pulls take seconds to minutes.
+const DefaultPrepullPollInterval = time.Second
+
+// WaitForCompletion polls a prepull task until it is completed and
+// returns it. When the task fails it returns the task and a
+// *PrepullFailedError. pollInterval <= 0 means DefaultPrepullPollInterval.
+// Bound the wait with ctx: when it ends first, the error wraps its cause
+// (context.DeadlineExceeded for a timeout).
+func (s *PrepullService) WaitForCompletion(ctx context.Context, id string, pollInterval time.Duration) (*api.PrepullTask, error) {
+	if pollInterval <= 0 {
+		pollInterval = DefaultPrepullPollInterval
+	}
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for {
+		task, err := s.Get(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("wait for prepull task %s: %w", id, err)
+		}
+		switch task.Status {
+		case api.PrepullCompleted:
+			return task, nil
+		case api.PrepullFailed:
+			return task, &PrepullFailedError{TaskID: task.ID, Image: task.Image, Reason: task.Error}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for prepull task %s (status %s): %w", id, task.Status, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
