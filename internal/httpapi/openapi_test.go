@@ -1,0 +1,1211 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/google/go-cmp/cmp"
+	"gopkg.in/yaml.v3"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/prepull"
+	"github.com/agent2env/agent2env/internal/prepull/prepulltest"
+	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
+	"github.com/agent2env/agent2env/internal/store/sqlite"
+	"github.com/agent2env/agent2env/internal/template"
+)
+
+// These tests hold the server to api/openapi.yaml, the source of truth of
+// the wire contract (SPEC C3): the document is valid OpenAPI, its schemas
+// match the Go wire types, it lists exactly the routes the server
+// registers, and every response of a scripted session conforms to it.
+
+// sseMediaType is the media type of the streamed responses. The document
+// gives their schema as a string and names the schema of each event's
+// data in the extension x-sse-events.
+const sseMediaType = "text/event-stream"
+
+func init() {
+	// Request and response bodies of this type are read as text; the events
+	// are checked by checkEvents.
+	openapi3filter.RegisterBodyDecoder(sseMediaType, openapi3filter.FileBodyDecoder)
+	openapi3filter.RegisterBodyDecoder("application/x-yaml", yamlBodyDecoder)
+}
+
+// yamlBodyDecoder reads a YAML body as the JSON value it stands for: kin's
+// own decoder keeps timestamps as time.Time, which schemas cannot check.
+func yamlBodyDecoder(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+	var v any
+	if err := yaml.NewDecoder(body).Decode(&v); err != nil {
+		return nil, &openapi3filter.ParseError{Kind: openapi3filter.KindInvalidFormat, Cause: err}
+	}
+	return jsonValue(v), nil
+}
+
+// jsonValue turns a decoded YAML value into what encoding/json would
+// decode: times become RFC 3339 strings, integers float64.
+func jsonValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			v[k] = jsonValue(x)
+		}
+	case []any:
+		for i, x := range v {
+			v[i] = jsonValue(x)
+		}
+	case time.Time:
+		return v.Format(time.RFC3339Nano)
+	case int:
+		return float64(v)
+	}
+	return v
+}
+
+// loadOpenAPI parses and validates api.OpenAPI. Each call returns a fresh
+// document, which the caller may change.
+func loadOpenAPI(tb testing.TB) *openapi3.T {
+	tb.Helper()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(api.OpenAPI)
+	if err != nil {
+		tb.Fatalf("load api/openapi.yaml: %v", err)
+	}
+	if err := doc.Validate(loader.Context); err != nil {
+		tb.Fatalf("api/openapi.yaml is not valid OpenAPI: %v", err)
+	}
+	return doc
+}
+
+// closeSchemas sets additionalProperties: false on every object schema of
+// doc that lists properties and says nothing about others, so that a
+// field the document does not know fails validation. The document itself
+// leaves objects open, for clients' forward compatibility.
+func closeSchemas(doc *openapi3.T) {
+	seen := map[*openapi3.Schema]bool{}
+	var walk func(*openapi3.SchemaRef)
+	walk = func(ref *openapi3.SchemaRef) {
+		if ref == nil || ref.Value == nil || seen[ref.Value] {
+			return
+		}
+		s := ref.Value
+		seen[s] = true
+		if len(s.Properties) > 0 && s.AdditionalProperties.Has == nil && s.AdditionalProperties.Schema == nil {
+			s.AdditionalProperties.Has = new(bool)
+		}
+		for _, p := range s.Properties {
+			walk(p)
+		}
+		walk(s.Items)
+		walk(s.AdditionalProperties.Schema)
+		walk(s.Not)
+		for _, refs := range []openapi3.SchemaRefs{s.AllOf, s.AnyOf, s.OneOf} {
+			for _, r := range refs {
+				walk(r)
+			}
+		}
+	}
+	for _, s := range doc.Components.Schemas {
+		walk(s)
+	}
+	for _, item := range doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			for _, p := range append(slices.Clone(item.Parameters), op.Parameters...) {
+				walk(p.Value.Schema)
+			}
+			if op.RequestBody != nil {
+				for _, mt := range op.RequestBody.Value.Content {
+					walk(mt.Schema)
+				}
+			}
+			for _, r := range op.Responses.Map() {
+				for _, mt := range r.Value.Content {
+					walk(mt.Schema)
+				}
+			}
+		}
+	}
+}
+
+// operations returns the document's operations by "METHOD path".
+func operations(doc *openapi3.T) map[string]*openapi3.Operation {
+	ops := map[string]*openapi3.Operation{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			ops[method+" "+path] = op
+		}
+	}
+	return ops
+}
+
+func TestOpenAPIValid(t *testing.T) {
+	doc := loadOpenAPI(t)
+	if doc.OpenAPI != "3.0.3" {
+		t.Errorf("openapi %q, want 3.0.3", doc.OpenAPI)
+	}
+	exempt := map[string]bool{"GET /health": true, "GET /api/v1/health": true, "GET /readyz": true}
+	for key, op := range operations(doc) {
+		if op.OperationID == "" || op.Summary == "" || len(op.Tags) == 0 {
+			t.Errorf("%s: needs an operationId, a summary and a tag", key)
+		}
+		path := strings.SplitN(key, " ", 2)[1]
+		switch {
+		case exempt[key]:
+			if op.Security == nil || len(*op.Security) != 0 {
+				t.Errorf("%s: the probes are served without an API key: want security []", key)
+			}
+		case strings.HasPrefix(path, gatewayPrefix):
+			// A CORS preflight needs no token.
+			n := 1
+			if strings.HasPrefix(key, "OPTIONS ") {
+				n = 2
+			}
+			if op.Security == nil || len(*op.Security) != n || (*op.Security)[0]["accessToken"] == nil {
+				t.Errorf("%s: the gateway takes the sandbox's access token: want security [accessToken]", key)
+			}
+		default:
+			if op.Security != nil {
+				t.Errorf("%s: API operations use the global bearerAuth", key)
+			}
+			if op.Responses.Status(http.StatusUnauthorized) == nil {
+				t.Errorf("%s: needs a 401 response", key)
+			}
+			if op.Responses.Default() == nil {
+				t.Errorf("%s: needs a default (error) response", key)
+			}
+		}
+		// Every error status of an API operation has the error body.
+		for code, r := range op.Responses.Map() {
+			status, err := strconv.Atoi(code)
+			if strings.HasPrefix(path, gatewayPrefix) && code == "default" || err == nil && status < 400 {
+				continue
+			}
+			mt := r.Value.Content.Get("application/json")
+			if len(r.Value.Content) != 1 || mt == nil || mt.Schema.Ref != "#/components/schemas/Error" {
+				t.Errorf("%s: response %s must be the Error body, alone", key, code)
+			}
+		}
+	}
+}
+
+// TestOpenAPIErrorCodes checks that the document's ErrorCode enum lists
+// exactly the Code constants of package api.
+func TestOpenAPIErrorCodes(t *testing.T) {
+	doc := loadOpenAPI(t)
+	var documented []string
+	for _, v := range doc.Components.Schemas["ErrorCode"].Value.Enum {
+		documented = append(documented, v.(string))
+	}
+	fset := token.NewFileSet()
+	var codes []string
+	for _, f := range parseDir(t, fset, filepath.Join("..", "..", "api")) {
+		ast.Inspect(f, func(n ast.Node) bool {
+			vs, ok := n.(*ast.ValueSpec)
+			if !ok {
+				return true
+			}
+			for i, name := range vs.Names {
+				if !strings.HasPrefix(name.Name, "Code") || i >= len(vs.Values) {
+					continue
+				}
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					t.Errorf("%s: %s is not a string literal", fset.Position(vs.Pos()), name.Name)
+					continue
+				}
+				s, _ := strconv.Unquote(lit.Value)
+				codes = append(codes, s)
+			}
+			return true
+		})
+	}
+	slices.Sort(documented)
+	slices.Sort(codes)
+	if diff := cmp.Diff(codes, documented); diff != "" {
+		t.Errorf("ErrorCode enum (-api constants +document):\n%s", diff)
+	}
+}
+
+// parseDir parses the non-test Go files of dir.
+func parseDir(tb testing.TB, fset *token.FileSet, dir string) []*ast.File {
+	tb.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var files []*ast.File
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	return files
+}
+
+// TestOpenAPISchemas checks the document's schemas against the Go wire
+// types field by field: the same JSON names, compatible types, and every
+// field that is always sent (no omitempty) required in response schemas.
+// Every struct type of package api must have its schema.
+func TestOpenAPISchemas(t *testing.T) {
+	doc := loadOpenAPI(t)
+	const (
+		out  = "response" // sent by the server: omitempty decides required
+		in   = "request"  // sent by clients: required is the server's rule
+		both = "both"
+	)
+	tests := []struct {
+		schema string
+		v      any
+		dir    string
+	}{
+		{"Error", api.Error{}, out},
+		{"Sandbox", api.Sandbox{}, out},
+		{"SandboxList", api.List[api.Sandbox]{}, out},
+		{"SandboxOverrides", api.SandboxOverrides{}, in},
+		{"CreateSandboxRequest", api.CreateSandboxRequest{}, in},
+		{"ExecRequest", api.ExecRequest{}, in},
+		{"ExecResponse", api.ExecResponse{}, out},
+		{"ExecEvent", api.ExecEvent{}, out},
+		{"LogsResponse", api.LogsResponse{}, out},
+		{"FileInfo", api.FileInfo{}, out},
+		{"Image", api.Image{}, out},
+		{"ImageList", api.List[api.Image]{}, out},
+		{"ImageRequest", api.ImageRequest{}, in},
+		{"ImageProgress", api.ImageProgress{}, out},
+		{"ResourceSpec", api.ResourceSpec{}, both},
+		{"FileSpec", api.FileSpec{}, both},
+		{"ExecAction", api.ExecAction{}, both},
+		{"ProbeSpec", api.ProbeSpec{}, both},
+		{"NetworkSpec", api.NetworkSpec{}, both},
+		{"PersistenceSpec", api.PersistenceSpec{}, both},
+		{"TemplateSpecInput", api.TemplateSpec{}, in},
+		{"TemplateSpec", api.TemplateSpec{}, out},
+		{"Template", api.Template{}, out},
+		{"TemplateVersion", api.TemplateVersion{}, out},
+		{"CreateTemplateRequest", api.CreateTemplateRequest{}, in},
+		{"UpdateTemplateRequest", api.UpdateTemplateRequest{}, in},
+		{"RollbackRequest", api.RollbackRequest{}, in},
+		{"RollbackResponse", api.RollbackResponse{}, out},
+		{"TemplateList", api.TemplateList{}, out},
+		{"VersionList", api.VersionList{}, out},
+		{"ImportResultItem", api.ImportResultItem{}, out},
+		{"ImportResult", api.ImportResult{}, out},
+		{"PrepullProgress", api.PrepullProgress{}, out},
+		{"PrepullTask", api.PrepullTask{}, out},
+		{"PrepullList", api.List[api.PrepullTask]{}, out},
+		{"PrepullRequest", api.PrepullRequest{}, in},
+	}
+	// Schemas of things that are no Go struct of package api.
+	noGoType := map[string]bool{
+		"ErrorCode": true, "Message": true, "Env": true, "SandboxStatus": true, "ImportStrategy": true,
+		"ImportForm": true, "ImportURLEncodedForm": true, "UploadForm": true, "TemplateMetadata": true, "TemplateDocument": true, "TemplateDocumentList": true,
+		"PrepullStatus": true,
+	}
+	covered := map[string]bool{}
+	goTypes := map[string]bool{}
+	for _, tc := range tests {
+		covered[tc.schema] = true
+		name := reflect.TypeOf(tc.v).Name()
+		goTypes[name[:strings.IndexAny(name+"[", "[")]] = true
+		t.Run(tc.schema, func(t *testing.T) {
+			ref := doc.Components.Schemas[tc.schema]
+			if ref == nil {
+				t.Fatalf("no schema %s", tc.schema)
+			}
+			props, required := flatten(ref.Value)
+			rt := reflect.TypeOf(tc.v)
+			var fields []string
+			for i := range rt.NumField() {
+				f := rt.Field(i)
+				tag := f.Tag.Get("json")
+				name, opts, _ := strings.Cut(tag, ",")
+				if name == "-" || !f.IsExported() {
+					continue
+				}
+				fields = append(fields, name)
+				p := props[name]
+				if p == nil {
+					continue // reported below
+				}
+				if err := compatible(f.Type, p.Value); err != nil {
+					t.Errorf("%s.%s: %v", tc.schema, name, err)
+				}
+				omitempty := slices.Contains(strings.Split(opts, ","), "omitempty")
+				if tc.dir == out && !omitempty && !slices.Contains(required, name) {
+					t.Errorf("%s.%s is always sent: the schema must require it", tc.schema, name)
+				}
+			}
+			slices.Sort(fields)
+			if diff := cmp.Diff(fields, slices.Sorted(maps.Keys(props))); diff != "" {
+				t.Errorf("properties (-Go +document):\n%s", diff)
+			}
+			for _, r := range required {
+				if props[r] == nil {
+					t.Errorf("%s requires %s, which it does not define", tc.schema, r)
+				}
+			}
+		})
+	}
+	for name := range doc.Components.Schemas {
+		if !covered[name] && !noGoType[name] {
+			t.Errorf("schema %s is checked against no Go type: add it to this test", name)
+		}
+	}
+	fset := token.NewFileSet()
+	for _, f := range parseDir(t, fset, filepath.Join("..", "..", "api")) {
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.TYPE {
+				continue
+			}
+			for _, s := range g.Specs {
+				ts := s.(*ast.TypeSpec)
+				if _, ok := ts.Type.(*ast.StructType); ok && ts.Name.IsExported() && !goTypes[ts.Name.Name] {
+					t.Errorf("wire type api.%s has no schema in api/openapi.yaml (or is not checked here)", ts.Name.Name)
+				}
+			}
+		}
+	}
+}
+
+// flatten returns the properties and required names of s, merging allOf.
+func flatten(s *openapi3.Schema) (map[string]*openapi3.SchemaRef, []string) {
+	props := maps.Clone(s.Properties)
+	if props == nil {
+		props = map[string]*openapi3.SchemaRef{}
+	}
+	required := slices.Clone(s.Required)
+	for _, sub := range s.AllOf {
+		p, r := flatten(sub.Value)
+		maps.Copy(props, p)
+		required = append(required, r...)
+	}
+	return props, required
+}
+
+// schemaType is the type of s, looking into allOf.
+func schemaType(s *openapi3.Schema) string {
+	if s.Type != nil && len(*s.Type) == 1 {
+		return (*s.Type)[0]
+	}
+	for _, sub := range s.AllOf {
+		if t := schemaType(sub.Value); t != "" {
+			return t
+		}
+	}
+	if len(s.Properties) > 0 {
+		return "object"
+	}
+	return ""
+}
+
+var timeType = reflect.TypeFor[time.Time]()
+
+// compatible reports whether values of the Go type t encode as JSON that
+// the schema s describes (in type, not in value).
+func compatible(t reflect.Type, s *openapi3.Schema) error {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	got := schemaType(s)
+	var want string
+	switch {
+	case t == timeType:
+		if got != "string" || s.Format != "date-time" {
+			return fmt.Errorf("a time: want type string, format date-time; have %s %s", got, s.Format)
+		}
+		return nil
+	case t.Kind() == reflect.String:
+		want = "string"
+	case t.Kind() == reflect.Bool:
+		want = "boolean"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+		want = "integer"
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		want = "number"
+	case t.Kind() == reflect.Slice:
+		if got != "array" {
+			return fmt.Errorf("Go %s: want type array, have %q", t, got)
+		}
+		return compatible(t.Elem(), s.Items.Value)
+	case t.Kind() == reflect.Map:
+		if got != "object" || s.AdditionalProperties.Schema == nil {
+			return fmt.Errorf("Go %s: want an object with additionalProperties, have %q", t, got)
+		}
+		return compatible(t.Elem(), s.AdditionalProperties.Schema.Value)
+	case t.Kind() == reflect.Struct:
+		want = "object"
+	default:
+		return fmt.Errorf("Go %s: no JSON type known", t)
+	}
+	if got != want {
+		return fmt.Errorf("Go %s: want type %s, have %q", t, want, got)
+	}
+	return nil
+}
+
+// muxCapture is a route group that registers nothing but keeps the mux the
+// server registers its routes on, so that a test can ask the real mux
+// which pattern serves a request.
+type muxCapture struct{ mux *http.ServeMux }
+
+func (c *muxCapture) Register(mux *http.ServeMux) { c.mux = mux }
+
+// route is a (method, document path) pair; method "*" stands for a
+// pattern without a method, which serves them all.
+type route struct{ method, path string }
+
+func (r route) String() string { return r.method + " " + r.path }
+
+// parsePattern turns a ServeMux pattern into a route: "{x...}" becomes
+// the document's "{x}".
+func parsePattern(pattern string) route {
+	method, path, ok := strings.Cut(pattern, " ")
+	if !ok {
+		method, path = "*", pattern
+	}
+	segs := strings.Split(path, "/")
+	for i, s := range segs {
+		if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "...}") {
+			segs[i] = strings.TrimSuffix(s, "...}") + "}"
+		}
+	}
+	return route{method, strings.Join(segs, "/")}
+}
+
+// sourceRoutes returns the routes registered in the non-test Go files of
+// dir: the patterns of every HandleFunc and Handle call, which must be
+// string constants (literals, the package's string constants and their
+// concatenations) for this test to read them.
+func sourceRoutes(t *testing.T, dir string) []route {
+	t.Helper()
+	fset := token.NewFileSet()
+	files := parseDir(t, fset, dir)
+	consts := map[string]ast.Expr{}
+	for _, f := range files {
+		for _, d := range f.Decls {
+			if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.CONST {
+				for _, spec := range g.Specs {
+					vs := spec.(*ast.ValueSpec)
+					for i, name := range vs.Names {
+						if i < len(vs.Values) {
+							consts[name.Name] = vs.Values[i]
+						}
+					}
+				}
+			}
+		}
+	}
+	var eval func(ast.Expr) (string, bool)
+	eval = func(e ast.Expr) (string, bool) {
+		switch e := e.(type) {
+		case *ast.BasicLit:
+			s, err := strconv.Unquote(e.Value)
+			return s, e.Kind == token.STRING && err == nil
+		case *ast.Ident:
+			if v, ok := consts[e.Name]; ok {
+				return eval(v)
+			}
+		case *ast.ParenExpr:
+			return eval(e.X)
+		case *ast.BinaryExpr:
+			x, okx := eval(e.X)
+			y, oky := eval(e.Y)
+			return x + y, okx && oky && e.Op == token.ADD
+		}
+		return "", false
+	}
+	var out []route
+	for _, f := range files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || len(call.Args) != 2 {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok || (sel.Sel.Name != "HandleFunc" && sel.Sel.Name != "Handle") {
+				return true
+			}
+			p, ok := eval(call.Args[0])
+			if !ok {
+				t.Errorf("%s: route pattern is not a string constant; this test cannot read it", fset.Position(call.Pos()))
+				return true
+			}
+			if p != "/" { // the not-found fallback
+				out = append(out, parsePattern(p))
+			}
+			return true
+		})
+	}
+	return out
+}
+
+// samplePath fills the parameters of a document path with values that no
+// fixed path segment has.
+func samplePath(path string) string {
+	segs := strings.Split(path, "/")
+	for i, s := range segs {
+		if strings.HasPrefix(s, "{") {
+			segs[i] = "p-" + strings.Trim(s, "{}")
+			if s == "{port}" {
+				segs[i] = "8080"
+			}
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+// probeMethods are the methods TestOpenAPIRoutes tries on every path.
+var probeMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+
+// TestOpenAPIRoutes checks that the document lists exactly the routes the
+// server registers, two ways: (1) the patterns registered in this
+// package's source (and package gateway's, once it exists) are the
+// document's operations; (2) on the real handler, every documented
+// operation is served by its own route, and every method the mux serves
+// on a documented path is documented.
+func TestOpenAPIRoutes(t *testing.T) {
+	doc := loadOpenAPI(t)
+	documented := map[route]bool{}
+	docPaths := map[string][]string{}
+	for key := range operations(doc) {
+		method, path, _ := strings.Cut(key, " ")
+		documented[route{method, path}] = true
+		docPaths[path] = append(docPaths[path], method)
+	}
+
+	// (1) The source.
+	registered := sourceRoutes(t, ".")
+	gatewayRoutes := 0
+	if _, err := os.Stat(filepath.Join("..", "gateway")); err == nil {
+		gw := sourceRoutes(t, filepath.Join("..", "gateway"))
+		gatewayRoutes = len(gw)
+		registered = append(registered, gw...)
+	}
+	matched := map[route]bool{}
+	for _, r := range registered {
+		if r.method == "*" {
+			if len(docPaths[r.path]) == 0 {
+				t.Errorf("route %s (any method) is not in api/openapi.yaml", r.path)
+			}
+			for _, m := range docPaths[r.path] {
+				matched[route{m, r.path}] = true
+			}
+			continue
+		}
+		if !documented[r] {
+			t.Errorf("route %s is registered but not in api/openapi.yaml", r)
+		}
+		matched[r] = true
+	}
+	for r := range documented {
+		if !matched[r] {
+			if strings.HasPrefix(r.path, gatewayPrefix) && gatewayRoutes == 0 {
+				continue // package gateway is not written yet
+			}
+			t.Errorf("%s is in api/openapi.yaml but no route registers it", r)
+		}
+	}
+
+	// (2) The real handler.
+	e := newOpenAPIEnv(t)
+	served := func(method, path string) (route, bool) {
+		req := httptest.NewRequest(method, path, nil)
+		_, pattern := e.mux.Handler(req)
+		if pattern == "" || pattern == "/" {
+			return route{}, false
+		}
+		return parsePattern(pattern), true
+	}
+	for path, methods := range docPaths {
+		concrete := samplePath(path)
+		for _, m := range probeMethods {
+			r, ok := served(m, concrete)
+			wanted := slices.Contains(methods, m) || m == "HEAD" && slices.Contains(methods, "GET")
+			switch {
+			case strings.HasPrefix(path, gatewayPrefix) && !ok:
+				// Package gateway serves these paths; this handler is
+				// built without it.
+			case !ok && wanted:
+				t.Errorf("%s %s is documented but the handler does not route it", m, path)
+			case ok && r.path == path && !wanted:
+				t.Errorf("%s %s is routed (%s) but not documented", m, path, r)
+			case ok && r.path != path:
+				// Another, overlapping route serves it, such as DELETE
+				// /api/v1/images/{ref...} for DELETE /api/v1/images/prepull.
+				if wanted {
+					t.Errorf("%s %s is served by %s instead of its own route", m, path, r)
+				}
+				if m != "HEAD" && !documented[route{m, r.path}] {
+					t.Errorf("%s %s is served by the undocumented %s", m, concrete, r)
+				}
+			}
+		}
+	}
+}
+
+// oaEnv is the full API (sandboxes, images, templates, prepull, API keys)
+// over a real manager, template and prepull services, a fake runtime, fake
+// images and a sqlite store, whose every exchange a test validates against
+// api/openapi.yaml.
+type oaEnv struct {
+	doc     *openapi3.T
+	srv     *Server
+	h       http.Handler
+	mux     *http.ServeMux
+	key     string
+	pulls   *prepulltest.Images
+	covered map[string]int // operationId: exchanges
+}
+
+func newOpenAPIEnv(t *testing.T) *oaEnv {
+	t.Helper()
+	doc := loadOpenAPI(t)
+	closeSchemas(doc)
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	pulls := prepulltest.NewImages()
+	pp := prepull.New(st, pulls, log)
+	tpl := template.New(st, template.WithPrepuller(pp), template.WithLogger(log))
+	pp.SetTemplates(tpl)
+	rt := fakeruntime.New()
+	imgs := newFakeImages("alpine")
+	m := manager.New(manager.Config{StartTimeout: 10 * time.Second, MaxSandboxes: 3}, rt, imgs, st, log, manager.WithTemplates(tpl))
+	key := auth.NewKey()
+	keys, err := auth.NewKeys(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capture := &muxCapture{}
+	srv := New(m, imgs, log, WithPublicURL("http://gw.test"),
+		WithRoutes(NewTemplateRoutes(tpl)), WithRoutes(NewPrepullRoutes(pp)), WithRoutes(capture),
+		WithMiddleware(AuthMiddleware(keys)))
+	srv.SetReady(true)
+	h := srv.Handler()
+	t.Cleanup(func() {
+		pp.Close()
+		m.Close()
+		rt.Close()
+		st.Close()
+	})
+	return &oaEnv{doc: doc, srv: srv, h: h, mux: capture.mux, key: key, pulls: pulls, covered: map[string]int{}}
+}
+
+// exchange is one request of a scripted session and what must come of it.
+type exchange struct {
+	method, target string
+	ctype          string
+	body           []byte
+	header         map[string]string
+	noKey          bool // send no API key
+	status         int
+	// The document must refuse the request (reqInvalid), or cannot tell
+	// why the server refuses it (reqUnchecked); otherwise it must accept it.
+	reqInvalid, reqUnchecked bool
+}
+
+func jsonBody(s string) ([]byte, string) { return []byte(s), "application/json" }
+
+// authenticate is the check of security schemes for ValidateRequest: the
+// credential is present (whether it is right is the server's business).
+func authenticate(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+	h := in.RequestValidationInput.Request.Header
+	switch in.SecuritySchemeName {
+	case "bearerAuth":
+		if !strings.HasPrefix(h.Get("Authorization"), "Bearer ") {
+			return errors.New("no bearer token")
+		}
+	case "accessToken":
+		if h.Get("X-Access-Token") == "" {
+			return errors.New("no access token")
+		}
+	default:
+		return fmt.Errorf("unknown security scheme %s", in.SecuritySchemeName)
+	}
+	return nil
+}
+
+// do sends x through the handler and checks the request, the status and
+// the response against the document.
+func (e *oaEnv) do(t *testing.T, x exchange) response {
+	t.Helper()
+	what := x.method + " " + x.target
+	newReq := func() *http.Request {
+		req := httptest.NewRequest(x.method, x.target, bytes.NewReader(x.body))
+		if x.ctype != "" {
+			req.Header.Set("Content-Type", x.ctype)
+		}
+		if !x.noKey {
+			req.Header.Set("Authorization", "Bearer "+e.key)
+		}
+		for k, v := range x.header {
+			req.Header.Set(k, v)
+		}
+		return req
+	}
+
+	// Find the operation through the pattern that serves the request.
+	vreq := newReq()
+	_, pattern := e.mux.Handler(vreq)
+	if pattern == "" || pattern == "/" {
+		t.Fatalf("%s: no route serves it", what)
+	}
+	rt := parsePattern(pattern)
+	item := e.doc.Paths.Value(rt.path)
+	var op *openapi3.Operation
+	if item != nil {
+		op = item.GetOperation(x.method)
+	}
+	if op == nil {
+		t.Fatalf("%s: served by %s, which api/openapi.yaml lacks", what, pattern)
+	}
+	e.covered[op.OperationID]++
+	input := &openapi3filter.RequestValidationInput{
+		Request:    vreq,
+		PathParams: pathParams(pattern, vreq.URL.EscapedPath()),
+		Route:      &routers.Route{Spec: e.doc, Path: rt.path, PathItem: item, Method: x.method, Operation: op},
+		Options: &openapi3filter.Options{
+			AuthenticationFunc:                authenticate,
+			RejectWhenRequestBodyNotSpecified: true,
+			SkipSettingDefaults:               true,
+		},
+	}
+	reqErr := openapi3filter.ValidateRequest(context.Background(), input)
+	switch {
+	case x.reqUnchecked:
+	case x.reqInvalid && reqErr == nil:
+		t.Errorf("%s: api/openapi.yaml accepts the request, which the server refuses with %d", what, x.status)
+	case !x.reqInvalid && reqErr != nil:
+		t.Errorf("%s: api/openapi.yaml refuses the request: %v", what, reqErr)
+	}
+
+	rec := httptest.NewRecorder()
+	e.h.ServeHTTP(rec, newReq())
+	resp := response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+	if resp.status != x.status {
+		t.Errorf("%s: status %d, want %d (body %.300s)", what, resp.status, x.status, resp.body)
+	}
+
+	// The status must be documented for the operation by itself, not only
+	// by the default response.
+	docResp := op.Responses.Status(resp.status)
+	if docResp == nil {
+		t.Errorf("%s: status %d is not documented for %s", what, resp.status, op.OperationID)
+		return resp
+	}
+	// Validate against a request without the test's bad input, so that
+	// the response is judged on its own.
+	input.Request = newReq()
+	err := openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: input,
+		Status:                 resp.status,
+		Header:                 resp.header,
+		Body:                   io.NopCloser(bytes.NewReader(resp.body)),
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	})
+	if err != nil {
+		t.Errorf("%s: response %d does not conform to api/openapi.yaml: %v\nbody: %.500s", what, resp.status, err, resp.body)
+	}
+	if len(docResp.Value.Content) == 0 && len(resp.body) != 0 {
+		t.Errorf("%s: response %d has a body (%.100q); the document gives it none", what, resp.status, resp.body)
+	}
+	if mt := docResp.Value.Content.Get(sseMediaType); mt != nil && strings.HasPrefix(resp.header.Get("Content-Type"), sseMediaType) {
+		e.checkEvents(t, what, mt, resp.body)
+	}
+	return resp
+}
+
+// checkEvents validates the data of each Server-Sent Event in body against
+// the schema the media type's x-sse-events gives for the event's name.
+func (e *oaEnv) checkEvents(t *testing.T, what string, mt *openapi3.MediaType, body []byte) {
+	t.Helper()
+	schemas, _ := mt.Extensions["x-sse-events"].(map[string]any)
+	if len(schemas) == 0 {
+		t.Fatalf("%s: the document names no x-sse-events", what)
+	}
+	events := readEvents(t, body)
+	if len(events) == 0 {
+		t.Errorf("%s: no events", what)
+	}
+	for _, ev := range events {
+		ref, _ := schemas[ev.name].(string)
+		s := e.doc.Components.Schemas[strings.TrimPrefix(ref, "#/components/schemas/")]
+		if s == nil {
+			t.Errorf("%s: event %q is not documented", what, ev.name)
+			continue
+		}
+		var v any
+		if err := json.Unmarshal([]byte(ev.data), &v); err != nil {
+			t.Errorf("%s: event %s: data %q is not JSON: %v", what, ev.name, ev.data, err)
+			continue
+		}
+		if err := s.Value.VisitJSON(v, openapi3.VisitAsResponse(), openapi3.MultiErrors()); err != nil {
+			t.Errorf("%s: event %s does not conform to %s: %v\ndata: %s", what, ev.name, ref, err, ev.data)
+		}
+	}
+}
+
+// pathParams reads the values of pattern's wildcards from an escaped path,
+// as the mux does.
+func pathParams(pattern, escaped string) map[string]string {
+	_, p, ok := strings.Cut(pattern, " ")
+	if !ok {
+		p = pattern
+	}
+	pat, segs := strings.Split(p, "/"), strings.Split(escaped, "/")
+	out := map[string]string{}
+	for i, s := range pat {
+		if !strings.HasPrefix(s, "{") || i >= len(segs) {
+			continue
+		}
+		name, rest := strings.CutSuffix(strings.Trim(s, "{}"), "...")
+		v := segs[i]
+		if rest {
+			v = strings.Join(segs[i:], "/")
+		}
+		if u, err := url.PathUnescape(v); err == nil {
+			v = u
+		}
+		out[name] = v
+	}
+	return out
+}
+
+// decodeInto unmarshals a response body.
+func decodeInto[T any](t *testing.T, resp response) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(resp.body, &v); err != nil {
+		t.Fatalf("decode %s: %v", resp.body, err)
+	}
+	return v
+}
+
+// TestOpenAPIConformance drives a session through every operation of the
+// real handler, successes and errors (400, 401, 404, 409, 413, 429, 503),
+// and validates every request and response against api/openapi.yaml.
+func TestOpenAPIConformance(t *testing.T) {
+	e := newOpenAPIEnv(t)
+	const (
+		ok        = http.StatusOK
+		created   = http.StatusCreated
+		accepted  = http.StatusAccepted
+		noContent = http.StatusNoContent
+		bad       = http.StatusBadRequest
+		notFound  = http.StatusNotFound
+		conflict  = http.StatusConflict
+	)
+	post := func(target, body string, status int) exchange {
+		b, ct := jsonBody(body)
+		return exchange{method: "POST", target: target, body: b, ctype: ct, status: status}
+	}
+	get := func(target string, status int) exchange {
+		return exchange{method: "GET", target: target, status: status}
+	}
+	invalid := func(x exchange) exchange { x.reqInvalid = true; return x }
+	unchecked := func(x exchange) exchange { x.reqUnchecked = true; return x }
+	run := func(xs ...exchange) {
+		t.Helper()
+		for _, x := range xs {
+			e.do(t, x)
+		}
+	}
+
+	// Probes, without a key; readiness both ways.
+	run(
+		exchange{method: "GET", target: "/health", noKey: true, status: ok},
+		exchange{method: "GET", target: "/api/v1/health", noKey: true, status: ok},
+		exchange{method: "GET", target: "/readyz", noKey: true, status: ok},
+	)
+	e.srv.SetReady(false)
+	run(exchange{method: "GET", target: "/readyz", noKey: true, status: http.StatusServiceUnavailable})
+	e.srv.SetReady(true)
+
+	// API keys.
+	run(
+		invalid(exchange{method: "GET", target: "/api/v1/sandboxes", noKey: true, status: http.StatusUnauthorized}),
+		exchange{method: "GET", target: "/api/v1/sandboxes", header: map[string]string{"Authorization": "Bearer wrong"},
+			status: http.StatusUnauthorized},
+	)
+
+	// Images.
+	run(
+		get("/api/v1/images", ok),
+		post("/api/v1/images/pull", `{"ref":"busybox"}`, ok),
+		post("/api/v1/images/pull", `{"ref":"missing/image"}`, ok), // an error event
+		invalid(post("/api/v1/images/pull", `{}`, bad)),
+		invalid(post("/api/v1/images/pull", `{"ref":""}`, bad)),
+		post("/api/v1/images/build", `{"ref":"agent2env/python"}`, ok),
+		post("/api/v1/images/build", `{"ref":"nope"}`, ok),
+		exchange{method: "POST", target: "/api/v1/images/import", ctype: "application/x-tar",
+			body: []byte("archive\nimp/one imp/two:1"), status: ok},
+		exchange{method: "POST", target: "/api/v1/images/import", ctype: "application/octet-stream",
+			body: []byte("not an archive"), status: ok},
+		exchange{method: "DELETE", target: "/api/v1/images/imp/two:1", status: noContent},
+		exchange{method: "DELETE", target: "/api/v1/images/imp/two:1", status: notFound},
+	)
+
+	// Templates.
+	run(
+		post("/api/v1/templates", `{"name":"py","displayName":"Python","description":"d","tags":["lang"],"isPublic":false,
+			"spec":{"image":"alpine","env":{"A":"1"},"files":[{"destination":"/workspace/a.txt","content":"a"}],
+			"network":{"allowInternetAccess":false,"allowedDomains":["Example.COM"]},
+			"persistence":{"enabled":true,"storageClassName":"fast"}}}`, created),
+		post("/api/v1/templates", `{"name":"plain","spec":{"image":"alpine"},"autoPrepull":true}`, created),
+		post("/api/v1/templates", `{"name":"py","spec":{"image":"alpine"}}`, conflict),
+		invalid(post("/api/v1/templates", `{"name":"Bad Name","spec":{"image":"alpine"}}`, bad)),
+		invalid(post("/api/v1/templates", `{"name":"nospec"}`, bad)),
+		unchecked(post("/api/v1/templates", `{"name":"badcpu","spec":{"image":"alpine","resources":{"cpu":"lots"}}}`, bad)),
+		get("/api/v1/templates", ok),
+		get("/api/v1/templates?tag=lang&search=py&page=1&pageSize=10", ok),
+		get("/api/v1/templates/py", ok),
+		get("/api/v1/templates/nope", notFound),
+		exchange{method: "PUT", target: "/api/v1/templates/py", ctype: "application/json", status: ok,
+			body: []byte(`{"spec":{"image":"alpine","ttl":3600,"resources":{"cpu":"1","memory":"1Gi"},"startupTimeout":60,
+				"readinessProbe":{"exec":{"command":["true"]}}},"changelog":"v2","tags":null}`)},
+		exchange{method: "PUT", target: "/api/v1/templates/nope", ctype: "application/json", status: notFound,
+			body: []byte(`{"spec":{"image":"alpine"}}`)},
+		invalid(exchange{method: "PUT", target: "/api/v1/templates/py", ctype: "application/json", status: bad,
+			body: []byte(`{"spec":{"image":""}}`)}),
+		get("/api/v1/templates/py/versions", ok),
+		get("/api/v1/templates/nope/versions", notFound),
+		get("/api/v1/templates/py/versions/1", ok),
+		get("/api/v1/templates/py/versions/9", notFound),
+		invalid(get("/api/v1/templates/py/versions/first", bad)),
+		post("/api/v1/templates/py/rollback", `{"targetVersion":1}`, ok),
+		post("/api/v1/templates/py/rollback", `{"targetVersion":9,"changelog":"x"}`, notFound),
+		invalid(post("/api/v1/templates/py/rollback", `{"targetVersion":0}`, bad)),
+		get("/api/v1/templates/py/export", ok),
+		get("/api/v1/templates/py/export?version=2", ok),
+		get("/api/v1/templates/plain/export", ok),
+		invalid(get("/api/v1/templates/py/export?version=latest", bad)),
+		get("/api/v1/templates/nope/export", notFound),
+		get("/api/v1/templates/export", ok),
+		get("/api/v1/templates/export?tag=lang&names=py,plain&names=other", ok),
+	)
+
+	// Import.
+	list := `apiVersion: liteboxd/v1
+kind: SandboxTemplateList
+items:
+  - apiVersion: liteboxd/v1
+    kind: SandboxTemplate
+    metadata: {name: imported, tags: [x]}
+    spec: {image: alpine, startupscript: "echo hi"}
+  - metadata: {name: py}
+    spec: {image: alpine}
+  - metadata: {name: ""}
+    spec: {image: alpine}
+  - metadata: {name: broken}
+    spec: {image: ""}
+`
+	ct, body := multipartBody(t, "strategy", "create-or-update", "prepull", "true", "file", list)
+	run(exchange{method: "POST", target: "/api/v1/templates/import", ctype: ct, body: body.Bytes(), status: ok})
+	ct, body = multipartBody(t, "file", tplDoc("imported", "alpine"))
+	run(exchange{method: "POST", target: "/api/v1/templates/import?strategy=create-only", ctype: ct, body: body.Bytes(), status: ok})
+	ct, body = multipartBody(t, "file", "{not yaml")
+	run(exchange{method: "POST", target: "/api/v1/templates/import", ctype: ct, body: body.Bytes(), status: bad})
+	ct, body = multipartBody(t, "strategy", "update-only")
+	run(invalid(exchange{method: "POST", target: "/api/v1/templates/import", ctype: ct, body: body.Bytes(), status: bad}))
+	ct, body = multipartBody(t, "strategy", "sideways", "file", tplDoc("imported", "alpine"))
+	run(invalid(exchange{method: "POST", target: "/api/v1/templates/import", ctype: ct, body: body.Bytes(), status: ok}))
+	form := url.Values{"file": {tplDoc("formed", "alpine")}, "strategy": {"create-only"}}
+	run(exchange{method: "POST", target: "/api/v1/templates/import", ctype: "application/x-www-form-urlencoded",
+		body: []byte(form.Encode()), status: ok})
+
+	// Sandboxes.
+	var sb api.Sandbox
+	resp := e.do(t, post("/api/v1/sandboxes", `{"template":"py","overrides":{"ttl":0,"env":{"B":"2"},"cpu":"250m"}}`, created))
+	if resp.status == created {
+		sb = decodeInto[api.Sandbox](t, resp)
+	}
+	if sb.ID == "" {
+		t.Fatal("no sandbox to go on with")
+	}
+	sbPath := "/api/v1/sandboxes/" + sb.ID
+	// The template has files to put in place: the sandbox starts in the
+	// background.
+	waitRunning := func() {
+		t.Helper()
+		waitFor(t, e.h, e.key, sbPath, func(b []byte) bool {
+			var s api.Sandbox
+			return json.Unmarshal(b, &s) == nil && s.Status == api.StatusRunning
+		})
+	}
+	waitRunning()
+	resp = e.do(t, post("/api/v1/sandboxes", `{"image":"alpine","cpu":"500m","memory":"256Mi","ttl":60,"env":{"G":"hi"}}`, created))
+	other := decodeInto[api.Sandbox](t, resp).ID
+	huge := `{"image":"` + strings.Repeat("a", maxJSONBody) + `"}`
+	run(
+		post("/api/v1/sandboxes", `{"template":"py","templateVersion":2}`, created),
+		post("/api/v1/sandboxes", `{"image":"alpine"}`, http.StatusTooManyRequests),
+		post("/api/v1/sandboxes", `{"template":"nope"}`, notFound),
+		post("/api/v1/sandboxes", `{"template":"py","templateVersion":99}`, notFound),
+		invalid(post("/api/v1/sandboxes", `{}`, bad)),
+		invalid(post("/api/v1/sandboxes", `{"template":"py","image":"alpine"}`, bad)),
+		invalid(post("/api/v1/sandboxes", `{"image":5}`, bad)),
+		invalid(post("/api/v1/sandboxes", `{"image":"alpine","ttl":-1}`, bad)),
+		unchecked(post("/api/v1/sandboxes", `{"image":"alpine","overrides":{"ttl":1}}`, bad)),
+		unchecked(post("/api/v1/sandboxes", `{"image":"Not A Ref!"}`, bad)),
+		post("/api/v1/sandboxes", huge, http.StatusRequestEntityTooLarge),
+		invalid(exchange{method: "POST", target: "/api/v1/sandboxes", ctype: "text/plain", body: []byte(`{"image":"alpine"}`), status: bad}),
+		get("/api/v1/sandboxes", ok),
+		get(sbPath, ok),
+		get("/api/v1/sandboxes/nosuchsandbox", notFound),
+
+		post(sbPath+"/exec", `{"command":["sh","-c","echo $A $B; echo err >&2; exit 3"]}`, ok),
+		post(sbPath+"/exec", `{"command":["cat"],"stdin":"in","cwd":"/tmp","env":{"X":"1"},"timeout":5}`, ok),
+		post(sbPath+"/exec", `{"command":["sleep","10"],"timeout":1}`, ok),
+		invalid(post(sbPath+"/exec", `{"command":[]}`, bad)),
+		invalid(post(sbPath+"/exec", `{"command":["true"],"timeout":-1}`, bad)),
+		invalid(post(sbPath+"/exec", `{"command":["true"],"timeout":86401}`, bad)),
+		invalid(post(sbPath+"/exec", `{"timeout":1}`, bad)),
+		post("/api/v1/sandboxes/nosuchsandbox/exec", `{"command":["true"]}`, notFound),
+		post(sbPath+"/exec/stream", `{"command":["sh","-c","echo out; echo err >&2; exit 2"]}`, ok),
+		post(sbPath+"/exec/stream", `{"command":["sleep","10"],"timeout":1}`, ok),
+		invalid(post(sbPath+"/exec/stream", `{"command":[]}`, bad)),
+		post("/api/v1/sandboxes/nosuchsandbox/exec/stream", `{"command":["true"]}`, notFound),
+	)
+
+	// Files.
+	ct, body = multipartBody(t, "path", "dir/hello.txt", "mode", "0600", "file", "hello")
+	run(exchange{method: "POST", target: sbPath + "/files", ctype: ct, body: body.Bytes(), status: ok})
+	ct, body = multipartBody(t, "file", "query path")
+	run(exchange{method: "POST", target: sbPath + "/files?path=/tmp/q.txt", ctype: ct, body: body.Bytes(), status: ok})
+	ct, body = multipartBody(t, "file", "no path")
+	run(unchecked(exchange{method: "POST", target: sbPath + "/files", ctype: ct, body: body.Bytes(), status: bad}))
+	ct, body = multipartBody(t, "path", "x", "mode", "rwx", "file", "bad mode")
+	run(invalid(exchange{method: "POST", target: sbPath + "/files", ctype: ct, body: body.Bytes(), status: bad}))
+	ct, body = multipartBody(t, "path", "x")
+	run(invalid(exchange{method: "POST", target: sbPath + "/files", ctype: ct, body: body.Bytes(), status: bad}))
+	ct, body = multipartBody(t, "path", "x", "file", "x")
+	run(
+		exchange{method: "POST", target: "/api/v1/sandboxes/nosuchsandbox/files", ctype: ct, body: body.Bytes(), status: notFound},
+		invalid(post(sbPath+"/files", `{"path":"x"}`, bad)),
+		get(sbPath+"/files?path=dir/hello.txt", ok),
+		get(sbPath+"/files?path=/tmp/q.txt", ok),
+		get(sbPath+"/files?path=missing.txt", notFound),
+		unchecked(get(sbPath+"/files?path=../etc/passwd", bad)),
+		invalid(get(sbPath+"/files", bad)),
+		get("/api/v1/sandboxes/nosuchsandbox/files?path=x", notFound),
+		get(sbPath+"/logs", ok),
+		get("/api/v1/sandboxes/nosuchsandbox/logs", notFound),
+	)
+
+	// Stop, start, restart.
+	run(
+		exchange{method: "POST", target: sbPath + "/stop", status: ok},
+		exchange{method: "POST", target: sbPath + "/stop", status: conflict},
+		post(sbPath+"/exec", `{"command":["true"]}`, conflict),
+		exchange{method: "POST", target: sbPath + "/start", status: ok},
+	)
+	waitRunning()
+	run(
+		exchange{method: "POST", target: sbPath + "/start", status: conflict},
+		exchange{method: "POST", target: sbPath + "/restart", status: ok},
+		exchange{method: "POST", target: "/api/v1/sandboxes/nosuchsandbox/stop", status: notFound},
+		exchange{method: "POST", target: "/api/v1/sandboxes/nosuchsandbox/start", status: notFound},
+		exchange{method: "POST", target: "/api/v1/sandboxes/nosuchsandbox/restart", status: notFound},
+		exchange{method: "DELETE", target: "/api/v1/sandboxes/" + other, status: noContent},
+		exchange{method: "DELETE", target: "/api/v1/sandboxes/" + other, status: notFound},
+	)
+
+	// Prepull.
+	held := e.pulls.Hold("busybox:1")
+	resp = e.do(t, post("/api/v1/images/prepull", `{"image":"busybox:1","timeout":60}`, accepted))
+	heldID := decodeInto[api.PrepullTask](t, resp).ID
+	select {
+	case <-held.Started():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held prepull never started")
+	}
+	resp = e.do(t, post("/api/v1/images/prepull", `{"image":"python:3.12"}`, accepted))
+	doneID := decodeInto[api.PrepullTask](t, resp).ID
+	waitFor(t, e.h, e.key, "/api/v1/images/prepull/"+doneID, func(b []byte) bool {
+		var task api.PrepullTask
+		return json.Unmarshal(b, &task) == nil && task.Status == api.PrepullCompleted
+	})
+	run(
+		post("/api/v1/images/prepull", `{"image":" busybox:1 "}`, conflict),
+		invalid(post("/api/v1/images/prepull", `{}`, bad)),
+		invalid(post("/api/v1/images/prepull", `{"image":"x","timeout":-1}`, bad)),
+		unchecked(post("/api/v1/images/prepull", `{"image":"Not A Ref!"}`, bad)),
+		get("/api/v1/images/prepull", ok),
+		get("/api/v1/images/prepull?status=pulling&image=busybox:1", ok),
+		invalid(get("/api/v1/images/prepull?status=sideways", ok)),
+		get("/api/v1/images/prepull/"+heldID, ok),
+		get("/api/v1/images/prepull/"+doneID, ok),
+		get("/api/v1/images/prepull/pp-00000000", notFound),
+		exchange{method: "POST", target: "/api/v1/templates/plain/prepull", status: accepted},
+		exchange{method: "POST", target: "/api/v1/templates/nope/prepull", status: notFound},
+		exchange{method: "DELETE", target: "/api/v1/images/prepull/" + heldID, status: noContent},
+		exchange{method: "DELETE", target: "/api/v1/images/prepull/" + heldID, status: notFound},
+	)
+
+	// Deletes last.
+	run(
+		exchange{method: "DELETE", target: sbPath, status: noContent},
+		exchange{method: "DELETE", target: "/api/v1/templates/imported", status: noContent},
+		exchange{method: "DELETE", target: "/api/v1/templates/imported", status: notFound},
+	)
+
+	// Every operation the handler serves was exercised. The gateway is
+	// package gateway's, which this handler does not serve.
+	for key, op := range operations(e.doc) {
+		if e.covered[op.OperationID] == 0 && !strings.Contains(key, " "+gatewayPrefix) {
+			t.Errorf("%s (%s) was not exercised", key, op.OperationID)
+		}
+	}
+}
+
+// waitFor polls GET target until done accepts the response body.
+func waitFor(t *testing.T, h http.Handler, key, target string, done func([]byte) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		req := httptest.NewRequest("GET", target, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code == http.StatusOK && done(rec.Body.Bytes()) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s: still %d %s", target, rec.Code, rec.Body)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
