@@ -27,6 +27,7 @@ type Sandbox struct {
 	Template        string            `json:"template,omitempty"`
 	TemplateVersion int               `json:"templateVersion,omitempty"`
 	CreatedAt       time.Time         `json:"created_at"`
+	UpdatedAt       time.Time         `json:"updated_at"`
 	// ExpiresAt is when the TTL ends; Never when ttl is 0 (LiteBoxd
 	// clients require the field).
 	ExpiresAt   time.Time `json:"expires_at"`

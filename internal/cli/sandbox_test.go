@@ -112,6 +112,7 @@ func TestSandboxCommands(t *testing.T) {
   "ttl": 0,
   "status": "running",
   "created_at": "<time>",
+  "updated_at": "<time>",
   "expires_at": "<time>"
 }
 `},
@@ -132,6 +133,7 @@ func TestSandboxCommands(t *testing.T) {
   "ttl": 0,
   "status": "pending",
   "created_at": "<time>",
+  "updated_at": "<time>",
   "expires_at": "<time>"
 }
 `},
@@ -162,6 +164,7 @@ func TestSandboxCommands(t *testing.T) {
       "ttl": 0,
       "status": "running",
       "created_at": "<time>",
+      "updated_at": "<time>",
       "expires_at": "<time>"
     },
     {
@@ -172,6 +175,7 @@ func TestSandboxCommands(t *testing.T) {
       "ttl": 0,
       "status": "failed",
       "created_at": "<time>",
+      "updated_at": "<time>",
       "expires_at": "<time>",
       "reason": "no such image"
     }
@@ -231,7 +235,7 @@ func TestSandboxCommands(t *testing.T) {
 func stripTimes(s string) string {
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
-		for _, key := range []string{"created_at", "expires_at"} {
+		for _, key := range []string{"created_at", "updated_at", "expires_at"} {
 			if k, _, ok := strings.Cut(l, `"`+key+`": "`); ok {
 				end := ""
 				if strings.HasSuffix(l, ",") {

@@ -148,6 +148,7 @@ func TestSandboxCreateFromTemplate(t *testing.T) {
   "template": "py",
   "templateVersion": 1,
   "created_at": "<time>",
+  "updated_at": "<time>",
   "expires_at": "<time>"
 }
 `},

@@ -42,7 +42,7 @@ func toAPI(sb *store.Sandbox) api.Sandbox {
 	return api.Sandbox{
 		ID: sb.ID, Image: sb.Image, CPU: sb.CPU, Memory: sb.Memory, TTL: sb.TTL, Env: sb.Env,
 		Status: api.SandboxStatus(sb.Status), Template: sb.Template, TemplateVersion: sb.TemplateVersion,
-		CreatedAt: sb.CreatedAt, ExpiresAt: expires, Reason: sb.Reason,
+		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: expires, Reason: sb.Reason,
 	}
 }
 

@@ -57,7 +57,7 @@ func TestSandboxRoutes(t *testing.T) {
 	if ct := resp.header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("content type %q", ct)
 	}
-	checkKeys(t, "sandbox", resp.body, "id", "image", "cpu", "memory", "ttl", "env", "status", "created_at", "expires_at", "reason", "accessToken", "accessUrl")
+	checkKeys(t, "sandbox", resp.body, "id", "image", "cpu", "memory", "ttl", "env", "status", "created_at", "updated_at", "expires_at", "reason", "accessToken", "accessUrl")
 	var sb api.Sandbox
 	if err := json.Unmarshal(resp.body, &sb); err != nil {
 		t.Fatal(err)
@@ -66,7 +66,7 @@ func TestSandboxRoutes(t *testing.T) {
 		t.Errorf("created %v, expires %v", sb.CreatedAt, sb.ExpiresAt)
 	}
 	want := api.Sandbox{ID: sb.ID, Image: "alpine", CPU: "500m", Memory: "256Mi", TTL: 60, Env: map[string]string{"GREETING": "hi"},
-		Status: api.StatusRunning, Reason: "agent ready", CreatedAt: sb.CreatedAt, ExpiresAt: sb.ExpiresAt,
+		Status: api.StatusRunning, Reason: "agent ready", CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: sb.ExpiresAt,
 		AccessToken: sb.AccessToken, AccessURL: "http://gw.test/api/v1/sandbox/" + sb.ID}
 	if len(sb.AccessToken) != 64 {
 		t.Errorf("accessToken %q is not 64 hex characters", sb.AccessToken)
@@ -207,7 +207,7 @@ func TestSandboxJSONFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `{"id":"id","image":"img","cpu":"1","memory":"1Gi","ttl":60,"env":{"A":"b"},"status":"running",` +
-		`"template":"tpl","templateVersion":3,"created_at":"2030-01-01T00:00:00Z","expires_at":"2030-01-01T00:01:00Z","reason":"why"}`
+		`"template":"tpl","templateVersion":3,"created_at":"2030-01-01T00:00:00Z","updated_at":"0001-01-01T00:00:00Z","expires_at":"2030-01-01T00:01:00Z","reason":"why"}`
 	if string(b) != want {
 		t.Errorf("sandbox JSON\n got %s\nwant %s", b, want)
 	}

@@ -144,7 +144,20 @@ func (s *Store) Close() error { return s.db.Close() }
 
 const sandboxColumns = `id, image, template, template_version, cpu, memory, ttl, env, status, reason, runtime, created_at, updated_at, expires_at, access_token, spec`
 
+// truncate rounds sb's times down to the microseconds the database keeps,
+// so that what a call returns equals what a later read returns.
+func truncate(sb *store.Sandbox) {
+	sb.CreatedAt = sb.CreatedAt.Truncate(time.Microsecond)
+	sb.UpdatedAt = sb.UpdatedAt.Truncate(time.Microsecond)
+	if sb.ExpiresAt != nil {
+		t := sb.ExpiresAt.Truncate(time.Microsecond)
+		sb.ExpiresAt = &t
+	}
+}
+
+// CreateSandbox stores sb, rounding its times to microseconds in place.
 func (s *Store) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
+	truncate(sb)
 	env, err := json.Marshal(sb.Env)
 	if err != nil {
 		return fmt.Errorf("encode env: %w", err)
@@ -235,6 +248,7 @@ func (s *Store) UpdateSandbox(ctx context.Context, id string, fn func(*store.San
 		return nil, err
 	}
 	sb.ID = id
+	truncate(sb)
 	env, err := json.Marshal(sb.Env)
 	if err != nil {
 		return nil, fmt.Errorf("encode env: %w", err)
