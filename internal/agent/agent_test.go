@@ -235,11 +235,13 @@ func TestUploadFailureLeavesNothing(t *testing.T) {
 	c, work := startAgent(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	r, w := io.Pipe()
-	go func() {
-		_, _ = w.Write(make([]byte, 1<<20))
-		cancel()
-	}()
+	// The body never ends; the upload is cancelled midway. (The writer
+	// must not be what cancels: it may block once the client stops
+	// reading.)
+	go func() { _, _ = w.Write(make([]byte, 1<<20)) }()
+	time.AfterFunc(300*time.Millisecond, cancel)
 	_, err := c.Upload(ctx, "partial.bin", 0o644, r)
+	w.CloseWithError(errors.New("test over"))
 	if err == nil {
 		t.Fatal("upload succeeded after cancel")
 	}

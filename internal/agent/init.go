@@ -43,8 +43,18 @@ func Run(ctx context.Context, opts Options) error {
 	if err := dropCapability(unix.CAP_NET_ADMIN); err != nil {
 		return fmt.Errorf("drop CAP_NET_ADMIN: %w", err)
 	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	env := envForCommands(os.Environ())
+	if sock := os.Getenv(EnvEgress); sock != "" {
+		// Before any command runs, so that none can take the address.
+		if err := startEgress(ctx, sock, log); err != nil {
+			return fmt.Errorf("start egress forwarder: %w", err)
+		}
+		env = mergeEnv(EgressEnv, env)
+	}
 	srv := NewServer(ServerConfig{
-		Env:   envForCommands(os.Environ()),
+		Env:   env,
 		Cwd:   opts.Cwd,
 		UID:   opts.UID,
 		GID:   opts.GID,
@@ -53,8 +63,6 @@ func Run(ctx context.Context, opts Options) error {
 	})
 	os.Unsetenv(EnvToken)
 
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	err = srv.Serve(ctx, l)
 	if os.Getpid() == 1 {
 		// Everything else in the pid namespace; PID 1 itself is spared.

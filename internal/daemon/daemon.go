@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/gateway"
 	"github.com/agent2env/agent2env/internal/httpapi"
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/netproxy"
 	"github.com/agent2env/agent2env/internal/prepull"
 	"github.com/agent2env/agent2env/internal/runtime/oci"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
@@ -57,6 +59,7 @@ type System struct {
 	Manager   *manager.Manager
 	Prepull   *prepull.Service
 	Templates *template.Service
+	Gateway   *gateway.Routes
 	API       *httpapi.Server
 	log       *slog.Logger
 }
@@ -92,8 +95,11 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	if s.Images, err = image.Open(cfg.ImageDir, imgOpts...); err != nil {
 		return nil, err
 	}
+	// Sandboxes whose template opts into network access reach it only
+	// through this proxy, which enforces their allowed domains.
+	proxy := netproxy.New(netproxy.Config{Logger: cfg.Log})
 	if s.Runtime, err = oci.New(oci.Config{
-		Root: filepath.Join(cfg.DataDir, "oci"), RuntimeBinary: cfg.RuntimeBinary, Logger: cfg.Log,
+		Root: filepath.Join(cfg.DataDir, "oci"), RuntimeBinary: cfg.RuntimeBinary, Logger: cfg.Log, Egress: proxy,
 	}); err != nil {
 		return nil, err
 	}
@@ -110,7 +116,9 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Listen
 	}
+	s.Gateway = gateway.New(s.Manager, cfg.Log)
 	opts := []httpapi.Option{
+		httpapi.WithRoutes(s.Gateway),
 		httpapi.WithPublicURL(cfg.PublicURL),
 		httpapi.WithRoutes(httpapi.NewTemplateRoutes(s.Templates)),
 		httpapi.WithRoutes(httpapi.NewPrepullRoutes(s.Prepull)),
@@ -169,6 +177,12 @@ func (s *System) Close() {
 	}
 	if s.Manager != nil {
 		s.Manager.Close()
+	}
+	if s.Gateway != nil {
+		s.Gateway.Close()
+	}
+	if s.Runtime != nil {
+		s.Runtime.Close() // egress proxies; sandboxes keep running
 	}
 	if s.Store != nil {
 		s.Store.Close()

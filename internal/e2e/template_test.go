@@ -92,3 +92,29 @@ func TestTemplateLifecycle(t *testing.T) {
 	d.deleteAll()
 	d.assertNoLeaks()
 }
+
+// TestSeed003Async replays seed 003 §9.2: create from a template without
+// overrides, wait for ready, execute, delete.
+func TestSeed003Async(t *testing.T) {
+	d := startDaemon(t, "")
+	if code := d.do("POST", "/api/v1/templates", `{"name": "python-data-science", "spec": {"image": "agent2env/python"}}`, nil); code != http.StatusCreated {
+		t.Fatalf("create template: %d", code)
+	}
+	var sb api.Sandbox
+	if code := d.do("POST", "/api/v1/sandboxes", `{"template": "python-data-science"}`, &sb); code != http.StatusCreated {
+		t.Fatalf("create sandbox: %d", code)
+	}
+	sb = d.waitRunning(sb.ID)
+	// Template defaults (LiteBoxd's): 500m, 512Mi, ttl 0 = never expires.
+	if sb.CPU != "500m" || sb.Memory != "512Mi" || sb.TTL != 0 || !sb.ExpiresAt.Equal(api.Never) || sb.TemplateVersion != 1 {
+		t.Errorf("sandbox = %+v", sb)
+	}
+	var res api.ExecResponse
+	if d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/exec", `{"command": ["python", "-c", "print('Hello!')"], "timeout": 30}`, &res); res.Stdout != "Hello!\n" {
+		t.Errorf("execute: %+v", res)
+	}
+	if code := d.do("DELETE", "/api/v1/sandboxes/"+sb.ID, nil, nil); code != http.StatusNoContent {
+		t.Errorf("delete: %d", code)
+	}
+	d.assertNoLeaks()
+}

@@ -132,10 +132,18 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) recoverPanics(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
-			if v := recover(); v != nil && v != http.ErrAbortHandler {
-				s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
-				writeError(w, fmt.Errorf("internal error"))
+			v := recover()
+			if v == nil {
+				return
 			}
+			if v == http.ErrAbortHandler {
+				// The deliberate way to cut a response short: the server
+				// must see it to break the connection, or a truncated
+				// stream would look complete to the client.
+				panic(v)
+			}
+			s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
+			writeError(w, fmt.Errorf("internal error"))
 		}()
 		h.ServeHTTP(w, r)
 	})

@@ -32,7 +32,8 @@ type CreateRequest struct {
 	Template        string
 	TemplateVersion int // 0: the latest
 
-	startup *startup // from the template
+	startup *startup         // from the template
+	network *api.NetworkSpec // from the template
 }
 
 // maxTTL is the largest TTL in seconds: longer ones overflow a
@@ -258,6 +259,9 @@ func (m *Manager) launch(ctx context.Context, id string, r *resolved, img *image
 			Pids: m.cfg.DefaultPids, DiskBytes: m.cfg.DefaultDisk,
 		},
 		Labels: map[string]string{"agent2env.image": img.Ref},
+	}
+	if n := r.network; n != nil && (n.AllowInternetAccess || len(n.AllowedDomains) > 0) {
+		spec.Network.Egress = &sandbox.Egress{AllowInternet: n.AllowInternetAccess, AllowedDomains: n.AllowedDomains}
 	}
 	if err := m.rt.Create(ctx, spec); err != nil {
 		return m.fail(ctx, id, fmt.Sprintf("create sandbox: %v", err))

@@ -163,11 +163,14 @@ func (m *Manager) sweep(ctx context.Context) {
 	}
 }
 
-// retryRemove finishes a deletion that failed earlier (or one a Delete in
-// flight is about to finish: remove is idempotent).
+// retryRemove finishes a deletion that failed earlier, unless a Delete in
+// flight finished it meanwhile.
 func (m *Manager) retryRemove(ctx context.Context, id string) {
 	unlock := m.lock(id)
 	defer unlock()
+	if sb, err := m.store.GetSandbox(ctx, id); err != nil || sb.Status != string(api.StatusTerminating) {
+		return // the Delete in flight finished it
+	}
 	if err := m.remove(ctx, id); err != nil {
 		m.log.Warn("retry sandbox deletion", "sandbox", id, "err", err)
 	}

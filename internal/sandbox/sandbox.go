@@ -65,6 +65,28 @@ type Resources struct {
 type Network struct {
 	// Mode is "none" (loopback only, the default).
 	Mode string
+	// Egress, when set, lets the sandbox reach what it allows through the
+	// daemon's egress proxy, which enforces it. The sandbox still has no
+	// network interface but loopback: the agent forwards the proxy to
+	// EgressProxyAddr on it, and commands find it in HTTP_PROXY and
+	// HTTPS_PROXY. Nil means no way out at all.
+	Egress *Egress
+}
+
+// EgressProxyAddr is where a sandbox with egress finds the proxy, on its
+// own loopback.
+const EgressProxyAddr = agent.EgressAddr
+
+// Egress is what a sandbox may reach through the egress proxy: the
+// template's network.allowInternetAccess and network.allowedDomains.
+type Egress struct {
+	// AllowInternet allows any host.
+	AllowInternet bool `json:"allow_internet,omitempty"`
+	// AllowedDomains are the hosts allowed otherwise: exact names
+	// ("api.example.com"), wildcards matching every subdomain of a name
+	// but not the name itself ("*.example.com"), or IP literals. Case and
+	// a trailing dot do not matter.
+	AllowedDomains []string `json:"allowed_domains,omitempty"`
 }
 
 // State is the runtime's view of a sandbox.

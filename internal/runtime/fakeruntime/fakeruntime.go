@@ -562,6 +562,8 @@ func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.exec(w, r)
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/files":
 		s.next.ServeHTTP(w, r) // file contents are not rewritten
+	case r.URL.Path == "/v1/dial":
+		s.next.ServeHTTP(w, r) // a raw byte pipe after the upgrade
 	default:
 		rec := httptest.NewRecorder()
 		s.next.ServeHTTP(rec, r)

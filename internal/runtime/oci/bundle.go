@@ -121,6 +121,15 @@ func (r *Runtime) bundleSpec(spec *sandbox.Spec, res sandbox.Resources, disk, ro
 			Seccomp:       seccompProfile(),
 		},
 	}
+	if spec.Network.Egress != nil {
+		// The agent forwards the sandbox's proxy address to the socket in
+		// this root-only directory; user commands cannot open it.
+		s.Mounts = append(s.Mounts, specs.Mount{
+			Destination: egressMount, Type: "bind", Source: filepath.Join(r.dir(spec.ID), dirEgress),
+			Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"},
+		})
+		s.Process.Env = append(s.Process.Env, agent.EnvEgress+"="+egressMount+"/"+fileEgressSock)
+	}
 	if r.oomAdjust {
 		// The OOM killer never picks the agent; lowering the score needs
 		// CAP_SYS_RESOURCE, without it the agent keeps the daemon's.

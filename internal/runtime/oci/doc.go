@@ -16,6 +16,8 @@
 //	agent.sock   the agent's listening socket, made on the host
 //	agent.log    the agent's (and the runtime binary's) output
 //	agent.pid    host pid and start time of the agent
+//	egress/      only with egress, mode 0700: proxy.sock, the daemon's
+//	             egress proxy for this sandbox
 //
 // # Disk
 //
@@ -52,6 +54,20 @@
 // `runc kill`: no exec, no pid reuse, and no 100 ms polling step as in
 // `runc delete --force`. When the agent, the pid namespace's init, is gone,
 // the kernel has killed every other process of the sandbox.
+//
+// # Egress
+//
+// A sandbox never gets a network interface. When its spec sets
+// Network.Egress, Start makes egress/proxy.sock and serves Config.Egress
+// (the daemon's netproxy) on it with the sandbox's policy: one socket per
+// sandbox tells the proxy whose connection it has without believing
+// anything the sandbox sends. The bundle bind-mounts the directory,
+// read-only and root-only, at /.agent2env/egress and names the socket to
+// the agent (agent.EnvEgress), which forwards the sandbox's 127.0.0.1:3128
+// to it and points commands there with HTTP_PROXY and HTTPS_PROXY. The
+// directory is mounted rather than the socket so that the socket Recover
+// makes after a daemon restart, a new inode, is what the running sandbox
+// sees. Stop and Delete stop serving; the policy is kept in meta.json.
 //
 // # Isolation
 //

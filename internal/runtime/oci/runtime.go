@@ -44,6 +44,11 @@ type Config struct {
 	DefaultResources sandbox.Resources
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Egress serves the egress proxy of sandboxes whose spec sets
+	// Network.Egress, on a unix socket per sandbox that the agent forwards
+	// the sandbox's 127.0.0.1:3128 to (see doc.go). Without it such specs
+	// are refused.
+	Egress EgressProxy
 }
 
 // Runtime runs sandboxes as OCI containers. Make one with New; the zero
@@ -63,6 +68,7 @@ type Runtime struct {
 
 	mu      sync.Mutex
 	clients map[string]*agent.Client
+	egress  map[string]func() // stops serving a sandbox's egress proxy
 }
 
 // Names in Root besides the sandbox dirs. Sandbox ids start with a letter
@@ -165,6 +171,7 @@ func New(cfg Config) (*Runtime, error) {
 		mkfs:      mkfs,
 		log:       cfg.Logger,
 		clients:   make(map[string]*agent.Client),
+		egress:    make(map[string]func()),
 	}, nil
 }
 
@@ -226,6 +233,8 @@ type meta struct {
 	Layers    []string          `json:"layers"`
 	Labels    map[string]string `json:"labels,omitempty"`
 	CreatedAt time.Time         `json:"created_at"`
+	// Egress is the sandbox's egress policy, served again after a restart.
+	Egress *sandbox.Egress `json:"egress,omitempty"`
 }
 
 // readMeta returns the metadata of sandbox id, or an ErrNotFound when
@@ -263,6 +272,9 @@ func (r *Runtime) validate(spec *sandbox.Spec) (sandbox.Resources, error) {
 		return res, errdefs.Invalid("pids limit %d is below 8", res.Pids)
 	case res.DiskBytes < minDiskBytes:
 		return res, errdefs.Invalid("disk size %d is below %d", res.DiskBytes, minDiskBytes)
+	}
+	if err := r.validateEgress(spec); err != nil {
+		return res, errdefs.Invalid("%v", err)
 	}
 	for _, l := range spec.Layers {
 		if fi, err := os.Stat(l); err != nil || !fi.IsDir() || !filepath.IsAbs(l) {
@@ -311,7 +323,11 @@ func (r *Runtime) create(ctx context.Context, spec *sandbox.Spec, res sandbox.Re
 	if err := copySparse(tmpl, filepath.Join(dir, fileDisk)); err != nil {
 		return fmt.Errorf("make disk: %w", err)
 	}
-	for _, d := range []string{disk, rootfs} {
+	dirs := []string{disk, rootfs}
+	if spec.Network.Egress != nil {
+		dirs = append(dirs, filepath.Join(dir, dirEgress))
+	}
+	for _, d := range dirs {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return err
 		}
@@ -328,7 +344,7 @@ func (r *Runtime) create(ctx context.Context, spec *sandbox.Spec, res sandbox.Re
 	if err := writeJSONFile(filepath.Join(dir, fileConfig), r.bundleSpec(spec, res, disk, rootfs)); err != nil {
 		return fmt.Errorf("write bundle: %w", err)
 	}
-	m := meta{ID: spec.ID, Image: spec.Image, Layers: spec.Layers, Labels: spec.Labels, CreatedAt: time.Now().UTC()}
+	m := meta{ID: spec.ID, Image: spec.Image, Layers: spec.Layers, Labels: spec.Labels, CreatedAt: time.Now().UTC(), Egress: spec.Network.Egress}
 	if err := writeJSONFile(filepath.Join(dir, fileMeta), m); err != nil {
 		return fmt.Errorf("write metadata: %w", err)
 	}
@@ -385,7 +401,16 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 			return fmt.Errorf("start sandbox %s: %w", id, err)
 		}
 	}
+	if m.Egress != nil {
+		if r.cfg.Egress == nil {
+			return fmt.Errorf("start sandbox %s: %w", id, errdefs.Invalid("it needs network egress, which this runtime is not configured for"))
+		}
+		if err := r.serveEgress(id, m.Egress); err != nil {
+			return fmt.Errorf("start sandbox %s: %w", id, err)
+		}
+	}
 	if err := r.run(ctx, id, dir); err != nil {
+		r.stopEgress(id)
 		return fmt.Errorf("start sandbox %s: %w", id, err)
 	}
 	if err := r.waitAgent(ctx, id, dir); err != nil {
@@ -508,7 +533,9 @@ func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration) er
 	if _, err := r.readMeta(id); err != nil {
 		return fmt.Errorf("stop sandbox %s: %w", id, err)
 	}
-	if err := r.stop(ctx, id, timeout); err != nil {
+	err := r.stop(ctx, id, timeout)
+	r.stopEgress(id)
+	if err != nil {
 		return fmt.Errorf("stop sandbox %s: %w", id, err)
 	}
 	return nil
@@ -591,6 +618,7 @@ func (r *Runtime) destroy(ctx context.Context, id string, container bool) error 
 			errs = append(errs, err)
 		}
 	}
+	r.stopEgress(id)
 	for _, d := range []string{dirRootfs, dirDisk} {
 		if err := unmount(filepath.Join(dir, d)); err != nil {
 			errs = append(errs, err)

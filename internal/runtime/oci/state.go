@@ -143,7 +143,18 @@ func (r *Runtime) Recover(ctx context.Context) ([]sandbox.Status, error) {
 			errs = append(errs, fmt.Errorf("recover sandbox %s: %w", id, err))
 		default:
 			live[id] = true
-			out = append(out, r.status(m))
+			st := r.status(m)
+			out = append(out, st)
+			// A running sandbox's egress proxy went with the old daemon. A
+			// sandbox left without one is cut off, not a reason to fail
+			// the daemon's start.
+			if st.State == sandbox.StateRunning && m.Egress != nil {
+				if r.cfg.Egress == nil {
+					r.log.Error("sandbox needs network egress, which this runtime is not configured for", "sandbox", id)
+				} else if err := r.serveEgress(id, m.Egress); err != nil {
+					r.log.Error("serve egress proxy of recovered sandbox", "sandbox", id, "err", err)
+				}
+			}
 		}
 	}
 	// Strays include the containers, mounts and cgroups of half-made

@@ -1,0 +1,175 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+// dialProtocol is the Upgrade token of GET /v1/dial: after the agent's
+// 101 answer the connection carries the bytes of a TCP connection to a
+// port on the sandbox's loopback.
+const dialProtocol = "agent2env-dial"
+
+// dialTimeout bounds the agent's connect to a sandbox port.
+const dialTimeout = 10 * time.Second
+
+// handleDial connects to 127.0.0.1:port in the sandbox (falling back to
+// [::1] for servers that listen only there) and turns the request's
+// connection into a pipe to it.
+func (s *Server) handleDial(w http.ResponseWriter, r *http.Request) {
+	port, err := strconv.Atoi(r.URL.Query().Get("port"))
+	if err != nil || port < 1 || port > 65535 {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Errorf("port %q is not a port number", r.URL.Query().Get("port")))
+		return
+	}
+	if !headerHas(r.Header, "Connection", "upgrade") || !strings.EqualFold(r.Header.Get("Upgrade"), dialProtocol) {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Errorf("dial needs Connection: Upgrade and Upgrade: %s", dialProtocol))
+		return
+	}
+	target, err := dialLoopback(r.Context(), port)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "DIAL_FAILED", err)
+		return
+	}
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		target.Close()
+		writeError(w, http.StatusInternalServerError, "INTERNAL", fmt.Errorf("take over connection: %w", err))
+		return
+	}
+	// The server's read deadline still holds on a hijacked connection.
+	_ = conn.SetDeadline(time.Time{})
+	_, err = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + dialProtocol + "\r\n\r\n")
+	if err == nil {
+		err = brw.Flush()
+	}
+	if err != nil {
+		conn.Close()
+		target.Close()
+		return
+	}
+	splice(withBuffered(conn, brw.Reader), target)
+}
+
+// dialLoopback connects to port on the sandbox's loopback.
+func dialLoopback(ctx context.Context, port int) (net.Conn, error) {
+	d := net.Dialer{Timeout: dialTimeout}
+	p := strconv.Itoa(port)
+	c, err := d.DialContext(ctx, "tcp4", "127.0.0.1:"+p)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		if c6, err6 := d.DialContext(ctx, "tcp6", "[::1]:"+p); err6 == nil {
+			return c6, nil
+		}
+	}
+	return c, err
+}
+
+// headerHas reports whether the comma-separated header key lists token.
+func headerHas(h http.Header, key, token string) bool {
+	for _, v := range h.Values(key) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// DialPort connects to port on the sandbox's loopback, through the agent:
+// the returned connection carries the bytes of a TCP connection to
+// 127.0.0.1:port inside the sandbox, and supports CloseWrite. ctx bounds
+// the connect only. A port nothing listens on is an ErrUnavailable.
+func (c *Client) DialPort(ctx context.Context, port int) (net.Conn, error) {
+	if port < 1 || port > 65535 {
+		return nil, errdefs.Invalid("dial port %d: not a port number", port)
+	}
+	// The transport's dialer is the client's DialFunc; the connection is
+	// taken out of HTTP, so it must not come from the pool.
+	conn, err := c.tr.DialContext(ctx, "unix", "agent")
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("reach agent: %w: %w", errdefs.ErrUnavailable, err)
+	}
+	// A cancelled ctx interrupts the exchange below.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	nc, err := c.upgrade(conn, port)
+	if !stop() {
+		if nc != nil {
+			nc.Close()
+		} else {
+			conn.Close()
+		}
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return nc, nil
+}
+
+// upgrade asks the agent on conn to dial port and returns conn as the pipe
+// to it.
+func (c *Client) upgrade(conn net.Conn, port int) (net.Conn, error) {
+	req, err := http.NewRequest(http.MethodGet, base+"/v1/dial?port="+strconv.Itoa(port), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", dialProtocol)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if err := req.Write(conn); err != nil {
+		return nil, fmt.Errorf("dial port %d: %w: %w", port, errdefs.ErrUnavailable, err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		return nil, fmt.Errorf("dial port %d: %w: %w", port, errdefs.ErrUnavailable, err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		defer resp.Body.Close()
+		return nil, fmt.Errorf("dial port %d: %w", port, decodeError(resp))
+	}
+	return withBuffered(conn, br), nil
+}
+
+// withBuffered returns c reading first what br (a reader on c) holds.
+func withBuffered(c net.Conn, br *bufio.Reader) net.Conn {
+	n := br.Buffered()
+	if n == 0 {
+		return c
+	}
+	return &bufferedConn{Conn: c, r: io.MultiReader(io.LimitReader(br, int64(n)), c)}
+}
+
+// bufferedConn is a connection some of whose input was read ahead.
+type bufferedConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// CloseWrite half-closes the connection where the underlying one can.
+func (c *bufferedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}

@@ -1,0 +1,268 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+// echoListener serves on a loopback port: it echoes until EOF, then
+// writes "bye" and closes. It reports each connection's end on ended.
+func echoListener(t *testing.T, network, addr string) (port int, ended chan struct{}) {
+	t.Helper()
+	l, err := net.Listen(network, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	ended = make(chan struct{}, 16)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				_, _ = io.Copy(c, c)
+				io.WriteString(c, "bye")
+				c.Close()
+				ended <- struct{}{}
+			}()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port, ended
+}
+
+func waitEnded(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+func TestDialPort(t *testing.T) {
+	c, _ := startAgent(t)
+	ctx := context.Background()
+	port, ended := echoListener(t, "tcp4", "127.0.0.1:0")
+
+	conn, err := c.DialPort(ctx, port)
+	if err != nil {
+		t.Fatalf("DialPort: %v", err)
+	}
+	defer conn.Close()
+	for _, msg := range []string{"hello", strings.Repeat("x", 256<<10)} {
+		if _, err := io.WriteString(conn, msg); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, len(msg))
+		if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != msg {
+			t.Fatalf("echo of %d bytes: %v", len(msg), err)
+		}
+	}
+	// A half close reaches the server, whose answer still comes back.
+	if err := conn.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
+		t.Fatalf("CloseWrite: %v", err)
+	}
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	rest, err := io.ReadAll(conn)
+	if err != nil || string(rest) != "bye" {
+		t.Errorf("after half close: %q, %v; want bye and EOF", rest, err)
+	}
+	waitEnded(t, ended, "the sandbox-side connection to end")
+
+	// The agent still serves requests after pipes.
+	if _, err := c.Info(ctx); err != nil {
+		t.Errorf("Info after DialPort: %v", err)
+	}
+}
+
+// A server that listens only on ::1 (as "localhost" servers may) is
+// reached too.
+func TestDialPortIPv6Only(t *testing.T) {
+	l, err := net.Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	l.Close()
+	c, _ := startAgent(t)
+	port, _ := echoListener(t, "tcp6", "[::1]:0")
+	conn, err := c.DialPort(context.Background(), port)
+	if err != nil {
+		t.Fatalf("DialPort to a ::1-only server: %v", err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, "v6")
+	buf := make([]byte, 2)
+	if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != "v6" {
+		t.Errorf("echo = %q, %v", buf, err)
+	}
+}
+
+// The client's closing of the pipe ends the sandbox-side connection.
+func TestDialPortClientClose(t *testing.T) {
+	c, _ := startAgent(t)
+	port, ended := echoListener(t, "tcp4", "127.0.0.1:0")
+	conn, err := c.DialPort(context.Background(), port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	waitEnded(t, ended, "the sandbox-side connection to end")
+}
+
+func TestDialPortErrors(t *testing.T) {
+	c, _ := startAgent(t)
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	if _, err := c.DialPort(context.Background(), closed); !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("DialPort to a closed port: %v, want unavailable, connection refused", err)
+	}
+	for _, p := range []int{0, -1, 65536} {
+		if _, err := c.DialPort(context.Background(), p); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("DialPort(%d): %v, want invalid argument", p, err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.DialPort(ctx, closed); !errors.Is(err, context.Canceled) {
+		t.Errorf("DialPort with a cancelled ctx: %v", err)
+	}
+}
+
+func TestDialPortToken(t *testing.T) {
+	dir, _ := os.MkdirTemp("", "a2e-agent-")
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "s")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go NewServer(ServerConfig{UID: -1, GID: -1, Token: "s3cret"}).Serve(ctx, l)
+	port, _ := echoListener(t, "tcp4", "127.0.0.1:0")
+	if _, err := NewClient(UnixDialer(sock), "wrong").DialPort(ctx, port); !errors.Is(err, errdefs.ErrUnauthenticated) {
+		t.Errorf("DialPort with a wrong token: %v, want unauthenticated", err)
+	}
+	conn, err := NewClient(UnixDialer(sock), "s3cret").DialPort(ctx, port)
+	if err != nil {
+		t.Fatalf("DialPort with the token: %v", err)
+	}
+	conn.Close()
+}
+
+func TestForward(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "proxy.sock")
+	// The "proxy": answers each connection with what it read, prefixed.
+	pl, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	upEnded := make(chan struct{}, 4)
+	go func() {
+		for {
+			c, err := pl.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				b, _ := io.ReadAll(c)
+				fmt.Fprintf(c, "proxy got %s", b)
+				c.Close()
+				upEnded <- struct{}{}
+			}()
+		}
+	}()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- forward(ctx, l, unixDialer(sock)) }()
+
+	c, err := net.Dial("tcp4", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "CONNECT x:1 HTTP/1.1\r\n\r\n")
+	c.(*net.TCPConn).CloseWrite()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, err := io.ReadAll(c)
+	if err != nil || string(got) != "proxy got CONNECT x:1 HTTP/1.1\r\n\r\n" {
+		t.Errorf("relayed answer = %q, %v", got, err)
+	}
+	c.Close()
+	waitEnded(t, upEnded, "the proxy side to end")
+
+	// Stopping the forwarder ends open relays and the listener.
+	open, err := net.Dial("tcp4", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	io.WriteString(open, "x")
+	time.Sleep(100 * time.Millisecond) // let the relay start
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("forward: %v", err)
+	}
+	waitEnded(t, upEnded, "an open relay to end when the forwarder stops")
+	if c, err := net.Dial("tcp4", l.Addr().String()); err == nil {
+		c.Close()
+		t.Error("forwarder still listens after stop")
+	}
+}
+
+// Without the proxy, a client is disconnected, not left hanging.
+func TestForwardNoProxy(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go forward(ctx, l, unixDialer(filepath.Join(t.TempDir(), "missing.sock")))
+	c, err := net.Dial("tcp4", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("read without a proxy: %v, want EOF", err)
+	}
+}
+
+func TestEgressEnvDefersToTemplate(t *testing.T) {
+	env := mergeEnv(EgressEnv, []string{"NO_PROXY=localhost,127.0.0.1,internal.example", "PATH=/bin"})
+	var noProxy, httpProxy string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "NO_PROXY="); ok {
+			noProxy = v
+		}
+		if v, ok := strings.CutPrefix(kv, "HTTP_PROXY="); ok {
+			httpProxy = v
+		}
+	}
+	if noProxy != "localhost,127.0.0.1,internal.example" || httpProxy != "http://"+EgressAddr {
+		t.Errorf("env = %v", env)
+	}
+}

@@ -1,0 +1,160 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// EgressAddr is where the agent of a sandbox with egress listens for the
+// sandbox's proxy clients, on the sandbox's loopback.
+const EgressAddr = "127.0.0.1:3128"
+
+// EnvEgress names the unix socket of the daemon's egress proxy as the
+// agent sees it. When set, the agent forwards EgressAddr to it and points
+// commands at EgressAddr (EgressEnv).
+const EnvEgress = "AGENT2ENV_AGENT_EGRESS"
+
+// EgressEnv is the environment that sends commands' HTTP clients through
+// the forwarder: both spellings, since tools disagree on which they read.
+// A template's own values for these win.
+var EgressEnv = []string{
+	"HTTP_PROXY=http://" + EgressAddr,
+	"HTTPS_PROXY=http://" + EgressAddr,
+	"http_proxy=http://" + EgressAddr,
+	"https_proxy=http://" + EgressAddr,
+	"NO_PROXY=localhost,127.0.0.1",
+	"no_proxy=localhost,127.0.0.1",
+}
+
+// maxForwards bounds the connections the forwarder relays at once; more
+// wait in the listen backlog. The proxy has its own bound per sandbox.
+const maxForwards = 512
+
+// startEgress listens on EgressAddr and relays each connection to the
+// proxy socket at sock until ctx is done. It listens before returning, so
+// that no command can take the address first.
+func startEgress(ctx context.Context, sock string, log *slog.Logger) error {
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp4", EgressAddr)
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := forward(ctx, l, unixDialer(sock)); err != nil {
+			log.Warn("egress forwarder stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+func unixDialer(sock string) func(context.Context) (net.Conn, error) {
+	var d net.Dialer
+	return func(ctx context.Context) (net.Conn, error) {
+		return d.DialContext(ctx, "unix", sock)
+	}
+}
+
+// forward accepts connections on l and relays each to a connection from
+// dial until ctx is done, when it closes l and every relayed connection.
+// The proxy behind dial enforces the policy: the forwarder only carries
+// bytes, and a client that cannot reach the proxy is disconnected.
+func forward(ctx context.Context, l net.Listener, dial func(context.Context) (net.Conn, error)) error {
+	var (
+		mu     sync.Mutex
+		closed bool // set by closeAll: no relay may start after it
+		conns  = map[net.Conn]struct{}{}
+		wg     sync.WaitGroup
+		sem    = make(chan struct{}, maxForwards)
+	)
+	closeAll := func() {
+		_ = l.Close()
+		mu.Lock()
+		closed = true
+		for c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+	}
+	stop := context.AfterFunc(ctx, closeAll)
+	defer func() {
+		stop()
+		closeAll()
+		wg.Wait()
+	}()
+	for {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		c, err := l.Accept()
+		if err != nil {
+			<-sem
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			up, err := dial(dctx)
+			cancel()
+			if err != nil {
+				_ = c.Close()
+				return
+			}
+			mu.Lock()
+			if closed {
+				mu.Unlock()
+				_ = c.Close()
+				_ = up.Close()
+				return
+			}
+			conns[c], conns[up] = struct{}{}, struct{}{}
+			mu.Unlock()
+			splice(c, up)
+			mu.Lock()
+			delete(conns, c)
+			delete(conns, up)
+			mu.Unlock()
+		}()
+	}
+}
+
+// splice copies between a and b in both directions until both are done,
+// passing the end of one direction on as a half close; an error in either
+// ends both. It closes a and b.
+func splice(a, b net.Conn) {
+	closeBoth := func() {
+		_ = a.Close()
+		_ = b.Close()
+	}
+	done := make(chan struct{}, 2)
+	pump := func(dst, src net.Conn) {
+		defer func() { done <- struct{}{} }()
+		if _, err := io.Copy(dst, src); err != nil {
+			closeBoth()
+			return
+		}
+		if cw, ok := dst.(interface{ CloseWrite() error }); !ok || cw.CloseWrite() != nil {
+			closeBoth()
+		}
+	}
+	go pump(a, b)
+	go pump(b, a)
+	<-done
+	<-done
+	closeBoth()
+}

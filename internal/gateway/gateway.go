@@ -1,0 +1,299 @@
+// Package gateway serves the ports of sandboxes over the daemon's HTTP
+// API, as LiteBoxd's gateway does: a request to
+//
+//	/api/v1/sandbox/{id}/port/{port}/{path...}
+//
+// with the sandbox's access token in the X-Access-Token header is
+// forwarded to 127.0.0.1:{port} inside the sandbox, with the path after the
+// port and the query; WebSocket and any other Upgrade is spliced through
+// after the handshake. The token is the only credential: API keys do not
+// apply here, and the token is removed before the request goes on.
+//
+// Checks run in LiteBoxd's order: a bad port is 400, a missing token 401,
+// an unknown sandbox 404, a wrong token 401, a sandbox that is not running
+// 409, and a port nothing listens on 502. Error bodies are the API's flat
+// {"error", "code"}.
+//
+// Routes finds sandboxes through the Sandboxes interface (the manager) and
+// reaches their ports through Sandboxes.Dial (the agent's DialPort).
+// Connections to a sandbox port are kept for reuse briefly, per sandbox
+// and port. Routes is safe for concurrent use.
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+// Sandboxes is what the gateway needs of the daemon.
+type Sandboxes interface {
+	// Lookup returns the sandbox's access token and whether it is running;
+	// an unknown sandbox is an ErrNotFound.
+	Lookup(ctx context.Context, id string) (token string, running bool, err error)
+	// Dial connects to 127.0.0.1:port inside the sandbox.
+	Dial(ctx context.Context, id string, port int) (net.Conn, error)
+}
+
+// TokenHeader carries a sandbox's access token.
+const TokenHeader = "X-Access-Token"
+
+// Prefix starts every gateway path; AccessURL adds the sandbox id.
+const Prefix = "/api/v1/sandbox/"
+
+// AccessURL is the accessUrl of sandbox id for a daemon reached at base
+// (e.g. "http://host:8080"): append "/port/<port>/<path>" to reach a port.
+func AccessURL(base, id string) string {
+	return strings.TrimSuffix(base, "/") + Prefix + id
+}
+
+// responseHeaderTimeout bounds the wait for a sandbox server's answer.
+const responseHeaderTimeout = 60 * time.Second
+
+// Routes is the gateway's routes, for httpapi.WithRoutes. Make one with
+// New.
+type Routes struct {
+	sb  Sandboxes
+	log *slog.Logger
+	tr  *http.Transport
+	rp  *httputil.ReverseProxy
+}
+
+// New returns the gateway's routes over sb. log may be nil.
+func New(sb Sandboxes, log *slog.Logger) *Routes {
+	if log == nil {
+		log = slog.Default()
+	}
+	g := &Routes{sb: sb, log: log}
+	g.tr = &http.Transport{
+		Proxy:                 nil,
+		DialContext:           g.dial,
+		MaxIdleConns:          64,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       30 * time.Second,
+		ResponseHeaderTimeout: responseHeaderTimeout,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+	}
+	g.rp = &httputil.ReverseProxy{
+		Rewrite:        g.rewrite,
+		Transport:      g.tr,
+		ErrorHandler:   g.proxyError,
+		ModifyResponse: allowOrigin,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	return g
+}
+
+// Register adds the gateway's routes to mux.
+func (g *Routes) Register(mux *http.ServeMux) {
+	mux.HandleFunc(Prefix+"{id}/port/{port}", g.serve)
+	mux.HandleFunc(Prefix+"{id}/port/{port}/{path...}", g.serve)
+}
+
+// Close drops the connections kept for reuse.
+func (g *Routes) Close() { g.tr.CloseIdleConnections() }
+
+// validID bounds the ids the gateway looks up: a sandbox id is also the
+// host name of its connections in the pool.
+var validID = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+func (g *Routes) serve(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	port, err := strconv.Atoi(r.PathValue("port"))
+	if err != nil || port < 1 || port > 65535 {
+		writeError(w, errdefs.Invalid("invalid port number"))
+		return
+	}
+	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+		preflight(w, r)
+		return
+	}
+	token := r.Header.Get(TokenHeader)
+	if token == "" {
+		writeError(w, unauthenticated("missing access token"))
+		return
+	}
+	if !validID.MatchString(id) {
+		writeError(w, notFound())
+		return
+	}
+	want, running, err := g.sb.Lookup(r.Context(), id)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		writeError(w, notFound())
+		return
+	}
+	if err != nil {
+		g.log.Warn("gateway: look up sandbox", "sandbox", id, "err", err)
+		writeError(w, fmt.Errorf("look up sandbox %s: %w", id, err))
+		return
+	}
+	if !tokenEqual(token, want) {
+		writeError(w, unauthenticated("invalid access token"))
+		return
+	}
+	if !running {
+		writeError(w, errdefs.WithCode(errdefs.Precondition("sandbox %s is not running", id), api.CodeSandboxNotReady))
+		return
+	}
+	g.rp.ServeHTTP(w, r)
+}
+
+// tokenEqual compares in constant time. Hashing first makes the time
+// independent of the lengths too; an empty stored token matches nothing.
+func tokenEqual(got, want string) bool {
+	if want == "" {
+		return false
+	}
+	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}
+
+// rewrite points the request at the sandbox port: the pool's host name is
+// "<id>:<port>", which dial takes apart again.
+func (g *Routes) rewrite(pr *httputil.ProxyRequest) {
+	id := pr.In.PathValue("id")
+	port, _ := strconv.Atoi(pr.In.PathValue("port")) // checked by serve
+	host := net.JoinHostPort(id, strconv.Itoa(port))
+	// The path after the port, as the client escaped it: "", "api", "v1",
+	// "sandbox", id, "port", port, rest.
+	rest := "/"
+	if parts := strings.SplitN(pr.In.URL.EscapedPath(), "/", 8); len(parts) == 8 {
+		rest += parts[7]
+	}
+	u, err := url.Parse("http://" + host + rest)
+	if err != nil {
+		// The escaped path came from a parsed URL; should it not parse
+		// again, take it unescaped.
+		u = &url.URL{Scheme: "http", Host: host, Path: "/" + pr.In.PathValue("path")}
+	}
+	u.RawQuery = pr.In.URL.RawQuery
+	pr.Out.URL = u
+	pr.Out.Host = pr.In.Host
+	pr.Out.Header.Del(TokenHeader)
+	pr.SetXForwarded()
+	pr.Out.Header.Set("X-Forwarded-Prefix", Prefix+id+"/port/"+strconv.Itoa(port))
+}
+
+// dial reaches the sandbox port named by addr ("<id>:<port>").
+func (g *Routes) dial(ctx context.Context, _, addr string) (net.Conn, error) {
+	id, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return nil, err
+	}
+	return g.sb.Dial(ctx, id, port)
+}
+
+// proxyError answers a request that could not be forwarded.
+func (g *Routes) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return // the client is gone
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		err = notFound()
+	case errors.Is(err, errdefs.ErrFailedPrecondition):
+		if errdefs.Code(err) == "" {
+			err = errdefs.WithCode(err, api.CodeSandboxNotReady)
+		}
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		err = fmt.Errorf("sandbox port %s: %w: no answer in time", r.PathValue("port"), errdefs.ErrDeadlineExceeded)
+	default:
+		writeJSON(w, http.StatusBadGateway, api.Error{
+			Message: fmt.Sprintf("sandbox port %s: %v", r.PathValue("port"), err),
+			Code:    api.CodeUnavailable,
+		})
+		return
+	}
+	writeError(w, err)
+}
+
+func notFound() error {
+	return errdefs.WithCode(errdefs.NotFound("sandbox not found"), api.CodeSandboxNotFound)
+}
+
+func unauthenticated(msg string) error {
+	return fmt.Errorf("%s: %w", msg, errdefs.ErrUnauthenticated)
+}
+
+// The CORS answers of LiteBoxd's gateway: any origin, the token header
+// allowed.
+const corsMethods = "GET, POST, PUT, DELETE, PATCH, HEAD, OPTIONS"
+
+func preflight(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Access-Control-Allow-Methods", corsMethods)
+	allow := "Content-Type, Authorization, " + TokenHeader
+	if req := r.Header.Get("Access-Control-Request-Headers"); req != "" {
+		allow = req
+	}
+	h.Set("Access-Control-Allow-Headers", allow)
+	h.Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// allowOrigin lets browsers read answers, unless the sandbox's server
+// said otherwise.
+func allowOrigin(resp *http.Response) error {
+	if resp.Header.Get("Access-Control-Allow-Origin") == "" {
+		resp.Header.Set("Access-Control-Allow-Origin", "*")
+	}
+	return nil
+}
+
+// statuses maps the error classes the gateway meets to their answers.
+var statuses = []struct {
+	class  error
+	status int
+	code   string
+}{
+	{errdefs.ErrInvalidArgument, http.StatusBadRequest, api.CodeInvalidRequest},
+	{errdefs.ErrUnauthenticated, http.StatusUnauthorized, api.CodeUnauthorized},
+	{errdefs.ErrNotFound, http.StatusNotFound, api.CodeNotFound},
+	{errdefs.ErrFailedPrecondition, http.StatusConflict, api.CodeConflict},
+	{errdefs.ErrUnavailable, http.StatusServiceUnavailable, api.CodeUnavailable},
+	{errdefs.ErrDeadlineExceeded, http.StatusGatewayTimeout, api.CodeTimeout},
+}
+
+// writeError writes err as the API's error body.
+func writeError(w http.ResponseWriter, err error) {
+	status, code := http.StatusInternalServerError, api.CodeInternal
+	for _, s := range statuses {
+		if errors.Is(err, s.class) {
+			status, code = s.status, s.code
+			break
+		}
+	}
+	if c := errdefs.Code(err); c != "" {
+		code = c
+	}
+	writeJSON(w, status, api.Error{Message: err.Error(), Code: code})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
