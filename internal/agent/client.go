@@ -210,7 +210,18 @@ func (c *Client) Download(ctx context.Context, path string) (io.ReadCloser, int6
 // whole or not at all.
 func (c *Client) Upload(ctx context.Context, path string, mode os.FileMode, r io.Reader) (FileInfo, error) {
 	q := url.Values{"path": {path}, "mode": {strconv.FormatUint(uint64(mode.Perm()), 8)}}
-	resp, err := c.do(ctx, http.MethodPut, "/v1/files", q, r)
+	// The transport waits for its body writer before it gives up on a
+	// cancelled request, and that writer may be blocked in r.Read for
+	// good. Reading r through a pipe that cancellation closes frees it.
+	pr, pw := io.Pipe()
+	defer pr.Close()
+	go func() {
+		_, err := io.Copy(pw, r)
+		pw.CloseWithError(err)
+	}()
+	stop := context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })
+	defer stop()
+	resp, err := c.do(ctx, http.MethodPut, "/v1/files", q, pr)
 	if err != nil {
 		return FileInfo{}, err
 	}
