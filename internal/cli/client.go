@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -184,4 +185,33 @@ func formatBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// removeEach is every "rm" command: it removes each argument with del,
+// printing what it removed, and reports every failure rather than stopping
+// at the first. what names the argument in usage ("ID"); noun in errors.
+func removeEach(ctx context.Context, e env, name, what, noun string, args []string,
+	del func(ctx context.Context, cl *client.Client, arg string) error) error {
+	var cn conn
+	fs := clientFlags(e, name, what+"... [flags]", &cn)
+	targets, err := parseArgs(fs, args, -1)
+	if err != nil {
+		return err
+	}
+	if len(targets) == 0 {
+		return usageError(e, fs, "need at least one %s", noun)
+	}
+	cl, err := cn.client()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, t := range targets {
+		if err := del(ctx, cl, t); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		fmt.Fprintln(e.stdout, t)
+	}
+	return errors.Join(errs...)
 }

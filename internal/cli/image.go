@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -167,26 +166,6 @@ func (r *countingReader) Read(b []byte) (int, error) {
 }
 
 func (c *imageCmd) rm(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "REF... [flags]", &cn)
-	refs, err := parseArgs(fs, args, -1)
-	if err != nil {
-		return err
-	}
-	if len(refs) == 0 {
-		return usageError(c.env, fs, "need at least one image reference")
-	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, ref := range refs {
-		if err := cl.Image.Remove(ctx, ref); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		fmt.Fprintln(c.stdout, ref)
-	}
-	return errors.Join(errs...)
+	return removeEach(ctx, c.env, name, "REF", "image reference", args,
+		func(ctx context.Context, cl *client.Client, ref string) error { return cl.Image.Remove(ctx, ref) })
 }

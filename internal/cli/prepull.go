@@ -2,12 +2,12 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/client"
 )
 
 // prepullCmd groups the prepull client commands.
@@ -128,28 +128,8 @@ func (c *prepullCmd) get(ctx context.Context, name string, args []string) error 
 }
 
 func (c *prepullCmd) rm(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "ID... [flags]", &cn)
-	ids, err := parseArgs(fs, args, -1)
-	if err != nil {
-		return err
-	}
-	if len(ids) == 0 {
-		return usageError(c.env, fs, "need at least one task ID")
-	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, id := range ids {
-		if err := cl.Prepull.Delete(ctx, id); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		fmt.Fprintln(c.stdout, id)
-	}
-	return errors.Join(errs...)
+	return removeEach(ctx, c.env, name, "ID", "task ID", args,
+		func(ctx context.Context, cl *client.Client, id string) error { return cl.Prepull.Delete(ctx, id) })
 }
 
 // printTasks prints v as JSON, or tasks as a table.

@@ -314,29 +314,8 @@ func (c *sandboxCmd) logs(ctx context.Context, name string, args []string) error
 }
 
 func (c *sandboxCmd) rm(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "ID... [flags]", &cn)
-	ids, err := parseArgs(fs, args, -1)
-	if err != nil {
-		return err
-	}
-	if len(ids) == 0 {
-		return usageError(c.env, fs, "need at least one sandbox id")
-	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	// Remove what can be removed and report every failure.
-	var errs []error
-	for _, id := range ids {
-		if err := cl.Sandbox.Delete(ctx, id); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		fmt.Fprintln(c.stdout, id)
-	}
-	return errors.Join(errs...)
+	return removeEach(ctx, c.env, name, "ID", "sandbox id", args,
+		func(ctx context.Context, cl *client.Client, id string) error { return cl.Sandbox.Delete(ctx, id) })
 }
 
 // control stops, starts or restarts the sandboxes named by args. Start and

@@ -305,28 +305,8 @@ func (c *templateCmd) update(ctx context.Context, name string, args []string) er
 }
 
 func (c *templateCmd) rm(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "NAME... [flags]", &cn)
-	names, err := parseArgs(fs, args, -1)
-	if err != nil {
-		return err
-	}
-	if len(names) == 0 {
-		return usageError(c.env, fs, "need at least one template NAME")
-	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, n := range names {
-		if err := cl.Template.Delete(ctx, n); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		fmt.Fprintln(c.stdout, n)
-	}
-	return errors.Join(errs...)
+	return removeEach(ctx, c.env, name, "NAME", "template NAME", args,
+		func(ctx context.Context, cl *client.Client, n string) error { return cl.Template.Delete(ctx, n) })
 }
 
 func (c *templateCmd) versions(ctx context.Context, name string, args []string) error {
