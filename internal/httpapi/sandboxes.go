@@ -276,16 +276,28 @@ func (s *Server) uploadTo(r *http.Request, id, path string, mode os.FileMode, bo
 		ModTime: fi.ModTime, IsDir: fi.IsDir}, nil
 }
 
+// maxSpoolBytes bounds a file part sent before its path, which must be
+// held on the host until the path arrives. Send the path first (as every
+// client library does) to stream any size straight into the sandbox.
+var maxSpoolBytes int64 = 256 << 20
+
 // spool copies r to a temporary file and rewinds it.
 func spool(r io.Reader) (*os.File, error) {
 	f, err := os.CreateTemp("", "agent2env-upload-*")
 	if err != nil {
 		return nil, fmt.Errorf("spool upload: %w", err)
 	}
-	if _, err := io.Copy(f, r); err != nil {
+	// The spool is on the host's disk, not the sandbox's: bound it.
+	n, err := io.Copy(f, io.LimitReader(r, maxSpoolBytes+1))
+	if err == nil && n > maxSpoolBytes {
+		err = &http.MaxBytesError{Limit: maxSpoolBytes}
+	} else if err != nil {
+		err = errdefs.Invalid("read file part: %v", err)
+	}
+	if err != nil {
 		f.Close()
 		os.Remove(f.Name())
-		return nil, errdefs.Invalid("read file part: %v", err)
+		return nil, err
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		f.Close()

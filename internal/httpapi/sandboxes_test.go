@@ -296,6 +296,31 @@ func TestUploadFileBeforePath(t *testing.T) {
 	}
 }
 
+// A file part before its path is held on the host, so its size is bounded:
+// past the bound the upload fails with 413 and leaves no spool file.
+func TestUploadSpoolLimit(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	id := e.createSandbox(t, `{"image":"alpine"}`).ID
+	defer func(old int64) { maxSpoolBytes = old }(maxSpoolBytes)
+	maxSpoolBytes = 1000
+	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "agent2env-upload-*"))
+	ctype, body := multipartBody(t, "file", strings.Repeat("x", 1001), "path", "/workspace/big")
+	checkError(t, e.do(t, http.MethodPost, "/api/v1/sandboxes/"+id+"/files", ctype, body), http.StatusRequestEntityTooLarge, api.CodeTooLarge)
+	ctype, body = multipartBody(t, "file", strings.Repeat("x", 1000), "path", "/workspace/fits")
+	if resp := e.do(t, http.MethodPost, "/api/v1/sandboxes/"+id+"/files", ctype, body); resp.status != http.StatusOK {
+		t.Errorf("upload at the limit: %d %s", resp.status, resp.body)
+	}
+	// With the path first nothing is spooled, so the bound does not apply.
+	ctype, body = multipartBody(t, "path", "/workspace/streamed", "file", strings.Repeat("x", 5000))
+	if resp := e.do(t, http.MethodPost, "/api/v1/sandboxes/"+id+"/files", ctype, body); resp.status != http.StatusOK {
+		t.Errorf("streamed upload past the spool bound: %d %s", resp.status, resp.body)
+	}
+	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "agent2env-upload-*"))
+	if len(after) > len(before) {
+		t.Errorf("spool files left: %v", after)
+	}
+}
+
 func TestExecStream(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	id := e.createSandbox(t, `{"image":"alpine"}`).ID
