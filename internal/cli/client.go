@@ -114,6 +114,23 @@ func parseArgs(fs *flag.FlagSet, args []string, n int) ([]string, error) {
 	}
 }
 
+// positional parses args and checks that exactly n positional arguments
+// remain. With none wanted, an extra one is "unexpected argument";
+// otherwise a wrong count is a usage error saying need.
+func positional(e env, fs *flag.FlagSet, args []string, n int, need string) ([]string, error) {
+	pos, err := parseArgs(fs, args, -1)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 && len(pos) > 0 {
+		return nil, usageError(e, fs, "unexpected argument %q", pos[0])
+	}
+	if len(pos) != n {
+		return nil, usageError(e, fs, "%s", need)
+	}
+	return pos, nil
+}
+
 // usageError reports a wrong use of the command whose flags are fs.
 func usageError(e env, fs *flag.FlagSet, format string, args ...any) error {
 	fmt.Fprintf(e.stderr, "agent2env %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))

@@ -32,12 +32,8 @@ func (c *imageCmd) list(ctx context.Context, name string, args []string) error {
 	var cn conn
 	fs := clientFlags(c.env, name, "[flags]", &cn)
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseArgs(fs, args, -1)
-	if err != nil {
+	if _, err := positional(c.env, fs, args, 0, ""); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usageError(c.env, fs, "unexpected argument %q", pos[0])
 	}
 	cl, err := cn.client()
 	if err != nil {
@@ -100,12 +96,9 @@ func (c *imageCmd) importTar(ctx context.Context, name string, args []string) er
 	var cn conn
 	fs := clientFlags(c.env, name, "FILE [flags]", &cn)
 	asJSON := fs.Bool("json", false, "print the images as JSON")
-	pos, err := parseArgs(fs, args, -1)
+	pos, err := positional(c.env, fs, args, 1, "need one FILE (- for standard input)")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageError(c.env, fs, "need one FILE (- for standard input)")
 	}
 	cl, err := cn.client()
 	if err != nil {

@@ -27,12 +27,9 @@ func (c *importCmd) Run(ctx context.Context, args []string) error {
 	strategy := fs.String("strategy", api.StrategyCreateOrUpdate, "what to do with each template: create-only, update-only or create-or-update")
 	prepull := fs.Bool("prepull", false, "start prepulling the images of the templates created or updated")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	pos, err := parseArgs(fs, args, -1)
+	pos, err := positional(c.env, fs, args, 1, "need one FILE of SandboxTemplate or SandboxTemplateList YAML (- for standard input)")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageError(c.env, fs, "need one FILE of SandboxTemplate or SandboxTemplateList YAML (- for standard input)")
 	}
 	if !slices.Contains(importStrategies, *strategy) {
 		return usageError(c.env, fs, "--strategy %q: want create-only, update-only or create-or-update", *strategy)
@@ -125,12 +122,8 @@ func (c *exportCmd) Run(ctx context.Context, args []string) error {
 	var names namesFlag
 	fs.Var(&names, "names", "export the templates named in this comma-separated `list` (repeatable)")
 	out := fs.String("o", "", "write to `FILE` instead of standard output")
-	pos, err := parseArgs(fs, args, -1)
-	if err != nil {
+	if _, err := positional(c.env, fs, args, 0, ""); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usageError(c.env, fs, "unexpected argument %q", pos[0])
 	}
 	cl, err := cn.client()
 	if err != nil {

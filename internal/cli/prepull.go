@@ -84,12 +84,8 @@ func (c *prepullCmd) list(ctx context.Context, name string, args []string) error
 	image := fs.String("image", "", "list the tasks for this image")
 	status := fs.String("status", "", "list the tasks in this status: pending, pulling, completed or failed")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseArgs(fs, args, -1)
-	if err != nil {
+	if _, err := positional(c.env, fs, args, 0, ""); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usageError(c.env, fs, "unexpected argument %q", pos[0])
 	}
 	if *status != "" && !slices.Contains(prepullStatuses, *status) {
 		return usageError(c.env, fs, "--status %q: want pending, pulling, completed or failed", *status)
@@ -109,12 +105,9 @@ func (c *prepullCmd) get(ctx context.Context, name string, args []string) error 
 	var cn conn
 	fs := clientFlags(c.env, name, "ID [flags]", &cn)
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseArgs(fs, args, -1)
+	pos, err := positional(c.env, fs, args, 1, "need one task ID")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageError(c.env, fs, "need one task ID")
 	}
 	cl, err := cn.client()
 	if err != nil {

@@ -55,12 +55,8 @@ func (c *sandboxCmd) create(ctx context.Context, name string, args []string) err
 	fs.Var(env, "env", "environment variable `KEY=VALUE` (repeatable)")
 	wait := fs.Bool("wait", true, "wait until the sandbox runs; fail with the reason if it fails")
 	asJSON := fs.Bool("json", false, "print the sandbox as JSON instead of its id")
-	pos, err := parseArgs(fs, args, -1)
-	if err != nil {
+	if _, err := positional(c.env, fs, args, 0, ""); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usageError(c.env, fs, "unexpected argument %q", pos[0])
 	}
 	var ttlSet bool
 	fs.Visit(func(f *flag.Flag) { ttlSet = ttlSet || f.Name == "ttl" })
@@ -119,12 +115,8 @@ func (c *sandboxCmd) list(ctx context.Context, name string, args []string) error
 	var cn conn
 	fs := clientFlags(c.env, name, "[flags]", &cn)
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseArgs(fs, args, -1)
-	if err != nil {
+	if _, err := positional(c.env, fs, args, 0, ""); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usageError(c.env, fs, "unexpected argument %q", pos[0])
 	}
 	cl, err := cn.client()
 	if err != nil {
@@ -192,12 +184,9 @@ func remotePath(arg string) (id, p string, ok bool) {
 func (c *sandboxCmd) cp(ctx context.Context, name string, args []string) error {
 	var cn conn
 	fs := clientFlags(c.env, name, "[flags] SRC DST", &cn)
-	pos, err := parseArgs(fs, args, -1)
+	pos, err := positional(c.env, fs, args, 2, "need SRC and DST, one of them ID:/path and the other a local path or -")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 2 {
-		return usageError(c.env, fs, "need SRC and DST, one of them ID:/path and the other a local path or -")
 	}
 	srcID, srcPath, srcRemote := remotePath(pos[0])
 	dstID, dstPath, dstRemote := remotePath(pos[1])
@@ -283,12 +272,9 @@ func (c *sandboxCmd) logs(ctx context.Context, name string, args []string) error
 	var cn conn
 	fs := clientFlags(c.env, name, "ID [flags]", &cn)
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseArgs(fs, args, -1)
+	pos, err := positional(c.env, fs, args, 1, "need one sandbox id")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageError(c.env, fs, "need one sandbox id")
 	}
 	cl, err := cn.client()
 	if err != nil {

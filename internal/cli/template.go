@@ -45,12 +45,8 @@ func (c *templateCmd) create(ctx context.Context, name string, args []string) er
 	file := fs.String("f", "", "`FILE`: a SandboxTemplate YAML document (as \"template export\" writes) or a JSON create request; - for stdin")
 	prepull := fs.Bool("prepull", false, "start prepulling the template's image")
 	asJSON := fs.Bool("json", false, "print the template as JSON")
-	pos, err := parseArgs(fs, args, -1)
-	if err != nil {
+	if _, err := positional(c.env, fs, args, 0, ""); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usageError(c.env, fs, "unexpected argument %q", pos[0])
 	}
 	if *file == "" {
 		return usageError(c.env, fs, "need -f FILE")
@@ -81,12 +77,8 @@ func (c *templateCmd) list(ctx context.Context, name string, args []string) erro
 	fs.IntVar(&opts.Page, "page", 1, "page to list, from 1")
 	fs.IntVar(&opts.PageSize, "page-size", 20, "templates a page, at most 100")
 	asJSON := fs.Bool("json", false, "print the page as JSON")
-	pos, err := parseArgs(fs, args, -1)
-	if err != nil {
+	if _, err := positional(c.env, fs, args, 0, ""); err != nil {
 		return err
-	}
-	if len(pos) > 0 {
-		return usageError(c.env, fs, "unexpected argument %q", pos[0])
 	}
 	if opts.Page < 1 {
 		return usageError(c.env, fs, "--page must be at least 1")
@@ -138,12 +130,9 @@ func (c *templateCmd) get(ctx context.Context, name string, args []string) error
 	fs := clientFlags(c.env, name, "NAME [flags]", &cn)
 	version := fs.Int("version", 0, "show version `N` instead of the latest")
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseArgs(fs, args, -1)
+	pos, err := positional(c.env, fs, args, 1, "need one template NAME")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageError(c.env, fs, "need one template NAME")
 	}
 	if *version < 0 {
 		return usageError(c.env, fs, "--version must be at least 1")
@@ -270,12 +259,9 @@ func (c *templateCmd) update(ctx context.Context, name string, args []string) er
 	file := fs.String("f", "", "`FILE`: a SandboxTemplate YAML document or a JSON request; - for stdin")
 	changelog := fs.String("changelog", "", "what changed in this version (default: the file's changelog, if any)")
 	asJSON := fs.Bool("json", false, "print the template as JSON")
-	pos, err := parseArgs(fs, args, -1)
+	pos, err := positional(c.env, fs, args, 1, "need one template NAME")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageError(c.env, fs, "need one template NAME")
 	}
 	if *file == "" {
 		return usageError(c.env, fs, "need -f FILE")
@@ -313,12 +299,9 @@ func (c *templateCmd) versions(ctx context.Context, name string, args []string) 
 	var cn conn
 	fs := clientFlags(c.env, name, "NAME [flags]", &cn)
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseArgs(fs, args, -1)
+	pos, err := positional(c.env, fs, args, 1, "need one template NAME")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageError(c.env, fs, "need one template NAME")
 	}
 	cl, err := cn.client()
 	if err != nil {
@@ -344,12 +327,9 @@ func (c *templateCmd) rollback(ctx context.Context, name string, args []string) 
 	to := fs.Int("to", 0, "version `N` whose spec the new version gets")
 	changelog := fs.String("changelog", "", `what the new version is for (default: "Rolled back to version N")`)
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseArgs(fs, args, -1)
+	pos, err := positional(c.env, fs, args, 1, "need one template NAME")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageError(c.env, fs, "need one template NAME")
 	}
 	if *to < 1 {
 		return usageError(c.env, fs, "need --to N, a version from 1")
@@ -375,12 +355,9 @@ func (c *templateCmd) export(ctx context.Context, name string, args []string) er
 	fs := clientFlags(c.env, name, "NAME [flags]", &cn)
 	version := fs.Int("version", 0, "export version `N` instead of the latest")
 	out := fs.String("o", "", "write to `FILE` instead of standard output")
-	pos, err := parseArgs(fs, args, -1)
+	pos, err := positional(c.env, fs, args, 1, "need one template NAME")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageError(c.env, fs, "need one template NAME")
 	}
 	if *version < 0 {
 		return usageError(c.env, fs, "--version must be at least 1")
