@@ -22,19 +22,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// requireRoot gates a test that needs root. In CI (env CI set) a missing
-// root is a failure, not a skip, so the gate cannot hide a broken setup.
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("this test needs root (overlay mounts, whiteout device nodes, trusted.* xattrs) and CI is set: run the tests as root")
-	}
-	t.Skip("needs root (overlay mounts, whiteout device nodes, trusted.* xattrs); run as root to cover it")
-}
-
 // newTestStore opens a store in a temp dir with a private cache dir and
 // no credentials from the environment.
 func newTestStore(t *testing.T, opts ...Option) *Store {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
 )
 
 func unpackEntries(t *testing.T, dir string, entries ...entry) (int64, error) {
@@ -198,7 +199,7 @@ func TestUnpackEntries(t *testing.T) {
 // overlayfs whiteouts, then mounts the layers as overlay lowerdirs and
 // checks what a sandbox would see.
 func TestWhiteouts(t *testing.T) {
-	requireRoot(t)
+	runtimetest.RequiresRoot(t)
 	s := newTestStore(t)
 	base := gzipLayer(t,
 		entry{name: "a/", typ: tar.TypeDir},
