@@ -232,3 +232,14 @@ func removeEach(ctx context.Context, e env, name, what, noun string, args []stri
 	}
 	return errors.Join(errs...)
 }
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}

@@ -107,11 +107,7 @@ type namesFlag []string
 func (f *namesFlag) String() string { return strings.Join(*f, ",") }
 
 func (f *namesFlag) Set(s string) error {
-	for n := range strings.SplitSeq(s, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			*f = append(*f, n)
-		}
-	}
+	*f = append(*f, splitList(s)...)
 	return nil
 }
 

@@ -32,6 +32,8 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	publicURL := fs.String("public-url", envOr("AGENT2ENV_PUBLIC_URL", ""), "base URL clients reach the daemon at, for sandboxes' accessUrl (env AGENT2ENV_PUBLIC_URL; default http://<listen>)")
 	imageDir := fs.String("image-dir", envOr("AGENT2ENV_IMAGE_DIR", ""), "image store (env AGENT2ENV_IMAGE_DIR; default <data-dir>/images)")
 	cacheDir := fs.String("cache-dir", envOr("AGENT2ENV_CACHE_DIR", ""), "cache for built images (env AGENT2ENV_CACHE_DIR; default /var/cache/agent2env)")
+	mirror := fs.String("debian-mirror", envOr("AGENT2ENV_DEBIAN_MIRROR", ""), "Debian mirror URL the built-in images are built from (env AGENT2ENV_DEBIAN_MIRROR; default: mmdebstrap's)")
+	insecure := fs.String("insecure-registries", envOr("AGENT2ENV_INSECURE_REGISTRIES", ""), "comma-separated registry hosts that may be pulled from over plain HTTP (env AGENT2ENV_INSECURE_REGISTRIES)")
 	maxSandboxes := fs.Int("max-sandboxes", envInt("AGENT2ENV_MAX_SANDBOXES", 0), "maximum sandboxes at once, 0 for no limit (env AGENT2ENV_MAX_SANDBOXES)")
 	keysFile := fs.String("api-keys-file", envOr(auth.EnvKeysFile, ""), "file of API keys (or their sha256: hashes), one per line (env "+auth.EnvKeysFile+"; keys also from "+auth.EnvKeys+")")
 	level := fs.String("log-level", envOr("AGENT2ENV_LOG_LEVEL", "info"), "debug, info, warn or error (env AGENT2ENV_LOG_LEVEL)")
@@ -55,7 +57,8 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
 	}
 	sys, err := daemon.New(ctx, daemon.Config{
-		Keys: keys, Listen: *listen, PublicURL: *publicURL, DataDir: *dataDir, RuntimeBinary: *rt, ImageDir: *imageDir, CacheDir: *cacheDir, Log: log,
+		Keys: keys, Listen: *listen, PublicURL: *publicURL, DataDir: *dataDir, RuntimeBinary: *rt, ImageDir: *imageDir, CacheDir: *cacheDir,
+		DebianMirror: *mirror, InsecureRegistries: splitList(*insecure), Log: log,
 		Manager: manager.Config{MaxSandboxes: *maxSandboxes},
 	})
 	if err != nil {

@@ -41,7 +41,13 @@ type Config struct {
 	ImageDir string
 	// CacheDir keeps built images across image stores.
 	CacheDir string
-	Manager  manager.Config
+	// DebianMirror is the mirror built-in images are built from; empty
+	// leaves mmdebstrap's default.
+	DebianMirror string
+	// InsecureRegistries may be pulled from over plain HTTP (loopback and
+	// private addresses always may).
+	InsecureRegistries []string
+	Manager            manager.Config
 	// Keys are the API keys clients must present; nil or empty means no
 	// authentication, allowed only on loopback.
 	Keys *auth.Keys
@@ -88,6 +94,12 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	imgOpts := []image.Option{image.WithLogger(cfg.Log)}
 	if cfg.CacheDir != "" {
 		imgOpts = append(imgOpts, image.WithCacheDir(cfg.CacheDir))
+	}
+	if cfg.DebianMirror != "" {
+		imgOpts = append(imgOpts, image.WithMirror(cfg.DebianMirror))
+	}
+	if len(cfg.InsecureRegistries) > 0 {
+		imgOpts = append(imgOpts, image.WithInsecureRegistries(cfg.InsecureRegistries...))
 	}
 	if cfg.ImageDir == "" {
 		cfg.ImageDir = filepath.Join(cfg.DataDir, "images")

@@ -5,7 +5,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -324,10 +323,4 @@ func (d *daemon) deleteAll() {
 func (d *daemon) assertNoLeaks() {
 	d.t.Helper()
 	runtimetest.AssertNoLeaks(d.t, filepath.Join(d.dataDir, "oci"))
-}
-
-func ctxTimeout(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }

@@ -100,10 +100,6 @@ func WithInsecureRegistries(hosts ...string) Option {
 	}
 }
 
-// WithPlatform sets the platform picked from multi-platform images. The
-// default is linux on the host's architecture.
-func WithPlatform(p v1.Platform) Option { return func(s *Store) { s.platform = p } }
-
 // index is the content of index.json.
 type index struct {
 	Version int                     `json:"version"`

@@ -78,7 +78,6 @@ type Calls struct {
 
 // Runtime is the fake. See the package comment.
 type Runtime struct {
-	log *slog.Logger
 
 	mu        sync.Mutex
 	sandboxes map[string]*box
@@ -122,20 +121,9 @@ func (c *console) tail(limit int64) []byte {
 	return bytes.Clone(b)
 }
 
-// Option configures a Runtime.
-type Option func(*Runtime)
-
-// WithLogger sets the logger of the fake itself (not the agents', which
-// write to each sandbox's console). The default discards.
-func WithLogger(l *slog.Logger) Option { return func(r *Runtime) { r.log = l } }
-
 // New returns an empty Runtime.
-func New(opts ...Option) *Runtime {
-	r := &Runtime{log: slog.New(slog.DiscardHandler), sandboxes: map[string]*box{}}
-	for _, o := range opts {
-		o(r)
-	}
-	return r
+func New() *Runtime {
+	return &Runtime{sandboxes: map[string]*box{}}
 }
 
 // SetHooks replaces the hooks. The zero Hooks removes them all.
