@@ -78,7 +78,6 @@ type Calls struct {
 
 // Runtime is the fake. See the package comment.
 type Runtime struct {
-
 	mu        sync.Mutex
 	sandboxes map[string]*box
 	hooks     Hooks
