@@ -102,6 +102,9 @@ var codeStatus = map[string]int{
 	api.CodeNotImplemented:    http.StatusNotImplemented,
 	api.CodeUnavailable:       http.StatusServiceUnavailable,
 	api.CodeTimeout:           http.StatusGatewayTimeout,
+	api.CodeContextNotFound:   http.StatusNotFound,
+	api.CodeInvalidLanguage:   http.StatusBadRequest,
+	api.CodeLanguageMissing:   http.StatusBadRequest,
 }
 
 // streamError turns the api.Error of an "error" event into an *APIError.

@@ -20,6 +20,12 @@ import (
 // unix socket in a fresh directory, and returns a client for it.
 func startAgent(t *testing.T) (*Client, string) {
 	t.Helper()
+	return startAgentEnv(t, []string{"PATH=" + os.Getenv("PATH"), "BASE=1"})
+}
+
+// startAgentEnv is startAgent with the given command environment.
+func startAgentEnv(t *testing.T, env []string) (*Client, string) {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "a2e-agent-")
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +40,7 @@ func startAgent(t *testing.T) (*Client, string) {
 	if err := os.Mkdir(work, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(ServerConfig{Env: []string{"PATH=/usr/bin:/bin", "BASE=1"}, Cwd: work, UID: -1, GID: -1})
+	srv := NewServer(ServerConfig{Env: env, Cwd: work, UID: -1, GID: -1})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, l) }()

@@ -133,7 +133,7 @@ const (
 
 // maxFrame bounds a frame's payload so a corrupt stream cannot make the
 // reader allocate without limit.
-const maxFrame = 1 << 20
+const maxFrame = 16 << 20
 
 func writeFrame(w io.Writer, kind byte, p []byte) error {
 	var hdr [5]byte

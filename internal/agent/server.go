@@ -30,6 +30,8 @@ type Server struct {
 	running atomic.Int64
 	log     *slog.Logger
 
+	kernels *kernels
+
 	mu   sync.Mutex
 	main *MainStatus // the sandbox's main process, once started
 }
@@ -53,10 +55,12 @@ func NewServer(cfg ServerConfig) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Server{
+	s := &Server{
 		env: cfg.Env, cwd: cfg.Cwd, uid: cfg.UID, gid: cfg.GID, token: cfg.Token,
 		started: time.Now(), reaper: processReaper(), log: cfg.Log,
 	}
+	s.kernels = newKernels(s)
+	return s
 }
 
 // Handler returns the HTTP handler of the agent API.
@@ -72,6 +76,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/mkdir", s.handleMkdir)
 	mux.HandleFunc("POST /v1/move", s.handleMove)
 	mux.HandleFunc("GET /v1/dial", s.handleDial)
+	mux.HandleFunc("POST /v1/kernels", s.handleKernelCreate)
+	mux.HandleFunc("GET /v1/kernels", s.handleKernelList)
+	mux.HandleFunc("DELETE /v1/kernels/{id}", s.handleKernelDelete)
+	mux.HandleFunc("POST /v1/kernels/{id}/execute", s.handleKernelExecute)
 	if s.token == "" {
 		return mux
 	}

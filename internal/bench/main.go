@@ -7,7 +7,9 @@
 //     `unshare --mount --pid --fork --net --uts --ipc true`;
 //   - `exec true` round trip through REST, against a direct fork/exec;
 //   - 100 concurrent creates;
-//   - memory per idle sandbox.
+//   - memory per idle sandbox;
+//   - code-interpreter contexts: create cold and from a warm pool, and a
+//     run_code print(1) round trip, against python over a pipe.
 //
 // It starts the daemon binary ($AGENT2ENV_BIN) on a fresh data directory and
 // must run as root. Run it with `make bench`.
@@ -84,6 +86,14 @@ func run(n, concurrent, idle int, img string) error {
 		return err
 	}
 	defer d.stop()
+	// A second daemon keeps a warm pool; it fills while the first is
+	// measured.
+	const poolSize = 3
+	warm, err := startDaemon(bin, "--warm-pools", fmt.Sprintf("python=%d", poolSize))
+	if err != nil {
+		return err
+	}
+	defer warm.stop()
 	fmt.Printf("agent2env benchmarks (%s, %d iterations; ratios are ours / baseline)\n\n", img, n)
 
 	// Warm up: the first create may build the image.
@@ -130,6 +140,16 @@ func run(n, concurrent, idle int, img string) error {
 		return err
 	}
 	report("exec `true` round trip (REST)", execTrue, "fork/exec true", direct, "≤ 3 ms p50")
+	if err := benchContexts(d, n, img); err != nil {
+		return fmt.Errorf("contexts: %w", err)
+	}
+	raw, err := rawPython(n * 4)
+	if err != nil {
+		return err
+	}
+	if err := benchWarm(warm, n/2, raw); err != nil {
+		return fmt.Errorf("warm pool: %w", err)
+	}
 	for _, id := range ids {
 		if err := d.delete(id); err != nil {
 			return err
@@ -272,7 +292,7 @@ type daemon struct {
 	hc      *http.Client
 }
 
-func startDaemon(bin string) (*daemon, error) {
+func startDaemon(bin string, args ...string) (*daemon, error) {
 	dataDir, err := os.MkdirTemp("", "a2e-bench-")
 	if err != nil {
 		return nil, err
@@ -287,7 +307,7 @@ func startDaemon(bin string) (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", dataDir, "--log-level", "warn")
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr, "--data-dir", dataDir, "--log-level", "warn"}, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return nil, err

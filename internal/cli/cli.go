@@ -38,6 +38,7 @@ func commands() map[string]entry {
 		"image": {summary: "list, pull, build, import and remove images", make: func(e env) Command { return &imageCmd{env: e} }},
 		"template": {summary: "create, list, update, version, roll back and export sandbox templates",
 			make: func(e env) Command { return &templateCmd{env: e} }},
+		"context": {summary: "create code-interpreter contexts, run code in them, list and remove them", make: func(e env) Command { return &contextCmd{env: e} }},
 		"prepull": {summary: "fetch images before sandboxes need them", make: func(e env) Command { return &prepullCmd{env: e} }},
 		"import":  {summary: "import templates from LiteBoxd YAML", make: func(e env) Command { return &importCmd{env: e} }},
 		"export":  {summary: "export templates as LiteBoxd YAML", make: func(e env) Command { return &exportCmd{env: e} }},

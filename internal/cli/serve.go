@@ -7,8 +7,10 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/daemon"
 	"github.com/agent2env/agent2env/internal/manager"
 )
@@ -36,6 +38,9 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	insecure := fs.String("insecure-registries", envOr("AGENT2ENV_INSECURE_REGISTRIES", ""), "comma-separated registry hosts that may be pulled from over plain HTTP (env AGENT2ENV_INSECURE_REGISTRIES)")
 	maxSandboxes := fs.Int("max-sandboxes", envInt("AGENT2ENV_MAX_SANDBOXES", 0), "maximum sandboxes at once, 0 for no limit (env AGENT2ENV_MAX_SANDBOXES)")
 	keysFile := fs.String("api-keys-file", envOr(auth.EnvKeysFile, ""), "file of API keys (or their sha256: hashes), one per line (env "+auth.EnvKeysFile+"; keys also from "+auth.EnvKeys+")")
+	warm := fs.String("warm-pools", envOr("AGENT2ENV_WARM_POOLS", ""), "warm pool sizes, e.g. python=2,javascript=1,mytemplate=3: per language (its default sandbox with its kernel started) or template (env AGENT2ENV_WARM_POOLS)")
+	ctxTemplates := fs.String("context-templates", envOr("AGENT2ENV_CONTEXT_TEMPLATES", ""), "templates of the sandboxes made for contexts, per language, e.g. python=py311 (env AGENT2ENV_CONTEXT_TEMPLATES; default: the built-in images)")
+	outputLimit := fs.Int64("context-output-limit", int64(envInt("AGENT2ENV_CONTEXT_OUTPUT_LIMIT", 10<<20)), "bytes of output one context execution keeps; more is dropped with a marker (env AGENT2ENV_CONTEXT_OUTPUT_LIMIT)")
 	level := fs.String("log-level", envOr("AGENT2ENV_LOG_LEVEL", "info"), "debug, info, warn or error (env AGENT2ENV_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -52,6 +57,27 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	pools, err := parseAssignments(*warm)
+	if err != nil {
+		return fmt.Errorf("%w: --warm-pools: %v", errUsage, err)
+	}
+	sizes := make(map[string]int, len(pools))
+	for name, v := range pools {
+		if sizes[name], err = strconv.Atoi(v); err != nil || sizes[name] < 0 {
+			return fmt.Errorf("%w: --warm-pools: size of %s must be a number of 0 or more", errUsage, name)
+		}
+	}
+	templates, err := parseAssignments(*ctxTemplates)
+	if err != nil {
+		return fmt.Errorf("%w: --context-templates: %v", errUsage, err)
+	}
+	sources := make(map[string]contexts.Source, len(templates))
+	for lang, tpl := range templates {
+		if lang, err = contexts.Language(lang); err != nil {
+			return fmt.Errorf("%w: --context-templates: %v", errUsage, err)
+		}
+		sources[lang] = contexts.Source{Template: tpl}
+	}
 	l, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
@@ -59,7 +85,9 @@ func (c *serveCmd) Run(ctx context.Context, args []string) error {
 	sys, err := daemon.New(ctx, daemon.Config{
 		Keys: keys, Listen: *listen, PublicURL: *publicURL, DataDir: *dataDir, RuntimeBinary: *rt, ImageDir: *imageDir, CacheDir: *cacheDir,
 		DebianMirror: *mirror, InsecureRegistries: splitList(*insecure), Log: log,
-		Manager: manager.Config{MaxSandboxes: *maxSandboxes},
+		Manager:   manager.Config{MaxSandboxes: *maxSandboxes},
+		Contexts:  contexts.Config{Defaults: sources, OutputLimit: *outputLimit},
+		WarmPools: sizes,
 	})
 	if err != nil {
 		l.Close()
@@ -74,4 +102,17 @@ func envInt(key string, def int) int {
 		return v
 	}
 	return def
+}
+
+// parseAssignments parses "a=1,b=2" into a map.
+func parseAssignments(list string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, item := range splitList(list) {
+		k, v, ok := strings.Cut(item, "=")
+		if !ok || strings.TrimSpace(k) == "" || strings.TrimSpace(v) == "" {
+			return nil, fmt.Errorf("%q is not NAME=VALUE", item)
+		}
+		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return out, nil
 }

@@ -15,11 +15,13 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/gateway"
 	"github.com/agent2env/agent2env/internal/httpapi"
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/netproxy"
+	"github.com/agent2env/agent2env/internal/pool"
 	"github.com/agent2env/agent2env/internal/prepull"
 	"github.com/agent2env/agent2env/internal/runtime/oci"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
@@ -48,6 +50,12 @@ type Config struct {
 	// private addresses always may).
 	InsecureRegistries []string
 	Manager            manager.Config
+	// Contexts configures code-interpreter contexts (default sources per
+	// language, output cap).
+	Contexts contexts.Config
+	// WarmPools are the warm pool sizes by name: a language, or a
+	// template.
+	WarmPools map[string]int
 	// Keys are the API keys clients must present; nil or empty means no
 	// authentication, allowed only on loopback.
 	Keys *auth.Keys
@@ -66,6 +74,8 @@ type System struct {
 	Prepull   *prepull.Service
 	Templates *template.Service
 	Gateway   *gateway.Routes
+	Contexts  *contexts.Service
+	Pools     *pool.Pools
 	API       *httpapi.Server
 	log       *slog.Logger
 }
@@ -129,11 +139,21 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		cfg.PublicURL = "http://" + cfg.Listen
 	}
 	s.Gateway = gateway.New(s.Manager, cfg.Log)
+	// Pools create through the manager, and the manager's creates take
+	// from the pools.
+	cfg.Contexts.Defaults = contexts.Sources(cfg.Contexts.Defaults)
+	if s.Pools, err = pool.New(s.Manager, pool.Specs(cfg.WarmPools, cfg.Contexts.Defaults), cfg.Log); err != nil {
+		return nil, err
+	}
+	s.Manager.SetWarmPool(s.Pools)
+	s.Contexts = contexts.New(cfg.Contexts, s.Manager, s.Store, s.Pools, cfg.Log)
 	opts := []httpapi.Option{
 		httpapi.WithRoutes(s.Gateway),
 		httpapi.WithPublicURL(cfg.PublicURL),
 		httpapi.WithRoutes(httpapi.NewTemplateRoutes(s.Templates)),
 		httpapi.WithRoutes(httpapi.NewPrepullRoutes(s.Prepull)),
+		httpapi.WithRoutes(httpapi.NewContextRoutes(s.Contexts)),
+		httpapi.WithRoutes(httpapi.NewMetricsRoutes(s.Manager, s.Contexts, s.Pools)),
 	}
 	if authOn {
 		opts = append(opts, httpapi.WithMiddleware(httpapi.AuthMiddleware(cfg.Keys)))
@@ -161,6 +181,22 @@ func (s *System) Serve(ctx context.Context, l net.Listener) error {
 	runCtx, stop := context.WithCancel(context.Background())
 	defer stop()
 	go s.Manager.Run(runCtx)
+	poolsDone := make(chan struct{})
+	go func() {
+		defer close(poolsDone)
+		s.Pools.Run(runCtx)
+	}()
+	// Sandboxes waiting in warm pools are nobody's: they go with the
+	// daemon (and Recover deletes any a crash left).
+	defer func() {
+		stop()
+		<-poolsDone
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		defer cancel()
+		if err := s.Pools.Close(ctx); err != nil {
+			s.log.Warn("empty warm pools", "err", err)
+		}
+	}()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	s.log.Info("serving", "addr", l.Addr().String(), "data_dir", s.cfg.DataDir, "runtime", s.Runtime.Name())

@@ -204,10 +204,15 @@ func writeError(w http.ResponseWriter, err error) {
 // decode reads a JSON body into v, rejecting bodies that are too large,
 // malformed, of the wrong types or followed by more data.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	return decodeLimit(w, r, v, maxJSONBody)
+}
+
+// decodeLimit is decode with a body limit of its own.
+func decodeLimit(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
 		return errdefs.Invalid("content type %q: want application/json", ct)
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxJSONBody))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	if err := dec.Decode(v); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {

@@ -32,6 +32,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/prepull"
 	"github.com/agent2env/agent2env/internal/prepull/prepulltest"
@@ -324,12 +325,22 @@ func TestOpenAPISchemas(t *testing.T) {
 		{"PrepullTask", api.PrepullTask{}, out},
 		{"PrepullList", api.List[api.PrepullTask]{}, out},
 		{"PrepullRequest", api.PrepullRequest{}, in},
+		{"CreateContextRequest", api.CreateContextRequest{}, in},
+		{"Context", api.Context{}, out},
+		{"ContextList", api.ContextList{}, out},
+		{"DeleteContextResponse", api.DeleteContextResponse{}, out},
+		{"ExecuteRequest", api.ExecuteRequest{}, in},
+		{"ExecuteResponse", api.ExecuteResponse{}, out},
+		{"ExecutionOutput", api.ExecutionOutput{}, out},
+		{"ExecutionResult", api.ExecutionResult{}, out},
+		{"ExecutionError", api.ExecutionError{}, out},
+		{"ExecutionOutputEvent", api.ExecutionOutputEvent{}, out},
 	}
 	// Schemas of things that are no Go struct of package api.
 	noGoType := map[string]bool{
 		"ErrorCode": true, "Message": true, "Env": true, "SandboxStatus": true, "ImportStrategy": true,
 		"ImportForm": true, "ImportURLEncodedForm": true, "UploadForm": true, "TemplateMetadata": true, "TemplateDocument": true, "TemplateDocumentList": true,
-		"PrepullStatus": true,
+		"PrepullStatus": true, "ExecuteStreamError": true,
 	}
 	covered := map[string]bool{}
 	goTypes := map[string]bool{}
@@ -465,6 +476,11 @@ func compatible(t reflect.Type, s *openapi3.Schema) error {
 		return compatible(t.Elem(), s.AdditionalProperties.Schema.Value)
 	case t.Kind() == reflect.Struct:
 		want = "object"
+	case t.Kind() == reflect.Interface:
+		if got != "" {
+			return fmt.Errorf("Go %s: any JSON value; want no type, have %q", t, got)
+		}
+		return nil
 	default:
 		return fmt.Errorf("Go %s: no JSON type known", t)
 	}
@@ -710,8 +726,10 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 		t.Fatal(err)
 	}
 	capture := &muxCapture{}
+	ctxs := contexts.New(contexts.Config{}, m, st, nil, log)
 	srv := New(m, imgs, log, WithPublicURL("http://gw.test"),
 		WithRoutes(NewTemplateRoutes(tpl)), WithRoutes(NewPrepullRoutes(pp)), WithRoutes(capture),
+		WithRoutes(NewContextRoutes(ctxs)), WithRoutes(NewMetricsRoutes(m, ctxs)),
 		WithMiddleware(AuthMiddleware(keys)))
 	srv.SetReady(true)
 	h := srv.Handler()
@@ -1123,6 +1141,44 @@ items:
 		get("/api/v1/sandboxes/nosuchsandbox/files?path=x", notFound),
 		get(sbPath+"/logs", ok),
 		get("/api/v1/sandboxes/nosuchsandbox/logs", notFound),
+	)
+
+	// Contexts, in the sandbox (the limit of three sandboxes is reached).
+	resp = e.do(t, post("/api/v1/contexts", `{"type":"jupyter","language":"python","session_name":"s1","working_dir":"/workspace","sandbox_id":"`+sb.ID+`"}`, created))
+	ctxID := decodeInto[api.Context](t, resp).ContextID
+	resp = e.do(t, post(sbPath+"/contexts", `{"language":"bash"}`, created))
+	bashID := decodeInto[api.Context](t, resp).ContextID
+	run(
+		post("/api/v1/contexts", `{"language":"python"}`, http.StatusTooManyRequests),
+		invalid(post("/api/v1/contexts", `{"language":"cobol"}`, bad)),
+		invalid(post("/api/v1/contexts", `{"type":5}`, bad)),
+		post("/api/v1/sandboxes/nosuchsandbox/contexts", `{}`, notFound),
+		get("/api/v1/contexts", ok),
+		get("/api/v1/contexts?session_name=s1&sandbox_id="+sb.ID, ok),
+		get("/api/v1/contexts/"+ctxID, ok),
+		get("/api/v1/contexts/ctx-none", notFound),
+		get(sbPath+"/contexts", ok),
+		get(sbPath+"/contexts/"+bashID, ok),
+		get(sbPath+"/contexts/ctx-none", notFound),
+		get("/api/v1/sandboxes/nosuchsandbox/contexts", notFound),
+		post("/api/v1/contexts/"+ctxID+"/execute", `{"code":"print(\"Hello from Local Sandbox\")","timeout":30}`, ok),
+		post("/api/v1/contexts/"+ctxID+"/execute", `{"code":"1/0"}`, ok),
+		post("/api/v1/contexts/"+ctxID+"/execute", `{"code":"import time\ntime.sleep(5)","timeout":0.2}`, ok),
+		invalid(post("/api/v1/contexts/"+ctxID+"/execute", `{"code":"1","timeout":-1}`, bad)),
+		invalid(post("/api/v1/contexts/"+ctxID+"/execute", `{}`, bad)),
+		post("/api/v1/contexts/ctx-none/execute", `{"code":"1"}`, notFound),
+		post("/api/v1/contexts/"+ctxID+"/execute/stream", `{"code":"print(1)\n2"}`, ok),
+		post("/api/v1/contexts/"+ctxID+"/execute/stream", `{"code":"raise ValueError('x')"}`, ok),
+		post("/api/v1/contexts/ctx-none/execute/stream", `{"code":"1"}`, notFound),
+		post(sbPath+"/contexts/"+bashID+"/execute", `{"code":"echo hi"}`, ok),
+		post(sbPath+"/contexts/ctx-none/execute", `{"code":"echo hi"}`, notFound),
+		post(sbPath+"/contexts/"+bashID+"/execute/stream", `{"code":"echo hi; exit_status_is_not_zero"}`, ok),
+		post(sbPath+"/contexts/ctx-none/execute/stream", `{"code":"1"}`, notFound),
+		get("/metrics", ok),
+		exchange{method: "DELETE", target: sbPath + "/contexts/" + bashID, status: ok},
+		exchange{method: "DELETE", target: sbPath + "/contexts/" + bashID, status: notFound},
+		exchange{method: "DELETE", target: "/api/v1/contexts/" + ctxID, status: ok},
+		exchange{method: "DELETE", target: "/api/v1/contexts/" + ctxID, status: notFound},
 	)
 
 	// Stop, start, restart.

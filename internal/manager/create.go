@@ -34,6 +34,13 @@ type CreateRequest struct {
 
 	startup *startup         // from the template
 	network *api.NetworkSpec // from the template
+	pool    string           // the warm pool it is made for
+}
+
+// Overridden reports whether the request changes anything its template or
+// image would give (the sandboxes of a warm pool have no overrides).
+func (r *CreateRequest) Overridden() bool {
+	return r.CPU != "" || r.Memory != "" || r.TTL != nil || len(r.Env) > 0
 }
 
 // maxTTL is the largest TTL in seconds: longer ones overflow a
@@ -97,6 +104,15 @@ func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
 // reason); otherwise it is returned pending while the image is pulled or
 // built in the background. Invalid requests create nothing.
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (*store.Sandbox, error) {
+	if m.pool != nil {
+		if sb, ok := m.pool.TakeSandbox(ctx, req); ok {
+			return sb, nil
+		}
+	}
+	return m.create(ctx, req)
+}
+
+func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox, error) {
 	origin := "image " + req.Image
 	if req.Template != "" {
 		if req.Image != "" {
@@ -176,8 +192,9 @@ func (m *Manager) createRecord(ctx context.Context, r *resolved) (*store.Sandbox
 		ID: newID(), Image: r.Image, CPU: r.CPU, Memory: r.Memory, TTL: r.ttl, Env: r.Env,
 		Template: r.Template, TemplateVersion: r.TemplateVersion,
 		Status: string(api.StatusPending), Runtime: m.rt.Name(), CreatedAt: now, UpdatedAt: now,
+		Pool: r.pool,
 	}
-	if r.ttl > 0 {
+	if r.ttl > 0 && r.pool == "" { // a pooled sandbox's life starts when it is claimed
 		exp := now.Add(time.Duration(r.ttl) * time.Second)
 		sb.ExpiresAt = &exp
 	}

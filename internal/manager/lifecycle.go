@@ -63,7 +63,8 @@ func (m *Manager) Recover(ctx context.Context) error {
 		known[sb.ID] = true
 		state, exists := states[sb.ID]
 		switch {
-		case sb.Status == string(api.StatusTerminating):
+		case sb.Status == string(api.StatusTerminating) || sb.Pool != "":
+			// Warm pools are refilled afresh rather than re-adopted.
 			err = m.remove(ctx, sb.ID)
 			cleaned++
 		case sb.Status == string(api.StatusRunning) && state == sandbox.StateRunning:

@@ -80,6 +80,7 @@ type Manager struct {
 
 	locks     sync.Map // id -> *sync.Mutex
 	templates TemplateResolver
+	pool      WarmPool
 	// starting holds the cancel func of each startup in progress, so that
 	// Delete can end it.
 	starting sync.Map // id -> context.CancelFunc
@@ -166,9 +167,20 @@ func (m *Manager) Get(ctx context.Context, id string) (*store.Sandbox, error) {
 	return sb, sandboxErr(err)
 }
 
-// List returns every sandbox, oldest first.
+// List returns every sandbox clients asked for, oldest first: not those
+// waiting in a warm pool.
 func (m *Manager) List(ctx context.Context) ([]*store.Sandbox, error) {
-	return m.store.ListSandboxes(ctx)
+	all, err := m.store.ListSandboxes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, sb := range all {
+		if sb.Pool == "" {
+			out = append(out, sb)
+		}
+	}
+	return out, nil
 }
 
 // sandboxErr gives not-found errors the sandbox code.

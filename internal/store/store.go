@@ -33,6 +33,9 @@ type Sandbox struct {
 	// Spec is the manager's own record of how the sandbox was made (JSON),
 	// so that it can be started again; the store keeps it opaque.
 	Spec []byte
+	// Pool names the warm pool the sandbox waits in, until a request
+	// claims it; empty for every sandbox a client asked for.
+	Pool string
 }
 
 // Event is one entry of a sandbox's history: a status change with its
@@ -51,6 +54,7 @@ type Store interface {
 	Sandboxes
 	Templates
 	Prepulls
+	Contexts
 	Close() error
 }
 

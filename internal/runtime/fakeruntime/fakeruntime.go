@@ -551,6 +551,10 @@ func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.next.ServeHTTP(w, r) // file contents are not rewritten
 	case r.URL.Path == "/v1/dial":
 		s.next.ServeHTTP(w, r) // a raw byte pipe after the upgrade
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/kernels":
+		s.kernelCreate(w, r)
+	case strings.HasPrefix(r.URL.Path, "/v1/kernels/"):
+		s.next.ServeHTTP(w, r) // executions stream
 	default:
 		rec := httptest.NewRecorder()
 		s.next.ServeHTTP(rec, r)
@@ -560,6 +564,18 @@ func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(rec.Code)
 		_, _ = w.Write(bytes.ReplaceAll(rec.Body.Bytes(), []byte(s.box.work), []byte(sandbox.WorkDir)))
 	}
+}
+
+// kernelCreate maps a kernel's working directory into the box.
+func (s *shim) kernelCreate(w http.ResponseWriter, r *http.Request) {
+	var spec agent.KernelSpec
+	if err := json.NewDecoder(io.LimitReader(r.Body, maxExecLine)).Decode(&spec); err == nil && spec.Cwd != "" {
+		spec.Cwd = s.box.hostPath(spec.Cwd)
+	}
+	b, _ := json.Marshal(spec)
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	r.ContentLength = int64(len(b))
+	s.next.ServeHTTP(w, r)
 }
 
 // exec rewrites the request line of an exec and applies the filter; the

@@ -90,6 +90,23 @@ var migrations = []string{
 	// read, as LiteBoxd does) and what it was started with.
 	`ALTER TABLE sandboxes ADD COLUMN access_token TEXT NOT NULL DEFAULT '';
 	ALTER TABLE sandboxes ADD COLUMN spec TEXT NOT NULL DEFAULT '';`,
+	// 5: code-interpreter contexts, and warm-pool membership of sandboxes.
+	`ALTER TABLE sandboxes ADD COLUMN pool TEXT NOT NULL DEFAULT '';
+	CREATE TABLE contexts (
+		id TEXT PRIMARY KEY,
+		sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,
+		language TEXT NOT NULL,
+		type TEXT NOT NULL,
+		session_name TEXT NOT NULL DEFAULT '',
+		working_dir TEXT NOT NULL DEFAULT '',
+		env TEXT NOT NULL DEFAULT '{}',
+		owns_sandbox INTEGER NOT NULL DEFAULT 0,
+		created_at INTEGER NOT NULL,
+		last_used_at INTEGER NOT NULL,
+		execution_count INTEGER NOT NULL DEFAULT 0
+	);
+	CREATE INDEX contexts_sandbox ON contexts(sandbox_id);
+	CREATE INDEX contexts_session ON contexts(session_name);`,
 }
 
 // Open opens (creating if needed) the database at path and brings its
@@ -142,7 +159,7 @@ func (s *Store) migrate(ctx context.Context) error {
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-const sandboxColumns = `id, image, template, template_version, cpu, memory, ttl, env, status, reason, runtime, created_at, updated_at, expires_at, access_token, spec`
+const sandboxColumns = `id, image, template, template_version, cpu, memory, ttl, env, status, reason, runtime, created_at, updated_at, expires_at, access_token, spec, pool`
 
 // truncate rounds sb's times down to the microseconds the database keeps,
 // so that what a call returns equals what a later read returns.
@@ -162,10 +179,10 @@ func (s *Store) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
 	if err != nil {
 		return fmt.Errorf("encode env: %w", err)
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	_, err = s.db.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		sb.ID, sb.Image, sb.Template, sb.TemplateVersion, sb.CPU, sb.Memory, sb.TTL, string(env),
 		sb.Status, sb.Reason, sb.Runtime, toUnix(sb.CreatedAt), toUnix(sb.UpdatedAt), toNullUnix(sb.ExpiresAt),
-		sb.AccessToken, string(sb.Spec))
+		sb.AccessToken, string(sb.Spec), sb.Pool)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint") {
 			return errdefs.Conflict("sandbox %s already exists", sb.ID)
@@ -186,7 +203,7 @@ func scanSandbox(row scanner) (*store.Sandbox, error) {
 		spec             string
 	)
 	if err := row.Scan(&sb.ID, &sb.Image, &sb.Template, &sb.TemplateVersion, &sb.CPU, &sb.Memory, &sb.TTL,
-		&env, &sb.Status, &sb.Reason, &sb.Runtime, &created, &updated, &expires, &sb.AccessToken, &spec); err != nil {
+		&env, &sb.Status, &sb.Reason, &sb.Runtime, &created, &updated, &expires, &sb.AccessToken, &spec, &sb.Pool); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(env), &sb.Env); err != nil {
@@ -253,9 +270,9 @@ func (s *Store) UpdateSandbox(ctx context.Context, id string, fn func(*store.San
 	if err != nil {
 		return nil, fmt.Errorf("encode env: %w", err)
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE sandboxes SET image=?, template=?, template_version=?, cpu=?, memory=?, ttl=?, env=?, status=?, reason=?, runtime=?, created_at=?, updated_at=?, expires_at=?, access_token=?, spec=? WHERE id=?`,
+	_, err = tx.ExecContext(ctx, `UPDATE sandboxes SET image=?, template=?, template_version=?, cpu=?, memory=?, ttl=?, env=?, status=?, reason=?, runtime=?, created_at=?, updated_at=?, expires_at=?, access_token=?, spec=?, pool=? WHERE id=?`,
 		sb.Image, sb.Template, sb.TemplateVersion, sb.CPU, sb.Memory, sb.TTL, string(env), sb.Status, sb.Reason,
-		sb.Runtime, toUnix(sb.CreatedAt), toUnix(sb.UpdatedAt), toNullUnix(sb.ExpiresAt), sb.AccessToken, string(sb.Spec), id)
+		sb.Runtime, toUnix(sb.CreatedAt), toUnix(sb.UpdatedAt), toNullUnix(sb.ExpiresAt), sb.AccessToken, string(sb.Spec), sb.Pool, id)
 	if err != nil {
 		return nil, fmt.Errorf("update sandbox %s: %w", id, err)
 	}

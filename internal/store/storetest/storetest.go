@@ -33,6 +33,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	}
 	tests = append(tests, templateTests...)
 	tests = append(tests, prepullTests...)
+	tests = append(tests, contextTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStore(t)
@@ -56,6 +57,7 @@ func sample(id string) *store.Sandbox {
 func testCreateGet(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	want := sample("sb1")
+	want.Pool = "python"
 	if err := s.CreateSandbox(ctx, want); err != nil {
 		t.Fatal(err)
 	}

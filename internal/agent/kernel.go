@@ -1,0 +1,726 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// A kernel process is driven through two extra pipes: it reads requests on
+// fd 3 and writes control messages on fd 4; fds 1 and 2 carry the user's
+// output as it is produced. A request is a header line "<marker> <n>"
+// followed by n bytes of code. The driver answers with "display" messages
+// (rich outputs) while the code runs and, when it ends, writes the marker
+// to fd 1 and fd 2 and a "done" message on fd 4. The markers tell the agent
+// where this execution's output ends in each stream, whatever wrote to it
+// (print, a subprocess, C code). The drivers are in kernels/.
+
+var (
+	//go:embed kernels/python.py
+	pythonDriver string
+	//go:embed kernels/node.js
+	nodeDriver string
+	//go:embed kernels/bash.sh
+	bashDriver string
+)
+
+// kernelProgram is how a language's driver is started.
+type kernelProgram struct {
+	interpreter string
+	argv        func(path string) []string
+}
+
+var kernelPrograms = map[string]*kernelProgram{
+	LangPython: {"python3", func(p string) []string { return []string{p, "-c", pythonDriver} }},
+	LangJavaScript: {"node", func(p string) []string {
+		return []string{p, "--stack-size=4000", "-e", nodeDriver}
+	}},
+	LangBash: {"bash", func(p string) []string { return []string{p, "--noprofile", "--norc", "-c", bashDriver} }},
+}
+
+// kernelEnv comes before the sandbox's own environment, which may override
+// it.
+var kernelEnv = []string{"PYTHONUNBUFFERED=1", "MPLBACKEND=Agg", "PYTHONDONTWRITEBYTECODE=1"}
+
+// Kernel timings.
+const (
+	// kernelReadyTimeout bounds a driver's start.
+	kernelReadyTimeout = 30 * time.Second
+	// interruptGrace is how long an interrupted execution may take to end
+	// before the kernel is killed and restarted.
+	interruptGrace = 2 * time.Second
+	// markerGrace is how long output is awaited after "done", for the
+	// markers to come through the output pipes.
+	markerGrace = time.Second
+	// maxControlLine bounds one control message (a display of a large
+	// figure is the largest).
+	maxControlLine = maxFrame
+)
+
+// ErrKernelNotFound, ErrKernelExists and ErrNoInterpreter are the kernel
+// registry's errors.
+var (
+	ErrKernelNotFound = errors.New("kernel not found")
+	ErrKernelExists   = errors.New("kernel already exists")
+	ErrNoInterpreter  = errors.New("interpreter not installed")
+)
+
+// kernels is the agent's registry of kernels.
+type kernels struct {
+	srv *Server
+	mu  sync.Mutex
+	m   map[string]*kernel
+}
+
+// kernel is one context's interpreter. Its process may be replaced
+// (restart); executions are serialized by sem.
+type kernel struct {
+	spec      KernelSpec
+	startedAt time.Time
+	sem       chan struct{}
+
+	mu     sync.Mutex
+	proc   *kernelProc
+	count  int
+	busy   bool
+	closed bool // removed: never restarted again
+}
+
+// control is a message from a driver.
+type control struct {
+	Type    string         `json:"type"`
+	Data    map[string]any `json:"data,omitempty"`
+	Result  map[string]any `json:"result,omitempty"`
+	Error   *KernelError   `json:"error,omitempty"`
+	Version string         `json:"version,omitempty"`
+}
+
+// kernelProc is one running driver process.
+type kernelProc struct {
+	pid     int
+	req     *os.File
+	ctl     chan control // closed when the driver closes fd 4
+	exited  chan struct{}
+	status  syscall.WaitStatus
+	killed  bool // by the agent
+	version string
+
+	mu  sync.Mutex
+	cur *execution // the execution the output belongs to; nil between executions
+}
+
+// execution is the state of one run shared with the output pumps.
+type execution struct {
+	marker []byte
+	fw     *frameWriter // nil: output is kept in startup
+	limit  int64
+
+	mu      sync.Mutex
+	written int64
+	dropped int64
+	startup []byte           // stderr tail while a driver starts
+	seen    [2]chan struct{} // closed when the marker was seen on stdout, stderr
+}
+
+func newExecution(fw *frameWriter, limit int64) *execution {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return &execution{
+		marker: []byte("\x1ea2e-" + hex.EncodeToString(b[:]) + "\x1e"),
+		fw:     fw, limit: limit,
+		seen: [2]chan struct{}{make(chan struct{}), make(chan struct{})},
+	}
+}
+
+// emit delivers output of one stream, within the limit.
+func (e *execution) emit(kind byte, p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	e.mu.Lock()
+	if e.fw == nil {
+		e.startup = append(e.startup, p...)
+		if len(e.startup) > 4096 {
+			e.startup = e.startup[len(e.startup)-4096:]
+		}
+		e.mu.Unlock()
+		return
+	}
+	if e.limit > 0 {
+		room := e.limit - e.written
+		if room < int64(len(p)) {
+			e.dropped += int64(len(p)) - max(room, 0)
+			p = p[:max(room, 0)]
+		}
+	}
+	e.written += int64(len(p))
+	e.mu.Unlock()
+	if len(p) > 0 {
+		_ = e.fw.frame(kind, p)
+	}
+}
+
+func (e *execution) markSeen(stream int) {
+	select {
+	case <-e.seen[stream]:
+	default:
+		close(e.seen[stream])
+	}
+}
+
+func newKernels(srv *Server) *kernels {
+	return &kernels{srv: srv, m: make(map[string]*kernel)}
+}
+
+// create starts a kernel and registers it once its driver is ready.
+func (ks *kernels) create(ctx context.Context, spec KernelSpec) (KernelInfo, error) {
+	if err := spec.Validate(); err != nil {
+		return KernelInfo{}, err
+	}
+	ks.mu.Lock()
+	if _, ok := ks.m[spec.ID]; ok {
+		ks.mu.Unlock()
+		return KernelInfo{}, fmt.Errorf("kernel %s: %w", spec.ID, ErrKernelExists)
+	}
+	k := &kernel{spec: spec, startedAt: time.Now(), sem: make(chan struct{}, 1)}
+	ks.m[spec.ID] = k // reserved while it starts
+	ks.mu.Unlock()
+	p, err := ks.start(ctx, &k.spec)
+	if err != nil {
+		ks.mu.Lock()
+		delete(ks.m, spec.ID)
+		ks.mu.Unlock()
+		return KernelInfo{}, err
+	}
+	k.mu.Lock()
+	k.proc = p
+	k.mu.Unlock()
+	return k.info(), nil
+}
+
+func (ks *kernels) get(id string) (*kernel, error) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	k, ok := ks.m[id]
+	if !ok || k.current() == nil {
+		return nil, fmt.Errorf("kernel %s: %w", id, ErrKernelNotFound)
+	}
+	return k, nil
+}
+
+func (ks *kernels) list() []KernelInfo {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	out := make([]KernelInfo, 0, len(ks.m))
+	for _, k := range ks.m {
+		if k.current() != nil {
+			out = append(out, k.info())
+		}
+	}
+	return out
+}
+
+// remove kills a kernel and forgets it. A running execution ends with the
+// kernel's death.
+func (ks *kernels) remove(id string) error {
+	ks.mu.Lock()
+	k, ok := ks.m[id]
+	if ok && k.current() != nil {
+		delete(ks.m, id)
+	}
+	ks.mu.Unlock()
+	if !ok || k.current() == nil {
+		return fmt.Errorf("kernel %s: %w", id, ErrKernelNotFound)
+	}
+	k.mu.Lock()
+	k.closed = true
+	k.mu.Unlock()
+	k.current().kill()
+	return nil
+}
+
+func (k *kernel) current() *kernelProc {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.proc
+}
+
+func (k *kernel) info() KernelInfo {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	info := KernelInfo{ID: k.spec.ID, Language: k.spec.Language, StartedAt: k.startedAt,
+		ExecutionCount: k.count, Busy: k.busy}
+	if k.proc != nil {
+		info.Pid = k.proc.pid
+	}
+	return info
+}
+
+// start runs a driver and waits until it is ready.
+func (ks *kernels) start(ctx context.Context, spec *KernelSpec) (*kernelProc, error) {
+	prog := kernelPrograms[spec.Language]
+	env := mergeEnv(mergeEnv(kernelEnv, ks.srv.env), spec.Env)
+	path, err := lookPath(prog.interpreter, env)
+	if err != nil {
+		return nil, fmt.Errorf("%s kernel needs %s: %w", spec.Language, prog.interpreter, ErrNoInterpreter)
+	}
+	cwd := spec.Cwd
+	if cwd == "" {
+		cwd = ks.srv.cwd
+	}
+	var pipes [8]*os.File // stdout r/w, stderr r/w, req r/w, ctl r/w
+	closeAll := func() {
+		for _, f := range pipes {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}
+	for i := 0; i < len(pipes); i += 2 {
+		if pipes[i], pipes[i+1], err = os.Pipe(); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("create kernel pipe: %w", err)
+		}
+	}
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("open %s: %w", os.DevNull, err)
+	}
+	defer devnull.Close()
+	attr := &syscall.ProcAttr{
+		Dir: cwd, Env: env,
+		Files: []uintptr{devnull.Fd(), pipes[1].Fd(), pipes[3].Fd(), pipes[4].Fd(), pipes[7].Fd()},
+		Sys:   ks.srv.procAttr(),
+	}
+	pid, waitc, err := ks.srv.reaper.start(func() (int, error) {
+		return syscall.ForkExec(path, prog.argv(path), attr)
+	})
+	for _, i := range []int{1, 3, 4, 7} { // the child's ends
+		pipes[i].Close()
+		pipes[i] = nil
+	}
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("start %s kernel: %w", spec.Language, err)
+	}
+	ks.srv.protect(pid)
+	p := &kernelProc{pid: pid, req: pipes[5], ctl: make(chan control, 16), exited: make(chan struct{})}
+	go func() {
+		p.status = <-waitc
+		close(p.exited)
+	}()
+	go p.pump(pipes[0], frameStdout, 0)
+	go p.pump(pipes[2], frameStderr, 1)
+	go p.readControl(pipes[6])
+
+	boot := newExecution(nil, 0)
+	p.setCurrent(boot)
+	defer p.setCurrent(nil)
+	timer := time.NewTimer(kernelReadyTimeout)
+	defer timer.Stop()
+	select {
+	case msg, ok := <-p.ctl:
+		if ok && msg.Type == "ready" {
+			p.version = msg.Version
+			return p, nil
+		}
+		p.kill()
+		<-p.exited
+		return nil, fmt.Errorf("%s kernel did not start: %s", spec.Language, boot.tail())
+	case <-p.exited:
+		return nil, fmt.Errorf("%s kernel exited at start (%s): %s", spec.Language, describeExit(p.status), boot.tail())
+	case <-timer.C:
+		p.kill()
+		return nil, fmt.Errorf("%s kernel not ready after %v", spec.Language, kernelReadyTimeout)
+	case <-ctx.Done():
+		p.kill()
+		return nil, ctx.Err()
+	}
+}
+
+func (e *execution) tail() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := strings.TrimSpace(string(e.startup))
+	if s == "" {
+		return "no output"
+	}
+	return s
+}
+
+func (p *kernelProc) setCurrent(e *execution) {
+	p.mu.Lock()
+	p.cur = e
+	p.mu.Unlock()
+}
+
+func (p *kernelProc) current() *execution {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cur
+}
+
+// kill ends the driver and everything it started.
+func (p *kernelProc) kill() {
+	p.mu.Lock()
+	p.killed = true
+	p.mu.Unlock()
+	killGroup(p.pid)
+	_ = p.req.Close()
+}
+
+func (p *kernelProc) interrupt() { _ = syscall.Kill(-p.pid, syscall.SIGINT) }
+
+// pump reads one output stream for the life of the driver, handing each
+// chunk to the current execution up to its marker. Output between
+// executions (a background thread's) is dropped.
+func (p *kernelProc) pump(r *os.File, kind byte, stream int) {
+	defer r.Close()
+	buf := make([]byte, 32<<10)
+	var pending []byte // a tail that may be the start of the marker
+	var owner *execution
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			e := p.current()
+			if e != owner {
+				pending, owner = nil, e
+			}
+			if e != nil {
+				data := append(pending, buf[:n]...)
+				pending = nil
+				if i := bytes.Index(data, e.marker); i >= 0 {
+					e.emit(kind, data[:i])
+					e.markSeen(stream)
+					owner = nil // the rest belongs to no execution
+				} else {
+					keep := partialSuffix(data, e.marker)
+					e.emit(kind, data[:len(data)-keep])
+					pending = append(pending[:0:0], data[len(data)-keep:]...)
+				}
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// partialSuffix returns the length of the longest suffix of data that is a
+// proper prefix of marker.
+func partialSuffix(data, marker []byte) int {
+	for k := min(len(marker)-1, len(data)); k > 0; k-- {
+		if bytes.HasSuffix(data, marker[:k]) {
+			return k
+		}
+	}
+	return 0
+}
+
+// readControl parses the driver's control messages until it closes fd 4.
+func (p *kernelProc) readControl(f *os.File) {
+	defer close(p.ctl)
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 64<<10)
+	for {
+		line, err := readLongLine(r, maxControlLine)
+		switch {
+		case errors.Is(err, errLineTooLong):
+			p.ctl <- control{Type: "display", Data: map[string]any{"text/plain": "[output too large to display]"}}
+			continue
+		case err != nil:
+			return
+		}
+		var msg control
+		if json.Unmarshal(line, &msg) == nil {
+			p.ctl <- msg
+		}
+	}
+}
+
+var errLineTooLong = errors.New("control line too long")
+
+// readLongLine reads a line of at most limit bytes; a longer one is read to
+// its end and answered with errLineTooLong.
+func readLongLine(r *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	tooLong := false
+	for {
+		chunk, isPrefix, err := r.ReadLine()
+		if err != nil {
+			return nil, err
+		}
+		if !tooLong {
+			line = append(line, chunk...)
+			if len(line) > limit {
+				line, tooLong = nil, true
+			}
+		}
+		if !isPrefix {
+			if tooLong {
+				return nil, errLineTooLong
+			}
+			return line, nil
+		}
+	}
+}
+
+// execute runs one request, streaming its output into fw, and returns how
+// it ended. Executions of one kernel run one at a time.
+func (ks *kernels) execute(ctx context.Context, k *kernel, req KernelExecRequest, fw *frameWriter) (KernelResult, error) {
+	select {
+	case k.sem <- struct{}{}:
+	case <-ctx.Done():
+		return KernelResult{}, ctx.Err()
+	}
+	defer func() { <-k.sem }()
+	k.mu.Lock()
+	k.busy = true
+	p := k.proc
+	k.mu.Unlock()
+	defer func() {
+		k.mu.Lock()
+		k.busy = false
+		k.mu.Unlock()
+	}()
+	if p == nil {
+		return KernelResult{}, fmt.Errorf("kernel %s: %w", k.spec.ID, ErrKernelNotFound)
+	}
+	lost := false
+	for attempt := 0; ; attempt++ {
+		select {
+		case <-p.exited: // died while idle: start afresh, state is gone
+			np, err := ks.restart(ctx, k, p)
+			if err != nil {
+				return KernelResult{}, err
+			}
+			p, lost = np, true
+		default:
+		}
+		res, undelivered := ks.run(ctx, k, p, req, fw)
+		if undelivered {
+			// It died before the code reached it (killed while idle, not
+			// yet reaped): run the code in the new one, once.
+			if p, lost = k.current(), true; attempt == 0 {
+				continue
+			}
+			res.Error = &KernelError{Name: "KernelDied", Kind: KindSystem,
+				Value: fmt.Sprintf("the %s kernel died before it could run the code, twice", k.spec.Language)}
+		}
+		res.StateLost = res.StateLost || lost
+		k.mu.Lock()
+		k.count++
+		res.ExecutionCount = k.count
+		k.mu.Unlock()
+		return res, nil
+	}
+}
+
+// run executes req in the driver p. It reports undelivered, with nothing
+// run, when p was dead before it could take the request.
+func (ks *kernels) run(ctx context.Context, k *kernel, p *kernelProc, req KernelExecRequest, fw *frameWriter) (res KernelResult, undelivered bool) {
+	start := time.Now()
+	e := newExecution(fw, req.OutputLimit)
+	p.setCurrent(e)
+	defer p.setCurrent(nil)
+	oomBefore := oomKills()
+	sent := make(chan error, 1)
+	go func() { sent <- p.send(e.marker, req.Code) }()
+
+	var timeout <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var grace <-chan time.Time
+	ctxDone := ctx.Done()
+	interrupt := func() {
+		if grace == nil {
+			p.interrupt()
+			grace = time.After(interruptGrace)
+		}
+	}
+	done, died := false, false
+	for !done && !died {
+		select {
+		case msg, ok := <-p.ctl:
+			switch {
+			case !ok:
+				<-p.exited
+				died = true
+			case msg.Type == "display":
+				if b, err := json.Marshal(msg.Data); err == nil {
+					_ = fw.frame(frameDisplay, b)
+				}
+			case msg.Type == "done":
+				res.Result, res.Error, done = msg.Result, msg.Error, true
+			}
+		case <-p.exited:
+			died = true
+		case <-timeout:
+			res.TimedOut = true
+			timeout = nil
+			interrupt()
+		case <-ctxDone: // the client is gone: stop the code, keep the kernel
+			ctxDone = nil
+			interrupt()
+		case <-grace: // could not be interrupted
+			p.kill()
+			<-p.exited
+			died = true
+		}
+	}
+	if died && grace == nil && undeliverable(sent) {
+		if _, err := ks.restart(context.WithoutCancel(ctx), k, p); err == nil {
+			return KernelResult{}, true
+		}
+	}
+	if done {
+		waitMarkers(e)
+	}
+	res.Duration = time.Since(start)
+	if died {
+		res.Error = kernelDeath(k.spec.Language, p, oomBefore)
+		if _, err := ks.restart(context.WithoutCancel(ctx), k, p); err != nil {
+			res.Error.Value += "; restarting it failed: " + err.Error()
+		}
+		res.StateLost = true
+	}
+	if res.TimedOut {
+		te := &KernelError{Name: "TimeoutError", Kind: KindSystem,
+			Value: fmt.Sprintf("execution exceeded the timeout of %v and was interrupted", req.Timeout)}
+		if died {
+			te.Value = fmt.Sprintf("execution exceeded the timeout of %v and could not be interrupted; the kernel was restarted", req.Timeout)
+		} else if res.Error != nil {
+			te.Traceback = res.Error.Traceback // where it was interrupted
+		}
+		res.Error = te
+	}
+	e.mu.Lock()
+	res.Dropped = e.dropped
+	e.mu.Unlock()
+	if res.Dropped > 0 {
+		_ = fw.frame(frameStdout, []byte(fmt.Sprintf("\n[output truncated: %d bytes past the %d-byte limit were dropped]\n", res.Dropped, req.OutputLimit)))
+	}
+	return res, false
+}
+
+// undeliverable reports whether sending a request failed because the
+// driver was gone (a child holding the pipe may keep the write pending: it
+// is given a moment, then taken as delivered).
+func undeliverable(sent <-chan error) bool {
+	select {
+	case err := <-sent:
+		return errors.Is(err, syscall.EPIPE)
+	case <-time.After(100 * time.Millisecond):
+		return false
+	}
+}
+
+// send writes a request to the driver. A driver that died fails the write
+// with EPIPE.
+func (p *kernelProc) send(marker []byte, code string) error {
+	header := fmt.Sprintf("%s %d\n", marker, len(code))
+	_, err := io.WriteString(p.req, header+code)
+	return err
+}
+
+// waitMarkers waits, briefly, for the execution's output to drain.
+func waitMarkers(e *execution) {
+	t := time.NewTimer(markerGrace)
+	defer t.Stop()
+	for _, c := range e.seen {
+		select {
+		case <-c:
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// restart replaces a dead (or stuck) driver with a new one.
+func (ks *kernels) restart(ctx context.Context, k *kernel, old *kernelProc) (*kernelProc, error) {
+	old.kill()
+	<-old.exited
+	k.mu.Lock()
+	closed := k.closed
+	k.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("kernel %s was removed: %w", k.spec.ID, ErrKernelNotFound)
+	}
+	p, err := ks.start(ctx, &k.spec)
+	if err != nil {
+		return nil, fmt.Errorf("restart %s kernel: %w", k.spec.Language, err)
+	}
+	k.mu.Lock()
+	if k.closed { // removed while it restarted
+		k.mu.Unlock()
+		p.kill()
+		return nil, fmt.Errorf("kernel %s was removed: %w", k.spec.ID, ErrKernelNotFound)
+	}
+	k.proc = p
+	k.mu.Unlock()
+	return p, nil
+}
+
+// kernelDeath explains why a driver died during an execution.
+func kernelDeath(lang string, p *kernelProc, oomBefore int64) *KernelError {
+	p.mu.Lock()
+	killed := p.killed
+	p.mu.Unlock()
+	how := describeExit(p.status)
+	switch {
+	case killed:
+		return &KernelError{Name: "KernelDied", Kind: KindSystem,
+			Value: fmt.Sprintf("the %s kernel did not respond to an interrupt and was restarted", lang)}
+	case p.status.Signaled() && p.status.Signal() == syscall.SIGKILL && oomKills() > oomBefore:
+		return &KernelError{Name: "OutOfMemory", Kind: KindSystem,
+			Value: fmt.Sprintf("the %s kernel ran out of memory and was killed; it was restarted", lang)}
+	default:
+		return &KernelError{Name: "KernelDied", Kind: KindSystem,
+			Value: fmt.Sprintf("the %s kernel %s; it was restarted", lang, how)}
+	}
+}
+
+func describeExit(ws syscall.WaitStatus) string {
+	switch {
+	case ws.Signaled():
+		return "was killed by " + unixSignalName(ws.Signal())
+	case ws.Exited():
+		return "exited with status " + strconv.Itoa(ws.ExitStatus())
+	}
+	return "ended"
+}
+
+// oomKills reads the sandbox cgroup's count of out-of-memory kills (v2 or
+// v1), or -1 when it cannot be read.
+func oomKills() int64 {
+	for _, f := range []string{"/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				return n
+			}
+		}
+	}
+	return -1
+}

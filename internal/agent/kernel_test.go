@@ -1,0 +1,381 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+// The kernel tests run the drivers with the host's interpreters, as the
+// test's own user: python3, node and bash must be installed (they are on
+// every machine this project builds on).
+func requireInterpreters(t *testing.T) {
+	t.Helper()
+	for _, p := range []string{"python3", "node", "bash"} {
+		if _, err := exec.LookPath(p); err != nil {
+			t.Fatalf("kernel tests need %s on PATH: %v", p, err)
+		}
+	}
+}
+
+// startKernelAgent is startAgent with the host's PATH, so that the
+// interpreters are found wherever they are installed.
+func startKernelAgent(t *testing.T) *Client {
+	t.Helper()
+	requireInterpreters(t)
+	c, _ := startAgent(t)
+	return c
+}
+
+type execOutput struct {
+	res            KernelResult
+	stdout, stderr string
+	displays       []map[string]any
+}
+
+func execute(t *testing.T, c *Client, id, code string, timeout time.Duration) execOutput {
+	t.Helper()
+	return executeLimit(t, c, id, code, timeout, 0)
+}
+
+func executeLimit(t *testing.T, c *Client, id, code string, timeout time.Duration, limit int64) execOutput {
+	t.Helper()
+	var out execOutput
+	var stdout, stderr strings.Builder
+	res, err := c.Execute(context.Background(), id, KernelExecRequest{Code: code, Timeout: timeout, OutputLimit: limit}, KernelOutput{
+		Stdout:  func(p []byte) error { stdout.Write(p); return nil },
+		Stderr:  func(p []byte) error { stderr.Write(p); return nil },
+		Display: func(d map[string]any) error { out.displays = append(out.displays, d); return nil },
+	})
+	if err != nil {
+		t.Fatalf("execute %q: %v", code, err)
+	}
+	out.res, out.stdout, out.stderr = res, stdout.String(), stderr.String()
+	return out
+}
+
+func newKernel(t *testing.T, c *Client, id, lang string) KernelInfo {
+	t.Helper()
+	info, err := c.CreateKernel(context.Background(), KernelSpec{ID: id, Language: lang})
+	if err != nil {
+		t.Fatalf("create %s kernel: %v", lang, err)
+	}
+	return info
+}
+
+func resultText(r KernelResult) string {
+	s, _ := r.Result["text/plain"].(string)
+	return s
+}
+
+func TestKernelLanguages(t *testing.T) {
+	c := startKernelAgent(t)
+	type step struct {
+		code       string
+		timeout    time.Duration
+		wantOut    string // stdout must equal
+		wantErrOut string // stderr must contain
+		wantResult string
+		wantError  string // error name
+		wantKind   string
+		wantTB     string // traceback must contain
+	}
+	tests := []struct {
+		lang  string
+		steps []step
+	}{
+		{LangPython, []step{
+			{code: "x = 41\ndef inc(v):\n    return v + 1", wantOut: ""},
+			{code: "import math\nprint('hi', inc(x))\ninc(x)", wantOut: "hi 42\n", wantResult: "42"},
+			{code: "math.sqrt(16)", wantResult: "4.0"},
+			{code: "import sys\nprint('to err', file=sys.stderr)", wantErrOut: "to err"},
+			{code: "print('héllo 世界 🎉')", wantOut: "héllo 世界 🎉\n"},
+			{code: "def f():\n    return 1/0\nf()", wantError: "ZeroDivisionError", wantKind: KindRuntime, wantTB: "1/0"},
+			{code: "def broken(:\n  pass", wantError: "SyntaxError", wantKind: KindSyntax},
+			{code: "raise SystemExit(3)", wantError: "SystemExit", wantKind: KindRuntime},
+			{code: "while True:\n    pass", timeout: 300 * time.Millisecond, wantError: "TimeoutError", wantKind: KindSystem},
+			{code: "import time\ntime.sleep(100)", timeout: 300 * time.Millisecond, wantError: "TimeoutError", wantKind: KindSystem},
+			{code: "inc(x)", wantResult: "42"}, // state survived the interrupts
+			{code: "input()", wantError: "EOFError", wantKind: KindRuntime},
+		}},
+		{LangJavaScript, []step{
+			{code: "var x = 41; function inc(v) { return v + 1 }", wantOut: ""},
+			{code: "console.log('hi', inc(x)); inc(x)", wantOut: "hi 42\n", wantResult: "42"},
+			{code: "const os = require('os'); typeof os.hostname", wantResult: "'function'"},
+			{code: "console.error('to err')", wantErrOut: "to err"},
+			{code: "console.log('héllo 世界 🎉')", wantOut: "héllo 世界 🎉\n"},
+			{code: "null.foo", wantError: "TypeError", wantKind: KindRuntime},
+			{code: "function (", wantError: "SyntaxError", wantKind: KindSyntax},
+			{code: "await new Promise(r => setTimeout(() => r(7), 10))", wantResult: "7"},
+			{code: "while (true) {}", timeout: 300 * time.Millisecond, wantError: "TimeoutError", wantKind: KindSystem},
+			{code: "await new Promise(() => {})", timeout: 300 * time.Millisecond, wantError: "TimeoutError", wantKind: KindSystem},
+			{code: "inc(x)", wantResult: "42"},
+		}},
+		{LangBash, []step{
+			{code: "X=41; inc() { echo $(( $1 + 1 )); }", wantOut: ""},
+			{code: "inc $X", wantOut: "42\n"},
+			{code: "cd /tmp && echo ok", wantOut: "ok\n"},
+			{code: "pwd", wantOut: "/tmp\n"},
+			{code: "echo to err >&2", wantErrOut: "to err"},
+			{code: "echo 'héllo 世界 🎉'", wantOut: "héllo 世界 🎉\n"},
+			{code: "false", wantError: "ExitStatus", wantKind: KindRuntime},
+			{code: "if then fi", wantError: "SyntaxError", wantKind: KindSyntax},
+			{code: "sleep 100", timeout: 300 * time.Millisecond, wantError: "TimeoutError", wantKind: KindSystem},
+			{code: "inc $X", wantOut: "42\n"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.lang, func(t *testing.T) {
+			t.Parallel()
+			newKernel(t, c, "k-"+tt.lang, tt.lang)
+			for i, st := range tt.steps {
+				out := execute(t, c, "k-"+tt.lang, st.code, st.timeout)
+				where := fmt.Sprintf("step %d %q", i, st.code)
+				if st.wantError == "" && out.res.Error != nil {
+					t.Fatalf("%s: unexpected error %+v (stderr %q)", where, out.res.Error, out.stderr)
+				}
+				if st.wantError != "" {
+					if out.res.Error == nil || out.res.Error.Name != st.wantError || out.res.Error.Kind != st.wantKind {
+						t.Fatalf("%s: error %+v, want %s (%s)", where, out.res.Error, st.wantError, st.wantKind)
+					}
+					if !strings.Contains(out.res.Error.Traceback, st.wantTB) {
+						t.Errorf("%s: traceback %q lacks %q", where, out.res.Error.Traceback, st.wantTB)
+					}
+				}
+				if st.wantError == "" && out.stdout != st.wantOut {
+					t.Errorf("%s: stdout %q, want %q", where, out.stdout, st.wantOut)
+				}
+				if !strings.Contains(out.stderr, st.wantErrOut) {
+					t.Errorf("%s: stderr %q lacks %q", where, out.stderr, st.wantErrOut)
+				}
+				if got := resultText(out.res); got != st.wantResult {
+					t.Errorf("%s: result %q, want %q", where, got, st.wantResult)
+				}
+				if out.res.StateLost {
+					t.Errorf("%s: state lost", where)
+				}
+				if out.res.ExecutionCount != i+1 {
+					t.Errorf("%s: execution count %d, want %d", where, out.res.ExecutionCount, i+1)
+				}
+			}
+		})
+	}
+}
+
+func TestKernelRichOutput(t *testing.T) {
+	c := startKernelAgent(t)
+	newKernel(t, c, "rich", LangPython)
+	out := execute(t, c, "rich", `class Page:
+    def _repr_html_(self):
+        return "<b>bold</b>"
+    def __repr__(self):
+        return "Page()"
+display(Page())
+print("between")
+Page()`, 0)
+	if out.res.Error != nil {
+		t.Fatalf("error: %+v", out.res.Error)
+	}
+	if len(out.displays) != 1 || out.displays[0]["text/html"] != "<b>bold</b>" {
+		t.Errorf("displays %v, want one with text/html", out.displays)
+	}
+	if out.res.Result["text/html"] != "<b>bold</b>" || resultText(out.res) != "Page()" {
+		t.Errorf("result %v, want html and text", out.res.Result)
+	}
+	if out.stdout != "between\n" {
+		t.Errorf("stdout %q", out.stdout)
+	}
+}
+
+func TestKernelOutput(t *testing.T) {
+	c := startKernelAgent(t)
+	newKernel(t, c, "out", LangPython)
+	t.Run("1 MB whole", func(t *testing.T) {
+		out := execute(t, c, "out", "import sys\nsys.stdout.write('x' * (1 << 20))", 0)
+		if len(out.stdout) != 1<<20 || strings.Trim(out.stdout, "x") != "" || out.res.Dropped != 0 {
+			t.Errorf("stdout %d bytes (dropped %d), want 1 MiB of x", len(out.stdout), out.res.Dropped)
+		}
+	})
+	t.Run("capped with a marker", func(t *testing.T) {
+		out := executeLimit(t, c, "out", "print('y' * (1 << 20))", 0, 64<<10)
+		if out.res.Dropped != (1<<20)+1-(64<<10) {
+			t.Errorf("dropped %d", out.res.Dropped)
+		}
+		if !strings.HasPrefix(out.stdout, strings.Repeat("y", 64<<10)) || !strings.Contains(out.stdout, "[output truncated:") {
+			t.Errorf("stdout does not end in the marker: %q", out.stdout[max(0, len(out.stdout)-200):])
+		}
+	})
+	t.Run("binary-ish bytes pass through", func(t *testing.T) {
+		out := execute(t, c, "out", "import sys\nsys.stdout.buffer.write(bytes(range(256)))\nsys.stdout.flush()", 0)
+		if len(out.stdout) != 256 || out.stdout[255] != 255 || out.stdout[0] != 0 {
+			t.Errorf("stdout %q", out.stdout)
+		}
+	})
+	t.Run("marker-like text is output", func(t *testing.T) {
+		out := execute(t, c, "out", `print("\x1ea2e-not-the-marker\x1e")`, 0)
+		if out.stdout != "\x1ea2e-not-the-marker\x1e\n" {
+			t.Errorf("stdout %q", out.stdout)
+		}
+	})
+	t.Run("subprocess output", func(t *testing.T) {
+		out := execute(t, c, "out", "import subprocess\nsubprocess.run(['echo', 'from child'])", 0)
+		if out.stdout != "from child\n" {
+			t.Errorf("stdout %q", out.stdout)
+		}
+	})
+}
+
+func TestKernelRestart(t *testing.T) {
+	c := startKernelAgent(t)
+	tests := []struct {
+		name      string
+		code      string
+		timeout   time.Duration
+		kill      bool // kill the driver from outside before running code
+		wantError string
+	}{
+		{name: "exits during a run", code: "import os\nos._exit(3)", wantError: "KernelDied"},
+		{name: "killed during a run", code: "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", wantError: "KernelDied"},
+		{name: "ignores interrupts", code: "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass", timeout: 200 * time.Millisecond, wantError: "TimeoutError"},
+		{name: "killed from outside while idle", kill: true, code: "1 + 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := strings.ReplaceAll(tt.name, " ", "-")
+			info := newKernel(t, c, id, LangPython)
+			execute(t, c, id, "state = 'kept'", 0)
+			if tt.kill {
+				if err := syscall.Kill(info.Pid, syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			out := execute(t, c, id, tt.code, tt.timeout)
+			if !out.res.StateLost {
+				t.Errorf("state_lost not set: %+v", out.res)
+			}
+			if tt.wantError != "" && (out.res.Error == nil || out.res.Error.Name != tt.wantError || out.res.Error.Kind != KindSystem) {
+				t.Errorf("error %+v, want %s", out.res.Error, tt.wantError)
+			}
+			// The kernel works again, with its state gone.
+			out = execute(t, c, id, "'state' in globals()", 0)
+			if out.res.Error != nil || resultText(out.res) != "False" || out.res.StateLost {
+				t.Errorf("after restart: %+v", out.res)
+			}
+		})
+	}
+}
+
+func TestKernelCancelInterrupts(t *testing.T) {
+	c := startKernelAgent(t)
+	newKernel(t, c, "cancel", LangPython)
+	execute(t, c, "cancel", "n = 5", 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := c.Execute(ctx, "cancel", KernelExecRequest{Code: "import time\ntime.sleep(100)"}, KernelOutput{})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("execute: %v, want deadline exceeded", err)
+	}
+	start := time.Now()
+	out := execute(t, c, "cancel", "n * 2", 0)
+	if resultText(out.res) != "10" || out.res.StateLost {
+		t.Errorf("after cancel: %+v", out.res)
+	}
+	if d := time.Since(start); d > interruptGrace {
+		t.Errorf("next run waited %v: the cancelled one was not interrupted", d)
+	}
+}
+
+func TestKernelRegistry(t *testing.T) {
+	c := startKernelAgent(t)
+	ctx := context.Background()
+	newKernel(t, c, "a", LangPython)
+	newKernel(t, c, "b", LangBash)
+	if _, err := c.CreateKernel(ctx, KernelSpec{ID: "a", Language: LangPython}); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Errorf("duplicate: %v", err)
+	}
+	if _, err := c.CreateKernel(ctx, KernelSpec{ID: "c", Language: "cobol"}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("unknown language: %v", err)
+	}
+	list, err := c.Kernels(ctx)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("list: %v %v", list, err)
+	}
+	if err := c.DeleteKernel(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteKernel(ctx, "a"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("delete twice: %v", err)
+	}
+	if _, err := c.Execute(ctx, "a", KernelExecRequest{Code: "1"}, KernelOutput{}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("execute deleted: %v", err)
+	}
+	// Deleting a kernel mid-run ends the run and does not restart it.
+	done := make(chan KernelResult, 1)
+	go func() {
+		res, _ := c.Execute(ctx, "b", KernelExecRequest{Code: "sleep 100"}, KernelOutput{})
+		done <- res
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if err := c.DeleteKernel(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		if res.Error == nil {
+			t.Errorf("run of a deleted kernel: %+v", res)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("run of a deleted kernel did not end")
+	}
+	if list, _ := c.Kernels(ctx); len(list) != 0 {
+		t.Errorf("kernels left: %+v", list)
+	}
+}
+
+func TestKernelNoInterpreter(t *testing.T) {
+	requireInterpreters(t)
+	srvClient, _ := startAgentEnv(t, []string{"PATH=/nonexistent"})
+	_, err := srvClient.CreateKernel(context.Background(), KernelSpec{ID: "x", Language: LangPython})
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Code != "NO_INTERPRETER" {
+		t.Errorf("create without python3: %v, want NO_INTERPRETER", err)
+	}
+}
+
+func TestKernelsConcurrent(t *testing.T) {
+	c := startKernelAgent(t)
+	const n = 20
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("k%d", i)
+			lang := []string{LangPython, LangJavaScript, LangBash}[i%3]
+			if _, err := c.CreateKernel(context.Background(), KernelSpec{ID: id, Language: lang}); err != nil {
+				t.Errorf("create %s: %v", id, err)
+				return
+			}
+			code := map[string]string{LangPython: "print(%d)", LangJavaScript: "console.log(%d)", LangBash: "echo %d"}[lang]
+			for j := range 5 {
+				var stdout strings.Builder
+				_, err := c.Execute(context.Background(), id, KernelExecRequest{Code: fmt.Sprintf(code, i*100+j)}, KernelOutput{
+					Stdout: func(p []byte) error { stdout.Write(p); return nil },
+				})
+				if want := fmt.Sprintf("%d\n", i*100+j); err != nil || stdout.String() != want {
+					t.Errorf("%s run %d: %q %v, want %q", id, j, stdout.String(), err, want)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

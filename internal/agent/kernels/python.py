@@ -1,0 +1,318 @@
+# agent2env Python kernel driver, run as `python3 -c "<this file>"`.
+# Requests arrive on fd 3, each a "<marker> <n>\n" line and n bytes of UTF-8 code.
+# JSON lines go to fd 4: "ready" once at start, "display" for rich output during a
+# run, and "done" (result bundle, error) at its end, after the marker has been
+# written raw to fd 1 and then fd 2. SIGINT interrupts a run with KeyboardInterrupt
+# and is ignored between runs.
+
+import ast
+import binascii
+import builtins
+import io
+import json
+import linecache
+import os
+import signal
+import sys
+import traceback
+import _thread
+
+REQUESTS, CONTROL = 3, 4
+CO_COROUTINE = 0x80  # inspect.CO_COROUTINE, without importing inspect
+COMPILE_FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+DRIVER_GLOBALS = globals()
+REPR_METHODS = (
+    ("text/html", "_repr_html_"),
+    ("text/markdown", "_repr_markdown_"),
+    ("text/latex", "_repr_latex_"),
+    ("image/svg+xml", "_repr_svg_"),
+    ("image/png", "_repr_png_"),
+    ("image/jpeg", "_repr_jpeg_"),
+    ("application/json", "_repr_json_"),
+    ("application/javascript", "_repr_javascript_"),
+)
+
+
+class Kernel:
+    def __init__(self):
+        self.namespace = new_main_module().__dict__
+        self.cells = 0
+        self.loop = None  # asyncio event loop for top-level await, made on first use
+        self.interruptible = False  # SIGINT raises KeyboardInterrupt: user code runs
+        self.interrupted = False  # SIGINT arrived while interrupts were held back
+        self.main_thread = _thread.get_ident()
+        self.control_lock = _thread.allocate_lock()
+        signal.signal(signal.SIGINT, self.on_sigint)
+        builtins.display = self.display
+        sys.meta_path.insert(0, PyplotHook(self.show_figures))
+
+    def serve(self):
+        requests = os.fdopen(REQUESTS, "rb")
+        version = "%d.%d.%d" % sys.version_info[:3]
+        self.send({"type": "ready", "language": "python", "version": version})
+        while True:
+            header = requests.readline()
+            if not header:
+                return
+            marker, size = header.rstrip(b"\n").split(b" ")
+            source = requests.read(int(size)).decode("utf-8", "replace")
+            result, error = self.run(source)
+            flush_std()
+            write_all(1, marker)
+            write_all(2, marker)
+            self.send({"type": "done", "result": result, "error": error})
+
+    def run(self, source):
+        """Runs one cell: returns its result bundle and error, either may be None."""
+        self.cells += 1
+        filename = f"<cell-{self.cells}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        try:
+            body, last = compile_cell(source, filename)
+        except Exception as exc:  # SyntaxError and subclasses; ValueError for NUL bytes
+            text = "".join(traceback.format_exception_only(type(exc), exc))
+            return None, error_info(exc, text, "syntax")
+        # The handler raises KeyboardInterrupt only between these two assignments,
+        # so an interrupt can never escape into the driver.
+        try:
+            self.interruptible = True
+            try:
+                return self.execute(body, last), None
+            finally:
+                self.interruptible = False
+        except BaseException as exc:  # SystemExit and KeyboardInterrupt too
+            tb = user_traceback(exc.__traceback__, filename)
+            text = "".join(traceback.format_exception(type(exc), exc, tb))
+            return None, error_info(exc, text, "runtime")
+
+    def execute(self, body, last):
+        try:
+            self.evaluate(body)
+            value = None if last is None else self.evaluate(last)
+            if value is None:
+                return None
+            self.namespace["_"] = value
+            return mime_bundle(value)
+        finally:
+            self.show_figures()
+
+    def evaluate(self, code):
+        if code.co_flags & CO_COROUTINE:  # top-level await
+            return self.run_coroutine(eval(code, self.namespace))
+        return eval(code, self.namespace)
+
+    def run_coroutine(self, coroutine):
+        import asyncio
+
+        if self.loop is None:
+            self.loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self.loop)
+        task = self.loop.create_task(coroutine)
+        try:
+            return self.loop.run_until_complete(task)
+        except KeyboardInterrupt:
+            if task.done():
+                raise
+            raise KeyboardInterrupt from None  # it hit the idle loop: no user frame to show
+        finally:
+            task.cancel()  # an interrupted cell must not carry on in a later one
+
+    def on_sigint(self, signum, frame):
+        if self.interruptible:
+            raise KeyboardInterrupt
+        self.interrupted = True
+
+    def display(self, *objs):
+        """Shows each object as rich output: its MIME bundle, as for a cell's result."""
+        for obj in objs:
+            self.display_bundle(mime_bundle(obj))
+
+    def display_bundle(self, bundle):
+        message = {"type": "display", "data": bundle}
+        if _thread.get_ident() != self.main_thread:
+            self.send(message)
+            return
+        # A KeyboardInterrupt must not cut the line short: hold it until written.
+        self.interruptible, self.interrupted = False, False
+        try:
+            self.send(message)
+        finally:
+            self.interruptible = True
+        if self.interrupted:
+            raise KeyboardInterrupt
+
+    def show_figures(self, *args, **kwargs):
+        """Displays each open pyplot figure as a PNG image, then closes it.
+
+        This is matplotlib.pyplot.show in the kernel; it also runs after each cell.
+        """
+        plt = sys.modules.get("matplotlib.pyplot")
+        if plt is None:
+            return
+        for number in plt.get_fignums():
+            figure = plt.figure(number)
+            if figure.axes or figure.lines:
+                png = io.BytesIO()
+                figure.savefig(png, format="png", bbox_inches="tight")
+                self.display_bundle({"text/plain": safe_repr(figure), "image/png": base64(png.getvalue())})
+            plt.close(figure)
+
+    def send(self, message):
+        line = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+        # Lone surrogates, which can only occur inside JSON strings, become \udXXX escapes.
+        data = line.encode("utf-8", "backslashreplace") + b"\n"
+        flush_std()
+        with self.control_lock:
+            write_all(CONTROL, data)
+
+
+class PyplotHook:
+    """Import hook that makes matplotlib.pyplot.show the kernel's as pyplot loads."""
+
+    def __init__(self, show):
+        # A plain function, not a bound method: pyplot.switch_backend sets
+        # show.__signature__, which a method does not allow.
+        def kernel_show(*args, **kwargs):
+            return show(*args, **kwargs)
+
+        self.show = kernel_show
+
+    def find_spec(self, name, path, target=None):
+        if name != "matplotlib.pyplot":
+            return None
+        from importlib.machinery import PathFinder
+
+        spec = PathFinder.find_spec(name, path, target)
+        if spec is None:
+            return None
+        exec_module = spec.loader.exec_module
+
+        def exec_and_patch(module):
+            exec_module(module)
+            module.show = self.show
+            sys.meta_path.remove(self)
+
+        spec.loader.exec_module = exec_and_patch
+        return spec
+
+
+def new_main_module():
+    """A fresh __main__ module for user code; the driver's globals stay out of it."""
+    main = type(sys)("__main__")
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    return main
+
+
+def compile_cell(source, filename):
+    """Code for the cell's statements, and for its last one when that is an expression."""
+    tree = compile(source, filename, "exec", COMPILE_FLAGS | ast.PyCF_ONLY_AST, dont_inherit=True)
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        expression = ast.Expression(tree.body.pop().value)
+        last = compile(expression, filename, "eval", COMPILE_FLAGS, dont_inherit=True)
+    return compile(tree, filename, "exec", COMPILE_FLAGS, dont_inherit=True), last
+
+
+def user_traceback(tb, filename):
+    """tb without the driver's frames, starting at the cell's own frame if it has one."""
+    entries = []
+    while tb is not None:
+        if tb.tb_frame.f_globals is not DRIVER_GLOBALS:
+            entries.append(tb)
+        tb = tb.tb_next
+    for i, entry in enumerate(entries):
+        if entry.tb_frame.f_code.co_filename == filename:
+            entries = entries[i:]
+            break
+    for entry, following in zip(entries, entries[1:] + [None]):
+        entry.tb_next = following
+    return entries[0] if entries else None
+
+
+def error_info(exc, text, kind):
+    try:
+        value = str(exc)
+    except Exception:
+        value = "<exception str() failed>"
+    return {"name": type(exc).__name__, "value": value, "traceback": text.rstrip("\n"), "kind": kind}
+
+
+def mime_bundle(obj):
+    """repr(obj) as text/plain, with whatever obj's _repr_*_ methods give."""
+    bundle = {}
+    if not isinstance(obj, type):  # on a class, the _repr_*_ are unbound methods
+        data = call_repr(obj, "_repr_mimebundle_", include=None, exclude=None)
+        if isinstance(data, tuple) and len(data) == 2:  # (data, metadata)
+            data = data[0]
+        if isinstance(data, dict):
+            for mime, value in data.items():
+                add_mime(bundle, mime, value)
+        for mime, method in REPR_METHODS:
+            if mime not in bundle:
+                add_mime(bundle, mime, call_repr(obj, method))
+    if "text/plain" not in bundle:
+        bundle["text/plain"] = safe_repr(obj)
+    return bundle
+
+
+def call_repr(obj, method, **kwargs):
+    try:
+        return getattr(obj, method)(**kwargs)
+    except Exception:  # a broken _repr_*_ method just adds nothing
+        return None
+
+
+def add_mime(bundle, mime, value):
+    """Adds value under mime if it fits: text as str, binary as base64, JSON as JSON."""
+    if isinstance(value, tuple) and len(value) == 2:  # (data, metadata)
+        value = value[0]
+    if value is None or not isinstance(mime, str):
+        return
+    if mime == "application/json" or mime.endswith("+json"):
+        try:
+            json.dumps(value, allow_nan=False)
+        except Exception:
+            return
+        bundle[mime] = value
+    elif isinstance(value, (bytes, bytearray)):
+        bundle[mime] = base64(value)
+    elif isinstance(value, str):
+        bundle[mime] = "".join(value.split()) if mime in ("image/png", "image/jpeg") else value
+
+
+def safe_repr(obj):
+    try:
+        return repr(obj)
+    except Exception as exc:
+        return f"<{type(obj).__qualname__} object; repr() raised {type(exc).__name__}>"
+
+
+def base64(data):
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
+
+
+def flush_std():
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except Exception:  # user code may have replaced or closed them
+            pass
+
+
+def write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def main():
+    for fd in (REQUESTS, CONTROL):
+        os.set_inheritable(fd, False)  # not for the processes user code starts
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(encoding="utf-8", errors="backslashreplace", line_buffering=True)
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    Kernel().serve()
+
+
+main()

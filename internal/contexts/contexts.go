@@ -1,0 +1,459 @@
+// Package contexts is the code-interpreter service: contexts (seed 001) are
+// kernels in sandboxes' agents whose state persists between executions.
+//
+// A context lives in a sandbox: one the client names, one its session
+// already uses, or one the service provides — from the warm pool when one
+// fits, else newly created from the language's default template or image.
+// A sandbox the service provided belongs to the session's contexts and is
+// deleted with the last of them. The record of a context goes with its
+// sandbox's (store cascade), so no record points at nothing.
+package contexts
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// Sandboxes is what the service needs of the sandbox manager.
+type Sandboxes interface {
+	Create(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, error)
+	Get(ctx context.Context, id string) (*store.Sandbox, error)
+	Delete(ctx context.Context, id string) error
+	Agent(ctx context.Context, id string) (*agent.Client, error)
+}
+
+// Warm is a sandbox taken from a warm pool, with the kernel started in it
+// (KernelID empty if none).
+type Warm struct {
+	Sandbox  *store.Sandbox
+	KernelID string
+	Language string
+}
+
+// Pool hands out warm sandboxes: Take returns one made from source (a
+// template name, or a language's default), or false when none is ready.
+type Pool interface {
+	Take(ctx context.Context, source string) (Warm, bool)
+}
+
+// Source is where a sandbox for a language's contexts comes from: a
+// template when set, else an image.
+type Source struct {
+	Template string
+	Image    string
+}
+
+// Config configures the service.
+type Config struct {
+	// Defaults maps each language to the source of its sandboxes.
+	Defaults map[string]Source
+	// OutputLimit caps the stdout plus stderr of one execution.
+	OutputLimit int64
+	// ReadyTimeout bounds the wait for a new sandbox to run.
+	ReadyTimeout time.Duration
+}
+
+// DefaultSources are the built-in images per language.
+var DefaultSources = map[string]Source{
+	api.LanguagePython:     {Image: "agent2env/python"},
+	api.LanguageJavaScript: {Image: "agent2env/node"},
+	api.LanguageBash:       {Image: "agent2env/python"},
+}
+
+// Sources returns the source of every language: the configured one, else
+// the default.
+func Sources(configured map[string]Source) map[string]Source {
+	out := make(map[string]Source, len(DefaultSources))
+	for lang, src := range DefaultSources {
+		out[lang] = src
+	}
+	for lang, src := range configured {
+		out[lang] = src
+	}
+	return out
+}
+
+func (c *Config) setDefaults() {
+	c.Defaults = Sources(c.Defaults)
+	if c.OutputLimit == 0 {
+		c.OutputLimit = 10 << 20
+	}
+	if c.ReadyTimeout == 0 {
+		c.ReadyTimeout = 15 * time.Minute
+	}
+}
+
+// Service is safe for concurrent use.
+type Service struct {
+	cfg   Config
+	sbx   Sandboxes
+	store store.Contexts
+	pool  Pool
+	log   *slog.Logger
+	now   func() time.Time
+
+	sessions sync.Map // session name -> *sync.Mutex: one sandbox per session
+}
+
+// New returns a Service; pool may be nil.
+func New(cfg Config, sbx Sandboxes, st store.Contexts, pool Pool, log *slog.Logger) *Service {
+	cfg.setDefaults()
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Service{cfg: cfg, sbx: sbx, store: st, pool: pool, log: log, now: time.Now}
+}
+
+// Language returns the canonical name of a language or its alias.
+func Language(s string) (string, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "", "python", "python3", "py":
+		return api.LanguagePython, nil
+	case "javascript", "js", "node", "nodejs":
+		return api.LanguageJavaScript, nil
+	case "bash", "sh", "shell":
+		return api.LanguageBash, nil
+	}
+	return "", errdefs.WithCode(errdefs.Invalid("language %q is not supported: use python, javascript or bash", s), api.CodeInvalidLanguage)
+}
+
+// NewID returns a fresh context id.
+func NewID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "ctx-" + hex.EncodeToString(b[:])
+}
+
+// contextErr gives not-found errors the context code.
+func contextErr(err error) error {
+	if errors.Is(err, errdefs.ErrNotFound) && errdefs.Code(err) == "" {
+		return errdefs.WithCode(err, api.CodeContextNotFound)
+	}
+	return err
+}
+
+// placement is where a new context goes.
+type placement struct {
+	sandbox *store.Sandbox
+	owned   bool   // made for this context's session
+	kernel  string // a warm kernel to adopt
+}
+
+// Create makes a context, and a sandbox for it when the request names none.
+func (s *Service) Create(ctx context.Context, req api.CreateContextRequest) (*api.Context, error) {
+	lang, err := Language(req.Language)
+	if err != nil {
+		return nil, err
+	}
+	if req.Type == "" {
+		req.Type = api.ContextTypeJupyter
+	}
+	if req.Type != api.ContextTypeJupyter {
+		return nil, errdefs.Invalid("context type %q is not supported: use %q", req.Type, api.ContextTypeJupyter)
+	}
+	cwd := sandbox.WorkDir
+	if req.WorkingDir != "" {
+		if cwd, err = manager.CleanPath(req.WorkingDir); err != nil {
+			return nil, err
+		}
+	}
+	for k, v := range req.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return nil, errdefs.Invalid("env %q: names must be non-empty without '=' or NUL, values without NUL", k)
+		}
+	}
+	if req.SessionName != "" {
+		mu, _ := s.sessions.LoadOrStore(req.SessionName, new(sync.Mutex))
+		mu.(*sync.Mutex).Lock()
+		defer mu.(*sync.Mutex).Unlock()
+	}
+	pl, err := s.place(ctx, req, lang)
+	if err != nil {
+		return nil, err
+	}
+	c := &store.Context{
+		SandboxID: pl.sandbox.ID, Language: lang, Type: req.Type, SessionName: req.SessionName,
+		WorkingDir: cwd, Env: req.Env, OwnsSandbox: pl.owned,
+	}
+	if err := s.startKernel(ctx, c, pl); err != nil {
+		if pl.owned {
+			s.release(context.WithoutCancel(ctx), pl.sandbox.ID)
+		}
+		return nil, err
+	}
+	c.CreatedAt = s.now().UTC()
+	c.LastUsedAt = c.CreatedAt
+	if err := s.store.CreateContext(ctx, c); err != nil {
+		s.dropKernel(context.WithoutCancel(ctx), c)
+		if pl.owned {
+			s.release(context.WithoutCancel(ctx), pl.sandbox.ID)
+		}
+		return nil, fmt.Errorf("record context: %w", err)
+	}
+	s.log.Info("context created", "context", c.ID, "language", lang, "sandbox", c.SandboxID, "warm", pl.kernel != "")
+	return toAPI(c), nil
+}
+
+// place finds or makes the sandbox of a new context.
+func (s *Service) place(ctx context.Context, req api.CreateContextRequest, lang string) (placement, error) {
+	if req.SandboxID != "" {
+		sb, err := s.sbx.Get(ctx, req.SandboxID)
+		if err != nil {
+			return placement{}, err
+		}
+		return placement{sandbox: sb}, nil
+	}
+	if req.SessionName != "" {
+		peers, err := s.store.ListContexts(ctx, store.ContextFilter{SessionName: req.SessionName})
+		if err != nil {
+			return placement{}, err
+		}
+		for _, p := range peers {
+			if sb, err := s.sbx.Get(ctx, p.SandboxID); err == nil && sb.Status == string(api.StatusRunning) {
+				return placement{sandbox: sb, owned: p.OwnsSandbox}, nil
+			}
+		}
+	}
+	source := lang
+	if req.Template != "" {
+		source = req.Template
+	}
+	if s.pool != nil {
+		if w, ok := s.pool.Take(ctx, source); ok {
+			pl := placement{sandbox: w.Sandbox, owned: true}
+			if w.Language == lang && len(req.Env) == 0 && (req.WorkingDir == "" || req.WorkingDir == sandbox.WorkDir) {
+				pl.kernel = w.KernelID
+			} else if w.KernelID != "" {
+				s.dropKernel(ctx, &store.Context{ID: w.KernelID, SandboxID: w.Sandbox.ID})
+			}
+			return pl, nil
+		}
+	}
+	src := s.cfg.Defaults[lang]
+	if req.Template != "" {
+		src = Source{Template: req.Template}
+	}
+	sb, err := s.sbx.Create(ctx, manager.CreateRequest{Template: src.Template, Image: src.Image})
+	if err != nil {
+		return placement{}, fmt.Errorf("create a sandbox for the context: %w", err)
+	}
+	if sb, err = s.waitRunning(ctx, sb); err != nil {
+		s.release(context.WithoutCancel(ctx), sb.ID)
+		return placement{}, err
+	}
+	return placement{sandbox: sb, owned: true}, nil
+}
+
+// waitRunning waits for a pending sandbox to run.
+func (s *Service) waitRunning(ctx context.Context, sb *store.Sandbox) (*store.Sandbox, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
+	defer cancel()
+	for delay := 5 * time.Millisecond; ; delay = min(2*delay, 250*time.Millisecond) {
+		switch api.SandboxStatus(sb.Status) {
+		case api.StatusRunning:
+			return sb, nil
+		case api.StatusPending:
+		default:
+			return sb, errdefs.WithCode(errdefs.Precondition("sandbox %s for the context is %s: %s", sb.ID, sb.Status, sb.Reason), api.CodeSandboxNotReady)
+		}
+		select {
+		case <-ctx.Done():
+			return sb, fmt.Errorf("wait for sandbox %s: %w", sb.ID, ctx.Err())
+		case <-time.After(delay):
+		}
+		next, err := s.sbx.Get(ctx, sb.ID)
+		if err != nil {
+			return sb, err
+		}
+		sb = next
+	}
+}
+
+// startKernel starts the context's kernel, or adopts the warm one.
+func (s *Service) startKernel(ctx context.Context, c *store.Context, pl placement) error {
+	if pl.kernel != "" {
+		c.ID = pl.kernel
+		return nil
+	}
+	c.ID = NewID()
+	ac, err := s.sbx.Agent(ctx, c.SandboxID)
+	if err != nil {
+		return err
+	}
+	_, err = ac.CreateKernel(ctx, kernelSpec(c))
+	return kernelErr(err, c)
+}
+
+func kernelSpec(c *store.Context) agent.KernelSpec {
+	spec := agent.KernelSpec{ID: c.ID, Language: c.Language, Cwd: c.WorkingDir}
+	for k, v := range c.Env {
+		spec.Env = append(spec.Env, k+"="+v)
+	}
+	return spec
+}
+
+// kernelErr classifies an agent's answer to a kernel start.
+func kernelErr(err error, c *store.Context) error {
+	var ae *agent.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae) && ae.Code == "NO_INTERPRETER":
+		return errdefs.WithCode(errdefs.Invalid("sandbox %s cannot run %s contexts: %s", c.SandboxID, c.Language, ae.Message), api.CodeLanguageMissing)
+	}
+	return fmt.Errorf("start %s kernel in sandbox %s: %w", c.Language, c.SandboxID, err)
+}
+
+// dropKernel kills a context's kernel, if its sandbox still answers.
+func (s *Service) dropKernel(ctx context.Context, c *store.Context) {
+	ac, err := s.sbx.Agent(ctx, c.SandboxID)
+	if err != nil {
+		return
+	}
+	if err := ac.DeleteKernel(ctx, c.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		s.log.Warn("stop kernel", "context", c.ID, "sandbox", c.SandboxID, "err", err)
+	}
+}
+
+// release deletes a sandbox the service made, logging failure: the
+// sweeper retries what is left.
+func (s *Service) release(ctx context.Context, id string) {
+	if err := s.sbx.Delete(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		s.log.Warn("delete context sandbox", "sandbox", id, "err", err)
+	}
+}
+
+// Get returns a context.
+func (s *Service) Get(ctx context.Context, id string) (*api.Context, error) {
+	c, err := s.store.GetContext(ctx, id)
+	if err != nil {
+		return nil, contextErr(err)
+	}
+	return toAPI(c), nil
+}
+
+// GetIn returns a context of the given sandbox.
+func (s *Service) GetIn(ctx context.Context, sandboxID, id string) (*api.Context, error) {
+	c, err := s.inSandbox(ctx, sandboxID, id)
+	if err != nil {
+		return nil, err
+	}
+	return toAPI(c), nil
+}
+
+// inSandbox returns the context id if it is in the sandbox.
+func (s *Service) inSandbox(ctx context.Context, sandboxID, id string) (*store.Context, error) {
+	if _, err := s.sbx.Get(ctx, sandboxID); err != nil {
+		return nil, err
+	}
+	c, err := s.store.GetContext(ctx, id)
+	if err != nil {
+		return nil, contextErr(err)
+	}
+	if c.SandboxID != sandboxID {
+		return nil, errdefs.WithCode(errdefs.NotFound("context %s is not in sandbox %s", id, sandboxID), api.CodeContextNotFound)
+	}
+	return c, nil
+}
+
+// List returns the contexts f selects, oldest first.
+func (s *Service) List(ctx context.Context, f store.ContextFilter) ([]api.Context, error) {
+	if f.SandboxID != "" {
+		if _, err := s.sbx.Get(ctx, f.SandboxID); err != nil {
+			return nil, err
+		}
+	}
+	cs, err := s.store.ListContexts(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Context, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, *toAPI(c))
+	}
+	return out, nil
+}
+
+// Delete ends a context, and its sandbox when the service made it and no
+// other context uses it.
+func (s *Service) Delete(ctx context.Context, id string) error {
+	c, err := s.store.GetContext(ctx, id)
+	if err != nil {
+		return contextErr(err)
+	}
+	return s.delete(ctx, c)
+}
+
+// DeleteIn ends a context of the given sandbox.
+func (s *Service) DeleteIn(ctx context.Context, sandboxID, id string) error {
+	c, err := s.inSandbox(ctx, sandboxID, id)
+	if err != nil {
+		return err
+	}
+	return s.delete(ctx, c)
+}
+
+func (s *Service) delete(ctx context.Context, c *store.Context) error {
+	if c.SessionName != "" {
+		mu, _ := s.sessions.LoadOrStore(c.SessionName, new(sync.Mutex))
+		mu.(*sync.Mutex).Lock()
+		defer mu.(*sync.Mutex).Unlock()
+	}
+	if err := s.store.DeleteContext(ctx, c.ID); err != nil {
+		return contextErr(err)
+	}
+	ctx = context.WithoutCancel(ctx)
+	if c.OwnsSandbox {
+		rest, err := s.store.ListContexts(ctx, store.ContextFilter{SandboxID: c.SandboxID})
+		switch {
+		case err != nil:
+			s.log.Warn("list the contexts of a sandbox", "sandbox", c.SandboxID, "err", err)
+		case len(rest) == 0:
+			s.release(ctx, c.SandboxID)
+			return nil
+		default: // the sandbox goes with the last of them
+			if _, err := s.store.UpdateContext(ctx, rest[0].ID, func(n *store.Context) error {
+				n.OwnsSandbox = true
+				return nil
+			}); err != nil {
+				s.log.Warn("hand sandbox ownership on", "sandbox", c.SandboxID, "err", err)
+			}
+		}
+	}
+	s.dropKernel(ctx, c)
+	return nil
+}
+
+// WriteMetrics writes the number of contexts in the Prometheus text
+// format.
+func (s *Service) WriteMetrics(ctx context.Context, w io.Writer) error {
+	cs, err := s.store.ListContexts(ctx, store.ContextFilter{})
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "# HELP agent2env_contexts Code-interpreter contexts.\n# TYPE agent2env_contexts gauge\nagent2env_contexts %d\n", len(cs))
+	return err
+}
+
+func toAPI(c *store.Context) *api.Context {
+	return &api.Context{
+		ContextID: c.ID, Type: c.Type, Status: api.ContextStatusActive, CreatedAt: c.CreatedAt,
+		Language: c.Language, SessionName: c.SessionName, WorkingDir: c.WorkingDir, SandboxID: c.SandboxID,
+		LastUsedAt: c.LastUsedAt, ExecutionCount: c.ExecutionCount,
+	}
+}

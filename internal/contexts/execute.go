@@ -1,0 +1,258 @@
+package contexts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// Execution limits.
+const (
+	DefaultTimeout = 30 * time.Second
+	MaxTimeout     = 24 * time.Hour
+	// MaxCodeBytes bounds the code of one execution.
+	MaxCodeBytes = 8 << 20
+)
+
+// Sink receives an execution's output as it is produced. The buffered
+// form collects it; the streaming form sends each call as an event.
+type Sink interface {
+	Stdout(text string) error
+	Stderr(text string) error
+	Result(r api.ExecutionResult) error
+}
+
+// Execute runs code in a context, collecting its output.
+func (s *Service) Execute(ctx context.Context, id string, req api.ExecuteRequest) (*api.ExecuteResponse, error) {
+	c, err := s.store.GetContext(ctx, id)
+	if err != nil {
+		return nil, contextErr(err)
+	}
+	return s.execute(ctx, c, req, nil)
+}
+
+// ExecuteIn runs code in a context of the given sandbox.
+func (s *Service) ExecuteIn(ctx context.Context, sandboxID, id string, req api.ExecuteRequest) (*api.ExecuteResponse, error) {
+	c, err := s.inSandbox(ctx, sandboxID, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.execute(ctx, c, req, nil)
+}
+
+// Stream checks that context id exists (in sandboxID, when set) and the
+// request is valid, and returns the function that runs it, delivering
+// output to sink as it comes. The split lets a caller answer bad requests
+// before it commits to a streaming response.
+func (s *Service) Stream(ctx context.Context, sandboxID, id string, req api.ExecuteRequest) (func(ctx context.Context, sink Sink) (*api.ExecuteResponse, error), error) {
+	var c *store.Context
+	var err error
+	if sandboxID != "" {
+		c, err = s.inSandbox(ctx, sandboxID, id)
+	} else if c, err = s.store.GetContext(ctx, id); err != nil {
+		err = contextErr(err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := execRequest(req, 0); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, sink Sink) (*api.ExecuteResponse, error) {
+		return s.execute(ctx, c, req, sink)
+	}, nil
+}
+
+// execRequest validates req and turns it into the agent's request.
+func execRequest(req api.ExecuteRequest, limit int64) (agent.KernelExecRequest, error) {
+	if req.Code == "" {
+		return agent.KernelExecRequest{}, errdefs.Invalid("code is required")
+	}
+	if len(req.Code) > MaxCodeBytes {
+		return agent.KernelExecRequest{}, errdefs.Invalid("code is %d bytes, above the %d-byte limit", len(req.Code), MaxCodeBytes)
+	}
+	if strings.ContainsRune(req.Code, 0) {
+		return agent.KernelExecRequest{}, errdefs.Invalid("code must not contain NUL")
+	}
+	if math.IsNaN(req.Timeout) || req.Timeout < 0 || req.Timeout > MaxTimeout.Seconds() {
+		return agent.KernelExecRequest{}, errdefs.Invalid("timeout must be between 0 and %v seconds", MaxTimeout.Seconds())
+	}
+	timeout := DefaultTimeout
+	if req.Timeout > 0 {
+		timeout = time.Duration(req.Timeout * float64(time.Second))
+	}
+	return agent.KernelExecRequest{Code: req.Code, Timeout: timeout, OutputLimit: limit}, nil
+}
+
+func (s *Service) execute(ctx context.Context, c *store.Context, req api.ExecuteRequest, sink Sink) (*api.ExecuteResponse, error) {
+	kreq, err := execRequest(req, s.cfg.OutputLimit)
+	if err != nil {
+		return nil, err
+	}
+	col := &collector{sink: sink}
+	resp := &api.ExecuteResponse{ContextID: c.ID, Results: []api.ExecutionResult{}}
+	start := time.Now()
+	res, err := s.run(ctx, c, kreq, col)
+	switch {
+	case errors.Is(err, errSandboxGone):
+		resp.Error = &api.ExecutionError{Name: api.ErrorNameSandboxGone, Kind: api.ErrorKindSystem, Value: err.Error()}
+		res.Duration = time.Since(start)
+	case err != nil:
+		return nil, err
+	}
+	col.flush()
+	resp.Output = api.ExecutionOutput{Stdout: col.stdout.String(), Stderr: col.stderr.String()}
+	resp.Results = append(resp.Results, col.results...)
+	resp.ExecutionTime = res.Duration.Seconds()
+	resp.StateLost = res.StateLost
+	resp.Truncated = res.Dropped > 0
+	if res.Error != nil {
+		resp.Error = &api.ExecutionError{Name: res.Error.Name, Value: res.Error.Value, Traceback: res.Error.Traceback, Kind: res.Error.Kind}
+	}
+	if res.Result != nil {
+		main := toResult(res.Result)
+		main.IsMainResult = true
+		resp.Result = main.Text
+		resp.Results = append(resp.Results, main)
+		if sink != nil {
+			if err := sink.Result(main); err != nil {
+				return nil, err
+			}
+		}
+	}
+	resp.Success = resp.Error == nil
+	if col.err != nil {
+		return nil, col.err
+	}
+	if errors.Is(err, errSandboxGone) { // nothing ran
+		return resp, nil
+	}
+	updated, err := s.store.UpdateContext(context.WithoutCancel(ctx), c.ID, func(c *store.Context) error {
+		c.ExecutionCount++
+		c.LastUsedAt = s.now().UTC()
+		return nil
+	})
+	if err == nil {
+		resp.ExecutionCount = updated.ExecutionCount
+	} else if !errors.Is(err, errdefs.ErrNotFound) { // deleted meanwhile
+		s.log.Warn("record execution", "context", c.ID, "err", err)
+	}
+	return resp, nil
+}
+
+// errSandboxGone marks executions whose sandbox cannot run them.
+var errSandboxGone = errors.New("sandbox gone")
+
+// run executes in the context's kernel; a kernel the agent no longer has
+// (the sandbox was restarted) is started again, with its state lost.
+func (s *Service) run(ctx context.Context, c *store.Context, req agent.KernelExecRequest, col *collector) (agent.KernelResult, error) {
+	ac, err := s.sbx.Agent(ctx, c.SandboxID)
+	if err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition) {
+			return agent.KernelResult{}, fmt.Errorf("%w: %v", errSandboxGone, err)
+		}
+		return agent.KernelResult{}, err
+	}
+	out := agent.KernelOutput{Stdout: col.stdoutBytes, Stderr: col.stderrBytes, Display: col.display}
+	res, err := ac.Execute(ctx, c.ID, req, out)
+	if !errors.Is(err, errdefs.ErrNotFound) {
+		if errors.Is(err, errdefs.ErrUnavailable) {
+			return res, fmt.Errorf("%w: the agent of sandbox %s stopped answering: %v", errSandboxGone, c.SandboxID, err)
+		}
+		return res, err
+	}
+	if _, err := ac.CreateKernel(ctx, kernelSpec(c)); err != nil && !errors.Is(err, errdefs.ErrAlreadyExists) {
+		return res, kernelErr(err, c)
+	}
+	res, err = ac.Execute(ctx, c.ID, req, out)
+	res.StateLost = true
+	return res, err
+}
+
+// toResult maps a MIME bundle to the wire's result.
+func toResult(bundle map[string]any) api.ExecutionResult {
+	str := func(k string) string {
+		v, _ := bundle[k].(string)
+		return v
+	}
+	return api.ExecutionResult{
+		Text: str("text/plain"), HTML: str("text/html"), Markdown: str("text/markdown"),
+		SVG: str("image/svg+xml"), PNG: str("image/png"), JPEG: str("image/jpeg"),
+		LaTeX: str("text/latex"), JavaScript: str("application/javascript"), JSON: bundle["application/json"],
+	}
+}
+
+// collector keeps an execution's output, passing it on to a sink as
+// whole UTF-8 characters (a chunk may end inside one).
+type collector struct {
+	sink           Sink
+	stdout, stderr strings.Builder
+	partial        [2][]byte
+	results        []api.ExecutionResult
+	err            error // the sink's first error: the client is gone
+}
+
+func (c *collector) stdoutBytes(p []byte) error { return c.text(0, p) }
+func (c *collector) stderrBytes(p []byte) error { return c.text(1, p) }
+
+func (c *collector) text(stream int, p []byte) error {
+	buf := append(c.partial[stream], p...)
+	cut := len(buf)
+	// Hold back an incomplete character at the end (at most 3 bytes).
+	for i := len(buf) - 1; i >= 0 && i >= len(buf)-3; i-- {
+		if utf8.RuneStart(buf[i]) {
+			if !utf8.FullRune(buf[i:]) {
+				cut = i
+			}
+			break
+		}
+	}
+	c.partial[stream] = append(c.partial[stream][:0:0], buf[cut:]...)
+	c.emit(stream, strings.ToValidUTF8(string(buf[:cut]), "\uFFFD"))
+	return nil
+}
+
+func (c *collector) emit(stream int, text string) {
+	if text == "" {
+		return
+	}
+	b := &c.stdout
+	if stream == 1 {
+		b = &c.stderr
+	}
+	b.WriteString(text)
+	if c.sink == nil || c.err != nil {
+		return
+	}
+	if stream == 0 {
+		c.err = c.sink.Stdout(text)
+	} else {
+		c.err = c.sink.Stderr(text)
+	}
+}
+
+// flush passes on what is left of an incomplete character.
+func (c *collector) flush() {
+	for i, p := range c.partial {
+		c.partial[i] = nil
+		c.emit(i, strings.ToValidUTF8(string(p), "\uFFFD"))
+	}
+}
+
+func (c *collector) display(bundle map[string]any) error {
+	r := toResult(bundle)
+	c.results = append(c.results, r)
+	if c.sink != nil && c.err == nil {
+		c.err = c.sink.Result(r)
+	}
+	return nil
+}

@@ -1,0 +1,176 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/contexts"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// ContextRoutes serves code-interpreter contexts: seed 001's /contexts and
+// the same under /sandboxes/{id}/contexts.
+type ContextRoutes struct {
+	svc *contexts.Service
+}
+
+// NewContextRoutes returns the context routes of svc.
+func NewContextRoutes(svc *contexts.Service) *ContextRoutes { return &ContextRoutes{svc: svc} }
+
+// Register adds the routes to mux.
+func (c *ContextRoutes) Register(mux *http.ServeMux) {
+	mux.HandleFunc("POST /api/v1/contexts", c.create)
+	mux.HandleFunc("GET /api/v1/contexts", c.list)
+	mux.HandleFunc("GET /api/v1/contexts/{id}", c.get)
+	mux.HandleFunc("DELETE /api/v1/contexts/{id}", c.delete)
+	mux.HandleFunc("POST /api/v1/contexts/{id}/execute", c.execute)
+	mux.HandleFunc("POST /api/v1/contexts/{id}/execute/stream", c.executeStream)
+
+	mux.HandleFunc("POST /api/v1/sandboxes/{id}/contexts", c.create)
+	mux.HandleFunc("GET /api/v1/sandboxes/{id}/contexts", c.list)
+	mux.HandleFunc("GET /api/v1/sandboxes/{id}/contexts/{contextId}", c.get)
+	mux.HandleFunc("DELETE /api/v1/sandboxes/{id}/contexts/{contextId}", c.delete)
+	mux.HandleFunc("POST /api/v1/sandboxes/{id}/contexts/{contextId}/execute", c.execute)
+	mux.HandleFunc("POST /api/v1/sandboxes/{id}/contexts/{contextId}/execute/stream", c.executeStream)
+}
+
+func (c *ContextRoutes) create(w http.ResponseWriter, r *http.Request) {
+	var req api.CreateContextRequest
+	if err := decode(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if id := r.PathValue("id"); id != "" {
+		if req.SandboxID != "" && req.SandboxID != id {
+			writeError(w, errdefs.Invalid("sandbox_id %q differs from the sandbox in the path %q", req.SandboxID, id))
+			return
+		}
+		req.SandboxID = id
+	}
+	ctx, err := c.svc.Create(r.Context(), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, ctx)
+}
+
+func (c *ContextRoutes) list(w http.ResponseWriter, r *http.Request) {
+	f := store.ContextFilter{SessionName: r.URL.Query().Get("session_name"), SandboxID: r.URL.Query().Get("sandbox_id")}
+	if id := r.PathValue("id"); id != "" {
+		f.SandboxID = id
+	}
+	items, err := c.svc.List(r.Context(), f)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.ContextList{Items: items, Contexts: items, Total: len(items)})
+}
+
+// ids returns the sandbox (empty on the top-level routes) and the context
+// a request names.
+func ids(r *http.Request) (sandboxID, contextID string) {
+	if ctx := r.PathValue("contextId"); ctx != "" {
+		return r.PathValue("id"), ctx
+	}
+	return "", r.PathValue("id")
+}
+
+func (c *ContextRoutes) get(w http.ResponseWriter, r *http.Request) {
+	var ctx *api.Context
+	var err error
+	if sb, id := ids(r); sb != "" {
+		ctx, err = c.svc.GetIn(r.Context(), sb, id)
+	} else {
+		ctx, err = c.svc.Get(r.Context(), id)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ctx)
+}
+
+func (c *ContextRoutes) delete(w http.ResponseWriter, r *http.Request) {
+	var err error
+	sb, id := ids(r)
+	if sb != "" {
+		err = c.svc.DeleteIn(r.Context(), sb, id)
+	} else {
+		err = c.svc.Delete(r.Context(), id)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.DeleteContextResponse{ContextID: id, Status: "deleted", Message: "context deleted"})
+}
+
+func (c *ContextRoutes) execute(w http.ResponseWriter, r *http.Request) {
+	var req api.ExecuteRequest
+	if err := decodeExecute(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	var resp *api.ExecuteResponse
+	var err error
+	if sb, id := ids(r); sb != "" {
+		resp, err = c.svc.ExecuteIn(r.Context(), sb, id, req)
+	} else {
+		resp, err = c.svc.Execute(r.Context(), id, req)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// executeStream runs code and streams its output as Server-Sent Events
+// (see api.EventStdout and the others).
+func (c *ContextRoutes) executeStream(w http.ResponseWriter, r *http.Request) {
+	var req api.ExecuteRequest
+	if err := decodeExecute(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	sb, id := ids(r)
+	run, err := c.svc.Stream(r.Context(), sb, id, req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	sse := newSSE(w)
+	resp, err := run(r.Context(), sseSink{sse})
+	if err != nil {
+		_, code := statusOf(err)
+		sse.send(api.EventError, api.Error{Message: err.Error(), Code: code})
+		return
+	}
+	if resp.Error != nil {
+		sse.send(api.EventError, resp.Error)
+	}
+	resp.Output = api.ExecutionOutput{} // streamed already
+	sse.send(api.EventComplete, resp)
+}
+
+// decodeExecute reads an execute request, whose code may be larger than
+// other JSON bodies.
+func decodeExecute(w http.ResponseWriter, r *http.Request, req *api.ExecuteRequest) error {
+	return decodeLimit(w, r, req, contexts.MaxCodeBytes+maxJSONBody)
+}
+
+// sseSink sends an execution's output as events.
+type sseSink struct{ sse *sse }
+
+func (s sseSink) Stdout(text string) error {
+	return s.sse.send(api.EventStdout, api.ExecutionOutputEvent{Text: text})
+}
+
+func (s sseSink) Stderr(text string) error {
+	return s.sse.send(api.EventStderr, api.ExecutionOutputEvent{Text: text})
+}
+
+func (s sseSink) Result(res api.ExecutionResult) error { return s.sse.send(api.EventResult, res) }

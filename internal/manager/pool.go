@@ -1,0 +1,110 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// WarmPool hands out sandboxes made ahead of time. TakeSandbox returns one
+// that req would make, claimed for the caller, or false.
+type WarmPool interface {
+	TakeSandbox(ctx context.Context, req CreateRequest) (*store.Sandbox, bool)
+}
+
+// SetWarmPool makes Create take sandboxes from p when one fits. It is set
+// once at wiring, before serving (the pool itself creates through the
+// manager, so it cannot be an option of New).
+func (m *Manager) SetWarmPool(p WarmPool) { m.pool = p }
+
+// CreatePooled makes a sandbox for warm pool pool: hidden from List and
+// without an expiry until Claim hands it out. It returns once the sandbox
+// runs, or with an error after deleting what it made.
+func (m *Manager) CreatePooled(ctx context.Context, req CreateRequest, pool string) (*store.Sandbox, error) {
+	if pool == "" {
+		return nil, errdefs.Invalid("pool name is required")
+	}
+	req.pool = pool
+	sb, err := m.create(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	for delay := 5 * time.Millisecond; sb.Status == string(api.StatusPending); delay = min(2*delay, 250*time.Millisecond) {
+		select {
+		case <-ctx.Done():
+			_ = m.Delete(context.WithoutCancel(ctx), sb.ID)
+			return nil, ctx.Err()
+		case <-time.After(delay):
+		}
+		if sb, err = m.Get(ctx, sb.ID); err != nil {
+			return nil, err
+		}
+	}
+	if sb.Status != string(api.StatusRunning) {
+		_ = m.Delete(context.WithoutCancel(ctx), sb.ID)
+		return nil, fmt.Errorf("warm sandbox %s %s: %s", sb.ID, sb.Status, sb.Reason)
+	}
+	return sb, nil
+}
+
+// Claim hands a pooled sandbox out: it leaves its pool, and its life (and
+// TTL) starts now. ErrFailedPrecondition if it is no longer running.
+func (m *Manager) Claim(ctx context.Context, id string) (*store.Sandbox, error) {
+	unlock := m.lock(id)
+	defer unlock()
+	sb, err := m.store.UpdateSandbox(ctx, id, func(sb *store.Sandbox) error {
+		if sb.Pool == "" || sb.Status != string(api.StatusRunning) {
+			return errdefs.Precondition("sandbox %s is not a running pooled sandbox", id)
+		}
+		now := m.now().UTC()
+		sb.Pool, sb.CreatedAt, sb.UpdatedAt = "", now, now
+		if sb.TTL > 0 {
+			exp := now.Add(time.Duration(sb.TTL) * time.Second)
+			sb.ExpiresAt = &exp
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, sandboxErr(err)
+	}
+	m.event(ctx, id, sb.Status, "taken from the warm pool")
+	return sb, nil
+}
+
+// WriteMetrics writes the number of sandboxes by status (those waiting in
+// warm pools apart) in the Prometheus text format.
+func (m *Manager) WriteMetrics(ctx context.Context, w io.Writer) error {
+	all, err := m.store.ListSandboxes(ctx)
+	if err != nil {
+		return err
+	}
+	counts := map[string]int{}
+	for _, s := range []api.SandboxStatus{api.StatusPending, api.StatusRunning, api.StatusSucceeded, api.StatusFailed, api.StatusTerminating} {
+		counts[string(s)] = 0
+	}
+	pooled := 0
+	for _, sb := range all {
+		if sb.Pool != "" {
+			pooled++
+			continue
+		}
+		counts[sb.Status]++
+	}
+	statuses := make([]string, 0, len(counts))
+	for s := range counts {
+		statuses = append(statuses, s)
+	}
+	sort.Strings(statuses)
+	fmt.Fprintf(w, "# HELP agent2env_sandboxes Sandboxes by status (not counting warm pools).\n# TYPE agent2env_sandboxes gauge\n")
+	for _, s := range statuses {
+		fmt.Fprintf(w, "agent2env_sandboxes{status=%q} %d\n", s, counts[s])
+	}
+	_, err = fmt.Fprintf(w, "# HELP agent2env_sandboxes_pooled Sandboxes waiting in warm pools.\n# TYPE agent2env_sandboxes_pooled gauge\nagent2env_sandboxes_pooled %d\n", pooled)
+	return err
+}

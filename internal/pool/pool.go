@@ -1,0 +1,356 @@
+// Package pool keeps warm pools: per source (a template, or a language's
+// default image), a configured number of running sandboxes with their
+// default kernel already started, refilled in the background. A sandbox
+// create or a context create that such a sandbox fits takes one instead of
+// waiting for a cold start.
+//
+// Pooled sandboxes are ordinary records marked with their pool (hidden from
+// listings, no expiry until claimed); Close deletes them, and the manager's
+// Recover deletes any a crash left, so a pool never leaks.
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/contexts"
+	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// Manager is what a pool needs of the sandbox manager.
+type Manager interface {
+	CreatePooled(ctx context.Context, req manager.CreateRequest, pool string) (*store.Sandbox, error)
+	Claim(ctx context.Context, id string) (*store.Sandbox, error)
+	Delete(ctx context.Context, id string) error
+	Agent(ctx context.Context, id string) (*agent.Client, error)
+}
+
+// Spec is one warm pool.
+type Spec struct {
+	// Name is what requests ask for: a language (python, javascript, bash)
+	// for the contexts service's default sandboxes, else a template name.
+	Name string
+	// Size is the number of sandboxes kept ready.
+	Size int
+	// Request is how a pooled sandbox is made (no overrides).
+	Request manager.CreateRequest
+	// Language is the kernel started in each sandbox ("" for none).
+	Language string
+}
+
+// Pools is the set of warm pools. It is safe for concurrent use.
+type Pools struct {
+	mgr   Manager
+	log   *slog.Logger
+	pools map[string]*warmPool
+
+	wg sync.WaitGroup
+}
+
+// warmPool is one pool's state.
+type warmPool struct {
+	spec   Spec
+	refill chan struct{}
+
+	mu     sync.Mutex
+	ready  []entry
+	hits   uint64
+	misses uint64
+}
+
+// entry is a ready sandbox and its kernel.
+type entry struct {
+	sandbox *store.Sandbox
+	kernel  string
+}
+
+// retry bounds the back-off after a pool failed to make a sandbox.
+const retryMax = 30 * time.Second
+
+// New returns the pools of specs; Run fills them.
+func New(mgr Manager, specs []Spec, log *slog.Logger) (*Pools, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	p := &Pools{mgr: mgr, log: log, pools: make(map[string]*warmPool)}
+	for _, s := range specs {
+		if s.Name == "" || s.Size < 0 {
+			return nil, fmt.Errorf("warm pool %q: a name and a size of 0 or more are required", s.Name)
+		}
+		if _, dup := p.pools[s.Name]; dup {
+			return nil, fmt.Errorf("warm pool %q is configured twice", s.Name)
+		}
+		if s.Request.Overridden() {
+			return nil, fmt.Errorf("warm pool %q: pooled sandboxes take no overrides", s.Name)
+		}
+		p.pools[s.Name] = &warmPool{spec: s, refill: make(chan struct{}, 1)}
+	}
+	return p, nil
+}
+
+// Run fills every pool and refills what is taken until ctx is done.
+func (p *Pools) Run(ctx context.Context) {
+	for _, wp := range p.pools {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.fill(ctx, wp)
+		}()
+	}
+	p.wg.Wait()
+}
+
+// fill keeps one pool at its size.
+func (p *Pools) fill(ctx context.Context, wp *warmPool) {
+	delay := time.Second
+	for {
+		for wp.size() < wp.spec.Size && ctx.Err() == nil {
+			e, err := p.make(ctx, wp.spec)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				p.log.Warn("warm pool: make sandbox", "pool", wp.spec.Name, "err", err, "retry_in", delay)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(delay):
+				}
+				delay = min(2*delay, retryMax)
+				continue
+			}
+			delay = time.Second
+			wp.mu.Lock()
+			wp.ready = append(wp.ready, e)
+			wp.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wp.refill:
+		}
+	}
+}
+
+func (wp *warmPool) size() int {
+	wp.mu.Lock()
+	defer wp.mu.Unlock()
+	return len(wp.ready)
+}
+
+// make creates one pooled sandbox and starts its kernel.
+func (p *Pools) make(ctx context.Context, s Spec) (entry, error) {
+	sb, err := p.mgr.CreatePooled(ctx, s.Request, s.Name)
+	if err != nil {
+		return entry{}, err
+	}
+	e := entry{sandbox: sb}
+	if s.Language == "" {
+		return e, nil
+	}
+	id := contexts.NewID()
+	ac, err := p.mgr.Agent(ctx, sb.ID)
+	if err == nil {
+		_, err = ac.CreateKernel(ctx, agent.KernelSpec{ID: id, Language: s.Language, Cwd: sandbox.WorkDir})
+	}
+	var ae *agent.Error
+	if errors.As(err, &ae) && ae.Code == "NO_INTERPRETER" {
+		return e, nil // the image cannot run it: a warm sandbox all the same
+	}
+	if err != nil {
+		_ = p.mgr.Delete(context.WithoutCancel(ctx), sb.ID)
+		return entry{}, fmt.Errorf("start %s kernel in warm sandbox %s: %w", s.Language, sb.ID, err)
+	}
+	e.kernel = id
+	return e, nil
+}
+
+// take claims a ready sandbox of pool name, counting a hit or a miss.
+func (p *Pools) take(ctx context.Context, name string) (*warmPool, entry, bool) {
+	wp, ok := p.pools[name]
+	if !ok {
+		return nil, entry{}, false
+	}
+	defer func() {
+		select {
+		case wp.refill <- struct{}{}:
+		default:
+		}
+	}()
+	for {
+		wp.mu.Lock()
+		if len(wp.ready) == 0 {
+			wp.misses++
+			wp.mu.Unlock()
+			return wp, entry{}, false
+		}
+		e := wp.ready[0]
+		wp.ready = wp.ready[1:]
+		wp.mu.Unlock()
+		sb, err := p.mgr.Claim(ctx, e.sandbox.ID)
+		if err != nil { // it died waiting: drop it, try the next
+			p.log.Warn("warm pool: drop sandbox", "pool", name, "sandbox", e.sandbox.ID, "err", err)
+			_ = p.mgr.Delete(context.WithoutCancel(ctx), e.sandbox.ID)
+			continue
+		}
+		wp.mu.Lock()
+		wp.hits++
+		wp.mu.Unlock()
+		e.sandbox = sb
+		return wp, e, true
+	}
+}
+
+// Take hands out a warm sandbox of the pool named source with its kernel,
+// for the contexts service.
+func (p *Pools) Take(ctx context.Context, source string) (contexts.Warm, bool) {
+	wp, e, ok := p.take(ctx, source)
+	if !ok {
+		return contexts.Warm{}, false
+	}
+	return contexts.Warm{Sandbox: e.sandbox, KernelID: e.kernel, Language: wp.spec.Language}, true
+}
+
+// TakeSandbox hands out a warm sandbox that req would make, for a sandbox
+// create: same template (any version the request allows) or image, and no
+// overrides. The kernel started for contexts is stopped.
+func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, bool) {
+	if req.Overridden() {
+		return nil, false
+	}
+	var matched *warmPool
+	for _, name := range p.names() {
+		wp := p.pools[name]
+		r := wp.spec.Request
+		if r.Template != req.Template || r.Image != req.Image || wp.spec.Size == 0 {
+			continue
+		}
+		matched = wp
+		wp.mu.Lock()
+		fits := len(wp.ready) > 0 && (req.TemplateVersion == 0 || req.TemplateVersion == wp.ready[0].sandbox.TemplateVersion)
+		wp.mu.Unlock()
+		if !fits {
+			continue
+		}
+		if _, e, ok := p.take(ctx, name); ok {
+			if e.kernel != "" {
+				p.stopKernel(context.WithoutCancel(ctx), e)
+			}
+			return e.sandbox, true
+		}
+	}
+	if matched != nil {
+		matched.mu.Lock()
+		matched.misses++
+		matched.mu.Unlock()
+	}
+	return nil, false
+}
+
+// names returns the pools' names in order.
+func (p *Pools) names() []string {
+	out := make([]string, 0, len(p.pools))
+	for name := range p.pools {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (p *Pools) stopKernel(ctx context.Context, e entry) {
+	ac, err := p.mgr.Agent(ctx, e.sandbox.ID)
+	if err == nil {
+		err = ac.DeleteKernel(ctx, e.kernel)
+	}
+	if err != nil {
+		p.log.Warn("warm pool: stop kernel of a claimed sandbox", "sandbox", e.sandbox.ID, "err", err)
+	}
+}
+
+// Close deletes the sandboxes still waiting in the pools. Call it after Run
+// has returned.
+func (p *Pools) Close(ctx context.Context) error {
+	var errs []error
+	for _, wp := range p.pools {
+		wp.mu.Lock()
+		ready := wp.ready
+		wp.ready = nil
+		wp.mu.Unlock()
+		for _, e := range ready {
+			if err := p.mgr.Delete(ctx, e.sandbox.ID); err != nil {
+				errs = append(errs, fmt.Errorf("delete warm sandbox %s: %w", e.sandbox.ID, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Stats is one pool's state.
+type Stats struct {
+	Name         string
+	Ready, Size  int
+	Hits, Misses uint64
+}
+
+// Stats reports on every pool, by name.
+func (p *Pools) Stats() []Stats {
+	out := make([]Stats, 0, len(p.pools))
+	for _, wp := range p.pools {
+		wp.mu.Lock()
+		out = append(out, Stats{Name: wp.spec.Name, Ready: len(wp.ready), Size: wp.spec.Size, Hits: wp.hits, Misses: wp.misses})
+		wp.mu.Unlock()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// WriteMetrics writes the pools' metrics in the Prometheus text format.
+func (p *Pools) WriteMetrics(_ context.Context, w io.Writer) error {
+	stats := p.Stats()
+	for _, m := range []struct {
+		name, typ, help string
+		value           func(Stats) uint64
+	}{
+		{"agent2env_pool_ready", "gauge", "Sandboxes ready in the warm pool.", func(s Stats) uint64 { return uint64(s.Ready) }},
+		{"agent2env_pool_target", "gauge", "Sandboxes the warm pool keeps ready.", func(s Stats) uint64 { return uint64(s.Size) }},
+		{"agent2env_pool_hits_total", "counter", "Requests served from the warm pool.", func(s Stats) uint64 { return s.Hits }},
+		{"agent2env_pool_misses_total", "counter", "Requests the warm pool could not serve.", func(s Stats) uint64 { return s.Misses }},
+	} {
+		if _, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", m.name, m.help, m.name, m.typ); err != nil {
+			return err
+		}
+		for _, s := range stats {
+			if _, err := fmt.Fprintf(w, "%s{pool=%q} %d\n", m.name, s.Name, m.value(s)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Specs builds pool specs from sizes by name: a language's pool makes the
+// contexts service's default sandbox for it, with its kernel; any other
+// name is a template, whose sandboxes get a python kernel.
+func Specs(sizes map[string]int, defaults map[string]contexts.Source) []Spec {
+	var out []Spec
+	for name, n := range sizes {
+		s := Spec{Name: name, Size: n, Language: api.LanguagePython, Request: manager.CreateRequest{Template: name}}
+		if src, ok := defaults[name]; ok {
+			s.Language = name
+			s.Request = manager.CreateRequest{Template: src.Template, Image: src.Image}
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

@@ -1,0 +1,778 @@
+package pool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/contexts"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// fakeManager is a Manager that makes sandbox records in memory. Its
+// agent, when set, is a client of a fake agent (see fakeAgent).
+type fakeManager struct {
+	mu       sync.Mutex
+	n        int
+	version  int                     // TemplateVersion of the sandboxes it makes
+	failures []error                 // returned by the next CreatePooled calls, in turn
+	allow    int                     // when > 0, CreatePooled calls past this many block until ctx is done
+	creates  []string                // pool names, per CreatePooled call
+	reqs     []manager.CreateRequest // requests, per CreatePooled call
+	live     map[string]*store.Sandbox
+	dead     map[string]bool // Claim fails for these
+	claimed  []string
+	deleted  []string
+	agent    *agent.Client // nil: Agent fails
+}
+
+func newFakeManager() *fakeManager {
+	return &fakeManager{live: map[string]*store.Sandbox{}, dead: map[string]bool{}}
+}
+
+func (f *fakeManager) CreatePooled(ctx context.Context, req manager.CreateRequest, pool string) (*store.Sandbox, error) {
+	f.mu.Lock()
+	f.creates = append(f.creates, pool)
+	f.reqs = append(f.reqs, req)
+	if len(f.failures) > 0 {
+		err := f.failures[0]
+		f.failures = f.failures[1:]
+		f.mu.Unlock()
+		return nil, err
+	}
+	if f.allow > 0 && len(f.creates) > f.allow {
+		f.mu.Unlock()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	f.n++
+	sb := &store.Sandbox{
+		ID: fmt.Sprintf("sb-%d", f.n), Image: req.Image, Template: req.Template, TemplateVersion: f.version,
+		Status: string(api.StatusRunning), Pool: pool,
+	}
+	f.live[sb.ID] = sb
+	f.mu.Unlock()
+	c := *sb
+	return &c, nil
+}
+
+func (f *fakeManager) Claim(ctx context.Context, id string) (*store.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, ok := f.live[id]
+	if !ok {
+		return nil, errdefs.NotFound("sandbox %s not found", id)
+	}
+	if f.dead[id] || sb.Pool == "" {
+		return nil, errdefs.Precondition("sandbox %s is not a running pooled sandbox", id)
+	}
+	sb.Pool = ""
+	f.claimed = append(f.claimed, id)
+	c := *sb
+	return &c, nil
+}
+
+func (f *fakeManager) Delete(ctx context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.live[id]; !ok {
+		return errdefs.NotFound("sandbox %s not found", id)
+	}
+	delete(f.live, id)
+	f.deleted = append(f.deleted, id)
+	return nil
+}
+
+func (f *fakeManager) Agent(ctx context.Context, id string) (*agent.Client, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.agent == nil {
+		return nil, errdefs.Precondition("sandbox %s has no agent here", id)
+	}
+	return f.agent, nil
+}
+
+func (f *fakeManager) setDead(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dead[id] = true
+}
+
+// calls returns copies of what the fake recorded.
+func (f *fakeManager) calls() (creates, claimed, deleted []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string{}, f.creates...), append([]string{}, f.claimed...), append([]string{}, f.deleted...)
+}
+
+func (f *fakeManager) createCount(pool string) int {
+	creates, _, _ := f.calls()
+	n := 0
+	for _, p := range creates {
+		if p == pool {
+			n++
+		}
+	}
+	return n
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func newPools(t *testing.T, m Manager, specs ...Spec) *Pools {
+	t.Helper()
+	p, err := New(m, specs, quiet)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return p
+}
+
+// run runs p until stop is called (or the test ends), then Closes it.
+func run(t *testing.T, p *Pools) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Run(ctx)
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				t.Errorf("Run did not return after its context ended")
+			}
+		})
+	}
+	t.Cleanup(func() {
+		stop()
+		_ = p.Close(context.Background())
+	})
+	return stop
+}
+
+func stats(p *Pools, name string) Stats {
+	for _, s := range p.Stats() {
+		if s.Name == name {
+			return s
+		}
+	}
+	return Stats{Name: "<none>"}
+}
+
+// waitReady waits until pool name has n sandboxes ready.
+func waitReady(t *testing.T, p *Pools, name string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for stats(p, name).Ready != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("pool %s: %+v, want %d ready", name, stats(p, name), n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func TestNew(t *testing.T) {
+	ttl := 0
+	tests := []struct {
+		name    string
+		specs   []Spec
+		wantErr string // "" for none
+	}{
+		{"none", nil, ""},
+		{"sizes 0 and more", []Spec{{Name: "a", Size: 0}, {Name: "b", Size: 3}}, ""},
+		{"duplicate", []Spec{{Name: "a", Size: 1}, {Name: "a", Size: 2}}, "twice"},
+		{"negative size", []Spec{{Name: "a", Size: -1}}, "size"},
+		{"no name", []Spec{{Size: 1}}, "name"},
+		{"cpu", []Spec{{Name: "a", Size: 1, Request: manager.CreateRequest{Image: "x", CPU: "1"}}}, "overrides"},
+		{"memory", []Spec{{Name: "a", Size: 1, Request: manager.CreateRequest{Image: "x", Memory: "1Gi"}}}, "overrides"},
+		{"ttl", []Spec{{Name: "a", Size: 1, Request: manager.CreateRequest{Image: "x", TTL: &ttl}}}, "overrides"},
+		{"env", []Spec{{Name: "a", Size: 1, Request: manager.CreateRequest{Image: "x", Env: map[string]string{"A": "1"}}}}, "overrides"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := New(newFakeManager(), tt.specs, nil)
+			if tt.wantErr == "" {
+				if err != nil || p == nil {
+					t.Fatalf("New: %v", err)
+				}
+				if got := len(p.Stats()); got != len(tt.specs) {
+					t.Errorf("%d pools, want %d", got, len(tt.specs))
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("New accepted %+v", tt.specs)
+			}
+			if !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("error %q lacks %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestRunFills(t *testing.T) {
+	m := newFakeManager()
+	specs := []Spec{
+		{Name: "a", Size: 2, Request: manager.CreateRequest{Image: "img-a"}},
+		{Name: "b", Size: 3, Request: manager.CreateRequest{Template: "tpl-b"}},
+		{Name: "none", Size: 0, Request: manager.CreateRequest{Image: "img-none"}},
+	}
+	p := newPools(t, m, specs...)
+	run(t, p)
+	for _, s := range specs {
+		waitReady(t, p, s.Name, s.Size)
+	}
+	time.Sleep(50 * time.Millisecond) // nothing more is made
+	for _, s := range specs {
+		if got := m.createCount(s.Name); got != s.Size {
+			t.Errorf("pool %s: %d sandboxes made, want %d", s.Name, got, s.Size)
+		}
+		if st := stats(p, s.Name); st.Ready != s.Size || st.Size != s.Size || st.Hits != 0 || st.Misses != 0 {
+			t.Errorf("pool %s: %+v", s.Name, st)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, pool := range m.creates {
+		want := map[string]manager.CreateRequest{"a": specs[0].Request, "b": specs[1].Request}[pool]
+		if !reflect.DeepEqual(m.reqs[i], want) {
+			t.Errorf("pool %s made %+v, want %+v", pool, m.reqs[i], want)
+		}
+	}
+	for id, sb := range m.live {
+		if sb.Pool == "" {
+			t.Errorf("sandbox %s made for no pool", id)
+		}
+	}
+}
+
+func TestTake(t *testing.T) {
+	m := newFakeManager()
+	p := newPools(t, m, Spec{Name: "py", Size: 2, Request: manager.CreateRequest{Image: "img"}})
+	run(t, p)
+	waitReady(t, p, "py", 2)
+
+	w, ok := p.Take(context.Background(), "py")
+	if !ok {
+		t.Fatal("Take of a full pool: none")
+	}
+	if w.Sandbox == nil || w.Sandbox.ID != "sb-1" || w.Sandbox.Pool != "" || w.KernelID != "" || w.Language != "" {
+		t.Errorf("Take: %+v (sandbox %+v), want sb-1 claimed, no kernel", w, w.Sandbox)
+	}
+	if _, claimed, _ := m.calls(); !reflect.DeepEqual(claimed, []string{"sb-1"}) {
+		t.Errorf("claimed %v, want [sb-1]", claimed)
+	}
+	if st := stats(p, "py"); st.Hits != 1 || st.Misses != 0 {
+		t.Errorf("after a hit: %+v", st)
+	}
+	// What was taken is made again.
+	waitReady(t, p, "py", 2)
+	if got := m.createCount("py"); got != 3 {
+		t.Errorf("%d sandboxes made, want 3 (2 and a refill)", got)
+	}
+
+	// An unknown pool is neither a hit nor a miss.
+	if w, ok := p.Take(context.Background(), "nosuch"); ok || w.Sandbox != nil {
+		t.Errorf("Take of an unknown pool: %+v %v", w, ok)
+	}
+	if st := stats(p, "py"); st.Hits != 1 || st.Misses != 0 {
+		t.Errorf("after an unknown pool: %+v", st)
+	}
+}
+
+func TestTakeEmptyMisses(t *testing.T) {
+	m := newFakeManager()
+	m.allow = 1 // one sandbox, then the refill hangs
+	p := newPools(t, m, Spec{Name: "py", Size: 1, Request: manager.CreateRequest{Image: "img"}})
+	run(t, p)
+	waitReady(t, p, "py", 1)
+	ctx := context.Background()
+	if _, ok := p.Take(ctx, "py"); !ok {
+		t.Fatal("first Take: none")
+	}
+	for range 3 {
+		if w, ok := p.Take(ctx, "py"); ok {
+			t.Fatalf("Take of an empty pool: %+v", w)
+		}
+	}
+	if st := stats(p, "py"); st.Hits != 1 || st.Misses != 3 || st.Ready != 0 {
+		t.Errorf("stats %+v, want 1 hit, 3 misses", st)
+	}
+
+	// A pool that never ran is empty too.
+	q := newPools(t, newFakeManager(), Spec{Name: "py", Size: 1, Request: manager.CreateRequest{Image: "img"}})
+	if _, ok := q.Take(ctx, "py"); ok {
+		t.Error("Take of a pool never filled: got one")
+	}
+	if st := stats(q, "py"); st.Misses != 1 {
+		t.Errorf("stats %+v, want 1 miss", st)
+	}
+}
+
+func TestTakeDropsDead(t *testing.T) {
+	tests := []struct {
+		name     string
+		dead     []string
+		want     string // "" for a miss
+		wantGone []string
+	}{
+		{"first died", []string{"sb-1"}, "sb-2", []string{"sb-1"}},
+		{"all died", []string{"sb-1", "sb-2", "sb-3"}, "", []string{"sb-1", "sb-2", "sb-3"}},
+		{"none died", nil, "sb-1", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newFakeManager()
+			m.allow = 3 // no refill
+			p := newPools(t, m, Spec{Name: "py", Size: 3, Request: manager.CreateRequest{Image: "img"}})
+			run(t, p)
+			waitReady(t, p, "py", 3)
+			for _, id := range tt.dead {
+				m.setDead(id)
+			}
+			w, ok := p.Take(context.Background(), "py")
+			if tt.want == "" {
+				if ok {
+					t.Fatalf("Take: %+v, want none", w.Sandbox)
+				}
+			} else if !ok || w.Sandbox.ID != tt.want {
+				t.Fatalf("Take: %+v %v, want %s", w.Sandbox, ok, tt.want)
+			}
+			_, claimed, deleted := m.calls()
+			if !reflect.DeepEqual(deleted, tt.wantGone) && !(len(deleted) == 0 && len(tt.wantGone) == 0) {
+				t.Errorf("deleted %v, want %v", deleted, tt.wantGone)
+			}
+			if tt.want != "" && !reflect.DeepEqual(claimed, []string{tt.want}) {
+				t.Errorf("claimed %v, want [%s]", claimed, tt.want)
+			}
+			st := stats(p, "py")
+			wantHits, wantMisses := uint64(1), uint64(0)
+			if tt.want == "" {
+				wantHits, wantMisses = 0, 1
+			}
+			if st.Hits != wantHits || st.Misses != wantMisses {
+				t.Errorf("stats %+v, want %d hits %d misses", st, wantHits, wantMisses)
+			}
+			if want := 3 - len(tt.wantGone) - int(wantHits); st.Ready != want {
+				t.Errorf("%d ready, want %d", st.Ready, want)
+			}
+		})
+	}
+}
+
+func TestTakeSandbox(t *testing.T) {
+	ttl0, ttl60 := 0, 60
+	tests := []struct {
+		name string
+		req  manager.CreateRequest
+		want string // pool taken from, "" for none
+	}{
+		{"template", manager.CreateRequest{Template: "web"}, "web"},
+		{"template, its version", manager.CreateRequest{Template: "web", TemplateVersion: 3}, "web"},
+		{"template, another version", manager.CreateRequest{Template: "web", TemplateVersion: 2}, ""},
+		{"image", manager.CreateRequest{Image: "alpine"}, "alpine"},
+		{"another image", manager.CreateRequest{Image: "ubuntu"}, ""},
+		{"another template", manager.CreateRequest{Template: "other"}, ""},
+		{"template and image", manager.CreateRequest{Template: "web", Image: "alpine"}, ""},
+		{"nothing", manager.CreateRequest{}, ""},
+		{"cpu", manager.CreateRequest{Template: "web", CPU: "1"}, ""},
+		{"memory", manager.CreateRequest{Template: "web", Memory: "512Mi"}, ""},
+		{"ttl 0", manager.CreateRequest{Template: "web", TTL: &ttl0}, ""},
+		{"ttl", manager.CreateRequest{Image: "alpine", TTL: &ttl60}, ""},
+		{"env", manager.CreateRequest{Image: "alpine", Env: map[string]string{"A": "1"}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newFakeManager()
+			m.version = 3
+			m.allow = 2 // no refill
+			p := newPools(t, m,
+				Spec{Name: "web", Size: 1, Request: manager.CreateRequest{Template: "web"}},
+				Spec{Name: "alpine", Size: 1, Request: manager.CreateRequest{Image: "alpine"}})
+			run(t, p)
+			waitReady(t, p, "web", 1)
+			waitReady(t, p, "alpine", 1)
+			before := map[string]Stats{"web": stats(p, "web"), "alpine": stats(p, "alpine")}
+
+			sb, ok := p.TakeSandbox(context.Background(), tt.req)
+			_, claimed, _ := m.calls()
+			if tt.want == "" {
+				if ok || sb != nil {
+					t.Fatalf("TakeSandbox(%+v): %+v, want none", tt.req, sb)
+				}
+				if len(claimed) != 0 {
+					t.Errorf("claimed %v", claimed)
+				}
+				for name, st := range before {
+					if got := stats(p, name); got.Ready != st.Ready || got.Hits != 0 {
+						t.Errorf("pool %s: %+v", name, got)
+					}
+				}
+				return
+			}
+			if !ok || sb == nil {
+				t.Fatalf("TakeSandbox(%+v): none, want one of %s", tt.req, tt.want)
+			}
+			if sb.Pool != "" || !reflect.DeepEqual(claimed, []string{sb.ID}) {
+				t.Errorf("sandbox %+v not claimed (claimed %v)", sb, claimed)
+			}
+			if st := stats(p, tt.want); st.Ready != 0 || st.Hits != 1 {
+				t.Errorf("pool %s: %+v, want 0 ready, 1 hit", tt.want, st)
+			}
+		})
+	}
+}
+
+// TestTakeSandboxSameSource: two pools make the same sandboxes (the
+// default sources of python and bash are both agent2env/python); a create
+// must be served by whichever has one ready, whatever the map order.
+func TestTakeSandboxSameSource(t *testing.T) {
+	tests := []struct {
+		name  string
+		sizes [2]int
+	}{
+		{"other pool size 0", [2]int{1, 0}},
+		{"other pool empty", [2]int{1, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for i := range 20 { // map order varies
+				m := newFakeManager()
+				m.allow = 1 // only the first pool's sandbox
+				p := newPools(t, m,
+					Spec{Name: "python", Size: tt.sizes[0], Request: manager.CreateRequest{Image: "agent2env/python"}},
+					Spec{Name: "bash", Size: tt.sizes[1], Request: manager.CreateRequest{Image: "agent2env/python"}})
+				stop := run(t, p)
+				deadline := time.Now().Add(5 * time.Second)
+				for stats(p, "python").Ready+stats(p, "bash").Ready != 1 {
+					if time.Now().After(deadline) {
+						t.Fatalf("pools never filled: %+v", p.Stats())
+					}
+					time.Sleep(2 * time.Millisecond)
+				}
+				sb, ok := p.TakeSandbox(context.Background(), manager.CreateRequest{Image: "agent2env/python"})
+				stop()
+				if !ok || sb == nil {
+					t.Fatalf("try %d: no sandbox, though one is ready: %+v", i, p.Stats())
+				}
+			}
+		})
+	}
+}
+
+func TestClose(t *testing.T) {
+	m := newFakeManager()
+	p := newPools(t, m,
+		Spec{Name: "a", Size: 2, Request: manager.CreateRequest{Image: "a"}},
+		Spec{Name: "b", Size: 1, Request: manager.CreateRequest{Image: "b"}})
+	stop := run(t, p)
+	waitReady(t, p, "a", 2)
+	waitReady(t, p, "b", 1)
+	w, ok := p.Take(context.Background(), "a")
+	if !ok {
+		t.Fatal("Take: none")
+	}
+	waitReady(t, p, "a", 2)
+	stop()
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.live) != 1 || m.live[w.Sandbox.ID] == nil {
+		t.Errorf("after Close, live %v: want only the claimed %s", m.live, w.Sandbox.ID)
+	}
+	if len(m.deleted) != 3 {
+		t.Errorf("deleted %v, want the 3 ready", m.deleted)
+	}
+	for _, s := range p.Stats() {
+		if s.Ready != 0 {
+			t.Errorf("after Close: %+v", s)
+		}
+	}
+}
+
+func TestCloseReportsErrors(t *testing.T) {
+	m := newFakeManager()
+	p := newPools(t, m, Spec{Name: "a", Size: 1, Request: manager.CreateRequest{Image: "a"}})
+	stop := run(t, p)
+	waitReady(t, p, "a", 1)
+	stop()
+	m.mu.Lock()
+	m.live = map[string]*store.Sandbox{} // Delete now fails: not found
+	m.mu.Unlock()
+	if err := p.Close(context.Background()); err == nil {
+		t.Error("Close hid a failed delete")
+	}
+}
+
+func TestWriteMetrics(t *testing.T) {
+	m := newFakeManager()
+	p := newPools(t, m,
+		Spec{Name: "a", Size: 2, Request: manager.CreateRequest{Image: "a"}},
+		Spec{Name: "b", Size: 1, Request: manager.CreateRequest{Image: "b"}})
+	stop := run(t, p)
+	waitReady(t, p, "a", 2)
+	waitReady(t, p, "b", 1)
+	stop() // no refills from here
+	ctx := context.Background()
+	for _, name := range []string{"a", "b", "b", "b"} {
+		p.Take(ctx, name)
+	}
+	var sb strings.Builder
+	if err := p.WriteMetrics(ctx, &sb); err != nil {
+		t.Fatal(err)
+	}
+	want := `# HELP agent2env_pool_ready Sandboxes ready in the warm pool.
+# TYPE agent2env_pool_ready gauge
+agent2env_pool_ready{pool="a"} 1
+agent2env_pool_ready{pool="b"} 0
+# HELP agent2env_pool_target Sandboxes the warm pool keeps ready.
+# TYPE agent2env_pool_target gauge
+agent2env_pool_target{pool="a"} 2
+agent2env_pool_target{pool="b"} 1
+# HELP agent2env_pool_hits_total Requests served from the warm pool.
+# TYPE agent2env_pool_hits_total counter
+agent2env_pool_hits_total{pool="a"} 1
+agent2env_pool_hits_total{pool="b"} 1
+# HELP agent2env_pool_misses_total Requests the warm pool could not serve.
+# TYPE agent2env_pool_misses_total counter
+agent2env_pool_misses_total{pool="a"} 0
+agent2env_pool_misses_total{pool="b"} 2
+`
+	if got := sb.String(); got != want {
+		t.Errorf("metrics:\n%s\nwant:\n%s", got, want)
+	}
+
+	// No pools: the families, with no samples.
+	var empty strings.Builder
+	if err := newPools(t, m).WriteMetrics(ctx, &empty); err != nil {
+		t.Fatal(err)
+	}
+	for _, fam := range []string{"agent2env_pool_ready", "agent2env_pool_target", "agent2env_pool_hits_total", "agent2env_pool_misses_total"} {
+		if !strings.Contains(empty.String(), "# TYPE "+fam+" ") {
+			t.Errorf("no pools: family %s missing from %q", fam, empty.String())
+		}
+	}
+	if strings.Contains(empty.String(), "{pool=") {
+		t.Errorf("no pools, yet samples: %q", empty.String())
+	}
+
+	if err := p.WriteMetrics(ctx, failWriter{}); err == nil {
+		t.Error("WriteMetrics hid a write error")
+	}
+}
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, io.ErrClosedPipe }
+
+func TestFillBacksOff(t *testing.T) {
+	m := newFakeManager()
+	m.failures = []error{errors.New("no room")}
+	p := newPools(t, m, Spec{Name: "a", Size: 1, Request: manager.CreateRequest{Image: "a"}})
+	start := time.Now()
+	run(t, p)
+	deadline := time.Now().Add(4 * time.Second)
+	for stats(p, "a").Ready != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("pool never recovered: %+v, %d creates", stats(p, "a"), m.createCount("a"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if d := time.Since(start); d < 900*time.Millisecond {
+		t.Errorf("refilled %v after a failure: no back-off", d)
+	}
+	if got := m.createCount("a"); got != 2 {
+		t.Errorf("%d creates, want 2 (a failure, then a success)", got)
+	}
+}
+
+func TestFillStopsWhileBackingOff(t *testing.T) {
+	m := newFakeManager()
+	m.failures = []error{errors.New("no room"), errors.New("no room")}
+	p := newPools(t, m, Spec{Name: "a", Size: 1, Request: manager.CreateRequest{Image: "a"}})
+	stop := run(t, p)
+	deadline := time.Now().Add(2 * time.Second)
+	for m.createCount("a") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no create")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
+	stop()
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Errorf("Run took %v to stop while backing off", d)
+	}
+}
+
+// fakeAgent answers the kernel requests of a pool: creates (or refuses
+// them with code), deletes; it records them.
+type fakeAgent struct {
+	mu      sync.Mutex
+	code    string // error code of kernel creates ("" succeeds)
+	created []agent.KernelSpec
+	deleted []string
+}
+
+func (a *fakeAgent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/kernels":
+		var spec agent.KernelSpec
+		if err := json.NewDecoder(r.Body).Decode(&spec); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		a.created = append(a.created, spec)
+		w.Header().Set("Content-Type", "application/json")
+		if a.code != "" {
+			w.WriteHeader(http.StatusBadRequest)
+			json.NewEncoder(w).Encode(map[string]string{"error": "no " + spec.Language, "code": a.code})
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		json.NewEncoder(w).Encode(agent.KernelInfo{ID: spec.ID, Language: spec.Language})
+	case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/v1/kernels/"):
+		a.deleted = append(a.deleted, strings.TrimPrefix(r.URL.Path, "/v1/kernels/"))
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (a *fakeAgent) calls() ([]agent.KernelSpec, []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]agent.KernelSpec{}, a.created...), append([]string{}, a.deleted...)
+}
+
+func startFakeAgent(t *testing.T, code string) (*fakeAgent, *agent.Client) {
+	t.Helper()
+	fa := &fakeAgent{code: code}
+	ts := httptest.NewServer(fa)
+	t.Cleanup(ts.Close)
+	addr := ts.Listener.Addr().String()
+	var d net.Dialer
+	c := agent.NewClient(func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }, "")
+	t.Cleanup(c.Close)
+	return fa, c
+}
+
+func TestKernels(t *testing.T) {
+	t.Run("started and handed out", func(t *testing.T) {
+		fa, ac := startFakeAgent(t, "")
+		m := newFakeManager()
+		m.agent = ac
+		m.allow = 2
+		p := newPools(t, m, Spec{Name: "python", Size: 2, Language: "python", Request: manager.CreateRequest{Image: "agent2env/python"}})
+		run(t, p)
+		waitReady(t, p, "python", 2)
+		created, _ := fa.calls()
+		if len(created) != 2 {
+			t.Fatalf("kernels created: %+v, want 2", created)
+		}
+		for _, spec := range created {
+			if spec.Language != "python" || spec.Cwd != sandbox.WorkDir || !strings.HasPrefix(spec.ID, "ctx-") {
+				t.Errorf("kernel spec %+v", spec)
+			}
+		}
+		w, ok := p.Take(context.Background(), "python")
+		if !ok || w.KernelID != created[0].ID || w.Language != "python" {
+			t.Errorf("Take: %+v %v, want kernel %s", w, ok, created[0].ID)
+		}
+		// A sandbox create gets the sandbox, its kernel stopped.
+		sb, ok := p.TakeSandbox(context.Background(), manager.CreateRequest{Image: "agent2env/python"})
+		if !ok || sb == nil {
+			t.Fatal("TakeSandbox: none")
+		}
+		if _, deleted := fa.calls(); !reflect.DeepEqual(deleted, []string{created[1].ID}) {
+			t.Errorf("kernels deleted %v, want [%s]", deleted, created[1].ID)
+		}
+	})
+	t.Run("no interpreter", func(t *testing.T) {
+		_, ac := startFakeAgent(t, "NO_INTERPRETER")
+		m := newFakeManager()
+		m.agent = ac
+		m.allow = 1
+		p := newPools(t, m, Spec{Name: "python", Size: 1, Language: "python", Request: manager.CreateRequest{Image: "plain"}})
+		run(t, p)
+		waitReady(t, p, "python", 1)
+		w, ok := p.Take(context.Background(), "python")
+		if !ok || w.KernelID != "" {
+			t.Errorf("Take: %+v %v, want a sandbox without a kernel", w, ok)
+		}
+		if _, _, deleted := m.calls(); len(deleted) != 0 {
+			t.Errorf("deleted %v", deleted)
+		}
+	})
+	t.Run("kernel fails", func(t *testing.T) {
+		for _, code := range []string{"KERNEL_FAILED", ""} {
+			m := newFakeManager()
+			if code != "" {
+				_, m.agent = startFakeAgent(t, code)
+			} // else Agent fails
+			p := newPools(t, m, Spec{Name: "python", Size: 1, Language: "python", Request: manager.CreateRequest{Image: "x"}})
+			stop := run(t, p)
+			deadline := time.Now().Add(2 * time.Second)
+			for {
+				if _, _, deleted := m.calls(); len(deleted) > 0 {
+					if !reflect.DeepEqual(deleted, []string{"sb-1"}) {
+						t.Errorf("deleted %v, want [sb-1]", deleted)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("code %q: the sandbox whose kernel failed was not deleted", code)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			stop()
+			if st := stats(p, "python"); st.Ready != 0 {
+				t.Errorf("code %q: %+v, want none ready", code, st)
+			}
+		}
+	})
+}
+
+func TestSpecs(t *testing.T) {
+	defaults := contexts.Sources(map[string]contexts.Source{api.LanguagePython: {Template: "py-tpl"}})
+	got := Specs(map[string]int{"python": 2, "javascript": 1, "web": 3, "bash": 0}, defaults)
+	want := []Spec{
+		{Name: "bash", Size: 0, Language: "bash", Request: manager.CreateRequest{Image: "agent2env/python"}},
+		{Name: "javascript", Size: 1, Language: "javascript", Request: manager.CreateRequest{Image: "agent2env/node"}},
+		{Name: "python", Size: 2, Language: "python", Request: manager.CreateRequest{Template: "py-tpl"}},
+		{Name: "web", Size: 3, Language: "python", Request: manager.CreateRequest{Template: "web"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Specs:\n got %+v\nwant %+v", got, want)
+	}
+	if got := Specs(nil, defaults); len(got) != 0 {
+		t.Errorf("Specs(nil): %+v", got)
+	}
+	if _, err := New(newFakeManager(), want, nil); err != nil {
+		t.Errorf("New(Specs(...)): %v", err)
+	}
+}

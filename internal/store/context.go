@@ -1,0 +1,42 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Context is the record of a code-interpreter context: a kernel in a
+// sandbox's agent, whose id is the context id.
+type Context struct {
+	ID          string
+	SandboxID   string
+	Language    string
+	Type        string
+	SessionName string
+	WorkingDir  string
+	Env         map[string]string
+	// OwnsSandbox says the sandbox was made for this context's session,
+	// and goes when the session's last context goes.
+	OwnsSandbox    bool
+	CreatedAt      time.Time
+	LastUsedAt     time.Time
+	ExecutionCount int
+}
+
+// ContextFilter selects contexts; empty fields match all.
+type ContextFilter struct {
+	SessionName string
+	SandboxID   string
+}
+
+// Contexts keeps context records. A context's record goes with its
+// sandbox's.
+type Contexts interface {
+	// CreateContext stores c; ErrNotFound if its sandbox does not exist.
+	CreateContext(ctx context.Context, c *Context) error
+	GetContext(ctx context.Context, id string) (*Context, error)
+	// ListContexts returns the contexts f selects, oldest first.
+	ListContexts(ctx context.Context, f ContextFilter) ([]*Context, error)
+	UpdateContext(ctx context.Context, id string, fn func(*Context) error) (*Context, error)
+	DeleteContext(ctx context.Context, id string) error
+}
