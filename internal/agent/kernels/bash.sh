@@ -1,55 +1,60 @@
-# agent2env bash kernel driver. Run as: bash --noprofile --norc -c "<this file>".
-# Protocol: requests on fd 3 ("<marker> <n>\n" and n bytes of code), control
-# lines on fd 4 ({"type":"ready"} once, {"type":"done",...} after each run).
-# Code is eval'ed in this shell, so variables, functions, aliases and the
-# working directory persist. After each run the marker is written to fd 1 and
-# fd 2, then "done". SIGINT stops the foreground command; a pure-bash busy loop
-# may not stop, and the agent then restarts the kernel.
+# agent2env bash kernel driver, run as `bash --noprofile --norc -c "<this file>"`.
+# Requests arrive on fd 3, each a "<marker> <n>\n" line and n bytes of code. JSON
+# lines go to fd 4: "ready" once at start and "done" at the end of each run, after
+# the marker has been written raw to fd 1 and then fd 2. The code is sourced in this
+# shell, so variables, functions, cd, options and aliases persist. SIGINT ends the
+# foreground command and the code's top level (or the function it is in), and is
+# ignored between runs. The driver's names all start with __a2e_.
 
-exec 63<&3 62>&4 3<&- 4>&-
-
-__a2e_interrupted=0
-trap '__a2e_interrupted=1' INT
-
-# __a2e_json prints $1 as a JSON string.
+# __a2e_json STRING sets REPLY to STRING as a JSON string.
 __a2e_json() {
-	local s=$1
-	s=${s//\\/\\\\}
-	s=${s//\"/\\\"}
-	s=${s//$'\n'/\\n}
-	s=${s//$'\r'/\\r}
-	s=${s//$'\t'/\\t}
-	s=${s//[$'\x01'-$'\x1f']/}
-	printf '"%s"' "$s"
+  local s=$1 i hex char
+  s=${s//\\/\\\\}
+  s=${s//\"/\\\"}
+  for ((i = 1; i < 32; i++)); do
+    printf -v hex %02x "$i"
+    printf -v char "\\x$hex"
+    s=${s//"$char"/\\u00$hex}
+  done
+  REPLY="\"$s\""
 }
 
-printf '{"type":"ready","language":"bash","version":"%s"}\n' "$BASH_VERSION" >&62
+# Move the pipes out of the user's way, leaving fds 3 and 4 to the code, and keep the
+# output pipes for the markers whatever the code does with its fds 1 and 2.
+exec {__a2e_requests}<&3 {__a2e_control}>&4 {__a2e_stdout}>&1 {__a2e_stderr}>&2 3<&- 4>&-
+trap '' INT
+__a2e_options=$-
+printf '{"type":"ready","language":"bash","version":"%s.%s.%s"}\n' "${BASH_VERSINFO[@]:0:3}" >&"$__a2e_control"
 
-while :; do
-	IFS=' ' read -r -u 63 __a2e_marker __a2e_n || exit 0
-	__a2e_code=
-	if ((__a2e_n > 0)); then
-		# Count bytes, not characters: read in the C locale.
-		__a2e_lc_set=${LC_ALL+x} __a2e_lc=${LC_ALL-}
-		LC_ALL=C
-		IFS= read -r -d '' -N "$__a2e_n" -u 63 __a2e_code
-		if [[ -n $__a2e_lc_set ]]; then LC_ALL=$__a2e_lc; else unset LC_ALL; fi
-	fi
-	__a2e_error=null
-	if ! __a2e_msg=$(bash -n -c "$__a2e_code" 2>&1); then
-		printf '%s\n' "$__a2e_msg" >&2
-		__a2e_error='{"name":"SyntaxError","value":'$(__a2e_json "${__a2e_msg%%$'\n'*}")',"traceback":'$(__a2e_json "$__a2e_msg")',"kind":"syntax"}'
-	else
-		__a2e_interrupted=0
-		eval "$__a2e_code"
-		__a2e_status=$?
-		if ((__a2e_interrupted)); then
-			__a2e_error='{"name":"KeyboardInterrupt","value":"interrupted","traceback":"","kind":"runtime"}'
-		elif ((__a2e_status != 0)); then
-			__a2e_error='{"name":"ExitStatus","value":"exit status '$__a2e_status'","traceback":"","kind":"runtime"}'
-		fi
-	fi
-	printf '%s' "$__a2e_marker"
-	printf '%s' "$__a2e_marker" >&2
-	printf '{"type":"done","result":null,"error":%s}\n' "$__a2e_error" >&62
+while IFS=' ' read -r -u "$__a2e_requests" __a2e_marker __a2e_size; do
+  LC_ALL=C IFS= read -r -N "$__a2e_size" -u "$__a2e_requests" __a2e_code
+  __a2e_error=null
+  # extglob only lets more code parse, as when the code turns it on before using it.
+  if __a2e_message=$(printf %s "$__a2e_code" | "$BASH" -n -O extglob 2>&1); then
+    __a2e_interrupted=
+    # Within the code (BASH_SOURCE is set) return at once, from the code or function.
+    trap '__a2e_interrupted=1; [[ ${BASH_SOURCE[0]-} ]] && return 130' INT
+    # The code runs with xtrace if it was on; the driver's own commands never are.
+    __a2e_prefix=
+    if [[ $__a2e_options == *x* ]]; then __a2e_prefix='set -x; '; fi
+    for __a2e_once in 1; do # takes a `break` or `continue` at the code's top level
+      source <(printf %s%s "$__a2e_prefix" "$__a2e_code")
+    done
+    { __a2e_status=$? __a2e_options=$-; set +x; } 2>/dev/null
+    trap '' INT
+    if [[ $__a2e_interrupted ]]; then
+      __a2e_error='{"name":"KeyboardInterrupt","value":"interrupted","traceback":"","kind":"runtime"}'
+    elif ((__a2e_status != 0)); then
+      __a2e_error='{"name":"ExitStatus","value":"exit status '$__a2e_status'","traceback":"","kind":"runtime"}'
+    fi
+  else
+    printf '%s\n' "$__a2e_message" >&2
+    __a2e_json "${__a2e_message%%$'\n'*}"
+    __a2e_error='{"name":"SyntaxError","value":'$REPLY
+    __a2e_json "$__a2e_message"
+    __a2e_error+=',"traceback":'$REPLY',"kind":"syntax"}'
+  fi
+  printf %s "$__a2e_marker" >&"$__a2e_stdout"
+  printf %s "$__a2e_marker" >&"$__a2e_stderr"
+  printf '{"type":"done","result":null,"error":%s}\n' "$__a2e_error" >&"$__a2e_control"
 done

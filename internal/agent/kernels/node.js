@@ -25,13 +25,9 @@
   let cells = 0;
   let interrupt = null; // set while a run awaits its result: ends the wait on SIGINT
 
-  function writeAll(fd, data) {
-    const bytes = Buffer.from(data);
-    for (let offset = 0; offset < bytes.length; ) offset += fs.writeSync(fd, bytes, offset);
-  }
-
+  // On a blocking pipe, fs.writeSync writes all of its data before it returns.
   function send(message) {
-    writeAll(CONTROL, JSON.stringify(message) + '\n');
+    fs.writeSync(CONTROL, JSON.stringify(message) + '\n');
   }
 
   function inspect(value) {
@@ -48,10 +44,14 @@
 
   // An error's stack without the driver's frames, or inspect() of another value.
   function describe(value) {
-    if (!isError(value)) return inspect(value);
-    const lines = str(value.stack).split('\n');
-    const end = lines.findIndex((line) => DRIVER_FRAME.test(line));
-    return (end < 0 ? lines : lines.slice(0, end)).join('\n');
+    try {
+      if (!isError(value)) return inspect(value);
+      const lines = str(value.stack).split('\n');
+      const end = lines.findIndex((line) => DRIVER_FRAME.test(line));
+      return (end < 0 ? lines : lines.slice(0, end)).join('\n');
+    } catch {
+      return '[value that cannot be described]';
+    }
   }
 
   function str(value) {
@@ -107,6 +107,8 @@
       return {result: null, error: syntaxError(err)};
     }
     try {
+      // breakOnSigint stops synchronous code. Node swaps its SIGINT handling around
+      // the script, and a SIGINT in the instant it starts or ends kills the process.
       let value = script.runInThisContext({breakOnSigint: true, displayErrors: false});
       if (typeof value?.then === 'function') value = await untilInterrupted(value);
       return {result: value === undefined ? null : {'text/plain': inspect(value)}, error: null};
@@ -129,13 +131,13 @@
       if (isError(err)) return {name: str(err.name), value: str(err.message), traceback: describe(err), kind: 'runtime'};
       return {name: typeof err, value: str(err), traceback: describe(err), kind: 'runtime'};
     } catch {
-      return {name: 'Error', value: 'a thrown value that cannot be described', traceback: '', kind: 'runtime'};
+      return {name: typeof err, value: '[value that cannot be described]', traceback: '', kind: 'runtime'};
     }
   }
 
   function finish(marker, {result, error}) {
-    writeAll(1, marker);
-    writeAll(2, marker);
+    fs.writeSync(1, marker);
+    fs.writeSync(2, marker);
     send({type: 'done', result, error});
   }
 
@@ -168,8 +170,8 @@
   // with the markers and display lines.
   for (const stream of [process.stdout, process.stderr]) stream._handle?.setBlocking?.(true);
   process.on('SIGINT', () => interrupt?.());
-  process.on('uncaughtException', (err) => writeAll(2, `Uncaught ${describe(err)}\n`));
-  process.on('unhandledRejection', (reason) => writeAll(2, `Unhandled rejection: ${describe(reason)}\n`));
+  process.on('uncaughtException', (err) => fs.writeSync(2, `Uncaught ${describe(err)}\n`));
+  process.on('unhandledRejection', (reason) => fs.writeSync(2, `Unhandled rejection: ${describe(reason)}\n`));
   globalThis.display = display;
   serve();
 })();

@@ -39,7 +39,7 @@ class Kernel:
         self.cells = 0
         self.loop = None  # asyncio event loop for top-level await, made on first use
         self.interruptible = False  # SIGINT raises KeyboardInterrupt: user code runs
-        self.interrupted = False  # SIGINT arrived while interrupts were held back
+        self.interrupted = False  # SIGINT came while a run held interrupts back
         self.main_thread = _thread.get_ident()
         self.control_lock = _thread.allocate_lock()
         signal.signal(signal.SIGINT, self.on_sigint)
@@ -67,6 +67,7 @@ class Kernel:
         self.cells += 1
         filename = f"<cell-{self.cells}>"
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        self.interrupted = False
         try:
             body, last = compile_cell(source, filename)
         except Exception as exc:  # SyntaxError and subclasses; ValueError for NUL bytes
@@ -77,6 +78,8 @@ class Kernel:
         try:
             self.interruptible = True
             try:
+                if self.interrupted:  # while the cell compiled
+                    raise KeyboardInterrupt
                 return self.execute(body, last), None
             finally:
                 self.interruptible = False
