@@ -55,6 +55,9 @@ type Pools struct {
 	pools map[string]*warmPool
 
 	wg sync.WaitGroup
+	// stops tracks kernels of claimed sandboxes being stopped, off the
+	// request path.
+	stops sync.WaitGroup
 }
 
 // warmPool is one pool's state.
@@ -244,7 +247,11 @@ func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*st
 		}
 		if _, e, ok := p.take(ctx, name); ok {
 			if e.kernel != "" {
-				p.stopKernel(context.WithoutCancel(ctx), e)
+				p.stops.Add(1)
+				go func() {
+					defer p.stops.Done()
+					p.stopKernel(context.WithoutCancel(ctx), e)
+				}()
 			}
 			return e.sandbox, true
 		}
@@ -280,6 +287,7 @@ func (p *Pools) stopKernel(ctx context.Context, e entry) {
 // Close deletes the sandboxes still waiting in the pools. Call it after Run
 // has returned.
 func (p *Pools) Close(ctx context.Context) error {
+	p.stops.Wait()
 	var errs []error
 	for _, wp := range p.pools {
 		wp.mu.Lock()

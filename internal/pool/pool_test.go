@@ -703,11 +703,13 @@ func TestKernels(t *testing.T) {
 		if !ok || w.KernelID != created[0].ID || w.Language != "python" {
 			t.Errorf("Take: %+v %v, want kernel %s", w, ok, created[0].ID)
 		}
-		// A sandbox create gets the sandbox, its kernel stopped.
+		// A sandbox create gets the sandbox, its kernel stopped (in the
+		// background).
 		sb, ok := p.TakeSandbox(context.Background(), manager.CreateRequest{Image: "agent2env/python"})
 		if !ok || sb == nil {
 			t.Fatal("TakeSandbox: none")
 		}
+		p.stops.Wait()
 		if _, deleted := fa.calls(); !reflect.DeepEqual(deleted, []string{created[1].ID}) {
 			t.Errorf("kernels deleted %v, want [%s]", deleted, created[1].ID)
 		}
