@@ -35,6 +35,7 @@ type Sandboxes interface {
 	Get(ctx context.Context, id string) (*store.Sandbox, error)
 	Delete(ctx context.Context, id string) error
 	Agent(ctx context.Context, id string) (*agent.Client, error)
+	WaitRunning(ctx context.Context, sb *store.Sandbox) (*store.Sandbox, error)
 }
 
 // Warm is a sandbox taken from a warm pool, with the kernel started in it
@@ -172,10 +173,8 @@ func (s *Service) Create(ctx context.Context, req api.CreateContextRequest) (*ap
 			return nil, err
 		}
 	}
-	for k, v := range req.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			return nil, errdefs.Invalid("env %q: names must be non-empty without '=' or NUL, values without NUL", k)
-		}
+	if err := manager.ValidEnv(req.Env); err != nil {
+		return nil, err
 	}
 	if req.SessionName != "" {
 		mu, _ := s.sessions.LoadOrStore(req.SessionName, new(sync.Mutex))
@@ -252,36 +251,14 @@ func (s *Service) place(ctx context.Context, req api.CreateContextRequest, lang 
 	if err != nil {
 		return placement{}, fmt.Errorf("create a sandbox for the context: %w", err)
 	}
-	if sb, err = s.waitRunning(ctx, sb); err != nil {
-		s.release(context.WithoutCancel(ctx), sb.ID)
-		return placement{}, err
-	}
-	return placement{sandbox: sb, owned: true}, nil
-}
-
-// waitRunning waits for a pending sandbox to run.
-func (s *Service) waitRunning(ctx context.Context, sb *store.Sandbox) (*store.Sandbox, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
 	defer cancel()
-	for delay := 5 * time.Millisecond; ; delay = min(2*delay, 250*time.Millisecond) {
-		switch api.SandboxStatus(sb.Status) {
-		case api.StatusRunning:
-			return sb, nil
-		case api.StatusPending:
-		default:
-			return sb, errdefs.WithCode(errdefs.Precondition("sandbox %s for the context is %s: %s", sb.ID, sb.Status, sb.Reason), api.CodeSandboxNotReady)
-		}
-		select {
-		case <-ctx.Done():
-			return sb, fmt.Errorf("wait for sandbox %s: %w", sb.ID, ctx.Err())
-		case <-time.After(delay):
-		}
-		next, err := s.sbx.Get(ctx, sb.ID)
-		if err != nil {
-			return sb, err
-		}
-		sb = next
+	running, err := s.sbx.WaitRunning(wctx, sb)
+	if err != nil {
+		s.release(context.WithoutCancel(ctx), sb.ID)
+		return placement{}, fmt.Errorf("sandbox for the context: %w", err)
 	}
+	return placement{sandbox: running, owned: true}, nil
 }
 
 // startKernel starts the context's kernel, or adopts the warm one.

@@ -93,7 +93,7 @@ func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
 	if r.ttl > maxTTL {
 		return nil, errdefs.Invalid("ttl %d is above the maximum of %d seconds", r.ttl, maxTTL)
 	}
-	if err := validEnv(req.Env); err != nil {
+	if err := ValidEnv(req.Env); err != nil {
 		return nil, err
 	}
 	return r, nil

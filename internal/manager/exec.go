@@ -52,7 +52,7 @@ func (m *Manager) agentRequest(req ExecRequest) (agent.ExecRequest, error) {
 	if req.Timeout == 0 {
 		req.Timeout = DefaultExecTimeout
 	}
-	if err := validEnv(req.Env); err != nil {
+	if err := ValidEnv(req.Env); err != nil {
 		return agent.ExecRequest{}, err
 	}
 	cwd := ""

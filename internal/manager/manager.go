@@ -219,8 +219,8 @@ func (m *Manager) Agent(ctx context.Context, id string) (*agent.Client, error) {
 	return c, nil
 }
 
-// validEnv rejects environment entries the kernel or a shell would choke on.
-func validEnv(env map[string]string) error {
+// ValidEnv rejects environment entries the kernel or a shell would choke on.
+func ValidEnv(env map[string]string) error {
 	for k, v := range env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
 			return errdefs.Invalid("env %q: names must be non-empty without '=' or NUL, values without NUL", k)

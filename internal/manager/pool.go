@@ -35,20 +35,31 @@ func (m *Manager) CreatePooled(ctx context.Context, req CreateRequest, pool stri
 	if err != nil {
 		return nil, err
 	}
+	running, err := m.WaitRunning(ctx, sb)
+	if err != nil {
+		_ = m.Delete(context.WithoutCancel(ctx), sb.ID)
+		return nil, fmt.Errorf("warm sandbox: %w", err)
+	}
+	return running, nil
+}
+
+// WaitRunning waits until sb, as Create returned it, leaves pending: it
+// returns the running record, or an error saying why it is not running.
+func (m *Manager) WaitRunning(ctx context.Context, sb *store.Sandbox) (*store.Sandbox, error) {
 	for delay := 5 * time.Millisecond; sb.Status == string(api.StatusPending); delay = min(2*delay, 250*time.Millisecond) {
 		select {
 		case <-ctx.Done():
-			_ = m.Delete(context.WithoutCancel(ctx), sb.ID)
-			return nil, ctx.Err()
+			return nil, fmt.Errorf("wait for sandbox %s: %w", sb.ID, ctx.Err())
 		case <-time.After(delay):
 		}
-		if sb, err = m.Get(ctx, sb.ID); err != nil {
+		next, err := m.Get(ctx, sb.ID)
+		if err != nil {
 			return nil, err
 		}
+		sb = next
 	}
 	if sb.Status != string(api.StatusRunning) {
-		_ = m.Delete(context.WithoutCancel(ctx), sb.ID)
-		return nil, fmt.Errorf("warm sandbox %s %s: %s", sb.ID, sb.Status, sb.Reason)
+		return nil, errdefs.WithCode(errdefs.Precondition("sandbox %s is %s: %s", sb.ID, sb.Status, sb.Reason), api.CodeSandboxNotReady)
 	}
 	return sb, nil
 }
