@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -160,33 +159,26 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, stdin io.Reader, std
 		return ExecResult{}, err
 	}
 	defer resp.Body.Close()
-	r := bufio.NewReaderSize(resp.Body, 64<<10)
-	var buf []byte
-	for {
-		kind, p, err := readFrame(r, buf)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ExecResult{}, ctx.Err()
-			}
-			return ExecResult{}, fmt.Errorf("exec stream ended before the result: %w: %w", errdefs.ErrUnavailable, err)
-		}
-		buf = p[:0]
+	var res ExecResult
+	err = readFrames(ctx, resp.Body, "exec", func(kind byte, p []byte) (bool, error) {
+		var err error
 		switch kind {
 		case frameStdout:
 			err = write(stdout, p)
 		case frameStderr:
 			err = write(stderr, p)
 		case frameResult:
-			var res ExecResult
 			if err := json.Unmarshal(p, &res); err != nil {
-				return ExecResult{}, fmt.Errorf("decode exec result: %w", err)
+				return true, fmt.Errorf("decode exec result: %w", err)
 			}
-			return res, nil
+			return true, nil
 		}
 		if err != nil {
-			return ExecResult{}, fmt.Errorf("copy exec output: %w", err)
+			return true, fmt.Errorf("copy exec output: %w", err)
 		}
-	}
+		return false, nil
+	})
+	return res, err
 }
 
 func write(w io.Writer, p []byte) error {

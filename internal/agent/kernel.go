@@ -101,22 +101,23 @@ type kernel struct {
 
 // control is a message from a driver.
 type control struct {
-	Type    string         `json:"type"`
-	Data    map[string]any `json:"data,omitempty"`
-	Result  map[string]any `json:"result,omitempty"`
-	Error   *KernelError   `json:"error,omitempty"`
-	Version string         `json:"version,omitempty"`
+	Type   string         `json:"type"`
+	Data   map[string]any `json:"data,omitempty"`
+	Result map[string]any `json:"result,omitempty"`
+	Error  *KernelError   `json:"error,omitempty"`
 }
 
 // kernelProc is one running driver process.
 type kernelProc struct {
-	pid     int
-	req     *os.File
-	ctl     chan control // closed when the driver closes fd 4
-	exited  chan struct{}
-	status  syscall.WaitStatus
-	killed  bool // by the agent
-	version string
+	pid    int
+	req    *os.File
+	ctl    chan control // closed when the driver closes fd 4
+	exited chan struct{}
+	status syscall.WaitStatus
+	killed bool // by the agent
+	// oomAtStart is the sandbox's count of out-of-memory kills when the
+	// driver started: a SIGKILL with a higher count since is taken as OOM.
+	oomAtStart int64
 
 	mu  sync.Mutex
 	cur *execution // the execution the output belongs to; nil between executions
@@ -318,7 +319,7 @@ func (ks *kernels) start(ctx context.Context, spec *KernelSpec) (*kernelProc, er
 		return nil, fmt.Errorf("start %s kernel: %w", spec.Language, err)
 	}
 	ks.srv.protect(pid)
-	p := &kernelProc{pid: pid, req: pipes[5], ctl: make(chan control, 16), exited: make(chan struct{})}
+	p := &kernelProc{pid: pid, req: pipes[5], ctl: make(chan control, 16), exited: make(chan struct{}), oomAtStart: oomKills()}
 	go func() {
 		p.status = <-waitc
 		close(p.exited)
@@ -335,7 +336,6 @@ func (ks *kernels) start(ctx context.Context, spec *KernelSpec) (*kernelProc, er
 	select {
 	case msg, ok := <-p.ctl:
 		if ok && msg.Type == "ready" {
-			p.version = msg.Version
 			return p, nil
 		}
 		p.kill()
@@ -537,7 +537,6 @@ func (ks *kernels) run(ctx context.Context, k *kernel, p *kernelProc, req Kernel
 	e := newExecution(fw, req.OutputLimit)
 	p.setCurrent(e)
 	defer p.setCurrent(nil)
-	oomBefore := oomKills()
 	sent := make(chan error, 1)
 	go func() { sent <- p.send(e.marker, req.Code) }()
 
@@ -595,7 +594,7 @@ func (ks *kernels) run(ctx context.Context, k *kernel, p *kernelProc, req Kernel
 	}
 	res.Duration = time.Since(start)
 	if died {
-		res.Error = kernelDeath(k.spec.Language, p, oomBefore)
+		res.Error = kernelDeath(k.spec.Language, p)
 		if _, err := ks.restart(context.WithoutCancel(ctx), k, p); err != nil {
 			res.Error.Value += "; restarting it failed: " + err.Error()
 		}
@@ -679,7 +678,7 @@ func (ks *kernels) restart(ctx context.Context, k *kernel, old *kernelProc) (*ke
 }
 
 // kernelDeath explains why a driver died during an execution.
-func kernelDeath(lang string, p *kernelProc, oomBefore int64) *KernelError {
+func kernelDeath(lang string, p *kernelProc) *KernelError {
 	p.mu.Lock()
 	killed := p.killed
 	p.mu.Unlock()
@@ -688,7 +687,7 @@ func kernelDeath(lang string, p *kernelProc, oomBefore int64) *KernelError {
 	case killed:
 		return &KernelError{Name: "KernelDied", Kind: KindSystem,
 			Value: fmt.Sprintf("the %s kernel did not respond to an interrupt and was restarted", lang)}
-	case p.status.Signaled() && p.status.Signal() == syscall.SIGKILL && oomKills() > oomBefore:
+	case p.status.Signaled() && p.status.Signal() == syscall.SIGKILL && oomKills() > p.oomAtStart:
 		return &KernelError{Name: "OutOfMemory", Kind: KindSystem,
 			Value: fmt.Sprintf("the %s kernel ran out of memory and was killed; it was restarted", lang)}
 	default:

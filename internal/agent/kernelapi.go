@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,8 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-
-	"github.com/agent2env/agent2env/internal/errdefs"
 )
 
 // maxKernelRequest bounds a kernel request body (the code).
@@ -140,17 +137,9 @@ func (c *Client) Execute(ctx context.Context, id string, req KernelExecRequest, 
 		return KernelResult{}, err
 	}
 	defer resp.Body.Close()
-	r := bufio.NewReaderSize(resp.Body, 64<<10)
-	var buf []byte
-	for {
-		kind, p, err := readFrame(r, buf)
-		if err != nil {
-			if ctx.Err() != nil {
-				return KernelResult{}, ctx.Err()
-			}
-			return KernelResult{}, fmt.Errorf("execute stream ended before the result: %w: %w", errdefs.ErrUnavailable, err)
-		}
-		buf = p[:0]
+	var res KernelResult
+	err = readFrames(ctx, resp.Body, "execute", func(kind byte, p []byte) (bool, error) {
+		var err error
 		switch kind {
 		case frameStdout:
 			err = call(out.Stdout, p)
@@ -164,16 +153,17 @@ func (c *Client) Execute(ctx context.Context, id string, req KernelExecRequest, 
 				}
 			}
 		case frameResult:
-			var res KernelResult
 			if err := json.Unmarshal(p, &res); err != nil {
-				return KernelResult{}, fmt.Errorf("decode execute result: %w", err)
+				return true, fmt.Errorf("decode execute result: %w", err)
 			}
-			return res, nil
+			return true, nil
 		}
 		if err != nil {
-			return KernelResult{}, fmt.Errorf("deliver kernel output: %w", err)
+			return true, fmt.Errorf("deliver kernel output: %w", err)
 		}
-	}
+		return false, nil
+	})
+	return res, err
 }
 
 func call(f func([]byte) error, p []byte) error {

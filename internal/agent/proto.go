@@ -15,11 +15,15 @@
 package agent
 
 import (
+	"bufio"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
 	"time"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
 )
 
 // Version is the protocol version the agent reports in Info.
@@ -165,4 +169,25 @@ func readFrame(r io.Reader, buf []byte) (byte, []byte, error) {
 		return 0, nil, fmt.Errorf("read frame: %w", io.ErrUnexpectedEOF)
 	}
 	return hdr[0], buf, nil
+}
+
+// readFrames reads a response's frames, handing each to on (its payload
+// is valid only during the call) until on reports the last one or fails.
+// what names the stream in errors.
+func readFrames(ctx context.Context, body io.Reader, what string, on func(kind byte, p []byte) (last bool, err error)) error {
+	r := bufio.NewReaderSize(body, 64<<10)
+	var buf []byte
+	for {
+		kind, p, err := readFrame(r, buf)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("%s stream ended before the result: %w: %w", what, errdefs.ErrUnavailable, err)
+		}
+		buf = p[:0]
+		if last, err := on(kind, p); last || err != nil {
+			return err
+		}
+	}
 }

@@ -77,7 +77,7 @@ type entry struct {
 	kernel  string
 }
 
-// retry bounds the back-off after a pool failed to make a sandbox.
+// retryMax bounds the back-off after a pool failed to make a sandbox.
 const retryMax = 30 * time.Second
 
 // New returns the pools of specs; Run fills them.
