@@ -15,16 +15,18 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
 )
@@ -107,17 +109,29 @@ type Service struct {
 	pool  Pool
 	log   *slog.Logger
 	now   func() time.Time
+	// metrics records execution durations; nil records none.
+	metrics *metrics.Metrics
 
 	sessions sync.Map // session name -> *sync.Mutex: one sandbox per session
 }
 
+// Option configures a Service.
+type Option func(*Service)
+
+// WithMetrics records the duration of every execution in m.
+func WithMetrics(m *metrics.Metrics) Option { return func(s *Service) { s.metrics = m } }
+
 // New returns a Service; pool may be nil.
-func New(cfg Config, sbx Sandboxes, st store.Contexts, pool Pool, log *slog.Logger) *Service {
+func New(cfg Config, sbx Sandboxes, st store.Contexts, pool Pool, log *slog.Logger, opts ...Option) *Service {
 	cfg.setDefaults()
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{cfg: cfg, sbx: sbx, store: st, pool: pool, log: log, now: time.Now}
+	s := &Service{cfg: cfg, sbx: sbx, store: st, pool: pool, log: log, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Language returns the canonical name of a language or its alias.
@@ -416,15 +430,29 @@ func (s *Service) delete(ctx context.Context, c *store.Context) error {
 	return nil
 }
 
-// WriteMetrics writes the number of contexts in the Prometheus text
-// format.
-func (s *Service) WriteMetrics(ctx context.Context, w io.Writer) error {
+var contextsDesc = prometheus.NewDesc("agent2env_contexts", "Code-interpreter contexts.", nil, nil)
+
+// collectTimeout bounds the store read behind a scrape.
+const collectTimeout = 10 * time.Second
+
+var _ prometheus.Collector = (*Service)(nil)
+
+// Describe sends the descriptor of the contexts gauge
+// (prometheus.Collector).
+func (s *Service) Describe(ch chan<- *prometheus.Desc) { ch <- contextsDesc }
+
+// Collect sends the number of contexts, counted in the store when called
+// (prometheus.Collector). The service cannot keep the count itself:
+// contexts also go with their sandbox's record.
+func (s *Service) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), collectTimeout)
+	defer cancel()
 	cs, err := s.store.ListContexts(ctx, store.ContextFilter{})
 	if err != nil {
-		return err
+		ch <- prometheus.NewInvalidMetric(contextsDesc, fmt.Errorf("count contexts: %w", err))
+		return
 	}
-	_, err = fmt.Fprintf(w, "# HELP agent2env_contexts Code-interpreter contexts.\n# TYPE agent2env_contexts gauge\nagent2env_contexts %d\n", len(cs))
-	return err
+	ch <- prometheus.MustNewConstMetric(contextsDesc, prometheus.GaugeValue, float64(len(cs)))
 }
 
 func toAPI(c *store.Context) *api.Context {

@@ -15,11 +15,16 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/metrics"
+	"github.com/agent2env/agent2env/internal/metrics/metricstest"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
@@ -533,13 +538,37 @@ func TestListAndMetrics(t *testing.T) {
 	if err != nil || list == nil || len(list) != 0 {
 		t.Errorf("List of no session: %#v %v", list, err)
 	}
-	var w strings.Builder
-	if err := e.svc.WriteMetrics(bg, &w); err != nil {
+	want := "# HELP agent2env_contexts Code-interpreter contexts.\n# TYPE agent2env_contexts gauge\nagent2env_contexts 2\n"
+	if err := testutil.CollectAndCompare(e.svc, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestExecutionMetrics: every execution is observed once, under the
+// context's language and its outcome.
+func TestExecutionMetrics(t *testing.T) {
+	e := newEnv(t, nil)
+	mt := metrics.New()
+	e.svc.metrics = mt
+	c := e.create(t, api.CreateContextRequest{})
+	for _, code := range []string{"1", "2", "1/0", "import time\ntime.sleep(20)"} {
+		e.exec(t, c.ContextID, code, 0.3)
+	}
+	if _, err := e.m.Stop(bg, c.SandboxID); err != nil {
 		t.Fatal(err)
 	}
-	want := "# HELP agent2env_contexts Code-interpreter contexts.\n# TYPE agent2env_contexts gauge\nagent2env_contexts 2\n"
-	if w.String() != want {
-		t.Errorf("metrics %q, want %q", w.String(), want)
+	if r := e.exec(t, c.ContextID, "1", 0); r.Error == nil || r.Error.Name != api.ErrorNameSandboxGone {
+		t.Errorf("execute in a stopped sandbox: %+v, want %s", r.Error, api.ErrorNameSandboxGone)
+	}
+	got := metricstest.Observations(t, mt, "agent2env_context_execution_duration_seconds")
+	want := map[string]uint64{
+		"language=python,outcome=ok":         2,
+		"language=python,outcome=code_error": 1,
+		"language=python,outcome=timeout":    1,
+		"language=python,outcome=error":      1,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("executions by labels (-want +got):\n%s", diff)
 	}
 }
 

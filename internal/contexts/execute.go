@@ -12,6 +12,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
@@ -102,6 +103,7 @@ func (s *Service) execute(ctx context.Context, c *store.Context, req api.Execute
 	resp := &api.ExecuteResponse{ContextID: c.ID, Results: []api.ExecutionResult{}}
 	start := time.Now()
 	res, err := s.run(ctx, c, kreq, col)
+	s.metrics.ObserveExecution(c.Language, executionLabel(res, err), time.Since(start))
 	switch {
 	case errors.Is(err, errSandboxGone):
 		resp.Error = &api.ExecutionError{Name: api.ErrorNameSandboxGone, Kind: api.ErrorKindSystem, Value: err.Error()}
@@ -147,6 +149,19 @@ func (s *Service) execute(ctx context.Context, c *store.Context, req api.Execute
 		s.log.Warn("record execution", "context", c.ID, "err", err)
 	}
 	return resp, nil
+}
+
+// executionLabel is an execution's outcome label.
+func executionLabel(res agent.KernelResult, err error) string {
+	switch {
+	case err != nil:
+		return metrics.OutcomeError
+	case res.TimedOut:
+		return metrics.OutcomeTimeout
+	case res.Error != nil:
+		return metrics.OutcomeCodeError
+	}
+	return metrics.OutcomeOK
 }
 
 // errSandboxGone marks executions whose sandbox cannot run them.

@@ -20,6 +20,7 @@ import (
 	"github.com/agent2env/agent2env/internal/httpapi"
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/netproxy"
 	"github.com/agent2env/agent2env/internal/pool"
 	"github.com/agent2env/agent2env/internal/prepull"
@@ -76,6 +77,7 @@ type System struct {
 	Gateway   *gateway.Routes
 	Contexts  *contexts.Service
 	Pools     *pool.Pools
+	Metrics   *metrics.Metrics
 	API       *httpapi.Server
 	log       *slog.Logger
 }
@@ -134,7 +136,9 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	s.Prepull = prepull.New(s.Store, s.Images, cfg.Log)
 	s.Templates = template.New(s.Store, template.WithPrepuller(s.Prepull), template.WithLogger(cfg.Log))
 	s.Prepull.SetTemplates(s.Templates)
-	s.Manager = manager.New(cfg.Manager, s.Runtime, s.Images, s.Store, cfg.Log, manager.WithTemplates(s.Templates))
+	s.Metrics = metrics.New()
+	s.Manager = manager.New(cfg.Manager, s.Runtime, s.Images, s.Store, cfg.Log,
+		manager.WithTemplates(s.Templates), manager.WithMetrics(s.Metrics))
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Listen
 	}
@@ -146,14 +150,17 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		return nil, err
 	}
 	s.Manager.SetWarmPool(s.Pools)
-	s.Contexts = contexts.New(cfg.Contexts, s.Manager, s.Store, s.Pools, cfg.Log)
+	s.Contexts = contexts.New(cfg.Contexts, s.Manager, s.Store, s.Pools, cfg.Log, contexts.WithMetrics(s.Metrics))
+	if err := s.Metrics.Register(s.Pools, s.Contexts); err != nil {
+		return nil, err
+	}
 	opts := []httpapi.Option{
 		httpapi.WithRoutes(s.Gateway),
 		httpapi.WithPublicURL(cfg.PublicURL),
 		httpapi.WithRoutes(httpapi.NewTemplateRoutes(s.Templates)),
 		httpapi.WithRoutes(httpapi.NewPrepullRoutes(s.Prepull)),
 		httpapi.WithRoutes(httpapi.NewContextRoutes(s.Contexts)),
-		httpapi.WithRoutes(httpapi.NewMetricsRoutes(s.Manager, s.Contexts, s.Pools)),
+		httpapi.WithMetrics(s.Metrics),
 	}
 	if authOn {
 		opts = append(opts, httpapi.WithMiddleware(httpapi.AuthMiddleware(cfg.Keys)))

@@ -26,6 +26,7 @@ import (
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
 )
@@ -145,11 +146,13 @@ type env struct {
 	m    *manager.Manager
 	rt   *fakeruntime.Runtime
 	imgs *fakeImages
+	st   *sqlite.Store
 }
 
 type envOptions struct {
 	notReady bool
 	cfg      manager.Config
+	metrics  *metrics.Metrics // recorded by the manager and served at /metrics
 }
 
 // newEnv returns a ready API whose images hold "alpine", removed when the
@@ -177,8 +180,8 @@ func openEnv(dir string, opts envOptions) (e *env, closeEnv func(), err error) {
 	if opts.cfg.StartTimeout == 0 {
 		opts.cfg.StartTimeout = 10 * time.Second
 	}
-	m := manager.New(opts.cfg, rt, imgs, st, log)
-	srv := New(m, imgs, log, WithPublicURL("http://gw.test/"))
+	m := manager.New(opts.cfg, rt, imgs, st, log, manager.WithMetrics(opts.metrics))
+	srv := New(m, imgs, log, WithPublicURL("http://gw.test/"), WithMetrics(opts.metrics))
 	srv.SetReady(!opts.notReady)
 	h := srv.Handler()
 	ts := httptest.NewServer(h)
@@ -188,7 +191,7 @@ func openEnv(dir string, opts envOptions) (e *env, closeEnv func(), err error) {
 		rt.Close()
 		st.Close()
 	}
-	return &env{url: ts.URL, srv: srv, h: h, m: m, rt: rt, imgs: imgs}, closeEnv, nil
+	return &env{url: ts.URL, srv: srv, h: h, m: m, rt: rt, imgs: imgs, st: st}, closeEnv, nil
 }
 
 // response is a finished request.

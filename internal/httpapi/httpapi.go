@@ -17,6 +17,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/metrics"
 )
 
 // maxJSONBody bounds every JSON request body.
@@ -33,6 +34,7 @@ type Server struct {
 	middleware []func(http.Handler) http.Handler
 	// publicURL is where clients reach the daemon, for accessUrl.
 	publicURL string
+	metrics   *metrics.Metrics // nil: /metrics not served, nothing recorded
 }
 
 // Routes is a group of API routes served beside the sandbox routes, such
@@ -115,7 +117,7 @@ func (s *Server) Handler() http.Handler {
 	for i := len(s.middleware) - 1; i >= 0; i-- {
 		h = s.middleware[i](h)
 	}
-	return s.recoverPanics(h)
+	return s.instrument(mux, s.recoverPanics(h))
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {

@@ -34,6 +34,7 @@ import (
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/prepull"
 	"github.com/agent2env/agent2env/internal/prepull/prepulltest"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
@@ -719,17 +720,22 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 	pp.SetTemplates(tpl)
 	rt := fakeruntime.New()
 	imgs := newFakeImages("alpine")
-	m := manager.New(manager.Config{StartTimeout: 10 * time.Second, MaxSandboxes: 3}, rt, imgs, st, log, manager.WithTemplates(tpl))
+	mt := metrics.New()
+	m := manager.New(manager.Config{StartTimeout: 10 * time.Second, MaxSandboxes: 3}, rt, imgs, st, log,
+		manager.WithTemplates(tpl), manager.WithMetrics(mt))
 	key := auth.NewKey()
 	keys, err := auth.NewKeys(key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	capture := &muxCapture{}
-	ctxs := contexts.New(contexts.Config{}, m, st, nil, log)
+	ctxs := contexts.New(contexts.Config{}, m, st, nil, log, contexts.WithMetrics(mt))
+	if err := mt.Register(ctxs); err != nil {
+		t.Fatal(err)
+	}
 	srv := New(m, imgs, log, WithPublicURL("http://gw.test"),
 		WithRoutes(NewTemplateRoutes(tpl)), WithRoutes(NewPrepullRoutes(pp)), WithRoutes(capture),
-		WithRoutes(NewContextRoutes(ctxs)), WithRoutes(NewMetricsRoutes(m, ctxs)),
+		WithRoutes(NewContextRoutes(ctxs)), WithMetrics(mt),
 		WithMiddleware(AuthMiddleware(keys)))
 	srv.SetReady(true)
 	h := srv.Handler()

@@ -13,6 +13,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/quantity"
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
@@ -104,12 +105,16 @@ func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
 // reason); otherwise it is returned pending while the image is pulled or
 // built in the background. Invalid requests create nothing.
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (*store.Sandbox, error) {
+	start := time.Now()
 	if m.pool != nil {
 		if sb, ok := m.pool.TakeSandbox(ctx, req); ok {
+			m.metrics.ObserveCreate(metrics.SourcePool, createLabel(sb, nil), time.Since(start))
 			return sb, nil
 		}
 	}
-	return m.create(ctx, req)
+	sb, err := m.create(ctx, req)
+	m.metrics.ObserveCreate(metrics.SourceCold, createLabel(sb, err), time.Since(start))
+	return sb, err
 }
 
 func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox, error) {

@@ -80,16 +80,17 @@ func (m *Manager) ValidateExec(req ExecRequest) error {
 
 // ExecStream runs a command, writing its output to stdout and stderr as it
 // is produced.
-func (m *Manager) ExecStream(ctx context.Context, id string, req ExecRequest, stdout, stderr io.Writer) (agent.ExecResult, error) {
+func (m *Manager) ExecStream(ctx context.Context, id string, req ExecRequest, stdout, stderr io.Writer) (res agent.ExecResult, err error) {
 	areq, err := m.agentRequest(req)
 	if err != nil {
 		return agent.ExecResult{}, err
 	}
+	defer func(start time.Time) { m.metrics.ObserveExec(execLabel(res, err), time.Since(start)) }(time.Now())
 	c, err := m.Agent(ctx, id)
 	if err != nil {
 		return agent.ExecResult{}, err
 	}
-	res, err := c.Exec(ctx, areq, req.Stdin, stdout, stderr)
+	res, err = c.Exec(ctx, areq, req.Stdin, stdout, stderr)
 	if err != nil {
 		return agent.ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", id, err)
 	}

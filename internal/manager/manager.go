@@ -23,6 +23,7 @@ import (
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
 )
@@ -81,6 +82,7 @@ type Manager struct {
 	locks     sync.Map // id -> *sync.Mutex
 	templates TemplateResolver
 	pool      WarmPool
+	metrics   *metrics.Metrics // nil: none recorded
 	// starting holds the cancel func of each startup in progress, so that
 	// Delete can end it.
 	starting sync.Map // id -> context.CancelFunc

@@ -3,8 +3,6 @@ package manager
 import (
 	"context"
 	"fmt"
-	"io"
-	"sort"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
@@ -86,36 +84,4 @@ func (m *Manager) Claim(ctx context.Context, id string) (*store.Sandbox, error) 
 	}
 	m.event(ctx, id, sb.Status, "taken from the warm pool")
 	return sb, nil
-}
-
-// WriteMetrics writes the number of sandboxes by status (those waiting in
-// warm pools apart) in the Prometheus text format.
-func (m *Manager) WriteMetrics(ctx context.Context, w io.Writer) error {
-	all, err := m.store.ListSandboxes(ctx)
-	if err != nil {
-		return err
-	}
-	counts := map[string]int{}
-	for _, s := range []api.SandboxStatus{api.StatusPending, api.StatusRunning, api.StatusSucceeded, api.StatusFailed, api.StatusTerminating} {
-		counts[string(s)] = 0
-	}
-	pooled := 0
-	for _, sb := range all {
-		if sb.Pool != "" {
-			pooled++
-			continue
-		}
-		counts[sb.Status]++
-	}
-	statuses := make([]string, 0, len(counts))
-	for s := range counts {
-		statuses = append(statuses, s)
-	}
-	sort.Strings(statuses)
-	fmt.Fprintf(w, "# HELP agent2env_sandboxes Sandboxes by status (not counting warm pools).\n# TYPE agent2env_sandboxes gauge\n")
-	for _, s := range statuses {
-		fmt.Fprintf(w, "agent2env_sandboxes{status=%q} %d\n", s, counts[s])
-	}
-	_, err = fmt.Fprintf(w, "# HELP agent2env_sandboxes_pooled Sandboxes waiting in warm pools.\n# TYPE agent2env_sandboxes_pooled gauge\nagent2env_sandboxes_pooled %d\n", pooled)
-	return err
 }

@@ -13,11 +13,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agent"
@@ -322,28 +323,33 @@ func (p *Pools) Stats() []Stats {
 	return out
 }
 
-// WriteMetrics writes the pools' metrics in the Prometheus text format.
-func (p *Pools) WriteMetrics(_ context.Context, w io.Writer) error {
-	stats := p.Stats()
-	for _, m := range []struct {
-		name, typ, help string
-		value           func(Stats) uint64
-	}{
-		{"agent2env_pool_ready", "gauge", "Sandboxes ready in the warm pool.", func(s Stats) uint64 { return uint64(s.Ready) }},
-		{"agent2env_pool_target", "gauge", "Sandboxes the warm pool keeps ready.", func(s Stats) uint64 { return uint64(s.Size) }},
-		{"agent2env_pool_hits_total", "counter", "Requests served from the warm pool.", func(s Stats) uint64 { return s.Hits }},
-		{"agent2env_pool_misses_total", "counter", "Requests the warm pool could not serve.", func(s Stats) uint64 { return s.Misses }},
-	} {
-		if _, err := fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", m.name, m.help, m.name, m.typ); err != nil {
-			return err
-		}
-		for _, s := range stats {
-			if _, err := fmt.Fprintf(w, "%s{pool=%q} %d\n", m.name, s.Name, m.value(s)); err != nil {
-				return err
-			}
-		}
+// The pools' metrics, by pool name.
+var (
+	readyDesc  = prometheus.NewDesc("agent2env_pool_ready", "Sandboxes ready in the warm pool.", []string{"pool"}, nil)
+	targetDesc = prometheus.NewDesc("agent2env_pool_target", "Sandboxes the warm pool keeps ready.", []string{"pool"}, nil)
+	hitsDesc   = prometheus.NewDesc("agent2env_pool_hits_total", "Requests served from the warm pool.", []string{"pool"}, nil)
+	missesDesc = prometheus.NewDesc("agent2env_pool_misses_total", "Requests the warm pool could not serve.", []string{"pool"}, nil)
+)
+
+var _ prometheus.Collector = (*Pools)(nil)
+
+// Describe sends the descriptors of the pools' metrics
+// (prometheus.Collector).
+func (p *Pools) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{readyDesc, targetDesc, hitsDesc, missesDesc} {
+		ch <- d
 	}
-	return nil
+}
+
+// Collect sends each pool's metrics, read from its state when called
+// (prometheus.Collector).
+func (p *Pools) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range p.Stats() {
+		ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, float64(s.Ready), s.Name)
+		ch <- prometheus.MustNewConstMetric(targetDesc, prometheus.GaugeValue, float64(s.Size), s.Name)
+		ch <- prometheus.MustNewConstMetric(hitsDesc, prometheus.CounterValue, float64(s.Hits), s.Name)
+		ch <- prometheus.MustNewConstMetric(missesDesc, prometheus.CounterValue, float64(s.Misses), s.Name)
+	}
 }
 
 // Specs builds pool specs from sizes by name: a language's pool makes the
