@@ -91,21 +91,13 @@ func (m *Manager) Claim(ctx context.Context, id string) (*store.Sandbox, error) 
 // WriteMetrics writes the number of sandboxes by status (those waiting in
 // warm pools apart) in the Prometheus text format.
 func (m *Manager) WriteMetrics(ctx context.Context, w io.Writer) error {
-	all, err := m.store.ListSandboxes(ctx)
+	c, err := m.Counts(ctx)
 	if err != nil {
 		return err
 	}
-	counts := map[string]int{}
+	counts, pooled := c.ByStatus, c.Pooled
 	for _, s := range []api.SandboxStatus{api.StatusPending, api.StatusRunning, api.StatusSucceeded, api.StatusFailed, api.StatusTerminating} {
-		counts[string(s)] = 0
-	}
-	pooled := 0
-	for _, sb := range all {
-		if sb.Pool != "" {
-			pooled++
-			continue
-		}
-		counts[sb.Status]++
+		counts[string(s)] += 0 // every status is reported, with 0 when none has it
 	}
 	statuses := make([]string, 0, len(counts))
 	for s := range counts {
