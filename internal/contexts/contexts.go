@@ -18,12 +18,12 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/keyedlock"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
@@ -108,7 +108,10 @@ type Service struct {
 	log   *slog.Logger
 	now   func() time.Time
 
-	sessions sync.Map // session name -> *sync.Mutex: one sandbox per session
+	// sessions serializes the creates and deletes of one session's
+	// contexts, so that a session gets one sandbox; other sessions go on
+	// meanwhile. It holds only the sessions in use.
+	sessions keyedlock.Locks
 }
 
 // New returns a Service; pool may be nil.
@@ -177,9 +180,11 @@ func (s *Service) Create(ctx context.Context, req api.CreateContextRequest) (*ap
 		return nil, err
 	}
 	if req.SessionName != "" {
-		mu, _ := s.sessions.LoadOrStore(req.SessionName, new(sync.Mutex))
-		mu.(*sync.Mutex).Lock()
-		defer mu.(*sync.Mutex).Unlock()
+		unlock, err := s.sessions.LockContext(ctx, req.SessionName)
+		if err != nil {
+			return nil, fmt.Errorf("wait for session %q: %w", req.SessionName, err)
+		}
+		defer unlock()
 	}
 	pl, err := s.place(ctx, req, lang)
 	if err != nil {
@@ -387,16 +392,18 @@ func (s *Service) DeleteIn(ctx context.Context, sandboxID, id string) error {
 
 func (s *Service) delete(ctx context.Context, c *store.Context) error {
 	if c.SessionName != "" {
-		mu, _ := s.sessions.LoadOrStore(c.SessionName, new(sync.Mutex))
-		mu.(*sync.Mutex).Lock()
-		defer mu.(*sync.Mutex).Unlock()
+		unlock, err := s.sessions.LockContext(ctx, c.SessionName)
+		if err != nil {
+			return fmt.Errorf("wait for session %q: %w", c.SessionName, err)
+		}
+		defer unlock()
 	}
 	if err := s.store.DeleteContext(ctx, c.ID); err != nil {
 		return contextErr(err)
 	}
 	ctx = context.WithoutCancel(ctx)
 	if c.OwnsSandbox {
-		rest, err := s.store.ListContexts(ctx, store.ContextFilter{SandboxID: c.SandboxID})
+		rest, _, err := s.store.ListContextPage(ctx, store.ContextFilter{SandboxID: c.SandboxID}, store.Page{Limit: 1})
 		switch {
 		case err != nil:
 			s.log.Warn("list the contexts of a sandbox", "sandbox", c.SandboxID, "err", err)
@@ -419,11 +426,11 @@ func (s *Service) delete(ctx context.Context, c *store.Context) error {
 // WriteMetrics writes the number of contexts in the Prometheus text
 // format.
 func (s *Service) WriteMetrics(ctx context.Context, w io.Writer) error {
-	cs, err := s.store.ListContexts(ctx, store.ContextFilter{})
+	n, err := s.store.CountContexts(ctx, store.ContextFilter{})
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(w, "# HELP agent2env_contexts Code-interpreter contexts.\n# TYPE agent2env_contexts gauge\nagent2env_contexts %d\n", len(cs))
+	_, err = fmt.Fprintf(w, "# HELP agent2env_contexts Code-interpreter contexts.\n# TYPE agent2env_contexts gauge\nagent2env_contexts %d\n", n)
 	return err
 }
 
