@@ -117,3 +117,15 @@ type FileInfo struct {
 type List[T any] struct {
 	Items []T `json:"items"`
 }
+
+// SandboxList is a list of sandboxes, or one page of it (agent2env
+// addition: GET /api/v1/sandboxes?limit=N&cursor=C).
+type SandboxList struct {
+	Items []Sandbox `json:"items"`
+	// NextCursor, given as cursor, asks for the page after this one; it
+	// is absent on the last page.
+	NextCursor string `json:"nextCursor,omitempty"`
+}
+
+// MaxPageSize is the largest page a list gives.
+const MaxPageSize = 1000

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -297,6 +298,40 @@ func TestMergeEnv(t *testing.T) {
 	want := []string{"A=5", "B=3", "C=4"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("mergeEnv = %v, want %v", got, want)
+	}
+}
+
+// TestMainProcessStartRace starts main processes at once: exactly one
+// starts. (The busy check and the start were once apart, and several
+// starts could pass the check together.)
+func TestMainProcessStartRace(t *testing.T) {
+	c, _ := startAgent(t)
+	ctx := context.Background()
+	const n = 16
+	results := make(chan ExecResult, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			res, err := c.Exec(ctx, ExecRequest{Command: []string{"sleep", "1"}, Main: true}, nil, nil, nil)
+			if err != nil {
+				t.Error(err)
+			}
+			results <- res
+		})
+	}
+	wg.Wait()
+	close(results)
+	started := 0
+	for res := range results {
+		switch {
+		case res.Error == "" && res.Pid != 0:
+			started++
+		case !strings.Contains(res.Error, "already running"):
+			t.Errorf("start main = %+v, want started or already running", res)
+		}
+	}
+	if started != 1 {
+		t.Errorf("%d of %d concurrent starts started a main process, want 1", started, n)
 	}
 }
 

@@ -191,12 +191,23 @@ func (s *Server) run(ctx context.Context, req *ExecRequest, stdin io.Reader, fw 
 // startMain starts the sandbox's main process with the agent's own stdout
 // and stderr (the console log) and records how it ends.
 func (s *Server) startMain(path string, argv, env []string, cwd string) ExecResult {
+	// Checking the slot and taking it are one step: two starts at once
+	// must not both find it free.
 	s.mu.Lock()
-	busy := s.main != nil && !s.main.Exited
-	s.mu.Unlock()
-	if busy {
+	if s.mainStarting || s.main != nil && !s.main.Exited {
+		s.mu.Unlock()
 		return ExecResult{ExitCode: 126, Error: "a main process is already running"}
 	}
+	s.mainStarting = true
+	s.mu.Unlock()
+	started := false
+	defer func() {
+		if !started {
+			s.mu.Lock()
+			s.mainStarting = false
+			s.mu.Unlock()
+		}
+	}()
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		return ExecResult{ExitCode: 126, Error: fmt.Sprintf("open %s: %v", os.DevNull, err)}
@@ -220,7 +231,7 @@ func (s *Server) startMain(path string, argv, env []string, cwd string) ExecResu
 	s.protect(pid)
 	st := &MainStatus{Pid: pid}
 	s.mu.Lock()
-	s.main = st
+	s.main, s.mainStarting, started = st, false, true
 	s.mu.Unlock()
 	go func() {
 		ws := <-waitc

@@ -34,6 +34,9 @@ type Server struct {
 
 	mu   sync.Mutex
 	main *MainStatus // the sandbox's main process, once started
+	// mainStarting is set while a main process is being started, so that
+	// a concurrent start sees the slot taken.
+	mainStarting bool
 }
 
 // ServerConfig configures a Server.

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +24,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/keyedlock"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/sandbox"
@@ -112,7 +112,10 @@ type Service struct {
 	// metrics records execution durations; nil records none.
 	metrics *metrics.Metrics
 
-	sessions sync.Map // session name -> *sync.Mutex: one sandbox per session
+	// sessions serializes the creates and deletes of one session's
+	// contexts, so that a session gets one sandbox; other sessions go on
+	// meanwhile. It holds only the sessions in use.
+	sessions keyedlock.Locks
 }
 
 // Option configures a Service.
@@ -191,9 +194,11 @@ func (s *Service) Create(ctx context.Context, req api.CreateContextRequest) (*ap
 		return nil, err
 	}
 	if req.SessionName != "" {
-		mu, _ := s.sessions.LoadOrStore(req.SessionName, new(sync.Mutex))
-		mu.(*sync.Mutex).Lock()
-		defer mu.(*sync.Mutex).Unlock()
+		unlock, err := s.sessions.LockContext(ctx, req.SessionName)
+		if err != nil {
+			return nil, fmt.Errorf("wait for session %q: %w", req.SessionName, err)
+		}
+		defer unlock()
 	}
 	pl, err := s.place(ctx, req, lang)
 	if err != nil {
@@ -401,16 +406,18 @@ func (s *Service) DeleteIn(ctx context.Context, sandboxID, id string) error {
 
 func (s *Service) delete(ctx context.Context, c *store.Context) error {
 	if c.SessionName != "" {
-		mu, _ := s.sessions.LoadOrStore(c.SessionName, new(sync.Mutex))
-		mu.(*sync.Mutex).Lock()
-		defer mu.(*sync.Mutex).Unlock()
+		unlock, err := s.sessions.LockContext(ctx, c.SessionName)
+		if err != nil {
+			return fmt.Errorf("wait for session %q: %w", c.SessionName, err)
+		}
+		defer unlock()
 	}
 	if err := s.store.DeleteContext(ctx, c.ID); err != nil {
 		return contextErr(err)
 	}
 	ctx = context.WithoutCancel(ctx)
 	if c.OwnsSandbox {
-		rest, err := s.store.ListContexts(ctx, store.ContextFilter{SandboxID: c.SandboxID})
+		rest, _, err := s.store.ListContextPage(ctx, store.ContextFilter{SandboxID: c.SandboxID}, store.Page{Limit: 1})
 		switch {
 		case err != nil:
 			s.log.Warn("list the contexts of a sandbox", "sandbox", c.SandboxID, "err", err)
@@ -447,12 +454,12 @@ func (s *Service) Describe(ch chan<- *prometheus.Desc) { ch <- contextsDesc }
 func (s *Service) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), collectTimeout)
 	defer cancel()
-	cs, err := s.store.ListContexts(ctx, store.ContextFilter{})
+	n, err := s.store.CountContexts(ctx, store.ContextFilter{})
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(contextsDesc, fmt.Errorf("count contexts: %w", err))
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(contextsDesc, prometheus.GaugeValue, float64(len(cs)))
+	ch <- prometheus.MustNewConstMetric(contextsDesc, prometheus.GaugeValue, float64(n))
 }
 
 func toAPI(c *store.Context) *api.Context {

@@ -438,6 +438,93 @@ func TestSessionConcurrent(t *testing.T) {
 	if ids := e.sandboxes(t); len(ids) != 1 {
 		t.Errorf("sandboxes %v, want one", ids)
 	}
+	if n := e.svc.sessions.Len(); n != 0 {
+		t.Errorf("%d session locks kept after the creates ended; want none", n)
+	}
+}
+
+// TestSessionsConcurrent checks that one session's sandbox being made does
+// not hold up another session's.
+func TestSessionsConcurrent(t *testing.T) {
+	e := newEnv(t, nil)
+	first, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e.rt.SetHooks(fakeruntime.Hooks{Create: func(ctx context.Context, spec *sandbox.Spec) error {
+		held := false
+		once.Do(func() { held = true })
+		if held {
+			close(first)
+			<-release
+		}
+		return nil
+	}})
+	slow := make(chan error, 1)
+	go func() {
+		_, err := e.svc.Create(bg, api.CreateContextRequest{SessionName: "slow"})
+		slow <- err
+	}()
+	<-first
+	other := make(chan error, 1)
+	go func() {
+		_, err := e.svc.Create(bg, api.CreateContextRequest{SessionName: "other"})
+		other <- err
+	}()
+	select {
+	case err := <-other:
+		if err != nil {
+			t.Errorf("create in another session: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("a session waited for another session's sandbox")
+	}
+	close(release)
+	if err := <-slow; err != nil {
+		t.Errorf("create in the slow session: %v", err)
+	}
+	if ids := e.sandboxes(t); len(ids) != 2 {
+		t.Errorf("sandboxes %v, want one per session", ids)
+	}
+}
+
+// TestSessionLocksBounded checks that session names clients choose leave
+// nothing behind once their contexts are gone, nor when creates fail (the
+// service once kept a lock for every session name it was ever given).
+func TestSessionLocksBounded(t *testing.T) {
+	e := newEnv(t, nil)
+	for i := range 50 {
+		_, err := e.svc.Create(bg, api.CreateContextRequest{SessionName: fmt.Sprintf("bogus-%d", i), SandboxID: "nosuch"})
+		if !errors.Is(err, errdefs.ErrNotFound) {
+			t.Fatalf("create in an unknown sandbox: %v, want not found", err)
+		}
+	}
+	sb := e.sandbox(t)
+	var ids []string
+	for i := range 5 {
+		ids = append(ids, e.create(t, api.CreateContextRequest{SandboxID: sb.ID, SessionName: fmt.Sprintf("s%d", i)}).ContextID)
+	}
+	for _, id := range ids {
+		if err := e.svc.Delete(bg, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.svc.sessions.Len(); n != 0 {
+		t.Errorf("%d session locks kept; want none", n)
+	}
+}
+
+// A create that waits for its session gives up when its request does.
+func TestSessionWaitCancelled(t *testing.T) {
+	e := newEnv(t, nil)
+	unlock := e.svc.sessions.Lock("s")
+	defer unlock()
+	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
+	defer cancel()
+	if _, err := e.svc.Create(ctx, api.CreateContextRequest{SessionName: "s"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("create while the session is busy past the deadline: %v, want deadline exceeded", err)
+	}
+	if ids := e.sandboxes(t); len(ids) != 0 {
+		t.Errorf("sandboxes %v made by a create that gave up", ids)
+	}
 }
 
 func TestNamedSandbox(t *testing.T) {

@@ -292,7 +292,7 @@ func TestOpenAPISchemas(t *testing.T) {
 	}{
 		{"Error", api.Error{}, out},
 		{"Sandbox", api.Sandbox{}, out},
-		{"SandboxList", api.List[api.Sandbox]{}, out},
+		{"SandboxList", api.SandboxList{}, out},
 		{"SandboxOverrides", api.SandboxOverrides{}, in},
 		{"CreateSandboxRequest", api.CreateSandboxRequest{}, in},
 		{"ExecRequest", api.ExecRequest{}, in},
@@ -1107,6 +1107,9 @@ items:
 		post("/api/v1/sandboxes", huge, http.StatusRequestEntityTooLarge),
 		invalid(exchange{method: "POST", target: "/api/v1/sandboxes", ctype: "text/plain", body: []byte(`{"image":"alpine"}`), status: bad}),
 		get("/api/v1/sandboxes", ok),
+		get("/api/v1/sandboxes?limit=1", ok),
+		invalid(get("/api/v1/sandboxes?limit=0", bad)),
+		get("/api/v1/sandboxes?limit=1&cursor=garbage", bad),
 		get(sbPath, ok),
 		get("/api/v1/sandboxes/nosuchsandbox", notFound),
 

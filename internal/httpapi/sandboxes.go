@@ -72,16 +72,36 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
-	all, err := s.mgr.List(r.Context())
+	p, err := pageOf(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	out := api.List[api.Sandbox]{Items: make([]api.Sandbox, 0, len(all))}
-	for _, sb := range all {
+	page, next, err := s.mgr.ListPage(r.Context(), p)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := api.SandboxList{Items: make([]api.Sandbox, 0, len(page)), NextCursor: next}
+	for _, sb := range page {
 		out.Items = append(out.Items, s.toAPI(sb))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// pageOf reads the limit and cursor query parameters: without a limit,
+// the whole list.
+func pageOf(r *http.Request) (store.Page, error) {
+	q := r.URL.Query()
+	p := store.Page{After: q.Get("cursor")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > api.MaxPageSize {
+			return p, errdefs.Invalid("limit %q: want a number from 1 to %d", v, api.MaxPageSize)
+		}
+		p.Limit = n
+	}
+	return p, nil
 }
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -242,6 +243,44 @@ func TestMaxSandboxes(t *testing.T) {
 	e := newEnv(t, envOptions{cfg: manager.Config{MaxSandboxes: 1}})
 	e.createSandbox(t, `{"image":"alpine"}`)
 	checkError(t, e.postJSON(t, "/api/v1/sandboxes", `{"image":"alpine"}`), http.StatusTooManyRequests, api.CodeLimitExceeded)
+}
+
+func TestListSandboxPages(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	var want []string
+	for range 5 {
+		want = append(want, e.createSandbox(t, `{"image":"alpine"}`).ID)
+	}
+	list := func(query string) api.SandboxList {
+		t.Helper()
+		resp := e.do(t, http.MethodGet, "/api/v1/sandboxes"+query, "", nil)
+		if resp.status != http.StatusOK {
+			t.Fatalf("list %s: %d %s", query, resp.status, resp.body)
+		}
+		return decodeInto[api.SandboxList](t, resp)
+	}
+	if l := list(""); len(l.Items) != 5 || l.NextCursor != "" {
+		t.Errorf("unpaged list: %d items, next %q; want all 5 and no cursor", len(l.Items), l.NextCursor)
+	}
+	var got []string
+	var sizes []int
+	for query := "?limit=2"; ; {
+		l := list(query)
+		sizes = append(sizes, len(l.Items))
+		for _, sb := range l.Items {
+			got = append(got, sb.ID)
+		}
+		if l.NextCursor == "" {
+			break
+		}
+		query = "?limit=2&cursor=" + url.QueryEscape(l.NextCursor)
+	}
+	if diff := cmp.Diff(want, got); diff != "" || !cmp.Equal(sizes, []int{2, 2, 1}) {
+		t.Errorf("paged ids (-want +got):\n%s\npage sizes %v, want [2 2 1]", diff, sizes)
+	}
+	for _, query := range []string{"?limit=0", "?limit=-1", "?limit=x", "?limit=1001", "?cursor=nope", "?limit=1&cursor=%21"} {
+		checkError(t, e.do(t, http.MethodGet, "/api/v1/sandboxes"+query, "", nil), http.StatusBadRequest, api.CodeInvalidRequest)
+	}
 }
 
 func TestPendingSandbox(t *testing.T) {

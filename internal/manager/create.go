@@ -170,20 +170,9 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 }
 
 // createRecord stores the pending record of a new sandbox, unless
-// MaxSandboxes already exist.
+// MaxSandboxes already exist: the store counts and inserts atomically, so
+// concurrent creates hold no lock here and still cannot pass the limit.
 func (m *Manager) createRecord(ctx context.Context, r *resolved) (*store.Sandbox, error) {
-	m.createMu.Lock()
-	defer m.createMu.Unlock()
-	if m.cfg.MaxSandboxes > 0 {
-		all, err := m.store.ListSandboxes(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if len(all) >= m.cfg.MaxSandboxes {
-			return nil, errdefs.WithCode(fmt.Errorf("%d sandboxes exist, the configured maximum; delete some first: %w",
-				len(all), errdefs.ErrResourceExhausted), api.CodeLimitExceeded)
-		}
-	}
 	now := m.now().UTC()
 	var plan []byte
 	if !r.startup.empty() {
@@ -203,7 +192,12 @@ func (m *Manager) createRecord(ctx context.Context, r *resolved) (*store.Sandbox
 		exp := now.Add(time.Duration(r.ttl) * time.Second)
 		sb.ExpiresAt = &exp
 	}
-	if err := m.store.CreateSandbox(ctx, sb); err != nil {
+	if err := m.store.CreateSandboxLimited(ctx, sb, m.cfg.MaxSandboxes); err != nil {
+		var limit *store.LimitError
+		if errors.As(err, &limit) {
+			return nil, errdefs.WithCode(fmt.Errorf("%d sandboxes exist, the configured maximum; delete some first: %w",
+				limit.Count, errdefs.ErrResourceExhausted), api.CodeLimitExceeded)
+		}
 		return nil, err
 	}
 	return sb, nil

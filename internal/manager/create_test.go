@@ -308,6 +308,88 @@ func TestMaxSandboxesConcurrent(t *testing.T) {
 	}
 }
 
+// TestMaxSandboxesConcurrentRunning is TestMaxSandboxesConcurrent with
+// sandboxes that start at once: of 50 concurrent creates against a limit
+// of 5, exactly 5 make a sandbox and the others get the limit error.
+func TestMaxSandboxesConcurrentRunning(t *testing.T) {
+	const limit, tries = 5, 50
+	e := newEnv(t, Config{MaxSandboxes: limit})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok, refused := 0, 0
+	for range tries {
+		wg.Go(func() {
+			sb, err := e.m.Create(context.Background(), CreateRequest{Image: "alpine"})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil && sb.Status == string(api.StatusRunning):
+				ok++
+			case err == nil:
+				t.Errorf("sandbox %s is %s (%s), want running", sb.ID, sb.Status, sb.Reason)
+			case errors.Is(err, errdefs.ErrResourceExhausted) && errdefs.Code(err) == api.CodeLimitExceeded:
+				refused++
+			default:
+				t.Errorf("create: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if ok != limit || refused != tries-limit {
+		t.Errorf("%d created, %d refused; want %d and %d", ok, refused, limit, tries-limit)
+	}
+	if n := len(e.records(t)); n != limit {
+		t.Errorf("%d records, want %d", n, limit)
+	}
+	if c := e.rt.Calls(); c.Create != limit {
+		t.Errorf("%d runtime creates, want %d", c.Create, limit)
+	}
+}
+
+// TestCreatesOverlap checks that no lock is held across a sandbox's
+// creation: a create whose runtime side is slow does not hold up others.
+func TestCreatesOverlap(t *testing.T) {
+	e := newEnv(t, Config{MaxSandboxes: 10})
+	first := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	e.rt.SetHooks(fakeruntime.Hooks{Create: func(ctx context.Context, spec *sandbox.Spec) error {
+		held := false
+		once.Do(func() { held = true })
+		if held { // the first create waits until the second is done
+			close(first)
+			<-release
+		}
+		return nil
+	}})
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.m.Create(context.Background(), CreateRequest{Image: "alpine"})
+		done <- err
+	}()
+	<-first
+	second := make(chan error, 1)
+	go func() {
+		sb, err := e.m.Create(context.Background(), CreateRequest{Image: "alpine"})
+		if err == nil && sb.Status != string(api.StatusRunning) {
+			err = fmt.Errorf("sandbox is %s (%s)", sb.Status, sb.Reason)
+		}
+		second <- err
+	}()
+	select {
+	case err := <-second:
+		if err != nil {
+			t.Errorf("second create while the first is in the runtime: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the second create waited for the first one's runtime create")
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Errorf("first create: %v", err)
+	}
+}
+
 func TestSandboxEnv(t *testing.T) {
 	got := sandboxEnv([]string{"PATH=/opt/bin", "HOME=/root", "NOEQUALS", "A=image"}, map[string]string{"A": "request", "HOME": "/override"})
 	want := []string{"A=request", "HOME=/override", "LANG=C.UTF-8", "PATH=/opt/bin", "USER=sandbox"}

@@ -36,7 +36,6 @@ func (m *Manager) remove(ctx context.Context, id string) error {
 	if err := m.store.DeleteSandbox(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return fmt.Errorf("delete sandbox %s record: %w", id, err)
 	}
-	m.locks.Delete(id)
 	return nil
 }
 

@@ -441,6 +441,30 @@ func TestConcurrency(t *testing.T) {
 	if calls := e.rt.Calls(); calls.Create != n || calls.Delete != n {
 		t.Errorf("runtime calls %+v, want %d creates and deletes", calls, n)
 	}
+	if n := e.m.locks.Len(); n != 0 {
+		t.Errorf("%d sandbox locks left after every operation ended; want none", n)
+	}
+}
+
+// TestLocksBounded checks that operations on ids that do not exist leave
+// no lock behind (the lock map once kept an entry for every id any
+// request named).
+func TestLocksBounded(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	for i := range 100 {
+		id := fmt.Sprintf("bogus-%d", i)
+		if err := e.m.Delete(ctx, id); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Fatalf("delete %s: %v, want not found", id, err)
+		}
+		if _, err := e.m.Stop(ctx, id); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Fatalf("stop %s: %v, want not found", id, err)
+		}
+	}
+	e.m.Delete(ctx, e.running(t))
+	if n := e.m.locks.Len(); n != 0 {
+		t.Errorf("%d sandbox locks kept; want none", n)
+	}
 }
 
 func lifecycle(ctx context.Context, m *Manager, i int) error {

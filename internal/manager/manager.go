@@ -3,8 +3,10 @@
 // (sandbox.Runtime), keeps them consistent across failures and restarts,
 // and expires sandboxes whose TTL has run out.
 //
-// Every operation on one sandbox id is serialized by a per-id lock; the
-// store is the source of truth for what exists, the runtime for what runs.
+// Every operation on one sandbox id is serialized by a per-id lock (package
+// keyedlock); no lock spans sandboxes, and creates are bounded by the
+// store's atomic count-and-insert. The store is the source of truth for what
+// exists, the runtime for what runs.
 package manager
 
 import (
@@ -23,6 +25,7 @@ import (
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/keyedlock"
 	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
@@ -79,16 +82,13 @@ type Manager struct {
 	log    *slog.Logger
 	now    func() time.Time
 
-	locks     sync.Map // id -> *sync.Mutex
+	locks     keyedlock.Locks // by sandbox id
 	templates TemplateResolver
 	pool      WarmPool
 	metrics   *metrics.Metrics // nil: none recorded
 	// starting holds the cancel func of each startup in progress, so that
 	// Delete can end it.
 	starting sync.Map // id -> context.CancelFunc
-	// createMu makes counting the sandboxes and adding one atomic, so that
-	// concurrent creates cannot exceed MaxSandboxes.
-	createMu sync.Mutex
 	// bg tracks background work (image preparation, starts) so Close can
 	// wait for it.
 	bg       sync.WaitGroup
@@ -118,12 +118,8 @@ func (m *Manager) Close() {
 	m.bg.Wait()
 }
 
-func (m *Manager) lock(id string) func() {
-	v, _ := m.locks.LoadOrStore(id, new(sync.Mutex))
-	mu := v.(*sync.Mutex)
-	mu.Lock()
-	return mu.Unlock
-}
+// lock takes sandbox id's lock and returns its release.
+func (m *Manager) lock(id string) func() { return m.locks.Lock(id) }
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
@@ -172,17 +168,14 @@ func (m *Manager) Get(ctx context.Context, id string) (*store.Sandbox, error) {
 // List returns every sandbox clients asked for, oldest first: not those
 // waiting in a warm pool.
 func (m *Manager) List(ctx context.Context) ([]*store.Sandbox, error) {
-	all, err := m.store.ListSandboxes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := all[:0]
-	for _, sb := range all {
-		if sb.Pool == "" {
-			out = append(out, sb)
-		}
-	}
-	return out, nil
+	out, _, err := m.ListPage(ctx, store.Page{})
+	return out, err
+}
+
+// ListPage returns page p of what List returns, and the cursor of the next
+// page ("" after the last); a cursor that is not one is ErrInvalidArgument.
+func (m *Manager) ListPage(ctx context.Context, p store.Page) ([]*store.Sandbox, string, error) {
+	return m.store.ListSandboxPage(ctx, store.SandboxFilter{ExcludePooled: true}, p)
 }
 
 // sandboxErr gives not-found errors the sandbox code.

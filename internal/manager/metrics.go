@@ -34,8 +34,8 @@ func stateOf(sb *store.Sandbox) metrics.SandboxState {
 	return metrics.SandboxState{Status: sb.Status, Pooled: sb.Pool != ""}
 }
 
-func (s countingStore) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
-	if err := s.Store.CreateSandbox(ctx, sb); err != nil {
+func (s countingStore) CreateSandboxLimited(ctx context.Context, sb *store.Sandbox, limit int) error {
+	if err := s.Store.CreateSandboxLimited(ctx, sb, limit); err != nil {
 		return err
 	}
 	s.metrics.MoveSandbox(metrics.SandboxState{}, stateOf(sb))

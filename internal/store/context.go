@@ -37,6 +37,12 @@ type Contexts interface {
 	GetContext(ctx context.Context, id string) (*Context, error)
 	// ListContexts returns the contexts f selects, oldest first.
 	ListContexts(ctx context.Context, f ContextFilter) ([]*Context, error)
+	// ListContextPage returns the page p of the contexts f selects, oldest
+	// first (ties by id), and the cursor of the next page ("" after the
+	// last).
+	ListContextPage(ctx context.Context, f ContextFilter, p Page) (items []*Context, next string, err error)
+	// CountContexts counts the contexts f selects.
+	CountContexts(ctx context.Context, f ContextFilter) (int, error)
 	UpdateContext(ctx context.Context, id string, fn func(*Context) error) (*Context, error)
 	DeleteContext(ctx context.Context, id string) error
 }

@@ -58,11 +58,39 @@ type Store interface {
 	Close() error
 }
 
+// SandboxFilter selects sandboxes; the zero value selects all.
+type SandboxFilter struct {
+	// ExcludePooled leaves out the sandboxes waiting in warm pools.
+	ExcludePooled bool
+}
+
+// SandboxCounts is how many sandboxes there are, counted by the store
+// without reading them.
+type SandboxCounts struct {
+	// ByStatus counts the sandboxes clients asked for (not those waiting
+	// in warm pools) by status; a status no sandbox has is absent.
+	ByStatus map[string]int
+	// Pooled counts the sandboxes waiting in warm pools.
+	Pooled int
+}
+
 // Sandboxes keeps sandbox records and their event history.
 type Sandboxes interface {
 	CreateSandbox(ctx context.Context, sb *Sandbox) error
+	// CreateSandboxLimited stores sb unless limit sandboxes (warm pools'
+	// included) already exist: then it returns a *LimitError. Counting
+	// and storing are one atomic step, so concurrent calls never exceed
+	// limit. A limit <= 0 is no limit.
+	CreateSandboxLimited(ctx context.Context, sb *Sandbox, limit int) error
 	GetSandbox(ctx context.Context, id string) (*Sandbox, error)
+	// ListSandboxes returns every sandbox, oldest first.
 	ListSandboxes(ctx context.Context) ([]*Sandbox, error)
+	// ListSandboxPage returns the page p of the sandboxes f selects,
+	// oldest first (ties by id), and the cursor of the next page ("" after
+	// the last).
+	ListSandboxPage(ctx context.Context, f SandboxFilter, p Page) (items []*Sandbox, next string, err error)
+	// CountSandboxesByStatus counts the sandboxes by status.
+	CountSandboxesByStatus(ctx context.Context) (SandboxCounts, error)
 	// UpdateSandbox applies fn to the stored record atomically and stores
 	// the result; fn's error aborts the update and is returned.
 	UpdateSandbox(ctx context.Context, id string, fn func(*Sandbox) error) (*Sandbox, error)

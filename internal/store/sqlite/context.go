@@ -2,33 +2,40 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
+	"time"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
-const contextColumns = `id, sandbox_id, language, type, session_name, working_dir, env, owns_sandbox, created_at, last_used_at, execution_count`
+var contexts = newTable(table[store.Context]{
+	kind: "context", name: "contexts",
+	columns: `id, sandbox_id, language, type, session_name, working_dir, env, owns_sandbox, created_at, last_used_at, execution_count`,
+	scan:    scanContext,
+	values: func(c *store.Context) ([]any, error) {
+		env, err := json.Marshal(c.Env)
+		if err != nil {
+			return nil, fmt.Errorf("encode env: %w", err)
+		}
+		return []any{c.ID, c.SandboxID, c.Language, c.Type, c.SessionName, c.WorkingDir, string(env), c.OwnsSandbox,
+			toUnix(c.CreatedAt), toUnix(c.LastUsedAt), c.ExecutionCount}, nil
+	},
+	normalize: func(c *store.Context) {
+		c.CreatedAt, c.LastUsedAt = fromUnix(toUnix(c.CreatedAt)), fromUnix(toUnix(c.LastUsedAt))
+	},
+	setID: func(c *store.Context, id string) { c.ID = id },
+})
 
 func (s *Store) CreateContext(ctx context.Context, c *store.Context) error {
-	env, err := json.Marshal(c.Env)
-	if err != nil {
-		return fmt.Errorf("encode env: %w", err)
-	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO contexts (`+contextColumns+`) VALUES (?,?,?,?,?,?,?,?,?,?,?)`,
-		c.ID, c.SandboxID, c.Language, c.Type, c.SessionName, c.WorkingDir, string(env), c.OwnsSandbox,
-		toUnix(c.CreatedAt), toUnix(c.LastUsedAt), c.ExecutionCount)
+	err := contexts.insert(ctx, s.w, c)
 	switch {
 	case err == nil:
-		c.CreatedAt, c.LastUsedAt = fromUnix(toUnix(c.CreatedAt)), fromUnix(toUnix(c.LastUsedAt))
 		return nil
-	case strings.Contains(err.Error(), "UNIQUE constraint"):
+	case isUnique(err):
 		return errdefs.Conflict("context %s already exists", c.ID)
-	case strings.Contains(err.Error(), "FOREIGN KEY"):
+	case isForeignKey(err):
 		return errdefs.NotFound("sandbox %s not found", c.SandboxID)
 	}
 	return fmt.Errorf("insert context %s: %w", c.ID, err)
@@ -52,84 +59,57 @@ func scanContext(row scanner) (*store.Context, error) {
 }
 
 func (s *Store) GetContext(ctx context.Context, id string) (*store.Context, error) {
-	c, err := scanContext(s.db.QueryRowContext(ctx, `SELECT `+contextColumns+` FROM contexts WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errdefs.NotFound("context %s not found", id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get context %s: %w", id, err)
-	}
-	return c, nil
+	return contexts.get(ctx, s.r, id)
 }
 
-func (s *Store) ListContexts(ctx context.Context, f store.ContextFilter) ([]*store.Context, error) {
-	q := `SELECT ` + contextColumns + ` FROM contexts WHERE 1=1`
-	var args []any
+// contextWhere is the condition selecting what f selects, with its
+// arguments.
+func contextWhere(f store.ContextFilter) (string, []any) {
+	cond, args := ` WHERE 1=1`, []any{}
 	if f.SessionName != "" {
-		q += ` AND session_name = ?`
+		cond += ` AND session_name = ?`
 		args = append(args, f.SessionName)
 	}
 	if f.SandboxID != "" {
-		q += ` AND sandbox_id = ?`
+		cond += ` AND sandbox_id = ?`
 		args = append(args, f.SandboxID)
 	}
-	rows, err := s.db.QueryContext(ctx, q+` ORDER BY created_at, id`, args...)
+	return cond, args
+}
+
+func (s *Store) ListContexts(ctx context.Context, f store.ContextFilter) ([]*store.Context, error) {
+	out, _, err := s.ListContextPage(ctx, f, store.Page{})
+	return out, err
+}
+
+func (s *Store) ListContextPage(ctx context.Context, f store.ContextFilter, p store.Page) ([]*store.Context, string, error) {
+	pcond, limit, pargs, err := pageClause(p)
 	if err != nil {
-		return nil, fmt.Errorf("list contexts: %w", err)
+		return nil, "", err
 	}
-	defer rows.Close()
-	out := []*store.Context{}
-	for rows.Next() {
-		c, err := scanContext(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list contexts: %w", err)
-		}
-		out = append(out, c)
+	cond, args := contextWhere(f)
+	out, err := list(ctx, s.r, scanContext,
+		`SELECT `+contexts.columns+` FROM contexts`+cond+pcond+` ORDER BY created_at, id`+limit, append(args, pargs...)...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list contexts: %w", err)
 	}
-	return out, rows.Err()
+	out, next := cutPage(out, p, func(c *store.Context) (time.Time, string) { return c.CreatedAt, c.ID })
+	return out, next, nil
+}
+
+func (s *Store) CountContexts(ctx context.Context, f store.ContextFilter) (int, error) {
+	cond, args := contextWhere(f)
+	var n int
+	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM contexts`+cond, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count contexts: %w", err)
+	}
+	return n, nil
 }
 
 func (s *Store) UpdateContext(ctx context.Context, id string, fn func(*store.Context) error) (*store.Context, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("update context %s: %w", id, err)
-	}
-	defer tx.Rollback()
-	c, err := scanContext(tx.QueryRowContext(ctx, `SELECT `+contextColumns+` FROM contexts WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errdefs.NotFound("context %s not found", id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("update context %s: %w", id, err)
-	}
-	if err := fn(c); err != nil {
-		return nil, err
-	}
-	c.ID = id
-	env, err := json.Marshal(c.Env)
-	if err != nil {
-		return nil, fmt.Errorf("encode env: %w", err)
-	}
-	_, err = tx.ExecContext(ctx, `UPDATE contexts SET sandbox_id=?, language=?, type=?, session_name=?, working_dir=?, env=?, owns_sandbox=?, created_at=?, last_used_at=?, execution_count=? WHERE id=?`,
-		c.SandboxID, c.Language, c.Type, c.SessionName, c.WorkingDir, string(env), c.OwnsSandbox,
-		toUnix(c.CreatedAt), toUnix(c.LastUsedAt), c.ExecutionCount, id)
-	if err != nil {
-		return nil, fmt.Errorf("update context %s: %w", id, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("update context %s: %w", id, err)
-	}
-	c.CreatedAt, c.LastUsedAt = fromUnix(toUnix(c.CreatedAt)), fromUnix(toUnix(c.LastUsedAt))
-	return c, nil
+	return contexts.update(ctx, s.w, id, fn)
 }
 
 func (s *Store) DeleteContext(ctx context.Context, id string) error {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM contexts WHERE id = ?`, id)
-	if err != nil {
-		return fmt.Errorf("delete context %s: %w", id, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return errdefs.NotFound("context %s not found", id)
-	}
-	return nil
+	return contexts.remove(ctx, s.w, id)
 }

@@ -3,26 +3,32 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
-const prepullColumns = `id, image, template, status, ready, total, error, started_at, completed_at`
+var prepulls = newTable(table[store.Prepull]{
+	kind: "prepull task", name: "prepull_tasks",
+	columns: `id, image, template, status, ready, total, error, started_at, completed_at`,
+	scan:    scanPrepull,
+	values: func(p *store.Prepull) ([]any, error) {
+		return []any{p.ID, p.Image, p.Template, p.Status, p.Ready, p.Total, p.Error,
+			toUnix(p.StartedAt), toNullUnix(p.CompletedAt)}, nil
+	},
+	setID: func(p *store.Prepull, id string) { p.ID = id },
+})
 
 func (s *Store) CreatePrepull(ctx context.Context, p *store.Prepull) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO prepull_tasks (`+prepullColumns+`) VALUES (?,?,?,?,?,?,?,?,?)`,
-		p.ID, p.Image, p.Template, p.Status, p.Ready, p.Total, p.Error, toUnix(p.StartedAt), toNullUnix(p.CompletedAt))
-	if err != nil {
-		if strings.Contains(err.Error(), "UNIQUE constraint") {
-			return errdefs.Conflict("prepull task %s already exists", p.ID)
-		}
-		return fmt.Errorf("insert prepull task %s: %w", p.ID, err)
+	err := prepulls.insert(ctx, s.w, p)
+	switch {
+	case err == nil:
+		return nil
+	case isUnique(err):
+		return errdefs.Conflict("prepull task %s already exists", p.ID)
 	}
-	return nil
+	return fmt.Errorf("insert prepull task %s: %w", p.ID, err)
 }
 
 func scanPrepull(row scanner) (*store.Prepull, error) {
@@ -43,18 +49,11 @@ func scanPrepull(row scanner) (*store.Prepull, error) {
 }
 
 func (s *Store) GetPrepull(ctx context.Context, id string) (*store.Prepull, error) {
-	p, err := scanPrepull(s.db.QueryRowContext(ctx, `SELECT `+prepullColumns+` FROM prepull_tasks WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errdefs.NotFound("prepull task %s not found", id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get prepull task %s: %w", id, err)
-	}
-	return p, nil
+	return prepulls.get(ctx, s.r, id)
 }
 
 func (s *Store) ListPrepulls(ctx context.Context, f store.PrepullFilter) ([]*store.Prepull, error) {
-	q := `SELECT ` + prepullColumns + ` FROM prepull_tasks WHERE 1=1`
+	q := `SELECT ` + prepulls.columns + ` FROM prepull_tasks WHERE 1=1`
 	var args []any
 	if f.Image != "" {
 		q += ` AND image = ?`
@@ -64,57 +63,17 @@ func (s *Store) ListPrepulls(ctx context.Context, f store.PrepullFilter) ([]*sto
 		q += ` AND status = ?`
 		args = append(args, f.Status)
 	}
-	rows, err := s.db.QueryContext(ctx, q+` ORDER BY started_at DESC, id DESC`, args...)
+	out, err := list(ctx, s.r, scanPrepull, q+` ORDER BY started_at DESC, id DESC`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list prepull tasks: %w", err)
 	}
-	defer rows.Close()
-	out := []*store.Prepull{}
-	for rows.Next() {
-		p, err := scanPrepull(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list prepull tasks: %w", err)
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func (s *Store) UpdatePrepull(ctx context.Context, id string, fn func(*store.Prepull) error) (*store.Prepull, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("update prepull task %s: %w", id, err)
-	}
-	defer tx.Rollback()
-	p, err := scanPrepull(tx.QueryRowContext(ctx, `SELECT `+prepullColumns+` FROM prepull_tasks WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errdefs.NotFound("prepull task %s not found", id)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("update prepull task %s: %w", id, err)
-	}
-	if err := fn(p); err != nil {
-		return nil, err
-	}
-	p.ID = id
-	_, err = tx.ExecContext(ctx, `UPDATE prepull_tasks SET image=?, template=?, status=?, ready=?, total=?, error=?, started_at=?, completed_at=? WHERE id=?`,
-		p.Image, p.Template, p.Status, p.Ready, p.Total, p.Error, toUnix(p.StartedAt), toNullUnix(p.CompletedAt), id)
-	if err != nil {
-		return nil, fmt.Errorf("update prepull task %s: %w", id, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("update prepull task %s: %w", id, err)
-	}
-	return p, nil
+	return prepulls.update(ctx, s.w, id, fn)
 }
 
 func (s *Store) DeletePrepull(ctx context.Context, id string) error {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM prepull_tasks WHERE id = ?`, id)
-	if err != nil {
-		return fmt.Errorf("delete prepull task %s: %w", id, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return errdefs.NotFound("prepull task %s not found", id)
-	}
-	return nil
+	return prepulls.remove(ctx, s.w, id)
 }

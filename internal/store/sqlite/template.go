@@ -20,13 +20,6 @@ const templateSelect = `SELECT t.id, t.name, t.display_name, t.description, t.ta
 
 const versionColumns = `v.id, v.template_id, v.version, v.spec, v.changelog, v.created_by, v.created_at`
 
-// querier is what *sql.DB and *sql.Tx have in common.
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
 func scanTemplate(row scanner) (*store.Template, error) {
 	var (
 		t                store.Template
@@ -85,7 +78,7 @@ func uniqueErr(err error, name string) error {
 	switch {
 	case strings.Contains(msg, "UNIQUE constraint failed: templates.name"):
 		return errdefs.Conflict("template %s already exists", name)
-	case strings.Contains(msg, "UNIQUE constraint"):
+	case isUnique(err):
 		return errdefs.Conflict("template %s: id already in use: %v", name, err)
 	}
 	return nil
@@ -107,7 +100,7 @@ func (s *Store) CreateTemplate(ctx context.Context, t *store.Template, v *store.
 	if err != nil {
 		return fmt.Errorf("create template %s: encode tags: %w", t.Name, err)
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("create template %s: %w", t.Name, err)
 	}
@@ -143,7 +136,7 @@ func getTemplate(ctx context.Context, q querier, name string) (*store.Template, 
 }
 
 func (s *Store) GetTemplate(ctx context.Context, name string) (*store.Template, error) {
-	return getTemplate(ctx, s.db, name)
+	return getTemplate(ctx, s.r, name)
 }
 
 func (s *Store) ListTemplates(ctx context.Context, f store.TemplateFilter) ([]*store.Template, int, error) {
@@ -171,7 +164,7 @@ func (s *Store) ListTemplates(ctx context.Context, f store.TemplateFilter) ([]*s
 	offset := max(int64(f.Offset), 0)
 
 	// One transaction, so that total and items agree.
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.r.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list templates: %w", err)
 	}
@@ -201,7 +194,7 @@ func (s *Store) ListTemplates(ctx context.Context, f store.TemplateFilter) ([]*s
 }
 
 func (s *Store) AddTemplateVersion(ctx context.Context, name string, fn func(*store.Template) (*store.TemplateVersion, error)) (*store.Template, *store.TemplateVersion, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("add version to template %s: %w", name, err)
 	}
@@ -249,18 +242,11 @@ func (s *Store) AddTemplateVersion(ctx context.Context, name string, fn func(*st
 
 func (s *Store) DeleteTemplate(ctx context.Context, name string) error {
 	// Versions go by the foreign key's ON DELETE CASCADE.
-	res, err := s.db.ExecContext(ctx, `DELETE FROM templates WHERE name = ?`, name)
-	if err != nil {
-		return fmt.Errorf("delete template %s: %w", name, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return errdefs.NotFound("template %s not found", name)
-	}
-	return nil
+	return deleteWhere(ctx, s.w, "template", "templates", "name", name)
 }
 
 func (s *Store) ListTemplateVersions(ctx context.Context, name string) ([]*store.TemplateVersion, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	tx, err := s.r.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("list versions of template %s: %w", name, err)
 	}
@@ -294,7 +280,7 @@ func (s *Store) ListTemplateVersions(ctx context.Context, name string) ([]*store
 }
 
 func (s *Store) GetTemplateVersion(ctx context.Context, name string, version int) (*store.TemplateVersion, error) {
-	v, err := scanVersion(s.db.QueryRowContext(ctx, `SELECT `+versionColumns+` FROM template_versions v
+	v, err := scanVersion(s.r.QueryRowContext(ctx, `SELECT `+versionColumns+` FROM template_versions v
 		JOIN templates t ON t.id = v.template_id WHERE t.name = ? AND v.version = ?`, name, version))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errdefs.NotFound("version %d of template %s not found", version, name)

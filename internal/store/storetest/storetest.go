@@ -34,6 +34,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	tests = append(tests, templateTests...)
 	tests = append(tests, prepullTests...)
 	tests = append(tests, contextTests...)
+	tests = append(tests, pageTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStore(t)

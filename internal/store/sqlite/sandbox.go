@@ -1,0 +1,202 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+var sandboxes = newTable(table[store.Sandbox]{
+	kind: "sandbox", name: "sandboxes",
+	columns: `id, image, template, template_version, cpu, memory, ttl, env, status, reason, runtime, created_at, updated_at, expires_at, access_token, spec, pool`,
+	scan:    scanSandbox,
+	values: func(sb *store.Sandbox) ([]any, error) {
+		env, err := json.Marshal(sb.Env)
+		if err != nil {
+			return nil, fmt.Errorf("encode env: %w", err)
+		}
+		return []any{sb.ID, sb.Image, sb.Template, sb.TemplateVersion, sb.CPU, sb.Memory, sb.TTL, string(env),
+			sb.Status, sb.Reason, sb.Runtime, toUnix(sb.CreatedAt), toUnix(sb.UpdatedAt), toNullUnix(sb.ExpiresAt),
+			sb.AccessToken, string(sb.Spec), sb.Pool}, nil
+	},
+	normalize: truncate,
+	setID:     func(sb *store.Sandbox, id string) { sb.ID = id },
+})
+
+// truncate rounds sb's times down to the microseconds the database keeps,
+// so that what a call returns equals what a later read returns.
+func truncate(sb *store.Sandbox) {
+	sb.CreatedAt = sb.CreatedAt.Truncate(time.Microsecond)
+	sb.UpdatedAt = sb.UpdatedAt.Truncate(time.Microsecond)
+	if sb.ExpiresAt != nil {
+		t := sb.ExpiresAt.Truncate(time.Microsecond)
+		sb.ExpiresAt = &t
+	}
+}
+
+func scanSandbox(row scanner) (*store.Sandbox, error) {
+	var (
+		sb               store.Sandbox
+		env              string
+		created, updated int64
+		expires          sql.NullInt64
+		spec             string
+	)
+	if err := row.Scan(&sb.ID, &sb.Image, &sb.Template, &sb.TemplateVersion, &sb.CPU, &sb.Memory, &sb.TTL,
+		&env, &sb.Status, &sb.Reason, &sb.Runtime, &created, &updated, &expires, &sb.AccessToken, &spec, &sb.Pool); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(env), &sb.Env); err != nil {
+		return nil, fmt.Errorf("decode env of sandbox %s: %w", sb.ID, err)
+	}
+	sb.CreatedAt, sb.UpdatedAt = fromUnix(created), fromUnix(updated)
+	if spec != "" {
+		sb.Spec = []byte(spec)
+	}
+	if expires.Valid {
+		t := fromUnix(expires.Int64)
+		sb.ExpiresAt = &t
+	}
+	return &sb, nil
+}
+
+// CreateSandbox stores sb, rounding its times to microseconds in place.
+func (s *Store) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
+	return insertSandbox(ctx, s.w, sb)
+}
+
+func insertSandbox(ctx context.Context, q querier, sb *store.Sandbox) error {
+	err := sandboxes.insert(ctx, q, sb)
+	switch {
+	case err == nil:
+		return nil
+	case isUnique(err):
+		return errdefs.Conflict("sandbox %s already exists", sb.ID)
+	}
+	return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
+}
+
+// CreateSandboxLimited counts and inserts in one write transaction, which
+// the single writer connection serializes with every other write.
+func (s *Store) CreateSandboxLimited(ctx context.Context, sb *store.Sandbox, limit int) error {
+	if limit <= 0 {
+		return s.CreateSandbox(ctx, sb)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM sandboxes`).Scan(&n); err != nil {
+		return fmt.Errorf("count sandboxes: %w", err)
+	}
+	if n >= limit {
+		return &store.LimitError{Count: n, Limit: limit}
+	}
+	if err := insertSandbox(ctx, tx, sb); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
+	}
+	return nil
+}
+
+func (s *Store) GetSandbox(ctx context.Context, id string) (*store.Sandbox, error) {
+	return sandboxes.get(ctx, s.r, id)
+}
+
+func (s *Store) ListSandboxes(ctx context.Context) ([]*store.Sandbox, error) {
+	out, _, err := s.ListSandboxPage(ctx, store.SandboxFilter{}, store.Page{})
+	return out, err
+}
+
+func (s *Store) ListSandboxPage(ctx context.Context, f store.SandboxFilter, p store.Page) ([]*store.Sandbox, string, error) {
+	cond, limit, args, err := pageClause(p)
+	if err != nil {
+		return nil, "", err
+	}
+	if f.ExcludePooled {
+		cond += ` AND pool = ''`
+	}
+	out, err := list(ctx, s.r, scanSandbox,
+		`SELECT `+sandboxes.columns+` FROM sandboxes WHERE 1=1`+cond+` ORDER BY created_at, id`+limit, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list sandboxes: %w", err)
+	}
+	out, next := cutPage(out, p, func(sb *store.Sandbox) (time.Time, string) { return sb.CreatedAt, sb.ID })
+	return out, next, nil
+}
+
+func (s *Store) CountSandboxesByStatus(ctx context.Context) (store.SandboxCounts, error) {
+	c := store.SandboxCounts{ByStatus: map[string]int{}}
+	rows, err := s.r.QueryContext(ctx, `SELECT status, pool != '', COUNT(*) FROM sandboxes GROUP BY status, pool != ''`)
+	if err != nil {
+		return c, fmt.Errorf("count sandboxes: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			status string
+			pooled bool
+			n      int
+		)
+		if err := rows.Scan(&status, &pooled, &n); err != nil {
+			return c, fmt.Errorf("count sandboxes: %w", err)
+		}
+		if pooled {
+			c.Pooled += n
+		} else {
+			c.ByStatus[status] = n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return c, fmt.Errorf("count sandboxes: %w", err)
+	}
+	return c, nil
+}
+
+func (s *Store) UpdateSandbox(ctx context.Context, id string, fn func(*store.Sandbox) error) (*store.Sandbox, error) {
+	return sandboxes.update(ctx, s.w, id, fn)
+}
+
+func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
+	return sandboxes.remove(ctx, s.w, id)
+}
+
+func (s *Store) AddEvent(ctx context.Context, ev store.Event) error {
+	_, err := s.w.ExecContext(ctx, `INSERT INTO events (sandbox_id, at, status, message) VALUES (?,?,?,?)`,
+		ev.SandboxID, toUnix(ev.At), ev.Status, ev.Message)
+	switch {
+	case err == nil:
+		return nil
+	case isForeignKey(err):
+		return errdefs.NotFound("sandbox %s not found", ev.SandboxID)
+	}
+	return fmt.Errorf("add event to sandbox %s: %w", ev.SandboxID, err)
+}
+
+func (s *Store) Events(ctx context.Context, sandboxID string) ([]store.Event, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT at, status, message FROM events WHERE sandbox_id = ? ORDER BY seq`, sandboxID)
+	if err != nil {
+		return nil, fmt.Errorf("list events of sandbox %s: %w", sandboxID, err)
+	}
+	defer rows.Close()
+	out := []store.Event{}
+	for rows.Next() {
+		ev := store.Event{SandboxID: sandboxID}
+		var at int64
+		if err := rows.Scan(&at, &ev.Status, &ev.Message); err != nil {
+			return nil, fmt.Errorf("list events of sandbox %s: %w", sandboxID, err)
+		}
+		ev.At = fromUnix(at)
+		out = append(out, ev)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,340 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// pageTests are Run's cases for paged lists, counts and the bounded
+// create.
+var pageTests = []struct {
+	name string
+	fn   func(t *testing.T, s store.Store)
+}{
+	{"SandboxPage", testSandboxPage},
+	{"SandboxPageStable", testSandboxPageStable},
+	{"SandboxPageBadCursor", testSandboxPageBadCursor},
+	{"CountSandboxesByStatus", testCountSandboxes},
+	{"CreateSandboxLimited", testCreateLimited},
+	{"CreateSandboxLimitedConcurrent", testCreateLimitedConcurrent},
+	{"ContextPage", testContextPage},
+	{"CountContexts", testCountContexts},
+}
+
+// createSandboxes stores sandboxes ids in order, one second apart, and
+// the ones pooled in a warm pool.
+func createSandboxes(t *testing.T, s store.Store, base time.Time, ids []string, pooled map[string]bool) {
+	t.Helper()
+	for i, id := range ids {
+		sb := sample(id)
+		sb.CreatedAt = base.Add(time.Duration(i) * time.Second).UTC().Truncate(time.Microsecond)
+		if pooled[id] {
+			sb.Pool = "python"
+		}
+		if err := s.CreateSandbox(context.Background(), sb); err != nil {
+			t.Fatalf("create sandbox %s: %v", id, err)
+		}
+	}
+}
+
+// pages lists every page of limit items, following the cursors; it fails
+// the test past 100 pages.
+func pages[T any](t *testing.T, limit int, list func(store.Page) ([]*T, string, error), id func(*T) string) [][]string {
+	t.Helper()
+	out := [][]string{}
+	p := store.Page{Limit: limit}
+	for range 100 {
+		items, next, err := list(p)
+		if err != nil {
+			t.Fatalf("list page %+v: %v", p, err)
+		}
+		ids := []string{}
+		for _, it := range items {
+			ids = append(ids, id(it))
+		}
+		out = append(out, ids)
+		if next == "" {
+			return out
+		}
+		p.After = next
+	}
+	t.Fatal("more than 100 pages")
+	return nil
+}
+
+func sandboxID(sb *store.Sandbox) string { return sb.ID }
+
+func testSandboxPage(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	empty, next, err := s.ListSandboxPage(ctx, store.SandboxFilter{}, store.Page{Limit: 2})
+	if err != nil || len(empty) != 0 || next != "" {
+		t.Fatalf("empty page = %v, %q, %v; want none and no cursor", empty, next, err)
+	}
+	base := time.Now()
+	// Two sandboxes share a creation time: the id orders them.
+	createSandboxes(t, s, base, []string{"p0", "p1", "p2", "p3", "p4"}, map[string]bool{"p1": true, "p3": true})
+	tie := sample("p2b")
+	tie.CreatedAt = base.Add(2 * time.Second).UTC().Truncate(time.Microsecond)
+	if err := s.CreateSandbox(ctx, tie); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		f     store.SandboxFilter
+		limit int
+		want  [][]string
+	}{
+		{"all in one", store.SandboxFilter{}, 0, [][]string{{"p0", "p1", "p2", "p2b", "p3", "p4"}}},
+		{"pages of 2", store.SandboxFilter{}, 2, [][]string{{"p0", "p1"}, {"p2", "p2b"}, {"p3", "p4"}}},
+		{"pages of 4", store.SandboxFilter{}, 4, [][]string{{"p0", "p1", "p2", "p2b"}, {"p3", "p4"}}},
+		{"one page exactly", store.SandboxFilter{}, 6, [][]string{{"p0", "p1", "p2", "p2b", "p3", "p4"}}},
+		{"larger than all", store.SandboxFilter{}, 100, [][]string{{"p0", "p1", "p2", "p2b", "p3", "p4"}}},
+		{"pools apart", store.SandboxFilter{ExcludePooled: true}, 0, [][]string{{"p0", "p2", "p2b", "p4"}}},
+		{"pools apart, pages of 3", store.SandboxFilter{ExcludePooled: true}, 3, [][]string{{"p0", "p2", "p2b"}, {"p4"}}},
+		{"pools apart, pages of 1", store.SandboxFilter{ExcludePooled: true}, 1, [][]string{{"p0"}, {"p2"}, {"p2b"}, {"p4"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := pages(t, tt.limit, func(p store.Page) ([]*store.Sandbox, string, error) {
+				return s.ListSandboxPage(ctx, tt.f, p)
+			}, sandboxID)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("pages (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// Paged records are whole, and agree with ListSandboxes.
+	all, err := s.ListSandboxes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _, err := s.ListSandboxPage(ctx, store.SandboxFilter{}, store.Page{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(all, page); diff != "" {
+		t.Errorf("whole page differs from ListSandboxes (-list +page):\n%s", diff)
+	}
+}
+
+// A cursor marks a place: removing or adding sandboxes before it neither
+// repeats nor skips the ones after it.
+func testSandboxPageStable(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	base := time.Now()
+	createSandboxes(t, s, base, []string{"s0", "s1", "s2", "s3", "s4"}, nil)
+	first, next, err := s.ListSandboxPage(ctx, store.SandboxFilter{}, store.Page{Limit: 2})
+	if err != nil || len(first) != 2 || next == "" {
+		t.Fatalf("first page = %v, %q, %v", first, next, err)
+	}
+	if err := s.DeleteSandbox(ctx, "s0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteSandbox(ctx, "s1"); err != nil { // the cursor's own item
+		t.Fatal(err)
+	}
+	early := sample("early")
+	early.CreatedAt = base.Add(-time.Hour).UTC().Truncate(time.Microsecond)
+	if err := s.CreateSandbox(ctx, early); err != nil {
+		t.Fatal(err)
+	}
+	rest, next, err := s.ListSandboxPage(ctx, store.SandboxFilter{}, store.Page{After: next, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{}
+	for _, sb := range rest {
+		ids = append(ids, sb.ID)
+	}
+	if diff := cmp.Diff([]string{"s2", "s3", "s4"}, ids); diff != "" || next != "" {
+		t.Errorf("page after the cursor (-want +got):\n%s\nnext %q, want none", diff, next)
+	}
+}
+
+func testSandboxPageBadCursor(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	for _, c := range []string{"garbage", "!!!", store.Cursor(time.Now(), "")[:3]} {
+		if _, _, err := s.ListSandboxPage(ctx, store.SandboxFilter{}, store.Page{After: c}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("sandbox page after %q: %v, want invalid argument", c, err)
+		}
+		if _, _, err := s.ListContextPage(ctx, store.ContextFilter{}, store.Page{After: c}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("context page after %q: %v, want invalid argument", c, err)
+		}
+	}
+}
+
+func testCountSandboxes(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	got, err := s.CountSandboxesByStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(store.SandboxCounts{ByStatus: map[string]int{}}, got); diff != "" {
+		t.Errorf("empty counts (-want +got):\n%s", diff)
+	}
+	for i, c := range []struct{ status, pool string }{
+		{"running", ""}, {"running", ""}, {"failed", ""}, {"pending", ""},
+		{"running", "python"}, {"pending", "node"}, {"terminating", ""},
+	} {
+		sb := sample(fmt.Sprintf("c%d", i))
+		sb.Status, sb.Pool = c.status, c.pool
+		if err := s.CreateSandbox(ctx, sb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err = s.CountSandboxesByStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := store.SandboxCounts{ByStatus: map[string]int{"running": 2, "failed": 1, "pending": 1, "terminating": 1}, Pooled: 2}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("counts (-want +got):\n%s", diff)
+	}
+	// Claiming a pooled sandbox moves it into the counts by status.
+	if _, err := s.UpdateSandbox(ctx, "c4", func(sb *store.Sandbox) error { sb.Pool = ""; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteSandbox(ctx, "c2"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = s.CountSandboxesByStatus(ctx)
+	want = store.SandboxCounts{ByStatus: map[string]int{"running": 3, "pending": 1, "terminating": 1}, Pooled: 1}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("counts after claim and delete (-want +got):\n%s", diff)
+	}
+}
+
+func testCreateLimited(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	pooled := sample("pooled") // warm pools count against the limit
+	pooled.Pool = "python"
+	for _, sb := range []*store.Sandbox{sample("a"), pooled} {
+		if err := s.CreateSandboxLimited(ctx, sb, 2); err != nil {
+			t.Fatalf("create %s under the limit: %v", sb.ID, err)
+		}
+	}
+	err := s.CreateSandboxLimited(ctx, sample("c"), 2)
+	var le *store.LimitError
+	if !errors.As(err, &le) || !errors.Is(err, errdefs.ErrResourceExhausted) || *le != (store.LimitError{Count: 2, Limit: 2}) {
+		t.Fatalf("create at the limit: %v, want a LimitError{2, 2} matching ErrResourceExhausted", err)
+	}
+	if _, err := s.GetSandbox(ctx, "c"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("sandbox refused by the limit was stored: %v", err)
+	}
+	if err := s.CreateSandboxLimited(ctx, sample("a"), 10); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Errorf("duplicate under the limit: %v, want already exists", err)
+	}
+	if err := s.DeleteSandbox(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateSandboxLimited(ctx, sample("c"), 2); err != nil {
+		t.Errorf("create after a delete freed a slot: %v", err)
+	}
+	for i, limit := range []int{0, -1} {
+		if err := s.CreateSandboxLimited(ctx, sample(fmt.Sprintf("free%d", i)), limit); err != nil {
+			t.Errorf("create with limit %d (none): %v", limit, err)
+		}
+	}
+}
+
+func testCreateLimitedConcurrent(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const n, limit = 30, 5
+	var ok, refused atomic.Int32
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			err := s.CreateSandboxLimited(ctx, sample(fmt.Sprintf("x%d", i)), limit)
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, errdefs.ErrResourceExhausted):
+				refused.Add(1)
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	all, err := s.ListSandboxes(ctx)
+	if ok.Load() != limit || refused.Load() != n-limit || err != nil || len(all) != limit {
+		t.Errorf("%d concurrent creates with limit %d: %d created, %d refused, %d stored (%v); want %d, %d, %d",
+			n, limit, ok.Load(), refused.Load(), len(all), err, limit, n-limit, limit)
+	}
+}
+
+func contextID(c *store.Context) string { return c.ID }
+
+func testContextPage(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	mustCreateSandbox(t, s, "sb-a")
+	mustCreateSandbox(t, s, "sb-b")
+	base := time.Now()
+	for i, c := range []struct{ id, sb, session string }{
+		{"k0", "sb-a", "s1"}, {"k1", "sb-b", "s1"}, {"k2", "sb-a", "s2"}, {"k3", "sb-a", "s1"}, {"k4", "sb-b", ""},
+	} {
+		cc := sampleContext(c.id, c.sb, base.Add(time.Duration(i)*time.Second))
+		cc.SessionName = c.session
+		mustCreateContext(t, s, cc)
+	}
+	tests := []struct {
+		name  string
+		f     store.ContextFilter
+		limit int
+		want  [][]string
+	}{
+		{"all", store.ContextFilter{}, 0, [][]string{{"k0", "k1", "k2", "k3", "k4"}}},
+		{"pages of 2", store.ContextFilter{}, 2, [][]string{{"k0", "k1"}, {"k2", "k3"}, {"k4"}}},
+		{"session, pages of 2", store.ContextFilter{SessionName: "s1"}, 2, [][]string{{"k0", "k1"}, {"k3"}}},
+		{"sandbox, pages of 1", store.ContextFilter{SandboxID: "sb-b"}, 1, [][]string{{"k1"}, {"k4"}}},
+		{"none", store.ContextFilter{SessionName: "nope"}, 2, [][]string{{}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := pages(t, tt.limit, func(p store.Page) ([]*store.Context, string, error) {
+				return s.ListContextPage(ctx, tt.f, p)
+			}, contextID)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("pages (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func testCountContexts(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	mustCreateSandbox(t, s, "sb-a")
+	mustCreateSandbox(t, s, "sb-b")
+	for i, c := range []struct{ id, sb, session string }{
+		{"k0", "sb-a", "s1"}, {"k1", "sb-b", "s1"}, {"k2", "sb-a", "s2"},
+	} {
+		cc := sampleContext(c.id, c.sb, time.Now().Add(time.Duration(i)*time.Second))
+		cc.SessionName = c.session
+		mustCreateContext(t, s, cc)
+	}
+	tests := []struct {
+		f    store.ContextFilter
+		want int
+	}{
+		{store.ContextFilter{}, 3},
+		{store.ContextFilter{SessionName: "s1"}, 2},
+		{store.ContextFilter{SandboxID: "sb-a"}, 2},
+		{store.ContextFilter{SessionName: "s1", SandboxID: "sb-a"}, 1},
+		{store.ContextFilter{SessionName: "nope"}, 0},
+	}
+	for _, tt := range tests {
+		if got, err := s.CountContexts(ctx, tt.f); err != nil || got != tt.want {
+			t.Errorf("count %+v = %d, %v; want %d", tt.f, got, err, tt.want)
+		}
+	}
+}
