@@ -15,8 +15,10 @@
 // timeout is an error wrapping context.DeadlineExceeded, so the SDK has no
 // timeout error type of its own.
 //
-// Failed requests return a *APIError, which errors.Is matches against the
-// sentinel classes (ErrNotFound, ErrConflict, ...) by HTTP status.
+// Failed requests return a *APIError carrying the daemon's code, message
+// and details, which errors.Is matches against the sentinel classes
+// (ErrNotFound, ErrAlreadyExists, ...): the daemon's error classes, told
+// apart by the wire code (by the HTTP status when the code is unknown).
 package client
 
 import (

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/sse"
 )
 
 // ContextService holds the code-interpreter context endpoints: live
@@ -209,23 +210,23 @@ func (s *ContextService) executeStream(ctx context.Context, p string, req api.Ex
 		results        []api.ExecutionResult
 		execErr        *api.ExecutionError
 	)
-	events := newSSEReader(resp.Body)
+	events := sse.NewReader(resp.Body)
 	for {
-		ev, err := events.next()
+		ev, err := events.Next()
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("execution stream ended without a complete event")
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read execution stream: %w", err)
 		}
-		switch ev.name {
+		switch ev.Name {
 		case api.EventStdout, api.EventStderr:
 			var chunk api.ExecutionOutputEvent
-			if err := json.Unmarshal(ev.data, &chunk); err != nil {
-				return nil, fmt.Errorf("decode %s event: %w", ev.name, err)
+			if err := json.Unmarshal(ev.Data, &chunk); err != nil {
+				return nil, fmt.Errorf("decode %s event: %w", ev.Name, err)
 			}
 			buf, fn := &stdout, h.OnStdout
-			if ev.name == api.EventStderr {
+			if ev.Name == api.EventStderr {
 				buf, fn = &stderr, h.OnStderr
 			}
 			buf.WriteString(chunk.Text)
@@ -234,7 +235,7 @@ func (s *ContextService) executeStream(ctx context.Context, p string, req api.Ex
 			}
 		case api.EventResult:
 			var r api.ExecutionResult
-			if err := json.Unmarshal(ev.data, &r); err != nil {
+			if err := json.Unmarshal(ev.Data, &r); err != nil {
 				return nil, fmt.Errorf("decode result event: %w", err)
 			}
 			results = append(results, r)
@@ -242,7 +243,7 @@ func (s *ContextService) executeStream(ctx context.Context, p string, req api.Ex
 				h.OnResult(r)
 			}
 		case api.EventError:
-			e, err := executionErrorEvent(ev.data)
+			e, err := executionErrorEvent(ev.Data)
 			if err != nil {
 				return nil, err
 			}
@@ -252,7 +253,7 @@ func (s *ContextService) executeStream(ctx context.Context, p string, req api.Ex
 			}
 		case api.EventComplete:
 			var res api.ExecuteResponse
-			if err := json.Unmarshal(ev.data, &res); err != nil {
+			if err := json.Unmarshal(ev.Data, &res); err != nil {
 				return nil, fmt.Errorf("decode complete event: %w", err)
 			}
 			// The output was streamed, not repeated; the rest should be

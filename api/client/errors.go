@@ -11,24 +11,86 @@ import (
 	"github.com/agent2env/agent2env/api"
 )
 
-// Error classes. An *APIError matches (errors.Is) the class of its HTTP
-// status, so callers can branch without knowing every code.
+// Error classes. An *APIError matches (errors.Is) the class of its wire
+// code, one class per error class of the daemon, or of its HTTP status when
+// the code is unknown (a newer daemon's code, a proxy's error page).
 var (
-	// ErrBadRequest: 400, the request was invalid.
-	ErrBadRequest = errors.New("bad request")
-	// ErrUnauthorized: 401 or 403, the token is missing, wrong or not allowed.
-	ErrUnauthorized = errors.New("unauthorized")
+	// ErrInvalidArgument: 400, the request was invalid.
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrUnauthenticated: 401, the token is missing or wrong.
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrPermissionDenied: 403, the token is not allowed to do this.
+	ErrPermissionDenied = errors.New("permission denied")
 	// ErrNotFound: 404, the sandbox, image, file or route does not exist.
 	ErrNotFound = errors.New("not found")
-	// ErrConflict: 409, it already exists or is not in a state that allows
-	// the operation (such as a sandbox that is not running yet).
-	ErrConflict = errors.New("conflict")
-	// ErrLimit: 413, 429 or 507, a size, count or space limit was reached.
-	ErrLimit = errors.New("limit exceeded")
+	// ErrAlreadyExists: 409, it already exists (ALREADY_EXISTS,
+	// TEMPLATE_EXISTS, PREPULL_IN_PROGRESS).
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrFailedPrecondition: 409, it is not in a state that allows the
+	// operation, such as a sandbox that is not running yet (CONFLICT,
+	// SANDBOX_NOT_READY).
+	ErrFailedPrecondition = errors.New("failed precondition")
+	// ErrResourceExhausted: 413, 429 or 507, a size, count, space or
+	// capacity limit was reached; APIError.Details may say how far.
+	ErrResourceExhausted = errors.New("resource exhausted")
+	// ErrInternal: 500, the daemon failed.
+	ErrInternal = errors.New("internal error")
+	// ErrNotImplemented: 501, the daemon does not offer the feature.
+	ErrNotImplemented = errors.New("not implemented")
 	// ErrUnavailable: 502, 503 or 504, the daemon or something it depends
-	// on cannot serve now or timed out; retrying later may succeed.
+	// on cannot serve now or timed out; retrying later may succeed. It
+	// matches ErrDeadlineExceeded errors too, as it did before that class.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrDeadlineExceeded: 504, something took longer than allowed.
+	ErrDeadlineExceeded = errors.New("deadline exceeded")
 )
+
+// Former names and broader classes, kept for existing callers.
+var (
+	// ErrBadRequest is ErrInvalidArgument.
+	ErrBadRequest = ErrInvalidArgument
+	// ErrLimit is ErrResourceExhausted.
+	ErrLimit = ErrResourceExhausted
+	// ErrUnauthorized matches both ErrUnauthenticated and
+	// ErrPermissionDenied errors (401 or 403).
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrConflict matches every 409: ErrAlreadyExists and
+	// ErrFailedPrecondition errors, and a 409 of an unknown code.
+	ErrConflict = errors.New("conflict")
+)
+
+// classes maps the generic code of each class (api.CodeClass) to the
+// client's class.
+var classes = map[string]error{
+	api.CodeInvalidRequest: ErrInvalidArgument,
+	api.CodeUnauthorized:   ErrUnauthenticated,
+	api.CodeForbidden:      ErrPermissionDenied,
+	api.CodeNotFound:       ErrNotFound,
+	api.CodeAlreadyExists:  ErrAlreadyExists,
+	api.CodeConflict:       ErrFailedPrecondition,
+	api.CodeLimitExceeded:  ErrResourceExhausted,
+	api.CodeInternal:       ErrInternal,
+	api.CodeNotImplemented: ErrNotImplemented,
+	api.CodeUnavailable:    ErrUnavailable,
+	api.CodeTimeout:        ErrDeadlineExceeded,
+}
+
+// statusClasses is the class of a status, for errors without a known
+// code. A 409 has none: it may be either of two.
+var statusClasses = map[int]error{
+	http.StatusBadRequest:            ErrInvalidArgument,
+	http.StatusUnauthorized:          ErrUnauthenticated,
+	http.StatusForbidden:             ErrPermissionDenied,
+	http.StatusNotFound:              ErrNotFound,
+	http.StatusRequestEntityTooLarge: ErrResourceExhausted,
+	http.StatusTooManyRequests:       ErrResourceExhausted,
+	http.StatusInsufficientStorage:   ErrResourceExhausted,
+	http.StatusInternalServerError:   ErrInternal,
+	http.StatusNotImplemented:        ErrNotImplemented,
+	http.StatusBadGateway:            ErrUnavailable,
+	http.StatusServiceUnavailable:    ErrUnavailable,
+	http.StatusGatewayTimeout:        ErrDeadlineExceeded,
+}
 
 // APIError is an error response of the daemon.
 type APIError struct {
@@ -41,6 +103,9 @@ type APIError struct {
 	Code string
 	// Message is the server's message, or the start of a non-JSON body.
 	Message string
+	// Details are the body's fields beyond error and code, such as a
+	// limit's current usage; nil when there are none.
+	Details map[string]any
 }
 
 func (e *APIError) Error() string {
@@ -57,54 +122,32 @@ func (e *APIError) Error() string {
 	return e.Message + " (" + strings.Join(details, ", ") + ")"
 }
 
-// Is reports whether target is the error class of e's status.
-func (e *APIError) Is(target error) bool {
-	switch e.StatusCode {
-	case http.StatusBadRequest:
-		return target == ErrBadRequest
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return target == ErrUnauthorized
-	case http.StatusNotFound:
-		return target == ErrNotFound
-	case http.StatusConflict:
-		return target == ErrConflict
-	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests, http.StatusInsufficientStorage:
-		return target == ErrLimit
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return target == ErrUnavailable
+// class returns e's class: that of its code, else that of its status; nil
+// when neither is known.
+func (e *APIError) class() error {
+	if c := api.CodeClass(e.Code); c != "" {
+		return classes[c]
 	}
-	return false
+	return statusClasses[e.StatusCode]
 }
 
-// codeStatus is the HTTP status each wire code stands for, used
-// for errors that arrive inside an event stream.
-var codeStatus = map[string]int{
-	api.CodeInvalidRequest:    http.StatusBadRequest,
-	api.CodeUnauthorized:      http.StatusUnauthorized,
-	api.CodeForbidden:         http.StatusForbidden,
-	api.CodeNotFound:          http.StatusNotFound,
-	api.CodeSandboxNotFound:   http.StatusNotFound,
-	api.CodeImageNotFound:     http.StatusNotFound,
-	api.CodeFileNotFound:      http.StatusNotFound,
-	api.CodeTemplateNotFound:  http.StatusNotFound,
-	api.CodeVersionNotFound:   http.StatusNotFound,
-	api.CodePrepullNotFound:   http.StatusNotFound,
-	api.CodeTemplateExists:    http.StatusConflict,
-	api.CodePrepullInProgress: http.StatusConflict,
-	api.CodeInvalidYAML:       http.StatusBadRequest,
-	api.CodeAlreadyExists:     http.StatusConflict,
-	api.CodeConflict:          http.StatusConflict,
-	api.CodeSandboxNotReady:   http.StatusConflict,
-	api.CodeTooLarge:          http.StatusRequestEntityTooLarge,
-	api.CodeLimitExceeded:     http.StatusTooManyRequests,
-	api.CodeNoSpace:           http.StatusInsufficientStorage,
-	api.CodeInternal:          http.StatusInternalServerError,
-	api.CodeNotImplemented:    http.StatusNotImplemented,
-	api.CodeUnavailable:       http.StatusServiceUnavailable,
-	api.CodeTimeout:           http.StatusGatewayTimeout,
-	api.CodeContextNotFound:   http.StatusNotFound,
-	api.CodeInvalidLanguage:   http.StatusBadRequest,
-	api.CodeLanguageMissing:   http.StatusBadRequest,
+// Is reports whether target is e's class, or one of the broader classes
+// that include it (ErrUnauthorized, ErrConflict, ErrUnavailable).
+func (e *APIError) Is(target error) bool {
+	class := e.class()
+	if class != nil && target == class {
+		return true
+	}
+	switch target {
+	case ErrUnauthorized:
+		return class == ErrUnauthenticated || class == ErrPermissionDenied
+	case ErrConflict:
+		return class == ErrAlreadyExists || class == ErrFailedPrecondition ||
+			class == nil && e.StatusCode == http.StatusConflict
+	case ErrUnavailable:
+		return class == ErrDeadlineExceeded
+	}
+	return false
 }
 
 // streamError turns the api.Error of an "error" event into an *APIError.
@@ -113,7 +156,7 @@ func streamError(data []byte) error {
 	if err := json.Unmarshal(data, &body); err != nil || body.Message == "" {
 		return &APIError{Message: "malformed error event: " + strings.TrimSpace(string(data))}
 	}
-	return &APIError{StatusCode: codeStatus[body.Code], Code: body.Code, Message: body.Message}
+	return &APIError{StatusCode: api.CodeStatus(body.Code), Code: body.Code, Message: body.Message, Details: body.Details}
 }
 
 // maxErrorBody bounds how much of an error response is read.
@@ -124,7 +167,7 @@ func readError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	var body api.Error
 	if err := json.Unmarshal(b, &body); err == nil && body.Message != "" {
-		return &APIError{StatusCode: resp.StatusCode, Code: body.Code, Message: body.Message}
+		return &APIError{StatusCode: resp.StatusCode, Code: body.Code, Message: body.Message, Details: body.Details}
 	}
 	msg := strings.TrimSpace(string(b))
 	if msg == "" {

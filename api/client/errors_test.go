@@ -171,3 +171,74 @@ func TestTruncatedStreams(t *testing.T) {
 		})
 	}
 }
+
+// TestErrorClasses checks the daemon's classes an *APIError matches: by
+// its code, by its status when the code is unknown, and the broader former
+// classes.
+func TestErrorClasses(t *testing.T) {
+	all := []error{
+		client.ErrInvalidArgument, client.ErrUnauthenticated, client.ErrPermissionDenied, client.ErrNotFound,
+		client.ErrAlreadyExists, client.ErrFailedPrecondition, client.ErrResourceExhausted, client.ErrInternal,
+		client.ErrNotImplemented, client.ErrUnavailable, client.ErrDeadlineExceeded,
+		client.ErrUnauthorized, client.ErrConflict,
+	}
+	tests := []struct {
+		name  string
+		reply reply
+		want  []error
+	}{
+		{"a code decides a shared status: already exists", reply{status: http.StatusConflict, body: `{"error":"x","code":"TEMPLATE_EXISTS"}`},
+			[]error{client.ErrAlreadyExists, client.ErrConflict}},
+		{"a code decides a shared status: failed precondition", reply{status: http.StatusConflict, body: `{"error":"x","code":"SANDBOX_NOT_READY"}`},
+			[]error{client.ErrFailedPrecondition, client.ErrConflict}},
+		{"a 409 of an unknown code is only a conflict", reply{status: http.StatusConflict, body: `{"error":"x","code":"SESSION_BUSY"}`},
+			[]error{client.ErrConflict}},
+		{"an unknown code takes its status's class", reply{status: http.StatusNotFound, body: `{"error":"x","code":"SESSION_NOT_FOUND"}`},
+			[]error{client.ErrNotFound}},
+		{"a proxy's timeout", reply{status: http.StatusGatewayTimeout, contentType: "text/html", body: "<html>timeout</html>"},
+			[]error{client.ErrDeadlineExceeded, client.ErrUnavailable}},
+		{"a proxy's bad gateway", reply{status: http.StatusBadGateway, contentType: "text/html", body: "<html>bad</html>"},
+			[]error{client.ErrUnavailable}},
+		{"internal", reply{status: http.StatusInternalServerError, body: `{"error":"x","code":"INTERNAL"}`},
+			[]error{client.ErrInternal}},
+		{"forbidden", reply{status: http.StatusForbidden, body: `{"error":"x","code":"FORBIDDEN"}`},
+			[]error{client.ErrPermissionDenied, client.ErrUnauthorized}},
+		{"a status of no class", reply{status: http.StatusTeapot}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, _ := fakeDaemon(t, tt.reply)
+			_, err := c.Sandbox.Get(t.Context(), "sb1")
+			for _, class := range all {
+				want := false
+				for _, w := range tt.want {
+					want = want || w == class
+				}
+				if got := errors.Is(err, class); got != want {
+					t.Errorf("errors.Is(%v, %v) = %v, want %v", err, class, got, want)
+				}
+			}
+		})
+	}
+	if client.ErrBadRequest != client.ErrInvalidArgument || client.ErrLimit != client.ErrResourceExhausted {
+		t.Error("the former names are not the classes")
+	}
+}
+
+func TestErrorDetails(t *testing.T) {
+	c, _ := fakeDaemon(t, reply{status: http.StatusTooManyRequests, contentType: "application/json",
+		body: `{"error":"3 of 3 sessions","code":"RESOURCE_LIMIT","used":3,"limit":3,"suggestion":"delete one"}`})
+	_, err := c.Sandbox.Get(t.Context(), "sb1")
+	var apiErr *client.APIError
+	if !errors.As(err, &apiErr) {
+		t.Fatalf("err %v is not an *APIError", err)
+	}
+	want := &client.APIError{StatusCode: http.StatusTooManyRequests, Code: api.CodeLimitExceeded, Message: "3 of 3 sessions",
+		Details: map[string]any{"used": 3.0, "limit": 3.0, "suggestion": "delete one"}}
+	if diff := cmp.Diff(want, apiErr); diff != "" {
+		t.Errorf("APIError (-want +got):\n%s", diff)
+	}
+	if !errors.Is(err, client.ErrResourceExhausted) || !errors.Is(err, client.ErrLimit) {
+		t.Errorf("%v is not ErrResourceExhausted", err)
+	}
+}

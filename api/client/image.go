@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/sse"
 )
 
 // ImageService holds the image endpoints. Use it as Client.Image.
@@ -101,9 +102,9 @@ func (s *ImageService) stream(ctx context.Context, path string, body io.Reader, 
 	}
 	defer resp.Body.Close()
 	var imgs []api.Image
-	events := newSSEReader(resp.Body)
+	events := sse.NewReader(resp.Body)
 	for {
-		ev, err := events.next()
+		ev, err := events.Next()
 		if errors.Is(err, io.EOF) {
 			if len(imgs) == 0 {
 				return nil, errors.New("progress stream ended without an image")
@@ -113,10 +114,10 @@ func (s *ImageService) stream(ctx context.Context, path string, body io.Reader, 
 		if err != nil {
 			return nil, fmt.Errorf("read progress stream: %w", err)
 		}
-		switch ev.name {
+		switch ev.Name {
 		case "progress":
 			var p api.ImageProgress
-			if err := json.Unmarshal(ev.data, &p); err != nil {
+			if err := json.Unmarshal(ev.Data, &p); err != nil {
 				return nil, fmt.Errorf("decode progress event: %w", err)
 			}
 			if fn != nil {
@@ -124,12 +125,12 @@ func (s *ImageService) stream(ctx context.Context, path string, body io.Reader, 
 			}
 		case "image":
 			var img api.Image
-			if err := json.Unmarshal(ev.data, &img); err != nil {
+			if err := json.Unmarshal(ev.Data, &img); err != nil {
 				return nil, fmt.Errorf("decode image event: %w", err)
 			}
 			imgs = append(imgs, img)
 		case "error":
-			return nil, streamError(ev.data)
+			return nil, streamError(ev.Data)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/sse"
 )
 
 // SandboxService holds the sandbox endpoints. Use it as Client.Sandbox.
@@ -149,9 +150,9 @@ func (s *SandboxService) execStream(ctx context.Context, p string, req api.ExecR
 		return nil, err
 	}
 	defer resp.Body.Close()
-	events := newSSEReader(resp.Body)
+	events := sse.NewReader(resp.Body)
 	for {
-		ev, err := events.next()
+		ev, err := events.Next()
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("output stream ended without an exit event")
 		}
@@ -159,31 +160,31 @@ func (s *SandboxService) execStream(ctx context.Context, p string, req api.ExecR
 			return nil, fmt.Errorf("read output stream: %w", err)
 		}
 		var out io.Writer
-		switch ev.name {
+		switch ev.Name {
 		case "stdout":
 			out = stdout
 		case "stderr":
 			out = stderr
 		case "exit":
 			var exit api.ExecEvent
-			if err := json.Unmarshal(ev.data, &exit); err != nil {
+			if err := json.Unmarshal(ev.Data, &exit); err != nil {
 				return nil, fmt.Errorf("decode exit event: %w", err)
 			}
 			return &exit, nil
 		case "error":
-			return nil, streamError(ev.data)
+			return nil, streamError(ev.Data)
 		default:
 			continue // an event type of a newer daemon
 		}
 		var chunk api.ExecEvent
-		if err := json.Unmarshal(ev.data, &chunk); err != nil {
-			return nil, fmt.Errorf("decode %s event: %w", ev.name, err)
+		if err := json.Unmarshal(ev.Data, &chunk); err != nil {
+			return nil, fmt.Errorf("decode %s event: %w", ev.Name, err)
 		}
 		if out == nil {
 			continue
 		}
 		if _, err := io.WriteString(out, chunk.Data); err != nil {
-			return nil, fmt.Errorf("write %s: %w", ev.name, err)
+			return nil, fmt.Errorf("write %s: %w", ev.Name, err)
 		}
 	}
 }

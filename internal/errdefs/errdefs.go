@@ -1,13 +1,19 @@
-// Package errdefs defines the error classes shared by every agent2env package.
+// Package errdefs defines the error classes shared by every agent2env
+// package, and their one mapping to the wire.
 //
-// Errors are wrapped with %w where they arise and classified once, at the
-// edge (the HTTP layer maps a class to a status code and a wire error code),
-// in the manner of containerd's errdefs.
+// Errors are wrapped with %w where they arise, optionally given a wire code
+// (WithCode) and further fields for the error body (WithDetails), and
+// classified once, at the edge, in the manner of containerd's errdefs:
+// Classify gives the class and wire code for any surface (MCP tool errors,
+// CLI messages), HTTPStatus and WriteHTTP the HTTP status and error body.
+// The statuses of the wire codes are api.CodeStatus's, the table the Go
+// client maps responses back with.
 package errdefs
 
 import (
 	"errors"
 	"fmt"
+	"maps"
 )
 
 // The error classes. Test with errors.Is.
@@ -37,6 +43,9 @@ func Conflict(format string, args ...any) error { return wrap(ErrAlreadyExists, 
 func Precondition(format string, args ...any) error {
 	return wrap(ErrFailedPrecondition, format, args...)
 }
+
+// Unavailable wraps msg as an ErrUnavailable.
+func Unavailable(format string, args ...any) error { return wrap(ErrUnavailable, format, args...) }
 
 // classed is an error whose message is its own text but which matches a class.
 type classed struct {
@@ -79,4 +88,61 @@ func Code(err error) string {
 		return c.code
 	}
 	return ""
+}
+
+// detailed attaches fields for the error body to an error.
+type detailed struct {
+	error
+	details map[string]any
+}
+
+func (e *detailed) Unwrap() error { return e.error }
+
+// WithDetails attaches details, further fields of the error body such as
+// a limit's current usage or a suggestion, to err. They must marshal to
+// JSON; keys "error" and "code" are ignored.
+func WithDetails(err error, details map[string]any) error {
+	if err == nil {
+		return nil
+	}
+	return &detailed{error: err, details: maps.Clone(details)}
+}
+
+// Details returns the details attached to err and the errors it wraps,
+// merged (an outer error's key wins), or nil.
+func Details(err error) map[string]any {
+	var out map[string]any
+	walk(err, func(err error) {
+		d, ok := err.(*detailed)
+		if !ok {
+			return
+		}
+		if out == nil {
+			out = make(map[string]any, len(d.details))
+		}
+		for k, v := range d.details {
+			if _, ok := out[k]; !ok {
+				out[k] = v
+			}
+		}
+	})
+	return out
+}
+
+// walk calls fn for err and every error it wraps, depth first.
+func walk(err error, fn func(error)) {
+	for err != nil {
+		fn(err)
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				walk(e, fn)
+			}
+			return
+		default:
+			return
+		}
+	}
 }

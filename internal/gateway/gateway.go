@@ -219,10 +219,8 @@ func (g *Routes) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		err = fmt.Errorf("sandbox port %s: %w: no answer in time", r.PathValue("port"), errdefs.ErrDeadlineExceeded)
 	default:
-		writeJSON(w, http.StatusBadGateway, api.Error{
-			Message: fmt.Sprintf("sandbox port %s: %v", r.PathValue("port"), err),
-			Code:    api.CodeUnavailable,
-		})
+		// Unavailable, answered as a proxy does: 502, not the class's 503.
+		writeJSON(w, http.StatusBadGateway, errdefs.Body(errdefs.Unavailable("sandbox port %s: %v", r.PathValue("port"), err)))
 		return
 	}
 	writeError(w, err)
@@ -262,33 +260,11 @@ func allowOrigin(resp *http.Response) error {
 	return nil
 }
 
-// statuses maps the error classes the gateway meets to their answers.
-var statuses = []struct {
-	class  error
-	status int
-	code   string
-}{
-	{errdefs.ErrInvalidArgument, http.StatusBadRequest, api.CodeInvalidRequest},
-	{errdefs.ErrUnauthenticated, http.StatusUnauthorized, api.CodeUnauthorized},
-	{errdefs.ErrNotFound, http.StatusNotFound, api.CodeNotFound},
-	{errdefs.ErrFailedPrecondition, http.StatusConflict, api.CodeConflict},
-	{errdefs.ErrUnavailable, http.StatusServiceUnavailable, api.CodeUnavailable},
-	{errdefs.ErrDeadlineExceeded, http.StatusGatewayTimeout, api.CodeTimeout},
-}
-
-// writeError writes err as the API's error body.
+// writeError answers with err as errdefs maps it, with the gateway's
+// headers.
 func writeError(w http.ResponseWriter, err error) {
-	status, code := http.StatusInternalServerError, api.CodeInternal
-	for _, s := range statuses {
-		if errors.Is(err, s.class) {
-			status, code = s.status, s.code
-			break
-		}
-	}
-	if c := errdefs.Code(err); c != "" {
-		code = c
-	}
-	writeJSON(w, status, api.Error{Message: err.Error(), Code: code})
+	status, _ := errdefs.HTTPStatus(err)
+	writeJSON(w, status, errdefs.Body(err))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

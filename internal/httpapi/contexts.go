@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/sse"
 	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/store"
@@ -142,18 +143,17 @@ func (c *ContextRoutes) executeStream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	sse := newSSE(w)
-	resp, err := run(r.Context(), sseSink{sse})
+	events := sse.Start(w)
+	resp, err := run(r.Context(), sseSink{events})
 	if err != nil {
-		_, code := statusOf(err)
-		sse.send(api.EventError, api.Error{Message: err.Error(), Code: code})
+		events.SendJSON(api.EventError, errdefs.Body(err))
 		return
 	}
 	if resp.Error != nil {
-		sse.send(api.EventError, resp.Error)
+		events.SendJSON(api.EventError, resp.Error)
 	}
 	resp.Output = api.ExecutionOutput{} // streamed already
-	sse.send(api.EventComplete, resp)
+	events.SendJSON(api.EventComplete, resp)
 }
 
 // decodeExecute reads an execute request, whose code may be larger than
@@ -163,14 +163,16 @@ func decodeExecute(w http.ResponseWriter, r *http.Request, req *api.ExecuteReque
 }
 
 // sseSink sends an execution's output as events.
-type sseSink struct{ sse *sse }
+type sseSink struct{ events *sse.Writer }
 
 func (s sseSink) Stdout(text string) error {
-	return s.sse.send(api.EventStdout, api.ExecutionOutputEvent{Text: text})
+	return s.events.SendJSON(api.EventStdout, api.ExecutionOutputEvent{Text: text})
 }
 
 func (s sseSink) Stderr(text string) error {
-	return s.sse.send(api.EventStderr, api.ExecutionOutputEvent{Text: text})
+	return s.events.SendJSON(api.EventStderr, api.ExecutionOutputEvent{Text: text})
 }
 
-func (s sseSink) Result(res api.ExecutionResult) error { return s.sse.send(api.EventResult, res) }
+func (s sseSink) Result(res api.ExecutionResult) error {
+	return s.events.SendJSON(api.EventResult, res)
+}

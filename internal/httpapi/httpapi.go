@@ -1,7 +1,7 @@
 // Package httpapi is the daemon's REST edge: it decodes requests, calls the
-// manager and image services, and encodes results and errors. Error classes
-// (package errdefs) are mapped to HTTP statuses and wire codes here and
-// nowhere else.
+// manager and image services, and encodes results and errors. Errors are
+// answered with errdefs.WriteHTTP, the one mapping of error classes to
+// HTTP statuses and wire codes.
 package httpapi
 
 import (
@@ -157,51 +157,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// classes maps each error class to its status and generic code.
-var classes = []struct {
-	class  error
-	status int
-	code   string
-}{
-	{errdefs.ErrInvalidArgument, http.StatusBadRequest, api.CodeInvalidRequest},
-	{errdefs.ErrUnauthenticated, http.StatusUnauthorized, api.CodeUnauthorized},
-	{errdefs.ErrPermissionDenied, http.StatusForbidden, api.CodeForbidden},
-	{errdefs.ErrNotFound, http.StatusNotFound, api.CodeNotFound},
-	{errdefs.ErrAlreadyExists, http.StatusConflict, api.CodeAlreadyExists},
-	{errdefs.ErrFailedPrecondition, http.StatusConflict, api.CodeConflict},
-	{errdefs.ErrResourceExhausted, http.StatusTooManyRequests, api.CodeLimitExceeded},
-	{errdefs.ErrNotImplemented, http.StatusNotImplemented, api.CodeNotImplemented},
-	{errdefs.ErrUnavailable, http.StatusServiceUnavailable, api.CodeUnavailable},
-	{errdefs.ErrDeadlineExceeded, http.StatusGatewayTimeout, api.CodeTimeout},
-}
-
-// statusOf returns the HTTP status and wire code for err.
-func statusOf(err error) (int, string) {
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return http.StatusRequestEntityTooLarge, api.CodeTooLarge
-	}
-	code := errdefs.Code(err)
-	for _, c := range classes {
-		if errors.Is(err, c.class) {
-			if code == "" {
-				code = c.code
-			}
-			status := c.status
-			if code == api.CodeNoSpace {
-				status = http.StatusInsufficientStorage
-			}
-			return status, code
-		}
-	}
-	return http.StatusInternalServerError, api.CodeInternal
-}
-
-// writeError writes err as the API's error body.
-func writeError(w http.ResponseWriter, err error) {
-	status, code := statusOf(err)
-	writeJSON(w, status, api.Error{Message: err.Error(), Code: code})
-}
+// writeError answers with err, mapped by errdefs' one table.
+func writeError(w http.ResponseWriter, err error) { errdefs.WriteHTTP(w, err) }
 
 // decode reads a JSON body into v, rejecting bodies that are too large,
 // malformed, of the wrong types or followed by more data.

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/sse"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/image"
 )
@@ -45,17 +46,16 @@ func (s *Server) listImages(w http.ResponseWriter, r *http.Request) {
 // progressStream runs op, streaming its progress as SSE "progress" events
 // and ending with one "image" event per result or an "error" event.
 func (s *Server) progressStream(w http.ResponseWriter, r *http.Request, op func(image.ProgressFunc) ([]*image.Image, error)) {
-	sse := newSSE(w)
+	events := sse.Start(w)
 	imgs, err := op(func(p image.Progress) {
-		_ = sse.send("progress", api.ImageProgress{Phase: p.Phase, Item: p.Item, Current: p.Current, Total: p.Total})
+		_ = events.SendJSON("progress", api.ImageProgress{Phase: p.Phase, Item: p.Item, Current: p.Current, Total: p.Total})
 	})
 	if err != nil {
-		_, code := statusOf(err)
-		sse.send("error", api.Error{Message: err.Error(), Code: code})
+		events.SendJSON("error", errdefs.Body(err))
 		return
 	}
 	for _, img := range imgs {
-		sse.send("image", imageToAPI(img))
+		events.SendJSON("image", imageToAPI(img))
 	}
 }
 

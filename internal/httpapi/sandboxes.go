@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/sse"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/store"
@@ -195,15 +195,14 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	sse := newSSE(w)
+	events := sse.Start(w)
 	res, err := s.mgr.ExecStream(r.Context(), r.PathValue("id"), req,
-		sse.writer("stdout"), sse.writer("stderr"))
+		outputWriter(events, "stdout"), outputWriter(events, "stderr"))
 	if err != nil {
-		_, code := statusOf(err)
-		sse.send("error", api.Error{Message: err.Error(), Code: code})
+		events.SendJSON("error", errdefs.Body(err))
 		return
 	}
-	sse.send("exit", api.ExecEvent{Type: "exit", ExitCode: res.ExitCode, TimedOut: res.TimedOut, Duration: ms(res.Duration)})
+	events.SendJSON("exit", api.ExecEvent{Type: "exit", ExitCode: res.ExitCode, TimedOut: res.TimedOut, Duration: ms(res.Duration)})
 }
 
 // upload accepts multipart/form-data with a "path" field and a "file" part
@@ -354,37 +353,12 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.LogsResponse{Logs: logs, Events: events})
 }
 
-// sse writes Server-Sent Events, flushing each one.
-type sse struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
-}
-
-func newSSE(w http.ResponseWriter) *sse {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	return &sse{w: w, rc: http.NewResponseController(w)}
-}
-
-func (s *sse) send(event string, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, b); err != nil {
-		return err
-	}
-	return s.rc.Flush()
-}
-
-// writer returns an io.Writer whose writes become events of the given
-// type. The agent delivers each chunk from one goroutine per stream, and
-// the two streams' writes are serialized by the agent client.
-func (s *sse) writer(event string) io.Writer {
+// outputWriter returns an io.Writer whose writes become exec output events
+// of the given type. The agent delivers each chunk from one goroutine per
+// stream, and the two streams' writes are serialized by the agent client.
+func outputWriter(events *sse.Writer, event string) io.Writer {
 	return writerFunc(func(p []byte) (int, error) {
-		if err := s.send(event, api.ExecEvent{Type: event, Data: string(p)}); err != nil {
+		if err := events.SendJSON(event, api.ExecEvent{Type: event, Data: string(p)}); err != nil {
 			return 0, err
 		}
 		return len(p), nil

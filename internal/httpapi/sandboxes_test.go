@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,7 +19,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agent2env/agent2env/api"
-	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 	"github.com/agent2env/agent2env/internal/store"
@@ -630,39 +628,6 @@ func TestBadInput(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(work), "escape")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("upload escaped the workspace: %v", err)
-	}
-}
-
-func TestStatusOf(t *testing.T) {
-	tests := []struct {
-		err    error
-		status int
-		code   string
-	}{
-		{errdefs.Invalid("x"), http.StatusBadRequest, api.CodeInvalidRequest},
-		{errdefs.NotFound("x"), http.StatusNotFound, api.CodeNotFound},
-		{errdefs.WithCode(errdefs.NotFound("x"), api.CodeSandboxNotFound), http.StatusNotFound, api.CodeSandboxNotFound},
-		{fmt.Errorf("wrapped: %w", errdefs.WithCode(errdefs.NotFound("x"), api.CodeFileNotFound)), http.StatusNotFound, api.CodeFileNotFound},
-		{errdefs.Conflict("x"), http.StatusConflict, api.CodeAlreadyExists},
-		{errdefs.Precondition("x"), http.StatusConflict, api.CodeConflict},
-		{errdefs.WithCode(errdefs.Precondition("x"), api.CodeSandboxNotReady), http.StatusConflict, api.CodeSandboxNotReady},
-		{fmt.Errorf("x: %w", errdefs.ErrResourceExhausted), http.StatusTooManyRequests, api.CodeLimitExceeded},
-		{errdefs.WithCode(fmt.Errorf("x: %w", errdefs.ErrResourceExhausted), api.CodeNoSpace), http.StatusInsufficientStorage, api.CodeNoSpace},
-		{fmt.Errorf("x: %w", errdefs.ErrUnavailable), http.StatusServiceUnavailable, api.CodeUnavailable},
-		{fmt.Errorf("x: %w", errdefs.ErrDeadlineExceeded), http.StatusGatewayTimeout, api.CodeTimeout},
-		{fmt.Errorf("x: %w", errdefs.ErrNotImplemented), http.StatusNotImplemented, api.CodeNotImplemented},
-		{fmt.Errorf("x: %w", errdefs.ErrUnauthenticated), http.StatusUnauthorized, api.CodeUnauthorized},
-		{fmt.Errorf("x: %w", errdefs.ErrPermissionDenied), http.StatusForbidden, api.CodeForbidden},
-		{fmt.Errorf("read: %w", &http.MaxBytesError{Limit: 1}), http.StatusRequestEntityTooLarge, api.CodeTooLarge},
-		{errors.New("disk on fire"), http.StatusInternalServerError, api.CodeInternal},
-	}
-	for _, tt := range tests {
-		t.Run(tt.err.Error(), func(t *testing.T) {
-			status, code := statusOf(tt.err)
-			if status != tt.status || code != tt.code {
-				t.Errorf("statusOf = %d %s, want %d %s", status, code, tt.status, tt.code)
-			}
-		})
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"golang.org/x/sys/unix"
 
@@ -243,6 +244,37 @@ func TestBuildNode(t *testing.T) {
 			if e.Type().IsRegular() && e.Name() != "lock" {
 				t.Errorf("apt list %s left in the image", e.Name())
 			}
+		}
+	}
+}
+
+// TestMountsUnder mounts below a directory whose names mountinfo escapes.
+func TestMountsUnder(t *testing.T) {
+	runtimetest.RequiresRoot(t)
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "with space", "and\ttab")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", sub, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(sub, unix.MNT_DETACH) })
+	for _, tt := range []struct {
+		dir  string
+		want []string
+	}{
+		{dir, []string{sub}},
+		{filepath.Join(dir, "with space"), []string{sub}},
+		{sub, nil}, // the mount point itself is not below it
+		{dir + "/with", nil},
+	} {
+		got, err := mountsUnder(tt.dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("mountsUnder(%q) (-want +got):\n%s", tt.dir, diff)
 		}
 	}
 }

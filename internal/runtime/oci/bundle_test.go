@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/moby/sys/mountinfo"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
@@ -273,14 +274,63 @@ func TestCgroupParent(t *testing.T) {
 	}
 }
 
-func TestUnescapeMount(t *testing.T) {
-	for in, want := range map[string]string{
-		`/a/b`:            "/a/b",
-		`/with\040space`:  "/with space",
-		`/tab\011and\134`: "/tab\tand\\",
-	} {
-		if got := unescapeMount(in); got != want {
-			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
-		}
+func TestCgroupsOf(t *testing.T) {
+	const (
+		root    = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+		v2      = "30 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate\n"
+		cpu     = "25 24 0:22 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid shared:8 - cgroup cgroup rw,cpu,cpuacct\n"
+		memory  = "26 24 0:23 / /sys/fs/cgroup/memory rw,nosuid shared:9 - cgroup cgroup rw,memory\n"
+		systemd = "27 24 0:24 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,xattr,name=systemd\n"
+		unified = "28 24 0:25 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw,nsdelegate\n"
+		escaped = "31 23 0:27 / /mnt/my\\040cgroups\\011v1 rw - cgroup cgroup\\040fs rw,memory\n"
+	)
+	tests := []struct {
+		name       string
+		mountinfo  string
+		want       []hierarchy
+		memory     string // root("memory")
+		memoryIsV2 bool
+	}{
+		{"pure v2", root + v2, []hierarchy{{dir: "/sys/fs/cgroup", v2: true}}, "/sys/fs/cgroup", true},
+		{
+			"hybrid", root + cpu + memory + systemd + unified,
+			[]hierarchy{
+				{dir: "/sys/fs/cgroup/cpu,cpuacct", controllers: []string{"cpu", "cpuacct"}},
+				{dir: "/sys/fs/cgroup/memory", controllers: []string{"memory"}},
+				{dir: "/sys/fs/cgroup/systemd", controllers: []string{"xattr", "name=systemd"}},
+				{dir: "/sys/fs/cgroup/unified", v2: true},
+			},
+			"/sys/fs/cgroup/memory", false,
+		},
+		{
+			"octal escapes in the mount point and source", root + escaped,
+			[]hierarchy{{dir: "/mnt/my cgroups\tv1", controllers: []string{"memory"}}},
+			"/mnt/my cgroups\tv1", false,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mounts, err := mountinfo.GetMountsFromReader(strings.NewReader(tt.mountinfo), cgroupMounts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cg, err := cgroupsOf("agent2env/x", mounts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, cg.all, cmp.AllowUnexported(hierarchy{})); diff != "" {
+				t.Errorf("hierarchies (-want +got):\n%s", diff)
+			}
+			if dir, v2 := cg.root("memory"); dir != tt.memory || v2 != tt.memoryIsV2 {
+				t.Errorf("root(memory) = %s, %v; want %s, %v", dir, v2, tt.memory, tt.memoryIsV2)
+			}
+		})
+	}
+	mounts, err := mountinfo.GetMountsFromReader(strings.NewReader(root), cgroupMounts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cgroupsOf("agent2env/x", mounts); err == nil {
+		t.Error("cgroupsOf without cgroup mounts = nil error")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -41,25 +42,33 @@ type cgroups struct {
 	parent string // cgroupParent
 }
 
+// cgroupMounts selects the cgroup file systems of mountinfo.
+var cgroupMounts = mountinfo.FSTypeFilter("cgroup", "cgroup2")
+
 // readCgroups finds the mounted cgroup hierarchies in mountinfo.
 func readCgroups(parent string) (*cgroups, error) {
-	mounts, err := readMountinfo()
+	mounts, err := mountinfo.GetMounts(cgroupMounts)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read mountinfo: %w", err)
 	}
+	return cgroupsOf(parent, mounts)
+}
+
+// cgroupsOf returns the layout of the cgroup mounts.
+func cgroupsOf(parent string, mounts []*mountinfo.Info) (*cgroups, error) {
 	cg := &cgroups{parent: parent}
 	for _, m := range mounts {
-		switch m.fstype {
+		switch m.FSType {
 		case "cgroup2":
-			cg.all = append(cg.all, hierarchy{dir: m.point, v2: true})
+			cg.all = append(cg.all, hierarchy{dir: m.Mountpoint, v2: true})
 		case "cgroup":
 			var ctrls []string
-			for _, o := range strings.Split(m.superOpts, ",") {
+			for _, o := range strings.Split(m.VFSOptions, ",") {
 				if o != "rw" && o != "ro" && !strings.Contains(o, "=") || strings.HasPrefix(o, "name=") {
 					ctrls = append(ctrls, o)
 				}
 			}
-			cg.all = append(cg.all, hierarchy{dir: m.point, controllers: ctrls})
+			cg.all = append(cg.all, hierarchy{dir: m.Mountpoint, controllers: ctrls})
 		}
 	}
 	if len(cg.all) == 0 {
@@ -233,52 +242,4 @@ func readKeyed(path, key string) (uint64, error) {
 		}
 	}
 	return 0, fmt.Errorf("%s: no %s", path, key)
-}
-
-// mountEntry is one line of /proc/self/mountinfo.
-type mountEntry struct {
-	point     string
-	fstype    string
-	superOpts string
-}
-
-// readMountinfo parses /proc/self/mountinfo.
-func readMountinfo() ([]mountEntry, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	var out []mountEntry
-	for _, line := range strings.Split(string(b), "\n") {
-		// id parent major:minor root point opts [optional...] - fstype source superopts
-		pre, post, ok := strings.Cut(line, " - ")
-		if !ok {
-			continue
-		}
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if len(f) < 5 || len(g) < 3 {
-			continue
-		}
-		out = append(out, mountEntry{point: unescapeMount(f[4]), fstype: g[0], superOpts: g[2]})
-	}
-	return out, nil
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space, ...).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/moby/sys/mountinfo"
 )
 
 // Status reports on one sandbox.
@@ -189,15 +190,15 @@ func (r *Runtime) removeStrays(ctx context.Context, live map[string]bool) error 
 			errs = append(errs, r.oci.delete(ctx, id))
 		}
 	}
-	mounts, err := readMountinfo()
+	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(r.cfg.Root))
 	if err != nil {
-		errs = append(errs, err)
+		errs = append(errs, fmt.Errorf("read mountinfo: %w", err))
 	}
 	var stray []string
 	for _, m := range mounts {
-		rel, ok := strings.CutPrefix(m.point, r.cfg.Root+"/")
+		rel, ok := strings.CutPrefix(m.Mountpoint, r.cfg.Root+"/")
 		if id, _, _ := strings.Cut(rel, "/"); ok && !live[id] {
-			stray = append(stray, m.point)
+			stray = append(stray, m.Mountpoint)
 		}
 	}
 	// Deepest first, each once (a path can be mounted over several times).

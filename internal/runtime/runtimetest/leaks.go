@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // cgroupParent is where the oci runtime with state in root makes its
@@ -47,22 +49,18 @@ func AssertNoLeaks(t testing.TB, root string) {
 		}
 	}
 
-	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := mountinfo.GetMounts(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	parent := cgroupParent(root)
 	var cgroupDirs []string
-	for _, l := range strings.Split(string(mountinfo), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 5 {
-			continue
+	for _, m := range mounts {
+		if strings.HasPrefix(m.Mountpoint, root+"/") {
+			t.Errorf("leaked mount %s", m.Mountpoint)
 		}
-		if strings.HasPrefix(f[4], root+"/") {
-			t.Errorf("leaked mount %s", f[4])
-		}
-		if strings.Contains(l, " - cgroup ") || strings.Contains(l, " - cgroup2 ") {
-			cgroupDirs = append(cgroupDirs, filepath.Join(f[4], parent))
+		if m.FSType == "cgroup" || m.FSType == "cgroup2" {
+			cgroupDirs = append(cgroupDirs, filepath.Join(m.Mountpoint, parent))
 		}
 	}
 	for _, d := range cgroupDirs {
