@@ -235,6 +235,10 @@ func TestClientSettings(t *testing.T) {
 			want: settings{url: "http://flag:1", token: "gtok"}},
 		{name: "each setting on its own", token: "gtok", file: "url: http://file:1\ntoken: ftok\n",
 			want: settings{url: "http://file:1", token: "gtok"}},
+		{name: "the file's token for the file's daemon only", url: "http://flag:1", file: "url: http://file:1\ntoken: ftok\n",
+			want: settings{url: "http://flag:1"}},
+		{name: "the file's token for its daemon named elsewhere", env: map[string]string{"AGENT2ENV_URL": "http://file:1/api/v1/"},
+			file: "url: http://file:1\ntoken: ftok\n", want: settings{url: "http://file:1/api/v1/", token: "ftok"}},
 		{name: "compatibility names", env: map[string]string{"MSB_SERVER_URL": "http://msb:1", "MSB_API_KEY": "mtok", "SANDBOX_BASE_URL": "http://sb:1"},
 			want: settings{url: "http://msb:1", token: "mtok"}},
 		{name: "ours first", env: map[string]string{"AGENT2ENV_URL": "http://env:1", "MSB_SERVER_URL": "http://msb:1", "AGENT2ENV_TOKEN": "etok", "MSB_API_KEY": "mtok"},
@@ -393,16 +397,28 @@ func TestCompletion(t *testing.T) {
 			}
 		})
 	}
-	// What the scripts ask the binary: commands, flags and values.
-	for args, want := range map[string]string{
-		"__complete sandbox c":            "cp\tcopy a file",
-		"__complete sandbox ls -o ":       "wide\n",
-		"__complete prepull ls --status ": "failed\n",
-		"__complete sandbox create --t":   "--template\t",
-	} {
-		_, stdout, _ := run(t, strings.Split(args, " ")...)
-		if !strings.Contains(stdout, want) {
-			t.Errorf("%s: %q lacks %q", args, stdout, want)
+	// What the scripts ask the binary: commands, flags, and values, some
+	// from the daemon.
+	d := newFakeDaemon(t)
+	d.addSandbox(api.Sandbox{ID: "sb7", Status: api.StatusRunning})
+	d.addSandbox(api.Sandbox{ID: "sb8", Status: api.StatusRunning})
+	asks := []struct {
+		args, want string
+		exact      bool
+	}{
+		{"__complete sandbox c", "cp\tcopy a file", false},
+		{"__complete sandbox ls -o ", "wide\n", false},
+		{"__complete prepull ls --status ", "failed\n", false},
+		{"__complete sandbox create --t", "--template\t", false},
+		{"__complete sandbox exec ", "sb7\nsb8\n:4\n", true},
+		{"__complete sandbox exec sb7 ", ":4\n", true}, // the command is not the daemon's to say
+		{"__complete sandbox rm sb7 ", "sb8\n:4\n", true},
+		{"__complete sandbox logs --url http://127.0.0.1:1 ", ":1\n", true}, // no daemon: an error, nothing offered
+	}
+	for _, tt := range asks {
+		_, stdout, _ := run(t, strings.Split(tt.args, " ")...)
+		if !strings.Contains(stdout, tt.want) || tt.exact && stdout != tt.want {
+			t.Errorf("%s: %q, want %q", tt.args, stdout, tt.want)
 		}
 	}
 }

@@ -48,7 +48,7 @@ func (cc *clientConfig) register(c *cobra.Command) {
 	f.StringVar(&cc.url, "url", "", fmt.Sprintf("daemon URL (default: $%s, the config file's url, or %s)",
 		strings.Join(urlEnv, ", $"), client.DefaultURL))
 	// No default is shown: it would print the token in help.
-	f.StringVar(&cc.token, "token", "", fmt.Sprintf("API bearer token (default: $%s, or the config file's token)",
+	f.StringVar(&cc.token, "token", "", fmt.Sprintf("API bearer token (default: $%s, or the config file's token when the URL is its url)",
 		strings.Join(tokenEnv, ", $")))
 	f.BoolVar(&cc.debug, "debug", false, "print each HTTP request and response (without the token) to stderr")
 }
@@ -158,8 +158,12 @@ func (cc *clientConfig) resolve(e env) (settings, error) {
 		if err != nil {
 			return s, err
 		}
+		// The file's token goes to the file's daemon only, not to one a
+		// flag or the environment names.
+		if s.token == "" && (s.url == "" || baseURL(s.url) == baseURL(fc.URL)) {
+			s.token = fc.Token
+		}
 		s.url = cmpOr(s.url, fc.URL, client.DefaultURL)
-		s.token = cmpOr(s.token, fc.Token)
 	}
 	if v := e.getenv(envTimeout); v != "" {
 		d, err := parseSeconds(v)
@@ -169,6 +173,12 @@ func (cc *clientConfig) resolve(e env) (settings, error) {
 		s.timeout = d
 	}
 	return s, nil
+}
+
+// baseURL is u as the client takes it: without a trailing slash or
+// /api/v1.
+func baseURL(u string) string {
+	return strings.TrimSuffix(strings.TrimRight(strings.TrimSpace(u), "/"), "/api/v1")
 }
 
 // cmpOr returns the first of vals that is not empty.

@@ -22,7 +22,7 @@ func newContextCmd(e env, cc *clientConfig) *cobra.Command {
   agent2env context exec "$CTX" 'x = 6 * 7; print(x)'
   agent2env context exec "$CTX" < analysis.py`,
 		newContextCreateCmd(e, cc), newContextExecCmd(e, cc), newContextListCmd(e, cc),
-		removeCmd(e, cc, "CONTEXT_ID", "context id", "remove contexts",
+		removeCmd(e, cc, "CONTEXT_ID", "context id", "remove contexts", contextIDs,
 			func(ctx context.Context, cl *client.Client, id string) error { return cl.Contexts().Delete(ctx, id) }),
 	)
 }
@@ -83,6 +83,8 @@ func newContextCreateCmd(e env, cc *clientConfig) *cobra.Command {
 	f.StringVar(&sandbox, "sandbox", "", "put the context in the existing sandbox `ID`")
 	f.StringVar(&req.Template, "template", "", "template of the sandbox made for the context (default: the language's)")
 	f.Var(env, "env", "environment variable `KEY=VALUE` of the interpreter (repeatable)")
+	c.RegisterFlagCompletionFunc("sandbox", cc.complete(e, sandboxIDs, true))
+	c.RegisterFlagCompletionFunc("template", cc.complete(e, templateNames, true))
 	out.register(c, "the context's id", tableFormats)
 	return c
 }
@@ -102,6 +104,7 @@ the code has finished instead.`,
 		Example: `  agent2env context exec "$CTX" 'import sys; print(sys.version)'
   agent2env context exec "$CTX" --timeout 5m < train.py
   agent2env context exec "$CTX" -o json -- '-1 + 2' | jq .result`,
+		ValidArgsFunction: cc.complete(e, contextIDs, false),
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 || len(args) > 2 {
 				return usageErrorf(c, "need a context id and at most one CODE argument (none or - reads the code from standard input)")

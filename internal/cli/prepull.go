@@ -18,7 +18,7 @@ func newPrepullCmd(e env, cc *clientConfig) *cobra.Command {
   agent2env prepull create --template python-ds
   agent2env prepull ls --status failed`,
 		newPrepullCreateCmd(e, cc), newPrepullListCmd(e, cc), newPrepullGetCmd(e, cc),
-		removeCmd(e, cc, "ID", "task ID", "remove prepull tasks, cancelling active pulls",
+		removeCmd(e, cc, "ID", "task ID", "remove prepull tasks, cancelling active pulls", prepullIDs,
 			func(ctx context.Context, cl *client.Client, id string) error { return cl.Prepull.Delete(ctx, id) }),
 	)
 }
@@ -98,6 +98,7 @@ func newPrepullCreateCmd(e env, cc *clientConfig) *cobra.Command {
 	f.StringVar(&template, "template", "", "prepull the image of the latest version of template `NAME`")
 	f.IntVar(&timeout, "timeout", 0, "seconds before the pull fails (default: the daemon's, 600)")
 	f.BoolVar(&wait, "wait", false, "wait until the pull completes; fail with the reason if it fails")
+	c.RegisterFlagCompletionFunc("template", cc.complete(e, templateNames, true))
 	out.register(c, "table", tableFormats)
 	return c
 }
@@ -138,10 +139,11 @@ func newPrepullListCmd(e env, cc *clientConfig) *cobra.Command {
 func newPrepullGetCmd(e env, cc *clientConfig) *cobra.Command {
 	var out output
 	c := &cobra.Command{
-		Use:     "get ID [flags]",
-		Short:   "show a prepull task",
-		Example: `  agent2env prepull get pp-7 -o yaml`,
-		Args:    exactArgs(1, "need one task ID"),
+		Use:               "get ID [flags]",
+		Short:             "show a prepull task",
+		Example:           `  agent2env prepull get pp-7 -o yaml`,
+		Args:              exactArgs(1, "need one task ID"),
+		ValidArgsFunction: cc.complete(e, prepullIDs, false),
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, args []string) (view, error) {
 			task, err := cl.Prepull.Get(ctx, args[0])
 			if err != nil {

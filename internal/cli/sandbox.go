@@ -24,7 +24,7 @@ func newSandboxCmd(e env, cc *clientConfig) *cobra.Command {
   agent2env sandbox rm "$ID"`,
 		newSandboxCreateCmd(e, cc), newSandboxListCmd(e, cc), newSandboxExecCmd(e, cc), newSandboxCopyCmd(e, cc),
 		newSandboxLogsCmd(e, cc),
-		removeCmd(e, cc, "ID", "sandbox id", "remove sandboxes", func(ctx context.Context, cl *client.Client, id string) error {
+		removeCmd(e, cc, "ID", "sandbox id", "remove sandboxes", sandboxIDs, func(ctx context.Context, cl *client.Client, id string) error {
 			return cl.Sandbox.Delete(ctx, id)
 		}),
 		newSandboxControlCmd(e, cc, "stop", "stop running sandboxes, keeping their files"),
@@ -80,6 +80,8 @@ func newSandboxCreateCmd(e env, cc *clientConfig) *cobra.Command {
 	f.IntVar(&ttl, "ttl", 0, "seconds until the sandbox is removed, 0 for never (default: the template's or the daemon's)")
 	f.Var(env, "env", "environment variable `KEY=VALUE` (repeatable)")
 	f.BoolVar(&wait, "wait", true, "wait until the sandbox runs; fail with the reason if it fails")
+	c.RegisterFlagCompletionFunc("template", cc.complete(e, templateNames, true))
+	c.RegisterFlagCompletionFunc("image", cc.complete(e, imageRefs, true))
 	out.register(c, "the sandbox's id", tableFormats)
 	return c
 }
@@ -175,6 +177,7 @@ after "--", is the command's.`,
 		// The command's arguments may look like flags: parseLeading
 		// stops at the command.
 		DisableFlagParsing: true,
+		ValidArgsFunction:  cc.complete(e, sandboxIDs, false),
 		RunE: func(c *cobra.Command, args []string) error {
 			pos, err := parseLeading(c, args, 1)
 			if err != nil {
@@ -319,10 +322,11 @@ func download(ctx context.Context, e env, cl *client.Client, id, p, dst string) 
 func newSandboxLogsCmd(e env, cc *clientConfig) *cobra.Command {
 	var out output
 	c := &cobra.Command{
-		Use:     "logs ID [flags]",
-		Short:   "print a sandbox's lifecycle events and console output",
-		Example: `  agent2env sandbox logs "$ID"`,
-		Args:    exactArgs(1, "need one sandbox id"),
+		Use:               "logs ID [flags]",
+		Short:             "print a sandbox's lifecycle events and console output",
+		Example:           `  agent2env sandbox logs "$ID"`,
+		Args:              exactArgs(1, "need one sandbox id"),
+		ValidArgsFunction: cc.complete(e, sandboxIDs, false),
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, args []string) (view, error) {
 			logs, err := cl.Sandbox.GetLogs(ctx, args[0])
 			if err != nil {
@@ -351,10 +355,11 @@ func newSandboxLogsCmd(e env, cc *clientConfig) *cobra.Command {
 func newSandboxControlCmd(e env, cc *clientConfig, op, short string) *cobra.Command {
 	var wait bool
 	c := &cobra.Command{
-		Use:     op + " ID... [flags]",
-		Short:   short,
-		Example: fmt.Sprintf(`  agent2env sandbox %s "$ID"`, op),
-		Args:    minArgs(1, "need at least one sandbox id"),
+		Use:               op + " ID... [flags]",
+		Short:             short,
+		Example:           fmt.Sprintf(`  agent2env sandbox %s "$ID"`, op),
+		Args:              minArgs(1, "need at least one sandbox id"),
+		ValidArgsFunction: cc.complete(e, sandboxIDs, true),
 		RunE: func(c *cobra.Command, ids []string) error {
 			cl, err := cc.client(e)
 			if err != nil {
@@ -383,14 +388,15 @@ func newSandboxControlCmd(e env, cc *clientConfig, op, short string) *cobra.Comm
 
 // removeCmd is every "rm" command: it removes each argument with del.
 // what names the argument in usage ("ID"); noun in errors.
-func removeCmd(e env, cc *clientConfig, what, noun, short string,
+func removeCmd(e env, cc *clientConfig, what, noun, short string, list lister,
 	del func(ctx context.Context, cl *client.Client, arg string) error) *cobra.Command {
 	return &cobra.Command{
-		Use:     "rm " + what + "... [flags]",
-		Aliases: []string{"remove"},
-		Short:   short,
-		Long:    short + ", printing each one removed. A failure does not stop the others; any makes the exit code 1.",
-		Args:    minArgs(1, "need at least one "+noun),
+		Use:               "rm " + what + "... [flags]",
+		Aliases:           []string{"remove"},
+		Short:             short,
+		Long:              short + ", printing each one removed. A failure does not stop the others; any makes the exit code 1.",
+		Args:              minArgs(1, "need at least one "+noun),
+		ValidArgsFunction: cc.complete(e, list, true),
 		RunE: func(c *cobra.Command, args []string) error {
 			cl, err := cc.client(e)
 			if err != nil {

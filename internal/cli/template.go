@@ -27,7 +27,7 @@ func newTemplateCmd(e env, cc *clientConfig) *cobra.Command {
   agent2env template ls --tag python
   agent2env template rollback python-ds --to 1`,
 		newTemplateCreateCmd(e, cc), newTemplateListCmd(e, cc), newTemplateGetCmd(e, cc), newTemplateUpdateCmd(e, cc),
-		removeCmd(e, cc, "NAME", "template NAME", "remove templates and all their versions",
+		removeCmd(e, cc, "NAME", "template NAME", "remove templates and all their versions", templateNames,
 			func(ctx context.Context, cl *client.Client, n string) error { return cl.Template.Delete(ctx, n) }),
 		newTemplateVersionsCmd(e, cc), newTemplateRollbackCmd(e, cc), newTemplateExportCmd(e, cc),
 	)
@@ -146,7 +146,8 @@ func newTemplateGetCmd(e env, cc *clientConfig) *cobra.Command {
 		Short: "show a template, or one of its versions",
 		Example: `  agent2env template get python-ds
   agent2env template get python-ds --version 2 -o yaml`,
-		Args: exactArgs(1, "need one template NAME"),
+		Args:              exactArgs(1, "need one template NAME"),
+		ValidArgsFunction: cc.complete(e, templateNames, false),
 		RunE: func(c *cobra.Command, args []string) error {
 			if version < 0 {
 				return usageErrorf(c, "--version must be at least 1")
@@ -270,10 +271,11 @@ func newTemplateUpdateCmd(e env, cc *clientConfig) *cobra.Command {
 		out             output
 	)
 	c := &cobra.Command{
-		Use:     "update NAME -f FILE [flags]",
-		Short:   "make a new version of a template from a file",
-		Example: `  agent2env template update python-ds -f python-ds.yaml --changelog "python 3.13"`,
-		Args:    exactArgs(1, "need one template NAME"),
+		Use:               "update NAME -f FILE [flags]",
+		Short:             "make a new version of a template from a file",
+		Example:           `  agent2env template update python-ds -f python-ds.yaml --changelog "python 3.13"`,
+		Args:              exactArgs(1, "need one template NAME"),
+		ValidArgsFunction: cc.complete(e, templateNames, false),
 		RunE: func(c *cobra.Command, args []string) error {
 			if file == "" {
 				return usageErrorf(c, "need -f FILE")
@@ -319,10 +321,11 @@ func versionView(v any, vs []api.TemplateVersion) view {
 func newTemplateVersionsCmd(e env, cc *clientConfig) *cobra.Command {
 	var out output
 	c := &cobra.Command{
-		Use:     "versions NAME [flags]",
-		Short:   "list a template's versions",
-		Example: `  agent2env template versions python-ds`,
-		Args:    exactArgs(1, "need one template NAME"),
+		Use:               "versions NAME [flags]",
+		Short:             "list a template's versions",
+		Example:           `  agent2env template versions python-ds`,
+		Args:              exactArgs(1, "need one template NAME"),
+		ValidArgsFunction: cc.complete(e, templateNames, false),
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, args []string) (view, error) {
 			l, err := cl.Template.ListVersions(ctx, args[0])
 			if err != nil {
@@ -342,10 +345,11 @@ func newTemplateRollbackCmd(e env, cc *clientConfig) *cobra.Command {
 		out       output
 	)
 	c := &cobra.Command{
-		Use:     "rollback NAME --to N [flags]",
-		Short:   "make a new version with the spec of version N",
-		Example: `  agent2env template rollback python-ds --to 1 --changelog "numpy 2 broke the notebooks"`,
-		Args:    exactArgs(1, "need one template NAME"),
+		Use:               "rollback NAME --to N [flags]",
+		Short:             "make a new version with the spec of version N",
+		Example:           `  agent2env template rollback python-ds --to 1 --changelog "numpy 2 broke the notebooks"`,
+		Args:              exactArgs(1, "need one template NAME"),
+		ValidArgsFunction: cc.complete(e, templateNames, false),
 		RunE: func(c *cobra.Command, args []string) error {
 			if to < 1 {
 				return usageErrorf(c, "need --to N, a version from 1")
@@ -379,8 +383,9 @@ func newTemplateExportCmd(e env, cc *clientConfig) *cobra.Command {
 		Short: "write a template as a YAML document",
 		Long: `export writes a template as a SandboxTemplate YAML document, which "template create -f"
 and "import" read. Its -o names a file: the output is always YAML.`,
-		Example: `  agent2env template export python-ds -o python-ds.yaml`,
-		Args:    exactArgs(1, "need one template NAME"),
+		Example:           `  agent2env template export python-ds -o python-ds.yaml`,
+		Args:              exactArgs(1, "need one template NAME"),
+		ValidArgsFunction: cc.complete(e, templateNames, false),
 		RunE: func(c *cobra.Command, args []string) error {
 			if version < 0 {
 				return usageErrorf(c, "--version must be at least 1")

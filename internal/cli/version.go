@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -103,8 +102,7 @@ func daemonVersion(ctx context.Context, e env, cc *clientConfig) (string, *versi
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	base := strings.TrimSuffix(strings.TrimRight(strings.TrimSpace(s.url), "/"), "/api/v1")
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/version", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL(s.url)+"/api/v1/version", nil)
 	if err != nil {
 		return s.url, nil, err.Error()
 	}
