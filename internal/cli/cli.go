@@ -159,6 +159,11 @@ func addCommands(e env, root *cobra.Command) {
 	// has them too.
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
+	if c, _, err := root.Find([]string{"completion"}); err == nil {
+		c.Example = `  agent2env completion bash | sudo tee /etc/bash_completion.d/agent2env
+  agent2env completion zsh > "${fpath[1]}/_agent2env"
+  agent2env completion fish > ~/.config/fish/completions/agent2env.fish`
+	}
 	for _, c := range root.Commands() {
 		if c.GroupID != groupClient && c.Name() != "login" && c.Name() != "version" {
 			withoutGlobalFlags(c)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
 	"github.com/agent2env/agent2env/api"
@@ -420,5 +422,22 @@ func TestCompletion(t *testing.T) {
 		if !strings.Contains(stdout, tt.want) || tt.exact && stdout != tt.want {
 			t.Errorf("%s: %q, want %q", tt.args, stdout, tt.want)
 		}
+	}
+}
+
+// TestExamples wants an example in the help of every command (cobra's
+// completion scripts explain themselves).
+func TestExamples(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.IsAvailableCommand() && c.Example == "" && c.Parent().Name() != "completion" {
+			t.Errorf("%s has no example", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	for _, c := range newRoot(env{stdout: io.Discard, stderr: io.Discard}).Commands() {
+		walk(c)
 	}
 }

@@ -22,7 +22,9 @@ func newContextCmd(e env, cc *clientConfig) *cobra.Command {
   agent2env context exec "$CTX" 'x = 6 * 7; print(x)'
   agent2env context exec "$CTX" < analysis.py`,
 		newContextCreateCmd(e, cc), newContextExecCmd(e, cc), newContextListCmd(e, cc),
-		removeCmd(e, cc, "CONTEXT_ID", "context id", "remove contexts", contextIDs,
+		removeCmd(e, cc, "CONTEXT_ID", "context id", "remove contexts",
+			`  agent2env context rm "$CTX"
+  agent2env context rm $(agent2env context ls -q --session notebook-1)`, contextIDs,
 			func(ctx context.Context, cl *client.Client, id string) error { return cl.Contexts().Delete(ctx, id) }),
 	)
 }

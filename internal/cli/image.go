@@ -29,7 +29,7 @@ func newImageCmd(e env, cc *clientConfig) *cobra.Command {
 				return cl.Image.Build(ctx, ref, p)
 			}),
 		newImageImportCmd(e, cc),
-		removeCmd(e, cc, "REF", "image reference", "remove images", imageRefs, func(ctx context.Context, cl *client.Client, ref string) error {
+		removeCmd(e, cc, "REF", "image reference", "remove images", "  agent2env image rm alpine:3.20", imageRefs, func(ctx context.Context, cl *client.Client, ref string) error {
 			return cl.Image.Remove(ctx, ref)
 		}),
 	)

@@ -18,7 +18,8 @@ func newPrepullCmd(e env, cc *clientConfig) *cobra.Command {
   agent2env prepull create --template python-ds
   agent2env prepull ls --status failed`,
 		newPrepullCreateCmd(e, cc), newPrepullListCmd(e, cc), newPrepullGetCmd(e, cc),
-		removeCmd(e, cc, "ID", "task ID", "remove prepull tasks, cancelling active pulls", prepullIDs,
+		removeCmd(e, cc, "ID", "task ID", "remove prepull tasks, cancelling active pulls",
+			"  agent2env prepull rm $(agent2env prepull ls -q --status failed)", prepullIDs,
 			func(ctx context.Context, cl *client.Client, id string) error { return cl.Prepull.Delete(ctx, id) }),
 	)
 }

@@ -24,9 +24,12 @@ func newSandboxCmd(e env, cc *clientConfig) *cobra.Command {
   agent2env sandbox rm "$ID"`,
 		newSandboxCreateCmd(e, cc), newSandboxListCmd(e, cc), newSandboxExecCmd(e, cc), newSandboxCopyCmd(e, cc),
 		newSandboxLogsCmd(e, cc),
-		removeCmd(e, cc, "ID", "sandbox id", "remove sandboxes", sandboxIDs, func(ctx context.Context, cl *client.Client, id string) error {
-			return cl.Sandbox.Delete(ctx, id)
-		}),
+		removeCmd(e, cc, "ID", "sandbox id", "remove sandboxes",
+			`  agent2env sandbox rm "$ID"
+  agent2env sandbox rm $(agent2env sandbox ls -o json | jq -r '.items[] | select(.status == "failed") | .id')`,
+			sandboxIDs, func(ctx context.Context, cl *client.Client, id string) error {
+				return cl.Sandbox.Delete(ctx, id)
+			}),
 		newSandboxControlCmd(e, cc, "stop", "stop running sandboxes, keeping their files"),
 		newSandboxControlCmd(e, cc, "start", "start stopped sandboxes again"),
 		newSandboxControlCmd(e, cc, "restart", "stop and start sandboxes again"),
@@ -387,14 +390,16 @@ func newSandboxControlCmd(e env, cc *clientConfig, op, short string) *cobra.Comm
 }
 
 // removeCmd is every "rm" command: it removes each argument with del.
-// what names the argument in usage ("ID"); noun in errors.
-func removeCmd(e env, cc *clientConfig, what, noun, short string, list lister,
+// what names the argument in usage ("ID"); noun in errors; list completes
+// it.
+func removeCmd(e env, cc *clientConfig, what, noun, short, example string, list lister,
 	del func(ctx context.Context, cl *client.Client, arg string) error) *cobra.Command {
 	return &cobra.Command{
 		Use:               "rm " + what + "... [flags]",
 		Aliases:           []string{"remove"},
 		Short:             short,
 		Long:              short + ", printing each one removed. A failure does not stop the others; any makes the exit code 1.",
+		Example:           example,
 		Args:              minArgs(1, "need at least one "+noun),
 		ValidArgsFunction: cc.complete(e, list, true),
 		RunE: func(c *cobra.Command, args []string) error {

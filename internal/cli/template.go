@@ -27,7 +27,8 @@ func newTemplateCmd(e env, cc *clientConfig) *cobra.Command {
   agent2env template ls --tag python
   agent2env template rollback python-ds --to 1`,
 		newTemplateCreateCmd(e, cc), newTemplateListCmd(e, cc), newTemplateGetCmd(e, cc), newTemplateUpdateCmd(e, cc),
-		removeCmd(e, cc, "NAME", "template NAME", "remove templates and all their versions", templateNames,
+		removeCmd(e, cc, "NAME", "template NAME", "remove templates and all their versions",
+			"  agent2env template rm python-ds", templateNames,
 			func(ctx context.Context, cl *client.Client, n string) error { return cl.Template.Delete(ctx, n) }),
 		newTemplateVersionsCmd(e, cc), newTemplateRollbackCmd(e, cc), newTemplateExportCmd(e, cc),
 	)
