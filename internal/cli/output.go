@@ -106,8 +106,8 @@ type view struct {
 	ids []string
 	// table is what -o table prints; wide adds its wide columns.
 	table *table
-	// text, if set, is the default output instead of the table; a view
-	// without a table must have it.
+	// text, if set, is the default output instead of the table. A view
+	// with neither prints JSON.
 	text func(w io.Writer) error
 }
 
@@ -140,10 +140,12 @@ func (o *output) print(w io.Writer, v view) error {
 		return printJSON(w, v.value)
 	case o.format == formatYAML:
 		return printYAML(w, v.value)
-	case v.table == nil || (o.format == "" && v.text != nil):
+	case v.text != nil && (o.format == "" || v.table == nil):
 		return v.text(w)
+	case v.table != nil:
+		return v.table.write(w, o.format == formatWide)
 	}
-	return v.table.write(w, o.format == formatWide)
+	return printJSON(w, v.value)
 }
 
 // table is rows of columns; the columns from wide on are shown only by
