@@ -8,8 +8,13 @@ LISTEN    ?= 127.0.0.1:8080
 # Built images are cached here across clones and data directories.
 export AGENT2ENV_CACHE_DIR ?= /var/cache/agent2env
 SUDO      := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+# What "agent2env version" says; a build outside git says "dev".
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS   := -X github.com/agent2env/agent2env/internal/cli.version=$(VERSION) \
+             -X github.com/agent2env/agent2env/internal/cli.commit=$(COMMIT)
 
-.PHONY: all build deps run test test-go test-api bench vet clean
+.PHONY: all build deps run test test-go test-api bench vet tidy docs clean
 
 all: build
 
@@ -17,15 +22,26 @@ deps:
 	@scripts/deps.sh
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/agent2env
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/agent2env
 
 run: deps build
 	$(SUDO) AGENT2ENV_CACHE_DIR=$(AGENT2ENV_CACHE_DIR) $(BIN) serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
-vet:
+vet: tidy
 	$(GO) vet ./...
 	cd api && $(GO) vet ./...
 	@test -z "$$(gofmt -l cmd internal api)" || { echo "gofmt needed:"; gofmt -l cmd internal api; exit 1; }
+
+# Fails, changing nothing, when "go mod tidy" would change go.mod or go.sum
+# of either module.
+tidy:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy and commit"; exit 1; }
+	@cd api && { $(GO) mod tidy -diff || { echo "api/go.mod/go.sum are not tidy: run go mod tidy in api and commit"; exit 1; }; }
+
+# Regenerates the command reference in docs/cli (a test fails when it is
+# out of date).
+docs:
+	$(GO) generate ./internal/cli
 
 # The tests that need root, runc and built images run here; as root they
 # are on, and CI=true turns a missing prerequisite into a failure.

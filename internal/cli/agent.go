@@ -1,23 +1,29 @@
 package cli
 
 import (
-	"context"
 	"log/slog"
+
+	"github.com/spf13/cobra"
 
 	"github.com/agent2env/agent2env/internal/agent"
 )
 
-// agentCmd runs the in-sandbox agent as the sandbox's first process.
-type agentCmd struct{ env }
-
-func (c *agentCmd) Run(ctx context.Context, args []string) error {
-	fs := newFlags(c.env, "agent", "agent [flags]")
-	uid := fs.Int("uid", 1000, "user id commands run as (-1: the agent's own)")
-	gid := fs.Int("gid", 1000, "group id commands run as")
-	cwd := fs.String("cwd", "/workspace", "default working directory")
-	if err := fs.Parse(args); err != nil {
-		return err
+// newAgentCmd runs the in-sandbox agent as the sandbox's first process;
+// the runtime starts it, never a person.
+func newAgentCmd(e env) *cobra.Command {
+	opts := agent.Options{}
+	c := &cobra.Command{
+		Use:    "agent [flags]",
+		Short:  "run the in-sandbox agent (started by the runtime)",
+		Hidden: true,
+		Args:   noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			opts.Log = slog.New(slog.NewTextHandler(e.stderr, nil))
+			return agent.Run(c.Context(), opts)
+		},
 	}
-	log := slog.New(slog.NewTextHandler(c.stderr, nil))
-	return agent.Run(ctx, agent.Options{UID: *uid, GID: *gid, Cwd: *cwd, Log: log})
+	c.Flags().IntVar(&opts.UID, "uid", 1000, "user id commands run as (-1: the agent's own)")
+	c.Flags().IntVar(&opts.GID, "gid", 1000, "group id commands run as")
+	c.Flags().StringVar(&opts.Cwd, "cwd", "/workspace", "default working directory")
+	return c
 }

@@ -1,109 +1,381 @@
-// Package cli implements the agent2env command line: the daemon (serve),
-// the in-sandbox agent (agent) and the client commands. Each command is a
-// type with Run(ctx, args) error.
+// Package cli implements the agent2env command line on
+// github.com/spf13/cobra: the daemon (serve), the in-sandbox agent (agent,
+// hidden) and the client commands.
+//
+// Each command group has one file whose constructor builds its
+// *cobra.Command tree; each command's RunE calls one small function.
+// Client commands reach the daemon through one clientConfig (config.go:
+// --url and --token, the environment, the config file "login" writes)
+// and print resources through one output (output.go: -o table|wide|json|
+// yaml, -q). Errors are printed once, by Main: 1 for a failure, 2 for a
+// wrong use of a command.
+//
+// The command reference in docs/cli is generated from the tree; regenerate
+// it with "make docs" (a test fails when it is out of date).
 package cli
+
+//go:generate go test . -run TestCLIReference -update-docs
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"sort"
+	"os"
+	"slices"
 	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
-// Command is one subcommand.
-type Command interface {
-	Run(ctx context.Context, args []string) error
-}
-
-// env carries the process's streams to commands.
+// env carries the process's streams to commands, and what tests replace.
 type env struct {
+	stdin          io.Reader // nil: os.Stdin
 	stdout, stderr io.Writer
+	// lookupEnv reads the environment; nil: os.LookupEnv.
+	lookupEnv func(string) (string, bool)
+	// poll is how often waits poll the daemon; 0: the SDK's default.
+	poll time.Duration
 }
 
-type entry struct {
-	summary string
-	hidden  bool
-	make    func(env) Command
-}
-
-func commands() map[string]entry {
-	return map[string]entry{
-		"serve":  {summary: "run the daemon", make: func(e env) Command { return &serveCmd{env: e} }},
-		"apikey": {summary: "create an API key for the daemon", make: func(e env) Command { return &apikeyCmd{env: e} }},
-		"sandbox": {summary: "create, list, run commands in, copy files to, stop, start and remove sandboxes",
-			make: func(e env) Command { return &sandboxCmd{env: e} }},
-		"image": {summary: "list, pull, build, import and remove images", make: func(e env) Command { return &imageCmd{env: e} }},
-		"template": {summary: "create, list, update, version, roll back and export sandbox templates",
-			make: func(e env) Command { return &templateCmd{env: e} }},
-		"context": {summary: "create code-interpreter contexts, run code in them, list and remove them", make: func(e env) Command { return &contextCmd{env: e} }},
-		"prepull": {summary: "fetch images before sandboxes need them", make: func(e env) Command { return &prepullCmd{env: e} }},
-		"import":  {summary: "import templates from LiteBoxd YAML", make: func(e env) Command { return &importCmd{env: e} }},
-		"export":  {summary: "export templates as LiteBoxd YAML", make: func(e env) Command { return &exportCmd{env: e} }},
-		"agent": {summary: "run the in-sandbox agent (started by the runtime)", hidden: true,
-			make: func(e env) Command { return &agentCmd{env: e} }},
+func (e env) in() io.Reader {
+	if e.stdin == nil {
+		return os.Stdin
 	}
+	return e.stdin
 }
 
-// errUsage marks an error whose message is usage help.
-var errUsage = errors.New("usage")
+// getenv returns the environment variable key; set but empty counts as
+// unset.
+func (e env) getenv(key string) string {
+	lookup := e.lookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	v, _ := lookup(key)
+	return v
+}
 
-// Main runs the command named by args[0] and returns the exit code.
+// Main runs the command line args and returns the exit code: 0, 1 when
+// the command failed, 2 when it was used wrongly, or what the command
+// chose (sandbox exec passes on the remote command's).
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	e := env{stdout: stdout, stderr: stderr}
-	cmds := commands()
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr, cmds)
-		return 2
-	}
-	c, ok := cmds[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "agent2env: unknown command %q\n\n", args[0])
-		usage(stderr, cmds)
-		return 2
-	}
-	if err := c.make(e).Run(ctx, args[1:]); err != nil {
-		if exit := (*exitError)(nil); errors.As(err, &exit) {
-			return exit.code
-		}
-		if errors.Is(err, flag.ErrHelp) {
-			return 2
-		}
-		fmt.Fprintf(stderr, "agent2env %s: %v\n", args[0], err)
-		if errors.Is(err, errUsage) {
-			return 2
-		}
-		return 1
-	}
-	return 0
+	cmd, err := execute(ctx, e, args)
+	return report(e.stderr, cmd, err)
 }
 
-func usage(w io.Writer, cmds map[string]entry) {
-	fmt.Fprintln(w, "usage: agent2env <command> [flags]\n\ncommands:")
-	names := make([]string, 0, len(cmds))
-	for n, c := range cmds {
-		if !c.hidden {
-			names = append(names, n)
-		}
+// execute runs args on a new command tree and returns the command that
+// ran (or failed to parse) and its error, unprinted.
+func execute(ctx context.Context, e env, args []string) (*cobra.Command, error) {
+	var root *cobra.Command
+	if len(args) > 0 && args[0] == "agent" {
+		// The runtime starts the agent in every sandbox, on the path of
+		// sandbox creation: skip building the other commands.
+		root = newBareRoot(e)
+		root.AddCommand(newAgentCmd(e))
+	} else {
+		root = newRoot(e)
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
-	}
-	fmt.Fprintln(w, "\nRun 'agent2env <command> -h' for a command's flags.")
+	// Not nil: cobra would take nil for os.Args.
+	root.SetArgs(append([]string{}, legacyFlags(root, args)...))
+	return root.ExecuteContextC(ctx)
 }
 
-// newFlags returns a flag set that reports errors instead of exiting.
-func newFlags(e env, name, synopsis string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "usage: agent2env %s\n", synopsis)
-		if strings.Contains(synopsis, "[flags]") {
-			fs.PrintDefaults()
+// Command groups in the top-level help.
+const (
+	groupClient = "client"
+	groupDaemon = "daemon"
+	groupSetup  = "setup"
+)
+
+// newRoot builds the whole command tree.
+func newRoot(e env) *cobra.Command {
+	root := newBareRoot(e)
+	// A group lists its commands; "agent2env sandbox" alone is not a
+	// command of its own, so its help shows no usage line for it.
+	root.SetUsageTemplate(strings.Replace(root.UsageTemplate(), "Usage:{{if .Runnable}}",
+		"Usage:{{if and .Runnable (not .HasAvailableSubCommands)}}", 1))
+	root.AddGroup(
+		&cobra.Group{ID: groupClient, Title: "Client commands (they talk to a daemon):"},
+		&cobra.Group{ID: groupDaemon, Title: "Daemon commands:"},
+		&cobra.Group{ID: groupSetup, Title: "Setup commands:"},
+	)
+	root.SetHelpCommandGroupID(groupSetup)
+	root.SetCompletionCommandGroupID(groupSetup)
+	addCommands(e, root)
+	return root
+}
+
+// newBareRoot returns the root command without subcommands: it prints
+// nothing of its own, and makes flag errors usage errors.
+func newBareRoot(e env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "agent2env <command>",
+		Short: "AI-agent sandboxes as OCI containers: the daemon, its CLI and the in-sandbox agent",
+		Long: `agent2env runs sandboxes for AI agents as OCI containers (runc, no Docker engine).
+The same binary is the daemon ("agent2env serve"), the client commands below, which talk
+to a daemon over its REST API, and the agent inside every sandbox.`,
+		Example: `  sudo agent2env serve                       # start the daemon on 127.0.0.1:8080
+  ID=$(agent2env sandbox create --image agent2env/python)
+  agent2env sandbox exec "$ID" -- python3 -c 'print(1)'
+  agent2env sandbox ls -o json | jq '.items[].id'`,
+		Args:              cobra.ArbitraryArgs,
+		RunE:              needSubcommand,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		DisableAutoGenTag: true, // keeps docs/cli reproducible
+	}
+	root.SetIn(e.in())
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &usageError{cmd: c, err: err} })
+	return root
+}
+
+// addCommands adds every command to root.
+func addCommands(e env, root *cobra.Command) {
+	cc := &clientConfig{}
+	cc.register(root)
+	for _, c := range []*cobra.Command{
+		newSandboxCmd(e, cc), newContextCmd(e, cc), newTemplateCmd(e, cc), newImageCmd(e, cc),
+		newPrepullCmd(e, cc), newImportCmd(e, cc), newExportCmd(e, cc),
+	} {
+		c.GroupID = groupClient
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{newServeCmd(e), newAPIKeyCmd(e)} {
+		c.GroupID = groupDaemon
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{newLoginCmd(e, cc), newVersionCmd(e, cc)} {
+		c.GroupID = groupSetup
+		root.AddCommand(c)
+	}
+	root.AddCommand(newAgentCmd(e))
+	// Made now rather than at Execute, so that the reference in docs/cli
+	// has them too.
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	if c, _, err := root.Find([]string{"completion"}); err == nil {
+		c.Example = `  agent2env completion bash | sudo tee /etc/bash_completion.d/agent2env
+  agent2env completion zsh > "${fpath[1]}/_agent2env"
+  agent2env completion fish > ~/.config/fish/completions/agent2env.fish`
+	}
+	for _, c := range root.Commands() {
+		if c.GroupID != groupClient && c.Name() != "login" && c.Name() != "version" {
+			withoutGlobalFlags(c)
 		}
 	}
-	return fs
+}
+
+// withoutGlobalFlags leaves the client flags out of the help of c and its
+// subcommands, which do not talk to a daemon.
+func withoutGlobalFlags(c *cobra.Command) {
+	const section = `{{if .HasAvailableInheritedFlags}}
+
+Global Flags:
+{{.InheritedFlags.FlagUsages | trimTrailingWhitespaces}}{{end}}`
+	c.SetUsageTemplate(strings.Replace(c.UsageTemplate(), section, "", 1))
+}
+
+// group returns a command that only groups subcommands: run alone, or with
+// an unknown subcommand, it is a usage error listing its commands.
+func group(use, short, example string, subs ...*cobra.Command) *cobra.Command {
+	c := &cobra.Command{Use: use, Short: short, Example: example, Args: cobra.ArbitraryArgs, RunE: needSubcommand}
+	c.AddCommand(subs...)
+	return c
+}
+
+func needSubcommand(c *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return usageErrorf(c, "need a command")
+	}
+	msg := fmt.Sprintf("unknown command %q", args[0])
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2 // cobra's default, which only Find sets
+	}
+	if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+	}
+	return usageErrorf(c, "%s", msg)
+}
+
+// usageError is a wrong use of a command, such as a missing argument or a
+// malformed flag or configuration value: Main prints it with the command's
+// usage and exits 2.
+type usageError struct {
+	cmd *cobra.Command // whose usage to show; nil shows none
+	err error
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usageErrorf(c *cobra.Command, format string, args ...any) error {
+	return &usageError{cmd: c, err: fmt.Errorf(format, args...)}
+}
+
+// exitError makes Main exit with code and print nothing more: the command
+// has already said what happened (such as the output of a remote command
+// whose exit code this is).
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// report prints err, which cmd returned, once, and returns the exit code.
+func report(w io.Writer, cmd *cobra.Command, err error) int {
+	if err == nil {
+		return 0
+	}
+	if exit := (*exitError)(nil); errors.As(err, &exit) {
+		return exit.code
+	}
+	if usage := (*usageError)(nil); errors.As(err, &usage) {
+		fmt.Fprintf(w, "%s: %v\n", commandPath(cmd), err)
+		if c := usage.cmd; c != nil {
+			fmt.Fprintf(w, "usage: %s\n", c.UseLine())
+			if c.HasAvailableSubCommands() {
+				fmt.Fprintf(w, "\ncommands:\n")
+				for _, sub := range c.Commands() {
+					if sub.IsAvailableCommand() {
+						fmt.Fprintf(w, "  %-*s %s\n", sub.NamePadding(), sub.Name(), sub.Short)
+					}
+				}
+				fmt.Fprintln(w)
+			}
+			fmt.Fprintf(w, "Run '%s --help' for more.\n", c.CommandPath())
+		}
+		return 2
+	}
+	// The top-level command names the failure: "agent2env sandbox: ...".
+	for cmd != nil && cmd.HasParent() && cmd.Parent().HasParent() {
+		cmd = cmd.Parent()
+	}
+	fmt.Fprintf(w, "%s: %v\n", commandPath(cmd), err)
+	return 1
+}
+
+func commandPath(c *cobra.Command) string {
+	if c == nil {
+		return "agent2env"
+	}
+	return c.CommandPath()
+}
+
+// Positional argument checks, as usage errors.
+
+// noArgs refuses positional arguments.
+func noArgs(c *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageErrorf(c, "unexpected argument %q", args[0])
+	}
+	return nil
+}
+
+// exactArgs wants n positional arguments; need says what they are.
+func exactArgs(n int, need string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageErrorf(c, "%s", need)
+		}
+		return nil
+	}
+}
+
+// minArgs wants at least n positional arguments; need says what they are.
+func minArgs(n int, need string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) < n {
+			return usageErrorf(c, "%s", need)
+		}
+		return nil
+	}
+}
+
+// legacyFlags rewrites the single-dash long flags that Go's flag package
+// accepted before the move to cobra (-json, -image alpine, -help) to the
+// double-dash form, so that scripts written for them keep working. Only
+// names of flags of the command args run are rewritten, and nothing after
+// "--"; commands that parse their own flags do so with parseLeading.
+func legacyFlags(root *cobra.Command, args []string) []string {
+	c, _, err := root.Find(args)
+	if err != nil || c.DisableFlagParsing {
+		return args
+	}
+	return rewriteLegacy(c, args, false)
+}
+
+// rewriteLegacy rewrites the single-dash long flags of c in args, up to
+// "--", or the first positional argument when leading is set.
+func rewriteLegacy(c *cobra.Command, args []string, leading bool) []string {
+	out := slices.Clone(args)
+	for i := 0; i < len(out); i++ {
+		a := out[i]
+		if a == "--" || (leading && (len(a) < 2 || a[0] != '-')) {
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			continue
+		}
+		long := strings.HasPrefix(a, "--")
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		var f *pflag.Flag
+		switch {
+		case long:
+			f = lookupFlag(c, name)
+		case len(name) == 1:
+			f = c.Flags().ShorthandLookup(name)
+			if f == nil {
+				f = c.InheritedFlags().ShorthandLookup(name)
+			}
+		case name == "help":
+			out[i] = "-" + a
+			continue
+		default:
+			if f = lookupFlag(c, name); f != nil {
+				out[i] = "-" + a
+			}
+		}
+		// Skip the flag's value, which may start with a dash itself.
+		if f != nil && !hasValue && f.NoOptDefVal == "" {
+			i++
+		}
+	}
+	return out
+}
+
+// parseLeading parses the flags of c (which sets DisableFlagParsing) in
+// args: flags may come before and among the first n positional arguments;
+// after the nth, or after "--", the arguments are positional as they
+// stand, even those that look like flags. It returns the positional
+// arguments, or pflag.ErrHelp for --help.
+func parseLeading(c *cobra.Command, args []string, n int) ([]string, error) {
+	fs := c.Flags()
+	fs.AddFlagSet(c.InheritedFlags())
+	fs.SetInterspersed(false)
+	var pos []string
+	for {
+		if err := fs.Parse(rewriteLegacy(c, args, true)); err != nil {
+			return nil, c.FlagErrorFunc()(c, err)
+		}
+		if help, _ := fs.GetBool("help"); help {
+			return nil, pflag.ErrHelp
+		}
+		rest := fs.Args()
+		if fs.ArgsLenAtDash() >= 0 || len(rest) == 0 || len(pos) == n {
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+}
+
+// lookupFlag finds the flag name of c, its own or inherited.
+func lookupFlag(c *cobra.Command, name string) *pflag.Flag {
+	if f := c.Flags().Lookup(name); f != nil {
+		return f
+	}
+	return c.InheritedFlags().Lookup(name)
 }

@@ -6,109 +6,148 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/api/client"
 )
 
-// contextCmd groups the code-interpreter context commands.
-type contextCmd struct {
-	env
-	// stdin is what "exec ID" and "exec ID -" run; nil means os.Stdin.
-	stdin io.Reader
+func newContextCmd(e env, cc *clientConfig) *cobra.Command {
+	return group("context <command>", "create code-interpreter contexts, run code in them, list and remove them",
+		`  CTX=$(agent2env context create --language python --session demo)
+  agent2env context exec "$CTX" 'x = 6 * 7; print(x)'
+  agent2env context exec "$CTX" < analysis.py`,
+		newContextCreateCmd(e, cc), newContextExecCmd(e, cc), newContextListCmd(e, cc),
+		removeCmd(e, cc, "CONTEXT_ID", "context id", "remove contexts",
+			`  agent2env context rm "$CTX"
+  agent2env context rm $(agent2env context ls -q --session notebook-1)`, contextIDs,
+			func(ctx context.Context, cl *client.Client, id string) error { return cl.Contexts().Delete(ctx, id) }),
+	)
 }
 
-func (c *contextCmd) Run(ctx context.Context, args []string) error {
-	return runGroup(ctx, c.env, "context", args, map[string]subcommand{
-		"create": {"create [flags]", "create a code-interpreter context (python, javascript or bash) and print its id", c.create},
-		"exec":   {"exec CONTEXT_ID [CODE|-] [flags]", "run code in a context, from CODE or standard input, streaming its output", c.exec},
-		"ls":     {"ls [flags]", "list contexts", c.list},
-		"rm":     {"rm CONTEXT_ID... [flags]", "remove contexts", c.rm},
-	})
+// contextView shows contexts: the API's value v, a table of cxs.
+func contextView(v any, cxs []api.Context) view {
+	t := newTable("CONTEXT ID", "LANGUAGE", "SANDBOX", "SESSION", "EXECUTIONS", "CREATED").withWide("STATUS", "WORKDIR", "LAST USED")
+	ids := make([]string, len(cxs))
+	for i, cx := range cxs {
+		ids[i] = cx.ContextID
+		t.add(cx.ContextID, cx.Language, cx.SandboxID, cx.SessionName, strconv.Itoa(cx.ExecutionCount), age(cx.CreatedAt),
+			orDash(cx.Status), orDash(cx.WorkingDir), age(cx.LastUsedAt))
+	}
+	return view{value: v, ids: ids, table: t}
 }
 
-func (c *contextCmd) create(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "[flags]", &cn)
-	language := fs.String("language", "", "interpreter: python, javascript or bash (default: the daemon's, python)")
-	session := fs.String("session", "", "session `NAME`: contexts of one live session share a sandbox and its files")
-	workdir := fs.String("workdir", "", "working `DIR` of the interpreter (default: the daemon's, /workspace)")
-	sandbox := fs.String("sandbox", "", "put the context in the existing sandbox `ID`")
-	template := fs.String("template", "", "template of the sandbox made for the context (default: the language's)")
-	env := envFlag{}
-	fs.Var(env, "env", "environment variable `KEY=VALUE` of the interpreter (repeatable)")
-	asJSON := fs.Bool("json", false, "print the context as JSON instead of its id")
-	if _, err := positional(c.env, fs, args, 0, ""); err != nil {
-		return err
+func newContextCreateCmd(e env, cc *clientConfig) *cobra.Command {
+	var (
+		req     api.CreateContextRequest
+		sandbox string
+		env     = envFlag{}
+		out     output
+	)
+	c := &cobra.Command{
+		Use:   "create [flags]",
+		Short: "create a code-interpreter context (python, javascript or bash) and print its id",
+		Example: `  agent2env context create --language javascript
+  agent2env context create --session notebook-1 --workdir /workspace/project
+  agent2env context create --sandbox "$ID" --language bash -o json`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if sandbox != "" && req.Template != "" {
+				return usageErrorf(c, "give --sandbox or --template, not both")
+			}
+			cl, err := cc.client(e)
+			if err != nil {
+				return err
+			}
+			req.Env = env
+			var cx *client.Context
+			if sandbox != "" {
+				cx, err = cl.Contexts().CreateIn(c.Context(), sandbox, req)
+			} else {
+				cx, err = cl.Contexts().Create(c.Context(), req)
+			}
+			if err != nil {
+				return err
+			}
+			v := contextView(cx.Context, []api.Context{cx.Context})
+			v.text = idText(cx.ContextID)
+			return out.print(e.stdout, v)
+		},
 	}
-	if *sandbox != "" && *template != "" {
-		return usageError(c.env, fs, "give --sandbox or --template, not both")
-	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	req := api.CreateContextRequest{Language: *language, SessionName: *session, WorkingDir: *workdir,
-		Template: *template, Env: env}
-	var cx *client.Context
-	if *sandbox != "" {
-		cx, err = cl.Contexts().CreateIn(ctx, *sandbox, req)
-	} else {
-		cx, err = cl.Contexts().Create(ctx, req)
-	}
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return printJSON(c.stdout, cx.Context)
-	}
-	fmt.Fprintln(c.stdout, cx.ContextID)
-	return nil
+	f := c.Flags()
+	f.StringVar(&req.Language, "language", "", "interpreter: python, javascript or bash (default: the daemon's, python)")
+	f.StringVar(&req.SessionName, "session", "", "session `NAME`: contexts of one live session share a sandbox and its files")
+	f.StringVar(&req.WorkingDir, "workdir", "", "working `DIR` of the interpreter (default: the daemon's, /workspace)")
+	f.StringVar(&sandbox, "sandbox", "", "put the context in the existing sandbox `ID`")
+	f.StringVar(&req.Template, "template", "", "template of the sandbox made for the context (default: the language's)")
+	f.Var(env, "env", "environment variable `KEY=VALUE` of the interpreter (repeatable)")
+	c.RegisterFlagCompletionFunc("sandbox", cc.complete(e, sandboxIDs, true))
+	c.RegisterFlagCompletionFunc("template", cc.complete(e, templateNames, true))
+	out.register(c, "the context's id", tableFormats)
+	return c
 }
 
-func (c *contextCmd) exec(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "CONTEXT_ID [CODE|-] [flags]", &cn)
-	timeout := fs.Duration("timeout", 0, "time before the execution is interrupted, such as 2m; the context stays usable (default: the daemon's, 30s)")
-	asJSON := fs.Bool("json", false, "print the response as JSON once the code has finished, instead of streaming its output")
-	pos, err := parseArgs(fs, args, 2)
-	if err != nil {
-		return err
+func newContextExecCmd(e env, cc *clientConfig) *cobra.Command {
+	var (
+		timeout time.Duration
+		out     output
+	)
+	c := &cobra.Command{
+		Use:   "exec CONTEXT_ID [CODE|-] [flags]",
+		Short: "run code in a context, from CODE or standard input, streaming its output",
+		Long: `exec runs code in a context and streams its output: stdout and stderr as the code writes
+them, then the value of its last expression and a line for each image it displayed. It
+exits 1 when the code failed. With -o json or -o yaml it prints the whole response once
+the code has finished instead.`,
+		Example: `  agent2env context exec "$CTX" 'import sys; print(sys.version)'
+  agent2env context exec "$CTX" --timeout 5m < train.py
+  agent2env context exec "$CTX" -o json -- '-1 + 2' | jq .result`,
+		ValidArgsFunction: cc.complete(e, contextIDs, false),
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 || len(args) > 2 {
+				return usageErrorf(c, "need a context id and at most one CODE argument (none or - reads the code from standard input)")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			if timeout < 0 {
+				return usageErrorf(c, "--timeout must not be negative")
+			}
+			return execContext(c, e, cc, args, timeout, &out)
+		},
 	}
-	switch {
-	case len(pos) == 0 || len(pos) > 2:
-		return usageError(c.env, fs, "need a context id and at most one CODE argument (none or - reads the code from standard input)")
-	case *timeout < 0:
-		return usageError(c.env, fs, "--timeout must not be negative")
-	}
+	c.Flags().DurationVar(&timeout, "timeout", 0, "time before the execution is interrupted, such as 2m; the context stays usable (default: the daemon's, 30s)")
+	out.register(c, "the output as it comes", valueFormats)
+	return c
+}
+
+func execContext(c *cobra.Command, e env, cc *clientConfig, args []string, timeout time.Duration, out *output) error {
 	var code string
-	if len(pos) == 2 && pos[1] != "-" {
-		code = pos[1]
+	if len(args) == 2 && args[1] != "-" {
+		code = args[1]
 	} else {
-		r := c.stdin
-		if r == nil {
-			r = os.Stdin
-		}
-		b, err := io.ReadAll(r)
+		b, err := io.ReadAll(e.in())
 		if err != nil {
 			return fmt.Errorf("read code from standard input: %w", err)
 		}
 		code = string(b)
 	}
-	cl, err := cn.client()
+	cl, err := cc.client(e)
 	if err != nil {
 		return err
 	}
 	req := api.ExecuteRequest{Code: code}
-	client.WithRunTimeout(*timeout)(&req)
-	if *asJSON {
-		res, err := cl.Contexts().Execute(ctx, pos[0], req)
+	client.WithRunTimeout(timeout)(&req)
+	if out.structured() {
+		res, err := cl.Contexts().Execute(c.Context(), args[0], req)
 		if err != nil {
 			return err
 		}
-		if err := printJSON(c.stdout, res); err != nil {
+		if err := out.print(e.stdout, view{value: res}); err != nil {
 			return err
 		}
 		if !res.Success {
@@ -116,7 +155,7 @@ func (c *contextCmd) exec(ctx context.Context, name string, args []string) error
 		}
 		return nil
 	}
-	stdout, stderr := &lineWriter{w: c.stdout}, &lineWriter{w: c.stderr}
+	stdout, stderr := &lineWriter{w: e.stdout}, &lineWriter{w: e.stderr}
 	var results, failed bool
 	h := client.StreamHandler{
 		OnStdout: func(s string) { io.WriteString(stdout, s) },
@@ -130,7 +169,7 @@ func (c *contextCmd) exec(ctx context.Context, name string, args []string) error
 			printExecutionError(stderr, e)
 		},
 	}
-	res, err := cl.Contexts().ExecuteStream(ctx, pos[0], req, h)
+	res, err := cl.Contexts().ExecuteStream(c.Context(), args[0], req, h)
 	if err != nil {
 		stdout.endLine()
 		stderr.endLine()
@@ -148,7 +187,7 @@ func (c *contextCmd) exec(ctx context.Context, name string, args []string) error
 	stdout.endLine()
 	stderr.endLine()
 	if res.StateLost {
-		fmt.Fprintf(c.stderr, "agent2env %s: the interpreter was restarted: its variables and imports are gone\n", name)
+		fmt.Fprintf(e.stderr, "%s: the interpreter was restarted: its variables and imports are gone\n", c.CommandPath())
 	}
 	if !res.Success {
 		return &exitError{code: 1}
@@ -256,39 +295,29 @@ func printExecutionError(w *lineWriter, e api.ExecutionError) {
 	}
 }
 
-func (c *contextCmd) list(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "[flags]", &cn)
-	session := fs.String("session", "", "list the contexts of session `NAME`")
-	sandbox := fs.String("sandbox", "", "list the contexts in sandbox `ID`")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := positional(c.env, fs, args, 0, ""); err != nil {
-		return err
+func newContextListCmd(e env, cc *clientConfig) *cobra.Command {
+	var (
+		opts client.ListContextsOptions
+		out  output
+	)
+	c := &cobra.Command{
+		Use:     "ls [flags]",
+		Aliases: []string{"list"},
+		Short:   "list contexts",
+		Example: `  agent2env context ls --session notebook-1
+  agent2env context rm $(agent2env context ls -q --sandbox "$ID")`,
+		Args: noArgs,
+		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
+			cxs, err := cl.Contexts().List(ctx, opts)
+			l := api.List[api.Context]{Items: make([]api.Context, len(cxs))}
+			for i, cx := range cxs {
+				l.Items[i] = cx.Context
+			}
+			return contextView(l, l.Items), err
+		}),
 	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	cxs, err := cl.Contexts().List(ctx, client.ListContextsOptions{SessionName: *session, SandboxID: *sandbox})
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		l := api.List[api.Context]{Items: make([]api.Context, len(cxs))}
-		for i, cx := range cxs {
-			l.Items[i] = cx.Context
-		}
-		return printJSON(c.stdout, l)
-	}
-	tw := table(c.stdout, "CONTEXT ID", "LANGUAGE", "SANDBOX", "SESSION", "EXECUTIONS", "CREATED")
-	for _, cx := range cxs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", cx.ContextID, cx.Language, cx.SandboxID, cx.SessionName,
-			cx.ExecutionCount, age(cx.CreatedAt))
-	}
-	return tw.Flush()
-}
-
-func (c *contextCmd) rm(ctx context.Context, name string, args []string) error {
-	return removeEach(ctx, c.env, name, "CONTEXT_ID", "context id", args,
-		func(ctx context.Context, cl *client.Client, id string) error { return cl.Contexts().Delete(ctx, id) })
+	c.Flags().StringVar(&opts.SessionName, "session", "", "list the contexts of session `NAME`")
+	c.Flags().StringVar(&opts.SandboxID, "sandbox", "", "list the contexts in sandbox `ID`")
+	out.register(c, "table", tableFormats)
+	return c
 }

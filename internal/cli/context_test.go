@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -234,18 +232,7 @@ func (d *fakeContextDaemon) execute(w http.ResponseWriter, r *http.Request) {
 // runContext runs "agent2env context args..." as Main does, with stdin.
 func runContext(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	err := (&contextCmd{env: env{stdout: &out, stderr: &errOut}, stdin: strings.NewReader(stdin)}).Run(t.Context(), args)
-	var exit *exitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		code = exit.code
-	default:
-		fmt.Fprintf(&errOut, "agent2env context: %v\n", err)
-		code = 1
-	}
-	return code, out.String(), errOut.String()
+	return runIn(t, stdin, append([]string{"context"}, args...)...)
 }
 
 func TestContextUsageErrors(t *testing.T) {
@@ -255,13 +242,12 @@ func TestContextUsageErrors(t *testing.T) {
 	}{
 		{[]string{"context"}, "usage: agent2env context <command>"},
 		{[]string{"context", "bogus"}, `unknown command "bogus"`},
-		{[]string{"context", "create", "-h"}, "usage: agent2env context create [flags]"},
 		{[]string{"context", "create", "extra"}, `unexpected argument "extra"`},
 		{[]string{"context", "create", "--sandbox", "sb7", "--template", "t"}, "give --sandbox or --template, not both"},
 		{[]string{"context", "create", "--env", "X"}, `"X" is not KEY=VALUE`},
 		{[]string{"context", "exec"}, "need a context id"},
 		{[]string{"context", "exec", "ctx-1", "1", "2"}, "need a context id and at most one CODE argument"},
-		{[]string{"context", "exec", "--timeout", "30", "ctx-1", "1"}, `invalid value "30" for flag -timeout`},
+		{[]string{"context", "exec", "--timeout", "30", "ctx-1", "1"}, `invalid argument "30" for "--timeout" flag`},
 		{[]string{"context", "exec", "ctx-1", "--timeout", "-1s", "1"}, "--timeout must not be negative"},
 		{[]string{"context", "ls", "x"}, `unexpected argument "x"`},
 		{[]string{"context", "rm"}, "need at least one context id"},

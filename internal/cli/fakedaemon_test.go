@@ -59,6 +59,10 @@ func newFakeDaemon(t *testing.T) *fakeDaemon {
 	mux.HandleFunc("POST /api/v1/images/build", d.pull)
 	mux.HandleFunc("POST /api/v1/images/import", d.importTar)
 	mux.HandleFunc("DELETE /api/v1/images/{ref...}", d.removeImage)
+	// What login asks to check the token.
+	mux.HandleFunc("GET /api/v1/templates", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, http.StatusOK, api.TemplateList{Items: []api.Template{}, Page: 1, PageSize: 1})
+	})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d.mu.Lock()
 		d.requests++

@@ -104,13 +104,12 @@ func TestImageImport(t *testing.T) {
 		Stdout: "imported/one:latest\nimported/two:latest\n",
 		Stderr: "upload " + shorten(file, 28) + " [",
 	})
-	var stdout, stderr bytes.Buffer
-	cmd := &imageCmd{env: env{stdout: &stdout, stderr: &stderr}, stdin: bytes.NewReader(tarball)}
-	if err := cmd.Run(t.Context(), []string{"import", "--json", "-"}); err != nil {
-		t.Fatal(err)
+	code, stdout, stderr := runIn(t, string(tarball), "image", "import", "--json", "-")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if !strings.HasPrefix(stdout.String(), "[\n  {\n    \"ref\": \"imported/one:latest\"") {
-		t.Errorf("import --json printed:\n%s", stdout.String())
+	if !strings.HasPrefix(stdout, "[\n  {\n    \"ref\": \"imported/one:latest\"") {
+		t.Errorf("import --json printed:\n%s", stdout)
 	}
 	if len(d.imports) != 2 || !bytes.Equal(d.imports[0], tarball) || !bytes.Equal(d.imports[1], tarball) {
 		t.Errorf("the daemon did not receive the tarball unchanged")

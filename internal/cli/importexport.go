@@ -1,108 +1,101 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
 	"slices"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/agent2env/agent2env/api"
 )
-
-// importCmd imports templates from LiteBoxd YAML.
-type importCmd struct {
-	env
-	// stdin is what "import -" reads; nil means os.Stdin.
-	stdin io.Reader
-}
 
 // importStrategies are the strategies --strategy accepts.
 var importStrategies = []string{api.StrategyCreateOnly, api.StrategyUpdateOnly, api.StrategyCreateOrUpdate}
 
-func (c *importCmd) Run(ctx context.Context, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, "import", "FILE [flags]", &cn)
-	strategy := fs.String("strategy", api.StrategyCreateOrUpdate, "what to do with each template: create-only, update-only or create-or-update")
-	prepull := fs.Bool("prepull", false, "start prepulling the images of the templates created or updated")
-	asJSON := fs.Bool("json", false, "print the result as JSON")
-	pos, err := positional(c.env, fs, args, 1, "need one FILE of SandboxTemplate or SandboxTemplateList YAML (- for standard input)")
-	if err != nil {
-		return err
+func newImportCmd(e env, cc *clientConfig) *cobra.Command {
+	var (
+		strategy string
+		prepull  bool
+		out      output
+	)
+	c := &cobra.Command{
+		Use:   "import FILE [flags]",
+		Short: "import templates from LiteBoxd YAML",
+		Long: `import creates or updates the templates of a SandboxTemplate or SandboxTemplateList YAML
+file (as "export" writes it). It prints what happened to each and exits 1 if any failed.`,
+		Example: `  agent2env import templates.yaml --strategy create-only
+  curl -s https://liteboxd.example.com/api/v1/templates/export | agent2env import - --prepull`,
+		Args: exactArgs(1, "need one FILE of SandboxTemplate or SandboxTemplateList YAML (- for standard input)"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if !slices.Contains(importStrategies, strategy) {
+				return usageErrorf(c, "--strategy %q: want create-only, update-only or create-or-update", strategy)
+			}
+			r := e.in()
+			if args[0] != "-" {
+				f, err := os.Open(args[0])
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				r = f
+			}
+			cl, err := cc.client(e)
+			if err != nil {
+				return err
+			}
+			res, err := cl.ImportExport.ImportTemplates(c.Context(), r, strategy, prepull)
+			if err != nil {
+				return err
+			}
+			if err := out.print(e.stdout, view{value: res, text: func(w io.Writer) error { return writeImportResult(w, res) }}); err != nil {
+				return err
+			}
+			// The daemon answers 200 whatever failed; scripts need to know.
+			if res.Failed > 0 {
+				return fmt.Errorf("templates failed to import: %d of %d", res.Failed, res.Total)
+			}
+			return nil
+		},
 	}
-	if !slices.Contains(importStrategies, *strategy) {
-		return usageError(c.env, fs, "--strategy %q: want create-only, update-only or create-or-update", *strategy)
-	}
-	var r io.Reader
-	if pos[0] == "-" {
-		r = c.stdin
-		if r == nil {
-			r = os.Stdin
-		}
-	} else {
-		f, err := os.Open(pos[0])
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		r = f
-	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	res, err := cl.ImportExport.ImportTemplates(ctx, r, *strategy, *prepull)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		err = printJSON(c.stdout, res)
-	} else {
-		err = c.printResult(res)
-	}
-	if err != nil {
-		return err
-	}
-	// The daemon answers 200 whatever failed; scripts need to know.
-	if res.Failed > 0 {
-		return fmt.Errorf("templates failed to import: %d of %d", res.Failed, res.Total)
-	}
-	return nil
+	c.Flags().StringVar(&strategy, "strategy", api.StrategyCreateOrUpdate, "what to do with each template: create-only, update-only or create-or-update")
+	c.RegisterFlagCompletionFunc("strategy", cobra.FixedCompletions(importStrategies, cobra.ShellCompDirectiveNoFileComp))
+	c.Flags().BoolVar(&prepull, "prepull", false, "start prepulling the images of the templates created or updated")
+	out.register(c, "a table of the templates and the totals", valueFormats)
+	return c
 }
 
-// printResult prints the outcome of each template and the totals.
-func (c *importCmd) printResult(res *api.ImportResult) error {
-	tw := table(c.stdout, "NAME", "ACTION", "VERSION", "ERROR")
+// writeImportResult writes the outcome of each template and the totals.
+func writeImportResult(w io.Writer, res *api.ImportResult) error {
+	t := newTable("NAME", "ACTION", "VERSION", "ERROR")
 	for _, it := range res.Results {
 		version := "-"
 		if it.Version > 0 {
 			version = fmt.Sprint(it.Version)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", orDash(it.Name), it.Action, version, oneLine(it.Error))
+		t.add(orDash(it.Name), it.Action, version, oneLine(it.Error))
 	}
-	if err := tw.Flush(); err != nil {
+	if err := t.write(w, false); err != nil {
 		return err
 	}
 	noun := "templates"
 	if res.Total == 1 {
 		noun = "template"
 	}
-	fmt.Fprintf(c.stdout, "\n%d %s: %d created, %d updated, %d skipped, %d failed\n",
+	fmt.Fprintf(w, "\n%d %s: %d created, %d updated, %d skipped, %d failed\n",
 		res.Total, noun, res.Created, res.Updated, res.Skipped, res.Failed)
 	if len(res.PrepullStarted) > 0 {
-		fmt.Fprintf(c.stdout, "prepull started: %s\n", strings.Join(res.PrepullStarted, ", "))
+		fmt.Fprintf(w, "prepull started: %s\n", strings.Join(res.PrepullStarted, ", "))
 	}
 	return nil
 }
 
-// exportCmd exports templates as LiteBoxd YAML.
-type exportCmd struct {
-	env
-}
-
 // namesFlag collects names given comma-separated, repeated, or both.
 type namesFlag []string
+
+func (f *namesFlag) Type() string { return "list" }
 
 func (f *namesFlag) String() string { return strings.Join(*f, ",") }
 
@@ -111,23 +104,34 @@ func (f *namesFlag) Set(s string) error {
 	return nil
 }
 
-func (c *exportCmd) Run(ctx context.Context, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, "export", "[flags]", &cn)
-	tag := fs.String("tag", "", "export the templates carrying this tag")
-	var names namesFlag
-	fs.Var(&names, "names", "export the templates named in this comma-separated `list` (repeatable)")
-	out := fs.String("o", "", "write to `FILE` instead of standard output")
-	if _, err := positional(c.env, fs, args, 0, ""); err != nil {
-		return err
+func newExportCmd(e env, cc *clientConfig) *cobra.Command {
+	var (
+		tag   string
+		names namesFlag
+		file  string
+	)
+	c := &cobra.Command{
+		Use:   "export [flags]",
+		Short: "export templates as LiteBoxd YAML",
+		Long: `export writes templates as a SandboxTemplateList YAML document, which "import" (here or
+on LiteBoxd) reads. Its -o names a file: the output is always YAML.`,
+		Example: `  agent2env export > templates.yaml
+  agent2env export --tag python --names py311,py312 -o python.yaml`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl, err := cc.client(e)
+			if err != nil {
+				return err
+			}
+			b, err := cl.ImportExport.ExportAll(c.Context(), tag, names)
+			if err != nil {
+				return err
+			}
+			return writeOutput(e.stdout, file, b)
+		},
 	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	b, err := cl.ImportExport.ExportAll(ctx, *tag, names)
-	if err != nil {
-		return err
-	}
-	return writeOutput(c.stdout, *out, b)
+	c.Flags().StringVar(&tag, "tag", "", "export the templates carrying this tag")
+	c.Flags().Var(&names, "names", "export the templates named in this comma-separated `list` (repeatable)")
+	c.Flags().StringVarP(&file, "output", "o", "", "write to `FILE` instead of standard output")
+	return c
 }

@@ -6,138 +6,153 @@ import (
 	"slices"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/api/client"
 )
 
-// prepullCmd groups the prepull client commands.
-type prepullCmd struct {
-	env
-	// poll is how often --wait polls; 0 means the SDK's default.
-	poll time.Duration
+func newPrepullCmd(e env, cc *clientConfig) *cobra.Command {
+	return group("prepull <command>", "fetch images before sandboxes need them",
+		`  agent2env prepull create python:3.12 --wait
+  agent2env prepull create --template python-ds
+  agent2env prepull ls --status failed`,
+		newPrepullCreateCmd(e, cc), newPrepullListCmd(e, cc), newPrepullGetCmd(e, cc),
+		removeCmd(e, cc, "ID", "task ID", "remove prepull tasks, cancelling active pulls",
+			"  agent2env prepull rm $(agent2env prepull ls -q --status failed)", prepullIDs,
+			func(ctx context.Context, cl *client.Client, id string) error { return cl.Prepull.Delete(ctx, id) }),
+	)
 }
 
-func (c *prepullCmd) Run(ctx context.Context, args []string) error {
-	return runGroup(ctx, c.env, "prepull", args, map[string]subcommand{
-		"create": {"create IMAGE|--template NAME [flags]", "start fetching an image before sandboxes need it", c.create},
-		"ls":     {"ls [flags]", "list prepull tasks", c.list},
-		"get":    {"get ID [flags]", "show a prepull task", c.get},
-		"rm":     {"rm ID... [flags]", "remove prepull tasks, cancelling active pulls", c.rm},
-	})
-}
-
-func (c *prepullCmd) create(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "IMAGE|--template NAME [flags]", &cn)
-	template := fs.String("template", "", "prepull the image of the latest version of template `NAME`")
-	timeout := fs.Int("timeout", 0, "seconds before the pull fails (default: the daemon's, 600)")
-	wait := fs.Bool("wait", false, "wait until the pull completes; fail with the reason if it fails")
-	asJSON := fs.Bool("json", false, "print the task as JSON")
-	pos, err := parseArgs(fs, args, -1)
-	if err != nil {
-		return err
-	}
-	switch {
-	case *template == "" && len(pos) != 1:
-		return usageError(c.env, fs, "need one IMAGE or --template NAME")
-	case *template != "" && len(pos) > 0:
-		return usageError(c.env, fs, "give an IMAGE or --template NAME, not both")
-	case *template != "" && *timeout != 0:
-		return usageError(c.env, fs, "--timeout applies to an IMAGE only")
-	case *timeout < 0:
-		return usageError(c.env, fs, "--timeout must not be negative")
-	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	var task *api.PrepullTask
-	if *template != "" {
-		task, err = cl.Prepull.CreateForTemplate(ctx, *template)
-	} else {
-		task, err = cl.Prepull.Create(ctx, pos[0], time.Duration(*timeout)*time.Second)
-	}
-	if err != nil {
-		return err
-	}
-	// A failed task is still printed, so that scripts can see and remove it.
-	var failed error
-	if *wait && task.Status != api.PrepullCompleted {
-		done, err := cl.Prepull.WaitForCompletion(ctx, task.ID, c.poll)
-		if done == nil {
-			return err
+// prepullView shows prepull tasks: the API's value v, a table of tasks.
+func prepullView(v any, tasks []api.PrepullTask) view {
+	t := newTable("ID", "IMAGE", "STATUS", "PROGRESS", "TEMPLATE", "AGE", "ERROR").withWide("COMPLETED")
+	ids := make([]string, len(tasks))
+	for i, task := range tasks {
+		ids[i] = task.ID
+		progress := "-"
+		if task.Progress.Total > 0 {
+			progress = fmt.Sprintf("%d/%d", task.Progress.Ready, task.Progress.Total)
 		}
-		task, failed = done, err
+		completed := "-"
+		if task.CompletedAt != nil {
+			completed = age(*task.CompletedAt)
+		}
+		t.add(task.ID, task.Image, task.Status, progress, orDash(task.Template), age(task.StartedAt), oneLine(task.Error), completed)
 	}
-	if err := c.printTasks(*asJSON, task, []api.PrepullTask{*task}); err != nil {
-		return err
+	return view{value: v, ids: ids, table: t}
+}
+
+func newPrepullCreateCmd(e env, cc *clientConfig) *cobra.Command {
+	var (
+		template string
+		timeout  int
+		wait     bool
+		out      output
+	)
+	c := &cobra.Command{
+		Use:   "create IMAGE|--template NAME [flags]",
+		Short: "start fetching an image before sandboxes need it",
+		Example: `  agent2env prepull create python:3.12 --timeout 1200 --wait
+  agent2env prepull create --template python-ds`,
+		RunE: func(c *cobra.Command, args []string) error {
+			switch {
+			case template == "" && len(args) != 1:
+				return usageErrorf(c, "need one IMAGE or --template NAME")
+			case template != "" && len(args) > 0:
+				return usageErrorf(c, "give an IMAGE or --template NAME, not both")
+			case template != "" && timeout != 0:
+				return usageErrorf(c, "--timeout applies to an IMAGE only")
+			case timeout < 0:
+				return usageErrorf(c, "--timeout must not be negative")
+			}
+			cl, err := cc.client(e)
+			if err != nil {
+				return err
+			}
+			var task *api.PrepullTask
+			if template != "" {
+				task, err = cl.Prepull.CreateForTemplate(c.Context(), template)
+			} else {
+				task, err = cl.Prepull.Create(c.Context(), args[0], time.Duration(timeout)*time.Second)
+			}
+			if err != nil {
+				return err
+			}
+			// A failed task is still printed, so that scripts can see and
+			// remove it.
+			var failed error
+			if wait && task.Status != api.PrepullCompleted {
+				done, err := cl.Prepull.WaitForCompletion(c.Context(), task.ID, e.poll)
+				if done == nil {
+					return err
+				}
+				task, failed = done, err
+			}
+			if err := out.print(e.stdout, prepullView(task, []api.PrepullTask{*task})); err != nil {
+				return err
+			}
+			return failed
+		},
 	}
-	return failed
+	f := c.Flags()
+	f.StringVar(&template, "template", "", "prepull the image of the latest version of template `NAME`")
+	f.IntVar(&timeout, "timeout", 0, "seconds before the pull fails (default: the daemon's, 600)")
+	f.BoolVar(&wait, "wait", false, "wait until the pull completes; fail with the reason if it fails")
+	c.RegisterFlagCompletionFunc("template", cc.complete(e, templateNames, true))
+	out.register(c, "table", tableFormats)
+	return c
 }
 
 // prepullStatuses are the statuses ls --status accepts.
 var prepullStatuses = []string{api.PrepullPending, api.PrepullPulling, api.PrepullCompleted, api.PrepullFailed}
 
-func (c *prepullCmd) list(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "[flags]", &cn)
-	image := fs.String("image", "", "list the tasks for this image")
-	status := fs.String("status", "", "list the tasks in this status: pending, pulling, completed or failed")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := positional(c.env, fs, args, 0, ""); err != nil {
-		return err
+func newPrepullListCmd(e env, cc *clientConfig) *cobra.Command {
+	var (
+		image, status string
+		out           output
+	)
+	c := &cobra.Command{
+		Use:     "ls [flags]",
+		Aliases: []string{"list"},
+		Short:   "list prepull tasks",
+		Example: `  agent2env prepull ls --image python:3.12
+  agent2env prepull rm $(agent2env prepull ls -q --status failed)`,
+		Args: noArgs,
+		PreRunE: func(c *cobra.Command, _ []string) error {
+			if status != "" && !slices.Contains(prepullStatuses, status) {
+				return usageErrorf(c, "--status %q: want pending, pulling, completed or failed", status)
+			}
+			return nil
+		},
+		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
+			tasks, err := cl.Prepull.List(ctx, image, status)
+			return prepullView(api.List[api.PrepullTask]{Items: tasks}, tasks), err
+		}),
 	}
-	if *status != "" && !slices.Contains(prepullStatuses, *status) {
-		return usageError(c.env, fs, "--status %q: want pending, pulling, completed or failed", *status)
-	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	tasks, err := cl.Prepull.List(ctx, *image, *status)
-	if err != nil {
-		return err
-	}
-	return c.printTasks(*asJSON, api.List[api.PrepullTask]{Items: tasks}, tasks)
+	c.Flags().StringVar(&image, "image", "", "list the tasks for this image")
+	c.Flags().StringVar(&status, "status", "", "list the tasks in this status: pending, pulling, completed or failed")
+	c.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(prepullStatuses, cobra.ShellCompDirectiveNoFileComp))
+	out.register(c, "table", tableFormats)
+	return c
 }
 
-func (c *prepullCmd) get(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "ID [flags]", &cn)
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := positional(c.env, fs, args, 1, "need one task ID")
-	if err != nil {
-		return err
+func newPrepullGetCmd(e env, cc *clientConfig) *cobra.Command {
+	var out output
+	c := &cobra.Command{
+		Use:               "get ID [flags]",
+		Short:             "show a prepull task",
+		Example:           `  agent2env prepull get pp-7 -o yaml`,
+		Args:              exactArgs(1, "need one task ID"),
+		ValidArgsFunction: cc.complete(e, prepullIDs, false),
+		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, args []string) (view, error) {
+			task, err := cl.Prepull.Get(ctx, args[0])
+			if err != nil {
+				return view{}, err
+			}
+			return prepullView(task, []api.PrepullTask{*task}), nil
+		}),
 	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	task, err := cl.Prepull.Get(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	return c.printTasks(*asJSON, task, []api.PrepullTask{*task})
-}
-
-func (c *prepullCmd) rm(ctx context.Context, name string, args []string) error {
-	return removeEach(ctx, c.env, name, "ID", "task ID", args,
-		func(ctx context.Context, cl *client.Client, id string) error { return cl.Prepull.Delete(ctx, id) })
-}
-
-// printTasks prints v as JSON, or tasks as a table.
-func (c *prepullCmd) printTasks(asJSON bool, v any, tasks []api.PrepullTask) error {
-	if asJSON {
-		return printJSON(c.stdout, v)
-	}
-	tw := table(c.stdout, "ID", "IMAGE", "STATUS", "PROGRESS", "TEMPLATE", "AGE", "ERROR")
-	for _, t := range tasks {
-		progress := "-"
-		if t.Progress.Total > 0 {
-			progress = fmt.Sprintf("%d/%d", t.Progress.Ready, t.Progress.Total)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Image, t.Status, progress, orDash(t.Template),
-			age(t.StartedAt), oneLine(t.Error))
-	}
-	return tw.Flush()
+	out.register(c, "table", tableFormats)
+	return c
 }

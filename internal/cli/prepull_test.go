@@ -307,8 +307,8 @@ func TestPrepullWait(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			d := newFakePrepullDaemon(t)
 			var stdout, stderr bytes.Buffer
-			cmd := &prepullCmd{env: env{stdout: &stdout, stderr: &stderr}, poll: time.Millisecond}
-			err := cmd.Run(t.Context(), tt.args)
+			_, err := execute(t.Context(), env{stdout: &stdout, stderr: &stderr, poll: time.Millisecond},
+				append([]string{"prepull"}, tt.args...))
 			switch want := tt.err.(type) {
 			case nil:
 				if err != nil {

@@ -3,165 +3,215 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strings"
+
+	"github.com/spf13/cobra"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/api/client"
 )
 
-// sandboxCmd groups the sandbox client commands.
-type sandboxCmd struct {
-	env
-	// stdin is what "cp - ID:/path" uploads; nil means os.Stdin.
-	stdin io.Reader
+func newSandboxCmd(e env, cc *clientConfig) *cobra.Command {
+	return group("sandbox <command>", "create, list, run commands in, copy files to, stop, start and remove sandboxes",
+		`  ID=$(agent2env sandbox create --image agent2env/python)
+  agent2env sandbox exec "$ID" -- python3 -V
+  agent2env sandbox rm "$ID"`,
+		newSandboxCreateCmd(e, cc), newSandboxListCmd(e, cc), newSandboxExecCmd(e, cc), newSandboxCopyCmd(e, cc),
+		newSandboxLogsCmd(e, cc),
+		removeCmd(e, cc, "ID", "sandbox id", "remove sandboxes",
+			`  agent2env sandbox rm "$ID"
+  agent2env sandbox rm $(agent2env sandbox ls -o json | jq -r '.items[] | select(.status == "failed") | .id')`,
+			sandboxIDs, func(ctx context.Context, cl *client.Client, id string) error {
+				return cl.Sandbox.Delete(ctx, id)
+			}),
+		newSandboxControlCmd(e, cc, "stop", "stop running sandboxes, keeping their files"),
+		newSandboxControlCmd(e, cc, "start", "start stopped sandboxes again"),
+		newSandboxControlCmd(e, cc, "restart", "stop and start sandboxes again"),
+	)
 }
 
-func (c *sandboxCmd) Run(ctx context.Context, args []string) error {
-	return runGroup(ctx, c.env, "sandbox", args, map[string]subcommand{
-		"create": {"create [flags]", "create a sandbox from --image or --template, wait until it runs and print its id", c.create},
-		"ls":     {"ls [flags]", "list sandboxes", c.list},
-		"exec":   {"exec ID [flags] -- CMD [ARGS...]", "run a command in a sandbox, streaming its output", c.exec},
-		"cp":     {"cp [flags] SRC DST", "copy a file into (DST is ID:/path) or out of (SRC is ID:/path) a sandbox", c.cp},
-		"logs":   {"logs ID [flags]", "print a sandbox's lifecycle events and console output", c.logs},
-		"rm":     {"rm ID... [flags]", "remove sandboxes", c.rm},
-		"stop": {"stop ID... [flags]", "stop running sandboxes, keeping their files", func(ctx context.Context, name string, args []string) error {
-			return c.control(ctx, name, args, "stop")
-		}},
-		"start": {"start ID... [flags]", "start stopped sandboxes again", func(ctx context.Context, name string, args []string) error {
-			return c.control(ctx, name, args, "start")
-		}},
-		"restart": {"restart ID... [flags]", "stop and start sandboxes again", func(ctx context.Context, name string, args []string) error {
-			return c.control(ctx, name, args, "restart")
-		}},
-	})
-}
-
-func (c *sandboxCmd) create(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "[flags]", &cn)
-	image := fs.String("image", "", "image to run, such as agent2env/python or alpine:3.20")
-	template := fs.String("template", "", "template to make the sandbox from; --cpu, --memory, --ttl and --env override its values")
-	version := fs.Int("template-version", 0, "template version `N` to use (default: the latest)")
-	cpu := fs.String("cpu", "", "CPU limit, such as 1 or 500m (default: the template's or the daemon's)")
-	memory := fs.String("memory", "", "memory limit, such as 512Mi (default: the template's or the daemon's)")
-	ttl := fs.Int("ttl", 0, "seconds until the sandbox is removed, 0 for never (default: the template's or the daemon's)")
-	env := envFlag{}
-	fs.Var(env, "env", "environment variable `KEY=VALUE` (repeatable)")
-	wait := fs.Bool("wait", true, "wait until the sandbox runs; fail with the reason if it fails")
-	asJSON := fs.Bool("json", false, "print the sandbox as JSON instead of its id")
-	if _, err := positional(c.env, fs, args, 0, ""); err != nil {
-		return err
-	}
-	var ttlSet bool
-	fs.Visit(func(f *flag.Flag) { ttlSet = ttlSet || f.Name == "ttl" })
-	var req api.CreateSandboxRequest
-	switch {
-	case *image != "" && *template != "":
-		return usageError(c.env, fs, "give --image or --template, not both")
-	case *version < 0:
-		return usageError(c.env, fs, "--template-version must be at least 1")
-	case *version > 0 && *template == "":
-		return usageError(c.env, fs, "--template-version needs --template")
-	case *template != "":
-		req = api.CreateSandboxRequest{Template: *template, TemplateVersion: *version}
-		// The env override merges over the template's env.
-		o := api.SandboxOverrides{CPU: *cpu, Memory: *memory, Env: env}
-		if ttlSet {
-			o.TTL = ttl
+// sandboxView shows sandboxes: the API's value v, a table of sbs.
+func sandboxView(v any, sbs []api.Sandbox) view {
+	t := newTable("ID", "IMAGE", "STATUS", "CPU", "MEMORY", "AGE", "REASON").withWide("TEMPLATE", "TTL", "EXPIRES", "ACCESS URL")
+	ids := make([]string, len(sbs))
+	for i, sb := range sbs {
+		ids[i] = sb.ID
+		tpl := ""
+		if sb.Template != "" {
+			tpl = fmt.Sprintf("%s:%d", sb.Template, sb.TemplateVersion)
 		}
+		expires := "never"
+		if sb.TTL > 0 {
+			expires = sb.ExpiresAt.Format("2006-01-02 15:04:05Z07:00")
+		}
+		t.add(sb.ID, sb.Image, string(sb.Status), sb.CPU, sb.Memory, age(sb.CreatedAt), sb.Reason,
+			orDash(tpl), fmt.Sprintf("%ds", sb.TTL), expires, orDash(sb.AccessURL))
+	}
+	return view{value: v, ids: ids, table: t}
+}
+
+func newSandboxCreateCmd(e env, cc *clientConfig) *cobra.Command {
+	var (
+		req  api.CreateSandboxRequest
+		ttl  int
+		env  = envFlag{}
+		wait bool
+		out  output
+	)
+	c := &cobra.Command{
+		Use:   "create [flags]",
+		Short: "create a sandbox from --image or --template, wait until it runs and print its id",
+		Example: `  agent2env sandbox create --image agent2env/python --memory 1Gi --ttl 3600
+  agent2env sandbox create --template python-data-science --env DEBUG=true -o json`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return createSandbox(c, e, cc, req, c.Flags().Changed("ttl"), ttl, env, wait, &out)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&req.Image, "image", "", "image to run, such as agent2env/python or alpine:3.20")
+	f.StringVar(&req.Template, "template", "", "template to make the sandbox from; --cpu, --memory, --ttl and --env override its values")
+	f.IntVar(&req.TemplateVersion, "template-version", 0, "template version `N` to use (default: the latest)")
+	f.StringVar(&req.CPU, "cpu", "", "CPU limit, such as 1 or 500m (default: the template's or the daemon's)")
+	f.StringVar(&req.Memory, "memory", "", "memory limit, such as 512Mi (default: the template's or the daemon's)")
+	f.IntVar(&ttl, "ttl", 0, "seconds until the sandbox is removed, 0 for never (default: the template's or the daemon's)")
+	f.Var(env, "env", "environment variable `KEY=VALUE` (repeatable)")
+	f.BoolVar(&wait, "wait", true, "wait until the sandbox runs; fail with the reason if it fails")
+	c.RegisterFlagCompletionFunc("template", cc.complete(e, templateNames, true))
+	c.RegisterFlagCompletionFunc("image", cc.complete(e, imageRefs, true))
+	out.register(c, "the sandbox's id", tableFormats)
+	return c
+}
+
+func createSandbox(c *cobra.Command, e env, cc *clientConfig, req api.CreateSandboxRequest, ttlSet bool, ttl int,
+	env envFlag, wait bool, out *output) error {
+	switch {
+	case req.Image != "" && req.Template != "":
+		return usageErrorf(c, "give --image or --template, not both")
+	case req.TemplateVersion < 0:
+		return usageErrorf(c, "--template-version must be at least 1")
+	case req.TemplateVersion > 0 && req.Template == "":
+		return usageErrorf(c, "--template-version needs --template")
+	case req.Template != "":
+		// The overrides merge over the template's values.
+		o := api.SandboxOverrides{CPU: req.CPU, Memory: req.Memory, Env: env}
+		if ttlSet {
+			o.TTL = &ttl
+		}
+		req = api.CreateSandboxRequest{Template: req.Template, TemplateVersion: req.TemplateVersion}
 		if o.CPU != "" || o.Memory != "" || o.TTL != nil || len(o.Env) > 0 {
 			req.Overrides = &o
 		}
 	default:
-		req = api.CreateSandboxRequest{Image: *image, CPU: *cpu, Memory: *memory, Env: env}
+		req.Env = env
 		if ttlSet {
-			req.TTL = ttl
+			req.TTL = &ttl
 		}
 	}
-	cl, err := cn.client()
+	cl, err := cc.client(e)
 	if err != nil {
 		return err
 	}
-	sb, err := cl.Sandbox.Create(ctx, req)
+	sb, err := cl.Sandbox.Create(c.Context(), req)
 	if err != nil {
 		return err
 	}
 	// A failed sandbox is still printed, so that scripts can remove it.
 	var failed error
-	if *wait && sb.Status != api.StatusRunning {
-		ready, err := cl.Sandbox.WaitForReady(ctx, sb.ID, 0)
+	if wait && sb.Status != api.StatusRunning {
+		ready, err := cl.Sandbox.WaitForReady(c.Context(), sb.ID, 0)
 		if ready == nil {
 			return err
 		}
 		sb, failed = ready, err
 	}
-	if *asJSON {
-		if err := printJSON(c.stdout, sb); err != nil {
-			return err
-		}
-	} else {
-		fmt.Fprintln(c.stdout, sb.ID)
+	v := sandboxView(sb, []api.Sandbox{*sb})
+	v.text = idText(sb.ID)
+	if err := out.print(e.stdout, v); err != nil {
+		return err
 	}
 	return failed
 }
 
-func (c *sandboxCmd) list(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "[flags]", &cn)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if _, err := positional(c.env, fs, args, 0, ""); err != nil {
+// idText prints id as a command's default output.
+func idText(id string) func(io.Writer) error {
+	return func(w io.Writer) error {
+		_, err := fmt.Fprintln(w, id)
 		return err
 	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	sbs, err := cl.Sandbox.List(ctx)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return printJSON(c.stdout, api.List[api.Sandbox]{Items: sbs})
-	}
-	tw := table(c.stdout, "ID", "IMAGE", "STATUS", "CPU", "MEMORY", "AGE", "REASON")
-	for _, sb := range sbs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sb.ID, sb.Image, sb.Status, sb.CPU, sb.Memory, age(sb.CreatedAt), sb.Reason)
-	}
-	return tw.Flush()
 }
 
-func (c *sandboxCmd) exec(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "ID [flags] -- CMD [ARGS...]", &cn)
-	timeout := fs.Int("timeout", 0, "seconds before the command is killed (default: the daemon's, 30)")
+func newSandboxListCmd(e env, cc *clientConfig) *cobra.Command {
+	var out output
+	c := &cobra.Command{
+		Use:     "ls [flags]",
+		Aliases: []string{"list"},
+		Short:   "list sandboxes",
+		Example: `  agent2env sandbox ls -o wide
+  agent2env sandbox ls -o json | jq -r '.items[] | select(.status == "failed") | .id'
+  agent2env sandbox rm $(agent2env sandbox ls -q)`,
+		Args: noArgs,
+		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
+			sbs, err := cl.Sandbox.List(ctx)
+			return sandboxView(api.List[api.Sandbox]{Items: sbs}, sbs), err
+		}),
+	}
+	out.register(c, "table", tableFormats)
+	return c
+}
+
+func newSandboxExecCmd(e env, cc *clientConfig) *cobra.Command {
+	var req api.ExecRequest
 	env := envFlag{}
-	fs.Var(env, "env", "environment variable `KEY=VALUE` (repeatable)")
-	cwd := fs.String("cwd", "", "working directory (default: the sandbox's, /workspace)")
-	pos, err := parseArgs(fs, args, 1)
+	c := &cobra.Command{
+		Use:   "exec ID [flags] -- CMD [ARGS...]",
+		Short: "run a command in a sandbox, streaming its output",
+		Long: `exec runs a command in a sandbox and streams its output. Its exit code is the command's
+(124 when it timed out). Flags go before the command; everything from the command on, or
+after "--", is the command's.`,
+		Example: `  agent2env sandbox exec "$ID" -- python3 -c 'print(1)'
+  agent2env sandbox exec "$ID" --timeout 600 --env PIP_QUIET=1 -- pip install numpy`,
+		// The command's arguments may look like flags: parseLeading
+		// stops at the command.
+		DisableFlagParsing: true,
+		ValidArgsFunction:  cc.complete(e, sandboxIDs, false),
+		RunE: func(c *cobra.Command, args []string) error {
+			pos, err := parseLeading(c, args, 1)
+			if err != nil {
+				return err
+			}
+			if len(pos) < 2 {
+				return usageErrorf(c, "need a sandbox id and a command")
+			}
+			req.Command, req.Env = pos[1:], env
+			return execSandbox(c, e, cc, pos[0], req)
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&req.Timeout, "timeout", 0, "seconds before the command is killed (default: the daemon's, 30)")
+	f.Var(env, "env", "environment variable `KEY=VALUE` (repeatable)")
+	f.StringVar(&req.Cwd, "cwd", "", "working directory (default: the sandbox's, /workspace)")
+	return c
+}
+
+func execSandbox(c *cobra.Command, e env, cc *clientConfig, id string, req api.ExecRequest) error {
+	cl, err := cc.client(e)
 	if err != nil {
 		return err
 	}
-	if len(pos) < 2 {
-		return usageError(c.env, fs, "need a sandbox id and a command")
-	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	req := api.ExecRequest{Command: pos[1:], Timeout: *timeout, Env: env, Cwd: *cwd}
-	ev, err := cl.Sandbox.ExecuteStream(ctx, pos[0], req, c.stdout, c.stderr)
+	ev, err := cl.Sandbox.ExecuteStream(c.Context(), id, req, e.stdout, e.stderr)
 	if err != nil {
 		return err
 	}
 	switch {
 	case ev.TimedOut:
-		fmt.Fprintf(c.stderr, "agent2env %s: the command timed out and was killed\n", name)
+		fmt.Fprintf(e.stderr, "%s: the command timed out and was killed\n", c.CommandPath())
 		return &exitError{code: 124} // as timeout(1) does
 	case ev.ExitCode == 0:
 		return nil
@@ -169,6 +219,35 @@ func (c *sandboxCmd) exec(ctx context.Context, name string, args []string) error
 		return &exitError{code: 1}
 	}
 	return &exitError{code: ev.ExitCode}
+}
+
+func newSandboxCopyCmd(e env, cc *clientConfig) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cp [flags] SRC DST",
+		Short: "copy a file into (DST is ID:/path) or out of (SRC is ID:/path) a sandbox",
+		Long: `cp copies one file into or out of a sandbox. The sandbox side is ID:/path; the local
+side is a path, or - for standard input or output. A DST ending in / or naming a
+directory is copied into.`,
+		Example: `  agent2env sandbox cp data.csv "$ID:/workspace/"
+  agent2env sandbox cp "$ID:/workspace/out.png" .
+  tar c src | agent2env sandbox cp - "$ID:/tmp/src.tar"`,
+		Args: exactArgs(2, "need SRC and DST, one of them ID:/path and the other a local path or -"),
+		RunE: func(c *cobra.Command, args []string) error {
+			srcID, srcPath, srcRemote := remotePath(args[0])
+			dstID, dstPath, dstRemote := remotePath(args[1])
+			if srcRemote == dstRemote {
+				return usageErrorf(c, "exactly one of SRC and DST must be ID:/path")
+			}
+			cl, err := cc.client(e)
+			if err != nil {
+				return err
+			}
+			if dstRemote {
+				return upload(c.Context(), e, cl, args[0], dstID, dstPath)
+			}
+			return download(c.Context(), e, cl, srcID, srcPath, args[1])
+		},
+	}
 }
 
 // remotePath splits an ID:/path argument. A local path whose first
@@ -181,41 +260,16 @@ func remotePath(arg string) (id, p string, ok bool) {
 	return id, p, true
 }
 
-func (c *sandboxCmd) cp(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "[flags] SRC DST", &cn)
-	pos, err := positional(c.env, fs, args, 2, "need SRC and DST, one of them ID:/path and the other a local path or -")
-	if err != nil {
-		return err
-	}
-	srcID, srcPath, srcRemote := remotePath(pos[0])
-	dstID, dstPath, dstRemote := remotePath(pos[1])
-	if srcRemote == dstRemote {
-		return usageError(c.env, fs, "exactly one of SRC and DST must be ID:/path")
-	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	if dstRemote {
-		return c.upload(ctx, cl, pos[0], dstID, dstPath)
-	}
-	return c.download(ctx, cl, srcID, srcPath, pos[1])
-}
-
 // upload copies the local file src (- for standard input) to p in sandbox
 // id; a p ending in / is a directory to copy into.
-func (c *sandboxCmd) upload(ctx context.Context, cl *client.Client, src, id, p string) error {
+func upload(ctx context.Context, e env, cl *client.Client, src, id, p string) error {
 	var r io.Reader
 	var mode os.FileMode
 	if src == "-" {
 		if strings.HasSuffix(p, "/") {
 			return fmt.Errorf("copy standard input to %s: name the destination file", p)
 		}
-		r = c.stdin
-		if r == nil {
-			r = os.Stdin
-		}
+		r = e.in()
 	} else {
 		f, err := os.Open(src)
 		if err != nil {
@@ -240,14 +294,14 @@ func (c *sandboxCmd) upload(ctx context.Context, cl *client.Client, src, id, p s
 
 // download copies p in sandbox id to the local path dst (- for standard
 // output); an existing directory dst is copied into.
-func (c *sandboxCmd) download(ctx context.Context, cl *client.Client, id, p, dst string) error {
+func download(ctx context.Context, e env, cl *client.Client, id, p, dst string) error {
 	rc, err := cl.Sandbox.DownloadFile(ctx, id, p)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
 	if dst == "-" {
-		_, err := io.Copy(c.stdout, rc)
+		_, err := io.Copy(e.stdout, rc)
 		return err
 	}
 	if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
@@ -268,79 +322,130 @@ func (c *sandboxCmd) download(ctx context.Context, cl *client.Client, id, p, dst
 	return nil
 }
 
-func (c *sandboxCmd) logs(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "ID [flags]", &cn)
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := positional(c.env, fs, args, 1, "need one sandbox id")
-	if err != nil {
-		return err
+func newSandboxLogsCmd(e env, cc *clientConfig) *cobra.Command {
+	var out output
+	c := &cobra.Command{
+		Use:               "logs ID [flags]",
+		Short:             "print a sandbox's lifecycle events and console output",
+		Example:           `  agent2env sandbox logs "$ID"`,
+		Args:              exactArgs(1, "need one sandbox id"),
+		ValidArgsFunction: cc.complete(e, sandboxIDs, false),
+		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, args []string) (view, error) {
+			logs, err := cl.Sandbox.GetLogs(ctx, args[0])
+			if err != nil {
+				return view{}, err
+			}
+			return view{value: logs, text: func(w io.Writer) error {
+				for _, ev := range logs.Events {
+					fmt.Fprintln(w, ev)
+				}
+				if logs.Logs != "" {
+					fmt.Fprintf(w, "\n%s", logs.Logs)
+					if !strings.HasSuffix(logs.Logs, "\n") {
+						fmt.Fprintln(w)
+					}
+				}
+				return nil
+			}}, nil
+		}),
 	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	logs, err := cl.Sandbox.GetLogs(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return printJSON(c.stdout, logs)
-	}
-	for _, ev := range logs.Events {
-		fmt.Fprintln(c.stdout, ev)
-	}
-	if logs.Logs != "" {
-		fmt.Fprintf(c.stdout, "\n%s", logs.Logs)
-		if !strings.HasSuffix(logs.Logs, "\n") {
-			fmt.Fprintln(c.stdout)
-		}
-	}
-	return nil
+	out.register(c, "text", valueFormats)
+	return c
 }
 
-func (c *sandboxCmd) rm(ctx context.Context, name string, args []string) error {
-	return removeEach(ctx, c.env, name, "ID", "sandbox id", args,
-		func(ctx context.Context, cl *client.Client, id string) error { return cl.Sandbox.Delete(ctx, id) })
-}
-
-// control stops, starts or restarts the sandboxes named by args. Start and
-// restart wait, as create does, until each sandbox runs again.
-func (c *sandboxCmd) control(ctx context.Context, name string, args []string, op string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "ID... [flags]", &cn)
-	wait := new(bool)
+// newSandboxControlCmd makes stop, start or restart. Start and restart
+// wait, as create does, until each sandbox runs again.
+func newSandboxControlCmd(e env, cc *clientConfig, op, short string) *cobra.Command {
+	var wait bool
+	c := &cobra.Command{
+		Use:               op + " ID... [flags]",
+		Short:             short,
+		Example:           fmt.Sprintf(`  agent2env sandbox %s "$ID"`, op),
+		Args:              minArgs(1, "need at least one sandbox id"),
+		ValidArgsFunction: cc.complete(e, sandboxIDs, true),
+		RunE: func(c *cobra.Command, ids []string) error {
+			cl, err := cc.client(e)
+			if err != nil {
+				return err
+			}
+			do := map[string]func(context.Context, string) error{
+				"stop": cl.Sandbox.Stop, "start": cl.Sandbox.Start, "restart": cl.Sandbox.Restart,
+			}[op]
+			return forEach(e, ids, func(id string) error {
+				if err := do(c.Context(), id); err != nil {
+					return err
+				}
+				if wait {
+					_, err := cl.Sandbox.WaitForReady(c.Context(), id, 0)
+					return err
+				}
+				return nil
+			})
+		},
+	}
 	if op != "stop" {
-		wait = fs.Bool("wait", true, "wait until the sandbox runs again; fail with the reason if it fails")
+		c.Flags().BoolVar(&wait, "wait", true, "wait until the sandbox runs again; fail with the reason if it fails")
 	}
-	ids, err := parseArgs(fs, args, -1)
-	if err != nil {
-		return err
+	return c
+}
+
+// removeCmd is every "rm" command: it removes each argument with del.
+// what names the argument in usage ("ID"); noun in errors; list completes
+// it.
+func removeCmd(e env, cc *clientConfig, what, noun, short, example string, list lister,
+	del func(ctx context.Context, cl *client.Client, arg string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:               "rm " + what + "... [flags]",
+		Aliases:           []string{"remove"},
+		Short:             short,
+		Long:              short + ", printing each one removed. A failure does not stop the others; any makes the exit code 1.",
+		Example:           example,
+		Args:              minArgs(1, "need at least one "+noun),
+		ValidArgsFunction: cc.complete(e, list, true),
+		RunE: func(c *cobra.Command, args []string) error {
+			cl, err := cc.client(e)
+			if err != nil {
+				return err
+			}
+			return forEach(e, args, func(arg string) error { return del(c.Context(), cl, arg) })
+		},
 	}
-	if len(ids) == 0 {
-		return usageError(c.env, fs, "need at least one sandbox id")
-	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	do := map[string]func(context.Context, string) error{
-		"stop": cl.Sandbox.Stop, "start": cl.Sandbox.Start, "restart": cl.Sandbox.Restart,
-	}[op]
-	// Do what can be done and report every failure.
+}
+
+// forEach does do for each of args, printing those done, and reports
+// every failure rather than stopping at the first.
+func forEach(e env, args []string, do func(arg string) error) error {
 	var errs []error
-	for _, id := range ids {
-		if err := do(ctx, id); err != nil {
+	for _, a := range args {
+		if err := do(a); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if *wait {
-			if _, err := cl.Sandbox.WaitForReady(ctx, id, 0); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-		}
-		fmt.Fprintln(c.stdout, id)
+		fmt.Fprintln(e.stdout, a)
 	}
 	return errors.Join(errs...)
+}
+
+// envFlag collects repeated KEY=VALUE flags. Unlike pflag's
+// stringToString it takes one pair a flag, so that values may hold commas.
+type envFlag map[string]string
+
+func (f envFlag) Type() string { return "KEY=VALUE" }
+
+func (f envFlag) String() string {
+	kvs := make([]string, 0, len(f))
+	for k, v := range f {
+		kvs = append(kvs, k+"="+v)
+	}
+	sort.Strings(kvs)
+	return strings.Join(kvs, ",")
+}
+
+func (f envFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q is not KEY=VALUE", s)
+	}
+	f[k] = v
+	return nil
 }

@@ -22,6 +22,15 @@ func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errOut.String()
 }
 
+// runIn runs the CLI as Main does, with stdin as its standard input.
+func runIn(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd, err := execute(t.Context(), env{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errOut}, args)
+	code = report(&errOut, cmd, err)
+	return code, out.String(), errOut.String()
+}
+
 // result is what one CLI run produced.
 type result struct {
 	Code   int
@@ -50,15 +59,14 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{[]string{"sandbox"}, "usage: agent2env sandbox <command>"},
 		{[]string{"sandbox", "bogus"}, `unknown command "bogus"`},
-		{[]string{"sandbox", "create", "-h"}, "usage: agent2env sandbox create [flags]"},
-		{[]string{"sandbox", "create", "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"sandbox", "create", "--bogus"}, "unknown flag: --bogus"},
 		{[]string{"sandbox", "create", "extra"}, `unexpected argument "extra"`},
 		{[]string{"sandbox", "create", "--env", "NOEQUALS"}, `"NOEQUALS" is not KEY=VALUE`},
-		{[]string{"sandbox", "create", "--ttl", "soon"}, `invalid value "soon" for flag -ttl`},
+		{[]string{"sandbox", "create", "--ttl", "soon"}, `invalid argument "soon" for "--ttl" flag`},
 		{[]string{"sandbox", "ls", "x"}, `unexpected argument "x"`},
 		{[]string{"sandbox", "exec", "sb1"}, "need a sandbox id and a command"},
 		{[]string{"sandbox", "exec", "sb1", "--"}, "need a sandbox id and a command"},
-		{[]string{"sandbox", "exec", "sb1", "--timeout", "x", "--", "ls"}, `invalid value "x" for flag -timeout`},
+		{[]string{"sandbox", "exec", "sb1", "--timeout", "x", "--", "ls"}, `invalid argument "x" for "--timeout" flag`},
 		{[]string{"sandbox", "cp", "sb1:/a"}, "need SRC and DST"},
 		{[]string{"sandbox", "cp", "a", "b"}, "exactly one of SRC and DST must be ID:/path"},
 		{[]string{"sandbox", "cp", "sb1:/a", "sb2:/b"}, "exactly one of SRC and DST must be ID:/path"},
@@ -69,7 +77,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"image", "build", "a", "b"}, "need one NAME"},
 		{[]string{"image", "import"}, "need one FILE"},
 		{[]string{"image", "rm"}, "need at least one image reference"},
-		{[]string{"image", "ls", "--json=maybe"}, "invalid boolean value"},
+		{[]string{"image", "ls", "--json=maybe"}, `invalid argument "maybe" for "--json" flag`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -373,16 +381,14 @@ func TestCopy(t *testing.T) {
 func TestCopyStdin(t *testing.T) {
 	d := newFakeDaemon(t)
 	d.addSandbox(api.Sandbox{ID: "sb7", Status: api.StatusRunning})
-	var stdout, stderr bytes.Buffer
-	cmd := &sandboxCmd{env: env{stdout: &stdout, stderr: &stderr}, stdin: strings.NewReader("from stdin\n")}
-	if err := cmd.Run(t.Context(), []string{"cp", "-", "sb7:/workspace/in.txt"}); err != nil {
-		t.Fatal(err)
+	if code, _, stderr := runIn(t, "from stdin\n", "sandbox", "cp", "-", "sb7:/workspace/in.txt"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if f := d.files["sb7:/workspace/in.txt"]; string(f.data) != "from stdin\n" || f.mode != "0644" {
 		t.Errorf("uploaded %q mode %s, want %q mode 0644", f.data, f.mode, "from stdin\n")
 	}
-	if err := cmd.Run(t.Context(), []string{"cp", "-", "sb7:/workspace/"}); err == nil {
-		t.Error("copying stdin to a directory succeeded")
+	if code, _, _ := runIn(t, "from stdin\n", "sandbox", "cp", "-", "sb7:/workspace/"); code != 1 {
+		t.Errorf("copying stdin to a directory: exit %d, want 1", code)
 	}
 }
 

@@ -257,8 +257,8 @@ func TestSandboxTemplateUsageErrors(t *testing.T) {
 		{[]string{"sandbox", "create", "--template", "py", "--template-version", "-1"}, "--template-version must be at least 1"},
 		{[]string{"sandbox", "stop"}, "need at least one sandbox id"},
 		{[]string{"sandbox", "start"}, "need at least one sandbox id"},
-		{[]string{"sandbox", "restart", "--wait=maybe", "sb1"}, "invalid boolean value"},
-		{[]string{"sandbox", "stop", "--wait", "sb1"}, "flag provided but not defined: -wait"},
+		{[]string{"sandbox", "restart", "--wait=maybe", "sb1"}, `invalid argument "maybe" for "--wait" flag`},
+		{[]string{"sandbox", "stop", "--wait", "sb1"}, "unknown flag: --wait"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

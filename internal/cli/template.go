@@ -10,162 +10,179 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
-	"gopkg.in/yaml.v3"
+	"github.com/spf13/cobra"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/api/client"
+	tmpl "github.com/agent2env/agent2env/internal/template"
 )
 
-// templateCmd groups the template client commands.
-type templateCmd struct {
-	env
-	// stdin is what "-f -" reads; nil means os.Stdin.
-	stdin io.Reader
+func newTemplateCmd(e env, cc *clientConfig) *cobra.Command {
+	return group("template <command>", "create, list, update, version, roll back and export sandbox templates",
+		`  agent2env template create -f python-ds.yaml
+  agent2env template ls --tag python
+  agent2env template rollback python-ds --to 1`,
+		newTemplateCreateCmd(e, cc), newTemplateListCmd(e, cc), newTemplateGetCmd(e, cc), newTemplateUpdateCmd(e, cc),
+		removeCmd(e, cc, "NAME", "template NAME", "remove templates and all their versions",
+			"  agent2env template rm python-ds", templateNames,
+			func(ctx context.Context, cl *client.Client, n string) error { return cl.Template.Delete(ctx, n) }),
+		newTemplateVersionsCmd(e, cc), newTemplateRollbackCmd(e, cc), newTemplateExportCmd(e, cc),
+	)
 }
 
-func (c *templateCmd) Run(ctx context.Context, args []string) error {
-	return runGroup(ctx, c.env, "template", args, map[string]subcommand{
-		"create":   {"create -f FILE [flags]", "create a template from a YAML document or a JSON request", c.create},
-		"ls":       {"ls [flags]", "list templates", c.list},
-		"get":      {"get NAME [flags]", "show a template, or one of its versions", c.get},
-		"update":   {"update NAME -f FILE [flags]", "make a new version of a template from a file", c.update},
-		"rm":       {"rm NAME... [flags]", "remove templates and all their versions", c.rm},
-		"versions": {"versions NAME [flags]", "list a template's versions", c.versions},
-		"rollback": {"rollback NAME --to N [flags]", "make a new version with the spec of version N", c.rollback},
-		"export":   {"export NAME [flags]", "write a template as a YAML document", c.export},
-	})
-}
-
-func (c *templateCmd) create(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "-f FILE [flags]", &cn)
-	file := fs.String("f", "", "`FILE`: a SandboxTemplate YAML document (as \"template export\" writes) or a JSON create request; - for stdin")
-	prepull := fs.Bool("prepull", false, "start prepulling the template's image")
-	asJSON := fs.Bool("json", false, "print the template as JSON")
-	if _, err := positional(c.env, fs, args, 0, ""); err != nil {
-		return err
-	}
-	if *file == "" {
-		return usageError(c.env, fs, "need -f FILE")
-	}
-	tf, err := readTemplateFile(*file, c.stdin)
-	if err != nil {
-		return err
-	}
-	req := api.CreateTemplateRequest{Name: tf.Name, DisplayName: tf.DisplayName, Description: tf.Description,
-		Tags: tf.Tags, IsPublic: tf.IsPublic, Spec: tf.Spec, AutoPrepull: tf.AutoPrepull || *prepull}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	t, err := cl.Template.Create(ctx, req)
-	if err != nil {
-		return err
-	}
-	return c.printTemplates(*asJSON, t, []api.Template{*t})
-}
-
-func (c *templateCmd) list(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "[flags]", &cn)
-	var opts client.ListTemplatesOptions
-	fs.StringVar(&opts.Tag, "tag", "", "list the templates carrying this tag")
-	fs.StringVar(&opts.Search, "search", "", "list the templates whose name, display name or description contains this")
-	fs.IntVar(&opts.Page, "page", 1, "page to list, from 1")
-	fs.IntVar(&opts.PageSize, "page-size", 20, "templates a page, at most 100")
-	asJSON := fs.Bool("json", false, "print the page as JSON")
-	if _, err := positional(c.env, fs, args, 0, ""); err != nil {
-		return err
-	}
-	if opts.Page < 1 {
-		return usageError(c.env, fs, "--page must be at least 1")
-	}
-	if opts.PageSize < 1 || opts.PageSize > 100 {
-		return usageError(c.env, fs, "--page-size must be between 1 and 100")
-	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	l, err := cl.Template.List(ctx, opts)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return printJSON(c.stdout, l)
-	}
-	if err := c.printTemplates(false, nil, l.Items); err != nil {
-		return err
-	}
-	// Say where the rest is, away from the table that scripts read.
-	if l.PageSize > 0 && l.Page*l.PageSize < l.Total {
-		pages := (l.Total + l.PageSize - 1) / l.PageSize
-		fmt.Fprintf(c.stderr, "page %d of %d (%d templates); next: --page %d\n", l.Page, pages, l.Total, l.Page+1)
-	}
-	return nil
-}
-
-// printTemplates prints v as JSON, or ts as a table.
-func (c *templateCmd) printTemplates(asJSON bool, v any, ts []api.Template) error {
-	if asJSON {
-		return printJSON(c.stdout, v)
-	}
-	tw := table(c.stdout, "NAME", "VERSION", "IMAGE", "TAGS", "UPDATED", "DESCRIPTION")
-	for _, t := range ts {
-		image := ""
-		if t.Spec != nil {
-			image = t.Spec.Image
+// templateView shows templates: the API's value v, a table of ts.
+func templateView(v any, ts []api.Template) view {
+	t := newTable("NAME", "VERSION", "IMAGE", "TAGS", "UPDATED", "DESCRIPTION").withWide("DISPLAY NAME", "PUBLIC", "CPU", "MEMORY", "TTL")
+	names := make([]string, len(ts))
+	for i, tp := range ts {
+		names[i] = tp.Name
+		spec := tp.Spec
+		if spec == nil {
+			spec = &api.TemplateSpec{}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", t.Name, t.LatestVersion, image, strings.Join(t.Tags, ","),
-			age(t.UpdatedAt), oneLine(t.Description))
+		t.add(tp.Name, strconv.Itoa(tp.LatestVersion), spec.Image, strings.Join(tp.Tags, ","), age(tp.UpdatedAt),
+			oneLine(tp.Description), orDash(tp.DisplayName), strconv.FormatBool(tp.IsPublic),
+			orDash(spec.Resources.CPU), orDash(spec.Resources.Memory), fmt.Sprintf("%ds", spec.TTL))
 	}
-	return tw.Flush()
+	return view{value: v, ids: names, table: t}
 }
 
-func (c *templateCmd) get(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "NAME [flags]", &cn)
-	version := fs.Int("version", 0, "show version `N` instead of the latest")
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := positional(c.env, fs, args, 1, "need one template NAME")
-	if err != nil {
-		return err
+func newTemplateCreateCmd(e env, cc *clientConfig) *cobra.Command {
+	var (
+		file    string
+		prepull bool
+		out     output
+	)
+	c := &cobra.Command{
+		Use:   "create -f FILE [flags]",
+		Short: "create a template from a YAML document or a JSON request",
+		Example: `  agent2env template create -f python-ds.yaml --prepull
+  agent2env template export py | sed 's/name: py/name: py2/' | agent2env template create -f -`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if file == "" {
+				return usageErrorf(c, "need -f FILE")
+			}
+			tf, err := readTemplateFile(file, e.in())
+			if err != nil {
+				return err
+			}
+			cl, err := cc.client(e)
+			if err != nil {
+				return err
+			}
+			t, err := cl.Template.Create(c.Context(), api.CreateTemplateRequest{Name: tf.Name, DisplayName: tf.DisplayName,
+				Description: tf.Description, Tags: tf.Tags, IsPublic: tf.IsPublic, Spec: tf.Spec, AutoPrepull: tf.AutoPrepull || prepull})
+			if err != nil {
+				return err
+			}
+			return out.print(e.stdout, templateView(t, []api.Template{*t}))
+		},
 	}
-	if *version < 0 {
-		return usageError(c.env, fs, "--version must be at least 1")
+	c.Flags().StringVarP(&file, "file", "f", "", "`FILE`: a SandboxTemplate YAML document (as \"template export\" writes) or a JSON create request; - for stdin")
+	c.Flags().BoolVar(&prepull, "prepull", false, "start prepulling the template's image")
+	out.register(c, "table", tableFormats)
+	return c
+}
+
+func newTemplateListCmd(e env, cc *clientConfig) *cobra.Command {
+	var (
+		opts client.ListTemplatesOptions
+		out  output
+	)
+	c := &cobra.Command{
+		Use:     "ls [flags]",
+		Aliases: []string{"list"},
+		Short:   "list templates",
+		Long:    "ls lists one page of templates; stderr says how to get the next one.",
+		Example: `  agent2env template ls --tag python -o wide
+  agent2env template ls --page-size 100 -o json | jq -r '.items[].name'`,
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if opts.Page < 1 {
+				return usageErrorf(c, "--page must be at least 1")
+			}
+			if opts.PageSize < 1 || opts.PageSize > 100 {
+				return usageErrorf(c, "--page-size must be between 1 and 100")
+			}
+			cl, err := cc.client(e)
+			if err != nil {
+				return err
+			}
+			l, err := cl.Template.List(c.Context(), opts)
+			if err != nil {
+				return err
+			}
+			if err := out.print(e.stdout, templateView(l, l.Items)); err != nil {
+				return err
+			}
+			// Say where the rest is, away from the table that scripts read.
+			if !out.structured() && l.PageSize > 0 && l.Page*l.PageSize < l.Total {
+				pages := (l.Total + l.PageSize - 1) / l.PageSize
+				fmt.Fprintf(e.stderr, "page %d of %d (%d templates); next: --page %d\n", l.Page, pages, l.Total, l.Page+1)
+			}
+			return nil
+		},
 	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
+	f := c.Flags()
+	f.StringVar(&opts.Tag, "tag", "", "list the templates carrying this tag")
+	f.StringVar(&opts.Search, "search", "", "list the templates whose name, display name or description contains this")
+	f.IntVar(&opts.Page, "page", 1, "page to list, from 1")
+	f.IntVar(&opts.PageSize, "page-size", 20, "templates a page, at most 100")
+	out.register(c, "table", tableFormats)
+	return c
+}
+
+func newTemplateGetCmd(e env, cc *clientConfig) *cobra.Command {
+	var (
+		version int
+		out     output
+	)
+	c := &cobra.Command{
+		Use:   "get NAME [flags]",
+		Short: "show a template, or one of its versions",
+		Example: `  agent2env template get python-ds
+  agent2env template get python-ds --version 2 -o yaml`,
+		Args:              exactArgs(1, "need one template NAME"),
+		ValidArgsFunction: cc.complete(e, templateNames, false),
+		RunE: func(c *cobra.Command, args []string) error {
+			if version < 0 {
+				return usageErrorf(c, "--version must be at least 1")
+			}
+			cl, err := cc.client(e)
+			if err != nil {
+				return err
+			}
+			if version > 0 {
+				v, err := cl.Template.GetVersion(c.Context(), args[0], version)
+				if err != nil {
+					return err
+				}
+				vv := versionView(v, []api.TemplateVersion{*v})
+				vv.text = func(w io.Writer) error { return writeVersion(w, args[0], v) }
+				return out.print(e.stdout, vv)
+			}
+			t, err := cl.Template.Get(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			v := templateView(t, []api.Template{*t})
+			v.text = func(w io.Writer) error { return writeTemplate(w, t) }
+			return out.print(e.stdout, v)
+		},
 	}
-	if *version > 0 {
-		v, err := cl.Template.GetVersion(ctx, pos[0], *version)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return printJSON(c.stdout, v)
-		}
-		tw := tabwriter.NewWriter(c.stdout, 0, 8, 2, ' ', 0)
-		fmt.Fprintf(tw, "Name:\t%s\n", pos[0])
-		fmt.Fprintf(tw, "Version:\t%d\n", v.Version)
-		field(tw, "Changelog", oneLine(v.Changelog))
-		field(tw, "Created by", v.CreatedBy)
-		fmt.Fprintf(tw, "Created:\t%s\n", v.CreatedAt.Format("2006-01-02 15:04:05Z07:00"))
-		printSpec(tw, &v.Spec)
-		return tw.Flush()
-	}
-	t, err := cl.Template.Get(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return printJSON(c.stdout, t)
-	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 8, 2, ' ', 0)
+	c.Flags().IntVar(&version, "version", 0, "show version `N` instead of the latest")
+	out.register(c, "the template's fields, one a line", tableFormats)
+	return c
+}
+
+// writeTemplate writes t's fields, one a line.
+func writeTemplate(w io.Writer, t *api.Template) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintf(tw, "Name:\t%s\n", t.Name)
 	field(tw, "Display name", t.DisplayName)
 	field(tw, "Description", oneLine(t.Description))
@@ -176,6 +193,18 @@ func (c *templateCmd) get(ctx context.Context, name string, args []string) error
 	if t.Spec != nil {
 		printSpec(tw, t.Spec)
 	}
+	return tw.Flush()
+}
+
+// writeVersion writes the fields of version v of template name.
+func writeVersion(w io.Writer, name string, v *api.TemplateVersion) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintf(tw, "Name:\t%s\n", name)
+	fmt.Fprintf(tw, "Version:\t%d\n", v.Version)
+	field(tw, "Changelog", oneLine(v.Changelog))
+	field(tw, "Created by", v.CreatedBy)
+	fmt.Fprintf(tw, "Created:\t%s\n", v.CreatedAt.Format("2006-01-02 15:04:05Z07:00"))
+	printSpec(tw, &v.Spec)
 	return tw.Flush()
 }
 
@@ -237,140 +266,145 @@ func printSpec(w io.Writer, spec *api.TemplateSpec) {
 	}
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
+func newTemplateUpdateCmd(e env, cc *clientConfig) *cobra.Command {
+	var (
+		file, changelog string
+		out             output
+	)
+	c := &cobra.Command{
+		Use:               "update NAME -f FILE [flags]",
+		Short:             "make a new version of a template from a file",
+		Example:           `  agent2env template update python-ds -f python-ds.yaml --changelog "python 3.13"`,
+		Args:              exactArgs(1, "need one template NAME"),
+		ValidArgsFunction: cc.complete(e, templateNames, false),
+		RunE: func(c *cobra.Command, args []string) error {
+			if file == "" {
+				return usageErrorf(c, "need -f FILE")
+			}
+			tf, err := readTemplateFile(file, e.in())
+			if err != nil {
+				return err
+			}
+			// Guard against updating one template from another's file.
+			if tf.Name != "" && tf.Name != args[0] {
+				return fmt.Errorf("%s describes template %q, not %q", file, tf.Name, args[0])
+			}
+			req := api.UpdateTemplateRequest{DisplayName: tf.DisplayName, Description: tf.Description, Tags: tf.Tags,
+				IsPublic: tf.IsPublic, Spec: tf.Spec, Changelog: cmpOr(changelog, tf.Changelog)}
+			cl, err := cc.client(e)
+			if err != nil {
+				return err
+			}
+			t, err := cl.Template.Update(c.Context(), args[0], req)
+			if err != nil {
+				return err
+			}
+			return out.print(e.stdout, templateView(t, []api.Template{*t}))
+		},
 	}
-	return s
+	c.Flags().StringVarP(&file, "file", "f", "", "`FILE`: a SandboxTemplate YAML document or a JSON request; - for stdin")
+	c.Flags().StringVar(&changelog, "changelog", "", "what changed in this version (default: the file's changelog, if any)")
+	out.register(c, "table", tableFormats)
+	return c
 }
 
-// oneLine shortens s to its first line, marking what was cut.
-func oneLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return strings.TrimSpace(s[:i]) + " ..."
+// versionView shows template versions: the API's value v, a table of vs.
+func versionView(v any, vs []api.TemplateVersion) view {
+	t := newTable("VERSION", "IMAGE", "CREATED", "CHANGELOG").withWide("CREATED BY")
+	ids := make([]string, len(vs))
+	for i, tv := range vs {
+		ids[i] = strconv.Itoa(tv.Version)
+		t.add(ids[i], tv.Spec.Image, age(tv.CreatedAt), oneLine(tv.Changelog), orDash(tv.CreatedBy))
 	}
-	return s
+	return view{value: v, ids: ids, table: t}
 }
 
-func (c *templateCmd) update(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "NAME -f FILE [flags]", &cn)
-	file := fs.String("f", "", "`FILE`: a SandboxTemplate YAML document or a JSON request; - for stdin")
-	changelog := fs.String("changelog", "", "what changed in this version (default: the file's changelog, if any)")
-	asJSON := fs.Bool("json", false, "print the template as JSON")
-	pos, err := positional(c.env, fs, args, 1, "need one template NAME")
-	if err != nil {
-		return err
+func newTemplateVersionsCmd(e env, cc *clientConfig) *cobra.Command {
+	var out output
+	c := &cobra.Command{
+		Use:               "versions NAME [flags]",
+		Short:             "list a template's versions",
+		Example:           `  agent2env template versions python-ds`,
+		Args:              exactArgs(1, "need one template NAME"),
+		ValidArgsFunction: cc.complete(e, templateNames, false),
+		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, args []string) (view, error) {
+			l, err := cl.Template.ListVersions(ctx, args[0])
+			if err != nil {
+				return view{}, err
+			}
+			return versionView(l, l.Items), nil
+		}),
 	}
-	if *file == "" {
-		return usageError(c.env, fs, "need -f FILE")
-	}
-	tf, err := readTemplateFile(*file, c.stdin)
-	if err != nil {
-		return err
-	}
-	// Guard against updating one template from another's file.
-	if tf.Name != "" && tf.Name != pos[0] {
-		return fmt.Errorf("%s describes template %q, not %q", *file, tf.Name, pos[0])
-	}
-	req := api.UpdateTemplateRequest{DisplayName: tf.DisplayName, Description: tf.Description, Tags: tf.Tags,
-		IsPublic: tf.IsPublic, Spec: tf.Spec, Changelog: tf.Changelog}
-	if *changelog != "" {
-		req.Changelog = *changelog
-	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	t, err := cl.Template.Update(ctx, pos[0], req)
-	if err != nil {
-		return err
-	}
-	return c.printTemplates(*asJSON, t, []api.Template{*t})
+	out.register(c, "table", tableFormats)
+	return c
 }
 
-func (c *templateCmd) rm(ctx context.Context, name string, args []string) error {
-	return removeEach(ctx, c.env, name, "NAME", "template NAME", args,
-		func(ctx context.Context, cl *client.Client, n string) error { return cl.Template.Delete(ctx, n) })
+func newTemplateRollbackCmd(e env, cc *clientConfig) *cobra.Command {
+	var (
+		to        int
+		changelog string
+		out       output
+	)
+	c := &cobra.Command{
+		Use:               "rollback NAME --to N [flags]",
+		Short:             "make a new version with the spec of version N",
+		Example:           `  agent2env template rollback python-ds --to 1 --changelog "numpy 2 broke the notebooks"`,
+		Args:              exactArgs(1, "need one template NAME"),
+		ValidArgsFunction: cc.complete(e, templateNames, false),
+		RunE: func(c *cobra.Command, args []string) error {
+			if to < 1 {
+				return usageErrorf(c, "need --to N, a version from 1")
+			}
+			cl, err := cc.client(e)
+			if err != nil {
+				return err
+			}
+			res, err := cl.Template.Rollback(c.Context(), args[0], to, changelog)
+			if err != nil {
+				return err
+			}
+			t := newTable("NAME", "VERSION", "FROM", "TO")
+			t.add(res.Name, strconv.Itoa(res.LatestVersion), strconv.Itoa(res.RolledBackFrom), strconv.Itoa(res.RolledBackTo))
+			return out.print(e.stdout, view{value: res, ids: []string{res.Name}, table: t})
+		},
+	}
+	c.Flags().IntVar(&to, "to", 0, "version `N` whose spec the new version gets")
+	c.Flags().StringVar(&changelog, "changelog", "", `what the new version is for (default: "Rolled back to version N")`)
+	out.register(c, "table", tableFormats)
+	return c
 }
 
-func (c *templateCmd) versions(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "NAME [flags]", &cn)
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := positional(c.env, fs, args, 1, "need one template NAME")
-	if err != nil {
-		return err
+func newTemplateExportCmd(e env, cc *clientConfig) *cobra.Command {
+	var (
+		version int
+		file    string
+	)
+	c := &cobra.Command{
+		Use:   "export NAME [flags]",
+		Short: "write a template as a YAML document",
+		Long: `export writes a template as a SandboxTemplate YAML document, which "template create -f"
+and "import" read. Its -o names a file: the output is always YAML.`,
+		Example:           `  agent2env template export python-ds -o python-ds.yaml`,
+		Args:              exactArgs(1, "need one template NAME"),
+		ValidArgsFunction: cc.complete(e, templateNames, false),
+		RunE: func(c *cobra.Command, args []string) error {
+			if version < 0 {
+				return usageErrorf(c, "--version must be at least 1")
+			}
+			cl, err := cc.client(e)
+			if err != nil {
+				return err
+			}
+			b, err := cl.Template.ExportYAML(c.Context(), args[0], version)
+			if err != nil {
+				return err
+			}
+			return writeOutput(e.stdout, file, b)
+		},
 	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	l, err := cl.Template.ListVersions(ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return printJSON(c.stdout, l)
-	}
-	tw := table(c.stdout, "VERSION", "IMAGE", "CREATED", "CHANGELOG")
-	for _, v := range l.Items {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", v.Version, v.Spec.Image, age(v.CreatedAt), oneLine(v.Changelog))
-	}
-	return tw.Flush()
-}
-
-func (c *templateCmd) rollback(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "NAME --to N [flags]", &cn)
-	to := fs.Int("to", 0, "version `N` whose spec the new version gets")
-	changelog := fs.String("changelog", "", `what the new version is for (default: "Rolled back to version N")`)
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := positional(c.env, fs, args, 1, "need one template NAME")
-	if err != nil {
-		return err
-	}
-	if *to < 1 {
-		return usageError(c.env, fs, "need --to N, a version from 1")
-	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	res, err := cl.Template.Rollback(ctx, pos[0], *to, *changelog)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return printJSON(c.stdout, res)
-	}
-	tw := table(c.stdout, "NAME", "VERSION", "FROM", "TO")
-	fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", res.Name, res.LatestVersion, res.RolledBackFrom, res.RolledBackTo)
-	return tw.Flush()
-}
-
-func (c *templateCmd) export(ctx context.Context, name string, args []string) error {
-	var cn conn
-	fs := clientFlags(c.env, name, "NAME [flags]", &cn)
-	version := fs.Int("version", 0, "export version `N` instead of the latest")
-	out := fs.String("o", "", "write to `FILE` instead of standard output")
-	pos, err := positional(c.env, fs, args, 1, "need one template NAME")
-	if err != nil {
-		return err
-	}
-	if *version < 0 {
-		return usageError(c.env, fs, "--version must be at least 1")
-	}
-	cl, err := cn.client()
-	if err != nil {
-		return err
-	}
-	b, err := cl.Template.ExportYAML(ctx, pos[0], *version)
-	if err != nil {
-		return err
-	}
-	return writeOutput(c.stdout, *out, b)
+	c.Flags().IntVar(&version, "version", 0, "export version `N` instead of the latest")
+	c.Flags().StringVarP(&file, "output", "o", "", "write to `FILE` instead of standard output")
+	return c
 }
 
 // writeOutput writes b to the file path, or to stdout when path is "" or -.
@@ -461,142 +495,11 @@ func decodeTemplateJSON(b []byte) (*templateFile, error) {
 		IsPublic: req.IsPublic, Spec: req.Spec, AutoPrepull: req.AutoPrepull, Changelog: req.Changelog}, nil
 }
 
-// yamlTemplate is a SandboxTemplate document; isPublic is agent2env's
-// extension, written on export only when false.
-type yamlTemplate struct {
-	APIVersion string `yaml:"apiVersion"`
-	Kind       string `yaml:"kind"`
-	Metadata   struct {
-		Name        string   `yaml:"name"`
-		DisplayName string   `yaml:"displayName"`
-		Description string   `yaml:"description"`
-		Tags        []string `yaml:"tags"`
-		IsPublic    *bool    `yaml:"isPublic"`
-	} `yaml:"metadata"`
-	Spec api.TemplateSpec `yaml:"spec"`
-}
-
-// Keys that files written by older LiteBoxd versions have lower-cased
-// ("startupscript"), by the mapping they appear in; the daemon's import
-// accepts both spellings, and so does create -f.
-var camelKeys = map[string][]string{
-	"metadata":       {"displayName"},
-	"spec":           {"startupScript", "startupTimeout", "readinessProbe"},
-	"readinessProbe": {"initialDelaySeconds", "periodSeconds", "failureThreshold"},
-	"network":        {"allowInternetAccess", "allowedDomains"},
-	"persistence":    {"storageClassName", "reclaimPolicy"},
-}
-
 func decodeTemplateYAML(b []byte) (*templateFile, error) {
-	// A leading or trailing "---" makes an empty document: skip those.
-	var docs []*yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	for {
-		n := new(yaml.Node)
-		err := dec.Decode(n)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if !isEmptyYAML(n) {
-			docs = append(docs, n)
-		}
-	}
-	switch len(docs) {
-	case 0:
-		return nil, fmt.Errorf("no %s document", api.KindTemplate)
-	case 1:
-	default:
-		return nil, errors.New(`more than one YAML document: create one template at a time, or use "agent2env import"`)
-	}
-	root := docs[0]
-	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
-		root = root.Content[0]
-	}
-	if root.Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("want a %s document", api.KindTemplate)
-	}
-	switch kind := yamlValue(root, "kind"); {
-	case kind == nil || kind.Value == "":
-		return nil, fmt.Errorf("kind is missing: want %s", api.KindTemplate)
-	case kind.Value == api.KindList:
-		return nil, fmt.Errorf(`a %s holds many templates: use "agent2env import"`, api.KindList)
-	case kind.Value != api.KindTemplate:
-		return nil, fmt.Errorf("kind %q: want %s", kind.Value, api.KindTemplate)
-	}
-	if v := yamlValue(root, "apiVersion"); v != nil && v.Value != "" && v.Value != api.YAMLAPIVersion {
-		return nil, fmt.Errorf("apiVersion %q: want %s", v.Value, api.YAMLAPIVersion)
-	}
-	meta, spec := yamlValue(root, "metadata"), yamlValue(root, "spec")
-	renameKeys(meta, camelKeys["metadata"])
-	renameKeys(spec, camelKeys["spec"])
-	for _, sub := range []string{"readinessProbe", "network", "persistence"} {
-		renameKeys(yamlValue(spec, sub), camelKeys[sub])
-	}
-	// Node.Decode cannot reject unknown keys: decode the renamed
-	// document again with a strict decoder.
-	norm, err := yaml.Marshal(root)
+	d, err := tmpl.ParseDocument(b)
 	if err != nil {
 		return nil, err
 	}
-	strict := yaml.NewDecoder(bytes.NewReader(norm))
-	strict.KnownFields(true)
-	var t yamlTemplate
-	if err := strict.Decode(&t); err != nil {
-		return nil, err
-	}
-	m := t.Metadata
-	return &templateFile{Name: m.Name, DisplayName: m.DisplayName, Description: m.Description, Tags: m.Tags,
-		IsPublic: m.IsPublic, Spec: t.Spec}, nil
-}
-
-// isEmptyYAML reports whether n is an empty document, such as what a
-// trailing "---" makes.
-func isEmptyYAML(n *yaml.Node) bool {
-	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
-		n = n.Content[0]
-	}
-	return n.Kind == 0 || (n.Kind == yaml.ScalarNode && n.Tag == "!!null")
-}
-
-// yamlValue returns the value of key in the mapping n, or nil. Aliases
-// are not followed: template files have no use for them.
-func yamlValue(n *yaml.Node, key string) *yaml.Node {
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i+1]
-		}
-	}
-	return nil
-}
-
-// renameKeys renames the lower-cased form of each of keys in the mapping
-// n to the key itself, unless the key is there already.
-func renameKeys(n *yaml.Node, keys []string) {
-	if n == nil || n.Kind != yaml.MappingNode {
-		return
-	}
-	for _, key := range keys {
-		if yamlValue(n, key) != nil {
-			continue
-		}
-		if k := yamlKey(n, strings.ToLower(key)); k != nil {
-			k.Value = key
-		}
-	}
-}
-
-// yamlKey returns the key node named key in the mapping n, or nil.
-func yamlKey(n *yaml.Node, key string) *yaml.Node {
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i]
-		}
-	}
-	return nil
+	return &templateFile{Name: d.Name, DisplayName: d.DisplayName, Description: d.Description, Tags: d.Tags,
+		IsPublic: d.IsPublic, Spec: d.Spec}, nil
 }

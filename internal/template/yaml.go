@@ -316,3 +316,81 @@ func renameKeys(n *yaml.Node, keys []string) {
 		}
 	}
 }
+
+// Document is one template as a SandboxTemplate YAML file describes it,
+// for clients that create or update a single template from a file.
+type Document struct {
+	Name, DisplayName, Description string
+	// Tags is nil when the document has none, and empty when it lists
+	// none: an update keeps the first and clears the second.
+	Tags     []string
+	IsPublic *bool
+	Spec     api.TemplateSpec
+}
+
+// ParseDocument reads data holding exactly one SandboxTemplate document
+// (empty documents, such as a leading or trailing "---", are skipped).
+// Unlike an import it is strict: a SandboxTemplateList, a second
+// document and a key the format does not know are errors, so that a
+// misspelt key is not silently dropped. The lower-cased keys of older
+// LiteBoxd files are accepted, as an import accepts them.
+func ParseDocument(data []byte) (*Document, error) {
+	var root *yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	budget := &yamlBudget{nodes: maxYAMLNodes, keyWork: maxYAMLKeyWork}
+	for {
+		n := new(yaml.Node)
+		err := dec.Decode(n)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, invalidYAML("%v", err)
+		}
+		if isNull(n) {
+			continue
+		}
+		if root != nil {
+			return nil, errdefs.Invalid(`more than one YAML document: create one template at a time, or use "agent2env import"`)
+		}
+		if !budget.spend(n, 0) {
+			return nil, invalidYAML("too many nodes, keys or aliases to decode")
+		}
+		root = n
+	}
+	if root == nil {
+		return nil, errdefs.Invalid("no %s document", api.KindTemplate)
+	}
+	if deref(root).Kind != yaml.MappingNode {
+		return nil, errdefs.Invalid("want a %s document", api.KindTemplate)
+	}
+	switch kind := scalarField(root, "kind"); kind {
+	case "":
+		return nil, errdefs.Invalid("kind is missing: want %s", api.KindTemplate)
+	case api.KindList:
+		return nil, errdefs.Invalid(`a %s holds many templates: use "agent2env import"`, api.KindList)
+	case api.KindTemplate:
+	default:
+		return nil, errdefs.Invalid("kind %q: want %s", kind, api.KindTemplate)
+	}
+	if v := scalarField(root, "apiVersion"); v != "" && v != api.YAMLAPIVersion {
+		return nil, errdefs.Invalid("apiVersion %q: want %s", v, api.YAMLAPIVersion)
+	}
+	renameKeys(mappingValue(root, "metadata"), metadataKeys)
+	renameSpecKeys(mappingValue(root, "spec"))
+	// Node.Decode cannot reject unknown keys: decode the renamed document
+	// again with a strict decoder.
+	norm, err := yaml.Marshal(root)
+	if err != nil {
+		return nil, invalidYAML("%v", err)
+	}
+	strict := yaml.NewDecoder(bytes.NewReader(norm))
+	strict.KnownFields(true)
+	var d document
+	if err := strict.Decode(&d); err != nil {
+		return nil, invalidYAML("%v", err)
+	}
+	m := d.Metadata
+	return &Document{Name: m.Name, DisplayName: m.DisplayName, Description: m.Description, Tags: m.Tags,
+		IsPublic: m.IsPublic, Spec: d.Spec}, nil
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
 )
 
 // fullSpec uses every field of a spec.
@@ -657,5 +658,59 @@ func TestImportPrepull(t *testing.T) {
 	res, err = New(f.store).Import(ctx, []byte(doc), "", true)
 	if err != nil || res.PrepullStarted != nil || res.Updated != 4 {
 		t.Errorf("without a prepuller: %+v, %v", res, err)
+	}
+}
+
+func TestParseDocument(t *testing.T) {
+	exported, err := yaml.Marshal(toDocument(&store.Template{Name: "py", Tags: []string{"a"}}, fullSpec()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		doc  string
+		want *Document
+		err  string // substring; the class is always ErrInvalidArgument
+	}{
+		{name: "as exported", doc: string(exported),
+			want: &Document{Name: "py", Tags: []string{"a"}, IsPublic: new(bool), Spec: fullSpec()}},
+		{name: "lower-cased keys, separators, no tags",
+			doc: "---\nkind: SandboxTemplate\nmetadata: {name: py, displayname: Py}\nspec:\n  image: python\n" +
+				"  readinessprobe: {exec: {command: [x]}, periodseconds: 5}\n  network: {allowinternetaccess: true}\n---\n",
+			want: &Document{Name: "py", DisplayName: "Py", Spec: api.TemplateSpec{Image: "python",
+				ReadinessProbe: &api.ProbeSpec{Exec: api.ExecAction{Command: []string{"x"}}, PeriodSeconds: 5},
+				Network:        &api.NetworkSpec{AllowInternetAccess: true}}}},
+		{name: "env keys keep their case", doc: "kind: SandboxTemplate\nspec: {image: python, env: {startupscript: x}}\n",
+			want: &Document{Spec: api.TemplateSpec{Image: "python", Env: map[string]string{"startupscript": "x"}}}},
+		{name: "misspelt key", doc: "kind: SandboxTemplate\nspec: {image: python, startupScrpt: x}\n", err: "field startupScrpt not found"},
+		{name: "list", doc: "kind: SandboxTemplateList\nitems: []\n", err: `use "agent2env import"`},
+		{name: "two documents", doc: "kind: SandboxTemplate\n---\nkind: SandboxTemplate\n", err: "more than one YAML document"},
+		{name: "no kind", doc: "metadata: {name: py}\n", err: "kind is missing"},
+		{name: "other kind", doc: "kind: Pod\n", err: `kind "Pod"`},
+		{name: "other apiVersion", doc: "apiVersion: v2\nkind: SandboxTemplate\n", err: `apiVersion "v2"`},
+		{name: "empty", doc: "", err: "no SandboxTemplate document"},
+		{name: "not a mapping", doc: "- a\n", err: "want a SandboxTemplate document"},
+		{name: "not yaml", doc: "kind: [\n", err: "invalid YAML format"},
+		{name: "alias bomb", doc: "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\n" +
+			"d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n" +
+			"g: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f]\nkind: SandboxTemplate\nspec: {image: alpine, command: *g}\n",
+			err: "too many nodes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseDocument([]byte(tt.doc))
+			if tt.err != "" {
+				if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err %v, want ErrInvalidArgument with %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -1,0 +1,443 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/client"
+)
+
+// TestMain keeps the tests from what the machine's user has set up: their
+// client config file and the compatibility variables.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "agent2env-cli-test")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CONFIG_HOME", dir)
+	for _, k := range append(append([]string{envTimeout, envConfig}, urlEnv...), tokenEnv...) {
+		os.Unsetenv(k)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func TestExitCodes(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		code int
+		// stdout and stderr must contain these.
+		stdout, stderr string
+	}{
+		{name: "success", args: []string{"sandbox", "ls", "-q"}, stdout: "sb7\n"},
+		{name: "help", args: []string{"sandbox", "create", "--help"}, stdout: "agent2env sandbox create [flags]"},
+		{name: "help command", args: []string{"help", "sandbox"}, stdout: "Available Commands:\n  cp "},
+		{name: "help of a group", args: []string{"template", "-h"}, stdout: "agent2env template [command]"},
+		{name: "single-dash help", args: []string{"import", "-help"}, stdout: "agent2env import FILE [flags]"},
+		{name: "the daemon says no", args: []string{"sandbox", "logs", "nope"}, code: 1,
+			stderr: "agent2env sandbox: get logs of sandbox nope: sandbox nope not found (SANDBOX_NOT_FOUND, HTTP 404)\n"},
+		{name: "no command", args: nil, code: 2, stderr: "agent2env: need a command\nusage: agent2env <command> [flags]\n"},
+		{name: "unknown command", args: []string{"sandbx"}, code: 2, stderr: `agent2env: unknown command "sandbx" (did you mean "sandbox"?)`},
+		{name: "unknown subcommand", args: []string{"image", "pul"}, code: 2, stderr: `agent2env image: unknown command "pul" (did you mean "pull"?)`},
+		{name: "unknown flag", args: []string{"sandbox", "ls", "--jsn"}, code: 2, stderr: "agent2env sandbox ls: unknown flag: --jsn\nusage: agent2env sandbox ls [flags]\n"},
+		{name: "bad output format", args: []string{"sandbox", "ls", "-o", "xml"}, code: 2, stderr: `invalid argument "xml" for "-o, --output" flag: want table, wide, json, yaml`},
+		{name: "no table here", args: []string{"sandbox", "logs", "sb7", "-o", "wide"}, code: 2, stderr: "want json, yaml"},
+		{name: "agent flag", args: []string{"agent", "--uid", "x"}, code: 2, stderr: `agent2env agent: invalid argument "x" for "--uid" flag`},
+		{name: "agent argument", args: []string{"agent", "x"}, code: 2, stderr: `agent2env agent: unexpected argument "x"`},
+		{name: "bad timeout variable", args: []string{"sandbox", "ls"}, code: 1, stderr: `SANDBOX_TIMEOUT="soon": want seconds`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := newFakeDaemon(t)
+			d.addSandbox(api.Sandbox{ID: "sb7", Status: api.StatusRunning})
+			if tt.name == "bad timeout variable" {
+				t.Setenv(envTimeout, "soon")
+			}
+			code, stdout, stderr := run(t, tt.args...)
+			if code != tt.code || !strings.Contains(stdout, tt.stdout) || !strings.Contains(stderr, tt.stderr) {
+				t.Errorf("exit %d, stdout:\n%s\nstderr:\n%s\nwant exit %d, stdout with %q, stderr with %q", code, stdout, stderr, tt.code, tt.stdout, tt.stderr)
+			}
+			if code == 2 && stdout != "" {
+				t.Errorf("a usage error printed on stdout: %q", stdout)
+			}
+		})
+	}
+}
+
+// TestLegacyFlags checks that the single-dash long flags of before cobra
+// still work, and that the arguments of a remote command are left alone.
+func TestLegacyFlags(t *testing.T) {
+	d := newFakeDaemon(t)
+	d.addSandbox(api.Sandbox{ID: "sb7", Status: api.StatusRunning})
+	check(t, []string{"sandbox", "create", "-image", "ready", "-env", "A=-json", "-ttl=5"}, result{Stdout: "sb1\n"})
+	if got := d.creates[0]; got.Image != "ready" || got.Env["A"] != "-json" || got.TTL == nil || *got.TTL != 5 {
+		t.Errorf("create request %+v", got)
+	}
+	if code, stdout, stderr := run(t, "sandbox", "ls", "-json"); code != 0 || !strings.HasPrefix(stdout, "{\n  \"items\"") {
+		t.Errorf("ls -json: exit %d\n%s%s", code, stdout, stderr)
+	}
+	check(t, []string{"sandbox", "exec", "-cwd", "/", "sb7", "echo", "-env", "-json"}, result{Stdout: "-env -json\n"})
+	check(t, []string{"sandbox", "exec", "sb7", "-timeout", "5", "--", "echo", "-cwd"}, result{Stdout: "-cwd\n"})
+	want := []api.ExecRequest{
+		{Command: []string{"echo", "-env", "-json"}, Cwd: "/"},
+		{Command: []string{"echo", "-cwd"}, Timeout: 5},
+	}
+	if diff := cmp.Diff(want, d.execs); diff != "" {
+		t.Errorf("exec requests (-want +got):\n%s", diff)
+	}
+}
+
+// decodeStrict decodes b as a T, refusing fields T does not have.
+func decodeStrict[T any](b []byte) (T, error) {
+	var v T
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&v)
+	return v, err
+}
+
+// yamlToJSON converts YAML that printYAML wrote back to JSON.
+func yamlToJSON(b []byte) ([]byte, error) {
+	var v any
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
+}
+
+// checkListOutput runs a list command with -o json, -o yaml and -q and
+// checks that the JSON and YAML decode as T, to want, and -q prints ids.
+func checkListOutput[T any](t *testing.T, args []string, want T, ids string) {
+	t.Helper()
+	code, out, stderr := run(t, append(args, "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("%v -o json: exit %d: %s", args, code, stderr)
+	}
+	got, err := decodeStrict[T]([]byte(out))
+	if err != nil {
+		t.Fatalf("%v -o json does not decode as %T: %v\n%s", args, want, err, out)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%v -o json (-want +got):\n%s", args, diff)
+	}
+	code, out, stderr = run(t, append(args, "-o", "yaml")...)
+	if code != 0 {
+		t.Fatalf("%v -o yaml: exit %d: %s", args, code, stderr)
+	}
+	j, err := yamlToJSON([]byte(out))
+	if err == nil {
+		got, err = decodeStrict[T](j)
+	}
+	if err != nil {
+		t.Fatalf("%v -o yaml does not decode as %T: %v\n%s", args, want, err, out)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%v -o yaml (-want +got):\n%s", args, diff)
+	}
+	if _, out, _ := run(t, append(args, "-q")...); out != ids {
+		t.Errorf("%v -q printed %q, want %q", args, out, ids)
+	}
+	code, wide, _ := run(t, append(args, "-o", "wide")...)
+	_, table, _ := run(t, args...)
+	if head := func(s string) string { l, _, _ := strings.Cut(s, "\n"); return l }; code != 0 || len(head(wide)) <= len(head(table)) {
+		t.Errorf("%v -o wide has no more columns than the table:\n%s\n%s", args, wide, table)
+	}
+}
+
+func TestListOutput(t *testing.T) {
+	at := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	t.Run("sandbox ls", func(t *testing.T) {
+		d := newFakeDaemon(t)
+		sbs := []api.Sandbox{
+			{ID: "sb7", Image: "alpine", CPU: "1", Memory: "512Mi", TTL: 60, Status: api.StatusRunning, Env: map[string]string{"A": "1"},
+				Template: "py", TemplateVersion: 2, CreatedAt: at, UpdatedAt: at, ExpiresAt: at.Add(time.Minute), AccessToken: "tok", AccessURL: "http://x/"},
+			{ID: "sb8", Image: "broken", Status: api.StatusFailed, Reason: "no such image", CreatedAt: at, ExpiresAt: api.Never},
+		}
+		for _, sb := range sbs {
+			d.addSandbox(sb)
+		}
+		checkListOutput(t, []string{"sandbox", "ls"}, api.List[api.Sandbox]{Items: sbs}, "sb7\nsb8\n")
+	})
+	t.Run("image ls", func(t *testing.T) {
+		d := newFakeDaemon(t)
+		d.images = []api.Image{{Ref: "docker.io/library/alpine:3.20", Digest: "sha256:d", ID: "sha256:0123", Size: 3 << 20, Layers: 1, Created: at}}
+		checkListOutput(t, []string{"image", "ls"}, api.List[api.Image]{Items: d.images}, "docker.io/library/alpine:3.20\n")
+	})
+	t.Run("template ls and versions", func(t *testing.T) {
+		d := newTemplateDaemon(t)
+		d.create(t, "a", "alpine", "x")
+		d.create(t, "b", "busybox")
+		l, err := d.cl.Template.List(t.Context(), client.ListTemplatesOptions{Page: 1, PageSize: 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkListOutput(t, []string{"template", "ls"}, *l, "a\nb\n")
+		vl, err := d.cl.Template.ListVersions(t.Context(), "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkListOutput(t, []string{"template", "versions", "a"}, *vl, "1\n")
+	})
+	t.Run("prepull ls", func(t *testing.T) {
+		d := newFakePrepullDaemon(t)
+		tasks := []api.PrepullTask{
+			{ID: "pp-7", Image: "alpine", Status: api.PrepullCompleted, Progress: api.PrepullProgress{Ready: 1, Total: 1}, StartedAt: at, CompletedAt: &at},
+			{ID: "pp-8", Image: "python", Status: api.PrepullFailed, Template: "py", Error: "manifest unknown", StartedAt: at},
+		}
+		for _, task := range tasks {
+			d.add(task)
+		}
+		// The newest first.
+		slices.Reverse(tasks)
+		checkListOutput(t, []string{"prepull", "ls"}, api.List[api.PrepullTask]{Items: tasks}, "pp-8\npp-7\n")
+	})
+	t.Run("context ls", func(t *testing.T) {
+		d := newFakeContextDaemon(t)
+		cx := api.Context{ContextID: "ctx-1", Type: "jupyter", Status: "active", Language: api.LanguagePython, SandboxID: "sb7",
+			WorkingDir: "/workspace", CreatedAt: at, LastUsedAt: at, ExecutionCount: 3}
+		d.add(cx)
+		// The CLI prints the items of the API's ContextList.
+		checkListOutput(t, []string{"context", "ls"}, api.ContextList{Items: []api.Context{cx}}, "ctx-1\n")
+	})
+}
+
+func TestClientSettings(t *testing.T) {
+	tests := []struct {
+		name       string
+		url, token string // flags
+		env        map[string]string
+		file       string // the config file's content; "" for none
+		want       settings
+		err        string
+	}{
+		{name: "defaults", want: settings{url: client.DefaultURL}},
+		{name: "file", file: "url: http://file:1\ntoken: ftok\n", want: settings{url: "http://file:1", token: "ftok"}},
+		{name: "environment over file", file: "url: http://file:1\ntoken: ftok\n",
+			env:  map[string]string{"AGENT2ENV_URL": "http://env:1", "AGENT2ENV_TOKEN": "etok"},
+			want: settings{url: "http://env:1", token: "etok"}},
+		{name: "flags over environment", url: "http://flag:1", token: "gtok",
+			env:  map[string]string{"AGENT2ENV_URL": "http://env:1", "AGENT2ENV_TOKEN": "etok"},
+			want: settings{url: "http://flag:1", token: "gtok"}},
+		{name: "each setting on its own", token: "gtok", file: "url: http://file:1\ntoken: ftok\n",
+			want: settings{url: "http://file:1", token: "gtok"}},
+		{name: "the file's token for the file's daemon only", url: "http://flag:1", file: "url: http://file:1\ntoken: ftok\n",
+			want: settings{url: "http://flag:1"}},
+		{name: "the file's token for its daemon named elsewhere", env: map[string]string{"AGENT2ENV_URL": "http://file:1/api/v1/"},
+			file: "url: http://file:1\ntoken: ftok\n", want: settings{url: "http://file:1/api/v1/", token: "ftok"}},
+		{name: "compatibility names", env: map[string]string{"MSB_SERVER_URL": "http://msb:1", "MSB_API_KEY": "mtok", "SANDBOX_BASE_URL": "http://sb:1"},
+			want: settings{url: "http://msb:1", token: "mtok"}},
+		{name: "ours first", env: map[string]string{"AGENT2ENV_URL": "http://env:1", "MSB_SERVER_URL": "http://msb:1", "AGENT2ENV_TOKEN": "etok", "MSB_API_KEY": "mtok"},
+			want: settings{url: "http://env:1", token: "etok"}},
+		{name: "seed 001's names", env: map[string]string{"SANDBOX_BASE_URL": "http://sb:1", "SANDBOX_TIMEOUT": "30"},
+			want: settings{url: "http://sb:1", timeout: 30 * time.Second}},
+		{name: "timeout as a duration", env: map[string]string{"SANDBOX_TIMEOUT": "1m30s"}, want: settings{url: client.DefaultURL, timeout: 90 * time.Second}},
+		{name: "empty variables are unset", env: map[string]string{"AGENT2ENV_URL": "", "MSB_SERVER_URL": "http://msb:1"}, want: settings{url: "http://msb:1"}},
+		{name: "bad timeout", env: map[string]string{"SANDBOX_TIMEOUT": "-3"}, err: `SANDBOX_TIMEOUT="-3": must not be negative`},
+		{name: "unknown key in the file", file: "url: http://file:1\ntokn: x\n", err: "field tokn not found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			vars := map[string]string{"XDG_CONFIG_HOME": dir}
+			for k, v := range tt.env {
+				vars[k] = v
+			}
+			if tt.file != "" {
+				os.MkdirAll(filepath.Join(dir, "agent2env"), 0o700)
+				if err := os.WriteFile(filepath.Join(dir, "agent2env", "config.yaml"), []byte(tt.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e := env{lookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
+			got, err := (&clientConfig{url: tt.url, token: tt.token}).resolve(e)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(settings{})); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestLogin saves the daemon's address with login, checks the file, and
+// that client commands then use it.
+func TestLogin(t *testing.T) {
+	d := newFakeDaemon(t)
+	url := os.Getenv(client.EnvURL)
+	d.token = "s3cret"
+	d.addSandbox(api.Sandbox{ID: "sb7", Status: api.StatusRunning})
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv(client.EnvURL, "")
+	path := filepath.Join(os.Getenv("XDG_CONFIG_HOME"), "agent2env", "config.yaml")
+
+	check(t, []string{"login", "--url", url, "--token", "s3cret", "--verify=false"}, result{Stdout: "saved " + path + " for " + url + "\n"})
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("config file: %v, mode %v; want 0600", err, fi.Mode())
+	}
+	check(t, []string{"sandbox", "ls", "-q"}, result{Stdout: "sb7\n"})
+	// The environment and the flags still win.
+	check(t, []string{"sandbox", "ls", "-q", "--token", "wrong"}, result{Code: 1, Stderr: "UNAUTHORIZED"})
+	t.Setenv(client.EnvToken, "wrong")
+	check(t, []string{"sandbox", "ls", "-q"}, result{Code: 1, Stderr: "UNAUTHORIZED"})
+	t.Setenv(client.EnvToken, "")
+	// --token-stdin, and login checks the daemon first.
+	code, _, stderr := runIn(t, "wrong\n", "login", "--url", url, "--token-stdin")
+	if code != 1 || !strings.Contains(stderr, "save anyway with --verify=false") {
+		t.Errorf("login with a wrong token: exit %d\n%s", code, stderr)
+	}
+	if code, _, stderr := runIn(t, "s3cret\n", "login", "--url", url, "--token-stdin"); code != 0 {
+		t.Errorf("login --token-stdin: exit %d\n%s", code, stderr)
+	}
+	if b, _ := os.ReadFile(path); !strings.Contains(string(b), "token: s3cret\n") {
+		t.Errorf("config file:\n%s", b)
+	}
+}
+
+func TestDebug(t *testing.T) {
+	d := newFakeDaemon(t)
+	d.token = "s3cret"
+	d.addSandbox(api.Sandbox{ID: "sb7", Status: api.StatusRunning})
+	code, stdout, stderr := run(t, "--debug", "sandbox", "ls", "-q", "--token", "s3cret")
+	if code != 0 || stdout != "sb7\n" {
+		t.Fatalf("exit %d, stdout %q\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"> GET " + os.Getenv(client.EnvURL) + "/api/v1/sandboxes\n", "> Authorization: Bearer [redacted]\n",
+		"< HTTP/1.1 200 OK (", "< Content-Type: application/json\n"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("debug output lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "s3cret") {
+		t.Errorf("debug output shows the token:\n%s", stderr)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	version, commit = "v1.2.3", "abc"
+	t.Cleanup(func() { version, commit = "", "" })
+	var answer func(w http.ResponseWriter)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/version" || r.Header.Get("Authorization") != "Bearer tok" {
+			http.NotFound(w, r)
+			return
+		}
+		answer(w)
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv(client.EnvURL, srv.URL)
+	t.Setenv(client.EnvToken, "tok")
+	tests := []struct {
+		name   string
+		answer func(w http.ResponseWriter)
+		args   []string
+		want   string
+	}{
+		{name: "daemon reports", answer: func(w http.ResponseWriter) { fmt.Fprint(w, `{"version":"v1.2.0","commit":"def"}`) },
+			want: "Daemon (" + srv.URL + "):\n  Version:     v1.2.0\n  Commit:      def\n"},
+		{name: "daemon does not report", answer: func(w http.ResponseWriter) { http.NotFound(w, nil) },
+			want: "Daemon (" + srv.URL + "): the daemon answers but does not report its version\n"},
+		{name: "client only", args: []string{"--client"}, want: "  Platform:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			answer = tt.answer
+			code, stdout, stderr := run(t, append([]string{"version"}, tt.args...)...)
+			if code != 0 || !strings.HasPrefix(stdout, "Client:\n  Version:     v1.2.3\n  Commit:      abc\n  Go version:  go") ||
+				!strings.Contains(stdout, tt.want) {
+				t.Errorf("exit %d, stdout:\n%s\nstderr: %s\nwant %q", code, stdout, stderr, tt.want)
+			}
+			if tt.answer == nil && strings.Contains(stdout, "Daemon") {
+				t.Errorf("--client asked the daemon:\n%s", stdout)
+			}
+		})
+	}
+	answer = func(w http.ResponseWriter) { fmt.Fprint(w, `{"version":"v1.2.0"}`) }
+	_, stdout, _ := run(t, "version", "-o", "json")
+	v, err := decodeStrict[versions]([]byte(stdout))
+	if err != nil || v.Client.Version != "v1.2.3" || v.Daemon == nil || v.Daemon.Version != "v1.2.0" {
+		t.Errorf("version -o json: %+v (%v)\n%s", v, err, stdout)
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	tests := []struct{ shell, want string }{
+		{"bash", "# bash completion V2 for agent2env"},
+		{"zsh", "#compdef agent2env"},
+		{"fish", "complete -c agent2env"},
+		{"powershell", "Register-ArgumentCompleter -CommandName 'agent2env'"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.shell, func(t *testing.T) {
+			code, stdout, stderr := run(t, "completion", tt.shell)
+			if code != 0 || !strings.Contains(stdout, tt.want) || stderr != "" {
+				t.Errorf("exit %d, stderr %q, script lacks %q:\n%.300s", code, stderr, tt.want, stdout)
+			}
+		})
+	}
+	// What the scripts ask the binary: commands, flags, and values, some
+	// from the daemon.
+	d := newFakeDaemon(t)
+	d.addSandbox(api.Sandbox{ID: "sb7", Status: api.StatusRunning})
+	d.addSandbox(api.Sandbox{ID: "sb8", Status: api.StatusRunning})
+	asks := []struct {
+		args, want string
+		exact      bool
+	}{
+		{"__complete sandbox c", "cp\tcopy a file", false},
+		{"__complete sandbox ls -o ", "wide\n", false},
+		{"__complete prepull ls --status ", "failed\n", false},
+		{"__complete sandbox create --t", "--template\t", false},
+		{"__complete sandbox exec ", "sb7\nsb8\n:4\n", true},
+		{"__complete sandbox exec sb7 ", ":4\n", true}, // the command is not the daemon's to say
+		{"__complete sandbox rm sb7 ", "sb8\n:4\n", true},
+		{"__complete sandbox logs --url http://127.0.0.1:1 ", ":1\n", true}, // no daemon: an error, nothing offered
+	}
+	for _, tt := range asks {
+		_, stdout, _ := run(t, strings.Split(tt.args, " ")...)
+		if !strings.Contains(stdout, tt.want) || tt.exact && stdout != tt.want {
+			t.Errorf("%s: %q, want %q", tt.args, stdout, tt.want)
+		}
+	}
+}
+
+// TestExamples wants an example in the help of every command (cobra's
+// completion scripts explain themselves).
+func TestExamples(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.IsAvailableCommand() && c.Example == "" && c.Parent().Name() != "completion" {
+			t.Errorf("%s has no example", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	for _, c := range newRoot(env{stdout: io.Discard, stderr: io.Discard}).Commands() {
+		walk(c)
+	}
+}

@@ -1,0 +1,271 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/posflag"
+	"github.com/knadh/koanf/v2"
+	"github.com/spf13/pflag"
+	"gopkg.in/yaml.v3"
+
+	"github.com/agent2env/agent2env/internal/auth"
+)
+
+// serveConfig is the daemon's configuration. Every field is a flag of
+// serve and a key of the --config file, named by its yaml tag; see
+// loadServeConfig for where its value comes from.
+type serveConfig struct {
+	Listen             string `yaml:"listen"`
+	DataDir            string `yaml:"data-dir"`
+	Runtime            string `yaml:"runtime"`
+	PublicURL          string `yaml:"public-url"`
+	ImageDir           string `yaml:"image-dir"`
+	CacheDir           string `yaml:"cache-dir"`
+	DebianMirror       string `yaml:"debian-mirror"`
+	InsecureRegistries string `yaml:"insecure-registries"`
+	MaxSandboxes       int    `yaml:"max-sandboxes"`
+	APIKeysFile        string `yaml:"api-keys-file"`
+	WarmPools          string `yaml:"warm-pools"`
+	ContextTemplates   string `yaml:"context-templates"`
+	ContextOutputLimit int64  `yaml:"context-output-limit"`
+	LogLevel           string `yaml:"log-level"`
+}
+
+// register adds a flag for each field of cfg, with its default.
+func (cfg *serveConfig) register(f *pflag.FlagSet) {
+	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address to serve the API on")
+	f.StringVar(&cfg.DataDir, "data-dir", "/var/lib/agent2env", "state directory")
+	f.StringVar(&cfg.Runtime, "runtime", "runc", "OCI runtime binary: runc, crun, runsc or a path")
+	f.StringVar(&cfg.PublicURL, "public-url", "", "base URL clients reach the daemon at, for sandboxes' accessUrl (default http://<listen>)")
+	f.StringVar(&cfg.ImageDir, "image-dir", "", "image store (default <data-dir>/images)")
+	f.StringVar(&cfg.CacheDir, "cache-dir", "", "cache for built images (default /var/cache/agent2env)")
+	f.StringVar(&cfg.DebianMirror, "debian-mirror", "", "Debian mirror URL the built-in images are built from (default: mmdebstrap's)")
+	f.StringVar(&cfg.InsecureRegistries, "insecure-registries", "", "comma-separated registry hosts that may be pulled from over plain HTTP")
+	f.IntVar(&cfg.MaxSandboxes, "max-sandboxes", 0, "maximum sandboxes at once, 0 for no limit")
+	f.StringVar(&cfg.APIKeysFile, "api-keys-file", "", "file of API keys (or their sha256: hashes), one per line (keys also from "+auth.EnvKeys+")")
+	f.StringVar(&cfg.WarmPools, "warm-pools", "", "warm pool sizes, e.g. python=2,javascript=1,mytemplate=3: per language (its default sandbox with its kernel started) or template")
+	f.StringVar(&cfg.ContextTemplates, "context-templates", "", "templates of the sandboxes made for contexts, per language, e.g. python=py311 (default: the built-in images)")
+	f.Int64Var(&cfg.ContextOutputLimit, "context-output-limit", 10<<20, "bytes of output one context execution keeps; more is dropped with a marker")
+	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
+}
+
+// The flags of serve that are not settings, and the variable that may name
+// the config file instead of --config.
+const (
+	keyConfig      = "config"
+	keyPrintConfig = "print-config"
+	envConfig      = "AGENT2ENV_CONFIG"
+)
+
+// envName is the environment variable of the setting key:
+// max-sandboxes is AGENT2ENV_MAX_SANDBOXES.
+func envName(key string) string {
+	return "AGENT2ENV_" + strings.ToUpper(strings.ReplaceAll(key, "-", "_"))
+}
+
+// keyDelim separates the levels of koanf's keys; settings have one level,
+// and no key contains it.
+const keyDelim = "/"
+
+// isSetting reports whether the flag f of serve is a setting.
+func isSetting(f *pflag.Flag) bool {
+	return f.Name != keyConfig && f.Name != keyPrintConfig && f.Name != "help"
+}
+
+// loadServeConfig fills cfg, whose flags fs holds (and no others), from, in order of
+// precedence: the flags given, the environment (getenv), the config file
+// (--config or AGENT2ENV_CONFIG) and the flags' defaults. A value that
+// does not parse, or a key of the file that is not a setting, is an error
+// saying where it came from. It returns where each setting's value came
+// from, by key.
+func loadServeConfig(fs *pflag.FlagSet, getenv func(string) string, cfg *serveConfig) (map[string]string, error) {
+	source := map[string]string{}
+	k := koanf.New(keyDelim)
+	path, _ := fs.GetString(keyConfig)
+	if path == "" {
+		path = getenv(envConfig)
+	}
+	if path != "" {
+		values, err := readServeConfigFile(path, fs)
+		if err != nil {
+			return nil, err
+		}
+		for key, v := range values {
+			if err := checkSetting(key, v); err != nil {
+				return nil, fmt.Errorf("config file %s: %w", path, err)
+			}
+			source[key] = "config file"
+		}
+		k.Load(confmap.Provider(values, keyDelim), nil)
+	}
+	env := map[string]any{}
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		v := getenv(envName(f.Name))
+		if !isSetting(f) || v == "" || err != nil {
+			return
+		}
+		if cerr := checkSetting(f.Name, v); cerr != nil {
+			err = fmt.Errorf("environment variable %s: %w", envName(f.Name), cerr)
+		}
+		env[f.Name] = v
+		source[f.Name] = envName(f.Name)
+	})
+	if err != nil {
+		return nil, err
+	}
+	k.Load(confmap.Provider(env, keyDelim), nil)
+	// The flags given override everything; the defaults fill in the rest.
+	k.Load(posflag.ProviderWithFlag(fs, keyDelim, k, func(f *pflag.Flag) (string, any) {
+		if !isSetting(f) {
+			return "", nil
+		}
+		switch {
+		case f.Changed:
+			source[f.Name] = "flag --" + f.Name
+		case source[f.Name] == "":
+			source[f.Name] = "default"
+		}
+		return f.Name, posflag.FlagVal(fs, f)
+	}), nil)
+	if err := unmarshalSettings(k, cfg); err != nil {
+		return nil, err
+	}
+	return source, nil
+}
+
+// unmarshalSettings decodes k into cfg: strings to numbers where cfg has
+// numbers, and no key that is not a setting.
+func unmarshalSettings(k *koanf.Koanf, cfg *serveConfig) error {
+	err := k.UnmarshalWithConf("", cfg, koanf.UnmarshalConf{Tag: "yaml", DecoderConfig: &mapstructure.DecoderConfig{
+		WeaklyTypedInput: true,
+		ErrorUnused:      true,
+	}})
+	// mapstructure's errors start with a line of its own; keep the cause.
+	var de *mapstructure.DecodeError
+	if errors.As(err, &de) {
+		return fmt.Errorf("%s: %w", de.Name(), de.Unwrap())
+	}
+	return err
+}
+
+// checkSetting decodes the one value v of key as a setting.
+func checkSetting(key string, v any) error {
+	k := koanf.New(keyDelim)
+	k.Set(key, v)
+	if err := unmarshalSettings(k, &serveConfig{}); err != nil {
+		return fmt.Errorf("%s: invalid value %q: %w", key, fmt.Sprint(v), errors.Unwrap(err))
+	}
+	return nil
+}
+
+// listKeys are the settings that are comma-separated lists, which a
+// config file may also give as a YAML list or mapping.
+var listKeys = map[string]bool{"insecure-registries": true, "warm-pools": true, "context-templates": true}
+
+// readServeConfigFile reads the settings of a config file as their flags
+// would take them: a list is comma-separated, a mapping NAME=VALUE pairs
+// (warm-pools: {python: 2}).
+func readServeConfigFile(path string, fs *pflag.FlagSet) (map[string]any, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config file: %w", err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	var unknown []string
+	values := map[string]any{}
+	for key, v := range doc {
+		if f := fs.Lookup(key); f == nil || !isSetting(f) {
+			unknown = append(unknown, key)
+			continue
+		}
+		s, err := settingText(v, listKeys[key])
+		if err != nil {
+			return nil, fmt.Errorf("config file %s: %s: %w", path, key, err)
+		}
+		if v != nil {
+			values[key] = s
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, fmt.Errorf("config file %s: unknown keys: %s (the keys are serve's flags, such as max-sandboxes)",
+			path, strings.Join(unknown, ", "))
+	}
+	return values, nil
+}
+
+// settingText writes the YAML value v as a flag's text; a list or a
+// mapping only if list.
+func settingText(v any, list bool) (string, error) {
+	switch v.(type) {
+	case []any, map[string]any:
+		if !list {
+			return "", errors.New("want a single value")
+		}
+	}
+	switch v := v.(type) {
+	case []any:
+		items := make([]string, len(v))
+		for i, item := range v {
+			if !isScalar(item) {
+				return "", errors.New("want a list of values")
+			}
+			items[i] = fmt.Sprint(item)
+		}
+		return strings.Join(items, ","), nil
+	case map[string]any:
+		items := make([]string, 0, len(v))
+		for name, item := range v {
+			if !isScalar(item) {
+				return "", errors.New("want a mapping of names to values")
+			}
+			items = append(items, fmt.Sprintf("%s=%v", name, item))
+		}
+		sort.Strings(items)
+		return strings.Join(items, ","), nil
+	case nil:
+		return "", nil
+	}
+	if !isScalar(v) {
+		return "", errors.New("want a value, a list or a mapping")
+	}
+	return fmt.Sprint(v), nil
+}
+
+func isScalar(v any) bool {
+	switch v.(type) {
+	case string, int, int64, uint64, float64, bool:
+		return true
+	}
+	return false
+}
+
+// writeServeConfig writes cfg as a config file would hold it, each key
+// commented with where its value came from (source). API keys, the
+// secrets, are never written; hasKeys says whether the environment holds
+// some.
+func writeServeConfig(w io.Writer, cfg *serveConfig, source map[string]string, hasKeys bool) error {
+	var n yaml.Node
+	if err := n.Encode(cfg); err != nil {
+		return err
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		n.Content[i+1].LineComment = source[n.Content[i].Value]
+	}
+	n.HeadComment = "agent2env serve: the effective settings (flag > environment > config file > default)"
+	if hasKeys {
+		n.HeadComment += "\napi keys: set in " + auth.EnvKeys + " (not shown)"
+	}
+	return writeYAMLNode(w, &n)
+}

@@ -1,0 +1,182 @@
+package cli
+
+import (
+	"bytes"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"gopkg.in/yaml.v3"
+)
+
+// runServe runs "agent2env serve args..." with the environment vars
+// only, and returns its exit code and output.
+func runServe(t *testing.T, vars map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	e := env{stdout: &out, stderr: &errOut, lookupEnv: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
+	cmd, err := execute(t.Context(), e, append([]string{"serve"}, args...))
+	return report(&errOut, cmd, err), out.String(), errOut.String()
+}
+
+// defaultServeConfig is what serve runs with when nothing is set.
+var defaultServeConfig = serveConfig{Listen: "127.0.0.1:8080", DataDir: "/var/lib/agent2env", Runtime: "runc",
+	ContextOutputLimit: 10 << 20, LogLevel: "info"}
+
+// TestServeConfig checks the precedence flag > environment > file >
+// default through --print-config, which stops before the daemon starts.
+func TestServeConfig(t *testing.T) {
+	const file = `listen: 0.0.0.0:9000
+max-sandboxes: 5
+log-level: warn
+warm-pools: {python: 2, javascript: 1}
+insecure-registries: [reg.local, 10.0.0.1:5000]
+context-output-limit: 1024
+runtime:
+`
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		file bool // --config names the file above
+		want func(c *serveConfig)
+	}{
+		{name: "defaults", want: func(*serveConfig) {}},
+		{name: "file", file: true, want: func(c *serveConfig) {
+			c.Listen, c.MaxSandboxes, c.LogLevel, c.ContextOutputLimit = "0.0.0.0:9000", 5, "warn", 1024
+			c.WarmPools, c.InsecureRegistries = "javascript=1,python=2", "reg.local,10.0.0.1:5000"
+		}},
+		{name: "environment over file", file: true,
+			env: map[string]string{"AGENT2ENV_MAX_SANDBOXES": "7", "AGENT2ENV_WARM_POOLS": "bash=1", "AGENT2ENV_DATA_DIR": "/srv/a2e"},
+			want: func(c *serveConfig) {
+				c.Listen, c.MaxSandboxes, c.LogLevel, c.ContextOutputLimit = "0.0.0.0:9000", 7, "warn", 1024
+				c.WarmPools, c.InsecureRegistries, c.DataDir = "bash=1", "reg.local,10.0.0.1:5000", "/srv/a2e"
+			}},
+		{name: "flags over environment", file: true, args: []string{"--max-sandboxes", "9", "--listen=[::1]:1", "--log-level", "info"},
+			env: map[string]string{"AGENT2ENV_MAX_SANDBOXES": "7", "AGENT2ENV_LISTEN": "127.0.0.1:2"},
+			want: func(c *serveConfig) {
+				c.Listen, c.MaxSandboxes, c.ContextOutputLimit = "[::1]:1", 9, 1024
+				c.WarmPools, c.InsecureRegistries = "javascript=1,python=2", "reg.local,10.0.0.1:5000"
+			}},
+		{name: "a flag set to its default still wins", file: true, args: []string{"--max-sandboxes", "0"},
+			env: map[string]string{"AGENT2ENV_MAX_SANDBOXES": "7"},
+			want: func(c *serveConfig) {
+				c.Listen, c.LogLevel, c.ContextOutputLimit = "0.0.0.0:9000", "warn", 1024
+				c.WarmPools, c.InsecureRegistries = "javascript=1,python=2", "reg.local,10.0.0.1:5000"
+			}},
+		{name: "file named by the environment", env: map[string]string{envConfig: "FILE"}, want: func(c *serveConfig) {
+			c.Listen, c.MaxSandboxes, c.LogLevel, c.ContextOutputLimit = "0.0.0.0:9000", 5, "warn", 1024
+			c.WarmPools, c.InsecureRegistries = "javascript=1,python=2", "reg.local,10.0.0.1:5000"
+		}},
+		{name: "empty variables are unset", env: map[string]string{"AGENT2ENV_RUNTIME": "", "AGENT2ENV_MAX_SANDBOXES": ""},
+			want: func(*serveConfig) {}},
+		{name: "single-dash flags of before", args: []string{"-max-sandboxes", "3", "-data-dir", "/d"}, want: func(c *serveConfig) {
+			c.MaxSandboxes, c.DataDir = 3, "/d"
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "config.yaml")
+			if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			vars := maps.Clone(tt.env)
+			if vars[envConfig] == "FILE" {
+				vars[envConfig] = path
+			}
+			args := append([]string{"--print-config"}, tt.args...)
+			if tt.file {
+				args = append(args, "--config", path)
+			}
+			code, stdout, stderr := runServe(t, vars, args...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			var got serveConfig
+			dec := yaml.NewDecoder(strings.NewReader(stdout))
+			dec.KnownFields(true)
+			if err := dec.Decode(&got); err != nil {
+				t.Fatalf("--print-config printed what is not a config file: %v\n%s", err, stdout)
+			}
+			want := defaultServeConfig
+			tt.want(&want)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestServeConfigSources(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	os.WriteFile(path, []byte("listen: 0.0.0.0:9000\ndata-dir: /from/file\n"), 0o644)
+	const key = "a2e_0123456789abcdef0123456789abcdef"
+	code, stdout, stderr := runServe(t, map[string]string{"AGENT2ENV_DATA_DIR": "/from/env", "AGENT2ENV_API_KEYS": key},
+		"--print-config", "--config", path, "--runtime", "crun")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"listen: 0.0.0.0:9000 # config file\n", "data-dir: /from/env # AGENT2ENV_DATA_DIR\n",
+		"runtime: crun # flag --runtime\n", "log-level: info # default\n", "# api keys: set in AGENT2ENV_API_KEYS (not shown)\n"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("--print-config lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, key) || strings.Contains(stderr, key) {
+		t.Errorf("--print-config shows the API key:\n%s", stdout)
+	}
+}
+
+// TestServeConfigErrors checks that a malformed value stops serve, before
+// the daemon starts, with a message naming the key and where it came from.
+func TestServeConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		file string
+		want []string // in stderr
+	}{
+		{name: "number in the environment", env: map[string]string{"AGENT2ENV_MAX_SANDBOXES": "abc"},
+			want: []string{"environment variable AGENT2ENV_MAX_SANDBOXES: max-sandboxes: invalid value \"abc\""}},
+		{name: "size in the environment", env: map[string]string{"AGENT2ENV_CONTEXT_OUTPUT_LIMIT": "10MB"},
+			want: []string{"AGENT2ENV_CONTEXT_OUTPUT_LIMIT", "context-output-limit"}},
+		{name: "number in the file", file: "max-sandboxes: abc\n", want: []string{"config file ", "max-sandboxes: invalid value \"abc\""}},
+		{name: "fraction in the file", file: "max-sandboxes: 2.5\n", want: []string{"max-sandboxes: invalid value \"2.5\""}},
+		{name: "number as a flag", args: []string{"--max-sandboxes", "abc"}, want: []string{`invalid argument "abc" for "--max-sandboxes" flag`}},
+		{name: "unknown keys", file: "listn: x\nmax-sandboxes: 1\nwarm_pools: x\n", want: []string{"unknown keys: listn, warm_pools"}},
+		{name: "not a setting", file: "print-config: true\n", want: []string{"unknown keys: print-config"}},
+		{name: "list for a value", file: "listen: [a, b]\n", want: []string{"listen: want a single value"}},
+		{name: "nested value", file: "warm-pools: {python: {size: 2}}\n", want: []string{"warm-pools: want a mapping of names to values"}},
+		{name: "not a mapping", file: "- listen\n", want: []string{"config file "}},
+		{name: "missing file", args: []string{"--config", "/nonexistent/agent2env.yaml"}, want: []string{"read config file", "no such file"}},
+		{name: "log level", env: map[string]string{"AGENT2ENV_LOG_LEVEL": "loud"}, want: []string{`log-level "loud"`}},
+		{name: "warm pool size", file: "warm-pools: {python: -1}\n", want: []string{"warm-pools: size of python must be a number of 0 or more"}},
+		{name: "warm pool list", args: []string{"--warm-pools", "python"}, want: []string{`warm-pools: "python" is not NAME=VALUE`}},
+		{name: "context template language", file: "context-templates: {cobol: t}\n", want: []string{"context-templates:", "cobol"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string{"--print-config"}, tt.args...)
+			if tt.file != "" {
+				path := filepath.Join(t.TempDir(), "config.yaml")
+				if err := os.WriteFile(path, []byte(tt.file), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--config", path)
+			}
+			code, stdout, stderr := runServe(t, tt.env, args...)
+			if code != 2 || stdout != "" {
+				t.Errorf("exit %d, stdout %q; want exit 2 and nothing printed", code, stdout)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, stderr)
+				}
+			}
+		})
+	}
+}
