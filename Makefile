@@ -11,8 +11,8 @@ SUDO      := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 # What "agent2env version" says; a build outside git says "dev".
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
-LDFLAGS   := -X github.com/agent2env/agent2env/internal/cli.version=$(VERSION) \
-             -X github.com/agent2env/agent2env/internal/cli.commit=$(COMMIT)
+LDFLAGS   := -X github.com/agent2env/agent2env/internal/buildinfo.version=$(VERSION) \
+             -X github.com/agent2env/agent2env/internal/buildinfo.commit=$(COMMIT)
 
 .PHONY: all build deps run test test-go test-api bench vet tidy docs clean
 

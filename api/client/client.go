@@ -31,6 +31,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
+
+	"github.com/agent2env/agent2env/api"
 )
 
 // Environment variables FromEnv reads, and the URL it falls back to.
@@ -143,6 +145,15 @@ func (c *Client) Health(ctx context.Context) error {
 	}
 	resp.Body.Close()
 	return nil
+}
+
+// Version returns the daemon's version (GET /api/v1/version).
+func (c *Client) Version(ctx context.Context) (api.Version, error) {
+	var v api.Version
+	if err := c.doJSON(ctx, http.MethodGet, "/version", nil, &v); err != nil {
+		return api.Version{}, fmt.Errorf("get daemon version: %w", err)
+	}
+	return v, nil
 }
 
 // send makes a request to path (already escaped, below the base URL) and

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -163,7 +164,7 @@ func (cc *clientConfig) resolve(e env) (settings, error) {
 		if s.token == "" && (s.url == "" || baseURL(s.url) == baseURL(fc.URL)) {
 			s.token = fc.Token
 		}
-		s.url = cmpOr(s.url, fc.URL, client.DefaultURL)
+		s.url = cmp.Or(s.url, fc.URL, client.DefaultURL)
 	}
 	if v := e.getenv(envTimeout); v != "" {
 		d, err := parseSeconds(v)
@@ -179,16 +180,6 @@ func (cc *clientConfig) resolve(e env) (settings, error) {
 // /api/v1.
 func baseURL(u string) string {
 	return strings.TrimSuffix(strings.TrimRight(strings.TrimSpace(u), "/"), "/api/v1")
-}
-
-// cmpOr returns the first of vals that is not empty.
-func cmpOr(vals ...string) string {
-	for _, v := range vals {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
 
 // parseSeconds parses a number of seconds or a duration such as 1m30s.

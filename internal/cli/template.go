@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -290,7 +291,7 @@ func newTemplateUpdateCmd(e env, cc *clientConfig) *cobra.Command {
 				return fmt.Errorf("%s describes template %q, not %q", file, tf.Name, args[0])
 			}
 			req := api.UpdateTemplateRequest{DisplayName: tf.DisplayName, Description: tf.Description, Tags: tf.Tags,
-				IsPublic: tf.IsPublic, Spec: tf.Spec, Changelog: cmpOr(changelog, tf.Changelog)}
+				IsPublic: tf.IsPublic, Spec: tf.Spec, Changelog: cmp.Or(changelog, tf.Changelog)}
 			cl, err := cc.client(e)
 			if err != nil {
 				return err

@@ -2,68 +2,22 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"runtime"
-	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/client"
+	"github.com/agent2env/agent2env/internal/buildinfo"
 )
-
-// Set at build time by the Makefile:
-//
-//	-ldflags "-X github.com/agent2env/agent2env/internal/cli.version=v1.2.3"
-//
-// When unset, the module version and VCS revision the Go toolchain
-// stamped into the binary are used.
-var (
-	version string
-	commit  string
-)
-
-// versionInfo describes one build of agent2env. The daemon's version, when
-// it reports one, has the same form (GET /api/v1/version).
-type versionInfo struct {
-	Version   string `json:"version"`
-	Commit    string `json:"commit,omitempty"`
-	GoVersion string `json:"goVersion,omitempty"`
-	Platform  string `json:"platform,omitempty"`
-}
-
-// buildVersion returns this binary's version.
-func buildVersion() versionInfo {
-	v := versionInfo{Version: version, Commit: commit, GoVersion: runtime.Version(),
-		Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		v.Version = cmpOr(v.Version, "unknown")
-		return v
-	}
-	v.Version = cmpOr(v.Version, bi.Main.Version, "unknown")
-	if v.Commit == "" {
-		var modified bool
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				v.Commit = s.Value
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-		if modified && v.Commit != "" {
-			v.Commit += "-dirty"
-		}
-	}
-	return v
-}
 
 // versions is what "agent2env version -o json" prints.
 type versions struct {
-	Client versionInfo  `json:"client"`
-	Daemon *versionInfo `json:"daemon,omitempty"`
+	Client api.Version  `json:"client"`
+	Daemon *api.Version `json:"daemon,omitempty"`
 	// DaemonURL is the daemon asked, and DaemonError why it did not say.
 	DaemonURL   string `json:"daemonUrl,omitempty"`
 	DaemonError string `json:"daemonError,omitempty"`
@@ -81,7 +35,7 @@ when it answers GET /api/v1/version.`,
   agent2env version --client -o json`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			v := versions{Client: buildVersion()}
+			v := versions{Client: buildinfo.Get()}
 			if !clientOnly {
 				v.DaemonURL, v.Daemon, v.DaemonError = daemonVersion(c.Context(), e, cc)
 			}
@@ -95,34 +49,24 @@ when it answers GET /api/v1/version.`,
 
 // daemonVersion asks the daemon for its version. It returns the URL it
 // asked and the version, or why there is none.
-func daemonVersion(ctx context.Context, e env, cc *clientConfig) (string, *versionInfo, string) {
+func daemonVersion(ctx context.Context, e env, cc *clientConfig) (string, *api.Version, string) {
 	s, err := cc.resolve(e)
 	if err != nil {
 		return "", nil, err.Error()
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL(s.url)+"/api/v1/version", nil)
+	c, err := newClient(e, s, cc.debug)
 	if err != nil {
 		return s.url, nil, err.Error()
 	}
-	if s.token != "" {
-		req.Header.Set("Authorization", "Bearer "+s.token)
-	}
-	req.Header.Set("User-Agent", "agent2env-cli")
-	resp, err := (&http.Client{Transport: transport(e, s, cc.debug)}).Do(req)
-	if err != nil {
-		return s.url, nil, fmt.Sprintf("not reachable: %v", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	v, err := c.Version(ctx)
+	switch {
+	case errors.Is(err, client.ErrNotFound):
 		return s.url, nil, "the daemon answers but does not report its version"
-	}
-	if resp.StatusCode != http.StatusOK {
-		return s.url, nil, fmt.Sprintf("GET /api/v1/version: %s", resp.Status)
-	}
-	var v versionInfo
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&v); err != nil || v.Version == "" {
+	case err != nil:
+		return s.url, nil, err.Error()
+	case v.Version == "":
 		return s.url, nil, "the daemon's answer to GET /api/v1/version has no version"
 	}
 	return s.url, &v, ""

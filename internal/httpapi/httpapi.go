@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/buildinfo"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/metrics"
@@ -86,6 +87,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /health", health)
 	mux.HandleFunc("GET /api/v1/health", health)
 	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.HandleFunc("GET /api/v1/version", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, buildinfo.Get())
+	})
 
 	mux.HandleFunc("POST /api/v1/sandboxes", s.createSandbox)
 	mux.HandleFunc("GET /api/v1/sandboxes", s.listSandboxes)

@@ -291,6 +291,7 @@ func TestOpenAPISchemas(t *testing.T) {
 		dir    string
 	}{
 		{"Error", api.Error{}, out},
+		{"Version", api.Version{}, out},
 		{"Sandbox", api.Sandbox{}, out},
 		{"SandboxList", api.SandboxList{}, out},
 		{"SandboxOverrides", api.SandboxOverrides{}, in},
@@ -973,6 +974,7 @@ func TestOpenAPIConformance(t *testing.T) {
 		exchange{method: "GET", target: "/health", noKey: true, status: ok},
 		exchange{method: "GET", target: "/api/v1/health", noKey: true, status: ok},
 		exchange{method: "GET", target: "/readyz", noKey: true, status: ok},
+		exchange{method: "GET", target: "/api/v1/version", status: ok},
 	)
 	e.srv.SetReady(false)
 	run(exchange{method: "GET", target: "/readyz", noKey: true, status: http.StatusServiceUnavailable})
