@@ -23,6 +23,7 @@ import (
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/netguard"
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
 )
@@ -81,6 +82,8 @@ type Manager struct {
 	locks     sync.Map // id -> *sync.Mutex
 	templates TemplateResolver
 	pool      WarmPool
+	// fetcher downloads template files' sources.
+	fetcher *netguard.Fetcher
 	// starting holds the cancel func of each startup in progress, so that
 	// Delete can end it.
 	starting sync.Map // id -> context.CancelFunc
@@ -106,6 +109,9 @@ func New(cfg Config, rt sandbox.Runtime, images Images, st store.Store, log *slo
 		bgCtx: ctx, bgCancel: cancel}
 	for _, o := range opts {
 		o(m)
+	}
+	if m.fetcher == nil {
+		m.fetcher = netguard.NewFetcher(netguard.FetchConfig{Guard: netguard.Must(netguard.New(netguard.Config{Subject: sourceSubject}))})
 	}
 	return m
 }
