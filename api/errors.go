@@ -31,3 +31,13 @@ const (
 	CodeUnavailable      = "UNAVAILABLE"        // 503
 	CodeTimeout          = "TIMEOUT"            // 504
 )
+
+// Codes of requests refused before they reach their operation.
+const (
+	// CodeUnsupportedMediaType: the body's Content-Type is not one the
+	// operation takes.
+	CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE" // 415
+	// CodeMisdirected: the Host header names none of the daemon's
+	// addresses (DNS rebinding protection).
+	CodeMisdirected = "MISDIRECTED_REQUEST" // 421
+)
