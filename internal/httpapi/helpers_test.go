@@ -150,6 +150,7 @@ type env struct {
 type envOptions struct {
 	notReady bool
 	cfg      manager.Config
+	opts     []Option // more server options
 }
 
 // newEnv returns a ready API whose images hold "alpine", removed when the
@@ -178,7 +179,7 @@ func openEnv(dir string, opts envOptions) (e *env, closeEnv func(), err error) {
 		opts.cfg.StartTimeout = 10 * time.Second
 	}
 	m := manager.New(opts.cfg, rt, imgs, st, log)
-	srv := New(m, imgs, log, WithPublicURL("http://gw.test/"))
+	srv := New(m, imgs, log, append([]Option{WithPublicURL("http://gw.test/")}, opts.opts...)...)
 	srv.SetReady(!opts.notReady)
 	h := srv.Handler()
 	ts := httptest.NewServer(h)
