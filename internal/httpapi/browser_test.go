@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -148,4 +149,57 @@ func TestBrowserGuardOrigin(t *testing.T) {
 	if _, err := BrowserGuard(BrowserConfig{TrustedOrigins: []string{"ui.example.com"}}); err == nil {
 		t.Error("an origin without a scheme was accepted")
 	}
+}
+
+// FuzzBrowserGuard: whatever the headers, a request either reaches the
+// API with a Host that names the daemon and, if state-changing, no
+// untrusted Origin, or is refused with 421 or 403 and the error body.
+func FuzzBrowserGuard(f *testing.F) {
+	f.Add("POST", "127.0.0.1:8080", "https://evil.example.com", "cross-site")
+	f.Add("GET", "[::1]", "", "none")
+	f.Add("DELETE", "LOCALHOST.:1", "null", "")
+	f.Add("PUT", "evil.localhost.example.com", "https://ui.example.com:443", "same-origin")
+	f.Add("GET", "[fe80::1%25lo]:80", "http://[::1]", "same-site")
+	guard, err := BrowserGuard(BrowserConfig{Listen: "127.0.0.1:8080", PublicURL: "https://sandbox.example.com",
+		TrustedOrigins: []string{"https://ui.example.com"}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	var passed bool
+	h := guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { passed = true }))
+	f.Fuzz(func(t *testing.T, method, host, origin, site string) {
+		req, err := http.NewRequest(method, "http://x/api/v1/sandboxes", nil)
+		if err != nil {
+			return
+		}
+		req.Host = host
+		req.Header.Set("Origin", origin)
+		req.Header.Set("Sec-Fetch-Site", site)
+		passed = false
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if !passed {
+			if rec.Code != http.StatusMisdirectedRequest && rec.Code != http.StatusForbidden {
+				t.Fatalf("refused with %d", rec.Code)
+			}
+			checkErrorBody(t, rec.Body.Bytes(), "")
+			return
+		}
+		name := normalizeHost(host)
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			name = normalizeHost(h)
+		}
+		a, isAddr := hostAddr(name)
+		if host != "" && name != "sandbox.example.com" && name != "localhost" && !strings.HasSuffix(name, ".localhost") && !(isAddr && a.IsLoopback()) {
+			t.Fatalf("Host %q passed", host)
+		}
+		o, err := parseOrigin(origin)
+		trusted := err == nil && o == "https://ui.example.com"
+		if !trusted && site != "" && site != "none" && method != http.MethodOptions {
+			t.Fatalf("Sec-Fetch-Site %q from %q passed", site, origin)
+		}
+		if !trusted && origin != "" && method != "GET" && method != "HEAD" && method != http.MethodOptions {
+			t.Fatalf("%s from %q passed", method, origin)
+		}
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -331,4 +332,33 @@ func TestFetcher(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzCheckURL: a source URL that passes has no internal address for a
+// host, and a refusal is only ever for an address or a loopback name.
+func FuzzCheckURL(f *testing.F) {
+	for _, s := range []string{"http://127.0.0.1:8080/x", "https://example.com/", "http://[::ffff:10.0.0.1]/", "http://LOCALHOST./",
+		"http://[fe80::1%25eth0]/", "http://0x7f.0.0.1/", "ftp://x/", "http://user@169.254.169.254/", "http://%31%32%37.0.0.1/"} {
+		f.Add(s)
+	}
+	g := Must(New(Config{}))
+	g.host = &hostAddrs{read: newFakeHost("192.0.2.10").read, maxAge: time.Hour}
+	f.Fuzz(func(t *testing.T, raw string) {
+		err := g.CheckURL(raw)
+		u, perr := url.Parse(raw)
+		if perr != nil {
+			if err == nil {
+				t.Fatalf("CheckURL(%q) passed an unparsable URL", raw)
+			}
+			return
+		}
+		host := u.Hostname()
+		a, isAddr := parseAddr(host)
+		switch {
+		case err == nil && isAddr && g.CheckAddr(a) != nil:
+			t.Fatalf("CheckURL(%q) passed the internal address %s", raw, a)
+		case errors.Is(err, ErrDenied) && !isAddr && normalizeName(host) != "localhost" && !strings.HasSuffix(normalizeName(host), ".localhost"):
+			t.Fatalf("CheckURL(%q) denied the name %q: %v", raw, host, err)
+		}
+	})
 }
