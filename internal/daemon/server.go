@@ -115,8 +115,12 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		n := l.clients[ip]
 		if n >= l.perClient {
 			l.mu.Unlock()
-			<-l.slots
-			go l.refuse(c, ip)
+			// The refusal keeps its slot until it is done, so that a flood
+			// of them is bounded like any other connections.
+			go func() {
+				l.refuse(c, ip)
+				<-l.slots
+			}()
 			continue
 		}
 		l.clients[ip] = n + 1
@@ -135,7 +139,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 // refuse answers a connection over the per-client limit and closes it.
 func (l *connLimiter) refuse(c net.Conn, ip netip.Addr) {
 	defer c.Close()
-	l.log.Warn("refused a connection: too many from one client", "client", ip.String(), "limit", l.perClient)
+	l.log.Debug("refused a connection: too many from one client", "client", ip.String(), "limit", l.perClient)
 	body := fmt.Sprintf(`{"error":"too many connections from %s (at most %d)","code":%q}`, ip, l.perClient, api.CodeLimitExceeded)
 	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 	fmt.Fprintf(c, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
