@@ -103,6 +103,16 @@ const (
 	CodeTimeout              = "TIMEOUT"               // 504
 )
 
+// Codes of requests refused before they reach their operation.
+const (
+	// CodeUnsupportedMediaType: the body's Content-Type is not one the
+	// operation takes.
+	CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE" // 415
+	// CodeMisdirected: the Host header names none of the daemon's
+	// addresses (DNS rebinding protection).
+	CodeMisdirected = "MISDIRECTED_REQUEST" // 421
+)
+
 // codes is the one table of wire codes: the HTTP status each stands for
 // and the generic code of its class. The generic codes name the error
 // classes: INVALID_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND,
@@ -117,6 +127,9 @@ var codes = map[string]struct {
 	CodeInvalidYAML:     {http.StatusBadRequest, CodeInvalidRequest},
 	CodeInvalidLanguage: {http.StatusBadRequest, CodeInvalidRequest},
 	CodeLanguageMissing: {http.StatusBadRequest, CodeInvalidRequest},
+
+	CodeUnsupportedMediaType: {http.StatusUnsupportedMediaType, CodeInvalidRequest},
+	CodeMisdirected:          {http.StatusMisdirectedRequest, CodeInvalidRequest},
 
 	CodeUnauthorized: {http.StatusUnauthorized, CodeUnauthorized},
 	CodeForbidden:    {http.StatusForbidden, CodeForbidden},

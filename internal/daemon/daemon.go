@@ -21,6 +21,7 @@ import (
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/metrics"
+	"github.com/agent2env/agent2env/internal/netguard"
 	"github.com/agent2env/agent2env/internal/netproxy"
 	"github.com/agent2env/agent2env/internal/pool"
 	"github.com/agent2env/agent2env/internal/prepull"
@@ -60,6 +61,21 @@ type Config struct {
 	// Keys are the API keys clients must present; nil or empty means no
 	// authentication, allowed only on loopback.
 	Keys *auth.Keys
+	// FetchAllow lets template file sources be fetched from internal
+	// mirrors: host names, IP addresses and CIDR prefixes that the daemon
+	// otherwise refuses to connect to for a template (loopback, private,
+	// link-local and the host's own addresses).
+	FetchAllow []string
+	// AllowedHosts are Host header values the API accepts besides the
+	// listen address, loopback names and addresses and PublicURL's host:
+	// names or addresses without port; "*" accepts any (DNS rebinding
+	// protection off).
+	AllowedHosts []string
+	// TrustedOrigins are web origins ("https://ui.example.com") whose pages
+	// may use the API; requests from any other web page are refused.
+	TrustedOrigins []string
+	// HTTP bounds the API server's connections and timeouts.
+	HTTP HTTPConfig
 	// ShutdownTimeout bounds how long Serve waits for requests in flight.
 	ShutdownTimeout time.Duration
 	Log             *slog.Logger
@@ -133,12 +149,20 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	}
 	// Templates and prepull tasks refer to each other: a template may be
 	// prepulled on create, a prepull may name a template.
+	// Template file sources are fetched by the daemon: they must not lead
+	// to its own API, the host's services or a cloud metadata service.
+	sources, err := template.SourceGuard(cfg.FetchAllow)
+	if err != nil {
+		return nil, fmt.Errorf("fetch allow-list: %w", err)
+	}
 	s.Prepull = prepull.New(s.Store, s.Images, cfg.Log)
-	s.Templates = template.New(s.Store, template.WithPrepuller(s.Prepull), template.WithLogger(cfg.Log))
+	s.Templates = template.New(s.Store, template.WithPrepuller(s.Prepull), template.WithLogger(cfg.Log),
+		template.WithSourceGuard(sources))
 	s.Prepull.SetTemplates(s.Templates)
 	s.Metrics = metrics.New()
 	s.Manager = manager.New(cfg.Manager, s.Runtime, s.Images, s.Store, cfg.Log,
-		manager.WithTemplates(s.Templates), manager.WithMetrics(s.Metrics))
+		manager.WithTemplates(s.Templates), manager.WithMetrics(s.Metrics),
+		manager.WithFetcher(netguard.NewFetcher(netguard.FetchConfig{Guard: sources})))
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Listen
 	}
@@ -162,6 +186,13 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		httpapi.WithRoutes(httpapi.NewContextRoutes(s.Contexts)),
 		httpapi.WithMetrics(s.Metrics),
 	}
+	browsers, err := httpapi.BrowserGuard(httpapi.BrowserConfig{
+		Listen: cfg.Listen, PublicURL: cfg.PublicURL, AllowedHosts: cfg.AllowedHosts, TrustedOrigins: cfg.TrustedOrigins,
+	})
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, httpapi.WithMiddleware(browsers))
 	if authOn {
 		opts = append(opts, httpapi.WithMiddleware(httpapi.AuthMiddleware(cfg.Keys)))
 	}
@@ -180,11 +211,7 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 // gracefully: no new connections, requests in flight finish (up to the
 // shutdown timeout). Sandboxes keep running and are re-adopted next start.
 func (s *System) Serve(ctx context.Context, l net.Listener) error {
-	srv := &http.Server{
-		Handler:           s.API.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
+	srv := apiServer(s.cfg.HTTP, s.API.Handler(), s.log)
 	runCtx, stop := context.WithCancel(context.Background())
 	defer stop()
 	go s.Manager.Run(runCtx)
@@ -205,7 +232,7 @@ func (s *System) Serve(ctx context.Context, l net.Listener) error {
 		}
 	}()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
+	go func() { errc <- srv.Serve(limitListener(l, s.cfg.HTTP, s.log)) }()
 	s.log.Info("serving", "addr", l.Addr().String(), "data_dir", s.cfg.DataDir, "runtime", s.Runtime.Name())
 	select {
 	case err := <-errc:

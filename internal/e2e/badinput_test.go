@@ -36,7 +36,8 @@ func TestBadInput(t *testing.T) {
 		{"create bad env", "POST", "/api/v1/sandboxes", "application/json", `{"image": "agent2env/python", "env": {"A=B": "c"}}`, 400, api.CodeInvalidRequest},
 		{"create env wrong type", "POST", "/api/v1/sandboxes", "application/json", `{"image": "agent2env/python", "env": ["A=B"]}`, 400, api.CodeInvalidRequest},
 		{"create trailing data", "POST", "/api/v1/sandboxes", "application/json", `{"image": "agent2env/python"} {}`, 400, api.CodeInvalidRequest},
-		{"create wrong content type", "POST", "/api/v1/sandboxes", "text/plain", `{"image": "agent2env/python"}`, 400, api.CodeInvalidRequest},
+		{"create wrong content type", "POST", "/api/v1/sandboxes", "text/plain", `{"image": "agent2env/python"}`, 415, api.CodeUnsupportedMediaType},
+		{"create no content type", "POST", "/api/v1/sandboxes", "", `{"image": "agent2env/python"}`, 415, api.CodeUnsupportedMediaType},
 		{"create huge body", "POST", "/api/v1/sandboxes", "application/json", huge, 413, api.CodeTooLarge},
 		{"create bad image ref", "POST", "/api/v1/sandboxes", "application/json", `{"image": "Not A Ref!"}`, 400, api.CodeInvalidRequest},
 
@@ -62,7 +63,7 @@ func TestBadInput(t *testing.T) {
 		{"download NUL", "GET", "/api/v1/sandboxes/" + id + "/files?path=/etc%00passwd", "", "", 400, api.CodeInvalidRequest},
 		{"download missing", "GET", "/api/v1/sandboxes/" + id + "/files?path=/workspace/none", "", "", 404, api.CodeFileNotFound},
 		{"download directory", "GET", "/api/v1/sandboxes/" + id + "/files?path=/workspace", "", "", 400, api.CodeInvalidRequest},
-		{"upload not multipart", "POST", "/api/v1/sandboxes/" + id + "/files", "application/json", `{}`, 400, api.CodeInvalidRequest},
+		{"upload not multipart", "POST", "/api/v1/sandboxes/" + id + "/files", "application/json", `{}`, 415, api.CodeUnsupportedMediaType},
 
 		{"unknown route", "GET", "/api/v1/nothing", "", "", 404, api.CodeNotFound},
 		{"wrong method", "PUT", "/api/v1/sandboxes", "", "", 404, api.CodeNotFound},
@@ -73,16 +74,7 @@ func TestBadInput(t *testing.T) {
 			if tt.ctype != "" {
 				req.Header.Set("Content-Type", tt.ctype)
 			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			raw, _ := io.ReadAll(resp.Body)
-			var e api.Error
-			if resp.StatusCode != tt.status || jsonErr(raw, &e) != nil || e.Code != tt.code || e.Message == "" {
-				t.Errorf("got %d %s; want %d with code %s", resp.StatusCode, raw, tt.status, tt.code)
-			}
+			expectError(t, req, tt.status, tt.code)
 		})
 	}
 
@@ -131,4 +123,20 @@ func TestBadInput(t *testing.T) {
 	}
 	d.deleteAll()
 	d.assertNoLeaks()
+}
+
+// expectError sends req and checks that it is answered with status and
+// the error body with code.
+func expectError(t *testing.T, req *http.Request, status int, code string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var e api.Error
+	if resp.StatusCode != status || jsonErr(raw, &e) != nil || e.Code != code || e.Message == "" {
+		t.Errorf("got %d %s; want %d with code %s", resp.StatusCode, raw, status, code)
+	}
 }

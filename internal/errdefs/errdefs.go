@@ -47,6 +47,9 @@ func Precondition(format string, args ...any) error {
 // Unavailable wraps msg as an ErrUnavailable.
 func Unavailable(format string, args ...any) error { return wrap(ErrUnavailable, format, args...) }
 
+// Forbidden wraps msg as an ErrPermissionDenied.
+func Forbidden(format string, args ...any) error { return wrap(ErrPermissionDenied, format, args...) }
+
 // classed is an error whose message is its own text but which matches a class.
 type classed struct {
 	class error

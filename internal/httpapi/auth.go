@@ -42,13 +42,17 @@ func AuthMiddleware(keys *auth.Keys) func(http.Handler) http.Handler {
 // %2Fsandbox%2Fy look like the gateway while the mux serves it as an
 // image route.
 func authExempt(r *http.Request) bool {
-	if r.Method == http.MethodOptions {
+	if r.Method == http.MethodOptions || isProbe(r) {
 		return true
 	}
-	p := path.Clean(r.URL.EscapedPath())
-	switch p {
+	return strings.HasPrefix(path.Clean(r.URL.EscapedPath()), gatewayPrefix)
+}
+
+// isProbe reports whether r is a health or readiness probe (GET or HEAD).
+func isProbe(r *http.Request) bool {
+	switch path.Clean(r.URL.EscapedPath()) {
 	case "/health", "/api/v1/health", "/readyz":
 		return r.Method == http.MethodGet || r.Method == http.MethodHead
 	}
-	return strings.HasPrefix(p, gatewayPrefix)
+	return false
 }

@@ -153,6 +153,7 @@ type envOptions struct {
 	notReady bool
 	cfg      manager.Config
 	metrics  *metrics.Metrics // recorded by the manager and served at /metrics
+	opts     []Option         // more server options
 }
 
 // newEnv returns a ready API whose images hold "alpine", removed when the
@@ -181,7 +182,7 @@ func openEnv(dir string, opts envOptions) (e *env, closeEnv func(), err error) {
 		opts.cfg.StartTimeout = 10 * time.Second
 	}
 	m := manager.New(opts.cfg, rt, imgs, st, log, manager.WithMetrics(opts.metrics))
-	srv := New(m, imgs, log, WithPublicURL("http://gw.test/"), WithMetrics(opts.metrics))
+	srv := New(m, imgs, log, append([]Option{WithPublicURL("http://gw.test/"), WithMetrics(opts.metrics)}, opts.opts...)...)
 	srv.SetReady(!opts.notReady)
 	h := srv.Handler()
 	ts := httptest.NewServer(h)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -117,7 +118,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.WithCode(errdefs.NotFound("no route for %s %s", r.Method, r.URL.Path), api.CodeNotFound))
 	})
-	var h http.Handler = mux
+	var h http.Handler = requireMediaTypes(mux)
 	for i := len(s.middleware) - 1; i >= 0; i-- {
 		h = s.middleware[i](h)
 	}
@@ -172,8 +173,10 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 
 // decodeLimit is decode with a body limit of its own.
 func decodeLimit(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(ct, "application/json") {
-		return errdefs.Invalid("content type %q: want application/json", ct)
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return errdefs.Invalid("content type %q: want application/json", ct)
+		}
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	if err := dec.Decode(v); err != nil {

@@ -72,7 +72,7 @@ func TestImageRoutes(t *testing.T) {
 	if len(events) != 2 || events[0].name != "image" || events[1].name != "image" {
 		t.Errorf("import events %+v", events)
 	}
-	events = readEvents(t, e.do(t, http.MethodPost, "/api/v1/images/import", "", strings.NewReader("not a tarball")).body)
+	events = readEvents(t, e.do(t, http.MethodPost, "/api/v1/images/import", "application/octet-stream", strings.NewReader("not a tarball")).body)
 	if len(events) != 1 || events[0].name != "error" {
 		t.Fatalf("failed import events %+v", events)
 	}
@@ -106,7 +106,7 @@ func TestImageBadInput(t *testing.T) {
 		{name: "no ref", ctype: "application/json", body: `{}`},
 		{name: "empty body", ctype: "application/json"},
 		{name: "trailing data", ctype: "application/json", body: `{"ref":"alpine"}]`},
-		{name: "wrong content type", ctype: "text/plain", body: `{"ref":"alpine"}`},
+		{name: "wrong content type", ctype: "text/plain", body: `{"ref":"alpine"}`, code: api.CodeUnsupportedMediaType},
 		{name: "too large", ctype: "application/json", body: `{"ref":"` + strings.Repeat("a", maxJSONBody) + `"}`, code: api.CodeTooLarge},
 	}
 	for _, route := range []string{"pull", "build"} {
@@ -117,8 +117,11 @@ func TestImageBadInput(t *testing.T) {
 					body = strings.NewReader(tt.body)
 				}
 				status, code := http.StatusBadRequest, api.CodeInvalidRequest
-				if tt.code != "" {
+				switch tt.code {
+				case api.CodeTooLarge:
 					status, code = http.StatusRequestEntityTooLarge, tt.code
+				case api.CodeUnsupportedMediaType:
+					status, code = http.StatusUnsupportedMediaType, tt.code
 				}
 				checkError(t, e.do(t, http.MethodPost, "/api/v1/images/"+route, tt.ctype, body), status, code)
 			})

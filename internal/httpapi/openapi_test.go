@@ -1107,7 +1107,7 @@ items:
 		unchecked(post("/api/v1/sandboxes", `{"image":"alpine","overrides":{"ttl":1}}`, bad)),
 		unchecked(post("/api/v1/sandboxes", `{"image":"Not A Ref!"}`, bad)),
 		post("/api/v1/sandboxes", huge, http.StatusRequestEntityTooLarge),
-		invalid(exchange{method: "POST", target: "/api/v1/sandboxes", ctype: "text/plain", body: []byte(`{"image":"alpine"}`), status: bad}),
+		invalid(exchange{method: "POST", target: "/api/v1/sandboxes", ctype: "text/plain", body: []byte(`{"image":"alpine"}`), status: http.StatusUnsupportedMediaType}),
 		get("/api/v1/sandboxes", ok),
 		get("/api/v1/sandboxes?limit=1", ok),
 		invalid(get("/api/v1/sandboxes?limit=0", bad)),
@@ -1143,7 +1143,7 @@ items:
 	ct, body = multipartBody(t, "path", "x", "file", "x")
 	run(
 		exchange{method: "POST", target: "/api/v1/sandboxes/nosuchsandbox/files", ctype: ct, body: body.Bytes(), status: notFound},
-		invalid(post(sbPath+"/files", `{"path":"x"}`, bad)),
+		invalid(post(sbPath+"/files", `{"path":"x"}`, http.StatusUnsupportedMediaType)),
 		get(sbPath+"/files?path=dir/hello.txt", ok),
 		get(sbPath+"/files?path=/tmp/q.txt", ok),
 		get(sbPath+"/files?path=missing.txt", notFound),

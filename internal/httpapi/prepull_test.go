@@ -255,7 +255,7 @@ func TestPrepullBadInput(t *testing.T) {
 		{"overflowing timeout", "application/json", `{"image":"alpine","timeout":1e30}`, http.StatusBadRequest, api.CodeInvalidRequest},
 		{"bad JSON", "application/json", `{"image":`, http.StatusBadRequest, api.CodeInvalidRequest},
 		{"trailing data", "application/json", `{"image":"alpine"} {}`, http.StatusBadRequest, api.CodeInvalidRequest},
-		{"not JSON", "text/plain", `{"image":"alpine"}`, http.StatusBadRequest, api.CodeInvalidRequest},
+		{"not JSON", "text/plain", `{"image":"alpine"}`, http.StatusUnsupportedMediaType, api.CodeUnsupportedMediaType},
 		{"too large", "application/json", `{"image":"alpine","x":"` + strings.Repeat("a", maxJSONBody) + `"}`, http.StatusRequestEntityTooLarge, api.CodeTooLarge},
 	}
 	for _, tt := range tests {

@@ -496,8 +496,8 @@ func TestBadInput(t *testing.T) {
 		{name: "create trailing brace", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":"alpine"}}`, status: bad, code: inv},
 		{name: "create trailing bracket", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":"alpine"}]`, status: bad, code: inv},
 		{name: "create trailing garbage", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":"alpine"}x`, status: bad, code: inv},
-		{name: "create wrong content type", method: "POST", path: sbPath, ctype: "text/plain", body: `{"image":"alpine"}`, status: bad, code: inv},
-		{name: "create form content type", method: "POST", path: sbPath, ctype: "application/x-www-form-urlencoded", body: `{"image":"alpine"}`, status: bad, code: inv},
+		{name: "create wrong content type", method: "POST", path: sbPath, ctype: "text/plain", body: `{"image":"alpine"}`, status: http.StatusUnsupportedMediaType, code: api.CodeUnsupportedMediaType},
+		{name: "create form content type", method: "POST", path: sbPath, ctype: "application/x-www-form-urlencoded", body: `{"image":"alpine"}`, status: http.StatusUnsupportedMediaType, code: api.CodeUnsupportedMediaType},
 		{name: "create too large", method: "POST", path: sbPath, ctype: jsonCT, body: huge, status: http.StatusRequestEntityTooLarge, code: api.CodeTooLarge},
 		{name: "create too large after the value", method: "POST", path: sbPath, ctype: jsonCT, body: `{"image":"alpine"}` + strings.Repeat(" ", maxJSONBody), status: http.StatusRequestEntityTooLarge, code: api.CodeTooLarge},
 		{name: "create no image", method: "POST", path: sbPath, ctype: jsonCT, body: `{}`, status: bad, code: inv},
@@ -541,7 +541,7 @@ func TestBadInput(t *testing.T) {
 			{name: "empty body", ctype: jsonCT, body: ``, status: bad, code: inv},
 			{name: "trailing data", ctype: jsonCT, body: `{"command":["true"]}{"command":["true"]}`, status: bad, code: inv},
 			{name: "trailing bracket", ctype: jsonCT, body: `{"command":["true"]}]`, status: bad, code: inv},
-			{name: "wrong content type", ctype: "text/plain", body: `{"command":["true"]}`, status: bad, code: inv},
+			{name: "wrong content type", ctype: "text/plain", body: `{"command":["true"]}`, status: http.StatusUnsupportedMediaType, code: api.CodeUnsupportedMediaType},
 			{name: "too large", ctype: jsonCT, body: hugeExec, status: http.StatusRequestEntityTooLarge, code: api.CodeTooLarge},
 			{name: "no command", ctype: jsonCT, body: `{}`, status: bad, code: inv},
 			{name: "empty command", ctype: jsonCT, body: `{"command":[]}`, status: bad, code: inv},
@@ -576,8 +576,8 @@ func TestBadInput(t *testing.T) {
 		status int
 		code   string
 	}{
-		{name: "not multipart", body: func() (string, io.Reader) { return jsonCT, strings.NewReader(`{"path":"f"}`) }, status: bad, code: inv},
-		{name: "no content type", body: func() (string, io.Reader) { return "", strings.NewReader("x") }, status: bad, code: inv},
+		{name: "not multipart", body: func() (string, io.Reader) { return jsonCT, strings.NewReader(`{"path":"f"}`) }, status: http.StatusUnsupportedMediaType, code: api.CodeUnsupportedMediaType},
+		{name: "no content type", body: func() (string, io.Reader) { return "", strings.NewReader("x") }, status: http.StatusUnsupportedMediaType, code: api.CodeUnsupportedMediaType},
 		{name: "multipart without boundary", body: func() (string, io.Reader) { return "multipart/form-data", strings.NewReader("x") }, status: bad, code: inv},
 		{name: "empty multipart", body: func() (string, io.Reader) { return multipartBody(t) }, status: bad, code: inv},
 		{name: "no file part", body: func() (string, io.Reader) { return multipartBody(t, "path", "f") }, status: bad, code: inv},

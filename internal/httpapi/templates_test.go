@@ -678,7 +678,7 @@ func TestTemplateBadInput(t *testing.T) {
 	}{
 		{"create: bad JSON", "POST", "/api/v1/templates", raw("application/json", `{"name":`), 400, api.CodeInvalidRequest},
 		{"create: empty body", "POST", "/api/v1/templates", raw("application/json", ``), 400, api.CodeInvalidRequest},
-		{"create: not JSON", "POST", "/api/v1/templates", raw("text/plain", `name=x`), 400, api.CodeInvalidRequest},
+		{"create: not JSON", "POST", "/api/v1/templates", raw("text/plain", `name=x`), 415, api.CodeUnsupportedMediaType},
 		{"create: trailing data", "POST", "/api/v1/templates", raw("application/json", `{"name":"a","spec":{"image":"alpine"}} {}`), 400, api.CodeInvalidRequest},
 		{"create: wrong type", "POST", "/api/v1/templates", raw("application/json", `{"name":"a","spec":{"image":"alpine","ttl":"1h"}}`), 400, api.CodeInvalidRequest},
 		{"create: no name", "POST", "/api/v1/templates", raw("application/json", `{"spec":{"image":"alpine"}}`), 400, api.CodeInvalidRequest},
@@ -691,7 +691,7 @@ func TestTemplateBadInput(t *testing.T) {
 		{"update: over 1 MiB", "PUT", "/api/v1/templates/a", raw("application/json", big), 413, api.CodeTooLarge},
 		{"rollback: bad JSON", "POST", "/api/v1/templates/a/rollback", raw("application/json", `{"targetVersion":"1"}`), 400, api.CodeInvalidRequest},
 		{"import: no body", "POST", "/api/v1/templates/import", raw("", ""), 400, api.CodeInvalidRequest},
-		{"import: raw YAML", "POST", "/api/v1/templates/import", raw("application/x-yaml", tplDoc("a", "alpine")), 400, api.CodeInvalidRequest},
+		{"import: raw YAML", "POST", "/api/v1/templates/import", raw("application/x-yaml", tplDoc("a", "alpine")), 415, api.CodeUnsupportedMediaType},
 		{"import: no file part", "POST", "/api/v1/templates/import", multi(importPart{"strategy", "", "", "create-only"}), 400, api.CodeInvalidRequest},
 		{"import: two file parts", "POST", "/api/v1/templates/import", multi(yamlFile(tplDoc("a", "alpine")), yamlFile(tplDoc("b", "alpine"))), 400, api.CodeInvalidRequest},
 		{"import: bad prepull", "POST", "/api/v1/templates/import", multi(importPart{"prepull", "", "", "maybe"}, yamlFile(tplDoc("a", "alpine"))), 400, api.CodeInvalidRequest},

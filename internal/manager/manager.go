@@ -27,6 +27,7 @@ import (
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/keyedlock"
 	"github.com/agent2env/agent2env/internal/metrics"
+	"github.com/agent2env/agent2env/internal/netguard"
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
 )
@@ -86,6 +87,8 @@ type Manager struct {
 	templates TemplateResolver
 	pool      WarmPool
 	metrics   *metrics.Metrics // nil: none recorded
+	// fetcher downloads template files' sources.
+	fetcher *netguard.Fetcher
 	// starting holds the cancel func of each startup in progress, so that
 	// Delete can end it.
 	starting sync.Map // id -> context.CancelFunc
@@ -108,6 +111,9 @@ func New(cfg Config, rt sandbox.Runtime, images Images, st store.Store, log *slo
 		bgCtx: ctx, bgCancel: cancel}
 	for _, o := range opts {
 		o(m)
+	}
+	if m.fetcher == nil {
+		m.fetcher = netguard.NewFetcher(netguard.FetchConfig{Guard: netguard.Must(netguard.New(netguard.Config{Subject: sourceSubject}))})
 	}
 	return m
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/netguard"
 	"github.com/agent2env/agent2env/internal/sandbox"
 )
 
@@ -28,6 +28,14 @@ type Option func(*Manager)
 
 // WithTemplates lets sandboxes be created from templates.
 func WithTemplates(t TemplateResolver) Option { return func(m *Manager) { m.templates = t } }
+
+// sourceSubject is what refusals of template file sources say they are
+// refused to: "... which template file sources may not reach".
+const sourceSubject = "template file sources"
+
+// WithFetcher sets what downloads template files' sources. The default
+// refuses every internal address (netguard) with no allow-list.
+func WithFetcher(f *netguard.Fetcher) Option { return func(m *Manager) { m.fetcher = f } }
 
 // startup is what happens in a sandbox after its agent is up and before it
 // counts as running, in this order: files put in place, the startup
@@ -175,9 +183,6 @@ func (m *Manager) probe(ctx context.Context, id string, c *agent.Client, p *api.
 	}
 }
 
-// maxSourceBytes bounds a file fetched from a template's source URL.
-const maxSourceBytes = 256 << 20
-
 // putFile writes one template file into the sandbox: inline content, or
 // the body of an http(s) source URL.
 func (m *Manager) putFile(ctx context.Context, c *agent.Client, f api.FileSpec) error {
@@ -187,22 +192,15 @@ func (m *Manager) putFile(ctx context.Context, c *agent.Client, f api.FileSpec) 
 	}
 	var body io.Reader = strings.NewReader(f.Content)
 	if f.Source != "" {
-		if !strings.HasPrefix(f.Source, "http://") && !strings.HasPrefix(f.Source, "https://") {
-			return fmt.Errorf("file %s: source %q is not an http(s) URL", dest, f.Source)
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.Source, nil)
-		if err != nil {
-			return fmt.Errorf("file %s: %w", dest, err)
-		}
-		resp, err := http.DefaultClient.Do(req)
+		// The source may lead anywhere the daemon can connect, its own
+		// API and a cloud metadata service included: the fetcher refuses
+		// internal addresses, after DNS and on every redirect.
+		rc, err := m.fetcher.Open(ctx, f.Source)
 		if err != nil {
 			return fmt.Errorf("file %s: fetch %s: %w", dest, f.Source, err)
 		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("file %s: fetch %s: %s", dest, f.Source, resp.Status)
-		}
-		body = io.LimitReader(resp.Body, maxSourceBytes)
+		defer rc.Close()
+		body = rc
 	}
 	if _, err := c.Upload(ctx, dest, os.FileMode(0o644), body); err != nil {
 		return fmt.Errorf("file %s: %w", dest, err)

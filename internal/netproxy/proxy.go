@@ -197,7 +197,7 @@ func (s *session) check(host string) error {
 	if s.match.allows(host) {
 		return nil
 	}
-	return &deniedError{msg: fmt.Sprintf("access to %s is denied by the sandbox's network policy (not in network.allowedDomains)", host)}
+	return &deniedError{Msg: fmt.Sprintf("access to %s is denied by the sandbox's network policy (not in network.allowedDomains)", host)}
 }
 
 // dial checks addr's host against the policy and connects to it. Every
@@ -313,15 +313,6 @@ func target(r *http.Request) string {
 		return r.URL.Host
 	}
 	return r.Host
-}
-
-// deniedMessage is the text of the denial inside err.
-func deniedMessage(err error) string {
-	var d *deniedError
-	if errors.As(err, &d) {
-		return d.msg
-	}
-	return err.Error()
 }
 
 func writeText(w http.ResponseWriter, status int, msg string) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/netguard"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
@@ -40,6 +41,8 @@ type Prepuller interface {
 type Service struct {
 	store   store.Templates
 	prepull Prepuller // nil: prepull requests are ignored
+	// sources refuses file sources that are plainly internal.
+	sources *netguard.Guard
 	log     *slog.Logger
 	now     func() time.Time
 	newID   func(prefix string) string
@@ -55,6 +58,18 @@ type Option func(*Service)
 // imports asking for them.
 func WithPrepuller(p Prepuller) Option { return func(s *Service) { s.prepull = p } }
 
+// WithSourceGuard sets the guard that file source URLs are checked
+// against when a template is made or changed (default: SourceGuard(nil)).
+// The fetch checks again, after DNS.
+func WithSourceGuard(g *netguard.Guard) Option { return func(s *Service) { s.sources = g } }
+
+// SourceGuard returns the guard for template file sources: every internal
+// address refused except what allow names (host names, IP addresses, CIDR
+// prefixes of internal mirrors).
+func SourceGuard(allow []string) (*netguard.Guard, error) {
+	return netguard.New(netguard.Config{Allow: allow, Subject: "template file sources"})
+}
+
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(s *Service) { s.log = l } }
 
@@ -66,6 +81,9 @@ func New(st store.Templates, opts ...Option) *Service {
 	s := &Service{store: st, log: slog.Default(), now: time.Now, newID: randomID, parsing: make(chan struct{}, 1)}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.sources == nil {
+		s.sources = netguard.Must(SourceGuard(nil))
 	}
 	return s
 }
@@ -151,7 +169,25 @@ func (s *Service) check(name string, spec api.TemplateSpec) (api.TemplateSpec, e
 	if err := ValidateName(name); err != nil {
 		return spec, err
 	}
-	return ValidateSpec(spec)
+	return s.validate(spec)
+}
+
+// validate is ValidateSpec, and refuses file sources that are plainly
+// internal: an internal IP literal or a loopback name.
+func (s *Service) validate(spec api.TemplateSpec) (api.TemplateSpec, error) {
+	out, err := ValidateSpec(spec)
+	if err != nil {
+		return out, err
+	}
+	for i, f := range out.Files {
+		if f.Source == "" {
+			continue
+		}
+		if err := s.sources.CheckURL(f.Source); err != nil {
+			return api.TemplateSpec{}, errdefs.Invalid("invalid spec: files[%d] (%s): source %s: %v", i, f.Destination, f.Source, err)
+		}
+	}
+	return out, nil
 }
 
 // create stores a new template with a checked spec.
@@ -237,7 +273,7 @@ func (s *Service) Get(ctx context.Context, name string) (*api.Template, error) {
 // full replacement) and req.Changelog. The spec is checked before the
 // name is looked up.
 func (s *Service) Update(ctx context.Context, name string, req api.UpdateTemplateRequest) (*api.Template, error) {
-	spec, err := ValidateSpec(req.Spec)
+	spec, err := s.validate(req.Spec)
 	if err != nil {
 		return nil, err
 	}
@@ -525,7 +561,7 @@ func (s *Service) importOne(ctx context.Context, it importItem, strategy string)
 		}
 		// Made by someone else meanwhile: update it instead.
 	}
-	spec, err := ValidateSpec(it.spec)
+	spec, err := s.validate(it.spec)
 	if err != nil {
 		return "", nil, err
 	}

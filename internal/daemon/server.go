@@ -1,0 +1,172 @@
+package daemon
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/httpapi"
+)
+
+// HTTPConfig bounds the API server's connections, so that slow or idle
+// clients cannot hold the daemon's goroutines and file descriptors. Zero
+// fields take the defaults.
+type HTTPConfig struct {
+	// ReadHeaderTimeout bounds reading a request's headers. Default 10s.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection idle this long. Default
+	// 120s.
+	IdleTimeout time.Duration
+	// StallTimeout ends a request whose body has sent no byte, or whose
+	// response the client has taken no byte of, for this long; a transfer
+	// that moves goes on however long it takes, and responses that wait
+	// for output (event streams, long execs) are not bounded. Default 60s.
+	StallTimeout time.Duration
+	// MaxHeaderBytes bounds a request's headers. Default 64 KiB.
+	MaxHeaderBytes int
+	// MaxConns bounds the connections open at once; more wait in the
+	// listen backlog. Default 4096.
+	MaxConns int
+	// MaxConnsPerClient bounds the connections from one IP address; more
+	// are answered 429 and closed. Default 1024. (Every local client
+	// shares 127.0.0.1.)
+	MaxConnsPerClient int
+}
+
+func (c *HTTPConfig) setDefaults() {
+	if c.ReadHeaderTimeout <= 0 {
+		c.ReadHeaderTimeout = 10 * time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 120 * time.Second
+	}
+	if c.StallTimeout <= 0 {
+		c.StallTimeout = 60 * time.Second
+	}
+	if c.MaxHeaderBytes <= 0 {
+		c.MaxHeaderBytes = 64 << 10
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = 4096
+	}
+	if c.MaxConnsPerClient <= 0 {
+		c.MaxConnsPerClient = 1024
+	}
+}
+
+// apiServer returns the API's server for h. It sets no WriteTimeout: a
+// buffered exec may answer hours after its request, and streams last as
+// long as their command; StallTimeout bounds a client that stops reading.
+func apiServer(c HTTPConfig, h http.Handler, log *slog.Logger) *http.Server {
+	c.setDefaults()
+	return &http.Server{
+		Handler:           httpapi.StallTimeout(c.StallTimeout)(h),
+		ReadHeaderTimeout: c.ReadHeaderTimeout,
+		IdleTimeout:       c.IdleTimeout,
+		MaxHeaderBytes:    c.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// limitListener bounds the connections l accepts as c says.
+func limitListener(l net.Listener, c HTTPConfig, log *slog.Logger) net.Listener {
+	c.setDefaults()
+	return &connLimiter{Listener: l, log: log, perClient: c.MaxConnsPerClient,
+		slots: make(chan struct{}, c.MaxConns), done: make(chan struct{}), clients: map[netip.Addr]int{}}
+}
+
+// connLimiter is a listener that holds at most cap(slots) connections,
+// making Accept wait for a free slot, and at most perClient from one IP
+// address, refusing more.
+type connLimiter struct {
+	net.Listener
+	log       *slog.Logger
+	perClient int
+	slots     chan struct{}
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+
+	mu      sync.Mutex
+	clients map[netip.Addr]int
+}
+
+func (l *connLimiter) Accept() (net.Conn, error) {
+	for {
+		select {
+		case l.slots <- struct{}{}:
+		case <-l.done:
+			return nil, net.ErrClosed
+		}
+		c, err := l.Listener.Accept()
+		if err != nil {
+			<-l.slots
+			return nil, err
+		}
+		ip, ok := remoteIP(c)
+		if !ok {
+			return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+		}
+		l.mu.Lock()
+		n := l.clients[ip]
+		if n >= l.perClient {
+			l.mu.Unlock()
+			// The refusal keeps its slot until it is done, so that a flood
+			// of them is bounded like any other connections.
+			go func() {
+				l.refuse(c, ip)
+				<-l.slots
+			}()
+			continue
+		}
+		l.clients[ip] = n + 1
+		l.mu.Unlock()
+		return &limitedConn{Conn: c, release: func() {
+			l.mu.Lock()
+			if l.clients[ip]--; l.clients[ip] <= 0 {
+				delete(l.clients, ip)
+			}
+			l.mu.Unlock()
+			<-l.slots
+		}}, nil
+	}
+}
+
+// refuse answers a connection over the per-client limit and closes it.
+func (l *connLimiter) refuse(c net.Conn, ip netip.Addr) {
+	defer c.Close()
+	l.log.Debug("refused a connection: too many from one client", "client", ip.String(), "limit", l.perClient)
+	body := fmt.Sprintf(`{"error":"too many connections from %s (at most %d)","code":%q}`, ip, l.perClient, api.CodeLimitExceeded)
+	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+	fmt.Fprintf(c, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+}
+
+func (l *connLimiter) Close() error {
+	l.closeOnce.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+func remoteIP(c net.Conn) (netip.Addr, bool) {
+	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
+	if err != nil {
+		return netip.Addr{}, false // a unix socket
+	}
+	return ap.Addr().Unmap(), true
+}
+
+// limitedConn gives its slots back when closed.
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
