@@ -77,9 +77,15 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 		Keys: keys, Listen: cfg.Listen, PublicURL: cfg.PublicURL, DataDir: cfg.DataDir, RuntimeBinary: cfg.Runtime,
 		ImageDir: cfg.ImageDir, CacheDir: cfg.CacheDir, DebianMirror: cfg.DebianMirror,
 		InsecureRegistries: splitList(cfg.InsecureRegistries), Log: log,
-		Manager:   manager.Config{MaxSandboxes: cfg.MaxSandboxes},
-		Contexts:  contexts.Config{Defaults: s.sources, OutputLimit: cfg.ContextOutputLimit},
-		WarmPools: s.pools,
+		Manager:    manager.Config{MaxSandboxes: cfg.MaxSandboxes},
+		Contexts:   contexts.Config{Defaults: s.sources, OutputLimit: cfg.ContextOutputLimit},
+		WarmPools:  s.pools,
+		FetchAllow: splitList(cfg.FetchAllow), AllowedHosts: splitList(cfg.AllowedHosts),
+		TrustedOrigins: splitList(cfg.TrustedOrigins),
+		HTTP: daemon.HTTPConfig{
+			ReadHeaderTimeout: cfg.HTTPHeaderTimeout, IdleTimeout: cfg.HTTPIdleTimeout, StallTimeout: cfg.HTTPStallTimeout,
+			MaxHeaderBytes: cfg.HTTPMaxHeaderBytes, MaxConns: cfg.MaxConns, MaxConnsPerClient: cfg.MaxConnsPerClient,
+		},
 	})
 	if err != nil {
 		l.Close()

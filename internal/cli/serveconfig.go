@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/providers/confmap"
@@ -22,20 +23,29 @@ import (
 // serve and a key of the --config file, named by its yaml tag; see
 // loadServeConfig for where its value comes from.
 type serveConfig struct {
-	Listen             string `yaml:"listen"`
-	DataDir            string `yaml:"data-dir"`
-	Runtime            string `yaml:"runtime"`
-	PublicURL          string `yaml:"public-url"`
-	ImageDir           string `yaml:"image-dir"`
-	CacheDir           string `yaml:"cache-dir"`
-	DebianMirror       string `yaml:"debian-mirror"`
-	InsecureRegistries string `yaml:"insecure-registries"`
-	MaxSandboxes       int    `yaml:"max-sandboxes"`
-	APIKeysFile        string `yaml:"api-keys-file"`
-	WarmPools          string `yaml:"warm-pools"`
-	ContextTemplates   string `yaml:"context-templates"`
-	ContextOutputLimit int64  `yaml:"context-output-limit"`
-	LogLevel           string `yaml:"log-level"`
+	Listen             string        `yaml:"listen"`
+	DataDir            string        `yaml:"data-dir"`
+	Runtime            string        `yaml:"runtime"`
+	PublicURL          string        `yaml:"public-url"`
+	ImageDir           string        `yaml:"image-dir"`
+	CacheDir           string        `yaml:"cache-dir"`
+	DebianMirror       string        `yaml:"debian-mirror"`
+	InsecureRegistries string        `yaml:"insecure-registries"`
+	MaxSandboxes       int           `yaml:"max-sandboxes"`
+	APIKeysFile        string        `yaml:"api-keys-file"`
+	WarmPools          string        `yaml:"warm-pools"`
+	ContextTemplates   string        `yaml:"context-templates"`
+	ContextOutputLimit int64         `yaml:"context-output-limit"`
+	LogLevel           string        `yaml:"log-level"`
+	FetchAllow         string        `yaml:"fetch-allow"`
+	AllowedHosts       string        `yaml:"allowed-hosts"`
+	TrustedOrigins     string        `yaml:"trusted-origins"`
+	HTTPHeaderTimeout  time.Duration `yaml:"http-header-timeout"`
+	HTTPIdleTimeout    time.Duration `yaml:"http-idle-timeout"`
+	HTTPStallTimeout   time.Duration `yaml:"http-stall-timeout"`
+	HTTPMaxHeaderBytes int           `yaml:"http-max-header-bytes"`
+	MaxConns           int           `yaml:"max-conns"`
+	MaxConnsPerClient  int           `yaml:"max-conns-per-client"`
 }
 
 // register adds a flag for each field of cfg, with its default.
@@ -54,6 +64,15 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.StringVar(&cfg.ContextTemplates, "context-templates", "", "templates of the sandboxes made for contexts, per language, e.g. python=py311 (default: the built-in images)")
 	f.Int64Var(&cfg.ContextOutputLimit, "context-output-limit", 10<<20, "bytes of output one context execution keeps; more is dropped with a marker")
 	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&cfg.FetchAllow, "fetch-allow", "", "comma-separated hosts, IP addresses or CIDR prefixes that template file sources may be fetched from although internal (mirrors)")
+	f.StringVar(&cfg.AllowedHosts, "allowed-hosts", "", "comma-separated Host header values the API accepts besides its listen address, loopback and the public URL's host; * accepts any")
+	f.StringVar(&cfg.TrustedOrigins, "trusted-origins", "", "comma-separated web origins (scheme://host[:port]) whose pages may send state-changing requests")
+	f.DurationVar(&cfg.HTTPHeaderTimeout, "http-header-timeout", 10*time.Second, "time a client has to send a request's headers")
+	f.DurationVar(&cfg.HTTPIdleTimeout, "http-idle-timeout", 120*time.Second, "an idle keep-alive connection is closed after this long")
+	f.DurationVar(&cfg.HTTPStallTimeout, "http-stall-timeout", 60*time.Second, "a request body or response that moves no byte this long is ended")
+	f.IntVar(&cfg.HTTPMaxHeaderBytes, "http-max-header-bytes", 64<<10, "largest request headers accepted")
+	f.IntVar(&cfg.MaxConns, "max-conns", 4096, "connections open at once; more wait")
+	f.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", 1024, "connections from one IP address at once; more are refused with 429")
 }
 
 // The flags of serve that are not settings, and the variable that may name
@@ -145,6 +164,7 @@ func loadServeConfig(fs *pflag.FlagSet, getenv func(string) string, cfg *serveCo
 // numbers, and no key that is not a setting.
 func unmarshalSettings(k *koanf.Koanf, cfg *serveConfig) error {
 	err := k.UnmarshalWithConf("", cfg, koanf.UnmarshalConf{Tag: "yaml", DecoderConfig: &mapstructure.DecoderConfig{
+		DecodeHook:       mapstructure.StringToTimeDurationHookFunc(),
 		WeaklyTypedInput: true,
 		ErrorUnused:      true,
 	}})
@@ -168,7 +188,8 @@ func checkSetting(key string, v any) error {
 
 // listKeys are the settings that are comma-separated lists, which a
 // config file may also give as a YAML list or mapping.
-var listKeys = map[string]bool{"insecure-registries": true, "warm-pools": true, "context-templates": true}
+var listKeys = map[string]bool{"insecure-registries": true, "warm-pools": true, "context-templates": true,
+	"fetch-allow": true, "allowed-hosts": true, "trusted-origins": true}
 
 // readServeConfigFile reads the settings of a config file as their flags
 // would take them: a list is comma-separated, a mapping NAME=VALUE pairs

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"gopkg.in/yaml.v3"
@@ -24,7 +25,8 @@ func runServe(t *testing.T, vars map[string]string, args ...string) (code int, s
 
 // defaultServeConfig is what serve runs with when nothing is set.
 var defaultServeConfig = serveConfig{Listen: "127.0.0.1:8080", DataDir: "/var/lib/agent2env", Runtime: "runc",
-	ContextOutputLimit: 10 << 20, LogLevel: "info"}
+	ContextOutputLimit: 10 << 20, LogLevel: "info", HTTPHeaderTimeout: 10 * time.Second, HTTPIdleTimeout: 2 * time.Minute,
+	HTTPStallTimeout: time.Minute, HTTPMaxHeaderBytes: 64 << 10, MaxConns: 4096, MaxConnsPerClient: 1024}
 
 // TestServeConfig checks the precedence flag > environment > file >
 // default through --print-config, which stops before the daemon starts.
@@ -35,6 +37,8 @@ log-level: warn
 warm-pools: {python: 2, javascript: 1}
 insecure-registries: [reg.local, 10.0.0.1:5000]
 context-output-limit: 1024
+http-stall-timeout: 90s
+allowed-hosts: [a2e.example, a2e.internal]
 runtime:
 `
 	tests := []struct {
@@ -48,28 +52,33 @@ runtime:
 		{name: "file", file: true, want: func(c *serveConfig) {
 			c.Listen, c.MaxSandboxes, c.LogLevel, c.ContextOutputLimit = "0.0.0.0:9000", 5, "warn", 1024
 			c.WarmPools, c.InsecureRegistries = "javascript=1,python=2", "reg.local,10.0.0.1:5000"
+			c.HTTPStallTimeout, c.AllowedHosts = 90*time.Second, "a2e.example,a2e.internal"
 		}},
 		{name: "environment over file", file: true,
 			env: map[string]string{"AGENT2ENV_MAX_SANDBOXES": "7", "AGENT2ENV_WARM_POOLS": "bash=1", "AGENT2ENV_DATA_DIR": "/srv/a2e"},
 			want: func(c *serveConfig) {
 				c.Listen, c.MaxSandboxes, c.LogLevel, c.ContextOutputLimit = "0.0.0.0:9000", 7, "warn", 1024
 				c.WarmPools, c.InsecureRegistries, c.DataDir = "bash=1", "reg.local,10.0.0.1:5000", "/srv/a2e"
+				c.HTTPStallTimeout, c.AllowedHosts = 90*time.Second, "a2e.example,a2e.internal"
 			}},
 		{name: "flags over environment", file: true, args: []string{"--max-sandboxes", "9", "--listen=[::1]:1", "--log-level", "info"},
 			env: map[string]string{"AGENT2ENV_MAX_SANDBOXES": "7", "AGENT2ENV_LISTEN": "127.0.0.1:2"},
 			want: func(c *serveConfig) {
 				c.Listen, c.MaxSandboxes, c.ContextOutputLimit = "[::1]:1", 9, 1024
 				c.WarmPools, c.InsecureRegistries = "javascript=1,python=2", "reg.local,10.0.0.1:5000"
+				c.HTTPStallTimeout, c.AllowedHosts = 90*time.Second, "a2e.example,a2e.internal"
 			}},
 		{name: "a flag set to its default still wins", file: true, args: []string{"--max-sandboxes", "0"},
 			env: map[string]string{"AGENT2ENV_MAX_SANDBOXES": "7"},
 			want: func(c *serveConfig) {
 				c.Listen, c.LogLevel, c.ContextOutputLimit = "0.0.0.0:9000", "warn", 1024
 				c.WarmPools, c.InsecureRegistries = "javascript=1,python=2", "reg.local,10.0.0.1:5000"
+				c.HTTPStallTimeout, c.AllowedHosts = 90*time.Second, "a2e.example,a2e.internal"
 			}},
 		{name: "file named by the environment", env: map[string]string{envConfig: "FILE"}, want: func(c *serveConfig) {
 			c.Listen, c.MaxSandboxes, c.LogLevel, c.ContextOutputLimit = "0.0.0.0:9000", 5, "warn", 1024
 			c.WarmPools, c.InsecureRegistries = "javascript=1,python=2", "reg.local,10.0.0.1:5000"
+			c.HTTPStallTimeout, c.AllowedHosts = 90*time.Second, "a2e.example,a2e.internal"
 		}},
 		{name: "empty variables are unset", env: map[string]string{"AGENT2ENV_RUNTIME": "", "AGENT2ENV_MAX_SANDBOXES": ""},
 			want: func(*serveConfig) {}},
@@ -144,6 +153,9 @@ func TestServeConfigErrors(t *testing.T) {
 			want: []string{"environment variable AGENT2ENV_MAX_SANDBOXES: max-sandboxes: invalid value \"abc\""}},
 		{name: "size in the environment", env: map[string]string{"AGENT2ENV_CONTEXT_OUTPUT_LIMIT": "10MB"},
 			want: []string{"AGENT2ENV_CONTEXT_OUTPUT_LIMIT", "context-output-limit"}},
+		{name: "duration in the environment", env: map[string]string{"AGENT2ENV_HTTP_IDLE_TIMEOUT": "2 minutes"},
+			want: []string{"environment variable AGENT2ENV_HTTP_IDLE_TIMEOUT: http-idle-timeout: invalid value \"2 minutes\""}},
+		{name: "duration in the file", file: "http-stall-timeout: soon\n", want: []string{"http-stall-timeout: invalid value \"soon\""}},
 		{name: "number in the file", file: "max-sandboxes: abc\n", want: []string{"config file ", "max-sandboxes: invalid value \"abc\""}},
 		{name: "fraction in the file", file: "max-sandboxes: 2.5\n", want: []string{"max-sandboxes: invalid value \"2.5\""}},
 		{name: "number as a flag", args: []string{"--max-sandboxes", "abc"}, want: []string{`invalid argument "abc" for "--max-sandboxes" flag`}},
