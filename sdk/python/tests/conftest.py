@@ -65,9 +65,13 @@ def make_client(kind: str, **kwargs: Any) -> Iterator[Any]:
         loop.close()
 
 
-@pytest.fixture(params=["sync", "async"])
+@pytest.fixture(params=["sync", "async"], scope="session")
 def client(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A Client, or an AsyncClient behind a blocking facade."""
+    """A Client, or an AsyncClient behind a blocking facade, shared by the tests.
+
+    pytest-httpx mocks the transport of every httpx client, so one client per
+    kind serves all tests (making one per test loads TLS settings each time).
+    """
     yield from make_client(request.param)
 
 
