@@ -10,6 +10,7 @@ a failure: a gate, never a hidden skip.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
@@ -59,6 +60,14 @@ def _require() -> str:
             pytest.fail(why + ", and CI=true", pytrace=False)
         pytest.skip(why)
     return binary
+
+
+def _die_with_parent() -> None:
+    # The daemon gets SIGTERM when the test run dies, rather than outliving it.
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 def _free_port() -> int:
@@ -116,6 +125,7 @@ def daemon() -> Iterator[Daemon]:
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
         )
     try:
         _wait_ready(proc, root, log)
