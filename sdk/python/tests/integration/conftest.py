@@ -166,10 +166,11 @@ def client(daemon: Daemon) -> Iterator[Client]:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int) -> None:
-    """Show the end of the daemon's log when a test failed."""
-    if _log_path is None or exitstatus == 0 or not _log_path.exists():
+    """Show the end of the daemon's log when a test failed, then remove the log."""
+    if _log_path is None or not _log_path.exists():
         return
-    lines = _log_path.read_text(errors="replace").splitlines()[-60:]
-    terminalreporter.section("agent2env daemon log (last lines)")
-    for line in lines:
-        terminalreporter.write_line(line)
+    if exitstatus != 0:
+        terminalreporter.section("agent2env daemon log (last lines)")
+        for line in _log_path.read_text(errors="replace").splitlines()[-60:]:
+            terminalreporter.write_line(line)
+    _log_path.unlink()
