@@ -45,9 +45,15 @@ docs:
 
 # The tests that need root, runc and built images run here; as root they
 # are on, and CI=true turns a missing prerequisite into a failure.
-test: deps build vet
+test: deps build vet test-python
 	cd api && $(GO) test -count=1 ./...
 	AGENT2ENV_BUILD_TESTS=1 AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m ./...
+
+# The Python SDK (sdk/python): ruff, mypy --strict, unit tests with coverage,
+# and its integration tests against $(BIN).
+.PHONY: test-python
+test-python: deps build
+	AGENT2ENV_BIN=$(CURDIR)/$(BIN) scripts/test-python.sh
 
 bench: deps build
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/bench

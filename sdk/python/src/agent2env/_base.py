@@ -1,0 +1,406 @@
+"""The base HTTP client, and everything the sync and async clients share.
+
+Each API operation is written once, without I/O, as an *op*: a generator
+that yields :class:`Request` (and :class:`Sleep`) steps and gets back the
+:class:`httpx.Response` of each request, then returns its result. The sync
+:class:`SyncAPIClient` here and the async ``AsyncAPIClient`` of
+``_async_base`` only drive ops, so that both clients send the same requests
+and parse the same answers. Streams are parsed alike by
+:class:`StreamParser` objects fed with decoded events.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import IO, Any, Protocol, TypeVar, cast
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel
+
+from ._sse import SSEDecoder, SSEEvent
+from ._version import __version__
+from .exceptions import (
+    Agent2EnvError,
+    APIError,
+    ConnectionError,
+    StreamError,
+    TimeoutError,
+    error_for_code,
+    error_for_status,
+)
+
+__all__ = [
+    "API_PREFIX",
+    "DEFAULT_BASE_URL",
+    "DEFAULT_TIMEOUT",
+    "ENV_TOKEN",
+    "ENV_URL",
+    "ClientConfig",
+    "Op",
+    "Request",
+    "Sleep",
+    "StreamParser",
+    "SyncAPIClient",
+]
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+M = TypeVar("M", bound=BaseModel)
+
+API_PREFIX = "/api/v1"
+DEFAULT_BASE_URL = "http://localhost:8080/api/v1"
+DEFAULT_TIMEOUT = 30.0
+ENV_URL = "AGENT2ENV_URL"
+"""The daemon's URL when the client is given none."""
+ENV_TOKEN = "AGENT2ENV_TOKEN"
+"""The API key when the client is given none."""
+
+# How much longer than an operation's own timeout the client waits for the
+# daemon's answer: the daemon reports the timeout, the client should not.
+TIMEOUT_MARGIN = 30.0
+
+_MAX_ERROR_CHARS = 512
+
+
+@dataclass(frozen=True)
+class Request:
+    """One HTTP request of an op, its path below ``/api/v1`` (already escaped).
+
+    ``min_read_timeout`` raises the client's read timeout for a request that
+    may take long (a command with a timeout); ``math.inf`` lifts it, for
+    streams that may be idle for long.
+    """
+
+    method: str
+    path: str
+    params: Mapping[str, str | int | list[str]] | None = None
+    json: Any = None
+    data: Mapping[str, str] | None = None
+    files: Mapping[str, tuple[str, Any, str]] | None = None
+    content: bytes | Iterable[bytes] | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    min_read_timeout: float | None = None
+    api: bool = True
+    """False for paths outside ``/api/v1``, such as ``/health``."""
+
+
+@dataclass(frozen=True)
+class Sleep:
+    """A pause of an op (between polls)."""
+
+    seconds: float
+
+
+Step = Request | Sleep
+Op = Generator[Step, object, T]
+"""An operation: yields requests and pauses, gets responses, returns its result."""
+
+
+def call(req: Request, parse: Callable[[httpx.Response], T]) -> Op[T]:
+    """Send one request and parse its (successful) response."""
+    resp = yield req
+    assert isinstance(resp, httpx.Response)
+    return parse(resp)
+
+
+def sleep(seconds: float) -> Op[None]:
+    """Pause an op."""
+    yield Sleep(seconds)
+
+
+def parse_model(model: type[M]) -> Callable[[httpx.Response], M]:
+    """Return a parser of a JSON response into ``model``."""
+
+    def parse(resp: httpx.Response) -> M:
+        return model.model_validate(_json(resp))
+
+    return parse
+
+
+def parse_items(model: type[M], *fallbacks: str) -> Callable[[httpx.Response], list[M]]:
+    """Return a parser of a ``{"items": [...]}`` list, or of the first non-empty fallback key."""
+
+    def parse(resp: httpx.Response) -> list[M]:
+        body = _json(resp)
+        items: list[Any] = body.get("items") or next(
+            (body[k] for k in fallbacks if body.get(k)), []
+        )
+        return [model.model_validate(item) for item in items]
+
+    return parse
+
+
+def parse_none(resp: httpx.Response) -> None:
+    """Ignore a response's body."""
+
+
+def parse_bytes(resp: httpx.Response) -> bytes:
+    """Return a response's body."""
+    return resp.content
+
+
+def _json(resp: httpx.Response) -> Any:
+    try:
+        return resp.json()
+    except ValueError as e:
+        raise Agent2EnvError(
+            f"decode response of {resp.request.method} {resp.request.url}: {e}"
+        ) from e
+
+
+def dump(model: BaseModel) -> Any:
+    """Return a model as the JSON the daemon takes: wire names, unset fields left out."""
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def segment(value: str, what: str) -> str:
+    """Return ``value`` escaped as one path segment; an empty value is a ValueError."""
+    if not value:
+        raise ValueError(f"{what} is empty")
+    return quote(value, safe="")
+
+
+def error_from_response(resp: httpx.Response) -> APIError:
+    """Build the exception of an error response from the daemon's ``{"error", "code"}`` body."""
+    text = resp.text
+    try:
+        body = resp.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error"), str) and body["error"]:
+        code = body.get("code")
+        return error_for_status(
+            resp.status_code, body["error"], code if isinstance(code, str) else None
+        )
+    msg = text.strip() or resp.reason_phrase or f"HTTP {resp.status_code}"
+    if len(msg) > _MAX_ERROR_CHARS:
+        msg = msg[:_MAX_ERROR_CHARS] + "..."
+    return error_for_status(resp.status_code, msg)
+
+
+def error_from_event(event: SSEEvent) -> APIError:
+    """Build the exception of an ``error`` event carrying the daemon's error body."""
+    body = event.json()
+    if not isinstance(body, dict) or not body.get("error"):
+        return APIError(0, f"malformed error event: {event.data.strip()}")
+    return error_for_code(body.get("code"), str(body["error"]))
+
+
+@contextlib.contextmanager
+def translate_errors(url: str) -> Iterator[None]:
+    """Turn httpx's transport errors into the SDK's ConnectionError and TimeoutError."""
+    try:
+        yield
+    except httpx.TimeoutException as e:
+        raise TimeoutError(f"request to {url} timed out: {e}") from e
+    except httpx.TransportError as e:
+        raise ConnectionError(
+            f"cannot reach the agent2env daemon at {url}: {e or type(e).__name__}; "
+            "check that it is running there, then retry"
+        ) from e
+
+
+class ClientConfig:
+    """The URL, headers and timeouts of a client, and the request building they imply."""
+
+    def __init__(
+        self,
+        base_url: str | None,
+        *,
+        auth_token: str | None,
+        headers: Mapping[str, str] | None,
+    ) -> None:
+        url = (base_url or os.environ.get(ENV_URL) or DEFAULT_BASE_URL).strip().rstrip("/")
+        parsed = httpx.URL(url)
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise ValueError(f"agent2env url {url!r}: want http://host:port or https://host:port")
+        # A trailing /api/v1 is accepted and ignored; another path is kept as
+        # a prefix, for daemons behind a reverse proxy.
+        self.root = url.removesuffix(API_PREFIX).rstrip("/")
+        self.headers = {"User-Agent": f"agent2env-python/{__version__}"}
+        token = auth_token if auth_token is not None else os.environ.get(ENV_TOKEN)
+        if token:
+            self.headers["Authorization"] = f"Bearer {token}"
+        self.headers.update(headers or {})
+
+    @property
+    def base_url(self) -> str:
+        """The URL of the API, ``<root>/api/v1``."""
+        return self.root + API_PREFIX
+
+    def url(self, req: Request) -> str:
+        """Return the absolute URL of a request."""
+        return self.root + (API_PREFIX if req.api else "") + req.path
+
+    def kwargs(self, req: Request, timeout: httpx.Timeout) -> dict[str, Any]:
+        """Return the arguments of ``httpx.Client.request`` for a request."""
+        kw: dict[str, Any] = {
+            "method": req.method,
+            "url": self.url(req),
+            "headers": {**self.headers, **req.headers},
+            "timeout": _timeout(timeout, req.min_read_timeout),
+        }
+        for name in ("params", "json", "data", "files", "content"):
+            value = getattr(req, name)
+            if value is not None:
+                kw[name] = value
+        return kw
+
+
+def _timeout(current: httpx.Timeout, floor: float | None) -> httpx.Timeout:
+    if floor is None or current.read is None or current.read >= floor:
+        return current
+    return httpx.Timeout(
+        connect=current.connect,
+        read=None if math.isinf(floor) else floor,
+        write=current.write,
+        pool=current.pool,
+    )
+
+
+class StreamParser(Protocol[T_co]):
+    """Turns the events of one stream into results; shared by the sync and async clients."""
+
+    @property
+    def done(self) -> bool:
+        """Whether the stream's last event has come (the client stops reading)."""
+        ...
+
+    def feed(self, event: SSEEvent) -> T_co | None:
+        """Take one event; return what it yields, if anything. Error events raise."""
+        ...
+
+    def finish(self) -> None:
+        """Handle the end of the stream before it was done: raise if that is an error."""
+        ...
+
+
+def chunks(f: IO[bytes], size: int = 1 << 16) -> Iterator[bytes]:
+    """Read a file in chunks, so that a body is streamed, never held whole."""
+    while chunk := f.read(size):
+        yield chunk
+
+
+@contextlib.contextmanager
+def open_source(
+    source: bytes | str | os.PathLike[str] | IO[bytes],
+) -> Iterator[bytes | Iterator[bytes]]:
+    """Open what a streamed upload reads: bytes as they are, a path or file object in chunks."""
+    if isinstance(source, bytes):
+        yield source
+    elif isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as f:
+            yield chunks(f)
+    else:
+        yield chunks(source)
+
+
+@contextlib.contextmanager
+def open_sink(
+    destination: str | os.PathLike[str] | IO[bytes],
+) -> Iterator[Callable[[bytes], object]]:
+    """Open where a download writes: a path (removed if the download fails) or a file object."""
+    if not isinstance(destination, (str, os.PathLike)):
+        yield destination.write
+        return
+    try:
+        with open(destination, "wb") as f:
+            yield f.write
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(destination)
+        raise
+
+
+class SyncAPIClient:
+    """Sends requests with an ``httpx.Client`` and drives ops; used by :class:`agent2env.Client`.
+
+    Safe for concurrent use from several threads, as httpx's client is.
+    """
+
+    def __init__(
+        self,
+        config: ClientConfig,
+        *,
+        timeout: float | httpx.Timeout,
+        http_client: httpx.Client | None,
+    ) -> None:
+        self.config = config
+        self._owned = http_client is None
+        self._http = http_client if http_client is not None else httpx.Client(timeout=timeout)
+
+    def close(self) -> None:
+        """Close the HTTP client, unless it was given by the caller."""
+        if self._owned:
+            self._http.close()
+
+    def run(self, op: Op[T]) -> T:
+        """Drive an op to its result."""
+        try:
+            sent: object = None
+            while True:
+                try:
+                    step = op.send(sent)
+                except StopIteration as stop:
+                    return cast(T, stop.value)
+                if isinstance(step, Sleep):
+                    time.sleep(step.seconds)
+                    sent = None
+                else:
+                    sent = self.send(step)
+        finally:
+            op.close()
+
+    def send(self, req: Request) -> httpx.Response:
+        """Send a request and return its response, read whole; an error status raises."""
+        with translate_errors(self.config.url(req)):
+            resp = self._http.request(**self.config.kwargs(req, self._http.timeout))
+        if resp.is_error:
+            raise error_from_response(resp)
+        return resp
+
+    @contextlib.contextmanager
+    def open(self, req: Request) -> Iterator[httpx.Response]:
+        """Send a request and yield its response while its body streams; an error status raises."""
+        with (
+            translate_errors(self.config.url(req)),
+            self._http.stream(**self.config.kwargs(req, self._http.timeout)) as resp,
+        ):
+            if resp.is_error:
+                resp.read()
+                raise error_from_response(resp)
+            yield resp
+
+    def download(self, req: Request, write: Callable[[bytes], object]) -> int:
+        """Stream a response's body to ``write``; return how many bytes it had."""
+        n = 0
+        with self.open(req) as resp:
+            for chunk in resp.iter_bytes():
+                write(chunk)
+                n += len(chunk)
+        return n
+
+    def iter_stream(self, req: Request, parser: StreamParser[T]) -> Iterator[T]:
+        """Send a request answered by an event stream; yield what the parser makes of it."""
+        with self.open(req) as resp:
+            decoder = SSEDecoder()
+            with translate_errors(self.config.url(req)):
+                for line in resp.iter_lines():
+                    event = decoder.feed(line)
+                    item = None if event is None else parser.feed(event)
+                    if item is not None:
+                        yield item
+                    if parser.done:
+                        return
+        parser.finish()
+
+
+def stream_ended(what: str) -> StreamError:
+    """Return the error of a stream that ended before its last event."""
+    return StreamError(f"{what} stream ended early (the daemon stopped, or the connection broke)")

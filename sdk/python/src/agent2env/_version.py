@@ -1,0 +1,3 @@
+"""The version of the agent2env SDK."""
+
+__version__ = "0.1.0"

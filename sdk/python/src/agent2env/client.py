@@ -1,0 +1,167 @@
+"""The clients: :class:`Client` (sync) and :class:`AsyncClient` (async/await)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Final
+
+import httpx
+from typing_extensions import Self
+
+from ._async_base import AsyncAPIClient
+from ._base import DEFAULT_TIMEOUT, ClientConfig, Op, Request, SyncAPIClient, call, parse_none
+from .services import (
+    AsyncContextService,
+    AsyncImageService,
+    AsyncImportExportService,
+    AsyncPrepullService,
+    AsyncSandboxService,
+    AsyncTemplateService,
+    ContextService,
+    ImageService,
+    ImportExportService,
+    PrepullService,
+    SandboxService,
+    TemplateService,
+)
+
+__all__ = ["AsyncClient", "Client"]
+
+
+def _health() -> Op[None]:
+    return call(Request("GET", "/health", api=False), parse_none)
+
+
+class Client:
+    """A client of one agent2env daemon (the LiteBoxd v1 API), safe for use from several threads.
+
+    Args:
+        base_url: The API's URL, such as ``http://localhost:8080/api/v1`` (the
+            ``/api/v1`` may be left out). Default: ``$AGENT2ENV_URL``, else
+            ``http://localhost:8080/api/v1``.
+        timeout: Seconds (or an ``httpx.Timeout``) a request may take; calls
+            that run something for longer (a command with a timeout) wait
+            accordingly longer, streams wait as long as they last.
+        auth_token: The daemon's API key, sent as a bearer token. Default:
+            ``$AGENT2ENV_TOKEN``; none when that is unset.
+        headers: Headers sent with every request.
+        http_client: An ``httpx.Client`` to send requests with (its own
+            timeout applies); the client does not close it.
+
+    Attributes:
+        sandbox: Sandboxes, their commands, files and logs.
+        template: Templates and their versions.
+        prepull: Image prepull tasks.
+        import_export: Templates as LiteBoxd YAML.
+        contexts: Code-interpreter contexts (agent2env addition).
+        images: The daemon's image store (agent2env addition).
+
+    Use it as a context manager, or call :meth:`close` when done::
+
+        with Client("http://localhost:8080/api/v1") as client:
+            sandbox = client.sandbox.create(template="python-data-science")
+
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        auth_token: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        config = ClientConfig(base_url, auth_token=auth_token, headers=headers)
+        self._api = SyncAPIClient(config, timeout=timeout, http_client=http_client)
+        self.sandbox: Final = SandboxService(self._api)
+        self.template: Final = TemplateService(self._api)
+        self.prepull: Final = PrepullService(self._api)
+        self.import_export: Final = ImportExportService(self._api)
+        self.contexts: Final = ContextService(self._api)
+        self.images: Final = ImageService(self._api)
+
+    @property
+    def base_url(self) -> str:
+        """The API's URL, ending in ``/api/v1``."""
+        return self._api.config.base_url
+
+    def health(self) -> None:
+        """Check that the daemon answers; raise ConnectionError or APIError if not."""
+        self._api.run(_health())
+
+    def close(self) -> None:
+        """Close the HTTP connections (not those of an ``http_client`` given to the constructor)."""
+        self._api.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AsyncClient:
+    """The async twin of :class:`Client`: the same arguments and services, methods awaited.
+
+    Use it as an async context manager, or ``await client.close()`` when done::
+
+        async with AsyncClient("http://localhost:8080/api/v1") as client:
+            sandbox = await client.sandbox.create(template="python-data-science")
+
+    Args:
+        base_url: See :class:`Client`.
+        timeout: See :class:`Client`.
+        auth_token: See :class:`Client`.
+        headers: See :class:`Client`.
+        http_client: An ``httpx.AsyncClient``; the client does not close it.
+
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        auth_token: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        config = ClientConfig(base_url, auth_token=auth_token, headers=headers)
+        self._api = AsyncAPIClient(config, timeout=timeout, http_client=http_client)
+        self.sandbox: Final = AsyncSandboxService(self._api)
+        self.template: Final = AsyncTemplateService(self._api)
+        self.prepull: Final = AsyncPrepullService(self._api)
+        self.import_export: Final = AsyncImportExportService(self._api)
+        self.contexts: Final = AsyncContextService(self._api)
+        self.images: Final = AsyncImageService(self._api)
+
+    @property
+    def base_url(self) -> str:
+        """The API's URL, ending in ``/api/v1``."""
+        return self._api.config.base_url
+
+    async def health(self) -> None:
+        """Check that the daemon answers; raise ConnectionError or APIError if not."""
+        await self._api.run(_health())
+
+    async def close(self) -> None:
+        """Close the HTTP connections (not those of an ``http_client`` given to the constructor)."""
+        await self._api.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

@@ -1,0 +1,114 @@
+"""Sandbox models (seed 003 §6.1, plus the fields agent2env adds)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import Field
+
+from .common import APIModel, StrEnum
+
+__all__ = [
+    "ExecEvent",
+    "ExecResult",
+    "FileInfo",
+    "LogsResult",
+    "Sandbox",
+    "SandboxOverrides",
+    "SandboxStatus",
+]
+
+
+class SandboxStatus(StrEnum):
+    """Where a sandbox is in its life.
+
+    ``pending`` until it runs (image being fetched, startup steps running),
+    ``running``, ``succeeded`` (stopped, or its main process exited 0),
+    ``failed`` (see :attr:`Sandbox.reason`), ``terminating`` while being
+    deleted, ``unknown`` when the daemon lost track of it.
+    """
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TERMINATING = "terminating"
+    UNKNOWN = "unknown"
+
+
+class Sandbox(APIModel):
+    """A sandbox."""
+
+    id: str
+    image: str
+    cpu: str
+    memory: str
+    ttl: int
+    env: dict[str, str] | None = None
+    status: SandboxStatus
+    template: str | None = None
+    template_version: int | None = Field(None, alias="templateVersion")
+    created_at: datetime = Field(alias="created_at")
+    expires_at: datetime = Field(alias="expires_at")
+    access_token: str | None = Field(None, alias="accessToken")
+    access_url: str | None = Field(None, alias="accessUrl")
+    updated_at: datetime | None = None
+    """When the sandbox last changed status (agent2env addition)."""
+    reason: str | None = None
+    """Why the sandbox is in its status, such as why it failed (agent2env addition)."""
+
+
+class SandboxOverrides(APIModel):
+    """Values replacing the template's for one sandbox; ``env`` is merged over the template's."""
+
+    cpu: str | None = None
+    memory: str | None = None
+    ttl: int | None = None
+    env: dict[str, str] | None = None
+
+
+class ExecResult(APIModel):
+    """The result of a command that ran to its end (a non-zero exit code is a result)."""
+
+    exit_code: int = Field(alias="exit_code")
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    """The command was killed at its timeout (agent2env addition)."""
+    truncated: bool = False
+    """Output beyond the daemon's limit was dropped (agent2env addition)."""
+    duration_ms: float | None = None
+    """How long the command ran, in milliseconds (agent2env addition)."""
+
+
+class ExecEvent(APIModel):
+    """One event of a streamed command: a chunk of output, or its exit.
+
+    ``stdout`` and ``stderr`` events carry :attr:`data`; the final ``exit``
+    event carries :attr:`exit_code`, :attr:`timed_out` and :attr:`duration_ms`.
+    """
+
+    type: Literal["stdout", "stderr", "exit"]
+    data: str = ""
+    exit_code: int = 0
+    timed_out: bool = False
+    duration_ms: float | None = None
+
+
+class LogsResult(APIModel):
+    """A sandbox's console output (the last 1 MiB) and its status history."""
+
+    logs: str
+    events: list[str]
+
+
+class FileInfo(APIModel):
+    """A file in a sandbox, as an upload wrote it."""
+
+    name: str
+    path: str
+    size: int
+    mode: str
+    mod_time: datetime
+    is_dir: bool

@@ -1,0 +1,23 @@
+"""The services of a client, one per group of endpoints, each with its async twin."""
+
+from .context import AsyncContextService, ContextService
+from .image import AsyncImageService, ImageService
+from .import_export import AsyncImportExportService, ImportExportService
+from .prepull import AsyncPrepullService, PrepullService
+from .sandbox import AsyncSandboxService, SandboxService
+from .template import AsyncTemplateService, TemplateService
+
+__all__ = [
+    "AsyncContextService",
+    "AsyncImageService",
+    "AsyncImportExportService",
+    "AsyncPrepullService",
+    "AsyncSandboxService",
+    "AsyncTemplateService",
+    "ContextService",
+    "ImageService",
+    "ImportExportService",
+    "PrepullService",
+    "SandboxService",
+    "TemplateService",
+]

@@ -1,0 +1,498 @@
+"""The sandbox service: lifecycle, commands, files and logs (seed 003 §5.1 and additions)."""
+
+from __future__ import annotations
+
+import math
+import os
+import posixpath
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import IO, Any
+
+from .._async_base import AsyncAPIClient
+from .._base import (
+    TIMEOUT_MARGIN,
+    Op,
+    Request,
+    SyncAPIClient,
+    call,
+    dump,
+    error_from_event,
+    open_sink,
+    parse_bytes,
+    parse_items,
+    parse_model,
+    parse_none,
+    segment,
+    sleep,
+    stream_ended,
+)
+from .._sse import SSEEvent
+from ..exceptions import SandboxFailedError, TimeoutError
+from ..models.sandbox import (
+    ExecEvent,
+    ExecResult,
+    FileInfo,
+    LogsResult,
+    Sandbox,
+    SandboxOverrides,
+    SandboxStatus,
+)
+
+__all__ = ["AsyncSandboxService", "SandboxService"]
+
+Overrides = SandboxOverrides | Mapping[str, Any] | None
+Content = bytes | str | IO[bytes]
+Destination = str | os.PathLike[str] | IO[bytes]
+
+_FINAL = (SandboxStatus.FAILED, SandboxStatus.SUCCEEDED, SandboxStatus.TERMINATING)
+
+
+def _path(sandbox_id: str, suffix: str = "") -> str:
+    return f"/sandboxes/{segment(sandbox_id, 'sandbox id')}{suffix}"
+
+
+def _create(template: str, template_version: int | None, overrides: Overrides) -> Op[Sandbox]:
+    body: dict[str, Any] = {"template": template}
+    if template_version is not None:
+        body["templateVersion"] = template_version
+    if overrides is not None:
+        body["overrides"] = dump(SandboxOverrides.model_validate(overrides))
+    return call(Request("POST", "/sandboxes", json=body), parse_model(Sandbox))
+
+
+def _create_from_image(
+    image: str, cpu: str | None, memory: str | None, ttl: int | None, env: Mapping[str, str] | None
+) -> Op[Sandbox]:
+    body = {"image": image, "cpu": cpu, "memory": memory, "ttl": ttl, "env": env}
+    body = {k: v for k, v in body.items() if v is not None}
+    return call(Request("POST", "/sandboxes", json=body), parse_model(Sandbox))
+
+
+def _exec_request(
+    suffix: str,
+    sandbox_id: str,
+    command: list[str],
+    timeout: int,
+    env: Mapping[str, str] | None,
+    cwd: str | None,
+    stdin: str | None,
+    *,
+    stream: bool = False,
+) -> Request:
+    if not command:
+        raise ValueError("command is empty")
+    body: dict[str, Any] = {"command": list(command), "timeout": timeout}
+    for key, value in (("env", env), ("cwd", cwd), ("stdin", stdin)):
+        if value is not None:
+            body[key] = value
+    read = math.inf if stream else (timeout or 30) + TIMEOUT_MARGIN
+    return Request("POST", _path(sandbox_id, suffix), json=body, min_read_timeout=read)
+
+
+def _upload_request(
+    sandbox_id: str, path: str, content: Any, content_type: str, mode: int | None
+) -> Request:
+    if not path:
+        raise ValueError("path is empty")
+    # path and mode go before the file, so that the daemon streams the file
+    # straight to its place (httpx writes form fields before files).
+    data = {"path": path}
+    if mode is not None:
+        data["mode"] = f"{mode & 0o777:04o}"
+    if isinstance(content, str):
+        content = content.encode()
+    name = posixpath.basename(path.rstrip("/")) or "file"
+    return Request(
+        "POST",
+        _path(sandbox_id, "/files"),
+        data=data,
+        files={"file": (name, content, content_type)},
+    )
+
+
+def _upload_path(
+    sandbox_id: str, path: str, local_path: str | os.PathLike[str], mode: int | None
+) -> Op[FileInfo]:
+    with open(local_path, "rb") as f:
+        return (
+            yield from call(
+                _upload_request(sandbox_id, path, f, "application/octet-stream", mode),
+                parse_model(FileInfo),
+            )
+        )
+
+
+def _download_request(sandbox_id: str, path: str) -> Request:
+    if not path:
+        raise ValueError("path is empty")
+    return Request(
+        "GET", _path(sandbox_id, "/files"), params={"path": path}, min_read_timeout=math.inf
+    )
+
+
+def _wait_for_ready(sandbox_id: str, poll_interval: float, timeout: float) -> Op[Sandbox]:
+    deadline = time.monotonic() + timeout
+    while True:
+        sb = yield from call(Request("GET", _path(sandbox_id)), parse_model(Sandbox))
+        if sb.status == SandboxStatus.RUNNING:
+            return sb
+        if sb.status in _FINAL:
+            message = (
+                "Sandbox failed to start"
+                if sb.status == SandboxStatus.FAILED
+                else f"Sandbox is {sb.status}"
+            )
+            if sb.reason:
+                message += f": {sb.reason}"
+            raise SandboxFailedError(sb.id, message, status=sb.status.value, reason=sb.reason)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(
+                f"sandbox {sandbox_id} not ready after {timeout:g}s (status {sb.status})"
+            )
+        yield from sleep(min(poll_interval, remaining))
+
+
+class ExecStreamParser:
+    """Turns the events of a streamed command into :class:`ExecEvent` objects, up to ``exit``."""
+
+    def __init__(self) -> None:
+        self.done = False
+
+    def feed(self, event: SSEEvent) -> ExecEvent | None:
+        """Take one event; an ``error`` event raises the daemon's error."""
+        if event.event == "error":
+            raise error_from_event(event)
+        if event.event not in ("stdout", "stderr", "exit"):
+            return None  # an event of a newer daemon
+        self.done = event.event == "exit"
+        return ExecEvent.model_validate({**event.json(), "type": event.event})
+
+    def finish(self) -> None:
+        """Raise: the stream ended without an ``exit`` event."""
+        raise stream_ended("command output")
+
+
+class SandboxService:
+    """Sandbox operations: create, list, get, delete, stop/start/restart, exec, files, logs.
+
+    Get it as :attr:`agent2env.Client.sandbox`.
+    """
+
+    def __init__(self, client: SyncAPIClient) -> None:
+        self._c = client
+
+    def create(
+        self, template: str, *, template_version: int | None = None, overrides: Overrides = None
+    ) -> Sandbox:
+        """Create a sandbox from a template.
+
+        Args:
+            template: The template's name.
+            template_version: The version to use; the latest by default.
+            overrides: Values replacing the template's: ``cpu``, ``memory``,
+                ``ttl``, ``env`` (a :class:`SandboxOverrides` or a dict).
+
+        Returns:
+            The new sandbox: ``running`` when its image was stored and it has
+            no startup steps, else ``pending`` (see :meth:`wait_for_ready`).
+
+        Raises:
+            NotFoundError: The template or version does not exist.
+            BadRequestError: The request is invalid.
+            ResourceLimitError: The daemon's maximum of sandboxes is reached.
+
+        """
+        return self._c.run(_create(template, template_version, overrides))
+
+    def create_from_image(
+        self,
+        image: str,
+        *,
+        cpu: str | None = None,
+        memory: str | None = None,
+        ttl: int | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> Sandbox:
+        """Create a sandbox from an image, such as ``agent2env/python`` (agent2env addition).
+
+        Unset values take the daemon's defaults; ``ttl=0`` never expires.
+        """
+        return self._c.run(_create_from_image(image, cpu, memory, ttl, env))
+
+    def get(self, sandbox_id: str) -> Sandbox:
+        """Return a sandbox; an unknown id raises NotFoundError."""
+        return self._c.run(call(Request("GET", _path(sandbox_id)), parse_model(Sandbox)))
+
+    def delete(self, sandbox_id: str) -> None:
+        """Stop a sandbox and remove it with its files."""
+        self._c.run(call(Request("DELETE", _path(sandbox_id)), parse_none))
+
+    def stop(self, sandbox_id: str) -> None:
+        """Stop a running sandbox, keeping its files (status ``succeeded``); else ConflictError."""
+        self._c.run(call(Request("POST", _path(sandbox_id, "/stop")), parse_none))
+
+    def start(self, sandbox_id: str) -> None:
+        """Start a stopped sandbox again with its files; it is ``pending`` until ready."""
+        self._c.run(call(Request("POST", _path(sandbox_id, "/start")), parse_none))
+
+    def restart(self, sandbox_id: str) -> None:
+        """Stop a sandbox (if running) and start it again, keeping its files."""
+        self._c.run(call(Request("POST", _path(sandbox_id, "/restart")), parse_none))
+
+    def execute(
+        self,
+        sandbox_id: str,
+        command: list[str],
+        *,
+        timeout: int = 30,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: str | None = None,
+    ) -> ExecResult:
+        """Run a command in a sandbox and return its result once it has exited.
+
+        Args:
+            sandbox_id: The sandbox.
+            command: The argv, such as ``["python", "-c", "print('hello')"]``;
+                no shell is involved.
+            timeout: Seconds until the command's process group is killed.
+            env: Extra environment variables (agent2env addition).
+            cwd: The working directory, default ``/workspace`` (agent2env addition).
+            stdin: The command's standard input (agent2env addition).
+
+        Returns:
+            The exit code and output; a non-zero exit code is a result, not an error.
+
+        Raises:
+            ConflictError: The sandbox is not running (code ``SANDBOX_NOT_READY``).
+
+        """
+        req = _exec_request("/exec", sandbox_id, command, timeout, env, cwd, stdin)
+        return self._c.run(call(req, parse_model(ExecResult)))
+
+    def execute_stream(
+        self,
+        sandbox_id: str,
+        command: list[str],
+        *,
+        timeout: int = 30,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: str | None = None,
+    ) -> Iterator[ExecEvent]:
+        """Run a command, yielding its output as it is produced (agent2env addition).
+
+        Yields ``stdout`` and ``stderr`` events, then one ``exit`` event with
+        the exit code. The arguments are those of :meth:`execute`. The
+        request is sent when iteration starts; to stop reading early and
+        close the connection at once, wrap the iterator in
+        ``contextlib.closing``.
+        """
+        req = _exec_request(
+            "/exec/stream", sandbox_id, command, timeout, env, cwd, stdin, stream=True
+        )
+        return self._c.iter_stream(req, ExecStreamParser())
+
+    def get_logs(self, sandbox_id: str) -> LogsResult:
+        """Return a sandbox's console output and its status history."""
+        return self._c.run(
+            call(Request("GET", _path(sandbox_id, "/logs")), parse_model(LogsResult))
+        )
+
+    def upload_file(
+        self,
+        sandbox_id: str,
+        path: str,
+        content: Content,
+        *,
+        content_type: str = "application/octet-stream",
+        mode: int | None = None,
+    ) -> FileInfo:
+        """Write a file into a sandbox, creating its parent directories.
+
+        Args:
+            sandbox_id: The sandbox.
+            path: The file's path; a relative one is relative to ``/workspace``.
+            content: The bytes (a str is UTF-8 encoded), or a binary file
+                object, which is streamed, not read whole.
+            content_type: The upload's media type.
+            mode: Permission bits such as ``0o755``; the daemon's default is ``0o644``.
+
+        Returns:
+            The written file (agent2env answers with it; LiteBoxd with nothing).
+
+        """
+        req = _upload_request(sandbox_id, path, content, content_type, mode)
+        return self._c.run(call(req, parse_model(FileInfo)))
+
+    def upload_path(
+        self,
+        sandbox_id: str,
+        path: str,
+        local_path: str | os.PathLike[str],
+        *,
+        mode: int | None = None,
+    ) -> FileInfo:
+        """Stream the local file ``local_path`` into a sandbox at ``path`` (agent2env addition)."""
+        return self._c.run(_upload_path(sandbox_id, path, local_path, mode))
+
+    def download_file(self, sandbox_id: str, path: str) -> bytes:
+        """Return the content of a file in a sandbox; a missing file raises NotFoundError."""
+        return self._c.run(call(_download_request(sandbox_id, path), parse_bytes))
+
+    def download_to(self, sandbox_id: str, path: str, destination: Destination) -> int:
+        """Stream a file of a sandbox to a local path or a binary file object (agent2env addition).
+
+        Returns the number of bytes written. A local path that was opened
+        here is removed again if the download fails.
+        """
+        with open_sink(destination) as write:
+            return self._c.download(_download_request(sandbox_id, path), write)
+
+    def wait_for_ready(
+        self, sandbox_id: str, *, poll_interval: float = 2.0, timeout: float = 300.0
+    ) -> Sandbox:
+        """Poll a sandbox until it is running and return it.
+
+        Args:
+            sandbox_id: The sandbox.
+            poll_interval: Seconds between polls.
+            timeout: Seconds to wait at most.
+
+        Raises:
+            TimeoutError: The sandbox was not running in time.
+            SandboxFailedError: It reached ``failed``, ``succeeded`` or
+                ``terminating``, which it will not leave for running.
+
+        """
+        return self._c.run(_wait_for_ready(sandbox_id, poll_interval, timeout))
+
+    def list(self) -> list[Sandbox]:
+        """Return every sandbox, oldest first."""
+        return self._c.run(call(Request("GET", "/sandboxes"), parse_items(Sandbox)))
+
+
+class AsyncSandboxService:
+    """The async twin of :class:`SandboxService`: ``AsyncClient.sandbox``."""
+
+    def __init__(self, client: AsyncAPIClient) -> None:
+        self._c = client
+
+    async def create(
+        self, template: str, *, template_version: int | None = None, overrides: Overrides = None
+    ) -> Sandbox:
+        """Create a sandbox from a template; see :meth:`SandboxService.create`."""
+        return await self._c.run(_create(template, template_version, overrides))
+
+    async def create_from_image(
+        self,
+        image: str,
+        *,
+        cpu: str | None = None,
+        memory: str | None = None,
+        ttl: int | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> Sandbox:
+        """Create a sandbox from an image; see :meth:`SandboxService.create_from_image`."""
+        return await self._c.run(_create_from_image(image, cpu, memory, ttl, env))
+
+    async def get(self, sandbox_id: str) -> Sandbox:
+        """Return a sandbox; an unknown id raises NotFoundError."""
+        return await self._c.run(call(Request("GET", _path(sandbox_id)), parse_model(Sandbox)))
+
+    async def delete(self, sandbox_id: str) -> None:
+        """Stop a sandbox and remove it with its files."""
+        await self._c.run(call(Request("DELETE", _path(sandbox_id)), parse_none))
+
+    async def stop(self, sandbox_id: str) -> None:
+        """Stop a running sandbox, keeping its files; see :meth:`SandboxService.stop`."""
+        await self._c.run(call(Request("POST", _path(sandbox_id, "/stop")), parse_none))
+
+    async def start(self, sandbox_id: str) -> None:
+        """Start a stopped sandbox again; see :meth:`SandboxService.start`."""
+        await self._c.run(call(Request("POST", _path(sandbox_id, "/start")), parse_none))
+
+    async def restart(self, sandbox_id: str) -> None:
+        """Stop and start a sandbox; see :meth:`SandboxService.restart`."""
+        await self._c.run(call(Request("POST", _path(sandbox_id, "/restart")), parse_none))
+
+    async def execute(
+        self,
+        sandbox_id: str,
+        command: list[str],
+        *,
+        timeout: int = 30,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: str | None = None,
+    ) -> ExecResult:
+        """Run a command and return its result; see :meth:`SandboxService.execute`."""
+        req = _exec_request("/exec", sandbox_id, command, timeout, env, cwd, stdin)
+        return await self._c.run(call(req, parse_model(ExecResult)))
+
+    def execute_stream(
+        self,
+        sandbox_id: str,
+        command: list[str],
+        *,
+        timeout: int = 30,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        stdin: str | None = None,
+    ) -> AsyncIterator[ExecEvent]:
+        """Run a command, yielding its output; see :meth:`SandboxService.execute_stream`."""
+        req = _exec_request(
+            "/exec/stream", sandbox_id, command, timeout, env, cwd, stdin, stream=True
+        )
+        return self._c.iter_stream(req, ExecStreamParser())
+
+    async def get_logs(self, sandbox_id: str) -> LogsResult:
+        """Return a sandbox's console output and its status history."""
+        return await self._c.run(
+            call(Request("GET", _path(sandbox_id, "/logs")), parse_model(LogsResult))
+        )
+
+    async def upload_file(
+        self,
+        sandbox_id: str,
+        path: str,
+        content: Content,
+        *,
+        content_type: str = "application/octet-stream",
+        mode: int | None = None,
+    ) -> FileInfo:
+        """Write a file into a sandbox; see :meth:`SandboxService.upload_file`."""
+        req = _upload_request(sandbox_id, path, content, content_type, mode)
+        return await self._c.run(call(req, parse_model(FileInfo)))
+
+    async def upload_path(
+        self,
+        sandbox_id: str,
+        path: str,
+        local_path: str | os.PathLike[str],
+        *,
+        mode: int | None = None,
+    ) -> FileInfo:
+        """Stream a local file into a sandbox; see :meth:`SandboxService.upload_path`."""
+        return await self._c.run(_upload_path(sandbox_id, path, local_path, mode))
+
+    async def download_file(self, sandbox_id: str, path: str) -> bytes:
+        """Return the content of a file in a sandbox."""
+        return await self._c.run(call(_download_request(sandbox_id, path), parse_bytes))
+
+    async def download_to(self, sandbox_id: str, path: str, destination: Destination) -> int:
+        """Stream a file to a path or file object; see :meth:`SandboxService.download_to`."""
+        with open_sink(destination) as write:
+            return await self._c.download(_download_request(sandbox_id, path), write)
+
+    async def wait_for_ready(
+        self, sandbox_id: str, *, poll_interval: float = 2.0, timeout: float = 300.0
+    ) -> Sandbox:
+        """Poll a sandbox until it is running; see :meth:`SandboxService.wait_for_ready`."""
+        return await self._c.run(_wait_for_ready(sandbox_id, poll_interval, timeout))
+
+    async def list(self) -> list[Sandbox]:
+        """Return every sandbox, oldest first."""
+        return await self._c.run(call(Request("GET", "/sandboxes"), parse_items(Sandbox)))

@@ -1,0 +1,176 @@
+"""A real agent2env daemon for the integration tests, one per test session.
+
+The daemon is ``bin/agent2env`` of this checkout (or ``$AGENT2ENV_BIN``),
+started as ``serve`` on a free loopback port with a temporary data
+directory and the image store of ``IMAGE_DIR``; ``$AGENT2ENV_CACHE_DIR``
+is passed on, so built images come from the cache. It needs root. Without
+root or the binary the tests are skipped, unless ``CI=true``, where that is
+a failure: a gate, never a hidden skip.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agent2env import Client, ConflictError
+from agent2env.models import CreateTemplateRequest, TemplateSpec
+
+REPO = Path(__file__).resolve().parents[4]
+SDK = Path(__file__).resolve().parents[2]
+IMAGE = "agent2env/python"
+# The daemon's image store is kept in the checkout (git ignores it) across
+# runs: unpacking the Python image and deleting it again cost a minute or
+# two each. One test session at a time per checkout.
+IMAGE_DIR = SDK / ".cache" / "images"
+
+_log_path: Path | None = None
+
+
+@dataclass(frozen=True)
+class Daemon:
+    """A running daemon: its API URL and its log."""
+
+    url: str
+    log: Path
+
+
+def _require() -> str:
+    binary = os.environ.get("AGENT2ENV_BIN") or str(REPO / "bin" / "agent2env")
+    missing = []
+    if os.geteuid() != 0:
+        missing.append("root (sandboxes need it)")
+    if not os.access(binary, os.X_OK):
+        missing.append(f"the daemon binary {binary} (make build)")
+    if missing:
+        why = "the integration tests need " + " and ".join(missing)
+        if os.environ.get("CI") == "true":
+            pytest.fail(why + ", and CI=true", pytrace=False)
+        pytest.skip(why)
+    return binary
+
+
+def _die_with_parent() -> None:
+    # The daemon gets SIGTERM when the test run dies, rather than outliving it.
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], root: str, log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"daemon exited at start:\n{log.read_text()}", pytrace=False)
+        try:
+            if httpx.get(root + "/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    pytest.fail(f"daemon not ready after 60s:\n{log.read_text()}", pytrace=False)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail("daemon did not stop within 30s of SIGTERM", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def daemon() -> Iterator[Daemon]:
+    """Start the daemon; at the end, fail if a sandbox was left behind, and stop it."""
+    global _log_path
+    binary = _require()
+    data_dir = tempfile.mkdtemp(prefix="a2e-py-")
+    IMAGE_DIR.mkdir(parents=True, exist_ok=True)
+    log = Path(tempfile.mkstemp(prefix="a2e-py-daemon-", suffix=".log")[1])
+    _log_path = log
+    root = f"http://127.0.0.1:{_free_port()}"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                binary,
+                "serve",
+                "--listen",
+                root.removeprefix("http://"),
+                "--data-dir",
+                data_dir,
+                "--image-dir",
+                str(IMAGE_DIR),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+        )
+    try:
+        _wait_ready(proc, root, log)
+        with Client(root, timeout=60) as client:
+            # Unpack the image once, from the build cache, before any test times it.
+            client.images.build(IMAGE)
+        yield Daemon(url=root + "/api/v1", log=log)
+        with Client(root) as client:
+            left = client.sandbox.list()
+            for sb in left:
+                client.sandbox.delete(sb.id)
+        if left:
+            pytest.fail(f"sandboxes left behind: {[sb.id for sb in left]}", pytrace=False)
+    finally:
+        if proc.poll() is None:
+            _stop(proc)
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def seed_template(daemon: Daemon) -> str:
+    """The template seed 003's examples create sandboxes from, on the built-in Python image."""
+    with Client(daemon.url) as client:
+        try:
+            client.template.create(
+                CreateTemplateRequest(name="python-data-science", spec=TemplateSpec(image=IMAGE))
+            )
+        except ConflictError:
+            pass
+    return "python-data-science"
+
+
+@pytest.fixture
+def client(daemon: Daemon) -> Iterator[Client]:
+    """A client of the daemon."""
+    with Client(daemon.url) as c:
+        yield c
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int) -> None:
+    """Show the end of the daemon's log when a test failed, then remove the log."""
+    if _log_path is None or not _log_path.exists():
+        return
+    if exitstatus != 0:
+        terminalreporter.section("agent2env daemon log (last lines)")
+        for line in _log_path.read_text(errors="replace").splitlines()[-60:]:
+            terminalreporter.write_line(line)
+    _log_path.unlink()

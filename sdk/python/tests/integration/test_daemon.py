@@ -1,0 +1,296 @@
+"""The SDK against a real daemon: seed 003's examples, the README, the examples, and the additions.
+
+``seed003/`` holds seed 003's examples §9.1, §9.2 and §9.3 as the seed
+writes them, but for the import (``agent2env`` for ``liteboxd``) and the
+template's image (the built-in ``agent2env/python`` for ``python:3.11-slim``,
+which a machine without a registry cannot pull); they are run as scripts
+with the daemon's URL put in for ``http://localhost:8080/api/v1``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import hashlib
+import io
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agent2env import AsyncClient, Client, ConflictError, NotFoundError
+from agent2env.models import ExecEvent, SandboxStatus
+
+from .conftest import IMAGE, REPO, SDK, Daemon
+
+pytestmark = pytest.mark.integration
+
+SEED_URL = "http://localhost:8080/api/v1"
+SEEDS = Path(__file__).parent / "seed003"
+
+
+def run_script(daemon: Daemon, code: str) -> str:
+    """Run Python code as a user's script against the daemon; return its output."""
+    env = {**os.environ, "AGENT2ENV_URL": daemon.url, "PYTHONWARNINGS": "error"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code.replace(SEED_URL, daemon.url)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, (
+        f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    )
+    assert proc.stderr == "", proc.stderr
+    return proc.stdout
+
+
+def test_seed_9_1_quickstart(daemon: Daemon, seed_template: str) -> None:
+    out = run_script(daemon, (SEEDS / "quickstart.py").read_text())
+    lines = out.splitlines()
+    assert re.fullmatch(r"Created sandbox: [0-9a-z]{12}", lines[0]), out
+    assert lines[1:] == ["Sandbox status: running", "Output: Hello from sandbox!", ""], out
+
+
+def test_seed_9_2_async(daemon: Daemon, seed_template: str) -> None:
+    assert run_script(daemon, (SEEDS / "async_usage.py").read_text()) == "Hello!\n\n"
+
+
+def test_seed_9_3_templates(daemon: Daemon, client: Client) -> None:
+    try:
+        out = run_script(daemon, (SEEDS / "template_management.py").read_text())
+        lines = out.splitlines()
+        assert lines[:2] == [
+            "Created template: my-python-template v1",
+            "- my-python-template: Custom Python environment",
+        ], out
+        assert "startupScript: pip install numpy pandas\n" in out
+        template = client.template.get("my-python-template")
+        assert template.spec is not None
+        assert (template.spec.resources.cpu, template.spec.resources.memory, template.spec.ttl) == (
+            "1000m",
+            "1Gi",
+            7200,
+        )
+        # auto_prepull started a prepull of the template's image.
+        assert [t.template for t in client.prepull.list(image=IMAGE)] == ["my-python-template"]
+    finally:
+        client.template.delete("my-python-template")
+
+
+def test_seed_copies_are_the_seed() -> None:
+    """The copies differ from the seed only in the import and the image."""
+    seeds = [s for d in REPO.parents for s in (d / "shared" / "seeds").glob("003_*.txt")]
+    if not seeds:
+        pytest.skip("no shared/seeds above this checkout")
+    text = seeds[0].read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text[text.index("## 9.") :], re.S)[:3]
+    for name, block in zip(
+        ["quickstart.py", "async_usage.py", "template_management.py"], blocks, strict=True
+    ):
+        ours = (SEEDS / name).read_text().splitlines()
+        changed = [
+            line
+            for line in difflib.unified_diff(block.splitlines(), ours, lineterm="", n=0)
+            if line[:1] in "+-" and line[:3] not in ("+++", "---")
+        ]
+        allowed = re.compile(
+            r"[-+](from (liteboxd|agent2env)(\.models)? import .*"
+            r"|\s+image=\"(python:3\.11-slim|agent2env/python)\",)"
+        )
+        assert all(allowed.fullmatch(line) for line in changed), changed
+
+
+def test_readme_quickstart(daemon: Daemon) -> None:
+    readme = (SDK / "README.md").read_text()
+    section = readme[readme.index("## Quickstart") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None
+    assert "Hello from sandbox!" in run_script(daemon, code.group(1))
+
+
+@pytest.mark.parametrize(
+    ("example", "expect"),
+    [
+        ("quickstart.py", "Output: Hello from sandbox! true"),
+        ("async_example.py", "Sums: 45, 4950, 499500"),
+        ("sandbox_lifecycle.py", "After restart the files are still there: ['2', '3']"),
+        ("template_management.py", "Imported: [('example-python-template', 'created')]"),
+        ("code_interpreter.py", "Error: ZeroDivisionError (runtime): division by zero"),
+    ],
+)
+def test_example(daemon: Daemon, example: str, expect: str) -> None:
+    out = run_script(daemon, (SDK / "examples" / example).read_text())
+    assert expect in out.splitlines(), out
+
+
+def test_contexts_with_a_figure(client: Client) -> None:
+    ctx = client.contexts.create("python", session_name="py-sdk-figure")
+    try:
+        assert ctx.sandbox_id
+        assert client.contexts.execute(ctx.context_id, "n = 6").success
+        res = client.contexts.execute(
+            ctx.context_id,
+            "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+            "plt.plot([1, 2, 3], [n, n * 2, n * 3])\nplt.show()\nn * 7",
+            timeout=120,
+        )
+        assert res.success, res.error
+        assert res.result == "42"
+        pngs = [r.png_bytes() for r in res.results if r.png]
+        assert len(pngs) == 1
+        assert pngs[0] is not None
+        assert pngs[0].startswith(b"\x89PNG\r\n\x1a\n")
+        assert res.results[-1].is_main_result
+        assert res.results[-1].text == "42"
+
+        failed = client.contexts.execute(ctx.context_id, "def f(:\n  pass")
+        assert not failed.success
+        assert failed.error is not None
+        assert (failed.error.name, failed.error.kind) == ("SyntaxError", "syntax")
+
+        timed_out = client.contexts.execute(
+            ctx.context_id, "import time\ntime.sleep(30)", timeout=1
+        )
+        assert timed_out.error is not None
+        assert (timed_out.error.name, timed_out.error.kind) == ("TimeoutError", "system")
+        assert (
+            client.contexts.execute(ctx.context_id, "n").result == "6"
+        )  # the context is still usable
+
+        assert [c.context_id for c in client.contexts.list(session_name="py-sdk-figure")] == [
+            ctx.context_id
+        ]
+        assert client.contexts.get(ctx.context_id).execution_count == 5
+    finally:
+        assert client.contexts.delete(ctx.context_id).status == "deleted"
+    with pytest.raises(NotFoundError) as info:
+        client.contexts.execute(ctx.context_id, "1")
+    assert info.value.code == "CONTEXT_NOT_FOUND"
+
+
+def test_context_streaming(daemon: Daemon) -> None:
+    async def main() -> None:
+        async with AsyncClient(daemon.url) as client:
+            ctx = await client.contexts.create(session_name="py-sdk-stream")
+            try:
+                got: list[tuple[str, float]] = []
+                start = time.monotonic()
+                res = await client.contexts.execute_stream(
+                    ctx.context_id,
+                    "import time\nprint('first', flush=True)\ntime.sleep(1)\nprint('second')\n1/0",
+                    on_stdout=lambda text: got.append((text, time.monotonic() - start)),
+                )
+                assert "".join(t for t, _ in got) == "first\nsecond\n"
+                assert got[-1][1] - got[0][1] >= 0.5, got  # streamed as printed, not at the end
+                assert res.stdout == "first\nsecond\n"
+                assert res.error is not None
+                assert res.error.name == "ZeroDivisionError"
+                kinds = [
+                    e.type
+                    async for e in client.contexts.iter_execute(ctx.context_id, "print(1)\n2")
+                ]
+                assert kinds[0] == "stdout"
+                assert kinds[-1] == "complete"
+            finally:
+                await client.contexts.delete(ctx.context_id)
+
+    asyncio.run(main())
+
+
+def test_streaming_exec(client: Client) -> None:
+    sb = client.sandbox.wait_for_ready(
+        client.sandbox.create_from_image(IMAGE).id, poll_interval=0.2
+    )
+    try:
+        start = time.monotonic()
+        events: list[tuple[ExecEvent, float]] = []
+        for event in client.sandbox.execute_stream(
+            sb.id, ["sh", "-c", "echo out; sleep 1; echo err >&2; exit 7"]
+        ):
+            events.append((event, time.monotonic() - start))
+        kinds = [(e.type, e.data) for e, _ in events]
+        assert kinds == [("stdout", "out\n"), ("stderr", "err\n"), ("exit", "")]
+        assert events[-1][0].exit_code == 7
+        assert events[-1][1] - events[0][1] >= 0.5  # the first line came while the command ran
+
+        async def run_async() -> list[ExecEvent]:
+            async with AsyncClient(client.base_url) as aclient:
+                return [
+                    e
+                    async for e in aclient.sandbox.execute_stream(sb.id, ["sleep", "5"], timeout=1)
+                ]
+
+        timed_out = asyncio.run(run_async())
+        assert timed_out[-1].type == "exit"
+        assert timed_out[-1].timed_out
+    finally:
+        client.sandbox.delete(sb.id)
+
+
+def test_files(client: Client, tmp_path: Path) -> None:
+    sb = client.sandbox.wait_for_ready(
+        client.sandbox.create_from_image(IMAGE).id, poll_interval=0.2
+    )
+    try:
+        data = os.urandom(24 << 20)
+        local = tmp_path / "big.bin"
+        local.write_bytes(data)
+        info = client.sandbox.upload_path(sb.id, "in/big.bin", local, mode=0o600)
+        assert (info.path, info.size, info.mode) == ("/workspace/in/big.bin", len(data), "0600")
+        digest = client.sandbox.execute(sb.id, ["sha256sum", "in/big.bin"]).stdout.split()[0]
+        assert digest == hashlib.sha256(data).hexdigest()
+
+        back = tmp_path / "back.bin"
+        assert client.sandbox.download_to(sb.id, "/workspace/in/big.bin", back) == len(data)
+        assert back.read_bytes() == data
+
+        client.sandbox.upload_file(sb.id, "small.txt", io.BytesIO(b"from a file object"))
+        assert client.sandbox.download_file(sb.id, "small.txt") == b"from a file object"
+
+        async def run_async() -> bytes:
+            async with AsyncClient(client.base_url) as aclient:
+                await aclient.sandbox.upload_path(sb.id, "async.bin", local)
+                buf = io.BytesIO()
+                await aclient.sandbox.download_to(sb.id, "async.bin", buf)
+                return buf.getvalue()
+
+        assert asyncio.run(run_async()) == data
+        with pytest.raises(NotFoundError) as info_missing:
+            client.sandbox.download_file(sb.id, "nope.txt")
+        assert info_missing.value.code == "FILE_NOT_FOUND"
+    finally:
+        client.sandbox.delete(sb.id)
+
+
+def test_lifecycle_and_errors(client: Client) -> None:
+    sb = client.sandbox.create_from_image(IMAGE, ttl=0, env={"GREETING": "hi"})
+    try:
+        sb = client.sandbox.wait_for_ready(sb.id, poll_interval=0.2)
+        assert sb.expires_at.year == 9999
+        assert client.sandbox.execute(sb.id, ["sh", "-c", "echo $GREETING"]).stdout == "hi\n"
+        client.sandbox.stop(sb.id)
+        assert client.sandbox.get(sb.id).status is SandboxStatus.SUCCEEDED
+        with pytest.raises(ConflictError) as info:
+            client.sandbox.execute(sb.id, ["true"])
+        assert info.value.code == "SANDBOX_NOT_READY"
+        with pytest.raises(ConflictError):
+            client.sandbox.stop(sb.id)
+        client.sandbox.start(sb.id)
+        assert (
+            client.sandbox.wait_for_ready(sb.id, poll_interval=0.2).status is SandboxStatus.RUNNING
+        )
+        assert any("running" in line for line in client.sandbox.get_logs(sb.id).events)
+    finally:
+        client.sandbox.delete(sb.id)
+    with pytest.raises(NotFoundError) as gone:
+        client.sandbox.get(sb.id)
+    assert gone.value.code == "SANDBOX_NOT_FOUND"
+    assert IMAGE + ":latest" in [i.ref for i in client.images.list()]

@@ -1,0 +1,190 @@
+"""User code against the public API, checked by ``mypy --strict`` (never run).
+
+Each annotated assignment states a type the API must give; each
+``type: ignore`` marks a misuse the API must reject (mypy's
+warn_unused_ignores fails the check if it does not).
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from agent2env import (
+    APIError,
+    AsyncClient,
+    Client,
+    ConflictError,
+    LiteBoxdError,
+    NotFoundError,
+    PrepullFailedError,
+    SandboxFailedError,
+    TimeoutError,
+)
+from agent2env.models import (
+    Context,
+    CreateTemplateRequest,
+    ExecAction,
+    ExecEvent,
+    ExecResult,
+    ExecuteResponse,
+    ExecutionEvent,
+    ExecutionResult,
+    FileInfo,
+    Image,
+    ImageProgress,
+    ImportResult,
+    ImportStrategy,
+    LogsResult,
+    NetworkSpec,
+    PrepullStatus,
+    PrepullTask,
+    ProbeSpec,
+    ResourceSpec,
+    RollbackResult,
+    Sandbox,
+    SandboxOverrides,
+    SandboxStatus,
+    Template,
+    TemplateListResult,
+    TemplateSpec,
+    TemplateVersion,
+    UpdateTemplateRequest,
+    VersionListResult,
+)
+
+
+def seed_quickstart() -> None:
+    client = Client("http://localhost:8080/api/v1")
+    sandbox: Sandbox = client.sandbox.create(
+        template="python-data-science",
+        overrides={"ttl": 7200, "env": {"DEBUG": "true"}},
+    )
+    sandbox = client.sandbox.wait_for_ready(sandbox.id)
+    status: SandboxStatus = sandbox.status
+    result: ExecResult = client.sandbox.execute(
+        sandbox.id,
+        command=["python", "-c", "print('Hello from sandbox!')"],
+    )
+    out: str = result.stdout
+    code: int = result.exit_code
+    print(status, out, code)
+    client.sandbox.delete(sandbox.id)
+    client.close()
+
+
+async def seed_async() -> None:
+    async with AsyncClient("http://localhost:8080/api/v1") as client:
+        sandbox: Sandbox = await client.sandbox.create(template="python-data-science")
+        sandbox = await client.sandbox.wait_for_ready(sandbox.id)
+        result: ExecResult = await client.sandbox.execute(
+            sandbox.id, command=["python", "-c", "print('Hello!')"]
+        )
+        print(result.stdout)
+        async for event in client.sandbox.execute_stream(sandbox.id, ["echo", "hi"]):
+            chunk: ExecEvent = event
+            print(chunk.data)
+        await client.sandbox.delete(sandbox.id)
+        client.sandbox.create(template="x")  # type: ignore[unused-coroutine]
+
+
+def seed_templates() -> None:
+    client = Client("http://localhost:8080/api/v1")
+    template: Template = client.template.create(
+        CreateTemplateRequest(
+            name="my-python-template",
+            display_name="My Python Template",
+            description="Custom Python environment",
+            tags=["python", "custom"],
+            spec=TemplateSpec(
+                image="agent2env/python",
+                resources=ResourceSpec(cpu="1000m", memory="1Gi"),
+                ttl=7200,
+                startup_script="pip install numpy pandas",
+                readiness_probe=ProbeSpec(exec=ExecAction(command=["true"]), period_seconds=1),
+                network=NetworkSpec(allow_internet_access=False, allowed_domains=["pypi.org"]),
+            ),
+            auto_prepull=True,
+        )
+    )
+    version: int = template.latest_version
+    templates: TemplateListResult = client.template.list(tag="python")
+    for t in templates.items:
+        print(f"- {t.name}: {t.description}", version)
+    yaml_content: bytes = client.template.export_yaml("my-python-template")
+    print(yaml_content.decode())
+    updated: Template = client.template.update(
+        "my-python-template",
+        UpdateTemplateRequest(spec=TemplateSpec(image="agent2env/python"), changelog="c"),
+    )
+    versions: VersionListResult = client.template.list_versions(updated.name)
+    one: TemplateVersion = client.template.get_version(updated.name, versions.items[0].version)
+    back: RollbackResult = client.template.rollback(one.template_id, 1, changelog="back")
+    print(back.rolled_back_to)
+    imported: ImportResult = client.import_export.import_templates(
+        yaml_content, strategy=ImportStrategy.CREATE_ONLY
+    )
+    print(imported.results[0].action, client.import_export.export_all(names=["a"]))
+    CreateTemplateRequest(name="x", spec=TemplateSpec(image="y"), displayName="z")  # type: ignore[call-arg]
+    TemplateSpec(image=1)  # type: ignore[arg-type]
+    client.template.list(size=3)  # type: ignore[call-arg]
+    client.close()
+
+
+def prepull_and_images() -> None:
+    with Client() as client:
+        task: PrepullTask = client.prepull.create("agent2env/python", timeout=60)
+        tasks: list[PrepullTask] = client.prepull.list(status=PrepullStatus.PULLING)
+        done: PrepullTask = client.prepull.wait_for_completion(task.id, poll_interval=0.5)
+        print(tasks, done.completed_at)
+        progress: list[ImageProgress] = []
+        image: Image = client.images.pull("alpine:3", on_progress=progress.append)
+        images: list[Image] = client.images.import_archive(Path("images.tar"))
+        print(image.digest, images)
+
+
+def files_and_contexts(client: Client, sandbox_id: str) -> None:
+    info: FileInfo = client.sandbox.upload_file(sandbox_id, "a.txt", b"hi", mode=0o600)
+    info = client.sandbox.upload_path(sandbox_id, "b.bin", Path("b.bin"))
+    data: bytes = client.sandbox.download_file(sandbox_id, info.path)
+    written: int = client.sandbox.download_to(sandbox_id, "a.txt", io.BytesIO())
+    logs: LogsResult = client.sandbox.get_logs(sandbox_id)
+    print(data, written, logs.events)
+    client.sandbox.stop(sandbox_id)
+    client.sandbox.start(sandbox_id)
+    client.sandbox.restart(sandbox_id)
+    for event in client.sandbox.execute_stream(sandbox_id, ["ls"], timeout=5):
+        if event.type == "exit":
+            print(event.exit_code)
+
+    ctx: Context = client.contexts.create("python", session_name="s")
+    res: ExecuteResponse = client.contexts.execute(ctx.context_id, "6 * 7", timeout=10)
+    figures: list[ExecutionResult] = [r for r in res.results if r.png]
+    png: bytes | None = figures[0].png_bytes()
+    if res.error is not None:
+        print(res.error.name, res.error.value, res.error.traceback, res.error.kind)
+    print(res.state_lost, png)
+    res = client.contexts.execute_stream(
+        ctx.context_id, "print(1)", on_stdout=print, on_error=lambda e: print(e.name)
+    )
+    for ev in client.contexts.iter_execute(ctx.context_id, "1"):
+        streamed: ExecutionEvent = ev
+        print(streamed.type)
+    client.contexts.delete(ctx.context_id)
+    client.sandbox.create("t", overrides=SandboxOverrides(ttl=0))
+    client.sandbox.execute(sandbox_id, "ls")  # type: ignore[arg-type]
+
+
+def errors(client: Client) -> None:
+    try:
+        client.sandbox.get("nope")
+    except NotFoundError as e:
+        code: str | None = e.code
+        status: int = e.status_code
+        print(code, status, e.message)
+    except ConflictError:
+        pass
+    except APIError:
+        pass
+    except (SandboxFailedError, PrepullFailedError, TimeoutError, LiteBoxdError):
+        pass
