@@ -65,7 +65,10 @@ func daemonVersion(ctx context.Context, e env, cc *clientConfig) (string, *api.V
 	case errors.Is(err, client.ErrNotFound):
 		return s.url, nil, "the daemon answers but does not report its version"
 	case err != nil:
-		return s.url, nil, err.Error()
+		if apiErr := (*client.APIError)(nil); errors.As(err, &apiErr) {
+			return s.url, nil, apiErr.Error()
+		}
+		return s.url, nil, "not reachable: " + errors.Unwrap(err).Error()
 	case v.Version == "":
 		return s.url, nil, "the daemon's answer to GET /api/v1/version has no version"
 	}
