@@ -7,7 +7,9 @@ package agenttest
 
 import (
 	"encoding/json"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -276,6 +278,19 @@ func testSample(t *testing.T, a agents.Adapter, s Sample) {
 			t.Logf("%+v", e)
 		}
 	}
+}
+
+// Recorded returns testdata/recorded.jsonl of the package under test: the
+// standard output of a real run of its CLI (from agent2env/agent,
+// configured by its adapter) against the scripted model of package all's
+// TestRealCLIs.
+func Recorded(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "recorded.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func count(list []string, s string) int {

@@ -27,6 +27,7 @@ const sampleError = `{"type":"system","subtype":"init","session_id":"s2","model"
 
 func TestConformance(t *testing.T) {
 	agenttest.Run(t, Adapter{},
+		agenttest.Sample{Name: "recorded run", Stdout: agenttest.Recorded(t), Tools: []string{"Bash"}, Result: "Done: agent_done.txt contains ok.", LLMCalls: 2},
 		agenttest.Sample{Name: "bash then answer", Stdout: sample, Tools: []string{"Bash"}, Result: "contains ok", LLMCalls: 2},
 		agenttest.Sample{Name: "model error", Stdout: sampleError, Result: "API Error: 400", ResultError: true},
 	)

@@ -206,7 +206,9 @@ func (p *parser) completed(it *item) []agents.Event {
 	case "file_change":
 		return []agents.Event{{Kind: agents.KindToolCall, Tool: "file_change", ToolID: it.ID, Input: it.Changes}}
 	case "error":
-		return []agents.Event{{Kind: agents.KindError, Text: it.Message}}
+		// An error item is a warning codex goes on after ("Model metadata
+		// for … not found"); what ends a run is turn.failed.
+		return []agents.Event{{Kind: agents.KindOutput, Text: "codex: " + it.Message}}
 	}
 	return nil
 }

@@ -32,6 +32,7 @@ const sampleFailed = `{"type":"thread.started","thread_id":"t2"}
 
 func TestConformance(t *testing.T) {
 	agenttest.Run(t, Adapter{},
+		agenttest.Sample{Name: "recorded run", Stdout: agenttest.Recorded(t), Tools: []string{"exec_command"}, Result: "Done: agent_done.txt contains ok.", LLMCalls: 1},
 		agenttest.Sample{Name: "command then answer", Stdout: sample, Tools: []string{"exec_command", "mcp__db__query"}, Result: "Created agent_done.txt", LLMCalls: 1},
 		agenttest.Sample{Name: "model error", Stdout: sampleFailed, Result: "400", ResultError: true},
 	)

@@ -54,6 +54,7 @@ func (Adapter) NewParser() agents.Parser { return &parser{} }
 // result with the run's stats.
 type parser struct {
 	text strings.Builder // assistant deltas not yet given out
+	last string          // the last assistant message, the run's answer
 }
 
 type line struct {
@@ -105,6 +106,9 @@ func (p *parser) Line(raw []byte) []agents.Event {
 		evs = append(evs, agents.Event{Kind: agents.KindError, Text: firstNonEmpty(l.Message, errorText(l.Error))})
 	case "result":
 		ev := agents.Event{Kind: agents.KindResult, IsError: l.Status != "success", Text: errorText(l.Error)}
+		if !ev.IsError {
+			ev.Text = p.last
+		}
 		if l.Stats != nil {
 			ev.Usage = &agents.Usage{InputTokens: l.Stats.InputTokens, OutputTokens: l.Stats.OutputTokens, CachedTokens: l.Stats.Cached}
 		}
@@ -118,6 +122,7 @@ func (p *parser) flush() []agents.Event {
 		return nil
 	}
 	ev := agents.Event{Kind: agents.KindMessage, Text: p.text.String()}
+	p.last = ev.Text
 	p.text.Reset()
 	return []agents.Event{ev}
 }

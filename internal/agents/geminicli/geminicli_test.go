@@ -29,7 +29,8 @@ const sampleError = `256-color support not detected
 
 func TestConformance(t *testing.T) {
 	agenttest.Run(t, Adapter{},
-		agenttest.Sample{Name: "shell then answer", Stdout: sample, Tools: []string{"run_shell_command"}, Result: ""},
+		agenttest.Sample{Name: "recorded run", Stdout: agenttest.Recorded(t), Tools: []string{"run_shell_command"}, Result: "Done: agent_done.txt contains ok.", LLMCalls: 0},
+		agenttest.Sample{Name: "shell then answer", Stdout: sample, Tools: []string{"run_shell_command"}, Result: "Created agent_done.txt."},
 		agenttest.Sample{Name: "model error", Stdout: sampleError, Result: "400", ResultError: true},
 	)
 }

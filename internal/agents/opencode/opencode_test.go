@@ -29,6 +29,7 @@ const sampleToolError = `{"type":"step_start","sessionID":"s2","part":{"type":"s
 
 func TestConformance(t *testing.T) {
 	agenttest.Run(t, Adapter{},
+		agenttest.Sample{Name: "recorded run", Stdout: agenttest.Recorded(t), Tools: []string{"bash"}, Result: "Done: agent_done.txt contains ok.", LLMCalls: 2},
 		agenttest.Sample{Name: "bash then answer", Stdout: sample, Tools: []string{"bash"}, Result: "containing ok", LLMCalls: 2},
 		agenttest.Sample{Name: "tool error", Stdout: sampleToolError, Tools: []string{"write"}, Result: "could not write", LLMCalls: 2},
 	)

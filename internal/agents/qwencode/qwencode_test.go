@@ -20,6 +20,7 @@ const sample = `{"type":"system","subtype":"init","uuid":"u1","session_id":"9e8d
 
 func TestConformance(t *testing.T) {
 	agenttest.Run(t, Adapter{},
+		agenttest.Sample{Name: "recorded run", Stdout: agenttest.Recorded(t), Tools: []string{"run_shell_command"}, Result: "Done: agent_done.txt contains ok.", LLMCalls: 2},
 		agenttest.Sample{Name: "shell then answer", Stdout: sample, Tools: []string{"run_shell_command"}, Result: "Created agent_done.txt", LLMCalls: 2},
 	)
 }
