@@ -3,10 +3,16 @@ package e2e
 import (
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/agents"
+	"github.com/agent2env/agent2env/internal/agents/agenttest"
+	"github.com/agent2env/agent2env/internal/agents/all"
 )
 
 // proxyLog is a stand-in HTTP(S) proxy for the sandbox's loopback: it
@@ -30,12 +36,7 @@ while True:
 // environment names; direct connections fail in a sandbox with no
 // network and are not seen here).
 func TestAgentImage(t *testing.T) {
-	if os.Getenv("AGENT2ENV_BUILD_TESTS") != "1" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true but AGENT2ENV_BUILD_TESTS is not 1: run the tests through make test")
-		}
-		t.Skip("set AGENT2ENV_BUILD_TESTS=1 to build agent2env/agent")
-	}
+	agentImageEnabled(t)
 	d := startDaemon(t, "")
 	sb := d.create(api.CreateSandboxRequest{Image: "agent2env/agent", Memory: "2Gi"})
 	if res := d.exec(sb.ID, "id", "-u"); res.Stdout != "1000\n" {
@@ -81,6 +82,114 @@ func TestAgentImage(t *testing.T) {
 	}
 	if res := d.exec(sb.ID, "python3", "-c", "import pytest, matplotlib, pandas"); res.ExitCode != 0 {
 		t.Errorf("python modules: %+v", res)
+	}
+	d.deleteAll()
+	d.assertNoLeaks()
+}
+
+// agentImageEnabled gates the tests that need agent2env/agent, which takes
+// minutes to build the first time (like the image package's build tests).
+func agentImageEnabled(t *testing.T) {
+	t.Helper()
+	if os.Getenv("AGENT2ENV_BUILD_TESTS") == "1" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("CI=true but AGENT2ENV_BUILD_TESTS is not 1: run the tests through make test")
+	}
+	t.Skip("set AGENT2ENV_BUILD_TESTS=1 to build agent2env/agent")
+}
+
+// TestAgentCLIsInSandbox runs each agent CLI of agent2env/agent in a
+// sandbox, as the sandbox user, exactly as its adapter plans it, against
+// the scripted model (agenttest.ScriptedModel) running on the sandbox's
+// loopback: each writes agent_done.txt with its shell tool, exits 0, ends
+// with a result its parser reads, and offered the model the tools of the
+// local MCP server it was given (tasks/local-mcp's sqlite server).
+func TestAgentCLIsInSandbox(t *testing.T) {
+	agentImageEnabled(t)
+	modelBin := filepath.Join(t.TempDir(), "scripted-model")
+	build := exec.Command("go", "build", "-o", modelBin, "../agents/agenttest/scriptedmodel")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the scripted model: %v\n%s", err, out)
+	}
+	d := startDaemon(t, "")
+	sb := d.create(api.CreateSandboxRequest{Image: "agent2env/agent", Memory: "2Gi"})
+	put := func(path string, data []byte) {
+		t.Helper()
+		if code, body := d.upload(sb.ID, path, data); code != http.StatusOK {
+			t.Fatalf("upload %s: %d %s", path, code, body)
+		}
+	}
+	for _, f := range []string{"sqlite_mcp.py", "make_db.py"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "tasks", "local-mcp", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		put("/workspace/mcp/"+f, b)
+	}
+	b, err := os.ReadFile(modelBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put("/tmp/scripted-model", b)
+	if res := d.exec(sb.ID, "sh", "-c", "chmod +x /tmp/scripted-model && python3 /workspace/mcp/make_db.py /workspace/shop.db && "+
+		"(nohup /tmp/scripted-model -listen 127.0.0.1:18555 >/tmp/model.log 2>&1 &) && sleep 0.5 && cat /tmp/model.log"); !strings.Contains(res.Stdout, "listening") {
+		t.Fatalf("scripted model did not start: %+v", res)
+	}
+	for _, name := range []string{"claude-code", "codex", "gemini-cli", "opencode", "qwen-code"} {
+		t.Run(name, func(t *testing.T) {
+			a, _ := all.Get(name)
+			work := "/workspace/" + name
+			d.exec(sb.ID, "mkdir", "-p", work)
+			plan, err := a.Plan(agents.Input{
+				Goal:    "Create the file agent_done.txt containing ok.",
+				Model:   "scripted-model",
+				LLMURL:  "http://127.0.0.1:18555",
+				APIKey:  "sk-agent2env-test",
+				MCP:     []agents.MCPServer{{Name: "db", Command: []string{"python3", "/workspace/mcp/sqlite_mcp.py", "/workspace/shop.db"}}},
+				Workdir: work,
+				Home:    "/home/sandbox",
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range plan.Files {
+				put(f.Path, f.Content)
+			}
+			before := d.exec(sb.ID, "sh", "-c", "wc -l < /tmp/model.log").Stdout
+			var res api.ExecResponse
+			start := time.Now()
+			if code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/exec", api.ExecRequest{
+				Command: plan.Command, Env: plan.Env, Cwd: plan.Dir, Timeout: 240,
+			}, &res); code != http.StatusOK {
+				t.Fatalf("exec: status %d", code)
+			}
+			t.Logf("%s: exit %d in %s", name, res.ExitCode, time.Since(start).Round(10*time.Millisecond))
+			if res.ExitCode != 0 {
+				t.Errorf("exit %d (timed out %v)\nstderr:\n%s\nstdout:\n%s", res.ExitCode, res.TimedOut, res.Stderr, res.Stdout)
+			}
+			if got := d.exec(sb.ID, "cat", work+"/agent_done.txt"); strings.TrimSpace(got.Stdout) != "ok" {
+				t.Errorf("agent_done.txt = %+v", got)
+			}
+			p := a.NewParser()
+			var result *agents.Event
+			for _, l := range strings.Split(res.Stdout, "\n") {
+				for _, e := range p.Line([]byte(l)) {
+					if e.Kind == agents.KindResult {
+						result = &e
+					}
+				}
+			}
+			if result == nil || result.IsError || !strings.Contains(result.Text, agenttest.FinalText) {
+				t.Errorf("result %+v, want the model's final text", result)
+			}
+			log := d.exec(sb.ID, "sh", "-c", "tail -n +$(("+strings.TrimSpace(before)+"+1)) /tmp/model.log").Stdout
+			if !strings.Contains(log, "query") {
+				t.Errorf("the model was not offered the db server's query tool; its requests:\n%s", log)
+			}
+		})
 	}
 	d.deleteAll()
 	d.assertNoLeaks()
