@@ -105,7 +105,8 @@ func agentImageEnabled(t *testing.T) {
 // the scripted model (agenttest.ScriptedModel) running on the sandbox's
 // loopback: each writes agent_done.txt with its shell tool, exits 0, ends
 // with a result its parser reads, and offered the model the tools of the
-// local MCP server it was given (tasks/local-mcp's sqlite server).
+// MCP servers it was given: a local one (tasks/local-mcp's sqlite server)
+// and a remote one (the scripted model's).
 func TestAgentCLIsInSandbox(t *testing.T) {
 	agentImageEnabled(t)
 	modelBin := filepath.Join(t.TempDir(), "scripted-model")
@@ -144,11 +145,14 @@ func TestAgentCLIsInSandbox(t *testing.T) {
 			work := "/workspace/" + name
 			d.exec(sb.ID, "mkdir", "-p", work)
 			plan, err := a.Plan(agents.Input{
-				Goal:    "Create the file agent_done.txt containing ok.",
-				Model:   "scripted-model",
-				LLMURL:  "http://127.0.0.1:18555",
-				APIKey:  "sk-agent2env-test",
-				MCP:     []agents.MCPServer{{Name: "db", Command: []string{"python3", "/workspace/mcp/sqlite_mcp.py", "/workspace/shop.db"}}},
+				Goal:   "Create the file agent_done.txt containing ok.",
+				Model:  "scripted-model",
+				LLMURL: "http://127.0.0.1:18555",
+				APIKey: "sk-agent2env-test",
+				MCP: []agents.MCPServer{
+					{Name: "db", Command: []string{"python3", "/workspace/mcp/sqlite_mcp.py", "/workspace/shop.db"}},
+					{Name: "remote", URL: "http://127.0.0.1:18555" + agenttest.MCPPath},
+				},
 				Workdir: work,
 				Home:    "/home/sandbox",
 			})
@@ -186,8 +190,10 @@ func TestAgentCLIsInSandbox(t *testing.T) {
 				t.Errorf("result %+v, want the model's final text", result)
 			}
 			log := d.exec(sb.ID, "sh", "-c", "tail -n +$(("+strings.TrimSpace(before)+"+1)) /tmp/model.log").Stdout
-			if !strings.Contains(log, "query") {
-				t.Errorf("the model was not offered the db server's query tool; its requests:\n%s", log)
+			for _, tool := range []string{"query", agenttest.MCPTool} {
+				if !strings.Contains(log, tool) {
+					t.Errorf("the model was not offered the MCP tool %s; its requests:\n%s", tool, log)
+				}
 			}
 		})
 	}

@@ -13,6 +13,57 @@ import (
 	"time"
 )
 
+// MCPPath is where a ScriptedModel also serves a remote MCP server
+// (streamable HTTP, JSON answers) with one tool, MCPTool.
+const (
+	MCPPath = "/mcp"
+	MCPTool = "http_ping"
+)
+
+// serveMCP answers the MCP requests the CLIs make of a remote server:
+// initialize, tools/list, ping, and -32601 for anything else; a GET (the
+// optional server-to-client stream) gets 405, which clients accept.
+func serveMCP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		return
+	}
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		} `json:"params"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&msg); err != nil {
+		http.Error(w, "bad JSON-RPC", http.StatusBadRequest)
+		return
+	}
+	if len(msg.ID) == 0 {
+		w.WriteHeader(http.StatusAccepted) // a notification
+		return
+	}
+	reply := map[string]any{"jsonrpc": "2.0", "id": msg.ID}
+	switch msg.Method {
+	case "initialize":
+		version := msg.Params.ProtocolVersion
+		if version == "" {
+			version = "2025-06-18"
+		}
+		reply["result"] = map[string]any{"protocolVersion": version, "capabilities": map[string]any{"tools": map[string]any{}},
+			"serverInfo": map[string]any{"name": "scripted", "version": "1.0.0"}}
+	case "tools/list":
+		reply["result"] = map[string]any{"tools": []any{map[string]any{"name": MCPTool, "description": "Answers pong.",
+			"inputSchema": map[string]any{"type": "object", "properties": map[string]any{}}}}}
+	case "ping":
+		reply["result"] = map[string]any{}
+	default:
+		reply["error"] = map[string]any{"code": -32601, "message": "method not found"}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(reply)
+}
+
 // ScriptedModel is a model server for the agent CLIs' own tests. It
 // answers the four wire formats they speak (Anthropic Messages, OpenAI
 // Responses and Chat Completions, Gemini), streaming, with one script: a
@@ -20,6 +71,7 @@ import (
 // agent_done.txt (ShellCommand), a request carrying the tool's result gets
 // a final text (FinalText), and a request without tools (opencode's title
 // call) gets a title. It records the paths called and the tools offered.
+// At MCPPath it is a remote MCP server too.
 // It is safe for concurrent use.
 type ScriptedModel struct {
 	// URL is where it listens, set by NewScriptedModel.
@@ -76,6 +128,10 @@ var shellTools = []string{"Bash", "bash", "run_shell_command", "exec_command", "
 
 // ServeHTTP implements http.Handler.
 func (m *ScriptedModel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == MCPPath {
+		serveMCP(w, r)
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	var req map[string]any
 	json.Unmarshal(body, &req)

@@ -22,7 +22,8 @@ import (
 // scripted model on loopback: the model asks for the CLI's shell tool to
 // write agent_done.txt, then answers. It checks the file, the exit code,
 // the events the parser reads, and that the CLI offered the model the
-// tools of a local MCP server (the sqlite server of tasks/local-mcp).
+// tools of a local MCP server (the sqlite server of tasks/local-mcp) and
+// of a remote one (the scripted model's).
 //
 // It needs the CLIs: AGENT2ENV_AGENT_CLIS names a directory holding
 // claude, codex, gemini, opencode, qwen and node 22 (such as
@@ -53,11 +54,14 @@ func TestRealCLIs(t *testing.T) {
 				t.Fatalf("make_db.py: %v %s", err, out)
 			}
 			plan, err := a.Plan(agents.Input{
-				Goal:    "Create the file agent_done.txt containing ok.",
-				Model:   "scripted-model",
-				LLMURL:  model.URL,
-				APIKey:  "sk-agent2env-test",
-				MCP:     []agents.MCPServer{{Name: "db", Command: []string{"python3", filepath.Join(mcpServer, "sqlite_mcp.py"), db}}},
+				Goal:   "Create the file agent_done.txt containing ok.",
+				Model:  "scripted-model",
+				LLMURL: model.URL,
+				APIKey: "sk-agent2env-test",
+				MCP: []agents.MCPServer{
+					{Name: "db", Command: []string{"python3", filepath.Join(mcpServer, "sqlite_mcp.py"), db}},
+					{Name: "remote", URL: model.URL + agenttest.MCPPath},
+				},
 				Workdir: work,
 				Home:    home,
 			})
@@ -132,7 +136,10 @@ func TestRealCLIs(t *testing.T) {
 				t.Errorf("%s reached for the network: %s", name, req)
 			}
 			if !model.SawTool("query") {
-				t.Errorf("the model was not offered the db server's query tool: the MCP config did not take")
+				t.Errorf("the model was not offered the local db server's query tool: the MCP config did not take")
+			}
+			if !model.SawTool(agenttest.MCPTool) {
+				t.Errorf("the model was not offered the remote server's %s tool: the MCP config did not take", agenttest.MCPTool)
 			}
 		})
 	}
