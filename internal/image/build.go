@@ -16,11 +16,13 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
@@ -31,6 +33,7 @@ import (
 type recipe struct {
 	packages []string
 	env      []string // added to baseEnv
+	npm      *npmPart // a second layer from the npm registry, or nil
 }
 
 // recipes are the built-in images, by normalized reference.
@@ -43,6 +46,7 @@ var recipes = map[string]recipe{
 	"agent2env/node:latest": {
 		packages: []string{"nodejs", "npm", "ca-certificates", "passwd"},
 	},
+	"agent2env/agent:latest": agentRecipe,
 }
 
 const buildSuite = "bookworm"
@@ -101,7 +105,8 @@ func (rc recipe) config() v1.Config {
 	}
 }
 
-// text is everything that determines the built image.
+// text is everything that determines the built Debian layer (the npm
+// layer, if any, has its own).
 func (rc recipe) text() string {
 	cfg, err := json.Marshal(rc.config())
 	if err != nil {
@@ -116,8 +121,8 @@ func (rc recipe) hash() string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Build builds a built-in image, "agent2env/python" or "agent2env/node"
-// (tag "latest" implied), and stores it. A build cached in the cache dir
+// Build builds a built-in image, such as "agent2env/python" (tag "latest"
+// implied; the namespace too: "agent" is "agent2env/agent"), and stores it. A build cached in the cache dir
 // under the recipe's hash is imported instead of built again. Concurrent
 // Pull, Ensure and Build calls for the same ref share one operation, and
 // builds of one recipe by several processes wait for each other.
@@ -127,6 +132,13 @@ func (s *Store) Build(ctx context.Context, name string, p ProgressFunc) (*Image,
 		return nil, fmt.Errorf("build image %s: %w", name, err)
 	}
 	rc, ok := recipes[r.key]
+	if !ok && !strings.ContainsAny(name, "/:@") {
+		if short, err := parseRef(builtinNamespace + name); err == nil {
+			if rc, ok = recipes[short.key]; ok {
+				r = short
+			}
+		}
+	}
 	if !ok {
 		return nil, fmt.Errorf("build image %s: %w", name, errdefs.Invalid("no built-in recipe for %s (have %s)", r.key, strings.Join(builtinNames(), ", ")))
 	}
@@ -145,20 +157,26 @@ func builtinNames() []string {
 }
 
 func (s *Store) build(ctx context.Context, r reference, rc recipe, p ProgressFunc) (*Image, error) {
-	tarPath, err := s.buildTar(ctx, rc, p)
+	tars, err := s.buildLayers(ctx, rc, p)
 	if err != nil {
 		return nil, fmt.Errorf("build image %s: %w", r.key, err)
 	}
-	report(p, Progress{Phase: PhaseBuild, Item: "hashing " + filepath.Base(tarPath)})
-	diffID, err := fileDigest(ctx, tarPath)
-	if err != nil {
-		return nil, fmt.Errorf("build image %s: %w", r.key, err)
+	var diffIDs []v1.Hash
+	var layers []layerSource
+	for _, tarPath := range tars {
+		report(p, Progress{Phase: PhaseBuild, Item: "hashing " + filepath.Base(tarPath)})
+		diffID, err := fileDigest(ctx, tarPath)
+		if err != nil {
+			return nil, fmt.Errorf("build image %s: %w", r.key, err)
+		}
+		diffIDs = append(diffIDs, diffID)
+		layers = append(layers, layerSource{open: func() (io.ReadCloser, error) { return os.Open(tarPath) }})
 	}
 	cfg := v1.ConfigFile{
 		Architecture: runtime.GOARCH,
 		OS:           "linux",
 		Config:       rc.config(),
-		RootFS:       v1.RootFS{Type: "layers", DiffIDs: []v1.Hash{diffID}},
+		RootFS:       v1.RootFS{Type: "layers", DiffIDs: diffIDs},
 	}
 	config, err := json.Marshal(cfg)
 	if err != nil {
@@ -167,7 +185,7 @@ func (s *Store) build(ctx context.Context, r reference, rc recipe, p ProgressFun
 	src := source{
 		refs:   []reference{r},
 		config: config,
-		layers: []layerSource{{open: func() (io.ReadCloser, error) { return os.Open(tarPath) }}},
+		layers: layers,
 	}
 	imgs, err := s.commit(ctx, src, p)
 	if err != nil {
@@ -176,32 +194,77 @@ func (s *Store) build(ctx context.Context, r reference, rc recipe, p ProgressFun
 	return imgs[0], nil
 }
 
+// buildLayers returns the recipe's layer tars, bottom first: the Debian
+// root filesystem and, when the recipe has one, the npm layer, built side
+// by side (one waits on the Debian mirror and dpkg, the other on the npm
+// registry).
+func (s *Store) buildLayers(ctx context.Context, rc recipe, p ProgressFunc) ([]string, error) {
+	if rc.npm == nil {
+		tarPath, err := s.buildTar(ctx, rc, p)
+		if err != nil {
+			return nil, err
+		}
+		return []string{tarPath}, nil
+	}
+	var mu sync.Mutex
+	locked := func(ev Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		report(p, ev)
+	}
+	tars := make([]string, 2)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		tars[0], err = s.buildTar(gctx, rc, locked)
+		return err
+	})
+	g.Go(func() (err error) {
+		tars[1], err = s.buildNPM(gctx, rc.npm, locked)
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return tars, nil
+}
+
 // buildTar returns the path of the recipe's root filesystem tar in the
 // cache dir, running mmdebstrap first if it is not there.
 func (s *Store) buildTar(ctx context.Context, rc recipe, p ProgressFunc) (string, error) {
-	if err := os.MkdirAll(s.cacheDir, 0o755); err != nil {
-		return "", fmt.Errorf("create cache dir: %w", err)
-	}
 	out := filepath.Join(s.cacheDir, rc.hash()+".tar")
+	err := s.cached(ctx, out, "root filesystem", p, func(lock *os.File) error {
+		return s.mmdebstrap(ctx, rc, out, lock, p)
+	})
+	return out, err
+}
+
+// cached runs build to make out, a file in the cache dir, unless out is
+// there already. It holds out's build lock meanwhile, which build is
+// given, so that builds of the same file by several processes wait for
+// each other.
+func (s *Store) cached(ctx context.Context, out, what string, p ProgressFunc, build func(lock *os.File) error) error {
+	if err := os.MkdirAll(s.cacheDir, 0o755); err != nil {
+		return fmt.Errorf("create cache dir: %w", err)
+	}
 	lock, err := lockFile(ctx, out+".lock", func() {
-		report(p, Progress{Phase: PhaseBuild, Item: "waiting for another build of the same recipe"})
+		report(p, Progress{Phase: PhaseBuild, Item: "waiting for another build of the same " + what})
 	})
 	if err != nil {
-		return "", fmt.Errorf("lock build cache: %w", err)
+		return fmt.Errorf("lock build cache: %w", err)
 	}
 	defer lock.Close()
 	if _, err := os.Stat(out); err == nil {
 		report(p, Progress{Phase: PhaseBuild, Item: "using cached " + out})
-		return out, nil
+		return nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return "", err
+		return err
 	}
 	start := time.Now()
-	if err := s.mmdebstrap(ctx, rc, out, lock, p); err != nil {
-		return "", err
+	if err := build(lock); err != nil {
+		return err
 	}
-	s.log.Info("built root filesystem", logPath, out, "took", time.Since(start).Round(time.Second))
-	return out, nil
+	s.log.Info("built "+what, logPath, out, "took", time.Since(start).Round(time.Second))
+	return nil
 }
 
 // mmdebstrap runs the build in a work dir next to out and renames the

@@ -1,0 +1,183 @@
+package task
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+// MaxFileSize is the largest task file Load accepts.
+const MaxFileSize = 10 << 20
+
+// maxListed is how many problems an Error's message lists.
+const maxListed = 20
+
+// Error is a task file that does not load: every problem found, each with
+// its field and line. It is an errdefs.ErrInvalidArgument.
+type Error struct {
+	// File names the task file in messages; it may be empty.
+	File   string
+	Fields []FieldError
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("invalid task")
+	if e.File != "" {
+		b.WriteString(" file " + e.File)
+	}
+	if len(e.Fields) == 1 {
+		return b.String() + ": " + e.Fields[0].String()
+	}
+	fmt.Fprintf(&b, ": %d problems:", len(e.Fields))
+	for i, f := range e.Fields {
+		if i == maxListed {
+			fmt.Fprintf(&b, "\n  and %d more", len(e.Fields)-i)
+			break
+		}
+		b.WriteString("\n  " + f.String())
+	}
+	return b.String()
+}
+
+// Is makes every Error an errdefs.ErrInvalidArgument.
+func (e *Error) Is(target error) bool { return target == errdefs.ErrInvalidArgument }
+
+// Option changes what Load checks.
+type Option func(*options)
+
+type options struct {
+	models []string
+}
+
+// WithModels makes Load refuse a model that is not one of names (the LLM
+// proxy's configured models). Without it any model name passes.
+func WithModels(names ...string) Option {
+	return func(o *options) { o.models = names }
+}
+
+// LoadFile reads and loads the task file at path; input sources are
+// relative to its directory.
+func LoadFile(path string, opts ...Option) (*Task, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, errdefs.NotFound("read task file: %v", err)
+		}
+		return nil, fmt.Errorf("read task file: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read task file %s: %w", path, err)
+	}
+	t, err := Load(path, data, opts...)
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("read task file %s: %w", path, err)
+	}
+	t.Dir = abs
+	return t, nil
+}
+
+// Load decodes and validates a task file's content, YAML or JSON; name
+// only labels the errors. The task's Dir is left empty.
+func Load(name string, data []byte, opts ...Option) (*Task, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	fail := func(msg string, args ...any) error {
+		return &Error{File: name, Fields: []FieldError{{Message: fmt.Sprintf(msg, args...)}}}
+	}
+	if len(data) > MaxFileSize {
+		return nil, fail("the file is larger than the limit of %d MiB", MaxFileSize>>20)
+	}
+	root, err := parse(data)
+	if err != nil {
+		return nil, fail("%v", err)
+	}
+	d := decoder{nodes: map[string]*yaml.Node{"": root}, budget: maxNodes}
+	var t Task
+	d.value(root, &t, "")
+	if len(d.errs) > 0 {
+		// Type errors first: the rules below would only repeat them.
+		return nil, d.errs.err(name)
+	}
+	t.check(&d.errs, d.nodes)
+	if len(o.models) > 0 && t.Model != "" && !slices.Contains(o.models, t.Model) {
+		d.errs.add(d.nodes, "model", "unknown model %q (the LLM proxy has %s)", t.Model, strings.Join(o.models, ", "))
+	}
+	if err := d.errs.err(name); err != nil {
+		return nil, err
+	}
+	t.applyDefaults()
+	return &t, nil
+}
+
+// parse reads the one YAML (or JSON) document in data.
+func parse(data []byte) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("the file is empty")
+		}
+		return nil, fmt.Errorf("not YAML or JSON: %v", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		return nil, errors.New("the file holds more than one YAML document")
+	}
+	if len(doc.Content) == 0 {
+		return nil, errors.New("the file is empty")
+	}
+	return doc.Content[0], nil
+}
+
+// fieldErrors collects the problems of one file.
+type fieldErrors []FieldError
+
+// add records a problem with field, placed at the field's node when nodes
+// has it, else at the nearest enclosing node it has.
+func (e *fieldErrors) add(nodes map[string]*yaml.Node, field, msg string, args ...any) {
+	fe := FieldError{Field: field, Message: fmt.Sprintf(msg, args...)}
+	for p := field; nodes != nil; p = parent(p) {
+		if n, ok := nodes[p]; ok {
+			fe.Line, fe.Column = n.Line, n.Column
+			break
+		}
+		if p == "" {
+			break
+		}
+	}
+	*e = append(*e, fe)
+}
+
+func (e fieldErrors) err(file string) error {
+	if len(e) == 0 {
+		return nil
+	}
+	return &Error{File: file, Fields: e}
+}
+
+// parent returns the path of the field that holds path: "inputs[0]" for
+// "inputs[0].source", "inputs" for "inputs[0]", "" for "goal".
+func parent(path string) string {
+	i := strings.LastIndexAny(path, ".[")
+	if i < 0 {
+		return ""
+	}
+	return path[:i]
+}
