@@ -153,6 +153,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.ExecResponse{
 		ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
 		TimedOut: res.TimedOut, Truncated: res.Truncated, DurationMS: ms(res.Duration),
+		OOMKilled: res.OOMKilled, Reason: res.Reason,
 	})
 }
 
@@ -183,7 +184,8 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 		sse.send("error", api.Error{Message: err.Error(), Code: code})
 		return
 	}
-	sse.send("exit", api.ExecEvent{Type: "exit", ExitCode: res.ExitCode, TimedOut: res.TimedOut, Duration: ms(res.Duration)})
+	sse.send("exit", api.ExecEvent{Type: "exit", ExitCode: res.ExitCode, TimedOut: res.TimedOut, Duration: ms(res.Duration),
+		OOMKilled: res.OOMKilled, Reason: res.Reason})
 }
 
 // upload accepts multipart/form-data with a "path" field and a "file" part

@@ -62,7 +62,7 @@ func TestExec(t *testing.T) {
 		{name: "absolute cwd", req: ExecRequest{Command: []string{"pwd"}, Cwd: "/workspace/sub/"},
 			want: execOutcome{Stdout: filepath.Join(work, "sub") + "\n"}},
 		{name: "not found", req: ExecRequest{Command: []string{"no-such-command-a2e"}},
-			want: execOutcome{ExitCode: 127}},
+			want: execOutcome{ExitCode: 127, Stderr: "agent2env: no-such-command-a2e: executable file not found in $PATH\n"}},
 		{name: "timeout", req: ExecRequest{Command: []string{"sh", "-c", "echo started; sleep 10"}, Timeout: 200 * time.Millisecond},
 			want: execOutcome{ExitCode: 128 + 9, Stdout: "started\n", TimedOut: true}},
 	}
