@@ -146,6 +146,8 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		return nil, err
 	}
 	s.Manager.SetWarmPool(s.Pools)
+	// Buffered output of commands and of code counts against one budget.
+	cfg.Contexts.Outputs = s.Manager.OutputBudget()
 	s.Contexts = contexts.New(cfg.Contexts, s.Manager, s.Store, s.Pools, cfg.Log)
 	opts := []httpapi.Option{
 		httpapi.WithRoutes(s.Gateway),

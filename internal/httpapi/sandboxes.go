@@ -150,11 +150,13 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.ExecResponse{
+	defer res.Release()
+	resp := api.ExecResponse{
 		ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
 		TimedOut: res.TimedOut, Truncated: res.Truncated, DurationMS: ms(res.Duration),
 		OOMKilled: res.OOMKilled, Reason: res.Reason,
-	})
+	}
+	writeJSONText(w, http.StatusOK, &resp, &resp.Stdout, &resp.Stderr)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
