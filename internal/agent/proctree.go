@@ -173,8 +173,14 @@ func (sc procScope) members(procs map[int]proc) map[int]proc {
 const maxStopRounds = 50
 
 // kill stops every process of the scope, until a round finds no new one,
-// then kills them all.
+// then kills them all. A scope whose root goes too stops and kills its
+// group at once as well: that takes a fork bomb in one group in one step,
+// and is all there is to do without /proc.
 func (sc procScope) kill() {
+	whole := !sc.spareRoot && sc.group > 0
+	if whole {
+		_ = syscall.Kill(-sc.group, syscall.SIGSTOP)
+	}
 	stopped := make(map[int]uint64)
 	for range maxStopRounds {
 		fresh := 0
@@ -193,6 +199,9 @@ func (sc procScope) kill() {
 	}
 	for pid := range stopped {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if whole {
+		_ = syscall.Kill(-sc.group, syscall.SIGKILL)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -219,5 +220,38 @@ func TestExecEndKillsOrphans(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if len(tagged(t, detached)) != 1 || len(tagged(t, other)) != 1 {
 		t.Error("a timeout killed what another command detached")
+	}
+}
+
+// threads returns the number of OS threads of the process.
+func threads(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	t.Fatal("no Threads line in /proc/self/status")
+	return 0
+}
+
+// The reserved threads are started at once and kept, for a sandbox out of
+// processes cannot start one more.
+func TestReserveThreads(t *testing.T) {
+	const n = 16
+	reserveThreads(n)
+	time.Sleep(100 * time.Millisecond)
+	if got := threads(t); got <= n {
+		t.Errorf("%d threads after reserving %d", got, n)
+	}
+	for limit, want := range map[int64]int{64: 8, 512: 16, math.MaxInt64: 16} {
+		if got := spareThreads(limit); got != want {
+			t.Errorf("spare threads for %d processes: %d, want %d", limit, got, want)
+		}
 	}
 }

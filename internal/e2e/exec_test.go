@@ -102,18 +102,20 @@ func TestExecEndKillsWhatItStarted(t *testing.T) {
 		return n
 	}
 	idle := processes()
-	var res api.ExecResponse
 	for _, cmd := range []string{
 		`setsid sh -c "sleep 1000" & sleep 1000`,
 		// Fork bombs, which the sandbox's process limit contains: the
 		// classic one, in one process group, and one whose every process
-		// starts a session of its own.
+		// starts a session of its own (and exits when it cannot fork,
+		// leaving orphans). The command itself waits for the timeout.
 		`bash -c 'b() { b | b & }; b; exec sleep 1000'`,
-		`printf '#!/bin/bash\nwhile :; do setsid "$0" & done\n' > /tmp/bomb && chmod +x /tmp/bomb && exec /tmp/bomb`,
+		`printf '#!/bin/bash\nwhile :; do setsid "$0" & done\n' > /tmp/bomb && chmod +x /tmp/bomb && /tmp/bomb & exec sleep 1000`,
 	} {
-		code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/exec", api.ExecRequest{Command: []string{"sh", "-c", cmd}, Timeout: 2}, &res)
-		if code != http.StatusOK || !res.TimedOut {
-			t.Fatalf("%s: %d %+v", cmd, code, res)
+		var res api.ExecResponse
+		var raw json.RawMessage
+		code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/exec", api.ExecRequest{Command: []string{"sh", "-c", cmd}, Timeout: 2}, &raw)
+		if err := json.Unmarshal(raw, &res); code != http.StatusOK || err != nil || !res.TimedOut {
+			t.Fatalf("%s: %d %.300s", cmd, code, raw)
 		}
 		// The processes the kill ends are gone a moment later.
 		deadline := time.Now().Add(5 * time.Second)
