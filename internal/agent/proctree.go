@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // An execution that times out or is cancelled must end everything it
@@ -28,6 +29,7 @@ import (
 type proc struct {
 	pid, ppid, pgid, sid int
 	start                uint64 // clock ticks after boot
+	state                byte   // R, S, D, T (stopped)...
 }
 
 // readProcs returns the live processes of the pid namespace by pid.
@@ -68,7 +70,7 @@ func readProc(pid int) (proc, bool) {
 	}
 	num := func(i int) int { n, _ := strconv.Atoi(string(f[i])); return n }
 	start, _ := strconv.ParseUint(string(f[19]), 10, 64)
-	return proc{pid: pid, ppid: num(1), pgid: num(2), sid: num(3), start: start}, true
+	return proc{pid: pid, ppid: num(1), pgid: num(2), sid: num(3), start: start, state: f[0][0]}, true
 }
 
 // procScope says which processes belong to one execution.
@@ -168,24 +170,51 @@ func (sc procScope) members(procs map[int]proc) map[int]proc {
 	}
 }
 
-// maxStopRounds bounds the rounds of stopping before the kill: each round
-// stops what the previous ones missed, and a stopped process forks no more.
-const maxStopRounds = 50
+// stopWait bounds the stopping before the kill: each round stops what the
+// previous ones missed, until every process found has stopped (one stops
+// only once out of the kernel — a fork in progress, whose child the next
+// round finds) and none is new.
+const stopWait = 2 * time.Second
 
-// kill stops every process of the scope, until a round finds no new one,
-// then kills them all. A scope whose root goes too stops and kills its
-// group at once as well: that takes a fork bomb in one group in one step,
-// and is all there is to do without /proc.
+// killPasses bounds how often kill starts over while the scope still has
+// processes (those that outran a stopWait).
+const killPasses = 3
+
+// kill stops every process of the scope, then kills them all. A scope
+// whose root goes too stops and kills its group at once as well: that
+// takes a fork bomb in one group in one step, and is all there is to do
+// without /proc.
 func (sc procScope) kill() {
 	whole := !sc.spareRoot && sc.group > 0
-	if whole {
-		_ = syscall.Kill(-sc.group, syscall.SIGSTOP)
+	for range killPasses {
+		if whole {
+			_ = syscall.Kill(-sc.group, syscall.SIGSTOP)
+		}
+		stopped := sc.stop()
+		for pid := range stopped {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if whole {
+			_ = syscall.Kill(-sc.group, syscall.SIGKILL)
+		}
+		if len(stopped) == 0 || len(sc.members(readProcs())) == 0 {
+			return
+		}
 	}
+}
+
+// stop sends SIGSTOP to the scope's processes, round after round, and
+// returns those it stopped (pid → start).
+func (sc procScope) stop() map[int]uint64 {
 	stopped := make(map[int]uint64)
-	for range maxStopRounds {
-		fresh := 0
+	deadline := time.Now().Add(stopWait)
+	for time.Now().Before(deadline) {
+		fresh, stopping := 0, 0
 		for pid, p := range sc.members(readProcs()) {
 			if start, ok := stopped[pid]; ok && start == p.start {
+				if p.state != 'T' && p.state != 't' {
+					stopping++
+				}
 				continue
 			}
 			if syscall.Kill(pid, syscall.SIGSTOP) == nil {
@@ -193,16 +222,14 @@ func (sc procScope) kill() {
 				fresh++
 			}
 		}
-		if fresh == 0 {
-			break
+		switch {
+		case fresh+stopping == 0:
+			return stopped
+		case fresh == 0:
+			time.Sleep(time.Millisecond)
 		}
 	}
-	for pid := range stopped {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	if whole {
-		_ = syscall.Kill(-sc.group, syscall.SIGKILL)
-	}
+	return stopped
 }
 
 // children returns the children of pid (pid → start), from the children
