@@ -116,8 +116,8 @@ type ExecuteResponse struct {
 	// StateLost says the interpreter was restarted (it could not be
 	// interrupted, or it died): variables and imports are gone.
 	StateLost bool `json:"state_lost,omitempty"`
-	// Truncated says output beyond the daemon's cap was dropped; a marker
-	// line in the stream says how much.
+	// Truncated says output was dropped, beyond the daemon's cap or its
+	// budget for buffered output; a marker line says how much and why.
 	Truncated bool `json:"truncated,omitempty"`
 }
 

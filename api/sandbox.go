@@ -80,10 +80,28 @@ type ExecResponse struct {
 	Stdout   string `json:"stdout"`
 	Stderr   string `json:"stderr"`
 	// agent2env additions.
-	TimedOut   bool    `json:"timed_out,omitempty"`
+	TimedOut bool `json:"timed_out,omitempty"`
+	// Truncated says output was dropped: past the daemon's limit per
+	// stream, or because the memory it gives to buffered output, shared
+	// by all executions, was in use.
 	Truncated  bool    `json:"truncated,omitempty"`
 	DurationMS float64 `json:"duration_ms"`
+	// OOMKilled says the out-of-memory killer ended the command (the
+	// sandbox reached its memory limit); Reason is then ExecOutOfMemory.
+	OOMKilled bool `json:"oom_killed,omitempty"`
+	// Reason names a cause of the outcome beyond the command's own doing
+	// (ExecOutOfMemory, ExecPidsExhausted); stderr says so too.
+	Reason string `json:"reason,omitempty"`
 }
+
+// Reasons of an ExecResponse or exit ExecEvent.
+const (
+	// ExecOutOfMemory: the out-of-memory killer ended the command.
+	ExecOutOfMemory = "OutOfMemory"
+	// ExecPidsExhausted: the command could not start because the
+	// sandbox has reached its process limit (exit code 126).
+	ExecPidsExhausted = "PidsExhausted"
+)
 
 // ExecEvent is the data of one Server-Sent Event of the streaming exec
 // response (POST /sandboxes/{id}/exec/stream): "stdout" and "stderr"
@@ -95,6 +113,9 @@ type ExecEvent struct {
 	ExitCode int     `json:"exit_code,omitempty"`
 	TimedOut bool    `json:"timed_out,omitempty"`
 	Duration float64 `json:"duration_ms,omitempty"`
+	// OOMKilled and Reason are as in ExecResponse (exit event).
+	OOMKilled bool   `json:"oom_killed,omitempty"`
+	Reason    string `json:"reason,omitempty"`
 }
 
 // LogsResponse is the body of GET /sandboxes/{id}/logs.

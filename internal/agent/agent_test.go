@@ -76,7 +76,8 @@ func TestExec(t *testing.T) {
 		{name: "cwd", req: ExecRequest{Command: []string{"pwd"}, Cwd: "/"}, wantOut: "/\n"},
 		{name: "stdin", req: ExecRequest{Command: []string{"cat"}, Stdin: true}, stdin: "piped\x00bytes", wantOut: "piped\x00bytes"},
 		{name: "no stdin is empty", req: ExecRequest{Command: []string{"cat"}}, wantOut: ""},
-		{name: "not found", req: ExecRequest{Command: []string{"no-such-command-a2e"}}, wantCode: 127},
+		{name: "not found", req: ExecRequest{Command: []string{"no-such-command-a2e"}}, wantCode: 127,
+			wantErrOut: "agent2env: no-such-command-a2e: executable file not found in $PATH\n"},
 		{name: "signal", req: ExecRequest{Shell: "kill -TERM $$"}, wantCode: 128 + 15, wantSignal: "SIGTERM"},
 		{name: "timeout", req: ExecRequest{Shell: "echo started; sleep 30", Timeout: 200 * time.Millisecond}, wantCode: 128 + 9, wantOut: "started\n", wantSignal: "SIGKILL", timedOut: true},
 	}
@@ -139,6 +140,35 @@ func TestExecBackgroundDoesNotHang(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("exec waited %v for a background job holding stdout", d)
+	}
+}
+
+// A working directory that cannot be one is refused, naming it, before
+// anything starts.
+func TestExecBadCwd(t *testing.T) {
+	c, work := startAgent(t)
+	file := filepath.Join(work, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(work, "missing")
+	tests := []struct {
+		req  ExecRequest
+		want string
+	}{
+		{ExecRequest{Command: []string{"pwd"}, Cwd: missing}, "working directory " + missing + " does not exist"},
+		{ExecRequest{Command: []string{"pwd"}, Cwd: file}, "working directory " + file + " is not a directory"},
+		{ExecRequest{Command: []string{"pwd"}, Cwd: missing, Main: true}, "working directory " + missing + " does not exist"},
+	}
+	for _, tt := range tests {
+		res, err := c.Exec(context.Background(), tt.req, nil, nil, nil)
+		if !errors.Is(err, errdefs.ErrInvalidArgument) || err.Error() != tt.want {
+			t.Errorf("exec %+v = %+v, %v; want invalid argument %q", tt.req, res, err, tt.want)
+		}
+	}
+	_, err := c.CreateKernel(context.Background(), KernelSpec{ID: "k", Language: LangBash, Cwd: missing})
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || err.Error() != tests[0].want {
+		t.Errorf("kernel in a missing directory: %v, want invalid argument %q", err, tests[0].want)
 	}
 }
 

@@ -99,7 +99,7 @@ func decodeError(resp *http.Response) error {
 		class = errdefs.ErrPermissionDenied
 	case http.StatusUnauthorized:
 		class = errdefs.ErrUnauthenticated
-	case http.StatusInsufficientStorage:
+	case http.StatusInsufficientStorage, http.StatusTooManyRequests:
 		class = errdefs.ErrResourceExhausted
 	}
 	return &Error{Code: eb.Code, Message: eb.Error, class: class}

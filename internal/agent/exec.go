@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -42,6 +43,14 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", err)
 		return
 	}
+	cwd := req.Cwd
+	if cwd == "" {
+		cwd = s.cwd
+	}
+	if err := checkDir(cwd); err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_CWD", err)
+		return
+	}
 	// Stdin is read while output is written: both directions at once.
 	if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
 		writeError(w, http.StatusInternalServerError, "INTERNAL", err)
@@ -58,13 +67,53 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	if req.Stdin {
 		stdin = body
 	}
-	res := s.run(r.Context(), &req, stdin, fw)
+	res := s.run(r.Context(), &req, cwd, stdin, fw)
+	// A command that could not start, or that the kernel killed, says
+	// why where its user looks first.
+	if why := res.Error; why != "" || res.OOMKilled {
+		if res.OOMKilled {
+			why = "the command was killed by the out-of-memory killer: the sandbox reached its memory limit"
+		}
+		_ = fw.frame(frameStderr, []byte("agent2env: "+why+"\n"))
+	}
 	b, _ := json.Marshal(res)
 	_ = fw.frame(frameResult, b)
 }
 
+// cwdError is a working directory that cannot be used.
+type cwdError struct{ dir, why string }
+
+func (e *cwdError) Error() string { return "working directory " + e.dir + " " + e.why }
+
+// checkDir reports, in words naming it, why dir cannot be a working
+// directory.
+func checkDir(dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &cwdError{dir, "does not exist"}
+	case err != nil:
+		return &cwdError{dir, "cannot be used: " + err.Error()}
+	case !fi.IsDir():
+		return &cwdError{dir, "is not a directory"}
+	}
+	return nil
+}
+
+// startFailure is the result of a command that could not be started.
+func startFailure(name string, err error) ExecResult {
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		return ExecResult{ExitCode: 127, Error: fmt.Sprintf("start %s: %v", name, err)}
+	case errors.Is(err, syscall.EAGAIN):
+		return ExecResult{ExitCode: 126, Reason: ReasonPidsExhausted,
+			Error: fmt.Sprintf("cannot start %s: the sandbox has reached its process limit (%v)", name, err)}
+	}
+	return ExecResult{ExitCode: 126, Error: fmt.Sprintf("start %s: %v", name, err)}
+}
+
 // run starts the command, pumps its output into fw and waits for it.
-func (s *Server) run(ctx context.Context, req *ExecRequest, stdin io.Reader, fw *frameWriter) ExecResult {
+func (s *Server) run(ctx context.Context, req *ExecRequest, cwd string, stdin io.Reader, fw *frameWriter) ExecResult {
 	argv := req.Command
 	if req.Shell != "" {
 		argv = []string{"/bin/sh", "-c", req.Shell}
@@ -73,10 +122,6 @@ func (s *Server) run(ctx context.Context, req *ExecRequest, stdin io.Reader, fw 
 	path, err := lookPath(argv[0], env)
 	if err != nil {
 		return ExecResult{ExitCode: 127, Error: err.Error()}
-	}
-	cwd := req.Cwd
-	if cwd == "" {
-		cwd = s.cwd
 	}
 	if req.Main {
 		return s.startMain(path, argv, env, cwd)
@@ -112,6 +157,9 @@ func (s *Server) run(ctx context.Context, req *ExecRequest, stdin io.Reader, fw 
 		Sys:   s.procAttr(),
 	}
 	start := time.Now()
+	since, oomBefore := nowTicks(), oomKills()
+	r := s.activity.begin(since)
+	defer s.activity.end(r)
 	pid, waitc, err := s.reaper.start(func() (int, error) {
 		return syscall.ForkExec(path, argv, attr)
 	})
@@ -124,11 +172,7 @@ func (s *Server) run(ctx context.Context, req *ExecRequest, stdin io.Reader, fw 
 		if inW != nil {
 			inW.Close()
 		}
-		code := 126
-		if errors.Is(err, syscall.ENOENT) {
-			code = 127
-		}
-		return ExecResult{ExitCode: code, Error: fmt.Sprintf("start %s: %v", argv[0], err)}
+		return startFailure(argv[0], err)
 	}
 	s.track(1)
 	defer s.track(-1)
@@ -153,22 +197,24 @@ func (s *Server) run(ctx context.Context, req *ExecRequest, stdin io.Reader, fw 
 	}
 	var res ExecResult
 	var ws syscall.WaitStatus
+	killed := false
 	select {
 	case ws = <-waitc:
 	case <-timeout:
 		res.TimedOut = true
-		killGroup(pid)
-		ws = <-waitc
+		killed = true
 	case <-ctx.Done():
-		killGroup(pid)
+		killed = true
+	}
+	// After a timeout or cancellation nothing the command started may
+	// survive: not its background jobs, nor what left its group.
+	if killed || ctx.Err() != nil {
+		procScope{root: pid, group: pid, since: since, adopted: s.adoptedBy(r)}.kill()
+	}
+	if killed {
 		ws = <-waitc
 	}
 	res.Duration = time.Since(start)
-	// The group may outlive its leader (background jobs); after a timeout
-	// or cancellation nothing of it may survive.
-	if res.TimedOut || ctx.Err() != nil {
-		killGroup(pid)
-	}
 	drained := make(chan struct{})
 	go func() { pumps.Wait(); close(drained) }()
 	select {
@@ -184,6 +230,9 @@ func (s *Server) run(ctx context.Context, req *ExecRequest, stdin io.Reader, fw 
 	case ws.Signaled():
 		res.Signal = unixSignalName(ws.Signal())
 		res.ExitCode = 128 + int(ws.Signal())
+	}
+	if !killed && oomKilled(ws, oomBefore) {
+		res.OOMKilled, res.Reason = true, ReasonOutOfMemory
 	}
 	return res
 }
@@ -222,11 +271,7 @@ func (s *Server) startMain(path string, argv, env []string, cwd string) ExecResu
 		return syscall.ForkExec(path, argv, attr)
 	})
 	if err != nil {
-		code := 126
-		if errors.Is(err, syscall.ENOENT) {
-			code = 127
-		}
-		return ExecResult{ExitCode: code, Error: fmt.Sprintf("start %s: %v", argv[0], err)}
+		return startFailure(argv[0], err)
 	}
 	s.protect(pid)
 	st := &MainStatus{Pid: pid}
@@ -266,10 +311,6 @@ func (s *Server) protect(pid int) {
 		return
 	}
 	_ = os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte("500"), 0)
-}
-
-func killGroup(pid int) {
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
 }
 
 // frameWriter serializes frames from several goroutines onto one response.

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -29,6 +33,7 @@ type Options struct {
 func Run(ctx context.Context, opts Options) error {
 	// The agent idles in hundreds of sandboxes at once: keep its heap small.
 	debug.SetGCPercent(50)
+	reserveThreads(spareThreads(pidsLimit()))
 	log := opts.Log
 	if log == nil {
 		log = slog.Default()
@@ -69,6 +74,50 @@ func Run(ctx context.Context, opts Options) error {
 		_ = syscall.Kill(-1, syscall.SIGKILL)
 	}
 	return err
+}
+
+// spareThreads returns how many idle OS threads the agent starts before
+// any command runs, in a sandbox of at most limit processes: 16, or an
+// eighth of the limit when that is less. The Go runtime starts a thread
+// whenever a goroutine blocks in a system call with others ready to run; in
+// a sandbox whose processes are used up (a fork bomb: threads count as
+// processes) it cannot, and that is fatal ("failed to create new OS
+// thread"). Threads it started once, it keeps.
+func spareThreads(limit int64) int {
+	return int(min(16, limit/8))
+}
+
+// pidsLimit reads the sandbox's process limit from its cgroup (v2 or v1),
+// or returns a large number when there is none.
+func pidsLimit() int64 {
+	for _, f := range []string{"/sys/fs/cgroup/pids.max", "/sys/fs/cgroup/pids/pids.max"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			return n
+		}
+	}
+	return math.MaxInt64
+}
+
+// reserveThreads makes the runtime start n more OS threads now, which it
+// then keeps idle: each of n goroutines holds a thread of its own at once.
+func reserveThreads(n int) {
+	var held sync.WaitGroup
+	release := make(chan struct{})
+	for range n {
+		held.Add(1)
+		go func() {
+			runtime.LockOSThread()
+			held.Done()
+			<-release
+			runtime.UnlockOSThread()
+		}()
+	}
+	held.Wait()
+	close(release)
 }
 
 // listener returns the socket to serve on: an inherited fd (oci) or a TCP

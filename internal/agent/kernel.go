@@ -76,6 +76,9 @@ var (
 	ErrKernelNotFound = errors.New("kernel not found")
 	ErrKernelExists   = errors.New("kernel already exists")
 	ErrNoInterpreter  = errors.New("interpreter not installed")
+	// ErrPidsExhausted is a kernel that cannot start because the sandbox
+	// has reached its process limit.
+	ErrPidsExhausted = errors.New("the sandbox has reached its process limit")
 )
 
 // kernels is the agent's registry of kernels.
@@ -118,6 +121,8 @@ type kernelProc struct {
 	// oomAtStart is the sandbox's count of out-of-memory kills when the
 	// driver started: a SIGKILL with a higher count since is taken as OOM.
 	oomAtStart int64
+	// since is when the driver started, in process start-time ticks.
+	since uint64
 
 	mu  sync.Mutex
 	cur *execution // the execution the output belongs to; nil between executions
@@ -282,6 +287,9 @@ func (ks *kernels) start(ctx context.Context, spec *KernelSpec) (*kernelProc, er
 	if cwd == "" {
 		cwd = ks.srv.cwd
 	}
+	if err := checkDir(cwd); err != nil {
+		return nil, err
+	}
 	var pipes [8]*os.File // stdout r/w, stderr r/w, req r/w, ctl r/w
 	closeAll := func() {
 		for _, f := range pipes {
@@ -307,6 +315,7 @@ func (ks *kernels) start(ctx context.Context, spec *KernelSpec) (*kernelProc, er
 		Files: []uintptr{devnull.Fd(), pipes[1].Fd(), pipes[3].Fd(), pipes[4].Fd(), pipes[7].Fd()},
 		Sys:   ks.srv.procAttr(),
 	}
+	since, oomBefore := nowTicks(), oomKills()
 	pid, waitc, err := ks.srv.reaper.start(func() (int, error) {
 		return syscall.ForkExec(path, prog.argv(path), attr)
 	})
@@ -316,10 +325,14 @@ func (ks *kernels) start(ctx context.Context, spec *KernelSpec) (*kernelProc, er
 	}
 	if err != nil {
 		closeAll()
+		if errors.Is(err, syscall.EAGAIN) {
+			err = fmt.Errorf("%w (%w)", ErrPidsExhausted, err)
+		}
 		return nil, fmt.Errorf("start %s kernel: %w", spec.Language, err)
 	}
 	ks.srv.protect(pid)
-	p := &kernelProc{pid: pid, req: pipes[5], ctl: make(chan control, 16), exited: make(chan struct{}), oomAtStart: oomKills()}
+	p := &kernelProc{pid: pid, req: pipes[5], ctl: make(chan control, 16), exited: make(chan struct{}),
+		oomAtStart: oomBefore, since: since}
 	go func() {
 		p.status = <-waitc
 		close(p.exited)
@@ -379,7 +392,7 @@ func (p *kernelProc) kill() {
 	p.mu.Lock()
 	p.killed = true
 	p.mu.Unlock()
-	killGroup(p.pid)
+	procScope{root: p.pid, group: p.pid, since: p.since}.kill()
 	_ = p.req.Close()
 }
 
@@ -534,6 +547,13 @@ func (ks *kernels) execute(ctx context.Context, k *kernel, req KernelExecRequest
 // run, when p was dead before it could take the request.
 func (ks *kernels) run(ctx context.Context, k *kernel, p *kernelProc, req KernelExecRequest, fw *frameWriter) (res KernelResult, undelivered bool) {
 	start := time.Now()
+	// What this execution starts is told from what earlier ones left
+	// running (a server, deliberately) by start time and parentage.
+	since := nowTicks()
+	r := ks.srv.activity.begin(since)
+	defer ks.srv.activity.end(r)
+	scope := procScope{root: p.pid, spareRoot: true, group: p.pid, since: since, spared: children(p.pid),
+		adopted: ks.srv.adoptedBy(r)}
 	e := newExecution(fw, req.OutputLimit)
 	p.setCurrent(e)
 	defer p.setCurrent(nil)
@@ -592,6 +612,11 @@ func (ks *kernels) run(ctx context.Context, k *kernel, p *kernelProc, req Kernel
 	if done {
 		waitMarkers(e)
 	}
+	// Interrupted code leaves no process behind; a dead kernel's are
+	// killed with it by the restart.
+	if !died && (res.TimedOut || ctx.Err() != nil) {
+		scope.kill()
+	}
 	res.Duration = time.Since(start)
 	if died {
 		res.Error = kernelDeath(k.spec.Language, p)
@@ -614,9 +639,15 @@ func (ks *kernels) run(ctx context.Context, k *kernel, p *kernelProc, req Kernel
 	res.Dropped = e.dropped
 	e.mu.Unlock()
 	if res.Dropped > 0 {
-		_ = fw.frame(frameStdout, []byte(fmt.Sprintf("\n[output truncated: %d bytes past the %d-byte limit were dropped]\n", res.Dropped, req.OutputLimit)))
+		_ = fw.frame(frameStdout, []byte(TruncationMarker(res.Dropped, fmt.Sprintf("the %d-byte limit", req.OutputLimit))))
 	}
 	return res, false
+}
+
+// TruncationMarker is the line that ends output cut short: dropped bytes
+// past what (a limit, a budget) were dropped.
+func TruncationMarker(dropped int64, what string) string {
+	return fmt.Sprintf("\n[output truncated: %d bytes past %s were dropped]\n", dropped, what)
 }
 
 // undeliverable reports whether sending a request failed because the
@@ -687,8 +718,8 @@ func kernelDeath(lang string, p *kernelProc) *KernelError {
 	case killed:
 		return &KernelError{Name: "KernelDied", Kind: KindSystem,
 			Value: fmt.Sprintf("the %s kernel did not respond to an interrupt and was restarted", lang)}
-	case p.status.Signaled() && p.status.Signal() == syscall.SIGKILL && oomKills() > p.oomAtStart:
-		return &KernelError{Name: "OutOfMemory", Kind: KindSystem,
+	case oomKilled(p.status, p.oomAtStart):
+		return &KernelError{Name: ReasonOutOfMemory, Kind: KindSystem,
 			Value: fmt.Sprintf("the %s kernel ran out of memory and was killed; it was restarted", lang)}
 	default:
 		return &KernelError{Name: "KernelDied", Kind: KindSystem,
@@ -704,6 +735,16 @@ func describeExit(ws syscall.WaitStatus) string {
 		return "exited with status " + strconv.Itoa(ws.ExitStatus())
 	}
 	return "ended"
+}
+
+// oomKilled reports whether a process that ended with ws was killed by
+// the out-of-memory killer: by SIGKILL (or, for a shell, a child's: exit
+// status 137) while the sandbox's count of OOM kills rose past before. A
+// concurrent command's OOM kill could be taken for it; a SIGKILL of the
+// agent's own is ruled out by its callers.
+func oomKilled(ws syscall.WaitStatus, before int64) bool {
+	sigkill := ws.Signaled() && ws.Signal() == syscall.SIGKILL || ws.Exited() && ws.ExitStatus() == 128+int(syscall.SIGKILL)
+	return sigkill && before >= 0 && oomKills() > before
 }
 
 // oomKills reads the sandbox cgroup's count of out-of-memory kills (v2 or

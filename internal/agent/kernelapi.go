@@ -81,6 +81,10 @@ func writeKernelError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusConflict, "ALREADY_EXISTS", err)
 	case errors.Is(err, ErrNoInterpreter):
 		writeError(w, http.StatusBadRequest, "NO_INTERPRETER", err)
+	case errors.As(err, new(*cwdError)):
+		writeError(w, http.StatusBadRequest, "INVALID_CWD", err)
+	case errors.Is(err, ErrPidsExhausted):
+		writeError(w, http.StatusTooManyRequests, "PIDS_EXHAUSTED", err)
 	default:
 		writeError(w, http.StatusInternalServerError, "KERNEL_FAILED", err)
 	}

@@ -83,13 +83,30 @@ type ExecResult struct {
 	// TimedOut is set when the timeout killed the process group.
 	TimedOut bool `json:"timed_out,omitempty"`
 	// Error is set when the command could not be started at all
-	// (ExitCode is then 127 for not found, 126 otherwise).
+	// (ExitCode is then 127 for not found, 126 otherwise); the agent also
+	// writes it to stderr.
 	Error string `json:"error,omitempty"`
+	// Reason names a cause beyond the command's own doing:
+	// ReasonOutOfMemory, ReasonPidsExhausted.
+	Reason string `json:"reason,omitempty"`
+	// OOMKilled says the out-of-memory killer ended the command (the
+	// agent also says so on stderr).
+	OOMKilled bool `json:"oom_killed,omitempty"`
 	// Duration is the wall time from start to exit.
 	Duration time.Duration `json:"duration"`
 	// Pid is set for a main process, which is still running.
 	Pid int `json:"pid,omitempty"`
 }
+
+// Reasons of an ExecResult, and names of a kernel's system errors.
+const (
+	// ReasonOutOfMemory: the out-of-memory killer ended it (the sandbox
+	// reached its memory limit).
+	ReasonOutOfMemory = "OutOfMemory"
+	// ReasonPidsExhausted: it could not start because the sandbox has
+	// reached its process limit.
+	ReasonPidsExhausted = "PidsExhausted"
+)
 
 // Info is the agent's heartbeat.
 type Info struct {

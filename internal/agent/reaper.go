@@ -57,6 +57,15 @@ func (r *reaper) start(fork func() (int, error)) (int, <-chan syscall.WaitStatus
 	return pid, ch, nil
 }
 
+// started reports whether pid is a process the agent started and has not
+// reaped: a command, a kernel, the main process.
+func (r *reaper) started(pid int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.waiters[pid]
+	return ok
+}
+
 // reap waits for every exited child without blocking.
 func (r *reaper) reap() {
 	r.mu.Lock()

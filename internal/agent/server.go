@@ -31,6 +31,8 @@ type Server struct {
 	log     *slog.Logger
 
 	kernels *kernels
+	// activity is when commands and kernel executions ran.
+	activity activity
 
 	mu   sync.Mutex
 	main *MainStatus // the sandbox's main process, once started
@@ -110,6 +112,14 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 }
 
 func (s *Server) track(delta int64) { s.running.Add(delta) }
+
+// adoptedBy returns the test of procScope.adopted for the execution r: a
+// process the agent did not start itself, which started while r alone ran.
+func (s *Server) adoptedBy(r *run) func(p proc) bool {
+	return func(p proc) bool {
+		return !s.reaper.started(p.pid) && s.activity.sole(r, p.start)
+	}
+}
 
 func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {
 	info := Info{

@@ -27,6 +27,7 @@ import (
 	"github.com/agent2env/agent2env/internal/keyedlock"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/metrics"
+	"github.com/agent2env/agent2env/internal/outbuf"
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
 )
@@ -69,6 +70,10 @@ type Config struct {
 	OutputLimit int64
 	// ReadyTimeout bounds the wait for a new sandbox to run.
 	ReadyTimeout time.Duration
+	// Outputs bounds the output all buffered executions hold at once;
+	// the daemon shares the sandbox manager's (nil: a budget of its own of
+	// outbuf.DefaultBudget).
+	Outputs *outbuf.Budget
 }
 
 // DefaultSources are the built-in images per language.
@@ -98,6 +103,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ReadyTimeout == 0 {
 		c.ReadyTimeout = 15 * time.Minute
+	}
+	if c.Outputs == nil {
+		c.Outputs = outbuf.NewBudget(outbuf.DefaultBudget)
 	}
 }
 

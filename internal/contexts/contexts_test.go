@@ -25,6 +25,7 @@ import (
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/metrics/metricstest"
+	"github.com/agent2env/agent2env/internal/outbuf"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
@@ -106,7 +107,8 @@ func (e *env) exec(t *testing.T, id, code string, timeout float64) *api.ExecuteR
 	if err != nil {
 		t.Fatalf("execute %q: %v", code, err)
 	}
-	return resp
+	resp.Release()
+	return resp.ExecuteResponse
 }
 
 // sandboxes returns the ids of every sandbox record.
@@ -323,11 +325,15 @@ func TestCreateOwnSandbox(t *testing.T) {
 	checkErr(t, e.svc.Delete(bg, c.ContextID), errdefs.ErrNotFound, api.CodeContextNotFound)
 }
 
+// A working directory that does not exist is the caller's error, and
+// says which; the sandbox made for the context goes.
 func TestCreateKernelFailsReleasesSandbox(t *testing.T) {
 	e := newEnv(t, nil)
-	_, err := e.svc.Create(bg, api.CreateContextRequest{WorkingDir: "/nonexistent-a2e-test/dir"})
-	if err == nil {
-		t.Fatal("a kernel in a missing directory started")
+	const dir = "/nonexistent-a2e-test/dir"
+	_, err := e.svc.Create(bg, api.CreateContextRequest{WorkingDir: dir})
+	checkErr(t, err, errdefs.ErrInvalidArgument, "")
+	if err != nil && !strings.Contains(err.Error(), "working directory "+dir+" does not exist") {
+		t.Errorf("error %q does not name the directory", err)
 	}
 	if ids := e.sandboxes(t); len(ids) != 0 {
 		t.Errorf("sandboxes left: %v", ids)
@@ -825,9 +831,9 @@ func TestExecuteSandboxStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := &recSink{}
-	r, err = run(bg, rs)
-	if err != nil || r.Error == nil || r.Error.Name != api.ErrorNameSandboxGone {
-		t.Errorf("stream in a stopped sandbox: %+v %v", r, err)
+	sr, err := run(bg, rs)
+	if err != nil || sr.Error == nil || sr.Error.Name != api.ErrorNameSandboxGone {
+		t.Errorf("stream in a stopped sandbox: %+v %v", sr, err)
 	}
 	// The context (and its own sandbox) can still be deleted.
 	if err := e.svc.Delete(bg, c.ContextID); err != nil {
@@ -944,8 +950,8 @@ time.sleep(0.15)
 	if got := joinOutput(sink.events); !reflect.DeepEqual(got, want) {
 		t.Errorf("sink got %q, want %q", sink.events, want)
 	}
-	if sink.stdout.String() != got.Output.Stdout || sink.stderr.String() != got.Output.Stderr {
-		t.Errorf("streamed %q/%q, response %+v", sink.stdout.String(), sink.stderr.String(), got.Output)
+	if got.Output != (api.ExecutionOutput{}) {
+		t.Errorf("stream response keeps the output it streamed: %+v", got.Output)
 	}
 	if !reflect.DeepEqual(sink.res, got.Results) {
 		t.Errorf("streamed results %+v, response %+v", sink.res, got.Results)
@@ -954,11 +960,13 @@ time.sleep(0.15)
 		t.Errorf("stream execution count %d", got.ExecutionCount)
 	}
 
-	// Execute gives the same response (but for time and count).
+	// Execute gives the same response (but for time and count), with the
+	// output the stream sent.
 	exe := e.exec(t, c.ContextID, code, 0)
 	if exe.ExecutionCount != 2 {
 		t.Errorf("execute execution count %d", exe.ExecutionCount)
 	}
+	got.Output = api.ExecutionOutput{Stdout: sink.stdout.String(), Stderr: sink.stderr.String()}
 	got.ExecutionTime, exe.ExecutionTime = 0, 0
 	got.ExecutionCount, exe.ExecutionCount = 0, 0
 	if !reflect.DeepEqual(got, exe) {
@@ -1024,20 +1032,28 @@ func TestCollector(t *testing.T) {
 		{"streams apart", []chunk{{0, "\xc3"}, {1, "\xc3"}, {1, "\xa9"}, {0, "\xa9"}}, []string{"stderr:é", "stdout:é"}},
 		{"empty chunk", []chunk{{0, ""}, {0, "x"}}, []string{"stdout:x"}},
 	}
+	budget := outbuf.NewBudget(1 << 20)
+	buffered := func() *collector {
+		return &collector{out: [2]*outbuf.Buffer{budget.NewBuffer(1 << 10), budget.NewBuffer(1 << 10)}}
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			// The same chunks to a sink and to buffers.
 			sink := &recSink{}
-			col := &collector{sink: sink}
+			col, kept := &collector{sink: sink}, buffered()
 			for _, ch := range tt.chunks {
-				f := col.stdoutBytes
-				if ch.stream == 1 {
-					f = col.stderrBytes
-				}
-				if err := f([]byte(ch.b)); err != nil {
-					t.Fatal(err)
+				for _, c := range []*collector{col, kept} {
+					f := c.stdoutBytes
+					if ch.stream == 1 {
+						f = c.stderrBytes
+					}
+					if err := f([]byte(ch.b)); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			col.flush()
+			kept.flush()
 			if !reflect.DeepEqual(sink.events, tt.want) {
 				t.Errorf("sink got %q, want %q", sink.events, tt.want)
 			}
@@ -1046,8 +1062,8 @@ func TestCollector(t *testing.T) {
 					t.Errorf("sink got invalid UTF-8 %q", ev)
 				}
 			}
-			if col.stdout.String() != sink.stdout.String() || col.stderr.String() != sink.stderr.String() {
-				t.Errorf("kept %q/%q, streamed %q/%q", col.stdout.String(), col.stderr.String(), sink.stdout.String(), sink.stderr.String())
+			if kept.out[0].String() != sink.stdout.String() || kept.out[1].String() != sink.stderr.String() {
+				t.Errorf("kept %q/%q, streamed %q/%q", kept.out[0].String(), kept.out[1].String(), sink.stdout.String(), sink.stderr.String())
 			}
 		})
 	}
@@ -1055,13 +1071,15 @@ func TestCollector(t *testing.T) {
 	// Byte by byte, every call is whole characters.
 	text := "héllo 世界 🎉 ok"
 	sink := &recSink{}
-	col := &collector{sink: sink}
+	col, kept := &collector{sink: sink}, buffered()
 	for i := range len(text) {
 		_ = col.stdoutBytes([]byte{text[i]})
+		_ = kept.stdoutBytes([]byte{text[i]})
 	}
 	col.flush()
-	if sink.stdout.String() != text || col.stdout.String() != text {
-		t.Errorf("byte by byte: %q", sink.stdout.String())
+	kept.flush()
+	if sink.stdout.String() != text || kept.out[0].String() != text {
+		t.Errorf("byte by byte: %q, kept %q", sink.stdout.String(), kept.out[0].String())
 	}
 	for _, ev := range sink.events {
 		if !utf8.ValidString(ev) || strings.ContainsRune(ev, utf8.RuneError) {
@@ -1071,19 +1089,19 @@ func TestCollector(t *testing.T) {
 
 	// Without a sink it only collects; the sink's first error is kept and
 	// nothing more is sent.
-	col = &collector{}
+	col = buffered()
 	_ = col.stdoutBytes([]byte("a"))
 	_ = col.display(map[string]any{"text/plain": "1"})
-	if col.stdout.String() != "a" || len(col.results) != 1 {
-		t.Errorf("without a sink: %q %+v", col.stdout.String(), col.results)
+	if col.out[0].String() != "a" || len(col.results) != 1 {
+		t.Errorf("without a sink: %q %+v", col.out[0].String(), col.results)
 	}
 	gone := errors.New("gone")
 	sink = &recSink{fail: gone}
 	col = &collector{sink: sink}
 	_ = col.stdoutBytes([]byte("a"))
 	_ = col.stderrBytes([]byte("b"))
-	if !errors.Is(col.err, gone) || len(sink.events) != 1 || col.stderr.String() != "b" {
-		t.Errorf("after a sink error: err %v, sink %q, stderr %q", col.err, sink.events, col.stderr.String())
+	if !errors.Is(col.err, gone) || len(sink.events) != 1 {
+		t.Errorf("after a sink error: err %v, sink %q", col.err, sink.events)
 	}
 }
 
@@ -1226,5 +1244,64 @@ func TestLanguages(t *testing.T) {
 				t.Errorf("%s %q: %+v (error %+v)", c.Language, tt.code, r, r.Error)
 			}
 		})
+	}
+}
+
+// Buffered executions hold their output within the output budget: those
+// it cuts short say truncated, with a marker that says why, and all of it
+// comes back once their answers are released.
+func TestExecuteOutputBudget(t *testing.T) {
+	e := newEnv(t, nil)
+	const budget, each = 1 << 20, 400_000
+	svc := New(Config{ReadyTimeout: 10 * time.Second, Outputs: outbuf.NewBudget(budget)}, e.m, e.st, nil, slog.New(slog.DiscardHandler))
+	sb := e.sandbox(t)
+	const n = 4 // 1.6 MB wanted of 1 MiB
+	code := fmt.Sprintf("import sys\nsys.stdout.write('x' * %d)", each)
+	answers := make([]*Execution, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		c := e.create(t, api.CreateContextRequest{SandboxID: sb.ID})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if answers[i], err = svc.Execute(bg, c.ContextID, api.ExecuteRequest{Code: code}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if peak := svc.cfg.Outputs.Peak(); peak > budget {
+		t.Errorf("buffered output peaked at %d bytes, above the budget of %d", peak, budget)
+	}
+	cut := 0
+	for _, a := range answers {
+		out := a.Output.Stdout
+		if !a.Success {
+			t.Errorf("execution failed: %+v", a.Error)
+		}
+		if !a.Truncated {
+			if out != strings.Repeat("x", each) {
+				t.Errorf("whole output has %d bytes, want %d", len(out), each)
+			}
+			continue
+		}
+		cut++
+		text, marker, _ := strings.Cut(out, "\n[output truncated: ")
+		if strings.Trim(text, "x") != "" || !strings.Contains(marker, "the daemon's output memory") {
+			t.Errorf("truncated output ends %q", out[max(len(out)-200, 0):])
+		}
+	}
+	if cut == 0 {
+		t.Error("no execution was cut short")
+	}
+	for _, a := range answers {
+		a.Release()
+	}
+	if in := svc.cfg.Outputs.InUse(); in != 0 {
+		t.Errorf("budget in use after release: %d", in)
 	}
 }

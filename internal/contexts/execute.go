@@ -1,6 +1,7 @@
 package contexts
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/metrics"
+	"github.com/agent2env/agent2env/internal/outbuf"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
@@ -32,28 +34,61 @@ type Sink interface {
 	Result(r api.ExecutionResult) error
 }
 
-// Execute runs code in a context, collecting its output.
-func (s *Service) Execute(ctx context.Context, id string, req api.ExecuteRequest) (*api.ExecuteResponse, error) {
+// Execution is the answer of a buffered execution. Its output counts
+// against the daemon's output budget until Release.
+type Execution struct {
+	*api.ExecuteResponse
+	out [2]*outbuf.Buffer
+}
+
+// Release gives the memory of the execution's output back to the output
+// budget. Call it once the output is written out (it stays valid,
+// uncounted). Release may be called more than once.
+func (e *Execution) Release() {
+	for _, b := range e.out {
+		b.Release()
+	}
+}
+
+// Execute runs code in a context, collecting its output within the output
+// budget. The caller must Release the answer.
+func (s *Service) Execute(ctx context.Context, id string, req api.ExecuteRequest) (*Execution, error) {
 	c, err := s.store.GetContext(ctx, id)
 	if err != nil {
 		return nil, contextErr(err)
 	}
-	return s.execute(ctx, c, req, nil)
+	return s.executeBuffered(ctx, c, req)
 }
 
-// ExecuteIn runs code in a context of the given sandbox.
-func (s *Service) ExecuteIn(ctx context.Context, sandboxID, id string, req api.ExecuteRequest) (*api.ExecuteResponse, error) {
+// ExecuteIn runs code in a context of the given sandbox, as Execute.
+func (s *Service) ExecuteIn(ctx context.Context, sandboxID, id string, req api.ExecuteRequest) (*Execution, error) {
 	c, err := s.inSandbox(ctx, sandboxID, id)
 	if err != nil {
 		return nil, err
 	}
-	return s.execute(ctx, c, req, nil)
+	return s.executeBuffered(ctx, c, req)
+}
+
+func (s *Service) executeBuffered(ctx context.Context, c *store.Context, req api.ExecuteRequest) (*Execution, error) {
+	// Each stream may take the whole limit the agent enforces on both,
+	// and its marker.
+	limit := s.cfg.OutputLimit + outbuf.NoteRoom
+	col := &collector{out: [2]*outbuf.Buffer{s.cfg.Outputs.NewBuffer(limit), s.cfg.Outputs.NewBuffer(limit)}}
+	exe := &Execution{out: col.out}
+	resp, err := s.execute(ctx, c, req, col)
+	if err != nil {
+		exe.Release()
+		return nil, err
+	}
+	exe.ExecuteResponse = resp
+	return exe, nil
 }
 
 // Stream checks that context id exists (in sandboxID, when set) and the
 // request is valid, and returns the function that runs it, delivering
-// output to sink as it comes. The split lets a caller answer bad requests
-// before it commits to a streaming response.
+// output to sink as it comes (the response's Output stays empty). The
+// split lets a caller answer bad requests before it commits to a streaming
+// response.
 func (s *Service) Stream(ctx context.Context, sandboxID, id string, req api.ExecuteRequest) (func(ctx context.Context, sink Sink) (*api.ExecuteResponse, error), error) {
 	var c *store.Context
 	var err error
@@ -69,7 +104,7 @@ func (s *Service) Stream(ctx context.Context, sandboxID, id string, req api.Exec
 		return nil, err
 	}
 	return func(ctx context.Context, sink Sink) (*api.ExecuteResponse, error) {
-		return s.execute(ctx, c, req, sink)
+		return s.execute(ctx, c, req, &collector{sink: sink})
 	}, nil
 }
 
@@ -94,12 +129,13 @@ func execRequest(req api.ExecuteRequest, limit int64) (agent.KernelExecRequest, 
 	return agent.KernelExecRequest{Code: req.Code, Timeout: timeout, OutputLimit: limit}, nil
 }
 
-func (s *Service) execute(ctx context.Context, c *store.Context, req api.ExecuteRequest, sink Sink) (*api.ExecuteResponse, error) {
+// execute runs req in c, delivering its output to col.
+func (s *Service) execute(ctx context.Context, c *store.Context, req api.ExecuteRequest, col *collector) (*api.ExecuteResponse, error) {
 	kreq, err := execRequest(req, s.cfg.OutputLimit)
 	if err != nil {
 		return nil, err
 	}
-	col := &collector{sink: sink}
+	sink := col.sink
 	resp := &api.ExecuteResponse{ContextID: c.ID, Results: []api.ExecutionResult{}}
 	start := time.Now()
 	res, err := s.run(ctx, c, kreq, col)
@@ -112,11 +148,13 @@ func (s *Service) execute(ctx context.Context, c *store.Context, req api.Execute
 		return nil, err
 	}
 	col.flush()
-	resp.Output = api.ExecutionOutput{Stdout: col.stdout.String(), Stderr: col.stderr.String()}
+	resp.Truncated = res.Dropped > 0 || col.truncate(s.cfg.Outputs.Limit())
+	if sink == nil {
+		resp.Output = api.ExecutionOutput{Stdout: col.out[0].String(), Stderr: col.out[1].String()}
+	}
 	resp.Results = append(resp.Results, col.results...)
 	resp.ExecutionTime = res.Duration.Seconds()
 	resp.StateLost = res.StateLost
-	resp.Truncated = res.Dropped > 0
 	if res.Error != nil {
 		resp.Error = &api.ExecutionError{Name: res.Error.Name, Value: res.Error.Value, Traceback: res.Error.Traceback, Kind: res.Error.Kind}
 	}
@@ -206,21 +244,24 @@ func toResult(bundle map[string]any) api.ExecutionResult {
 	}
 }
 
-// collector keeps an execution's output, passing it on to a sink as
-// whole UTF-8 characters (a chunk may end inside one).
+// collector passes an execution's output on to a sink, or keeps it in
+// buffers, as whole UTF-8 characters (a chunk may end inside one).
 type collector struct {
-	sink           Sink
-	stdout, stderr strings.Builder
-	partial        [2][]byte
-	results        []api.ExecutionResult
-	err            error // the sink's first error: the client is gone
+	sink    Sink
+	out     [2]*outbuf.Buffer // stdout, stderr when there is no sink
+	partial [2][]byte
+	results []api.ExecutionResult
+	err     error // the sink's first error: the client is gone
 }
 
 func (c *collector) stdoutBytes(p []byte) error { return c.text(0, p) }
 func (c *collector) stderrBytes(p []byte) error { return c.text(1, p) }
 
 func (c *collector) text(stream int, p []byte) error {
-	buf := append(c.partial[stream], p...)
+	buf := p
+	if len(c.partial[stream]) > 0 {
+		buf = append(c.partial[stream], p...)
+	}
 	cut := len(buf)
 	// Hold back an incomplete character at the end (at most 3 bytes).
 	for i := len(buf) - 1; i >= 0 && i >= len(buf)-3; i-- {
@@ -232,26 +273,27 @@ func (c *collector) text(stream int, p []byte) error {
 		}
 	}
 	c.partial[stream] = append(c.partial[stream][:0:0], buf[cut:]...)
-	c.emit(stream, strings.ToValidUTF8(string(buf[:cut]), "\uFFFD"))
+	c.emit(stream, buf[:cut])
 	return nil
 }
 
-func (c *collector) emit(stream int, text string) {
-	if text == "" {
+var replacement = []byte("\uFFFD")
+
+func (c *collector) emit(stream int, b []byte) {
+	if len(b) == 0 {
 		return
 	}
-	b := &c.stdout
-	if stream == 1 {
-		b = &c.stderr
+	if !utf8.Valid(b) {
+		b = bytes.ToValidUTF8(b, replacement)
 	}
-	b.WriteString(text)
-	if c.sink == nil || c.err != nil {
-		return
-	}
-	if stream == 0 {
-		c.err = c.sink.Stdout(text)
-	} else {
-		c.err = c.sink.Stderr(text)
+	switch {
+	case c.sink == nil:
+		_, _ = c.out[stream].Write(b)
+	case c.err != nil:
+	case stream == 0:
+		c.err = c.sink.Stdout(string(b))
+	default:
+		c.err = c.sink.Stderr(string(b))
 	}
 }
 
@@ -259,8 +301,21 @@ func (c *collector) emit(stream int, text string) {
 func (c *collector) flush() {
 	for i, p := range c.partial {
 		c.partial[i] = nil
-		c.emit(i, strings.ToValidUTF8(string(p), "\uFFFD"))
+		c.emit(i, p)
 	}
+}
+
+// truncate ends each buffer the output budget cut short with a marker, and
+// reports whether there was one.
+func (c *collector) truncate(budget int64) bool {
+	cut := false
+	for _, b := range c.out {
+		if b != nil && b.Starved() {
+			b.Note(agent.TruncationMarker(b.Dropped(), fmt.Sprintf("the daemon's output memory (%d bytes for all executions at once)", budget)))
+			cut = true
+		}
+	}
+	return cut
 }
 
 func (c *collector) display(bundle map[string]any) error {

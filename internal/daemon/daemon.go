@@ -174,6 +174,8 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		return nil, err
 	}
 	s.Manager.SetWarmPool(s.Pools)
+	// Buffered output of commands and of code counts against one budget.
+	cfg.Contexts.Outputs = s.Manager.OutputBudget()
 	s.Contexts = contexts.New(cfg.Contexts, s.Manager, s.Store, s.Pools, cfg.Log, contexts.WithMetrics(s.Metrics))
 	if err := s.Metrics.Register(s.Pools, s.Contexts); err != nil {
 		return nil, err

@@ -115,18 +115,19 @@ func (c *ContextRoutes) execute(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	var resp *api.ExecuteResponse
+	var exe *contexts.Execution
 	var err error
 	if sb, id := ids(r); sb != "" {
-		resp, err = c.svc.ExecuteIn(r.Context(), sb, id, req)
+		exe, err = c.svc.ExecuteIn(r.Context(), sb, id, req)
 	} else {
-		resp, err = c.svc.Execute(r.Context(), id, req)
+		exe, err = c.svc.Execute(r.Context(), id, req)
 	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, resp)
+	defer exe.Release()
+	writeJSONText(w, http.StatusOK, exe.ExecuteResponse, &exe.Output.Stdout, &exe.Output.Stderr)
 }
 
 // executeStream runs code and streams its output as Server-Sent Events

@@ -40,6 +40,10 @@ import (
 type fakeImages struct {
 	mu   sync.Mutex
 	imgs map[string]*image.Image
+	// spool is CreateTemp's directory (the system's when empty);
+	// imported, the paths Import was given.
+	spool    string
+	imported []string
 }
 
 func newFakeImages(refs ...string) *fakeImages {
@@ -111,8 +115,15 @@ func (f *fakeImages) Build(ctx context.Context, name string, p image.ProgressFun
 	return f.add(name), nil
 }
 
+func (f *fakeImages) CreateTemp(pattern string) (*os.File, error) {
+	return os.CreateTemp(f.spool, pattern)
+}
+
 // Import takes an "archive" whose content is a list of refs, one a line.
 func (f *fakeImages) Import(ctx context.Context, path string, p image.ProgressFunc) ([]*image.Image, error) {
+	f.mu.Lock()
+	f.imported = append(f.imported, path)
+	f.mu.Unlock()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -177,6 +188,10 @@ func openEnv(dir string, opts envOptions) (e *env, closeEnv func(), err error) {
 	}
 	rt := fakeruntime.New()
 	imgs := newFakeImages("alpine")
+	imgs.spool = filepath.Join(dir, "spool")
+	if err := os.Mkdir(imgs.spool, 0o755); err != nil {
+		return nil, nil, err
+	}
 	log := slog.New(slog.DiscardHandler)
 	if opts.cfg.StartTimeout == 0 {
 		opts.cfg.StartTimeout = 10 * time.Second

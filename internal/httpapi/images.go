@@ -21,6 +21,10 @@ type Images interface {
 	Build(ctx context.Context, name string, p image.ProgressFunc) (*image.Image, error)
 	Import(ctx context.Context, path string, p image.ProgressFunc) ([]*image.Image, error)
 	Remove(ctx context.Context, ref string) error
+	// CreateTemp creates a file to spool an archive to Import in, where
+	// a crash leaves nothing for long: the store empties the directory
+	// when it opens.
+	CreateTemp(pattern string) (*os.File, error)
 }
 
 // maxImportBytes bounds an uploaded image archive.
@@ -96,7 +100,7 @@ func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
 
 // importImage takes a `docker save` or OCI layout tarball as the raw body.
 func (s *Server) importImage(w http.ResponseWriter, r *http.Request) {
-	f, err := os.CreateTemp("", "agent2env-import-*.tar")
+	f, err := s.images.CreateTemp("import-*.tar")
 	if err != nil {
 		writeError(w, fmt.Errorf("import image: %w", err))
 		return

@@ -2,8 +2,12 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -77,6 +81,19 @@ func TestImageRoutes(t *testing.T) {
 		t.Fatalf("failed import events %+v", events)
 	}
 	checkErrorBody(t, []byte(events[0].data), api.CodeInvalidRequest)
+	// The archives were spooled where the image store clears what a crash
+	// leaves, and are gone.
+	for _, p := range e.imgs.imported {
+		if filepath.Dir(p) != e.imgs.spool {
+			t.Errorf("archive spooled to %s, not the image store's %s", p, e.imgs.spool)
+		}
+		if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("spooled archive %s left behind: %v", p, err)
+		}
+	}
+	if len(e.imgs.imported) != 2 {
+		t.Errorf("imported %v, want two archives", e.imgs.imported)
+	}
 
 	// Remove, refs with slashes included.
 	for _, ref := range []string{"alpine", "ghcr.io/acme/tool:1"} {

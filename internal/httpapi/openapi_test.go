@@ -342,7 +342,7 @@ func TestOpenAPISchemas(t *testing.T) {
 	noGoType := map[string]bool{
 		"ErrorCode": true, "Message": true, "Env": true, "SandboxStatus": true, "ImportStrategy": true,
 		"ImportForm": true, "ImportURLEncodedForm": true, "UploadForm": true, "TemplateMetadata": true, "TemplateDocument": true, "TemplateDocumentList": true,
-		"PrepullStatus": true, "ExecuteStreamError": true,
+		"PrepullStatus": true, "ExecuteStreamError": true, "ExecReason": true, "ExecOOMKilled": true,
 	}
 	covered := map[string]bool{}
 	goTypes := map[string]bool{}

@@ -170,10 +170,13 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.ExecResponse{
+	defer res.Release()
+	resp := api.ExecResponse{
 		ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
 		TimedOut: res.TimedOut, Truncated: res.Truncated, DurationMS: ms(res.Duration),
-	})
+		OOMKilled: res.OOMKilled, Reason: res.Reason,
+	}
+	writeJSONText(w, http.StatusOK, &resp, &resp.Stdout, &resp.Stderr)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -202,7 +205,8 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 		events.SendJSON("error", errdefs.Body(err))
 		return
 	}
-	events.SendJSON("exit", api.ExecEvent{Type: "exit", ExitCode: res.ExitCode, TimedOut: res.TimedOut, Duration: ms(res.Duration)})
+	events.SendJSON("exit", api.ExecEvent{Type: "exit", ExitCode: res.ExitCode, TimedOut: res.TimedOut, Duration: ms(res.Duration),
+		OOMKilled: res.OOMKilled, Reason: res.Reason})
 }
 
 // upload accepts multipart/form-data with a "path" field and a "file" part

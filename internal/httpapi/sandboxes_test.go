@@ -527,6 +527,8 @@ func TestBadInput(t *testing.T) {
 		{name: "unknown sandbox subroute", method: "GET", path: sbPath + "/" + id + "/nothing", status: http.StatusNotFound, code: api.CodeNotFound},
 		{name: "root", method: "GET", path: "/", status: http.StatusNotFound, code: api.CodeNotFound},
 		{name: "wrong method", method: "PUT", path: sbPath, ctype: jsonCT, body: `{}`, status: http.StatusNotFound, code: api.CodeNotFound},
+		// The stream has begun by then: it ends with an error event.
+		{name: "exec cwd missing", method: "POST", path: execPaths[0], ctype: jsonCT, body: `{"command":["true"],"cwd":"no/such/dir"}`, status: bad, code: inv},
 	}
 	for _, p := range execPaths {
 		kind := "exec"

@@ -410,6 +410,13 @@ func (s *Store) saveLocked() error {
 
 func (s *Store) tmpDir() string { return filepath.Join(s.root, "tmp") }
 
+// CreateTemp creates a file in the store's tmp directory, for an archive
+// on its way to Import: Open empties the directory, so a crash midway
+// leaves nothing behind. The caller removes the file.
+func (s *Store) CreateTemp(pattern string) (*os.File, error) {
+	return os.CreateTemp(s.tmpDir(), pattern)
+}
+
 func (s *Store) layerDir(diffID string) string {
 	return filepath.Join(s.root, "layers", "sha256", strings.TrimPrefix(diffID, "sha256:"))
 }

@@ -651,6 +651,13 @@ func TestOpenRecovers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// An archive spooled for an import the crash interrupted.
+	spool, err := s.CreateTemp("import-*.tar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spool.Close()
+	leftovers = append(leftovers, spool.Name())
 	stray := s.blobPath("sha256:" + strings.Repeat("1", 64))
 	if err := os.WriteFile(stray, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)

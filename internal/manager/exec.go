@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/outbuf"
 	"github.com/agent2env/agent2env/internal/sandbox"
 )
 
@@ -33,8 +34,23 @@ type ExecRequest struct {
 type ExecResult struct {
 	agent.ExecResult
 	Stdout, Stderr string
-	// Truncated is set when output beyond the configured limit was dropped.
+	// Truncated is set when output was dropped: past the configured limit
+	// per stream, or because the output budget was in use.
 	Truncated bool
+
+	bufs [2]*outbuf.Buffer
+}
+
+// Release gives the memory of the result's output back to the manager's
+// output budget. Call it once Stdout and Stderr are written out (they stay
+// valid, uncounted); until then they count against every other buffered
+// execution. Release may be called more than once.
+func (r *ExecResult) Release() {
+	for _, b := range r.bufs {
+		if b != nil {
+			b.Release()
+		}
+	}
 }
 
 func (m *Manager) agentRequest(req ExecRequest) (agent.ExecRequest, error) {
@@ -98,19 +114,23 @@ func (m *Manager) ExecStream(ctx context.Context, id string, req ExecRequest, st
 }
 
 // Exec runs a command and returns its output, keeping at most the
-// configured limit of each stream.
+// configured limit of each stream, within the output budget shared by all
+// buffered executions. The caller must Release the result.
 func (m *Manager) Exec(ctx context.Context, id string, req ExecRequest) (*ExecResult, error) {
-	stdout := &capped{limit: m.cfg.ExecOutputLimit}
-	stderr := &capped{limit: m.cfg.ExecOutputLimit}
+	stdout := m.outputs.NewBuffer(int64(m.cfg.ExecOutputLimit))
+	stderr := m.outputs.NewBuffer(int64(m.cfg.ExecOutputLimit))
 	res, err := m.ExecStream(ctx, id, req, stdout, stderr)
 	if err != nil {
+		stdout.Release()
+		stderr.Release()
 		return nil, err
 	}
 	return &ExecResult{ExecResult: res, Stdout: stdout.String(), Stderr: stderr.String(),
-		Truncated: stdout.dropped > 0 || stderr.dropped > 0}, nil
+		Truncated: stdout.Dropped() > 0 || stderr.Dropped() > 0, bufs: [2]*outbuf.Buffer{stdout, stderr}}, nil
 }
 
-// capped keeps the first limit bytes written to it and counts the rest.
+// capped keeps the first limit bytes written to it and counts the rest:
+// the small tails of startup output that errors quote.
 type capped struct {
 	strings.Builder
 	limit   int
@@ -128,6 +148,10 @@ func (c *capped) Write(p []byte) (int, error) {
 	}
 	return c.Builder.Write(p)
 }
+
+// OutputBudget returns the budget of the output that buffered executions
+// hold, for other services of the daemon to share.
+func (m *Manager) OutputBudget() *outbuf.Budget { return m.outputs }
 
 // CleanPath checks a path given by a client for a file in a sandbox:
 // relative paths are taken from the working directory, and no path may

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,7 +64,7 @@ func TestExec(t *testing.T) {
 		{name: "absolute cwd", req: ExecRequest{Command: []string{"pwd"}, Cwd: "/workspace/sub/"},
 			want: execOutcome{Stdout: filepath.Join(work, "sub") + "\n"}},
 		{name: "not found", req: ExecRequest{Command: []string{"no-such-command-a2e"}},
-			want: execOutcome{ExitCode: 127}},
+			want: execOutcome{ExitCode: 127, Stderr: "agent2env: no-such-command-a2e: executable file not found in $PATH\n"}},
 		{name: "timeout", req: ExecRequest{Command: []string{"sh", "-c", "echo started; sleep 10"}, Timeout: 200 * time.Millisecond},
 			want: execOutcome{ExitCode: 128 + 9, Stdout: "started\n", TimedOut: true}},
 	}
@@ -317,4 +319,57 @@ func TestFiles(t *testing.T) {
 		_, err := e.m.Upload(ctx, "nosuchsandbox", "f", 0o644, strings.NewReader("x"))
 		checkErr(t, err, errdefs.ErrNotFound, api.CodeSandboxNotFound)
 	})
+}
+
+// However many buffered executions produce output at once, what they hold
+// stays within the output budget: those it cuts short say truncated, and
+// all of it comes back once their results are released.
+func TestExecOutputBudget(t *testing.T) {
+	const budget, perStream = 4 << 20, 1 << 20
+	e := newEnv(t, Config{ExecOutputLimit: 2 * perStream, OutputBudget: budget})
+	id := e.running(t)
+	// 12 executions of 2 MiB each, none released until all are done.
+	const n = 12
+	cmd := fmt.Sprintf("head -c %d /dev/zero | tr '\\0' o; head -c %d /dev/zero | tr '\\0' e >&2", perStream, perStream)
+	results := make([]*ExecResult, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			if results[i], err = e.m.Exec(context.Background(), id, ExecRequest{Command: []string{"sh", "-c", cmd}}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if peak := e.m.OutputBudget().Peak(); peak > budget {
+		t.Errorf("buffered output peaked at %d bytes, above the budget of %d", peak, budget)
+	}
+	kept, cut := 0, 0
+	for _, r := range results {
+		kept += len(r.Stdout) + len(r.Stderr)
+		switch {
+		case r.Truncated:
+			cut++
+		case len(r.Stdout) != perStream || len(r.Stderr) != perStream:
+			t.Errorf("whole result has %d and %d bytes, want %d", len(r.Stdout), len(r.Stderr), perStream)
+		}
+		if strings.Trim(r.Stdout, "o") != "" || strings.Trim(r.Stderr, "e") != "" {
+			t.Errorf("output mixed or corrupted")
+		}
+	}
+	if kept > budget || cut == 0 {
+		t.Errorf("%d bytes kept (budget %d), %d of %d results truncated", kept, budget, cut, n)
+	}
+	for _, r := range results {
+		r.Release()
+	}
+	if in := e.m.OutputBudget().InUse(); in != 0 {
+		t.Errorf("budget in use after release: %d", in)
+	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/agent2env/agent2env/internal/keyedlock"
 	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/netguard"
+	"github.com/agent2env/agent2env/internal/outbuf"
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
 )
@@ -49,6 +50,10 @@ type Config struct {
 	MaxSandboxes int
 	// ExecOutputLimit bounds the stdout and stderr kept by a buffered exec.
 	ExecOutputLimit int
+	// OutputBudget bounds the output that all buffered executions hold at
+	// once, in bytes (default outbuf.DefaultBudget, 256 MiB); past it
+	// output is dropped and the result says truncated.
+	OutputBudget int64
 	// StartTimeout bounds image preparation plus sandbox start.
 	StartTimeout time.Duration
 }
@@ -69,6 +74,9 @@ func (c *Config) setDefaults() {
 	if c.ExecOutputLimit == 0 {
 		c.ExecOutputLimit = 10 << 20
 	}
+	if c.OutputBudget == 0 {
+		c.OutputBudget = outbuf.DefaultBudget
+	}
 	if c.StartTimeout == 0 {
 		c.StartTimeout = 15 * time.Minute
 	}
@@ -82,6 +90,8 @@ type Manager struct {
 	store  store.Store
 	log    *slog.Logger
 	now    func() time.Time
+	// outputs is what buffered executions' output may take.
+	outputs *outbuf.Budget
 
 	locks     keyedlock.Locks // by sandbox id
 	templates TemplateResolver
@@ -108,7 +118,7 @@ func New(cfg Config, rt sandbox.Runtime, images Images, st store.Store, log *slo
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{cfg: cfg, rt: rt, images: images, store: st, log: log, now: time.Now,
-		bgCtx: ctx, bgCancel: cancel}
+		outputs: outbuf.NewBudget(cfg.OutputBudget), bgCtx: ctx, bgCancel: cancel}
 	for _, o := range opts {
 		o(m)
 	}

@@ -187,7 +187,10 @@ func TestUnreadStdin(t *testing.T) {
 	}
 	for i := range 200 {
 		req := reqs[i%len(reqs)]
-		if _, err := c.Exec(ctx, req, strings.NewReader("unread"), nil, nil); err != nil {
+		_, err := c.Exec(ctx, req, strings.NewReader("unread"), nil, nil)
+		if req.Cwd != "" { // refused before it starts
+			checkErr(t, err, errdefs.ErrInvalidArgument)
+		} else if err != nil {
 			t.Fatalf("exec %d %+v: %v", i, req, err)
 		}
 	}
