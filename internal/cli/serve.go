@@ -77,7 +77,7 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 		Keys: keys, Listen: cfg.Listen, PublicURL: cfg.PublicURL, DataDir: cfg.DataDir, RuntimeBinary: cfg.Runtime,
 		ImageDir: cfg.ImageDir, CacheDir: cfg.CacheDir, DebianMirror: cfg.DebianMirror,
 		InsecureRegistries: splitList(cfg.InsecureRegistries), Log: log,
-		Manager:    manager.Config{MaxSandboxes: cfg.MaxSandboxes},
+		Manager:    manager.Config{MaxSandboxes: cfg.MaxSandboxes, OutputBudget: cfg.OutputBudget},
 		Contexts:   contexts.Config{Defaults: s.sources, OutputLimit: cfg.ContextOutputLimit},
 		WarmPools:  s.pools,
 		FetchAllow: splitList(cfg.FetchAllow), AllowedHosts: splitList(cfg.AllowedHosts),

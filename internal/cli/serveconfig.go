@@ -46,6 +46,7 @@ type serveConfig struct {
 	HTTPMaxHeaderBytes int           `yaml:"http-max-header-bytes"`
 	MaxConns           int           `yaml:"max-conns"`
 	MaxConnsPerClient  int           `yaml:"max-conns-per-client"`
+	OutputBudget       int64         `yaml:"output-budget"`
 }
 
 // register adds a flag for each field of cfg, with its default.
@@ -73,6 +74,7 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.IntVar(&cfg.HTTPMaxHeaderBytes, "http-max-header-bytes", 64<<10, "largest request headers accepted")
 	f.IntVar(&cfg.MaxConns, "max-conns", 4096, "connections open at once; more wait")
 	f.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", 1024, "connections from one IP address at once; more are refused with 429")
+	f.Int64Var(&cfg.OutputBudget, "output-budget", 256<<20, "bytes of command and code output the daemon buffers across all executions; past it output is dropped and results say truncated")
 }
 
 // The flags of serve that are not settings, and the variable that may name
