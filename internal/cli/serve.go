@@ -2,12 +2,15 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -59,12 +62,14 @@ required when the daemon listens beyond loopback.`,
 	return c
 }
 
-// serve runs the daemon with cfg until ctx ends.
+// serve runs the daemon with cfg until ctx ends (main ends it on SIGINT or
+// SIGTERM), then shuts it down and returns nil when all went well.
 func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error {
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: s.level}))
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("the daemon runs sandboxes with an OCI runtime and must run as root (try: sudo agent2env serve)")
 	}
+	defer exitOnSecondSignal(log)()
 	keys, err := auth.Load(cfg.APIKeysFile, e.getenv(auth.EnvKeys))
 	if err != nil {
 		return err
@@ -91,8 +96,42 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 		l.Close()
 		return err
 	}
-	defer sys.Close()
-	return sys.Serve(ctx, l)
+	err = sys.Serve(ctx, l)
+	return errors.Join(err, sys.Close())
+}
+
+// exitOnSecondSignal ends the process at once on the second SIGINT or
+// SIGTERM it sees: the first asked for a graceful shutdown, which may wait
+// for requests in flight up to the shutdown timeout; a second says not to
+// wait. The exit status is a shell's for the signal (128+n). Sandboxes
+// keep running and the store, in WAL mode, is consistent: the next start
+// recovers both. It returns a func that stops watching.
+func exitOnSecondSignal(log *slog.Logger) (stop func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		for n := 1; ; n++ {
+			select {
+			case <-done:
+				return
+			case sig := <-sigs:
+				if n < 2 {
+					continue
+				}
+				log.Error("second signal: exiting without waiting for the shutdown", "signal", sig.String())
+				code := 1
+				if s, ok := sig.(syscall.Signal); ok {
+					code = 128 + int(s)
+				}
+				os.Exit(code)
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+	}
 }
 
 // serveSettings are the settings that cfg holds as text, parsed.

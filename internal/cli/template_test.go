@@ -41,10 +41,13 @@ func newTemplateDaemon(t *testing.T) *templateDaemon {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	pp := prepull.New(st, prepulltest.NewImages(), log)
+	var svc *tmpl.Service // built after pp, which it takes
+	pp := prepull.New(st, prepulltest.NewImages(), log, prepull.WithTemplates(prepull.TemplateResolverFunc(
+		func(ctx context.Context, name string, v int) (api.TemplateSpec, int, error) {
+			return svc.Resolve(ctx, name, v)
+		})))
 	stamp := time.Now().Add(-3 * time.Hour).UTC()
-	svc := tmpl.New(st, tmpl.WithPrepuller(pp), tmpl.WithLogger(log), tmpl.WithClock(func() time.Time { return stamp }))
-	pp.SetTemplates(svc)
+	svc = tmpl.New(st, tmpl.WithPrepuller(pp), tmpl.WithLogger(log), tmpl.WithClock(func() time.Time { return stamp }))
 	mux := http.NewServeMux()
 	httpapi.NewTemplateRoutes(svc).Register(mux)
 	httpapi.NewPrepullRoutes(pp).Register(mux)

@@ -1,21 +1,26 @@
 // Package daemon wires the agent2env daemon together: one System struct
 // holds every long-lived service (store, images, runtime, manager, HTTP
-// API), built once by New and run by Serve. Leaf packages never import it.
+// API), built once by New, in dependency order, and run by Serve. Leaf
+// packages never import it.
+//
+// The lifecycle is New (open state, build services, recover), Serve (run
+// the background loops under one supervisor and answer requests until its
+// context ends, then drain requests and stop the loops) and Close (close
+// the services, the store last).
 package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/contexts"
+	"github.com/agent2env/agent2env/internal/daemon/supervisor"
 	"github.com/agent2env/agent2env/internal/gateway"
 	"github.com/agent2env/agent2env/internal/httpapi"
 	"github.com/agent2env/agent2env/internal/image"
@@ -26,6 +31,8 @@ import (
 	"github.com/agent2env/agent2env/internal/pool"
 	"github.com/agent2env/agent2env/internal/prepull"
 	"github.com/agent2env/agent2env/internal/runtime/oci"
+	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/store"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
 	"github.com/agent2env/agent2env/internal/template"
 )
@@ -76,9 +83,16 @@ type Config struct {
 	TrustedOrigins []string
 	// HTTP bounds the API server's connections and timeouts.
 	HTTP HTTPConfig
-	// ShutdownTimeout bounds how long Serve waits for requests in flight.
+	// ShutdownTimeout bounds how long Serve waits for requests in flight,
+	// and then how long it waits for the background loops to stop and
+	// the warm pools to empty. Default 30s.
 	ShutdownTimeout time.Duration
 	Log             *slog.Logger
+
+	// runtime, when set, runs the sandboxes instead of the OCI runtime
+	// RuntimeBinary names; it stays its giver's (Close leaves it open).
+	// Tests run the daemon on fakeruntime, without root, this way.
+	runtime sandbox.Runtime
 }
 
 // System is the running daemon.
@@ -86,7 +100,7 @@ type System struct {
 	cfg       Config
 	Store     *sqlite.Store
 	Images    *image.Store
-	Runtime   *oci.Runtime
+	Runtime   sandbox.Runtime
 	Manager   *manager.Manager
 	Prepull   *prepull.Service
 	Templates *template.Service
@@ -95,7 +109,10 @@ type System struct {
 	Pools     *pool.Pools
 	Metrics   *metrics.Metrics
 	API       *httpapi.Server
-	log       *slog.Logger
+	// Loops runs every background loop: register one with Loops.Go while
+	// wiring, in New; Serve runs them and stops them at shutdown.
+	Loops *supervisor.Supervisor
+	log   *slog.Logger
 }
 
 // New opens the daemon's state, recovers sandboxes left from a previous
@@ -138,42 +155,53 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	// Sandboxes whose template opts into network access reach it only
 	// through this proxy, which enforces their allowed domains.
 	proxy := netproxy.New(netproxy.Config{Logger: cfg.Log})
-	if s.Runtime, err = oci.New(oci.Config{
-		Root: filepath.Join(cfg.DataDir, "oci"), RuntimeBinary: cfg.RuntimeBinary, Logger: cfg.Log, Egress: proxy,
-	}); err != nil {
-		return nil, err
+	if s.Runtime = cfg.runtime; s.Runtime == nil {
+		rt, err := oci.New(oci.Config{
+			Root: filepath.Join(cfg.DataDir, "oci"), RuntimeBinary: cfg.RuntimeBinary, Logger: cfg.Log, Egress: proxy,
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.Runtime = rt
 	}
 	authOn, err := auth.Required(cfg.Listen, cfg.Keys.Len() > 0)
 	if err != nil {
 		return nil, err
 	}
-	// Templates and prepull tasks refer to each other: a template may be
-	// prepulled on create, a prepull may name a template.
 	// Template file sources are fetched by the daemon: they must not lead
 	// to its own API, the host's services or a cloud metadata service.
 	sources, err := template.SourceGuard(cfg.FetchAllow)
 	if err != nil {
 		return nil, fmt.Errorf("fetch allow-list: %w", err)
 	}
-	s.Prepull = prepull.New(s.Store, s.Images, cfg.Log)
+	// Services are built after what they use, and take it at New. Two
+	// pairs use each other, each in one direction at construction and the
+	// other only while serving: a template asks for its image to be
+	// prepulled, and a prepull may name a template; warm pools create
+	// through the manager, and the manager's creates take from the pools.
+	// The first of each pair is given a func that finds the second on s
+	// when called, which is never before New has built it.
+	s.Prepull = prepull.New(s.Store, s.Images, cfg.Log, prepull.WithTemplates(prepull.TemplateResolverFunc(
+		func(ctx context.Context, name string, version int) (api.TemplateSpec, int, error) {
+			return s.Templates.Resolve(ctx, name, version)
+		})))
 	s.Templates = template.New(s.Store, template.WithPrepuller(s.Prepull), template.WithLogger(cfg.Log),
 		template.WithSourceGuard(sources))
-	s.Prepull.SetTemplates(s.Templates)
 	s.Metrics = metrics.New()
 	s.Manager = manager.New(cfg.Manager, s.Runtime, s.Images, s.Store, cfg.Log,
 		manager.WithTemplates(s.Templates), manager.WithMetrics(s.Metrics),
-		manager.WithFetcher(netguard.NewFetcher(netguard.FetchConfig{Guard: sources})))
+		manager.WithFetcher(netguard.NewFetcher(netguard.FetchConfig{Guard: sources})),
+		manager.WithWarmPool(manager.WarmPoolFunc(func(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, bool) {
+			return s.Pools.TakeSandbox(ctx, req)
+		})))
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Listen
 	}
 	s.Gateway = gateway.New(s.Manager, cfg.Log)
-	// Pools create through the manager, and the manager's creates take
-	// from the pools.
 	cfg.Contexts.Defaults = contexts.Sources(cfg.Contexts.Defaults)
 	if s.Pools, err = pool.New(s.Manager, pool.Specs(cfg.WarmPools, cfg.Contexts.Defaults), cfg.Log); err != nil {
 		return nil, err
 	}
-	s.Manager.SetWarmPool(s.Pools)
 	// Buffered output of commands and of code counts against one budget.
 	cfg.Contexts.Outputs = s.Manager.OutputBudget()
 	s.Contexts = contexts.New(cfg.Contexts, s.Manager, s.Store, s.Pools, cfg.Log, contexts.WithMetrics(s.Metrics))
@@ -199,6 +227,8 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		opts = append(opts, httpapi.WithMiddleware(httpapi.AuthMiddleware(cfg.Keys)))
 	}
 	s.API = httpapi.New(s.Manager, s.Images, cfg.Log, opts...)
+	s.Loops = supervisor.New(cfg.Log)
+	s.registerLoops()
 	if err := s.Manager.Recover(ctx); err != nil {
 		return nil, err
 	}
@@ -207,68 +237,4 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	}
 	s.API.SetReady(true)
 	return s, nil
-}
-
-// Serve answers API requests on l until ctx is done, then shuts down
-// gracefully: no new connections, requests in flight finish (up to the
-// shutdown timeout). Sandboxes keep running and are re-adopted next start.
-func (s *System) Serve(ctx context.Context, l net.Listener) error {
-	srv := apiServer(s.cfg.HTTP, s.API.Handler(), s.log)
-	runCtx, stop := context.WithCancel(context.Background())
-	defer stop()
-	go s.Manager.Run(runCtx)
-	poolsDone := make(chan struct{})
-	go func() {
-		defer close(poolsDone)
-		s.Pools.Run(runCtx)
-	}()
-	// Sandboxes waiting in warm pools are nobody's: they go with the
-	// daemon (and Recover deletes any a crash left).
-	defer func() {
-		stop()
-		<-poolsDone
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-		defer cancel()
-		if err := s.Pools.Close(ctx); err != nil {
-			s.log.Warn("empty warm pools", "err", err)
-		}
-	}()
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(limitListener(l, s.cfg.HTTP, s.log)) }()
-	s.log.Info("serving", "addr", l.Addr().String(), "data_dir", s.cfg.DataDir, "runtime", s.Runtime.Name())
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	s.log.Info("shutting down")
-	shutCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(shutCtx); err != nil {
-		s.log.Warn("requests still running at shutdown", "err", err)
-		srv.Close()
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
-}
-
-// Close releases the daemon's resources.
-func (s *System) Close() {
-	if s.Prepull != nil {
-		s.Prepull.Close()
-	}
-	if s.Manager != nil {
-		s.Manager.Close()
-	}
-	if s.Gateway != nil {
-		s.Gateway.Close()
-	}
-	if s.Runtime != nil {
-		s.Runtime.Close() // egress proxies; sandboxes keep running
-	}
-	if s.Store != nil {
-		s.Store.Close()
-	}
 }

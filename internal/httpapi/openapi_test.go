@@ -716,9 +716,12 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 	}
 	log := slog.New(slog.DiscardHandler)
 	pulls := prepulltest.NewImages()
-	pp := prepull.New(st, pulls, log)
-	tpl := template.New(st, template.WithPrepuller(pp), template.WithLogger(log))
-	pp.SetTemplates(tpl)
+	var tpl *template.Service // built after pp, which it takes
+	pp := prepull.New(st, pulls, log, prepull.WithTemplates(prepull.TemplateResolverFunc(
+		func(ctx context.Context, name string, v int) (api.TemplateSpec, int, error) {
+			return tpl.Resolve(ctx, name, v)
+		})))
+	tpl = template.New(st, template.WithPrepuller(pp), template.WithLogger(log))
 	rt := fakeruntime.New()
 	imgs := newFakeImages("alpine")
 	mt := metrics.New()

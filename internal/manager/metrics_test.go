@@ -150,7 +150,7 @@ func TestCreateAndExecDurations(t *testing.T) {
 	ctx := context.Background()
 	id := e.running(t)
 	e.create(t, CreateRequest{Image: "pulled"}) // pending while it is pulled
-	e.m.SetWarmPool(warmOne{&store.Sandbox{ID: "warm", Image: "warm", Status: string(api.StatusRunning)}})
+	e.m.pool = warmOne{&store.Sandbox{ID: "warm", Image: "warm", Status: string(api.StatusRunning)}}
 	if sb := e.create(t, CreateRequest{Image: "warm"}); sb.ID != "warm" {
 		t.Fatalf("create took %s, not the warm sandbox", sb.ID)
 	}

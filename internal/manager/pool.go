@@ -16,10 +16,18 @@ type WarmPool interface {
 	TakeSandbox(ctx context.Context, req CreateRequest) (*store.Sandbox, bool)
 }
 
-// SetWarmPool makes Create take sandboxes from p when one fits. It is set
-// once at wiring, before serving (the pool itself creates through the
-// manager, so it cannot be an option of New).
-func (m *Manager) SetWarmPool(p WarmPool) { m.pool = p }
+// WarmPoolFunc is a func that is a WarmPool. Warm pools create through
+// the manager, so they are built after it: a func that finds them when
+// called lets the manager take them at New.
+type WarmPoolFunc func(ctx context.Context, req CreateRequest) (*store.Sandbox, bool)
+
+// TakeSandbox calls f.
+func (f WarmPoolFunc) TakeSandbox(ctx context.Context, req CreateRequest) (*store.Sandbox, bool) {
+	return f(ctx, req)
+}
+
+// WithWarmPool makes Create take sandboxes from p when one fits.
+func WithWarmPool(p WarmPool) Option { return func(m *Manager) { m.pool = p } }
 
 // CreatePooled makes a sandbox for warm pool pool: hidden from List and
 // without an expiry until Claim hands it out. It returns once the sandbox

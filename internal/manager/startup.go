@@ -72,6 +72,7 @@ func (m *Manager) fromTemplate(ctx context.Context, req CreateRequest) (CreateRe
 	out := CreateRequest{
 		Image: spec.Image, CPU: spec.Resources.CPU, Memory: spec.Resources.Memory, TTL: &spec.TTL,
 		Template: req.Template, TemplateVersion: version,
+		pool: req.pool,
 	}
 	if req.CPU != "" {
 		out.CPU = req.CPU

@@ -212,3 +212,29 @@ func TestDeleteDuringStartup(t *testing.T) {
 		t.Errorf("left behind: runtime %v, records %v", e.rt.IDs(), e.records(t))
 	}
 }
+
+// A warm pool's sandbox made from a template is pooled like one made from
+// an image: hidden from List, without an expiry until Claim hands it out.
+// (The template's request once replaced the pool's, so that such sandboxes
+// were ordinary ones that Claim refused.)
+func TestCreatePooledFromTemplate(t *testing.T) {
+	e := templateEnv(t, fakeTemplates{"t": {Image: "alpine", TTL: 600}})
+	ctx := context.Background()
+	sb, err := e.m.CreatePooled(ctx, CreateRequest{Template: "t"}, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Pool != "t" || sb.ExpiresAt != nil {
+		t.Errorf("pooled sandbox from a template: pool %q, expires %v; want pool t and no expiry", sb.Pool, sb.ExpiresAt)
+	}
+	if list, err := e.m.List(ctx); err != nil || len(list) != 0 {
+		t.Errorf("List with only a pooled sandbox: %d sandboxes, %v; want none", len(list), err)
+	}
+	claimed, err := e.m.Claim(ctx, sb.ID)
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	if claimed.Pool != "" || claimed.ExpiresAt == nil || claimed.Template != "t" {
+		t.Errorf("claimed: pool %q, expires %v, template %q; want no pool, an expiry, template t", claimed.Pool, claimed.ExpiresAt, claimed.Template)
+	}
+}

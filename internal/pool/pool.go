@@ -114,6 +114,19 @@ func (p *Pools) Run(ctx context.Context) {
 	p.wg.Wait()
 }
 
+// Fill fills the pool named name and refills what is taken until ctx is
+// done, then returns ctx's error: Run for one pool, so that a supervisor
+// can run each pool as a loop of its own. Running it again after it
+// failed keeps the sandboxes the pool has ready.
+func (p *Pools) Fill(ctx context.Context, name string) error {
+	wp, ok := p.pools[name]
+	if !ok {
+		return fmt.Errorf("fill warm pool %s: no such pool", name)
+	}
+	p.fill(ctx, wp)
+	return ctx.Err()
+}
+
 // fill keeps one pool at its size.
 func (p *Pools) fill(ctx context.Context, wp *warmPool) {
 	delay := time.Second
@@ -233,7 +246,7 @@ func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*st
 		return nil, false
 	}
 	var matched *warmPool
-	for _, name := range p.names() {
+	for _, name := range p.Names() {
 		wp := p.pools[name]
 		r := wp.spec.Request
 		if r.Template != req.Template || r.Image != req.Image || wp.spec.Size == 0 {
@@ -265,8 +278,8 @@ func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*st
 	return nil, false
 }
 
-// names returns the pools' names in order.
-func (p *Pools) names() []string {
+// Names returns the pools' names, sorted.
+func (p *Pools) Names() []string {
 	out := make([]string, 0, len(p.pools))
 	for name := range p.pools {
 		out = append(out, name)
@@ -286,7 +299,7 @@ func (p *Pools) stopKernel(ctx context.Context, e entry) {
 }
 
 // Close deletes the sandboxes still waiting in the pools. Call it after Run
-// has returned.
+// (or every Fill) has returned.
 func (p *Pools) Close(ctx context.Context) error {
 	p.stops.Wait()
 	var errs []error

@@ -763,3 +763,37 @@ func TestSpecs(t *testing.T) {
 		t.Errorf("New(Specs(...)): %v", err)
 	}
 }
+
+// Fill runs one pool, as the daemon's supervisor does: it fills that pool
+// only, returns when its context ends, and run again (after a failure)
+// keeps what was ready instead of making it again.
+func TestFill(t *testing.T) {
+	m := newFakeManager()
+	p := newPools(t, m, Spec{Name: "a", Size: 2, Request: manager.CreateRequest{Image: "alpine"}},
+		Spec{Name: "b", Size: 1, Request: manager.CreateRequest{Image: "busybox"}})
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	if got := p.Names(); !reflect.DeepEqual(got, []string{"a", "b"}) {
+		t.Errorf("Names: %v", got)
+	}
+	if err := p.Fill(context.Background(), "nope"); err == nil {
+		t.Error("Fill of an unknown pool: no error")
+	}
+	for range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- p.Fill(ctx, "a") }()
+		waitReady(t, p, "a", 2)
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("Fill after cancel: %v, want context.Canceled", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Fill did not return after its context ended")
+		}
+	}
+	if n, other := m.createCount("a"), m.createCount("b"); n != 2 || other != 0 {
+		t.Errorf("two Fills of a made %d sandboxes of a and %d of b, want 2 and 0", n, other)
+	}
+}

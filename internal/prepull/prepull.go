@@ -66,19 +66,29 @@ type TemplateResolver interface {
 	Resolve(ctx context.Context, name string, version int) (api.TemplateSpec, int, error)
 }
 
+// TemplateResolverFunc is a func that is a TemplateResolver. The template
+// service takes this service as its prepuller, so it is built later: a
+// func that finds it when called lets this service take it at New.
+type TemplateResolverFunc func(ctx context.Context, name string, version int) (api.TemplateSpec, int, error)
+
+// Resolve calls f.
+func (f TemplateResolverFunc) Resolve(ctx context.Context, name string, version int) (api.TemplateSpec, int, error) {
+	return f(ctx, name, version)
+}
+
 // Service runs prepull tasks. It is safe for concurrent use. Create it
 // with New, call Recover before serving, and Close it before closing the
 // store.
 type Service struct {
-	store  store.Prepulls
-	images Images
-	log    *slog.Logger
+	store     store.Prepulls
+	images    Images
+	templates TemplateResolver // nil: ForTemplate is not implemented
+	log       *slog.Logger
 
-	mu        sync.Mutex
-	templates TemplateResolver
-	active    map[string]*run // by task id
-	closed    bool
-	wg        sync.WaitGroup
+	mu     sync.Mutex
+	active map[string]*run // by task id
+	closed bool
+	wg     sync.WaitGroup
 }
 
 // run is a task's background pull.
@@ -100,7 +110,7 @@ var (
 // Option configures a Service.
 type Option func(*Service)
 
-// WithTemplates sets the resolver ForTemplate uses (see SetTemplates).
+// WithTemplates sets the resolver ForTemplate uses.
 func WithTemplates(r TemplateResolver) Option { return func(s *Service) { s.templates = r } }
 
 // New returns a Service that records tasks in st and fetches images with
@@ -114,15 +124,6 @@ func New(st store.Prepulls, images Images, log *slog.Logger, opts ...Option) *Se
 		o(s)
 	}
 	return s
-}
-
-// SetTemplates sets the resolver ForTemplate uses. It exists because the
-// template service takes the prepull Service (as its Prepuller) and
-// resolves templates for it: one of the two is built first.
-func (s *Service) SetTemplates(r TemplateResolver) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.templates = r
 }
 
 func notFound(id string) error {
@@ -204,13 +205,10 @@ func (s *Service) Prepull(ctx context.Context, ref, template string) (string, er
 // ForTemplate starts a task for the image of the latest version of the
 // template named name.
 func (s *Service) ForTemplate(ctx context.Context, name string) (*api.PrepullTask, error) {
-	s.mu.Lock()
-	tr := s.templates
-	s.mu.Unlock()
-	if tr == nil {
+	if s.templates == nil {
 		return nil, fmt.Errorf("prepull for template %s: templates are not served: %w", name, errdefs.ErrNotImplemented)
 	}
-	spec, _, err := tr.Resolve(ctx, name, 0)
+	spec, _, err := s.templates.Resolve(ctx, name, 0)
 	if err != nil {
 		return nil, err
 	}

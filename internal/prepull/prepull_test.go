@@ -494,12 +494,11 @@ func (ft fakeTemplates) Resolve(ctx context.Context, name string, version int) (
 }
 
 func TestForTemplate(t *testing.T) {
-	f := newFixture(t)
 	ctx := context.Background()
-	if _, err := f.svc.ForTemplate(ctx, "py"); !errors.Is(err, errdefs.ErrNotImplemented) {
+	if _, err := newFixture(t).svc.ForTemplate(ctx, "py"); !errors.Is(err, errdefs.ErrNotImplemented) {
 		t.Errorf("without templates: %v, want not implemented", err)
 	}
-	f.svc.SetTemplates(fakeTemplates{"py": "python:3.12", "empty": " "})
+	f := newFixture(t, WithTemplates(fakeTemplates{"py": "python:3.12", "empty": " "}))
 	tests := []struct {
 		name  string
 		class error
@@ -523,9 +522,15 @@ func TestForTemplate(t *testing.T) {
 			t.Errorf("for template %s: %v (code %q), want %v %s", tt.name, err, errdefs.Code(err), tt.class, tt.code)
 		}
 	}
-	withOpt := newFixture(t, WithTemplates(fakeTemplates{"a": "alpine"}))
-	if _, err := withOpt.svc.ForTemplate(ctx, "a"); err != nil {
-		t.Errorf("WithTemplates: %v", err)
+	// The daemon builds the template service after this one and passes a
+	// func that finds it when called.
+	var late fakeTemplates
+	withFunc := newFixture(t, WithTemplates(TemplateResolverFunc(func(ctx context.Context, name string, v int) (api.TemplateSpec, int, error) {
+		return late.Resolve(ctx, name, v)
+	})))
+	late = fakeTemplates{"a": "alpine"}
+	if task, err := withFunc.svc.ForTemplate(ctx, "a"); err != nil || task.Image != "alpine" {
+		t.Errorf("TemplateResolverFunc: %+v, %v", task, err)
 	}
 }
 

@@ -1,0 +1,429 @@
+package daemon
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/client"
+	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/daemon/supervisor"
+	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
+)
+
+// tinyRef is the image the tests' sandboxes are made from, imported by
+// importTiny: no registry is reached.
+const tinyRef = "example.com/tiny:1"
+
+// syncBuffer is a log the daemon's goroutines write while a test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// testDaemon is a System serving on a loopback port.
+type testDaemon struct {
+	t      *testing.T
+	sys    *System
+	addr   string
+	api    *client.Client
+	log    *syncBuffer
+	cancel context.CancelFunc // what a signal does
+	served chan error         // Serve's result
+	once   sync.Once
+}
+
+// testConfig is a daemon's configuration on dataDir with rt as its
+// runtime, shared across restarts as running sandboxes outlive a daemon.
+func testConfig(dataDir string, rt *fakeruntime.Runtime) Config {
+	return Config{DataDir: dataDir, ShutdownTimeout: 10 * time.Second, runtime: rt}
+}
+
+// start builds a System from cfg on a loopback port, lets before (when not
+// nil) change it, serves it and waits until it is ready. The test's end
+// stops it if the test did not.
+func start(t *testing.T, cfg Config, before func(*System)) *testDaemon {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &testDaemon{t: t, addr: l.Addr().String(), log: &syncBuffer{}, served: make(chan error, 1)}
+	cfg.Listen = d.addr
+	cfg.Log = slog.New(slog.NewTextHandler(d.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", d.log)
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	if d.sys, err = New(ctx, cfg); err != nil {
+		l.Close()
+		t.Fatalf("New: %v", err)
+	}
+	if before != nil {
+		before(d.sys)
+	}
+	go func() { d.served <- d.sys.Serve(ctx, l) }()
+	t.Cleanup(func() { d.stop() })
+	if d.api, err = client.New("http://" + d.addr); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if resp, err := http.Get("http://" + d.addr + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return d
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("daemon not ready after 10s")
+		}
+	}
+}
+
+// stop does what SIGTERM does to `agent2env serve`: it ends Serve's
+// context, waits for Serve to return (at most 20s) and closes the System.
+// It returns Serve's error joined with Close's.
+func (d *testDaemon) stop() error {
+	var err error
+	d.once.Do(func() {
+		d.cancel()
+		select {
+		case err = <-d.served:
+		case <-time.After(20 * time.Second):
+			d.t.Fatal("Serve still running 20s after its context ended")
+		}
+		err = errors.Join(err, d.sys.Close())
+	})
+	return err
+}
+
+// importTiny stores tinyRef, a one-file image, in the daemon's image store.
+func (d *testDaemon) importTiny() {
+	d.t.Helper()
+	var layer bytes.Buffer
+	tw := tar.NewWriter(&layer)
+	body := []byte("tiny\n")
+	if err := tw.WriteHeader(&tar.Header{Name: "etc/tiny", Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
+		d.t.Fatal(err)
+	}
+	tw.Write(body)
+	tw.Close()
+	img, err := mutate.AppendLayers(empty.Image, static.NewLayer(layer.Bytes(), types.DockerLayer))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		d.t.Fatal(err)
+	}
+	path := filepath.Join(d.t.TempDir(), "tiny.tar")
+	if err := tarball.WriteToFile(path, name.MustParseReference(tinyRef), img); err != nil {
+		d.t.Fatal(err)
+	}
+	if _, err := d.sys.Images.Import(context.Background(), path, nil); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// create makes a sandbox from req and checks that it runs.
+func (d *testDaemon) create(req api.CreateSandboxRequest) *api.Sandbox {
+	d.t.Helper()
+	sb, err := d.api.Sandbox.Create(context.Background(), req)
+	if err != nil {
+		d.t.Fatalf("create sandbox: %v", err)
+	}
+	if sb.Status != api.StatusRunning {
+		d.t.Fatalf("new sandbox %s is %s: %s", sb.ID, sb.Status, sb.Reason)
+	}
+	return sb
+}
+
+// A daemon starts, serves, shuts down leaving the store clean, and starts
+// again on the same data directory with what it held: the sandbox, which
+// kept running, is re-adopted and the template is there. Warm pools, which
+// need the manager and which the manager's creates take from, are wired
+// both ways: a create takes the warm sandbox, and shutdown deletes the
+// sandboxes left waiting.
+func TestRestartKeepsState(t *testing.T) {
+	ctx := context.Background()
+	dataDir := t.TempDir()
+	rt := fakeruntime.New()
+	t.Cleanup(func() { rt.Close() })
+
+	d := start(t, testConfig(dataDir, rt), nil)
+	d.importTiny()
+	sb := d.create(api.CreateSandboxRequest{Image: tinyRef})
+	if _, err := d.api.Template.Create(ctx, api.CreateTemplateRequest{Name: "tiny", Spec: api.TemplateSpec{Image: tinyRef}}); err != nil {
+		t.Fatalf("create template: %v", err)
+	}
+	if err := d.stop(); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	// Closing the store checkpoints the write-ahead log into the database
+	// and removes it: what a clean close leaves.
+	if _, err := os.Stat(filepath.Join(dataDir, "state.db-wal")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state.db-wal after shutdown: %v, want none (store not closed cleanly)", err)
+	}
+
+	cfg := testConfig(dataDir, rt)
+	cfg.WarmPools = map[string]int{"tiny": 1}
+	d = start(t, cfg, nil)
+	got, err := d.api.Sandbox.Get(ctx, sb.ID)
+	if err != nil || got.Status != api.StatusRunning {
+		t.Fatalf("sandbox after restart: %+v, %v; want it running", got, err)
+	}
+	if tpl, err := d.api.Template.Get(ctx, "tiny"); err != nil || tpl.Spec.Image != tinyRef {
+		t.Fatalf("template after restart: %+v, %v", tpl, err)
+	}
+	waitPool(t, d.sys, "tiny", 1)
+	warm := d.create(api.CreateSandboxRequest{Template: "tiny"})
+	if st := d.sys.Pools.Stats(); len(st) != 1 || st[0].Hits != 1 {
+		t.Errorf("pool stats after a create from its template: %+v, want one hit", st)
+	}
+	waitPool(t, d.sys, "tiny", 1) // refilled
+	if err := d.stop(); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	live, err := rt.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, st := range live {
+		ids = append(ids, st.ID)
+	}
+	want := []string{sb.ID, warm.ID}
+	slices.Sort(ids)
+	slices.Sort(want)
+	if diff := cmp.Diff(want, ids); diff != "" {
+		t.Errorf("sandboxes left after shutdown (-want +got), the waiting warm one must go:\n%s", diff)
+	}
+}
+
+// waitPool waits until pool name has n sandboxes ready.
+func waitPool(t *testing.T, s *System, name string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		for _, st := range s.Pools.Stats() {
+			if st.Name == name && st.Ready == n {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("warm pool %s: %+v, want %d ready", name, s.Pools.Stats(), n)
+		}
+	}
+}
+
+// blockExecs makes every exec in rt wait, once it reaches the agent, until
+// the returned release is called; entered receives each exec's sandbox id.
+func blockExecs(t *testing.T, rt *fakeruntime.Runtime) (entered <-chan string, release func()) {
+	in := make(chan string, 8)
+	gate := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(release)
+	rt.SetHooks(fakeruntime.Hooks{Exec: func(id string, _ *agent.ExecRequest) error {
+		in <- id
+		<-gate
+		return nil
+	}})
+	return in, release
+}
+
+// exec runs true in sandbox id in the background and returns where its
+// result arrives.
+func (d *testDaemon) exec(id string) <-chan error {
+	res := make(chan error, 1)
+	go func() {
+		out, err := d.api.Sandbox.Execute(context.Background(), id, api.ExecRequest{Command: []string{"true"}, Timeout: 60})
+		if err == nil && out.ExitCode != 0 {
+			err = errors.New("exit code " + out.Stderr)
+		}
+		res <- err
+	}()
+	return res
+}
+
+// A shutdown stops accepting connections at once but lets a request in
+// flight finish, and Serve returns only after it has.
+func TestShutdownDrainsRequests(t *testing.T) {
+	rt := fakeruntime.New()
+	t.Cleanup(func() { rt.Close() })
+	d := start(t, testConfig(t.TempDir(), rt), nil)
+	d.importTiny()
+	sb := d.create(api.CreateSandboxRequest{Image: tinyRef})
+	entered, release := blockExecs(t, rt)
+	res := d.exec(sb.ID)
+	<-entered
+
+	d.cancel()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		c, err := net.Dial("tcp", d.addr)
+		if err != nil {
+			break // no longer accepting
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("still accepting connections 5s into the shutdown")
+		}
+	}
+	select {
+	case err := <-d.served:
+		t.Fatalf("Serve returned (%v) with a request in flight", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	if err := <-res; err != nil {
+		t.Errorf("request in flight at shutdown: %v, want it answered", err)
+	}
+	select {
+	case err := <-d.served:
+		d.served <- err // for stop
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve still running 10s after the last request ended")
+	}
+	if err := d.stop(); err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+}
+
+// A request still running at the shutdown timeout is ended: shutdown does
+// not wait for it longer.
+func TestShutdownTimeoutEndsRequests(t *testing.T) {
+	rt := fakeruntime.New()
+	t.Cleanup(func() { rt.Close() })
+	cfg := testConfig(t.TempDir(), rt)
+	cfg.ShutdownTimeout = 300 * time.Millisecond
+	d := start(t, cfg, nil)
+	d.importTiny()
+	sb := d.create(api.CreateSandboxRequest{Image: tinyRef})
+	entered, _ := blockExecs(t, rt)
+	res := d.exec(sb.ID)
+	<-entered
+	began := time.Now()
+	if err := d.stop(); err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+	if took := time.Since(began); took < cfg.ShutdownTimeout {
+		t.Errorf("shutdown took %v, less than the %v it waits for requests", took, cfg.ShutdownTimeout)
+	}
+	if err := <-res; err == nil {
+		t.Error("a request ended by the shutdown timeout was answered as a success")
+	}
+}
+
+// Serve runs the background loops, restarts one that panics, and stops
+// them all and waits for them before it returns.
+func TestLoops(t *testing.T) {
+	var stopped atomic.Bool
+	var runs atomic.Int32
+	again := make(chan struct{})
+	d := start(t, testConfig(t.TempDir(), fakeruntime.New()), func(s *System) {
+		s.Loops.Go("slow to stop", func(ctx context.Context) error {
+			<-ctx.Done()
+			time.Sleep(100 * time.Millisecond) // its own clean-up
+			stopped.Store(true)
+			return nil
+		})
+		s.Loops.Go("flaky", func(ctx context.Context) error {
+			if runs.Add(1) == 1 {
+				panic("flaky loop")
+			}
+			close(again)
+			<-ctx.Done()
+			return nil
+		}, supervisor.Backoff(time.Millisecond, 10*time.Millisecond))
+	})
+	select {
+	case <-again:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a loop that panicked was not run again")
+	}
+	if got := d.sys.Loops.Running(); !slices.Contains(got, "sandbox sweep") || !slices.Contains(got, "flaky") {
+		t.Errorf("loops running: %v, want the sandbox sweep and flaky among them", got)
+	}
+	if err := d.stop(); err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+	if !stopped.Load() {
+		t.Error("Serve returned before a loop had stopped")
+	}
+	if got := d.sys.Loops.Running(); len(got) != 0 {
+		t.Errorf("loops still running after Serve returned: %v", got)
+	}
+	if log := d.log.String(); !strings.Contains(log, "loop failed: restarting") || !strings.Contains(log, "panic: flaky loop") {
+		t.Errorf("the panic was not logged:\n%s", log)
+	}
+}
+
+// A critical loop's failure shuts the daemon down, and Serve returns it.
+func TestCriticalLoopStopsDaemon(t *testing.T) {
+	boom := errors.New("archive lost")
+	fail := make(chan struct{})
+	d := start(t, testConfig(t.TempDir(), fakeruntime.New()), func(s *System) {
+		s.Loops.Go("flusher", func(ctx context.Context) error {
+			select {
+			case <-fail:
+				return boom
+			case <-ctx.Done():
+				return nil
+			}
+		}, supervisor.Critical())
+	})
+	close(fail)
+	select {
+	case err := <-d.served:
+		if !errors.Is(err, boom) {
+			t.Errorf("Serve: %v, want the flusher's failure", err)
+		}
+		d.served <- nil
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve still running 10s after a critical loop failed")
+	}
+	if _, err := net.Dial("tcp", d.addr); err == nil {
+		t.Error("still accepting connections after Serve returned")
+	}
+}

@@ -1,0 +1,143 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+)
+
+// registerLoops registers the daemon's background loops with s.Loops. None
+// is critical: each only falls behind while it waits to restart, so a
+// failure is logged and the loop restarted rather than the daemon
+// stopped. (Prepull tasks and the manager's sandbox starts are not loops:
+// each is work a request started, bounded by its own timeout, and the
+// service that started it waits for it in Close.)
+func (s *System) registerLoops() {
+	// Expires sandboxes and notices dead ones; a restart resumes at the
+	// next tick.
+	s.Loops.Go("sandbox sweep", func(ctx context.Context) error {
+		s.Manager.Run(ctx)
+		return ctx.Err()
+	})
+	// One loop per warm pool, so that a pool that fails does not hold up
+	// the others; its ready sandboxes stay in it across a restart.
+	for _, name := range s.Pools.Names() {
+		s.Loops.Go("warm pool "+name, func(ctx context.Context) error { return s.Pools.Fill(ctx, name) })
+	}
+}
+
+// Serve answers API requests on l, with the background loops running,
+// until ctx is done or a critical loop fails. Then it shuts down: it stops
+// accepting connections, waits for the requests in flight (up to the
+// shutdown timeout, then ends them), stops the loops and waits for them,
+// and empties the warm pools. Sandboxes keep running and are re-adopted
+// next start. It returns nil after a shutdown that ctx asked for; the
+// caller then calls Close.
+func (s *System) Serve(ctx context.Context, l net.Listener) error {
+	srv := apiServer(s.cfg.HTTP, s.API.Handler(), s.log)
+	// The loops run until the requests have drained: a request may wait
+	// on what a loop does.
+	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLoops()
+	loops := make(chan error, 1)
+	go func() { loops <- s.Loops.Run(loopCtx) }()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(limitListener(l, s.cfg.HTTP, s.log)) }()
+	s.log.Info("serving", "addr", l.Addr().String(), "data_dir", s.cfg.DataDir, "runtime", s.Runtime.Name())
+
+	var err error
+	select {
+	case <-ctx.Done():
+		s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout)
+	case err = <-served:
+		served = nil
+		err = fmt.Errorf("serve: %w", err)
+		s.log.Error("shutting down: the API server failed", "err", err)
+	case err = <-loops:
+		loops = nil
+		s.log.Error("shutting down: a critical loop failed", "err", err)
+	}
+	s.API.SetReady(false)
+	s.drain(srv, served)
+	stopLoops()
+	s.stopLoops(loops)
+	s.emptyPools()
+	s.log.Info("shut down")
+	return err
+}
+
+// drain stops srv accepting and waits for the requests in flight, up to
+// the shutdown timeout, then ends those still running; served is srv.Serve's
+// result (nil when it has been received).
+func (s *System) drain(srv *http.Server, served <-chan error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		s.log.Warn("requests still running at the shutdown timeout: ending them", "err", err)
+		srv.Close()
+	}
+	if served != nil {
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			s.log.Warn("serve", "err", err)
+		}
+	}
+}
+
+// stopLoops waits, up to the shutdown timeout, for the supervisor's Run to
+// return its result on loops (nil when it has been received), once its
+// context has ended.
+func (s *System) stopLoops(loops <-chan error) {
+	if loops == nil {
+		return
+	}
+	t := time.NewTimer(s.cfg.ShutdownTimeout)
+	defer t.Stop()
+	select {
+	case err := <-loops:
+		if err != nil {
+			s.log.Error("background loops", "err", err)
+		}
+	case <-t.C:
+		s.log.Error("background loops still running at the shutdown timeout: leaving them", "loops", s.Loops.Running())
+	}
+}
+
+// emptyPools deletes the sandboxes waiting in warm pools: they are
+// nobody's and go with the daemon (Recover deletes any a crash left).
+func (s *System) emptyPools() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := s.Pools.Close(ctx); err != nil {
+		s.log.Warn("empty warm pools", "err", err)
+	}
+}
+
+// Close closes the services in the reverse order of New: background work
+// first (prepull tasks, sandbox starts), the store last, so that what
+// still runs can record how it ended. Sandboxes keep running. It returns
+// the store's error on closing, which says whether the database was left
+// clean.
+func (s *System) Close() error {
+	if s.Prepull != nil {
+		s.Prepull.Close()
+	}
+	if s.Manager != nil {
+		s.Manager.Close()
+	}
+	if s.Gateway != nil {
+		s.Gateway.Close()
+	}
+	if c, ok := s.Runtime.(interface{ Close() }); ok && s.cfg.runtime == nil {
+		c.Close() // egress proxies; sandboxes keep running
+	}
+	if s.Store == nil {
+		return nil
+	}
+	if err := s.Store.Close(); err != nil {
+		return fmt.Errorf("close the store: %w", err)
+	}
+	return nil
+}
