@@ -26,6 +26,7 @@ import (
 	"github.com/agent2env/agent2env/internal/pool"
 	"github.com/agent2env/agent2env/internal/prepull"
 	"github.com/agent2env/agent2env/internal/runtime/oci"
+	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
 	"github.com/agent2env/agent2env/internal/template"
 )
@@ -88,6 +89,7 @@ type System struct {
 	Images    *image.Store
 	Runtime   *oci.Runtime
 	Manager   *manager.Manager
+	Sandboxes *service.Sandboxes
 	Prepull   *prepull.Service
 	Templates *template.Service
 	Gateway   *gateway.Routes
@@ -166,6 +168,7 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Listen
 	}
+	s.Sandboxes = service.NewSandboxes(s.Manager, cfg.PublicURL)
 	s.Gateway = gateway.New(s.Manager, cfg.Log)
 	// Pools create through the manager, and the manager's creates take
 	// from the pools.
@@ -180,7 +183,6 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	}
 	opts := []httpapi.Option{
 		httpapi.WithRoutes(s.Gateway),
-		httpapi.WithPublicURL(cfg.PublicURL),
 		httpapi.WithRoutes(httpapi.NewTemplateRoutes(s.Templates)),
 		httpapi.WithRoutes(httpapi.NewPrepullRoutes(s.Prepull)),
 		httpapi.WithRoutes(httpapi.NewContextRoutes(s.Contexts)),
@@ -196,7 +198,7 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	if authOn {
 		opts = append(opts, httpapi.WithMiddleware(httpapi.AuthMiddleware(cfg.Keys)))
 	}
-	s.API = httpapi.New(s.Manager, s.Images, cfg.Log, opts...)
+	s.API = httpapi.New(s.Sandboxes, s.Images, cfg.Log, opts...)
 	if err := s.Manager.Recover(ctx); err != nil {
 		return nil, err
 	}
