@@ -169,7 +169,7 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		cfg.PublicURL = "http://" + cfg.Listen
 	}
 	s.Sandboxes = service.NewSandboxes(s.Manager, cfg.PublicURL)
-	s.Gateway = gateway.New(s.Manager, cfg.Log)
+	s.Gateway = gateway.New(s.Sandboxes, cfg.Log)
 	// Pools create through the manager, and the manager's creates take
 	// from the pools.
 	cfg.Contexts.Defaults = contexts.Sources(cfg.Contexts.Defaults)

@@ -4,7 +4,8 @@
 // task runner) only translates its transport and no rule is written twice.
 // The rules that live here and nowhere else: the API view of a sandbox (its
 // access token and accessUrl), template overrides versus a request's image
-// fields, exec requests and their limits, and list pages.
+// fields, exec requests and their limits, list pages, and the port
+// gateway's access checks.
 //
 // Sandboxes sits over the manager, which speaks records. Domain services
 // that speak api already are called directly: template.Service and
