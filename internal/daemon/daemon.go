@@ -198,7 +198,7 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	if authOn {
 		opts = append(opts, httpapi.WithMiddleware(httpapi.AuthMiddleware(cfg.Keys)))
 	}
-	s.API = httpapi.New(s.Sandboxes, s.Images, cfg.Log, opts...)
+	s.API = httpapi.New(s.Sandboxes, service.NewImages(s.Images), cfg.Log, opts...)
 	if err := s.Manager.Recover(ctx); err != nil {
 		return nil, err
 	}

@@ -183,7 +183,7 @@ func openEnv(dir string, opts envOptions) (e *env, closeEnv func(), err error) {
 		opts.cfg.StartTimeout = 10 * time.Second
 	}
 	m := manager.New(opts.cfg, rt, imgs, st, log, manager.WithMetrics(opts.metrics))
-	srv := New(service.NewSandboxes(m, "http://gw.test/"), imgs, log, append([]Option{WithMetrics(opts.metrics)}, opts.opts...)...)
+	srv := New(service.NewSandboxes(m, "http://gw.test/"), service.NewImages(imgs), log, append([]Option{WithMetrics(opts.metrics)}, opts.opts...)...)
 	srv.SetReady(!opts.notReady)
 	h := srv.Handler()
 	ts := httptest.NewServer(h)

@@ -30,7 +30,7 @@ const maxJSONBody = 1 << 20
 // state; until then /readyz answers 503.
 type Server struct {
 	sandboxes  *service.Sandboxes
-	images     Images
+	images     *service.Images
 	log        *slog.Logger
 	ready      atomic.Bool
 	routes     []Routes
@@ -57,7 +57,7 @@ func WithMiddleware(mw func(http.Handler) http.Handler) Option {
 }
 
 // New returns a Server of the sandbox and image services.
-func New(sandboxes *service.Sandboxes, images Images, log *slog.Logger, opts ...Option) *Server {
+func New(sandboxes *service.Sandboxes, images *service.Images, log *slog.Logger, opts ...Option) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -99,8 +99,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/sandboxes/{id}/restart", s.control("restart", s.sandboxes.Restart))
 
 	mux.HandleFunc("GET /api/v1/images", s.listImages)
-	mux.HandleFunc("POST /api/v1/images/pull", s.pullImage)
-	mux.HandleFunc("POST /api/v1/images/build", s.buildImage)
+	mux.HandleFunc("POST /api/v1/images/pull", s.imageOp(s.images.Pull))
+	mux.HandleFunc("POST /api/v1/images/build", s.imageOp(s.images.Build))
 	mux.HandleFunc("POST /api/v1/images/import", s.importImage)
 	mux.HandleFunc("DELETE /api/v1/images/{ref...}", s.removeImage)
 

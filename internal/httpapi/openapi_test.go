@@ -735,7 +735,7 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 	if err := mt.Register(ctxs); err != nil {
 		t.Fatal(err)
 	}
-	srv := New(service.NewSandboxes(m, "http://gw.test"), imgs, log,
+	srv := New(service.NewSandboxes(m, "http://gw.test"), service.NewImages(imgs), log,
 		WithRoutes(NewTemplateRoutes(tpl)), WithRoutes(NewPrepullRoutes(pp)), WithRoutes(capture),
 		WithRoutes(NewContextRoutes(ctxs)), WithMetrics(mt),
 		WithMiddleware(AuthMiddleware(keys)))

@@ -4,14 +4,14 @@
 // task runner) only translates its transport and no rule is written twice.
 // The rules that live here and nowhere else: the API view of a sandbox (its
 // access token and accessUrl), template overrides versus a request's image
-// fields, exec requests and their limits, list pages, and the port
-// gateway's access checks.
+// fields, exec requests and their limits, list pages, the port gateway's
+// access checks, and the wire view of images.
 //
-// Sandboxes sits over the manager, which speaks records. Domain services
-// that speak api already are called directly: template.Service and
-// prepull.Service.
+// Sandboxes and Images sit over packages that speak internal types
+// (manager records, image.Image). Domain services that speak api already
+// are called directly: template.Service and prepull.Service.
 //
-// Operations that stream (exec output) are split in two:
+// Operations that stream (exec output, image progress) are split in two:
 // the call checks the request and returns the function that runs it, which
 // reports events to a callback. A caller refuses bad requests before it
 // commits to a streaming response, as contexts.Service.Stream does.
