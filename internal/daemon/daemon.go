@@ -185,7 +185,7 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		httpapi.WithRoutes(s.Gateway),
 		httpapi.WithRoutes(httpapi.NewTemplateRoutes(s.Templates)),
 		httpapi.WithRoutes(httpapi.NewPrepullRoutes(s.Prepull)),
-		httpapi.WithRoutes(httpapi.NewContextRoutes(s.Contexts)),
+		httpapi.WithRoutes(httpapi.NewContextRoutes(service.NewContexts(s.Contexts))),
 		httpapi.WithMetrics(s.Metrics),
 	}
 	browsers, err := httpapi.BrowserGuard(httpapi.BrowserConfig{

@@ -737,7 +737,7 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 	}
 	srv := New(service.NewSandboxes(m, "http://gw.test"), service.NewImages(imgs), log,
 		WithRoutes(NewTemplateRoutes(tpl)), WithRoutes(NewPrepullRoutes(pp)), WithRoutes(capture),
-		WithRoutes(NewContextRoutes(ctxs)), WithMetrics(mt),
+		WithRoutes(NewContextRoutes(service.NewContexts(ctxs))), WithMetrics(mt),
 		WithMiddleware(AuthMiddleware(keys)))
 	srv.SetReady(true)
 	h := srv.Handler()

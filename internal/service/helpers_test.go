@@ -52,6 +52,8 @@ var testTemplates = templates{
 // store that has every image and a sqlite store.
 type env struct {
 	sb *Sandboxes
+	m  *manager.Manager
+	st *sqlite.Store
 	rt *fakeruntime.Runtime
 }
 
@@ -71,7 +73,7 @@ func newEnv(t *testing.T, publicURL string) *env {
 		}
 		st.Close()
 	})
-	return &env{sb: NewSandboxes(m, publicURL), rt: rt}
+	return &env{sb: NewSandboxes(m, publicURL), m: m, st: st, rt: rt}
 }
 
 // running creates a running sandbox from "alpine".

@@ -5,11 +5,14 @@
 // The rules that live here and nowhere else: the API view of a sandbox (its
 // access token and accessUrl), template overrides versus a request's image
 // fields, exec requests and their limits, list pages, the port gateway's
-// access checks, and the wire view of images.
+// access checks, the wire view of images, and the sandbox scope of
+// code-interpreter contexts.
 //
 // Sandboxes and Images sit over packages that speak internal types
-// (manager records, image.Image). Domain services that speak api already
-// are called directly: template.Service and prepull.Service.
+// (manager records, image.Image); Contexts over contexts.Service, which
+// speaks api already, adds only the scope its two route forms share.
+// Domain services that need nothing more are called directly:
+// template.Service and prepull.Service.
 //
 // Operations that stream (exec output, image progress) are split in two:
 // the call checks the request and returns the function that runs it, which
