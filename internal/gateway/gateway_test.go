@@ -36,6 +36,9 @@ type fakeBox struct {
 	token   string
 	running bool
 	ports   map[int]string // port -> listener address
+	// dialErr is Dial's answer when set: the sandbox went away or
+	// stopped after the access check.
+	dialErr error
 }
 
 // Authorize answers as service.Sandboxes does, in its order: tokens are
@@ -65,6 +68,9 @@ func (f *fakeSandboxes) Dial(ctx context.Context, id string, port int) (net.Conn
 	f.mu.Unlock()
 	if b == nil {
 		return nil, errdefs.NotFound("sandbox %s not found", id)
+	}
+	if b.dialErr != nil {
+		return nil, b.dialErr
 	}
 	addr, ok := b.ports[port]
 	if !ok {
@@ -168,6 +174,36 @@ func TestChecks(t *testing.T) {
 				t.Error("a refused request dialed the sandbox")
 			}
 		})
+	}
+}
+
+// A sandbox that goes away or stops between the access check and the dial
+// is answered with Dial's error as it is, not as a proxy failure.
+func TestDialRefusals(t *testing.T) {
+	f, base := setup(t)
+	f.mu.Lock()
+	f.boxes["vanishing"] = &fakeBox{token: tokenA, running: true,
+		dialErr: errdefs.WithCode(errdefs.NotFound("sandbox not found"), api.CodeSandboxNotFound)}
+	f.boxes["stopping"] = &fakeBox{token: tokenA, running: true,
+		dialErr: errdefs.WithCode(errdefs.Precondition("sandbox stopping is stopped, not running"), api.CodeSandboxNotReady)}
+	f.mu.Unlock()
+	tests := []struct {
+		id     string
+		status int
+		want   api.Error
+	}{
+		{"vanishing", 404, api.Error{Message: "sandbox not found", Code: api.CodeSandboxNotFound}},
+		{"stopping", 409, api.Error{Message: "sandbox stopping is stopped, not running", Code: api.CodeSandboxNotReady}},
+	}
+	for _, tt := range tests {
+		resp, b := do(t, "GET", base+"/api/v1/sandbox/"+tt.id+"/port/8080/", tokenA, nil)
+		var got api.Error
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("body %q is not the error body: %v", b, err)
+		}
+		if resp.StatusCode != tt.status || got.Message != tt.want.Message || got.Code != tt.want.Code {
+			t.Errorf("GET port of %s = %d %+v, want %d %+v", tt.id, resp.StatusCode, got, tt.status, tt.want)
+		}
 	}
 }
 
