@@ -32,6 +32,7 @@ import (
 	"github.com/agent2env/agent2env/internal/prepull"
 	"github.com/agent2env/agent2env/internal/runtime/oci"
 	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/store"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
 	"github.com/agent2env/agent2env/internal/template"
@@ -102,6 +103,7 @@ type System struct {
 	Images    *image.Store
 	Runtime   sandbox.Runtime
 	Manager   *manager.Manager
+	Sandboxes *service.Sandboxes
 	Prepull   *prepull.Service
 	Templates *template.Service
 	Gateway   *gateway.Routes
@@ -197,7 +199,8 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Listen
 	}
-	s.Gateway = gateway.New(s.Manager, cfg.Log)
+	s.Sandboxes = service.NewSandboxes(s.Manager, cfg.PublicURL)
+	s.Gateway = gateway.New(s.Sandboxes, cfg.Log)
 	cfg.Contexts.Defaults = contexts.Sources(cfg.Contexts.Defaults)
 	if s.Pools, err = pool.New(s.Manager, pool.Specs(cfg.WarmPools, cfg.Contexts.Defaults), cfg.Log); err != nil {
 		return nil, err
@@ -210,10 +213,9 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	}
 	opts := []httpapi.Option{
 		httpapi.WithRoutes(s.Gateway),
-		httpapi.WithPublicURL(cfg.PublicURL),
 		httpapi.WithRoutes(httpapi.NewTemplateRoutes(s.Templates)),
 		httpapi.WithRoutes(httpapi.NewPrepullRoutes(s.Prepull)),
-		httpapi.WithRoutes(httpapi.NewContextRoutes(s.Contexts)),
+		httpapi.WithRoutes(httpapi.NewContextRoutes(service.NewContexts(s.Contexts))),
 		httpapi.WithMetrics(s.Metrics),
 	}
 	browsers, err := httpapi.BrowserGuard(httpapi.BrowserConfig{
@@ -226,7 +228,7 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	if authOn {
 		opts = append(opts, httpapi.WithMiddleware(httpapi.AuthMiddleware(cfg.Keys)))
 	}
-	s.API = httpapi.New(s.Manager, s.Images, cfg.Log, opts...)
+	s.API = httpapi.New(s.Sandboxes, service.NewImages(s.Images), cfg.Log, opts...)
 	s.Loops = supervisor.New(cfg.Log)
 	s.registerLoops()
 	if err := s.Manager.Recover(ctx); err != nil {

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -19,11 +20,16 @@ var _ httpapi.Routes = (*gateway.Routes)(nil)
 // oneSandbox is sandbox "sb" with token "tok" and every port at addr.
 type oneSandbox struct{ addr string }
 
-func (o oneSandbox) Lookup(ctx context.Context, id string) (string, bool, error) {
-	if id != "sb" {
-		return "", false, errdefs.NotFound("no sandbox %s", id)
+func (o oneSandbox) Authorize(ctx context.Context, id, token string) error {
+	switch {
+	case token == "":
+		return fmt.Errorf("missing access token: %w", errdefs.ErrUnauthenticated)
+	case id != "sb":
+		return errdefs.NotFound("no sandbox %s", id)
+	case token != "tok":
+		return fmt.Errorf("invalid access token: %w", errdefs.ErrUnauthenticated)
 	}
-	return "tok", true, nil
+	return nil
 }
 
 func (o oneSandbox) Dial(ctx context.Context, id string, port int) (net.Conn, error) {

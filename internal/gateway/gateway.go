@@ -9,21 +9,20 @@
 // after the handshake. The token is the only credential: API keys do not
 // apply here, and the token is removed before the request goes on.
 //
-// Checks run in LiteBoxd's order: a bad port is 400, a missing token 401,
-// an unknown sandbox 404, a wrong token 401, a sandbox that is not running
-// 409, and a port nothing listens on 502. Error bodies are the API's flat
-// {"error", "code"}.
+// Checks run in LiteBoxd's order: a bad port is 400, then the access
+// checks of Sandboxes.Authorize (a missing token 401, an unknown sandbox
+// 404, a wrong token 401, a sandbox that is not running 409), and a port
+// nothing listens on 502. Error bodies are the API's flat {"error", "code"}.
 //
-// Routes finds sandboxes through the Sandboxes interface (the manager) and
-// reaches their ports through Sandboxes.Dial (the agent's DialPort).
+// Routes checks access through the Sandboxes interface (service.Sandboxes,
+// where the rules live) and reaches ports through Sandboxes.Dial (the
+// agent's DialPort).
 // Connections to a sandbox port are kept for reuse briefly, per sandbox
 // and port. Routes is safe for concurrent use.
 package gateway
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,20 +31,20 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
 )
 
-// Sandboxes is what the gateway needs of the daemon.
+// Sandboxes is what the gateway needs of the daemon: service.Sandboxes.
 type Sandboxes interface {
-	// Lookup returns the sandbox's access token and whether it is running;
-	// an unknown sandbox is an ErrNotFound.
-	Lookup(ctx context.Context, id string) (token string, running bool, err error)
+	// Authorize checks that token grants access to the ports of sandbox
+	// id and that it runs: nil, or an error classed (and coded) as the
+	// client is to be answered. It allows only ids of sandboxes that
+	// exist, which alone reach Dial.
+	Authorize(ctx context.Context, id, token string) error
 	// Dial connects to 127.0.0.1:port inside the sandbox.
 	Dial(ctx context.Context, id string, port int) (net.Conn, error)
 }
@@ -109,10 +108,6 @@ func (g *Routes) Register(mux *http.ServeMux) {
 // Close drops the connections kept for reuse.
 func (g *Routes) Close() { g.tr.CloseIdleConnections() }
 
-// validID bounds the ids the gateway looks up: a sandbox id is also the
-// host name of its connections in the pool.
-var validID = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-
 func (g *Routes) serve(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	port, err := strconv.Atoi(r.PathValue("port"))
@@ -124,44 +119,16 @@ func (g *Routes) serve(w http.ResponseWriter, r *http.Request) {
 		preflight(w, r)
 		return
 	}
-	token := r.Header.Get(TokenHeader)
-	if token == "" {
-		writeError(w, unauthenticated("missing access token"))
-		return
-	}
-	if !validID.MatchString(id) {
-		writeError(w, notFound())
-		return
-	}
-	want, running, err := g.sb.Lookup(r.Context(), id)
-	if errors.Is(err, errdefs.ErrNotFound) {
-		writeError(w, notFound())
-		return
-	}
-	if err != nil {
-		g.log.Warn("gateway: look up sandbox", "sandbox", id, "err", err)
-		writeError(w, fmt.Errorf("look up sandbox %s: %w", id, err))
-		return
-	}
-	if !tokenEqual(token, want) {
-		writeError(w, unauthenticated("invalid access token"))
-		return
-	}
-	if !running {
-		writeError(w, errdefs.WithCode(errdefs.Precondition("sandbox %s is not running", id), api.CodeSandboxNotReady))
+	// Authorize passes only ids of sandboxes, which are fit to be the host
+	// names of pooled connections (see rewrite).
+	if err := g.sb.Authorize(r.Context(), id, r.Header.Get(TokenHeader)); err != nil {
+		if status, _ := errdefs.HTTPStatus(err); status >= 500 {
+			g.log.Warn("gateway: check access", "sandbox", id, "err", err)
+		}
+		writeError(w, err)
 		return
 	}
 	g.rp.ServeHTTP(w, r)
-}
-
-// tokenEqual compares in constant time. Hashing first makes the time
-// independent of the lengths too; an empty stored token matches nothing.
-func tokenEqual(got, want string) bool {
-	if want == "" {
-		return false
-	}
-	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
-	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }
 
 // rewrite points the request at the sandbox port: the pool's host name is
@@ -210,12 +177,8 @@ func (g *Routes) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	var ne net.Error
 	switch {
-	case errors.Is(err, errdefs.ErrNotFound):
-		err = notFound()
-	case errors.Is(err, errdefs.ErrFailedPrecondition):
-		if errdefs.Code(err) == "" {
-			err = errdefs.WithCode(err, api.CodeSandboxNotReady)
-		}
+	case errors.Is(err, errdefs.ErrNotFound), errors.Is(err, errdefs.ErrFailedPrecondition):
+		// The sandbox went away or stopped since Authorize: Dial said so.
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		err = fmt.Errorf("sandbox port %s: %w: no answer in time", r.PathValue("port"), errdefs.ErrDeadlineExceeded)
 	default:
@@ -224,14 +187,6 @@ func (g *Routes) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	writeError(w, err)
-}
-
-func notFound() error {
-	return errdefs.WithCode(errdefs.NotFound("sandbox not found"), api.CodeSandboxNotFound)
-}
-
-func unauthenticated(msg string) error {
-	return fmt.Errorf("%s: %w", msg, errdefs.ErrUnauthenticated)
 }
 
 // The CORS answers of LiteBoxd's gateway: any origin, the token header

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/service"
 )
 
 // fakeGateway stands in for the port gateway, which checks its own
@@ -28,7 +29,7 @@ func TestAuthMiddleware(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(nil, newFakeImages("alpine"), slog.New(slog.DiscardHandler),
+	srv := New(nil, service.NewImages(newFakeImages("alpine")), slog.New(slog.DiscardHandler),
 		WithMiddleware(AuthMiddleware(keys)), WithRoutes(fakeGateway{}))
 	srv.SetReady(true)
 	h := srv.Handler()

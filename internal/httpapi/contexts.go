@@ -1,23 +1,24 @@
 package httpapi
 
 import (
+	"cmp"
 	"net/http"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/api/sse"
 	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/errdefs"
-	"github.com/agent2env/agent2env/internal/store"
+	"github.com/agent2env/agent2env/internal/service"
 )
 
 // ContextRoutes serves code-interpreter contexts: seed 001's /contexts and
 // the same under /sandboxes/{id}/contexts.
 type ContextRoutes struct {
-	svc *contexts.Service
+	svc *service.Contexts
 }
 
 // NewContextRoutes returns the context routes of svc.
-func NewContextRoutes(svc *contexts.Service) *ContextRoutes { return &ContextRoutes{svc: svc} }
+func NewContextRoutes(svc *service.Contexts) *ContextRoutes { return &ContextRoutes{svc: svc} }
 
 // Register adds the routes to mux.
 func (c *ContextRoutes) Register(mux *http.ServeMux) {
@@ -42,14 +43,7 @@ func (c *ContextRoutes) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if id := r.PathValue("id"); id != "" {
-		if req.SandboxID != "" && req.SandboxID != id {
-			writeError(w, errdefs.Invalid("sandbox_id %q differs from the sandbox in the path %q", req.SandboxID, id))
-			return
-		}
-		req.SandboxID = id
-	}
-	ctx, err := c.svc.Create(r.Context(), req)
+	ctx, err := c.svc.Create(r.Context(), r.PathValue("id"), req)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -57,17 +51,15 @@ func (c *ContextRoutes) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, ctx)
 }
 
+// list takes the sandbox from the path, else from the query.
 func (c *ContextRoutes) list(w http.ResponseWriter, r *http.Request) {
-	f := store.ContextFilter{SessionName: r.URL.Query().Get("session_name"), SandboxID: r.URL.Query().Get("sandbox_id")}
-	if id := r.PathValue("id"); id != "" {
-		f.SandboxID = id
-	}
-	items, err := c.svc.List(r.Context(), f)
+	q := r.URL.Query()
+	out, err := c.svc.List(r.Context(), cmp.Or(r.PathValue("id"), q.Get("sandbox_id")), q.Get("session_name"))
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.ContextList{Items: items, Contexts: items, Total: len(items)})
+	writeJSON(w, http.StatusOK, out)
 }
 
 // ids returns the sandbox (empty on the top-level routes) and the context
@@ -80,13 +72,8 @@ func ids(r *http.Request) (sandboxID, contextID string) {
 }
 
 func (c *ContextRoutes) get(w http.ResponseWriter, r *http.Request) {
-	var ctx *api.Context
-	var err error
-	if sb, id := ids(r); sb != "" {
-		ctx, err = c.svc.GetIn(r.Context(), sb, id)
-	} else {
-		ctx, err = c.svc.Get(r.Context(), id)
-	}
+	sb, id := ids(r)
+	ctx, err := c.svc.Get(r.Context(), sb, id)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -95,18 +82,13 @@ func (c *ContextRoutes) get(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *ContextRoutes) delete(w http.ResponseWriter, r *http.Request) {
-	var err error
 	sb, id := ids(r)
-	if sb != "" {
-		err = c.svc.DeleteIn(r.Context(), sb, id)
-	} else {
-		err = c.svc.Delete(r.Context(), id)
-	}
+	out, err := c.svc.Delete(r.Context(), sb, id)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.DeleteContextResponse{ContextID: id, Status: "deleted", Message: "context deleted"})
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (c *ContextRoutes) execute(w http.ResponseWriter, r *http.Request) {
@@ -115,13 +97,8 @@ func (c *ContextRoutes) execute(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	var exe *contexts.Execution
-	var err error
-	if sb, id := ids(r); sb != "" {
-		exe, err = c.svc.ExecuteIn(r.Context(), sb, id, req)
-	} else {
-		exe, err = c.svc.Execute(r.Context(), id, req)
-	}
+	sb, id := ids(r)
+	exe, err := c.svc.Execute(r.Context(), sb, id, req)
 	if err != nil {
 		writeError(w, err)
 		return

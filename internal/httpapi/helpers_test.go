@@ -28,6 +28,7 @@ import (
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
+	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
 )
 
@@ -197,7 +198,7 @@ func openEnv(dir string, opts envOptions) (e *env, closeEnv func(), err error) {
 		opts.cfg.StartTimeout = 10 * time.Second
 	}
 	m := manager.New(opts.cfg, rt, imgs, st, log, manager.WithMetrics(opts.metrics))
-	srv := New(m, imgs, log, append([]Option{WithPublicURL("http://gw.test/"), WithMetrics(opts.metrics)}, opts.opts...)...)
+	srv := New(service.NewSandboxes(m, "http://gw.test/"), service.NewImages(imgs), log, append([]Option{WithMetrics(opts.metrics)}, opts.opts...)...)
 	srv.SetReady(!opts.notReady)
 	h := srv.Handler()
 	ts := httptest.NewServer(h)

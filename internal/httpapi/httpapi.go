@@ -1,5 +1,7 @@
 // Package httpapi is the daemon's REST edge: it decodes requests, calls the
-// manager and image services, and encodes results and errors. Errors are
+// services (package service and the domain services template, prepull and
+// contexts), and encodes results and errors. No rule of the API lives
+// here: a handler decodes, calls one service method and encodes. Errors are
 // answered with errdefs.WriteHTTP, the one mapping of error classes to
 // HTTP statuses and wire codes.
 package httpapi
@@ -12,14 +14,13 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"strings"
 	"sync/atomic"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/buildinfo"
 	"github.com/agent2env/agent2env/internal/errdefs"
-	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/metrics"
+	"github.com/agent2env/agent2env/internal/service"
 )
 
 // maxJSONBody bounds every JSON request body.
@@ -28,15 +29,13 @@ const maxJSONBody = 1 << 20
 // Server serves the REST API. Set Ready once the daemon has recovered its
 // state; until then /readyz answers 503.
 type Server struct {
-	mgr        *manager.Manager
-	images     Images
+	sandboxes  *service.Sandboxes
+	images     *service.Images
 	log        *slog.Logger
 	ready      atomic.Bool
 	routes     []Routes
 	middleware []func(http.Handler) http.Handler
-	// publicURL is where clients reach the daemon, for accessUrl.
-	publicURL string
-	metrics   *metrics.Metrics // nil: /metrics not served, nothing recorded
+	metrics    *metrics.Metrics // nil: /metrics not served, nothing recorded
 }
 
 // Routes is a group of API routes served beside the sandbox routes, such
@@ -57,18 +56,12 @@ func WithMiddleware(mw func(http.Handler) http.Handler) Option {
 	return func(s *Server) { s.middleware = append(s.middleware, mw) }
 }
 
-// WithPublicURL sets the base URL clients reach the daemon at (e.g.
-// http://sandbox.example.com:8080), from which sandboxes' accessUrl is made.
-func WithPublicURL(u string) Option {
-	return func(s *Server) { s.publicURL = strings.TrimRight(u, "/") }
-}
-
-// New returns a Server.
-func New(mgr *manager.Manager, images Images, log *slog.Logger, opts ...Option) *Server {
+// New returns a Server of the sandbox and image services.
+func New(sandboxes *service.Sandboxes, images *service.Images, log *slog.Logger, opts ...Option) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{mgr: mgr, images: images, log: log}
+	s := &Server{sandboxes: sandboxes, images: images, log: log}
 	for _, o := range opts {
 		o(s)
 	}
@@ -101,13 +94,13 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/sandboxes/{id}/files", s.upload)
 	mux.HandleFunc("GET /api/v1/sandboxes/{id}/files", s.download)
 	mux.HandleFunc("GET /api/v1/sandboxes/{id}/logs", s.logs)
-	mux.HandleFunc("POST /api/v1/sandboxes/{id}/stop", s.control("stop", s.mgr.Stop))
-	mux.HandleFunc("POST /api/v1/sandboxes/{id}/start", s.control("start", s.mgr.Start))
-	mux.HandleFunc("POST /api/v1/sandboxes/{id}/restart", s.control("restart", s.mgr.Restart))
+	mux.HandleFunc("POST /api/v1/sandboxes/{id}/stop", s.control("stop", s.sandboxes.Stop))
+	mux.HandleFunc("POST /api/v1/sandboxes/{id}/start", s.control("start", s.sandboxes.Start))
+	mux.HandleFunc("POST /api/v1/sandboxes/{id}/restart", s.control("restart", s.sandboxes.Restart))
 
 	mux.HandleFunc("GET /api/v1/images", s.listImages)
-	mux.HandleFunc("POST /api/v1/images/pull", s.pullImage)
-	mux.HandleFunc("POST /api/v1/images/build", s.buildImage)
+	mux.HandleFunc("POST /api/v1/images/pull", s.imageOp(s.images.Pull))
+	mux.HandleFunc("POST /api/v1/images/build", s.imageOp(s.images.Build))
 	mux.HandleFunc("POST /api/v1/images/import", s.importImage)
 	mux.HandleFunc("DELETE /api/v1/images/{ref...}", s.removeImage)
 

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,28 +10,11 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/api/sse"
 	"github.com/agent2env/agent2env/internal/errdefs"
-	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/service"
 )
-
-// Images is what the API needs of the image store.
-type Images interface {
-	List(ctx context.Context) ([]*image.Image, error)
-	Pull(ctx context.Context, ref string, p image.ProgressFunc) (*image.Image, error)
-	Build(ctx context.Context, name string, p image.ProgressFunc) (*image.Image, error)
-	Import(ctx context.Context, path string, p image.ProgressFunc) ([]*image.Image, error)
-	Remove(ctx context.Context, ref string) error
-	// CreateTemp creates a file to spool an archive to Import in, where
-	// a crash leaves nothing for long: the store empties the directory
-	// when it opens.
-	CreateTemp(pattern string) (*os.File, error)
-}
 
 // maxImportBytes bounds an uploaded image archive.
 const maxImportBytes = 16 << 30
-
-func imageToAPI(img *image.Image) api.Image {
-	return api.Image{Ref: img.Ref, Digest: img.Digest, ID: img.ID, Size: img.Size, Layers: len(img.Layers), Created: img.Created}
-}
 
 func (s *Server) listImages(w http.ResponseWriter, r *http.Request) {
 	imgs, err := s.images.List(r.Context())
@@ -40,62 +22,38 @@ func (s *Server) listImages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	out := api.List[api.Image]{Items: make([]api.Image, 0, len(imgs))}
-	for _, img := range imgs {
-		out.Items = append(out.Items, imageToAPI(img))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, api.List[api.Image]{Items: imgs})
 }
 
 // progressStream runs op, streaming its progress as SSE "progress" events
 // and ending with one "image" event per result or an "error" event.
-func (s *Server) progressStream(w http.ResponseWriter, r *http.Request, op func(image.ProgressFunc) ([]*image.Image, error)) {
+func (s *Server) progressStream(w http.ResponseWriter, r *http.Request, op service.ImageOp) {
 	events := sse.Start(w)
-	imgs, err := op(func(p image.Progress) {
-		_ = events.SendJSON("progress", api.ImageProgress{Phase: p.Phase, Item: p.Item, Current: p.Current, Total: p.Total})
-	})
+	imgs, err := op(r.Context(), func(p api.ImageProgress) { _ = events.SendJSON("progress", p) })
 	if err != nil {
 		events.SendJSON("error", errdefs.Body(err))
 		return
 	}
 	for _, img := range imgs {
-		events.SendJSON("image", imageToAPI(img))
+		events.SendJSON("image", img)
 	}
 }
 
-func (s *Server) decodeImageRef(w http.ResponseWriter, r *http.Request) (string, error) {
-	var req api.ImageRequest
-	if err := decode(w, r, &req); err != nil {
-		return "", err
+// imageOp decodes the body of a pull or build and starts op on its ref.
+func (s *Server) imageOp(op func(ref string) (service.ImageOp, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req api.ImageRequest
+		if err := decode(w, r, &req); err != nil {
+			writeError(w, err)
+			return
+		}
+		run, err := op(req.Ref)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		s.progressStream(w, r, run)
 	}
-	if req.Ref == "" {
-		return "", errdefs.Invalid("ref is required")
-	}
-	return req.Ref, nil
-}
-
-func (s *Server) pullImage(w http.ResponseWriter, r *http.Request) {
-	ref, err := s.decodeImageRef(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	s.progressStream(w, r, func(p image.ProgressFunc) ([]*image.Image, error) {
-		img, err := s.images.Pull(r.Context(), ref, p)
-		return []*image.Image{img}, err
-	})
-}
-
-func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
-	ref, err := s.decodeImageRef(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	s.progressStream(w, r, func(p image.ProgressFunc) ([]*image.Image, error) {
-		img, err := s.images.Build(r.Context(), ref, p)
-		return []*image.Image{img}, err
-	})
 }
 
 // importImage takes a `docker save` or OCI layout tarball as the raw body.
@@ -118,9 +76,7 @@ func (s *Server) importImage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.progressStream(w, r, func(p image.ProgressFunc) ([]*image.Image, error) {
-		return s.images.Import(r.Context(), f.Name(), p)
-	})
+	s.progressStream(w, r, s.images.Import(f.Name()))
 }
 
 func (s *Server) removeImage(w http.ResponseWriter, r *http.Request) {

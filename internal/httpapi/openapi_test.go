@@ -38,6 +38,7 @@ import (
 	"github.com/agent2env/agent2env/internal/prepull"
 	"github.com/agent2env/agent2env/internal/prepull/prepulltest"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
+	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
 	"github.com/agent2env/agent2env/internal/template"
 )
@@ -737,9 +738,9 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 	if err := mt.Register(ctxs); err != nil {
 		t.Fatal(err)
 	}
-	srv := New(m, imgs, log, WithPublicURL("http://gw.test"),
+	srv := New(service.NewSandboxes(m, "http://gw.test"), service.NewImages(imgs), log,
 		WithRoutes(NewTemplateRoutes(tpl)), WithRoutes(NewPrepullRoutes(pp)), WithRoutes(capture),
-		WithRoutes(NewContextRoutes(ctxs)), WithMetrics(mt),
+		WithRoutes(NewContextRoutes(service.NewContexts(ctxs))), WithMetrics(mt),
 		WithMiddleware(AuthMiddleware(keys)))
 	srv.SetReady(true)
 	h := srv.Handler()

@@ -2,10 +2,8 @@ package httpapi
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/agent2env/agent2env/api"
-	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/prepull"
 )
 
@@ -32,30 +30,13 @@ func (p *PrepullRoutes) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/templates/{name}/prepull", p.forTemplate)
 }
 
-// maxPrepullTimeout bounds the timeout field before it becomes a
-// time.Duration, which a huge number of seconds would overflow. The
-// service caps what passes at prepull.MaxTimeout.
-const maxPrepullTimeout = int(prepull.MaxTimeout / time.Second)
-
-// decodePrepullRequest reads and checks the body of POST /images/prepull.
-func decodePrepullRequest(w http.ResponseWriter, r *http.Request) (image string, timeout time.Duration, err error) {
+func (p *PrepullRoutes) create(w http.ResponseWriter, r *http.Request) {
 	var req api.PrepullRequest
 	if err := decode(w, r, &req); err != nil {
-		return "", 0, err
-	}
-	if req.Timeout < 0 {
-		return "", 0, errdefs.Invalid("timeout must not be negative")
-	}
-	return req.Image, time.Duration(min(req.Timeout, maxPrepullTimeout)) * time.Second, nil
-}
-
-func (p *PrepullRoutes) create(w http.ResponseWriter, r *http.Request) {
-	image, timeout, err := decodePrepullRequest(w, r)
-	if err != nil {
 		writeError(w, err)
 		return
 	}
-	task, err := p.svc.Start(r.Context(), image, "", timeout)
+	task, err := p.svc.Create(r.Context(), req)
 	if err != nil {
 		writeError(w, err)
 		return

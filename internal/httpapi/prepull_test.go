@@ -20,6 +20,7 @@ import (
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/prepull"
 	"github.com/agent2env/agent2env/internal/prepull/prepulltest"
+	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
 )
 
@@ -53,7 +54,7 @@ func openPrepullEnv(dir string, opts ...Option) (*prepullEnv, func(), error) {
 	pulls := prepulltest.NewImages()
 	svc := prepull.New(st, pulls, log, prepull.WithTemplates(prepullTemplates{"py": "python:3.12", "noimage": ""}))
 	imgs := newFakeImages("alpine")
-	srv := New(nil, imgs, log, append(opts, WithRoutes(NewPrepullRoutes(svc)))...)
+	srv := New(nil, service.NewImages(imgs), log, append(opts, WithRoutes(NewPrepullRoutes(svc)))...)
 	srv.SetReady(true)
 	return &prepullEnv{h: srv.Handler(), svc: svc, pulls: pulls, images: imgs}, func() {
 		svc.Close()

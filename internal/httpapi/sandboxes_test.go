@@ -21,7 +21,6 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
-	"github.com/agent2env/agent2env/internal/store"
 )
 
 func TestHealth(t *testing.T) {
@@ -192,23 +191,6 @@ func TestSandboxRoutes(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{forever.ID}, e.rt.IDs()); diff != "" {
 		t.Errorf("runtime ids after delete (-want +got):\n%s", diff)
-	}
-}
-
-// TestSandboxJSONFields pins the wire names of every sandbox field,
-// LiteBoxd's mixed conventions included.
-func TestSandboxJSONFields(t *testing.T) {
-	exp := time.Date(2030, 1, 1, 0, 1, 0, 0, time.UTC)
-	sb := &store.Sandbox{ID: "id", Image: "img", Template: "tpl", TemplateVersion: 3, CPU: "1", Memory: "1Gi", TTL: 60,
-		Env: map[string]string{"A": "b"}, Status: "running", Reason: "why", CreatedAt: exp.Add(-time.Minute), ExpiresAt: &exp}
-	b, err := json.Marshal(toAPI(sb))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `{"id":"id","image":"img","cpu":"1","memory":"1Gi","ttl":60,"env":{"A":"b"},"status":"running",` +
-		`"template":"tpl","templateVersion":3,"created_at":"2030-01-01T00:00:00Z","updated_at":"0001-01-01T00:00:00Z","expires_at":"2030-01-01T00:01:00Z","reason":"why"}`
-	if string(b) != want {
-		t.Errorf("sandbox JSON\n got %s\nwant %s", b, want)
 	}
 }
 

@@ -6,10 +6,7 @@ import (
 	"net"
 
 	"github.com/agent2env/agent2env/api"
-	"github.com/agent2env/agent2env/internal/gateway"
 )
-
-var _ gateway.Sandboxes = (*Manager)(nil)
 
 // Lookup returns the access token of sandbox id and whether it is
 // running, for the port gateway. An unknown id is an ErrNotFound.

@@ -192,6 +192,17 @@ func (s *Service) Start(ctx context.Context, ref, template string, timeout time.
 	return toAPI(rec), nil
 }
 
+// Create starts a task for req, the body of POST /images/prepull, as Start
+// does: the timeout is in seconds, and a huge one is capped before it
+// becomes a time.Duration, which it would overflow.
+func (s *Service) Create(ctx context.Context, req api.PrepullRequest) (*api.PrepullTask, error) {
+	if req.Timeout < 0 {
+		return nil, errdefs.Invalid("timeout must not be negative")
+	}
+	secs := min(req.Timeout, int(MaxTimeout/time.Second))
+	return s.Start(ctx, req.Image, "", time.Duration(secs)*time.Second)
+}
+
 // Prepull starts a task with the default timeout and returns its id: the
 // template service's Prepuller.
 func (s *Service) Prepull(ctx context.Context, ref, template string) (string, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -294,6 +295,40 @@ func TestTimeoutDefaults(t *testing.T) {
 		f.svc.mu.Unlock()
 		if r == nil || r.timeout != tt.want {
 			t.Errorf("timeout %v: run %+v, want timeout %v", tt.in, r, tt.want)
+		}
+	}
+}
+
+// Create takes the API's request: seconds, capped before they overflow a
+// time.Duration.
+func TestCreate(t *testing.T) {
+	f := newFixture(t)
+	tests := []struct {
+		image   string
+		timeout int
+		want    time.Duration
+	}{
+		{" b:1 ", 0, DefaultTimeout},
+		{"b:2", 60, time.Minute},
+		{"b:3", 48 * 3600, MaxTimeout},
+		{"b:4", math.MaxInt, MaxTimeout},
+	}
+	for _, tt := range tests {
+		f.images.Hold(strings.TrimSpace(tt.image))
+		task, err := f.svc.Create(context.Background(), api.PrepullRequest{Image: tt.image, Timeout: tt.timeout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.svc.mu.Lock()
+		r := f.svc.active[task.ID]
+		f.svc.mu.Unlock()
+		if r == nil || r.timeout != tt.want || task.Image != strings.TrimSpace(tt.image) {
+			t.Errorf("timeout %d: task %+v, run %+v, want timeout %v", tt.timeout, task, r, tt.want)
+		}
+	}
+	for _, req := range []api.PrepullRequest{{Image: "b:5", Timeout: -1}, {Image: "b:6", Timeout: math.MinInt}, {Image: " "}} {
+		if _, err := f.svc.Create(context.Background(), req); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("create %+v: %v, want invalid argument", req, err)
 		}
 	}
 }

@@ -215,11 +215,14 @@ type portSandbox struct {
 	c         *agent.Client
 }
 
-func (p *portSandbox) Lookup(ctx context.Context, id string) (string, bool, error) {
+func (p *portSandbox) Authorize(ctx context.Context, id, token string) error {
 	if id != p.id {
-		return "", false, errdefs.NotFound("sandbox %s not found", id)
+		return errdefs.NotFound("sandbox %s not found", id)
 	}
-	return p.token, true, nil
+	if token != p.token {
+		return errdefs.ErrUnauthenticated
+	}
+	return nil
 }
 
 func (p *portSandbox) Dial(ctx context.Context, id string, port int) (net.Conn, error) {

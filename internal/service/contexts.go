@@ -1,0 +1,87 @@
+package service
+
+import (
+	"context"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/contexts"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// Contexts is the code-interpreter context service: contexts.Service, which
+// speaks api already, with the scope the API's two forms share. Every
+// method takes the sandbox the context must be in: "" for any (seed 001's
+// /contexts), or a sandbox id (/sandboxes/{id}/contexts), where a context
+// of another sandbox is not found, as is an unknown sandbox. It is safe
+// for concurrent use.
+type Contexts struct {
+	svc *contexts.Service
+}
+
+// NewContexts returns the context service of svc.
+func NewContexts(svc *contexts.Service) *Contexts { return &Contexts{svc: svc} }
+
+// Create makes a context, in sandboxID when it is set (req.SandboxID may
+// repeat it, not contradict it), and a sandbox for it when neither names
+// one.
+func (c *Contexts) Create(ctx context.Context, sandboxID string, req api.CreateContextRequest) (*api.Context, error) {
+	if sandboxID != "" {
+		if req.SandboxID != "" && req.SandboxID != sandboxID {
+			return nil, errdefs.Invalid("sandbox_id %q differs from the sandbox in the path %q", req.SandboxID, sandboxID)
+		}
+		req.SandboxID = sandboxID
+	}
+	return c.svc.Create(ctx, req)
+}
+
+// List returns the contexts in sandboxID of the session sessionName; ""
+// selects any.
+func (c *Contexts) List(ctx context.Context, sandboxID, sessionName string) (*api.ContextList, error) {
+	items, err := c.svc.List(ctx, store.ContextFilter{SandboxID: sandboxID, SessionName: sessionName})
+	if err != nil {
+		return nil, err
+	}
+	return &api.ContextList{Items: items, Contexts: items, Total: len(items)}, nil
+}
+
+// Get returns context id; an unknown one is ErrNotFound
+// (CONTEXT_NOT_FOUND).
+func (c *Contexts) Get(ctx context.Context, sandboxID, id string) (*api.Context, error) {
+	if sandboxID != "" {
+		return c.svc.GetIn(ctx, sandboxID, id)
+	}
+	return c.svc.Get(ctx, id)
+}
+
+// Delete ends context id, and its sandbox when the context service made
+// it and no other context uses it.
+func (c *Contexts) Delete(ctx context.Context, sandboxID, id string) (*api.DeleteContextResponse, error) {
+	var err error
+	if sandboxID != "" {
+		err = c.svc.DeleteIn(ctx, sandboxID, id)
+	} else {
+		err = c.svc.Delete(ctx, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &api.DeleteContextResponse{ContextID: id, Status: "deleted", Message: "context deleted"}, nil
+}
+
+// Execute runs code in context id and returns its collected output, which
+// counts against the daemon's output budget until the execution's Release.
+// Code that fails is a response with its Error, not an error.
+func (c *Contexts) Execute(ctx context.Context, sandboxID, id string, req api.ExecuteRequest) (*contexts.Execution, error) {
+	if sandboxID != "" {
+		return c.svc.ExecuteIn(ctx, sandboxID, id, req)
+	}
+	return c.svc.Execute(ctx, id, req)
+}
+
+// Stream checks that context id exists and req is valid, and returns the
+// function that runs the code, passing its output to the sink as it comes
+// (see contexts.Service.Stream).
+func (c *Contexts) Stream(ctx context.Context, sandboxID, id string, req api.ExecuteRequest) (func(context.Context, contexts.Sink) (*api.ExecuteResponse, error), error) {
+	return c.svc.Stream(ctx, sandboxID, id, req)
+}

@@ -1,0 +1,112 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/contexts"
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+// The kernels of these tests are the host's bash, run by the fake
+// runtime's agents.
+
+func newContexts(t *testing.T, e *env) *Contexts {
+	t.Helper()
+	return NewContexts(contexts.New(contexts.Config{ReadyTimeout: 10 * time.Second}, e.m, e.st, nil, slog.New(slog.DiscardHandler)))
+}
+
+// Every operation keeps to the sandbox it is given, and "" means any.
+func TestContextScope(t *testing.T) {
+	e := newEnv(t, "")
+	c := newContexts(t, e)
+	ctx := context.Background()
+	a, b := e.running(t).ID, e.running(t).ID
+	bash := api.CreateContextRequest{Language: api.LanguageBash}
+
+	create := func(sandboxID, reqSandbox string) (*api.Context, error) {
+		req := bash
+		req.SandboxID = reqSandbox
+		return c.Create(ctx, sandboxID, req)
+	}
+	inA, err := create(a, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alsoInA, err := create(a, a) // the body may repeat the path's sandbox
+	if err != nil {
+		t.Fatal(err)
+	}
+	inB, err := create("", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inA.SandboxID != a || alsoInA.SandboxID != a || inB.SandboxID != b {
+		t.Fatalf("contexts in %s, %s, %s; want %s, %s, %s", inA.SandboxID, alsoInA.SandboxID, inB.SandboxID, a, a, b)
+	}
+	_, err = create(a, b)
+	checkErr(t, err, errdefs.ErrInvalidArgument, "")
+
+	lists := []struct {
+		sandbox string
+		want    []string
+	}{
+		{a, []string{inA.ContextID, alsoInA.ContextID}},
+		{b, []string{inB.ContextID}},
+		{"", []string{inA.ContextID, alsoInA.ContextID, inB.ContextID}},
+	}
+	for _, l := range lists {
+		got, err := c.List(ctx, l.sandbox, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, x := range got.Items {
+			ids = append(ids, x.ContextID)
+		}
+		if diff := cmp.Diff(l.want, ids); diff != "" || got.Total != len(l.want) || !cmp.Equal(got.Items, got.Contexts) {
+			t.Errorf("List in %q: total %d, contexts %v (-want +got ids):\n%s", l.sandbox, got.Total, got.Contexts, diff)
+		}
+	}
+	_, err = c.List(ctx, "nosuch", "")
+	checkErr(t, err, errdefs.ErrNotFound, api.CodeSandboxNotFound)
+
+	// Another sandbox's context is not found there.
+	for _, sandboxID := range []string{b, "nosuch"} {
+		_, err = c.Get(ctx, sandboxID, inA.ContextID)
+		checkErr(t, err, errdefs.ErrNotFound, "")
+		_, err = c.Execute(ctx, sandboxID, inA.ContextID, api.ExecuteRequest{Code: "echo no"})
+		checkErr(t, err, errdefs.ErrNotFound, "")
+		_, err = c.Stream(ctx, sandboxID, inA.ContextID, api.ExecuteRequest{Code: "echo no"})
+		checkErr(t, err, errdefs.ErrNotFound, "")
+		_, err = c.Delete(ctx, sandboxID, inA.ContextID)
+		checkErr(t, err, errdefs.ErrNotFound, "")
+	}
+	for _, sandboxID := range []string{a, ""} {
+		got, err := c.Get(ctx, sandboxID, inA.ContextID)
+		if err != nil || got.ContextID != inA.ContextID {
+			t.Errorf("Get in %q = %+v, %v", sandboxID, got, err)
+		}
+		res, err := c.Execute(ctx, sandboxID, inA.ContextID, api.ExecuteRequest{Code: "echo hi"})
+		if err != nil || res.Output.Stdout != "hi\n" || !res.Success {
+			t.Fatalf("Execute in %q = %+v, %v", sandboxID, res, err)
+		}
+		res.Release()
+	}
+
+	del, err := c.Delete(ctx, a, inA.ContextID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &api.DeleteContextResponse{ContextID: inA.ContextID, Status: "deleted", Message: "context deleted"}
+	if diff := cmp.Diff(want, del); diff != "" {
+		t.Errorf("delete response (-want +got):\n%s", diff)
+	}
+	_, err = c.Delete(ctx, "", inA.ContextID)
+	checkErr(t, err, errdefs.ErrNotFound, api.CodeContextNotFound)
+}

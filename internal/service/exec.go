@@ -1,0 +1,103 @@
+package service
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/manager"
+)
+
+// execRequest checks req's timeout and turns it into the manager's
+// request, which checks the rest when it runs. The timeout is checked in
+// seconds, because converting a larger value to a time.Duration overflows,
+// possibly into the allowed range.
+func execRequest(req api.ExecRequest) (manager.ExecRequest, error) {
+	if req.Timeout < 0 {
+		return manager.ExecRequest{}, errdefs.Invalid("timeout %d is negative", req.Timeout)
+	}
+	if maxSecs := int(manager.MaxExecTimeout / time.Second); req.Timeout > maxSecs {
+		return manager.ExecRequest{}, errdefs.Invalid("timeout %d is above the maximum of %d seconds", req.Timeout, maxSecs)
+	}
+	out := manager.ExecRequest{
+		Command: req.Command, Timeout: time.Duration(req.Timeout) * time.Second, Env: req.Env, Cwd: req.Cwd,
+	}
+	if req.Stdin != "" {
+		out.Stdin = strings.NewReader(req.Stdin)
+	}
+	return out, nil
+}
+
+// ms is d in milliseconds, to the microsecond.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// Exec runs a command in sandbox id and returns its output, each stream
+// cut at the manager's limit or the daemon's output budget (Truncated says
+// so). The output counts against that budget until release is called:
+// call it once the result is written. A command that runs and fails is a
+// result with its exit code, not an error.
+func (s *Sandboxes) Exec(ctx context.Context, id string, req api.ExecRequest) (*api.ExecResponse, func(), error) {
+	mreq, err := execRequest(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := s.m.Exec(ctx, id, mreq)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &api.ExecResponse{
+		ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
+		TimedOut: res.TimedOut, Truncated: res.Truncated, DurationMS: ms(res.Duration),
+		OOMKilled: res.OOMKilled, Reason: res.Reason,
+	}, res.Release, nil
+}
+
+// ExecRun runs a checked command, passing each chunk of its output to emit
+// as a "stdout" or "stderr" event as it is produced, and returns the final
+// "exit" event. emit is called from one goroutine at a time; an error from
+// it ends the command. An error returned means the command could not run
+// to its end (its output so far was emitted). Call it once: the command's
+// stdin is read as it runs.
+type ExecRun func(ctx context.Context, emit func(api.ExecEvent) error) (api.ExecEvent, error)
+
+// ExecStream checks req and that sandbox id is running, and returns the
+// function that runs the command, streaming its output. The split lets a
+// caller refuse a bad request before it commits to a streaming response.
+func (s *Sandboxes) ExecStream(ctx context.Context, id string, req api.ExecRequest) (ExecRun, error) {
+	mreq, err := execRequest(req)
+	if err == nil {
+		err = s.m.ValidateExec(mreq)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.m.Agent(ctx, id); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, emit func(api.ExecEvent) error) (api.ExecEvent, error) {
+		res, err := s.m.ExecStream(ctx, id, mreq, outputWriter(emit, "stdout"), outputWriter(emit, "stderr"))
+		if err != nil {
+			return api.ExecEvent{}, err
+		}
+		return api.ExecEvent{Type: "exit", ExitCode: res.ExitCode, TimedOut: res.TimedOut, Duration: ms(res.Duration),
+			OOMKilled: res.OOMKilled, Reason: res.Reason}, nil
+	}, nil
+}
+
+// outputWriter returns an io.Writer whose writes become output events of
+// the given type. The agent delivers each chunk from one goroutine per
+// stream, and the two streams' writes are serialized by the agent client.
+func outputWriter(emit func(api.ExecEvent) error, event string) writerFunc {
+	return func(p []byte) (int, error) {
+		if err := emit(api.ExecEvent{Type: event, Data: string(p)}); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

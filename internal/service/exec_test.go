@@ -1,0 +1,124 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+func TestExec(t *testing.T) {
+	e := newEnv(t, "")
+	id := e.running(t).ID
+	tests := []struct {
+		name  string
+		id    string
+		req   api.ExecRequest
+		class error
+		want  api.ExecResponse // DurationMS ignored
+	}{
+		{name: "output and exit code", req: api.ExecRequest{Command: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}},
+			want: api.ExecResponse{ExitCode: 3, Stdout: "out\n", Stderr: "err\n"}},
+		{name: "stdin, env and cwd", req: api.ExecRequest{Command: []string{"sh", "-c", `cat; echo " $X"; pwd`},
+			Stdin: "in", Env: map[string]string{"X": "y"}, Cwd: "/tmp"},
+			want: api.ExecResponse{Stdout: "in y\n/tmp\n"}},
+		{name: "output past the limit", req: api.ExecRequest{Command: []string{"head", "-c", "1500", "/dev/zero"}},
+			want: api.ExecResponse{Stdout: string(make([]byte, 1000)), Truncated: true}},
+		{name: "timed out", req: api.ExecRequest{Command: []string{"sleep", "10"}, Timeout: 1},
+			want: api.ExecResponse{ExitCode: 137, TimedOut: true}},
+		{name: "negative timeout", req: api.ExecRequest{Command: []string{"true"}, Timeout: -1}, class: errdefs.ErrInvalidArgument},
+		{name: "timeout over the maximum", req: api.ExecRequest{Command: []string{"true"}, Timeout: 24*3600 + 1}, class: errdefs.ErrInvalidArgument},
+		// As a time.Duration, 18446744074 s (2^64 ns / 1e9, rounded up)
+		// wraps around to 0.29 s.
+		{name: "timeout that overflows", req: api.ExecRequest{Command: []string{"true"}, Timeout: 18446744074}, class: errdefs.ErrInvalidArgument},
+		{name: "no command", req: api.ExecRequest{}, class: errdefs.ErrInvalidArgument},
+		{name: "unknown sandbox", id: "nosuch", req: api.ExecRequest{Command: []string{"true"}}, class: errdefs.ErrNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sid := tt.id
+			if sid == "" {
+				sid = id
+			}
+			got, release, err := e.sb.Exec(context.Background(), sid, tt.req)
+			checkErr(t, err, tt.class, "")
+			if tt.class != nil {
+				return
+			}
+			release()
+			if got.DurationMS <= 0 {
+				t.Errorf("duration %v ms, want > 0", got.DurationMS)
+			}
+			got.DurationMS = 0
+			if diff := cmp.Diff(tt.want, *got); diff != "" {
+				t.Errorf("exec result (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestExecStream(t *testing.T) {
+	e := newEnv(t, "")
+	ctx := context.Background()
+	id := e.running(t).ID
+
+	// Refusals come before anything runs.
+	refused := []struct {
+		name  string
+		id    string
+		req   api.ExecRequest
+		class error
+	}{
+		{"no command", id, api.ExecRequest{}, errdefs.ErrInvalidArgument},
+		{"negative timeout", id, api.ExecRequest{Command: []string{"true"}, Timeout: -1}, errdefs.ErrInvalidArgument},
+		{"bad env", id, api.ExecRequest{Command: []string{"true"}, Env: map[string]string{"A=B": "c"}}, errdefs.ErrInvalidArgument},
+		{"unknown sandbox", "nosuch", api.ExecRequest{Command: []string{"true"}}, errdefs.ErrNotFound},
+	}
+	for _, tt := range refused {
+		run, err := e.sb.ExecStream(ctx, tt.id, tt.req)
+		if run != nil {
+			t.Errorf("%s: got a run function", tt.name)
+		}
+		checkErr(t, err, tt.class, "")
+	}
+	stopped := e.running(t).ID
+	if _, err := e.sb.Stop(ctx, stopped); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.sb.ExecStream(ctx, stopped, api.ExecRequest{Command: []string{"true"}})
+	checkErr(t, err, errdefs.ErrFailedPrecondition, api.CodeSandboxNotReady)
+
+	run, err := e.sb.ExecStream(ctx, id, api.ExecRequest{Command: []string{"sh", "-c", "echo out; sleep 0.1; echo err >&2; exit 2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []api.ExecEvent
+	exit, err := run(ctx, func(ev api.ExecEvent) error {
+		events = append(events, ev)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []api.ExecEvent{{Type: "stdout", Data: "out\n"}, {Type: "stderr", Data: "err\n"}}
+	if diff := cmp.Diff(want, events); diff != "" {
+		t.Errorf("output events (-want +got):\n%s", diff)
+	}
+	if exit.Type != "exit" || exit.ExitCode != 2 || exit.TimedOut || exit.Duration <= 0 {
+		t.Errorf("exit event %+v, want exit code 2 with a duration", exit)
+	}
+
+	// An error from emit ends the command.
+	run, err = e.sb.ExecStream(ctx, id, api.ExecRequest{Command: []string{"sh", "-c", "echo out; sleep 10"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := errors.New("client gone")
+	if _, err := run(ctx, func(api.ExecEvent) error { return gone }); err == nil {
+		t.Error("run went on after emit failed")
+	}
+}

@@ -1,0 +1,169 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"strconv"
+	"strings"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/gateway"
+	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// MaxLogBytes bounds the console output Logs returns.
+const MaxLogBytes = 1 << 20
+
+// Sandboxes is the sandbox service over a manager: create, list, control
+// and delete sandboxes, run commands and move files in them, and check
+// the port gateway's access tokens. It is safe for concurrent use.
+type Sandboxes struct {
+	m *manager.Manager
+	// publicURL is where clients reach the daemon, without a trailing
+	// slash; empty: sandboxes have no accessUrl.
+	publicURL string
+}
+
+// NewSandboxes returns the sandbox service of m. publicURL is the base URL
+// clients reach the daemon at (e.g. http://sandbox.example.com:8080), from
+// which each sandbox's accessUrl is made; empty leaves accessUrl out.
+func NewSandboxes(m *manager.Manager, publicURL string) *Sandboxes {
+	return &Sandboxes{m: m, publicURL: strings.TrimRight(publicURL, "/")}
+}
+
+// view is a sandbox as the API shows it: with its access token, and the
+// URL of its ports when the daemon's public URL is known.
+func (s *Sandboxes) view(sb *store.Sandbox) *api.Sandbox {
+	expires := api.Never
+	if sb.ExpiresAt != nil {
+		expires = *sb.ExpiresAt
+	}
+	out := &api.Sandbox{
+		ID: sb.ID, Image: sb.Image, CPU: sb.CPU, Memory: sb.Memory, TTL: sb.TTL, Env: sb.Env,
+		Status: api.SandboxStatus(sb.Status), Template: sb.Template, TemplateVersion: sb.TemplateVersion,
+		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: expires, Reason: sb.Reason,
+	}
+	if sb.AccessToken != "" {
+		out.AccessToken = sb.AccessToken
+		if s.publicURL != "" {
+			out.AccessURL = gateway.AccessURL(s.publicURL, sb.ID)
+		}
+	}
+	return out
+}
+
+// viewOf returns the view of sb, or err.
+func (s *Sandboxes) viewOf(sb *store.Sandbox, err error) (*api.Sandbox, error) {
+	if err != nil {
+		return nil, err
+	}
+	return s.view(sb), nil
+}
+
+// Create makes a sandbox from an image or a template (see
+// manager.Manager.Create). Overrides apply to templates only: with an
+// image, CPU, memory, TTL and env are given at the top level.
+func (s *Sandboxes) Create(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
+	mreq := manager.CreateRequest{
+		Image: req.Image, CPU: req.CPU, Memory: req.Memory, TTL: req.TTL, Env: req.Env,
+		Template: req.Template, TemplateVersion: req.TemplateVersion,
+	}
+	if o := req.Overrides; o != nil {
+		if req.Template == "" {
+			return nil, errdefs.Invalid("overrides apply to templates; with image, give cpu, memory, ttl and env directly")
+		}
+		mreq.CPU, mreq.Memory, mreq.TTL, mreq.Env = o.CPU, o.Memory, o.TTL, o.Env
+	}
+	return s.viewOf(s.m.Create(ctx, mreq))
+}
+
+// ListOptions selects a page of sandboxes.
+type ListOptions struct {
+	// Limit is the most sandboxes a page holds, from 1 to
+	// api.MaxPageSize; nil: the whole list.
+	Limit *int
+	// Cursor is the NextCursor of the previous page; "": the first.
+	Cursor string
+}
+
+// List returns a page of the sandboxes clients made (not those waiting in
+// a warm pool), oldest first. A cursor that is not one is
+// ErrInvalidArgument.
+func (s *Sandboxes) List(ctx context.Context, opts ListOptions) (*api.SandboxList, error) {
+	p := store.Page{After: opts.Cursor}
+	if opts.Limit != nil {
+		if n := *opts.Limit; n < 1 || n > api.MaxPageSize {
+			return nil, errdefs.Invalid("limit %q: want a number from 1 to %d", strconv.Itoa(n), api.MaxPageSize)
+		}
+		p.Limit = *opts.Limit
+	}
+	page, next, err := s.m.ListPage(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	out := &api.SandboxList{Items: make([]api.Sandbox, 0, len(page)), NextCursor: next}
+	for _, sb := range page {
+		out.Items = append(out.Items, *s.view(sb))
+	}
+	return out, nil
+}
+
+// Get returns sandbox id; an unknown one is ErrNotFound
+// (SANDBOX_NOT_FOUND).
+func (s *Sandboxes) Get(ctx context.Context, id string) (*api.Sandbox, error) {
+	return s.viewOf(s.m.Get(ctx, id))
+}
+
+// Delete removes sandbox id and everything it holds.
+func (s *Sandboxes) Delete(ctx context.Context, id string) error { return s.m.Delete(ctx, id) }
+
+// Stop ends every process of running sandbox id and keeps its files.
+func (s *Sandboxes) Stop(ctx context.Context, id string) (*api.Sandbox, error) {
+	return s.viewOf(s.m.Stop(ctx, id))
+}
+
+// Start starts stopped sandbox id again; it is returned pending.
+func (s *Sandboxes) Start(ctx context.Context, id string) (*api.Sandbox, error) {
+	return s.viewOf(s.m.Start(ctx, id))
+}
+
+// Restart stops and starts sandbox id; it is returned pending.
+func (s *Sandboxes) Restart(ctx context.Context, id string) (*api.Sandbox, error) {
+	return s.viewOf(s.m.Restart(ctx, id))
+}
+
+// Upload writes content to the file at path in sandbox id with mode's
+// permissions, streaming it, and describes the file written. A relative
+// path is taken from the sandbox's working directory.
+func (s *Sandboxes) Upload(ctx context.Context, id, path string, mode fs.FileMode, content io.Reader) (*api.FileInfo, error) {
+	if path == "" {
+		return nil, errdefs.Invalid("path is required")
+	}
+	fi, err := s.m.Upload(ctx, id, path, mode, content)
+	if err != nil {
+		return nil, err
+	}
+	return &api.FileInfo{Name: fi.Name, Path: fi.Path, Size: fi.Size, Mode: fmt.Sprintf("%04o", fi.Mode.Perm()),
+		ModTime: fi.ModTime, IsDir: fi.IsDir}, nil
+}
+
+// Download opens the file at path in sandbox id; the caller closes it.
+// The size is -1 when unknown. A missing file is ErrNotFound
+// (FILE_NOT_FOUND).
+func (s *Sandboxes) Download(ctx context.Context, id, path string) (io.ReadCloser, int64, error) {
+	return s.m.Download(ctx, id, path)
+}
+
+// Logs returns the last MaxLogBytes of sandbox id's console output and
+// its lifecycle events.
+func (s *Sandboxes) Logs(ctx context.Context, id string) (*api.LogsResponse, error) {
+	logs, events, err := s.m.Logs(ctx, id, MaxLogBytes)
+	if err != nil {
+		return nil, err
+	}
+	return &api.LogsResponse{Logs: logs, Events: events}, nil
+}
