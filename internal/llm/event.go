@@ -239,8 +239,11 @@ func splitPieces(s string, n int) []string {
 		for cut > 0 && !runeStart(s[cut]) {
 			cut--
 		}
-		if cut == 0 {
+		if cut == 0 { // a rune longer than n: take it whole
 			cut = n
+			for cut < len(s) && !runeStart(s[cut]) {
+				cut++
+			}
 		}
 		out = append(out, s[:cut])
 		s = s[cut:]

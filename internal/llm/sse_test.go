@@ -6,6 +6,7 @@ import (
 	"io"
 	"testing"
 	"testing/iotest"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -84,3 +85,21 @@ func TestPumpReportsAnEarlyEnd(t *testing.T) {
 type encoderFunc func(*Event) error
 
 func (f encoderFunc) Encode(ev *Event) error { return f(ev) }
+
+func TestResponseEventsSplitWholeRunes(t *testing.T) {
+	text := "a🚀bü🚀"
+	for n := 1; n <= 6; n++ {
+		var got string
+		for _, ev := range ResponseEvents(&Response{Content: []Part{Text(text)}}, n) {
+			if ev.Type == EventDelta {
+				if !utf8.ValidString(ev.Text) {
+					t.Errorf("pieces of %d bytes: %q is not whole runes", n, ev.Text)
+				}
+				got += ev.Text
+			}
+		}
+		if got != text {
+			t.Errorf("pieces of %d bytes add up to %q", n, got)
+		}
+	}
+}
