@@ -256,8 +256,8 @@ func encodeRequest(req *llm.Request, count bool) []byte {
 		if max == 0 {
 			max = DefaultMaxTokens
 		}
-		// Thinking must leave room for the answer and cannot be under 1024.
-		budget = min(budget, max-1024)
+		// Anthropic wants 1024 <= budget_tokens < max_tokens.
+		budget = min(budget, max-1)
 		if budget < 1024 {
 			budget = 0
 		}

@@ -86,7 +86,7 @@ func ExpectRequest(f llm.Format, req *llm.Request) *llm.Request {
 				if budget == 0 {
 					budget = llm.EffortBudget(rs.Effort)
 				}
-				budget = min(budget, r.MaxTokens-1024)
+				budget = min(budget, r.MaxTokens-1)
 				r.Reasoning = nil
 				if budget >= 1024 {
 					r.Reasoning = &llm.Reasoning{BudgetTokens: budget}
