@@ -3,7 +3,6 @@ package llm
 import (
 	"errors"
 	"io"
-	"strings"
 )
 
 // EventType is the kind of a stream Event.
@@ -123,8 +122,8 @@ func Pump(dec StreamDecoder, enc StreamEncoder, flush func() error) (*Response, 
 // ready to use.
 type Accumulator struct {
 	resp  Response
-	texts []strings.Builder // per block: text, thinking or arguments
-	sigs  []strings.Builder
+	texts [][]byte // per block: text, thinking or arguments
+	sigs  [][]byte
 	ended bool
 }
 
@@ -135,29 +134,30 @@ func (a *Accumulator) Add(ev *Event) {
 		a.resp.ID, a.resp.Model = ev.ID, ev.Model
 		a.resp.Usage = ev.Usage
 	case EventBlockStart:
+		if ev.Index < 0 {
+			return
+		}
 		for len(a.resp.Content) <= ev.Index {
 			a.resp.Content = append(a.resp.Content, Part{})
-			a.texts = append(a.texts, strings.Builder{})
-			a.sigs = append(a.sigs, strings.Builder{})
+			a.texts = append(a.texts, nil)
+			a.sigs = append(a.sigs, nil)
 		}
 		a.resp.Content[ev.Index] = ev.Block
-		a.texts[ev.Index].Reset()
-		a.sigs[ev.Index].Reset()
-		a.sigs[ev.Index].WriteString(ev.Block.Signature)
+		a.sigs[ev.Index] = append(a.sigs[ev.Index][:0], ev.Block.Signature...)
 		switch ev.Block.Type {
 		case PartToolCall:
-			a.texts[ev.Index].WriteString(ev.Block.Arguments)
+			a.texts[ev.Index] = append(a.texts[ev.Index][:0], ev.Block.Arguments...)
 		default:
-			a.texts[ev.Index].WriteString(ev.Block.Text)
+			a.texts[ev.Index] = append(a.texts[ev.Index][:0], ev.Block.Text...)
 		}
 	case EventDelta:
 		if ev.Index < 0 || ev.Index >= len(a.texts) {
 			return
 		}
 		if ev.Delta == DeltaSignature {
-			a.sigs[ev.Index].WriteString(ev.Text)
+			a.sigs[ev.Index] = append(a.sigs[ev.Index], ev.Text...)
 		} else {
-			a.texts[ev.Index].WriteString(ev.Text)
+			a.texts[ev.Index] = append(a.texts[ev.Index], ev.Text...)
 		}
 	case EventEnd:
 		a.ended = true
@@ -180,11 +180,11 @@ func (a *Accumulator) Response() *Response {
 		}
 		switch p.Type {
 		case PartToolCall:
-			p.Arguments = a.texts[i].String()
+			p.Arguments = string(a.texts[i])
 		default:
-			p.Text = a.texts[i].String()
+			p.Text = string(a.texts[i])
 		}
-		p.Signature = a.sigs[i].String()
+		p.Signature = string(a.sigs[i])
 		if p.Type == PartText && p.Signature == "" {
 			p.Origin = "" // Origin marks parts with something only it can read
 		}

@@ -73,12 +73,14 @@ func (b *block) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	switch b.Type {
-	case "text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking":
-		if b.Type != "image" || b.Source == nil || b.Source.Type == "base64" || b.Source.Type == "url" {
+	case "text", "tool_use", "tool_result", "thinking", "redacted_thinking":
+		return nil
+	case "image":
+		if b.Source != nil && (b.Source.Type == "base64" || b.Source.Type == "url") {
 			return nil
 		}
 	}
-	b.raw = bytes.Clone(data)
+	b.raw = bytes.Clone(data) // documents, file images, server tools…: Anthropic's alone
 	return nil
 }
 

@@ -88,3 +88,21 @@ func TestUpstreamStream(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", d)
 	}
 }
+
+// TestOddBlocks: blocks the model has no place for are carried opaque,
+// including an image without a source the codec knows.
+func TestOddBlocks(t *testing.T) {
+	body := `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[
+		{"type":"image"},
+		{"type":"image","source":{"type":"file","file_id":"f1"}},
+		{"type":"document","source":{"type":"text","media_type":"text/plain","data":"hi"}}]}]}`
+	req, err := anthropic.Codec{}.DecodeRequest([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range req.Messages[0].Parts {
+		if p.Type != llm.PartOpaque || p.Origin != llm.FormatAnthropic {
+			t.Errorf("part %d: %+v, want opaque", i, p)
+		}
+	}
+}

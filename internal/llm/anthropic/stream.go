@@ -248,6 +248,12 @@ func (d *streamDecoder) read() error {
 			d.args[ev.Index] = n
 		}
 		d.push(llm.Event{Type: llm.EventBlockStart, Index: ev.Index, Block: part})
+	case "content_block_delta", "content_block_stop":
+		if ev.Index < 0 || ev.Index >= len(d.args) {
+			return llm.Errorf(llm.ErrorUpstream, "anthropic stream: %s for block %d, which never started", ev.Type, ev.Index)
+		}
+	}
+	switch ev.Type {
 	case "content_block_delta":
 		out := llm.Event{Type: llm.EventDelta, Index: ev.Index}
 		switch ev.Delta.Type {
@@ -255,7 +261,7 @@ func (d *streamDecoder) read() error {
 			out.Delta, out.Text = llm.DeltaText, ev.Delta.Text
 		case "input_json_delta":
 			out.Delta, out.Text = llm.DeltaArguments, ev.Delta.PartialJSON
-			if ev.Index >= 0 && ev.Index < len(d.args) && d.args[ev.Index] >= 0 {
+			if d.args[ev.Index] >= 0 {
 				d.args[ev.Index] += len(out.Text)
 			}
 		case "thinking_delta":
@@ -269,7 +275,7 @@ func (d *streamDecoder) read() error {
 			d.push(out)
 		}
 	case "content_block_stop":
-		if ev.Index >= 0 && ev.Index < len(d.args) && d.args[ev.Index] == 0 {
+		if d.args[ev.Index] == 0 {
 			// A tool without arguments streams none; canonical arguments are JSON.
 			d.push(llm.Event{Type: llm.EventDelta, Index: ev.Index, Delta: llm.DeltaArguments, Text: "{}"})
 		}

@@ -96,7 +96,7 @@ func (e *streamEncoder) Encode(ev *llm.Event) error {
 		case llm.DeltaThinking:
 			return e.chunk("", func(j *wire.W) { j.KStr("reasoning_content", ev.Text) })
 		case llm.DeltaArguments:
-			if ev.Index >= len(e.calls) || e.calls[ev.Index] < 0 {
+			if ev.Index < 0 || ev.Index >= len(e.calls) || e.calls[ev.Index] < 0 {
 				return nil
 			}
 			k := e.calls[ev.Index]
