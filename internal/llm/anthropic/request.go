@@ -47,7 +47,18 @@ func (b *blocks) UnmarshalJSON(data []byte) error {
 		*b = blocks{{Type: "text", Text: s}}
 		return nil
 	}
-	return json.Unmarshal(data, (*[]block)(b))
+	// Blocks are plain structs (a custom decoder for each would make
+	// encoding/json scan every block twice more); the rare ones the model
+	// has no place for are taken raw afterwards.
+	if err := json.Unmarshal(data, (*[]block)(b)); err != nil {
+		return err
+	}
+	for i := range *b {
+		if !(*b)[i].known() {
+			(*b)[i].raw = wire.At(data, i)
+		}
+	}
+	return nil
 }
 
 type block struct {
@@ -67,21 +78,16 @@ type block struct {
 	raw          json.RawMessage
 }
 
-func (b *block) UnmarshalJSON(data []byte) error {
-	type plain block
-	if err := json.Unmarshal(data, (*plain)(b)); err != nil {
-		return err
-	}
+// known reports whether the model has a place for b; documents, file
+// images, server tools and the like are Anthropic's alone.
+func (b *block) known() bool {
 	switch b.Type {
 	case "text", "tool_use", "tool_result", "thinking", "redacted_thinking":
-		return nil
+		return true
 	case "image":
-		if b.Source != nil && (b.Source.Type == "base64" || b.Source.Type == "url") {
-			return nil
-		}
+		return b.Source != nil && (b.Source.Type == "base64" || b.Source.Type == "url")
 	}
-	b.raw = bytes.Clone(data) // documents, file images, server tools…: Anthropic's alone
-	return nil
+	return false
 }
 
 type source struct {
@@ -97,18 +103,6 @@ type tool struct {
 	Description  string          `json:"description"`
 	InputSchema  json.RawMessage `json:"input_schema"`
 	CacheControl json.RawMessage `json:"cache_control"`
-	raw          json.RawMessage
-}
-
-func (t *tool) UnmarshalJSON(data []byte) error {
-	type plain tool
-	if err := json.Unmarshal(data, (*plain)(t)); err != nil {
-		return err
-	}
-	if t.Type != "" && t.Type != "custom" {
-		t.raw = bytes.Clone(data)
-	}
-	return nil
 }
 
 type toolChoice struct {
@@ -152,9 +146,9 @@ func (Codec) DecodeRequest(body []byte) (*llm.Request, error) {
 		}
 		req.Messages = append(req.Messages, llm.Message{Role: role, Parts: decodeBlocks(m.Content)})
 	}
-	for _, t := range r.Tools {
-		if t.raw != nil {
-			req.Tools = append(req.Tools, llm.Tool{Name: t.Name, Raw: t.raw, Origin: llm.FormatAnthropic})
+	for i, t := range r.Tools {
+		if t.Type != "" && t.Type != "custom" { // a server tool
+			req.Tools = append(req.Tools, llm.Tool{Name: t.Name, Raw: wire.At(body, "tools", i), Origin: llm.FormatAnthropic})
 			continue
 		}
 		req.Tools = append(req.Tools, llm.Tool{Name: t.Name, Description: t.Description, Parameters: t.InputSchema, CacheControl: t.CacheControl})

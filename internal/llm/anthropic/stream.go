@@ -173,6 +173,7 @@ func (Codec) NewStreamDecoder(src llm.SSESource) llm.StreamDecoder {
 
 type streamDecoder struct {
 	src     llm.SSESource
+	scratch streamEvent
 	q       wire.Queue
 	stop    string
 	seq     string
@@ -223,8 +224,13 @@ func (d *streamDecoder) read() error {
 	if len(sse.Data) == 0 {
 		return nil
 	}
-	var ev streamEvent
-	if err := json.Unmarshal(sse.Data, &ev); err != nil {
+	if d.started && !slowOnly && d.fastDelta(sse.Data) {
+		return nil
+	}
+	// One value per stream, not per event: zeroed, then filled.
+	d.scratch = streamEvent{}
+	ev := &d.scratch
+	if err := json.Unmarshal(sse.Data, ev); err != nil {
 		return llm.Errorf(llm.ErrorUpstream, "decode anthropic stream event: %v", err)
 	}
 	if ev.Type != "message_start" && ev.Type != "error" && ev.Type != "ping" && !d.started {
@@ -236,6 +242,9 @@ func (d *streamDecoder) read() error {
 	case "content_block_start":
 		if ev.ContentBlock == nil || ev.Index < 0 || ev.Index > len(d.args) {
 			return llm.Errorf(llm.ErrorUpstream, "anthropic stream: content_block_start with index %d out of order", ev.Index)
+		}
+		if !ev.ContentBlock.known() {
+			ev.ContentBlock.raw = wire.At(sse.Data, "content_block")
 		}
 		part := decodeBlock(ev.ContentBlock)
 		n := -1
@@ -326,4 +335,67 @@ func set(dst *int, v *int) {
 	if v != nil {
 		*dst = *v
 	}
+}
+
+var errNotFast = errors.New("not the fast path's")
+
+// slowOnly turns the fast path off, for the test that compares both.
+var slowOnly = false
+
+// fastDelta decodes the commonest event, a text, argument, thinking or
+// signature delta, without reflection. It reports false, having done
+// nothing, for anything else; the general decoder then takes it.
+func (d *streamDecoder) fastDelta(data []byte) bool {
+	var typ, dtyp, text []byte
+	index := -1
+	err := wire.Members(data, func(k string, v []byte) error {
+		switch k {
+		case "type":
+			typ = v
+		case "index":
+			n, ok := wire.Int(v)
+			if !ok {
+				return errNotFast
+			}
+			index = n
+		case "delta":
+			return wire.Members(v, func(k string, v []byte) error {
+				switch k {
+				case "type":
+					dtyp = v
+				case "text", "partial_json", "thinking", "signature":
+					text = v
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+	if err != nil || string(typ) != `"content_block_delta"` || index < 0 || index >= len(d.args) {
+		return false
+	}
+	var kind llm.DeltaType
+	switch string(dtyp) {
+	case `"text_delta"`:
+		kind = llm.DeltaText
+	case `"input_json_delta"`:
+		kind = llm.DeltaArguments
+	case `"thinking_delta"`:
+		kind = llm.DeltaThinking
+	case `"signature_delta"`:
+		kind = llm.DeltaSignature
+	default:
+		return false
+	}
+	t, ok := wire.Unquote(text)
+	if !ok {
+		return false
+	}
+	if kind == llm.DeltaArguments && d.args[index] >= 0 {
+		d.args[index] += len(t)
+	}
+	if t != "" {
+		d.push(llm.Event{Type: llm.EventDelta, Index: index, Delta: kind, Text: t})
+	}
+	return true
 }

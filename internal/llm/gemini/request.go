@@ -47,9 +47,9 @@ type content struct {
 }
 
 type part struct {
-	Text             string `json:"text"`
-	Thought          bool   `json:"thought"`
-	ThoughtSignature string `json:"thoughtSignature"`
+	Text             *string `json:"text"`
+	Thought          bool    `json:"thought"`
+	ThoughtSignature string  `json:"thoughtSignature"`
 	InlineData       *struct {
 		MimeType string `json:"mimeType"`
 		Data     string `json:"data"`
@@ -68,25 +68,28 @@ type part struct {
 		Name     string          `json:"name"`
 		Response json.RawMessage `json:"response"`
 	} `json:"functionResponse"`
-	raw json.RawMessage
 }
 
-func (p *part) UnmarshalJSON(data []byte) error {
-	type plain part
-	if err := json.Unmarshal(data, (*plain)(p)); err != nil {
-		return err
-	}
+// known reports whether the model has a place for p: text (possibly only
+// a signature), calls, responses and images. Code execution, other media
+// and whatever comes next are Gemini's alone.
+func (p *part) known() bool {
 	switch {
 	case p.FunctionCall != nil, p.FunctionResponse != nil:
-	case p.InlineData != nil && strings.HasPrefix(p.InlineData.MimeType, "image/"):
-	case p.FileData != nil && strings.HasPrefix(p.FileData.MimeType, "image/"):
-	case p.InlineData == nil && p.FileData == nil && !bytes.Contains(data, []byte(`"executableCode"`)) &&
-		!bytes.Contains(data, []byte(`"codeExecutionResult"`)):
-		// text (possibly empty, possibly only a signature)
-	default:
-		p.raw = bytes.Clone(data)
+		return true
+	case p.InlineData != nil:
+		return strings.HasPrefix(p.InlineData.MimeType, "image/")
+	case p.FileData != nil:
+		return strings.HasPrefix(p.FileData.MimeType, "image/")
 	}
-	return nil
+	return p.Text != nil || p.ThoughtSignature != ""
+}
+
+func (p *part) text() string {
+	if p.Text == nil {
+		return ""
+	}
+	return *p.Text
 }
 
 type tool struct {
@@ -96,18 +99,6 @@ type tool struct {
 		Parameters           json.RawMessage `json:"parameters"`
 		ParametersJSONSchema json.RawMessage `json:"parametersJsonSchema"`
 	} `json:"functionDeclarations"`
-	raw json.RawMessage
-}
-
-func (t *tool) UnmarshalJSON(data []byte) error {
-	type plain tool
-	if err := json.Unmarshal(data, (*plain)(t)); err != nil {
-		return err
-	}
-	if len(t.FunctionDeclarations) == 0 {
-		t.raw = bytes.Clone(data)
-	}
-	return nil
 }
 
 // DecodeRequest implements llm.Codec. Model and Stream come from the URL.
@@ -119,8 +110,8 @@ func (Codec) DecodeRequest(body []byte) (*llm.Request, error) {
 	req := &llm.Request{StreamUsage: true}
 	if r.SystemInstruction != nil {
 		for _, p := range r.SystemInstruction.Parts {
-			if p.Text != "" {
-				req.System = append(req.System, llm.Text(p.Text))
+			if p.text() != "" {
+				req.System = append(req.System, llm.Text(p.text()))
 			}
 		}
 	}
@@ -134,16 +125,16 @@ func (Codec) DecodeRequest(body []byte) (*llm.Request, error) {
 		default:
 			return nil, llm.Invalid("decode gemini generateContent request: contents[%d]: unknown role %q", i, c.Role)
 		}
-		parts, err := decodeParts(c.Parts)
+		parts, err := decodeParts(c.Parts, func(j int) json.RawMessage { return wire.At(body, "contents", i, "parts", j) })
 		if err != nil {
 			return nil, llm.Invalid("decode gemini generateContent request: contents[%d]: %v", i, err)
 		}
 		req.Messages = append(req.Messages, llm.Message{Role: role, Parts: parts})
 	}
 	FillToolIDs(req.Messages)
-	for _, t := range r.Tools {
-		if t.raw != nil {
-			req.Tools = append(req.Tools, llm.Tool{Raw: t.raw, Origin: llm.FormatGemini})
+	for i, t := range r.Tools {
+		if len(t.FunctionDeclarations) == 0 { // googleSearch, codeExecution…
+			req.Tools = append(req.Tools, llm.Tool{Raw: wire.At(body, "tools", i), Origin: llm.FormatGemini})
 			continue
 		}
 		for _, f := range t.FunctionDeclarations {
@@ -193,14 +184,16 @@ func (Codec) DecodeRequest(body []byte) (*llm.Request, error) {
 	return req, nil
 }
 
-func decodeParts(ps []part) ([]llm.Part, error) {
+// decodeParts converts parts; raw finds the j-th part's JSON, for the
+// parts the model has no place for.
+func decodeParts(ps []part, raw func(j int) json.RawMessage) ([]llm.Part, error) {
 	out := make([]llm.Part, 0, len(ps))
 	for i := range ps {
 		p := &ps[i]
 		var c llm.Part
 		switch {
-		case p.raw != nil:
-			c = llm.Part{Type: llm.PartOpaque, Raw: p.raw}
+		case !p.known():
+			c = llm.Part{Type: llm.PartOpaque, Raw: raw(i)}
 		case p.FunctionCall != nil:
 			args := string(bytes.TrimSpace(p.FunctionCall.Args))
 			if args == "" || args == "null" {
@@ -214,12 +207,12 @@ func decodeParts(ps []part) ([]llm.Part, error) {
 		case p.FileData != nil:
 			c = llm.Part{Type: llm.PartImage, MediaType: p.FileData.MimeType, URL: p.FileData.FileURI}
 		case p.Thought:
-			c = llm.Part{Type: llm.PartThinking, Text: p.Text}
+			c = llm.Part{Type: llm.PartThinking, Text: p.text()}
 		default:
-			if p.Text == "" && p.ThoughtSignature == "" {
+			if p.text() == "" && p.ThoughtSignature == "" {
 				continue // an empty part says nothing
 			}
-			c = llm.Text(p.Text)
+			c = llm.Text(p.text())
 		}
 		if p.ThoughtSignature != "" || c.Type == llm.PartThinking || c.Type == llm.PartOpaque {
 			c.Signature, c.Origin = p.ThoughtSignature, llm.FormatGemini

@@ -40,7 +40,9 @@ func (Codec) DecodeResponse(body []byte) (*llm.Response, error) {
 		return nil, llm.Errorf(llm.ErrorUpstream, "decode gemini response: no candidates")
 	}
 	c := &r.Candidates[0]
-	parts, err := decodeParts(c.Content.Parts)
+	parts, err := decodeParts(c.Content.Parts, func(j int) json.RawMessage {
+		return wire.At(body, "candidates", 0, "content", "parts", j)
+	})
 	if err != nil {
 		return nil, llm.Errorf(llm.ErrorUpstream, "decode gemini response: %v", err)
 	}

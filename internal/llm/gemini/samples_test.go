@@ -103,3 +103,25 @@ func TestGeminiCLIRequest(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", d)
 	}
 }
+
+// TestOddParts: parts the model has no place for are carried opaque, as
+// they came; an empty text part is dropped.
+func TestOddParts(t *testing.T) {
+	body := `{"contents":[{"role":"model","parts":[
+		{"executableCode":{"language":"PYTHON","code":"print(1)"}},
+		{"inlineData":{"mimeType":"application/pdf","data":"JVBERi0="}},
+		{"text":""},
+		{"text":"ok"}]}]}`
+	req, err := gemini.Codec{}.DecodeRequest([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []llm.Part{
+		{Type: llm.PartOpaque, Origin: llm.FormatGemini, Raw: []byte(`{"executableCode":{"language":"PYTHON","code":"print(1)"}}`)},
+		{Type: llm.PartOpaque, Origin: llm.FormatGemini, Raw: []byte(`{"inlineData":{"mimeType":"application/pdf","data":"JVBERi0="}}`)},
+		llm.Text("ok"),
+	}
+	if d := cmp.Diff(want, req.Messages[0].Parts, llmtest.CmpOpts...); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+}

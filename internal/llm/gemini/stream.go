@@ -128,6 +128,7 @@ func (Codec) NewStreamDecoder(src llm.SSESource) llm.StreamDecoder {
 
 type streamDecoder struct {
 	src      llm.SSESource
+	scratch  response
 	q        wire.Queue
 	started  bool
 	open     int // canonical index of the open text or thought block, or -1
@@ -160,8 +161,10 @@ func (d *streamDecoder) read() error {
 	if len(data) == 0 {
 		return nil
 	}
-	var r response
-	if err := json.Unmarshal(data, &r); err != nil {
+	// One value per stream, not per event: zeroed, then filled.
+	d.scratch = response{}
+	r := &d.scratch
+	if err := json.Unmarshal(data, r); err != nil {
 		return llm.Errorf(llm.ErrorUpstream, "decode gemini stream chunk: %v", err)
 	}
 	if r.Error != nil {
@@ -184,7 +187,9 @@ func (d *streamDecoder) read() error {
 		return nil
 	}
 	c := &r.Candidates[0]
-	parts, err := decodeParts(c.Content.Parts)
+	parts, err := decodeParts(c.Content.Parts, func(j int) json.RawMessage {
+		return wire.At(data, "candidates", 0, "content", "parts", j)
+	})
 	if err != nil {
 		return llm.Errorf(llm.ErrorUpstream, "decode gemini stream chunk: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"testing"
 	"testing/iotest"
 
@@ -322,6 +323,36 @@ func testTruncated(t *testing.T, c llm.Codec) {
 		var e *llm.Error
 		if !errors.As(err, &e) || e.Kind != llm.ErrorUpstream {
 			t.Errorf("stream cut at %d of %d: err %v, want an upstream error", cut, len(wire), err)
+		}
+	}
+}
+
+// SameWithSlowPath decodes every case's stream (in pieces of 1 and 3
+// bytes and whole) and the given sample files with c, once as it is and
+// once with its fast path turned off by slow(true): the events must be the
+// same.
+func SameWithSlowPath(t *testing.T, c llm.Codec, slow func(bool), samples ...string) {
+	var streams [][]byte
+	for _, tc := range Cases() {
+		req, resp := prepared(c.Format(), tc)
+		for _, chunk := range []int{1, 3, 0} {
+			streams = append(streams, EncodeStream(t, c, req, llm.ResponseEvents(resp, chunk)))
+		}
+	}
+	for _, name := range samples {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, b)
+	}
+	for i, s := range streams {
+		fast, ferr := DecodeStream(c, bytes.NewReader(s))
+		slow(true)
+		want, werr := DecodeStream(c, bytes.NewReader(s))
+		slow(false)
+		if d := cmp.Diff(want, fast, CmpOpts...); d != "" || (ferr == nil) != (werr == nil) {
+			t.Errorf("stream %d: the fast path differs (-slow +fast):\n%s\nerrors: %v, %v", i, d, werr, ferr)
 		}
 	}
 }

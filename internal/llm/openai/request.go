@@ -1,7 +1,6 @@
 package openai
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 
@@ -72,23 +71,16 @@ func (c *content) UnmarshalJSON(data []byte) error {
 		*c = nil
 		return nil
 	}
-	return json.Unmarshal(data, (*[]contentPart)(c))
-}
-
-func (p *contentPart) UnmarshalJSON(data []byte) error {
-	type plain contentPart
-	if err := json.Unmarshal(data, (*plain)(p)); err != nil {
+	// Parts are plain structs; the few the model has no place for (audio,
+	// files) are taken raw afterwards.
+	if err := json.Unmarshal(data, (*[]contentPart)(c)); err != nil {
 		return err
 	}
-	switch p.Type {
-	case "text", "refusal":
-	case "image_url":
-		if p.ImageURL != nil {
-			return nil
+	for i := range *c {
+		p := &(*c)[i]
+		if !(p.Type == "text" || p.Type == "refusal" || (p.Type == "image_url" && p.ImageURL != nil)) {
+			p.raw = wire.At(data, i)
 		}
-		fallthrough
-	default:
-		p.raw = bytes.Clone(data)
 	}
 	return nil
 }
@@ -110,18 +102,6 @@ type tool struct {
 		Description string          `json:"description"`
 		Parameters  json.RawMessage `json:"parameters"`
 	} `json:"function"`
-	raw json.RawMessage
-}
-
-func (t *tool) UnmarshalJSON(data []byte) error {
-	type plain tool
-	if err := json.Unmarshal(data, (*plain)(t)); err != nil {
-		return err
-	}
-	if t.Type != "function" && t.Type != "" {
-		t.raw = bytes.Clone(data)
-	}
-	return nil
 }
 
 // DecodeRequest implements llm.Codec.
@@ -185,9 +165,9 @@ func (Codec) DecodeRequest(body []byte) (*llm.Request, error) {
 		}
 		leading = false
 	}
-	for _, t := range r.Tools {
-		if t.raw != nil {
-			req.Tools = append(req.Tools, llm.Tool{Name: t.Function.Name, Raw: t.raw, Origin: llm.FormatOpenAI})
+	for i, t := range r.Tools {
+		if t.Type != "function" && t.Type != "" { // custom tools: ours alone
+			req.Tools = append(req.Tools, llm.Tool{Name: t.Function.Name, Raw: wire.At(body, "tools", i), Origin: llm.FormatOpenAI})
 			continue
 		}
 		req.Tools = append(req.Tools, llm.Tool{Name: t.Function.Name, Description: t.Function.Description, Parameters: t.Function.Parameters})

@@ -135,6 +135,7 @@ func (Codec) NewStreamDecoder(src llm.SSESource) llm.StreamDecoder {
 
 type streamDecoder struct {
 	src      llm.SSESource
+	scratch  chunk
 	q        wire.Queue
 	started  bool
 	open     int // the canonical index of the open text or thinking block, or -1
@@ -197,8 +198,13 @@ func (d *streamDecoder) read() error {
 		d.end()
 		return nil
 	}
-	var c chunk
-	if err := json.Unmarshal(data, &c); err != nil {
+	if d.started && !slowOnly && d.fastChunk(data) {
+		return nil
+	}
+	// One value per stream, not per event: zeroed, then filled.
+	d.scratch = chunk{}
+	c := &d.scratch
+	if err := json.Unmarshal(data, c); err != nil {
 		return llm.Errorf(llm.ErrorUpstream, "decode chat completions chunk: %v", err)
 	}
 	if c.Error != nil {
@@ -341,4 +347,145 @@ func (d *streamDecoder) end() {
 		}
 	}
 	d.push(llm.Event{Type: llm.EventEnd, StopReason: reason, Usage: d.usage})
+}
+
+var errNotFast = errors.New("not the fast path's")
+
+// slowOnly turns the fast path off, for the test that compares both.
+var slowOnly = false
+
+// fastChunk decodes the commonest chunks, a piece of text, of reasoning or
+// of a known call's arguments, without reflection. It reports false,
+// having done nothing, for anything else (first chunks, new calls, finish
+// reasons, usage, errors); the general decoder then takes it.
+func (d *streamDecoder) fastChunk(data []byte) bool {
+	var choices []byte
+	err := wire.Members(data, func(k string, v []byte) error {
+		switch k {
+		case "choices":
+			choices = v
+		case "usage", "error":
+			if string(v) != "null" {
+				return errNotFast
+			}
+		}
+		return nil
+	})
+	if err != nil || choices == nil {
+		return false
+	}
+	var choice []byte
+	n := 0
+	if wire.Elements(choices, func(_ int, v []byte) error { n, choice = n+1, v; return nil }) != nil || n != 1 {
+		return false
+	}
+	var delta []byte
+	err = wire.Members(choice, func(k string, v []byte) error {
+		switch k {
+		case "index":
+			if string(v) != "0" {
+				return errNotFast
+			}
+		case "finish_reason":
+			if string(v) != "null" {
+				return errNotFast
+			}
+		case "delta":
+			delta = v
+		}
+		return nil
+	})
+	if err != nil || delta == nil {
+		return false
+	}
+	var content, reasoning, calls []byte
+	err = wire.Members(delta, func(k string, v []byte) error {
+		switch k {
+		case "content":
+			content = v
+		case "reasoning_content", "reasoning":
+			if reasoning == nil || string(reasoning) == "null" || string(reasoning) == `""` {
+				reasoning = v
+			}
+		case "tool_calls":
+			calls = v
+		case "refusal", "function_call":
+			if string(v) != "null" {
+				return errNotFast
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return false
+	}
+	text := func(v []byte) (string, bool) {
+		if v == nil || string(v) == "null" {
+			return "", true
+		}
+		return wire.Unquote(v)
+	}
+	r, ok1 := text(reasoning)
+	c, ok2 := text(content)
+	call, args, ok3 := -1, "", true
+	if calls != nil && string(calls) != "null" {
+		call, args, ok3 = d.argumentsPiece(calls)
+	}
+	if !ok1 || !ok2 || !ok3 {
+		return false
+	}
+	if r != "" {
+		d.text(llm.PartThinking, llm.DeltaThinking, r)
+	}
+	if c != "" {
+		d.text(llm.PartText, llm.DeltaText, c)
+	}
+	if call >= 0 && args != "" {
+		d.blocks[call].args += len(args)
+		d.push(llm.Event{Type: llm.EventDelta, Index: call, Delta: llm.DeltaArguments, Text: args})
+	}
+	return true
+}
+
+// argumentsPiece reads tool_calls holding one piece of arguments of a call
+// already started: [{"index":k,"function":{"arguments":"…"}}].
+func (d *streamDecoder) argumentsPiece(calls []byte) (block int, args string, ok bool) {
+	var call []byte
+	n := 0
+	if wire.Elements(calls, func(_ int, v []byte) error { n, call = n+1, v; return nil }) != nil || n != 1 {
+		return 0, "", false
+	}
+	k, raw := -1, []byte(nil)
+	err := wire.Members(call, func(key string, v []byte) error {
+		switch key {
+		case "index":
+			var ok bool
+			if k, ok = wire.Int(v); !ok {
+				return errNotFast
+			}
+		case "function":
+			return wire.Members(v, func(key string, v []byte) error {
+				switch key {
+				case "arguments":
+					raw = v
+				case "name":
+					if string(v) != "null" && string(v) != `""` {
+						return errNotFast
+					}
+				}
+				return nil
+			})
+		case "id", "type":
+			if string(v) != "null" && string(v) != `""` {
+				return errNotFast // a new call: the general decoder starts it
+			}
+		}
+		return nil
+	})
+	i, seen := d.calls[k]
+	if err != nil || !seen || raw == nil {
+		return 0, "", false
+	}
+	args, ok = wire.Unquote(raw)
+	return i, args, ok
 }

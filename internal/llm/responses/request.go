@@ -1,7 +1,6 @@
 package responses
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 
@@ -46,7 +45,15 @@ func (it *items) UnmarshalJSON(data []byte) error {
 		*it = items{{Type: "message", Role: "user", Content: parts{{Type: "input_text", Text: s}}}}
 		return nil
 	}
-	return json.Unmarshal(data, (*[]item)(it))
+	// Items are plain structs; those the model has no place for are taken
+	// raw afterwards.
+	if err := json.Unmarshal(data, (*[]item)(it)); err != nil {
+		return err
+	}
+	for i := range *it {
+		(*it)[i].classify(func() json.RawMessage { return wire.At(data, i) })
+	}
+	return nil
 }
 
 type item struct {
@@ -65,20 +72,18 @@ type item struct {
 	raw              json.RawMessage
 }
 
-func (it *item) UnmarshalJSON(data []byte) error {
-	type plain item
-	if err := json.Unmarshal(data, (*plain)(it)); err != nil {
-		return err
-	}
+// classify completes a decoded item: a role alone makes a message, and
+// items of other types (custom tool calls, web searches, references…) are
+// kept raw.
+func (it *item) classify(raw func() json.RawMessage) {
 	if it.Type == "" && it.Role != "" {
 		it.Type = "message"
 	}
 	switch it.Type {
 	case "message", "function_call", "function_call_output", "reasoning":
 	default:
-		it.raw = bytes.Clone(data)
+		it.raw = raw()
 	}
-	return nil
 }
 
 // parts is message content or a function call's output: a string (one
@@ -98,7 +103,22 @@ func (ps *parts) UnmarshalJSON(data []byte) error {
 		*ps = nil
 		return nil
 	}
-	return json.Unmarshal(data, (*[]part)(ps))
+	if err := json.Unmarshal(data, (*[]part)(ps)); err != nil {
+		return err
+	}
+	for i := range *ps {
+		p := &(*ps)[i]
+		switch p.Type {
+		case "input_text", "output_text", "text", "refusal", "summary_text", "reasoning_text":
+		case "input_image":
+			if p.ImageURL == "" {
+				p.raw = wire.At(data, i) // a file id
+			}
+		default:
+			p.raw = wire.At(data, i)
+		}
+	}
+	return nil
 }
 
 type part struct {
@@ -109,50 +129,29 @@ type part struct {
 	raw      json.RawMessage
 }
 
-func (p *part) UnmarshalJSON(data []byte) error {
-	type plain part
-	if err := json.Unmarshal(data, (*plain)(p)); err != nil {
-		return err
-	}
-	switch p.Type {
-	case "input_text", "output_text", "text", "refusal", "summary_text", "reasoning_text":
-	case "input_image":
-		if p.ImageURL != "" {
-			return nil
-		}
-		fallthrough
-	default:
-		p.raw = bytes.Clone(data)
-	}
-	return nil
-}
-
 type tool struct {
 	Type        string          `json:"type"`
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
 	Tools       []tool          `json:"tools"`
-	raw         json.RawMessage
 }
 
-func (t *tool) UnmarshalJSON(data []byte) error {
-	type plain tool
-	if err := json.Unmarshal(data, (*plain)(t)); err != nil {
-		return err
-	}
+// known reports whether the model has a place for t: functions, and
+// namespaces of functions only.
+func (t *tool) known() bool {
 	switch t.Type {
 	case "function":
+		return true
 	case "namespace":
 		for _, sub := range t.Tools {
 			if sub.Type != "function" {
-				t.raw = bytes.Clone(data) // only Responses can say what else it holds
+				return false
 			}
 		}
-	default:
-		t.raw = bytes.Clone(data)
+		return true
 	}
-	return nil
+	return false
 }
 
 // DecodeRequest implements llm.Codec.
@@ -177,10 +176,10 @@ func (Codec) DecodeRequest(body []byte) (*llm.Request, error) {
 	if err := decodeItems(req, r.Input); err != nil {
 		return nil, err
 	}
-	for _, t := range r.Tools {
+	for i, t := range r.Tools {
 		switch {
-		case t.raw != nil:
-			req.Tools = append(req.Tools, llm.Tool{Name: t.Name, Raw: t.raw, Origin: llm.FormatResponses})
+		case !t.known():
+			req.Tools = append(req.Tools, llm.Tool{Name: t.Name, Raw: wire.At(body, "tools", i), Origin: llm.FormatResponses})
 		case t.Type == "namespace":
 			for _, sub := range t.Tools {
 				req.Tools = append(req.Tools, llm.Tool{Name: sub.Name, Namespace: t.Name, Description: sub.Description, Parameters: sub.Parameters})

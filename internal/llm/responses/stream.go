@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -350,6 +351,7 @@ func (Codec) NewStreamDecoder(src llm.SSESource) llm.StreamDecoder {
 
 type streamDecoder struct {
 	src     llm.SSESource
+	scratch streamEvent
 	q       wire.Queue
 	started bool
 	next    int
@@ -433,8 +435,13 @@ func (d *streamDecoder) read() error {
 	if len(sse.Data) == 0 {
 		return nil
 	}
-	var ev streamEvent
-	if err := json.Unmarshal(sse.Data, &ev); err != nil {
+	if d.started && !slowOnly && d.fastDelta(sse.Data) {
+		return nil
+	}
+	// One value per stream, not per event: zeroed, then filled.
+	d.scratch = streamEvent{}
+	ev := &d.scratch
+	if err := json.Unmarshal(sse.Data, ev); err != nil {
 		return llm.Errorf(llm.ErrorUpstream, "decode responses stream event: %v", err)
 	}
 	if ev.Type != "error" && ev.Type != "response.failed" {
@@ -443,9 +450,9 @@ func (d *streamDecoder) read() error {
 	oi := ev.OutputIndex
 	switch ev.Type {
 	case "response.output_item.added":
-		var it item
-		if err := json.Unmarshal(ev.Item, &it); err != nil {
-			return llm.Errorf(llm.ErrorUpstream, "decode responses output item: %v", err)
+		it, err := decodeItem(ev.Item)
+		if err != nil {
+			return err
 		}
 		switch it.Type {
 		case "function_call":
@@ -510,10 +517,19 @@ func (d *streamDecoder) read() error {
 	return nil
 }
 
-func (d *streamDecoder) itemDone(oi int, raw json.RawMessage) error {
+func decodeItem(raw json.RawMessage) (*item, error) {
 	var it item
 	if err := json.Unmarshal(raw, &it); err != nil {
-		return llm.Errorf(llm.ErrorUpstream, "decode responses output item: %v", err)
+		return nil, llm.Errorf(llm.ErrorUpstream, "decode responses output item: %v", err)
+	}
+	it.classify(func() json.RawMessage { return bytes.Clone(raw) })
+	return &it, nil
+}
+
+func (d *streamDecoder) itemDone(oi int, raw json.RawMessage) error {
+	it, err := decodeItem(raw)
+	if err != nil {
+		return err
 	}
 	switch it.Type {
 	case "function_call":
@@ -532,7 +548,7 @@ func (d *streamDecoder) itemDone(oi int, raw json.RawMessage) error {
 			d.open(key, llm.Part{Type: llm.PartThinking, ID: it.ID, Origin: llm.FormatResponses})
 		}
 		if b := d.blocks[key]; b.n == 0 {
-			d.delta(key, llm.DeltaThinking, reasoningPart(&it).Text)
+			d.delta(key, llm.DeltaThinking, reasoningPart(it).Text)
 		}
 		d.delta(key, llm.DeltaSignature, it.EncryptedContent)
 		d.close(key)
@@ -548,4 +564,56 @@ func (d *streamDecoder) itemDone(oi int, raw json.RawMessage) error {
 		}
 	}
 	return nil
+}
+
+var errNotFast = errors.New("not the fast path's")
+
+// slowOnly turns the fast path off, for the test that compares both.
+var slowOnly = false
+
+// fastDelta decodes the commonest events, text, argument and reasoning
+// deltas, without reflection. It reports false, having done nothing, for
+// anything else; the general decoder then takes it.
+func (d *streamDecoder) fastDelta(data []byte) bool {
+	var typ, delta []byte
+	oi, ci := -1, 0
+	err := wire.Members(data, func(k string, v []byte) error {
+		var ok bool
+		switch k {
+		case "type":
+			typ = v
+		case "delta":
+			delta = v
+		case "output_index":
+			if oi, ok = wire.Int(v); !ok {
+				return errNotFast
+			}
+		case "content_index":
+			if ci, ok = wire.Int(v); !ok {
+				return errNotFast
+			}
+		}
+		return nil
+	})
+	if err != nil || oi < 0 || delta == nil {
+		return false
+	}
+	var key [2]int
+	var kind llm.DeltaType
+	switch string(typ) {
+	case `"response.output_text.delta"`, `"response.refusal.delta"`:
+		key, kind = [2]int{oi, ci + 1}, llm.DeltaText
+	case `"response.function_call_arguments.delta"`:
+		key, kind = [2]int{oi, 0}, llm.DeltaArguments
+	case `"response.reasoning_summary_text.delta"`, `"response.reasoning_text.delta"`:
+		key, kind = reasoningKey(oi), llm.DeltaThinking
+	default:
+		return false
+	}
+	t, ok := wire.Unquote(delta)
+	if !ok {
+		return false
+	}
+	d.delta(key, kind, t)
+	return true
 }

@@ -97,16 +97,25 @@ func skipSpace(data []byte, i int) int {
 }
 
 // skipString returns the index just past the string starting at data[i].
+// It jumps from quote to quote (IndexByte is vectorized) and counts the
+// backslashes before each to tell an escaped quote from the end.
 func skipString(data []byte, i int) (int, error) {
-	for j := i + 1; j < len(data); j++ {
-		switch data[j] {
-		case '\\':
-			j++
-		case '"':
+	j := i + 1
+	for {
+		k := bytes.IndexByte(data[j:], '"')
+		if k < 0 {
+			return 0, ErrSyntax
+		}
+		j += k
+		n := 0
+		for b := j - 1; b > i && data[b] == '\\'; b-- {
+			n++
+		}
+		if n%2 == 0 {
 			return j + 1, nil
 		}
+		j++
 	}
-	return 0, ErrSyntax
 }
 
 const maxDepth = 10000
@@ -377,4 +386,64 @@ func Lookup(data []byte, key string) []byte {
 		return nil
 	})
 	return found
+}
+
+// Elements calls fn for each element of the JSON array data, with its raw
+// bytes.
+func Elements(data []byte, fn func(i int, value []byte) error) error {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '[' {
+		return ErrSyntax
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == ']' {
+		return nil
+	}
+	for n := 0; ; n++ {
+		end, err := skipValue(data, i, 0)
+		if err != nil {
+			return err
+		}
+		if err := fn(n, data[i:end]); err != nil {
+			return err
+		}
+		i = skipSpace(data, end)
+		if i >= len(data) {
+			return ErrSyntax
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case ']':
+			return nil
+		default:
+			return ErrSyntax
+		}
+	}
+}
+
+// At returns a copy of the raw value found by walking path (strings are
+// object keys, ints array indices) from data, or nil. Decoders use it to
+// keep, as they came, the few values they cannot model.
+func At(data []byte, path ...any) json.RawMessage {
+	for _, step := range path {
+		var found []byte
+		switch s := step.(type) {
+		case string:
+			found = Lookup(data, s)
+		case int:
+			_ = Elements(data, func(i int, v []byte) error {
+				if i == s {
+					found = v
+					return errStop
+				}
+				return nil
+			})
+		}
+		if found == nil {
+			return nil
+		}
+		data = found
+	}
+	return bytes.Clone(data)
 }

@@ -86,3 +86,49 @@ func TestWriter(t *testing.T) {
 		t.Errorf("got %s, want %s", got, want)
 	}
 }
+
+func TestAt(t *testing.T) {
+	data := []byte(`{"a":[{"b":1},{"b":[10, {"c":"x"}]}],"d":"e"}`)
+	for _, tc := range []struct {
+		path []any
+		want string
+	}{
+		{[]any{"a", 1, "b", 1}, `{"c":"x"}`},
+		{[]any{"a", 0}, `{"b":1}`},
+		{[]any{"d"}, `"e"`},
+		{[]any{"a", 2}, ""},
+		{[]any{"z"}, ""},
+		{[]any{"d", 0}, ""},
+	} {
+		if got := string(At(data, tc.path...)); got != tc.want {
+			t.Errorf("At(%v) = %s, want %s", tc.path, got, tc.want)
+		}
+	}
+}
+
+func TestUnquoteMatchesEncodingJSON(t *testing.T) {
+	for _, raw := range []string{
+		`""`, `"plain"`, `"a\nb\tc\"d\\e\/f\b\f\r"`, `"\u00e9\u4e2d"`, `"\ud83d\ude80 rocket"`, `"lone \ud83d x"`,
+		`"lone \ude80"`, `"\ud83d\u0041"`, `"ünï 🚀"`, `"bad \x"`, `"ctl ` + "\x01" + `"`, `"open`, `x`, `"\u12"`, `"a"b"`,
+	} {
+		var want string
+		werr := json.Unmarshal([]byte(raw), &want)
+		got, ok := Unquote([]byte(raw))
+		if (werr == nil) != ok || got != want {
+			t.Errorf("Unquote(%s) = %q, %v; encoding/json: %q, %v", raw, got, ok, want, werr)
+		}
+	}
+}
+
+func FuzzUnquote(f *testing.F) {
+	f.Add(`"a\u00e9\ud83d\ude80\n"`)
+	f.Fuzz(func(t *testing.T, s string) {
+		raw := "\"" + s + "\""
+		var want string
+		werr := json.Unmarshal([]byte(raw), &want)
+		got, ok := Unquote([]byte(raw))
+		if werr == nil && (!ok || got != want) {
+			t.Fatalf("Unquote(%s) = %q, %v; encoding/json: %q", raw, got, ok, want)
+		}
+	})
+}
