@@ -108,7 +108,8 @@ func (f *FakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f.Codec.Format() == llm.FormatGemini {
-		model, method, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/v1beta/models/"), ":")
+		_, spec, _ := strings.Cut(r.URL.Path, "/models/") // /v1beta/… or /v1/…
+		model, method, _ := strings.Cut(spec, ":")
 		req.Model, req.Stream = model, method == "streamGenerateContent"
 	}
 	call.Request, call.Stream = req, req.Stream

@@ -16,17 +16,18 @@ import (
 
 // call is one client request on its way through the proxy.
 type call struct {
-	p      *Proxy
-	w      *recorder
-	r      *http.Request
-	in     llm.Codec
-	count  bool   // a token count, not a generation
-	method string // Gemini: generateContent, streamGenerateContent or countTokens
-	body   []byte
-	model  string
-	stream bool
-	req    *llm.Request // the canonical request, decoded when first needed
-	ex     Exchange
+	p       *Proxy
+	w       *recorder
+	r       *http.Request
+	in      llm.Codec
+	count   bool   // a token count, not a generation
+	method  string // Gemini: generateContent, streamGenerateContent or countTokens
+	version string // Gemini: the API version of the path, v1beta or v1
+	body    []byte
+	model   string
+	stream  bool
+	req     *llm.Request // the canonical request, decoded when first needed
+	ex      Exchange
 }
 
 func (p *Proxy) handle(f llm.Format, count bool) http.HandlerFunc {
@@ -54,6 +55,7 @@ func (p *Proxy) handleGemini(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.model, c.method = spec[:i], spec[i+1:]
+	c.version, _, _ = strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 	switch c.method {
 	case "generateContent":
 	case "streamGenerateContent":
@@ -246,7 +248,7 @@ func (c *call) attempt(pr *provider, m *Model, last bool) bool {
 // renamed, every other byte as it came.
 func (c *call) passBody(out llm.Codec, m *Model) ([]byte, string) {
 	if out.Format() == llm.FormatGemini {
-		return c.body, "/v1beta/models/" + url.PathEscape(m.Model) + ":" + c.method
+		return c.body, "/" + c.version + "/models/" + url.PathEscape(m.Model) + ":" + c.method
 	}
 	body, _ := wire.ReplaceModel(c.body, m.Model)
 	if c.count {

@@ -16,6 +16,7 @@ package proxy
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/agent2env/agent2env/internal/llm"
@@ -193,11 +194,14 @@ func (p *Proxy) routes() {
 	mux.HandleFunc("POST /v1/responses", p.handle(llm.FormatResponses, false))
 	mux.HandleFunc("POST /v1/messages", p.handle(llm.FormatAnthropic, false))
 	mux.HandleFunc("POST /v1/messages/count_tokens", p.handle(llm.FormatAnthropic, true))
+	// Gemini clients use either API version (gemini-cli v1beta, the Python
+	// SDK v1).
 	mux.HandleFunc("POST /v1beta/models/{call}", p.handleGemini)
+	mux.HandleFunc("POST /v1/models/{call}", p.handleGemini)
 	mux.HandleFunc("GET /v1/models", p.listModels)
 	mux.HandleFunc("GET /v1beta/models", p.listGeminiModels)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, Codecs[llm.FormatOpenAI], llm.Errorf(llm.ErrorNotFound, "no LLM endpoint %s %s", r.Method, r.URL.Path))
+		writeError(w, Codecs[guessFormat(r)], llm.Errorf(llm.ErrorNotFound, "no LLM endpoint %s %s", r.Method, r.URL.Path))
 	})
 	p.mux = mux
 }
@@ -211,4 +215,16 @@ func writeError(w http.ResponseWriter, c llm.Codec, e *llm.Error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// guessFormat is the format of a request that matched no route, for its
+// error: by its path and headers.
+func guessFormat(r *http.Request) llm.Format {
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/v1beta/") || strings.Contains(r.URL.Path, ":") || r.Header.Get("x-goog-api-key") != "":
+		return llm.FormatGemini
+	case r.Header.Get("anthropic-version") != "" || r.Header.Get("x-api-key") != "":
+		return llm.FormatAnthropic
+	}
+	return llm.FormatOpenAI
 }

@@ -490,6 +490,44 @@ func TestClientDisconnect(t *testing.T) {
 	}
 }
 
+// TestGeminiAPIVersions: Gemini clients call v1beta (gemini-cli, the Go
+// SDK) or v1 (the Python SDK); pass-through keeps the version, and a path
+// that matches nothing is answered in Gemini's error format.
+func TestGeminiAPIVersions(t *testing.T) {
+	up := llmtest.NewFakeUpstream(t, proxy.Codecs[llm.FormatGemini], upstreamKey, answer("hi"))
+	base, _ := serve(t, proxy.Config{
+		Providers: []proxy.Provider{{Name: "up", Type: "gemini", BaseURL: up.URL, APIKey: upstreamKey}},
+		Models:    []proxy.Model{{Name: "alias", Provider: "up", Model: "real-model"}},
+	})
+	body := `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`
+	for _, version := range []string{"v1beta", "v1"} {
+		resp, err := http.Post(base+"/"+version+"/models/alias:generateContent", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		calls := up.Calls()
+		if resp.StatusCode != 200 || calls[len(calls)-1].Path != "/"+version+"/models/real-model:generateContent" {
+			t.Errorf("%s: %d, upstream path %s", version, resp.StatusCode, calls[len(calls)-1].Path)
+		}
+	}
+	resp, err := http.Post(base+"/v1beta/tunedModels/x:generateContent", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e struct {
+		Error struct {
+			Code   int
+			Status string
+		}
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	if resp.StatusCode != 404 || e.Error.Code != 404 || e.Error.Status != "NOT_FOUND" {
+		t.Errorf("unknown Gemini path: %d %+v", resp.StatusCode, e)
+	}
+}
+
 func TestNewRejectsBadConfig(t *testing.T) {
 	for _, cfg := range []proxy.Config{
 		{Providers: []proxy.Provider{{Name: "a", Type: "cohere", BaseURL: "http://x"}}},

@@ -13,6 +13,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -464,4 +466,26 @@ func geminiGenerate(t *testing.T, base, model string, stream bool) (view, view) 
 	contents = append(contents, &genai.Content{Role: genai.RoleModel, Parts: parts}, genai.NewContentFromParts(answers, genai.RoleUser))
 	_, turn2 := ask()
 	return turn1, turn2
+}
+
+// TestPythonSDKs runs testdata/test_python_sdks.py (pytest, with the
+// openai, anthropic and google-genai packages from PyPI) against the same
+// proxy and upstreams as TestSDKs. It needs those packages: it is switched
+// on with AGENT2ENV_PYTHON_TESTS=1.
+func TestPythonSDKs(t *testing.T) {
+	if os.Getenv("AGENT2ENV_PYTHON_TESTS") != "1" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true but AGENT2ENV_PYTHON_TESTS is not 1: run the tests through make test")
+		}
+		t.Skip("set AGENT2ENV_PYTHON_TESTS=1 (with pip install openai anthropic google-genai pytest) to run the Python SDKs")
+	}
+	base := setup(t)
+	cmd := exec.Command("python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", "testdata/test_python_sdks.py")
+	cmd.Env = append(os.Environ(), "LLM_BASE="+base,
+		"LLM_MODELS=m-openai,m-openai-responses,m-anthropic,m-gemini,m-replay")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("pytest: %v\n%s", err, out)
+	}
+	t.Logf("pytest:\n%s", out)
 }
