@@ -47,6 +47,7 @@ docs:
 # are on, and CI=true turns a missing prerequisite into a failure.
 test: deps build vet test-python
 	cd api && $(GO) test -count=1 ./...
+	AGENT2ENV_PYTHON=$$(scripts/test-peers.sh) && export AGENT2ENV_PYTHON && \
 	AGENT2ENV_BUILD_TESTS=1 AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m ./...
 
 # The Python SDK (sdk/python): ruff, mypy --strict, unit tests with coverage,

@@ -1,0 +1,141 @@
+package llmtest
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agent2env/agent2env/internal/llm"
+)
+
+// FakeUpstream is an in-process model server of one wire format: it
+// decodes what it is sent with its codec, checks the key, and answers with
+// Answer's response, whole or streamed (text and arguments in pieces of
+// Chunk bytes), recording every call and every byte it sent back.
+type FakeUpstream struct {
+	Codec  llm.Codec
+	Answer func(*llm.Request) (*llm.Response, *llm.Error)
+	// Key is the key callers must present the format's way.
+	Key   string
+	Chunk int
+	// URL is the base URL to configure a provider with.
+	URL string
+
+	mu    sync.Mutex
+	calls []Call
+}
+
+// Call is one request a FakeUpstream served.
+type Call struct {
+	Path, Query string
+	Header      http.Header
+	Body        []byte
+	Request     *llm.Request // nil when the body did not decode
+	Stream      bool
+	Sent        []byte // the response body, as written
+}
+
+// NewFakeUpstream starts a fake upstream for c, closed when t ends.
+func NewFakeUpstream(t testing.TB, c llm.Codec, key string, answer func(*llm.Request) (*llm.Response, *llm.Error)) *FakeUpstream {
+	f := &FakeUpstream{Codec: c, Answer: answer, Key: key, Chunk: 4}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	f.URL = srv.URL
+	if c.Format() == llm.FormatOpenAI || c.Format() == llm.FormatResponses {
+		f.URL += "/v1"
+	}
+	return f
+}
+
+// Calls returns the calls served so far.
+func (f *FakeUpstream) Calls() []Call {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Call(nil), f.calls...)
+}
+
+func (f *FakeUpstream) presented(h http.Header) string {
+	switch f.Codec.Format() {
+	case llm.FormatAnthropic:
+		return h.Get("x-api-key")
+	case llm.FormatGemini:
+		return h.Get("x-goog-api-key")
+	}
+	return strings.TrimPrefix(h.Get("Authorization"), "Bearer ")
+}
+
+// ServeHTTP implements http.Handler.
+func (f *FakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	call := Call{Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body}
+	var sent bytes.Buffer
+	out := io.MultiWriter(w, &sent)
+	defer func() {
+		call.Sent = sent.Bytes()
+		f.mu.Lock()
+		f.calls = append(f.calls, call)
+		f.mu.Unlock()
+	}()
+	fail := func(e *llm.Error) {
+		status, b := f.Codec.EncodeError(e)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = out.Write(b)
+	}
+	if f.Key != "" && f.presented(r.Header) != f.Key {
+		fail(llm.Errorf(llm.ErrorAuthentication, "invalid api key"))
+		return
+	}
+	if strings.HasSuffix(r.URL.Path, "count_tokens") || strings.HasSuffix(r.URL.Path, ":countTokens") {
+		tc := f.Codec.(llm.TokenCounter)
+		req, err := tc.DecodeCountRequest(body)
+		if err != nil {
+			fail(llm.AsError(err))
+			return
+		}
+		call.Request = req
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = out.Write(tc.EncodeCountResponse(42))
+		return
+	}
+	req, err := f.Codec.DecodeRequest(body)
+	if err != nil {
+		fail(llm.AsError(err))
+		return
+	}
+	if f.Codec.Format() == llm.FormatGemini {
+		_, spec, _ := strings.Cut(r.URL.Path, "/models/") // /v1beta/… or /v1/…
+		model, method, _ := strings.Cut(spec, ":")
+		req.Model, req.Stream = model, method == "streamGenerateContent"
+	}
+	call.Request, call.Stream = req, req.Stream
+	resp, e := f.Answer(req)
+	if e != nil {
+		fail(e)
+		return
+	}
+	if !req.Stream {
+		b, err := f.Codec.EncodeResponse(req, resp)
+		if err != nil {
+			fail(llm.AsError(err))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = out.Write(b)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	rc := http.NewResponseController(w)
+	enc := f.Codec.NewStreamEncoder(llm.NewSSEWriter(out), req)
+	evs := llm.ResponseEvents(resp, f.Chunk)
+	for i := range evs {
+		if err := enc.Encode(&evs[i]); err != nil {
+			return
+		}
+		_ = rc.Flush()
+	}
+}

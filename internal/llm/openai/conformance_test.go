@@ -1,0 +1,10 @@
+package openai_test
+
+import (
+	"testing"
+
+	"github.com/agent2env/agent2env/internal/llm/llmtest"
+	"github.com/agent2env/agent2env/internal/llm/openai"
+)
+
+func TestConformance(t *testing.T) { llmtest.Run(t, openai.Codec{}) }

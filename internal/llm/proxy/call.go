@@ -1,0 +1,557 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/llm"
+	"github.com/agent2env/agent2env/internal/llm/internal/wire"
+)
+
+// call is one client request on its way through the proxy.
+type call struct {
+	p       *Proxy
+	w       *recorder
+	r       *http.Request
+	in      llm.Codec
+	count   bool   // a token count, not a generation
+	method  string // Gemini: generateContent, streamGenerateContent or countTokens
+	version string // Gemini: the API version of the path, v1beta or v1
+	body    []byte
+	model   string
+	stream  bool
+	req     *llm.Request // the canonical request, decoded when first needed
+	ex      Exchange
+}
+
+func (p *Proxy) handle(f llm.Format, count bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c := p.newCall(w, r, f)
+		c.count = count
+		if !c.readBody() {
+			return
+		}
+		var ok bool
+		if c.model, c.stream, ok = modelAndStream(c.body); !ok {
+			c.fail(llm.Invalid("decode %s request: malformed JSON", f))
+			return
+		}
+		c.run()
+	}
+}
+
+func (p *Proxy) handleGemini(w http.ResponseWriter, r *http.Request) {
+	c := p.newCall(w, r, llm.FormatGemini)
+	spec := r.PathValue("call")
+	i := strings.LastIndexByte(spec, ':')
+	if i < 0 {
+		c.fail(llm.Errorf(llm.ErrorNotFound, "no Gemini method in %q", spec))
+		return
+	}
+	c.model, c.method = spec[:i], spec[i+1:]
+	c.version, _, _ = strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	switch c.method {
+	case "generateContent":
+	case "streamGenerateContent":
+		c.stream = true
+	case "countTokens":
+		c.count = true
+	default:
+		c.fail(llm.Errorf(llm.ErrorNotFound, "unknown Gemini method %q", c.method))
+		return
+	}
+	if c.readBody() {
+		c.run()
+	}
+}
+
+func (p *Proxy) newCall(w http.ResponseWriter, r *http.Request, f llm.Format) *call {
+	c := &call{p: p, w: &recorder{ResponseWriter: w}, r: r, in: Codecs[f]}
+	c.ex.Start, c.ex.Inbound = time.Now(), f
+	c.w.start = c.ex.Start
+	return c
+}
+
+func (c *call) readBody() bool {
+	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, MaxBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		c.fail(llm.Errorf(llm.ErrorTooLarge, "request body is larger than %d bytes", MaxBody))
+		return false
+	case err != nil:
+		c.fail(llm.Invalid("read request body: %v", err))
+		return false
+	}
+	c.body = body
+	return true
+}
+
+// modelAndStream reads the two members routing needs without decoding the
+// request.
+func modelAndStream(body []byte) (model string, stream, ok bool) {
+	err := wire.Members(body, func(k string, v []byte) error {
+		switch k {
+		case "model":
+			if len(v) > 0 && v[0] == '"' {
+				model = strings.Trim(string(v), `"`)
+				if bytes.IndexByte(v, '\\') >= 0 {
+					model = "" // escaped names are not configured names
+				}
+			}
+		case "stream":
+			stream = string(v) == "true"
+		}
+		return nil
+	})
+	return model, stream, err == nil
+}
+
+// canonical decodes the client's request once.
+func (c *call) canonical() (*llm.Request, *llm.Error) {
+	if c.req != nil {
+		return c.req, nil
+	}
+	var req *llm.Request
+	var err error
+	if tc, ok := c.in.(llm.TokenCounter); ok && c.count {
+		req, err = tc.DecodeCountRequest(c.body)
+	} else {
+		req, err = c.in.DecodeRequest(c.body)
+	}
+	if err != nil {
+		return nil, llm.AsError(err)
+	}
+	if c.in.Format() == llm.FormatGemini {
+		req.Model, req.Stream = c.model, c.stream
+	}
+	c.req = req
+	return req, nil
+}
+
+func (c *call) fail(e *llm.Error) {
+	c.ex.Err = e
+	writeError(c.w, c.in, e)
+	c.finish()
+}
+
+func (c *call) finish() {
+	c.ex.Status = c.w.status
+	c.ex.Duration = time.Since(c.ex.Start)
+	if !c.w.first.IsZero() {
+		c.ex.FirstByte = c.w.first.Sub(c.ex.Start)
+	}
+	if c.p.observe != nil {
+		c.p.observe(&c.ex)
+	}
+}
+
+func (c *call) run() {
+	c.ex.Model, c.ex.Stream = c.model, c.stream
+	entry := c.p.models[c.model]
+	if entry == nil {
+		c.fail(llm.Errorf(llm.ErrorNotFound, "model %q is not configured in the LLM proxy", c.model))
+		return
+	}
+	candidates := []*Model{entry}
+	for _, f := range entry.Fallbacks {
+		candidates = append(candidates, c.p.models[f])
+	}
+	for i, m := range candidates {
+		c.ex.Attempts++
+		if c.attempt(c.p.providers[m.Provider], m, i == len(candidates)-1) {
+			c.finish()
+			return
+		}
+	}
+}
+
+// attempt calls one candidate. It returns false when the candidate failed
+// in a way the next one may not (and nothing was written).
+func (c *call) attempt(pr *provider, m *Model, last bool) bool {
+	c.ex.Provider, c.ex.Upstream = pr.Name, m.Model
+	if pr.codec == nil {
+		c.replay(pr, m)
+		return true
+	}
+	out := pr.codec
+	pass := out.Format() == c.in.Format()
+	c.ex.Passthrough = pass
+	if c.count {
+		return c.countTokens(pr, m, last)
+	}
+	var body []byte
+	var path string
+	if pass {
+		body, path = c.passBody(out, m)
+	} else {
+		req, e := c.canonical()
+		if e != nil {
+			c.fail(e)
+			return true
+		}
+		req.Model = m.Model
+		var err error
+		if body, err = out.EncodeRequest(req); err != nil {
+			c.fail(llm.AsError(err))
+			return true
+		}
+		path = out.Upstream(m.Model, c.stream).Path
+	}
+	resp, e := c.send(pr, path, body, pass)
+	if e != nil {
+		if c.r.Context().Err() != nil { // the client left
+			c.ex.Err = c.r.Context().Err()
+			return true
+		}
+		if !last {
+			return false
+		}
+		c.fail(e)
+		return true
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		e := out.DecodeError(resp.StatusCode, data)
+		if e.Retryable() && !last {
+			return false
+		}
+		c.ex.Err = e
+		if pass {
+			copyHeader(c.w.Header(), resp.Header)
+			c.w.WriteHeader(resp.StatusCode)
+			_, _ = c.w.Write(data)
+			return true
+		}
+		writeError(c.w, c.in, e)
+		return true
+	}
+	switch {
+	case pass && c.stream:
+		c.passStream(out, resp)
+	case pass:
+		c.passWhole(out, resp)
+	default:
+		c.translate(out, resp)
+	}
+	return true
+}
+
+// passBody is the client's body for an upstream of its format: the model
+// renamed, every other byte as it came.
+func (c *call) passBody(out llm.Codec, m *Model) ([]byte, string) {
+	if out.Format() == llm.FormatGemini {
+		return c.body, "/" + c.version + "/models/" + url.PathEscape(m.Model) + ":" + c.method
+	}
+	body, _ := wire.ReplaceModel(c.body, m.Model)
+	if c.count {
+		return body, out.(llm.TokenCounter).CountPath(m.Model)
+	}
+	return body, out.Upstream(m.Model, c.stream).Path
+}
+
+// Headers never passed on: the client's credentials, hop-by-hop ones, and
+// what the transport sets itself.
+var dropRequest = map[string]bool{
+	"Authorization": true, "X-Api-Key": true, "X-Goog-Api-Key": true, "Cookie": true,
+	"Host": true, "Content-Length": true, "Accept-Encoding": true, "Connection": true,
+	"Keep-Alive": true, "Proxy-Authorization": true, "Te": true, "Trailer": true,
+	"Transfer-Encoding": true, "Upgrade": true,
+}
+
+func (c *call) send(pr *provider, path string, body []byte, pass bool) (*http.Response, *llm.Error) {
+	u := strings.TrimRight(pr.BaseURL, "/") + path
+	if pass && c.r.URL.RawQuery != "" {
+		// Keep the client's query (?beta=true, ?alt=sse), but never its key.
+		q := c.r.URL.Query()
+		q.Del("key")
+		if enc := q.Encode(); enc != "" {
+			base, _, _ := strings.Cut(u, "?")
+			u = base + "?" + enc
+		}
+	}
+	hreq, err := http.NewRequestWithContext(c.r.Context(), http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return nil, llm.Errorf(llm.ErrorInternal, "call provider %s: %v", pr.Name, err)
+	}
+	if pass {
+		for k, v := range c.r.Header {
+			if !dropRequest[k] {
+				hreq.Header[k] = v
+			}
+		}
+	} else if ua := c.r.Header.Get("User-Agent"); ua != "" {
+		hreq.Header.Set("User-Agent", ua)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	if c.stream {
+		hreq.Header.Set("Accept", "text/event-stream")
+	}
+	pr.codec.Upstream(c.ex.Upstream, c.stream).SetKey(hreq.Header, pr.APIKey)
+	resp, err := c.p.client.Do(hreq)
+	if err != nil {
+		return nil, llm.Errorf(llm.ErrorUpstream, "call provider %s: %v", pr.Name, err)
+	}
+	return resp, nil
+}
+
+var dropResponse = map[string]bool{
+	"Content-Length": true, "Content-Encoding": true, "Connection": true, "Keep-Alive": true,
+	"Transfer-Encoding": true, "Set-Cookie": true,
+}
+
+func copyHeader(dst, src http.Header) {
+	for k, v := range src {
+		if !dropResponse[k] {
+			dst[k] = v
+		}
+	}
+}
+
+func (c *call) passWhole(out llm.Codec, resp *http.Response) {
+	copyHeader(c.w.Header(), resp.Header)
+	c.w.WriteHeader(resp.StatusCode)
+	if c.p.observe == nil {
+		_, _ = io.Copy(c.w, resp.Body)
+		return
+	}
+	data, err := io.ReadAll(resp.Body)
+	_, _ = c.w.Write(data)
+	if err != nil {
+		c.ex.Err = err
+		return
+	}
+	if r, err := out.DecodeResponse(data); err == nil {
+		c.ex.Usage = r.Usage
+	}
+}
+
+// passStream forwards the upstream's stream event by event, each flushed as
+// it arrives, and reads the usage from it on the way when someone watches.
+func (c *call) passStream(out llm.Codec, resp *http.Response) {
+	copyHeader(c.w.Header(), resp.Header)
+	c.w.WriteHeader(resp.StatusCode)
+	c.w.Flush()
+	tee := &teeSource{src: llm.NewSSEReader(resp.Body), w: c.w}
+	if c.p.observe != nil {
+		var acc llm.Accumulator
+		dec := out.NewStreamDecoder(tee)
+		for {
+			ev, err := dec.Next()
+			if err != nil {
+				break // not ours to judge: the bytes went through as they were
+			}
+			acc.Add(&ev)
+		}
+		c.ex.Usage = acc.Response().Usage
+	}
+	for tee.err == nil { // whatever the decoder did not read
+		_, _ = tee.Next()
+	}
+	if !errors.Is(tee.err, io.EOF) {
+		c.ex.Err = tee.err
+	}
+}
+
+// teeSource writes each event to the client as the decoder reads it.
+type teeSource struct {
+	src *llm.SSEReader
+	w   *recorder
+	err error
+}
+
+func (t *teeSource) Next() (llm.SSEEvent, error) {
+	if t.err != nil {
+		return llm.SSEEvent{}, t.err
+	}
+	ev, err := t.src.Next()
+	if err != nil {
+		t.err = err
+		return ev, err
+	}
+	if _, err := t.w.Write(ev.Raw); err != nil {
+		t.err = err
+		return llm.SSEEvent{}, err
+	}
+	t.w.Flush()
+	return ev, nil
+}
+
+func isSSE(h http.Header) bool {
+	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	return mt == "text/event-stream"
+}
+
+// translate answers the client in its format from an upstream of another.
+func (c *call) translate(out llm.Codec, resp *http.Response) {
+	req := c.req
+	if !c.stream || !isSSE(resp.Header) {
+		data, err := io.ReadAll(resp.Body)
+		if err != nil {
+			c.fail(llm.Errorf(llm.ErrorUpstream, "read %s response: %v", out.Format(), err))
+			return
+		}
+		r, err := out.DecodeResponse(data)
+		if err != nil {
+			c.fail(llm.AsError(err))
+			return
+		}
+		c.ex.Usage = r.Usage
+		if c.stream { // an upstream that would not stream: stream it ourselves
+			c.streamEvents(&llm.SliceDecoder{Events: llm.ResponseEvents(r, 0)})
+			return
+		}
+		body, err := c.in.EncodeResponse(req, r)
+		if err != nil {
+			c.fail(llm.AsError(err))
+			return
+		}
+		c.w.Header().Set("Content-Type", "application/json")
+		c.w.WriteHeader(http.StatusOK)
+		_, _ = c.w.Write(body)
+		return
+	}
+	c.streamEvents(out.NewStreamDecoder(llm.NewSSEReader(resp.Body)))
+}
+
+func (c *call) streamEvents(dec llm.StreamDecoder) {
+	h := c.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	c.w.WriteHeader(http.StatusOK)
+	enc := c.in.NewStreamEncoder(llm.NewSSEWriter(c.w), c.req)
+	r, err := llm.Pump(dec, enc, func() error { c.w.Flush(); return nil })
+	c.ex.Usage = r.Usage
+	if err != nil {
+		c.ex.Err = err
+	}
+}
+
+// replay answers from a script in the client's format.
+func (c *call) replay(pr *provider, m *Model) {
+	req, e := c.canonical()
+	if e != nil {
+		c.fail(e)
+		return
+	}
+	if c.count {
+		c.writeCount(llm.EstimateTokens(req))
+		return
+	}
+	req.Model = m.Model
+	r, err := pr.Script.Answer(req)
+	if err != nil {
+		c.fail(llm.AsError(err))
+		return
+	}
+	c.ex.Usage = r.Usage
+	if c.stream {
+		c.streamEvents(&llm.SliceDecoder{Events: llm.ResponseEvents(r, 16)})
+		return
+	}
+	body, err := c.in.EncodeResponse(req, r)
+	if err != nil {
+		c.fail(llm.AsError(err))
+		return
+	}
+	c.w.Header().Set("Content-Type", "application/json")
+	c.w.WriteHeader(http.StatusOK)
+	_, _ = c.w.Write(body)
+}
+
+// countTokens asks an upstream that can count, in its format, and
+// estimates for those that cannot.
+func (c *call) countTokens(pr *provider, m *Model, last bool) bool {
+	counter, ok := pr.codec.(llm.TokenCounter)
+	req, e := c.canonical()
+	if e != nil {
+		c.fail(e)
+		return true
+	}
+	if !ok {
+		c.writeCount(llm.EstimateTokens(req))
+		return true
+	}
+	req.Model = m.Model
+	body, err := counter.EncodeCountRequest(req)
+	if err != nil {
+		c.fail(llm.AsError(err))
+		return true
+	}
+	resp, e := c.send(pr, counter.CountPath(m.Model), body, false)
+	if e != nil {
+		if !last {
+			return false
+		}
+		c.fail(e)
+		return true
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode >= 300 {
+		e := pr.codec.DecodeError(resp.StatusCode, data)
+		if e.Retryable() && !last {
+			return false
+		}
+		c.fail(e)
+		return true
+	}
+	n, err := counter.DecodeCountResponse(data)
+	if err != nil {
+		c.fail(llm.AsError(err))
+		return true
+	}
+	c.writeCount(n)
+	return true
+}
+
+func (c *call) writeCount(n int) {
+	c.ex.Usage.InputTokens = n
+	c.w.Header().Set("Content-Type", "application/json")
+	c.w.WriteHeader(http.StatusOK)
+	_, _ = c.w.Write(c.in.(llm.TokenCounter).EncodeCountResponse(n))
+}
+
+// recorder notes the status and the time of the first byte written.
+type recorder struct {
+	http.ResponseWriter
+	start  time.Time
+	first  time.Time
+	status int
+	rc     *http.ResponseController
+}
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	if r.first.IsZero() {
+		r.first = time.Now()
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Flush sends what was written; errors (a client gone) show on the next
+// Write.
+func (r *recorder) Flush() {
+	if r.rc == nil {
+		r.rc = http.NewResponseController(r.ResponseWriter)
+	}
+	_ = r.rc.Flush()
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

@@ -1,0 +1,230 @@
+// Package proxy is the LLM proxy's routing and provider layer, as a plain
+// http.Handler: it serves the four inbound wire formats (paths relative to
+// the proxy's base, e.g. /llm), picks the configured model entry, and
+// calls its provider — passing the request through untouched when the
+// provider speaks the client's format (only the key and the model name
+// change, and streams are copied event by event as they arrive), or
+// translating through the canonical model otherwise, or answering from a
+// replay script. Rate limits, server errors and connection failures fall
+// back to the entry's fallbacks, as long as nothing was sent to the client.
+//
+// It knows nothing of the daemon: who the caller is, the archive, budgets
+// and configuration files are the caller's (see Observer). A Proxy is safe
+// for concurrent use; its configuration is fixed at New.
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/llm"
+	"github.com/agent2env/agent2env/internal/llm/anthropic"
+	"github.com/agent2env/agent2env/internal/llm/gemini"
+	"github.com/agent2env/agent2env/internal/llm/openai"
+	"github.com/agent2env/agent2env/internal/llm/replay"
+	"github.com/agent2env/agent2env/internal/llm/responses"
+)
+
+// TypeReplay is the provider type that answers from a replay script.
+const TypeReplay = "replay"
+
+// Provider is an upstream.
+type Provider struct {
+	Name string
+	// Type is a wire format (openai, openai-responses, anthropic, gemini)
+	// or replay.
+	Type string
+	// BaseURL: ending in /v1 for the OpenAI formats, host-only for
+	// Anthropic and Gemini, as the providers' SDKs take it.
+	BaseURL string
+	APIKey  string
+	// Script answers for a replay provider.
+	Script *replay.Script
+}
+
+// Model is an entry clients ask for by Name.
+type Model struct {
+	Name     string
+	Provider string
+	// Model is the upstream's name for it; empty means Name.
+	Model string
+	// Fallbacks are other entries tried, in order, when this one's
+	// provider answers 429 or 5xx or cannot be reached.
+	Fallbacks []string
+}
+
+// Config is the proxy's providers and models.
+type Config struct {
+	Providers []Provider
+	Models    []Model
+}
+
+// Exchange describes one call through the proxy, for the Observer.
+type Exchange struct {
+	Inbound  llm.Format
+	Model    string // the entry the client asked for
+	Provider string // the provider that answered (after fallbacks)
+	Upstream string // the upstream's model name
+	Stream   bool
+	// Passthrough: the body went through untouched.
+	Passthrough bool
+	Status      int
+	Usage       llm.Usage
+	Err         error
+	Attempts    int
+	Start       time.Time
+	FirstByte   time.Duration // to the first byte sent to the client
+	Duration    time.Duration
+}
+
+// Observer is told of every exchange when it ends. It runs on the request's
+// goroutine: it must not block.
+type Observer func(*Exchange)
+
+// Option configures a Proxy.
+type Option func(*Proxy)
+
+// WithHTTPClient sets the client that calls upstreams.
+func WithHTTPClient(c *http.Client) Option { return func(p *Proxy) { p.client = c } }
+
+// WithObserver sets the exchange observer.
+func WithObserver(o Observer) Option { return func(p *Proxy) { p.observe = o } }
+
+// MaxBody bounds a request body (images travel inline, base64).
+const MaxBody = 64 << 20
+
+// Proxy is the handler.
+type Proxy struct {
+	providers map[string]*provider
+	models    map[string]*Model
+	names     []string
+	client    *http.Client
+	observe   Observer
+	mux       *http.ServeMux
+}
+
+type provider struct {
+	Provider
+	codec llm.Codec // nil for replay
+}
+
+// Codecs are the codecs by format.
+var Codecs = map[llm.Format]llm.Codec{
+	llm.FormatOpenAI:    openai.Codec{},
+	llm.FormatResponses: responses.Codec{},
+	llm.FormatAnthropic: anthropic.Codec{},
+	llm.FormatGemini:    gemini.Codec{},
+}
+
+// DefaultTransport keeps enough idle connections per upstream for a
+// thousand requests a second.
+func DefaultTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 1024
+	t.MaxIdleConnsPerHost = 512
+	t.IdleConnTimeout = 90 * time.Second
+	return t
+}
+
+// New checks cfg and returns its proxy.
+func New(cfg Config, opts ...Option) (*Proxy, error) {
+	p := &Proxy{providers: map[string]*provider{}, models: map[string]*Model{}}
+	for i := range cfg.Providers {
+		pr := &provider{Provider: cfg.Providers[i]}
+		if pr.Name == "" {
+			return nil, fmt.Errorf("llm proxy: provider %d has no name", i+1)
+		}
+		if p.providers[pr.Name] != nil {
+			return nil, fmt.Errorf("llm proxy: provider %q twice", pr.Name)
+		}
+		switch {
+		case pr.Type == TypeReplay:
+			if pr.Script == nil {
+				return nil, fmt.Errorf("llm proxy: replay provider %q has no script", pr.Name)
+			}
+		case Codecs[llm.Format(pr.Type)] != nil:
+			pr.codec = Codecs[llm.Format(pr.Type)]
+			if pr.BaseURL == "" {
+				return nil, fmt.Errorf("llm proxy: provider %q has no base_url", pr.Name)
+			}
+		default:
+			return nil, fmt.Errorf("llm proxy: provider %q: unknown type %q (want openai, openai-responses, anthropic, gemini or replay)", pr.Name, pr.Type)
+		}
+		p.providers[pr.Name] = pr
+	}
+	for i := range cfg.Models {
+		m := cfg.Models[i]
+		if m.Name == "" {
+			return nil, fmt.Errorf("llm proxy: model %d has no name", i+1)
+		}
+		if p.models[m.Name] != nil {
+			return nil, fmt.Errorf("llm proxy: model %q twice", m.Name)
+		}
+		if p.providers[m.Provider] == nil {
+			return nil, fmt.Errorf("llm proxy: model %q: unknown provider %q", m.Name, m.Provider)
+		}
+		if m.Model == "" {
+			m.Model = m.Name
+		}
+		p.models[m.Name] = &m
+		p.names = append(p.names, m.Name)
+	}
+	for _, m := range p.models {
+		for _, f := range m.Fallbacks {
+			if p.models[f] == nil {
+				return nil, fmt.Errorf("llm proxy: model %q: unknown fallback %q", m.Name, f)
+			}
+		}
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	if p.client == nil {
+		p.client = &http.Client{Transport: DefaultTransport()}
+	}
+	p.routes()
+	return p, nil
+}
+
+func (p *Proxy) routes() {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", p.handle(llm.FormatOpenAI, false))
+	mux.HandleFunc("POST /v1/responses", p.handle(llm.FormatResponses, false))
+	mux.HandleFunc("POST /v1/messages", p.handle(llm.FormatAnthropic, false))
+	mux.HandleFunc("POST /v1/messages/count_tokens", p.handle(llm.FormatAnthropic, true))
+	// Gemini clients use either API version (gemini-cli v1beta, the Python
+	// SDK v1).
+	mux.HandleFunc("POST /v1beta/models/{call}", p.handleGemini)
+	mux.HandleFunc("POST /v1/models/{call}", p.handleGemini)
+	mux.HandleFunc("GET /v1/models", p.listModels)
+	mux.HandleFunc("GET /v1beta/models", p.listGeminiModels)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, Codecs[guessFormat(r)], llm.Errorf(llm.ErrorNotFound, "no LLM endpoint %s %s", r.Method, r.URL.Path))
+	})
+	p.mux = mux
+}
+
+// ServeHTTP implements http.Handler. Mount it with http.StripPrefix under
+// the proxy's base.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.mux.ServeHTTP(w, r) }
+
+func writeError(w http.ResponseWriter, c llm.Codec, e *llm.Error) {
+	status, body := c.EncodeError(e)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// guessFormat is the format of a request that matched no route, for its
+// error: by its path and headers.
+func guessFormat(r *http.Request) llm.Format {
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/v1beta/") || strings.Contains(r.URL.Path, ":") || r.Header.Get("x-goog-api-key") != "":
+		return llm.FormatGemini
+	case r.Header.Get("anthropic-version") != "" || r.Header.Get("x-api-key") != "":
+		return llm.FormatAnthropic
+	}
+	return llm.FormatOpenAI
+}
