@@ -23,7 +23,9 @@ type scriptedStore struct {
 	calls    []string // "<op> <ref or path>"
 }
 
-func (s *scriptedStore) CreateTemp(pattern string) (*os.File, error) { return nil, errors.New("not scripted") }
+func (s *scriptedStore) CreateTemp(pattern string) (*os.File, error) {
+	return nil, errors.New("not scripted")
+}
 
 func (s *scriptedStore) run(op, ref string, p image.ProgressFunc) ([]*image.Image, error) {
 	s.calls = append(s.calls, op+" "+ref)
