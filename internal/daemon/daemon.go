@@ -23,7 +23,9 @@ import (
 	"github.com/agent2env/agent2env/internal/netproxy"
 	"github.com/agent2env/agent2env/internal/pool"
 	"github.com/agent2env/agent2env/internal/prepull"
-	"github.com/agent2env/agent2env/internal/runtime/oci"
+	"github.com/agent2env/agent2env/internal/runtime"
+	_ "github.com/agent2env/agent2env/internal/runtime/all" // registers the runtimes
+	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
 	"github.com/agent2env/agent2env/internal/template"
 )
@@ -35,8 +37,11 @@ type Config struct {
 	// accessUrl); default http://<Listen>.
 	PublicURL string
 	DataDir   string // e.g. /var/lib/agent2env
-	// RuntimeBinary is the OCI runtime: "runc" (default), "crun", "runsc"
-	// or a path.
+	// Runtime names the sandbox runtime in the registry of package
+	// runtime; default "oci". Its state is in <DataDir>/<Runtime>.
+	Runtime string
+	// RuntimeBinary is the oci runtime's binary (its setting
+	// "oci.binary"): "runc" (default), "crun", "runsc" or a path.
 	RuntimeBinary string
 	// ImageDir holds the image store; default <DataDir>/images. Several
 	// data directories may share one (one daemon at a time).
@@ -69,7 +74,7 @@ type System struct {
 	cfg       Config
 	Store     *sqlite.Store
 	Images    *image.Store
-	Runtime   *oci.Runtime
+	Runtime   sandbox.Runtime
 	Manager   *manager.Manager
 	Prepull   *prepull.Service
 	Templates *template.Service
@@ -120,8 +125,15 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	// Sandboxes whose template opts into network access reach it only
 	// through this proxy, which enforces their allowed domains.
 	proxy := netproxy.New(netproxy.Config{Logger: cfg.Log})
-	if s.Runtime, err = oci.New(oci.Config{
-		Root: filepath.Join(cfg.DataDir, "oci"), RuntimeBinary: cfg.RuntimeBinary, Logger: cfg.Log, Egress: proxy,
+	if cfg.Runtime == "" {
+		cfg.Runtime = "oci"
+	}
+	settings := map[string]string{}
+	if cfg.RuntimeBinary != "" {
+		settings["oci.binary"] = cfg.RuntimeBinary
+	}
+	if s.Runtime, err = runtime.New(ctx, cfg.Runtime, runtime.Options{
+		Root: filepath.Join(cfg.DataDir, cfg.Runtime), Images: s.Images, Egress: proxy, Settings: settings, Logger: cfg.Log,
 	}); err != nil {
 		return nil, err
 	}
@@ -134,7 +146,7 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	s.Prepull = prepull.New(s.Store, s.Images, cfg.Log)
 	s.Templates = template.New(s.Store, template.WithPrepuller(s.Prepull), template.WithLogger(cfg.Log))
 	s.Prepull.SetTemplates(s.Templates)
-	s.Manager = manager.New(cfg.Manager, s.Runtime, s.Images, s.Store, cfg.Log, manager.WithTemplates(s.Templates))
+	s.Manager = manager.New(cfg.Manager, s.Runtime, s.Store, cfg.Log, manager.WithTemplates(s.Templates))
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Listen
 	}
@@ -229,8 +241,8 @@ func (s *System) Close() {
 	if s.Gateway != nil {
 		s.Gateway.Close()
 	}
-	if s.Runtime != nil {
-		s.Runtime.Close() // egress proxies; sandboxes keep running
+	if c, ok := s.Runtime.(interface{ Close() }); ok {
+		c.Close() // the oci runtime's egress proxies; sandboxes keep running
 	}
 	if s.Store != nil {
 		s.Store.Close()

@@ -171,13 +171,13 @@ func openEnv(dir string, opts envOptions) (e *env, closeEnv func(), err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	rt := fakeruntime.New()
 	imgs := newFakeImages("alpine")
+	rt := fakeruntime.New(fakeruntime.WithImages(imgs))
 	log := slog.New(slog.DiscardHandler)
 	if opts.cfg.StartTimeout == 0 {
 		opts.cfg.StartTimeout = 10 * time.Second
 	}
-	m := manager.New(opts.cfg, rt, imgs, st, log)
+	m := manager.New(opts.cfg, rt, st, log)
 	srv := New(m, imgs, log, WithPublicURL("http://gw.test/"))
 	srv.SetReady(!opts.notReady)
 	h := srv.Handler()

@@ -717,9 +717,9 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 	pp := prepull.New(st, pulls, log)
 	tpl := template.New(st, template.WithPrepuller(pp), template.WithLogger(log))
 	pp.SetTemplates(tpl)
-	rt := fakeruntime.New()
 	imgs := newFakeImages("alpine")
-	m := manager.New(manager.Config{StartTimeout: 10 * time.Second, MaxSandboxes: 3}, rt, imgs, st, log, manager.WithTemplates(tpl))
+	rt := fakeruntime.New(fakeruntime.WithImages(imgs))
+	m := manager.New(manager.Config{StartTimeout: 10 * time.Second, MaxSandboxes: 3}, rt, st, log, manager.WithTemplates(tpl))
 	key := auth.NewKey()
 	keys, err := auth.NewKeys(key)
 	if err != nil {
