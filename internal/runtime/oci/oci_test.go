@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -424,4 +425,30 @@ func reportPercentiles(b *testing.B, durs []time.Duration) {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	b.ReportMetric(ms(durs[len(durs)/2]), "p50-ms")
 	b.ReportMetric(ms(durs[len(durs)*95/100]), "p95-ms")
+}
+
+// warmAttach must leave the daemon where it is, in every hierarchy.
+func TestWarmAttach(t *testing.T) {
+	runtimetest.RequiresRoot(t)
+	cg, err := readCgroups(cgroupParent(newRoot(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs := cg.ownProcs()
+	if _, err := os.Stat(procs); err != nil {
+		t.Fatalf("ownProcs = %q: %v", procs, err)
+	}
+	before, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg.warmAttach()
+	after, _ := os.ReadFile("/proc/self/cgroup")
+	if string(after) != string(before) {
+		t.Errorf("warmAttach moved the process:\n%s\nbecame\n%s", before, after)
+	}
+	b, _ := os.ReadFile(procs)
+	if !slices.Contains(strings.Fields(string(b)), strconv.Itoa(os.Getpid())) {
+		t.Errorf("%s does not hold this process", procs)
+	}
 }

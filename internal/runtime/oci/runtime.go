@@ -361,6 +361,7 @@ func (r *Runtime) create(ctx context.Context, spec *sandbox.Spec, img *image.Ima
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	start := time.Now()
 	tmpl, err := r.templatePath(res.DiskBytes)
 	if err != nil {
 		return err
@@ -381,12 +382,14 @@ func (r *Runtime) create(ctx context.Context, spec *sandbox.Spec, img *image.Ima
 	if err := mountDisk(filepath.Join(dir, fileDisk), disk); err != nil {
 		return err
 	}
+	diskDone := time.Now()
 	if err := writeEtc(filepath.Join(disk, diskUpper, "etc"), spec.ID); err != nil {
 		return fmt.Errorf("write /etc: %w", err)
 	}
 	if err := mountRootfs(img.Layers, disk, rootfs); err != nil {
 		return err
 	}
+	rootfsDone := time.Now()
 	env := processEnv(img.Config.Env, spec.Env)
 	if err := writeJSONFile(filepath.Join(dir, fileConfig), r.bundleSpec(spec, env, res, disk, rootfs)); err != nil {
 		return fmt.Errorf("write bundle: %w", err)
@@ -395,6 +398,8 @@ func (r *Runtime) create(ctx context.Context, spec *sandbox.Spec, img *image.Ima
 	if err := writeJSONFile(filepath.Join(dir, fileMeta), m); err != nil {
 		return fmt.Errorf("write metadata: %w", err)
 	}
+	r.log.Debug("sandbox created", "sandbox", spec.ID, "disk", diskDone.Sub(start),
+		"rootfs", rootfsDone.Sub(diskDone), "files", time.Since(rootfsDone))
 	return nil
 }
 
@@ -456,13 +461,16 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 			return fmt.Errorf("start sandbox %s: %w", id, err)
 		}
 	}
+	start := time.Now()
 	if err := r.run(ctx, id, dir); err != nil {
 		r.stopEgress(id)
 		return fmt.Errorf("start sandbox %s: %w", id, err)
 	}
+	ran := time.Now()
 	if err := r.waitAgent(ctx, id, dir); err != nil {
 		return fmt.Errorf("start sandbox %s: %w", id, err)
 	}
+	r.log.Debug("sandbox started", "sandbox", id, "run", ran.Sub(start), "agent", time.Since(ran))
 	return nil
 }
 
@@ -493,6 +501,7 @@ func (r *Runtime) run(ctx context.Context, id, dir string) error {
 		return err
 	}
 	defer logf.Close()
+	go r.cgroups.warmAttach()
 	if err := r.oci.run(ctx, id, dir, pidFile, lf, logf); err != nil {
 		return errors.Join(fmt.Errorf("%w%s", err, logTail(filepath.Join(dir, fileLog))),
 			r.oci.delete(context.WithoutCancel(ctx), id))
