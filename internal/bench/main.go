@@ -12,12 +12,15 @@
 //     run_code print(1) round trip, against python over a pipe.
 //
 // It starts the daemon binary ($AGENT2ENV_BIN) on a fresh data directory and
-// must run as root. Run it with `make bench`.
+// must run as root. Run it with `make bench`; -create-only measures the
+// create alone, and -vs OTHER compares the create of two binaries
+// iteration by iteration (docs/PERFORMANCE.md).
 package main
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -41,8 +44,16 @@ func main() {
 	concurrent := flag.Int("concurrent", 100, "sandboxes created at once")
 	idle := flag.Int("idle", 50, "idle sandboxes for the memory measurement")
 	img := flag.String("image", "agent2env/python", "image to create sandboxes from")
+	createOnly := flag.Bool("create-only", false, "measure sandbox create → ready (and its baseline) only")
+	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only)")
 	flag.Parse()
-	if err := run(*n, *concurrent, *idle, *img); err != nil {
+	var err error
+	if *vs != "" {
+		err = compareCreate(*n, *img, os.Getenv("AGENT2ENV_BIN"), *vs)
+	} else {
+		err = run(*n, *concurrent, *idle, *img, *createOnly)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -73,7 +84,7 @@ func measure(n int, fn func() error) (stats, error) {
 	return summarize(ds), nil
 }
 
-func run(n, concurrent, idle int, img string) error {
+func run(n, concurrent, idle int, img string, createOnly bool) error {
 	bin := os.Getenv("AGENT2ENV_BIN")
 	if bin == "" {
 		return fmt.Errorf("set AGENT2ENV_BIN to the agent2env binary")
@@ -89,11 +100,13 @@ func run(n, concurrent, idle int, img string) error {
 	// A second daemon keeps a warm pool; it fills while the first is
 	// measured.
 	const poolSize = 3
-	warm, err := startDaemon(bin, "--warm-pools", fmt.Sprintf("python=%d", poolSize))
-	if err != nil {
-		return err
+	var warm *daemon
+	if !createOnly {
+		if warm, err = startDaemon(bin, "--warm-pools", fmt.Sprintf("python=%d", poolSize)); err != nil {
+			return err
+		}
+		defer warm.stop()
 	}
-	defer warm.stop()
 	fmt.Printf("agent2env benchmarks (%s, %d iterations; ratios are ours / baseline)\n\n", img, n)
 
 	// Warm up: the first create may build the image.
@@ -121,6 +134,9 @@ func run(n, concurrent, idle int, img string) error {
 		return err
 	}
 	report("sandbox create → ready (REST)", create, "unshare … true", base, "≤ 25 ms p50")
+	if createOnly {
+		return d.deleteAll(ids)
+	}
 
 	direct, err := measure(n*4, func() error { return exec.Command("true").Run() })
 	if err != nil {
@@ -222,6 +238,79 @@ func run(n, concurrent, idle int, img string) error {
 		float64(charged)/float64(idle)/(1<<20), float64(before-after)/float64(idle)/(1<<20))
 	for _, id := range ids {
 		if err := d.delete(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// compareCreate measures create → ready on daemons of two binaries and the
+// unshare baseline in turn, iteration by iteration, so that the machine's
+// drift hits all three alike; the ratio of each pair is taken per
+// iteration.
+func compareCreate(n int, img, binA, binB string) error {
+	if binA == "" {
+		return fmt.Errorf("set AGENT2ENV_BIN to the agent2env binary")
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("must run as root")
+	}
+	var ds []*daemon
+	for _, bin := range []string{binA, binB} {
+		d, err := startDaemon(bin)
+		if err != nil {
+			return err
+		}
+		defer d.stop()
+		id, err := d.create(img) // the first create may build the image
+		if err != nil {
+			return err
+		}
+		if err := d.delete(id); err != nil {
+			return err
+		}
+		ds = append(ds, d)
+	}
+	var a, b, base, ratios []time.Duration
+	ids := make([][]string, 2)
+	timeCreate := func(i int) (time.Duration, error) {
+		// Apart enough that one create's moves into its cgroups cannot
+		// spare the next one the kernel's wait (see oci's warmAttach).
+		time.Sleep(100 * time.Millisecond)
+		start := time.Now()
+		id, err := ds[i].create(img)
+		ids[i] = append(ids[i], id)
+		return time.Since(start), err
+	}
+	for i := range n {
+		start := time.Now()
+		if err := exec.Command("unshare", "--mount", "--pid", "--fork", "--net", "--uts", "--ipc", "true").Run(); err != nil {
+			return fmt.Errorf("unshare baseline: %w", err)
+		}
+		base = append(base, time.Since(start))
+		var da, db time.Duration
+		var errA, errB error
+		if i%2 == 0 { // alternate who goes first
+			da, errA = timeCreate(0)
+			db, errB = timeCreate(1)
+		} else {
+			db, errB = timeCreate(1)
+			da, errA = timeCreate(0)
+		}
+		if err := errors.Join(errA, errB); err != nil {
+			return err
+		}
+		a, b = append(a, da), append(b, db)
+		ratios = append(ratios, time.Duration(float64(time.Millisecond)*float64(da)/float64(db)))
+	}
+	sa, sb, sbase, sr := summarize(a), summarize(b), summarize(base), summarize(ratios)
+	fmt.Printf("create → ready (REST), %d interleaved iterations\n", n)
+	fmt.Printf("  A %-40s p50 %s p95 %s | %.2fx unshare\n", binA, ms(sa.p50), ms(sa.p95), float64(sa.p50)/float64(sbase.p50))
+	fmt.Printf("  B %-40s p50 %s p95 %s | %.2fx unshare\n", binB, ms(sb.p50), ms(sb.p95), float64(sb.p50)/float64(sbase.p50))
+	fmt.Printf("  unshare … true                             p50 %s p95 %s\n", ms(sbase.p50), ms(sbase.p95))
+	fmt.Printf("  A/B per iteration: median %.2f\n", float64(sr.p50)/float64(time.Millisecond))
+	for i, d := range ds {
+		if err := d.deleteAll(ids[i]); err != nil {
 			return err
 		}
 	}
@@ -372,6 +461,15 @@ func (d *daemon) create(img string) (string, error) {
 		return sb.ID, fmt.Errorf("sandbox %s is %s: %s", sb.ID, sb.Status, sb.Reason)
 	}
 	return sb.ID, nil
+}
+
+func (d *daemon) deleteAll(ids []string) error {
+	for _, id := range ids {
+		if err := d.delete(id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (d *daemon) delete(id string) error {

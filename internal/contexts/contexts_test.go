@@ -21,7 +21,6 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
-	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/metrics/metricstest"
@@ -36,17 +35,6 @@ import (
 // reaper waits for every child of the process: nothing here may use
 // os/exec. The kernels are the host's python3 (node, bash) run by those
 // agents.
-
-// fakeImages knows every image; images have no layers.
-type fakeImages struct{}
-
-func (fakeImages) Get(ctx context.Context, ref string) (*image.Image, error) {
-	return &image.Image{Ref: ref}, nil
-}
-
-func (fakeImages) Ensure(ctx context.Context, ref string, p image.ProgressFunc) (*image.Image, error) {
-	return &image.Image{Ref: ref}, nil
-}
 
 // env is the service over a real manager, a fake runtime and a sqlite
 // store.
@@ -65,7 +53,7 @@ func newEnv(t *testing.T, pool Pool) *env {
 	}
 	log := slog.New(slog.DiscardHandler)
 	rt := fakeruntime.New()
-	m := manager.New(manager.Config{StartTimeout: 10 * time.Second}, rt, fakeImages{}, st, log)
+	m := manager.New(manager.Config{StartTimeout: 10 * time.Second}, rt, st, log)
 	svc := New(Config{ReadyTimeout: 10 * time.Second}, m, st, pool, log)
 	t.Cleanup(func() {
 		m.Close()

@@ -30,7 +30,8 @@ import (
 	"github.com/agent2env/agent2env/internal/netproxy"
 	"github.com/agent2env/agent2env/internal/pool"
 	"github.com/agent2env/agent2env/internal/prepull"
-	"github.com/agent2env/agent2env/internal/runtime/oci"
+	"github.com/agent2env/agent2env/internal/runtime"
+	_ "github.com/agent2env/agent2env/internal/runtime/all" // registers the runtimes
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/store"
@@ -45,8 +46,11 @@ type Config struct {
 	// accessUrl); default http://<Listen>.
 	PublicURL string
 	DataDir   string // e.g. /var/lib/agent2env
-	// RuntimeBinary is the OCI runtime: "runc" (default), "crun", "runsc"
-	// or a path.
+	// Runtime names the sandbox runtime in the registry of package
+	// runtime; default "oci". Its state is in <DataDir>/<Runtime>.
+	Runtime string
+	// RuntimeBinary is the oci runtime's binary (its setting
+	// "oci.binary"): "runc" (default), "crun", "runsc" or a path.
 	RuntimeBinary string
 	// ImageDir holds the image store; default <DataDir>/images. Several
 	// data directories may share one (one daemon at a time).
@@ -158,13 +162,18 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	// through this proxy, which enforces their allowed domains.
 	proxy := netproxy.New(netproxy.Config{Logger: cfg.Log})
 	if s.Runtime = cfg.runtime; s.Runtime == nil {
-		rt, err := oci.New(oci.Config{
-			Root: filepath.Join(cfg.DataDir, "oci"), RuntimeBinary: cfg.RuntimeBinary, Logger: cfg.Log, Egress: proxy,
-		})
-		if err != nil {
+		if cfg.Runtime == "" {
+			cfg.Runtime = "oci"
+		}
+		settings := map[string]string{}
+		if cfg.RuntimeBinary != "" {
+			settings["oci.binary"] = cfg.RuntimeBinary
+		}
+		if s.Runtime, err = runtime.New(ctx, cfg.Runtime, runtime.Options{
+			Root: filepath.Join(cfg.DataDir, cfg.Runtime), Images: s.Images, Egress: proxy, Settings: settings, Logger: cfg.Log,
+		}); err != nil {
 			return nil, err
 		}
-		s.Runtime = rt
 	}
 	authOn, err := auth.Required(cfg.Listen, cfg.Keys.Len() > 0)
 	if err != nil {
@@ -190,7 +199,7 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	s.Templates = template.New(s.Store, template.WithPrepuller(s.Prepull), template.WithLogger(cfg.Log),
 		template.WithSourceGuard(sources))
 	s.Metrics = metrics.New()
-	s.Manager = manager.New(cfg.Manager, s.Runtime, s.Images, s.Store, cfg.Log,
+	s.Manager = manager.New(cfg.Manager, s.Runtime, s.Store, cfg.Log,
 		manager.WithTemplates(s.Templates), manager.WithMetrics(s.Metrics),
 		manager.WithFetcher(netguard.NewFetcher(netguard.FetchConfig{Guard: sources})),
 		manager.WithWarmPool(manager.WarmPoolFunc(func(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, bool) {

@@ -187,17 +187,17 @@ func openEnv(dir string, opts envOptions) (e *env, closeEnv func(), err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	rt := fakeruntime.New()
 	imgs := newFakeImages("alpine")
 	imgs.spool = filepath.Join(dir, "spool")
 	if err := os.Mkdir(imgs.spool, 0o755); err != nil {
 		return nil, nil, err
 	}
+	rt := fakeruntime.New(fakeruntime.WithImages(imgs))
 	log := slog.New(slog.DiscardHandler)
 	if opts.cfg.StartTimeout == 0 {
 		opts.cfg.StartTimeout = 10 * time.Second
 	}
-	m := manager.New(opts.cfg, rt, imgs, st, log, manager.WithMetrics(opts.metrics))
+	m := manager.New(opts.cfg, rt, st, log, manager.WithMetrics(opts.metrics))
 	srv := New(service.NewSandboxes(m, "http://gw.test/"), service.NewImages(imgs), log, append([]Option{WithMetrics(opts.metrics)}, opts.opts...)...)
 	srv.SetReady(!opts.notReady)
 	h := srv.Handler()

@@ -723,10 +723,10 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 			return tpl.Resolve(ctx, name, v)
 		})))
 	tpl = template.New(st, template.WithPrepuller(pp), template.WithLogger(log))
-	rt := fakeruntime.New()
 	imgs := newFakeImages("alpine")
+	rt := fakeruntime.New(fakeruntime.WithImages(imgs))
 	mt := metrics.New()
-	m := manager.New(manager.Config{StartTimeout: 10 * time.Second, MaxSandboxes: 3}, rt, imgs, st, log,
+	m := manager.New(manager.Config{StartTimeout: 10 * time.Second, MaxSandboxes: 3}, rt, st, log,
 		manager.WithTemplates(tpl), manager.WithMetrics(mt))
 	key := auth.NewKey()
 	keys, err := auth.NewKeys(key)

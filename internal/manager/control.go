@@ -53,6 +53,9 @@ func (m *Manager) Start(ctx context.Context, id string) (*store.Sandbox, error) 
 	if sb.Status != string(api.StatusSucceeded) {
 		return nil, notNow("start", sb)
 	}
+	if !m.rt.Capabilities().StopKeepsFiles {
+		return nil, errdefs.WithCode(errdefs.Precondition("cannot start sandbox %s: runtime %s does not keep files across a stop; create a new one", id, m.rt.Name()), api.CodeConflict)
+	}
 	if _, err := m.rt.Status(ctx, id); errors.Is(err, errdefs.ErrNotFound) {
 		return nil, errdefs.WithCode(errdefs.Precondition("cannot start sandbox %s: its files are gone; create a new one", id), api.CodeConflict)
 	}

@@ -100,10 +100,11 @@ func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
 	return r, nil
 }
 
-// Create makes a new sandbox. When the image is already stored the sandbox
-// is started before Create returns (status running, or failed with a
-// reason); otherwise it is returned pending while the image is pulled or
-// built in the background. Invalid requests create nothing.
+// Create makes a new sandbox. When the runtime has the image ready (see
+// sandbox.ImagePreparer) the sandbox is started before Create returns
+// (status running, or failed with a reason); otherwise it is returned
+// pending while the runtime prepares the image in the background. Invalid
+// requests, and requests the runtime cannot honour, create nothing.
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (*store.Sandbox, error) {
 	start := time.Now()
 	if m.pool != nil {
@@ -133,22 +134,28 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	if err != nil {
 		return nil, err
 	}
+	if err := m.supported(r); err != nil {
+		return nil, err
+	}
 	sb, err := m.createRecord(ctx, r)
 	if err != nil {
 		return nil, err
 	}
 	m.event(ctx, sb.ID, string(api.StatusPending), "created from "+origin)
 
-	img, err := m.images.Get(ctx, r.Image)
-	if err == nil && r.startup.empty() {
+	ready := true
+	preparer, _ := m.rt.(sandbox.ImagePreparer)
+	if preparer != nil {
+		if ready, err = preparer.ImageReady(ctx, r.Image); err != nil {
+			return m.fail(ctx, sb.ID, fmt.Sprintf("look up image %s: %v", r.Image, err))
+		}
+	}
+	if ready && r.startup.empty() {
 		// The image is here: start now, whatever the client does meanwhile,
 		// but no longer than a start may take.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StartTimeout)
 		defer cancel()
-		return m.start(ctx, sb.ID, r, img)
-	}
-	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		return m.fail(ctx, sb.ID, fmt.Sprintf("look up image %s: %v", r.Image, err))
+		return m.start(ctx, sb.ID, r)
 	}
 	// The image must be prepared, or the template has startup steps:
 	// either may take long, so the sandbox is returned pending.
@@ -157,16 +164,33 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 		defer m.bg.Done()
 		ctx, cancel := context.WithTimeout(m.bgCtx, m.cfg.StartTimeout)
 		defer cancel()
-		if img == nil {
+		if !ready {
 			m.event(ctx, sb.ID, string(api.StatusPending), "preparing image "+r.Image)
-			if img, err = m.images.Ensure(ctx, r.Image, nil); err != nil {
+			if err := preparer.PrepareImage(ctx, r.Image); err != nil {
 				_, _ = m.fail(ctx, sb.ID, fmt.Sprintf("prepare image %s: %v", r.Image, err))
 				return
 			}
 		}
-		_, _ = m.start(ctx, sb.ID, r, img)
+		_, _ = m.start(ctx, sb.ID, r)
 	}()
 	return sb, nil
+}
+
+// supported refuses a request the runtime cannot honour, before anything
+// is recorded.
+func (m *Manager) supported(r *resolved) error {
+	if egress(r.network) != nil && !m.rt.Capabilities().NetworkPolicy {
+		return errdefs.Invalid("the template's network access needs a per-sandbox network policy, which runtime %s cannot enforce", m.rt.Name())
+	}
+	return nil
+}
+
+// egress is the egress policy of a template's network spec; nil is none.
+func egress(n *api.NetworkSpec) *sandbox.Egress {
+	if n == nil || (!n.AllowInternetAccess && len(n.AllowedDomains) == 0) {
+		return nil
+	}
+	return &sandbox.Egress{AllowInternet: n.AllowInternetAccess, AllowedDomains: n.AllowedDomains}
 }
 
 // createRecord stores the pending record of a new sandbox, unless
@@ -205,8 +229,8 @@ func (m *Manager) createRecord(ctx context.Context, r *resolved) (*store.Sandbox
 
 // start creates and starts the runtime side of a pending sandbox, runs its
 // startup plan, and marks it running, or failed with the reason.
-func (m *Manager) start(ctx context.Context, id string, r *resolved, img *image.Image) (*store.Sandbox, error) {
-	sb, err := m.launch(ctx, id, r, img)
+func (m *Manager) start(ctx context.Context, id string, r *resolved) (*store.Sandbox, error) {
+	sb, err := m.launch(ctx, id, r)
 	if err != nil || sb.Status != string(api.StatusPending) {
 		return sb, err
 	}
@@ -257,7 +281,7 @@ func (m *Manager) markRunning(ctx context.Context, id, reason string) (*store.Sa
 
 // launch creates and starts the runtime side of a pending sandbox; it
 // returns the record, still pending on success.
-func (m *Manager) launch(ctx context.Context, id string, r *resolved, img *image.Image) (*store.Sandbox, error) {
+func (m *Manager) launch(ctx context.Context, id string, r *resolved) (*store.Sandbox, error) {
 	unlock := m.lock(id)
 	defer unlock()
 	// The sandbox may have been deleted while its image was prepared.
@@ -265,19 +289,16 @@ func (m *Manager) launch(ctx context.Context, id string, r *resolved, img *image
 		return sb, sandboxErr(err)
 	}
 	spec := &sandbox.Spec{
-		ID:     id,
-		Image:  img.Ref,
-		Layers: img.Layers,
-		Env:    sandboxEnv(img.Config.Env, r.Env),
-		Cwd:    sandbox.WorkDir,
+		ID:    id,
+		Image: r.Image,
+		Env:   sandboxEnv(r.Env),
+		Cwd:   sandbox.WorkDir,
 		Resources: sandbox.Resources{
 			MilliCPU: r.milliCPU, MemoryBytes: r.memBytes,
 			Pids: m.cfg.DefaultPids, DiskBytes: m.cfg.DefaultDisk,
 		},
-		Labels: map[string]string{"agent2env.image": img.Ref},
-	}
-	if n := r.network; n != nil && (n.AllowInternetAccess || len(n.AllowedDomains) > 0) {
-		spec.Network.Egress = &sandbox.Egress{AllowInternet: n.AllowInternetAccess, AllowedDomains: n.AllowedDomains}
+		Network: sandbox.Network{Egress: egress(r.network)},
+		Labels:  map[string]string{"agent2env.image": r.Image},
 	}
 	if err := m.rt.Create(ctx, spec); err != nil {
 		return m.fail(ctx, id, fmt.Sprintf("create sandbox: %v", err))
@@ -297,22 +318,9 @@ func (m *Manager) fail(ctx context.Context, id, reason string) (*store.Sandbox, 
 	return m.setStatus(ctx, id, api.StatusFailed, reason)
 }
 
-// sandboxEnv is the image environment with the request's applied on top
-// and HOME pointing at the sandbox user's home.
-func sandboxEnv(imageEnv []string, extra map[string]string) []string {
-	env := map[string]string{
-		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"HOME": sandbox.HomeDir, "USER": "sandbox", "LANG": "C.UTF-8",
-	}
-	for _, kv := range imageEnv {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			env[k] = v
-		}
-	}
-	env["HOME"] = sandbox.HomeDir
-	for k, v := range extra {
-		env[k] = v
-	}
+// sandboxEnv is the sandbox's own environment (template and request) as
+// a Spec holds it; the runtime puts it over the image's.
+func sandboxEnv(env map[string]string) []string {
 	out := make([]string, 0, len(env))
 	for k, v := range env {
 		out = append(out, k+"="+v)

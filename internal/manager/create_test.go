@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,8 +50,7 @@ func TestCreateImagePresentStartsAtOnce(t *testing.T) {
 	}
 	wantSpec := &sandbox.Spec{
 		ID: sb.ID, Image: "alpine",
-		Env: []string{"FROM_IMAGE=yes", "GREETING=hi", "HOME=/home/sandbox", "LANG=C.UTF-8",
-			"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "USER=sandbox"},
+		Env:       []string{"GREETING=hi"}, // the runtime puts it over the image's
 		Cwd:       sandbox.WorkDir,
 		Resources: sandbox.Resources{MilliCPU: 500, MemoryBytes: 256 << 20, Pids: 512, DiskBytes: 1 << 30},
 		Labels:    map[string]string{"agent2env.image": "alpine"},
@@ -160,14 +158,14 @@ func TestCreateFailures(t *testing.T) {
 			name:       "runtime create",
 			hooks:      fakeruntime.Hooks{Create: func(context.Context, *sandbox.Spec) error { return boom }},
 			wantReason: "create sandbox: boom",
-			wantCalls:  fakeruntime.Calls{Create: 1},
+			wantCalls:  fakeruntime.Calls{ImageReady: 1, Create: 1},
 		},
 		{
 			name:       "runtime start",
 			hooks:      fakeruntime.Hooks{Start: func(context.Context, string) error { return boom }},
 			wantReason: "start sandbox: boom",
 			// The created sandbox is deleted again.
-			wantCalls: fakeruntime.Calls{Create: 1, Start: 1, Delete: 1},
+			wantCalls: fakeruntime.Calls{ImageReady: 1, Create: 1, Start: 1, Delete: 1},
 		},
 		{
 			name: "runtime start hangs",
@@ -181,12 +179,13 @@ func TestCreateFailures(t *testing.T) {
 			}},
 			startLimit: 50 * time.Millisecond,
 			wantReason: "start sandbox: context deadline exceeded",
-			wantCalls:  fakeruntime.Calls{Create: 1, Start: 1, Delete: 1},
+			wantCalls:  fakeruntime.Calls{ImageReady: 1, Create: 1, Start: 1, Delete: 1},
 		},
 		{
 			name:       "image lookup",
 			getErr:     fmt.Errorf("read image index: %w", errdefs.ErrUnavailable),
 			wantReason: "look up image alpine: read image index: unavailable",
+			wantCalls:  fakeruntime.Calls{ImageReady: 1},
 		},
 	}
 	for _, tt := range tests {
@@ -387,16 +386,5 @@ func TestCreatesOverlap(t *testing.T) {
 	close(release)
 	if err := <-done; err != nil {
 		t.Errorf("first create: %v", err)
-	}
-}
-
-func TestSandboxEnv(t *testing.T) {
-	got := sandboxEnv([]string{"PATH=/opt/bin", "HOME=/root", "NOEQUALS", "A=image"}, map[string]string{"A": "request", "HOME": "/override"})
-	want := []string{"A=request", "HOME=/override", "LANG=C.UTF-8", "PATH=/opt/bin", "USER=sandbox"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("env (-want +got):\n%s", diff)
-	}
-	if !strings.HasPrefix(sandboxEnv(nil, nil)[0], "HOME="+sandbox.HomeDir) {
-		t.Errorf("default env %v lacks HOME=%s", sandboxEnv(nil, nil), sandbox.HomeDir)
 	}
 }

@@ -113,7 +113,7 @@ func (c *clock) Advance(d time.Duration) {
 // epoch is the fake clock's start.
 var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// env is a manager over a fake runtime, fake images and a real sqlite
+// env is a manager over a fake runtime with fake images and a real sqlite
 // store, with a fake clock.
 type env struct {
 	m     *Manager
@@ -131,8 +131,9 @@ func newEnv(t *testing.T, cfg Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := fakeruntime.New()
-	e := &env{rt: rt, imgs: newFakeImages("alpine"), st: st, clock: &clock{t: epoch}}
+	imgs := newFakeImages("alpine")
+	rt := fakeruntime.New(fakeruntime.WithImages(imgs))
+	e := &env{rt: rt, imgs: imgs, st: st, clock: &clock{t: epoch}}
 	e.m = newManager(cfg, e)
 	t.Cleanup(func() {
 		e.m.Close()
@@ -150,7 +151,7 @@ func newManager(cfg Config, e *env) *Manager {
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 10 * time.Second
 	}
-	m := New(cfg, e.rt, e.imgs, e.st, slog.New(slog.DiscardHandler))
+	m := New(cfg, e.rt, e.st, slog.New(slog.DiscardHandler))
 	m.now = e.clock.Now
 	return m
 }

@@ -130,11 +130,26 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 }
 
+// sweep reconciles the records with one List of the runtime: it finishes
+// failed deletions, expires sandboxes past their TTL, fails running
+// sandboxes whose runtime side has died, and ends template sandboxes whose
+// main process has exited.
 func (m *Manager) sweep(ctx context.Context) {
+	// Records first: a sandbox that starts running after the List below
+	// would look dead to a List taken before its record.
 	records, err := m.store.ListSandboxes(ctx)
 	if err != nil {
 		m.log.Warn("sweep sandboxes", "err", err)
 		return
+	}
+	live, err := m.rt.List(ctx)
+	if err != nil {
+		m.log.Warn("sweep sandboxes: list runtime", "err", err)
+		return
+	}
+	states := make(map[string]sandbox.State, len(live))
+	for _, st := range live {
+		states[st.ID] = st.State
 	}
 	now := m.now()
 	for _, sb := range records {
@@ -142,25 +157,20 @@ func (m *Manager) sweep(ctx context.Context) {
 			m.retryRemove(ctx, sb.ID)
 			continue
 		}
-		if sb.ExpiresAt != nil && now.After(*sb.ExpiresAt) && sb.Status != string(api.StatusTerminating) {
+		if sb.ExpiresAt != nil && now.After(*sb.ExpiresAt) {
 			m.expire(ctx, sb.ID)
 			continue
 		}
 		if sb.Status != string(api.StatusRunning) {
 			continue
 		}
-		st, err := m.rt.Status(ctx, sb.ID)
-		if err == nil && st.State == sandbox.StateRunning {
+		if states[sb.ID] == sandbox.StateRunning {
 			if sb.Template != "" {
 				m.checkMain(ctx, sb.ID)
 			}
 			continue
 		}
-		reason := "sandbox exited"
-		if err != nil {
-			reason = fmt.Sprintf("sandbox lost: %v", err)
-		}
-		m.markDead(ctx, sb.ID, reason)
+		m.markDead(ctx, sb.ID)
 	}
 }
 
@@ -188,14 +198,27 @@ func (m *Manager) expire(ctx context.Context, id string) {
 	}
 }
 
-// markDead fails a running sandbox whose runtime side has stopped, and
-// releases what the runtime still holds for it.
-func (m *Manager) markDead(ctx context.Context, id, reason string) {
+// markDead fails a running sandbox whose runtime side the sweep's List
+// reported gone or not running, and releases what the runtime still holds
+// for it. The sandbox may have been stopped and started again since the
+// List, so its record and runtime state are looked at again under its lock.
+func (m *Manager) markDead(ctx context.Context, id string) {
 	unlock := m.lock(id)
 	defer unlock()
 	sb, err := m.store.GetSandbox(ctx, id)
 	if err != nil || sb.Status != string(api.StatusRunning) {
 		return
+	}
+	st, err := m.rt.Status(ctx, id)
+	reason := "sandbox exited"
+	switch {
+	case err == nil && st.State == sandbox.StateRunning:
+		return
+	case errors.Is(err, errdefs.ErrNotFound):
+		reason = fmt.Sprintf("sandbox lost: %v", err)
+	case err != nil:
+		m.log.Warn("sweep: sandbox status", "sandbox", id, "err", err)
+		return // unknown: the next sweep looks again
 	}
 	if err := m.rt.Delete(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		m.log.Warn("release dead sandbox", "sandbox", id, "err", err)

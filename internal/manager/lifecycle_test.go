@@ -312,6 +312,74 @@ func TestSweep(t *testing.T) {
 	}
 }
 
+// TestSweepListsOnce: the sweep learns the state of every sandbox from one
+// List, whatever their number (on a cluster each Status is a remote call);
+// Status is asked only of a sandbox the List says is dead.
+func TestSweepListsOnce(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	var ids []string
+	for range 5 {
+		ids = append(ids, e.running(t))
+	}
+	if err := e.rt.Kill(ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	before := e.rt.Calls()
+	e.m.sweep(ctx)
+	after := e.rt.Calls()
+	if list, status := after.List-before.List, after.Status-before.Status; list != 1 || status != 1 {
+		t.Errorf("one sweep of 5 sandboxes, 1 dead, made %d List and %d Status calls, want 1 and 1", list, status)
+	}
+	for i, id := range ids {
+		want := api.StatusRunning
+		if i == 0 {
+			want = api.StatusFailed
+		}
+		if sb, err := e.m.Get(ctx, id); err != nil || sb.Status != string(want) {
+			t.Errorf("sandbox %d: %+v, %v; want %s", i, sb, err, want)
+		}
+	}
+}
+
+// TestSweepRevived: a sandbox that the List reported dead but that runs
+// again by the time the sweep holds its lock (stopped and started in
+// between) is left alone.
+func TestSweepRevived(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	id := e.running(t)
+	if err := e.rt.Kill(id); err != nil {
+		t.Fatal(err)
+	}
+	// The hook runs as the sweep looks again, after its List.
+	e.rt.SetHooks(fakeruntime.Hooks{Status: func(ctx context.Context, got string) error {
+		if got == id {
+			return e.rt.Start(ctx, id)
+		}
+		return nil
+	}})
+	e.m.sweep(ctx)
+	if sb, err := e.m.Get(ctx, id); err != nil || sb.Status != string(api.StatusRunning) {
+		t.Errorf("revived sandbox: %+v, %v; want running", sb, err)
+	}
+	if got := e.rt.State(id); got != sandbox.StateRunning {
+		t.Errorf("runtime state %q, want running", got)
+	}
+}
+
+// TestSweepListFails: a sweep whose List fails changes nothing.
+func TestSweepListFails(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	id := e.running(t)
+	e.rt.SetHooks(fakeruntime.Hooks{List: func(context.Context) error { return errors.New("apiserver unreachable") }})
+	e.m.sweep(ctx)
+	if sb, err := e.m.Get(ctx, id); err != nil || sb.Status != string(api.StatusRunning) {
+		t.Errorf("sandbox after a failed List: %+v, %v; want running", sb, err)
+	}
+}
+
 // TestSweepExpiresFailed: a failed sandbox is removed when its TTL ends,
 // like any other.
 func TestSweepExpiresFailed(t *testing.T) {

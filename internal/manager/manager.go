@@ -1,6 +1,6 @@
 // Package manager owns the sandbox lifecycle: it turns API requests into
-// records (package store), images (package image) and runtime calls
-// (sandbox.Runtime), keeps them consistent across failures and restarts,
+// records (package store) and runtime calls (sandbox.Runtime, which also
+// prepares images), keeps them consistent across failures and restarts,
 // and expires sandboxes whose TTL has run out.
 //
 // Every operation on one sandbox id is serialized by a per-id lock (package
@@ -24,7 +24,6 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
-	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/keyedlock"
 	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/netguard"
@@ -32,12 +31,6 @@ import (
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
 )
-
-// Images is what the manager needs of the image store.
-type Images interface {
-	Get(ctx context.Context, ref string) (*image.Image, error)
-	Ensure(ctx context.Context, ref string, p image.ProgressFunc) (*image.Image, error)
-}
 
 // Config holds the manager's defaults and limits.
 type Config struct {
@@ -84,12 +77,11 @@ func (c *Config) setDefaults() {
 
 // Manager is safe for concurrent use.
 type Manager struct {
-	cfg    Config
-	rt     sandbox.Runtime
-	images Images
-	store  store.Store
-	log    *slog.Logger
-	now    func() time.Time
+	cfg   Config
+	rt    sandbox.Runtime
+	store store.Store
+	log   *slog.Logger
+	now   func() time.Time
 	// outputs is what buffered executions' output may take.
 	outputs *outbuf.Budget
 
@@ -111,13 +103,13 @@ type Manager struct {
 
 // New returns a Manager. Call Recover before serving requests and Run to
 // expire sandboxes.
-func New(cfg Config, rt sandbox.Runtime, images Images, st store.Store, log *slog.Logger, opts ...Option) *Manager {
+func New(cfg Config, rt sandbox.Runtime, st store.Store, log *slog.Logger, opts ...Option) *Manager {
 	cfg.setDefaults()
 	if log == nil {
 		log = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{cfg: cfg, rt: rt, images: images, store: st, log: log, now: time.Now,
+	m := &Manager{cfg: cfg, rt: rt, store: st, log: log, now: time.Now,
 		outputs: outbuf.NewBudget(cfg.OutputBudget), bgCtx: ctx, bgCancel: cancel}
 	for _, o := range opts {
 		o(m)

@@ -74,7 +74,7 @@ func TestSandboxGauges(t *testing.T) {
 	e.m.Close()
 
 	mt := metrics.New()
-	e.m = New(Config{StartTimeout: 10 * time.Second}, e.rt, e.imgs, e.st, slog.New(slog.DiscardHandler), WithMetrics(mt))
+	e.m = New(Config{StartTimeout: 10 * time.Second}, e.rt, e.st, slog.New(slog.DiscardHandler), WithMetrics(mt))
 	e.m.now = e.clock.Now
 	if err := e.m.Recover(ctx); err != nil {
 		t.Fatal(err)

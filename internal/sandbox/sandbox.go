@@ -2,14 +2,19 @@
 // that run sandboxes: the Runtime interface, the Spec a sandbox is created
 // from and the Status a runtime reports.
 //
-// A runtime owns everything below the sandbox record: root filesystems,
-// containers or pods, cgroups and the channel to the in-sandbox agent. The
+// A runtime owns everything below the sandbox record: images as its
+// sandboxes need them, root filesystems, containers or pods, cgroups and the
+// channel to the in-sandbox agent. The contract assumes no local host: a
+// runtime may run its sandboxes on other machines (a cluster's nodes). The
 // daemon (package manager) owns the records and the lifecycle above it. Every
-// implementation must pass the conformance suite in package runtimetest.
+// implementation must pass the conformance suite in package runtimetest;
+// runtimes register by name in package runtime.
 package sandbox
 
 import (
 	"context"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/agent2env/agent2env/internal/agent"
@@ -28,13 +33,13 @@ const (
 type Spec struct {
 	// ID is the sandbox id: short, lowercase, unique on this daemon.
 	ID string
-	// Image is the reference the sandbox was asked for, for display.
+	// Image is the reference of the image the sandbox runs, as the client
+	// gave it ("python:3.12") or normalized. Getting it where the sandbox
+	// runs is the runtime's business (see ImagePreparer).
 	Image string
-	// Layers are the image's unpacked layer directories, lowest first.
-	// Runtimes that pull images themselves (kubernetes) ignore it.
-	Layers []string
-	// Env is the environment every process in the sandbox starts with
-	// (image environment, then template, then overrides).
+	// Env is the sandbox's own environment (the template's, then the
+	// request's): KEY=VALUE, sorted. Processes start with the image's
+	// environment and this on top, as Environ merges them.
 	Env []string
 	// Cwd is the default working directory of commands.
 	Cwd string
@@ -102,9 +107,11 @@ const (
 
 // Status is a runtime's report on one sandbox.
 type Status struct {
-	ID        string
-	State     State
-	Pid       int // host pid of the agent, when the runtime knows it
+	ID    string
+	State State
+	// Pid is the host pid of the agent, when the runtime knows it (0
+	// otherwise). A new Pid means the agent was started again.
+	Pid       int
 	CreatedAt time.Time
 	Labels    map[string]string
 }
@@ -117,21 +124,36 @@ type Usage struct {
 	DiskBytes   uint64
 }
 
-// Capabilities says what a runtime supports beyond the interface.
+// Capabilities say what a runtime can do where runtimes differ, so that the
+// daemon refuses what a runtime cannot honour instead of ignoring it. The
+// zero value is a runtime that can do none of it. Port forwarding is not
+// among them: it goes through the agent (its dial request), which every
+// runtime serves. Optional operations are separate interfaces found by type
+// assertion (UsageReader, LogReader, ImagePreparer), not capabilities.
 type Capabilities struct {
-	// Pause reports whether Stop keeps the writable layer so that Start
-	// resumes with the same files.
+	// StopKeepsFiles: Stop keeps the sandbox's writable storage, and Start
+	// resumes it with the same files (the API's stop and start). Without
+	// it a stopped sandbox cannot be started again.
 	StopKeepsFiles bool
+	// NetworkPolicy: the runtime enforces a per-sandbox egress policy
+	// (Spec.Network.Egress). Without it, Create refuses specs that set one.
+	NetworkPolicy bool
+	// LocalFiles: sandboxes run on the daemon's host and their storage is
+	// on its disks, so host paths can be bind-mounted into them (the
+	// egress proxy's socket is). False when sandboxes run elsewhere.
+	LocalFiles bool
 }
 
 // Runtime runs sandboxes. Implementations are safe for concurrent use;
 // calls for one id are serialized by the caller.
 type Runtime interface {
-	// Name is the runtime's registry name ("oci", "kubernetes").
+	// Name is the runtime's registry name ("oci", "kube").
 	Name() string
 	Capabilities() Capabilities
-	// Create prepares a sandbox (root filesystem, bundle) without
-	// starting it. On error nothing is left behind.
+	// Create prepares a sandbox (root filesystem, bundle, or pod) without
+	// starting it. A runtime that implements ImagePreparer may require
+	// PrepareImage(spec.Image) to have succeeded first. On error nothing
+	// is left behind.
 	Create(ctx context.Context, spec *Spec) error
 	// Start starts the in-sandbox agent and returns once it accepts
 	// connections.
@@ -145,7 +167,11 @@ type Runtime interface {
 	Delete(ctx context.Context, id string) error
 	// Status reports on one sandbox; ErrNotFound if unknown.
 	Status(ctx context.Context, id string) (Status, error)
-	// List reports on every sandbox the runtime holds.
+	// List reports on every sandbox the runtime holds, in one call: the
+	// daemon reconciles its records against it every second, so it must
+	// cost no exec and no call per sandbox (a cluster runtime answers from
+	// its watch cache). A sandbox still being created or deleted may be
+	// missing.
 	List(ctx context.Context) ([]Status, error)
 	// Agent returns a client for the sandbox's agent. It does not dial;
 	// each call on the client does.
@@ -153,6 +179,20 @@ type Runtime interface {
 	// Recover is called once at daemon start, before anything else. It
 	// cleans up what a crash left half-made and returns what still exists.
 	Recover(ctx context.Context) ([]Status, error)
+}
+
+// ImagePreparer is implemented by runtimes that must fetch an image before
+// Create can use it quickly: the oci runtime pulls or builds it into the
+// daemon's image store. The daemon asks ImageReady whether a new sandbox
+// can start at once, or returns it pending while PrepareImage runs in the
+// background. Runtimes without it get images themselves as sandboxes start
+// (a cluster's kubelet pulls).
+type ImagePreparer interface {
+	// ImageReady reports whether Create can use ref without fetching it.
+	ImageReady(ctx context.Context, ref string) (bool, error)
+	// PrepareImage fetches ref unless it is ready. Concurrent calls for
+	// one ref share the work.
+	PrepareImage(ctx context.Context, ref string) error
 }
 
 // UsageReader is implemented by runtimes that can measure resource use.
@@ -165,4 +205,32 @@ type UsageReader interface {
 type LogReader interface {
 	// Logs returns at most the last limit bytes of output.
 	Logs(ctx context.Context, id string, limit int64) ([]byte, error)
+}
+
+// Environ is the environment a sandbox's processes start with: defaults an
+// image may leave out (PATH, USER, LANG), the image's environment imageEnv,
+// HOME set to HomeDir (the sandbox user's, whatever the image says), and the
+// spec's env on top. A later entry for a key replaces an earlier one; the
+// result is sorted.
+func Environ(imageEnv, env []string) []string {
+	vars := map[string]string{
+		"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"USER": "sandbox", "LANG": "C.UTF-8",
+	}
+	set := func(kvs []string) {
+		for _, kv := range kvs {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				vars[k] = v
+			}
+		}
+	}
+	set(imageEnv)
+	vars["HOME"] = HomeDir
+	set(env)
+	out := make([]string, 0, len(vars))
+	for k, v := range vars {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
-	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
@@ -19,18 +18,6 @@ import (
 // These tests run real in-process agents (package fakeruntime), whose
 // reaper waits for every child of the process: nothing here may use
 // os/exec.
-
-// images is the manager's image store: every ref is stored, without
-// layers.
-type images struct{}
-
-func (images) Get(ctx context.Context, ref string) (*image.Image, error) {
-	return &image.Image{Ref: ref}, nil
-}
-
-func (images) Ensure(ctx context.Context, ref string, p image.ProgressFunc) (*image.Image, error) {
-	return &image.Image{Ref: ref}, nil
-}
 
 // templates resolves template names to specs of version 1.
 type templates map[string]api.TemplateSpec
@@ -64,7 +51,7 @@ func newEnv(t *testing.T, publicURL string) *env {
 		t.Fatal(err)
 	}
 	rt := fakeruntime.New()
-	m := manager.New(manager.Config{StartTimeout: 10 * time.Second, ExecOutputLimit: 1000}, rt, images{}, st,
+	m := manager.New(manager.Config{StartTimeout: 10 * time.Second, ExecOutputLimit: 1000}, rt, st,
 		slog.New(slog.DiscardHandler), manager.WithTemplates(testTemplates))
 	t.Cleanup(func() {
 		m.Close()

@@ -10,12 +10,17 @@
 // the exec working directory) to that directory and maps it back in
 // file-operation answers. Paths elsewhere (/tmp, /etc) are the host's.
 //
+// Images come from the image store given WithImages, as on the oci runtime:
+// PrepareImage ensures them, Create needs them stored, and processes start
+// with the image's environment under the spec's. Without one every image is
+// ready and has no environment.
+//
 // The agent reaps children with wait4(-1) for the whole process, so a test
 // process that uses this package must not also use os/exec while sandboxes
 // run.
 //
 // Tests steer the fake with Hooks (errors or delays injected before an
-// operation, a filter on exec requests), Kill (the sandbox dies: its agent
+// operation, a filter on exec requests), SetCapabilities, Kill (the sandbox dies: its agent
 // stops and Status reports stopped), Seed (runtime state that exists before
 // the daemon recovers) and AppendLog; Calls counts the calls of every
 // method. A Runtime is safe for concurrent use; its zero value is not
@@ -37,6 +42,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -44,14 +50,21 @@ import (
 
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/runtime"
 	"github.com/agent2env/agent2env/internal/sandbox"
 )
 
 // Name is the fake's registry name, as Runtime.Name reports it.
 const Name = "fake"
 
-var _ sandbox.Runtime = (*Runtime)(nil)
-var _ sandbox.LogReader = (*Runtime)(nil)
+var (
+	_ sandbox.Runtime       = (*Runtime)(nil)
+	_ sandbox.LogReader     = (*Runtime)(nil)
+	_ sandbox.ImagePreparer = (*Runtime)(nil)
+)
+
+// validID is what the fake accepts as a sandbox id, like the oci runtime.
+var validID = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 
 // Hooks inject behaviour into a Runtime. Each non-nil function is called
 // before the operation it is named after, without the Runtime's lock held
@@ -63,6 +76,7 @@ type Hooks struct {
 	Stop    func(ctx context.Context, id string) error
 	Delete  func(ctx context.Context, id string) error
 	Status  func(ctx context.Context, id string) error
+	List    func(ctx context.Context) error
 	Recover func(ctx context.Context) error
 	// Exec sees every exec request an agent receives, with /workspace
 	// already mapped to the sandbox's directory. An error refuses the
@@ -74,19 +88,30 @@ type Hooks struct {
 // Calls counts the calls of each Runtime method, failed ones included.
 type Calls struct {
 	Create, Start, Stop, Delete, Status, List, Agent, Recover, Logs int
+	ImageReady, PrepareImage                                        int
 }
 
 // Runtime is the fake. See the package comment.
 type Runtime struct {
+	images runtime.Images // nil: every image is ready
+
 	mu        sync.Mutex
 	sandboxes map[string]*box
 	hooks     Hooks
 	calls     Calls
+	caps      sandbox.Capabilities
 }
+
+// Option configures a Runtime.
+type Option func(*Runtime)
+
+// WithImages makes the fake take its images from images.
+func WithImages(images runtime.Images) Option { return func(r *Runtime) { r.images = images } }
 
 // box is one fake sandbox. Its fields are guarded by Runtime.mu.
 type box struct {
 	spec    sandbox.Spec
+	env     []string // of the agent: the image's and the spec's
 	state   sandbox.State
 	created time.Time
 	dir     string // holds the socket and work
@@ -120,9 +145,23 @@ func (c *console) tail(limit int64) []byte {
 	return bytes.Clone(b)
 }
 
-// New returns an empty Runtime.
-func New() *Runtime {
-	return &Runtime{sandboxes: map[string]*box{}}
+// New returns an empty Runtime. It reports every capability until
+// SetCapabilities says otherwise.
+func New(opts ...Option) *Runtime {
+	r := &Runtime{sandboxes: map[string]*box{},
+		caps: sandbox.Capabilities{StopKeepsFiles: true, NetworkPolicy: true, LocalFiles: true}}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// SetCapabilities replaces what Capabilities reports. Without
+// NetworkPolicy, Create refuses specs with egress, as runtimes must.
+func (r *Runtime) SetCapabilities(c sandbox.Capabilities) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.caps = c
 }
 
 // SetHooks replaces the hooks. The zero Hooks removes them all.
@@ -151,10 +190,36 @@ func (r *Runtime) count(c *int) Hooks {
 // Name returns "fake".
 func (r *Runtime) Name() string { return Name }
 
-// Capabilities reports that Stop keeps files: a stopped fake sandbox keeps
-// its directory.
+// Capabilities reports what SetCapabilities set; by default all: a stopped
+// fake sandbox keeps its directory, and egress policies are accepted (not
+// enforced: the fake isolates nothing).
 func (r *Runtime) Capabilities() sandbox.Capabilities {
-	return sandbox.Capabilities{StopKeepsFiles: true}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.caps
+}
+
+// ImageReady reports whether the image store holds ref.
+func (r *Runtime) ImageReady(ctx context.Context, ref string) (bool, error) {
+	r.count(&r.calls.ImageReady)
+	if r.images == nil {
+		return true, nil
+	}
+	_, err := r.images.Get(ctx, ref)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// PrepareImage ensures ref in the image store.
+func (r *Runtime) PrepareImage(ctx context.Context, ref string) error {
+	r.count(&r.calls.PrepareImage)
+	if r.images == nil {
+		return nil
+	}
+	_, err := r.images.Ensure(ctx, ref, nil)
+	return err
 }
 
 // Create makes the sandbox's directory. The sandbox is StateCreated.
@@ -164,18 +229,51 @@ func (r *Runtime) Create(ctx context.Context, spec *sandbox.Spec) error {
 			return err
 		}
 	}
-	if spec == nil || spec.ID == "" {
-		return errdefs.Invalid("create sandbox: spec has no id")
+	if err := r.validate(spec); err != nil {
+		return fmt.Errorf("create sandbox: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("create sandbox %s: %w", spec.ID, err)
 	}
-	return r.add(spec, sandbox.StateCreated)
+	env, err := r.env(ctx, spec)
+	if err != nil {
+		return fmt.Errorf("create sandbox %s: %w", spec.ID, err)
+	}
+	return r.add(spec, env, sandbox.StateCreated)
+}
+
+// validate refuses what a real runtime would refuse.
+func (r *Runtime) validate(spec *sandbox.Spec) error {
+	switch {
+	case spec == nil || !validID.MatchString(spec.ID):
+		return errdefs.Invalid("sandbox id must match %s", validID)
+	case spec.Image == "":
+		return errdefs.Invalid("sandbox %s has no image", spec.ID)
+	case spec.Network.Egress != nil && !r.Capabilities().NetworkPolicy:
+		return errdefs.Invalid("sandbox %s needs network egress, which this runtime cannot enforce", spec.ID)
+	}
+	return nil
+}
+
+// env returns the environment of spec's agent: the stored image's under
+// the spec's.
+func (r *Runtime) env(ctx context.Context, spec *sandbox.Spec) ([]string, error) {
+	if r.images == nil {
+		return sandbox.Environ(nil, spec.Env), nil
+	}
+	img, err := r.images.Get(ctx, spec.Image)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil, fmt.Errorf("image %s is not prepared: %w", spec.Image, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return sandbox.Environ(img.Config.Env, spec.Env), nil
 }
 
 // add creates the box for spec in state (created, running or stopped).
-func (r *Runtime) add(spec *sandbox.Spec, state sandbox.State) error {
-	b, err := newBox(spec)
+func (r *Runtime) add(spec *sandbox.Spec, env []string, state sandbox.State) error {
+	b, err := newBox(spec, env)
 	if err != nil {
 		return err
 	}
@@ -196,7 +294,7 @@ func (r *Runtime) add(spec *sandbox.Spec, state sandbox.State) error {
 	return nil
 }
 
-func newBox(spec *sandbox.Spec) (*box, error) {
+func newBox(spec *sandbox.Spec, env []string) (*box, error) {
 	dir, err := os.MkdirTemp("", "a2e-")
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox %s: %w", spec.ID, err)
@@ -207,10 +305,9 @@ func newBox(spec *sandbox.Spec) (*box, error) {
 		return nil, fmt.Errorf("create sandbox %s: %w", spec.ID, err)
 	}
 	s := *spec
-	s.Layers = slices.Clone(spec.Layers)
 	s.Env = slices.Clone(spec.Env)
 	s.Labels = maps.Clone(spec.Labels)
-	b := &box{spec: s, created: time.Now(), dir: dir, work: work, console: &console{}}
+	b := &box{spec: s, env: env, created: time.Now(), dir: dir, work: work, console: &console{}}
 	b.client = agent.NewClient(agent.UnixDialer(b.socket()), "")
 	return b, nil
 }
@@ -232,7 +329,7 @@ func (r *Runtime) startAgent(id string, b *box) error {
 		cwd = b.hostPath(b.spec.Cwd)
 	}
 	srv := agent.NewServer(agent.ServerConfig{
-		Env: b.spec.Env, Cwd: cwd, UID: -1, GID: -1,
+		Env: b.env, Cwd: cwd, UID: -1, GID: -1,
 		Log: slog.New(slog.NewTextHandler(b.console, nil)),
 	})
 	h := &shim{id: id, box: b, rt: r, next: srv.Handler()}
@@ -349,7 +446,11 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 }
 
 func (b *box) status(id string) sandbox.Status {
-	return sandbox.Status{ID: id, State: b.state, CreatedAt: b.created, Labels: maps.Clone(b.spec.Labels)}
+	st := sandbox.Status{ID: id, State: b.state, CreatedAt: b.created, Labels: maps.Clone(b.spec.Labels)}
+	if b.stop != nil {
+		st.Pid = os.Getpid() // the agent runs in this process
+	}
+	return st
 }
 
 // Status reports on one sandbox.
@@ -370,7 +471,11 @@ func (r *Runtime) Status(ctx context.Context, id string) (sandbox.Status, error)
 
 // List reports on every sandbox, ordered by id.
 func (r *Runtime) List(ctx context.Context) ([]sandbox.Status, error) {
-	r.count(&r.calls.List)
+	if h := r.count(&r.calls.List); h.List != nil {
+		if err := h.List(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return r.list(), nil
 }
 
@@ -427,14 +532,15 @@ func (r *Runtime) Logs(ctx context.Context, id string, limit int64) ([]byte, err
 
 // Seed creates a sandbox in state (created, running or stopped) without
 // counting a call or running hooks: runtime state that a previous daemon
-// left for Recover to find. A running one has a live agent.
+// left for Recover to find. A running one has a live agent. Its image
+// need not be stored.
 func (r *Runtime) Seed(spec *sandbox.Spec, state sandbox.State) error {
 	switch state {
 	case sandbox.StateCreated, sandbox.StateRunning, sandbox.StateStopped:
 	default:
 		return errdefs.Invalid("seed sandbox %s: state %q cannot be seeded", spec.ID, state)
 	}
-	return r.add(spec, state)
+	return r.add(spec, sandbox.Environ(nil, spec.Env), state)
 }
 
 // Kill simulates the death of a sandbox: its agent and commands end and
@@ -490,7 +596,7 @@ func (r *Runtime) Spec(id string) (*sandbox.Spec, error) {
 		return nil, err
 	}
 	s := b.spec
-	s.Layers, s.Env, s.Labels = slices.Clone(s.Layers), slices.Clone(s.Env), maps.Clone(s.Labels)
+	s.Env, s.Labels = slices.Clone(s.Env), maps.Clone(s.Labels)
 	return &s, nil
 }
 

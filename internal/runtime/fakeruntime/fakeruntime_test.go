@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -15,12 +16,14 @@ import (
 
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
 	"github.com/agent2env/agent2env/internal/sandbox"
 )
 
-func newRuntime(t *testing.T) *Runtime {
+func newRuntime(t *testing.T, opts ...Option) *Runtime {
 	t.Helper()
-	r := New()
+	r := New(opts...)
 	t.Cleanup(func() {
 		if err := r.Close(); err != nil {
 			t.Errorf("close: %v", err)
@@ -290,7 +293,7 @@ func TestRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []sandbox.Status{
-		{ID: "a", State: sandbox.StateRunning, Labels: map[string]string{"k": "v"}},
+		{ID: "a", State: sandbox.StateRunning, Pid: os.Getpid(), Labels: map[string]string{"k": "v"}},
 		{ID: "b", State: sandbox.StateStopped, Labels: map[string]string{"k": "v"}},
 		{ID: "c", State: sandbox.StateCreated, Labels: map[string]string{"k": "v"}},
 	}
@@ -306,5 +309,104 @@ func checkErr(t *testing.T, err, class error) {
 	t.Helper()
 	if !errors.Is(err, class) {
 		t.Errorf("error %v, want %v", err, class)
+	}
+}
+
+// TestConformance runs the contract part of the runtime conformance suite:
+// the fake must behave as a runtime does wherever it does not isolate.
+func TestConformance(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		caps *sandbox.Capabilities
+	}{
+		{name: "all capabilities"},
+		{name: "none", caps: &sandbox.Capabilities{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := newRuntime(t, WithImages(newStoredImages("alpine")))
+			if tc.caps != nil {
+				rt.SetCapabilities(*tc.caps)
+			}
+			runtimetest.RunContract(t, runtimetest.Factory{
+				// The fake's state is the value itself: a "new" runtime
+				// on the same state is the same one.
+				New:     func(*testing.T) sandbox.Runtime { return rt },
+				NewSpec: func(_ *testing.T, id string) *sandbox.Spec { return spec(id) },
+				Kill: func(t *testing.T, _ sandbox.Runtime, id string) {
+					if err := rt.Kill(id); err != nil {
+						t.Fatal(err)
+					}
+				},
+			})
+		})
+	}
+}
+
+// storedImages is an image store holding some refs; Ensure stores any
+// other ref except "missing".
+type storedImages struct {
+	mu   sync.Mutex
+	refs map[string]bool
+}
+
+func newStoredImages(refs ...string) *storedImages {
+	s := &storedImages{refs: map[string]bool{}}
+	for _, r := range refs {
+		s.refs[r] = true
+	}
+	return s
+}
+
+func (s *storedImages) Get(ctx context.Context, ref string) (*image.Image, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.refs[ref] {
+		return nil, errdefs.NotFound("image %s not found", ref)
+	}
+	return &image.Image{Ref: ref, Config: image.Config{Env: []string{"FROM_IMAGE=" + ref, "HOME=/root"}}}, nil
+}
+
+func (s *storedImages) Ensure(ctx context.Context, ref string, _ image.ProgressFunc) (*image.Image, error) {
+	if ref == "missing" {
+		return nil, errdefs.NotFound("image %s not found", ref)
+	}
+	s.mu.Lock()
+	s.refs[ref] = true
+	s.mu.Unlock()
+	return s.Get(ctx, ref)
+}
+
+// TestImages checks that images come from the image store, their
+// environment under the spec's.
+func TestImages(t *testing.T) {
+	ctx := context.Background()
+	r := newRuntime(t, WithImages(newStoredImages("alpine")))
+	sp := spec("a")
+	sp.Image = "python"
+	if ready, err := r.ImageReady(ctx, "python"); err != nil || ready {
+		t.Errorf("ImageReady of an image not stored = %v, %v", ready, err)
+	}
+	checkErr(t, r.Create(ctx, sp), errdefs.ErrNotFound)
+	if ids := r.IDs(); len(ids) != 0 {
+		t.Errorf("a failed Create left %v", ids)
+	}
+	checkErr(t, r.PrepareImage(ctx, "missing"), errdefs.ErrNotFound)
+	if err := r.PrepareImage(ctx, "python"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Create(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := r.Agent(ctx, "a")
+	res, out := exec(t, c, agent.ExecRequest{Shell: `echo $FROM_IMAGE $FROM_SPEC $HOME`}, "")
+	if res.ExitCode != 0 || out != "python 1 "+sandbox.HomeDir+"\n" {
+		t.Errorf("image and spec environment: %+v, %q", res, out)
+	}
+	want := Calls{ImageReady: 1, PrepareImage: 2, Create: 2, Start: 1, Agent: 1}
+	if diff := cmp.Diff(want, r.Calls()); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 }

@@ -54,8 +54,8 @@ var (
 )
 
 // bundleSpec returns the config.json of a sandbox whose disk is mounted at
-// disk and root file system at rootfs.
-func (r *Runtime) bundleSpec(spec *sandbox.Spec, res sandbox.Resources, disk, rootfs string) *specs.Spec {
+// disk and root file system at rootfs, and whose agent starts with env.
+func (r *Runtime) bundleSpec(spec *sandbox.Spec, env []string, res sandbox.Resources, disk, rootfs string) *specs.Spec {
 	cwd := spec.Cwd
 	if cwd == "" {
 		cwd = sandbox.WorkDir
@@ -75,7 +75,7 @@ func (r *Runtime) bundleSpec(spec *sandbox.Spec, res sandbox.Resources, disk, ro
 		Process: &specs.Process{
 			User: specs.User{UID: 0, GID: 0},
 			Args: []string{agentPath, "agent", "--uid", uid, "--gid", gid, "--cwd", cwd},
-			Env:  append(processEnv(spec.Env), agent.EnvListenFD+"="+strconv.Itoa(agentListenFD)),
+			Env:  append(slices.Clone(env), agent.EnvListenFD+"="+strconv.Itoa(agentListenFD)),
 			Cwd:  "/",
 			Capabilities: &specs.LinuxCapabilities{
 				Bounding:  agentCapabilities,
@@ -138,31 +138,13 @@ func (r *Runtime) bundleSpec(spec *sandbox.Spec, res sandbox.Resources, disk, ro
 	return s
 }
 
-// defaultEnv is the part of a command's environment an image may leave out.
-var defaultEnv = []string{
-	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-	"HOME=" + sandbox.HomeDir,
-}
-
-// processEnv returns the defaults overridden by env, where a later entry
-// for a key replaces an earlier one, less the variables that configure the
-// agent.
-func processEnv(env []string) []string {
-	out := make([]string, 0, len(env)+len(defaultEnv)+1)
-	idx := make(map[string]int, len(env))
-	for _, kv := range append(slices.Clone(defaultEnv), env...) {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "AGENT2ENV_AGENT_") {
-			continue
-		}
-		if i, ok := idx[k]; ok {
-			out[i] = kv
-			continue
-		}
-		idx[k] = len(out)
-		out = append(out, kv)
-	}
-	return out
+// processEnv is the agent's environment, which its commands inherit: the
+// image's environment and the spec's merged by sandbox.Environ, less the
+// variables that configure the agent.
+func processEnv(imageEnv, env []string) []string {
+	return slices.DeleteFunc(sandbox.Environ(imageEnv, env), func(kv string) bool {
+		return strings.HasPrefix(kv, "AGENT2ENV_AGENT_")
+	})
 }
 
 // writeJSONFile writes v to path atomically: it appears whole or not at all.

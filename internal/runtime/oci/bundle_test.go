@@ -36,7 +36,7 @@ func TestBundleSpec(t *testing.T) {
 			tc.rt.cfg.AgentBinary = "/usr/bin/agent2env"
 			tc.rt.cgroups = &cgroups{parent: "agent2env/0123abcd"}
 			sp := &sandbox.Spec{ID: "sb1", Cwd: tc.cwd}
-			s := tc.rt.bundleSpec(sp, res, "/r/sb1/d", "/r/sb1/r")
+			s := tc.rt.bundleSpec(sp, processEnv(nil, nil), res, "/r/sb1/d", "/r/sb1/r")
 
 			wantArgs := []string{agentPath, "agent", "--uid", "1000", "--gid", "1000", "--cwd", tc.wantCwd}
 			if diff := cmp.Diff(wantArgs, s.Process.Args); diff != "" {
@@ -162,18 +162,24 @@ func TestSeccompProfile(t *testing.T) {
 }
 
 func TestProcessEnv(t *testing.T) {
+	defaults := []string{"HOME=" + sandbox.HomeDir, "LANG=C.UTF-8",
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "USER=sandbox"}
 	for _, tc := range []struct {
-		name string
-		env  []string
-		want []string
+		name     string
+		imageEnv []string
+		env      []string
+		want     []string
 	}{
-		{"defaults", nil, defaultEnv},
-		{"image path wins", []string{"PATH=/opt/bin", "A=1"}, []string{"PATH=/opt/bin", "HOME=" + sandbox.HomeDir, "A=1"}},
-		{"later wins", []string{"A=1", "A=2"}, []string{defaultEnv[0], defaultEnv[1], "A=2"}},
-		{"agent config dropped", []string{"AGENT2ENV_AGENT_TOKEN=x"}, defaultEnv},
+		{"defaults", nil, nil, defaults},
+		{"image path wins", []string{"PATH=/opt/bin", "A=1"}, nil,
+			[]string{"A=1", "HOME=" + sandbox.HomeDir, "LANG=C.UTF-8", "PATH=/opt/bin", "USER=sandbox"}},
+		{"image home loses", []string{"HOME=/root"}, nil, defaults},
+		{"spec wins", []string{"A=1", "A=2"}, []string{"A=3", "LANG=de_DE.UTF-8"},
+			[]string{"A=3", "HOME=" + sandbox.HomeDir, "LANG=de_DE.UTF-8", defaults[2], defaults[3]}},
+		{"agent config dropped", []string{"AGENT2ENV_AGENT_TOKEN=x"}, []string{"AGENT2ENV_AGENT_FD=9"}, defaults},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, processEnv(tc.env)); diff != "" {
+			if diff := cmp.Diff(tc.want, processEnv(tc.imageEnv, tc.env)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
@@ -189,26 +195,27 @@ func TestValidate(t *testing.T) {
 		MilliCPU: 1000, MemoryBytes: 1 << 30, Pids: 512, DiskBytes: 1 << 30,
 	}}}
 	for _, tc := range []struct {
-		name string
-		edit func(*sandbox.Spec)
-		ok   bool
+		name   string
+		edit   func(*sandbox.Spec)
+		layers []string
+		ok     bool
 	}{
-		{"valid", func(*sandbox.Spec) {}, true},
-		{"uppercase id", func(s *sandbox.Spec) { s.ID = "Abc" }, false},
-		{"id with slash", func(s *sandbox.Spec) { s.ID = "a/b" }, false},
-		{"id starting with underscore", func(s *sandbox.Spec) { s.ID = "_tmpl" }, false},
-		{"id too long for the socket", func(s *sandbox.Spec) { s.ID = strings.Repeat("a", 64) + strings.Repeat("b", 30) }, false},
-		{"no layers", func(s *sandbox.Spec) { s.Layers = nil }, false},
-		{"relative layer", func(s *sandbox.Spec) { s.Layers = []string{"layer"} }, false},
-		{"missing layer", func(s *sandbox.Spec) { s.Layers = []string{"/nonexistent/layer"} }, false},
-		{"layer with colon", func(s *sandbox.Spec) { s.Layers = []string{layer + "/a:b"} }, false},
-		{"tiny disk", func(s *sandbox.Spec) { s.Resources.DiskBytes = 1 << 20 }, false},
-		{"negative memory", func(s *sandbox.Spec) { s.Resources.MemoryBytes = -1 }, false},
+		{"valid", func(*sandbox.Spec) {}, []string{layer}, true},
+		{"uppercase id", func(s *sandbox.Spec) { s.ID = "Abc" }, []string{layer}, false},
+		{"id with slash", func(s *sandbox.Spec) { s.ID = "a/b" }, []string{layer}, false},
+		{"id starting with underscore", func(s *sandbox.Spec) { s.ID = "_tmpl" }, []string{layer}, false},
+		{"id too long for the socket", func(s *sandbox.Spec) { s.ID = strings.Repeat("a", 64) + strings.Repeat("b", 30) }, []string{layer}, false},
+		{"no layers", func(s *sandbox.Spec) {}, nil, false},
+		{"relative layer", func(s *sandbox.Spec) {}, []string{"layer"}, false},
+		{"missing layer", func(s *sandbox.Spec) {}, []string{"/nonexistent/layer"}, false},
+		{"layer with colon", func(s *sandbox.Spec) {}, []string{layer + "/a:b"}, false},
+		{"tiny disk", func(s *sandbox.Spec) { s.Resources.DiskBytes = 1 << 20 }, []string{layer}, false},
+		{"negative memory", func(s *sandbox.Spec) { s.Resources.MemoryBytes = -1 }, []string{layer}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sp := &sandbox.Spec{ID: "sb1", Layers: []string{layer}}
+			sp := &sandbox.Spec{ID: "sb1"}
 			tc.edit(sp)
-			res, err := rt.validate(sp)
+			res, err := rt.validate(sp, tc.layers)
 			if tc.ok != (err == nil) {
 				t.Fatalf("validate = %v, want ok %v", err, tc.ok)
 			}

@@ -43,12 +43,15 @@
 // never appears inside the sandbox, and after a daemon restart a new client
 // reaches the agent by the same path.
 //
-// Measured on a 2-core VM with cgroup v1 (BenchmarkCreateStart), create →
-// ready takes about 45 ms at the median with runc 1.1: Create 3-6 ms, the
-// agent's first answer about 1 ms, and the rest is `runc run` itself (its
-// two Go process starts, the copy of its own binary it makes, and the
-// kernel's cgroup v1 attach, whose RCU grace period alone is about 10 ms).
-// crun starts the same sandbox in about 30 ms.
+// Most of create → ready is `runc run` itself (docs/PERFORMANCE.md has the
+// breakdown): three starts of a Go binary (runc, runc init twice), the
+// namespaces, mounts and seccomp filter, and the move into the cgroups,
+// whose first write waits one RCU grace period (6-20 ms) of the kernel's
+// cgroup_threadgroup_rwsem. Start overlaps that wait with runc's own start
+// by moving the daemon into its own cgroup as runc starts (warmAttach): the
+// kernel lets writers within a grace period of each other through without
+// waiting again. crun, where the host's cgroup layout allows it, saves the
+// Go starts.
 //
 // Stop and Delete signal the agent through a pidfd rather than with
 // `runc kill`: no exec, no pid reuse, and no 100 ms polling step as in

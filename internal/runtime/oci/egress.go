@@ -13,14 +13,6 @@ import (
 	"github.com/agent2env/agent2env/internal/sandbox"
 )
 
-// EgressProxy serves the egress proxy of one sandbox on l under policy
-// until ctx is done, then closes l. *netproxy.Proxy implements it.
-type EgressProxy interface {
-	Serve(ctx context.Context, l net.Listener, policy netproxy.Policy) error
-}
-
-var _ EgressProxy = (*netproxy.Proxy)(nil)
-
 // Where a sandbox with egress finds the proxy's socket. The directory, not
 // the socket, is bind-mounted: a socket made again after a daemon restart
 // is a new inode, which a mount of the old one would not show.

@@ -19,6 +19,7 @@ import (
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/gateway"
 	"github.com/agent2env/agent2env/internal/netproxy"
+	"github.com/agent2env/agent2env/internal/runtime"
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
 	"github.com/agent2env/agent2env/internal/sandbox"
 )
@@ -57,11 +58,12 @@ func newTestInternet(t *testing.T) *testInternet {
 	return in
 }
 
-func newEgressRuntime(t testing.TB, root string, proxy EgressProxy) *Runtime {
+func newEgressRuntime(t testing.TB, root string, proxy runtime.EgressProxy) *Runtime {
 	t.Helper()
 	rt, err := New(Config{
 		Root:        root,
 		AgentBinary: agentBin,
+		Images:      testImages{},
 		Egress:      proxy,
 		Logger:      slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})

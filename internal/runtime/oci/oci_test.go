@@ -3,6 +3,7 @@ package oci
 import (
 	"context"
 	"debug/elf"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,12 +11,17 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
 	"github.com/agent2env/agent2env/internal/sandbox"
 )
@@ -144,12 +150,35 @@ func newRoot(t testing.TB) string {
 	return root
 }
 
+// testImage is the one image of testImages: the layers of testLayers.
+const testImage = "busybox-test"
+
+// testImages holds testImage, made on first use; it fetches nothing.
+type testImages struct{}
+
+func (testImages) Get(ctx context.Context, ref string) (*image.Image, error) {
+	if ref != testImage {
+		return nil, errdefs.NotFound("image %s not found", ref)
+	}
+	// Once testLayers made them (as newSpec does) this only synchronizes.
+	layers.once.Do(func() { layers.err = errors.New("the test image is used before testLayers made it") })
+	if layers.err != nil {
+		return nil, layers.err
+	}
+	return &image.Image{Ref: ref, Layers: layers.list, Config: image.Config{Env: []string{"FROM_IMAGE=yes"}}}, nil
+}
+
+func (i testImages) Ensure(ctx context.Context, ref string, _ image.ProgressFunc) (*image.Image, error) {
+	return i.Get(ctx, ref)
+}
+
 func newRuntime(t testing.TB, root, binary string) *Runtime {
 	t.Helper()
 	rt, err := New(Config{
 		Root:          root,
 		RuntimeBinary: binary,
 		AgentBinary:   agentBin,
+		Images:        testImages{},
 		Logger:        slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
@@ -158,13 +187,10 @@ func newRuntime(t testing.TB, root, binary string) *Runtime {
 	return rt
 }
 
+// newSpec returns the spec of a sandbox of testImage, which it makes.
 func newSpec(t testing.TB, id string) *sandbox.Spec {
-	return &sandbox.Spec{
-		ID:     id,
-		Image:  "busybox-test",
-		Layers: testLayers(t),
-		Env:    []string{"LANG=C.UTF-8"},
-	}
+	testLayers(t)
+	return &sandbox.Spec{ID: id, Image: testImage, Env: []string{"LANG=C.UTF-8"}}
 }
 
 func TestConformance(t *testing.T) {
@@ -173,8 +199,29 @@ func TestConformance(t *testing.T) {
 	runtimetest.Run(t, runtimetest.Factory{
 		New:     func(t *testing.T) sandbox.Runtime { return newRuntime(t, root, "runc") },
 		NewSpec: func(t *testing.T, id string) *sandbox.Spec { return newSpec(t, id) },
+		Kill:    killAgent,
 	})
 	runtimetest.AssertNoLeaks(t, root)
+}
+
+// killAgent SIGKILLs the agent of sandbox id and waits for it to die.
+func killAgent(t *testing.T, rt sandbox.Runtime, id string) {
+	t.Helper()
+	st, err := rt.Status(context.Background(), id)
+	if err != nil || st.Pid <= 0 {
+		t.Fatalf("Status of %s = %+v, %v; want a running agent", id, st, err)
+	}
+	pidfd, err := unix.PidfdOpen(st.Pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pidfd)
+	if err := unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if exited, err := waitPidfd(context.Background(), pidfd, killWait); err != nil || !exited {
+		t.Fatalf("agent of %s did not die: %v", id, err)
+	}
 }
 
 // startSandbox creates and starts a sandbox with small resources.
@@ -378,4 +425,30 @@ func reportPercentiles(b *testing.B, durs []time.Duration) {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	b.ReportMetric(ms(durs[len(durs)/2]), "p50-ms")
 	b.ReportMetric(ms(durs[len(durs)*95/100]), "p95-ms")
+}
+
+// warmAttach must leave the daemon where it is, in every hierarchy.
+func TestWarmAttach(t *testing.T) {
+	runtimetest.RequiresRoot(t)
+	cg, err := readCgroups(cgroupParent(newRoot(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs := cg.ownProcs()
+	if _, err := os.Stat(procs); err != nil {
+		t.Fatalf("ownProcs = %q: %v", procs, err)
+	}
+	before, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg.warmAttach()
+	after, _ := os.ReadFile("/proc/self/cgroup")
+	if string(after) != string(before) {
+		t.Errorf("warmAttach moved the process:\n%s\nbecame\n%s", before, after)
+	}
+	b, _ := os.ReadFile(procs)
+	if !slices.Contains(strings.Fields(string(b)), strconv.Itoa(os.Getpid())) {
+		t.Errorf("%s does not hold this process", procs)
+	}
 }

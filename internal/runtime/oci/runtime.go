@@ -21,14 +21,19 @@ import (
 
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/runtime"
 	"github.com/agent2env/agent2env/internal/sandbox"
 )
 
-var _ sandbox.Runtime = (*Runtime)(nil)
-var _ sandbox.UsageReader = (*Runtime)(nil)
-var _ sandbox.LogReader = (*Runtime)(nil)
+var (
+	_ sandbox.Runtime       = (*Runtime)(nil)
+	_ sandbox.UsageReader   = (*Runtime)(nil)
+	_ sandbox.LogReader     = (*Runtime)(nil)
+	_ sandbox.ImagePreparer = (*Runtime)(nil)
+)
 
-// Config configures a Runtime. Only Root is required.
+// Config configures a Runtime. Root and Images are required.
 type Config struct {
 	// Root is the state directory, e.g. <data-dir>/oci. Keep it short:
 	// the agent sockets below it are limited to 107 bytes of path.
@@ -36,6 +41,9 @@ type Config struct {
 	// RuntimeBinary is the OCI runtime, by name ("runc", "crun", "runsc")
 	// or path. Default "runc".
 	RuntimeBinary string
+	// Images holds the images sandboxes run, unpacked into layer
+	// directories: PrepareImage ensures them there, Create mounts them.
+	Images runtime.Images
 	// AgentBinary is the host path of the agent2env binary that runs as
 	// each sandbox's first process. Default: this executable.
 	AgentBinary string
@@ -48,7 +56,7 @@ type Config struct {
 	// Network.Egress, on a unix socket per sandbox that the agent forwards
 	// the sandbox's 127.0.0.1:3128 to (see doc.go). Without it such specs
 	// are refused.
-	Egress EgressProxy
+	Egress runtime.EgressProxy
 }
 
 // Runtime runs sandboxes as OCI containers. Make one with New; the zero
@@ -104,6 +112,9 @@ var validID = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 func New(cfg Config) (*Runtime, error) {
 	if cfg.Root == "" {
 		return nil, errdefs.Invalid("oci runtime: root is not set")
+	}
+	if cfg.Images == nil {
+		return nil, errdefs.Invalid("oci runtime: no image store")
 	}
 	root, err := filepath.Abs(cfg.Root)
 	if err != nil {
@@ -217,11 +228,41 @@ func withDefaults(r, def sandbox.Resources) sandbox.Resources {
 }
 
 // Name returns "oci".
-func (r *Runtime) Name() string { return "oci" }
+func (r *Runtime) Name() string { return Name }
 
-// Capabilities reports that Stop keeps the sandbox's files.
+// Capabilities reports that Stop keeps the sandbox's files, that
+// sandboxes live on this host, and that egress policies are enforced when
+// the runtime has an egress proxy.
 func (r *Runtime) Capabilities() sandbox.Capabilities {
-	return sandbox.Capabilities{StopKeepsFiles: true}
+	return sandbox.Capabilities{StopKeepsFiles: true, LocalFiles: true, NetworkPolicy: r.cfg.Egress != nil}
+}
+
+// ImageReady reports whether ref is in the image store.
+func (r *Runtime) ImageReady(ctx context.Context, ref string) (bool, error) {
+	_, err := r.cfg.Images.Get(ctx, ref)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// PrepareImage pulls or builds ref into the image store unless it is there.
+func (r *Runtime) PrepareImage(ctx context.Context, ref string) error {
+	_, err := r.cfg.Images.Ensure(ctx, ref, nil)
+	return err
+}
+
+// image returns the stored image ref. Create does not fetch images:
+// PrepareImage does.
+func (r *Runtime) image(ctx context.Context, ref string) (*image.Image, error) {
+	if ref == "" {
+		return nil, errdefs.Invalid("no image")
+	}
+	img, err := r.cfg.Images.Get(ctx, ref)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil, fmt.Errorf("image %s is not prepared: %w", ref, err)
+	}
+	return img, err
 }
 
 func (r *Runtime) dir(id string) string { return filepath.Join(r.cfg.Root, id) }
@@ -254,15 +295,16 @@ func (r *Runtime) readMeta(id string) (*meta, error) {
 	return &m, nil
 }
 
-// validate checks spec and returns its resources with defaults applied.
-func (r *Runtime) validate(spec *sandbox.Spec) (sandbox.Resources, error) {
+// validate checks spec, to be run on the image layers, and returns its
+// resources with defaults applied.
+func (r *Runtime) validate(spec *sandbox.Spec, layers []string) (sandbox.Resources, error) {
 	res := withDefaults(spec.Resources, r.cfg.DefaultResources)
 	switch {
 	case !validID.MatchString(spec.ID):
 		return res, errdefs.Invalid("sandbox id %q must match %s", spec.ID, validID)
 	case len(filepath.Join(r.dir(spec.ID), fileSock)) > maxSocketPath:
 		return res, errdefs.Invalid("sandbox id %q makes the agent socket path longer than %d bytes", spec.ID, maxSocketPath)
-	case len(spec.Layers) == 0:
+	case len(layers) == 0:
 		return res, errdefs.Invalid("sandbox %s has no image layers", spec.ID)
 	case res.MilliCPU < 10:
 		return res, errdefs.Invalid("cpu limit %dm is below 10m", res.MilliCPU)
@@ -276,7 +318,7 @@ func (r *Runtime) validate(spec *sandbox.Spec) (sandbox.Resources, error) {
 	if err := r.validateEgress(spec); err != nil {
 		return res, errdefs.Invalid("%v", err)
 	}
-	for _, l := range spec.Layers {
+	for _, l := range layers {
 		if fi, err := os.Stat(l); err != nil || !fi.IsDir() || !filepath.IsAbs(l) {
 			return res, errdefs.Invalid("image layer %q is not an absolute path to a directory", l)
 		}
@@ -293,7 +335,11 @@ func (r *Runtime) validate(spec *sandbox.Spec) (sandbox.Resources, error) {
 // Create prepares the sandbox's disk, root file system and bundle. On error
 // nothing is left behind.
 func (r *Runtime) Create(ctx context.Context, spec *sandbox.Spec) error {
-	res, err := r.validate(spec)
+	img, err := r.image(ctx, spec.Image)
+	if err != nil {
+		return fmt.Errorf("create sandbox %s: %w", spec.ID, err)
+	}
+	res, err := r.validate(spec, img.Layers)
 	if err != nil {
 		return fmt.Errorf("create sandbox %s: %w", spec.ID, err)
 	}
@@ -304,17 +350,18 @@ func (r *Runtime) Create(ctx context.Context, spec *sandbox.Spec) error {
 		}
 		return fmt.Errorf("create sandbox %s: %w", spec.ID, err)
 	}
-	if err := r.create(ctx, spec, res, dir); err != nil {
+	if err := r.create(ctx, spec, img, res, dir); err != nil {
 		return errors.Join(fmt.Errorf("create sandbox %s: %w", spec.ID, err),
 			r.destroy(context.WithoutCancel(ctx), spec.ID, false))
 	}
 	return nil
 }
 
-func (r *Runtime) create(ctx context.Context, spec *sandbox.Spec, res sandbox.Resources, dir string) error {
+func (r *Runtime) create(ctx context.Context, spec *sandbox.Spec, img *image.Image, res sandbox.Resources, dir string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	start := time.Now()
 	tmpl, err := r.templatePath(res.DiskBytes)
 	if err != nil {
 		return err
@@ -335,19 +382,24 @@ func (r *Runtime) create(ctx context.Context, spec *sandbox.Spec, res sandbox.Re
 	if err := mountDisk(filepath.Join(dir, fileDisk), disk); err != nil {
 		return err
 	}
+	diskDone := time.Now()
 	if err := writeEtc(filepath.Join(disk, diskUpper, "etc"), spec.ID); err != nil {
 		return fmt.Errorf("write /etc: %w", err)
 	}
-	if err := mountRootfs(spec.Layers, disk, rootfs); err != nil {
+	if err := mountRootfs(img.Layers, disk, rootfs); err != nil {
 		return err
 	}
-	if err := writeJSONFile(filepath.Join(dir, fileConfig), r.bundleSpec(spec, res, disk, rootfs)); err != nil {
+	rootfsDone := time.Now()
+	env := processEnv(img.Config.Env, spec.Env)
+	if err := writeJSONFile(filepath.Join(dir, fileConfig), r.bundleSpec(spec, env, res, disk, rootfs)); err != nil {
 		return fmt.Errorf("write bundle: %w", err)
 	}
-	m := meta{ID: spec.ID, Image: spec.Image, Layers: spec.Layers, Labels: spec.Labels, CreatedAt: time.Now().UTC(), Egress: spec.Network.Egress}
+	m := meta{ID: spec.ID, Image: spec.Image, Layers: img.Layers, Labels: spec.Labels, CreatedAt: time.Now().UTC(), Egress: spec.Network.Egress}
 	if err := writeJSONFile(filepath.Join(dir, fileMeta), m); err != nil {
 		return fmt.Errorf("write metadata: %w", err)
 	}
+	r.log.Debug("sandbox created", "sandbox", spec.ID, "disk", diskDone.Sub(start),
+		"rootfs", rootfsDone.Sub(diskDone), "files", time.Since(rootfsDone))
 	return nil
 }
 
@@ -409,13 +461,16 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 			return fmt.Errorf("start sandbox %s: %w", id, err)
 		}
 	}
+	start := time.Now()
 	if err := r.run(ctx, id, dir); err != nil {
 		r.stopEgress(id)
 		return fmt.Errorf("start sandbox %s: %w", id, err)
 	}
+	ran := time.Now()
 	if err := r.waitAgent(ctx, id, dir); err != nil {
 		return fmt.Errorf("start sandbox %s: %w", id, err)
 	}
+	r.log.Debug("sandbox started", "sandbox", id, "run", ran.Sub(start), "agent", time.Since(ran))
 	return nil
 }
 
@@ -446,6 +501,7 @@ func (r *Runtime) run(ctx context.Context, id, dir string) error {
 		return err
 	}
 	defer logf.Close()
+	go r.cgroups.warmAttach()
 	if err := r.oci.run(ctx, id, dir, pidFile, lf, logf); err != nil {
 		return errors.Join(fmt.Errorf("%w%s", err, logTail(filepath.Join(dir, fileLog))),
 			r.oci.delete(context.WithoutCancel(ctx), id))

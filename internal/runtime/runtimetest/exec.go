@@ -72,7 +72,7 @@ func (s *suite) testExec(t *testing.T) {
 
 func (s *suite) testFiles(t *testing.T) {
 	ctx := ctxFor(t)
-	_, _, c := s.sandboxWith(t, nil)
+	rt, sp, c := s.sandboxWith(t, nil)
 
 	t.Run("upload and download", func(t *testing.T) {
 		for _, tc := range []struct {
@@ -173,6 +173,22 @@ func (s *suite) testFiles(t *testing.T) {
 	t.Run("uploads stay in the sandbox", func(t *testing.T) {
 		if _, err := os.Stat("/workspace/deep/er/big.bin"); err == nil {
 			t.Error("an upload appeared on the host")
+		}
+	})
+
+	t.Run("kept across stop and start", func(t *testing.T) {
+		if !rt.Capabilities().StopKeepsFiles {
+			t.Skipf("%s does not keep files across Stop (Capabilities)", rt.Name())
+		}
+		mustSh(t, c, "echo kept > /workspace/k && echo kept > $HOME/k")
+		if err := rt.Stop(ctx, sp.ID, 5*time.Second); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		if err := rt.Start(ctx, sp.ID); err != nil {
+			t.Fatalf("Start: %v", err)
+		}
+		if got := mustSh(t, c, "cat /workspace/k $HOME/k"); got != "kept\nkept\n" {
+			t.Errorf("files after Stop and Start = %q, want them kept", got)
 		}
 	})
 }

@@ -1,13 +1,17 @@
 package runtimetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/sandbox"
 )
@@ -53,14 +57,17 @@ func (s *suite) testLifecycle(t *testing.T) {
 	if err := rt.Start(ctx, sp.ID); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	if st := status(sandbox.StateRunning); st.Pid <= 0 {
-		t.Errorf("running sandbox reports pid %d", st.Pid)
+	st := status(sandbox.StateRunning)
+	if st.Pid < 0 || (rt.Capabilities().LocalFiles && st.Pid == 0) {
+		t.Errorf("running sandbox of a runtime with LocalFiles %v reports pid %d", rt.Capabilities().LocalFiles, st.Pid)
 	}
 	c, err := rt.Agent(ctx, sp.ID)
 	if err != nil {
 		t.Fatalf("Agent: %v", err)
 	}
-	mustSh(t, c, "echo kept > /workspace/f && echo kept > $HOME/f && dd if=/dev/urandom of=/tmp/mb bs=64k count=16 2>/dev/null")
+	// Through the agent's file API, which the fake maps into its sandbox.
+	upload(t, c, "/workspace/f", []byte("kept"))
+	upload(t, c, "/workspace/mb", make([]byte, 1<<20))
 	if ur, ok := rt.(sandbox.UsageReader); ok {
 		u, err := ur.Usage(ctx, sp.ID)
 		if err != nil {
@@ -84,8 +91,8 @@ func (s *suite) testLifecycle(t *testing.T) {
 	}
 	status(sandbox.StateRunning)
 	if rt.Capabilities().StopKeepsFiles {
-		if got := mustSh(t, c, "cat /workspace/f $HOME/f"); got != "kept\nkept\n" {
-			t.Errorf("files after Stop and Start = %q, want them kept", got)
+		if got := download(t, c, "/workspace/f"); got != "kept" {
+			t.Errorf("file after Stop and Start = %q, want it kept", got)
 		}
 	}
 
@@ -135,6 +142,170 @@ func (s *suite) testErrors(t *testing.T) {
 	if err := rt.Create(ctx, bad); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("Create with id %q = %v, want ErrInvalidArgument", bad.ID, err)
 	}
+	noImage := s.spec(t)
+	noImage.Image = ""
+	if err := rt.Create(ctx, noImage); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("Create without an image = %v, want ErrInvalidArgument", err)
+	}
+	assertGone(t, rt, noImage.ID)
+}
+
+// testList checks that one List call reports every sandbox as Status
+// does, and notices an agent that died behind the runtime's back: the
+// daemon reconciles its records against List alone.
+func (s *suite) testList(t *testing.T) {
+	ctx := ctxFor(t)
+	rt := s.f.New(t)
+	running, created, stopped, killed := s.spec(t), s.spec(t), s.spec(t), s.spec(t)
+	for _, sp := range []*sandbox.Spec{running, stopped, killed} {
+		sp.Labels = map[string]string{"sandbox": sp.ID}
+		started(t, rt, sp)
+	}
+	if err := rt.Create(ctx, created); err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Cleanup(func() { _ = rt.Delete(context.Background(), created.ID) })
+	if err := rt.Stop(ctx, stopped.ID, 5*time.Second); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if s.f.Kill == nil {
+		t.Fatal("the Factory has no Kill")
+	}
+	s.f.Kill(t, rt, killed.ID)
+
+	list, err := rt.List(ctx)
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	got := map[string]sandbox.Status{}
+	for _, st := range list {
+		got[st.ID] = st
+	}
+	for _, tc := range []struct {
+		sp   *sandbox.Spec
+		want []sandbox.State
+	}{
+		{running, []sandbox.State{sandbox.StateRunning}},
+		{created, []sandbox.State{sandbox.StateCreated}},
+		{stopped, []sandbox.State{sandbox.StateStopped}},
+		// Dead is all that matters: a runtime may not tell a crash from a stop.
+		{killed, []sandbox.State{sandbox.StateStopped, sandbox.StateUnknown}},
+	} {
+		st, ok := got[tc.sp.ID]
+		if !ok {
+			t.Errorf("List lacks %s: %+v", tc.sp.ID, list)
+			continue
+		}
+		if !slices.Contains(tc.want, st.State) {
+			t.Errorf("List reports %s as %s, want one of %v", tc.sp.ID, st.State, tc.want)
+		}
+		if diff := cmp.Diff(tc.sp.Labels, st.Labels); diff != "" {
+			t.Errorf("labels of %s (-want +got):\n%s", tc.sp.ID, diff)
+		}
+		one, err := rt.Status(ctx, tc.sp.ID)
+		if err != nil || one.State != st.State || one.Pid != st.Pid {
+			t.Errorf("Status of %s = %+v, %v; List says %+v", tc.sp.ID, one, err, st)
+		}
+	}
+
+	if err := rt.Delete(ctx, running.ID); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	assertGone(t, rt, running.ID)
+}
+
+// testCapabilities checks that what a runtime cannot do it refuses.
+func (s *suite) testCapabilities(t *testing.T) {
+	ctx := ctxFor(t)
+	rt := s.f.New(t)
+	egress := s.spec(t)
+	egress.Network.Egress = &sandbox.Egress{AllowedDomains: []string{"example.com"}}
+	err := rt.Create(ctx, egress)
+	if err == nil {
+		t.Cleanup(func() { _ = rt.Delete(context.Background(), egress.ID) })
+	}
+	if rt.Capabilities().NetworkPolicy {
+		if err != nil {
+			t.Errorf("Create with an egress policy on a runtime with NetworkPolicy = %v", err)
+		}
+		return
+	}
+	if !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("Create with an egress policy on a runtime without NetworkPolicy = %v, want ErrInvalidArgument", err)
+	}
+	assertGone(t, rt, egress.ID)
+}
+
+// testImages checks the image preparation of a runtime that implements
+// sandbox.ImagePreparer.
+func (s *suite) testImages(t *testing.T) {
+	ctx := ctxFor(t)
+	rt := s.f.New(t)
+	p, ok := rt.(sandbox.ImagePreparer)
+	if !ok {
+		t.Skipf("%s prepares no images (it implements no sandbox.ImagePreparer)", rt.Name())
+	}
+	sp := s.spec(t)
+	if err := p.PrepareImage(ctx, sp.Image); err != nil {
+		t.Fatalf("PrepareImage(%s): %v", sp.Image, err)
+	}
+	if ready, err := p.ImageReady(ctx, sp.Image); err != nil || !ready {
+		t.Errorf("ImageReady(%s) after PrepareImage = %v, %v", sp.Image, ready, err)
+	}
+	// A runtime may require images to be prepared before Create.
+	unknown := s.spec(t)
+	unknown.Image = "runtimetest.invalid/never-prepared:0"
+	ready, err := p.ImageReady(ctx, unknown.Image)
+	if err != nil {
+		t.Fatalf("ImageReady(%s): %v", unknown.Image, err)
+	}
+	if !ready {
+		if err := rt.Create(ctx, unknown); err == nil {
+			t.Cleanup(func() { _ = rt.Delete(context.Background(), unknown.ID) })
+			t.Errorf("Create of an image that is not ready succeeded")
+		}
+		assertGone(t, rt, unknown.ID)
+	}
+}
+
+// assertGone fails the test if the runtime reports sandbox id.
+func assertGone(t *testing.T, rt sandbox.Runtime, id string) {
+	t.Helper()
+	if st, err := rt.Status(ctxFor(t), id); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("Status of %s = %+v, %v; want ErrNotFound", id, st, err)
+	}
+	list, err := rt.List(ctxFor(t))
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	for _, st := range list {
+		if st.ID == id {
+			t.Errorf("List holds %s: %+v", id, st)
+		}
+	}
+}
+
+// upload writes data to path through the agent.
+func upload(t *testing.T, c *agent.Client, path string, data []byte) {
+	t.Helper()
+	if _, err := c.Upload(ctxFor(t), path, 0o644, bytes.NewReader(data)); err != nil {
+		t.Fatalf("Upload %s: %v", path, err)
+	}
+}
+
+// download reads path through the agent.
+func download(t *testing.T, c *agent.Client, path string) string {
+	t.Helper()
+	rc, _, err := c.Download(ctxFor(t), path)
+	if err != nil {
+		t.Fatalf("Download %s: %v", path, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatalf("Download %s: %v", path, err)
+	}
+	return string(b)
 }
 
 // testRecover drops a Runtime with sandboxes in every state and checks

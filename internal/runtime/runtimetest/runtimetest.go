@@ -1,8 +1,11 @@
 // Package runtimetest is the conformance suite of sandbox.Runtime: every
 // runtime runs it (runtimetest.Run(t, factory)) in the manner of containerd's
-// snapshotter test suite. It checks the lifecycle, exec, files, limits and,
-// each in its own test, that an abusive or escaping sandbox fails or stays
-// contained and leaves its agent usable.
+// snapshotter test suite. RunContract checks the interface itself: the
+// lifecycle and its states, errors, List, Capabilities, images and Recover;
+// test doubles that isolate nothing (package fakeruntime) pass it too. Run
+// adds what a real sandbox must do: exec, files, limits and, each in its
+// own test, that an abusive or escaping sandbox fails or stays contained and
+// leaves its agent usable.
 //
 // The suite needs root on the oci runtime and a real image: NewSpec's image
 // must provide busybox applets on PATH and the probe of testdata/probe at
@@ -45,6 +48,9 @@ type Factory struct {
 	// NewSpec returns the spec of a sandbox with the given id and an image
 	// as described in the package comment. The suite sets Resources.
 	NewSpec func(t *testing.T, id string) *sandbox.Spec
+	// Kill ends the agent of a running sandbox the way a crash would
+	// (SIGKILL, an evicted pod), behind the runtime's back.
+	Kill func(t *testing.T, rt sandbox.Runtime, id string)
 }
 
 // RequiresRoot fails the test when CI is set and it does not run as root,
@@ -60,15 +66,27 @@ func RequiresRoot(t testing.TB) {
 	t.Skip("this test needs root (run go test as root)")
 }
 
-// Run runs the conformance suite against the runtimes of f.
+// Run runs the whole conformance suite against the runtimes of f: the
+// contract and the sandbox's behaviour.
 func Run(t *testing.T, f Factory) {
+	RunContract(t, f)
 	s := &suite{f: f}
-	t.Run("Lifecycle", s.testLifecycle)
-	t.Run("Errors", s.testErrors)
 	t.Run("Exec", s.testExec)
 	t.Run("Files", s.testFiles)
 	t.Run("Limits", s.testLimits)
 	t.Run("Isolation", s.testIsolation)
+}
+
+// RunContract runs the part of the suite about the interface: states,
+// errors, List, Capabilities, images and Recover. It runs no command that
+// would touch the host were the sandbox not isolated.
+func RunContract(t *testing.T, f Factory) {
+	s := &suite{f: f}
+	t.Run("Lifecycle", s.testLifecycle)
+	t.Run("Errors", s.testErrors)
+	t.Run("List", s.testList)
+	t.Run("Capabilities", s.testCapabilities)
+	t.Run("Images", s.testImages)
 	t.Run("Recover", s.testRecover)
 }
 

@@ -1,0 +1,30 @@
+package oci
+
+import (
+	"context"
+
+	"github.com/agent2env/agent2env/internal/runtime"
+	"github.com/agent2env/agent2env/internal/sandbox"
+)
+
+// Name is the runtime's registry name.
+const Name = "oci"
+
+// Settings of the oci runtime, as "oci.<key>" in runtime.Options.
+const settingBinary = "binary" // Config.RuntimeBinary
+
+func init() {
+	runtime.Register(Name, func(ctx context.Context, opts runtime.Options) (sandbox.Runtime, error) {
+		settings, err := opts.OwnSettings(Name, settingBinary)
+		if err != nil {
+			return nil, err
+		}
+		return New(Config{
+			Root:          opts.Root,
+			RuntimeBinary: settings[settingBinary],
+			Images:        opts.Images,
+			Egress:        opts.Egress,
+			Logger:        opts.Logger,
+		})
+	})
+}
