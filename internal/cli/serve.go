@@ -79,7 +79,7 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	sys, err := daemon.New(ctx, daemon.Config{
-		Keys: keys, Listen: cfg.Listen, PublicURL: cfg.PublicURL, DataDir: cfg.DataDir, RuntimeBinary: cfg.Runtime,
+		Keys: keys, Listen: cfg.Listen, PublicURL: cfg.PublicURL, DataDir: cfg.DataDir, Runtime: cfg.RuntimeKind, RuntimeBinary: cfg.Runtime,
 		ImageDir: cfg.ImageDir, CacheDir: cfg.CacheDir, DebianMirror: cfg.DebianMirror,
 		InsecureRegistries: splitList(cfg.InsecureRegistries), Log: log,
 		Manager:    manager.Config{MaxSandboxes: cfg.MaxSandboxes, OutputBudget: cfg.OutputBudget},

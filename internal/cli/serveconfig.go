@@ -17,6 +17,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/runtime"
+	_ "github.com/agent2env/agent2env/internal/runtime/all" // their names for --runtime-kind
 )
 
 // serveConfig is the daemon's configuration. Every field is a flag of
@@ -26,6 +28,7 @@ type serveConfig struct {
 	Listen             string        `yaml:"listen"`
 	DataDir            string        `yaml:"data-dir"`
 	Runtime            string        `yaml:"runtime"`
+	RuntimeKind        string        `yaml:"runtime-kind"`
 	PublicURL          string        `yaml:"public-url"`
 	ImageDir           string        `yaml:"image-dir"`
 	CacheDir           string        `yaml:"cache-dir"`
@@ -54,6 +57,7 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address to serve the API on")
 	f.StringVar(&cfg.DataDir, "data-dir", "/var/lib/agent2env", "state directory")
 	f.StringVar(&cfg.Runtime, "runtime", "runc", "OCI runtime binary: runc, crun, runsc or a path")
+	f.StringVar(&cfg.RuntimeKind, "runtime-kind", "oci", "the sandbox runtime: "+strings.Join(runtime.Names(), ", "))
 	f.StringVar(&cfg.PublicURL, "public-url", "", "base URL clients reach the daemon at, for sandboxes' accessUrl (default http://<listen>)")
 	f.StringVar(&cfg.ImageDir, "image-dir", "", "image store (default <data-dir>/images)")
 	f.StringVar(&cfg.CacheDir, "cache-dir", "", "cache for built images (default /var/cache/agent2env)")
