@@ -168,8 +168,11 @@ func contextErr(err error) error {
 // placement is where a new context goes.
 type placement struct {
 	sandbox *store.Sandbox
-	owned   bool   // made for this context's session
-	kernel  string // a warm kernel to adopt
+	owned   bool // made for this context's session
+	// fresh says the sandbox was made (or taken from a pool) for this
+	// request: only then may a failed request delete it.
+	fresh  bool
+	kernel string // a warm kernel to adopt
 }
 
 // Create makes a context, and a sandbox for it when the request names none.
@@ -209,7 +212,7 @@ func (s *Service) Create(ctx context.Context, req api.CreateContextRequest) (*ap
 		WorkingDir: cwd, Env: req.Env, OwnsSandbox: pl.owned,
 	}
 	if err := s.startKernel(ctx, c, pl); err != nil {
-		if pl.owned {
+		if pl.fresh {
 			s.release(context.WithoutCancel(ctx), pl.sandbox.ID)
 		}
 		return nil, err
@@ -218,7 +221,7 @@ func (s *Service) Create(ctx context.Context, req api.CreateContextRequest) (*ap
 	c.LastUsedAt = c.CreatedAt
 	if err := s.store.CreateContext(ctx, c); err != nil {
 		s.dropKernel(context.WithoutCancel(ctx), c)
-		if pl.owned {
+		if pl.fresh {
 			s.release(context.WithoutCancel(ctx), pl.sandbox.ID)
 		}
 		return nil, fmt.Errorf("record context: %w", err)
@@ -253,7 +256,7 @@ func (s *Service) place(ctx context.Context, req api.CreateContextRequest, lang 
 	}
 	if s.pool != nil {
 		if w, ok := s.pool.Take(ctx, source); ok {
-			pl := placement{sandbox: w.Sandbox, owned: true}
+			pl := placement{sandbox: w.Sandbox, owned: true, fresh: true}
 			if w.Language == lang && len(req.Env) == 0 && (req.WorkingDir == "" || req.WorkingDir == sandbox.WorkDir) {
 				pl.kernel = w.KernelID
 			} else if w.KernelID != "" {
@@ -277,7 +280,7 @@ func (s *Service) place(ctx context.Context, req api.CreateContextRequest, lang 
 		s.release(context.WithoutCancel(ctx), sb.ID)
 		return placement{}, fmt.Errorf("sandbox for the context: %w", err)
 	}
-	return placement{sandbox: running, owned: true}, nil
+	return placement{sandbox: running, owned: true, fresh: true}, nil
 }
 
 // startKernel starts the context's kernel, or adopts the warm one.

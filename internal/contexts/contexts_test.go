@@ -337,6 +337,42 @@ func TestCreateKernelFailsReleasesSandbox(t *testing.T) {
 	}
 }
 
+// TestFailedCreateKeepsSession is the regression test of a defect: a
+// context create that failed in an existing session (here the image has no
+// interpreter for the language, or the directory is missing) deleted the
+// session's sandbox, and with it the other contexts and their state. A
+// failed request must change nothing that exists.
+func TestFailedCreateKeepsSession(t *testing.T) {
+	tests := []struct {
+		name string
+		req  api.CreateContextRequest
+		code string
+	}{
+		{"no interpreter", api.CreateContextRequest{SessionName: "s1", Language: "javascript",
+			Env: map[string]string{"PATH": "/nonexistent-a2e-test"}}, api.CodeLanguageMissing},
+		{"missing directory", api.CreateContextRequest{SessionName: "s1", Language: "javascript",
+			WorkingDir: "/nonexistent-a2e-test/dir"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			py := e.create(t, api.CreateContextRequest{SessionName: "s1", Language: "python"})
+			e.exec(t, py.ContextID, "x = 5", 0)
+			_, err := e.svc.Create(bg, tt.req)
+			checkErr(t, err, nil, tt.code)
+			if !e.sandboxExists(t, py.SandboxID) {
+				t.Fatal("the failed create deleted the session's sandbox")
+			}
+			if ids := e.contexts(t); !reflect.DeepEqual(ids, []string{py.ContextID}) {
+				t.Errorf("contexts %v, want only [%s]", ids, py.ContextID)
+			}
+			if r := e.exec(t, py.ContextID, "x", 0); r.Result != "5" || r.StateLost {
+				t.Errorf("x after the failed create: %+v", r)
+			}
+		})
+	}
+}
+
 func TestSession(t *testing.T) {
 	e := newEnv(t, nil)
 	a := e.create(t, api.CreateContextRequest{SessionName: "s1"})
