@@ -71,11 +71,17 @@ type Config struct {
 	ReadyTimeout time.Duration
 }
 
-// DefaultSources are the built-in images per language.
+// DefaultImage is the built-in image every language's contexts run in by
+// default: it has every kernel (python with numpy, pandas and matplotlib,
+// node, bash), so one session's sandbox runs them all. The per-language
+// images (agent2env/python, agent2env/node) remain for those who name them.
+const DefaultImage = "agent2env/code-interpreter"
+
+// DefaultSources are the built-in sources per language.
 var DefaultSources = map[string]Source{
-	api.LanguagePython:     {Image: "agent2env/python"},
-	api.LanguageJavaScript: {Image: "agent2env/node"},
-	api.LanguageBash:       {Image: "agent2env/python"},
+	api.LanguagePython:     {Image: DefaultImage},
+	api.LanguageJavaScript: {Image: DefaultImage},
+	api.LanguageBash:       {Image: DefaultImage},
 }
 
 // Sources returns the source of every language: the configured one, else

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -47,6 +49,53 @@ func (fakeImages) Ensure(ctx context.Context, ref string, p image.ProgressFunc) 
 	return &image.Image{Ref: ref}, nil
 }
 
+// interpreterImages are images that run only the interpreters each has:
+// an image's PATH is a directory holding a wrapper of each of its
+// interpreters (which runs the host's with the host's PATH). Images it
+// does not list are unknown.
+type interpreterImages map[string]string // normalized ref -> its PATH
+
+// newInterpreterImages makes the PATH directory of each image, given the
+// interpreters (python3, node, bash) it has.
+func newInterpreterImages(t *testing.T, images map[string][]string) interpreterImages {
+	t.Helper()
+	out := interpreterImages{}
+	for ref, progs := range images {
+		dir := filepath.Join(t.TempDir(), "bin")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, prog := range progs {
+			host, err := exec.LookPath(prog)
+			if err != nil {
+				t.Fatalf("the tests need %s on the host: %v", prog, err)
+			}
+			script := fmt.Sprintf("#!/bin/sh\nPATH=%q exec %q \"$@\"\n", os.Getenv("PATH"), host)
+			if err := os.WriteFile(filepath.Join(dir, prog), []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out[ref] = dir
+	}
+	return out
+}
+
+func (im interpreterImages) Get(ctx context.Context, ref string) (*image.Image, error) {
+	norm, err := image.Normalize(ref)
+	if err != nil {
+		return nil, err
+	}
+	path, ok := im[norm]
+	if !ok {
+		return nil, errdefs.NotFound("image %s not found", ref)
+	}
+	return &image.Image{Ref: norm, Config: image.Config{Env: []string{"PATH=" + path}}}, nil
+}
+
+func (im interpreterImages) Ensure(ctx context.Context, ref string, p image.ProgressFunc) (*image.Image, error) {
+	return im.Get(ctx, ref)
+}
+
 // env is the service over a real manager, a fake runtime and a sqlite
 // store.
 type env struct {
@@ -58,13 +107,19 @@ type env struct {
 
 func newEnv(t *testing.T, pool Pool) *env {
 	t.Helper()
+	return newEnvImages(t, pool, fakeImages{})
+}
+
+// newEnvImages is newEnv with an image store of its own.
+func newEnvImages(t *testing.T, pool Pool, images manager.Images) *env {
+	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
 	rt := fakeruntime.New()
-	m := manager.New(manager.Config{StartTimeout: 10 * time.Second}, rt, fakeImages{}, st, log)
+	m := manager.New(manager.Config{StartTimeout: 10 * time.Second}, rt, images, st, log)
 	svc := New(Config{ReadyTimeout: 10 * time.Second}, m, st, pool, log)
 	t.Cleanup(func() {
 		m.Close()
@@ -238,13 +293,13 @@ func TestSources(t *testing.T) {
 	got := Sources(map[string]Source{api.LanguagePython: {Template: "py"}})
 	want := map[string]Source{
 		api.LanguagePython:     {Template: "py"},
-		api.LanguageJavaScript: {Image: "agent2env/node"},
-		api.LanguageBash:       {Image: "agent2env/python"},
+		api.LanguageJavaScript: {Image: "agent2env/code-interpreter"},
+		api.LanguageBash:       {Image: "agent2env/code-interpreter"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Sources: %+v, want %+v", got, want)
 	}
-	if DefaultSources[api.LanguagePython] != (Source{Image: "agent2env/python"}) {
+	if DefaultSources[api.LanguagePython] != (Source{Image: "agent2env/code-interpreter"}) {
 		t.Errorf("Sources changed the defaults: %+v", DefaultSources)
 	}
 }
@@ -300,7 +355,7 @@ func TestCreateOwnSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sb.Status != string(api.StatusRunning) || !strings.Contains(sb.Image, "agent2env/python") {
+	if sb.Status != string(api.StatusRunning) || !strings.Contains(sb.Image, "agent2env/code-interpreter") {
 		t.Errorf("sandbox %+v", sb)
 	}
 	if ks := e.kernels(t, c.SandboxID); !reflect.DeepEqual(ks, []string{c.ContextID}) {
@@ -370,6 +425,34 @@ func TestFailedCreateKeepsSession(t *testing.T) {
 				t.Errorf("x after the failed create: %+v", r)
 			}
 		})
+	}
+}
+
+// TestSessionMixesLanguages is the regression test of a defect: one
+// session could not mix languages, since its sandbox came from the first
+// language's image (agent2env/python has no node). The default image of
+// every language now has every interpreter.
+func TestSessionMixesLanguages(t *testing.T) {
+	e := newEnvImages(t, nil, newInterpreterImages(t, map[string][]string{
+		"agent2env/python:latest":           {"python3", "bash"},
+		"agent2env/node:latest":             {"node", "bash"},
+		"agent2env/code-interpreter:latest": {"python3", "node", "bash"},
+	}))
+	py := e.create(t, api.CreateContextRequest{SessionName: "s1", Language: "python"})
+	e.exec(t, py.ContextID, "open('from-python.txt', 'w').write('py')", 0)
+	js, err := e.svc.Create(bg, api.CreateContextRequest{SessionName: "s1", Language: "javascript"})
+	if err != nil {
+		t.Fatalf("javascript context in a python session: %v", err)
+	}
+	sh := e.create(t, api.CreateContextRequest{SessionName: "s1", Language: "bash"})
+	if js.SandboxID != py.SandboxID || sh.SandboxID != py.SandboxID {
+		t.Errorf("one session in sandboxes %s, %s, %s", py.SandboxID, js.SandboxID, sh.SandboxID)
+	}
+	if r := e.exec(t, js.ContextID, "require('fs').readFileSync('from-python.txt', 'utf8')", 0); r.Result != "'py'" {
+		t.Errorf("javascript read %+v", r)
+	}
+	if r := e.exec(t, sh.ContextID, "cat from-python.txt", 0); r.Output.Stdout != "py" {
+		t.Errorf("bash read %+v", r)
 	}
 }
 

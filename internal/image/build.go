@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,15 +34,25 @@ type recipe struct {
 	env      []string // added to baseEnv
 }
 
+// pythonPackages are the Debian packages of the python image, which the
+// code-interpreter image has as well.
+var pythonPackages = []string{"python3", "python3-pip", "python3-venv", "python-is-python3",
+	"python3-numpy", "python3-pandas", "python3-matplotlib"}
+
 // recipes are the built-in images, by normalized reference.
 var recipes = map[string]recipe{
 	"agent2env/python:latest": {
-		packages: []string{"python3", "python3-pip", "python3-venv", "python-is-python3",
-			"python3-numpy", "python3-pandas", "python3-matplotlib", "ca-certificates", "passwd"},
-		env: []string{"PYTHONUNBUFFERED=1"},
+		packages: append(slices.Clone(pythonPackages), "ca-certificates", "passwd"),
+		env:      []string{"PYTHONUNBUFFERED=1"},
 	},
 	"agent2env/node:latest": {
 		packages: []string{"nodejs", "npm", "ca-certificates", "passwd"},
+	},
+	// The default image of contexts and sessions of every language: one
+	// sandbox runs python, javascript and bash kernels side by side.
+	"agent2env/code-interpreter:latest": {
+		packages: append(slices.Clone(pythonPackages), "nodejs", "ca-certificates", "passwd"),
+		env:      []string{"PYTHONUNBUFFERED=1"},
 	},
 }
 
@@ -116,8 +127,8 @@ func (rc recipe) hash() string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Build builds a built-in image, "agent2env/python" or "agent2env/node"
-// (tag "latest" implied), and stores it. A build cached in the cache dir
+// Build builds a built-in image, "agent2env/python", "agent2env/node" or
+// "agent2env/code-interpreter" (tag "latest" implied), and stores it. A build cached in the cache dir
 // under the recipe's hash is imported instead of built again. Concurrent
 // Pull, Ensure and Build calls for the same ref share one operation, and
 // builds of one recipe by several processes wait for each other.
