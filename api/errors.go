@@ -20,14 +20,17 @@ const (
 	CodeImageNotFound    = "IMAGE_NOT_FOUND"    // 404
 	CodeFileNotFound     = "FILE_NOT_FOUND"     // 404
 	CodeTemplateNotFound = "TEMPLATE_NOT_FOUND" // 404
+	CodeSessionNotFound  = "SESSION_NOT_FOUND"  // 404
 	CodeAlreadyExists    = "ALREADY_EXISTS"     // 409
 	CodeConflict         = "CONFLICT"           // 409
 	CodeSandboxNotReady  = "SANDBOX_NOT_READY"  // 409
 	CodeTooLarge         = "PAYLOAD_TOO_LARGE"  // 413
 	CodeLimitExceeded    = "RESOURCE_LIMIT"     // 429
 	CodeNoSpace          = "NO_SPACE"           // 507
-	CodeInternal         = "INTERNAL"           // 500
-	CodeNotImplemented   = "NOT_IMPLEMENTED"    // 501
-	CodeUnavailable      = "UNAVAILABLE"        // 503
-	CodeTimeout          = "TIMEOUT"            // 504
+	// CodeInsufficientCapacity: the host's cpu or memory is committed.
+	CodeInsufficientCapacity = "INSUFFICIENT_CAPACITY" // 507
+	CodeInternal             = "INTERNAL"              // 500
+	CodeNotImplemented       = "NOT_IMPLEMENTED"       // 501
+	CodeUnavailable          = "UNAVAILABLE"           // 503
+	CodeTimeout              = "TIMEOUT"               // 504
 )

@@ -188,7 +188,7 @@ func statusOf(err error) (int, string) {
 				code = c.code
 			}
 			status := c.status
-			if code == api.CodeNoSpace {
+			if code == api.CodeNoSpace || code == api.CodeInsufficientCapacity {
 				status = http.StatusInsufficientStorage
 			}
 			return status, code
@@ -197,10 +197,21 @@ func statusOf(err error) (int, string) {
 	return http.StatusInternalServerError, api.CodeInternal
 }
 
-// writeError writes err as the API's error body.
+// writeError writes err as the API's error body, with the fields
+// errdefs.WithDetails gave it.
 func writeError(w http.ResponseWriter, err error) {
 	status, code := statusOf(err)
-	writeJSON(w, status, api.Error{Message: err.Error(), Code: code})
+	details := errdefs.Details(err)
+	if details == nil {
+		writeJSON(w, status, api.Error{Message: err.Error(), Code: code})
+		return
+	}
+	body := make(map[string]any, len(details)+2)
+	for k, v := range details {
+		body[k] = v
+	}
+	body["error"], body["code"] = err.Error(), code
+	writeJSON(w, status, body)
 }
 
 // decode reads a JSON body into v, rejecting bodies that are too large,

@@ -648,6 +648,7 @@ func TestStatusOf(t *testing.T) {
 		{errdefs.WithCode(errdefs.Precondition("x"), api.CodeSandboxNotReady), http.StatusConflict, api.CodeSandboxNotReady},
 		{fmt.Errorf("x: %w", errdefs.ErrResourceExhausted), http.StatusTooManyRequests, api.CodeLimitExceeded},
 		{errdefs.WithCode(fmt.Errorf("x: %w", errdefs.ErrResourceExhausted), api.CodeNoSpace), http.StatusInsufficientStorage, api.CodeNoSpace},
+		{errdefs.WithCode(fmt.Errorf("x: %w", errdefs.ErrResourceExhausted), api.CodeInsufficientCapacity), http.StatusInsufficientStorage, api.CodeInsufficientCapacity},
 		{fmt.Errorf("x: %w", errdefs.ErrUnavailable), http.StatusServiceUnavailable, api.CodeUnavailable},
 		{fmt.Errorf("x: %w", errdefs.ErrDeadlineExceeded), http.StatusGatewayTimeout, api.CodeTimeout},
 		{fmt.Errorf("x: %w", errdefs.ErrNotImplemented), http.StatusNotImplemented, api.CodeNotImplemented},
@@ -663,6 +664,24 @@ func TestStatusOf(t *testing.T) {
 				t.Errorf("statusOf = %d %s, want %d %s", status, code, tt.status, tt.code)
 			}
 		})
+	}
+}
+
+// An error with details has them in its body beside error and code, which
+// they cannot replace.
+func TestWriteErrorDetails(t *testing.T) {
+	err := errdefs.WithDetails(errdefs.WithCode(fmt.Errorf("no room: %w", errdefs.ErrResourceExhausted), api.CodeInsufficientCapacity),
+		map[string]any{"suggestion": "use flavor small", "usage": map[string]int{"sandboxes": 3}, "code": "NOT_THIS", "error": "nor this"})
+	rec := httptest.NewRecorder()
+	writeError(rec, fmt.Errorf("create session: %w", err))
+	var body map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"error": "create session: no room: resource exhausted", "code": api.CodeInsufficientCapacity,
+		"suggestion": "use flavor small", "usage": map[string]any{"sandboxes": float64(3)}}
+	if rec.Code != http.StatusInsufficientStorage || !cmp.Equal(want, body) {
+		t.Errorf("writeError: %d %s; want 507 %v", rec.Code, rec.Body, want)
 	}
 }
 
