@@ -73,6 +73,13 @@ func (s *Service) Stream(ctx context.Context, sandboxID, id string, req api.Exec
 	}, nil
 }
 
+// CheckExecute validates an execution request as Execute does, without
+// running anything.
+func CheckExecute(req api.ExecuteRequest) error {
+	_, err := execRequest(req, 0)
+	return err
+}
+
 // execRequest validates req and turns it into the agent's request.
 func execRequest(req api.ExecuteRequest, limit int64) (agent.KernelExecRequest, error) {
 	if req.Code == "" {
@@ -101,9 +108,13 @@ func (s *Service) execute(ctx context.Context, c *store.Context, req api.Execute
 	}
 	col := &collector{sink: sink}
 	resp := &api.ExecuteResponse{ContextID: c.ID, Results: []api.ExecutionResult{}}
+	done := s.use(ctx, c.SessionKey)
 	start := time.Now()
 	res, err := s.run(ctx, c, kreq, col)
-	s.metrics.ObserveExecution(c.Language, executionLabel(res, err), time.Since(start))
+	elapsed := time.Since(start)
+	label := executionLabel(res, err)
+	s.metrics.ObserveExecution(c.Language, label, elapsed)
+	done(elapsed, label != metrics.OutcomeOK)
 	switch {
 	case errors.Is(err, errSandboxGone):
 		resp.Error = &api.ExecutionError{Name: api.ErrorNameSandboxGone, Kind: api.ErrorKindSystem, Value: err.Error()}
@@ -149,6 +160,15 @@ func (s *Service) execute(ctx context.Context, c *store.Context, req api.Execute
 		s.log.Warn("record execution", "context", c.ID, "err", err)
 	}
 	return resp, nil
+}
+
+// use marks session key busy (see Sessions.Use); without sessions it
+// records nothing.
+func (s *Service) use(ctx context.Context, key string) func(time.Duration, bool) {
+	if s.sessions == nil {
+		return func(time.Duration, bool) {}
+	}
+	return s.sessions.Use(ctx, key)
 }
 
 // executionLabel is an execution's outcome label.

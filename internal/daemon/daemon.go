@@ -25,6 +25,7 @@ import (
 	"github.com/agent2env/agent2env/internal/pool"
 	"github.com/agent2env/agent2env/internal/prepull"
 	"github.com/agent2env/agent2env/internal/runtime/oci"
+	"github.com/agent2env/agent2env/internal/session"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
 	"github.com/agent2env/agent2env/internal/template"
 )
@@ -57,6 +58,11 @@ type Config struct {
 	// WarmPools are the warm pool sizes by name: a language, or a
 	// template.
 	WarmPools map[string]int
+	// Sessions configures sessions (flavors, idle timeout, limits, shared
+	// volumes). Fields left zero are read from seed 000's environment
+	// variables (session.ApplyEnv: MSB_DEFAULT_FLAVOR, MSB_SESSION_TIMEOUT,
+	// MSB_SHARED_VOLUME_PATH), else take their defaults.
+	Sessions session.Config
 	// Keys are the API keys clients must present; nil or empty means no
 	// authentication, allowed only on loopback.
 	Keys *auth.Keys
@@ -76,6 +82,7 @@ type System struct {
 	Templates *template.Service
 	Gateway   *gateway.Routes
 	Contexts  *contexts.Service
+	Sessions  *session.Service
 	Pools     *pool.Pools
 	Metrics   *metrics.Metrics
 	API       *httpapi.Server
@@ -151,7 +158,15 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	}
 	s.Manager.SetWarmPool(s.Pools)
 	s.Contexts = contexts.New(cfg.Contexts, s.Manager, s.Store, s.Pools, cfg.Log, contexts.WithMetrics(s.Metrics))
-	if err := s.Metrics.Register(s.Pools, s.Contexts); err != nil {
+	if err := session.ApplyEnv(&cfg.Sessions, os.LookupEnv); err != nil {
+		return nil, err
+	}
+	cfg.Sessions.MaxSandboxes = cfg.Manager.MaxSandboxes
+	cfg.Sessions.PoolCPU, cfg.Sessions.PoolMemory = cfg.Manager.DefaultCPU, cfg.Manager.DefaultMemory
+	if s.Sessions, err = session.New(cfg.Sessions, s.Manager, s.Store, s.Contexts, cfg.Log, session.WithUsage(s.Runtime)); err != nil {
+		return nil, err
+	}
+	if err := s.Metrics.Register(s.Pools, s.Contexts, s.Sessions); err != nil {
 		return nil, err
 	}
 	opts := []httpapi.Option{
@@ -160,10 +175,12 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		httpapi.WithRoutes(httpapi.NewTemplateRoutes(s.Templates)),
 		httpapi.WithRoutes(httpapi.NewPrepullRoutes(s.Prepull)),
 		httpapi.WithRoutes(httpapi.NewContextRoutes(s.Contexts)),
+		httpapi.WithRoutes(httpapi.NewSessionRoutes(s.Sessions)),
 		httpapi.WithMetrics(s.Metrics),
 	}
 	if authOn {
-		opts = append(opts, httpapi.WithMiddleware(httpapi.AuthMiddleware(cfg.Keys)))
+		// Sessions are scoped by the key that passed the auth.
+		opts = append(opts, httpapi.WithMiddleware(httpapi.AuthMiddleware(cfg.Keys)), httpapi.WithMiddleware(httpapi.TenantMiddleware))
 	}
 	s.API = httpapi.New(s.Manager, s.Images, cfg.Log, opts...)
 	if err := s.Manager.Recover(ctx); err != nil {
@@ -188,6 +205,7 @@ func (s *System) Serve(ctx context.Context, l net.Listener) error {
 	runCtx, stop := context.WithCancel(context.Background())
 	defer stop()
 	go s.Manager.Run(runCtx)
+	go s.Sessions.Run(runCtx)
 	poolsDone := make(chan struct{})
 	go func() {
 		defer close(poolsDone)

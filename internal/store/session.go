@@ -71,8 +71,10 @@ type Sessions interface {
 	CountSessions(ctx context.Context) (int, error)
 	UpdateSession(ctx context.Context, key string, fn func(*Session) error) (*Session, error)
 	DeleteSession(ctx context.Context, key string) error
-	// OrphanSandboxes returns the sandboxes a service made (ManagedBy set)
-	// before createdBefore that no session and no context refers to, and
-	// that no warm pool holds.
-	OrphanSandboxes(ctx context.Context, createdBefore time.Time) ([]*Sandbox, error)
+	// ReapableSandboxes returns the sandboxes a service made (ManagedBy
+	// set) that no warm pool holds and that are not pending, of which
+	// either no session and no context refers to them and they were made
+	// before orphanBefore, or they failed before failedBefore; oldest
+	// first.
+	ReapableSandboxes(ctx context.Context, orphanBefore, failedBefore time.Time) ([]*Sandbox, error)
 }

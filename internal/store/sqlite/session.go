@@ -102,13 +102,14 @@ func (s *Store) DeleteSession(ctx context.Context, key string) error {
 	return sessions.remove(ctx, s.w, key)
 }
 
-func (s *Store) OrphanSandboxes(ctx context.Context, createdBefore time.Time) ([]*store.Sandbox, error) {
+func (s *Store) ReapableSandboxes(ctx context.Context, orphanBefore, failedBefore time.Time) ([]*store.Sandbox, error) {
 	out, err := list(ctx, s.r, scanSandbox, `SELECT `+sandboxes.columns+` FROM sandboxes
-		WHERE managed_by != '' AND pool = '' AND created_at < ?
-		AND id NOT IN (SELECT sandbox_id FROM sessions) AND id NOT IN (SELECT sandbox_id FROM contexts)
-		ORDER BY created_at, id`, toUnix(createdBefore))
+		WHERE managed_by != '' AND pool = '' AND status != 'pending' AND (
+			(created_at < ? AND id NOT IN (SELECT sandbox_id FROM sessions) AND id NOT IN (SELECT sandbox_id FROM contexts))
+			OR (status = 'failed' AND updated_at < ?))
+		ORDER BY created_at, id`, toUnix(orphanBefore), toUnix(failedBefore))
 	if err != nil {
-		return nil, fmt.Errorf("list orphan sandboxes: %w", err)
+		return nil, fmt.Errorf("list reapable sandboxes: %w", err)
 	}
 	return out, nil
 }

@@ -25,7 +25,7 @@ var sessionTests = []struct {
 	{"SessionUpdate", testSessionUpdate},
 	{"SessionConcurrentUpdates", testSessionConcurrentUpdates},
 	{"SessionDeletedWithSandbox", testSessionDeletedWithSandbox},
-	{"OrphanSandboxes", testOrphanSandboxes},
+	{"ReapableSandboxes", testReapableSandboxes},
 }
 
 // sampleSession returns tenant's session id in sandbox sbID using every
@@ -270,31 +270,37 @@ func testSessionDeletedWithSandbox(t *testing.T, s store.Store) {
 	}
 }
 
-func testOrphanSandboxes(t *testing.T, s store.Store) {
+func testReapableSandboxes(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	base := time.Now().UTC().Truncate(time.Microsecond)
 	for _, sb := range []struct {
-		id, managedBy, pool string
-		age                 time.Duration
+		id, managedBy, pool, status string
+		age, failedAgo              time.Duration
 	}{
-		{"user", "", "", time.Hour},               // a client's: never an orphan
-		{"orphan-ctx", "contexts", "", time.Hour}, // nothing refers to it
-		{"orphan-ses", "sessions", "", 2 * time.Hour},
-		{"young", "sessions", "", 0},                // within the grace period
-		{"pooled", "contexts", "python", time.Hour}, // waiting in a pool
-		{"in-session", "sessions", "", time.Hour},
-		{"in-context", "contexts", "", time.Hour},
+		{"user", "", "", "running", time.Hour, 0},               // a client's: never
+		{"user-failed", "", "", "failed", time.Hour, time.Hour}, // a client's: never
+		{"orphan-ctx", "contexts", "", "running", time.Hour, 0}, // nothing refers to it
+		{"orphan-ses", "sessions", "", "succeeded", 2 * time.Hour, 0},
+		{"young", "sessions", "", "running", 0, 0},           // within the grace period
+		{"pending", "sessions", "", "pending", time.Hour, 0}, // being made
+		{"pooled", "contexts", "python", "running", time.Hour, 0},
+		{"in-session", "sessions", "", "running", time.Hour, 0},
+		{"in-context", "contexts", "", "running", time.Hour, 0},
+		{"failed-old", "sessions", "", "failed", 3 * time.Hour, 2 * time.Hour}, // referenced, but failed long ago
+		{"failed-new", "sessions", "", "failed", 3 * time.Hour, time.Minute},
 	} {
 		rec := sample(sb.id)
-		rec.ManagedBy, rec.Pool = sb.managedBy, sb.pool
-		rec.CreatedAt = base.Add(-sb.age)
+		rec.ManagedBy, rec.Pool, rec.Status = sb.managedBy, sb.pool, sb.status
+		rec.CreatedAt, rec.UpdatedAt = base.Add(-sb.age), base.Add(-sb.failedAgo)
 		if err := s.CreateSandbox(ctx, rec); err != nil {
 			t.Fatal(err)
 		}
 	}
 	mustCreateSession(t, s, sampleSession("t", "s", "in-session", base))
+	mustCreateSession(t, s, sampleSession("t", "f1", "failed-old", base))
+	mustCreateSession(t, s, sampleSession("t", "f2", "failed-new", base))
 	mustCreateContext(t, s, sampleContext("ctx-1", "in-context", base))
-	got, err := s.OrphanSandboxes(ctx, base.Add(-time.Minute))
+	got, err := s.ReapableSandboxes(ctx, base.Add(-time.Minute), base.Add(-time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +308,7 @@ func testOrphanSandboxes(t *testing.T, s store.Store) {
 	for _, sb := range got {
 		ids = append(ids, sb.ID)
 	}
-	if diff := cmp.Diff([]string{"orphan-ses", "orphan-ctx"}, ids); diff != "" {
-		t.Errorf("orphans, oldest first (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]string{"failed-old", "orphan-ses", "orphan-ctx"}, ids); diff != "" {
+		t.Errorf("reapable, oldest first (-want +got):\n%s", diff)
 	}
 }
