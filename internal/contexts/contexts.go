@@ -25,6 +25,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/metrics"
@@ -308,7 +309,8 @@ func (s *Service) adopt(ctx context.Context, r request, w Warm) string {
 func (s *Service) createIn(ctx context.Context, r request, pl placement) (*api.Context, error) {
 	c := &store.Context{
 		SandboxID: pl.sandbox.ID, Language: r.lang, Type: r.Type, SessionName: r.SessionName, SessionKey: pl.sessionKey,
-		Name: r.Name, Description: r.Description, WorkingDir: r.cwd, Env: r.Env, OwnsSandbox: pl.owned,
+		Tenant: auth.TenantOf(ctx), Name: r.Name, Description: r.Description, WorkingDir: r.cwd, Env: r.Env,
+		OwnsSandbox: pl.owned,
 	}
 	if err := s.startKernel(ctx, c, pl); err != nil {
 		if pl.fresh {
@@ -458,9 +460,19 @@ func (s *Service) release(ctx context.Context, id string) {
 	}
 }
 
+// get returns the record of context id if ctx's tenant made it: another
+// tenant's context is not found.
+func (s *Service) get(ctx context.Context, id string) (*store.Context, error) {
+	c, err := s.store.GetContext(ctx, id)
+	if err == nil && c.Tenant != auth.TenantOf(ctx) {
+		err = errdefs.NotFound("context %s not found", id)
+	}
+	return c, err
+}
+
 // Get returns a context.
 func (s *Service) Get(ctx context.Context, id string) (*api.Context, error) {
-	c, err := s.store.GetContext(ctx, id)
+	c, err := s.get(ctx, id)
 	if err != nil {
 		return nil, contextErr(err)
 	}
@@ -481,7 +493,7 @@ func (s *Service) inSandbox(ctx context.Context, sandboxID, id string) (*store.C
 	if _, err := s.sbx.Get(ctx, sandboxID); err != nil {
 		return nil, err
 	}
-	c, err := s.store.GetContext(ctx, id)
+	c, err := s.get(ctx, id)
 	if err != nil {
 		return nil, contextErr(err)
 	}
@@ -491,8 +503,9 @@ func (s *Service) inSandbox(ctx context.Context, sandboxID, id string) (*store.C
 	return c, nil
 }
 
-// List returns the contexts f selects, oldest first.
+// List returns the contexts of ctx's tenant that f selects, oldest first.
 func (s *Service) List(ctx context.Context, f store.ContextFilter) ([]api.Context, error) {
+	f.ByTenant, f.Tenant = true, auth.TenantOf(ctx)
 	if f.SandboxID != "" {
 		if _, err := s.sbx.Get(ctx, f.SandboxID); err != nil {
 			return nil, err
@@ -512,7 +525,7 @@ func (s *Service) List(ctx context.Context, f store.ContextFilter) ([]api.Contex
 // Delete ends a context, and its sandbox when the service made it and no
 // other context uses it.
 func (s *Service) Delete(ctx context.Context, id string) error {
-	c, err := s.store.GetContext(ctx, id)
+	c, err := s.get(ctx, id)
 	if err != nil {
 		return contextErr(err)
 	}

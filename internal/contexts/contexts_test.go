@@ -18,6 +18,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/contexts/contextstest"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/manager"
@@ -293,6 +294,36 @@ func TestNotInSandbox(t *testing.T) {
 	}
 	if r, err := e.svc.ExecuteIn(bg, a.ID, c.ContextID, api.ExecuteRequest{Code: "6 * 7"}); err != nil || r.Result != "42" {
 		t.Errorf("ExecuteIn own sandbox: %+v %v", r, err)
+	}
+}
+
+// TestTenants: with API keys, a context is its key's own: another key
+// neither lists nor reaches it.
+func TestTenants(t *testing.T) {
+	e := newEnv(t, nil)
+	a, b := auth.WithTenant(bg, "tenant-a"), auth.WithTenant(bg, "tenant-b")
+	c, err := e.svc.Create(a, api.CreateContextRequest{Name: "mine", Description: "a's"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Name != "mine" || c.Description != "a's" || e.Context(t, c.ContextID).Tenant != "tenant-a" {
+		t.Errorf("context %+v, record %+v", c, e.Context(t, c.ContextID))
+	}
+	_, err = e.svc.Get(b, c.ContextID)
+	checkErr(t, err, errdefs.ErrNotFound, api.CodeContextNotFound)
+	_, err = e.svc.Execute(b, c.ContextID, api.ExecuteRequest{Code: "1"})
+	checkErr(t, err, errdefs.ErrNotFound, api.CodeContextNotFound)
+	_, err = e.svc.Stream(b, "", c.ContextID, api.ExecuteRequest{Code: "1"})
+	checkErr(t, err, errdefs.ErrNotFound, api.CodeContextNotFound)
+	checkErr(t, e.svc.Delete(b, c.ContextID), errdefs.ErrNotFound, api.CodeContextNotFound)
+	checkErr(t, e.svc.DeleteIn(b, c.SandboxID, c.ContextID), errdefs.ErrNotFound, api.CodeContextNotFound)
+	for ctx, want := range map[context.Context]int{a: 1, b: 0, bg: 0} {
+		if list, err := e.svc.List(ctx, store.ContextFilter{}); err != nil || len(list) != want {
+			t.Errorf("list of %q: %+v %v; want %d", auth.TenantOf(ctx), list, err, want)
+		}
+	}
+	if r, err := e.svc.Execute(a, c.ContextID, api.ExecuteRequest{Code: "6 * 7"}); err != nil || r.Result != "42" {
+		t.Errorf("execute as its tenant: %+v %v", r, err)
 	}
 }
 

@@ -34,7 +34,7 @@ type Sink interface {
 
 // Execute runs code in a context, collecting its output.
 func (s *Service) Execute(ctx context.Context, id string, req api.ExecuteRequest) (*api.ExecuteResponse, error) {
-	c, err := s.store.GetContext(ctx, id)
+	c, err := s.get(ctx, id)
 	if err != nil {
 		return nil, contextErr(err)
 	}
@@ -59,7 +59,7 @@ func (s *Service) Stream(ctx context.Context, sandboxID, id string, req api.Exec
 	var err error
 	if sandboxID != "" {
 		c, err = s.inSandbox(ctx, sandboxID, id)
-	} else if c, err = s.store.GetContext(ctx, id); err != nil {
+	} else if c, err = s.get(ctx, id); err != nil {
 		err = contextErr(err)
 	}
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/session"
@@ -37,7 +38,7 @@ func (s *SessionRoutes) Register(mux *http.ServeMux) {
 func TenantMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if key, ok := BearerKey(r.Header.Get("Authorization")); ok {
-			r = r.WithContext(session.WithTenant(r.Context(), session.Tenant(key)))
+			r = r.WithContext(auth.WithTenant(r.Context(), auth.Tenant(key)))
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/store"
@@ -21,7 +22,7 @@ func (s *Service) get(ctx context.Context, id string) (*store.Session, error) {
 	if err := CheckID(id); err != nil {
 		return nil, err
 	}
-	sess, err := s.store.GetSession(ctx, store.SessionKey(TenantOf(ctx), id))
+	sess, err := s.store.GetSession(ctx, store.SessionKey(auth.TenantOf(ctx), id))
 	if errors.Is(err, errdefs.ErrNotFound) {
 		return nil, notFound(id)
 	}
@@ -39,7 +40,7 @@ func (s *Service) Get(ctx context.Context, id string) (*api.Session, error) {
 
 // List returns the sessions of ctx's tenant, oldest first.
 func (s *Service) List(ctx context.Context) ([]api.Session, error) {
-	all, err := s.store.ListSessions(ctx, store.SessionFilter{Tenant: TenantOf(ctx)})
+	all, err := s.store.ListSessions(ctx, store.SessionFilter{Tenant: auth.TenantOf(ctx)})
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +61,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 	if err := CheckID(id); err != nil {
 		return err
 	}
-	key := store.SessionKey(TenantOf(ctx), id)
+	key := store.SessionKey(auth.TenantOf(ctx), id)
 	unlock, err := s.locks.LockContext(ctx, key)
 	if err != nil {
 		return fmt.Errorf("wait for session %s: %w", id, err)
@@ -84,7 +85,7 @@ func (s *Service) KeepAlive(ctx context.Context, id string, req api.KeepAliveReq
 		return nil, err
 	}
 	now := s.now().UTC()
-	sess, err := s.store.UpdateSession(ctx, store.SessionKey(TenantOf(ctx), id), func(sess *store.Session) error {
+	sess, err := s.store.UpdateSession(ctx, store.SessionKey(auth.TenantOf(ctx), id), func(sess *store.Session) error {
 		if req.IdleTimeout > 0 {
 			sess.IdleTimeout = time.Duration(req.IdleTimeout * float64(time.Second))
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/contexts/contextstest"
 	"github.com/agent2env/agent2env/internal/manager"
@@ -75,7 +76,7 @@ func newEnv(t *testing.T, opts ...func(*setup)) *env {
 }
 
 // as returns a context of tenant's requests.
-func as(tenant string) context.Context { return WithTenant(bg, tenant) }
+func as(tenant string) context.Context { return auth.WithTenant(bg, tenant) }
 
 func (e *env) execute(t *testing.T, ctx context.Context, req api.SessionExecuteRequest) *api.SessionExecuteResponse {
 	t.Helper()

@@ -10,7 +10,7 @@
 // requests with one id make one session. A session's idle clock starts
 // when its last request finishes, so nothing running is ever reaped; an
 // absolute lifetime bounds it all the same. Sessions are scoped by tenant
-// (the API key, see WithTenant): one key cannot reach another's session by
+// (the API key, see auth.WithTenant): one key cannot reach another's session by
 // its id. A context's session_name is a session too: this service gives
 // the contexts service their sandbox (it implements contexts.Sessions).
 //
@@ -23,7 +23,6 @@ package session
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -37,6 +36,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/keyedlock"
@@ -135,27 +135,6 @@ func New(cfg Config, sbx Sandboxes, st Store, ctxs *contexts.Service, log *slog.
 	return s, nil
 }
 
-type tenantKey struct{}
-
-// WithTenant returns ctx carrying the tenant of the request: the API key
-// that authenticated it (as Tenant returns it), or "" without keys.
-func WithTenant(ctx context.Context, tenant string) context.Context {
-	return context.WithValue(ctx, tenantKey{}, tenant)
-}
-
-// TenantOf returns ctx's tenant.
-func TenantOf(ctx context.Context) string {
-	t, _ := ctx.Value(tenantKey{}).(string)
-	return t
-}
-
-// Tenant returns the tenant of an API key: a digest that never contains
-// '/' and says nothing of the key.
-func Tenant(apiKey string) string {
-	sum := sha256.Sum256([]byte("agent2env session tenant\x00" + apiKey))
-	return hex.EncodeToString(sum[:12])
-}
-
 // MaxIDBytes bounds a session id.
 const MaxIDBytes = 128
 
@@ -217,7 +196,7 @@ func (s *Service) open(ctx context.Context, r openRequest) (*lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	key := store.SessionKey(TenantOf(ctx), r.id)
+	key := store.SessionKey(auth.TenantOf(ctx), r.id)
 	unlock, err := s.locks.LockContext(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("wait for session %s: %w", r.id, err)
@@ -252,7 +231,7 @@ func (s *Service) open(ctx context.Context, r openRequest) (*lease, error) {
 func (s *Service) create(ctx context.Context, key string, r openRequest, flavor Flavor) (*lease, error) {
 	now := s.now().UTC()
 	sess := &store.Session{
-		Key: key, ID: r.id, Tenant: TenantOf(ctx), Flavor: flavor.Name, CPU: flavor.CPU, Memory: flavor.Memory,
+		Key: key, ID: r.id, Tenant: auth.TenantOf(ctx), Flavor: flavor.Name, CPU: flavor.CPU, Memory: flavor.Memory,
 		Template: r.template, IdleTimeout: s.cfg.IdleTimeout, CreatedAt: now, LastUsedAt: now,
 		ExpiresAt: now.Add(s.cfg.IdleTimeout),
 	}

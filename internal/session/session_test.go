@@ -14,6 +14,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/contexts/contextstest"
 	"github.com/agent2env/agent2env/internal/errdefs"
@@ -228,8 +229,8 @@ func TestTenants(t *testing.T) {
 	if r := e.execute(t, as("tenant-a"), api.SessionExecuteRequest{Code: "secret", SessionID: "s1"}); r.Created || r.Result != "'a'" {
 		t.Errorf("tenant a after tenant b's delete: %+v", r)
 	}
-	if Tenant("key-1") == Tenant("key-2") || strings.Contains(Tenant("key-1"), "/") || strings.Contains(Tenant("key-1"), "key") {
-		t.Errorf("tenants %q %q", Tenant("key-1"), Tenant("key-2"))
+	if auth.Tenant("key-1") == auth.Tenant("key-2") || strings.Contains(auth.Tenant("key-1"), "/") || strings.Contains(auth.Tenant("key-1"), "key") {
+		t.Errorf("tenants %q %q", auth.Tenant("key-1"), auth.Tenant("key-2"))
 	}
 }
 

@@ -16,6 +16,8 @@ type Context struct {
 	// SessionKey is the key of the session record the context is in
 	// (store.SessionKey), empty when it is in none.
 	SessionKey string
+	// Tenant is the API key that made the context (see auth.Tenant).
+	Tenant string
 	// Name and Description are the client's labels (seed 004).
 	Name        string
 	Description string
@@ -35,6 +37,9 @@ type ContextFilter struct {
 	SessionKey  string
 	SandboxID   string
 	Language    string
+	// ByTenant selects the contexts of Tenant only.
+	ByTenant bool
+	Tenant   string
 }
 
 // Contexts keeps context records. A context's record goes with its

@@ -34,7 +34,7 @@ func sampleContext(id, sbID string, created time.Time) *store.Context {
 	created = created.UTC().Truncate(time.Microsecond)
 	return &store.Context{
 		ID: id, SandboxID: sbID, Language: "python", Type: "jupyter", SessionName: "sess", SessionKey: "tenant/sess",
-		Name: "analysis ✓", Description: "a context\nwith two lines", WorkingDir: "/home/user/ü", Env: map[string]string{"A": "1", "UNICODE": "ü→✓"},
+		Name: "analysis ✓", Description: "a context\nwith two lines", Tenant: "tenant", WorkingDir: "/home/user/ü", Env: map[string]string{"A": "1", "UNICODE": "ü→✓"},
 		OwnsSandbox: true, CreatedAt: created, LastUsedAt: created.Add(time.Second), ExecutionCount: 7,
 	}
 }
@@ -180,6 +180,9 @@ func testContextList(t *testing.T, s store.Store) {
 		{"session key of a tenant", store.ContextFilter{SessionKey: "k/s1"}, []string{"c1"}},
 		{"language", store.ContextFilter{Language: "python"}, []string{"c0", "c3", "c4"}},
 		{"session key and language", store.ContextFilter{SessionKey: "/s2", Language: "bash"}, []string{"c2"}},
+		{"tenant", store.ContextFilter{ByTenant: true, Tenant: "tenant"}, []string{"c0", "c1", "c2", "c3", "c4"}},
+		{"other tenant", store.ContextFilter{ByTenant: true, Tenant: "other"}, []string{}},
+		{"no tenant", store.ContextFilter{ByTenant: true}, []string{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,11 +1,12 @@
 -- 7: sessions (seed 000) as records of their own; a context's session_name
 -- is a session. Sandboxes a service made say so (managed_by), so that one
 -- no record refers to can be told an orphan. Contexts keep a name and a
--- description (seed 004).
+-- description (seed 004), and the tenant (API key) that made them.
 ALTER TABLE sandboxes ADD COLUMN managed_by TEXT NOT NULL DEFAULT '';
 ALTER TABLE contexts ADD COLUMN session_key TEXT NOT NULL DEFAULT '';
 ALTER TABLE contexts ADD COLUMN name TEXT NOT NULL DEFAULT '';
 ALTER TABLE contexts ADD COLUMN description TEXT NOT NULL DEFAULT '';
+ALTER TABLE contexts ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
 CREATE TABLE sessions (
 	key TEXT PRIMARY KEY,
 	id TEXT NOT NULL,
@@ -30,6 +31,7 @@ CREATE INDEX sessions_tenant ON sessions(tenant, created_at, key);
 CREATE INDEX sessions_sandbox ON sessions(sandbox_id);
 CREATE INDEX sessions_expires ON sessions(expires_at);
 CREATE INDEX contexts_session_key ON contexts(session_key);
+CREATE INDEX contexts_tenant ON contexts(tenant, created_at, id);
 CREATE INDEX sandboxes_managed ON sandboxes(managed_by, created_at);
 
 -- The sessions contexts named become records (of no tenant: keys did not
