@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 )
 
 // A tenant is whoever an API key stands for: what one creates by a name of
@@ -28,4 +29,12 @@ func WithTenant(ctx context.Context, tenant string) context.Context {
 func TenantOf(ctx context.Context) string {
 	t, _ := ctx.Value(tenantKey{}).(string)
 	return t
+}
+
+// Bearer returns the key of an Authorization header's Bearer credential
+// (the scheme in any case, as Check reads it).
+func Bearer(authorization string) (string, bool) {
+	scheme, token, ok := strings.Cut(authorization, " ")
+	token = strings.TrimSpace(token)
+	return token, ok && strings.EqualFold(scheme, "Bearer") && token != ""
 }

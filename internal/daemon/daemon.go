@@ -20,6 +20,7 @@ import (
 	"github.com/agent2env/agent2env/internal/httpapi"
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/mcpserver"
 	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/netproxy"
 	"github.com/agent2env/agent2env/internal/pool"
@@ -83,6 +84,7 @@ type System struct {
 	Gateway   *gateway.Routes
 	Contexts  *contexts.Service
 	Sessions  *session.Service
+	MCP       *mcpserver.Server
 	Pools     *pool.Pools
 	Metrics   *metrics.Metrics
 	API       *httpapi.Server
@@ -169,6 +171,7 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	if err := s.Metrics.Register(s.Pools, s.Contexts, s.Sessions); err != nil {
 		return nil, err
 	}
+	s.MCP = mcpserver.New(mcpserver.Config{ScopeByKey: authOn, Log: cfg.Log}, s.Contexts, s.Sessions)
 	opts := []httpapi.Option{
 		httpapi.WithRoutes(s.Gateway),
 		httpapi.WithPublicURL(cfg.PublicURL),
@@ -176,6 +179,7 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		httpapi.WithRoutes(httpapi.NewPrepullRoutes(s.Prepull)),
 		httpapi.WithRoutes(httpapi.NewContextRoutes(s.Contexts)),
 		httpapi.WithRoutes(httpapi.NewSessionRoutes(s.Sessions)),
+		httpapi.WithRoutes(s.MCP),
 		httpapi.WithMetrics(s.Metrics),
 	}
 	if authOn {
@@ -202,6 +206,11 @@ func (s *System) Serve(ctx context.Context, l net.Listener) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+	// HTTP/2 without TLS as well (prior knowledge), so that one connection
+	// carries concurrent calls (MCP clients).
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
 	runCtx, stop := context.WithCancel(context.Background())
 	defer stop()
 	go s.Manager.Run(runCtx)

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/auth"
@@ -37,19 +36,11 @@ func (s *SessionRoutes) Register(mux *http.ServeMux) {
 // behind AuthMiddleware, which has checked the key.
 func TenantMiddleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if key, ok := BearerKey(r.Header.Get("Authorization")); ok {
+		if key, ok := auth.Bearer(r.Header.Get("Authorization")); ok {
 			r = r.WithContext(auth.WithTenant(r.Context(), auth.Tenant(key)))
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// BearerKey returns the key of an Authorization header's Bearer
-// credential.
-func BearerKey(authorization string) (string, bool) {
-	scheme, token, ok := strings.Cut(authorization, " ")
-	token = strings.TrimSpace(token)
-	return token, ok && strings.EqualFold(scheme, "Bearer") && token != ""
 }
 
 // pathSession puts the session of the path into the body's field,

@@ -88,11 +88,3 @@ func TestSessionTenants(t *testing.T) {
 		t.Errorf("path and body name two sessions: %d %+v", code, e)
 	}
 }
-
-func TestBearerKey(t *testing.T) {
-	for in, want := range map[string]string{"Bearer k1": "k1", "bearer  k2 ": "k2", "Basic x": "", "Bearer ": "", "": ""} {
-		if got, ok := BearerKey(in); got != want && ok || ok != (want != "") {
-			t.Errorf("BearerKey(%q) = %q, %v; want %q", in, got, ok, want)
-		}
-	}
-}
