@@ -9,12 +9,17 @@ LISTEN    ?= 127.0.0.1:8080
 export AGENT2ENV_CACHE_DIR ?= /var/cache/agent2env
 SUDO      := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
-.PHONY: all build deps run test test-go test-api bench vet clean
+.PHONY: all build deps mcp-clients run test test-go test-api bench vet clean
 
 all: build
 
 deps:
 	@scripts/deps.sh
+
+# The stock MCP clients the end-to-end tests use (MCP Inspector, Python mcp),
+# cached by version under $(AGENT2ENV_CACHE_DIR)/mcp-clients.
+mcp-clients:
+	@scripts/mcp-clients.sh
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/agent2env
@@ -29,7 +34,7 @@ vet:
 
 # The tests that need root, runc and built images run here; as root they
 # are on, and CI=true turns a missing prerequisite into a failure.
-test: deps build vet
+test: deps build vet mcp-clients
 	cd api && $(GO) test -count=1 ./...
 	AGENT2ENV_BUILD_TESTS=1 AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 15m ./...
 

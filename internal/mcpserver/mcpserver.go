@@ -73,6 +73,8 @@ type Server struct {
 	ctxs *contexts.Service
 	sess *session.Service
 	srv  *mcp.Server
+	// calls are the tools/call requests in flight over HTTP.
+	calls inflight
 }
 
 // New returns the server of the contexts and sessions services.
@@ -99,9 +101,10 @@ func New(cfg Config, ctxs *contexts.Service, sess *session.Service) *Server {
 // MCP returns the SDK server, for transports of the caller's own.
 func (s *Server) MCP() *mcp.Server { return s.srv }
 
-// Handler returns the streamable HTTP transport, stateless.
+// Handler returns the streamable HTTP transport, stateless. A call ends
+// when its client cancels it or goes away (see trackCalls).
 func (s *Server) Handler() http.Handler {
-	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
+	return s.trackCalls(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
 		Stateless:                    true,
 		Logger:                       s.cfg.Log,
 		MaxRequestBodyBytes:          s.cfg.MaxRequestBytes,
@@ -109,7 +112,7 @@ func (s *Server) Handler() http.Handler {
 		// The daemon's own auth guards it; loopback daemons are reached
 		// by name from containers and proxies as well.
 		DisableLocalhostProtection: true,
-	})
+	}))
 }
 
 // Register serves Handler at /mcp on mux (a route group of the daemon's
@@ -172,6 +175,8 @@ func add[In, Out any](s *Server, t tool[In, Out]) {
 	s.srv.AddTool(&mcp.Tool{Name: t.name, Title: t.title, Description: t.description, InputSchema: in, OutputSchema: out, Annotations: ann},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			ctx = s.tenant(ctx, req.Extra)
+			ctx, cancel := withCancelSignal(ctx)
+			defer cancel()
 			args, err := arguments[In](req.Params.Arguments, resolved)
 			if err != nil {
 				return errorResult(err), nil

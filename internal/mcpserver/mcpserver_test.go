@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -477,4 +479,93 @@ func TestBridge(t *testing.T) {
 	if err != nil || len(rr.Contents) != 1 {
 		t.Errorf("resource through the bridge: %+v %v", rr, err)
 	}
+}
+
+// TestCancelledNotification: a client of protocol 2025-06-18 cancels a
+// call with notifications/cancelled in a POST of its own, which the
+// stateless server matches to the call by caller and id; a cancellation
+// that matches two calls is ignored.
+func TestCancelledNotification(t *testing.T) {
+	e := newEnv(t, false)
+	post := func(body string) (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+		return http.DefaultClient.Do(req)
+	}
+	// The session first, so that the long call below finds it.
+	cs := e.connect(t, "", nil)
+	callTool(t, cs, "execute_code", map[string]any{"code": "kept = 1", "session_id": "c"}, nil)
+	done := make(chan string, 1)
+	start := time.Now()
+	go func() {
+		resp, err := post(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"execute_code","arguments":` +
+			`{"session_id":"c","timeout":60,"code":"import time\nfor i in range(600):\n    time.sleep(0.1)"}}}`)
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- string(b)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !e.srv.calls.has(5) {
+		if time.Now().After(deadline) {
+			t.Fatal("the call never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // into the loop
+	resp, err := post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"user"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the cancelled call did not end")
+	}
+	var after ExecuteCodeResult
+	callTool(t, cs, "execute_code", map[string]any{"code": "kept + i", "session_id": "c"}, &after)
+	if !after.Success || time.Since(start) > 30*time.Second {
+		t.Errorf("after the cancellation (%v): %+v", time.Since(start), after)
+	}
+
+	var f inflight
+	a, b := make(chan struct{}), make(chan struct{})
+	k := callKey{"caller", "7"}
+	f.add(k, a)
+	f.add(k, b)
+	if f.cancel(k) {
+		t.Error("a cancellation matching two calls was applied")
+	}
+	f.remove(k, b)
+	if !f.cancel(k) || !isClosed(a) || isClosed(b) {
+		t.Error("the one call in flight was not cancelled")
+	}
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// has reports whether a call of any caller with JSON-RPC id id is in
+// flight.
+func (f *inflight) has(id int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k := range f.calls {
+		if k.id == fmt.Sprint(id) {
+			return true
+		}
+	}
+	return false
 }
