@@ -115,6 +115,7 @@ func (s *Service) execute(ctx context.Context, c *store.Context, req api.Execute
 	label := executionLabel(res, err)
 	s.metrics.ObserveExecution(c.Language, label, elapsed)
 	done(elapsed, label != metrics.OutcomeOK)
+	s.log.Info("execution", "context", c.ID, "session", c.SessionName, "language", c.Language, "duration", elapsed, "outcome", label)
 	switch {
 	case errors.Is(err, errSandboxGone):
 		resp.Error = &api.ExecutionError{Name: api.ErrorNameSandboxGone, Kind: api.ErrorKindSystem, Value: err.Error()}

@@ -50,8 +50,7 @@ func (s *Service) ExecuteCode(ctx context.Context, req api.SessionExecuteRequest
 		return nil, err
 	}
 	ok = true
-	s.log.Info("session execution", "session", l.sess.ID, "language", lang, "duration", time.Duration(resp.ExecutionTime*float64(time.Second)),
-		"success", resp.Success, "created", l.created)
+	s.log.Debug("session execution", "session", l.sess.ID, "language", lang, "success", resp.Success, "created", l.created)
 	return &api.SessionExecuteResponse{SessionInfo: l.info(), Language: lang, ExecuteResponse: *resp}, nil
 }
 
