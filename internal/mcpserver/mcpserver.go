@@ -109,9 +109,8 @@ func (s *Server) Handler() http.Handler {
 		Logger:                       s.cfg.Log,
 		MaxRequestBodyBytes:          s.cfg.MaxRequestBytes,
 		PropagateRequestCancellation: true,
-		// The daemon's own auth guards it; loopback daemons are reached
-		// by name from containers and proxies as well.
-		DisableLocalhostProtection: true,
+		// The SDK's DNS-rebinding protection stays on: a request reaching a
+		// loopback listener must name a loopback host.
 	}))
 }
 

@@ -569,3 +569,25 @@ func (f *inflight) has(id int) bool {
 	}
 	return false
 }
+
+// A page a browser loaded from another host cannot reach a loopback
+// daemon's /mcp by DNS rebinding: the host must be a loopback one.
+func TestDNSRebinding(t *testing.T) {
+	e := newEnv(t, false)
+	for host, want := range map[string]int{"evil.example:80": http.StatusForbidden, strings.TrimPrefix(e.url, "http://"): http.StatusOK} {
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/mcp",
+			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`))
+		req.Host = host
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("host %s: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+}
