@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agent2env/agent2env/api"
@@ -86,7 +87,45 @@ func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]
 			t.Fatalf("%s: result %q: %v", name, text(t, res), err)
 		}
 	}
+	if !res.IsError {
+		checkOutput(t, cs, name, res)
+	}
 	return res
+}
+
+// outputSchemas caches the tools' output schemas, by client session.
+var outputSchemas sync.Map // *mcp.ClientSession -> map[string]*jsonschema.Resolved
+
+// checkOutput validates a result's structured content against the tool's
+// output schema, as strict clients (Python's) do.
+func checkOutput(t *testing.T, cs *mcp.ClientSession, name string, res *mcp.CallToolResult) {
+	t.Helper()
+	v, ok := outputSchemas.Load(cs)
+	if !ok {
+		m := map[string]*jsonschema.Resolved{}
+		for tool, err := range cs.Tools(bg, nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(tool.OutputSchema)
+			var s jsonschema.Schema
+			if err := json.Unmarshal(b, &s); err != nil {
+				t.Fatalf("output schema of %s: %v", tool.Name, err)
+			}
+			r, err := s.Resolve(nil)
+			if err != nil {
+				t.Fatalf("output schema of %s: %v", tool.Name, err)
+			}
+			m[tool.Name] = r
+		}
+		v, _ = outputSchemas.LoadOrStore(cs, m)
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	var instance any
+	json.Unmarshal(b, &instance)
+	if err := v.(map[string]*jsonschema.Resolved)[name].Validate(instance); err != nil {
+		t.Errorf("%s: structured content %s does not match the output schema: %v", name, b, err)
+	}
 }
 
 func text(t *testing.T, res *mcp.CallToolResult) string {
@@ -319,6 +358,11 @@ func TestSessionTools(t *testing.T) {
 	callTool(t, cs, "get_session_info", map[string]any{"session_id": first.SessionID}, &info)
 	if info["flavor"] != "small" || info["sandbox_id"] == "" || info["languages"] == nil {
 		t.Errorf("get_session_info: %v", info)
+	}
+	var bySandbox FileResult
+	callTool(t, cs, "read_file", map[string]any{"path": "data/a.txt", "sandbox_id": info["sandbox_id"]}, &bySandbox)
+	if bySandbox.Content != "hello" || bySandbox.SessionID != "" || bySandbox.ExpiresAt != nil {
+		t.Errorf("read_file by sandbox: %+v", bySandbox)
 	}
 	var stats map[string]any
 	callTool(t, cs, "get_stats", nil, &stats)

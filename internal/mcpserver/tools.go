@@ -159,15 +159,22 @@ type FileResult struct {
 	Size      int64  `json:"size"`
 	Content   string `json:"content,omitempty"`
 	Encoding  string `json:"encoding,omitempty"`
-	SessionID string `json:"session_id,omitempty"`
 	SandboxID string `json:"sandbox_id,omitempty"`
+	SessionRef
 }
 
 // ListFilesResult is list_files's result.
 type ListFilesResult struct {
-	Path      string         `json:"path"`
-	Files     []api.FileInfo `json:"files"`
-	SessionID string         `json:"session_id,omitempty"`
+	Path  string         `json:"path"`
+	Files []api.FileInfo `json:"files"`
+	SessionRef
+}
+
+// SessionRef is the session a file tool worked in, with its idle
+// deadline (none for a sandbox).
+type SessionRef struct {
+	SessionID string     `json:"session_id,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
 
 // SessionArgs name a session.
@@ -411,7 +418,7 @@ func (s *Server) writeFile(ctx context.Context, c *call, in WriteFileArgs) (File
 	if err != nil {
 		return FileResult{}, nil, err
 	}
-	return FileResult{Path: fi.Path, Size: fi.Size, SessionID: sessionOf(info), SandboxID: in.SandboxID}, nil, nil
+	return FileResult{Path: fi.Path, Size: fi.Size, SessionRef: sessionOf(info), SandboxID: in.SandboxID}, nil, nil
 }
 
 func (s *Server) readFile(ctx context.Context, c *call, in ReadFileArgs) (FileResult, []mcp.Content, error) {
@@ -423,7 +430,7 @@ func (s *Server) readFile(ctx context.Context, c *call, in ReadFileArgs) (FileRe
 		return FileResult{}, nil, err
 	}
 	p, _ := manager.CleanPath(in.Path)
-	out := FileResult{Path: p, Size: int64(len(data)), SessionID: sessionOf(info), SandboxID: in.SandboxID}
+	out := FileResult{Path: p, Size: int64(len(data)), SessionRef: sessionOf(info), SandboxID: in.SandboxID}
 	if in.Encoding == "base64" || (in.Encoding == "" && !utf8.Valid(data)) {
 		out.Content, out.Encoding = base64.StdEncoding.EncodeToString(data), "base64"
 	} else {
@@ -438,14 +445,14 @@ func (s *Server) listFiles(ctx context.Context, c *call, in ListFilesArgs) (List
 		return ListFilesResult{}, nil, err
 	}
 	p, _ := manager.CleanPath(in.Path)
-	return ListFilesResult{Path: p, Files: files, SessionID: sessionOf(info)}, nil, nil
+	return ListFilesResult{Path: p, Files: files, SessionRef: sessionOf(info)}, nil, nil
 }
 
-func sessionOf(info *api.SessionInfo) string {
+func sessionOf(info *api.SessionInfo) SessionRef {
 	if info == nil {
-		return ""
+		return SessionRef{}
 	}
-	return info.SessionID
+	return SessionRef{SessionID: info.SessionID, ExpiresAt: &info.ExpiresAt}
 }
 
 func (s *Server) listSessions(ctx context.Context, c *call, _ NoArgs) (ListSessionsResult, []mcp.Content, error) {
