@@ -14,12 +14,17 @@ COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS   := -X github.com/agent2env/agent2env/internal/buildinfo.version=$(VERSION) \
              -X github.com/agent2env/agent2env/internal/buildinfo.commit=$(COMMIT)
 
-.PHONY: all build deps run test test-go test-api bench vet tidy docs clean
+.PHONY: all build deps mcp-clients run test test-go test-api bench vet tidy docs clean
 
 all: build
 
 deps:
 	@scripts/deps.sh
+
+# The stock MCP clients the end-to-end tests use (MCP Inspector, Python mcp),
+# cached by version under $(AGENT2ENV_CACHE_DIR)/mcp-clients.
+mcp-clients:
+	@scripts/mcp-clients.sh
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/agent2env
@@ -45,7 +50,7 @@ docs:
 
 # The tests that need root, runc and built images run here; as root they
 # are on, and CI=true turns a missing prerequisite into a failure.
-test: deps build vet test-python
+test: deps build vet test-python mcp-clients
 	cd api && $(GO) test -count=1 ./...
 	AGENT2ENV_PYTHON=$$(scripts/test-peers.sh) && export AGENT2ENV_PYTHON && \
 	AGENT2ENV_BUILD_TESTS=1 AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m ./...

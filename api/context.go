@@ -43,8 +43,9 @@ type CreateContextRequest struct {
 	Type string `json:"type,omitempty"`
 	// Language is python (default), javascript or bash.
 	Language string `json:"language,omitempty"`
-	// SessionName groups contexts in one sandbox: a context created with
-	// the session name of a live context shares its sandbox (its files).
+	// SessionName is the session (see Session) the context is in: the
+	// session's contexts share its sandbox (its files). A session that
+	// does not exist is made.
 	SessionName string `json:"session_name,omitempty"`
 	// WorkingDir is the interpreter's working directory (default
 	// /workspace).
@@ -58,6 +59,12 @@ type CreateContextRequest struct {
 	Template string `json:"template,omitempty"`
 	// Env is added to the interpreter's environment.
 	Env map[string]string `json:"env,omitempty"`
+	// Name and Description are labels kept with the context (seed 004).
+	Name        string `json:"name,omitempty"`
+	Description string `json:"description,omitempty"`
+	// Flavor sizes the sandbox of a session the create makes (see
+	// Session); it is ignored otherwise.
+	Flavor string `json:"flavor,omitempty"`
 }
 
 // Context is a code-interpreter context.
@@ -73,6 +80,8 @@ type Context struct {
 	SandboxID      string    `json:"sandbox_id"`
 	LastUsedAt     time.Time `json:"last_used_at"`
 	ExecutionCount int       `json:"execution_count"`
+	Name           string    `json:"name,omitempty"`
+	Description    string    `json:"description,omitempty"`
 }
 
 // ContextList is the body of GET /contexts.

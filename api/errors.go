@@ -90,6 +90,7 @@ const (
 	CodeImageNotFound        = "IMAGE_NOT_FOUND"       // 404
 	CodeFileNotFound         = "FILE_NOT_FOUND"        // 404
 	CodeTemplateNotFound     = "TEMPLATE_NOT_FOUND"    // 404
+	CodeSessionNotFound      = "SESSION_NOT_FOUND"     // 404
 	CodeAlreadyExists        = "ALREADY_EXISTS"        // 409
 	CodeConflict             = "CONFLICT"              // 409
 	CodeSandboxNotReady      = "SANDBOX_NOT_READY"     // 409
@@ -139,6 +140,7 @@ var codes = map[string]struct {
 	CodeImageNotFound:    {http.StatusNotFound, CodeNotFound},
 	CodeFileNotFound:     {http.StatusNotFound, CodeNotFound},
 	CodeTemplateNotFound: {http.StatusNotFound, CodeNotFound},
+	CodeSessionNotFound:  {http.StatusNotFound, CodeNotFound},
 	CodeVersionNotFound:  {http.StatusNotFound, CodeNotFound},
 	CodePrepullNotFound:  {http.StatusNotFound, CodeNotFound},
 	CodeContextNotFound:  {http.StatusNotFound, CodeNotFound},

@@ -27,19 +27,29 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/agent2env/agent2env/api"
 )
 
 // Environment variables FromEnv reads, and the URL it falls back to.
+// Clients written for the services of the seeds find the daemon by their
+// names too: seed 000's MSB_SERVER_URL and MSB_API_KEY, seed 001's
+// SANDBOX_BASE_URL (and SANDBOX_TIMEOUT, see TimeoutFromEnv).
 const (
 	EnvURL     = "AGENT2ENV_URL"
 	EnvToken   = "AGENT2ENV_TOKEN"
 	DefaultURL = "http://127.0.0.1:8080"
+
+	EnvMSBURL     = "MSB_SERVER_URL"
+	EnvMSBKey     = "MSB_API_KEY"
+	EnvSandboxURL = "SANDBOX_BASE_URL"
+	EnvTimeout    = "SANDBOX_TIMEOUT"
 )
 
 // apiPrefix is where the versioned API lives below the base URL.
@@ -126,15 +136,68 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// FromEnv returns a Client for the daemon named by AGENT2ENV_URL (default
-// http://127.0.0.1:8080) with the bearer token AGENT2ENV_TOKEN, if set.
-// opts apply after those and so override them.
+// FromEnv returns a Client for the daemon named by AGENT2ENV_URL, else
+// MSB_SERVER_URL, else SANDBOX_BASE_URL (default http://127.0.0.1:8080),
+// with the bearer token AGENT2ENV_TOKEN, else MSB_API_KEY, if set. opts
+// apply after those and so override them.
 func FromEnv(opts ...Option) (*Client, error) {
-	base := os.Getenv(EnvURL)
+	base := firstEnv(EnvURL, EnvMSBURL, EnvSandboxURL)
 	if base == "" {
 		base = DefaultURL
 	}
-	return New(base, append([]Option{WithToken(os.Getenv(EnvToken))}, opts...)...)
+	return New(base, append([]Option{WithToken(firstEnv(EnvToken, EnvMSBKey))}, opts...)...)
+}
+
+// firstEnv returns the first of the variables that is set and not empty.
+func firstEnv(names ...string) string {
+	for _, n := range names {
+		if v := os.Getenv(n); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// TimeoutFromEnv returns SANDBOX_TIMEOUT (seed 001), the seconds an
+// execution may take when the caller gives no timeout; false when it is
+// unset or not a positive number.
+func TimeoutFromEnv() (float64, bool) {
+	v, err := strconv.ParseFloat(strings.TrimSpace(os.Getenv(EnvTimeout)), 64)
+	if err != nil || v <= 0 || math.IsInf(v, 0) {
+		return 0, false
+	}
+	return v, true
+}
+
+// URL returns the absolute URL of path (such as "/mcp") below the base
+// URL.
+func (c *Client) URL(path string) string { return c.base.String() + path }
+
+// HTTPClient returns an http.Client that sends the Client's headers (its
+// token) with every request, for the endpoints this package does not wrap,
+// such as the MCP endpoint.
+func (c *Client) HTTPClient() *http.Client {
+	base := c.hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &http.Client{Transport: headerTransport{base: base, header: c.header}, Jar: c.hc.Jar}
+}
+
+// headerTransport adds header to every request that lacks it.
+type headerTransport struct {
+	base   http.RoundTripper
+	header http.Header
+}
+
+func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, vs := range t.header {
+		if req.Header.Get(k) == "" {
+			req.Header[k] = vs
+		}
+	}
+	return t.base.RoundTrip(req)
 }
 
 // Health checks that the daemon answers GET /health.

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -198,5 +199,19 @@ func TestRequired(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
+	}
+}
+
+func TestBearer(t *testing.T) {
+	for in, want := range map[string]string{"Bearer k1": "k1", "bearer  k2 ": "k2", "Basic x": "", "Bearer ": "", "": ""} {
+		if got, ok := Bearer(in); got != want && ok || ok != (want != "") {
+			t.Errorf("Bearer(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+	if Tenant("key-1") == Tenant("key-2") || len(Tenant("key-1")) != 24 {
+		t.Errorf("tenants %q %q", Tenant("key-1"), Tenant("key-2"))
+	}
+	if got := TenantOf(WithTenant(context.Background(), "t")); got != "t" || TenantOf(context.Background()) != "" {
+		t.Errorf("TenantOf: %q", got)
 	}
 }

@@ -101,7 +101,8 @@ func benchWarm(d *daemon, n int, baseline stats) error {
 	var ids []string
 	sbs, err := measureRefilled(d, n, func() error {
 		var sb api.Sandbox
-		if err := d.post("/api/v1/sandboxes", api.CreateSandboxRequest{Image: "agent2env/python"}, &sb); err != nil {
+		// The image the python pool makes (contexts' default).
+		if err := d.post("/api/v1/sandboxes", api.CreateSandboxRequest{Image: "agent2env/code-interpreter"}, &sb); err != nil {
 			return err
 		}
 		ids = append(ids, sb.ID)

@@ -159,12 +159,18 @@ func run(n, concurrent, idle int, img string, createOnly bool) error {
 	if err := benchContexts(d, n, img); err != nil {
 		return fmt.Errorf("contexts: %w", err)
 	}
+	if err := benchSessions(d, n); err != nil {
+		return fmt.Errorf("sessions: %w", err)
+	}
 	raw, err := rawPython(n * 4)
 	if err != nil {
 		return err
 	}
 	if err := benchWarm(warm, n/2, raw); err != nil {
 		return fmt.Errorf("warm pool: %w", err)
+	}
+	if err := benchWarmSession(warm, n/2, raw); err != nil {
+		return fmt.Errorf("warm pool sessions: %w", err)
 	}
 	for _, id := range ids {
 		if err := d.delete(id); err != nil {

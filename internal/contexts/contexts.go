@@ -1,12 +1,14 @@
 // Package contexts is the code-interpreter service: contexts (seed 001) are
 // kernels in sandboxes' agents whose state persists between executions.
 //
-// A context lives in a sandbox: one the client names, one its session
-// already uses, or one the service provides — from the warm pool when one
+// A context lives in a sandbox: one the client names, its session's (the
+// session service, package session, provides it: a context's session_name
+// is a session), or one the service provides — from the warm pool when one
 // fits, else newly created from the language's default template or image.
-// A sandbox the service provided belongs to the session's contexts and is
-// deleted with the last of them. The record of a context goes with its
-// sandbox's (store cascade), so no record points at nothing.
+// A sandbox the service provided for a context without a session is
+// deleted with the last context in it; a session's goes with the session.
+// The record of a context goes with its sandbox's (store cascade), so no
+// record points at nothing.
 package contexts
 
 import (
@@ -23,8 +25,8 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
-	"github.com/agent2env/agent2env/internal/keyedlock"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/outbuf"
@@ -55,6 +57,35 @@ type Pool interface {
 	Take(ctx context.Context, source string) (Warm, bool)
 }
 
+// Sessions gives the contexts created with a session name their session's
+// sandbox (package session implements it).
+type Sessions interface {
+	// Attach opens the session req.SessionName names (of the tenant in
+	// ctx), making it when it does not exist: in req.SandboxID when set,
+	// else in a sandbox for language lang. The caller must call the
+	// Attachment's Done when the create ends.
+	Attach(ctx context.Context, req api.CreateContextRequest, lang string) (*Attachment, error)
+	// Use marks session key busy with an execution ("" for a context in
+	// no session); done, called when it ends, records it and restarts
+	// the session's idle clock.
+	Use(ctx context.Context, key string) (done func(d time.Duration, failed bool))
+	// Left tells that a context of session key was deleted: a session
+	// goes with its last context.
+	Left(ctx context.Context, key string)
+}
+
+// Attachment is a session's sandbox, held for a context create.
+type Attachment struct {
+	Sandbox    *store.Sandbox
+	SessionKey string
+	// Warm is a kernel already started in the sandbox (KernelID empty if
+	// none), adopted by a create it fits and stopped otherwise.
+	Warm Warm
+	// Done ends the create's hold on the session; ok false removes a
+	// session the Attach made, so that a failed create leaves nothing.
+	Done func(ok bool)
+}
+
 // Source is where a sandbox for a language's contexts comes from: a
 // template when set, else an image.
 type Source struct {
@@ -76,11 +107,17 @@ type Config struct {
 	Outputs *outbuf.Budget
 }
 
-// DefaultSources are the built-in images per language.
+// DefaultImage is the built-in image every language's contexts run in by
+// default: it has every kernel (python with numpy, pandas and matplotlib,
+// node, bash), so one session's sandbox runs them all. The per-language
+// images (agent2env/python, agent2env/node) remain for those who name them.
+const DefaultImage = "agent2env/code-interpreter"
+
+// DefaultSources are the built-in sources per language.
 var DefaultSources = map[string]Source{
-	api.LanguagePython:     {Image: "agent2env/python"},
-	api.LanguageJavaScript: {Image: "agent2env/node"},
-	api.LanguageBash:       {Image: "agent2env/python"},
+	api.LanguagePython:     {Image: DefaultImage},
+	api.LanguageJavaScript: {Image: DefaultImage},
+	api.LanguageBash:       {Image: DefaultImage},
 }
 
 // Sources returns the source of every language: the configured one, else
@@ -120,10 +157,8 @@ type Service struct {
 	// metrics records execution durations; nil records none.
 	metrics *metrics.Metrics
 
-	// sessions serializes the creates and deletes of one session's
-	// contexts, so that a session gets one sandbox; other sessions go on
-	// meanwhile. It holds only the sessions in use.
-	sessions keyedlock.Locks
+	// sessions provides sessions' sandboxes; nil refuses session names.
+	sessions Sessions
 }
 
 // Option configures a Service.
@@ -144,6 +179,11 @@ func New(cfg Config, sbx Sandboxes, st store.Contexts, pool Pool, log *slog.Logg
 	}
 	return s
 }
+
+// SetSessions makes the service place contexts with a session name in
+// their session's sandbox. It is set once at wiring, before serving (the
+// session service uses this one, so it cannot be an option of New).
+func (s *Service) SetSessions(ss Sessions) { s.sessions = ss }
 
 // Language returns the canonical name of a language or its alias.
 func Language(s string) (string, error) {
@@ -176,48 +216,112 @@ func contextErr(err error) error {
 // placement is where a new context goes.
 type placement struct {
 	sandbox *store.Sandbox
-	owned   bool   // made for this context's session
-	kernel  string // a warm kernel to adopt
+	owned   bool // made for this context
+	// fresh says the sandbox was made (or taken from a pool) for this
+	// request: only then may a failed request delete it.
+	fresh      bool
+	kernel     string // a warm kernel to adopt
+	sessionKey string
 }
 
-// Create makes a context, and a sandbox for it when the request names none.
-func (s *Service) Create(ctx context.Context, req api.CreateContextRequest) (*api.Context, error) {
-	lang, err := Language(req.Language)
-	if err != nil {
-		return nil, err
+// request is a create request checked and completed.
+type request struct {
+	api.CreateContextRequest
+	lang, cwd string
+}
+
+// check validates a create request and fills in its defaults.
+func check(req api.CreateContextRequest) (request, error) {
+	r := request{CreateContextRequest: req, cwd: sandbox.WorkDir}
+	var err error
+	if r.lang, err = Language(req.Language); err != nil {
+		return request{}, err
 	}
-	if req.Type == "" {
-		req.Type = api.ContextTypeJupyter
+	if r.Type == "" {
+		r.Type = api.ContextTypeJupyter
 	}
-	if req.Type != api.ContextTypeJupyter {
-		return nil, errdefs.Invalid("context type %q is not supported: use %q", req.Type, api.ContextTypeJupyter)
+	if r.Type != api.ContextTypeJupyter {
+		return request{}, errdefs.Invalid("context type %q is not supported: use %q", req.Type, api.ContextTypeJupyter)
 	}
-	cwd := sandbox.WorkDir
 	if req.WorkingDir != "" {
-		if cwd, err = manager.CleanPath(req.WorkingDir); err != nil {
-			return nil, err
+		if r.cwd, err = manager.CleanPath(req.WorkingDir); err != nil {
+			return request{}, err
 		}
 	}
 	if err := manager.ValidEnv(req.Env); err != nil {
-		return nil, err
+		return request{}, err
 	}
-	if req.SessionName != "" {
-		unlock, err := s.sessions.LockContext(ctx, req.SessionName)
-		if err != nil {
-			return nil, fmt.Errorf("wait for session %q: %w", req.SessionName, err)
-		}
-		defer unlock()
+	if len(req.Name) > MaxLabelBytes || len(req.Description) > MaxLabelBytes {
+		return request{}, errdefs.Invalid("name and description must be at most %d bytes", MaxLabelBytes)
 	}
-	pl, err := s.place(ctx, req, lang)
+	return r, nil
+}
+
+// MaxLabelBytes bounds a context's name and description.
+const MaxLabelBytes = 4096
+
+// Create makes a context, and a sandbox for it when the request names none.
+func (s *Service) Create(ctx context.Context, req api.CreateContextRequest) (*api.Context, error) {
+	r, err := check(req)
 	if err != nil {
 		return nil, err
 	}
+	if req.SessionName != "" {
+		if s.sessions == nil {
+			return nil, fmt.Errorf("session_name: sessions are not served here: %w", errdefs.ErrNotImplemented)
+		}
+		at, err := s.sessions.Attach(ctx, req, r.lang)
+		if err != nil {
+			return nil, err
+		}
+		c, err := s.createIn(ctx, r, s.attached(ctx, r, at))
+		at.Done(err == nil)
+		return c, err
+	}
+	pl, err := s.place(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return s.createIn(ctx, r, pl)
+}
+
+// CreateInSession makes a context in the sandbox of a session the caller
+// holds: the session service calls it for the kernels it starts itself.
+func (s *Service) CreateInSession(ctx context.Context, req api.CreateContextRequest, at *Attachment) (*api.Context, error) {
+	r, err := check(req)
+	if err != nil {
+		return nil, err
+	}
+	return s.createIn(ctx, r, s.attached(ctx, r, at))
+}
+
+// attached places a context in a session's sandbox.
+func (s *Service) attached(ctx context.Context, r request, at *Attachment) placement {
+	return placement{sandbox: at.Sandbox, sessionKey: at.SessionKey, kernel: s.adopt(ctx, r, at.Warm)}
+}
+
+// adopt returns the warm kernel w if it fits the request, and stops it
+// otherwise.
+func (s *Service) adopt(ctx context.Context, r request, w Warm) string {
+	if w.KernelID == "" {
+		return ""
+	}
+	if w.Language == r.lang && len(r.Env) == 0 && r.cwd == sandbox.WorkDir {
+		return w.KernelID
+	}
+	s.dropKernel(ctx, &store.Context{ID: w.KernelID, SandboxID: w.Sandbox.ID})
+	return ""
+}
+
+// createIn starts the context's kernel in its placement and records it.
+func (s *Service) createIn(ctx context.Context, r request, pl placement) (*api.Context, error) {
 	c := &store.Context{
-		SandboxID: pl.sandbox.ID, Language: lang, Type: req.Type, SessionName: req.SessionName,
-		WorkingDir: cwd, Env: req.Env, OwnsSandbox: pl.owned,
+		SandboxID: pl.sandbox.ID, Language: r.lang, Type: r.Type, SessionName: r.SessionName, SessionKey: pl.sessionKey,
+		Tenant: auth.TenantOf(ctx), Name: r.Name, Description: r.Description, WorkingDir: r.cwd, Env: r.Env,
+		OwnsSandbox: pl.owned,
 	}
 	if err := s.startKernel(ctx, c, pl); err != nil {
-		if pl.owned {
+		if pl.fresh {
 			s.release(context.WithoutCancel(ctx), pl.sandbox.ID)
 		}
 		return nil, err
@@ -226,67 +330,89 @@ func (s *Service) Create(ctx context.Context, req api.CreateContextRequest) (*ap
 	c.LastUsedAt = c.CreatedAt
 	if err := s.store.CreateContext(ctx, c); err != nil {
 		s.dropKernel(context.WithoutCancel(ctx), c)
-		if pl.owned {
+		if pl.fresh {
 			s.release(context.WithoutCancel(ctx), pl.sandbox.ID)
 		}
 		return nil, fmt.Errorf("record context: %w", err)
 	}
-	s.log.Info("context created", "context", c.ID, "language", lang, "sandbox", c.SandboxID, "warm", pl.kernel != "")
+	s.log.Info("context created", "context", c.ID, "language", r.lang, "sandbox", c.SandboxID, "session", c.SessionName,
+		"warm", pl.kernel != "")
 	return toAPI(c), nil
 }
 
-// place finds or makes the sandbox of a new context.
-func (s *Service) place(ctx context.Context, req api.CreateContextRequest, lang string) (placement, error) {
-	if req.SandboxID != "" {
-		sb, err := s.sbx.Get(ctx, req.SandboxID)
+// place finds or makes the sandbox of a new context outside sessions.
+func (s *Service) place(ctx context.Context, r request) (placement, error) {
+	if r.SandboxID != "" {
+		sb, err := s.sbx.Get(ctx, r.SandboxID)
 		if err != nil {
 			return placement{}, err
 		}
 		return placement{sandbox: sb}, nil
 	}
-	if req.SessionName != "" {
-		peers, err := s.store.ListContexts(ctx, store.ContextFilter{SessionName: req.SessionName})
-		if err != nil {
-			return placement{}, err
-		}
-		for _, p := range peers {
-			if sb, err := s.sbx.Get(ctx, p.SandboxID); err == nil && sb.Status == string(api.StatusRunning) {
-				return placement{sandbox: sb, owned: p.OwnsSandbox}, nil
-			}
-		}
+	w, err := s.Provision(ctx, SandboxRequest{Language: r.lang, Template: r.Template, ManagedBy: ManagedBy})
+	if err != nil {
+		return placement{}, err
 	}
-	source := lang
+	return placement{sandbox: w.Sandbox, owned: true, fresh: true, kernel: s.adopt(ctx, r, w)}, nil
+}
+
+// ManagedBy marks the sandboxes the service makes for contexts.
+const ManagedBy = "contexts"
+
+// SandboxRequest is what a sandbox for kernels needs.
+type SandboxRequest struct {
+	// Language is the kernel a warm sandbox should have started.
+	Language string
+	// Template, when set, is the sandbox's template; else the language's
+	// default source.
+	Template string
+	// CPU and Memory override the default limits; a warm pool's sandbox
+	// fits only a request without them.
+	CPU, Memory string
+	// TTL bounds the sandbox's life (nil: the daemon's default).
+	TTL *int
+	// ManagedBy names the service whose records will refer to it.
+	ManagedBy string
+	// Mounts are host directories to bind into the sandbox; a warm pool's
+	// sandbox fits only a request without them.
+	Mounts []sandbox.Mount
+}
+
+// Provision returns a running sandbox for req: one of the warm pool, with
+// its started kernel in Warm.KernelID, when one fits; else one newly made.
+// On error it leaves nothing behind.
+func (s *Service) Provision(ctx context.Context, req SandboxRequest) (Warm, error) {
+	source := req.Language
 	if req.Template != "" {
 		source = req.Template
 	}
-	if s.pool != nil {
+	if s.pool != nil && req.CPU == "" && req.Memory == "" && req.TTL == nil && len(req.Mounts) == 0 {
 		if w, ok := s.pool.Take(ctx, source); ok {
-			pl := placement{sandbox: w.Sandbox, owned: true}
-			if w.Language == lang && len(req.Env) == 0 && (req.WorkingDir == "" || req.WorkingDir == sandbox.WorkDir) {
-				pl.kernel = w.KernelID
-			} else if w.KernelID != "" {
-				s.dropKernel(ctx, &store.Context{ID: w.KernelID, SandboxID: w.Sandbox.ID})
-			}
-			return pl, nil
+			return w, nil
 		}
 	}
-	src := s.cfg.Defaults[lang]
+	src := s.cfg.Defaults[req.Language]
 	if req.Template != "" {
 		src = Source{Template: req.Template}
 	}
-	sb, err := s.sbx.Create(ctx, manager.CreateRequest{Template: src.Template, Image: src.Image})
+	sb, err := s.sbx.Create(ctx, manager.CreateRequest{Template: src.Template, Image: src.Image,
+		CPU: req.CPU, Memory: req.Memory, TTL: req.TTL, ManagedBy: req.ManagedBy, Mounts: req.Mounts})
 	if err != nil {
-		return placement{}, fmt.Errorf("create a sandbox for the context: %w", err)
+		return Warm{}, fmt.Errorf("create a sandbox for %s: %w", req.Language, err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
 	defer cancel()
 	running, err := s.sbx.WaitRunning(wctx, sb)
 	if err != nil {
 		s.release(context.WithoutCancel(ctx), sb.ID)
-		return placement{}, fmt.Errorf("sandbox for the context: %w", err)
+		return Warm{}, fmt.Errorf("sandbox for %s: %w", req.Language, err)
 	}
-	return placement{sandbox: running, owned: true}, nil
+	return Warm{Sandbox: running}, nil
 }
+
+// Release deletes a sandbox Provision made, logging failure: the sweeper
+// retries what is left.
+func (s *Service) Release(ctx context.Context, id string) { s.release(ctx, id) }
 
 // startKernel starts the context's kernel, or adopts the warm one.
 func (s *Service) startKernel(ctx context.Context, c *store.Context, pl placement) error {
@@ -342,9 +468,19 @@ func (s *Service) release(ctx context.Context, id string) {
 	}
 }
 
+// get returns the record of context id if ctx's tenant made it: another
+// tenant's context is not found.
+func (s *Service) get(ctx context.Context, id string) (*store.Context, error) {
+	c, err := s.store.GetContext(ctx, id)
+	if err == nil && c.Tenant != auth.TenantOf(ctx) {
+		err = errdefs.NotFound("context %s not found", id)
+	}
+	return c, err
+}
+
 // Get returns a context.
 func (s *Service) Get(ctx context.Context, id string) (*api.Context, error) {
-	c, err := s.store.GetContext(ctx, id)
+	c, err := s.get(ctx, id)
 	if err != nil {
 		return nil, contextErr(err)
 	}
@@ -365,7 +501,7 @@ func (s *Service) inSandbox(ctx context.Context, sandboxID, id string) (*store.C
 	if _, err := s.sbx.Get(ctx, sandboxID); err != nil {
 		return nil, err
 	}
-	c, err := s.store.GetContext(ctx, id)
+	c, err := s.get(ctx, id)
 	if err != nil {
 		return nil, contextErr(err)
 	}
@@ -375,8 +511,9 @@ func (s *Service) inSandbox(ctx context.Context, sandboxID, id string) (*store.C
 	return c, nil
 }
 
-// List returns the contexts f selects, oldest first.
+// List returns the contexts of ctx's tenant that f selects, oldest first.
 func (s *Service) List(ctx context.Context, f store.ContextFilter) ([]api.Context, error) {
+	f.ByTenant, f.Tenant = true, auth.TenantOf(ctx)
 	if f.SandboxID != "" {
 		if _, err := s.sbx.Get(ctx, f.SandboxID); err != nil {
 			return nil, err
@@ -396,7 +533,7 @@ func (s *Service) List(ctx context.Context, f store.ContextFilter) ([]api.Contex
 // Delete ends a context, and its sandbox when the service made it and no
 // other context uses it.
 func (s *Service) Delete(ctx context.Context, id string) error {
-	c, err := s.store.GetContext(ctx, id)
+	c, err := s.get(ctx, id)
 	if err != nil {
 		return contextErr(err)
 	}
@@ -413,17 +550,15 @@ func (s *Service) DeleteIn(ctx context.Context, sandboxID, id string) error {
 }
 
 func (s *Service) delete(ctx context.Context, c *store.Context) error {
-	if c.SessionName != "" {
-		unlock, err := s.sessions.LockContext(ctx, c.SessionName)
-		if err != nil {
-			return fmt.Errorf("wait for session %q: %w", c.SessionName, err)
-		}
-		defer unlock()
-	}
 	if err := s.store.DeleteContext(ctx, c.ID); err != nil {
 		return contextErr(err)
 	}
 	ctx = context.WithoutCancel(ctx)
+	if c.SessionKey != "" && s.sessions != nil {
+		s.dropKernel(ctx, c)
+		s.sessions.Left(ctx, c.SessionKey)
+		return nil
+	}
 	if c.OwnsSandbox {
 		rest, _, err := s.store.ListContextPage(ctx, store.ContextFilter{SandboxID: c.SandboxID}, store.Page{Limit: 1})
 		switch {
@@ -474,6 +609,6 @@ func toAPI(c *store.Context) *api.Context {
 	return &api.Context{
 		ContextID: c.ID, Type: c.Type, Status: api.ContextStatusActive, CreatedAt: c.CreatedAt,
 		Language: c.Language, SessionName: c.SessionName, WorkingDir: c.WorkingDir, SandboxID: c.SandboxID,
-		LastUsedAt: c.LastUsedAt, ExecutionCount: c.ExecutionCount,
+		LastUsedAt: c.LastUsedAt, ExecutionCount: c.ExecutionCount, Name: c.Name, Description: c.Description,
 	}
 }

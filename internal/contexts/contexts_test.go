@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,15 +18,15 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/contexts/contextstest"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/metrics/metricstest"
 	"github.com/agent2env/agent2env/internal/outbuf"
-	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
-	"github.com/agent2env/agent2env/internal/store/sqlite"
 )
 
 // These tests run real in-process agents (package fakeruntime), whose
@@ -39,33 +37,20 @@ import (
 // env is the service over a real manager, a fake runtime and a sqlite
 // store.
 type env struct {
+	*contextstest.Env
 	svc *Service
-	m   *manager.Manager
-	st  store.Store
-	rt  *fakeruntime.Runtime
 }
 
 func newEnv(t *testing.T, pool Pool) *env {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	rt := fakeruntime.New()
-	m := manager.New(manager.Config{StartTimeout: 10 * time.Second}, rt, st, log)
-	svc := New(Config{ReadyTimeout: 10 * time.Second}, m, st, pool, log)
-	t.Cleanup(func() {
-		m.Close()
-		if err := rt.Close(); err != nil {
-			t.Errorf("close runtime: %v", err)
-		}
-		st.Close()
-	})
-	return &env{svc: svc, m: m, st: st, rt: rt}
+	ce := contextstest.NewEnv(t, manager.Config{}, nil)
+	svc := New(Config{ReadyTimeout: 10 * time.Second}, ce.M, ce.St, pool, slog.New(slog.DiscardHandler))
+	return &env{Env: ce, svc: svc}
 }
 
 var bg = context.Background()
+
+var checkErr = contextstest.CheckErr
 
 func (e *env) create(t *testing.T, req api.CreateContextRequest) *api.Context {
 	t.Helper()
@@ -76,19 +61,6 @@ func (e *env) create(t *testing.T, req api.CreateContextRequest) *api.Context {
 	return c
 }
 
-// sandbox creates a running sandbox through the manager.
-func (e *env) sandbox(t *testing.T) *store.Sandbox {
-	t.Helper()
-	sb, err := e.m.Create(bg, manager.CreateRequest{Image: "agent2env/python"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sb.Status != string(api.StatusRunning) {
-		t.Fatalf("sandbox %s is %s: %s", sb.ID, sb.Status, sb.Reason)
-	}
-	return sb
-}
-
 func (e *env) exec(t *testing.T, id, code string, timeout float64) *api.ExecuteResponse {
 	t.Helper()
 	resp, err := e.svc.Execute(bg, id, api.ExecuteRequest{Code: code, Timeout: timeout})
@@ -97,86 +69,6 @@ func (e *env) exec(t *testing.T, id, code string, timeout float64) *api.ExecuteR
 	}
 	resp.Release()
 	return resp.ExecuteResponse
-}
-
-// sandboxes returns the ids of every sandbox record.
-func (e *env) sandboxes(t *testing.T) []string {
-	t.Helper()
-	all, err := e.st.ListSandboxes(bg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := []string{}
-	for _, sb := range all {
-		ids = append(ids, sb.ID)
-	}
-	return ids
-}
-
-// contexts returns the ids of every context record.
-func (e *env) contexts(t *testing.T) []string {
-	t.Helper()
-	all, err := e.st.ListContexts(bg, store.ContextFilter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := []string{}
-	for _, c := range all {
-		ids = append(ids, c.ID)
-	}
-	return ids
-}
-
-func (e *env) record(t *testing.T, id string) *store.Context {
-	t.Helper()
-	c, err := e.st.GetContext(bg, id)
-	if err != nil {
-		t.Fatalf("context record %s: %v", id, err)
-	}
-	return c
-}
-
-// kernels returns the ids of the kernels the agent of sandbox id runs.
-func (e *env) kernels(t *testing.T, id string) []string {
-	t.Helper()
-	ac, err := e.m.Agent(bg, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ks, err := ac.Kernels(bg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := []string{}
-	for _, k := range ks {
-		ids = append(ids, k.ID)
-	}
-	slices.Sort(ids)
-	return ids
-}
-
-func (e *env) sandboxExists(t *testing.T, id string) bool {
-	t.Helper()
-	_, err := e.m.Get(bg, id)
-	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		t.Fatal(err)
-	}
-	return err == nil
-}
-
-// checkErr fails the test unless err is of class and carries code (when
-// code is not empty).
-func checkErr(t *testing.T, err, class error, code string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("got no error, want %v (%s)", class, code)
-	}
-	if class != nil && !errors.Is(err, class) {
-		t.Errorf("error %q is not %v", err, class)
-	}
-	if code != "" && errdefs.Code(err) != code {
-		t.Errorf("error %q has code %q, want %q", err, errdefs.Code(err), code)
-	}
 }
 
 func TestLanguage(t *testing.T) {
@@ -228,13 +120,13 @@ func TestSources(t *testing.T) {
 	got := Sources(map[string]Source{api.LanguagePython: {Template: "py"}})
 	want := map[string]Source{
 		api.LanguagePython:     {Template: "py"},
-		api.LanguageJavaScript: {Image: "agent2env/node"},
-		api.LanguageBash:       {Image: "agent2env/python"},
+		api.LanguageJavaScript: {Image: "agent2env/code-interpreter"},
+		api.LanguageBash:       {Image: "agent2env/code-interpreter"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Sources: %+v, want %+v", got, want)
 	}
-	if DefaultSources[api.LanguagePython] != (Source{Image: "agent2env/python"}) {
+	if DefaultSources[api.LanguagePython] != (Source{Image: "agent2env/code-interpreter"}) {
 		t.Errorf("Sources changed the defaults: %+v", DefaultSources)
 	}
 }
@@ -264,10 +156,10 @@ func TestCreateInvalid(t *testing.T) {
 				t.Errorf("Create returned %+v", c)
 			}
 			checkErr(t, err, errdefs.ErrInvalidArgument, tt.code)
-			if ids := e.sandboxes(t); len(ids) != 0 {
+			if ids := e.Sandboxes(t); len(ids) != 0 {
 				t.Errorf("sandboxes made: %v", ids)
 			}
-			if ids := e.contexts(t); len(ids) != 0 {
+			if ids := e.Contexts(t); len(ids) != 0 {
 				t.Errorf("contexts made: %v", ids)
 			}
 		})
@@ -282,18 +174,18 @@ func TestCreateOwnSandbox(t *testing.T) {
 		c.CreatedAt.IsZero() || !c.LastUsedAt.Equal(c.CreatedAt) || c.ExecutionCount != 0 {
 		t.Errorf("context %+v", c)
 	}
-	rec := e.record(t, c.ContextID)
+	rec := e.Context(t, c.ContextID)
 	if !rec.OwnsSandbox || rec.SandboxID != c.SandboxID {
 		t.Errorf("record %+v: want it to own sandbox %s", rec, c.SandboxID)
 	}
-	sb, err := e.m.Get(bg, c.SandboxID)
+	sb, err := e.M.Get(bg, c.SandboxID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sb.Status != string(api.StatusRunning) || !strings.Contains(sb.Image, "agent2env/python") {
+	if sb.Status != string(api.StatusRunning) || !strings.Contains(sb.Image, "agent2env/code-interpreter") {
 		t.Errorf("sandbox %+v", sb)
 	}
-	if ks := e.kernels(t, c.SandboxID); !reflect.DeepEqual(ks, []string{c.ContextID}) {
+	if ks := e.Kernels(t, c.SandboxID); !reflect.DeepEqual(ks, []string{c.ContextID}) {
 		t.Errorf("kernels %v, want [%s]", ks, c.ContextID)
 	}
 	got, err := e.svc.Get(bg, c.ContextID)
@@ -304,10 +196,10 @@ func TestCreateOwnSandbox(t *testing.T) {
 	if err := e.svc.Delete(bg, c.ContextID); err != nil {
 		t.Fatal(err)
 	}
-	if e.sandboxExists(t, c.SandboxID) {
+	if e.SandboxExists(t, c.SandboxID) {
 		t.Error("the context's own sandbox outlived it")
 	}
-	if ids := e.contexts(t); len(ids) != 0 {
+	if ids := e.Contexts(t); len(ids) != 0 {
 		t.Errorf("contexts left: %v", ids)
 	}
 	checkErr(t, e.svc.Delete(bg, c.ContextID), errdefs.ErrNotFound, api.CodeContextNotFound)
@@ -323,58 +215,11 @@ func TestCreateKernelFailsReleasesSandbox(t *testing.T) {
 	if err != nil && !strings.Contains(err.Error(), "working directory "+dir+" does not exist") {
 		t.Errorf("error %q does not name the directory", err)
 	}
-	if ids := e.sandboxes(t); len(ids) != 0 {
+	if ids := e.Sandboxes(t); len(ids) != 0 {
 		t.Errorf("sandboxes left: %v", ids)
 	}
-	if ids := e.contexts(t); len(ids) != 0 {
+	if ids := e.Contexts(t); len(ids) != 0 {
 		t.Errorf("contexts left: %v", ids)
-	}
-}
-
-func TestSession(t *testing.T) {
-	e := newEnv(t, nil)
-	a := e.create(t, api.CreateContextRequest{SessionName: "s1"})
-	b := e.create(t, api.CreateContextRequest{SessionName: "s1", Language: "py"})
-	other := e.create(t, api.CreateContextRequest{SessionName: "s2"})
-	if a.SandboxID != b.SandboxID {
-		t.Errorf("one session, two sandboxes: %s, %s", a.SandboxID, b.SandboxID)
-	}
-	if other.SandboxID == a.SandboxID {
-		t.Error("two sessions share a sandbox")
-	}
-	if a.SessionName != "s1" || !e.record(t, b.ContextID).OwnsSandbox {
-		t.Errorf("contexts %+v, %+v", a, e.record(t, b.ContextID))
-	}
-	// The session's contexts share files.
-	e.exec(t, a.ContextID, "open('shared.txt', 'w').write('from a')", 0)
-	if r := e.exec(t, b.ContextID, "open('shared.txt').read()", 0); r.Result != "'from a'" {
-		t.Errorf("b read %+v", r)
-	}
-	list, err := e.svc.List(bg, store.ContextFilter{SessionName: "s1"})
-	if err != nil || len(list) != 2 || list[0].ContextID != a.ContextID || list[1].ContextID != b.ContextID {
-		t.Errorf("List session s1: %+v %v", list, err)
-	}
-
-	if err := e.svc.Delete(bg, a.ContextID); err != nil {
-		t.Fatal(err)
-	}
-	if !e.sandboxExists(t, a.SandboxID) {
-		t.Fatal("the session's sandbox went with its first context")
-	}
-	if ks := e.kernels(t, a.SandboxID); !reflect.DeepEqual(ks, []string{b.ContextID}) {
-		t.Errorf("kernels %v, want only [%s]", ks, b.ContextID)
-	}
-	if r := e.exec(t, b.ContextID, "1 + 1", 0); r.Result != "2" {
-		t.Errorf("b after a went: %+v", r)
-	}
-	if err := e.svc.Delete(bg, b.ContextID); err != nil {
-		t.Fatal(err)
-	}
-	if e.sandboxExists(t, a.SandboxID) {
-		t.Error("the session's sandbox outlived its last context")
-	}
-	if !e.sandboxExists(t, other.SandboxID) {
-		t.Error("another session's sandbox went")
 	}
 }
 
@@ -394,164 +239,16 @@ func TestOwnSandboxJoinedByID(t *testing.T) {
 			if err := e.svc.Delete(bg, order[0]); err != nil {
 				t.Fatal(err)
 			}
-			if !e.sandboxExists(t, own.SandboxID) {
+			if !e.SandboxExists(t, own.SandboxID) {
 				t.Fatal("the sandbox went while a context was in it")
 			}
 			if err := e.svc.Delete(bg, order[1]); err != nil {
 				t.Fatal(err)
 			}
-			if e.sandboxExists(t, own.SandboxID) {
+			if e.SandboxExists(t, own.SandboxID) {
 				t.Errorf("sandbox %s the service made is left with no context in it", own.SandboxID)
 			}
 		})
-	}
-}
-
-func TestSessionConcurrent(t *testing.T) {
-	e := newEnv(t, nil)
-	const n = 4
-	var wg sync.WaitGroup
-	got := make([]*api.Context, n)
-	errs := make([]error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			got[i], errs[i] = e.svc.Create(bg, api.CreateContextRequest{SessionName: "s"})
-		}()
-	}
-	wg.Wait()
-	for i := range n {
-		if errs[i] != nil {
-			t.Fatalf("create %d: %v", i, errs[i])
-		}
-		if got[i].SandboxID != got[0].SandboxID {
-			t.Errorf("context %d in sandbox %s, context 0 in %s", i, got[i].SandboxID, got[0].SandboxID)
-		}
-	}
-	if ids := e.sandboxes(t); len(ids) != 1 {
-		t.Errorf("sandboxes %v, want one", ids)
-	}
-	if n := e.svc.sessions.Len(); n != 0 {
-		t.Errorf("%d session locks kept after the creates ended; want none", n)
-	}
-}
-
-// TestSessionsConcurrent checks that one session's sandbox being made does
-// not hold up another session's.
-func TestSessionsConcurrent(t *testing.T) {
-	e := newEnv(t, nil)
-	first, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	e.rt.SetHooks(fakeruntime.Hooks{Create: func(ctx context.Context, spec *sandbox.Spec) error {
-		held := false
-		once.Do(func() { held = true })
-		if held {
-			close(first)
-			<-release
-		}
-		return nil
-	}})
-	slow := make(chan error, 1)
-	go func() {
-		_, err := e.svc.Create(bg, api.CreateContextRequest{SessionName: "slow"})
-		slow <- err
-	}()
-	<-first
-	other := make(chan error, 1)
-	go func() {
-		_, err := e.svc.Create(bg, api.CreateContextRequest{SessionName: "other"})
-		other <- err
-	}()
-	select {
-	case err := <-other:
-		if err != nil {
-			t.Errorf("create in another session: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Error("a session waited for another session's sandbox")
-	}
-	close(release)
-	if err := <-slow; err != nil {
-		t.Errorf("create in the slow session: %v", err)
-	}
-	if ids := e.sandboxes(t); len(ids) != 2 {
-		t.Errorf("sandboxes %v, want one per session", ids)
-	}
-}
-
-// TestSessionLocksBounded checks that session names clients choose leave
-// nothing behind once their contexts are gone, nor when creates fail (the
-// service once kept a lock for every session name it was ever given).
-func TestSessionLocksBounded(t *testing.T) {
-	e := newEnv(t, nil)
-	for i := range 50 {
-		_, err := e.svc.Create(bg, api.CreateContextRequest{SessionName: fmt.Sprintf("bogus-%d", i), SandboxID: "nosuch"})
-		if !errors.Is(err, errdefs.ErrNotFound) {
-			t.Fatalf("create in an unknown sandbox: %v, want not found", err)
-		}
-	}
-	sb := e.sandbox(t)
-	var ids []string
-	for i := range 5 {
-		ids = append(ids, e.create(t, api.CreateContextRequest{SandboxID: sb.ID, SessionName: fmt.Sprintf("s%d", i)}).ContextID)
-	}
-	for _, id := range ids {
-		if err := e.svc.Delete(bg, id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := e.svc.sessions.Len(); n != 0 {
-		t.Errorf("%d session locks kept; want none", n)
-	}
-}
-
-// A create that waits for its session gives up when its request does.
-func TestSessionWaitCancelled(t *testing.T) {
-	e := newEnv(t, nil)
-	unlock := e.svc.sessions.Lock("s")
-	defer unlock()
-	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
-	defer cancel()
-	if _, err := e.svc.Create(ctx, api.CreateContextRequest{SessionName: "s"}); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("create while the session is busy past the deadline: %v, want deadline exceeded", err)
-	}
-	if ids := e.sandboxes(t); len(ids) != 0 {
-		t.Errorf("sandboxes %v made by a create that gave up", ids)
-	}
-}
-
-func TestNamedSandbox(t *testing.T) {
-	e := newEnv(t, nil)
-	sb := e.sandbox(t)
-	c := e.create(t, api.CreateContextRequest{SandboxID: sb.ID, Language: "python", SessionName: "s"})
-	if c.SandboxID != sb.ID || e.record(t, c.ContextID).OwnsSandbox {
-		t.Errorf("context %+v (record %+v): want it in %s, not owning it", c, e.record(t, c.ContextID), sb.ID)
-	}
-	// A context of the same session joins it, without owning it either.
-	d := e.create(t, api.CreateContextRequest{SessionName: "s"})
-	if d.SandboxID != sb.ID || e.record(t, d.ContextID).OwnsSandbox {
-		t.Errorf("session peer %+v: want it in %s, not owning it", d, sb.ID)
-	}
-	got, err := e.svc.GetIn(bg, sb.ID, c.ContextID)
-	if err != nil || got.ContextID != c.ContextID {
-		t.Errorf("GetIn: %+v %v", got, err)
-	}
-	list, err := e.svc.List(bg, store.ContextFilter{SandboxID: sb.ID})
-	if err != nil || len(list) != 2 {
-		t.Errorf("List in %s: %+v %v", sb.ID, list, err)
-	}
-	if err := e.svc.DeleteIn(bg, sb.ID, c.ContextID); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.svc.Delete(bg, d.ContextID); err != nil {
-		t.Fatal(err)
-	}
-	if !e.sandboxExists(t, sb.ID) {
-		t.Fatal("deleting contexts deleted the sandbox they were put in")
-	}
-	if ks := e.kernels(t, sb.ID); len(ks) != 0 {
-		t.Errorf("kernels left: %v", ks)
 	}
 }
 
@@ -559,7 +256,7 @@ func TestCreateUnknownSandbox(t *testing.T) {
 	e := newEnv(t, nil)
 	_, err := e.svc.Create(bg, api.CreateContextRequest{SandboxID: "nosuchsandbox"})
 	checkErr(t, err, errdefs.ErrNotFound, api.CodeSandboxNotFound)
-	if ids := e.contexts(t); len(ids) != 0 {
+	if ids := e.Contexts(t); len(ids) != 0 {
 		t.Errorf("contexts made: %v", ids)
 	}
 	_, err = e.svc.List(bg, store.ContextFilter{SandboxID: "nosuchsandbox"})
@@ -568,7 +265,7 @@ func TestCreateUnknownSandbox(t *testing.T) {
 
 func TestNotInSandbox(t *testing.T) {
 	e := newEnv(t, nil)
-	a, b := e.sandbox(t), e.sandbox(t)
+	a, b := e.Sandbox(t), e.Sandbox(t)
 	c := e.create(t, api.CreateContextRequest{SandboxID: a.ID})
 	req := api.ExecuteRequest{Code: "1"}
 	tests := []struct {
@@ -606,11 +303,52 @@ func TestNotInSandbox(t *testing.T) {
 	}
 }
 
+// TestTenants: with API keys, a context is its key's own: another key
+// neither lists nor reaches it.
+func TestTenants(t *testing.T) {
+	e := newEnv(t, nil)
+	a, b := auth.WithTenant(bg, "tenant-a"), auth.WithTenant(bg, "tenant-b")
+	c, err := e.svc.Create(a, api.CreateContextRequest{Name: "mine", Description: "a's"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Name != "mine" || c.Description != "a's" || e.Context(t, c.ContextID).Tenant != "tenant-a" {
+		t.Errorf("context %+v, record %+v", c, e.Context(t, c.ContextID))
+	}
+	_, err = e.svc.Get(b, c.ContextID)
+	checkErr(t, err, errdefs.ErrNotFound, api.CodeContextNotFound)
+	_, err = e.svc.Execute(b, c.ContextID, api.ExecuteRequest{Code: "1"})
+	checkErr(t, err, errdefs.ErrNotFound, api.CodeContextNotFound)
+	_, err = e.svc.Stream(b, "", c.ContextID, api.ExecuteRequest{Code: "1"})
+	checkErr(t, err, errdefs.ErrNotFound, api.CodeContextNotFound)
+	checkErr(t, e.svc.Delete(b, c.ContextID), errdefs.ErrNotFound, api.CodeContextNotFound)
+	checkErr(t, e.svc.DeleteIn(b, c.SandboxID, c.ContextID), errdefs.ErrNotFound, api.CodeContextNotFound)
+	for ctx, want := range map[context.Context]int{a: 1, b: 0, bg: 0} {
+		if list, err := e.svc.List(ctx, store.ContextFilter{}); err != nil || len(list) != want {
+			t.Errorf("list of %q: %+v %v; want %d", auth.TenantOf(ctx), list, err, want)
+		}
+	}
+	if r, err := e.svc.Execute(a, c.ContextID, api.ExecuteRequest{Code: "6 * 7"}); err != nil || r.Result != "42" {
+		t.Errorf("execute as its tenant: %+v %v", r, err)
+	}
+}
+
+// Without a session service, a context cannot name a session (the
+// session tests of package session cover them).
+func TestSessionWithoutSessions(t *testing.T) {
+	e := newEnv(t, nil)
+	_, err := e.svc.Create(bg, api.CreateContextRequest{SessionName: "s"})
+	checkErr(t, err, errdefs.ErrNotImplemented, "")
+	if ids := e.Sandboxes(t); len(ids) != 0 {
+		t.Errorf("sandboxes made: %v", ids)
+	}
+}
+
 func TestListAndMetrics(t *testing.T) {
 	e := newEnv(t, nil)
-	sb := e.sandbox(t)
+	sb := e.Sandbox(t)
 	a := e.create(t, api.CreateContextRequest{SandboxID: sb.ID})
-	b := e.create(t, api.CreateContextRequest{SandboxID: sb.ID, SessionName: "s"})
+	b := e.create(t, api.CreateContextRequest{SandboxID: sb.ID})
 	list, err := e.svc.List(bg, store.ContextFilter{})
 	if err != nil || len(list) != 2 || list[0].ContextID != a.ContextID || list[1].ContextID != b.ContextID {
 		t.Errorf("List: %+v %v", list, err)
@@ -635,7 +373,7 @@ func TestExecutionMetrics(t *testing.T) {
 	for _, code := range []string{"1", "2", "1/0", "import time\ntime.sleep(20)"} {
 		e.exec(t, c.ContextID, code, 0.3)
 	}
-	if _, err := e.m.Stop(bg, c.SandboxID); err != nil {
+	if _, err := e.M.Stop(bg, c.SandboxID); err != nil {
 		t.Fatal(err)
 	}
 	if r := e.exec(t, c.ContextID, "1", 0); r.Error == nil || r.Error.Name != api.ErrorNameSandboxGone {
@@ -731,7 +469,7 @@ func TestExecute(t *testing.T) {
 	if got.ExecutionCount != len(tests) || !got.LastUsedAt.After(c.CreatedAt) {
 		t.Errorf("context after %d executions: %+v", len(tests), got)
 	}
-	if rec := e.record(t, c.ContextID); rec.ExecutionCount != len(tests) {
+	if rec := e.Context(t, c.ContextID); rec.ExecutionCount != len(tests) {
 		t.Errorf("record count %d, want %d", rec.ExecutionCount, len(tests))
 	}
 }
@@ -776,7 +514,7 @@ func TestExecuteInvalid(t *testing.T) {
 			checkErr(t, err, errdefs.ErrInvalidArgument, "")
 		})
 	}
-	if rec := e.record(t, c.ContextID); rec.ExecutionCount != 0 {
+	if rec := e.Context(t, c.ContextID); rec.ExecutionCount != 0 {
 		t.Errorf("invalid requests counted: %d", rec.ExecutionCount)
 	}
 }
@@ -784,7 +522,7 @@ func TestExecuteInvalid(t *testing.T) {
 func TestExecuteSandboxDeleted(t *testing.T) {
 	e := newEnv(t, nil)
 	c := e.create(t, api.CreateContextRequest{})
-	if err := e.m.Delete(bg, c.SandboxID); err != nil {
+	if err := e.M.Delete(bg, c.SandboxID); err != nil {
 		t.Fatal(err)
 	}
 	_, err := e.svc.Execute(bg, c.ContextID, api.ExecuteRequest{Code: "1"})
@@ -792,7 +530,7 @@ func TestExecuteSandboxDeleted(t *testing.T) {
 	_, err = e.svc.Get(bg, c.ContextID)
 	checkErr(t, err, errdefs.ErrNotFound, api.CodeContextNotFound)
 	checkErr(t, e.svc.Delete(bg, c.ContextID), errdefs.ErrNotFound, api.CodeContextNotFound)
-	if ids := e.contexts(t); len(ids) != 0 {
+	if ids := e.Contexts(t); len(ids) != 0 {
 		t.Errorf("context records outlived their sandbox: %v", ids)
 	}
 }
@@ -800,7 +538,7 @@ func TestExecuteSandboxDeleted(t *testing.T) {
 func TestExecuteSandboxStopped(t *testing.T) {
 	e := newEnv(t, nil)
 	c := e.create(t, api.CreateContextRequest{})
-	if _, err := e.m.Stop(bg, c.SandboxID); err != nil {
+	if _, err := e.M.Stop(bg, c.SandboxID); err != nil {
 		t.Fatal(err)
 	}
 	r, err := e.svc.Execute(bg, c.ContextID, api.ExecuteRequest{Code: "1"})
@@ -827,7 +565,7 @@ func TestExecuteSandboxStopped(t *testing.T) {
 	if err := e.svc.Delete(bg, c.ContextID); err != nil {
 		t.Fatal(err)
 	}
-	if e.sandboxExists(t, c.SandboxID) {
+	if e.SandboxExists(t, c.SandboxID) {
 		t.Error("the stopped own sandbox outlived its context")
 	}
 }
@@ -836,7 +574,7 @@ func TestKernelLost(t *testing.T) {
 	e := newEnv(t, nil)
 	c := e.create(t, api.CreateContextRequest{Env: map[string]string{"A2E_TEST": "kept"}})
 	e.exec(t, c.ContextID, "x = 1", 0)
-	ac, err := e.m.Agent(bg, c.SandboxID)
+	ac, err := e.M.Agent(bg, c.SandboxID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -854,7 +592,7 @@ func TestKernelLost(t *testing.T) {
 	if r.StateLost || r.Result != "1" {
 		t.Errorf("next execution: %+v", r)
 	}
-	if ks := e.kernels(t, c.SandboxID); !reflect.DeepEqual(ks, []string{c.ContextID}) {
+	if ks := e.Kernels(t, c.SandboxID); !reflect.DeepEqual(ks, []string{c.ContextID}) {
 		t.Errorf("kernels %v, want [%s]", ks, c.ContextID)
 	}
 }
@@ -1155,11 +893,11 @@ func TestWarmPool(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			pool := &fakePool{}
 			e := newEnv(t, pool)
-			warm := e.sandbox(t)
+			warm := e.Sandbox(t)
 			kernel := ""
 			if !tt.noKernel {
 				kernel = NewID()
-				ac, err := e.m.Agent(bg, warm.ID)
+				ac, err := e.M.Agent(bg, warm.ID)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -1179,7 +917,7 @@ func TestWarmPool(t *testing.T) {
 				if c.SandboxID == warm.ID {
 					t.Fatal("an empty pool gave a sandbox")
 				}
-			} else if c.SandboxID != warm.ID || !e.record(t, c.ContextID).OwnsSandbox {
+			} else if c.SandboxID != warm.ID || !e.Context(t, c.ContextID).OwnsSandbox {
 				t.Fatalf("context %+v: want it in the warm sandbox %s, owning it", c, warm.ID)
 			}
 			if adopted := c.ContextID == kernel; adopted != tt.adopt {
@@ -1187,7 +925,7 @@ func TestWarmPool(t *testing.T) {
 			}
 			if !tt.empty {
 				// Only the context's kernel runs: a warm one not adopted is stopped.
-				if ks := e.kernels(t, warm.ID); !reflect.DeepEqual(ks, []string{c.ContextID}) {
+				if ks := e.Kernels(t, warm.ID); !reflect.DeepEqual(ks, []string{c.ContextID}) {
 					t.Errorf("kernels %v, want [%s]", ks, c.ContextID)
 				}
 			}
@@ -1202,7 +940,7 @@ func TestWarmPool(t *testing.T) {
 			if err := e.svc.Delete(bg, c.ContextID); err != nil {
 				t.Fatal(err)
 			}
-			if e.sandboxExists(t, c.SandboxID) {
+			if e.SandboxExists(t, c.SandboxID) {
 				t.Error("the sandbox provided for the context outlived it")
 			}
 		})
@@ -1213,7 +951,7 @@ func TestWarmPool(t *testing.T) {
 // internal/agent/kernels and the host's python3, node and bash).
 func TestLanguages(t *testing.T) {
 	e := newEnv(t, nil)
-	sb := e.sandbox(t)
+	sb := e.Sandbox(t)
 	tests := []struct {
 		lang, code, stdout, result string
 	}{
@@ -1241,8 +979,8 @@ func TestLanguages(t *testing.T) {
 func TestExecuteOutputBudget(t *testing.T) {
 	e := newEnv(t, nil)
 	const budget, each = 1 << 20, 400_000
-	svc := New(Config{ReadyTimeout: 10 * time.Second, Outputs: outbuf.NewBudget(budget)}, e.m, e.st, nil, slog.New(slog.DiscardHandler))
-	sb := e.sandbox(t)
+	svc := New(Config{ReadyTimeout: 10 * time.Second, Outputs: outbuf.NewBudget(budget)}, e.M, e.St, nil, slog.New(slog.DiscardHandler))
+	sb := e.Sandbox(t)
 	const n = 4 // 1.6 MB wanted of 1 MiB
 	code := fmt.Sprintf("import sys\nsys.stdout.write('x' * %d)", each)
 	answers := make([]*Execution, n)

@@ -34,6 +34,51 @@ type Sink interface {
 	Result(r api.ExecutionResult) error
 }
 
+// Recorder is a Sink that keeps the text output it passes on to the next
+// sink (which may be nil), for callers that stream an execution and also
+// answer with its whole output (sessions, MCP): a streamed execution's
+// response carries no output of its own. The output is bounded by the
+// per-execution output limit the agent enforces. A Recorder is used by
+// one execution at a time.
+type Recorder struct {
+	next           Sink
+	stdout, stderr strings.Builder
+}
+
+// NewRecorder returns a Recorder passing output on to next.
+func NewRecorder(next Sink) *Recorder { return &Recorder{next: next} }
+
+// Stdout records text and passes it on.
+func (r *Recorder) Stdout(text string) error {
+	r.stdout.WriteString(text)
+	if r.next != nil {
+		return r.next.Stdout(text)
+	}
+	return nil
+}
+
+// Stderr records text and passes it on.
+func (r *Recorder) Stderr(text string) error {
+	r.stderr.WriteString(text)
+	if r.next != nil {
+		return r.next.Stderr(text)
+	}
+	return nil
+}
+
+// Result passes a rich result on; the response carries the results.
+func (r *Recorder) Result(res api.ExecutionResult) error {
+	if r.next != nil {
+		return r.next.Result(res)
+	}
+	return nil
+}
+
+// Output returns what was recorded.
+func (r *Recorder) Output() api.ExecutionOutput {
+	return api.ExecutionOutput{Stdout: r.stdout.String(), Stderr: r.stderr.String()}
+}
+
 // Execution is the answer of a buffered execution. Its output counts
 // against the daemon's output budget until Release.
 type Execution struct {
@@ -53,7 +98,7 @@ func (e *Execution) Release() {
 // Execute runs code in a context, collecting its output within the output
 // budget. The caller must Release the answer.
 func (s *Service) Execute(ctx context.Context, id string, req api.ExecuteRequest) (*Execution, error) {
-	c, err := s.store.GetContext(ctx, id)
+	c, err := s.get(ctx, id)
 	if err != nil {
 		return nil, contextErr(err)
 	}
@@ -94,7 +139,7 @@ func (s *Service) Stream(ctx context.Context, sandboxID, id string, req api.Exec
 	var err error
 	if sandboxID != "" {
 		c, err = s.inSandbox(ctx, sandboxID, id)
-	} else if c, err = s.store.GetContext(ctx, id); err != nil {
+	} else if c, err = s.get(ctx, id); err != nil {
 		err = contextErr(err)
 	}
 	if err != nil {
@@ -106,6 +151,13 @@ func (s *Service) Stream(ctx context.Context, sandboxID, id string, req api.Exec
 	return func(ctx context.Context, sink Sink) (*api.ExecuteResponse, error) {
 		return s.execute(ctx, c, req, &collector{sink: sink})
 	}, nil
+}
+
+// CheckExecute validates an execution request as Execute does, without
+// running anything.
+func CheckExecute(req api.ExecuteRequest) error {
+	_, err := execRequest(req, 0)
+	return err
 }
 
 // execRequest validates req and turns it into the agent's request.
@@ -137,9 +189,14 @@ func (s *Service) execute(ctx context.Context, c *store.Context, req api.Execute
 	}
 	sink := col.sink
 	resp := &api.ExecuteResponse{ContextID: c.ID, Results: []api.ExecutionResult{}}
+	done := s.use(ctx, c.SessionKey)
 	start := time.Now()
 	res, err := s.run(ctx, c, kreq, col)
-	s.metrics.ObserveExecution(c.Language, executionLabel(res, err), time.Since(start))
+	elapsed := time.Since(start)
+	label := executionLabel(res, err)
+	s.metrics.ObserveExecution(c.Language, label, elapsed)
+	done(elapsed, label != metrics.OutcomeOK)
+	s.log.Info("execution", "context", c.ID, "session", c.SessionName, "language", c.Language, "duration", elapsed, "outcome", label)
 	switch {
 	case errors.Is(err, errSandboxGone):
 		resp.Error = &api.ExecutionError{Name: api.ErrorNameSandboxGone, Kind: api.ErrorKindSystem, Value: err.Error()}
@@ -187,6 +244,15 @@ func (s *Service) execute(ctx context.Context, c *store.Context, req api.Execute
 		s.log.Warn("record execution", "context", c.ID, "err", err)
 	}
 	return resp, nil
+}
+
+// use marks session key busy (see Sessions.Use); without sessions it
+// records nothing.
+func (s *Service) use(ctx context.Context, key string) func(time.Duration, bool) {
+	if s.sessions == nil {
+		return func(time.Duration, bool) {}
+	}
+	return s.sessions.Use(ctx, key)
 }
 
 // executionLabel is an execution's outcome label.

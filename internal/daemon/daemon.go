@@ -25,6 +25,7 @@ import (
 	"github.com/agent2env/agent2env/internal/httpapi"
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/mcpserver"
 	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/netguard"
 	"github.com/agent2env/agent2env/internal/netproxy"
@@ -34,6 +35,7 @@ import (
 	_ "github.com/agent2env/agent2env/internal/runtime/all" // registers the runtimes
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/service"
+	"github.com/agent2env/agent2env/internal/session"
 	"github.com/agent2env/agent2env/internal/store"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
 	"github.com/agent2env/agent2env/internal/template"
@@ -70,6 +72,11 @@ type Config struct {
 	// WarmPools are the warm pool sizes by name: a language, or a
 	// template.
 	WarmPools map[string]int
+	// Sessions configures sessions (flavors, idle timeout, limits, shared
+	// volumes). Fields left zero are read from seed 000's environment
+	// variables (session.ApplyEnv: MSB_DEFAULT_FLAVOR, MSB_SESSION_TIMEOUT,
+	// MSB_SHARED_VOLUME_PATH), else take their defaults.
+	Sessions session.Config
 	// Keys are the API keys clients must present; nil or empty means no
 	// authentication, allowed only on loopback.
 	Keys *auth.Keys
@@ -112,6 +119,8 @@ type System struct {
 	Templates *template.Service
 	Gateway   *gateway.Routes
 	Contexts  *contexts.Service
+	Sessions  *session.Service
+	MCP       *mcpserver.Server
 	Pools     *pool.Pools
 	Metrics   *metrics.Metrics
 	API       *httpapi.Server
@@ -217,14 +226,29 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	// Buffered output of commands and of code counts against one budget.
 	cfg.Contexts.Outputs = s.Manager.OutputBudget()
 	s.Contexts = contexts.New(cfg.Contexts, s.Manager, s.Store, s.Pools, cfg.Log, contexts.WithMetrics(s.Metrics))
-	if err := s.Metrics.Register(s.Pools, s.Contexts); err != nil {
+	if err := session.ApplyEnv(&cfg.Sessions, os.LookupEnv); err != nil {
 		return nil, err
 	}
+	cfg.Sessions.MaxSandboxes = cfg.Manager.MaxSandboxes
+	cfg.Sessions.PoolCPU, cfg.Sessions.PoolMemory = cfg.Manager.DefaultCPU, cfg.Manager.DefaultMemory
+	sessionOpts := []session.Option{}
+	if u, ok := s.Runtime.(sandbox.UsageReader); ok { // optional: a runtime may not measure usage
+		sessionOpts = append(sessionOpts, session.WithUsage(u))
+	}
+	if s.Sessions, err = session.New(cfg.Sessions, s.Manager, s.Store, s.Contexts, cfg.Log, sessionOpts...); err != nil {
+		return nil, err
+	}
+	if err := s.Metrics.Register(s.Pools, s.Contexts, s.Sessions); err != nil {
+		return nil, err
+	}
+	s.MCP = mcpserver.New(mcpserver.Config{ScopeByKey: authOn, Log: cfg.Log}, s.Contexts, s.Sessions)
 	opts := []httpapi.Option{
 		httpapi.WithRoutes(s.Gateway),
 		httpapi.WithRoutes(httpapi.NewTemplateRoutes(s.Templates)),
 		httpapi.WithRoutes(httpapi.NewPrepullRoutes(s.Prepull)),
 		httpapi.WithRoutes(httpapi.NewContextRoutes(service.NewContexts(s.Contexts))),
+		httpapi.WithRoutes(httpapi.NewSessionRoutes(s.Sessions)),
+		httpapi.WithRoutes(s.MCP),
 		httpapi.WithMetrics(s.Metrics),
 	}
 	browsers, err := httpapi.BrowserGuard(httpapi.BrowserConfig{
@@ -235,7 +259,8 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	}
 	opts = append(opts, httpapi.WithMiddleware(browsers))
 	if authOn {
-		opts = append(opts, httpapi.WithMiddleware(httpapi.AuthMiddleware(cfg.Keys)))
+		// Sessions are scoped by the key that passed the auth.
+		opts = append(opts, httpapi.WithMiddleware(httpapi.AuthMiddleware(cfg.Keys)), httpapi.WithMiddleware(httpapi.TenantMiddleware))
 	}
 	s.API = httpapi.New(s.Sandboxes, service.NewImages(s.Images), cfg.Log, opts...)
 	s.Loops = supervisor.New(cfg.Log)

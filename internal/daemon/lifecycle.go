@@ -27,6 +27,12 @@ func (s *System) registerLoops() {
 	for _, name := range s.Pools.Names() {
 		s.Loops.Go("warm pool "+name, func(ctx context.Context) error { return s.Pools.Fill(ctx, name) })
 	}
+	// Ends idle and over-age sessions and reaps orphans; a restart resumes
+	// at the next period.
+	s.Loops.Go("session reaper", func(ctx context.Context) error {
+		s.Sessions.Run(ctx)
+		return ctx.Err()
+	})
 }
 
 // Serve answers API requests on l, with the background loops running,

@@ -64,13 +64,19 @@ func (c *HTTPConfig) setDefaults() {
 // long as their command; StallTimeout bounds a client that stops reading.
 func apiServer(c HTTPConfig, h http.Handler, log *slog.Logger) *http.Server {
 	c.setDefaults()
-	return &http.Server{
+	srv := &http.Server{
 		Handler:           httpapi.StallTimeout(c.StallTimeout)(h),
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
 		IdleTimeout:       c.IdleTimeout,
 		MaxHeaderBytes:    c.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// HTTP/2 without TLS as well (prior knowledge), so that one connection
+	// carries concurrent calls (MCP clients).
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	return srv
 }
 
 // limitListener bounds the connections l accepts as c says.

@@ -26,6 +26,12 @@ func TestAPIKeys(t *testing.T) {
 		{"/api/v1/sandboxes", "Bearer wrong-key-0123456789", http.StatusUnauthorized},
 		{"/api/v1/sandboxes", "Bearer " + key, http.StatusOK},
 		{"/api/v1/images/prepull", "Bearer " + key, http.StatusOK},
+		{"/api/v1/sessions", "", http.StatusUnauthorized},
+		{"/api/v1/sessions", "Bearer " + key, http.StatusOK},
+		{"/api/v1/stats", "Bearer " + key, http.StatusOK},
+		{"/mcp", "", http.StatusUnauthorized},
+		{"/mcp", "Bearer wrong-key-0123456789", http.StatusUnauthorized},
+		{"/mcp", "Bearer " + key, http.StatusMethodNotAllowed}, // stateless: POST only
 	}
 	for _, tt := range tests {
 		req, _ := http.NewRequest(http.MethodGet, d.url(tt.path), nil)

@@ -384,8 +384,8 @@ func TestWarmPool(t *testing.T) {
 		t.Errorf("pooled context: %+v", res)
 	}
 	t.Logf("context from the warm pool in %v", took)
-	var sb api.Sandbox
-	if code := d.do("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Image: "agent2env/python"}, &sb); code != http.StatusCreated || sb.Status != api.StatusRunning {
+	var sb api.Sandbox // the python pool's image is contexts' default
+	if code := d.do("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Image: "agent2env/code-interpreter"}, &sb); code != http.StatusCreated || sb.Status != api.StatusRunning {
 		t.Fatalf("sandbox from the pool: %d %+v", code, sb)
 	}
 	metrics = waitReady(2) // refilled

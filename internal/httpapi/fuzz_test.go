@@ -7,12 +7,15 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"sync"
 	"testing"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
+	"github.com/agent2env/agent2env/internal/session"
 )
 
 // The fuzz targets set up their sandboxes lazily, inside the fuzz function:
@@ -196,4 +199,83 @@ func FuzzExec(f *testing.F) {
 			t.Errorf("exec %q answered %s: %v", body, rec.Body, err)
 		}
 	})
+}
+
+var sessionSeeds = []string{
+	`{"code":"print(1)"}`,
+	`{"code":"x","language":"javascript","session_id":"s-1","flavor":"medium","timeout":2.5}`,
+	`{"code":"","session_id":"a/b"}`,
+	`{"code":"1","timeout":-1}`,
+	`{"code":"1","timeout":1e308}`,
+	`{"command":"ls -la","session_id":"s","cwd":"/tmp","env":{"A":"1"}}`,
+	`{"command":["echo","hi"],"timeout":30}`,
+	`{"command":[]}`,
+	`{"command":[1]}`,
+	`{"command":null}`,
+	`{"command":{"argv":["x"]}}`,
+	`{"command":"\u0000"}`,
+	`{"code":"1"}]`,
+	`null`,
+	``,
+	"\xff\xfe",
+}
+
+// FuzzSessionRequests decodes the bodies of POST /sessions/execute and
+// /sessions/command as the handlers do, and checks them as the service
+// does before it makes anything: nothing panics, and what decodes
+// re-encodes to the same request. (Nothing runs: fuzzed code is never
+// executed.)
+func FuzzSessionRequests(f *testing.F) {
+	for _, s := range sessionSeeds {
+		f.Add([]byte(s), false)
+		f.Add([]byte(s), true)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, command bool) {
+		req := httptest.NewRequest(http.MethodPost, "/api/v1/sessions/execute", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		if command {
+			var v api.SessionCommandRequest
+			if decode(rec, req, &v) != nil {
+				return
+			}
+			_ = session.CheckCommand(v)
+			checkRoundTrip(t, v)
+			return
+		}
+		var v api.SessionExecuteRequest
+		if decodeLimit(rec, req, &v, contexts.MaxCodeBytes+maxJSONBody) != nil {
+			return
+		}
+		_ = session.CheckExecute(v)
+		checkRoundTrip(t, v)
+	})
+}
+
+// checkRoundTrip checks that v encodes to JSON that decodes to v.
+func checkRoundTrip[T any](t *testing.T, v T) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("encode %+v: %v", v, err)
+	}
+	var back T
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("decode %s: %v", b, err)
+	}
+	if !reflect.DeepEqual(normalize(v), normalize(back)) {
+		t.Errorf("round trip of %+v gave %+v", v, back)
+	}
+}
+
+// normalize makes an empty and a nil env, argv alike.
+func normalize(v any) any {
+	switch r := v.(type) {
+	case api.SessionCommandRequest:
+		if len(r.Env) == 0 {
+			r.Env = nil
+		}
+		return r
+	}
+	return v
 }

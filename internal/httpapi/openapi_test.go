@@ -39,6 +39,7 @@ import (
 	"github.com/agent2env/agent2env/internal/prepull/prepulltest"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 	"github.com/agent2env/agent2env/internal/service"
+	"github.com/agent2env/agent2env/internal/session"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
 	"github.com/agent2env/agent2env/internal/template"
 )
@@ -209,8 +210,9 @@ func TestOpenAPIValid(t *testing.T) {
 				continue
 			}
 			mt := r.Value.Content.Get("application/json")
-			if len(r.Value.Content) != 1 || mt == nil || mt.Schema.Ref != "#/components/schemas/Error" {
-				t.Errorf("%s: response %s must be the Error body, alone", key, code)
+			if len(r.Value.Content) != 1 || mt == nil || (mt.Schema.Ref != "#/components/schemas/Error" &&
+				!(mt.Schema.Ref == "#/components/schemas/ResourceError" && (status == 429 || status == 507))) {
+				t.Errorf("%s: response %s must be the Error body (ResourceError for 429 and 507), alone", key, code)
 			}
 		}
 	}
@@ -338,6 +340,22 @@ func TestOpenAPISchemas(t *testing.T) {
 		{"ExecutionResult", api.ExecutionResult{}, out},
 		{"ExecutionError", api.ExecutionError{}, out},
 		{"ExecutionOutputEvent", api.ExecutionOutputEvent{}, out},
+		{"SessionExecuteRequest", api.SessionExecuteRequest{}, in},
+		{"SessionInfo", api.SessionInfo{}, out},
+		{"SessionExecuteResponse", api.SessionExecuteResponse{}, out},
+		{"CommandLine", api.CommandLine{}, in},
+		{"SessionCommandRequest", api.SessionCommandRequest{}, in},
+		{"SessionCommandResponse", api.SessionCommandResponse{}, out},
+		{"Session", api.Session{}, out},
+		{"SessionList", api.SessionList{}, out},
+		{"DeleteSessionResponse", api.DeleteSessionResponse{}, out},
+		{"KeepAliveRequest", api.KeepAliveRequest{}, in},
+		{"Usage", api.Usage{}, out},
+		{"ResourceError", api.ResourceError{}, out},
+		{"Stats", api.Stats{}, out},
+		{"SessionStats", api.SessionStats{}, out},
+		{"ResourceStats", api.ResourceStats{}, out},
+		{"ExecutionStats", api.ExecutionStats{}, out},
 	}
 	// Schemas of things that are no Go struct of package api.
 	noGoType := map[string]bool{
@@ -357,11 +375,12 @@ func TestOpenAPISchemas(t *testing.T) {
 				t.Fatalf("no schema %s", tc.schema)
 			}
 			props, required := flatten(ref.Value)
-			rt := reflect.TypeOf(tc.v)
 			var fields []string
-			for i := range rt.NumField() {
-				f := rt.Field(i)
+			for _, f := range reflect.VisibleFields(reflect.TypeOf(tc.v)) {
 				tag := f.Tag.Get("json")
+				if f.Anonymous && tag == "" {
+					continue // embedded: its fields are visible here
+				}
 				name, opts, _ := strings.Cut(tag, ",")
 				if name == "-" || !f.IsExported() {
 					continue
@@ -447,6 +466,8 @@ var timeType = reflect.TypeFor[time.Time]()
 
 // compatible reports whether values of the Go type t encode as JSON that
 // the schema s describes (in type, not in value).
+var marshalerType = reflect.TypeFor[json.Marshaler]()
+
 func compatible(t reflect.Type, s *openapi3.Schema) error {
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -454,6 +475,8 @@ func compatible(t reflect.Type, s *openapi3.Schema) error {
 	got := schemaType(s)
 	var want string
 	switch {
+	case t.Implements(marshalerType):
+		return nil // its own JSON (api.CommandLine: a string or an array)
 	case t == timeType:
 		if got != "string" || s.Format != "date-time" {
 			return fmt.Errorf("a time: want type string, format date-time; have %s %s", got, s.Format)
@@ -735,13 +758,18 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 	}
 	capture := &muxCapture{}
 	ctxs := contexts.New(contexts.Config{}, m, st, nil, log, contexts.WithMetrics(mt))
-	if err := mt.Register(ctxs); err != nil {
+	sess, err := session.New(session.Config{MaxSandboxes: 3, CPUOvercommit: 1, MemoryOvercommit: 1}, m, st, ctxs, log,
+		session.WithHost(session.Host{MilliCPU: 3500, MemoryBytes: 64 << 30}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mt.Register(ctxs, sess); err != nil {
 		t.Fatal(err)
 	}
 	srv := New(service.NewSandboxes(m, "http://gw.test"), service.NewImages(imgs), log,
 		WithRoutes(NewTemplateRoutes(tpl)), WithRoutes(NewPrepullRoutes(pp)), WithRoutes(capture),
-		WithRoutes(NewContextRoutes(service.NewContexts(ctxs))), WithMetrics(mt),
-		WithMiddleware(AuthMiddleware(keys)))
+		WithRoutes(NewContextRoutes(service.NewContexts(ctxs))), WithRoutes(NewSessionRoutes(sess)), WithMetrics(mt),
+		WithMiddleware(AuthMiddleware(keys)), WithMiddleware(TenantMiddleware))
 	srv.SetReady(true)
 	h := srv.Handler()
 	t.Cleanup(func() {
@@ -1212,6 +1240,33 @@ items:
 		exchange{method: "POST", target: "/api/v1/sandboxes/nosuchsandbox/restart", status: notFound},
 		exchange{method: "DELETE", target: "/api/v1/sandboxes/" + other, status: noContent},
 		exchange{method: "DELETE", target: "/api/v1/sandboxes/" + other, status: notFound},
+	)
+
+	// Sessions: one sandbox is free for one.
+	run(
+		post("/api/v1/sessions/execute", `{"code":"print(1)","session_id":"big","flavor":"large"}`, http.StatusInsufficientStorage),
+		post("/api/v1/sessions/execute", `{"code":"x = 100\nprint(x)","language":"python","session_id":"s1","timeout":30}`, ok),
+		post("/api/v1/sessions/execute", `{"code":"x","session_id":"s1"}`, ok),
+		post("/api/v1/sessions/s1/execute", `{"code":"console.log(1)","language":"javascript"}`, ok),
+		post("/api/v1/sessions/command", `{"command":"echo hi; exit 2","session_id":"s1","cwd":"/tmp","env":{"A":"1"}}`, ok),
+		post("/api/v1/sessions/s1/command", `{"command":["sleep","5"],"timeout":0.2}`, ok),
+		post("/api/v1/sessions/execute", `{"code":"1"}`, http.StatusTooManyRequests),
+		invalid(post("/api/v1/sessions/execute", `{"session_id":"s1"}`, bad)),
+		invalid(post("/api/v1/sessions/execute", `{"code":"1","language":"cobol","session_id":"s1"}`, bad)),
+		unchecked(post("/api/v1/sessions/execute", `{"code":"1","session_id":"a b"}`, bad)),
+		unchecked(post("/api/v1/sessions/s1/execute", `{"code":"1","session_id":"s2"}`, bad)),
+		invalid(post("/api/v1/sessions/command", `{"command":5,"session_id":"s1"}`, bad)),
+		unchecked(post("/api/v1/sessions/command", `{"command":[],"session_id":"s1"}`, bad)),
+		get("/api/v1/sessions", ok),
+		get("/api/v1/sessions/s1", ok),
+		get("/api/v1/sessions/nope", notFound),
+		exchange{method: "POST", target: "/api/v1/sessions/s1/keepalive", status: ok},
+		post("/api/v1/sessions/s1/keepalive", `{"idle_timeout":600}`, ok),
+		invalid(post("/api/v1/sessions/s1/keepalive", `{"idle_timeout":-1}`, bad)),
+		exchange{method: "POST", target: "/api/v1/sessions/nope/keepalive", status: notFound},
+		get("/api/v1/stats", ok),
+		exchange{method: "DELETE", target: "/api/v1/sessions/s1", status: ok},
+		exchange{method: "DELETE", target: "/api/v1/sessions/s1", status: notFound},
 	)
 
 	// Prepull.

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -36,17 +37,27 @@ type recipe struct {
 	npm      *npmPart // a second layer from the npm registry, or nil
 }
 
+// pythonPackages are the Debian packages of the python image, which the
+// code-interpreter image has as well.
+var pythonPackages = []string{"python3", "python3-pip", "python3-venv", "python-is-python3",
+	"python3-numpy", "python3-pandas", "python3-matplotlib"}
+
 // recipes are the built-in images, by normalized reference.
 var recipes = map[string]recipe{
 	"agent2env/python:latest": {
-		packages: []string{"python3", "python3-pip", "python3-venv", "python-is-python3",
-			"python3-numpy", "python3-pandas", "python3-matplotlib", "ca-certificates", "passwd"},
-		env: []string{"PYTHONUNBUFFERED=1"},
+		packages: append(slices.Clone(pythonPackages), "ca-certificates", "passwd"),
+		env:      []string{"PYTHONUNBUFFERED=1"},
 	},
 	"agent2env/node:latest": {
 		packages: []string{"nodejs", "npm", "ca-certificates", "passwd"},
 	},
 	"agent2env/agent:latest": agentRecipe,
+	// The default image of contexts and sessions of every language: one
+	// sandbox runs python, javascript and bash kernels side by side.
+	"agent2env/code-interpreter:latest": {
+		packages: append(slices.Clone(pythonPackages), "nodejs", "ca-certificates", "passwd"),
+		env:      []string{"PYTHONUNBUFFERED=1"},
+	},
 }
 
 const buildSuite = "bookworm"
@@ -121,8 +132,9 @@ func (rc recipe) hash() string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Build builds a built-in image, such as "agent2env/python" (tag "latest"
-// implied; the namespace too: "agent" is "agent2env/agent"), and stores it. A build cached in the cache dir
+// Build builds a built-in image, such as "agent2env/python" or
+// "agent2env/code-interpreter" (tag "latest" implied; the namespace too:
+// "agent" is "agent2env/agent"), and stores it. A build cached in the cache dir
 // under the recipe's hash is imported instead of built again. Concurrent
 // Pull, Ensure and Build calls for the same ref share one operation, and
 // builds of one recipe by several processes wait for each other.

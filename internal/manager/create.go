@@ -33,6 +33,12 @@ type CreateRequest struct {
 	Template        string
 	TemplateVersion int // 0: the latest
 
+	// ManagedBy names the service making the sandbox for its own records
+	// (store.Sandbox.ManagedBy); empty for a client's request.
+	ManagedBy string
+	// Mounts are host directories to bind into the sandbox.
+	Mounts []sandbox.Mount
+
 	startup *startup         // from the template
 	network *api.NetworkSpec // from the template
 	pool    string           // the warm pool it is made for
@@ -41,7 +47,7 @@ type CreateRequest struct {
 // Overridden reports whether the request changes anything its template or
 // image would give (the sandboxes of a warm pool have no overrides).
 func (r *CreateRequest) Overridden() bool {
-	return r.CPU != "" || r.Memory != "" || r.TTL != nil || len(r.Env) > 0
+	return r.CPU != "" || r.Memory != "" || r.TTL != nil || len(r.Env) > 0 || len(r.Mounts) > 0
 }
 
 // maxTTL is the largest TTL in seconds: longer ones overflow a
@@ -210,7 +216,7 @@ func (m *Manager) createRecord(ctx context.Context, r *resolved) (*store.Sandbox
 		ID: newID(), Image: r.Image, CPU: r.CPU, Memory: r.Memory, TTL: r.ttl, Env: r.Env,
 		Template: r.Template, TemplateVersion: r.TemplateVersion,
 		Status: string(api.StatusPending), Runtime: m.rt.Name(), CreatedAt: now, UpdatedAt: now,
-		Pool: r.pool,
+		Pool: r.pool, ManagedBy: r.ManagedBy,
 	}
 	if r.ttl > 0 && r.pool == "" { // a pooled sandbox's life starts when it is claimed
 		exp := now.Add(time.Duration(r.ttl) * time.Second)
@@ -299,6 +305,7 @@ func (m *Manager) launch(ctx context.Context, id string, r *resolved) (*store.Sa
 		},
 		Network: sandbox.Network{Egress: egress(r.network)},
 		Labels:  map[string]string{"agent2env.image": r.Image},
+		Mounts:  r.Mounts,
 	}
 	if err := m.rt.Create(ctx, spec); err != nil {
 		return m.fail(ctx, id, fmt.Sprintf("create sandbox: %v", err))

@@ -748,8 +748,8 @@ func TestSpecs(t *testing.T) {
 	defaults := contexts.Sources(map[string]contexts.Source{api.LanguagePython: {Template: "py-tpl"}})
 	got := Specs(map[string]int{"python": 2, "javascript": 1, "web": 3, "bash": 0}, defaults)
 	want := []Spec{
-		{Name: "bash", Size: 0, Language: "bash", Request: manager.CreateRequest{Image: "agent2env/python"}},
-		{Name: "javascript", Size: 1, Language: "javascript", Request: manager.CreateRequest{Image: "agent2env/node"}},
+		{Name: "bash", Size: 0, Language: "bash", Request: manager.CreateRequest{Image: "agent2env/code-interpreter"}},
+		{Name: "javascript", Size: 1, Language: "javascript", Request: manager.CreateRequest{Image: "agent2env/code-interpreter"}},
 		{Name: "python", Size: 2, Language: "python", Request: manager.CreateRequest{Template: "py-tpl"}},
 		{Name: "web", Size: 3, Language: "python", Request: manager.CreateRequest{Template: "web"}},
 	}

@@ -13,11 +13,14 @@ package sandbox
 
 import (
 	"context"
+	"os"
+	"path"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/errdefs"
 )
 
 // User code runs as this unprivileged user inside every sandbox.
@@ -51,6 +54,44 @@ type Spec struct {
 	// Labels are opaque key/values kept with the sandbox and returned by
 	// List and Recover, so the daemon can match runtime state to records.
 	Labels map[string]string
+	// Mounts are host directories bound into the sandbox (shared
+	// volumes); runtimes that cannot bind host paths refuse them.
+	Mounts []Mount
+}
+
+// Mount binds the host directory Source at Destination in the sandbox.
+type Mount struct {
+	Source      string
+	Destination string
+	ReadOnly    bool
+}
+
+// reservedPaths are where no mount may go: the sandbox's own file
+// systems and the agent's.
+var reservedPaths = []string{"/", "/proc", "/sys", "/dev", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/.agent2env"}
+
+// Check refuses a mount a runtime must not make: paths that are relative,
+// unclean (with "..") or reserved, and a source that is not a directory
+// itself (a symlink could point anywhere on the host).
+func (m Mount) Check() error {
+	for _, p := range []string{m.Source, m.Destination} {
+		if !path.IsAbs(p) || path.Clean(p) != p || strings.ContainsAny(p, "\x00,:") {
+			return errdefs.Invalid("mount %s:%s: paths must be absolute and clean, without ',' or ':'", m.Source, m.Destination)
+		}
+	}
+	for _, r := range reservedPaths {
+		if m.Destination == r || (r != "/" && strings.HasPrefix(m.Destination, r+"/")) {
+			return errdefs.Invalid("mount %s:%s: %s is reserved", m.Source, m.Destination, r)
+		}
+	}
+	fi, err := os.Lstat(m.Source)
+	if err != nil {
+		return errdefs.Invalid("mount source %s: %v", m.Source, err)
+	}
+	if !fi.IsDir() {
+		return errdefs.Invalid("mount source %s is not a directory (symlinks are refused)", m.Source)
+	}
+	return nil
 }
 
 // Resources are the limits of one sandbox. Zero means the runtime default.

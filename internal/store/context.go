@@ -13,10 +13,18 @@ type Context struct {
 	Language    string
 	Type        string
 	SessionName string
+	// SessionKey is the key of the session record the context is in
+	// (store.SessionKey), empty when it is in none.
+	SessionKey string
+	// Tenant is the API key that made the context (see auth.Tenant).
+	Tenant string
+	// Name and Description are the client's labels (seed 004).
+	Name        string
+	Description string
 	WorkingDir  string
 	Env         map[string]string
-	// OwnsSandbox says the sandbox was made for this context's session,
-	// and goes when the session's last context goes.
+	// OwnsSandbox says the sandbox was made for this context, and goes
+	// with the last context in it.
 	OwnsSandbox    bool
 	CreatedAt      time.Time
 	LastUsedAt     time.Time
@@ -26,7 +34,12 @@ type Context struct {
 // ContextFilter selects contexts; empty fields match all.
 type ContextFilter struct {
 	SessionName string
+	SessionKey  string
 	SandboxID   string
+	Language    string
+	// ByTenant selects the contexts of Tenant only.
+	ByTenant bool
+	Tenant   string
 }
 
 // Contexts keeps context records. A context's record goes with its

@@ -36,6 +36,10 @@ type Sandbox struct {
 	// Pool names the warm pool the sandbox waits in, until a request
 	// claims it; empty for every sandbox a client asked for.
 	Pool string
+	// ManagedBy names the service that made the sandbox for its own
+	// records ("contexts", "sessions"), which must refer to it: one that
+	// none does is an orphan. Empty for sandboxes clients asked for.
+	ManagedBy string
 }
 
 // Event is one entry of a sandbox's history: a status change with its
@@ -55,6 +59,7 @@ type Store interface {
 	Templates
 	Prepulls
 	Contexts
+	Sessions
 	Close() error
 }
 

@@ -121,6 +121,13 @@ func (r *Runtime) bundleSpec(spec *sandbox.Spec, env []string, res sandbox.Resou
 			Seccomp:       seccompProfile(),
 		},
 	}
+	for _, m := range spec.Mounts { // checked by validate
+		opts := []string{"rbind", "rw", "nosuid", "nodev"}
+		if m.ReadOnly {
+			opts[1] = "ro"
+		}
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: m.Destination, Type: "bind", Source: m.Source, Options: opts})
+	}
 	if spec.Network.Egress != nil {
 		// The agent forwards the sandbox's proxy address to the socket in
 		// this root-only directory; user commands cannot open it.

@@ -3,6 +3,7 @@ package oci
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -35,7 +36,8 @@ func TestBundleSpec(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.rt.cfg.AgentBinary = "/usr/bin/agent2env"
 			tc.rt.cgroups = &cgroups{parent: "agent2env/0123abcd"}
-			sp := &sandbox.Spec{ID: "sb1", Cwd: tc.cwd}
+			sp := &sandbox.Spec{ID: "sb1", Cwd: tc.cwd, Mounts: []sandbox.Mount{{Source: "/srv/a", Destination: "/data"},
+				{Source: "/srv/b", Destination: "/ro", ReadOnly: true}}}
 			s := tc.rt.bundleSpec(sp, processEnv(nil, nil), res, "/r/sb1/d", "/r/sb1/r")
 
 			wantArgs := []string{agentPath, "agent", "--uid", "1000", "--gid", "1000", "--cwd", tc.wantCwd}
@@ -97,6 +99,14 @@ func TestBundleSpec(t *testing.T) {
 			} {
 				if mounts[dst].Source != src {
 					t.Errorf("mount at %s from %q, want %q", dst, mounts[dst].Source, src)
+				}
+			}
+			for dst, want := range map[string]specs.Mount{
+				"/data": {Destination: "/data", Type: "bind", Source: "/srv/a", Options: []string{"rbind", "rw", "nosuid", "nodev"}},
+				"/ro":   {Destination: "/ro", Type: "bind", Source: "/srv/b", Options: []string{"rbind", "ro", "nosuid", "nodev"}},
+			} {
+				if diff := cmp.Diff(want, mounts[dst]); diff != "" {
+					t.Errorf("shared volume mount (-want +got):\n%s", diff)
 				}
 			}
 			if !slices.Contains(mounts[agentPath].Options, "ro") {
@@ -191,6 +201,13 @@ func TestValidate(t *testing.T) {
 	if err := os.Mkdir(layer+"/a:b", 0o755); err != nil {
 		t.Fatal(err)
 	}
+	link, file := filepath.Join(t.TempDir(), "link"), filepath.Join(t.TempDir(), "file")
+	if err := os.Symlink(layer, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	rt := &Runtime{cfg: Config{Root: "/tmp/a2e-x", DefaultResources: sandbox.Resources{
 		MilliCPU: 1000, MemoryBytes: 1 << 30, Pids: 512, DiskBytes: 1 << 30,
 	}}}
@@ -211,6 +228,14 @@ func TestValidate(t *testing.T) {
 		{"layer with colon", func(s *sandbox.Spec) {}, []string{layer + "/a:b"}, false},
 		{"tiny disk", func(s *sandbox.Spec) { s.Resources.DiskBytes = 1 << 20 }, []string{layer}, false},
 		{"negative memory", func(s *sandbox.Spec) { s.Resources.MemoryBytes = -1 }, []string{layer}, false},
+		{"mount", func(s *sandbox.Spec) { s.Mounts = []sandbox.Mount{{Source: layer, Destination: "/data"}} }, []string{layer}, true},
+		{"mount of a symlink", func(s *sandbox.Spec) { s.Mounts = []sandbox.Mount{{Source: link, Destination: "/data"}} }, []string{layer}, false},
+		{"mount of a file", func(s *sandbox.Spec) { s.Mounts = []sandbox.Mount{{Source: file, Destination: "/data"}} }, []string{layer}, false},
+		{"mount source with ..", func(s *sandbox.Spec) { s.Mounts = []sandbox.Mount{{Source: layer + "/../x", Destination: "/data"}} }, []string{layer}, false},
+		{"mount destination with ..", func(s *sandbox.Spec) { s.Mounts = []sandbox.Mount{{Source: layer, Destination: "/data/../etc"}} }, []string{layer}, false},
+		{"mount relative", func(s *sandbox.Spec) { s.Mounts = []sandbox.Mount{{Source: layer, Destination: "data"}} }, []string{layer}, false},
+		{"mount over /proc", func(s *sandbox.Spec) { s.Mounts = []sandbox.Mount{{Source: layer, Destination: "/proc/sys"}} }, []string{layer}, false},
+		{"mount over the root", func(s *sandbox.Spec) { s.Mounts = []sandbox.Mount{{Source: layer, Destination: "/"}} }, []string{layer}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sp := &sandbox.Spec{ID: "sb1"}

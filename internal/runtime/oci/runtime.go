@@ -318,6 +318,11 @@ func (r *Runtime) validate(spec *sandbox.Spec, layers []string) (sandbox.Resourc
 	if err := r.validateEgress(spec); err != nil {
 		return res, errdefs.Invalid("%v", err)
 	}
+	for _, m := range spec.Mounts {
+		if err := m.Check(); err != nil {
+			return res, err
+		}
+	}
 	for _, l := range layers {
 		if fi, err := os.Stat(l); err != nil || !fi.IsDir() || !filepath.IsAbs(l) {
 			return res, errdefs.Invalid("image layer %q is not an absolute path to a directory", l)

@@ -12,7 +12,7 @@ import (
 
 var contexts = newTable(table[store.Context]{
 	kind: "context", name: "contexts",
-	columns: `id, sandbox_id, language, type, session_name, working_dir, env, owns_sandbox, created_at, last_used_at, execution_count`,
+	columns: `id, sandbox_id, language, type, session_name, working_dir, env, owns_sandbox, created_at, last_used_at, execution_count, session_key, name, description, tenant`,
 	scan:    scanContext,
 	values: func(c *store.Context) ([]any, error) {
 		env, err := json.Marshal(c.Env)
@@ -20,7 +20,7 @@ var contexts = newTable(table[store.Context]{
 			return nil, fmt.Errorf("encode env: %w", err)
 		}
 		return []any{c.ID, c.SandboxID, c.Language, c.Type, c.SessionName, c.WorkingDir, string(env), c.OwnsSandbox,
-			toUnix(c.CreatedAt), toUnix(c.LastUsedAt), c.ExecutionCount}, nil
+			toUnix(c.CreatedAt), toUnix(c.LastUsedAt), c.ExecutionCount, c.SessionKey, c.Name, c.Description, c.Tenant}, nil
 	},
 	normalize: func(c *store.Context) {
 		c.CreatedAt, c.LastUsedAt = fromUnix(toUnix(c.CreatedAt)), fromUnix(toUnix(c.LastUsedAt))
@@ -48,7 +48,7 @@ func scanContext(row scanner) (*store.Context, error) {
 		created, used int64
 	)
 	if err := row.Scan(&c.ID, &c.SandboxID, &c.Language, &c.Type, &c.SessionName, &c.WorkingDir, &env,
-		&c.OwnsSandbox, &created, &used, &c.ExecutionCount); err != nil {
+		&c.OwnsSandbox, &created, &used, &c.ExecutionCount, &c.SessionKey, &c.Name, &c.Description, &c.Tenant); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(env), &c.Env); err != nil {
@@ -70,9 +70,21 @@ func contextWhere(f store.ContextFilter) (string, []any) {
 		cond += ` AND session_name = ?`
 		args = append(args, f.SessionName)
 	}
+	if f.SessionKey != "" {
+		cond += ` AND session_key = ?`
+		args = append(args, f.SessionKey)
+	}
 	if f.SandboxID != "" {
 		cond += ` AND sandbox_id = ?`
 		args = append(args, f.SandboxID)
+	}
+	if f.Language != "" {
+		cond += ` AND language = ?`
+		args = append(args, f.Language)
+	}
+	if f.ByTenant {
+		cond += ` AND tenant = ?`
+		args = append(args, f.Tenant)
 	}
 	return cond, args
 }

@@ -91,7 +91,7 @@ func TestMigrateFromV5(t *testing.T) {
 	wantSandboxes := []*store.Sandbox{
 		{ID: "sbold1", Image: "agent2env/python", CPU: "1", Memory: "1Gi", TTL: 3600, Env: map[string]string{"A": "1"},
 			Status: "running", Reason: "agent ready", Runtime: "oci", CreatedAt: at(1700000000, 0), UpdatedAt: at(1700000001, 0),
-			ExpiresAt: &exp, AccessToken: "tok1"},
+			ExpiresAt: &exp, AccessToken: "tok1", ManagedBy: "sessions"},
 		{ID: "sbold2", Image: "agent2env/node", Template: "web", TemplateVersion: 2, CPU: "500m", Memory: "512Mi",
 			Env: map[string]string{}, Status: "failed", Reason: "start sandbox: boom", Runtime: "oci",
 			CreatedAt: at(1700000002, 0), UpdatedAt: at(1700000003, 0), AccessToken: "tok2", Spec: []byte(`{"startup":{}}`)},
@@ -117,9 +117,17 @@ func TestMigrateFromV5(t *testing.T) {
 	if err != nil || pp.Status != "completed" || pp.CompletedAt == nil {
 		t.Errorf("prepull = %+v, %v", pp, err)
 	}
+	// The session the context named is a record of its own, which owns
+	// the sandbox the context owned (version 7).
 	c, err := s.GetContext(ctx, "ctx-old")
-	if err != nil || c.SandboxID != "sbold1" || c.ExecutionCount != 4 || !c.OwnsSandbox {
+	if err != nil || c.SandboxID != "sbold1" || c.ExecutionCount != 4 || c.OwnsSandbox || c.SessionKey != "/sess" {
 		t.Errorf("context = %+v, %v", c, err)
+	}
+	wantSession := &store.Session{Key: "/sess", ID: "sess", SandboxID: "sbold1", OwnsSandbox: true, CPU: "1", Memory: "1Gi",
+		Image: "agent2env/python", CreatedAt: at(1700000001, 0), LastUsedAt: at(1700000002, 0),
+		ExpiresAt: at(1700000002+1800, 0), ExecutionCount: 4}
+	if sess, err := s.GetSession(ctx, "/sess"); err != nil || !cmp.Equal(wantSession, sess) {
+		t.Errorf("session = %+v, %v; want %+v", sess, err, wantSession)
 	}
 	counts, err := s.CountSandboxesByStatus(ctx)
 	if want := (store.SandboxCounts{ByStatus: map[string]int{"running": 1, "failed": 1}, Pooled: 1}); err != nil || !cmp.Equal(want, counts) {

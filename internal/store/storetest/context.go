@@ -33,8 +33,8 @@ var contextTests = []struct {
 func sampleContext(id, sbID string, created time.Time) *store.Context {
 	created = created.UTC().Truncate(time.Microsecond)
 	return &store.Context{
-		ID: id, SandboxID: sbID, Language: "python", Type: "jupyter", SessionName: "sess",
-		WorkingDir: "/home/user/ü", Env: map[string]string{"A": "1", "UNICODE": "ü→✓"},
+		ID: id, SandboxID: sbID, Language: "python", Type: "jupyter", SessionName: "sess", SessionKey: "tenant/sess",
+		Name: "analysis ✓", Description: "a context\nwith two lines", Tenant: "tenant", WorkingDir: "/home/user/ü", Env: map[string]string{"A": "1", "UNICODE": "ü→✓"},
 		OwnsSandbox: true, CreatedAt: created, LastUsedAt: created.Add(time.Second), ExecutionCount: 7,
 	}
 }
@@ -149,17 +149,17 @@ func testContextList(t *testing.T, s store.Store) {
 	base := time.Now()
 	// Created out of order, to show the list sorts by creation time.
 	for _, c := range []struct {
-		id, sb, session string
-		at              int
+		id, sb, session, key, lang string
+		at                         int
 	}{
-		{"c3", "sb-a", "s2", 3},
-		{"c1", "sb-a", "s1", 1},
-		{"c4", "sb-b", "s1", 4},
-		{"c2", "sb-b", "s2", 2},
-		{"c0", "sb-a", "", 0},
+		{"c3", "sb-a", "s2", "/s2", "python", 3},
+		{"c1", "sb-a", "s1", "k/s1", "javascript", 1},
+		{"c4", "sb-b", "s1", "/s1", "python", 4},
+		{"c2", "sb-b", "s2", "/s2", "bash", 2},
+		{"c0", "sb-a", "", "", "python", 0},
 	} {
 		cc := sampleContext(c.id, c.sb, base.Add(time.Duration(c.at)*time.Second))
-		cc.SessionName = c.session
+		cc.SessionName, cc.SessionKey, cc.Language = c.session, c.key, c.lang
 		mustCreateContext(t, s, cc)
 	}
 	tests := []struct {
@@ -176,6 +176,13 @@ func testContextList(t *testing.T, s store.Store) {
 		{"sandbox none", store.ContextFilter{SandboxID: "nope"}, []string{}},
 		{"empty session matches all", store.ContextFilter{SessionName: "", SandboxID: "sb-b"}, []string{"c2", "c4"}},
 		{"both none", store.ContextFilter{SessionName: "s1", SandboxID: "nope"}, []string{}},
+		{"session key", store.ContextFilter{SessionKey: "/s1"}, []string{"c4"}},
+		{"session key of a tenant", store.ContextFilter{SessionKey: "k/s1"}, []string{"c1"}},
+		{"language", store.ContextFilter{Language: "python"}, []string{"c0", "c3", "c4"}},
+		{"session key and language", store.ContextFilter{SessionKey: "/s2", Language: "bash"}, []string{"c2"}},
+		{"tenant", store.ContextFilter{ByTenant: true, Tenant: "tenant"}, []string{"c0", "c1", "c2", "c3", "c4"}},
+		{"other tenant", store.ContextFilter{ByTenant: true, Tenant: "other"}, []string{}},
+		{"no tenant", store.ContextFilter{ByTenant: true}, []string{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -201,7 +208,7 @@ func testContextList(t *testing.T, s store.Store) {
 		t.Fatalf("list = %v, %v", got, err)
 	}
 	want := sampleContext("c2", "sb-b", base.Add(2*time.Second))
-	want.SessionName = "s2"
+	want.SessionName, want.SessionKey, want.Language = "s2", "/s2", "bash"
 	if diff := cmp.Diff(want, got[0]); diff != "" {
 		t.Errorf("listed record (-want +got):\n%s", diff)
 	}
@@ -274,21 +281,37 @@ func testContextConcurrentUpdates(t *testing.T, s store.Store) {
 	c := sampleContext("c", "sb", time.Now())
 	c.ExecutionCount = 0
 	mustCreateContext(t, s, c)
+	checkNoLostUpdates(t, func() error {
+		_, err := s.UpdateContext(ctx, "c", func(c *store.Context) error {
+			c.ExecutionCount++
+			return nil
+		})
+		return err
+	}, func() (int, error) {
+		got, err := s.GetContext(ctx, "c")
+		if err != nil {
+			return 0, err
+		}
+		return got.ExecutionCount, nil
+	})
+}
+
+// checkNoLostUpdates runs increment concurrently and checks that count
+// then says each one took effect.
+func checkNoLostUpdates(t *testing.T, increment func() error, count func() (int, error)) {
+	t.Helper()
 	const n = 20
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			if _, err := s.UpdateContext(ctx, "c", func(c *store.Context) error {
-				c.ExecutionCount++
-				return nil
-			}); err != nil {
+			if err := increment(); err != nil {
 				t.Error(err)
 			}
 		})
 	}
 	wg.Wait()
-	if got, err := s.GetContext(ctx, "c"); err != nil || got.ExecutionCount != n {
-		t.Errorf("execution count = %v, %v after %d increments: lost updates", got, err, n)
+	if got, err := count(); err != nil || got != n {
+		t.Errorf("count = %d, %v after %d increments: lost updates", got, err, n)
 	}
 }
 

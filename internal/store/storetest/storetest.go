@@ -35,6 +35,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	tests = append(tests, prepullTests...)
 	tests = append(tests, contextTests...)
 	tests = append(tests, pageTests...)
+	tests = append(tests, sessionTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStore(t)
@@ -58,7 +59,7 @@ func sample(id string) *store.Sandbox {
 func testCreateGet(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	want := sample("sb1")
-	want.Pool = "python"
+	want.Pool, want.ManagedBy = "python", "sessions"
 	if err := s.CreateSandbox(ctx, want); err != nil {
 		t.Fatal(err)
 	}

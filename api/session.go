@@ -1,0 +1,221 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Sessions (seed 000): a session is a sandbox that requests name by an id
+// of the client's choosing, with one live interpreter per language, made
+// on first use and removed after it has been idle for its timeout.
+//
+//	POST   /sessions/execute                SessionExecuteRequest → SessionExecuteResponse
+//	POST   /sessions/command                SessionCommandRequest → SessionCommandResponse
+//	POST   /sessions/{id}/execute           the same, the session named in the path
+//	POST   /sessions/{id}/command
+//	GET    /sessions                        → SessionList
+//	GET    /sessions/{id}                   → Session
+//	DELETE /sessions/{id}                   → DeleteSessionResponse
+//	POST   /sessions/{id}/keepalive         KeepAliveRequest → Session
+//	GET    /stats                           → Stats
+//
+// A request without a session id makes a new session with a generated id;
+// one naming a session that does not exist makes it under that id (never
+// an error). With API keys on, sessions are the key's own: another key
+// naming the same id reaches another session.
+
+// Flavors: the sandbox sizes of a session. More can be configured.
+const (
+	FlavorSmall  = "small"  // 1 CPU, 1 GiB: the default
+	FlavorMedium = "medium" // 2 CPUs, 2 GiB
+	FlavorLarge  = "large"  // 4 CPUs, 4 GiB
+)
+
+// SessionExecuteRequest is the body of POST /sessions/execute.
+type SessionExecuteRequest struct {
+	Code string `json:"code"`
+	// Language is python (default), javascript or bash.
+	Language string `json:"language,omitempty"`
+	// SessionID names the session; empty makes a new one.
+	SessionID string `json:"session_id,omitempty"`
+	// Flavor sizes a new session's sandbox (default: the daemon's,
+	// small); it is ignored for a session that exists.
+	Flavor string `json:"flavor,omitempty"`
+	// Timeout is in seconds (default 30).
+	Timeout float64 `json:"timeout,omitempty"`
+}
+
+// SessionExecuteResponse is the result of code run in a session: the
+// context execution's result, with the session it ran in.
+type SessionExecuteResponse struct {
+	SessionInfo
+	// Language is the interpreter the code ran in.
+	Language string `json:"language"`
+	ExecuteResponse
+}
+
+// SessionInfo is what every session response says of its session.
+type SessionInfo struct {
+	SessionID string `json:"session_id"`
+	// Created says the request made the session (it did not exist).
+	Created bool `json:"created"`
+	// ExpiresAt is the idle deadline after this request.
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// CommandLine is a command: an argv array, or a string run by
+// `bash -c`. On the wire it is either a JSON array or a JSON string.
+type CommandLine struct {
+	Argv  []string `json:"-"`
+	Shell string   `json:"-"`
+}
+
+// MarshalJSON writes a shell string as a string, argv as an array.
+func (c CommandLine) MarshalJSON() ([]byte, error) {
+	if c.Argv == nil {
+		return json.Marshal(c.Shell)
+	}
+	return json.Marshal(c.Argv)
+}
+
+// UnmarshalJSON reads a string or an array of strings.
+func (c *CommandLine) UnmarshalJSON(b []byte) error {
+	*c = CommandLine{}
+	if len(b) > 0 && b[0] == '"' {
+		return json.Unmarshal(b, &c.Shell)
+	}
+	if err := json.Unmarshal(b, &c.Argv); err != nil {
+		return fmt.Errorf("command must be a string or an array of strings")
+	}
+	if c.Argv == nil {
+		c.Argv = []string{}
+	}
+	return nil
+}
+
+// SessionCommandRequest is the body of POST /sessions/command.
+type SessionCommandRequest struct {
+	Command   CommandLine       `json:"command"`
+	SessionID string            `json:"session_id,omitempty"`
+	Flavor    string            `json:"flavor,omitempty"`
+	Timeout   float64           `json:"timeout,omitempty"` // seconds, default 30
+	Cwd       string            `json:"cwd,omitempty"`     // default /workspace
+	Env       map[string]string `json:"env,omitempty"`
+}
+
+// SessionCommandResponse is the result of a command run in a session.
+type SessionCommandResponse struct {
+	SessionInfo
+	ExecResponse
+}
+
+// Session is a session's state.
+type Session struct {
+	SessionID string `json:"session_id"`
+	Flavor    string `json:"flavor"`
+	CPU       string `json:"cpu"`
+	Memory    string `json:"memory"`
+	SandboxID string `json:"sandbox_id"`
+	// Languages are those with a live interpreter in the session.
+	Languages  []string  `json:"languages"`
+	CreatedAt  time.Time `json:"created_at"`
+	LastUsedAt time.Time `json:"last_used_at"`
+	// ExpiresAt is the idle deadline: the session goes then unless used.
+	ExpiresAt time.Time `json:"expires_at"`
+	// EndsAt is the end of its maximum lifetime, if the daemon sets one.
+	EndsAt *time.Time `json:"ends_at,omitempty"`
+	// IdleTimeout is in seconds.
+	IdleTimeout float64 `json:"idle_timeout"`
+	// Busy counts the requests running in the session now.
+	Busy           int `json:"busy"`
+	ExecutionCount int `json:"execution_count"`
+	ErrorCount     int `json:"error_count"`
+	// ExecutionTime is the total time of its executions, in seconds.
+	ExecutionTime float64 `json:"execution_time"`
+}
+
+// SessionList is the body of GET /sessions.
+type SessionList struct {
+	Items []Session `json:"items"`
+	Total int       `json:"total"`
+}
+
+// DeleteSessionResponse is the body of DELETE /sessions/{id}.
+type DeleteSessionResponse struct {
+	SessionID string `json:"session_id"`
+	Status    string `json:"status"` // "deleted"
+}
+
+// KeepAliveRequest is the body of POST /sessions/{id}/keepalive (it may be
+// empty).
+type KeepAliveRequest struct {
+	// IdleTimeout, in seconds, replaces the session's idle timeout; 0
+	// keeps it. The idle deadline moves to now plus the timeout.
+	IdleTimeout float64 `json:"idle_timeout,omitempty"`
+}
+
+// Usage is the load a resource error reports: what exists and what the
+// daemon allows.
+type Usage struct {
+	Sandboxes    int `json:"sandboxes"`
+	MaxSandboxes int `json:"max_sandboxes,omitempty"`
+	Sessions     int `json:"sessions"`
+	IdleSessions int `json:"idle_sessions"`
+	// MilliCPU and MemoryBytes are committed by pending and running
+	// sandboxes; their capacities are the host's times the overcommit
+	// ratio.
+	MilliCPU            int64 `json:"millicpu"`
+	MilliCPUCapacity    int64 `json:"millicpu_capacity"`
+	MemoryBytes         int64 `json:"memory_bytes"`
+	MemoryBytesCapacity int64 `json:"memory_bytes_capacity"`
+}
+
+// ResourceError is the body of a 429 RESOURCE_LIMIT or 507
+// INSUFFICIENT_CAPACITY: the error, the usage and what to do.
+type ResourceError struct {
+	Error
+	Usage      Usage  `json:"usage"`
+	Suggestion string `json:"suggestion"`
+}
+
+// Stats is the body of GET /stats.
+type Stats struct {
+	Sessions SessionStats `json:"sessions"`
+	// Sandboxes counts sandboxes by status; those waiting in warm pools
+	// are "pooled".
+	Sandboxes map[string]int `json:"sandboxes"`
+	// Resources are committed (limits of pending and running sandboxes)
+	// and used (measured now) against capacity.
+	Resources  ResourceStats  `json:"resources"`
+	Executions ExecutionStats `json:"executions"`
+}
+
+// SessionStats counts sessions.
+type SessionStats struct {
+	Active int `json:"active"`
+	// Busy are those with a request running in them now.
+	Busy int `json:"busy"`
+}
+
+// ResourceStats is cpu and memory committed, used and available.
+type ResourceStats struct {
+	MilliCPUCommitted    int64 `json:"millicpu_committed"`
+	MilliCPUCapacity     int64 `json:"millicpu_capacity"`
+	MemoryBytesCommitted int64 `json:"memory_bytes_committed"`
+	MemoryBytesCapacity  int64 `json:"memory_bytes_capacity"`
+	// CPUSecondsUsed is the cpu time running sandboxes have used;
+	// MemoryBytesUsed their memory now.
+	CPUSecondsUsed  float64 `json:"cpu_seconds_used"`
+	MemoryBytesUsed int64   `json:"memory_bytes_used"`
+}
+
+// ExecutionStats are the executions (code and commands) in sessions and
+// contexts since the daemon started; times are in seconds over the most
+// recent ones.
+type ExecutionStats struct {
+	Count  int     `json:"count"`
+	Errors int     `json:"errors"`
+	P50    float64 `json:"p50"`
+	P95    float64 `json:"p95"`
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agent2env/agent2env/api"
+)
+
+// benchSessions measures execute_code print(1) in a reused session over
+// REST and over MCP streamable HTTP, beside the context execute path it
+// rides on, and the first execute_code of a new session (cold).
+func benchSessions(d *daemon, n int) error {
+	var c api.Context
+	if err := d.post("/api/v1/contexts", api.CreateContextRequest{Language: "python"}, &c); err != nil {
+		return err
+	}
+	defer d.del("/api/v1/contexts/" + c.ContextID)
+	execute := func(path string, body any) func() error {
+		return func() error {
+			var res api.ExecuteResponse
+			if err := d.post(path, body, &res); err != nil {
+				return err
+			}
+			if res.Output.Stdout != "1\n" {
+				return fmt.Errorf("print(1) printed %q", res.Output.Stdout)
+			}
+			return nil
+		}
+	}
+	ctxRun, err := measure(n*4, execute("/api/v1/contexts/"+c.ContextID+"/execute", api.ExecuteRequest{Code: "print(1)"}))
+	if err != nil {
+		return err
+	}
+	reused := api.SessionExecuteRequest{Code: "print(1)", SessionID: "bench-reused"}
+	if err := execute("/api/v1/sessions/execute", reused)(); err != nil { // makes it
+		return err
+	}
+	defer d.del("/api/v1/sessions/bench-reused")
+	rest, err := measure(n*4, execute("/api/v1/sessions/execute", reused))
+	if err != nil {
+		return err
+	}
+	report("execute_code print(1), reused (REST)", rest, "context execute", ctxRun, "≤ 3 ms p50")
+
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: "http://" + d.addr + "/mcp", HTTPClient: d.hc, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		return fmt.Errorf("connect to /mcp: %w", err)
+	}
+	defer cs.Close()
+	mcpRun, err := measure(n*4, func() error {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "execute_code",
+			Arguments: map[string]any{"code": "print(1)", "session_id": "bench-reused"}})
+		if err != nil {
+			return err
+		}
+		if res.IsError {
+			return fmt.Errorf("execute_code over MCP failed: %v", res.Content)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	report("execute_code print(1), reused (MCP)", mcpRun, "context execute", ctxRun, "≤ 5 ms p50")
+
+	var ids []string
+	cold, err := measure(max(n/2, 5), func() error {
+		id := fmt.Sprintf("bench-cold-%d", len(ids))
+		ids = append(ids, id)
+		return execute("/api/v1/sessions/execute", api.SessionExecuteRequest{Code: "print(1)", SessionID: id})()
+	})
+	for _, id := range ids { // untimed
+		d.del("/api/v1/sessions/" + id)
+	}
+	if err != nil {
+		return err
+	}
+	report("new session, no warm pool", cold, "context execute", ctxRun, "≤ 40 ms p50")
+	return nil
+}
+
+// benchWarmSession measures the first execute_code of a new session served
+// by d's warm pool of python sandboxes (with their kernel started).
+func benchWarmSession(d *daemon, n int, baseline stats) error {
+	var ids []string
+	first, err := measureRefilled(d, n, func() error {
+		id := fmt.Sprintf("bench-warm-%d", len(ids))
+		ids = append(ids, id)
+		var res api.SessionExecuteResponse
+		if err := d.post("/api/v1/sessions/execute", api.SessionExecuteRequest{Code: "print(1)", SessionID: id}, &res); err != nil {
+			return err
+		}
+		if !res.Created || res.Output.Stdout != "1\n" {
+			return fmt.Errorf("first execute_code of session %s: %+v", id, res)
+		}
+		return nil
+	})
+	for _, id := range ids { // untimed
+		d.del("/api/v1/sessions/" + id)
+	}
+	if err != nil {
+		return err
+	}
+	report("new session, warm pool", first, "python over a pipe", baseline, "≤ 5 ms p50")
+	return nil
+}

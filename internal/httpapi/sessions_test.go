@@ -1,0 +1,94 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/contexts"
+	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
+	"github.com/agent2env/agent2env/internal/service"
+	"github.com/agent2env/agent2env/internal/session"
+	"github.com/agent2env/agent2env/internal/store/sqlite"
+)
+
+// TestSessionTenants: with API keys, a session id names the key's own
+// session; another key using the same id reaches another one.
+func TestSessionTenants(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	imgs := newFakeImages("agent2env/code-interpreter")
+	rt := fakeruntime.New(fakeruntime.WithImages(imgs))
+	m := manager.New(manager.Config{StartTimeout: 10 * time.Second}, rt, st, log)
+	ctxs := contexts.New(contexts.Config{}, m, st, nil, log)
+	sess, err := session.New(session.Config{}, m, st, ctxs, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m.Close()
+		rt.Close()
+		st.Close()
+	})
+	keyA, keyB := auth.NewKey(), auth.NewKey()
+	keys, err := auth.NewKeys(keyA, keyB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(service.NewSandboxes(m, ""), service.NewImages(imgs), log, WithRoutes(NewSessionRoutes(sess)), WithMiddleware(AuthMiddleware(keys)), WithMiddleware(TenantMiddleware))
+	h := srv.Handler()
+	do := func(key, method, path, body string, out any) int {
+		t.Helper()
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if out != nil {
+			if err := json.Unmarshal(rec.Body.Bytes(), out); err != nil {
+				t.Fatalf("%s %s: %s: %v", method, path, rec.Body, err)
+			}
+		}
+		return rec.Code
+	}
+	var a, b api.SessionExecuteResponse
+	if code := do(keyA, "POST", "/api/v1/sessions/s1/execute", `{"code":"secret = 1"}`, &a); code != http.StatusOK || !a.Created {
+		t.Fatalf("key A: %d %+v", code, a)
+	}
+	if code := do(keyB, "POST", "/api/v1/sessions/execute", `{"code":"'secret' in globals()","session_id":"s1"}`, &b); code != http.StatusOK ||
+		!b.Created || b.Result != "False" {
+		t.Errorf("key B with key A's session id: %d %+v", code, b)
+	}
+	var list api.SessionList
+	if code := do(keyA, "GET", "/api/v1/sessions", "", &list); code != http.StatusOK || list.Total != 1 {
+		t.Errorf("key A's list: %d %+v", code, list)
+	}
+	if code := do(keyB, "DELETE", "/api/v1/sessions/s1", "", nil); code != http.StatusOK {
+		t.Errorf("key B's delete: %d", code)
+	}
+	var e api.Error
+	if code := do(keyB, "GET", "/api/v1/sessions/s1", "", &e); code != http.StatusNotFound || e.Code != api.CodeSessionNotFound {
+		t.Errorf("key B's get after its delete: %d %+v", code, e)
+	}
+	var info api.Session
+	if code := do(keyA, "GET", "/api/v1/sessions/s1", "", &info); code != http.StatusOK || info.ExecutionCount != 1 {
+		t.Errorf("key A's session after key B's delete: %d %+v", code, info)
+	}
+	if code := do(keyA, "POST", "/api/v1/sessions/s1/execute", `{"code":"1","session_id":"s2"}`, &e); code != http.StatusBadRequest {
+		t.Errorf("path and body name two sessions: %d %+v", code, e)
+	}
+}

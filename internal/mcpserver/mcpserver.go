@@ -1,0 +1,290 @@
+// Package mcpserver is agent2env's MCP server, on the official Go SDK
+// (github.com/modelcontextprotocol/go-sdk). Its tools call the contexts and
+// sessions services in process, the same ones the REST API calls, so no
+// rule is written twice:
+//
+//   - seed 004's run_code, create_context, stop_context and list_contexts,
+//     with its JSON result shapes and error codes (INVALID_PARAMS,
+//     CONTEXT_NOT_FOUND, INVALID_LANGUAGE, EXECUTION_FAILED) as tool errors;
+//   - seed 000's execute_code and execute_command (sessions made on first
+//     use), the file tools, list_sessions, get_session_info, stop_session
+//     and get_stats.
+//
+// Every tool has a typed output schema and returns its result as
+// structured content and as JSON text; figures come back as image content.
+// Long executions send their output as progress notifications while they
+// run, and a cancellation interrupts the running code (its context stays).
+// A session's files are resources: sandbox://{session}/files/{path}.
+//
+// HTTP (Handler) is stateless: what persists is keyed by the session_id
+// and context_id arguments, never by the MCP session, since many clients
+// open one per call. Stdio (ServeStdio) is a bridge to a daemon's /mcp.
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/contexts"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/session"
+)
+
+// Version is what the server says of itself at initialization.
+const Version = "1.0.0"
+
+// Seed 004's error codes, and the other codes tool errors carry.
+const (
+	CodeInvalidParams    = "INVALID_PARAMS"
+	CodeContextNotFound  = "CONTEXT_NOT_FOUND"
+	CodeInvalidLanguage  = "INVALID_LANGUAGE"
+	CodeExecutionFailed  = "EXECUTION_FAILED"
+	CodeSessionNotFound  = "SESSION_NOT_FOUND"
+	CodeFileNotFound     = "FILE_NOT_FOUND"
+	CodeSandboxNotFound  = "SANDBOX_NOT_FOUND"
+	CodeLanguageNotFound = "LANGUAGE_NOT_FOUND"
+	CodeResourceLimit    = "RESOURCE_LIMIT"
+	CodeNoCapacity       = "INSUFFICIENT_CAPACITY"
+)
+
+// Config configures the server.
+type Config struct {
+	// ScopeByKey makes the API key of each HTTP request its tenant (see
+	// auth.Tenant), as the REST API does when keys are on.
+	ScopeByKey bool
+	// MaxRequestBytes bounds an HTTP request (default 16 MiB: write_file
+	// carries files in its arguments, beyond the SDK's 4 MiB default).
+	MaxRequestBytes int64
+	Log             *slog.Logger
+}
+
+// Server is the MCP server of one daemon.
+type Server struct {
+	cfg  Config
+	ctxs *contexts.Service
+	sess *session.Service
+	srv  *mcp.Server
+	// calls are the tools/call requests in flight over HTTP.
+	calls inflight
+}
+
+// New returns the server of the contexts and sessions services.
+func New(cfg Config, ctxs *contexts.Service, sess *session.Service) *Server {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.MaxRequestBytes == 0 {
+		cfg.MaxRequestBytes = 16 << 20
+	}
+	s := &Server{cfg: cfg, ctxs: ctxs, sess: sess}
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: "agent2env", Title: "agent2env code sandboxes", Version: Version},
+		&mcp.ServerOptions{
+			Instructions: "Run Python, JavaScript and bash code and commands in sandboxes. " +
+				"execute_code and execute_command keep state per session_id (omit it for a new session; the response names it). " +
+				"create_context/run_code/stop_context/list_contexts are the context API of seed 004.",
+			Logger: cfg.Log,
+		})
+	s.addTools()
+	s.addResources()
+	return s
+}
+
+// MCP returns the SDK server, for transports of the caller's own.
+func (s *Server) MCP() *mcp.Server { return s.srv }
+
+// Handler returns the streamable HTTP transport, stateless. A call ends
+// when its client cancels it or goes away (see trackCalls).
+func (s *Server) Handler() http.Handler {
+	return s.trackCalls(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.srv }, &mcp.StreamableHTTPOptions{
+		Stateless:                    true,
+		Logger:                       s.cfg.Log,
+		MaxRequestBodyBytes:          s.cfg.MaxRequestBytes,
+		PropagateRequestCancellation: true,
+		// The SDK's DNS-rebinding protection stays on: a request reaching a
+		// loopback listener must name a loopback host.
+	}))
+}
+
+// Register serves Handler at /mcp on mux (a route group of the daemon's
+// API, behind its auth).
+func (s *Server) Register(mux *http.ServeMux) { mux.Handle("/mcp", s.Handler()) }
+
+// tenant returns ctx with the tenant of the request's API key, when the
+// server scopes by key.
+func (s *Server) tenant(ctx context.Context, extra *mcp.RequestExtra) context.Context {
+	if !s.cfg.ScopeByKey || extra == nil || extra.Header == nil {
+		return ctx
+	}
+	if key, ok := auth.Bearer(extra.Header.Get("Authorization")); ok {
+		return auth.WithTenant(ctx, auth.Tenant(key))
+	}
+	return ctx
+}
+
+// call is what a tool handler gets of its request.
+type call struct {
+	s   *Server
+	req *mcp.CallToolRequest
+}
+
+// tool is a tool with typed arguments and result: the handler's result is
+// the structured content (and its JSON the text), extra content follows.
+type tool[In, Out any] struct {
+	name, title, description string
+	// defaults are the arguments' defaults, by name.
+	defaults    map[string]any
+	annotations *mcp.ToolAnnotations
+	handle      func(ctx context.Context, c *call, in In) (Out, []mcp.Content, error)
+}
+
+// add registers t on s. Arguments are checked against the input schema
+// by this package, not the SDK's wrapper, so that a bad argument is the
+// tool error INVALID_PARAMS of seed 004.
+func add[In, Out any](s *Server, t tool[In, Out]) {
+	in, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic(fmt.Sprintf("tool %s: input schema: %v", t.name, err))
+	}
+	for name, v := range t.defaults {
+		b, _ := json.Marshal(v)
+		in.Properties[name].Default = b
+	}
+	resolved, err := in.Resolve(nil)
+	if err != nil {
+		panic(fmt.Sprintf("tool %s: resolve input schema: %v", t.name, err))
+	}
+	out, err := jsonschema.For[Out](nil)
+	if err != nil {
+		panic(fmt.Sprintf("tool %s: output schema: %v", t.name, err))
+	}
+	ann := t.annotations
+	if ann == nil {
+		ann = &mcp.ToolAnnotations{}
+	}
+	ann.Title = t.title
+	s.srv.AddTool(&mcp.Tool{Name: t.name, Title: t.title, Description: t.description, InputSchema: in, OutputSchema: out, Annotations: ann},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			ctx = s.tenant(ctx, req.Extra)
+			ctx, cancel := withCancelSignal(ctx)
+			defer cancel()
+			args, err := arguments[In](req.Params.Arguments, resolved)
+			if err != nil {
+				return errorResult(err), nil
+			}
+			res, extra, err := t.handle(ctx, &call{s: s, req: req}, args)
+			if err != nil {
+				var shown *shownError
+				if errors.As(err, &shown) { // a failed execution, shown whole
+					return result(shown.v, extra, true)
+				}
+				s.cfg.Log.Debug("mcp tool failed", "tool", t.name, "err", err)
+				return errorResult(err), nil
+			}
+			return result(res, extra, false)
+		})
+}
+
+// arguments checks raw arguments against the input schema (defaults
+// applied) and decodes them.
+func arguments[In any](raw json.RawMessage, schema *jsonschema.Resolved) (In, error) {
+	var in In
+	m := map[string]any{}
+	if len(raw) > 0 && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return in, invalid("arguments must be a JSON object: %v", err)
+		}
+	}
+	var v any = m
+	if err := schema.ApplyDefaults(&v); err != nil {
+		return in, invalid("arguments: %v", err)
+	}
+	if err := schema.Validate(v); err != nil {
+		return in, invalid("invalid arguments: %v", err)
+	}
+	b, _ := json.Marshal(v)
+	if err := json.Unmarshal(b, &in); err != nil {
+		return in, invalid("invalid arguments: %v", err)
+	}
+	return in, nil
+}
+
+// invalid is an INVALID_PARAMS error.
+func invalid(format string, args ...any) error {
+	return errdefs.WithCode(errdefs.Invalid(format, args...), CodeInvalidParams)
+}
+
+// result is a tool result: v as structured content and as indented JSON
+// text, then extra content (figures).
+func result(v any, extra []mcp.Content, isError bool) (*mcp.CallToolResult, error) {
+	text, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode tool result: %w", err)
+	}
+	content := append([]mcp.Content{&mcp.TextContent{Text: string(text)}}, extra...)
+	return &mcp.CallToolResult{Content: content, StructuredContent: v, IsError: isError}, nil
+}
+
+// shownError is a failed execution whose result is the tool error: the
+// client sees the output and the error's name, value and traceback.
+type shownError struct{ v any }
+
+func (e *shownError) Error() string { return "execution failed" }
+
+// ToolError is the JSON text of a tool error.
+type ToolError struct {
+	Error      string     `json:"error"`
+	Code       string     `json:"code"`
+	Suggestion string     `json:"suggestion,omitempty"`
+	Usage      *api.Usage `json:"usage,omitempty"`
+}
+
+// suggestions are what to do about each code, unless the error says.
+var suggestions = map[string]string{
+	CodeInvalidParams:    "check the tool's input schema: required arguments, their types",
+	CodeContextNotFound:  "create a context with create_context, or find yours with list_contexts",
+	CodeInvalidLanguage:  "use python or javascript (or bash)",
+	CodeSessionNotFound:  "execute_code or execute_command makes a session; list_sessions shows yours",
+	CodeFileNotFound:     "list_files shows what there is",
+	CodeSandboxNotFound:  "use a session_id instead: sessions make their sandboxes",
+	CodeLanguageNotFound: "the sandbox's image has no interpreter for it: use the default code-interpreter image",
+	CodeExecutionFailed:  "retry; if it fails again, see the daemon's log",
+}
+
+// errorResult is the tool error of err: seed 004's {"error", "code"},
+// with a suggestion and, for resource limits, the usage.
+func errorResult(err error) *mcp.CallToolResult {
+	te := ToolError{Error: err.Error(), Code: toolCode(err)}
+	if d := errdefs.Details(err); d != nil {
+		te.Suggestion, _ = d["suggestion"].(string)
+		if u, ok := d["usage"].(api.Usage); ok {
+			te.Usage = &u
+		}
+	}
+	if te.Suggestion == "" {
+		te.Suggestion = suggestions[te.Code]
+	}
+	text, _ := json.MarshalIndent(te, "", "  ")
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}}
+}
+
+// toolCode is the code of a tool error.
+func toolCode(err error) string {
+	switch code := errdefs.Code(err); code {
+	case CodeInvalidParams, api.CodeInvalidLanguage, api.CodeContextNotFound, api.CodeSessionNotFound, api.CodeFileNotFound,
+		api.CodeSandboxNotFound, api.CodeLanguageMissing, api.CodeLimitExceeded, api.CodeInsufficientCapacity:
+		return code
+	}
+	if errors.Is(err, errdefs.ErrInvalidArgument) {
+		return CodeInvalidParams
+	}
+	return CodeExecutionFailed
+}

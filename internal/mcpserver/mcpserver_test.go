@@ -1,0 +1,637 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/client"
+	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/contexts"
+	"github.com/agent2env/agent2env/internal/contexts/contextstest"
+	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/session"
+)
+
+// These tests drive the server with the Go SDK's client over its real
+// transports, above real services (package contextstest's fake runtime
+// runs the host's interpreters). Nothing here may start processes with
+// os/exec: the in-process agents' reaper waits for every child.
+
+var bg = context.Background()
+
+// env is the MCP server over HTTP, with API keys on when keyed.
+type env struct {
+	*contextstest.Env
+	srv *Server
+	url string
+}
+
+func newEnv(t *testing.T, keyed bool) *env {
+	t.Helper()
+	ce := contextstest.NewEnv(t, manager.Config{}, nil)
+	log := slog.New(slog.DiscardHandler)
+	ctxs := contexts.New(contexts.Config{ReadyTimeout: 10 * time.Second}, ce.M, ce.St, nil, log)
+	sess, err := session.New(session.Config{}, ce.M, ce.St, ctxs, log, session.WithHost(session.Host{MilliCPU: 64000, MemoryBytes: 256 << 30}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(Config{ScopeByKey: keyed, Log: log}, ctxs, sess)
+	mux := http.NewServeMux()
+	srv.Register(mux)
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	return &env{Env: ce, srv: srv, url: ts.URL}
+}
+
+// connect returns a client session to the server, sending key as the
+// bearer token when not empty.
+func (e *env) connect(t *testing.T, key string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	c, err := client.New(e.url, client.WithToken(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, opts).Connect(bg,
+		&mcp.StreamableClientTransport{Endpoint: c.URL("/mcp"), HTTPClient: c.HTTPClient(), DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// callTool calls a tool and decodes its JSON text into out (when not nil).
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any, out any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(bg, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("call %s %v: %v", name, args, err)
+	}
+	if out != nil {
+		if err := json.Unmarshal([]byte(text(t, res)), out); err != nil {
+			t.Fatalf("%s: result %q: %v", name, text(t, res), err)
+		}
+	}
+	if !res.IsError {
+		checkOutput(t, cs, name, res)
+	}
+	return res
+}
+
+// outputSchemas caches the tools' output schemas, by client session.
+var outputSchemas sync.Map // *mcp.ClientSession -> map[string]*jsonschema.Resolved
+
+// checkOutput validates a result's structured content against the tool's
+// output schema, as strict clients (Python's) do.
+func checkOutput(t *testing.T, cs *mcp.ClientSession, name string, res *mcp.CallToolResult) {
+	t.Helper()
+	v, ok := outputSchemas.Load(cs)
+	if !ok {
+		m := map[string]*jsonschema.Resolved{}
+		for tool, err := range cs.Tools(bg, nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(tool.OutputSchema)
+			var s jsonschema.Schema
+			if err := json.Unmarshal(b, &s); err != nil {
+				t.Fatalf("output schema of %s: %v", tool.Name, err)
+			}
+			r, err := s.Resolve(nil)
+			if err != nil {
+				t.Fatalf("output schema of %s: %v", tool.Name, err)
+			}
+			m[tool.Name] = r
+		}
+		v, _ = outputSchemas.LoadOrStore(cs, m)
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	var instance any
+	json.Unmarshal(b, &instance)
+	if err := v.(map[string]*jsonschema.Resolved)[name].Validate(instance); err != nil {
+		t.Errorf("%s: structured content %s does not match the output schema: %v", name, b, err)
+	}
+}
+
+func text(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	if len(res.Content) == 0 {
+		t.Fatal("no content")
+	}
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		t.Fatalf("first content is %T", res.Content[0])
+	}
+	return tc.Text
+}
+
+// toolError checks that res is a tool error with code, and returns it.
+func toolError(t *testing.T, res *mcp.CallToolResult, code string) ToolError {
+	t.Helper()
+	var te ToolError
+	if !res.IsError || json.Unmarshal([]byte(text(t, res)), &te) != nil || te.Code != code || te.Error == "" || te.Suggestion == "" {
+		t.Errorf("result %v %s, want a tool error %s with a message and a suggestion", res.IsError, text(t, res), code)
+	}
+	return te
+}
+
+func TestTools(t *testing.T) {
+	e := newEnv(t, false)
+	cs := e.connect(t, "", nil)
+	var names []string
+	for tool, err := range cs.Tools(bg, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+		if tool.OutputSchema == nil || tool.InputSchema == nil || tool.Description == "" {
+			t.Errorf("tool %s lacks a schema or a description", tool.Name)
+		}
+	}
+	want := []string{"create_context", "execute_code", "execute_command", "get_session_info", "get_stats", "list_contexts",
+		"list_files", "list_sessions", "read_file", "run_code", "stop_context", "stop_session", "write_file"}
+	slices.Sort(names)
+	if !slices.Equal(names, want) {
+		t.Errorf("tools %v, want %v", names, want)
+	}
+}
+
+// TestSeed004Flow is seed 004's test flow, word for word, with its result
+// shapes and error codes.
+func TestSeed004Flow(t *testing.T) {
+	e := newEnv(t, false)
+	cs := e.connect(t, "", nil)
+	var created map[string]any
+	callTool(t, cs, "create_context", map[string]any{"name": "test", "language": "python"}, &created)
+	id, _ := created["context_id"].(string)
+	if !strings.HasPrefix(id, "ctx-") || created["name"] != "test" || created["language"] != "python" || created["description"] != "" ||
+		created["status"] != "active" || created["message"] != "Python context created successfully" || created["created_at"] == nil ||
+		len(created) != 7 {
+		t.Fatalf("create_context: %v", created)
+	}
+	var run map[string]any
+	res := callTool(t, cs, "run_code", map[string]any{"code": "x = 100\nprint(x)", "context_id": id}, &run)
+	if res.IsError || run["stdout"] != "100\n" || run["stderr"] != "" || run["success"] != true || run["execution_time"] == nil || len(run) != 4 {
+		t.Fatalf("run_code: %v", run)
+	}
+	if sc, _ := json.Marshal(res.StructuredContent); !strings.Contains(string(sc), `"stdout":"100\n"`) {
+		t.Errorf("structured content %s", sc)
+	}
+	callTool(t, cs, "run_code", map[string]any{"code": "print(x + 1)", "context_id": id}, &run)
+	if run["stdout"] != "101\n" {
+		t.Errorf("state kept: %v", run)
+	}
+	callTool(t, cs, "run_code", map[string]any{"code": "1/0", "context_id": id}, &run)
+	if run["success"] != false || !strings.Contains(run["stderr"].(string), "ZeroDivisionError") {
+		t.Errorf("a failing run: %v", run)
+	}
+	var list struct {
+		Contexts []map[string]any `json:"contexts"`
+		Total    int              `json:"total"`
+	}
+	callTool(t, cs, "list_contexts", nil, &list)
+	if list.Total != 1 || len(list.Contexts) != 1 || list.Contexts[0]["context_id"] != id || list.Contexts[0]["name"] != "test" ||
+		list.Contexts[0]["last_used"] == nil || len(list.Contexts[0]) != 7 {
+		t.Errorf("list_contexts: %+v", list)
+	}
+	var stopped map[string]any
+	callTool(t, cs, "stop_context", map[string]any{"context_id": id}, &stopped)
+	if stopped["context_id"] != id || stopped["status"] != "stopped" || stopped["message"] != "Context stopped successfully" {
+		t.Errorf("stop_context: %v", stopped)
+	}
+	toolError(t, callTool(t, cs, "run_code", map[string]any{"code": "print(x)", "context_id": id}, nil), CodeContextNotFound)
+	callTool(t, cs, "list_contexts", nil, &list)
+	if list.Total != 0 || len(list.Contexts) != 0 {
+		t.Errorf("list_contexts after stop: %+v", list)
+	}
+	if ids := e.Sandboxes(t); len(ids) != 0 {
+		t.Errorf("sandboxes left: %v", ids)
+	}
+
+	var js map[string]any
+	callTool(t, cs, "create_context", map[string]any{"name": "j", "language": "javascript", "description": "d"}, &js)
+	if js["message"] != "JavaScript context created successfully" || js["description"] != "d" {
+		t.Errorf("javascript: %v", js)
+	}
+	callTool(t, cs, "run_code", map[string]any{"code": "let y = 2; console.log(y * 21)", "context_id": js["context_id"]}, &run)
+	if run["stdout"] != "42\n" {
+		t.Errorf("javascript run: %v", run)
+	}
+}
+
+func TestBadArguments(t *testing.T) {
+	e := newEnv(t, false)
+	cs := e.connect(t, "", nil)
+	for _, tt := range []struct {
+		tool string
+		args map[string]any
+		code string
+	}{
+		{"create_context", map[string]any{"name": "r", "language": "ruby"}, CodeInvalidLanguage},
+		{"create_context", map[string]any{"language": "python"}, CodeInvalidParams},
+		{"create_context", map[string]any{"name": ""}, CodeInvalidParams},
+		{"create_context", map[string]any{"name": 5}, CodeInvalidParams},
+		{"run_code", map[string]any{"code": "1"}, CodeInvalidParams},
+		{"run_code", map[string]any{"context_id": "ctx-x"}, CodeInvalidParams},
+		{"run_code", map[string]any{"code": 1, "context_id": "ctx-x"}, CodeInvalidParams},
+		{"run_code", map[string]any{"code": "1", "context_id": "ctx-none"}, CodeContextNotFound},
+		{"stop_context", map[string]any{"context_id": "ctx-none"}, CodeContextNotFound},
+		{"stop_context", map[string]any{}, CodeInvalidParams},
+		{"execute_code", map[string]any{"code": "1", "language": "cobol"}, CodeInvalidLanguage},
+		{"execute_code", map[string]any{"code": "1", "timeout": "soon"}, CodeInvalidParams},
+		{"execute_code", map[string]any{"code": "1", "session_id": "a/b"}, CodeInvalidParams},
+		{"execute_code", map[string]any{"code": "1", "flavor": "xl"}, CodeInvalidParams},
+		{"execute_command", map[string]any{}, CodeInvalidParams},
+		{"execute_command", map[string]any{"command": "true", "cwd": "../etc"}, CodeInvalidParams},
+		{"write_file", map[string]any{"path": "a", "content": "x", "encoding": "rot13", "session_id": "s"}, CodeInvalidParams},
+		{"write_file", map[string]any{"path": "a", "content": "!!", "encoding": "base64", "session_id": "s"}, CodeInvalidParams},
+		{"read_file", map[string]any{"path": "a"}, CodeInvalidParams},
+		{"get_session_info", map[string]any{"session_id": "nosuch"}, CodeSessionNotFound},
+		{"stop_session", map[string]any{"session_id": "nosuch"}, CodeSessionNotFound},
+	} {
+		t.Run(tt.tool, func(t *testing.T) {
+			toolError(t, callTool(t, cs, tt.tool, tt.args, nil), tt.code)
+		})
+	}
+	if ids := e.Sandboxes(t); len(ids) != 0 {
+		t.Errorf("bad arguments made sandboxes: %v", ids)
+	}
+}
+
+// pngFigure displays a tiny PNG, as a matplotlib figure would.
+const pngFigure = `class Figure:
+    def _repr_png_(self):
+        return bytes.fromhex('89504e470d0a1a0a')
+display(Figure())
+print('drawn')`
+
+func TestSessionTools(t *testing.T) {
+	e := newEnv(t, false)
+	cs := e.connect(t, "", nil)
+	var first ExecuteCodeResult
+	callTool(t, cs, "execute_code", map[string]any{"code": "v = 7\nprint(v)"}, &first)
+	if !first.Created || first.SessionID == "" || first.Stdout != "7\n" || !first.Success || first.ExpiresAt.IsZero() {
+		t.Fatalf("new session: %+v", first)
+	}
+	var again ExecuteCodeResult
+	callTool(t, cs, "execute_code", map[string]any{"code": "v * 6", "session_id": first.SessionID}, &again)
+	if again.Created || again.Result != "42" {
+		t.Errorf("reused session: %+v", again)
+	}
+	// A figure comes back as an image.
+	res := callTool(t, cs, "execute_code", map[string]any{"code": pngFigure, "session_id": first.SessionID}, nil)
+	var img *mcp.ImageContent
+	for _, c := range res.Content {
+		if ic, ok := c.(*mcp.ImageContent); ok {
+			img = ic
+		}
+	}
+	if img == nil || img.MIMEType != "image/png" || string(img.Data[1:4]) != "PNG" {
+		t.Errorf("figure: %+v", res.Content)
+	}
+	// A failed execution is a tool error with the error's name, value and
+	// traceback, and the output.
+	var failed ExecuteCodeResult
+	res = callTool(t, cs, "execute_code", map[string]any{"code": "print('before')\nraise ValueError('bad value')", "session_id": first.SessionID}, &failed)
+	if !res.IsError || failed.Success || failed.Error == nil || failed.Error.Name != "ValueError" || failed.Error.Value != "bad value" ||
+		!strings.Contains(failed.Error.Traceback, "ValueError") || failed.Stdout != "before\n" {
+		t.Errorf("failed execution: %v %+v", res.IsError, failed)
+	}
+	var cmd api.SessionCommandResponse
+	callTool(t, cs, "execute_command", map[string]any{"command": "echo $((6 * 7)); exit 3", "session_id": first.SessionID}, &cmd)
+	if cmd.ExitCode != 3 || cmd.Stdout != "42\n" || cmd.Created {
+		t.Errorf("command: %+v", cmd)
+	}
+
+	// Files, and a file as a resource.
+	var fr FileResult
+	callTool(t, cs, "write_file", map[string]any{"path": "data/a.txt", "content": "hello", "session_id": first.SessionID}, &fr)
+	if fr.Path != "/workspace/data/a.txt" || fr.Size != 5 {
+		t.Errorf("write_file: %+v", fr)
+	}
+	callTool(t, cs, "write_file", map[string]any{"path": "/tmp/b.bin", "content": "AP8=", "encoding": "base64", "session_id": first.SessionID}, nil)
+	callTool(t, cs, "read_file", map[string]any{"path": "data/a.txt", "session_id": first.SessionID}, &fr)
+	if fr.Content != "hello" || fr.Encoding != "text" {
+		t.Errorf("read_file: %+v", fr)
+	}
+	callTool(t, cs, "read_file", map[string]any{"path": "/tmp/b.bin", "session_id": first.SessionID}, &fr)
+	if fr.Content != "AP8=" || fr.Encoding != "base64" {
+		t.Errorf("read_file of binary: %+v", fr)
+	}
+	var lf ListFilesResult
+	callTool(t, cs, "list_files", map[string]any{"session_id": first.SessionID}, &lf)
+	if lf.Path != "/workspace" || len(lf.Files) != 1 || lf.Files[0].Name != "data" || !lf.Files[0].IsDir {
+		t.Errorf("list_files: %+v", lf)
+	}
+	rr, err := cs.ReadResource(bg, &mcp.ReadResourceParams{URI: "sandbox://" + first.SessionID + "/files/workspace/data/a.txt"})
+	if err != nil || len(rr.Contents) != 1 || rr.Contents[0].Text != "hello" || rr.Contents[0].MIMEType != "text/plain; charset=utf-8" {
+		t.Errorf("read resource: %+v %v", rr, err)
+	}
+	for _, uri := range []string{"sandbox://nosuch/files/workspace/a.txt", "sandbox://" + first.SessionID + "/files/workspace/none",
+		"sandbox://" + first.SessionID + "/other/x"} {
+		if _, err := cs.ReadResource(bg, &mcp.ReadResourceParams{URI: uri}); err == nil {
+			t.Errorf("read resource %s: no error", uri)
+		}
+	}
+
+	var sessions ListSessionsResult
+	callTool(t, cs, "list_sessions", nil, &sessions)
+	if sessions.Total != 1 || sessions.Sessions[0].SessionID != first.SessionID || sessions.Sessions[0].ExecutionCount < 4 {
+		t.Errorf("list_sessions: %+v", sessions)
+	}
+	var info map[string]any
+	callTool(t, cs, "get_session_info", map[string]any{"session_id": first.SessionID}, &info)
+	if info["flavor"] != "small" || info["sandbox_id"] == "" || info["languages"] == nil {
+		t.Errorf("get_session_info: %v", info)
+	}
+	var bySandbox FileResult
+	callTool(t, cs, "read_file", map[string]any{"path": "data/a.txt", "sandbox_id": info["sandbox_id"]}, &bySandbox)
+	if bySandbox.Content != "hello" || bySandbox.SessionID != "" || bySandbox.ExpiresAt != nil {
+		t.Errorf("read_file by sandbox: %+v", bySandbox)
+	}
+	var stats map[string]any
+	callTool(t, cs, "get_stats", nil, &stats)
+	if stats["sessions"] == nil || stats["executions"] == nil {
+		t.Errorf("get_stats: %v", stats)
+	}
+	var stopped StopSessionResult
+	callTool(t, cs, "stop_session", map[string]any{"session_id": first.SessionID}, &stopped)
+	if stopped.Status != "stopped" || len(e.Sandboxes(t)) != 0 {
+		t.Errorf("stop_session: %+v, sandboxes %v", stopped, e.Sandboxes(t))
+	}
+}
+
+// TestProgressAndCancel: output comes as progress notifications while the
+// code runs, and cancelling the call interrupts the code; the session and
+// its state survive.
+func TestProgressAndCancel(t *testing.T) {
+	e := newEnv(t, false)
+	progress := make(chan string, 100)
+	cs := e.connect(t, "", &mcp.ClientOptions{ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
+		progress <- req.Params.Message
+	}})
+	var first ExecuteCodeResult
+	callTool(t, cs, "execute_code", map[string]any{"code": "kept = 1", "session_id": "p"}, &first)
+
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	params := &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"session_id": "p", "timeout": 60,
+		"code": "import time\nfor i in range(600):\n    print('tick', i, flush=True)\n    time.sleep(0.1)"}}
+	params.SetProgressToken("tok-1")
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := cs.CallTool(ctx, params)
+		done <- err
+	}()
+	var seen string
+	for !strings.Contains(seen, "tick 0\n") {
+		select {
+		case msg := <-progress:
+			seen += msg
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no progress while the code ran (%q)", seen)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("the cancelled call succeeded")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the cancelled call did not return")
+	}
+	// The daemon interrupted the code: the session is free within the
+	// interrupt grace, long before the loop's 60 seconds.
+	var after ExecuteCodeResult
+	callTool(t, cs, "execute_code", map[string]any{"code": "kept + i", "session_id": "p"}, &after)
+	if after.Created || !after.Success || time.Since(start) > 30*time.Second {
+		t.Errorf("after the cancellation (%v): %+v", time.Since(start), after)
+	}
+}
+
+// TestKeyedTenants: with keys on, each key reaches its own sessions and
+// contexts only.
+func TestKeyedTenants(t *testing.T) {
+	e := newEnv(t, true)
+	a, b := e.connect(t, "key-aaaaaaaaaaaaaaaa", nil), e.connect(t, "key-bbbbbbbbbbbbbbbb", nil)
+	var ra, rb ExecuteCodeResult
+	callTool(t, a, "execute_code", map[string]any{"code": "secret = 1", "session_id": "shared-name"}, &ra)
+	callTool(t, b, "execute_code", map[string]any{"code": "'secret' in globals()", "session_id": "shared-name"}, &rb)
+	if !ra.Created || !rb.Created || rb.Result != "False" {
+		t.Errorf("key b reached key a's session: %+v %+v", ra, rb)
+	}
+	var created map[string]any
+	callTool(t, a, "create_context", map[string]any{"name": "a's"}, &created)
+	var list ListContextsResult
+	callTool(t, b, "list_contexts", nil, &list)
+	for _, c := range list.Contexts {
+		if c.ContextID == created["context_id"] {
+			t.Error("key b lists key a's context")
+		}
+	}
+	toolError(t, callTool(t, b, "run_code", map[string]any{"code": "1", "context_id": created["context_id"]}, nil), CodeContextNotFound)
+	if got := auth.Tenant("key-aaaaaaaaaaaaaaaa"); e.record(t, got, "shared-name") == "" {
+		t.Error("no session of key a's tenant")
+	}
+}
+
+func (e *env) record(t *testing.T, tenant, id string) string {
+	t.Helper()
+	s, err := e.St.GetSession(bg, tenant+"/"+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.SandboxID
+}
+
+// TestBridge runs the stdio bridge over in-memory pipes against the HTTP
+// server: the flow, progress and cancellation come through it.
+func TestBridge(t *testing.T) {
+	e := newEnv(t, false)
+	c, err := client.New(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverT, clientT := mcp.NewInMemoryTransports()
+	ctx, stop := context.WithCancel(bg)
+	bridged := make(chan error, 1)
+	go func() {
+		bridged <- Bridge(ctx, c, serverT, BridgeOptions{DefaultTimeout: 45, Log: slog.New(slog.DiscardHandler)})
+	}()
+	defer func() {
+		stop()
+		if err := <-bridged; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("bridge: %v", err)
+		}
+	}()
+	var mu sync.Mutex
+	var messages []string
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			messages = append(messages, req.Params.Message)
+			mu.Unlock()
+		}}).Connect(bg, clientT, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	var created CreateContextResult
+	callTool(t, cs, "create_context", map[string]any{"name": "test"}, &created)
+	var run RunCodeResult
+	callTool(t, cs, "run_code", map[string]any{"code": "x = 100\nprint(x)", "context_id": created.ContextID}, &run)
+	if run.Stdout != "100\n" || !run.Success {
+		t.Errorf("run_code through the bridge: %+v", run)
+	}
+	toolError(t, callTool(t, cs, "run_code", map[string]any{"code": "1"}, nil), CodeInvalidParams)
+	params := &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"code": "print('a', flush=True)\nprint('b')", "session_id": "bridged"}}
+	params.SetProgressToken(7)
+	res, err := cs.CallTool(bg, params)
+	if err != nil || res.IsError {
+		t.Fatalf("execute_code through the bridge: %+v %v", res, err)
+	}
+	// Notifications may be handled just after the result.
+	deadline := time.Now().Add(5 * time.Second)
+	var got string
+	for time.Now().Before(deadline) && got != "a\nb\n" {
+		time.Sleep(10 * time.Millisecond)
+		mu.Lock()
+		got = strings.Join(messages, "")
+		mu.Unlock()
+	}
+	if got != "a\nb\n" {
+		t.Errorf("progress through the bridge: %q", got)
+	}
+	rr, err := cs.ReadResource(bg, &mcp.ReadResourceParams{URI: "sandbox://bridged/files/etc/hostname"})
+	if err != nil || len(rr.Contents) != 1 {
+		t.Errorf("resource through the bridge: %+v %v", rr, err)
+	}
+}
+
+// TestCancelledNotification: a client of protocol 2025-06-18 cancels a
+// call with notifications/cancelled in a POST of its own, which the
+// stateless server matches to the call by caller and id; a cancellation
+// that matches two calls is ignored.
+func TestCancelledNotification(t *testing.T) {
+	e := newEnv(t, false)
+	post := func(body string) (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+		return http.DefaultClient.Do(req)
+	}
+	// The session first, so that the long call below finds it.
+	cs := e.connect(t, "", nil)
+	callTool(t, cs, "execute_code", map[string]any{"code": "kept = 1", "session_id": "c"}, nil)
+	done := make(chan string, 1)
+	start := time.Now()
+	go func() {
+		resp, err := post(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"execute_code","arguments":` +
+			`{"session_id":"c","timeout":60,"code":"import time\nfor i in range(600):\n    time.sleep(0.1)"}}}`)
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- string(b)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !e.srv.calls.has(5) {
+		if time.Now().After(deadline) {
+			t.Fatal("the call never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // into the loop
+	resp, err := post(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"user"}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the cancelled call did not end")
+	}
+	var after ExecuteCodeResult
+	callTool(t, cs, "execute_code", map[string]any{"code": "kept + i", "session_id": "c"}, &after)
+	if !after.Success || time.Since(start) > 30*time.Second {
+		t.Errorf("after the cancellation (%v): %+v", time.Since(start), after)
+	}
+
+	var f inflight
+	a, b := make(chan struct{}), make(chan struct{})
+	k := callKey{"caller", "7"}
+	f.add(k, a)
+	f.add(k, b)
+	if f.cancel(k) {
+		t.Error("a cancellation matching two calls was applied")
+	}
+	f.remove(k, b)
+	if !f.cancel(k) || !isClosed(a) || isClosed(b) {
+		t.Error("the one call in flight was not cancelled")
+	}
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// has reports whether a call of any caller with JSON-RPC id id is in
+// flight.
+func (f *inflight) has(id int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k := range f.calls {
+		if k.id == fmt.Sprint(id) {
+			return true
+		}
+	}
+	return false
+}
+
+// A page a browser loaded from another host cannot reach a loopback
+// daemon's /mcp by DNS rebinding: the host must be a loopback one.
+func TestDNSRebinding(t *testing.T) {
+	e := newEnv(t, false)
+	for host, want := range map[string]int{"evil.example:80": http.StatusForbidden, strings.TrimPrefix(e.url, "http://"): http.StatusOK} {
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/mcp",
+			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`))
+		req.Host = host
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("host %s: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+}

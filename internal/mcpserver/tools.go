@@ -1,0 +1,539 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/base64"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/contexts"
+	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/session"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// defaultTimeout is seed 004's execution timeout, in seconds.
+const defaultTimeout = 30
+
+// MaxFileBytes bounds the file write_file writes and read_file reads.
+const MaxFileBytes = 8 << 20
+
+// Seed 004's arguments and results.
+
+// RunCodeArgs are run_code's arguments.
+type RunCodeArgs struct {
+	Code      string `json:"code" jsonschema:"the code to run"`
+	ContextID string `json:"context_id" jsonschema:"the context (from create_context) to run it in"`
+}
+
+// RunCodeResult is run_code's result (seed 004).
+type RunCodeResult struct {
+	Stdout        string  `json:"stdout"`
+	Stderr        string  `json:"stderr"`
+	Success       bool    `json:"success"`
+	ExecutionTime float64 `json:"execution_time" jsonschema:"seconds"`
+}
+
+// CreateContextArgs are create_context's arguments.
+type CreateContextArgs struct {
+	Name        string `json:"name" jsonschema:"a name for the context"`
+	Language    string `json:"language,omitempty" jsonschema:"python (default) or javascript"`
+	Description string `json:"description,omitempty" jsonschema:"what the context is for"`
+}
+
+// ContextInfo is a context as seed 004 describes it.
+type ContextInfo struct {
+	ContextID   string    `json:"context_id"`
+	Name        string    `json:"name"`
+	Language    string    `json:"language"`
+	Description string    `json:"description"`
+	Status      string    `json:"status"`
+	CreatedAt   time.Time `json:"created_at"`
+	LastUsed    time.Time `json:"last_used"`
+}
+
+// CreateContextResult is create_context's result (seed 004).
+type CreateContextResult struct {
+	ContextID   string    `json:"context_id"`
+	Name        string    `json:"name"`
+	Language    string    `json:"language"`
+	Description string    `json:"description"`
+	CreatedAt   time.Time `json:"created_at"`
+	Status      string    `json:"status"`
+	Message     string    `json:"message"`
+}
+
+// ContextArgs name a context.
+type ContextArgs struct {
+	ContextID string `json:"context_id" jsonschema:"the context's id"`
+}
+
+// StopContextResult is stop_context's result (seed 004).
+type StopContextResult struct {
+	ContextID string `json:"context_id"`
+	Status    string `json:"status"`
+	Message   string `json:"message"`
+}
+
+// NoArgs are the arguments of tools that take none.
+type NoArgs struct{}
+
+// ListContextsResult is list_contexts's result (seed 004).
+type ListContextsResult struct {
+	Contexts []ContextInfo `json:"contexts"`
+	Total    int           `json:"total"`
+}
+
+// Seed 000's session tools.
+
+// ExecuteCodeArgs are execute_code's arguments.
+type ExecuteCodeArgs struct {
+	Code      string  `json:"code" jsonschema:"the code to run"`
+	Language  string  `json:"language,omitempty" jsonschema:"python (default), javascript or bash"`
+	SessionID string  `json:"session_id,omitempty" jsonschema:"the session to run in: omit it for a new one, reuse the id the result gives to keep state; an unknown id makes a session under that id"`
+	Flavor    string  `json:"flavor,omitempty" jsonschema:"the size of a new session's sandbox: small (1 CPU, 1 GiB; default), medium (2, 2 GiB) or large (4, 4 GiB)"`
+	Timeout   float64 `json:"timeout,omitempty" jsonschema:"seconds (default 30); the code is interrupted then and the session stays usable"`
+}
+
+// ExecuteCodeResult is execute_code's result.
+type ExecuteCodeResult struct {
+	SessionID     string              `json:"session_id"`
+	Created       bool                `json:"created" jsonschema:"the call made the session"`
+	ExpiresAt     time.Time           `json:"expires_at" jsonschema:"the session's idle deadline"`
+	Language      string              `json:"language"`
+	Stdout        string              `json:"stdout"`
+	Stderr        string              `json:"stderr"`
+	Success       bool                `json:"success"`
+	ExecutionTime float64             `json:"execution_time" jsonschema:"seconds"`
+	Result        string              `json:"result,omitempty" jsonschema:"the value of the last expression"`
+	Error         *api.ExecutionError `json:"error,omitempty" jsonschema:"why it failed: name, value, traceback and kind (syntax, runtime or system)"`
+	StateLost     bool                `json:"state_lost,omitempty" jsonschema:"the interpreter was restarted: variables are gone"`
+	Truncated     bool                `json:"truncated,omitempty"`
+}
+
+// ExecuteCommandArgs are execute_command's arguments.
+type ExecuteCommandArgs struct {
+	Command   string  `json:"command" jsonschema:"a shell command, run by bash -c"`
+	SessionID string  `json:"session_id,omitempty" jsonschema:"the session to run in: omit it for a new one"`
+	Flavor    string  `json:"flavor,omitempty" jsonschema:"the size of a new session's sandbox: small (default), medium or large"`
+	Timeout   float64 `json:"timeout,omitempty" jsonschema:"seconds (default 30); the command is killed then"`
+	Cwd       string  `json:"cwd,omitempty" jsonschema:"the working directory (default /workspace)"`
+}
+
+// FileTarget names where a file tool works.
+type FileTarget struct {
+	SessionID string `json:"session_id,omitempty" jsonschema:"the session (made when it does not exist); or give sandbox_id"`
+	SandboxID string `json:"sandbox_id,omitempty" jsonschema:"a sandbox, instead of a session"`
+}
+
+// WriteFileArgs are write_file's arguments.
+type WriteFileArgs struct {
+	Path     string `json:"path" jsonschema:"the file's path; relative paths are in /workspace"`
+	Content  string `json:"content" jsonschema:"the file's content (at most 8 MiB)"`
+	Encoding string `json:"encoding,omitempty" jsonschema:"text (default) or base64"`
+	FileTarget
+}
+
+// ReadFileArgs are read_file's arguments.
+type ReadFileArgs struct {
+	Path     string `json:"path" jsonschema:"the file's path; relative paths are in /workspace"`
+	Encoding string `json:"encoding,omitempty" jsonschema:"text or base64 (default: text when the file is UTF-8)"`
+	FileTarget
+}
+
+// ListFilesArgs are list_files's arguments.
+type ListFilesArgs struct {
+	Path string `json:"path,omitempty" jsonschema:"the directory (default /workspace)"`
+	FileTarget
+}
+
+// FileResult is write_file's and read_file's result.
+type FileResult struct {
+	Path      string `json:"path"`
+	Size      int64  `json:"size"`
+	Content   string `json:"content,omitempty"`
+	Encoding  string `json:"encoding,omitempty"`
+	SandboxID string `json:"sandbox_id,omitempty"`
+	SessionRef
+}
+
+// ListFilesResult is list_files's result.
+type ListFilesResult struct {
+	Path  string         `json:"path"`
+	Files []api.FileInfo `json:"files"`
+	SessionRef
+}
+
+// SessionRef is the session a file tool worked in, with its idle
+// deadline (none for a sandbox).
+type SessionRef struct {
+	SessionID string     `json:"session_id,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+// SessionArgs name a session.
+type SessionArgs struct {
+	SessionID string `json:"session_id" jsonschema:"the session's id"`
+}
+
+// ListSessionsResult is list_sessions's result.
+type ListSessionsResult struct {
+	Sessions []api.Session `json:"sessions"`
+	Total    int           `json:"total"`
+}
+
+// StopSessionResult is stop_session's result.
+type StopSessionResult struct {
+	SessionID string `json:"session_id"`
+	Status    string `json:"status"`
+	Message   string `json:"message"`
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (s *Server) addTools() {
+	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)}
+	closed := &mcp.ToolAnnotations{OpenWorldHint: ptr(false)}
+	add(s, tool[RunCodeArgs, RunCodeResult]{
+		name: "run_code", title: "Run code in a context",
+		description: "Runs Python or JavaScript code in a context made by create_context; variables, imports and functions persist between runs. " +
+			"Returns stdout, stderr, success and execution_time (seconds); figures come back as images.",
+		annotations: closed, handle: s.runCode,
+	})
+	add(s, tool[CreateContextArgs, CreateContextResult]{
+		name: "create_context", title: "Create a code context",
+		description: "Creates an execution context (a live interpreter) for python (the default) or javascript, and returns its context_id.",
+		defaults:    map[string]any{"language": api.LanguagePython, "description": ""},
+		annotations: closed, handle: s.createContext,
+	})
+	add(s, tool[ContextArgs, StopContextResult]{
+		name: "stop_context", title: "Stop a context",
+		description: "Stops a context and frees what it used.",
+		annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)},
+		handle:      s.stopContext,
+	})
+	add(s, tool[NoArgs, ListContextsResult]{
+		name: "list_contexts", title: "List contexts", description: "Lists the active contexts, newest first.",
+		annotations: readOnly, handle: s.listContexts,
+	})
+	add(s, tool[ExecuteCodeArgs, ExecuteCodeResult]{
+		name: "execute_code", title: "Execute code in a session",
+		description: "Runs Python, JavaScript or bash code in a session's sandbox, making the session on first use: omit session_id for a new one, " +
+			"and pass the session_id of the result to keep variables and files. Output streams as progress; figures come back as images; " +
+			"a failed execution is a tool error with the error's name, value and traceback.",
+		defaults:    map[string]any{"language": api.LanguagePython},
+		annotations: closed, handle: s.executeCode,
+	})
+	add(s, tool[ExecuteCommandArgs, api.SessionCommandResponse]{
+		name: "execute_command", title: "Execute a shell command in a session",
+		description: "Runs a shell command (bash -c) in a session's sandbox, making the session on first use; returns exit code, stdout and stderr.",
+		annotations: closed, handle: s.executeCommand,
+	})
+	add(s, tool[WriteFileArgs, FileResult]{
+		name: "write_file", title: "Write a file",
+		description: "Writes a file (at most 8 MiB; base64 for binary) in a session's sandbox (made on first use) or a sandbox, making its directories.",
+		defaults:    map[string]any{"encoding": "text"},
+		annotations: &mcp.ToolAnnotations{IdempotentHint: true, OpenWorldHint: ptr(false)}, handle: s.writeFile,
+	})
+	add(s, tool[ReadFileArgs, FileResult]{
+		name: "read_file", title: "Read a file",
+		description: "Reads a file (at most 8 MiB) of a session's sandbox or a sandbox: as text when it is UTF-8, else base64.",
+		annotations: readOnly, handle: s.readFile,
+	})
+	add(s, tool[ListFilesArgs, ListFilesResult]{
+		name: "list_files", title: "List files", description: "Lists a directory of a session's sandbox or a sandbox.",
+		defaults:    map[string]any{"path": "/workspace"},
+		annotations: readOnly, handle: s.listFiles,
+	})
+	add(s, tool[NoArgs, ListSessionsResult]{
+		name: "list_sessions", title: "List sessions", description: "Lists your sessions: flavor, languages, idle deadline, executions.",
+		annotations: readOnly, handle: s.listSessions,
+	})
+	add(s, tool[SessionArgs, api.Session]{
+		name: "get_session_info", title: "Get a session",
+		description: "Describes a session: flavor, cpu, memory, sandbox, languages, created, last used, idle deadline, executions and their time.",
+		annotations: readOnly, handle: s.getSession,
+	})
+	add(s, tool[SessionArgs, StopSessionResult]{
+		name: "stop_session", title: "Stop a session", description: "Ends a session and removes its sandbox; what runs in it ends.",
+		annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), OpenWorldHint: ptr(false)}, handle: s.stopSession,
+	})
+	add(s, tool[NoArgs, api.Stats]{
+		name: "get_stats", title: "Get statistics",
+		description: "Sessions, sandboxes by status, cpu and memory committed and used, executions (count, errors, p50 and p95 seconds).",
+		annotations: readOnly, handle: s.getStats,
+	})
+}
+
+// languageNames are the languages as messages name them.
+var languageNames = map[string]string{api.LanguagePython: "Python", api.LanguageJavaScript: "JavaScript", api.LanguageBash: "Bash"}
+
+func (s *Server) createContext(ctx context.Context, c *call, in CreateContextArgs) (CreateContextResult, []mcp.Content, error) {
+	if strings.TrimSpace(in.Name) == "" {
+		return CreateContextResult{}, nil, invalid("name is required")
+	}
+	lang, err := contexts.Language(in.Language)
+	if err != nil {
+		return CreateContextResult{}, nil, err
+	}
+	ctxt, err := s.ctxs.Create(ctx, api.CreateContextRequest{Language: lang, Name: in.Name, Description: in.Description})
+	if err != nil {
+		return CreateContextResult{}, nil, err
+	}
+	s.cfg.Log.Info("created context", "context", ctxt.ContextID, "language", lang, "name", in.Name)
+	return CreateContextResult{ContextID: ctxt.ContextID, Name: ctxt.Name, Language: lang, Description: ctxt.Description,
+		CreatedAt: ctxt.CreatedAt, Status: api.ContextStatusActive,
+		Message: languageNames[lang] + " context created successfully"}, nil, nil
+}
+
+func (s *Server) runCode(ctx context.Context, c *call, in RunCodeArgs) (RunCodeResult, []mcp.Content, error) {
+	if in.ContextID == "" {
+		return RunCodeResult{}, nil, invalid("context_id is required")
+	}
+	run, err := s.ctxs.Stream(ctx, "", in.ContextID, api.ExecuteRequest{Code: in.Code, Timeout: defaultTimeout})
+	if err != nil {
+		return RunCodeResult{}, nil, err
+	}
+	rec := contexts.NewRecorder(c.codeSink(ctx))
+	resp, err := run(ctx, rec)
+	if err != nil {
+		return RunCodeResult{}, nil, err
+	}
+	resp.Output = rec.Output()
+	s.cfg.Log.Info("ran code in context", "context", in.ContextID, "success", resp.Success)
+	out := RunCodeResult{Stdout: resp.Output.Stdout, Stderr: withTraceback(resp.Output.Stderr, resp.Error), Success: resp.Success,
+		ExecutionTime: resp.ExecutionTime}
+	return out, images(resp.Results), nil
+}
+
+// withTraceback adds an execution error's traceback to stderr, where
+// seed 004's clients look for it, unless it is there already.
+func withTraceback(stderr string, e *api.ExecutionError) string {
+	if e == nil {
+		return stderr
+	}
+	tb := e.Traceback
+	if tb == "" {
+		tb = e.Name + ": " + e.Value
+	}
+	if strings.Contains(stderr, tb) {
+		return stderr
+	}
+	if stderr != "" && !strings.HasSuffix(stderr, "\n") {
+		stderr += "\n"
+	}
+	return stderr + tb + "\n"
+}
+
+// images returns the figures of an execution as image content.
+func images(results []api.ExecutionResult) []mcp.Content {
+	var out []mcp.Content
+	for _, r := range results {
+		for _, img := range []struct{ data, mime string }{{r.PNG, "image/png"}, {r.JPEG, "image/jpeg"}} {
+			if img.data == "" {
+				continue
+			}
+			if b, err := base64.StdEncoding.DecodeString(img.data); err == nil {
+				out = append(out, &mcp.ImageContent{Data: b, MIMEType: img.mime})
+			}
+		}
+	}
+	return out
+}
+
+func (s *Server) stopContext(ctx context.Context, c *call, in ContextArgs) (StopContextResult, []mcp.Content, error) {
+	if in.ContextID == "" {
+		return StopContextResult{}, nil, invalid("context_id is required")
+	}
+	if err := s.ctxs.Delete(ctx, in.ContextID); err != nil {
+		return StopContextResult{}, nil, err
+	}
+	s.cfg.Log.Info("stopped context", "context", in.ContextID)
+	return StopContextResult{ContextID: in.ContextID, Status: "stopped", Message: "Context stopped successfully"}, nil, nil
+}
+
+func (s *Server) listContexts(ctx context.Context, c *call, _ NoArgs) (ListContextsResult, []mcp.Content, error) {
+	cs, err := s.ctxs.List(ctx, store.ContextFilter{})
+	if err != nil {
+		return ListContextsResult{}, nil, err
+	}
+	out := ListContextsResult{Contexts: []ContextInfo{}, Total: len(cs)}
+	for _, c := range cs {
+		out.Contexts = append(out.Contexts, ContextInfo{ContextID: c.ContextID, Name: c.Name, Language: c.Language,
+			Description: c.Description, Status: c.Status, CreatedAt: c.CreatedAt, LastUsed: c.LastUsedAt})
+	}
+	sort.SliceStable(out.Contexts, func(i, j int) bool { return out.Contexts[i].CreatedAt.After(out.Contexts[j].CreatedAt) })
+	return out, nil, nil
+}
+
+func (s *Server) executeCode(ctx context.Context, c *call, in ExecuteCodeArgs) (ExecuteCodeResult, []mcp.Content, error) {
+	resp, err := s.sess.ExecuteCode(ctx, api.SessionExecuteRequest{Code: in.Code, Language: in.Language, SessionID: in.SessionID,
+		Flavor: in.Flavor, Timeout: in.Timeout}, c.codeSink(ctx))
+	if err != nil {
+		return ExecuteCodeResult{}, nil, err
+	}
+	out := ExecuteCodeResult{SessionID: resp.SessionID, Created: resp.Created, ExpiresAt: resp.ExpiresAt, Language: resp.Language,
+		Stdout: resp.Output.Stdout, Stderr: resp.Output.Stderr, Success: resp.Success, ExecutionTime: resp.ExecutionTime,
+		Result: resp.Result, Error: resp.Error, StateLost: resp.StateLost, Truncated: resp.Truncated}
+	if !resp.Success {
+		return out, images(resp.Results), &shownError{v: out}
+	}
+	return out, images(resp.Results), nil
+}
+
+func (s *Server) executeCommand(ctx context.Context, c *call, in ExecuteCommandArgs) (api.SessionCommandResponse, []mcp.Content, error) {
+	var sink session.Sink
+	if p := c.sink(ctx); p != nil {
+		sink = p
+	}
+	resp, err := s.sess.ExecuteCommand(ctx, api.SessionCommandRequest{Command: api.CommandLine{Shell: in.Command},
+		SessionID: in.SessionID, Flavor: in.Flavor, Timeout: in.Timeout, Cwd: in.Cwd}, sink)
+	if err != nil {
+		return api.SessionCommandResponse{}, nil, err
+	}
+	return *resp, nil, nil
+}
+
+func (s *Server) writeFile(ctx context.Context, c *call, in WriteFileArgs) (FileResult, []mcp.Content, error) {
+	data := []byte(in.Content)
+	switch in.Encoding {
+	case "", "text":
+	case "base64":
+		var err error
+		if data, err = base64.StdEncoding.DecodeString(in.Content); err != nil {
+			return FileResult{}, nil, invalid("content is not base64: %v", err)
+		}
+	default:
+		return FileResult{}, nil, invalid("encoding %q: use text or base64", in.Encoding)
+	}
+	if len(data) > MaxFileBytes {
+		return FileResult{}, nil, invalid("the file is %d bytes, above the %d a write takes: write it in parts, or upload it with POST /api/v1/sandboxes/{id}/files",
+			len(data), MaxFileBytes)
+	}
+	fi, info, err := s.sess.WriteFile(ctx, session.Target(in.FileTarget), in.Path, strings.NewReader(string(data)))
+	if err != nil {
+		return FileResult{}, nil, err
+	}
+	return FileResult{Path: fi.Path, Size: fi.Size, SessionRef: sessionOf(info), SandboxID: in.SandboxID}, nil, nil
+}
+
+func (s *Server) readFile(ctx context.Context, c *call, in ReadFileArgs) (FileResult, []mcp.Content, error) {
+	if in.Encoding != "" && in.Encoding != "text" && in.Encoding != "base64" {
+		return FileResult{}, nil, invalid("encoding %q: use text or base64", in.Encoding)
+	}
+	data, info, err := s.sess.ReadFile(ctx, session.Target(in.FileTarget), in.Path, MaxFileBytes)
+	if err != nil {
+		return FileResult{}, nil, err
+	}
+	p, _ := manager.CleanPath(in.Path)
+	out := FileResult{Path: p, Size: int64(len(data)), SessionRef: sessionOf(info), SandboxID: in.SandboxID}
+	if in.Encoding == "base64" || (in.Encoding == "" && !utf8.Valid(data)) {
+		out.Content, out.Encoding = base64.StdEncoding.EncodeToString(data), "base64"
+	} else {
+		out.Content, out.Encoding = strings.ToValidUTF8(string(data), "\uFFFD"), "text"
+	}
+	return out, nil, nil
+}
+
+func (s *Server) listFiles(ctx context.Context, c *call, in ListFilesArgs) (ListFilesResult, []mcp.Content, error) {
+	files, info, err := s.sess.ListFiles(ctx, session.Target(in.FileTarget), in.Path)
+	if err != nil {
+		return ListFilesResult{}, nil, err
+	}
+	p, _ := manager.CleanPath(in.Path)
+	return ListFilesResult{Path: p, Files: files, SessionRef: sessionOf(info)}, nil, nil
+}
+
+func sessionOf(info *api.SessionInfo) SessionRef {
+	if info == nil {
+		return SessionRef{}
+	}
+	return SessionRef{SessionID: info.SessionID, ExpiresAt: &info.ExpiresAt}
+}
+
+func (s *Server) listSessions(ctx context.Context, c *call, _ NoArgs) (ListSessionsResult, []mcp.Content, error) {
+	list, err := s.sess.List(ctx)
+	if err != nil {
+		return ListSessionsResult{}, nil, err
+	}
+	return ListSessionsResult{Sessions: list, Total: len(list)}, nil, nil
+}
+
+func (s *Server) getSession(ctx context.Context, c *call, in SessionArgs) (api.Session, []mcp.Content, error) {
+	sess, err := s.sess.Get(ctx, in.SessionID)
+	if err != nil {
+		return api.Session{}, nil, err
+	}
+	return *sess, nil, nil
+}
+
+func (s *Server) stopSession(ctx context.Context, c *call, in SessionArgs) (StopSessionResult, []mcp.Content, error) {
+	if err := s.sess.Delete(ctx, in.SessionID); err != nil {
+		return StopSessionResult{}, nil, err
+	}
+	return StopSessionResult{SessionID: in.SessionID, Status: "stopped", Message: "Session stopped successfully"}, nil, nil
+}
+
+func (s *Server) getStats(ctx context.Context, c *call, _ NoArgs) (api.Stats, []mcp.Content, error) {
+	st, err := s.sess.Stats(ctx)
+	if err != nil {
+		return api.Stats{}, nil, err
+	}
+	return *st, nil, nil
+}
+
+// sink returns the progress sink of the call, or nil when the client asked
+// for no progress.
+func (c *call) sink(ctx context.Context) *progressSink {
+	token := c.req.Params.GetProgressToken()
+	if token == nil || c.req.Session == nil {
+		return nil
+	}
+	return &progressSink{ctx: ctx, session: c.req.Session, token: token}
+}
+
+// codeSink is sink as a contexts.Sink (nil when there is none).
+func (c *call) codeSink(ctx context.Context) contexts.Sink {
+	if p := c.sink(ctx); p != nil {
+		return p
+	}
+	return nil
+}
+
+// progressSink sends an execution's output as progress notifications,
+// each carrying a chunk of output in its message. Failing to send one
+// does not end the execution.
+type progressSink struct {
+	ctx     context.Context
+	session *mcp.ServerSession
+	token   any
+
+	mu sync.Mutex
+	n  int
+}
+
+func (p *progressSink) notify(msg string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.n++
+	_ = p.session.NotifyProgress(p.ctx, &mcp.ProgressNotificationParams{ProgressToken: p.token, Progress: float64(p.n), Message: msg})
+	return nil
+}
+
+func (p *progressSink) Stdout(text string) error { return p.notify(text) }
+func (p *progressSink) Stderr(text string) error { return p.notify(text) }
+func (p *progressSink) Result(r api.ExecutionResult) error {
+	if r.PNG != "" || r.JPEG != "" {
+		return p.notify("[figure]")
+	}
+	if r.Text != "" && !r.IsMainResult {
+		return p.notify(r.Text + "\n")
+	}
+	return nil
+}

@@ -1,0 +1,237 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// get returns ctx's tenant's session id, or SESSION_NOT_FOUND.
+func (s *Service) get(ctx context.Context, id string) (*store.Session, error) {
+	if err := CheckID(id); err != nil {
+		return nil, err
+	}
+	sess, err := s.store.GetSession(ctx, store.SessionKey(auth.TenantOf(ctx), id))
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil, notFound(id)
+	}
+	return sess, err
+}
+
+// Get returns a session of ctx's tenant.
+func (s *Service) Get(ctx context.Context, id string) (*api.Session, error) {
+	sess, err := s.get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.toAPI(ctx, sess)
+}
+
+// List returns the sessions of ctx's tenant, oldest first.
+func (s *Service) List(ctx context.Context) ([]api.Session, error) {
+	all, err := s.store.ListSessions(ctx, store.SessionFilter{Tenant: auth.TenantOf(ctx)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Session, 0, len(all))
+	for _, sess := range all {
+		a, err := s.toAPI(ctx, sess)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *a)
+	}
+	return out, nil
+}
+
+// Delete removes a session of ctx's tenant, with its sandbox: what runs in
+// it ends.
+func (s *Service) Delete(ctx context.Context, id string) error {
+	if err := CheckID(id); err != nil {
+		return err
+	}
+	key := store.SessionKey(auth.TenantOf(ctx), id)
+	unlock, err := s.locks.LockContext(ctx, key)
+	if err != nil {
+		return fmt.Errorf("wait for session %s: %w", id, err)
+	}
+	defer unlock()
+	sess, err := s.get(ctx, id)
+	if err != nil {
+		return err
+	}
+	s.remove(context.WithoutCancel(ctx), sess, "deleted by request")
+	return nil
+}
+
+// KeepAlive moves a session's idle deadline to now plus its idle timeout,
+// which req may change first.
+func (s *Service) KeepAlive(ctx context.Context, id string, req api.KeepAliveRequest) (*api.Session, error) {
+	if math.IsNaN(req.IdleTimeout) || req.IdleTimeout < 0 || req.IdleTimeout > s.cfg.MaxIdleTimeout.Seconds() {
+		return nil, errdefs.Invalid("idle_timeout must be between 0 and %v seconds", s.cfg.MaxIdleTimeout.Seconds())
+	}
+	if _, err := s.get(ctx, id); err != nil {
+		return nil, err
+	}
+	now := s.now().UTC()
+	sess, err := s.store.UpdateSession(ctx, store.SessionKey(auth.TenantOf(ctx), id), func(sess *store.Session) error {
+		if req.IdleTimeout > 0 {
+			sess.IdleTimeout = time.Duration(req.IdleTimeout * float64(time.Second))
+		}
+		sess.ExpiresAt = now.Add(sess.IdleTimeout)
+		return nil
+	})
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil, notFound(id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("session kept alive", "session", id, "expires_at", sess.ExpiresAt)
+	return s.toAPI(ctx, sess)
+}
+
+// toAPI describes a session, with the languages of its kernels.
+func (s *Service) toAPI(ctx context.Context, sess *store.Session) (*api.Session, error) {
+	cs, err := s.store.ListContexts(ctx, store.ContextFilter{SessionKey: sess.Key})
+	if err != nil {
+		return nil, err
+	}
+	langs := []string{}
+	for _, c := range cs {
+		if !contains(langs, c.Language) {
+			langs = append(langs, c.Language)
+		}
+	}
+	sort.Strings(langs)
+	return &api.Session{
+		SessionID: sess.ID, Flavor: sess.Flavor, CPU: sess.CPU, Memory: sess.Memory, SandboxID: sess.SandboxID,
+		Languages: langs, CreatedAt: sess.CreatedAt, LastUsedAt: sess.LastUsedAt, ExpiresAt: sess.ExpiresAt,
+		EndsAt: sess.EndsAt, IdleTimeout: sess.IdleTimeout.Seconds(), Busy: s.busy(sess.Key),
+		ExecutionCount: sess.ExecutionCount, ErrorCount: sess.ErrorCount, ExecutionTime: sess.ExecutionTime.Seconds(),
+	}, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Target names where a file operation happens: a session of ctx's tenant
+// (made when it does not exist) or a sandbox.
+type Target struct {
+	SessionID string
+	SandboxID string
+}
+
+// at runs fn on the sandbox of t: for a session, with a lease on it.
+func (s *Service) at(ctx context.Context, t Target, fn func(sandboxID string) error) (*api.SessionInfo, error) {
+	switch {
+	case t.SessionID != "" && t.SandboxID != "":
+		return nil, errdefs.Invalid("give a session id or a sandbox id, not both")
+	case t.SandboxID != "":
+		return nil, fn(t.SandboxID)
+	case t.SessionID == "":
+		return nil, errdefs.Invalid("a session id or a sandbox id is required")
+	}
+	l, err := s.open(ctx, openRequest{id: t.SessionID})
+	if err != nil {
+		return nil, err
+	}
+	err = fn(l.sandbox.ID)
+	l.release(ctx, err == nil, activity{})
+	info := l.info()
+	return &info, err
+}
+
+// WriteFile writes r to the file at p in t's sandbox (relative paths are
+// in /workspace), making its directories.
+func (s *Service) WriteFile(ctx context.Context, t Target, p string, r io.Reader) (*api.FileInfo, *api.SessionInfo, error) {
+	var fi agent.FileInfo
+	info, err := s.at(ctx, t, func(id string) error {
+		var err error
+		fi, err = s.sbx.Upload(ctx, id, p, 0o644, r)
+		return err
+	})
+	if err != nil {
+		return nil, info, err
+	}
+	out := fileInfo(fi)
+	return &out, info, nil
+}
+
+// ReadFile returns the file at p in t's sandbox, refusing one larger than
+// limit bytes.
+func (s *Service) ReadFile(ctx context.Context, t Target, p string, limit int64) ([]byte, *api.SessionInfo, error) {
+	var data []byte
+	info, err := s.at(ctx, t, func(id string) error {
+		rc, _, err := s.sbx.Download(ctx, id, p)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		data, err = io.ReadAll(io.LimitReader(rc, limit+1))
+		if err == nil && int64(len(data)) > limit {
+			err = errdefs.Invalid("file %s is larger than the %d bytes a read returns", p, limit)
+		}
+		return err
+	})
+	return data, info, err
+}
+
+// ListFiles lists the directory at p in t's sandbox.
+func (s *Service) ListFiles(ctx context.Context, t Target, p string) ([]api.FileInfo, *api.SessionInfo, error) {
+	out := []api.FileInfo{}
+	info, err := s.at(ctx, t, func(id string) error {
+		clean, err := manager.CleanPath(p)
+		if err != nil {
+			return err
+		}
+		ac, err := s.sbx.Agent(ctx, id)
+		if err != nil {
+			return err
+		}
+		fis, err := ac.List(ctx, clean)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			return errdefs.WithCode(fmt.Errorf("list %s: %w", clean, err), api.CodeFileNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("list %s in sandbox %s: %w", clean, id, err)
+		}
+		for _, fi := range fis {
+			out = append(out, fileInfo(fi))
+		}
+		return nil
+	})
+	return out, info, err
+}
+
+// SessionSandbox returns the sandbox of a session of ctx's tenant that
+// exists, without making it: an MCP resource read names one.
+func (s *Service) SessionSandbox(ctx context.Context, id string) (string, error) {
+	sess, err := s.get(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return sess.SandboxID, nil
+}
+
+func fileInfo(fi agent.FileInfo) api.FileInfo {
+	return api.FileInfo{Name: fi.Name, Path: fi.Path, Size: fi.Size, Mode: fmt.Sprintf("%04o", fi.Mode.Perm()),
+		ModTime: fi.ModTime, IsDir: fi.IsDir}
+}

@@ -1,0 +1,235 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/contexts"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// Sink receives a command's output as it is produced (the stdout and
+// stderr of contexts.Sink).
+type Sink interface {
+	Stdout(text string) error
+	Stderr(text string) error
+}
+
+// ExecuteCode runs code in the session's kernel of its language, making
+// the session (req.SessionID, or a new id) and the kernel when they do not
+// exist. Output goes to sink as it comes when sink is not nil.
+func (s *Service) ExecuteCode(ctx context.Context, req api.SessionExecuteRequest, sink contexts.Sink) (*api.SessionExecuteResponse, error) {
+	if err := CheckExecute(req); err != nil {
+		return nil, err
+	}
+	lang, _ := contexts.Language(req.Language)
+	ereq := api.ExecuteRequest{Code: req.Code, Timeout: req.Timeout}
+	l, err := s.open(ctx, openRequest{id: req.SessionID, flavor: req.Flavor, language: lang})
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() { l.release(ctx, ok, activity{}) }() // the contexts service reports the execution
+	id, err := s.kernel(ctx, l, lang)
+	if err != nil {
+		return nil, err
+	}
+	run, err := s.ctxs.Stream(ctx, "", id, ereq)
+	if err != nil {
+		return nil, err
+	}
+	rec := contexts.NewRecorder(sink)
+	resp, err := run(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	resp.Output = rec.Output()
+	ok = true
+	s.log.Debug("session execution", "session", l.sess.ID, "language", lang, "success", resp.Success, "created", l.created)
+	return &api.SessionExecuteResponse{SessionInfo: l.info(), Language: lang, ExecuteResponse: *resp}, nil
+}
+
+// CheckExecute validates a code request as ExecuteCode does before it
+// makes anything (the flavor is checked against the daemon's then).
+func CheckExecute(req api.SessionExecuteRequest) error {
+	if _, err := contexts.Language(req.Language); err != nil {
+		return err
+	}
+	if req.SessionID != "" {
+		if err := CheckID(req.SessionID); err != nil {
+			return err
+		}
+	}
+	return contexts.CheckExecute(api.ExecuteRequest{Code: req.Code, Timeout: req.Timeout})
+}
+
+// kernel returns the context of lang in the lease's session, starting one
+// when there is none.
+func (s *Service) kernel(ctx context.Context, l *lease, lang string) (string, error) {
+	unlock, err := s.kernels.LockContext(ctx, l.sess.Key+"\x00"+lang)
+	if err != nil {
+		return "", fmt.Errorf("wait for the %s kernel of session %s: %w", lang, l.sess.ID, err)
+	}
+	defer unlock()
+	cs, _, err := s.store.ListContextPage(ctx, store.ContextFilter{SessionKey: l.sess.Key, Language: lang}, store.Page{Limit: 1})
+	if err != nil {
+		return "", err
+	}
+	if len(cs) > 0 {
+		return cs[0].ID, nil
+	}
+	c, err := s.ctxs.CreateInSession(ctx, api.CreateContextRequest{Language: lang, SessionName: l.sess.ID,
+		Name: "session " + l.sess.ID + " " + lang}, l.attachment())
+	if err != nil {
+		return "", err
+	}
+	return c.ContextID, nil
+}
+
+// MaxOutputBytes bounds the stdout and stderr a command's response keeps.
+const MaxOutputBytes = 10 << 20
+
+// ExecuteCommand runs a command in the session's sandbox, making the
+// session when it does not exist. Output goes to sink as it comes when
+// sink is not nil.
+func (s *Service) ExecuteCommand(ctx context.Context, req api.SessionCommandRequest, sink Sink) (*api.SessionCommandResponse, error) {
+	mreq, err := s.commandRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	l, err := s.open(ctx, openRequest{id: req.SessionID, flavor: req.Flavor})
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	var act activity
+	defer func() { l.release(ctx, ok, act) }()
+	stdout, stderr := &output{sink: sink}, &output{sink: sink, stderr: true}
+	start := time.Now()
+	res, err := s.sbx.ExecStream(ctx, l.sandbox.ID, mreq, stdout, stderr)
+	elapsed := time.Since(start)
+	failed := err != nil || res.ExitCode != 0 || res.TimedOut
+	s.execs.observe(elapsed, failed)
+	act = activity{executions: 1, elapsed: elapsed}
+	if failed {
+		act.errors = 1
+	}
+	if err != nil {
+		return nil, err
+	}
+	if stdout.err != nil {
+		return nil, stdout.err
+	}
+	if stderr.err != nil {
+		return nil, stderr.err
+	}
+	ok = true
+	s.log.Info("session command", "session", l.sess.ID, "duration", elapsed, "exit_code", res.ExitCode, "timed_out", res.TimedOut,
+		"created", l.created)
+	return &api.SessionCommandResponse{SessionInfo: l.info(), ExecResponse: api.ExecResponse{
+		ExitCode: res.ExitCode, Stdout: stdout.text(), Stderr: stderr.text(), TimedOut: res.TimedOut,
+		OOMKilled: res.OOMKilled, Reason: res.Reason,
+		Truncated: stdout.dropped+stderr.dropped > 0, DurationMS: float64(res.Duration.Microseconds()) / 1000,
+	}}, nil
+}
+
+// commandRequest checks a command request and turns it into the
+// manager's.
+func (s *Service) commandRequest(req api.SessionCommandRequest) (manager.ExecRequest, error) {
+	mreq, err := execRequest(req)
+	if err == nil {
+		err = s.sbx.ValidateExec(mreq)
+	}
+	return mreq, err
+}
+
+// CheckCommand validates a command request's own fields as ExecuteCommand
+// does before it makes anything (the manager checks env and cwd then).
+func CheckCommand(req api.SessionCommandRequest) error {
+	_, err := execRequest(req)
+	return err
+}
+
+// execRequest turns a command request into the manager's: a shell string
+// runs with bash -c.
+func execRequest(req api.SessionCommandRequest) (manager.ExecRequest, error) {
+	argv := req.Command.Argv
+	if req.Command.Shell != "" {
+		argv = []string{"bash", "-c", req.Command.Shell}
+	}
+	if len(argv) == 0 || argv[0] == "" {
+		return manager.ExecRequest{}, errdefs.Invalid("command is required: a string for bash -c, or an argv array")
+	}
+	if math.IsNaN(req.Timeout) || req.Timeout < 0 || req.Timeout > manager.MaxExecTimeout.Seconds() {
+		return manager.ExecRequest{}, errdefs.Invalid("timeout must be between 0 and %v seconds", manager.MaxExecTimeout.Seconds())
+	}
+	if req.SessionID != "" {
+		if err := CheckID(req.SessionID); err != nil {
+			return manager.ExecRequest{}, err
+		}
+	}
+	return manager.ExecRequest{Command: argv, Timeout: time.Duration(req.Timeout * float64(time.Second)), Env: req.Env, Cwd: req.Cwd}, nil
+}
+
+// output keeps what a command writes to one stream, up to
+// MaxOutputBytes, passing it on to a sink as whole characters.
+type output struct {
+	sink    Sink
+	stderr  bool
+	buf     []byte
+	sent    int // bytes of buf passed to the sink
+	dropped int64
+	err     error // the sink's first error: the client is gone
+}
+
+func (o *output) Write(p []byte) (int, error) {
+	room := MaxOutputBytes - len(o.buf)
+	if room < len(p) {
+		o.dropped += int64(len(p) - max(room, 0))
+		o.buf = append(o.buf, p[:max(room, 0)]...)
+	} else {
+		o.buf = append(o.buf, p...)
+	}
+	if o.sink == nil || o.err != nil {
+		return len(p), nil
+	}
+	end := len(o.buf)
+	for i := end - 1; i >= o.sent && i > end-utf8.UTFMax; i-- {
+		if utf8.RuneStart(o.buf[i]) {
+			if !utf8.FullRune(o.buf[i:end]) {
+				end = i // hold back a character cut in two
+			}
+			break
+		}
+	}
+	o.send(end)
+	return len(p), nil
+}
+
+// send passes buf up to end on to the sink.
+func (o *output) send(end int) {
+	if o.sink == nil || o.err != nil || end <= o.sent {
+		return
+	}
+	chunk := strings.ToValidUTF8(string(o.buf[o.sent:end]), "\uFFFD")
+	o.sent = end
+	if o.stderr {
+		o.err = o.sink.Stderr(chunk)
+	} else {
+		o.err = o.sink.Stdout(chunk)
+	}
+}
+
+// text passes on what is held back and returns the output kept, invalid
+// UTF-8 replaced.
+func (o *output) text() string {
+	o.send(len(o.buf))
+	return strings.ToValidUTF8(string(o.buf), "\uFFFD")
+}

@@ -1,0 +1,111 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// Reaped counts what one Reap removed.
+type Reaped struct {
+	// Idle sessions passed their idle deadline with nothing running;
+	// Expired ones their maximum lifetime.
+	Idle, Expired int
+	// Orphans are sandboxes a service made that nothing refers to; Failed
+	// are failed ones past the retention; Leftovers runtime state no
+	// record knows.
+	Orphans, Failed, Leftovers int
+}
+
+// Run reaps every ReapInterval until ctx is done.
+func (s *Service) Run(ctx context.Context) {
+	t := time.NewTicker(s.cfg.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := s.Reap(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("reap sessions", "err", err)
+			}
+		}
+	}
+}
+
+// Reap removes what is due: sessions idle past their deadline (never one
+// with a request running in it) or past their maximum lifetime (even
+// then), then orphans: sandboxes a service made that no session or
+// context refers to, older than the grace period; failed ones past the
+// retention; and runtime state no record knows.
+func (s *Service) Reap(ctx context.Context) (Reaped, error) {
+	var r Reaped
+	now := s.now().UTC()
+	due, err := s.store.ListSessions(ctx, store.SessionFilter{AllTenants: true, DueBy: now})
+	if err != nil {
+		return r, err
+	}
+	for _, sess := range due {
+		switch s.reapSession(ctx, sess.Key, now) {
+		case "idle":
+			r.Idle++
+		case "expired":
+			r.Expired++
+		}
+	}
+	reapable, err := s.store.ReapableSandboxes(ctx, now.Add(-s.cfg.OrphanGrace), now.Add(-s.cfg.FailedRetention))
+	if err != nil {
+		return r, err
+	}
+	var errs []error
+	for _, sb := range reapable {
+		reason := "orphan: no session or context refers to it"
+		if sb.Status == string(api.StatusFailed) {
+			if sb.UpdatedAt.After(now.Add(-s.cfg.FailedRetention)) {
+				continue // an orphan, but kept a while for its history
+			}
+			reason = "failed, past the retention"
+			r.Failed++
+		} else {
+			r.Orphans++
+		}
+		if err := s.sbx.Delete(ctx, sb.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			errs = append(errs, err)
+			continue
+		}
+		s.log.Info("sandbox reaped", "sandbox", sb.ID, "managed_by", sb.ManagedBy, "reason", reason)
+	}
+	n, err := s.sbx.ReapLeftovers(ctx)
+	r.Leftovers = n
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if r != (Reaped{}) {
+		s.log.Info("reaped", "idle_sessions", r.Idle, "expired_sessions", r.Expired, "orphans", r.Orphans,
+			"failed", r.Failed, "leftovers", r.Leftovers)
+	}
+	return r, errors.Join(errs...)
+}
+
+// reapSession removes session key if it is still due, and says why.
+func (s *Service) reapSession(ctx context.Context, key string, now time.Time) string {
+	unlock := s.locks.Lock(key)
+	defer unlock()
+	sess, err := s.store.GetSession(ctx, key)
+	if err != nil {
+		return ""
+	}
+	switch {
+	case sess.EndsAt != nil && !now.Before(*sess.EndsAt):
+		s.remove(ctx, sess, "past its maximum lifetime")
+		return "expired"
+	case !now.Before(sess.ExpiresAt) && s.busy(key) == 0:
+		s.remove(ctx, sess, "idle past its deadline")
+		return "idle"
+	}
+	return ""
+}

@@ -1,0 +1,115 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+var sessions = newTable(table[store.Session]{
+	kind: "session", name: "sessions",
+	columns: `key, id, tenant, sandbox_id, owns_sandbox, flavor, cpu, memory, template, image, idle_timeout, ` +
+		`created_at, last_used_at, expires_at, ends_at, execution_count, error_count, execution_time`,
+	scan: scanSession,
+	values: func(s *store.Session) ([]any, error) {
+		return []any{s.Key, s.ID, s.Tenant, s.SandboxID, s.OwnsSandbox, s.Flavor, s.CPU, s.Memory, s.Template, s.Image,
+			s.IdleTimeout.Microseconds(), toUnix(s.CreatedAt), toUnix(s.LastUsedAt), toUnix(s.ExpiresAt), toNullUnix(s.EndsAt),
+			s.ExecutionCount, s.ErrorCount, s.ExecutionTime.Microseconds()}, nil
+	},
+	normalize: func(s *store.Session) {
+		s.CreatedAt, s.LastUsedAt, s.ExpiresAt = fromUnix(toUnix(s.CreatedAt)), fromUnix(toUnix(s.LastUsedAt)), fromUnix(toUnix(s.ExpiresAt))
+		if s.EndsAt != nil {
+			t := fromUnix(toUnix(*s.EndsAt))
+			s.EndsAt = &t
+		}
+		s.IdleTimeout = s.IdleTimeout.Truncate(time.Microsecond)
+		s.ExecutionTime = s.ExecutionTime.Truncate(time.Microsecond)
+	},
+	setID: func(s *store.Session, key string) { s.Key = key },
+})
+
+func scanSession(row scanner) (*store.Session, error) {
+	var (
+		s                      store.Session
+		idle, execTime         int64
+		created, used, expires int64
+		ends                   sql.NullInt64
+	)
+	if err := row.Scan(&s.Key, &s.ID, &s.Tenant, &s.SandboxID, &s.OwnsSandbox, &s.Flavor, &s.CPU, &s.Memory, &s.Template,
+		&s.Image, &idle, &created, &used, &expires, &ends, &s.ExecutionCount, &s.ErrorCount, &execTime); err != nil {
+		return nil, err
+	}
+	s.IdleTimeout, s.ExecutionTime = time.Duration(idle)*time.Microsecond, time.Duration(execTime)*time.Microsecond
+	s.CreatedAt, s.LastUsedAt, s.ExpiresAt = fromUnix(created), fromUnix(used), fromUnix(expires)
+	if ends.Valid {
+		t := fromUnix(ends.Int64)
+		s.EndsAt = &t
+	}
+	return &s, nil
+}
+
+func (s *Store) CreateSession(ctx context.Context, sess *store.Session) error {
+	err := sessions.insert(ctx, s.w, sess)
+	switch {
+	case err == nil:
+		return nil
+	case isUnique(err):
+		return errdefs.Conflict("session %s already exists", sess.ID)
+	case isForeignKey(err):
+		return errdefs.NotFound("sandbox %s not found", sess.SandboxID)
+	}
+	return fmt.Errorf("insert session %s: %w", sess.ID, err)
+}
+
+func (s *Store) GetSession(ctx context.Context, key string) (*store.Session, error) {
+	return sessions.get(ctx, s.r, key)
+}
+
+func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*store.Session, error) {
+	cond, args := ` WHERE 1=1`, []any{}
+	if !f.AllTenants {
+		cond += ` AND tenant = ?`
+		args = append(args, f.Tenant)
+	}
+	if !f.DueBy.IsZero() {
+		cond += ` AND (expires_at <= ? OR ends_at <= ?)`
+		args = append(args, toUnix(f.DueBy), toUnix(f.DueBy))
+	}
+	out, err := list(ctx, s.r, scanSession, `SELECT `+sessions.columns+` FROM sessions`+cond+` ORDER BY created_at, key`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Store) CountSessions(ctx context.Context) (int, error) {
+	var n int
+	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count sessions: %w", err)
+	}
+	return n, nil
+}
+
+func (s *Store) UpdateSession(ctx context.Context, key string, fn func(*store.Session) error) (*store.Session, error) {
+	return sessions.update(ctx, s.w, key, fn)
+}
+
+func (s *Store) DeleteSession(ctx context.Context, key string) error {
+	return sessions.remove(ctx, s.w, key)
+}
+
+func (s *Store) ReapableSandboxes(ctx context.Context, orphanBefore, failedBefore time.Time) ([]*store.Sandbox, error) {
+	out, err := list(ctx, s.r, scanSandbox, `SELECT `+sandboxes.columns+` FROM sandboxes
+		WHERE managed_by != '' AND pool = '' AND status != 'pending' AND (
+			(created_at < ? AND id NOT IN (SELECT sandbox_id FROM sessions) AND id NOT IN (SELECT sandbox_id FROM contexts))
+			OR (status = 'failed' AND updated_at < ?))
+		ORDER BY created_at, id`, toUnix(orphanBefore), toUnix(failedBefore))
+	if err != nil {
+		return nil, fmt.Errorf("list reapable sandboxes: %w", err)
+	}
+	return out, nil
+}
