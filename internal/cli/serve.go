@@ -18,6 +18,7 @@ import (
 	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/daemon"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/session"
 )
 
 func newServeCmd(e env) *cobra.Command {
@@ -82,9 +83,11 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 		Keys: keys, Listen: cfg.Listen, PublicURL: cfg.PublicURL, DataDir: cfg.DataDir, Runtime: cfg.RuntimeKind, RuntimeBinary: cfg.Runtime,
 		ImageDir: cfg.ImageDir, CacheDir: cfg.CacheDir, DebianMirror: cfg.DebianMirror,
 		InsecureRegistries: splitList(cfg.InsecureRegistries), Log: log,
-		Manager:    manager.Config{MaxSandboxes: cfg.MaxSandboxes, OutputBudget: cfg.OutputBudget},
-		Contexts:   contexts.Config{Defaults: s.sources, OutputLimit: cfg.ContextOutputLimit},
-		WarmPools:  s.pools,
+		Manager:   manager.Config{MaxSandboxes: cfg.MaxSandboxes, OutputBudget: cfg.OutputBudget},
+		Contexts:  contexts.Config{Defaults: s.sources, OutputLimit: cfg.ContextOutputLimit},
+		WarmPools: s.pools,
+		// Left zero, these take seed 000's MSB_* variables (session.ApplyEnv).
+		Sessions:   session.Config{DefaultFlavor: cfg.DefaultFlavor, IdleTimeout: cfg.SessionTimeout, Volumes: s.volumes},
 		FetchAllow: splitList(cfg.FetchAllow), AllowedHosts: splitList(cfg.AllowedHosts),
 		TrustedOrigins: splitList(cfg.TrustedOrigins),
 		HTTP: daemon.HTTPConfig{
@@ -139,6 +142,7 @@ type serveSettings struct {
 	level   slog.Level
 	pools   map[string]int
 	sources map[string]contexts.Source
+	volumes []session.Volume
 }
 
 // settings parses and checks the values of cfg that are more than a
@@ -166,6 +170,14 @@ func (cfg *serveConfig) settings() (*serveSettings, error) {
 			return nil, fmt.Errorf("context-templates: %w", err)
 		}
 		s.sources[lang] = contexts.Source{Template: tpl}
+	}
+	if cfg.SharedVolumes != "" {
+		if s.volumes, err = session.ParseVolumes(cfg.SharedVolumes); err != nil {
+			return nil, fmt.Errorf("shared-volumes: %w", err)
+		}
+	}
+	if cfg.SessionTimeout < 0 {
+		return nil, fmt.Errorf("session-timeout %v: must not be negative", cfg.SessionTimeout)
 	}
 	return s, nil
 }

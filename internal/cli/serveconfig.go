@@ -50,6 +50,9 @@ type serveConfig struct {
 	MaxConns           int           `yaml:"max-conns"`
 	MaxConnsPerClient  int           `yaml:"max-conns-per-client"`
 	OutputBudget       int64         `yaml:"output-budget"`
+	DefaultFlavor      string        `yaml:"default-flavor"`
+	SessionTimeout     time.Duration `yaml:"session-timeout"`
+	SharedVolumes      string        `yaml:"shared-volumes"`
 }
 
 // register adds a flag for each field of cfg, with its default.
@@ -78,6 +81,9 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.IntVar(&cfg.HTTPMaxHeaderBytes, "http-max-header-bytes", 64<<10, "largest request headers accepted")
 	f.IntVar(&cfg.MaxConns, "max-conns", 4096, "connections open at once; more wait")
 	f.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", 1024, "connections from one IP address at once; more are refused with 429")
+	f.StringVar(&cfg.DefaultFlavor, "default-flavor", "", "flavor of sessions that name none: small, medium or large (default: $MSB_DEFAULT_FLAVOR, else small)")
+	f.DurationVar(&cfg.SessionTimeout, "session-timeout", 0, "a session idle this long is ended with its sandbox (default: $MSB_SESSION_TIMEOUT, else 30m)")
+	f.StringVar(&cfg.SharedVolumes, "shared-volumes", "", `host directories mounted into session sandboxes, "/host:/guest" comma-separated; each session sees its own subdirectory; a third field "common" shares it, "ro" mounts it read-only (default: $MSB_SHARED_VOLUME_PATH)`)
 	f.Int64Var(&cfg.OutputBudget, "output-budget", 256<<20, "bytes of command and code output the daemon buffers across all executions; past it output is dropped and results say truncated")
 }
 

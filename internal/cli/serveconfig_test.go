@@ -157,6 +157,8 @@ func TestServeConfigErrors(t *testing.T) {
 		{name: "duration in the environment", env: map[string]string{"AGENT2ENV_HTTP_IDLE_TIMEOUT": "2 minutes"},
 			want: []string{"environment variable AGENT2ENV_HTTP_IDLE_TIMEOUT: http-idle-timeout: invalid value \"2 minutes\""}},
 		{name: "duration in the file", file: "http-stall-timeout: soon\n", want: []string{"http-stall-timeout: invalid value \"soon\""}},
+		{name: "shared volume", args: []string{"--shared-volumes", "relative:/data"}, want: []string{"shared-volumes:"}},
+		{name: "session timeout", args: []string{"--session-timeout", "-1m"}, want: []string{"session-timeout"}},
 		{name: "number in the file", file: "max-sandboxes: abc\n", want: []string{"config file ", "max-sandboxes: invalid value \"abc\""}},
 		{name: "fraction in the file", file: "max-sandboxes: 2.5\n", want: []string{"max-sandboxes: invalid value \"2.5\""}},
 		{name: "number as a flag", args: []string{"--max-sandboxes", "abc"}, want: []string{`invalid argument "abc" for "--max-sandboxes" flag`}},
