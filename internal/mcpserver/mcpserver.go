@@ -90,7 +90,7 @@ func New(cfg Config, ctxs *contexts.Service, sess *session.Service) *Server {
 		&mcp.ServerOptions{
 			Instructions: "Run Python, JavaScript and bash code and commands in sandboxes. " +
 				"execute_code and execute_command keep state per session_id (omit it for a new session; the response names it). " +
-				"create_context/run_code/stop_context/list_contexts are the context API of seed 004.",
+				"create_context/run_code/stop_context/list_contexts are the code-interpreter context tools.",
 			Logger: cfg.Log,
 		})
 	s.addTools()
