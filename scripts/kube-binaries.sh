@@ -54,7 +54,7 @@ case "${1:-a}" in
 	echo "$bin"
 	exit 0
 	;;
-a | b) tier=$1 ;;
+a | b) tier=${1:-a} ;;
 *)
 	echo "usage: $0 [a|b|--dir]" >&2
 	exit 2
