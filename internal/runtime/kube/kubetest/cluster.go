@@ -29,6 +29,12 @@ import (
 //go:embed kwok.yaml
 var kwokStages []byte
 
+// portForwardCRD lets the cluster tell kwok where each Pod's forwarded
+// ports go.
+//
+//go:embed kwok-portforward-crd.yaml
+var portForwardCRD []byte
+
 // startTimeout bounds how long the control plane may take to come up; on a
 // loaded two-core machine the API server alone can take half a minute.
 const startTimeout = 3 * time.Minute
@@ -49,6 +55,10 @@ type Options struct {
 	Nodes int
 	// OnPod, when set, is called for every Pod scheduled to a fake node.
 	OnPod PodFunc
+	// ForwardPorts are the ports of every Pod that port-forwarding through
+	// the API server reaches (kubectl port-forward, client-go's
+	// portforward): each goes to the same port on the Pod's IP.
+	ForwardPorts []int32
 }
 
 // A Cluster is a running control plane with fake nodes. Its fields are
@@ -113,17 +123,28 @@ func (c *Cluster) start(ctx context.Context, t testing.TB, opts Options) error {
 	if err != nil {
 		return err
 	}
+	// The API server reaches kwok's kubelet server (port-forward) with its
+	// own client certificate, and checks kwok's.
+	kubeletClientCert, kubeletClientKey, err := p.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client", []string{"system:masters"})
+	if err != nil {
+		return err
+	}
+	kwokCert, kwokKey, err := p.issue("kwok", "kwok", nil, loopback)
+	if err != nil {
+		return err
+	}
 	saKey, saPub, err := p.serviceAccountKey()
 	if err != nil {
 		return err
 	}
-	ports, err := freePorts(3)
+	ports, err := freePorts(4)
 	if err != nil {
 		return err
 	}
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	server := "https://127.0.0.1:" + strconv.Itoa(ports[2])
+	kubeletPort := strconv.Itoa(ports[3])
 
 	if err := c.run("etcd",
 		"--name=kubetest",
@@ -156,6 +177,10 @@ func (c *Cluster) start(ctx context.Context, t testing.TB, opts Options) error {
 		"--service-account-signing-key-file="+saKey,
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--authorization-mode=Node,RBAC",
+		"--kubelet-certificate-authority="+p.CAFile(),
+		"--kubelet-client-certificate="+kubeletClientCert,
+		"--kubelet-client-key="+kubeletClientKey,
+		"--kubelet-preferred-address-types=InternalIP",
 		// The kubernetes Service's endpoints would be a loopback address,
 		// which the API refuses; nothing here runs in a Pod.
 		"--endpoint-reconciler-type=none",
@@ -224,6 +249,16 @@ func (c *Cluster) start(ctx context.Context, t testing.TB, opts Options) error {
 	if err := os.WriteFile(stages, kwokStages, 0o600); err != nil {
 		return err
 	}
+	crd := filepath.Join(c.dir, "kwok-portforward-crd.yaml")
+	if err := os.WriteFile(crd, portForwardCRD, 0o600); err != nil {
+		return err
+	}
+	if _, err := c.Kubectl(ctx, "apply", "-f", crd); err != nil {
+		return err
+	}
+	if _, err := c.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s", "crd/portforwards.kwok.x-k8s.io"); err != nil {
+		return err
+	}
 	if err := c.run("kwok",
 		"--kubeconfig="+c.Kubeconfig,
 		"--config="+stages,
@@ -231,6 +266,12 @@ func (c *Cluster) start(ctx context.Context, t testing.TB, opts Options) error {
 		"--manage-nodes-with-annotation-selector="+fakeNodeAnnotation+"=fake",
 		"--node-ip=127.0.0.1",
 		"--node-lease-duration-seconds=40",
+		// Its kubelet server, for port-forwards, configured per Pod by
+		// PortForward objects.
+		"--server-address=127.0.0.1:"+kubeletPort,
+		"--node-port="+kubeletPort,
+		"--tls-cert-file="+kwokCert, "--tls-private-key-file="+kwokKey,
+		"--enable-crds=PortForward",
 	); err != nil {
 		return err
 	}
@@ -245,7 +286,7 @@ func (c *Cluster) start(ctx context.Context, t testing.TB, opts Options) error {
 	}); err != nil {
 		return err
 	}
-	c.pods, err = startPodDispatcher(t, c.Client, c.Nodes, opts.OnPod)
+	c.pods, err = startPodDispatcher(t, c.Config, c.Nodes, opts)
 	return err
 }
 

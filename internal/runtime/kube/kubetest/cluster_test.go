@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -26,7 +27,9 @@ import (
 
 // TestCluster creates a Pod with client-go, sees it become Ready through an
 // informer with the IP the cluster chose, talks to what the PodFunc started
-// there over TCP, deletes the Pod and sees that stop; then checks that
+// there over TCP, directly and through kubectl port-forward (the API
+// server, then kwok's kubelet server), deletes the Pod and sees that stop;
+// then checks that
 // stopping the cluster left no process behind.
 func TestCluster(t *testing.T) {
 	var dir string
@@ -49,7 +52,7 @@ func TestCluster(t *testing.T) {
 			chosen[pod.Name] = ip
 			mu.Unlock()
 			return nil
-		}})
+		}, ForwardPorts: []int32{8080}})
 		dir = c.dir
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -121,6 +124,10 @@ func TestCluster(t *testing.T) {
 		addr := net.JoinHostPort(got.Status.PodIP, "8080")
 		if greeting, err := dialRead(addr); err != nil || greeting != "hello hello" {
 			t.Errorf("the pod's ip answered %q, %v; want %q", greeting, err, "hello hello")
+		}
+		// The same, through the API server and kwok's kubelet server.
+		if greeting, err := portForwardRead(ctx, c, "hello", 8080); err != nil || greeting != "hello hello" {
+			t.Errorf("port-forward to the pod answered %q, %v; want %q", greeting, err, "hello hello")
 		}
 
 		if err := c.Client.CoreV1().Pods(metav1.NamespaceDefault).Delete(ctx, "hello", metav1.DeleteOptions{}); err != nil {
@@ -214,6 +221,32 @@ func greet(l net.Listener, name string) {
 		fmt.Fprintf(conn, "hello %s\n", name)
 		conn.Close()
 	}
+}
+
+// portForwardRead runs kubectl port-forward to the pod's port and reads a
+// line through it.
+func portForwardRead(ctx context.Context, c *Cluster, pod string, port int) (string, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(c.Bin, "kubectl"), "--kubeconfig", c.Kubeconfig,
+		"port-forward", "pod/"+pod, "--address=127.0.0.1", fmt.Sprintf(":%d", port))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	defer cmd.Wait()
+	defer cancel()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	m := regexp.MustCompile(`Forwarding from (127\.0\.0\.1:\d+) ->`).FindStringSubmatch(line)
+	if m == nil {
+		return "", fmt.Errorf("kubectl port-forward said %q, %v: %s", line, err, stderr.String())
+	}
+	return dialRead(m[1])
 }
 
 func dialRead(addr string) (string, error) {

@@ -4,7 +4,9 @@
 // (tier A of the kube runtime's tests). A Pod scheduled to a fake node
 // becomes Ready with a loopback IP the cluster chooses, and only after the
 // test's [PodFunc] has started whatever should answer on that IP, so a
-// runtime under test talks to its Pods over real TCP.
+// runtime under test talks to its Pods over real TCP: directly, or through
+// the API server's port-forward (to the ports in [Options.ForwardPorts]),
+// which kwok's kubelet server carries to the same IP.
 //
 // The binaries come from scripts/kube-binaries.sh (make kube-binaries),
 // cached under /var/cache/agent2env/kube; [Start] skips the test with that

@@ -13,9 +13,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -31,12 +35,14 @@ type PodFunc func(ctx context.Context, pod *corev1.Pod, ip netip.Addr) error
 // podDispatcher watches the Pods on the fake nodes and runs the PodFunc
 // for each new one.
 type podDispatcher struct {
-	t      testing.TB
-	client kubernetes.Interface
-	nodes  []string
-	onPod  PodFunc
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	t       testing.TB
+	client  kubernetes.Interface
+	dynamic dynamic.Interface
+	nodes   []string
+	onPod   PodFunc
+	ports   []int32 // forwarded to every Pod's IP
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 
 	mu   sync.Mutex
 	live map[types.UID]context.CancelFunc // Pods whose PodFunc ran or runs
@@ -44,13 +50,22 @@ type podDispatcher struct {
 	ctx  context.Context // the dispatcher's life; Pods' contexts derive from it
 }
 
-func startPodDispatcher(t testing.TB, client kubernetes.Interface, nodes []string, onPod PodFunc) (*podDispatcher, error) {
+func startPodDispatcher(t testing.TB, config *rest.Config, nodes []string, opts Options) (*podDispatcher, error) {
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	onPod := opts.OnPod
 	if onPod == nil {
 		onPod = func(context.Context, *corev1.Pod, netip.Addr) error { return nil }
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &podDispatcher{
-		t: t, client: client, nodes: nodes, onPod: onPod, cancel: cancel,
+		t: t, client: client, dynamic: dyn, nodes: nodes, onPod: onPod, ports: opts.ForwardPorts, cancel: cancel,
 		live: map[types.UID]context.CancelFunc{}, ips: newIPRange(), ctx: ctx,
 	}
 	factory := informers.NewSharedInformerFactory(client, 0)
@@ -100,6 +115,12 @@ func (d *podDispatcher) observe(obj any) {
 			}
 			return
 		}
+		if err := d.forward(ctx, pod, ip); err != nil {
+			if ctx.Err() == nil {
+				d.t.Errorf("kubetest: forward the ports of pod %s/%s: %v", pod.Namespace, pod.Name, err)
+			}
+			return
+		}
 		patch, _ := json.Marshal(map[string]any{
 			"metadata": map[string]any{"annotations": map[string]string{PodIPAnnotation: ip.String()}},
 		})
@@ -108,6 +129,38 @@ func (d *podDispatcher) observe(obj any) {
 			d.t.Errorf("kubetest: give pod %s/%s its ip: %v", pod.Namespace, pod.Name, err)
 		}
 	})
+}
+
+// portForwards are kwok's PortForward objects.
+var portForwards = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "portforwards"}
+
+// forward tells kwok to send port-forwards to pod's ports d.ports to the
+// same ports on ip. The Pod owns the PortForward: they go together.
+func (d *podDispatcher) forward(ctx context.Context, pod *corev1.Pod, ip netip.Addr) error {
+	if len(d.ports) == 0 {
+		return nil
+	}
+	var forwards []any
+	for _, port := range d.ports {
+		forwards = append(forwards, map[string]any{
+			"ports":  []any{int64(port)},
+			"target": map[string]any{"port": int64(port), "address": ip.String()},
+		})
+	}
+	pf := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kwok.x-k8s.io/v1alpha1",
+		"kind":       "PortForward",
+		"metadata": map[string]any{
+			"name":      pod.Name,
+			"namespace": pod.Namespace,
+			"ownerReferences": []any{map[string]any{
+				"apiVersion": "v1", "kind": "Pod", "name": pod.Name, "uid": string(pod.UID),
+			}},
+		},
+		"spec": map[string]any{"forwards": forwards},
+	}}
+	_, err := d.dynamic.Resource(portForwards).Namespace(pod.Namespace).Create(ctx, pf, metav1.CreateOptions{})
+	return err
 }
 
 // forget ends the context of a deleted Pod's PodFunc.
