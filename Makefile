@@ -14,7 +14,7 @@ COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS   := -X github.com/agent2env/agent2env/internal/buildinfo.version=$(VERSION) \
              -X github.com/agent2env/agent2env/internal/buildinfo.commit=$(COMMIT)
 
-.PHONY: all build deps mcp-clients run test test-go test-api bench vet tidy docs clean
+.PHONY: all build deps mcp-clients run test test-go test-api bench vet tidy docs clean kube-binaries image
 
 all: build
 
@@ -50,10 +50,27 @@ docs:
 
 # The tests that need root, runc and built images run here; as root they
 # are on, and CI=true turns a missing prerequisite into a failure.
-test: deps build vet test-python mcp-clients
+test: deps build vet test-python mcp-clients kube-binaries
 	cd api && $(GO) test -count=1 ./...
 	AGENT2ENV_PYTHON=$$(scripts/test-peers.sh) && export AGENT2ENV_PYTHON && \
 	AGENT2ENV_BUILD_TESTS=1 AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m ./...
+
+# The agent2env image (the static binary, CA roots, a nonroot user) as a
+# `docker save` tarball that docker/podman load, skopeo, crane push, ctr
+# import and "agent2env image import" read. Dated by the commit: one commit,
+# one digest.
+IMAGE ?= agent2env/agent2env
+image: deps build
+	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) $(GO) run ./internal/image/mkimage \
+		-binary $(BIN) -o bin/agent2env-image.tar -version $(VERSION) -tag $(IMAGE):$(VERSION) -tag $(IMAGE):latest
+
+# The Kubernetes binaries the kube runtime's tests run (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kubectl, kwok; KUBE_TIER=b adds
+# kubelet), built from the Go module proxy and cached under
+# $(AGENT2ENV_CACHE_DIR)/kube: tens of minutes cold, nothing warm.
+KUBE_TIER ?= a
+kube-binaries:
+	@scripts/kube-binaries.sh $(KUBE_TIER) >/dev/null
 
 # The Python SDK (sdk/python): ruff, mypy --strict, unit tests with coverage,
 # and its integration tests against $(BIN).

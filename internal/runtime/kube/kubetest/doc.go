@@ -1,0 +1,17 @@
+// Package kubetest runs a real Kubernetes control plane for tests: etcd,
+// kube-apiserver, kube-controller-manager and kube-scheduler on loopback
+// with certificates made for the run, and kwok as the kubelet of fake nodes
+// (tier A of the kube runtime's tests). A Pod scheduled to a fake node
+// becomes Ready with a loopback IP the cluster chooses, and only after the
+// test's [PodFunc] has started whatever should answer on that IP, so a
+// runtime under test talks to its Pods over real TCP: directly, or through
+// the API server's port-forward (to the ports in [Options.ForwardPorts]),
+// which kwok's kubelet server carries to the same IP.
+//
+// The binaries come from scripts/kube-binaries.sh (make kube-binaries),
+// cached under /var/cache/agent2env/kube; [Start] skips the test with that
+// command when they are missing, and fails it when CI=true.
+//
+// Everything a [Cluster] starts lives in the test's temporary directory and
+// is stopped by the test's cleanup; a Cluster is safe for concurrent use.
+package kubetest

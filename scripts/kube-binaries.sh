@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Builds the Kubernetes binaries the kube runtime's tests run, from the Go
+# module proxy only, and caches them under
+# $AGENT2ENV_CACHE_DIR/kube/<key>/bin, where <key> names the versions and
+# hashes everything that decides the bytes (the wrapper modules, the flags,
+# the Go version). A warm run builds nothing. Prints the bin directory.
+#
+#   scripts/kube-binaries.sh [a|b]   build (or reuse) tier a (default) or b
+#   scripts/kube-binaries.sh --dir   print the bin directory, build nothing
+#
+# Tier a, a control plane with kwok's fake nodes: etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kubectl, kwok. Tier b adds kubelet.
+#
+# Kubernetes and etcd are built from the wrapper modules in
+# scripts/kube-binaries/ (their go.mod says why and how to move to another
+# release); kwok is "go install"ed at KWOK_VERSION.
+set -euo pipefail
+
+KWOK_VERSION=v0.8.0
+# Change RECIPE whenever the way the binaries are built changes (flags,
+# packages), so that the cache key changes with it.
+RECIPE=1
+
+here=$(cd "$(dirname "$0")" && pwd)
+kubemod=$here/kube-binaries/kubernetes
+etcdmod=$here/kube-binaries/etcd
+go=${GO:-go}
+
+# required prints the version module $2 is required at in go.mod $1.
+required() {
+	awk -v m="$2" '($1 == m && $2 ~ /^v/) || ($1 == "require" && $2 == m) { print ($1 == m ? $2 : $3); exit }' "$1"
+}
+KUBE_VERSION=$(required "$kubemod/go.mod" k8s.io/kubernetes)
+ETCD_VERSION=$(required "$etcdmod/go.mod" go.etcd.io/etcd/server/v3)
+[ -n "$KUBE_VERSION" ] && [ -n "$ETCD_VERSION" ] || {
+	echo "kube-binaries: cannot read the pinned versions from $here/kube-binaries" >&2
+	exit 1
+}
+etcd_ldflags="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION"
+
+key=$(
+	{
+		cat "$kubemod/go.mod" "$kubemod/go.sum" "$etcdmod/go.mod" "$etcdmod/go.sum"
+		echo "recipe $RECIPE kwok $KWOK_VERSION"
+		"$go" version
+	} | sha256sum | cut -c1-12
+)
+cache=${AGENT2ENV_CACHE_DIR:-/var/cache/agent2env}/kube/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-$key
+bin=$cache/bin
+
+tier=a
+case "${1:-a}" in
+--dir)
+	echo "$bin"
+	exit 0
+	;;
+a | b) tier=${1:-a} ;;
+*)
+	echo "usage: $0 [a|b|--dir]" >&2
+	exit 2
+	;;
+esac
+
+kube=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+if [ "$tier" = b ]; then
+	kube+=(kubelet)
+fi
+
+mkdir -p "$bin"
+# One build at a time per key: a second caller waits, then finds the files.
+exec 9>"$cache/.lock"
+flock 9
+
+missing=()
+for b in "${kube[@]}"; do
+	[ -x "$bin/$b" ] || missing+=("$b")
+done
+[ -x "$bin/etcd" ] || missing+=(etcd)
+[ -x "$bin/kwok" ] || missing+=(kwok)
+if ((${#missing[@]} == 0)); then
+	echo "$bin"
+	exit 0
+fi
+
+echo "kube-binaries: building ${missing[*]} (Kubernetes $KUBE_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION) into $bin" >&2
+start=$SECONDS
+tmp=$(mktemp -d "$cache/.build.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
+
+pkgs=()
+for b in "${missing[@]}"; do
+	case $b in
+	etcd)
+		(cd "$etcdmod" && "$go" build -trimpath -ldflags "$etcd_ldflags" -o "$tmp/etcd" go.etcd.io/etcd/server/v3)
+		;;
+	kwok)
+		(cd "$tmp" && GOBIN=$tmp "$go" install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")
+		;;
+	*) pkgs+=("k8s.io/kubernetes/cmd/$b") ;;
+	esac
+done
+if ((${#pkgs[@]} > 0)); then
+	# The release the binaries say they are (kubectl version, /version), and
+	# the time of its tag as the build date, so that a rebuild gives the same
+	# bytes. The module proxy does not know the commit.
+	date=$(cd "$kubemod" && "$go" list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
+	minor=${KUBE_VERSION#v1.}
+	minor=${minor%%.*}
+	ldflags="-s -w"
+	for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+		ldflags+=" -X $p.gitVersion=$KUBE_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+		ldflags+=" -X $p.gitTreeState=clean -X $p.buildDate=$date -X $p.gitCommit="
+	done
+	# One invocation for all of them: they share most packages.
+	mkdir -p "$tmp/kube"
+	(cd "$kubemod" && "$go" build -trimpath -ldflags "$ldflags" -o "$tmp/kube/" "${pkgs[@]}")
+	mv "$tmp"/kube/* "$tmp/"
+fi
+for b in "${missing[@]}"; do
+	mv "$tmp/$b" "$bin/$b"
+done
+echo "kube-binaries: built ${missing[*]} in $((SECONDS - start))s" >&2
+echo "$bin"
