@@ -238,7 +238,7 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	if s.Sessions, err = session.New(cfg.Sessions, s.Manager, s.Store, s.Contexts, cfg.Log, sessionOpts...); err != nil {
 		return nil, err
 	}
-	if err := s.Metrics.Register(s.Pools, s.Contexts, s.Sessions); err != nil {
+	if err := s.Metrics.Register(s.Manager, s.Pools, s.Contexts, s.Sessions); err != nil {
 		return nil, err
 	}
 	s.MCP = mcpserver.New(mcpserver.Config{ScopeByKey: authOn, Log: cfg.Log}, s.Contexts, s.Sessions)

@@ -69,7 +69,7 @@ func TestMetricsScrape(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctxs := contexts.New(contexts.Config{}, e.m, e.st, nil, log, contexts.WithMetrics(mt))
-	if err := mt.Register(pools, ctxs); err != nil {
+	if err := mt.Register(e.m, pools, ctxs); err != nil {
 		t.Fatal(err)
 	}
 

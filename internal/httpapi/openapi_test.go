@@ -763,7 +763,7 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mt.Register(ctxs, sess); err != nil {
+	if err := mt.Register(m, ctxs, sess); err != nil {
 		t.Fatal(err)
 	}
 	srv := New(service.NewSandboxes(m, "http://gw.test"), service.NewImages(imgs), log,

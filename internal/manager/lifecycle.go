@@ -56,7 +56,6 @@ func (m *Manager) Recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
-	m.countSandboxes(records) // what follows moves them between the gauges
 	known := make(map[string]bool, len(records))
 	var adopted, cleaned, failed, errs int
 	for _, sb := range records {

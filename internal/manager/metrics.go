@@ -2,78 +2,68 @@ package manager
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agent2env/agent2env/api"
 
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
-// WithMetrics records create and exec durations in mt and keeps its
-// sandboxes-by-status gauges current: every write of a sandbox record
-// moves the sandbox between them, and Recover sets them from the records.
-// A nil mt records nothing.
-func WithMetrics(mt *metrics.Metrics) Option {
-	return func(m *Manager) {
-		if mt == nil {
-			return
-		}
-		m.metrics = mt
-		m.store = countingStore{Store: m.store, metrics: mt}
-	}
+// WithMetrics records create and exec durations in mt. A nil mt records
+// nothing. The sandboxes-by-status gauges come from the Manager itself as
+// a collector (Register it).
+func WithMetrics(mt *metrics.Metrics) Option { return func(m *Manager) { m.metrics = mt } }
+
+var (
+	sandboxesDesc = prometheus.NewDesc("agent2env_sandboxes", "Sandboxes by status (not counting warm pools).", []string{"status"}, nil)
+	pooledDesc    = prometheus.NewDesc("agent2env_sandboxes_pooled", "Sandboxes waiting in warm pools.", nil, nil)
+	// gaugeStatuses are reported even when no sandbox has them, so that
+	// a gauge that drops to zero reads 0 rather than vanishing.
+	gaugeStatuses = []api.SandboxStatus{api.StatusPending, api.StatusRunning, api.StatusSucceeded, api.StatusFailed, api.StatusTerminating}
+)
+
+// collectTimeout bounds the store count behind a scrape.
+const collectTimeout = 10 * time.Second
+
+var _ prometheus.Collector = (*Manager)(nil)
+
+// Describe sends the descriptors of the sandbox gauges
+// (prometheus.Collector).
+func (m *Manager) Describe(ch chan<- *prometheus.Desc) {
+	ch <- sandboxesDesc
+	ch <- pooledDesc
 }
 
-// countingStore moves a sandbox between the gauges on each write of its
-// record, from the state the write found to the one it left. A delete
-// reads the record first; the caller's per-id lock keeps the two together.
-type countingStore struct {
-	store.Store
-	metrics *metrics.Metrics
-}
-
-func stateOf(sb *store.Sandbox) metrics.SandboxState {
-	return metrics.SandboxState{Status: sb.Status, Pooled: sb.Pool != ""}
-}
-
-func (s countingStore) CreateSandboxLimited(ctx context.Context, sb *store.Sandbox, limit int) error {
-	if err := s.Store.CreateSandboxLimited(ctx, sb, limit); err != nil {
-		return err
-	}
-	s.metrics.MoveSandbox(metrics.SandboxState{}, stateOf(sb))
-	return nil
-}
-
-func (s countingStore) UpdateSandbox(ctx context.Context, id string, fn func(*store.Sandbox) error) (*store.Sandbox, error) {
-	var before metrics.SandboxState
-	sb, err := s.Store.UpdateSandbox(ctx, id, func(sb *store.Sandbox) error {
-		before = stateOf(sb) // fn may change sb
-		return fn(sb)
-	})
+// Collect sends the number of sandboxes by status and in warm pools, as
+// the store counts them when called: one grouped count, no records read
+// (prometheus.Collector).
+func (m *Manager) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), collectTimeout)
+	defer cancel()
+	c, err := m.store.CountSandboxesByStatus(ctx)
 	if err != nil {
-		return nil, err
+		err = fmt.Errorf("count sandboxes: %w", err)
+		ch <- prometheus.NewInvalidMetric(sandboxesDesc, err)
+		ch <- prometheus.NewInvalidMetric(pooledDesc, err)
+		return
 	}
-	s.metrics.MoveSandbox(before, stateOf(sb))
-	return sb, nil
-}
-
-func (s countingStore) DeleteSandbox(ctx context.Context, id string) error {
-	sb, err := s.Store.GetSandbox(ctx, id)
-	if err != nil {
-		return err
+	byStatus := maps.Clone(c.ByStatus)
+	if byStatus == nil {
+		byStatus = map[string]int{}
 	}
-	if err := s.Store.DeleteSandbox(ctx, id); err != nil {
-		return err
+	for _, st := range gaugeStatuses {
+		byStatus[string(st)] += 0
 	}
-	s.metrics.MoveSandbox(stateOf(sb), metrics.SandboxState{})
-	return nil
-}
-
-// countSandboxes sets the gauges from every record, as Recover found them.
-func (m *Manager) countSandboxes(records []*store.Sandbox) {
-	counts := map[metrics.SandboxState]int{}
-	for _, sb := range records {
-		counts[stateOf(sb)]++
+	for st, n := range byStatus {
+		ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(n), st)
 	}
-	m.metrics.SetSandboxes(counts)
+	ch <- prometheus.MustNewConstMetric(pooledDesc, prometheus.GaugeValue, float64(c.Pooled))
 }
 
 // createLabel is a create's outcome label: the status of the sandbox it

@@ -57,8 +57,8 @@ func checkGauges(t *testing.T, e *env, mt *metrics.Metrics, step string) {
 	}
 }
 
-// TestSandboxGauges: the gauges are set at Recover and follow every status
-// change after it, without a scan.
+// TestSandboxGauges: the gauges count the records after Recover and after
+// every status change, pooled sandboxes apart.
 func TestSandboxGauges(t *testing.T) {
 	e := newEnv(t, Config{})
 	ctx := context.Background()
@@ -76,6 +76,9 @@ func TestSandboxGauges(t *testing.T) {
 	mt := metrics.New()
 	e.m = New(Config{StartTimeout: 10 * time.Second}, e.rt, e.st, slog.New(slog.DiscardHandler), WithMetrics(mt))
 	e.m.now = e.clock.Now
+	if err := mt.Register(e.m); err != nil {
+		t.Fatal(err)
+	}
 	if err := e.m.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,9 @@
 // Package metrics is the daemon's Prometheus instrumentation, on a private
 // registry (never the process-wide default): the Go and process
-// collectors, latency histograms of HTTP requests, sandbox creates, execs
-// and context executions, and the sandboxes-by-status gauges.
-//
-// Nothing here scans records when scraped. The manager moves a sandbox
-// between the gauges as it writes its record (MoveSandbox) and sets them
-// once from the records at recovery (SetSandboxes); services with state of
-// their own (warm pools, contexts) Register collectors that read it.
+// collectors and latency histograms of HTTP requests, sandbox creates,
+// execs and context executions. Services with state of their own (the
+// manager's sandboxes, warm pools, contexts) Register collectors that
+// count it when scraped, with one counting query, never a scan.
 //
 // A *Metrics is safe for concurrent use. Its recording methods do nothing
 // on a nil *Metrics, so a service built without metrics needs no checks.
@@ -22,8 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
-
-	"github.com/agent2env/agent2env/api"
 )
 
 // Buckets are the upper bounds, in seconds, of every latency histogram:
@@ -61,18 +56,6 @@ const (
 	OutcomeError = "error"
 )
 
-// SandboxState is where a sandbox counts in the gauges: its status, or
-// the pooled gauge while it waits in a warm pool. The zero value is no
-// sandbox (before its record is created, after it is deleted).
-type SandboxState struct {
-	Status string
-	Pooled bool
-}
-
-// statuses are reported even when no sandbox has them, so that a gauge
-// that drops to zero reads 0 rather than vanishing.
-var statuses = []api.SandboxStatus{api.StatusPending, api.StatusRunning, api.StatusSucceeded, api.StatusFailed, api.StatusTerminating}
-
 // Metrics is the daemon's registry with the metrics it records itself.
 type Metrics struct {
 	reg        *prometheus.Registry
@@ -80,8 +63,6 @@ type Metrics struct {
 	creates    *prometheus.HistogramVec
 	execs      *prometheus.HistogramVec
 	executions *prometheus.HistogramVec
-	sandboxes  *prometheus.GaugeVec
-	pooled     prometheus.Gauge
 }
 
 // New returns a registry holding the Go and process collectors and the
@@ -100,18 +81,11 @@ func New() *Metrics {
 			"Time a command run in a sandbox took, by outcome (ok, timeout, error).", "outcome"),
 		executions: histogram("agent2env_context_execution_duration_seconds",
 			"Time a code-interpreter execution took, by language and outcome (ok, code_error, timeout, error).", "language", "outcome"),
-		sandboxes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "agent2env_sandboxes",
-			Help: "Sandboxes by status (not counting warm pools)."}, []string{"status"}),
-		pooled: prometheus.NewGauge(prometheus.GaugeOpts{Name: "agent2env_sandboxes_pooled",
-			Help: "Sandboxes waiting in warm pools."}),
-	}
-	for _, s := range statuses {
-		m.sandboxes.WithLabelValues(string(s))
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.creates, m.execs, m.executions, m.sandboxes, m.pooled,
+		m.requests, m.creates, m.execs, m.executions,
 	)
 	return m
 }
@@ -167,43 +141,6 @@ func (m *Metrics) ObserveExecution(language, outcome string, d time.Duration) {
 	if m != nil {
 		m.executions.WithLabelValues(language, outcome).Observe(d.Seconds())
 	}
-}
-
-// SetSandboxes sets the sandbox gauges to counts, replacing what they
-// held; statuses absent from counts read 0.
-func (m *Metrics) SetSandboxes(counts map[SandboxState]int) {
-	if m == nil {
-		return
-	}
-	m.sandboxes.Reset()
-	for _, s := range statuses {
-		m.sandboxes.WithLabelValues(string(s))
-	}
-	m.pooled.Set(0)
-	for st, n := range counts {
-		m.gauge(st).Add(float64(n))
-	}
-}
-
-// MoveSandbox counts one sandbox in to instead of from; either may be the
-// zero SandboxState, for a sandbox created or deleted.
-func (m *Metrics) MoveSandbox(from, to SandboxState) {
-	if m == nil || from == to {
-		return
-	}
-	if from != (SandboxState{}) {
-		m.gauge(from).Dec()
-	}
-	if to != (SandboxState{}) {
-		m.gauge(to).Inc()
-	}
-}
-
-func (m *Metrics) gauge(st SandboxState) prometheus.Gauge {
-	if st.Pooled {
-		return m.pooled
-	}
-	return m.sandboxes.WithLabelValues(st.Status)
 }
 
 // slogPrinter logs promhttp's errors (promhttp.Logger).

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestBuckets(t *testing.T) {
@@ -27,41 +26,8 @@ func TestNilRecordsNothing(t *testing.T) {
 	m.ObserveCreate(SourceCold, OutcomeError, time.Second)
 	m.ObserveExec(OutcomeOK, time.Second)
 	m.ObserveExecution("python", OutcomeOK, time.Second)
-	m.SetSandboxes(map[SandboxState]int{{Status: "running"}: 1})
-	m.MoveSandbox(SandboxState{}, SandboxState{Status: "running"})
 	if m.Requests() != nil {
 		t.Error("nil Metrics has a request histogram")
-	}
-}
-
-func TestSandboxGauges(t *testing.T) {
-	m := New()
-	running, pooled := SandboxState{Status: "running"}, SandboxState{Status: "running", Pooled: true}
-	m.SetSandboxes(map[SandboxState]int{running: 2, {Status: "failed"}: 1, pooled: 3})
-	m.MoveSandbox(SandboxState{}, SandboxState{Status: "pending"}) // created
-	m.MoveSandbox(pooled, running)                                 // claimed
-	m.MoveSandbox(SandboxState{Status: "failed"}, SandboxState{})  // deleted
-	m.MoveSandbox(running, running)                                // no change
-	want := `# HELP agent2env_sandboxes Sandboxes by status (not counting warm pools).
-# TYPE agent2env_sandboxes gauge
-agent2env_sandboxes{status="failed"} 0
-agent2env_sandboxes{status="pending"} 1
-agent2env_sandboxes{status="running"} 3
-agent2env_sandboxes{status="succeeded"} 0
-agent2env_sandboxes{status="terminating"} 0
-# HELP agent2env_sandboxes_pooled Sandboxes waiting in warm pools.
-# TYPE agent2env_sandboxes_pooled gauge
-agent2env_sandboxes_pooled 2
-`
-	if err := testutil.GatherAndCompare(m, strings.NewReader(want), "agent2env_sandboxes", "agent2env_sandboxes_pooled"); err != nil {
-		t.Error(err)
-	}
-	// Set replaces, statuses included.
-	m.SetSandboxes(nil)
-	if err := testutil.GatherAndCompare(m, strings.NewReader(strings.NewReplacer(
-		`"pending"} 1`, `"pending"} 0`, `"running"} 3`, `"running"} 0`, "pooled 2", "pooled 0").Replace(want)),
-		"agent2env_sandboxes", "agent2env_sandboxes_pooled"); err != nil {
-		t.Error(err)
 	}
 }
 
