@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+import agent2env._base
 from agent2env import AsyncClient, Client
 
 HOST = "http://daemon.test"
@@ -47,6 +48,32 @@ class Blocking:
 
 async def _collect(it: AsyncIterator[Any]) -> list[Any]:
     return [item async for item in it]
+
+
+@pytest.fixture(autouse=True)
+def _no_retry_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retries go at once: the back-off is tested on its own."""
+    monkeypatch.setattr(agent2env._base, "RETRY_BACKOFF", 0.0)
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test sees the configuration of the shell that runs it."""
+    for name in ENV_NAMES:
+        monkeypatch.delenv(name, raising=False)
+
+
+ENV_NAMES = (
+    "AGENT2ENV_URL",
+    "AGENT2ENV_TOKEN",
+    "MSB_SERVER_URL",
+    "MSB_API_KEY",
+    "MSB_DEFAULT_FLAVOR",
+    "MSB_SESSION_TIMEOUT",
+    "MSB_SHARED_VOLUME_PATH",
+    "SANDBOX_BASE_URL",
+    "SANDBOX_TIMEOUT",
+)
 
 
 def make_client(kind: str, **kwargs: Any) -> Iterator[Any]:

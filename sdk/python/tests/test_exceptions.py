@@ -48,7 +48,7 @@ def test_status_mapping(
     body: dict[str, Any] = {"error": "what went wrong"}
     if code:
         body["code"] = code
-    httpx_mock.add_response(status_code=status, json=body)
+    httpx_mock.add_response(status_code=status, json=body, is_reusable=True)
     with pytest.raises(cls) as info:
         client.sandbox.list()
     err = info.value
