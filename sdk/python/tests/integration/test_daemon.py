@@ -124,6 +124,7 @@ def test_readme_quickstart(daemon: Daemon) -> None:
         ("sandbox_lifecycle.py", "After restart the files are still there: ['2', '3']"),
         ("template_management.py", "Imported: [('example-python-template', 'created')]"),
         ("code_interpreter.py", "Error: ZeroDivisionError (runtime): division by zero"),
+        ("sessions.py", "Memory by flavor: 1 GiB, 2 GiB"),
     ],
 )
 def test_example(daemon: Daemon, example: str, expect: str) -> None:

@@ -67,6 +67,7 @@ from agent2env.models import (
     Usage,
     VersionListResult,
 )
+from agent2env.sessions import FLAVORS
 
 
 def seed_quickstart() -> None:
@@ -203,9 +204,6 @@ def errors(client: Client) -> None:
         pass
     except (SandboxFailedError, PrepullFailedError, TimeoutError, LiteBoxdError):
         pass
-
-
-from agent2env.sessions import FLAVORS  # noqa: E402
 
 
 def sessions_service(client: Client) -> None:
