@@ -156,6 +156,23 @@ def test_code_errors_by_kind(
     assert res.error.kind == kind
 
 
+def test_session_timeout_refused(
+    make: Factory, httpx_mock: HTTPXMock, caplog: pytest.LogCaptureFixture
+) -> None:
+    manager = make(session_timeout=1e9)
+    httpx_mock.add_response(url=EXECUTE, json=session_execute_json())
+    httpx_mock.add_response(
+        url=f"{BASE}/sessions/my-session/keepalive",
+        status_code=400,
+        json={
+            "error": "idle_timeout must be between 0 and 86400 seconds",
+            "code": "INVALID_REQUEST",
+        },
+    )
+    assert manager.execute_code("print(100)").stdout == "100\n"
+    assert "keeps the daemon's idle timeout: set 1e+09s" in caplog.text
+
+
 def test_execute_command(make: Factory, httpx_mock: HTTPXMock) -> None:
     manager = make(execution_timeout=7.0)
     httpx_mock.add_response(url=COMMAND, json=session_command_json(exit_code=1, stderr="no\n"))
@@ -276,6 +293,20 @@ def test_failure_in_an_existing_session_is_not_creation(
     with pytest.raises(InternalServerError, match="kernel lost") as info:
         manager.execute_code("1", session_id="my-session")
     assert not isinstance(info.value, SandboxCreationError)
+
+
+def test_failure_when_the_session_cannot_be_looked_up(make: Factory, httpx_mock: HTTPXMock) -> None:
+    manager = make()
+    httpx_mock.add_response(
+        url=EXECUTE, status_code=500, json={"error": "first", "code": "INTERNAL"}
+    )
+    httpx_mock.add_response(
+        url=f"{BASE}/sessions/my-session",
+        status_code=500,
+        json={"error": "second", "code": "INTERNAL"},
+    )
+    with pytest.raises(InternalServerError, match="first"):
+        manager.execute_code("1", session_id="my-session")
 
 
 @pytest.mark.parametrize(

@@ -42,13 +42,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from typing_extensions import Self
 
 from ._base import DEFAULT_MAX_RETRIES, ENV_TOKENS, ENV_URLS, Op
 from .client import AsyncClient, Client
 from .exceptions import (
+    Agent2EnvError,
     APIError,
     CodeExecutionError,
     CompilationError,
@@ -67,6 +68,7 @@ from .models.session import (
     Session,
     SessionCommandResult,
     SessionExecuteResult,
+    SessionInfo,
     Stats,
 )
 from .services.session import (
@@ -105,6 +107,8 @@ __all__ = [
 ]
 
 log = logging.getLogger("agent2env.sessions")
+
+R = TypeVar("R", bound=SessionInfo)
 
 ENV_DEFAULT_FLAVOR = "MSB_DEFAULT_FLAVOR"
 """The flavor of new sessions when a call names none."""
@@ -325,14 +329,12 @@ class _Ops:
         flavor = flavor or self.config.default_flavor
         if timeout is None:
             timeout = self.config.execution_timeout
-        try:
-            res = yield from _execute_code(code, language, session_id, flavor, timeout)
-        except APIError as e:
-            err = yield from self._failed("execute_code", e, session_id, start)
-            if err is e:
-                raise
-            raise err from e
-        yield from self._made(res.session_id, res.created)
+        res = yield from self._session_request(
+            "execute_code",
+            _execute_code(code, language, session_id, flavor, timeout),
+            session_id,
+            start,
+        )
         log.info(
             "execute_code session=%s language=%s created=%s success=%s execution=%.3fs total=%.3fs",
             res.session_id,
@@ -375,14 +377,12 @@ class _Ops:
         flavor = flavor or self.config.default_flavor
         if timeout is None:
             timeout = self.config.execution_timeout
-        try:
-            res = yield from _execute_command(command, session_id, flavor, timeout, cwd, env)
-        except APIError as e:
-            err = yield from self._failed("execute_command", e, session_id, start)
-            if err is e:
-                raise
-            raise err from e
-        yield from self._made(res.session_id, res.created)
+        res = yield from self._session_request(
+            "execute_command",
+            _execute_command(command, session_id, flavor, timeout, cwd, env),
+            session_id,
+            start,
+        )
         log.info(
             "execute_command session=%s created=%s exit_code=%d execution=%.3fs total=%.3fs",
             res.session_id,
@@ -409,13 +409,34 @@ class _Ops:
             )
         return res
 
-    def _made(self, session_id: str, created: bool) -> Op[None]:
-        """Give a session this request made the configured idle timeout."""
-        if not created:
+    def _session_request(self, what: str, op: Op[R], session_id: str | None, start: float) -> Op[R]:
+        """Run a request that may make a session; tell a failure to make it apart."""
+        try:
+            res = yield from op
+        except APIError as e:
+            err = yield from self._failed(what, e, session_id, start)
+            if err is e:
+                raise
+            raise err from e
+        if res.created:
+            log.info("session %s created", res.session_id)
+            yield from self._set_timeout(res.session_id)
+        return res
+
+    def _set_timeout(self, session_id: str) -> Op[None]:
+        """Give a session this manager made the configured idle timeout."""
+        if self.config.session_timeout is None:
             return
-        log.info("session %s created", session_id)
-        if self.config.session_timeout is not None:
+        try:
             yield from _keep_alive(session_id, self.config.session_timeout)
+        except APIError as e:
+            # The code ran: its result is worth more than the timeout.
+            log.warning(
+                "session %s keeps the daemon's idle timeout: set %gs: %s",
+                session_id,
+                self.config.session_timeout,
+                e,
+            )
 
     def _failed(
         self, what: str, err: APIError, session_id: str | None, start: float
@@ -439,6 +460,8 @@ class _Ops:
                 return err
             except NotFoundError:
                 pass
+            except Agent2EnvError:
+                return err  # cannot tell: the first error stands
         return SandboxCreationError(
             f"could not make a sandbox for session {session_id or '(new)'}: {err.message}",
             session_id=session_id,
