@@ -163,13 +163,21 @@ MAX_SANDBOXES = 2
 
 
 @pytest.fixture(scope="session")
-def limited_daemon(daemon: Daemon) -> Iterator[Daemon]:
+def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The host directory of the limited daemon's shared volume, mounted at /shared."""
+    return tmp_path_factory.mktemp("shared")
+
+
+@pytest.fixture(scope="session")
+def limited_daemon(daemon: Daemon, shared_dir: Path) -> Iterator[Daemon]:
     """A second daemon, on the first one's image store, with ``--max-sandboxes 2``.
 
-    It starts after the first daemon has unpacked the image, so that it only
+    Its sessions also get a shared volume, ``shared_dir`` at ``/shared``. It
+    starts after the first daemon has unpacked the image, so that it only
     reads the store.
     """
-    with _serve(_require(), "--max-sandboxes", str(MAX_SANDBOXES)) as d:
+    args = ["--max-sandboxes", str(MAX_SANDBOXES), "--shared-volumes", f"{shared_dir}:/shared"]
+    with _serve(_require(), *args) as d:
         yield d
         _no_sandboxes_left(d.url)
 

@@ -155,6 +155,27 @@ def test_resource_limit_past_max_sandboxes(limited_daemon: Daemon) -> None:
                 sandbox.stop_session(sid)
 
 
+@pytest.mark.parametrize("session_id", ["py-sdk-shared", "py-sdk:odd+id", ".py-sdk-dot"])
+def test_shared_volume_paths(limited_daemon: Daemon, shared_dir: Path, session_id: str) -> None:
+    """What a session writes to its shared volume is where shared_path says, on the host."""
+    config = SessionConfig.from_env(
+        {"MSB_SERVER_URL": limited_daemon.url, "MSB_SHARED_VOLUME_PATH": f"{shared_dir}:/shared"}
+    )
+    with SessionManager(config) as sandbox:
+        try:
+            sandbox.execute_code(
+                "open('/shared/out.txt', 'w').write('from the sandbox')", session_id=session_id
+            )
+            host = sandbox.shared_path(session_id, "/shared/out.txt")
+            assert host.parent.parent == shared_dir
+            assert host.read_text() == "from the sandbox"
+            host.with_name("in.txt").write_text("from the host")
+            cat = sandbox.execute_command(["cat", "/shared/in.txt"], session_id=session_id)
+            assert cat.stdout == "from the host"
+        finally:
+            sandbox.stop_session(session_id)
+
+
 def test_sessions_service_and_stats(client: Client) -> None:
     res = client.sessions.execute_code("print(7)", flavor="medium", timeout=20)
     try:
