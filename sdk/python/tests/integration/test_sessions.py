@@ -13,6 +13,7 @@ import pytest
 from agent2env import (
     Client,
     CompilationError,
+    InsufficientCapacityError,
     NotFoundError,
     ResourceLimitError,
     RuntimeExecutionError,
@@ -152,6 +153,39 @@ def test_resource_limit_past_max_sandboxes(limited_daemon: Daemon) -> None:
             ids.append("py-sdk-limit-over")
         finally:
             for sid in ids:
+                sandbox.stop_session(sid)
+
+
+def test_insufficient_capacity(client: Client) -> None:
+    """Large sessions past the host's committed cpu or memory: 507 with usage and a suggestion."""
+    large = FLAVORS["large"]
+    res = client.stats.get().resources
+    fit = min(
+        (res.millicpu_capacity - res.millicpu_committed) // (large.cpus * 1000),
+        (res.memory_bytes_capacity - res.memory_bytes_committed) // GIB[large.memory],
+    )
+    if fit > 24:
+        pytest.skip(f"this host fits {fit} large sessions; the test makes at most 24")
+    with SessionManager(client=client) as sandbox:
+        made: list[str] = []
+        try:
+            for i in range(fit):
+                made.append(sandbox.execute_command("true", f"py-sdk-cap-{i}", "large").session_id)
+            with pytest.raises(InsufficientCapacityError) as info:
+                sandbox.execute_command("true", "py-sdk-cap-over", "large")
+            err = info.value
+            assert (err.status_code, err.code) == (507, "INSUFFICIENT_CAPACITY")
+            assert err.usage is not None
+            assert (
+                err.usage.millicpu + large.cpus * 1000 > err.usage.millicpu_capacity
+                or err.usage.memory_bytes + GIB[large.memory] > err.usage.memory_bytes_capacity
+            )
+            assert err.suggestion
+            # Nothing was made for the refused one.
+            with pytest.raises(NotFoundError):
+                sandbox.get_session_info("py-sdk-cap-over")
+        finally:
+            for sid in made:
                 sandbox.stop_session(sid)
 
 
