@@ -97,6 +97,26 @@ def test_seed_000_flow(daemon: Daemon) -> None:
     asyncio.run(main())
 
 
+def test_concurrent_first_calls_make_one_session(daemon: Daemon) -> None:
+    async def main() -> None:
+        async with AsyncSessionManager(SessionConfig(server_url=daemon.url)) as sandbox:
+            try:
+                results = await asyncio.gather(
+                    *(
+                        sandbox.execute_code(f"print({i})", session_id="py-sdk-racing")
+                        for i in range(4)
+                    )
+                )
+                assert sorted(r.created for r in results) == [False, False, False, True]
+                assert [s.session_id for s in await sandbox.list_sessions()].count(
+                    "py-sdk-racing"
+                ) == 1
+            finally:
+                await sandbox.stop_session("py-sdk-racing")
+
+    asyncio.run(main())
+
+
 def test_unknown_id_makes_the_session(daemon: Daemon) -> None:
     with SessionManager(SessionConfig(server_url=daemon.url)) as sandbox:
         res = sandbox.execute_command("pwd", session_id="py-sdk-chosen-id")
