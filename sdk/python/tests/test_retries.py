@@ -15,7 +15,8 @@ from agent2env import (
     ServiceUnavailableError,
     TimeoutError,
 )
-from agent2env._base import RETRY_BACKOFF_MAX, retry_delay
+from agent2env._base import RETRY_BACKOFF_MAX, Request, may_retry, retry_delay
+from agent2env.models import TemplateSpec, UpdateTemplateRequest
 
 from .conftest import BASE, make_client, sandbox_json
 
@@ -23,27 +24,25 @@ SB = f"{BASE}/sandboxes/sb1234567890"
 UNAVAILABLE = {"error": "the daemon is starting", "code": "UNAVAILABLE"}
 
 
-@pytest.mark.parametrize(
-    "failure",
-    [
-        {"status_code": 503, "json": UNAVAILABLE},
-        httpx.ConnectError("connection refused"),
-        httpx.ConnectTimeout("connect timed out"),
-        httpx.RemoteProtocolError("server disconnected"),
-        httpx.ReadError("connection reset"),
-    ],
+NOT_SENT = [
+    {"status_code": 503, "json": UNAVAILABLE},
+    httpx.ConnectError("connection refused"),
+    httpx.ConnectTimeout("connect timed out"),
+]
+BROKEN = [httpx.RemoteProtocolError("server disconnected"), httpx.ReadError("connection reset")]
+GET = ("GET", SB, lambda c: c.sandbox.get("sb1234567890"))
+DOWNLOAD = (
+    "GET",
+    f"{SB}/files?path=a.txt",
+    lambda c: c.sandbox.download_file("sb1234567890", "a.txt"),
 )
+DELETE = ("DELETE", SB, lambda c: c.sandbox.delete("sb1234567890"))
+
+
 @pytest.mark.parametrize(
-    ("method", "url", "call"),
-    [
-        ("GET", SB, lambda c: c.sandbox.get("sb1234567890")),
-        ("DELETE", SB, lambda c: c.sandbox.delete("sb1234567890")),
-        (
-            "GET",
-            f"{SB}/files?path=a.txt",
-            lambda c: c.sandbox.download_file("sb1234567890", "a.txt"),
-        ),
-    ],
+    ("failure", "method", "url", "call"),
+    [(f, *r) for f in NOT_SENT for r in (GET, DOWNLOAD, DELETE)]
+    + [(f, *r) for f in BROKEN for r in (GET, DOWNLOAD)],
 )
 def test_idempotent_requests_are_retried(
     client: Any, httpx_mock: HTTPXMock, failure: Any, method: str, url: str, call: Any
@@ -62,13 +61,27 @@ def test_idempotent_requests_are_retried(
     "failure",
     [{"status_code": 503, "json": UNAVAILABLE}, httpx.ConnectError("connection refused")],
 )
-def test_posts_are_not_retried(client: Any, httpx_mock: HTTPXMock, failure: Any) -> None:
-    if isinstance(failure, Exception):
-        httpx_mock.add_exception(failure)
-    else:
-        httpx_mock.add_response(**failure)
+def test_posts_and_puts_are_not_retried(client: Any, httpx_mock: HTTPXMock, failure: Any) -> None:
+    for _ in range(2):
+        if isinstance(failure, Exception):
+            httpx_mock.add_exception(failure)
+        else:
+            httpx_mock.add_response(**failure)
     with pytest.raises((ServiceUnavailableError, ConnectionError)):
         client.sandbox.execute("sb1234567890", ["true"])
+    # A template's PUT makes a new version each time.
+    with pytest.raises((ServiceUnavailableError, ConnectionError)):
+        client.template.update("t", UpdateTemplateRequest(spec=TemplateSpec(image="i")))
+    assert len(httpx_mock.get_requests()) == 2
+
+
+@pytest.mark.parametrize("failure", BROKEN)
+def test_a_delete_whose_connection_broke_is_not_retried(
+    client: Any, httpx_mock: HTTPXMock, failure: Exception
+) -> None:
+    httpx_mock.add_exception(failure)
+    with pytest.raises(ConnectionError):
+        client.sandbox.delete("sb1234567890")
     assert len(httpx_mock.get_requests()) == 1
 
 
@@ -95,13 +108,13 @@ def test_max_retries(httpx_mock: HTTPXMock, kind: str) -> None:
     assert len(httpx_mock.get_requests()) == 6
 
 
-def test_streamed_bodies_are_not_retried(client: Any, httpx_mock: HTTPXMock) -> None:
-    # A PUT's JSON body can be sent again; an upload read from a file cannot.
-    from agent2env._base import Request, may_retry
-
-    assert may_retry(Request("PUT", "/x", json={}), 0, 2)
-    assert not may_retry(Request("PUT", "/x", content=iter([b"a"])), 0, 2)
-    assert not may_retry(Request("PUT", "/x", files={"f": ("f", b"", "text/plain")}), 0, 2)
+def test_what_may_be_retried() -> None:
+    # A body in memory can be sent again, one streamed from a file cannot; a
+    # template's PUT makes a new version each time; retries are counted.
+    assert may_retry(Request("DELETE", "/x", content=b"a"), 0, 2)
+    assert not may_retry(Request("DELETE", "/x", content=iter([b"a"])), 0, 2)
+    assert not may_retry(Request("DELETE", "/x", files={"f": ("f", b"", "text/plain")}), 0, 2)
+    assert not may_retry(Request("PUT", "/x", json={}), 0, 2)
     assert not may_retry(Request("GET", "/x"), 2, 2)
 
 

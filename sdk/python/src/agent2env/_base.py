@@ -70,15 +70,26 @@ ENV_TOKENS = (ENV_TOKEN, "MSB_API_KEY")
 """Where the API key is looked for, in order: ours, seed 000's."""
 
 DEFAULT_MAX_RETRIES = 2
-"""How often an idempotent request is retried after a connection error or a 503."""
+"""How often an idempotent request (GET, DELETE) is retried after a connection error or a 503.
+
+A request whose connection broke after it was sent is retried only if it
+reads (GET); one that could not connect, or was answered 503, also if it
+deletes.
+"""
 RETRY_BACKOFF = 0.5
 """Seconds before the first retry; each next waits twice as long, up to RETRY_BACKOFF_MAX."""
 RETRY_BACKOFF_MAX = 8.0
-_IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "PUT", "DELETE"})
-# Failures where the request may not have been handled: the connection could
-# not be made, or broke. A read timeout is not among them: the daemon is busy
-# with the request, and asking again would double the wait.
-_RETRY_ERRORS = (httpx.NetworkError, httpx.ConnectTimeout, httpx.RemoteProtocolError)
+# Methods whose requests may be sent twice: reads (safe), and deletes, whose
+# second try finds nothing to delete. A template's PUT is not among them: each
+# makes a new version.
+_SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
+_IDEMPOTENT = _SAFE | {"DELETE"}
+# The request never reached the daemon.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout)
+# The connection broke, perhaps after the daemon acted: retried for reads
+# only. A read timeout is not retried at all: the daemon is busy with the
+# request, and asking again would double the wait.
+_BROKEN = (httpx.NetworkError, httpx.RemoteProtocolError)
 
 log = logging.getLogger("agent2env.http")
 
@@ -249,7 +260,7 @@ def retry_reason(
     if error is None or not may_retry(req, attempt, max_retries):
         return None
     cause = error.__cause__
-    if isinstance(cause, _RETRY_ERRORS):
+    if isinstance(cause, _NOT_SENT) or (isinstance(cause, _BROKEN) and req.method in _SAFE):
         return type(cause).__name__
     if isinstance(error, APIError) and error.status_code == 503:
         return "503 " + error.message

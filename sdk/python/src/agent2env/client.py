@@ -61,9 +61,10 @@ class Client:
         headers: Headers sent with every request.
         http_client: An ``httpx.Client`` to send requests with (its own
             timeout applies); the client does not close it.
-        max_retries: How often an idempotent request (GET, PUT, DELETE) is
+        max_retries: How often an idempotent request (GET, DELETE) is
             retried, with exponential back-off, after a connection error or
-            a 503; other requests are never retried.
+            a 503 (a DELETE only if it was not sent, or answered 503); other
+            requests are never retried.
 
     Attributes:
         sandbox: Sandboxes, their commands, files and logs.
