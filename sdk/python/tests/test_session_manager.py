@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import json
 import logging
 from collections.abc import Callable, Iterator
@@ -346,6 +347,35 @@ def test_session_info_list_stop_keep_alive_stats(make: Factory, httpx_mock: HTTP
     assert manager.keep_alive("my-session", 120).session_id == "my-session"
     assert sent(httpx_mock) == {"idle_timeout": 120}
     assert manager.get_stats().sessions.active == 2
+
+
+def test_files(make: Factory, httpx_mock: HTTPXMock) -> None:
+    manager = make()
+    one = f"{BASE}/sessions/my-session"
+    files = f"{BASE}/sandboxes/sb1234567890/files"
+    info = {
+        "name": "a.txt",
+        "path": "/workspace/a.txt",
+        "size": 2,
+        "mode": "0600",
+        "mod_time": "2025-01-01T12:00:00Z",
+        "is_dir": False,
+    }
+    httpx_mock.add_response(method="GET", url=one, json=session_json(), is_reusable=True)
+    httpx_mock.add_response(method="POST", url=files, json=info)
+    httpx_mock.add_response(method="GET", url=f"{files}?path=a.txt", content=b"hi")
+    written = manager.write_file("my-session", "a.txt", io.BytesIO(b"hi"), mode=0o600)
+    assert (written.path, written.size) == ("/workspace/a.txt", 2)
+    assert b'name="mode"\r\n\r\n0600' in httpx_mock.get_requests()[1].read()
+    assert manager.read_file("my-session", "a.txt") == b"hi"
+
+
+def test_files_of_an_unknown_session(make: Factory, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(
+        status_code=404, json={"error": "session x not found", "code": "SESSION_NOT_FOUND"}
+    )
+    with pytest.raises(NotFoundError):
+        make().write_file("x", "a.txt", b"hi")
 
 
 def test_unknown_session_info(make: Factory, httpx_mock: HTTPXMock) -> None:

@@ -46,7 +46,7 @@ from typing import Any, TypeVar
 
 from typing_extensions import Self
 
-from ._base import DEFAULT_MAX_RETRIES, ENV_TOKENS, ENV_URLS, Op
+from ._base import DEFAULT_MAX_RETRIES, ENV_TOKENS, ENV_URLS, Op, call, parse_bytes, parse_model
 from .client import AsyncClient, Client
 from .exceptions import (
     Agent2EnvError,
@@ -63,6 +63,7 @@ from .exceptions import (
     SystemExecutionError,
     execution_error,
 )
+from .models.sandbox import FileInfo
 from .models.session import (
     Flavor,
     Session,
@@ -71,6 +72,7 @@ from .models.session import (
     SessionInfo,
     Stats,
 )
+from .services.sandbox import Content, _download_request, _upload_request
 from .services.session import (
     Command,
     _delete,
@@ -476,6 +478,19 @@ class _Ops:
         log.info("session %s stopped", session_id)
         return True
 
+    def write_file(
+        self, session_id: str, path: str, content: Content, mode: int | None
+    ) -> Op[FileInfo]:
+        sess = yield from _get(session_id)
+        req = _upload_request(sess.sandbox_id, path, content, "application/octet-stream", mode)
+        info = yield from call(req, parse_model(FileInfo))
+        log.info("write_file session=%s path=%s size=%d", session_id, info.path, info.size)
+        return info
+
+    def read_file(self, session_id: str, path: str) -> Op[bytes]:
+        sess = yield from _get(session_id)
+        return (yield from call(_download_request(sess.sandbox_id, path), parse_bytes))
+
     def shared_path(self, session_id: str, guest_path: str) -> Path:
         p = posixpath.normpath(guest_path)
         for v in self.config.shared_volumes:
@@ -611,6 +626,30 @@ class AsyncSessionManager:
         """Return the daemon's statistics: sessions, sandboxes, CPU and memory, executions."""
         return await self.client._api.run(_stats())
 
+    async def write_file(
+        self, session_id: str, path: str, content: Content, *, mode: int | None = None
+    ) -> FileInfo:
+        """Write a file into a session's sandbox, making its parent directories.
+
+        Args:
+            session_id: The session; an unknown one raises NotFoundError
+                (write after the first execution, which makes the session).
+            path: The file's path; a relative one is relative to ``/workspace``.
+            content: Bytes (a str is UTF-8 encoded), or a binary file object,
+                which is streamed, not read whole.
+            mode: Permission bits such as ``0o755``; default ``0o644``.
+
+        """
+        return await self.client._api.run(self._ops.write_file(session_id, path, content, mode))
+
+    async def read_file(self, session_id: str, path: str) -> bytes:
+        """Return a file of a session's sandbox; a missing one raises NotFoundError.
+
+        For large files, ``client.sandbox.download_to`` streams to a path
+        (the session's ``sandbox_id`` is in :meth:`get_session_info`).
+        """
+        return await self.client._api.run(self._ops.read_file(session_id, path))
+
     def shared_path(self, session_id: str, guest_path: str) -> Path:
         """Return where a path of a session's shared volume is on the daemon's host.
 
@@ -714,6 +753,16 @@ class SessionManager:
     def get_stats(self) -> Stats:
         """Return the daemon's statistics."""
         return self.client._api.run(_stats())
+
+    def write_file(
+        self, session_id: str, path: str, content: Content, *, mode: int | None = None
+    ) -> FileInfo:
+        """Write a file into a session's sandbox; see :meth:`AsyncSessionManager.write_file`."""
+        return self.client._api.run(self._ops.write_file(session_id, path, content, mode))
+
+    def read_file(self, session_id: str, path: str) -> bytes:
+        """Return a file of a session's sandbox; see :meth:`AsyncSessionManager.read_file`."""
+        return self.client._api.run(self._ops.read_file(session_id, path))
 
     def shared_path(self, session_id: str, guest_path: str) -> Path:
         """Return a shared path on the host; see :meth:`AsyncSessionManager.shared_path`."""

@@ -135,6 +135,28 @@ def test_unknown_id_makes_the_session(daemon: Daemon) -> None:
         assert sandbox.stop_session("py-sdk-chosen-id")
 
 
+def test_session_files(daemon: Daemon, tmp_path: Path) -> None:
+    with SessionManager(SessionConfig(server_url=daemon.url)) as sandbox:
+        sid = sandbox.execute_code("import csv").session_id
+        try:
+            local = tmp_path / "data.csv"
+            local.write_text("a,b\n1,2\n3,4\n")
+            with local.open("rb") as f:
+                info = sandbox.write_file(sid, "in/data.csv", f)
+            assert (info.path, info.size) == ("/workspace/in/data.csv", local.stat().st_size)
+            res = sandbox.execute_code(
+                "rows = list(csv.DictReader(open('in/data.csv')))\n"
+                "open('out.txt', 'w').write(str(sum(int(r['b']) for r in rows)))",
+                session_id=sid,
+            )
+            assert res.success
+            assert sandbox.read_file(sid, "/workspace/out.txt") == b"6"
+            with pytest.raises(NotFoundError):
+                sandbox.read_file(sid, "missing.txt")
+        finally:
+            sandbox.stop_session(sid)
+
+
 @pytest.mark.parametrize("flavor", ["small", "medium", "large"])
 def test_flavor_limits_seen_inside(daemon: Daemon, flavor: str) -> None:
     with SessionManager(SessionConfig(server_url=daemon.url, default_flavor=flavor)) as sandbox:

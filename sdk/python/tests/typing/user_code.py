@@ -249,7 +249,9 @@ async def session_manager() -> None:
         listed: list[Session] = await sandbox.list_sessions()
         stats: Stats = await sandbox.get_stats()
         where: Path = sandbox.shared_path("s", "/data/x")
-        print(stopped, listed, stats, where)
+        written: FileInfo = await sandbox.write_file("s", "a.txt", io.BytesIO(b"x"), mode=0o600)
+        back: bytes = await sandbox.read_file("s", written.path)
+        print(stopped, listed, stats, where, back)
         await sandbox.execute_code("1", timeout="10")  # type: ignore[arg-type]
 
 
