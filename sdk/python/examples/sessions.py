@@ -13,7 +13,7 @@ from agent2env.sessions import AsyncSessionManager, RuntimeExecutionError
 
 
 async def main() -> None:
-    # Each execution is logged with its time under the "agent2env" logger.
+    # Each execution is logged with its time under the "agent2env" logger, at INFO.
     logging.basicConfig(level=logging.WARNING)
     async with AsyncSessionManager() as sandbox:
         # The first call makes a session; its id comes back with the result.
