@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+import agent2env._base
 from agent2env import AsyncClient, Client
 
 HOST = "http://daemon.test"
@@ -47,6 +48,32 @@ class Blocking:
 
 async def _collect(it: AsyncIterator[Any]) -> list[Any]:
     return [item async for item in it]
+
+
+@pytest.fixture(autouse=True)
+def _no_retry_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retries go at once: the back-off is tested on its own."""
+    monkeypatch.setattr(agent2env._base, "RETRY_BACKOFF", 0.0)
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test sees the configuration of the shell that runs it."""
+    for name in ENV_NAMES:
+        monkeypatch.delenv(name, raising=False)
+
+
+ENV_NAMES = (
+    "AGENT2ENV_URL",
+    "AGENT2ENV_TOKEN",
+    "MSB_SERVER_URL",
+    "MSB_API_KEY",
+    "MSB_DEFAULT_FLAVOR",
+    "MSB_SESSION_TIMEOUT",
+    "MSB_SHARED_VOLUME_PATH",
+    "SANDBOX_BASE_URL",
+    "SANDBOX_TIMEOUT",
+)
 
 
 def make_client(kind: str, **kwargs: Any) -> Iterator[Any]:
@@ -166,3 +193,65 @@ def multipart_parts(request: httpx.Request) -> list[tuple[str, bytes]]:
         name = head.split(b'name="')[1].split(b'"')[0].decode()
         parts.append((name, value))
     return parts
+
+
+session_json = payload(
+    session_id="my-session",
+    flavor="small",
+    cpu="1",
+    memory="1Gi",
+    sandbox_id="sb1234567890",
+    languages=["python"],
+    created_at=T0,
+    last_used_at=T0,
+    expires_at="2025-01-01T12:30:00Z",
+    idle_timeout=1800,
+    busy=0,
+    execution_count=1,
+    error_count=0,
+    execution_time=0.002,
+)
+session_execute_json = payload(
+    session_id="my-session",
+    created=True,
+    expires_at="2025-01-01T12:30:00Z",
+    language="python",
+    output={"stdout": "100\n", "stderr": ""},
+    success=True,
+    execution_time=0.002,
+    context_id="ctx-3f9a1c2b7d4e",
+    execution_count=1,
+    results=[],
+)
+session_command_json = payload(
+    session_id="my-session",
+    created=False,
+    expires_at="2025-01-01T12:30:00Z",
+    exit_code=0,
+    stdout="total 0\n",
+    stderr="",
+    duration_ms=3.5,
+)
+stats_json = payload(
+    sessions={"active": 2, "busy": 1},
+    sandboxes={"running": 2, "pooled": 1},
+    resources={
+        "millicpu_committed": 3000,
+        "millicpu_capacity": 32000,
+        "memory_bytes_committed": 3 << 30,
+        "memory_bytes_capacity": 48 << 30,
+        "cpu_seconds_used": 0.5,
+        "memory_bytes_used": 17 << 20,
+    },
+    executions={"count": 5, "errors": 2, "p50": 0.001, "p95": 0.01},
+)
+usage_json = payload(
+    sandboxes=2,
+    max_sandboxes=2,
+    sessions=2,
+    idle_sessions=2,
+    millicpu=3000,
+    millicpu_capacity=32000,
+    memory_bytes=3 << 30,
+    memory_bytes_capacity=48 << 30,
+)

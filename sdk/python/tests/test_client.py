@@ -76,7 +76,7 @@ def test_health(client: Any, httpx_mock: HTTPXMock) -> None:
 
 
 def test_connection_refused(client: Any, httpx_mock: HTTPXMock) -> None:
-    httpx_mock.add_exception(httpx.ConnectError("connection refused"))
+    httpx_mock.add_exception(httpx.ConnectError("connection refused"), is_reusable=True)
     with pytest.raises(
         ConnectionError,
         match=f"cannot reach the agent2env daemon at {BASE}/sandboxes: connection refused",
@@ -84,6 +84,8 @@ def test_connection_refused(client: Any, httpx_mock: HTTPXMock) -> None:
         client.sandbox.list()
     assert isinstance(info.value, agent2env.Agent2EnvError)
     assert isinstance(info.value, __import__("builtins").ConnectionError)
+    assert "retry" in info.value.suggestion
+    assert len(httpx_mock.get_requests()) == 3  # the first try and two retries
 
 
 def test_request_timeout(client: Any, httpx_mock: HTTPXMock) -> None:

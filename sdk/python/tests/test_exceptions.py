@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -9,19 +10,27 @@ from agent2env import (
     Agent2EnvError,
     APIError,
     BadRequestError,
+    CodeExecutionError,
+    CompilationError,
     ConflictError,
     ForbiddenError,
+    InsufficientCapacityError,
     InternalServerError,
     LiteBoxdError,
     NotFoundError,
     PayloadTooLargeError,
     PrepullFailedError,
     ResourceLimitError,
+    RuntimeExecutionError,
+    SandboxCreationError,
     SandboxFailedError,
     ServiceUnavailableError,
+    SystemExecutionError,
     UnauthorizedError,
 )
-from agent2env.exceptions import error_for_code, error_for_status
+from agent2env.exceptions import error_for_code, error_for_status, execution_error
+
+from .conftest import sse, usage_json
 
 STATUS_CLASSES = [
     (400, "INVALID_REQUEST", BadRequestError),
@@ -37,6 +46,9 @@ STATUS_CLASSES = [
     (503, "UNAVAILABLE", ServiceUnavailableError),
     (504, "TIMEOUT", ServiceUnavailableError),
     (507, "NO_SPACE", APIError),
+    (507, "INSUFFICIENT_CAPACITY", InsufficientCapacityError),
+    (415, "UNSUPPORTED_MEDIA_TYPE", APIError),
+    (421, "MISDIRECTED_REQUEST", APIError),
     (418, None, APIError),
 ]
 
@@ -48,7 +60,7 @@ def test_status_mapping(
     body: dict[str, Any] = {"error": "what went wrong"}
     if code:
         body["code"] = code
-    httpx_mock.add_response(status_code=status, json=body)
+    httpx_mock.add_response(status_code=status, json=body, is_reusable=True)
     with pytest.raises(cls) as info:
         client.sandbox.list()
     err = info.value
@@ -78,6 +90,7 @@ def test_every_code_of_the_api_maps_to_its_status() -> None:
             "VERSION_NOT_FOUND",
             "PREPULL_NOT_FOUND",
             "CONTEXT_NOT_FOUND",
+            "SESSION_NOT_FOUND",
         ],
         409: [
             "ALREADY_EXISTS",
@@ -124,3 +137,52 @@ def test_seed_constructors() -> None:
     assert issubclass(APIError, Agent2EnvError)
     assert LiteBoxdError is Agent2EnvError
     assert error_for_status(504, "slow").status_code == 504
+
+
+def test_session_api_exceptions() -> None:
+    assert issubclass(ResourceLimitError, SandboxCreationError)
+    assert issubclass(ResourceLimitError, APIError)
+    assert issubclass(InsufficientCapacityError, ResourceLimitError)
+    limit = ResourceLimitError()
+    assert (limit.status_code, limit.usage, limit.suggestion) == (429, None, None)
+    assert str(limit) == "[429] Resource limit reached"
+    assert InsufficientCapacityError("full").status_code == 507
+    made = SandboxCreationError("no image", session_id="s")
+    assert (str(made), made.session_id) == ("no image", "s")
+    for kind, cls in (
+        ("syntax", CompilationError),
+        ("runtime", RuntimeExecutionError),
+        ("system", SystemExecutionError),
+    ):
+        err = execution_error(kind, "N", "v", traceback="tb", session_id="s", result=1)
+        assert type(err) is cls
+        assert isinstance(err, CodeExecutionError)
+        assert (err.kind, err.name, err.value, err.traceback, err.result) == (
+            kind,
+            "N",
+            "v",
+            "tb",
+            1,
+        )
+    assert str(execution_error("system", "KernelDied", "")) == "KernelDied"
+
+
+def test_resource_error_in_a_stream(client: Any, httpx_mock: HTTPXMock) -> None:
+    body = {
+        "error": "no room",
+        "code": "INSUFFICIENT_CAPACITY",
+        "usage": usage_json(),
+        "suggestion": "use a smaller flavor",
+    }
+    httpx_mock.add_response(content=sse(("error", json.dumps(body))))
+    with pytest.raises(InsufficientCapacityError) as info:
+        list(client.sandbox.execute_stream("sb1234567890", ["true"]))
+    assert info.value.suggestion == "use a smaller flavor"
+    assert info.value.usage is not None
+    assert info.value.usage.memory_bytes_capacity == 48 << 30
+
+
+def test_resource_error_with_a_malformed_usage() -> None:
+    err = error_for_status(429, "full", "RESOURCE_LIMIT", details={"usage": 3, "suggestion": ""})
+    assert isinstance(err, ResourceLimitError)
+    assert (err.usage, err.suggestion) == (None, None)

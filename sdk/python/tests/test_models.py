@@ -19,14 +19,29 @@ from agent2env.models import (
     ProbeSpec,
     Sandbox,
     SandboxStatus,
+    Session,
+    SessionCommandResult,
+    SessionExecuteResult,
+    Stats,
     Template,
     TemplateListResult,
     TemplateSpec,
     TemplateVersion,
     UpdateTemplateRequest,
+    Usage,
 )
 
-from .conftest import prepull_json, sandbox_json, template_json, version_json
+from .conftest import (
+    prepull_json,
+    sandbox_json,
+    session_command_json,
+    session_execute_json,
+    session_json,
+    stats_json,
+    template_json,
+    usage_json,
+    version_json,
+)
 
 
 def wire(model: BaseModel) -> Any:
@@ -160,3 +175,32 @@ def test_enums_print_as_their_value() -> None:
 def test_unknown_fields_are_ignored() -> None:
     sb = Sandbox.model_validate({**sandbox_json(), "fromTheFuture": 1})
     assert not hasattr(sb, "fromTheFuture")
+
+
+def test_session_models_round_trip() -> None:
+    res = SessionExecuteResult.model_validate(session_execute_json())
+    wire = res.model_dump(mode="json", by_alias=True)
+    assert wire["session_id"] == "my-session"
+    assert wire["output"] == {"stdout": "100\n", "stderr": ""}
+    assert SessionExecuteResult.model_validate(wire) == res
+    assert (res.stdout, res.language, res.created, res.execution_count) == (
+        "100\n",
+        "python",
+        True,
+        1,
+    )
+    cmd = SessionCommandResult.model_validate(
+        session_command_json(oom_killed=True, reason="OutOfMemory", exit_code=137)
+    )
+    assert (cmd.oom_killed, cmd.reason, cmd.timed_out, cmd.truncated) == (
+        True,
+        "OutOfMemory",
+        False,
+        False,
+    )
+    sess = Session.model_validate(session_json(ends_at="2025-01-02T12:00:00Z", future_field=1))
+    assert sess.ends_at is not None
+    assert Session.model_validate(sess.model_dump()) == sess
+    assert Stats.model_validate(stats_json()).sandboxes["pooled"] == 1
+    assert Stats.model_validate({}).sessions.active == 0  # an older daemon's partial answer
+    assert Usage.model_validate(usage_json(max_sandboxes=None)).max_sandboxes is None

@@ -12,8 +12,10 @@ and parse the same answers. Streams are parsed alike by
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
+import random
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ from .exceptions import (
     Agent2EnvError,
     APIError,
     ConnectionError,
+    ServiceUnavailableError,
     StreamError,
     TimeoutError,
     error_for_code,
@@ -38,6 +41,7 @@ from .exceptions import (
 __all__ = [
     "API_PREFIX",
     "DEFAULT_BASE_URL",
+    "DEFAULT_MAX_RETRIES",
     "DEFAULT_TIMEOUT",
     "ENV_TOKEN",
     "ENV_URL",
@@ -60,6 +64,34 @@ ENV_URL = "AGENT2ENV_URL"
 """The daemon's URL when the client is given none."""
 ENV_TOKEN = "AGENT2ENV_TOKEN"
 """The API key when the client is given none."""
+ENV_URLS = (ENV_URL, "MSB_SERVER_URL", "SANDBOX_BASE_URL")
+"""Where the URL is looked for, in order: ours, seed 000's, seed 001's."""
+ENV_TOKENS = (ENV_TOKEN, "MSB_API_KEY")
+"""Where the API key is looked for, in order: ours, seed 000's."""
+
+DEFAULT_MAX_RETRIES = 2
+"""How often an idempotent request (GET, DELETE) is retried after a connection error or a 503.
+
+A request whose connection broke after it was sent is retried only if it
+reads (GET); one that could not connect, or was answered 503, also if it
+deletes.
+"""
+RETRY_BACKOFF = 0.5
+"""Seconds before the first retry; each next waits twice as long, up to RETRY_BACKOFF_MAX."""
+RETRY_BACKOFF_MAX = 8.0
+# Methods whose requests may be sent twice: reads (safe), and deletes, whose
+# second try finds nothing to delete. A template's PUT is not among them: each
+# makes a new version.
+_SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
+_IDEMPOTENT = _SAFE | {"DELETE"}
+# The request never reached the daemon.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout)
+# The connection broke, perhaps after the daemon acted: retried for reads
+# only. A read timeout is not retried at all: the daemon is busy with the
+# request, and asking again would double the wait.
+_BROKEN = (httpx.NetworkError, httpx.RemoteProtocolError)
+
+log = logging.getLogger("agent2env.http")
 
 # How much longer than an operation's own timeout the client waits for the
 # daemon's answer: the daemon reports the timeout, the client should not.
@@ -175,13 +207,18 @@ def error_from_response(resp: httpx.Response) -> APIError:
         body = None
     if isinstance(body, dict) and isinstance(body.get("error"), str) and body["error"]:
         code = body.get("code")
-        return error_for_status(
-            resp.status_code, body["error"], code if isinstance(code, str) else None
+        err = error_for_status(
+            resp.status_code, body["error"], code if isinstance(code, str) else None, details=body
         )
-    msg = text.strip() or resp.reason_phrase or f"HTTP {resp.status_code}"
-    if len(msg) > _MAX_ERROR_CHARS:
-        msg = msg[:_MAX_ERROR_CHARS] + "..."
-    return error_for_status(resp.status_code, msg)
+    else:
+        msg = text.strip() or resp.reason_phrase or f"HTTP {resp.status_code}"
+        if len(msg) > _MAX_ERROR_CHARS:
+            msg = msg[:_MAX_ERROR_CHARS] + "..."
+        err = error_for_status(resp.status_code, msg)
+    if isinstance(err, ServiceUnavailableError):
+        with contextlib.suppress(ValueError):
+            err.retry_after = float(resp.headers.get("Retry-After", ""))
+    return err
 
 
 def error_from_event(event: SSEEvent) -> APIError:
@@ -189,7 +226,66 @@ def error_from_event(event: SSEEvent) -> APIError:
     body = event.json()
     if not isinstance(body, dict) or not body.get("error"):
         return APIError(0, f"malformed error event: {event.data.strip()}")
-    return error_for_code(body.get("code"), str(body["error"]))
+    return error_for_code(body.get("code"), str(body["error"]), details=body)
+
+
+def first_env(names: Iterable[str]) -> str | None:
+    """Return the first of the environment variables that is set and not empty."""
+    return next((v for v in (os.environ.get(n, "").strip() for n in names) if v), None)
+
+
+def may_retry(req: Request, attempt: int, max_retries: int) -> bool:
+    """Whether a failed request may be sent again: idempotent, a body that can be resent."""
+    return (
+        attempt < max_retries
+        and req.method in _IDEMPOTENT
+        and req.files is None
+        and (req.content is None or isinstance(req.content, bytes))
+    )
+
+
+def retry_delay(attempt: int, error: BaseException | None = None) -> float:
+    """Seconds to wait before retry ``attempt + 1``: the daemon's Retry-After, else back-off."""
+    after = getattr(error, "retry_after", None)
+    if isinstance(after, float) and 0 <= after <= RETRY_BACKOFF_MAX * 4:
+        return after
+    delay = min(RETRY_BACKOFF * 2.0**attempt, RETRY_BACKOFF_MAX)
+    return delay * random.uniform(0.5, 1.0)  # jitter, so that clients do not retry in step
+
+
+def retry_reason(
+    req: Request, attempt: int, max_retries: int, error: BaseException | None
+) -> str | None:
+    """Why a request that failed with ``error`` (our exception) is retried; None if it is not."""
+    if error is None or not may_retry(req, attempt, max_retries):
+        return None
+    cause = error.__cause__
+    if isinstance(cause, _NOT_SENT) or (isinstance(cause, _BROKEN) and req.method in _SAFE):
+        return type(cause).__name__
+    if isinstance(error, APIError) and error.status_code == 503:
+        return "503 " + error.message
+    return None
+
+
+def log_retry(
+    req: Request, url: str, reason: str, attempt: int, max_retries: int, delay: float
+) -> None:
+    """Log a retry at WARNING."""
+    log.warning(
+        "retrying %s %s after %s (retry %d of %d in %.2fs)",
+        req.method,
+        url,
+        reason,
+        attempt + 1,
+        max_retries,
+        delay,
+    )
+
+
+def log_response(req: Request, url: str, status: int, start: float) -> None:
+    """Log a request's status and time at DEBUG."""
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("%s %s -> %d in %.3fs", req.method, url, status, time.monotonic() - start)
 
 
 @contextlib.contextmanager
@@ -216,7 +312,7 @@ class ClientConfig:
         auth_token: str | None,
         headers: Mapping[str, str] | None,
     ) -> None:
-        url = (base_url or os.environ.get(ENV_URL) or DEFAULT_BASE_URL).strip().rstrip("/")
+        url = (base_url or first_env(ENV_URLS) or DEFAULT_BASE_URL).strip().rstrip("/")
         parsed = httpx.URL(url)
         if parsed.scheme not in ("http", "https") or not parsed.host:
             raise ValueError(f"agent2env url {url!r}: want http://host:port or https://host:port")
@@ -224,7 +320,7 @@ class ClientConfig:
         # a prefix, for daemons behind a reverse proxy.
         self.root = url.removesuffix(API_PREFIX).rstrip("/")
         self.headers = {"User-Agent": f"agent2env-python/{__version__}"}
-        token = auth_token if auth_token is not None else os.environ.get(ENV_TOKEN)
+        token = auth_token if auth_token is not None else first_env(ENV_TOKENS)
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
         self.headers.update(headers or {})
@@ -330,8 +426,10 @@ class SyncAPIClient:
         *,
         timeout: float | httpx.Timeout,
         http_client: httpx.Client | None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> None:
         self.config = config
+        self.max_retries = max_retries
         self._owned = http_client is None
         self._http = http_client if http_client is not None else httpx.Client(timeout=timeout)
 
@@ -341,37 +439,67 @@ class SyncAPIClient:
             self._http.close()
 
     def run(self, op: Op[T]) -> T:
-        """Drive an op to its result."""
+        """Drive an op to its result; a failed request raises inside the op, which may catch it."""
         try:
             sent: object = None
+            error: Agent2EnvError | None = None
             while True:
                 try:
-                    step = op.send(sent)
+                    step = op.send(sent) if error is None else op.throw(error)
                 except StopIteration as stop:
                     return cast(T, stop.value)
+                sent, error = None, None
                 if isinstance(step, Sleep):
                     time.sleep(step.seconds)
-                    sent = None
                 else:
-                    sent = self.send(step)
+                    try:
+                        sent = self.send(step)
+                    except Agent2EnvError as e:
+                        error = e
         finally:
             op.close()
 
     def send(self, req: Request) -> httpx.Response:
-        """Send a request and return its response, read whole; an error status raises."""
-        with translate_errors(self.config.url(req)):
-            resp = self._http.request(**self.config.kwargs(req, self._http.timeout))
-        if resp.is_error:
-            raise error_from_response(resp)
-        return resp
+        """Send a request and return its response, read whole; an error status raises.
+
+        An idempotent request is retried, with back-off, after a connection
+        error or a 503, at most ``max_retries`` times.
+        """
+        with self.open(req) as resp:
+            resp.read()
+            return resp
 
     @contextlib.contextmanager
     def open(self, req: Request) -> Iterator[httpx.Response]:
-        """Send a request and yield its response while its body streams; an error status raises."""
+        """Send a request and yield its response while its body streams; an error status raises.
+
+        Retries as :meth:`send` does, before the body is yielded.
+        """
+        url = self.config.url(req)
+        with translate_errors(url), contextlib.ExitStack() as stack:
+            attempt = 0
+            while True:
+                start = time.monotonic()
+                try:
+                    resp = stack.enter_context(self._attempt(req, url, start))
+                    break
+                except (ConnectionError, TimeoutError, APIError) as e:
+                    reason = retry_reason(req, attempt, self.max_retries, e)
+                    if reason is None:
+                        raise
+                    delay = retry_delay(attempt, e)
+                    log_retry(req, url, reason, attempt, self.max_retries, delay)
+                    time.sleep(delay)
+                    attempt += 1
+            yield resp
+
+    @contextlib.contextmanager
+    def _attempt(self, req: Request, url: str, start: float) -> Iterator[httpx.Response]:
         with (
-            translate_errors(self.config.url(req)),
+            translate_errors(url),
             self._http.stream(**self.config.kwargs(req, self._http.timeout)) as resp,
         ):
+            log_response(req, url, resp.status_code, start)
             if resp.is_error:
                 resp.read()
                 raise error_from_response(resp)

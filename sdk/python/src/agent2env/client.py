@@ -10,19 +10,32 @@ import httpx
 from typing_extensions import Self
 
 from ._async_base import AsyncAPIClient
-from ._base import DEFAULT_TIMEOUT, ClientConfig, Op, Request, SyncAPIClient, call, parse_none
+from ._base import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT,
+    ClientConfig,
+    Op,
+    Request,
+    SyncAPIClient,
+    call,
+    parse_none,
+)
 from .services import (
     AsyncContextService,
     AsyncImageService,
     AsyncImportExportService,
     AsyncPrepullService,
     AsyncSandboxService,
+    AsyncSessionService,
+    AsyncStatsService,
     AsyncTemplateService,
     ContextService,
     ImageService,
     ImportExportService,
     PrepullService,
     SandboxService,
+    SessionService,
+    StatsService,
     TemplateService,
 )
 
@@ -44,10 +57,14 @@ class Client:
             that run something for longer (a command with a timeout) wait
             accordingly longer, streams wait as long as they last.
         auth_token: The daemon's API key, sent as a bearer token. Default:
-            ``$AGENT2ENV_TOKEN``; none when that is unset.
+            ``$AGENT2ENV_TOKEN``, else ``$MSB_API_KEY``; none when both are unset.
         headers: Headers sent with every request.
         http_client: An ``httpx.Client`` to send requests with (its own
             timeout applies); the client does not close it.
+        max_retries: How often an idempotent request (GET, DELETE) is
+            retried, with exponential back-off, after a connection error or
+            a 503 (a DELETE only if it was not sent, or answered 503); other
+            requests are never retried.
 
     Attributes:
         sandbox: Sandboxes, their commands, files and logs.
@@ -55,6 +72,9 @@ class Client:
         prepull: Image prepull tasks.
         import_export: Templates as LiteBoxd YAML.
         contexts: Code-interpreter contexts (agent2env addition).
+        sessions: Sessions: code and commands in sandboxes made on first
+            use (agent2env addition; see also :mod:`agent2env.sessions`).
+        stats: The daemon's statistics (agent2env addition).
         images: The daemon's image store (agent2env addition).
 
     Use it as a context manager, or call :meth:`close` when done::
@@ -72,14 +92,19 @@ class Client:
         auth_token: str | None = None,
         headers: Mapping[str, str] | None = None,
         http_client: httpx.Client | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> None:
         config = ClientConfig(base_url, auth_token=auth_token, headers=headers)
-        self._api = SyncAPIClient(config, timeout=timeout, http_client=http_client)
+        self._api = SyncAPIClient(
+            config, timeout=timeout, http_client=http_client, max_retries=max_retries
+        )
         self.sandbox: Final = SandboxService(self._api)
         self.template: Final = TemplateService(self._api)
         self.prepull: Final = PrepullService(self._api)
         self.import_export: Final = ImportExportService(self._api)
         self.contexts: Final = ContextService(self._api)
+        self.sessions: Final = SessionService(self._api)
+        self.stats: Final = StatsService(self._api)
         self.images: Final = ImageService(self._api)
 
     @property
@@ -121,6 +146,7 @@ class AsyncClient:
         auth_token: See :class:`Client`.
         headers: See :class:`Client`.
         http_client: An ``httpx.AsyncClient``; the client does not close it.
+        max_retries: See :class:`Client`.
 
     """
 
@@ -132,14 +158,19 @@ class AsyncClient:
         auth_token: str | None = None,
         headers: Mapping[str, str] | None = None,
         http_client: httpx.AsyncClient | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> None:
         config = ClientConfig(base_url, auth_token=auth_token, headers=headers)
-        self._api = AsyncAPIClient(config, timeout=timeout, http_client=http_client)
+        self._api = AsyncAPIClient(
+            config, timeout=timeout, http_client=http_client, max_retries=max_retries
+        )
         self.sandbox: Final = AsyncSandboxService(self._api)
         self.template: Final = AsyncTemplateService(self._api)
         self.prepull: Final = AsyncPrepullService(self._api)
         self.import_export: Final = AsyncImportExportService(self._api)
         self.contexts: Final = AsyncContextService(self._api)
+        self.sessions: Final = AsyncSessionService(self._api)
+        self.stats: Final = AsyncStatsService(self._api)
         self.images: Final = AsyncImageService(self._api)
 
     @property

@@ -7,29 +7,44 @@ server's message and its machine-readable ``code`` (such as
 ``SANDBOX_NOT_FOUND``). Failures to reach the daemon are :class:`ConnectionError`
 and :class:`TimeoutError`, which also derive from the built-in exceptions of
 those names.
+
+The session API (:mod:`agent2env.sessions`, seed 000) adds
+:class:`SandboxCreationError` (of which :class:`ResourceLimitError`, with the
+daemon's usage and suggestion, is one case) and the failures of the code run,
+:class:`CompilationError`, :class:`RuntimeExecutionError` and
+:class:`SystemExecutionError`, all three a :class:`CodeExecutionError`.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .models.session import Usage
 
 __all__ = [
     "APIError",
     "Agent2EnvError",
     "BadRequestError",
+    "CodeExecutionError",
+    "CompilationError",
     "ConflictError",
     "ConnectionError",
     "ForbiddenError",
+    "InsufficientCapacityError",
     "InternalServerError",
     "LiteBoxdError",
     "NotFoundError",
     "PayloadTooLargeError",
     "PrepullFailedError",
     "ResourceLimitError",
+    "RuntimeExecutionError",
+    "SandboxCreationError",
     "SandboxFailedError",
     "ServiceUnavailableError",
     "StreamError",
+    "SystemExecutionError",
     "TimeoutError",
     "UnauthorizedError",
     "error_for_code",
@@ -43,6 +58,22 @@ class Agent2EnvError(Exception):
 
 LiteBoxdError = Agent2EnvError
 """LiteBoxd's name for :class:`Agent2EnvError`, for code written against seed 003."""
+
+
+class SandboxCreationError(Agent2EnvError):
+    """A sandbox (a session's) could not be made; nothing was left behind.
+
+    The session API raises it when the daemon fails to make a new session's
+    sandbox; :class:`ResourceLimitError` is the case of a limit reached.
+
+    Attributes:
+        session_id: The session whose sandbox failed, when known.
+
+    """
+
+    def __init__(self, message: str, *, session_id: str | None = None) -> None:
+        self.session_id = session_id
+        super().__init__(message)
 
 
 class APIError(Agent2EnvError):
@@ -112,11 +143,48 @@ class PayloadTooLargeError(APIError):
         super().__init__(413, message, code=code)
 
 
-class ResourceLimitError(APIError):
-    """A configured limit is reached, such as the maximum number of sandboxes (429)."""
+class ResourceLimitError(APIError, SandboxCreationError):
+    """A limit is reached: the maximum number of sandboxes (429), or the host's capacity (507).
 
-    def __init__(self, message: str = "Resource limit reached", *, code: str | None = None) -> None:
-        super().__init__(429, message, code=code)
+    Nothing was made. The daemon says what is in use and what to do.
+
+    Attributes:
+        usage: What exists and what the daemon allows (sandboxes, sessions,
+            CPU and memory committed against capacity), when the daemon said.
+        suggestion: What to do about it, such as stopping idle sessions.
+
+    """
+
+    def __init__(
+        self,
+        message: str = "Resource limit reached",
+        *,
+        code: str | None = None,
+        usage: Usage | None = None,
+        suggestion: str | None = None,
+        status_code: int = 429,
+    ) -> None:
+        self.usage = usage
+        self.suggestion = suggestion
+        super().__init__(status_code, message, code=code)
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return f"{text}; {self.suggestion}" if self.suggestion else text
+
+
+class InsufficientCapacityError(ResourceLimitError):
+    """The host's CPU or memory is committed (507 ``INSUFFICIENT_CAPACITY``); nothing was made."""
+
+    def __init__(
+        self,
+        message: str = "Insufficient capacity",
+        *,
+        code: str | None = None,
+        usage: Usage | None = None,
+        suggestion: str | None = None,
+    ) -> None:
+        super().__init__(message, code=code, usage=usage, suggestion=suggestion, status_code=507)
 
 
 class InternalServerError(APIError):
@@ -127,7 +195,14 @@ class InternalServerError(APIError):
 
 
 class ServiceUnavailableError(APIError):
-    """The daemon cannot serve now or timed out (502, 503, 504); retrying later may succeed."""
+    """The daemon cannot serve now or timed out (502, 503, 504); retrying later may succeed.
+
+    Attributes:
+        retry_after: The seconds the daemon's ``Retry-After`` header asked to wait, if any.
+
+    """
+
+    retry_after: float | None = None
 
     def __init__(
         self,
@@ -147,8 +222,18 @@ class ConnectionError(Agent2EnvError, builtins.ConnectionError):
     """The daemon could not be reached, or the connection broke.
 
     The message names the URL; check that the daemon runs there (``make run``
-    or ``agent2env serve``) and retry.
+    or ``agent2env serve``) and retry. Idempotent requests have been retried
+    already (see the client's ``max_retries``).
+
+    Attributes:
+        suggestion: What to do about it.
+
     """
+
+    suggestion = (
+        "check that the daemon runs at that URL (agent2env serve, or make run) "
+        "and is reachable from here, then retry"
+    )
 
 
 class StreamError(Agent2EnvError):
@@ -194,6 +279,82 @@ class PrepullFailedError(Agent2EnvError):
         super().__init__(f"Prepull task {task_id} failed: {error}")
 
 
+class CodeExecutionError(Agent2EnvError):
+    """Code run by the session API failed: it did not parse, it raised, or the system stopped it.
+
+    Raised by :meth:`agent2env.sessions.AsyncSessionManager.execute_code` (and
+    its sync twin), one subclass per kind.
+
+    Attributes:
+        kind: ``syntax``, ``runtime`` or ``system``.
+        name: The error's name, such as ``ZeroDivisionError``; for kind
+            ``system`` one of ``TimeoutError``, ``KernelDied``,
+            ``OutOfMemory``, ``SandboxGone`` (for a command: its exit status).
+        value: The error's message.
+        traceback: The traceback, as the interpreter printed it.
+        session_id: The session the code ran in; it is still there.
+        result: The whole result, output before the error included.
+
+    """
+
+    kind = "runtime"
+
+    def __init__(
+        self,
+        name: str,
+        value: str,
+        *,
+        traceback: str = "",
+        session_id: str | None = None,
+        result: Any = None,
+    ) -> None:
+        self.name = name
+        self.value = value
+        self.traceback = traceback
+        self.session_id = session_id
+        self.result = result
+        where = f" (session {session_id})" if session_id else ""
+        super().__init__(f"{name}: {value}{where}" if value else f"{name}{where}")
+
+
+class CompilationError(CodeExecutionError):
+    """The code did not parse or compile (kind ``syntax``), such as a SyntaxError."""
+
+    kind = "syntax"
+
+
+class RuntimeExecutionError(CodeExecutionError):
+    """The code raised or exited non-zero while running (kind ``runtime``)."""
+
+    kind = "runtime"
+
+
+class SystemExecutionError(CodeExecutionError):
+    """The system stopped the code (kind ``system``): a timeout, out of memory, a lost interpreter.
+
+    The session stays; if the interpreter was restarted, its state is gone
+    (``result.state_lost``).
+    """
+
+    kind = "system"
+
+
+def execution_error(
+    kind: str,
+    name: str,
+    value: str,
+    *,
+    traceback: str = "",
+    session_id: str | None = None,
+    result: Any = None,
+) -> CodeExecutionError:
+    """Return the exception of a failed execution's kind (an unknown kind is a runtime error)."""
+    cls = {"syntax": CompilationError, "system": SystemExecutionError}.get(
+        kind, RuntimeExecutionError
+    )
+    return cls(name, value, traceback=traceback, session_id=session_id, result=result)
+
+
 # Each takes (message, *, code).
 _BY_STATUS: dict[int, Callable[..., APIError]] = {
     400: BadRequestError,
@@ -202,7 +363,6 @@ _BY_STATUS: dict[int, Callable[..., APIError]] = {
     404: NotFoundError,
     409: ConflictError,
     413: PayloadTooLargeError,
-    429: ResourceLimitError,
     500: InternalServerError,
 }
 
@@ -223,31 +383,63 @@ _CODE_STATUS: dict[str, int] = {
     "VERSION_NOT_FOUND": 404,
     "PREPULL_NOT_FOUND": 404,
     "CONTEXT_NOT_FOUND": 404,
+    "SESSION_NOT_FOUND": 404,
     "ALREADY_EXISTS": 409,
     "CONFLICT": 409,
     "SANDBOX_NOT_READY": 409,
     "TEMPLATE_EXISTS": 409,
     "PREPULL_IN_PROGRESS": 409,
     "PAYLOAD_TOO_LARGE": 413,
+    "UNSUPPORTED_MEDIA_TYPE": 415,
+    "MISDIRECTED_REQUEST": 421,
     "RESOURCE_LIMIT": 429,
     "INTERNAL": 500,
     "NOT_IMPLEMENTED": 501,
     "UNAVAILABLE": 503,
     "TIMEOUT": 504,
     "NO_SPACE": 507,
+    "INSUFFICIENT_CAPACITY": 507,
 }
 
 
-def error_for_status(status_code: int, message: str, code: str | None = None) -> APIError:
-    """Return the exception for an error response: the class of its status, else APIError."""
+def error_for_status(
+    status_code: int,
+    message: str,
+    code: str | None = None,
+    *,
+    details: Mapping[str, Any] | None = None,
+) -> APIError:
+    """Return the exception for an error response: the class of its status, else APIError.
+
+    ``details`` are the error body's fields beside ``error`` and ``code``,
+    such as the ``usage`` and ``suggestion`` of a resource error.
+    """
     if status_code in (502, 503, 504):
         return ServiceUnavailableError(message, code=code, status_code=status_code)
+    if status_code == 429 or code == "INSUFFICIENT_CAPACITY":
+        return _resource_error(status_code, message, code, details or {})
     cls = _BY_STATUS.get(status_code)
     if cls is None:
         return APIError(status_code, message, code=code)
     return cls(message, code=code)
 
 
-def error_for_code(code: str | None, message: str) -> APIError:
+def _resource_error(
+    status_code: int, message: str, code: str | None, details: Mapping[str, Any]
+) -> ResourceLimitError:
+    raw = details.get("usage")
+    usage = Usage.model_validate(raw) if isinstance(raw, dict) else None
+    suggestion = details.get("suggestion")
+    suggestion = suggestion if isinstance(suggestion, str) and suggestion else None
+    if status_code == 507:
+        return InsufficientCapacityError(message, code=code, usage=usage, suggestion=suggestion)
+    return ResourceLimitError(
+        message, code=code, usage=usage, suggestion=suggestion, status_code=status_code
+    )
+
+
+def error_for_code(
+    code: str | None, message: str, *, details: Mapping[str, Any] | None = None
+) -> APIError:
     """Return the exception for an error reported inside an event stream, by its code."""
-    return error_for_status(_CODE_STATUS.get(code or "", 0), message, code)
+    return error_for_status(_CODE_STATUS.get(code or "", 0), message, code, details=details)

@@ -10,6 +10,7 @@ a failure: a gate, never a hidden skip.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
@@ -31,12 +32,13 @@ from agent2env.models import CreateTemplateRequest, TemplateSpec
 REPO = Path(__file__).resolve().parents[4]
 SDK = Path(__file__).resolve().parents[2]
 IMAGE = "agent2env/python"
+SESSION_IMAGE = "agent2env/code-interpreter"
 # The daemon's image store is kept in the checkout (git ignores it) across
 # runs: unpacking the Python image and deleting it again cost a minute or
 # two each. One test session at a time per checkout.
 IMAGE_DIR = SDK / ".cache" / "images"
 
-_log_path: Path | None = None
+_log_paths: list[Path] = []
 
 
 @dataclass(frozen=True)
@@ -100,15 +102,13 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         pytest.fail("daemon did not stop within 30s of SIGTERM", pytrace=False)
 
 
-@pytest.fixture(scope="session")
-def daemon() -> Iterator[Daemon]:
-    """Start the daemon; at the end, fail if a sandbox was left behind, and stop it."""
-    global _log_path
-    binary = _require()
+@contextlib.contextmanager
+def _serve(binary: str, *args: str) -> Iterator[Daemon]:
+    """Run ``agent2env serve`` with ``args`` on a free port until the block ends."""
     data_dir = tempfile.mkdtemp(prefix="a2e-py-")
     IMAGE_DIR.mkdir(parents=True, exist_ok=True)
     log = Path(tempfile.mkstemp(prefix="a2e-py-daemon-", suffix=".log")[1])
-    _log_path = log
+    _log_paths.append(log)
     root = f"http://127.0.0.1:{_free_port()}"
     with log.open("wb") as out:
         proc = subprocess.Popen(
@@ -121,6 +121,7 @@ def daemon() -> Iterator[Daemon]:
                 data_dir,
                 "--image-dir",
                 str(IMAGE_DIR),
+                *args,
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -129,20 +130,56 @@ def daemon() -> Iterator[Daemon]:
         )
     try:
         _wait_ready(proc, root, log)
-        with Client(root, timeout=60) as client:
-            # Unpack the image once, from the build cache, before any test times it.
-            client.images.build(IMAGE)
         yield Daemon(url=root + "/api/v1", log=log)
-        with Client(root) as client:
-            left = client.sandbox.list()
-            for sb in left:
-                client.sandbox.delete(sb.id)
-        if left:
-            pytest.fail(f"sandboxes left behind: {[sb.id for sb in left]}", pytrace=False)
     finally:
         if proc.poll() is None:
             _stop(proc)
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _no_sandboxes_left(url: str) -> None:
+    with Client(url) as client:
+        left = client.sandbox.list()
+        for sb in left:
+            client.sandbox.delete(sb.id)
+    if left:
+        pytest.fail(f"sandboxes left behind: {[sb.id for sb in left]}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def daemon() -> Iterator[Daemon]:
+    """Start the daemon; at the end, fail if a sandbox was left behind, and stop it."""
+    with _serve(_require()) as d:
+        with Client(d.url, timeout=60) as client:
+            # Unpack the images once, from the build cache, before any test times
+            # them: sandboxes' and sessions' (and contexts').
+            client.images.build(IMAGE)
+            client.images.build(SESSION_IMAGE)
+        yield d
+        _no_sandboxes_left(d.url)
+
+
+MAX_SANDBOXES = 2
+
+
+@pytest.fixture(scope="session")
+def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The host directory of the limited daemon's shared volume, mounted at /shared."""
+    return tmp_path_factory.mktemp("shared")
+
+
+@pytest.fixture(scope="session")
+def limited_daemon(daemon: Daemon, shared_dir: Path) -> Iterator[Daemon]:
+    """A second daemon, on the first one's image store, with ``--max-sandboxes 2``.
+
+    Its sessions also get a shared volume, ``shared_dir`` at ``/shared``. It
+    starts after the first daemon has unpacked the image, so that it only
+    reads the store.
+    """
+    args = ["--max-sandboxes", str(MAX_SANDBOXES), "--shared-volumes", f"{shared_dir}:/shared"]
+    with _serve(_require(), *args) as d:
+        yield d
+        _no_sandboxes_left(d.url)
 
 
 @pytest.fixture(scope="session")
@@ -166,11 +203,12 @@ def client(daemon: Daemon) -> Iterator[Client]:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int) -> None:
-    """Show the end of the daemon's log when a test failed, then remove the log."""
-    if _log_path is None or not _log_path.exists():
-        return
-    if exitstatus != 0:
-        terminalreporter.section("agent2env daemon log (last lines)")
-        for line in _log_path.read_text(errors="replace").splitlines()[-60:]:
-            terminalreporter.write_line(line)
-    _log_path.unlink()
+    """Show the end of each daemon's log when a test failed, then remove the logs."""
+    for log in _log_paths:
+        if not log.exists():
+            continue
+        if exitstatus != 0:
+            terminalreporter.section(f"agent2env daemon log {log.name} (last lines)")
+            for line in log.read_text(errors="replace").splitlines()[-60:]:
+                terminalreporter.write_line(line)
+        log.unlink()

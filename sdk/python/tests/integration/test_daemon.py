@@ -108,12 +108,21 @@ def test_seed_copies_are_the_seed() -> None:
         assert all(allowed.fullmatch(line) for line in changed), changed
 
 
-def test_readme_quickstart(daemon: Daemon) -> None:
+def readme_code(section: str) -> str:
+    """Return the first Python block of a section of the README."""
     readme = (SDK / "README.md").read_text()
-    section = readme[readme.index("## Quickstart") :]
-    code = re.search(r"```python\n(.*?)```", section, re.S)
+    code = re.search(r"```python\n(.*?)```", readme[readme.index(section) :], re.S)
     assert code is not None
-    assert "Hello from sandbox!" in run_script(daemon, code.group(1))
+    return code.group(1)
+
+
+def test_readme_quickstart(daemon: Daemon) -> None:
+    assert "Hello from sandbox!" in run_script(daemon, readme_code("## Quickstart"))
+
+
+def test_readme_sessions(daemon: Daemon) -> None:
+    out = run_script(daemon, readme_code("## Sessions"))
+    assert out == "42\n0\nZeroDivisionError division by zero\nsmall 1 1Gi\n"
 
 
 @pytest.mark.parametrize(
@@ -124,6 +133,7 @@ def test_readme_quickstart(daemon: Daemon) -> None:
         ("sandbox_lifecycle.py", "After restart the files are still there: ['2', '3']"),
         ("template_management.py", "Imported: [('example-python-template', 'created')]"),
         ("code_interpreter.py", "Error: ZeroDivisionError (runtime): division by zero"),
+        ("sessions.py", "Memory by flavor: 1 GiB, 2 GiB"),
     ],
 )
 def test_example(daemon: Daemon, example: str, expect: str) -> None:

@@ -13,12 +13,21 @@ from pathlib import Path
 from agent2env import (
     APIError,
     AsyncClient,
+    AsyncSessionManager,
     Client,
+    CompilationError,
     ConflictError,
+    ConnectionError,
     LiteBoxdError,
     NotFoundError,
     PrepullFailedError,
+    ResourceLimitError,
+    RuntimeExecutionError,
+    SandboxCreationError,
     SandboxFailedError,
+    SessionConfig,
+    SessionManager,
+    SystemExecutionError,
     TimeoutError,
 )
 from agent2env.models import (
@@ -31,6 +40,7 @@ from agent2env.models import (
     ExecutionEvent,
     ExecutionResult,
     FileInfo,
+    Flavor,
     Image,
     ImageProgress,
     ImportResult,
@@ -45,13 +55,19 @@ from agent2env.models import (
     Sandbox,
     SandboxOverrides,
     SandboxStatus,
+    Session,
+    SessionCommandResult,
+    SessionExecuteResult,
+    Stats,
     Template,
     TemplateListResult,
     TemplateSpec,
     TemplateVersion,
     UpdateTemplateRequest,
+    Usage,
     VersionListResult,
 )
+from agent2env.sessions import FLAVORS
 
 
 def seed_quickstart() -> None:
@@ -188,3 +204,58 @@ def errors(client: Client) -> None:
         pass
     except (SandboxFailedError, PrepullFailedError, TimeoutError, LiteBoxdError):
         pass
+
+
+def sessions_service(client: Client) -> None:
+    run: SessionExecuteResult = client.sessions.execute_code("x = 1", flavor=Flavor.MEDIUM)
+    cmd: SessionCommandResult = client.sessions.execute_command(
+        ["ls", "-la"], session_id=run.session_id, env={"A": "1"}
+    )
+    print(run.created, run.expires_at, run.stdout, cmd.exit_code, cmd.oom_killed)
+    sessions: list[Session] = client.sessions.list()
+    one: Session = client.sessions.keep_alive(sessions[0].session_id, idle_timeout=60)
+    print(one.flavor, one.languages, client.sessions.delete(one.session_id).status)
+    stats: Stats = client.stats.get()
+    print(stats.sessions.active, stats.sandboxes.get("running"), stats.executions.p95)
+    client.sessions.execute_code(["print(1)"])  # type: ignore[arg-type]
+
+
+async def session_manager() -> None:
+    config: SessionConfig = SessionConfig.from_env(default_flavor="large")
+    async with AsyncSessionManager(config) as sandbox:
+        try:
+            res: SessionExecuteResult = await sandbox.execute_code(
+                "print(1)", "python", None, "small", 10.0
+            )
+            out: SessionCommandResult = await sandbox.execute_command(
+                "ls", res.session_id, check=True
+            )
+            print(out.stdout)
+        except CompilationError as e:
+            print(e.traceback)
+        except (RuntimeExecutionError, SystemExecutionError) as e:
+            failed: object = e.result
+            print(e.kind, e.name, e.value, e.session_id, failed)
+        except ResourceLimitError as e:
+            usage: Usage | None = e.usage
+            suggestion: str | None = e.suggestion
+            print(usage, suggestion)
+        except SandboxCreationError as e:
+            print(e.session_id)
+        except ConnectionError as e:
+            print(e.suggestion)
+        info: Session = await sandbox.get_session_info("s")
+        stopped: bool = await sandbox.stop_session(info.session_id)
+        listed: list[Session] = await sandbox.list_sessions()
+        stats: Stats = await sandbox.get_stats()
+        where: Path = sandbox.shared_path("s", "/data/x")
+        written: FileInfo = await sandbox.write_file("s", "a.txt", io.BytesIO(b"x"), mode=0o600)
+        back: bytes = await sandbox.read_file("s", written.path)
+        print(stopped, listed, stats, where, back)
+        await sandbox.execute_code("1", timeout="10")  # type: ignore[arg-type]
+
+
+def session_manager_sync() -> None:
+    with SessionManager(client=Client()) as sandbox:
+        res: SessionExecuteResult = sandbox.execute_code("1", raise_on_error=False)
+        print(res.error.kind if res.error else "", FLAVORS["small"].cpus)

@@ -80,13 +80,20 @@ class ExecResult(APIModel):
     """Output beyond the daemon's limit was dropped (agent2env addition)."""
     duration_ms: float | None = None
     """How long the command ran, in milliseconds (agent2env addition)."""
+    oom_killed: bool = False
+    """The out-of-memory killer ended the command: the sandbox hit its memory limit
+    (agent2env addition; the exit code is then 137 and :attr:`reason` ``OutOfMemory``)."""
+    reason: str | None = None
+    """A cause beyond the command's own doing: ``OutOfMemory``, or ``PidsExhausted`` when it
+    could not start for the sandbox's process limit (agent2env addition)."""
 
 
 class ExecEvent(APIModel):
     """One event of a streamed command: a chunk of output, or its exit.
 
     ``stdout`` and ``stderr`` events carry :attr:`data`; the final ``exit``
-    event carries :attr:`exit_code`, :attr:`timed_out` and :attr:`duration_ms`.
+    event carries :attr:`exit_code`, :attr:`timed_out`, :attr:`duration_ms`,
+    :attr:`oom_killed` and :attr:`reason`.
     """
 
     type: Literal["stdout", "stderr", "exit"]
@@ -94,6 +101,8 @@ class ExecEvent(APIModel):
     exit_code: int = 0
     timed_out: bool = False
     duration_ms: float | None = None
+    oom_killed: bool = False
+    reason: str | None = None
 
 
 class LogsResult(APIModel):

@@ -5,6 +5,7 @@ from .image import AsyncImageService, ImageService
 from .import_export import AsyncImportExportService, ImportExportService
 from .prepull import AsyncPrepullService, PrepullService
 from .sandbox import AsyncSandboxService, SandboxService
+from .session import AsyncSessionService, AsyncStatsService, SessionService, StatsService
 from .template import AsyncTemplateService, TemplateService
 
 __all__ = [
@@ -13,11 +14,15 @@ __all__ = [
     "AsyncImportExportService",
     "AsyncPrepullService",
     "AsyncSandboxService",
+    "AsyncSessionService",
+    "AsyncStatsService",
     "AsyncTemplateService",
     "ContextService",
     "ImageService",
     "ImportExportService",
     "PrepullService",
     "SandboxService",
+    "SessionService",
+    "StatsService",
     "TemplateService",
 ]

@@ -1,0 +1,68 @@
+"""The public API: every name exported exists and every public name is documented."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from types import ModuleType
+
+import agent2env
+
+
+def modules() -> list[ModuleType]:
+    return [agent2env] + [
+        importlib.import_module(m.name)
+        for m in pkgutil.walk_packages(agent2env.__path__, "agent2env.")
+    ]
+
+
+def test_exports_exist() -> None:
+    for mod in modules():
+        for name in getattr(mod, "__all__", []):
+            assert hasattr(mod, name), f"{mod.__name__}.{name}"
+
+
+def test_every_public_name_has_a_docstring() -> None:
+    missing = []
+    for mod in modules():
+        if not mod.__doc__:
+            missing.append(mod.__name__)
+        for name, obj in vars(mod).items():
+            if name.startswith("_") or getattr(obj, "__module__", None) != mod.__name__:
+                continue
+            if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+                continue
+            if not obj.__doc__:
+                missing.append(f"{mod.__name__}.{name}")
+            for attr, value in vars(obj).items() if inspect.isclass(obj) else ():
+                documented = inspect.isfunction(value) or isinstance(value, property)
+                if not attr.startswith("_") and documented and not value.__doc__:
+                    missing.append(f"{mod.__name__}.{name}.{attr}")
+    assert missing == []
+
+
+def test_seed_000_names() -> None:
+    """The names seed 000's session API is used by."""
+    for name in ("execute_code", "execute_command", "get_session_info", "list_sessions"):
+        assert callable(getattr(agent2env.AsyncSessionManager, name))
+        assert callable(getattr(agent2env.SessionManager, name))
+    for name in ("stop_session", "get_stats"):
+        assert callable(getattr(agent2env.SessionManager, name))
+    for name in (
+        "SandboxCreationError",
+        "CompilationError",
+        "RuntimeExecutionError",
+        "SystemExecutionError",
+        "ResourceLimitError",
+        "ConnectionError",
+    ):
+        assert issubclass(getattr(agent2env, name), agent2env.Agent2EnvError)
+    params = inspect.signature(agent2env.AsyncSessionManager.execute_code).parameters
+    assert [(p.name, p.default) for p in params.values()][1:6] == [
+        ("code", inspect.Parameter.empty),
+        ("language", "python"),
+        ("session_id", None),
+        ("flavor", None),
+        ("timeout", None),
+    ]
