@@ -53,12 +53,27 @@ type Model struct {
 	// Fallbacks are other entries tried, in order, when this one's
 	// provider answers 429 or 5xx or cannot be reached.
 	Fallbacks []string
+	// Timeout bounds a call that asked for this entry, retries and
+	// fallbacks included, until its response ends; zero means none.
+	Timeout time.Duration
 }
 
 // Config is the proxy's providers and models.
 type Config struct {
 	Providers []Provider
 	Models    []Model
+	// Retry is how often an upstream that answered 429 or 5xx, or could
+	// not be reached, is tried again before the fallbacks.
+	Retry Retry
+}
+
+// Retry is a retry policy: Attempts more tries of the same entry, waiting
+// Backoff before the first, doubling each time up to MaxBackoff (with
+// jitter), never past the call's Timeout. The zero value never retries.
+type Retry struct {
+	Attempts   int
+	Backoff    time.Duration
+	MaxBackoff time.Duration
 }
 
 // Exchange describes one call through the proxy, for the Observer.
@@ -102,6 +117,7 @@ type Proxy struct {
 	names     []string
 	client    *http.Client
 	observe   Observer
+	retry     Retry
 	mux       *http.ServeMux
 }
 
@@ -130,7 +146,7 @@ func DefaultTransport() *http.Transport {
 
 // New checks cfg and returns its proxy.
 func New(cfg Config, opts ...Option) (*Proxy, error) {
-	p := &Proxy{providers: map[string]*provider{}, models: map[string]*Model{}}
+	p := &Proxy{providers: map[string]*provider{}, models: map[string]*Model{}, retry: cfg.Retry}
 	for i := range cfg.Providers {
 		pr := &provider{Provider: cfg.Providers[i]}
 		if pr.Name == "" {
