@@ -21,6 +21,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/llm/gate"
 	"github.com/agent2env/agent2env/internal/llm/proxy"
 	"github.com/agent2env/agent2env/internal/llm/replay"
 )
@@ -32,7 +33,9 @@ type File struct {
 	// Timeout is the default of every model entry's timeout. Default 10m.
 	Timeout time.Duration `yaml:"timeout"`
 	Retries Retries       `yaml:"retries"`
-	Limits  Limits        `yaml:"limits"`
+	// Limits are the default budgets and rate limits of keys, sandboxes
+	// and runs; a key's own limits replace the key defaults.
+	Limits gate.Limits `yaml:"limits"`
 
 	path string
 	root *yaml.Node
@@ -69,21 +72,6 @@ type Retries struct {
 	// 500ms and 8s.
 	Backoff    time.Duration `yaml:"backoff"`
 	MaxBackoff time.Duration `yaml:"max_backoff"`
-}
-
-// Limits are the defaults of the budgets and rate limits. A key's own
-// limits, given when it is made, replace the key defaults.
-type Limits struct {
-	Key     Limit `yaml:"key"`
-	Sandbox Limit `yaml:"sandbox"`
-	Run     Limit `yaml:"run"`
-}
-
-// Limit bounds one caller; zero fields mean no limit.
-type Limit struct {
-	RequestsPerMinute int   `yaml:"requests_per_minute"`
-	TokensPerMinute   int   `yaml:"tokens_per_minute"`
-	BudgetTokens      int64 `yaml:"budget_tokens"`
 }
 
 // Defaults.
@@ -270,7 +258,7 @@ func (f *File) validate() error {
 	}
 	for _, l := range []struct {
 		name string
-		l    Limit
+		l    gate.Limit
 	}{{"key", f.Limits.Key}, {"sandbox", f.Limits.Sandbox}, {"run", f.Limits.Run}} {
 		if l.l.RequestsPerMinute < 0 || l.l.TokensPerMinute < 0 || l.l.BudgetTokens < 0 {
 			return f.errAt("limits must not be negative", "limits", l.name)

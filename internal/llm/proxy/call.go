@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/internal/llm"
+	"github.com/agent2env/agent2env/internal/llm/caller"
 	"github.com/agent2env/agent2env/internal/llm/internal/wire"
 )
 
@@ -77,6 +78,7 @@ func (p *Proxy) handleGemini(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) newCall(w http.ResponseWriter, r *http.Request, f llm.Format) *call {
 	c := &call{p: p, w: &recorder{ResponseWriter: w}, r: r, ctx: r.Context(), in: Codecs[f]}
 	c.ex.Start, c.ex.Inbound = time.Now(), f
+	c.ex.Caller = caller.From(r.Context())
 	c.w.start = c.ex.Start
 	return c
 }

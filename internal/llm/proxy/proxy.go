@@ -21,6 +21,7 @@ import (
 
 	"github.com/agent2env/agent2env/internal/llm"
 	"github.com/agent2env/agent2env/internal/llm/anthropic"
+	"github.com/agent2env/agent2env/internal/llm/caller"
 	"github.com/agent2env/agent2env/internal/llm/gemini"
 	"github.com/agent2env/agent2env/internal/llm/openai"
 	"github.com/agent2env/agent2env/internal/llm/replay"
@@ -78,6 +79,8 @@ type Retry struct {
 
 // Exchange describes one call through the proxy, for the Observer.
 type Exchange struct {
+	// Caller is who made the call, from the request's context.
+	Caller   caller.Caller
 	Inbound  llm.Format
 	Model    string // the entry the client asked for
 	Provider string // the provider that answered (after fallbacks)
@@ -233,10 +236,23 @@ func writeError(w http.ResponseWriter, c llm.Codec, e *llm.Error) {
 	_, _ = w.Write(body)
 }
 
-// guessFormat is the format of a request that matched no route, for its
-// error: by its path and headers.
+// WriteError answers r with e in the wire format of its client, told by
+// its path (relative to the proxy's base) and headers: for those who
+// answer for the proxy before it runs (authentication, limits).
+func WriteError(w http.ResponseWriter, r *http.Request, e *llm.Error) {
+	writeError(w, Codecs[guessFormat(r)], e)
+}
+
+// guessFormat is the format of a request's client, for errors answered
+// before routing: by its path and headers.
 func guessFormat(r *http.Request) llm.Format {
 	switch {
+	case r.URL.Path == "/v1/chat/completions":
+		return llm.FormatOpenAI
+	case r.URL.Path == "/v1/responses":
+		return llm.FormatResponses
+	case strings.HasPrefix(r.URL.Path, "/v1/messages"):
+		return llm.FormatAnthropic
 	case strings.HasPrefix(r.URL.Path, "/v1beta/") || strings.Contains(r.URL.Path, ":") || r.Header.Get("x-goog-api-key") != "":
 		return llm.FormatGemini
 	case r.Header.Get("anthropic-version") != "" || r.Header.Get("x-api-key") != "":
