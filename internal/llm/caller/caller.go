@@ -32,3 +32,8 @@ func From(ctx context.Context) Caller {
 	c, _ := ctx.Value(ctxKey{}).(Caller)
 	return c
 }
+
+// EnvRun is the sandbox environment variable naming the run a sandbox
+// belongs to: a task runner sets it when it makes the run's sandbox, and
+// the daemon attributes the sandbox's calls to that run.
+const EnvRun = "AGENT2ENV_RUN_ID"

@@ -83,6 +83,15 @@ func (g *Gate) Apply(pc proxy.Config, limits Limits, opts ...proxy.Option) error
 	return nil
 }
 
+// Prefix is where the daemon serves the proxy: OpenAI SDKs take
+// <daemon>/llm/v1 as their base URL, Anthropic and Google GenAI SDKs
+// <daemon>/llm.
+const Prefix = "/llm"
+
+// Register serves Handler at Prefix on mux (a route group of the daemon's
+// API).
+func (g *Gate) Register(mux *http.ServeMux) { mux.Handle(Prefix+"/", g.Handler(Prefix)) }
+
 // Configured reports whether a proxy is served.
 func (g *Gate) Configured() bool { return g.current.Load() != nil }
 
@@ -233,11 +242,11 @@ func (g *Gate) Maintain(ctx context.Context, interval time.Duration) error {
 		select {
 		case <-ctx.Done():
 			if g.cfg.Keys == nil {
-				return nil
+				return ctx.Err()
 			}
-			fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			return g.cfg.Keys.Flush(fctx)
+			return errors.Join(ctx.Err(), g.cfg.Keys.Flush(fctx))
 		case <-t.C:
 		}
 		if g.cfg.Keys != nil {
