@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/llm"
+	"github.com/agent2env/agent2env/internal/llm/llmtest"
+	"github.com/agent2env/agent2env/internal/llm/proxy"
+)
+
+// TestLLMFromSandbox: a command in a sandbox without network calls the
+// daemon's LLM proxy at 127.0.0.1:4000 with no key of its own, reaches a
+// fake upstream with the operator's key, and is counted as that sandbox's
+// (its rate limit names it); the upstream key is nowhere in the sandbox.
+func TestLLMFromSandbox(t *testing.T) {
+	const upstreamKey = "sk-upstream-e2e-0123456789-secret"
+	up := llmtest.NewFakeUpstream(t, proxy.Codecs[llm.FormatOpenAI], upstreamKey, func(*llm.Request) (*llm.Response, *llm.Error) {
+		return &llm.Response{ID: "r1", Model: "qwen", Content: []llm.Part{llm.Text("hello from upstream")},
+			StopReason: llm.StopEndTurn, Usage: llm.Usage{InputTokens: 3, OutputTokens: 2}}, nil
+	})
+	cfg := filepath.Join(t.TempDir(), "llm.yaml")
+	err := os.WriteFile(cfg, []byte(fmt.Sprintf(`providers:
+  - name: fake
+    type: openai
+    base_url: %s
+    api_key_env: E2E_UPSTREAM_KEY
+models:
+  - name: coder
+    provider: fake
+    model: qwen
+limits:
+  sandbox:
+    requests_per_minute: 2
+`, up.URL)), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, "", func(c *exec.Cmd) {
+		c.Args = append(c.Args, "--llm-config", cfg)
+		c.Env = append(os.Environ(), "E2E_UPSTREAM_KEY="+upstreamKey)
+	})
+	sb := d.create(api.CreateSandboxRequest{Image: "agent2env/python"})
+
+	call := `import json, os, sys, urllib.request, urllib.error
+req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+    data=json.dumps({"model": "coder", "messages": [{"role": "user", "content": "hi"}]}).encode(),
+    headers={"Content-Type": "application/json"})
+try:
+    print(json.dumps({"status": 200, "body": json.load(urllib.request.urlopen(req, timeout=30))}))
+except urllib.error.HTTPError as e:
+    print(json.dumps({"status": e.code, "body": json.load(e)}))`
+	type answer struct {
+		Status int
+		Body   struct {
+			Choices []struct{ Message struct{ Content string } }
+			Error   struct{ Message, Type string }
+		}
+	}
+	ask := func() answer {
+		t.Helper()
+		res := d.exec(sb.ID, "python3", "-c", call)
+		var a answer
+		if err := json.Unmarshal([]byte(res.Stdout), &a); err != nil {
+			t.Fatalf("call from the sandbox: %+v", res)
+		}
+		return a
+	}
+	for i := range 2 {
+		a := ask()
+		if a.Status != 200 || len(a.Body.Choices) != 1 || a.Body.Choices[0].Message.Content != "hello from upstream" {
+			t.Fatalf("call %d: %+v", i+1, a)
+		}
+	}
+	calls := up.Calls()
+	if len(calls) != 2 || calls[0].Request == nil || calls[0].Request.Model != "qwen" {
+		t.Fatalf("upstream calls: %+v", calls)
+	}
+	// The third is past the sandbox's limit, which names the sandbox: the
+	// call was known to be this sandbox's with no key.
+	a := ask()
+	if want := "sandbox " + sb.ID + " is over its rate limit"; a.Status != 429 || !strings.Contains(a.Body.Error.Message, want) {
+		t.Errorf("third call: %+v, want 429 saying %q", a, want)
+	}
+	// Listing models is not counted against the limit.
+	res := d.exec(sb.ID, "python3", "-c", `import os, urllib.request; print(urllib.request.urlopen(os.environ["AGENT2ENV_LLM_URL"] + "/v1/models").read().decode())`)
+	if !strings.Contains(res.Stdout, `"id":"coder"`) {
+		t.Errorf("models: %+v", res)
+	}
+
+	// The environment points at the proxy; the upstream key is neither in
+	// it nor in any file the sandbox can read.
+	env := d.exec(sb.ID, "env").Stdout
+	for _, want := range []string{"OPENAI_BASE_URL=http://127.0.0.1:4000/llm/v1", "ANTHROPIC_BASE_URL=http://127.0.0.1:4000/llm",
+		"GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:4000/llm", "AGENT2ENV_LLM_URL=http://127.0.0.1:4000/llm", "OPENAI_API_KEY=agent2env"} {
+		if !strings.Contains(env, want+"\n") {
+			t.Errorf("sandbox env lacks %s:\n%s", want, env)
+		}
+	}
+	if strings.Contains(env, upstreamKey) {
+		t.Errorf("the upstream key is in the sandbox's environment")
+	}
+	// (grep lists the files that match; it exits 2 for the files it may
+	// not read, such as root's.)
+	grep := d.exec(sb.ID, "sh", "-c", "grep -rlsF --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev -e "+upstreamKey+" / ; echo exit=$?")
+	if out := strings.TrimSpace(grep.Stdout); out != "exit=1" && out != "exit=2" {
+		t.Errorf("the upstream key is in files the sandbox reads: %+v", grep)
+	}
+	d.deleteAll()
+	d.assertNoLeaks()
+}
