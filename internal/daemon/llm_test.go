@@ -17,6 +17,9 @@ import (
 	"github.com/agent2env/agent2env/api/client"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/llm"
+	"github.com/agent2env/agent2env/internal/llm/llmtest"
+	"github.com/agent2env/agent2env/internal/llm/proxy"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 )
 
@@ -196,5 +199,40 @@ func TestLLMKeys(t *testing.T) {
 	other, _ := client.New("http://"+d.addr, client.WithToken(k.Key))
 	if _, err := other.LLMKeys().List(ctx); !errors.Is(err, client.ErrUnauthenticated) {
 		t.Errorf("List with a per-run key = %v, want ErrUnauthenticated", err)
+	}
+}
+
+// TestLLMMetrics: a call through /llm is counted by model and provider,
+// with its tokens and latency.
+func TestLLMMetrics(t *testing.T) {
+	up := llmtest.NewFakeUpstream(t, proxy.Codecs[llm.FormatOpenAI], "", func(*llm.Request) (*llm.Response, *llm.Error) {
+		return &llm.Response{ID: "r", Model: "m", Content: []llm.Part{llm.Text("hi")}, StopReason: llm.StopEndTurn,
+			Usage: llm.Usage{InputTokens: 11, OutputTokens: 7, CachedTokens: 5}}, nil
+	})
+	path := filepath.Join(t.TempDir(), "llm.yaml")
+	writeLLMConfig(t, path, up.URL)
+	cfg := testConfig(t.TempDir(), fakeruntime.New())
+	cfg.LLMConfig = path
+	d := start(t, cfg, nil)
+	if code, body := llmCall(t, d.addr, "", false); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	resp, err := http.Get("http://" + d.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := readAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`agent2env_llm_requests_total{code="200",model="m",provider="up"} 1`,
+		`agent2env_llm_tokens_total{model="m",provider="up",type="input"} 11`,
+		`agent2env_llm_tokens_total{model="m",provider="up",type="output"} 7`,
+		`agent2env_llm_tokens_total{model="m",provider="up",type="cached"} 5`,
+		`agent2env_llm_request_duration_seconds_count{model="m",provider="up",stream="false"} 1`,
+		`agent2env_llm_first_byte_seconds_count{model="m",provider="up"} 1`,
+	} {
+		if !strings.Contains(metrics, want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }

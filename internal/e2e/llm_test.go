@@ -112,6 +112,23 @@ except urllib.error.HTTPError as e:
 	if out := strings.TrimSpace(grep.Stdout); out != "exit=1" && out != "exit=2" {
 		t.Errorf("the upstream key is in files the sandbox reads: %+v", grep)
 	}
+
+	// MCP is there too, for task agents.
+	mcp := d.exec(sb.ID, "python3", "-c", `import json, urllib.request
+req = urllib.request.Request("http://127.0.0.1:4000/mcp", data=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "e2e", "version": "1"}}}).encode(),
+    headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+print(urllib.request.urlopen(req, timeout=30).status)`)
+	if strings.TrimSpace(mcp.Stdout) != "200" {
+		t.Errorf("MCP from the sandbox: %+v", mcp)
+	}
+
+	// A sandbox's own values win over the proxy's.
+	own := d.create(api.CreateSandboxRequest{Image: "agent2env/python", Env: map[string]string{"OPENAI_BASE_URL": "http://mine/v1"}})
+	env = d.exec(own.ID, "env").Stdout
+	if !strings.Contains(env, "OPENAI_BASE_URL=http://mine/v1\n") || !strings.Contains(env, "ANTHROPIC_BASE_URL=http://127.0.0.1:4000/llm\n") {
+		t.Errorf("a sandbox's own OPENAI_BASE_URL:\n%s", env)
+	}
 	d.deleteAll()
 	d.assertNoLeaks()
 }
