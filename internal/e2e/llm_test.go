@@ -7,7 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/llm"
@@ -131,4 +133,61 @@ print(urllib.request.urlopen(req, timeout=30).status)`)
 	}
 	d.deleteAll()
 	d.assertNoLeaks()
+}
+
+// TestLLMConfigReloadOnHangup: SIGHUP makes the daemon read its LLM
+// configuration again; a file with an error keeps the one in use, and the
+// log names the line.
+func TestLLMConfigReloadOnHangup(t *testing.T) {
+	answer := func(text string) func(*llm.Request) (*llm.Response, *llm.Error) {
+		return func(*llm.Request) (*llm.Response, *llm.Error) {
+			return &llm.Response{ID: "r", Model: "m", Content: []llm.Part{llm.Text(text)}, StopReason: llm.StopEndTurn}, nil
+		}
+	}
+	one := llmtest.NewFakeUpstream(t, proxy.Codecs[llm.FormatOpenAI], "", answer("from one"))
+	two := llmtest.NewFakeUpstream(t, proxy.Codecs[llm.FormatAnthropic], "", answer("from two"))
+	cfg := filepath.Join(t.TempDir(), "llm.yaml")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(cfg, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("providers:\n  - {name: p, type: openai, base_url: " + one.URL + "}\nmodels:\n  - {name: m, provider: p}\n")
+	d := startDaemon(t, "", func(c *exec.Cmd) { c.Args = append(c.Args, "--llm-config", cfg) })
+	ask := func() string {
+		t.Helper()
+		var out struct {
+			Choices []struct{ Message struct{ Content string } }
+		}
+		if code := d.do("POST", "/llm/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, &out); code != 200 || len(out.Choices) != 1 {
+			t.Fatalf("call: %d %+v", code, out)
+		}
+		return out.Choices[0].Message.Content
+	}
+	// hangup sends SIGHUP and waits for the n-th wantLog in the log.
+	hangup := func(wantLog string, n int) {
+		t.Helper()
+		if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); strings.Count(d.log.String(), wantLog) < n; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %q in the log after SIGHUP:\n%s", wantLog, d.log.String())
+			}
+		}
+	}
+	if got := ask(); got != "from one" {
+		t.Fatalf("before: %q", got)
+	}
+	write("providers:\n  - {name: p, type: anthropic, base_url: " + two.URL + "}\nmodels:\n  - {name: m, provider: p}\n")
+	hangup(`msg="llm proxy configured"`, 2)
+	if got := ask(); got != "from two" {
+		t.Errorf("after SIGHUP: %q, want the new configuration's answer", got)
+	}
+	write("providers:\n  - {name: p, type: anthropic, base_url: " + two.URL + "}\nmodels:\n  - {name: m, provider: q}\n")
+	hangup(`llm.yaml:4: model \"m\": unknown provider \"q\"`, 1)
+	if got := ask(); got != "from two" {
+		t.Errorf("after a bad file: %q, want the configuration in use", got)
+	}
 }
