@@ -16,6 +16,7 @@ import (
 	"github.com/agent2env/agent2env/internal/llm/gate"
 	"github.com/agent2env/agent2env/internal/llm/proxy"
 	"github.com/agent2env/agent2env/internal/runtime"
+	"github.com/agent2env/agent2env/internal/store/sqlite"
 )
 
 // newLLM builds the LLM gate and its keys, and applies the LLM
@@ -62,7 +63,10 @@ func (s *System) ReloadLLM() error {
 // anything its requests say.
 type sandboxServices struct{ s *System }
 
-var _ runtime.Services = sandboxServices{}
+var (
+	_ runtime.Services = sandboxServices{}
+	_ gate.KeyStore    = (*sqlite.Store)(nil)
+)
 
 // ServeSandbox implements runtime.Services.
 func (v sandboxServices) ServeSandbox(ctx context.Context, l net.Listener, id string) error {

@@ -23,6 +23,8 @@ type Metrics struct {
 	limited  *prometheus.CounterVec
 }
 
+var _ prometheus.Collector = (*Metrics)(nil)
+
 // NewMetrics returns the collectors, at zero.
 func NewMetrics() *Metrics {
 	return &Metrics{
