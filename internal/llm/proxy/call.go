@@ -189,7 +189,13 @@ func (c *call) run() {
 			wait = min(2*wait, max(retry.MaxBackoff, retry.Backoff))
 		}
 	}
-	// Every try failed and the deadline came before the last one could.
+	// A wait between tries was cut short: the client left, or the
+	// deadline came before the last try could.
+	if err := c.r.Context().Err(); err != nil {
+		c.ex.Err = err
+		c.finish()
+		return
+	}
 	c.fail(llm.Errorf(llm.ErrorTimeout, "model %q: no upstream answered within %v", c.model, entry.Timeout))
 }
 
