@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/agent2env/agent2env/internal/auth"
@@ -84,12 +85,24 @@ func (v sandboxServices) ServeSandbox(ctx context.Context, l net.Listener, id st
 // Sandboxes are served from Recover on, at the end of New, when every
 // service exists.
 func (s *System) sandboxHandler(id string) http.Handler {
+	// The run is in the sandbox's environment, fixed at its creation:
+	// looked up once, on the first call that finds the record.
+	var (
+		mu    sync.Mutex
+		found bool
+		runID string
+	)
 	run := func(ctx context.Context) string {
-		sb, err := s.Manager.Get(ctx, id)
-		if err != nil {
-			return ""
+		mu.Lock()
+		defer mu.Unlock()
+		if !found {
+			sb, err := s.Manager.Get(ctx, id)
+			if err != nil {
+				return ""
+			}
+			found, runID = true, sb.Env[caller.EnvRun]
 		}
-		return sb.Env[caller.EnvRun]
+		return runID
 	}
 	mux := http.NewServeMux()
 	mux.Handle(gate.Prefix+"/", s.LLM.SandboxHandler(gate.Prefix, id, run))

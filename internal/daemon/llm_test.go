@@ -18,6 +18,7 @@ import (
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/llm"
+	"github.com/agent2env/agent2env/internal/llm/caller"
 	"github.com/agent2env/agent2env/internal/llm/llmtest"
 	"github.com/agent2env/agent2env/internal/llm/proxy"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
@@ -234,5 +235,54 @@ func TestLLMMetrics(t *testing.T) {
 		if !strings.Contains(metrics, want+"\n") {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+// TestSandboxChannel: what a sandbox's channel serves knows the sandbox
+// and the run its environment names, whatever key the call presents, and
+// counts the call against both; MCP is there too.
+func TestSandboxChannel(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "llm.yaml")
+	writeLLMConfig(t, path, sseUpstream(t, "ok", nil))
+	cfg, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(cfg, "limits:\n  run:\n    requests_per_minute: 1\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := testConfig(t.TempDir(), fakeruntime.New())
+	c.LLMConfig = path
+	d := start(t, c, nil)
+	d.importTiny()
+	sb := d.create(api.CreateSandboxRequest{Image: tinyRef, Env: map[string]string{caller.EnvRun: "run-42"}})
+	srv := httptest.NewServer(d.sys.sandboxHandler(sb.ID))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	if code, body := llmCall(t, addr, "sk-anything", false); code != 200 {
+		t.Fatalf("first call: %d %s", code, body)
+	}
+	code, body := llmCall(t, addr, "", false)
+	if want := "run run-42 is over its rate limit of 1 requests per minute"; code != 429 || !strings.Contains(body, want) {
+		t.Errorf("second call: %d %s, want 429 saying %q", code, body, want)
+	}
+	resp, err := http.Post(srv.URL+"/nothing", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Errorf("unknown path: %d", resp.StatusCode)
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("MCP initialize: %d", resp.StatusCode)
 	}
 }
