@@ -50,29 +50,9 @@ limits:
 	})
 	sb := d.create(api.CreateSandboxRequest{Image: "agent2env/python"})
 
-	call := `import json, os, sys, urllib.request, urllib.error
-req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions",
-    data=json.dumps({"model": "coder", "messages": [{"role": "user", "content": "hi"}]}).encode(),
-    headers={"Content-Type": "application/json"})
-try:
-    print(json.dumps({"status": 200, "body": json.load(urllib.request.urlopen(req, timeout=30))}))
-except urllib.error.HTTPError as e:
-    print(json.dumps({"status": e.code, "body": json.load(e)}))`
-	type answer struct {
-		Status int
-		Body   struct {
-			Choices []struct{ Message struct{ Content string } }
-			Error   struct{ Message, Type string }
-		}
-	}
-	ask := func() answer {
+	ask := func() llmAnswer {
 		t.Helper()
-		res := d.exec(sb.ID, "python3", "-c", call)
-		var a answer
-		if err := json.Unmarshal([]byte(res.Stdout), &a); err != nil {
-			t.Fatalf("call from the sandbox: %+v", res)
-		}
-		return a
+		return askFromSandbox(t, d, sb.ID)
 	}
 	for i := range 2 {
 		a := ask()
@@ -190,4 +170,59 @@ func TestLLMConfigReloadOnHangup(t *testing.T) {
 	if got := ask(); got != "from two" {
 		t.Errorf("after a bad file: %q, want the configuration in use", got)
 	}
+}
+
+// llmCallScript calls the proxy the way an OpenAI client in a sandbox
+// would, with no key, and prints the status and the JSON answer.
+const llmCallScript = `import json, os, sys, urllib.request, urllib.error
+req = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+    data=json.dumps({"model": "coder", "messages": [{"role": "user", "content": "hi"}]}).encode(),
+    headers={"Content-Type": "application/json"})
+try:
+    print(json.dumps({"status": 200, "body": json.load(urllib.request.urlopen(req, timeout=30))}))
+except urllib.error.HTTPError as e:
+    print(json.dumps({"status": e.code, "body": json.load(e)}))`
+
+type llmAnswer struct {
+	Status int
+	Body   struct {
+		Choices []struct{ Message struct{ Content string } }
+		Error   struct{ Message, Type string }
+	}
+}
+
+func askFromSandbox(t *testing.T, d *daemon, id string) llmAnswer {
+	t.Helper()
+	res := d.exec(id, "python3", "-c", llmCallScript)
+	var a llmAnswer
+	if err := json.Unmarshal([]byte(res.Stdout), &a); err != nil {
+		t.Fatalf("call from the sandbox: %+v", res)
+	}
+	return a
+}
+
+// TestLLMAfterDaemonRestart: a sandbox reaches the proxy again once a
+// killed daemon is back: Recover serves its services socket anew.
+func TestLLMAfterDaemonRestart(t *testing.T) {
+	up := llmtest.NewFakeUpstream(t, proxy.Codecs[llm.FormatOpenAI], "", func(*llm.Request) (*llm.Response, *llm.Error) {
+		return &llm.Response{ID: "r", Model: "coder", Content: []llm.Part{llm.Text("still here")}, StopReason: llm.StopEndTurn}, nil
+	})
+	cfg := filepath.Join(t.TempDir(), "llm.yaml")
+	if err := os.WriteFile(cfg, []byte("providers:\n  - {name: p, type: openai, base_url: "+up.URL+"}\nmodels:\n  - {name: coder, provider: p}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withConfig := func(c *exec.Cmd) { c.Args = append(c.Args, "--llm-config", cfg) }
+	d := startDaemon(t, "", withConfig)
+	sb := d.create(api.CreateSandboxRequest{Image: "agent2env/python"})
+	if a := askFromSandbox(t, d, sb.ID); a.Status != 200 {
+		t.Fatalf("before the restart: %+v", a)
+	}
+	d.kill()
+	d = startDaemon(t, d.dataDir, withConfig)
+	if a := askFromSandbox(t, d, sb.ID); a.Status != 200 || len(a.Body.Choices) != 1 || a.Body.Choices[0].Message.Content != "still here" {
+		t.Errorf("after the restart: %+v", a)
+	}
+	d.deleteAll()
+	d.stop()
+	d.assertNoLeaks()
 }
