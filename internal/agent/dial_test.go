@@ -266,3 +266,22 @@ func TestEgressEnvDefersToTemplate(t *testing.T) {
 		t.Errorf("env = %v", env)
 	}
 }
+
+func TestServicesEnvDefersToTemplate(t *testing.T) {
+	env := mergeEnv(ServicesEnv, []string{"OPENAI_BASE_URL=http://mine/v1", "OPENAI_API_KEY=sk-mine", "PATH=/bin"})
+	got := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		got[k] = v
+	}
+	want := map[string]string{
+		"OPENAI_BASE_URL": "http://mine/v1", "OPENAI_API_KEY": "sk-mine", // the template's
+		"ANTHROPIC_BASE_URL": "http://" + ServicesAddr + "/llm", "ANTHROPIC_API_KEY": "agent2env", // the defaults
+		"AGENT2ENV_LLM_URL": "http://" + ServicesAddr + "/llm", "PATH": "/bin",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q (env %v)", k, got[k], v, env)
+		}
+	}
+}

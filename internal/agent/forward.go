@@ -31,22 +31,46 @@ var EgressEnv = []string{
 	"no_proxy=localhost,127.0.0.1",
 }
 
+// ServicesAddr is where every sandbox finds the daemon's services (the LLM
+// proxy under /llm, MCP at /mcp), on its own loopback.
+const ServicesAddr = "127.0.0.1:4000"
+
+// EnvServices names the unix socket of the daemon's services as the agent
+// sees it. When set, the agent forwards ServicesAddr to it and gives
+// commands ServicesEnv.
+const EnvServices = "AGENT2ENV_AGENT_SERVICES"
+
+// ServicesEnv points the agent CLIs and model SDKs in a sandbox at the
+// daemon's LLM proxy, with a placeholder key: the proxy knows the sandbox
+// by its channel and holds the real keys. A template's (or the image's)
+// own values win.
+var ServicesEnv = []string{
+	"AGENT2ENV_LLM_URL=http://" + ServicesAddr + "/llm",
+	"AGENT2ENV_MCP_URL=http://" + ServicesAddr + "/mcp",
+	"OPENAI_BASE_URL=http://" + ServicesAddr + "/llm/v1",
+	"ANTHROPIC_BASE_URL=http://" + ServicesAddr + "/llm",
+	"GOOGLE_GEMINI_BASE_URL=http://" + ServicesAddr + "/llm",
+	"OPENAI_API_KEY=agent2env",
+	"ANTHROPIC_API_KEY=agent2env",
+	"GEMINI_API_KEY=agent2env",
+}
+
 // maxForwards bounds the connections the forwarder relays at once; more
 // wait in the listen backlog. The proxy has its own bound per sandbox.
 const maxForwards = 512
 
-// startEgress listens on EgressAddr and relays each connection to the
-// proxy socket at sock until ctx is done. It listens before returning, so
-// that no command can take the address first.
-func startEgress(ctx context.Context, sock string, log *slog.Logger) error {
+// startForward listens on addr and relays each connection to the unix
+// socket sock until ctx is done. It listens before returning, so that no
+// command can take the address first.
+func startForward(ctx context.Context, addr, sock, name string, log *slog.Logger) error {
 	var lc net.ListenConfig
-	l, err := lc.Listen(ctx, "tcp4", EgressAddr)
+	l, err := lc.Listen(ctx, "tcp4", addr)
 	if err != nil {
 		return err
 	}
 	go func() {
 		if err := forward(ctx, l, unixDialer(sock)); err != nil {
-			log.Warn("egress forwarder stopped", "err", err)
+			log.Warn(name+" forwarder stopped", "err", err)
 		}
 	}()
 	return nil

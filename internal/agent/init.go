@@ -53,10 +53,16 @@ func Run(ctx context.Context, opts Options) error {
 	env := envForCommands(os.Environ())
 	if sock := os.Getenv(EnvEgress); sock != "" {
 		// Before any command runs, so that none can take the address.
-		if err := startEgress(ctx, sock, log); err != nil {
+		if err := startForward(ctx, EgressAddr, sock, "egress", log); err != nil {
 			return fmt.Errorf("start egress forwarder: %w", err)
 		}
 		env = mergeEnv(EgressEnv, env)
+	}
+	if sock := os.Getenv(EnvServices); sock != "" {
+		if err := startForward(ctx, ServicesAddr, sock, "services", log); err != nil {
+			return fmt.Errorf("start services forwarder: %w", err)
+		}
+		env = mergeEnv(ServicesEnv, env)
 	}
 	srv := NewServer(ServerConfig{
 		Env:   env,

@@ -9,7 +9,10 @@
 //   - 100 concurrent creates;
 //   - memory per idle sandbox;
 //   - code-interpreter contexts: create cold and from a warm pool, and a
-//     run_code print(1) round trip, against python over a pipe.
+//     run_code print(1) round trip, against python over a pipe;
+//   - the LLM proxy's added latency (whole answers and time to the first
+//     stream event) through the daemon's /llm, against the same local
+//     upstream called directly (-llm-only: that alone).
 //
 // It starts the daemon binary ($AGENT2ENV_BIN) on a fresh data directory and
 // must run as root. Run it with `make bench`; -create-only measures the
@@ -45,12 +48,16 @@ func main() {
 	idle := flag.Int("idle", 50, "idle sandboxes for the memory measurement")
 	img := flag.String("image", "agent2env/python", "image to create sandboxes from")
 	createOnly := flag.Bool("create-only", false, "measure sandbox create → ready (and its baseline) only")
+	llmOnly := flag.Bool("llm-only", false, "measure the LLM proxy's added latency only")
 	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only)")
 	flag.Parse()
 	var err error
-	if *vs != "" {
+	switch {
+	case *llmOnly:
+		err = benchLLM(os.Getenv("AGENT2ENV_BIN"), *n*40)
+	case *vs != "":
 		err = compareCreate(*n, *img, os.Getenv("AGENT2ENV_BIN"), *vs)
-	} else {
+	default:
 		err = run(*n, *concurrent, *idle, *img, *createOnly)
 	}
 	if err != nil {
@@ -59,7 +66,7 @@ func main() {
 	}
 }
 
-type stats struct{ p50, p95, mean time.Duration }
+type stats struct{ p50, p95, p99, mean time.Duration }
 
 func summarize(ds []time.Duration) stats {
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
@@ -67,7 +74,7 @@ func summarize(ds []time.Duration) stats {
 	for _, d := range ds {
 		sum += d
 	}
-	return stats{p50: ds[len(ds)/2], p95: ds[len(ds)*95/100], mean: sum / time.Duration(len(ds))}
+	return stats{p50: ds[len(ds)/2], p95: ds[len(ds)*95/100], p99: ds[len(ds)*99/100], mean: sum / time.Duration(len(ds))}
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
@@ -156,6 +163,9 @@ func run(n, concurrent, idle int, img string, createOnly bool) error {
 		return err
 	}
 	report("exec `true` round trip (REST)", execTrue, "fork/exec true", direct, "≤ 3 ms p50")
+	if err := benchLLM(bin, n*40); err != nil {
+		return fmt.Errorf("llm proxy: %w", err)
+	}
 	if err := benchContexts(d, n, img); err != nil {
 		return fmt.Errorf("contexts: %w", err)
 	}

@@ -94,13 +94,41 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 			ReadHeaderTimeout: cfg.HTTPHeaderTimeout, IdleTimeout: cfg.HTTPIdleTimeout, StallTimeout: cfg.HTTPStallTimeout,
 			MaxHeaderBytes: cfg.HTTPMaxHeaderBytes, MaxConns: cfg.MaxConns, MaxConnsPerClient: cfg.MaxConnsPerClient,
 		},
+		LLMConfig: cfg.LLMConfig,
 	})
 	if err != nil {
 		l.Close()
 		return err
 	}
+	if cfg.LLMConfig != "" {
+		defer reloadOnHangup(log, sys.ReloadLLM)()
+	}
 	err = sys.Serve(ctx, l)
 	return errors.Join(err, sys.Close())
+}
+
+// reloadOnHangup calls reload on every SIGHUP, logging what fails (the
+// configuration in use stays). It returns a func that stops watching.
+func reloadOnHangup(log *slog.Logger, reload func() error) (stop func()) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-sigs:
+				if err := reload(); err != nil {
+					log.Error("reload llm config: keeping the configuration in use", "err", err)
+				}
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+	}
 }
 
 // exitOnSecondSignal ends the process at once on the second SIGINT or

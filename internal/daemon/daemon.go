@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/agent2env/agent2env/internal/gateway"
 	"github.com/agent2env/agent2env/internal/httpapi"
 	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/llm/gate"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/mcpserver"
 	"github.com/agent2env/agent2env/internal/metrics"
@@ -95,6 +97,10 @@ type Config struct {
 	TrustedOrigins []string
 	// HTTP bounds the API server's connections and timeouts.
 	HTTP HTTPConfig
+	// LLMConfig is the LLM proxy's configuration file (package
+	// internal/llm/config), read again by ReloadLLM; empty leaves /llm
+	// answering that the proxy is not configured.
+	LLMConfig string
 	// ShutdownTimeout bounds how long Serve waits for requests in flight,
 	// and then how long it waits for the background loops to stop and
 	// the warm pools to empty. Default 30s.
@@ -121,6 +127,11 @@ type System struct {
 	Contexts  *contexts.Service
 	Sessions  *session.Service
 	MCP       *mcpserver.Server
+	// LLM serves the LLM proxy at /llm and to every sandbox; LLMKeys are
+	// its per-run keys.
+	LLM       *gate.Gate
+	LLMKeys   *gate.Keys
+	llmClient *http.Client // every configuration's upstream calls
 	Pools     *pool.Pools
 	Metrics   *metrics.Metrics
 	API       *httpapi.Server
@@ -180,6 +191,7 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		}
 		if s.Runtime, err = runtime.New(ctx, cfg.Runtime, runtime.Options{
 			Root: filepath.Join(cfg.DataDir, cfg.Runtime), Images: s.Images, Egress: proxy, Settings: settings, Logger: cfg.Log,
+			Services: sandboxServices{s},
 		}); err != nil {
 			return nil, err
 		}
@@ -242,6 +254,13 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		return nil, err
 	}
 	s.MCP = mcpserver.New(mcpserver.Config{ScopeByKey: authOn, Log: cfg.Log}, s.Contexts, s.Sessions)
+	var apiKeys *auth.Keys
+	if authOn {
+		apiKeys = cfg.Keys
+	}
+	if err := s.newLLM(apiKeys); err != nil {
+		return nil, err
+	}
 	opts := []httpapi.Option{
 		httpapi.WithRoutes(s.Gateway),
 		httpapi.WithRoutes(httpapi.NewTemplateRoutes(s.Templates)),
@@ -249,6 +268,8 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		httpapi.WithRoutes(httpapi.NewContextRoutes(service.NewContexts(s.Contexts))),
 		httpapi.WithRoutes(httpapi.NewSessionRoutes(s.Sessions)),
 		httpapi.WithRoutes(s.MCP),
+		httpapi.WithRoutes(s.LLM),
+		httpapi.WithRoutes(httpapi.NewLLMRoutes(s.LLMKeys)),
 		httpapi.WithMetrics(s.Metrics),
 	}
 	browsers, err := httpapi.BrowserGuard(httpapi.BrowserConfig{

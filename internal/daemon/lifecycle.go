@@ -33,6 +33,9 @@ func (s *System) registerLoops() {
 		s.Sessions.Run(ctx)
 		return ctx.Err()
 	})
+	// Writes the LLM keys' usage to the store; the hot path only counts
+	// in memory.
+	s.Loops.Go("llm key usage", func(ctx context.Context) error { return s.LLM.Maintain(ctx, 5*time.Second) })
 }
 
 // Serve answers API requests on l, with the background loops running,

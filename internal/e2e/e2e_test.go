@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -64,8 +65,27 @@ type daemon struct {
 	dataDir string
 	addr    string
 	cmd     *exec.Cmd
-	log     *bytes.Buffer
+	log     *syncBuffer
 	exited  chan struct{}
+}
+
+// syncBuffer is the daemon's log: written by the process's output copier
+// while tests read it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // startDaemon starts a daemon on dataDir (a fresh one when empty); each
@@ -84,7 +104,7 @@ func startDaemon(t *testing.T, dataDir string, options ...func(*exec.Cmd)) *daem
 		})
 	}
 	addr := freeAddr(t)
-	d := &daemon{t: t, dataDir: dataDir, addr: addr, log: new(bytes.Buffer), exited: make(chan struct{})}
+	d := &daemon{t: t, dataDir: dataDir, addr: addr, log: new(syncBuffer), exited: make(chan struct{})}
 	d.cmd = exec.Command(binary, "serve", "--listen", addr, "--data-dir", dataDir, "--image-dir", imageDir, "--log-level", "debug")
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	for _, o := range options {

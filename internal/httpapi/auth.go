@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/llm/gate"
 )
 
 // gatewayPrefix starts the port gateway's paths, which check a
@@ -16,8 +17,9 @@ const gatewayPrefix = "/api/v1/sandbox/"
 // <key>`) on every request, for WithMiddleware. Without one the answer is
 // 401 with the error body: "authentication required" when no key was
 // sent, "invalid or expired API key" when a wrong one was. Exempt are the
-// health and readiness probes (GET), CORS preflights (OPTIONS) and the
-// port gateway. A nil or empty keys refuses every request that is not
+// health and readiness probes (GET), CORS preflights (OPTIONS), the
+// port gateway and the LLM proxy (gate.Prefix), which checks keys itself and
+// answers in its clients' wire formats. A nil or empty keys refuses every request that is not
 // exempt.
 func AuthMiddleware(keys *auth.Keys) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
@@ -45,7 +47,8 @@ func authExempt(r *http.Request) bool {
 	if r.Method == http.MethodOptions || isProbe(r) {
 		return true
 	}
-	return strings.HasPrefix(path.Clean(r.URL.EscapedPath()), gatewayPrefix)
+	p := path.Clean(r.URL.EscapedPath())
+	return strings.HasPrefix(p, gatewayPrefix) || strings.HasPrefix(p, gate.Prefix+"/")
 }
 
 // isProbe reports whether r is a health or readiness probe (GET or HEAD).

@@ -21,6 +21,8 @@ func (fakeGateway) Register(mux *http.ServeMux) {
 	mux.HandleFunc("/api/v1/sandbox/{id}/port/{port}/{path...}", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "gateway")
 	})
+	// And for the LLM proxy, which checks keys itself.
+	mux.HandleFunc("/llm/", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "llm") })
 }
 
 func TestAuthMiddleware(t *testing.T) {
@@ -56,6 +58,10 @@ func TestAuthMiddleware(t *testing.T) {
 		{"preflight", "OPTIONS", "/api/v1/sandboxes", "", http.StatusNotFound, ""},
 		{"gateway", "GET", "/api/v1/sandbox/abc123/port/8080/index.html", "", http.StatusOK, ""},
 		{"gateway post", "POST", "/api/v1/sandbox/abc123/port/8080/", "", http.StatusOK, ""},
+		{"llm proxy", "POST", "/llm/v1/chat/completions", "", http.StatusOK, ""},
+		{"llm proxy with its own key", "POST", "/llm/v1/messages", "Bearer a2e_llm_whatever", http.StatusOK, ""},
+		{"dot-dot out of the llm proxy", "GET", "/llm/../api/v1/images", "", http.StatusUnauthorized, missing},
+		{"llm prefix is not the proxy", "GET", "/llmx/v1/models", "", http.StatusUnauthorized, missing},
 		{"no key", "GET", "/api/v1/images", "", http.StatusUnauthorized, missing},
 		{"key", "GET", "/api/v1/images", bearer, http.StatusOK, ""},
 		{"lower-case scheme", "GET", "/api/v1/images", "bearer " + key, http.StatusOK, ""},

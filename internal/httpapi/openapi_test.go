@@ -33,6 +33,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/contexts"
+	"github.com/agent2env/agent2env/internal/llm/gate"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/prepull"
@@ -348,6 +349,9 @@ func TestOpenAPISchemas(t *testing.T) {
 		{"SessionCommandResponse", api.SessionCommandResponse{}, out},
 		{"Session", api.Session{}, out},
 		{"SessionList", api.SessionList{}, out},
+		{"LLMKeyRequest", api.LLMKeyRequest{}, in},
+		{"LLMKey", api.LLMKey{}, out},
+		{"LLMKeyList", api.LLMKeyList{}, out},
 		{"DeleteSessionResponse", api.DeleteSessionResponse{}, out},
 		{"KeepAliveRequest", api.KeepAliveRequest{}, in},
 		{"Usage", api.Usage{}, out},
@@ -769,6 +773,7 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 	srv := New(service.NewSandboxes(m, "http://gw.test"), service.NewImages(imgs), log,
 		WithRoutes(NewTemplateRoutes(tpl)), WithRoutes(NewPrepullRoutes(pp)), WithRoutes(capture),
 		WithRoutes(NewContextRoutes(service.NewContexts(ctxs))), WithRoutes(NewSessionRoutes(sess)), WithMetrics(mt),
+		WithRoutes(NewLLMRoutes(gate.NewKeys(st))),
 		WithMiddleware(AuthMiddleware(keys)), WithMiddleware(TenantMiddleware))
 	srv.SetReady(true)
 	h := srv.Handler()
@@ -1267,6 +1272,20 @@ items:
 		get("/api/v1/stats", ok),
 		exchange{method: "DELETE", target: "/api/v1/sessions/s1", status: ok},
 		exchange{method: "DELETE", target: "/api/v1/sessions/s1", status: notFound},
+	)
+
+	// Per-run LLM keys.
+	resp = e.do(t, post("/api/v1/llm/keys", `{"name":"ci","run":"r1","budget_tokens":1000,"expires_in":600}`, created))
+	llmKey := decodeInto[api.LLMKey](t, resp)
+	if llmKey.Key == "" {
+		t.Errorf("the new LLM key has no secret: %+v", llmKey)
+	}
+	run(
+		invalid(post("/api/v1/llm/keys", `{"budget_tokens":-1}`, bad)),
+		invalid(post("/api/v1/llm/keys", `{"expires_in":99999999}`, bad)),
+		get("/api/v1/llm/keys", ok),
+		exchange{method: "DELETE", target: "/api/v1/llm/keys/" + llmKey.ID, status: noContent},
+		exchange{method: "DELETE", target: "/api/v1/llm/keys/llmk_nope", status: notFound},
 	)
 
 	// Prepull.

@@ -40,6 +40,10 @@ type Options struct {
 	// Egress serves the daemon's egress proxy for sandboxes whose spec
 	// sets Network.Egress; nil when the daemon has none.
 	Egress EgressProxy
+	// Services serves the daemon's in-sandbox services (LLM proxy, MCP)
+	// to each sandbox on a channel of its own; nil when the daemon has
+	// none. A runtime that cannot give sandboxes such a channel ignores it.
+	Services Services
 	// Settings are runtime-specific settings by "<runtime>.<key>"
 	// ("oci.binary"). A runtime reads the keys with its own name as the
 	// prefix and refuses those it does not know; the others are for other
@@ -67,6 +71,13 @@ type EgressProxy interface {
 }
 
 var _ EgressProxy = (*netproxy.Proxy)(nil)
+
+// Services serves the daemon's services to sandbox id on l until ctx is
+// done: every request on l is that sandbox's, which nothing inside it can
+// change. The agent forwards the sandbox's agent.ServicesAddr to l.
+type Services interface {
+	ServeSandbox(ctx context.Context, l net.Listener, id string) error
+}
 
 var (
 	mu        sync.Mutex

@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"mime"
 	"net/http"
 	"net/url"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/internal/llm"
+	"github.com/agent2env/agent2env/internal/llm/caller"
 	"github.com/agent2env/agent2env/internal/llm/internal/wire"
 )
 
@@ -19,6 +22,7 @@ type call struct {
 	p       *Proxy
 	w       *recorder
 	r       *http.Request
+	ctx     context.Context // the client's, bounded by the entry's Timeout
 	in      llm.Codec
 	count   bool   // a token count, not a generation
 	method  string // Gemini: generateContent, streamGenerateContent or countTokens
@@ -72,8 +76,9 @@ func (p *Proxy) handleGemini(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Proxy) newCall(w http.ResponseWriter, r *http.Request, f llm.Format) *call {
-	c := &call{p: p, w: &recorder{ResponseWriter: w}, r: r, in: Codecs[f]}
+	c := &call{p: p, w: &recorder{ResponseWriter: w}, r: r, ctx: r.Context(), in: Codecs[f]}
 	c.ex.Start, c.ex.Inbound = time.Now(), f
+	c.ex.Caller = caller.From(r.Context())
 	c.w.start = c.ex.Start
 	return c
 }
@@ -159,17 +164,63 @@ func (c *call) run() {
 		c.fail(llm.Errorf(llm.ErrorNotFound, "model %q is not configured in the LLM proxy", c.model))
 		return
 	}
+	if entry.Timeout > 0 {
+		var cancel context.CancelFunc
+		c.ctx, cancel = context.WithTimeout(c.ctx, entry.Timeout)
+		defer cancel()
+	}
 	candidates := []*Model{entry}
 	for _, f := range entry.Fallbacks {
 		candidates = append(candidates, c.p.models[f])
 	}
+	retry := c.p.retry
 	for i, m := range candidates {
-		c.ex.Attempts++
-		if c.attempt(c.p.providers[m.Provider], m, i == len(candidates)-1) {
-			c.finish()
-			return
+		wait := retry.Backoff
+		for try := 0; ; try++ {
+			more := try < retry.Attempts && c.ctx.Err() == nil
+			c.ex.Attempts++
+			if c.attempt(c.p.providers[m.Provider], m, i == len(candidates)-1 && !more) {
+				c.finish()
+				return
+			}
+			if !more || !sleep(c.ctx, jitter(wait)) {
+				break
+			}
+			wait = min(2*wait, max(retry.MaxBackoff, retry.Backoff))
 		}
 	}
+	// A wait between tries was cut short: the client left, or the
+	// deadline came before the last try could.
+	if err := c.r.Context().Err(); err != nil {
+		c.ex.Err = err
+		c.finish()
+		return
+	}
+	c.fail(llm.Errorf(llm.ErrorTimeout, "model %q: no upstream answered within %v", c.model, entry.Timeout))
+}
+
+// sleep waits d, or until ctx ends and then reports false.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// jitter is d less up to a fifth, so that clients told to wait at once do
+// not all come back at once.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d - rand.N(d/5+1)
 }
 
 // attempt calls one candidate. It returns false when the candidate failed
@@ -208,6 +259,10 @@ func (c *call) attempt(pr *provider, m *Model, last bool) bool {
 	if e != nil {
 		if c.r.Context().Err() != nil { // the client left
 			c.ex.Err = c.r.Context().Err()
+			return true
+		}
+		if c.ctx.Err() != nil {
+			c.fail(llm.Errorf(llm.ErrorTimeout, "model %q: no answer within the route's timeout", c.model))
 			return true
 		}
 		if !last {
@@ -277,7 +332,7 @@ func (c *call) send(pr *provider, path string, body []byte, pass bool) (*http.Re
 			u = base + "?" + enc
 		}
 	}
-	hreq, err := http.NewRequestWithContext(c.r.Context(), http.MethodPost, u, bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(c.ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
 		return nil, llm.Errorf(llm.ErrorInternal, "call provider %s: %v", pr.Name, err)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/agent2env/agent2env/internal/llm"
 	"github.com/agent2env/agent2env/internal/llm/anthropic"
+	"github.com/agent2env/agent2env/internal/llm/caller"
 	"github.com/agent2env/agent2env/internal/llm/gemini"
 	"github.com/agent2env/agent2env/internal/llm/openai"
 	"github.com/agent2env/agent2env/internal/llm/replay"
@@ -53,16 +54,33 @@ type Model struct {
 	// Fallbacks are other entries tried, in order, when this one's
 	// provider answers 429 or 5xx or cannot be reached.
 	Fallbacks []string
+	// Timeout bounds a call that asked for this entry, retries and
+	// fallbacks included, until its response ends; zero means none.
+	Timeout time.Duration
 }
 
 // Config is the proxy's providers and models.
 type Config struct {
 	Providers []Provider
 	Models    []Model
+	// Retry is how often an upstream that answered 429 or 5xx, or could
+	// not be reached, is tried again before the fallbacks.
+	Retry Retry
+}
+
+// Retry is a retry policy: Attempts more tries of the same entry, waiting
+// Backoff before the first, doubling each time up to MaxBackoff (with
+// jitter), never past the call's Timeout. The zero value never retries.
+type Retry struct {
+	Attempts   int
+	Backoff    time.Duration
+	MaxBackoff time.Duration
 }
 
 // Exchange describes one call through the proxy, for the Observer.
 type Exchange struct {
+	// Caller is who made the call, from the request's context.
+	Caller   caller.Caller
 	Inbound  llm.Format
 	Model    string // the entry the client asked for
 	Provider string // the provider that answered (after fallbacks)
@@ -102,6 +120,7 @@ type Proxy struct {
 	names     []string
 	client    *http.Client
 	observe   Observer
+	retry     Retry
 	mux       *http.ServeMux
 }
 
@@ -130,7 +149,7 @@ func DefaultTransport() *http.Transport {
 
 // New checks cfg and returns its proxy.
 func New(cfg Config, opts ...Option) (*Proxy, error) {
-	p := &Proxy{providers: map[string]*provider{}, models: map[string]*Model{}}
+	p := &Proxy{providers: map[string]*provider{}, models: map[string]*Model{}, retry: cfg.Retry}
 	for i := range cfg.Providers {
 		pr := &provider{Provider: cfg.Providers[i]}
 		if pr.Name == "" {
@@ -217,10 +236,23 @@ func writeError(w http.ResponseWriter, c llm.Codec, e *llm.Error) {
 	_, _ = w.Write(body)
 }
 
-// guessFormat is the format of a request that matched no route, for its
-// error: by its path and headers.
+// WriteError answers r with e in the wire format of its client, told by
+// its path (relative to the proxy's base) and headers: for those who
+// answer for the proxy before it runs (authentication, limits).
+func WriteError(w http.ResponseWriter, r *http.Request, e *llm.Error) {
+	writeError(w, Codecs[guessFormat(r)], e)
+}
+
+// guessFormat is the format of a request's client, for errors answered
+// before routing: by its path and headers.
 func guessFormat(r *http.Request) llm.Format {
 	switch {
+	case r.URL.Path == "/v1/chat/completions":
+		return llm.FormatOpenAI
+	case r.URL.Path == "/v1/responses":
+		return llm.FormatResponses
+	case strings.HasPrefix(r.URL.Path, "/v1/messages"):
+		return llm.FormatAnthropic
 	case strings.HasPrefix(r.URL.Path, "/v1beta/") || strings.Contains(r.URL.Path, ":") || r.Header.Get("x-goog-api-key") != "":
 		return llm.FormatGemini
 	case r.Header.Get("anthropic-version") != "" || r.Header.Get("x-api-key") != "":

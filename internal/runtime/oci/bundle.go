@@ -137,6 +137,14 @@ func (r *Runtime) bundleSpec(spec *sandbox.Spec, env []string, res sandbox.Resou
 		})
 		s.Process.Env = append(s.Process.Env, agent.EnvEgress+"="+egressMount+"/"+fileEgressSock)
 	}
+	if r.cfg.Services != nil {
+		// The same for the daemon's services, which every sandbox gets.
+		s.Mounts = append(s.Mounts, specs.Mount{
+			Destination: servicesMount, Type: "bind", Source: filepath.Join(r.dir(spec.ID), dirServices),
+			Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"},
+		})
+		s.Process.Env = append(s.Process.Env, agent.EnvServices+"="+servicesMount+"/"+fileServicesSock)
+	}
 	if r.oomAdjust {
 		// The OOM killer never picks the agent; lowering the score needs
 		// CAP_SYS_RESOURCE, without it the agent keeps the daemon's.

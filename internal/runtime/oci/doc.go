@@ -18,6 +18,8 @@
 //	agent.pid    host pid and start time of the agent
 //	egress/      only with egress, mode 0700: proxy.sock, the daemon's
 //	             egress proxy for this sandbox
+//	svc/         with Config.Services, mode 0700: daemon.sock, the
+//	             daemon's services for this sandbox
 //
 // # Disk
 //
@@ -71,6 +73,12 @@
 // directory is mounted rather than the socket so that the socket Recover
 // makes after a daemon restart, a new inode, is what the running sandbox
 // sees. Stop and Delete stop serving; the policy is kept in meta.json.
+//
+// The daemon's services (Config.Services: the LLM proxy and MCP) reach
+// every sandbox the same way, whatever its network: svc/daemon.sock,
+// mounted at /.agent2env/services (agent.EnvServices), forwarded by the
+// agent from the sandbox's 127.0.0.1:4000. The socket is the sandbox's
+// identity: the daemon serves each with a handler that knows its id.
 //
 // # Isolation
 //

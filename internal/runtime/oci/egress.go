@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/agent2env/agent2env/internal/netproxy"
 	"github.com/agent2env/agent2env/internal/sandbox"
@@ -45,29 +46,46 @@ func (r *Runtime) validateEgress(spec *sandbox.Spec) error {
 // serveEgress makes sandbox id's proxy socket afresh and serves the proxy
 // on it under the sandbox's policy until stopEgress.
 func (r *Runtime) serveEgress(id string, e *sandbox.Egress) error {
-	r.stopEgress(id)
-	sock := r.egressSock(id)
+	policy := netproxy.Policy{AllowAll: e.AllowInternet, Domains: e.AllowedDomains}
+	return r.serveSocket(id, sockEgress, r.egressSock(id), func(ctx context.Context, l net.Listener) error {
+		return r.cfg.Egress.Serve(ctx, l, policy)
+	})
+}
+
+// stopEgress stops serving sandbox id's proxy, if it is served, and ends
+// the connections through it.
+func (r *Runtime) stopEgress(id string) { r.stopSocket(id, sockEgress) }
+
+// The sockets a runtime serves to a sandbox, by kind.
+const (
+	sockEgress   = "egress"
+	sockServices = "services"
+)
+
+// serveSocket makes sandbox id's socket of kind afresh at sock and serves
+// it with serve until stopSocket.
+func (r *Runtime) serveSocket(id, kind, sock string, serve func(context.Context, net.Listener) error) error {
+	r.stopSocket(id, kind)
 	if err := os.MkdirAll(filepath.Dir(sock), 0o700); err != nil {
-		return fmt.Errorf("serve egress proxy: %w", err)
+		return fmt.Errorf("serve %s socket: %w", kind, err)
 	}
 	if err := os.Remove(sock); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("serve egress proxy: %w", err)
+		return fmt.Errorf("serve %s socket: %w", kind, err)
 	}
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
-		return fmt.Errorf("serve egress proxy: %w", err)
+		return fmt.Errorf("serve %s socket: %w", kind, err)
 	}
-	policy := netproxy.Policy{AllowAll: e.AllowInternet, Domains: e.AllowedDomains}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := r.cfg.Egress.Serve(ctx, l, policy); err != nil {
-			r.log.Warn("egress proxy stopped", "sandbox", id, "err", err)
+		if err := serve(ctx, l); err != nil {
+			r.log.Warn(kind+" socket stopped", "sandbox", id, "err", err)
 		}
 	}()
 	r.mu.Lock()
-	r.egress[id] = func() {
+	r.egress[id+"/"+kind] = func() {
 		cancel()
 		<-done
 	}
@@ -75,29 +93,58 @@ func (r *Runtime) serveEgress(id string, e *sandbox.Egress) error {
 	return nil
 }
 
-// stopEgress stops serving sandbox id's proxy, if it is served, and ends
-// the connections through it.
-func (r *Runtime) stopEgress(id string) {
+// stopSocket stops serving sandbox id's socket of kind, if it is served,
+// and ends the connections through it.
+func (r *Runtime) stopSocket(id, kind string) {
 	r.mu.Lock()
-	stop := r.egress[id]
-	delete(r.egress, id)
+	stop := r.egress[id+"/"+kind]
+	delete(r.egress, id+"/"+kind)
 	r.mu.Unlock()
 	if stop != nil {
 		stop()
 	}
 }
 
-// Close stops serving the egress proxies of every sandbox, as the daemon's
+// Where every sandbox finds the daemon's services (when the runtime has
+// Config.Services), mounted like the egress directory.
+const (
+	dirServices      = "svc"
+	fileServicesSock = "daemon.sock"
+	servicesMount    = "/.agent2env/services"
+)
+
+func (r *Runtime) servicesSock(id string) string {
+	return filepath.Join(r.dir(id), dirServices, fileServicesSock)
+}
+
+// serveServices serves the daemon's services to sandbox id until
+// stopServices.
+func (r *Runtime) serveServices(id string) error {
+	return r.serveSocket(id, sockServices, r.servicesSock(id), func(ctx context.Context, l net.Listener) error {
+		return r.cfg.Services.ServeSandbox(ctx, l, id)
+	})
+}
+
+func (r *Runtime) stopServices(id string) { r.stopSocket(id, sockServices) }
+
+// stopSockets stops every socket served to sandbox id.
+func (r *Runtime) stopSockets(id string) {
+	r.stopEgress(id)
+	r.stopServices(id)
+}
+
+// Close stops serving the egress proxies and services of every sandbox, as the daemon's
 // exit would; sandboxes keep running, and a new Runtime's Recover serves
 // them again. The Runtime stays usable.
 func (r *Runtime) Close() {
 	r.mu.Lock()
-	ids := make([]string, 0, len(r.egress))
-	for id := range r.egress {
-		ids = append(ids, id)
+	keys := make([]string, 0, len(r.egress))
+	for k := range r.egress {
+		keys = append(keys, k)
 	}
 	r.mu.Unlock()
-	for _, id := range ids {
-		r.stopEgress(id)
+	for _, k := range keys {
+		id, kind, _ := strings.Cut(k, "/")
+		r.stopSocket(id, kind)
 	}
 }

@@ -24,6 +24,7 @@ func init() {
 			RuntimeBinary: settings[settingBinary],
 			Images:        opts.Images,
 			Egress:        opts.Egress,
+			Services:      opts.Services,
 			Logger:        opts.Logger,
 		})
 	})

@@ -57,6 +57,10 @@ type Config struct {
 	// the sandbox's 127.0.0.1:3128 to (see doc.go). Without it such specs
 	// are refused.
 	Egress runtime.EgressProxy
+	// Services, when set, serves the daemon's services to every sandbox
+	// made from now on, on a unix socket per sandbox that the agent
+	// forwards the sandbox's 127.0.0.1:4000 to (see doc.go).
+	Services runtime.Services
 }
 
 // Runtime runs sandboxes as OCI containers. Make one with New; the zero
@@ -76,7 +80,7 @@ type Runtime struct {
 
 	mu      sync.Mutex
 	clients map[string]*agent.Client
-	egress  map[string]func() // stops serving a sandbox's egress proxy
+	egress  map[string]func() // stops serving a socket, by "<id>/<kind>"
 }
 
 // Names in Root besides the sandbox dirs. Sandbox ids start with a letter
@@ -276,6 +280,9 @@ type meta struct {
 	CreatedAt time.Time         `json:"created_at"`
 	// Egress is the sandbox's egress policy, served again after a restart.
 	Egress *sandbox.Egress `json:"egress,omitempty"`
+	// Services: the sandbox's bundle mounts the services directory, whose
+	// socket is served again after a restart.
+	Services bool `json:"services,omitempty"`
 }
 
 // readMeta returns the metadata of sandbox id, or an ErrNotFound when
@@ -317,6 +324,9 @@ func (r *Runtime) validate(spec *sandbox.Spec, layers []string) (sandbox.Resourc
 	}
 	if err := r.validateEgress(spec); err != nil {
 		return res, errdefs.Invalid("%v", err)
+	}
+	if p := r.servicesSock(spec.ID); r.cfg.Services != nil && len(p) > maxSocketPath {
+		return res, errdefs.Invalid("sandbox id %q makes the services socket path %s longer than %d bytes", spec.ID, p, maxSocketPath)
 	}
 	for _, m := range spec.Mounts {
 		if err := m.Check(); err != nil {
@@ -379,6 +389,9 @@ func (r *Runtime) create(ctx context.Context, spec *sandbox.Spec, img *image.Ima
 	if spec.Network.Egress != nil {
 		dirs = append(dirs, filepath.Join(dir, dirEgress))
 	}
+	if r.cfg.Services != nil {
+		dirs = append(dirs, filepath.Join(dir, dirServices))
+	}
 	for _, d := range dirs {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return err
@@ -399,7 +412,8 @@ func (r *Runtime) create(ctx context.Context, spec *sandbox.Spec, img *image.Ima
 	if err := writeJSONFile(filepath.Join(dir, fileConfig), r.bundleSpec(spec, env, res, disk, rootfs)); err != nil {
 		return fmt.Errorf("write bundle: %w", err)
 	}
-	m := meta{ID: spec.ID, Image: spec.Image, Layers: img.Layers, Labels: spec.Labels, CreatedAt: time.Now().UTC(), Egress: spec.Network.Egress}
+	m := meta{ID: spec.ID, Image: spec.Image, Layers: img.Layers, Labels: spec.Labels, CreatedAt: time.Now().UTC(), Egress: spec.Network.Egress,
+		Services: r.cfg.Services != nil}
 	if err := writeJSONFile(filepath.Join(dir, fileMeta), m); err != nil {
 		return fmt.Errorf("write metadata: %w", err)
 	}
@@ -466,9 +480,15 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 			return fmt.Errorf("start sandbox %s: %w", id, err)
 		}
 	}
+	if m.Services && r.cfg.Services != nil {
+		if err := r.serveServices(id); err != nil {
+			r.stopEgress(id)
+			return fmt.Errorf("start sandbox %s: %w", id, err)
+		}
+	}
 	start := time.Now()
 	if err := r.run(ctx, id, dir); err != nil {
-		r.stopEgress(id)
+		r.stopSockets(id)
 		return fmt.Errorf("start sandbox %s: %w", id, err)
 	}
 	ran := time.Now()
@@ -595,7 +615,7 @@ func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration) er
 		return fmt.Errorf("stop sandbox %s: %w", id, err)
 	}
 	err := r.stop(ctx, id, timeout)
-	r.stopEgress(id)
+	r.stopSockets(id)
 	if err != nil {
 		return fmt.Errorf("stop sandbox %s: %w", id, err)
 	}
@@ -679,7 +699,7 @@ func (r *Runtime) destroy(ctx context.Context, id string, container bool) error 
 			errs = append(errs, err)
 		}
 	}
-	r.stopEgress(id)
+	r.stopSockets(id)
 	for _, d := range []string{dirRootfs, dirDisk} {
 		if err := unmount(filepath.Join(dir, d)); err != nil {
 			errs = append(errs, err)

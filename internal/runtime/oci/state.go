@@ -156,6 +156,11 @@ func (r *Runtime) Recover(ctx context.Context) ([]sandbox.Status, error) {
 					r.log.Error("serve egress proxy of recovered sandbox", "sandbox", id, "err", err)
 				}
 			}
+			if st.State == sandbox.StateRunning && m.Services && r.cfg.Services != nil {
+				if err := r.serveServices(id); err != nil {
+					r.log.Error("serve daemon services to recovered sandbox", "sandbox", id, "err", err)
+				}
+			}
 		}
 	}
 	// Strays include the containers, mounts and cgroups of half-made

@@ -1,0 +1,118 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/llm/caller"
+	"github.com/agent2env/agent2env/internal/llm/config"
+	"github.com/agent2env/agent2env/internal/llm/gate"
+	"github.com/agent2env/agent2env/internal/llm/proxy"
+	"github.com/agent2env/agent2env/internal/runtime"
+	"github.com/agent2env/agent2env/internal/store/sqlite"
+)
+
+// newLLM builds the LLM gate and its keys, and applies the LLM
+// configuration file when there is one. keys are the API keys when the
+// API requires them, nil when it is open.
+func (s *System) newLLM(keys *auth.Keys) error {
+	s.LLMKeys = gate.NewKeys(s.Store)
+	m := gate.NewMetrics()
+	if err := s.Metrics.Register(m); err != nil {
+		return err
+	}
+	s.llmClient = &http.Client{Transport: proxy.DefaultTransport()}
+	s.LLM = gate.New(gate.Config{APIKeys: keys, Keys: s.LLMKeys, Metrics: m, Log: s.log})
+	if s.cfg.LLMConfig == "" {
+		return nil
+	}
+	return s.ReloadLLM()
+}
+
+// ReloadLLM reads the LLM configuration file again and serves it from now
+// on; calls in flight finish on the configuration they started on. On
+// error (the file names the line) the current configuration stays.
+func (s *System) ReloadLLM() error {
+	if s.cfg.LLMConfig == "" {
+		return errors.New("reload llm config: the daemon was started without --llm-config")
+	}
+	f, err := config.Load(s.cfg.LLMConfig)
+	if err != nil {
+		return err
+	}
+	pc, err := f.Proxy(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if err := s.LLM.Apply(pc, f.Limits, proxy.WithHTTPClient(s.llmClient)); err != nil {
+		return fmt.Errorf("llm config %s: %w", s.cfg.LLMConfig, err)
+	}
+	s.log.Info("llm proxy configured", "file", s.cfg.LLMConfig, "providers", len(pc.Providers), "models", len(pc.Models))
+	return nil
+}
+
+// sandboxServices serves the daemon's services to each sandbox on its own
+// channel (runtime.Services): the sandbox is known by the channel, not by
+// anything its requests say.
+type sandboxServices struct{ s *System }
+
+var (
+	_ runtime.Services = sandboxServices{}
+	_ gate.KeyStore    = (*sqlite.Store)(nil)
+)
+
+// ServeSandbox implements runtime.Services.
+func (v sandboxServices) ServeSandbox(ctx context.Context, l net.Listener, id string) error {
+	srv := &http.Server{Handler: v.s.sandboxHandler(id), ReadHeaderTimeout: 10 * time.Second}
+	stop := context.AfterFunc(ctx, func() { srv.Close() })
+	defer stop()
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// sandboxHandler is what sandbox id finds at http://127.0.0.1:4000: the
+// LLM proxy under /llm and the MCP server at /mcp, both told the caller.
+// Sandboxes are served from Recover on, at the end of New, when every
+// service exists.
+func (s *System) sandboxHandler(id string) http.Handler {
+	// The run is in the sandbox's environment, fixed at its creation:
+	// looked up once, on the first call that finds the record.
+	var (
+		mu    sync.Mutex
+		found bool
+		runID string
+	)
+	run := func(ctx context.Context) string {
+		mu.Lock()
+		defer mu.Unlock()
+		if !found {
+			sb, err := s.Manager.Get(ctx, id)
+			if err != nil {
+				return ""
+			}
+			found, runID = true, sb.Env[caller.EnvRun]
+		}
+		return runID
+	}
+	mux := http.NewServeMux()
+	mux.Handle(gate.Prefix+"/", s.LLM.SandboxHandler(gate.Prefix, id, run))
+	mcp := s.MCP.Handler()
+	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+		ctx := caller.WithCaller(r.Context(), caller.Caller{Sandbox: id, Run: run(r.Context())})
+		mcp.ServeHTTP(w, r.WithContext(ctx))
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		errdefs.WriteHTTP(w, errdefs.NotFound("no agent2env service at %s: the LLM proxy is under /llm, MCP at /mcp", r.URL.Path))
+	})
+	return mux
+}

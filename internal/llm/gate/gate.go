@@ -1,0 +1,259 @@
+// Package gate is the daemon's side of the LLM proxy: the door every call
+// to /llm passes. It knows who calls (a sandbox by the channel its request
+// came on, a per-run key, or an operator with an API key), puts that in
+// the request's context (package caller), refuses what is past a budget or
+// rate limit with a 429 in the client's own wire format, counts tokens and
+// latency for /metrics, and serves the current proxy, which Apply swaps
+// atomically: calls in flight finish on the proxy they started on.
+//
+// Keys are the per-run LLM keys (made, listed and revoked through the
+// REST API, kept as hashes). A Gate is safe for concurrent use.
+package gate
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/llm"
+	"github.com/agent2env/agent2env/internal/llm/caller"
+	"github.com/agent2env/agent2env/internal/llm/proxy"
+)
+
+// Limits are the default budgets and rate limits. A key's own limits
+// replace Key field by field.
+type Limits struct {
+	Key     Limit `yaml:"key"`
+	Sandbox Limit `yaml:"sandbox"`
+	Run     Limit `yaml:"run"`
+}
+
+// Config configures a Gate.
+type Config struct {
+	// APIKeys, when non-nil, are the daemon's API keys: a call from
+	// outside a sandbox must present one of them, or a per-run key. Nil
+	// means the API is open (loopback only) and such calls are the
+	// operator's.
+	APIKeys *auth.Keys
+	Keys    *Keys
+	Metrics *Metrics // nil: nothing counted
+	// Observers are told of every exchange after the gate has counted it
+	// (the archive).
+	Observers []proxy.Observer
+	Log       *slog.Logger
+}
+
+// Gate serves /llm. Make one with New.
+type Gate struct {
+	cfg     Config
+	current atomic.Pointer[state] // nil until Apply
+	limiter *limiter
+}
+
+// state is one configuration, swapped whole.
+type state struct {
+	proxy  *proxy.Proxy
+	limits Limits
+}
+
+// New returns a Gate without a proxy: until Apply, calls are answered
+// that the proxy is not configured.
+func New(cfg Config) *Gate {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Gate{cfg: cfg, limiter: newLimiter()}
+}
+
+// Apply builds a proxy of pc (with opts) and serves it from now on, with
+// limits. Calls in flight finish on the proxy they started on. On error
+// the current proxy stays.
+func (g *Gate) Apply(pc proxy.Config, limits Limits, opts ...proxy.Option) error {
+	opts = append([]proxy.Option{proxy.WithObserver(g.observe)}, opts...)
+	p, err := proxy.New(pc, opts...)
+	if err != nil {
+		return err
+	}
+	g.current.Store(&state{proxy: p, limits: limits})
+	return nil
+}
+
+// Prefix is where the daemon serves the proxy: OpenAI SDKs take
+// <daemon>/llm/v1 as their base URL, Anthropic and Google GenAI SDKs
+// <daemon>/llm.
+const Prefix = "/llm"
+
+// Register serves Handler at Prefix on mux (a route group of the daemon's
+// API).
+func (g *Gate) Register(mux *http.ServeMux) { mux.Handle(Prefix+"/", g.Handler(Prefix)) }
+
+// Configured reports whether a proxy is served.
+func (g *Gate) Configured() bool { return g.current.Load() != nil }
+
+// Handler serves /llm for callers outside sandboxes: the proxy's paths
+// below the prefix, a key required as described at Config.APIKeys.
+func (g *Gate) Handler(prefix string) http.Handler {
+	return http.StripPrefix(prefix, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := g.authenticate(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="agent2env"`)
+			proxy.WriteError(w, r, llm.AsError(err))
+			return
+		}
+		g.serve(w, r, c)
+	}))
+}
+
+// SandboxHandler serves /llm to sandbox id, on its own channel: every
+// call is the sandbox's, whatever key it presents (a per-run key it
+// presents counts against that key as well). run, when not nil, tells the
+// run the sandbox belongs to.
+func (g *Gate) SandboxHandler(prefix, id string, run func(ctx context.Context) string) http.Handler {
+	return http.StripPrefix(prefix, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := caller.Caller{Sandbox: id}
+		if run != nil {
+			c.Run = run(r.Context())
+		}
+		if k := presentedKey(r); strings.HasPrefix(k, KeyPrefix) && g.cfg.Keys != nil {
+			if rec, err := g.cfg.Keys.Authenticate(r.Context(), k); err == nil {
+				c.Key = rec.ID
+				if c.Run == "" {
+					c.Run = rec.Run
+				}
+			}
+		}
+		g.serve(w, r, c)
+	}))
+}
+
+// presentedKey is the key of a request, wherever its SDK put it.
+func presentedKey(r *http.Request) string {
+	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return strings.TrimSpace(v)
+	}
+	for _, h := range []string{"x-api-key", "x-goog-api-key"} {
+		if v := r.Header.Get(h); v != "" {
+			return v
+		}
+	}
+	return r.URL.Query().Get("key")
+}
+
+var errNoKey = errors.New("an API key or a per-run LLM key is required (Authorization: Bearer, x-api-key or x-goog-api-key)")
+
+// authenticate is the caller of a request from outside any sandbox.
+func (g *Gate) authenticate(r *http.Request) (caller.Caller, error) {
+	k := presentedKey(r)
+	if strings.HasPrefix(k, KeyPrefix) && g.cfg.Keys != nil {
+		rec, err := g.cfg.Keys.Authenticate(r.Context(), k)
+		if err != nil {
+			return caller.Caller{}, err
+		}
+		return caller.Caller{Key: rec.ID, Sandbox: rec.Sandbox, Run: rec.Run}, nil
+	}
+	if g.cfg.APIKeys == nil {
+		return caller.Caller{}, nil
+	}
+	if k == "" {
+		return caller.Caller{}, llm.Errorf(llm.ErrorAuthentication, "%s", errNoKey)
+	}
+	if err := g.cfg.APIKeys.Check("Bearer " + k); err != nil {
+		return caller.Caller{}, llm.Errorf(llm.ErrorAuthentication, "%v", err)
+	}
+	return caller.Caller{}, nil
+}
+
+// errNotConfigured answers calls while no proxy is configured: a 404, as
+// for a model not configured, so that SDKs do not retry it.
+var errNotConfigured = &llm.Error{Kind: llm.ErrorNotFound,
+	Message: "the LLM proxy of this agent2env daemon has no configuration: start it with serve --llm-config FILE (or AGENT2ENV_LLM_CONFIG)"}
+
+func (g *Gate) serve(w http.ResponseWriter, r *http.Request, c caller.Caller) {
+	st := g.current.Load()
+	if st == nil {
+		proxy.WriteError(w, r, errNotConfigured)
+		return
+	}
+	if r.Method == http.MethodPost { // listing models is free
+		if kind, e := g.limiter.admit(g.scopes(st, c), g.used(c)); e != nil {
+			g.cfg.Metrics.limit(kind)
+			w.Header().Set("Retry-After", "60")
+			proxy.WriteError(w, r, e)
+			return
+		}
+	}
+	st.proxy.ServeHTTP(w, r.WithContext(caller.WithCaller(r.Context(), c)))
+}
+
+// scopes are what c's calls count against, with their limits.
+func (g *Gate) scopes(st *state, c caller.Caller) []scope {
+	var out []scope
+	if c.Key != "" && g.cfg.Keys != nil {
+		l := st.limits.Key
+		if rec := g.cfg.Keys.record(c.Key); rec != nil {
+			l = Limit{RequestsPerMinute: rec.RequestsPerMinute, TokensPerMinute: rec.TokensPerMinute, BudgetTokens: rec.BudgetTokens}.or(l)
+		}
+		out = append(out, scope{kind: "key", id: c.Key, limit: l})
+	}
+	if c.Sandbox != "" {
+		out = append(out, scope{kind: "sandbox", id: c.Sandbox, limit: st.limits.Sandbox})
+	}
+	if c.Run != "" {
+		out = append(out, scope{kind: "run", id: c.Run, limit: st.limits.Run})
+	}
+	return out
+}
+
+// used holds the stored usage of c's key, where its count starts.
+func (g *Gate) used(c caller.Caller) map[string]int64 {
+	if c.Key == "" || g.cfg.Keys == nil {
+		return nil
+	}
+	return map[string]int64{c.Key: g.cfg.Keys.used(c.Key)}
+}
+
+// observe counts a finished exchange and passes it on.
+func (g *Gate) observe(ex *proxy.Exchange) {
+	tokens := int64(ex.Usage.InputTokens + ex.Usage.OutputTokens)
+	c := ex.Caller
+	if st := g.current.Load(); st != nil && tokens > 0 {
+		g.limiter.charge(g.scopes(st, c), g.used(c), tokens)
+		if c.Key != "" && g.cfg.Keys != nil {
+			g.cfg.Keys.charge(c.Key, tokens)
+		}
+	}
+	g.cfg.Metrics.observe(ex)
+	for _, o := range g.cfg.Observers {
+		o(ex)
+	}
+}
+
+// Maintain flushes key usage to the store and forgets idle counts, every
+// interval until ctx ends (then flushes once more): a supervisor loop.
+func (g *Gate) Maintain(ctx context.Context, interval time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if g.cfg.Keys == nil {
+				return ctx.Err()
+			}
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			return errors.Join(ctx.Err(), g.cfg.Keys.Flush(fctx))
+		case <-t.C:
+		}
+		if g.cfg.Keys != nil {
+			if err := g.cfg.Keys.Flush(ctx); err != nil {
+				g.cfg.Log.Warn("flush llm key usage", "err", err)
+			}
+		}
+		g.limiter.prune(24 * time.Hour)
+	}
+}

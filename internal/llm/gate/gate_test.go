@@ -1,0 +1,307 @@
+package gate_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/llm"
+	"github.com/agent2env/agent2env/internal/llm/caller"
+	"github.com/agent2env/agent2env/internal/llm/gate"
+	"github.com/agent2env/agent2env/internal/llm/llmtest"
+	"github.com/agent2env/agent2env/internal/llm/proxy"
+	"github.com/agent2env/agent2env/internal/store/sqlite"
+)
+
+func newKeys(t *testing.T) *gate.Keys {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return gate.NewKeys(st)
+}
+
+func TestKeys(t *testing.T) {
+	ctx := context.Background()
+	keys := newKeys(t)
+	bad := []api.LLMKeyRequest{
+		{BudgetTokens: -1}, {RequestsPerMinute: -1}, {TokensPerMinute: -2},
+		{ExpiresIn: -5}, {ExpiresIn: int(gate.MaxKeyTTL.Seconds()) + 1}, {Name: strings.Repeat("x", 300)},
+	}
+	for _, req := range bad {
+		if _, err := keys.Create(ctx, req); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("Create(%+v) = %v, want ErrInvalidArgument", req, err)
+		}
+	}
+	k, err := keys.Create(ctx, api.LLMKeyRequest{Name: "ci", Run: "run-1", BudgetTokens: 100, ExpiresIn: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(k.Key, gate.KeyPrefix) || k.ExpiresAt.Sub(k.CreatedAt) != time.Minute {
+		t.Errorf("created %+v", k)
+	}
+	rec, err := keys.Authenticate(ctx, k.Key)
+	if err != nil || rec.ID != k.ID || rec.Run != "run-1" {
+		t.Fatalf("Authenticate = %+v, %v", rec, err)
+	}
+	for _, wrong := range []string{"", "a2e_llm_nope", k.Key + "x", strings.TrimPrefix(k.Key, gate.KeyPrefix)} {
+		if _, err := keys.Authenticate(ctx, wrong); !errors.Is(err, errdefs.ErrUnauthenticated) {
+			t.Errorf("Authenticate(%q) = %v, want ErrUnauthenticated", wrong, err)
+		}
+	}
+	list, err := keys.List(ctx)
+	if err != nil || len(list.Items) != 1 || list.Items[0].Key != "" || list.Items[0].ID != k.ID {
+		t.Fatalf("List = %+v, %v (the secret must not be listed)", list, err)
+	}
+	if err := keys.Revoke(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := keys.Authenticate(ctx, k.Key); !errors.Is(err, errdefs.ErrUnauthenticated) {
+		t.Errorf("revoked key: %v", err)
+	}
+	if err := keys.Revoke(ctx, "llmk_nope"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("Revoke(unknown) = %v", err)
+	}
+}
+
+// recorder collects the callers the observers see.
+type recorder struct {
+	mu  sync.Mutex
+	all []proxy.Exchange
+}
+
+func (r *recorder) observe(ex *proxy.Exchange) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.all = append(r.all, *ex)
+}
+
+func (r *recorder) last() proxy.Exchange {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.all[len(r.all)-1]
+}
+
+// clientCalls are a request of each wire format for model m.
+var clientCalls = map[llm.Format]struct{ path, body string }{
+	llm.FormatOpenAI:    {"/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`},
+	llm.FormatResponses: {"/v1/responses", `{"model":"m","input":"hi"}`},
+	llm.FormatAnthropic: {"/v1/messages", `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`},
+	llm.FormatGemini:    {"/v1beta/models/m:generateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`},
+}
+
+func call(t *testing.T, h http.Handler, f llm.Format, key string) (int, []byte) {
+	t.Helper()
+	c := clientCalls[f]
+	r := httptest.NewRequest(http.MethodPost, "/llm"+c.path, strings.NewReader(c.body))
+	r.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		switch f {
+		case llm.FormatAnthropic:
+			r.Header.Set("x-api-key", key)
+			r.Header.Set("anthropic-version", "2023-06-01")
+		case llm.FormatGemini:
+			r.Header.Set("x-goog-api-key", key)
+		default:
+			r.Header.Set("Authorization", "Bearer "+key)
+		}
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	body, _ := io.ReadAll(w.Result().Body)
+	return w.Code, body
+}
+
+// errorMessage reads the message of an error body of format f, checking
+// its shape.
+func errorMessage(t *testing.T, f llm.Format, body []byte) string {
+	t.Helper()
+	var v struct {
+		Type  string `json:"type"`
+		Error struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Status  string `json:"status"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("%s error body: %v: %s", f, err, body)
+	}
+	switch f {
+	case llm.FormatAnthropic:
+		if v.Type != "error" || v.Error.Type == "" {
+			t.Errorf("not an Anthropic error: %s", body)
+		}
+	case llm.FormatGemini:
+		if v.Error.Status == "" {
+			t.Errorf("not a Gemini error: %s", body)
+		}
+	default:
+		if v.Error.Type == "" {
+			t.Errorf("not an OpenAI error: %s", body)
+		}
+	}
+	return v.Error.Message
+}
+
+func newGate(t *testing.T, cfg gate.Config, limits gate.Limits) (*gate.Gate, *recorder) {
+	t.Helper()
+	up := llmtest.NewFakeUpstream(t, proxy.Codecs[llm.FormatOpenAI], "upstream-key", func(*llm.Request) (*llm.Response, *llm.Error) {
+		return &llm.Response{ID: "r", Model: "m", Content: []llm.Part{llm.Text("ok")}, StopReason: llm.StopEndTurn,
+			Usage: llm.Usage{InputTokens: 6, OutputTokens: 4}}, nil
+	})
+	rec := &recorder{}
+	cfg.Observers = append(cfg.Observers, rec.observe)
+	g := gate.New(cfg)
+	err := g.Apply(proxy.Config{
+		Providers: []proxy.Provider{{Name: "up", Type: "openai", BaseURL: up.URL, APIKey: "upstream-key"}},
+		Models:    []proxy.Model{{Name: "m", Provider: "up"}},
+	}, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, rec
+}
+
+func TestNotConfigured(t *testing.T) {
+	g := gate.New(gate.Config{})
+	for f := range clientCalls {
+		code, body := call(t, g.Handler("/llm"), f, "")
+		if msg := errorMessage(t, f, body); code != 404 || !strings.Contains(msg, "--llm-config") {
+			t.Errorf("%s: %d %s", f, code, body)
+		}
+	}
+}
+
+func TestAuthentication(t *testing.T) {
+	ctx := context.Background()
+	apiKeys, err := auth.NewKeys("a2e_0123456789abcdef0123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := newKeys(t)
+	k, err := keys.Create(ctx, api.LLMKeyRequest{Sandbox: "sb-9", Run: "run-7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, rec := newGate(t, gate.Config{APIKeys: apiKeys, Keys: keys}, gate.Limits{})
+	tests := []struct {
+		name       string
+		key        string
+		wantStatus int
+		want       caller.Caller
+	}{
+		{"no key", "", 401, caller.Caller{}},
+		{"wrong key", "a2e_wrongwrongwrongwrong", 401, caller.Caller{}},
+		{"api key", "a2e_0123456789abcdef0123", 200, caller.Caller{}},
+		{"llm key", k.Key, 200, caller.Caller{Key: k.ID, Sandbox: "sb-9", Run: "run-7"}},
+		{"bad llm key", gate.KeyPrefix + "00", 401, caller.Caller{}},
+	}
+	for _, tc := range tests {
+		for f := range clientCalls {
+			t.Run(tc.name+"/"+string(f), func(t *testing.T) {
+				code, body := call(t, g.Handler("/llm"), f, tc.key)
+				if code != tc.wantStatus {
+					t.Fatalf("status %d, want %d: %s", code, tc.wantStatus, body)
+				}
+				if code != 200 {
+					errorMessage(t, f, body)
+					return
+				}
+				if got := rec.last().Caller; got != tc.want {
+					t.Errorf("caller %+v, want %+v", got, tc.want)
+				}
+			})
+		}
+	}
+	// A sandbox needs no key, and what it presents does not change who
+	// it is.
+	h := g.SandboxHandler("/llm", "sb-1", func(context.Context) string { return "run-1" })
+	if code, body := call(t, h, llm.FormatOpenAI, "agent2env"); code != 200 {
+		t.Fatalf("sandbox: %d %s", code, body)
+	}
+	if got, want := rec.last().Caller, (caller.Caller{Sandbox: "sb-1", Run: "run-1"}); got != want {
+		t.Errorf("sandbox caller %+v, want %+v", got, want)
+	}
+}
+
+func TestLimitsInEveryFormat(t *testing.T) {
+	ctx := context.Background()
+	type limited struct {
+		name    string
+		limits  gate.Limits
+		key     api.LLMKeyRequest
+		allowed int    // calls that pass before the 429
+		want    string // in the message
+	}
+	tests := []limited{
+		{name: "sandbox requests", limits: gate.Limits{Sandbox: gate.Limit{RequestsPerMinute: 2}}, allowed: 2, want: "sandbox sb-1 is over its rate limit of 2 requests per minute"},
+		{name: "run budget", limits: gate.Limits{Run: gate.Limit{BudgetTokens: 15}}, allowed: 2, want: "run run-1 has used its budget of 15 tokens (20 used)"},
+		{name: "sandbox tokens", limits: gate.Limits{Sandbox: gate.Limit{TokensPerMinute: 25}}, allowed: 3, want: "sandbox sb-1 is over its rate limit of 25 tokens per minute (30 in the last minute)"},
+		{name: "key budget", key: api.LLMKeyRequest{BudgetTokens: 10}, allowed: 1, want: "has used its budget of 10 tokens (10 used)"},
+		{name: "key default rpm", limits: gate.Limits{Key: gate.Limit{RequestsPerMinute: 1}}, key: api.LLMKeyRequest{BudgetTokens: 1000}, allowed: 1, want: "over its rate limit of 1 requests per minute"},
+	}
+	for _, tc := range tests {
+		for f := range clientCalls {
+			t.Run(tc.name+"/"+string(f), func(t *testing.T) {
+				keys := newKeys(t)
+				g, _ := newGate(t, gate.Config{Keys: keys, Metrics: gate.NewMetrics()}, tc.limits)
+				h := g.SandboxHandler("/llm", "sb-1", func(context.Context) string { return "run-1" })
+				secret := "agent2env"
+				if tc.key != (api.LLMKeyRequest{}) {
+					k, err := keys.Create(ctx, tc.key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					secret, h = k.Key, g.Handler("/llm")
+				}
+				for i := range tc.allowed {
+					if code, body := call(t, h, f, secret); code != 200 {
+						t.Fatalf("call %d: %d %s", i+1, code, body)
+					}
+				}
+				code, body := call(t, h, f, secret)
+				if code != http.StatusTooManyRequests {
+					t.Fatalf("past the limit: %d %s", code, body)
+				}
+				if msg := errorMessage(t, f, body); !strings.Contains(msg, tc.want) {
+					t.Errorf("message %q does not say %q", msg, tc.want)
+				}
+			})
+		}
+	}
+}
+
+func TestKeyUsageIsFlushed(t *testing.T) {
+	ctx := context.Background()
+	keys := newKeys(t)
+	g, _ := newGate(t, gate.Config{Keys: keys}, gate.Limits{})
+	k, err := keys.Create(ctx, api.LLMKeyRequest{BudgetTokens: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if code, body := call(t, g.Handler("/llm"), llm.FormatOpenAI, k.Key); code != 200 {
+			t.Fatalf("%d %s", code, body)
+		}
+	}
+	if err := keys.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	list, err := keys.List(ctx)
+	if err != nil || list.Items[0].UsedTokens != 30 {
+		t.Fatalf("used %+v, %v; want 30", list, err)
+	}
+}

@@ -1,0 +1,220 @@
+package gate
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// KeyPrefix starts every per-run LLM key's secret; API keys start with
+// "a2e_" and never with this.
+const KeyPrefix = "a2e_llm_"
+
+// Key lifetimes.
+const (
+	DefaultKeyTTL = time.Hour
+	MaxKeyTTL     = 30 * 24 * time.Hour
+)
+
+// KeyStore keeps the keys; *sqlite.Store implements it.
+type KeyStore interface {
+	CreateLLMKey(ctx context.Context, k *store.LLMKey) error
+	LLMKeyByHash(ctx context.Context, hash string) (*store.LLMKey, error)
+	ListLLMKeys(ctx context.Context) ([]*store.LLMKey, error)
+	RevokeLLMKey(ctx context.Context, id string, at time.Time) error
+	AddLLMKeyUsage(ctx context.Context, used map[string]int64) error
+}
+
+// Keys are the per-run LLM keys: made, listed and revoked through the API,
+// checked on every call with one (from memory after the first), their
+// usage counted in memory and written to the store by Flush. It is safe
+// for concurrent use.
+type Keys struct {
+	st  KeyStore
+	now func() time.Time
+
+	mu      sync.Mutex
+	byHash  map[string]*store.LLMKey // keys seen, as loaded; UsedTokens kept current
+	byID    map[string]*store.LLMKey // the same, by id
+	pending map[string]int64         // tokens used since the last Flush, by id
+}
+
+// NewKeys returns the keys kept in st.
+func NewKeys(st KeyStore) *Keys {
+	return &Keys{st: st, now: time.Now, byHash: map[string]*store.LLMKey{}, byID: map[string]*store.LLMKey{}, pending: map[string]int64{}}
+}
+
+func hashSecret(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}
+
+// Create makes a key and returns it with its secret, the only time the
+// secret is seen.
+func (k *Keys) Create(ctx context.Context, req api.LLMKeyRequest) (*api.LLMKey, error) {
+	switch {
+	case req.BudgetTokens < 0, req.RequestsPerMinute < 0, req.TokensPerMinute < 0:
+		return nil, errdefs.Invalid("create llm key: budget_tokens, requests_per_minute and tokens_per_minute must not be negative")
+	case req.ExpiresIn < 0 || time.Duration(req.ExpiresIn)*time.Second > MaxKeyTTL:
+		return nil, errdefs.Invalid("create llm key: expires_in must be between 1 and %d seconds", int(MaxKeyTTL.Seconds()))
+	case len(req.Name) > 256 || len(req.Sandbox) > 256 || len(req.Run) > 256:
+		return nil, errdefs.Invalid("create llm key: name, sandbox and run are at most 256 bytes")
+	}
+	ttl := DefaultKeyTTL
+	if req.ExpiresIn > 0 {
+		ttl = time.Duration(req.ExpiresIn) * time.Second
+	}
+	now := k.now().UTC().Truncate(time.Microsecond)
+	secret := KeyPrefix + randomHex(32)
+	rec := &store.LLMKey{
+		ID: "llmk_" + randomHex(8), Hash: hashSecret(secret), Name: req.Name, Sandbox: req.Sandbox, Run: req.Run,
+		BudgetTokens: req.BudgetTokens, RequestsPerMinute: req.RequestsPerMinute, TokensPerMinute: req.TokensPerMinute,
+		CreatedAt: now, ExpiresAt: now.Add(ttl),
+	}
+	if err := k.st.CreateLLMKey(ctx, rec); err != nil {
+		return nil, err
+	}
+	out := wireKey(rec)
+	out.Key = secret
+	return &out, nil
+}
+
+func wireKey(r *store.LLMKey) api.LLMKey {
+	return api.LLMKey{ID: r.ID, Name: r.Name, Sandbox: r.Sandbox, Run: r.Run, BudgetTokens: r.BudgetTokens,
+		RequestsPerMinute: r.RequestsPerMinute, TokensPerMinute: r.TokensPerMinute, UsedTokens: r.UsedTokens,
+		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, RevokedAt: r.RevokedAt}
+}
+
+// List returns every key, newest first, without secrets, with the tokens
+// used so far (flushed or not).
+func (k *Keys) List(ctx context.Context) (*api.LLMKeyList, error) {
+	recs, err := k.st.ListLLMKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &api.LLMKeyList{Items: make([]api.LLMKey, 0, len(recs))}
+	k.mu.Lock()
+	for _, r := range recs {
+		r.UsedTokens += k.pending[r.ID]
+		out.Items = append(out.Items, wireKey(r))
+	}
+	k.mu.Unlock()
+	return out, nil
+}
+
+// Revoke revokes key id: from now on it is refused.
+func (k *Keys) Revoke(ctx context.Context, id string) error {
+	if err := k.st.RevokeLLMKey(ctx, id, k.now()); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	if r := k.byID[id]; r != nil {
+		delete(k.byHash, r.Hash)
+		delete(k.byID, id)
+	}
+	k.mu.Unlock()
+	return nil
+}
+
+// errBadKey is the answer to a key that is not (or no longer) valid; it
+// does not say which, so that keys cannot be probed.
+var errBadKey = fmt.Errorf("invalid, expired or revoked LLM key: %w", errdefs.ErrUnauthenticated)
+
+// Authenticate returns the key whose secret is secret, if it is valid
+// now. The record is shared: read it, do not change it.
+func (k *Keys) Authenticate(ctx context.Context, secret string) (*store.LLMKey, error) {
+	if !strings.HasPrefix(secret, KeyPrefix) {
+		return nil, errBadKey
+	}
+	h := hashSecret(secret)
+	k.mu.Lock()
+	rec := k.byHash[h]
+	k.mu.Unlock()
+	if rec == nil {
+		var err error
+		if rec, err = k.st.LLMKeyByHash(ctx, h); errors.Is(err, errdefs.ErrNotFound) {
+			return nil, errBadKey
+		} else if err != nil {
+			return nil, fmt.Errorf("check llm key: %w", err)
+		}
+		k.mu.Lock()
+		if cached := k.byHash[h]; cached != nil {
+			rec = cached
+		} else {
+			rec.UsedTokens += k.pending[rec.ID]
+			k.byHash[h], k.byID[rec.ID] = rec, rec
+		}
+		k.mu.Unlock()
+	}
+	if rec.RevokedAt != nil || !k.now().Before(rec.ExpiresAt) {
+		return nil, errBadKey
+	}
+	return rec, nil
+}
+
+// used is the tokens key id has used, flushed or not.
+func (k *Keys) used(id string) int64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if r := k.byID[id]; r != nil {
+		return r.UsedTokens
+	}
+	return k.pending[id]
+}
+
+// charge adds tokens to key id's usage.
+func (k *Keys) charge(id string, tokens int64) {
+	if tokens <= 0 {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.pending[id] += tokens
+	if r := k.byID[id]; r != nil {
+		r.UsedTokens += tokens
+	}
+}
+
+// Flush writes the usage counted since the last Flush to the store; what
+// it could not write is kept for the next.
+func (k *Keys) Flush(ctx context.Context) error {
+	k.mu.Lock()
+	pending := k.pending
+	k.pending = map[string]int64{}
+	k.mu.Unlock()
+	if len(pending) == 0 {
+		return nil
+	}
+	if err := k.st.AddLLMKeyUsage(ctx, pending); err != nil {
+		k.mu.Lock()
+		for id, n := range pending {
+			k.pending[id] += n
+		}
+		k.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// record is the loaded record of key id, nil if it was not loaded.
+func (k *Keys) record(id string) *store.LLMKey {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.byID[id]
+}
