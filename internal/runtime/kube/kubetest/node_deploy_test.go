@@ -77,6 +77,10 @@ func TestNodeDeploy(t *testing.T) {
 	for _, e := range n.APIServerEnv() {
 		env += fmt.Sprintf("    - op: add\n      path: /spec/template/spec/containers/0/env/-\n      value: {name: %s, value: %q}\n", e.Name, e.Value)
 	}
+	if kubeRuntime {
+		// The image the sandboxes' Pods copy the agent from: the same.
+		env += fmt.Sprintf("    - op: add\n      path: /spec/template/spec/containers/0/args/-\n      value: %q\n", "--kube-agent-image="+image)
+	}
 	name, tag, _ := strings.Cut(image, ":kubetest")
 	// kustomize takes a base by a relative path only.
 	base, err := filepath.Rel(overlay, filepath.Join(root, "deploy", "kubernetes"))
