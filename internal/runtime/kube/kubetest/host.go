@@ -74,15 +74,34 @@ func cgroupMounts() ([]string, error) {
 	return points, nil
 }
 
+// kubeletControllers are the cgroup v2 controllers the kubelet wants its
+// --cgroup-root to have, those of them the host has.
+var kubeletControllers = []string{"cpu", "cpuset", "memory", "pids", "hugetlb", "io"}
+
 // makeCgroupRoot makes the kubelet's --cgroup-root in every hierarchy (it
-// must exist before the kubelet starts), with the cpuset of its parent
-// where cgroup v1 leaves a new cpuset empty.
+// must exist before the kubelet starts): on cgroup v1 with the cpuset of
+// its parent, as a new cpuset is empty; on a pure v2 host with the
+// controllers the kubelet wants enabled for it in the hierarchy's root (on a pure v2 host
+// inside a container whose processes sit in that root, the kernel refuses
+// them: run such a container's processes in a child cgroup).
 func makeCgroupRoot(root string) error {
 	points, err := cgroupMounts()
 	if err != nil {
 		return err
 	}
+	pureV2 := len(points) == 1
 	for _, mp := range points {
+		// On a hybrid host the kubelet uses the v1 hierarchies only.
+		if available, err := os.ReadFile(filepath.Join(mp, "cgroup.controllers")); err == nil && pureV2 {
+			for _, c := range strings.Fields(string(available)) {
+				if !slices.Contains(kubeletControllers, c) {
+					continue
+				}
+				if err := os.WriteFile(filepath.Join(mp, "cgroup.subtree_control"), []byte("+"+c), 0o644); err != nil {
+					return fmt.Errorf("enable the cgroup controller %s in %s: %w", c, mp, err)
+				}
+			}
+		}
 		dir := filepath.Join(mp, root)
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("make the node's cgroup: %w", err)

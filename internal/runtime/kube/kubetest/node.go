@@ -2,6 +2,8 @@ package kubetest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -90,7 +93,6 @@ type Node struct {
 	bridge      string // the Pods' bridge's name
 	cgroupRoot  string // the kubelet's --cgroup-root, /kubetest<hex>
 	containerd  string // the containerd socket's path
-	netnsBefore map[string]bool
 	shimsBefore map[string]bool
 	hostBefore  map[string]bool // which of hostPaths existed before
 }
@@ -183,8 +185,9 @@ func StartNode(t testing.TB, opts NodeOptions) *Node {
 	}
 
 	n.Cluster = start(t, Options{apiAddress: n.HostIP, realNode: true}, bin)
+	controlPlane := time.Since(started)
 	n.dir = filepath.Join(n.Cluster.dir, "node")
-	n.netnsBefore, n.shimsBefore = listDir("/run/netns"), listDir("/run/containerd/s")
+	n.shimsBefore = listDir("/run/containerd/s")
 	n.hostBefore = map[string]bool{}
 	for _, p := range hostPaths {
 		_, err := os.Lstat(p)
@@ -198,7 +201,8 @@ func StartNode(t testing.TB, opts NodeOptions) *Node {
 	if err := n.start(ctx); err != nil {
 		t.Fatalf("kubetest: start the node: %v", err)
 	}
-	t.Logf("kubetest: node %s Ready in %v (pods on %s, registry %s)", NodeName, time.Since(started).Round(time.Millisecond), n.PodCIDR, n.Registry)
+	t.Logf("kubetest: node %s Ready in %v, the control plane's %v of it (pods on %s, registry %s)", NodeName,
+		time.Since(started).Round(time.Millisecond), controlPlane.Round(time.Millisecond), n.PodCIDR, n.Registry)
 	return n
 }
 
@@ -461,23 +465,31 @@ func (n *Node) startKubelet(ctx context.Context) error {
 // fails the test for what it could not remove.
 func (n *Node) stop(t testing.TB) {
 	if n.containerd == "" {
-		return // containerd never started: nothing ran
+		return // containerd never started, or the node stopped already
 	}
+	defer func() { n.containerd = "" }()
+	// The Pods' sandboxes as they run: the kubelet's teardown removes
+	// their network namespaces, the sweep cannot.
+	sandboxes := n.sandboxes()
 	if err := n.deletePods(); err != nil {
 		t.Errorf("kubetest: delete the pods: %v", err)
 	}
-	for _, p := range n.procs {
-		if p.name == "kubelet" {
-			p.stop()
+	// containerd before the sweep: it would clean up after the shims the
+	// sweep kills, with processes of its own.
+	for _, name := range []string{"kubelet", "containerd"} {
+		for _, p := range n.procs {
+			if p.name == name {
+				p.stop()
+			}
 		}
 	}
 	n.sweepContainers(t)
-	for _, p := range n.procs {
-		if p.name == "containerd" {
-			p.stop()
+	var leaks []string
+	for id, netns := range sandboxes {
+		if left := n.removeSandbox(id, netns); len(left) > 0 {
+			leaks = append(leaks, "pod sandbox "+id+" not torn down: "+strings.Join(left, ", "))
 		}
 	}
-	var leaks []string
 	found, err := unmountUnder(n.dir)
 	// The kubelet makes its root directory a mount point of its own.
 	if found = slices.DeleteFunc(found, func(m string) bool {
@@ -490,11 +502,6 @@ func (n *Node) stop(t testing.TB) {
 	}
 	if err := removeCgroupRoot(n.cgroupRoot); err != nil {
 		leaks = append(leaks, err.Error())
-	}
-	for ns := range listDir("/run/netns") {
-		if !n.netnsBefore[ns] && strings.HasPrefix(ns, "cni-") {
-			leaks = append(leaks, "network namespace /run/netns/"+ns)
-		}
 	}
 	for s := range listDir("/run/containerd/s") {
 		// A shim still listening is another node's: this one's are gone.
@@ -532,12 +539,20 @@ func (n *Node) deletePods() error {
 	if err != nil {
 		return err
 	}
-	grace := int64(1)
+	// Without a kubelet, nothing would finish the deletions: they are
+	// forced, and the sweep removes the containers.
+	grace, kubelet := int64(1), n.kubeletRunning()
+	if !kubelet {
+		grace = 0
+	}
 	for _, pod := range pods.Items {
 		err := n.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
+	}
+	if !kubelet {
+		return nil
 	}
 	return n.waitFor(ctx, "the kubelet to tear the pods down", func(ctx context.Context) error {
 		pods, err := n.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
@@ -551,15 +566,86 @@ func (n *Node) deletePods() error {
 	})
 }
 
-// sweepContainers kills what the kubelet did not tear down: the shims of
-// this containerd and the containers in its runc root.
-func (n *Node) sweepContainers(t testing.TB) {
-	for _, pid := range pidsMentioning(n.containerd) {
-		if name, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); strings.HasSuffix(name, "containerd-shim-runc-v2") {
-			t.Logf("kubetest: killing shim %d, left running", pid)
-			_ = syscallKill(pid)
+// kubeletRunning reports whether the kubelet runs.
+func (n *Node) kubeletRunning() bool {
+	for _, p := range n.procs {
+		if p.name == "kubelet" {
+			select {
+			case <-p.done:
+				return false
+			default:
+				return true
+			}
 		}
 	}
+	return false
+}
+
+// sandboxes returns the Pods' sandboxes that run, by id, with their
+// network namespaces: the bundles whose OCI spec names a namespace by
+// path.
+func (n *Node) sandboxes() map[string]string {
+	specs, _ := filepath.Glob(filepath.Join(n.dir, "containerd", "state", "io.containerd.runtime.v2.task", "*", "*", "config.json"))
+	found := map[string]string{}
+	for _, path := range specs {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		var spec struct {
+			Linux struct {
+				Namespaces []struct{ Type, Path string }
+			}
+		}
+		if json.Unmarshal(b, &spec) != nil {
+			continue
+		}
+		for _, ns := range spec.Linux.Namespaces {
+			// A container joins its sandbox's namespace by /proc/<pid>.
+			if ns.Type == "network" && ns.Path != "" && !strings.HasPrefix(ns.Path, "/proc/") {
+				found[filepath.Base(filepath.Dir(path))] = ns.Path
+			}
+		}
+	}
+	return found
+}
+
+// removeSandbox removes what the sandbox id left outside the node's
+// directory once its containers are gone: its network namespace, its CNI
+// results, its shim's socket. It returns what it found.
+func (n *Node) removeSandbox(id, netns string) []string {
+	var left []string
+	if _, err := os.Stat(netns); err == nil {
+		left = append(left, "network namespace "+netns)
+		_ = unix.Unmount(netns, unix.MNT_DETACH)
+		_ = os.Remove(netns)
+	}
+	results, _ := filepath.Glob("/var/lib/cni/results/*-" + id + "-*")
+	for _, r := range results {
+		left = append(left, "CNI result "+r)
+		_ = os.Remove(r)
+	}
+	// containerd's name for the shim's socket.
+	sum := sha256.Sum256([]byte(filepath.Join(n.containerd, "k8s.io", id)))
+	socket := filepath.Join("/run/containerd/s", hex.EncodeToString(sum[:]))
+	if _, err := os.Stat(socket); err == nil {
+		left = append(left, "shim socket "+socket)
+		_ = os.Remove(socket)
+	}
+	return left
+}
+
+// sweepContainers kills what the kubelet did not tear down: the containers
+// in this containerd's runc root and its shims.
+func (n *Node) sweepContainers(t testing.TB) {
+	defer func() {
+		for _, pid := range pidsMentioning(n.containerd) {
+			if name, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); strings.HasSuffix(name, "containerd-shim-runc-v2") {
+				t.Logf("kubetest: killing shim %d, left running", pid)
+				_ = syscallKill(pid)
+			}
+		}
+	}()
 	roots, _ := filepath.Glob(filepath.Join(n.dir, "runc", "*"))
 	for _, root := range roots {
 		out, err := exec.Command("/usr/sbin/runc", "--root", root, "list", "-q").Output()

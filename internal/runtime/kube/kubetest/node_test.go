@@ -122,6 +122,57 @@ func TestNode(t *testing.T) {
 	}
 }
 
+// TestNodeSweep checks that the node's cleanup removes what a kubelet
+// that died left running, and says what it had to remove: a Pod's
+// containers and its network namespace.
+func TestNodeSweep(t *testing.T) {
+	n := StartNode(t, NodeOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n.runPod(ctx, t, restrictedPod(n.Image(BusyboxImage)))
+	sandboxes := n.sandboxes()
+	if len(sandboxes) != 1 {
+		t.Fatalf("the pod's sandboxes: %v, want one", sandboxes)
+	}
+	var id, netns string
+	for id, netns = range sandboxes {
+		break
+	}
+	for _, p := range n.procs {
+		if p.name == "kubelet" {
+			p.stop()
+		}
+	}
+	rec := &recordTB{TB: t}
+	n.stop(rec)
+	// What the CNI plugins keep of the sandbox's network, and the socket
+	// of its shim, the sweep killed.
+	leak := regexp.MustCompile(regexp.QuoteMeta("kubetest: the node left pod sandbox "+id+" not torn down: network namespace "+netns+
+		", CNI result /var/lib/cni/results/cni-loopback-"+id+"-lo, CNI result /var/lib/cni/results/kubetest-"+id+"-eth0, shim socket /run/containerd/s/") +
+		`[0-9a-f]{64} behind$`)
+	if len(rec.errors) != 1 || !leak.MatchString(rec.errors[0]) {
+		t.Errorf("the node's cleanup said %q, want one error matching %s", rec.errors, leak)
+	}
+	if procs := processesMentioning(n.dir); len(procs) > 0 {
+		t.Errorf("processes left after the node stopped:\n%s", strings.Join(procs, "\n"))
+	}
+	for _, path := range []string{netns, "/var/lib/cni/results/kubetest-" + id + "-eth0"} {
+		if _, err := os.Stat(path); err == nil {
+			t.Errorf("%s is left", path)
+		}
+	}
+}
+
+// recordTB records the errors reported to it instead of failing the test.
+type recordTB struct {
+	testing.TB
+	errors []string
+}
+
+func (r *recordTB) Errorf(format string, args ...any) {
+	r.errors = append(r.errors, fmt.Sprintf(format, args...))
+}
+
 // restrictedPod is a Pod with the security context and limits the kube
 // runtime gives a sandbox: non-root, read-only root but for an emptyDir
 // /tmp, no capabilities, no privilege escalation, RuntimeDefault seccomp.
