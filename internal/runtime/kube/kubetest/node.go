@@ -1,6 +1,7 @@
 package kubetest
 
 import (
+	"archive/tar"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -20,12 +21,14 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
 )
 
 // TierB are the binaries a [Node] runs besides those of the host's
@@ -241,6 +244,47 @@ func (n *Node) SelfImage(t testing.TB) string {
 		t.Fatalf("kubetest: %v", err)
 	}
 	return n.Push(t, "agent2env/agent2env:kubetest", img)
+}
+
+// RuntimetestImage pushes the image the runtimetest conformance suite
+// wants (its package comment: busybox applets on PATH, its probe at
+// runtimetest.ProbePath and, setuid root, at SetuidProbePath) to the
+// node's registry as kubetest/runtimetest:latest, and returns its
+// reference: BusyboxImage with a layer of the probes, built by
+// runtimetest.InstallProbes (the go command).
+func (n *Node) RuntimetestImage(t testing.TB) string {
+	t.Helper()
+	busybox, _, err := busyboxImages()
+	if err != nil {
+		t.Fatalf("kubetest: %v", err)
+	}
+	dir := t.TempDir()
+	runtimetest.InstallProbes(t, dir)
+	files := []tarFile{
+		{tar.Header{Name: "usr/", Typeflag: tar.TypeDir, Mode: 0o755}, nil},
+		{tar.Header{Name: "usr/local/", Typeflag: tar.TypeDir, Mode: 0o755}, nil},
+		{tar.Header{Name: "usr/local/bin/", Typeflag: tar.TypeDir, Mode: 0o755}, nil},
+	}
+	for _, p := range []string{runtimetest.ProbePath, runtimetest.SetuidProbePath} {
+		b, err := os.ReadFile(filepath.Join(dir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mode := int64(0o755)
+		if p == runtimetest.SetuidProbePath {
+			mode |= 0o4000
+		}
+		files = append(files, tarFile{tar.Header{Name: strings.TrimPrefix(p, "/"), Typeflag: tar.TypeReg, Mode: mode}, b})
+	}
+	probes, err := layer(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(busybox, probes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.Push(t, "kubetest/runtimetest:latest", img)
 }
 
 // APIServerEnv are the variables that point an in-cluster client

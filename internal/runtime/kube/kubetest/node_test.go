@@ -20,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
 )
 
 // TestNode runs real Pods on a real node from the loopback registry: one
@@ -62,7 +64,7 @@ func TestNode(t *testing.T) {
 		})
 
 		t.Run("restricted", func(t *testing.T) {
-			n.runPod(ctx, t, restrictedPod(n.Image(BusyboxImage)))
+			n.runPod(ctx, t, restrictedPod(n.RuntimetestImage(t)))
 			sh := func(script string) (string, error) {
 				out, err := n.Kubectl(ctx, "exec", "restricted", "--", "sh", "-c", script)
 				return strings.TrimSpace(string(out)), err
@@ -75,7 +77,9 @@ func TestNode(t *testing.T) {
 				"noNewPrivs":   "grep NoNewPrivs /proc/self/status | tr -s ' \t' ' '",
 				"seccomp":      "grep '^Seccomp:' /proc/self/status | tr -s ' \t' ' '",
 				"rootfs":       "touch /probe 2>&1; echo $?",
-				"tmp":          "touch /tmp/probe && echo writable",
+				// no_new_privs: the setuid bit gives nothing.
+				"setuid": "stat -c '%a %u' " + runtimetest.SetuidProbePath + " && " + runtimetest.SetuidProbePath + " ids",
+				"tmp":    "touch /tmp/probe && echo writable",
 				// cgroup v2 or v1, whichever the node has.
 				"memory": "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes",
 				"cpu":    "cat /sys/fs/cgroup/cpu.max 2>/dev/null || echo $(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us) $(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us)",
@@ -93,6 +97,7 @@ func TestNode(t *testing.T) {
 				"noNewPrivs":   "NoNewPrivs: 1",
 				"seccomp":      "Seccomp: 2",
 				"rootfs":       "touch: /probe: Read-only file system\n1",
+				"setuid":       "4755 0\n1000 1000 1000 1000",
 				"tmp":          "writable",
 				"memory":       "67108864",
 				"cpu":          "50000 100000",

@@ -30,7 +30,8 @@ import (
 const (
 	// BusyboxImage is Debian's static busybox with a link per applet in
 	// /bin (sh, sleep, cat, httpd, nc, ...), /tmp, and the users root,
-	// nobody and sandbox (1000:1000). Its command is sh.
+	// nobody and sandbox (1000:1000, home /home/sandbox, which the image
+	// does not hold). Its command is sh.
 	BusyboxImage = "kubetest/busybox:latest"
 	// pauseImage is the Pods' sandbox image: busybox sleeping for ever.
 	pauseImage = "kubetest/pause:latest"
@@ -105,40 +106,42 @@ func busyboxLayer() (v1.Layer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list the busybox applets: %w", err)
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	add := func(h *tar.Header, body []byte) error {
-		h.Uname, h.Gname, h.Format = "", "", tar.FormatPAX
-		h.Size = int64(len(body))
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		_, err := tw.Write(body)
-		return err
-	}
-	files := []struct {
-		h    tar.Header
-		body []byte
-	}{
+	files := []tarFile{
 		{tar.Header{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755}, nil},
 		{tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755}, bin},
 		{tar.Header{Name: "etc/", Typeflag: tar.TypeDir, Mode: 0o755}, nil},
 		{tar.Header{Name: "etc/passwd", Typeflag: tar.TypeReg, Mode: 0o644}, []byte(
-			"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\nsandbox:x:1000:1000:sandbox:/tmp:/bin/sh\n")},
+			"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\nsandbox:x:1000:1000:sandbox:/home/sandbox:/bin/sh\n")},
 		{tar.Header{Name: "etc/group", Typeflag: tar.TypeReg, Mode: 0o644}, []byte("root:x:0:\nnogroup:x:65534:\nsandbox:x:1000:\n")},
 		{tar.Header{Name: "tmp/", Typeflag: tar.TypeDir, Mode: 0o1777}, nil},
-	}
-	for _, f := range files {
-		if err := add(&f.h, f.body); err != nil {
-			return nil, err
-		}
 	}
 	for _, applet := range strings.Fields(string(out)) {
 		if applet == "busybox" || strings.Contains(applet, "/") {
 			continue
 		}
-		h := &tar.Header{Name: "bin/" + applet, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777}
-		if err := add(h, nil); err != nil {
+		files = append(files, tarFile{tar.Header{Name: "bin/" + applet, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777}, nil})
+	}
+	return layer(files)
+}
+
+// A tarFile is an entry of a layer, owned by root unless its header says
+// otherwise.
+type tarFile struct {
+	h    tar.Header
+	body []byte
+}
+
+// layer makes a layer of files, in order.
+func layer(files []tarFile) (v1.Layer, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range files {
+		h := f.h
+		h.Format, h.Size = tar.FormatPAX, int64(len(f.body))
+		if err := tw.WriteHeader(&h); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(f.body); err != nil {
 			return nil, err
 		}
 	}
