@@ -176,6 +176,7 @@ patches:
 	if err != nil {
 		t.Fatal(err)
 	}
+	created := time.Now()
 	sb, err := c.Sandbox.Create(ctx, api.CreateSandboxRequest{Image: n.Image(BusyboxImage), CPU: "500m", Memory: "128Mi"})
 	if err != nil {
 		t.Fatal(err)
@@ -183,6 +184,7 @@ patches:
 	if sb, err = c.Sandbox.WaitForReady(ctx, sb.ID, 200*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("sandbox %s running in %v (its image pulled by the node)", sb.ID, time.Since(created).Round(time.Millisecond))
 	res, err := c.Sandbox.Execute(ctx, sb.ID, api.ExecRequest{Command: []string{"echo", "hello from a pod"}})
 	if err != nil {
 		t.Fatal(err)
