@@ -2,6 +2,7 @@ package kubetest
 
 import (
 	"archive/tar"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -64,6 +65,9 @@ type NodeOptions struct {
 	// starts, keyed by repository:tag (no registry host); Pods name them
 	// with [Node.Image].
 	Images map[string]v1.Image
+	// PodPidsLimit is the kubelet's podPidsLimit, the most processes a
+	// Pod may have (Kubernetes has no limit per Pod); 0 means 4096.
+	PodPidsLimit int64
 }
 
 // A Node is a [Cluster] (its control plane, without kwok) whose one node
@@ -201,7 +205,7 @@ func StartNode(t testing.TB, opts NodeOptions) *Node {
 	t.Cleanup(func() { n.stop(t) })
 	ctx, cancel := context.WithTimeout(context.Background(), nodeStartTimeout)
 	defer cancel()
-	if err := n.start(ctx); err != nil {
+	if err := n.start(ctx, opts); err != nil {
 		t.Fatalf("kubetest: start the node: %v", err)
 	}
 	t.Logf("kubetest: node %s Ready in %v, the control plane's %v of it (pods on %s, registry %s)", NodeName,
@@ -298,7 +302,7 @@ func (n *Node) APIServerEnv() []corev1.EnvVar {
 	}
 }
 
-func (n *Node) start(ctx context.Context) error {
+func (n *Node) start(ctx context.Context, opts NodeOptions) error {
 	for _, d := range []string{"containerd", "net.d", "ipam", "kubelet", "pod-logs", "volume-plugins", "opt", "runc"} {
 		if err := os.MkdirAll(filepath.Join(n.dir, d), 0o700); err != nil {
 			return err
@@ -310,7 +314,7 @@ func (n *Node) start(ctx context.Context) error {
 	if err := makeCgroupRoot(n.cgroupRoot); err != nil {
 		return err
 	}
-	return n.startKubelet(ctx)
+	return n.startKubelet(ctx, opts)
 }
 
 // startContainerd writes containerd's config and CNI config and starts it.
@@ -408,7 +412,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
 // startKubelet starts the kubelet, with certificates from the cluster's
 // CA, and waits for its node to be Ready.
-func (n *Node) startKubelet(ctx context.Context) error {
+func (n *Node) startKubelet(ctx context.Context, opts NodeOptions) error {
 	dir := filepath.Join(n.dir, "kubelet")
 	clientCert, clientKey, err := n.pki.issue("kubelet-client", "system:node:"+NodeName, []string{"system:nodes"})
 	if err != nil {
@@ -456,7 +460,7 @@ func (n *Node) startKubelet(ctx context.Context) error {
 		"volumePluginDir":     filepath.Join(n.dir, "volume-plugins"),
 		"staticPodPath":       "",
 		"serializeImagePulls": false,
-		"podPidsLimit":        4096,
+		"podPidsLimit":        cmp.Or(opts.PodPidsLimit, 4096),
 		// A shared test machine's disk and memory are what they are:
 		// evict nothing unless the host is all but full.
 		"evictionHard": map[string]string{

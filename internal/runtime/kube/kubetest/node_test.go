@@ -32,7 +32,7 @@ import (
 func TestNode(t *testing.T) {
 	var dir, bridge, cgroupRoot string
 	t.Run("pods", func(t *testing.T) {
-		n := StartNode(t, NodeOptions{})
+		n := StartNode(t, NodeOptions{PodPidsLimit: 100})
 		dir, bridge, cgroupRoot = n.dir, n.bridge, n.cgroupRoot
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
@@ -64,7 +64,20 @@ func TestNode(t *testing.T) {
 		})
 
 		t.Run("restricted", func(t *testing.T) {
-			n.runPod(ctx, t, restrictedPod(n.RuntimetestImage(t)))
+			pod := n.runPod(ctx, t, restrictedPod(n.RuntimetestImage(t)))
+			// The Pod's own cgroup (Guaranteed: right under kubepods) has
+			// the node's podPidsLimit; its container cannot see it.
+			var podPids string
+			for _, hierarchy := range []string{"/sys/fs/cgroup/pids", "/sys/fs/cgroup"} { // v1, v2
+				b, err := os.ReadFile(filepath.Join(hierarchy, n.cgroupRoot, "kubepods", "pod"+string(pod.UID), "pids.max"))
+				if err == nil {
+					podPids = strings.TrimSpace(string(b))
+					break
+				}
+			}
+			if podPids != "100" {
+				t.Errorf("the pod's cgroup's pids.max: %q, want the node's podPidsLimit, 100", podPids)
+			}
 			sh := func(script string) (string, error) {
 				out, err := n.Kubectl(ctx, "exec", "restricted", "--", "sh", "-c", script)
 				return strings.TrimSpace(string(out)), err
