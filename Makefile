@@ -14,7 +14,7 @@ COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS   := -X github.com/agent2env/agent2env/internal/buildinfo.version=$(VERSION) \
              -X github.com/agent2env/agent2env/internal/buildinfo.commit=$(COMMIT)
 
-.PHONY: all build deps mcp-clients run test test-go test-api bench vet tidy docs clean kube-binaries image
+.PHONY: all build deps mcp-clients run test test-go test-api bench vet tidy docs clean kube-binaries kube-node image
 
 all: build
 
@@ -50,7 +50,7 @@ docs:
 
 # The tests that need root, runc and built images run here; as root they
 # are on, and CI=true turns a missing prerequisite into a failure.
-test: deps build vet test-python mcp-clients kube-binaries
+test: deps build vet test-python mcp-clients kube-binaries kube-node
 	cd api && $(GO) test -count=1 ./...
 	AGENT2ENV_PYTHON=$$(scripts/test-peers.sh) && export AGENT2ENV_PYTHON && \
 	AGENT2ENV_BUILD_TESTS=1 AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m ./...
@@ -65,12 +65,20 @@ image: deps build
 		-binary $(BIN) -o bin/agent2env-image.tar -version $(VERSION) -tag $(IMAGE):$(VERSION) -tag $(IMAGE):latest
 
 # The Kubernetes binaries the kube runtime's tests run (etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, kubectl, kwok; KUBE_TIER=b adds
-# kubelet), built from the Go module proxy and cached under
-# $(AGENT2ENV_CACHE_DIR)/kube: tens of minutes cold, nothing warm.
-KUBE_TIER ?= a
+# kube-controller-manager, kube-scheduler, kubectl, kwok; tier b, the
+# default, adds kubelet; KUBE_TIER=a leaves it out), built from the Go
+# module proxy and cached under $(AGENT2ENV_CACHE_DIR)/kube: tens of
+# minutes cold, nothing warm.
+KUBE_TIER ?= b
 kube-binaries:
 	@scripts/kube-binaries.sh $(KUBE_TIER) >/dev/null
+
+# What the tier-B tests' real node runs besides the kubelet: Debian's
+# containerd (the tests start their own, with its own config and socket),
+# runc and CNI plugins, and the static busybox the test images are made
+# of; installed when missing.
+kube-node:
+	@scripts/deps.sh containerd runc containernetworking-plugins busybox-static iproute2
 
 # The Python SDK (sdk/python): ruff, mypy --strict, unit tests with coverage,
 # and its integration tests against $(BIN).

@@ -2,9 +2,14 @@
 # Installs the system packages agent2env needs to run sandboxes and build
 # its images: an OCI runtime, mmdebstrap, and the tools the tests use.
 # Idempotent: installs only what is missing.
+#
+#   scripts/deps.sh [package...]   those packages instead (make kube-node)
 set -euo pipefail
 
 packages=(runc crun mmdebstrap e2fsprogs busybox-static iproute2 ca-certificates util-linux)
+if (($# > 0)); then
+	packages=("$@")
+fi
 missing=()
 for pkg in "${packages[@]}"; do
 	if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then

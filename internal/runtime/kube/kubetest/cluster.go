@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,6 +60,11 @@ type Options struct {
 	// the API server reaches (kubectl port-forward, client-go's
 	// portforward): each goes to the same port on the Pod's IP.
 	ForwardPorts []int32
+
+	// Set by StartNode: the address the API server serves on (loopback
+	// when unset), and a real kubelet instead of kwok and fake nodes.
+	apiAddress netip.Addr
+	realNode   bool
 }
 
 // A Cluster is a running control plane with fake nodes. Its fields are
@@ -76,9 +82,11 @@ type Cluster struct {
 	// Nodes are the names of the fake nodes.
 	Nodes []string
 
-	dir   string
-	procs []*process
-	pods  *podDispatcher
+	dir    string
+	procs  []*process
+	pods   *podDispatcher
+	pki    *pki   // the cluster's CA, for a real node's certificates
+	server string // the API server's URL
 }
 
 // Start starts a cluster that the test's cleanup stops. It skips the test
@@ -86,7 +94,13 @@ type Cluster struct {
 // cluster does not come up, with the tail of each component's log.
 func Start(t testing.TB, opts Options) *Cluster {
 	t.Helper()
-	c := &Cluster{Bin: Binaries(t), dir: t.TempDir()}
+	return start(t, opts, Binaries(t))
+}
+
+// start starts a cluster from the binaries in bin.
+func start(t testing.TB, opts Options, bin string) *Cluster {
+	t.Helper()
+	c := &Cluster{Bin: bin, dir: t.TempDir()}
 	t.Cleanup(func() { c.stop(t) })
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
@@ -118,8 +132,13 @@ func (c *Cluster) start(ctx context.Context, t testing.TB, opts Options) error {
 	if err != nil {
 		return err
 	}
+	c.pki = p
 	loopback := net.IPv4(127, 0, 0, 1)
-	servingCert, servingKey, err := p.issue("apiserver", "kube-apiserver", nil, loopback)
+	apiAddress := netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	if opts.apiAddress.IsValid() {
+		apiAddress = opts.apiAddress
+	}
+	servingCert, servingKey, err := p.issue("apiserver", "kube-apiserver", nil, apiAddress.AsSlice())
 	if err != nil {
 		return err
 	}
@@ -143,7 +162,9 @@ func (c *Cluster) start(ctx context.Context, t testing.TB, opts Options) error {
 	}
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
-	server := "https://127.0.0.1:" + strconv.Itoa(ports[2])
+	// A port free on loopback is as good a guess for another address.
+	server := "https://" + netip.AddrPortFrom(apiAddress, uint16(ports[2])).String()
+	c.server = server
 	kubeletPort := strconv.Itoa(ports[3])
 
 	if err := c.run("etcd",
@@ -167,7 +188,7 @@ func (c *Cluster) start(ctx context.Context, t testing.TB, opts Options) error {
 
 	if err := c.run("kube-apiserver",
 		"--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--bind-address="+apiAddress.String(), "--advertise-address="+apiAddress.String(),
 		"--secure-port="+strconv.Itoa(ports[2]),
 		"--cert-dir="+filepath.Join(c.dir, "apiserver"),
 		"--tls-cert-file="+servingCert, "--tls-private-key-file="+servingKey,
@@ -182,7 +203,9 @@ func (c *Cluster) start(ctx context.Context, t testing.TB, opts Options) error {
 		"--kubelet-client-key="+kubeletClientKey,
 		"--kubelet-preferred-address-types=InternalIP",
 		// The kubernetes Service's endpoints would be a loopback address,
-		// which the API refuses; nothing here runs in a Pod.
+		// which the API refuses; with a real node there is no kube-proxy
+		// to carry its ClusterIP, and Pods are told the address instead
+		// (see [Node.APIServerEnv]).
 		"--endpoint-reconciler-type=none",
 		"--profiling=false",
 	); err != nil {
@@ -245,6 +268,9 @@ func (c *Cluster) start(ctx context.Context, t testing.TB, opts Options) error {
 		return err
 	}
 
+	if opts.realNode {
+		return c.waitForServiceAccount(ctx)
+	}
 	stages := filepath.Join(c.dir, "kwok.yaml")
 	if err := os.WriteFile(stages, kwokStages, 0o600); err != nil {
 		return err
@@ -278,16 +304,21 @@ func (c *Cluster) start(ctx context.Context, t testing.TB, opts Options) error {
 	if err := c.addNodes(ctx, max(opts.Nodes, 1)); err != nil {
 		return err
 	}
-	// The controller manager is up once it has given the default namespace
-	// its service account, which admission wants of every Pod.
-	if err := c.waitFor(ctx, "kube-controller-manager", func(ctx context.Context) error {
-		_, err := c.Client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
-		return err
-	}); err != nil {
+	if err := c.waitForServiceAccount(ctx); err != nil {
 		return err
 	}
 	c.pods, err = startPodDispatcher(t, c.Config, c.Nodes, opts)
 	return err
+}
+
+// waitForServiceAccount waits for the controller manager to be up: once
+// it has given the default namespace its service account, which
+// admission wants of every Pod.
+func (c *Cluster) waitForServiceAccount(ctx context.Context) error {
+	return c.waitFor(ctx, "kube-controller-manager", func(ctx context.Context) error {
+		_, err := c.Client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		return err
+	})
 }
 
 // addNodes creates n fake nodes, with room for thousands of Pods, and

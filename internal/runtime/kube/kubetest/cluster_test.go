@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -151,7 +150,7 @@ func TestCluster(t *testing.T) {
 		}
 	})
 	if dir != "" {
-		if leaked := processesUnder(t, dir); len(leaked) > 0 {
+		if leaked := processesMentioning(dir); len(leaked) > 0 {
 			t.Errorf("processes left running after the cluster stopped:\n%s", strings.Join(leaked, "\n"))
 		}
 	}
@@ -226,27 +225,12 @@ func greet(l net.Listener, name string) {
 // portForwardRead runs kubectl port-forward to the pod's port and reads a
 // line through it.
 func portForwardRead(ctx context.Context, c *Cluster, pod string, port int) (string, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(c.Bin, "kubectl"), "--kubeconfig", c.Kubeconfig,
-		"port-forward", "pod/"+pod, "--address=127.0.0.1", fmt.Sprintf(":%d", port))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.StdoutPipe()
+	addr, stop, err := portForward(ctx, c, pod, port)
 	if err != nil {
 		return "", err
 	}
-	if err := cmd.Start(); err != nil {
-		return "", err
-	}
-	defer cmd.Wait()
-	defer cancel()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	m := regexp.MustCompile(`Forwarding from (127\.0\.0\.1:\d+) ->`).FindStringSubmatch(line)
-	if m == nil {
-		return "", fmt.Errorf("kubectl port-forward said %q, %v: %s", line, err, stderr.String())
-	}
-	return dialRead(m[1])
+	defer stop()
+	return dialRead(addr)
 }
 
 func dialRead(addr string) (string, error) {
@@ -258,24 +242,4 @@ func dialRead(addr string) (string, error) {
 	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
 	line, err := bufio.NewReader(conn).ReadString('\n')
 	return strings.TrimSpace(line), err
-}
-
-// processesUnder lists the processes whose command line mentions dir.
-func processesUnder(t *testing.T, dir string) []string {
-	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var found []string
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue // gone meanwhile
-		}
-		cmdline := strings.ReplaceAll(string(b), "\x00", " ")
-		if strings.Contains(cmdline, dir) {
-			found = append(found, filepath.Base(filepath.Dir(p))+": "+cmdline)
-		}
-	}
-	return found
 }

@@ -8,6 +8,13 @@
 // the API server's port-forward (to the ports in [Options.ForwardPorts]),
 // which kwok's kubelet server carries to the same IP.
 //
+// [StartNode] runs the same control plane with a real node instead (tier
+// B): a kubelet on the host with a containerd of its own (runc, the CNI
+// bridge plugin, a private pod subnet on a bridge of its own) pulling from
+// a registry on loopback that holds a busybox image and, on request, the
+// agent2env image; the node's cleanup tears every Pod down and fails the
+// test for anything left behind.
+//
 // The binaries come from scripts/kube-binaries.sh (make kube-binaries),
 // cached under /var/cache/agent2env/kube; [Start] skips the test with that
 // command when they are missing, and fails it when CI=true.

@@ -24,13 +24,18 @@ type process struct {
 
 // run starts the binary name from c.Bin with args.
 func (c *Cluster) run(name string, args ...string) error {
+	return c.runPath(name, filepath.Join(c.Bin, name), args...)
+}
+
+// runPath starts the binary at path as the component name.
+func (c *Cluster) runPath(name, path string, args ...string) error {
 	log := filepath.Join(c.dir, "logs", name+".log")
 	out, err := os.Create(log)
 	if err != nil {
 		return err
 	}
 	defer out.Close()
-	cmd := exec.Command(filepath.Join(c.Bin, name), args...)
+	cmd := exec.Command(path, args...)
 	cmd.Dir = c.dir
 	cmd.Stdout, cmd.Stderr = out, out
 	// Its own group, so that stop reaches anything it forks; and killed
