@@ -17,7 +17,9 @@ import (
 // call is one client request on its way through the proxy.
 type call struct {
 	p       *Proxy
-	w       *recorder
+	w       *writer
+	rec     Recording // nil when nothing records
+	begun   bool
 	r       *http.Request
 	in      llm.Codec
 	count   bool   // a token count, not a generation
@@ -72,7 +74,7 @@ func (p *Proxy) handleGemini(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Proxy) newCall(w http.ResponseWriter, r *http.Request, f llm.Format) *call {
-	c := &call{p: p, w: &recorder{ResponseWriter: w}, r: r, in: Codecs[f]}
+	c := &call{p: p, w: &writer{ResponseWriter: w}, r: r, in: Codecs[f]}
 	c.ex.Start, c.ex.Inbound = time.Now(), f
 	c.w.start = c.ex.Start
 	return c
@@ -135,7 +137,19 @@ func (c *call) canonical() (*llm.Request, *llm.Error) {
 	return req, nil
 }
 
+// begin starts the exchange's record, once, before anything goes
+// upstream or to the client.
+func (c *call) begin() {
+	if c.begun || c.p.record == nil {
+		return
+	}
+	c.begun = true
+	c.rec = c.p.record.Begin(c.r, c.body, &c.ex)
+	c.w.rec = c.rec
+}
+
 func (c *call) fail(e *llm.Error) {
+	c.begin()
 	c.ex.Err = e
 	writeError(c.w, c.in, e)
 	c.finish()
@@ -147,6 +161,10 @@ func (c *call) finish() {
 	if !c.w.first.IsZero() {
 		c.ex.FirstByte = c.w.first.Sub(c.ex.Start)
 	}
+	c.ex.ClientGone = c.w.err != nil || c.r.Context().Err() != nil
+	if c.rec != nil {
+		c.rec.End(&c.ex)
+	}
 	if c.p.observe != nil {
 		c.p.observe(&c.ex)
 	}
@@ -154,6 +172,7 @@ func (c *call) finish() {
 
 func (c *call) run() {
 	c.ex.Model, c.ex.Stream = c.model, c.stream
+	c.begin()
 	entry := c.p.models[c.model]
 	if entry == nil {
 		c.fail(llm.Errorf(llm.ErrorNotFound, "model %q is not configured in the LLM proxy", c.model))
@@ -295,11 +314,33 @@ func (c *call) send(pr *provider, path string, body []byte, pass bool) (*http.Re
 		hreq.Header.Set("Accept", "text/event-stream")
 	}
 	pr.codec.Upstream(c.ex.Upstream, c.stream).SetKey(hreq.Header, pr.APIKey)
+	if c.rec != nil {
+		c.rec.UpstreamRequest(hreq, body)
+	}
 	resp, err := c.p.client.Do(hreq)
 	if err != nil {
 		return nil, llm.Errorf(llm.ErrorUpstream, "call provider %s: %v", pr.Name, err)
 	}
+	if c.rec != nil {
+		c.rec.UpstreamResponse(resp.StatusCode, resp.Header)
+		resp.Body = &recordedBody{ReadCloser: resp.Body, rec: c.rec}
+	}
 	return resp, nil
+}
+
+// recordedBody hands each piece of an upstream's body to the recording as
+// it is read.
+type recordedBody struct {
+	io.ReadCloser
+	rec Recording
+}
+
+func (b *recordedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.rec.UpstreamData(p[:n])
+	}
+	return n, err
 }
 
 var dropResponse = map[string]bool{
@@ -363,7 +404,7 @@ func (c *call) passStream(out llm.Codec, resp *http.Response) {
 // teeSource writes each event to the client as the decoder reads it.
 type teeSource struct {
 	src *llm.SSEReader
-	w   *recorder
+	w   *writer
 	err error
 }
 
@@ -519,39 +560,53 @@ func (c *call) writeCount(n int) {
 	_, _ = c.w.Write(c.in.(llm.TokenCounter).EncodeCountResponse(n))
 }
 
-// recorder notes the status and the time of the first byte written.
-type recorder struct {
+// writer notes the status, the time of the first byte written and the
+// first write error (a client gone), and hands what it writes to the
+// exchange's recording.
+type writer struct {
 	http.ResponseWriter
 	start  time.Time
 	first  time.Time
 	status int
+	err    error
+	rec    Recording
 	rc     *http.ResponseController
 }
 
-func (r *recorder) WriteHeader(status int) {
+func (r *writer) WriteHeader(status int) {
 	if r.status == 0 {
 		r.status = status
+		if r.rec != nil {
+			r.rec.Response(status, r.Header())
+		}
 	}
 	r.ResponseWriter.WriteHeader(status)
 }
 
-func (r *recorder) Write(b []byte) (int, error) {
+func (r *writer) Write(b []byte) (int, error) {
 	if r.status == 0 {
-		r.status = http.StatusOK
+		r.WriteHeader(http.StatusOK)
 	}
 	if r.first.IsZero() {
 		r.first = time.Now()
 	}
-	return r.ResponseWriter.Write(b)
+	n, err := r.ResponseWriter.Write(b)
+	if r.rec != nil && n > 0 {
+		r.rec.ResponseData(b[:n])
+	}
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return n, err
 }
 
 // Flush sends what was written; errors (a client gone) show on the next
 // Write.
-func (r *recorder) Flush() {
+func (r *writer) Flush() {
 	if r.rc == nil {
 		r.rc = http.NewResponseController(r.ResponseWriter)
 	}
 	_ = r.rc.Flush()
 }
 
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+func (r *writer) Unwrap() http.ResponseWriter { return r.ResponseWriter }
