@@ -359,7 +359,7 @@ func copyHeader(dst, src http.Header) {
 func (c *call) passWhole(out llm.Codec, resp *http.Response) {
 	copyHeader(c.w.Header(), resp.Header)
 	c.w.WriteHeader(resp.StatusCode)
-	if c.p.observe == nil {
+	if !c.p.watched() {
 		_, _ = io.Copy(c.w, resp.Body)
 		return
 	}
@@ -374,6 +374,10 @@ func (c *call) passWhole(out llm.Codec, resp *http.Response) {
 	}
 }
 
+// watched says someone wants each exchange's usage, which pass-through
+// reads from the answer on the way.
+func (p *Proxy) watched() bool { return p.observe != nil || p.record != nil }
+
 // passStream forwards the upstream's stream event by event, each flushed as
 // it arrives, and reads the usage from it on the way when someone watches.
 func (c *call) passStream(out llm.Codec, resp *http.Response) {
@@ -381,7 +385,7 @@ func (c *call) passStream(out llm.Codec, resp *http.Response) {
 	c.w.WriteHeader(resp.StatusCode)
 	c.w.Flush()
 	tee := &teeSource{src: llm.NewSSEReader(resp.Body), w: c.w}
-	if c.p.observe != nil {
+	if c.p.watched() {
 		var acc llm.Accumulator
 		dec := out.NewStreamDecoder(tee)
 		for {

@@ -90,7 +90,8 @@ type Exchange struct {
 // runs on the request's goroutine and must not block on a disk.
 type Recorder interface {
 	// Begin starts the record of the request r, whose body the proxy has
-	// read as body, and may set ex.ID. It returns nil to record nothing.
+	// read as body (never modified afterwards: the recorder may keep it),
+	// and may set ex.ID. It returns nil to record nothing.
 	Begin(r *http.Request, body []byte, ex *Exchange) Recording
 }
 

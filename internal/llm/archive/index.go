@@ -1,0 +1,304 @@
+package archive
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/llm"
+	"github.com/agent2env/agent2env/internal/llm/proxy"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// item is an index record to store, and the log position after the
+// record it comes from.
+type item struct {
+	x    *store.LLMExchange
+	mark pos
+	// body and format: the request, whose messages place the exchange in
+	// its conversation (at its end).
+	body   []byte
+	format llm.Format
+}
+
+// indexer stores index records in batches, in log order, on its own
+// goroutine: the hot path only appends to its queue.
+type indexer struct {
+	st   store.LLMExchanges
+	log  *slog.Logger
+	mu   sync.Mutex
+	q    []*item
+	last pos // the mark of the last item added
+	done pos // the mark of the last item stored
+	wake chan struct{}
+	stop chan struct{}
+	exit chan struct{}
+}
+
+func newIndexer(st store.LLMExchanges, log *slog.Logger) *indexer {
+	ix := &indexer{st: st, log: log, wake: make(chan struct{}, 1), stop: make(chan struct{}), exit: make(chan struct{})}
+	go ix.run()
+	return ix
+}
+
+// add queues it; called in log order.
+func (ix *indexer) add(it *item) {
+	ix.mu.Lock()
+	ix.q = append(ix.q, it)
+	ix.last = it.mark
+	ix.mu.Unlock()
+	select {
+	case ix.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (ix *indexer) run() {
+	defer close(ix.exit)
+	for {
+		select {
+		case <-ix.stop:
+			ix.flush()
+			return
+		case <-ix.wake:
+		}
+		if !ix.flush() {
+			select { // the store failed: try again in a while
+			case <-ix.stop:
+				ix.flush()
+				return
+			case <-time.After(time.Second):
+			}
+			ix.poke()
+		}
+	}
+}
+
+func (ix *indexer) poke() {
+	select {
+	case ix.wake <- struct{}{}:
+	default:
+	}
+}
+
+// flush stores what is queued; false when the store refused it (it stays
+// queued).
+func (ix *indexer) flush() bool {
+	ix.mu.Lock()
+	batch := ix.q
+	ix.q = nil
+	ix.mu.Unlock()
+	if len(batch) == 0 {
+		return true
+	}
+	xs := make([]*store.LLMExchange, 0, len(batch))
+	at := map[string]int{}
+	for _, it := range batch {
+		if it.body != nil || it.x.State != store.LLMInProgress {
+			it.x.MsgHash, it.x.PrefixHashes, it.x.MsgCount = messageHashes(it.format, it.body)
+		}
+		if i, ok := at[it.x.ID]; ok { // begun and ended in one batch
+			xs[i] = it.x
+			continue
+		}
+		at[it.x.ID] = len(xs)
+		xs = append(xs, it.x)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mark := batch[len(batch)-1].mark
+	if err := ix.st.PutLLMExchanges(ctx, xs, mark.String()); err != nil {
+		ix.log.Warn("llm archive: index exchanges", "count", len(xs), "err", err)
+		ix.mu.Lock()
+		ix.q = append(batch, ix.q...)
+		ix.mu.Unlock()
+		return false
+	}
+	ix.mu.Lock()
+	ix.done = mark
+	ix.mu.Unlock()
+	return true
+}
+
+// sync waits until what was added before the call is stored.
+func (ix *indexer) sync(ctx context.Context) error {
+	ix.mu.Lock()
+	want := ix.last
+	ix.mu.Unlock()
+	ix.poke()
+	for {
+		ix.mu.Lock()
+		ok := !ix.done.less(want)
+		ix.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ix.exit:
+			return errors.New("llm archive is closed")
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+func (ix *indexer) close() {
+	close(ix.stop)
+	<-ix.exit
+}
+
+// messageHashes hashes the messages of a request in format f: the hash
+// of all of them, of each shorter prefix (longest first), and how many
+// there are. Cache markers, which clients move from turn to turn, are
+// left out. A body that does not decode has none.
+func messageHashes(f llm.Format, body []byte) (string, []string, int) {
+	c := proxy.Codecs[f]
+	if c == nil || len(body) == 0 {
+		return "", nil, 0
+	}
+	req, err := c.DecodeRequest(body)
+	if err != nil || len(req.Messages) == 0 {
+		return "", nil, 0
+	}
+	hashes := make([]string, len(req.Messages))
+	var sum [sha256.Size]byte
+	for i := range req.Messages {
+		m := req.Messages[i]
+		m.Parts = withoutCache(m.Parts)
+		b, _ := json.Marshal(m)
+		h := sha256.New()
+		h.Write(sum[:])
+		h.Write(b)
+		h.Sum(sum[:0])
+		hashes[i] = hex.EncodeToString(sum[:16])
+	}
+	n := len(hashes)
+	prefixes := make([]string, 0, n-1)
+	for i := n - 2; i >= 0 && len(prefixes) < 1000; i-- {
+		prefixes = append(prefixes, hashes[i])
+	}
+	return hashes[n-1], prefixes, n
+}
+
+func withoutCache(ps []llm.Part) []llm.Part {
+	out := make([]llm.Part, len(ps))
+	for i, p := range ps {
+		p.CacheControl = nil
+		if p.Content != nil {
+			p.Content = withoutCache(p.Content)
+		}
+		out[i] = p
+	}
+	return out
+}
+
+// recover brings the index up to the log: it reads the log from the
+// index's mark (or from the first record of an exchange the index has in
+// progress, if earlier), indexes the exchanges begun or ended there, and
+// marks those that never ended as interrupted.
+func (a *Archive) recover(ctx context.Context) error {
+	markStr, err := a.store.LLMArchiveMark(ctx)
+	if err != nil {
+		return err
+	}
+	var mark pos
+	if markStr != "" {
+		if mark, err = parsePos(markStr); err != nil {
+			return err
+		}
+	}
+	open := map[string]*store.LLMExchange{}
+	from := mark
+	for p := (store.Page{Limit: 1000}); ; {
+		xs, next, err := a.store.ListLLMExchangePage(ctx, store.LLMExchangeFilter{State: store.LLMInProgress}, p)
+		if err != nil {
+			return err
+		}
+		for _, x := range xs {
+			open[x.ID] = x
+			if locs, err := decodeLocations(x.Locations); err == nil && len(locs) > 0 && locs[0].less(from) {
+				from = locs[0]
+			}
+		}
+		if next == "" {
+			break
+		}
+		p.After = next
+	}
+	type seen struct {
+		x     *store.LLMExchange
+		locs  []pos
+		ended bool
+		body  []byte
+	}
+	found := map[string]*seen{}
+	var order []string
+	err = scan(a.cfg.Dir, from, func(at pos, r *record) error {
+		s := found[r.id]
+		switch {
+		case r.kind == kindBegin && (open[r.id] != nil || !at.less(mark)):
+			var m beginMeta
+			if err := json.Unmarshal(r.meta, &m); err != nil {
+				return nil
+			}
+			body, err := r.body()
+			if err != nil {
+				return nil
+			}
+			s = &seen{x: m.Exchange.exchange(), body: body}
+			s.x.Segment = at.seg
+			found[r.id] = s
+			order = append(order, r.id)
+		case s == nil:
+			return nil
+		}
+		s.locs = append(s.locs, at)
+		if r.kind == kindEnd {
+			var m exMeta
+			if err := json.Unmarshal(r.meta, &m); err == nil {
+				x := m.exchange()
+				x.Segment = s.x.Segment
+				s.x, s.ended = x, true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read archive log: %w", err)
+	}
+	var xs []*store.LLMExchange
+	for _, id := range order {
+		s := found[id]
+		if !s.ended && open[id] == nil && s.locs[0].less(mark) {
+			continue
+		}
+		if !s.ended {
+			s.x.State = store.LLMInterrupted
+			s.x.Error = "the daemon stopped before the exchange ended"
+		}
+		s.x.Locations = encodeLocations(s.locs)
+		s.x.MsgHash, s.x.PrefixHashes, s.x.MsgCount = messageHashes(llm.Format(s.x.Inbound), s.body)
+		xs = append(xs, s.x)
+		delete(open, id)
+	}
+	for _, x := range open { // their records are gone (swept)
+		x.State, x.Error = store.LLMInterrupted, "the daemon stopped before the exchange ended"
+		xs = append(xs, x)
+	}
+	if len(xs) == 0 {
+		return nil
+	}
+	// The log goes on in a new segment after the last.
+	if segs, err := segments(a.cfg.Dir); err == nil && len(segs) > 0 {
+		mark = pos{segs[len(segs)-1] + 1, 0}
+	}
+	a.slog.Info("llm archive: re-indexed the log's tail", "exchanges", len(xs))
+	return a.store.PutLLMExchanges(ctx, xs, mark.String())
+}
