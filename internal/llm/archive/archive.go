@@ -72,6 +72,8 @@ type Archive struct {
 	store store.LLMExchanges
 	idx   *indexer
 	slog  *slog.Logger
+
+	closeOnce sync.Once
 }
 
 var _ proxy.Recorder = (*Archive)(nil)
@@ -116,10 +118,10 @@ func Open(ctx context.Context, cfg Config, st store.LLMExchanges) (*Archive, err
 }
 
 // Close indexes what is left to index and closes the log. Exchanges still
-// in flight are recorded no further.
+// in flight are recorded no further. Closing again does nothing.
 func (a *Archive) Close() error {
 	err := a.log.close()
-	a.idx.close()
+	a.closeOnce.Do(a.idx.close)
 	return err
 }
 
