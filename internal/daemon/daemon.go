@@ -24,6 +24,7 @@ import (
 	"github.com/agent2env/agent2env/internal/gateway"
 	"github.com/agent2env/agent2env/internal/httpapi"
 	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/llm/archive"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/mcpserver"
 	"github.com/agent2env/agent2env/internal/metrics"
@@ -95,6 +96,8 @@ type Config struct {
 	TrustedOrigins []string
 	// HTTP bounds the API server's connections and timeouts.
 	HTTP HTTPConfig
+	// LLMArchive bounds the archive of the LLM proxy's exchanges.
+	LLMArchive LLMArchiveConfig
 	// ShutdownTimeout bounds how long Serve waits for requests in flight,
 	// and then how long it waits for the background loops to stop and
 	// the warm pools to empty. Default 30s.
@@ -121,9 +124,11 @@ type System struct {
 	Contexts  *contexts.Service
 	Sessions  *session.Service
 	MCP       *mcpserver.Server
-	Pools     *pool.Pools
-	Metrics   *metrics.Metrics
-	API       *httpapi.Server
+	// LLMArchive records every exchange through the LLM proxy.
+	LLMArchive *archive.Archive
+	Pools      *pool.Pools
+	Metrics    *metrics.Metrics
+	API        *httpapi.Server
 	// Loops runs every background loop: register one with Loops.Go while
 	// wiring, in New; Serve runs them and stops them at shutdown.
 	Loops *supervisor.Supervisor
@@ -242,7 +247,12 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		return nil, err
 	}
 	s.MCP = mcpserver.New(mcpserver.Config{ScopeByKey: authOn, Log: cfg.Log}, s.Contexts, s.Sessions)
+	llmRoutes, err := s.openLLMArchive(ctx)
+	if err != nil {
+		return nil, err
+	}
 	opts := []httpapi.Option{
+		httpapi.WithRoutes(llmRoutes),
 		httpapi.WithRoutes(s.Gateway),
 		httpapi.WithRoutes(httpapi.NewTemplateRoutes(s.Templates)),
 		httpapi.WithRoutes(httpapi.NewPrepullRoutes(s.Prepull)),

@@ -33,6 +33,10 @@ func (s *System) registerLoops() {
 		s.Sessions.Run(ctx)
 		return ctx.Err()
 	})
+	// Removes what the LLM archive keeps past its limits.
+	s.Loops.Go("llm archive retention", func(ctx context.Context) error {
+		return s.LLMArchive.RunRetention(ctx, time.Minute)
+	})
 }
 
 // Serve answers API requests on l, with the background loops running,
@@ -138,6 +142,9 @@ func (s *System) Close() error {
 	}
 	if c, ok := s.Runtime.(interface{ Close() }); ok && s.cfg.runtime == nil {
 		c.Close() // egress proxies; sandboxes keep running
+	}
+	if s.LLMArchive != nil {
+		s.LLMArchive.Close() // what it has left to index, before the store closes
 	}
 	if s.Store == nil {
 		return nil
