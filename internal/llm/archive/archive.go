@@ -71,6 +71,7 @@ type Archive struct {
 	log   *segLog
 	store store.LLMExchanges
 	idx   *indexer
+	hash  *hasher // the indexer's (recover's before it starts)
 	slog  *slog.Logger
 
 	closeOnce sync.Once
@@ -99,7 +100,7 @@ func Open(ctx context.Context, cfg Config, st store.LLMExchanges) (*Archive, err
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	a := &Archive{cfg: cfg, store: st, slog: cfg.Log}
+	a := &Archive{cfg: cfg, store: st, slog: cfg.Log, hash: newHasher()}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open LLM archive: %w", err)
 	}
@@ -113,7 +114,7 @@ func Open(ctx context.Context, cfg Config, st store.LLMExchanges) (*Archive, err
 		return nil, fmt.Errorf("open LLM archive: %w", err)
 	}
 	a.log = l
-	a.idx = newIndexer(st, cfg.Log)
+	a.idx = newIndexer(st, a.hash, cfg.Log)
 	return a, nil
 }
 

@@ -2,8 +2,6 @@ package archive
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +10,6 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/internal/llm"
-	"github.com/agent2env/agent2env/internal/llm/proxy"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
@@ -30,19 +27,26 @@ type item struct {
 // indexer stores index records in batches, in log order, on its own
 // goroutine: the hot path only appends to its queue.
 type indexer struct {
-	st   store.LLMExchanges
-	log  *slog.Logger
-	mu   sync.Mutex
-	q    []*item
-	last pos // the mark of the last item added
-	done pos // the mark of the last item stored
-	wake chan struct{}
-	stop chan struct{}
-	exit chan struct{}
+	st    store.LLMExchanges
+	hash  *hasher
+	convs convCache // the indexer goroutine's
+	log   *slog.Logger
+	mu    sync.Mutex
+	q     []*item
+	last  pos // the mark of the last item added
+	done  pos // the mark of the last item stored
+	wake  chan struct{}
+	hurry chan struct{} // Sync wants the batch now
+	stop  chan struct{}
+	exit  chan struct{}
 }
 
-func newIndexer(st store.LLMExchanges, log *slog.Logger) *indexer {
-	ix := &indexer{st: st, log: log, wake: make(chan struct{}, 1), stop: make(chan struct{}), exit: make(chan struct{})}
+// batchWait is how long the indexer lets a batch gather.
+const batchWait = 50 * time.Millisecond
+
+func newIndexer(st store.LLMExchanges, hash *hasher, log *slog.Logger) *indexer {
+	ix := &indexer{st: st, hash: hash, log: log, wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1),
+		stop: make(chan struct{}), exit: make(chan struct{})}
 	go ix.run()
 	return ix
 }
@@ -67,6 +71,13 @@ func (ix *indexer) run() {
 			ix.flush()
 			return
 		case <-ix.wake:
+		}
+		// Let a batch gather: one transaction for many exchanges costs
+		// the store about what one for one does.
+		select {
+		case <-ix.stop:
+		case <-ix.hurry:
+		case <-time.After(batchWait):
 		}
 		if !ix.flush() {
 			select { // the store failed: try again in a while
@@ -101,7 +112,8 @@ func (ix *indexer) flush() bool {
 	at := map[string]int{}
 	for _, it := range batch {
 		if it.body != nil || it.x.State != store.LLMInProgress {
-			it.x.MsgHash, it.x.PrefixHashes, it.x.MsgCount = messageHashes(it.format, it.body)
+			it.x.MsgHash, it.x.PrefixHashes, it.x.MsgCount = ix.hash.hashes(it.format, it.body)
+			it.x.Conversation = ix.convs.find(it.x)
 		}
 		if i, ok := at[it.x.ID]; ok { // begun and ended in one batch
 			xs[i] = it.x
@@ -120,10 +132,48 @@ func (ix *indexer) flush() bool {
 		ix.mu.Unlock()
 		return false
 	}
+	for _, x := range xs {
+		ix.convs.add(x)
+	}
 	ix.mu.Lock()
 	ix.done = mark
 	ix.mu.Unlock()
 	return true
+}
+
+// convCache remembers the conversation of the exchanges indexed lately by
+// their sandbox, run and messages, so that a follow-up finds its
+// conversation without asking the store (which it still asks on a miss:
+// the conversation may be older than the process).
+type convCache struct {
+	m map[string]string
+}
+
+const maxConvs = 100_000
+
+func convKey(x *store.LLMExchange, hash string) string {
+	return x.SandboxID + "\x00" + x.RunID + "\x00" + hash
+}
+
+// find is the conversation of the longest prefix of x's messages that
+// the cache knows, or "".
+func (c *convCache) find(x *store.LLMExchange) string {
+	for _, h := range x.PrefixHashes {
+		if conv, ok := c.m[convKey(x, h)]; ok {
+			return conv
+		}
+	}
+	return ""
+}
+
+func (c *convCache) add(x *store.LLMExchange) {
+	if x.MsgHash == "" || x.Conversation == "" {
+		return
+	}
+	if c.m == nil || len(c.m) >= maxConvs {
+		c.m = map[string]string{}
+	}
+	c.m[convKey(x, x.MsgHash)] = x.Conversation
 }
 
 // sync waits until what was added before the call is stored.
@@ -132,6 +182,10 @@ func (ix *indexer) sync(ctx context.Context) error {
 	want := ix.last
 	ix.mu.Unlock()
 	ix.poke()
+	select {
+	case ix.hurry <- struct{}{}:
+	default:
+	}
 	for {
 		ix.mu.Lock()
 		ok := !ix.done.less(want)
@@ -152,51 +206,6 @@ func (ix *indexer) sync(ctx context.Context) error {
 func (ix *indexer) close() {
 	close(ix.stop)
 	<-ix.exit
-}
-
-// messageHashes hashes the messages of a request in format f: the hash
-// of all of them, of each shorter prefix (longest first), and how many
-// there are. Cache markers, which clients move from turn to turn, are
-// left out. A body that does not decode has none.
-func messageHashes(f llm.Format, body []byte) (string, []string, int) {
-	c := proxy.Codecs[f]
-	if c == nil || len(body) == 0 {
-		return "", nil, 0
-	}
-	req, err := c.DecodeRequest(body)
-	if err != nil || len(req.Messages) == 0 {
-		return "", nil, 0
-	}
-	hashes := make([]string, len(req.Messages))
-	var sum [sha256.Size]byte
-	for i := range req.Messages {
-		m := req.Messages[i]
-		m.Parts = withoutCache(m.Parts)
-		b, _ := json.Marshal(m)
-		h := sha256.New()
-		h.Write(sum[:])
-		h.Write(b)
-		h.Sum(sum[:0])
-		hashes[i] = hex.EncodeToString(sum[:16])
-	}
-	n := len(hashes)
-	prefixes := make([]string, 0, n-1)
-	for i := n - 2; i >= 0 && len(prefixes) < 1000; i-- {
-		prefixes = append(prefixes, hashes[i])
-	}
-	return hashes[n-1], prefixes, n
-}
-
-func withoutCache(ps []llm.Part) []llm.Part {
-	out := make([]llm.Part, len(ps))
-	for i, p := range ps {
-		p.CacheControl = nil
-		if p.Content != nil {
-			p.Content = withoutCache(p.Content)
-		}
-		out[i] = p
-	}
-	return out
 }
 
 // recover brings the index up to the log: it reads the log from the
@@ -284,7 +293,7 @@ func (a *Archive) recover(ctx context.Context) error {
 			s.x.Error = "the daemon stopped before the exchange ended"
 		}
 		s.x.Locations = encodeLocations(s.locs)
-		s.x.MsgHash, s.x.PrefixHashes, s.x.MsgCount = messageHashes(llm.Format(s.x.Inbound), s.body)
+		s.x.MsgHash, s.x.PrefixHashes, s.x.MsgCount = a.hash.hashes(llm.Format(s.x.Inbound), s.body)
 		xs = append(xs, s.x)
 		delete(open, id)
 	}

@@ -52,7 +52,11 @@ func (s *Store) PutLLMExchanges(ctx context.Context, xs []*store.LLMExchange, ma
 		return fmt.Errorf("index LLM exchanges: %w", err)
 	}
 	defer tx.Rollback()
-	upsert := llmExchanges.insertSQL + ` ON CONFLICT(id) DO UPDATE SET ` + upsertSet(llmExchanges.columns)
+	upsert, err := tx.PrepareContext(ctx, llmExchanges.insertSQL+` ON CONFLICT(id) DO UPDATE SET `+upsertSet(llmExchanges.columns))
+	if err != nil {
+		return fmt.Errorf("index LLM exchanges: %w", err)
+	}
+	defer upsert.Close()
 	for _, x := range xs {
 		if x.Conversation == "" && x.MsgHash != "" {
 			if x.Conversation, err = findConversation(ctx, tx, x); err != nil {
@@ -61,7 +65,7 @@ func (s *Store) PutLLMExchanges(ctx context.Context, xs []*store.LLMExchange, ma
 		}
 		llmExchanges.normalize(x)
 		args, _ := llmExchanges.values(x)
-		if _, err := tx.ExecContext(ctx, upsert, args...); err != nil {
+		if _, err := upsert.ExecContext(ctx, args...); err != nil {
 			return fmt.Errorf("index LLM exchange %s: %w", x.ID, err)
 		}
 	}
@@ -85,26 +89,29 @@ func upsertSet(columns string) string {
 
 // findConversation is the conversation x continues: that of the newest
 // exchange of its sandbox and run whose messages are the longest prefix of
-// x's; else x's own id.
+// x's; else x's own id. (msg_hash != ” lets SQLite use the partial
+// index: without it, each lookup scanned the table.)
 func findConversation(ctx context.Context, q querier, x *store.LLMExchange) (string, error) {
-	for i := 0; i < len(x.PrefixHashes); i += 100 {
-		hashes := x.PrefixHashes[i:min(i+100, len(x.PrefixHashes))]
-		args := []any{x.SandboxID, x.RunID, x.ID}
-		for _, h := range hashes {
-			args = append(args, h)
-		}
-		var conv string
-		err := q.QueryRowContext(ctx, `SELECT conversation FROM llm_exchanges
-			WHERE sandbox_id = ? AND run_id = ? AND id != ? AND conversation != '' AND msg_hash IN (?`+strings.Repeat(`,?`, len(hashes)-1)+`)
-			ORDER BY msg_count DESC, created_at DESC LIMIT 1`, args...).Scan(&conv)
-		switch {
-		case err == nil:
-			return conv, nil
-		case !errors.Is(err, sql.ErrNoRows):
-			return "", err
-		}
+	if len(x.PrefixHashes) == 0 {
+		return x.ID, nil
 	}
-	return x.ID, nil
+	args := []any{x.SandboxID, x.RunID}
+	for _, h := range x.PrefixHashes {
+		args = append(args, h)
+	}
+	args = append(args, x.ID)
+	var conv string
+	err := q.QueryRowContext(ctx, `SELECT conversation FROM llm_exchanges
+		WHERE sandbox_id = ? AND run_id = ? AND msg_hash != '' AND msg_hash IN (?`+strings.Repeat(`,?`, len(x.PrefixHashes)-1)+`)
+		AND id != ? AND conversation != ''
+		ORDER BY msg_count DESC, created_at DESC LIMIT 1`, args...).Scan(&conv)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return x.ID, nil
+	case err != nil:
+		return "", err
+	}
+	return conv, nil
 }
 
 func (s *Store) LLMArchiveMark(ctx context.Context) (string, error) {

@@ -39,7 +39,7 @@ CREATE INDEX llm_exchanges_sandbox ON llm_exchanges(sandbox_id, created_at, id);
 CREATE INDEX llm_exchanges_run ON llm_exchanges(run_id, created_at, id) WHERE run_id != '';
 CREATE INDEX llm_exchanges_hash ON llm_exchanges(sandbox_id, run_id, msg_hash) WHERE msg_hash != '';
 CREATE INDEX llm_exchanges_segment ON llm_exchanges(segment);
-CREATE INDEX llm_exchanges_state ON llm_exchanges(state) WHERE state = 'in_progress';
+CREATE INDEX llm_exchanges_state ON llm_exchanges(state, created_at, id);
 CREATE TABLE llm_archive (
 	id INTEGER PRIMARY KEY CHECK (id = 1),
 	mark TEXT NOT NULL
