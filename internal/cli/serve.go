@@ -94,6 +94,7 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 			ReadHeaderTimeout: cfg.HTTPHeaderTimeout, IdleTimeout: cfg.HTTPIdleTimeout, StallTimeout: cfg.HTTPStallTimeout,
 			MaxHeaderBytes: cfg.HTTPMaxHeaderBytes, MaxConns: cfg.MaxConns, MaxConnsPerClient: cfg.MaxConnsPerClient,
 		},
+		LLMArchive: daemon.LLMArchiveConfig{MaxAge: cfg.LLMArchiveMaxAge, MaxSize: cfg.LLMArchiveMaxSize},
 	})
 	if err != nil {
 		l.Close()
@@ -178,6 +179,9 @@ func (cfg *serveConfig) settings() (*serveSettings, error) {
 	}
 	if cfg.SessionTimeout < 0 {
 		return nil, fmt.Errorf("session-timeout %v: must not be negative", cfg.SessionTimeout)
+	}
+	if cfg.LLMArchiveMaxAge < 0 || cfg.LLMArchiveMaxSize < 0 {
+		return nil, fmt.Errorf("llm-archive-max-age %v, llm-archive-max-size %d: must not be negative", cfg.LLMArchiveMaxAge, cfg.LLMArchiveMaxSize)
 	}
 	return s, nil
 }
