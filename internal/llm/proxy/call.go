@@ -17,7 +17,7 @@ import (
 // call is one client request on its way through the proxy.
 type call struct {
 	p       *Proxy
-	w       *writer
+	w       *recorder
 	rec     Recording // nil when nothing records
 	begun   bool
 	r       *http.Request
@@ -74,7 +74,7 @@ func (p *Proxy) handleGemini(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Proxy) newCall(w http.ResponseWriter, r *http.Request, f llm.Format) *call {
-	c := &call{p: p, w: &writer{ResponseWriter: w}, r: r, in: Codecs[f]}
+	c := &call{p: p, w: &recorder{ResponseWriter: w}, r: r, in: Codecs[f]}
 	c.ex.Start, c.ex.Inbound = time.Now(), f
 	c.w.start = c.ex.Start
 	return c
@@ -408,7 +408,7 @@ func (c *call) passStream(out llm.Codec, resp *http.Response) {
 // teeSource writes each event to the client as the decoder reads it.
 type teeSource struct {
 	src *llm.SSEReader
-	w   *writer
+	w   *recorder
 	err error
 }
 
@@ -564,10 +564,10 @@ func (c *call) writeCount(n int) {
 	_, _ = c.w.Write(c.in.(llm.TokenCounter).EncodeCountResponse(n))
 }
 
-// writer notes the status, the time of the first byte written and the
+// recorder notes the status, the time of the first byte written and the
 // first write error (a client gone), and hands what it writes to the
-// exchange's recording.
-type writer struct {
+// exchange's Recording.
+type recorder struct {
 	http.ResponseWriter
 	start  time.Time
 	first  time.Time
@@ -577,7 +577,7 @@ type writer struct {
 	rc     *http.ResponseController
 }
 
-func (r *writer) WriteHeader(status int) {
+func (r *recorder) WriteHeader(status int) {
 	if r.status == 0 {
 		r.status = status
 		if r.rec != nil {
@@ -587,7 +587,7 @@ func (r *writer) WriteHeader(status int) {
 	r.ResponseWriter.WriteHeader(status)
 }
 
-func (r *writer) Write(b []byte) (int, error) {
+func (r *recorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
 		r.WriteHeader(http.StatusOK)
 	}
@@ -606,11 +606,11 @@ func (r *writer) Write(b []byte) (int, error) {
 
 // Flush sends what was written; errors (a client gone) show on the next
 // Write.
-func (r *writer) Flush() {
+func (r *recorder) Flush() {
 	if r.rc == nil {
 		r.rc = http.NewResponseController(r.ResponseWriter)
 	}
 	_ = r.rc.Flush()
 }
 
-func (r *writer) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
