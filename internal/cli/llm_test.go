@@ -60,7 +60,7 @@ func newLLMDaemon(t *testing.T) *llmDaemon {
 	}
 	ps := httptest.NewServer(p)
 	t.Cleanup(ps.Close)
-	api := httpapi.New(nil, nil, slog.New(slog.DiscardHandler), httpapi.WithRoutes(httpapi.NewLLMRoutes(service.NewLLMExchanges(arc))))
+	api := httpapi.New(nil, nil, slog.New(slog.DiscardHandler), httpapi.WithRoutes(httpapi.NewLLMArchiveRoutes(service.NewLLMExchanges(arc))))
 	api.SetReady(true)
 	as := httptest.NewServer(api.Handler())
 	t.Cleanup(as.Close)

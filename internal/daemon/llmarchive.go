@@ -37,7 +37,7 @@ func (s *System) openLLMArchive(ctx context.Context) (httpapi.Routes, error) {
 		return nil, err
 	}
 	s.LLMArchive = a
-	return httpapi.NewLLMRoutes(service.NewLLMExchanges(a)), nil
+	return httpapi.NewLLMArchiveRoutes(service.NewLLMExchanges(a)), nil
 }
 
 // identifyLLMCaller says who made a call through the proxy. The daemon

@@ -781,7 +781,7 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 	llmE := newLLMEnv(t, st)
 	srv := New(service.NewSandboxes(m, "http://gw.test"), service.NewImages(imgs), log,
 		WithRoutes(NewTemplateRoutes(tpl)), WithRoutes(NewPrepullRoutes(pp)), WithRoutes(capture),
-		WithRoutes(NewLLMRoutes(service.NewLLMExchanges(llmE.arc))),
+		WithRoutes(NewLLMArchiveRoutes(service.NewLLMExchanges(llmE.arc))),
 		WithRoutes(NewContextRoutes(service.NewContexts(ctxs))), WithRoutes(NewSessionRoutes(sess)), WithMetrics(mt),
 		WithMiddleware(AuthMiddleware(keys)), WithMiddleware(TenantMiddleware))
 	srv.SetReady(true)

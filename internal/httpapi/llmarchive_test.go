@@ -113,7 +113,7 @@ func llmServer(t *testing.T) (*llmEnv, http.Handler) {
 	}
 	t.Cleanup(func() { st.Close() })
 	e := newLLMEnv(t, st)
-	srv := New(nil, nil, slog.New(slog.DiscardHandler), WithRoutes(NewLLMRoutes(service.NewLLMExchanges(e.arc))))
+	srv := New(nil, nil, slog.New(slog.DiscardHandler), WithRoutes(NewLLMArchiveRoutes(service.NewLLMExchanges(e.arc))))
 	srv.SetReady(true)
 	return e, srv.Handler()
 }

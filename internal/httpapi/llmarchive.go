@@ -10,19 +10,19 @@ import (
 	"github.com/agent2env/agent2env/internal/service"
 )
 
-// LLMRoutes serve the LLM proxy's archive: exchanges, their raw parts,
+// LLMArchiveRoutes serve the LLM proxy's archive: exchanges, their raw parts,
 // the JSONL export, and a sandbox's conversations.
-type LLMRoutes struct {
+type LLMArchiveRoutes struct {
 	svc *service.LLMExchanges
 }
 
-var _ Routes = (*LLMRoutes)(nil)
+var _ Routes = (*LLMArchiveRoutes)(nil)
 
-// NewLLMRoutes returns the archive routes of svc.
-func NewLLMRoutes(svc *service.LLMExchanges) *LLMRoutes { return &LLMRoutes{svc: svc} }
+// NewLLMArchiveRoutes returns the archive routes of svc.
+func NewLLMArchiveRoutes(svc *service.LLMExchanges) *LLMArchiveRoutes { return &LLMArchiveRoutes{svc: svc} }
 
 // Register adds the routes to mux; /export is more specific than {id}.
-func (l *LLMRoutes) Register(mux *http.ServeMux) {
+func (l *LLMArchiveRoutes) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/llm/exchanges", l.list)
 	mux.HandleFunc("GET /api/v1/llm/exchanges/export", l.export)
 	mux.HandleFunc("GET /api/v1/llm/exchanges/{id}", l.get)
@@ -41,7 +41,7 @@ func llmFilter(r *http.Request) (service.LLMFilter, error) {
 	return f, err
 }
 
-func (l *LLMRoutes) list(w http.ResponseWriter, r *http.Request) {
+func (l *LLMArchiveRoutes) list(w http.ResponseWriter, r *http.Request) {
 	f, err := llmFilter(r)
 	if err != nil {
 		writeError(w, err)
@@ -55,7 +55,7 @@ func (l *LLMRoutes) list(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (l *LLMRoutes) get(w http.ResponseWriter, r *http.Request) {
+func (l *LLMArchiveRoutes) get(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if part := r.URL.Query().Get("raw"); r.URL.Query().Has("raw") {
 		ct, body, err := l.svc.Raw(r.Context(), id, part)
@@ -80,7 +80,7 @@ func (l *LLMRoutes) get(w http.ResponseWriter, r *http.Request) {
 // export streams one exchange per line (JSON Lines), each flushed as it
 // is read; an error after the first line ends the stream early (the
 // client sees a last line that is not complete, or fewer lines).
-func (l *LLMRoutes) export(w http.ResponseWriter, r *http.Request) {
+func (l *LLMArchiveRoutes) export(w http.ResponseWriter, r *http.Request) {
 	f, err := llmFilter(r)
 	if err == nil {
 		err = l.svc.CheckExport(f)
@@ -116,7 +116,7 @@ func (l *LLMRoutes) export(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (l *LLMRoutes) conversations(w http.ResponseWriter, r *http.Request) {
+func (l *LLMArchiveRoutes) conversations(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if id == "" {
 		writeError(w, errdefs.Invalid("sandbox id is required"))
