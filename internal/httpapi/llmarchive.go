@@ -19,7 +19,9 @@ type LLMArchiveRoutes struct {
 var _ Routes = (*LLMArchiveRoutes)(nil)
 
 // NewLLMArchiveRoutes returns the archive routes of svc.
-func NewLLMArchiveRoutes(svc *service.LLMExchanges) *LLMArchiveRoutes { return &LLMArchiveRoutes{svc: svc} }
+func NewLLMArchiveRoutes(svc *service.LLMExchanges) *LLMArchiveRoutes {
+	return &LLMArchiveRoutes{svc: svc}
+}
 
 // Register adds the routes to mux; /export is more specific than {id}.
 func (l *LLMArchiveRoutes) Register(mux *http.ServeMux) {
