@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/llm"
 	"github.com/agent2env/agent2env/internal/llm/archive"
 	"github.com/agent2env/agent2env/internal/llm/llmtest"
@@ -507,6 +509,14 @@ func TestRetention(t *testing.T) {
 	}
 	if diff := cmp.Diff("q29", lastQuestion(t, a, xs[len(xs)-1])); diff != "" {
 		t.Errorf("newest kept (-want +got):\n%s", diff)
+	}
+	// An exchange whose segment goes between the index and the read is
+	// not found, not an internal error.
+	for _, s := range segs {
+		os.Remove(s)
+	}
+	if _, err := a.Read(context.Background(), xs[0]); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("read of a swept exchange: %v, want not found", err)
 	}
 }
 

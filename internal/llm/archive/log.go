@@ -301,13 +301,39 @@ func scanSegment(dir string, seg, off int64, fn func(at pos, r *record) error) e
 // maxRecord bounds a record's size (a request body is at most 64 MiB).
 const maxRecord = 256 << 20
 
-// readAt reads the record at p; its slices are its own.
-func readAt(dir string, p pos) (*record, error) {
-	f, err := os.Open(filepath.Join(dir, segName(p.seg)))
+// segFiles are segments open for reading, for one reader at a time.
+type segFiles struct {
+	dir   string
+	files map[int64]*os.File
+}
+
+func (s *segFiles) get(seg int64) (*os.File, error) {
+	if f := s.files[seg]; f != nil {
+		return f, nil
+	}
+	f, err := os.Open(filepath.Join(s.dir, segName(seg)))
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	if s.files == nil {
+		s.files = map[int64]*os.File{}
+	}
+	s.files[seg] = f
+	return f, nil
+}
+
+func (s *segFiles) close() {
+	for _, f := range s.files {
+		f.Close()
+	}
+}
+
+// readAt reads the record at p; its slices are its own.
+func (s *segFiles) readAt(p pos) (*record, error) {
+	f, err := s.get(p.seg)
+	if err != nil {
+		return nil, err
+	}
 	var hdr [headerSize]byte
 	if _, err := f.ReadAt(hdr[:], p.off); err != nil {
 		return nil, fmt.Errorf("read archive record %s: %w", p, err)

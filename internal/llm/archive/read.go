@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
@@ -143,11 +145,16 @@ func (a *Archive) Read(ctx context.Context, x *store.LLMExchange) (*Exchange, er
 		return nil, fmt.Errorf("read LLM exchange %s: locations: %w", x.ID, err)
 	}
 	out := &Exchange{LLMExchange: x}
+	files := &segFiles{dir: a.cfg.Dir}
+	defer files.close()
 	for _, p := range locs {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		r, err := readAt(a.cfg.Dir, p)
+		r, err := files.readAt(p)
+		if errors.Is(err, os.ErrNotExist) { // swept since the index was read
+			return nil, errdefs.NotFound("LLM exchange %s was removed by the archive's retention", x.ID)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("read LLM exchange %s: %w", x.ID, err)
 		}
