@@ -33,6 +33,7 @@ type indexer struct {
 	log   *slog.Logger
 	mu    sync.Mutex
 	q     []*item
+	bytes int // of the request bodies in q
 	last  pos // the mark of the last item added
 	done  pos // the mark of the last item stored
 	wake  chan struct{}
@@ -40,6 +41,9 @@ type indexer struct {
 	stop  chan struct{}
 	exit  chan struct{}
 }
+
+// maxQueuedBodies bounds the request bodies the indexer's queue holds.
+const maxQueuedBodies = 256 << 20
 
 // batchWait is how long the indexer lets a batch gather.
 const batchWait = 50 * time.Millisecond
@@ -54,6 +58,12 @@ func newIndexer(st store.LLMExchanges, hash *hasher, log *slog.Logger) *indexer 
 // add queues it; called in log order.
 func (ix *indexer) add(it *item) {
 	ix.mu.Lock()
+	// While the store lags, requests wait here with their bodies; past a
+	// bound they wait without (their conversation is then unknown).
+	if ix.bytes+len(it.body) > maxQueuedBodies {
+		it.body = nil
+	}
+	ix.bytes += len(it.body)
 	ix.q = append(ix.q, it)
 	ix.last = it.mark
 	ix.mu.Unlock()
@@ -104,6 +114,9 @@ func (ix *indexer) flush() bool {
 	ix.mu.Lock()
 	batch := ix.q
 	ix.q = nil
+	for _, it := range batch {
+		ix.bytes -= len(it.body)
+	}
 	ix.mu.Unlock()
 	if len(batch) == 0 {
 		return true
@@ -129,6 +142,9 @@ func (ix *indexer) flush() bool {
 		ix.log.Warn("llm archive: index exchanges", "count", len(xs), "err", err)
 		ix.mu.Lock()
 		ix.q = append(batch, ix.q...)
+		for _, it := range batch {
+			ix.bytes += len(it.body)
+		}
 		ix.mu.Unlock()
 		return false
 	}
