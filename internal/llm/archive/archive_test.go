@@ -205,6 +205,39 @@ func TestRecordingIsByteExact(t *testing.T) {
 	}
 }
 
+// TestConversations: a request whose messages extend an earlier one's
+// joins its conversation, also when both are indexed in one batch.
+func TestConversations(t *testing.T) {
+	dir := t.TempDir()
+	a := openArchive(t, dir, openStore(t, dir), archive.Config{})
+	up := llmtest.NewFakeUpstream(t, proxy.Codecs[llm.FormatOpenAI], upstreamKey, answer("ok"))
+	base := serve(t, a, llm.FormatOpenAI, up.URL)
+	for _, body := range []string{
+		`{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"one"}]}`,
+		`{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"two"}]}`,
+		`{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"one"},{"role":"assistant","content":"ok"},{"role":"user","content":"more"}]}`,
+	} {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	if err := a.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	xs, _, err := a.List(context.Background(), store.LLMExchangeFilter{}, store.Page{})
+	if err != nil || len(xs) != 3 {
+		t.Fatalf("%d exchanges, %v", len(xs), err)
+	}
+	got := []string{xs[0].Conversation, xs[1].Conversation, xs[2].Conversation}
+	if diff := cmp.Diff([]string{xs[0].ID, xs[1].ID, xs[0].ID}, got); diff != "" {
+		t.Errorf("conversations (-want +got):\n%s", diff)
+	}
+}
+
 // TestClientDisconnect: a client that leaves mid-stream leaves a complete
 // record marked client_gone, with what had passed until then.
 func TestClientDisconnect(t *testing.T) {

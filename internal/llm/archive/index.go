@@ -27,19 +27,20 @@ type item struct {
 // indexer stores index records in batches, in log order, on its own
 // goroutine: the hot path only appends to its queue.
 type indexer struct {
-	st    store.LLMExchanges
-	hash  *hasher
-	convs convCache // the indexer goroutine's
-	log   *slog.Logger
-	mu    sync.Mutex
-	q     []*item
-	bytes int // of the request bodies in q
-	last  pos // the mark of the last item added
-	done  pos // the mark of the last item stored
-	wake  chan struct{}
-	hurry chan struct{} // Sync wants the batch now
-	stop  chan struct{}
-	exit  chan struct{}
+	st      store.LLMExchanges
+	hash    *hasher
+	convs   convCache // the indexer goroutine's
+	started time.Time
+	log     *slog.Logger
+	mu      sync.Mutex
+	q       []*item
+	bytes   int // of the request bodies in q
+	last    pos // the mark of the last item added
+	done    pos // the mark of the last item stored
+	wake    chan struct{}
+	hurry   chan struct{} // Sync wants the batch now
+	stop    chan struct{}
+	exit    chan struct{}
 }
 
 // maxQueuedBodies bounds the request bodies the indexer's queue holds.
@@ -49,7 +50,7 @@ const maxQueuedBodies = 256 << 20
 const batchWait = 50 * time.Millisecond
 
 func newIndexer(st store.LLMExchanges, hash *hasher, log *slog.Logger) *indexer {
-	ix := &indexer{st: st, hash: hash, log: log, wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1),
+	ix := &indexer{st: st, hash: hash, log: log, started: time.Now(), wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1),
 		stop: make(chan struct{}), exit: make(chan struct{})}
 	go ix.run()
 	return ix
@@ -121,12 +122,18 @@ func (ix *indexer) flush() bool {
 	if len(batch) == 0 {
 		return true
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	xs := make([]*store.LLMExchange, 0, len(batch))
 	at := map[string]int{}
 	for _, it := range batch {
 		if it.body != nil || it.x.State != store.LLMInProgress {
 			it.x.MsgHash, it.x.PrefixHashes, it.x.MsgCount = ix.hash.hashes(it.format, it.body)
 			it.x.Conversation = ix.convs.find(it.x)
+			if it.x.Conversation == "" && len(it.x.PrefixHashes) > 0 && !ix.older(ctx, it.x) {
+				it.x.Conversation = it.x.ID // nothing it could continue: spare the store the lookup
+			}
+			ix.convs.add(it.x) // for a follow-up in this very batch
 		}
 		if i, ok := at[it.x.ID]; ok { // begun and ended in one batch
 			xs[i] = it.x
@@ -135,8 +142,6 @@ func (ix *indexer) flush() bool {
 		at[it.x.ID] = len(xs)
 		xs = append(xs, it.x)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	mark := batch[len(batch)-1].mark
 	if err := ix.st.PutLLMExchanges(ctx, xs, mark.String()); err != nil {
 		ix.log.Warn("llm archive: index exchanges", "count", len(xs), "err", err)
@@ -157,12 +162,38 @@ func (ix *indexer) flush() bool {
 	return true
 }
 
+// older says whether x's conversation may be one the cache does not know:
+// the cache forgot some, or x's sandbox had exchanges before the indexer
+// started (asked of the store once per sandbox).
+func (ix *indexer) older(ctx context.Context, x *store.LLMExchange) bool {
+	if ix.convs.forgot {
+		return true
+	}
+	old, ok := ix.convs.before[x.SandboxID]
+	if !ok {
+		xs, _, err := ix.st.ListLLMExchangePage(ctx, store.LLMExchangeFilter{SandboxID: x.SandboxID, Until: ix.started}, store.Page{Limit: 1})
+		if err != nil {
+			return true
+		}
+		old = len(xs) > 0
+		if ix.convs.before == nil {
+			ix.convs.before = map[string]bool{}
+		}
+		ix.convs.before[x.SandboxID] = old
+	}
+	return old
+}
+
 // convCache remembers the conversation of the exchanges indexed lately by
 // their sandbox, run and messages, so that a follow-up finds its
 // conversation without asking the store (which it still asks on a miss:
 // the conversation may be older than the process).
 type convCache struct {
 	m map[string]string
+	// forgot: m was cleared once full. before: whether a sandbox has
+	// exchanges from before the indexer started.
+	forgot bool
+	before map[string]bool
 }
 
 const maxConvs = 100_000
@@ -186,7 +217,10 @@ func (c *convCache) add(x *store.LLMExchange) {
 	if x.MsgHash == "" || x.Conversation == "" {
 		return
 	}
-	if c.m == nil || len(c.m) >= maxConvs {
+	if len(c.m) >= maxConvs {
+		c.m, c.forgot = nil, true
+	}
+	if c.m == nil {
 		c.m = map[string]string{}
 	}
 	c.m[convKey(x, x.MsgHash)] = x.Conversation
