@@ -213,9 +213,11 @@ func TestConversations(t *testing.T) {
 	up := llmtest.NewFakeUpstream(t, proxy.Codecs[llm.FormatOpenAI], upstreamKey, answer("ok"))
 	base := serve(t, a, llm.FormatOpenAI, up.URL)
 	for _, body := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"one"}]}`,
 		`{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"one"}]}`,
 		`{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"two"}]}`,
 		`{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"one"},{"role":"assistant","content":"ok"},{"role":"user","content":"more"}]}`,
+		`{"model":"m","messages":[{"role":"user","content":"one"},{"role":"assistant","content":"ok"},{"role":"user","content":"again"}]}`,
 	} {
 		req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
 		resp, err := http.DefaultClient.Do(req)
@@ -229,11 +231,17 @@ func TestConversations(t *testing.T) {
 		t.Fatal(err)
 	}
 	xs, _, err := a.List(context.Background(), store.LLMExchangeFilter{}, store.Page{})
-	if err != nil || len(xs) != 3 {
+	if err != nil || len(xs) != 5 {
 		t.Fatalf("%d exchanges, %v", len(xs), err)
 	}
-	got := []string{xs[0].Conversation, xs[1].Conversation, xs[2].Conversation}
-	if diff := cmp.Diff([]string{xs[0].ID, xs[1].ID, xs[0].ID}, got); diff != "" {
+	// The second is no follow-up of the first (a system prompt comes
+	// first), nor the third of the second; the fourth continues the
+	// second, the fifth the first.
+	var got []string
+	for _, x := range xs {
+		got = append(got, x.Conversation)
+	}
+	if diff := cmp.Diff([]string{xs[0].ID, xs[1].ID, xs[2].ID, xs[1].ID, xs[0].ID}, got); diff != "" {
 		t.Errorf("conversations (-want +got):\n%s", diff)
 	}
 }

@@ -130,7 +130,7 @@ func (ix *indexer) flush() bool {
 		if it.body != nil || it.x.State != store.LLMInProgress {
 			it.x.MsgHash, it.x.PrefixHashes, it.x.MsgCount = ix.hash.hashes(it.format, it.body)
 			it.x.Conversation = ix.convs.find(it.x)
-			if it.x.Conversation == "" && len(it.x.PrefixHashes) > 0 && !ix.older(ctx, it.x) {
+			if it.x.Conversation == "" && it.x.MsgHash != "" && (len(it.x.PrefixHashes) == 0 || !ix.older(ctx, it.x)) {
 				it.x.Conversation = it.x.ID // nothing it could continue: spare the store the lookup
 			}
 			ix.convs.add(it.x) // for a follow-up in this very batch
