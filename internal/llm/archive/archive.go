@@ -302,9 +302,6 @@ func putBuf(b []byte) {
 // Sweep removes the segments past the retention limits and the index
 // records of the exchanges that began in them.
 func (a *Archive) Sweep(ctx context.Context) error {
-	if a.cfg.MaxAge <= 0 && a.cfg.MaxSize <= 0 {
-		return nil
-	}
 	active := a.log.active()
 	keep, err := sweep(a.cfg.Dir, active, a.cfg.MaxAge, a.cfg.MaxSize, time.Now())
 	if err != nil {

@@ -47,23 +47,28 @@ func TestScanStopsAtATornRecord(t *testing.T) {
 	}
 }
 
-// TestSweepByAge: segments older than the limit go, the active one never.
+// TestSweepByAge: segments older than the limit go, and empty ones; the
+// active one never.
 func TestSweepByAge(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Now()
-	for seg, age := range map[int64]time.Duration{1: 50 * time.Hour, 2: 30 * time.Hour, 3: time.Hour, 4: 100 * time.Hour} {
+	for seg, age := range map[int64]time.Duration{1: 50 * time.Hour, 2: 30 * time.Hour, 3: time.Hour, 4: 2 * time.Hour, 5: 100 * time.Hour} {
 		p := filepath.Join(dir, segName(seg))
-		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+		data := []byte("x")
+		if seg == 3 || seg == 5 {
+			data = nil // 3 empty: removed though young; 5 empty and old, but active
+		}
+		if err := os.WriteFile(p, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		os.Chtimes(p, now.Add(-age), now.Add(-age))
 	}
-	keep, err := sweep(dir, 4, 24*time.Hour, 0, now)
+	keep, err := sweep(dir, 5, 24*time.Hour, 0, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	left, _ := segments(dir)
-	if keep != 3 || !cmp.Equal(left, []int64{3, 4}) {
-		t.Errorf("kept from %d: %v, want from 3: [3 4]", keep, left)
+	if keep != 4 || !cmp.Equal(left, []int64{4, 5}) {
+		t.Errorf("kept from %d: %v, want from 4: [4 5]", keep, left)
 	}
 }

@@ -221,9 +221,9 @@ func addChunks(m *Message, b []byte) error {
 	return nil
 }
 
-// sweep removes the segments (never active) older than maxAge, then the
-// oldest while all are larger than maxSize, and returns the first
-// segment kept.
+// sweep removes the empty segments and those (never the active one)
+// older than maxAge, then the oldest while all are larger than maxSize,
+// and returns the first segment kept.
 func sweep(dir string, active int64, maxAge time.Duration, maxSize int64, now time.Time) (int64, error) {
 	segs, err := segments(dir)
 	if err != nil {
@@ -239,6 +239,12 @@ func sweep(dir string, active int64, maxAge time.Duration, maxSize int64, now ti
 	for _, n := range segs {
 		fi, err := os.Stat(filepath.Join(dir, segName(n)))
 		if err != nil {
+			continue
+		}
+		if fi.Size() == 0 && n < active { // a run of the daemon that archived nothing
+			if err := os.Remove(filepath.Join(dir, segName(n))); err != nil {
+				return 0, err
+			}
 			continue
 		}
 		all = append(all, seg{n, fi.Size(), fi.ModTime()})
