@@ -94,7 +94,8 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 			ReadHeaderTimeout: cfg.HTTPHeaderTimeout, IdleTimeout: cfg.HTTPIdleTimeout, StallTimeout: cfg.HTTPStallTimeout,
 			MaxHeaderBytes: cfg.HTTPMaxHeaderBytes, MaxConns: cfg.MaxConns, MaxConnsPerClient: cfg.MaxConnsPerClient,
 		},
-		LLMConfig: cfg.LLMConfig,
+		LLMConfig:  cfg.LLMConfig,
+		LLMArchive: daemon.LLMArchiveConfig{MaxAge: cfg.LLMArchiveMaxAge, MaxSize: cfg.LLMArchiveMaxSize},
 	})
 	if err != nil {
 		l.Close()
@@ -206,6 +207,9 @@ func (cfg *serveConfig) settings() (*serveSettings, error) {
 	}
 	if cfg.SessionTimeout < 0 {
 		return nil, fmt.Errorf("session-timeout %v: must not be negative", cfg.SessionTimeout)
+	}
+	if cfg.LLMArchiveMaxAge < 0 || cfg.LLMArchiveMaxSize < 0 {
+		return nil, fmt.Errorf("llm-archive-max-age %v, llm-archive-max-size %d: must not be negative", cfg.LLMArchiveMaxAge, cfg.LLMArchiveMaxSize)
 	}
 	return s, nil
 }

@@ -54,6 +54,8 @@ type serveConfig struct {
 	SessionTimeout     time.Duration `yaml:"session-timeout"`
 	SharedVolumes      string        `yaml:"shared-volumes"`
 	LLMConfig          string        `yaml:"llm-config"`
+	LLMArchiveMaxAge   time.Duration `yaml:"llm-archive-max-age"`
+	LLMArchiveMaxSize  int64         `yaml:"llm-archive-max-size"`
 }
 
 // register adds a flag for each field of cfg, with its default.
@@ -86,6 +88,8 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.DurationVar(&cfg.SessionTimeout, "session-timeout", 0, "a session idle this long is ended with its sandbox (default: $MSB_SESSION_TIMEOUT, else 30m)")
 	f.StringVar(&cfg.SharedVolumes, "shared-volumes", "", `host directories mounted into session sandboxes, "/host:/guest" comma-separated; each session sees its own subdirectory; a third field "common" shares it, "ro" mounts it read-only (default: $MSB_SHARED_VOLUME_PATH)`)
 	f.StringVar(&cfg.LLMConfig, "llm-config", "", "YAML file of the LLM proxy's providers, models and limits (served at /llm and in every sandbox at http://127.0.0.1:4000/llm); SIGHUP reads it again")
+	f.DurationVar(&cfg.LLMArchiveMaxAge, "llm-archive-max-age", 0, "exchanges with models older than this are removed from the LLM archive (0: kept)")
+	f.Int64Var(&cfg.LLMArchiveMaxSize, "llm-archive-max-size", 0, "bytes the LLM archive keeps at most; the oldest exchanges go first (0: no limit)")
 	f.Int64Var(&cfg.OutputBudget, "output-budget", 256<<20, "bytes of command and code output the daemon buffers across all executions; past it output is dropped and results say truncated")
 }
 

@@ -159,6 +159,7 @@ func TestServeConfigErrors(t *testing.T) {
 		{name: "duration in the file", file: "http-stall-timeout: soon\n", want: []string{"http-stall-timeout: invalid value \"soon\""}},
 		{name: "shared volume", args: []string{"--shared-volumes", "relative:/data"}, want: []string{"shared-volumes:"}},
 		{name: "session timeout", args: []string{"--session-timeout", "-1m"}, want: []string{"session-timeout"}},
+		{name: "llm archive age", args: []string{"--llm-archive-max-age", "-1h"}, want: []string{"llm-archive-max-age"}},
 		{name: "number in the file", file: "max-sandboxes: abc\n", want: []string{"config file ", "max-sandboxes: invalid value \"abc\""}},
 		{name: "fraction in the file", file: "max-sandboxes: 2.5\n", want: []string{"max-sandboxes: invalid value \"2.5\""}},
 		{name: "number as a flag", args: []string{"--max-sandboxes", "abc"}, want: []string{`invalid argument "abc" for "--max-sandboxes" flag`}},

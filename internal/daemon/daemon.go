@@ -25,6 +25,7 @@ import (
 	"github.com/agent2env/agent2env/internal/gateway"
 	"github.com/agent2env/agent2env/internal/httpapi"
 	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/llm/archive"
 	"github.com/agent2env/agent2env/internal/llm/gate"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/mcpserver"
@@ -101,6 +102,8 @@ type Config struct {
 	// internal/llm/config), read again by ReloadLLM; empty leaves /llm
 	// answering that the proxy is not configured.
 	LLMConfig string
+	// LLMArchive bounds the archive of the LLM proxy's exchanges.
+	LLMArchive LLMArchiveConfig
 	// ShutdownTimeout bounds how long Serve waits for requests in flight,
 	// and then how long it waits for the background loops to stop and
 	// the warm pools to empty. Default 30s.
@@ -132,9 +135,11 @@ type System struct {
 	LLM       *gate.Gate
 	LLMKeys   *gate.Keys
 	llmClient *http.Client // every configuration's upstream calls
-	Pools     *pool.Pools
-	Metrics   *metrics.Metrics
-	API       *httpapi.Server
+	// LLMArchive records every exchange through the LLM proxy.
+	LLMArchive *archive.Archive
+	Pools      *pool.Pools
+	Metrics    *metrics.Metrics
+	API        *httpapi.Server
 	// Loops runs every background loop: register one with Loops.Go while
 	// wiring, in New; Serve runs them and stops them at shutdown.
 	Loops *supervisor.Supervisor
@@ -258,10 +263,15 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	if authOn {
 		apiKeys = cfg.Keys
 	}
+	llmRoutes, err := s.openLLMArchive(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if err := s.newLLM(apiKeys); err != nil {
 		return nil, err
 	}
 	opts := []httpapi.Option{
+		httpapi.WithRoutes(llmRoutes),
 		httpapi.WithRoutes(s.Gateway),
 		httpapi.WithRoutes(httpapi.NewTemplateRoutes(s.Templates)),
 		httpapi.WithRoutes(httpapi.NewPrepullRoutes(s.Prepull)),

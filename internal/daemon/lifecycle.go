@@ -36,6 +36,10 @@ func (s *System) registerLoops() {
 	// Writes the LLM keys' usage to the store; the hot path only counts
 	// in memory.
 	s.Loops.Go("llm key usage", func(ctx context.Context) error { return s.LLM.Maintain(ctx, 5*time.Second) })
+	// Removes what the LLM archive keeps past its limits.
+	s.Loops.Go("llm archive retention", func(ctx context.Context) error {
+		return s.LLMArchive.RunRetention(ctx, time.Minute)
+	})
 }
 
 // Serve answers API requests on l, with the background loops running,
@@ -141,6 +145,9 @@ func (s *System) Close() error {
 	}
 	if c, ok := s.Runtime.(interface{ Close() }); ok && s.cfg.runtime == nil {
 		c.Close() // egress proxies; sandboxes keep running
+	}
+	if s.LLMArchive != nil {
+		s.LLMArchive.Close() // what it has left to index, before the store closes
 	}
 	if s.Store == nil {
 		return nil

@@ -52,7 +52,7 @@ func (s *System) ReloadLLM() error {
 	if err != nil {
 		return err
 	}
-	if err := s.LLM.Apply(pc, f.Limits, proxy.WithHTTPClient(s.llmClient)); err != nil {
+	if err := s.LLM.Apply(pc, f.Limits, append(s.llmProxyOptions(), proxy.WithHTTPClient(s.llmClient))...); err != nil {
 		return fmt.Errorf("llm config %s: %w", s.cfg.LLMConfig, err)
 	}
 	s.log.Info("llm proxy configured", "file", s.cfg.LLMConfig, "providers", len(pc.Providers), "models", len(pc.Models))

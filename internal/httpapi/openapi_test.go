@@ -60,6 +60,9 @@ func init() {
 	// are checked by checkEvents.
 	openapi3filter.RegisterBodyDecoder(sseMediaType, openapi3filter.FileBodyDecoder)
 	openapi3filter.RegisterBodyDecoder("application/x-yaml", yamlBodyDecoder)
+	// JSON Lines (the LLM export) are text; TestLLMExportAndConversations
+	// reads each line.
+	openapi3filter.RegisterBodyDecoder("application/x-ndjson", openapi3filter.FileBodyDecoder)
 }
 
 // yamlBodyDecoder reads a YAML body as the JSON value it stands for: kin's
@@ -360,6 +363,14 @@ func TestOpenAPISchemas(t *testing.T) {
 		{"SessionStats", api.SessionStats{}, out},
 		{"ResourceStats", api.ResourceStats{}, out},
 		{"ExecutionStats", api.ExecutionStats{}, out},
+		{"LLMUsage", api.LLMUsage{}, out},
+		{"LLMExchange", api.LLMExchange{}, out},
+		{"LLMExchangeList", api.LLMExchangeList{}, out},
+		{"LLMChunk", api.LLMChunk{}, out},
+		{"LLMMessage", api.LLMMessage{}, out},
+		{"LLMExchangeDetail", api.LLMExchangeDetail{}, out},
+		{"LLMConversation", api.LLMConversation{}, out},
+		{"LLMConversationList", api.LLMConversationList{}, out},
 	}
 	// Schemas of things that are no Go struct of package api.
 	noGoType := map[string]bool{
@@ -731,6 +742,7 @@ type oaEnv struct {
 	mux     *http.ServeMux
 	key     string
 	pulls   *prepulltest.Images
+	llm     *llmEnv
 	covered map[string]int // operationId: exchanges
 }
 
@@ -770,8 +782,10 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 	if err := mt.Register(m, ctxs, sess); err != nil {
 		t.Fatal(err)
 	}
+	llmE := newLLMEnv(t, st)
 	srv := New(service.NewSandboxes(m, "http://gw.test"), service.NewImages(imgs), log,
 		WithRoutes(NewTemplateRoutes(tpl)), WithRoutes(NewPrepullRoutes(pp)), WithRoutes(capture),
+		WithRoutes(NewLLMArchiveRoutes(service.NewLLMExchanges(llmE.arc))),
 		WithRoutes(NewContextRoutes(service.NewContexts(ctxs))), WithRoutes(NewSessionRoutes(sess)), WithMetrics(mt),
 		WithRoutes(NewLLMRoutes(gate.NewKeys(st))),
 		WithMiddleware(AuthMiddleware(keys)), WithMiddleware(TenantMiddleware))
@@ -781,9 +795,10 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 		pp.Close()
 		m.Close()
 		rt.Close()
+		llmE.arc.Close()
 		st.Close()
 	})
-	return &oaEnv{doc: doc, srv: srv, h: h, mux: capture.mux, key: key, pulls: pulls, covered: map[string]int{}}
+	return &oaEnv{doc: doc, srv: srv, h: h, mux: capture.mux, key: key, pulls: pulls, llm: llmE, covered: map[string]int{}}
 }
 
 // exchange is one request of a scripted session and what must come of it.
@@ -1318,6 +1333,25 @@ items:
 		exchange{method: "POST", target: "/api/v1/templates/nope/prepull", status: notFound},
 		exchange{method: "DELETE", target: "/api/v1/images/prepull/" + heldID, status: noContent},
 		exchange{method: "DELETE", target: "/api/v1/images/prepull/" + heldID, status: notFound},
+	)
+
+	// The LLM proxy's archive.
+	llmID := e.llm.call(t, "sb-llm", "run-1", "a", true, "hi")
+	e.llm.call(t, "sb-llm", "run-1", "a", false, "hi", "ok", "again")
+	run(
+		get("/api/v1/llm/exchanges", ok),
+		get("/api/v1/llm/exchanges?sandbox=sb-llm&run=run-1&model=a&status=2xx&limit=1", ok),
+		get("/api/v1/llm/exchanges?since=2026-01-01T00:00:00Z&until=2999-01-01T00:00:00Z&status=complete", ok),
+		unchecked(get("/api/v1/llm/exchanges?status=banana", bad)),
+		invalid(get("/api/v1/llm/exchanges?limit=0", bad)),
+		invalid(get("/api/v1/llm/exchanges?since=yesterday", bad)),
+		get("/api/v1/llm/exchanges/"+llmID, ok),
+		get("/api/v1/llm/exchanges/"+llmID+"?raw=request", ok),
+		invalid(get("/api/v1/llm/exchanges/"+llmID+"?raw=everything", bad)),
+		get("/api/v1/llm/exchanges/llx_unknown", notFound),
+		get("/api/v1/llm/exchanges/export?sandbox=sb-llm", ok),
+		unchecked(get("/api/v1/llm/exchanges/export?status=banana", bad)),
+		get("/api/v1/sandboxes/sb-llm/conversations", ok),
 	)
 
 	// Deletes last.

@@ -288,7 +288,7 @@ func (f *File) Proxy(getenv func(string) string) (proxy.Config, error) {
 			}
 			data, err := os.ReadFile(path)
 			if err == nil {
-				pr.Script, err = replay.Parse(data)
+				pr.Script, err = replay.Load(data)
 			}
 			if err != nil {
 				return proxy.Config{}, f.errAt(fmt.Sprintf("provider %q: script: %v", p.Name, err), "providers", i, "script")

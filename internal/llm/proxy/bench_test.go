@@ -2,18 +2,23 @@ package proxy_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agent2env/agent2env/internal/llm"
+	"github.com/agent2env/agent2env/internal/llm/archive"
 	"github.com/agent2env/agent2env/internal/llm/llmtest"
 	"github.com/agent2env/agent2env/internal/llm/proxy"
+	"github.com/agent2env/agent2env/internal/store/sqlite"
 )
 
 // BenchmarkProxy measures what the proxy adds to a call, sequentially on
@@ -21,7 +26,8 @@ import (
 // upstream, through the proxy passed through, and through the proxy
 // translated (an Anthropic client to an OpenAI upstream). ttfb is the time
 // to the first byte of the answer (for streams, the first event); p50 and
-// p99 are over the run. The figures of the product's target (added p50 and
+// p99 are over the run; passthrough+archive records every exchange into
+// an archive (package archive). The figures of the product's target (added p50 and
 // p99 at 1,000 req/s, archive on) are for make bench once the proxy is
 // wired into the daemon; these isolate the library's share.
 func BenchmarkProxy(b *testing.B) {
@@ -36,6 +42,27 @@ func BenchmarkProxy(b *testing.B) {
 	}
 	srv := httptest.NewServer(stripLLM(p))
 	defer srv.Close()
+	// The same proxy recording every exchange into an archive.
+	dir := b.TempDir()
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "state.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	arc, err := archive.Open(context.Background(), archive.Config{Dir: filepath.Join(dir, "llm"), Log: slog.New(slog.DiscardHandler)}, st)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer arc.Close()
+	pa, err := proxy.New(proxy.Config{
+		Providers: []proxy.Provider{{Name: "up", Type: "openai", BaseURL: up.URL, APIKey: "k"}},
+		Models:    []proxy.Model{{Name: "m", Provider: "up"}},
+	}, proxy.WithRecorder(arc))
+	if err != nil {
+		b.Fatal(err)
+	}
+	srvA := httptest.NewServer(stripLLM(pa))
+	defer srvA.Close()
 	client := &http.Client{Transport: proxy.DefaultTransport()}
 	sizes := map[string]int{"small": 1, "30KB": 300}
 	for _, size := range []string{"small", "30KB"} {
@@ -46,6 +73,7 @@ func BenchmarkProxy(b *testing.B) {
 			for _, route := range []struct{ name, url, body string }{
 				{"direct", up.URL + "/chat/completions", openaiBody},
 				{"passthrough", srv.URL + "/llm/v1/chat/completions", openaiBody},
+				{"passthrough+archive", srvA.URL + "/llm/v1/chat/completions", openaiBody},
 				{"translated", srv.URL + "/llm/v1/messages", anthropicBody},
 			} {
 				b.Run(fmt.Sprintf("%s/stream=%v/%s", size, stream, route.name), func(b *testing.B) {

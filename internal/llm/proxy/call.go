@@ -21,6 +21,8 @@ import (
 type call struct {
 	p       *Proxy
 	w       *recorder
+	rec     Recording // nil when nothing records
+	begun   bool
 	r       *http.Request
 	ctx     context.Context // the client's, bounded by the entry's Timeout
 	in      llm.Codec
@@ -140,7 +142,19 @@ func (c *call) canonical() (*llm.Request, *llm.Error) {
 	return req, nil
 }
 
+// begin starts the exchange's record, once, before anything goes
+// upstream or to the client.
+func (c *call) begin() {
+	if c.begun || c.p.record == nil {
+		return
+	}
+	c.begun = true
+	c.rec = c.p.record.Begin(c.r, c.body, &c.ex)
+	c.w.rec = c.rec
+}
+
 func (c *call) fail(e *llm.Error) {
+	c.begin()
 	c.ex.Err = e
 	writeError(c.w, c.in, e)
 	c.finish()
@@ -152,6 +166,10 @@ func (c *call) finish() {
 	if !c.w.first.IsZero() {
 		c.ex.FirstByte = c.w.first.Sub(c.ex.Start)
 	}
+	c.ex.ClientGone = c.w.err != nil || c.r.Context().Err() != nil
+	if c.rec != nil {
+		c.rec.End(&c.ex)
+	}
 	if c.p.observe != nil {
 		c.p.observe(&c.ex)
 	}
@@ -159,6 +177,7 @@ func (c *call) finish() {
 
 func (c *call) run() {
 	c.ex.Model, c.ex.Stream = c.model, c.stream
+	c.begin()
 	entry := c.p.models[c.model]
 	if entry == nil {
 		c.fail(llm.Errorf(llm.ErrorNotFound, "model %q is not configured in the LLM proxy", c.model))
@@ -350,11 +369,33 @@ func (c *call) send(pr *provider, path string, body []byte, pass bool) (*http.Re
 		hreq.Header.Set("Accept", "text/event-stream")
 	}
 	pr.codec.Upstream(c.ex.Upstream, c.stream).SetKey(hreq.Header, pr.APIKey)
+	if c.rec != nil {
+		c.rec.UpstreamRequest(hreq, body)
+	}
 	resp, err := c.p.client.Do(hreq)
 	if err != nil {
 		return nil, llm.Errorf(llm.ErrorUpstream, "call provider %s: %v", pr.Name, err)
 	}
+	if c.rec != nil {
+		c.rec.UpstreamResponse(resp.StatusCode, resp.Header)
+		resp.Body = &recordedBody{ReadCloser: resp.Body, rec: c.rec}
+	}
 	return resp, nil
+}
+
+// recordedBody hands each piece of an upstream's body to the recording as
+// it is read.
+type recordedBody struct {
+	io.ReadCloser
+	rec Recording
+}
+
+func (b *recordedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.rec.UpstreamData(p[:n])
+	}
+	return n, err
 }
 
 var dropResponse = map[string]bool{
@@ -373,7 +414,7 @@ func copyHeader(dst, src http.Header) {
 func (c *call) passWhole(out llm.Codec, resp *http.Response) {
 	copyHeader(c.w.Header(), resp.Header)
 	c.w.WriteHeader(resp.StatusCode)
-	if c.p.observe == nil {
+	if !c.p.watched() {
 		_, _ = io.Copy(c.w, resp.Body)
 		return
 	}
@@ -388,6 +429,10 @@ func (c *call) passWhole(out llm.Codec, resp *http.Response) {
 	}
 }
 
+// watched says someone wants each exchange's usage, which pass-through
+// reads from the answer on the way.
+func (p *Proxy) watched() bool { return p.observe != nil || p.record != nil }
+
 // passStream forwards the upstream's stream event by event, each flushed as
 // it arrives, and reads the usage from it on the way when someone watches.
 func (c *call) passStream(out llm.Codec, resp *http.Response) {
@@ -395,7 +440,7 @@ func (c *call) passStream(out llm.Codec, resp *http.Response) {
 	c.w.WriteHeader(resp.StatusCode)
 	c.w.Flush()
 	tee := &teeSource{src: llm.NewSSEReader(resp.Body), w: c.w}
-	if c.p.observe != nil {
+	if c.p.watched() {
 		var acc llm.Accumulator
 		dec := out.NewStreamDecoder(tee)
 		for {
@@ -574,30 +619,44 @@ func (c *call) writeCount(n int) {
 	_, _ = c.w.Write(c.in.(llm.TokenCounter).EncodeCountResponse(n))
 }
 
-// recorder notes the status and the time of the first byte written.
+// recorder notes the status, the time of the first byte written and the
+// first write error (a client gone), and hands what it writes to the
+// exchange's Recording.
 type recorder struct {
 	http.ResponseWriter
 	start  time.Time
 	first  time.Time
 	status int
+	err    error
+	rec    Recording
 	rc     *http.ResponseController
 }
 
 func (r *recorder) WriteHeader(status int) {
 	if r.status == 0 {
 		r.status = status
+		if r.rec != nil {
+			r.rec.Response(status, r.Header())
+		}
 	}
 	r.ResponseWriter.WriteHeader(status)
 }
 
 func (r *recorder) Write(b []byte) (int, error) {
 	if r.status == 0 {
-		r.status = http.StatusOK
+		r.WriteHeader(http.StatusOK)
 	}
 	if r.first.IsZero() {
 		r.first = time.Now()
 	}
-	return r.ResponseWriter.Write(b)
+	n, err := r.ResponseWriter.Write(b)
+	if r.rec != nil && n > 0 {
+		r.rec.ResponseData(b[:n])
+	}
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return n, err
 }
 
 // Flush sends what was written; errors (a client gone) show on the next

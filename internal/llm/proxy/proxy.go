@@ -9,8 +9,8 @@
 // back to the entry's fallbacks, as long as nothing was sent to the client.
 //
 // It knows nothing of the daemon: who the caller is, the archive, budgets
-// and configuration files are the caller's (see Observer). A Proxy is safe
-// for concurrent use; its configuration is fixed at New.
+// and configuration files are the caller's (see Observer and Recorder). A
+// Proxy is safe for concurrent use; its configuration is fixed at New.
 package proxy
 
 import (
@@ -80,7 +80,10 @@ type Retry struct {
 // Exchange describes one call through the proxy, for the Observer.
 type Exchange struct {
 	// Caller is who made the call, from the request's context.
-	Caller   caller.Caller
+	Caller caller.Caller
+	// ID is the archive's id of the exchange, set by a Recorder's Begin;
+	// empty without one.
+	ID       string
 	Inbound  llm.Format
 	Model    string // the entry the client asked for
 	Provider string // the provider that answered (after fallbacks)
@@ -95,6 +98,38 @@ type Exchange struct {
 	Start       time.Time
 	FirstByte   time.Duration // to the first byte sent to the client
 	Duration    time.Duration
+	// ClientGone: the client left (or could no longer be written to)
+	// before the exchange ended.
+	ClientGone bool
+}
+
+// Recorder is told of every exchange as it happens, for the archive: Begin
+// once the client's request is read, before anything is forwarded. Begin
+// runs on the request's goroutine and must not block on a disk.
+type Recorder interface {
+	// Begin starts the record of the request r, whose body the proxy has
+	// read as body (never modified afterwards: the recorder may keep it),
+	// and may set ex.ID. It returns nil to record nothing.
+	Begin(r *http.Request, body []byte, ex *Exchange) Recording
+}
+
+// Recording receives the parts of one exchange in the order they pass,
+// all from the request's goroutine, then End. Byte slices are only valid
+// during the call. Its methods must not block on a disk.
+type Recording interface {
+	// UpstreamRequest is a request about to be sent upstream (once per
+	// attempt: fallbacks make more).
+	UpstreamRequest(r *http.Request, body []byte)
+	// UpstreamResponse is the status and header of an upstream's answer;
+	// UpstreamData each piece of its body as it is read.
+	UpstreamResponse(status int, h http.Header)
+	UpstreamData(b []byte)
+	// Response is the status and header sent to the client, ResponseData
+	// each piece of the body as it is written.
+	Response(status int, h http.Header)
+	ResponseData(b []byte)
+	// End closes the record with the exchange's outcome.
+	End(ex *Exchange)
 }
 
 // Observer is told of every exchange when it ends. It runs on the request's
@@ -110,6 +145,9 @@ func WithHTTPClient(c *http.Client) Option { return func(p *Proxy) { p.client = 
 // WithObserver sets the exchange observer.
 func WithObserver(o Observer) Option { return func(p *Proxy) { p.observe = o } }
 
+// WithRecorder sets the recorder of every exchange (the archive).
+func WithRecorder(r Recorder) Option { return func(p *Proxy) { p.record = r } }
+
 // MaxBody bounds a request body (images travel inline, base64).
 const MaxBody = 64 << 20
 
@@ -121,6 +159,7 @@ type Proxy struct {
 	client    *http.Client
 	observe   Observer
 	retry     Retry
+	record    Recorder
 	mux       *http.ServeMux
 }
 

@@ -1,6 +1,8 @@
 // Package replay answers model calls from a script of turns instead of a
 // model: the proxy's replay provider, and the scripted model of the
-// project's agent tests.
+// project's agent tests. A script is written by hand (YAML) or made from
+// an archive the daemon exported (ParseArchive; Load takes either), so a
+// recorded agent run re-runs with no model.
 //
 // The turn a request gets is chosen by the request alone: the number of
 // assistant turns already in its history. A script therefore needs no
@@ -30,6 +32,8 @@ type Script struct {
 
 // Turn is one answer of the model.
 type Turn struct {
+	// ID is the answer's id; by default replay_<turn>.
+	ID        string     `yaml:"id" json:"id"`
 	Thinking  string     `yaml:"thinking" json:"thinking"`
 	Text      string     `yaml:"text" json:"text"`
 	ToolCalls []ToolCall `yaml:"tool_calls" json:"tool_calls"`
@@ -43,8 +47,10 @@ type Turn struct {
 }
 
 // ToolCall is a call a turn makes; Arguments is any YAML or JSON value,
-// sent as its JSON.
+// sent as its JSON (a json.RawMessage as it is, byte for byte).
 type ToolCall struct {
+	// ID is the call's id; by default call_<turn>_<i>.
+	ID        string `yaml:"id" json:"id"`
 	Name      string `yaml:"name" json:"name"`
 	Arguments any    `yaml:"arguments" json:"arguments"`
 }
@@ -87,7 +93,10 @@ func (s *Script) Answer(req *llm.Request) (*llm.Response, error) {
 		n = len(s.Turns) - 1
 	}
 	t := s.Turns[n]
-	resp := &llm.Response{ID: fmt.Sprintf("replay_%d", n+1), Model: req.Model}
+	resp := &llm.Response{ID: t.ID, Model: req.Model}
+	if resp.ID == "" {
+		resp.ID = fmt.Sprintf("replay_%d", n+1)
+	}
 	if t.Thinking != "" {
 		resp.Content = append(resp.Content, llm.Part{Type: llm.PartThinking, Text: t.Thinking})
 	}
@@ -96,8 +105,15 @@ func (s *Script) Answer(req *llm.Request) (*llm.Response, error) {
 	}
 	for i, c := range t.ToolCalls {
 		args, _ := json.Marshal(jsonable(c.Arguments))
-		if c.Arguments == nil {
+		switch a := c.Arguments.(type) {
+		case nil:
 			args = []byte("{}")
+		case json.RawMessage:
+			args = a
+		}
+		id := c.ID
+		if id == "" {
+			id = fmt.Sprintf("call_%d_%d", n+1, i+1)
 		}
 		ns, name := "", c.Name
 		// A namespaced tool of the client's (Responses) keeps its namespace.
@@ -107,7 +123,7 @@ func (s *Script) Answer(req *llm.Request) (*llm.Response, error) {
 			}
 		}
 		resp.Content = append(resp.Content, llm.Part{
-			Type: llm.PartToolCall, ID: fmt.Sprintf("call_%d_%d", n+1, i+1), Namespace: ns, Name: name, Arguments: string(args),
+			Type: llm.PartToolCall, ID: id, Namespace: ns, Name: name, Arguments: string(args),
 		})
 	}
 	resp.StopReason = llm.StopReason(t.Stop)

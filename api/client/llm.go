@@ -1,0 +1,172 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+)
+
+// LLMService reads the archive of the daemon's LLM proxy: every exchange
+// between a sandbox (or a run) and a model. Get it with Client.LLM.
+type LLMService struct {
+	c *Client
+}
+
+// LLM returns the LLM archive endpoints.
+func (c *Client) LLM() *LLMService { return &LLMService{c: c} }
+
+// LLMFilter selects exchanges; the zero value selects all.
+type LLMFilter struct {
+	Sandbox, Run, Model, Conversation string
+	// Status is an HTTP status ("429"), a class ("4xx") or a state
+	// (complete, client_gone, interrupted, in_progress).
+	Status       string
+	Since, Until time.Time
+	// Limit is the page size (0: all); Cursor a page's NextCursor.
+	Limit  int
+	Cursor string
+}
+
+func (f LLMFilter) query() url.Values {
+	q := url.Values{}
+	for k, v := range map[string]string{
+		"sandbox": f.Sandbox, "run": f.Run, "model": f.Model, "conversation": f.Conversation, "status": f.Status, "cursor": f.Cursor,
+	} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if !f.Since.IsZero() {
+		q.Set("since", f.Since.Format(time.RFC3339Nano))
+	}
+	if !f.Until.IsZero() {
+		q.Set("until", f.Until.Format(time.RFC3339Nano))
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	return q
+}
+
+func exchangePath(id string) (string, error) {
+	if id == "" {
+		return "", errors.New("exchange id is empty")
+	}
+	return "/llm/exchanges/" + url.PathEscape(id), nil
+}
+
+// List returns a page of the exchanges f selects, oldest first.
+func (s *LLMService) List(ctx context.Context, f LLMFilter) (*api.LLMExchangeList, error) {
+	var out api.LLMExchangeList
+	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/llm/exchanges", f.query(), nil, &out); err != nil {
+		return nil, fmt.Errorf("list LLM exchanges: %w", err)
+	}
+	return &out, nil
+}
+
+// Get returns an exchange with its parts; an unknown one is ErrNotFound.
+func (s *LLMService) Get(ctx context.Context, id string) (*api.LLMExchangeDetail, error) {
+	p, err := exchangePath(id)
+	if err != nil {
+		return nil, err
+	}
+	var out api.LLMExchangeDetail
+	if err := s.c.doJSON(ctx, http.MethodGet, p, nil, &out); err != nil {
+		return nil, fmt.Errorf("get LLM exchange %s: %w", id, err)
+	}
+	return &out, nil
+}
+
+// Raw returns one part of an exchange (api.LLMPartRequest…) exactly as it
+// passed.
+func (s *LLMService) Raw(ctx context.Context, id, part string) ([]byte, error) {
+	p, err := exchangePath(id)
+	if err != nil {
+		return nil, err
+	}
+	b, err := s.c.getBytes(ctx, p, url.Values{"raw": {part}})
+	if err != nil {
+		return nil, fmt.Errorf("get %s of LLM exchange %s: %w", part, id, err)
+	}
+	return b, nil
+}
+
+// Export writes the exchanges f selects, with their parts, to w as JSON
+// Lines as the daemon streams them, and returns how many.
+func (s *LLMService) Export(ctx context.Context, f LLMFilter, w io.Writer) (int, error) {
+	resp, err := s.c.send(ctx, http.MethodGet, apiPrefix+"/llm/exchanges/export", f.query(), nil, "")
+	if err != nil {
+		return 0, fmt.Errorf("export LLM exchanges: %w", err)
+	}
+	defer resp.Body.Close()
+	n := 0
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			if line[len(line)-1] != '\n' {
+				return n, fmt.Errorf("export LLM exchanges: the stream was cut after %d exchanges", n)
+			}
+			if _, werr := w.Write(line); werr != nil {
+				return n, fmt.Errorf("export LLM exchanges: %w", werr)
+			}
+			n++
+		}
+		switch {
+		case errors.Is(err, io.EOF):
+			return n, nil
+		case err != nil:
+			return n, fmt.Errorf("export LLM exchanges: cut after %d exchanges: %w", n, err)
+		}
+	}
+}
+
+// ExportEach calls fn with each exchange f selects, decoded, as the
+// daemon streams them.
+func (s *LLMService) ExportEach(ctx context.Context, f LLMFilter, fn func(*api.LLMExchangeDetail) error) error {
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Export(ctx, f, pw)
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	dec := json.NewDecoder(pr)
+	for {
+		var d api.LLMExchangeDetail
+		err := dec.Decode(&d)
+		if errors.Is(err, io.EOF) {
+			return <-done
+		}
+		if err == nil {
+			err = fn(&d)
+		}
+		if err != nil {
+			pr.CloseWithError(err)
+			<-done
+			return err
+		}
+	}
+}
+
+// Conversations returns a sandbox's exchanges grouped into conversations.
+func (s *LLMService) Conversations(ctx context.Context, sandboxID string) ([]api.LLMConversation, error) {
+	p, err := sandboxPath(sandboxID, "/conversations")
+	if err != nil {
+		return nil, fmt.Errorf("list conversations: %w", err)
+	}
+	var out api.LLMConversationList
+	if err := s.c.doJSON(ctx, http.MethodGet, p, nil, &out); err != nil {
+		return nil, fmt.Errorf("list conversations of sandbox %s: %w", sandboxID, err)
+	}
+	return out.Items, nil
+}

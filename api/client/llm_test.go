@@ -1,0 +1,86 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/client"
+)
+
+func TestLLMRequests(t *testing.T) {
+	ctx := context.Background()
+	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	tests := []struct {
+		name string
+		rep  reply
+		call func(c *client.Client) (any, error)
+		want recorded
+		out  any
+	}{
+		{"list", jsonReply(`{"items":[{"id":"llx_1","format":"anthropic","status":200,"state":"complete"}],"nextCursor":"c2"}`),
+			func(c *client.Client) (any, error) {
+				return c.LLM().List(ctx, client.LLMFilter{Sandbox: "sb1", Run: "r1", Model: "m", Status: "4xx", Since: since, Limit: 10, Cursor: "c1"})
+			},
+			recorded{Method: "GET", Path: "/api/v1/llm/exchanges", Auth: "Bearer secret",
+				Query: "cursor=c1&limit=10&model=m&run=r1&sandbox=sb1&since=2026-01-02T03%3A04%3A05Z&status=4xx"},
+			&api.LLMExchangeList{Items: []api.LLMExchange{{ID: "llx_1", Format: "anthropic", Status: 200, State: "complete"}}, NextCursor: "c2"}},
+		{"get", jsonReply(`{"id":"llx_1","request":{"method":"POST","body":"{}"}}`),
+			func(c *client.Client) (any, error) { return c.LLM().Get(ctx, "llx_1") },
+			recorded{Method: "GET", Path: "/api/v1/llm/exchanges/llx_1", Auth: "Bearer secret"},
+			&api.LLMExchangeDetail{LLMExchange: api.LLMExchange{ID: "llx_1"}, Request: &api.LLMMessage{Method: "POST", Body: "{}"}}},
+		{"raw", reply{status: http.StatusOK, contentType: "text/event-stream", body: "data: 1\n\n"},
+			func(c *client.Client) (any, error) { return c.LLM().Raw(ctx, "llx_1", api.LLMPartResponse) },
+			recorded{Method: "GET", Path: "/api/v1/llm/exchanges/llx_1", Query: "raw=response", Auth: "Bearer secret"},
+			[]byte("data: 1\n\n")},
+		{"conversations", jsonReply(`{"items":[{"id":"llx_1","exchanges":[{"id":"llx_1"}]}]}`),
+			func(c *client.Client) (any, error) { return c.LLM().Conversations(ctx, "sb1") },
+			recorded{Method: "GET", Path: "/api/v1/sandboxes/sb1/conversations", Auth: "Bearer secret"},
+			[]api.LLMConversation{{ID: "llx_1", Exchanges: []api.LLMExchange{{ID: "llx_1"}}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, rec := fakeDaemon(t, tt.rep)
+			got, err := tt.call(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, *rec); diff != "" {
+				t.Errorf("request (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.out, got); diff != "" {
+				t.Errorf("result (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestLLMExport(t *testing.T) {
+	ctx := context.Background()
+	c, rec := fakeDaemon(t, reply{status: 200, contentType: "application/x-ndjson", body: "{\"id\":\"a\"}\n{\"id\":\"b\"}\n"})
+	var buf bytes.Buffer
+	n, err := c.LLM().Export(ctx, client.LLMFilter{Sandbox: "sb1"}, &buf)
+	if err != nil || n != 2 || buf.String() != "{\"id\":\"a\"}\n{\"id\":\"b\"}\n" {
+		t.Errorf("export: %d %q %v", n, buf.String(), err)
+	}
+	if rec.Path != "/api/v1/llm/exchanges/export" || rec.Query != "sandbox=sb1" {
+		t.Errorf("request %+v", rec)
+	}
+	var ids []string
+	if err := c.LLM().ExportEach(ctx, client.LLMFilter{}, func(d *api.LLMExchangeDetail) error {
+		ids = append(ids, d.ID)
+		return nil
+	}); err != nil || !cmp.Equal(ids, []string{"a", "b"}) {
+		t.Errorf("export each: %v %v", ids, err)
+	}
+	// A stream cut mid-line is an error, never a whole export.
+	c, _ = fakeDaemon(t, reply{status: 200, contentType: "application/x-ndjson", body: "{\"id\":\"a\"}\n{\"id\""})
+	if n, err := c.LLM().Export(ctx, client.LLMFilter{}, &bytes.Buffer{}); err == nil || n != 1 {
+		t.Errorf("cut export: %d, %v", n, err)
+	}
+}

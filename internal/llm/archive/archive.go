@@ -1,0 +1,318 @@
+// Package archive records every exchange through the LLM proxy — the
+// request as received, the request sent upstream, the upstream's answer as
+// it arrived (each piece with its arrival time) and the answer sent to the
+// client — and reads them back.
+//
+// Records go to an append-only log of segment files with plain write(2)s
+// and no fsync: the request is written before it is forwarded, the stream
+// as it passes (in compressed batches of at most FlushBytes or
+// FlushInterval), and the end of the exchange before the client sees the
+// end of the answer. What is written is in the kernel's page cache, so a
+// daemon killed with SIGKILL loses no completed exchange, and the proxy
+// never waits on a disk. An indexer goroutine puts each exchange's
+// metadata into the store (store.LLMExchanges) off the hot path; Open
+// re-indexes the log's tail the store does not have and marks the
+// exchanges that were cut off as interrupted. Bodies are zstd-compressed.
+// Retention (age, total size) removes whole segments.
+//
+// An Archive is safe for concurrent use.
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/agent2env/agent2env/internal/llm"
+	"github.com/agent2env/agent2env/internal/llm/proxy"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// Config configures an Archive. Zero fields take their defaults.
+type Config struct {
+	// Dir holds the segment files.
+	Dir string
+	// MaxAge and MaxSize bound what is kept: segments older than MaxAge,
+	// and the oldest segments while all of them are larger than MaxSize,
+	// are removed by Sweep. Zero keeps everything.
+	MaxAge  time.Duration
+	MaxSize int64
+	// SegmentSize and SegmentAge: when a segment is full and a new one
+	// begins (default 64 MiB, 1 hour; retention removes whole segments).
+	SegmentSize int64
+	SegmentAge  time.Duration
+	// FlushBytes and FlushInterval bound how much of a stream waits in
+	// memory before it is written (default 32 KiB, 250ms): what a kill
+	// can lose of an exchange in flight.
+	FlushBytes    int
+	FlushInterval time.Duration
+	Log           *slog.Logger
+}
+
+// Archive is the archive of the LLM proxy's exchanges.
+type Archive struct {
+	cfg   Config
+	log   *segLog
+	store store.LLMExchanges
+	idx   *indexer
+	hash  *hasher // the indexer's (recover's before it starts)
+	slog  *slog.Logger
+
+	closeOnce sync.Once
+}
+
+var _ proxy.Recorder = (*Archive)(nil)
+
+// Open opens the archive in cfg.Dir with its index in st, re-indexing
+// what the index lacks, and starts its indexer; Close stops it.
+func Open(ctx context.Context, cfg Config, st store.LLMExchanges) (*Archive, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("open LLM archive: no directory")
+	}
+	if cfg.SegmentSize <= 0 {
+		cfg.SegmentSize = 64 << 20
+	}
+	if cfg.SegmentAge <= 0 {
+		cfg.SegmentAge = time.Hour
+	}
+	if cfg.FlushBytes <= 0 {
+		cfg.FlushBytes = 32 << 10
+	}
+	if cfg.FlushInterval <= 0 {
+		cfg.FlushInterval = 250 * time.Millisecond
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	a := &Archive{cfg: cfg, store: st, slog: cfg.Log, hash: newHasher()}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open LLM archive: %w", err)
+	}
+	// Recover before opening the log: the log's new segment begins after
+	// everything recovery reads.
+	if err := a.recover(ctx); err != nil {
+		return nil, fmt.Errorf("open LLM archive: %w", err)
+	}
+	l, err := openLog(cfg.Dir, cfg.SegmentSize, cfg.SegmentAge)
+	if err != nil {
+		return nil, fmt.Errorf("open LLM archive: %w", err)
+	}
+	a.log = l
+	a.idx = newIndexer(st, a.hash, cfg.Log)
+	return a, nil
+}
+
+// Close indexes what is left to index and closes the log. Exchanges still
+// in flight are recorded no further. Closing again does nothing.
+func (a *Archive) Close() error {
+	err := a.log.close()
+	a.closeOnce.Do(a.idx.close)
+	return err
+}
+
+// Sync waits until every exchange ended so far is in the index.
+func (a *Archive) Sync(ctx context.Context) error { return a.idx.sync(ctx) }
+
+var (
+	encoder, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
+		zstd.WithLowerEncoderMem(true))
+	decoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0))
+)
+
+// Begin implements proxy.Recorder: it writes the request before the proxy
+// forwards it.
+func (a *Archive) Begin(r *http.Request, body []byte, ex *proxy.Exchange) proxy.Recording {
+	ex.ID = llm.NewID("llx_")
+	who := ex.Caller // set by the proxy from the request's context
+	rec := &recording{a: a, id: ex.ID, start: ex.Start, body: body}
+	rec.x = store.LLMExchange{
+		ID: ex.ID, SandboxID: who.Sandbox, RunID: who.Run, KeyID: who.Key, Inbound: string(ex.Inbound),
+		Method: r.Method, Path: redactQuery(r.URL.RequestURI()), Model: ex.Model, Stream: ex.Stream,
+		State: store.LLMInProgress, CreatedAt: ex.Start, RequestBytes: int64(len(body)),
+	}
+	meta := marshal(beginMeta{Exchange: toMeta(&rec.x), Header: redact(r.Header)})
+	rec.write(kindBegin, meta, body, true)
+	return rec
+}
+
+// recording is one exchange being written. Its methods run on the
+// request's goroutine, one at a time.
+type recording struct {
+	a     *Archive
+	id    string
+	start time.Time
+	body  []byte
+	x     store.LLMExchange
+	locs  []pos
+	up    batch
+	down  batch
+	buf   []byte // the record being written
+	zbuf  []byte // its data compressed
+	dead  bool   // a write failed: the rest is not recorded
+}
+
+// batch is chunks of a body waiting to be written: each is its time since
+// the exchange's start (µs, uvarint), its length (uvarint) and its bytes.
+type batch struct {
+	kind  byte
+	buf   []byte
+	first time.Time
+}
+
+// write appends one record of the exchange; index, when set, is what the
+// indexer is to store once it is written.
+func (rec *recording) write(kind byte, meta, data []byte, index bool) {
+	if rec.dead {
+		return
+	}
+	r := record{kind: kind, id: rec.id, at: time.Now(), meta: meta, data: data}
+	if rec.buf == nil {
+		rec.buf, rec.zbuf = getBuf(), getBuf()
+	}
+	if len(data) > compressAbove {
+		rec.zbuf = encoder.EncodeAll(data, rec.zbuf[:0])
+		r.zstd, r.data = true, rec.zbuf
+	}
+	rec.buf = appendRecord(rec.buf[:0], &r)
+	err := rec.a.log.append(rec.buf, func(at, next pos) {
+		if len(rec.locs) == 0 {
+			rec.x.Segment = at.seg
+		}
+		rec.locs = append(rec.locs, at)
+		rec.x.StoredBytes += int64(len(rec.buf))
+		if index {
+			x := rec.x
+			x.Locations = encodeLocations(rec.locs)
+			item := &item{x: &x, mark: next}
+			if kind == kindEnd {
+				item.body, item.format = rec.body, llm.Format(rec.x.Inbound)
+			}
+			rec.a.idx.add(item)
+		}
+	})
+	if err != nil {
+		rec.dead = true
+		rec.a.slog.Warn("llm archive: exchange not recorded further", "id", rec.id, "err", err)
+	}
+}
+
+func (rec *recording) UpstreamRequest(r *http.Request, body []byte) {
+	rec.flush(&rec.up)
+	rec.write(kindUpstreamRequest, marshal(httpMeta{Method: r.Method, URL: redactQuery(r.URL.String()), Header: redact(r.Header)}), body, false)
+}
+
+func (rec *recording) UpstreamResponse(status int, h http.Header) {
+	rec.flush(&rec.up)
+	rec.write(kindUpstreamResponse, marshal(httpMeta{Status: status, Header: redact(h)}), nil, false)
+}
+
+func (rec *recording) UpstreamData(b []byte) { rec.add(&rec.up, kindUpstreamData, b) }
+
+func (rec *recording) Response(status int, h http.Header) {
+	rec.write(kindResponse, marshal(httpMeta{Status: status, Header: redact(h)}), nil, false)
+}
+
+func (rec *recording) ResponseData(b []byte) {
+	rec.x.ResponseBytes += int64(len(b))
+	rec.add(&rec.down, kindResponseData, b)
+}
+
+func (rec *recording) add(bt *batch, kind byte, b []byte) {
+	now := time.Now()
+	if len(bt.buf) == 0 {
+		bt.kind, bt.first = kind, now
+		if bt.buf == nil {
+			bt.buf = getBuf()
+		}
+	}
+	bt.buf = appendChunk(bt.buf, now.Sub(rec.start), b)
+	if len(bt.buf) >= rec.a.cfg.FlushBytes || now.Sub(bt.first) >= rec.a.cfg.FlushInterval {
+		rec.flush(bt)
+	}
+}
+
+func (rec *recording) flush(bt *batch) {
+	if len(bt.buf) == 0 {
+		return
+	}
+	rec.write(bt.kind, nil, bt.buf, false)
+	bt.buf = bt.buf[:0]
+}
+
+func (rec *recording) End(ex *proxy.Exchange) {
+	rec.flush(&rec.up)
+	rec.flush(&rec.down)
+	x := &rec.x
+	x.Model, x.Provider, x.UpstreamModel = ex.Model, ex.Provider, ex.Upstream
+	x.Stream, x.Passthrough, x.Status, x.Attempts = ex.Stream, ex.Passthrough, ex.Status, ex.Attempts
+	x.InputTokens, x.OutputTokens = ex.Usage.InputTokens, ex.Usage.OutputTokens
+	x.CachedTokens, x.ReasoningTokens = ex.Usage.CachedTokens, ex.Usage.ReasoningTokens
+	x.FirstByte, x.Duration = ex.FirstByte, ex.Duration
+	x.State = store.LLMComplete
+	if ex.ClientGone {
+		x.State = store.LLMClientGone
+	}
+	if ex.Err != nil {
+		x.Error = ex.Err.Error()
+	}
+	rec.write(kindEnd, marshal(toMeta(x)), nil, true)
+	for _, b := range [][]byte{rec.buf, rec.zbuf, rec.up.buf, rec.down.buf} {
+		putBuf(b)
+	}
+	rec.buf, rec.zbuf, rec.up.buf, rec.down.buf = nil, nil, nil, nil
+	rec.dead = true // nothing after End
+}
+
+// bufs are the buffers recordings write with: batches and encoded
+// records, which grow to about FlushBytes each.
+var bufs sync.Pool
+
+func getBuf() []byte {
+	if b, ok := bufs.Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, 4<<10)
+}
+
+func putBuf(b []byte) {
+	if b != nil && cap(b) <= 1<<20 {
+		bufs.Put(&b)
+	}
+}
+
+// Sweep removes the segments past the retention limits and the index
+// records of the exchanges that began in them.
+func (a *Archive) Sweep(ctx context.Context) error {
+	active := a.log.active()
+	keep, err := sweep(a.cfg.Dir, active, a.cfg.MaxAge, a.cfg.MaxSize, time.Now())
+	if err != nil {
+		return fmt.Errorf("sweep LLM archive: %w", err)
+	}
+	if _, err := a.store.DeleteLLMExchanges(ctx, keep); err != nil {
+		return fmt.Errorf("sweep LLM archive: %w", err)
+	}
+	return nil
+}
+
+// RunRetention sweeps every interval until ctx ends.
+func (a *Archive) RunRetention(ctx context.Context, interval time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := a.Sweep(ctx); err != nil {
+			a.slog.Warn("llm archive retention", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}

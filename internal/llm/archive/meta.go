@@ -1,0 +1,61 @@
+package archive
+
+import (
+	"time"
+
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// exMeta is an index record as the log keeps it (in Begin and End
+// records): short names, zero values left out.
+type exMeta struct {
+	ID              string `json:"id"`
+	SandboxID       string `json:"sb,omitempty"`
+	RunID           string `json:"run,omitempty"`
+	KeyID           string `json:"key,omitempty"`
+	Inbound         string `json:"in,omitempty"`
+	Method          string `json:"m,omitempty"`
+	Path            string `json:"p,omitempty"`
+	Model           string `json:"model,omitempty"`
+	Provider        string `json:"prov,omitempty"`
+	UpstreamModel   string `json:"up,omitempty"`
+	Stream          bool   `json:"st,omitempty"`
+	Passthrough     bool   `json:"pass,omitempty"`
+	Status          int    `json:"status,omitempty"`
+	State           string `json:"state,omitempty"`
+	Error           string `json:"err,omitempty"`
+	InputTokens     int    `json:"it,omitempty"`
+	OutputTokens    int    `json:"ot,omitempty"`
+	CachedTokens    int    `json:"ct,omitempty"`
+	ReasoningTokens int    `json:"rt,omitempty"`
+	Attempts        int    `json:"att,omitempty"`
+	FirstByte       int64  `json:"fb,omitempty"` // µs
+	Duration        int64  `json:"d,omitempty"`  // µs
+	CreatedAt       int64  `json:"at"`           // Unix µs
+	RequestBytes    int64  `json:"rqb,omitempty"`
+	ResponseBytes   int64  `json:"rsb,omitempty"`
+	StoredBytes     int64  `json:"sb2,omitempty"`
+}
+
+func toMeta(x *store.LLMExchange) exMeta {
+	return exMeta{
+		ID: x.ID, SandboxID: x.SandboxID, RunID: x.RunID, KeyID: x.KeyID, Inbound: x.Inbound, Method: x.Method, Path: x.Path,
+		Model: x.Model, Provider: x.Provider, UpstreamModel: x.UpstreamModel, Stream: x.Stream, Passthrough: x.Passthrough,
+		Status: x.Status, State: x.State, Error: x.Error, InputTokens: x.InputTokens, OutputTokens: x.OutputTokens,
+		CachedTokens: x.CachedTokens, ReasoningTokens: x.ReasoningTokens, Attempts: x.Attempts,
+		FirstByte: x.FirstByte.Microseconds(), Duration: x.Duration.Microseconds(), CreatedAt: x.CreatedAt.UnixMicro(),
+		RequestBytes: x.RequestBytes, ResponseBytes: x.ResponseBytes, StoredBytes: x.StoredBytes,
+	}
+}
+
+func (m *exMeta) exchange() *store.LLMExchange {
+	return &store.LLMExchange{
+		ID: m.ID, SandboxID: m.SandboxID, RunID: m.RunID, KeyID: m.KeyID, Inbound: m.Inbound, Method: m.Method, Path: m.Path,
+		Model: m.Model, Provider: m.Provider, UpstreamModel: m.UpstreamModel, Stream: m.Stream, Passthrough: m.Passthrough,
+		Status: m.Status, State: m.State, Error: m.Error, InputTokens: m.InputTokens, OutputTokens: m.OutputTokens,
+		CachedTokens: m.CachedTokens, ReasoningTokens: m.ReasoningTokens, Attempts: m.Attempts,
+		FirstByte: time.Duration(m.FirstByte) * time.Microsecond, Duration: time.Duration(m.Duration) * time.Microsecond,
+		CreatedAt: time.UnixMicro(m.CreatedAt).UTC(), RequestBytes: m.RequestBytes, ResponseBytes: m.ResponseBytes,
+		StoredBytes: m.StoredBytes,
+	}
+}

@@ -1,0 +1,270 @@
+package archive
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// beginMeta is the meta of a Begin record: the exchange as it begins and
+// the request's header.
+type beginMeta struct {
+	Exchange exMeta      `json:"x"`
+	Header   http.Header `json:"h,omitempty"`
+}
+
+// httpMeta is the meta of a request or response record.
+type httpMeta struct {
+	Method string      `json:"m,omitempty"`
+	URL    string      `json:"u,omitempty"`
+	Status int         `json:"s,omitempty"`
+	Header http.Header `json:"h,omitempty"`
+}
+
+func marshal(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// Credentials are never archived: the client's placeholder or per-run
+// key, nor the upstream's key.
+var secretHeaders = map[string]bool{
+	"Authorization": true, "X-Api-Key": true, "X-Goog-Api-Key": true, "Cookie": true,
+	"Proxy-Authorization": true, "Set-Cookie": true,
+}
+
+const redacted = "[redacted]"
+
+func redact(h http.Header) http.Header {
+	out := make(http.Header, len(h))
+	for k, v := range h {
+		if secretHeaders[http.CanonicalHeaderKey(k)] {
+			v = []string{redacted}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// redactQuery hides a Gemini key given in the query.
+func redactQuery(u string) string {
+	base, q, ok := strings.Cut(u, "?")
+	if !ok {
+		return u
+	}
+	v, err := url.ParseQuery(q)
+	if err != nil || !v.Has("key") {
+		return u
+	}
+	v.Set("key", redacted)
+	return base + "?" + v.Encode()
+}
+
+func appendChunk(dst []byte, at time.Duration, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(at.Microseconds()))
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
+// body is the record's data, decompressed.
+func (r *record) body() ([]byte, error) {
+	if !r.zstd {
+		return r.data, nil
+	}
+	return decoder.DecodeAll(r.data, nil)
+}
+
+// Chunk is a piece of a body as it was read or written: its time since
+// the exchange began, and its size.
+type Chunk struct {
+	At   time.Duration
+	Size int
+}
+
+// Message is a request or a response as recorded.
+type Message struct {
+	Method string // requests
+	URL    string // requests: the path and query (the client's) or URL (upstream)
+	Status int    // responses
+	Header http.Header
+	Body   []byte
+	// Chunks are the pieces of a response's body with their times.
+	Chunks []Chunk
+}
+
+// Attempt is one call upstream: the request sent and the response, nil
+// when none came (a connection error).
+type Attempt struct {
+	Request  Message
+	Response *Message
+}
+
+// Exchange is an exchange read back from the archive.
+type Exchange struct {
+	*store.LLMExchange
+	Request  Message
+	Attempts []Attempt
+	// Response is nil when nothing was sent to the client.
+	Response *Message
+}
+
+// Upstream returns the last attempt, the one whose answer the client got;
+// nil when nothing went upstream.
+func (x *Exchange) Upstream() *Attempt {
+	if len(x.Attempts) == 0 {
+		return nil
+	}
+	return &x.Attempts[len(x.Attempts)-1]
+}
+
+// Get returns the index record of exchange id.
+func (a *Archive) Get(ctx context.Context, id string) (*store.LLMExchange, error) {
+	return a.store.GetLLMExchange(ctx, id)
+}
+
+// List returns a page of the index.
+func (a *Archive) List(ctx context.Context, f store.LLMExchangeFilter, p store.Page) ([]*store.LLMExchange, string, error) {
+	return a.store.ListLLMExchangePage(ctx, f, p)
+}
+
+// Read reads x's records back.
+func (a *Archive) Read(ctx context.Context, x *store.LLMExchange) (*Exchange, error) {
+	locs, err := decodeLocations(x.Locations)
+	if err != nil {
+		return nil, fmt.Errorf("read LLM exchange %s: locations: %w", x.ID, err)
+	}
+	out := &Exchange{LLMExchange: x}
+	files := &segFiles{dir: a.cfg.Dir}
+	defer files.close()
+	for _, p := range locs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		r, err := files.readAt(p)
+		if errors.Is(err, os.ErrNotExist) { // swept since the index was read
+			return nil, errdefs.NotFound("LLM exchange %s was removed by the archive's retention", x.ID)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read LLM exchange %s: %w", x.ID, err)
+		}
+		if r.id != x.ID {
+			return nil, fmt.Errorf("read LLM exchange %s: record %s is %s's", x.ID, p, r.id)
+		}
+		data, err := r.body()
+		if err != nil {
+			return nil, fmt.Errorf("read LLM exchange %s: record %s: %w", x.ID, p, err)
+		}
+		var m httpMeta
+		if r.kind != kindBegin && len(r.meta) > 0 {
+			if err := json.Unmarshal(r.meta, &m); err != nil {
+				return nil, fmt.Errorf("read LLM exchange %s: record %s: %w", x.ID, p, err)
+			}
+		}
+		switch r.kind {
+		case kindBegin:
+			var b beginMeta
+			if err := json.Unmarshal(r.meta, &b); err != nil {
+				return nil, fmt.Errorf("read LLM exchange %s: record %s: %w", x.ID, p, err)
+			}
+			out.Request = Message{Method: b.Exchange.Method, URL: b.Exchange.Path, Header: b.Header, Body: data}
+		case kindUpstreamRequest:
+			out.Attempts = append(out.Attempts, Attempt{Request: Message{Method: m.Method, URL: m.URL, Header: m.Header, Body: data}})
+		case kindUpstreamResponse:
+			if up := out.Upstream(); up != nil {
+				up.Response = &Message{Status: m.Status, Header: m.Header, Body: []byte{}}
+			}
+		case kindUpstreamData:
+			if up := out.Upstream(); up != nil && up.Response != nil {
+				if err := addChunks(up.Response, data); err != nil {
+					return nil, fmt.Errorf("read LLM exchange %s: record %s: %w", x.ID, p, err)
+				}
+			}
+		case kindResponse:
+			out.Response = &Message{Status: m.Status, Header: m.Header, Body: []byte{}}
+		case kindResponseData:
+			if out.Response != nil {
+				if err := addChunks(out.Response, data); err != nil {
+					return nil, fmt.Errorf("read LLM exchange %s: record %s: %w", x.ID, p, err)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func addChunks(m *Message, b []byte) error {
+	for len(b) > 0 {
+		at, n := binary.Uvarint(b)
+		if n <= 0 {
+			return errCorrupt
+		}
+		size, k := binary.Uvarint(b[n:])
+		if k <= 0 || uint64(len(b)-n-k) < size {
+			return errCorrupt
+		}
+		b = b[n+k:]
+		m.Body = append(m.Body, b[:size]...)
+		m.Chunks = append(m.Chunks, Chunk{At: time.Duration(at) * time.Microsecond, Size: int(size)})
+		b = b[size:]
+	}
+	return nil
+}
+
+// sweep removes the empty segments and those (never the active one)
+// older than maxAge, then the oldest while all are larger than maxSize,
+// and returns the first segment kept.
+func sweep(dir string, active int64, maxAge time.Duration, maxSize int64, now time.Time) (int64, error) {
+	segs, err := segments(dir)
+	if err != nil {
+		return 0, err
+	}
+	type seg struct {
+		n    int64
+		size int64
+		mod  time.Time
+	}
+	var all []seg
+	var total int64
+	for _, n := range segs {
+		fi, err := os.Stat(filepath.Join(dir, segName(n)))
+		if err != nil {
+			continue
+		}
+		if fi.Size() == 0 && n < active { // a run of the daemon that archived nothing
+			if err := os.Remove(filepath.Join(dir, segName(n))); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		all = append(all, seg{n, fi.Size(), fi.ModTime()})
+		total += fi.Size()
+	}
+	keep := active
+	for _, s := range all {
+		if s.n >= active {
+			break
+		}
+		old := maxAge > 0 && now.Sub(s.mod) > maxAge
+		big := maxSize > 0 && total > maxSize
+		if !old && !big {
+			keep = s.n
+			break
+		}
+		if err := os.Remove(filepath.Join(dir, segName(s.n))); err != nil {
+			return 0, err
+		}
+		total -= s.size
+	}
+	return keep, nil
+}

@@ -1,0 +1,105 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// The states of an LLM exchange.
+const (
+	// LLMInProgress: the exchange began and has not ended (yet).
+	LLMInProgress = "in_progress"
+	// LLMComplete: the exchange ended with the client still there.
+	LLMComplete = "complete"
+	// LLMClientGone: the client left before the end; the record holds
+	// everything up to then.
+	LLMClientGone = "client_gone"
+	// LLMInterrupted: the daemon stopped (or was killed) before the
+	// exchange ended; found so when the archive was next opened.
+	LLMInterrupted = "interrupted"
+)
+
+// LLMExchange is the index record of one exchange through the LLM proxy:
+// its metadata, and where the archive keeps its bytes.
+type LLMExchange struct {
+	ID string
+	// SandboxID, RunID and KeyID say who called; empty when unknown.
+	SandboxID string
+	RunID     string
+	KeyID     string
+	// Inbound is the client's wire format; Method and Path (with query)
+	// the request's.
+	Inbound string
+	Method  string
+	Path    string
+	// Model is what the client asked for; Provider and UpstreamModel who
+	// answered, after fallbacks.
+	Model         string
+	Provider      string
+	UpstreamModel string
+	Stream        bool
+	Passthrough   bool
+	// Status is the HTTP status the client got (0: none).
+	Status          int
+	State           string
+	Error           string
+	InputTokens     int
+	OutputTokens    int
+	CachedTokens    int
+	ReasoningTokens int
+	Attempts        int
+	// FirstByte is the time to the first byte sent to the client.
+	FirstByte time.Duration
+	Duration  time.Duration
+	CreatedAt time.Time
+	// RequestBytes and ResponseBytes are the client's request and
+	// response body sizes; StoredBytes what the archive wrote for the
+	// exchange (compressed).
+	RequestBytes  int64
+	ResponseBytes int64
+	StoredBytes   int64
+	// Segment is the archive segment of the exchange's first record;
+	// Locations, opaque to the store, where all of them are.
+	Segment   int64
+	Locations []byte
+	// MsgCount and MsgHash describe the messages of the request;
+	// PrefixHashes (not stored) are the hashes of its shorter prefixes,
+	// longest first, by which Put finds the conversation it continues.
+	MsgCount     int
+	MsgHash      string
+	PrefixHashes []string
+	// Conversation is the id of the conversation's first exchange.
+	Conversation string
+}
+
+// LLMExchangeFilter selects exchanges; the zero value selects all.
+type LLMExchangeFilter struct {
+	SandboxID    string
+	RunID        string
+	Model        string
+	Conversation string
+	State        string
+	// StatusMin and StatusMax bound the status (inclusive) when not zero.
+	StatusMin, StatusMax int
+	// Since and Until bound the creation time: Since <= t < Until.
+	Since, Until time.Time
+}
+
+// LLMExchanges keeps the index of the LLM proxy's archive.
+type LLMExchanges interface {
+	// PutLLMExchanges stores xs (replacing records of the same ids) and
+	// the archive's mark, in one transaction. An exchange with MsgHash
+	// and no Conversation joins the conversation of the newest stored
+	// exchange of the same sandbox and run whose MsgHash is one of its
+	// PrefixHashes (the longest that matches), or starts its own.
+	PutLLMExchanges(ctx context.Context, xs []*LLMExchange, mark string) error
+	// LLMArchiveMark is the mark last put ("" at first).
+	LLMArchiveMark(ctx context.Context) (string, error)
+	GetLLMExchange(ctx context.Context, id string) (*LLMExchange, error)
+	// ListLLMExchangePage returns the page p of the exchanges f selects,
+	// oldest first (ties by id), and the next page's cursor.
+	ListLLMExchangePage(ctx context.Context, f LLMExchangeFilter, p Page) (items []*LLMExchange, next string, err error)
+	// DeleteLLMExchanges deletes the exchanges whose Segment is below
+	// segment and returns how many.
+	DeleteLLMExchanges(ctx context.Context, segment int64) (int, error)
+}

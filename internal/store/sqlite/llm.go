@@ -1,0 +1,181 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+var llmExchanges = newTable(table[store.LLMExchange]{
+	kind: "LLM exchange", name: "llm_exchanges",
+	columns: `id, sandbox_id, run_id, key_id, inbound, method, path, model, provider, upstream_model, stream, passthrough, ` +
+		`status, state, error, input_tokens, output_tokens, cached_tokens, reasoning_tokens, attempts, first_byte, duration, ` +
+		`created_at, request_bytes, response_bytes, stored_bytes, segment, locations, msg_count, msg_hash, conversation`,
+	scan: scanLLMExchange,
+	values: func(x *store.LLMExchange) ([]any, error) {
+		return []any{x.ID, x.SandboxID, x.RunID, x.KeyID, x.Inbound, x.Method, x.Path, x.Model, x.Provider, x.UpstreamModel,
+			x.Stream, x.Passthrough, x.Status, x.State, x.Error, x.InputTokens, x.OutputTokens, x.CachedTokens,
+			x.ReasoningTokens, x.Attempts, x.FirstByte.Microseconds(), x.Duration.Microseconds(), toUnix(x.CreatedAt),
+			x.RequestBytes, x.ResponseBytes, x.StoredBytes, x.Segment, x.Locations, x.MsgCount, x.MsgHash, x.Conversation}, nil
+	},
+	normalize: func(x *store.LLMExchange) {
+		x.CreatedAt = fromUnix(toUnix(x.CreatedAt))
+		x.FirstByte, x.Duration = x.FirstByte.Truncate(time.Microsecond), x.Duration.Truncate(time.Microsecond)
+	},
+	setID: func(x *store.LLMExchange, id string) { x.ID = id },
+})
+
+func scanLLMExchange(row scanner) (*store.LLMExchange, error) {
+	var (
+		x                  store.LLMExchange
+		first, dur, create int64
+	)
+	if err := row.Scan(&x.ID, &x.SandboxID, &x.RunID, &x.KeyID, &x.Inbound, &x.Method, &x.Path, &x.Model, &x.Provider,
+		&x.UpstreamModel, &x.Stream, &x.Passthrough, &x.Status, &x.State, &x.Error, &x.InputTokens, &x.OutputTokens,
+		&x.CachedTokens, &x.ReasoningTokens, &x.Attempts, &first, &dur, &create, &x.RequestBytes, &x.ResponseBytes,
+		&x.StoredBytes, &x.Segment, &x.Locations, &x.MsgCount, &x.MsgHash, &x.Conversation); err != nil {
+		return nil, err
+	}
+	x.FirstByte, x.Duration = time.Duration(first)*time.Microsecond, time.Duration(dur)*time.Microsecond
+	x.CreatedAt = fromUnix(create)
+	return &x, nil
+}
+
+func (s *Store) PutLLMExchanges(ctx context.Context, xs []*store.LLMExchange, mark string) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("index LLM exchanges: %w", err)
+	}
+	defer tx.Rollback()
+	upsert, err := tx.PrepareContext(ctx, llmExchanges.insertSQL+` ON CONFLICT(id) DO UPDATE SET `+upsertSet(llmExchanges.columns))
+	if err != nil {
+		return fmt.Errorf("index LLM exchanges: %w", err)
+	}
+	defer upsert.Close()
+	for _, x := range xs {
+		if x.Conversation == "" && x.MsgHash != "" {
+			if x.Conversation, err = findConversation(ctx, tx, x); err != nil {
+				return fmt.Errorf("index LLM exchange %s: %w", x.ID, err)
+			}
+		}
+		llmExchanges.normalize(x)
+		args, _ := llmExchanges.values(x)
+		if _, err := upsert.ExecContext(ctx, args...); err != nil {
+			return fmt.Errorf("index LLM exchange %s: %w", x.ID, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO llm_archive (id, mark) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET mark = excluded.mark`, mark); err != nil {
+		return fmt.Errorf("index LLM exchanges: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("index LLM exchanges: %w", err)
+	}
+	return nil
+}
+
+// upsertSet is the SET clause that replaces every column but the first.
+func upsertSet(columns string) string {
+	cols := strings.Split(columns, ", ")[1:]
+	for i, c := range cols {
+		cols[i] = c + " = excluded." + c
+	}
+	return strings.Join(cols, ", ")
+}
+
+// findConversation is the conversation x continues: that of the newest
+// exchange of its sandbox and run whose messages are the longest prefix of
+// x's; else x's own id. (msg_hash != ” lets SQLite use the partial
+// index: without it, each lookup scanned the table.)
+func findConversation(ctx context.Context, q querier, x *store.LLMExchange) (string, error) {
+	if len(x.PrefixHashes) == 0 {
+		return x.ID, nil
+	}
+	args := []any{x.SandboxID, x.RunID}
+	for _, h := range x.PrefixHashes {
+		args = append(args, h)
+	}
+	args = append(args, x.ID)
+	var conv string
+	err := q.QueryRowContext(ctx, `SELECT conversation FROM llm_exchanges
+		WHERE sandbox_id = ? AND run_id = ? AND msg_hash != '' AND msg_hash IN (?`+strings.Repeat(`,?`, len(x.PrefixHashes)-1)+`)
+		AND id != ? AND conversation != ''
+		ORDER BY msg_count DESC, created_at DESC LIMIT 1`, args...).Scan(&conv)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return x.ID, nil
+	case err != nil:
+		return "", err
+	}
+	return conv, nil
+}
+
+func (s *Store) LLMArchiveMark(ctx context.Context) (string, error) {
+	var mark string
+	err := s.r.QueryRowContext(ctx, `SELECT mark FROM llm_archive WHERE id = 1`).Scan(&mark)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read LLM archive mark: %w", err)
+	}
+	return mark, nil
+}
+
+func (s *Store) GetLLMExchange(ctx context.Context, id string) (*store.LLMExchange, error) {
+	return llmExchanges.get(ctx, s.r, id)
+}
+
+func (s *Store) ListLLMExchangePage(ctx context.Context, f store.LLMExchangeFilter, p store.Page) ([]*store.LLMExchange, string, error) {
+	cond, limit, args, err := pageClause(p)
+	if err != nil {
+		return nil, "", err
+	}
+	eq := func(col, v string) {
+		if v != "" {
+			cond += ` AND ` + col + ` = ?`
+			args = append(args, v)
+		}
+	}
+	eq("sandbox_id", f.SandboxID)
+	eq("run_id", f.RunID)
+	eq("model", f.Model)
+	eq("conversation", f.Conversation)
+	eq("state", f.State)
+	if f.StatusMin != 0 {
+		cond += ` AND status >= ?`
+		args = append(args, f.StatusMin)
+	}
+	if f.StatusMax != 0 {
+		cond += ` AND status <= ?`
+		args = append(args, f.StatusMax)
+	}
+	if !f.Since.IsZero() {
+		cond += ` AND created_at >= ?`
+		args = append(args, toUnix(f.Since))
+	}
+	if !f.Until.IsZero() {
+		cond += ` AND created_at < ?`
+		args = append(args, toUnix(f.Until))
+	}
+	out, err := list(ctx, s.r, scanLLMExchange,
+		`SELECT `+llmExchanges.columns+` FROM llm_exchanges WHERE 1=1`+cond+` ORDER BY created_at, id`+limit, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list LLM exchanges: %w", err)
+	}
+	out, next := cutPage(out, p, func(x *store.LLMExchange) (time.Time, string) { return x.CreatedAt, x.ID })
+	return out, next, nil
+}
+
+func (s *Store) DeleteLLMExchanges(ctx context.Context, segment int64) (int, error) {
+	res, err := s.w.ExecContext(ctx, `DELETE FROM llm_exchanges WHERE segment < ?`, segment)
+	if err != nil {
+		return 0, fmt.Errorf("delete LLM exchanges before segment %d: %w", segment, err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}

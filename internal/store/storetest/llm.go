@@ -1,0 +1,187 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+var llmTests = []struct {
+	name string
+	fn   func(t *testing.T, s store.Store)
+}{
+	{"LLMExchangePutGet", testLLMPutGet},
+	{"LLMExchangeList", testLLMList},
+	{"LLMExchangeConversations", testLLMConversations},
+	{"LLMExchangeDelete", testLLMDelete},
+}
+
+func llmSample(id string, at time.Time) *store.LLMExchange {
+	return &store.LLMExchange{
+		ID: id, SandboxID: "sb1", RunID: "run1", KeyID: "k1", Inbound: "anthropic", Method: "POST", Path: "/v1/messages?beta=true",
+		Model: "coder", Provider: "local", UpstreamModel: "qwen", Stream: true, Status: 200, State: store.LLMComplete,
+		InputTokens: 10, OutputTokens: 5, CachedTokens: 2, ReasoningTokens: 1, Attempts: 1,
+		FirstByte: 3 * time.Millisecond, Duration: 40 * time.Millisecond, CreatedAt: at.UTC().Truncate(time.Microsecond),
+		RequestBytes: 100, ResponseBytes: 200, StoredBytes: 90, Segment: 1, Locations: []byte{1, 2, 3},
+	}
+}
+
+func testLLMPutGet(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if mark, err := s.LLMArchiveMark(ctx); err != nil || mark != "" {
+		t.Fatalf("first mark = %q, %v", mark, err)
+	}
+	x := llmSample("x1", time.Now())
+	x.State = store.LLMInProgress
+	if err := s.PutLLMExchanges(ctx, []*store.LLMExchange{x}, "m1"); err != nil {
+		t.Fatal(err)
+	}
+	done := *x
+	done.State, done.Error = store.LLMClientGone, "client left"
+	if err := s.PutLLMExchanges(ctx, []*store.LLMExchange{&done}, "m2"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetLLMExchange(ctx, "x1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(&done, got, cmpopts.IgnoreFields(store.LLMExchange{}, "PrefixHashes")); diff != "" {
+		t.Errorf("get (-want +got):\n%s", diff)
+	}
+	if mark, err := s.LLMArchiveMark(ctx); err != nil || mark != "m2" {
+		t.Errorf("mark = %q, %v; want m2", mark, err)
+	}
+	if _, err := s.GetLLMExchange(ctx, "nope"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("get unknown: %v, want not found", err)
+	}
+}
+
+func testLLMList(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	base := time.Now().Add(-time.Hour)
+	var all []*store.LLMExchange
+	for i, c := range []struct {
+		sandbox, run, model string
+		status              int
+	}{
+		{"sb1", "r1", "a", 200}, {"sb1", "r1", "b", 429}, {"sb2", "r2", "a", 200}, {"sb2", "", "a", 500}, {"sb1", "r1", "a", 200},
+	} {
+		x := llmSample(string(rune('a'+i)), base.Add(time.Duration(i)*time.Minute))
+		x.SandboxID, x.RunID, x.Model, x.Status = c.sandbox, c.run, c.model, c.status
+		all = append(all, x)
+	}
+	if err := s.PutLLMExchanges(ctx, all, "m"); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(xs []*store.LLMExchange) (out []string) {
+		for _, x := range xs {
+			out = append(out, x.ID)
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name string
+		f    store.LLMExchangeFilter
+		want []string
+	}{
+		{"all", store.LLMExchangeFilter{}, []string{"a", "b", "c", "d", "e"}},
+		{"sandbox", store.LLMExchangeFilter{SandboxID: "sb2"}, []string{"c", "d"}},
+		{"run", store.LLMExchangeFilter{RunID: "r1"}, []string{"a", "b", "e"}},
+		{"model", store.LLMExchangeFilter{Model: "b"}, []string{"b"}},
+		{"status", store.LLMExchangeFilter{StatusMin: 400, StatusMax: 599}, []string{"b", "d"}},
+		{"since-until", store.LLMExchangeFilter{Since: base.Add(time.Minute), Until: base.Add(3 * time.Minute)}, []string{"b", "c"}},
+		{"state", store.LLMExchangeFilter{State: store.LLMInterrupted}, nil},
+	} {
+		got, next, err := s.ListLLMExchangePage(ctx, tt.f, store.Page{})
+		if err != nil || next != "" {
+			t.Fatalf("%s: next %q, %v", tt.name, next, err)
+		}
+		if diff := cmp.Diff(tt.want, ids(got)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
+		}
+	}
+	var paged []string
+	p := store.Page{Limit: 2}
+	for {
+		got, next, err := s.ListLLMExchangePage(ctx, store.LLMExchangeFilter{}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paged = append(paged, ids(got)...)
+		if next == "" {
+			break
+		}
+		p.After = next
+	}
+	if diff := cmp.Diff([]string{"a", "b", "c", "d", "e"}, paged); diff != "" {
+		t.Errorf("pages (-want +got):\n%s", diff)
+	}
+}
+
+// testLLMConversations: a request whose messages extend an earlier one's
+// (in the same sandbox and run) joins its conversation.
+func testLLMConversations(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	now := time.Now()
+	mk := func(id, sandbox string, hash string, prefixes ...string) *store.LLMExchange {
+		x := llmSample(id, now)
+		now = now.Add(time.Second)
+		x.SandboxID, x.MsgHash, x.MsgCount, x.PrefixHashes = sandbox, hash, len(prefixes)+1, prefixes
+		return x
+	}
+	// a: [1]; b: [1 2 3] continues a; c: [9] starts anew; d: [1 2 3 4 5]
+	// continues b; e: [1 2 3] in another sandbox starts anew.
+	batch := []*store.LLMExchange{
+		mk("a", "sb1", "h1"),
+		mk("b", "sb1", "h123", "h12", "h1"),
+		mk("c", "sb1", "h9"),
+	}
+	if err := s.PutLLMExchanges(ctx, batch, "m"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutLLMExchanges(ctx, []*store.LLMExchange{
+		mk("d", "sb1", "h12345", "h1234", "h123", "h12", "h1"),
+		mk("e", "sb2", "h123", "h12", "h1"),
+	}, "m"); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	all, _, err := s.ListLLMExchangePage(ctx, store.LLMExchangeFilter{}, store.Page{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range all {
+		got[x.ID] = x.Conversation
+	}
+	want := map[string]string{"a": "a", "b": "a", "c": "c", "d": "a", "e": "e"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("conversations (-want +got):\n%s", diff)
+	}
+}
+
+func testLLMDelete(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	var xs []*store.LLMExchange
+	for i := range 4 {
+		x := llmSample(string(rune('a'+i)), time.Now())
+		x.Segment = int64(i + 1)
+		xs = append(xs, x)
+	}
+	if err := s.PutLLMExchanges(ctx, xs, "m"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.DeleteLLMExchanges(ctx, 3); err != nil || n != 2 {
+		t.Fatalf("delete = %d, %v; want 2", n, err)
+	}
+	left, _, err := s.ListLLMExchangePage(ctx, store.LLMExchangeFilter{}, store.Page{})
+	if err != nil || len(left) != 2 || left[0].Segment != 3 {
+		t.Errorf("left %d exchanges (%v)", len(left), err)
+	}
+}
