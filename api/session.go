@@ -179,6 +179,43 @@ type ResourceError struct {
 	Suggestion string `json:"suggestion"`
 }
 
+// resourceFields are ResourceError's fields beside Error's.
+type resourceFields struct {
+	Usage      Usage  `json:"usage"`
+	Suggestion string `json:"suggestion"`
+}
+
+// MarshalJSON writes the error's fields, then the usage and suggestion
+// (without it, Error's MarshalJSON, promoted, would leave them out).
+func (r ResourceError) MarshalJSON() ([]byte, error) {
+	e := r.Error
+	e.Details = make(map[string]any, len(r.Details)+2)
+	for k, v := range r.Details {
+		e.Details[k] = v
+	}
+	e.Details["usage"], e.Details["suggestion"] = r.Usage, r.Suggestion
+	return e.MarshalJSON()
+}
+
+// UnmarshalJSON reads the usage and suggestion, and the rest as Error
+// does.
+func (r *ResourceError) UnmarshalJSON(b []byte) error {
+	var f resourceFields
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	if err := r.Error.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	delete(r.Details, "usage")
+	delete(r.Details, "suggestion")
+	if len(r.Details) == 0 {
+		r.Details = nil
+	}
+	r.Usage, r.Suggestion = f.Usage, f.Suggestion
+	return nil
+}
+
 // Stats is the body of GET /stats.
 type Stats struct {
 	Sessions SessionStats `json:"sessions"`

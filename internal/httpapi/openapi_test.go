@@ -749,7 +749,8 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 	imgs := newFakeImages("alpine")
 	rt := fakeruntime.New(fakeruntime.WithImages(imgs))
 	mt := metrics.New()
-	m := manager.New(manager.Config{StartTimeout: 10 * time.Second, MaxSandboxes: 3}, rt, st, log,
+	m := manager.New(manager.Config{StartTimeout: 10 * time.Second, MaxSandboxes: 3,
+		Host: manager.Host{MilliCPU: 3500, MemoryBytes: 64 << 30}, CPUOvercommit: 1, MemoryOvercommit: 1}, rt, st, log,
 		manager.WithTemplates(tpl), manager.WithMetrics(mt))
 	key := auth.NewKey()
 	keys, err := auth.NewKeys(key)
@@ -758,8 +759,7 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 	}
 	capture := &muxCapture{}
 	ctxs := contexts.New(contexts.Config{}, m, st, nil, log, contexts.WithMetrics(mt))
-	sess, err := session.New(session.Config{MaxSandboxes: 3, CPUOvercommit: 1, MemoryOvercommit: 1}, m, st, ctxs, log,
-		session.WithHost(session.Host{MilliCPU: 3500, MemoryBytes: 64 << 30}))
+	sess, err := session.New(session.Config{}, m, st, ctxs, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1124,6 +1124,7 @@ items:
 		})
 	}
 	waitRunning()
+	run(post("/api/v1/sandboxes", `{"image":"alpine","cpu":"4"}`, http.StatusInsufficientStorage))
 	resp = e.do(t, post("/api/v1/sandboxes", `{"image":"alpine","cpu":"500m","memory":"256Mi","ttl":60,"env":{"G":"hi"}}`, created))
 	other := decodeInto[api.Sandbox](t, resp).ID
 	huge := `{"image":"` + strings.Repeat("a", maxJSONBody) + `"}`
