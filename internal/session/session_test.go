@@ -557,8 +557,8 @@ type fakePool struct {
 	taken  int
 }
 
-func (p *fakePool) Take(ctx context.Context, source string) (contexts.Warm, bool) {
-	sb, err := p.e.M.Create(ctx, manager.CreateRequest{Image: "agent2env/code-interpreter"})
+func (p *fakePool) Take(ctx context.Context, source, owner string) (contexts.Warm, bool) {
+	sb, err := p.e.M.Create(ctx, manager.CreateRequest{Image: "agent2env/code-interpreter", ManagedBy: owner})
 	if err != nil {
 		return contexts.Warm{}, false
 	}
