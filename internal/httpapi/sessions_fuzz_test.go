@@ -3,22 +3,14 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agent2env/agent2env/api"
-	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/manager"
-	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
-	"github.com/agent2env/agent2env/internal/service"
-	"github.com/agent2env/agent2env/internal/session"
 	"github.com/agent2env/agent2env/internal/store"
-	"github.com/agent2env/agent2env/internal/store/sqlite"
 )
 
 // sessionPaths are the session operations that decode a body.
@@ -45,26 +37,7 @@ func FuzzSessionEndpoints(f *testing.F) {
 			f.Add(uint8(i), body)
 		}
 	}
-	st, err := sqlite.Open(context.Background(), filepath.Join(f.TempDir(), "state.db"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	imgs := newFakeImages("agent2env/code-interpreter")
-	rt := fakeruntime.New(fakeruntime.WithImages(imgs))
-	m := manager.New(manager.Config{StartTimeout: 10 * time.Second, Host: manager.Host{MilliCPU: 1, MemoryBytes: 1},
-		CPUOvercommit: 1, MemoryOvercommit: 1}, rt, st, log)
-	ctxs := contexts.New(contexts.Config{}, m, st, nil, log)
-	sess, err := session.New(session.Config{}, m, st, ctxs, log)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() {
-		m.Close()
-		rt.Close()
-		st.Close()
-	})
-	h := New(service.NewSandboxes(m, ""), service.NewImages(imgs), log, WithRoutes(NewSessionRoutes(sess))).Handler()
+	h, st := newSessionHandler(f, manager.Config{Host: manager.Host{MilliCPU: 1, MemoryBytes: 1}, CPUOvercommit: 1, MemoryOvercommit: 1})
 	f.Fuzz(func(t *testing.T, which uint8, body string) {
 		path := sessionPaths[int(which)%len(sessionPaths)]
 		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
