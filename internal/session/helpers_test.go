@@ -56,6 +56,7 @@ type setup struct {
 	mgr    manager.Config
 	images runtime.Images
 	pool   contexts.Pool
+	log    *slog.Logger // nil: discarded
 }
 
 func newEnv(t *testing.T, opts ...func(*setup)) *env {
@@ -65,7 +66,10 @@ func newEnv(t *testing.T, opts ...func(*setup)) *env {
 		o(&su)
 	}
 	ce := contextstest.NewEnv(t, su.mgr, su.images)
-	log := slog.New(slog.DiscardHandler)
+	log := su.log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	ctxs := contexts.New(contexts.Config{ReadyTimeout: 10 * time.Second}, ce.M, ce.St, su.pool, log)
 	c := &clock{now: time.Now().UTC().Truncate(time.Microsecond)} // as the store keeps times
 	svc, err := New(su.cfg, ce.M, ce.St, ctxs, log, WithClock(c.Now))
