@@ -158,13 +158,14 @@ type KeepAliveRequest struct {
 // Usage is the load a resource error reports: what exists and what the
 // daemon allows.
 type Usage struct {
+	// Sandboxes counts every sandbox record, as MaxSandboxes does.
 	Sandboxes    int `json:"sandboxes"`
 	MaxSandboxes int `json:"max_sandboxes,omitempty"`
 	Sessions     int `json:"sessions"`
 	IdleSessions int `json:"idle_sessions"`
-	// MilliCPU and MemoryBytes are committed by pending and running
-	// sandboxes; their capacities are the host's times the overcommit
-	// ratio.
+	// MilliCPU and MemoryBytes are the limits of the pending and running
+	// sandboxes, warm pools' included; their capacities are the host's
+	// times the overcommit ratios.
 	MilliCPU            int64 `json:"millicpu"`
 	MilliCPUCapacity    int64 `json:"millicpu_capacity"`
 	MemoryBytes         int64 `json:"memory_bytes"`
