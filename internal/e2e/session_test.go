@@ -119,6 +119,17 @@ func TestSessions(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(shared, "vol-a", "a.txt")); err != nil || string(b) != "secret\n" {
 		t.Errorf("the session's file on the host: %q %v", b, err)
 	}
+	// A symlink the sandbox makes in the volume resolves inside the
+	// sandbox: a host file beside the volume stays out of reach.
+	hostFile := filepath.Join(filepath.Dir(shared), "beside-the-volume")
+	if err := os.WriteFile(hostFile, []byte("host only\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(hostFile)
+	if r := d.commandSession("vol-a", "", "ln -s "+hostFile+" /data/link && ln -s .. /data/up && cat /data/link; ls /data/up/"); strings.Contains(r.Stdout, "host only") ||
+		strings.Contains(r.Stdout, "vol-b") {
+		t.Errorf("a symlink in the volume reached the host: %+v", r)
+	}
 
 	var st api.Stats
 	if d.do("GET", "/api/v1/stats", nil, &st); st.Sessions.Active != 6 || st.Executions.Count < 8 || st.Sandboxes["running"] != 6 {
