@@ -126,8 +126,7 @@ func TestSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.Remove(hostFile)
-	if r := d.commandSession("vol-a", "", "ln -s "+hostFile+" /data/link && ln -s .. /data/up && cat /data/link; ls /data/up/"); strings.Contains(r.Stdout, "host only") ||
-		strings.Contains(r.Stdout, "vol-b") {
+	if r := d.commandSession("vol-a", "", "ln -s "+hostFile+" /data/link && cat /data/link"); r.ExitCode == 0 || strings.Contains(r.Stdout, "host only") {
 		t.Errorf("a symlink in the volume reached the host: %+v", r)
 	}
 
