@@ -21,10 +21,12 @@ all: build
 deps:
 	@scripts/deps.sh
 
-# The stock MCP clients the end-to-end tests use (MCP Inspector, Python mcp),
-# cached by version under $(AGENT2ENV_CACHE_DIR)/mcp-clients.
+# The stock clients the tests drive agent2env with (MCP Inspector on Node.js;
+# in one Python venv: mcp, openai, anthropic, google-genai, pytest), cached
+# by version under $(AGENT2ENV_CACHE_DIR)/peers; scripts/test-peers.sh prints
+# the venv's python, which make test passes as AGENT2ENV_PYTHON.
 mcp-clients:
-	@scripts/mcp-clients.sh
+	@scripts/test-peers.sh >/dev/null
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/agent2env

@@ -101,3 +101,29 @@ func TestErrorJSON(t *testing.T) {
 		t.Errorf("Marshal = %s, want %s", b, want)
 	}
 }
+
+// TestResourceErrorJSON: a ResourceError round-trips with its usage and
+// suggestion (Error's promoted methods alone would drop them).
+func TestResourceErrorJSON(t *testing.T) {
+	want := ResourceError{
+		Error:      Error{Message: "no room", Code: CodeInsufficientCapacity, Details: map[string]any{"extra": "x"}},
+		Usage:      Usage{Sandboxes: 2, MaxSandboxes: 3, MilliCPU: 1500, MilliCPUCapacity: 2000, MemoryBytes: 1 << 30, MemoryBytesCapacity: 4 << 30},
+		Suggestion: "delete idle sessions",
+	}
+	b, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const body = `{"error":"no room","code":"INSUFFICIENT_CAPACITY","extra":"x","suggestion":"delete idle sessions",` +
+		`"usage":{"sandboxes":2,"max_sandboxes":3,"sessions":0,"idle_sessions":0,"millicpu":1500,"millicpu_capacity":2000,"memory_bytes":1073741824,"memory_bytes_capacity":4294967296}}`
+	if string(b) != body {
+		t.Errorf("marshaled\n%s\nwant\n%s", b, body)
+	}
+	var got ResourceError
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+}

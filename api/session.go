@@ -158,13 +158,14 @@ type KeepAliveRequest struct {
 // Usage is the load a resource error reports: what exists and what the
 // daemon allows.
 type Usage struct {
+	// Sandboxes counts every sandbox record, as MaxSandboxes does.
 	Sandboxes    int `json:"sandboxes"`
 	MaxSandboxes int `json:"max_sandboxes,omitempty"`
 	Sessions     int `json:"sessions"`
 	IdleSessions int `json:"idle_sessions"`
-	// MilliCPU and MemoryBytes are committed by pending and running
-	// sandboxes; their capacities are the host's times the overcommit
-	// ratio.
+	// MilliCPU and MemoryBytes are the limits of the pending and running
+	// sandboxes, warm pools' included; their capacities are the host's
+	// times the overcommit ratios.
 	MilliCPU            int64 `json:"millicpu"`
 	MilliCPUCapacity    int64 `json:"millicpu_capacity"`
 	MemoryBytes         int64 `json:"memory_bytes"`
@@ -177,6 +178,43 @@ type ResourceError struct {
 	Error
 	Usage      Usage  `json:"usage"`
 	Suggestion string `json:"suggestion"`
+}
+
+// resourceFields are ResourceError's fields beside Error's.
+type resourceFields struct {
+	Usage      Usage  `json:"usage"`
+	Suggestion string `json:"suggestion"`
+}
+
+// MarshalJSON writes the error's fields, then the usage and suggestion
+// (without it, Error's MarshalJSON, promoted, would leave them out).
+func (r ResourceError) MarshalJSON() ([]byte, error) {
+	e := r.Error
+	e.Details = make(map[string]any, len(r.Details)+2)
+	for k, v := range r.Details {
+		e.Details[k] = v
+	}
+	e.Details["usage"], e.Details["suggestion"] = r.Usage, r.Suggestion
+	return e.MarshalJSON()
+}
+
+// UnmarshalJSON reads the usage and suggestion, and the rest as Error
+// does.
+func (r *ResourceError) UnmarshalJSON(b []byte) error {
+	var f resourceFields
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	if err := r.Error.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	delete(r.Details, "usage")
+	delete(r.Details, "suggestion")
+	if len(r.Details) == 0 {
+		r.Details = nil
+	}
+	r.Usage, r.Suggestion = f.Usage, f.Suggestion
+	return nil
 }
 
 // Stats is the body of GET /stats.

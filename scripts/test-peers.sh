@@ -1,20 +1,75 @@
 #!/usr/bin/env bash
-# Prints the path of a Python interpreter that has the stock client libraries
-# the Go tests drive agent2env with (scripts/peers-requirements.txt), making
-# its virtualenv under $AGENT2ENV_CACHE_DIR/peers/<hash of the list> first
-# when it is missing. Used by make test; idempotent and offline once made.
+# Installs the stock clients the Go tests drive agent2env with, and prints
+# the path of the Python interpreter that has the Python ones:
+#   - Python packages pinned in scripts/peers-requirements.txt (the OpenAI,
+#     Anthropic and Google GenAI SDKs for the LLM proxy, the official MCP
+#     SDK `mcp`, pytest), in one virtualenv;
+#   - the MCP Inspector CLI (npm), on a Node.js that npm itself installs.
+# Everything goes under $AGENT2ENV_CACHE_DIR/peers (default
+# /var/cache/agent2env), keyed by versions: the venv by a hash of the
+# requirements and the interpreter, Node and the Inspector by theirs, so a
+# second run installs nothing and runs offline. It writes clients.env
+# there (NODE_BIN, INSPECTOR, PYTHON), the paths the end-to-end MCP tests
+# read. make test runs it (AGENT2ENV_PYTHON=$(scripts/test-peers.sh));
+# make mcp-clients too.
 set -euo pipefail
 cd "$(dirname "$0")"
+
+NODE_VERSION=22.23.3      # the Inspector needs Node.js >= 22.7.5
+INSPECTOR_VERSION=2.12.0  # @modelcontextprotocol/inspector
+
 cache="${AGENT2ENV_CACHE_DIR:-/var/cache/agent2env}/peers"
+mkdir -p "$cache"
+exec 9>"$cache/.lock"
+flock 9
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+apt_install() { # Debian package
+	echo "test-peers: installing $1" >&2
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$1" >/dev/null
+}
+command -v npm >/dev/null 2>&1 || apt_install npm
+command -v python3 >/dev/null 2>&1 || apt_install python3
+
+# Python: one venv for every Python client.
 python=$(command -v python3)
 stamp=$(cat peers-requirements.txt <("$python" -VV) | sha256sum | cut -c1-16)
 venv="$cache/$stamp"
 if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
 	echo "test-peers: creating $venv" >&2
 	rm -rf "$venv"
-	mkdir -p "$cache"
-	"$python" -m venv "$venv"
+	if ! "$python" -m venv "$venv" 2>/dev/null; then
+		apt_install python3-venv
+		rm -rf "$venv"
+		"$python" -m venv "$venv"
+	fi
 	"$venv/bin/python" -m pip install --quiet --no-input --disable-pip-version-check -r peers-requirements.txt >&2
 	touch "$venv/.complete"
 fi
+
+# Node.js and the MCP Inspector, each by its version.
+npm_install() { # prefix, package@version
+	if [ ! -e "$1/.done" ]; then
+		echo "test-peers: installing $2" >&2
+		rm -rf "$1.partial"
+		npm install --prefix "$1.partial" --no-audit --no-fund --no-update-notifier --loglevel=error "$2" >&2
+		rm -rf "$1" && mv "$1.partial" "$1"
+		touch "$1/.done"
+	fi
+}
+node_dir="$cache/node-$NODE_VERSION"
+npm_install "$node_dir" "node@$NODE_VERSION"
+node_bin="$node_dir/node_modules/.bin"
+export PATH="$node_bin:$PATH"
+inspector_dir="$cache/inspector-$INSPECTOR_VERSION"
+npm_install "$inspector_dir" "@modelcontextprotocol/inspector@$INSPECTOR_VERSION"
+
+cat >"$cache/clients.env.partial" <<ENV
+NODE_BIN=$node_bin
+INSPECTOR=$inspector_dir/node_modules/.bin/mcp-inspector
+PYTHON=$venv/bin/python
+ENV
+mv "$cache/clients.env.partial" "$cache/clients.env"
 echo "$venv/bin/python"

@@ -19,13 +19,13 @@ import (
 
 // startAgent serves an agent running commands as the test's own user on a
 // unix socket in a fresh directory, and returns a client for it.
-func startAgent(t *testing.T) (*Client, string) {
+func startAgent(t testing.TB) (*Client, string) {
 	t.Helper()
 	return startAgentEnv(t, []string{"PATH=" + os.Getenv("PATH"), "BASE=1"})
 }
 
 // startAgentEnv is startAgent with the given command environment.
-func startAgentEnv(t *testing.T, env []string) (*Client, string) {
+func startAgentEnv(t testing.TB, env []string) (*Client, string) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "a2e-agent-")
 	if err != nil {

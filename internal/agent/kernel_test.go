@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,7 +19,7 @@ import (
 // The kernel tests run the drivers with the host's interpreters, as the
 // test's own user: python3, node and bash must be installed (they are on
 // every machine this project builds on).
-func requireInterpreters(t *testing.T) {
+func requireInterpreters(t testing.TB) {
 	t.Helper()
 	for _, p := range []string{"python3", "node", "bash"} {
 		if _, err := exec.LookPath(p); err != nil {
@@ -28,7 +30,7 @@ func requireInterpreters(t *testing.T) {
 
 // startKernelAgent is startAgent with the host's PATH, so that the
 // interpreters are found wherever they are installed.
-func startKernelAgent(t *testing.T) *Client {
+func startKernelAgent(t testing.TB) *Client {
 	t.Helper()
 	requireInterpreters(t)
 	c, _ := startAgent(t)
@@ -378,4 +380,40 @@ func TestKernelsConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// BenchmarkKernelStart measures a python kernel's start until its driver
+// is ready beside the floor, the bare interpreter (python3 -c pass)
+// started through the same agent, one after the other in each iteration
+// so that the machine's load weighs on both alike. It reports the medians
+// and the median of the per-iteration ratios (driver / floor).
+func BenchmarkKernelStart(b *testing.B) {
+	c := startKernelAgent(b)
+	ctx := context.Background()
+	var drivers, floors, ratios []float64
+	for i := range b.N {
+		id := fmt.Sprintf("bench-%d", i)
+		start := time.Now()
+		if _, err := c.CreateKernel(ctx, KernelSpec{ID: id, Language: LangPython}); err != nil {
+			b.Fatal(err)
+		}
+		driver := time.Since(start)
+		if err := c.DeleteKernel(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		start = time.Now()
+		if res, err := c.Exec(ctx, ExecRequest{Command: []string{"python3", "-c", "pass"}}, nil, io.Discard, io.Discard); err != nil || res.ExitCode != 0 {
+			b.Fatalf("python3 -c pass: %+v %v", res, err)
+		}
+		floor := time.Since(start)
+		drivers, floors = append(drivers, driver.Seconds()*1000), append(floors, floor.Seconds()*1000)
+		ratios = append(ratios, float64(driver)/float64(floor))
+	}
+	median := func(xs []float64) float64 {
+		slices.Sort(xs)
+		return xs[len(xs)/2]
+	}
+	b.ReportMetric(median(drivers), "driver-ms")
+	b.ReportMetric(median(floors), "floor-ms")
+	b.ReportMetric(median(ratios), "driver/floor")
 }

@@ -83,7 +83,8 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 		Keys: keys, Listen: cfg.Listen, PublicURL: cfg.PublicURL, DataDir: cfg.DataDir, Runtime: cfg.RuntimeKind, RuntimeBinary: cfg.Runtime,
 		ImageDir: cfg.ImageDir, CacheDir: cfg.CacheDir, DebianMirror: cfg.DebianMirror,
 		InsecureRegistries: splitList(cfg.InsecureRegistries), Log: log,
-		Manager:   manager.Config{MaxSandboxes: cfg.MaxSandboxes, OutputBudget: cfg.OutputBudget},
+		Manager: manager.Config{MaxSandboxes: cfg.MaxSandboxes, OutputBudget: cfg.OutputBudget,
+			CPUOvercommit: cfg.CPUOvercommit, MemoryOvercommit: cfg.MemoryOvercommit},
 		Contexts:  contexts.Config{Defaults: s.sources, OutputLimit: cfg.ContextOutputLimit},
 		WarmPools: s.pools,
 		// Left zero, these take seed 000's MSB_* variables (session.ApplyEnv).
@@ -180,6 +181,9 @@ func (cfg *serveConfig) settings() (*serveSettings, error) {
 	s := &serveSettings{pools: map[string]int{}, sources: map[string]contexts.Source{}}
 	if err := s.level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 		return nil, fmt.Errorf("log-level %q: want debug, info, warn or error", cfg.LogLevel)
+	}
+	if cfg.CPUOvercommit <= 0 || cfg.MemoryOvercommit <= 0 {
+		return nil, fmt.Errorf("cpu-overcommit and memory-overcommit must be above 0")
 	}
 	pools, err := parseAssignments(cfg.WarmPools)
 	if err != nil {

@@ -35,6 +35,8 @@ type serveConfig struct {
 	DebianMirror       string        `yaml:"debian-mirror"`
 	InsecureRegistries string        `yaml:"insecure-registries"`
 	MaxSandboxes       int           `yaml:"max-sandboxes"`
+	CPUOvercommit      float64       `yaml:"cpu-overcommit"`
+	MemoryOvercommit   float64       `yaml:"memory-overcommit"`
 	APIKeysFile        string        `yaml:"api-keys-file"`
 	WarmPools          string        `yaml:"warm-pools"`
 	ContextTemplates   string        `yaml:"context-templates"`
@@ -69,7 +71,9 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.StringVar(&cfg.CacheDir, "cache-dir", "", "cache for built images (default /var/cache/agent2env)")
 	f.StringVar(&cfg.DebianMirror, "debian-mirror", "", "Debian mirror URL the built-in images are built from (default: mmdebstrap's)")
 	f.StringVar(&cfg.InsecureRegistries, "insecure-registries", "", "comma-separated registry hosts that may be pulled from over plain HTTP")
-	f.IntVar(&cfg.MaxSandboxes, "max-sandboxes", 0, "maximum sandboxes at once, 0 for no limit")
+	f.IntVar(&cfg.MaxSandboxes, "max-sandboxes", 0, "maximum sandboxes at once, 0 for no limit (past it a create is 429 RESOURCE_LIMIT)")
+	f.Float64Var(&cfg.CPUOvercommit, "cpu-overcommit", 16, "the cpu limits of pending and running sandboxes may add up to the host's cpus times this (past it a create is 507 INSUFFICIENT_CAPACITY)")
+	f.Float64Var(&cfg.MemoryOvercommit, "memory-overcommit", 2, "the memory limits of pending and running sandboxes may add up to the host's memory times this (past it a create is 507 INSUFFICIENT_CAPACITY)")
 	f.StringVar(&cfg.APIKeysFile, "api-keys-file", "", "file of API keys (or their sha256: hashes), one per line (keys also from "+auth.EnvKeys+")")
 	f.StringVar(&cfg.WarmPools, "warm-pools", "", "warm pool sizes, e.g. python=2,javascript=1,mytemplate=3: per language (its default sandbox with its kernel started) or template")
 	f.StringVar(&cfg.ContextTemplates, "context-templates", "", "templates of the sandboxes made for contexts, per language, e.g. python=py311 (default: the built-in images)")

@@ -27,7 +27,7 @@ func runServe(t *testing.T, vars map[string]string, args ...string) (code int, s
 var defaultServeConfig = serveConfig{Listen: "127.0.0.1:8080", DataDir: "/var/lib/agent2env", Runtime: "runc", RuntimeKind: "oci",
 	ContextOutputLimit: 10 << 20, LogLevel: "info", HTTPHeaderTimeout: 10 * time.Second, HTTPIdleTimeout: 2 * time.Minute,
 	HTTPStallTimeout: time.Minute, HTTPMaxHeaderBytes: 64 << 10, MaxConns: 4096, MaxConnsPerClient: 1024,
-	OutputBudget: 256 << 20}
+	OutputBudget: 256 << 20, CPUOvercommit: 16, MemoryOvercommit: 2}
 
 // TestServeConfig checks the precedence flag > environment > file >
 // default through --print-config, which stops before the daemon starts.
@@ -171,6 +171,7 @@ func TestServeConfigErrors(t *testing.T) {
 		{name: "missing file", args: []string{"--config", "/nonexistent/agent2env.yaml"}, want: []string{"read config file", "no such file"}},
 		{name: "log level", env: map[string]string{"AGENT2ENV_LOG_LEVEL": "loud"}, want: []string{`log-level "loud"`}},
 		{name: "warm pool size", file: "warm-pools: {python: -1}\n", want: []string{"warm-pools: size of python must be a number of 0 or more"}},
+		{name: "overcommit", args: []string{"--cpu-overcommit", "0"}, want: []string{"cpu-overcommit and memory-overcommit must be above 0"}},
 		{name: "warm pool list", args: []string{"--warm-pools", "python"}, want: []string{`warm-pools: "python" is not NAME=VALUE`}},
 		{name: "context template language", file: "context-templates: {cobol: t}\n", want: []string{"context-templates:", "cobol"}},
 	}

@@ -52,9 +52,10 @@ type Warm struct {
 }
 
 // Pool hands out warm sandboxes: Take returns one made from source (a
-// template name, or a language's default), or false when none is ready.
+// template name, or a language's default), claimed for owner (its
+// store.Sandbox.ManagedBy from then on), or false when none is ready.
 type Pool interface {
-	Take(ctx context.Context, source string) (Warm, bool)
+	Take(ctx context.Context, source, owner string) (Warm, bool)
 }
 
 // Sessions gives the contexts created with a session name their session's
@@ -387,7 +388,7 @@ func (s *Service) Provision(ctx context.Context, req SandboxRequest) (Warm, erro
 		source = req.Template
 	}
 	if s.pool != nil && req.CPU == "" && req.Memory == "" && req.TTL == nil && len(req.Mounts) == 0 {
-		if w, ok := s.pool.Take(ctx, source); ok {
+		if w, ok := s.pool.Take(ctx, source, req.ManagedBy); ok {
 			return w, nil
 		}
 	}

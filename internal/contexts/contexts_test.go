@@ -854,7 +854,7 @@ type fakePool struct {
 	sources []string
 }
 
-func (p *fakePool) Take(ctx context.Context, source string) (Warm, bool) {
+func (p *fakePool) Take(ctx context.Context, source, owner string) (Warm, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.sources = append(p.sources, source)

@@ -246,7 +246,6 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	if err := session.ApplyEnv(&cfg.Sessions, os.LookupEnv); err != nil {
 		return nil, err
 	}
-	cfg.Sessions.MaxSandboxes = cfg.Manager.MaxSandboxes
 	cfg.Sessions.PoolCPU, cfg.Sessions.PoolMemory = cfg.Manager.DefaultCPU, cfg.Manager.DefaultMemory
 	sessionOpts := []session.Option{}
 	if u, ok := s.Runtime.(sandbox.UsageReader); ok { // optional: a runtime may not measure usage

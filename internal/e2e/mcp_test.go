@@ -17,9 +17,9 @@ import (
 // The MCP server driven by stock clients, not by our own code: the MCP
 // Inspector CLI (npm) and the official Python SDK (PyPI), over stdio (the
 // bridge `agent2env mcp` serves) and over the daemon's /mcp. make test
-// installs them (scripts/mcp-clients.sh).
+// installs them (scripts/test-peers.sh).
 
-// mcpClients are the paths scripts/mcp-clients.sh wrote.
+// mcpClients are the paths scripts/test-peers.sh wrote.
 type mcpClients struct {
 	nodeBin, inspector, python string
 }
@@ -32,12 +32,12 @@ func stockClients(t *testing.T) mcpClients {
 	if cache == "" {
 		cache = "/var/cache/agent2env"
 	}
-	f, err := os.Open(filepath.Join(cache, "mcp-clients", "clients.env"))
+	f, err := os.Open(filepath.Join(cache, "peers", "clients.env"))
 	if err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("the stock MCP clients are not installed (run scripts/mcp-clients.sh, as make test does): %v", err)
+			t.Fatalf("the stock MCP clients are not installed (run scripts/test-peers.sh, as make test does): %v", err)
 		}
-		t.Skipf("the stock MCP clients are not installed: run scripts/mcp-clients.sh (%v)", err)
+		t.Skipf("the stock MCP clients are not installed: run scripts/test-peers.sh (%v)", err)
 	}
 	defer f.Close()
 	env := map[string]string{}

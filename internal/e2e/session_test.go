@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -117,6 +119,16 @@ func TestSessions(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(shared, "vol-a", "a.txt")); err != nil || string(b) != "secret\n" {
 		t.Errorf("the session's file on the host: %q %v", b, err)
 	}
+	// A symlink the sandbox makes in the volume resolves inside the
+	// sandbox: a host file beside the volume stays out of reach.
+	hostFile := filepath.Join(filepath.Dir(shared), "beside-the-volume")
+	if err := os.WriteFile(hostFile, []byte("host only\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(hostFile)
+	if r := d.commandSession("vol-a", "", "ln -s "+hostFile+" /data/link && cat /data/link"); r.ExitCode == 0 || strings.Contains(r.Stdout, "host only") {
+		t.Errorf("a symlink in the volume reached the host: %+v", r)
+	}
 
 	var st api.Stats
 	if d.do("GET", "/api/v1/stats", nil, &st); st.Sessions.Active != 6 || st.Executions.Count < 8 || st.Sandboxes["running"] != 6 {
@@ -133,5 +145,45 @@ func TestSessions(t *testing.T) {
 	if d.do("GET", "/api/v1/sandboxes", nil, &sbs); len(sbs.Items) != 0 {
 		t.Errorf("sandboxes left after the sessions went: %+v", sbs.Items)
 	}
+	d.assertNoLeaks()
+}
+
+// TestSessionLimits: the daemon's --max-sandboxes and --cpu-overcommit
+// refuse new sessions and sandboxes on real sandboxes, 507 and 429 with
+// the usage and a suggestion, and make nothing.
+func TestSessionLimits(t *testing.T) {
+	overcommit := strconv.FormatFloat(1.5/float64(runtime.NumCPU()), 'f', -1, 64) // 1500m on any host
+	d := startDaemon(t, "", func(c *exec.Cmd) {
+		c.Args = append(c.Args, "--max-sandboxes", "2", "--cpu-overcommit", overcommit)
+	})
+	refused := func(status int, body api.ResourceError, wantStatus int, code, suggestion string, sandboxes int, milliCPU int64) {
+		t.Helper()
+		u := body.Usage
+		if status != wantStatus || body.Code != code || !strings.Contains(body.Suggestion, suggestion) || u.Sandboxes != sandboxes ||
+			u.MilliCPU != milliCPU || u.MilliCPUCapacity != 1500 || u.MaxSandboxes != 2 || u.Sessions != 1 {
+			t.Errorf("status %d, body %+v: want %d %s, a suggestion saying %q, %d sandboxes, %dm of 1500m cpu, 1 session",
+				status, body, wantStatus, code, suggestion, sandboxes, milliCPU)
+		}
+		var sbs api.SandboxList
+		if d.do("GET", "/api/v1/sandboxes", nil, &sbs); len(sbs.Items) != sandboxes {
+			t.Errorf("sandboxes after a refusal: %+v", sbs.Items)
+		}
+	}
+	d.commandSession("a", "", "true") // small: 1 cpu
+	command := api.SessionCommandRequest{Command: api.CommandLine{Shell: "true"}, SessionID: "b"}
+	var body api.ResourceError
+	status := d.do("POST", "/api/v1/sessions/command", command, &body)
+	refused(status, body, http.StatusInsufficientStorage, api.CodeInsufficientCapacity, "delete idle sessions", 1, 1000)
+	var sb api.Sandbox
+	if status := d.do("POST", "/api/v1/sandboxes", `{"image":"agent2env/code-interpreter","cpu":"250m","memory":"256Mi"}`, &sb); status != http.StatusCreated {
+		t.Fatalf("a sandbox within the capacity: %d %+v", status, sb)
+	}
+	body = api.ResourceError{}
+	status = d.do("POST", "/api/v1/sessions/command", command, &body)
+	refused(status, body, http.StatusTooManyRequests, api.CodeLimitExceeded, "--max-sandboxes", 2, 1250)
+	if code := d.do("DELETE", "/api/v1/sessions/a", nil, nil); code != http.StatusOK {
+		t.Errorf("delete session a: %d", code)
+	}
+	d.deleteAll()
 	d.assertNoLeaks()
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/llm/gate"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/mcpserver"
 	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/prepull"
 	"github.com/agent2env/agent2env/internal/prepull/prepulltest"
@@ -213,6 +214,9 @@ func TestOpenAPIValid(t *testing.T) {
 			if strings.HasPrefix(path, gatewayPrefix) && code == "default" || err == nil && status < 400 {
 				continue
 			}
+			if path == mcpPath && code != "default" && r.Ref == "#/components/responses/MCPTransportError" {
+				continue // the MCP transport's own refusals are plain text
+			}
 			mt := r.Value.Content.Get("application/json")
 			if len(r.Value.Content) != 1 || mt == nil || (mt.Schema.Ref != "#/components/schemas/Error" &&
 				!(mt.Schema.Ref == "#/components/schemas/ResourceError" && (status == 429 || status == 507))) {
@@ -377,6 +381,7 @@ func TestOpenAPISchemas(t *testing.T) {
 		"ErrorCode": true, "Message": true, "Env": true, "SandboxStatus": true, "ImportStrategy": true,
 		"ImportForm": true, "ImportURLEncodedForm": true, "UploadForm": true, "TemplateMetadata": true, "TemplateDocument": true, "TemplateDocumentList": true,
 		"PrepullStatus": true, "ExecuteStreamError": true, "ExecReason": true, "ExecOOMKilled": true,
+		"JSONRPCMessage": true, // the MCP specification's; package mcpserver speaks it through the MCP SDK
 	}
 	covered := map[string]bool{}
 	goTypes := map[string]bool{}
@@ -642,6 +647,9 @@ func samplePath(path string) string {
 	return strings.Join(segs, "/")
 }
 
+// mcpPath is where package mcpserver serves MCP's streamable HTTP.
+const mcpPath = "/mcp"
+
 // probeMethods are the methods TestOpenAPIRoutes tries on every path.
 var probeMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
@@ -669,6 +677,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		gatewayRoutes = len(gw)
 		registered = append(registered, gw...)
 	}
+	registered = append(registered, sourceRoutes(t, filepath.Join("..", "mcpserver"))...)
 	matched := map[route]bool{}
 	for _, r := range registered {
 		if r.method == "*" {
@@ -765,7 +774,8 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 	imgs := newFakeImages("alpine")
 	rt := fakeruntime.New(fakeruntime.WithImages(imgs))
 	mt := metrics.New()
-	m := manager.New(manager.Config{StartTimeout: 10 * time.Second, MaxSandboxes: 3}, rt, st, log,
+	m := manager.New(manager.Config{StartTimeout: 10 * time.Second, MaxSandboxes: 3,
+		Host: manager.Host{MilliCPU: 3500, MemoryBytes: 64 << 30}, CPUOvercommit: 1, MemoryOvercommit: 1}, rt, st, log,
 		manager.WithTemplates(tpl), manager.WithMetrics(mt))
 	key := auth.NewKey()
 	keys, err := auth.NewKeys(key)
@@ -774,8 +784,7 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 	}
 	capture := &muxCapture{}
 	ctxs := contexts.New(contexts.Config{}, m, st, nil, log, contexts.WithMetrics(mt))
-	sess, err := session.New(session.Config{MaxSandboxes: 3, CPUOvercommit: 1, MemoryOvercommit: 1}, m, st, ctxs, log,
-		session.WithHost(session.Host{MilliCPU: 3500, MemoryBytes: 64 << 30}))
+	sess, err := session.New(session.Config{}, m, st, ctxs, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -788,6 +797,7 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 		WithRoutes(NewLLMArchiveRoutes(service.NewLLMExchanges(llmE.arc))),
 		WithRoutes(NewContextRoutes(service.NewContexts(ctxs))), WithRoutes(NewSessionRoutes(sess)), WithMetrics(mt),
 		WithRoutes(NewLLMRoutes(gate.NewKeys(st))),
+		WithRoutes(mcpserver.New(mcpserver.Config{ScopeByKey: true, Log: log}, ctxs, sess)),
 		WithMiddleware(AuthMiddleware(keys)), WithMiddleware(TenantMiddleware))
 	srv.SetReady(true)
 	h := srv.Handler()
@@ -1144,6 +1154,7 @@ items:
 		})
 	}
 	waitRunning()
+	run(post("/api/v1/sandboxes", `{"image":"alpine","cpu":"4"}`, http.StatusInsufficientStorage))
 	resp = e.do(t, post("/api/v1/sandboxes", `{"image":"alpine","cpu":"500m","memory":"256Mi","ttl":60,"env":{"G":"hi"}}`, created))
 	other := decodeInto[api.Sandbox](t, resp).ID
 	huge := `{"image":"` + strings.Repeat("a", maxJSONBody) + `"}`
@@ -1301,6 +1312,27 @@ items:
 		get("/api/v1/llm/keys", ok),
 		exchange{method: "DELETE", target: "/api/v1/llm/keys/" + llmKey.ID, status: noContent},
 		exchange{method: "DELETE", target: "/api/v1/llm/keys/llmk_nope", status: notFound},
+	)
+
+	// MCP over streamable HTTP, stateless: each message stands alone.
+	mcpMessage := func(body string, status int) exchange {
+		return exchange{method: "POST", target: mcpPath, ctype: "application/json", body: []byte(body),
+			header: map[string]string{"Accept": "application/json, text/event-stream"}, status: status}
+	}
+	noAccept := mcpMessage(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`, bad)
+	noAccept.header = nil
+	run(
+		mcpMessage(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"openapi-test","version":"1"}}}`, ok),
+		mcpMessage(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, accepted),
+		mcpMessage(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute_code","arguments":{"code":"1 + 1","session_id":"mcp"}}}`, ok),
+		noAccept,
+		invalid(mcpMessage(`[1`, bad)),
+		invalid(exchange{method: "POST", target: mcpPath, ctype: "text/plain", body: []byte(`{}`), status: http.StatusUnsupportedMediaType}),
+		invalid(exchange{method: "POST", target: mcpPath, ctype: "application/json", body: []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`),
+			noKey: true, status: http.StatusUnauthorized}),
+		exchange{method: "GET", target: mcpPath, status: http.StatusMethodNotAllowed},
+		exchange{method: "DELETE", target: mcpPath, status: http.StatusMethodNotAllowed},
+		exchange{method: "DELETE", target: "/api/v1/sessions/mcp", status: ok},
 	)
 
 	// Prepull.

@@ -219,10 +219,42 @@ func TestNotReadySandbox(t *testing.T) {
 	}
 }
 
-func TestMaxSandboxes(t *testing.T) {
-	e := newEnv(t, envOptions{cfg: manager.Config{MaxSandboxes: 1}})
-	e.createSandbox(t, `{"image":"alpine"}`)
-	checkError(t, e.postJSON(t, "/api/v1/sandboxes", `{"image":"alpine"}`), http.StatusTooManyRequests, api.CodeLimitExceeded)
+// TestSandboxLimits: a sandbox create past --max-sandboxes is 429
+// RESOURCE_LIMIT, one past the host's capacity 507 INSUFFICIENT_CAPACITY,
+// and so is a start; each body carries the usage and a suggestion, and
+// nothing is made.
+func TestSandboxLimits(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: manager.Config{MaxSandboxes: 2,
+		Host: manager.Host{MilliCPU: 2000, MemoryBytes: 4 << 30}, CPUOvercommit: 1, MemoryOvercommit: 1}})
+	check := func(resp response, status int, want api.ResourceError) {
+		t.Helper()
+		if resp.status != status {
+			t.Fatalf("status %d, want %d: %s", resp.status, status, resp.body)
+		}
+		got := decodeInto[api.ResourceError](t, resp)
+		if !strings.Contains(got.Suggestion, want.Suggestion) || got.Message == "" {
+			t.Errorf("body %s: want a message and a suggestion saying %q", resp.body, want.Suggestion)
+		}
+		if got.Code != want.Code || got.Usage != want.Usage {
+			t.Errorf("body %s: want code %s, usage %+v", resp.body, want.Code, want.Usage)
+		}
+		if n := len(decodeInto[api.SandboxList](t, e.do(t, http.MethodGet, "/api/v1/sandboxes", "", nil)).Items); n != want.Usage.Sandboxes {
+			t.Errorf("%d sandboxes after a refusal, want %d", n, want.Usage.Sandboxes)
+		}
+	}
+	usage := api.Usage{Sandboxes: 1, MaxSandboxes: 2, MilliCPU: 1500, MilliCPUCapacity: 2000, MemoryBytes: 1 << 30, MemoryBytesCapacity: 4 << 30}
+	sb := e.createSandbox(t, `{"image":"alpine","cpu":"1500m","memory":"1Gi"}`)
+	check(e.postJSON(t, "/api/v1/sandboxes", `{"image":"alpine","cpu":"1","memory":"1Gi"}`), http.StatusInsufficientStorage,
+		api.ResourceError{Error: api.Error{Code: api.CodeInsufficientCapacity}, Usage: usage, Suggestion: "ask for less cpu and memory"})
+	if resp := e.do(t, http.MethodPost, "/api/v1/sandboxes/"+sb.ID+"/stop", "", nil); resp.status != http.StatusOK {
+		t.Fatalf("stop: %d %s", resp.status, resp.body)
+	}
+	e.createSandbox(t, `{"image":"alpine","cpu":"1","memory":"1Gi"}`)
+	usage.Sandboxes, usage.MilliCPU = 2, 1000
+	check(e.do(t, http.MethodPost, "/api/v1/sandboxes/"+sb.ID+"/start", "", nil), http.StatusInsufficientStorage,
+		api.ResourceError{Error: api.Error{Code: api.CodeInsufficientCapacity}, Usage: usage, Suggestion: "--cpu-overcommit"})
+	check(e.postJSON(t, "/api/v1/sandboxes", `{"image":"alpine","cpu":"100m","memory":"64Mi"}`), http.StatusTooManyRequests,
+		api.ResourceError{Error: api.Error{Code: api.CodeLimitExceeded}, Usage: usage, Suggestion: "raise --max-sandboxes"})
 }
 
 func TestListSandboxPages(t *testing.T) {

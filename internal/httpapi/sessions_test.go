@@ -18,37 +18,19 @@ import (
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/session"
+	"github.com/agent2env/agent2env/internal/store"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
 )
 
 // TestSessionTenants: with API keys, a session id names the key's own
 // session; another key using the same id reaches another one.
 func TestSessionTenants(t *testing.T) {
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "state.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	imgs := newFakeImages("agent2env/code-interpreter")
-	rt := fakeruntime.New(fakeruntime.WithImages(imgs))
-	m := manager.New(manager.Config{StartTimeout: 10 * time.Second}, rt, st, log)
-	ctxs := contexts.New(contexts.Config{}, m, st, nil, log)
-	sess, err := session.New(session.Config{}, m, st, ctxs, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		m.Close()
-		rt.Close()
-		st.Close()
-	})
 	keyA, keyB := auth.NewKey(), auth.NewKey()
 	keys, err := auth.NewKeys(keyA, keyB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(service.NewSandboxes(m, ""), service.NewImages(imgs), log, WithRoutes(NewSessionRoutes(sess)), WithMiddleware(AuthMiddleware(keys)), WithMiddleware(TenantMiddleware))
-	h := srv.Handler()
+	h, _ := newSessionHandler(t, manager.Config{}, WithMiddleware(AuthMiddleware(keys)), WithMiddleware(TenantMiddleware))
 	do := func(key, method, path, body string, out any) int {
 		t.Helper()
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
@@ -91,4 +73,34 @@ func TestSessionTenants(t *testing.T) {
 	if code := do(keyA, "POST", "/api/v1/sessions/s1/execute", `{"code":"1","session_id":"s2"}`, &e); code != http.StatusBadRequest {
 		t.Errorf("path and body name two sessions: %d %+v", code, e)
 	}
+}
+
+// newSessionHandler serves the session routes, with opts, over a real
+// session service, contexts service, manager (cfg) and store on a fake
+// runtime; all is closed when the test ends.
+func newSessionHandler(tb testing.TB, cfg manager.Config, opts ...Option) (http.Handler, store.Store) {
+	tb.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(tb.TempDir(), "state.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	imgs := newFakeImages("agent2env/code-interpreter")
+	rt := fakeruntime.New(fakeruntime.WithImages(imgs))
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = 10 * time.Second
+	}
+	m := manager.New(cfg, rt, st, log)
+	ctxs := contexts.New(contexts.Config{}, m, st, nil, log)
+	sess, err := session.New(session.Config{}, m, st, ctxs, log)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		m.Close()
+		rt.Close()
+		st.Close()
+	})
+	opts = append([]Option{WithRoutes(NewSessionRoutes(sess))}, opts...)
+	return New(service.NewSandboxes(m, ""), service.NewImages(imgs), log, opts...).Handler(), st
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/quantity"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
@@ -66,7 +67,7 @@ func (m *Manager) Start(ctx context.Context, id string) (*store.Sandbox, error) 
 			return nil, fmt.Errorf("read startup plan of sandbox %s: %w", id, err)
 		}
 	}
-	if sb, err = m.setStatus(ctx, id, api.StatusPending, "start requested"); err != nil {
+	if sb, err = m.admitStart(ctx, sb); err != nil {
 		return nil, err
 	}
 	m.bg.Add(1)
@@ -77,6 +78,19 @@ func (m *Manager) Start(ctx context.Context, id string) (*store.Sandbox, error) 
 		m.restart(ctx, id, plan)
 	}()
 	return sb, nil
+}
+
+// admitStart marks a stopped sandbox pending, so that its limits count
+// again, once admit finds room for them.
+func (m *Manager) admitStart(ctx context.Context, sb *store.Sandbox) (*store.Sandbox, error) {
+	cpu, _ := quantity.ParseCPU(sb.CPU) // records were parsed when made
+	mem, _ := quantity.ParseBytes(sb.Memory)
+	m.admitMu.Lock()
+	defer m.admitMu.Unlock()
+	if err := m.admit(ctx, cpu, mem, false); err != nil {
+		return nil, fmt.Errorf("start sandbox %s: %w", sb.ID, err)
+	}
+	return m.setStatus(ctx, sb.ID, api.StatusPending, "start requested")
 }
 
 // restart starts the runtime side of a pending, stopped sandbox again.

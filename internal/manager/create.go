@@ -199,9 +199,9 @@ func egress(n *api.NetworkSpec) *sandbox.Egress {
 	return &sandbox.Egress{AllowInternet: n.AllowInternetAccess, AllowedDomains: n.AllowedDomains}
 }
 
-// createRecord stores the pending record of a new sandbox, unless
-// MaxSandboxes already exist: the store counts and inserts atomically, so
-// concurrent creates hold no lock here and still cannot pass the limit.
+// createRecord stores the pending record of a new sandbox once admit lets
+// it in (MaxSandboxes, capacity). The store also counts and inserts
+// atomically, a backstop for a limit passed outside admission.
 func (m *Manager) createRecord(ctx context.Context, r *resolved) (*store.Sandbox, error) {
 	now := m.now().UTC()
 	var plan []byte
@@ -222,11 +222,19 @@ func (m *Manager) createRecord(ctx context.Context, r *resolved) (*store.Sandbox
 		exp := now.Add(time.Duration(r.ttl) * time.Second)
 		sb.ExpiresAt = &exp
 	}
+	m.admitMu.Lock()
+	defer m.admitMu.Unlock()
+	if err := m.admit(ctx, r.milliCPU, r.memBytes, true); err != nil {
+		return nil, err
+	}
 	if err := m.store.CreateSandboxLimited(ctx, sb, m.cfg.MaxSandboxes); err != nil {
 		var limit *store.LimitError
 		if errors.As(err, &limit) {
-			return nil, errdefs.WithCode(fmt.Errorf("%d sandboxes exist, the configured maximum; delete some first: %w",
-				limit.Count, errdefs.ErrResourceExhausted), api.CodeLimitExceeded)
+			u, uerr := m.Usage(ctx)
+			if uerr != nil {
+				u = api.Usage{Sandboxes: limit.Count, MaxSandboxes: limit.Limit}
+			}
+			return nil, limitError(u)
 		}
 		return nil, err
 	}

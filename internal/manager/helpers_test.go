@@ -151,6 +151,9 @@ func newManager(cfg Config, e *env) *Manager {
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 10 * time.Second
 	}
+	if cfg.Host == (Host{}) { // not the test machine's: tests make many sandboxes
+		cfg.Host = Host{MilliCPU: 1 << 20, MemoryBytes: 1 << 50}
+	}
 	m := New(cfg, e.rt, e.st, slog.New(slog.DiscardHandler))
 	m.now = e.clock.Now
 	return m

@@ -39,8 +39,16 @@ type Config struct {
 	DefaultTTL    int    // seconds; 0 = never expire
 	DefaultDisk   int64  // bytes of writable storage per sandbox
 	DefaultPids   int64
-	// MaxSandboxes bounds the sandboxes that exist at once (0: no bound).
+	// MaxSandboxes bounds the sandboxes that exist at once, whatever made
+	// them (0: no bound). Past it a create is 429 RESOURCE_LIMIT.
 	MaxSandboxes int
+	// Host is the machine's cpu and memory (zero: this machine's). Times
+	// CPUOvercommit and MemoryOvercommit (defaults 16 and 2: idle
+	// sandboxes use little of either) it is the capacity that the limits
+	// of pending and running sandboxes may add up to; past it a create,
+	// or a start, is 507 INSUFFICIENT_CAPACITY.
+	Host                            Host
+	CPUOvercommit, MemoryOvercommit float64
 	// ExecOutputLimit bounds the stdout and stderr kept by a buffered exec.
 	ExecOutputLimit int
 	// OutputBudget bounds the output that all buffered executions hold at
@@ -73,6 +81,15 @@ func (c *Config) setDefaults() {
 	if c.StartTimeout == 0 {
 		c.StartTimeout = 15 * time.Minute
 	}
+	if c.Host == (Host{}) {
+		c.Host = ReadHost()
+	}
+	if c.CPUOvercommit <= 0 {
+		c.CPUOvercommit = 16
+	}
+	if c.MemoryOvercommit <= 0 {
+		c.MemoryOvercommit = 2
+	}
 }
 
 // Manager is safe for concurrent use.
@@ -85,7 +102,10 @@ type Manager struct {
 	// outputs is what buffered executions' output may take.
 	outputs *outbuf.Budget
 
-	locks     keyedlock.Locks // by sandbox id
+	locks keyedlock.Locks // by sandbox id
+	// admitMu serializes admission (admit) with the record that commits
+	// what was admitted.
+	admitMu   sync.Mutex
 	templates TemplateResolver
 	pool      WarmPool
 	metrics   *metrics.Metrics // nil: none recorded

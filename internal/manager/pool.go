@@ -70,9 +70,11 @@ func (m *Manager) WaitRunning(ctx context.Context, sb *store.Sandbox) (*store.Sa
 	return sb, nil
 }
 
-// Claim hands a pooled sandbox out: it leaves its pool, and its life (and
-// TTL) starts now. ErrFailedPrecondition if it is no longer running.
-func (m *Manager) Claim(ctx context.Context, id string) (*store.Sandbox, error) {
+// Claim hands a pooled sandbox out to owner (the service whose records will
+// refer to it, store.Sandbox.ManagedBy; empty for a client's request): it
+// leaves its pool, and its life (and TTL) starts now.
+// ErrFailedPrecondition if it is no longer running.
+func (m *Manager) Claim(ctx context.Context, id, owner string) (*store.Sandbox, error) {
 	unlock := m.lock(id)
 	defer unlock()
 	sb, err := m.store.UpdateSandbox(ctx, id, func(sb *store.Sandbox) error {
@@ -80,7 +82,7 @@ func (m *Manager) Claim(ctx context.Context, id string) (*store.Sandbox, error) 
 			return errdefs.Precondition("sandbox %s is not a running pooled sandbox", id)
 		}
 		now := m.now().UTC()
-		sb.Pool, sb.CreatedAt, sb.UpdatedAt = "", now, now
+		sb.Pool, sb.ManagedBy, sb.CreatedAt, sb.UpdatedAt = "", owner, now, now
 		if sb.TTL > 0 {
 			exp := now.Add(time.Duration(sb.TTL) * time.Second)
 			sb.ExpiresAt = &exp

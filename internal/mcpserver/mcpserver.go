@@ -115,8 +115,15 @@ func (s *Server) Handler() http.Handler {
 }
 
 // Register serves Handler at /mcp on mux (a route group of the daemon's
-// API, behind its auth).
-func (s *Server) Register(mux *http.ServeMux) { mux.Handle("/mcp", s.Handler()) }
+// API, behind its auth), for the methods of the streamable HTTP transport
+// (api/openapi.yaml): POST carries the messages; GET and DELETE are
+// answered 405, which stateless servers give and clients expect.
+func (s *Server) Register(mux *http.ServeMux) {
+	h := s.Handler()
+	mux.Handle("POST /mcp", h)
+	mux.Handle("GET /mcp", h)
+	mux.Handle("DELETE /mcp", h)
+}
 
 // tenant returns ctx with the tenant of the request's API key, when the
 // server scopes by key.

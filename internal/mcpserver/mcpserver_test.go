@@ -43,10 +43,16 @@ type env struct {
 
 func newEnv(t *testing.T, keyed bool) *env {
 	t.Helper()
-	ce := contextstest.NewEnv(t, manager.Config{}, nil)
+	return newEnvConfig(t, keyed, manager.Config{Host: manager.Host{MilliCPU: 64000, MemoryBytes: 256 << 30}})
+}
+
+// newEnvConfig is newEnv with the manager's configuration.
+func newEnvConfig(t *testing.T, keyed bool, cfg manager.Config) *env {
+	t.Helper()
+	ce := contextstest.NewEnv(t, cfg, nil)
 	log := slog.New(slog.DiscardHandler)
 	ctxs := contexts.New(contexts.Config{ReadyTimeout: 10 * time.Second}, ce.M, ce.St, nil, log)
-	sess, err := session.New(session.Config{}, ce.M, ce.St, ctxs, log, session.WithHost(session.Host{MilliCPU: 64000, MemoryBytes: 256 << 30}))
+	sess, err := session.New(session.Config{}, ce.M, ce.St, ctxs, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,6 +276,37 @@ func TestBadArguments(t *testing.T) {
 	}
 	if ids := e.Sandboxes(t); len(ids) != 0 {
 		t.Errorf("bad arguments made sandboxes: %v", ids)
+	}
+}
+
+// TestResourceErrors: past the host's capacity or the maximum of
+// sandboxes, session and context tools are tool errors INSUFFICIENT_CAPACITY
+// and RESOURCE_LIMIT carrying the usage and a suggestion; nothing is made.
+func TestResourceErrors(t *testing.T) {
+	e := newEnvConfig(t, false, manager.Config{MaxSandboxes: 2,
+		Host: manager.Host{MilliCPU: 2000, MemoryBytes: 8 << 30}, CPUOvercommit: 1, MemoryOvercommit: 1})
+	cs := e.connect(t, "", nil)
+	callTool(t, cs, "execute_code", map[string]any{"code": "1", "session_id": "a"}, nil)
+	check := func(res *mcp.CallToolResult, code, suggestion string, sandboxes int, milliCPU int64) {
+		t.Helper()
+		te := toolError(t, res, code)
+		if !strings.Contains(te.Suggestion, suggestion) || te.Usage == nil || te.Usage.Sandboxes != sandboxes ||
+			te.Usage.MilliCPU != milliCPU || te.Usage.MilliCPUCapacity != 2000 || te.Usage.Sessions != 1 {
+			t.Errorf("tool error %+v (usage %+v): want a suggestion saying %q, %d sandboxes, %dm cpu of 2000m, 1 session",
+				te, te.Usage, suggestion, sandboxes, milliCPU)
+		}
+		if ids := e.Sandboxes(t); len(ids) != sandboxes {
+			t.Errorf("sandboxes %v, want %d", ids, sandboxes)
+		}
+	}
+	check(callTool(t, cs, "execute_code", map[string]any{"code": "1", "session_id": "b", "flavor": "medium"}, nil),
+		CodeNoCapacity, "use flavor small", 1, 1000)
+	callTool(t, cs, "create_context", map[string]any{"name": "c1", "language": "python"}, nil)
+	check(callTool(t, cs, "execute_command", map[string]any{"command": "true", "session_id": "b"}, nil),
+		CodeResourceLimit, "--max-sandboxes", 2, 2000)
+	res := callTool(t, cs, "create_context", map[string]any{"name": "c2", "language": "python"}, nil)
+	if te := toolError(t, res, CodeResourceLimit); te.Usage == nil || !strings.Contains(te.Suggestion, "--max-sandboxes") {
+		t.Errorf("create_context at the maximum: %+v", te)
 	}
 }
 

@@ -31,7 +31,7 @@ import (
 // Manager is what a pool needs of the sandbox manager.
 type Manager interface {
 	CreatePooled(ctx context.Context, req manager.CreateRequest, pool string) (*store.Sandbox, error)
-	Claim(ctx context.Context, id string) (*store.Sandbox, error)
+	Claim(ctx context.Context, id, owner string) (*store.Sandbox, error)
 	Delete(ctx context.Context, id string) error
 	Agent(ctx context.Context, id string) (*agent.Client, error)
 }
@@ -192,8 +192,9 @@ func (p *Pools) make(ctx context.Context, s Spec) (entry, error) {
 	return e, nil
 }
 
-// take claims a ready sandbox of pool name, counting a hit or a miss.
-func (p *Pools) take(ctx context.Context, name string) (*warmPool, entry, bool) {
+// take claims a ready sandbox of pool name for owner, counting a hit or a
+// miss.
+func (p *Pools) take(ctx context.Context, name, owner string) (*warmPool, entry, bool) {
 	wp, ok := p.pools[name]
 	if !ok {
 		return nil, entry{}, false
@@ -214,7 +215,7 @@ func (p *Pools) take(ctx context.Context, name string) (*warmPool, entry, bool) 
 		e := wp.ready[0]
 		wp.ready = wp.ready[1:]
 		wp.mu.Unlock()
-		sb, err := p.mgr.Claim(ctx, e.sandbox.ID)
+		sb, err := p.mgr.Claim(ctx, e.sandbox.ID, owner)
 		if err != nil { // it died waiting: drop it, try the next
 			p.log.Warn("warm pool: drop sandbox", "pool", name, "sandbox", e.sandbox.ID, "err", err)
 			_ = p.mgr.Delete(context.WithoutCancel(ctx), e.sandbox.ID)
@@ -229,9 +230,9 @@ func (p *Pools) take(ctx context.Context, name string) (*warmPool, entry, bool) 
 }
 
 // Take hands out a warm sandbox of the pool named source with its kernel,
-// for the contexts service.
-func (p *Pools) Take(ctx context.Context, source string) (contexts.Warm, bool) {
-	wp, e, ok := p.take(ctx, source)
+// for the contexts service, claimed for owner (contexts.Pool).
+func (p *Pools) Take(ctx context.Context, source, owner string) (contexts.Warm, bool) {
+	wp, e, ok := p.take(ctx, source, owner)
 	if !ok {
 		return contexts.Warm{}, false
 	}
@@ -259,7 +260,7 @@ func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*st
 		if !fits {
 			continue
 		}
-		if _, e, ok := p.take(ctx, name); ok {
+		if _, e, ok := p.take(ctx, name, req.ManagedBy); ok {
 			if e.kernel != "" {
 				p.stops.Add(1)
 				go func() {

@@ -74,7 +74,7 @@ func (f *fakeManager) CreatePooled(ctx context.Context, req manager.CreateReques
 	return &c, nil
 }
 
-func (f *fakeManager) Claim(ctx context.Context, id string) (*store.Sandbox, error) {
+func (f *fakeManager) Claim(ctx context.Context, id, owner string) (*store.Sandbox, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	sb, ok := f.live[id]
@@ -84,7 +84,7 @@ func (f *fakeManager) Claim(ctx context.Context, id string) (*store.Sandbox, err
 	if f.dead[id] || sb.Pool == "" {
 		return nil, errdefs.Precondition("sandbox %s is not a running pooled sandbox", id)
 	}
-	sb.Pool = ""
+	sb.Pool, sb.ManagedBy = "", owner
 	f.claimed = append(f.claimed, id)
 	c := *sb
 	return &c, nil
@@ -274,7 +274,7 @@ func TestTake(t *testing.T) {
 	run(t, p)
 	waitReady(t, p, "py", 2)
 
-	w, ok := p.Take(context.Background(), "py")
+	w, ok := p.Take(context.Background(), "py", "")
 	if !ok {
 		t.Fatal("Take of a full pool: none")
 	}
@@ -294,7 +294,7 @@ func TestTake(t *testing.T) {
 	}
 
 	// An unknown pool is neither a hit nor a miss.
-	if w, ok := p.Take(context.Background(), "nosuch"); ok || w.Sandbox != nil {
+	if w, ok := p.Take(context.Background(), "nosuch", ""); ok || w.Sandbox != nil {
 		t.Errorf("Take of an unknown pool: %+v %v", w, ok)
 	}
 	if st := stats(p, "py"); st.Hits != 1 || st.Misses != 0 {
@@ -309,11 +309,11 @@ func TestTakeEmptyMisses(t *testing.T) {
 	run(t, p)
 	waitReady(t, p, "py", 1)
 	ctx := context.Background()
-	if _, ok := p.Take(ctx, "py"); !ok {
+	if _, ok := p.Take(ctx, "py", ""); !ok {
 		t.Fatal("first Take: none")
 	}
 	for range 3 {
-		if w, ok := p.Take(ctx, "py"); ok {
+		if w, ok := p.Take(ctx, "py", ""); ok {
 			t.Fatalf("Take of an empty pool: %+v", w)
 		}
 	}
@@ -323,7 +323,7 @@ func TestTakeEmptyMisses(t *testing.T) {
 
 	// A pool that never ran is empty too.
 	q := newPools(t, newFakeManager(), Spec{Name: "py", Size: 1, Request: manager.CreateRequest{Image: "img"}})
-	if _, ok := q.Take(ctx, "py"); ok {
+	if _, ok := q.Take(ctx, "py", ""); ok {
 		t.Error("Take of a pool never filled: got one")
 	}
 	if st := stats(q, "py"); st.Misses != 1 {
@@ -352,7 +352,7 @@ func TestTakeDropsDead(t *testing.T) {
 			for _, id := range tt.dead {
 				m.setDead(id)
 			}
-			w, ok := p.Take(context.Background(), "py")
+			w, ok := p.Take(context.Background(), "py", "")
 			if tt.want == "" {
 				if ok {
 					t.Fatalf("Take: %+v, want none", w.Sandbox)
@@ -490,7 +490,7 @@ func TestClose(t *testing.T) {
 	stop := run(t, p)
 	waitReady(t, p, "a", 2)
 	waitReady(t, p, "b", 1)
-	w, ok := p.Take(context.Background(), "a")
+	w, ok := p.Take(context.Background(), "a", "")
 	if !ok {
 		t.Fatal("Take: none")
 	}
@@ -539,7 +539,7 @@ func TestMetrics(t *testing.T) {
 	stop() // no refills from here
 	ctx := context.Background()
 	for _, name := range []string{"a", "b", "b", "b"} {
-		p.Take(ctx, name)
+		p.Take(ctx, name, "")
 	}
 	want := `# HELP agent2env_pool_ready Sandboxes ready in the warm pool.
 # TYPE agent2env_pool_ready gauge
@@ -684,7 +684,7 @@ func TestKernels(t *testing.T) {
 				t.Errorf("kernel spec %+v", spec)
 			}
 		}
-		w, ok := p.Take(context.Background(), "python")
+		w, ok := p.Take(context.Background(), "python", "")
 		if !ok || w.KernelID != created[0].ID || w.Language != "python" {
 			t.Errorf("Take: %+v %v, want kernel %s", w, ok, created[0].ID)
 		}
@@ -707,7 +707,7 @@ func TestKernels(t *testing.T) {
 		p := newPools(t, m, Spec{Name: "python", Size: 1, Language: "python", Request: manager.CreateRequest{Image: "plain"}})
 		run(t, p)
 		waitReady(t, p, "python", 1)
-		w, ok := p.Take(context.Background(), "python")
+		w, ok := p.Take(context.Background(), "python", "")
 		if !ok || w.KernelID != "" {
 			t.Errorf("Take: %+v %v, want a sandbox without a kernel", w, ok)
 		}

@@ -56,12 +56,6 @@ type Config struct {
 	// FailedRetention is how long failed sandboxes a service made are
 	// kept, for their history (default 1 hour).
 	FailedRetention time.Duration
-	// MaxSandboxes is the manager's limit, reported in usage (0: none).
-	MaxSandboxes int
-	// CPUOvercommit and MemoryOvercommit scale the host's cpu and memory
-	// into the capacity that sandboxes' limits may add up to (defaults 16
-	// and 2: idle sandboxes use little of either).
-	CPUOvercommit, MemoryOvercommit float64
 	// Volumes are host directories mounted into every session's sandbox
 	// (env MSB_SHARED_VOLUME_PATH).
 	Volumes []Volume
@@ -115,12 +109,6 @@ func (c *Config) setDefaults() error {
 	}
 	if c.PoolMemory == "" {
 		c.PoolMemory = "1Gi"
-	}
-	if c.CPUOvercommit <= 0 {
-		c.CPUOvercommit = 16
-	}
-	if c.MemoryOvercommit <= 0 {
-		c.MemoryOvercommit = 2
 	}
 	for _, v := range c.Volumes {
 		if err := v.check(); err != nil {

@@ -56,20 +56,23 @@ type setup struct {
 	mgr    manager.Config
 	images runtime.Images
 	pool   contexts.Pool
-	host   Host
+	log    *slog.Logger // nil: discarded
 }
 
 func newEnv(t *testing.T, opts ...func(*setup)) *env {
 	t.Helper()
-	su := setup{host: Host{MilliCPU: 64000, MemoryBytes: 256 << 30}}
+	su := setup{mgr: manager.Config{Host: manager.Host{MilliCPU: 64000, MemoryBytes: 256 << 30}}}
 	for _, o := range opts {
 		o(&su)
 	}
 	ce := contextstest.NewEnv(t, su.mgr, su.images)
-	log := slog.New(slog.DiscardHandler)
+	log := su.log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	ctxs := contexts.New(contexts.Config{ReadyTimeout: 10 * time.Second}, ce.M, ce.St, su.pool, log)
 	c := &clock{now: time.Now().UTC().Truncate(time.Microsecond)} // as the store keeps times
-	svc, err := New(su.cfg, ce.M, ce.St, ctxs, log, WithClock(c.Now), WithHost(su.host))
+	svc, err := New(su.cfg, ce.M, ce.St, ctxs, log, WithClock(c.Now))
 	if err != nil {
 		t.Fatal(err)
 	}

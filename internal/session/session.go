@@ -55,6 +55,7 @@ type Sandboxes interface {
 	Upload(ctx context.Context, id, p string, mode os.FileMode, r io.Reader) (agent.FileInfo, error)
 	Download(ctx context.Context, id, p string) (io.ReadCloser, int64, error)
 	ReapLeftovers(ctx context.Context) (int, error)
+	Usage(ctx context.Context) (api.Usage, error)
 }
 
 // Store is what the service keeps its records in.
@@ -77,7 +78,6 @@ type Service struct {
 	ctxs  *contexts.Service
 	log   *slog.Logger
 	now   func() time.Time
-	host  Host
 	// usageReader measures sandboxes' use for Stats; nil measures none.
 	usageReader sandbox.UsageReader
 
@@ -90,11 +90,6 @@ type Service struct {
 	// active holds the sessions with requests running in them.
 	active map[string]*activity
 	execs  recorder
-
-	// capacity guards reserved: the limits of sandboxes being made, which
-	// their records do not count yet.
-	capacity sync.Mutex
-	reserved committed
 }
 
 // activity is what runs in one session now, and what has run since its
@@ -112,9 +107,6 @@ type Option func(*Service)
 // WithClock makes the service read the time from now (tests).
 func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
 
-// WithHost sets the host capacity instead of reading it from the machine.
-func WithHost(h Host) Option { return func(s *Service) { s.host = h } }
-
 // New returns the service, and makes it the contexts service's provider
 // of sessions.
 func New(cfg Config, sbx Sandboxes, st Store, ctxs *contexts.Service, log *slog.Logger, opts ...Option) (*Service, error) {
@@ -127,9 +119,6 @@ func New(cfg Config, sbx Sandboxes, st Store, ctxs *contexts.Service, log *slog.
 	s := &Service{cfg: cfg, sbx: sbx, store: st, ctxs: ctxs, log: log, now: time.Now, active: map[string]*activity{}}
 	for _, o := range opts {
 		o(s)
-	}
-	if s.host == (Host{}) {
-		s.host = ReadHost()
 	}
 	ctxs.SetSessions(s)
 	return s, nil

@@ -261,9 +261,8 @@ func TestFlavors(t *testing.T) {
 func TestLimits(t *testing.T) {
 	e := newEnv(t, func(su *setup) {
 		su.mgr.MaxSandboxes = 2
-		su.cfg.MaxSandboxes = 2
-		su.cfg.CPUOvercommit, su.cfg.MemoryOvercommit = 1, 1
-		su.host = Host{MilliCPU: 3500, MemoryBytes: 8 << 30}
+		su.mgr.CPUOvercommit, su.mgr.MemoryOvercommit = 1, 1
+		su.mgr.Host = manager.Host{MilliCPU: 3500, MemoryBytes: 8 << 30}
 	})
 	e.execute(t, bg, api.SessionExecuteRequest{Code: "1", SessionID: "one", Flavor: "medium"})
 	check := func(err error, code, suggestion string) {
@@ -558,8 +557,8 @@ type fakePool struct {
 	taken  int
 }
 
-func (p *fakePool) Take(ctx context.Context, source string) (contexts.Warm, bool) {
-	sb, err := p.e.M.Create(ctx, manager.CreateRequest{Image: "agent2env/code-interpreter"})
+func (p *fakePool) Take(ctx context.Context, source, owner string) (contexts.Warm, bool) {
+	sb, err := p.e.M.Create(ctx, manager.CreateRequest{Image: "agent2env/code-interpreter", ManagedBy: owner})
 	if err != nil {
 		return contexts.Warm{}, false
 	}

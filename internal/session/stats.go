@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/store"
 )
 
 // recentExecutions is how many of the latest executions the percentiles
@@ -64,17 +65,16 @@ func (s *Service) Stats(ctx context.Context) (*api.Stats, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := s.commitments(ctx)
+	u, err := s.usage(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("count committed resources: %w", err)
+		return nil, err
 	}
-	u := s.usage(ctx, c)
 	st := &api.Stats{
 		Sessions:  api.SessionStats{Active: sessions, Busy: sessions - u.IdleSessions},
 		Sandboxes: map[string]int{"pooled": counts.Pooled},
 		Resources: api.ResourceStats{
-			MilliCPUCommitted: c.milliCPU, MilliCPUCapacity: u.MilliCPUCapacity,
-			MemoryBytesCommitted: c.memory, MemoryBytesCapacity: u.MemoryBytesCapacity,
+			MilliCPUCommitted: u.MilliCPU, MilliCPUCapacity: u.MilliCPUCapacity,
+			MemoryBytesCommitted: u.MemoryBytes, MemoryBytesCapacity: u.MemoryBytesCapacity,
 		},
 		Executions: s.execs.stats(),
 	}
@@ -82,14 +82,29 @@ func (s *Service) Stats(ctx context.Context) (*api.Stats, error) {
 		st.Sandboxes[status] = n
 	}
 	if s.usageReader != nil {
-		for _, id := range c.running {
-			if use, err := s.usageReader.Usage(ctx, id); err == nil {
-				st.Resources.CPUSecondsUsed += time.Duration(use.CPUNanos).Seconds()
-				st.Resources.MemoryBytesUsed += int64(use.MemoryBytes)
-			}
+		if err := s.measure(ctx, &st.Resources); err != nil {
+			return nil, err
 		}
 	}
 	return st, nil
+}
+
+// measure adds up what running sandboxes (warm pools' too) use now.
+func (s *Service) measure(ctx context.Context, r *api.ResourceStats) error {
+	sbs, _, err := s.store.ListSandboxPage(ctx, store.SandboxFilter{}, store.Page{})
+	if err != nil {
+		return fmt.Errorf("list sandboxes to measure: %w", err)
+	}
+	for _, sb := range sbs {
+		if sb.Status != string(api.StatusRunning) {
+			continue
+		}
+		if use, err := s.usageReader.Usage(ctx, sb.ID); err == nil {
+			r.CPUSecondsUsed += time.Duration(use.CPUNanos).Seconds()
+			r.MemoryBytesUsed += int64(use.MemoryBytes)
+		}
+	}
+	return nil
 }
 
 // The sessions' metrics.

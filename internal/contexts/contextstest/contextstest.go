@@ -107,6 +107,9 @@ func NewEnv(t *testing.T, cfg manager.Config, images runtime.Images) *Env {
 	if cfg.StartTimeout == 0 {
 		cfg.StartTimeout = 10 * time.Second
 	}
+	if cfg.Host == (manager.Host{}) { // not the test machine's: tests make many sandboxes
+		cfg.Host = manager.Host{MilliCPU: 1 << 20, MemoryBytes: 1 << 50}
+	}
 	st, err := sqlite.Open(bg, filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,109 @@
+package manager
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+// TestAdmission: every create passes one admission check. Past
+// MaxSandboxes it is 429 RESOURCE_LIMIT, past the host's capacity 507
+// INSUFFICIENT_CAPACITY; both carry the usage and a suggestion and leave
+// nothing behind. Warm pools' sandboxes count, stopped ones do not, and a
+// start is admitted like a create.
+func TestAdmission(t *testing.T) {
+	e := newEnv(t, Config{MaxSandboxes: 4, Host: Host{MilliCPU: 2000, MemoryBytes: 4 << 30}, CPUOvercommit: 1.5, MemoryOvercommit: 1})
+	ctx := context.Background()
+	check := func(err error, code, suggestion string, want api.Usage) {
+		t.Helper()
+		checkErr(t, err, errdefs.ErrResourceExhausted, code)
+		d := errdefs.Details(err)
+		if s, _ := d["suggestion"].(string); !strings.Contains(s, suggestion) {
+			t.Errorf("suggestion %q, want it to say %q", s, suggestion)
+		}
+		if diff := cmp.Diff(want, d["usage"]); diff != "" {
+			t.Errorf("usage (-want +got):\n%s", diff)
+		}
+	}
+	base := api.Usage{MaxSandboxes: 4, MilliCPUCapacity: 3000, MemoryBytesCapacity: 4 << 30}
+	one := e.create(t, CreateRequest{CPU: "1", Memory: "1Gi"})
+	pooled, err := e.m.CreatePooled(ctx, CreateRequest{Image: "alpine", CPU: "1", Memory: "1Gi"}, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := base
+	u.Sandboxes, u.MilliCPU, u.MemoryBytes = 2, 2000, 2<<30
+	if got, err := e.m.Usage(ctx); err != nil || !cmp.Equal(got, u) {
+		t.Errorf("usage %+v %v, want %+v", got, err, u)
+	}
+	// 2 of 3 cpus are committed, the warm sandbox's included.
+	_, err = e.m.Create(ctx, CreateRequest{Image: "alpine", CPU: "1500m", Memory: "64Mi"})
+	check(err, api.CodeInsufficientCapacity, "ask for less cpu and memory", u)
+	_, err = e.m.Create(ctx, CreateRequest{Image: "alpine", CPU: "100m", Memory: "3Gi"})
+	check(err, api.CodeInsufficientCapacity, "--memory-overcommit", u)
+	if len(e.records(t)) != 2 {
+		t.Errorf("records after refusals: %v", e.records(t))
+	}
+	// A stopped sandbox commits nothing; starting it again is admitted.
+	if _, err := e.m.Stop(ctx, one.ID); err != nil {
+		t.Fatal(err)
+	}
+	big := e.create(t, CreateRequest{CPU: "1500m", Memory: "1Gi"})
+	_, err = e.m.Start(ctx, one.ID)
+	u.Sandboxes, u.MilliCPU = 3, 2500
+	check(err, api.CodeInsufficientCapacity, "ask for less cpu", u)
+	if sb, _ := e.m.Get(ctx, one.ID); sb.Status != string(api.StatusSucceeded) {
+		t.Errorf("a refused start left the sandbox %s", sb.Status)
+	}
+	// Past the maximum of sandboxes (stopped ones count): 429.
+	e.create(t, CreateRequest{CPU: "100m", Memory: "64Mi"})
+	_, err = e.m.Create(ctx, CreateRequest{Image: "alpine", CPU: "100m", Memory: "64Mi"})
+	u.Sandboxes, u.MilliCPU, u.MemoryBytes = 4, 2600, 2<<30+64<<20
+	check(err, api.CodeLimitExceeded, "--max-sandboxes", u)
+	// Claiming the warm sandbox commits nothing new: never refused.
+	if _, err := e.m.Claim(ctx, pooled.ID, ""); err != nil {
+		t.Errorf("claim at capacity: %v", err)
+	}
+	for _, id := range []string{big.ID, one.ID} {
+		if err := e.m.Delete(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.create(t, CreateRequest{CPU: "1", Memory: "1Gi"})
+}
+
+// TestAdmissionConcurrent: concurrent creates cannot pass the capacity
+// together.
+func TestAdmissionConcurrent(t *testing.T) {
+	e := newEnv(t, Config{Host: Host{MilliCPU: 3000, MemoryBytes: 64 << 30}, CPUOvercommit: 1, MemoryOvercommit: 1})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	made, refused := 0, 0
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := e.m.Create(context.Background(), CreateRequest{Image: "alpine", CPU: "1", Memory: "64Mi"})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				made++
+			case errdefs.Code(err) == api.CodeInsufficientCapacity:
+				refused++
+			default:
+				t.Errorf("create: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if made != 3 || refused != 7 || len(e.records(t)) != 3 {
+		t.Errorf("made %d, refused %d, records %v; want 3, 7 and 3", made, refused, e.records(t))
+	}
+}
