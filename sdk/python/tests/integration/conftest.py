@@ -183,6 +183,19 @@ def limited_daemon(daemon: Daemon, shared_dir: Path) -> Iterator[Daemon]:
 
 
 @pytest.fixture(scope="session")
+def cramped_daemon(daemon: Daemon) -> Iterator[Daemon]:
+    """A daemon whose cpu capacity fits one ``large`` session (4 cpus) but not two.
+
+    ``--cpu-overcommit`` is set from this host's cpu count so that the
+    committed capacity is 6 cpus whatever the machine.
+    """
+    ratio = 6 / (os.cpu_count() or 1)
+    with _serve(_require(), "--cpu-overcommit", f"{ratio:.6f}") as d:
+        yield d
+        _no_sandboxes_left(d.url)
+
+
+@pytest.fixture(scope="session")
 def seed_template(daemon: Daemon) -> str:
     """The template seed 003's examples create sandboxes from, on the built-in Python image."""
     with Client(daemon.url) as client:
