@@ -22,15 +22,18 @@ import (
 )
 
 // TestAgentCLIsThroughProxy runs each agent CLI of agent2env/agent in a
-// sandbox of its own, as its adapter plans it, on the example tasks hello
-// and fix-failing-test, against the daemon's LLM proxy at
-// 127.0.0.1:4000/llm configured with tasks/replay/llm.yaml: every model
-// call goes through the proxy in the CLI's own wire format (Anthropic,
-// Responses, Gemini, Chat Completions), streaming, and the replay
-// provider answers with the task's script for that CLI, whose tool calls
-// the CLI carries out. Each run exits 0, its task's check passes, its
-// parser reads the script's final text as the result, and the daemon
-// counted every call, each answered 200, under the run's model.
+// sandbox of its own, as its adapter plans it, on the example tasks hello,
+// fix-failing-test and remote-mcp, against the daemon's LLM proxy at
+// 127.0.0.1:4000/llm configured with tasks/replay/llm.yaml and given the
+// daemon's MCP server at 127.0.0.1:4000/mcp: every model call goes through
+// the proxy in the CLI's own wire format (Anthropic, Responses, Gemini,
+// Chat Completions), streaming, and the replay provider answers with the
+// task's script for that CLI, whose tool calls (the CLI's own tools, and
+// execute_code of the daemon's MCP server as the CLI names it) the CLI
+// carries out. Each run exits 0 with no failed tool call, its task's end
+// conditions hold, its parser reads the script's final text as the
+// result, and the daemon counted every call, each answered 200, under the
+// run's model.
 func TestAgentCLIsThroughProxy(t *testing.T) {
 	agentImageEnabled(t)
 	replayDir, err := filepath.Abs(filepath.Join("..", "..", "tasks", "replay"))
@@ -45,7 +48,7 @@ func TestAgentCLIsThroughProxy(t *testing.T) {
 				t.Fatalf("no adapter %s", name)
 			}
 			sb := d.create(api.CreateSandboxRequest{Image: "agent2env/agent", Memory: "2Gi"})
-			for _, taskName := range []string{"hello", "fix-failing-test"} {
+			for _, taskName := range []string{"hello", "fix-failing-test", "remote-mcp"} {
 				t.Run(taskName, func(t *testing.T) {
 					tk, err := task.LoadFile(filepath.Join("..", "..", "tasks", taskName+".yaml"))
 					if err != nil {
@@ -133,13 +136,20 @@ func runTaskThroughProxy(t *testing.T, d *daemon, id string, a agents.Adapter, t
 		}
 	}
 	var result *agents.Event
+	mcpAnswered := false
 	for _, e := range events {
 		switch {
 		case e.Kind == agents.KindResult:
 			result = &e
 		case e.Kind == agents.KindToolResult && e.IsError:
 			t.Errorf("a tool call of the script failed: %s", e.Text)
+		case e.Kind == agents.KindToolResult:
+			mcpAnswered = mcpAnswered || strings.Contains(e.Text, "338350")
 		}
+	}
+	// remote-mcp's answer comes from execute_code of the daemon's MCP server.
+	if tk.Name == "remote-mcp" && !mcpAnswered {
+		t.Errorf("no tool result holds execute_code's answer 338350; events:\n%+v", events)
 	}
 	if result == nil || result.IsError || !strings.Contains(result.Text, final) {
 		t.Errorf("result %+v, want the script's final text %q\nstdout:\n%s", result, final, res.Stdout)
