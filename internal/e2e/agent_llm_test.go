@@ -72,6 +72,11 @@ func TestAgentCLIsThroughProxy(t *testing.T) {
 			}
 		})
 	}
+	// No call of any model failed either (a side call to a model not
+	// configured would show here).
+	if c := llmRequests(t, d, ""); c.failed != 0 {
+		t.Errorf("the proxy answered %d calls with an error", c.failed)
+	}
 	d.deleteAll()
 	d.assertNoLeaks()
 }
@@ -197,7 +202,8 @@ type llmCount struct{ ok, failed int }
 
 var llmRequestsLine = regexp.MustCompile(`(?m)^agent2env_llm_requests_total\{code="(\d+)",model="([^"]*)",provider="[^"]*"\} (\d+)$`)
 
-// llmRequests counts the calls of model the daemon's /metrics shows.
+// llmRequests counts the calls of model (of every model when it is "")
+// the daemon's /metrics shows.
 func llmRequests(t *testing.T, d *daemon, model string) llmCount {
 	t.Helper()
 	resp, err := http.Get(d.url("/metrics"))
@@ -211,7 +217,7 @@ func llmRequests(t *testing.T, d *daemon, model string) llmCount {
 	}
 	var c llmCount
 	for _, m := range llmRequestsLine.FindAllStringSubmatch(string(b), -1) {
-		if m[2] != model {
+		if model != "" && m[2] != model {
 			continue
 		}
 		n, _ := strconv.Atoi(m[3])
