@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agents"
@@ -159,31 +158,16 @@ func TestAgentCLIsInSandbox(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, f := range plan.Files {
-				put(f.Path, f.Content)
-			}
 			before := d.exec(sb.ID, "sh", "-c", "wc -l < /tmp/model.log").Stdout
-			var res api.ExecResponse
-			start := time.Now()
-			if code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/exec", api.ExecRequest{
-				Command: plan.Command, Env: plan.Env, Cwd: plan.Dir, Timeout: 240,
-			}, &res); code != http.StatusOK {
-				t.Fatalf("exec: status %d", code)
-			}
-			t.Logf("%s: exit %d in %s", name, res.ExitCode, time.Since(start).Round(10*time.Millisecond))
-			if res.ExitCode != 0 {
-				t.Errorf("exit %d (timed out %v)\nstderr:\n%s\nstdout:\n%s", res.ExitCode, res.TimedOut, res.Stderr, res.Stdout)
-			}
+			_, events, took := runAgent(t, d, sb.ID, a, plan)
+			t.Logf("%s: done in %s", name, took)
 			if got := d.exec(sb.ID, "cat", work+"/agent_done.txt"); strings.TrimSpace(got.Stdout) != "ok" {
 				t.Errorf("agent_done.txt = %+v", got)
 			}
-			p := a.NewParser()
 			var result *agents.Event
-			for _, l := range strings.Split(res.Stdout, "\n") {
-				for _, e := range p.Line([]byte(l)) {
-					if e.Kind == agents.KindResult {
-						result = &e
-					}
+			for _, e := range events {
+				if e.Kind == agents.KindResult {
+					result = &e
 				}
 			}
 			if result == nil || result.IsError || !strings.Contains(result.Text, agenttest.FinalText) {

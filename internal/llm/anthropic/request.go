@@ -141,6 +141,8 @@ func (Codec) DecodeRequest(body []byte) (*llm.Request, error) {
 			role = llm.RoleUser
 		case "assistant":
 			role = llm.RoleAssistant
+		case "system": // claude-code sends them mid-conversation
+			role = llm.RoleSystem
 		default:
 			return nil, llm.Invalid("decode anthropic messages request: messages[%d]: unknown role %q", i, m.Role)
 		}

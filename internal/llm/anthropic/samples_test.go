@@ -106,3 +106,40 @@ func TestOddBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestSystemMessage: claude-code sends messages of role system in the
+// middle of the conversation; they are decoded as such, not refused, and
+// re-encoded into the system prompt.
+func TestSystemMessage(t *testing.T) {
+	body := `{"model":"m","max_tokens":10,"system":[{"type":"text","text":"be brief"}],"messages":[
+		{"role":"user","content":"hi"},
+		{"role":"system","content":[{"type":"text","text":"the date is today"}]},
+		{"role":"assistant","content":"hello"}]}`
+	c := anthropic.Codec{}
+	req, err := c.DecodeRequest([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []llm.Message{
+		{Role: llm.RoleUser, Parts: []llm.Part{llm.Text("hi")}},
+		{Role: llm.RoleSystem, Parts: []llm.Part{llm.Text("the date is today")}},
+		{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text("hello")}},
+	}
+	if d := cmp.Diff(want, req.Messages); d != "" {
+		t.Errorf("messages (-want +got):\n%s", d)
+	}
+	out, err := c.EncodeRequest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		System   []struct{ Text string }
+		Messages []struct{ Role string }
+	}
+	if err := json.Unmarshal(out, &back); err != nil {
+		t.Fatal(err)
+	}
+	if len(back.System) != 2 || back.System[1].Text != "the date is today" || len(back.Messages) != 2 {
+		t.Errorf("re-encoded: %s", out)
+	}
+}

@@ -154,3 +154,28 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("explicit 0 attempts became %d", *f.Retries.Attempts)
 	}
 }
+
+// TestReplayExamples: tasks/replay/llm.yaml, the configuration of the
+// example tasks with no model, loads with all its scripts, and has a model
+// replay-<task>-<agent> for each scripted task and agent CLI.
+func TestReplayExamples(t *testing.T) {
+	f, err := Load(filepath.Join("..", "..", "..", "tasks", "replay", "llm.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := f.Proxy(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, m := range cfg.Models {
+		have[m.Name] = true
+	}
+	for _, task := range []string{"hello", "fix-failing-test", "remote-mcp"} {
+		for _, agent := range []string{"claude-code", "codex", "gemini-cli", "opencode", "qwen-code"} {
+			if name := "replay-" + task + "-" + agent; !have[name] {
+				t.Errorf("no model %s", name)
+			}
+		}
+	}
+}
