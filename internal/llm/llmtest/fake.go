@@ -51,7 +51,8 @@ func NewFakeUpstream(t testing.TB, c llm.Codec, key string, answer func(*llm.Req
 	return f
 }
 
-// Calls returns the calls served so far.
+// Calls returns the calls received so far; a call still being answered
+// has no Sent bytes yet, and no Request before it is decoded.
 func (f *FakeUpstream) Calls() []Call {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -74,10 +75,16 @@ func (f *FakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	call := Call{Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body}
 	var sent bytes.Buffer
 	out := io.MultiWriter(w, &sent)
+	// The call is listed as soon as it arrives (a client may see the answer
+	// before this handler returns) and completed when the handler ends.
+	f.mu.Lock()
+	i := len(f.calls)
+	f.calls = append(f.calls, call)
+	f.mu.Unlock()
 	defer func() {
 		call.Sent = sent.Bytes()
 		f.mu.Lock()
-		f.calls = append(f.calls, call)
+		f.calls[i] = call
 		f.mu.Unlock()
 	}()
 	fail := func(e *llm.Error) {
