@@ -60,6 +60,7 @@ type Store interface {
 	Prepulls
 	Contexts
 	Sessions
+	Runs
 	Close() error
 }
 
