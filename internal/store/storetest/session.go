@@ -287,7 +287,7 @@ func testReapableSandboxes(t *testing.T, s store.Store) {
 		{"in-session", "sessions", "", "running", time.Hour, 0},
 		{"in-context", "contexts", "", "running", time.Hour, 0},
 		{"in-run", "runs", "", "running", time.Hour, 0},
-		{"run-ended", "runs", "", "running", 90 * time.Minute, 0}, // its run ended: an orphan
+		{"run-ended", "runs", "", "running", 90 * time.Minute, 0},              // its run ended: an orphan
 		{"failed-old", "sessions", "", "failed", 3 * time.Hour, 2 * time.Hour}, // referenced, but failed long ago
 		{"failed-new", "sessions", "", "failed", 3 * time.Hour, time.Minute},
 	} {
