@@ -67,9 +67,9 @@ type RunSubmitRequest struct {
 	// name.yaml, name.yml or name.json); its inputs are read beside it.
 	TaskName string `json:"task_name,omitempty"`
 	// Inputs is a gzipped tar of the task's input sources, by their
-	// paths relative to the task file (what `agent2env task run`
-	// sends); only with Task.
-	Inputs []byte `json:"inputs,omitempty"`
+	// paths relative to the task file, in base64 (what `agent2env task
+	// run` sends); only with Task.
+	Inputs string `json:"inputs,omitempty"`
 	// Agents and Models override the task's agent and model; several
 	// make a matrix.
 	Agents []string `json:"agents,omitempty"`

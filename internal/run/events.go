@@ -185,7 +185,17 @@ func (s *Service) Follow(ctx context.Context, id string, fn func(api.RunEvent) e
 	}
 	f, err := os.Open(filepath.Join(s.runDir(id), eventsFile))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil // a run recorded before it had a log
+		// A run that ended before it had a log (cancelled while queued)
+		// still ends its stream.
+		r, err := s.store.GetRun(ctx, id)
+		if err != nil {
+			return runErr(err, id)
+		}
+		if final(r.Status) {
+			return fn(api.RunEvent{Seq: 1, Time: r.UpdatedAt, Type: api.RunEventEnd, Phase: api.PhaseDone,
+				Status: api.RunStatus(r.Status), Reason: r.Reason})
+		}
+		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("read the events of run %s: %w", id, err)

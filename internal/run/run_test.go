@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"errors"
 	"io"
 	"log/slog"
@@ -377,7 +378,7 @@ func TestSubmitRefuses(t *testing.T) {
 		{"task name path", api.RunSubmitRequest{TaskName: "../etc/passwd"}, "task_name"},
 		{"inputs without archive", api.RunSubmitRequest{Task: good + "inputs: [{source: x, destination: /workspace/x}]\n"}, "inputs"},
 		{"huge", api.RunSubmitRequest{Task: good + "# " + strings.Repeat("x", 10<<20) + "\n"}, "larger than"},
-		{"bad archive", api.RunSubmitRequest{Task: good, Inputs: []byte("not gzip")}, "inputs: not a gzipped tar"},
+		{"bad archive", api.RunSubmitRequest{Task: good, Inputs: base64.StdEncoding.EncodeToString([]byte("not gzip"))}, "inputs: not a gzipped tar"},
 		{"archive escapes", api.RunSubmitRequest{Task: good, Inputs: tarGz(t, map[string]string{"../x": "x"})}, "leaves the task's directory"},
 	}
 	for _, tt := range tests {
@@ -396,7 +397,7 @@ func TestSubmitRefuses(t *testing.T) {
 	}
 }
 
-func tarGz(t *testing.T, files map[string]string) []byte {
+func tarGz(t *testing.T, files map[string]string) string {
 	t.Helper()
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
@@ -409,7 +410,7 @@ func tarGz(t *testing.T, files map[string]string) []byte {
 	}
 	tw.Close()
 	zw.Close()
-	return buf.Bytes()
+	return base64.StdEncoding.EncodeToString(buf.Bytes())
 }
 
 // Inputs come from the submission's archive, or from beside a named

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -59,8 +60,12 @@ func (s *Service) Submit(ctx context.Context, req api.RunSubmitRequest) (*api.Ru
 		return nil, errdefs.Invalid("parallel: %d is negative", req.Parallel)
 	}
 	b := &batch{id: newID("b-"), parallel: req.Parallel}
-	if len(req.Inputs) > 0 {
-		if dir, err = s.unpackInputs(b.id, req.Inputs); err != nil {
+	if req.Inputs != "" {
+		data, err := base64.StdEncoding.DecodeString(req.Inputs)
+		if err != nil {
+			return nil, errdefs.Invalid("inputs: not base64: %v", err)
+		}
+		if dir, err = s.unpackInputs(b.id, data); err != nil {
 			return nil, err
 		}
 	}
@@ -115,7 +120,7 @@ func (s *Service) resolveTask(req api.RunSubmitRequest) (*task.Task, string, err
 		t, err := task.Load("", []byte(req.Task), opts...)
 		return t, "", err
 	case req.TaskName != "":
-		if len(req.Inputs) > 0 {
+		if req.Inputs != "" {
 			return nil, "", errdefs.Invalid("inputs: a named task reads its inputs beside its file")
 		}
 		if s.cfg.TasksDir == "" {
