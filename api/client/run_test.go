@@ -67,7 +67,9 @@ func TestRunRequests(t *testing.T) {
 			func(c *client.Client) (any, error) { return read(c.Runs().Logs(ctx, "run-1")) },
 			recorded{Method: "GET", Path: "/api/v1/runs/run-1/logs", Auth: "Bearer secret"}, "hello\n"},
 		{"artifact", reply{status: http.StatusOK, contentType: "application/octet-stream", body: "x"},
-			func(c *client.Client) (any, error) { return read(c.Runs().Artifact(ctx, "run-1", "/workspace/a b.txt")) },
+			func(c *client.Client) (any, error) {
+				return read(c.Runs().Artifact(ctx, "run-1", "/workspace/a b.txt"))
+			},
 			recorded{Method: "GET", Path: "/api/v1/runs/run-1/artifacts/workspace/a%20b.txt", Auth: "Bearer secret"}, "x"},
 	}
 	for _, tt := range tests {
