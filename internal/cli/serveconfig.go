@@ -53,6 +53,8 @@ type serveConfig struct {
 	DefaultFlavor      string        `yaml:"default-flavor"`
 	SessionTimeout     time.Duration `yaml:"session-timeout"`
 	SharedVolumes      string        `yaml:"shared-volumes"`
+	TasksDir           string        `yaml:"tasks-dir"`
+	MaxRuns            int           `yaml:"max-runs"`
 }
 
 // register adds a flag for each field of cfg, with its default.
@@ -84,6 +86,8 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.StringVar(&cfg.DefaultFlavor, "default-flavor", "", "flavor of sessions that name none: small, medium or large (default: $MSB_DEFAULT_FLAVOR, else small)")
 	f.DurationVar(&cfg.SessionTimeout, "session-timeout", 0, "a session idle this long is ended with its sandbox (default: $MSB_SESSION_TIMEOUT, else 30m)")
 	f.StringVar(&cfg.SharedVolumes, "shared-volumes", "", `host directories mounted into session sandboxes, "/host:/guest" comma-separated; each session sees its own subdirectory; a third field "common" shares it, "ro" mounts it read-only (default: $MSB_SHARED_VOLUME_PATH)`)
+	f.StringVar(&cfg.TasksDir, "tasks-dir", "", "directory of task files that run submissions may name (task run --name)")
+	f.IntVar(&cfg.MaxRuns, "max-runs", 16, "task runs going at once; more wait queued")
 	f.Int64Var(&cfg.OutputBudget, "output-budget", 256<<20, "bytes of command and code output the daemon buffers across all executions; past it output is dropped and results say truncated")
 }
 

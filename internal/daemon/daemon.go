@@ -31,6 +31,7 @@ import (
 	"github.com/agent2env/agent2env/internal/netproxy"
 	"github.com/agent2env/agent2env/internal/pool"
 	"github.com/agent2env/agent2env/internal/prepull"
+	"github.com/agent2env/agent2env/internal/run"
 	"github.com/agent2env/agent2env/internal/runtime"
 	_ "github.com/agent2env/agent2env/internal/runtime/all" // registers the runtimes
 	"github.com/agent2env/agent2env/internal/sandbox"
@@ -77,6 +78,12 @@ type Config struct {
 	// variables (session.ApplyEnv: MSB_DEFAULT_FLAVOR, MSB_SESSION_TIMEOUT,
 	// MSB_SHARED_VOLUME_PATH), else take their defaults.
 	Sessions session.Config
+	// TasksDir holds the task files a run submission may name; empty:
+	// submissions give the task's content.
+	TasksDir string
+	// MaxRuns bounds the task runs going at once (default
+	// run.DefaultMaxParallel).
+	MaxRuns int
 	// Keys are the API keys clients must present; nil or empty means no
 	// authentication, allowed only on loopback.
 	Keys *auth.Keys
@@ -121,9 +128,12 @@ type System struct {
 	Contexts  *contexts.Service
 	Sessions  *session.Service
 	MCP       *mcpserver.Server
-	Pools     *pool.Pools
-	Metrics   *metrics.Metrics
-	API       *httpapi.Server
+	// Runs runs tasks; the LLM proxy reports a run's model calls to it
+	// (run.Signal) and may give it the tokens it counted (run.WithLLMUsage).
+	Runs    *run.Service
+	Pools   *pool.Pools
+	Metrics *metrics.Metrics
+	API     *httpapi.Server
 	// Loops runs every background loop: register one with Loops.Go while
 	// wiring, in New; Serve runs them and stops them at shutdown.
 	Loops *supervisor.Supervisor
@@ -241,6 +251,14 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	if err := s.Metrics.Register(s.Manager, s.Pools, s.Contexts, s.Sessions); err != nil {
 		return nil, err
 	}
+	runOpts := []run.Option{}
+	if u, ok := s.Runtime.(sandbox.UsageReader); ok { // liveness counts CPU time where the runtime measures it
+		runOpts = append(runOpts, run.WithUsage(u))
+	}
+	if s.Runs, err = run.New(run.Config{Dir: filepath.Join(cfg.DataDir, "runs"), TasksDir: cfg.TasksDir, MaxParallel: cfg.MaxRuns},
+		s.Manager, s.Store, cfg.Log, runOpts...); err != nil {
+		return nil, err
+	}
 	s.MCP = mcpserver.New(mcpserver.Config{ScopeByKey: authOn, Log: cfg.Log}, s.Contexts, s.Sessions)
 	opts := []httpapi.Option{
 		httpapi.WithRoutes(s.Gateway),
@@ -249,6 +267,7 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		httpapi.WithRoutes(httpapi.NewContextRoutes(service.NewContexts(s.Contexts))),
 		httpapi.WithRoutes(httpapi.NewSessionRoutes(s.Sessions)),
 		httpapi.WithRoutes(s.MCP),
+		httpapi.WithRoutes(httpapi.NewRunRoutes(s.Runs)),
 		httpapi.WithMetrics(s.Metrics),
 	}
 	browsers, err := httpapi.BrowserGuard(httpapi.BrowserConfig{
