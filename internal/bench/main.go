@@ -9,7 +9,9 @@
 //   - 100 concurrent creates;
 //   - memory per idle sandbox;
 //   - code-interpreter contexts: create cold and from a warm pool, and a
-//     run_code print(1) round trip, against python over a pipe.
+//     run_code print(1) round trip, against python over a pipe;
+//   - the task runner's overhead per run of the custom agent `true`,
+//     cold and from a warm pool, against a bare sandbox create.
 //
 // It starts the daemon binary ($AGENT2ENV_BIN) on a fresh data directory and
 // must run as root. Run it with `make bench`; -create-only measures the
@@ -45,13 +47,14 @@ func main() {
 	idle := flag.Int("idle", 50, "idle sandboxes for the memory measurement")
 	img := flag.String("image", "agent2env/python", "image to create sandboxes from")
 	createOnly := flag.Bool("create-only", false, "measure sandbox create → ready (and its baseline) only")
+	runsOnly := flag.Bool("runs-only", false, "measure sandbox create → ready and the task runner's overhead only")
 	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only)")
 	flag.Parse()
 	var err error
 	if *vs != "" {
 		err = compareCreate(*n, *img, os.Getenv("AGENT2ENV_BIN"), *vs)
 	} else {
-		err = run(*n, *concurrent, *idle, *img, *createOnly)
+		err = run(*n, *concurrent, *idle, *img, *createOnly, *runsOnly)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -84,7 +87,7 @@ func measure(n int, fn func() error) (stats, error) {
 	return summarize(ds), nil
 }
 
-func run(n, concurrent, idle int, img string, createOnly bool) error {
+func run(n, concurrent, idle int, img string, createOnly, runsOnly bool) error {
 	bin := os.Getenv("AGENT2ENV_BIN")
 	if bin == "" {
 		return fmt.Errorf("set AGENT2ENV_BIN to the agent2env binary")
@@ -137,6 +140,12 @@ func run(n, concurrent, idle int, img string, createOnly bool) error {
 	if createOnly {
 		return d.deleteAll(ids)
 	}
+	if runsOnly {
+		if err := d.deleteAll(ids); err != nil {
+			return err
+		}
+		return benchAllRuns(d, warm, n, img, create)
+	}
 
 	direct, err := measure(n*4, func() error { return exec.Command("true").Run() })
 	if err != nil {
@@ -162,6 +171,7 @@ func run(n, concurrent, idle int, img string, createOnly bool) error {
 	if err := benchSessions(d, n); err != nil {
 		return fmt.Errorf("sessions: %w", err)
 	}
+
 	raw, err := rawPython(n * 4)
 	if err != nil {
 		return err
@@ -171,6 +181,9 @@ func run(n, concurrent, idle int, img string, createOnly bool) error {
 	}
 	if err := benchWarmSession(warm, n/2, raw); err != nil {
 		return fmt.Errorf("warm pool sessions: %w", err)
+	}
+	if err := benchAllRuns(d, warm, n, img, create); err != nil {
+		return err
 	}
 	for _, id := range ids {
 		if err := d.delete(id); err != nil {

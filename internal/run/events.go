@@ -161,9 +161,11 @@ func (s *Service) Follow(ctx context.Context, id string, fn func(api.RunEvent) e
 	if _, err := s.store.GetRun(ctx, id); err != nil {
 		return runErr(err, id)
 	}
-	// A queued run has no log yet: wait for it to start, or end.
+	// A queued run has no log yet, nor one just starting: wait for its
+	// log, or its end. A run left active by a previous daemon has its log
+	// once this one's recovery takes it up.
 	var live *eventLog
-	for {
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
 		s.mu.Lock()
 		live = s.logs[id]
 		s.mu.Unlock()
@@ -174,13 +176,13 @@ func (s *Service) Follow(ctx context.Context, id string, fn func(api.RunEvent) e
 		if err != nil {
 			return runErr(err, id)
 		}
-		if r.Status != string(api.RunQueued) {
+		if final(r.Status) {
 			break
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
 	f, err := os.Open(filepath.Join(s.runDir(id), eventsFile))

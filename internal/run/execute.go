@@ -216,10 +216,11 @@ func succeededReason(t *task.Task) string {
 // create makes the run's sandbox and waits for it to run.
 func (e *execution) create(ctx context.Context) error {
 	t := e.j.task
-	// The sandbox outlives the run only by accident (a crash); then its
-	// TTL ends it.
-	ttl := int((time.Duration(t.End.Timeout) + e.s.cfg.ReadyTimeout + 30*time.Minute) / time.Second)
-	req := manager.CreateRequest{Image: t.Image, Template: t.Template, TTL: &ttl, Env: t.Env, ManagedBy: ManagedBy}
+	// No TTL and no env of its own (the task's env goes to each command):
+	// a sandbox a warm pool holds fits. One a crash leaves is deleted by
+	// the next daemon's recovery, or reaped once no active run refers to
+	// it.
+	req := manager.CreateRequest{Image: t.Image, Template: t.Template, ManagedBy: ManagedBy}
 	if r := t.Resources; r != nil {
 		req.CPU, req.Memory = string(r.CPU), string(r.Memory)
 	}

@@ -514,3 +514,22 @@ func TestRecover(t *testing.T) {
 	}
 	e.noSandboxes(t)
 }
+
+// Following a run from its submission sees every event up to its end,
+// whenever the follower starts.
+func TestFollowFromSubmission(t *testing.T) {
+	e := newEnv(t, Config{})
+	for i := range 10 {
+		b := e.submit(t, taskYAML("echo done > done.txt", "1m", "true", "1m", "30s"), api.RunSubmitRequest{})
+		if i%2 == 1 {
+			time.Sleep(time.Duration(i) * time.Millisecond)
+		}
+		var last api.RunEvent
+		if err := e.svc.Follow(bg, b.Runs[0].ID, func(ev api.RunEvent) error { last = ev; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if last.Type != api.RunEventEnd || last.Status != api.RunSucceeded {
+			t.Fatalf("follow %d ended with %+v", i, last)
+		}
+	}
+}
