@@ -3,6 +3,9 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -223,4 +226,63 @@ func TestRunBadTasks(t *testing.T) {
 	if d.do("GET", "/api/v1/runs", nil, &list); len(list.Items) != 0 {
 		t.Errorf("bad tasks recorded runs: %+v", list.Items)
 	}
+}
+
+// TestTaskRunCLI runs `agent2env task run` against a daemon: the task's
+// inputs come from beside its file, a matrix of two models runs twice
+// each, the results land in --out, and the exit code says whether every
+// run succeeded.
+func TestTaskRunCLI(t *testing.T) {
+	d := startDaemon(t, "")
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "repo"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "repo", "a.txt"), []byte("A\n"), 0o644)
+	task := func(name, check string) string {
+		p := filepath.Join(dir, name+".yaml")
+		os.WriteFile(p, []byte(fmt.Sprintf(`name: %s
+image: agent2env/python
+agent: custom
+goal: copy
+entrypoint: cat repo/a.txt > out.txt && echo copied
+inputs: [{source: ./repo, destination: /workspace/repo}]
+end: {check: %q}
+artifacts: [/workspace/out.txt]
+`, name, check)), 0o644)
+		return p
+	}
+	cli := func(args ...string) (int, string) {
+		cmd := exec.Command(binary, append([]string{"--url", d.url("")}, args...)...)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return code, string(out)
+	}
+	out := filepath.Join(dir, "results")
+	code, text := cli("task", "run", task("copy", "grep -qx A out.txt"), "-k", "2", "--parallel", "2", "--model", "m1,m2", "--out", out)
+	if code != 0 || !strings.Contains(text, "2/2") || !strings.Contains(text, "1.00 (k=2)") {
+		t.Fatalf("task run: exit %d\n%s", code, text)
+	}
+	results, _ := filepath.Glob(filepath.Join(out, "run-*", "result.json"))
+	arts, _ := filepath.Glob(filepath.Join(out, "run-*", "artifacts", "workspace", "out.txt"))
+	logs, _ := filepath.Glob(filepath.Join(out, "run-*", "output.log"))
+	if len(results) != 4 || len(arts) != 4 || len(logs) != 4 {
+		t.Errorf("in --out: %d results, %d artifacts, %d logs; want 4 each", len(results), len(arts), len(logs))
+	}
+	if b, err := os.ReadFile(logs[0]); err != nil || !strings.Contains(string(b), "copied") {
+		t.Errorf("output.log = %q, %v", b, err)
+	}
+	if code, text := cli("task", "run", task("nocopy", "false")); code != 1 || !strings.Contains(text, "the check exited 1") {
+		t.Errorf("failing task run: exit %d\n%s", code, text)
+	}
+	if code, text := cli("task", "ls"); code != 0 || strings.Count(text, "succeeded") != 4 {
+		t.Errorf("task ls: exit %d\n%s", code, text)
+	}
+	d.stop()
+	d.assertNoLeaks()
 }
