@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -81,7 +82,7 @@ func (s *Service) execute(ctx context.Context, j *job) {
 		return
 	}
 	e := &execution{s: s, j: j, log: l, timings: map[string]float64{}}
-	status, reason := e.run(runCtx)
+	status, reason := e.runSafe(runCtx)
 	if ctx.Err() != nil && !isOurs(context.Cause(runCtx)) {
 		// The daemon is stopping: the next one recovers the run.
 		s.log.Info("run left to recovery", logRun, j.id)
@@ -152,6 +153,18 @@ func ended(ctx context.Context, t *task.Task) (api.RunStatus, string, bool) {
 		return api.RunSandboxLost, cause.Error(), true
 	}
 	return api.RunFailed, cause.Error(), true
+}
+
+// runSafe is run, with a panic (a parser meeting output it did not
+// expect) ending the run failed instead of the daemon.
+func (e *execution) runSafe(ctx context.Context) (status api.RunStatus, reason string) {
+	defer func() {
+		if v := recover(); v != nil {
+			e.s.log.Error("run panicked", logRun, e.j.id, "panic", v, "stack", string(debug.Stack()))
+			status, reason = api.RunFailed, fmt.Sprintf("internal error: %v", v)
+		}
+	}()
+	return e.run(ctx)
 }
 
 // run carries the run out up to its end conditions and says how it

@@ -185,6 +185,14 @@ func TestRunOutcomes(t *testing.T) {
 			artifacts: []string{"/workspace/s.txt"},
 		},
 		{
+			// Files changing in the workdir keep a silent agent alive
+			// until its timeout (the fake runtime measures no CPU).
+			name:   "files change",
+			task:   taskYAML("echo f > f.txt; i=0; while true; do i=$((i+1)); touch x$i; sleep 0.3; done", "3s", "true", "1s", "30s"),
+			within: 15 * time.Second, status: api.RunTimeout, reason: "within its timeout of 3s",
+			artifacts: []string{"/workspace/f.txt"},
+		},
+		{
 			// Output keeps the run alive until its timeout.
 			name:   "timeout",
 			task:   taskYAML("echo t > t.txt; while true; do echo tick; sleep 0.1; done", "2s", "true", "1m", "30s"),

@@ -140,7 +140,7 @@ func (e *execution) filesChanged(ctx context.Context, since time.Time) bool {
 	var out strings.Builder
 	w := newLineWriter(func(l []byte) { out.Write(l) })
 	res, err := e.s.sbx.ExecStream(ctx, e.sandboxID, manager.ExecRequest{
-		Command: []string{"find", e.j.task.Workdir, "-xdev", "-newermt", stamp, "-print", "-quit"}, Timeout: 30 * time.Second,
+		Command: []string{"find", ".", "-xdev", "-newermt", stamp, "-print", "-quit"}, Cwd: e.j.task.Workdir, Timeout: 30 * time.Second,
 	}, w, nil)
 	w.Close()
 	return err == nil && res.ExitCode == 0 && out.Len() > 0
