@@ -85,7 +85,13 @@ func (s *Service) Submit(ctx context.Context, req api.RunSubmitRequest) (*api.Ru
 				ID: j.id, BatchID: b.id, Task: c.Name, Spec: spec, Agent: c.Agent, Model: c.Model, Repeat: i,
 				Status: string(api.RunQueued), Phase: api.PhaseQueued, CreatedAt: now, UpdatedAt: now,
 			}
+			// Ours before it is stored: recovery, which may be running,
+			// leaves it alone.
+			s.mu.Lock()
+			s.jobs[j.id] = j
+			s.mu.Unlock()
 			if err := s.store.CreateRun(ctx, rec); err != nil {
+				s.forget(b.jobs, j)
 				return nil, fmt.Errorf("submit task %s: %w", t.Name, err)
 			}
 			b.jobs = append(b.jobs, j)
@@ -94,9 +100,6 @@ func (s *Service) Submit(ctx context.Context, req api.RunSubmitRequest) (*api.Ru
 	}
 	s.mu.Lock()
 	s.queue = append(s.queue, b)
-	for _, j := range b.jobs {
-		s.jobs[j.id] = j // ours: recovery leaves it alone
-	}
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -104,6 +107,16 @@ func (s *Service) Submit(ctx context.Context, req api.RunSubmitRequest) (*api.Ru
 	}
 	s.log.Info("task submitted", "task", t.Name, "batch", b.id, "runs", len(b.jobs))
 	return out, nil
+}
+
+// forget drops the jobs of a submission that failed midway; their
+// records, if any, stay queued for the next daemon's recovery to end.
+func (s *Service) forget(jobs []*job, last *job) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, j := range append(jobs, last) {
+		delete(s.jobs, j.id)
+	}
 }
 
 // resolveTask loads the task req gives and returns it with the directory
