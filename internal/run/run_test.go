@@ -330,26 +330,23 @@ func TestDeleteActive(t *testing.T) {
 // Twenty runs, ten at a time, all end and leave no sandbox.
 func TestParallel(t *testing.T) {
 	e := newEnv(t, Config{})
-	var mu sync.Mutex
-	peak, cur := 0, 0
+	peak := 0
 	b := e.submit(t, taskYAML("echo done > done.txt", "1m", "true", "1m", "30s"), api.RunSubmitRequest{Repeats: 20, Parallel: 10})
-	stop := make(chan struct{})
+	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(stopped)
 		for {
 			select {
 			case <-stop:
 				return
 			case <-time.After(5 * time.Millisecond):
 			}
-			n := len(e.Rt.IDs())
-			mu.Lock()
-			cur, peak = n, max(peak, n)
-			mu.Unlock()
+			peak = max(peak, len(e.Rt.IDs()))
 		}
 	}()
 	runs := e.wait(t, b, 60*time.Second)
 	close(stop)
-	_ = cur
+	<-stopped
 	for _, r := range runs {
 		if r.Status != api.RunSucceeded {
 			t.Errorf("run %d: %s %s", r.Repeat, r.Status, r.Reason)
