@@ -179,30 +179,39 @@ func TestRunsParallel(t *testing.T) {
 	d.assertNoLeaks()
 }
 
-// TestRunDaemonKilled kills the daemon with SIGKILL during runs: after
-// the restart none is left running; each ends failed with reason "daemon
-// restarted", with the artifacts of its sandbox that survived.
-func TestRunDaemonKilled(t *testing.T) {
-	d := startDaemon(t, "")
-	b := d.submit(api.RunSubmitRequest{Task: runTask("killed", "echo partial > p.txt; exec sleep 100000", "30m", "true", "30m", "30s"),
-		Repeats: 3})
-	for _, r := range b.Runs {
-		d.waitRunPhase(r.ID, api.PhaseAgent)
+// TestRunDaemonRestart stops the daemon during five runs, with SIGKILL
+// and with SIGTERM: after the restart none is left running; each ends
+// failed with reason "daemon restarted", with the artifacts of its
+// sandbox, which survived.
+func TestRunDaemonRestart(t *testing.T) {
+	for _, stop := range []string{"SIGKILL", "SIGTERM"} {
+		t.Run(stop, func(t *testing.T) {
+			d := startDaemon(t, "")
+			b := d.submit(api.RunSubmitRequest{Task: runTask("killed", "echo partial > p.txt; exec sleep 100000", "30m", "true", "30m", "30s"),
+				Repeats: 5})
+			for _, r := range b.Runs {
+				d.waitRunPhase(r.ID, api.PhaseAgent)
+			}
+			time.Sleep(300 * time.Millisecond)
+			if stop == "SIGKILL" {
+				d.kill()
+			} else {
+				d.stop()
+			}
+			d = startDaemon(t, d.dataDir)
+			runs := d.waitRuns(b.ID, 5, 2*time.Minute)
+			for _, r := range runs {
+				if r.Status != api.RunFailed || r.Reason != "daemon restarted" {
+					t.Errorf("run %d: %s %q", r.Repeat, r.Status, r.Reason)
+				}
+				if len(r.Artifacts) != 1 || r.Artifacts[0].Path != "/workspace/p.txt" {
+					t.Errorf("run %d artifacts: %+v", r.Repeat, r.Artifacts)
+				}
+			}
+			d.stop()
+			d.assertNoLeaks()
+		})
 	}
-	time.Sleep(300 * time.Millisecond)
-	d.kill()
-	d = startDaemon(t, d.dataDir)
-	runs := d.waitRuns(b.ID, 3, 2*time.Minute)
-	for _, r := range runs {
-		if r.Status != api.RunFailed || r.Reason != "daemon restarted" {
-			t.Errorf("run %d: %s %q", r.Repeat, r.Status, r.Reason)
-		}
-		if len(r.Artifacts) != 1 || r.Artifacts[0].Path != "/workspace/p.txt" {
-			t.Errorf("run %d artifacts: %+v", r.Repeat, r.Artifacts)
-		}
-	}
-	d.stop()
-	d.assertNoLeaks()
 }
 
 // TestRunBadTasks: a task that does not load is 400 with a message naming
