@@ -19,6 +19,7 @@ import (
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/agents"
 	"github.com/agent2env/agent2env/internal/agents/all"
+	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
@@ -240,7 +241,9 @@ func (e *execution) create(ctx context.Context) error {
 	if req.Template != "" {
 		req.Image = ""
 	}
-	sb, err := e.s.sbx.Create(ctx, req)
+	wctx, cancel := context.WithTimeout(ctx, e.s.cfg.ReadyTimeout)
+	defer cancel()
+	sb, err := e.createWhenRoom(wctx, req)
 	if err != nil {
 		return err
 	}
@@ -254,10 +257,30 @@ func (e *execution) create(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("record the sandbox: %w", err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, e.s.cfg.ReadyTimeout)
-	defer cancel()
 	_, err = e.s.sbx.WaitRunning(wctx, sb)
 	return err
+}
+
+// createWhenRoom creates the sandbox, waiting while the daemon has its
+// maximum of sandboxes (or the host no room for it), until ctx ends: runs
+// queue for capacity rather than fail.
+func (e *execution) createWhenRoom(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, error) {
+	waiting := false
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+		sb, err := e.s.sbx.Create(ctx, req)
+		if !errors.Is(err, errdefs.ErrResourceExhausted) {
+			return sb, err
+		}
+		if !waiting {
+			waiting = true
+			e.log.add(api.RunEvent{Type: api.RunEventLiveness, Text: "waiting for room for a sandbox: " + err.Error()})
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (no room for a sandbox: %v)", ctx.Err(), err)
+		case <-time.After(delay):
+		}
+	}
 }
 
 // deleteSandbox deletes the run's sandbox; the session reaper deletes it

@@ -40,9 +40,13 @@ type env struct {
 	stop func()
 }
 
-func newEnv(t *testing.T, cfg Config) *env {
+func newEnv(t *testing.T, cfg Config, mgr ...manager.Config) *env {
 	t.Helper()
-	ce := contextstest.NewEnv(t, manager.Config{}, nil)
+	var mc manager.Config
+	if len(mgr) > 0 {
+		mc = mgr[0]
+	}
+	ce := contextstest.NewEnv(t, mc, nil)
 	if cfg.Dir == "" {
 		cfg.Dir = filepath.Join(t.TempDir(), "runs")
 	}
@@ -537,4 +541,17 @@ func TestFollowFromSubmission(t *testing.T) {
 			t.Fatalf("follow %d ended with %+v", i, last)
 		}
 	}
+}
+
+// Runs beyond the daemon's maximum of sandboxes wait for room instead of
+// failing.
+func TestWaitForRoom(t *testing.T) {
+	e := newEnv(t, Config{}, manager.Config{MaxSandboxes: 2})
+	b := e.submit(t, taskYAML("echo done > done.txt; sleep 0.3", "1m", "true", "1m", "30s"), api.RunSubmitRequest{Repeats: 6})
+	for _, r := range e.wait(t, b, 30*time.Second) {
+		if r.Status != api.RunSucceeded {
+			t.Errorf("run %d: %s %s", r.Repeat, r.Status, r.Reason)
+		}
+	}
+	e.noSandboxes(t)
 }
