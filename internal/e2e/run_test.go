@@ -151,9 +151,17 @@ func TestRunOutcomes(t *testing.T) {
 					resp.Body.Close()
 				}
 			}
-			var sb api.Sandbox
-			if code := d.do("GET", "/api/v1/sandboxes/"+r.SandboxID, nil, &sb); code != http.StatusNotFound {
-				t.Errorf("the run's sandbox is still there: %d %+v", code, sb)
+			// The sandbox goes once the run's end is recorded.
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				var sb api.Sandbox
+				code := d.do("GET", "/api/v1/sandboxes/"+r.SandboxID, nil, &sb)
+				if code == http.StatusNotFound {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("the run's sandbox is still there: %d %+v", code, sb)
+					break
+				}
 			}
 		})
 	}

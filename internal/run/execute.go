@@ -92,16 +92,20 @@ func (s *Service) execute(ctx context.Context, j *job) {
 		s.mu.Unlock()
 		return
 	}
-	// However the run ended, its artifacts come back and its sandbox goes.
+	// However the run ended, its artifacts come back and its sandbox goes:
+	// after the run's end is recorded (the result does not wait for the
+	// cleanup), before its slot is given to the next run.
 	bg := context.WithoutCancel(ctx)
 	if e.sandboxID != "" {
 		e.phase(bg, api.PhaseArtifacts)
 		start := time.Now()
 		e.collect(bg)
 		e.timings[api.PhaseArtifacts] = ms(time.Since(start))
-		e.deleteSandbox(bg)
 	}
 	s.finish(bg, e, status, reason)
+	if e.sandboxID != "" {
+		e.deleteSandbox(bg)
+	}
 }
 
 // isOurs reports whether cause is one the runner ends runs with.

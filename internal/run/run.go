@@ -4,7 +4,8 @@
 // inputs in, run the setup commands, write the agent adapter's files
 // (package agents), run the agent as the sandbox user while watching it,
 // check the end conditions, bring the artifacts back (on every outcome),
-// delete the sandbox and record the result.
+// record the result, and delete the sandbox before the next run takes the
+// slot.
 //
 // A run ends succeeded only when the agent exited with the expected code
 // and the end conditions hold; otherwise failed (with the check's output,
@@ -165,7 +166,8 @@ func WithUsage(u sandbox.UsageReader) Option { return func(s *Service) { s.usage
 // WithLLMUsage makes results take their tokens from the LLM proxy.
 func WithLLMUsage(u LLMUsage) Option { return func(s *Service) { s.llm = u } }
 
-// WithClock makes the service read the time from now (tests).
+// WithClock makes the service read the time of its records from now
+// (tests); liveness and timings use the monotonic clock.
 func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
 
 // Service runs tasks. See the package comment.
