@@ -342,10 +342,14 @@ func report(name string, ours stats, baseName string, base stats, target string)
 		float64(ours.p50)/float64(base.p50), target)
 }
 
-func memAvailable() int64 {
-	b, _ := os.ReadFile("/proc/meminfo")
+func memAvailable() int64 { return kbField("/proc/meminfo", "MemAvailable:") }
+
+// kbField reads the field of a /proc file in kB (/proc/meminfo,
+// /proc/<pid>/status), in bytes; 0 when it has none.
+func kbField(path, field string) int64 {
+	b, _ := os.ReadFile(path)
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			return kb << 10
 		}

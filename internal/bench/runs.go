@@ -3,9 +3,15 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
@@ -21,6 +27,9 @@ func benchAllRuns(d, warm *daemon, n int, img string, create stats) error {
 	if err := benchRuns(warm, max(n/2, 5), "task run overhead, warm pool", "agent2env/code-interpreter", create, "≤ 50 ms p50",
 		func() error { return warm.waitPool("python") }); err != nil {
 		return fmt.Errorf("runs from a warm pool: %w", err)
+	}
+	if err := benchManyRuns(d, 50, 25, img); err != nil {
+		return fmt.Errorf("50 runs: %w", err)
 	}
 	return nil
 }
@@ -116,4 +125,69 @@ func (d *daemon) get(path string, out any) error {
 		return fmt.Errorf("GET %s: %d", path, resp.StatusCode)
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// benchManyRuns submits runs runs of the custom agent `sleep 1`, parallel
+// at a time, and reports the wall time until all ended and the peak
+// memory: the daemon's (VmHWM) and that of the sandboxes' cgroups at
+// their highest sample.
+func benchManyRuns(d *daemon, runs, parallel int, img string) error {
+	task := fmt.Sprintf("name: many\nimage: %s\nagent: custom\ngoal: nothing\nentrypoint: 'sleep 1'\n", img)
+	parent := cgroupParentOf(filepath.Join(d.dataDir, "oci"))
+	var peak int64
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			for _, p := range []string{"/sys/fs/cgroup/" + parent + "/memory.current", "/sys/fs/cgroup/memory/" + parent + "/memory.usage_in_bytes"} {
+				if b, err := os.ReadFile(p); err == nil {
+					v, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+					peak = max(peak, v)
+					break
+				}
+			}
+		}
+	}()
+	start := time.Now()
+	var b api.RunBatch
+	err := d.post("/api/v1/runs", api.RunSubmitRequest{Task: task, Repeats: runs, Parallel: parallel}, &b)
+	if err == nil {
+		for _, r := range b.Runs {
+			var end api.RunEvent
+			if end, err = d.followRun(r.ID); err != nil {
+				break
+			}
+			if end.Status != api.RunSucceeded {
+				err = fmt.Errorf("run %s %s: %s", r.ID, end.Status, end.Reason)
+				break
+			}
+		}
+	}
+	wall := time.Since(start)
+	close(done)
+	<-sampled
+	if err != nil {
+		return err
+	}
+	hwm := kbField(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid), "VmHWM:")
+	fmt.Printf("%-34s wall %s (agent 1 s each, ideal %s); peak memory: daemon %.1f MiB, sandboxes %.1f MiB\n",
+		fmt.Sprintf("%d runs, %d at a time", runs, parallel), wall.Round(time.Millisecond),
+		time.Duration((runs+parallel-1)/parallel)*time.Second, float64(hwm)/(1<<20), float64(peak)/(1<<20))
+	for _, r := range b.Runs {
+		d.del("/api/v1/runs/" + r.ID)
+	}
+	return nil
+}
+
+// cgroupParentOf is the cgroup the oci runtime with state in root makes
+// its sandboxes' cgroups in (runtimetest's cgroupParent).
+func cgroupParentOf(root string) string {
+	sum := sha256.Sum256([]byte(filepath.Clean(root)))
+	return "agent2env/" + hex.EncodeToString(sum[:4])
 }
