@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -104,7 +106,12 @@ func (s *Service) runBatch(ctx context.Context, b *batch) {
 	}
 	sem := make(chan struct{}, n)
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		wg.Wait()
+		if ctx.Err() == nil {
+			s.removeBatch(b.id) // its inputs; the daemon's recovery removes those of batches it ends
+		}
+	}()
 	for _, j := range b.jobs {
 		select {
 		case sem <- struct{}{}:
@@ -123,6 +130,16 @@ func (s *Service) runBatch(ctx context.Context, b *batch) {
 			defer func() { <-s.slots }()
 			s.execute(ctx, j)
 		}()
+	}
+}
+
+// batchesDir holds each submission's inputs while its runs go.
+func (s *Service) batchesDir() string { return filepath.Join(s.cfg.Dir, "batches") }
+
+// removeBatch removes the files of batch id.
+func (s *Service) removeBatch(id string) {
+	if err := os.RemoveAll(filepath.Join(s.batchesDir(), id)); err != nil {
+		s.log.Warn("remove the inputs of a submission", "batch", id, "err", err)
 	}
 }
 

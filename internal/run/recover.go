@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
@@ -31,6 +32,20 @@ func (s *Service) recover(ctx context.Context) {
 			continue
 		}
 		s.recoverRun(ctx, r)
+	}
+	// The inputs of the submissions a previous daemon left: those of this
+	// one's are in its jobs.
+	s.mu.Lock()
+	ours := map[string]bool{}
+	for _, j := range s.jobs {
+		ours[j.batch] = true
+	}
+	s.mu.Unlock()
+	ents, _ := os.ReadDir(s.batchesDir())
+	for _, e := range ents {
+		if !ours[e.Name()] {
+			s.removeBatch(e.Name())
+		}
 	}
 }
 

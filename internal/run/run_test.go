@@ -443,6 +443,15 @@ func TestInputsAndMatrix(t *testing.T) {
 			t.Errorf("archive inputs: %s %s", r.Status, r.Reason)
 		}
 	}
+	// The submission's inputs go once its runs have ended.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(e.svc.batchesDir(), b.ID)); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the inputs of batch %s are still there", b.ID)
+		}
+	}
 	if err := os.MkdirAll(filepath.Join(tasks, "repo", "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}

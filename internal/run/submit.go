@@ -204,7 +204,7 @@ func (s *Service) unpackInputs(batchID string, data []byte) (string, error) {
 	if len(data) > MaxInputsBytes {
 		return "", errdefs.Invalid("inputs: the archive is larger than %d MiB", MaxInputsBytes>>20)
 	}
-	dir := filepath.Join(s.cfg.Dir, "batches", batchID, "inputs")
+	dir := filepath.Join(s.batchesDir(), batchID, "inputs")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("unpack inputs: %w", err)
 	}
