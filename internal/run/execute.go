@@ -40,7 +40,10 @@ type execution struct {
 
 	mu   sync.Mutex // guards what the output writers update
 	tail []string
-	llm  api.RunLLMUsage // as the agent reports it
+	llm  api.RunLLMUsage // as the agent reports it, call by call
+	// total is the usage the agent's result reports, for CLIs that give
+	// no usage per call (gemini-cli).
+	total *agents.Usage
 }
 
 // execute carries out run j and records how it ended, unless ctx ended
@@ -540,6 +543,11 @@ func (e *execution) events(evs []agents.Event) {
 			}
 			e.mu.Unlock()
 		case agents.KindResult, agents.KindMessage, agents.KindError:
+			if ev.Kind == agents.KindResult && ev.Usage != nil {
+				e.mu.Lock()
+				e.total = ev.Usage
+				e.mu.Unlock()
+			}
 			for _, l := range strings.Split(strings.TrimSpace(ev.Text), "\n") {
 				e.keepTail(l)
 			}
@@ -597,6 +605,9 @@ func (s *Service) finish(ctx context.Context, e *execution, status api.RunStatus
 	res := result{Timings: e.timings}
 	e.mu.Lock()
 	res.OutputTail, res.LLM = e.tail, e.llm
+	if u := e.total; u != nil && res.LLM.InputTokens == 0 && res.LLM.OutputTokens == 0 {
+		res.LLM.InputTokens, res.LLM.OutputTokens, res.LLM.CachedTokens = u.InputTokens, u.OutputTokens, u.CachedTokens
+	}
 	e.mu.Unlock()
 	if res.LLM.Requests > 0 || res.LLM.InputTokens > 0 {
 		res.LLM.Source = "agent"

@@ -20,10 +20,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/agents"
 	"github.com/agent2env/agent2env/internal/contexts/contextstest"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/store"
+	tasks "github.com/agent2env/agent2env/internal/task"
 )
 
 // These tests run the runner over a real manager on the fake runtime
@@ -571,4 +573,44 @@ func TestWaitForRoom(t *testing.T) {
 		}
 	}
 	e.noSandboxes(t)
+}
+
+// The tokens a run reports are the agent's per call, or its result's
+// total when it gives none per call.
+func TestAgentUsage(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		evs  []agents.Event
+		want api.RunLLMUsage
+	}{
+		{"per call", []agents.Event{
+			{Kind: agents.KindLLMCall, Usage: &agents.Usage{InputTokens: 10, OutputTokens: 2}},
+			{Kind: agents.KindLLMCall, Usage: &agents.Usage{InputTokens: 20, OutputTokens: 3, CachedTokens: 5}},
+			{Kind: agents.KindResult, Usage: &agents.Usage{InputTokens: 999}},
+		}, api.RunLLMUsage{Requests: 2, InputTokens: 30, OutputTokens: 5, CachedTokens: 5, Source: "agent"}},
+		{"result only", []agents.Event{{Kind: agents.KindResult, Text: "done", Usage: &agents.Usage{InputTokens: 7, OutputTokens: 1}}},
+			api.RunLLMUsage{InputTokens: 7, OutputTokens: 1, Source: "agent"}},
+		{"none", []agents.Event{{Kind: agents.KindResult, Text: "done"}}, api.RunLLMUsage{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			l, err := e.svc.openLog("run-x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.St.CreateRun(bg, &store.Run{ID: "run-x", BatchID: "b", Task: "t", Agent: "custom", Status: "running"}); err != nil {
+				t.Fatal(err)
+			}
+			x := &execution{s: e.svc, j: &job{id: "run-x", task: &tasks.Task{Name: "t"}}, log: l}
+			x.events(tt.evs)
+			e.svc.finish(bg, x, api.RunSucceeded, "ok")
+			r, err := e.svc.Get(bg, "run-x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, r.LLM); diff != "" {
+				t.Errorf("usage (-want +got):\n%s", diff)
+			}
+		})
+	}
 }
