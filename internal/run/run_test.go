@@ -614,3 +614,17 @@ func TestAgentUsage(t *testing.T) {
 		})
 	}
 }
+
+// Artifacts past the per-run limit are left out, and the result says so.
+func TestArtifactLimit(t *testing.T) {
+	e := newEnv(t, Config{ArtifactLimit: 10})
+	b := e.submit(t, taskYAML("printf 1234 > a.txt; printf 12345678901234567890 > b.txt; echo > done.txt", "1m", "true", "1m", "30s"), api.RunSubmitRequest{})
+	r := e.wait(t, b, 20*time.Second)[0]
+	var got []string
+	for _, a := range r.Artifacts {
+		got = append(got, a.Path)
+	}
+	if diff := cmp.Diff([]string{"/workspace/a.txt", "/workspace/done.txt"}, got); diff != "" || !r.ArtifactsTruncated {
+		t.Errorf("artifacts %v, truncated %v; want b.txt left out (-want +got):\n%s", got, r.ArtifactsTruncated, diff)
+	}
+}
