@@ -13,6 +13,8 @@
 //   - the LLM proxy's added latency (whole answers and time to the first
 //     stream event) through the daemon's /llm, against the same local
 //     upstream called directly (-llm-only: that alone).
+//   - the task runner's overhead per run of the custom agent `true`,
+//     cold and from a warm pool, against a bare sandbox create.
 //
 // It starts the daemon binary ($AGENT2ENV_BIN) on a fresh data directory and
 // must run as root. Run it with `make bench`; -create-only measures the
@@ -49,6 +51,7 @@ func main() {
 	img := flag.String("image", "agent2env/python", "image to create sandboxes from")
 	createOnly := flag.Bool("create-only", false, "measure sandbox create → ready (and its baseline) only")
 	llmOnly := flag.Bool("llm-only", false, "measure the LLM proxy's added latency only")
+	runsOnly := flag.Bool("runs-only", false, "measure sandbox create → ready and the task runner's overhead only")
 	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only)")
 	flag.Parse()
 	var err error
@@ -58,7 +61,7 @@ func main() {
 	case *vs != "":
 		err = compareCreate(*n, *img, os.Getenv("AGENT2ENV_BIN"), *vs)
 	default:
-		err = run(*n, *concurrent, *idle, *img, *createOnly)
+		err = run(*n, *concurrent, *idle, *img, *createOnly, *runsOnly)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -91,7 +94,7 @@ func measure(n int, fn func() error) (stats, error) {
 	return summarize(ds), nil
 }
 
-func run(n, concurrent, idle int, img string, createOnly bool) error {
+func run(n, concurrent, idle int, img string, createOnly, runsOnly bool) error {
 	bin := os.Getenv("AGENT2ENV_BIN")
 	if bin == "" {
 		return fmt.Errorf("set AGENT2ENV_BIN to the agent2env binary")
@@ -144,6 +147,12 @@ func run(n, concurrent, idle int, img string, createOnly bool) error {
 	if createOnly {
 		return d.deleteAll(ids)
 	}
+	if runsOnly {
+		if err := d.deleteAll(ids); err != nil {
+			return err
+		}
+		return benchAllRuns(d, warm, n, img, create)
+	}
 
 	direct, err := measure(n*4, func() error { return exec.Command("true").Run() })
 	if err != nil {
@@ -172,6 +181,7 @@ func run(n, concurrent, idle int, img string, createOnly bool) error {
 	if err := benchSessions(d, n); err != nil {
 		return fmt.Errorf("sessions: %w", err)
 	}
+
 	raw, err := rawPython(n * 4)
 	if err != nil {
 		return err
@@ -181,6 +191,9 @@ func run(n, concurrent, idle int, img string, createOnly bool) error {
 	}
 	if err := benchWarmSession(warm, n/2, raw); err != nil {
 		return fmt.Errorf("warm pool sessions: %w", err)
+	}
+	if err := benchAllRuns(d, warm, n, img, create); err != nil {
+		return err
 	}
 	for _, id := range ids {
 		if err := d.delete(id); err != nil {
@@ -339,10 +352,14 @@ func report(name string, ours stats, baseName string, base stats, target string)
 		float64(ours.p50)/float64(base.p50), target)
 }
 
-func memAvailable() int64 {
-	b, _ := os.ReadFile("/proc/meminfo")
+func memAvailable() int64 { return kbField("/proc/meminfo", "MemAvailable:") }
+
+// kbField reads the field of a /proc file in kB (/proc/meminfo,
+// /proc/<pid>/status), in bytes; 0 when it has none.
+func kbField(path, field string) int64 {
+	b, _ := os.ReadFile(path)
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			return kb << 10
 		}

@@ -143,6 +143,7 @@ func addCommands(e env, root *cobra.Command) {
 		newSandboxCmd(e, cc), newContextCmd(e, cc), newTemplateCmd(e, cc), newImageCmd(e, cc),
 		newPrepullCmd(e, cc), newImportCmd(e, cc), newExportCmd(e, cc), newSessionCmd(e, cc), newStatsCmd(e, cc), newMCPCmd(e, cc),
 		newLLMCmd(e, cc),
+		newTaskCmd(e, cc),
 	} {
 		c.GroupID = groupClient
 		root.AddCommand(c)

@@ -91,6 +91,7 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 		Sessions:   session.Config{DefaultFlavor: cfg.DefaultFlavor, IdleTimeout: cfg.SessionTimeout, Volumes: s.volumes},
 		FetchAllow: splitList(cfg.FetchAllow), AllowedHosts: splitList(cfg.AllowedHosts),
 		TrustedOrigins: splitList(cfg.TrustedOrigins),
+		TasksDir:       cfg.TasksDir, MaxRuns: cfg.MaxRuns,
 		HTTP: daemon.HTTPConfig{
 			ReadHeaderTimeout: cfg.HTTPHeaderTimeout, IdleTimeout: cfg.HTTPIdleTimeout, StallTimeout: cfg.HTTPStallTimeout,
 			MaxHeaderBytes: cfg.HTTPMaxHeaderBytes, MaxConns: cfg.MaxConns, MaxConnsPerClient: cfg.MaxConnsPerClient,

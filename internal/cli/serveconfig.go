@@ -58,6 +58,8 @@ type serveConfig struct {
 	LLMConfig          string        `yaml:"llm-config"`
 	LLMArchiveMaxAge   time.Duration `yaml:"llm-archive-max-age"`
 	LLMArchiveMaxSize  int64         `yaml:"llm-archive-max-size"`
+	TasksDir           string        `yaml:"tasks-dir"`
+	MaxRuns            int           `yaml:"max-runs"`
 }
 
 // register adds a flag for each field of cfg, with its default.
@@ -94,6 +96,8 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.StringVar(&cfg.LLMConfig, "llm-config", "", "YAML file of the LLM proxy's providers, models and limits (served at /llm and in every sandbox at http://127.0.0.1:4000/llm); SIGHUP reads it again")
 	f.DurationVar(&cfg.LLMArchiveMaxAge, "llm-archive-max-age", 0, "exchanges with models older than this are removed from the LLM archive (0: kept)")
 	f.Int64Var(&cfg.LLMArchiveMaxSize, "llm-archive-max-size", 0, "bytes the LLM archive keeps at most; the oldest exchanges go first (0: no limit)")
+	f.StringVar(&cfg.TasksDir, "tasks-dir", "", "directory of task files that run submissions may name (task run --name)")
+	f.IntVar(&cfg.MaxRuns, "max-runs", 16, "task runs going at once; more wait queued")
 	f.Int64Var(&cfg.OutputBudget, "output-budget", 256<<20, "bytes of command and code output the daemon buffers across all executions; past it output is dropped and results say truncated")
 }
 

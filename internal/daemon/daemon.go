@@ -34,6 +34,7 @@ import (
 	"github.com/agent2env/agent2env/internal/netproxy"
 	"github.com/agent2env/agent2env/internal/pool"
 	"github.com/agent2env/agent2env/internal/prepull"
+	"github.com/agent2env/agent2env/internal/run"
 	"github.com/agent2env/agent2env/internal/runtime"
 	_ "github.com/agent2env/agent2env/internal/runtime/all" // registers the runtimes
 	"github.com/agent2env/agent2env/internal/sandbox"
@@ -80,6 +81,12 @@ type Config struct {
 	// variables (session.ApplyEnv: MSB_DEFAULT_FLAVOR, MSB_SESSION_TIMEOUT,
 	// MSB_SHARED_VOLUME_PATH), else take their defaults.
 	Sessions session.Config
+	// TasksDir holds the task files a run submission may name; empty:
+	// submissions give the task's content.
+	TasksDir string
+	// MaxRuns bounds the task runs going at once (default
+	// run.DefaultMaxParallel).
+	MaxRuns int
 	// Keys are the API keys clients must present; nil or empty means no
 	// authentication, allowed only on loopback.
 	Keys *auth.Keys
@@ -137,9 +144,12 @@ type System struct {
 	llmClient *http.Client // every configuration's upstream calls
 	// LLMArchive records every exchange through the LLM proxy.
 	LLMArchive *archive.Archive
-	Pools      *pool.Pools
-	Metrics    *metrics.Metrics
-	API        *httpapi.Server
+	// Runs runs tasks; the LLM proxy reports a run's model calls to it
+	// (run.Signal) and may give it the tokens it counted (run.WithLLMUsage).
+	Runs    *run.Service
+	Pools   *pool.Pools
+	Metrics *metrics.Metrics
+	API     *httpapi.Server
 	// Loops runs every background loop: register one with Loops.Go while
 	// wiring, in New; Serve runs them and stops them at shutdown.
 	Loops *supervisor.Supervisor
@@ -257,6 +267,14 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	if err := s.Metrics.Register(s.Manager, s.Pools, s.Contexts, s.Sessions); err != nil {
 		return nil, err
 	}
+	runOpts := []run.Option{}
+	if u, ok := s.Runtime.(sandbox.UsageReader); ok { // liveness counts CPU time where the runtime measures it
+		runOpts = append(runOpts, run.WithUsage(u))
+	}
+	if s.Runs, err = run.New(run.Config{Dir: filepath.Join(cfg.DataDir, "runs"), TasksDir: cfg.TasksDir, MaxParallel: cfg.MaxRuns},
+		s.Manager, s.Store, cfg.Log, runOpts...); err != nil {
+		return nil, err
+	}
 	s.MCP = mcpserver.New(mcpserver.Config{ScopeByKey: authOn, Log: cfg.Log}, s.Contexts, s.Sessions)
 	var apiKeys *auth.Keys
 	if authOn {
@@ -279,6 +297,7 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		httpapi.WithRoutes(s.MCP),
 		httpapi.WithRoutes(s.LLM),
 		httpapi.WithRoutes(httpapi.NewLLMRoutes(s.LLMKeys)),
+		httpapi.WithRoutes(httpapi.NewRunRoutes(s.Runs)),
 		httpapi.WithMetrics(s.Metrics),
 	}
 	browsers, err := httpapi.BrowserGuard(httpapi.BrowserConfig{

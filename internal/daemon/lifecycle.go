@@ -40,6 +40,10 @@ func (s *System) registerLoops() {
 	s.Loops.Go("llm archive retention", func(ctx context.Context) error {
 		return s.LLMArchive.RunRetention(ctx, time.Minute)
 	})
+	// Carries out submitted task runs; at its first start it ends the runs
+	// a previous daemon left (failed, "daemon restarted"). Runs in flight
+	// when it stops are left to that recovery.
+	s.Loops.Go("task runs", s.Runs.Run)
 }
 
 // Serve answers API requests on l, with the background loops running,

@@ -39,6 +39,7 @@ import (
 	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/prepull"
 	"github.com/agent2env/agent2env/internal/prepull/prepulltest"
+	"github.com/agent2env/agent2env/internal/run"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/session"
@@ -375,12 +376,19 @@ func TestOpenAPISchemas(t *testing.T) {
 		{"LLMExchangeDetail", api.LLMExchangeDetail{}, out},
 		{"LLMConversation", api.LLMConversation{}, out},
 		{"LLMConversationList", api.LLMConversationList{}, out},
+		{"RunSubmitRequest", api.RunSubmitRequest{}, in},
+		{"RunBatch", api.RunBatch{}, out},
+		{"Run", api.Run{}, out},
+		{"RunLLMUsage", api.RunLLMUsage{}, out},
+		{"RunArtifact", api.RunArtifact{}, out},
+		{"RunList", api.RunList{}, out},
+		{"RunEvent", api.RunEvent{}, out},
 	}
 	// Schemas of things that are no Go struct of package api.
 	noGoType := map[string]bool{
 		"ErrorCode": true, "Message": true, "Env": true, "SandboxStatus": true, "ImportStrategy": true,
 		"ImportForm": true, "ImportURLEncodedForm": true, "UploadForm": true, "TemplateMetadata": true, "TemplateDocument": true, "TemplateDocumentList": true,
-		"PrepullStatus": true, "ExecuteStreamError": true, "ExecReason": true, "ExecOOMKilled": true,
+		"PrepullStatus": true, "RunStatus": true, "ExecuteStreamError": true, "ExecReason": true, "ExecOOMKilled": true,
 		"JSONRPCMessage": true, // the MCP specification's; package mcpserver speaks it through the MCP SDK
 	}
 	covered := map[string]bool{}
@@ -792,7 +800,11 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 		t.Fatal(err)
 	}
 	llmE := newLLMEnv(t, st)
-	srv := New(service.NewSandboxes(m, "http://gw.test"), service.NewImages(imgs), log,
+	runs, err := run.New(run.Config{Dir: filepath.Join(t.TempDir(), "runs")}, m, st, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := New(service.NewSandboxes(m, "http://gw.test"), service.NewImages(imgs), log, WithRoutes(NewRunRoutes(runs)),
 		WithRoutes(NewTemplateRoutes(tpl)), WithRoutes(NewPrepullRoutes(pp)), WithRoutes(capture),
 		WithRoutes(NewLLMArchiveRoutes(service.NewLLMExchanges(llmE.arc))),
 		WithRoutes(NewContextRoutes(service.NewContexts(ctxs))), WithRoutes(NewSessionRoutes(sess)), WithMetrics(mt),
@@ -1333,6 +1345,33 @@ items:
 		exchange{method: "GET", target: mcpPath, status: http.StatusMethodNotAllowed},
 		exchange{method: "DELETE", target: mcpPath, status: http.StatusMethodNotAllowed},
 		exchange{method: "DELETE", target: "/api/v1/sessions/mcp", status: ok},
+	)
+
+	// Runs: recorded, not carried out (the runner's loop does not run
+	// here), so a run stays queued until cancelled.
+	resp = e.do(t, post("/api/v1/runs", `{"task":"name: t\nagent: custom\ngoal: g\nentrypoint: \"true\"\n","repeats":2,"parallel":1}`, created))
+	runID := decodeInto[api.RunBatch](t, resp).Runs[0].ID
+	run(
+		invalid(post("/api/v1/runs", `{"task":5}`, bad)),
+		unchecked(post("/api/v1/runs", `{"task":"name: t\nagent: nope\ngoal: g\n"}`, bad)),
+		unchecked(post("/api/v1/runs", `{}`, bad)),
+		get("/api/v1/runs", ok),
+		get("/api/v1/runs?limit=1", ok),
+		unchecked(get("/api/v1/runs?limit=0", bad)),
+		get("/api/v1/runs/"+runID, ok),
+		get("/api/v1/runs/nope", notFound),
+		exchange{method: "DELETE", target: "/api/v1/runs/" + runID, status: conflict},
+		exchange{method: "POST", target: "/api/v1/runs/" + runID + "/cancel", status: ok},
+		exchange{method: "POST", target: "/api/v1/runs/nope/cancel", status: notFound},
+		get("/api/v1/runs/"+runID+"/events", ok),
+		get("/api/v1/runs/nope/events", notFound),
+		get("/api/v1/runs/"+runID+"/logs", ok),
+		get("/api/v1/runs/nope/logs", notFound),
+		get("/api/v1/runs/"+runID+"/artifacts", ok),
+		get("/api/v1/runs/nope/artifacts", notFound),
+		get("/api/v1/runs/"+runID+"/artifacts/workspace/out.txt", notFound),
+		exchange{method: "DELETE", target: "/api/v1/runs/" + runID, status: noContent},
+		exchange{method: "DELETE", target: "/api/v1/runs/" + runID, status: notFound},
 	)
 
 	// Prepull.

@@ -73,7 +73,7 @@ type Sessions interface {
 	DeleteSession(ctx context.Context, key string) error
 	// ReapableSandboxes returns the sandboxes a service made (ManagedBy
 	// set) that no warm pool holds and that are not pending, of which
-	// either no session and no context refers to them and they were made
+	// either no session, no context and no active run refers to them and they were made
 	// before orphanBefore, or they failed before failedBefore; oldest
 	// first.
 	ReapableSandboxes(ctx context.Context, orphanBefore, failedBefore time.Time) ([]*Sandbox, error)

@@ -61,6 +61,7 @@ type Store interface {
 	Contexts
 	Sessions
 	LLMExchanges
+	Runs
 	Close() error
 }
 

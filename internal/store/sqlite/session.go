@@ -105,7 +105,8 @@ func (s *Store) DeleteSession(ctx context.Context, key string) error {
 func (s *Store) ReapableSandboxes(ctx context.Context, orphanBefore, failedBefore time.Time) ([]*store.Sandbox, error) {
 	out, err := list(ctx, s.r, scanSandbox, `SELECT `+sandboxes.columns+` FROM sandboxes
 		WHERE managed_by != '' AND pool = '' AND status != 'pending' AND (
-			(created_at < ? AND id NOT IN (SELECT sandbox_id FROM sessions) AND id NOT IN (SELECT sandbox_id FROM contexts))
+			(created_at < ? AND id NOT IN (SELECT sandbox_id FROM sessions) AND id NOT IN (SELECT sandbox_id FROM contexts)
+				AND id NOT IN (SELECT sandbox_id FROM runs WHERE status IN ('queued', 'running')))
 			OR (status = 'failed' AND updated_at < ?))
 		ORDER BY created_at, id`, toUnix(orphanBefore), toUnix(failedBefore))
 	if err != nil {

@@ -286,6 +286,8 @@ func testReapableSandboxes(t *testing.T, s store.Store) {
 		{"pooled", "contexts", "python", "running", time.Hour, 0},
 		{"in-session", "sessions", "", "running", time.Hour, 0},
 		{"in-context", "contexts", "", "running", time.Hour, 0},
+		{"in-run", "runs", "", "running", time.Hour, 0},
+		{"run-ended", "runs", "", "running", 90 * time.Minute, 0},              // its run ended: an orphan
 		{"failed-old", "sessions", "", "failed", 3 * time.Hour, 2 * time.Hour}, // referenced, but failed long ago
 		{"failed-new", "sessions", "", "failed", 3 * time.Hour, time.Minute},
 	} {
@@ -300,6 +302,10 @@ func testReapableSandboxes(t *testing.T, s store.Store) {
 	mustCreateSession(t, s, sampleSession("t", "f1", "failed-old", base))
 	mustCreateSession(t, s, sampleSession("t", "f2", "failed-new", base))
 	mustCreateContext(t, s, sampleContext("ctx-1", "in-context", base))
+	active, ended := sampleRun("run-1", "b", base), sampleRun("run-2", "b", base)
+	active.SandboxID, ended.SandboxID, ended.Status = "in-run", "run-ended", "succeeded"
+	mustCreateRun(t, s, active)
+	mustCreateRun(t, s, ended)
 	got, err := s.ReapableSandboxes(ctx, base.Add(-time.Minute), base.Add(-time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -308,7 +314,7 @@ func testReapableSandboxes(t *testing.T, s store.Store) {
 	for _, sb := range got {
 		ids = append(ids, sb.ID)
 	}
-	if diff := cmp.Diff([]string{"failed-old", "orphan-ses", "orphan-ctx"}, ids); diff != "" {
+	if diff := cmp.Diff([]string{"failed-old", "orphan-ses", "run-ended", "orphan-ctx"}, ids); diff != "" {
 		t.Errorf("reapable, oldest first (-want +got):\n%s", diff)
 	}
 }

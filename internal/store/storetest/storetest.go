@@ -37,6 +37,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	tests = append(tests, pageTests...)
 	tests = append(tests, sessionTests...)
 	tests = append(tests, llmTests...)
+	tests = append(tests, runTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStore(t)

@@ -1,0 +1,209 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/sse"
+)
+
+// RunService holds the task run endpoints: tasks submitted to the daemon,
+// run by agents in sandboxes. Use it as Client.Runs().
+type RunService struct {
+	c *Client
+}
+
+// Runs returns the task run endpoints.
+func (c *Client) Runs() *RunService { return &RunService{c: c} }
+
+// runPath returns the escaped API path of run id, with suffix.
+func runPath(id, suffix string) (string, error) {
+	if id == "" {
+		return "", errors.New("run id is empty")
+	}
+	return "/runs/" + url.PathEscape(id) + suffix, nil
+}
+
+// Submit submits a task (req.Task, a task file's content, or
+// req.TaskName) and returns its runs, queued. A task that does not load
+// is ErrInvalidArgument with the daemon's message naming the field.
+func (s *RunService) Submit(ctx context.Context, req api.RunSubmitRequest) (*api.RunBatch, error) {
+	var b api.RunBatch
+	if err := s.c.doJSON(ctx, http.MethodPost, "/runs", req, &b); err != nil {
+		return nil, fmt.Errorf("submit task: %w", err)
+	}
+	return &b, nil
+}
+
+// ListRunsOptions selects runs.
+type ListRunsOptions struct {
+	// Batch selects one submission's runs.
+	Batch string
+	// Limit and Cursor ask for one page (Limit 0: every run).
+	Limit  int
+	Cursor string
+}
+
+// List returns the runs opts selects, oldest first.
+func (s *RunService) List(ctx context.Context, opts ListRunsOptions) (*api.RunList, error) {
+	q := url.Values{}
+	if opts.Batch != "" {
+		q.Set("batch", opts.Batch)
+	}
+	if opts.Limit > 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	if opts.Cursor != "" {
+		q.Set("cursor", opts.Cursor)
+	}
+	var out api.RunList
+	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/runs", q, nil, &out); err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return &out, nil
+}
+
+// Get returns run id.
+func (s *RunService) Get(ctx context.Context, id string) (*api.Run, error) {
+	p, err := runPath(id, "")
+	if err != nil {
+		return nil, fmt.Errorf("get run: %w", err)
+	}
+	var r api.Run
+	if err := s.c.doJSON(ctx, http.MethodGet, p, nil, &r); err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	return &r, nil
+}
+
+// Cancel cancels run id; a running run ends shortly after.
+func (s *RunService) Cancel(ctx context.Context, id string) (*api.Run, error) {
+	p, err := runPath(id, "/cancel")
+	if err != nil {
+		return nil, fmt.Errorf("cancel run: %w", err)
+	}
+	var r api.Run
+	if err := s.c.doJSON(ctx, http.MethodPost, p, nil, &r); err != nil {
+		return nil, fmt.Errorf("cancel run %s: %w", id, err)
+	}
+	return &r, nil
+}
+
+// Delete deletes ended run id with its logs and artifacts; a run not
+// ended is ErrConflict.
+func (s *RunService) Delete(ctx context.Context, id string) error {
+	p, err := runPath(id, "")
+	if err != nil {
+		return fmt.Errorf("delete run: %w", err)
+	}
+	if err := s.c.doJSON(ctx, http.MethodDelete, p, nil, nil); err != nil {
+		return fmt.Errorf("delete run %s: %w", id, err)
+	}
+	return nil
+}
+
+// Events passes each event of run id to fn, from the run's start, until
+// its end event (passed too), ctx ends or fn fails.
+func (s *RunService) Events(ctx context.Context, id string, fn func(api.RunEvent) error) error {
+	p, err := runPath(id, "/events")
+	if err != nil {
+		return fmt.Errorf("follow run: %w", err)
+	}
+	resp, err := s.c.send(ctx, http.MethodGet, apiPrefix+p, nil, nil, "")
+	if err != nil {
+		return fmt.Errorf("follow run %s: %w", id, err)
+	}
+	defer resp.Body.Close()
+	events := sse.NewReader(resp.Body)
+	for {
+		ev, err := events.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("follow run %s: %w", id, err)
+		}
+		switch ev.Name {
+		case "event":
+			var re api.RunEvent
+			if err := json.Unmarshal(ev.Data, &re); err != nil {
+				return fmt.Errorf("decode run event: %w", err)
+			}
+			if err := fn(re); err != nil {
+				return err
+			}
+			if re.Type == api.RunEventEnd {
+				return nil
+			}
+		case "error":
+			return fmt.Errorf("follow run %s: %w", id, streamError(ev.Data))
+		}
+	}
+}
+
+// Logs opens run id's output (stderr lines marked "[stderr] "); the
+// caller closes it.
+func (s *RunService) Logs(ctx context.Context, id string) (io.ReadCloser, error) {
+	return s.open(ctx, id, "/logs", "get the output of run")
+}
+
+// Artifacts opens run id's artifacts as a tar archive (each by its path
+// in the sandbox without the leading "/"); the caller closes it.
+func (s *RunService) Artifacts(ctx context.Context, id string) (io.ReadCloser, error) {
+	return s.open(ctx, id, "/artifacts", "get the artifacts of run")
+}
+
+// Artifact opens the artifact of run id at p, its absolute path in the
+// sandbox; the caller closes it.
+func (s *RunService) Artifact(ctx context.Context, id, p string) (io.ReadCloser, error) {
+	var segs []string
+	for _, seg := range strings.Split(strings.TrimPrefix(p, "/"), "/") {
+		segs = append(segs, url.PathEscape(seg))
+	}
+	return s.open(ctx, id, "/artifacts/"+strings.Join(segs, "/"), "get artifact "+p+" of run")
+}
+
+func (s *RunService) open(ctx context.Context, id, suffix, doing string) (io.ReadCloser, error) {
+	p, err := runPath(id, suffix)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", doing, err)
+	}
+	resp, err := s.c.send(ctx, http.MethodGet, apiPrefix+p, nil, nil, "")
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", doing, id, err)
+	}
+	return resp.Body, nil
+}
+
+// Wait polls run id until it ended and returns it; pollInterval <= 0
+// means DefaultPollInterval. Bound the wait with ctx.
+func (s *RunService) Wait(ctx context.Context, id string, pollInterval time.Duration) (*api.Run, error) {
+	if pollInterval <= 0 {
+		pollInterval = DefaultPollInterval
+	}
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for {
+		r, err := s.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if r.Status.Final() {
+			return r, nil
+		}
+		select {
+		case <-ctx.Done():
+			return r, fmt.Errorf("wait for run %s: %w", id, ctx.Err())
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,174 @@
+package cli
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/client"
+)
+
+func TestPassAtK(t *testing.T) {
+	for _, tt := range []struct {
+		n, c, k int
+		want    float64
+	}{
+		{5, 0, 1, 0}, {5, 5, 1, 1}, {5, 2, 1, 0.4}, {5, 1, 5, 1}, {5, 0, 5, 0},
+		{10, 3, 2, 1 - (7.0*6)/(10*9)}, {0, 0, 1, 0},
+	} {
+		if got := passAtK(tt.n, tt.c, tt.k); math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("pass@%d of %d/%d = %v, want %v", tt.k, tt.c, tt.n, got, tt.want)
+		}
+	}
+}
+
+func TestTaskValidate(t *testing.T) {
+	dir := t.TempDir()
+	good, bad, worse := filepath.Join(dir, "good.yaml"), filepath.Join(dir, "bad.yaml"), filepath.Join(dir, "worse.yaml")
+	os.WriteFile(good, []byte("name: g\nagent: custom\ngoal: x\nentrypoint: 'true'\n"), 0o644)
+	os.WriteFile(bad, []byte("name: b\nagent: nope\n"), 0o644)
+	os.WriteFile(worse, []byte("name: b\nagent: custom\nend: {timeout: soon}\n"), 0o644)
+	code, stdout, _ := run(t, "task", "validate", good, bad, worse)
+	if code != 1 || !strings.Contains(stdout, good+": ok") {
+		t.Errorf("exit %d, stdout:\n%s", code, stdout)
+	}
+	for _, want := range []string{"line 2: agent: unknown agent", "goal: is required", "end.timeout"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+// runsDaemon is a fake daemon of the run API: a submission makes two
+// runs, one that succeeds and one that fails, which end at the second
+// poll.
+type runsDaemon struct {
+	mu    sync.Mutex
+	req   api.RunSubmitRequest
+	polls int
+}
+
+func (d *runsDaemon) handler() http.Handler {
+	mux := http.NewServeMux()
+	ended := time.Date(2026, 1, 1, 0, 0, 10, 0, time.UTC)
+	started := ended.Add(-5 * time.Second)
+	runs := []api.Run{
+		{ID: "run-1", BatchID: "b-1", Task: "t", Agent: "custom", Repeat: 0, Status: api.RunRunning, Phase: api.PhaseAgent, StartedAt: &started},
+		{ID: "run-2", BatchID: "b-1", Task: "t", Agent: "custom", Repeat: 1, Status: api.RunQueued, Phase: api.PhaseQueued},
+	}
+	mux.HandleFunc("POST /api/v1/runs", func(w http.ResponseWriter, r *http.Request) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		json.NewDecoder(r.Body).Decode(&d.req)
+		reply(w, http.StatusCreated, api.RunBatch{ID: "b-1", Task: "t", Runs: runs})
+	})
+	mux.HandleFunc("GET /api/v1/runs", func(w http.ResponseWriter, r *http.Request) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.polls++
+		out := append([]api.Run(nil), runs...)
+		if d.polls >= 2 {
+			out[0].Status, out[0].Phase, out[0].EndedAt = api.RunSucceeded, api.PhaseDone, &ended
+			out[0].Artifacts = []api.RunArtifact{{Path: "/workspace/out.txt", Size: 2}}
+			out[1].Status, out[1].Phase, out[1].Reason, out[1].StartedAt, out[1].EndedAt = api.RunHung, api.PhaseDone, "no progress", &started, &ended
+		}
+		reply(w, http.StatusOK, api.RunList{Items: out})
+	})
+	mux.HandleFunc("GET /api/v1/runs/{id}/logs", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "output of "+r.PathValue("id")+"\n")
+	})
+	mux.HandleFunc("GET /api/v1/runs/{id}/artifacts", func(w http.ResponseWriter, r *http.Request) {
+		tw := tar.NewWriter(w)
+		tw.WriteHeader(&tar.Header{Name: "workspace/out.txt", Mode: 0o644, Size: 2, Typeflag: tar.TypeReg})
+		io.WriteString(tw, "ok")
+		tw.Close()
+	})
+	return mux
+}
+
+// task run submits the file with its inputs and the overrides, watches the
+// runs, writes the results and exits 1 because one run did not succeed.
+func TestTaskRun(t *testing.T) {
+	d := &runsDaemon{}
+	srv := httptest.NewServer(d.handler())
+	t.Cleanup(srv.Close)
+	t.Setenv(client.EnvURL, srv.URL)
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "repo", "sub"), 0o755)
+	os.WriteFile(filepath.Join(dir, "repo", "sub", "a.py"), []byte("print(1)\n"), 0o644)
+	file := filepath.Join(dir, "t.yaml")
+	os.WriteFile(file, []byte("name: t\nagent: custom\ngoal: x\nentrypoint: 'true'\ninputs: [{source: ./repo, destination: /workspace/repo}]\n"), 0o644)
+	out := filepath.Join(t.TempDir(), "results")
+
+	var stdout, stderr bytes.Buffer
+	cmd, err := execute(t.Context(), env{stdout: &stdout, stderr: &stderr, poll: time.Millisecond}, []string{"task", "run", file, "-k", "2",
+		"--parallel", "2", "--agent", "custom", "--model", "a,b", "--out", out})
+	code := report(&stderr, cmd, err)
+	if code != 1 {
+		t.Errorf("exit %d, want 1 (a run hung); stderr:\n%s", code, stderr.String())
+	}
+	if d.req.Repeats != 2 || d.req.Parallel != 2 || strings.Join(d.req.Agents, ",") != "custom" || strings.Join(d.req.Models, ",") != "a,b" ||
+		!strings.Contains(d.req.Task, "name: t") {
+		t.Errorf("submitted %+v", d.req)
+	}
+	if files := untarGz(t, d.req.Inputs); files["repo/sub/a.py"] != "print(1)\n" || len(files) != 1 {
+		t.Errorf("inputs sent: %v", files)
+	}
+	for _, want := range []string{"run-1 t custom - #0 running (agent)", "run-2 t custom - #1 hung 5s: no progress", "1/2", "0.50", "1.00 (k=2)"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	for p, want := range map[string]string{
+		"run-1/output.log":                  "output of run-1\n",
+		"run-1/artifacts/workspace/out.txt": "ok",
+		"run-2/output.log":                  "output of run-2\n",
+	} {
+		if b, err := os.ReadFile(filepath.Join(out, p)); err != nil || string(b) != want {
+			t.Errorf("%s = %q, %v; want %q", p, b, err, want)
+		}
+	}
+	var r api.Run
+	if b, err := os.ReadFile(filepath.Join(out, "run-2", "result.json")); err != nil || json.Unmarshal(b, &r) != nil || r.Status != api.RunHung {
+		t.Errorf("run-2/result.json: %+v, %v", r, err)
+	}
+	var sum []combo
+	if b, err := os.ReadFile(filepath.Join(out, "summary.json")); err != nil || json.Unmarshal(b, &sum) != nil || len(sum) != 1 || sum[0].Succeeded != 1 {
+		t.Errorf("summary.json: %+v, %v", sum, err)
+	}
+}
+
+func untarGz(t *testing.T, b64 string) map[string]string {
+	t.Helper()
+	data, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(zr)
+	out := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return out
+		}
+		b, _ := io.ReadAll(tr)
+		out[h.Name] = string(b)
+	}
+}

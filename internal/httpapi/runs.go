@@ -1,0 +1,170 @@
+package httpapi
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/sse"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/run"
+	"github.com/agent2env/agent2env/internal/task"
+)
+
+// RunRoutes serves task runs.
+type RunRoutes struct {
+	svc *run.Service
+}
+
+// NewRunRoutes returns the run routes of svc.
+func NewRunRoutes(svc *run.Service) *RunRoutes { return &RunRoutes{svc: svc} }
+
+// Register adds the routes to mux.
+func (s *RunRoutes) Register(mux *http.ServeMux) {
+	mux.HandleFunc("POST /api/v1/runs", s.submit)
+	mux.HandleFunc("GET /api/v1/runs", s.list)
+	mux.HandleFunc("GET /api/v1/runs/{id}", s.get)
+	mux.HandleFunc("DELETE /api/v1/runs/{id}", s.delete)
+	mux.HandleFunc("POST /api/v1/runs/{id}/cancel", s.cancel)
+	mux.HandleFunc("GET /api/v1/runs/{id}/events", s.events)
+	mux.HandleFunc("GET /api/v1/runs/{id}/logs", s.logs)
+	mux.HandleFunc("GET /api/v1/runs/{id}/artifacts", s.artifacts)
+	mux.HandleFunc("GET /api/v1/runs/{id}/artifacts/{path...}", s.artifact)
+}
+
+// maxSubmitBody bounds a submission: a task file, and its inputs in
+// base64.
+const maxSubmitBody = task.MaxFileSize + run.MaxInputsBytes*4/3 + maxJSONBody
+
+func (s *RunRoutes) submit(w http.ResponseWriter, r *http.Request) {
+	var req api.RunSubmitRequest
+	if err := decodeLimit(w, r, &req, maxSubmitBody); err != nil {
+		writeError(w, err)
+		return
+	}
+	b, err := s.svc.Submit(r.Context(), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, b)
+}
+
+func (s *RunRoutes) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	opts := run.ListOptions{BatchID: q.Get("batch"), Cursor: q.Get("cursor")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			writeError(w, errdefs.Invalid("limit %q: want a number from 1 to %d", v, api.MaxPageSize))
+			return
+		}
+		opts.Limit = &n
+	}
+	out, err := s.svc.List(r.Context(), opts)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *RunRoutes) get(w http.ResponseWriter, r *http.Request) {
+	out, err := s.svc.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *RunRoutes) cancel(w http.ResponseWriter, r *http.Request) {
+	out, err := s.svc.Cancel(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *RunRoutes) delete(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.Delete(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// events streams the run's events; a comment every 15 s keeps an idle
+// stream open through proxies.
+func (s *RunRoutes) events(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := s.svc.Get(r.Context(), id); err != nil {
+		writeError(w, err)
+		return
+	}
+	events := sse.Start(w)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		t := time.NewTicker(15 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if events.Comment("keep-alive") != nil {
+					return
+				}
+			}
+		}
+	}()
+	err := s.svc.Follow(r.Context(), id, func(ev api.RunEvent) error { return events.SendJSON("event", ev) })
+	if err != nil && r.Context().Err() == nil {
+		events.SendJSON("error", errdefs.Body(err))
+	}
+}
+
+func (s *RunRoutes) logs(w http.ResponseWriter, r *http.Request) {
+	rc, err := s.svc.Logs(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(w, rc)
+}
+
+func (s *RunRoutes) artifacts(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := s.svc.Get(r.Context(), id); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-tar")
+	w.Header().Set("Content-Disposition", `attachment; filename="`+id+`-artifacts.tar"`)
+	w.WriteHeader(http.StatusOK)
+	if err := s.svc.ArtifactsTar(r.Context(), id, w); err != nil {
+		// The status is sent: cut the response so that the archive does
+		// not look complete.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+func (s *RunRoutes) artifact(w http.ResponseWriter, r *http.Request) {
+	rc, size, err := s.svc.Artifact(r.Context(), r.PathValue("id"), r.PathValue("path"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.Copy(w, rc)
+}

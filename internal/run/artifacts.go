@@ -1,0 +1,322 @@
+package run
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+// Bounds of a glob's walk through the sandbox.
+const (
+	maxWalkEntries = 20000
+	maxWalkDepth   = 32
+	collectTimeout = 5 * time.Minute
+)
+
+// collect brings the task's artifacts out of the sandbox into the run's
+// directory, within the artifact limit; a failure is logged and leaves
+// out what it could not bring.
+func (e *execution) collect(ctx context.Context) {
+	if len(e.j.task.Artifacts) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, collectTimeout)
+	defer cancel()
+	c, err := e.client(ctx)
+	if err != nil {
+		e.s.log.Warn("collect artifacts", logRun, e.j.id, "err", err)
+		return
+	}
+	n, truncated, err := collectArtifacts(ctx, c, e.j.task.Artifacts, filepath.Join(e.s.runDir(e.j.id), artifactsDir), e.s.cfg.ArtifactLimit)
+	if err != nil {
+		e.s.log.Warn("collect artifacts", logRun, e.j.id, "err", err)
+		e.log.add(api.RunEvent{Type: api.RunEventOutput, Stream: "stderr", Text: "collect artifacts: " + err.Error()})
+	}
+	msg := fmt.Sprintf("%d artifacts collected", n)
+	if truncated {
+		msg += fmt.Sprintf(" (others left out at the limit of %d bytes)", e.s.cfg.ArtifactLimit)
+	}
+	e.log.add(api.RunEvent{Type: api.RunEventPhase, Phase: api.PhaseArtifacts, Text: msg})
+	if truncated {
+		e.truncated = true
+	}
+}
+
+// artifacts lists the artifacts the run's directory holds.
+func (e *execution) artifacts() ([]api.RunArtifact, bool) {
+	if e.j == nil || e.s == nil {
+		return nil, false
+	}
+	list, _ := listArtifacts(filepath.Join(e.s.runDir(e.j.id), artifactsDir))
+	return list, e.truncated
+}
+
+// listArtifacts lists the files under dir by their paths in the sandbox.
+func listArtifacts(dir string) ([]api.RunArtifact, error) {
+	var out []api.RunArtifact
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out = append(out, api.RunArtifact{Path: "/" + filepath.ToSlash(rel), Size: fi.Size()})
+		return nil
+	})
+	return out, err
+}
+
+// collectArtifacts copies the files of the sandbox that match patterns
+// into dir, by their paths, until limit bytes; it returns how many it
+// copied and whether it left any out at the limit.
+func collectArtifacts(ctx context.Context, c *agent.Client, patterns []string, dir string, limit int64) (int, bool, error) {
+	files, err := expand(ctx, c, patterns)
+	n, left := 0, limit
+	truncated := false
+	for _, f := range files {
+		if f.Size > left {
+			truncated = true
+			continue
+		}
+		written, cerr := download(ctx, c, f.Path, filepath.Join(dir, filepath.FromSlash(strings.TrimPrefix(f.Path, "/"))), left)
+		left -= written
+		switch {
+		case errors.Is(cerr, errTooLarge):
+			truncated = true
+		case cerr != nil:
+			err = errors.Join(err, cerr)
+		default:
+			n++
+		}
+	}
+	return n, truncated, err
+}
+
+var errTooLarge = errors.New("over the artifact limit")
+
+// download copies file p of the sandbox to local, at most limit bytes; a
+// larger file is removed and errTooLarge.
+func download(ctx context.Context, c *agent.Client, p, local string, limit int64) (int64, error) {
+	rc, _, err := c.Download(ctx, p)
+	if err != nil {
+		return 0, fmt.Errorf("download %s: %w", p, err)
+	}
+	defer rc.Close()
+	if err := os.MkdirAll(filepath.Dir(local), 0o700); err != nil {
+		return 0, err
+	}
+	f, err := os.OpenFile(local, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(f, io.LimitReader(rc, limit+1))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n > limit {
+		err = errTooLarge
+	}
+	if err != nil {
+		os.Remove(local)
+		return 0, err
+	}
+	return n, nil
+}
+
+// expand returns the regular files of the sandbox that match patterns
+// (absolute globs where "**" matches any number of directories), each
+// once, sorted. Symbolic links are not followed.
+func expand(ctx context.Context, c *agent.Client, patterns []string) ([]agent.FileInfo, error) {
+	w := &walker{c: c, budget: maxWalkEntries, seen: map[string]agent.FileInfo{}}
+	var errs error
+	for _, pat := range patterns {
+		segs := strings.Split(strings.Trim(path.Clean(pat), "/"), "/")
+		// Walk from the longest directory without a wildcard.
+		i := 0
+		for i < len(segs) && !hasMeta(segs[i]) {
+			i++
+		}
+		root := "/" + strings.Join(segs[:i], "/")
+		if i == len(segs) { // a plain path
+			fi, err := c.Stat(ctx, root)
+			if err == nil && fi.Mode.IsRegular() {
+				fi.Path = root
+				w.seen[root] = fi
+			} else if err != nil && !agent.IsNotFound(err) {
+				errs = errors.Join(errs, fmt.Errorf("artifact %s: %w", pat, err))
+			}
+			continue
+		}
+		if err := w.walk(ctx, root, segs[i:], 0); err != nil {
+			errs = errors.Join(errs, fmt.Errorf("artifacts %s: %w", pat, err))
+		}
+	}
+	out := make([]agent.FileInfo, 0, len(w.seen))
+	for _, fi := range w.seen {
+		out = append(out, fi)
+	}
+	slices.SortFunc(out, func(a, b agent.FileInfo) int { return strings.Compare(a.Path, b.Path) })
+	return out, errs
+}
+
+func hasMeta(s string) bool { return strings.ContainsAny(s, `*?[\`) }
+
+// walker walks the sandbox's directories for globs, within a budget of
+// entries.
+type walker struct {
+	c      *agent.Client
+	budget int
+	seen   map[string]agent.FileInfo
+}
+
+// list lists dir, counting its entries against the budget.
+func (w *walker) list(ctx context.Context, dir string) ([]agent.FileInfo, error) {
+	entries, err := w.c.List(ctx, dir)
+	if agent.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if w.budget -= len(entries); w.budget < 0 {
+		return nil, fmt.Errorf("more than %d entries to look through", maxWalkEntries)
+	}
+	for i := range entries {
+		entries[i].Path = path.Join(dir, entries[i].Name)
+	}
+	return entries, nil
+}
+
+// walk adds the files under dir that match the pattern segments segs.
+// "**" matches no directory, or any number of them.
+func (w *walker) walk(ctx context.Context, dir string, segs []string, depth int) error {
+	if depth > maxWalkDepth {
+		return nil
+	}
+	seg, rest := segs[0], segs[1:]
+	if seg == "**" && len(rest) > 0 {
+		if err := w.walk(ctx, dir, rest, depth); err != nil {
+			return err
+		}
+	}
+	entries, err := w.list(ctx, dir)
+	if err != nil {
+		return err
+	}
+	for _, fi := range entries {
+		isDir := fi.IsDir && fi.Link == ""
+		switch {
+		case seg == "**":
+			if len(rest) == 0 && fi.Mode.IsRegular() && fi.Link == "" {
+				w.seen[fi.Path] = fi
+			}
+			if isDir {
+				if err := w.walk(ctx, fi.Path, segs, depth+1); err != nil {
+					return err
+				}
+			}
+		case !matchName(seg, fi.Name):
+		case len(rest) == 0:
+			if fi.Mode.IsRegular() && fi.Link == "" {
+				w.seen[fi.Path] = fi
+			}
+		case isDir:
+			if err := w.walk(ctx, fi.Path, rest, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func matchName(pattern, name string) bool {
+	ok, _ := path.Match(pattern, name)
+	return ok
+}
+
+// artifactRoot returns run id's artifact directory, after checking the
+// run exists.
+func (s *Service) artifactRoot(ctx context.Context, id string) (string, error) {
+	if _, err := s.store.GetRun(ctx, id); err != nil {
+		return "", runErr(err, id)
+	}
+	return filepath.Join(s.runDir(id), artifactsDir), nil
+}
+
+// ArtifactsTar writes run id's artifacts to w as a tar archive, each by
+// its path in the sandbox (without the leading "/").
+func (s *Service) ArtifactsTar(ctx context.Context, id string, w io.Writer) error {
+	root, err := s.artifactRoot(ctx, id)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(w)
+	list, err := listArtifacts(root)
+	if err != nil {
+		return fmt.Errorf("list the artifacts of run %s: %w", id, err)
+	}
+	for _, a := range list {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		f, err := os.Open(filepath.Join(root, filepath.FromSlash(a.Path)))
+		if err != nil {
+			return err
+		}
+		fi, err := f.Stat()
+		if err == nil {
+			err = tw.WriteHeader(&tar.Header{Name: strings.TrimPrefix(a.Path, "/"), Mode: 0o644, Size: fi.Size(),
+				ModTime: fi.ModTime(), Typeflag: tar.TypeReg})
+		}
+		if err == nil {
+			_, err = io.CopyN(tw, f, fi.Size())
+		}
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("write artifact %s: %w", a.Path, err)
+		}
+	}
+	return tw.Close()
+}
+
+// Artifact opens run id's artifact at p (its absolute path in the
+// sandbox); the caller closes it. ErrNotFound when there is none.
+func (s *Service) Artifact(ctx context.Context, id, p string) (io.ReadCloser, int64, error) {
+	root, err := s.artifactRoot(ctx, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	clean := path.Clean("/" + p)
+	f, err := os.Open(filepath.Join(root, filepath.FromSlash(clean)))
+	if err != nil {
+		return nil, 0, errdefs.WithCode(errdefs.NotFound("run %s has no artifact %s", id, clean), api.CodeFileNotFound)
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, 0, errdefs.WithCode(errdefs.NotFound("run %s has no artifact %s", id, clean), api.CodeFileNotFound)
+	}
+	return f, fi.Size(), nil
+}

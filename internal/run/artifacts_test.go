@@ -1,0 +1,65 @@
+package run
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/agent2env/agent2env/internal/manager"
+)
+
+func TestExpand(t *testing.T) {
+	e := newEnv(t, Config{})
+	sb, err := e.M.Create(bg, manager.CreateRequest{Image: "agent2env/agent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"a.py", "b.txt", "src/c.py", "src/deep/d.py", "src/deep/e.txt", "docs/f.md"} {
+		if _, err := e.M.Upload(bg, sb.ID, "/workspace/"+p, 0o644, strings.NewReader(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := e.M.Agent(bg, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		patterns []string
+		want     []string
+	}{
+		{[]string{"/workspace/a.py"}, []string{"/workspace/a.py"}},
+		{[]string{"/workspace/missing.py"}, []string{}},
+		{[]string{"/workspace/src"}, []string{}}, // a directory is no file
+		{[]string{"/workspace/*.py"}, []string{"/workspace/a.py"}},
+		{[]string{"/workspace/**/*.py"}, []string{"/workspace/a.py", "/workspace/src/c.py", "/workspace/src/deep/d.py"}},
+		{[]string{"/workspace/src/**"}, []string{"/workspace/src/c.py", "/workspace/src/deep/d.py", "/workspace/src/deep/e.txt"}},
+		{[]string{"/workspace/*/deep/*.txt", "/workspace/**/e.txt"}, []string{"/workspace/src/deep/e.txt"}},
+		{[]string{"/workspace/[ab].*"}, []string{"/workspace/a.py", "/workspace/b.txt"}},
+	} {
+		files, err := expand(bg, c, tt.patterns)
+		if err != nil {
+			t.Errorf("%v: %v", tt.patterns, err)
+		}
+		got := []string{}
+		for _, f := range files {
+			got = append(got, f.Path)
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("%v (-want +got):\n%s", tt.patterns, diff)
+		}
+	}
+}
+
+func TestLineWriter(t *testing.T) {
+	var got []string
+	w := newLineWriter(func(l []byte) { got = append(got, string(l)) })
+	for _, chunk := range []string{"a", "b\nc\r\n", "\n", strings.Repeat("x", maxLine+3)} {
+		w.Write([]byte(chunk))
+	}
+	w.Close()
+	want := []string{"ab", "c", "", strings.Repeat("x", maxLine), "xxx"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("lines (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,260 @@
+package run
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+func nowNanos() int64 { return time.Now().UnixNano() }
+
+// The files of a run's directory.
+const (
+	eventsFile    = "events.jsonl"
+	outputFile    = "output.log"
+	resultFile    = "result.json"
+	artifactsDir  = "artifacts"
+	maxEventBytes = 64 << 10 // an event's text beyond this is cut
+)
+
+// eventLog is a run's event log (JSON lines) and output log, appended to
+// while the run goes and followed by readers. It is safe for concurrent
+// use.
+type eventLog struct {
+	limit int64
+
+	mu      sync.Mutex
+	events  *os.File
+	out     *os.File
+	seq     int64
+	size    int64 // bytes written to events
+	outSize int64
+	phase   string
+	// changed is closed, and replaced, at each append and at the end.
+	changed chan struct{}
+	ended   bool
+}
+
+// openLog opens (creating) the logs of run id for appending and makes
+// them the run's live log.
+func (s *Service) openLog(id string) (*eventLog, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.logs[id]; l != nil {
+		return l, nil
+	}
+	dir := s.runDir(id)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open the logs of run %s: %w", id, err)
+	}
+	ev, err := os.OpenFile(filepath.Join(dir, eventsFile), os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open the logs of run %s: %w", id, err)
+	}
+	out, err := os.OpenFile(filepath.Join(dir, outputFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		ev.Close()
+		return nil, fmt.Errorf("open the logs of run %s: %w", id, err)
+	}
+	l := &eventLog{limit: s.cfg.OutputLimit, events: ev, out: out, changed: make(chan struct{})}
+	// A log a previous daemon wrote continues its numbering.
+	if data, err := io.ReadAll(ev); err == nil {
+		l.seq, l.size = int64(bytes.Count(data, []byte("\n"))), int64(len(data))
+	}
+	if fi, err := out.Stat(); err == nil {
+		l.outSize = fi.Size()
+	}
+	s.logs[id] = l
+	return l, nil
+}
+
+// add appends ev, numbered and timed. Output and agent events past the
+// log's limit are dropped; phase, liveness and end events never are.
+func (l *eventLog) add(ev api.RunEvent) {
+	if len(ev.Text) > maxEventBytes {
+		ev.Text = ev.Text[:maxEventBytes] + "…"
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return
+	}
+	if ev.Type == api.RunEventPhase {
+		l.phase = ev.Phase
+	}
+	if ev.Phase == "" {
+		ev.Phase = l.phase
+	}
+	if (ev.Type == api.RunEventOutput || ev.Type == api.RunEventAgent) && l.size > l.limit {
+		return
+	}
+	l.seq++
+	ev.Seq, ev.Time = l.seq, time.Now().UTC()
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	b = append(b, '\n')
+	if n, err := l.events.Write(b); err == nil {
+		l.size += int64(n)
+	}
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// output appends a line of output to the output log, within its limit.
+func (l *eventLog) output(stream string, line []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended || l.outSize > l.limit {
+		return
+	}
+	prefix := ""
+	if stream == "stderr" {
+		prefix = "[stderr] "
+	}
+	n, _ := fmt.Fprintf(l.out, "%s%s\n", prefix, line)
+	l.outSize += int64(n)
+}
+
+// end appends the end event and closes the files.
+func (l *eventLog) end(status api.RunStatus, reason string) {
+	l.add(api.RunEvent{Type: api.RunEventEnd, Phase: api.PhaseDone, Status: status, Reason: reason})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return
+	}
+	l.ended = true
+	l.events.Close()
+	l.out.Close()
+	close(l.changed)
+}
+
+// endLog ends run id's live log, if it has one.
+func (s *Service) endLog(id string, status api.RunStatus, reason string) {
+	s.mu.Lock()
+	l := s.logs[id]
+	delete(s.logs, id)
+	s.mu.Unlock()
+	if l != nil {
+		l.end(status, reason)
+	}
+}
+
+// Follow passes each event of run id's log to fn, oldest first, then
+// those that follow as they are added, until the run's end event (which
+// it passes too), ctx ends or fn fails. A run that ended has its whole
+// log passed at once.
+func (s *Service) Follow(ctx context.Context, id string, fn func(api.RunEvent) error) error {
+	if _, err := s.store.GetRun(ctx, id); err != nil {
+		return runErr(err, id)
+	}
+	// A queued run has no log yet, nor one just starting: wait for its
+	// log, or its end. A run left active by a previous daemon has its log
+	// once this one's recovery takes it up.
+	var live *eventLog
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		s.mu.Lock()
+		live = s.logs[id]
+		s.mu.Unlock()
+		if live != nil {
+			break
+		}
+		r, err := s.store.GetRun(ctx, id)
+		if err != nil {
+			return runErr(err, id)
+		}
+		if final(r.Status) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	f, err := os.Open(filepath.Join(s.runDir(id), eventsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		// A run that ended before it had a log (cancelled while queued)
+		// still ends its stream.
+		r, err := s.store.GetRun(ctx, id)
+		if err != nil {
+			return runErr(err, id)
+		}
+		if final(r.Status) {
+			return fn(api.RunEvent{Seq: 1, Time: r.UpdatedAt, Type: api.RunEventEnd, Phase: api.PhaseDone,
+				Status: api.RunStatus(r.Status), Reason: r.Reason})
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read the events of run %s: %w", id, err)
+	}
+	defer f.Close()
+	r := bufio.NewReader(f)
+	var partial []byte
+	for {
+		var changed chan struct{}
+		var ended bool
+		if live != nil {
+			live.mu.Lock()
+			changed, ended = live.changed, live.ended
+			live.mu.Unlock()
+		}
+		// Read what is there now; a line still being written waits in
+		// partial.
+		for {
+			line, err := r.ReadBytes('\n')
+			partial = append(partial, line...)
+			if err != nil {
+				break
+			}
+			var ev api.RunEvent
+			if json.Unmarshal(partial, &ev) == nil {
+				if err := fn(ev); err != nil {
+					return err
+				}
+				if ev.Type == api.RunEventEnd {
+					return nil
+				}
+			}
+			partial = partial[:0]
+		}
+		if live == nil || ended {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// Logs opens run id's output log (stdout lines, stderr lines marked
+// "[stderr] "); the caller closes it.
+func (s *Service) Logs(ctx context.Context, id string) (io.ReadCloser, error) {
+	if _, err := s.store.GetRun(ctx, id); err != nil {
+		return nil, runErr(err, id)
+	}
+	f, err := os.Open(filepath.Join(s.runDir(id), outputFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return io.NopCloser(bytes.NewReader(nil)), nil
+	}
+	if err != nil {
+		return nil, errdefs.Unavailable("read the output of run %s: %v", id, err)
+	}
+	return f, nil
+}

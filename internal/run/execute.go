@@ -1,0 +1,640 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/agents"
+	"github.com/agent2env/agent2env/internal/agents/all"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/store"
+	"github.com/agent2env/agent2env/internal/task"
+)
+
+// execution is one run being carried out.
+type execution struct {
+	s   *Service
+	j   *job
+	log *eventLog
+
+	sandboxID string
+	timings   map[string]float64
+	exitCode  *int
+	// truncated says artifacts were left out at the limit.
+	truncated bool
+
+	mu   sync.Mutex // guards what the output writers update
+	tail []string
+	llm  api.RunLLMUsage // as the agent reports it, call by call
+	// total is the usage the agent's result reports, for CLIs that give
+	// no usage per call (gemini-cli).
+	total *agents.Usage
+}
+
+// execute carries out run j and records how it ended, unless ctx ended
+// first (the daemon stops): then the record stays active for recovery.
+func (s *Service) execute(ctx context.Context, j *job) {
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	j.mu.Lock()
+	j.stop = stop
+	j.mu.Unlock()
+	j.touch()
+	s.mu.Lock()
+	s.jobs[j.id] = j
+	s.mu.Unlock()
+	defer func() {
+		j.mu.Lock()
+		j.ended = true
+		j.mu.Unlock()
+		s.mu.Lock()
+		delete(s.jobs, j.id)
+		s.mu.Unlock()
+	}()
+	now := s.now().UTC()
+	if _, err := s.store.UpdateRun(ctx, j.id, func(r *store.Run) error {
+		if r.Status != string(api.RunQueued) {
+			return errNoChange // cancelled while queued
+		}
+		r.Status, r.Phase, r.StartedAt, r.UpdatedAt = string(api.RunRunning), api.PhaseCreate, &now, now
+		return nil
+	}); err != nil {
+		if !errors.Is(err, errNoChange) {
+			s.log.Error("start run", logRun, j.id, "err", err)
+		}
+		return
+	}
+	l, err := s.openLog(j.id)
+	if err != nil {
+		s.log.Error("start run", logRun, j.id, "err", err)
+		s.finish(context.WithoutCancel(ctx), &execution{s: s, j: j}, api.RunFailed, err.Error())
+		return
+	}
+	e := &execution{s: s, j: j, log: l, timings: map[string]float64{}}
+	status, reason := e.runSafe(runCtx)
+	if ctx.Err() != nil && !isOurs(context.Cause(runCtx)) {
+		// The daemon is stopping: the next one recovers the run.
+		s.log.Info("run left to recovery", logRun, j.id)
+		s.mu.Lock()
+		delete(s.logs, j.id)
+		s.mu.Unlock()
+		return
+	}
+	// However the run ended, its artifacts come back and its sandbox goes:
+	// after the run's end is recorded (the result does not wait for the
+	// cleanup), before its slot is given to the next run.
+	bg := context.WithoutCancel(ctx)
+	if e.sandboxID != "" {
+		e.phase(bg, api.PhaseArtifacts)
+		start := time.Now()
+		e.collect(bg)
+		e.timings[api.PhaseArtifacts] = ms(time.Since(start))
+	}
+	s.finish(bg, e, status, reason)
+	if e.sandboxID != "" {
+		e.deleteSandbox(bg)
+	}
+}
+
+// isOurs reports whether cause is one the runner ends runs with.
+func isOurs(cause error) bool {
+	for _, c := range []error{errCancelled, errTimeout, errHung, errLost} {
+		if errors.Is(cause, c) {
+			return true
+		}
+	}
+	return false
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// phase records that the run entered phase p.
+func (e *execution) phase(ctx context.Context, p string) {
+	e.log.add(api.RunEvent{Type: api.RunEventPhase, Phase: p})
+	if _, err := e.s.store.UpdateRun(ctx, e.j.id, func(r *store.Run) error {
+		r.Phase, r.UpdatedAt = p, e.s.now().UTC()
+		return nil
+	}); err != nil {
+		e.s.log.Warn("record run phase", logRun, e.j.id, "phase", p, "err", err)
+	}
+}
+
+// timed runs step as phase p and records its time.
+func (e *execution) timed(ctx context.Context, p string, step func() error) error {
+	e.phase(ctx, p)
+	start := time.Now()
+	err := step()
+	e.timings[p] += ms(time.Since(start))
+	return err
+}
+
+// ended returns how the run ends when its context has ended (ok false
+// while it goes on).
+func ended(ctx context.Context, t *task.Task) (api.RunStatus, string, bool) {
+	if ctx.Err() == nil {
+		return "", "", false
+	}
+	cause := context.Cause(ctx)
+	switch {
+	case errors.Is(cause, errCancelled):
+		return api.RunCancelled, reasonCancelled, true
+	case errors.Is(cause, errTimeout):
+		return api.RunTimeout, fmt.Sprintf("the run did not end within its timeout of %s", t.End.Timeout), true
+	case errors.Is(cause, errHung):
+		return api.RunHung, cause.Error(), true
+	case errors.Is(cause, errLost):
+		return api.RunSandboxLost, cause.Error(), true
+	}
+	return api.RunFailed, cause.Error(), true
+}
+
+// runSafe is run, with a panic (a parser meeting output it did not
+// expect) ending the run failed instead of the daemon.
+func (e *execution) runSafe(ctx context.Context) (status api.RunStatus, reason string) {
+	defer func() {
+		if v := recover(); v != nil {
+			e.s.log.Error("run panicked", logRun, e.j.id, "panic", v, "stack", string(debug.Stack()))
+			status, reason = api.RunFailed, fmt.Sprintf("internal error: %v", v)
+		}
+	}()
+	return e.run(ctx)
+}
+
+// run carries the run out up to its end conditions and says how it
+// ended.
+func (e *execution) run(ctx context.Context) (api.RunStatus, string) {
+	t := e.j.task
+	adapter, ok := all.Get(t.Agent)
+	if !ok {
+		return api.RunFailed, fmt.Sprintf("unknown agent %q", t.Agent)
+	}
+	if err := e.timed(ctx, api.PhaseCreate, func() error { return e.create(ctx) }); err != nil {
+		if st, reason, ok := ended(ctx, t); ok {
+			return st, reason
+		}
+		return api.RunFailed, "create the sandbox: " + err.Error()
+	}
+	// The timeout counts from a running sandbox: an image being built or
+	// pulled for the first time is not the task's time.
+	tctx, cancel := context.WithTimeoutCause(ctx, time.Duration(t.End.Timeout), errTimeout)
+	defer cancel()
+	stopWatch := e.watch(tctx)
+	defer stopWatch()
+
+	steps := []struct {
+		phase string
+		fn    func(context.Context) (api.RunStatus, string)
+	}{
+		{api.PhaseInputs, e.inputs},
+		{api.PhaseSetup, e.setup},
+		{api.PhaseAgent, func(ctx context.Context) (api.RunStatus, string) { return e.agent(ctx, adapter) }},
+		{api.PhaseCheck, e.check},
+	}
+	for _, st := range steps {
+		var status api.RunStatus
+		var reason string
+		_ = e.timed(ctx, st.phase, func() error {
+			status, reason = st.fn(tctx)
+			return nil
+		})
+		if s, r, ok := ended(tctx, t); ok {
+			return s, r
+		}
+		if status != "" {
+			return status, reason
+		}
+	}
+	return api.RunSucceeded, succeededReason(t)
+}
+
+func succeededReason(t *task.Task) string {
+	var held []string
+	held = append(held, fmt.Sprintf("the agent exited %d", t.End.ExitCode))
+	if t.End.SuccessFile != "" {
+		held = append(held, t.End.SuccessFile+" exists")
+	}
+	if t.End.Check != "" {
+		held = append(held, "the check passed")
+	}
+	return strings.Join(held, ", ")
+}
+
+// create makes the run's sandbox and waits for it to run.
+func (e *execution) create(ctx context.Context) error {
+	t := e.j.task
+	// No TTL and no env of its own (the task's env goes to each command):
+	// a sandbox a warm pool holds fits. One a crash leaves is deleted by
+	// the next daemon's recovery, or reaped once no active run refers to
+	// it.
+	req := manager.CreateRequest{Image: t.Image, Template: t.Template, ManagedBy: ManagedBy}
+	if r := t.Resources; r != nil {
+		req.CPU, req.Memory = string(r.CPU), string(r.Memory)
+	}
+	if req.Template != "" {
+		req.Image = ""
+	}
+	wctx, cancel := context.WithTimeout(ctx, e.s.cfg.ReadyTimeout)
+	defer cancel()
+	sb, err := e.createWhenRoom(wctx, req)
+	if err != nil {
+		return err
+	}
+	e.sandboxID = sb.ID
+	e.s.mu.Lock()
+	e.s.bySandbox[sb.ID] = e.j.id
+	e.s.mu.Unlock()
+	if _, err := e.s.store.UpdateRun(ctx, e.j.id, func(r *store.Run) error {
+		r.SandboxID = sb.ID
+		return nil
+	}); err != nil {
+		return fmt.Errorf("record the sandbox: %w", err)
+	}
+	_, err = e.s.sbx.WaitRunning(wctx, sb)
+	return err
+}
+
+// createWhenRoom creates the sandbox, waiting while the daemon has its
+// maximum of sandboxes (or the host no room for it), until ctx ends: runs
+// queue for capacity rather than fail.
+func (e *execution) createWhenRoom(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, error) {
+	waiting := false
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+		sb, err := e.s.sbx.Create(ctx, req)
+		if !errors.Is(err, errdefs.ErrResourceExhausted) {
+			return sb, err
+		}
+		if !waiting {
+			waiting = true
+			e.log.add(api.RunEvent{Type: api.RunEventLiveness, Text: "waiting for room for a sandbox: " + err.Error()})
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (no room for a sandbox: %v)", ctx.Err(), err)
+		case <-time.After(delay):
+		}
+	}
+}
+
+// deleteSandbox deletes the run's sandbox; the session reaper deletes it
+// later if this fails (the run no longer refers to it).
+func (e *execution) deleteSandbox(ctx context.Context) {
+	e.s.mu.Lock()
+	delete(e.s.bySandbox, e.sandboxID)
+	e.s.mu.Unlock()
+	if err := e.s.sbx.Delete(ctx, e.sandboxID); err != nil {
+		e.s.log.Warn("delete the sandbox of a run", logRun, e.j.id, logSandbox, e.sandboxID, "err", err)
+	}
+}
+
+// client returns the sandbox's agent client.
+func (e *execution) client(ctx context.Context) (*agent.Client, error) {
+	return e.s.sbx.Agent(ctx, e.sandboxID)
+}
+
+// inputs copies the task's inputs into the sandbox and makes the workdir.
+func (e *execution) inputs(ctx context.Context) (api.RunStatus, string) {
+	t := e.j.task
+	c, err := e.client(ctx)
+	if err != nil {
+		return e.stepFailed(ctx, "make the workdir", err)
+	}
+	if err := c.Mkdir(ctx, t.Workdir, true); err != nil {
+		return e.stepFailed(ctx, "make the workdir "+t.Workdir, err)
+	}
+	for i, in := range t.Inputs {
+		if e.j.dir == "" {
+			return api.RunFailed, fmt.Sprintf("inputs[%d]: the submission carried no input files", i)
+		}
+		src := filepath.Join(e.j.dir, filepath.FromSlash(in.Source))
+		if err := e.copyIn(ctx, src, in.Destination); err != nil {
+			return e.stepFailed(ctx, fmt.Sprintf("inputs[%d]: copy %s to %s", i, in.Source, in.Destination), err)
+		}
+	}
+	return "", ""
+}
+
+// copyIn uploads the file or directory tree src to dst in the sandbox.
+// Symbolic links are left out: they could lead out of the task's
+// directory.
+func (e *execution) copyIn(ctx context.Context, src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = e.s.sbx.Upload(ctx, e.sandboxID, path.Join(dst, filepath.ToSlash(rel)), fi.Mode().Perm(), f)
+		return err
+	})
+}
+
+// stepFailed says how a run ends whose step failed with err: as its
+// context says when that ended, sandbox_lost when the sandbox does not
+// answer, else failed with what was being done.
+func (e *execution) stepFailed(ctx context.Context, doing string, err error) (api.RunStatus, string) {
+	if st, reason, ok := ended(ctx, e.j.task); ok {
+		return st, reason
+	}
+	if !e.alive(ctx) {
+		return api.RunSandboxLost, fmt.Sprintf("the sandbox stopped answering (%s: %v)", doing, err)
+	}
+	return api.RunFailed, doing + ": " + err.Error()
+}
+
+// alive reports whether the sandbox's agent answers.
+func (e *execution) alive(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if sb, err := e.s.sbx.Get(ctx, e.sandboxID); err != nil || sb.Status != string(api.StatusRunning) {
+		return false
+	}
+	c, err := e.client(ctx)
+	if err != nil {
+		return false
+	}
+	_, err = c.Info(ctx)
+	return err == nil
+}
+
+// shell runs a shell command in the workdir with the task's environment,
+// its output going to the logs; it returns the exit code and the last
+// lines of output.
+func (e *execution) shell(ctx context.Context, command string, env map[string]string) (int, []string, error) {
+	var mu sync.Mutex
+	var last []string
+	keep := func(stream string, line []byte) {
+		e.log.output(stream, line)
+		e.log.add(api.RunEvent{Type: api.RunEventOutput, Stream: stream, Text: string(line)})
+		e.j.touch()
+		mu.Lock()
+		last = appendTail(last, string(line))
+		mu.Unlock()
+	}
+	stdout, stderr := newLineWriter(func(l []byte) { keep("stdout", l) }), newLineWriter(func(l []byte) { keep("stderr", l) })
+	res, err := e.s.sbx.ExecStream(ctx, e.sandboxID, manager.ExecRequest{
+		Command: []string{"/bin/sh", "-c", command}, Env: env, Cwd: e.j.task.Workdir, Timeout: remaining(ctx),
+	}, stdout, stderr)
+	stdout.Close()
+	stderr.Close()
+	if err != nil {
+		return 0, nil, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return res.ExitCode, last, nil
+}
+
+// remaining is the time left before ctx's deadline, as an exec timeout.
+func remaining(ctx context.Context) time.Duration {
+	d := manager.MaxExecTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl)+time.Second)
+	}
+	return max(d, time.Second)
+}
+
+// appendTail appends line to tail, keeping the last tailLines.
+func appendTail(tail []string, line string) []string {
+	if len(line) > 1000 {
+		line = line[:1000] + "…"
+	}
+	tail = append(tail, line)
+	if len(tail) > tailLines {
+		tail = append(tail[:0], tail[len(tail)-tailLines:]...)
+	}
+	return tail
+}
+
+// setup runs the task's setup commands, then, for an agent CLI, its
+// entrypoint (a start script).
+func (e *execution) setup(ctx context.Context) (api.RunStatus, string) {
+	t := e.j.task
+	cmds := append([]string(nil), t.Setup...)
+	names := make([]string, len(cmds))
+	for i := range cmds {
+		names[i] = fmt.Sprintf("setup[%d]", i)
+	}
+	if t.Agent != task.AgentCustom && t.Entrypoint != "" {
+		cmds, names = append(cmds, t.Entrypoint), append(names, "entrypoint")
+	}
+	for i, cmd := range cmds {
+		code, last, err := e.shell(ctx, cmd, t.Env)
+		if err != nil {
+			return e.stepFailed(ctx, names[i], err)
+		}
+		if code != 0 {
+			return api.RunFailed, fmt.Sprintf("%s exited %d: %s", names[i], code, strings.Join(last, "\n"))
+		}
+	}
+	return "", ""
+}
+
+// agent runs the agent as its adapter plans it, reading its output into
+// events.
+func (e *execution) agent(ctx context.Context, adapter agents.Adapter) (api.RunStatus, string) {
+	t := e.j.task
+	in := agents.Input{
+		Goal: t.Goal, Model: t.Model, LLMURL: e.s.cfg.LLMURL, APIKey: "sk-agent2env-" + e.j.id,
+		Workdir: t.Workdir, Home: sandbox.HomeDir, Entrypoint: t.Entrypoint, Env: t.Env,
+	}
+	for _, m := range t.MCP {
+		srv := agents.MCPServer{Name: m.Name, URL: m.URL, Headers: m.Headers, Command: m.Command, Env: m.Env}
+		if m.Own() {
+			srv.URL = e.s.cfg.MCPURL
+		}
+		in.MCP = append(in.MCP, srv)
+	}
+	plan, err := adapter.Plan(in)
+	if err != nil {
+		return api.RunFailed, "plan the agent: " + err.Error()
+	}
+	for _, f := range plan.Files {
+		if _, err := e.s.sbx.Upload(ctx, e.sandboxID, f.Path, fs.FileMode(f.Mode), bytes.NewReader(f.Content)); err != nil {
+			return e.stepFailed(ctx, "write "+f.Path, err)
+		}
+	}
+	parser := adapter.NewParser()
+	var pmu sync.Mutex // the parser belongs to stdout; Close runs after
+	stdout := newLineWriter(func(line []byte) {
+		e.j.touch()
+		e.log.output("stdout", line)
+		pmu.Lock()
+		evs := parser.Line(line)
+		pmu.Unlock()
+		e.events(evs)
+	})
+	stderr := newLineWriter(func(line []byte) {
+		e.j.touch()
+		e.log.output("stderr", line)
+		e.log.add(api.RunEvent{Type: api.RunEventOutput, Stream: "stderr", Text: string(line)})
+		e.keepTail(string(line))
+	})
+	res, err := e.s.sbx.ExecStream(ctx, e.sandboxID, manager.ExecRequest{
+		Command: plan.Command, Env: plan.Env, Cwd: plan.Dir, Timeout: remaining(ctx),
+	}, stdout, stderr)
+	stdout.Close()
+	stderr.Close()
+	pmu.Lock()
+	e.events(parser.Close())
+	pmu.Unlock()
+	if err != nil {
+		return e.stepFailed(ctx, "run the agent", err)
+	}
+	code := res.ExitCode
+	e.exitCode = &code
+	if _, rerr := e.s.store.UpdateRun(ctx, e.j.id, func(r *store.Run) error { r.ExitCode = &code; return nil }); rerr != nil {
+		e.s.log.Warn("record the agent's exit code", logRun, e.j.id, "err", rerr)
+	}
+	switch {
+	case res.TimedOut:
+		return api.RunTimeout, fmt.Sprintf("the run did not end within its timeout of %s", t.End.Timeout)
+	case res.OOMKilled:
+		return api.RunFailed, "the agent was killed: out of memory"
+	case code != t.End.ExitCode:
+		return api.RunFailed, fmt.Sprintf("the agent exited %d, not %d", code, t.End.ExitCode)
+	}
+	return "", ""
+}
+
+// events records what the agent's parser read.
+func (e *execution) events(evs []agents.Event) {
+	for _, ev := range evs {
+		switch ev.Kind {
+		case agents.KindOutput:
+			e.log.add(api.RunEvent{Type: api.RunEventOutput, Stream: "stdout", Text: ev.Text})
+			e.keepTail(ev.Text)
+			continue
+		case agents.KindLLMCall:
+			e.mu.Lock()
+			e.llm.Requests++
+			if u := ev.Usage; u != nil {
+				e.llm.InputTokens += u.InputTokens
+				e.llm.OutputTokens += u.OutputTokens
+				e.llm.CachedTokens += u.CachedTokens
+			}
+			e.mu.Unlock()
+		case agents.KindResult, agents.KindMessage, agents.KindError:
+			if ev.Kind == agents.KindResult && ev.Usage != nil {
+				e.mu.Lock()
+				e.total = ev.Usage
+				e.mu.Unlock()
+			}
+			for _, l := range strings.Split(strings.TrimSpace(ev.Text), "\n") {
+				e.keepTail(l)
+			}
+		}
+		out := api.RunEvent{Type: api.RunEventAgent, Kind: string(ev.Kind), Text: ev.Text, Tool: ev.Tool,
+			ToolID: ev.ToolID, IsError: ev.IsError}
+		if len(ev.Input) > 0 {
+			out.Input = json.RawMessage(ev.Input)
+		}
+		if u := ev.Usage; u != nil {
+			out.Usage = &api.RunLLMUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, CachedTokens: u.CachedTokens}
+		}
+		e.log.add(out)
+	}
+}
+
+func (e *execution) keepTail(line string) {
+	e.mu.Lock()
+	e.tail = appendTail(e.tail, line)
+	e.mu.Unlock()
+}
+
+// check checks the end conditions: the success file, then the check
+// command.
+func (e *execution) check(ctx context.Context) (api.RunStatus, string) {
+	t := e.j.task
+	if t.End.SuccessFile != "" {
+		c, err := e.client(ctx)
+		if err == nil {
+			_, err = c.Stat(ctx, t.End.SuccessFile)
+		}
+		if agent.IsNotFound(err) {
+			return api.RunFailed, fmt.Sprintf("the success file %s does not exist", t.End.SuccessFile)
+		}
+		if err != nil {
+			return e.stepFailed(ctx, "look for "+t.End.SuccessFile, err)
+		}
+	}
+	if t.End.Check != "" {
+		code, last, err := e.shell(ctx, t.End.Check, t.Env)
+		if err != nil {
+			return e.stepFailed(ctx, "run the check", err)
+		}
+		if code != 0 {
+			return api.RunFailed, fmt.Sprintf("the check exited %d: %s", code, strings.Join(last, "\n"))
+		}
+	}
+	return "", ""
+}
+
+// finish records how the run ended: status, reason, timings, tokens, the
+// output's last lines and artifacts, in the store and in result.json.
+func (s *Service) finish(ctx context.Context, e *execution, status api.RunStatus, reason string) {
+	now := s.now().UTC()
+	res := result{Timings: e.timings}
+	e.mu.Lock()
+	res.OutputTail, res.LLM = e.tail, e.llm
+	if u := e.total; u != nil && res.LLM.InputTokens == 0 && res.LLM.OutputTokens == 0 {
+		res.LLM.InputTokens, res.LLM.OutputTokens, res.LLM.CachedTokens = u.InputTokens, u.OutputTokens, u.CachedTokens
+	}
+	e.mu.Unlock()
+	if res.LLM.Requests > 0 || res.LLM.InputTokens > 0 {
+		res.LLM.Source = "agent"
+	}
+	if s.llm != nil {
+		if u, conv, ok := s.llm.RunUsage(ctx, e.j.id, e.sandboxID); ok {
+			u.Source = "proxy"
+			res.LLM, res.ConversationID = u, conv
+		}
+	}
+	res.Artifacts, res.ArtifactsTruncated = e.artifacts()
+	b, err := json.Marshal(res)
+	if err != nil {
+		s.log.Error("encode run result", logRun, e.j.id, "err", err)
+	}
+	rec, err := s.store.UpdateRun(ctx, e.j.id, func(r *store.Run) error {
+		r.Status, r.Phase, r.Reason, r.UpdatedAt, r.EndedAt, r.Result = string(status), api.PhaseDone, reason, now, &now, b
+		if e.exitCode != nil {
+			r.ExitCode = e.exitCode
+		}
+		return nil
+	})
+	if err != nil {
+		s.log.Error("record the end of a run", logRun, e.j.id, "err", err)
+	} else if js, err := json.MarshalIndent(view(rec), "", "  "); err == nil {
+		_ = os.WriteFile(filepath.Join(s.runDir(e.j.id), resultFile), append(js, '\n'), 0o600)
+	}
+	s.endLog(e.j.id, status, reason)
+	s.log.Info("run ended", logRun, e.j.id, "task", e.j.task.Name, "agent", e.j.task.Agent, "status", status, "reason", reason)
+}

@@ -1,0 +1,147 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/task"
+)
+
+// job is one run of a batch, as this process carries it out.
+type job struct {
+	id, batch string
+	task      *task.Task
+	// dir holds the input sources on the host ("" when the task has
+	// none).
+	dir    string
+	repeat int
+
+	// last is when the run last made progress (unix nanoseconds).
+	last atomic.Int64
+
+	mu    sync.Mutex
+	stop  context.CancelCauseFunc // nil until the run starts
+	ended bool
+}
+
+// touch records progress now.
+func (j *job) touch() { j.last.Store(nowNanos()) }
+
+// cancel ends the run's context with cause; false when the run has not
+// started or has ended.
+func (j *job) cancel(cause error) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.stop == nil || j.ended {
+		return false
+	}
+	j.stop(cause)
+	return true
+}
+
+// The causes a run's context ends with, which say how the run ends.
+var (
+	errCancelled = errors.New("cancelled")
+	errTimeout   = errors.New("timeout")
+	errHung      = errors.New("hung")
+	errLost      = errors.New("sandbox lost")
+)
+
+const reasonCancelled = "cancelled by request"
+
+// cause is a run's end cause: its message is the run's reason, and it
+// matches its kind (errHung, errLost).
+type cause struct {
+	kind error
+	msg  string
+}
+
+func (c *cause) Error() string        { return c.msg }
+func (c *cause) Is(target error) bool { return target == c.kind }
+
+func endCause(kind error, format string, args ...any) error {
+	return &cause{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
+
+// Run carries out the submitted runs until ctx ends; first, once per
+// Service, it recovers the runs a previous daemon left active. When ctx
+// ends it waits for the runs in flight to stop, leaving their records
+// active for the next daemon's recovery.
+func (s *Service) Run(ctx context.Context) error {
+	s.recoverOnce.Do(func() { s.recover(ctx) })
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		s.mu.Lock()
+		q := s.queue
+		s.queue = nil
+		s.mu.Unlock()
+		for _, b := range q {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.runBatch(ctx, b)
+			}()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.wake:
+		}
+	}
+}
+
+// runBatch runs b's jobs, b.parallel at a time (all when 0), each within
+// the daemon-wide limit.
+func (s *Service) runBatch(ctx context.Context, b *batch) {
+	n := b.parallel
+	if n <= 0 {
+		n = len(b.jobs)
+	}
+	sem := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	defer func() {
+		wg.Wait()
+		if ctx.Err() == nil {
+			s.removeBatch(b.id) // its inputs; the daemon's recovery removes those of batches it ends
+		}
+	}()
+	for _, j := range b.jobs {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			select {
+			case s.slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-s.slots }()
+			s.execute(ctx, j)
+		}()
+	}
+}
+
+// batchesDir holds each submission's inputs while its runs go.
+func (s *Service) batchesDir() string { return filepath.Join(s.cfg.Dir, "batches") }
+
+// removeBatch removes the files of batch id.
+func (s *Service) removeBatch(id string) {
+	if err := os.RemoveAll(filepath.Join(s.batchesDir(), id)); err != nil {
+		s.log.Warn("remove the inputs of a submission", "batch", id, "err", err)
+	}
+}
+
+// Final reports whether the run's status is an end state.
+func final(status string) bool { return api.RunStatus(status).Final() }

@@ -1,0 +1,384 @@
+// Package run is the task runner: a task (package task) submitted to the
+// daemon becomes k runs per agent × model combination, each a record (the
+// store's runs) carried out in its own sandbox: create it, copy the
+// inputs in, run the setup commands, write the agent adapter's files
+// (package agents), run the agent as the sandbox user while watching it,
+// check the end conditions, bring the artifacts back (on every outcome),
+// record the result, and delete the sandbox before the next run takes the
+// slot.
+//
+// A run ends succeeded only when the agent exited with the expected code
+// and the end conditions hold; otherwise failed (with the check's output,
+// or the step that failed), hung (no progress on any liveness signal for
+// liveness.idle: agent output, LLM calls reported through Touch, CPU time
+// of the sandbox's processes, files changed in the workdir), timeout (at
+// end.timeout, counted from the sandbox running), sandbox_lost (the
+// sandbox stopped answering for liveness.heartbeat) or cancelled.
+//
+// Each run keeps, under <dir>/<id>/, its event log (events.jsonl, followed
+// live by Follow), the agent's output (output.log), its artifacts
+// (artifacts/<path in the sandbox>) and result.json.
+//
+// Runs are carried out by the Run loop (a supervisor loop): Submit only
+// records them and queues them for it. When the loop stops (daemon
+// shutdown) runs in flight are left as they are; the next Run first
+// recovers every run left active by a previous daemon: it collects the
+// artifacts where the sandbox survived, deletes the sandbox and ends the
+// run failed with reason ReasonRestarted. A Service is safe for
+// concurrent use.
+package run
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// ManagedBy marks the sandboxes runs make.
+const ManagedBy = "runs"
+
+// ReasonRestarted is the reason of a run the daemon's restart ended.
+const ReasonRestarted = "daemon restarted"
+
+// Defaults of Config.
+const (
+	DefaultLLMURL        = "http://127.0.0.1:4000/llm"
+	DefaultMCPURL        = "http://127.0.0.1:4000/mcp"
+	DefaultMaxParallel   = 16
+	DefaultArtifactLimit = 100 << 20
+	DefaultOutputLimit   = 64 << 20
+	DefaultReadyTimeout  = 10 * time.Minute
+	// MaxInputsBytes bounds the input archive a submission carries.
+	MaxInputsBytes = 64 << 20
+	// tailLines is how many lines of output a result keeps.
+	tailLines = 20
+)
+
+// Log attribute keys.
+const (
+	logRun     = "run"
+	logSandbox = "sandbox"
+)
+
+// Config configures a Service.
+type Config struct {
+	// Dir holds each run's files (<Dir>/<id>/) and each submission's
+	// inputs (<Dir>/batches/<id>/).
+	Dir string
+	// TasksDir holds the task files a submission may name; empty: none.
+	TasksDir string
+	// LLMURL and MCPURL are the LLM proxy's and the daemon's MCP
+	// server's addresses as a sandbox reaches them.
+	LLMURL, MCPURL string
+	// Models, when set, are the model names a task may use.
+	Models []string
+	// MaxParallel bounds the runs going at once, daemon-wide.
+	MaxParallel int
+	// ArtifactLimit bounds the bytes of artifacts kept per run;
+	// OutputLimit the bytes of its output log and of its event log.
+	ArtifactLimit, OutputLimit int64
+	// ReadyTimeout bounds the wait for a new sandbox to run.
+	ReadyTimeout time.Duration
+	// Tick is how often a run's liveness is checked (default: a twentieth
+	// of its idle window, between 100ms and 2s).
+	Tick time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.LLMURL == "" {
+		c.LLMURL = DefaultLLMURL
+	}
+	if c.MCPURL == "" {
+		c.MCPURL = DefaultMCPURL
+	}
+	if c.MaxParallel <= 0 {
+		c.MaxParallel = DefaultMaxParallel
+	}
+	if c.ArtifactLimit <= 0 {
+		c.ArtifactLimit = DefaultArtifactLimit
+	}
+	if c.OutputLimit <= 0 {
+		c.OutputLimit = DefaultOutputLimit
+	}
+	if c.ReadyTimeout <= 0 {
+		c.ReadyTimeout = DefaultReadyTimeout
+	}
+}
+
+// Sandboxes is what the runner needs of the sandbox manager.
+type Sandboxes interface {
+	Create(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, error)
+	WaitRunning(ctx context.Context, sb *store.Sandbox) (*store.Sandbox, error)
+	Get(ctx context.Context, id string) (*store.Sandbox, error)
+	Delete(ctx context.Context, id string) error
+	Agent(ctx context.Context, id string) (*agent.Client, error)
+	ExecStream(ctx context.Context, id string, req manager.ExecRequest, stdout, stderr io.Writer) (agent.ExecResult, error)
+	Upload(ctx context.Context, id, p string, mode os.FileMode, r io.Reader) (agent.FileInfo, error)
+	Download(ctx context.Context, id, p string) (io.ReadCloser, int64, error)
+}
+
+var _ Sandboxes = (*manager.Manager)(nil)
+
+// LLMUsage is what the LLM proxy counted for a run, when it counts.
+type LLMUsage interface {
+	// RunUsage returns the model calls and tokens of run id (made from
+	// sandbox sandboxID) and the archive's conversation id, or false when
+	// the proxy knows nothing of it.
+	RunUsage(ctx context.Context, id, sandboxID string) (api.RunLLMUsage, string, bool)
+}
+
+// Signal is how the rest of the daemon reports that a run made progress:
+// the LLM proxy calls Touch on each model call of a run. Service
+// implements it.
+type Signal interface {
+	// Touch records progress of run id now; an unknown or ended run is
+	// ignored.
+	Touch(runID string)
+	// TouchSandbox records progress of the run whose sandbox is id.
+	TouchSandbox(sandboxID string)
+}
+
+var _ Signal = (*Service)(nil)
+
+// Option configures a Service.
+type Option func(*Service)
+
+// WithUsage makes liveness count the CPU time of a run's sandbox.
+func WithUsage(u sandbox.UsageReader) Option { return func(s *Service) { s.usage = u } }
+
+// WithLLMUsage makes results take their tokens from the LLM proxy.
+func WithLLMUsage(u LLMUsage) Option { return func(s *Service) { s.llm = u } }
+
+// WithClock makes the service read the time of its records from now
+// (tests); liveness and timings use the monotonic clock.
+func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
+
+// Service runs tasks. See the package comment.
+type Service struct {
+	cfg   Config
+	sbx   Sandboxes
+	store store.Runs
+	log   *slog.Logger
+	now   func() time.Time
+	usage sandbox.UsageReader // nil: no CPU signal
+	llm   LLMUsage            // nil: tokens as the agent reports them
+	slots chan struct{}       // the daemon-wide MaxParallel
+
+	mu sync.Mutex
+	// queue holds submitted batches until the Run loop takes them; wake
+	// tells it there are some.
+	queue []*batch
+	wake  chan struct{}
+	// jobs are the runs this process was given and has not ended, by id
+	// (from Submit).
+	jobs map[string]*job
+	// bySandbox maps a running run's sandbox to the run.
+	bySandbox map[string]string
+	// logs are the event logs of the runs not ended, by run id.
+	logs map[string]*eventLog
+	// recoverOnce recovers the runs of a previous daemon at the first Run.
+	recoverOnce sync.Once
+}
+
+// New returns the runner over sbx and st. It starts nothing: call Run.
+func New(cfg Config, sbx Sandboxes, st store.Runs, log *slog.Logger, opts ...Option) (*Service, error) {
+	cfg.setDefaults()
+	if cfg.Dir == "" {
+		return nil, errors.New("run service: no directory for runs")
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create the runs directory: %w", err)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Service{
+		cfg: cfg, sbx: sbx, store: st, log: log, now: time.Now,
+		slots: make(chan struct{}, cfg.MaxParallel), wake: make(chan struct{}, 1),
+		jobs: map[string]*job{}, bySandbox: map[string]string{}, logs: map[string]*eventLog{},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
+}
+
+// newID returns a new random id with prefix.
+func newID(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// runDir is where run id keeps its files.
+func (s *Service) runDir(id string) string { return filepath.Join(s.cfg.Dir, id) }
+
+// result is the runner's part of a run record (store.Run.Result).
+type result struct {
+	Timings            map[string]float64 `json:"timings_ms,omitempty"`
+	LLM                api.RunLLMUsage    `json:"llm"`
+	ConversationID     string             `json:"conversation_id,omitempty"`
+	OutputTail         []string           `json:"output_tail,omitempty"`
+	Artifacts          []api.RunArtifact  `json:"artifacts,omitempty"`
+	ArtifactsTruncated bool               `json:"artifacts_truncated,omitempty"`
+}
+
+// view is a run record as the API shows it.
+func view(r *store.Run) *api.Run {
+	out := &api.Run{
+		ID: r.ID, BatchID: r.BatchID, Task: r.Task, Agent: r.Agent, Model: r.Model, Repeat: r.Repeat,
+		Status: api.RunStatus(r.Status), Phase: r.Phase, Reason: r.Reason, ExitCode: r.ExitCode,
+		SandboxID: r.SandboxID, CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, EndedAt: r.EndedAt,
+	}
+	var res result
+	if len(r.Result) > 0 && json.Unmarshal(r.Result, &res) == nil {
+		out.Timings, out.LLM, out.ConversationID = res.Timings, res.LLM, res.ConversationID
+		out.OutputTail, out.Artifacts, out.ArtifactsTruncated = res.OutputTail, res.Artifacts, res.ArtifactsTruncated
+	}
+	return out
+}
+
+// runErr classifies a store error about run id.
+func runErr(err error, id string) error {
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return errdefs.NotFound("run %s not found", id)
+	}
+	return err
+}
+
+// Get returns run id; ErrNotFound if there is none.
+func (s *Service) Get(ctx context.Context, id string) (*api.Run, error) {
+	r, err := s.store.GetRun(ctx, id)
+	if err != nil {
+		return nil, runErr(err, id)
+	}
+	return view(r), nil
+}
+
+// ListOptions selects a page of runs.
+type ListOptions struct {
+	// BatchID selects one submission's runs.
+	BatchID string
+	// Limit is the most runs a page holds, from 1 to api.MaxPageSize;
+	// nil: all.
+	Limit  *int
+	Cursor string
+}
+
+// List returns a page of runs, oldest first.
+func (s *Service) List(ctx context.Context, opts ListOptions) (*api.RunList, error) {
+	p := store.Page{After: opts.Cursor}
+	if opts.Limit != nil {
+		if n := *opts.Limit; n < 1 || n > api.MaxPageSize {
+			return nil, errdefs.Invalid("limit %s: want a number from 1 to %d", strconv.Itoa(n), api.MaxPageSize)
+		}
+		p.Limit = *opts.Limit
+	}
+	recs, next, err := s.store.ListRunPage(ctx, store.RunFilter{BatchID: opts.BatchID}, p)
+	if err != nil {
+		return nil, err
+	}
+	out := &api.RunList{Items: make([]api.Run, 0, len(recs)), NextCursor: next}
+	for _, r := range recs {
+		out.Items = append(out.Items, *view(r))
+	}
+	return out, nil
+}
+
+// Cancel ends run id as cancelled: a queued run at once, a running one
+// once its agent and sandbox are stopped and its artifacts collected
+// (Cancel returns before). An ended run is returned as it is.
+func (s *Service) Cancel(ctx context.Context, id string) (*api.Run, error) {
+	s.mu.Lock()
+	j := s.jobs[id]
+	s.mu.Unlock()
+	if j != nil && j.cancel(errCancelled) {
+		return s.Get(ctx, id)
+	}
+	// Queued and not started (here or by a previous daemon): it ends now;
+	// its batch skips it.
+	r, err := s.store.UpdateRun(ctx, id, func(r *store.Run) error {
+		if r.Status != string(api.RunQueued) {
+			return errNoChange
+		}
+		now := s.now().UTC()
+		r.Status, r.Phase, r.Reason, r.UpdatedAt, r.EndedAt = string(api.RunCancelled), api.PhaseDone, reasonCancelled, now, &now
+		return nil
+	})
+	switch {
+	case errors.Is(err, errNoChange):
+		return s.Get(ctx, id)
+	case err != nil:
+		return nil, runErr(err, id)
+	}
+	s.endLog(id, api.RunCancelled, reasonCancelled)
+	return view(r), nil
+}
+
+// errNoChange aborts a store update that has nothing to do.
+var errNoChange = errors.New("no change")
+
+// Delete removes ended run id and its files; a run not ended is
+// ErrFailedPrecondition (cancel it first).
+func (s *Service) Delete(ctx context.Context, id string) error {
+	r, err := s.store.GetRun(ctx, id)
+	if err != nil {
+		return runErr(err, id)
+	}
+	if !api.RunStatus(r.Status).Final() {
+		return errdefs.Precondition("run %s is %s: cancel it first", id, r.Status)
+	}
+	if err := os.RemoveAll(s.runDir(id)); err != nil {
+		return fmt.Errorf("delete run %s: %w", id, err)
+	}
+	if err := s.store.DeleteRun(ctx, id); err != nil {
+		return runErr(err, id)
+	}
+	return nil
+}
+
+// Touch implements Signal.
+func (s *Service) Touch(runID string) {
+	s.mu.Lock()
+	j := s.jobs[runID]
+	s.mu.Unlock()
+	if j != nil {
+		j.touch()
+	}
+}
+
+// TouchSandbox implements Signal.
+func (s *Service) TouchSandbox(sandboxID string) {
+	s.mu.Lock()
+	id := s.bySandbox[sandboxID]
+	s.mu.Unlock()
+	if id != "" {
+		s.Touch(id)
+	}
+}
+
+// RunOfSandbox returns the id of the run going on in sandbox id, if any
+// (for the LLM proxy, which knows its callers by sandbox).
+func (s *Service) RunOfSandbox(sandboxID string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.bySandbox[sandboxID]
+	return id, ok
+}

@@ -1,0 +1,268 @@
+package run
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/agents/all"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
+	"github.com/agent2env/agent2env/internal/task"
+)
+
+// batch is one submission's runs, waiting for or under the Run loop.
+type batch struct {
+	id       string
+	parallel int
+	jobs     []*job
+}
+
+// taskName is a name a submission may give for a file of the tasks
+// directory: no path.
+var taskName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// Submit checks req, records its runs as queued and queues them for the
+// Run loop. A task that does not load, an unknown agent or model, or bad
+// overrides are ErrInvalidArgument naming the field; nothing is recorded
+// then.
+func (s *Service) Submit(ctx context.Context, req api.RunSubmitRequest) (*api.RunBatch, error) {
+	t, dir, err := s.resolveTask(req)
+	if err != nil {
+		return nil, err
+	}
+	combos, err := s.matrix(t, req)
+	if err != nil {
+		return nil, err
+	}
+	repeats := t.Repeats
+	if req.Repeats != 0 {
+		if req.Repeats < 1 || req.Repeats > task.MaxRepeats {
+			return nil, errdefs.Invalid("repeats: %d is not between 1 and %d", req.Repeats, task.MaxRepeats)
+		}
+		repeats = req.Repeats
+	}
+	if n := len(combos) * repeats; n > task.MaxRepeats {
+		return nil, errdefs.Invalid("repeats: %d runs (%d combinations × %d) is more than %d", n, len(combos), repeats, task.MaxRepeats)
+	}
+	if req.Parallel < 0 {
+		return nil, errdefs.Invalid("parallel: %d is negative", req.Parallel)
+	}
+	b := &batch{id: newID("b-"), parallel: req.Parallel}
+	if req.Inputs != "" {
+		data, err := base64.StdEncoding.DecodeString(req.Inputs)
+		if err != nil {
+			return nil, errdefs.Invalid("inputs: not base64: %v", err)
+		}
+		if dir, err = s.unpackInputs(b.id, data); err != nil {
+			return nil, err
+		}
+	}
+	if len(t.Inputs) > 0 && dir == "" {
+		return nil, errdefs.Invalid("inputs: the task has inputs: send them (an archive in inputs), or name a task of the daemon's tasks directory")
+	}
+	out := &api.RunBatch{ID: b.id, Task: t.Name}
+	now := s.now().UTC()
+	for _, c := range combos {
+		for i := range repeats {
+			j := &job{id: newID("run-"), batch: b.id, task: c, dir: dir, repeat: i}
+			spec, err := c.JSON()
+			if err != nil {
+				return nil, fmt.Errorf("submit task %s: %w", t.Name, err)
+			}
+			rec := &store.Run{
+				ID: j.id, BatchID: b.id, Task: c.Name, Spec: spec, Agent: c.Agent, Model: c.Model, Repeat: i,
+				Status: string(api.RunQueued), Phase: api.PhaseQueued, CreatedAt: now, UpdatedAt: now,
+			}
+			// Ours before it is stored: recovery, which may be running,
+			// leaves it alone.
+			s.mu.Lock()
+			s.jobs[j.id] = j
+			s.mu.Unlock()
+			if err := s.store.CreateRun(ctx, rec); err != nil {
+				s.forget(b.jobs, j)
+				return nil, fmt.Errorf("submit task %s: %w", t.Name, err)
+			}
+			b.jobs = append(b.jobs, j)
+			out.Runs = append(out.Runs, *view(rec))
+		}
+	}
+	s.mu.Lock()
+	s.queue = append(s.queue, b)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	s.log.Info("task submitted", "task", t.Name, "batch", b.id, "runs", len(b.jobs))
+	return out, nil
+}
+
+// forget drops the jobs of a submission that failed midway; their
+// records, if any, stay queued for the next daemon's recovery to end.
+func (s *Service) forget(jobs []*job, last *job) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, j := range append(jobs, last) {
+		delete(s.jobs, j.id)
+	}
+}
+
+// resolveTask loads the task req gives and returns it with the directory
+// its inputs are read from ("" when it has none yet).
+func (s *Service) resolveTask(req api.RunSubmitRequest) (*task.Task, string, error) {
+	var opts []task.Option
+	if len(s.cfg.Models) > 0 {
+		opts = append(opts, task.WithModels(s.cfg.Models...))
+	}
+	switch {
+	case req.Task != "" && req.TaskName != "":
+		return nil, "", errdefs.Invalid("give task (a task file's content) or task_name, not both")
+	case req.Task != "":
+		t, err := task.Load("", []byte(req.Task), opts...)
+		return t, "", err
+	case req.TaskName != "":
+		if req.Inputs != "" {
+			return nil, "", errdefs.Invalid("inputs: a named task reads its inputs beside its file")
+		}
+		if s.cfg.TasksDir == "" {
+			return nil, "", errdefs.Invalid("task_name: this daemon has no tasks directory")
+		}
+		if !taskName.MatchString(req.TaskName) {
+			return nil, "", errdefs.Invalid("task_name: %q is not the name of a file in the tasks directory", req.TaskName)
+		}
+		for _, name := range []string{req.TaskName, req.TaskName + ".yaml", req.TaskName + ".yml", req.TaskName + ".json"} {
+			p := filepath.Join(s.cfg.TasksDir, name)
+			if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			t, err := task.LoadFile(p, opts...)
+			if err != nil {
+				return nil, "", err
+			}
+			return t, t.Dir, nil
+		}
+		return nil, "", errdefs.NotFound("task_name: no task %q in the tasks directory", req.TaskName)
+	}
+	return nil, "", errdefs.Invalid("task is required: a task file's content, or task_name")
+}
+
+// matrix returns the task once per agent × model combination the request
+// asks for (the task's own when it names none), each validated.
+func (s *Service) matrix(t *task.Task, req api.RunSubmitRequest) ([]*task.Task, error) {
+	agentNames, models := req.Agents, req.Models
+	if len(agentNames) == 0 {
+		agentNames = []string{t.Agent}
+	}
+	if len(models) == 0 {
+		models = []string{t.Model}
+	}
+	var out []*task.Task
+	for _, a := range agentNames {
+		if _, ok := all.Get(a); !ok {
+			return nil, errdefs.Invalid("agents: unknown agent %q (one of %s)", a, strings.Join(all.Names(), ", "))
+		}
+		for _, m := range models {
+			if m != "" && len(s.cfg.Models) > 0 && !contains(s.cfg.Models, m) {
+				return nil, errdefs.Invalid("models: unknown model %q (the LLM proxy has %s)", m, strings.Join(s.cfg.Models, ", "))
+			}
+			c := *t
+			c.Agent, c.Model = a, m
+			if err := c.Validate(); err != nil {
+				return nil, err
+			}
+			out = append(out, &c)
+		}
+	}
+	return out, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// unpackInputs extracts a submission's input archive (a gzipped tar of
+// regular files and directories, by relative paths) into the batch's
+// directory and returns it.
+func (s *Service) unpackInputs(batchID string, data []byte) (string, error) {
+	if len(data) > MaxInputsBytes {
+		return "", errdefs.Invalid("inputs: the archive is larger than %d MiB", MaxInputsBytes>>20)
+	}
+	dir := filepath.Join(s.batchesDir(), batchID, "inputs")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("unpack inputs: %w", err)
+	}
+	fail := func(err error) (string, error) {
+		os.RemoveAll(filepath.Dir(dir))
+		return "", err
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return fail(errdefs.Invalid("inputs: not a gzipped tar: %v", err))
+	}
+	tr := tar.NewReader(zr)
+	var total int64
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fail(errdefs.Invalid("inputs: not a gzipped tar: %v", err))
+		}
+		name := path.Clean(h.Name)
+		if path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {
+			return fail(errdefs.Invalid("inputs: %q leaves the task's directory", h.Name))
+		}
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(p, 0o700); err != nil {
+				return fail(fmt.Errorf("unpack inputs: %w", err))
+			}
+		case tar.TypeReg:
+			// Decompressed, the archive may be much larger than sent.
+			if total += h.Size; total > 4*MaxInputsBytes {
+				return fail(errdefs.Invalid("inputs: more than %d MiB unpacked", 4*MaxInputsBytes>>20))
+			}
+			if err := writeFile(p, tr, os.FileMode(h.Mode).Perm()|0o600); err != nil {
+				return fail(fmt.Errorf("unpack inputs: %w", err))
+			}
+		default:
+			return fail(errdefs.Invalid("inputs: %q is not a regular file or directory", h.Name))
+		}
+	}
+	return dir, nil
+}
+
+// writeFile writes r to the new file p, making its directory.
+func writeFile(p string, r io.Reader, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, r)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -1,0 +1,120 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+var runs = newTable(table[store.Run]{
+	kind: "run", name: "runs",
+	columns: `id, batch_id, task, spec, agent, model, repeat, status, phase, reason, exit_code, sandbox_id, ` +
+		`created_at, updated_at, started_at, ended_at, result`,
+	scan: scanRun,
+	values: func(r *store.Run) ([]any, error) {
+		var exit any
+		if r.ExitCode != nil {
+			exit = *r.ExitCode
+		}
+		return []any{r.ID, r.BatchID, r.Task, string(r.Spec), r.Agent, r.Model, r.Repeat, r.Status, r.Phase, r.Reason,
+			exit, r.SandboxID, toUnix(r.CreatedAt), toUnix(r.UpdatedAt), toNullUnix(r.StartedAt), toNullUnix(r.EndedAt),
+			string(r.Result)}, nil
+	},
+	normalize: func(r *store.Run) {
+		r.CreatedAt, r.UpdatedAt = fromUnix(toUnix(r.CreatedAt)), fromUnix(toUnix(r.UpdatedAt))
+		r.StartedAt, r.EndedAt = roundTime(r.StartedAt), roundTime(r.EndedAt)
+	},
+	setID: func(r *store.Run, id string) { r.ID = id },
+})
+
+// roundTime rounds *t to what the table keeps (nil stays nil).
+func roundTime(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := fromUnix(toUnix(*t))
+	return &v
+}
+
+func scanRun(row scanner) (*store.Run, error) {
+	var (
+		r                store.Run
+		spec, result     string
+		exit             sql.NullInt64
+		created, updated int64
+		started, ended   sql.NullInt64
+	)
+	if err := row.Scan(&r.ID, &r.BatchID, &r.Task, &spec, &r.Agent, &r.Model, &r.Repeat, &r.Status, &r.Phase, &r.Reason,
+		&exit, &r.SandboxID, &created, &updated, &started, &ended, &result); err != nil {
+		return nil, err
+	}
+	if spec != "" {
+		r.Spec = []byte(spec)
+	}
+	if result != "" {
+		r.Result = []byte(result)
+	}
+	if exit.Valid {
+		code := int(exit.Int64)
+		r.ExitCode = &code
+	}
+	r.CreatedAt, r.UpdatedAt = fromUnix(created), fromUnix(updated)
+	if started.Valid {
+		t := fromUnix(started.Int64)
+		r.StartedAt = &t
+	}
+	if ended.Valid {
+		t := fromUnix(ended.Int64)
+		r.EndedAt = &t
+	}
+	return &r, nil
+}
+
+func (s *Store) CreateRun(ctx context.Context, r *store.Run) error {
+	err := runs.insert(ctx, s.w, r)
+	switch {
+	case err == nil:
+		return nil
+	case isUnique(err):
+		return errdefs.Conflict("run %s already exists", r.ID)
+	}
+	return fmt.Errorf("insert run %s: %w", r.ID, err)
+}
+
+func (s *Store) GetRun(ctx context.Context, id string) (*store.Run, error) {
+	return runs.get(ctx, s.r, id)
+}
+
+func (s *Store) ListRunPage(ctx context.Context, f store.RunFilter, p store.Page) ([]*store.Run, string, error) {
+	pcond, limit, pargs, err := pageClause(p)
+	if err != nil {
+		return nil, "", err
+	}
+	cond, args := ` WHERE 1=1`, []any{}
+	if f.BatchID != "" {
+		cond += ` AND batch_id = ?`
+		args = append(args, f.BatchID)
+	}
+	if f.Active {
+		cond += ` AND status IN ('queued', 'running')`
+	}
+	out, err := list(ctx, s.r, scanRun,
+		`SELECT `+runs.columns+` FROM runs`+cond+pcond+` ORDER BY created_at, id`+limit, append(args, pargs...)...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list runs: %w", err)
+	}
+	out, next := cutPage(out, p, func(r *store.Run) (time.Time, string) { return r.CreatedAt, r.ID })
+	return out, next, nil
+}
+
+func (s *Store) UpdateRun(ctx context.Context, id string, fn func(*store.Run) error) (*store.Run, error) {
+	return runs.update(ctx, s.w, id, fn)
+}
+
+func (s *Store) DeleteRun(ctx context.Context, id string) error {
+	return runs.remove(ctx, s.w, id)
+}
