@@ -14,7 +14,7 @@ COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS   := -X github.com/agent2env/agent2env/internal/buildinfo.version=$(VERSION) \
              -X github.com/agent2env/agent2env/internal/buildinfo.commit=$(COMMIT)
 
-.PHONY: all build deps mcp-clients run test test-go test-api bench vet tidy docs clean kube-binaries kube-node image
+.PHONY: all build deps mcp-clients run test test-go test-api bench vet tidy docs clean kube-binaries kube-background kube-node image
 
 all: build
 
@@ -52,7 +52,7 @@ docs:
 
 # The tests that need root, runc and built images run here; as root they
 # are on, and CI=true turns a missing prerequisite into a failure.
-test: deps build vet test-python mcp-clients kube-binaries kube-node
+test: kube-background deps build vet test-python mcp-clients kube-node
 	cd api && $(GO) test -count=1 ./...
 	AGENT2ENV_PYTHON=$$(scripts/test-peers.sh) && export AGENT2ENV_PYTHON && \
 	AGENT2ENV_BUILD_TESTS=1 AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m ./...
@@ -74,6 +74,12 @@ image: deps build
 KUBE_TIER ?= b
 kube-binaries:
 	@scripts/kube-binaries.sh $(KUBE_TIER) >/dev/null
+
+# The same build started in the background at the lowest CPU priority, so
+# that a cold make test overlaps it with everything else; the kube tests
+# wait for it (scripts/kube-binaries.sh --dir waits while it holds its lock).
+kube-background:
+	@scripts/kube-binaries.sh --background $(KUBE_TIER) >/dev/null
 
 # What the tier-B tests' real node runs besides the kubelet: Debian's
 # containerd (the tests start their own, with its own config and socket),

@@ -6,7 +6,13 @@
 # the Go version). A warm run builds nothing. Prints the bin directory.
 #
 #   scripts/kube-binaries.sh [a|b]   build (or reuse) tier a (default) or b
-#   scripts/kube-binaries.sh --dir   print the bin directory, build nothing
+#   scripts/kube-binaries.sh --background [a|b]
+#                                    the same, building at the lowest CPU
+#                                    priority in the background (log:
+#                                    <key>/build.log) so that a cold make
+#                                    test overlaps it with its other work
+#   scripts/kube-binaries.sh --dir   print the bin directory once no build
+#                                    of it is going on, build nothing
 #
 # Tier a, a control plane with kwok's fake nodes: etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, kwok. Tier b adds kubelet.
@@ -49,14 +55,24 @@ cache=${AGENT2ENV_CACHE_DIR:-/var/cache/agent2env}/kube/k8s-$KUBE_VERSION-etcd-$
 bin=$cache/bin
 
 tier=a
+background=
+if [ "${1:-}" = --background ]; then
+	background=1
+	shift
+fi
 case "${1:-a}" in
 --dir)
+	# A build in progress holds the lock: wait for it (a shared lock).
+	if [ -z "$background" ] && [ -e "$cache/.lock" ]; then
+		exec 9<"$cache/.lock"
+		flock -s 9
+	fi
 	echo "$bin"
 	exit 0
 	;;
 a | b) tier=${1:-a} ;;
 *)
-	echo "usage: $0 [a|b|--dir]" >&2
+	echo "usage: $0 [--background] [a|b] | --dir" >&2
 	exit 2
 	;;
 esac
@@ -82,43 +98,58 @@ if ((${#missing[@]} == 0)); then
 	exit 0
 fi
 
-echo "kube-binaries: building ${missing[*]} (Kubernetes $KUBE_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION) into $bin" >&2
-start=$SECONDS
-tmp=$(mktemp -d "$cache/.build.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
+build() {
+	echo "kube-binaries: building ${missing[*]} (Kubernetes $KUBE_VERSION, etcd $ETCD_VERSION, kwok $KWOK_VERSION) into $bin" >&2
+	start=$SECONDS
+	tmp=$(mktemp -d "$cache/.build.XXXXXX")
+	trap 'rm -rf "$tmp"' EXIT
+	export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
 
-pkgs=()
-for b in "${missing[@]}"; do
-	case $b in
-	etcd)
-		(cd "$etcdmod" && "$go" build -trimpath -ldflags "$etcd_ldflags" -o "$tmp/etcd" go.etcd.io/etcd/server/v3)
-		;;
-	kwok)
-		(cd "$tmp" && GOBIN=$tmp "$go" install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")
-		;;
-	*) pkgs+=("k8s.io/kubernetes/cmd/$b") ;;
-	esac
-done
-if ((${#pkgs[@]} > 0)); then
-	# The release the binaries say they are (kubectl version, /version), and
-	# the time of its tag as the build date, so that a rebuild gives the same
-	# bytes. The module proxy does not know the commit.
-	date=$(cd "$kubemod" && "$go" list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
-	minor=${KUBE_VERSION#v1.}
-	minor=${minor%%.*}
-	ldflags="-s -w"
-	for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-		ldflags+=" -X $p.gitVersion=$KUBE_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
-		ldflags+=" -X $p.gitTreeState=clean -X $p.buildDate=$date -X $p.gitCommit="
+	pkgs=()
+	for b in "${missing[@]}"; do
+		case $b in
+		etcd)
+			(cd "$etcdmod" && "$go" build -trimpath -ldflags "$etcd_ldflags" -o "$tmp/etcd" go.etcd.io/etcd/server/v3)
+			;;
+		kwok)
+			(cd "$tmp" && GOBIN=$tmp "$go" install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")
+			;;
+		*) pkgs+=("k8s.io/kubernetes/cmd/$b") ;;
+		esac
 	done
-	# One invocation for all of them: they share most packages.
-	mkdir -p "$tmp/kube"
-	(cd "$kubemod" && "$go" build -trimpath -ldflags "$ldflags" -o "$tmp/kube/" "${pkgs[@]}")
-	mv "$tmp"/kube/* "$tmp/"
+	if ((${#pkgs[@]} > 0)); then
+		# The release the binaries say they are (kubectl version, /version), and
+		# the time of its tag as the build date, so that a rebuild gives the same
+		# bytes. The module proxy does not know the commit.
+		date=$(cd "$kubemod" && "$go" list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
+		minor=${KUBE_VERSION#v1.}
+		minor=${minor%%.*}
+		ldflags="-s -w"
+		for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+			ldflags+=" -X $p.gitVersion=$KUBE_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+			ldflags+=" -X $p.gitTreeState=clean -X $p.buildDate=$date -X $p.gitCommit="
+		done
+		# One invocation for all of them: they share most packages.
+		mkdir -p "$tmp/kube"
+		(cd "$kubemod" && "$go" build -trimpath -ldflags "$ldflags" -o "$tmp/kube/" "${pkgs[@]}")
+		mv "$tmp"/kube/* "$tmp/"
+	fi
+	for b in "${missing[@]}"; do
+		mv "$tmp/$b" "$bin/$b"
+	done
+	echo "kube-binaries: built ${missing[*]} in $((SECONDS - start))s" >&2
+}
+
+if [ -n "$background" ]; then
+	# The child inherits descriptor 9, and with it the lock, which it holds
+	# until it is done: --dir and other builds wait for it.
+	echo "kube-binaries: building ${missing[*]} in the background; log: $cache/build.log" >&2
+	(
+		renice -n 19 -p "$BASHPID" >/dev/null
+		build
+		echo "$bin"
+	) </dev/null >"$cache/build.log" 2>&1 &
+	exit 0
 fi
-for b in "${missing[@]}"; do
-	mv "$tmp/$b" "$bin/$b"
-done
-echo "kube-binaries: built ${missing[*]} in $((SECONDS - start))s" >&2
+build
 echo "$bin"

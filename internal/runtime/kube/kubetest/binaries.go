@@ -41,7 +41,8 @@ func Binaries(t testing.TB, names ...string) string {
 		if len(missing) == 0 {
 			return dir
 		}
-		err = fmt.Errorf("%s missing in %s", strings.Join(missing, ", "), dir)
+		err = fmt.Errorf("%s missing in %s (a background build logs to %s)", strings.Join(missing, ", "), dir,
+			filepath.Join(filepath.Dir(dir), "build.log"))
 	}
 	if os.Getenv("CI") == "true" {
 		t.Fatalf("kubernetes binaries: %v, and CI=true: run the tests through make test, which builds them", err)
