@@ -155,6 +155,10 @@ type Status struct {
 	Pid       int
 	CreatedAt time.Time
 	Labels    map[string]string
+	// Reason says why a sandbox is stopped or unknown when the runtime
+	// knows more than its state ("pod Evicted: ...", "OOMKilled"); it
+	// may be empty.
+	Reason string
 }
 
 // Usage is a point-in-time reading of a sandbox's resource use.
@@ -188,7 +192,7 @@ type Capabilities struct {
 // Runtime runs sandboxes. Implementations are safe for concurrent use;
 // calls for one id are serialized by the caller.
 type Runtime interface {
-	// Name is the runtime's registry name ("oci", "kube").
+	// Name is the runtime's registry name ("oci", "kubernetes").
 	Name() string
 	Capabilities() Capabilities
 	// Create prepares a sandbox (root filesystem, bundle, or pod) without
