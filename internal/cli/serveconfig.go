@@ -53,13 +53,19 @@ type serveConfig struct {
 	DefaultFlavor      string        `yaml:"default-flavor"`
 	SessionTimeout     time.Duration `yaml:"session-timeout"`
 	SharedVolumes      string        `yaml:"shared-volumes"`
+	Kubeconfig         string        `yaml:"kubeconfig"`
+	KubeNamespace      string        `yaml:"kube-namespace"`
+	KubeConnect        string        `yaml:"kube-connect"`
+	KubeAgentImage     string        `yaml:"kube-agent-image"`
+	KubeRuntimeClass   string        `yaml:"kube-runtime-class"`
+	KubePullSecrets    string        `yaml:"kube-pull-secrets"`
 }
 
 // register adds a flag for each field of cfg, with its default.
 func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address to serve the API on")
 	f.StringVar(&cfg.DataDir, "data-dir", "/var/lib/agent2env", "state directory")
-	f.StringVar(&cfg.Runtime, "runtime", "runc", "OCI runtime binary: runc, crun, runsc or a path")
+	f.StringVar(&cfg.Runtime, "runtime", "runc", "OCI runtime binary: runc, crun, runsc or a path; or, for short, another sandbox runtime (--runtime kubernetes is --runtime-kind kubernetes)")
 	f.StringVar(&cfg.RuntimeKind, "runtime-kind", "oci", "the sandbox runtime: "+strings.Join(runtime.Names(), ", "))
 	f.StringVar(&cfg.PublicURL, "public-url", "", "base URL clients reach the daemon at, for sandboxes' accessUrl (default http://<listen>)")
 	f.StringVar(&cfg.ImageDir, "image-dir", "", "image store (default <data-dir>/images)")
@@ -84,6 +90,12 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.StringVar(&cfg.DefaultFlavor, "default-flavor", "", "flavor of sessions that name none: small, medium or large (default: $MSB_DEFAULT_FLAVOR, else small)")
 	f.DurationVar(&cfg.SessionTimeout, "session-timeout", 0, "a session idle this long is ended with its sandbox (default: $MSB_SESSION_TIMEOUT, else 30m)")
 	f.StringVar(&cfg.SharedVolumes, "shared-volumes", "", `host directories mounted into session sandboxes, "/host:/guest" comma-separated; each session sees its own subdirectory; a third field "common" shares it, "ro" mounts it read-only (default: $MSB_SHARED_VOLUME_PATH)`)
+	f.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubernetes runtime: kubeconfig file of the cluster (default: the in-cluster service account)")
+	f.StringVar(&cfg.KubeNamespace, "kube-namespace", "", "kubernetes runtime: namespace of the sandboxes' Pods (default: the service account's, else default)")
+	f.StringVar(&cfg.KubeConnect, "kube-connect", "direct", "kubernetes runtime: how the daemon reaches agents: direct (the Pod's IP, in the cluster) or port-forward (through the API server)")
+	f.StringVar(&cfg.KubeAgentImage, "kube-agent-image", "", "kubernetes runtime: the agent2env image Pods copy the agent from (default agent2env/agent2env:<this version>, make image)")
+	f.StringVar(&cfg.KubeRuntimeClass, "kube-runtime-class", "", "kubernetes runtime: runtimeClassName of the sandboxes' Pods (gVisor, Kata)")
+	f.StringVar(&cfg.KubePullSecrets, "kube-pull-secrets", "", "kubernetes runtime: comma-separated imagePullSecrets of the sandboxes' Pods")
 	f.Int64Var(&cfg.OutputBudget, "output-budget", 256<<20, "bytes of command and code output the daemon buffers across all executions; past it output is dropped and results say truncated")
 }
 

@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -54,6 +55,9 @@ type Config struct {
 	// RuntimeBinary is the oci runtime's binary (its setting
 	// "oci.binary"): "runc" (default), "crun", "runsc" or a path.
 	RuntimeBinary string
+	// RuntimeSettings are more settings of the runtimes
+	// (runtime.Options.Settings: "kubernetes.namespace").
+	RuntimeSettings map[string]string
 	// ImageDir holds the image store; default <DataDir>/images. Several
 	// data directories may share one (one daemon at a time).
 	ImageDir string
@@ -174,7 +178,10 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		if cfg.Runtime == "" {
 			cfg.Runtime = "oci"
 		}
-		settings := map[string]string{}
+		settings := maps.Clone(cfg.RuntimeSettings)
+		if settings == nil {
+			settings = map[string]string{}
+		}
 		if cfg.RuntimeBinary != "" {
 			settings["oci.binary"] = cfg.RuntimeBinary
 		}
