@@ -156,6 +156,11 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, errdefs.Invalid("kubernetes runtime: connect %q is neither %s nor %s", cfg.Connect, ConnectDirect, ConnectPortForward)
 	}
 	selector := labels.SelectorFromSet(labels.Set{LabelOwner: cfg.Owner}).String()
+	// The informer retries what fails, forever: fail here instead, with
+	// the API server's answer (no such namespace, no RBAC).
+	if _, err := r.pods.List(ctx, metav1.ListOptions{LabelSelector: selector, Limit: 1}); err != nil {
+		return nil, fmt.Errorf("kubernetes runtime: list the pods of namespace %s: %w", cfg.Namespace, classify(err))
+	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithNamespace(cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
@@ -37,6 +39,10 @@ type tierA struct {
 	c      *kubetest.Cluster
 	agents *agents
 	owner  string
+	// ns and rest are where and as whom runtimes work: default and the
+	// cluster's admin unless a test changes them.
+	ns   string
+	rest *rest.Config
 }
 
 // startTierA starts the cluster; its agents need root (namespaces,
@@ -59,7 +65,7 @@ func startTierA(t *testing.T) *tierA {
 	mu.Unlock()
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	return &tierA{c: c, agents: a, owner: "kubetest-" + hex.EncodeToString(b)}
+	return &tierA{c: c, agents: a, owner: "kubetest-" + hex.EncodeToString(b), ns: namespace, rest: c.Config}
 }
 
 func (k *tierA) runtime(t testing.TB, connect string) *kube.Runtime {
@@ -67,7 +73,7 @@ func (k *tierA) runtime(t testing.TB, connect string) *kube.Runtime {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rt, err := kube.New(ctx, kube.Config{
-		Rest: k.c.Config, Namespace: namespace, Owner: k.owner, AgentImage: agentImage,
+		Rest: k.rest, Namespace: k.ns, Owner: k.owner, AgentImage: agentImage,
 		Connect: connect, StartTimeout: time.Minute,
 	})
 	if err != nil {
@@ -93,8 +99,8 @@ func (k *tierA) evict(t *testing.T, rt sandbox.Runtime, id string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "a2e-" + id, Namespace: namespace}}
-	if err := k.c.Client.CoreV1().Pods(namespace).EvictV1(ctx, ev); err != nil {
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "a2e-" + id, Namespace: k.ns}}
+	if err := k.c.Client.CoreV1().Pods(k.ns).EvictV1(ctx, ev); err != nil {
 		t.Fatalf("evict the pod of %s: %v", id, err)
 	}
 	for {
@@ -117,6 +123,28 @@ func (k *tierA) evict(t *testing.T, rt sandbox.Runtime, id string) {
 // IPs, reached directly.
 func TestContract(t *testing.T) {
 	k := startTierA(t)
+	runtimetest.RunContract(t, k.factory(kube.ConnectDirect))
+}
+
+// TestContractLeastPrivilege runs the conformance suite as the daemon's
+// service account of deploy/kubernetes, in its namespace: the RBAC there
+// is enough for the runtime.
+func TestContractLeastPrivilege(t *testing.T) {
+	k := startTierA(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	deploy := filepath.Join("..", "..", "..", "deploy", "kubernetes")
+	for _, f := range []string{"namespace.yaml", "rbac.yaml"} {
+		if _, err := k.c.Kubectl(ctx, "apply", "-n", "agent2env", "-f", filepath.Join(deploy, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k.ns = "agent2env"
+	k.rest = rest.CopyConfig(k.c.Config)
+	k.rest.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:agent2env:agent2env",
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:agent2env", "system:authenticated"},
+	}
 	runtimetest.RunContract(t, k.factory(kube.ConnectDirect))
 }
 
