@@ -540,17 +540,39 @@ func (r *Runtime) setDeleting(id string, on bool) {
 	}
 }
 
+// forceAfter is how long past its grace period a deleted Pod may take to
+// go before it is deleted by force: its node is gone (its kubelet would
+// confirm the deletion), or the kubelet cannot kill it.
+var forceAfter = 30 * time.Second
+
 // deletePod deletes pod and waits until the informer has seen it go.
 func (r *Runtime) deletePod(ctx context.Context, id string, pod *corev1.Pod, grace time.Duration) error {
-	secs := int64((grace + time.Second - 1) / time.Second)
-	err := r.pods.Delete(ctx, pod.Name, metav1.DeleteOptions{
-		GracePeriodSeconds: &secs,
-		Preconditions:      &metav1.Preconditions{UID: &pod.UID},
-	})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("delete pod: %w", classify(err))
+	gone := func(p *corev1.Pod) (bool, error) { return p == nil || p.UID != pod.UID, nil }
+	del := func(secs int64) error {
+		err := r.pods.Delete(ctx, pod.Name, metav1.DeleteOptions{
+			GracePeriodSeconds: &secs,
+			Preconditions:      &metav1.Preconditions{UID: &pod.UID},
+		})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("delete pod: %w", classify(err))
+		}
+		return nil
 	}
-	return r.waitPod(ctx, id, func(p *corev1.Pod) (bool, error) { return p == nil || p.UID != pod.UID, nil })
+	secs := int64((grace + time.Second - 1) / time.Second)
+	if err := del(secs); err != nil {
+		return err
+	}
+	wait, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+forceAfter)
+	err := r.waitPod(wait, id, gone)
+	cancel()
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	r.log.Warn("pod not gone after its grace period: deleting it by force", "sandbox", id, "pod", pod.Name)
+	if err := del(0); err != nil {
+		return err
+	}
+	return r.waitPod(ctx, id, gone)
 }
 
 func (r *Runtime) Delete(ctx context.Context, id string) error {

@@ -99,7 +99,7 @@ func (k *tierA) evict(t *testing.T, rt sandbox.Runtime, id string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "a2e-" + id, Namespace: k.ns}}
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: k.pod(ctx, t, id).Name, Namespace: k.ns}}
 	if err := k.c.Client.CoreV1().Pods(k.ns).EvictV1(ctx, ev); err != nil {
 		t.Fatalf("evict the pod of %s: %v", id, err)
 	}
@@ -116,6 +116,21 @@ func (k *tierA) evict(t *testing.T, rt sandbox.Runtime, id string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// pod returns the Pod of sandbox id.
+func (k *tierA) pod(ctx context.Context, t testing.TB, id string) *corev1.Pod {
+	t.Helper()
+	pods, err := k.c.Client.CoreV1().Pods(k.ns).List(ctx, metav1.ListOptions{
+		LabelSelector: kube.LabelSandbox + "=" + id + "," + kube.LabelOwner + "=" + k.owner,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 1 {
+		t.Fatalf("sandbox %s has %d pods, want 1", id, len(pods.Items))
+	}
+	return &pods.Items[0]
 }
 
 // TestContract runs the runtime's conformance suite against a real API
@@ -199,10 +214,7 @@ func TestObjects(t *testing.T) {
 	if err := rt.Start(ctx, sp.ID); err != nil {
 		t.Fatal(err)
 	}
-	pod, err := k.c.Client.CoreV1().Pods(namespace).Get(ctx, "a2e-obj1", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pod := k.pod(ctx, t, "obj1")
 	main := pod.Spec.Containers[0]
 	init := pod.Spec.InitContainers[0]
 	got := map[string]any{
@@ -313,11 +325,7 @@ func TestObjects(t *testing.T) {
 	if diff := cmp.Diff(sp.Labels, st.Labels); diff != "" {
 		t.Errorf("labels kept (-want +got):\n%s", diff)
 	}
-	fresh, err := k.c.Client.CoreV1().Pods(namespace).Get(ctx, "a2e-obj1", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ip := fresh.Status.PodIP
+	ip := k.pod(ctx, t, "obj1").Status.PodIP
 	for _, token := range []string{"", "not-the-token"} {
 		err := agentInfo(ctx, ip, token)
 		if !errors.Is(err, errdefs.ErrUnauthenticated) {
@@ -373,17 +381,17 @@ func TestReasons(t *testing.T) {
 	}
 	k.evict(t, rt, "evicted")
 
-	pod, err := k.c.Client.CoreV1().Pods(namespace).Get(ctx, "a2e-oom", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pod := k.pod(ctx, t, "oom")
 	pod.Status.Phase = corev1.PodFailed
 	pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}
 	if _, err := k.c.Client.CoreV1().Pods(namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for id, want := range map[string]string{"evicted": "EvictionByEvictionAPI", "oom": "OOMKilled"} {
-		var st sandbox.Status
+		var (
+			st  sandbox.Status
+			err error
+		)
 		for {
 			if st, err = rt.Status(ctx, id); err != nil {
 				t.Fatal(err)

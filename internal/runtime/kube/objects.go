@@ -3,6 +3,7 @@ package kube
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"regexp"
 	"strconv"
 	"strings"
@@ -51,7 +52,28 @@ const (
 // prefixed, so that it can name the sandbox's objects and be a label value.
 var validID = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,51}[a-z0-9])?$`)
 
+// objectName names the Secret and NetworkPolicy of sandbox id.
 func objectName(id string) string { return namePrefix + id }
+
+// podName names a new Pod of sandbox id: a2e-<id>-<suffix>, new for each
+// Pod the sandbox has, so that a late deletion of the Pod it replaces
+// (by name, as kwok's) cannot hit it.
+func podName(id string) string {
+	const letters = "bcdfghjklmnpqrstvwxz2456789" // as Kubernetes' generateName
+	b := make([]byte, podSuffix)
+	for i := range b {
+		b[i] = letters[rand.IntN(len(letters))]
+	}
+	return objectName(id) + "-" + string(b)
+}
+
+const podSuffix = 5
+
+// isPodName reports whether name is one podName(id) gives.
+func isPodName(name, id string) bool {
+	suffix, ok := strings.CutPrefix(name, objectName(id)+"-")
+	return ok && len(suffix) == podSuffix && strings.Trim(suffix, "bcdfghjklmnpqrstvwxz2456789") == ""
+}
 
 // specJSON is what a Pod's spec annotation holds: what rebuilds the Pod.
 type specJSON struct {
@@ -144,7 +166,7 @@ func (c podConfig) pod(s *specJSON, state string) (*corev1.Pod, error) {
 	)
 	agentBin := agentDir + "/agent2env"
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: objectName(s.ID), Labels: c.labels(s.ID), Annotations: ann},
+		ObjectMeta: metav1.ObjectMeta{Name: podName(s.ID), Labels: c.labels(s.ID), Annotations: ann},
 		Spec: corev1.PodSpec{
 			SchedulingGates:               []corev1.PodSchedulingGate{{Name: startGate}},
 			RestartPolicy:                 corev1.RestartPolicyNever,
@@ -271,7 +293,7 @@ func (c podConfig) policy(id string, daemon map[string]string) *networkingv1.Net
 // owner: labels and annotations are untrusted.
 func sandboxOf(pod *corev1.Pod, owner string) (string, *specJSON, error) {
 	id := pod.Labels[LabelSandbox]
-	if !validID.MatchString(id) || pod.Name != objectName(id) || pod.Labels[LabelOwner] != owner {
+	if !validID.MatchString(id) || !isPodName(pod.Name, id) || pod.Labels[LabelOwner] != owner {
 		return "", nil, fmt.Errorf("pod %s: not a sandbox of %s (label %q)", pod.Name, owner, id)
 	}
 	raw := pod.Annotations[annotationSpec]
@@ -375,7 +397,9 @@ func waiting(pod *corev1.Pod) string {
 		for _, cs := range list {
 			if w := cs.State.Waiting; w != nil {
 				switch w.Reason {
-				case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
+				// Not ErrImagePull: the kubelet tries again before it
+				// backs off.
+				case "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
 					"CreateContainerConfigError", "CreateContainerError", "RunContainerError":
 					return fmt.Sprintf("container %s: %s: %s", cs.Name, w.Reason, w.Message)
 				}

@@ -71,7 +71,9 @@ func TestSandboxOf(t *testing.T) {
 	}{
 		{"other owner", func(p *corev1.Pod) { p.Labels[LabelOwner] = "you" }},
 		{"id not the name's", func(p *corev1.Pod) { p.Labels[LabelSandbox] = "s2" }},
-		{"invalid id", func(p *corev1.Pod) { p.Labels[LabelSandbox], p.Name = "../x", "a2e-../x" }},
+		{"invalid id", func(p *corev1.Pod) { p.Labels[LabelSandbox], p.Name = "../x", "a2e-../x-bcdfg" }},
+		{"name without suffix", func(p *corev1.Pod) { p.Name = "a2e-s1" }},
+		{"name of another id", func(p *corev1.Pod) { p.Name = "a2e-s1-x-bcdfg" }},
 		{"no spec", func(p *corev1.Pod) { delete(p.Annotations, annotationSpec) }},
 		{"spec not json", func(p *corev1.Pod) { p.Annotations[annotationSpec] = "{" }},
 		{"spec of another", func(p *corev1.Pod) { p.Annotations[annotationSpec] = `{"id":"s2","image":"x"}` }},

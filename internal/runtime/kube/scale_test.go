@@ -140,7 +140,7 @@ func TestScale(t *testing.T) {
 // stubAgent answers the agent's info on the Pod's IP to who holds the
 // token of the Pod's Secret, until ctx ends.
 func stubAgent(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, ip netip.Addr) error {
-	sec, err := client.CoreV1().Secrets(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	sec, err := client.CoreV1().Secrets(pod.Namespace).Get(ctx, "a2e-"+pod.Labels[kube.LabelSandbox], metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
