@@ -208,7 +208,12 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	// through the manager, and the manager's creates take from the pools.
 	// The first of each pair is given a func that finds the second on s
 	// when called, which is never before New has built it.
-	s.Prepull = prepull.New(s.Store, s.Images, cfg.Log, prepull.WithTemplates(prepull.TemplateResolverFunc(
+	// Where nodes pull images themselves (a cluster), prepulls go to them.
+	var pulls prepull.Images = s.Images
+	if np, ok := s.Runtime.(sandbox.NodePrepuller); ok {
+		pulls = prepull.NodeImages(np)
+	}
+	s.Prepull = prepull.New(s.Store, pulls, cfg.Log, prepull.WithTemplates(prepull.TemplateResolverFunc(
 		func(ctx context.Context, name string, version int) (api.TemplateSpec, int, error) {
 			return s.Templates.Resolve(ctx, name, version)
 		})))

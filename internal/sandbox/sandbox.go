@@ -240,6 +240,16 @@ type ImagePreparer interface {
 	PrepareImage(ctx context.Context, ref string) error
 }
 
+// NodePrepuller is implemented by runtimes whose nodes pull images
+// themselves (a cluster's kubelets): the daemon's prepulls go to them, not
+// to its own image store.
+type NodePrepuller interface {
+	// Prepull has every node fetch ref and returns once all have; progress
+	// (which may be nil) receives the nodes done of the nodes to fetch on
+	// whenever that changes.
+	Prepull(ctx context.Context, ref string, progress func(ready, total int)) error
+}
+
 // UsageReader is implemented by runtimes that can measure resource use.
 type UsageReader interface {
 	Usage(ctx context.Context, id string) (Usage, error)

@@ -150,6 +150,9 @@ func (a *agents) onPod(ctx context.Context, pod *corev1.Pod, ip netip.Addr) erro
 		}
 	}
 	if c == nil {
+		if pod.Labels[kube.LabelPrepull] != "" {
+			return nil // ready: its images are "pulled"
+		}
 		return fmt.Errorf("pod %s has no sandbox container", pod.Name)
 	}
 	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}

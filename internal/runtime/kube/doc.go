@@ -1,10 +1,12 @@
 // Package kube is the "kubernetes" sandbox runtime: one Pod per sandbox in
 // one namespace, on client-go.
 //
-// A sandbox is three objects named a2e-<id>, labelled with its id
-// (agent2env.io/sandbox) and the daemon that owns it (agent2env.io/owner):
+// A sandbox is three objects, labelled with its id (agent2env.io/sandbox)
+// and the daemon that owns it (agent2env.io/owner):
 //
-//   - a Pod. An init container from the agent2env image copies the static
+//   - a Pod, a2e-<id>-<suffix> (a new suffix each time Stop replaces it,
+//     so that a late deletion of the old one by name cannot hit the new).
+//     An init container from the agent2env image copies the static
 //     binary into an emptyDir; the sandbox's container runs it from there
 //     as PID 1 (the agent), whatever the sandbox's image is, as uid 1000
 //     with no capabilities, no privilege escalation, RuntimeDefault
@@ -12,10 +14,10 @@
 //     home directory being emptyDirs. Resources become requests and limits
 //     (the disk limit is ephemeral-storage). The Pod keeps the sandbox's
 //     spec in an annotation, from which Stop and Recover rebuild it.
-//   - a Secret holding the agent's token, a random per-sandbox secret the
+//   - a Secret a2e-<id> holding the agent's token, a random per-sandbox secret the
 //     agent requires as a bearer token on every request: its TCP port is
 //     never open to who does not know it.
-//   - a default-deny NetworkPolicy: ingress to the agent's port only from
+//   - a default-deny NetworkPolicy a2e-<id>: ingress to the agent's port only from
 //     the daemon's Pods, egress only to them.
 //
 // A Pod cannot exist without running, nor run again once stopped, so the
@@ -37,6 +39,10 @@
 // outside). Pods run on other machines: LocalFiles is false (no host
 // mounts), and egress policies are refused (NetworkPolicy false) until the
 // daemon's egress proxy is served to Pods.
+//
+// Prepull (sandbox.NodePrepuller) has every node's kubelet pull an image
+// through a DaemonSet, reporting nodes done of nodes. Warm pools need
+// nothing here: they are ordinary sandboxes, Pods kept running.
 //
 // A Runtime is safe for concurrent use; Close stops its informer.
 package kube

@@ -690,6 +690,9 @@ func (r *Runtime) Recover(ctx context.Context) ([]sandbox.Status, error) {
 			}
 		}
 	}
+	if err := r.recoverPrepulls(ctx); err != nil {
+		return nil, fmt.Errorf("recover: %w", err)
+	}
 	policies, err := r.client.NetworkingV1().NetworkPolicies(r.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return nil, fmt.Errorf("recover: list network policies: %w", classify(err))

@@ -45,9 +45,9 @@ type tierA struct {
 	rest *rest.Config
 }
 
-// startTierA starts the cluster; its agents need root (namespaces,
-// mounts, chroot).
-func startTierA(t *testing.T) *tierA {
+// startTierA starts the cluster, of one node or nodes[0]; its agents need
+// root (namespaces, mounts, chroot).
+func startTierA(t *testing.T, nodes ...int) *tierA {
 	runtimetest.RequiresRoot(t)
 	a := newAgents(t)
 	var (
@@ -59,7 +59,11 @@ func startTierA(t *testing.T) *tierA {
 		defer mu.Unlock()
 		return client
 	}
-	c := kubetest.Start(t, kubetest.Options{OnPod: a.onPod, ForwardPorts: []int32{kube.AgentPort}})
+	opts := kubetest.Options{OnPod: a.onPod, ForwardPorts: []int32{kube.AgentPort}}
+	if len(nodes) > 0 {
+		opts.Nodes = nodes[0]
+	}
+	c := kubetest.Start(t, opts)
 	mu.Lock()
 	client = c.Client
 	mu.Unlock()

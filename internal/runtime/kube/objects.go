@@ -173,13 +173,7 @@ func (c podConfig) pod(s *specJSON, state string) (*corev1.Pod, error) {
 			AutomountServiceAccountToken:  new(false),
 			EnableServiceLinks:            new(false),
 			TerminationGracePeriodSeconds: new(int64(10)),
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:   new(true),
-				RunAsUser:      new(int64(sandbox.UserID)),
-				RunAsGroup:     new(int64(sandbox.GroupID)),
-				FSGroup:        new(int64(sandbox.GroupID)),
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
+			SecurityContext:               sandboxSecurity(),
 			InitContainers: []corev1.Container{{
 				Name:            "agent-install",
 				Image:           c.agentImage,
@@ -187,7 +181,7 @@ func (c podConfig) pod(s *specJSON, state string) (*corev1.Pod, error) {
 				SecurityContext: restricted(),
 				VolumeMounts:    []corev1.VolumeMount{{Name: "agent", MountPath: agentDir}},
 				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
-					corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
+					corev1.ResourceCPU: mustQuantity("100m"), corev1.ResourceMemory: mustQuantity("64Mi"),
 				}},
 			}},
 			Containers: []corev1.Container{{
@@ -219,6 +213,20 @@ func (c podConfig) pod(s *specJSON, state string) (*corev1.Pod, error) {
 	}
 	return pod, nil
 }
+
+// sandboxSecurity is the Pods' security context: the sandbox user,
+// RuntimeDefault seccomp.
+func sandboxSecurity() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:   new(true),
+		RunAsUser:      new(int64(sandbox.UserID)),
+		RunAsGroup:     new(int64(sandbox.GroupID)),
+		FSGroup:        new(int64(sandbox.GroupID)),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
 
 // restricted is the security context of both containers: the Pod Security
 // Standards' "restricted" profile, with a read-only root file system.
