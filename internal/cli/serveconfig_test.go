@@ -5,12 +5,15 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"gopkg.in/yaml.v3"
+
+	"github.com/agent2env/agent2env/internal/runtime"
 )
 
 // runServe runs "agent2env serve args..." with the environment vars
@@ -217,6 +220,10 @@ func TestServeRuntime(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "runtime kubernetes" && !slices.Contains(runtime.Names(), "kubernetes") {
+				// Left out (no_kube): --runtime names a binary again.
+				tc.runtime, tc.settings = "oci", map[string]string{"oci.binary": "kubernetes"}
+			}
 			cfg := defaultServeConfig
 			tc.cfg(&cfg)
 			s, err := cfg.settings()
