@@ -4,9 +4,9 @@
 // A sandbox is three objects, labelled with its id (agent2env.io/sandbox)
 // and the daemon that owns it (agent2env.io/owner):
 //
-//   - a Pod, a2e-<id>-<suffix> (a new suffix each time Stop replaces it,
-//     so that a late deletion of the old one by name cannot hit the new).
-//     An init container from the agent2env image copies the static
+//   - a Pod, a2e-<id>, then a2e-<id>-<suffix> for each that replaces it
+//     (a late deletion of the old one by name cannot hit the new). An
+//     init container from the agent2env image copies the static
 //     binary into an emptyDir; the sandbox's container runs it from there
 //     as PID 1 (the agent), whatever the sandbox's image is, as uid 1000
 //     with no capabilities, no privilege escalation, RuntimeDefault

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -80,7 +81,7 @@ type Runtime struct {
 	cfg    Config
 	pc     podConfig
 	client kubernetes.Interface
-	pods   corev1Pods
+	pods   typedcorev1.PodInterface
 	dial   func(ctx context.Context, pod *corev1.Pod) (net.Conn, error)
 	log    *slog.Logger
 	stop   context.CancelFunc
@@ -103,14 +104,6 @@ type Runtime struct {
 type lostPod struct {
 	reason string
 	spec   *specJSON
-}
-
-// corev1Pods is the part of the typed client the Runtime uses for Pods.
-type corev1Pods = interface {
-	Create(ctx context.Context, pod *corev1.Pod, opts metav1.CreateOptions) (*corev1.Pod, error)
-	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
-	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*corev1.Pod, error)
-	List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
 }
 
 // New returns a Runtime whose Pod informer has synced. Close stops it.
@@ -317,8 +310,8 @@ func (r *Runtime) Create(ctx context.Context, spec *sandbox.Spec) error {
 	// The Pod first: a name taken is a sandbox that exists, whose Secret
 	// and policy must not be touched. Start makes them if a crash left
 	// them unmade.
-	if err := r.createPod(ctx, s, ""); err != nil {
-		if apierrors.IsAlreadyExists(err) {
+	if err := r.createPod(ctx, s, "", true); err != nil {
+		if errors.Is(err, errdefs.ErrAlreadyExists) {
 			return errdefs.Conflict("sandbox %s already exists", id)
 		}
 		return fmt.Errorf("create sandbox %s: %w", id, err)
@@ -329,10 +322,10 @@ func (r *Runtime) Create(ctx context.Context, spec *sandbox.Spec) error {
 	return nil
 }
 
-// createPod creates the gated Pod of s and waits for the informer to see
-// it.
-func (r *Runtime) createPod(ctx context.Context, s *specJSON, state string) error {
-	pod, err := r.pc.pod(s, state)
+// createPod creates a gated Pod of s (its first, or one that replaces
+// another) and waits for the informer to see it.
+func (r *Runtime) createPod(ctx context.Context, s *specJSON, state string, first bool) error {
+	pod, err := r.pc.pod(s, state, first)
 	if err != nil {
 		return err
 	}
@@ -408,7 +401,7 @@ func (r *Runtime) start(ctx context.Context, id string) error {
 		if lost.spec == nil {
 			return fmt.Errorf("sandbox lost (%s) without its spec", lost.reason)
 		}
-		if err := r.createPod(ctx, lost.spec, ""); err != nil {
+		if err := r.createPod(ctx, lost.spec, "", false); err != nil {
 			return err
 		}
 	case !gated(pod):
@@ -527,7 +520,7 @@ func (r *Runtime) replace(ctx context.Context, id string, pod *corev1.Pod, state
 	if err := r.deletePod(ctx, id, pod, grace); err != nil {
 		return err
 	}
-	return r.createPod(ctx, spec, state)
+	return r.createPod(ctx, spec, state, false)
 }
 
 func (r *Runtime) setDeleting(id string, on bool) {

@@ -55,10 +55,15 @@ var validID = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,51}[a-z0-9])?$`)
 // objectName names the Secret and NetworkPolicy of sandbox id.
 func objectName(id string) string { return namePrefix + id }
 
-// podName names a new Pod of sandbox id: a2e-<id>-<suffix>, new for each
-// Pod the sandbox has, so that a late deletion of the Pod it replaces
-// (by name, as kwok's) cannot hit it.
-func podName(id string) string {
+// podName names a Pod of sandbox id: a2e-<id> for its first, which
+// Create makes (a name taken is a sandbox that exists), and
+// a2e-<id>-<suffix> for those that replace it, a new suffix each time, so
+// that a late deletion of the one replaced (by name, as kwok's) cannot hit
+// its successor.
+func podName(id string, first bool) string {
+	if first {
+		return objectName(id)
+	}
 	const letters = "bcdfghjklmnpqrstvwxz2456789" // as Kubernetes' generateName
 	b := make([]byte, podSuffix)
 	for i := range b {
@@ -69,8 +74,11 @@ func podName(id string) string {
 
 const podSuffix = 5
 
-// isPodName reports whether name is one podName(id) gives.
+// isPodName reports whether name is one podName(id, ...) gives.
 func isPodName(name, id string) bool {
+	if name == objectName(id) {
+		return true
+	}
 	suffix, ok := strings.CutPrefix(name, objectName(id)+"-")
 	return ok && len(suffix) == podSuffix && strings.Trim(suffix, "bcdfghjklmnpqrstvwxz2456789") == ""
 }
@@ -130,8 +138,9 @@ func (c podConfig) labels(id string) map[string]string {
 	}
 }
 
-// pod returns the gated Pod of a sandbox; state is "" or "stopped".
-func (c podConfig) pod(s *specJSON, state string) (*corev1.Pod, error) {
+// pod returns a gated Pod of a sandbox, its first or a replacement; state
+// is "" or "stopped".
+func (c podConfig) pod(s *specJSON, state string, first bool) (*corev1.Pod, error) {
 	raw, err := json.Marshal(s)
 	if err != nil {
 		return nil, err
@@ -166,7 +175,7 @@ func (c podConfig) pod(s *specJSON, state string) (*corev1.Pod, error) {
 	)
 	agentBin := agentDir + "/agent2env"
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: podName(s.ID), Labels: c.labels(s.ID), Annotations: ann},
+		ObjectMeta: metav1.ObjectMeta{Name: podName(s.ID, first), Labels: c.labels(s.ID), Annotations: ann},
 		Spec: corev1.PodSpec{
 			SchedulingGates:               []corev1.PodSchedulingGate{{Name: startGate}},
 			RestartPolicy:                 corev1.RestartPolicyNever,

@@ -52,7 +52,7 @@ func TestCheckSpec(t *testing.T) {
 func testPod(t *testing.T) *corev1.Pod {
 	t.Helper()
 	pc := podConfig{owner: "me", agentImage: "agent2env/agent2env:1"}
-	pod, err := pc.pod(&specJSON{ID: "s1", Image: "busybox", Labels: map[string]string{"k": "v"}}, "")
+	pod, err := pc.pod(&specJSON{ID: "s1", Image: "busybox", Labels: map[string]string{"k": "v"}}, "", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +62,12 @@ func testPod(t *testing.T) *corev1.Pod {
 // TestSandboxOf checks that what is read back from the cluster is
 // trusted only when it is a well-formed sandbox of this owner.
 func TestSandboxOf(t *testing.T) {
-	if id, spec, err := sandboxOf(testPod(t), "me"); err != nil || id != "s1" || spec.Labels["k"] != "v" {
-		t.Fatalf("sandboxOf(a pod made by the runtime) = %q, %+v, %v", id, spec, err)
+	for _, name := range []string{"a2e-s1", testPod(t).Name} {
+		pod := testPod(t)
+		pod.Name = name
+		if id, spec, err := sandboxOf(pod, "me"); err != nil || id != "s1" || spec.Labels["k"] != "v" {
+			t.Fatalf("sandboxOf(a pod %s made by the runtime) = %q, %+v, %v", name, id, spec, err)
+		}
 	}
 	for _, tc := range []struct {
 		name string
@@ -72,7 +76,7 @@ func TestSandboxOf(t *testing.T) {
 		{"other owner", func(p *corev1.Pod) { p.Labels[LabelOwner] = "you" }},
 		{"id not the name's", func(p *corev1.Pod) { p.Labels[LabelSandbox] = "s2" }},
 		{"invalid id", func(p *corev1.Pod) { p.Labels[LabelSandbox], p.Name = "../x", "a2e-../x-bcdfg" }},
-		{"name without suffix", func(p *corev1.Pod) { p.Name = "a2e-s1" }},
+		{"name with a short suffix", func(p *corev1.Pod) { p.Name = "a2e-s1-bcd" }},
 		{"name of another id", func(p *corev1.Pod) { p.Name = "a2e-s1-x-bcdfg" }},
 		{"no spec", func(p *corev1.Pod) { delete(p.Annotations, annotationSpec) }},
 		{"spec not json", func(p *corev1.Pod) { p.Annotations[annotationSpec] = "{" }},
