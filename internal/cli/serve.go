@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/agent2env/agent2env/internal/auth"
-	"github.com/agent2env/agent2env/internal/buildinfo"
 	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/daemon"
 	"github.com/agent2env/agent2env/internal/manager"
@@ -193,15 +192,6 @@ func (cfg *serveConfig) settings() (*serveSettings, error) {
 	return s, nil
 }
 
-// defaultAgentImage is the agent2env image of this build, as make image
-// tags it: the version's, or latest for a build without one.
-func defaultAgentImage() string {
-	if v := buildinfo.Get().Version; v != "unknown" && v != "(devel)" {
-		return "agent2env/agent2env:" + v
-	}
-	return "agent2env/agent2env:latest"
-}
-
 // runtimeSettings sets the runtime's name and settings: --runtime names
 // the OCI runtime's binary, or, for short, another runtime.
 func (cfg *serveConfig) runtimeSettings(s *serveSettings) error {
@@ -216,13 +206,9 @@ func (cfg *serveConfig) runtimeSettings(s *serveSettings) error {
 	case "oci":
 		s.runtimeSettings["oci.binary"] = cfg.Runtime
 	case "kubernetes": // its settings by name: the runtime may be left out (no_kube)
-		image := cfg.KubeAgentImage
-		if image == "" {
-			image = defaultAgentImage()
-		}
 		for key, v := range map[string]string{
 			"kubeconfig": cfg.Kubeconfig, "namespace": cfg.KubeNamespace, "connect": cfg.KubeConnect,
-			"agent-image": image, "runtime-class": cfg.KubeRuntimeClass, "pull-secrets": cfg.KubePullSecrets,
+			"agent-image": cfg.KubeAgentImage, "runtime-class": cfg.KubeRuntimeClass, "pull-secrets": cfg.KubePullSecrets,
 		} {
 			if v != "" {
 				s.runtimeSettings["kubernetes."+key] = v

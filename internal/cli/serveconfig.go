@@ -93,7 +93,7 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubernetes runtime: kubeconfig file of the cluster (default: the in-cluster service account)")
 	f.StringVar(&cfg.KubeNamespace, "kube-namespace", "", "kubernetes runtime: namespace of the sandboxes' Pods (default: the service account's, else default)")
 	f.StringVar(&cfg.KubeConnect, "kube-connect", "direct", "kubernetes runtime: how the daemon reaches agents: direct (the Pod's IP, in the cluster) or port-forward (through the API server)")
-	f.StringVar(&cfg.KubeAgentImage, "kube-agent-image", "", "kubernetes runtime: the agent2env image Pods copy the agent from (default agent2env/agent2env:<this version>, make image)")
+	f.StringVar(&cfg.KubeAgentImage, "kube-agent-image", "", "kubernetes runtime: the agent2env image Pods copy the agent from (default: the daemon's own, when it runs in a Pod with $POD_NAME set; else agent2env/agent2env:<this version>, make image)")
 	f.StringVar(&cfg.KubeRuntimeClass, "kube-runtime-class", "", "kubernetes runtime: runtimeClassName of the sandboxes' Pods (gVisor, Kata)")
 	f.StringVar(&cfg.KubePullSecrets, "kube-pull-secrets", "", "kubernetes runtime: comma-separated imagePullSecrets of the sandboxes' Pods")
 	f.Int64Var(&cfg.OutputBudget, "output-budget", 256<<20, "bytes of command and code output the daemon buffers across all executions; past it output is dropped and results say truncated")

@@ -210,7 +210,7 @@ func TestServeRuntime(t *testing.T) {
 		{"default", func(*serveConfig) {}, "oci", map[string]string{"oci.binary": "runc"}},
 		{"crun", func(c *serveConfig) { c.Runtime = "crun" }, "oci", map[string]string{"oci.binary": "crun"}},
 		{"runtime kubernetes", func(c *serveConfig) { c.Runtime = "kubernetes"; c.KubeNamespace = "sb" }, "kubernetes",
-			map[string]string{"kubernetes.namespace": "sb", "kubernetes.connect": "direct", "kubernetes.agent-image": defaultAgentImage()}},
+			map[string]string{"kubernetes.namespace": "sb", "kubernetes.connect": "direct"}},
 		{"runtime-kind kubernetes", func(c *serveConfig) {
 			c.RuntimeKind, c.Kubeconfig, c.KubeConnect, c.KubeAgentImage = "kubernetes", "/k", "port-forward", "reg/a2e:1"
 			c.KubeRuntimeClass, c.KubePullSecrets = "gvisor", "a,b"

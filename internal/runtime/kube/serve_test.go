@@ -11,11 +11,14 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/api/client"
+	"github.com/agent2env/agent2env/internal/runtime"
 	"github.com/agent2env/agent2env/internal/runtime/kube"
+	"github.com/agent2env/agent2env/internal/sandbox"
 )
 
 // nonroot is the user the daemon runs as in deploy/kubernetes.
@@ -142,4 +145,38 @@ func TestServe(t *testing.T) {
 
 func listOwned(owner string) metav1.ListOptions {
 	return metav1.ListOptions{LabelSelector: kube.LabelOwner + "=" + owner}
+}
+
+// TestOwnImage checks that a daemon in a Pod ($POD_NAME) gives sandbox
+// Pods its own image as the agent image when none is set.
+func TestOwnImage(t *testing.T) {
+	k := startTierA(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// The daemon's Pod, bound to a node nobody runs: it only has to exist.
+	self := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent2env-daemon"},
+		Spec: corev1.PodSpec{NodeName: "elsewhere", Containers: []corev1.Container{
+			{Name: "agent2env", Image: "registry.test/team/agent2env:v9"},
+			{Name: "sidecar", Image: "registry.test/other:1"},
+		}},
+	}
+	if _, err := k.c.Client.CoreV1().Pods(k.ns).Create(ctx, self, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(kube.EnvPodName, self.Name)
+	rt, err := runtime.New(ctx, kube.Name, runtime.Options{Settings: map[string]string{
+		"kubernetes.kubeconfig": k.c.Kubeconfig, "kubernetes.namespace": k.ns, "kubernetes.owner": k.owner,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.(*kube.Runtime).Close)
+	if err := rt.Create(ctx, &sandbox.Spec{ID: "own", Image: testImage}); err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Delete(context.Background(), "own")
+	if got := k.pod(ctx, t, "own").Spec.InitContainers[0].Image; got != "registry.test/team/agent2env:v9" {
+		t.Errorf("agent image %q, want the daemon's own", got)
+	}
 }
