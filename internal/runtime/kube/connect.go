@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -91,14 +92,16 @@ func forward(d httpstream.Dialer, port int) (net.Conn, error) {
 	return c, nil
 }
 
-// streamConn is a port-forward data stream as a net.Conn. Deadlines are
-// not supported (the agent client sets none).
+// streamConn is a port-forward data stream as a net.Conn. A deadline
+// closes the connection when it passes (there is no timeout to recover
+// from): the agent client sets one only to interrupt a dial.
 type streamConn struct {
 	conn httpstream.Connection
 	data httpstream.Stream
 
-	mu  sync.Mutex
-	err error
+	mu    sync.Mutex
+	err   error
+	timer *time.Timer
 }
 
 func (c *streamConn) fail(err error) {
@@ -135,11 +138,23 @@ func (c *streamConn) Close() error {
 	return c.conn.Close()
 }
 
-func (c *streamConn) LocalAddr() net.Addr              { return forwardAddr{} }
-func (c *streamConn) RemoteAddr() net.Addr             { return forwardAddr{} }
-func (c *streamConn) SetDeadline(time.Time) error      { return nil }
-func (c *streamConn) SetReadDeadline(time.Time) error  { return nil }
-func (c *streamConn) SetWriteDeadline(time.Time) error { return nil }
+func (c *streamConn) LocalAddr() net.Addr  { return forwardAddr{} }
+func (c *streamConn) RemoteAddr() net.Addr { return forwardAddr{} }
+func (c *streamConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	if !t.IsZero() {
+		c.timer = time.AfterFunc(time.Until(t), func() { c.fail(os.ErrDeadlineExceeded) })
+	}
+	return nil
+}
+
+func (c *streamConn) SetReadDeadline(t time.Time) error  { return c.SetDeadline(t) }
+func (c *streamConn) SetWriteDeadline(t time.Time) error { return c.SetDeadline(t) }
 
 type forwardAddr struct{}
 

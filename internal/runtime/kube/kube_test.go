@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"io"
+	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -197,6 +199,49 @@ func TestPortForward(t *testing.T) {
 	}
 	if want := "through the api server1000\n"; out.String() != want {
 		t.Errorf("output %q, want %q", out.String(), want)
+	}
+
+	// A port inside the sandbox, as the port gateway reaches it: here the
+	// sandbox's loopback is the host's, where this echo server listens.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				_, _ = io.Copy(conn, conn)
+			}()
+		}
+	}()
+	conn, err := c.DialPort(ctx, l.Addr().(*net.TCPAddr).Port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Whether a half-close crosses the port-forward is the kubelet's
+	// business: read what was sent, within a deadline (which ends the
+	// connection).
+	const ping = "ping through port-forward"
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(conn, ping); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(ping))
+	if _, err := io.ReadFull(conn, got); err != nil || string(got) != ping {
+		t.Errorf("echo through DialPort: %q, %v", got, err)
+	}
+	// A cancelled dial ends, as the gateway needs of an abandoned request.
+	cancelled, cancelDial := context.WithCancel(ctx)
+	cancelDial()
+	if _, err := c.DialPort(cancelled, l.Addr().(*net.TCPAddr).Port); !errors.Is(err, context.Canceled) {
+		t.Errorf("DialPort with a cancelled context: %v", err)
 	}
 }
 
