@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/daemon"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/runtime"
 	"github.com/agent2env/agent2env/internal/session"
 )
 
@@ -29,9 +31,10 @@ func newServeCmd(e env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "serve [flags]",
 		Short: "run the daemon",
-		Long: `serve runs the daemon: the REST API, the sandboxes (as root, with an OCI runtime) and
-their images. Each setting is, in order: its flag, its environment variable (AGENT2ENV_
-and the flag's name in capitals, - as _: --max-sandboxes is AGENT2ENV_MAX_SANDBOXES), its
+		Long: `serve runs the daemon: the REST API, the sandboxes (as root, with an OCI runtime, or
+as Pods of a Kubernetes cluster: --runtime kubernetes) and their images. Each setting
+is, in order: its flag, its environment variable (AGENT2ENV_ and the flag's name in
+capitals, - as _: --max-sandboxes is AGENT2ENV_MAX_SANDBOXES), its
 key in the YAML file --config names (the flag's name: "max-sandboxes: 20"), or its
 default. A value that does not parse, wherever it comes from, stops the daemon.
 
@@ -67,7 +70,7 @@ required when the daemon listens beyond loopback.`,
 // SIGTERM), then shuts it down and returns nil when all went well.
 func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error {
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: s.level}))
-	if os.Geteuid() != 0 {
+	if os.Geteuid() != 0 && s.runtime == "oci" {
 		return fmt.Errorf("the daemon runs sandboxes with an OCI runtime and must run as root (try: sudo agent2env serve)")
 	}
 	defer exitOnSecondSignal(log)()
@@ -80,7 +83,7 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	sys, err := daemon.New(ctx, daemon.Config{
-		Keys: keys, Listen: cfg.Listen, PublicURL: cfg.PublicURL, DataDir: cfg.DataDir, Runtime: cfg.RuntimeKind, RuntimeBinary: cfg.Runtime,
+		Keys: keys, Listen: cfg.Listen, PublicURL: cfg.PublicURL, DataDir: cfg.DataDir, Runtime: s.runtime, RuntimeSettings: s.runtimeSettings,
 		ImageDir: cfg.ImageDir, CacheDir: cfg.CacheDir, DebianMirror: cfg.DebianMirror,
 		InsecureRegistries: splitList(cfg.InsecureRegistries), Log: log,
 		Manager: manager.Config{MaxSandboxes: cfg.MaxSandboxes, OutputBudget: cfg.OutputBudget,
@@ -170,10 +173,14 @@ func exitOnSecondSignal(log *slog.Logger) (stop func()) {
 
 // serveSettings are the settings that cfg holds as text, parsed.
 type serveSettings struct {
-	level   slog.Level
-	pools   map[string]int
-	sources map[string]contexts.Source
-	volumes []session.Volume
+	// runtime is the sandbox runtime's name, and runtimeSettings its
+	// settings (runtime.Options.Settings).
+	runtime         string
+	runtimeSettings map[string]string
+	level           slog.Level
+	pools           map[string]int
+	sources         map[string]contexts.Source
+	volumes         []session.Volume
 }
 
 // settings parses and checks the values of cfg that are more than a
@@ -216,7 +223,36 @@ func (cfg *serveConfig) settings() (*serveSettings, error) {
 	if cfg.LLMArchiveMaxAge < 0 || cfg.LLMArchiveMaxSize < 0 {
 		return nil, fmt.Errorf("llm-archive-max-age %v, llm-archive-max-size %d: must not be negative", cfg.LLMArchiveMaxAge, cfg.LLMArchiveMaxSize)
 	}
+	if err := cfg.runtimeSettings(s); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// runtimeSettings sets the runtime's name and settings: --runtime names
+// the OCI runtime's binary, or, for short, another runtime.
+func (cfg *serveConfig) runtimeSettings(s *serveSettings) error {
+	s.runtime, s.runtimeSettings = cfg.RuntimeKind, map[string]string{}
+	if cfg.Runtime != "oci" && slices.Contains(runtime.Names(), cfg.Runtime) {
+		if cfg.RuntimeKind != "oci" && cfg.RuntimeKind != cfg.Runtime {
+			return fmt.Errorf("runtime %q and runtime-kind %q name different runtimes", cfg.Runtime, cfg.RuntimeKind)
+		}
+		s.runtime = cfg.Runtime
+	}
+	switch s.runtime {
+	case "oci":
+		s.runtimeSettings["oci.binary"] = cfg.Runtime
+	case "kubernetes": // its settings by name: the runtime may be left out (no_kube)
+		for key, v := range map[string]string{
+			"kubeconfig": cfg.Kubeconfig, "namespace": cfg.KubeNamespace, "connect": cfg.KubeConnect,
+			"agent-image": cfg.KubeAgentImage, "runtime-class": cfg.KubeRuntimeClass, "pull-secrets": cfg.KubePullSecrets,
+		} {
+			if v != "" {
+				s.runtimeSettings["kubernetes."+key] = v
+			}
+		}
+	}
+	return nil
 }
 
 // parseAssignments parses "a=1,b=2" into a map.

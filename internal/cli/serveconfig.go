@@ -60,13 +60,19 @@ type serveConfig struct {
 	LLMArchiveMaxSize  int64         `yaml:"llm-archive-max-size"`
 	TasksDir           string        `yaml:"tasks-dir"`
 	MaxRuns            int           `yaml:"max-runs"`
+	Kubeconfig         string        `yaml:"kubeconfig"`
+	KubeNamespace      string        `yaml:"kube-namespace"`
+	KubeConnect        string        `yaml:"kube-connect"`
+	KubeAgentImage     string        `yaml:"kube-agent-image"`
+	KubeRuntimeClass   string        `yaml:"kube-runtime-class"`
+	KubePullSecrets    string        `yaml:"kube-pull-secrets"`
 }
 
 // register adds a flag for each field of cfg, with its default.
 func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address to serve the API on")
 	f.StringVar(&cfg.DataDir, "data-dir", "/var/lib/agent2env", "state directory")
-	f.StringVar(&cfg.Runtime, "runtime", "runc", "OCI runtime binary: runc, crun, runsc or a path")
+	f.StringVar(&cfg.Runtime, "runtime", "runc", "OCI runtime binary: runc, crun, runsc or a path; or, for short, another sandbox runtime (--runtime kubernetes is --runtime-kind kubernetes)")
 	f.StringVar(&cfg.RuntimeKind, "runtime-kind", "oci", "the sandbox runtime: "+strings.Join(runtime.Names(), ", "))
 	f.StringVar(&cfg.PublicURL, "public-url", "", "base URL clients reach the daemon at, for sandboxes' accessUrl (default http://<listen>)")
 	f.StringVar(&cfg.ImageDir, "image-dir", "", "image store (default <data-dir>/images)")
@@ -98,6 +104,12 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.Int64Var(&cfg.LLMArchiveMaxSize, "llm-archive-max-size", 0, "bytes the LLM archive keeps at most; the oldest exchanges go first (0: no limit)")
 	f.StringVar(&cfg.TasksDir, "tasks-dir", "", "directory of task files that run submissions may name (task run --name)")
 	f.IntVar(&cfg.MaxRuns, "max-runs", 16, "task runs going at once; more wait queued")
+	f.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubernetes runtime: kubeconfig file of the cluster (default: the in-cluster service account)")
+	f.StringVar(&cfg.KubeNamespace, "kube-namespace", "", "kubernetes runtime: namespace of the sandboxes' Pods (default: the service account's, else default)")
+	f.StringVar(&cfg.KubeConnect, "kube-connect", "direct", "kubernetes runtime: how the daemon reaches agents: direct (the Pod's IP, in the cluster) or port-forward (through the API server)")
+	f.StringVar(&cfg.KubeAgentImage, "kube-agent-image", "", "kubernetes runtime: the agent2env image Pods copy the agent from (default: the daemon's own, when it runs in a Pod with $POD_NAME set; else agent2env/agent2env:<this version>, make image)")
+	f.StringVar(&cfg.KubeRuntimeClass, "kube-runtime-class", "", "kubernetes runtime: runtimeClassName of the sandboxes' Pods (gVisor, Kata)")
+	f.StringVar(&cfg.KubePullSecrets, "kube-pull-secrets", "", "kubernetes runtime: comma-separated imagePullSecrets of the sandboxes' Pods")
 	f.Int64Var(&cfg.OutputBudget, "output-budget", 256<<20, "bytes of command and code output the daemon buffers across all executions; past it output is dropped and results say truncated")
 }
 

@@ -5,12 +5,15 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"gopkg.in/yaml.v3"
+
+	"github.com/agent2env/agent2env/internal/runtime"
 )
 
 // runServe runs "agent2env serve args..." with the environment vars
@@ -26,7 +29,7 @@ func runServe(t *testing.T, vars map[string]string, args ...string) (code int, s
 // defaultServeConfig is what serve runs with when nothing is set.
 var defaultServeConfig = serveConfig{Listen: "127.0.0.1:8080", DataDir: "/var/lib/agent2env", Runtime: "runc", RuntimeKind: "oci",
 	ContextOutputLimit: 10 << 20, LogLevel: "info", HTTPHeaderTimeout: 10 * time.Second, HTTPIdleTimeout: 2 * time.Minute,
-	HTTPStallTimeout: time.Minute, HTTPMaxHeaderBytes: 64 << 10, MaxConns: 4096, MaxConnsPerClient: 1024,
+	HTTPStallTimeout: time.Minute, HTTPMaxHeaderBytes: 64 << 10, MaxConns: 4096, MaxConnsPerClient: 1024, KubeConnect: "direct",
 	OutputBudget: 256 << 20, CPUOvercommit: 16, MemoryOvercommit: 2, MaxRuns: 16}
 
 // TestServeConfig checks the precedence flag > environment > file >
@@ -193,6 +196,44 @@ func TestServeConfigErrors(t *testing.T) {
 				if !strings.Contains(stderr, want) {
 					t.Errorf("stderr lacks %q:\n%s", want, stderr)
 				}
+			}
+		})
+	}
+}
+
+// TestServeRuntime checks which runtime serve makes, with which settings.
+func TestServeRuntime(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		cfg      func(*serveConfig)
+		runtime  string
+		settings map[string]string
+	}{
+		{"default", func(*serveConfig) {}, "oci", map[string]string{"oci.binary": "runc"}},
+		{"crun", func(c *serveConfig) { c.Runtime = "crun" }, "oci", map[string]string{"oci.binary": "crun"}},
+		{"runtime kubernetes", func(c *serveConfig) { c.Runtime = "kubernetes"; c.KubeNamespace = "sb" }, "kubernetes",
+			map[string]string{"kubernetes.namespace": "sb", "kubernetes.connect": "direct"}},
+		{"runtime-kind kubernetes", func(c *serveConfig) {
+			c.RuntimeKind, c.Kubeconfig, c.KubeConnect, c.KubeAgentImage = "kubernetes", "/k", "port-forward", "reg/a2e:1"
+			c.KubeRuntimeClass, c.KubePullSecrets = "gvisor", "a,b"
+		}, "kubernetes", map[string]string{
+			"kubernetes.kubeconfig": "/k", "kubernetes.connect": "port-forward", "kubernetes.agent-image": "reg/a2e:1",
+			"kubernetes.runtime-class": "gvisor", "kubernetes.pull-secrets": "a,b",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "runtime kubernetes" && !slices.Contains(runtime.Names(), "kubernetes") {
+				// Left out (no_kube): --runtime names a binary again.
+				tc.runtime, tc.settings = "oci", map[string]string{"oci.binary": "kubernetes"}
+			}
+			cfg := defaultServeConfig
+			tc.cfg(&cfg)
+			s, err := cfg.settings()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]any{tc.runtime, tc.settings}, []any{s.runtime, s.runtimeSettings}); diff != "" {
+				t.Errorf("runtime, settings (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -58,6 +59,9 @@ type Config struct {
 	// RuntimeBinary is the oci runtime's binary (its setting
 	// "oci.binary"): "runc" (default), "crun", "runsc" or a path.
 	RuntimeBinary string
+	// RuntimeSettings are more settings of the runtimes
+	// (runtime.Options.Settings: "kubernetes.namespace").
+	RuntimeSettings map[string]string
 	// ImageDir holds the image store; default <DataDir>/images. Several
 	// data directories may share one (one daemon at a time).
 	ImageDir string
@@ -200,7 +204,10 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		if cfg.Runtime == "" {
 			cfg.Runtime = "oci"
 		}
-		settings := map[string]string{}
+		settings := maps.Clone(cfg.RuntimeSettings)
+		if settings == nil {
+			settings = map[string]string{}
+		}
 		if cfg.RuntimeBinary != "" {
 			settings["oci.binary"] = cfg.RuntimeBinary
 		}
@@ -228,7 +235,12 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	// through the manager, and the manager's creates take from the pools.
 	// The first of each pair is given a func that finds the second on s
 	// when called, which is never before New has built it.
-	s.Prepull = prepull.New(s.Store, s.Images, cfg.Log, prepull.WithTemplates(prepull.TemplateResolverFunc(
+	// Where nodes pull images themselves (a cluster), prepulls go to them.
+	var pulls prepull.Images = s.Images
+	if np, ok := s.Runtime.(sandbox.NodePrepuller); ok {
+		pulls = prepull.NodeImages(np)
+	}
+	s.Prepull = prepull.New(s.Store, pulls, cfg.Log, prepull.WithTemplates(prepull.TemplateResolverFunc(
 		func(ctx context.Context, name string, version int) (api.TemplateSpec, int, error) {
 			return s.Templates.Resolve(ctx, name, version)
 		})))

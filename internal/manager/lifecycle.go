@@ -213,6 +213,8 @@ func (m *Manager) markDead(ctx context.Context, id string) {
 	switch {
 	case err == nil && st.State == sandbox.StateRunning:
 		return
+	case err == nil && st.Reason != "":
+		reason += ": " + st.Reason // evicted, OOM-killed, node lost
 	case errors.Is(err, errdefs.ErrNotFound):
 		reason = fmt.Sprintf("sandbox lost: %v", err)
 	case err != nil:

@@ -272,7 +272,7 @@ func TestSweep(t *testing.T) {
 			want: api.StatusRunning, wantReason: "agent ready", wantState: sandbox.StateRunning},
 		{name: "ttl 0 never expires", ttl: 0, advance: 100 * 365 * 24 * time.Hour,
 			want: api.StatusRunning, wantReason: "agent ready", wantState: sandbox.StateRunning},
-		{name: "died", ttl: 60, kill: true, want: api.StatusFailed, wantReason: "sandbox exited"},
+		{name: "died", ttl: 60, kill: true, want: api.StatusFailed, wantReason: "sandbox exited: " + fakeruntime.KilledReason},
 		{name: "lost", ttl: 0, lose: true, want: api.StatusFailed, wantReason: "sandbox lost: status of sandbox"},
 		{name: "died and expired", ttl: 60, advance: time.Hour, kill: true},
 	}

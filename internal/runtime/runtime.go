@@ -1,8 +1,8 @@
 // Package runtime is the registry of sandbox runtimes: each backend
-// (runtime/oci today, a Kubernetes one next) registers a Factory under its
+// (runtime/oci, runtime/kube) registers a Factory under its
 // name from an init function, and the daemon makes the one its
 // configuration names with New. Backends are linked in by importing package
-// runtime/all, where a build tag can leave each out (no_oci).
+// runtime/all, where a build tag can leave each out (no_oci, no_kube).
 //
 // The package shares its name with the standard library's runtime, which
 // the daemon's packages do not need; import it without renaming.

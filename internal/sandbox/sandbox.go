@@ -155,6 +155,10 @@ type Status struct {
 	Pid       int
 	CreatedAt time.Time
 	Labels    map[string]string
+	// Reason says why a sandbox is stopped or unknown when the runtime
+	// knows more than its state ("pod Evicted: ...", "OOMKilled"); it
+	// may be empty.
+	Reason string
 }
 
 // Usage is a point-in-time reading of a sandbox's resource use.
@@ -188,7 +192,7 @@ type Capabilities struct {
 // Runtime runs sandboxes. Implementations are safe for concurrent use;
 // calls for one id are serialized by the caller.
 type Runtime interface {
-	// Name is the runtime's registry name ("oci", "kube").
+	// Name is the runtime's registry name ("oci", "kubernetes").
 	Name() string
 	Capabilities() Capabilities
 	// Create prepares a sandbox (root filesystem, bundle, or pod) without
@@ -234,6 +238,16 @@ type ImagePreparer interface {
 	// PrepareImage fetches ref unless it is ready. Concurrent calls for
 	// one ref share the work.
 	PrepareImage(ctx context.Context, ref string) error
+}
+
+// NodePrepuller is implemented by runtimes whose nodes pull images
+// themselves (a cluster's kubelets): the daemon's prepulls go to them, not
+// to its own image store.
+type NodePrepuller interface {
+	// Prepull has every node fetch ref and returns once all have; progress
+	// (which may be nil) receives the nodes done of the nodes to fetch on
+	// whenever that changes.
+	Prepull(ctx context.Context, ref string, progress func(ready, total int)) error
 }
 
 // UsageReader is implemented by runtimes that can measure resource use.

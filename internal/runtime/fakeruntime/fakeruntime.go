@@ -21,7 +21,7 @@
 //
 // Tests steer the fake with Hooks (errors or delays injected before an
 // operation, a filter on exec requests), SetCapabilities, Kill (the sandbox dies: its agent
-// stops and Status reports stopped), Seed (runtime state that exists before
+// stops and Status reports stopped, reason KilledReason), Seed (runtime state that exists before
 // the daemon recovers) and AppendLog; Calls counts the calls of every
 // method. A Runtime is safe for concurrent use; its zero value is not
 // usable, create it with New. Close removes every sandbox.
@@ -56,6 +56,9 @@ import (
 
 // Name is the fake's registry name, as Runtime.Name reports it.
 const Name = "fake"
+
+// KilledReason is the Status.Reason of a sandbox Kill stopped.
+const KilledReason = "killed"
 
 var (
 	_ sandbox.Runtime       = (*Runtime)(nil)
@@ -113,6 +116,7 @@ type box struct {
 	spec    sandbox.Spec
 	env     []string // of the agent: the image's and the spec's
 	state   sandbox.State
+	reason  string // why it stopped, when Kill stopped it
 	created time.Time
 	dir     string // holds the socket and work
 	work    string // stands in for /workspace
@@ -392,7 +396,7 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 	if err := r.startAgent(id, b); err != nil {
 		return err
 	}
-	b.state = sandbox.StateRunning
+	b.state, b.reason = sandbox.StateRunning, ""
 	return nil
 }
 
@@ -419,7 +423,7 @@ func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration) er
 		return err
 	}
 	b.stopAgent()
-	b.state = sandbox.StateStopped
+	b.state, b.reason = sandbox.StateStopped, KilledReason
 	return nil
 }
 
@@ -446,7 +450,7 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 }
 
 func (b *box) status(id string) sandbox.Status {
-	st := sandbox.Status{ID: id, State: b.state, CreatedAt: b.created, Labels: maps.Clone(b.spec.Labels)}
+	st := sandbox.Status{ID: id, State: b.state, CreatedAt: b.created, Labels: maps.Clone(b.spec.Labels), Reason: b.reason}
 	if b.stop != nil {
 		st.Pid = os.Getpid() // the agent runs in this process
 	}
@@ -553,7 +557,7 @@ func (r *Runtime) Kill(id string) error {
 		return err
 	}
 	b.stopAgent()
-	b.state = sandbox.StateStopped
+	b.state, b.reason = sandbox.StateStopped, KilledReason
 	return nil
 }
 

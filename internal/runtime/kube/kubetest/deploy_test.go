@@ -65,6 +65,7 @@ func TestDeployManifests(t *testing.T) {
 		{"agent2env", "create", "", "pods", "", true},
 		{"agent2env", "watch", "", "pods", "", true},
 		{"agent2env", "delete", "", "pods", "", true},
+		{"agent2env", "patch", "", "pods", "", true}, // the start gate
 		{"agent2env", "create", "", "secrets", "", true},
 		{"agent2env", "create", "", "persistentvolumeclaims", "", true},
 		{"agent2env", "create", "networking.k8s.io", "networkpolicies", "", true},

@@ -1,0 +1,219 @@
+package kube
+
+import (
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/runtime"
+	"github.com/agent2env/agent2env/internal/sandbox"
+)
+
+func TestCheckSpec(t *testing.T) {
+	ok := func() *sandbox.Spec { return &sandbox.Spec{ID: "abc123", Image: "busybox"} }
+	for _, tc := range []struct {
+		name string
+		edit func(*sandbox.Spec)
+		want string // "" for accepted
+	}{
+		{"ok", func(*sandbox.Spec) {}, ""},
+		{"uppercase id", func(s *sandbox.Spec) { s.ID = "ABC" }, "must match"},
+		{"underscore id", func(s *sandbox.Spec) { s.ID = "a_b" }, "must match"},
+		{"long id", func(s *sandbox.Spec) { s.ID = strings.Repeat("a", 54) }, "must match"},
+		{"no image", func(s *sandbox.Spec) { s.Image = "" }, "no image"},
+		{"egress", func(s *sandbox.Spec) { s.Network.Egress = &sandbox.Egress{AllowInternet: true} }, "egress"},
+		{"mounts", func(s *sandbox.Spec) { s.Mounts = []sandbox.Mount{{Source: "/a", Destination: "/b"}} }, "host directories"},
+		{"relative cwd", func(s *sandbox.Spec) { s.Cwd = "work" }, "not absolute"},
+		{"bad env", func(s *sandbox.Spec) { s.Env = []string{"=x"} }, "KEY=VALUE"},
+		{"negative memory", func(s *sandbox.Spec) { s.Resources.MemoryBytes = -1 }, "negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := ok()
+			tc.edit(s)
+			err := checkSpec(s)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.want != "" && (!errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("error %v, want an invalid argument saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func testPod(t *testing.T) *corev1.Pod {
+	t.Helper()
+	pc := podConfig{owner: "me", agentImage: "agent2env/agent2env:1"}
+	pod, err := pc.pod(&specJSON{ID: "s1", Image: "busybox", Labels: map[string]string{"k": "v"}}, "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
+// TestSandboxOf checks that what is read back from the cluster is
+// trusted only when it is a well-formed sandbox of this owner.
+func TestSandboxOf(t *testing.T) {
+	for _, name := range []string{"a2e-s1", testPod(t).Name} {
+		pod := testPod(t)
+		pod.Name = name
+		if id, spec, err := sandboxOf(pod, "me"); err != nil || id != "s1" || spec.Labels["k"] != "v" {
+			t.Fatalf("sandboxOf(a pod %s made by the runtime) = %q, %+v, %v", name, id, spec, err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*corev1.Pod)
+	}{
+		{"other owner", func(p *corev1.Pod) { p.Labels[LabelOwner] = "you" }},
+		{"id not the name's", func(p *corev1.Pod) { p.Labels[LabelSandbox] = "s2" }},
+		{"invalid id", func(p *corev1.Pod) { p.Labels[LabelSandbox], p.Name = "../x", "a2e-../x-bcdfg" }},
+		{"name with a short suffix", func(p *corev1.Pod) { p.Name = "a2e-s1-bcd" }},
+		{"name of another id", func(p *corev1.Pod) { p.Name = "a2e-s1-x-bcdfg" }},
+		{"no spec", func(p *corev1.Pod) { delete(p.Annotations, annotationSpec) }},
+		{"spec not json", func(p *corev1.Pod) { p.Annotations[annotationSpec] = "{" }},
+		{"spec of another", func(p *corev1.Pod) { p.Annotations[annotationSpec] = `{"id":"s2","image":"x"}` }},
+		{"spec without image", func(p *corev1.Pod) { p.Annotations[annotationSpec] = `{"id":"s1"}` }},
+		{"spec too large", func(p *corev1.Pod) {
+			p.Annotations[annotationSpec] = `{"id":"s1","image":"x","cwd":"/` + strings.Repeat("a", maxSpecAnnotation) + `"}`
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := testPod(t)
+			tc.edit(pod)
+			if _, _, err := sandboxOf(pod, "me"); err == nil {
+				t.Error("accepted")
+			}
+		})
+	}
+}
+
+func TestPodState(t *testing.T) {
+	now := metav1.NewTime(time.Now())
+	running := func(p *corev1.Pod) {
+		p.Spec.SchedulingGates = nil
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: containerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		edit   func(*corev1.Pod)
+		state  sandbox.State
+		reason string
+	}{
+		{"gated", func(*corev1.Pod) {}, sandbox.StateCreated, ""},
+		{"gated stopped", func(p *corev1.Pod) { p.Annotations[annotationState] = "stopped" }, sandbox.StateStopped, "stopped"},
+		{"pending", func(p *corev1.Pod) { p.Spec.SchedulingGates = nil; p.Status.Phase = corev1.PodPending }, sandbox.StateCreated, ""},
+		{"image pull failing", func(p *corev1.Pod) {
+			p.Spec.SchedulingGates = nil
+			p.Status.Phase = corev1.PodPending
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: containerName, State: corev1.ContainerState{
+				Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "no such image"}}}}
+		}, sandbox.StateCreated, "container sandbox: ImagePullBackOff: no such image"},
+		{"running", running, sandbox.StateRunning, ""},
+		{"not ready", func(p *corev1.Pod) {
+			running(p)
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "NodeLost"}}
+		}, sandbox.StateUnknown, "pod not ready: NodeLost"},
+		{"oom killed", func(p *corev1.Pod) {
+			running(p)
+			p.Status.Phase = corev1.PodFailed
+			p.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}
+		}, sandbox.StateStopped, "container sandbox: OOMKilled (exit code 137)"},
+		{"evicted by the kubelet", func(p *corev1.Pod) {
+			running(p)
+			p.Status.Phase = corev1.PodFailed
+			p.Status.Reason, p.Status.Message = "Evicted", "ephemeral storage over its limit"
+		}, sandbox.StateStopped, "pod Evicted: ephemeral storage over its limit"},
+		{"agent exited", func(p *corev1.Pod) {
+			running(p)
+			p.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}
+		}, sandbox.StateStopped, "agent exited: Completed (exit code 0)"},
+		{"being deleted for node loss", func(p *corev1.Pod) {
+			running(p)
+			p.DeletionTimestamp = &now
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "DeletionByTaintManager"})
+		}, sandbox.StateStopped, "pod deleted: DeletionByTaintManager"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := testPod(t)
+			tc.edit(pod)
+			state, reason := podState(pod)
+			if diff := cmp.Diff([]string{string(tc.state), tc.reason}, []string{string(state), reason}); diff != "" {
+				t.Errorf("state, reason (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestResources(t *testing.T) {
+	got := resources(sandbox.Resources{MilliCPU: 250, MemoryBytes: 128 << 20, DiskBytes: 2 << 30, Pids: 50})
+	for name, want := range map[corev1.ResourceName]string{
+		corev1.ResourceCPU: "250m", corev1.ResourceMemory: "128Mi", corev1.ResourceEphemeralStorage: "2Gi",
+	} {
+		if q := got.Limits[name]; q.String() != want {
+			t.Errorf("limit %s = %s, want %s", name, q.String(), want)
+		}
+		if q := got.Requests[name]; q.String() != want {
+			t.Errorf("request %s = %s, want %s", name, q.String(), want)
+		}
+	}
+	if len(got.Limits) != 3 {
+		t.Errorf("limits %v: want cpu, memory and ephemeral-storage only", got.Limits)
+	}
+	if none := resources(sandbox.Resources{}); none.Limits != nil || none.Requests != nil {
+		t.Errorf("no resources give %+v, want none", none)
+	}
+}
+
+func TestConfigFromSettings(t *testing.T) {
+	dir := t.TempDir()
+	kubeconfig := dir + "/config"
+	if err := writeFile(kubeconfig, `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:6443"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ConfigFromSettings(map[string]string{
+		SettingKubeconfig: kubeconfig, SettingNamespace: "sandboxes", SettingConnect: ConnectPortForward,
+		SettingPullSecrets: "a, b", SettingDaemonLabels: "app=x,tier=y", SettingStartTimeout: "90s",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []any{cfg.Rest.Host, cfg.Namespace, cfg.Connect, cfg.PullSecrets, map[string]string(cfg.DaemonLabels), cfg.StartTimeout}
+	want := []any{"https://127.0.0.1:6443", "sandboxes", ConnectPortForward, []string{"a", "b"}, map[string]string{"app": "x", "tier": "y"}, 90 * time.Second}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("config (-want +got):\n%s", diff)
+	}
+	for _, bad := range []map[string]string{
+		{SettingKubeconfig: dir + "/missing"},
+		{SettingKubeconfig: kubeconfig, SettingDaemonLabels: "a=b=c"},
+		{SettingKubeconfig: kubeconfig, SettingStartTimeout: "-1s"},
+	} {
+		if _, err := ConfigFromSettings(bad); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("settings %v: %v, want an invalid argument", bad, err)
+		}
+	}
+}
+
+func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o600) }
+
+func TestRegistered(t *testing.T) {
+	if names := runtime.Names(); !slices.Contains(names, Name) {
+		t.Errorf("registered runtimes %v lack %s", names, Name)
+	}
+}
