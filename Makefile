@@ -96,6 +96,7 @@ test-python: deps build
 
 bench: deps build
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/bench
+	AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/bench -agent-memory 4
 
 clean:
 	rm -rf bin

@@ -14,7 +14,9 @@
 //     stream event) through the daemon's /llm, against the same local
 //     upstream called directly (-llm-only: that alone).
 //   - the task runner's overhead per run of the custom agent `true`,
-//     cold and from a warm pool, against a bare sandbox create.
+//     cold and from a warm pool, against a bare sandbox create;
+//   - (-agent-memory N only) the memory of a sandbox whose claude-code
+//     waits on a model turn, against an idle sandbox of the same image.
 //
 // It starts the daemon binary ($AGENT2ENV_BIN) on a fresh data directory and
 // must run as root. Run it with `make bench`; -create-only measures the
@@ -52,12 +54,15 @@ func main() {
 	createOnly := flag.Bool("create-only", false, "measure sandbox create → ready (and its baseline) only")
 	llmOnly := flag.Bool("llm-only", false, "measure the LLM proxy's added latency only")
 	runsOnly := flag.Bool("runs-only", false, "measure sandbox create → ready and the task runner's overhead only")
+	agentMem := flag.Int("agent-memory", 0, "measure only the memory of this many idle claude-code runs in their sandboxes (agent2env/agent)")
 	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only)")
 	flag.Parse()
 	var err error
 	switch {
 	case *llmOnly:
 		err = benchLLM(os.Getenv("AGENT2ENV_BIN"), *n*40)
+	case *agentMem > 0:
+		err = benchAgentMemory(os.Getenv("AGENT2ENV_BIN"), *agentMem, 20*time.Second)
 	case *vs != "":
 		err = compareCreate(*n, *img, os.Getenv("AGENT2ENV_BIN"), *vs)
 	default:

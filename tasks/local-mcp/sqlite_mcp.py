@@ -83,7 +83,14 @@ def handle(db, msg):
             result = call_tool(db, name, params.get("arguments") or {})
         except sqlite3.Error as e:
             return {"content": [{"type": "text", "text": "SQL error: %s" % e}], "isError": True}
-        return {"content": [{"type": "text", "text": json.dumps(result)}], "isError": False}
+        # The rows as text, and as structured content (an object, as MCP
+        # wants it): without it gemini-cli's stdio client makes structured
+        # content of the text's JSON, an array, and then rejects it.
+        return {
+            "content": [{"type": "text", "text": json.dumps(result)}],
+            "structuredContent": {"rows": result},
+            "isError": False,
+        }
     raise NotImplementedError(method)
 
 

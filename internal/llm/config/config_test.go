@@ -171,7 +171,7 @@ func TestReplayExamples(t *testing.T) {
 	for _, m := range cfg.Models {
 		have[m.Name] = true
 	}
-	for _, task := range []string{"hello", "fix-failing-test", "remote-mcp"} {
+	for _, task := range []string{"hello", "fix-failing-test", "remote-mcp", "analyse-csv", "local-mcp"} {
 		for _, agent := range []string{"claude-code", "codex", "gemini-cli", "opencode", "qwen-code"} {
 			if name := "replay-" + task + "-" + agent; !have[name] {
 				t.Errorf("no model %s", name)
