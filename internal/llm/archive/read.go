@@ -179,6 +179,9 @@ func (a *Archive) Read(ctx context.Context, x *store.LLMExchange) (*Exchange, er
 			}
 			out.Request = Message{Method: b.Exchange.Method, URL: b.Exchange.Path, Header: b.Header, Body: data}
 		case kindUpstreamRequest:
+			if r.asRequest {
+				data = out.Request.Body
+			}
 			out.Attempts = append(out.Attempts, Attempt{Request: Message{Method: m.Method, URL: m.URL, Header: m.Header, Body: data}})
 		case kindUpstreamResponse:
 			if up := out.Upstream(); up != nil {
