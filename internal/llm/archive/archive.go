@@ -157,9 +157,8 @@ type recording struct {
 	locs  []pos
 	up    batch
 	down  batch
-	pend  []byte // records waiting to be written
+	pend  []byte // records waiting to be written (a pooled buffer while any do)
 	parts []part // where each begins and ends in pend
-	zbuf  []byte // a record's data compressed
 	dead  bool   // a write failed: the rest is not recorded
 }
 
@@ -186,17 +185,19 @@ func (rec *recording) put(kind byte, meta, data []byte, index bool) {
 	}
 	r := record{kind: kind, id: rec.id, at: time.Now(), meta: meta, data: data}
 	if rec.pend == nil {
-		rec.pend, rec.zbuf = getBuf(), getBuf()
+		rec.pend = getBuf()
 	}
+	var zbuf []byte
 	switch {
 	case kind == kindUpstreamRequest && len(data) > 0 && bytes.Equal(data, rec.body):
 		r.asRequest, r.data = true, nil // passed through as it came: stored once
 	case len(data) > compressAbove:
-		rec.zbuf = encoder.EncodeAll(data, rec.zbuf[:0])
-		r.zstd, r.data = true, rec.zbuf
+		zbuf = encoder.EncodeAll(data, getBuf())
+		r.zstd, r.data = true, zbuf
 	}
 	start := len(rec.pend)
 	rec.pend = appendRecord(rec.pend, &r)
+	putBuf(zbuf)
 	rec.parts = append(rec.parts, part{kind: kind, start: start, end: len(rec.pend), index: index})
 	rec.x.StoredBytes += int64(len(rec.pend) - start)
 }
@@ -225,7 +226,8 @@ func (rec *recording) commit() {
 			rec.a.idx.add(item)
 		}
 	})
-	rec.pend, rec.parts = rec.pend[:0], rec.parts[:0]
+	putBuf(rec.pend) // a stream held open holds no buffer it does not need
+	rec.pend, rec.parts = nil, rec.parts[:0]
 	if err != nil {
 		rec.dead = true
 		rec.a.slog.Warn("llm archive: exchange not recorded further", "id", rec.id, "err", err)
@@ -274,7 +276,8 @@ func (rec *recording) flush(bt *batch) {
 		return
 	}
 	rec.put(bt.kind, nil, bt.buf, false)
-	bt.buf = bt.buf[:0]
+	putBuf(bt.buf)
+	bt.buf = nil
 }
 
 func (rec *recording) End(ex *proxy.Exchange) {
@@ -295,10 +298,10 @@ func (rec *recording) End(ex *proxy.Exchange) {
 	}
 	rec.put(kindEnd, marshal(toMeta(x)), nil, true)
 	rec.commit() // in the log before the client has the end of the answer
-	for _, b := range [][]byte{rec.pend, rec.zbuf, rec.up.buf, rec.down.buf} {
+	for _, b := range [][]byte{rec.pend, rec.up.buf, rec.down.buf} {
 		putBuf(b)
 	}
-	rec.pend, rec.zbuf, rec.up.buf, rec.down.buf = nil, nil, nil, nil
+	rec.pend, rec.up.buf, rec.down.buf = nil, nil, nil
 	rec.dead = true // nothing after End
 }
 

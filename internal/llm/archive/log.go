@@ -27,8 +27,9 @@ const (
 	kindEnd              byte = 7 // meta: the exchange's index record
 )
 
-// Data is stored raw below this size; compressing less gains nothing.
-const compressAbove = 128
+// Data is stored raw up to this size: compressing less gains little and
+// costs the request the most per byte (zstd's tables are built per call).
+const compressAbove = 1 << 10
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
