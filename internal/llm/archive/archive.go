@@ -236,19 +236,19 @@ func (rec *recording) commit() {
 
 func (rec *recording) UpstreamRequest(r *http.Request, body []byte) {
 	rec.flush(&rec.up)
-	rec.put(kindUpstreamRequest, marshal(httpMeta{Method: r.Method, URL: redactQuery(r.URL.String()), Header: redact(r.Header)}), body, false)
+	rec.put(kindUpstreamRequest, appendHTTPMeta(nil, r.Method, redactQuery(r.URL.String()), 0, r.Header), body, false)
 	rec.commit() // in the log before it is sent
 }
 
 func (rec *recording) UpstreamResponse(status int, h http.Header) {
 	rec.flush(&rec.up)
-	rec.put(kindUpstreamResponse, marshal(httpMeta{Status: status, Header: redact(h)}), nil, false)
+	rec.put(kindUpstreamResponse, appendHTTPMeta(nil, "", "", status, h), nil, false)
 }
 
 func (rec *recording) UpstreamData(b []byte) { rec.add(&rec.up, kindUpstreamData, b) }
 
 func (rec *recording) Response(status int, h http.Header) {
-	rec.put(kindResponse, marshal(httpMeta{Status: status, Header: redact(h)}), nil, false)
+	rec.put(kindResponse, appendHTTPMeta(nil, "", "", status, h), nil, false)
 }
 
 func (rec *recording) ResponseData(b []byte) {
