@@ -4,16 +4,17 @@
 // client — and reads them back.
 //
 // Records go to an append-only log of segment files with plain write(2)s
-// and no fsync: the request is written before it is forwarded, the stream
-// as it passes (in compressed batches of at most FlushBytes or
-// FlushInterval), and the end of the exchange before the client sees the
-// end of the answer. What is written is in the kernel's page cache, so a
-// daemon killed with SIGKILL loses no completed exchange, and the proxy
-// never waits on a disk. An indexer goroutine puts each exchange's
-// metadata into the store (store.LLMExchanges) off the hot path; Open
-// re-indexes the log's tail the store does not have and marks the
-// exchanges that were cut off as interrupted. Bodies are zstd-compressed.
-// Retention (age, total size) removes whole segments.
+// and no fsync, an exchange's records waiting to go together in one: the
+// request is written before it is forwarded, the stream as it passes (in
+// compressed batches of at most FlushBytes or FlushInterval), and the end
+// of the exchange before the client sees the end of the answer. What is
+// written is in the kernel's page cache, so a daemon killed with SIGKILL
+// loses no completed exchange, and the proxy never waits on a disk. An
+// indexer goroutine, on a thread of lower priority, puts each exchange's
+// metadata into the store (store.LLMExchanges) in batches off the hot
+// path; Open re-indexes the log's tail the store does not have and marks
+// the exchanges that were cut off as interrupted. Bodies are
+// zstd-compressed. Retention (age, total size) removes whole segments.
 //
 // An Archive is safe for concurrent use.
 package archive
