@@ -10,9 +10,11 @@
 //   - memory per idle sandbox;
 //   - code-interpreter contexts: create cold and from a warm pool, and a
 //     run_code print(1) round trip, against python over a pipe;
-//   - the LLM proxy's added latency (whole answers and time to the first
-//     stream event) through the daemon's /llm, against the same local
-//     upstream called directly (-llm-only: that alone).
+//   - the LLM proxy through the daemon's /llm with its archive on, against
+//     the same local upstream called directly in the same run: the latency
+//     it adds at 1,000 req/s (whole answers and the first stream event),
+//     throughput at saturation, memory per held stream, and the archive's
+//     size and write cost per exchange (-llm-only: that alone).
 //   - the task runner's overhead per run of the custom agent `true`,
 //     cold and from a warm pool, against a bare sandbox create;
 //   - (-agent-memory N only) the memory of a sandbox whose claude-code
@@ -52,7 +54,8 @@ func main() {
 	idle := flag.Int("idle", 50, "idle sandboxes for the memory measurement")
 	img := flag.String("image", "agent2env/python", "image to create sandboxes from")
 	createOnly := flag.Bool("create-only", false, "measure sandbox create → ready (and its baseline) only")
-	llmOnly := flag.Bool("llm-only", false, "measure the LLM proxy's added latency only")
+	llmOnly := flag.Bool("llm-only", false, "measure the LLM proxy (latency, throughput, memory) and its archive only")
+	llmPace := flag.Duration("llm-time", 3*time.Second, "how long each LLM proxy measurement runs")
 	runsOnly := flag.Bool("runs-only", false, "measure sandbox create → ready and the task runner's overhead only")
 	agentMem := flag.Int("agent-memory", 0, "measure only the memory of this many idle claude-code runs in their sandboxes (agent2env/agent)")
 	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only)")
@@ -60,7 +63,7 @@ func main() {
 	var err error
 	switch {
 	case *llmOnly:
-		err = benchLLM(os.Getenv("AGENT2ENV_BIN"), *n*40)
+		err = benchLLM(os.Getenv("AGENT2ENV_BIN"), *llmPace)
 	case *agentMem > 0:
 		err = benchAgentMemory(os.Getenv("AGENT2ENV_BIN"), *agentMem, 20*time.Second)
 	case *vs != "":
@@ -177,7 +180,7 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly bool) error {
 		return err
 	}
 	report("exec `true` round trip (REST)", execTrue, "fork/exec true", direct, "≤ 3 ms p50")
-	if err := benchLLM(bin, n*40); err != nil {
+	if err := benchLLM(bin, 3*time.Second); err != nil {
 		return fmt.Errorf("llm proxy: %w", err)
 	}
 	if err := benchContexts(d, n, img); err != nil {

@@ -49,7 +49,9 @@ type SSEReader struct {
 
 // NewSSEReader reads events from r.
 func NewSSEReader(r io.Reader) *SSEReader {
-	return &SSEReader{r: bufio.NewReaderSize(r, 16<<10)}
+	// A small buffer: a proxy holds one per open stream, and a longer
+	// line is read in pieces.
+	return &SSEReader{r: bufio.NewReaderSize(r, 4<<10)}
 }
 
 // Next implements SSESource.

@@ -4,21 +4,23 @@
 // client — and reads them back.
 //
 // Records go to an append-only log of segment files with plain write(2)s
-// and no fsync: the request is written before it is forwarded, the stream
-// as it passes (in compressed batches of at most FlushBytes or
-// FlushInterval), and the end of the exchange before the client sees the
-// end of the answer. What is written is in the kernel's page cache, so a
-// daemon killed with SIGKILL loses no completed exchange, and the proxy
-// never waits on a disk. An indexer goroutine puts each exchange's
-// metadata into the store (store.LLMExchanges) off the hot path; Open
-// re-indexes the log's tail the store does not have and marks the
-// exchanges that were cut off as interrupted. Bodies are zstd-compressed.
-// Retention (age, total size) removes whole segments.
+// and no fsync, an exchange's records waiting to go together in one: the
+// request is written before it is forwarded, the stream as it passes (in
+// compressed batches of at most FlushBytes or FlushInterval), and the end
+// of the exchange before the client sees the end of the answer. What is
+// written is in the kernel's page cache, so a daemon killed with SIGKILL
+// loses no completed exchange, and the proxy never waits on a disk. An
+// indexer goroutine, on a thread of lower priority, puts each exchange's
+// metadata into the store (store.LLMExchanges) in batches off the hot
+// path; Open re-indexes the log's tail the store does not have and marks
+// the exchanges that were cut off as interrupted. Bodies are
+// zstd-compressed. Retention (age, total size) removes whole segments.
 //
 // An Archive is safe for concurrent use.
 package archive
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -138,12 +140,15 @@ func (a *Archive) Begin(r *http.Request, body []byte, ex *proxy.Exchange) proxy.
 		State: store.LLMInProgress, CreatedAt: ex.Start, RequestBytes: int64(len(body)),
 	}
 	meta := marshal(beginMeta{Exchange: toMeta(&rec.x), Header: redact(r.Header)})
-	rec.write(kindBegin, meta, body, true)
+	rec.put(kindBegin, meta, body, true) // written with the request sent upstream, or at the end
 	return rec
 }
 
 // recording is one exchange being written. Its methods run on the
-// request's goroutine, one at a time.
+// request's goroutine, one at a time. Records wait in pend and go to the
+// log together, with one write(2), where the archive's promise needs
+// them there: before the request goes upstream, as a stream's batches
+// fill, and at the end of the exchange.
 type recording struct {
 	a     *Archive
 	id    string
@@ -153,9 +158,17 @@ type recording struct {
 	locs  []pos
 	up    batch
 	down  batch
-	buf   []byte // the record being written
-	zbuf  []byte // its data compressed
+	pend  []byte // records waiting to be written (a pooled buffer while any do)
+	parts []part // where each begins and ends in pend
 	dead  bool   // a write failed: the rest is not recorded
+}
+
+// part is one record in pend; index, when set, is that the indexer is to
+// store the exchange once it is written.
+type part struct {
+	kind       byte
+	start, end int
+	index      bool
 }
 
 // batch is chunks of a body waiting to be written: each is its time since
@@ -166,37 +179,56 @@ type batch struct {
 	first time.Time
 }
 
-// write appends one record of the exchange; index, when set, is what the
-// indexer is to store once it is written.
-func (rec *recording) write(kind byte, meta, data []byte, index bool) {
+// put adds one record of the exchange to those waiting to be written.
+func (rec *recording) put(kind byte, meta, data []byte, index bool) {
 	if rec.dead {
 		return
 	}
 	r := record{kind: kind, id: rec.id, at: time.Now(), meta: meta, data: data}
-	if rec.buf == nil {
-		rec.buf, rec.zbuf = getBuf(), getBuf()
+	if rec.pend == nil {
+		rec.pend = getBuf()
 	}
-	if len(data) > compressAbove {
-		rec.zbuf = encoder.EncodeAll(data, rec.zbuf[:0])
-		r.zstd, r.data = true, rec.zbuf
+	var zbuf []byte
+	switch {
+	case kind == kindUpstreamRequest && len(data) > 0 && bytes.Equal(data, rec.body):
+		r.asRequest, r.data = true, nil // passed through as it came: stored once
+	case len(data) > compressAbove:
+		zbuf = encoder.EncodeAll(data, getBuf())
+		r.zstd, r.data = true, zbuf
 	}
-	rec.buf = appendRecord(rec.buf[:0], &r)
-	err := rec.a.log.append(rec.buf, func(at, next pos) {
+	start := len(rec.pend)
+	rec.pend = appendRecord(rec.pend, &r)
+	putBuf(zbuf)
+	rec.parts = append(rec.parts, part{kind: kind, start: start, end: len(rec.pend), index: index})
+	rec.x.StoredBytes += int64(len(rec.pend) - start)
+}
+
+// commit writes the records waiting, with one write(2), and hands the
+// indexer what it is to store.
+func (rec *recording) commit() {
+	if rec.dead || len(rec.parts) == 0 {
+		return
+	}
+	err := rec.a.log.append(rec.pend, func(at, _ pos) {
 		if len(rec.locs) == 0 {
 			rec.x.Segment = at.seg
 		}
-		rec.locs = append(rec.locs, at)
-		rec.x.StoredBytes += int64(len(rec.buf))
-		if index {
+		for _, p := range rec.parts {
+			rec.locs = append(rec.locs, pos{at.seg, at.off + int64(p.start)})
+			if !p.index {
+				continue
+			}
 			x := rec.x
 			x.Locations = encodeLocations(rec.locs)
-			item := &item{x: &x, mark: next}
-			if kind == kindEnd {
+			item := &item{x: &x, mark: pos{at.seg, at.off + int64(p.end)}}
+			if p.kind == kindEnd {
 				item.body, item.format = rec.body, llm.Format(rec.x.Inbound)
 			}
 			rec.a.idx.add(item)
 		}
 	})
+	putBuf(rec.pend) // a stream held open holds no buffer it does not need
+	rec.pend, rec.parts = nil, rec.parts[:0]
 	if err != nil {
 		rec.dead = true
 		rec.a.slog.Warn("llm archive: exchange not recorded further", "id", rec.id, "err", err)
@@ -205,18 +237,19 @@ func (rec *recording) write(kind byte, meta, data []byte, index bool) {
 
 func (rec *recording) UpstreamRequest(r *http.Request, body []byte) {
 	rec.flush(&rec.up)
-	rec.write(kindUpstreamRequest, marshal(httpMeta{Method: r.Method, URL: redactQuery(r.URL.String()), Header: redact(r.Header)}), body, false)
+	rec.put(kindUpstreamRequest, appendHTTPMeta(nil, r.Method, redactQuery(r.URL.String()), 0, r.Header), body, false)
+	rec.commit() // in the log before it is sent
 }
 
 func (rec *recording) UpstreamResponse(status int, h http.Header) {
 	rec.flush(&rec.up)
-	rec.write(kindUpstreamResponse, marshal(httpMeta{Status: status, Header: redact(h)}), nil, false)
+	rec.put(kindUpstreamResponse, appendHTTPMeta(nil, "", "", status, h), nil, false)
 }
 
 func (rec *recording) UpstreamData(b []byte) { rec.add(&rec.up, kindUpstreamData, b) }
 
 func (rec *recording) Response(status int, h http.Header) {
-	rec.write(kindResponse, marshal(httpMeta{Status: status, Header: redact(h)}), nil, false)
+	rec.put(kindResponse, appendHTTPMeta(nil, "", "", status, h), nil, false)
 }
 
 func (rec *recording) ResponseData(b []byte) {
@@ -235,6 +268,7 @@ func (rec *recording) add(bt *batch, kind byte, b []byte) {
 	bt.buf = appendChunk(bt.buf, now.Sub(rec.start), b)
 	if len(bt.buf) >= rec.a.cfg.FlushBytes || now.Sub(bt.first) >= rec.a.cfg.FlushInterval {
 		rec.flush(bt)
+		rec.commit()
 	}
 }
 
@@ -242,8 +276,9 @@ func (rec *recording) flush(bt *batch) {
 	if len(bt.buf) == 0 {
 		return
 	}
-	rec.write(bt.kind, nil, bt.buf, false)
-	bt.buf = bt.buf[:0]
+	rec.put(bt.kind, nil, bt.buf, false)
+	putBuf(bt.buf)
+	bt.buf = nil
 }
 
 func (rec *recording) End(ex *proxy.Exchange) {
@@ -262,11 +297,12 @@ func (rec *recording) End(ex *proxy.Exchange) {
 	if ex.Err != nil {
 		x.Error = ex.Err.Error()
 	}
-	rec.write(kindEnd, marshal(toMeta(x)), nil, true)
-	for _, b := range [][]byte{rec.buf, rec.zbuf, rec.up.buf, rec.down.buf} {
+	rec.put(kindEnd, marshal(toMeta(x)), nil, true)
+	rec.commit() // in the log before the client has the end of the answer
+	for _, b := range [][]byte{rec.pend, rec.up.buf, rec.down.buf} {
 		putBuf(b)
 	}
-	rec.buf, rec.zbuf, rec.up.buf, rec.down.buf = nil, nil, nil, nil
+	rec.pend, rec.up.buf, rec.down.buf = nil, nil, nil
 	rec.dead = true // nothing after End
 }
 

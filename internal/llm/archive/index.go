@@ -25,7 +25,7 @@ type item struct {
 }
 
 // indexer stores index records in batches, in log order, on its own
-// goroutine: the hot path only appends to its queue.
+// goroutine at a lower priority: the hot path only appends to its queue.
 type indexer struct {
 	st      store.LLMExchanges
 	hash    *hasher
@@ -76,6 +76,7 @@ func (ix *indexer) add(it *item) {
 
 func (ix *indexer) run() {
 	defer close(ix.exit)
+	lowerPriority()
 	for {
 		select {
 		case <-ix.stop:

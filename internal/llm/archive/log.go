@@ -27,8 +27,9 @@ const (
 	kindEnd              byte = 7 // meta: the exchange's index record
 )
 
-// Data is stored raw below this size; compressing less gains nothing.
-const compressAbove = 128
+// Data is stored raw up to this size: compressing less gains little and
+// costs the request the most per byte (zstd's tables are built per call).
+const compressAbove = 1 << 10
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
@@ -52,19 +53,23 @@ func parsePos(s string) (pos, error) {
 	return pos{seg, off}, nil
 }
 
-// record is one entry of the log. Data is compressed when Zstd is set.
+// record is one entry of the log. Data is compressed when zstd is set;
+// with asRequest set it is empty and the body is the exchange's request
+// body (an upstream request passed through unchanged).
 type record struct {
-	kind byte
-	id   string
-	at   time.Time
-	meta []byte
-	zstd bool
-	data []byte
+	kind      byte
+	id        string
+	at        time.Time
+	meta      []byte
+	zstd      bool
+	asRequest bool
+	data      []byte
 }
 
 // A record on disk is: length (uint32, of what follows the 8-byte header),
 // CRC-32C of it (uint32), kind, id length, id, time (Unix µs, varint),
-// meta length (uvarint), meta, flags (1: data compressed), data.
+// meta length (uvarint), meta, flags (1: data compressed, 2: the body is
+// the request's), data.
 const headerSize = 8
 
 // appendRecord encodes r onto dst.
@@ -78,7 +83,10 @@ func appendRecord(dst []byte, r *record) []byte {
 	dst = append(dst, r.meta...)
 	var flags byte
 	if r.zstd {
-		flags = 1
+		flags |= 1
+	}
+	if r.asRequest {
+		flags |= 2
 	}
 	dst = append(dst, flags)
 	dst = append(dst, r.data...)
@@ -114,7 +122,7 @@ func decodeRecord(body []byte) (*record, error) {
 	}
 	body = body[k:]
 	r.meta, body = body[:m], body[m:]
-	r.zstd, r.data = body[0]&1 != 0, body[1:]
+	r.zstd, r.asRequest, r.data = body[0]&1 != 0, body[0]&2 != 0, body[1:]
 	return r, nil
 }
 
@@ -186,8 +194,9 @@ func (l *segLog) rotate(seg int64) error {
 	return nil
 }
 
-// append writes the encoded record b and, still in log order, calls then
-// with its position and the position after it.
+// append writes b, one or more encoded records, with one write(2) and,
+// still in log order, calls then with the position of b and the position
+// after it.
 func (l *segLog) append(b []byte, then func(at, next pos)) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -10,10 +10,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/llm/internal/wire"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
@@ -35,6 +37,58 @@ type httpMeta struct {
 func marshal(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// appendHTTPMeta appends what marshal(httpMeta{...}) would with h
+// redacted, without the reflection or the copy of h: it is on the path
+// of every request and response.
+func appendHTTPMeta(dst []byte, method, url string, status int, h http.Header) []byte {
+	dst = append(dst, '{')
+	sep := func() {
+		if len(dst) > 1 && dst[len(dst)-1] != '{' {
+			dst = append(dst, ',')
+		}
+	}
+	if method != "" {
+		dst = wire.AppendString(append(dst, `"m":`...), method)
+	}
+	if url != "" {
+		sep()
+		dst = wire.AppendString(append(dst, `"u":`...), url)
+	}
+	if status != 0 {
+		sep()
+		dst = strconv.AppendInt(append(dst, `"s":`...), int64(status), 10)
+	}
+	if len(h) > 0 {
+		sep()
+		dst = append(dst, `"h":{`...)
+		first := true
+		for k, vs := range h {
+			if !first {
+				dst = append(dst, ',')
+			}
+			first = false
+			dst = append(wire.AppendString(dst, k), ':')
+			if vs == nil {
+				dst = append(dst, "null"...)
+				continue
+			}
+			if secretHeaders[http.CanonicalHeaderKey(k)] {
+				vs = []string{redacted}
+			}
+			dst = append(dst, '[')
+			for i, v := range vs {
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				dst = wire.AppendString(dst, v)
+			}
+			dst = append(dst, ']')
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, '}')
 }
 
 // Credentials are never archived: the client's placeholder or per-run
@@ -179,6 +233,9 @@ func (a *Archive) Read(ctx context.Context, x *store.LLMExchange) (*Exchange, er
 			}
 			out.Request = Message{Method: b.Exchange.Method, URL: b.Exchange.Path, Header: b.Header, Body: data}
 		case kindUpstreamRequest:
+			if r.asRequest {
+				data = out.Request.Body
+			}
 			out.Attempts = append(out.Attempts, Attempt{Request: Message{Method: m.Method, URL: m.URL, Header: m.Header, Body: data}})
 		case kindUpstreamResponse:
 			if up := out.Upstream(); up != nil {

@@ -424,10 +424,40 @@ func (c *call) passWhole(out llm.Codec, resp *http.Response) {
 		c.ex.Err = err
 		return
 	}
-	if r, err := out.DecodeResponse(data); err == nil {
-		c.ex.Usage = r.Usage
-	}
+	c.ex.Usage = usageOf(out, data)
 }
+
+// usageOf reads the usage of a whole answer in out's format: the codec
+// decodes only its usage member (usage, usageMetadata), and the whole
+// answer only when that fails.
+func usageOf(out llm.Codec, data []byte) llm.Usage {
+	if small := usageMember(data); small != nil {
+		if r, err := out.DecodeResponse(small); err == nil {
+			return r.Usage
+		}
+	}
+	if r, err := out.DecodeResponse(data); err == nil {
+		return r.Usage
+	}
+	return llm.Usage{}
+}
+
+// usageMember is data's usage member in an answer of one empty choice
+// (which the codecs of Chat Completions and Gemini want), nil when data
+// has none.
+func usageMember(data []byte) []byte {
+	var small []byte
+	_ = wire.Members(data, func(k string, v []byte) error {
+		if k == "usage" || k == "usageMetadata" {
+			small = append(append(append(append(small[:0], emptyAnswer...), k...), `":`...), v...)
+			small = append(small, '}')
+		}
+		return nil
+	})
+	return small
+}
+
+const emptyAnswer = `{"choices":[{"index":0,"message":{"role":"assistant"}}],"candidates":[{"content":{"parts":[]}}],"`
 
 // watched says someone wants each exchange's usage, which pass-through
 // reads from the answer on the way.
