@@ -373,7 +373,7 @@ func TestParallel(t *testing.T) {
 }
 
 func TestSubmitRefuses(t *testing.T) {
-	e := newEnv(t, Config{Models: []string{"coder"}, TasksDir: t.TempDir()})
+	e := newEnv(t, Config{Models: func() []string { return []string{"coder"} }, TasksDir: t.TempDir()})
 	good := "name: t\nagent: custom\ngoal: g\nentrypoint: 'true'\n"
 	tests := []struct {
 		name string

@@ -45,8 +45,17 @@ type Config struct {
 	// Observers are told of every exchange after the gate has counted it
 	// (the archive).
 	Observers []proxy.Observer
-	Log       *slog.Logger
+	// Progress, when set, is told that a sandbox's or a run's call made
+	// progress: when it starts, and while its response is written, at
+	// most once per ProgressEvery (the task runner's liveness). It must
+	// be cheap.
+	Progress func(caller.Caller)
+	Log      *slog.Logger
 }
+
+// ProgressEvery is how often at most Config.Progress hears of one call
+// while its response is written.
+const ProgressEvery = time.Second
 
 // Gate serves /llm. Make one with New.
 type Gate struct {
@@ -59,6 +68,7 @@ type Gate struct {
 type state struct {
 	proxy  *proxy.Proxy
 	limits Limits
+	models []string // the model names clients may ask for
 }
 
 // New returns a Gate without a proxy: until Apply, calls are answered
@@ -79,7 +89,20 @@ func (g *Gate) Apply(pc proxy.Config, limits Limits, opts ...proxy.Option) error
 	if err != nil {
 		return err
 	}
-	g.current.Store(&state{proxy: p, limits: limits})
+	models := make([]string, 0, len(pc.Models))
+	for _, m := range pc.Models {
+		models = append(models, m.Name)
+	}
+	g.current.Store(&state{proxy: p, limits: limits, models: models})
+	return nil
+}
+
+// Models returns the model names of the configuration served (in its
+// order), nil while there is none.
+func (g *Gate) Models() []string {
+	if st := g.current.Load(); st != nil {
+		return st.models
+	}
 	return nil
 }
 
@@ -187,8 +210,33 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, c caller.Caller) {
 			return
 		}
 	}
+	if g.cfg.Progress != nil && (c.Sandbox != "" || c.Run != "") {
+		g.cfg.Progress(c)
+		w = &progressWriter{ResponseWriter: w, progress: g.cfg.Progress, c: c, last: time.Now()}
+	}
 	st.proxy.ServeHTTP(w, r.WithContext(caller.WithCaller(r.Context(), c)))
 }
+
+// progressWriter tells Progress of a response being written, at most once
+// per ProgressEvery: a slow model streaming its answer is progress.
+type progressWriter struct {
+	http.ResponseWriter
+	progress func(caller.Caller)
+	c        caller.Caller
+	last     time.Time
+}
+
+func (w *progressWriter) Write(b []byte) (int, error) {
+	if now := time.Now(); now.Sub(w.last) >= ProgressEvery {
+		w.last = now
+		w.progress(w.c)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap gives http.ResponseController the writer below (flushes,
+// deadlines).
+func (w *progressWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // scopes are what c's calls count against, with their limits.
 func (g *Gate) scopes(st *state, c caller.Caller) []scope {

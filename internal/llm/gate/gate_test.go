@@ -305,3 +305,33 @@ func TestKeyUsageIsFlushed(t *testing.T) {
 		t.Fatalf("used %+v, %v; want 30", list, err)
 	}
 }
+
+func TestProgressAndModels(t *testing.T) {
+	var mu sync.Mutex
+	var heard []caller.Caller
+	progress := func(c caller.Caller) {
+		mu.Lock()
+		defer mu.Unlock()
+		heard = append(heard, c)
+	}
+	if got := gate.New(gate.Config{}).Models(); got != nil {
+		t.Errorf("Models before Apply = %v, want none", got)
+	}
+	g, _ := newGate(t, gate.Config{Progress: progress}, gate.Limits{})
+	if got := g.Models(); len(got) != 1 || got[0] != "m" {
+		t.Errorf("Models = %v, want [m]", got)
+	}
+	// An operator's call is no run's progress; a sandbox's is.
+	if code, body := call(t, g.Handler("/llm"), llm.FormatOpenAI, ""); code != 200 {
+		t.Fatalf("operator: %d %s", code, body)
+	}
+	h := g.SandboxHandler("/llm", "sb-1", func(context.Context) string { return "run-1" })
+	if code, body := call(t, h, llm.FormatAnthropic, "agent2env"); code != 200 {
+		t.Fatalf("sandbox: %d %s", code, body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := (caller.Caller{Sandbox: "sb-1", Run: "run-1"}); len(heard) != 1 || heard[0] != want {
+		t.Errorf("progress heard %+v, want once %+v (at the call's start)", heard, want)
+	}
+}
