@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,16 +46,14 @@ type Config struct {
 	// Observers are told of every exchange after the gate has counted it
 	// (the archive).
 	Observers []proxy.Observer
-	// Progress, when set, is told that a sandbox's or a run's call made
-	// progress: when it starts, and while its response is written, at
-	// most once per ProgressEvery (the task runner's liveness). It must
-	// be cheap.
+	// Progress, when set, is told that a sandbox's or a run's call is
+	// progress: when it starts, every ProgressEvery while it goes on, and
+	// when it ends (the task runner's liveness). It must be cheap.
 	Progress func(caller.Caller)
 	Log      *slog.Logger
 }
 
-// ProgressEvery is how often at most Config.Progress hears of one call
-// while its response is written.
+// ProgressEvery is how often Config.Progress hears of a call in flight.
 const ProgressEvery = time.Second
 
 // Gate serves /llm. Make one with New.
@@ -211,32 +210,39 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, c caller.Caller) {
 		}
 	}
 	if g.cfg.Progress != nil && (c.Sandbox != "" || c.Run != "") {
-		g.cfg.Progress(c)
-		w = &progressWriter{ResponseWriter: w, progress: g.cfg.Progress, c: c, last: time.Now()}
+		defer g.busy(c)()
 	}
 	st.proxy.ServeHTTP(w, r.WithContext(caller.WithCaller(r.Context(), c)))
 }
 
-// progressWriter tells Progress of a response being written, at most once
-// per ProgressEvery: a slow model streaming its answer is progress.
-type progressWriter struct {
-	http.ResponseWriter
-	progress func(caller.Caller)
-	c        caller.Caller
-	last     time.Time
-}
-
-func (w *progressWriter) Write(b []byte) (int, error) {
-	if now := time.Now(); now.Sub(w.last) >= ProgressEvery {
-		w.last = now
-		w.progress(w.c)
+// busy tells Progress of c's call now, every ProgressEvery while it goes
+// on (a slow model, streaming or not, is progress) and when it ends (the
+// returned func). A timer, no goroutine, while it waits.
+func (g *Gate) busy(c caller.Caller) (done func()) {
+	g.cfg.Progress(c)
+	var (
+		mu    sync.Mutex
+		ended bool
+		t     *time.Timer
+	)
+	mu.Lock()
+	t = time.AfterFunc(ProgressEvery, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !ended {
+			g.cfg.Progress(c)
+			t.Reset(ProgressEvery)
+		}
+	})
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		ended = true
+		t.Stop()
+		mu.Unlock()
+		g.cfg.Progress(c)
 	}
-	return w.ResponseWriter.Write(b)
 }
-
-// Unwrap gives http.ResponseController the writer below (flushes,
-// deadlines).
-func (w *progressWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // scopes are what c's calls count against, with their limits.
 func (g *Gate) scopes(st *state, c caller.Caller) []scope {
