@@ -269,7 +269,8 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	}
 	// The runner's model list and tokens come from the LLM proxy and its
 	// archive, built below (and only called once serving).
-	runOpts := []run.Option{run.WithLLMUsage(runLLMUsage{archive: func() *archive.Archive { return s.LLMArchive }})}
+	runOpts := []run.Option{run.WithLLMUsage(runLLMUsage{archive: func() *archive.Archive { return s.LLMArchive }}),
+		run.WithEnded(s.runEnded)}
 	if u, ok := s.Runtime.(sandbox.UsageReader); ok { // liveness counts CPU time where the runtime measures it
 		runOpts = append(runOpts, run.WithUsage(u))
 	}

@@ -2,11 +2,15 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/llm/archive"
 	"github.com/agent2env/agent2env/internal/llm/caller"
+	"github.com/agent2env/agent2env/internal/mcpserver"
 	"github.com/agent2env/agent2env/internal/run"
 	"github.com/agent2env/agent2env/internal/store"
 )
@@ -25,6 +29,23 @@ func runProgress(runs run.Signal) func(caller.Caller) {
 			return
 		}
 		runs.Touch(c.Run)
+	}
+}
+
+// runEnded removes the sessions a run's agent made through the daemon's
+// MCP server (its tenant is the run's): they end with the run rather than
+// at their idle timeout.
+func (s *System) runEnded(ctx context.Context, id string) {
+	ctx = auth.WithTenant(ctx, mcpserver.RunTenant(id))
+	list, err := s.Sessions.List(ctx)
+	if err != nil {
+		s.log.Warn("remove the sessions of a run", "run", id, "err", err)
+		return
+	}
+	for _, sess := range list {
+		if err := s.Sessions.Delete(ctx, sess.SessionID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			s.log.Warn("remove a session of a run", "run", id, "session", sess.SessionID, "err", err)
+		}
 	}
 }
 

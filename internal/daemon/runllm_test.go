@@ -17,7 +17,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/mcpserver"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 )
 
@@ -228,5 +230,40 @@ func TestSandboxMCPIsScoped(t *testing.T) {
 	// The operator's MCP (no key: the open API's tenant) sees none of it.
 	if out, msg := callTool(t, mcpSession(t, "http://"+d.addr+"/mcp"), "list_sessions", nil); msg != "" || out["total"] != float64(0) {
 		t.Errorf("the API's MCP sessions: %v %s, want none of A's", out, msg)
+	}
+}
+
+// The sessions a run's agent makes through its sandbox's MCP server are
+// the run's, and go when the run ends.
+func TestRunSessionsEndWithTheRun(t *testing.T) {
+	ctx := context.Background()
+	d := start(t, testConfig(t.TempDir(), fakeruntime.New()), nil)
+	d.importTiny()
+	b, err := d.sys.Runs.Submit(ctx, api.RunSubmitRequest{
+		Task: fmt.Sprintf("name: mcp\nimage: %s\nagent: custom\ngoal: g\nentrypoint: sleep 1\nend: {timeout: 1m}\n", tinyRef)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := b.Runs[0].ID
+	srv := httptest.NewServer(d.sys.sandboxHandler(waitAgent(t, d, id)))
+	defer srv.Close()
+	if out, msg := callTool(t, mcpSession(t, srv.URL+"/mcp"), "execute_command", map[string]any{"command": "true", "session_id": "s1"}); msg != "" {
+		t.Fatalf("execute_command: %v %s", out, msg)
+	}
+	runCtx := auth.WithTenant(ctx, mcpserver.RunTenant(id))
+	if list, err := d.sys.Sessions.List(runCtx); err != nil || len(list) != 1 {
+		t.Fatalf("the run's sessions while it runs: %+v, %v; want s1", list, err)
+	}
+	if r := waitRun(t, d, id); r.Status != api.RunSucceeded {
+		t.Fatalf("run %s: %s", r.Status, r.Reason)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		list, err := d.sys.Sessions.List(runCtx)
+		if err == nil && len(list) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run's sessions after it ended: %+v, %v; want none", list, err)
+		}
 	}
 }

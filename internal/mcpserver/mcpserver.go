@@ -154,10 +154,14 @@ func SandboxTenant(c caller.Caller) (string, bool) {
 	case c.Sandbox == "":
 		return "", false
 	case c.Run != "":
-		return "run:" + c.Run, true
+		return RunTenant(c.Run), true
 	}
 	return "sandbox:" + c.Sandbox, true
 }
+
+// RunTenant is the tenant of what task run id's agent makes through the
+// MCP server.
+func RunTenant(id string) string { return "run:" + id }
 
 // checkTarget refuses a file tool's sandbox_id, for a caller in a
 // sandbox, unless it is its own sandbox or one of its tenant's sessions':

@@ -111,6 +111,9 @@ func (s *Service) execute(ctx context.Context, j *job) {
 	if e.sandboxID != "" {
 		e.deleteSandbox(bg)
 	}
+	if s.ended != nil {
+		s.ended(bg, j.id)
+	}
 }
 
 // isOurs reports whether cause is one the runner ends runs with.
