@@ -21,6 +21,7 @@ import (
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/mcpserver"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
+	"github.com/agent2env/agent2env/internal/store"
 )
 
 // slowUpstream is an OpenAI-compatible upstream: a plain call is answered
@@ -122,6 +123,11 @@ func TestRunsUseTheLLMProxy(t *testing.T) {
 	}
 	if r.ConversationID == "" || len(r.ConversationIDs) == 0 || r.ConversationIDs[0] != r.ConversationID {
 		t.Errorf("conversations %q %q, want the archive's", r.ConversationID, r.ConversationIDs)
+	}
+	// The calls are the run's in the archive, though nothing in them or
+	// in the sandbox's environment named it.
+	if xs, _, err := d.sys.LLMArchive.List(ctx, store.LLMExchangeFilter{RunID: calling}, store.Page{}); err != nil || len(xs) != 2 {
+		t.Errorf("the run's exchanges in the archive: %d, %v; want 2", len(xs), err)
 	}
 	if r := waitRun(t, d, silent); r.Status != api.RunHung {
 		t.Errorf("the silent run without calls ended %s: %s, want hung", r.Status, r.Reason)
