@@ -594,6 +594,9 @@ func TestAgentUsage(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, Config{})
+			// No loop: its recovery would end the hand-made running
+			// record as restarted, racing with finish.
+			e.stop()
 			l, err := e.svc.openLog("run-x")
 			if err != nil {
 				t.Fatal(err)
