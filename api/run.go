@@ -114,8 +114,10 @@ type Run struct {
 	Timings map[string]float64 `json:"timings_ms,omitempty"`
 	LLM     RunLLMUsage        `json:"llm"`
 	// ConversationID is the LLM proxy's archive of the run's
-	// conversation, when it keeps one.
-	ConversationID string `json:"conversation_id,omitempty"`
+	// conversation, when it keeps one; the first, when the run had more
+	// than one (ConversationIDs, in the order they started).
+	ConversationID  string   `json:"conversation_id,omitempty"`
+	ConversationIDs []string `json:"conversation_ids,omitempty"`
 	// OutputTail holds the last lines of the agent's output.
 	OutputTail []string      `json:"output_tail,omitempty"`
 	Artifacts  []RunArtifact `json:"artifacts,omitempty"`

@@ -173,6 +173,11 @@ func printRun(w io.Writer, r api.Run) error {
 		fmt.Fprintf(w, "llm:      %d requests, %d tokens in (%d cached), %d out (%s)\n", r.LLM.Requests, r.LLM.InputTokens,
 			r.LLM.CachedTokens, r.LLM.OutputTokens, r.LLM.Source)
 	}
+	if convs := r.ConversationIDs; len(convs) > 0 {
+		fmt.Fprintf(w, "conversations: %s (agent2env llm ls --run %s)\n", strings.Join(convs, ", "), r.ID)
+	} else if r.ConversationID != "" {
+		fmt.Fprintf(w, "conversation: %s (agent2env llm ls --run %s)\n", r.ConversationID, r.ID)
+	}
 	for _, a := range r.Artifacts {
 		fmt.Fprintf(w, "artifact: %s (%s)\n", a.Path, formatBytes(a.Size))
 	}

@@ -83,12 +83,16 @@ func (d *runsDaemon) handler() http.Handler {
 		if d.polls >= 2 {
 			out[0].Status, out[0].Phase, out[0].EndedAt = api.RunSucceeded, api.PhaseDone, &ended
 			out[0].Artifacts = []api.RunArtifact{{Path: "/workspace/out.txt", Size: 2}}
+			out[0].LLM, out[0].ConversationID = api.RunLLMUsage{Requests: 1, InputTokens: 7, OutputTokens: 3}, "llx_1"
 			out[1].Status, out[1].Phase, out[1].Reason, out[1].StartedAt, out[1].EndedAt = api.RunHung, api.PhaseDone, "no progress", &started, &ended
 		}
 		reply(w, http.StatusOK, api.RunList{Items: out})
 	})
 	mux.HandleFunc("GET /api/v1/runs/{id}/logs", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "output of "+r.PathValue("id")+"\n")
+	})
+	mux.HandleFunc("GET /api/v1/llm/exchanges/export", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"id":"llx_1","run_id":"`+r.URL.Query().Get("run")+`"}`+"\n")
 	})
 	mux.HandleFunc("GET /api/v1/runs/{id}/artifacts", func(w http.ResponseWriter, r *http.Request) {
 		tw := tar.NewWriter(w)
@@ -136,10 +140,14 @@ func TestTaskRun(t *testing.T) {
 		"run-1/output.log":                  "output of run-1\n",
 		"run-1/artifacts/workspace/out.txt": "ok",
 		"run-2/output.log":                  "output of run-2\n",
+		"run-1/conversation.jsonl":          `{"id":"llx_1","run_id":"run-1"}` + "\n",
 	} {
 		if b, err := os.ReadFile(filepath.Join(out, p)); err != nil || string(b) != want {
 			t.Errorf("%s = %q, %v; want %q", p, b, err, want)
 		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "run-2", "conversation.jsonl")); !os.IsNotExist(err) {
+		t.Errorf("run-2, which made no model call, has a conversation.jsonl: %v", err)
 	}
 	var r api.Run
 	if b, err := os.ReadFile(filepath.Join(out, "run-2", "result.json")); err != nil || json.Unmarshal(b, &r) != nil || r.Status != api.RunHung {
@@ -170,5 +178,17 @@ func untarGz(t *testing.T, b64 string) map[string]string {
 		}
 		b, _ := io.ReadAll(tr)
 		out[h.Name] = string(b)
+	}
+}
+
+// task show prints a run's model calls, tokens and conversations.
+func TestPrintRunTokens(t *testing.T) {
+	var b bytes.Buffer
+	printRun(&b, api.Run{ID: "run-1", Status: api.RunSucceeded, ConversationIDs: []string{"llx_1", "llx_9"},
+		LLM: api.RunLLMUsage{Requests: 3, InputTokens: 120, CachedTokens: 100, OutputTokens: 30, Source: "proxy"}})
+	for _, want := range []string{"llm:      3 requests, 120 tokens in (100 cached), 30 out (proxy)", "conversations: llx_1, llx_9 (agent2env llm ls --run run-1)"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("task show lacks %q:\n%s", want, b.String())
+		}
 	}
 }

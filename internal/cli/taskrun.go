@@ -40,8 +40,8 @@ func newTaskRunCmd(e env, cc *clientConfig) *cobra.Command {
 		Long: `run submits each task file (its inputs included) to the daemon, k times per agent × model
 combination, and watches the runs: a live table on a terminal, a line per change otherwise.
 When all have ended it prints a summary (per run, then pass@1 and pass@k per task, agent and
-model), writes into --out DIR per run its result.json, output.log and artifacts, and the
-summary, and exits 1 when any run did not succeed. --name runs a task of the daemon's tasks
+model), writes into --out DIR per run its result.json, output.log, conversation.jsonl (its
+model calls, exported from the LLM archive) and artifacts, and the summary, and exits 1 when any run did not succeed. --name runs a task of the daemon's tasks
 directory instead of a local file. Interrupting cancels the runs.`,
 		Example: `  agent2env task run tasks/hello.yaml
   agent2env task run tasks/fix-failing-test.yaml --agent claude-code,codex --model coder -k 5 --parallel 5 --out results
@@ -59,7 +59,7 @@ directory instead of a local file. Interrupting cancels the runs.`,
 	fl.StringSliceVar(&f.agents, "agent", nil, "agents instead of the task's, comma-separated: a matrix with --model")
 	fl.StringSliceVar(&f.models, "model", nil, "models instead of the task's, comma-separated")
 	fl.StringSliceVar(&f.names, "name", nil, "tasks of the daemon's tasks directory to run, by name")
-	fl.StringVar(&f.out, "out", "", "directory to write each run's result.json, output.log and artifacts, and summary.json into")
+	fl.StringVar(&f.out, "out", "", "directory to write each run's result.json, output.log, conversation.jsonl and artifacts, and summary.json into")
 	return c
 }
 
@@ -246,8 +246,10 @@ func watchRuns(ctx context.Context, e env, cl *client.Client, batches []string) 
 	}
 }
 
-// saveRuns writes into dir, per run, result.json, output.log and the
-// artifacts (dir/<run>/artifacts/...), and summary.json.
+// saveRuns writes into dir, per run, result.json, output.log, the
+// conversation (conversation.jsonl: the LLM archive's export of the run's
+// exchanges, when it made model calls) and the artifacts
+// (dir/<run>/artifacts/...), and summary.json.
 func saveRuns(ctx context.Context, e env, cl *client.Client, dir string, runs []api.Run) error {
 	for _, r := range runs {
 		rdir := filepath.Join(dir, r.ID)
@@ -260,6 +262,11 @@ func saveRuns(ctx context.Context, e env, cl *client.Client, dir string, runs []
 		}
 		if err := saveStream(filepath.Join(rdir, "output.log"), func() (io.ReadCloser, error) { return cl.Runs().Logs(ctx, r.ID) }); err != nil {
 			return err
+		}
+		if r.LLM.Requests > 0 {
+			if err := saveConversation(ctx, cl, filepath.Join(rdir, "conversation.jsonl"), r.ID); err != nil {
+				return err
+			}
 		}
 		if len(r.Artifacts) > 0 {
 			rc, err := cl.Runs().Artifacts(ctx, r.ID)
@@ -279,6 +286,20 @@ func saveRuns(ctx context.Context, e env, cl *client.Client, dir string, runs []
 	}
 	fmt.Fprintf(e.stderr, "agent2env: results in %s\n", dir)
 	return nil
+}
+
+// saveConversation writes the LLM archive's export of run id's exchanges
+// (JSON Lines, as `agent2env llm export --run` gives it) to p.
+func saveConversation(ctx context.Context, cl *client.Client, p, id string) error {
+	f, err := os.Create(p)
+	if err != nil {
+		return err
+	}
+	_, err = cl.LLM().Export(ctx, client.LLMFilter{Run: id}, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func saveStream(p string, open func() (io.ReadCloser, error)) error {

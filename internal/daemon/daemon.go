@@ -279,11 +279,15 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	if err := s.Metrics.Register(s.Manager, s.Pools, s.Contexts, s.Sessions); err != nil {
 		return nil, err
 	}
-	runOpts := []run.Option{}
+	// The runner's model list and tokens come from the LLM proxy and its
+	// archive, built below (and only called once serving).
+	runOpts := []run.Option{run.WithLLMUsage(runLLMUsage{archive: func() *archive.Archive { return s.LLMArchive }}),
+		run.WithEnded(s.runEnded)}
 	if u, ok := s.Runtime.(sandbox.UsageReader); ok { // liveness counts CPU time where the runtime measures it
 		runOpts = append(runOpts, run.WithUsage(u))
 	}
-	if s.Runs, err = run.New(run.Config{Dir: filepath.Join(cfg.DataDir, "runs"), TasksDir: cfg.TasksDir, MaxParallel: cfg.MaxRuns},
+	if s.Runs, err = run.New(run.Config{Dir: filepath.Join(cfg.DataDir, "runs"), TasksDir: cfg.TasksDir, MaxParallel: cfg.MaxRuns,
+		Models: func() []string { return s.LLM.Models() }},
 		s.Manager, s.Store, cfg.Log, runOpts...); err != nil {
 		return nil, err
 	}

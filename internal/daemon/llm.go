@@ -30,7 +30,7 @@ func (s *System) newLLM(keys *auth.Keys) error {
 		return err
 	}
 	s.llmClient = &http.Client{Transport: proxy.DefaultTransport()}
-	s.LLM = gate.New(gate.Config{APIKeys: keys, Keys: s.LLMKeys, Metrics: m, Log: s.log})
+	s.LLM = gate.New(gate.Config{APIKeys: keys, Keys: s.LLMKeys, Metrics: m, Progress: runProgress(s.Runs), Log: s.log})
 	if s.cfg.LLMConfig == "" {
 		return nil
 	}
@@ -85,14 +85,18 @@ func (v sandboxServices) ServeSandbox(ctx context.Context, l net.Listener, id st
 // Sandboxes are served from Recover on, at the end of New, when every
 // service exists.
 func (s *System) sandboxHandler(id string) http.Handler {
-	// The run is in the sandbox's environment, fixed at its creation:
-	// looked up once, on the first call that finds the record.
+	// The run is the one the task runner carries out in the sandbox, else
+	// the one in the sandbox's environment, fixed at its creation: looked
+	// up once, on the first call that finds the record.
 	var (
 		mu    sync.Mutex
 		found bool
 		runID string
 	)
 	run := func(ctx context.Context) string {
+		if r, ok := s.Runs.RunOfSandbox(id); ok {
+			return r
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if !found {

@@ -36,6 +36,7 @@ import (
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/llm/caller"
 	"github.com/agent2env/agent2env/internal/session"
 )
 
@@ -125,9 +126,13 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.Handle("DELETE /mcp", h)
 }
 
-// tenant returns ctx with the tenant of the request's API key, when the
-// server scopes by key.
+// tenant returns ctx with the tenant of its call: a sandbox's own (see
+// SandboxTenant) when the request came on a sandbox's channel, else the
+// tenant of the request's API key, when the server scopes by key.
 func (s *Server) tenant(ctx context.Context, extra *mcp.RequestExtra) context.Context {
+	if t, ok := SandboxTenant(caller.From(ctx)); ok {
+		return auth.WithTenant(ctx, t)
+	}
 	if !s.cfg.ScopeByKey || extra == nil || extra.Header == nil {
 		return ctx
 	}
@@ -135,6 +140,47 @@ func (s *Server) tenant(ctx context.Context, extra *mcp.RequestExtra) context.Co
 		return auth.WithTenant(ctx, auth.Tenant(key))
 	}
 	return ctx
+}
+
+// SandboxTenant is the tenant of the calls c makes from a sandbox's own
+// channel (package caller): its run's, "run:<id>", when the sandbox is a
+// task run's, else the sandbox's, "sandbox:<id>"; false when c is no
+// sandbox's. What such a caller makes (sessions, contexts) is out of
+// reach of every other tenant, and it reaches no sandbox by id but its
+// own and its sessions' (checkTarget): a task's agent cannot reach other
+// runs' sandboxes, nor the API's tenants its.
+func SandboxTenant(c caller.Caller) (string, bool) {
+	switch {
+	case c.Sandbox == "":
+		return "", false
+	case c.Run != "":
+		return RunTenant(c.Run), true
+	}
+	return "sandbox:" + c.Sandbox, true
+}
+
+// RunTenant is the tenant of what task run id's agent makes through the
+// MCP server.
+func RunTenant(id string) string { return "run:" + id }
+
+// checkTarget refuses a file tool's sandbox_id, for a caller in a
+// sandbox, unless it is its own sandbox or one of its tenant's sessions':
+// SANDBOX_NOT_FOUND, as for a sandbox that does not exist.
+func (s *Server) checkTarget(ctx context.Context, t FileTarget) error {
+	c := caller.From(ctx)
+	if t.SandboxID == "" || c.Sandbox == "" || t.SandboxID == c.Sandbox {
+		return nil
+	}
+	list, err := s.sess.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, sess := range list {
+		if sess.SandboxID == t.SandboxID {
+			return nil
+		}
+	}
+	return errdefs.WithCode(errdefs.NotFound("sandbox %s not found", t.SandboxID), api.CodeSandboxNotFound)
 }
 
 // call is what a tool handler gets of its request.

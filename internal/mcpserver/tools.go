@@ -416,6 +416,9 @@ func (s *Server) writeFile(ctx context.Context, c *call, in WriteFileArgs) (File
 		return FileResult{}, nil, invalid("the file is %d bytes, above the %d a write takes: write it in parts, or upload it with POST /api/v1/sandboxes/{id}/files",
 			len(data), MaxFileBytes)
 	}
+	if err := s.checkTarget(ctx, in.FileTarget); err != nil {
+		return FileResult{}, nil, err
+	}
 	fi, info, err := s.sess.WriteFile(ctx, session.Target(in.FileTarget), in.Path, strings.NewReader(string(data)))
 	if err != nil {
 		return FileResult{}, nil, err
@@ -426,6 +429,9 @@ func (s *Server) writeFile(ctx context.Context, c *call, in WriteFileArgs) (File
 func (s *Server) readFile(ctx context.Context, c *call, in ReadFileArgs) (FileResult, []mcp.Content, error) {
 	if in.Encoding != "" && in.Encoding != "text" && in.Encoding != "base64" {
 		return FileResult{}, nil, invalid("encoding %q: use text or base64", in.Encoding)
+	}
+	if err := s.checkTarget(ctx, in.FileTarget); err != nil {
+		return FileResult{}, nil, err
 	}
 	data, info, err := s.sess.ReadFile(ctx, session.Target(in.FileTarget), in.Path, MaxFileBytes)
 	if err != nil {
@@ -442,6 +448,9 @@ func (s *Server) readFile(ctx context.Context, c *call, in ReadFileArgs) (FileRe
 }
 
 func (s *Server) listFiles(ctx context.Context, c *call, in ListFilesArgs) (ListFilesResult, []mcp.Content, error) {
+	if err := s.checkTarget(ctx, in.FileTarget); err != nil {
+		return ListFilesResult{}, nil, err
+	}
 	files, info, err := s.sess.ListFiles(ctx, session.Target(in.FileTarget), in.Path)
 	if err != nil {
 		return ListFilesResult{}, nil, err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/agent2env/agent2env/internal/agents"
 	"github.com/agent2env/agent2env/internal/agents/all"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/llm/caller"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
@@ -108,6 +110,9 @@ func (s *Service) execute(ctx context.Context, j *job) {
 	s.finish(bg, e, status, reason)
 	if e.sandboxID != "" {
 		e.deleteSandbox(bg)
+	}
+	if s.ended != nil {
+		s.ended(bg, j.id)
 	}
 }
 
@@ -401,7 +406,7 @@ func (e *execution) shell(ctx context.Context, command string, env map[string]st
 	}
 	stdout, stderr := newLineWriter(func(l []byte) { keep("stdout", l) }), newLineWriter(func(l []byte) { keep("stderr", l) })
 	res, err := e.s.sbx.ExecStream(ctx, e.sandboxID, manager.ExecRequest{
-		Command: []string{"/bin/sh", "-c", command}, Env: env, Cwd: e.j.task.Workdir, Timeout: remaining(ctx),
+		Command: []string{"/bin/sh", "-c", command}, Env: e.env(env), Cwd: e.j.task.Workdir, Timeout: remaining(ctx),
 	}, stdout, stderr)
 	stdout.Close()
 	stderr.Close()
@@ -411,6 +416,19 @@ func (e *execution) shell(ctx context.Context, command string, env map[string]st
 	mu.Lock()
 	defer mu.Unlock()
 	return res.ExitCode, last, nil
+}
+
+// env is env with the run's id in caller.EnvRun: every command of the
+// run (setup, agent, check) knows its run. (The daemon knows a run's
+// sandbox without it, from RunOfSandbox: the sandbox itself gets no env
+// of its own, so that a warm pool's fits.)
+func (e *execution) env(env map[string]string) map[string]string {
+	out := maps.Clone(env)
+	if out == nil {
+		out = map[string]string{}
+	}
+	out[caller.EnvRun] = e.j.id
+	return out
 }
 
 // remaining is the time left before ctx's deadline, as an exec timeout.
@@ -499,7 +517,7 @@ func (e *execution) agent(ctx context.Context, adapter agents.Adapter) (api.RunS
 		e.keepTail(string(line))
 	})
 	res, err := e.s.sbx.ExecStream(ctx, e.sandboxID, manager.ExecRequest{
-		Command: plan.Command, Env: plan.Env, Cwd: plan.Dir, Timeout: remaining(ctx),
+		Command: plan.Command, Env: e.env(plan.Env), Cwd: plan.Dir, Timeout: remaining(ctx),
 	}, stdout, stderr)
 	stdout.Close()
 	stderr.Close()
@@ -613,9 +631,12 @@ func (s *Service) finish(ctx context.Context, e *execution, status api.RunStatus
 		res.LLM.Source = "agent"
 	}
 	if s.llm != nil {
-		if u, conv, ok := s.llm.RunUsage(ctx, e.j.id, e.sandboxID); ok {
+		if u, convs, ok := s.llm.RunUsage(ctx, e.j.id, e.sandboxID); ok {
 			u.Source = "proxy"
-			res.LLM, res.ConversationID = u, conv
+			res.LLM, res.ConversationIDs = u, convs
+			if len(convs) > 0 {
+				res.ConversationID = convs[0]
+			}
 		}
 	}
 	res.Artifacts, res.ArtifactsTruncated = e.artifacts()

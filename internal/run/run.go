@@ -87,8 +87,10 @@ type Config struct {
 	// LLMURL and MCPURL are the LLM proxy's and the daemon's MCP
 	// server's addresses as a sandbox reaches them.
 	LLMURL, MCPURL string
-	// Models, when set, are the model names a task may use.
-	Models []string
+	// Models, when set, returns the model names a task may use now (the
+	// LLM proxy's configuration); none (nil, or an empty list: no proxy
+	// configured) leaves models unchecked.
+	Models func() []string
 	// MaxParallel bounds the runs going at once, daemon-wide.
 	MaxParallel int
 	// ArtifactLimit bounds the bytes of artifacts kept per run;
@@ -139,9 +141,9 @@ var _ Sandboxes = (*manager.Manager)(nil)
 // LLMUsage is what the LLM proxy counted for a run, when it counts.
 type LLMUsage interface {
 	// RunUsage returns the model calls and tokens of run id (made from
-	// sandbox sandboxID) and the archive's conversation id, or false when
-	// the proxy knows nothing of it.
-	RunUsage(ctx context.Context, id, sandboxID string) (api.RunLLMUsage, string, bool)
+	// sandbox sandboxID) and the archive's ids of its conversations,
+	// first started first, or false when the proxy knows nothing of it.
+	RunUsage(ctx context.Context, id, sandboxID string) (api.RunLLMUsage, []string, bool)
 }
 
 // Signal is how the rest of the daemon reports that a run made progress:
@@ -166,6 +168,13 @@ func WithUsage(u sandbox.UsageReader) Option { return func(s *Service) { s.usage
 // WithLLMUsage makes results take their tokens from the LLM proxy.
 func WithLLMUsage(u LLMUsage) Option { return func(s *Service) { s.llm = u } }
 
+// WithEnded makes the service call ended with each run's id once the run
+// has ended and its sandbox is gone (the daemon removes what the run's
+// agent made through its MCP server).
+func WithEnded(ended func(ctx context.Context, runID string)) Option {
+	return func(s *Service) { s.ended = ended }
+}
+
 // WithClock makes the service read the time of its records from now
 // (tests); liveness and timings use the monotonic clock.
 func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
@@ -177,9 +186,10 @@ type Service struct {
 	store store.Runs
 	log   *slog.Logger
 	now   func() time.Time
-	usage sandbox.UsageReader // nil: no CPU signal
-	llm   LLMUsage            // nil: tokens as the agent reports them
-	slots chan struct{}       // the daemon-wide MaxParallel
+	usage sandbox.UsageReader                     // nil: no CPU signal
+	llm   LLMUsage                                // nil: tokens as the agent reports them
+	ended func(ctx context.Context, runID string) // nil: nothing to do
+	slots chan struct{}                           // the daemon-wide MaxParallel
 
 	mu sync.Mutex
 	// queue holds submitted batches until the Run loop takes them; wake
@@ -235,6 +245,7 @@ type result struct {
 	Timings            map[string]float64 `json:"timings_ms,omitempty"`
 	LLM                api.RunLLMUsage    `json:"llm"`
 	ConversationID     string             `json:"conversation_id,omitempty"`
+	ConversationIDs    []string           `json:"conversation_ids,omitempty"`
 	OutputTail         []string           `json:"output_tail,omitempty"`
 	Artifacts          []api.RunArtifact  `json:"artifacts,omitempty"`
 	ArtifactsTruncated bool               `json:"artifacts_truncated,omitempty"`
@@ -249,7 +260,7 @@ func view(r *store.Run) *api.Run {
 	}
 	var res result
 	if len(r.Result) > 0 && json.Unmarshal(r.Result, &res) == nil {
-		out.Timings, out.LLM, out.ConversationID = res.Timings, res.LLM, res.ConversationID
+		out.Timings, out.LLM, out.ConversationID, out.ConversationIDs = res.Timings, res.LLM, res.ConversationID, res.ConversationIDs
 		out.OutputTail, out.Artifacts, out.ArtifactsTruncated = res.OutputTail, res.Artifacts, res.ArtifactsTruncated
 	}
 	return out

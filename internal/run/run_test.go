@@ -373,7 +373,7 @@ func TestParallel(t *testing.T) {
 }
 
 func TestSubmitRefuses(t *testing.T) {
-	e := newEnv(t, Config{Models: []string{"coder"}, TasksDir: t.TempDir()})
+	e := newEnv(t, Config{Models: func() []string { return []string{"coder"} }, TasksDir: t.TempDir()})
 	good := "name: t\nagent: custom\ngoal: g\nentrypoint: 'true'\n"
 	tests := []struct {
 		name string
@@ -594,6 +594,9 @@ func TestAgentUsage(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, Config{})
+			// No loop: its recovery would end the hand-made running
+			// record as restarted, racing with finish.
+			e.stop()
 			l, err := e.svc.openLog("run-x")
 			if err != nil {
 				t.Fatal(err)
@@ -627,4 +630,63 @@ func TestArtifactLimit(t *testing.T) {
 	if diff := cmp.Diff([]string{"/workspace/a.txt", "/workspace/done.txt"}, got); diff != "" || !r.ArtifactsTruncated {
 		t.Errorf("artifacts %v, truncated %v; want b.txt left out (-want +got):\n%s", got, r.ArtifactsTruncated, diff)
 	}
+}
+
+// Every command of a run (setup, agent, check) has the run's id in
+// AGENT2ENV_RUN_ID, and the daemon finds the run of its sandbox.
+func TestRunIDInCommands(t *testing.T) {
+	e := newEnv(t, Config{})
+	content := "name: id\nagent: custom\ngoal: g\nsetup: ['echo $AGENT2ENV_RUN_ID > setup.txt']\n" +
+		"entrypoint: 'echo $AGENT2ENV_RUN_ID > agent.txt; echo done > done.txt; sleep 0.3'\n" +
+		"end: {check: 'test -n \"$AGENT2ENV_RUN_ID\" && test \"$(cat agent.txt)\" = \"$AGENT2ENV_RUN_ID\" && test \"$(cat setup.txt)\" = \"$AGENT2ENV_RUN_ID\"'}\n"
+	b := e.submit(t, content, api.RunSubmitRequest{})
+	id := b.Runs[0].ID
+	found := false
+	for deadline := time.Now().Add(30 * time.Second); !found && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		r, err := e.svc.Get(bg, id)
+		if err != nil || r.Status.Final() {
+			break
+		}
+		if r.SandboxID != "" && r.Phase == api.PhaseAgent {
+			got, ok := e.svc.RunOfSandbox(r.SandboxID)
+			found = ok && got == id
+		}
+	}
+	if !found {
+		t.Error("RunOfSandbox never named the run while its agent ran")
+	}
+	r := e.wait(t, b, time.Minute)[0]
+	if r.Status != api.RunSucceeded {
+		t.Errorf("run %s: %s (the commands did not have their run's id)", r.Status, r.Reason)
+	}
+}
+
+// The models a task may name are those Config.Models gives at each
+// submission (the LLM proxy's, reloaded); a model override is checked
+// instead of the task's own.
+func TestSubmitModelsFollowTheProxy(t *testing.T) {
+	models := []string{"coder"}
+	e := newEnv(t, Config{Models: func() []string { return models }})
+	task := "name: t\nagent: codex\nmodel: coder\ngoal: g\n"
+	b, err := e.svc.Submit(bg, api.RunSubmitRequest{Task: task})
+	if err != nil {
+		t.Fatalf("a model of the proxy: %v", err)
+	}
+	e.svc.Cancel(bg, b.Runs[0].ID)
+	models = []string{"replay-x"}
+	if _, err := e.svc.Submit(bg, api.RunSubmitRequest{Task: task}); !errors.Is(err, errdefs.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), `model: unknown model "coder"`) {
+		t.Errorf("a model the proxy no longer has: %v", err)
+	}
+	b, err = e.svc.Submit(bg, api.RunSubmitRequest{Task: task, Models: []string{"replay-x"}})
+	if err != nil {
+		t.Fatalf("the task's model overridden by one of the proxy: %v", err)
+	}
+	e.svc.Cancel(bg, b.Runs[0].ID)
+	models = nil // no proxy configured: models are not checked
+	b, err = e.svc.Submit(bg, api.RunSubmitRequest{Task: task})
+	if err != nil {
+		t.Fatalf("no proxy: %v", err)
+	}
+	e.svc.Cancel(bg, b.Runs[0].ID)
 }

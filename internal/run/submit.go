@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/agent2env/agent2env/api"
@@ -38,11 +39,17 @@ var taskName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // overrides are ErrInvalidArgument naming the field; nothing is recorded
 // then.
 func (s *Service) Submit(ctx context.Context, req api.RunSubmitRequest) (*api.RunBatch, error) {
-	t, dir, err := s.resolveTask(req)
+	// The models a task may use are the LLM proxy's now (its
+	// configuration is reloaded on SIGHUP).
+	var models []string
+	if s.cfg.Models != nil {
+		models = s.cfg.Models()
+	}
+	t, dir, err := s.resolveTask(req, models)
 	if err != nil {
 		return nil, err
 	}
-	combos, err := s.matrix(t, req)
+	combos, err := s.matrix(t, req, models)
 	if err != nil {
 		return nil, err
 	}
@@ -120,11 +127,13 @@ func (s *Service) forget(jobs []*job, last *job) {
 }
 
 // resolveTask loads the task req gives and returns it with the directory
-// its inputs are read from ("" when it has none yet).
-func (s *Service) resolveTask(req api.RunSubmitRequest) (*task.Task, string, error) {
+// its inputs are read from ("" when it has none yet). The task's own
+// model is checked against models (when there are some) unless req
+// overrides it.
+func (s *Service) resolveTask(req api.RunSubmitRequest, models []string) (*task.Task, string, error) {
 	var opts []task.Option
-	if len(s.cfg.Models) > 0 {
-		opts = append(opts, task.WithModels(s.cfg.Models...))
+	if len(models) > 0 && len(req.Models) == 0 {
+		opts = append(opts, task.WithModels(models...))
 	}
 	switch {
 	case req.Task != "" && req.TaskName != "":
@@ -159,8 +168,9 @@ func (s *Service) resolveTask(req api.RunSubmitRequest) (*task.Task, string, err
 }
 
 // matrix returns the task once per agent × model combination the request
-// asks for (the task's own when it names none), each validated.
-func (s *Service) matrix(t *task.Task, req api.RunSubmitRequest) ([]*task.Task, error) {
+// asks for (the task's own when it names none), each validated, each
+// model one of known (when there are some).
+func (s *Service) matrix(t *task.Task, req api.RunSubmitRequest, known []string) ([]*task.Task, error) {
 	agentNames, models := req.Agents, req.Models
 	if len(agentNames) == 0 {
 		agentNames = []string{t.Agent}
@@ -174,8 +184,8 @@ func (s *Service) matrix(t *task.Task, req api.RunSubmitRequest) ([]*task.Task, 
 			return nil, errdefs.Invalid("agents: unknown agent %q (one of %s)", a, strings.Join(all.Names(), ", "))
 		}
 		for _, m := range models {
-			if m != "" && len(s.cfg.Models) > 0 && !contains(s.cfg.Models, m) {
-				return nil, errdefs.Invalid("models: unknown model %q (the LLM proxy has %s)", m, strings.Join(s.cfg.Models, ", "))
+			if m != "" && len(known) > 0 && !slices.Contains(known, m) {
+				return nil, errdefs.Invalid("models: unknown model %q (the LLM proxy has %s)", m, strings.Join(known, ", "))
 			}
 			c := *t
 			c.Agent, c.Model = a, m
@@ -186,15 +196,6 @@ func (s *Service) matrix(t *task.Task, req api.RunSubmitRequest) ([]*task.Task, 
 		}
 	}
 	return out, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // unpackInputs extracts a submission's input archive (a gzipped tar of

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,8 +46,15 @@ type Config struct {
 	// Observers are told of every exchange after the gate has counted it
 	// (the archive).
 	Observers []proxy.Observer
-	Log       *slog.Logger
+	// Progress, when set, is told that a sandbox's or a run's call is
+	// progress: when it starts, every ProgressEvery while it goes on, and
+	// when it ends (the task runner's liveness). It must be cheap.
+	Progress func(caller.Caller)
+	Log      *slog.Logger
 }
+
+// ProgressEvery is how often Config.Progress hears of a call in flight.
+const ProgressEvery = time.Second
 
 // Gate serves /llm. Make one with New.
 type Gate struct {
@@ -59,6 +67,7 @@ type Gate struct {
 type state struct {
 	proxy  *proxy.Proxy
 	limits Limits
+	models []string // the model names clients may ask for
 }
 
 // New returns a Gate without a proxy: until Apply, calls are answered
@@ -79,7 +88,20 @@ func (g *Gate) Apply(pc proxy.Config, limits Limits, opts ...proxy.Option) error
 	if err != nil {
 		return err
 	}
-	g.current.Store(&state{proxy: p, limits: limits})
+	models := make([]string, 0, len(pc.Models))
+	for _, m := range pc.Models {
+		models = append(models, m.Name)
+	}
+	g.current.Store(&state{proxy: p, limits: limits, models: models})
+	return nil
+}
+
+// Models returns the model names of the configuration served (in its
+// order), nil while there is none.
+func (g *Gate) Models() []string {
+	if st := g.current.Load(); st != nil {
+		return st.models
+	}
 	return nil
 }
 
@@ -187,7 +209,39 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, c caller.Caller) {
 			return
 		}
 	}
+	if g.cfg.Progress != nil && (c.Sandbox != "" || c.Run != "") {
+		defer g.busy(c)()
+	}
 	st.proxy.ServeHTTP(w, r.WithContext(caller.WithCaller(r.Context(), c)))
+}
+
+// busy tells Progress of c's call now, every ProgressEvery while it goes
+// on (a slow model, streaming or not, is progress) and when it ends (the
+// returned func). A timer, no goroutine, while it waits.
+func (g *Gate) busy(c caller.Caller) (done func()) {
+	g.cfg.Progress(c)
+	var (
+		mu    sync.Mutex
+		ended bool
+		t     *time.Timer
+	)
+	mu.Lock()
+	t = time.AfterFunc(ProgressEvery, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !ended {
+			g.cfg.Progress(c)
+			t.Reset(ProgressEvery)
+		}
+	})
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		ended = true
+		t.Stop()
+		mu.Unlock()
+		g.cfg.Progress(c)
+	}
 }
 
 // scopes are what c's calls count against, with their limits.

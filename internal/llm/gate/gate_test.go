@@ -305,3 +305,68 @@ func TestKeyUsageIsFlushed(t *testing.T) {
 		t.Fatalf("used %+v, %v; want 30", list, err)
 	}
 }
+
+func TestProgressAndModels(t *testing.T) {
+	var mu sync.Mutex
+	var heard []caller.Caller
+	progress := func(c caller.Caller) {
+		mu.Lock()
+		defer mu.Unlock()
+		heard = append(heard, c)
+	}
+	if got := gate.New(gate.Config{}).Models(); got != nil {
+		t.Errorf("Models before Apply = %v, want none", got)
+	}
+	g, _ := newGate(t, gate.Config{Progress: progress}, gate.Limits{})
+	if got := g.Models(); len(got) != 1 || got[0] != "m" {
+		t.Errorf("Models = %v, want [m]", got)
+	}
+	// An operator's call is no run's progress; a sandbox's is.
+	if code, body := call(t, g.Handler("/llm"), llm.FormatOpenAI, ""); code != 200 {
+		t.Fatalf("operator: %d %s", code, body)
+	}
+	h := g.SandboxHandler("/llm", "sb-1", func(context.Context) string { return "run-1" })
+	if code, body := call(t, h, llm.FormatAnthropic, "agent2env"); code != 200 {
+		t.Fatalf("sandbox: %d %s", code, body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := (caller.Caller{Sandbox: "sb-1", Run: "run-1"}); len(heard) != 2 || heard[0] != want || heard[1] != want {
+		t.Errorf("progress heard %+v, want %+v at the call's start and end", heard, want)
+	}
+}
+
+// A call that waits long on its model is progress all along, every
+// ProgressEvery.
+func TestProgressOfASlowCall(t *testing.T) {
+	up := llmtest.NewFakeUpstream(t, proxy.Codecs[llm.FormatOpenAI], "", func(*llm.Request) (*llm.Response, *llm.Error) {
+		time.Sleep(2*gate.ProgressEvery + gate.ProgressEvery/2)
+		return &llm.Response{ID: "r", Model: "m", Content: []llm.Part{llm.Text("late")}, StopReason: llm.StopEndTurn}, nil
+	})
+	var mu sync.Mutex
+	var at []time.Duration
+	start := time.Now()
+	g := gate.New(gate.Config{Progress: func(caller.Caller) {
+		mu.Lock()
+		defer mu.Unlock()
+		at = append(at, time.Since(start))
+	}})
+	if err := g.Apply(proxy.Config{Providers: []proxy.Provider{{Name: "up", Type: "openai", BaseURL: up.URL}},
+		Models: []proxy.Model{{Name: "m", Provider: "up"}}}, gate.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := call(t, g.SandboxHandler("/llm", "sb-1", nil), llm.FormatOpenAI, ""); code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	time.Sleep(gate.ProgressEvery + 100*time.Millisecond) // none after the end
+	mu.Lock()
+	defer mu.Unlock()
+	if len(at) != 4 {
+		t.Fatalf("progress at %v, want at the start, after 1 and 2 intervals, and at the end", at)
+	}
+	for i := 1; i < len(at); i++ {
+		if gap := at[i] - at[i-1]; gap > gate.ProgressEvery+gate.ProgressEvery/2 {
+			t.Errorf("progress at %v: a gap of %s", at, gap)
+		}
+	}
+}

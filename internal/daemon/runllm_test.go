@@ -1,0 +1,275 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/mcpserver"
+	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// slowUpstream is an OpenAI-compatible upstream: a plain call is answered
+// at once with usage (7 in, 3 out); a streamed one trickles a chunk every
+// 200ms for span, as a slow model does.
+func slowUpstream(t *testing.T, span time.Duration) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.Contains(readAll(r.Body), `"stream":true`) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"id":"c","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for end := time.Now().Add(span); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+			io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,"delta":{"content":"."}}]}`+"\n\n")
+			w.(http.Flusher).Flush()
+		}
+		io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1"
+}
+
+// waitAgent waits for run id to be in its agent phase and returns its
+// sandbox.
+func waitAgent(t *testing.T, d *testDaemon, id string) string {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		r, err := d.sys.Runs.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Final() {
+			t.Fatalf("run %s ended before its agent ran: %s %s", id, r.Status, r.Reason)
+		}
+		if r.Phase == api.PhaseAgent && r.SandboxID != "" {
+			return r.SandboxID
+		}
+	}
+	t.Fatalf("run %s never reached its agent", id)
+	return ""
+}
+
+// waitRun waits for run id to end.
+func waitRun(t *testing.T, d *testDaemon, id string) *api.Run {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		r, err := d.sys.Runs.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Final() {
+			return r
+		}
+	}
+	t.Fatalf("run %s never ended", id)
+	return nil
+}
+
+// TestRunsUseTheLLMProxy: a run's sandbox's model calls are the run's —
+// attributed to it with no help from the agent, its liveness (an agent
+// silent on its output but waiting on a slow model is not hung, while the
+// same agent without calls is), and its tokens and conversation in its
+// result; the models a task may name are the proxy's, as reloaded.
+func TestRunsUseTheLLMProxy(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "llm.yaml")
+	writeLLMConfig(t, path, slowUpstream(t, 4*time.Second))
+	cfg := testConfig(t.TempDir(), fakeruntime.New())
+	cfg.LLMConfig = path
+	d := start(t, cfg, nil)
+	d.importTiny()
+	task := func(model string) string {
+		return fmt.Sprintf("name: quiet\nimage: %s\nagent: custom\nmodel: %s\ngoal: wait\nentrypoint: sleep 5\nend: {timeout: 1m}\nliveness: {idle: 2s}\n", tinyRef, model)
+	}
+
+	b, err := d.sys.Runs.Submit(ctx, api.RunSubmitRequest{Task: task("m"), Repeats: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calling, silent := b.Runs[0].ID, b.Runs[1].ID
+	sb := waitAgent(t, d, calling)
+	srv := httptest.NewServer(d.sys.sandboxHandler(sb))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	if code, body := llmCall(t, addr, "", false); code != 200 {
+		t.Fatalf("plain call: %d %s", code, body)
+	}
+	if code, body := llmCall(t, addr, "", true); code != 200 || !strings.Contains(body, "[DONE]") {
+		t.Fatalf("slow streamed call: %d %s", code, body)
+	}
+
+	r := waitRun(t, d, calling)
+	if r.Status != api.RunSucceeded {
+		t.Errorf("the run waiting on a slow model ended %s: %s (want succeeded: its calls are progress)", r.Status, r.Reason)
+	}
+	if want := (api.RunLLMUsage{Requests: 2, InputTokens: 7, OutputTokens: 3, Source: "proxy"}); r.LLM != want {
+		t.Errorf("llm usage %+v, want %+v", r.LLM, want)
+	}
+	if r.ConversationID == "" || len(r.ConversationIDs) == 0 || r.ConversationIDs[0] != r.ConversationID {
+		t.Errorf("conversations %q %q, want the archive's", r.ConversationID, r.ConversationIDs)
+	}
+	// The calls are the run's in the archive, though nothing in them or
+	// in the sandbox's environment named it.
+	if xs, _, err := d.sys.LLMArchive.List(ctx, store.LLMExchangeFilter{RunID: calling}, store.Page{}); err != nil || len(xs) != 2 {
+		t.Errorf("the run's exchanges in the archive: %d, %v; want 2", len(xs), err)
+	}
+	if r := waitRun(t, d, silent); r.Status != api.RunHung {
+		t.Errorf("the silent run without calls ended %s: %s, want hung", r.Status, r.Reason)
+	}
+
+	// The models are the proxy's, as reloaded; an override is checked,
+	// not the task's own model it replaces.
+	_, err = d.sys.Runs.Submit(ctx, api.RunSubmitRequest{Task: task("nope")})
+	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), `model: unknown model "nope"`) {
+		t.Errorf("unknown model: %v", err)
+	}
+	cfgText, _ := os.ReadFile(path)
+	if err := os.WriteFile(path, []byte(strings.Replace(string(cfgText), "name: m\n", "name: m2\n", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.sys.ReloadLLM(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.sys.Runs.Submit(ctx, api.RunSubmitRequest{Task: task("m")}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("a model the reload removed: %v", err)
+	}
+	b, err = d.sys.Runs.Submit(ctx, api.RunSubmitRequest{Task: task("m"), Models: []string{"m2"}})
+	if err != nil {
+		t.Fatalf("override with a model of the proxy: %v", err)
+	}
+	if _, err := d.sys.Runs.Cancel(ctx, b.Runs[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.sys.LLM.Models(), []string{"m2"}) {
+		t.Errorf("models %v", d.sys.LLM.Models())
+	}
+}
+
+// mcpSession connects an MCP client to the daemon's MCP at url.
+func mcpSession(t *testing.T, url string) *mcp.ClientSession {
+	t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: url, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// callTool calls tool name and returns its structured result, or its
+// error text when it failed.
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (map[string]any, string) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if res.IsError {
+		var text strings.Builder
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				text.WriteString(tc.Text)
+			}
+		}
+		return nil, text.String()
+	}
+	out, _ := res.StructuredContent.(map[string]any)
+	return out, ""
+}
+
+// TestSandboxMCPIsScoped: the MCP server a sandbox reaches on its own
+// channel is scoped to its run (or to itself): a session it makes is not
+// seen by another sandbox's MCP nor by the API's tenants, and it reaches
+// no other sandbox by id.
+func TestSandboxMCPIsScoped(t *testing.T) {
+	ctx := context.Background()
+	d := start(t, testConfig(t.TempDir(), fakeruntime.New()), nil)
+	d.importTiny()
+	a := d.create(api.CreateSandboxRequest{Image: tinyRef})
+	b := d.create(api.CreateSandboxRequest{Image: tinyRef})
+	srvA := httptest.NewServer(d.sys.sandboxHandler(a.ID))
+	defer srvA.Close()
+	srvB := httptest.NewServer(d.sys.sandboxHandler(b.ID))
+	defer srvB.Close()
+	mcpA, mcpB := mcpSession(t, srvA.URL+"/mcp"), mcpSession(t, srvB.URL+"/mcp")
+
+	out, msg := callTool(t, mcpA, "execute_command", map[string]any{"command": "echo hi", "session_id": "mine"})
+	if msg != "" || out["session_id"] != "mine" {
+		t.Fatalf("execute_command from A: %v %s", out, msg)
+	}
+	if out, msg := callTool(t, mcpA, "list_sessions", nil); msg != "" || out["total"] != float64(1) {
+		t.Errorf("A's sessions: %v %s, want its one", out, msg)
+	}
+	if out, msg := callTool(t, mcpB, "list_sessions", nil); msg != "" || out["total"] != float64(0) {
+		t.Errorf("B's sessions: %v %s, want none of A's", out, msg)
+	}
+	if _, msg := callTool(t, mcpB, "get_session_info", map[string]any{"session_id": "mine"}); !strings.Contains(msg, "SESSION_NOT_FOUND") {
+		t.Errorf("B asking for A's session: %q, want SESSION_NOT_FOUND", msg)
+	}
+	if list, err := d.api.Sessions().List(ctx); err != nil || len(list) != 0 {
+		t.Errorf("the API's sessions: %+v, %v, want none of A's", list, err)
+	}
+	// By sandbox id, each reaches its own sandbox only.
+	if _, msg := callTool(t, mcpB, "list_files", map[string]any{"sandbox_id": a.ID}); !strings.Contains(msg, "SANDBOX_NOT_FOUND") {
+		t.Errorf("B listing A's sandbox: %q, want SANDBOX_NOT_FOUND", msg)
+	}
+	if _, msg := callTool(t, mcpA, "list_files", map[string]any{"sandbox_id": a.ID}); msg != "" {
+		t.Errorf("A listing its own sandbox: %s", msg)
+	}
+	// The operator's MCP (no key: the open API's tenant) sees none of it.
+	if out, msg := callTool(t, mcpSession(t, "http://"+d.addr+"/mcp"), "list_sessions", nil); msg != "" || out["total"] != float64(0) {
+		t.Errorf("the API's MCP sessions: %v %s, want none of A's", out, msg)
+	}
+}
+
+// The sessions a run's agent makes through its sandbox's MCP server are
+// the run's, and go when the run ends.
+func TestRunSessionsEndWithTheRun(t *testing.T) {
+	ctx := context.Background()
+	d := start(t, testConfig(t.TempDir(), fakeruntime.New()), nil)
+	d.importTiny()
+	b, err := d.sys.Runs.Submit(ctx, api.RunSubmitRequest{
+		Task: fmt.Sprintf("name: mcp\nimage: %s\nagent: custom\ngoal: g\nentrypoint: sleep 1\nend: {timeout: 1m}\n", tinyRef)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := b.Runs[0].ID
+	srv := httptest.NewServer(d.sys.sandboxHandler(waitAgent(t, d, id)))
+	defer srv.Close()
+	if out, msg := callTool(t, mcpSession(t, srv.URL+"/mcp"), "execute_command", map[string]any{"command": "true", "session_id": "s1"}); msg != "" {
+		t.Fatalf("execute_command: %v %s", out, msg)
+	}
+	runCtx := auth.WithTenant(ctx, mcpserver.RunTenant(id))
+	if list, err := d.sys.Sessions.List(runCtx); err != nil || len(list) != 1 {
+		t.Fatalf("the run's sessions while it runs: %+v, %v; want s1", list, err)
+	}
+	if r := waitRun(t, d, id); r.Status != api.RunSucceeded {
+		t.Fatalf("run %s: %s", r.Status, r.Reason)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		list, err := d.sys.Sessions.List(runCtx)
+		if err == nil && len(list) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run's sessions after it ended: %+v, %v; want none", list, err)
+		}
+	}
+}
