@@ -1,10 +1,6 @@
 package e2e
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
-	"encoding/base64"
 	"fmt"
 	"net/http"
 	"os"
@@ -308,75 +304,9 @@ artifacts: [/workspace/out.txt]
 	d.assertNoLeaks()
 }
 
-// TestRunAgentCLIs runs the five agent CLIs of agent2env/agent through the
-// task runner, one submission with the agents as a matrix: each run's
-// sandbox serves the scripted model (agenttest.ScriptedModel) at the
-// LLM proxy's address on its loopback, started by the task's setup, and
-// the CLI, configured by its adapter as the runner plans it, writes
-// agent_done.txt with its shell tool as the sandbox user.
-func TestRunAgentCLIs(t *testing.T) {
-	agentImageEnabled(t)
-	dir := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "bin", "scripted-model"), "../agents/agenttest/scriptedmodel")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the scripted model: %v\n%s", err, out)
-	}
-	d := startDaemon(t, "")
-	agents := []string{"claude-code", "codex", "gemini-cli", "opencode", "qwen-code"}
-	b := d.submit(api.RunSubmitRequest{Agents: agents, Parallel: 3, Task: `name: hello-cli
-image: agent2env/agent
-resources: {memory: 2Gi}
-agent: claude-code
-model: scripted-model
-goal: Create the file agent_done.txt containing ok.
-workdir: /workspace/work
-inputs: [{source: ./bin, destination: /workspace/bin}]
-setup:
-  - (nohup /workspace/bin/scripted-model -listen 127.0.0.1:4000 >/tmp/model.log 2>&1 &) && sleep 0.5 && cat /tmp/model.log
-end:
-  timeout: 5m
-  success_file: /workspace/work/agent_done.txt
-  check: grep -qx ok agent_done.txt
-liveness: {idle: 2m}
-artifacts: [/workspace/work/agent_done.txt]
-`, Inputs: inputsArchive(t, dir, "bin/scripted-model")})
-	for _, r := range d.waitRuns(b.ID, len(agents), 20*time.Minute) {
-		t.Logf("%s: %s in %s (%s), llm %+v", r.Agent, r.Status, runTimeOf(r), r.Reason, r.LLM)
-		if r.Status != api.RunSucceeded {
-			t.Errorf("%s: %s %s\n%s", r.Agent, r.Status, r.Reason, strings.Join(r.OutputTail, "\n"))
-		}
-		if len(r.Artifacts) != 1 {
-			t.Errorf("%s artifacts: %+v", r.Agent, r.Artifacts)
-		}
-	}
-	d.stop()
-	d.assertNoLeaks()
-}
-
 func runTimeOf(r api.Run) time.Duration {
 	if r.StartedAt == nil || r.EndedAt == nil {
 		return 0
 	}
 	return r.EndedAt.Sub(*r.StartedAt).Round(time.Millisecond)
-}
-
-// inputsArchive is the files of dir named, in the gzipped tar in base64 a
-// submission carries.
-func inputsArchive(t *testing.T, dir string, names ...string) string {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	for _, n := range names {
-		b, err := os.ReadFile(filepath.Join(dir, n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		tw.WriteHeader(&tar.Header{Name: n, Mode: 0o755, Size: int64(len(b)), Typeflag: tar.TypeReg})
-		tw.Write(b)
-	}
-	tw.Close()
-	zw.Close()
-	return base64.StdEncoding.EncodeToString(buf.Bytes())
 }
