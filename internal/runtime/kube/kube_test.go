@@ -284,7 +284,7 @@ func TestObjects(t *testing.T) {
 	limits := corev1.ResourceList{
 		corev1.ResourceCPU:              mustQuantity("1500m"),
 		corev1.ResourceMemory:           mustQuantity("256Mi"),
-		corev1.ResourceEphemeralStorage: mustQuantity("1Gi"),
+		corev1.ResourceEphemeralStorage: mustQuantity("1280Mi"), // the disk and the agent's binary
 	}
 	want := map[string]any{
 		"labels":        map[string]string{kube.LabelSandbox: "obj1", kube.LabelOwner: k.owner, "app.kubernetes.io/managed-by": "agent2env"},

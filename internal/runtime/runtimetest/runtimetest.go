@@ -104,7 +104,7 @@ var testResources = sandbox.Resources{
 }
 
 // newID returns a short id that is unique across runs.
-func newID(t *testing.T) string {
+func newID(t testing.TB) string {
 	b := make([]byte, 5)
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)

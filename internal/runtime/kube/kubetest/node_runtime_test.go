@@ -24,10 +24,7 @@ import (
 func TestNodeRuntime(t *testing.T) {
 	n := StartNode(t, NodeOptions{PodPidsLimit: 64})
 	agentImage, testImage := n.SelfImage(t), n.RuntimetestImage(t)
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	owner := "kubetest-" + hex.EncodeToString(b)
-	const ns = metav1.NamespaceDefault
+	owner := newOwner()
 	runtimetest.Run(t, runtimetest.Factory{
 		New: func(t *testing.T) sandbox.Runtime {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -54,5 +51,36 @@ func TestNodeRuntime(t *testing.T) {
 			}
 			EvictSandbox(t, n.Client, ns, pods.Items[0].Name, rt, id)
 		},
+	})
+}
+
+// The namespace of the sandboxes of the tests on a node.
+const ns = metav1.NamespaceDefault
+
+// newOwner returns an owner label of its own for a test's runtimes.
+func newOwner() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return "kubetest-" + hex.EncodeToString(b)
+}
+
+// BenchmarkNodeRuntime is runtimetest.Benchmark on a real node: "start"
+// is Pod admission (Create, Start: the gate removed) to the agent
+// answering on the Pod IP, its image pulled by the node already; compare
+// with the oci package's BenchmarkRuntime in the same run:
+//
+//	go test -run '^$' -bench Runtime ./internal/runtime/oci/ ./internal/runtime/kube/kubetest/
+func BenchmarkNodeRuntime(b *testing.B) {
+	n := StartNode(b, NodeOptions{PodPidsLimit: 64})
+	agentImage, testImage := n.SelfImage(b), n.RuntimetestImage(b)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rt, err := kube.New(ctx, kube.Config{Rest: n.Config, Namespace: ns, Owner: newOwner(), AgentImage: agentImage})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(rt.Close)
+	runtimetest.Benchmark(b, rt, func(id string) *sandbox.Spec {
+		return &sandbox.Spec{ID: id, Image: testImage, Cwd: sandbox.WorkDir}
 	})
 }
