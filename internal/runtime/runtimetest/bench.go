@@ -2,13 +2,11 @@ package runtimetest
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/agent2env/agent2env/internal/agent"
-	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/sandbox"
 )
 
@@ -23,21 +21,7 @@ func Benchmark(b *testing.B, rt sandbox.Runtime, newSpec func(id string) *sandbo
 		b.Helper()
 		sp := newSpec(newID(b))
 		sp.Resources = testResources
-		if err := rt.Create(ctx, sp); err != nil {
-			b.Fatalf("Create: %v", err)
-		}
-		b.Cleanup(func() {
-			if err := rt.Delete(context.Background(), sp.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-				b.Errorf("Delete %s: %v", sp.ID, err)
-			}
-		})
-		if err := rt.Start(ctx, sp.ID); err != nil {
-			b.Fatalf("Start: %v", err)
-		}
-		c, err := rt.Agent(ctx, sp.ID)
-		if err != nil {
-			b.Fatalf("Agent: %v", err)
-		}
+		c := started(b, rt, sp)
 		if _, err := c.Info(ctx); err != nil {
 			b.Fatalf("the agent of %s: %v", sp.ID, err)
 		}
