@@ -48,8 +48,13 @@ func Run(ctx context.Context, opts Options) error {
 	if err := dropCapability(unix.CAP_NET_ADMIN); err != nil {
 		return fmt.Errorf("drop CAP_NET_ADMIN: %w", err)
 	}
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
+	if os.Getpid() == 1 && opts.UID < 0 {
+		shieldSignals() // and no SIGTERM to end on: Notify would undo it
+	} else {
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+	}
 	env := envForCommands(os.Environ())
 	if sock := os.Getenv(EnvEgress); sock != "" {
 		// Before any command runs, so that none can take the address.
@@ -80,6 +85,29 @@ func Run(ctx context.Context, opts Options) error {
 		_ = syscall.Kill(-1, syscall.SIGKILL)
 	}
 	return err
+}
+
+// shieldSignals keeps the agent alive whatever signal its own commands
+// send it, when it is its sandbox's PID 1 and runs as the same user as
+// they do (a Pod's container: --uid=-1), so that the kernel's permission
+// check does not protect it. The kernel drops a signal to a namespace's
+// init from inside the namespace unless init handles it; Go handles the
+// terminating ones, so they are ignored instead: SIG_IGN for those Go lets
+// a program ignore, a discarded notification for the rest (sent ones only:
+// a real fault still crashes). The cost: the runtime's SIGTERM is ignored
+// too, and the container ends at the SIGKILL after its grace period, which
+// takes every process of the namespace with it, as the agent would have.
+func shieldSignals() {
+	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGABRT, syscall.SIGTERM,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGXCPU, syscall.SIGXFSZ,
+		syscall.SIGVTALRM, syscall.SIGIO, syscall.SIGPWR)
+	sent := make(chan os.Signal, 1)
+	signal.Notify(sent, syscall.SIGILL, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE,
+		syscall.SIGSEGV, syscall.SIGSTKFLT, syscall.SIGSYS)
+	go func() {
+		for range sent {
+		}
+	}()
 }
 
 // spareThreads returns how many idle OS threads the agent starts before

@@ -187,6 +187,21 @@ type Capabilities struct {
 	// on its disks, so host paths can be bind-mounted into them (the
 	// egress proxy's socket is). False when sandboxes run elsewhere.
 	LocalFiles bool
+	// DiskQuota: writing past Resources.DiskBytes fails with ENOSPC.
+	// Without it the limit is enforced otherwise: Kubernetes evicts a Pod
+	// over its ephemeral-storage limit, after it wrote past it.
+	DiskQuota bool
+	// LoopbackOnly: a sandbox's network namespace has no interface but
+	// loopback; its only ways out are the agent's forwards to the daemon.
+	// Without it a sandbox has an interface whose traffic a policy
+	// restricts (a Pod's, under its NetworkPolicy, which the cluster's
+	// network plugin must enforce).
+	LoopbackOnly bool
+	// StrictSeccomp: sandboxes run under the project's seccomp profile,
+	// which also denies ptrace and io_uring. Without it they run under the
+	// container runtime's default profile (Kubernetes' RuntimeDefault),
+	// which may allow both.
+	StrictSeccomp bool
 }
 
 // Runtime runs sandboxes. Implementations are safe for concurrent use;

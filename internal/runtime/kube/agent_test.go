@@ -12,7 +12,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
@@ -206,24 +205,19 @@ func (a *agents) onPod(ctx context.Context, pod *corev1.Pod, ip netip.Addr) erro
 	a.wg.Go(func() {
 		select {
 		case <-exited:
-		case <-ctx.Done(): // the Pod was deleted: SIGTERM, grace, SIGKILL
-			stop(cmd, exited)
+		case <-ctx.Done():
+			// The Pod was deleted. A kubelet removes its object only once
+			// its containers are dead (SIGTERM, which the agent as PID 1
+			// ignores, grace, SIGKILL); kwok removes it at once, so the
+			// agent dies at once.
+			_ = cmd.Process.Kill()
+			<-exited
 		}
 		a.mu.Lock()
 		delete(a.procs, pod.Name+string(pod.UID))
 		a.mu.Unlock()
 	})
 	return nil
-}
-
-func stop(cmd *exec.Cmd, exited <-chan struct{}) {
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(5 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
 }
 
 func (a *agents) stopAll() {

@@ -203,7 +203,11 @@ func (r *Runtime) Close() {
 func (r *Runtime) Name() string { return Name }
 
 // Capabilities: Pods lose their emptyDirs when stopped, run on other
-// machines, and get no egress proxy yet.
+// machines, and get no egress proxy yet. What Kubernetes enforces its own
+// way: the kubelet evicts a Pod over its ephemeral-storage limit (no
+// ENOSPC), a Pod has an interface that its NetworkPolicy restricts, and
+// RuntimeDefault is the container runtime's seccomp profile (containerd
+// 1.6's allows ptrace and io_uring).
 func (r *Runtime) Capabilities() sandbox.Capabilities {
 	return sandbox.Capabilities{}
 }

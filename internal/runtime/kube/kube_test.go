@@ -16,7 +16,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -99,29 +98,13 @@ func (k *tierA) factory(connect string) runtimetest.Factory {
 	}
 }
 
-// evict evicts the sandbox's Pod through the eviction API, behind the
-// runtime's back, and waits for the runtime to notice.
+// evict evicts the sandbox's Pod, behind the runtime's back, and waits
+// for the runtime to notice.
 func (k *tierA) evict(t *testing.T, rt sandbox.Runtime, id string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: k.pod(ctx, t, id).Name, Namespace: k.ns}}
-	if err := k.c.Client.CoreV1().Pods(k.ns).EvictV1(ctx, ev); err != nil {
-		t.Fatalf("evict the pod of %s: %v", id, err)
-	}
-	for {
-		st, err := rt.Status(ctx, id)
-		if err != nil {
-			t.Fatalf("Status of the evicted %s: %v", id, err)
-		}
-		if st.State != sandbox.StateRunning {
-			return
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the runtime still reports the evicted %s running", id)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	kubetest.EvictSandbox(t, k.c.Client, k.ns, k.pod(ctx, t, id).Name, rt, id)
 }
 
 // pod returns the Pod of sandbox id.
@@ -301,7 +284,7 @@ func TestObjects(t *testing.T) {
 	limits := corev1.ResourceList{
 		corev1.ResourceCPU:              mustQuantity("1500m"),
 		corev1.ResourceMemory:           mustQuantity("256Mi"),
-		corev1.ResourceEphemeralStorage: mustQuantity("1Gi"),
+		corev1.ResourceEphemeralStorage: mustQuantity("1280Mi"), // the disk and the agent's binary
 	}
 	want := map[string]any{
 		"labels":        map[string]string{kube.LabelSandbox: "obj1", kube.LabelOwner: k.owner, "app.kubernetes.io/managed-by": "agent2env"},

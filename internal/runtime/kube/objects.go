@@ -252,12 +252,18 @@ func emptyDir(name string) corev1.Volume {
 	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
 }
 
+// agentDiskReserve is what a Pod's ephemeral-storage limit has beyond the
+// sandbox's disk limit: the agent's copy of the agent2env binary (some 90
+// MB) is on an emptyDir of the Pod, which the kubelet counts.
+const agentDiskReserve = 256 << 20
+
 // resources are a sandbox's limits as its container's requests and limits
 // (equal: the sandbox gets what it may use, a Guaranteed Pod when both cpu
 // and memory are set). The disk limit is ephemeral-storage, which the
 // kubelet enforces on the emptyDirs and the writable layer together by
-// evicting the Pod. Kubernetes has no per-Pod process limit: the node's
-// podPidsLimit applies instead of Pids.
+// evicting the Pod, with agentDiskReserve on top for the agent's binary.
+// Kubernetes has no per-Pod process limit: the node's podPidsLimit
+// applies instead of Pids.
 func resources(r sandbox.Resources) corev1.ResourceRequirements {
 	list := corev1.ResourceList{}
 	if r.MilliCPU > 0 {
@@ -267,7 +273,7 @@ func resources(r sandbox.Resources) corev1.ResourceRequirements {
 		list[corev1.ResourceMemory] = *resource.NewQuantity(r.MemoryBytes, resource.BinarySI)
 	}
 	if r.DiskBytes > 0 {
-		list[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(r.DiskBytes, resource.BinarySI)
+		list[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(r.DiskBytes+agentDiskReserve, resource.BinarySI)
 	}
 	if len(list) == 0 {
 		return corev1.ResourceRequirements{}

@@ -158,7 +158,9 @@ func TestPodState(t *testing.T) {
 func TestResources(t *testing.T) {
 	got := resources(sandbox.Resources{MilliCPU: 250, MemoryBytes: 128 << 20, DiskBytes: 2 << 30, Pids: 50})
 	for name, want := range map[corev1.ResourceName]string{
-		corev1.ResourceCPU: "250m", corev1.ResourceMemory: "128Mi", corev1.ResourceEphemeralStorage: "2Gi",
+		corev1.ResourceCPU: "250m", corev1.ResourceMemory: "128Mi",
+		// The disk and the agent's binary (agentDiskReserve).
+		corev1.ResourceEphemeralStorage: "2304Mi",
 	} {
 		if q := got.Limits[name]; q.String() != want {
 			t.Errorf("limit %s = %s, want %s", name, q.String(), want)

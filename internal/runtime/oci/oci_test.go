@@ -452,3 +452,11 @@ func TestWarmAttach(t *testing.T) {
 		t.Errorf("%s does not hold this process", procs)
 	}
 }
+
+// BenchmarkRuntime is runtimetest.Benchmark on runc, the figures the
+// kubernetes runtime's (kubetest BenchmarkNodeRuntime) compare with.
+func BenchmarkRuntime(b *testing.B) {
+	runtimetest.RequiresRoot(b)
+	rt := newRuntime(b, newRoot(b), "runc")
+	runtimetest.Benchmark(b, rt, func(id string) *sandbox.Spec { return newSpec(b, id) })
+}

@@ -235,10 +235,14 @@ func withDefaults(r, def sandbox.Resources) sandbox.Resources {
 func (r *Runtime) Name() string { return Name }
 
 // Capabilities reports that Stop keeps the sandbox's files, that
-// sandboxes live on this host, and that egress policies are enforced when
-// the runtime has an egress proxy.
+// sandboxes live on this host, that egress policies are enforced when
+// the runtime has an egress proxy, and that the disk limit, the loopback-only
+// network and the seccomp profile are the project's own.
 func (r *Runtime) Capabilities() sandbox.Capabilities {
-	return sandbox.Capabilities{StopKeepsFiles: true, LocalFiles: true, NetworkPolicy: r.cfg.Egress != nil}
+	return sandbox.Capabilities{
+		StopKeepsFiles: true, LocalFiles: true, NetworkPolicy: r.cfg.Egress != nil,
+		DiskQuota: true, LoopbackOnly: true, StrictSeccomp: true,
+	}
 }
 
 // ImageReady reports whether ref is in the image store.

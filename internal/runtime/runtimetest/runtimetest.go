@@ -104,7 +104,7 @@ var testResources = sandbox.Resources{
 }
 
 // newID returns a short id that is unique across runs.
-func newID(t *testing.T) string {
+func newID(t testing.TB) string {
 	b := make([]byte, 5)
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func newID(t *testing.T) string {
 	return "rt" + hex.EncodeToString(b)
 }
 
-func ctxFor(t *testing.T) context.Context {
+func ctxFor(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return ctx
@@ -126,7 +126,7 @@ func (s *suite) spec(t *testing.T) *sandbox.Spec {
 }
 
 // started creates and starts a sandbox that is deleted when t ends.
-func started(t *testing.T, rt sandbox.Runtime, sp *sandbox.Spec) *agent.Client {
+func started(t testing.TB, rt sandbox.Runtime, sp *sandbox.Spec) *agent.Client {
 	t.Helper()
 	ctx := ctxFor(t)
 	if err := rt.Create(ctx, sp); err != nil {

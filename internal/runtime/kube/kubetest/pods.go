@@ -9,8 +9,10 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,6 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/agent2env/agent2env/internal/sandbox"
 )
 
 // PodFunc prepares what answers on a Pod's IP, the way a kubelet starts a
@@ -204,4 +208,30 @@ func (r *ipRange) next() netip.Addr {
 	ip := netip.AddrFrom4([4]byte{127, r.b, byte(r.n / 254), byte(r.n%254 + 1)})
 	r.n++
 	return ip
+}
+
+// EvictSandbox evicts the Pod named pod through the eviction API, as a
+// drain would, behind the runtime's back, and waits until rt no longer
+// reports sandbox id running.
+func EvictSandbox(t testing.TB, client kubernetes.Interface, ns, pod string, rt sandbox.Runtime, id string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: ns}}
+	if err := client.CoreV1().Pods(ns).EvictV1(ctx, ev); err != nil {
+		t.Fatalf("evict the pod of %s: %v", id, err)
+	}
+	for {
+		st, err := rt.Status(ctx, id)
+		if err != nil {
+			t.Fatalf("Status of the evicted %s: %v", id, err)
+		}
+		if st.State != sandbox.StateRunning {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the runtime still reports the evicted %s running", id)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
