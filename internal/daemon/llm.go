@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/agent2env/agent2env/internal/auth"
@@ -85,28 +84,12 @@ func (v sandboxServices) ServeSandbox(ctx context.Context, l net.Listener, id st
 // Sandboxes are served from Recover on, at the end of New, when every
 // service exists.
 func (s *System) sandboxHandler(id string) http.Handler {
-	// The run is the one the task runner carries out in the sandbox, else
-	// the one in the sandbox's environment, fixed at its creation: looked
-	// up once, on the first call that finds the record.
-	var (
-		mu    sync.Mutex
-		found bool
-		runID string
-	)
-	run := func(ctx context.Context) string {
-		if r, ok := s.Runs.RunOfSandbox(id); ok {
-			return r
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !found {
-			sb, err := s.Manager.Get(ctx, id)
-			if err != nil {
-				return ""
-			}
-			found, runID = true, sb.Env[caller.EnvRun]
-		}
-		return runID
+	// The run is the one the task runner carries out in the sandbox: known
+	// to the daemon, never taken from anything the sandbox or its creator
+	// says.
+	run := func(context.Context) string {
+		r, _ := s.Runs.RunOfSandbox(id)
+		return r
 	}
 	mux := http.NewServeMux()
 	mux.Handle(gate.Prefix+"/", s.LLM.SandboxHandler(gate.Prefix, id, run))

@@ -238,9 +238,10 @@ func TestLLMMetrics(t *testing.T) {
 	}
 }
 
-// TestSandboxChannel: what a sandbox's channel serves knows the sandbox
-// and the run its environment names, whatever key the call presents, and
-// counts the call against both; MCP is there too.
+// TestSandboxChannel: what a sandbox's channel serves knows the sandbox,
+// whatever key the call presents, and counts the call against it; a run id
+// in the sandbox's environment counts for nothing (runs are known by the
+// runner); MCP is there too.
 func TestSandboxChannel(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "llm.yaml")
 	writeLLMConfig(t, path, sseUpstream(t, "ok", nil))
@@ -248,7 +249,7 @@ func TestSandboxChannel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, append(cfg, "limits:\n  run:\n    requests_per_minute: 1\n"...), 0o600); err != nil {
+	if err := os.WriteFile(path, append(cfg, "limits:\n  sandbox:\n    requests_per_minute: 2\n  run:\n    requests_per_minute: 1\n"...), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c := testConfig(t.TempDir(), fakeruntime.New())
@@ -262,9 +263,13 @@ func TestSandboxChannel(t *testing.T) {
 	if code, body := llmCall(t, addr, "sk-anything", false); code != 200 {
 		t.Fatalf("first call: %d %s", code, body)
 	}
+	// Past run-42's limit, were the environment believed.
+	if code, body := llmCall(t, addr, "", false); code != 200 {
+		t.Fatalf("second call: %d %s", code, body)
+	}
 	code, body := llmCall(t, addr, "", false)
-	if want := "run run-42 is over its rate limit of 1 requests per minute"; code != 429 || !strings.Contains(body, want) {
-		t.Errorf("second call: %d %s, want 429 saying %q", code, body, want)
+	if want := "sandbox " + sb.ID + " is over its rate limit of 2 requests per minute"; code != 429 || !strings.Contains(body, want) {
+		t.Errorf("third call: %d %s, want 429 saying %q", code, body, want)
 	}
 	resp, err := http.Post(srv.URL+"/nothing", "application/json", strings.NewReader("{}"))
 	if err != nil {

@@ -33,7 +33,8 @@ func From(ctx context.Context) Caller {
 	return c
 }
 
-// EnvRun is the sandbox environment variable naming the run a sandbox
-// belongs to: a task runner sets it when it makes the run's sandbox, and
-// the daemon attributes the sandbox's calls to that run.
+// EnvRun is the environment variable naming the run, in every command the
+// task runner starts in a run's sandbox, for the agent and its tools to
+// read. The daemon does not take it from requests: it knows the run of a
+// sandbox from the runner.
 const EnvRun = "AGENT2ENV_RUN_ID"
