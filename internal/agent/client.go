@@ -139,6 +139,14 @@ func (c *Client) Info(ctx context.Context) (Info, error) {
 	return info, err
 }
 
+// Usage returns what the sandbox uses, with the space taken under the
+// directories diskDirs (none: DiskBytes is 0).
+func (c *Client) Usage(ctx context.Context, diskDirs ...string) (Usage, error) {
+	var u Usage
+	err := c.getJSON(ctx, http.MethodGet, "/v1/usage", url.Values{"disk": diskDirs}, &u)
+	return u, err
+}
+
 // Exec runs req, copying its output to stdout and stderr (either may be
 // nil to discard) as it is produced. stdin is used when req.Stdin is set.
 // A command that runs and fails is not an error: see ExecResult.

@@ -33,6 +33,8 @@ type Server struct {
 	kernels *kernels
 	// activity is when commands and kernel executions ran.
 	activity activity
+	// disk is the last figure of the disk use asked for (GET /v1/usage).
+	disk diskCache
 
 	mu   sync.Mutex
 	main *MainStatus // the sandbox's main process, once started
@@ -72,6 +74,7 @@ func NewServer(cfg ServerConfig) *Server {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/info", s.handleInfo)
+	mux.HandleFunc("GET /v1/usage", s.handleUsage)
 	mux.HandleFunc("POST /v1/exec", s.handleExec)
 	mux.HandleFunc("GET /v1/files", s.handleDownload)
 	mux.HandleFunc("PUT /v1/files", s.handleUpload)

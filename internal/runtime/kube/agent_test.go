@@ -2,17 +2,23 @@ package kube_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +32,10 @@ import (
 // envAgentRoot, set in the environment of this test binary, makes it a
 // sandbox's agent instead (see TestMain) with its root at the value.
 const envAgentRoot = "KUBE_TEST_AGENT_ROOT"
+
+// envAgentCgroups lists, separated by ':', the cgroup directories the
+// agent of a sandbox joins (see podCgroups).
+const envAgentCgroups = "KUBE_TEST_AGENT_CGROUPS"
 
 func TestMain(m *testing.M) {
 	if root := os.Getenv(envAgentRoot); root != "" {
@@ -100,6 +110,9 @@ func runAgent(root string) error {
 			return err
 		}
 	}
+	if err := joinCgroups(root, os.Getenv(envAgentCgroups)); err != nil {
+		return err
+	}
 	if err := unix.Chroot(root); err != nil {
 		return fmt.Errorf("chroot: %w", err)
 	}
@@ -109,6 +122,7 @@ func runAgent(root string) error {
 	}
 	os.Unsetenv(envAgentRoot)
 	os.Unsetenv("KUBE_TEST_AGENT_CWD")
+	os.Unsetenv(envAgentCgroups)
 	if err := syscall.Setgroups(nil); err != nil {
 		return err
 	}
@@ -187,11 +201,17 @@ func (a *agents) onPod(ctx context.Context, pod *corev1.Pod, ip netip.Addr) erro
 	if err != nil {
 		return err
 	}
+	cgroups, err := podCgroups(pod.Name + "-" + string(pod.UID))
+	if err != nil {
+		return err
+	}
 	cmd := exec.Command(self)
-	cmd.Env = append(env, envAgentRoot+"="+root, "KUBE_TEST_AGENT_CWD="+c.WorkingDir)
+	cmd.Env = append(env, envAgentRoot+"="+root, "KUBE_TEST_AGENT_CWD="+c.WorkingDir,
+		envAgentCgroups+"="+strings.Join(cgroups, ":"))
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
+		removeCgroups(a.t, cgroups)
 		return err
 	}
 	a.mu.Lock()
@@ -200,6 +220,7 @@ func (a *agents) onPod(ctx context.Context, pod *corev1.Pod, ip netip.Addr) erro
 	exited := make(chan struct{})
 	a.wg.Go(func() {
 		_ = cmd.Wait()
+		removeCgroups(a.t, cgroups)
 		close(exited)
 	})
 	a.wg.Go(func() {
@@ -238,4 +259,79 @@ func agentInfo(ctx context.Context, ip, token string) error {
 	defer c.Close()
 	_, err := c.Info(ctx)
 	return err
+}
+
+// podCgroups makes the cgroups of a sandbox's agent, as a container
+// runtime would: a directory named name under agent2env-kubetest in the
+// hierarchies of the controllers whose counters the agent reports.
+func podCgroups(name string) ([]string, error) {
+	mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup", "cgroup2"))
+	if err != nil {
+		return nil, err
+	}
+	var dirs []string
+	for _, ctrl := range []string{"cpuacct", "memory", "pids"} {
+		var at string
+		for _, m := range mounts {
+			v1 := m.FSType == "cgroup" && slices.Contains(strings.Split(m.VFSOptions, ","), ctrl)
+			if v1 || at == "" && m.FSType == "cgroup2" {
+				at = m.Mountpoint
+			}
+			if v1 {
+				break
+			}
+		}
+		if at == "" {
+			return nil, fmt.Errorf("no cgroup hierarchy has the %s controller", ctrl)
+		}
+		dir := filepath.Join(at, "agent2env-kubetest", name)
+		if slices.Contains(dirs, dir) {
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		dirs = append(dirs, dir)
+	}
+	return dirs, nil
+}
+
+// removeCgroups removes the cgroups of an agent that has exited; the
+// kernel may take a moment to let go of its processes.
+func removeCgroups(t testing.TB, dirs []string) {
+	for _, dir := range dirs {
+		var err error
+		for range 50 {
+			if err = os.Remove(dir); err == nil || errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("remove agent cgroup: %v", err)
+		}
+		_ = os.Remove(filepath.Dir(dir)) // the last one out; busy while others run
+	}
+}
+
+// joinCgroups moves this process into the cgroup directories dirs (':'
+// separated) and makes the cgroup filesystems visible below root,
+// read-only, as a container sees them.
+func joinCgroups(root, dirs string) error {
+	for _, dir := range strings.Split(dirs, ":") {
+		if dir == "" {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte("0"), 0); err != nil {
+			return fmt.Errorf("join cgroup %s: %w", dir, err)
+		}
+	}
+	dst := filepath.Join(root, "sys/fs/cgroup")
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	if err := unix.Mount("/sys/fs/cgroup", dst, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind cgroups: %w", err)
+	}
+	return nil
 }

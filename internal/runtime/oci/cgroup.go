@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/moby/sys/mountinfo"
+
+	"github.com/agent2env/agent2env/internal/cgroupfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -115,27 +117,14 @@ func (cg *cgroups) swapLimitable() bool {
 
 // usage reads the cgroup counters of sandbox id.
 func (cg *cgroups) usage(id string) (cpuNanos, memory, pids uint64, err error) {
-	dir, v2 := cg.dir("cpuacct", id)
-	if v2 {
-		var usec uint64
-		usec, err = readKeyed(filepath.Join(dir, "cpu.stat"), "usage_usec")
-		cpuNanos = usec * 1000
-	} else {
-		cpuNanos, err = readUint(filepath.Join(dir, "cpuacct.usage"))
-	}
-	if err != nil {
+	if cpuNanos, err = cgroupfs.CPU(cg.dir("cpuacct", id)); err != nil {
 		return 0, 0, 0, err
 	}
-	dir, v2 = cg.dir("memory", id)
-	file := "memory.usage_in_bytes"
-	if v2 {
-		file = "memory.current"
-	}
-	if memory, err = readUint(filepath.Join(dir, file)); err != nil {
+	if memory, err = cgroupfs.Memory(cg.dir("memory", id)); err != nil {
 		return 0, 0, 0, err
 	}
-	dir, _ = cg.dir("pids", id)
-	if pids, err = readUint(filepath.Join(dir, "pids.current")); err != nil {
+	dir, _ := cg.dir("pids", id)
+	if pids, err = cgroupfs.Pids(dir); err != nil {
 		return 0, 0, 0, err
 	}
 	return cpuNanos, memory, pids, nil
@@ -278,26 +267,4 @@ func killCgroup(dir string) {
 			_ = unix.Kill(pid, unix.SIGKILL)
 		}
 	}
-}
-
-func readUint(path string) (uint64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-}
-
-// readKeyed reads the value of key from a "key value" per line file.
-func readKeyed(path, key string) (uint64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, key+" "); ok {
-			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("%s: no %s", path, key)
 }

@@ -120,16 +120,27 @@ func (s *suite) testErrors(t *testing.T) {
 	}
 
 	const unknown = "rtnosuchsandbox"
-	for _, tc := range []struct {
+	type call struct {
 		name string
 		call func() error
-	}{
+	}
+	calls := []call{
 		{"Start", func() error { return rt.Start(ctx, unknown) }},
 		{"Stop", func() error { return rt.Stop(ctx, unknown, time.Second) }},
 		{"Delete", func() error { return rt.Delete(ctx, unknown) }},
 		{"Status", func() error { _, err := rt.Status(ctx, unknown); return err }},
 		{"Agent", func() error { _, err := rt.Agent(ctx, unknown); return err }},
-	} {
+	}
+	if ur, ok := rt.(sandbox.UsageReader); ok {
+		calls = append(calls, call{"Usage", func() error { _, err := ur.Usage(ctx, unknown); return err }})
+	}
+	if lr, ok := rt.(sandbox.LogReader); ok {
+		calls = append(calls, call{"Logs", func() error { _, err := lr.Logs(ctx, unknown, 100); return err }})
+		if _, err := lr.Logs(ctx, sp.ID, -1); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("Logs with a negative limit = %v, want ErrInvalidArgument", err)
+		}
+	}
+	for _, tc := range calls {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.call(); !errors.Is(err, errdefs.ErrNotFound) {
 				t.Errorf("%s of an unknown id = %v, want ErrNotFound", tc.name, err)

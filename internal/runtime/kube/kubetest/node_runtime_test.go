@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,23 +26,25 @@ func TestNodeRuntime(t *testing.T) {
 	n := StartNode(t, NodeOptions{PodPidsLimit: 64})
 	agentImage, testImage := n.SelfImage(t), n.RuntimetestImage(t)
 	owner := newOwner()
+	newRuntime := func(t *testing.T) sandbox.Runtime {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		rt, err := kube.New(ctx, kube.Config{
+			Rest: n.Config, Namespace: ns, Owner: owner, AgentImage: agentImage,
+			StartTimeout: 2 * time.Minute,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(rt.Close)
+		return rt
+	}
+	newSpec := func(_ *testing.T, id string) *sandbox.Spec {
+		return &sandbox.Spec{ID: id, Image: testImage, Cwd: sandbox.WorkDir}
+	}
 	runtimetest.Run(t, runtimetest.Factory{
-		New: func(t *testing.T) sandbox.Runtime {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			rt, err := kube.New(ctx, kube.Config{
-				Rest: n.Config, Namespace: ns, Owner: owner, AgentImage: agentImage,
-				StartTimeout: 2 * time.Minute,
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(rt.Close)
-			return rt
-		},
-		NewSpec: func(_ *testing.T, id string) *sandbox.Spec {
-			return &sandbox.Spec{ID: id, Image: testImage, Cwd: sandbox.WorkDir}
-		},
+		New:     newRuntime,
+		NewSpec: newSpec,
 		Kill: func(t *testing.T, rt sandbox.Runtime, id string) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -51,6 +54,27 @@ func TestNodeRuntime(t *testing.T) {
 			}
 			EvictSandbox(t, n.Client, ns, pods.Items[0].Name, rt, id)
 		},
+	})
+	t.Run("Logs", func(t *testing.T) {
+		rt := newRuntime(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		sp := newSpec(t, "logs"+newOwner()[len("kubetest-"):])
+		if err := rt.Create(ctx, sp); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rt.Delete(context.Background(), sp.ID) })
+		if err := rt.Start(ctx, sp.ID); err != nil {
+			t.Fatal(err)
+		}
+		lr := rt.(sandbox.LogReader)
+		logs, err := lr.Logs(ctx, sp.ID, 1<<20)
+		if err != nil || !strings.Contains(string(logs), "agent serving") {
+			t.Errorf("Logs of a running sandbox = %q, %v; want the agent's start line", logs, err)
+		}
+		if tail, err := lr.Logs(ctx, sp.ID, 10); err != nil || len(tail) != 10 || !strings.HasSuffix(string(logs), string(tail)) {
+			t.Errorf("Logs limited to 10 bytes = %q, %v; want the last 10 of %q", tail, err, logs)
+		}
 	})
 }
 
