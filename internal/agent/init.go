@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,7 +78,9 @@ func Run(ctx context.Context, opts Options) error {
 		Token: os.Getenv(EnvToken),
 		Log:   log,
 	})
-	os.Unsetenv(EnvToken)
+	for _, secret := range []string{EnvToken, EnvTLSCert, EnvTLSKey} {
+		os.Unsetenv(secret)
+	}
 
 	log.Info("agent serving", "version", Version, "pid", os.Getpid())
 	err = srv.Serve(ctx, l)
@@ -156,7 +159,8 @@ func reserveThreads(n int) {
 }
 
 // listener returns the socket to serve on: an inherited fd (oci) or a TCP
-// address (kubernetes).
+// address (kubernetes), which needs a token and serves TLS when given a
+// certificate and key.
 func listener() (net.Listener, error) {
 	if s := os.Getenv(EnvListenFD); s != "" {
 		fd, err := strconv.Atoi(s)
@@ -175,7 +179,20 @@ func listener() (net.Listener, error) {
 		if os.Getenv(EnvToken) == "" {
 			return nil, errors.New("refusing to listen on TCP without " + EnvToken)
 		}
-		return net.Listen("tcp", addr)
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		cert, key := os.Getenv(EnvTLSCert), os.Getenv(EnvTLSKey)
+		if cert == "" && key == "" {
+			return l, nil
+		}
+		pair, err := tls.X509KeyPair([]byte(cert), []byte(key))
+		if err != nil {
+			_ = l.Close()
+			return nil, fmt.Errorf("%s and %s: %w", EnvTLSCert, EnvTLSKey, err)
+		}
+		return tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13}), nil
 	}
 	return nil, fmt.Errorf("neither %s nor %s is set", EnvListenFD, EnvListen)
 }

@@ -31,9 +31,11 @@ const Version = "1"
 
 // Environment variables the runtime uses to configure the agent.
 const (
-	EnvListenFD = "AGENT2ENV_AGENT_FD"     // inherited listening socket fd
-	EnvListen   = "AGENT2ENV_AGENT_LISTEN" // TCP address to listen on
-	EnvToken    = "AGENT2ENV_AGENT_TOKEN"  // bearer token required on TCP
+	EnvListenFD = "AGENT2ENV_AGENT_FD"       // inherited listening socket fd
+	EnvListen   = "AGENT2ENV_AGENT_LISTEN"   // TCP address to listen on
+	EnvToken    = "AGENT2ENV_AGENT_TOKEN"    // bearer token required on TCP
+	EnvTLSCert  = "AGENT2ENV_AGENT_TLS_CERT" // PEM: serve TLS on TCP with it
+	EnvTLSKey   = "AGENT2ENV_AGENT_TLS_KEY"  // PEM: its key
 )
 
 // ExecRequest describes one command to run in the sandbox.

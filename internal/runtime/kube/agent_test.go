@@ -2,6 +2,8 @@ package kube_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -250,15 +252,35 @@ func (a *agents) stopAll() {
 	a.wg.Wait()
 }
 
-// agentInfo asks the agent on ip for its info with token.
-func agentInfo(ctx context.Context, ip, token string) error {
+// agentInfo asks the agent on ip for its info with token, over TLS with
+// conf (nil: plain TCP).
+func agentInfo(ctx context.Context, ip, token string, conf *tls.Config) error {
 	c := agent.NewClient(func(ctx context.Context) (net.Conn, error) {
 		var d net.Dialer
-		return d.DialContext(ctx, "tcp", net.JoinHostPort(ip, strconv.Itoa(kube.AgentPort)))
+		conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ip, strconv.Itoa(kube.AgentPort)))
+		if err != nil || conf == nil {
+			return conn, err
+		}
+		tc := tls.Client(conn, conf)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		return tc, nil
 	}, token)
 	defer c.Close()
 	_, err := c.Info(ctx)
 	return err
+}
+
+// pinnedTLS is a client configuration that trusts the agent certificate
+// certPEM alone, as the runtime's does.
+func pinnedTLS(t testing.TB, certPEM []byte) *tls.Config {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(certPEM) {
+		t.Fatalf("the secret's certificate %q does not parse", certPEM)
+	}
+	return &tls.Config{RootCAs: pool, ServerName: "agent2env-agent", MinVersion: tls.VersionTLS13}
 }
 
 // podCgroups makes the cgroups of a sandbox's agent, as a container

@@ -2,8 +2,7 @@ package kube
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -96,7 +95,7 @@ type Runtime struct {
 	lost map[string]lostPod
 	// deleting are the ids whose Pod the runtime deletes itself.
 	deleting map[string]bool
-	tokens   map[string]string
+	accesses map[string]access
 	// changed is closed and replaced whenever seen changes.
 	changed chan struct{}
 }
@@ -136,7 +135,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		cfg: cfg, client: client, pods: client.CoreV1().Pods(cfg.Namespace), log: cfg.Logger,
 		pc:   podConfig{owner: cfg.Owner, agentImage: cfg.AgentImage, runtimeClass: cfg.RuntimeClass, pullSecrets: cfg.PullSecrets},
 		seen: map[string]*corev1.Pod{}, lost: map[string]lostPod{}, deleting: map[string]bool{},
-		tokens: map[string]string{}, changed: make(chan struct{}),
+		accesses: map[string]access{}, changed: make(chan struct{}),
 	}
 	switch cfg.Connect {
 	case "", ConnectDirect:
@@ -341,50 +340,55 @@ func (r *Runtime) createPod(ctx context.Context, s *specJSON, state string, firs
 }
 
 // ensureAccess makes the sandbox's NetworkPolicy and Secret unless they
-// exist, and learns the agent's token.
+// exist, and learns how to reach the agent.
 func (r *Runtime) ensureAccess(ctx context.Context, id string) error {
 	np := r.pc.policy(id, r.cfg.DaemonLabels)
 	if _, err := r.client.NetworkingV1().NetworkPolicies(r.cfg.Namespace).Create(ctx, np, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create network policy: %w", classify(err))
 	}
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
+	data, err := newSecretData()
+	if err != nil {
 		return err
 	}
-	token := hex.EncodeToString(b)
-	if _, err := r.client.CoreV1().Secrets(r.cfg.Namespace).Create(ctx, r.pc.secret(id, token), metav1.CreateOptions{}); err != nil {
+	if _, err := r.client.CoreV1().Secrets(r.cfg.Namespace).Create(ctx, r.pc.secret(id, data), metav1.CreateOptions{}); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			_, err = r.token(ctx, id)
+			_, err = r.access(ctx, id)
 			return err
 		}
 		return fmt.Errorf("create agent secret: %w", classify(err))
 	}
+	a, err := accessOf(data)
+	if err != nil {
+		return err
+	}
 	r.mu.Lock()
-	r.tokens[id] = token
+	r.accesses[id] = a
 	r.mu.Unlock()
 	return nil
 }
 
-// token returns the agent's token of the sandbox, from its Secret.
-func (r *Runtime) token(ctx context.Context, id string) (string, error) {
+// access returns how to reach the sandbox's agent, from its Secret.
+func (r *Runtime) access(ctx context.Context, id string) (access, error) {
 	r.mu.Lock()
-	token, ok := r.tokens[id]
+	a, ok := r.accesses[id]
 	r.mu.Unlock()
 	if ok {
-		return token, nil
+		return a, nil
 	}
 	sec, err := r.client.CoreV1().Secrets(r.cfg.Namespace).Get(ctx, objectName(id), metav1.GetOptions{})
 	if err != nil {
-		return "", fmt.Errorf("read the agent secret of sandbox %s: %w", id, classify(err))
+		return access{}, fmt.Errorf("read the agent secret of sandbox %s: %w", id, classify(err))
 	}
-	if sec.Labels[LabelOwner] != r.cfg.Owner || sec.Labels[LabelSandbox] != id || len(sec.Data[secretKey]) < 32 {
-		return "", fmt.Errorf("the agent secret of sandbox %s is not one this daemon made", id)
+	if sec.Labels[LabelOwner] != r.cfg.Owner || sec.Labels[LabelSandbox] != id {
+		return access{}, fmt.Errorf("the agent secret of sandbox %s is not one this daemon made", id)
 	}
-	token = string(sec.Data[secretKey])
+	if a, err = accessOf(sec.Data); err != nil {
+		return access{}, fmt.Errorf("the agent secret of sandbox %s: %w", id, err)
+	}
 	r.mu.Lock()
-	r.tokens[id] = token
+	r.accesses[id] = a
 	r.mu.Unlock()
-	return token, nil
+	return a, nil
 }
 
 func (r *Runtime) Start(ctx context.Context, id string) error {
@@ -418,7 +422,7 @@ func (r *Runtime) start(ctx context.Context, id string) error {
 		}
 	}
 	r.mu.Lock()
-	_, known := r.tokens[id]
+	_, known := r.accesses[id]
 	r.mu.Unlock()
 	if !known { // made before a restart: a crash may have left them unmade
 		if err := r.ensureAccess(ctx, id); err != nil {
@@ -590,7 +594,7 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 	}
 	r.mu.Lock()
 	delete(r.lost, id)
-	delete(r.tokens, id)
+	delete(r.accesses, id)
 	r.mu.Unlock()
 	return nil
 }
@@ -653,7 +657,7 @@ func (r *Runtime) Agent(ctx context.Context, id string) (*agent.Client, error) {
 	if _, _, err := r.lookup(id); err != nil {
 		return nil, err
 	}
-	token, err := r.token(ctx, id)
+	a, err := r.access(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -665,8 +669,17 @@ func (r *Runtime) Agent(ctx context.Context, id string) (*agent.Client, error) {
 		if pod == nil || pod.Status.PodIP == "" {
 			return nil, errdefs.Unavailable("sandbox %s is not running", id)
 		}
-		return r.dial(ctx, pod)
-	}, token), nil
+		conn, err := r.dial(ctx, pod)
+		if err != nil || a.tls == nil {
+			return conn, err
+		}
+		tc := tls.Client(conn, a.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("agent of sandbox %s: %w", id, err)
+		}
+		return tc, nil
+	}, a.token), nil
 }
 
 // Recover deletes what a crash left half-made — the Secrets and policies

@@ -3,6 +3,8 @@ package kube_test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -275,7 +277,11 @@ func TestObjects(t *testing.T) {
 	env := map[string]string{}
 	for _, e := range main.Env {
 		if e.ValueFrom != nil {
-			env[e.Name] = "from secret " + e.ValueFrom.SecretKeyRef.Name
+			ref := e.ValueFrom.SecretKeyRef
+			env[e.Name] = "from secret " + ref.Name + " " + ref.Key
+			if ref.Optional != nil && *ref.Optional {
+				env[e.Name] += " (optional)"
+			}
 			continue
 		}
 		env[e.Name] = e.Value
@@ -306,7 +312,9 @@ func TestObjects(t *testing.T) {
 		"mounts":        map[string]bool{"/.agent2env": true, "/workspace": false, "/tmp": false, "/home/sandbox": false},
 		"env": map[string]string{
 			"HOME": "/home/other", "A": "1", "AGENT2ENV_AGENT_LISTEN": ":7070",
-			"AGENT2ENV_AGENT_TOKEN": "from secret a2e-obj1",
+			"AGENT2ENV_AGENT_TOKEN":    "from secret a2e-obj1 token",
+			"AGENT2ENV_AGENT_TLS_CERT": "from secret a2e-obj1 tls.crt (optional)",
+			"AGENT2ENV_AGENT_TLS_KEY":  "from secret a2e-obj1 tls.key (optional)",
 		},
 	}
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b corev1.ResourceList) bool {
@@ -358,18 +366,34 @@ func TestObjects(t *testing.T) {
 		t.Errorf("labels kept (-want +got):\n%s", diff)
 	}
 	ip := k.pod(ctx, t, "obj1").Status.PodIP
-	for _, token := range []string{"", "not-the-token"} {
-		err := agentInfo(ctx, ip, token)
-		if !errors.Is(err, errdefs.ErrUnauthenticated) {
-			t.Errorf("agent with token %q: %v, want refused as unauthenticated", token, err)
-		}
-	}
 	sec, err := k.c.Client.CoreV1().Secrets(namespace).Get(ctx, "a2e-obj1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := agentInfo(ctx, ip, string(sec.Data["token"])); err != nil {
-		t.Errorf("agent with the secret's token: %v", err)
+	pinned := pinnedTLS(t, sec.Data["tls.crt"])
+	other, err := kube.NewAgentSecretData()
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := string(sec.Data["token"])
+	for _, tc := range []struct {
+		name    string
+		token   string
+		tls     *tls.Config
+		wantErr func(error) bool
+	}{
+		{"no token", "", pinned, func(err error) bool { return errors.Is(err, errdefs.ErrUnauthenticated) }},
+		{"wrong token", "not-the-token", pinned, func(err error) bool { return errors.Is(err, errdefs.ErrUnauthenticated) }},
+		{"plain TCP, the token in the clear", token, nil, func(err error) bool { return err != nil }},
+		{"another sandbox's certificate", token, pinnedTLS(t, other["tls.crt"]), func(err error) bool {
+			var unknown x509.UnknownAuthorityError
+			return errors.As(err, &unknown)
+		}},
+		{"the secret's token over TLS", token, pinned, func(err error) bool { return err == nil }},
+	} {
+		if err := agentInfo(ctx, ip, tc.token, tc.tls); !tc.wantErr(err) {
+			t.Errorf("agent asked with %s: %v", tc.name, err)
+		}
 	}
 
 	if err := rt.Delete(ctx, sp.ID); err != nil {

@@ -33,8 +33,6 @@ const (
 	namePrefix = "a2e-"
 	// containerName is the sandbox's container, running the agent.
 	containerName = "sandbox"
-	// secretKey is the key of the agent's token in the Secret.
-	secretKey = "token"
 	// AgentPort is the agent's TCP port in every Pod.
 	AgentPort = 7070
 	// agentDir is where the agent's binary is in the sandbox, on an
@@ -169,10 +167,8 @@ func (c podConfig) pod(s *specJSON, state string, first bool) (*corev1.Pod, erro
 	}
 	env = append(env,
 		corev1.EnvVar{Name: "AGENT2ENV_AGENT_LISTEN", Value: ":" + strconv.Itoa(AgentPort)},
-		corev1.EnvVar{Name: "AGENT2ENV_AGENT_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: objectName(s.ID)}, Key: secretKey,
-		}}},
 	)
+	env = append(env, secretEnv(objectName(s.ID))...)
 	agentBin := agentDir + "/agent2env"
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: podName(s.ID, first), Labels: c.labels(s.ID), Annotations: ann},
@@ -282,11 +278,11 @@ func resources(r sandbox.Resources) corev1.ResourceRequirements {
 }
 
 // secret holds the agent's token.
-func (c podConfig) secret(id, token string) *corev1.Secret {
+func (c podConfig) secret(id string, data map[string][]byte) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: objectName(id), Labels: c.labels(id)},
 		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{secretKey: []byte(token)},
+		Data:       data,
 	}
 }
 

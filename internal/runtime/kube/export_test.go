@@ -1,0 +1,4 @@
+package kube
+
+// NewAgentSecretData exposes newSecretData to the package's tests.
+var NewAgentSecretData = newSecretData
