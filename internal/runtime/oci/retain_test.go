@@ -61,7 +61,7 @@ func TestValidatePersistence(t *testing.T) {
 func TestPersistence(t *testing.T) {
 	runtimetest.RequiresRoot(t)
 	ctx := context.Background()
-	root := newRoot(t)
+	root := filepath.Join(newRoot(t), "oci") // New makes it
 	rt := newRuntime(t, root, "runc")
 	start := func(id string, persist *sandbox.Persistence, script string) string {
 		t.Helper()

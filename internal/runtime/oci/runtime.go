@@ -160,15 +160,15 @@ func New(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oci runtime: %w", err)
 	}
-	maxDisk, err := maxDiskBytes(root)
-	if err != nil {
-		return nil, fmt.Errorf("oci runtime: %w", err)
-	}
 	state := filepath.Join(root, "_"+filepath.Base(bin))
 	for _, d := range []string{root, state, filepath.Join(root, dirTemplates), filepath.Join(root, dirRetained)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("oci runtime: %w", err)
 		}
+	}
+	maxDisk, err := maxDiskBytes(root)
+	if err != nil {
+		return nil, fmt.Errorf("oci runtime: %w", err)
 	}
 	// Agents are started by the runtime binary, which exits at once: as a
 	// subreaper the daemon inherits them and can reap them.
