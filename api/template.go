@@ -35,9 +35,13 @@ type NetworkSpec struct {
 	AllowedDomains      []string `json:"allowedDomains,omitempty" yaml:"allowedDomains,omitempty"`
 }
 
-// PersistenceSpec keeps a sandbox's root filesystem changes across a stop
-// and start. Defaults when enabled: mode rootfs-overlay, size 1Gi,
-// reclaimPolicy Delete.
+// PersistenceSpec keeps a sandbox's writable storage (/workspace, /tmp,
+// the home directory) on a volume of its own of Size: a
+// PersistentVolumeClaim of StorageClassName on the kubernetes runtime, the
+// sandbox's disk on the oci runtime (which has no storage classes).
+// ReclaimPolicy Retain keeps the volume after the sandbox is deleted.
+// Defaults when enabled: mode rootfs-overlay, size 1Gi, reclaimPolicy
+// Delete.
 type PersistenceSpec struct {
 	Enabled          bool   `json:"enabled" yaml:"enabled"`
 	Mode             string `json:"mode,omitempty" yaml:"mode,omitempty"`
@@ -63,6 +67,10 @@ type TemplateSpec struct {
 	ReadinessProbe *ProbeSpec        `json:"readinessProbe,omitempty" yaml:"readinessProbe,omitempty"`
 	Network        *NetworkSpec      `json:"network,omitempty" yaml:"network,omitempty"`
 	Persistence    *PersistenceSpec  `json:"persistence,omitempty" yaml:"persistence,omitempty"`
+	// RuntimeClassName runs the template's sandboxes under a Kubernetes
+	// RuntimeClass (gVisor, Kata) on the kubernetes runtime; runtimes
+	// that cannot choose one per sandbox refuse it (agent2env addition).
+	RuntimeClassName string `json:"runtimeClassName,omitempty" yaml:"runtimeClassName,omitempty"`
 }
 
 // Template is a named, versioned sandbox recipe.

@@ -30,6 +30,7 @@ import (
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
+	"github.com/agent2env/agent2env/internal/template"
 )
 
 // These tests run real in-process agents (package fakeruntime), whose
@@ -166,6 +167,9 @@ type envOptions struct {
 	cfg      manager.Config
 	metrics  *metrics.Metrics // recorded by the manager and served at /metrics
 	opts     []Option         // more server options
+	// templates serves templates from the store, which sandboxes can be
+	// created from.
+	templates bool
 }
 
 // newEnv returns a ready API whose images hold "alpine", removed when the
@@ -197,8 +201,15 @@ func openEnv(dir string, opts envOptions) (e *env, closeEnv func(), err error) {
 	if opts.cfg.StartTimeout == 0 {
 		opts.cfg.StartTimeout = 10 * time.Second
 	}
-	m := manager.New(opts.cfg, rt, st, log, manager.WithMetrics(opts.metrics))
-	srv := New(service.NewSandboxes(m, "http://gw.test/"), service.NewImages(imgs), log, append([]Option{WithMetrics(opts.metrics)}, opts.opts...)...)
+	mopts := []manager.Option{manager.WithMetrics(opts.metrics)}
+	sopts := append([]Option{WithMetrics(opts.metrics)}, opts.opts...)
+	if opts.templates {
+		tpl := template.New(st, template.WithLogger(log))
+		mopts = append(mopts, manager.WithTemplates(tpl))
+		sopts = append(sopts, WithRoutes(NewTemplateRoutes(tpl)))
+	}
+	m := manager.New(opts.cfg, rt, st, log, mopts...)
+	srv := New(service.NewSandboxes(m, "http://gw.test/"), service.NewImages(imgs), log, sopts...)
 	srv.SetReady(!opts.notReady)
 	h := srv.Handler()
 	ts := httptest.NewServer(h)

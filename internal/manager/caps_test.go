@@ -3,7 +3,10 @@ package manager
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
@@ -50,5 +53,68 @@ func TestCreateWithoutImagePreparer(t *testing.T) {
 	sb, err := m.Create(context.Background(), CreateRequest{Image: "python:3.12"})
 	if err != nil || sb.Status != string(api.StatusRunning) {
 		t.Fatalf("create = %+v, %v; want running at once", sb, err)
+	}
+}
+
+// A template's persistence and runtime class reach the runtime's spec
+// when it can honour them, and are refused, naming the field, when not.
+func TestPersistenceAndRuntimeClass(t *testing.T) {
+	persist := &api.PersistenceSpec{Enabled: true, Mode: "rootfs-overlay", Size: "64Mi", ReclaimPolicy: "Retain"}
+	classed := *persist
+	classed.StorageClassName = "fast"
+	e := templateEnv(t, fakeTemplates{
+		"persist":  {Image: "alpine", Persistence: persist},
+		"classed":  {Image: "alpine", Persistence: &classed},
+		"off":      {Image: "alpine", Persistence: &api.PersistenceSpec{Mode: "whatever"}},
+		"gvisor":   {Image: "alpine", RuntimeClassName: "gvisor"},
+		"too-big":  {Image: "alpine", Persistence: &api.PersistenceSpec{Enabled: true, Size: "2Gi", ReclaimPolicy: "Delete"}},
+		"bad-size": {Image: "alpine", Persistence: &api.PersistenceSpec{Enabled: true, Size: "lots"}},
+	})
+	ctx := context.Background()
+	all := sandbox.Capabilities{StopKeepsFiles: true, Persistence: true, StorageClass: true, RuntimeClass: true, MaxVolumeBytes: 1 << 30}
+	tests := []struct {
+		template string
+		caps     sandbox.Capabilities
+		want     *sandbox.Spec // Persistence and RuntimeClass; nil: refused
+		wantErr  string
+	}{
+		{template: "persist", caps: all, want: &sandbox.Spec{Persistence: &sandbox.Persistence{SizeBytes: 64 << 20, Retain: true}}},
+		{template: "classed", caps: all, want: &sandbox.Spec{Persistence: &sandbox.Persistence{SizeBytes: 64 << 20, StorageClass: "fast", Retain: true}}},
+		{template: "off", caps: sandbox.Capabilities{}, want: &sandbox.Spec{}},
+		{template: "gvisor", caps: all, want: &sandbox.Spec{RuntimeClass: "gvisor"}},
+		{template: "persist", caps: sandbox.Capabilities{}, wantErr: "persistence: runtime"},
+		{template: "classed", caps: sandbox.Capabilities{Persistence: true}, wantErr: `persistence.storageClassName "fast"`},
+		{template: "gvisor", caps: sandbox.Capabilities{Persistence: true}, wantErr: `runtimeClassName "gvisor"`},
+		{template: "too-big", caps: all, wantErr: "persistence.size 2147483648 is more than"},
+		{template: "bad-size", caps: all, wantErr: "persistence.size"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.template, func(t *testing.T) {
+			e.rt.SetCapabilities(tt.caps)
+			before := e.rt.Calls()
+			sb, err := e.m.Create(ctx, CreateRequest{Template: tt.template})
+			if tt.want == nil {
+				checkErr(t, err, errdefs.ErrInvalidArgument, "")
+				if err != nil && !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("error %q does not say %q", err, tt.wantErr)
+				}
+				if calls := e.rt.Calls(); calls != before {
+					t.Errorf("a refused create called the runtime: %+v, before %+v", calls, before)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.waitStatus(t, sb.ID, api.StatusRunning)
+			spec, err := e.rt.Spec(sb.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := &sandbox.Spec{Persistence: spec.Persistence, RuntimeClass: spec.RuntimeClass}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("runtime spec (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -39,9 +39,11 @@ type CreateRequest struct {
 	// Mounts are host directories to bind into the sandbox.
 	Mounts []sandbox.Mount
 
-	startup *startup         // from the template
-	network *api.NetworkSpec // from the template
-	pool    string           // the warm pool it is made for
+	startup      *startup             // from the template
+	network      *api.NetworkSpec     // from the template
+	persistence  *api.PersistenceSpec // from the template
+	runtimeClass string               // from the template
+	pool         string               // the warm pool it is made for
 }
 
 // Overridden reports whether the request changes anything its template or
@@ -57,9 +59,10 @@ const maxTTL = int(math.MaxInt64 / int64(time.Second))
 // resolved is a CreateRequest checked and completed with defaults.
 type resolved struct {
 	CreateRequest
-	ttl      int
-	milliCPU int64
-	memBytes int64
+	ttl         int
+	milliCPU    int64
+	memBytes    int64
+	persistence *sandbox.Persistence
 }
 
 func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
@@ -102,6 +105,13 @@ func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
 	}
 	if err := ValidEnv(req.Env); err != nil {
 		return nil, err
+	}
+	if p := req.persistence; p != nil && p.Enabled {
+		size, err := quantity.ParseBytes(p.Size)
+		if err != nil {
+			return nil, errdefs.Invalid("persistence.size: %v", err)
+		}
+		r.persistence = &sandbox.Persistence{SizeBytes: size, StorageClass: p.StorageClassName, Retain: p.ReclaimPolicy == "Retain"}
 	}
 	return r, nil
 }
@@ -185,10 +195,11 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 // supported refuses a request the runtime cannot honour, before anything
 // is recorded.
 func (m *Manager) supported(r *resolved) error {
-	if egress(r.network) != nil && !m.rt.Capabilities().NetworkPolicy {
+	caps := m.rt.Capabilities()
+	if egress(r.network) != nil && !caps.NetworkPolicy {
 		return errdefs.Invalid("the template's network access needs a per-sandbox network policy, which runtime %s cannot enforce", m.rt.Name())
 	}
-	return nil
+	return caps.Refuse(&sandbox.Spec{Persistence: r.persistence, RuntimeClass: r.runtimeClass}, m.rt.Name())
 }
 
 // egress is the egress policy of a template's network spec; nil is none.
@@ -311,9 +322,11 @@ func (m *Manager) launch(ctx context.Context, id string, r *resolved) (*store.Sa
 			MilliCPU: r.milliCPU, MemoryBytes: r.memBytes,
 			Pids: m.cfg.DefaultPids, DiskBytes: m.cfg.DefaultDisk,
 		},
-		Network: sandbox.Network{Egress: egress(r.network)},
-		Labels:  map[string]string{"agent2env.image": r.Image},
-		Mounts:  r.Mounts,
+		Network:      sandbox.Network{Egress: egress(r.network)},
+		Labels:       map[string]string{"agent2env.image": r.Image},
+		Mounts:       r.Mounts,
+		Persistence:  r.persistence,
+		RuntimeClass: r.runtimeClass,
 	}
 	if err := m.rt.Create(ctx, spec); err != nil {
 		return m.fail(ctx, id, fmt.Sprintf("create sandbox: %v", err))

@@ -94,7 +94,7 @@ func (m *Manager) fromTemplate(ctx context.Context, req CreateRequest) (CreateRe
 	if timeout <= 0 {
 		timeout = 300 * time.Second
 	}
-	out.network = spec.Network
+	out.network, out.persistence, out.runtimeClass = spec.Network, spec.Persistence, spec.RuntimeClassName
 	out.startup = &startup{
 		Files: spec.Files, Script: spec.StartupScript, Probe: spec.ReadinessProbe, Timeout: timeout,
 		Main: append(append([]string(nil), spec.Command...), spec.Args...),

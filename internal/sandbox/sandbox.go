@@ -57,6 +57,30 @@ type Spec struct {
 	// Mounts are host directories bound into the sandbox (shared
 	// volumes); runtimes that cannot bind host paths refuse them.
 	Mounts []Mount
+	// Persistence, when set, puts the sandbox's writable storage
+	// (/workspace, /tmp, the home directory) on a volume of its own of
+	// Persistence.SizeBytes, instead of Resources.DiskBytes of scratch
+	// space: a runtime with Capabilities.Persistence honours it.
+	Persistence *Persistence
+	// RuntimeClass names the container runtime the sandbox runs under
+	// (Kubernetes' runtimeClassName: gVisor, Kata); empty is the
+	// runtime's default. Only runtimes with Capabilities.RuntimeClass
+	// honour it.
+	RuntimeClass string
+}
+
+// Persistence is a sandbox's persistent storage: LiteBoxd's persistence
+// field of a template.
+type Persistence struct {
+	// SizeBytes is the size of the volume.
+	SizeBytes int64 `json:"size_bytes"`
+	// StorageClass names the class of storage the volume is made of
+	// (Kubernetes' storageClassName); empty is the runtime's default.
+	// Only runtimes with Capabilities.StorageClass honour it.
+	StorageClass string `json:"storage_class,omitempty"`
+	// Retain keeps the volume when the sandbox is deleted, for an
+	// operator to read or remove; otherwise it goes with the sandbox.
+	Retain bool `json:"retain,omitempty"`
 }
 
 // Mount binds the host directory Source at Destination in the sandbox.
@@ -202,6 +226,45 @@ type Capabilities struct {
 	// container runtime's default profile (Kubernetes' RuntimeDefault),
 	// which may allow both.
 	StrictSeccomp bool
+	// Persistence: the runtime honours Spec.Persistence's size and
+	// reclaim policy (a volume of the sandbox's own, kept after Delete
+	// when it says Retain). Without it Create refuses specs that set one.
+	Persistence bool
+	// StorageClass: the runtime chooses a persistent volume's storage by
+	// Persistence.StorageClass. Without it Create refuses specs that set
+	// one.
+	StorageClass bool
+	// RuntimeClass: the runtime runs a sandbox under the container
+	// runtime Spec.RuntimeClass names. Without it Create refuses specs
+	// that set one.
+	RuntimeClass bool
+	// MaxVolumeBytes is the largest Persistence.SizeBytes the runtime can
+	// give; zero is no limit of its own.
+	MaxVolumeBytes int64
+}
+
+// Refuse returns an ErrInvalidArgument naming, as a template names it, a
+// field of spec that a runtime (named runtime) with these capabilities
+// cannot honour; nil when it can honour them all. The network policy is
+// not among them: the manager and runtimes refuse it with their own
+// message.
+func (c Capabilities) Refuse(spec *Spec, runtime string) error {
+	if p := spec.Persistence; p != nil {
+		switch {
+		case !c.Persistence:
+			return errdefs.Invalid("persistence: runtime %s cannot keep a sandbox's storage on a volume of its own", runtime)
+		case p.SizeBytes <= 0:
+			return errdefs.Invalid("persistence.size %d is not positive", p.SizeBytes)
+		case c.MaxVolumeBytes > 0 && p.SizeBytes > c.MaxVolumeBytes:
+			return errdefs.Invalid("persistence.size %d is more than the %d bytes runtime %s can give", p.SizeBytes, c.MaxVolumeBytes, runtime)
+		case p.StorageClass != "" && !c.StorageClass:
+			return errdefs.Invalid("persistence.storageClassName %q: runtime %s has no storage classes", p.StorageClass, runtime)
+		}
+	}
+	if spec.RuntimeClass != "" && !c.RuntimeClass {
+		return errdefs.Invalid("runtimeClassName %q: runtime %s runs every sandbox under one container runtime, its own", spec.RuntimeClass, runtime)
+	}
+	return nil
 }
 
 // Runtime runs sandboxes. Implementations are safe for concurrent use;

@@ -100,6 +100,15 @@ func TestValidateSpec(t *testing.T) {
 				s.Persistence = &api.PersistenceSpec{Mode: "whatever"}
 				return s
 			}()},
+		{name: "persistence and runtime class",
+			in: api.TemplateSpec{Image: "alpine", RuntimeClassName: "gvisor",
+				Persistence: &api.PersistenceSpec{Enabled: true, Size: "16Mi", StorageClassName: "fast.ssd-1", ReclaimPolicy: "Retain"}},
+			want: func() api.TemplateSpec {
+				s := defaulted("alpine")
+				s.RuntimeClassName = "gvisor"
+				s.Persistence = &api.PersistenceSpec{Enabled: true, Mode: "rootfs-overlay", Size: "16Mi", StorageClassName: "fast.ssd-1", ReclaimPolicy: "Retain"}
+				return s
+			}()},
 		{name: "files", in: api.TemplateSpec{Image: "alpine", Files: []api.FileSpec{{Destination: "/a", Content: "x"}, {Destination: "/b", Source: "https://x/b"}}},
 			want: func() api.TemplateSpec {
 				s := defaulted("alpine")
@@ -137,6 +146,13 @@ func TestValidateSpec(t *testing.T) {
 		{name: "bare wildcard", in: api.TemplateSpec{Image: "alpine", Network: &api.NetworkSpec{AllowedDomains: []string{"*"}}}, wantErr: "wildcard"},
 		{name: "persistence mode", in: api.TemplateSpec{Image: "alpine", Persistence: &api.PersistenceSpec{Enabled: true, Mode: "disk"}}, wantErr: "mode"},
 		{name: "persistence size", in: api.TemplateSpec{Image: "alpine", Persistence: &api.PersistenceSpec{Enabled: true, Size: "big"}}, wantErr: "persistence"},
+		{name: "persistence size zero", in: api.TemplateSpec{Image: "alpine", Persistence: &api.PersistenceSpec{Enabled: true, Size: "0"}}, wantErr: "positive"},
+		{name: "persistence size tiny", in: api.TemplateSpec{Image: "alpine", Persistence: &api.PersistenceSpec{Enabled: true, Size: "15Mi"}}, wantErr: "16Mi minimum"},
+		{name: "persistence size negative", in: api.TemplateSpec{Image: "alpine", Persistence: &api.PersistenceSpec{Enabled: true, Size: "-1Gi"}}, wantErr: "persistence"},
+		{name: "storage class uppercase", in: api.TemplateSpec{Image: "alpine", Persistence: &api.PersistenceSpec{Enabled: true, StorageClassName: "Fast"}}, wantErr: "storageClassName"},
+		{name: "storage class with slash", in: api.TemplateSpec{Image: "alpine", Persistence: &api.PersistenceSpec{Enabled: true, StorageClassName: "a/b"}}, wantErr: "storageClassName"},
+		{name: "runtime class with space", in: api.TemplateSpec{Image: "alpine", RuntimeClassName: "g visor"}, wantErr: "runtimeClassName"},
+		{name: "runtime class too long", in: api.TemplateSpec{Image: "alpine", RuntimeClassName: strings.Repeat("a", 254)}, wantErr: "runtimeClassName"},
 		{name: "persistence reclaim", in: api.TemplateSpec{Image: "alpine", Persistence: &api.PersistenceSpec{Enabled: true, ReclaimPolicy: "Keep"}}, wantErr: "reclaimPolicy"},
 	}
 	for _, tt := range tests {

@@ -27,7 +27,22 @@ const (
 	DefaultPersistenceSize = "1Gi"
 	ReclaimDelete          = "Delete"
 	ReclaimRetain          = "Retain"
+	// MinPersistenceBytes is the smallest persistence size: the smallest
+	// disk an ext4 file system with room for files fits on.
+	MinPersistenceBytes = 16 << 20
 )
+
+// objectNamePattern is a Kubernetes object name (a DNS subdomain): what
+// storage and runtime classes are named.
+var objectNamePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+
+// checkObjectName checks the name of a Kubernetes object the spec names.
+func checkObjectName(name string) error {
+	if len(name) > 253 || !objectNamePattern.MatchString(name) {
+		return fmt.Errorf("%q is not a Kubernetes object name (lowercase letters, digits, '-' and '.', at most 253)", name)
+	}
+	return nil
+}
 
 // maxSeconds is the largest duration in seconds a time.Duration holds
 // (about 292 years): TTLs and timeouts beyond it would overflow.
@@ -69,6 +84,12 @@ func checkSpec(in api.TemplateSpec) (api.TemplateSpec, error) {
 		TTL:            in.TTL,
 		StartupScript:  in.StartupScript,
 		StartupTimeout: in.StartupTimeout,
+	}
+	if in.RuntimeClassName != "" {
+		if err := checkObjectName(in.RuntimeClassName); err != nil {
+			return s, fmt.Errorf("runtimeClassName: %v", err)
+		}
+		s.RuntimeClassName = in.RuntimeClassName
 	}
 	if s.Image == "" {
 		return s, fmt.Errorf("image is required")
@@ -179,8 +200,17 @@ func checkSpec(in api.TemplateSpec) (api.TemplateSpec, error) {
 			if persist.Size == "" {
 				persist.Size = DefaultPersistenceSize
 			}
-			if _, err := quantity.ParseBytes(persist.Size); err != nil {
+			size, err := quantity.ParseBytes(persist.Size)
+			if err != nil {
 				return s, fmt.Errorf("persistence: %v", err)
+			}
+			if size < MinPersistenceBytes {
+				return s, fmt.Errorf("persistence: size %s is below the 16Mi minimum", persist.Size)
+			}
+			if persist.StorageClassName != "" {
+				if err := checkObjectName(persist.StorageClassName); err != nil {
+					return s, fmt.Errorf("persistence: storageClassName: %v", err)
+				}
 			}
 			if persist.ReclaimPolicy == "" {
 				persist.ReclaimPolicy = ReclaimDelete

@@ -23,10 +23,11 @@ func fullSpec() api.TemplateSpec {
 		Image: "python:3.11-slim", Command: []string{"python"}, Args: []string{"-m", "http.server"},
 		Resources: api.ResourceSpec{CPU: "1", Memory: "1Gi"}, TTL: 3600, Env: map[string]string{"B": "two", "A": "1"},
 		StartupScript: "pip install numpy", StartupTimeout: 120,
-		Files:          []api.FileSpec{{Destination: "/etc/motd", Content: "hello\n"}, {Source: "https://example.com/x", Destination: "/x"}},
-		ReadinessProbe: &api.ProbeSpec{Exec: api.ExecAction{Command: []string{"test", "-f", "/ready"}}, InitialDelaySeconds: 1},
-		Network:        &api.NetworkSpec{AllowInternetAccess: true, AllowedDomains: []string{"pypi.org"}},
-		Persistence:    &api.PersistenceSpec{Enabled: true},
+		Files:            []api.FileSpec{{Destination: "/etc/motd", Content: "hello\n"}, {Source: "https://example.com/x", Destination: "/x"}},
+		ReadinessProbe:   &api.ProbeSpec{Exec: api.ExecAction{Command: []string{"test", "-f", "/ready"}}, InitialDelaySeconds: 1},
+		Network:          &api.NetworkSpec{AllowInternetAccess: true, AllowedDomains: []string{"pypi.org"}},
+		Persistence:      &api.PersistenceSpec{Enabled: true, StorageClassName: "standard"},
+		RuntimeClassName: "gvisor",
 	}
 }
 
@@ -81,7 +82,9 @@ spec:
         enabled: true
         mode: rootfs-overlay
         size: 1Gi
+        storageClassName: standard
         reclaimPolicy: Delete
+    runtimeClassName: gvisor
 `
 
 func TestExportYAML(t *testing.T) {

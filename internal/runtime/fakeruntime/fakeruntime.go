@@ -161,7 +161,8 @@ func New(opts ...Option) *Runtime {
 }
 
 // SetCapabilities replaces what Capabilities reports. Without
-// NetworkPolicy, Create refuses specs with egress, as runtimes must.
+// NetworkPolicy, Create refuses specs with egress, as runtimes must, and
+// what else the capabilities lack (Capabilities.Refuse).
 func (r *Runtime) SetCapabilities(c sandbox.Capabilities) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -256,7 +257,7 @@ func (r *Runtime) validate(spec *sandbox.Spec) error {
 	case spec.Network.Egress != nil && !r.Capabilities().NetworkPolicy:
 		return errdefs.Invalid("sandbox %s needs network egress, which this runtime cannot enforce", spec.ID)
 	}
-	return nil
+	return r.Capabilities().Refuse(spec, r.Name())
 }
 
 // env returns the environment of spec's agent: the stored image's under

@@ -1,7 +1,7 @@
 // Package kube is the "kubernetes" sandbox runtime: one Pod per sandbox in
 // one namespace, on client-go.
 //
-// A sandbox is three objects, labelled with its id (agent2env.io/sandbox)
+// A sandbox is three objects (four when persistent), labelled with its id (agent2env.io/sandbox)
 // and the daemon that owns it (agent2env.io/owner):
 //
 //   - a Pod, a2e-<id>, then a2e-<id>-<suffix> for each that replaces it
@@ -19,6 +19,16 @@
 //     never open to who does not know it.
 //   - a default-deny NetworkPolicy a2e-<id>: ingress to the agent's port only from
 //     the daemon's Pods, egress only to them.
+//   - for a sandbox with Spec.Persistence, a PersistentVolumeClaim a2e-<id>
+//     (its size and storage class, ReadWriteOnce, labelled with its
+//     reclaim policy, agent2env.io/reclaim-policy): its Pods mount the
+//     claim's workspace, tmp and home subdirectories instead of emptyDirs,
+//     so the files outlive Pods. Delete deletes it unless the policy is
+//     Retain; Recover deletes those of sandboxes that are gone, but
+//     retained ones, which stay for an operator (pvc.go).
+//
+// A sandbox's Spec.RuntimeClass, or else Config.RuntimeClass, is its Pods'
+// runtimeClassName (gVisor, Kata): a class the cluster lacks fails Create.
 //
 // A Pod cannot exist without running, nor run again once stopped, so the
 // states are Pods with or without a scheduling gate (agent2env.io/start):

@@ -201,15 +201,19 @@ func (r *Runtime) Close() {
 
 func (r *Runtime) Name() string { return Name }
 
-// Capabilities: Pods lose their emptyDirs when stopped, run on other
-// machines, and get no egress proxy yet. What Kubernetes enforces its own
+// Capabilities: Pods lose their emptyDirs when stopped (a persistent
+// sandbox's files stay on its claim, but StopKeepsFiles speaks for every
+// sandbox), run on other machines, and get no egress proxy yet. What Kubernetes enforces its own
 // way: the kubelet evicts a Pod over its ephemeral-storage limit (no
 // ENOSPC), a Pod has an interface that its NetworkPolicy restricts, and
 // RuntimeDefault is the container runtime's seccomp profile (containerd
 // 1.6's allows ptrace and io_uring).
-func (r *Runtime) Capabilities() sandbox.Capabilities {
-	return sandbox.Capabilities{}
-}
+func (r *Runtime) Capabilities() sandbox.Capabilities { return capabilities }
+
+// capabilities: a persistent sandbox's files are on a PersistentVolumeClaim
+// of the storage class it names, and a Pod's runtimeClassName is the
+// sandbox's (or the runtime's).
+var capabilities = sandbox.Capabilities{Persistence: true, StorageClass: true, RuntimeClass: true}
 
 // observe records a Pod the informer added or updated.
 func (r *Runtime) observe(obj any) {
@@ -309,6 +313,7 @@ func (r *Runtime) Create(ctx context.Context, spec *sandbox.Spec) error {
 	s := &specJSON{
 		ID: id, Image: spec.Image, Env: spec.Env, Cwd: spec.Cwd, Resources: spec.Resources,
 		Labels: spec.Labels, CreatedAt: time.Now().UTC().Truncate(time.Second),
+		Persistence: spec.Persistence, RuntimeClass: spec.RuntimeClass,
 	}
 	// The Pod first: a name taken is a sandbox that exists, whose Secret
 	// and policy must not be touched. Start makes them if a crash left
@@ -319,8 +324,17 @@ func (r *Runtime) Create(ctx context.Context, spec *sandbox.Spec) error {
 		}
 		return fmt.Errorf("create sandbox %s: %w", id, err)
 	}
-	if err := r.ensureAccess(ctx, id); err != nil {
-		return errors.Join(fmt.Errorf("create sandbox %s: %w", id, err), r.Delete(context.WithoutCancel(ctx), id))
+	made, err := r.ensureClaim(ctx, s)
+	if err == nil {
+		err = r.ensureAccess(ctx, id)
+	}
+	if err != nil {
+		ctx := context.WithoutCancel(ctx)
+		errs := []error{fmt.Errorf("create sandbox %s: %w", id, err), r.Delete(ctx, id)}
+		if made { // whatever its policy: no sandbox had files there
+			errs = append(errs, r.deleteClaim(ctx, id, false))
+		}
+		return errors.Join(errs...)
 	}
 	return nil
 }
@@ -427,6 +441,13 @@ func (r *Runtime) start(ctx context.Context, id string) error {
 	if !known { // made before a restart: a crash may have left them unmade
 		if err := r.ensureAccess(ctx, id); err != nil {
 			return err
+		}
+		if pod, _, err := r.lookup(id); err == nil && pod != nil {
+			if _, spec, err := sandboxOf(pod, r.cfg.Owner); err == nil {
+				if _, err := r.ensureClaim(ctx, spec); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.StartTimeout)
@@ -577,16 +598,26 @@ func (r *Runtime) deletePod(ctx context.Context, id string, pod *corev1.Pod, gra
 }
 
 func (r *Runtime) Delete(ctx context.Context, id string) error {
-	pod, _, err := r.lookup(id)
+	pod, lost, err := r.lookup(id)
 	if err != nil {
 		return err
 	}
 	r.setDeleting(id, true)
 	defer r.setDeleting(id, false)
+	var spec *specJSON
+	if lost != nil {
+		spec = lost.spec
+	}
 	if pod != nil {
+		if _, s, err := sandboxOf(pod, r.cfg.Owner); err == nil {
+			spec = s
+		}
 		if err := r.deletePod(ctx, id, pod, time.Second); err != nil {
 			return fmt.Errorf("delete sandbox %s: %w", id, err)
 		}
+	}
+	if err := r.releaseClaim(ctx, id, spec); err != nil {
+		return fmt.Errorf("delete sandbox %s: %w", id, err)
 	}
 	// The policy last: Recover finds Secrets a crash left by their policy.
 	if err := r.deleteAccess(ctx, id); err != nil {
@@ -682,9 +713,10 @@ func (r *Runtime) Agent(ctx context.Context, id string) (*agent.Client, error) {
 	}, a.token), nil
 }
 
-// Recover deletes what a crash left half-made — the Secrets and policies
-// of sandboxes without a Pod, Pods that are no well-formed sandbox of
-// this owner — and returns the sandboxes the informer sees.
+// Recover deletes what a crash left half-made — the Secrets, policies and
+// (unless retained) volume claims of sandboxes without a Pod, Pods that
+// are no well-formed sandbox of this owner — and returns the sandboxes the
+// informer sees.
 func (r *Runtime) Recover(ctx context.Context) ([]sandbox.Status, error) {
 	selector := labels.SelectorFromSet(labels.Set{LabelOwner: r.cfg.Owner}).String()
 	pods, err := r.pods.List(ctx, metav1.ListOptions{LabelSelector: selector})
@@ -701,6 +733,9 @@ func (r *Runtime) Recover(ctx context.Context) ([]sandbox.Status, error) {
 		}
 	}
 	if err := r.recoverPrepulls(ctx); err != nil {
+		return nil, fmt.Errorf("recover: %w", err)
+	}
+	if err := r.recoverClaims(ctx); err != nil {
 		return nil, fmt.Errorf("recover: %w", err)
 	}
 	policies, err := r.client.NetworkingV1().NetworkPolicies(r.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -90,6 +91,11 @@ type specJSON struct {
 	Resources sandbox.Resources `json:"resources"`
 	Labels    map[string]string `json:"labels,omitempty"`
 	CreatedAt time.Time         `json:"created_at"`
+	// Persistence: the sandbox's writable paths are on its claim.
+	Persistence *sandbox.Persistence `json:"persistence,omitempty"`
+	// RuntimeClass, when set, is the Pods' runtimeClassName instead of
+	// the runtime's.
+	RuntimeClass string `json:"runtime_class,omitempty"`
 }
 
 // podConfig is what, besides the spec, makes a sandbox's Pod.
@@ -114,6 +120,13 @@ func checkSpec(spec *sandbox.Spec) error {
 		return errdefs.Invalid("sandbox %s: the kubernetes runtime cannot mount host directories (sandboxes run on the cluster's nodes)", spec.ID)
 	case spec.Cwd != "" && !strings.HasPrefix(spec.Cwd, "/"):
 		return errdefs.Invalid("sandbox %s: working directory %q is not absolute", spec.ID, spec.Cwd)
+	case spec.RuntimeClass != "" && !validClass(spec.RuntimeClass):
+		return errdefs.Invalid("sandbox %s: runtimeClassName %q is not a Kubernetes object name", spec.ID, spec.RuntimeClass)
+	case spec.Persistence != nil && spec.Persistence.StorageClass != "" && !validClass(spec.Persistence.StorageClass):
+		return errdefs.Invalid("sandbox %s: persistence.storageClassName %q is not a Kubernetes object name", spec.ID, spec.Persistence.StorageClass)
+	}
+	if err := capabilities.Refuse(spec, Name); err != nil {
+		return fmt.Errorf("sandbox %s: %w", spec.ID, err)
 	}
 	r := spec.Resources
 	if r.MilliCPU < 0 || r.MemoryBytes < 0 || r.DiskBytes < 0 || r.Pids < 0 {
@@ -170,6 +183,7 @@ func (c podConfig) pod(s *specJSON, state string, first bool) (*corev1.Pod, erro
 	)
 	env = append(env, secretEnv(objectName(s.ID))...)
 	agentBin := agentDir + "/agent2env"
+	vols, mounts := volumes(s)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: podName(s.ID, first), Labels: c.labels(s.ID), Annotations: ann},
 		Spec: corev1.PodSpec{
@@ -198,20 +212,13 @@ func (c podConfig) pod(s *specJSON, state string, first bool) (*corev1.Pod, erro
 				Ports:           []corev1.ContainerPort{{Name: "agent", ContainerPort: AgentPort, Protocol: corev1.ProtocolTCP}},
 				Resources:       resources(s.Resources),
 				SecurityContext: restricted(),
-				VolumeMounts: []corev1.VolumeMount{
-					{Name: "agent", MountPath: agentDir, ReadOnly: true},
-					{Name: "workspace", MountPath: sandbox.WorkDir},
-					{Name: "tmp", MountPath: "/tmp"},
-					{Name: "home", MountPath: sandbox.HomeDir},
-				},
+				VolumeMounts:    append([]corev1.VolumeMount{{Name: "agent", MountPath: agentDir, ReadOnly: true}}, mounts...),
 			}},
-			Volumes: []corev1.Volume{
-				emptyDir("agent"), emptyDir("workspace"), emptyDir("tmp"), emptyDir("home"),
-			},
+			Volumes: append([]corev1.Volume{emptyDir("agent")}, vols...),
 		},
 	}
-	if c.runtimeClass != "" {
-		pod.Spec.RuntimeClassName = new(c.runtimeClass)
+	if class := cmp.Or(s.RuntimeClass, c.runtimeClass); class != "" {
+		pod.Spec.RuntimeClassName = new(class)
 	}
 	for _, name := range c.pullSecrets {
 		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: name})
@@ -326,7 +333,8 @@ func sandboxOf(pod *corev1.Pod, owner string) (string, *specJSON, error) {
 	if s.ID != id {
 		return id, nil, fmt.Errorf("pod %s: spec annotation of sandbox %q", pod.Name, s.ID)
 	}
-	if err := checkSpec(&sandbox.Spec{ID: s.ID, Image: s.Image, Env: s.Env, Cwd: s.Cwd, Resources: s.Resources}); err != nil {
+	if err := checkSpec(&sandbox.Spec{ID: s.ID, Image: s.Image, Env: s.Env, Cwd: s.Cwd, Resources: s.Resources,
+		Persistence: s.Persistence, RuntimeClass: s.RuntimeClass}); err != nil {
 		return id, nil, fmt.Errorf("pod %s: spec annotation: %w", pod.Name, err)
 	}
 	return id, &s, nil

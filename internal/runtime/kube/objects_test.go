@@ -34,6 +34,14 @@ func TestCheckSpec(t *testing.T) {
 		{"relative cwd", func(s *sandbox.Spec) { s.Cwd = "work" }, "not absolute"},
 		{"bad env", func(s *sandbox.Spec) { s.Env = []string{"=x"} }, "KEY=VALUE"},
 		{"negative memory", func(s *sandbox.Spec) { s.Resources.MemoryBytes = -1 }, "negative"},
+		{"persistence", func(s *sandbox.Spec) {
+			s.Persistence, s.RuntimeClass = &sandbox.Persistence{SizeBytes: 1 << 30, StorageClass: "fast-ssd", Retain: true}, "gvisor"
+		}, ""},
+		{"persistence of no size", func(s *sandbox.Spec) { s.Persistence = &sandbox.Persistence{} }, "persistence.size"},
+		{"storage class not a name", func(s *sandbox.Spec) {
+			s.Persistence = &sandbox.Persistence{SizeBytes: 1 << 30, StorageClass: "Fast SSD"}
+		}, "persistence.storageClassName"},
+		{"runtime class not a name", func(s *sandbox.Spec) { s.RuntimeClass = "../gvisor" }, "runtimeClassName"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := ok()
@@ -82,6 +90,12 @@ func TestSandboxOf(t *testing.T) {
 		{"spec not json", func(p *corev1.Pod) { p.Annotations[annotationSpec] = "{" }},
 		{"spec of another", func(p *corev1.Pod) { p.Annotations[annotationSpec] = `{"id":"s2","image":"x"}` }},
 		{"spec without image", func(p *corev1.Pod) { p.Annotations[annotationSpec] = `{"id":"s1"}` }},
+		{"spec with a bad runtime class", func(p *corev1.Pod) {
+			p.Annotations[annotationSpec] = `{"id":"s1","image":"x","runtime_class":"A/B"}`
+		}},
+		{"spec with a volume of no size", func(p *corev1.Pod) {
+			p.Annotations[annotationSpec] = `{"id":"s1","image":"x","persistence":{"size_bytes":-1}}`
+		}},
 		{"spec too large", func(p *corev1.Pod) {
 			p.Annotations[annotationSpec] = `{"id":"s1","image":"x","cwd":"/` + strings.Repeat("a", maxSpecAnnotation) + `"}`
 		}},
@@ -217,5 +231,76 @@ func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o60
 func TestRegistered(t *testing.T) {
 	if names := runtime.Names(); !slices.Contains(names, Name) {
 		t.Errorf("registered runtimes %v lack %s", names, Name)
+	}
+}
+
+// TestVolumes checks the Pod and claim of a persistent sandbox against
+// those of one without: the writable paths on the claim's subdirectories
+// instead of emptyDirs, the claim sized, classed and labelled.
+func TestVolumes(t *testing.T) {
+	pc := podConfig{owner: "me", agentImage: "agent2env/agent2env:1", runtimeClass: "kata"}
+	mounts := func(s *specJSON) (map[string]string, []string, string) {
+		pod, err := pc.pod(s, "", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for _, vm := range pod.Spec.Containers[0].VolumeMounts {
+			m[vm.MountPath] = vm.Name + "/" + vm.SubPath
+		}
+		var vols []string
+		for _, v := range pod.Spec.Volumes {
+			switch {
+			case v.EmptyDir != nil:
+				vols = append(vols, v.Name+": emptyDir")
+			case v.PersistentVolumeClaim != nil:
+				vols = append(vols, v.Name+": claim "+v.PersistentVolumeClaim.ClaimName)
+			}
+		}
+		return m, vols, *pod.Spec.RuntimeClassName
+	}
+	m, vols, class := mounts(&specJSON{ID: "s1", Image: "busybox"})
+	want := map[string]string{"/.agent2env": "agent/", "/workspace": "workspace/", "/tmp": "tmp/", "/home/sandbox": "home/"}
+	if diff := cmp.Diff(want, m); diff != "" {
+		t.Errorf("mounts without persistence (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"agent: emptyDir", "workspace: emptyDir", "tmp: emptyDir", "home: emptyDir"}, vols); diff != "" {
+		t.Errorf("volumes without persistence (-want +got):\n%s", diff)
+	}
+	if class != "kata" {
+		t.Errorf("runtimeClassName %q, want the runtime's kata", class)
+	}
+
+	p := &sandbox.Persistence{SizeBytes: 3 << 30, StorageClass: "fast", Retain: true}
+	m, vols, class = mounts(&specJSON{ID: "s1", Image: "busybox", Persistence: p, RuntimeClass: "gvisor"})
+	want = map[string]string{"/.agent2env": "agent/", "/workspace": "data/workspace", "/tmp": "data/tmp", "/home/sandbox": "data/home"}
+	if diff := cmp.Diff(want, m); diff != "" {
+		t.Errorf("mounts with persistence (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"agent: emptyDir", "data: claim a2e-s1"}, vols); diff != "" {
+		t.Errorf("volumes with persistence (-want +got):\n%s", diff)
+	}
+	if class != "gvisor" {
+		t.Errorf("runtimeClassName %q, want the sandbox's gvisor", class)
+	}
+
+	for _, retain := range []bool{true, false} {
+		p.Retain = retain
+		pvc := pc.claim("s1", p)
+		got := map[string]any{
+			"name": pvc.Name, "labels": pvc.Labels, "modes": pvc.Spec.AccessModes,
+			"size": pvc.Spec.Resources.Requests.Storage().String(), "class": *pvc.Spec.StorageClassName,
+		}
+		policy := map[bool]string{true: "Retain", false: "Delete"}[retain]
+		wantClaim := map[string]any{
+			"name": "a2e-s1", "modes": []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, "size": "3Gi", "class": "fast",
+			"labels": map[string]string{LabelSandbox: "s1", LabelOwner: "me", "app.kubernetes.io/managed-by": "agent2env", LabelReclaim: policy},
+		}
+		if diff := cmp.Diff(wantClaim, got); diff != "" {
+			t.Errorf("claim with retain %v (-want +got):\n%s", retain, diff)
+		}
+	}
+	if pvc := pc.claim("s1", &sandbox.Persistence{SizeBytes: 1 << 30}); pvc.Spec.StorageClassName != nil {
+		t.Errorf("claim of no class names %q, want the cluster's default (nil)", *pvc.Spec.StorageClassName)
 	}
 }

@@ -35,6 +35,14 @@
 // is attached with LOOP_CONFIGURE and LO_FLAGS_AUTOCLEAR, so unmounting it
 // detaches the loop device.
 //
+// A spec's Persistence sizes the disk instead of Resources.DiskBytes (up to
+// the size of Root's file system); with Retain, Delete moves the unmounted
+// image to Root/_retained/<id>.img, which nothing here reads again
+// (retain.go). There are no storage classes, and the one RuntimeBinary runs
+// every sandbox: specs naming a storage or runtime class are refused
+// (Capabilities), not mapped, as a class name says nothing certain about
+// which binary it means.
+//
 // # Startup
 //
 // Start creates the agent's listening unix socket on the host and runs

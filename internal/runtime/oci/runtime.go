@@ -74,6 +74,7 @@ type Runtime struct {
 	oomAdjust bool   // may lower the agent's oom_score_adj (CAP_SYS_RESOURCE)
 	nofile    uint64 // hard RLIMIT_NOFILE of the agent
 	mkfs      string // mkfs.ext4
+	maxDisk   int64  // the largest disk: Root's file system's size
 	log       *slog.Logger
 
 	tmplMu sync.Mutex // making templates
@@ -85,7 +86,12 @@ type Runtime struct {
 
 // Names in Root besides the sandbox dirs. Sandbox ids start with a letter
 // or digit, so they never collide with these.
-const dirTemplates = "_tmpl"
+const (
+	dirTemplates = "_tmpl"
+	// dirRetained holds the disks of deleted sandboxes whose persistence
+	// says Retain, as <id>.img (retain.go).
+	dirRetained = "_retained"
+)
 
 // Files in a sandbox dir.
 const (
@@ -155,10 +161,14 @@ func New(cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("oci runtime: %w", err)
 	}
 	state := filepath.Join(root, "_"+filepath.Base(bin))
-	for _, d := range []string{root, state, filepath.Join(root, dirTemplates)} {
+	for _, d := range []string{root, state, filepath.Join(root, dirTemplates), filepath.Join(root, dirRetained)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("oci runtime: %w", err)
 		}
+	}
+	maxDisk, err := maxDiskBytes(root)
+	if err != nil {
+		return nil, fmt.Errorf("oci runtime: %w", err)
 	}
 	// Agents are started by the runtime binary, which exits at once: as a
 	// subreaper the daemon inherits them and can reap them.
@@ -184,6 +194,7 @@ func New(cfg Config) (*Runtime, error) {
 		cgroups:   cg,
 		swapLimit: cg.swapLimitable(),
 		mkfs:      mkfs,
+		maxDisk:   maxDisk,
 		log:       cfg.Logger,
 		clients:   make(map[string]*agent.Client),
 		egress:    make(map[string]func()),
@@ -237,11 +248,15 @@ func (r *Runtime) Name() string { return Name }
 // Capabilities reports that Stop keeps the sandbox's files, that
 // sandboxes live on this host, that egress policies are enforced when
 // the runtime has an egress proxy, and that the disk limit, the loopback-only
-// network and the seccomp profile are the project's own.
+// network and the seccomp profile are the project's own. Persistence sizes
+// the sandbox's disk, up to the size of Root's file system, and Retain
+// keeps it after Delete; there are no storage classes, and one runtime
+// binary runs every sandbox (no runtime classes).
 func (r *Runtime) Capabilities() sandbox.Capabilities {
 	return sandbox.Capabilities{
 		StopKeepsFiles: true, LocalFiles: true, NetworkPolicy: r.cfg.Egress != nil,
 		DiskQuota: true, LoopbackOnly: true, StrictSeccomp: true,
+		Persistence: true, MaxVolumeBytes: r.maxDisk,
 	}
 }
 
@@ -287,6 +302,9 @@ type meta struct {
 	// Services: the sandbox's bundle mounts the services directory, whose
 	// socket is served again after a restart.
 	Services bool `json:"services,omitempty"`
+	// Retain: Delete keeps the sandbox's disk (persistence's reclaim
+	// policy Retain).
+	Retain bool `json:"retain,omitempty"`
 }
 
 // readMeta returns the metadata of sandbox id, or an ErrNotFound when
@@ -310,6 +328,13 @@ func (r *Runtime) readMeta(id string) (*meta, error) {
 // resources with defaults applied.
 func (r *Runtime) validate(spec *sandbox.Spec, layers []string) (sandbox.Resources, error) {
 	res := withDefaults(spec.Resources, r.cfg.DefaultResources)
+	if err := r.Capabilities().Refuse(spec, Name); err != nil {
+		return res, err
+	}
+	if spec.Persistence != nil {
+		// Its size is the disk's: the writable storage it asks for.
+		res.DiskBytes = spec.Persistence.SizeBytes
+	}
 	switch {
 	case !validID.MatchString(spec.ID):
 		return res, errdefs.Invalid("sandbox id %q must match %s", spec.ID, validID)
@@ -417,7 +442,7 @@ func (r *Runtime) create(ctx context.Context, spec *sandbox.Spec, img *image.Ima
 		return fmt.Errorf("write bundle: %w", err)
 	}
 	m := meta{ID: spec.ID, Image: spec.Image, Layers: img.Layers, Labels: spec.Labels, CreatedAt: time.Now().UTC(), Egress: spec.Network.Egress,
-		Services: r.cfg.Services != nil}
+		Services: r.cfg.Services != nil, Retain: spec.Persistence != nil && spec.Persistence.Retain}
 	if err := writeJSONFile(filepath.Join(dir, fileMeta), m); err != nil {
 		return fmt.Errorf("write metadata: %w", err)
 	}
@@ -711,6 +736,11 @@ func (r *Runtime) destroy(ctx context.Context, id string, container bool) error 
 	}
 	if err := r.cgroups.remove(id); err != nil {
 		errs = append(errs, err)
+	}
+	if len(errs) == 0 && container {
+		if err := r.retain(id); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) == 0 {
 		if err := os.RemoveAll(dir); err != nil {

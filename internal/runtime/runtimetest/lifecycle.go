@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -245,6 +246,42 @@ func (s *suite) testCapabilities(t *testing.T) {
 		t.Errorf("Create with an egress policy on a runtime without NetworkPolicy = %v, want ErrInvalidArgument", err)
 	}
 	assertGone(t, rt, egress.ID)
+}
+
+// testClassesRefused checks that a runtime refuses the persistence, storage
+// class and runtime class its Capabilities lack. (Those it has need what
+// the runtime's environment provides, a cluster's classes: the runtime's
+// own tests check them.)
+func (s *suite) testClassesRefused(t *testing.T) {
+	ctx := ctxFor(t)
+	rt := s.f.New(t)
+	caps := rt.Capabilities()
+	for _, tc := range []struct {
+		field string
+		lacks bool
+		edit  func(*sandbox.Spec)
+	}{
+		{"persistence", !caps.Persistence, func(sp *sandbox.Spec) { sp.Persistence = &sandbox.Persistence{SizeBytes: 64 << 20} }},
+		// "persistence": a runtime without persistence may say that first.
+		{"persistence", !caps.StorageClass, func(sp *sandbox.Spec) {
+			sp.Persistence = &sandbox.Persistence{SizeBytes: 64 << 20, StorageClass: "runtimetest"}
+		}},
+		{"runtimeClassName", !caps.RuntimeClass, func(sp *sandbox.Spec) { sp.RuntimeClass = "runtimetest" }},
+	} {
+		if !tc.lacks {
+			continue
+		}
+		sp := s.spec(t)
+		tc.edit(sp)
+		err := rt.Create(ctx, sp)
+		if err == nil {
+			t.Cleanup(func() { _ = rt.Delete(context.Background(), sp.ID) })
+		}
+		if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("Create with %s on a runtime without it = %v, want ErrInvalidArgument naming the field", tc.field, err)
+		}
+		assertGone(t, rt, sp.ID)
+	}
 }
 
 // testImages checks the image preparation of a runtime that implements

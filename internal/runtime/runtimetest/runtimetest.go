@@ -86,6 +86,7 @@ func RunContract(t *testing.T, f Factory) {
 	t.Run("Errors", s.testErrors)
 	t.Run("List", s.testList)
 	t.Run("Capabilities", s.testCapabilities)
+	t.Run("ClassesRefused", s.testClassesRefused)
 	t.Run("Images", s.testImages)
 	t.Run("Recover", s.testRecover)
 }

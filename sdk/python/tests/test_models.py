@@ -143,6 +143,7 @@ def test_spec_aliases() -> None:
         persistence=PersistenceSpec(
             enabled=True, storage_class_name="fast", reclaim_policy="Retain"
         ),
+        runtime_class_name="gvisor",
     )
     sent = wire(spec)
     assert sent["readinessProbe"] == {
@@ -157,6 +158,7 @@ def test_spec_aliases() -> None:
         "storageClassName": "fast",
         "reclaimPolicy": "Retain",
     }
+    assert sent["runtimeClassName"] == "gvisor"
     assert TemplateSpec.model_validate(sent) == spec
 
 

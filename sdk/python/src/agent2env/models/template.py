@@ -125,7 +125,9 @@ class TemplateSpec(APIModel):
     readiness_probe: ProbeSpec | None = Field(None, alias="readinessProbe")
     network: NetworkSpec | None = None
     persistence: PersistenceSpec | None = None
-    """Persistent root filesystem (agent2env addition)."""
+    """The sandbox's writable storage on a volume of its own, kept or not after delete."""
+    runtime_class_name: str | None = Field(None, alias="runtimeClassName")
+    """The RuntimeClass of the sandboxes' Pods (agent2env addition; kubernetes only)."""
 
     if TYPE_CHECKING:
 
@@ -144,6 +146,7 @@ class TemplateSpec(APIModel):
             readiness_probe: ProbeSpec | None = None,
             network: NetworkSpec | None = None,
             persistence: PersistenceSpec | None = None,
+            runtime_class_name: str | None = None,
         ) -> None: ...
 
 
