@@ -41,6 +41,39 @@ func TestCapabilitiesRefused(t *testing.T) {
 	checkErr(t, err, errdefs.ErrFailedPrecondition, api.CodeConflict)
 }
 
+// A persistent sandbox keeps its files across a stop on a runtime with
+// Persistence, whose other sandboxes lose theirs: it starts again, they
+// do not.
+func TestStartPersistent(t *testing.T) {
+	e := templateEnv(t, fakeTemplates{
+		"persist": {Image: "alpine", Persistence: &api.PersistenceSpec{Enabled: true, Size: "64Mi"}},
+		"plain":   {Image: "alpine"},
+	})
+	ctx := context.Background()
+	e.rt.SetCapabilities(sandbox.Capabilities{Persistence: true, MaxVolumeBytes: 1 << 30})
+	for _, tc := range []struct {
+		template string
+		wantErr  bool
+	}{{"persist", false}, {"plain", true}} {
+		t.Run(tc.template, func(t *testing.T) {
+			sb := e.create(t, CreateRequest{Template: tc.template})
+			e.waitStatus(t, sb.ID, api.StatusRunning)
+			if _, err := e.m.Stop(ctx, sb.ID); err != nil {
+				t.Fatal(err)
+			}
+			_, err := e.m.Start(ctx, sb.ID)
+			if tc.wantErr {
+				checkErr(t, err, errdefs.ErrFailedPrecondition, api.CodeConflict)
+				return
+			}
+			if err != nil {
+				t.Fatalf("Start of a stopped persistent sandbox: %v", err)
+			}
+			e.waitStatus(t, sb.ID, api.StatusRunning)
+		})
+	}
+}
+
 // A runtime that prepares no images (a cluster's nodes pull them) starts
 // every sandbox at once.
 func TestCreateWithoutImagePreparer(t *testing.T) {

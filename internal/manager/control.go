@@ -54,18 +54,18 @@ func (m *Manager) Start(ctx context.Context, id string) (*store.Sandbox, error) 
 	if sb.Status != string(api.StatusSucceeded) {
 		return nil, notNow("start", sb)
 	}
-	if !m.rt.Capabilities().StopKeepsFiles {
-		return nil, errdefs.WithCode(errdefs.Precondition("cannot start sandbox %s: runtime %s does not keep files across a stop; create a new one", id, m.rt.Name()), api.CodeConflict)
-	}
-	if _, err := m.rt.Status(ctx, id); errors.Is(err, errdefs.ErrNotFound) {
-		return nil, errdefs.WithCode(errdefs.Precondition("cannot start sandbox %s: its files are gone; create a new one", id), api.CodeConflict)
-	}
 	var plan *startup
 	if len(sb.Spec) > 0 {
 		plan = new(startup)
 		if err := json.Unmarshal(sb.Spec, plan); err != nil {
 			return nil, fmt.Errorf("read startup plan of sandbox %s: %w", id, err)
 		}
+	}
+	if !m.rt.Capabilities().KeepsFiles(plan != nil && plan.Persistent) {
+		return nil, errdefs.WithCode(errdefs.Precondition("cannot start sandbox %s: runtime %s does not keep files across a stop (unless its template sets persistence); create a new one", id, m.rt.Name()), api.CodeConflict)
+	}
+	if _, err := m.rt.Status(ctx, id); errors.Is(err, errdefs.ErrNotFound) {
+		return nil, errdefs.WithCode(errdefs.Precondition("cannot start sandbox %s: its files are gone; create a new one", id), api.CodeConflict)
 	}
 	if sb, err = m.admitStart(ctx, sb); err != nil {
 		return nil, err

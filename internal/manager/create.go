@@ -215,8 +215,14 @@ func egress(n *api.NetworkSpec) *sandbox.Egress {
 // atomically, a backstop for a limit passed outside admission.
 func (m *Manager) createRecord(ctx context.Context, r *resolved) (*store.Sandbox, error) {
 	now := m.now().UTC()
+	if r.persistence != nil {
+		if r.startup == nil {
+			r.startup = &startup{}
+		}
+		r.startup.Persistent = true
+	}
 	var plan []byte
-	if !r.startup.empty() {
+	if !r.startup.empty() || r.persistence != nil {
 		var err error
 		if plan, err = json.Marshal(r.startup); err != nil {
 			return nil, fmt.Errorf("record startup plan: %w", err)

@@ -49,6 +49,9 @@ type startup struct {
 	Main    []string       `json:"main,omitempty"` // command and args; empty: no main process
 	Probe   *api.ProbeSpec `json:"probe,omitempty"`
 	Timeout time.Duration  `json:"timeout,omitempty"`
+	// Persistent: the sandbox was made with a persistence volume, whose
+	// files a stop keeps on runtimes with Capabilities.Persistence.
+	Persistent bool `json:"persistent,omitempty"`
 }
 
 func (s *startup) empty() bool {

@@ -228,7 +228,9 @@ type Capabilities struct {
 	StrictSeccomp bool
 	// Persistence: the runtime honours Spec.Persistence's size and
 	// reclaim policy (a volume of the sandbox's own, kept after Delete
-	// when it says Retain). Without it Create refuses specs that set one.
+	// when it says Retain), and a sandbox with one keeps its files across
+	// Stop and Start even where StopKeepsFiles is false (see KeepsFiles).
+	// Without it Create refuses specs that set one.
 	Persistence bool
 	// StorageClass: the runtime chooses a persistent volume's storage by
 	// Persistence.StorageClass. Without it Create refuses specs that set
@@ -265,6 +267,12 @@ func (c Capabilities) Refuse(spec *Spec, runtime string) error {
 		return errdefs.Invalid("runtimeClassName %q: runtime %s runs every sandbox under one container runtime, its own", spec.RuntimeClass, runtime)
 	}
 	return nil
+}
+
+// KeepsFiles reports whether Stop keeps the files of a sandbox, which is
+// persistent when its spec had a Persistence, so that Start resumes them.
+func (c Capabilities) KeepsFiles(persistent bool) bool {
+	return c.StopKeepsFiles || persistent && c.Persistence
 }
 
 // Runtime runs sandboxes. Implementations are safe for concurrent use;

@@ -35,7 +35,8 @@
 // Create makes a gated Pod, which the scheduler leaves alone (created);
 // Start removes the gate and waits for the agent to answer (running); Stop
 // deletes the Pod and makes a gated one from the same spec in its place
-// (stopped: files are lost, Capabilities().StopKeepsFiles is false).
+// (stopped: emptyDirs are lost, Capabilities().StopKeepsFiles is false;
+// a persistent sandbox's files stay on its claim, and Start resumes them).
 //
 // The state of every sandbox comes from one Pod informer filtered by the
 // owner label (List costs no API call); a Pod that failed (OOM kill,

@@ -202,8 +202,7 @@ func (r *Runtime) Close() {
 func (r *Runtime) Name() string { return Name }
 
 // Capabilities: Pods lose their emptyDirs when stopped (a persistent
-// sandbox's files stay on its claim, but StopKeepsFiles speaks for every
-// sandbox), run on other machines, and get no egress proxy yet. What Kubernetes enforces its own
+// sandbox's files stay on its claim: Persistence), run on other machines, and get no egress proxy yet. What Kubernetes enforces its own
 // way: the kubelet evicts a Pod over its ephemeral-storage limit (no
 // ENOSPC), a Pod has an interface that its NetworkPolicy restricts, and
 // RuntimeDefault is the container runtime's seccomp profile (containerd
