@@ -263,8 +263,16 @@ func printSpec(w io.Writer, spec *api.TemplateSpec) {
 		fmt.Fprintf(w, "Network:\t%s\n", net)
 	}
 	if p := spec.Persistence; p != nil && p.Enabled {
-		fmt.Fprintf(w, "Persistence:\t%s %s\n", p.Mode, p.Size)
+		line := strings.TrimSpace(p.Mode + " " + p.Size)
+		if p.StorageClassName != "" {
+			line += ", storage class " + p.StorageClassName
+		}
+		if p.ReclaimPolicy != "" {
+			line += ", " + p.ReclaimPolicy + " on delete"
+		}
+		fmt.Fprintf(w, "Persistence:\t%s\n", line)
 	}
+	field(w, "Runtime class", spec.RuntimeClassName)
 }
 
 func newTemplateUpdateCmd(e env, cc *clientConfig) *cobra.Command {

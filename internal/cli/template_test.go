@@ -105,6 +105,8 @@ spec:
   ttl: 3600
   env: {A: "1"}
   startupscript: pip install numpy
+  persistence: {enabled: true, size: 1Gi, storageClassName: fast, reclaimPolicy: Retain}
+  runtimeClassName: gvisor
 `
 
 func TestTemplateCommands(t *testing.T) {
@@ -134,6 +136,8 @@ TTL:              3600s
 Env:              A=1
 Startup script:   pip install numpy
 Startup timeout:  300s
+Persistence:      rootfs-overlay 1Gi, storage class fast, Retain on delete
+Runtime class:    gvisor
 `
 	if diff := cmp.Diff(want, stripLine(out, "Updated:")); diff != "" {
 		t.Errorf("template get (-want +got):\n%s", diff)
