@@ -10,9 +10,11 @@ import (
 )
 
 // acceptIdle is how many accept requests the daemon keeps waiting in a
-// running sandbox's agent per address: the sandbox's connections taken at
-// once, up to that many at a time.
-const acceptIdle = 4
+// running sandbox's agent per address: that many connections the sandbox
+// makes at once are taken at once, the next after a round trip. Each
+// costs a connection and two goroutines in the daemon, for every running
+// sandbox.
+const acceptIdle = 2
 
 // serve serves the daemon's services (Config.Services) and, for a sandbox
 // with egress, the egress proxy (Config.Egress) to sandbox id from now
