@@ -288,3 +288,54 @@ func TestListenRetries(t *testing.T) {
 		t.Errorf("through a listener that started before the agent: %q, %v", got, err)
 	}
 }
+
+// BenchmarkServicesPath compares a sandbox's new connection and request to
+// the daemon's services on the two paths: the oci runtime's forward to a
+// unix socket, and the daemon's accept requests waiting in the agent.
+func BenchmarkServicesPath(b *testing.B) {
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	get := func(b *testing.B, addr string) {
+		hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		b.ResetTimer()
+		for b.Loop() {
+			resp, err := hc.Get("http://" + addr + "/")
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	b.Run("forward", func(b *testing.B) {
+		sock := filepath.Join(b.TempDir(), "svc.sock")
+		ul, err := net.Listen("unix", sock)
+		if err != nil {
+			b.Fatal(err)
+		}
+		go http.Serve(ul, handler)
+		defer ul.Close()
+		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go forward(ctx, l, unixDialer(sock))
+		get(b, l.Addr().String())
+	})
+	b.Run("accept", func(b *testing.B) {
+		local, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		sock, _, _ := serveAgent(b, func(dir string) ServerConfig {
+			return ServerConfig{UID: -1, GID: -1, Cwd: dir, Accept: map[string]net.Listener{"svc": local}}
+		})
+		c := NewClient(UnixDialer(sock), "")
+		defer c.Close()
+		l := c.Listen("svc", 2, nil)
+		defer l.Close()
+		go http.Serve(l, handler)
+		get(b, local.Addr().String())
+	})
+}
