@@ -27,33 +27,47 @@ func startAgent(t testing.TB) (*Client, string) {
 // startAgentEnv is startAgent with the given command environment.
 func startAgentEnv(t testing.TB, env []string) (*Client, string) {
 	t.Helper()
+	sock, dir, _ := serveAgent(t, func(dir string) ServerConfig {
+		work := filepath.Join(dir, "work")
+		if err := os.Mkdir(work, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return ServerConfig{Env: env, Cwd: work, UID: -1, GID: -1}
+	})
+	c := NewClient(UnixDialer(sock), "")
+	t.Cleanup(c.Close)
+	return c, filepath.Join(dir, "work")
+}
+
+// serveAgent serves an agent configured by config(dir) on a unix socket
+// in a fresh directory dir until the test ends or stop.
+func serveAgent(t testing.TB, config func(dir string) ServerConfig) (sock, dir string, stop func()) {
+	t.Helper()
 	dir, err := os.MkdirTemp("", "a2e-agent-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "agent.sock")
+	sock = filepath.Join(dir, "agent.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	work := filepath.Join(dir, "work")
-	if err := os.Mkdir(work, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	srv := NewServer(ServerConfig{Env: env, Cwd: work, UID: -1, GID: -1})
+	srv := NewServer(config(dir))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, l) }()
-	c := NewClient(UnixDialer(sock), "")
-	t.Cleanup(func() {
-		c.Close()
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return c, work
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return sock, dir, stop
 }
 
 func TestExec(t *testing.T) {

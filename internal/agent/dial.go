@@ -33,8 +33,7 @@ func (s *Server) handleDial(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Errorf("port %q is not a port number", r.URL.Query().Get("port")))
 		return
 	}
-	if !headerHas(r.Header, "Connection", "upgrade") || !strings.EqualFold(r.Header.Get("Upgrade"), dialProtocol) {
-		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Errorf("dial needs Connection: Upgrade and Upgrade: %s", dialProtocol))
+	if !upgrading(w, r, dialProtocol) {
 		return
 	}
 	target, err := dialLoopback(r.Context(), port)
@@ -42,24 +41,38 @@ func (s *Server) handleDial(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadGateway, "DIAL_FAILED", err)
 		return
 	}
-	conn, brw, err := http.NewResponseController(w).Hijack()
+	conn, err := switchProtocols(w, dialProtocol)
 	if err != nil {
 		target.Close()
-		writeError(w, http.StatusInternalServerError, "INTERNAL", fmt.Errorf("take over connection: %w", err))
 		return
 	}
-	// The server's read deadline still holds on a hijacked connection.
-	_ = conn.SetDeadline(time.Time{})
-	_, err = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + dialProtocol + "\r\n\r\n")
+	splice(conn, target)
+}
+
+// switchProtocols takes over the request's connection and answers 101 to
+// protocol on it. On an error it has answered or closed the connection.
+func switchProtocols(w http.ResponseWriter, protocol string) (net.Conn, error) {
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "INTERNAL", fmt.Errorf("take over connection: %w", err))
+		return nil, err
+	}
+	// The answer to an idle connection fits its buffers; a peer that does
+	// not read it is gone.
+	_ = conn.SetDeadline(time.Now().Add(dialTimeout))
+	_, err = brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + protocol + "\r\n\r\n")
 	if err == nil {
 		err = brw.Flush()
 	}
+	if err == nil {
+		// The server's read deadline still holds on a hijacked connection.
+		err = conn.SetDeadline(time.Time{})
+	}
 	if err != nil {
 		conn.Close()
-		target.Close()
-		return
+		return nil, err
 	}
-	splice(withBuffered(conn, brw.Reader), target)
+	return withBuffered(conn, brw.Reader), nil
 }
 
 // dialLoopback connects to port on the sandbox's loopback.
@@ -73,6 +86,16 @@ func dialLoopback(ctx context.Context, port int) (net.Conn, error) {
 		}
 	}
 	return c, err
+}
+
+// upgrading checks that r asks to switch to protocol, and answers it if
+// not.
+func upgrading(w http.ResponseWriter, r *http.Request, protocol string) bool {
+	if !headerHas(r.Header, "Connection", "upgrade") || !strings.EqualFold(r.Header.Get("Upgrade"), protocol) {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Errorf("%s needs Connection: Upgrade and Upgrade: %s", r.URL.Path, protocol))
+		return false
+	}
+	return true
 }
 
 // headerHas reports whether the comma-separated header key lists token.
@@ -95,6 +118,14 @@ func (c *Client) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	if port < 1 || port > 65535 {
 		return nil, errdefs.Invalid("dial port %d: not a port number", port)
 	}
+	return c.open(ctx, "/v1/dial?port="+strconv.Itoa(port), dialProtocol, fmt.Sprintf("dial port %d", port))
+}
+
+// open sends the upgrade request GET path for protocol on a connection of
+// its own and returns the connection once the agent has switched to the
+// protocol. ctx bounds the wait for the switch; what names the request in
+// errors.
+func (c *Client) open(ctx context.Context, path, protocol, what string) (net.Conn, error) {
 	// The transport's dialer is the client's DialFunc; the connection is
 	// taken out of HTTP, so it must not come from the pool.
 	conn, err := c.tr.DialContext(ctx, "unix", "agent")
@@ -106,7 +137,7 @@ func (c *Client) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	}
 	// A cancelled ctx interrupts the exchange below.
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	nc, err := c.upgrade(conn, port)
+	nc, err := c.upgrade(conn, path, protocol, what)
 	if !stop() {
 		if nc != nil {
 			nc.Close()
@@ -122,29 +153,29 @@ func (c *Client) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	return nc, nil
 }
 
-// upgrade asks the agent on conn to dial port and returns conn as the pipe
-// to it.
-func (c *Client) upgrade(conn net.Conn, port int) (net.Conn, error) {
-	req, err := http.NewRequest(http.MethodGet, base+"/v1/dial?port="+strconv.Itoa(port), nil)
+// upgrade sends the upgrade request on conn and returns conn as the pipe
+// the agent switched it to.
+func (c *Client) upgrade(conn net.Conn, path, protocol, what string) (net.Conn, error) {
+	req, err := http.NewRequest(http.MethodGet, base+path, nil)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", dialProtocol)
+	req.Header.Set("Upgrade", protocol)
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	if err := req.Write(conn); err != nil {
-		return nil, fmt.Errorf("dial port %d: %w: %w", port, errdefs.ErrUnavailable, err)
+		return nil, fmt.Errorf("%s: %w: %w", what, errdefs.ErrUnavailable, err)
 	}
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, req)
 	if err != nil {
-		return nil, fmt.Errorf("dial port %d: %w: %w", port, errdefs.ErrUnavailable, err)
+		return nil, fmt.Errorf("%s: %w: %w", what, errdefs.ErrUnavailable, err)
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		defer resp.Body.Close()
-		return nil, fmt.Errorf("dial port %d: %w", port, decodeError(resp))
+		return nil, fmt.Errorf("%s: %w", what, decodeError(resp))
 	}
 	return withBuffered(conn, br), nil
 }

@@ -70,13 +70,32 @@ func Run(ctx context.Context, opts Options) error {
 		}
 		env = mergeEnv(ServicesEnv, env)
 	}
+	accept := map[string]net.Listener{}
+	for _, a := range []struct {
+		env, name string
+		cmdEnv    []string
+	}{{EnvEgressAccept, AcceptEgress, EgressEnv}, {EnvServicesAccept, AcceptServices, ServicesEnv}} {
+		addr := os.Getenv(a.env)
+		if addr == "" {
+			continue
+		}
+		// Before any command runs, so that none can take the address.
+		var lc net.ListenConfig
+		l, err := lc.Listen(ctx, "tcp", addr)
+		if err != nil {
+			return fmt.Errorf("listen for the daemon's %s: %w", a.name, err)
+		}
+		accept[a.name] = l
+		env = mergeEnv(a.cmdEnv, env)
+	}
 	srv := NewServer(ServerConfig{
-		Env:   env,
-		Cwd:   opts.Cwd,
-		UID:   opts.UID,
-		GID:   opts.GID,
-		Token: os.Getenv(EnvToken),
-		Log:   log,
+		Env:    env,
+		Cwd:    opts.Cwd,
+		UID:    opts.UID,
+		GID:    opts.GID,
+		Token:  os.Getenv(EnvToken),
+		Accept: accept,
+		Log:    log,
 	})
 	for _, secret := range []string{EnvToken, EnvTLSCert, EnvTLSKey} {
 		os.Unsetenv(secret)

@@ -31,6 +31,9 @@ type Server struct {
 	log     *slog.Logger
 
 	kernels *kernels
+	// accepts are the addresses whose connections the daemon accepts, by
+	// name (GET /v1/accept).
+	accepts map[string]*acceptor
 	// activity is when commands and kernel executions ran.
 	activity activity
 	// disk is the last figure of the disk use asked for (GET /v1/usage).
@@ -54,7 +57,10 @@ type ServerConfig struct {
 	UID, GID int
 	// Token, when set, is required as a bearer token on every request.
 	Token string
-	Log   *slog.Logger
+	// Accept are listeners on sandbox addresses whose connections the
+	// daemon accepts through GET /v1/accept?name=<key>, served by Serve.
+	Accept map[string]net.Listener
+	Log    *slog.Logger
 }
 
 // NewServer returns a Server. It starts reaping children at once.
@@ -67,6 +73,10 @@ func NewServer(cfg ServerConfig) *Server {
 		started: time.Now(), reaper: processReaper(), log: cfg.Log,
 	}
 	s.kernels = newKernels(s)
+	s.accepts = make(map[string]*acceptor, len(cfg.Accept))
+	for name, l := range cfg.Accept {
+		s.accepts[name] = newAcceptor(l)
+	}
 	return s
 }
 
@@ -84,6 +94,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/mkdir", s.handleMkdir)
 	mux.HandleFunc("POST /v1/move", s.handleMove)
 	mux.HandleFunc("GET /v1/dial", s.handleDial)
+	mux.HandleFunc("GET /v1/accept", s.handleAccept)
 	mux.HandleFunc("POST /v1/kernels", s.handleKernelCreate)
 	mux.HandleFunc("GET /v1/kernels", s.handleKernelList)
 	mux.HandleFunc("DELETE /v1/kernels/{id}", s.handleKernelDelete)
@@ -101,13 +112,25 @@ func (s *Server) Handler() http.Handler {
 	})
 }
 
-// Serve answers requests on l until ctx is done.
+// Serve answers requests on l, and relays the connections of the Accept
+// listeners, until ctx is done; then it closes them all.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for name, a := range s.accepts {
+		wg.Go(func() {
+			if err := a.serve(ctx); err != nil {
+				s.log.Warn("accept "+name+" stopped", "err", err)
+			}
+		})
+	}
+	wg.Go(func() {
 		<-ctx.Done()
 		_ = srv.Close()
-	}()
+	})
 	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -136,10 +136,11 @@ type Network struct {
 	// Mode is "none" (loopback only, the default).
 	Mode string
 	// Egress, when set, lets the sandbox reach what it allows through the
-	// daemon's egress proxy, which enforces it. The sandbox still has no
-	// network interface but loopback: the agent forwards the proxy to
-	// EgressProxyAddr on it, and commands find it in HTTP_PROXY and
-	// HTTPS_PROXY. Nil means no way out at all.
+	// daemon's egress proxy, which enforces it. The sandbox gets no other
+	// way out (no interface but loopback, or a Pod's that its
+	// NetworkPolicy closes: Capabilities.LoopbackOnly): the agent serves
+	// the proxy at EgressProxyAddr on its loopback, and commands find it in
+	// HTTP_PROXY and HTTPS_PROXY. Nil means no way out at all.
 	Egress *Egress
 }
 
@@ -205,7 +206,9 @@ type Capabilities struct {
 	// it a stopped sandbox cannot be started again.
 	StopKeepsFiles bool
 	// NetworkPolicy: the runtime enforces a per-sandbox egress policy
-	// (Spec.Network.Egress). Without it, Create refuses specs that set one.
+	// (Spec.Network.Egress) with the daemon's egress proxy; without
+	// LoopbackOnly, only as far as the interface's own policy holds.
+	// Without it, Create refuses specs that set one.
 	NetworkPolicy bool
 	// LocalFiles: sandboxes run on the daemon's host and their storage is
 	// on its disks, so host paths can be bind-mounted into them (the

@@ -183,10 +183,17 @@ func (a *agents) onPod(ctx context.Context, pod *corev1.Pod, ip netip.Addr) erro
 			}
 			v = string(sec.Data[ref.SecretKeyRef.Key])
 		}
-		if e.Name == agent.EnvListen {
-			// The Pod's network namespace is the host's here: its
-			// address is the Pod's IP.
+		// The Pod's network namespace is the host's here: its addresses
+		// are on the Pod's IP, its loopback's ports included.
+		switch e.Name {
+		case agent.EnvListen:
 			v = netip.AddrPortFrom(ip, kube.AgentPort).String()
+		case agent.EnvServicesAccept, agent.EnvEgressAccept:
+			port, err := netip.ParseAddrPort(v)
+			if err != nil {
+				return fmt.Errorf("env %s: %w", e.Name, err)
+			}
+			v = netip.AddrPortFrom(ip, port.Port()).String()
 		}
 		env = append(env, e.Name+"="+v)
 	}

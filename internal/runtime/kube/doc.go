@@ -18,7 +18,7 @@
 //     agent requires as a bearer token on every request: its TCP port is
 //     never open to who does not know it.
 //   - a default-deny NetworkPolicy a2e-<id>: ingress to the agent's port only from
-//     the daemon's Pods, egress only to them.
+//     the daemon's Pods, no egress at all.
 //   - for a sandbox with Spec.Persistence, a PersistentVolumeClaim a2e-<id>
 //     (its size and storage class, ReadWriteOnce, labelled with its
 //     reclaim policy, agent2env.io/reclaim-policy): its Pods mount the
@@ -48,8 +48,20 @@
 // The daemon reaches the agent on the Pod's IP (connect "direct", in the
 // cluster) or through the API server's port-forward ("port-forward", from
 // outside). Pods run on other machines: LocalFiles is false (no host
-// mounts), and egress policies are refused (NetworkPolicy false) until the
-// daemon's egress proxy is served to Pods.
+// mounts).
+//
+// The daemon's services (Config.Services: the LLM proxy, MCP) and, for a
+// sandbox whose spec sets Network.Egress, its egress proxy (Config.Egress;
+// without it such specs are refused, NetworkPolicy false) are at
+// agent.ServicesAddr and agent.EgressAddr on the sandbox's loopback, as on
+// one machine, but the daemon dials, not the sandbox: the Pod's
+// environment has the agent listen there (agent.EnvServicesAccept,
+// agent.EnvEgressAccept) before any command runs, and from Start (or
+// Recover) until Stop or Delete the daemon keeps a few GET /v1/accept
+// requests waiting in the agent per address (agent.Client.Listen), each
+// taking one local connection, over the same authenticated channel as
+// every other request, direct or through port-forward. The sandbox is known
+// by the channel, and needs no egress: its NetworkPolicy allows none.
 //
 // Prepull (sandbox.NodePrepuller) has every node's kubelet pull an image
 // through a DaemonSet, reporting nodes done of nodes. Warm pools need

@@ -25,6 +25,7 @@ import (
 
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/runtime"
 	"github.com/agent2env/agent2env/internal/sandbox"
 )
 
@@ -65,7 +66,14 @@ type Config struct {
 	// StartTimeout bounds Start: scheduling, image pulls and the agent's
 	// first answer. Zero means 5 minutes.
 	StartTimeout time.Duration
-	Logger       *slog.Logger
+	// Services, when set, serves the daemon's services (LLM proxy, MCP)
+	// to every running sandbox at its agent.ServicesAddr.
+	Services runtime.Services
+	// Egress, when set, serves the daemon's egress proxy to each running
+	// sandbox whose spec sets Network.Egress, at its agent.EgressAddr;
+	// without it Create refuses such specs.
+	Egress runtime.EgressProxy
+	Logger *slog.Logger
 }
 
 // DefaultDaemonLabels are the labels of the daemon's Pods in
@@ -98,6 +106,9 @@ type Runtime struct {
 	accesses map[string]access
 	// changed is closed and replaced whenever seen changes.
 	changed chan struct{}
+	// serving stops serving the daemon's services to a running sandbox,
+	// by id (serve).
+	serving map[string]func()
 }
 
 type lostPod struct {
@@ -133,9 +144,10 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	r := &Runtime{
 		cfg: cfg, client: client, pods: client.CoreV1().Pods(cfg.Namespace), log: cfg.Logger,
-		pc:   podConfig{owner: cfg.Owner, agentImage: cfg.AgentImage, runtimeClass: cfg.RuntimeClass, pullSecrets: cfg.PullSecrets},
+		pc: podConfig{owner: cfg.Owner, agentImage: cfg.AgentImage, runtimeClass: cfg.RuntimeClass, pullSecrets: cfg.PullSecrets,
+			services: cfg.Services != nil},
 		seen: map[string]*corev1.Pod{}, lost: map[string]lostPod{}, deleting: map[string]bool{},
-		accesses: map[string]access{}, changed: make(chan struct{}),
+		accesses: map[string]access{}, changed: make(chan struct{}), serving: map[string]func(){},
 	}
 	switch cfg.Connect {
 	case "", ConnectDirect:
@@ -193,8 +205,10 @@ func stripManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// Close stops the informer and waits for it.
+// Close stops serving sandboxes and the informer, and waits for them.
+// Sandboxes keep running; a new Runtime's Recover serves them again.
 func (r *Runtime) Close() {
+	r.unserveAll()
 	r.stop()
 	<-r.done
 }
@@ -202,16 +216,23 @@ func (r *Runtime) Close() {
 func (r *Runtime) Name() string { return Name }
 
 // Capabilities: Pods lose their emptyDirs when stopped (a persistent
-// sandbox's files stay on its claim: Persistence), run on other machines, and get no egress proxy yet. What Kubernetes enforces its own
-// way: the kubelet evicts a Pod over its ephemeral-storage limit (no
-// ENOSPC), a Pod has an interface that its NetworkPolicy restricts, and
-// RuntimeDefault is the container runtime's seccomp profile (containerd
-// 1.6's allows ptrace and io_uring).
-func (r *Runtime) Capabilities() sandbox.Capabilities { return capabilities }
+// sandbox's files stay on its claim: Persistence) and run on other
+// machines; egress policies are enforced by the daemon's egress proxy when
+// it has one (Config.Egress). What Kubernetes enforces its own way: the
+// kubelet evicts a Pod over its ephemeral-storage limit (no ENOSPC), a Pod
+// has an interface that its NetworkPolicy restricts (no egress at all: the
+// daemon dials in for the proxy and services), and RuntimeDefault is the
+// container runtime's seccomp profile (containerd 1.6's allows ptrace and
+// io_uring).
+func (r *Runtime) Capabilities() sandbox.Capabilities {
+	c := capabilities
+	c.NetworkPolicy = r.cfg.Egress != nil
+	return c
+}
 
-// capabilities: a persistent sandbox's files are on a PersistentVolumeClaim
-// of the storage class it names, and a Pod's runtimeClassName is the
-// sandbox's (or the runtime's).
+// capabilities are those of every kubernetes runtime: a persistent
+// sandbox's files are on a PersistentVolumeClaim of the storage class it
+// names, and a Pod's runtimeClassName is the sandbox's (or the runtime's).
 var capabilities = sandbox.Capabilities{Persistence: true, StorageClass: true, RuntimeClass: true}
 
 // observe records a Pod the informer added or updated.
@@ -305,13 +326,16 @@ func (r *Runtime) Create(ctx context.Context, spec *sandbox.Spec) error {
 	if err := checkSpec(spec); err != nil {
 		return err
 	}
+	if spec.Network.Egress != nil && r.cfg.Egress == nil {
+		return errdefs.Invalid("sandbox %s needs network egress, which this runtime is not configured for", spec.ID)
+	}
 	id := spec.ID
 	if _, _, err := r.lookup(id); err == nil {
 		return errdefs.Conflict("sandbox %s already exists", id)
 	}
 	s := &specJSON{
 		ID: id, Image: spec.Image, Env: spec.Env, Cwd: spec.Cwd, Resources: spec.Resources,
-		Labels: spec.Labels, CreatedAt: time.Now().UTC().Truncate(time.Second),
+		Labels: spec.Labels, Egress: spec.Network.Egress, CreatedAt: time.Now().UTC().Truncate(time.Second),
 		Persistence: spec.Persistence, RuntimeClass: spec.RuntimeClass,
 	}
 	// The Pod first: a name taken is a sandbox that exists, whose Secret
@@ -407,6 +431,11 @@ func (r *Runtime) access(ctx context.Context, id string) (access, error) {
 func (r *Runtime) Start(ctx context.Context, id string) error {
 	if err := r.start(ctx, id); err != nil {
 		return fmt.Errorf("start sandbox %s: %w", id, err)
+	}
+	if pod, _, err := r.lookup(id); err == nil && pod != nil {
+		if _, spec, err := sandboxOf(pod, r.cfg.Owner); err == nil {
+			r.serve(id, spec.Egress)
+		}
 	}
 	return nil
 }
@@ -522,9 +551,11 @@ func (r *Runtime) ungate(ctx context.Context, pod *corev1.Pod) error {
 
 func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration) error {
 	pod, lost, err := r.lookup(id)
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
+	}
+	r.unserve(id)
+	switch {
 	case lost != nil:
 		return nil // gone already
 	case gated(pod) && pod.Annotations[annotationState] == "stopped":
@@ -601,6 +632,7 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	r.unserve(id)
 	r.setDeleting(id, true)
 	defer r.setDeleting(id, false)
 	var spec *specJSON
@@ -755,6 +787,19 @@ func (r *Runtime) Recover(ctx context.Context) ([]sandbox.Status, error) {
 		if err := r.deleteAccess(ctx, id); err != nil {
 			return nil, fmt.Errorf("recover: %w", err)
 		}
+	}
+	r.mu.Lock()
+	running := map[string]*specJSON{}
+	for id, pod := range r.seen {
+		if state, _ := podState(pod); state == sandbox.StateRunning {
+			if _, spec, err := sandboxOf(pod, r.cfg.Owner); err == nil {
+				running[id] = spec
+			}
+		}
+	}
+	r.mu.Unlock()
+	for id, spec := range running {
+		r.serve(id, spec.Egress)
 	}
 	return r.List(ctx)
 }

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/sandbox"
 )
@@ -90,6 +91,7 @@ type specJSON struct {
 	Cwd       string            `json:"cwd,omitempty"`
 	Resources sandbox.Resources `json:"resources"`
 	Labels    map[string]string `json:"labels,omitempty"`
+	Egress    *sandbox.Egress   `json:"egress,omitempty"`
 	CreatedAt time.Time         `json:"created_at"`
 	// Persistence: the sandbox's writable paths are on its claim.
 	Persistence *sandbox.Persistence `json:"persistence,omitempty"`
@@ -104,6 +106,8 @@ type podConfig struct {
 	agentImage   string
 	runtimeClass string
 	pullSecrets  []string
+	// services: the daemon serves its services to every sandbox.
+	services bool
 }
 
 // checkSpec refuses a spec the runtime cannot honour, before anything is
@@ -114,8 +118,6 @@ func checkSpec(spec *sandbox.Spec) error {
 		return errdefs.Invalid("sandbox id %q must match %s", spec.ID, validID)
 	case spec.Image == "":
 		return errdefs.Invalid("sandbox %s: no image", spec.ID)
-	case spec.Network.Egress != nil:
-		return errdefs.Invalid("sandbox %s: the kubernetes runtime cannot enforce an egress policy yet (no network access is allowed)", spec.ID)
 	case len(spec.Mounts) > 0:
 		return errdefs.Invalid("sandbox %s: the kubernetes runtime cannot mount host directories (sandboxes run on the cluster's nodes)", spec.ID)
 	case spec.Cwd != "" && !strings.HasPrefix(spec.Cwd, "/"):
@@ -182,6 +184,13 @@ func (c podConfig) pod(s *specJSON, state string, first bool) (*corev1.Pod, erro
 		corev1.EnvVar{Name: "AGENT2ENV_AGENT_LISTEN", Value: ":" + strconv.Itoa(AgentPort)},
 	)
 	env = append(env, secretEnv(objectName(s.ID))...)
+	// The agent listens there for the daemon to accept (services.go).
+	if c.services {
+		env = append(env, corev1.EnvVar{Name: agent.EnvServicesAccept, Value: agent.ServicesAddr})
+	}
+	if s.Egress != nil {
+		env = append(env, corev1.EnvVar{Name: agent.EnvEgressAccept, Value: agent.EgressAddr})
+	}
 	agentBin := agentDir + "/agent2env"
 	vols, mounts := volumes(s)
 	pod := &corev1.Pod{
@@ -294,22 +303,21 @@ func (c podConfig) secret(id string, data map[string][]byte) *corev1.Secret {
 }
 
 // policy is the sandbox's default-deny NetworkPolicy: the daemon's Pods
-// (daemon) may reach the agent's port, and the sandbox may reach only
-// them.
+// (daemon) may reach the agent's port, and the sandbox may reach nothing:
+// the daemon dials in for its services and egress proxy.
 func (c podConfig) policy(id string, daemon map[string]string) *networkingv1.NetworkPolicy {
 	tcp := corev1.ProtocolTCP
 	port := intstr.FromInt32(AgentPort)
-	peer := []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: daemon}}}
+	from := []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: daemon}}}
 	return &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: objectName(id), Labels: c.labels(id)},
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelSandbox: id, LabelOwner: c.owner}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{
-				From:  peer,
+				From:  from,
 				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}},
 			}},
-			Egress: []networkingv1.NetworkPolicyEgressRule{{To: peer}},
 		},
 	}
 }

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/runtime"
 	"github.com/agent2env/agent2env/internal/sandbox"
@@ -29,7 +30,8 @@ func TestCheckSpec(t *testing.T) {
 		{"underscore id", func(s *sandbox.Spec) { s.ID = "a_b" }, "must match"},
 		{"long id", func(s *sandbox.Spec) { s.ID = strings.Repeat("a", 54) }, "must match"},
 		{"no image", func(s *sandbox.Spec) { s.Image = "" }, "no image"},
-		{"egress", func(s *sandbox.Spec) { s.Network.Egress = &sandbox.Egress{AllowInternet: true} }, "egress"},
+		// Create refuses it unless the runtime has the egress proxy.
+		{"egress", func(s *sandbox.Spec) { s.Network.Egress = &sandbox.Egress{AllowInternet: true} }, ""},
 		{"mounts", func(s *sandbox.Spec) { s.Mounts = []sandbox.Mount{{Source: "/a", Destination: "/b"}} }, "host directories"},
 		{"relative cwd", func(s *sandbox.Spec) { s.Cwd = "work" }, "not absolute"},
 		{"bad env", func(s *sandbox.Spec) { s.Env = []string{"=x"} }, "KEY=VALUE"},
@@ -164,6 +166,43 @@ func TestPodState(t *testing.T) {
 			state, reason := podState(pod)
 			if diff := cmp.Diff([]string{string(tc.state), tc.reason}, []string{string(state), reason}); diff != "" {
 				t.Errorf("state, reason (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestAcceptEnv checks where a Pod's agent listens for the daemon to
+// accept: the services when the daemon serves them, the egress proxy when
+// the sandbox has egress.
+func TestAcceptEnv(t *testing.T) {
+	egress := &sandbox.Egress{AllowedDomains: []string{"example.com"}}
+	for _, tc := range []struct {
+		name     string
+		services bool
+		egress   *sandbox.Egress
+		want     map[string]string
+	}{
+		{"neither", false, nil, map[string]string{}},
+		{"services", true, nil, map[string]string{agent.EnvServicesAccept: agent.ServicesAddr}},
+		{"both", true, egress, map[string]string{agent.EnvServicesAccept: agent.ServicesAddr, agent.EnvEgressAccept: agent.EgressAddr}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pc := podConfig{owner: "me", agentImage: "agent2env/agent2env:1", services: tc.services}
+			pod, err := pc.pod(&specJSON{ID: "s1", Image: "busybox", Egress: tc.egress}, "", true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, e := range pod.Spec.Containers[0].Env {
+				if strings.HasSuffix(e.Name, "_ACCEPT") {
+					got[e.Name] = e.Value
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("accept env (-want +got):\n%s", diff)
+			}
+			if _, spec, err := sandboxOf(pod, "me"); err != nil || !cmp.Equal(spec.Egress, tc.egress) {
+				t.Errorf("egress read back: %+v, %v", spec, err)
 			}
 		})
 	}

@@ -48,6 +48,7 @@ func init() {
 			return nil, err
 		}
 		cfg.Logger = opts.Logger
+		cfg.Services, cfg.Egress = opts.Services, opts.Egress
 		if cfg.AgentImage == "" {
 			if cfg.AgentImage, err = ownImage(ctx, cfg); err != nil {
 				return nil, err

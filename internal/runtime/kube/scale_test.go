@@ -3,6 +3,7 @@ package kube_test
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -137,18 +138,23 @@ func TestScale(t *testing.T) {
 	}
 }
 
-// stubAgent answers the agent's info on the Pod's IP to who holds the
-// token of the Pod's Secret, until ctx ends.
+// stubAgent answers the agent's info on the Pod's IP, over TLS with the
+// certificate of the Pod's Secret, to who holds its token, until ctx ends.
 func stubAgent(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, ip netip.Addr) error {
 	sec, err := client.CoreV1().Secrets(pod.Namespace).Get(ctx, "a2e-"+pod.Labels[kube.LabelSandbox], metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
 	want := []byte("Bearer " + string(sec.Data["token"]))
+	pair, err := tls.X509KeyPair(sec.Data["tls.crt"], sec.Data["tls.key"])
+	if err != nil {
+		return err
+	}
 	l, err := net.Listen("tcp", netip.AddrPortFrom(ip, kube.AgentPort).String())
 	if err != nil {
 		return err
 	}
+	l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13})
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 || r.URL.Path != "/v1/info" {
 			http.Error(w, `{"error":"no"}`, http.StatusUnauthorized)
