@@ -248,7 +248,7 @@ func (e *execution) create(ctx context.Context) error {
 	// it.
 	req := manager.CreateRequest{Image: t.Image, Template: t.Template, ManagedBy: ManagedBy}
 	if r := t.Resources; r != nil {
-		req.CPU, req.Memory = string(r.CPU), string(r.Memory)
+		req.CPU, req.Memory, req.Disk = string(r.CPU), string(r.Memory), string(r.Disk)
 	}
 	if req.Template != "" {
 		req.Image = ""

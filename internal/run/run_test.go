@@ -690,3 +690,21 @@ func TestSubmitModelsFollowTheProxy(t *testing.T) {
 	}
 	e.svc.Cancel(bg, b.Runs[0].ID)
 }
+
+// A task's resources are its sandbox's limits: cpu, memory and disk.
+func TestResources(t *testing.T) {
+	e := newEnv(t, Config{})
+	b := e.submit(t, "name: r\nagent: custom\ngoal: g\nentrypoint: sleep 300\nresources: {cpu: 500m, memory: 256Mi, disk: 2Gi}\n", api.RunSubmitRequest{})
+	sb := waitPhase(t, e, b.Runs[0].ID, api.PhaseAgent)
+	spec, err := e.Rt.Spec(sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := spec.Resources
+	if got.MilliCPU != 500 || got.MemoryBytes != 256<<20 || got.DiskBytes != 2<<30 {
+		t.Errorf("the sandbox's limits %+v, want 500m cpu, 256Mi memory, 2Gi disk", got)
+	}
+	e.svc.Cancel(bg, b.Runs[0].ID)
+	e.wait(t, b, 10*time.Second)
+	e.noSandboxes(t)
+}
