@@ -69,7 +69,7 @@ func (s *Service) recoverRun(ctx context.Context, r *store.Run) {
 		e.timings = map[string]float64{}
 	}
 	if r.SandboxID != "" {
-		if l != nil && e.alive(ctx) {
+		if l != nil {
 			e.phase(ctx, api.PhaseArtifacts)
 			start := time.Now()
 			e.collect(ctx)

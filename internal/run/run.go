@@ -130,6 +130,11 @@ type Sandboxes interface {
 	WaitRunning(ctx context.Context, sb *store.Sandbox) (*store.Sandbox, error)
 	Get(ctx context.Context, id string) (*store.Sandbox, error)
 	Delete(ctx context.Context, id string) error
+	// CheckDead fails a running sandbox whose runtime side has died;
+	// Start starts one again that died keeping its files (for runs:
+	// manager.Config.KeepDeadFiles holds ManagedBy).
+	CheckDead(ctx context.Context, id string) (*store.Sandbox, error)
+	Start(ctx context.Context, id string) (*store.Sandbox, error)
 	Agent(ctx context.Context, id string) (*agent.Client, error)
 	ExecStream(ctx context.Context, id string, req manager.ExecRequest, stdout, stderr io.Writer) (agent.ExecResult, error)
 	Upload(ctx context.Context, id, p string, mode os.FileMode, r io.Reader) (agent.FileInfo, error)
@@ -249,6 +254,7 @@ type result struct {
 	OutputTail         []string           `json:"output_tail,omitempty"`
 	Artifacts          []api.RunArtifact  `json:"artifacts,omitempty"`
 	ArtifactsTruncated bool               `json:"artifacts_truncated,omitempty"`
+	ArtifactsError     string             `json:"artifacts_error,omitempty"`
 }
 
 // view is a run record as the API shows it.
@@ -261,7 +267,7 @@ func view(r *store.Run) *api.Run {
 	var res result
 	if len(r.Result) > 0 && json.Unmarshal(r.Result, &res) == nil {
 		out.Timings, out.LLM, out.ConversationID, out.ConversationIDs = res.Timings, res.LLM, res.ConversationID, res.ConversationIDs
-		out.OutputTail, out.Artifacts, out.ArtifactsTruncated = res.OutputTail, res.Artifacts, res.ArtifactsTruncated
+		out.OutputTail, out.Artifacts, out.ArtifactsTruncated, out.ArtifactsError = res.OutputTail, res.Artifacts, res.ArtifactsTruncated, res.ArtifactsError
 	}
 	return out
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/agent2env/agent2env/internal/contexts/contextstest"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
 	tasks "github.com/agent2env/agent2env/internal/task"
 )
@@ -48,6 +49,7 @@ func newEnv(t *testing.T, cfg Config, mgr ...manager.Config) *env {
 	if len(mgr) > 0 {
 		mc = mgr[0]
 	}
+	mc.KeepDeadFiles = []string{ManagedBy} // as the daemon has it
 	ce := contextstest.NewEnv(t, mc, nil)
 	if cfg.Dir == "" {
 		cfg.Dir = filepath.Join(t.TempDir(), "runs")
@@ -157,14 +159,17 @@ func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'
 func TestRunOutcomes(t *testing.T) {
 	e := newEnv(t, Config{})
 	tests := []struct {
-		name       string
-		task       string
-		within     time.Duration
-		kill       bool
-		status     api.RunStatus
-		reason     string
-		artifacts  []string
-		outputTail string
+		name      string
+		task      string
+		within    time.Duration
+		kill      bool
+		loseFiles bool // the runtime's Stop loses files
+		status    api.RunStatus
+		reason    string
+		artifacts []string
+		// artifactsErr is in the result's ArtifactsError ("": none).
+		artifactsErr string
+		outputTail   string
 	}{
 		{
 			name:   "succeeded",
@@ -214,13 +219,29 @@ func TestRunOutcomes(t *testing.T) {
 			artifacts: []string{"/workspace/t.txt"},
 		},
 		{
+			// The dead sandbox kept its files: it is started again to
+			// give its artifacts back.
 			name:   "sandbox lost",
 			task:   taskYAML("echo l > l.txt; sleep 300", "10m", "true", "1m", "1s"),
 			within: 15 * time.Second, kill: true, status: api.RunSandboxLost, reason: "the sandbox",
+			artifacts: []string{"/workspace/l.txt"},
+		},
+		{
+			// On a runtime whose sandboxes lose their files when they
+			// stop, the result says the artifacts could not be collected.
+			name:   "sandbox lost with its files",
+			task:   taskYAML("echo l > l.txt; sleep 300", "10m", "true", "1m", "1s"),
+			within: 15 * time.Second, kill: true, loseFiles: true, status: api.RunSandboxLost, reason: "the sandbox",
+			artifactsErr: "cannot be started again to read its files",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.loseFiles {
+				caps := e.Rt.Capabilities()
+				e.Rt.SetCapabilities(sandbox.Capabilities{})
+				defer e.Rt.SetCapabilities(caps)
+			}
 			start := time.Now()
 			b := e.submit(t, tt.task, api.RunSubmitRequest{})
 			if tt.kill {
@@ -242,6 +263,9 @@ func TestRunOutcomes(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.artifacts, got); diff != "" {
 				t.Errorf("artifacts (-want +got):\n%s", diff)
+			}
+			if (tt.artifactsErr == "") != (r.ArtifactsError == "") || !strings.Contains(r.ArtifactsError, tt.artifactsErr) {
+				t.Errorf("artifacts error %q, want %q", r.ArtifactsError, tt.artifactsErr)
 			}
 			if tt.outputTail != "" && !slices.Contains(r.OutputTail, tt.outputTail) {
 				t.Errorf("output tail %q lacks %q", r.OutputTail, tt.outputTail)
