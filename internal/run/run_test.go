@@ -466,7 +466,7 @@ func TestInputsAndMatrix(t *testing.T) {
 	b := e.submit(t, content, api.RunSubmitRequest{Inputs: tarGz(t, map[string]string{"repo/a.txt": "A", "repo/sub/b.txt": "B\n"}), Repeats: 2})
 	for _, r := range e.wait(t, b, 20*time.Second) {
 		if r.Status != api.RunSucceeded {
-			t.Errorf("archive inputs: %s %s", r.Status, r.Reason)
+			t.Errorf("archive inputs: %s %s %q", r.Status, r.Reason, r.OutputTail)
 		}
 	}
 	// The submission's inputs go once its runs have ended.
@@ -731,4 +731,58 @@ func TestResources(t *testing.T) {
 	e.svc.Cancel(bg, b.Runs[0].ID)
 	e.wait(t, b, 10*time.Second)
 	e.noSandboxes(t)
+}
+
+// Runs a stopped daemon left queued are queued again by the next one,
+// with their submission's parallelism and inputs, and succeed; the one
+// it left running ends failed with reason "daemon restarted".
+func TestRecoverRequeues(t *testing.T) {
+	e := newEnv(t, Config{})
+	content := "name: q\nagent: custom\ngoal: g\nentrypoint: 'cat in/a.txt > out.txt; echo done > done.txt; sleep 0.5'\n" +
+		"inputs: [{source: ./in, destination: /workspace/in}]\nend: {success_file: /workspace/done.txt, check: 'grep -q A out.txt'}\n" +
+		"artifacts: [/workspace/out.txt]\n"
+	b := e.submit(t, content, api.RunSubmitRequest{Inputs: tarGz(t, map[string]string{"in/a.txt": "A"}), Repeats: 3, Parallel: 1})
+	waitPhase(t, e, b.Runs[0].ID, api.PhaseAgent)
+	e.stop() // the daemon stops: one run running, two queued
+	for i, r := range b.Runs {
+		got, err := e.svc.Get(bg, r.ID)
+		if want := []api.RunStatus{api.RunRunning, api.RunQueued, api.RunQueued}[i]; err != nil || got.Status != want {
+			t.Fatalf("run %d after the stop: %+v, %v; want %s", i, got, err, want)
+		}
+	}
+	svc, err := New(e.svc.cfg, e.M, e.St, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc = svc
+	e.start(t)
+	// In the order they were submitted.
+	byID := map[string]api.Run{}
+	for _, r := range e.wait(t, b, 30*time.Second) {
+		byID[r.ID] = r
+	}
+	runs := []api.Run{byID[b.Runs[0].ID], byID[b.Runs[1].ID], byID[b.Runs[2].ID]}
+	if r := runs[0]; r.Status != api.RunFailed || r.Reason != ReasonRestarted {
+		t.Errorf("the running run: %s %q, want failed %q", r.Status, r.Reason, ReasonRestarted)
+	}
+	for _, r := range runs[1:] {
+		if r.Status != api.RunSucceeded || len(r.Artifacts) != 1 {
+			t.Errorf("a queued run: %s %q, artifacts %+v; want succeeded, with its inputs", r.Status, r.Reason, r.Artifacts)
+		}
+	}
+	// Parallel 1 still holds: one ran after the other.
+	if a, b := runs[1], runs[2]; a.StartedAt != nil && b.StartedAt != nil && a.EndedAt != nil &&
+		b.StartedAt.Before(*a.EndedAt) && a.StartedAt.Before(*b.EndedAt) {
+		t.Errorf("the queued runs overlapped: %v–%v and %v–%v", a.StartedAt, a.EndedAt, b.StartedAt, b.EndedAt)
+	}
+	e.noSandboxes(t)
+	// The submission's files go once its runs have ended.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(e.svc.batchesDir(), b.ID)); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the files of batch %s are still there", b.ID)
+		}
+	}
 }

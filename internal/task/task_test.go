@@ -1,6 +1,7 @@
 package task
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -350,5 +351,18 @@ func TestJSONRoundTrip(t *testing.T) {
 	}
 	if diff := cmp.Diff(task, again); diff != "" {
 		t.Errorf("round trip (-first +second):\n%s", diff)
+	}
+	// Plain JSON decoding reads it back too (a run's record keeps it).
+	var decoded Task
+	if err := json.Unmarshal(js, &decoded); err != nil {
+		t.Fatalf("decode %s: %v", js, err)
+	}
+	decoded.Dir = task.Dir
+	if diff := cmp.Diff(task, &decoded); diff != "" {
+		t.Errorf("json round trip (-first +second):\n%s", diff)
+	}
+	var d Duration
+	if err := json.Unmarshal([]byte(`"soon"`), &d); err == nil {
+		t.Errorf("decoded a duration of %q", "soon")
 	}
 }
