@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -165,6 +166,33 @@ func TestRunOutcomes(t *testing.T) {
 				}
 			}
 		})
+	}
+	d.stop()
+	d.assertNoLeaks()
+}
+
+// TestRunResources: a task's resources are its sandbox's limits; its
+// disk is the size of the sandbox's writable storage, as df sees it.
+func TestRunResources(t *testing.T) {
+	d := startDaemon(t, "")
+	b := d.submit(api.RunSubmitRequest{Task: `name: disk
+image: agent2env/python
+agent: custom
+goal: measure the disk
+resources: {cpu: 500m, memory: 256Mi, disk: 100Mi}
+entrypoint: "df -k /workspace | tail -n 1 | awk '{print $2}' > size.txt"
+end:
+  check: "s=$(cat size.txt); echo \"$s KiB\"; test $s -gt 60000 && test $s -le 102400"
+artifacts: [/workspace/size.txt]
+`})
+	r := d.waitRuns(b.ID, 1, 15*time.Minute)[0]
+	if r.Status != api.RunSucceeded {
+		t.Errorf("%s %q: want the sandbox's storage about 100Mi (output %q)", r.Status, r.Reason, r.OutputTail)
+	}
+	if resp, err := http.Get(d.url("/api/v1/runs/" + r.ID + "/artifacts/workspace/size.txt")); err == nil {
+		size, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Logf("df: %s KiB", strings.TrimSpace(string(size)))
 	}
 	d.stop()
 	d.assertNoLeaks()
