@@ -238,14 +238,15 @@ func (m *Manager) markDead(ctx context.Context, sb *store.Sandbox) *store.Sandbo
 		m.log.Warn("sweep: sandbox status", "sandbox", id, "err", err)
 		return nil // unknown: the next sweep looks again
 	}
-	release, how := m.rt.Delete, "release dead sandbox"
 	if err == nil && m.keepsFiles(sb) {
-		release = func(ctx context.Context, id string) error { return m.rt.Stop(ctx, id, 0) }
-		how = "stop dead sandbox"
-		m.event(ctx, id, sb.Status, "its files are kept for "+sb.ManagedBy+" to collect")
-	}
-	if err := release(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		m.log.Warn(how, "sandbox", id, "err", err)
+		// Its owner collects from it: what runs goes, the files stay.
+		if err := m.rt.Stop(ctx, id, 0); err != nil {
+			m.log.Warn("stop dead sandbox", "sandbox", id, "err", err)
+		} else {
+			m.event(ctx, id, sb.Status, "its files are kept for "+sb.ManagedBy+" to collect")
+		}
+	} else if err := m.rt.Delete(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		m.log.Warn("release dead sandbox", "sandbox", id, "err", err)
 	}
 	failed, _ := m.fail(ctx, id, reason)
 	return failed

@@ -527,7 +527,8 @@ func TestInputsAndMatrix(t *testing.T) {
 
 // A run a previous daemon left running ends failed with reason "daemon
 // restarted", its artifacts collected from the sandbox that survived,
-// and the sandbox deleted; a queued one ends the same way.
+// and the sandbox deleted; a queued one whose submission was never
+// recorded whole (no batch.json) ends the same way.
 func TestRecover(t *testing.T) {
 	e := newEnv(t, Config{})
 	e.stop() // the loop recovers at its start: start it by hand
