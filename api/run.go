@@ -123,6 +123,10 @@ type Run struct {
 	Artifacts  []RunArtifact `json:"artifacts,omitempty"`
 	// ArtifactsTruncated says artifacts were left out at the size limit.
 	ArtifactsTruncated bool `json:"artifacts_truncated,omitempty"`
+	// ArtifactsError says why the artifacts could not be collected, or
+	// not all of them (the sandbox was lost with its files, a file could
+	// not be read); empty when they all came back.
+	ArtifactsError string `json:"artifacts_error,omitempty"`
 }
 
 // RunLLMUsage counts a run's model calls and tokens. Source says who

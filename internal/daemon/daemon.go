@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
@@ -247,6 +248,9 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	s.Templates = template.New(s.Store, template.WithPrepuller(s.Prepull), template.WithLogger(cfg.Log),
 		template.WithSourceGuard(sources))
 	s.Metrics = metrics.New()
+	// A task run's sandbox that dies keeps its files, for the runner to
+	// collect its artifacts (it deletes the sandbox after).
+	cfg.Manager.KeepDeadFiles = append(slices.Clone(cfg.Manager.KeepDeadFiles), run.ManagedBy)
 	s.Manager = manager.New(cfg.Manager, s.Runtime, s.Store, cfg.Log,
 		manager.WithTemplates(s.Templates), manager.WithMetrics(s.Metrics),
 		manager.WithFetcher(netguard.NewFetcher(netguard.FetchConfig{Guard: sources})),

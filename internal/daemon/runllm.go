@@ -32,19 +32,28 @@ func runProgress(runs run.Signal) func(caller.Caller) {
 	}
 }
 
-// runEnded removes the sessions a run's agent made through the daemon's
-// MCP server (its tenant is the run's): they end with the run rather than
-// at their idle timeout.
+// runEnded removes what a run's agent made through the daemon's MCP
+// server (its tenant is the run's): its sessions, then its contexts and
+// the sandboxes made for them. They end with the run rather than at their
+// idle timeout, or never.
 func (s *System) runEnded(ctx context.Context, id string) {
 	ctx = auth.WithTenant(ctx, mcpserver.RunTenant(id))
 	list, err := s.Sessions.List(ctx)
 	if err != nil {
 		s.log.Warn("remove the sessions of a run", "run", id, "err", err)
-		return
 	}
 	for _, sess := range list {
 		if err := s.Sessions.Delete(ctx, sess.SessionID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 			s.log.Warn("remove a session of a run", "run", id, "session", sess.SessionID, "err", err)
+		}
+	}
+	ctxs, err := s.Contexts.List(ctx, store.ContextFilter{})
+	if err != nil {
+		s.log.Warn("remove the contexts of a run", "run", id, "err", err)
+	}
+	for _, c := range ctxs {
+		if err := s.Contexts.Delete(ctx, c.ContextID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			s.log.Warn("remove a context of a run", "run", id, "context", c.ContextID, "err", err)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/mcpserver"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
@@ -239,37 +240,68 @@ func TestSandboxMCPIsScoped(t *testing.T) {
 	}
 }
 
-// The sessions a run's agent makes through its sandbox's MCP server are
-// the run's, and go when the run ends.
-func TestRunSessionsEndWithTheRun(t *testing.T) {
-	ctx := context.Background()
-	d := start(t, testConfig(t.TempDir(), fakeruntime.New()), nil)
-	d.importTiny()
-	b, err := d.sys.Runs.Submit(ctx, api.RunSubmitRequest{
-		Task: fmt.Sprintf("name: mcp\nimage: %s\nagent: custom\ngoal: g\nentrypoint: sleep 1\nend: {timeout: 1m}\n", tinyRef)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := b.Runs[0].ID
-	srv := httptest.NewServer(d.sys.sandboxHandler(waitAgent(t, d, id)))
-	defer srv.Close()
-	if out, msg := callTool(t, mcpSession(t, srv.URL+"/mcp"), "execute_command", map[string]any{"command": "true", "session_id": "s1"}); msg != "" {
-		t.Fatalf("execute_command: %v %s", out, msg)
-	}
-	runCtx := auth.WithTenant(ctx, mcpserver.RunTenant(id))
-	if list, err := d.sys.Sessions.List(runCtx); err != nil || len(list) != 1 {
-		t.Fatalf("the run's sessions while it runs: %+v, %v; want s1", list, err)
-	}
-	if r := waitRun(t, d, id); r.Status != api.RunSucceeded {
-		t.Fatalf("run %s: %s", r.Status, r.Reason)
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		list, err := d.sys.Sessions.List(runCtx)
-		if err == nil && len(list) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the run's sessions after it ended: %+v, %v; want none", list, err)
-		}
+// What a run's agent makes through its sandbox's MCP server (sessions,
+// contexts and their sandboxes) is the run's, and goes when the run ends,
+// however it ends.
+func TestRunMCPStateEndsWithTheRun(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		entrypoint string
+		cancel     bool
+		want       api.RunStatus
+	}{
+		{"succeeded", "sleep 1", false, api.RunSucceeded},
+		{"failed", "sleep 1; exit 3", false, api.RunFailed},
+		{"cancelled", "sleep 60", true, api.RunCancelled},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			cfg := testConfig(t.TempDir(), fakeruntime.New())
+			cfg.Contexts.Defaults = map[string]contexts.Source{api.LanguagePython: {Image: tinyRef}}
+			d := start(t, cfg, nil)
+			d.importTiny()
+			b, err := d.sys.Runs.Submit(ctx, api.RunSubmitRequest{
+				Task: fmt.Sprintf("name: mcp\nimage: %s\nagent: custom\ngoal: g\nentrypoint: %q\nend: {timeout: 1m}\n", tinyRef, tt.entrypoint)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := b.Runs[0].ID
+			srv := httptest.NewServer(d.sys.sandboxHandler(waitAgent(t, d, id)))
+			defer srv.Close()
+			mcpc := mcpSession(t, srv.URL+"/mcp")
+			if out, msg := callTool(t, mcpc, "execute_command", map[string]any{"command": "true", "session_id": "s1"}); msg != "" {
+				t.Fatalf("execute_command: %v %s", out, msg)
+			}
+			if out, msg := callTool(t, mcpc, "create_context", map[string]any{"name": "c1", "language": "python"}); msg != "" || out["context_id"] == "" {
+				t.Fatalf("create_context: %v %s", out, msg)
+			}
+			runCtx := auth.WithTenant(ctx, mcpserver.RunTenant(id))
+			if list, err := d.sys.Sessions.List(runCtx); err != nil || len(list) != 1 {
+				t.Fatalf("the run's sessions while it runs: %+v, %v; want s1", list, err)
+			}
+			if list, err := d.sys.Contexts.List(runCtx, store.ContextFilter{}); err != nil || len(list) != 1 {
+				t.Fatalf("the run's contexts while it runs: %+v, %v; want c1", list, err)
+			}
+			if tt.cancel {
+				if _, err := d.sys.Runs.Cancel(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if r := waitRun(t, d, id); r.Status != tt.want {
+				t.Fatalf("run %s: %s, want %s", r.Status, r.Reason, tt.want)
+			}
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				sessions, serr := d.sys.Sessions.List(runCtx)
+				ctxs, cerr := d.sys.Contexts.List(runCtx, store.ContextFilter{})
+				sbs, err := d.sys.Manager.List(ctx)
+				if serr == nil && cerr == nil && err == nil && len(sessions)+len(ctxs)+len(sbs) == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("after the run ended: sessions %+v (%v), contexts %+v (%v), sandboxes %d (%v); want none",
+						sessions, serr, ctxs, cerr, len(sbs), err)
+				}
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -87,8 +88,8 @@ func (d *daemon) waitRunPhase(id, phase string) api.Run {
 // TestRunOutcomes runs the custom agent in real sandboxes to each end: it
 // succeeds; it sleeps and ends hung within its liveness window, long
 // before its timeout; it keeps printing and ends at its timeout; its
-// check fails; its sandbox is killed under it. Every run whose sandbox
-// survives brings its artifacts back, and none leaves a sandbox.
+// check fails; its sandbox is killed under it. Every run brings its
+// artifacts back, the killed one's too, and none leaves a sandbox.
 func TestRunOutcomes(t *testing.T) {
 	d := startDaemon(t, "")
 	tests := []struct {
@@ -134,13 +135,14 @@ func TestRunOutcomes(t *testing.T) {
 			if r.Status != tt.status || !strings.Contains(r.Reason, tt.reason) {
 				t.Errorf("%s %q, want %s %q", r.Status, r.Reason, tt.status, tt.reason)
 			}
-			switch {
-			case tt.kill && len(r.Artifacts) != 0:
-				// Its storage goes with it: the daemon's sweep releases a
-				// dead sandbox.
-				t.Errorf("artifacts of a killed sandbox: %+v", r.Artifacts)
-			case !tt.kill && len(r.Artifacts) == 0:
-				t.Errorf("no artifacts collected")
+			// Every run brings its artifacts back, the killed one's too:
+			// its sandbox kept its files, and is started again to give
+			// them.
+			if len(r.Artifacts) == 0 || r.ArtifactsError != "" {
+				t.Errorf("artifacts %+v, error %q; want them collected", r.Artifacts, r.ArtifactsError)
+			}
+			if tt.kill && (len(r.Artifacts) != 1 || r.Artifacts[0].Path != "/workspace/l.txt") {
+				t.Errorf("artifacts of the killed sandbox %+v, want /workspace/l.txt", r.Artifacts)
 			}
 			for _, a := range r.Artifacts {
 				resp, err := http.Get(d.url("/api/v1/runs/" + id + "/artifacts" + a.Path))
@@ -164,6 +166,33 @@ func TestRunOutcomes(t *testing.T) {
 				}
 			}
 		})
+	}
+	d.stop()
+	d.assertNoLeaks()
+}
+
+// TestRunResources: a task's resources are its sandbox's limits; its
+// disk is the size of the sandbox's writable storage, as df sees it.
+func TestRunResources(t *testing.T) {
+	d := startDaemon(t, "")
+	b := d.submit(api.RunSubmitRequest{Task: `name: disk
+image: agent2env/python
+agent: custom
+goal: measure the disk
+resources: {cpu: 500m, memory: 256Mi, disk: 100Mi}
+entrypoint: "df -k /workspace | tail -n 1 | awk '{print $2}' > size.txt"
+end:
+  check: "s=$(cat size.txt); echo \"$s KiB\"; test $s -gt 60000 && test $s -le 102400"
+artifacts: [/workspace/size.txt]
+`})
+	r := d.waitRuns(b.ID, 1, 15*time.Minute)[0]
+	if r.Status != api.RunSucceeded {
+		t.Errorf("%s %q: want the sandbox's storage about 100Mi (output %q)", r.Status, r.Reason, r.OutputTail)
+	}
+	if resp, err := http.Get(d.url("/api/v1/runs/" + r.ID + "/artifacts/workspace/size.txt")); err == nil {
+		size, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Logf("df: %s KiB", strings.TrimSpace(string(size)))
 	}
 	d.stop()
 	d.assertNoLeaks()

@@ -41,8 +41,9 @@ func (m *Manager) Stop(ctx context.Context, id string) (*store.Sandbox, error) {
 }
 
 // Start starts a stopped sandbox again with the files it had, running its
-// template's startup plan anew. It returns the sandbox pending; the start
-// goes on in the background.
+// template's startup plan anew; or a dead one whose files were kept for
+// its owner (Config.KeepDeadFiles). It returns the sandbox pending; the
+// start goes on in the background.
 func (m *Manager) Start(ctx context.Context, id string) (*store.Sandbox, error) {
 	unlock := m.lock(id)
 	defer unlock()
@@ -51,7 +52,7 @@ func (m *Manager) Start(ctx context.Context, id string) (*store.Sandbox, error) 
 	if err != nil {
 		return nil, err
 	}
-	if sb.Status != string(api.StatusSucceeded) {
+	if sb.Status != string(api.StatusSucceeded) && (sb.Status != string(api.StatusFailed) || !m.keepsFiles(sb)) {
 		return nil, notNow("start", sb)
 	}
 	var plan *startup

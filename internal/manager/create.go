@@ -20,12 +20,15 @@ import (
 )
 
 // CreateRequest is a validated-on-use request for a new sandbox: from an
-// image, or from a template (Template set; then CPU, Memory, TTL and Env
-// override the template's, and Image must be empty).
+// image, or from a template (Template set; then CPU, Memory, Disk, TTL and
+// Env override the template's, and Image must be empty).
 type CreateRequest struct {
 	Image  string
 	CPU    string
 	Memory string
+	// Disk bounds the sandbox's writable storage ("2Gi"); empty: the
+	// daemon's default (Config.DefaultDisk).
+	Disk string
 	// TTL in seconds; nil means the default, 0 never expires.
 	TTL *int
 	Env map[string]string
@@ -49,7 +52,7 @@ type CreateRequest struct {
 // Overridden reports whether the request changes anything its template or
 // image would give (the sandboxes of a warm pool have no overrides).
 func (r *CreateRequest) Overridden() bool {
-	return r.CPU != "" || r.Memory != "" || r.TTL != nil || len(r.Env) > 0 || len(r.Mounts) > 0
+	return r.CPU != "" || r.Memory != "" || r.Disk != "" || r.TTL != nil || len(r.Env) > 0 || len(r.Mounts) > 0
 }
 
 // maxTTL is the largest TTL in seconds: longer ones overflow a
@@ -63,7 +66,12 @@ type resolved struct {
 	milliCPU    int64
 	memBytes    int64
 	persistence *sandbox.Persistence
+	// diskBytes is Disk's value, or the default.
+	diskBytes int64
 }
+
+// minBytes is the least memory, and the least disk, a sandbox may have.
+const minBytes = 16 << 20
 
 func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
 	r := &resolved{CreateRequest: req}
@@ -90,8 +98,17 @@ func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
 	if r.memBytes, err = quantity.ParseBytes(r.Memory); err != nil {
 		return nil, errdefs.Invalid("memory: %v", err)
 	}
-	if r.memBytes < 16<<20 {
+	if r.memBytes < minBytes {
 		return nil, errdefs.Invalid("memory %s is below the 16Mi minimum", r.Memory)
+	}
+	r.diskBytes = m.cfg.DefaultDisk
+	if r.Disk != "" {
+		if r.diskBytes, err = quantity.ParseBytes(r.Disk); err != nil {
+			return nil, errdefs.Invalid("disk: %v", err)
+		}
+		if r.diskBytes < minBytes {
+			return nil, errdefs.Invalid("disk %s is below the 16Mi minimum", r.Disk)
+		}
 	}
 	r.ttl = m.cfg.DefaultTTL
 	if req.TTL != nil {
@@ -326,7 +343,7 @@ func (m *Manager) launch(ctx context.Context, id string, r *resolved) (*store.Sa
 		Cwd:   sandbox.WorkDir,
 		Resources: sandbox.Resources{
 			MilliCPU: r.milliCPU, MemoryBytes: r.memBytes,
-			Pids: m.cfg.DefaultPids, DiskBytes: m.cfg.DefaultDisk,
+			Pids: m.cfg.DefaultPids, DiskBytes: r.diskBytes,
 		},
 		Network:      sandbox.Network{Egress: egress(r.network)},
 		Labels:       map[string]string{"agent2env.image": r.Image},

@@ -213,6 +213,38 @@ func TestCreateFailures(t *testing.T) {
 	}
 }
 
+// TestCreateDisk: a request's disk is the sandbox's disk limit, over the
+// daemon's default, whether from an image or a template; a template's
+// sandbox stays its owner's.
+func TestCreateDisk(t *testing.T) {
+	tests := []struct {
+		name string
+		req  CreateRequest
+		want int64
+	}{
+		{"default", CreateRequest{Image: "alpine"}, 3 << 30},
+		{"from an image", CreateRequest{Image: "alpine", Disk: "2Gi"}, 2 << 30},
+		{"from a template", CreateRequest{Template: "py", Disk: "512Mi", ManagedBy: "runs"}, 512 << 20},
+	}
+	e := templateEnv(t, fakeTemplates{"py": {Image: "alpine"}})
+	e.m.cfg.DefaultDisk = 3 << 30
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sb := e.create(t, tt.req)
+			spec, err := e.rt.Spec(sb.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if spec.Resources.DiskBytes != tt.want {
+				t.Errorf("disk limit %d, want %d", spec.Resources.DiskBytes, tt.want)
+			}
+			if sb.ManagedBy != tt.req.ManagedBy {
+				t.Errorf("managed by %q, want %q", sb.ManagedBy, tt.req.ManagedBy)
+			}
+		})
+	}
+}
+
 func TestCreateInvalid(t *testing.T) {
 	tests := []struct {
 		name string
@@ -232,6 +264,9 @@ func TestCreateInvalid(t *testing.T) {
 		{name: "memory zero", req: CreateRequest{Image: "alpine", Memory: "0"}},
 		{name: "memory below minimum", req: CreateRequest{Image: "alpine", Memory: "1Mi"}},
 		{name: "memory negative", req: CreateRequest{Image: "alpine", Memory: "-1Gi"}},
+		{name: "disk not a size", req: CreateRequest{Image: "alpine", Disk: "lots"}},
+		{name: "disk zero", req: CreateRequest{Image: "alpine", Disk: "0"}},
+		{name: "disk below minimum", req: CreateRequest{Image: "alpine", Disk: "1Mi"}},
 		{name: "ttl negative", req: CreateRequest{Image: "alpine", TTL: ptr(-1)}},
 		{name: "ttl overflows a duration", req: CreateRequest{Image: "alpine", TTL: ptr(maxTTL + 1)}},
 		{name: "env empty name", req: CreateRequest{Image: "alpine", Env: map[string]string{"": "x"}}},

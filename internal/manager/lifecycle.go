@@ -9,6 +9,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/store"
 )
 
 // Delete ends a sandbox and removes everything it had: runtime state first,
@@ -89,7 +90,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 				err = m.rt.Stop(ctx, sb.ID, stopTimeout)
 			}
 			adopted++
-		case exists: // failed records keep no runtime state
+		case exists: // failed records keep no runtime state past a restart
 			err = m.rt.Delete(ctx, sb.ID)
 			cleaned++
 		}
@@ -169,7 +170,7 @@ func (m *Manager) sweep(ctx context.Context) {
 			}
 			continue
 		}
-		m.markDead(ctx, sb.ID)
+		_, _ = m.CheckDead(ctx, sb.ID)
 	}
 }
 
@@ -197,32 +198,56 @@ func (m *Manager) expire(ctx context.Context, id string) {
 	}
 }
 
-// markDead fails a running sandbox whose runtime side the sweep's List
-// reported gone or not running, and releases what the runtime still holds
-// for it. The sandbox may have been stopped and started again since the
-// List, so its record and runtime state are looked at again under its lock.
-func (m *Manager) markDead(ctx context.Context, id string) {
+// CheckDead looks at running sandbox id's runtime side now, as the sweep
+// does every second, and fails the sandbox if it has died (see markDead);
+// it returns the record as it then is. A sandbox that is not running, or
+// whose runtime side cannot be asked, is returned as it is.
+func (m *Manager) CheckDead(ctx context.Context, id string) (*store.Sandbox, error) {
 	unlock := m.lock(id)
 	defer unlock()
-	sb, err := m.store.GetSandbox(ctx, id)
+	sb, err := m.Get(ctx, id)
 	if err != nil || sb.Status != string(api.StatusRunning) {
-		return
+		return sb, err
 	}
+	if dead := m.markDead(ctx, sb); dead != nil {
+		return dead, nil
+	}
+	return sb, nil
+}
+
+// markDead fails running sandbox sb, whose runtime side the sweep's List
+// reported gone or not running, and releases what the runtime still
+// holds for it: all of it, or, for an owner that collects from its dead
+// sandboxes (Config.KeepDeadFiles), all but its files. The sandbox may
+// have been stopped and started again since the List, so the caller
+// holds its lock and read its record after taking it, and its runtime
+// state is looked at again here. It returns the failed record, or nil
+// when the sandbox lives or its state is unknown.
+func (m *Manager) markDead(ctx context.Context, sb *store.Sandbox) *store.Sandbox {
+	id := sb.ID
 	st, err := m.rt.Status(ctx, id)
 	reason := "sandbox exited"
 	switch {
 	case err == nil && st.State == sandbox.StateRunning:
-		return
+		return nil
 	case err == nil && st.Reason != "":
 		reason += ": " + st.Reason // evicted, OOM-killed, node lost
 	case errors.Is(err, errdefs.ErrNotFound):
 		reason = fmt.Sprintf("sandbox lost: %v", err)
 	case err != nil:
 		m.log.Warn("sweep: sandbox status", "sandbox", id, "err", err)
-		return // unknown: the next sweep looks again
+		return nil // unknown: the next sweep looks again
 	}
-	if err := m.rt.Delete(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+	if err == nil && m.keepsFiles(sb) {
+		// Its owner collects from it: what runs goes, the files stay.
+		if err := m.rt.Stop(ctx, id, 0); err != nil {
+			m.log.Warn("stop dead sandbox", "sandbox", id, "err", err)
+		} else {
+			m.event(ctx, id, sb.Status, "its files are kept for "+sb.ManagedBy+" to collect")
+		}
+	} else if err := m.rt.Delete(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		m.log.Warn("release dead sandbox", "sandbox", id, "err", err)
 	}
-	_, _ = m.fail(ctx, id, reason)
+	failed, _ := m.fail(ctx, id, reason)
+	return failed
 }

@@ -564,3 +564,95 @@ func lifecycle(ctx context.Context, m *Manager, i int) error {
 	}
 	return m.Delete(ctx, sb.ID)
 }
+
+// TestDeadKeepsFiles: a sandbox that dies is released whole, unless its
+// owner collects from its dead sandboxes (Config.KeepDeadFiles) and the
+// runtime's Stop keeps files: then its processes go, its files stay, it
+// is failed all the same, and Start brings it back with its files until
+// the owner deletes it. CheckDead finds the death at once, as the sweep
+// would.
+func TestDeadKeepsFiles(t *testing.T) {
+	tests := []struct {
+		name      string
+		owner     string
+		noKeep    bool // the runtime's Stop loses files
+		check     bool // CheckDead instead of the sweep
+		wantState sandbox.State
+	}{
+		{name: "a client's", owner: "", wantState: ""},
+		{name: "another service's", owner: "sessions", wantState: ""},
+		{name: "an owner that collects", owner: "runs", wantState: sandbox.StateStopped},
+		{name: "found by CheckDead", owner: "runs", check: true, wantState: sandbox.StateStopped},
+		{name: "a runtime whose stop loses files", owner: "runs", noKeep: true, wantState: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, Config{KeepDeadFiles: []string{"runs"}})
+			if tt.noKeep {
+				e.rt.SetCapabilities(sandbox.Capabilities{})
+			}
+			ctx := context.Background()
+			id := e.create(t, CreateRequest{ManagedBy: tt.owner}).ID
+			if _, err := e.m.Upload(ctx, id, "/workspace/out.txt", 0o644, strings.NewReader("result")); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.rt.Kill(id); err != nil {
+				t.Fatal(err)
+			}
+			if tt.check {
+				sb, err := e.m.CheckDead(ctx, id)
+				if err != nil || sb.Status != string(api.StatusFailed) {
+					t.Fatalf("CheckDead = %+v, %v; want failed", sb, err)
+				}
+			} else {
+				e.m.sweep(ctx)
+			}
+			sb := e.waitStatus(t, id, api.StatusFailed)
+			if !strings.HasPrefix(sb.Reason, "sandbox exited") {
+				t.Errorf("reason %q", sb.Reason)
+			}
+			if got := e.rt.State(id); got != tt.wantState {
+				t.Fatalf("runtime state %q, want %q", got, tt.wantState)
+			}
+			_, err := e.m.Start(ctx, id)
+			if tt.wantState == "" {
+				checkErr(t, err, errdefs.ErrFailedPrecondition, api.CodeConflict)
+				return
+			}
+			if err != nil {
+				t.Fatalf("start the dead sandbox: %v", err)
+			}
+			e.waitStatus(t, id, api.StatusRunning)
+			res, err := e.m.Exec(ctx, id, ExecRequest{Command: []string{"cat", "out.txt"}})
+			if err != nil || res.Stdout != "result" {
+				t.Errorf("the dead sandbox's file after its start: %+v, %v", res, err)
+			}
+			if err := e.m.Delete(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			if got := e.rt.State(id); got != "" {
+				t.Errorf("runtime state after delete %q", got)
+			}
+		})
+	}
+}
+
+// TestCheckDeadLive: CheckDead leaves a live sandbox, and one not running,
+// as they are.
+func TestCheckDeadLive(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	id := e.running(t)
+	if sb, err := e.m.CheckDead(ctx, id); err != nil || sb.Status != string(api.StatusRunning) {
+		t.Errorf("CheckDead of a live sandbox = %+v, %v", sb, err)
+	}
+	if _, err := e.m.Stop(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if sb, err := e.m.CheckDead(ctx, id); err != nil || sb.Status != string(api.StatusSucceeded) || e.rt.State(id) != sandbox.StateStopped {
+		t.Errorf("CheckDead of a stopped sandbox = %+v, %v", sb, err)
+	}
+	if _, err := e.m.CheckDead(ctx, "nope"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("CheckDead of no sandbox: %v", err)
+	}
+}

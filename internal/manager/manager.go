@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -57,6 +58,13 @@ type Config struct {
 	OutputBudget int64
 	// StartTimeout bounds image preparation plus sandbox start.
 	StartTimeout time.Duration
+	// KeepDeadFiles names the services (CreateRequest.ManagedBy) that
+	// collect what they need from their sandboxes that die: where the
+	// runtime's Stop keeps files (Capabilities.StopKeepsFiles), such a
+	// sandbox is released by a Stop rather than deleted, and may be
+	// started again (Start) until its owner deletes it. The dead
+	// sandboxes of others are deleted at once.
+	KeepDeadFiles []string
 }
 
 func (c *Config) setDefaults() {
@@ -240,6 +248,12 @@ func (m *Manager) Agent(ctx context.Context, id string) (*agent.Client, error) {
 		return nil, fmt.Errorf("reach agent of sandbox %s: %w", id, err)
 	}
 	return c, nil
+}
+
+// keepsFiles reports whether dead sandbox sb keeps its files for its
+// owner (Config.KeepDeadFiles).
+func (m *Manager) keepsFiles(sb *store.Sandbox) bool {
+	return sb.ManagedBy != "" && slices.Contains(m.cfg.KeepDeadFiles, sb.ManagedBy) && m.rt.Capabilities().StopKeepsFiles
 }
 
 // ValidEnv rejects environment entries the kernel or a shell would choke on.

@@ -60,7 +60,8 @@ func (s *startup) empty() bool {
 
 // fromTemplate completes req from the template it names: the template
 // gives image, resources, ttl, env and the startup plan; the request's
-// overrides replace cpu, memory and ttl and are merged over env.
+// overrides replace cpu, memory, disk and ttl and are merged over env,
+// and what is the request's own (its owner, mounts) stays.
 func (m *Manager) fromTemplate(ctx context.Context, req CreateRequest) (CreateRequest, error) {
 	if m.templates == nil {
 		return req, errdefs.WithCode(errdefs.NotFound("template %q not found: this daemon serves no templates", req.Template), api.CodeTemplateNotFound)
@@ -74,8 +75,8 @@ func (m *Manager) fromTemplate(ctx context.Context, req CreateRequest) (CreateRe
 	}
 	out := CreateRequest{
 		Image: spec.Image, CPU: spec.Resources.CPU, Memory: spec.Resources.Memory, TTL: &spec.TTL,
-		Template: req.Template, TemplateVersion: version,
-		pool: req.pool,
+		Disk: req.Disk, Template: req.Template, TemplateVersion: version,
+		ManagedBy: req.ManagedBy, Mounts: req.Mounts, pool: req.pool,
 	}
 	if req.CPU != "" {
 		out.CPU = req.CPU

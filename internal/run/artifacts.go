@@ -24,24 +24,32 @@ const (
 	maxWalkEntries = 20000
 	maxWalkDepth   = 32
 	collectTimeout = 5 * time.Minute
+	// reviveWait bounds the wait for a sandbox whose agent does not
+	// answer to be found dead.
+	reviveWait = 10 * time.Second
 )
 
 // collect brings the task's artifacts out of the sandbox into the run's
-// directory, within the artifact limit; a failure is logged and leaves
-// out what it could not bring.
+// directory, within the artifact limit. A sandbox that died under the run
+// is started again first, where it kept its files. What could not be
+// brought back is left out, and the result says why (artifactsErr).
 func (e *execution) collect(ctx context.Context) {
 	if len(e.j.task.Artifacts) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, collectTimeout)
 	defer cancel()
-	c, err := e.client(ctx)
-	if err != nil {
-		e.s.log.Warn("collect artifacts", logRun, e.j.id, "err", err)
-		return
+	err := e.revive(ctx)
+	var c *agent.Client
+	if err == nil {
+		c, err = e.client(ctx)
 	}
-	n, truncated, err := collectArtifacts(ctx, c, e.j.task.Artifacts, filepath.Join(e.s.runDir(e.j.id), artifactsDir), e.s.cfg.ArtifactLimit)
+	n, truncated := 0, false
+	if err == nil {
+		n, truncated, err = collectArtifacts(ctx, c, e.j.task.Artifacts, filepath.Join(e.s.runDir(e.j.id), artifactsDir), e.s.cfg.ArtifactLimit)
+	}
 	if err != nil {
+		e.artifactsErr = err.Error()
 		e.s.log.Warn("collect artifacts", logRun, e.j.id, "err", err)
 		e.log.add(api.RunEvent{Type: api.RunEventOutput, Stream: "stderr", Text: "collect artifacts: " + err.Error()})
 	}
@@ -53,6 +61,48 @@ func (e *execution) collect(ctx context.Context) {
 	if truncated {
 		e.truncated = true
 	}
+}
+
+// revive makes sure the run's sandbox answers, for its artifacts to be
+// collected: one that died under the run and kept its files (the
+// manager keeps those of runs' sandboxes where the runtime can) is
+// started again. It says why when the sandbox cannot answer.
+func (e *execution) revive(ctx context.Context) error {
+	for delay, waited := 50*time.Millisecond, time.Duration(0); ; delay = min(2*delay, time.Second) {
+		if e.alive(ctx) {
+			return nil
+		}
+		// The manager's sweep fails a dead sandbox within a second; ask
+		// now. One whose agent was just killed may still look running
+		// while its processes die: look again a little later.
+		sb, err := e.s.sbx.CheckDead(ctx, e.sandboxID)
+		if err != nil {
+			return fmt.Errorf("the sandbox is gone: %w", err)
+		}
+		if sb.Status != string(api.StatusRunning) {
+			break
+		}
+		if waited >= reviveWait {
+			return fmt.Errorf("the sandbox runs but its agent did not answer for %s", reviveWait)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the sandbox does not answer: %w", ctx.Err())
+		case <-time.After(delay):
+			waited += delay
+		}
+	}
+	sb, err := e.s.sbx.Start(ctx, e.sandboxID)
+	if err != nil {
+		return fmt.Errorf("the sandbox died and cannot be started again to read its files: %w", err)
+	}
+	e.log.add(api.RunEvent{Type: api.RunEventLiveness, Text: "the sandbox died: started again to collect the artifacts"})
+	wctx, cancel := context.WithTimeout(ctx, e.s.cfg.ReadyTimeout)
+	defer cancel()
+	if _, err := e.s.sbx.WaitRunning(wctx, sb); err != nil {
+		return fmt.Errorf("the sandbox died and did not start again to read its files: %w", err)
+	}
+	return nil
 }
 
 // artifacts lists the artifacts the run's directory holds.

@@ -37,8 +37,10 @@ type execution struct {
 	sandboxID string
 	timings   map[string]float64
 	exitCode  *int
-	// truncated says artifacts were left out at the limit.
-	truncated bool
+	// truncated says artifacts were left out at the limit; artifactsErr
+	// why some could not be collected.
+	truncated    bool
+	artifactsErr string
 
 	mu   sync.Mutex // guards what the output writers update
 	tail []string
@@ -248,7 +250,7 @@ func (e *execution) create(ctx context.Context) error {
 	// it.
 	req := manager.CreateRequest{Image: t.Image, Template: t.Template, ManagedBy: ManagedBy}
 	if r := t.Resources; r != nil {
-		req.CPU, req.Memory = string(r.CPU), string(r.Memory)
+		req.CPU, req.Memory, req.Disk = string(r.CPU), string(r.Memory), string(r.Disk)
 	}
 	if req.Template != "" {
 		req.Image = ""
@@ -640,6 +642,7 @@ func (s *Service) finish(ctx context.Context, e *execution, status api.RunStatus
 		}
 	}
 	res.Artifacts, res.ArtifactsTruncated = e.artifacts()
+	res.ArtifactsError = e.artifactsErr
 	b, err := json.Marshal(res)
 	if err != nil {
 		s.log.Error("encode run result", logRun, e.j.id, "err", err)

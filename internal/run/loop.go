@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -109,7 +110,7 @@ func (s *Service) runBatch(ctx context.Context, b *batch) {
 	defer func() {
 		wg.Wait()
 		if ctx.Err() == nil {
-			s.removeBatch(b.id) // its inputs; the daemon's recovery removes those of batches it ends
+			s.removeBatch(b.id) // its files; the daemon's recovery removes those of batches it ends
 		}
 	}()
 	for _, j := range b.jobs {
@@ -133,13 +134,66 @@ func (s *Service) runBatch(ctx context.Context, b *batch) {
 	}
 }
 
-// batchesDir holds each submission's inputs while its runs go.
+// batchesDir holds each submission's files while its runs go: its
+// inputs, and its record (batchFile).
 func (s *Service) batchesDir() string { return filepath.Join(s.cfg.Dir, "batches") }
+
+// batchFile is the name of a submission's record in its directory.
+const batchFile = "batch.json"
+
+// batchRecord is what the queued runs of a submission need to be queued
+// again by the next daemon (their tasks are in their records): it is
+// written once they are all recorded, so a submission without it never
+// completed.
+type batchRecord struct {
+	Parallel int `json:"parallel"`
+	// Inputs is the host directory the runs' inputs are read from ("":
+	// none).
+	Inputs string `json:"inputs,omitempty"`
+}
+
+// writeBatch records b.
+func (s *Service) writeBatch(b *batch) error {
+	data, err := json.Marshal(batchRecord{Parallel: b.parallel, Inputs: b.inputs})
+	if err != nil {
+		return err
+	}
+	p := filepath.Join(s.batchesDir(), b.id, batchFile)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(p, data, 0o600)
+}
+
+// readBatch returns batch id, without its jobs, from its record (an
+// ErrNotExist when it has none), and marks it this process's (keepBatch).
+func (s *Service) readBatch(id string) (*batch, error) {
+	var rec batchRecord
+	data, err := os.ReadFile(filepath.Join(s.batchesDir(), id, batchFile))
+	if err == nil {
+		err = json.Unmarshal(data, &rec)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read submission %s: %w", id, err)
+	}
+	s.keepBatch(id)
+	return &batch{id: id, parallel: rec.Parallel, inputs: rec.Inputs}, nil
+}
+
+// keepBatch marks batch id as this process's: recovery leaves its files.
+func (s *Service) keepBatch(id string) {
+	s.mu.Lock()
+	s.batches[id] = true
+	s.mu.Unlock()
+}
 
 // removeBatch removes the files of batch id.
 func (s *Service) removeBatch(id string) {
+	s.mu.Lock()
+	delete(s.batches, id)
+	s.mu.Unlock()
 	if err := os.RemoveAll(filepath.Join(s.batchesDir(), id)); err != nil {
-		s.log.Warn("remove the inputs of a submission", "batch", id, "err", err)
+		s.log.Warn("remove the files of a submission", "batch", id, "err", err)
 	}
 }
 

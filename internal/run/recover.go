@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"time"
 
@@ -13,17 +15,22 @@ import (
 	"github.com/agent2env/agent2env/internal/task"
 )
 
-// recover ends the runs a previous daemon left queued or running: each
-// is failed with ReasonRestarted, after its artifacts are collected where
-// its sandbox still runs, and its sandbox is deleted. (An agent's command
-// ends with the daemon's connection to it, so there is nothing to
-// re-adopt.)
+// recover takes up the runs a previous daemon left queued or running.
+// A queued run, which never started, is queued again, with its
+// submission's parallelism and inputs (its batchRecord); one whose
+// submission has no record (it never completed) ends as a running one
+// does: failed with ReasonRestarted, after its artifacts are collected
+// where its sandbox still runs, and its sandbox deleted. (An agent's
+// command ends with the daemon's connection to it, so there is nothing
+// to re-adopt.)
 func (s *Service) recover(ctx context.Context) {
 	recs, _, err := s.store.ListRunPage(ctx, store.RunFilter{Active: true}, store.Page{})
 	if err != nil {
 		s.log.Error("recover runs", "err", err)
 		return
 	}
+	var again []*batch
+	byID := map[string]*batch{}
 	for _, r := range recs {
 		s.mu.Lock()
 		_, ours := s.jobs[r.ID]
@@ -31,28 +38,77 @@ func (s *Service) recover(ctx context.Context) {
 		if ours || ctx.Err() != nil {
 			continue
 		}
+		if r.Status == string(api.RunQueued) {
+			var err error
+			b := byID[r.BatchID]
+			if b == nil {
+				if b, err = s.readBatch(r.BatchID); err == nil {
+					byID[b.id] = b
+					again = append(again, b)
+				}
+			}
+			if err == nil {
+				err = s.requeue(r, b)
+			}
+			if err == nil {
+				continue
+			}
+			s.log.Warn("recover run: cannot queue it again", logRun, r.ID, "err", err)
+		}
 		s.recoverRun(ctx, r)
 	}
-	// The inputs of the submissions a previous daemon left: those of this
-	// one's are in its jobs.
-	s.mu.Lock()
-	ours := map[string]bool{}
-	for _, j := range s.jobs {
-		ours[j.batch] = true
+	for _, b := range again {
+		if len(b.jobs) == 0 {
+			s.removeBatch(b.id)
+			continue
+		}
+		s.mu.Lock()
+		s.queue = append(s.queue, b)
+		s.mu.Unlock()
+		s.log.Info("runs queued again after a restart", "batch", b.id, "runs", len(b.jobs))
 	}
+	// The files of the submissions a previous daemon left, but those of
+	// this one's and of those queued again.
+	s.mu.Lock()
+	keep := maps.Clone(s.batches)
 	s.mu.Unlock()
 	ents, _ := os.ReadDir(s.batchesDir())
 	for _, e := range ents {
-		if !ours[e.Name()] {
+		if !keep[e.Name()] {
 			s.removeBatch(e.Name())
 		}
 	}
 }
 
-func (s *Service) recoverRun(ctx context.Context, r *store.Run) {
+// requeue makes queued run r a job of b again.
+func (s *Service) requeue(r *store.Run, b *batch) error {
+	t, err := runTask(r)
+	if err != nil {
+		return err
+	}
+	j := &job{id: r.ID, batch: b.id, task: t, dir: b.inputs, repeat: r.Repeat}
+	s.mu.Lock()
+	s.jobs[j.id] = j
+	s.mu.Unlock()
+	b.jobs = append(b.jobs, j)
+	return nil
+}
+
+// runTask is run r's task, as its record keeps it (checked when it was
+// submitted).
+func runTask(r *store.Run) (*task.Task, error) {
 	t := &task.Task{Name: r.Task, Agent: r.Agent}
 	if err := json.Unmarshal(r.Spec, t); err != nil {
-		s.log.Warn("recover run: its task does not decode", logRun, r.ID, "err", err)
+		return nil, fmt.Errorf("read its task: %w", err)
+	}
+	return t, nil
+}
+
+func (s *Service) recoverRun(ctx context.Context, r *store.Run) {
+	t, err := runTask(r)
+	if err != nil {
+		s.log.Warn("recover run", logRun, r.ID, "err", err)
+		t = &task.Task{Name: r.Task, Agent: r.Agent}
 	}
 	l, err := s.openLog(r.ID)
 	if err != nil {
@@ -69,7 +125,7 @@ func (s *Service) recoverRun(ctx context.Context, r *store.Run) {
 		e.timings = map[string]float64{}
 	}
 	if r.SandboxID != "" {
-		if l != nil && e.alive(ctx) {
+		if l != nil {
 			e.phase(ctx, api.PhaseArtifacts)
 			start := time.Now()
 			e.collect(ctx)

@@ -22,10 +22,11 @@
 // Runs are carried out by the Run loop (a supervisor loop): Submit only
 // records them and queues them for it. When the loop stops (daemon
 // shutdown) runs in flight are left as they are; the next Run first
-// recovers every run left active by a previous daemon: it collects the
-// artifacts where the sandbox survived, deletes the sandbox and ends the
-// run failed with reason ReasonRestarted. A Service is safe for
-// concurrent use.
+// recovers every run left active by a previous daemon: one still queued
+// is queued again, with its submission's parallelism and inputs; one that
+// was running ends failed with reason ReasonRestarted, after its
+// artifacts are collected where its sandbox survived, and its sandbox is
+// deleted. A Service is safe for concurrent use.
 package run
 
 import (
@@ -80,7 +81,7 @@ const (
 // Config configures a Service.
 type Config struct {
 	// Dir holds each run's files (<Dir>/<id>/) and each submission's
-	// inputs (<Dir>/batches/<id>/).
+	// inputs and record (<Dir>/batches/<id>/).
 	Dir string
 	// TasksDir holds the task files a submission may name; empty: none.
 	TasksDir string
@@ -130,6 +131,11 @@ type Sandboxes interface {
 	WaitRunning(ctx context.Context, sb *store.Sandbox) (*store.Sandbox, error)
 	Get(ctx context.Context, id string) (*store.Sandbox, error)
 	Delete(ctx context.Context, id string) error
+	// CheckDead fails a running sandbox whose runtime side has died;
+	// Start starts one again that died keeping its files (for runs:
+	// manager.Config.KeepDeadFiles holds ManagedBy).
+	CheckDead(ctx context.Context, id string) (*store.Sandbox, error)
+	Start(ctx context.Context, id string) (*store.Sandbox, error)
 	Agent(ctx context.Context, id string) (*agent.Client, error)
 	ExecStream(ctx context.Context, id string, req manager.ExecRequest, stdout, stderr io.Writer) (agent.ExecResult, error)
 	Upload(ctx context.Context, id, p string, mode os.FileMode, r io.Reader) (agent.FileInfo, error)
@@ -203,6 +209,9 @@ type Service struct {
 	bySandbox map[string]string
 	// logs are the event logs of the runs not ended, by run id.
 	logs map[string]*eventLog
+	// batches are the submissions whose files this process uses, by id
+	// (from Submit, and recovery's re-queued ones).
+	batches map[string]bool
 	// recoverOnce recovers the runs of a previous daemon at the first Run.
 	recoverOnce sync.Once
 }
@@ -222,7 +231,7 @@ func New(cfg Config, sbx Sandboxes, st store.Runs, log *slog.Logger, opts ...Opt
 	s := &Service{
 		cfg: cfg, sbx: sbx, store: st, log: log, now: time.Now,
 		slots: make(chan struct{}, cfg.MaxParallel), wake: make(chan struct{}, 1),
-		jobs: map[string]*job{}, bySandbox: map[string]string{}, logs: map[string]*eventLog{},
+		jobs: map[string]*job{}, bySandbox: map[string]string{}, logs: map[string]*eventLog{}, batches: map[string]bool{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -249,6 +258,7 @@ type result struct {
 	OutputTail         []string           `json:"output_tail,omitempty"`
 	Artifacts          []api.RunArtifact  `json:"artifacts,omitempty"`
 	ArtifactsTruncated bool               `json:"artifacts_truncated,omitempty"`
+	ArtifactsError     string             `json:"artifacts_error,omitempty"`
 }
 
 // view is a run record as the API shows it.
@@ -261,7 +271,7 @@ func view(r *store.Run) *api.Run {
 	var res result
 	if len(r.Result) > 0 && json.Unmarshal(r.Result, &res) == nil {
 		out.Timings, out.LLM, out.ConversationID, out.ConversationIDs = res.Timings, res.LLM, res.ConversationID, res.ConversationIDs
-		out.OutputTail, out.Artifacts, out.ArtifactsTruncated = res.OutputTail, res.Artifacts, res.ArtifactsTruncated
+		out.OutputTail, out.Artifacts, out.ArtifactsTruncated, out.ArtifactsError = res.OutputTail, res.Artifacts, res.ArtifactsTruncated, res.ArtifactsError
 	}
 	return out
 }

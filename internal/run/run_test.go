@@ -24,6 +24,7 @@ import (
 	"github.com/agent2env/agent2env/internal/contexts/contextstest"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
 	tasks "github.com/agent2env/agent2env/internal/task"
 )
@@ -48,6 +49,7 @@ func newEnv(t *testing.T, cfg Config, mgr ...manager.Config) *env {
 	if len(mgr) > 0 {
 		mc = mgr[0]
 	}
+	mc.KeepDeadFiles = []string{ManagedBy} // as the daemon has it
 	ce := contextstest.NewEnv(t, mc, nil)
 	if cfg.Dir == "" {
 		cfg.Dir = filepath.Join(t.TempDir(), "runs")
@@ -157,14 +159,17 @@ func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'
 func TestRunOutcomes(t *testing.T) {
 	e := newEnv(t, Config{})
 	tests := []struct {
-		name       string
-		task       string
-		within     time.Duration
-		kill       bool
-		status     api.RunStatus
-		reason     string
-		artifacts  []string
-		outputTail string
+		name      string
+		task      string
+		within    time.Duration
+		kill      bool
+		loseFiles bool // the runtime's Stop loses files
+		status    api.RunStatus
+		reason    string
+		artifacts []string
+		// artifactsErr is in the result's ArtifactsError ("": none).
+		artifactsErr string
+		outputTail   string
 	}{
 		{
 			name:   "succeeded",
@@ -214,13 +219,29 @@ func TestRunOutcomes(t *testing.T) {
 			artifacts: []string{"/workspace/t.txt"},
 		},
 		{
+			// The dead sandbox kept its files: it is started again to
+			// give its artifacts back.
 			name:   "sandbox lost",
 			task:   taskYAML("echo l > l.txt; sleep 300", "10m", "true", "1m", "1s"),
 			within: 15 * time.Second, kill: true, status: api.RunSandboxLost, reason: "the sandbox",
+			artifacts: []string{"/workspace/l.txt"},
+		},
+		{
+			// On a runtime whose sandboxes lose their files when they
+			// stop, the result says the artifacts could not be collected.
+			name:   "sandbox lost with its files",
+			task:   taskYAML("echo l > l.txt; sleep 300", "10m", "true", "1m", "1s"),
+			within: 15 * time.Second, kill: true, loseFiles: true, status: api.RunSandboxLost, reason: "the sandbox",
+			artifactsErr: "cannot be started again to read its files",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.loseFiles {
+				caps := e.Rt.Capabilities()
+				e.Rt.SetCapabilities(sandbox.Capabilities{})
+				defer e.Rt.SetCapabilities(caps)
+			}
 			start := time.Now()
 			b := e.submit(t, tt.task, api.RunSubmitRequest{})
 			if tt.kill {
@@ -242,6 +263,9 @@ func TestRunOutcomes(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.artifacts, got); diff != "" {
 				t.Errorf("artifacts (-want +got):\n%s", diff)
+			}
+			if (tt.artifactsErr == "") != (r.ArtifactsError == "") || !strings.Contains(r.ArtifactsError, tt.artifactsErr) {
+				t.Errorf("artifacts error %q, want %q", r.ArtifactsError, tt.artifactsErr)
 			}
 			if tt.outputTail != "" && !slices.Contains(r.OutputTail, tt.outputTail) {
 				t.Errorf("output tail %q lacks %q", r.OutputTail, tt.outputTail)
@@ -442,7 +466,7 @@ func TestInputsAndMatrix(t *testing.T) {
 	b := e.submit(t, content, api.RunSubmitRequest{Inputs: tarGz(t, map[string]string{"repo/a.txt": "A", "repo/sub/b.txt": "B\n"}), Repeats: 2})
 	for _, r := range e.wait(t, b, 20*time.Second) {
 		if r.Status != api.RunSucceeded {
-			t.Errorf("archive inputs: %s %s", r.Status, r.Reason)
+			t.Errorf("archive inputs: %s %s %q", r.Status, r.Reason, r.OutputTail)
 		}
 	}
 	// The submission's inputs go once its runs have ended.
@@ -503,7 +527,8 @@ func TestInputsAndMatrix(t *testing.T) {
 
 // A run a previous daemon left running ends failed with reason "daemon
 // restarted", its artifacts collected from the sandbox that survived,
-// and the sandbox deleted; a queued one ends the same way.
+// and the sandbox deleted; a queued one whose submission was never
+// recorded whole (no batch.json) ends the same way.
 func TestRecover(t *testing.T) {
 	e := newEnv(t, Config{})
 	e.stop() // the loop recovers at its start: start it by hand
@@ -689,4 +714,76 @@ func TestSubmitModelsFollowTheProxy(t *testing.T) {
 		t.Fatalf("no proxy: %v", err)
 	}
 	e.svc.Cancel(bg, b.Runs[0].ID)
+}
+
+// A task's resources are its sandbox's limits: cpu, memory and disk.
+func TestResources(t *testing.T) {
+	e := newEnv(t, Config{})
+	b := e.submit(t, "name: r\nagent: custom\ngoal: g\nentrypoint: sleep 300\nresources: {cpu: 500m, memory: 256Mi, disk: 2Gi}\n", api.RunSubmitRequest{})
+	sb := waitPhase(t, e, b.Runs[0].ID, api.PhaseAgent)
+	spec, err := e.Rt.Spec(sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := spec.Resources
+	if got.MilliCPU != 500 || got.MemoryBytes != 256<<20 || got.DiskBytes != 2<<30 {
+		t.Errorf("the sandbox's limits %+v, want 500m cpu, 256Mi memory, 2Gi disk", got)
+	}
+	e.svc.Cancel(bg, b.Runs[0].ID)
+	e.wait(t, b, 10*time.Second)
+	e.noSandboxes(t)
+}
+
+// Runs a stopped daemon left queued are queued again by the next one,
+// with their submission's parallelism and inputs, and succeed; the one
+// it left running ends failed with reason "daemon restarted".
+func TestRecoverRequeues(t *testing.T) {
+	e := newEnv(t, Config{})
+	content := "name: q\nagent: custom\ngoal: g\nentrypoint: 'cat in/a.txt > out.txt; echo done > done.txt; sleep 0.5'\n" +
+		"inputs: [{source: ./in, destination: /workspace/in}]\nend: {success_file: /workspace/done.txt, check: 'grep -q A out.txt'}\n" +
+		"artifacts: [/workspace/out.txt]\n"
+	b := e.submit(t, content, api.RunSubmitRequest{Inputs: tarGz(t, map[string]string{"in/a.txt": "A"}), Repeats: 3, Parallel: 1})
+	waitPhase(t, e, b.Runs[0].ID, api.PhaseAgent)
+	e.stop() // the daemon stops: one run running, two queued
+	for i, r := range b.Runs {
+		got, err := e.svc.Get(bg, r.ID)
+		if want := []api.RunStatus{api.RunRunning, api.RunQueued, api.RunQueued}[i]; err != nil || got.Status != want {
+			t.Fatalf("run %d after the stop: %+v, %v; want %s", i, got, err, want)
+		}
+	}
+	svc, err := New(e.svc.cfg, e.M, e.St, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc = svc
+	e.start(t)
+	// In the order they were submitted.
+	byID := map[string]api.Run{}
+	for _, r := range e.wait(t, b, 30*time.Second) {
+		byID[r.ID] = r
+	}
+	runs := []api.Run{byID[b.Runs[0].ID], byID[b.Runs[1].ID], byID[b.Runs[2].ID]}
+	if r := runs[0]; r.Status != api.RunFailed || r.Reason != ReasonRestarted {
+		t.Errorf("the running run: %s %q, want failed %q", r.Status, r.Reason, ReasonRestarted)
+	}
+	for _, r := range runs[1:] {
+		if r.Status != api.RunSucceeded || len(r.Artifacts) != 1 {
+			t.Errorf("a queued run: %s %q, artifacts %+v; want succeeded, with its inputs", r.Status, r.Reason, r.Artifacts)
+		}
+	}
+	// Parallel 1 still holds: one ran after the other.
+	if a, b := runs[1], runs[2]; a.StartedAt != nil && b.StartedAt != nil && a.EndedAt != nil &&
+		b.StartedAt.Before(*a.EndedAt) && a.StartedAt.Before(*b.EndedAt) {
+		t.Errorf("the queued runs overlapped: %v–%v and %v–%v", a.StartedAt, a.EndedAt, b.StartedAt, b.EndedAt)
+	}
+	e.noSandboxes(t)
+	// The submission's files go once its runs have ended.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(e.svc.batchesDir(), b.ID)); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the files of batch %s are still there", b.ID)
+		}
+	}
 }

@@ -27,7 +27,10 @@ import (
 type batch struct {
 	id       string
 	parallel int
-	jobs     []*job
+	// inputs is the host directory its runs' inputs are read from ("":
+	// none).
+	inputs string
+	jobs   []*job
 }
 
 // taskName is a name a submission may give for a file of the tasks
@@ -67,6 +70,15 @@ func (s *Service) Submit(ctx context.Context, req api.RunSubmitRequest) (*api.Ru
 		return nil, errdefs.Invalid("parallel: %d is negative", req.Parallel)
 	}
 	b := &batch{id: newID("b-"), parallel: req.Parallel}
+	// Its files are kept from a recovery going on, and removed when the
+	// submission fails.
+	s.keepBatch(b.id)
+	submitted := false
+	defer func() {
+		if !submitted {
+			s.removeBatch(b.id)
+		}
+	}()
 	if req.Inputs != "" {
 		data, err := base64.StdEncoding.DecodeString(req.Inputs)
 		if err != nil {
@@ -105,6 +117,13 @@ func (s *Service) Submit(ctx context.Context, req api.RunSubmitRequest) (*api.Ru
 			out.Runs = append(out.Runs, *view(rec))
 		}
 	}
+	// Once all its runs are recorded, the submission is too: the next
+	// daemon queues again those it finds queued.
+	b.inputs = dir
+	if err := s.writeBatch(b); err != nil {
+		s.log.Warn("record a submission: its queued runs will not outlive the daemon", "batch", b.id, "err", err)
+	}
+	submitted = true
 	s.mu.Lock()
 	s.queue = append(s.queue, b)
 	s.mu.Unlock()

@@ -42,7 +42,7 @@ artifacts: ["/workspace/**/*.py", /workspace/report.md]
 repeats: 1000
 x-note: free
 `},
-	{"numeric resources", head + "resources: {cpu: 2, memory: 536870912, disk: 0.5}\n"},
+	{"numeric resources", head + "resources: {cpu: 2, memory: 536870912, disk: 1073741824.5}\n"},
 	{"dots that are not ..", head + "inputs: [{source: ./a..b/.c, destination: /w/..x/y..}]\nartifacts: [/w/...]\n"},
 	{"fractional durations", head + "end: {timeout: 1.5h}\nliveness: {idle: 2m30s, heartbeat: 500ms}\n"},
 }

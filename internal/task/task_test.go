@@ -1,6 +1,7 @@
 package task
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -187,6 +188,10 @@ var badFiles = []struct {
 		[]string{`line 5: resources.cpu: "2 cores" is not a CPU quantity such as 2 or 500m`}},
 	{"zero memory", "", head + "resources: {memory: 0Mi}\n",
 		[]string{`line 5: resources.memory: "0Mi" is not a size such as 512Mi or 2Gi`}},
+	{"bad disk", "", head + "resources: {disk: 2 GB}\n",
+		[]string{`line 5: resources.disk: "2 GB" is not a size such as 512Mi or 2Gi`}},
+	{"small disk", "a pattern cannot bound a size", head + "resources: {cpu: 1, disk: 1Mi}\n",
+		[]string{"line 5: resources.disk: 1Mi is below the 16Mi minimum"}},
 	{"bad env name", "", head + "env: {\"A-B\": x}\n",
 		[]string{`line 5: env.A-B: "A-B" is not an environment variable name`}},
 	{"mcp without url or command", "", head + "mcp:\n  - {name: db}\n",
@@ -346,5 +351,18 @@ func TestJSONRoundTrip(t *testing.T) {
 	}
 	if diff := cmp.Diff(task, again); diff != "" {
 		t.Errorf("round trip (-first +second):\n%s", diff)
+	}
+	// Plain JSON decoding reads it back too (a run's record keeps it).
+	var decoded Task
+	if err := json.Unmarshal(js, &decoded); err != nil {
+		t.Fatalf("decode %s: %v", js, err)
+	}
+	decoded.Dir = task.Dir
+	if diff := cmp.Diff(task, &decoded); diff != "" {
+		t.Errorf("json round trip (-first +second):\n%s", diff)
+	}
+	var d Duration
+	if err := json.Unmarshal([]byte(`"soon"`), &d); err == nil {
+		t.Errorf("decoded a duration of %q", "soon")
 	}
 }

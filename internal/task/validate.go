@@ -59,12 +59,8 @@ func (t *Task) check(errs *fieldErrors, nodes map[string]*yaml.Node) {
 		if optional("resources.cpu", string(r.CPU)) && !validCPU(string(r.CPU)) {
 			add("resources.cpu", "%q is not a CPU quantity such as 2 or 500m", r.CPU)
 		}
-		if optional("resources.memory", string(r.Memory)) && !validBytes(string(r.Memory)) {
-			add("resources.memory", "%q is not a size such as 512Mi or 2Gi", r.Memory)
-		}
-		if optional("resources.disk", string(r.Disk)) && !validBytes(string(r.Disk)) {
-			add("resources.disk", "%q is not a size such as 512Mi or 2Gi", r.Disk)
-		}
+		checkSize(add, optional, "resources.memory", string(r.Memory))
+		checkSize(add, optional, "resources.disk", string(r.Disk))
 	}
 	if required("agent", t.Agent) && !knownAgent(t.Agent) {
 		add("agent", "unknown agent %q (one of %s)", t.Agent, agentList())
@@ -196,12 +192,27 @@ func validCPU(s string) bool {
 	return err == nil
 }
 
-func validBytes(s string) bool {
-	if !bytesPattern.MatchString(s) {
-		return false
+// minSize is the least memory, and the least disk, a sandbox may have
+// (the sandbox manager's minimum).
+const minSize = 16 << 20
+
+// checkSize checks the size at field, when it is given: a quantity such
+// as 2Gi, at least minSize.
+func checkSize(add func(string, string, ...any), optional func(string, string) bool, field, v string) {
+	if !optional(field, v) {
+		return
 	}
-	_, err := quantity.ParseBytes(s)
-	return err == nil
+	if !bytesPattern.MatchString(v) {
+		add(field, "%q is not a size such as 512Mi or 2Gi", v)
+		return
+	}
+	n, err := quantity.ParseBytes(v)
+	switch {
+	case err != nil:
+		add(field, "%q is not a size such as 512Mi or 2Gi", v)
+	case n < minSize:
+		add(field, "%s is below the 16Mi minimum", v)
+	}
 }
 
 func index(i int) string { return "[" + strconv.Itoa(i) + "]" }
