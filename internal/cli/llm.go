@@ -19,12 +19,13 @@ import (
 )
 
 func newLLMCmd(e env, cc *clientConfig) *cobra.Command {
-	return group("llm <command>", "read the archive of the LLM proxy: every call sandboxes made to a model",
+	return group("llm <command>", "read the archive of the LLM proxy: every call sandboxes made to a model; its per-run keys",
 		`  agent2env llm ls --sandbox sb-1a2b3c --status 4xx
   agent2env llm show llx_0123 --raw response
   agent2env llm export --run run-7 > run-7.jsonl
-  agent2env llm tail -f`,
-		newLLMListCmd(e, cc), newLLMShowCmd(e, cc), newLLMExportCmd(e, cc), newLLMTailCmd(e, cc),
+  agent2env llm tail -f
+  agent2env llm keys create --run run-7 --budget-tokens 200000`,
+		newLLMListCmd(e, cc), newLLMShowCmd(e, cc), newLLMExportCmd(e, cc), newLLMTailCmd(e, cc), newLLMKeysCmd(e, cc),
 	)
 }
 
