@@ -170,7 +170,9 @@ type LLMFollowFrom struct {
 // Follow calls fn with each exchange f selects as it ends, in the order
 // they end, with the cursor that resumes after it (LLMFollowFrom.After),
 // until ctx ends (then it returns nil), fn fails (its error), or the
-// stream does. f's Limit and Cursor must be unset: they page lists.
+// stream does (ErrUnavailable when the daemon shuts down: follow again
+// after the last cursor). f's Limit and Cursor must be unset: they page
+// lists.
 func (s *LLMService) Follow(ctx context.Context, f LLMFilter, from LLMFollowFrom, fn func(cursor string, x api.LLMExchange) error) error {
 	q := f.query()
 	if from.After != "" {

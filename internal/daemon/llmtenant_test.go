@@ -3,12 +3,16 @@ package daemon
 import (
 	"context"
 	"errors"
+	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/api/client"
+	"github.com/agent2env/agent2env/api/sse"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 )
@@ -74,5 +78,33 @@ func TestLLMArchiveByAPIKey(t *testing.T) {
 	}
 	if ks, err := a.LLMKeys().List(ctx); err != nil || len(ks) != 1 || ks[0].RevokedAt != nil {
 		t.Errorf("key A's per-run keys %+v, %v", ks, err)
+	}
+}
+
+// TestLLMFollowEndsAtShutdown: a follow of the archive, which never ends
+// on its own, ends with an UNAVAILABLE error event when the daemon shuts
+// down, and does not hold the shutdown for its timeout.
+func TestLLMFollowEndsAtShutdown(t *testing.T) {
+	cfg := testConfig(t.TempDir(), fakeruntime.New())
+	cfg.ShutdownTimeout = 30 * time.Second
+	d := start(t, cfg, nil)
+	resp, err := http.Get("http://" + d.addr + "/api/v1/llm/exchanges/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK { // the headers come at once: the follow runs
+		t.Fatalf("follow: %d", resp.StatusCode)
+	}
+	began := time.Now()
+	if err := d.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("shutdown took %s with a follow open", took)
+	}
+	ev, err := sse.NewReader(resp.Body).Next()
+	if err != nil || ev.Name != "error" || !strings.Contains(string(ev.Data), api.CodeUnavailable) {
+		t.Errorf("the follow ended with %q %s, %v; want an %s error event", ev.Name, ev.Data, err, api.CodeUnavailable)
 	}
 }

@@ -73,7 +73,8 @@ func (l *LLMArchiveRoutes) list(w http.ResponseWriter, r *http.Request) {
 // (Last-Event-ID, which wins over ?after=, as a reconnecting EventSource
 // sends it); first the ?last= exchanges that ended before. A comment every
 // 15 s keeps an idle stream open through proxies; the stream ends when
-// the client leaves.
+// the client leaves, or with an error event when the daemon shuts down
+// (service.LLMExchanges.EndFollows).
 func (l *LLMArchiveRoutes) stream(w http.ResponseWriter, r *http.Request) {
 	f, err := llmFilter(r)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -33,10 +34,23 @@ type LLMArchive interface {
 // with a tenant (auth.TenantOf: the daemon has API keys) reads only the
 // exchanges of its tenant and those of no tenant (a sandbox's own calls:
 // sandboxes are every key's to reach); one without reads all.
-type LLMExchanges struct{ a LLMArchive }
+type LLMExchanges struct {
+	a        LLMArchive
+	stop     chan struct{} // closed by EndFollows
+	stopOnce sync.Once
+}
 
 // NewLLMExchanges returns the service over a.
-func NewLLMExchanges(a LLMArchive) *LLMExchanges { return &LLMExchanges{a: a} }
+func NewLLMExchanges(a LLMArchive) *LLMExchanges {
+	return &LLMExchanges{a: a, stop: make(chan struct{})}
+}
+
+// EndFollows ends the follows running, and any begun later, with
+// ErrUnavailable: the daemon is shutting down and must not wait for
+// streams that never end on their own. Calling it again does nothing.
+func (s *LLMExchanges) EndFollows() { s.stopOnce.Do(func() { close(s.stop) }) }
+
+var errFollowEnded = errdefs.Unavailable("the daemon is shutting down: follow again, after the last event's id, once it is back")
 
 // LLMFilter selects exchanges, as the API's query parameters give it.
 type LLMFilter struct {
@@ -283,6 +297,8 @@ func (s *LLMExchanges) Follow(ctx context.Context, f LLMFilter, from LLMFollowFr
 			select {
 			case <-ctx.Done():
 				return nil
+			case <-s.stop:
+				return errFollowEnded
 			case <-indexed:
 			}
 		}
