@@ -56,7 +56,17 @@ type LLMUsage struct {
 type LLMExchangeList struct {
 	Items      []LLMExchange `json:"items"`
 	NextCursor string        `json:"nextCursor,omitempty"`
+	// FollowCursor, given as after (or Last-Event-ID) to
+	// GET /api/v1/llm/exchanges/stream, follows from the moment before
+	// this list was read: nothing that ends after the list is missed (an
+	// exchange that ended while it was read may come in both).
+	FollowCursor string `json:"followCursor,omitempty"`
 }
+
+// LLMEventExchange names the events of GET /api/v1/llm/exchanges/stream:
+// each an LLMExchange that ended, its event id the cursor after it.
+// An "error" event (an ErrorResponse) ends a stream that failed.
+const LLMEventExchange = "exchange"
 
 // LLMExchangeDetail is an exchange with its four parts
 // (GET /api/v1/llm/exchanges/{id}, and each line of the export).

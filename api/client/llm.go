@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/sse"
 )
 
 // LLMService reads the archive of the daemon's LLM proxy: every exchange
@@ -154,6 +155,59 @@ func (s *LLMService) ExportEach(ctx context.Context, f LLMFilter, fn func(*api.L
 			pr.CloseWithError(err)
 			<-done
 			return err
+		}
+	}
+}
+
+// LLMFollowFrom says where Follow begins: after After (the cursor Follow
+// gave with an exchange, or a list's FollowCursor); else with the Last
+// exchanges that ended before it; else with those that end after it.
+type LLMFollowFrom struct {
+	After string
+	Last  int
+}
+
+// Follow calls fn with each exchange f selects as it ends, in the order
+// they end, with the cursor that resumes after it (LLMFollowFrom.After),
+// until ctx ends (then it returns nil), fn fails (its error), or the
+// stream does (ErrUnavailable when the daemon shuts down: follow again
+// after the last cursor). f's Limit and Cursor must be unset: they page
+// lists.
+func (s *LLMService) Follow(ctx context.Context, f LLMFilter, from LLMFollowFrom, fn func(cursor string, x api.LLMExchange) error) error {
+	q := f.query()
+	if from.After != "" {
+		q.Set("after", from.After)
+	}
+	if from.Last > 0 {
+		q.Set("last", strconv.Itoa(from.Last))
+	}
+	resp, err := s.c.send(ctx, http.MethodGet, apiPrefix+"/llm/exchanges/stream", q, nil, "")
+	if err != nil {
+		return fmt.Errorf("follow LLM exchanges: %w", err)
+	}
+	defer resp.Body.Close()
+	events := sse.NewReader(resp.Body)
+	for {
+		ev, err := events.Next()
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil
+		case errors.Is(err, io.EOF):
+			return errors.New("follow LLM exchanges: the daemon ended the stream")
+		case err != nil:
+			return fmt.Errorf("follow LLM exchanges: %w", err)
+		}
+		switch ev.Name {
+		case api.LLMEventExchange:
+			var x api.LLMExchange
+			if err := json.Unmarshal(ev.Data, &x); err != nil {
+				return fmt.Errorf("decode LLM exchange event: %w", err)
+			}
+			if err := fn(ev.ID, x); err != nil {
+				return err
+			}
+		case "error":
+			return fmt.Errorf("follow LLM exchanges: %w", streamError(ev.Data))
 		}
 	}
 }

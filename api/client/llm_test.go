@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,5 +83,35 @@ func TestLLMExport(t *testing.T) {
 	c, _ = fakeDaemon(t, reply{status: 200, contentType: "application/x-ndjson", body: "{\"id\":\"a\"}\n{\"id\""})
 	if n, err := c.LLM().Export(ctx, client.LLMFilter{}, &bytes.Buffer{}); err == nil || n != 1 {
 		t.Errorf("cut export: %d, %v", n, err)
+	}
+}
+
+func TestLLMFollow(t *testing.T) {
+	ctx := context.Background()
+	body := ": keep-alive\n\nevent: exchange\nid: 7\ndata: {\"id\":\"a\",\"state\":\"complete\"}\n\n" +
+		"event: exchange\nid: 9\ndata: {\"id\":\"b\",\"state\":\"client_gone\"}\n\n" +
+		"event: error\ndata: {\"error\":\"archive closed\",\"code\":\"INTERNAL_ERROR\"}\n\n"
+	c, rec := fakeDaemon(t, reply{status: 200, contentType: "text/event-stream", body: body})
+	var got []string
+	err := c.LLM().Follow(ctx, client.LLMFilter{Sandbox: "sb1"}, client.LLMFollowFrom{After: "5", Last: 3},
+		func(cursor string, x api.LLMExchange) error {
+			got = append(got, cursor+"="+x.ID+"/"+x.State)
+			return nil
+		})
+	if err == nil || !strings.Contains(err.Error(), "archive closed") {
+		t.Errorf("follow = %v, want the stream's error", err)
+	}
+	if diff := cmp.Diff([]string{"7=a/complete", "9=b/client_gone"}, got); diff != "" {
+		t.Errorf("exchanges (-want +got):\n%s", diff)
+	}
+	want := recorded{Method: "GET", Path: "/api/v1/llm/exchanges/stream", Query: "after=5&last=3&sandbox=sb1", Auth: "Bearer secret"}
+	if diff := cmp.Diff(want, *rec); diff != "" {
+		t.Errorf("request (-want +got):\n%s", diff)
+	}
+	// A stream that ends without an error event is not a clean end: the
+	// daemon never ends one.
+	c, _ = fakeDaemon(t, reply{status: 200, contentType: "text/event-stream", body: "event: exchange\nid: 1\ndata: {\"id\":\"a\"}\n\n"})
+	if err := c.LLM().Follow(ctx, client.LLMFilter{}, client.LLMFollowFrom{}, func(string, api.LLMExchange) error { return nil }); err == nil {
+		t.Error("follow of a stream that ended: nil error")
 	}
 }

@@ -19,12 +19,13 @@ import (
 )
 
 func newLLMCmd(e env, cc *clientConfig) *cobra.Command {
-	return group("llm <command>", "read the archive of the LLM proxy: every call sandboxes made to a model",
+	return group("llm <command>", "read the archive of the LLM proxy: every call sandboxes made to a model; its per-run keys",
 		`  agent2env llm ls --sandbox sb-1a2b3c --status 4xx
   agent2env llm show llx_0123 --raw response
   agent2env llm export --run run-7 > run-7.jsonl
-  agent2env llm tail -f`,
-		newLLMListCmd(e, cc), newLLMShowCmd(e, cc), newLLMExportCmd(e, cc), newLLMTailCmd(e, cc),
+  agent2env llm tail -f
+  agent2env llm keys create --run run-7 --budget-tokens 200000`,
+		newLLMListCmd(e, cc), newLLMShowCmd(e, cc), newLLMExportCmd(e, cc), newLLMTailCmd(e, cc), newLLMKeysCmd(e, cc),
 	)
 }
 
@@ -292,7 +293,7 @@ func newLLMTailCmd(e env, cc *clientConfig) *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "tail [flags]",
-		Short: "print the latest exchanges; with -f, each new one as it ends",
+		Short: "print the latest exchanges; with -f, each new one as soon as it ends",
 		Example: `  agent2env llm tail
   agent2env llm tail -f --sandbox sb-1a2b3c
   agent2env llm tail -f -o json | jq .usage`,
@@ -319,71 +320,42 @@ func newLLMTailCmd(e env, cc *clientConfig) *cobra.Command {
 	return c
 }
 
-// tailLLM prints the last n ended exchanges lf selects, then, following,
-// polls for those that end later: an exchange is printed once, when it is
-// no longer in progress. JSON prints one object a line.
+// tailLLM prints the last n ended exchanges lf selects, oldest first;
+// following, it then prints each that ends later as the daemon's stream
+// sends it (GET /api/v1/llm/exchanges/stream), until interrupted: an
+// exchange is printed once, when it is no longer in progress. JSON prints
+// one object a line.
 func tailLLM(ctx context.Context, e env, cl *client.Client, lf client.LLMFilter, n int, follow, asJSON bool) error {
-	printed := map[string]bool{}
-	header := !asJSON
-	poll := e.poll
-	if poll == 0 {
-		poll = time.Second
+	if follow {
+		header := !asJSON
+		err := cl.LLM().Follow(ctx, lf, client.LLMFollowFrom{Last: max(n, 0)}, func(_ string, x api.LLMExchange) error {
+			err := printTail(e.stdout, []api.LLMExchange{x}, asJSON, header)
+			header = false
+			return err
+		})
+		if ctx.Err() != nil {
+			return nil // interrupted
+		}
+		return err
 	}
-	for first := true; ; first = false {
-		var ended []api.LLMExchange
-		var oldestOpen time.Time
-		for p := lf; ; {
-			l, err := cl.LLM().List(ctx, p)
-			if err != nil {
-				if follow && ctx.Err() != nil {
-					return nil // interrupted
-				}
-				return err
-			}
-			for _, x := range l.Items {
-				switch {
-				case x.State == "in_progress":
-					if oldestOpen.IsZero() {
-						oldestOpen = x.CreatedAt
-					}
-				case !printed[x.ID]:
-					ended = append(ended, x)
-				}
-			}
-			if l.NextCursor == "" {
-				break
-			}
-			p.Cursor = l.NextCursor
-		}
-		if first && len(ended) > n {
-			for _, x := range ended[:len(ended)-n] {
-				printed[x.ID] = true
-			}
-			ended = ended[len(ended)-n:]
-		}
-		if err := printTail(e.stdout, ended, asJSON, header); err != nil {
+	var ended []api.LLMExchange
+	for p := lf; ; {
+		l, err := cl.LLM().List(ctx, p)
+		if err != nil {
 			return err
 		}
-		header = header && len(ended) == 0
-		for _, x := range ended {
-			printed[x.ID] = true
+		for _, x := range l.Items {
+			if x.State != "in_progress" {
+				ended = append(ended, x)
+			}
 		}
-		if !follow {
-			return nil
+		if l.NextCursor == "" {
+			break
 		}
-		// Next time, from the oldest exchange still open, or the newest
-		// printed.
-		if !oldestOpen.IsZero() {
-			lf.Since = oldestOpen
-		} else if len(ended) > 0 {
-			lf.Since = ended[len(ended)-1].CreatedAt
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(poll):
-		}
+		p.Cursor = l.NextCursor
 	}
+	ended = ended[len(ended)-min(max(n, 0), len(ended)):]
+	return printTail(e.stdout, ended, asJSON, !asJSON)
 }
 
 func printTail(w io.Writer, xs []api.LLMExchange, asJSON, header bool) error {

@@ -155,7 +155,7 @@ func TestLLMTailFollow(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- tailLLM(ctx, env{stdout: &out, poll: 10 * time.Millisecond}, cl, client.LLMFilter{Since: time.Now().Add(-time.Hour)}, 10, true, true)
+		done <- tailLLM(ctx, env{stdout: &out}, cl, client.LLMFilter{Since: time.Now().Add(-time.Hour)}, 10, true, true)
 	}()
 	waitFor := func(n int) {
 		t.Helper()
@@ -169,7 +169,7 @@ func TestLLMTailFollow(t *testing.T) {
 	d.call(t, "sb-two", true)
 	d.call(t, "sb-three", false)
 	waitFor(3)
-	time.Sleep(50 * time.Millisecond) // a few more polls print nothing again
+	time.Sleep(50 * time.Millisecond) // nothing is printed again
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -149,6 +149,8 @@ type System struct {
 	llmClient *http.Client // every configuration's upstream calls
 	// LLMArchive records every exchange through the LLM proxy.
 	LLMArchive *archive.Archive
+	// llmExchanges reads it for the API; its follows end at shutdown.
+	llmExchanges *service.LLMExchanges
 	// Runs runs tasks; the LLM proxy reports a run's model calls to it
 	// (run.Signal) and may give it the tokens it counted (run.WithLLMUsage).
 	Runs    *run.Service

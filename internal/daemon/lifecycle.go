@@ -55,6 +55,11 @@ func (s *System) registerLoops() {
 // caller then calls Close.
 func (s *System) Serve(ctx context.Context, l net.Listener) error {
 	srv := apiServer(s.cfg.HTTP, s.API.Handler(), s.log)
+	if s.llmExchanges != nil {
+		// Follows of the LLM archive never end on their own: the drain
+		// would wait the whole shutdown timeout for them.
+		srv.RegisterOnShutdown(s.llmExchanges.EndFollows)
+	}
 	// The loops run until the requests have drained: a request may wait
 	// on what a loop does.
 	loopCtx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))

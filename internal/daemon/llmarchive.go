@@ -36,7 +36,8 @@ func (s *System) openLLMArchive(ctx context.Context) (httpapi.Routes, error) {
 		return nil, err
 	}
 	s.LLMArchive = a
-	return httpapi.NewLLMArchiveRoutes(service.NewLLMExchanges(a)), nil
+	s.llmExchanges = service.NewLLMExchanges(a)
+	return httpapi.NewLLMArchiveRoutes(s.llmExchanges), nil
 }
 
 // llmProxyOptions are the options every proxy the daemon serves is built

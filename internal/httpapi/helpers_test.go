@@ -364,6 +364,7 @@ func multipartBody(tb testing.TB, parts ...string) (string, *bytes.Buffer) {
 // sseEvent is one Server-Sent Event.
 type sseEvent struct {
 	name string
+	id   string
 	data string
 }
 
@@ -386,6 +387,8 @@ func readEvent(br *bufio.Reader) (sseEvent, error) {
 			ev.name = strings.TrimPrefix(line, "event: ")
 		case strings.HasPrefix(line, "data: "):
 			ev.data = strings.TrimPrefix(line, "data: ")
+		case strings.HasPrefix(line, "id: "):
+			ev.id = strings.TrimPrefix(line, "id: ")
 		default:
 			return ev, fmt.Errorf("unexpected line %q", line)
 		}

@@ -33,8 +33,10 @@ import (
 type llmEnv struct {
 	arc  *archive.Archive
 	base string // the proxy's base URL
-	mu   sync.Mutex
-	ids  []string
+	// tenant is the tenant of the calls call makes (llmtest.HeaderTenant).
+	tenant string
+	mu     sync.Mutex
+	ids    []string
 }
 
 func newLLMEnv(t *testing.T, st store.LLMExchanges) *llmEnv {
@@ -88,6 +90,7 @@ func (e *llmEnv) call(t *testing.T, sandbox, run, model string, stream bool, mes
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Test-Sandbox", sandbox)
 	req.Header.Set("X-Test-Run", run)
+	req.Header.Set(llmtest.HeaderTenant, e.tenant)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +113,8 @@ func llmServer(t *testing.T) (*llmEnv, http.Handler) {
 	}
 	t.Cleanup(func() { st.Close() })
 	e := newLLMEnv(t, st)
-	srv := New(nil, nil, slog.New(slog.DiscardHandler), WithRoutes(NewLLMArchiveRoutes(service.NewLLMExchanges(e.arc))))
+	srv := New(nil, nil, slog.New(slog.DiscardHandler), WithRoutes(NewLLMArchiveRoutes(service.NewLLMExchanges(e.arc))),
+		WithMiddleware(TenantMiddleware))
 	srv.SetReady(true)
 	return e, srv.Handler()
 }

@@ -834,6 +834,8 @@ type exchange struct {
 	// The document must refuse the request (reqInvalid), or cannot tell
 	// why the server refuses it (reqUnchecked); otherwise it must accept it.
 	reqInvalid, reqUnchecked bool
+	// leave, for a stream that does not end: the client leaves after it.
+	leave time.Duration
 }
 
 func jsonBody(s string) ([]byte, string) { return []byte(s), "application/json" }
@@ -912,7 +914,13 @@ func (e *oaEnv) do(t *testing.T, x exchange) response {
 	}
 
 	rec := httptest.NewRecorder()
-	e.h.ServeHTTP(rec, newReq())
+	sreq := newReq()
+	if x.leave > 0 {
+		ctx, cancel := context.WithTimeout(sreq.Context(), x.leave)
+		defer cancel()
+		sreq = sreq.WithContext(ctx)
+	}
+	e.h.ServeHTTP(rec, sreq)
 	resp := response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
 	if resp.status != x.status {
 		t.Errorf("%s: status %d, want %d (body %.300s)", what, resp.status, x.status, resp.body)
@@ -1421,6 +1429,12 @@ items:
 		invalid(get("/api/v1/llm/exchanges/"+llmID+"?raw=everything", bad)),
 		get("/api/v1/llm/exchanges/llx_unknown", notFound),
 		get("/api/v1/llm/exchanges/export?sandbox=sb-llm", ok),
+		exchange{method: "GET", target: "/api/v1/llm/exchanges/stream?last=5&sandbox=sb-llm", status: ok, leave: 300 * time.Millisecond},
+		exchange{method: "GET", target: "/api/v1/llm/exchanges/stream", header: map[string]string{"Last-Event-ID": "0"},
+			status: ok, leave: 300 * time.Millisecond},
+		invalid(get("/api/v1/llm/exchanges/stream?last=-1", bad)),
+		unchecked(get("/api/v1/llm/exchanges/stream?status=in_progress", bad)),
+		unchecked(get("/api/v1/llm/exchanges/stream?after=x", bad)),
 		unchecked(get("/api/v1/llm/exchanges/export?status=banana", bad)),
 		get("/api/v1/sandboxes/sb-llm/conversations", ok),
 	)

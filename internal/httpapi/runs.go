@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/api/sse"
@@ -108,20 +107,7 @@ func (s *RunRoutes) events(w http.ResponseWriter, r *http.Request) {
 	events := sse.Start(w)
 	stop := make(chan struct{})
 	defer close(stop)
-	go func() {
-		t := time.NewTicker(15 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				if events.Comment("keep-alive") != nil {
-					return
-				}
-			}
-		}
-	}()
+	go keepAlive(events, stop)
 	err := s.svc.Follow(r.Context(), id, func(ev api.RunEvent) error { return events.SendJSON("event", ev) })
 	if err != nil && r.Context().Err() == nil {
 		events.SendJSON("error", errdefs.Body(err))

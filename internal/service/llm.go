@@ -7,10 +7,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/llm/archive"
 	"github.com/agent2env/agent2env/internal/store"
@@ -22,14 +24,33 @@ type LLMArchive interface {
 	List(ctx context.Context, f store.LLMExchangeFilter, p store.Page) ([]*store.LLMExchange, string, error)
 	Get(ctx context.Context, id string) (*store.LLMExchange, error)
 	Read(ctx context.Context, x *store.LLMExchange) (*archive.Exchange, error)
+	ListEnded(ctx context.Context, f store.LLMExchangeFilter, after int64, limit int) ([]*store.LLMExchange, error)
+	EndedMark(ctx context.Context, f store.LLMExchangeFilter, skip int) (int64, error)
+	Indexed() <-chan struct{}
 }
 
 // LLMExchanges reads the LLM proxy's archive: exchanges, their parts,
-// exports and conversations.
-type LLMExchanges struct{ a LLMArchive }
+// exports, conversations and a live feed of those that end. A request
+// with a tenant (auth.TenantOf: the daemon has API keys) reads only the
+// exchanges of its tenant and those of no tenant (a sandbox's own calls:
+// sandboxes are every key's to reach); one without reads all.
+type LLMExchanges struct {
+	a        LLMArchive
+	stop     chan struct{} // closed by EndFollows
+	stopOnce sync.Once
+}
 
 // NewLLMExchanges returns the service over a.
-func NewLLMExchanges(a LLMArchive) *LLMExchanges { return &LLMExchanges{a: a} }
+func NewLLMExchanges(a LLMArchive) *LLMExchanges {
+	return &LLMExchanges{a: a, stop: make(chan struct{})}
+}
+
+// EndFollows ends the follows running, and any begun later, with
+// ErrUnavailable: the daemon is shutting down and must not wait for
+// streams that never end on their own. Calling it again does nothing.
+func (s *LLMExchanges) EndFollows() { s.stopOnce.Do(func() { close(s.stop) }) }
+
+var errFollowEnded = errdefs.Unavailable("the daemon is shutting down: follow again, after the last event's id, once it is back")
 
 // LLMFilter selects exchanges, as the API's query parameters give it.
 type LLMFilter struct {
@@ -44,8 +65,11 @@ type LLMFilter struct {
 
 var llmStates = []string{store.LLMInProgress, store.LLMComplete, store.LLMClientGone, store.LLMInterrupted}
 
-func (f LLMFilter) store() (store.LLMExchangeFilter, store.Page, error) {
+// store is the store's filter and page of f, for the tenant of ctx.
+func (f LLMFilter) store(ctx context.Context) (store.LLMExchangeFilter, store.Page, error) {
 	out := store.LLMExchangeFilter{SandboxID: f.SandboxID, RunID: f.RunID, Model: f.Model, Conversation: f.Conversation}
+	out.Tenant = auth.TenantOf(ctx)
+	out.ByTenant = out.Tenant != ""
 	p := store.Page{After: f.Cursor}
 	if f.Limit != nil {
 		if n := *f.Limit; n < 1 || n > api.MaxPageSize {
@@ -88,7 +112,7 @@ func (f LLMFilter) store() (store.LLMExchangeFilter, store.Page, error) {
 
 // List returns a page of the exchanges f selects, oldest first.
 func (s *LLMExchanges) List(ctx context.Context, f LLMFilter) (*api.LLMExchangeList, error) {
-	sf, p, err := f.store()
+	sf, p, err := f.store(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +140,10 @@ func (s *LLMExchanges) read(ctx context.Context, id string) (*archive.Exchange, 
 	x, err := s.a.Get(ctx, id)
 	if err != nil {
 		return nil, err
+	}
+	if t := auth.TenantOf(ctx); t != "" && x.Tenant != "" && x.Tenant != t {
+		// Another key's: as if there were none (store's message).
+		return nil, errdefs.NotFound("LLM exchange %s not found", id)
 	}
 	return s.a.Read(ctx, x)
 }
@@ -167,7 +195,7 @@ func (s *LLMExchanges) Raw(ctx context.Context, id, part string) (contentType st
 // Export calls emit with each exchange f selects, with its parts, oldest
 // first, reading a page at a time; f's limit is the page size.
 func (s *LLMExchanges) Export(ctx context.Context, f LLMFilter, emit func(*api.LLMExchangeDetail) error) error {
-	sf, p, err := f.store()
+	sf, p, err := f.store(ctx)
 	if err != nil {
 		return err
 	}
@@ -197,9 +225,94 @@ func (s *LLMExchanges) Export(ctx context.Context, f LLMFilter, emit func(*api.L
 
 // CheckExport refuses a bad filter before an export commits to a
 // response.
-func (s *LLMExchanges) CheckExport(f LLMFilter) error {
-	_, _, err := f.store()
+func (s *LLMExchanges) CheckExport(ctx context.Context, f LLMFilter) error {
+	_, _, err := f.store(ctx)
 	return err
+}
+
+// LLMFollowFrom says where a follow of the archive begins: after Cursor,
+// the id of an event a follow sent (or a list's followCursor); else with
+// the Last exchanges that ended before it began; else with those that end
+// after it began.
+type LLMFollowFrom struct {
+	Cursor string
+	Last   int
+}
+
+// MaxLLMFollowLast bounds LLMFollowFrom.Last.
+const MaxLLMFollowLast = 10_000
+
+// followPage is how many exchanges a follow reads at a time.
+const followPage = 100
+
+// Follow checks f and from, then returns the follow itself: it calls emit
+// with each exchange f selects as it ends (is stored no longer in
+// progress), in the order they end, with the cursor that resumes after
+// it, until ctx ends (then nil) or emit fails. It learns of new exchanges
+// from the archive's index as it stores them: no polling.
+func (s *LLMExchanges) Follow(ctx context.Context, f LLMFilter, from LLMFollowFrom) (func(ctx context.Context, emit func(cursor string, x *api.LLMExchange) error) error, error) {
+	if f.Cursor != "" || f.Limit != nil {
+		return nil, errdefs.Invalid("cursor and limit page a list; a follow resumes after an event's id (Last-Event-ID or after)")
+	}
+	sf, _, err := f.store(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if sf.State == store.LLMInProgress {
+		return nil, errdefs.Invalid("status %q: a follow sends exchanges as they end", f.Status)
+	}
+	var after int64
+	switch {
+	case from.Cursor != "":
+		if after, err = strconv.ParseInt(from.Cursor, 10, 64); err != nil || after < 0 {
+			return nil, errdefs.Invalid("cursor %q: want the id of an event of a follow, or a list's followCursor", from.Cursor)
+		}
+	case from.Last < 0 || from.Last > MaxLLMFollowLast:
+		return nil, errdefs.Invalid("last %d: want a number from 0 to %d", from.Last, MaxLLMFollowLast)
+	default:
+		if after, err = s.a.EndedMark(ctx, sf, from.Last); err != nil {
+			return nil, err
+		}
+	}
+	return func(ctx context.Context, emit func(string, *api.LLMExchange) error) error {
+		for {
+			indexed := s.a.Indexed() // before the read: a batch stored during it wakes the wait
+			xs, err := s.a.ListEnded(ctx, sf, after, followPage)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			for _, x := range xs {
+				e := llmExchange(x)
+				if err := emit(strconv.FormatInt(x.Ended, 10), &e); err != nil {
+					return err
+				}
+				after = x.Ended
+			}
+			if len(xs) == followPage {
+				continue
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-s.stop:
+				return errFollowEnded
+			case <-indexed:
+			}
+		}
+	}, nil
+}
+
+// FollowCursor is the cursor a follow resumes at to send what ends after
+// now (api.LLMExchangeList.FollowCursor).
+func (s *LLMExchanges) FollowCursor(ctx context.Context) (string, error) {
+	mark, err := s.a.EndedMark(ctx, store.LLMExchangeFilter{}, 0)
+	if err != nil {
+		return "", err
+	}
+	return strconv.FormatInt(mark, 10), nil
 }
 
 // Conversations returns the exchanges of sandbox id grouped into
@@ -208,7 +321,8 @@ func (s *LLMExchanges) Conversations(ctx context.Context, sandboxID string) (*ap
 	out := &api.LLMConversationList{Items: []api.LLMConversation{}}
 	at := map[string]int{}
 	for p := (store.Page{Limit: api.MaxPageSize}); ; {
-		xs, next, err := s.a.List(ctx, store.LLMExchangeFilter{SandboxID: sandboxID}, p)
+		t := auth.TenantOf(ctx)
+		xs, next, err := s.a.List(ctx, store.LLMExchangeFilter{SandboxID: sandboxID, ByTenant: t != "", Tenant: t}, p)
 		if err != nil {
 			return nil, err
 		}

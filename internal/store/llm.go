@@ -27,6 +27,10 @@ type LLMExchange struct {
 	SandboxID string
 	RunID     string
 	KeyID     string
+	// Tenant is the tenant (auth.Tenant) the exchange belongs to: that of
+	// the API key or per-run key it was made with; "" for a sandbox's own
+	// calls, and for every call while the daemon has no API keys.
+	Tenant string
 	// Inbound is the client's wire format; Method and Path (with query)
 	// the request's.
 	Inbound string
@@ -70,6 +74,10 @@ type LLMExchange struct {
 	PrefixHashes []string
 	// Conversation is the id of the conversation's first exchange.
 	Conversation string
+	// Ended, set by the store, orders the exchanges by when they were
+	// stored ended: 0 while in progress, then greater than that of every
+	// exchange stored ended before; it does not change after.
+	Ended int64
 }
 
 // LLMExchangeFilter selects exchanges; the zero value selects all.
@@ -83,6 +91,10 @@ type LLMExchangeFilter struct {
 	StatusMin, StatusMax int
 	// Since and Until bound the creation time: Since <= t < Until.
 	Since, Until time.Time
+	// ByTenant selects the exchanges of Tenant and those of no tenant
+	// (a sandbox's own, which every key reaches as it reaches sandboxes).
+	ByTenant bool
+	Tenant   string
 }
 
 // LLMExchanges keeps the index of the LLM proxy's archive.
@@ -99,6 +111,13 @@ type LLMExchanges interface {
 	// ListLLMExchangePage returns the page p of the exchanges f selects,
 	// oldest first (ties by id), and the next page's cursor.
 	ListLLMExchangePage(ctx context.Context, f LLMExchangeFilter, p Page) (items []*LLMExchange, next string, err error)
+	// ListEndedLLMExchanges returns, in the order they ended, up to limit
+	// of the exchanges f selects whose Ended is greater than after.
+	ListEndedLLMExchanges(ctx context.Context, f LLMExchangeFilter, after int64, limit int) ([]*LLMExchange, error)
+	// LLMEndedMark returns the Ended of the exchange f selects that ended
+	// skip exchanges (of those f selects) before the last one; 0 when f
+	// selects no more than skip.
+	LLMEndedMark(ctx context.Context, f LLMExchangeFilter, skip int) (int64, error)
 	// DeleteLLMExchanges deletes the exchanges whose Segment is below
 	// segment and returns how many.
 	DeleteLLMExchanges(ctx context.Context, segment int64) (int, error)

@@ -18,4 +18,7 @@ type LLMKey struct {
 	CreatedAt  time.Time
 	ExpiresAt  time.Time
 	RevokedAt  *time.Time
+	// Tenant is the tenant (auth.Tenant) of the API key that made the key,
+	// "" without keys; the calls made with the key are its.
+	Tenant string
 }

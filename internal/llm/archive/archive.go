@@ -135,7 +135,7 @@ func (a *Archive) Begin(r *http.Request, body []byte, ex *proxy.Exchange) proxy.
 	who := ex.Caller // set by the proxy from the request's context
 	rec := &recording{a: a, id: ex.ID, start: ex.Start, body: body}
 	rec.x = store.LLMExchange{
-		ID: ex.ID, SandboxID: who.Sandbox, RunID: who.Run, KeyID: who.Key, Inbound: string(ex.Inbound),
+		ID: ex.ID, SandboxID: who.Sandbox, RunID: who.Run, KeyID: who.Key, Tenant: who.Tenant, Inbound: string(ex.Inbound),
 		Method: r.Method, Path: redactQuery(r.URL.RequestURI()), Model: ex.Model, Stream: ex.Stream,
 		State: store.LLMInProgress, CreatedAt: ex.Start, RequestBytes: int64(len(body)),
 	}

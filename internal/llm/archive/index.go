@@ -34,9 +34,10 @@ type indexer struct {
 	log     *slog.Logger
 	mu      sync.Mutex
 	q       []*item
-	bytes   int // of the request bodies in q
-	last    pos // the mark of the last item added
-	done    pos // the mark of the last item stored
+	bytes   int           // of the request bodies in q
+	last    pos           // the mark of the last item added
+	done    pos           // the mark of the last item stored
+	changed chan struct{} // closed, and replaced, when a batch is stored
 	wake    chan struct{}
 	hurry   chan struct{} // Sync wants the batch now
 	stop    chan struct{}
@@ -51,7 +52,7 @@ const batchWait = 50 * time.Millisecond
 
 func newIndexer(st store.LLMExchanges, hash *hasher, log *slog.Logger) *indexer {
 	ix := &indexer{st: st, hash: hash, log: log, started: time.Now(), wake: make(chan struct{}, 1), hurry: make(chan struct{}, 1),
-		stop: make(chan struct{}), exit: make(chan struct{})}
+		stop: make(chan struct{}), exit: make(chan struct{}), changed: make(chan struct{})}
 	go ix.run()
 	return ix
 }
@@ -159,8 +160,17 @@ func (ix *indexer) flush() bool {
 	}
 	ix.mu.Lock()
 	ix.done = mark
+	close(ix.changed)
+	ix.changed = make(chan struct{})
 	ix.mu.Unlock()
 	return true
+}
+
+// stored returns a channel closed when the next batch is stored.
+func (ix *indexer) stored() <-chan struct{} {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return ix.changed
 }
 
 // older says whether x's conversation may be one the cache does not know:

@@ -13,6 +13,7 @@ type exMeta struct {
 	SandboxID       string `json:"sb,omitempty"`
 	RunID           string `json:"run,omitempty"`
 	KeyID           string `json:"key,omitempty"`
+	Tenant          string `json:"t,omitempty"`
 	Inbound         string `json:"in,omitempty"`
 	Method          string `json:"m,omitempty"`
 	Path            string `json:"p,omitempty"`
@@ -39,7 +40,7 @@ type exMeta struct {
 
 func toMeta(x *store.LLMExchange) exMeta {
 	return exMeta{
-		ID: x.ID, SandboxID: x.SandboxID, RunID: x.RunID, KeyID: x.KeyID, Inbound: x.Inbound, Method: x.Method, Path: x.Path,
+		ID: x.ID, SandboxID: x.SandboxID, RunID: x.RunID, KeyID: x.KeyID, Tenant: x.Tenant, Inbound: x.Inbound, Method: x.Method, Path: x.Path,
 		Model: x.Model, Provider: x.Provider, UpstreamModel: x.UpstreamModel, Stream: x.Stream, Passthrough: x.Passthrough,
 		Status: x.Status, State: x.State, Error: x.Error, InputTokens: x.InputTokens, OutputTokens: x.OutputTokens,
 		CachedTokens: x.CachedTokens, ReasoningTokens: x.ReasoningTokens, Attempts: x.Attempts,
@@ -50,7 +51,7 @@ func toMeta(x *store.LLMExchange) exMeta {
 
 func (m *exMeta) exchange() *store.LLMExchange {
 	return &store.LLMExchange{
-		ID: m.ID, SandboxID: m.SandboxID, RunID: m.RunID, KeyID: m.KeyID, Inbound: m.Inbound, Method: m.Method, Path: m.Path,
+		ID: m.ID, SandboxID: m.SandboxID, RunID: m.RunID, KeyID: m.KeyID, Tenant: m.Tenant, Inbound: m.Inbound, Method: m.Method, Path: m.Path,
 		Model: m.Model, Provider: m.Provider, UpstreamModel: m.UpstreamModel, Stream: m.Stream, Passthrough: m.Passthrough,
 		Status: m.Status, State: m.State, Error: m.Error, InputTokens: m.InputTokens, OutputTokens: m.OutputTokens,
 		CachedTokens: m.CachedTokens, ReasoningTokens: m.ReasoningTokens, Attempts: m.Attempts,

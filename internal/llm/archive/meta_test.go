@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/agent2env/agent2env/internal/store"
 )
 
 // TestAppendHTTPMeta: the hand-written meta of a request or response
@@ -31,5 +34,24 @@ func TestAppendHTTPMeta(t *testing.T) {
 		if d := cmp.Diff(want, back); d != "" {
 			t.Errorf("%s (-encoding/json +ours):\n%s", got, d)
 		}
+	}
+}
+
+// TestExMetaRoundTrip: what the log keeps of an index record (and recovery
+// reads back) is all of it but what the store or the indexer sets.
+func TestExMetaRoundTrip(t *testing.T) {
+	x := &store.LLMExchange{
+		ID: "llx_1", SandboxID: "sb", RunID: "run", KeyID: "key", Tenant: "tenant-a", Inbound: "openai", Method: "POST",
+		Path: "/v1/chat/completions", Model: "m", Provider: "p", UpstreamModel: "um", Stream: true, Passthrough: true,
+		Status: 200, State: store.LLMComplete, Error: "e", InputTokens: 1, OutputTokens: 2, CachedTokens: 3,
+		ReasoningTokens: 4, Attempts: 5, FirstByte: time.Millisecond, Duration: time.Second,
+		CreatedAt: time.UnixMicro(1_700_000_000_000_000).UTC(), RequestBytes: 6, ResponseBytes: 7, StoredBytes: 8,
+	}
+	var m exMeta
+	if err := json.Unmarshal(marshal(toMeta(x)), &m); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(x, m.exchange()); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
 	}
 }

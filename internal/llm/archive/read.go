@@ -192,6 +192,25 @@ func (a *Archive) List(ctx context.Context, f store.LLMExchangeFilter, p store.P
 	return a.store.ListLLMExchangePage(ctx, f, p)
 }
 
+// ListEnded returns, in the order they ended, up to limit of the exchanges
+// f selects that ended after the one whose Ended is after (0: from the
+// first).
+func (a *Archive) ListEnded(ctx context.Context, f store.LLMExchangeFilter, after int64, limit int) ([]*store.LLMExchange, error) {
+	return a.store.ListEndedLLMExchanges(ctx, f, after, limit)
+}
+
+// EndedMark returns the Ended after which the last skip exchanges f
+// selects ended (0 when there are no more than skip): ListEnded after it
+// gives them, and those that end later.
+func (a *Archive) EndedMark(ctx context.Context, f store.LLMExchangeFilter, skip int) (int64, error) {
+	return a.store.LLMEndedMark(ctx, f, skip)
+}
+
+// Indexed returns a channel closed when the index next stores exchanges
+// (begun or ended): a follower asks ListEnded again then. Take it before
+// asking, so that nothing stored in between goes unnoticed.
+func (a *Archive) Indexed() <-chan struct{} { return a.idx.stored() }
+
 // Read reads x's records back.
 func (a *Archive) Read(ctx context.Context, x *store.LLMExchange) (*Exchange, error) {
 	locs, err := decodeLocations(x.Locations)

@@ -18,6 +18,11 @@ type Caller struct {
 	Run string
 	// Key is the id (never the secret) of the per-run LLM key presented.
 	Key string
+	// Tenant is whom the call's exchanges belong to (auth.Tenant): the
+	// tenant of its API key, or of the API key that made its per-run key;
+	// "" for a sandbox's own calls, which every key reaches as it reaches
+	// sandboxes, and for every call of a daemon without API keys.
+	Tenant string
 }
 
 type ctxKey struct{}

@@ -176,7 +176,7 @@ func (g *Gate) authenticate(r *http.Request) (caller.Caller, error) {
 		if err != nil {
 			return caller.Caller{}, err
 		}
-		return caller.Caller{Key: rec.ID, Sandbox: rec.Sandbox, Run: rec.Run}, nil
+		return caller.Caller{Key: rec.ID, Sandbox: rec.Sandbox, Run: rec.Run, Tenant: rec.Tenant}, nil
 	}
 	if g.cfg.APIKeys == nil {
 		return caller.Caller{}, nil
@@ -187,7 +187,7 @@ func (g *Gate) authenticate(r *http.Request) (caller.Caller, error) {
 	if err := g.cfg.APIKeys.Check("Bearer " + k); err != nil {
 		return caller.Caller{}, llm.Errorf(llm.ErrorAuthentication, "%v", err)
 	}
-	return caller.Caller{}, nil
+	return caller.Caller{Tenant: auth.Tenant(k)}, nil
 }
 
 // errNotConfigured answers calls while no proxy is configured: a 404, as

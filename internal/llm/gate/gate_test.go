@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
@@ -73,6 +75,47 @@ func TestKeys(t *testing.T) {
 	}
 	if err := keys.Revoke(ctx, "llmk_nope"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("Revoke(unknown) = %v", err)
+	}
+}
+
+// TestKeysByTenant: with API keys, each lists and revokes only the
+// per-run keys it made; without (tenant ""), all of them.
+func TestKeysByTenant(t *testing.T) {
+	keys := newKeys(t)
+	one, two := auth.WithTenant(context.Background(), "one"), auth.WithTenant(context.Background(), "two")
+	k1, err := keys.Create(one, api.LLMKeyRequest{Name: "k1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, err := keys.Create(two, api.LLMKeyRequest{Name: "k2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := func(ctx context.Context) (out []string) {
+		t.Helper()
+		l, err := keys.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range l.Items {
+			out = append(out, k.ID)
+		}
+		return out
+	}
+	if diff := cmp.Diff([]string{k1.ID}, ids(one)); diff != "" {
+		t.Errorf("tenant one's keys (-want +got):\n%s", diff)
+	}
+	if got := ids(context.Background()); len(got) != 2 {
+		t.Errorf("no tenant lists %v, want both", got)
+	}
+	if err := keys.Revoke(one, k2.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("tenant one revoking two's key: %v, want ErrNotFound", err)
+	}
+	if _, err := keys.Authenticate(context.Background(), k2.Key); err != nil {
+		t.Errorf("two's key after one's attempt: %v", err)
+	}
+	if err := keys.Revoke(two, k2.ID); err != nil {
+		t.Errorf("tenant two revoking its key: %v", err)
 	}
 }
 
@@ -192,7 +235,8 @@ func TestAuthentication(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := newKeys(t)
-	k, err := keys.Create(ctx, api.LLMKeyRequest{Sandbox: "sb-9", Run: "run-7"})
+	// Made by an API key's tenant: its calls are that tenant's.
+	k, err := keys.Create(auth.WithTenant(ctx, "tenant-1"), api.LLMKeyRequest{Sandbox: "sb-9", Run: "run-7"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,8 +249,8 @@ func TestAuthentication(t *testing.T) {
 	}{
 		{"no key", "", 401, caller.Caller{}},
 		{"wrong key", "a2e_wrongwrongwrongwrong", 401, caller.Caller{}},
-		{"api key", "a2e_0123456789abcdef0123", 200, caller.Caller{}},
-		{"llm key", k.Key, 200, caller.Caller{Key: k.ID, Sandbox: "sb-9", Run: "run-7"}},
+		{"api key", "a2e_0123456789abcdef0123", 200, caller.Caller{Tenant: auth.Tenant("a2e_0123456789abcdef0123")}},
+		{"llm key", k.Key, 200, caller.Caller{Key: k.ID, Sandbox: "sb-9", Run: "run-7", Tenant: "tenant-1"}},
 		{"bad llm key", gate.KeyPrefix + "00", 401, caller.Caller{}},
 	}
 	for _, tc := range tests {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/store"
 )
@@ -85,7 +86,7 @@ func (k *Keys) Create(ctx context.Context, req api.LLMKeyRequest) (*api.LLMKey, 
 	rec := &store.LLMKey{
 		ID: "llmk_" + randomHex(8), Hash: hashSecret(secret), Name: req.Name, Sandbox: req.Sandbox, Run: req.Run,
 		BudgetTokens: req.BudgetTokens, RequestsPerMinute: req.RequestsPerMinute, TokensPerMinute: req.TokensPerMinute,
-		CreatedAt: now, ExpiresAt: now.Add(ttl),
+		CreatedAt: now, ExpiresAt: now.Add(ttl), Tenant: auth.TenantOf(ctx),
 	}
 	if err := k.st.CreateLLMKey(ctx, rec); err != nil {
 		return nil, err
@@ -101,16 +102,21 @@ func wireKey(r *store.LLMKey) api.LLMKey {
 		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, RevokedAt: r.RevokedAt}
 }
 
-// List returns every key, newest first, without secrets, with the tokens
-// used so far (flushed or not).
+// List returns the keys of the tenant of ctx (auth.TenantOf; every key
+// without one), newest first, without secrets, with the tokens used so far
+// (flushed or not).
 func (k *Keys) List(ctx context.Context) (*api.LLMKeyList, error) {
 	recs, err := k.st.ListLLMKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := &api.LLMKeyList{Items: make([]api.LLMKey, 0, len(recs))}
+	tenant := auth.TenantOf(ctx)
 	k.mu.Lock()
 	for _, r := range recs {
+		if tenant != "" && r.Tenant != tenant {
+			continue
+		}
 		r.UsedTokens += k.pending[r.ID]
 		out.Items = append(out.Items, wireKey(r))
 	}
@@ -118,8 +124,18 @@ func (k *Keys) List(ctx context.Context) (*api.LLMKeyList, error) {
 	return out, nil
 }
 
-// Revoke revokes key id: from now on it is refused.
+// Revoke revokes key id: from now on it is refused. Another tenant's key
+// is ErrNotFound, as one that does not exist.
 func (k *Keys) Revoke(ctx context.Context, id string) error {
+	if tenant := auth.TenantOf(ctx); tenant != "" {
+		mine, err := k.owns(ctx, tenant, id)
+		if err != nil {
+			return err
+		}
+		if !mine {
+			return fmt.Errorf("revoke llm key %s: %w", id, errdefs.NotFound("no llm key %s", id))
+		}
+	}
 	if err := k.st.RevokeLLMKey(ctx, id, k.now()); err != nil {
 		return err
 	}
@@ -130,6 +146,21 @@ func (k *Keys) Revoke(ctx context.Context, id string) error {
 	}
 	k.mu.Unlock()
 	return nil
+}
+
+// owns says whether key id is tenant's. (Keys are few, and revoked
+// rarely: the list serves.)
+func (k *Keys) owns(ctx context.Context, tenant, id string) (bool, error) {
+	recs, err := k.st.ListLLMKeys(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, r := range recs {
+		if r.ID == id {
+			return r.Tenant == tenant, nil
+		}
+	}
+	return false, nil
 }
 
 // errBadKey is the answer to a key that is not (or no longer) valid; it

@@ -15,13 +15,13 @@ var llmExchanges = newTable(table[store.LLMExchange]{
 	kind: "LLM exchange", name: "llm_exchanges",
 	columns: `id, sandbox_id, run_id, key_id, inbound, method, path, model, provider, upstream_model, stream, passthrough, ` +
 		`status, state, error, input_tokens, output_tokens, cached_tokens, reasoning_tokens, attempts, first_byte, duration, ` +
-		`created_at, request_bytes, response_bytes, stored_bytes, segment, locations, msg_count, msg_hash, conversation`,
+		`created_at, request_bytes, response_bytes, stored_bytes, segment, locations, msg_count, msg_hash, conversation, tenant, ended`,
 	scan: scanLLMExchange,
 	values: func(x *store.LLMExchange) ([]any, error) {
 		return []any{x.ID, x.SandboxID, x.RunID, x.KeyID, x.Inbound, x.Method, x.Path, x.Model, x.Provider, x.UpstreamModel,
 			x.Stream, x.Passthrough, x.Status, x.State, x.Error, x.InputTokens, x.OutputTokens, x.CachedTokens,
 			x.ReasoningTokens, x.Attempts, x.FirstByte.Microseconds(), x.Duration.Microseconds(), toUnix(x.CreatedAt),
-			x.RequestBytes, x.ResponseBytes, x.StoredBytes, x.Segment, x.Locations, x.MsgCount, x.MsgHash, x.Conversation}, nil
+			x.RequestBytes, x.ResponseBytes, x.StoredBytes, x.Segment, x.Locations, x.MsgCount, x.MsgHash, x.Conversation, x.Tenant, x.Ended}, nil
 	},
 	normalize: func(x *store.LLMExchange) {
 		x.CreatedAt = fromUnix(toUnix(x.CreatedAt))
@@ -38,7 +38,7 @@ func scanLLMExchange(row scanner) (*store.LLMExchange, error) {
 	if err := row.Scan(&x.ID, &x.SandboxID, &x.RunID, &x.KeyID, &x.Inbound, &x.Method, &x.Path, &x.Model, &x.Provider,
 		&x.UpstreamModel, &x.Stream, &x.Passthrough, &x.Status, &x.State, &x.Error, &x.InputTokens, &x.OutputTokens,
 		&x.CachedTokens, &x.ReasoningTokens, &x.Attempts, &first, &dur, &create, &x.RequestBytes, &x.ResponseBytes,
-		&x.StoredBytes, &x.Segment, &x.Locations, &x.MsgCount, &x.MsgHash, &x.Conversation); err != nil {
+		&x.StoredBytes, &x.Segment, &x.Locations, &x.MsgCount, &x.MsgHash, &x.Conversation, &x.Tenant, &x.Ended); err != nil {
 		return nil, err
 	}
 	x.FirstByte, x.Duration = time.Duration(first)*time.Microsecond, time.Duration(dur)*time.Microsecond
@@ -52,12 +52,24 @@ func (s *Store) PutLLMExchanges(ctx context.Context, xs []*store.LLMExchange, ma
 		return fmt.Errorf("index LLM exchanges: %w", err)
 	}
 	defer tx.Rollback()
-	upsert, err := tx.PrepareContext(ctx, llmExchanges.insertSQL+` ON CONFLICT(id) DO UPDATE SET `+upsertSet(llmExchanges.columns))
+	// An exchange's Ended, once set, stays: a follower has seen it.
+	upsert, err := tx.PrepareContext(ctx, llmExchanges.insertSQL+` ON CONFLICT(id) DO UPDATE SET `+
+		strings.Replace(upsertSet(llmExchanges.columns), "ended = excluded.ended",
+			"ended = CASE WHEN llm_exchanges.ended > 0 THEN llm_exchanges.ended ELSE excluded.ended END", 1))
 	if err != nil {
 		return fmt.Errorf("index LLM exchanges: %w", err)
 	}
 	defer upsert.Close()
+	var ended int64 // the last Ended given; the writer is one connection
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(ended), 0) FROM llm_exchanges WHERE ended > 0`).Scan(&ended); err != nil {
+		return fmt.Errorf("index LLM exchanges: %w", err)
+	}
 	for _, x := range xs {
+		x.Ended = 0
+		if x.State != store.LLMInProgress {
+			ended++
+			x.Ended = ended
+		}
 		if x.Conversation == "" && x.MsgHash != "" {
 			if x.Conversation, err = findConversation(ctx, tx, x); err != nil {
 				return fmt.Errorf("index LLM exchange %s: %w", x.ID, err)
@@ -135,6 +147,19 @@ func (s *Store) ListLLMExchangePage(ctx context.Context, f store.LLMExchangeFilt
 	if err != nil {
 		return nil, "", err
 	}
+	fc, fargs := llmFilter(f)
+	out, err := list(ctx, s.r, scanLLMExchange,
+		`SELECT `+llmExchanges.columns+` FROM llm_exchanges WHERE 1=1`+cond+fc+` ORDER BY created_at, id`+limit, append(args, fargs...)...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list LLM exchanges: %w", err)
+	}
+	out, next := cutPage(out, p, func(x *store.LLMExchange) (time.Time, string) { return x.CreatedAt, x.ID })
+	return out, next, nil
+}
+
+// llmFilter returns the conditions (each beginning " AND ") that select
+// what f does, and their arguments.
+func llmFilter(f store.LLMExchangeFilter) (cond string, args []any) {
 	eq := func(col, v string) {
 		if v != "" {
 			cond += ` AND ` + col + ` = ?`
@@ -162,13 +187,36 @@ func (s *Store) ListLLMExchangePage(ctx context.Context, f store.LLMExchangeFilt
 		cond += ` AND created_at < ?`
 		args = append(args, toUnix(f.Until))
 	}
-	out, err := list(ctx, s.r, scanLLMExchange,
-		`SELECT `+llmExchanges.columns+` FROM llm_exchanges WHERE 1=1`+cond+` ORDER BY created_at, id`+limit, args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list LLM exchanges: %w", err)
+	if f.ByTenant {
+		cond += ` AND tenant IN ('', ?)`
+		args = append(args, f.Tenant)
 	}
-	out, next := cutPage(out, p, func(x *store.LLMExchange) (time.Time, string) { return x.CreatedAt, x.ID })
-	return out, next, nil
+	return cond, args
+}
+
+func (s *Store) ListEndedLLMExchanges(ctx context.Context, f store.LLMExchangeFilter, after int64, limit int) ([]*store.LLMExchange, error) {
+	cond, args := llmFilter(f)
+	out, err := list(ctx, s.r, scanLLMExchange,
+		`SELECT `+llmExchanges.columns+` FROM llm_exchanges WHERE ended > ?`+cond+` ORDER BY ended LIMIT ?`,
+		append(append([]any{after}, args...), limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("list ended LLM exchanges: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Store) LLMEndedMark(ctx context.Context, f store.LLMExchangeFilter, skip int) (int64, error) {
+	cond, args := llmFilter(f)
+	var mark int64
+	err := s.r.QueryRowContext(ctx, `SELECT ended FROM llm_exchanges WHERE ended > 0`+cond+` ORDER BY ended DESC LIMIT 1 OFFSET ?`,
+		append(args, skip)...).Scan(&mark)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("read the LLM archive's ended mark: %w", err)
+	}
+	return mark, nil
 }
 
 func (s *Store) DeleteLLMExchanges(ctx context.Context, segment int64) (int, error) {

@@ -12,7 +12,7 @@ import (
 )
 
 const llmKeyColumns = `id, hash, name, sandbox, run, budget_tokens, requests_per_minute, tokens_per_minute, ` +
-	`used_tokens, created_at, expires_at, revoked_at`
+	`used_tokens, created_at, expires_at, revoked_at, tenant`
 
 func scanLLMKey(row scanner) (*store.LLMKey, error) {
 	var (
@@ -21,7 +21,7 @@ func scanLLMKey(row scanner) (*store.LLMKey, error) {
 		revoked          sql.NullInt64
 	)
 	if err := row.Scan(&k.ID, &k.Hash, &k.Name, &k.Sandbox, &k.Run, &k.BudgetTokens, &k.RequestsPerMinute,
-		&k.TokensPerMinute, &k.UsedTokens, &created, &expires, &revoked); err != nil {
+		&k.TokensPerMinute, &k.UsedTokens, &created, &expires, &revoked, &k.Tenant); err != nil {
 		return nil, err
 	}
 	k.CreatedAt, k.ExpiresAt = fromUnix(created), fromUnix(expires)
@@ -35,9 +35,9 @@ func scanLLMKey(row scanner) (*store.LLMKey, error) {
 // CreateLLMKey stores a new key; an id or hash already stored is
 // ErrAlreadyExists.
 func (s *Store) CreateLLMKey(ctx context.Context, k *store.LLMKey) error {
-	_, err := s.w.ExecContext(ctx, `INSERT INTO llm_keys (`+llmKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := s.w.ExecContext(ctx, `INSERT INTO llm_keys (`+llmKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		k.ID, k.Hash, k.Name, k.Sandbox, k.Run, k.BudgetTokens, k.RequestsPerMinute, k.TokensPerMinute, k.UsedTokens,
-		toUnix(k.CreatedAt), toUnix(k.ExpiresAt), toNullUnix(k.RevokedAt))
+		toUnix(k.CreatedAt), toUnix(k.ExpiresAt), toNullUnix(k.RevokedAt), k.Tenant)
 	switch {
 	case isUnique(err):
 		return fmt.Errorf("create llm key %s: %w", k.ID, errdefs.ErrAlreadyExists)

@@ -21,6 +21,8 @@ var llmTests = []struct {
 	{"LLMExchangeList", testLLMList},
 	{"LLMExchangeConversations", testLLMConversations},
 	{"LLMExchangeDelete", testLLMDelete},
+	{"LLMExchangeEnded", testLLMEnded},
+	{"LLMExchangeTenant", testLLMTenant},
 }
 
 func llmSample(id string, at time.Time) *store.LLMExchange {
@@ -183,5 +185,101 @@ func testLLMDelete(t *testing.T, s store.Store) {
 	left, _, err := s.ListLLMExchangePage(ctx, store.LLMExchangeFilter{}, store.Page{})
 	if err != nil || len(left) != 2 || left[0].Segment != 3 {
 		t.Errorf("left %d exchanges (%v)", len(left), err)
+	}
+}
+
+// testLLMEnded: exchanges are numbered in the order they are stored ended,
+// once; a follower lists those after a mark.
+func testLLMEnded(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	now := time.Now()
+	put := func(id, state string) {
+		t.Helper()
+		x := llmSample(id, now)
+		x.State = state
+		if id == "late" {
+			x.CreatedAt = now.Add(-time.Hour) // begun first, ended last
+		}
+		if err := s.PutLLMExchanges(ctx, []*store.LLMExchange{x}, "m"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("late", store.LLMInProgress)
+	put("a", store.LLMComplete)
+	put("b", store.LLMInProgress)
+	if m, err := s.LLMEndedMark(ctx, store.LLMExchangeFilter{}, 0); err != nil || m == 0 {
+		t.Fatalf("mark = %d, %v; want the mark of a", m, err)
+	}
+	put("late", store.LLMClientGone)
+	put("b", store.LLMComplete)
+	put("a", store.LLMComplete) // again: keeps its place
+	ids := func(after int64, f store.LLMExchangeFilter) (out []string) {
+		t.Helper()
+		xs, err := s.ListEndedLLMExchanges(ctx, f, after, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range xs {
+			out = append(out, x.ID)
+		}
+		return out
+	}
+	if diff := cmp.Diff([]string{"a", "late", "b"}, ids(0, store.LLMExchangeFilter{})); diff != "" {
+		t.Errorf("ended (-want +got):\n%s", diff)
+	}
+	mark, err := s.LLMEndedMark(ctx, store.LLMExchangeFilter{}, 2) // before the last two
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"late", "b"}, ids(mark, store.LLMExchangeFilter{})); diff != "" {
+		t.Errorf("after the mark two back (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"late"}, ids(0, store.LLMExchangeFilter{State: store.LLMClientGone})); diff != "" {
+		t.Errorf("filtered (-want +got):\n%s", diff)
+	}
+	if m, err := s.LLMEndedMark(ctx, store.LLMExchangeFilter{}, 5); err != nil || m != 0 {
+		t.Errorf("mark past the first = %d, %v; want 0", m, err)
+	}
+}
+
+// testLLMTenant: a tenant sees its exchanges and those of no tenant.
+func testLLMTenant(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	now := time.Now()
+	var xs []*store.LLMExchange
+	for i, tenant := range []string{"t1", "t2", "", "t1"} {
+		x := llmSample(string(rune('a'+i)), now.Add(time.Duration(i)*time.Second))
+		x.Tenant = tenant
+		xs = append(xs, x)
+	}
+	if err := s.PutLLMExchanges(ctx, xs, "m"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		f    store.LLMExchangeFilter
+		want []string
+	}{
+		{store.LLMExchangeFilter{}, []string{"a", "b", "c", "d"}},
+		{store.LLMExchangeFilter{ByTenant: true, Tenant: "t1"}, []string{"a", "c", "d"}},
+		{store.LLMExchangeFilter{ByTenant: true, Tenant: "t2"}, []string{"b", "c"}},
+	} {
+		got, _, err := s.ListLLMExchangePage(ctx, tt.f, store.Page{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, x := range got {
+			ids = append(ids, x.ID)
+		}
+		if diff := cmp.Diff(tt.want, ids); diff != "" {
+			t.Errorf("tenant %q (-want +got):\n%s", tt.f.Tenant, diff)
+		}
+		ended, err := s.ListEndedLLMExchanges(ctx, tt.f, 0, 10)
+		if err != nil || len(ended) != len(tt.want) {
+			t.Errorf("tenant %q: %d ended, %v; want %d", tt.f.Tenant, len(ended), err, len(tt.want))
+		}
+	}
+	if got, err := s.GetLLMExchange(ctx, "b"); err != nil || got.Tenant != "t2" {
+		t.Errorf("get b: %+v, %v; want tenant t2", got, err)
 	}
 }

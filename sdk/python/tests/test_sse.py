@@ -19,7 +19,29 @@ def decode(lines: list[str]) -> list[SSEEvent]:
         (["data:x", "data: y", ""], [SSEEvent("message", "x\ny")]),
         (
             [": keep-alive", "", "event: a", "id: 1", "retry: 5", "data: 1", ""],
-            [SSEEvent("a", "1")],
+            [SSEEvent("a", "1", "1")],
+        ),
+        # An id holds for the events after it, until another is set.
+        (
+            [
+                "id: 7",
+                "data: a",
+                "",
+                "data: b",
+                "",
+                "id: 8",
+                "data: c",
+                "",
+                "id: x\0",
+                "data: d",
+                "",
+            ],
+            [
+                SSEEvent("message", "a", "7"),
+                SSEEvent("message", "b", "7"),
+                SSEEvent("message", "c", "8"),
+                SSEEvent("message", "d", "8"),
+            ],
         ),
         (["event: empty", "", "data: 2", ""], [SSEEvent("message", "2")]),
         (["event: cut", "data: 3"], []),

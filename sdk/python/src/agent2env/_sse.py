@@ -20,10 +20,15 @@ MAX_EVENT_CHARS = 16 << 20
 
 @dataclass(frozen=True)
 class SSEEvent:
-    """One event: its name (``message`` when the stream gave none) and its data."""
+    """One event: its name (``message`` when the stream gave none), its data and its id.
+
+    The id is the last the stream set, kept for the events that follow (as
+    the standard says); "" when it set none.
+    """
 
     event: str
     data: str
+    id: str = ""
 
     def json(self) -> Any:
         """Return the data decoded as JSON."""
@@ -44,6 +49,7 @@ class SSEDecoder:
         self._event = ""
         self._data: list[str] = []
         self._size = 0
+        self._id = ""
 
     def feed(self, line: str) -> SSEEvent | None:
         """Take one line; return the event it completes, if any."""
@@ -52,7 +58,7 @@ class SSEDecoder:
                 # An event without data is not dispatched.
                 self._event = ""
                 return None
-            ev = SSEEvent(self._event or "message", "\n".join(self._data))
+            ev = SSEEvent(self._event or "message", "\n".join(self._data), self._id)
             self._event, self._data, self._size = "", [], 0
             return ev
         self._size += len(line)
@@ -64,5 +70,7 @@ class SSEDecoder:
             self._event = value
         elif field == "data":
             self._data.append(value)
-        # Comments (":keep-alive"), "id" and "retry" change nothing here.
+        elif field == "id" and "\0" not in value:
+            self._id = value
+        # Comments (":keep-alive") and "retry" change nothing here.
         return None

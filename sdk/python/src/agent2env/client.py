@@ -24,6 +24,8 @@ from .services import (
     AsyncContextService,
     AsyncImageService,
     AsyncImportExportService,
+    AsyncLLMKeyService,
+    AsyncLLMService,
     AsyncPrepullService,
     AsyncSandboxService,
     AsyncSessionService,
@@ -32,6 +34,8 @@ from .services import (
     ContextService,
     ImageService,
     ImportExportService,
+    LLMKeyService,
+    LLMService,
     PrepullService,
     SandboxService,
     SessionService,
@@ -76,6 +80,9 @@ class Client:
             use (agent2env addition; see also :mod:`agent2env.sessions`).
         stats: The daemon's statistics (agent2env addition).
         images: The daemon's image store (agent2env addition).
+        llm: The LLM proxy's archive: every call sandboxes and runs made to a
+            model (agent2env addition).
+        llm_keys: The LLM proxy's per-run keys (agent2env addition).
 
     Use it as a context manager, or call :meth:`close` when done::
 
@@ -106,6 +113,8 @@ class Client:
         self.sessions: Final = SessionService(self._api)
         self.stats: Final = StatsService(self._api)
         self.images: Final = ImageService(self._api)
+        self.llm: Final = LLMService(self._api)
+        self.llm_keys: Final = LLMKeyService(self._api)
 
     @property
     def base_url(self) -> str:
@@ -172,6 +181,8 @@ class AsyncClient:
         self.sessions: Final = AsyncSessionService(self._api)
         self.stats: Final = AsyncStatsService(self._api)
         self.images: Final = AsyncImageService(self._api)
+        self.llm: Final = AsyncLLMService(self._api)
+        self.llm_keys: Final = AsyncLLMKeyService(self._api)
 
     @property
     def base_url(self) -> str:

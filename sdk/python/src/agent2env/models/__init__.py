@@ -17,6 +17,19 @@ from .context import (
 )
 from .image import Image, ImageProgress
 from .import_export import ImportAction, ImportResult, ImportResultItem, ImportStrategy
+from .llm import (
+    LLMChunk,
+    LLMConversation,
+    LLMExchange,
+    LLMExchangeDetail,
+    LLMExchangeEvent,
+    LLMExchangeList,
+    LLMExchangeState,
+    LLMKey,
+    LLMMessage,
+    LLMPart,
+    LLMUsage,
+)
 from .prepull import PrepullProgress, PrepullStatus, PrepullTask
 from .sandbox import (
     ExecEvent,
@@ -81,6 +94,17 @@ __all__ = [
     "ImportResult",
     "ImportResultItem",
     "ImportStrategy",
+    "LLMChunk",
+    "LLMConversation",
+    "LLMExchange",
+    "LLMExchangeDetail",
+    "LLMExchangeEvent",
+    "LLMExchangeList",
+    "LLMExchangeState",
+    "LLMKey",
+    "LLMMessage",
+    "LLMPart",
+    "LLMUsage",
     "LogsResult",
     "NetworkSpec",
     "PersistenceSpec",

@@ -3,6 +3,7 @@
 from .context import AsyncContextService, ContextService
 from .image import AsyncImageService, ImageService
 from .import_export import AsyncImportExportService, ImportExportService
+from .llm import AsyncLLMKeyService, AsyncLLMService, LLMKeyService, LLMService
 from .prepull import AsyncPrepullService, PrepullService
 from .sandbox import AsyncSandboxService, SandboxService
 from .session import AsyncSessionService, AsyncStatsService, SessionService, StatsService
@@ -12,6 +13,8 @@ __all__ = [
     "AsyncContextService",
     "AsyncImageService",
     "AsyncImportExportService",
+    "AsyncLLMKeyService",
+    "AsyncLLMService",
     "AsyncPrepullService",
     "AsyncSandboxService",
     "AsyncSessionService",
@@ -20,6 +23,8 @@ __all__ = [
     "ContextService",
     "ImageService",
     "ImportExportService",
+    "LLMKeyService",
+    "LLMService",
     "PrepullService",
     "SandboxService",
     "SessionService",

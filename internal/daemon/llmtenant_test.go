@@ -1,0 +1,110 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/client"
+	"github.com/agent2env/agent2env/api/sse"
+	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
+)
+
+// TestLLMArchiveByAPIKey: with two API keys, the exchanges of calls made
+// with one (or with a per-run key it made) are its own: the other does not
+// list or read them, nor list or revoke its per-run keys.
+func TestLLMArchiveByAPIKey(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "llm.yaml")
+	writeLLMConfig(t, path, sseUpstream(t, "ok", nil))
+	keyA, keyB := auth.NewKey(), auth.NewKey()
+	keys, err := auth.NewKeys(keyA, keyB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t.TempDir(), fakeruntime.New())
+	cfg.LLMConfig, cfg.Keys = path, keys
+	d := start(t, cfg, nil)
+	a, _ := client.New("http://"+d.addr, client.WithToken(keyA))
+	b, _ := client.New("http://"+d.addr, client.WithToken(keyB))
+	perRun, err := a.LLMKeys().Create(ctx, api.LLMKeyRequest{Run: "run-a", ExpiresIn: 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{keyA, keyB, perRun.Key} {
+		if code, body := llmCall(t, d.addr, key, false); code != 200 {
+			t.Fatalf("call: %d %s", code, body)
+		}
+	}
+	if err := d.sys.LLMArchive.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	list := func(c *client.Client) (runs []string, ids []string) {
+		t.Helper()
+		l, err := c.LLM().List(ctx, client.LLMFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range l.Items {
+			runs, ids = append(runs, x.RunID), append(ids, x.ID)
+		}
+		return runs, ids
+	}
+	runsA, idsA := list(a)
+	runsB, idsB := list(b)
+	if len(idsA) != 2 || !slices.Contains(runsA, "run-a") || len(idsB) != 1 || runsB[0] != "" {
+		t.Fatalf("key A lists runs %q, key B %q; want A's two calls (one with its per-run key), B's one", runsA, runsB)
+	}
+	for _, id := range idsA {
+		if _, err := b.LLM().Get(ctx, id); !errors.Is(err, client.ErrNotFound) {
+			t.Errorf("key B gets A's exchange %s: %v, want ErrNotFound", id, err)
+		}
+	}
+	if _, err := a.LLM().Get(ctx, idsA[0]); err != nil {
+		t.Errorf("key A gets its exchange: %v", err)
+	}
+	if ks, err := b.LLMKeys().List(ctx); err != nil || len(ks) != 0 {
+		t.Errorf("key B lists per-run keys %+v, %v; want none", ks, err)
+	}
+	if err := b.LLMKeys().Revoke(ctx, perRun.ID); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("key B revokes A's per-run key: %v, want ErrNotFound", err)
+	}
+	if ks, err := a.LLMKeys().List(ctx); err != nil || len(ks) != 1 || ks[0].RevokedAt != nil {
+		t.Errorf("key A's per-run keys %+v, %v", ks, err)
+	}
+}
+
+// TestLLMFollowEndsAtShutdown: a follow of the archive, which never ends
+// on its own, ends with an UNAVAILABLE error event when the daemon shuts
+// down, and does not hold the shutdown for its timeout.
+func TestLLMFollowEndsAtShutdown(t *testing.T) {
+	cfg := testConfig(t.TempDir(), fakeruntime.New())
+	cfg.ShutdownTimeout = 30 * time.Second
+	d := start(t, cfg, nil)
+	resp, err := http.Get("http://" + d.addr + "/api/v1/llm/exchanges/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK { // the headers come at once: the follow runs
+		t.Fatalf("follow: %d", resp.StatusCode)
+	}
+	began := time.Now()
+	if err := d.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("shutdown took %s with a follow open", took)
+	}
+	ev, err := sse.NewReader(resp.Body).Next()
+	if err != nil || ev.Name != "error" || !strings.Contains(string(ev.Data), api.CodeUnavailable) {
+		t.Errorf("the follow ended with %q %s, %v; want an %s error event", ev.Name, ev.Data, err, api.CodeUnavailable)
+	}
+}
