@@ -181,6 +181,12 @@ func printRun(w io.Writer, r api.Run) error {
 	for _, a := range r.Artifacts {
 		fmt.Fprintf(w, "artifact: %s (%s)\n", a.Path, formatBytes(a.Size))
 	}
+	if r.ArtifactsTruncated {
+		fmt.Fprintln(w, "artifacts: more left out at the size limit")
+	}
+	if r.ArtifactsError != "" {
+		fmt.Fprintf(w, "artifacts: not all collected: %s\n", strings.ReplaceAll(r.ArtifactsError, "\n", "\n          "))
+	}
 	if len(r.OutputTail) > 0 {
 		fmt.Fprintln(w, "output (last lines):")
 		for _, l := range r.OutputTail {

@@ -181,12 +181,19 @@ func untarGz(t *testing.T, b64 string) map[string]string {
 	}
 }
 
-// task show prints a run's model calls, tokens and conversations.
+// task show prints a run's model calls, tokens and conversations, and
+// why artifacts are missing.
 func TestPrintRunTokens(t *testing.T) {
 	var b bytes.Buffer
 	printRun(&b, api.Run{ID: "run-1", Status: api.RunSucceeded, ConversationIDs: []string{"llx_1", "llx_9"},
-		LLM: api.RunLLMUsage{Requests: 3, InputTokens: 120, CachedTokens: 100, OutputTokens: 30, Source: "proxy"}})
-	for _, want := range []string{"llm:      3 requests, 120 tokens in (100 cached), 30 out (proxy)", "conversations: llx_1, llx_9 (agent2env llm ls --run run-1)"} {
+		LLM:                api.RunLLMUsage{Requests: 3, InputTokens: 120, CachedTokens: 100, OutputTokens: 30, Source: "proxy"},
+		ArtifactsTruncated: true, ArtifactsError: "the sandbox was lost\nwith its files"})
+	for _, want := range []string{
+		"llm:      3 requests, 120 tokens in (100 cached), 30 out (proxy)",
+		"conversations: llx_1, llx_9 (agent2env llm ls --run run-1)",
+		"artifacts: more left out at the size limit",
+		"artifacts: not all collected: the sandbox was lost\n          with its files",
+	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("task show lacks %q:\n%s", want, b.String())
 		}
