@@ -86,7 +86,7 @@ func (p *Proxy) newCall(w http.ResponseWriter, r *http.Request, f llm.Format) *c
 }
 
 func (c *call) readBody() bool {
-	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, MaxBody))
+	body, err := readAll(http.MaxBytesReader(c.w, c.r.Body, MaxBody), c.r.ContentLength)
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
@@ -98,6 +98,29 @@ func (c *call) readBody() bool {
 	}
 	c.body = body
 	return true
+}
+
+// readAll is io.ReadAll into a buffer of the size announced (n, -1 when
+// unknown), so that a body of known length is read without the copies of
+// a growing buffer.
+func readAll(r io.Reader, n int64) ([]byte, error) {
+	if n <= 0 || n > MaxBody {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, n+1) // +1: room to see the end without growing
+	for {
+		k, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+k]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // longer than announced: grow
+		}
+	}
 }
 
 // modelAndStream reads the two members routing needs without decoding the
@@ -418,7 +441,7 @@ func (c *call) passWhole(out llm.Codec, resp *http.Response) {
 		_, _ = io.Copy(c.w, resp.Body)
 		return
 	}
-	data, err := io.ReadAll(resp.Body)
+	data, err := readAll(resp.Body, resp.ContentLength)
 	_, _ = c.w.Write(data)
 	if err != nil {
 		c.ex.Err = err
@@ -490,7 +513,8 @@ func (c *call) passStream(out llm.Codec, resp *http.Response) {
 	}
 }
 
-// teeSource writes each event to the client as the decoder reads it.
+// teeSource writes each event to the client as the decoder reads it,
+// flushed unless the next one is already here.
 type teeSource struct {
 	src *llm.SSEReader
 	w   *recorder
@@ -510,7 +534,11 @@ func (t *teeSource) Next() (llm.SSEEvent, error) {
 		t.err = err
 		return llm.SSEEvent{}, err
 	}
-	t.w.Flush()
+	// Events that came together leave together: one flush after the last
+	// of them (an upstream that bursts costs one write(2), not one each).
+	if !t.src.Ready() {
+		t.w.Flush()
+	}
 	return ev, nil
 }
 
