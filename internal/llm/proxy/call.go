@@ -491,7 +491,8 @@ func (p *Proxy) watched() bool { return p.observe != nil || p.record != nil }
 func (c *call) passStream(out llm.Codec, resp *http.Response) {
 	copyHeader(c.w.Header(), resp.Header)
 	c.w.WriteHeader(resp.StatusCode)
-	c.w.Flush()
+	// The header leaves with the first event, in one write (as a
+	// translated stream's does), not in a write of its own before it.
 	tee := &teeSource{src: llm.NewSSEReader(resp.Body), w: c.w}
 	if c.p.watched() {
 		var acc llm.Accumulator
@@ -516,9 +517,10 @@ func (c *call) passStream(out llm.Codec, resp *http.Response) {
 // teeSource writes each event to the client as the decoder reads it,
 // flushed unless the next one is already here.
 type teeSource struct {
-	src *llm.SSEReader
-	w   *recorder
-	err error
+	src     *llm.SSEReader
+	w       *recorder
+	err     error
+	flushed bool // once
 }
 
 func (t *teeSource) Next() (llm.SSEEvent, error) {
@@ -536,8 +538,11 @@ func (t *teeSource) Next() (llm.SSEEvent, error) {
 	}
 	// Events that came together leave together: one flush after the last
 	// of them (an upstream that bursts costs one write(2), not one each).
-	if !t.src.Ready() {
+	// The first leaves at once, whatever follows it: the time to the first
+	// event is what a client waits on.
+	if !t.flushed || !t.src.Ready() {
 		t.w.Flush()
+		t.flushed = true
 	}
 	return ev, nil
 }

@@ -550,6 +550,7 @@ type flushCounter struct {
 	header  http.Header
 	buf     bytes.Buffer
 	flushed string
+	first   string // what the first flush sent
 	flushes int
 }
 
@@ -565,6 +566,15 @@ func (f *flushCounter) Flush() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.flushed, f.flushes = f.buf.String(), f.flushes+1
+	if f.flushes == 1 {
+		f.first = f.flushed
+	}
+}
+
+func (f *flushCounter) firstFlush() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.first
 }
 
 func (f *flushCounter) state() (string, int) {
@@ -575,7 +585,8 @@ func (f *flushCounter) state() (string, int) {
 
 // TestPassStreamFlushesPerBurst: stream events that come from the upstream
 // together are flushed to the client together, the last of them without
-// waiting for what comes next; an event that comes alone is flushed alone.
+// waiting for what comes next; the first event is flushed at once, with
+// the header, whatever follows it.
 func TestPassStreamFlushesPerBurst(t *testing.T) {
 	ev := func(i int) string {
 		return fmt.Sprintf(`data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,"delta":{"content":"w%d "}}]}`+"\n\n", i)
@@ -611,10 +622,13 @@ func TestPassStreamFlushesPerBurst(t *testing.T) {
 	for {
 		flushed, n := w.state()
 		if flushed == burst.String() {
-			// The header's flush and the burst's: at most one more where
-			// the burst came in pieces.
+			// The first event's flush, with the header, and the rest's: one
+			// more where the burst came in pieces.
 			if n > 3 {
 				t.Errorf("%d flushes for the header and a burst of 10 events, want at most 3", n)
+			}
+			if first := w.firstFlush(); first != ev(0) {
+				t.Errorf("first flush %q, want the first event alone (with the header)", first)
 			}
 			break
 		}
