@@ -451,9 +451,24 @@ func (c *call) passWhole(out llm.Codec, resp *http.Response) {
 }
 
 // usageOf reads the usage of a whole answer in out's format: the codec
-// decodes only its usage member (usage, usageMetadata), and the whole
+// decodes only its usage member (usage, usageMetadata) — by itself when it
+// can (llm.UsageDecoder), else in an answer of nothing else — and the whole
 // answer only when that fails.
 func usageOf(out llm.Codec, data []byte) llm.Usage {
+	if ud, ok := out.(llm.UsageDecoder); ok {
+		var member []byte
+		_ = wire.Members(data, func(k string, v []byte) error {
+			if k == "usage" {
+				member = v // the last, as encoding/json takes it
+			}
+			return nil
+		})
+		if member != nil {
+			if u, err := ud.DecodeUsage(member); err == nil {
+				return u
+			}
+		}
+	}
 	if small := usageMember(data); small != nil {
 		if r, err := out.DecodeResponse(small); err == nil {
 			return r.Usage
