@@ -1,15 +1,19 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,16 +27,16 @@ import (
 	"github.com/agent2env/agent2env/internal/store/sqlite"
 )
 
-// llmUpstream is a local OpenAI-compatible upstream with fixed answers:
-// a whole completion, or a stream of 20 chunks. A stream asked for with
-// the message "hold" sends its first chunk and then waits until hold is
-// closed (or the caller leaves).
-func llmUpstream(hold <-chan struct{}) *httptest.Server {
+// llmUpstream serves a local OpenAI-compatible upstream with fixed
+// answers at l until l is closed: a whole completion, or a stream of 20
+// chunks. A stream asked for with the message "hold" sends its first
+// chunk and then waits until the caller leaves.
+func llmUpstream(l net.Listener) error {
 	chunk := `data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,"delta":{"content":"word "}}]}` + "\n\n"
 	stream := strings.Repeat(chunk, 20) + `data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}}` + "\n\ndata: [DONE]\n\n"
 	whole := `{"id":"c","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"` +
 		strings.Repeat("word ", 20) + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}}`
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := &http.Server{MaxHeaderBytes: 1 << 20, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if !bytes.Contains(body, []byte(`"stream":true`)) {
 			w.Header().Set("Content-Type", "application/json")
@@ -44,20 +48,66 @@ func llmUpstream(hold <-chan struct{}) *httptest.Server {
 		if bytes.Contains(body, []byte(`"content":"hold"`)) {
 			io.WriteString(w, chunk)
 			f.Flush()
-			select {
-			case <-hold:
-			case <-r.Context().Done():
-			}
+			<-r.Context().Done()
 			return
 		}
 		for ev := range strings.SplitAfterSeq(stream, "\n\n") {
 			io.WriteString(w, ev)
 			f.Flush()
 		}
-	}))
-	srv.Config.MaxHeaderBytes = 1 << 20
-	srv.Start()
-	return srv
+	})}
+	return srv.Serve(l)
+}
+
+// serveLLMUpstream is the bench's -llm-upstream mode: the fake upstream in
+// a process of its own, as a real upstream is. It prints its URL and
+// serves until its standard input closes.
+func serveLLMUpstream() error {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	fmt.Println("http://" + l.Addr().String())
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		l.Close()
+	}()
+	if err := llmUpstream(l); !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// startLLMUpstream runs this program's -llm-upstream mode and returns its
+// URL and how to stop it.
+func startLLMUpstream() (string, func(), error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command(self, "-llm-upstream")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop := func() {
+		stdin.Close()
+		_ = cmd.Wait()
+	}
+	url, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		stop()
+		return "", nil, fmt.Errorf("start the LLM upstream: %w", err)
+	}
+	return strings.TrimSpace(url), stop, nil
 }
 
 // benchLLM measures the daemon's LLM proxy (pass-through, OpenAI to
@@ -66,18 +116,23 @@ func llmUpstream(hold <-chan struct{}) *httptest.Server {
 // rate, throughput at saturation, memory per held stream; and the
 // archive's size and write cost per exchange for the captured requests
 // of the agent CLIs.
-func benchLLM(bin string, pace time.Duration) error {
-	hold := make(chan struct{})
-	up := llmUpstream(hold)
-	defer up.Close()
-	defer close(hold)
+func benchLLM(bin string, dur time.Duration) error {
+	// The upstream is a process of its own: called in process, the
+	// direct route would skip the wake-ups between processes that both
+	// hops of the proxied one pay (and a real upstream is never in the
+	// client's process).
+	upURL, stopUp, err := startLLMUpstream()
+	if err != nil {
+		return err
+	}
+	defer stopUp()
 	dir, err := os.MkdirTemp("", "a2e-bench-llm-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
 	cfg := filepath.Join(dir, "llm.yaml")
-	if err := os.WriteFile(cfg, []byte("providers:\n  - {name: up, type: openai, base_url: "+up.URL+"/v1}\nmodels:\n  - {name: m, provider: up}\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte("providers:\n  - {name: up, type: openai, base_url: "+upURL+"/v1}\nmodels:\n  - {name: m, provider: up}\n"), 0o600); err != nil {
 		return err
 	}
 	d, err := startDaemon(bin, "--llm-config", cfg)
@@ -86,14 +141,14 @@ func benchLLM(bin string, pace time.Duration) error {
 	}
 	defer d.stop()
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxIdleConns: 1024}}
-	direct, proxied := up.URL+"/v1/chat/completions", "http://"+d.addr+"/llm/v1/chat/completions"
+	direct, proxied := upURL+"/v1/chat/completions", "http://"+d.addr+"/llm/v1/chat/completions"
 	for _, stream := range []bool{false, true} {
 		body := fmt.Sprintf(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":%t}`, stream)
 		cpu0, err := cpuTime(d.cmd.Process.Pid)
 		if err != nil {
 			return err
 		}
-		lat, err := openLoop(hc, 1000, pace, []string{direct, proxied}, body, stream)
+		lat, err := openLoop(hc, 1000, dur, []string{direct, proxied}, body, stream)
 		if err != nil {
 			return err
 		}
@@ -108,10 +163,10 @@ func benchLLM(bin string, pace time.Duration) error {
 		}
 		fmt.Printf("%-34s 1,000 req/s, archive on: via /llm p50 %s p99 %s | direct p50 %s p99 %s | added p50 %s p99 %s (%.2f×, %.2f×) | daemon CPU %s per request | target ≤ 0.20 ms p50, ≤ 1 ms p99 added\n",
 			what, us(ps.p50), us(ps.p99), us(ds.p50), us(ds.p99), us(ps.p50-ds.p50), us(ps.p99-ds.p99),
-			float64(ps.p50)/float64(ds.p50), float64(ps.p99)/float64(ds.p99), us((cpu1-cpu0)/time.Duration(pace.Seconds()*1000)))
+			float64(ps.p50)/float64(ds.p50), float64(ps.p99)/float64(ds.p99), us((cpu1-cpu0)/time.Duration(dur.Seconds()*1000)))
 	}
 	body := `{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":false}`
-	dn, pn, err := saturate(hc, direct, proxied, body, 64, pace)
+	dn, pn, err := saturate(hc, direct, proxied, body, 64, dur)
 	if err != nil {
 		return err
 	}

@@ -55,15 +55,18 @@ func main() {
 	img := flag.String("image", "agent2env/python", "image to create sandboxes from")
 	createOnly := flag.Bool("create-only", false, "measure sandbox create → ready (and its baseline) only")
 	llmOnly := flag.Bool("llm-only", false, "measure the LLM proxy (latency, throughput, memory) and its archive only")
-	llmPace := flag.Duration("llm-time", 3*time.Second, "how long each LLM proxy measurement runs")
+	llmTime := flag.Duration("llm-time", 3*time.Second, "how long each LLM proxy measurement runs")
+	llmUpstream := flag.Bool("llm-upstream", false, "serve the LLM measurement's fake upstream (the bench starts it itself)")
 	runsOnly := flag.Bool("runs-only", false, "measure sandbox create → ready and the task runner's overhead only")
 	agentMem := flag.Int("agent-memory", 0, "measure only the memory of this many idle claude-code runs in their sandboxes (agent2env/agent)")
 	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only)")
 	flag.Parse()
 	var err error
 	switch {
+	case *llmUpstream:
+		err = serveLLMUpstream()
 	case *llmOnly:
-		err = benchLLM(os.Getenv("AGENT2ENV_BIN"), *llmPace)
+		err = benchLLM(os.Getenv("AGENT2ENV_BIN"), *llmTime)
 	case *agentMem > 0:
 		err = benchAgentMemory(os.Getenv("AGENT2ENV_BIN"), *agentMem, 20*time.Second)
 	case *vs != "":

@@ -44,6 +44,13 @@ type Endpoint struct {
 	SetKey func(h http.Header, key string)
 }
 
+// UsageDecoder is implemented by codecs that read a complete response's
+// usage from its usage member alone (the value of "usage"), as
+// DecodeResponse reports it, without decoding the rest.
+type UsageDecoder interface {
+	DecodeUsage(member []byte) (Usage, error)
+}
+
 // TokenCounter is implemented by codecs whose format can count a request's
 // input tokens (Anthropic count_tokens, Gemini countTokens).
 type TokenCounter interface {

@@ -120,6 +120,29 @@ func (s *SSEReader) field(line []byte) {
 	}
 }
 
+// Ready reports whether the next event is whole in what was read already,
+// so that Next returns it without waiting on the underlying reader: a
+// relay writes the events that came together and flushes once, after the
+// last of them, and flushes at once an event that came alone.
+func (s *SSEReader) Ready() bool {
+	b, _ := s.r.Peek(s.r.Buffered())
+	lines := 0
+	for {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			return false
+		}
+		if len(bytes.TrimRight(b[:i], "\r")) == 0 {
+			if lines > 0 {
+				return true
+			}
+		} else {
+			lines++
+		}
+		b = b[i+1:]
+	}
+}
+
 func (s *SSEReader) event() SSEEvent {
 	return SSEEvent{Name: s.name, Data: s.data, Raw: s.raw}
 }

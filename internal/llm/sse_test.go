@@ -103,3 +103,51 @@ func TestResponseEventsSplitWholeRunes(t *testing.T) {
 		}
 	}
 }
+
+// countingReader counts the reads made of it.
+type countingReader struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.reads++
+	return c.r.Read(p)
+}
+
+// TestSSEReaderReady: Ready says the next event is whole in what was read
+// (Next then reads nothing more), and never when Next would have to wait.
+func TestSSEReaderReady(t *testing.T) {
+	stream := "\n: comment\nevent: a\ndata: one\n\nid: 7\ndata:x\r\n\r\n: keepalive\n\nevent: b\ndata: last"
+	for name, tc := range map[string]struct {
+		r     io.Reader
+		ready []bool // before each Next
+	}{
+		"whole":    {bytes.NewReader([]byte(stream)), []bool{false, true, true, false}},
+		"one byte": {iotest.OneByteReader(bytes.NewReader([]byte(stream))), []bool{false, false, false, false}},
+		"partial":  {bytes.NewReader([]byte("data: 1\n\ndata: 2\n")), []bool{false, false}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cr := &countingReader{r: tc.r}
+			src := NewSSEReader(cr)
+			var ready []bool
+			for {
+				r, before := src.Ready(), cr.reads
+				_, err := src.Next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r && cr.reads != before {
+					t.Errorf("event %d: Ready, yet Next read from the reader", len(ready)+1)
+				}
+				ready = append(ready, r)
+			}
+			if d := cmp.Diff(tc.ready, ready); d != "" {
+				t.Errorf("Ready before each event (-want +got):\n%s", d)
+			}
+		})
+	}
+}

@@ -139,7 +139,7 @@ func (a *Archive) Begin(r *http.Request, body []byte, ex *proxy.Exchange) proxy.
 		Method: r.Method, Path: redactQuery(r.URL.RequestURI()), Model: ex.Model, Stream: ex.Stream,
 		State: store.LLMInProgress, CreatedAt: ex.Start, RequestBytes: int64(len(body)),
 	}
-	meta := marshal(beginMeta{Exchange: toMeta(&rec.x), Header: redact(r.Header)})
+	meta := appendBeginMeta(nil, &rec.x, r.Header)
 	rec.put(kindBegin, meta, body, true) // written with the request sent upstream, or at the end
 	return rec
 }
@@ -297,7 +297,7 @@ func (rec *recording) End(ex *proxy.Exchange) {
 	if ex.Err != nil {
 		x.Error = ex.Err.Error()
 	}
-	rec.put(kindEnd, marshal(toMeta(x)), nil, true)
+	rec.put(kindEnd, appendExMeta(nil, x), nil, true)
 	rec.commit() // in the log before the client has the end of the answer
 	for _, b := range [][]byte{rec.pend, rec.up.buf, rec.down.buf} {
 		putBuf(b)

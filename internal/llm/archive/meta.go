@@ -1,8 +1,11 @@
 package archive
 
 import (
+	"net/http"
+	"strconv"
 	"time"
 
+	"github.com/agent2env/agent2env/internal/llm/internal/wire"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
@@ -59,4 +62,68 @@ func (m *exMeta) exchange() *store.LLMExchange {
 		CreatedAt: time.UnixMicro(m.CreatedAt).UTC(), RequestBytes: m.RequestBytes, ResponseBytes: m.ResponseBytes,
 		StoredBytes: m.StoredBytes,
 	}
+}
+
+// appendExMeta appends what marshal(toMeta(x)) would, without the
+// reflection: it is written twice per exchange, on the request's
+// goroutine.
+func appendExMeta(dst []byte, x *store.LLMExchange) []byte {
+	m := toMeta(x)
+	dst = wire.AppendString(append(dst, `{"id":`...), m.ID)
+	str := func(key, v string) {
+		if v != "" {
+			dst = wire.AppendString(append(append(append(dst, `,"`...), key...), `":`...), v)
+		}
+	}
+	num := func(key string, v int64) {
+		if v != 0 {
+			dst = strconv.AppendInt(append(append(append(dst, `,"`...), key...), `":`...), v, 10)
+		}
+	}
+	yes := func(key string, v bool) {
+		if v {
+			dst = append(append(append(dst, `,"`...), key...), `":true`...)
+		}
+	}
+	str("sb", m.SandboxID)
+	str("run", m.RunID)
+	str("key", m.KeyID)
+	str("t", m.Tenant)
+	str("in", m.Inbound)
+	str("m", m.Method)
+	str("p", m.Path)
+	str("model", m.Model)
+	str("prov", m.Provider)
+	str("up", m.UpstreamModel)
+	yes("st", m.Stream)
+	yes("pass", m.Passthrough)
+	num("status", int64(m.Status))
+	str("state", m.State)
+	str("err", m.Error)
+	num("it", int64(m.InputTokens))
+	num("ot", int64(m.OutputTokens))
+	num("ct", int64(m.CachedTokens))
+	num("rt", int64(m.ReasoningTokens))
+	num("att", int64(m.Attempts))
+	num("fb", m.FirstByte)
+	num("d", m.Duration)
+	dst = strconv.AppendInt(append(dst, `,"at":`...), m.CreatedAt, 10)
+	num("rqb", m.RequestBytes)
+	num("rsb", m.ResponseBytes)
+	num("sb2", m.StoredBytes)
+	return append(dst, '}')
+}
+
+// appendBeginMeta appends what marshal(beginMeta{toMeta(x), redact(h)})
+// would.
+func appendBeginMeta(dst []byte, x *store.LLMExchange, h http.Header) []byte {
+	dst = appendExMeta(append(dst, `{"x":`...), x)
+	// The header as a request record's meta has it: {"h":{...}}, or {}.
+	start := len(dst)
+	dst = appendHTTPMeta(dst, "", "", 0, h)
+	if len(dst)-start == 2 { // {}
+		return append(dst[:start], '}')
+	}
+	dst[start] = ','
+	return dst
 }

@@ -55,3 +55,42 @@ func TestExMetaRoundTrip(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", d)
 	}
 }
+
+// TestAppendExMeta: the hand-written meta of Begin and End records reads
+// back as the one encoding/json writes (which escapes <, > and & too).
+func TestAppendExMeta(t *testing.T) {
+	full := store.LLMExchange{
+		ID: "llx_1", SandboxID: "sb", RunID: "run", KeyID: "key", Tenant: "tenant-a", Inbound: "openai", Method: "POST",
+		Path: "/v1beta/models/m:streamGenerateContent?alt=sse&key=[redacted]", Model: "m <&>", Provider: "p",
+		UpstreamModel: "up \"quoted\" \u2028", Stream: true, Passthrough: true, Status: 200, State: store.LLMComplete,
+		Error: "read: \x01 \xff é", InputTokens: 1, OutputTokens: 2, CachedTokens: 3, ReasoningTokens: 4, Attempts: 5,
+		FirstByte: 1500 * time.Microsecond, Duration: -time.Second, CreatedAt: time.UnixMicro(1_700_000_000_123_456),
+		RequestBytes: 6, ResponseBytes: 7, StoredBytes: 8,
+	}
+	for _, x := range []store.LLMExchange{{}, {ID: "llx_0", State: store.LLMInProgress}, full} {
+		var back, want exMeta
+		got := appendExMeta(nil, &x)
+		if err := json.Unmarshal(got, &back); err != nil {
+			t.Fatalf("%s: %v", got, err)
+		}
+		if err := json.Unmarshal(marshal(toMeta(&x)), &want); err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(want, back); d != "" {
+			t.Errorf("%s (-want +ours):\n%s", got, d)
+		}
+		for _, h := range []http.Header{nil, {}, {"Content-Type": {"application/json"}, "Authorization": {"Bearer k"}}} {
+			var back, want beginMeta
+			got := appendBeginMeta(nil, &x, h)
+			if err := json.Unmarshal(got, &back); err != nil {
+				t.Fatalf("%s: %v", got, err)
+			}
+			if err := json.Unmarshal(marshal(beginMeta{Exchange: toMeta(&x), Header: redact(h)}), &want); err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(want, back); d != "" {
+				t.Errorf("%s (-encoding/json +ours):\n%s", got, d)
+			}
+		}
+	}
+}

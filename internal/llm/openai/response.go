@@ -43,6 +43,15 @@ func (Codec) DecodeResponse(body []byte) (*llm.Response, error) {
 	return resp, nil
 }
 
+// DecodeUsage implements llm.UsageDecoder.
+func (Codec) DecodeUsage(member []byte) (llm.Usage, error) {
+	var u usage
+	if err := json.Unmarshal(member, &u); err != nil {
+		return llm.Usage{}, llm.Errorf(llm.ErrorUpstream, "decode chat completion usage: %v", err)
+	}
+	return u.canonical(), nil
+}
+
 // EncodeResponse implements llm.Codec.
 func (Codec) EncodeResponse(req *llm.Request, resp *llm.Response) ([]byte, error) {
 	var j wire.W

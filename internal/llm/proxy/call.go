@@ -86,7 +86,7 @@ func (p *Proxy) newCall(w http.ResponseWriter, r *http.Request, f llm.Format) *c
 }
 
 func (c *call) readBody() bool {
-	body, err := io.ReadAll(http.MaxBytesReader(c.w, c.r.Body, MaxBody))
+	body, err := readAll(http.MaxBytesReader(c.w, c.r.Body, MaxBody), c.r.ContentLength)
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
@@ -98,6 +98,29 @@ func (c *call) readBody() bool {
 	}
 	c.body = body
 	return true
+}
+
+// readAll is io.ReadAll into a buffer of the size announced (n, -1 when
+// unknown), so that a body of known length is read without the copies of
+// a growing buffer.
+func readAll(r io.Reader, n int64) ([]byte, error) {
+	if n <= 0 || n > MaxBody {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, n+1) // +1: room to see the end without growing
+	for {
+		k, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+k]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // longer than announced: grow
+		}
+	}
 }
 
 // modelAndStream reads the two members routing needs without decoding the
@@ -418,7 +441,7 @@ func (c *call) passWhole(out llm.Codec, resp *http.Response) {
 		_, _ = io.Copy(c.w, resp.Body)
 		return
 	}
-	data, err := io.ReadAll(resp.Body)
+	data, err := readAll(resp.Body, resp.ContentLength)
 	_, _ = c.w.Write(data)
 	if err != nil {
 		c.ex.Err = err
@@ -428,9 +451,24 @@ func (c *call) passWhole(out llm.Codec, resp *http.Response) {
 }
 
 // usageOf reads the usage of a whole answer in out's format: the codec
-// decodes only its usage member (usage, usageMetadata), and the whole
+// decodes only its usage member (usage, usageMetadata) — by itself when it
+// can (llm.UsageDecoder), else in an answer of nothing else — and the whole
 // answer only when that fails.
 func usageOf(out llm.Codec, data []byte) llm.Usage {
+	if ud, ok := out.(llm.UsageDecoder); ok {
+		var member []byte
+		_ = wire.Members(data, func(k string, v []byte) error {
+			if k == "usage" {
+				member = v // the last, as encoding/json takes it
+			}
+			return nil
+		})
+		if member != nil {
+			if u, err := ud.DecodeUsage(member); err == nil {
+				return u
+			}
+		}
+	}
 	if small := usageMember(data); small != nil {
 		if r, err := out.DecodeResponse(small); err == nil {
 			return r.Usage
@@ -468,7 +506,8 @@ func (p *Proxy) watched() bool { return p.observe != nil || p.record != nil }
 func (c *call) passStream(out llm.Codec, resp *http.Response) {
 	copyHeader(c.w.Header(), resp.Header)
 	c.w.WriteHeader(resp.StatusCode)
-	c.w.Flush()
+	// The header leaves with the first event, in one write (as a
+	// translated stream's does), not in a write of its own before it.
 	tee := &teeSource{src: llm.NewSSEReader(resp.Body), w: c.w}
 	if c.p.watched() {
 		var acc llm.Accumulator
@@ -490,11 +529,13 @@ func (c *call) passStream(out llm.Codec, resp *http.Response) {
 	}
 }
 
-// teeSource writes each event to the client as the decoder reads it.
+// teeSource writes each event to the client as the decoder reads it,
+// flushed unless the next one is already here.
 type teeSource struct {
-	src *llm.SSEReader
-	w   *recorder
-	err error
+	src     *llm.SSEReader
+	w       *recorder
+	err     error
+	flushed bool // once
 }
 
 func (t *teeSource) Next() (llm.SSEEvent, error) {
@@ -510,7 +551,14 @@ func (t *teeSource) Next() (llm.SSEEvent, error) {
 		t.err = err
 		return llm.SSEEvent{}, err
 	}
-	t.w.Flush()
+	// Events that came together leave together: one flush after the last
+	// of them (an upstream that bursts costs one write(2), not one each).
+	// The first leaves at once, whatever follows it: the time to the first
+	// event is what a client waits on.
+	if !t.flushed || !t.src.Ready() {
+		t.w.Flush()
+		t.flushed = true
+	}
 	return ev, nil
 }
 

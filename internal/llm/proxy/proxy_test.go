@@ -542,3 +542,104 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// flushCounter is a ResponseWriter that keeps what was flushed and counts
+// the flushes.
+type flushCounter struct {
+	mu      sync.Mutex
+	header  http.Header
+	buf     bytes.Buffer
+	flushed string
+	first   string // what the first flush sent
+	flushes int
+}
+
+func (f *flushCounter) Header() http.Header { return f.header }
+func (f *flushCounter) WriteHeader(int)     {}
+func (f *flushCounter) Write(b []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.buf.Write(b)
+}
+
+func (f *flushCounter) Flush() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.flushed, f.flushes = f.buf.String(), f.flushes+1
+	if f.flushes == 1 {
+		f.first = f.flushed
+	}
+}
+
+func (f *flushCounter) firstFlush() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.first
+}
+
+func (f *flushCounter) state() (string, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.flushed, f.flushes
+}
+
+// TestPassStreamFlushesPerBurst: stream events that come from the upstream
+// together are flushed to the client together, the last of them without
+// waiting for what comes next; the first event is flushed at once, with
+// the header, whatever follows it.
+func TestPassStreamFlushesPerBurst(t *testing.T) {
+	ev := func(i int) string {
+		return fmt.Sprintf(`data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,"delta":{"content":"w%d "}}]}`+"\n\n", i)
+	}
+	var burst strings.Builder
+	for i := range 10 {
+		burst.WriteString(ev(i))
+	}
+	more := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, burst.String())
+		http.NewResponseController(w).Flush()
+		<-more
+		io.WriteString(w, ev(10)+"data: [DONE]\n\n")
+	}))
+	defer up.Close()
+	p, err := proxy.New(proxy.Config{
+		Providers: []proxy.Provider{{Name: "up", Type: "openai", BaseURL: up.URL}},
+		Models:    []proxy.Model{{Name: "m", Provider: "up"}},
+	}, proxy.WithObserver(func(*proxy.Exchange) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &flushCounter{header: http.Header{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`))
+		p.ServeHTTP(w, req)
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		flushed, n := w.state()
+		if flushed == burst.String() {
+			// The first event's flush, with the header, and the rest's: one
+			// more where the burst came in pieces.
+			if n > 3 {
+				t.Errorf("%d flushes for the header and a burst of 10 events, want at most 3", n)
+			}
+			if first := w.firstFlush(); first != ev(0) {
+				t.Errorf("first flush %q, want the first event alone (with the header)", first)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the burst was not flushed before the next event came; flushed %q", flushed)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(more)
+	<-done
+	if flushed, _ := w.state(); flushed != burst.String()+ev(10)+"data: [DONE]\n\n" {
+		t.Errorf("flushed %q", flushed)
+	}
+}

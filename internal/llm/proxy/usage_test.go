@@ -43,3 +43,39 @@ func TestUsageMember(t *testing.T) {
 		})
 	}
 }
+
+// TestUsageOfOpenAI: a Chat Completions answer's usage read from its usage
+// member alone is what decoding the whole answer reads, whatever the
+// member holds.
+func TestUsageOfOpenAI(t *testing.T) {
+	c := Codecs[llm.FormatOpenAI]
+	if _, ok := c.(llm.UsageDecoder); !ok {
+		t.Fatal("the Chat Completions codec reads no usage member by itself")
+	}
+	for _, u := range []string{
+		`{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}`,
+		`{"prompt_tokens":10,"completion_tokens":20,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":3}}`,
+		`{"prompt_tokens":10,"completion_tokens":2,"prompt_cache_hit_tokens":6}`,
+		`null`,
+		`{}`,
+		`{"prompt_tokens":1},"usage":{"prompt_tokens":2}`, // twice: the last counts
+	} {
+		body := []byte(`{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":` + u + `}`)
+		whole, err := c.DecodeResponse(body)
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		if d := cmp.Diff(whole.Usage, usageOf(c, body)); d != "" {
+			t.Errorf("%s: usage (-whole +usageOf):\n%s", u, d)
+		}
+	}
+}
+
+// BenchmarkUsageOf: reading a whole Chat Completions answer's usage.
+func BenchmarkUsageOf(b *testing.B) {
+	c := Codecs[llm.FormatOpenAI]
+	body := []byte(`{"id":"c","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"word word word word word word word word word word "},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}}`)
+	for b.Loop() {
+		usageOf(c, body)
+	}
+}
