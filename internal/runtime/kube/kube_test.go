@@ -262,6 +262,10 @@ func TestObjects(t *testing.T) {
 		"readOnlyRoot":  *main.SecurityContext.ReadOnlyRootFilesystem,
 		"capsDropped":   main.SecurityContext.Capabilities.Drop,
 		"initReadOnly":  *init.SecurityContext.ReadOnlyRootFilesystem,
+		"initCommand":   init.Command,
+		"initRestart":   string(*init.RestartPolicy),
+		"initHook":      init.Lifecycle.PostStart.Exec.Command,
+		"pullPolicy":    string(main.ImagePullPolicy),
 		"limits":        main.Resources.Limits.DeepCopy(),
 		"requests":      main.Resources.Requests.DeepCopy(),
 		"serviceToken":  *pod.Spec.AutomountServiceAccountToken,
@@ -284,14 +288,14 @@ func TestObjects(t *testing.T) {
 	limits := corev1.ResourceList{
 		corev1.ResourceCPU:              mustQuantity("1500m"),
 		corev1.ResourceMemory:           mustQuantity("256Mi"),
-		corev1.ResourceEphemeralStorage: mustQuantity("1280Mi"), // the disk and the agent's binary
+		corev1.ResourceEphemeralStorage: mustQuantity("1088Mi"), // the disk and the agent's binary
 	}
 	want := map[string]any{
 		"labels":        map[string]string{kube.LabelSandbox: "obj1", kube.LabelOwner: k.owner, "app.kubernetes.io/managed-by": "agent2env"},
 		"gates":         0,
 		"image":         testImage,
 		"agentImage":    agentImage,
-		"command":       []string{"/.agent2env/agent2env", "agent", "--uid=-1", "--gid=-1", "--cwd=/workspace"},
+		"command":       []string{"/.agent2env/agent2env-agent", "--uid=-1", "--gid=-1", "--cwd=/workspace"},
 		"nonRoot":       true,
 		"uid":           int64(1000),
 		"seccomp":       "RuntimeDefault",
@@ -299,6 +303,10 @@ func TestObjects(t *testing.T) {
 		"readOnlyRoot":  true,
 		"capsDropped":   []corev1.Capability{"ALL"},
 		"initReadOnly":  true,
+		"initCommand":   []string{"/usr/local/bin/agent2env-agent", "hold"},
+		"initRestart":   "Always",
+		"initHook":      []string{"/usr/local/bin/agent2env-agent", "install", "/.agent2env/agent2env-agent"},
+		"pullPolicy":    "IfNotPresent",
 		"limits":        limits,
 		"requests":      limits,
 		"serviceToken":  false,

@@ -119,6 +119,12 @@ func TestPodState(t *testing.T) {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: containerName, State: corev1.ContainerState{
 				Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "no such image"}}}}
 		}, sandbox.StateCreated, "container sandbox: ImagePullBackOff: no such image"},
+		{"agent not installed", func(p *corev1.Pod) {
+			p.Spec.SchedulingGates = nil
+			p.Status.Phase = corev1.PodPending
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "agent-install", State: corev1.ContainerState{
+				Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 10s restarting failed container"}}}}
+		}, sandbox.StateCreated, "container agent-install: CrashLoopBackOff: back-off 10s restarting failed container"},
 		{"running", running, sandbox.StateRunning, ""},
 		{"not ready", func(p *corev1.Pod) {
 			running(p)
@@ -160,7 +166,7 @@ func TestResources(t *testing.T) {
 	for name, want := range map[corev1.ResourceName]string{
 		corev1.ResourceCPU: "250m", corev1.ResourceMemory: "128Mi",
 		// The disk and the agent's binary (agentDiskReserve).
-		corev1.ResourceEphemeralStorage: "2304Mi",
+		corev1.ResourceEphemeralStorage: "2112Mi",
 	} {
 		if q := got.Limits[name]; q.String() != want {
 			t.Errorf("limit %s = %s, want %s", name, q.String(), want)
