@@ -101,6 +101,16 @@ test-python: deps build
 bench: deps build
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/bench
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/bench -agent-memory 4
+	@$(MAKE) --no-print-directory bench-kube
+
+# The kubernetes runtime on a real node (tier B) against oci in the same
+# run: create → ready, warm-pool claims, exec, with ratios and targets.
+# Builds the Kubernetes binaries when they are not cached (tens of minutes
+# cold) and installs the node's packages; as non-root it says it skips.
+# KUBE_BENCH_N iterations per measurement (default 10).
+.PHONY: bench-kube
+bench-kube: build kube-binaries kube-node
+	AGENT2ENV_BIN=$(CURDIR)/$(BIN) scripts/bench-kube.sh
 
 clean:
 	rm -rf bin

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent2env/agent2env/internal/runtime/kube"
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
+	"github.com/agent2env/agent2env/internal/runtime/runtimetest/poolbench"
 	"github.com/agent2env/agent2env/internal/sandbox"
 )
 
@@ -67,10 +68,28 @@ func newOwner() string {
 // BenchmarkNodeRuntime is runtimetest.Benchmark on a real node: "start"
 // is Pod admission (Create, Start: the gate removed) to the agent
 // answering on the Pod IP, its image pulled by the node already; compare
-// with the oci package's BenchmarkRuntime in the same run:
+// with the oci package's BenchmarkRuntime in the same run (make bench):
 //
 //	go test -run '^$' -bench Runtime ./internal/runtime/oci/ ./internal/runtime/kube/kubetest/
 func BenchmarkNodeRuntime(b *testing.B) {
+	rt, testImage := benchNode(b)
+	runtimetest.Benchmark(b, rt, func(id string) *sandbox.Spec {
+		return &sandbox.Spec{ID: id, Image: testImage, Cwd: sandbox.WorkDir}
+	})
+}
+
+// BenchmarkNodeWarmPool is poolbench.Benchmark on a real node:
+// claims from a warm pool of started Pods, and exec round trips in them;
+// compare with the oci package's BenchmarkWarmPool in the same run (make
+// bench).
+func BenchmarkNodeWarmPool(b *testing.B) {
+	rt, testImage := benchNode(b)
+	poolbench.Benchmark(b, rt, testImage)
+}
+
+// benchNode starts a node and a runtime on it, and returns the runtime
+// and the image of the runtimetest suite in the node's registry.
+func benchNode(b *testing.B) (*kube.Runtime, string) {
 	n := StartNode(b, NodeOptions{PodPidsLimit: 64})
 	agentImage, testImage := n.SelfImage(b), n.RuntimetestImage(b)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -80,7 +99,5 @@ func BenchmarkNodeRuntime(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(rt.Close)
-	runtimetest.Benchmark(b, rt, func(id string) *sandbox.Spec {
-		return &sandbox.Spec{ID: id, Image: testImage, Cwd: sandbox.WorkDir}
-	})
+	return rt, testImage
 }
