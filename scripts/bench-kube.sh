@@ -43,6 +43,11 @@ fi
 # Lines such as "BenchmarkNodeRuntime/start-2  10  951234567 ns/op  950.1 p50-ms":
 # the kubernetes figure of BenchmarkX/y is BenchmarkNodeX/y's.
 awk '
+/^BenchmarkNodeRuntime\/phases/ {
+	for (i = 2; i < NF; i++) if ($(i+1) ~ /-ms$/) { m = $(i+1); sub(/-ms$/, "", m); phase[m] = $i }
+	split("scheduled pod-sandbox agent-copied running ready", steps, " ")
+	for (i = 1; i <= 5; i++) if (steps[i] in phase) phases = phases sprintf("  %s %.0f", steps[i], phase[steps[i]])
+}
 /^Benchmark.*p50-ms/ {
 	name = $1; sub(/-[0-9]+$/, "", name)
 	for (i = 2; i < NF; i++) if ($(i+1) == "p50-ms") v = $i
@@ -66,4 +71,5 @@ END {
 		if (k in target) t = sprintf("≤ %d ms: %s", target[k], kube[k] <= target[k] ? "met" : "NOT met")
 		printf "%-46s %9.2f ms %9.2f ms %8.1f×  %s\n", what[k], oci[k], kube[k], kube[k] / oci[k], t
 	}
+	if (phases != "") printf "\nkubernetes start, p50 ms from Create to each step as the API server sees it:\n%s\n", phases
 }' "$out"
