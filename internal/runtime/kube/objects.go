@@ -237,17 +237,19 @@ func agentInstaller(image, dst string) corev1.Container {
 		}},
 		SecurityContext: restricted(),
 		VolumeMounts:    []corev1.VolumeMount{{Name: "agent", MountPath: agentDir}},
-		// A sidecar's resources add to the Pod's; the hook's copy (some
-		// 7 MB) needs a few milliseconds of CPU, which a CFS quota below
-		// 10 ms a period would spread over several.
-		Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
-			corev1.ResourceCPU: mustQuantity(installerCPU), corev1.ResourceMemory: mustQuantity("32Mi"),
-		}},
+		// A sidecar's requests add to the Pod's: a little. No CPU limit:
+		// its start (runc's work in its cgroup, the hook's exec and copy)
+		// takes some 40 ms of CPU, which a quota of 100m (10 ms every 100
+		// ms) spread over 200–300 ms of a sandbox's start. Without it the
+		// Pod is Burstable rather than Guaranteed; the sandbox's own
+		// container keeps its limits (requests = limits), and nothing but
+		// this binary runs in the agent container.
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: mustQuantity("10m"), corev1.ResourceMemory: mustQuantity("32Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: mustQuantity("32Mi")},
+		},
 	}
 }
-
-// installerCPU is the agent container's CPU limit (and request).
-const installerCPU = "100m"
 
 // sandboxSecurity is the Pods' security context: the sandbox user,
 // RuntimeDefault seccomp.
@@ -284,8 +286,8 @@ func emptyDir(name string) corev1.Volume {
 const agentDiskReserve = 64 << 20
 
 // resources are a sandbox's limits as its container's requests and limits
-// (equal: the sandbox gets what it may use, a Guaranteed Pod when both cpu
-// and memory are set). The disk limit is ephemeral-storage, which the
+// (equal: the sandbox gets what it may use; the Pod is Burstable all the
+// same, see agentInstaller). The disk limit is ephemeral-storage, which the
 // kubelet enforces on the emptyDirs and the writable layer together by
 // evicting the Pod, with agentDiskReserve on top for the agent's binary.
 // Kubernetes has no per-Pod process limit: the node's podPidsLimit

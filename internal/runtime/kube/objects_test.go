@@ -225,3 +225,44 @@ func TestRegistered(t *testing.T) {
 		t.Errorf("registered runtimes %v lack %s", names, Name)
 	}
 }
+
+// TestAgentInstaller checks the container that copies the agent in: a
+// sidecar (the kubelet runs the sandbox's container once its start hook,
+// the copy, has returned), with the restricted security context, and no
+// CPU limit, whose quota would throttle the start.
+func TestAgentInstaller(t *testing.T) {
+	pod := testPod(t)
+	if len(pod.Spec.InitContainers) != 1 {
+		t.Fatalf("%d init containers, want 1", len(pod.Spec.InitContainers))
+	}
+	c := pod.Spec.InitContainers[0]
+	got := map[string]any{
+		"image":        c.Image,
+		"command":      c.Command,
+		"restart":      string(*c.RestartPolicy),
+		"hook":         c.Lifecycle.PostStart.Exec.Command,
+		"runs":         pod.Spec.Containers[0].Command[0],
+		"readOnlyRoot": *c.SecurityContext.ReadOnlyRootFilesystem,
+		"escalation":   *c.SecurityContext.AllowPrivilegeEscalation,
+		"capsDropped":  c.SecurityContext.Capabilities.Drop,
+		"cpuRequest":   c.Resources.Requests.Cpu().String(),
+		"memory":       c.Resources.Requests.Memory().String() + " " + c.Resources.Limits.Memory().String(),
+		"limits":       len(c.Resources.Limits),
+	}
+	want := map[string]any{
+		"image":        "agent2env/agent2env:1",
+		"command":      []string{"/usr/local/bin/agent2env-agent", "hold"},
+		"restart":      "Always",
+		"hook":         []string{"/usr/local/bin/agent2env-agent", "install", "/.agent2env/agent2env-agent"},
+		"runs":         "/.agent2env/agent2env-agent",
+		"readOnlyRoot": true,
+		"escalation":   false,
+		"capsDropped":  []corev1.Capability{"ALL"},
+		"cpuRequest":   "10m",
+		"memory":       "32Mi 32Mi",
+		"limits":       1, // memory only
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the agent container (-want +got):\n%s", diff)
+	}
+}

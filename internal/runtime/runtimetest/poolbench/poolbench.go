@@ -33,7 +33,9 @@ func Benchmark(b *testing.B, rt sandbox.Runtime, image string) {
 	}
 	b.Cleanup(func() { st.Close() })
 	log := slog.New(slog.NewTextHandler(b.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	m := manager.New(manager.Config{StartTimeout: 2 * time.Minute}, rt, st, log)
+	// Half a CPU each: the pool, the sandbox claimed and its replacement
+	// fit on a test node of two.
+	m := manager.New(manager.Config{DefaultCPU: "500m", DefaultMemory: "256Mi", StartTimeout: 2 * time.Minute}, rt, st, log)
 	b.Cleanup(m.Close)
 	const poolSize = 2
 	req := manager.CreateRequest{Image: image}
