@@ -97,8 +97,17 @@ type Runtime struct {
 	// deleting are the ids whose Pod the runtime deletes itself.
 	deleting map[string]bool
 	tokens   map[string]string
+	// clients are the agents' clients by sandbox id, each for the Pod it
+	// was made for: one pool of connections per agent, as on oci.
+	clients map[string]podClient
 	// changed is closed and replaced whenever seen changes.
 	changed chan struct{}
+}
+
+// podClient is the client of the agent of the Pod whose UID is uid.
+type podClient struct {
+	uid types.UID
+	c   *agent.Client
 }
 
 type lostPod struct {
@@ -136,7 +145,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		cfg: cfg, client: client, pods: client.CoreV1().Pods(cfg.Namespace), log: cfg.Logger,
 		pc:   podConfig{owner: cfg.Owner, agentImage: cfg.AgentImage, runtimeClass: cfg.RuntimeClass, pullSecrets: cfg.PullSecrets},
 		seen: map[string]*corev1.Pod{}, lost: map[string]lostPod{}, deleting: map[string]bool{},
-		tokens: map[string]string{}, changed: make(chan struct{}),
+		tokens: map[string]string{}, clients: map[string]podClient{}, changed: make(chan struct{}),
 	}
 	switch cfg.Connect {
 	case "", ConnectDirect:
@@ -455,8 +464,8 @@ func (r *Runtime) start(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	// The container runs: the agent listens a moment later.
+	// The container runs: the agent listens a moment later. The
+	// connection stays open for what comes next.
 	for {
 		attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := c.Info(attempt)
@@ -591,6 +600,10 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 	r.mu.Lock()
 	delete(r.lost, id)
 	delete(r.tokens, id)
+	if pc, ok := r.clients[id]; ok {
+		pc.c.Close()
+		delete(r.clients, id)
+	}
 	r.mu.Unlock()
 	return nil
 }
@@ -649,15 +662,32 @@ func (r *Runtime) List(context.Context) ([]sandbox.Status, error) {
 	return out, nil
 }
 
+// Agent returns the client of the sandbox's agent: the same one while its
+// Pod is the same, whose connections stay open between calls (a client
+// per call would dial, and leave a connection idle, every time).
 func (r *Runtime) Agent(ctx context.Context, id string) (*agent.Client, error) {
-	if _, _, err := r.lookup(id); err != nil {
+	pod, _, err := r.lookup(id)
+	if err != nil {
 		return nil, err
 	}
 	token, err := r.token(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	return agent.NewClient(func(ctx context.Context) (net.Conn, error) {
+	var uid types.UID
+	if pod != nil {
+		uid = pod.UID
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pc, ok := r.clients[id]
+	if ok && pc.uid == uid {
+		return pc.c, nil
+	}
+	if ok {
+		pc.c.Close() // its connections went to the Pod replaced
+	}
+	c := agent.NewClient(func(ctx context.Context) (net.Conn, error) {
 		pod, _, err := r.lookup(id)
 		if err != nil {
 			return nil, err
@@ -666,7 +696,9 @@ func (r *Runtime) Agent(ctx context.Context, id string) (*agent.Client, error) {
 			return nil, errdefs.Unavailable("sandbox %s is not running", id)
 		}
 		return r.dial(ctx, pod)
-	}, token), nil
+	}, token)
+	r.clients[id] = podClient{uid: uid, c: c}
+	return c, nil
 }
 
 // Recover deletes what a crash left half-made — the Secrets and policies

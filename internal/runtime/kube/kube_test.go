@@ -461,3 +461,46 @@ func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
 func agentExec(script string) agent.ExecRequest {
 	return agent.ExecRequest{Shell: script, Timeout: 30 * time.Second}
 }
+
+// TestAgentClient checks that Agent gives one client while the sandbox's
+// Pod is the same, whose connection the next call reuses (a client per
+// call dialled every time and left its connection open), and a new one
+// for the Pod that replaces it.
+func TestAgentClient(t *testing.T) {
+	k := startTierA(t)
+	rt := k.runtime(t, kube.ConnectDirect)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const id = "client1"
+	if err := rt.Create(ctx, &sandbox.Spec{ID: id, Image: testImage}); err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Delete(context.Background(), id)
+	execTrue := func() *agent.Client {
+		t.Helper()
+		c, err := rt.Agent(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := c.Exec(ctx, agent.ExecRequest{Command: []string{"true"}}, nil, nil, nil); err != nil || res.ExitCode != 0 {
+			t.Fatalf("exec true: %+v, %v", res, err)
+		}
+		return c
+	}
+	if err := rt.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	first := execTrue()
+	if again := execTrue(); again != first {
+		t.Error("Agent gave another client for the same Pod")
+	}
+	if err := rt.Stop(ctx, id, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if replaced := execTrue(); replaced == first {
+		t.Error("Agent gave the client of the replaced Pod")
+	}
+}
