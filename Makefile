@@ -3,6 +3,9 @@
 
 GO        ?= go
 BIN       := bin/agent2env
+# The agent alone, which the kubernetes runtime copies into its Pods out of
+# the agent2env image (make image): static and stripped, a fifteenth of BIN.
+AGENT_BIN := bin/agent2env-agent
 DATA_DIR  ?= /var/lib/agent2env
 LISTEN    ?= 127.0.0.1:8080
 # Built images are cached here across clones and data directories.
@@ -30,6 +33,7 @@ mcp-clients:
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/agent2env
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(AGENT_BIN) ./cmd/agent2env-agent
 
 run: deps build
 	$(SUDO) AGENT2ENV_CACHE_DIR=$(AGENT2ENV_CACHE_DIR) $(BIN) serve --listen $(LISTEN) --data-dir $(DATA_DIR)
@@ -57,14 +61,14 @@ test: kube-background deps build vet test-python mcp-clients kube-node
 	AGENT2ENV_PYTHON=$$(scripts/test-peers.sh) && export AGENT2ENV_PYTHON && \
 	AGENT2ENV_BUILD_TESTS=1 AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 40m ./...
 
-# The agent2env image (the static binary, CA roots, a nonroot user) as a
-# `docker save` tarball that docker/podman load, skopeo, crane push, ctr
-# import and "agent2env image import" read. Dated by the commit: one commit,
-# one digest.
+# The agent2env image (the static binary, the agent alone, CA roots, a
+# nonroot user) as a `docker save` tarball that docker/podman load, skopeo,
+# crane push, ctr import and "agent2env image import" read. Dated by the
+# commit: one commit, one digest.
 IMAGE ?= agent2env/agent2env
 image: deps build
 	SOURCE_DATE_EPOCH=$$(git log -1 --format=%ct 2>/dev/null || echo 0) $(GO) run ./internal/image/mkimage \
-		-binary $(BIN) -o bin/agent2env-image.tar -version $(VERSION) -tag $(IMAGE):$(VERSION) -tag $(IMAGE):latest
+		-binary $(BIN) -agent $(AGENT_BIN) -o bin/agent2env-image.tar -version $(VERSION) -tag $(IMAGE):$(VERSION) -tag $(IMAGE):latest
 
 # The Kubernetes binaries the kube runtime's tests run (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, kwok; tier b, the
@@ -97,6 +101,16 @@ test-python: deps build
 bench: deps build
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/bench
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/bench -agent-memory 4
+	@$(MAKE) --no-print-directory bench-kube
+
+# The kubernetes runtime on a real node (tier B) against oci in the same
+# run: create → ready, warm-pool claims, exec, with ratios and targets.
+# Builds the Kubernetes binaries when they are not cached (tens of minutes
+# cold) and installs the node's packages; as non-root it says it skips.
+# KUBE_BENCH_N iterations per measurement (default 10).
+.PHONY: bench-kube
+bench-kube: build kube-binaries kube-node
+	AGENT2ENV_BIN=$(CURDIR)/$(BIN) scripts/bench-kube.sh
 
 clean:
 	rm -rf bin

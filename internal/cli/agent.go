@@ -12,16 +12,12 @@ import (
 // the runtime starts it, never a person.
 func newAgentCmd(e env) *cobra.Command {
 	opts := agent.Options{}
-	var install string
 	c := &cobra.Command{
 		Use:    "agent [flags]",
 		Short:  "run the in-sandbox agent (started by the runtime)",
 		Hidden: true,
 		Args:   noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if install != "" {
-				return agent.Install(install)
-			}
 			opts.Log = slog.New(slog.NewTextHandler(e.stderr, nil))
 			return agent.Run(c.Context(), opts)
 		},
@@ -29,6 +25,5 @@ func newAgentCmd(e env) *cobra.Command {
 	c.Flags().IntVar(&opts.UID, "uid", 1000, "user id commands run as (-1: the agent's own)")
 	c.Flags().IntVar(&opts.GID, "gid", 1000, "group id commands run as")
 	c.Flags().StringVar(&opts.Cwd, "cwd", "/workspace", "default working directory")
-	c.Flags().StringVar(&install, "install", "", "copy this binary to the path given and exit (the kubernetes runtime's init container)")
 	return c
 }

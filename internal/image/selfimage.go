@@ -20,12 +20,20 @@ import (
 // image's entrypoint.
 const SelfImagePath = "/usr/local/bin/agent2env"
 
+// SelfImageAgentPath is where the agent2env image holds the agent alone
+// (cmd/agent2env-agent), which the kubernetes runtime copies into its
+// Pods: a fraction of the whole binary's size.
+const SelfImageAgentPath = "/usr/local/bin/agent2env-agent"
+
 // selfImageUser is the unprivileged user the image runs as, with a home
 // in /etc/passwd (65532, as distroless's nonroot).
 const selfImageUser = "65532:65532"
 
 // SelfImageOptions describe the agent2env image beyond its binary.
 type SelfImageOptions struct {
+	// Agent is the static agent2env-agent binary, stored at
+	// SelfImageAgentPath. Required.
+	Agent string
 	// CACerts is a PEM bundle of the roots the daemon trusts for TLS
 	// (its egress and LLM proxies dial out), stored at
 	// /etc/ssl/certs/ca-certificates.crt. Required.
@@ -38,15 +46,22 @@ type SelfImageOptions struct {
 }
 
 // SelfImage returns the agent2env image: one layer holding the static
-// binary at SelfImagePath, CA roots, a passwd with the nonroot user, and
-// /tmp, nothing else. It runs as 65532:65532 with the binary as its
-// entrypoint: "serve" for the daemon, and the kube runtime's init
-// container copies the binary out of it for the agent. The same inputs
-// give the same image, digest included.
+// binary at SelfImagePath, the agent alone at SelfImageAgentPath, CA
+// roots, a passwd with the nonroot user, and /tmp, nothing else. It runs
+// as 65532:65532 with the binary as its entrypoint: "serve" for the
+// daemon; the kube runtime's Pods copy the agent out of it. The same
+// inputs give the same image, digest included.
 func SelfImage(binary string, opts SelfImageOptions) (v1.Image, error) {
 	bin, err := os.ReadFile(binary)
 	if err != nil {
 		return nil, fmt.Errorf("read the agent2env binary: %w", err)
+	}
+	if opts.Agent == "" {
+		return nil, fmt.Errorf("make the agent2env image: no agent2env-agent binary given")
+	}
+	agentBin, err := os.ReadFile(opts.Agent)
+	if err != nil {
+		return nil, fmt.Errorf("read the agent2env-agent binary: %w", err)
 	}
 	if opts.CACerts == "" {
 		return nil, fmt.Errorf("make the agent2env image: no CA certificates given")
@@ -56,7 +71,7 @@ func SelfImage(binary string, opts SelfImageOptions) (v1.Image, error) {
 		return nil, fmt.Errorf("read CA certificates: %w", err)
 	}
 	created := opts.Created.UTC()
-	layerTar, err := selfImageLayer(created, bin, certs)
+	layerTar, err := selfImageLayer(created, bin, agentBin, certs)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +109,7 @@ func SelfImage(binary string, opts SelfImageOptions) (v1.Image, error) {
 
 // selfImageLayer is the image's one layer as an uncompressed tar, every
 // entry dated created and owned by root but the nonroot user's home.
-func selfImageLayer(created time.Time, bin, certs []byte) ([]byte, error) {
+func selfImageLayer(created time.Time, bin, agentBin, certs []byte) ([]byte, error) {
 	const nonroot = 65532
 	entries := []struct {
 		name     string
@@ -115,6 +130,7 @@ func selfImageLayer(created time.Time, bin, certs []byte) ([]byte, error) {
 		{"usr/local/", 0o755, 0, nil},
 		{"usr/local/bin/", 0o755, 0, nil},
 		{SelfImagePath[1:], 0o755, 0, bin},
+		{SelfImageAgentPath[1:], 0o755, 0, agentBin},
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)

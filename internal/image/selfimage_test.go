@@ -19,14 +19,18 @@ import (
 func TestSelfImage(t *testing.T) {
 	dir := t.TempDir()
 	binary := filepath.Join(dir, "agent2env")
+	agentBin := filepath.Join(dir, "agent2env-agent")
 	certs := filepath.Join(dir, "ca.pem")
 	if err := os.WriteFile(binary, []byte("\x7fELF not really"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(agentBin, []byte("\x7fELF the agent"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(certs, []byte("-----BEGIN CERTIFICATE-----\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	opts := SelfImageOptions{CACerts: certs, Created: time.Unix(1700000000, 0), Version: "v1.2.3"}
+	opts := SelfImageOptions{Agent: agentBin, CACerts: certs, Created: time.Unix(1700000000, 0), Version: "v1.2.3"}
 	img, err := SelfImage(binary, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +65,7 @@ func TestSelfImage(t *testing.T) {
 		mode os.FileMode
 	}{
 		SelfImagePath:                        {"\x7fELF not really", 0o755},
+		SelfImageAgentPath:                   {"\x7fELF the agent", 0o755},
 		"/etc/ssl/certs/ca-certificates.crt": {"-----BEGIN CERTIFICATE-----\n", 0o644},
 	} {
 		b, err := os.ReadFile(filepath.Join(root, file))
@@ -94,7 +99,10 @@ func TestSelfImage(t *testing.T) {
 		t.Errorf("digests %s, %s (same inputs), %s (a second later): want the first two equal and the third not", d1, d2, d3)
 	}
 
-	if _, err := SelfImage(binary, SelfImageOptions{}); err == nil {
+	if _, err := SelfImage(binary, SelfImageOptions{Agent: agentBin}); err == nil {
 		t.Error("SelfImage without CA certificates: no error")
+	}
+	if _, err := SelfImage(binary, SelfImageOptions{CACerts: certs}); err == nil {
+		t.Error("SelfImage without the agent binary: no error")
 	}
 }

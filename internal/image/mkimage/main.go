@@ -2,7 +2,7 @@
 // `docker save` tarball, which docker load, podman load, skopeo, crane
 // push, ctr import, kind load and agent2env image import all read:
 //
-//	go run ./internal/image/mkimage -binary bin/agent2env -o bin/agent2env-image.tar \
+//	go run ./internal/image/mkimage -binary bin/agent2env -agent bin/agent2env-agent -o bin/agent2env-image.tar \
 //		-tag agent2env/agent2env:v1 -tag agent2env/agent2env:latest
 //
 // make image runs it. -created (Unix seconds, default $SOURCE_DATE_EPOCH
@@ -39,6 +39,7 @@ func (t *tags) Set(s string) error { *t = append(*t, s); return nil }
 func run(args []string) error {
 	fs := flag.NewFlagSet("mkimage", flag.ContinueOnError)
 	binary := fs.String("binary", "bin/agent2env", "the static agent2env binary")
+	agentBin := fs.String("agent", "bin/agent2env-agent", "the static agent2env-agent binary (cmd/agent2env-agent)")
 	out := fs.String("o", "bin/agent2env-image.tar", "the tarball to write")
 	certs := fs.String("ca-certs", "/etc/ssl/certs/ca-certificates.crt", "PEM bundle of CA roots to include")
 	version := fs.String("version", "dev", "the image's version label")
@@ -52,7 +53,7 @@ func run(args []string) error {
 		refs = tags{"agent2env/agent2env:latest"}
 	}
 	img, err := image.SelfImage(*binary, image.SelfImageOptions{
-		CACerts: *certs, Created: time.Unix(*created, 0), Version: *version,
+		Agent: *agentBin, CACerts: *certs, Created: time.Unix(*created, 0), Version: *version,
 	})
 	if err != nil {
 		return err

@@ -5,10 +5,11 @@
 // and the daemon that owns it (agent2env.io/owner):
 //
 //   - a Pod, a2e-<id>, then a2e-<id>-<suffix> for each that replaces it
-//     (a late deletion of the old one by name cannot hit the new). An
-//     init container from the agent2env image copies the static
-//     binary into an emptyDir; the sandbox's container runs it from there
-//     as PID 1 (the agent), whatever the sandbox's image is, as uid 1000
+//     (a late deletion of the old one by name cannot hit the new). A
+//     sidecar from the agent2env image copies the agent alone
+//     (agent2env-agent, static) into an emptyDir in its start hook; the
+//     sandbox's container runs it from there as PID 1, whatever the
+//     sandbox's image is, as uid 1000
 //     with no capabilities, no privilege escalation, RuntimeDefault
 //     seccomp and a read-only root file system, /workspace, /tmp and the
 //     home directory being emptyDirs. Resources become requests and limits

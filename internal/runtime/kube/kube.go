@@ -49,8 +49,8 @@ type Config struct {
 	// Owner is the value of every object's agent2env.io/owner label: the
 	// Runtime sees and recovers only its own. Empty means "agent2env".
 	Owner string
-	// AgentImage is the agent2env image the init container copies the
-	// agent from (make image).
+	// AgentImage is the agent2env image (make image) whose agent-only
+	// binary each Pod's sidecar copies in.
 	AgentImage string
 	// RuntimeClass, when set, is every Pod's runtimeClassName (gVisor,
 	// Kata).
@@ -104,11 +104,20 @@ type Runtime struct {
 	// deleting are the ids whose Pod the runtime deletes itself.
 	deleting map[string]bool
 	accesses map[string]access
+	// clients are the agents' clients by sandbox id, each for the Pod it
+	// was made for: one pool of connections per agent, as on oci.
+	clients map[string]podClient
 	// changed is closed and replaced whenever seen changes.
 	changed chan struct{}
 	// serving stops serving the daemon's services to a running sandbox,
 	// by id (serve).
 	serving map[string]func()
+}
+
+// podClient is the client of the agent of the Pod whose UID is uid.
+type podClient struct {
+	uid types.UID
+	c   *agent.Client
 }
 
 type lostPod struct {
@@ -147,7 +156,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		pc: podConfig{owner: cfg.Owner, agentImage: cfg.AgentImage, runtimeClass: cfg.RuntimeClass, pullSecrets: cfg.PullSecrets,
 			services: cfg.Services != nil},
 		seen: map[string]*corev1.Pod{}, lost: map[string]lostPod{}, deleting: map[string]bool{},
-		accesses: map[string]access{}, changed: make(chan struct{}), serving: map[string]func(){},
+		accesses: map[string]access{}, clients: map[string]podClient{}, changed: make(chan struct{}), serving: map[string]func(){},
 	}
 	switch cfg.Connect {
 	case "", ConnectDirect:
@@ -508,8 +517,8 @@ func (r *Runtime) start(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	// The container runs: the agent listens a moment later.
+	// The container runs: the agent listens a moment later. The
+	// connection stays open for what comes next.
 	for {
 		attempt, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := c.Info(attempt)
@@ -657,6 +666,10 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 	r.mu.Lock()
 	delete(r.lost, id)
 	delete(r.accesses, id)
+	if pc, ok := r.clients[id]; ok {
+		pc.c.Close()
+		delete(r.clients, id)
+	}
 	r.mu.Unlock()
 	return nil
 }
@@ -715,15 +728,32 @@ func (r *Runtime) List(context.Context) ([]sandbox.Status, error) {
 	return out, nil
 }
 
+// Agent returns the client of the sandbox's agent: the same one while its
+// Pod is the same, whose connections stay open between calls (a client
+// per call would dial, and leave a connection idle, every time).
 func (r *Runtime) Agent(ctx context.Context, id string) (*agent.Client, error) {
-	if _, _, err := r.lookup(id); err != nil {
+	pod, _, err := r.lookup(id)
+	if err != nil {
 		return nil, err
 	}
 	a, err := r.access(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	return agent.NewClient(func(ctx context.Context) (net.Conn, error) {
+	var uid types.UID
+	if pod != nil {
+		uid = pod.UID
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pc, ok := r.clients[id]
+	if ok && pc.uid == uid {
+		return pc.c, nil
+	}
+	if ok {
+		pc.c.Close() // its connections went to the Pod replaced
+	}
+	c := agent.NewClient(func(ctx context.Context) (net.Conn, error) {
 		pod, _, err := r.lookup(id)
 		if err != nil {
 			return nil, err
@@ -741,7 +771,9 @@ func (r *Runtime) Agent(ctx context.Context, id string) (*agent.Client, error) {
 			return nil, fmt.Errorf("agent of sandbox %s: %w", id, err)
 		}
 		return tc, nil
-	}, a.token), nil
+	}, a.token)
+	r.clients[id] = podClient{uid: uid, c: c}
+	return c, nil
 }
 
 // Recover deletes what a crash left half-made — the Secrets, policies and

@@ -275,6 +275,10 @@ func TestObjects(t *testing.T) {
 		"readOnlyRoot":  *main.SecurityContext.ReadOnlyRootFilesystem,
 		"capsDropped":   main.SecurityContext.Capabilities.Drop,
 		"initReadOnly":  *init.SecurityContext.ReadOnlyRootFilesystem,
+		"initCommand":   init.Command,
+		"initRestart":   string(*init.RestartPolicy),
+		"initHook":      init.Lifecycle.PostStart.Exec.Command,
+		"pullPolicy":    string(main.ImagePullPolicy),
 		"limits":        main.Resources.Limits.DeepCopy(),
 		"requests":      main.Resources.Requests.DeepCopy(),
 		"serviceToken":  *pod.Spec.AutomountServiceAccountToken,
@@ -301,14 +305,14 @@ func TestObjects(t *testing.T) {
 	limits := corev1.ResourceList{
 		corev1.ResourceCPU:              mustQuantity("1500m"),
 		corev1.ResourceMemory:           mustQuantity("256Mi"),
-		corev1.ResourceEphemeralStorage: mustQuantity("1280Mi"), // the disk and the agent's binary
+		corev1.ResourceEphemeralStorage: mustQuantity("1088Mi"), // the disk and the agent's binary
 	}
 	want := map[string]any{
 		"labels":        map[string]string{kube.LabelSandbox: "obj1", kube.LabelOwner: k.owner, "app.kubernetes.io/managed-by": "agent2env"},
 		"gates":         0,
 		"image":         testImage,
 		"agentImage":    agentImage,
-		"command":       []string{"/.agent2env/agent2env", "agent", "--uid=-1", "--gid=-1", "--cwd=/workspace"},
+		"command":       []string{"/.agent2env/agent2env-agent", "--uid=-1", "--gid=-1", "--cwd=/workspace"},
 		"nonRoot":       true,
 		"uid":           int64(1000),
 		"seccomp":       "RuntimeDefault",
@@ -316,6 +320,10 @@ func TestObjects(t *testing.T) {
 		"readOnlyRoot":  true,
 		"capsDropped":   []corev1.Capability{"ALL"},
 		"initReadOnly":  true,
+		"initCommand":   []string{"/usr/local/bin/agent2env-agent", "hold"},
+		"initRestart":   "Always",
+		"initHook":      []string{"/usr/local/bin/agent2env-agent", "install", "/.agent2env/agent2env-agent"},
+		"pullPolicy":    "IfNotPresent",
 		"limits":        limits,
 		"requests":      limits,
 		"serviceToken":  false,
@@ -485,4 +493,47 @@ func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
 
 func agentExec(script string) agent.ExecRequest {
 	return agent.ExecRequest{Shell: script, Timeout: 30 * time.Second}
+}
+
+// TestAgentClient checks that Agent gives one client while the sandbox's
+// Pod is the same, whose connection the next call reuses (a client per
+// call dialled every time and left its connection open), and a new one
+// for the Pod that replaces it.
+func TestAgentClient(t *testing.T) {
+	k := startTierA(t)
+	rt := k.runtime(t, kube.ConnectDirect)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const id = "client1"
+	if err := rt.Create(ctx, &sandbox.Spec{ID: id, Image: testImage}); err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Delete(context.Background(), id)
+	execTrue := func() *agent.Client {
+		t.Helper()
+		c, err := rt.Agent(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := c.Exec(ctx, agent.ExecRequest{Command: []string{"true"}}, nil, nil, nil); err != nil || res.ExitCode != 0 {
+			t.Fatalf("exec true: %+v, %v", res, err)
+		}
+		return c
+	}
+	if err := rt.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	first := execTrue()
+	if again := execTrue(); again != first {
+		t.Error("Agent gave another client for the same Pod")
+	}
+	if err := rt.Stop(ctx, id, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if replaced := execTrue(); replaced == first {
+		t.Error("Agent gave the client of the replaced Pod")
+	}
 }

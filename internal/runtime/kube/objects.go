@@ -38,11 +38,11 @@ const (
 	// AgentPort is the agent's TCP port in every Pod.
 	AgentPort = 7070
 	// agentDir is where the agent's binary is in the sandbox, on an
-	// emptyDir the init container fills (reserved for mounts too).
+	// emptyDir the agent container fills (reserved for mounts too).
 	agentDir = "/.agent2env"
-	// selfImageBinary is the binary in the agent2env image
-	// (image.SelfImagePath).
-	selfImageBinary = "/usr/local/bin/agent2env"
+	// agentBinary is the agent alone in the agent2env image
+	// (image.SelfImageAgentPath), which the Pods copy to agentDir.
+	agentBinary = "/usr/local/bin/agent2env-agent"
 	// maxSpecAnnotation bounds the spec annotation read back from the
 	// cluster; the API server allows 256 KiB for all annotations.
 	maxSpecAnnotation = 256 << 10
@@ -191,7 +191,7 @@ func (c podConfig) pod(s *specJSON, state string, first bool) (*corev1.Pod, erro
 	if s.Egress != nil {
 		env = append(env, corev1.EnvVar{Name: agent.EnvEgressAccept, Value: agent.EgressAddr})
 	}
-	agentBin := agentDir + "/agent2env"
+	agentBin := agentDir + "/agent2env-agent"
 	vols, mounts := volumes(s)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: podName(s.ID, first), Labels: c.labels(s.ID), Annotations: ann},
@@ -202,20 +202,15 @@ func (c podConfig) pod(s *specJSON, state string, first bool) (*corev1.Pod, erro
 			EnableServiceLinks:            new(false),
 			TerminationGracePeriodSeconds: new(int64(10)),
 			SecurityContext:               sandboxSecurity(),
-			InitContainers: []corev1.Container{{
-				Name:            "agent-install",
-				Image:           c.agentImage,
-				Command:         []string{selfImageBinary, "agent", "--install", agentBin},
-				SecurityContext: restricted(),
-				VolumeMounts:    []corev1.VolumeMount{{Name: "agent", MountPath: agentDir}},
-				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
-					corev1.ResourceCPU: mustQuantity("100m"), corev1.ResourceMemory: mustQuantity("64Mi"),
-				}},
-			}},
+			InitContainers:                []corev1.Container{agentInstaller(c.agentImage, agentBin)},
 			Containers: []corev1.Container{{
-				Name:            containerName,
-				Image:           s.Image,
-				Command:         []string{agentBin, "agent", "--uid=-1", "--gid=-1", "--cwd=" + cwd},
+				Name:  containerName,
+				Image: s.Image,
+				// As the oci runtime: the image is pulled once (prepull,
+				// or the first sandbox), not asked for again at every
+				// start.
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:         []string{agentBin, "--uid=-1", "--gid=-1", "--cwd=" + cwd},
 				WorkingDir:      cwd,
 				Env:             env,
 				Ports:           []corev1.ContainerPort{{Name: "agent", ContainerPort: AgentPort, Protocol: corev1.ProtocolTCP}},
@@ -233,6 +228,39 @@ func (c podConfig) pod(s *specJSON, state string, first bool) (*corev1.Pod, erro
 		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: name})
 	}
 	return pod, nil
+}
+
+// agentInstaller is the container that puts the agent (dst, on the agent
+// volume) into a sandbox's Pod: a sidecar (an init container that runs as
+// long as the Pod) whose start hook copies the agent out of the agent2env
+// image, and which then idles. The kubelet starts the sandbox's container
+// once the hook has returned. A plain init container that copies and
+// exits would cost half a second more on average: the kubelet notices a
+// container's exit only at its next relist of the node's containers
+// (every second), but runs a start hook at once.
+func agentInstaller(image, dst string) corev1.Container {
+	return corev1.Container{
+		Name:          "agent-install",
+		Image:         image,
+		Command:       []string{agentBinary, "hold"},
+		RestartPolicy: new(corev1.ContainerRestartPolicyAlways),
+		Lifecycle: &corev1.Lifecycle{PostStart: &corev1.LifecycleHandler{
+			Exec: &corev1.ExecAction{Command: []string{agentBinary, "install", dst}},
+		}},
+		SecurityContext: restricted(),
+		VolumeMounts:    []corev1.VolumeMount{{Name: "agent", MountPath: agentDir}},
+		// A sidecar's requests add to the Pod's: a little. No CPU limit:
+		// its start (runc's work in its cgroup, the hook's exec and copy)
+		// takes some 40 ms of CPU, which a quota of 100m (10 ms every 100
+		// ms) spread over 200–300 ms of a sandbox's start. Without it the
+		// Pod is Burstable rather than Guaranteed; the sandbox's own
+		// container keeps its limits (requests = limits), and nothing but
+		// this binary runs in the agent container.
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: mustQuantity("10m"), corev1.ResourceMemory: mustQuantity("32Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: mustQuantity("32Mi")},
+		},
+	}
 }
 
 // sandboxSecurity is the Pods' security context: the sandbox user,
@@ -265,13 +293,13 @@ func emptyDir(name string) corev1.Volume {
 }
 
 // agentDiskReserve is what a Pod's ephemeral-storage limit has beyond the
-// sandbox's disk limit: the agent's copy of the agent2env binary (some 90
-// MB) is on an emptyDir of the Pod, which the kubelet counts.
-const agentDiskReserve = 256 << 20
+// sandbox's disk limit: the agent's copy of agent2env-agent (some 7 MB)
+// is on an emptyDir of the Pod, which the kubelet counts.
+const agentDiskReserve = 64 << 20
 
 // resources are a sandbox's limits as its container's requests and limits
-// (equal: the sandbox gets what it may use, a Guaranteed Pod when both cpu
-// and memory are set). The disk limit is ephemeral-storage, which the
+// (equal: the sandbox gets what it may use; the Pod is Burstable all the
+// same, see agentInstaller). The disk limit is ephemeral-storage, which the
 // kubelet enforces on the emptyDirs and the writable layer together by
 // evicting the Pod, with agentDiskReserve on top for the agent's binary.
 // Kubernetes has no per-Pod process limit: the node's podPidsLimit
@@ -434,8 +462,10 @@ func waiting(pod *corev1.Pod) string {
 				switch w.Reason {
 				// Not ErrImagePull: the kubelet tries again before it
 				// backs off.
+				// CrashLoopBackOff: the agent container's start hook
+				// (the agent's copy) failed twice.
 				case "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
-					"CreateContainerConfigError", "CreateContainerError", "RunContainerError":
+					"CreateContainerConfigError", "CreateContainerError", "RunContainerError", "CrashLoopBackOff":
 					return fmt.Sprintf("container %s: %s: %s", cs.Name, w.Reason, w.Message)
 				}
 			}

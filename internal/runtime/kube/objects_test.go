@@ -135,6 +135,12 @@ func TestPodState(t *testing.T) {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: containerName, State: corev1.ContainerState{
 				Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "no such image"}}}}
 		}, sandbox.StateCreated, "container sandbox: ImagePullBackOff: no such image"},
+		{"agent not installed", func(p *corev1.Pod) {
+			p.Spec.SchedulingGates = nil
+			p.Status.Phase = corev1.PodPending
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "agent-install", State: corev1.ContainerState{
+				Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 10s restarting failed container"}}}}
+		}, sandbox.StateCreated, "container agent-install: CrashLoopBackOff: back-off 10s restarting failed container"},
 		{"running", running, sandbox.StateRunning, ""},
 		{"not ready", func(p *corev1.Pod) {
 			running(p)
@@ -213,7 +219,7 @@ func TestResources(t *testing.T) {
 	for name, want := range map[corev1.ResourceName]string{
 		corev1.ResourceCPU: "250m", corev1.ResourceMemory: "128Mi",
 		// The disk and the agent's binary (agentDiskReserve).
-		corev1.ResourceEphemeralStorage: "2304Mi",
+		corev1.ResourceEphemeralStorage: "2112Mi",
 	} {
 		if q := got.Limits[name]; q.String() != want {
 			t.Errorf("limit %s = %s, want %s", name, q.String(), want)
@@ -341,5 +347,46 @@ func TestVolumes(t *testing.T) {
 	}
 	if pvc := pc.claim("s1", &sandbox.Persistence{SizeBytes: 1 << 30}); pvc.Spec.StorageClassName != nil {
 		t.Errorf("claim of no class names %q, want the cluster's default (nil)", *pvc.Spec.StorageClassName)
+	}
+}
+
+// TestAgentInstaller checks the container that copies the agent in: a
+// sidecar (the kubelet runs the sandbox's container once its start hook,
+// the copy, has returned), with the restricted security context, and no
+// CPU limit, whose quota would throttle the start.
+func TestAgentInstaller(t *testing.T) {
+	pod := testPod(t)
+	if len(pod.Spec.InitContainers) != 1 {
+		t.Fatalf("%d init containers, want 1", len(pod.Spec.InitContainers))
+	}
+	c := pod.Spec.InitContainers[0]
+	got := map[string]any{
+		"image":        c.Image,
+		"command":      c.Command,
+		"restart":      string(*c.RestartPolicy),
+		"hook":         c.Lifecycle.PostStart.Exec.Command,
+		"runs":         pod.Spec.Containers[0].Command[0],
+		"readOnlyRoot": *c.SecurityContext.ReadOnlyRootFilesystem,
+		"escalation":   *c.SecurityContext.AllowPrivilegeEscalation,
+		"capsDropped":  c.SecurityContext.Capabilities.Drop,
+		"cpuRequest":   c.Resources.Requests.Cpu().String(),
+		"memory":       c.Resources.Requests.Memory().String() + " " + c.Resources.Limits.Memory().String(),
+		"limits":       len(c.Resources.Limits),
+	}
+	want := map[string]any{
+		"image":        "agent2env/agent2env:1",
+		"command":      []string{"/usr/local/bin/agent2env-agent", "hold"},
+		"restart":      "Always",
+		"hook":         []string{"/usr/local/bin/agent2env-agent", "install", "/.agent2env/agent2env-agent"},
+		"runs":         "/.agent2env/agent2env-agent",
+		"readOnlyRoot": true,
+		"escalation":   false,
+		"capsDropped":  []corev1.Capability{"ALL"},
+		"cpuRequest":   "10m",
+		"memory":       "32Mi 32Mi",
+		"limits":       1, // memory only
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the agent container (-want +got):\n%s", diff)
 	}
 }

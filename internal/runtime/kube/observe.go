@@ -35,7 +35,6 @@ func (r *Runtime) Usage(ctx context.Context, id string) (sandbox.Usage, error) {
 	if err != nil {
 		return sandbox.Usage{}, fmt.Errorf("sandbox usage %s: %w", id, err)
 	}
-	defer c.Close()
 	u, err := c.Usage(ctx, writableDirs...)
 	if err != nil {
 		return sandbox.Usage{}, fmt.Errorf("sandbox usage %s: %w", id, err)

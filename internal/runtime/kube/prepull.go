@@ -96,11 +96,11 @@ func (c podConfig) daemonSet(name, key, ref string) *appsv1.DaemonSet {
 	token := make([]byte, 16)
 	_, _ = rand.Read(token)
 	podLabels := map[string]string{LabelPrepull: key, "app.kubernetes.io/managed-by": "agent2env"}
-	agentBin := agentDir + "/agent2env"
+	agentBin := agentDir + "/agent2env-agent"
 	install := corev1.Container{
 		Name:            "agent-install",
 		Image:           c.agentImage,
-		Command:         []string{selfImageBinary, "agent", "--install", agentBin},
+		Command:         []string{agentBinary, "install", agentBin},
 		SecurityContext: restricted(),
 		VolumeMounts:    []corev1.VolumeMount{{Name: "agent", MountPath: agentDir}},
 	}
@@ -116,7 +116,7 @@ func (c podConfig) daemonSet(name, key, ref string) *appsv1.DaemonSet {
 	idle := corev1.Container{
 		Name:    "idle",
 		Image:   c.agentImage,
-		Command: []string{selfImageBinary, "agent", "--uid=-1", "--gid=-1", "--cwd=/"},
+		Command: []string{agentBinary, "--uid=-1", "--gid=-1", "--cwd=/"},
 		Env: []corev1.EnvVar{
 			{Name: "AGENT2ENV_AGENT_LISTEN", Value: "127.0.0.1:0"},
 			{Name: "AGENT2ENV_AGENT_TOKEN", Value: hex.EncodeToString(token)},

@@ -36,7 +36,7 @@ func TestPrepull(t *testing.T) {
 		}
 		spec := dss.Items[0].Spec.Template.Spec
 		got := []any{spec.InitContainers[1].Image, spec.InitContainers[1].Command, *spec.SecurityContext.RunAsNonRoot, *spec.InitContainers[1].SecurityContext.ReadOnlyRootFilesystem}
-		want := []any{ref, []string{"/.agent2env/agent2env", "help"}, true, true}
+		want := []any{ref, []string{"/.agent2env/agent2env-agent", "help"}, true, true}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("the pull container (-want +got):\n%s", diff)
 		}

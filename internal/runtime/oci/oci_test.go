@@ -23,6 +23,7 @@ import (
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
+	"github.com/agent2env/agent2env/internal/runtime/runtimetest/poolbench"
 	"github.com/agent2env/agent2env/internal/sandbox"
 )
 
@@ -459,4 +460,14 @@ func BenchmarkRuntime(b *testing.B) {
 	runtimetest.RequiresRoot(b)
 	rt := newRuntime(b, newRoot(b), "runc")
 	runtimetest.Benchmark(b, rt, func(id string) *sandbox.Spec { return newSpec(b, id) })
+}
+
+// BenchmarkWarmPool is poolbench.Benchmark on runc; compare with
+// the kubernetes runtime's BenchmarkNodeWarmPool in the same run (make
+// bench).
+func BenchmarkWarmPool(b *testing.B) {
+	runtimetest.RequiresRoot(b)
+	rt := newRuntime(b, newRoot(b), "runc")
+	testLayers(b)
+	poolbench.Benchmark(b, rt, testImage)
 }

@@ -40,7 +40,7 @@ func Benchmark(b *testing.B, rt sandbox.Runtime, newSpec func(id string) *sandbo
 			}
 			b.StartTimer()
 		}
-		reportMedian(b, took)
+		ReportMedian(b, took)
 	})
 	b.Run("exec", func(b *testing.B) {
 		var took []time.Duration
@@ -52,11 +52,12 @@ func Benchmark(b *testing.B, rt sandbox.Runtime, newSpec func(id string) *sandbo
 			}
 			took = append(took, time.Since(t0))
 		}
-		reportMedian(b, took)
+		ReportMedian(b, took)
 	})
 }
 
-func reportMedian(b *testing.B, took []time.Duration) {
+// ReportMedian reports the median of took as the metric p50-ms.
+func ReportMedian(b *testing.B, took []time.Duration) {
 	if len(took) == 0 {
 		return
 	}

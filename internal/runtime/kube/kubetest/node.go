@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -232,7 +233,8 @@ func (n *Node) Push(t testing.TB, repoTag string, img v1.Image) string {
 const BinEnvVar = "AGENT2ENV_BIN"
 
 // SelfImage pushes the agent2env image (as make image builds it) of the
-// static binary $AGENT2ENV_BIN to the node's registry as
+// static binary $AGENT2ENV_BIN and the agent2env-agent binary (built from
+// this checkout, as make build does) to the node's registry as
 // agent2env/agent2env:kubetest, and returns its reference. Without
 // $AGENT2ENV_BIN it skips the test, or fails it when CI=true.
 func (n *Node) SelfImage(t testing.TB) string {
@@ -242,12 +244,28 @@ func (n *Node) SelfImage(t testing.TB) string {
 		missingPrerequisite(t, "the agent2env image needs a static agent2env binary: set "+BinEnvVar+" (make build; bin/agent2env)")
 	}
 	img, err := image.SelfImage(bin, image.SelfImageOptions{
+		Agent:   buildAgent(t),
 		CACerts: "/etc/ssl/certs/ca-certificates.crt", Created: time.Unix(0, 0).UTC(), Version: "kubetest",
 	})
 	if err != nil {
 		t.Fatalf("kubetest: %v", err)
 	}
 	return n.Push(t, "agent2env/agent2env:kubetest", img)
+}
+
+// buildAgent builds cmd/agent2env-agent as make build does (static,
+// stripped) and returns its path.
+func buildAgent(t testing.TB) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	out := filepath.Join(t.TempDir(), "agent2env-agent")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, "./cmd/agent2env-agent")
+	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..", "..", "..")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kubetest: build agent2env-agent: %v: %s", err, b)
+	}
+	return out
 }
 
 // RuntimetestImage pushes the image the runtimetest conformance suite

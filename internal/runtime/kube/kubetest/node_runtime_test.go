@@ -4,14 +4,19 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agent2env/agent2env/internal/runtime/kube"
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
+	"github.com/agent2env/agent2env/internal/runtime/runtimetest/poolbench"
 	"github.com/agent2env/agent2env/internal/sandbox"
 )
 
@@ -91,10 +96,120 @@ func newOwner() string {
 // BenchmarkNodeRuntime is runtimetest.Benchmark on a real node: "start"
 // is Pod admission (Create, Start: the gate removed) to the agent
 // answering on the Pod IP, its image pulled by the node already; compare
-// with the oci package's BenchmarkRuntime in the same run:
+// with the oci package's BenchmarkRuntime in the same run (make bench):
 //
 //	go test -run '^$' -bench Runtime ./internal/runtime/oci/ ./internal/runtime/kube/kubetest/
+//
+// "phases" then says where a start's time goes.
 func BenchmarkNodeRuntime(b *testing.B) {
+	n, rt, testImage := benchNode(b)
+	newSpec := func(id string) *sandbox.Spec {
+		return &sandbox.Spec{ID: id, Image: testImage, Cwd: sandbox.WorkDir}
+	}
+	runtimetest.Benchmark(b, rt, newSpec)
+	b.Run("phases", func(b *testing.B) { benchPhases(b, n, rt, newSpec) })
+}
+
+// benchPhases starts sandboxes as runtimetest.Benchmark's "start" does and
+// reports the median time from Create to each step of the Pod's start as
+// the API server's watch delivers it (the kubelet posts its status after
+// each step): scheduled, the Pod's sandbox ready (network namespace, CNI:
+// PodReadyToStartContainers), the agent copied in (the agent container
+// running, its start hook done), the sandbox's container running, and
+// Start returned (the agent answered).
+func benchPhases(b *testing.B, n *Node, rt *kube.Runtime, newSpec func(id string) *sandbox.Spec) {
+	ctx := context.Background()
+	w, err := n.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	condition := func(typ corev1.PodConditionType) func(*corev1.Pod) bool {
+		return func(p *corev1.Pod) bool {
+			for _, c := range p.Status.Conditions {
+				if c.Type == typ {
+					return c.Status == corev1.ConditionTrue
+				}
+			}
+			return false
+		}
+	}
+	running := func(list func(*corev1.Pod) []corev1.ContainerStatus) func(*corev1.Pod) bool {
+		return func(p *corev1.Pod) bool {
+			cs := list(p)
+			return len(cs) > 0 && cs[0].State.Running != nil
+		}
+	}
+	phases := []struct {
+		metric string
+		done   func(*corev1.Pod) bool
+	}{
+		{"scheduled-ms", condition(corev1.PodScheduled)},
+		{"pod-sandbox-ms", condition(corev1.PodReadyToStartContainers)},
+		{"agent-copied-ms", running(func(p *corev1.Pod) []corev1.ContainerStatus { return p.Status.InitContainerStatuses })},
+		{"running-ms", running(func(p *corev1.Pod) []corev1.ContainerStatus { return p.Status.ContainerStatuses })},
+	}
+	var (
+		mu   sync.Mutex
+		id   string
+		t0   time.Time
+		seen = map[string]bool{}
+		took = map[string][]time.Duration{}
+	)
+	go func() {
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			mu.Lock()
+			for _, ph := range phases {
+				if p.Labels[kube.LabelSandbox] == id && !seen[ph.metric] && ph.done(p) {
+					seen[ph.metric] = true
+					took[ph.metric] = append(took[ph.metric], time.Since(t0))
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+	for i := 0; b.Loop(); i++ {
+		sp := newSpec(fmt.Sprintf("phases%d-%s", i, newOwner()[len("kubetest-"):]))
+		mu.Lock()
+		id, t0, seen = sp.ID, time.Now(), map[string]bool{}
+		mu.Unlock()
+		if err := rt.Create(ctx, sp); err != nil {
+			b.Fatal(err)
+		}
+		if err := rt.Start(ctx, sp.ID); err != nil {
+			b.Fatal(err)
+		}
+		mu.Lock()
+		took["ready-ms"] = append(took["ready-ms"], time.Since(t0))
+		mu.Unlock()
+		if err := rt.Delete(ctx, sp.ID); err != nil {
+			b.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for metric, ds := range took {
+		slices.Sort(ds)
+		b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, metric)
+	}
+}
+
+// BenchmarkNodeWarmPool is poolbench.Benchmark on a real node:
+// claims from a warm pool of started Pods, and exec round trips in them;
+// compare with the oci package's BenchmarkWarmPool in the same run (make
+// bench).
+func BenchmarkNodeWarmPool(b *testing.B) {
+	_, rt, testImage := benchNode(b)
+	poolbench.Benchmark(b, rt, testImage)
+}
+
+// benchNode starts a node and a runtime on it, and returns them and the
+// image of the runtimetest suite in the node's registry.
+func benchNode(b *testing.B) (*Node, *kube.Runtime, string) {
 	n := StartNode(b, NodeOptions{PodPidsLimit: 64})
 	agentImage, testImage := n.SelfImage(b), n.RuntimetestImage(b)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -104,7 +219,5 @@ func BenchmarkNodeRuntime(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(rt.Close)
-	runtimetest.Benchmark(b, rt, func(id string) *sandbox.Spec {
-		return &sandbox.Spec{ID: id, Image: testImage, Cwd: sandbox.WorkDir}
-	})
+	return n, rt, testImage
 }

@@ -1,0 +1,95 @@
+// Command agent2env-agent is the in-sandbox agent alone: what
+// "agent2env agent" runs, without the daemon and the CLI, for a runtime
+// that copies the agent into every sandbox (the kubernetes runtime's Pods
+// copy it out of the agent2env image, which holds it next to agent2env).
+// It links internal/agent only: a fifteenth of agent2env's size, so the
+// copy and its start cost little.
+//
+//	agent2env-agent [--uid N] [--gid N] [--cwd DIR]   run the agent
+//	agent2env-agent install DST                       copy this binary to DST
+//	agent2env-agent hold                              wait for SIGTERM, exit 0
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/agent2env/agent2env/internal/agent"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage:
+  agent2env-agent [--uid N] [--gid N] [--cwd DIR]   run the in-sandbox agent (as "agent2env agent")
+  agent2env-agent install DST                       copy this binary to DST and exit
+  agent2env-agent hold                              wait for SIGTERM or SIGINT, then exit 0
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "install":
+			if len(args) != 2 {
+				fmt.Fprint(stderr, usage)
+				return 2
+			}
+			if err := agent.Install(args[1]); err != nil {
+				fmt.Fprintln(stderr, "agent2env-agent:", err)
+				return 1
+			}
+			return 0
+		case "hold":
+			return hold(nil)
+		case "help":
+			fmt.Fprint(stdout, usage)
+			return 0
+		}
+	}
+	opts := agent.Options{}
+	fs := flag.NewFlagSet("agent2env-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	// The flags of "agent2env agent" (internal/cli), with its defaults.
+	fs.IntVar(&opts.UID, "uid", 1000, "user id commands run as (-1: the agent's own)")
+	fs.IntVar(&opts.GID, "gid", 1000, "group id commands run as")
+	fs.StringVar(&opts.Cwd, "cwd", "/workspace", "default working directory")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "agent2env-agent: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
+	opts.Log = slog.New(slog.NewTextHandler(stderr, nil))
+	if err := agent.Run(ctx, opts); err != nil {
+		fmt.Fprintln(stderr, "agent2env-agent:", err)
+		return 1
+	}
+	return 0
+}
+
+// hold is the kubernetes runtime's agent container: its start hook
+// installs the agent, then it idles until the Pod ends, and exits 0 on
+// SIGTERM or SIGINT. ready, when set, is called once they are caught.
+func hold(ready func()) int {
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	if ready != nil {
+		ready()
+	}
+	<-stop
+	return 0
+}
