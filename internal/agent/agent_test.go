@@ -412,3 +412,36 @@ func TestMainProcess(t *testing.T) {
 		t.Errorf("main with a timeout: %v, want invalid argument", err)
 	}
 }
+
+// stallWriter keeps what is written to it, the first write taking
+// stall: a client, or a pump, that falls behind for a while.
+type stallWriter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	stall time.Duration
+}
+
+func (w *stallWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stall > 0 {
+		time.Sleep(w.stall)
+		w.stall = 0
+	}
+	return w.buf.Write(p)
+}
+
+// TestExecOutputAfterExit: output the command made before it exited is
+// delivered however late its pump gets to it (a slow client, a loaded
+// machine); the grace for descendants holding the pipe is no deadline for
+// output already in it.
+func TestExecOutputAfterExit(t *testing.T) {
+	s := NewServer(ServerConfig{Env: []string{"PATH=" + os.Getenv("PATH")}, Cwd: t.TempDir(), UID: -1, GID: -1})
+	out := &stallWriter{stall: 5 * drainGrace}
+	fw := &frameWriter{w: out, flush: func() error { return nil }}
+	req := &ExecRequest{Shell: "printf first; sleep 0.05; printf second"}
+	res := s.run(context.Background(), req, t.TempDir(), nil, fw)
+	if res.ExitCode != 0 || !strings.Contains(out.buf.String(), "second") {
+		t.Errorf("exec = %+v with output %q, want first and second", res, out.buf.String())
+	}
+}

@@ -15,8 +15,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // drainGrace is how long output is still collected after the command has
@@ -185,9 +188,10 @@ func (s *Server) run(ctx context.Context, req *ExecRequest, cwd string, stdin io
 		}()
 	}
 	var pumps sync.WaitGroup
+	var read [2]atomic.Int64 // what each pump has taken from its pipe
 	pumps.Add(2)
-	go fw.pump(&pumps, frameStdout, outR)
-	go fw.pump(&pumps, frameStderr, errR)
+	go fw.pump(&pumps, frameStdout, outR, &read[0])
+	go fw.pump(&pumps, frameStderr, errR, &read[1])
 
 	var timeout <-chan time.Time
 	if req.Timeout > 0 {
@@ -215,11 +219,26 @@ func (s *Server) run(ctx context.Context, req *ExecRequest, cwd string, stdin io
 		ws = <-waitc
 	}
 	res.Duration = time.Since(start)
+	// What the pipes hold now the command is gone is its output, which is
+	// delivered however long the pumps take (a slow client, a loaded
+	// machine). Past that, and past drainGrace, whatever still holds a
+	// pipe open is a descendant, which is not waited for.
+	made := [2]int64{read[0].Load() + buffered(outR), read[1].Load() + buffered(errR)}
 	drained := make(chan struct{})
 	go func() { pumps.Wait(); close(drained) }()
 	select {
 	case <-drained:
 	case <-time.After(drainGrace):
+		tick := time.NewTicker(drainGrace / 10)
+	wait:
+		for read[0].Load() < made[0] || read[1].Load() < made[1] {
+			select {
+			case <-drained:
+				break wait
+			case <-tick.C:
+			}
+		}
+		tick.Stop()
 		outR.Close()
 		errR.Close()
 		<-drained
@@ -333,15 +352,17 @@ func (f *frameWriter) frame(kind byte, p []byte) error {
 	return f.err
 }
 
-// pump copies r into frames of kind until EOF. Once the client is gone it
-// keeps reading, so the command never blocks on a full pipe.
-func (f *frameWriter) pump(wg *sync.WaitGroup, kind byte, r *os.File) {
+// pump copies r into frames of kind until EOF, counting what it reads in
+// read. Once the client is gone it keeps reading, so the command never
+// blocks on a full pipe.
+func (f *frameWriter) pump(wg *sync.WaitGroup, kind byte, r *os.File, read *atomic.Int64) {
 	defer wg.Done()
 	defer r.Close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
+			read.Add(int64(n))
 			_ = f.frame(kind, buf[:n])
 		}
 		if err != nil {
@@ -417,4 +438,16 @@ var sigNames = map[syscall.Signal]string{
 	syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT",
 	syscall.SIGSEGV: "SIGSEGV", syscall.SIGABRT: "SIGABRT", syscall.SIGHUP: "SIGHUP",
 	syscall.SIGPIPE: "SIGPIPE", syscall.SIGBUS: "SIGBUS", syscall.SIGXCPU: "SIGXCPU",
+}
+
+// buffered returns how many bytes the pipe r holds unread (FIONREAD,
+// named TIOCINQ on Linux), or 0 if it cannot tell or r is closed.
+func buffered(r *os.File) int64 {
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	var n int
+	_ = rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
+	return int64(n)
 }
