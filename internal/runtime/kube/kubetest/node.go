@@ -309,6 +309,33 @@ func (n *Node) RuntimetestImage(t testing.TB) string {
 	return n.Push(t, "kubetest/runtimetest:latest", img)
 }
 
+// bashStaticPath is Debian's bash-static (make kube-node installs it).
+const bashStaticPath = "/bin/bash-static"
+
+// BashImage pushes BusyboxImage with bash (Debian's static build at
+// /bin/bash) to the node's registry as kubetest/bash:latest and returns
+// its reference: enough for the bash kernel of contexts and sessions.
+func (n *Node) BashImage(t testing.TB) string {
+	t.Helper()
+	busybox, _, err := busyboxImages()
+	if err != nil {
+		t.Fatalf("kubetest: %v", err)
+	}
+	b, err := os.ReadFile(bashStaticPath)
+	if err != nil {
+		t.Fatalf("kubetest: read bash (install bash-static: make kube-node): %v", err)
+	}
+	bash, err := layer([]tarFile{{tar.Header{Name: "bin/bash", Typeflag: tar.TypeReg, Mode: 0o755}, b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(busybox, bash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.Push(t, "kubetest/bash:latest", img)
+}
+
 // APIServerEnv are the variables that point an in-cluster client
 // (client-go's rest.InClusterConfig) at the API server, for a Pod's
 // containers: there is no kube-proxy to carry the kubernetes Service.

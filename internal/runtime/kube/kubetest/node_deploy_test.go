@@ -26,14 +26,16 @@ import (
 // would (kubectl apply -k of an overlay naming the image in the node's
 // registry), with a PersistentVolume for the daemon's claim, and checks
 // that the daemon's Pod runs the agent2env image and answers /health,
-// then creates a sandbox through its API, which the daemon runs as a Pod.
+// then creates a sandbox through its API, which the daemon runs as a Pod,
+// runs a command and a stateful bash context in it, and a session whose
+// sandbox, another Pod, is made on first use.
 //
 // Pods reach the API server at the node's HostIP, not through the
 // kubernetes Service (no kube-proxy here): the overlay tells the daemon
 // so, as its environment.
 func TestNodeDeploy(t *testing.T) {
 	n := StartNode(t, NodeOptions{})
-	image := n.SelfImage(t)
+	image, bash := n.SelfImage(t), n.BashImage(t)
 	kubeRuntime := daemonHasKubeRuntime(t, os.Getenv(BinEnvVar))
 	root, err := repoRoot()
 	if err != nil {
@@ -78,8 +80,11 @@ func TestNodeDeploy(t *testing.T) {
 		env += fmt.Sprintf("    - op: add\n      path: /spec/template/spec/containers/0/env/-\n      value: {name: %s, value: %q}\n", e.Name, e.Value)
 	}
 	if kubeRuntime {
-		// The image the sandboxes' Pods copy the agent from: the same.
-		env += fmt.Sprintf("    - op: add\n      path: /spec/template/spec/containers/0/args/-\n      value: %q\n", "--kube-agent-image="+image)
+		// The image the sandboxes' Pods copy the agent from: the same;
+		// sessions' bash from a template of the node's bash image.
+		for _, arg := range []string{"--kube-agent-image=" + image, "--context-templates=bash=" + bashTemplate} {
+			env += fmt.Sprintf("    - op: add\n      path: /spec/template/spec/containers/0/args/-\n      value: %q\n", arg)
+		}
 	}
 	name, tag, _ := strings.Cut(image, ":kubetest")
 	// kustomize takes a base by a relative path only.
@@ -177,7 +182,7 @@ patches:
 		t.Fatal(err)
 	}
 	created := time.Now()
-	sb, err := c.Sandbox.Create(ctx, api.CreateSandboxRequest{Image: n.Image(BusyboxImage), CPU: "500m", Memory: "128Mi"})
+	sb, err := c.Sandbox.Create(ctx, api.CreateSandboxRequest{Image: bash, CPU: "500m", Memory: "128Mi"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,10 +197,41 @@ patches:
 	if res.ExitCode != 0 || strings.TrimSpace(res.Stdout) != "hello from a pod" {
 		t.Errorf("exec in the sandbox: %+v", res)
 	}
+
+	// A context in that sandbox keeps its state between executions.
+	cx, err := c.Contexts().CreateIn(ctx, sb.ID, api.CreateContextRequest{Language: api.LanguageBash})
+	if err != nil {
+		t.Fatalf("create a bash context in the pod: %v", err)
+	}
+	for _, step := range []struct{ code, want string }{{"x=41", ""}, {"echo $((x+1))", "42"}} {
+		out, err := cx.Run(ctx, step.code)
+		if err != nil || !out.Success || strings.TrimSpace(out.Output.Stdout) != step.want {
+			t.Fatalf("context execute %q = %+v, %v; want %q", step.code, out, err, step.want)
+		}
+	}
 	if err := c.Sandbox.Delete(ctx, sb.ID); err != nil {
 		t.Error(err)
 	}
+
+	// A session is made on first use (its sandbox a Pod from the bash
+	// template), keeps its state, and goes when deleted.
+	if _, err := c.Template.Create(ctx, api.CreateTemplateRequest{Name: bashTemplate, Spec: api.TemplateSpec{Image: bash}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, step := range []struct{ code, want string }{{"y=6", ""}, {"echo $((y*7))", "42"}} {
+		out, err := c.Sessions().ExecuteCode(ctx, api.SessionExecuteRequest{SessionID: "kubetest", Language: api.LanguageBash, Code: step.code})
+		if err != nil || !out.Success || strings.TrimSpace(out.Output.Stdout) != step.want || out.Created != (i == 0) {
+			t.Fatalf("session execute %q = %+v, %v; want %q", step.code, out, err, step.want)
+		}
+	}
+	if err := c.Sessions().Delete(ctx, "kubetest"); err != nil {
+		t.Error(err)
+	}
 }
+
+// bashTemplate is the template of sessions' bash sandboxes in
+// TestNodeDeploy.
+const bashTemplate = "kubetest-bash"
 
 // hostTransport sends every request with the Host header host.
 type hostTransport struct {
