@@ -24,12 +24,21 @@ import (
 // nonroot is the user the daemon runs as in deploy/kubernetes.
 const nonroot = 65532
 
-// daemonBinary returns $AGENT2ENV_BIN, or builds the daemon into dir.
+// daemonBinary puts the daemon into dir, which its user can enter (a
+// checkout under a directory only root may enter, such as mktemp -d's,
+// would not do): a copy of $AGENT2ENV_BIN, or a build.
 func daemonBinary(t *testing.T, dir string) string {
-	if bin := os.Getenv("AGENT2ENV_BIN"); bin != "" {
+	bin := filepath.Join(dir, "agent2env")
+	if src := os.Getenv("AGENT2ENV_BIN"); src != "" {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(bin, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		return bin
 	}
-	bin := filepath.Join(dir, "agent2env")
 	cmd := exec.Command("go", "build", "-o", bin, "../../../cmd/agent2env")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
