@@ -27,16 +27,23 @@ func (r *Runtime) serve(id string, egress *sandbox.Egress) {
 	if r.cfg.Services == nil && (egress == nil || r.cfg.Egress == nil) {
 		return
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
 	r.mu.Lock()
-	_, served := r.serving[id]
-	r.mu.Unlock()
-	if served {
+	if _, served := r.serving[id]; served {
+		r.mu.Unlock()
+		cancel()
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	r.serving[id] = func() {
+		cancel()
+		wg.Wait()
+	}
+	wg.Add(1) // before anyone can stop it
+	r.mu.Unlock()
 	log := r.log.With("sandbox", id)
-	var wg sync.WaitGroup
-	wg.Go(func() {
+	go func() {
+		defer wg.Done()
 		c, err := r.Agent(ctx, id)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -44,7 +51,7 @@ func (r *Runtime) serve(id string, egress *sandbox.Egress) {
 			}
 			return
 		}
-		defer c.Close()
+		// The client is the runtime's, one per Pod: Delete closes it.
 		var served sync.WaitGroup
 		on := func(name string, serve func(context.Context, *agent.Listener) error) {
 			l := c.Listen(name, acceptIdle, log)
@@ -67,13 +74,7 @@ func (r *Runtime) serve(id string, egress *sandbox.Egress) {
 			})
 		}
 		served.Wait()
-	})
-	r.mu.Lock()
-	r.serving[id] = func() {
-		cancel()
-		wg.Wait()
-	}
-	r.mu.Unlock()
+	}()
 }
 
 // unserve stops serving sandbox id, if it is served, and ends the
