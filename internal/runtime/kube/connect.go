@@ -22,16 +22,20 @@ import (
 
 // portForwarder returns a dial function that reaches a Pod's agent port
 // through the API server's port-forward: one SPDY connection per
-// connection to the agent, which the agent client pools.
+// connection to the agent, which the agent client pools. Each dial has a
+// round tripper of its own: client-go's keeps the connection it upgraded
+// in itself, so two dials sharing one could swap connections.
 func portForwarder(cfg *rest.Config, client kubernetes.Interface) (func(context.Context, *corev1.Pod) (net.Conn, error), error) {
-	transport, upgrader, err := spdy.RoundTripperFor(cfg)
-	if err != nil {
+	if _, _, err := spdy.RoundTripperFor(cfg); err != nil {
 		return nil, fmt.Errorf("kubernetes runtime: port-forward transport: %w", err)
 	}
-	hc := &http.Client{Transport: transport}
 	return func(ctx context.Context, pod *corev1.Pod) (net.Conn, error) {
 		url := client.CoreV1().RESTClient().Post().Resource("pods").
 			Namespace(pod.Namespace).Name(pod.Name).SubResource("portforward").URL()
+		transport, upgrader, err := spdy.RoundTripperFor(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("port-forward to pod %s: %w", pod.Name, err)
+		}
 		type result struct {
 			conn net.Conn
 			err  error
@@ -39,7 +43,7 @@ func portForwarder(cfg *rest.Config, client kubernetes.Interface) (func(context.
 		// Dial takes no context: give up on it when ctx ends.
 		done := make(chan result, 1)
 		go func() {
-			conn, err := forward(spdy.NewDialer(upgrader, hc, http.MethodPost, url), AgentPort)
+			conn, err := forward(spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, url), AgentPort)
 			done <- result{conn, err}
 		}()
 		select {
