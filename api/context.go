@@ -82,6 +82,11 @@ type Context struct {
 	ExecutionCount int       `json:"execution_count"`
 	Name           string    `json:"name,omitempty"`
 	Description    string    `json:"description,omitempty"`
+	// MadeBySandbox is the sandbox whose code made the context through the
+	// daemon's MCP server: it is that sandbox's, counts against its
+	// limits and ends with it. The key that made the sandbox sees it in
+	// lists.
+	MadeBySandbox string `json:"made_by_sandbox,omitempty"`
 }
 
 // ContextList is the body of GET /contexts.

@@ -133,6 +133,11 @@ type Session struct {
 	ErrorCount     int `json:"error_count"`
 	// ExecutionTime is the total time of its executions, in seconds.
 	ExecutionTime float64 `json:"execution_time"`
+	// MadeBySandbox is the sandbox whose code made the session through the
+	// daemon's MCP server: the session is that sandbox's (its id is in the
+	// sandbox's namespace, not the API key's), counts against its limits
+	// and ends with it. The key that made the sandbox sees it in lists.
+	MadeBySandbox string `json:"made_by_sandbox,omitempty"`
 }
 
 // SessionList is the body of GET /sessions.

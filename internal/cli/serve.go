@@ -19,6 +19,7 @@ import (
 	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/daemon"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/quantity"
 	"github.com/agent2env/agent2env/internal/runtime"
 	"github.com/agent2env/agent2env/internal/session"
 )
@@ -87,8 +88,10 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 		ImageDir: cfg.ImageDir, CacheDir: cfg.CacheDir, DebianMirror: cfg.DebianMirror,
 		InsecureRegistries: splitList(cfg.InsecureRegistries), Log: log,
 		Manager: manager.Config{MaxSandboxes: cfg.MaxSandboxes, OutputBudget: cfg.OutputBudget,
-			CPUOvercommit: cfg.CPUOvercommit, MemoryOvercommit: cfg.MemoryOvercommit},
-		Contexts:  contexts.Config{Defaults: s.sources, OutputLimit: cfg.ContextOutputLimit},
+			CPUOvercommit: cfg.CPUOvercommit, MemoryOvercommit: cfg.MemoryOvercommit,
+			Owned: manager.OwnedLimits{MaxSandboxes: cfg.OwnedSandboxes, CPU: cfg.OwnedCPU, Memory: cfg.OwnedMemory}},
+		Contexts: contexts.Config{Defaults: s.sources, OutputLimit: cfg.ContextOutputLimit,
+			IdleTimeout: cfg.ContextIdleTimeout},
 		WarmPools: s.pools,
 		// Left zero, these take seed 000's MSB_* variables (session.ApplyEnv).
 		Sessions:   session.Config{DefaultFlavor: cfg.DefaultFlavor, IdleTimeout: cfg.SessionTimeout, Volumes: s.volumes},
@@ -192,6 +195,19 @@ func (cfg *serveConfig) settings() (*serveSettings, error) {
 	}
 	if cfg.CPUOvercommit <= 0 || cfg.MemoryOvercommit <= 0 {
 		return nil, fmt.Errorf("cpu-overcommit and memory-overcommit must be above 0")
+	}
+	if cfg.OwnedCPU != "" {
+		if _, err := quantity.ParseCPU(cfg.OwnedCPU); err != nil {
+			return nil, fmt.Errorf("owned-cpu: %w", err)
+		}
+	}
+	if cfg.OwnedMemory != "" {
+		if _, err := quantity.ParseBytes(cfg.OwnedMemory); err != nil {
+			return nil, fmt.Errorf("owned-memory: %w", err)
+		}
+	}
+	if cfg.ContextIdleTimeout <= 0 {
+		return nil, fmt.Errorf("context-idle-timeout must be above 0")
 	}
 	pools, err := parseAssignments(cfg.WarmPools)
 	if err != nil {

@@ -41,6 +41,10 @@ type serveConfig struct {
 	WarmPools          string        `yaml:"warm-pools"`
 	ContextTemplates   string        `yaml:"context-templates"`
 	ContextOutputLimit int64         `yaml:"context-output-limit"`
+	ContextIdleTimeout time.Duration `yaml:"context-idle-timeout"`
+	OwnedSandboxes     int           `yaml:"owned-sandboxes"`
+	OwnedCPU           string        `yaml:"owned-cpu"`
+	OwnedMemory        string        `yaml:"owned-memory"`
 	LogLevel           string        `yaml:"log-level"`
 	FetchAllow         string        `yaml:"fetch-allow"`
 	AllowedHosts       string        `yaml:"allowed-hosts"`
@@ -86,6 +90,10 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.StringVar(&cfg.WarmPools, "warm-pools", "", "warm pool sizes, e.g. python=2,javascript=1,mytemplate=3: per language (its default sandbox with its kernel started) or template")
 	f.StringVar(&cfg.ContextTemplates, "context-templates", "", "templates of the sandboxes made for contexts, per language, e.g. python=py311 (default: the built-in images)")
 	f.Int64Var(&cfg.ContextOutputLimit, "context-output-limit", 10<<20, "bytes of output one context execution keeps; more is dropped with a marker")
+	f.DurationVar(&cfg.ContextIdleTimeout, "context-idle-timeout", 30*time.Minute, "a context in no session idle this long is ended (a session's contexts end with it)")
+	f.IntVar(&cfg.OwnedSandboxes, "owned-sandboxes", 4, "sandboxes (sessions, contexts' sandboxes) the code in one sandbox may make through the daemon's MCP server, -1 for none; past it 429 RESOURCE_LIMIT")
+	f.StringVar(&cfg.OwnedCPU, "owned-cpu", "", "cpu those sandboxes of one sandbox may have in all (default: the sandbox's own, at least 1)")
+	f.StringVar(&cfg.OwnedMemory, "owned-memory", "", "memory those sandboxes of one sandbox may have in all (default: the sandbox's own, at least 1Gi)")
 	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&cfg.FetchAllow, "fetch-allow", "", "comma-separated hosts, IP addresses or CIDR prefixes that template file sources may be fetched from although internal (mirrors)")
 	f.StringVar(&cfg.AllowedHosts, "allowed-hosts", "", "comma-separated Host header values the API accepts besides its listen address, loopback and the public URL's host; * accepts any")

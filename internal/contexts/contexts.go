@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -106,6 +107,10 @@ type Config struct {
 	// the daemon shares the sandbox manager's (nil: a budget of its own of
 	// outbuf.DefaultBudget).
 	Outputs *outbuf.Budget
+	// IdleTimeout is how long a context in no session lives after its
+	// last execution ended (default 30 minutes, as a session): ReapIdle
+	// deletes it then. A session's contexts go with their session.
+	IdleTimeout time.Duration
 }
 
 // DefaultImage is the built-in image every language's contexts run in by
@@ -145,6 +150,9 @@ func (c *Config) setDefaults() {
 	if c.Outputs == nil {
 		c.Outputs = outbuf.NewBudget(outbuf.DefaultBudget)
 	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 30 * time.Minute
+	}
 }
 
 // Service is safe for concurrent use.
@@ -160,6 +168,11 @@ type Service struct {
 
 	// sessions provides sessions' sandboxes; nil refuses session names.
 	sessions Sessions
+
+	mu sync.Mutex
+	// running counts the executions in flight by context: an idle
+	// context is one with none (ReapIdle).
+	running map[string]int
 }
 
 // Option configures a Service.
@@ -174,7 +187,7 @@ func New(cfg Config, sbx Sandboxes, st store.Contexts, pool Pool, log *slog.Logg
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Service{cfg: cfg, sbx: sbx, store: st, pool: pool, log: log, now: time.Now}
+	s := &Service{cfg: cfg, sbx: sbx, store: st, pool: pool, log: log, now: time.Now, running: map[string]int{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -387,7 +400,9 @@ func (s *Service) Provision(ctx context.Context, req SandboxRequest) (Warm, erro
 	if req.Template != "" {
 		source = req.Template
 	}
-	if s.pool != nil && req.CPU == "" && req.Memory == "" && req.TTL == nil && len(req.Mounts) == 0 {
+	// A sandbox made for a sandbox's code is admitted against its owner
+	// (package manager), which a pool's claim is not.
+	if s.pool != nil && req.CPU == "" && req.Memory == "" && req.TTL == nil && len(req.Mounts) == 0 && auth.OwnerOf(ctx) == "" {
 		if w, ok := s.pool.Take(ctx, source, req.ManagedBy); ok {
 			return w, nil
 		}
@@ -512,9 +527,10 @@ func (s *Service) inSandbox(ctx context.Context, sandboxID, id string) (*store.C
 	return c, nil
 }
 
-// List returns the contexts of ctx's tenant that f selects, oldest first.
+// List returns the contexts of ctx's tenant that f selects, and those the
+// code of the tenant's sandboxes made, oldest first.
 func (s *Service) List(ctx context.Context, f store.ContextFilter) ([]api.Context, error) {
-	f.ByTenant, f.Tenant = true, auth.TenantOf(ctx)
+	f.ByTenant, f.Tenant, f.WithOwned = true, auth.TenantOf(ctx), true
 	if f.SandboxID != "" {
 		if _, err := s.sbx.Get(ctx, f.SandboxID); err != nil {
 			return nil, err
@@ -611,5 +627,51 @@ func toAPI(c *store.Context) *api.Context {
 		ContextID: c.ID, Type: c.Type, Status: api.ContextStatusActive, CreatedAt: c.CreatedAt,
 		Language: c.Language, SessionName: c.SessionName, WorkingDir: c.WorkingDir, SandboxID: c.SandboxID,
 		LastUsedAt: c.LastUsedAt, ExecutionCount: c.ExecutionCount, Name: c.Name, Description: c.Description,
+		MadeBySandbox: auth.TenantSandbox(c.Tenant),
 	}
+}
+
+// ReapIdle deletes the contexts in no session whose last execution ended
+// IdleTimeout ago and that run nothing now (a session's contexts go with
+// their session). It returns how many it deleted.
+func (s *Service) ReapIdle(ctx context.Context) (int, error) {
+	idle, err := s.store.ListContexts(ctx, store.ContextFilter{IdleSince: s.now().Add(-s.cfg.IdleTimeout)})
+	if err != nil {
+		return 0, fmt.Errorf("list idle contexts: %w", err)
+	}
+	n := 0
+	for _, c := range idle {
+		if s.busy(c.ID) {
+			continue
+		}
+		if err := s.delete(ctx, c); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			s.log.Warn("delete idle context", "context", c.ID, "err", err)
+			continue
+		}
+		s.log.Info("context removed", "context", c.ID, "sandbox", c.SandboxID, "reason", "idle", "last_used", c.LastUsedAt)
+		n++
+	}
+	return n, nil
+}
+
+// enter marks an execution of context id in flight; the func it returns
+// ends it.
+func (s *Service) enter(id string) func() {
+	s.mu.Lock()
+	s.running[id]++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.running[id]--; s.running[id] <= 0 {
+			delete(s.running, id)
+		}
+	}
+}
+
+// busy reports whether context id runs something now.
+func (s *Service) busy(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.running[id] > 0
 }

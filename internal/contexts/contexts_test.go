@@ -1031,3 +1031,36 @@ func TestExecuteOutputBudget(t *testing.T) {
 		t.Errorf("budget in use after release: %d", in)
 	}
 }
+
+// A context in no session idle past IdleTimeout is deleted with the
+// sandbox made for it; one running code is not, however old its last
+// use.
+func TestReapIdle(t *testing.T) {
+	e := newEnv(t, nil)
+	idle := e.create(t, api.CreateContextRequest{})
+	busy := e.create(t, api.CreateContextRequest{})
+	later := time.Now().Add(31 * time.Minute)
+	e.svc.now = func() time.Time { return later }
+	running := make(chan struct{})
+	go func() {
+		defer close(running)
+		e.exec(t, busy.ContextID, "import time; time.sleep(2)", 30)
+	}()
+	for !e.svc.busy(busy.ContextID) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	n, err := e.svc.ReapIdle(bg)
+	if err != nil || n != 1 {
+		t.Fatalf("ReapIdle: %d, %v; want the idle context", n, err)
+	}
+	if _, err := e.svc.Get(bg, idle.ContextID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("the idle context: %v, want it gone", err)
+	}
+	if e.SandboxExists(t, idle.SandboxID) {
+		t.Error("the idle context's sandbox outlived it")
+	}
+	<-running
+	if _, err := e.svc.Get(bg, busy.ContextID); err != nil {
+		t.Errorf("the context that ran code: %v", err)
+	}
+}

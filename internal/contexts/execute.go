@@ -190,6 +190,8 @@ func (s *Service) execute(ctx context.Context, c *store.Context, req api.Execute
 	sink := col.sink
 	resp := &api.ExecuteResponse{ContextID: c.ID, Results: []api.ExecutionResult{}}
 	done := s.use(ctx, c.SessionKey)
+	leave := s.enter(c.ID)
+	defer leave()
 	start := time.Now()
 	res, err := s.run(ctx, c, kreq, col)
 	elapsed := time.Since(start)

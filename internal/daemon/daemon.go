@@ -287,8 +287,7 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	}
 	// The runner's model list and tokens come from the LLM proxy and its
 	// archive, built below (and only called once serving).
-	runOpts := []run.Option{run.WithLLMUsage(runLLMUsage{archive: func() *archive.Archive { return s.LLMArchive }}),
-		run.WithEnded(s.runEnded)}
+	runOpts := []run.Option{run.WithLLMUsage(runLLMUsage{archive: func() *archive.Archive { return s.LLMArchive }})}
 	if u, ok := s.Runtime.(sandbox.UsageReader); ok { // liveness counts CPU time where the runtime measures it
 		runOpts = append(runOpts, run.WithUsage(u))
 	}

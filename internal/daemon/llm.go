@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"time"
 
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
@@ -68,9 +67,11 @@ var (
 	_ gate.KeyStore    = (*sqlite.Store)(nil)
 )
 
-// ServeSandbox implements runtime.Services.
+// ServeSandbox implements runtime.Services. The sandbox is a client like
+// any other: its connections have the API's timeouts (an idle one is
+// closed after HTTPConfig.IdleTimeout) and header bound.
 func (v sandboxServices) ServeSandbox(ctx context.Context, l net.Listener, id string) error {
-	srv := &http.Server{Handler: v.s.sandboxHandler(id), ReadHeaderTimeout: 10 * time.Second}
+	srv := apiServer(v.s.cfg.HTTP, v.s.sandboxHandler(id), v.s.log)
 	stop := context.AfterFunc(ctx, func() { srv.Close() })
 	defer stop()
 	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {

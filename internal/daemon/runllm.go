@@ -2,15 +2,11 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
-	"github.com/agent2env/agent2env/internal/auth"
-	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/llm/archive"
 	"github.com/agent2env/agent2env/internal/llm/caller"
-	"github.com/agent2env/agent2env/internal/mcpserver"
 	"github.com/agent2env/agent2env/internal/run"
 	"github.com/agent2env/agent2env/internal/store"
 )
@@ -29,32 +25,6 @@ func runProgress(runs run.Signal) func(caller.Caller) {
 			return
 		}
 		runs.Touch(c.Run)
-	}
-}
-
-// runEnded removes what a run's agent made through the daemon's MCP
-// server (its tenant is the run's): its sessions, then its contexts and
-// the sandboxes made for them. They end with the run rather than at their
-// idle timeout, or never.
-func (s *System) runEnded(ctx context.Context, id string) {
-	ctx = auth.WithTenant(ctx, mcpserver.RunTenant(id))
-	list, err := s.Sessions.List(ctx)
-	if err != nil {
-		s.log.Warn("remove the sessions of a run", "run", id, "err", err)
-	}
-	for _, sess := range list {
-		if err := s.Sessions.Delete(ctx, sess.SessionID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-			s.log.Warn("remove a session of a run", "run", id, "session", sess.SessionID, "err", err)
-		}
-	}
-	ctxs, err := s.Contexts.List(ctx, store.ContextFilter{})
-	if err != nil {
-		s.log.Warn("remove the contexts of a run", "run", id, "err", err)
-	}
-	for _, c := range ctxs {
-		if err := s.Contexts.Delete(ctx, c.ContextID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-			s.log.Warn("remove a context of a run", "run", id, "context", c.ContextID, "err", err)
-		}
 	}
 }
 

@@ -17,10 +17,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/client"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/errdefs"
-	"github.com/agent2env/agent2env/internal/mcpserver"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 	"github.com/agent2env/agent2env/internal/store"
 )
@@ -197,8 +197,9 @@ func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]
 
 // TestSandboxMCPIsScoped: the MCP server a sandbox reaches on its own
 // channel is scoped to its run (or to itself): a session it makes is not
-// seen by another sandbox's MCP nor by the API's tenants, and it reaches
-// no other sandbox by id.
+// seen by another sandbox's MCP, the API's tenant that made the sandbox
+// lists it (made_by_sandbox) but reaches it by no id of its own, and the
+// sandbox reaches no other sandbox by id.
 func TestSandboxMCPIsScoped(t *testing.T) {
 	ctx := context.Background()
 	d := start(t, testConfig(t.TempDir(), fakeruntime.New()), nil)
@@ -224,8 +225,11 @@ func TestSandboxMCPIsScoped(t *testing.T) {
 	if _, msg := callTool(t, mcpB, "get_session_info", map[string]any{"session_id": "mine"}); !strings.Contains(msg, "SESSION_NOT_FOUND") {
 		t.Errorf("B asking for A's session: %q, want SESSION_NOT_FOUND", msg)
 	}
-	if list, err := d.api.Sessions().List(ctx); err != nil || len(list) != 0 {
-		t.Errorf("the API's sessions: %+v, %v, want none of A's", list, err)
+	if list, err := d.api.Sessions().List(ctx); err != nil || len(list) != 1 || list[0].MadeBySandbox != a.ID {
+		t.Errorf("the API's sessions: %+v, %v, want A's, made by %s", list, err, a.ID)
+	}
+	if _, err := d.api.Sessions().Get(ctx, "mine"); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("the API asking for A's session by its id: %v, want not found", err)
 	}
 	// By sandbox id, each reaches its own sandbox only.
 	if _, msg := callTool(t, mcpB, "list_files", map[string]any{"sandbox_id": a.ID}); !strings.Contains(msg, "SANDBOX_NOT_FOUND") {
@@ -234,9 +238,14 @@ func TestSandboxMCPIsScoped(t *testing.T) {
 	if _, msg := callTool(t, mcpA, "list_files", map[string]any{"sandbox_id": a.ID}); msg != "" {
 		t.Errorf("A listing its own sandbox: %s", msg)
 	}
-	// The operator's MCP (no key: the open API's tenant) sees none of it.
-	if out, msg := callTool(t, mcpSession(t, "http://"+d.addr+"/mcp"), "list_sessions", nil); msg != "" || out["total"] != float64(0) {
-		t.Errorf("the API's MCP sessions: %v %s, want none of A's", out, msg)
+	// The operator's MCP (no key: the open API's tenant) lists it, and
+	// reaches it by no id.
+	operator := mcpSession(t, "http://"+d.addr+"/mcp")
+	if out, msg := callTool(t, operator, "list_sessions", nil); msg != "" || out["total"] != float64(1) {
+		t.Errorf("the API's MCP sessions: %v %s, want A's", out, msg)
+	}
+	if _, msg := callTool(t, operator, "get_session_info", map[string]any{"session_id": "mine"}); !strings.Contains(msg, "SESSION_NOT_FOUND") {
+		t.Errorf("the operator asking for A's session: %q, want SESSION_NOT_FOUND", msg)
 	}
 }
 
@@ -258,6 +267,7 @@ func TestRunMCPStateEndsWithTheRun(t *testing.T) {
 			ctx := context.Background()
 			cfg := testConfig(t.TempDir(), fakeruntime.New())
 			cfg.Contexts.Defaults = map[string]contexts.Source{api.LanguagePython: {Image: tinyRef}}
+			cfg.Manager.Owned.CPU, cfg.Manager.Owned.Memory = "2", "2Gi" // a session's sandbox and a context's
 			d := start(t, cfg, nil)
 			d.importTiny()
 			b, err := d.sys.Runs.Submit(ctx, api.RunSubmitRequest{
@@ -275,7 +285,7 @@ func TestRunMCPStateEndsWithTheRun(t *testing.T) {
 			if out, msg := callTool(t, mcpc, "create_context", map[string]any{"name": "c1", "language": "python"}); msg != "" || out["context_id"] == "" {
 				t.Fatalf("create_context: %v %s", out, msg)
 			}
-			runCtx := auth.WithTenant(ctx, mcpserver.RunTenant(id))
+			runCtx := auth.WithTenant(ctx, auth.RunTenant(id))
 			if list, err := d.sys.Sessions.List(runCtx); err != nil || len(list) != 1 {
 				t.Fatalf("the run's sessions while it runs: %+v, %v; want s1", list, err)
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/metrics"
@@ -140,7 +141,7 @@ func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
 // requests, and requests the runtime cannot honour, create nothing.
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (*store.Sandbox, error) {
 	start := time.Now()
-	if m.pool != nil {
+	if m.pool != nil && auth.OwnerOf(ctx) == "" { // an owned sandbox is admitted against its owner
 		if sb, ok := m.pool.TakeSandbox(ctx, req); ok {
 			m.metrics.ObserveCreate(metrics.SourcePool, createLabel(sb, nil), time.Since(start))
 			return sb, nil
@@ -260,6 +261,19 @@ func (m *Manager) createRecord(ctx context.Context, r *resolved) (*store.Sandbox
 	defer m.admitMu.Unlock()
 	if err := m.admit(ctx, r.milliCPU, r.memBytes, true); err != nil {
 		return nil, err
+	}
+	sb.Tenant = auth.TenantOf(ctx)
+	if r.pool == "" {
+		owner, err := m.owner(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if owner != nil {
+			if err := m.admitOwned(ctx, owner, r.milliCPU, r.memBytes); err != nil {
+				return nil, err
+			}
+			sb.Owner, sb.Tenant = owner.ID, owner.Tenant
+		}
 	}
 	if err := m.store.CreateSandboxLimited(ctx, sb, m.cfg.MaxSandboxes); err != nil {
 		var limit *store.LimitError

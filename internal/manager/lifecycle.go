@@ -37,6 +37,7 @@ func (m *Manager) remove(ctx context.Context, id string) error {
 	if err := m.store.DeleteSandbox(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return fmt.Errorf("delete sandbox %s record: %w", id, err)
 	}
+	m.removeOwned(ctx, id)
 	return nil
 }
 
@@ -152,9 +153,19 @@ func (m *Manager) sweep(ctx context.Context) {
 		states[st.ID] = st.State
 	}
 	now := m.now()
+	status := make(map[string]string, len(records))
+	for _, sb := range records {
+		status[sb.ID] = sb.Status
+	}
 	for _, sb := range records {
 		if sb.Status == string(api.StatusTerminating) {
 			m.retryRemove(ctx, sb.ID)
+			continue
+		}
+		if ownerEnded(sb, status) {
+			if err := m.Delete(ctx, sb.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+				m.log.Warn("delete a sandbox whose owner ended", "sandbox", sb.ID, "owner", sb.Owner, "err", err)
+			}
 			continue
 		}
 		if sb.ExpiresAt != nil && now.After(*sb.ExpiresAt) {
@@ -172,6 +183,17 @@ func (m *Manager) sweep(ctx context.Context) {
 		}
 		_, _ = m.CheckDead(ctx, sb.ID)
 	}
+}
+
+// ownerEnded reports whether sb is owned by a sandbox that has ended:
+// gone (a crash between its deletion and its owned ones'), failed, or
+// being deleted.
+func ownerEnded(sb *store.Sandbox, status map[string]string) bool {
+	if sb.Owner == "" {
+		return false
+	}
+	st, ok := status[sb.Owner]
+	return !ok || st == string(api.StatusFailed) || st == string(api.StatusTerminating)
 }
 
 // retryRemove finishes a deletion that failed earlier, unless a Delete in

@@ -65,6 +65,9 @@ type Config struct {
 	// started again (Start) until its owner deletes it. The dead
 	// sandboxes of others are deleted at once.
 	KeepDeadFiles []string
+	// Owned bounds the sandboxes each sandbox's code makes through the
+	// daemon's services (see OwnedLimits).
+	Owned OwnedLimits
 }
 
 func (c *Config) setDefaults() {
@@ -98,6 +101,7 @@ func (c *Config) setDefaults() {
 	if c.MemoryOvercommit <= 0 {
 		c.MemoryOvercommit = 2
 	}
+	c.Owned.setDefaults()
 }
 
 // Manager is safe for concurrent use.

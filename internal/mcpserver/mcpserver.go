@@ -127,11 +127,12 @@ func (s *Server) Register(mux *http.ServeMux) {
 }
 
 // tenant returns ctx with the tenant of its call: a sandbox's own (see
-// SandboxTenant) when the request came on a sandbox's channel, else the
-// tenant of the request's API key, when the server scopes by key.
+// SandboxTenant), and the sandbox as the owner of what it makes, when the
+// request came on a sandbox's channel; else the tenant of the request's
+// API key, when the server scopes by key.
 func (s *Server) tenant(ctx context.Context, extra *mcp.RequestExtra) context.Context {
 	if t, ok := SandboxTenant(caller.From(ctx)); ok {
-		return auth.WithTenant(ctx, t)
+		return auth.WithOwner(auth.WithTenant(ctx, t), caller.From(ctx).Sandbox)
 	}
 	if !s.cfg.ScopeByKey || extra == nil || extra.Header == nil {
 		return ctx
@@ -143,25 +144,22 @@ func (s *Server) tenant(ctx context.Context, extra *mcp.RequestExtra) context.Co
 }
 
 // SandboxTenant is the tenant of the calls c makes from a sandbox's own
-// channel (package caller): its run's, "run:<id>", when the sandbox is a
-// task run's, else the sandbox's, "sandbox:<id>"; false when c is no
-// sandbox's. What such a caller makes (sessions, contexts) is out of
-// reach of every other tenant, and it reaches no sandbox by id but its
-// own and its sessions' (checkTarget): a task's agent cannot reach other
+// channel (package caller): its run's (auth.RunTenant) when the sandbox
+// is a task run's, else the sandbox's (auth.SandboxTenant); false when c
+// is no sandbox's. What such a caller makes (sessions, contexts) is out
+// of reach of every other tenant, owned by the sandbox (counted against
+// its limits, gone with it), and it reaches no sandbox by id but its own
+// and its sessions' (checkTarget): a task's agent cannot reach other
 // runs' sandboxes, nor the API's tenants its.
 func SandboxTenant(c caller.Caller) (string, bool) {
 	switch {
 	case c.Sandbox == "":
 		return "", false
 	case c.Run != "":
-		return RunTenant(c.Run), true
+		return auth.RunTenant(c.Run), true
 	}
-	return "sandbox:" + c.Sandbox, true
+	return auth.SandboxTenant(c.Sandbox), true
 }
-
-// RunTenant is the tenant of what task run id's agent makes through the
-// MCP server.
-func RunTenant(id string) string { return "run:" + id }
 
 // checkTarget refuses a file tool's sandbox_id, for a caller in a
 // sandbox, unless it is its own sandbox or one of its tenant's sessions':

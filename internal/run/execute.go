@@ -111,10 +111,7 @@ func (s *Service) execute(ctx context.Context, j *job) {
 	}
 	s.finish(bg, e, status, reason)
 	if e.sandboxID != "" {
-		e.deleteSandbox(bg)
-	}
-	if s.ended != nil {
-		s.ended(bg, j.id)
+		e.deleteSandbox(bg) // what its agent made through the daemon's services goes with it (manager: owned sandboxes)
 	}
 }
 

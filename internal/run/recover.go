@@ -140,7 +140,4 @@ func (s *Service) recoverRun(ctx context.Context, r *store.Run) {
 		e.log = &eventLog{ended: true, changed: make(chan struct{})}
 	}
 	s.finish(ctx, e, api.RunFailed, ReasonRestarted)
-	if s.ended != nil {
-		s.ended(ctx, r.ID)
-	}
 }

@@ -174,13 +174,6 @@ func WithUsage(u sandbox.UsageReader) Option { return func(s *Service) { s.usage
 // WithLLMUsage makes results take their tokens from the LLM proxy.
 func WithLLMUsage(u LLMUsage) Option { return func(s *Service) { s.llm = u } }
 
-// WithEnded makes the service call ended with each run's id once the run
-// has ended and its sandbox is gone (the daemon removes what the run's
-// agent made through its MCP server).
-func WithEnded(ended func(ctx context.Context, runID string)) Option {
-	return func(s *Service) { s.ended = ended }
-}
-
 // WithClock makes the service read the time of its records from now
 // (tests); liveness and timings use the monotonic clock.
 func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
@@ -192,10 +185,9 @@ type Service struct {
 	store store.Runs
 	log   *slog.Logger
 	now   func() time.Time
-	usage sandbox.UsageReader                     // nil: no CPU signal
-	llm   LLMUsage                                // nil: tokens as the agent reports them
-	ended func(ctx context.Context, runID string) // nil: nothing to do
-	slots chan struct{}                           // the daemon-wide MaxParallel
+	usage sandbox.UsageReader // nil: no CPU signal
+	llm   LLMUsage            // nil: tokens as the agent reports them
+	slots chan struct{}       // the daemon-wide MaxParallel
 
 	mu sync.Mutex
 	// queue holds submitted batches until the Run loop takes them; wake

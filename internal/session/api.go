@@ -38,9 +38,10 @@ func (s *Service) Get(ctx context.Context, id string) (*api.Session, error) {
 	return s.toAPI(ctx, sess)
 }
 
-// List returns the sessions of ctx's tenant, oldest first.
+// List returns the sessions of ctx's tenant, and those the code of the
+// tenant's sandboxes made (api.Session.MadeBySandbox), oldest first.
 func (s *Service) List(ctx context.Context) ([]api.Session, error) {
-	all, err := s.store.ListSessions(ctx, store.SessionFilter{Tenant: auth.TenantOf(ctx)})
+	all, err := s.store.ListSessions(ctx, store.SessionFilter{Tenant: auth.TenantOf(ctx), WithOwned: true})
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +121,7 @@ func (s *Service) toAPI(ctx context.Context, sess *store.Session) (*api.Session,
 		Languages: langs, CreatedAt: sess.CreatedAt, LastUsedAt: sess.LastUsedAt, ExpiresAt: sess.ExpiresAt,
 		EndsAt: sess.EndsAt, IdleTimeout: sess.IdleTimeout.Seconds(), Busy: s.busy(sess.Key),
 		ExecutionCount: sess.ExecutionCount, ErrorCount: sess.ErrorCount, ExecutionTime: sess.ExecutionTime.Seconds(),
+		MadeBySandbox: auth.TenantSandbox(sess.Tenant),
 	}, nil
 }
 

@@ -44,7 +44,7 @@ func (s *Service) provision(ctx context.Context, sess *store.Session, lang strin
 		req.CPU, req.Memory = sess.CPU, sess.Memory
 	}
 	w, err := s.ctxs.Provision(ctx, req)
-	if err != nil && manager.IsResourceError(err) {
+	if err != nil && manager.IsResourceError(err) && !manager.IsOwnedLimit(err) { // an owner's limit speaks of its owner
 		return contexts.Warm{}, s.resourceError(ctx, sess, err)
 	}
 	return w, err

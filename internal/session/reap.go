@@ -15,6 +15,8 @@ type Reaped struct {
 	// Idle sessions passed their idle deadline with nothing running;
 	// Expired ones their maximum lifetime.
 	Idle, Expired int
+	// IdleContexts are contexts in no session idle past their timeout.
+	IdleContexts int
 	// Orphans are sandboxes a service made that nothing refers to; Failed
 	// are failed ones past the retention; Leftovers runtime state no
 	// record knows.
@@ -39,7 +41,8 @@ func (s *Service) Run(ctx context.Context) {
 
 // Reap removes what is due: sessions idle past their deadline (never one
 // with a request running in it) or past their maximum lifetime (even
-// then), then orphans: sandboxes a service made that no session or
+// then), contexts in no session idle past theirs (contexts.ReapIdle),
+// then orphans: sandboxes a service made that no session or
 // context refers to, older than the grace period; failed ones past the
 // retention; and runtime state no record knows.
 func (s *Service) Reap(ctx context.Context) (Reaped, error) {
@@ -56,6 +59,9 @@ func (s *Service) Reap(ctx context.Context) (Reaped, error) {
 		case "expired":
 			r.Expired++
 		}
+	}
+	if r.IdleContexts, err = s.ctxs.ReapIdle(ctx); err != nil {
+		return r, err
 	}
 	reapable, err := s.store.ReapableSandboxes(ctx, now.Add(-s.cfg.OrphanGrace), now.Add(-s.cfg.FailedRetention))
 	if err != nil {

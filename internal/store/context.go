@@ -40,6 +40,12 @@ type ContextFilter struct {
 	// ByTenant selects the contexts of Tenant only.
 	ByTenant bool
 	Tenant   string
+	// WithOwned adds to Tenant's the contexts of the sandboxes Tenant made
+	// (made by their code: tenant auth.SandboxTenant of each).
+	WithOwned bool
+	// IdleSince, when set, selects the contexts in no session last used
+	// before it.
+	IdleSince time.Time
 }
 
 // Contexts keeps context records. A context's record goes with its

@@ -40,6 +40,14 @@ type Sandbox struct {
 	// records ("contexts", "sessions"), which must refer to it: one that
 	// none does is an orphan. Empty for sandboxes clients asked for.
 	ManagedBy string
+	// Owner is the id of the sandbox whose code asked for this one through
+	// the daemon's services (a session or context it made over MCP): it is
+	// counted against that sandbox's limits and goes with it. Empty for
+	// every other sandbox.
+	Owner string
+	// Tenant is the tenant (auth.Tenant) of the API key that asked for the
+	// sandbox, its owner's for an owned one; "" without keys.
+	Tenant string
 }
 
 // Event is one entry of a sandbox's history: a status change with its
@@ -69,6 +77,8 @@ type Store interface {
 type SandboxFilter struct {
 	// ExcludePooled leaves out the sandboxes waiting in warm pools.
 	ExcludePooled bool
+	// Owner, when set, selects the sandboxes that sandbox owns.
+	Owner string
 }
 
 // SandboxCounts is how many sandboxes there are, counted by the store

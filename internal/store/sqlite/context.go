@@ -82,9 +82,14 @@ func contextWhere(f store.ContextFilter) (string, []any) {
 		cond += ` AND language = ?`
 		args = append(args, f.Language)
 	}
+	if !f.IdleSince.IsZero() {
+		cond += ` AND session_key = '' AND last_used_at < ?`
+		args = append(args, toUnix(f.IdleSince))
+	}
 	if f.ByTenant {
-		cond += ` AND tenant = ?`
-		args = append(args, f.Tenant)
+		c, a := tenantCond(f.Tenant, f.WithOwned)
+		cond += c
+		args = append(args, a...)
 	}
 	return cond, args
 }
@@ -124,4 +129,13 @@ func (s *Store) UpdateContext(ctx context.Context, id string, fn func(*store.Con
 
 func (s *Store) DeleteContext(ctx context.Context, id string) error {
 	return contexts.remove(ctx, s.w, id)
+}
+
+// tenantCond selects the records of tenant and, withOwned, those of the
+// sandboxes tenant made, whose tenant is "sandbox:<id>" (auth.SandboxTenant).
+func tenantCond(tenant string, withOwned bool) (string, []any) {
+	if !withOwned {
+		return ` AND tenant = ?`, []any{tenant}
+	}
+	return ` AND (tenant = ? OR tenant IN (SELECT 'sandbox:' || id FROM sandboxes WHERE tenant = ?))`, []any{tenant, tenant}
 }

@@ -13,7 +13,7 @@ import (
 
 var sandboxes = newTable(table[store.Sandbox]{
 	kind: "sandbox", name: "sandboxes",
-	columns: `id, image, template, template_version, cpu, memory, ttl, env, status, reason, runtime, created_at, updated_at, expires_at, access_token, spec, pool, managed_by`,
+	columns: `id, image, template, template_version, cpu, memory, ttl, env, status, reason, runtime, created_at, updated_at, expires_at, access_token, spec, pool, managed_by, owner, tenant`,
 	scan:    scanSandbox,
 	values: func(sb *store.Sandbox) ([]any, error) {
 		env, err := json.Marshal(sb.Env)
@@ -22,7 +22,7 @@ var sandboxes = newTable(table[store.Sandbox]{
 		}
 		return []any{sb.ID, sb.Image, sb.Template, sb.TemplateVersion, sb.CPU, sb.Memory, sb.TTL, string(env),
 			sb.Status, sb.Reason, sb.Runtime, toUnix(sb.CreatedAt), toUnix(sb.UpdatedAt), toNullUnix(sb.ExpiresAt),
-			sb.AccessToken, string(sb.Spec), sb.Pool, sb.ManagedBy}, nil
+			sb.AccessToken, string(sb.Spec), sb.Pool, sb.ManagedBy, sb.Owner, sb.Tenant}, nil
 	},
 	normalize: truncate,
 	setID:     func(sb *store.Sandbox, id string) { sb.ID = id },
@@ -48,7 +48,7 @@ func scanSandbox(row scanner) (*store.Sandbox, error) {
 		spec             string
 	)
 	if err := row.Scan(&sb.ID, &sb.Image, &sb.Template, &sb.TemplateVersion, &sb.CPU, &sb.Memory, &sb.TTL,
-		&env, &sb.Status, &sb.Reason, &sb.Runtime, &created, &updated, &expires, &sb.AccessToken, &spec, &sb.Pool, &sb.ManagedBy); err != nil {
+		&env, &sb.Status, &sb.Reason, &sb.Runtime, &created, &updated, &expires, &sb.AccessToken, &spec, &sb.Pool, &sb.ManagedBy, &sb.Owner, &sb.Tenant); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(env), &sb.Env); err != nil {
@@ -124,6 +124,10 @@ func (s *Store) ListSandboxPage(ctx context.Context, f store.SandboxFilter, p st
 	}
 	if f.ExcludePooled {
 		cond += ` AND pool = ''`
+	}
+	if f.Owner != "" {
+		cond += ` AND owner = ?`
+		args = append(args, f.Owner)
 	}
 	out, err := list(ctx, s.r, scanSandbox,
 		`SELECT `+sandboxes.columns+` FROM sandboxes WHERE 1=1`+cond+` ORDER BY created_at, id`+limit, args...)

@@ -72,8 +72,9 @@ func (s *Store) GetSession(ctx context.Context, key string) (*store.Session, err
 func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*store.Session, error) {
 	cond, args := ` WHERE 1=1`, []any{}
 	if !f.AllTenants {
-		cond += ` AND tenant = ?`
-		args = append(args, f.Tenant)
+		c, a := tenantCond(f.Tenant, f.WithOwned)
+		cond += c
+		args = append(args, a...)
 	}
 	if !f.DueBy.IsZero() {
 		cond += ` AND (expires_at <= ? OR ends_at <= ?)`

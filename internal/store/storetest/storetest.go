@@ -38,6 +38,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	tests = append(tests, sessionTests...)
 	tests = append(tests, llmTests...)
 	tests = append(tests, runTests...)
+	tests = append(tests, ownerTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStore(t)

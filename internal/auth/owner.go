@@ -1,0 +1,45 @@
+package auth
+
+import (
+	"context"
+	"strings"
+)
+
+// What a sandbox's own code makes through the daemon's services (its MCP
+// server: sessions, contexts and the sandboxes for them) belongs to the
+// sandbox: its tenant is SandboxTenant(id) — RunTenant(run) for a task
+// run's sandbox — out of reach of every other tenant, and listed to the
+// API key that made the sandbox; the sandboxes made for it are owned by
+// the sandbox (store.Sandbox.Owner), counted against its limits and
+// deleted with it.
+
+type ownerKey struct{}
+
+// SandboxTenant is the tenant of what sandbox id's code makes.
+func SandboxTenant(id string) string { return "sandbox:" + id }
+
+// TenantSandbox returns the sandbox whose code a SandboxTenant stands for
+// ("" for any other tenant).
+func TenantSandbox(tenant string) string {
+	id, _ := strings.CutPrefix(tenant, "sandbox:")
+	if id == tenant {
+		return ""
+	}
+	return id
+}
+
+// RunTenant is the tenant of what task run id's agent makes.
+func RunTenant(id string) string { return "run:" + id }
+
+// WithOwner returns ctx carrying the sandbox on whose behalf its request
+// is made: set only for requests that came on that sandbox's own channel.
+func WithOwner(ctx context.Context, sandboxID string) context.Context {
+	return context.WithValue(ctx, ownerKey{}, sandboxID)
+}
+
+// OwnerOf returns the sandbox ctx's request is made for ("" when the
+// request is an API client's).
+func OwnerOf(ctx context.Context) string {
+	s, _ := ctx.Value(ownerKey{}).(string)
+	return s
+}
