@@ -114,7 +114,8 @@ func newExportCmd(e env, cc *clientConfig) *cobra.Command {
 		Use:   "export [flags]",
 		Short: "export templates as LiteBoxd YAML",
 		Long: `export writes templates as a SandboxTemplateList YAML document, which "import" (here or
-on LiteBoxd) reads. Its -o names a file: the output is always YAML.`,
+on LiteBoxd) reads, as the daemon wrote it (its YAML quoting escapes control characters).
+Its -o names a file: the output is always YAML.`,
 		Example: `  agent2env export > templates.yaml
   agent2env export --tag python --names py311,py312 -o python.yaml`,
 		Args: noArgs,

@@ -392,7 +392,8 @@ func newTemplateExportCmd(e env, cc *clientConfig) *cobra.Command {
 		Use:   "export NAME [flags]",
 		Short: "write a template as a YAML document",
 		Long: `export writes a template as a SandboxTemplate YAML document, which "template create -f"
-and "import" read. Its -o names a file: the output is always YAML.`,
+and "import" read, as the daemon wrote it (its YAML quoting escapes control characters).
+Its -o names a file: the output is always YAML.`,
 		Example:           `  agent2env template export python-ds -o python-ds.yaml`,
 		Args:              exactArgs(1, "need one template NAME"),
 		ValidArgsFunction: cc.complete(e, templateNames, false),
@@ -416,10 +417,11 @@ and "import" read. Its -o names a file: the output is always YAML.`,
 	return c
 }
 
-// writeOutput writes b to the file path, or to stdout when path is "" or -.
+// writeOutput writes b to the file path, or to stdout when path is "" or
+// -, as it is: b is a file's content.
 func writeOutput(stdout io.Writer, path string, b []byte) error {
 	if path == "" || path == "-" {
-		_, err := stdout.Write(b)
+		_, err := raw(stdout).Write(b)
 		return err
 	}
 	return os.WriteFile(path, b, 0o644)
