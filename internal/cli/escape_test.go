@@ -378,4 +378,15 @@ func TestRawOutputs(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, " "+evilJSON+"\n") || !strings.Contains(stdout, "!! "+evilJSON+"\n") {
 		t.Errorf("task logs -f --raw: exit %d, stdout %+q", code, stdout)
 	}
+	// context exec (its own daemon): the code's output as it came, and -o json escaped.
+	d := newFakeContextDaemon(t)
+	d.add(api.Context{ContextID: "ctx-1", Language: api.LanguagePython})
+	code, stdout, stderr := runContext(t, "", "exec", "ctx-1", evil)
+	if code != 0 || stdout != evilJSON+"\n" {
+		t.Errorf("context exec: exit %d, stdout %+q, stderr %+q", code, stdout, stderr)
+	}
+	if code, stdout, _ := runContext(t, "", "exec", "ctx-1", "-o", "json", evil); code != 0 || leaks(stdout) != nil ||
+		!strings.Contains(stdout, "pwned") {
+		t.Errorf("context exec -o json: exit %d, stdout %+q", code, stdout)
+	}
 }

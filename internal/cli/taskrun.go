@@ -216,11 +216,11 @@ func watchRuns(ctx context.Context, e env, cl *client.Client, batches []string) 
 			runView(nil, runs).table.write(&buf, false)
 			// The table's cells are made visible; the cursor moves are
 			// the CLI's own.
-			tty := raw(e.stdout)
+			term := raw(e.stdout)
 			if drawn > 0 {
-				fmt.Fprintf(tty, "\x1b[%dA\x1b[J", drawn)
+				fmt.Fprintf(term, "\x1b[%dA\x1b[J", drawn)
 			}
-			tty.Write(buf.Bytes())
+			term.Write(buf.Bytes())
 			drawn = bytes.Count(buf.Bytes(), []byte("\n"))
 		} else {
 			for _, r := range runs {
