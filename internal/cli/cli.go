@@ -13,7 +13,7 @@
 // Text the daemon sends can hold what a sandbox wrote, escape sequences
 // included: every command's standard output and error write control
 // characters visibly (output.go's appendVisible), but for the outputs
-// documented as raw — your own command's, downloads, exports, --raw.
+// documented as raw — your own command's, downloads, --raw.
 //
 // The command reference in docs/cli is generated from the tree; regenerate
 // it with "make docs" (a test fails when it is out of date).
@@ -135,7 +135,7 @@ to a daemon over its REST API, and the agent inside every sandbox.
 What the daemon sends (names, messages, logs, an agent's output) is printed with the control
 characters a terminal would act on made visible, as Go writes them in strings (\x1b, \r,
 \u009b, \u202e); the output of your own commands (sandbox exec, context exec, session exec
-and run), downloads, exports and --raw are written as they came.`,
+and run), downloads and --raw are written as they came.`,
 		Example: `  sudo agent2env serve                       # start the daemon on 127.0.0.1:8080
   ID=$(agent2env sandbox create --image agent2env/python)
   agent2env sandbox exec "$ID" -- python3 -c 'print(1)'

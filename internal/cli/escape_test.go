@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+	"gopkg.in/yaml.v3"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/api/client"
@@ -195,6 +196,7 @@ func newEvilDaemon(t *testing.T) {
 	ok("POST /api/v1/templates/{name}/rollback", val(poisoned[api.RollbackResponse]()))
 	bytesOf("GET /api/v1/templates/{name}/export")
 	ok("POST /api/v1/templates/import", val(poisoned[api.ImportResult]()))
+	bytesOf("GET /api/v1/templates/export")
 
 	ok("GET /api/v1/images", val(poisoned[api.List[api.Image]]()))
 	mux.HandleFunc("POST /api/v1/images/pull", func(w http.ResponseWriter, r *http.Request) {
@@ -287,6 +289,7 @@ func TestTerminalInjection(t *testing.T) {
 		{"sandbox", "logs", "sb", "-o", "yaml"}, {"sandbox", "rm", "sb"}, {"sandbox", "start", "--wait=false", "sb"},
 		{"template", "ls", "-o", "wide"}, {"template", "ls", "-q"}, {"template", "get", "t"}, {"template", "get", "t", "--version", "1"},
 		{"template", "get", "t", "-o", "yaml"}, {"template", "versions", "t", "-o", "wide"}, {"template", "rollback", "t", "--to", "1"},
+		{"template", "export", "t"}, {"export"},
 		{"import", importFile},
 		{"image", "ls", "-o", "wide"}, {"image", "pull", "x"}, {"image", "pull", "x", "-o", "wide"},
 		{"prepull", "ls", "-o", "wide"}, {"prepull", "get", "p"},
@@ -361,7 +364,6 @@ func TestRawOutputs(t *testing.T) {
 		{args: []string{"session", "exec", "print(x)"}, stdout: evilJSON + "\n", stderr: evilJSON + "\n"},
 		{args: []string{"sandbox", "cp", "sb:/x", "-"}, stdout: evil},
 		{args: []string{"task", "artifacts", "r", "--out", "-"}, stdout: evil},
-		{args: []string{"template", "export", "t"}, stdout: evil},
 		{args: []string{"llm", "show", "x", "--raw", "response"}, stdout: evil},
 		{args: []string{"task", "logs", "--raw", "r"}, stdout: evil},
 		{args: []string{"sandbox", "logs", "--raw", "sb"}, stdout: evilJSON + "\n\n" + evilJSON + "\n"},
@@ -388,5 +390,37 @@ func TestRawOutputs(t *testing.T) {
 	if code, stdout, _ := runContext(t, "", "exec", "ctx-1", "-o", "json", evil); code != 0 || leaks(stdout) != nil ||
 		!strings.Contains(stdout, "pwned") {
 		t.Errorf("context exec -o json: exit %d, stdout %+q", code, stdout)
+	}
+}
+
+// Exports print the daemon's YAML as it is, but where it holds what a
+// terminal acts on (yaml.v3 leaves bidi overrides raw): then the values
+// that hold it are double-quoted and escaped, the same values.
+func TestYAMLExport(t *testing.T) {
+	for _, doc := range []map[string]any{
+		{"name": "py", "spec": map[string]any{"image": "python:3.12", "env": map[string]any{"A": "1"}}, "description": "two\nlines\n"},
+		{"name": "py", "description": "\u202eevil\u2066 and \x1b]0;pwned\x07 \u009b", "tags": []any{"a\u202e", "b"},
+			"spec": map[string]any{"startupScript": "echo\n\u202e\n"}},
+	} {
+		want, err := yaml.Marshal(doc) // as the daemon writes it
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(want) }))
+		t.Setenv(client.EnvURL, srv.URL)
+		for _, args := range [][]string{{"template", "export", "py"}, {"export"}} {
+			code, stdout, stderr := run(t, args...)
+			if code != 0 || leaks(stdout) != nil {
+				t.Errorf("%s: exit %d, %v, stderr %s:\n%s", args, code, leaks(stdout), stderr, stdout)
+			}
+			var got map[string]any
+			if err := yaml.Unmarshal([]byte(stdout), &got); err != nil || !cmp.Equal(got, doc) {
+				t.Errorf("%s: %v, values %v, want %v", args, err, got, doc)
+			}
+			if clean := leaks(string(want)) == nil; clean && stdout != string(want) {
+				t.Errorf("%s: a clean document changed:\n%s\nwant:\n%s", args, stdout, want)
+			}
+		}
+		srv.Close()
 	}
 }

@@ -268,12 +268,50 @@ func writeYAMLNode(w io.Writer, n *yaml.Node) error {
 // double-quoted scalar can escape.
 func blockStyle(n *yaml.Node) {
 	n.Style = 0
-	if n.Kind == yaml.ScalarNode && string(appendVisible(nil, []byte(n.Value), asText)) != n.Value {
-		n.Style = yaml.DoubleQuotedStyle
-	}
+	quoteToEscape(n)
 	for _, c := range n.Content {
 		blockStyle(c)
 	}
+}
+
+// quoteToEscape double-quotes n if it is a scalar holding characters that
+// a terminal acts on.
+func quoteToEscape(n *yaml.Node) {
+	if n.Kind == yaml.ScalarNode && string(appendVisible(nil, []byte(n.Value), asText)) != n.Value {
+		n.Style = yaml.DoubleQuotedStyle
+	}
+}
+
+// quoteAllToEscape is quoteToEscape on n and all it holds.
+func quoteAllToEscape(n *yaml.Node) {
+	quoteToEscape(n)
+	for _, c := range n.Content {
+		quoteAllToEscape(c)
+	}
+}
+
+// writeYAMLDocument writes b, a YAML document the daemon wrote, as it is,
+// unless it holds characters that a terminal acts on (yaml.v3 escapes
+// controls but not bidi overrides): then encoded again with the scalars
+// that hold them double-quoted and escaped, the same values.
+func writeYAMLDocument(w io.Writer, b []byte) error {
+	if bytes.Equal(appendVisible(nil, b, asText), b) {
+		_, err := raw(w).Write(b)
+		return err
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal(b, &n); err != nil {
+		// Not YAML after all: text.
+		_, err := raw(w).Write(appendVisible(nil, b, asText))
+		return err
+	}
+	quoteAllToEscape(&n)
+	var buf bytes.Buffer
+	if err := writeYAMLNode(&buf, &n); err != nil {
+		return err
+	}
+	_, err := raw(w).Write(appendVisible(nil, buf.Bytes(), asQuoted))
+	return err
 }
 
 // age formats how long ago t was, coarsely: 42s, 5m, 3h, 12d.
@@ -332,7 +370,7 @@ func oneLine(s string) string {
 // standard output and error pass through it (execute installs a
 // visibleWriter on both); the outputs documented as raw (your own
 // command's output in sandbox exec, context exec and session exec/run,
-// downloads, exports, --raw) take the writer under it with raw.
+// downloads, --raw) take the writer under it with raw.
 
 // escaping is how appendVisible treats what it writes.
 type escaping int
