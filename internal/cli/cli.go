@@ -10,6 +10,11 @@
 // yaml, -q). Errors are printed once, by Main: 1 for a failure, 2 for a
 // wrong use of a command.
 //
+// Text the daemon sends can hold what a sandbox wrote, escape sequences
+// included: every command's standard output and error write control
+// characters visibly (output.go's appendVisible), but for the outputs
+// documented as raw — your own command's, downloads, --raw.
+//
 // The command reference in docs/cli is generated from the tree; regenerate
 // it with "make docs" (a test fails when it is out of date).
 package cli
@@ -77,6 +82,14 @@ func execute(ctx context.Context, e env, args []string) (*cobra.Command, error) 
 		root = newBareRoot(e)
 		root.AddCommand(newAgentCmd(e))
 	} else {
+		// What the commands print goes to a terminal, maybe: text the
+		// daemon sent is written with its control characters made visible
+		// (output.go), the outputs documented as raw take the writer
+		// under it.
+		stdout, stderr := visibleText(e.stdout), visibleText(e.stderr)
+		defer stdout.Flush()
+		defer stderr.Flush()
+		e.stdout, e.stderr = stdout, stderr
 		root = newRoot(e)
 	}
 	// Not nil: cobra would take nil for os.Args.
@@ -117,7 +130,12 @@ func newBareRoot(e env) *cobra.Command {
 		Short: "AI-agent sandboxes as OCI containers: the daemon, its CLI and the in-sandbox agent",
 		Long: `agent2env runs sandboxes for AI agents as OCI containers (runc, no Docker engine).
 The same binary is the daemon ("agent2env serve"), the client commands below, which talk
-to a daemon over its REST API, and the agent inside every sandbox.`,
+to a daemon over its REST API, and the agent inside every sandbox.
+
+What the daemon sends (names, messages, logs, an agent's output) is printed with the control
+characters a terminal would act on made visible, as Go writes them in strings (\x1b, \r,
+\u009b, \u202e); the output of your own commands (sandbox exec, context exec, session exec
+and run), downloads and --raw are written as they came.`,
 		Example: `  sudo agent2env serve                       # start the daemon on 127.0.0.1:8080
   ID=$(agent2env sandbox create --image agent2env/python)
   agent2env sandbox exec "$ID" -- python3 -c 'print(1)'
@@ -235,8 +253,10 @@ func report(w io.Writer, cmd *cobra.Command, err error) int {
 	if exit := (*exitError)(nil); errors.As(err, &exit) {
 		return exit.code
 	}
+	// An error may carry the daemon's message, which may carry anything.
+	msg := visible(err.Error())
 	if usage := (*usageError)(nil); errors.As(err, &usage) {
-		fmt.Fprintf(w, "%s: %v\n", commandPath(cmd), err)
+		fmt.Fprintf(w, "%s: %s\n", commandPath(cmd), msg)
 		if c := usage.cmd; c != nil {
 			fmt.Fprintf(w, "usage: %s\n", c.UseLine())
 			if c.HasAvailableSubCommands() {
@@ -256,7 +276,7 @@ func report(w io.Writer, cmd *cobra.Command, err error) int {
 	for cmd != nil && cmd.HasParent() && cmd.Parent().HasParent() {
 		cmd = cmd.Parent()
 	}
-	fmt.Fprintf(w, "%s: %v\n", commandPath(cmd), err)
+	fmt.Fprintf(w, "%s: %s\n", commandPath(cmd), msg)
 	return 1
 }
 

@@ -34,8 +34,12 @@ func (cc *clientConfig) complete(e env, list lister, many bool) cobra.Completion
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveError
 		}
-		// Each value once on the command line.
+		// Each value once on the command line; one a line, and nothing
+		// the shell's terminal would act on.
 		vals = slices.DeleteFunc(vals, func(v string) bool { return slices.Contains(args, v) })
+		for i, v := range vals {
+			vals[i] = visibleField(v)
+		}
 		return vals, cobra.ShellCompDirectiveNoFileComp
 	}
 }

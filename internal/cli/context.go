@@ -100,8 +100,8 @@ func newContextExecCmd(e env, cc *clientConfig) *cobra.Command {
 		Use:   "exec CONTEXT_ID [CODE|-] [flags]",
 		Short: "run code in a context, from CODE or standard input, streaming its output",
 		Long: `exec runs code in a context and streams its output: stdout and stderr as the code writes
-them, then the value of its last expression and a line for each image it displayed. It
-exits 1 when the code failed. With -o json or -o yaml it prints the whole response once
+them (escape sequences included: it is your code's), then the value of its last expression
+and a line for each image it displayed. It exits 1 when the code failed. With -o json or -o yaml it prints the whole response once
 the code has finished instead.`,
 		Example: `  agent2env context exec "$CTX" 'import sys; print(sys.version)'
   agent2env context exec "$CTX" --timeout 5m < train.py
@@ -155,7 +155,8 @@ func execContext(c *cobra.Command, e env, cc *clientConfig, args []string, timeo
 		}
 		return nil
 	}
-	stdout, stderr := &lineWriter{w: e.stdout}, &lineWriter{w: e.stderr}
+	// Your code's output, as it came.
+	stdout, stderr := &lineWriter{w: raw(e.stdout)}, &lineWriter{w: raw(e.stderr)}
 	var results, failed bool
 	h := client.StreamHandler{
 		OnStdout: func(s string) { io.WriteString(stdout, s) },

@@ -114,7 +114,9 @@ func newExportCmd(e env, cc *clientConfig) *cobra.Command {
 		Use:   "export [flags]",
 		Short: "export templates as LiteBoxd YAML",
 		Long: `export writes templates as a SandboxTemplateList YAML document, which "import" (here or
-on LiteBoxd) reads. Its -o names a file: the output is always YAML.`,
+on LiteBoxd) reads. Its -o names a file: the output is always YAML, as the daemon wrote it,
+but that on standard output a value with characters a terminal acts on is double-quoted
+with them escaped, the same value.`,
 		Example: `  agent2env export > templates.yaml
   agent2env export --tag python --names py311,py312 -o python.yaml`,
 		Args: noArgs,

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -148,8 +147,8 @@ var llmParts = []string{api.LLMPartRequest, api.LLMPartUpstreamRequest, api.LLMP
 
 func newLLMShowCmd(e env, cc *clientConfig) *cobra.Command {
 	var (
-		raw string
-		out output
+		part string
+		out  output
 	)
 	c := &cobra.Command{
 		Use:   "show ID [flags]",
@@ -159,19 +158,19 @@ func newLLMShowCmd(e env, cc *clientConfig) *cobra.Command {
   agent2env llm show llx_0123 -o json | jq .response.chunks`,
 		Args: exactArgs(1, "need one exchange ID"),
 		RunE: func(c *cobra.Command, args []string) error {
-			if raw != "" {
-				if !slices.Contains(llmParts, raw) {
-					return usageErrorf(c, "--raw %q: want %s", raw, strings.Join(llmParts, ", "))
+			if part != "" {
+				if !slices.Contains(llmParts, part) {
+					return usageErrorf(c, "--raw %q: want %s", part, strings.Join(llmParts, ", "))
 				}
 				cl, err := cc.client(e)
 				if err != nil {
 					return err
 				}
-				b, err := cl.LLM().Raw(c.Context(), args[0], raw)
+				b, err := cl.LLM().Raw(c.Context(), args[0], part)
 				if err != nil {
 					return err
 				}
-				_, err = e.stdout.Write(b)
+				_, err = raw(e.stdout).Write(b)
 				return err
 			}
 			return show(e, cc, &out, func(ctx context.Context, cl *client.Client, args []string) (view, error) {
@@ -183,7 +182,7 @@ func newLLMShowCmd(e env, cc *clientConfig) *cobra.Command {
 			})(c, args)
 		},
 	}
-	c.Flags().StringVar(&raw, "raw", "", "print one part's body exactly as it passed: "+strings.Join(llmParts, ", "))
+	c.Flags().StringVar(&part, "raw", "", "print one part's body exactly as it passed: "+strings.Join(llmParts, ", "))
 	c.RegisterFlagCompletionFunc("raw", cobra.FixedCompletions(llmParts, cobra.ShellCompDirectiveNoFileComp))
 	out.register(c, "text", valueFormats)
 	return c
@@ -249,6 +248,10 @@ func newLLMExportCmd(e env, cc *clientConfig) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "export [flags]",
 		Short: "export exchanges with their messages as JSON Lines (the replay provider reads them)",
+		Long: `export writes exchanges with their messages as JSON Lines, which the replay provider reads.
+On standard output the characters JSON leaves raw in strings that a terminal acts on (C1
+controls, bidi overrides) are written as \u escapes, the same values; -f writes the daemon's
+bytes as they came.`,
 		Example: `  agent2env llm export --sandbox sb-1a2b3c > conversation.jsonl
   agent2env llm export --run run-7 --status complete -f run-7.jsonl`,
 		Args: noArgs,
@@ -261,7 +264,9 @@ func newLLMExportCmd(e env, cc *clientConfig) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := e.stdout
+			vw := &visibleWriter{w: raw(e.stdout), how: asQuoted}
+			defer vw.Flush()
+			var w io.Writer = vw
 			if file != "" && file != "-" {
 				fh, err := os.Create(file)
 				if err != nil {
@@ -360,9 +365,8 @@ func tailLLM(ctx context.Context, e env, cl *client.Client, lf client.LLMFilter,
 
 func printTail(w io.Writer, xs []api.LLMExchange, asJSON, header bool) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
 		for i := range xs {
-			if err := enc.Encode(&xs[i]); err != nil {
+			if err := writeJSON(w, &xs[i], ""); err != nil {
 				return err
 			}
 		}
@@ -378,8 +382,8 @@ func printTail(w io.Writer, xs []api.LLMExchange, asJSON, header bool) error {
 			header = false
 		}
 		fmt.Fprintf(w, "%-19s  %-28s  %-14s  %-16s  %-6s  %-11s  %-13s  %-7s  %s\n",
-			x.CreatedAt.Local().Format("2006-01-02 15:04:05"), x.ID, orDash(x.SandboxID), orDash(x.Model), orZero(x.Status),
-			x.State, fmt.Sprintf("%d/%d", x.Usage.InputTokens, x.Usage.OutputTokens), millis(x.TimeToFirstByteMs), millis(x.DurationMs))
+			x.CreatedAt.Local().Format("2006-01-02 15:04:05"), visibleField(x.ID), visibleField(orDash(x.SandboxID)),
+			visibleField(orDash(x.Model)), orZero(x.Status), visibleField(x.State), fmt.Sprintf("%d/%d", x.Usage.InputTokens, x.Usage.OutputTokens), millis(x.TimeToFirstByteMs), millis(x.DurationMs))
 	}
 	return nil
 }

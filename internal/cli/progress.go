@@ -34,13 +34,16 @@ type progress struct {
 	current int64     // bytes of the last event shown
 }
 
+// newProgress shows progress on w. The bar's CR goes to the writer under
+// w's escaping (raw); the daemon's phases and items are made visible.
 func newProgress(w io.Writer) *progress {
-	return &progress{w: w, tty: isTerminal(w), now: time.Now}
+	return &progress{w: raw(w), tty: isTerminal(w), now: time.Now}
 }
 
-// isTerminal reports whether w is a character device such as a terminal.
+// isTerminal reports whether w, or the writer under its escaping, is a
+// character device such as a terminal.
 func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+	f, ok := raw(w).(*os.File)
 	if !ok {
 		return false
 	}
@@ -98,14 +101,14 @@ const barWidth = 16
 // progressLine renders ev as "phase item [=====>   ] 1.0 MiB/4.0 MiB  25%".
 func progressLine(ev api.ImageProgress) string {
 	var b strings.Builder
-	b.WriteString(ev.Phase)
+	b.WriteString(visibleField(ev.Phase))
 	if ev.Item != "" {
 		// Keep a line with a bar within 80 columns, or redraws wrap.
 		limit := 60
 		if ev.Total > 0 {
 			limit = 28
 		}
-		b.WriteString(" " + shorten(ev.Item, limit))
+		b.WriteString(" " + shorten(visibleField(ev.Item), limit))
 	}
 	switch {
 	case ev.Total > 0:

@@ -172,9 +172,9 @@ func newSandboxExecCmd(e env, cc *clientConfig) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "exec ID [flags] -- CMD [ARGS...]",
 		Short: "run a command in a sandbox, streaming its output",
-		Long: `exec runs a command in a sandbox and streams its output. Its exit code is the command's
-(124 when it timed out). Flags go before the command; everything from the command on, or
-after "--", is the command's.`,
+		Long: `exec runs a command in a sandbox and streams its output, as it came (escape sequences
+included: it is your command's). Its exit code is the command's (124 when it timed out).
+Flags go before the command; everything from the command on, or after "--", is the command's.`,
 		Example: `  agent2env sandbox exec "$ID" -- python3 -c 'print(1)'
   agent2env sandbox exec "$ID" --timeout 600 --env PIP_QUIET=1 -- pip install numpy`,
 		// The command's arguments may look like flags: parseLeading
@@ -205,7 +205,7 @@ func execSandbox(c *cobra.Command, e env, cc *clientConfig, id string, req api.E
 	if err != nil {
 		return err
 	}
-	ev, err := cl.Sandbox.ExecuteStream(c.Context(), id, req, e.stdout, e.stderr)
+	ev, err := cl.Sandbox.ExecuteStream(c.Context(), id, req, raw(e.stdout), raw(e.stderr))
 	if err != nil {
 		return err
 	}
@@ -226,8 +226,8 @@ func newSandboxCopyCmd(e env, cc *clientConfig) *cobra.Command {
 		Use:   "cp [flags] SRC DST",
 		Short: "copy a file into (DST is ID:/path) or out of (SRC is ID:/path) a sandbox",
 		Long: `cp copies one file into or out of a sandbox. The sandbox side is ID:/path; the local
-side is a path, or - for standard input or output. A DST ending in / or naming a
-directory is copied into.`,
+side is a path, or - for standard input or output (the file's bytes as they are). A DST
+ending in / or naming a directory is copied into.`,
 		Example: `  agent2env sandbox cp data.csv "$ID:/workspace/"
   agent2env sandbox cp "$ID:/workspace/out.png" .
   tar c src | agent2env sandbox cp - "$ID:/tmp/src.tar"`,
@@ -301,7 +301,7 @@ func download(ctx context.Context, e env, cl *client.Client, id, p, dst string) 
 	}
 	defer rc.Close()
 	if dst == "-" {
-		_, err := io.Copy(e.stdout, rc)
+		_, err := io.Copy(raw(e.stdout), rc)
 		return err
 	}
 	if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
@@ -325,9 +325,12 @@ func download(ctx context.Context, e env, cl *client.Client, id, p, dst string) 
 func newSandboxLogsCmd(e env, cc *clientConfig) *cobra.Command {
 	var out output
 	c := &cobra.Command{
-		Use:               "logs ID [flags]",
-		Short:             "print a sandbox's lifecycle events and console output",
-		Example:           `  agent2env sandbox logs "$ID"`,
+		Use:   "logs ID [flags]",
+		Short: "print a sandbox's lifecycle events and console output",
+		Long: `logs prints a sandbox's lifecycle events and console output, with the control characters
+in them made visible (\x1b); --raw prints them as they came.`,
+		Example: `  agent2env sandbox logs "$ID"
+  agent2env sandbox logs "$ID" --raw > console.log`,
 		Args:              exactArgs(1, "need one sandbox id"),
 		ValidArgsFunction: cc.complete(e, sandboxIDs, false),
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, args []string) (view, error) {
@@ -350,6 +353,7 @@ func newSandboxLogsCmd(e env, cc *clientConfig) *cobra.Command {
 		}),
 	}
 	out.register(c, "text", valueFormats)
+	out.registerRaw(c, "the console output")
 	return c
 }
 

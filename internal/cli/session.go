@@ -83,8 +83,9 @@ func newSessionExecCmd(e env, cc *clientConfig) *cobra.Command {
 		Use:   "exec [CODE|-] [flags]",
 		Short: "run code (python, javascript or bash) in a session, from CODE or standard input",
 		Long: `exec runs code in the session's interpreter of its language, whose state (variables,
-imports, functions) stays for the session's next runs. It prints the output, the value of
-the last expression and a line for each image, and exits 1 when the code failed.`,
+imports, functions) stays for the session's next runs. It prints the output (as it came,
+escape sequences included: it is your code's), the value of the last expression and a line
+for each image, and exits 1 when the code failed.`,
 		Example: `  agent2env session exec --session demo 'import pandas as pd; df = pd.DataFrame({"a": [1, 2]})'
   agent2env session exec --session demo 'df.describe()'
   agent2env session exec --session demo --language javascript < script.js`,
@@ -112,7 +113,7 @@ the last expression and a line for each image, and exits 1 when the code failed.
 			if out.structured() {
 				err = out.print(e.stdout, view{value: res})
 			} else {
-				stdout, stderr := &lineWriter{w: e.stdout}, &lineWriter{w: e.stderr}
+				stdout, stderr := &lineWriter{w: raw(e.stdout)}, &lineWriter{w: raw(e.stderr)}
 				io.WriteString(stdout, res.Output.Stdout)
 				io.WriteString(stderr, res.Output.Stderr)
 				for _, r := range res.Results {
@@ -161,7 +162,8 @@ func newSessionRunCmd(e env, cc *clientConfig) *cobra.Command {
 		Use:   "run [flags] [-- COMMAND [ARG...]]",
 		Short: "run a command in a session's sandbox",
 		Long: `run runs a command in the session's sandbox: the argv after --, or a shell string with
---shell. It prints its output and exits with the command's exit code.`,
+--shell. It prints its output as it came (escape sequences included: it is your command's)
+and exits with the command's exit code.`,
 		Example: `  agent2env session run --session demo -- python3 -c 'print(1)'
   agent2env session run --session demo --shell 'pip list | grep pandas'
   agent2env session run --session demo --cwd /tmp -e DEBUG=1 -- env`,
@@ -183,8 +185,8 @@ func newSessionRunCmd(e env, cc *clientConfig) *cobra.Command {
 			if out.structured() {
 				err = out.print(e.stdout, view{value: res})
 			} else {
-				io.WriteString(e.stdout, res.Stdout)
-				io.WriteString(e.stderr, res.Stderr)
+				io.WriteString(raw(e.stdout), res.Stdout)
+				io.WriteString(raw(e.stderr), res.Stderr)
 				if res.TimedOut {
 					fmt.Fprintln(e.stderr, "agent2env: the command timed out")
 				}

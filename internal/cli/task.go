@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -101,11 +102,16 @@ func tokens(u api.RunLLMUsage) string {
 	return fmt.Sprintf("%d/%d", u.InputTokens, u.OutputTokens)
 }
 
+// clip cuts s to n bytes at most, at a rune's start, marking the cut.
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n-1] + "…"
+	i := n - 1
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
 }
 
 func newTaskListCmd(e env, cc *clientConfig) *cobra.Command {
@@ -197,12 +203,16 @@ func printRun(w io.Writer, r api.Run) error {
 }
 
 func newTaskLogsCmd(e env, cc *clientConfig) *cobra.Command {
-	var follow bool
+	var follow, rawOut bool
 	c := &cobra.Command{
 		Use:   "logs RUN_ID [flags]",
 		Short: "print a task run's output; -f follows its events live until it ends",
+		Long: `logs prints a task run's output, or with -f its events as they come, with the control
+characters in them made visible (\x1b, \u009b): the agent wrote them, not you. --raw prints
+them as they came, for files and pipes.`,
 		Example: `  agent2env task logs run-0123456789abcdef
-  agent2env task logs -f run-0123456789abcdef`,
+  agent2env task logs -f run-0123456789abcdef
+  agent2env task logs --raw run-0123456789abcdef > output.log`,
 		Args:              exactArgs(1, "need a run id"),
 		ValidArgsFunction: cc.complete(e, runIDs, false),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -210,22 +220,27 @@ func newTaskLogsCmd(e env, cc *clientConfig) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			w := e.stdout
+			if rawOut {
+				w = raw(w)
+			}
 			if !follow {
 				rc, err := cl.Runs().Logs(c.Context(), args[0])
 				if err != nil {
 					return err
 				}
 				defer rc.Close()
-				_, err = io.Copy(e.stdout, rc)
+				_, err = io.Copy(w, rc)
 				return err
 			}
 			return cl.Runs().Events(c.Context(), args[0], func(ev api.RunEvent) error {
-				printEvent(e.stdout, ev)
+				printEvent(w, ev)
 				return nil
 			})
 		},
 	}
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "follow the run's events (phases, output, tool calls, liveness) until it ends")
+	c.Flags().BoolVar(&rawOut, "raw", false, "print the output as the agent wrote it, escape sequences included")
 	return c
 }
 
@@ -284,6 +299,8 @@ func newTaskArtifactsCmd(e env, cc *clientConfig) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "artifacts RUN_ID [flags]",
 		Short: "download a task run's artifacts into a directory, by their paths in the sandbox",
+		Long: `artifacts downloads a task run's artifacts into a directory, by their paths in the sandbox;
+--out - writes the tar archive to standard output as it came.`,
 		Example: `  agent2env task artifacts run-0123456789abcdef --out ./artifacts
   agent2env task artifacts run-0123456789abcdef --out - | tar tv`,
 		Args:              exactArgs(1, "need a run id"),
@@ -302,7 +319,7 @@ func newTaskArtifactsCmd(e env, cc *clientConfig) *cobra.Command {
 			}
 			defer rc.Close()
 			if dir == "-" {
-				_, err = io.Copy(e.stdout, rc)
+				_, err = io.Copy(raw(e.stdout), rc)
 				return err
 			}
 			n, err := extractTar(rc, dir)

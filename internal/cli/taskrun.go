@@ -214,10 +214,13 @@ func watchRuns(ctx context.Context, e env, cl *client.Client, batches []string) 
 		if tty {
 			var buf bytes.Buffer
 			runView(nil, runs).table.write(&buf, false)
+			// The table's cells are made visible; the cursor moves are
+			// the CLI's own.
+			term := raw(e.stdout)
 			if drawn > 0 {
-				fmt.Fprintf(e.stdout, "\x1b[%dA\x1b[J", drawn)
+				fmt.Fprintf(term, "\x1b[%dA\x1b[J", drawn)
 			}
-			e.stdout.Write(buf.Bytes())
+			term.Write(buf.Bytes())
 			drawn = bytes.Count(buf.Bytes(), []byte("\n"))
 		} else {
 			for _, r := range runs {
@@ -232,7 +235,7 @@ func watchRuns(ctx context.Context, e env, cl *client.Client, batches []string) 
 				} else {
 					line += " (" + r.Phase + ")"
 				}
-				fmt.Fprintln(e.stdout, line)
+				fmt.Fprintln(e.stdout, visibleField(line))
 			}
 		}
 		if done {

@@ -392,7 +392,9 @@ func newTemplateExportCmd(e env, cc *clientConfig) *cobra.Command {
 		Use:   "export NAME [flags]",
 		Short: "write a template as a YAML document",
 		Long: `export writes a template as a SandboxTemplate YAML document, which "template create -f"
-and "import" read. Its -o names a file: the output is always YAML.`,
+and "import" read. Its -o names a file: the output is always YAML, as the daemon wrote it,
+but that on standard output a value with characters a terminal acts on is double-quoted
+with them escaped, the same value.`,
 		Example:           `  agent2env template export python-ds -o python-ds.yaml`,
 		Args:              exactArgs(1, "need one template NAME"),
 		ValidArgsFunction: cc.complete(e, templateNames, false),
@@ -416,11 +418,11 @@ and "import" read. Its -o names a file: the output is always YAML.`,
 	return c
 }
 
-// writeOutput writes b to the file path, or to stdout when path is "" or -.
+// writeOutput writes b, a YAML document, to the file path as it is, or to
+// stdout when path is "" or - (writeYAMLDocument).
 func writeOutput(stdout io.Writer, path string, b []byte) error {
 	if path == "" || path == "-" {
-		_, err := stdout.Write(b)
-		return err
+		return writeYAMLDocument(stdout, b)
 	}
 	return os.WriteFile(path, b, 0o644)
 }
