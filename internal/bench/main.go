@@ -6,8 +6,8 @@
 //   - sandbox create → ready through REST, against
 //     `unshare --mount --pid --fork --net --uts --ipc true`;
 //   - `exec true` round trip through REST, against a direct fork/exec;
-//   - 100 concurrent creates;
-//   - memory per idle sandbox;
+//   - 100 concurrent creates, against 100 `unshare … true` at once;
+//   - memory per idle sandbox (absolute: no baseline);
 //   - code-interpreter contexts: create cold and from a warm pool, and a
 //     run_code print(1) round trip, against python over a pipe;
 //   - the LLM proxy through the daemon's /llm with its archive on, against
@@ -16,7 +16,9 @@
 //     throughput at saturation, memory per held stream, and the archive's
 //     size and write cost per exchange (-llm-only: that alone).
 //   - the task runner's overhead per run of the custom agent `true`,
-//     cold and from a warm pool, against a bare sandbox create;
+//     cold and from a warm pool, to its end event (which comes before the
+//     run's sandbox is deleted) and to its sandbox gone, against a bare
+//     sandbox create;
 //   - (-agent-memory N only) the memory of a sandbox whose claude-code
 //     waits on a model turn, against an idle sandbox of the same image.
 //
@@ -212,7 +214,14 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly bool) error {
 		}
 	}
 
-	// Concurrent creates.
+	// Concurrent creates, beside the same number of `unshare … true` at
+	// once: the machine's own floor for starting that many namespaces.
+	baseWall, err := concurrently(concurrent, func() error {
+		return exec.Command("unshare", "--mount", "--pid", "--fork", "--net", "--uts", "--ipc", "true").Run()
+	})
+	if err != nil {
+		return fmt.Errorf("concurrent unshare baseline: %w", err)
+	}
 	var (
 		mu   sync.Mutex
 		ds   []time.Duration
@@ -241,9 +250,9 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly bool) error {
 	wall := time.Since(start)
 	if len(ds) > 0 {
 		s := summarize(ds)
-		fmt.Printf("%-34s %d/%d ready in %s wall; per create p50 %s p95 %s (%.1f creates/s)\n",
+		fmt.Printf("%-34s %d/%d ready in %s wall; per create p50 %s p95 %s (%.1f creates/s) | %d × unshare … true at once %s wall | ratio %.1fx | target ≤ 1 s wall\n",
 			fmt.Sprintf("%d concurrent creates", concurrent), len(ds), concurrent, ms(wall), ms(s.p50), ms(s.p95),
-			float64(len(ds))/wall.Seconds())
+			float64(len(ds))/wall.Seconds(), concurrent, ms(baseWall), float64(wall)/float64(baseWall))
 	}
 	for _, err := range errs {
 		fmt.Println("  create failed:", err)
@@ -273,7 +282,8 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly bool) error {
 		charged += cgroupMemory(id)
 	}
 	pss, agents := agentPss()
-	fmt.Printf("%-34s agent PSS %.1f MiB (%d agents), cgroup charge %.1f MiB, host MemAvailable delta %.1f MiB\n",
+	// There is no same-run baseline for memory: the figures are absolute.
+	fmt.Printf("%-34s agent PSS %.1f MiB (%d agents), cgroup charge %.1f MiB, host MemAvailable delta %.1f MiB | no baseline (absolute)\n",
 		"memory per idle sandbox", float64(pss)/float64(max(agents, 1))/(1<<20), agents,
 		float64(charged)/float64(idle)/(1<<20), float64(before-after)/float64(idle)/(1<<20))
 	for _, id := range ids {
@@ -355,6 +365,23 @@ func compareCreate(n int, img, binA, binB string) error {
 		}
 	}
 	return nil
+}
+
+// concurrently runs n calls of fn at once and returns the wall time until
+// all returned, or the first error.
+func concurrently(n int, fn func() error) (time.Duration, error) {
+	errs := make(chan error, n)
+	start := time.Now()
+	for range n {
+		go func() { errs <- fn() }()
+	}
+	var first error
+	for range n {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return time.Since(start), first
 }
 
 func report(name string, ours stats, baseName string, base stats, target string) {

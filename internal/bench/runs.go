@@ -36,61 +36,68 @@ func benchAllRuns(d, warm *daemon, n int, img string, create stats) error {
 
 // benchRuns measures the task runner's overhead per run: a run of the
 // custom agent `true` from its submission to its end event, less the
-// agent's own time (everything else: records, sandbox create, workdir,
-// exec, end conditions, artifacts, sandbox delete), beside a bare sandbox
+// agent's own time (records, sandbox create, workdir, exec, end
+// conditions, artifacts; not the sandbox's delete, which follows the end
+// event), and to its sandbox gone (the delete too), beside a bare sandbox
 // create → ready through REST. before, when set, runs before each run,
 // untimed.
 func benchRuns(d *daemon, n int, name, img string, create stats, target string, before func() error) error {
 	task := fmt.Sprintf("name: bench\nimage: %s\nagent: custom\ngoal: nothing\nentrypoint: 'true'\nartifacts: [/workspace/*.txt]\n", img)
 	var ids []string
-	overhead, err := measureOverhead(n, func() (time.Duration, error) {
+	var toEnd, toGone []time.Duration
+	for range n {
 		if before != nil {
 			if err := before(); err != nil {
-				return 0, err
+				return err
 			}
 		}
 		start := time.Now()
 		var b api.RunBatch
 		if err := d.post("/api/v1/runs", api.RunSubmitRequest{Task: task}, &b); err != nil {
-			return 0, err
+			return err
 		}
 		id := b.Runs[0].ID
 		ids = append(ids, id)
 		end, err := d.followRun(id)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		if end.Status != api.RunSucceeded {
-			return 0, fmt.Errorf("run %s %s: %s", id, end.Status, end.Reason)
+			return fmt.Errorf("run %s %s: %s", id, end.Status, end.Reason)
 		}
-		took := time.Since(start)
+		ended := time.Since(start)
 		var r api.Run
 		if err := d.get("/api/v1/runs/"+id, &r); err != nil {
-			return 0, err
+			return err
 		}
-		return took - time.Duration(r.Timings[api.PhaseAgent]*float64(time.Millisecond)), nil
-	})
+		if err := d.waitGone(r.SandboxID); err != nil {
+			return err
+		}
+		gone := time.Since(start)
+		agent := time.Duration(r.Timings[api.PhaseAgent] * float64(time.Millisecond))
+		toEnd, toGone = append(toEnd, ended-agent), append(toGone, gone-agent)
+	}
 	for _, id := range ids { // untimed
 		d.del("/api/v1/runs/" + id)
 	}
-	if err != nil {
-		return err
-	}
-	report(name, overhead, "sandbox create → ready", create, target)
+	report(name+" → end", summarize(toEnd), "sandbox create → ready", create, target)
+	report(name+" → deleted", summarize(toGone), "sandbox create → ready", create, "none (the delete follows the end)")
 	return nil
 }
 
-// measureOverhead is measure of durations fn reports.
-func measureOverhead(n int, fn func() (time.Duration, error)) (stats, error) {
-	ds := make([]time.Duration, 0, n)
-	for range n {
-		d, err := fn()
+// waitGone waits until sandbox id is no more (its GET answers 404).
+func (d *daemon) waitGone(id string) error {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		resp, err := d.hc.Get("http://" + d.addr + "/api/v1/sandboxes/" + id)
 		if err != nil {
-			return stats{}, err
+			return err
 		}
-		ds = append(ds, d)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusNotFound {
+			return nil
+		}
 	}
-	return summarize(ds), nil
+	return fmt.Errorf("sandbox %s still there a minute after its run ended", id)
 }
 
 // followRun reads run id's events until its end event and returns it.
