@@ -282,12 +282,20 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	if s.Sessions, err = session.New(cfg.Sessions, s.Manager, s.Store, s.Contexts, cfg.Log, sessionOpts...); err != nil {
 		return nil, err
 	}
+	// Sessions make their kernels through contexts, and a context's
+	// session_name is a session: the one edge back, given here.
+	s.Contexts.SetSessions(s.Sessions)
 	if err := s.Metrics.Register(s.Manager, s.Pools, s.Contexts, s.Sessions); err != nil {
 		return nil, err
 	}
 	// The runner's model list and tokens come from the LLM proxy and its
 	// archive, built below (and only called once serving).
-	runOpts := []run.Option{run.WithLLMUsage(runLLMUsage{archive: func() *archive.Archive { return s.LLMArchive }})}
+	// The archive of LLM exchanges gives runs their tokens.
+	llmRoutes, err := s.openLLMArchive(ctx)
+	if err != nil {
+		return nil, err
+	}
+	runOpts := []run.Option{run.WithLLMUsage(s.LLMArchive)}
 	if u, ok := s.Runtime.(sandbox.UsageReader); ok { // liveness counts CPU time where the runtime measures it
 		runOpts = append(runOpts, run.WithUsage(u))
 	}
@@ -300,10 +308,6 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	var apiKeys *auth.Keys
 	if authOn {
 		apiKeys = cfg.Keys
-	}
-	llmRoutes, err := s.openLLMArchive(ctx)
-	if err != nil {
-		return nil, err
 	}
 	if err := s.newLLM(apiKeys); err != nil {
 		return nil, err

@@ -796,6 +796,7 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctxs.SetSessions(sess)
 	if err := mt.Register(m, ctxs, sess); err != nil {
 		t.Fatal(err)
 	}

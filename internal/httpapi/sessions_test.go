@@ -96,6 +96,7 @@ func newSessionHandler(tb testing.TB, cfg manager.Config, opts ...Option) (http.
 	if err != nil {
 		tb.Fatal(err)
 	}
+	ctxs.SetSessions(sess)
 	tb.Cleanup(func() {
 		m.Close()
 		rt.Close()

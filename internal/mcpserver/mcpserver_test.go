@@ -56,6 +56,7 @@ func newEnvConfig(t *testing.T, keyed bool, cfg manager.Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctxs.SetSessions(sess)
 	srv := New(Config{ScopeByKey: keyed, Log: log}, ctxs, sess)
 	mux := http.NewServeMux()
 	srv.Register(mux)

@@ -76,6 +76,7 @@ func newEnv(t *testing.T, opts ...func(*setup)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctxs.SetSessions(svc)
 	return &env{Env: ce, svc: svc, ctxs: ctxs, clock: c}
 }
 

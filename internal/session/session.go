@@ -107,8 +107,9 @@ type Option func(*Service)
 // WithClock makes the service read the time from now (tests).
 func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
 
-// New returns the service, and makes it the contexts service's provider
-// of sessions.
+// New returns the service. The contexts service places contexts with a
+// session name through it once given it (contexts.Service.SetSessions),
+// which the daemon does right after New.
 func New(cfg Config, sbx Sandboxes, st Store, ctxs *contexts.Service, log *slog.Logger, opts ...Option) (*Service, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -120,7 +121,6 @@ func New(cfg Config, sbx Sandboxes, st Store, ctxs *contexts.Service, log *slog.
 	for _, o := range opts {
 		o(s)
 	}
-	ctxs.SetSessions(s)
 	return s, nil
 }
 
