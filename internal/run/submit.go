@@ -18,6 +18,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agents/all"
+	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/store"
 	"github.com/agent2env/agent2env/internal/task"
@@ -108,6 +109,7 @@ func (s *Service) Submit(ctx context.Context, req api.RunSubmitRequest) (*api.Ru
 			rec := &store.Run{
 				ID: j.id, BatchID: b.id, Task: c.Name, Spec: spec, Agent: c.Agent, Model: c.Model, Repeat: i,
 				Status: string(api.RunQueued), Phase: api.PhaseQueued, CreatedAt: now, UpdatedAt: now,
+				Tenant: auth.TenantOf(ctx),
 			}
 			// Ours before it is stored: recovery, which may be running,
 			// leaves it alone.
