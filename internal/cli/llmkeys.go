@@ -55,7 +55,7 @@ refused after --expires-in or once it is revoked. -o json prints the key's recor
 	f := c.Flags()
 	f.StringVar(&req.Name, "name", "", "a `NAME` to know the key by")
 	f.StringVar(&req.Sandbox, "sandbox", "", "attribute the key's calls to sandbox `ID`")
-	f.StringVar(&req.Run, "run", "", "attribute the key's calls to run `ID` (and count them against its budget)")
+	f.StringVar(&req.Run, "run", "", "attribute the key's calls to run `ID` (and count them against its budget): one your API key submitted")
 	f.Int64Var(&req.BudgetTokens, "budget-tokens", 0, "tokens (input + output) the key may use in all; past them calls get 429")
 	f.IntVar(&req.RequestsPerMinute, "requests-per-minute", 0, "calls a minute the key may make")
 	f.IntVar(&req.TokensPerMinute, "tokens-per-minute", 0, "tokens a minute the key may use")

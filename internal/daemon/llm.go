@@ -22,7 +22,7 @@ import (
 // configuration file when there is one. keys are the API keys when the
 // API requires them, nil when it is open.
 func (s *System) newLLM(keys *auth.Keys) error {
-	s.LLMKeys = gate.NewKeys(s.Store)
+	s.LLMKeys = gate.NewKeys(s.Store, gate.WithRuns(s.Runs))
 	m := gate.NewMetrics()
 	if err := s.Metrics.Register(m); err != nil {
 		return err

@@ -164,7 +164,7 @@ func TestLLMKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := c.LLMKeys().Create(ctx, api.LLMKeyRequest{Run: "run-1", ExpiresIn: 600})
+	k, err := c.LLMKeys().Create(ctx, api.LLMKeyRequest{Run: submitRun(t, d, c), ExpiresIn: 600})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,8 @@ func TestLLMArchiveByAPIKey(t *testing.T) {
 	d := start(t, cfg, nil)
 	a, _ := client.New("http://"+d.addr, client.WithToken(keyA))
 	b, _ := client.New("http://"+d.addr, client.WithToken(keyB))
-	perRun, err := a.LLMKeys().Create(ctx, api.LLMKeyRequest{Run: "run-a", ExpiresIn: 600})
+	runA := submitRun(t, d, a)
+	perRun, err := a.LLMKeys().Create(ctx, api.LLMKeyRequest{Run: runA, ExpiresIn: 600})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestLLMArchiveByAPIKey(t *testing.T) {
 	}
 	runsA, idsA := list(a)
 	runsB, idsB := list(b)
-	if len(idsA) != 2 || !slices.Contains(runsA, "run-a") || len(idsB) != 1 || runsB[0] != "" {
+	if len(idsA) != 2 || !slices.Contains(runsA, runA) || len(idsB) != 1 || runsB[0] != "" {
 		t.Fatalf("key A lists runs %q, key B %q; want A's two calls (one with its per-run key), B's one", runsA, runsB)
 	}
 	for _, id := range idsA {

@@ -46,12 +46,12 @@ func slowUpstream(t *testing.T, span time.Duration) string {
 	return srv.URL + "/v1"
 }
 
-// waitAgent waits for run id to be in its agent phase and returns its
-// sandbox.
-func waitAgent(t *testing.T, d *testDaemon, id string) string {
+// waitAgent waits for run id, as ctx's tenant sees it, to be in its agent
+// phase and returns its sandbox.
+func waitAgent(t *testing.T, d *testDaemon, ctx context.Context, id string) string {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		r, err := d.sys.Runs.Get(context.Background(), id)
+		r, err := d.sys.Runs.Get(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,11 +66,11 @@ func waitAgent(t *testing.T, d *testDaemon, id string) string {
 	return ""
 }
 
-// waitRun waits for run id to end.
-func waitRun(t *testing.T, d *testDaemon, id string) *api.Run {
+// waitRun waits for run id, as ctx's tenant sees it, to end.
+func waitRun(t *testing.T, d *testDaemon, ctx context.Context, id string) *api.Run {
 	t.Helper()
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		r, err := d.sys.Runs.Get(context.Background(), id)
+		r, err := d.sys.Runs.Get(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func TestRunsUseTheLLMProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	calling, silent := b.Runs[0].ID, b.Runs[1].ID
-	sb := waitAgent(t, d, calling)
+	sb := waitAgent(t, d, context.Background(), calling)
 	srv := httptest.NewServer(d.sys.sandboxHandler(sb))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
@@ -115,7 +115,7 @@ func TestRunsUseTheLLMProxy(t *testing.T) {
 		t.Fatalf("slow streamed call: %d %s", code, body)
 	}
 
-	r := waitRun(t, d, calling)
+	r := waitRun(t, d, context.Background(), calling)
 	if r.Status != api.RunSucceeded {
 		t.Errorf("the run waiting on a slow model ended %s: %s (want succeeded: its calls are progress)", r.Status, r.Reason)
 	}
@@ -130,7 +130,7 @@ func TestRunsUseTheLLMProxy(t *testing.T) {
 	if xs, _, err := d.sys.LLMArchive.List(ctx, store.LLMExchangeFilter{RunID: calling}, store.Page{}); err != nil || len(xs) != 2 {
 		t.Errorf("the run's exchanges in the archive: %d, %v; want 2", len(xs), err)
 	}
-	if r := waitRun(t, d, silent); r.Status != api.RunHung {
+	if r := waitRun(t, d, context.Background(), silent); r.Status != api.RunHung {
 		t.Errorf("the silent run without calls ended %s: %s, want hung", r.Status, r.Reason)
 	}
 
@@ -276,7 +276,7 @@ func TestRunMCPStateEndsWithTheRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			id := b.Runs[0].ID
-			srv := httptest.NewServer(d.sys.sandboxHandler(waitAgent(t, d, id)))
+			srv := httptest.NewServer(d.sys.sandboxHandler(waitAgent(t, d, context.Background(), id)))
 			defer srv.Close()
 			mcpc := mcpSession(t, srv.URL+"/mcp")
 			if out, msg := callTool(t, mcpc, "execute_command", map[string]any{"command": "true", "session_id": "s1"}); msg != "" {
@@ -297,7 +297,7 @@ func TestRunMCPStateEndsWithTheRun(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if r := waitRun(t, d, id); r.Status != tt.want {
+			if r := waitRun(t, d, context.Background(), id); r.Status != tt.want {
 				t.Fatalf("run %s: %s, want %s", r.Status, r.Reason, tt.want)
 			}
 			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {

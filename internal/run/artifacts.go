@@ -307,10 +307,10 @@ func matchName(pattern, name string) bool {
 }
 
 // artifactRoot returns run id's artifact directory, after checking the
-// run exists.
+// run exists and is the tenant of ctx's.
 func (s *Service) artifactRoot(ctx context.Context, id string) (string, error) {
-	if _, err := s.store.GetRun(ctx, id); err != nil {
-		return "", runErr(err, id)
+	if _, err := s.get(ctx, id); err != nil {
+		return "", err
 	}
 	return filepath.Join(s.runDir(id), artifactsDir), nil
 }

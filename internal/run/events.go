@@ -156,10 +156,10 @@ func (s *Service) endLog(id string, status api.RunStatus, reason string) {
 // Follow passes each event of run id's log to fn, oldest first, then
 // those that follow as they are added, until the run's end event (which
 // it passes too), ctx ends or fn fails. A run that ended has its whole
-// log passed at once.
+// log passed at once. Another tenant's run is ErrNotFound.
 func (s *Service) Follow(ctx context.Context, id string, fn func(api.RunEvent) error) error {
-	if _, err := s.store.GetRun(ctx, id); err != nil {
-		return runErr(err, id)
+	if _, err := s.get(ctx, id); err != nil {
+		return err
 	}
 	// A queued run has no log yet, nor one just starting: wait for its
 	// log, or its end. A run left active by a previous daemon has its log
@@ -244,10 +244,11 @@ func (s *Service) Follow(ctx context.Context, id string, fn func(api.RunEvent) e
 }
 
 // Logs opens run id's output log (stdout lines, stderr lines marked
-// "[stderr] "); the caller closes it.
+// "[stderr] "); the caller closes it. Another tenant's run is
+// ErrNotFound.
 func (s *Service) Logs(ctx context.Context, id string) (io.ReadCloser, error) {
-	if _, err := s.store.GetRun(ctx, id); err != nil {
-		return nil, runErr(err, id)
+	if _, err := s.get(ctx, id); err != nil {
+		return nil, err
 	}
 	f, err := os.Open(filepath.Join(s.runDir(id), outputFile))
 	if errors.Is(err, os.ErrNotExist) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -320,45 +321,73 @@ func (e *execution) inputs(ctx context.Context) (api.RunStatus, string) {
 	if err := c.Mkdir(ctx, t.Workdir, true); err != nil {
 		return e.stepFailed(ctx, "make the workdir "+t.Workdir, err)
 	}
+	if len(t.Inputs) == 0 {
+		return "", ""
+	}
+	if e.j.dir == "" {
+		return api.RunFailed, "inputs[0]: the submission carried no input files"
+	}
+	// Checked at submission, the sources are opened through an os.Root
+	// again: a link made since cannot lead out of the directory either.
+	root, err := os.OpenRoot(e.j.dir)
+	if err != nil {
+		return api.RunFailed, "inputs: open the task's directory: " + err.Error()
+	}
+	defer root.Close()
 	for i, in := range t.Inputs {
-		if e.j.dir == "" {
-			return api.RunFailed, fmt.Sprintf("inputs[%d]: the submission carried no input files", i)
-		}
-		src := filepath.Join(e.j.dir, filepath.FromSlash(in.Source))
-		if err := e.copyIn(ctx, src, in.Destination); err != nil {
+		err := walkInput(root, in.Source, func(rel string, mode fs.FileMode, r io.Reader) error {
+			_, err := e.s.sbx.Upload(ctx, e.sandboxID, path.Join(in.Destination, rel), mode, r)
+			return err
+		})
+		if err != nil {
 			return e.stepFailed(ctx, fmt.Sprintf("inputs[%d]: copy %s to %s", i, in.Source, in.Destination), err)
 		}
 	}
 	return "", ""
 }
 
-// copyIn uploads the file or directory tree src to dst in the sandbox.
-// Symbolic links are left out: they could lead out of the task's
-// directory.
-func (e *execution) copyIn(ctx context.Context, src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = e.s.sbx.Upload(ctx, e.sandboxID, path.Join(dst, filepath.ToSlash(rel)), fi.Mode().Perm(), f)
+// walkInput calls put with each regular file of the input source (a file,
+// or a directory's tree), its path relative to source ("." for a file),
+// its permissions and its content. The source is found in root, whatever
+// links it passes through, and never outside it; in a directory's tree
+// symbolic links are left out.
+func walkInput(root *os.Root, source string, put func(rel string, mode fs.FileMode, r io.Reader) error) error {
+	source = filepath.FromSlash(source)
+	fi, err := root.Stat(source)
+	if err != nil {
 		return err
+	}
+	if !fi.IsDir() {
+		return putFile(root, source, ".", put)
+	}
+	sub, err := root.OpenRoot(source)
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	return fs.WalkDir(sub.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		return putFile(sub, filepath.FromSlash(p), p, put)
 	})
+}
+
+// putFile calls put with the regular file name of root.
+func putFile(root *os.Root, name, rel string, put func(string, fs.FileMode, io.Reader) error) error {
+	f, err := root.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", name)
+	}
+	return put(rel, fi.Mode().Perm(), io.LimitReader(f, fi.Size()))
 }
 
 // stepFailed says how a run ends whose step failed with err: as its

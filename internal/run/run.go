@@ -46,6 +46,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/sandbox"
@@ -276,11 +277,26 @@ func runErr(err error, id string) error {
 	return err
 }
 
-// Get returns run id; ErrNotFound if there is none.
-func (s *Service) Get(ctx context.Context, id string) (*api.Run, error) {
+// get returns the record of run id if the tenant of ctx (auth.TenantOf)
+// submitted it: another tenant's run is ErrNotFound, as one that does not
+// exist. The runner's own lookups read the store: they see every run.
+func (s *Service) get(ctx context.Context, id string) (*store.Run, error) {
 	r, err := s.store.GetRun(ctx, id)
+	if err == nil && r.Tenant != auth.TenantOf(ctx) {
+		err = errdefs.ErrNotFound
+	}
 	if err != nil {
 		return nil, runErr(err, id)
+	}
+	return r, nil
+}
+
+// Get returns run id; ErrNotFound if there is none, or the tenant of ctx
+// did not submit it.
+func (s *Service) Get(ctx context.Context, id string) (*api.Run, error) {
+	r, err := s.get(ctx, id)
+	if err != nil {
+		return nil, err
 	}
 	return view(r), nil
 }
@@ -295,7 +311,8 @@ type ListOptions struct {
 	Cursor string
 }
 
-// List returns a page of runs, oldest first.
+// List returns a page of the runs the tenant of ctx submitted, oldest
+// first.
 func (s *Service) List(ctx context.Context, opts ListOptions) (*api.RunList, error) {
 	p := store.Page{After: opts.Cursor}
 	if opts.Limit != nil {
@@ -304,7 +321,7 @@ func (s *Service) List(ctx context.Context, opts ListOptions) (*api.RunList, err
 		}
 		p.Limit = *opts.Limit
 	}
-	recs, next, err := s.store.ListRunPage(ctx, store.RunFilter{BatchID: opts.BatchID}, p)
+	recs, next, err := s.store.ListRunPage(ctx, store.RunFilter{BatchID: opts.BatchID, ByTenant: true, Tenant: auth.TenantOf(ctx)}, p)
 	if err != nil {
 		return nil, err
 	}
@@ -317,8 +334,12 @@ func (s *Service) List(ctx context.Context, opts ListOptions) (*api.RunList, err
 
 // Cancel ends run id as cancelled: a queued run at once, a running one
 // once its agent and sandbox are stopped and its artifacts collected
-// (Cancel returns before). An ended run is returned as it is.
+// (Cancel returns before). An ended run is returned as it is; another
+// tenant's is ErrNotFound.
 func (s *Service) Cancel(ctx context.Context, id string) (*api.Run, error) {
+	if _, err := s.get(ctx, id); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	j := s.jobs[id]
 	s.mu.Unlock()
@@ -349,11 +370,12 @@ func (s *Service) Cancel(ctx context.Context, id string) (*api.Run, error) {
 var errNoChange = errors.New("no change")
 
 // Delete removes ended run id and its files; a run not ended is
-// ErrFailedPrecondition (cancel it first).
+// ErrFailedPrecondition (cancel it first); another tenant's is
+// ErrNotFound.
 func (s *Service) Delete(ctx context.Context, id string) error {
-	r, err := s.store.GetRun(ctx, id)
+	r, err := s.get(ctx, id)
 	if err != nil {
-		return runErr(err, id)
+		return err
 	}
 	if !api.RunStatus(r.Status).Final() {
 		return errdefs.Precondition("run %s is %s: cancel it first", id, r.Status)

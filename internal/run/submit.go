@@ -18,6 +18,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agents/all"
+	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/store"
 	"github.com/agent2env/agent2env/internal/task"
@@ -91,6 +92,11 @@ func (s *Service) Submit(ctx context.Context, req api.RunSubmitRequest) (*api.Ru
 	if len(t.Inputs) > 0 && dir == "" {
 		return nil, errdefs.Invalid("inputs: the task has inputs: send them (an archive in inputs), or name a task of the daemon's tasks directory")
 	}
+	if req.Inputs != "" {
+		if err := checkInputs(t, dir); err != nil {
+			return nil, err
+		}
+	}
 	out := &api.RunBatch{ID: b.id, Task: t.Name}
 	now := s.now().UTC()
 	for _, c := range combos {
@@ -103,6 +109,7 @@ func (s *Service) Submit(ctx context.Context, req api.RunSubmitRequest) (*api.Ru
 			rec := &store.Run{
 				ID: j.id, BatchID: b.id, Task: c.Name, Spec: spec, Agent: c.Agent, Model: c.Model, Repeat: i,
 				Status: string(api.RunQueued), Phase: api.PhaseQueued, CreatedAt: now, UpdatedAt: now,
+				Tenant: auth.TenantOf(ctx),
 			}
 			// Ours before it is stored: recovery, which may be running,
 			// leaves it alone.
@@ -170,13 +177,24 @@ func (s *Service) resolveTask(req api.RunSubmitRequest, models []string) (*task.
 		if !taskName.MatchString(req.TaskName) {
 			return nil, "", errdefs.Invalid("task_name: %q is not the name of a file in the tasks directory", req.TaskName)
 		}
+		// The task's file and its inputs are looked up in the tasks
+		// directory as an os.Root: a symbolic link or ".." leading out of
+		// it does not bring a file of the host into a sandbox.
+		root, err := os.OpenRoot(s.cfg.TasksDir)
+		if err != nil {
+			return nil, "", fmt.Errorf("open the tasks directory: %w", err)
+		}
+		defer root.Close()
 		for _, name := range []string{req.TaskName, req.TaskName + ".yaml", req.TaskName + ".yml", req.TaskName + ".json"} {
-			p := filepath.Join(s.cfg.TasksDir, name)
-			if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+			// A directory is a task's files, beside its file.
+			if fi, err := root.Stat(name); errors.Is(err, os.ErrNotExist) || err == nil && fi.IsDir() {
 				continue
 			}
-			t, err := task.LoadFile(p, opts...)
+			t, err := task.LoadIn(root, name, opts...)
 			if err != nil {
+				return nil, "", fmt.Errorf("task_name: %w", err)
+			}
+			if err := t.CheckInputs(root); err != nil {
 				return nil, "", err
 			}
 			return t, t.Dir, nil
@@ -269,6 +287,17 @@ func (s *Service) unpackInputs(batchID string, data []byte) (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// checkInputs checks t's inputs against the files a submission carried,
+// unpacked in dir.
+func checkInputs(t *task.Task, dir string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("check inputs: %w", err)
+	}
+	defer root.Close()
+	return t.CheckInputs(root)
 }
 
 // writeFile writes r to the new file p, making its directory.

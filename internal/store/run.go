@@ -30,6 +30,9 @@ type Run struct {
 	StartedAt *time.Time
 	EndedAt   *time.Time
 	Result    []byte
+	// Tenant is the tenant of the API key that submitted the run (see
+	// auth.Tenant; "" without keys): only its requests see the run.
+	Tenant string
 }
 
 // RunFilter selects runs; the zero value selects all.
@@ -38,6 +41,10 @@ type RunFilter struct {
 	BatchID string
 	// Active selects the runs not ended (queued or running).
 	Active bool
+	// ByTenant selects the runs of Tenant only ("" is a tenant: the runs
+	// submitted without API keys); without it every tenant's.
+	ByTenant bool
+	Tenant   string
 }
 
 // Runs keeps run records.

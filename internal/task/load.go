@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -65,7 +66,8 @@ func WithModels(names ...string) Option {
 }
 
 // LoadFile reads and loads the task file at path; input sources are
-// relative to its directory.
+// relative to its directory. The path is the caller's own: it may lead
+// anywhere (a daemon reads the files of its tasks directory with LoadIn).
 func LoadFile(path string, opts ...Option) (*Task, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -75,20 +77,78 @@ func LoadFile(path string, opts ...Option) (*Task, error) {
 		return nil, fmt.Errorf("read task file: %w", err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	return loadFrom(path, filepath.Dir(path), f, opts...)
+}
+
+// LoadIn reads and loads the task file name of the directory root, which
+// its input sources are relative to. The file must be inside root after
+// every symbolic link and "..": one that leads out, or is not a regular
+// file, is ErrInvalidArgument; one that does not exist ErrNotFound. The
+// inputs are not looked at: see CheckInputs.
+func LoadIn(root *os.Root, name string, opts ...Option) (*Task, error) {
+	f, err := root.Open(name)
 	if err != nil {
-		return nil, fmt.Errorf("read task file %s: %w", path, err)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, errdefs.NotFound("read task file %s: %v", name, err)
+		}
+		return nil, errdefs.Invalid("read task file %s: %v", name, pathReason(err))
 	}
-	t, err := Load(path, data, opts...)
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, errdefs.Invalid("read task file %s: not a regular file", name)
+	}
+	return loadFrom(name, root.Name(), f, opts...)
+}
+
+// loadFrom loads the task file name read from r, its inputs relative to
+// dir.
+func loadFrom(name, dir string, r io.Reader, opts ...Option) (*Task, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read task file %s: %w", name, err)
+	}
+	t, err := Load(name, data, opts...)
 	if err != nil {
 		return nil, err
 	}
-	abs, err := filepath.Abs(filepath.Dir(path))
+	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, fmt.Errorf("read task file %s: %w", path, err)
+		return nil, fmt.Errorf("read task file %s: %w", name, err)
 	}
 	t.Dir = abs
 	return t, nil
+}
+
+// CheckInputs checks that every input source of t is a regular file or a
+// directory inside root (the task's directory, or the files a submission
+// carried) after every symbolic link and "..": a source that leads out
+// of it, or is missing, is an Error naming the input. The files are
+// opened through root again when they are copied, so that a link made in
+// between cannot lead out either.
+func (t *Task) CheckInputs(root *os.Root) error {
+	var errs fieldErrors
+	for i, in := range t.Inputs {
+		field := "inputs" + index(i) + ".source"
+		fi, err := root.Stat(filepath.FromSlash(in.Source))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			errs.add(nil, field, "%q is not in the task's directory", in.Source)
+		case err != nil:
+			errs.add(nil, field, "%q cannot be read in the task's directory: %v", in.Source, pathReason(err))
+		case !fi.Mode().IsRegular() && !fi.IsDir():
+			errs.add(nil, field, "%q is not a regular file or a directory", in.Source)
+		}
+	}
+	return errs.err("")
+}
+
+// pathReason is err without the operation and path an *fs.PathError
+// wraps it in ("path escapes from parent" for a link out of an os.Root).
+func pathReason(err error) error {
+	if pe, ok := errors.AsType[*fs.PathError](err); ok {
+		return pe.Err
+	}
+	return err
 }
 
 // Load decodes and validates a task file's content, YAML or JSON; name

@@ -97,7 +97,8 @@ type Quantity string
 
 // Input is a file or directory copied into the sandbox before anything
 // runs. Source is relative to the task file's directory and never leaves
-// it; Destination is an absolute path in the sandbox.
+// it, through a symbolic link neither (CheckInputs); Destination is an
+// absolute path in the sandbox.
 type Input struct {
 	Source      string `yaml:"source" json:"source"`
 	Destination string `yaml:"destination" json:"destination"`

@@ -36,13 +36,28 @@ type KeyStore interface {
 	AddLLMKeyUsage(ctx context.Context, used map[string]int64) error
 }
 
+// Runs finds a task run as the caller of ctx may see it (auth.TenantOf):
+// ErrNotFound for a run that does not exist or is another tenant's.
+// *run.Service implements it.
+type Runs interface {
+	Get(ctx context.Context, id string) (*api.Run, error)
+}
+
+// KeysOption configures Keys.
+type KeysOption func(*Keys)
+
+// WithRuns makes Create refuse a key naming a run that runs does not show
+// its maker. Without it the run a key names is not checked.
+func WithRuns(runs Runs) KeysOption { return func(k *Keys) { k.runs = runs } }
+
 // Keys are the per-run LLM keys: made, listed and revoked through the API,
 // checked on every call with one (from memory after the first), their
 // usage counted in memory and written to the store by Flush. It is safe
 // for concurrent use.
 type Keys struct {
-	st  KeyStore
-	now func() time.Time
+	st   KeyStore
+	runs Runs // nil: a key's run is not checked
+	now  func() time.Time
 
 	mu      sync.Mutex
 	byHash  map[string]*store.LLMKey // keys seen, as loaded; UsedTokens kept current
@@ -51,8 +66,12 @@ type Keys struct {
 }
 
 // NewKeys returns the keys kept in st.
-func NewKeys(st KeyStore) *Keys {
-	return &Keys{st: st, now: time.Now, byHash: map[string]*store.LLMKey{}, byID: map[string]*store.LLMKey{}, pending: map[string]int64{}}
+func NewKeys(st KeyStore, opts ...KeysOption) *Keys {
+	k := &Keys{st: st, now: time.Now, byHash: map[string]*store.LLMKey{}, byID: map[string]*store.LLMKey{}, pending: map[string]int64{}}
+	for _, o := range opts {
+		o(k)
+	}
+	return k
 }
 
 func hashSecret(secret string) string {
@@ -67,7 +86,9 @@ func randomHex(n int) string {
 }
 
 // Create makes a key and returns it with its secret, the only time the
-// secret is seen.
+// secret is seen. The run it names must be one its maker sees (WithRuns):
+// a key for another tenant's run would spend that run's budget and add to
+// its tokens; such a run is ErrNotFound, as one that does not exist.
 func (k *Keys) Create(ctx context.Context, req api.LLMKeyRequest) (*api.LLMKey, error) {
 	switch {
 	case req.BudgetTokens < 0, req.RequestsPerMinute < 0, req.TokensPerMinute < 0:
@@ -76,6 +97,11 @@ func (k *Keys) Create(ctx context.Context, req api.LLMKeyRequest) (*api.LLMKey, 
 		return nil, errdefs.Invalid("create llm key: expires_in must be between 1 and %d seconds", int(MaxKeyTTL.Seconds()))
 	case len(req.Name) > 256 || len(req.Sandbox) > 256 || len(req.Run) > 256:
 		return nil, errdefs.Invalid("create llm key: name, sandbox and run are at most 256 bytes")
+	}
+	if req.Run != "" && k.runs != nil {
+		if _, err := k.runs.Get(ctx, req.Run); err != nil {
+			return nil, fmt.Errorf("create llm key: %w", err)
+		}
 	}
 	ttl := DefaultKeyTTL
 	if req.ExpiresIn > 0 {

@@ -13,7 +13,7 @@ import (
 var runs = newTable(table[store.Run]{
 	kind: "run", name: "runs",
 	columns: `id, batch_id, task, spec, agent, model, repeat, status, phase, reason, exit_code, sandbox_id, ` +
-		`created_at, updated_at, started_at, ended_at, result`,
+		`created_at, updated_at, started_at, ended_at, result, tenant`,
 	scan: scanRun,
 	values: func(r *store.Run) ([]any, error) {
 		var exit any
@@ -22,7 +22,7 @@ var runs = newTable(table[store.Run]{
 		}
 		return []any{r.ID, r.BatchID, r.Task, string(r.Spec), r.Agent, r.Model, r.Repeat, r.Status, r.Phase, r.Reason,
 			exit, r.SandboxID, toUnix(r.CreatedAt), toUnix(r.UpdatedAt), toNullUnix(r.StartedAt), toNullUnix(r.EndedAt),
-			string(r.Result)}, nil
+			string(r.Result), r.Tenant}, nil
 	},
 	normalize: func(r *store.Run) {
 		r.CreatedAt, r.UpdatedAt = fromUnix(toUnix(r.CreatedAt)), fromUnix(toUnix(r.UpdatedAt))
@@ -49,7 +49,7 @@ func scanRun(row scanner) (*store.Run, error) {
 		started, ended   sql.NullInt64
 	)
 	if err := row.Scan(&r.ID, &r.BatchID, &r.Task, &spec, &r.Agent, &r.Model, &r.Repeat, &r.Status, &r.Phase, &r.Reason,
-		&exit, &r.SandboxID, &created, &updated, &started, &ended, &result); err != nil {
+		&exit, &r.SandboxID, &created, &updated, &started, &ended, &result, &r.Tenant); err != nil {
 		return nil, err
 	}
 	if spec != "" {
@@ -101,6 +101,10 @@ func (s *Store) ListRunPage(ctx context.Context, f store.RunFilter, p store.Page
 	}
 	if f.Active {
 		cond += ` AND status IN ('queued', 'running')`
+	}
+	if f.ByTenant {
+		cond += ` AND tenant = ?`
+		args = append(args, f.Tenant)
 	}
 	out, err := list(ctx, s.r, scanRun,
 		`SELECT `+runs.columns+` FROM runs`+cond+pcond+` ORDER BY created_at, id`+limit, append(args, pargs...)...)

@@ -35,6 +35,7 @@ func sampleRun(id, batch string, created time.Time) *store.Run {
 		ID: id, BatchID: batch, Task: "hello", Spec: []byte(`{"name":"hello"}`), Agent: "custom", Model: "coder",
 		Repeat: 2, Status: "running", Phase: "agent", Reason: "why ✓", ExitCode: &code, SandboxID: "sb-" + id,
 		CreatedAt: created, UpdatedAt: created, StartedAt: &started, EndedAt: &ended, Result: []byte(`{"timings":{}}`),
+		Tenant: "key-a",
 	}
 }
 
@@ -91,6 +92,12 @@ func testRunListPage(t *testing.T, s store.Store) {
 		if i == 4 {
 			r.Status = "succeeded"
 		}
+		if i == 3 {
+			r.Tenant = ""
+		}
+		if i == 1 {
+			r.Tenant = "key-b"
+		}
 		mustCreateRun(t, s, r)
 	}
 	ids := func(rs []*store.Run) []string {
@@ -108,6 +115,11 @@ func testRunListPage(t *testing.T, s store.Store) {
 		{store.RunFilter{BatchID: "a"}, []string{"r0", "r2", "r4"}},
 		{store.RunFilter{Active: true}, []string{"r0", "r1", "r2", "r3"}},
 		{store.RunFilter{BatchID: "a", Active: true}, []string{"r0", "r2"}},
+		{store.RunFilter{ByTenant: true, Tenant: "key-a"}, []string{"r0", "r2", "r4"}},
+		{store.RunFilter{ByTenant: true, Tenant: "key-b", Active: true}, []string{"r1"}},
+		{store.RunFilter{ByTenant: true}, []string{"r3"}},
+		{store.RunFilter{ByTenant: true, Tenant: "key-c"}, nil},
+		{store.RunFilter{Tenant: "key-b"}, []string{"r0", "r1", "r2", "r3", "r4"}},
 	}
 	for _, tt := range tests {
 		var got []string

@@ -52,14 +52,22 @@ def chat(daemon: Daemon, key: str, text: str) -> httpx.Response:
 
 def test_keys_archive_and_follow(llm_daemon: Daemon, tmp_path: Path) -> None:
     with Client(llm_daemon.url) as client:
-        key = client.llm_keys.create(name="py", run="run-py", budget_tokens=100_000, expires_in=600)
+        # A per-run key names a run of the daemon's (its own API key's).
+        submitted = httpx.post(
+            f"{llm_daemon.url}/runs",
+            json={"task": "name: py\nagent: custom\ngoal: g\nentrypoint: 'true'\n"},
+            timeout=30,
+        )
+        assert submitted.status_code == 201, submitted.text
+        run_py = submitted.json()["runs"][0]["id"]
+        key = client.llm_keys.create(name="py", run=run_py, budget_tokens=100_000, expires_in=600)
         assert key.key is not None
         assert key.key.startswith("a2e_llm_")
 
         # Follow from just before a list: the call made after reaches the follower.
-        mark = client.llm.list(run="run-py").follow_cursor
+        mark = client.llm.list(run=run_py).follow_cursor
         events: queue.Queue[LLMExchangeEvent | BaseException] = queue.Queue()
-        follow = client.llm.follow(run="run-py", after=mark)
+        follow = client.llm.follow(run=run_py, after=mark)
 
         def read() -> None:
             try:
@@ -79,28 +87,28 @@ def test_keys_archive_and_follow(llm_daemon: Daemon, tmp_path: Path) -> None:
         reader.join(timeout=5)
         follow.close()
         x = got.exchange
-        assert (x.run_id, x.key_id, x.model, x.status) == ("run-py", key.id, "scripted", 200)
+        assert (x.run_id, x.key_id, x.model, x.status) == (run_py, key.id, "scripted", 200)
         assert x.state == LLMExchangeState.COMPLETE
         assert got.cursor
 
         # The archive's read API.
-        page = client.llm.list(run="run-py", status="2xx", limit=10)
+        page = client.llm.list(run=run_py, status="2xx", limit=10)
         assert [e.id for e in page.items] == [x.id]
-        assert [e.id for e in client.llm.list_all(run="run-py")] == [x.id]
+        assert [e.id for e in client.llm.list_all(run=run_py)] == [x.id]
         detail = client.llm.get(x.id)
         assert detail.request is not None
         assert "say hello" in detail.request.body
         assert ANSWER.encode() in client.llm.raw(x.id, LLMPart.RESPONSE)
         buf = io.BytesIO()
-        assert client.llm.export(buf, run="run-py") == len(buf.getvalue()) > 0
+        assert client.llm.export(buf, run=run_py) == len(buf.getvalue()) > 0
         assert [json.loads(line)["id"] for line in buf.getvalue().splitlines()] == [x.id]
-        assert [e.id for e in client.llm.iter_export(run="run-py")] == [x.id]
+        assert [e.id for e in client.llm.iter_export(run=run_py)] == [x.id]
         assert client.llm.list(run="run-none").items == []
 
         # Keys: listed without the secret, then revoked.
         listed = {k.id: k for k in client.llm_keys.list()}
         assert listed[key.id].key is None
-        assert listed[key.id].run == "run-py"
+        assert listed[key.id].run == run_py
         client.llm_keys.revoke(key.id)
         assert client.llm_keys.list()[0].revoked_at is not None
         assert chat(llm_daemon, key.key, "again").status_code == 401
