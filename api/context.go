@@ -87,6 +87,9 @@ type Context struct {
 	// limits and ends with it. The key that made the sandbox sees it in
 	// lists.
 	MadeBySandbox string `json:"made_by_sandbox,omitempty"`
+	// MadeByRun is the task run whose agent made the context, the same
+	// way; the key that submitted the run sees it in lists.
+	MadeByRun string `json:"made_by_run,omitempty"`
 }
 
 // ContextList is the body of GET /contexts.

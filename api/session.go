@@ -138,6 +138,9 @@ type Session struct {
 	// sandbox's namespace, not the API key's), counts against its limits
 	// and ends with it. The key that made the sandbox sees it in lists.
 	MadeBySandbox string `json:"made_by_sandbox,omitempty"`
+	// MadeByRun is the task run whose agent made the session, the same
+	// way; the key that submitted the run sees it in lists.
+	MadeByRun string `json:"made_by_run,omitempty"`
 }
 
 // SessionList is the body of GET /sessions.

@@ -20,12 +20,17 @@ func SandboxTenant(id string) string { return "sandbox:" + id }
 
 // TenantSandbox returns the sandbox whose code a SandboxTenant stands for
 // ("" for any other tenant).
-func TenantSandbox(tenant string) string {
-	id, _ := strings.CutPrefix(tenant, "sandbox:")
-	if id == tenant {
-		return ""
+func TenantSandbox(tenant string) string { return cut(tenant, "sandbox:") }
+
+// TenantRun returns the run whose agent a RunTenant stands for ("" for
+// any other tenant).
+func TenantRun(tenant string) string { return cut(tenant, "run:") }
+
+func cut(tenant, prefix string) string {
+	if id, ok := strings.CutPrefix(tenant, prefix); ok {
+		return id
 	}
-	return id
+	return ""
 }
 
 // RunTenant is the tenant of what task run id's agent makes.

@@ -627,7 +627,7 @@ func toAPI(c *store.Context) *api.Context {
 		ContextID: c.ID, Type: c.Type, Status: api.ContextStatusActive, CreatedAt: c.CreatedAt,
 		Language: c.Language, SessionName: c.SessionName, WorkingDir: c.WorkingDir, SandboxID: c.SandboxID,
 		LastUsedAt: c.LastUsedAt, ExecutionCount: c.ExecutionCount, Name: c.Name, Description: c.Description,
-		MadeBySandbox: auth.TenantSandbox(c.Tenant),
+		MadeBySandbox: auth.TenantSandbox(c.Tenant), MadeByRun: auth.TenantRun(c.Tenant),
 	}
 }
 

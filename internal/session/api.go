@@ -121,7 +121,7 @@ func (s *Service) toAPI(ctx context.Context, sess *store.Session) (*api.Session,
 		Languages: langs, CreatedAt: sess.CreatedAt, LastUsedAt: sess.LastUsedAt, ExpiresAt: sess.ExpiresAt,
 		EndsAt: sess.EndsAt, IdleTimeout: sess.IdleTimeout.Seconds(), Busy: s.busy(sess.Key),
 		ExecutionCount: sess.ExecutionCount, ErrorCount: sess.ErrorCount, ExecutionTime: sess.ExecutionTime.Seconds(),
-		MadeBySandbox: auth.TenantSandbox(sess.Tenant),
+		MadeBySandbox: auth.TenantSandbox(sess.Tenant), MadeByRun: auth.TenantRun(sess.Tenant),
 	}, nil
 }
 

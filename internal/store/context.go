@@ -40,8 +40,9 @@ type ContextFilter struct {
 	// ByTenant selects the contexts of Tenant only.
 	ByTenant bool
 	Tenant   string
-	// WithOwned adds to Tenant's the contexts of the sandboxes Tenant made
-	// (made by their code: tenant auth.SandboxTenant of each).
+	// WithOwned adds to Tenant's the contexts made by the code of the
+	// sandboxes Tenant made (tenant auth.SandboxTenant of each) and by the
+	// agents of the runs Tenant submitted (auth.RunTenant).
 	WithOwned bool
 	// IdleSince, when set, selects the contexts in no session last used
 	// before it.

@@ -53,8 +53,9 @@ type SessionFilter struct {
 	// Tenant selects one tenant's sessions, unless AllTenants is set.
 	Tenant     string
 	AllTenants bool
-	// WithOwned adds to Tenant's the sessions of the sandboxes Tenant made
-	// (made by their code: tenant auth.SandboxTenant of each).
+	// WithOwned adds to Tenant's the sessions made by the code of the
+	// sandboxes Tenant made (tenant auth.SandboxTenant of each) and by the
+	// agents of the runs Tenant submitted (auth.RunTenant).
 	WithOwned bool
 	// DueBy, when set, selects the sessions whose idle deadline or
 	// maximum lifetime has passed by then.

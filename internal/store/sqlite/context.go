@@ -131,11 +131,13 @@ func (s *Store) DeleteContext(ctx context.Context, id string) error {
 	return contexts.remove(ctx, s.w, id)
 }
 
-// tenantCond selects the records of tenant and, withOwned, those of the
-// sandboxes tenant made, whose tenant is "sandbox:<id>" (auth.SandboxTenant).
+// tenantCond selects the records of tenant and, withOwned, those the code
+// of its sandboxes and the agents of its runs made, whose tenants are
+// "sandbox:<id>" and "run:<id>" (auth.SandboxTenant, auth.RunTenant).
 func tenantCond(tenant string, withOwned bool) (string, []any) {
 	if !withOwned {
 		return ` AND tenant = ?`, []any{tenant}
 	}
-	return ` AND (tenant = ? OR tenant IN (SELECT 'sandbox:' || id FROM sandboxes WHERE tenant = ?))`, []any{tenant, tenant}
+	return ` AND (tenant = ? OR tenant IN (SELECT 'sandbox:' || id FROM sandboxes WHERE tenant = ?` +
+		` UNION ALL SELECT 'run:' || id FROM runs WHERE tenant = ?))`, []any{tenant, tenant, tenant}
 }

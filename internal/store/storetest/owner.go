@@ -51,8 +51,8 @@ func testOwnedSandboxes(t *testing.T, s store.Store) {
 }
 
 // testWithOwned: a tenant's lists with WithOwned add the sessions and
-// contexts of the sandboxes the tenant made (tenant auth.SandboxTenant),
-// and no other tenant's.
+// contexts made in the tenant's sandboxes (auth.SandboxTenant) and runs
+// (auth.RunTenant), and no other tenant's.
 func testWithOwned(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	now := time.Now()
@@ -63,13 +63,19 @@ func testWithOwned(t *testing.T, s store.Store) {
 			t.Fatal(err)
 		}
 	}
-	for i, tenant := range []string{"key-a", auth.SandboxTenant("mine"), auth.SandboxTenant("theirs"), "key-b"} {
+	for _, r := range []struct{ id, tenant string }{{"my-run", "key-a"}, {"their-run", "key-b"}} {
+		run := sampleRun(r.id, "batch", now)
+		run.Tenant = r.tenant
+		mustCreateRun(t, s, run)
+	}
+	for i, tenant := range []string{"key-a", auth.SandboxTenant("mine"), auth.RunTenant("my-run"), auth.SandboxTenant("theirs"),
+		auth.RunTenant("their-run"), "key-b"} {
 		mustCreateSession(t, s, sampleSession(tenant, "s", "mine", now.Add(time.Duration(i)*time.Second)))
 		c := sampleContext("c"+string(rune('0'+i)), "mine", now.Add(time.Duration(i)*time.Second))
 		c.Tenant = tenant
 		mustCreateContext(t, s, c)
 	}
-	want := []string{"key-a", auth.SandboxTenant("mine")}
+	want := []string{"key-a", auth.SandboxTenant("mine"), auth.RunTenant("my-run")}
 	for _, withOwned := range []bool{false, true} {
 		sessions, err := s.ListSessions(ctx, store.SessionFilter{Tenant: "key-a", WithOwned: withOwned})
 		if err != nil {
@@ -81,7 +87,7 @@ func testWithOwned(t *testing.T, s store.Store) {
 		}
 		n := 1
 		if withOwned {
-			n = 2
+			n = len(want)
 		}
 		if len(sessions) != n || len(cs) != n {
 			t.Fatalf("WithOwned %v: %d sessions, %d contexts; want %d of each", withOwned, len(sessions), len(cs), n)
