@@ -103,8 +103,10 @@ the last expression and a line for each image, and exits 1 when the code failed.
 			if err != nil {
 				return err
 			}
+			stop := showBuilds(c.Context(), e, cl) // a new session's sandbox may wait for its image
 			res, err := cl.Sessions().ExecuteCode(c.Context(), api.SessionExecuteRequest{Code: code, Language: lang,
 				SessionID: f.session, Flavor: f.flavor, Timeout: f.timeout.Seconds()})
+			stop()
 			if err != nil {
 				return err
 			}
@@ -173,9 +175,11 @@ func newSessionRunCmd(e env, cc *clientConfig) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			stop := showBuilds(c.Context(), e, cl) // a new session's sandbox may wait for its image
 			res, err := cl.Sessions().ExecuteCommand(c.Context(), api.SessionCommandRequest{
 				Command: api.CommandLine{Argv: args, Shell: shell}, SessionID: f.session, Flavor: f.flavor,
 				Timeout: f.timeout.Seconds(), Cwd: cwd, Env: env})
+			stop()
 			if err != nil {
 				return err
 			}
