@@ -52,6 +52,23 @@ func (s *ImageService) Build(ctx context.Context, name string, fn ProgressFunc) 
 	return img, nil
 }
 
+// Follow follows the pull or build of ref that is in flight on the daemon
+// (for a pending sandbox's image, say), reporting its progress from its
+// beginning to fn, and returns the image once it is stored. It starts no
+// pull or build: ref stored with none in flight returns at once, and ref
+// neither stored nor in flight is an ErrNotFound. Ending ctx ends only the
+// following.
+func (s *ImageService) Follow(ctx context.Context, ref string, fn ProgressFunc) (*api.Image, error) {
+	if ref == "" {
+		return nil, errors.New("follow image: ref is empty")
+	}
+	imgs, err := s.streamReq(ctx, http.MethodGet, "/images/follow", url.Values{"ref": {ref}}, nil, "", fn)
+	if err != nil {
+		return nil, fmt.Errorf("follow image %s: %w", ref, err)
+	}
+	return &imgs[0], nil
+}
+
 // one runs a pull or build, whose stream ends with one image.
 func (s *ImageService) one(ctx context.Context, path, ref string, fn ProgressFunc) (*api.Image, error) {
 	body, err := jsonBody(api.ImageRequest{Ref: ref})
@@ -96,7 +113,14 @@ func (s *ImageService) Remove(ctx context.Context, ref string) error {
 // calls fn for every "progress" event and returns the images of the
 // "image" events, or the error of an "error" event.
 func (s *ImageService) stream(ctx context.Context, path string, body io.Reader, contentType string, fn ProgressFunc) ([]api.Image, error) {
-	resp, err := s.c.send(ctx, http.MethodPost, apiPrefix+path, nil, body, contentType)
+	return s.streamReq(ctx, http.MethodPost, path, nil, body, contentType, fn)
+}
+
+// streamReq sends a request answered by a progress stream and reads it as
+// stream does.
+func (s *ImageService) streamReq(ctx context.Context, method, path string, query url.Values, body io.Reader, contentType string,
+	fn ProgressFunc) ([]api.Image, error) {
+	resp, err := s.c.send(ctx, method, apiPrefix+path, query, body, contentType)
 	if err != nil {
 		return nil, err
 	}

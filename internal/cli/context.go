@@ -68,7 +68,9 @@ func newContextCreateCmd(e env, cc *clientConfig) *cobra.Command {
 			if sandbox != "" {
 				cx, err = cl.Contexts().CreateIn(c.Context(), sandbox, req)
 			} else {
+				stop := showBuilds(c.Context(), e, cl) // a new sandbox may wait for its image
 				cx, err = cl.Contexts().Create(c.Context(), req)
+				stop()
 			}
 			if err != nil {
 				return err

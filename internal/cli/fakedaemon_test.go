@@ -35,6 +35,9 @@ type fakeDaemon struct {
 	creates   []api.CreateSandboxRequest
 	execs     []api.ExecRequest
 	imports   [][]byte
+	// built are the "building…" images whose build a follow has seen to
+	// the end: their sandboxes stay pending until then.
+	built map[string]bool
 }
 
 type fakeFile struct {
@@ -44,7 +47,7 @@ type fakeFile struct {
 
 // newFakeDaemon starts a fake daemon and points AGENT2ENV_URL at it.
 func newFakeDaemon(t *testing.T) *fakeDaemon {
-	d := &fakeDaemon{sandboxes: map[string]*api.Sandbox{}, files: map[string]fakeFile{}}
+	d := &fakeDaemon{sandboxes: map[string]*api.Sandbox{}, files: map[string]fakeFile{}, built: map[string]bool{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/v1/sandboxes", d.create)
 	mux.HandleFunc("GET /api/v1/sandboxes", d.list)
@@ -58,6 +61,7 @@ func newFakeDaemon(t *testing.T) *fakeDaemon {
 	mux.HandleFunc("POST /api/v1/images/pull", d.pull)
 	mux.HandleFunc("POST /api/v1/images/build", d.pull)
 	mux.HandleFunc("POST /api/v1/images/import", d.importTar)
+	mux.HandleFunc("GET /api/v1/images/follow", d.followImage)
 	mux.HandleFunc("DELETE /api/v1/images/{ref...}", d.removeImage)
 	// What login asks to check the token.
 	mux.HandleFunc("GET /api/v1/templates", func(w http.ResponseWriter, r *http.Request) {
@@ -150,7 +154,7 @@ func (d *fakeDaemon) get(w http.ResponseWriter, r *http.Request) {
 	if sb == nil {
 		return
 	}
-	if sb.Status == api.StatusPending {
+	if sb.Status == api.StatusPending && (!strings.HasPrefix(sb.Image, "building") || d.built[sb.Image]) {
 		if sb.Image == "broken" {
 			sb.Status, sb.Reason = api.StatusFailed, "prepare image broken: manifest unknown"
 		} else {
@@ -300,6 +304,40 @@ func (d *fakeDaemon) pull(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	d.images = append(d.images, img)
 	d.mu.Unlock()
+	sse(w, "image", img)
+}
+
+// followImage follows the build of an image named "building…": progress
+// of the build and its layer's unpack, then the image. A stored image
+// answers at once; any other is neither stored nor in flight.
+func (d *fakeDaemon) followImage(w http.ResponseWriter, r *http.Request) {
+	ref := r.URL.Query().Get("ref")
+	w.Header().Set("Content-Type", "text/event-stream")
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, img := range d.images {
+		if img.Ref == ref && img.Status != api.ImageBuilding {
+			sse(w, "progress", api.ImageProgress{Phase: "done", Item: ref})
+			sse(w, "image", img)
+			return
+		}
+	}
+	if !strings.HasPrefix(ref, "building") {
+		sse(w, "error", api.Error{Message: "image " + ref + " is not stored, and is not being pulled or built", Code: api.CodeNotFound})
+		return
+	}
+	for _, ev := range []api.ImageProgress{
+		{Phase: "build", Item: "I: running apt-get update..."},
+		{Phase: "build", Item: "Setting up python3 (3.11.2-1+b1)"},
+		{Phase: "unpack", Item: "sha256:layer", Total: 2 << 20},
+		{Phase: "unpack", Item: "sha256:layer", Current: 2 << 20, Total: 2 << 20},
+		{Phase: "done", Item: ref},
+	} {
+		sse(w, "progress", ev)
+	}
+	img := api.Image{Ref: ref, ID: "sha256:0123456789abcdef", Size: 2 << 20, Layers: 1, Created: time.Now(), Status: api.ImageReady}
+	d.images = append(d.images, img)
+	d.built[ref] = true
 	sse(w, "image", img)
 }
 

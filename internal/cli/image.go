@@ -37,14 +37,45 @@ func newImageCmd(e env, cc *clientConfig) *cobra.Command {
 
 // imageView shows images: the API's value v, a table of imgs.
 func imageView(v any, imgs []api.Image) view {
-	t := newTable("REF", "ID", "SIZE", "LAYERS", "CREATED").withWide("DIGEST")
+	t := newTable("REF", "ID", "SIZE", "LAYERS", "CREATED", "STATUS").withWide("DIGEST")
 	refs := make([]string, len(imgs))
 	for i, img := range imgs {
 		refs[i] = img.Ref
+		if img.ID == "" { // not stored
+			t.add(img.Ref, "-", "-", "-", "-", imageStatus(img), orDash(img.Digest))
+			continue
+		}
 		id := strings.TrimPrefix(img.ID, "sha256:")
-		t.add(img.Ref, id[:min(len(id), 12)], formatBytes(img.Size), fmt.Sprint(img.Layers), age(img.Created), orDash(img.Digest))
+		t.add(img.Ref, id[:min(len(id), 12)], formatBytes(img.Size), fmt.Sprint(img.Layers), age(img.Created), imageStatus(img),
+			orDash(img.Digest))
 	}
 	return view{value: v, ids: refs, table: t}
+}
+
+// imageStatus says where an image is: ready, not built yet, or being
+// built or pulled and how far that is (a build's step, a layer's percent).
+func imageStatus(img api.Image) string {
+	switch img.Status {
+	case "", api.ImageReady: // a daemon before statuses lists stored images only
+		return "ready"
+	case api.ImageMissing:
+		return "not built yet"
+	case api.ImageFailed:
+		return "failed: " + img.Error
+	}
+	s := string(img.Status)
+	switch p := img.Progress; {
+	case p == nil:
+	case p.Total > 0:
+		s += fmt.Sprintf(": %s %d%%", p.Phase, min(100, p.Current*100/p.Total))
+	case p.Current > 0:
+		s += fmt.Sprintf(": %s %s", p.Phase, formatBytes(p.Current))
+	case p.Phase == "build" && p.Item != "":
+		s += ": " + shorten(p.Item, 40)
+	default:
+		s += ": " + p.Phase
+	}
+	return s
 }
 
 // refsText prints the references of imgs, a command's default output.

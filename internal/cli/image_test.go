@@ -27,9 +27,9 @@ func TestImageCommands(t *testing.T) {
 			name: "ls",
 			args: []string{"image", "ls"},
 			want: result{Stdout: "" +
-				"REF                             ID             SIZE      LAYERS   CREATED\n" +
-				"docker.io/library/alpine:3.20   0123456789ab   3.0 MiB   1        3d\n" +
-				"agent2env/python:latest         fedcba         1.5 KiB   4        3d\n"},
+				"REF                             ID             SIZE      LAYERS   CREATED   STATUS\n" +
+				"docker.io/library/alpine:3.20   0123456789ab   3.0 MiB   1        3d        ready\n" +
+				"agent2env/python:latest         fedcba         1.5 KiB   4        3d        ready\n"},
 		},
 		{
 			name: "pull prints progress lines and the ref",

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/client"
 )
 
 // Redraw and log intervals of progress output.
@@ -41,8 +44,14 @@ func newProgress(w io.Writer) *progress {
 }
 
 // isTerminal reports whether w, or the writer under its escaping, is a
-// character device such as a terminal.
+// character device such as a terminal, or says it is one (tests'
+// terminals).
 func isTerminal(w io.Writer) bool {
+	for _, w := range []io.Writer{w, raw(w)} {
+		if t, ok := w.(interface{ isTerminal() bool }); ok {
+			return t.isTerminal()
+		}
+	}
 	f, ok := raw(w).(*os.File)
 	if !ok {
 		return false
@@ -133,4 +142,107 @@ func shorten(s string, n int) string {
 	}
 	half := (n - 3) / 2
 	return string(r[:half]) + "..." + string(r[len(r)-(n-3-half):])
+}
+
+// Timings of following the image a request waits for.
+var (
+	// followRetry is how often a follow that found nothing in flight
+	// looks again: the daemon may not have begun preparing the image yet.
+	followRetry = time.Second
+	// followGrace is how long the end of a sandbox's wait leaves the
+	// follow of its image to read the rest of its stream.
+	followGrace = 2 * time.Second
+	// buildsDelay is how long a request runs before showBuilds looks for
+	// images being prepared: most requests are done by then.
+	buildsDelay = 2 * time.Second
+)
+
+// followImage shows on stderr the pull or build of ref that the daemon
+// has in flight, which a pending sandbox waits for: a line saying so and
+// the progress (a bar on a terminal, a line now and then elsewhere).
+// Nothing is shown when ref is stored already. Call the stop function it
+// returns once the wait is over.
+func followImage(ctx context.Context, e env, cl *client.Client, ref string) (stop func()) {
+	return follow(ctx, e, followGrace, func(ctx context.Context, ending <-chan struct{}, show func(ref string) client.ProgressFunc) {
+		for {
+			_, err := cl.Image.Follow(ctx, ref, show(ref))
+			if !errors.Is(err, client.ErrNotFound) {
+				return // stored, failed (the wait says why) or stopped
+			}
+			select {
+			case <-ending:
+				return
+			case <-ctx.Done():
+				return
+			case <-time.After(followRetry):
+			}
+		}
+	})
+}
+
+// showBuilds shows on stderr, while a request that may create a sandbox
+// runs (a context's, a session's), the progress of the images the daemon
+// is building or pulling, which the request may be waiting for. Call the
+// stop function it returns once the request is answered.
+func showBuilds(ctx context.Context, e env, cl *client.Client) (stop func()) {
+	return follow(ctx, e, 0, func(ctx context.Context, _ <-chan struct{}, show func(ref string) client.ProgressFunc) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(buildsDelay):
+		}
+		imgs, err := cl.Image.List(ctx)
+		if err != nil {
+			return
+		}
+		for _, img := range imgs {
+			if img.Status == api.ImageBuilding || img.Status == api.ImagePulling {
+				// One at a time: the daemon's builds go one after the other.
+				if _, err := cl.Image.Follow(ctx, img.Ref, show(img.Ref)); err != nil {
+					return
+				}
+			}
+		}
+	})
+}
+
+// follow runs watch in the background. The progress function show(ref)
+// gives it shows ref's events on e.stderr, after a line naming ref; an
+// image stored already (its "done" event alone) shows nothing. The stop
+// function it returns closes ending, leaves watch grace to end on its
+// own, then cancels it, and ends the progress output.
+func follow(ctx context.Context, e env, grace time.Duration,
+	watch func(ctx context.Context, ending <-chan struct{}, show func(ref string) client.ProgressFunc)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	ending := make(chan struct{})
+	p := newProgress(e.stderr)
+	show := func(ref string) client.ProgressFunc {
+		shown := false
+		return func(ev api.ImageProgress) {
+			if !shown {
+				if ev.Phase == "done" {
+					return
+				}
+				shown = true
+				p.done()
+				fmt.Fprintf(e.stderr, "waiting for image %s, which the daemon is preparing (its first use builds or pulls it)\n", ref)
+			}
+			p.update(ev)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		watch(ctx, ending, show)
+	}()
+	return func() {
+		close(ending)
+		select {
+		case <-done:
+		case <-time.After(grace):
+		}
+		cancel()
+		<-done
+		p.done()
+	}
 }

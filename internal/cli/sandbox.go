@@ -125,7 +125,13 @@ func createSandbox(c *cobra.Command, e env, cc *clientConfig, req api.CreateSand
 	// A failed sandbox is still printed, so that scripts can remove it.
 	var failed error
 	if wait && sb.Status != api.StatusRunning {
+		stop := func() {}
+		if sb.Image != "" {
+			// A pending sandbox may wait for its image: show how that goes.
+			stop = followImage(c.Context(), e, cl, sb.Image)
+		}
 		ready, err := cl.Sandbox.WaitForReady(c.Context(), sb.ID, 0)
+		stop()
 		if ready == nil {
 			return err
 		}

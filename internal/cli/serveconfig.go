@@ -33,6 +33,7 @@ type serveConfig struct {
 	ImageDir           string        `yaml:"image-dir"`
 	CacheDir           string        `yaml:"cache-dir"`
 	DebianMirror       string        `yaml:"debian-mirror"`
+	PrebuildImages     bool          `yaml:"prebuild-images"`
 	InsecureRegistries string        `yaml:"insecure-registries"`
 	MaxSandboxes       int           `yaml:"max-sandboxes"`
 	CPUOvercommit      float64       `yaml:"cpu-overcommit"`
@@ -82,6 +83,7 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.StringVar(&cfg.ImageDir, "image-dir", "", "image store (default <data-dir>/images)")
 	f.StringVar(&cfg.CacheDir, "cache-dir", "", "cache for built images (default /var/cache/agent2env)")
 	f.StringVar(&cfg.DebianMirror, "debian-mirror", "", "Debian mirror URL the built-in images are built from (default: mmdebstrap's)")
+	f.BoolVar(&cfg.PrebuildImages, "prebuild-images", true, "build the built-in images the defaults use (agent2env/code-interpreter, the warm pools' images) in the background from the start, when not stored yet (minutes of CPU on first start)")
 	f.StringVar(&cfg.InsecureRegistries, "insecure-registries", "", "comma-separated registry hosts that may be pulled from over plain HTTP")
 	f.IntVar(&cfg.MaxSandboxes, "max-sandboxes", 0, "maximum sandboxes at once, 0 for no limit (past it a create is 429 RESOURCE_LIMIT)")
 	f.Float64Var(&cfg.CPUOvercommit, "cpu-overcommit", 16, "the cpu limits of pending and running sandboxes may add up to the host's cpus times this (past it a create is 507 INSUFFICIENT_CAPACITY)")

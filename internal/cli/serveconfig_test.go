@@ -31,7 +31,7 @@ var defaultServeConfig = serveConfig{Listen: "127.0.0.1:8080", DataDir: "/var/li
 	ContextOutputLimit: 10 << 20, LogLevel: "info", HTTPHeaderTimeout: 10 * time.Second, HTTPIdleTimeout: 2 * time.Minute,
 	HTTPStallTimeout: time.Minute, HTTPMaxHeaderBytes: 64 << 10, MaxConns: 4096, MaxConnsPerClient: 1024, KubeConnect: "direct",
 	OutputBudget: 256 << 20, CPUOvercommit: 16, MemoryOvercommit: 2, MaxRuns: 16,
-	ContextIdleTimeout: 30 * time.Minute, OwnedSandboxes: 4}
+	ContextIdleTimeout: 30 * time.Minute, OwnedSandboxes: 4, PrebuildImages: true}
 
 // TestServeConfig checks the precedence flag > environment > file >
 // default through --print-config, which stops before the daemon starts.
@@ -87,6 +87,14 @@ runtime:
 		}},
 		{name: "empty variables are unset", env: map[string]string{"AGENT2ENV_RUNTIME": "", "AGENT2ENV_MAX_SANDBOXES": ""},
 			want: func(*serveConfig) {}},
+		{name: "prebuild off by flag", args: []string{"--prebuild-images=false"}, want: func(c *serveConfig) {
+			c.PrebuildImages = false
+		}},
+		{name: "prebuild off by environment", env: map[string]string{"AGENT2ENV_PREBUILD_IMAGES": "false"}, want: func(c *serveConfig) {
+			c.PrebuildImages = false
+		}},
+		{name: "prebuild: the flag over the environment", args: []string{"--prebuild-images"},
+			env: map[string]string{"AGENT2ENV_PREBUILD_IMAGES": "0"}, want: func(c *serveConfig) {}},
 		{name: "single-dash flags of before", args: []string{"-max-sandboxes", "3", "-data-dir", "/d"}, want: func(c *serveConfig) {
 			c.MaxSandboxes, c.DataDir = 3, "/d"
 		}},
@@ -237,5 +245,21 @@ func TestServeRuntime(t *testing.T) {
 				t.Errorf("runtime, settings (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestServeConfigPrebuildFile switches the background build of the
+// built-in images off in a config file, as a YAML boolean.
+func TestServeConfigPrebuildFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte("prebuild-images: false\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runServe(t, nil, "--print-config", "--config", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "prebuild-images: false # config file\n") {
+		t.Errorf("--print-config does not show the file's prebuild-images: false:\n%s", stdout)
 	}
 }

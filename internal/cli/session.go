@@ -104,8 +104,10 @@ for each image, and exits 1 when the code failed.`,
 			if err != nil {
 				return err
 			}
+			stop := showBuilds(c.Context(), e, cl) // a new session's sandbox may wait for its image
 			res, err := cl.Sessions().ExecuteCode(c.Context(), api.SessionExecuteRequest{Code: code, Language: lang,
 				SessionID: f.session, Flavor: f.flavor, Timeout: f.timeout.Seconds()})
+			stop()
 			if err != nil {
 				return err
 			}
@@ -175,9 +177,11 @@ and exits with the command's exit code.`,
 			if err != nil {
 				return err
 			}
+			stop := showBuilds(c.Context(), e, cl) // a new session's sandbox may wait for its image
 			res, err := cl.Sessions().ExecuteCommand(c.Context(), api.SessionCommandRequest{
 				Command: api.CommandLine{Argv: args, Shell: shell}, SessionID: f.session, Flavor: f.flavor,
 				Timeout: f.timeout.Seconds(), Cwd: cwd, Env: env})
+			stop()
 			if err != nil {
 				return err
 			}

@@ -71,6 +71,10 @@ type Config struct {
 	// DebianMirror is the mirror built-in images are built from; empty
 	// leaves mmdebstrap's default.
 	DebianMirror string
+	// PrebuildImages builds in the background, from the start, the
+	// built-in images the defaults of contexts and sessions and the warm
+	// pools use that are not stored yet (prebuild.go).
+	PrebuildImages bool
 	// InsecureRegistries may be pulled from over plain HTTP (loopback and
 	// private addresses always may).
 	InsecureRegistries []string
@@ -126,6 +130,9 @@ type Config struct {
 	// RuntimeBinary names; it stays its giver's (Close leaves it open).
 	// Tests run the daemon on fakeruntime, without root, this way.
 	runtime sandbox.Runtime
+	// prebuilder, when set, does the background builds instead of the
+	// image store.
+	prebuilder image.Ensurer
 }
 
 // System is the running daemon.
@@ -336,7 +343,7 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		// Sessions are scoped by the key that passed the auth.
 		opts = append(opts, httpapi.WithMiddleware(httpapi.AuthMiddleware(cfg.Keys)), httpapi.WithMiddleware(httpapi.TenantMiddleware))
 	}
-	s.API = httpapi.New(s.Sandboxes, service.NewImages(s.Images), cfg.Log, opts...)
+	s.API = httpapi.New(s.Sandboxes, service.NewImages(s.Images, s.imagesOptions()...), cfg.Log, opts...)
 	s.Loops = supervisor.New(cfg.Log)
 	s.registerLoops()
 	if err := s.Manager.Recover(ctx); err != nil {

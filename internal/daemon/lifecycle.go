@@ -44,6 +44,7 @@ func (s *System) registerLoops() {
 	// a previous daemon left (failed, "daemon restarted"). Runs in flight
 	// when it stops are left to that recovery.
 	s.Loops.Go("task runs", s.Runs.Run)
+	s.registerPrebuild()
 }
 
 // Serve answers API requests on l, with the background loops running,

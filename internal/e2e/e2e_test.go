@@ -160,7 +160,8 @@ func purge(t *testing.T, dataDir string) {
 		os.Remove(db)
 	}
 	addr := freeAddr(t)
-	cmd := exec.Command(binary, "serve", "--listen", addr, "--data-dir", dataDir, "--image-dir", imageDir)
+	// It only cleans up: no background build of the built-in images.
+	cmd := exec.Command(binary, "serve", "--listen", addr, "--data-dir", dataDir, "--image-dir", imageDir, "--prebuild-images=false")
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {

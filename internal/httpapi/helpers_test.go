@@ -46,6 +46,37 @@ type fakeImages struct {
 	// imported, the paths Import was given.
 	spool    string
 	imported []string
+	// ops are what Operations answers.
+	ops []image.Operation
+}
+
+func (f *fakeImages) Operations() []image.Operation {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ops
+}
+
+// Follow answers a stored image at once, "follows" the build of a ref
+// naming "building" (which then is stored), and finds nothing else.
+func (f *fakeImages) Follow(ctx context.Context, ref string, p image.ProgressFunc) (*image.Image, error) {
+	f.mu.Lock()
+	img := f.imgs[ref]
+	f.mu.Unlock()
+	switch {
+	case img != nil:
+	case strings.Contains(ref, "building"):
+		if p != nil {
+			p(image.Progress{Phase: image.PhaseBuild, Item: "Setting up python3"})
+			p(image.Progress{Phase: image.PhaseUnpack, Item: "sha256:layer", Current: 5, Total: 10})
+		}
+		img = f.add(ref)
+	default:
+		return nil, errdefs.NotFound("image %s is not stored, and is not being pulled or built", ref)
+	}
+	if p != nil {
+		p(image.Progress{Phase: image.PhaseDone, Item: ref})
+	}
+	return img, nil
 }
 
 func newFakeImages(refs ...string) *fakeImages {

@@ -102,6 +102,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/images/pull", s.imageOp(s.images.Pull))
 	mux.HandleFunc("POST /api/v1/images/build", s.imageOp(s.images.Build))
 	mux.HandleFunc("POST /api/v1/images/import", s.importImage)
+	mux.HandleFunc("GET /api/v1/images/follow", s.followImage)
 	mux.HandleFunc("DELETE /api/v1/images/{ref...}", s.removeImage)
 
 	for _, r := range s.routes {

@@ -56,6 +56,17 @@ func (s *Server) imageOp(op func(ref string) (service.ImageOp, error)) http.Hand
 	}
 }
 
+// followImage streams the progress of the pull or build of the query's
+// ref in flight, as pull and build do, without starting one.
+func (s *Server) followImage(w http.ResponseWriter, r *http.Request) {
+	run, err := s.images.Follow(r.URL.Query().Get("ref"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.progressStream(w, r, run)
+}
+
 // importImage takes a `docker save` or OCI layout tarball as the raw body.
 func (s *Server) importImage(w http.ResponseWriter, r *http.Request) {
 	f, err := s.images.CreateTemp("import-*.tar")

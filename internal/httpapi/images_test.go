@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/image"
 )
 
 func TestImageRoutes(t *testing.T) {
@@ -29,7 +31,7 @@ func TestImageRoutes(t *testing.T) {
 	if err := json.Unmarshal(resp.body, &list); err != nil || len(list.Items) != 1 {
 		t.Fatalf("list %s: %v", resp.body, err)
 	}
-	checkKeys(t, "image", list.Items[0], "ref", "digest", "id", "size", "layers", "created")
+	checkKeys(t, "image", list.Items[0], "ref", "digest", "id", "size", "layers", "created", "status")
 
 	// Pull streams progress, then the image.
 	resp = e.postJSON(t, "/api/v1/images/pull", `{"ref":"ghcr.io/acme/tool:1"}`)
@@ -37,11 +39,7 @@ func TestImageRoutes(t *testing.T) {
 		t.Fatalf("pull: %d %v %s", resp.status, resp.header, resp.body)
 	}
 	events := readEvents(t, resp.body)
-	var names []string
-	for _, ev := range events {
-		names = append(names, ev.name)
-	}
-	if diff := cmp.Diff([]string{"progress", "progress", "progress", "image"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"progress", "progress", "progress", "image"}, eventNames(events)); diff != "" {
 		t.Fatalf("pull events (-want +got):\n%s", diff)
 	}
 	checkKeys(t, "resolve progress", []byte(events[0].data), "phase", "item")
@@ -107,6 +105,69 @@ func TestImageRoutes(t *testing.T) {
 	if err := json.Unmarshal(resp.body, &list); err != nil || len(list.Items) != 3 {
 		t.Errorf("list after changes: %s", resp.body)
 	}
+}
+
+// TestImageFollowAndStates checks the image list's images in flight and
+// failed, and GET /images/follow, which streams an operation in flight as
+// a pull does.
+func TestImageFollowAndStates(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	started := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	e.imgs.ops = []image.Operation{
+		{Ref: "agent2env/code-interpreter:latest", Build: true, Started: started,
+			Progress: image.Progress{Phase: image.PhaseUnpack, Item: "sha256:l", Current: 5, Total: 10}},
+		{Ref: "ghcr.io/acme/gone:1", Started: started, Ended: started.Add(time.Second), Err: errors.New("pull image: no such host")},
+	}
+	resp := e.do(t, http.MethodGet, "/api/v1/images", "", nil)
+	var list api.List[api.Image]
+	if err := json.Unmarshal(resp.body, &list); err != nil {
+		t.Fatalf("list %s: %v", resp.body, err)
+	}
+	want := []api.Image{
+		{Ref: "agent2env/code-interpreter:latest", Status: api.ImageBuilding, Started: &started,
+			Progress: &api.ImageProgress{Phase: "unpack", Item: "sha256:l", Current: 5, Total: 10}},
+		{Ref: "alpine", Digest: "sha256:d-alpine", ID: "sha256:i-alpine", Size: 42, Created: imageCreated, Status: api.ImageReady},
+		{Ref: "ghcr.io/acme/gone:1", Status: api.ImageFailed, Started: &started, Error: "pull image: no such host"},
+	}
+	if diff := cmp.Diff(want, list.Items); diff != "" {
+		t.Errorf("list (-want +got):\n%s", diff)
+	}
+
+	tests := []struct {
+		name   string
+		query  string
+		events []string
+		code   string // of the error event
+	}{
+		{name: "in flight", query: "?ref=agent2env/building", events: []string{"progress", "progress", "progress", "image"}},
+		{name: "stored", query: "?ref=alpine", events: []string{"progress", "image"}},
+		{name: "neither", query: "?ref=nonesuch", events: []string{"error"}, code: api.CodeNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := e.do(t, http.MethodGet, "/api/v1/images/follow"+tt.query, "", nil)
+			if resp.status != http.StatusOK || resp.header.Get("Content-Type") != "text/event-stream" {
+				t.Fatalf("follow: %d %v %s", resp.status, resp.header, resp.body)
+			}
+			events := readEvents(t, resp.body)
+			if diff := cmp.Diff(tt.events, eventNames(events)); diff != "" {
+				t.Fatalf("events (-want +got):\n%s", diff)
+			}
+			if tt.code != "" {
+				checkErrorBody(t, []byte(events[0].data), tt.code)
+			}
+		})
+	}
+	checkError(t, e.do(t, http.MethodGet, "/api/v1/images/follow", "", nil), http.StatusBadRequest, api.CodeInvalidRequest)
+}
+
+// eventNames returns the names of events, in order.
+func eventNames(events []sseEvent) []string {
+	var names []string
+	for _, ev := range events {
+		names = append(names, ev.name)
+	}
+	return names
 }
 
 func TestImageBadInput(t *testing.T) {

@@ -386,7 +386,7 @@ func TestOpenAPISchemas(t *testing.T) {
 	}
 	// Schemas of things that are no Go struct of package api.
 	noGoType := map[string]bool{
-		"ErrorCode": true, "Message": true, "Env": true, "SandboxStatus": true, "ImportStrategy": true,
+		"ErrorCode": true, "Message": true, "Env": true, "SandboxStatus": true, "ImageStatus": true, "ImportStrategy": true,
 		"ImportForm": true, "ImportURLEncodedForm": true, "UploadForm": true, "TemplateMetadata": true, "TemplateDocument": true, "TemplateDocumentList": true,
 		"PrepullStatus": true, "RunStatus": true, "ExecuteStreamError": true, "ExecReason": true, "ExecOOMKilled": true,
 		"JSONRPCMessage": true, // the MCP specification's; package mcpserver speaks it through the MCP SDK
@@ -1079,6 +1079,9 @@ func TestOpenAPIConformance(t *testing.T) {
 		invalid(post("/api/v1/images/pull", `{"ref":""}`, bad)),
 		post("/api/v1/images/build", `{"ref":"agent2env/python"}`, ok),
 		post("/api/v1/images/build", `{"ref":"nope"}`, ok),
+		get("/api/v1/images/follow?ref=agent2env/python", ok),
+		get("/api/v1/images/follow?ref=nope", ok), // an error event
+		invalid(get("/api/v1/images/follow", bad)),
 		exchange{method: "POST", target: "/api/v1/images/import", ctype: "application/x-tar",
 			body: []byte("archive\nimp/one imp/two:1"), status: ok},
 		exchange{method: "POST", target: "/api/v1/images/import", ctype: "application/octet-stream",

@@ -154,7 +154,7 @@ func (s *Store) Build(ctx context.Context, name string, p ProgressFunc) (*Image,
 	if !ok {
 		return nil, fmt.Errorf("build image %s: %w", name, errdefs.Invalid("no built-in recipe for %s (have %s)", r.key, strings.Join(builtinNames(), ", ")))
 	}
-	return s.ops.do(ctx, r.key, p, func(ctx context.Context, p ProgressFunc) (*Image, error) {
+	return s.do(ctx, r.key, p, func(ctx context.Context, p ProgressFunc) (*Image, error) {
 		return s.build(ctx, r, rc, p)
 	})
 }
@@ -176,13 +176,12 @@ func (s *Store) build(ctx context.Context, r reference, rc recipe, p ProgressFun
 	var diffIDs []v1.Hash
 	var layers []layerSource
 	for _, tarPath := range tars {
-		report(p, Progress{Phase: PhaseBuild, Item: "hashing " + filepath.Base(tarPath)})
-		diffID, err := fileDigest(ctx, tarPath)
+		diffID, size, err := fileDigest(ctx, tarPath, "hashing "+filepath.Base(tarPath), p)
 		if err != nil {
 			return nil, fmt.Errorf("build image %s: %w", r.key, err)
 		}
 		diffIDs = append(diffIDs, diffID)
-		layers = append(layers, layerSource{open: func() (io.ReadCloser, error) { return os.Open(tarPath) }})
+		layers = append(layers, layerSource{size: size, open: func() (io.ReadCloser, error) { return os.Open(tarPath) }})
 	}
 	cfg := v1.ConfigFile{
 		Architecture: runtime.GOARCH,
@@ -409,18 +408,24 @@ func lockFile(ctx context.Context, path string, waiting func()) (*os.File, error
 	}
 }
 
-// fileDigest returns the sha256 digest of a file.
-func fileDigest(ctx context.Context, path string) (v1.Hash, error) {
+// fileDigest returns the sha256 digest and the size of a file, reporting
+// the bytes read as build progress of item.
+func fileDigest(ctx context.Context, path, item string, p ProgressFunc) (v1.Hash, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return v1.Hash{}, err
+		return v1.Hash{}, 0, err
 	}
 	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, newProgressReader(ctx, f, "", "", 0, nil)); err != nil {
-		return v1.Hash{}, err
+	st, err := f.Stat()
+	if err != nil {
+		return v1.Hash{}, 0, err
 	}
-	return v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(h.Sum(nil))}, nil
+	h := sha256.New()
+	n, err := io.Copy(h, newProgressReader(ctx, f, PhaseBuild, item, st.Size(), p))
+	if err != nil {
+		return v1.Hash{}, 0, err
+	}
+	return v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(h.Sum(nil))}, n, nil
 }
 
 // removeBuildDir deletes a build work dir. A killed mmdebstrap may leave

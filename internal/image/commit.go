@@ -40,8 +40,10 @@ type layerSource struct {
 	// remote, when set, is a registry layer: its compressed blob is
 	// downloaded and verified before it is unpacked.
 	remote v1.Layer
-	// open otherwise returns the uncompressed layer tar.
+	// open otherwise returns the uncompressed layer tar, of size bytes
+	// when size is not zero (the unpack's progress then has a total).
 	open func() (io.ReadCloser, error)
+	size int64
 }
 
 // maxParallelLayers bounds the layers of one image fetched and unpacked at
@@ -233,7 +235,7 @@ func (s *Store) fetchLayer(ctx context.Context, diffID v1.Hash, ls layerSource, 
 			return fmt.Errorf("open layer %s: %w", item, err)
 		}
 		defer rc.Close()
-		src = newProgressReader(ctx, rc, PhaseUnpack, item, 0, p)
+		src = newProgressReader(ctx, rc, PhaseUnpack, item, ls.size, p)
 	}
 
 	dir, err := os.MkdirTemp(s.tmpDir(), "unpack-")

@@ -2,7 +2,9 @@ package image
 
 import (
 	"context"
+	"sort"
 	"sync"
+	"time"
 )
 
 // group runs at most one operation per key at a time and shares it, its
@@ -19,16 +21,18 @@ type group[T any] struct {
 
 // call is one shared operation.
 type call[T any] struct {
-	done   chan struct{}
-	cancel context.CancelFunc
-	val    T
-	err    error
+	done    chan struct{}
+	cancel  context.CancelFunc
+	started time.Time
+	val     T
+	err     error
 
 	mu      sync.Mutex // guards the fields below and serializes progress
 	waiters int
 	subs    map[*ProgressFunc]struct{}
 	last    []Progress     // latest progress per phase and item, replayed to joiners
 	lastIdx map[string]int // phase+item → index in last
+	latest  Progress       // the last event, for those who ask how it goes
 }
 
 // do runs fn under key, or joins the run already in progress. fn gets a
@@ -53,6 +57,7 @@ func (g *group[T]) do(ctx context.Context, key string, p ProgressFunc, fn func(c
 		c = &call[T]{
 			done:    make(chan struct{}),
 			cancel:  cancel,
+			started: time.Now(),
 			subs:    make(map[*ProgressFunc]struct{}),
 			lastIdx: make(map[string]int),
 		}
@@ -69,23 +74,12 @@ func (g *group[T]) do(ctx context.Context, key string, p ProgressFunc, fn func(c
 			close(c.done)
 		}()
 	}
-	sub := &p
-	c.mu.Lock()
-	c.waiters++
-	if p != nil {
-		for _, ev := range c.last {
-			p(ev)
-		}
-		c.subs[sub] = struct{}{}
-	}
-	c.mu.Unlock()
+	sub := c.subscribe(p, 1)
 	g.mu.Unlock()
 
 	select {
 	case <-c.done:
-		c.mu.Lock()
-		delete(c.subs, sub)
-		c.mu.Unlock()
+		c.unsubscribe(sub)
 		return c.val, c.err
 	case <-ctx.Done():
 		g.mu.Lock()
@@ -113,10 +107,78 @@ func (g *group[T]) do(ctx context.Context, key string, p ProgressFunc, fn func(c
 	}
 }
 
+// follow waits for the operation in flight under key, if there is one
+// (ok), passing its progress so far and from now on to p, and returns its
+// result. Unlike a waiter of do, a follower neither keeps the operation
+// running nor stops it by leaving: ctx's end only ends its own wait.
+func (g *group[T]) follow(ctx context.Context, key string, p ProgressFunc) (val T, err error, ok bool) {
+	g.mu.Lock()
+	c, ok := g.calls[key]
+	if !ok {
+		g.mu.Unlock()
+		return val, nil, false
+	}
+	sub := c.subscribe(p, 0)
+	g.mu.Unlock()
+	defer c.unsubscribe(sub)
+	select {
+	case <-c.done:
+		return c.val, c.err, true
+	case <-ctx.Done():
+		return val, ctx.Err(), true
+	}
+}
+
+// flight is an operation in flight, as running reports it.
+type flight struct {
+	key     string
+	started time.Time
+	latest  Progress
+}
+
+// running returns the operations in flight, ordered by key.
+func (g *group[T]) running() []flight {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]flight, 0, len(g.calls))
+	for key, c := range g.calls {
+		c.mu.Lock()
+		out = append(out, flight{key: key, started: c.started, latest: c.latest})
+		c.mu.Unlock()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	return out
+}
+
+// subscribe replays the progress so far to p and has emit send it the
+// rest, counting waiters more callers that wait for the result; the
+// caller holds the group's lock.
+func (c *call[T]) subscribe(p ProgressFunc, waiters int) *ProgressFunc {
+	sub := &p
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.waiters += waiters
+	if p != nil {
+		for _, ev := range c.last {
+			p(ev)
+		}
+		c.subs[sub] = struct{}{}
+	}
+	return sub
+}
+
+// unsubscribe stops sending progress to sub.
+func (c *call[T]) unsubscribe(sub *ProgressFunc) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.subs, sub)
+}
+
 // emit sends ev to every current waiter.
 func (c *call[T]) emit(ev Progress) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.latest = ev
 	k := ev.Phase + "\x00" + ev.Item
 	if i, ok := c.lastIdx[k]; ok {
 		c.last[i] = ev

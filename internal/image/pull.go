@@ -25,7 +25,7 @@ func (s *Store) Pull(ctx context.Context, ref string, p ProgressFunc) (*Image, e
 	if r.local {
 		return nil, fmt.Errorf("pull image %s: %w", ref, errdefs.Invalid("%s is local to this host and is never pulled", r.key))
 	}
-	return s.ops.do(ctx, r.key, p, func(ctx context.Context, p ProgressFunc) (*Image, error) {
+	return s.do(ctx, r.key, p, func(ctx context.Context, p ProgressFunc) (*Image, error) {
 		return s.pull(ctx, r, p)
 	})
 }
@@ -42,7 +42,7 @@ func (s *Store) Ensure(ctx context.Context, ref string, p ProgressFunc) (*Image,
 		report(p, Progress{Phase: PhaseDone, Item: img.Ref})
 		return img, nil
 	}
-	return s.ops.do(ctx, r.key, p, func(ctx context.Context, p ProgressFunc) (*Image, error) {
+	return s.do(ctx, r.key, p, func(ctx context.Context, p ProgressFunc) (*Image, error) {
 		// Another operation may have stored it since the check above.
 		if img, err := s.get(r); err == nil {
 			report(p, Progress{Phase: PhaseDone, Item: img.Ref})

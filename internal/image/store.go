@@ -60,6 +60,9 @@ type Store struct {
 	// leases count in-flight operations per layer DiffID or blob digest;
 	// garbage collection leaves leased content alone.
 	leases map[string]int
+	// failed holds the last failure of the pull or build of each ref,
+	// until one succeeds (see Operations).
+	failed map[string]failure
 }
 
 // Option configures a Store.

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"os"
+	"sort"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
@@ -16,6 +17,12 @@ type ImageStore interface {
 	Build(ctx context.Context, name string, p image.ProgressFunc) (*image.Image, error)
 	Import(ctx context.Context, path string, p image.ProgressFunc) ([]*image.Image, error)
 	Remove(ctx context.Context, ref string) error
+	// Operations returns the pulls and builds in flight and the last
+	// failed one of each ref not stored (image.Store.Operations).
+	Operations() []image.Operation
+	// Follow waits for the pull or build of ref in flight, or returns
+	// ref stored, starting nothing (image.Store.Follow).
+	Follow(ctx context.Context, ref string, p image.ProgressFunc) (*image.Image, error)
 	// CreateTemp creates a file to spool an archive to Import in, where
 	// a crash leaves nothing for long: the store empties the directory
 	// when it opens.
@@ -26,11 +33,28 @@ type ImageStore interface {
 // import and remove images, in the API's view. It is safe for concurrent
 // use.
 type Images struct {
-	store ImageStore
+	store    ImageStore
+	builtins []string
+}
+
+// ImagesOption configures Images.
+type ImagesOption func(*Images)
+
+// WithBuiltins has List show the built-in images refs (normalized
+// references) that are not stored as missing: where sandboxes run on this
+// host's image store, those are the images that can be built here.
+func WithBuiltins(refs ...string) ImagesOption {
+	return func(i *Images) { i.builtins = refs }
 }
 
 // NewImages returns the image service of st.
-func NewImages(st ImageStore) *Images { return &Images{store: st} }
+func NewImages(st ImageStore, opts ...ImagesOption) *Images {
+	i := &Images{store: st}
+	for _, o := range opts {
+		o(i)
+	}
+	return i
+}
 
 // CreateTemp creates a file for an archive on its way to Import, in the
 // store's spool directory (see ImageStore.CreateTemp); the caller removes
@@ -43,7 +67,8 @@ func (i *Images) CreateTemp(pattern string) (*os.File, error) { return i.store.C
 type ImageOp func(ctx context.Context, progress func(api.ImageProgress)) ([]api.Image, error)
 
 func imageView(img *image.Image) api.Image {
-	return api.Image{Ref: img.Ref, Digest: img.Digest, ID: img.ID, Size: img.Size, Layers: len(img.Layers), Created: img.Created}
+	return api.Image{Ref: img.Ref, Digest: img.Digest, ID: img.ID, Size: img.Size, Layers: len(img.Layers), Created: img.Created,
+		Status: api.ImageReady}
 }
 
 // imageViews returns the views of imgs; never nil.
@@ -55,13 +80,53 @@ func imageViews(imgs []*image.Image) []api.Image {
 	return out
 }
 
-// List returns every stored image; never nil.
+// List returns every stored image, every image being pulled or built
+// with its progress, those whose last pull or build failed, and the
+// built-in images (WithBuiltins) not built yet, ordered by reference;
+// never nil.
 func (s *Images) List(ctx context.Context) ([]api.Image, error) {
 	imgs, err := s.store.List(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return imageViews(imgs), nil
+	out := imageViews(imgs)
+	at := make(map[string]int, len(out))
+	for i, img := range out {
+		at[img.Ref] = i
+	}
+	add := func(ref string) *api.Image {
+		i, ok := at[ref]
+		if !ok {
+			i = len(out)
+			at[ref] = i
+			out = append(out, api.Image{Ref: ref})
+		}
+		return &out[i]
+	}
+	for _, op := range s.store.Operations() {
+		img := add(op.Ref)
+		started := op.Started
+		img.Started = &started
+		if op.Progress != (image.Progress{}) {
+			img.Progress = &api.ImageProgress{Phase: op.Progress.Phase, Item: op.Progress.Item,
+				Current: op.Progress.Current, Total: op.Progress.Total}
+		}
+		switch {
+		case op.Err != nil:
+			img.Status, img.Error = api.ImageFailed, op.Err.Error()
+		case op.Build:
+			img.Status = api.ImageBuilding
+		default:
+			img.Status = api.ImagePulling
+		}
+	}
+	for _, ref := range s.builtins {
+		if _, ok := at[ref]; !ok {
+			add(ref).Status = api.ImageMissing
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Ref < out[j].Ref })
+	return out, nil
 }
 
 // Pull checks ref and returns the operation that pulls it from its
@@ -71,6 +136,11 @@ func (s *Images) Pull(ref string) (ImageOp, error) { return s.one(ref, s.store.P
 // Build checks name and returns the operation that builds that built-in
 // image (e.g. "agent2env/python"), giving the one image stored.
 func (s *Images) Build(name string) (ImageOp, error) { return s.one(name, s.store.Build) }
+
+// Follow checks ref and returns the operation that follows its pull or
+// build in flight (see ImageStore.Follow), giving the image it stored.
+// Ref neither stored nor in flight fails the operation with ErrNotFound.
+func (s *Images) Follow(ref string) (ImageOp, error) { return s.one(ref, s.store.Follow) }
 
 // one checks ref and returns the operation fn runs on it.
 func (s *Images) one(ref string, fn func(context.Context, string, image.ProgressFunc) (*image.Image, error)) (ImageOp, error) {

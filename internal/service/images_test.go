@@ -20,6 +20,7 @@ type scriptedStore struct {
 	imgs     []*image.Image
 	err      error
 	progress []image.Progress
+	ops      []image.Operation
 	calls    []string // "<op> <ref or path>"
 }
 
@@ -61,6 +62,12 @@ func (s *scriptedStore) Import(ctx context.Context, path string, p image.Progres
 	return s.run("import", path, p)
 }
 
+func (s *scriptedStore) Follow(ctx context.Context, ref string, p image.ProgressFunc) (*image.Image, error) {
+	return s.one("follow", ref, p)
+}
+
+func (s *scriptedStore) Operations() []image.Operation { return s.ops }
+
 func (s *scriptedStore) Remove(ctx context.Context, ref string) error {
 	_, err := s.run("remove", ref, nil)
 	return err
@@ -72,22 +79,49 @@ var (
 	storedA = &image.Image{Ref: "docker.io/library/a:latest", Digest: "sha256:da", ID: "sha256:ia", Size: 42,
 		Layers: []string{"/l/1", "/l/2"}, Created: created, Config: image.Config{Env: []string{"X=y"}}}
 	storedB = &image.Image{Ref: "b", Digest: "sha256:db", ID: "sha256:ib", Size: 7, Created: created}
-	viewA   = api.Image{Ref: "docker.io/library/a:latest", Digest: "sha256:da", ID: "sha256:ia", Size: 42, Layers: 2, Created: created}
-	viewB   = api.Image{Ref: "b", Digest: "sha256:db", ID: "sha256:ib", Size: 7, Created: created}
+	viewA   = api.Image{Ref: "docker.io/library/a:latest", Digest: "sha256:da", ID: "sha256:ia", Size: 42, Layers: 2, Created: created,
+		Status: api.ImageReady}
+	viewB = api.Image{Ref: "b", Digest: "sha256:db", ID: "sha256:ib", Size: 7, Created: created, Status: api.ImageReady}
 )
 
 func TestImagesList(t *testing.T) {
+	started := created.Add(-time.Minute)
+	building := image.Operation{Ref: "agent2env/code-interpreter:latest", Build: true, Started: started,
+		Progress: image.Progress{Phase: image.PhaseBuild, Item: "Setting up python3-numpy"}}
+	pulling := image.Operation{Ref: storedA.Ref, Started: started,
+		Progress: image.Progress{Phase: image.PhaseDownload, Item: "sha256:l", Current: 5, Total: 10}}
+	failed := image.Operation{Ref: "agent2env/node:latest", Build: true, Started: started, Ended: created,
+		Err: errors.New("build image agent2env/node:latest: mmdebstrap: exit status 1")}
+	builtins := []string{"agent2env/code-interpreter:latest", "agent2env/node:latest", "agent2env/python:latest"}
 	tests := []struct {
-		name   string
-		stored []*image.Image
-		want   []api.Image
+		name     string
+		stored   []*image.Image
+		ops      []image.Operation
+		builtins []string
+		want     []api.Image
 	}{
-		{"none is an empty list", nil, []api.Image{}},
-		{"the API's view", []*image.Image{storedA, storedB}, []api.Image{viewA, viewB}},
+		{name: "none is an empty list", want: []api.Image{}},
+		{name: "the API's view, by ref", stored: []*image.Image{storedA, storedB}, want: []api.Image{viewB, viewA}},
+		{name: "built-in images not stored are missing", stored: []*image.Image{storedB}, builtins: builtins, want: []api.Image{
+			{Ref: "agent2env/code-interpreter:latest", Status: api.ImageMissing},
+			{Ref: "agent2env/node:latest", Status: api.ImageMissing},
+			{Ref: "agent2env/python:latest", Status: api.ImageMissing},
+			viewB,
+		}},
+		{name: "operations in flight and failed", stored: []*image.Image{storedA}, ops: []image.Operation{building, pulling, failed},
+			builtins: builtins, want: []api.Image{
+				{Ref: "agent2env/code-interpreter:latest", Status: api.ImageBuilding, Started: &started,
+					Progress: &api.ImageProgress{Phase: "build", Item: "Setting up python3-numpy"}},
+				{Ref: "agent2env/node:latest", Status: api.ImageFailed, Started: &started, Error: failed.Err.Error()},
+				{Ref: "agent2env/python:latest", Status: api.ImageMissing},
+				{Ref: viewA.Ref, Digest: viewA.Digest, ID: viewA.ID, Size: viewA.Size, Layers: viewA.Layers, Created: viewA.Created,
+					Status: api.ImagePulling, Started: &started,
+					Progress: &api.ImageProgress{Phase: "download", Item: "sha256:l", Current: 5, Total: 10}},
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := NewImages(&scriptedStore{imgs: tt.stored}).List(context.Background())
+			got, err := NewImages(&scriptedStore{imgs: tt.stored, ops: tt.ops}, WithBuiltins(tt.builtins...)).List(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,6 +153,9 @@ func TestImageOps(t *testing.T) {
 		{name: "build", op: func(s *Images) (ImageOp, error) { return s.Build("agent2env/python") },
 			store: scriptedStore{imgs: []*image.Image{storedB}}, wantCalls: []string{"build agent2env/python"}, want: []api.Image{viewB}},
 		{name: "build without name", op: func(s *Images) (ImageOp, error) { return s.Build("") }, class: errdefs.ErrInvalidArgument},
+		{name: "follow", op: func(s *Images) (ImageOp, error) { return s.Follow("agent2env/python") },
+			store: scriptedStore{imgs: []*image.Image{storedB}}, wantCalls: []string{"follow agent2env/python"}, want: []api.Image{viewB}},
+		{name: "follow without ref", op: func(s *Images) (ImageOp, error) { return s.Follow("") }, class: errdefs.ErrInvalidArgument},
 		{name: "import gives every image", op: func(s *Images) (ImageOp, error) { return s.Import("/tmp/x.tar"), nil },
 			store: scriptedStore{imgs: []*image.Image{storedA, storedB}}, wantCalls: []string{"import /tmp/x.tar"}, want: []api.Image{viewA, viewB}},
 	}

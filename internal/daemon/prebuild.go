@@ -1,0 +1,80 @@
+package daemon
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/contexts"
+	"github.com/agent2env/agent2env/internal/daemon/supervisor"
+	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/pool"
+	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/service"
+)
+
+// Back-off of the background build after a failure: a mirror out of reach
+// may come back, but a build that fails at once should not spin.
+const (
+	prebuildMinBackoff = time.Minute
+	prebuildMaxBackoff = 30 * time.Minute
+)
+
+// localImages reports whether sandboxes run from the daemon's image store,
+// where built-in images are built; a cluster's nodes get images themselves.
+func (s *System) localImages() bool {
+	_, ok := s.Runtime.(sandbox.ImagePreparer)
+	return ok
+}
+
+// imagesOptions lists the built-in images in the image list where they
+// can be built.
+func (s *System) imagesOptions() []service.ImagesOption {
+	if !s.localImages() {
+		return nil
+	}
+	return []service.ImagesOption{service.WithBuiltins(image.Builtins()...)}
+}
+
+// registerPrebuild registers the background build of the built-in images
+// the defaults use (Config.PrebuildImages). A request that needs one
+// meanwhile joins its build in the image store.
+func (s *System) registerPrebuild() {
+	if !s.cfg.PrebuildImages || !s.localImages() {
+		return
+	}
+	var images image.Ensurer = s.Images
+	if s.cfg.prebuilder != nil {
+		images = s.cfg.prebuilder
+	}
+	b := image.NewPrebuild(images, s.prebuildRefs, s.log)
+	s.Loops.Go("image prebuild", b.Run, supervisor.Backoff(prebuildMinBackoff, prebuildMaxBackoff))
+}
+
+// prebuildRefs returns the images of every language's default source (the
+// code-interpreter image unless configured otherwise), then those of the
+// warm pools; templates are resolved to their latest version's image.
+func (s *System) prebuildRefs(ctx context.Context) []string {
+	sources := contexts.Sources(s.cfg.Contexts.Defaults)
+	var refs []string
+	add := func(src contexts.Source) {
+		if src.Template == "" {
+			refs = append(refs, src.Image)
+			return
+		}
+		spec, _, err := s.Templates.Resolve(ctx, src.Template, 0)
+		if err != nil {
+			s.log.Warn("background image build: resolve template", "template", src.Template, "err", err)
+			return
+		}
+		refs = append(refs, spec.Image)
+	}
+	for _, lang := range slices.Sorted(maps.Keys(sources)) {
+		add(sources[lang])
+	}
+	for _, spec := range pool.Specs(s.cfg.WarmPools, sources) {
+		add(contexts.Source{Template: spec.Request.Template, Image: spec.Request.Image})
+	}
+	return refs
+}
