@@ -469,9 +469,10 @@ func startDaemon(bin string, args ...string) (*daemon, error) {
 	}
 	// The benchmarks hold up to -concurrent idle sandboxes of 1 cpu and
 	// 1 GiB at once: past what admission lets a small host commit, which
-	// is not what they measure.
+	// is not what they measure. Images are made when a benchmark first
+	// needs one, untimed, not in the background of what is measured.
 	cmd := exec.Command(bin, append([]string{"serve", "--listen", addr, "--data-dir", dataDir, "--log-level", "warn",
-		"--cpu-overcommit", "1000", "--memory-overcommit", "1000"}, args...)...)
+		"--cpu-overcommit", "1000", "--memory-overcommit", "1000", "--prebuild-images=false"}, args...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		return nil, err
