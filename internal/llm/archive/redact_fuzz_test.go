@@ -1,0 +1,101 @@
+package archive
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// sensitiveNames are the names FuzzRedactMeta hides a secret under,
+// before it changes their case, encodes them and adds a word.
+var sensitiveNames = []string{
+	"key", "api_key", "api-key", "apiKey", "token", "access_token", "refresh_token", "authorization", "x-api-key",
+	"x-goog-api-key", "secret", "client_secret", "password", "passwd", "pwd", "pass", "sig", "X-Amz-Signature",
+	"X-Amz-Security-Token", "cookie", "credentials",
+}
+
+// FuzzRedactMeta: whatever surrounds it, a secret given as the value of a
+// sensitive parameter — in the client's path, the upstream's URL, the
+// error that quotes it, a header's value — or as a sensitive header's
+// value, is in no meta the archive writes. The query is built from fuzzed
+// parts around a known marker, so that the property can be checked: text
+// around it, the separator before the name, the name's case, escapes and
+// an added word, the secret's own bytes (but '&' and spaces, which end a
+// value in any parser) and what follows it.
+func FuzzRedactMeta(f *testing.F) {
+	f.Add("alt=sse", uint8(0), "", uint64(0), uint64(0), false, uint8(0), "", uint8(0), "x=%zz") // issue 31
+	f.Add("", uint8(1), "", uint64(0), uint64(0), false, uint8(1), "abc", uint8(1), "")
+	f.Add("x=%zz", uint8(3), "my", uint64(5), uint64(0), false, uint8(2), "%zz", uint8(2), "alt=sse")
+	f.Add("%", uint8(5), "", uint64(0xff), uint64(0x3), true, uint8(3), "=;#?", uint8(3), "key")
+	f.Add("a=1;b", uint8(9), "x", uint64(0), uint64(0xffff), false, uint8(4), "\"quote\x00\xff", uint8(0), "")
+	f.Add("key%3D", uint8(15), "", uint64(1), uint64(0), true, uint8(0), "[redacted]", uint8(1), "#frag")
+	f.Fuzz(func(t *testing.T, before string, pick uint8, word string, upper, escape uint64, twice bool,
+		sep uint8, body string, after uint8, rest string) {
+		name := sensitiveNames[int(pick)%len(sensitiveNames)]
+		if w := strings.Map(alnumOnly, word); w != "" {
+			name = w + "_" + name
+		}
+		name = mangle(name, upper, escape, twice)
+		val := "SEKRET" + strings.Map(func(r rune) rune {
+			if r == '&' || r == ' ' || r == '\t' || r == '\n' || r == '\r' || r == '\v' || r == '\f' {
+				return -1
+			}
+			return r
+		}, body)
+		if strings.Contains(before, "SEKRET") || strings.Contains(rest, "SEKRET") {
+			return // the marker must be the secret's alone
+		}
+		query := before + string("&;?#"[sep%4]) + name + "=" + val
+		if after%3 > 0 {
+			query += string("&;#"[after%3]) + rest
+		}
+		path := "/v1beta/models/m:generateContent?" + query
+		x := store.LLMExchange{ID: "llx_1", Method: "POST", Path: path,
+			Error: fmt.Sprintf("call provider up: Post %q: dial tcp: connection refused", "https://up"+path)}
+		h := http.Header{name: {val}, "Referer": {"https://h" + path}, "X-Custom": {query}}
+		for _, meta := range [][]byte{
+			appendExMeta(nil, &x),
+			appendBeginMeta(nil, &x, h),
+			appendHTTPMeta(nil, "POST", "https://up"+path, 0, h),
+			appendHTTPMeta(nil, "", "", 200, h),
+		} {
+			// Not even a part of the secret: the marker is its first bytes.
+			if bytes.Contains(meta, []byte("SEKRET")) {
+				t.Fatalf("the secret %q is in\n%s", val, meta)
+			}
+		}
+	})
+}
+
+func alnumOnly(r rune) rune {
+	if 'a' <= r && r <= 'z' || '0' <= r && r <= '9' {
+		return r
+	}
+	return -1
+}
+
+// mangle uppercases the name's letters where upper has a bit set,
+// percent-encodes its bytes where escape has, and encodes the escapes
+// again when twice.
+func mangle(name string, upper, escape uint64, twice bool) string {
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if upper>>(i%64)&1 == 1 && 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		switch {
+		case escape>>(i%64)&1 == 0:
+			b.WriteByte(c)
+		case twice:
+			fmt.Fprintf(&b, "%%25%02X", c)
+		default:
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
