@@ -33,6 +33,7 @@ func FuzzRedactMeta(f *testing.F) {
 	f.Add("%", uint8(5), "", uint64(0xff), uint64(0x3), true, uint8(3), "=;#?", uint8(3), "key")
 	f.Add("a=1;b", uint8(9), "x", uint64(0), uint64(0xffff), false, uint8(4), "\"quote\x00\xff", uint8(0), "")
 	f.Add("key%3D", uint8(15), "", uint64(1), uint64(0), true, uint8(0), "[redacted]", uint8(1), "#frag")
+	f.Add("", uint8(2), "", uint64(0), uint64(0), false, uint8(0), "://user@host/p", uint8(1), "x=1")
 	f.Fuzz(func(t *testing.T, before string, pick uint8, word string, upper, escape uint64, twice bool,
 		sep uint8, body string, after uint8, rest string) {
 		name := sensitiveNames[int(pick)%len(sensitiveNames)]

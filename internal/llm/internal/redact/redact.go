@@ -268,24 +268,54 @@ func scrub(s string, text bool) string {
 	if strings.IndexByte(s, '=') < 0 && strings.IndexByte(s, '%') < 0 && strings.IndexByte(s, '@') < 0 {
 		return s // the usual header value, path or message: nothing to look at
 	}
-	var out []byte // nil until something is redacted
-	last := 0      // s[last:] is not yet in out
-	cut := func(from, to int) {
-		if out == nil {
-			out = make([]byte, 0, len(s)+len(Redacted))
-		}
-		out = append(append(out, s[last:from]...), Redacted...)
-		last = to
+	// Userinfo first, on its own: a URL can stand in a pair's value.
+	return pairs(userinfos(s, text), text)
+}
+
+// cutter builds a copy of s with parts replaced by Redacted, only once
+// one is.
+type cutter struct {
+	s    string
+	out  []byte
+	last int // s[last:] is not yet in out
+}
+
+func (c *cutter) cut(from, to int) {
+	if c.out == nil {
+		c.out = make([]byte, 0, len(c.s)+len(Redacted))
 	}
-	start := 0 // of the current name=value pair
-	for i := 0; i <= len(s); i++ {
-		if i < len(s) && s[i] == ':' && strings.HasPrefix(s[i:], "://") {
-			if from, to := userinfo(s, i+3, text); to > from {
-				cut(from, to)
-				i, start = to, to+1 // at the '@'; the host begins the next pair
-				continue
-			}
+	c.out = append(append(c.out, c.s[c.last:from]...), Redacted...)
+	c.last = to
+}
+
+func (c *cutter) String() string {
+	if c.out == nil {
+		return c.s
+	}
+	return string(append(c.out, c.s[c.last:]...))
+}
+
+// userinfos redacts the userinfo of every URL in s.
+func userinfos(s string, text bool) string {
+	c := cutter{s: s}
+	for i := 0; ; {
+		k := strings.Index(s[i:], "://")
+		if k < 0 {
+			return c.String()
 		}
+		i += k + len("://")
+		if from, to := userinfo(s, i, text); to > from {
+			c.cut(from, to)
+			i = to
+		}
+	}
+}
+
+// pairs redacts the values of the sensitive name=value pairs in s.
+func pairs(s string, text bool) string {
+	c := cutter{s: s}
+	start := 0 // of the current pair
+	for i := 0; i <= len(s); i++ {
 		if i < len(s) && !boundary(s[i], text) {
 			continue
 		}
@@ -295,8 +325,8 @@ func scrub(s string, text bool) string {
 		if eq < 0 {
 			// key%3Dsecret: a parser that decodes before it splits sees a
 			// pair, so the pair goes whole if it is a sensitive one.
-			if strings.IndexByte(pair, '%') >= 0 && encodedPair(pair) {
-				cut(i-len(pair), i)
+			if strings.IndexByte(pair, '%') >= 0 && encodedPair(pair, text) {
+				c.cut(i-len(pair), i)
 			}
 			continue
 		}
@@ -308,25 +338,22 @@ func scrub(s string, text bool) string {
 		if v := s[from:to]; text && strings.HasPrefix(v, Redacted) && strings.Trim(v[len(Redacted):], closing) == "" {
 			// Redacted before (the proxy's own messages are).
 		} else if v != Redacted {
-			cut(from, to)
+			c.cut(from, to)
 		}
 		i, start = to, to+1
 	}
-	if out == nil {
-		return s
-	}
-	return string(append(out, s[last:]...))
+	return c.String()
 }
 
-// encodedPair reports whether pair, which has no '=', decodes to a
-// name=value pair of a sensitive name, or does not decode.
-func encodedPair(pair string) bool {
+// encodedPair reports whether pair, which has no '=', decodes to pairs
+// of which one is sensitive, or does not decode but may hide a '='.
+func encodedPair(pair string, text bool) bool {
 	d, ok := decode(pair)
 	if !ok {
 		return strings.Contains(strings.ToLower(pair), "%3d") || strings.Contains(pair, "%25")
 	}
-	name, _, found := strings.Cut(d, "=")
-	return found && Name(name)
+	// d has no escapes left: this goes no deeper.
+	return strings.IndexByte(d, '=') >= 0 && pairs(d, text) != d
 }
 
 // userinfo returns the bounds of the userinfo of the URL whose authority
