@@ -53,11 +53,13 @@ func toMeta(x *store.LLMExchange) exMeta {
 	}
 }
 
+// exchange is the index record m keeps, its path and error redacted again
+// (a log written before redaction failed closed may hold credentials).
 func (m *exMeta) exchange() *store.LLMExchange {
 	return &store.LLMExchange{
-		ID: m.ID, SandboxID: m.SandboxID, RunID: m.RunID, KeyID: m.KeyID, Tenant: m.Tenant, Inbound: m.Inbound, Method: m.Method, Path: m.Path,
-		Model: m.Model, Provider: m.Provider, UpstreamModel: m.UpstreamModel, Stream: m.Stream, Passthrough: m.Passthrough,
-		Status: m.Status, State: m.State, Error: m.Error, InputTokens: m.InputTokens, OutputTokens: m.OutputTokens,
+		ID: m.ID, SandboxID: m.SandboxID, RunID: m.RunID, KeyID: m.KeyID, Tenant: m.Tenant, Inbound: m.Inbound, Method: m.Method,
+		Path: redact.URL(m.Path), Model: m.Model, Provider: m.Provider, UpstreamModel: m.UpstreamModel, Stream: m.Stream,
+		Passthrough: m.Passthrough, Status: m.Status, State: m.State, Error: redact.Text(m.Error), InputTokens: m.InputTokens, OutputTokens: m.OutputTokens,
 		CachedTokens: m.CachedTokens, ReasoningTokens: m.ReasoningTokens, Attempts: m.Attempts,
 		FirstByte: time.Duration(m.FirstByte) * time.Microsecond, Duration: time.Duration(m.Duration) * time.Microsecond,
 		CreatedAt: time.UnixMicro(m.CreatedAt).UTC(), RequestBytes: m.RequestBytes, ResponseBytes: m.ResponseBytes,

@@ -207,6 +207,9 @@ func (a *Archive) Read(ctx context.Context, x *store.LLMExchange) (*Exchange, er
 			if err := json.Unmarshal(r.meta, &m); err != nil {
 				return nil, fmt.Errorf("read LLM exchange %s: record %s: %w", x.ID, p, err)
 			}
+			// Redacted again: a log written before redaction failed
+			// closed may hold credentials.
+			m.URL, m.Header = redact.URL(m.URL), redact.Header(m.Header)
 		}
 		switch r.kind {
 		case kindBegin:
@@ -214,7 +217,7 @@ func (a *Archive) Read(ctx context.Context, x *store.LLMExchange) (*Exchange, er
 			if err := json.Unmarshal(r.meta, &b); err != nil {
 				return nil, fmt.Errorf("read LLM exchange %s: record %s: %w", x.ID, p, err)
 			}
-			out.Request = Message{Method: b.Exchange.Method, URL: b.Exchange.Path, Header: b.Header, Body: data}
+			out.Request = Message{Method: b.Exchange.Method, URL: redact.URL(b.Exchange.Path), Header: redact.Header(b.Header), Body: data}
 		case kindUpstreamRequest:
 			if r.asRequest {
 				data = out.Request.Body

@@ -20,6 +20,8 @@ import (
 	"bytes"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 )
@@ -58,7 +60,7 @@ func Values(name string, vs []string) []string {
 	if vs == nil {
 		return nil
 	}
-	if !headerName(name) || Name(name) {
+	if sensitiveHeader(name) {
 		return []string{Redacted}
 	}
 	var out []string
@@ -75,6 +77,30 @@ func Values(name string, vs []string) []string {
 		return vs
 	}
 	return out
+}
+
+// known caches sensitiveHeader's answers: header names repeat on every
+// request, and Name costs about 150 ns. It stops growing at maxKnown
+// names, which are the clients' to choose.
+var (
+	known  sync.Map // name → bool
+	nKnown atomic.Int64
+)
+
+const maxKnown = 1024
+
+// sensitiveHeader reports whether a header's values are to go whole: its
+// name is sensitive, or is not a header name.
+func sensitiveHeader(name string) bool {
+	if v, ok := known.Load(name); ok {
+		return v.(bool)
+	}
+	s := !headerName(name) || Name(name)
+	if nKnown.Load() < maxKnown {
+		nKnown.Add(1)
+		known.Store(name, s)
+	}
+	return s
 }
 
 // headerName reports whether name is made of the visible ASCII

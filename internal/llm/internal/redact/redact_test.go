@@ -170,3 +170,21 @@ func TestNoAllocs(t *testing.T) {
 		t.Errorf("%v allocations, want 0", n)
 	}
 }
+
+// BenchmarkHeader is the cost per request of an agent's usual header set
+// and request URI, as the archive redacts them on the request's goroutine.
+func BenchmarkHeader(b *testing.B) {
+	h := http.Header{
+		"Content-Type": {"application/json"}, "X-Api-Key": {"sk-placeholder"}, "Anthropic-Version": {"2023-06-01"},
+		"Anthropic-Beta": {"claude-code-20250219,oauth-2025-04-20"}, "User-Agent": {"claude-cli/1.0.0 (external, cli)"},
+		"X-Stainless-Lang": {"js"}, "X-Stainless-Retry-Count": {"0"}, "Accept": {"application/json"},
+		"X-App": {"cli"}, "Anthropic-Dangerous-Direct-Browser-Access": {"true"},
+	}
+	b.ReportAllocs()
+	for range b.N {
+		for k, vs := range h {
+			_ = Values(k, vs)
+		}
+		_ = URL("/v1/messages?beta=true")
+	}
+}

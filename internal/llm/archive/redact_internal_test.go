@@ -2,12 +2,18 @@ package archive
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agent2env/agent2env/internal/store"
+	"github.com/agent2env/agent2env/internal/store/sqlite"
 )
 
 // sensitiveNames are the names FuzzRedactMeta hides a secret under,
@@ -99,4 +105,58 @@ func mangle(name string, upper, escape uint64, twice bool) string {
 		}
 	}
 	return b.String()
+}
+
+// TestRedactOldLog: a log written before redaction failed closed keeps
+// what it kept, but neither re-indexing it nor reading it back hands the
+// credentials on.
+func TestRedactOldLog(t *testing.T) {
+	dir := t.TempDir()
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "state.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cfg := Config{Dir: filepath.Join(dir, "archive"), Log: slog.New(slog.DiscardHandler)}
+	l, err := openLog(cfg.Dir, 1<<20, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As the archive wrote them: the path and URL through a redaction that
+	// gave up, the header through a list that missed Api-Key.
+	x := exMeta{ID: "llx_old", Method: "POST", Path: "/v1beta/models/m:generateContent?key=SEKRET&x=%zz",
+		State: store.LLMComplete, Error: `call provider up: Post "https://up/p?key=SEKRET&x=%zz": EOF`, CreatedAt: time.Now().UnixMicro()}
+	h := http.Header{"Api-Key": {"SEKRET"}, "Content-Type": {"application/json"}}
+	var log []byte
+	for _, r := range []record{
+		{kind: kindBegin, meta: marshal(beginMeta{Exchange: x, Header: h}), data: []byte(`{}`)},
+		{kind: kindUpstreamRequest, meta: marshal(httpMeta{Method: "POST", URL: "https://up/p?key=SEKRET&x=%zz", Header: h})},
+		{kind: kindUpstreamResponse, meta: marshal(httpMeta{Status: 502, Header: h})},
+		{kind: kindResponse, meta: marshal(httpMeta{Status: 502, Header: h})},
+		{kind: kindEnd, meta: marshal(x)},
+	} {
+		r.id, r.at = x.ID, time.Now()
+		log = appendRecord(log, &r)
+	}
+	if err := l.append(log, nil); err != nil {
+		t.Fatal(err)
+	}
+	l.close()
+	a, err := Open(context.Background(), cfg, st) // re-indexes the log
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	got, err := a.Get(context.Background(), x.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := a.Read(context.Background(), got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(read)
+	if bytes.Contains(b, []byte("SEKRET")) || !bytes.Contains(b, []byte("generateContent?key=[redacted]")) {
+		t.Errorf("re-indexed and read back: %s", b)
+	}
 }
