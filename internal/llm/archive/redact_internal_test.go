@@ -27,11 +27,12 @@ var sensitiveNames = []string{
 // FuzzRedactMeta: whatever surrounds it, a secret given as the value of a
 // sensitive parameter — in the client's path, the upstream's URL, the
 // error that quotes it, a header's value — or as a sensitive header's
-// value, is in no meta the archive writes. The query is built from fuzzed
-// parts around a known marker, so that the property can be checked: text
-// around it, the separator before the name, the name's case, escapes and
-// an added word, the secret's own bytes (but '&' and spaces, which end a
-// value in any parser) and what follows it.
+// value, is in no meta the archive writes, nor either end of it. The
+// query is built from fuzzed parts around a secret between known markers,
+// so that the property can be checked: text around it, the separator
+// before the name, the name's case, escapes and an added word, the
+// secret's own bytes (but '&' and spaces, which end a value in any
+// parser) and what follows it.
 func FuzzRedactMeta(f *testing.F) {
 	f.Add("alt=sse", uint8(0), "", uint64(0), uint64(0), false, uint8(0), "", uint8(0), "x=%zz") // issue 31
 	f.Add("", uint8(1), "", uint64(0), uint64(0), false, uint8(1), "abc", uint8(1), "")
@@ -40,6 +41,7 @@ func FuzzRedactMeta(f *testing.F) {
 	f.Add("a=1;b", uint8(9), "x", uint64(0), uint64(0xffff), false, uint8(4), "\"quote\x00\xff", uint8(0), "")
 	f.Add("key%3D", uint8(15), "", uint64(1), uint64(0), true, uint8(0), "[redacted]", uint8(1), "#frag")
 	f.Add("", uint8(2), "", uint64(0), uint64(0), false, uint8(0), "://user@host/p", uint8(1), "x=1")
+	f.Add("x://a", uint8(0), "", uint64(0), uint64(0), false, uint8(0), "@host", uint8(0), "")
 	f.Fuzz(func(t *testing.T, before string, pick uint8, word string, upper, escape uint64, twice bool,
 		sep uint8, body string, after uint8, rest string) {
 		name := sensitiveNames[int(pick)%len(sensitiveNames)]
@@ -52,9 +54,11 @@ func FuzzRedactMeta(f *testing.F) {
 				return -1
 			}
 			return r
-		}, body)
-		if strings.Contains(before, "SEKRET") || strings.Contains(rest, "SEKRET") {
-			return // the marker must be the secret's alone
+		}, body) + "TERKES"
+		for _, m := range []string{"SEKRET", "TERKES"} {
+			if strings.Contains(before, m) || strings.Contains(rest, m) || strings.Contains(word, m) {
+				return // the markers must be the secret's alone
+			}
 		}
 		query := before + string("&;?#"[sep%4]) + name + "=" + val
 		if after%3 > 0 {
@@ -70,8 +74,9 @@ func FuzzRedactMeta(f *testing.F) {
 			appendHTTPMeta(nil, "POST", "https://up"+path, 0, h),
 			appendHTTPMeta(nil, "", "", 200, h),
 		} {
-			// Not even a part of the secret: the marker is its first bytes.
-			if bytes.Contains(meta, []byte("SEKRET")) {
+			// Neither end of the secret: the markers are its first and
+			// last bytes.
+			if bytes.Contains(meta, []byte("SEKRET")) || bytes.Contains(meta, []byte("TERKES")) {
 				t.Fatalf("the secret %q is in\n%s", val, meta)
 			}
 		}

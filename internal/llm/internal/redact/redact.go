@@ -294,8 +294,9 @@ func scrub(s string, text bool) string {
 	if strings.IndexByte(s, '=') < 0 && strings.IndexByte(s, '%') < 0 && strings.IndexByte(s, '@') < 0 {
 		return s // the usual header value, path or message: nothing to look at
 	}
-	// Userinfo first, on its own: a URL can stand in a pair's value.
-	return pairs(userinfos(s, text), text)
+	// Pairs first, then userinfo on its own: a URL can stand in a pair's
+	// value, and an authority can hold what looks like pairs.
+	return userinfos(pairs(s, text), text)
 }
 
 // cutter builds a copy of s with parts replaced by Redacted, only once
