@@ -296,7 +296,7 @@ func (rec *recording) End(ex *proxy.Exchange) {
 		x.State = store.LLMClientGone
 	}
 	if ex.Err != nil {
-		x.Error = redact.Text(ex.Err.Error()) // a failed call's quotes its URL
+		x.Error = redact.Text(ex.Err.Error()) // a failed call's error quotes its URL
 	}
 	rec.put(kindEnd, appendExMeta(nil, x), nil, true)
 	rec.commit() // in the log before the client has the end of the answer

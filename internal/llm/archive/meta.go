@@ -59,8 +59,8 @@ func (m *exMeta) exchange() *store.LLMExchange {
 	return &store.LLMExchange{
 		ID: m.ID, SandboxID: m.SandboxID, RunID: m.RunID, KeyID: m.KeyID, Tenant: m.Tenant, Inbound: m.Inbound, Method: m.Method,
 		Path: redact.URL(m.Path), Model: m.Model, Provider: m.Provider, UpstreamModel: m.UpstreamModel, Stream: m.Stream,
-		Passthrough: m.Passthrough, Status: m.Status, State: m.State, Error: redact.Text(m.Error), InputTokens: m.InputTokens, OutputTokens: m.OutputTokens,
-		CachedTokens: m.CachedTokens, ReasoningTokens: m.ReasoningTokens, Attempts: m.Attempts,
+		Passthrough: m.Passthrough, Status: m.Status, State: m.State, Error: redact.Text(m.Error), InputTokens: m.InputTokens,
+		OutputTokens: m.OutputTokens, CachedTokens: m.CachedTokens, ReasoningTokens: m.ReasoningTokens, Attempts: m.Attempts,
 		FirstByte: time.Duration(m.FirstByte) * time.Microsecond, Duration: time.Duration(m.Duration) * time.Microsecond,
 		CreatedAt: time.UnixMicro(m.CreatedAt).UTC(), RequestBytes: m.RequestBytes, ResponseBytes: m.ResponseBytes,
 		StoredBytes: m.StoredBytes,
