@@ -33,6 +33,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/agent2env/agent2env/internal/llm"
+	"github.com/agent2env/agent2env/internal/llm/internal/redact"
 	"github.com/agent2env/agent2env/internal/llm/proxy"
 	"github.com/agent2env/agent2env/internal/store"
 )
@@ -136,7 +137,7 @@ func (a *Archive) Begin(r *http.Request, body []byte, ex *proxy.Exchange) proxy.
 	rec := &recording{a: a, id: ex.ID, start: ex.Start, body: body}
 	rec.x = store.LLMExchange{
 		ID: ex.ID, SandboxID: who.Sandbox, RunID: who.Run, KeyID: who.Key, Tenant: who.Tenant, Inbound: string(ex.Inbound),
-		Method: r.Method, Path: redactQuery(r.URL.RequestURI()), Model: ex.Model, Stream: ex.Stream,
+		Method: r.Method, Path: redact.URL(r.URL.RequestURI()), Model: ex.Model, Stream: ex.Stream,
 		State: store.LLMInProgress, CreatedAt: ex.Start, RequestBytes: int64(len(body)),
 	}
 	meta := appendBeginMeta(nil, &rec.x, r.Header)
@@ -237,7 +238,7 @@ func (rec *recording) commit() {
 
 func (rec *recording) UpstreamRequest(r *http.Request, body []byte) {
 	rec.flush(&rec.up)
-	rec.put(kindUpstreamRequest, appendHTTPMeta(nil, r.Method, redactQuery(r.URL.String()), 0, r.Header), body, false)
+	rec.put(kindUpstreamRequest, appendHTTPMeta(nil, r.Method, r.URL.String(), 0, r.Header), body, false)
 	rec.commit() // in the log before it is sent
 }
 
@@ -295,7 +296,7 @@ func (rec *recording) End(ex *proxy.Exchange) {
 		x.State = store.LLMClientGone
 	}
 	if ex.Err != nil {
-		x.Error = ex.Err.Error()
+		x.Error = redact.Text(ex.Err.Error()) // a failed call's error quotes its URL
 	}
 	rec.put(kindEnd, appendExMeta(nil, x), nil, true)
 	rec.commit() // in the log before the client has the end of the answer

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agent2env/agent2env/internal/llm/internal/redact"
 	"github.com/agent2env/agent2env/internal/llm/internal/wire"
 	"github.com/agent2env/agent2env/internal/store"
 )
@@ -52,21 +53,23 @@ func toMeta(x *store.LLMExchange) exMeta {
 	}
 }
 
+// exchange is the index record m keeps, its path and error redacted again
+// (a log written before redaction failed closed may hold credentials).
 func (m *exMeta) exchange() *store.LLMExchange {
 	return &store.LLMExchange{
-		ID: m.ID, SandboxID: m.SandboxID, RunID: m.RunID, KeyID: m.KeyID, Tenant: m.Tenant, Inbound: m.Inbound, Method: m.Method, Path: m.Path,
-		Model: m.Model, Provider: m.Provider, UpstreamModel: m.UpstreamModel, Stream: m.Stream, Passthrough: m.Passthrough,
-		Status: m.Status, State: m.State, Error: m.Error, InputTokens: m.InputTokens, OutputTokens: m.OutputTokens,
-		CachedTokens: m.CachedTokens, ReasoningTokens: m.ReasoningTokens, Attempts: m.Attempts,
+		ID: m.ID, SandboxID: m.SandboxID, RunID: m.RunID, KeyID: m.KeyID, Tenant: m.Tenant, Inbound: m.Inbound, Method: m.Method,
+		Path: redact.URL(m.Path), Model: m.Model, Provider: m.Provider, UpstreamModel: m.UpstreamModel, Stream: m.Stream,
+		Passthrough: m.Passthrough, Status: m.Status, State: m.State, Error: redact.Text(m.Error), InputTokens: m.InputTokens,
+		OutputTokens: m.OutputTokens, CachedTokens: m.CachedTokens, ReasoningTokens: m.ReasoningTokens, Attempts: m.Attempts,
 		FirstByte: time.Duration(m.FirstByte) * time.Microsecond, Duration: time.Duration(m.Duration) * time.Microsecond,
 		CreatedAt: time.UnixMicro(m.CreatedAt).UTC(), RequestBytes: m.RequestBytes, ResponseBytes: m.ResponseBytes,
 		StoredBytes: m.StoredBytes,
 	}
 }
 
-// appendExMeta appends what marshal(toMeta(x)) would, without the
-// reflection: it is written twice per exchange, on the request's
-// goroutine.
+// appendExMeta appends what marshal(toMeta(x)) would, x's path and error
+// redacted, without the reflection: it is written twice per exchange, on
+// the request's goroutine.
 func appendExMeta(dst []byte, x *store.LLMExchange) []byte {
 	m := toMeta(x)
 	dst = wire.AppendString(append(dst, `{"id":`...), m.ID)
@@ -91,7 +94,7 @@ func appendExMeta(dst []byte, x *store.LLMExchange) []byte {
 	str("t", m.Tenant)
 	str("in", m.Inbound)
 	str("m", m.Method)
-	str("p", m.Path)
+	str("p", redact.URL(m.Path))
 	str("model", m.Model)
 	str("prov", m.Provider)
 	str("up", m.UpstreamModel)
@@ -99,7 +102,7 @@ func appendExMeta(dst []byte, x *store.LLMExchange) []byte {
 	yes("pass", m.Passthrough)
 	num("status", int64(m.Status))
 	str("state", m.State)
-	str("err", m.Error)
+	str("err", redact.Text(m.Error))
 	num("it", int64(m.InputTokens))
 	num("ot", int64(m.OutputTokens))
 	num("ct", int64(m.CachedTokens))
@@ -114,8 +117,8 @@ func appendExMeta(dst []byte, x *store.LLMExchange) []byte {
 	return append(dst, '}')
 }
 
-// appendBeginMeta appends what marshal(beginMeta{toMeta(x), redact(h)})
-// would.
+// appendBeginMeta appends what marshal(beginMeta{toMeta(x), redact.Header(h)})
+// would, x redacted as appendExMeta does.
 func appendBeginMeta(dst []byte, x *store.LLMExchange, h http.Header) []byte {
 	dst = appendExMeta(append(dst, `{"x":`...), x)
 	// The header as a request record's meta has it: {"h":{...}}, or {}.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agent2env/agent2env/internal/llm/internal/redact"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
@@ -28,7 +29,7 @@ func TestAppendHTTPMeta(t *testing.T) {
 		if err := json.Unmarshal(got, &back); err != nil {
 			t.Fatalf("%s: %v", got, err)
 		}
-		if err := json.Unmarshal(marshal(httpMeta{Method: m.Method, URL: m.URL, Status: m.Status, Header: redact(m.Header)}), &want); err != nil {
+		if err := json.Unmarshal(marshal(httpMeta{Method: m.Method, URL: m.URL, Status: m.Status, Header: redact.Header(m.Header)}), &want); err != nil {
 			t.Fatal(err)
 		}
 		if d := cmp.Diff(want, back); d != "" {
@@ -85,7 +86,7 @@ func TestAppendExMeta(t *testing.T) {
 			if err := json.Unmarshal(got, &back); err != nil {
 				t.Fatalf("%s: %v", got, err)
 			}
-			if err := json.Unmarshal(marshal(beginMeta{Exchange: toMeta(&x), Header: redact(h)}), &want); err != nil {
+			if err := json.Unmarshal(marshal(beginMeta{Exchange: toMeta(&x), Header: redact.Header(h)}), &want); err != nil {
 				t.Fatal(err)
 			}
 			if d := cmp.Diff(want, back); d != "" {

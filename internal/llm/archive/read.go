@@ -7,14 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/llm/internal/redact"
 	"github.com/agent2env/agent2env/internal/llm/internal/wire"
 	"github.com/agent2env/agent2env/internal/store"
 )
@@ -39,9 +38,10 @@ func marshal(v any) []byte {
 	return b
 }
 
-// appendHTTPMeta appends what marshal(httpMeta{...}) would with h
+// appendHTTPMeta appends what marshal(httpMeta{...}) would with url and h
 // redacted, without the reflection or the copy of h: it is on the path
-// of every request and response.
+// of every request and response. What it writes is redacted here, where
+// it goes to the log, whatever its caller did.
 func appendHTTPMeta(dst []byte, method, url string, status int, h http.Header) []byte {
 	dst = append(dst, '{')
 	sep := func() {
@@ -54,7 +54,7 @@ func appendHTTPMeta(dst []byte, method, url string, status int, h http.Header) [
 	}
 	if url != "" {
 		sep()
-		dst = wire.AppendString(append(dst, `"u":`...), url)
+		dst = wire.AppendString(append(dst, `"u":`...), redact.URL(url))
 	}
 	if status != 0 {
 		sep()
@@ -70,12 +70,10 @@ func appendHTTPMeta(dst []byte, method, url string, status int, h http.Header) [
 			}
 			first = false
 			dst = append(wire.AppendString(dst, k), ':')
+			vs = redact.Values(k, vs)
 			if vs == nil {
 				dst = append(dst, "null"...)
 				continue
-			}
-			if secretHeaders[http.CanonicalHeaderKey(k)] {
-				vs = []string{redacted}
 			}
 			dst = append(dst, '[')
 			for i, v := range vs {
@@ -89,40 +87,6 @@ func appendHTTPMeta(dst []byte, method, url string, status int, h http.Header) [
 		dst = append(dst, '}')
 	}
 	return append(dst, '}')
-}
-
-// Credentials are never archived: the client's placeholder or per-run
-// key, nor the upstream's key.
-var secretHeaders = map[string]bool{
-	"Authorization": true, "X-Api-Key": true, "X-Goog-Api-Key": true, "Cookie": true,
-	"Proxy-Authorization": true, "Set-Cookie": true,
-}
-
-const redacted = "[redacted]"
-
-func redact(h http.Header) http.Header {
-	out := make(http.Header, len(h))
-	for k, v := range h {
-		if secretHeaders[http.CanonicalHeaderKey(k)] {
-			v = []string{redacted}
-		}
-		out[k] = v
-	}
-	return out
-}
-
-// redactQuery hides a Gemini key given in the query.
-func redactQuery(u string) string {
-	base, q, ok := strings.Cut(u, "?")
-	if !ok {
-		return u
-	}
-	v, err := url.ParseQuery(q)
-	if err != nil || !v.Has("key") {
-		return u
-	}
-	v.Set("key", redacted)
-	return base + "?" + v.Encode()
 }
 
 func appendChunk(dst []byte, at time.Duration, b []byte) []byte {
@@ -243,6 +207,9 @@ func (a *Archive) Read(ctx context.Context, x *store.LLMExchange) (*Exchange, er
 			if err := json.Unmarshal(r.meta, &m); err != nil {
 				return nil, fmt.Errorf("read LLM exchange %s: record %s: %w", x.ID, p, err)
 			}
+			// Redacted again: a log written before redaction failed
+			// closed may hold credentials.
+			m.URL, m.Header = redact.URL(m.URL), redact.Header(m.Header)
 		}
 		switch r.kind {
 		case kindBegin:
@@ -250,7 +217,7 @@ func (a *Archive) Read(ctx context.Context, x *store.LLMExchange) (*Exchange, er
 			if err := json.Unmarshal(r.meta, &b); err != nil {
 				return nil, fmt.Errorf("read LLM exchange %s: record %s: %w", x.ID, p, err)
 			}
-			out.Request = Message{Method: b.Exchange.Method, URL: b.Exchange.Path, Header: b.Header, Body: data}
+			out.Request = Message{Method: b.Exchange.Method, URL: redact.URL(b.Exchange.Path), Header: redact.Header(b.Header), Body: data}
 		case kindUpstreamRequest:
 			if r.asRequest {
 				data = out.Request.Body

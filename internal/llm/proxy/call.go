@@ -14,6 +14,7 @@ import (
 
 	"github.com/agent2env/agent2env/internal/llm"
 	"github.com/agent2env/agent2env/internal/llm/caller"
+	"github.com/agent2env/agent2env/internal/llm/internal/redact"
 	"github.com/agent2env/agent2env/internal/llm/internal/wire"
 )
 
@@ -376,7 +377,7 @@ func (c *call) send(pr *provider, path string, body []byte, pass bool) (*http.Re
 	}
 	hreq, err := http.NewRequestWithContext(c.ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
-		return nil, llm.Errorf(llm.ErrorInternal, "call provider %s: %v", pr.Name, err)
+		return nil, llm.Errorf(llm.ErrorInternal, "call provider %s: %v", pr.Name, hideURL(err))
 	}
 	if pass {
 		for k, v := range c.r.Header {
@@ -397,13 +398,24 @@ func (c *call) send(pr *provider, path string, body []byte, pass bool) (*http.Re
 	}
 	resp, err := c.p.client.Do(hreq)
 	if err != nil {
-		return nil, llm.Errorf(llm.ErrorUpstream, "call provider %s: %v", pr.Name, err)
+		return nil, llm.Errorf(llm.ErrorUpstream, "call provider %s: %v", pr.Name, hideURL(err))
 	}
 	if c.rec != nil {
 		c.rec.UpstreamResponse(resp.StatusCode, resp.Header)
 		resp.Body = &recordedBody{ReadCloser: resp.Body, rec: c.rec}
 	}
 	return resp, nil
+}
+
+// hideURL redacts the URL a *url.Error quotes (with the client's query,
+// which may hold a credential): the message goes to the client and the
+// archive.
+func hideURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = redact.URL(ue.URL)
+	}
+	return err
 }
 
 // recordedBody hands each piece of an upstream's body to the recording as
