@@ -89,15 +89,19 @@ type Exchange struct {
 	Provider string // the provider that answered (after fallbacks)
 	Upstream string // the upstream's model name
 	Stream   bool
-	// Passthrough: the body went through untouched.
+	// Passthrough: the body went through as the client sent it, but for
+	// the model's name and a Chat Completions stream's request for usage.
 	Passthrough bool
 	Status      int
-	Usage       llm.Usage
-	Err         error
-	Attempts    int
-	Start       time.Time
-	FirstByte   time.Duration // to the first byte sent to the client
-	Duration    time.Duration
+	// Usage is what the call is charged: the upstream's count, with an
+	// estimate where it gave none (UsageEstimated).
+	Usage          llm.Usage
+	UsageEstimated bool
+	Err            error
+	Attempts       int
+	Start          time.Time
+	FirstByte      time.Duration // to the first byte sent to the client
+	Duration       time.Duration
 	// ClientGone: the client left (or could no longer be written to)
 	// before the exchange ended.
 	ClientGone bool

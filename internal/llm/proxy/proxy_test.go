@@ -426,7 +426,8 @@ func TestModels(t *testing.T) {
 }
 
 // TestClientDisconnect: a client that leaves mid-stream cancels the
-// upstream call, and the exchange is reported with its error.
+// upstream call, and the exchange is reported with its error, charged what
+// it was sent (the stream's count never came).
 func TestClientDisconnect(t *testing.T) {
 	gone := make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -484,8 +485,8 @@ func TestClientDisconnect(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		if ex := x.last(t); ex.Err == nil || ex.FirstByte <= 0 {
-			t.Errorf("%s: exchange %+v, want an error and a first byte", f, ex)
+		if ex := x.last(t); ex.Err == nil || ex.FirstByte <= 0 || ex.Usage.OutputTokens == 0 || !ex.UsageEstimated {
+			t.Errorf("%s: exchange %+v, want an error, a first byte and the output sent charged", f, ex)
 		}
 	}
 }
