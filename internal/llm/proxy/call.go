@@ -414,7 +414,23 @@ var dropRequest = map[string]bool{
 	"Transfer-Encoding": true, "Upgrade": true,
 }
 
-func (c *call) send(pr *provider, path string, body []byte, pass bool) (*http.Response, *llm.Error) {
+// detachedTimeout bounds the wait for the answer to a whole call whose
+// client left, when its entry sets no timeout.
+const detachedTimeout = 10 * time.Minute
+
+// cancelOnClose releases a response's context when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+func (c *call) send(pr *provider, path string, body []byte, pass bool) (resp *http.Response, _ *llm.Error) {
 	u := strings.TrimRight(pr.BaseURL, "/") + path
 	if pass && c.r.URL.RawQuery != "" {
 		// Keep the client's query (?beta=true, ?alt=sse), but never its key.
@@ -425,7 +441,30 @@ func (c *call) send(pr *provider, path string, body []byte, pass bool) (*http.Re
 			u = base + "?" + enc
 		}
 	}
-	hreq, err := http.NewRequestWithContext(c.ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err := c.r.Context().Err(); err != nil { // nothing new for a client gone
+		return nil, llm.Errorf(llm.ErrorUpstream, "call provider %s: %v", pr.Name, err)
+	}
+	ctx := c.ctx
+	if !c.stream && !c.count {
+		// An upstream answers a whole call it was sent, and bills it,
+		// whether or not its caller is still there: a client that left
+		// early would otherwise be charged nothing. The answer is read to
+		// its end, within the entry's timeout (or detachedTimeout).
+		d, ok := ctx.Deadline()
+		if !ok {
+			d = time.Now().Add(detachedTimeout)
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), d)
+		defer func() {
+			if resp == nil {
+				cancel()
+			} else {
+				resp.Body = cancelOnClose{resp.Body, cancel}
+			}
+		}()
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
 		return nil, llm.Errorf(llm.ErrorInternal, "call provider %s: %v", pr.Name, err)
 	}
@@ -446,7 +485,7 @@ func (c *call) send(pr *provider, path string, body []byte, pass bool) (*http.Re
 	if c.rec != nil {
 		c.rec.UpstreamRequest(hreq, body)
 	}
-	resp, err := c.p.client.Do(hreq)
+	resp, err = c.p.client.Do(hreq)
 	if err != nil {
 		return nil, llm.Errorf(llm.ErrorUpstream, "call provider %s: %v", pr.Name, err)
 	}

@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agent2env/agent2env/internal/llm"
 	"github.com/agent2env/agent2env/internal/llm/llmtest"
@@ -174,5 +176,45 @@ func TestOneExchangePerCall(t *testing.T) {
 	defer x.mu.Unlock()
 	if resp.StatusCode != http.StatusBadRequest || len(x.all) != 1 {
 		t.Errorf("status %d, %d exchanges observed; want 400, 1", resp.StatusCode, len(x.all))
+	}
+}
+
+// TestClientLeavesWholeCall: an upstream answers, and bills, a whole call
+// it was sent even if its client left: the proxy reads the answer to its
+// end and charges it (it canceled the call, and charged nothing).
+func TestClientLeavesWholeCall(t *testing.T) {
+	for _, f := range []llm.Format{llm.FormatOpenAI, llm.FormatAnthropic} { // pass-through, then translated
+		t.Run(string(f), func(t *testing.T) {
+			up := llmtest.NewFakeUpstream(t, proxy.Codecs[llm.FormatOpenAI], "", func(r *llm.Request) (*llm.Response, *llm.Error) {
+				time.Sleep(300 * time.Millisecond)
+				return answer("late")(r)
+			})
+			base, x := serve(t, proxy.Config{
+				Providers: []proxy.Provider{{Name: "up", Type: "openai", BaseURL: up.URL}},
+				Models:    []proxy.Model{{Name: "m", Provider: "up"}},
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			in := inbounds[f]
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+in.path, strings.NewReader(fmt.Sprintf(in.body, "m", false)))
+			in.auth(req.Header)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+				t.Fatalf("the client got an answer (%d) before it left", resp.StatusCode)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				x.mu.Lock()
+				n := len(x.all)
+				x.mu.Unlock()
+				if n > 0 || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if ex := x.last(t); !ex.ClientGone || ex.Usage != (llm.Usage{InputTokens: 7, OutputTokens: 3}) || ex.UsageEstimated {
+				t.Errorf("exchange %+v: want the client gone and the upstream's count charged", ex)
+			}
+		})
 	}
 }
