@@ -202,17 +202,7 @@ func TestClientLeavesWholeCall(t *testing.T) {
 				resp.Body.Close()
 				t.Fatalf("the client got an answer (%d) before it left", resp.StatusCode)
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				x.mu.Lock()
-				n := len(x.all)
-				x.mu.Unlock()
-				if n > 0 || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			if ex := x.last(t); !ex.ClientGone || ex.Usage != (llm.Usage{InputTokens: 7, OutputTokens: 3}) || ex.UsageEstimated {
+			if ex := x.wait(t); !ex.ClientGone || ex.Usage != (llm.Usage{InputTokens: 7, OutputTokens: 3}) || ex.UsageEstimated {
 				t.Errorf("exchange %+v: want the client gone and the upstream's count charged", ex)
 			}
 		})

@@ -56,6 +56,21 @@ func (x *exchanges) last(t *testing.T) proxy.Exchange {
 	return x.all[len(x.all)-1]
 }
 
+// wait is the last exchange, once there is one (an exchange whose client
+// left ends after the client saw its end).
+func (x *exchanges) wait(t *testing.T) proxy.Exchange {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		x.mu.Lock()
+		n := len(x.all)
+		x.mu.Unlock()
+		if n > 0 {
+			break
+		}
+	}
+	return x.last(t)
+}
+
 func serve(t *testing.T, cfg proxy.Config) (string, *exchanges) {
 	t.Helper()
 	x := &exchanges{}
@@ -475,17 +490,7 @@ func TestClientDisconnect(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%s: the upstream call was not canceled", f)
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			x.mu.Lock()
-			n := len(x.all)
-			x.mu.Unlock()
-			if n > 0 || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		if ex := x.last(t); ex.Err == nil || ex.FirstByte <= 0 || ex.Usage.OutputTokens == 0 || !ex.UsageEstimated {
+		if ex := x.wait(t); ex.Err == nil || ex.FirstByte <= 0 || ex.Usage.OutputTokens == 0 || !ex.UsageEstimated {
 			t.Errorf("%s: exchange %+v, want an error, a first byte and the output sent charged", f, ex)
 		}
 	}
