@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"mime"
@@ -11,6 +12,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/agent2env/agent2env/internal/llm"
 	"github.com/agent2env/agent2env/internal/llm/caller"
@@ -408,7 +411,7 @@ func member(data []byte, key string) []byte {
 // Headers never passed on: the client's credentials, hop-by-hop ones, and
 // what the transport sets itself.
 var dropRequest = map[string]bool{
-	"Authorization": true, "X-Api-Key": true, "X-Goog-Api-Key": true, "Cookie": true,
+	"Authorization": true, "X-Api-Key": true, "X-Goog-Api-Key": true, "Api-Key": true, "Cookie": true,
 	"Host": true, "Content-Length": true, "Accept-Encoding": true, "Connection": true,
 	"Keep-Alive": true, "Proxy-Authorization": true, "Te": true, "Trailer": true,
 	"Transfer-Encoding": true, "Upgrade": true,
@@ -428,6 +431,30 @@ func (b cancelOnClose) Close() error {
 	err := b.ReadCloser.Close()
 	b.cancel()
 	return err
+}
+
+// accountHeaders choose, for a key that reaches more than one, the
+// organisation, project or account a call is billed to and whose data and
+// limits it uses (OpenAI's organisation and project, the ChatGPT account
+// Codex names, Google's quota project). With the operator's key, that is
+// the operator's to choose: a client's pass only where its provider's
+// ForwardHeaders name them. Other headers pass (anthropic-beta,
+// OpenAI-Beta: features, not accounts). Keys are canonical.
+var accountHeaders = map[string]bool{
+	"Openai-Organization": true, "Openai-Project": true, "Chatgpt-Account-Id": true, "X-Goog-User-Project": true,
+}
+
+// CheckForwardHeader checks a name for Provider.ForwardHeaders: a header
+// name, and not one the proxy never passes on (a credential, a hop-by-hop
+// header).
+func CheckForwardHeader(name string) error {
+	if !httpguts.ValidHeaderFieldName(name) {
+		return fmt.Errorf("forward_headers: %q is not a header name", name)
+	}
+	if dropRequest[http.CanonicalHeaderKey(name)] {
+		return fmt.Errorf("forward_headers: %s is never passed on: the proxy sets it, or it is the client's credential", name)
+	}
+	return nil
 }
 
 func (c *call) send(pr *provider, path string, body []byte, pass bool) (resp *http.Response, _ *llm.Error) {
@@ -470,7 +497,7 @@ func (c *call) send(pr *provider, path string, body []byte, pass bool) (resp *ht
 	}
 	if pass {
 		for k, v := range c.r.Header {
-			if !dropRequest[k] {
+			if !dropRequest[k] && (!accountHeaders[k] || pr.forward[k]) {
 				hreq.Header[k] = v
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/agent2env/agent2env/internal/llm"
 	"github.com/agent2env/agent2env/internal/llm/internal/wire"
@@ -539,6 +540,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{Providers: []proxy.Provider{{Name: "a", Type: "cohere", BaseURL: "http://x"}}},
 		{Providers: []proxy.Provider{{Name: "a", Type: "openai"}}},
 		{Providers: []proxy.Provider{{Name: "a", Type: "replay"}}},
+		{Providers: []proxy.Provider{{Name: "a", Type: "openai", BaseURL: "http://x", ForwardHeaders: []string{"X-Api-Key"}}}},
 		{Providers: []proxy.Provider{{Name: "a", Type: "openai", BaseURL: "http://x"}, {Name: "a", Type: "openai", BaseURL: "http://x"}}},
 		{Models: []proxy.Model{{Name: "m", Provider: "nobody"}}},
 		{Providers: []proxy.Provider{{Name: "a", Type: "openai", BaseURL: "http://x"}}, Models: []proxy.Model{{Name: "m", Provider: "a", Fallbacks: []string{"ghost"}}}},
@@ -647,5 +649,67 @@ func TestPassStreamFlushesPerBurst(t *testing.T) {
 	<-done
 	if flushed, _ := w.state(); flushed != burst.String()+ev(10)+"data: [DONE]\n\n" {
 		t.Errorf("flushed %q", flushed)
+	}
+}
+
+// TestAccountHeaders: the headers that choose the account, organisation or
+// project of the operator's key pass from a client only where the
+// provider's ForwardHeaders name them; feature headers pass as before, and
+// a client's credentials never.
+func TestAccountHeaders(t *testing.T) {
+	sent := http.Header{
+		"Openai-Organization": {"org-sandbox"}, "Openai-Project": {"proj-sandbox"}, "Chatgpt-Account-Id": {"acct-sandbox"},
+		"X-Goog-User-Project": {"gcp-sandbox"}, "Openai-Beta": {"assistants=v2"}, "Anthropic-Beta": {"context-1m"},
+		"Api-Key": {sandboxKey},
+	}
+	tests := []struct {
+		format  llm.Format
+		forward []string
+		want    []string // of sent, the headers the upstream gets
+	}{
+		{llm.FormatOpenAI, nil, []string{"Openai-Beta", "Anthropic-Beta"}},
+		{llm.FormatOpenAI, []string{"openai-organization"}, []string{"Openai-Organization", "Openai-Beta", "Anthropic-Beta"}},
+		{llm.FormatResponses, []string{"ChatGPT-Account-ID", "OpenAI-Project"}, []string{"Chatgpt-Account-Id", "Openai-Project", "Openai-Beta", "Anthropic-Beta"}},
+		{llm.FormatAnthropic, nil, []string{"Openai-Beta", "Anthropic-Beta"}},
+		{llm.FormatGemini, nil, []string{"Openai-Beta", "Anthropic-Beta"}},
+		{llm.FormatGemini, []string{"X-Goog-User-Project"}, []string{"X-Goog-User-Project", "Openai-Beta", "Anthropic-Beta"}},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%s/%v", tc.format, tc.forward), func(t *testing.T) {
+			up := llmtest.NewFakeUpstream(t, proxy.Codecs[tc.format], upstreamKey, answer("hi"))
+			p, err := proxy.New(proxy.Config{
+				Providers: []proxy.Provider{{Name: "up", Type: string(tc.format), BaseURL: up.URL, APIKey: upstreamKey, ForwardHeaders: tc.forward}},
+				Models:    []proxy.Model{{Name: "m", Provider: "up"}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := inbounds[tc.format]
+			path, body := in.path, fmt.Sprintf(in.body, "m", false)
+			if tc.format == llm.FormatGemini {
+				path, body = fmt.Sprintf(in.path, "m"), in.body
+			}
+			r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+			for k, v := range sent {
+				r.Header[k] = v
+			}
+			w := httptest.NewRecorder()
+			p.ServeHTTP(w, r)
+			if w.Code != http.StatusOK {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+			var got []string
+			for k := range sent {
+				if v := up.Calls()[0].Header.Get(k); v != "" {
+					if v != sent.Get(k) {
+						t.Errorf("upstream got %s: %s, want %s", k, v, sent.Get(k))
+					}
+					got = append(got, k)
+				}
+			}
+			if d := cmp.Diff(tc.want, got, cmpopts.SortSlices(func(a, b string) bool { return a < b })); d != "" {
+				t.Errorf("headers passed (-want +got):\n%s", d)
+			}
+		})
 	}
 }
