@@ -30,7 +30,8 @@ import (
 // 200ms for span, as a slow model does.
 func slowUpstream(t *testing.T, span time.Duration) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.Contains(readAll(r.Body), `"stream":true`) {
+		body := readAll(r.Body)
+		if !strings.Contains(body, `"stream":true`) {
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, `{"id":"c","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}`)
 			return
@@ -39,6 +40,10 @@ func slowUpstream(t *testing.T, span time.Duration) string {
 		for end := time.Now().Add(span); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
 			io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,"delta":{"content":"."}}]}`+"\n\n")
 			w.(http.Flusher).Flush()
+		}
+		io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n")
+		if strings.Contains(body, `"include_usage":true`) { // as OpenAI: only when asked (the proxy asks)
+			io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":20,"total_tokens":25}}`+"\n\n")
 		}
 		io.WriteString(w, "data: [DONE]\n\n")
 	}))
@@ -119,7 +124,7 @@ func TestRunsUseTheLLMProxy(t *testing.T) {
 	if r.Status != api.RunSucceeded {
 		t.Errorf("the run waiting on a slow model ended %s: %s (want succeeded: its calls are progress)", r.Status, r.Reason)
 	}
-	if want := (api.RunLLMUsage{Requests: 2, InputTokens: 7, OutputTokens: 3, Source: "proxy"}); r.LLM != want {
+	if want := (api.RunLLMUsage{Requests: 2, InputTokens: 7 + 5, OutputTokens: 3 + 20, Source: "proxy"}); r.LLM != want {
 		t.Errorf("llm usage %+v, want %+v", r.LLM, want)
 	}
 	if r.ConversationID == "" || len(r.ConversationIDs) == 0 || r.ConversationIDs[0] != r.ConversationID {

@@ -66,8 +66,14 @@ type TokenCounter interface {
 	EncodeCountResponse(tokens int) []byte
 }
 
-// EstimateTokens is a rough count of a request's input tokens (about four
-// bytes of text a token) for when no upstream can count.
+// BytesPerToken is what the estimates count a token as: four bytes of
+// text, the providers' own rule of thumb for English text and about what
+// source code comes to (denser text, CJK, is fewer bytes a token: there
+// the estimates run low).
+const BytesPerToken = 4
+
+// EstimateTokens is a rough count of a request's input tokens (see
+// BytesPerToken) for when no upstream can count.
 func EstimateTokens(req *Request) int {
 	n := 0
 	add := func(ps []Part) {
@@ -89,5 +95,17 @@ func EstimateTokens(req *Request) int {
 	for i := range req.Tools {
 		n += len(req.Tools[i].Name) + len(req.Tools[i].Description) + len(req.Tools[i].Parameters)
 	}
-	return (n + 3) / 4
+	return (n + BytesPerToken - 1) / BytesPerToken
+}
+
+// EstimateOutputTokens is a rough count of the tokens a response's content
+// took (see BytesPerToken): its text, thinking and tool calls. Reasoning a
+// provider hides (only its signature comes) is not counted.
+func EstimateOutputTokens(r *Response) int {
+	n := 0
+	for i := range r.Content {
+		p := &r.Content[i]
+		n += len(p.Text) + len(p.Arguments) + len(p.Name)
+	}
+	return (n + BytesPerToken - 1) / BytesPerToken
 }

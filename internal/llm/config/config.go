@@ -1,7 +1,8 @@
 // Package config reads the LLM proxy's YAML configuration file (serve
 // --llm-config): providers and their keys (read from the daemon's
 // environment, never written in the file), model entries with aliases and
-// fallbacks, per-entry timeouts, retries with back-off, and the default
+// fallbacks, per-entry timeouts, retries with back-off, the client headers
+// that may choose the account of a provider's key, and the default
 // budgets and rate limits of keys, sandboxes and runs. Errors name the
 // file and line. Load reads a file; File.Proxy turns it into the proxy's
 // configuration.
@@ -51,6 +52,10 @@ type Provider struct {
 	APIKeyEnv string `yaml:"api_key_env"`
 	// Script is a replay provider's script file (relative to this file).
 	Script string `yaml:"script"`
+	// ForwardHeaders are the account-selecting headers (OpenAI-Organization,
+	// OpenAI-Project, ChatGPT-Account-ID, X-Goog-User-Project) a sandbox may
+	// choose for this provider's key; by default they are dropped.
+	ForwardHeaders []string `yaml:"forward_headers"`
 }
 
 // Model is what clients ask for by Name or one of its Aliases.
@@ -219,6 +224,11 @@ func (f *File) validate() error {
 		case p.Type != proxy.TypeReplay && !strings.HasPrefix(p.BaseURL, "http://") && !strings.HasPrefix(p.BaseURL, "https://"):
 			return f.errAt(fmt.Sprintf("provider %q: base_url %q is not an http(s) URL", p.Name, p.BaseURL), "providers", i, "base_url")
 		}
+		for k, h := range p.ForwardHeaders {
+			if err := proxy.CheckForwardHeader(h); err != nil {
+				return f.errAt(fmt.Sprintf("provider %q: %v", p.Name, err), "providers", i, "forward_headers", k)
+			}
+		}
 		providers[p.Name] = true
 	}
 	names := map[string]bool{}
@@ -275,7 +285,7 @@ func (f *File) Proxy(getenv func(string) string) (proxy.Config, error) {
 	}
 	cfg := proxy.Config{Retry: proxy.Retry{Attempts: *f.Retries.Attempts, Backoff: f.Retries.Backoff, MaxBackoff: f.Retries.MaxBackoff}}
 	for i, p := range f.Providers {
-		pr := proxy.Provider{Name: p.Name, Type: p.Type, BaseURL: p.BaseURL}
+		pr := proxy.Provider{Name: p.Name, Type: p.Type, BaseURL: p.BaseURL, ForwardHeaders: p.ForwardHeaders}
 		if p.APIKeyEnv != "" {
 			if pr.APIKey = getenv(p.APIKeyEnv); pr.APIKey == "" {
 				return proxy.Config{}, f.errAt(fmt.Sprintf("provider %q: api_key_env %s is not set in the daemon's environment", p.Name, p.APIKeyEnv), "providers", i, "api_key_env")

@@ -20,6 +20,7 @@ providers:
     type: openai
     base_url: http://127.0.0.1:9000/v1
     api_key_env: LOCAL_KEY
+    forward_headers: [OpenAI-Project]
   - name: claude
     type: anthropic
     base_url: https://api.anthropic.com
@@ -51,7 +52,7 @@ func TestParse(t *testing.T) {
 	}
 	want := proxy.Config{
 		Providers: []proxy.Provider{
-			{Name: "local", Type: "openai", BaseURL: "http://127.0.0.1:9000/v1", APIKey: "sk-local"},
+			{Name: "local", Type: "openai", BaseURL: "http://127.0.0.1:9000/v1", APIKey: "sk-local", ForwardHeaders: []string{"OpenAI-Project"}},
 			{Name: "claude", Type: "anthropic", BaseURL: "https://api.anthropic.com"},
 		},
 		Models: []proxy.Model{
@@ -85,6 +86,10 @@ func TestParseErrorsNameTheLine(t *testing.T) {
 		{"alias twice", "providers:\n  - {name: a, type: openai, base_url: http://x}\nmodels:\n  - name: m\n    provider: a\n  - name: n\n    provider: a\n    aliases: [x, m]\n", `llm config llm.yaml:8: model name "m" is used twice`},
 		{"unknown fallback", "providers:\n  - {name: a, type: openai, base_url: http://x}\nmodels:\n  - name: m\n    provider: a\n    fallbacks:\n      - n\n", `llm config llm.yaml:7: model "m": unknown fallback "n"`},
 		{"replay without script", "providers:\n  - name: r\n    type: replay\n", `llm config llm.yaml:2: provider "r": a replay provider needs a script`},
+		{"forward a credential", "providers:\n  - name: a\n    type: openai\n    base_url: http://x\n    forward_headers:\n      - OpenAI-Organization\n      - authorization\n",
+			`llm config llm.yaml:7: provider "a": forward_headers: authorization is never passed on: the proxy sets it, or it is the client's credential`},
+		{"forward no header", "providers:\n  - name: a\n    type: openai\n    base_url: http://x\n    forward_headers: [\"OpenAI Project\"]\n",
+			`llm config llm.yaml:5: provider "a": forward_headers: "OpenAI Project" is not a header name`},
 		{"negative limit", "limits:\n  run:\n    budget_tokens: -1\n", "llm config llm.yaml:3: limits must not be negative"},
 	}
 	for _, tc := range tests {

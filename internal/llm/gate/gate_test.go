@@ -147,8 +147,13 @@ var clientCalls = map[llm.Format]struct{ path, body string }{
 
 func call(t *testing.T, h http.Handler, f llm.Format, key string) (int, []byte) {
 	t.Helper()
-	c := clientCalls[f]
-	r := httptest.NewRequest(http.MethodPost, "/llm"+c.path, strings.NewReader(c.body))
+	return post(t, h, f, clientCalls[f].path, clientCalls[f].body, key)
+}
+
+// post sends a client's request of format f.
+func post(t *testing.T, h http.Handler, f llm.Format, path, body, key string) (int, []byte) {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodPost, "/llm"+path, strings.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
 	if key != "" {
 		switch f {
@@ -163,8 +168,8 @@ func call(t *testing.T, h http.Handler, f llm.Format, key string) (int, []byte) 
 	}
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
-	body, _ := io.ReadAll(w.Result().Body)
-	return w.Code, body
+	got, _ := io.ReadAll(w.Result().Body)
+	return w.Code, got
 }
 
 // errorMessage reads the message of an error body of format f, checking
@@ -201,7 +206,14 @@ func errorMessage(t *testing.T, f llm.Format, body []byte) string {
 
 func newGate(t *testing.T, cfg gate.Config, limits gate.Limits) (*gate.Gate, *recorder) {
 	t.Helper()
-	up := llmtest.NewFakeUpstream(t, proxy.Codecs[llm.FormatOpenAI], "upstream-key", func(*llm.Request) (*llm.Response, *llm.Error) {
+	return newGateOf(t, llm.FormatOpenAI, cfg, limits)
+}
+
+// newGateOf is a gate whose model m is served by a fake upstream of format
+// f, every answer counting 10 tokens.
+func newGateOf(t *testing.T, f llm.Format, cfg gate.Config, limits gate.Limits) (*gate.Gate, *recorder) {
+	t.Helper()
+	up := llmtest.NewFakeUpstream(t, proxy.Codecs[f], "upstream-key", func(*llm.Request) (*llm.Response, *llm.Error) {
 		return &llm.Response{ID: "r", Model: "m", Content: []llm.Part{llm.Text("ok")}, StopReason: llm.StopEndTurn,
 			Usage: llm.Usage{InputTokens: 6, OutputTokens: 4}}, nil
 	})
@@ -209,7 +221,7 @@ func newGate(t *testing.T, cfg gate.Config, limits gate.Limits) (*gate.Gate, *re
 	cfg.Observers = append(cfg.Observers, rec.observe)
 	g := gate.New(cfg)
 	err := g.Apply(proxy.Config{
-		Providers: []proxy.Provider{{Name: "up", Type: "openai", BaseURL: up.URL, APIKey: "upstream-key"}},
+		Providers: []proxy.Provider{{Name: "up", Type: string(f), BaseURL: up.URL, APIKey: "upstream-key"}},
 		Models:    []proxy.Model{{Name: "m", Provider: "up"}},
 	}, limits)
 	if err != nil {
@@ -322,6 +334,67 @@ func TestLimitsInEveryFormat(t *testing.T) {
 				}
 				if msg := errorMessage(t, f, body); !strings.Contains(msg, tc.want) {
 					t.Errorf("message %q does not say %q", msg, tc.want)
+				}
+			})
+		}
+	}
+}
+
+// streamCalls are streaming requests of each wire format for model m, as a
+// client that never asks for usage sends them: the Chat Completions one
+// without stream_options, the Gemini one also without ?alt=sse (a JSON
+// array comes back).
+var streamCalls = map[string]struct {
+	format     llm.Format
+	path, body string
+}{
+	"openai":      {llm.FormatOpenAI, "/v1/chat/completions", `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`},
+	"responses":   {llm.FormatResponses, "/v1/responses", `{"model":"m","stream":true,"input":"hi"}`},
+	"anthropic":   {llm.FormatAnthropic, "/v1/messages", `{"model":"m","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`},
+	"gemini":      {llm.FormatGemini, "/v1beta/models/m:streamGenerateContent?alt=sse", clientCalls[llm.FormatGemini].body},
+	"gemini-json": {llm.FormatGemini, "/v1beta/models/m:streamGenerateContent", clientCalls[llm.FormatGemini].body},
+}
+
+// TestBudgetsOfStreams: a client that never asks for usage is charged all
+// the same, and stopped by its budget, in every wire format, streaming or
+// not, its upstream of its own format (pass-through) or of another
+// (translated). Chat Completions streams passed through were charged
+// nothing: OpenAI counts a stream only when asked to.
+func TestBudgetsOfStreams(t *testing.T) {
+	type client struct {
+		format     llm.Format
+		path, body string
+	}
+	clients := map[string]client{}
+	for f, c := range clientCalls {
+		clients[string(f)+"-whole"] = client{f, c.path, c.body}
+	}
+	for name, c := range streamCalls {
+		clients[name+"-stream"] = client{c.format, c.path, c.body}
+	}
+	for name, c := range clients {
+		other := llm.FormatOpenAI
+		if c.format == llm.FormatOpenAI {
+			other = llm.FormatAnthropic
+		}
+		for _, up := range []llm.Format{c.format, other} {
+			t.Run(name+"/upstream-"+string(up), func(t *testing.T) {
+				g, rec := newGateOf(t, up, gate.Config{}, gate.Limits{Run: gate.Limit{BudgetTokens: 15}})
+				h := g.SandboxHandler("/llm", "sb-1", func(context.Context) string { return "run-1" })
+				for i := range 2 {
+					if code, body := post(t, h, c.format, c.path, c.body, "agent2env"); code != 200 {
+						t.Fatalf("call %d: %d %s", i+1, code, body)
+					}
+					if ex := rec.last(); ex.Usage.InputTokens+ex.Usage.OutputTokens != 10 || ex.UsageEstimated {
+						t.Fatalf("call %d charged %+v (estimated: %v), want the upstream's 10 tokens", i+1, ex.Usage, ex.UsageEstimated)
+					}
+				}
+				code, body := post(t, h, c.format, c.path, c.body, "agent2env")
+				if code != http.StatusTooManyRequests {
+					t.Fatalf("past the budget: %d %s", code, body)
+				}
+				if msg := errorMessage(t, c.format, body); !strings.Contains(msg, "run run-1 has used its budget of 15 tokens (20 used)") {
+					t.Errorf("message %q", msg)
 				}
 			})
 		}

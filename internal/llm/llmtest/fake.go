@@ -135,9 +135,18 @@ func (f *FakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = out.Write(b)
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
 	rc := http.NewResponseController(w)
-	enc := f.Codec.NewStreamEncoder(llm.NewSSEWriter(out), req)
+	var sink llm.SSESink = llm.NewSSEWriter(out)
+	if f.Codec.Format() == llm.FormatGemini && r.URL.Query().Get("alt") != "sse" {
+		// Gemini streams a JSON array of answers without ?alt=sse.
+		w.Header().Set("Content-Type", "application/json")
+		array := &jsonArray{w: out}
+		defer array.end()
+		sink = array
+	} else {
+		w.Header().Set("Content-Type", "text/event-stream")
+	}
+	enc := f.Codec.NewStreamEncoder(sink, req)
 	evs := llm.ResponseEvents(resp, f.Chunk)
 	for i := range evs {
 		if err := enc.Encode(&evs[i]); err != nil {
@@ -145,4 +154,28 @@ func (f *FakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		_ = rc.Flush()
 	}
+}
+
+// jsonArray writes each event's data as an element of a JSON array, as
+// Gemini streams without SSE.
+type jsonArray struct {
+	w io.Writer
+	n int
+}
+
+func (a *jsonArray) WriteEvent(_ string, data []byte) error {
+	sep := "["
+	if a.n > 0 {
+		sep = "\n,\r\n"
+	}
+	a.n++
+	_, err := io.WriteString(a.w, sep+string(data))
+	return err
+}
+
+func (a *jsonArray) end() {
+	if a.n == 0 {
+		_, _ = io.WriteString(a.w, "[")
+	}
+	_, _ = io.WriteString(a.w, "]")
 }

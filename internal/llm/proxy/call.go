@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"mime"
@@ -11,6 +12,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/agent2env/agent2env/internal/llm"
 	"github.com/agent2env/agent2env/internal/llm/caller"
@@ -24,6 +27,7 @@ type call struct {
 	w       *recorder
 	rec     Recording // nil when nothing records
 	begun   bool
+	ended   bool // finish ran
 	r       *http.Request
 	ctx     context.Context // the client's, bounded by the entry's Timeout
 	in      llm.Codec
@@ -33,8 +37,11 @@ type call struct {
 	body    []byte
 	model   string
 	stream  bool
-	req     *llm.Request // the canonical request, decoded when first needed
-	ex      Exchange
+	// stripUsage: the proxy asked a Chat Completions stream for the usage
+	// the client did not ask for, and keeps it from the client.
+	stripUsage bool
+	req        *llm.Request // the canonical request, decoded when first needed
+	ex         Exchange
 }
 
 func (p *Proxy) handle(f llm.Format, count bool) http.HandlerFunc {
@@ -184,7 +191,13 @@ func (c *call) fail(e *llm.Error) {
 	c.finish()
 }
 
+// finish ends the exchange, once: an attempt that failed the call has
+// finished it already.
 func (c *call) finish() {
+	if c.ended {
+		return
+	}
+	c.ended = true
 	c.ex.Status = c.w.status
 	c.ex.Duration = time.Since(c.ex.Start)
 	if !c.w.first.IsZero() {
@@ -282,6 +295,13 @@ func (c *call) attempt(pr *provider, m *Model, last bool) bool {
 	}
 	var body []byte
 	var path string
+	if pass && c.in.Format() == llm.FormatResponses && string(member(c.body, "background")) == "true" {
+		// Answered at once while the model goes on upstream, its result
+		// fetched later (a path the proxy does not serve): nothing of what
+		// it costs would pass here to be counted.
+		c.fail(llm.Invalid("background responses are not served by the LLM proxy: their tokens could not be counted against its budgets"))
+		return true
+	}
 	if pass {
 		body, path = c.passBody(out, m)
 	} else {
@@ -332,7 +352,7 @@ func (c *call) attempt(pr *provider, m *Model, last bool) bool {
 		return true
 	}
 	switch {
-	case pass && c.stream:
+	case pass && c.stream && isSSE(resp.Header):
 		c.passStream(out, resp)
 	case pass:
 		c.passWhole(out, resp)
@@ -352,19 +372,93 @@ func (c *call) passBody(out llm.Codec, m *Model) ([]byte, string) {
 	if c.count {
 		return body, out.(llm.TokenCounter).CountPath(m.Model)
 	}
+	if out.Format() == llm.FormatOpenAI && c.stream {
+		body, c.stripUsage = askUsage(body)
+	}
 	return body, out.Upstream(m.Model, c.stream).Path
+}
+
+// askUsage returns a Chat Completions stream request that asks for the
+// usage chunk (stream_options.include_usage), and whether the client had
+// not asked: without it the stream says nothing of what it cost.
+func askUsage(body []byte) ([]byte, bool) {
+	opts := member(body, "stream_options")
+	if string(member(opts, "include_usage")) == "true" {
+		return body, false
+	}
+	withUsage, ok := wire.SetMember(opts, "include_usage", []byte("true"))
+	if !ok { // absent or null
+		withUsage = []byte(`{"include_usage":true}`)
+	}
+	if out, ok := wire.SetMember(body, "stream_options", withUsage); ok {
+		return out, true
+	}
+	return body, false
+}
+
+// member is the raw value of data's top-level member key (the last, as
+// encoding/json takes it), nil when data is no object or has none.
+func member(data []byte, key string) []byte {
+	var v []byte
+	_ = wire.Members(data, func(k string, value []byte) error {
+		if k == key {
+			v = value
+		}
+		return nil
+	})
+	return v
 }
 
 // Headers never passed on: the client's credentials, hop-by-hop ones, and
 // what the transport sets itself.
 var dropRequest = map[string]bool{
-	"Authorization": true, "X-Api-Key": true, "X-Goog-Api-Key": true, "Cookie": true,
+	"Authorization": true, "X-Api-Key": true, "X-Goog-Api-Key": true, "Api-Key": true, "Cookie": true,
 	"Host": true, "Content-Length": true, "Accept-Encoding": true, "Connection": true,
 	"Keep-Alive": true, "Proxy-Authorization": true, "Te": true, "Trailer": true,
 	"Transfer-Encoding": true, "Upgrade": true,
 }
 
-func (c *call) send(pr *provider, path string, body []byte, pass bool) (*http.Response, *llm.Error) {
+// detachedTimeout bounds the wait for the answer to a whole call whose
+// client left, when its entry sets no timeout.
+const detachedTimeout = 10 * time.Minute
+
+// cancelOnClose releases a response's context when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+// accountHeaders choose, for a key that reaches more than one, the
+// organisation, project or account a call is billed to and whose data and
+// limits it uses (OpenAI's organisation and project, the ChatGPT account
+// Codex names, Google's quota project). With the operator's key, that is
+// the operator's to choose: a client's pass only where its provider's
+// ForwardHeaders name them. Other headers pass (anthropic-beta,
+// OpenAI-Beta: features, not accounts). Keys are canonical.
+var accountHeaders = map[string]bool{
+	"Openai-Organization": true, "Openai-Project": true, "Chatgpt-Account-Id": true, "X-Goog-User-Project": true,
+}
+
+// CheckForwardHeader checks a name for Provider.ForwardHeaders: a header
+// name, and not one the proxy never passes on (a credential, a hop-by-hop
+// header).
+func CheckForwardHeader(name string) error {
+	if !httpguts.ValidHeaderFieldName(name) {
+		return fmt.Errorf("forward_headers: %q is not a header name", name)
+	}
+	if dropRequest[http.CanonicalHeaderKey(name)] {
+		return fmt.Errorf("forward_headers: %s is never passed on: the proxy sets it, or it is the client's credential", name)
+	}
+	return nil
+}
+
+func (c *call) send(pr *provider, path string, body []byte, pass bool) (resp *http.Response, _ *llm.Error) {
 	u := strings.TrimRight(pr.BaseURL, "/") + path
 	if pass && c.r.URL.RawQuery != "" {
 		// Keep the client's query (?beta=true, ?alt=sse), but never its key.
@@ -375,13 +469,36 @@ func (c *call) send(pr *provider, path string, body []byte, pass bool) (*http.Re
 			u = base + "?" + enc
 		}
 	}
-	hreq, err := http.NewRequestWithContext(c.ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err := c.r.Context().Err(); err != nil { // nothing new for a client gone
+		return nil, llm.Errorf(llm.ErrorUpstream, "call provider %s: %v", pr.Name, err)
+	}
+	ctx := c.ctx
+	if !c.stream && !c.count {
+		// An upstream answers a whole call it was sent, and bills it,
+		// whether or not its caller is still there: a client that left
+		// early would otherwise be charged nothing. The answer is read to
+		// its end, within the entry's timeout (or detachedTimeout).
+		d, ok := ctx.Deadline()
+		if !ok {
+			d = time.Now().Add(detachedTimeout)
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), d)
+		defer func() {
+			if resp == nil {
+				cancel()
+			} else {
+				resp.Body = cancelOnClose{resp.Body, cancel}
+			}
+		}()
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
 		return nil, llm.Errorf(llm.ErrorInternal, "call provider %s: %v", pr.Name, hideURL(err))
 	}
 	if pass {
 		for k, v := range c.r.Header {
-			if !dropRequest[k] {
+			if !dropRequest[k] && (!accountHeaders[k] || pr.forward[k]) {
 				hreq.Header[k] = v
 			}
 		}
@@ -396,7 +513,7 @@ func (c *call) send(pr *provider, path string, body []byte, pass bool) (*http.Re
 	if c.rec != nil {
 		c.rec.UpstreamRequest(hreq, body)
 	}
-	resp, err := c.p.client.Do(hreq)
+	resp, err = c.p.client.Do(hreq)
 	if err != nil {
 		return nil, llm.Errorf(llm.ErrorUpstream, "call provider %s: %v", pr.Name, hideURL(err))
 	}
@@ -446,20 +563,108 @@ func copyHeader(dst, src http.Header) {
 	}
 }
 
+// passWhole forwards an answer that is not a stream of events: a whole
+// one, or one a stream was asked for that streams without SSE (Gemini's
+// streamGenerateContent without alt=sse: a JSON array whose elements come
+// as they are made), each piece flushed as it comes.
 func (c *call) passWhole(out llm.Codec, resp *http.Response) {
 	copyHeader(c.w.Header(), resp.Header)
 	c.w.WriteHeader(resp.StatusCode)
-	if !c.p.watched() {
+	var data []byte
+	var err error
+	switch {
+	case c.stream:
+		data, err = c.copyFlushing(resp.Body)
+	case !c.p.watched():
 		_, _ = io.Copy(c.w, resp.Body)
 		return
+	default:
+		data, err = readAll(resp.Body, resp.ContentLength)
+		_, _ = c.w.Write(data)
 	}
-	data, err := readAll(resp.Body, resp.ContentLength)
-	_, _ = c.w.Write(data)
 	if err != nil {
 		c.ex.Err = err
-		return
 	}
-	c.ex.Usage = usageOf(out, data)
+	if c.p.watched() {
+		u, r := answerUsage(out, data)
+		c.charge(u, r, err == nil)
+	}
+}
+
+// copyFlushing copies an upstream's body to the client, flushing each
+// piece, and returns it when someone watches.
+func (c *call) copyFlushing(body io.Reader) ([]byte, error) {
+	var data []byte
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			if c.p.watched() {
+				data = append(data, buf[:n]...)
+			}
+			if _, werr := c.w.Write(buf[:n]); werr != nil {
+				return data, werr
+			}
+			c.w.Flush()
+		}
+		if errors.Is(err, io.EOF) {
+			return data, nil
+		}
+		if err != nil {
+			return data, err
+		}
+	}
+}
+
+// answerUsage is the usage of an answer that is not a stream of events,
+// and, when that is not all there (an upstream that counts nothing), the
+// answer decoded for an estimate: a whole answer, or a JSON array of them
+// (Gemini's stream without SSE, whose last count is the call's).
+func answerUsage(out llm.Codec, data []byte) (llm.Usage, *llm.Response) {
+	u := usageOf(out, data)
+	if u.InputTokens > 0 && u.OutputTokens > 0 {
+		return u, nil
+	}
+	if r, err := out.DecodeResponse(data); err == nil {
+		return u, r
+	}
+	var all llm.Response
+	_ = wire.Elements(data, func(_ int, v []byte) error {
+		if r, err := out.DecodeResponse(v); err == nil {
+			all.Content = append(all.Content, r.Content...)
+			if r.Usage != (llm.Usage{}) {
+				all.Usage = r.Usage
+			}
+		}
+		return nil
+	})
+	return all.Usage, &all
+}
+
+// charge sets the exchange's usage: what the upstream counted, and an
+// estimate (Exchange.UsageEstimated) of what it did not: the input from
+// the request, the output from r, what the client was sent. An answer that
+// did not complete (the client left, the upstream broke off) is charged at
+// least what was sent, whatever the upstream said at its start (Anthropic's
+// message_start counts an output token or so). The estimates are rough
+// (llm.EstimateTokens): they only keep budgets from being dodged by calls
+// whose count never came.
+func (c *call) charge(u llm.Usage, r *llm.Response, complete bool) {
+	if u.InputTokens == 0 {
+		if req, e := c.canonical(); e == nil {
+			u.InputTokens = llm.EstimateTokens(req)
+		} else { // a body only the upstream reads: all of it
+			u.InputTokens = (len(c.body) + llm.BytesPerToken - 1) / llm.BytesPerToken
+		}
+		c.ex.UsageEstimated = true
+	}
+	if r != nil && (u.OutputTokens == 0 || !complete) {
+		if n := llm.EstimateOutputTokens(r); n > u.OutputTokens {
+			u.OutputTokens = n
+			c.ex.UsageEstimated = true
+		}
+	}
+	c.ex.Usage = u
 }
 
 // usageOf reads the usage of a whole answer in out's format: the codec
@@ -468,15 +673,8 @@ func (c *call) passWhole(out llm.Codec, resp *http.Response) {
 // answer only when that fails.
 func usageOf(out llm.Codec, data []byte) llm.Usage {
 	if ud, ok := out.(llm.UsageDecoder); ok {
-		var member []byte
-		_ = wire.Members(data, func(k string, v []byte) error {
-			if k == "usage" {
-				member = v // the last, as encoding/json takes it
-			}
-			return nil
-		})
-		if member != nil {
-			if u, err := ud.DecodeUsage(member); err == nil {
+		if m := member(data, "usage"); m != nil {
+			if u, err := ud.DecodeUsage(m); err == nil {
 				return u
 			}
 		}
@@ -520,18 +718,20 @@ func (c *call) passStream(out llm.Codec, resp *http.Response) {
 	c.w.WriteHeader(resp.StatusCode)
 	// The header leaves with the first event, in one write (as a
 	// translated stream's does), not in a write of its own before it.
-	tee := &teeSource{src: llm.NewSSEReader(resp.Body), w: c.w}
+	tee := &teeSource{src: llm.NewSSEReader(resp.Body), w: c.w, stripUsage: c.stripUsage}
 	if c.p.watched() {
 		var acc llm.Accumulator
 		dec := out.NewStreamDecoder(tee)
+		var err error
 		for {
-			ev, err := dec.Next()
-			if err != nil {
+			var ev llm.Event
+			if ev, err = dec.Next(); err != nil {
 				break // not ours to judge: the bytes went through as they were
 			}
 			acc.Add(&ev)
 		}
-		c.ex.Usage = acc.Response().Usage
+		r := acc.Response()
+		c.charge(r.Usage, r, errors.Is(err, io.EOF) && acc.Ended())
 	}
 	for tee.err == nil { // whatever the decoder did not read
 		_, _ = tee.Next()
@@ -544,10 +744,14 @@ func (c *call) passStream(out llm.Codec, resp *http.Response) {
 // teeSource writes each event to the client as the decoder reads it,
 // flushed unless the next one is already here.
 type teeSource struct {
-	src     *llm.SSEReader
-	w       *recorder
-	err     error
-	flushed bool // once
+	src *llm.SSEReader
+	w   *recorder
+	// stripUsage: the client did not ask for the usage its stream was
+	// asked for (see withoutUsage).
+	stripUsage bool
+	buf        []byte
+	err        error
+	flushed    bool // once
 }
 
 func (t *teeSource) Next() (llm.SSEEvent, error) {
@@ -559,9 +763,15 @@ func (t *teeSource) Next() (llm.SSEEvent, error) {
 		t.err = err
 		return ev, err
 	}
-	if _, err := t.w.Write(ev.Raw); err != nil {
-		t.err = err
-		return llm.SSEEvent{}, err
+	raw := ev.Raw
+	if t.stripUsage {
+		raw = t.withoutUsage(ev)
+	}
+	if len(raw) > 0 {
+		if _, err := t.w.Write(raw); err != nil {
+			t.err = err
+			return llm.SSEEvent{}, err
+		}
 	}
 	// Events that came together leave together: one flush after the last
 	// of them (an upstream that bursts costs one write(2), not one each).
@@ -572,6 +782,44 @@ func (t *teeSource) Next() (llm.SSEEvent, error) {
 		t.flushed = true
 	}
 	return ev, nil
+}
+
+// withoutUsage is a Chat Completions stream's event as it would have come
+// had the proxy not asked for usage: OpenAI then sends no chunk of usage
+// alone (no choices, a usage) and no "usage": null in every other one.
+// Empty drops the event.
+func (t *teeSource) withoutUsage(ev llm.SSEEvent) []byte {
+	data := bytes.TrimSpace(ev.Data)
+	if !bytes.Contains(data, []byte(`"usage"`)) {
+		return ev.Raw
+	}
+	var usage, choices []byte
+	if wire.Members(data, func(k string, v []byte) error {
+		switch k {
+		case "usage":
+			usage = v
+		case "choices":
+			choices = v
+		}
+		return nil
+	}) != nil || usage == nil {
+		return ev.Raw
+	}
+	if string(usage) != "null" {
+		n := 0
+		_ = wire.Elements(choices, func(int, []byte) error { n++; return nil })
+		if n == 0 {
+			return nil
+		}
+		return ev.Raw // a count some servers put on a chunk of content
+	}
+	i := bytes.Index(ev.Raw, data)
+	stripped, ok := wire.DeleteMember(data, "usage")
+	if i < 0 || !ok {
+		return ev.Raw
+	}
+	t.buf = append(append(append(t.buf[:0], ev.Raw[:i]...), stripped...), ev.Raw[i+len(data):]...)
+	return t.buf
 }
 
 func isSSE(h http.Header) bool {
@@ -593,9 +841,9 @@ func (c *call) translate(out llm.Codec, resp *http.Response) {
 			c.fail(llm.AsError(err))
 			return
 		}
-		c.ex.Usage = r.Usage
+		c.charge(r.Usage, r, true)
 		if c.stream { // an upstream that would not stream: stream it ourselves
-			c.streamEvents(&llm.SliceDecoder{Events: llm.ResponseEvents(r, 0)})
+			_, _ = c.streamEvents(&llm.SliceDecoder{Events: llm.ResponseEvents(r, 0)})
 			return
 		}
 		body, err := c.in.EncodeResponse(req, r)
@@ -608,20 +856,23 @@ func (c *call) translate(out llm.Codec, resp *http.Response) {
 		_, _ = c.w.Write(body)
 		return
 	}
-	c.streamEvents(out.NewStreamDecoder(llm.NewSSEReader(resp.Body)))
+	r, err := c.streamEvents(out.NewStreamDecoder(llm.NewSSEReader(resp.Body)))
+	c.charge(r.Usage, r, err == nil)
 }
 
-func (c *call) streamEvents(dec llm.StreamDecoder) {
+// streamEvents streams dec's events to the client, and returns the
+// response they amount to and how the stream ended.
+func (c *call) streamEvents(dec llm.StreamDecoder) (*llm.Response, error) {
 	h := c.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	c.w.WriteHeader(http.StatusOK)
 	enc := c.in.NewStreamEncoder(llm.NewSSEWriter(c.w), c.req)
 	r, err := llm.Pump(dec, enc, func() error { c.w.Flush(); return nil })
-	c.ex.Usage = r.Usage
 	if err != nil {
 		c.ex.Err = err
 	}
+	return r, err
 }
 
 // replay answers from a script in the client's format.
@@ -643,7 +894,7 @@ func (c *call) replay(pr *provider, m *Model) {
 	}
 	c.ex.Usage = r.Usage
 	if c.stream {
-		c.streamEvents(&llm.SliceDecoder{Events: llm.ResponseEvents(r, 16)})
+		_, _ = c.streamEvents(&llm.SliceDecoder{Events: llm.ResponseEvents(r, 16)})
 		return
 	}
 	body, err := c.in.EncodeResponse(req, r)

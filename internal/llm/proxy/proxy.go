@@ -41,6 +41,11 @@ type Provider struct {
 	// Anthropic and Gemini, as the providers' SDKs take it.
 	BaseURL string
 	APIKey  string
+	// ForwardHeaders are the account-selecting headers (OpenAI-Organization,
+	// OpenAI-Project, ChatGPT-Account-ID, X-Goog-User-Project) a client may
+	// send this provider with the operator's key, on pass-through; the
+	// others are dropped.
+	ForwardHeaders []string
 	// Script answers for a replay provider.
 	Script *replay.Script
 }
@@ -89,15 +94,19 @@ type Exchange struct {
 	Provider string // the provider that answered (after fallbacks)
 	Upstream string // the upstream's model name
 	Stream   bool
-	// Passthrough: the body went through untouched.
+	// Passthrough: the body went through as the client sent it, but for
+	// the model's name and a Chat Completions stream's request for usage.
 	Passthrough bool
 	Status      int
-	Usage       llm.Usage
-	Err         error
-	Attempts    int
-	Start       time.Time
-	FirstByte   time.Duration // to the first byte sent to the client
-	Duration    time.Duration
+	// Usage is what the call is charged: the upstream's count, with an
+	// estimate where it gave none (UsageEstimated).
+	Usage          llm.Usage
+	UsageEstimated bool
+	Err            error
+	Attempts       int
+	Start          time.Time
+	FirstByte      time.Duration // to the first byte sent to the client
+	Duration       time.Duration
 	// ClientGone: the client left (or could no longer be written to)
 	// before the exchange ended.
 	ClientGone bool
@@ -165,7 +174,8 @@ type Proxy struct {
 
 type provider struct {
 	Provider
-	codec llm.Codec // nil for replay
+	codec   llm.Codec       // nil for replay
+	forward map[string]bool // ForwardHeaders, canonical
 }
 
 // Codecs are the codecs by format.
@@ -190,9 +200,15 @@ func DefaultTransport() *http.Transport {
 func New(cfg Config, opts ...Option) (*Proxy, error) {
 	p := &Proxy{providers: map[string]*provider{}, models: map[string]*Model{}, retry: cfg.Retry}
 	for i := range cfg.Providers {
-		pr := &provider{Provider: cfg.Providers[i]}
+		pr := &provider{Provider: cfg.Providers[i], forward: map[string]bool{}}
 		if pr.Name == "" {
 			return nil, fmt.Errorf("llm proxy: provider %d has no name", i+1)
+		}
+		for _, h := range pr.ForwardHeaders {
+			if err := CheckForwardHeader(h); err != nil {
+				return nil, fmt.Errorf("llm proxy: provider %q: %w", pr.Name, err)
+			}
+			pr.forward[http.CanonicalHeaderKey(h)] = true
 		}
 		if p.providers[pr.Name] != nil {
 			return nil, fmt.Errorf("llm proxy: provider %q twice", pr.Name)

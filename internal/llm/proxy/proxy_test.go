@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/agent2env/agent2env/internal/llm"
 	"github.com/agent2env/agent2env/internal/llm/internal/wire"
@@ -54,6 +55,21 @@ func (x *exchanges) last(t *testing.T) proxy.Exchange {
 		t.Fatal("no exchange observed")
 	}
 	return x.all[len(x.all)-1]
+}
+
+// wait is the last exchange, once there is one (an exchange whose client
+// left ends after the client saw its end).
+func (x *exchanges) wait(t *testing.T) proxy.Exchange {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		x.mu.Lock()
+		n := len(x.all)
+		x.mu.Unlock()
+		if n > 0 {
+			break
+		}
+	}
+	return x.last(t)
 }
 
 func serve(t *testing.T, cfg proxy.Config) (string, *exchanges) {
@@ -426,7 +442,8 @@ func TestModels(t *testing.T) {
 }
 
 // TestClientDisconnect: a client that leaves mid-stream cancels the
-// upstream call, and the exchange is reported with its error.
+// upstream call, and the exchange is reported with its error, charged what
+// it was sent (the stream's count never came).
 func TestClientDisconnect(t *testing.T) {
 	gone := make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -474,18 +491,8 @@ func TestClientDisconnect(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%s: the upstream call was not canceled", f)
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			x.mu.Lock()
-			n := len(x.all)
-			x.mu.Unlock()
-			if n > 0 || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		if ex := x.last(t); ex.Err == nil || ex.FirstByte <= 0 {
-			t.Errorf("%s: exchange %+v, want an error and a first byte", f, ex)
+		if ex := x.wait(t); ex.Err == nil || ex.FirstByte <= 0 || ex.Usage.OutputTokens == 0 || !ex.UsageEstimated {
+			t.Errorf("%s: exchange %+v, want an error, a first byte and the output sent charged", f, ex)
 		}
 	}
 }
@@ -533,6 +540,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{Providers: []proxy.Provider{{Name: "a", Type: "cohere", BaseURL: "http://x"}}},
 		{Providers: []proxy.Provider{{Name: "a", Type: "openai"}}},
 		{Providers: []proxy.Provider{{Name: "a", Type: "replay"}}},
+		{Providers: []proxy.Provider{{Name: "a", Type: "openai", BaseURL: "http://x", ForwardHeaders: []string{"X-Api-Key"}}}},
 		{Providers: []proxy.Provider{{Name: "a", Type: "openai", BaseURL: "http://x"}, {Name: "a", Type: "openai", BaseURL: "http://x"}}},
 		{Models: []proxy.Model{{Name: "m", Provider: "nobody"}}},
 		{Providers: []proxy.Provider{{Name: "a", Type: "openai", BaseURL: "http://x"}}, Models: []proxy.Model{{Name: "m", Provider: "a", Fallbacks: []string{"ghost"}}}},
@@ -641,5 +649,67 @@ func TestPassStreamFlushesPerBurst(t *testing.T) {
 	<-done
 	if flushed, _ := w.state(); flushed != burst.String()+ev(10)+"data: [DONE]\n\n" {
 		t.Errorf("flushed %q", flushed)
+	}
+}
+
+// TestAccountHeaders: the headers that choose the account, organisation or
+// project of the operator's key pass from a client only where the
+// provider's ForwardHeaders name them; feature headers pass as before, and
+// a client's credentials never.
+func TestAccountHeaders(t *testing.T) {
+	sent := http.Header{
+		"Openai-Organization": {"org-sandbox"}, "Openai-Project": {"proj-sandbox"}, "Chatgpt-Account-Id": {"acct-sandbox"},
+		"X-Goog-User-Project": {"gcp-sandbox"}, "Openai-Beta": {"assistants=v2"}, "Anthropic-Beta": {"context-1m"},
+		"Api-Key": {sandboxKey},
+	}
+	tests := []struct {
+		format  llm.Format
+		forward []string
+		want    []string // of sent, the headers the upstream gets
+	}{
+		{llm.FormatOpenAI, nil, []string{"Openai-Beta", "Anthropic-Beta"}},
+		{llm.FormatOpenAI, []string{"openai-organization"}, []string{"Openai-Organization", "Openai-Beta", "Anthropic-Beta"}},
+		{llm.FormatResponses, []string{"ChatGPT-Account-ID", "OpenAI-Project"}, []string{"Chatgpt-Account-Id", "Openai-Project", "Openai-Beta", "Anthropic-Beta"}},
+		{llm.FormatAnthropic, nil, []string{"Openai-Beta", "Anthropic-Beta"}},
+		{llm.FormatGemini, nil, []string{"Openai-Beta", "Anthropic-Beta"}},
+		{llm.FormatGemini, []string{"X-Goog-User-Project"}, []string{"X-Goog-User-Project", "Openai-Beta", "Anthropic-Beta"}},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%s/%v", tc.format, tc.forward), func(t *testing.T) {
+			up := llmtest.NewFakeUpstream(t, proxy.Codecs[tc.format], upstreamKey, answer("hi"))
+			p, err := proxy.New(proxy.Config{
+				Providers: []proxy.Provider{{Name: "up", Type: string(tc.format), BaseURL: up.URL, APIKey: upstreamKey, ForwardHeaders: tc.forward}},
+				Models:    []proxy.Model{{Name: "m", Provider: "up"}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := inbounds[tc.format]
+			path, body := in.path, fmt.Sprintf(in.body, "m", false)
+			if tc.format == llm.FormatGemini {
+				path, body = fmt.Sprintf(in.path, "m"), in.body
+			}
+			r := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+			for k, v := range sent {
+				r.Header[k] = v
+			}
+			w := httptest.NewRecorder()
+			p.ServeHTTP(w, r)
+			if w.Code != http.StatusOK {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+			var got []string
+			for k := range sent {
+				if v := up.Calls()[0].Header.Get(k); v != "" {
+					if v != sent.Get(k) {
+						t.Errorf("upstream got %s: %s, want %s", k, v, sent.Get(k))
+					}
+					got = append(got, k)
+				}
+			}
+			if d := cmp.Diff(tc.want, got, cmpopts.SortSlices(func(a, b string) bool { return a < b })); d != "" {
+				t.Errorf("headers passed (-want +got):\n%s", d)
+			}
+		})
 	}
 }

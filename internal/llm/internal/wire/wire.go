@@ -22,10 +22,12 @@ var ErrSyntax = errors.New("malformed JSON")
 // the key unquoted and the value's raw bytes. It validates only what it
 // needs to find the members' bounds.
 func Members(data []byte, fn func(key string, value []byte) error) error {
-	return members(data, func(key string, start, end int) error { return fn(key, data[start:end]) })
+	return members(data, func(key string, _, start, end int) error { return fn(key, data[start:end]) })
 }
 
-func members(data []byte, fn func(key string, start, end int) error) error {
+// members calls fn with each member's key, the index of the key's opening
+// quote and the bounds of its value.
+func members(data []byte, fn func(key string, kstart, start, end int) error) error {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		return ErrSyntax
@@ -38,6 +40,7 @@ func members(data []byte, fn func(key string, start, end int) error) error {
 		if i >= len(data) || data[i] != '"' {
 			return ErrSyntax
 		}
+		kstart := i
 		kend, err := skipString(data, i)
 		if err != nil {
 			return err
@@ -55,7 +58,7 @@ func members(data []byte, fn func(key string, start, end int) error) error {
 		if err != nil {
 			return err
 		}
-		if err := fn(key, vstart, vend); err != nil {
+		if err := fn(key, kstart, vstart, vend); err != nil {
 			return err
 		}
 		i = skipSpace(data, vend)
@@ -357,7 +360,7 @@ func ArgumentsObject(args string) json.RawMessage {
 // has no such string member.
 func ReplaceModel(body []byte, model string) (out []byte, ok bool) {
 	start, end := -1, -1
-	_ = members(body, func(key string, s, e int) error {
+	_ = members(body, func(key string, _, s, e int) error {
 		if key == "model" && body[s] == '"' {
 			start, end = s, e
 			return errStop
@@ -374,6 +377,75 @@ func ReplaceModel(body []byte, model string) (out []byte, ok bool) {
 }
 
 var errStop = errors.New("stop")
+
+// SetMember returns the JSON object data with its top-level member key set
+// to the raw value: replaced where data has it (the last, as encoding/json
+// reads it), else added at the end; every other byte unchanged. ok is false
+// when data is not an object.
+func SetMember(data []byte, key string, value []byte) (out []byte, ok bool) {
+	start, end, n := -1, -1, 0
+	err := members(data, func(k string, _, s, e int) error {
+		n++
+		if k == key {
+			start, end = s, e
+		}
+		return nil
+	})
+	if err != nil {
+		return data, false
+	}
+	out = make([]byte, 0, len(data)+len(key)+len(value)+4)
+	if start >= 0 {
+		out = append(append(out, data[:start]...), value...)
+		return append(out, data[end:]...), true
+	}
+	close := bytes.LastIndexByte(data, '}')
+	out = append(out, data[:close]...)
+	if n > 0 {
+		out = append(out, ',')
+	}
+	out = append(AppendString(out, key), ':')
+	out = append(append(out, value...), data[close:]...)
+	return out, true
+}
+
+// DeleteMember returns the JSON object data without its top-level members
+// named key, with the comma that separated each; every other byte
+// unchanged. ok is false when data is not an object.
+func DeleteMember(data []byte, key string) (out []byte, ok bool) {
+	type span struct{ from, to int }
+	var cut []span
+	prevEnd := -1 // the end of the previous member's value
+	err := members(data, func(k string, ks, _, e int) error {
+		switch {
+		case k != key:
+		case prevEnd >= 0: // with the comma before it
+			cut = append(cut, span{prevEnd, e})
+		default: // the first member left: with the comma after it, if any
+			to := skipSpace(data, e)
+			if to < len(data) && data[to] == ',' {
+				to = skipSpace(data, to+1)
+			}
+			cut = append(cut, span{ks, to})
+			return nil
+		}
+		prevEnd = e
+		return nil
+	})
+	if err != nil {
+		return data, false
+	}
+	if len(cut) == 0 {
+		return data, true
+	}
+	out = make([]byte, 0, len(data))
+	at := 0
+	for _, c := range cut {
+		out = append(out, data[at:c.from]...)
+		at = c.to
+	}
+	return append(out, data[at:]...), true
+}
 
 // Lookup returns the raw value of the top-level member key of data, or nil.
 func Lookup(data []byte, key string) []byte {

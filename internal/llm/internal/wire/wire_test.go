@@ -132,3 +132,41 @@ func FuzzUnquote(f *testing.F) {
 		}
 	})
 }
+
+func TestSetAndDeleteMember(t *testing.T) {
+	tests := []struct {
+		data, set, deleted string
+	}{
+		{`{}`, `{"k":true}`, `{}`},
+		{` { } `, ` { "k":true} `, ` { } `},
+		{`{"a":1}`, `{"a":1,"k":true}`, `{"a":1}`},
+		{`{"k":null}`, `{"k":true}`, `{}`},
+		{`{"k": {"x":1}, "a":1}`, `{"k": true, "a":1}`, `{"a":1}`},
+		{`{"a":1, "k":null}`, `{"a":1, "k":true}`, `{"a":1}`},
+		{`{"a":1,"k":2,"b":"k"}`, `{"a":1,"k":true,"b":"k"}`, `{"a":1,"b":"k"}`},
+		{`{"a":1,"k":2,"k":3,"b":4}`, `{"a":1,"k":2,"k":true,"b":4}`, `{"a":1,"b":4}`},
+		{`{"k":1,"k":2}`, `{"k":1,"k":true}`, `{}`},
+		{`{"x":{"k":1}}`, `{"x":{"k":1},"k":true}`, `{"x":{"k":1}}`},
+	}
+	for _, tc := range tests {
+		got, ok := SetMember([]byte(tc.data), "k", []byte("true"))
+		if !ok || string(got) != tc.set {
+			t.Errorf("SetMember(%s) = %s, %v; want %s", tc.data, got, ok, tc.set)
+		}
+		got, ok = DeleteMember([]byte(tc.data), "k")
+		if !ok || string(got) != tc.deleted {
+			t.Errorf("DeleteMember(%s) = %s, %v; want %s", tc.data, got, ok, tc.deleted)
+		}
+		if !json.Valid(got) {
+			t.Errorf("DeleteMember(%s) = %s: not JSON", tc.data, got)
+		}
+	}
+	for _, bad := range []string{`[]`, `{"a":`, `null`} {
+		if _, ok := SetMember([]byte(bad), "k", []byte("1")); ok {
+			t.Errorf("SetMember(%s) ok", bad)
+		}
+		if _, ok := DeleteMember([]byte(bad), "k"); ok {
+			t.Errorf("DeleteMember(%s) ok", bad)
+		}
+	}
+}
