@@ -15,6 +15,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/authn"
+
+	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 func TestNPMStep(t *testing.T) {
@@ -156,7 +158,7 @@ func TestBuildShortName(t *testing.T) {
 // mmdebstrap or npm.
 func TestBuildAgentUsesCache(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
-		t.Skipf("agent2env/agent is built for amd64 only, this is %s", runtime.GOARCH)
+		testenv.Skip(t, "agent2env/agent is built for amd64 only, this is %s", runtime.GOARCH)
 	}
 	cache := t.TempDir()
 	rc := recipes["agent2env/agent:latest"]

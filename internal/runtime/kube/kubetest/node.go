@@ -31,6 +31,7 @@ import (
 
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
+	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 // TierB are the binaries a [Node] runs besides those of the host's
@@ -137,14 +138,11 @@ func RequireNode(t testing.TB) string {
 	return bin
 }
 
-// missingPrerequisite skips the test for what is missing, or fails it
-// when CI=true.
+// missingPrerequisite skips the test for what is missing, or under CI
+// fails it (testenv.Missing).
 func missingPrerequisite(t testing.TB, what string) {
 	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s, and CI=true: run the tests through make test, which installs it", what)
-	}
-	t.Skip(what)
+	testenv.Missing(t, "%s", what)
 }
 
 // StartNode starts a control plane and a real node, and waits for the
