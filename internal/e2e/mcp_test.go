@@ -27,7 +27,7 @@ type mcpClients struct {
 }
 
 // stockClients returns the installed clients: a missing install is a
-// failure under CI=true, else a skip that says how to install them.
+// failure under CI, else a skip that says how to install them.
 func stockClients(t *testing.T) mcpClients {
 	t.Helper()
 	cache := os.Getenv("AGENT2ENV_CACHE_DIR")

@@ -12,7 +12,7 @@
 //
 // CI is on when the environment variable CI is set to anything but "",
 // "0" or "false": CI=true, CI=1 and CI=yes all count. .ci/run sets
-// CI=true; scripts/ci.sh says the same to the shell scripts.
+// CI=true; the Python SDK's integration tests read CI the same way.
 //
 // The functions are safe for concurrent use by parallel tests.
 package testenv

@@ -115,7 +115,7 @@ var hostPaths = []string{"/var/lib/kubelet", "/run/containerd", "/run/netns", "/
 
 // RequireNode skips the test, saying what to install, unless it runs as
 // root on a host with the binaries of [TierB] and the packages a Node
-// needs; with CI=true, where a missing prerequisite is a bug, it fails it.
+// needs; under CI, where a missing prerequisite is a bug, it fails it.
 func RequireNode(t testing.TB) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -234,7 +234,7 @@ const BinEnvVar = "AGENT2ENV_BIN"
 // static binary $AGENT2ENV_BIN and the agent2env-agent binary (built from
 // this checkout, as make build does) to the node's registry as
 // agent2env/agent2env:kubetest, and returns its reference. Without
-// $AGENT2ENV_BIN it skips the test, or fails it when CI=true.
+// $AGENT2ENV_BIN it skips the test, or fails it under CI.
 func (n *Node) SelfImage(t testing.TB) string {
 	t.Helper()
 	bin := os.Getenv(BinEnvVar)
