@@ -4,7 +4,8 @@
 # when pyproject.toml or constraints.txt change; the SDK installed editable
 # with its pinned dev tools; then ruff, mypy --strict, the unit tests with
 # coverage >= 80 %, and the integration tests against $AGENT2ENV_BIN (default
-# bin/agent2env), which need root (CI=true makes a missing one a failure).
+# bin/agent2env), which need root (under CI a missing one is a failure:
+# tests/integration/conftest.py reads CI as internal/testenv does).
 set -euo pipefail
 cd "$(dirname "$0")/../sdk/python"
 

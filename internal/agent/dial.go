@@ -78,10 +78,21 @@ func switchProtocols(w http.ResponseWriter, protocol string) (net.Conn, error) {
 // dialLoopback connects to port on the sandbox's loopback.
 func dialLoopback(ctx context.Context, port int) (net.Conn, error) {
 	d := net.Dialer{Timeout: dialTimeout}
+	return dialLoopbackWith(ctx, d.DialContext, port)
+}
+
+// dialFunc dials as net.Dialer's DialContext does.
+type dialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// dialLoopbackWith connects to 127.0.0.1:port with dial and, only when
+// that is refused, to [::1]:port; when both fail the error is the IPv4
+// one. (The dial is a parameter so that the rule is tested without an
+// IPv6 loopback on the test's host.)
+func dialLoopbackWith(ctx context.Context, dial dialFunc, port int) (net.Conn, error) {
 	p := strconv.Itoa(port)
-	c, err := d.DialContext(ctx, "tcp4", "127.0.0.1:"+p)
+	c, err := dial(ctx, "tcp4", "127.0.0.1:"+p)
 	if errors.Is(err, syscall.ECONNREFUSED) {
-		if c6, err6 := d.DialContext(ctx, "tcp6", "[::1]:"+p); err6 == nil {
+		if c6, err6 := dial(ctx, "tcp6", "[::1]:"+p); err6 == nil {
 			return c6, nil
 		}
 	}

@@ -9,8 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
 )
@@ -88,24 +91,50 @@ func TestDialPort(t *testing.T) {
 }
 
 // A server that listens only on ::1 (as "localhost" servers may) is
-// reached too.
-func TestDialPortIPv6Only(t *testing.T) {
-	l, err := net.Listen("tcp6", "[::1]:0")
-	if err != nil {
-		t.Skipf("no IPv6 loopback: %v", err)
-	}
-	l.Close()
-	c, _ := startAgent(t)
-	port, _ := echoListener(t, "tcp6", "[::1]:0")
-	conn, err := c.DialPort(context.Background(), port)
-	if err != nil {
-		t.Fatalf("DialPort to a ::1-only server: %v", err)
-	}
-	defer conn.Close()
-	io.WriteString(conn, "v6")
-	buf := make([]byte, 2)
-	if _, err := io.ReadFull(conn, buf); err != nil || string(buf) != "v6" {
-		t.Errorf("echo = %q, %v", buf, err)
+// reached too: a refused IPv4 dial falls back to IPv6, and nothing else
+// does. The dial is a fake, so the host needs no IPv6 loopback.
+func TestDialLoopbackFallback(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp4", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	timedOut := &net.OpError{Op: "dial", Net: "tcp4", Err: os.ErrDeadlineExceeded}
+	v6Refused := &net.OpError{Op: "dial", Net: "tcp6", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	v4Conn, v6Conn := &net.TCPConn{}, &net.TCPConn{}
+	for _, tt := range []struct {
+		name     string
+		v4, v6   error
+		want     net.Conn
+		wantErr  error
+		wantDial []string
+	}{
+		{name: "IPv4 answers", want: v4Conn, wantDial: []string{"tcp4 127.0.0.1:8080"}},
+		{name: "IPv4 refused, IPv6 answers", v4: refused, want: v6Conn,
+			wantDial: []string{"tcp4 127.0.0.1:8080", "tcp6 [::1]:8080"}},
+		{name: "both refused", v4: refused, v6: v6Refused, wantErr: refused,
+			wantDial: []string{"tcp4 127.0.0.1:8080", "tcp6 [::1]:8080"}},
+		{name: "IPv4 timed out", v4: timedOut, wantErr: timedOut, wantDial: []string{"tcp4 127.0.0.1:8080"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var dialed []string
+			dial := func(_ context.Context, network, addr string) (net.Conn, error) {
+				dialed = append(dialed, network+" "+addr)
+				if network == "tcp4" {
+					if tt.v4 != nil {
+						return nil, tt.v4
+					}
+					return v4Conn, nil
+				}
+				if tt.v6 != nil {
+					return nil, tt.v6
+				}
+				return v6Conn, nil
+			}
+			c, err := dialLoopbackWith(context.Background(), dial, 8080)
+			if c != tt.want || err != tt.wantErr {
+				t.Errorf("dialLoopbackWith = %v, %v; want %v, %v", c, err, tt.want, tt.wantErr)
+			}
+			if diff := cmp.Diff(tt.wantDial, dialed); diff != "" {
+				t.Errorf("dials (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

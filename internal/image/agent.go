@@ -1,7 +1,12 @@
 package image
 
 import (
+	"context"
 	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -100,3 +105,41 @@ const quietSettings = `{
   "telemetry": {"enabled": false}
 }
 `
+
+// AgentCLIs returns the directory of the commands of agent2env/agent's
+// npm layer (claude, codex, gemini, opencode, qwen, node, npm) unpacked on
+// the host: the layer is built first when the cache dir has none, and
+// unpacked next to it once (the layer's hash names both). It is for tests
+// that run the CLIs outside a sandbox (package agents/all's TestRealCLIs)
+// exactly as the image has them; their shell tools then run on the host.
+func (s *Store) AgentCLIs(ctx context.Context, p ProgressFunc) (string, error) {
+	n := recipes["agent2env/agent:latest"].npm
+	layer, err := s.buildNPM(ctx, n, p)
+	if err != nil {
+		return "", fmt.Errorf("agent CLIs: %w", err)
+	}
+	dir := strings.TrimSuffix(layer, ".tar") + ".d"
+	err = s.cached(ctx, dir, "unpacked npm layer", p, func(*os.File) error {
+		partial := dir + ".partial"
+		// A partial tree left by a process that died is stale: the lock is ours.
+		if err := os.RemoveAll(partial); err != nil {
+			return err
+		}
+		if err := os.Mkdir(partial, 0o755); err != nil {
+			return err
+		}
+		f, err := os.Open(layer)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if _, err := unpack(ctx, f, partial, s.log); err != nil {
+			return errors.Join(err, os.RemoveAll(partial))
+		}
+		return os.Rename(partial, dir)
+	})
+	if err != nil {
+		return "", fmt.Errorf("agent CLIs: unpack %s: %w", layer, err)
+	}
+	return filepath.Join(dir, n.prefix, "node_modules", ".bin"), nil
+}

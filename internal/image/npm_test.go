@@ -15,6 +15,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/authn"
+
+	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 func TestNPMStep(t *testing.T) {
@@ -156,7 +158,7 @@ func TestBuildShortName(t *testing.T) {
 // mmdebstrap or npm.
 func TestBuildAgentUsesCache(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
-		t.Skipf("agent2env/agent is built for amd64 only, this is %s", runtime.GOARCH)
+		testenv.Skip(t, "agent2env/agent is built for amd64 only, this is %s", runtime.GOARCH)
 	}
 	cache := t.TempDir()
 	rc := recipes["agent2env/agent:latest"]
@@ -178,6 +180,38 @@ func TestBuildAgentUsesCache(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(img.Config.Env, " "), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1") {
 		t.Errorf("env %q lacks the telemetry switches", img.Config.Env)
+	}
+}
+
+// TestAgentCLIs unpacks the npm layer of agent2env/agent from the cache
+// once, and gives the directory of its commands, links and all, without
+// running npm.
+func TestAgentCLIs(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		testenv.Skip(t, "agent2env/agent is built for amd64 only, this is %s", runtime.GOARCH)
+	}
+	cache := t.TempDir()
+	npm := tarBytes(t,
+		entry{name: "./", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "./opt/agent2env/npm/node_modules/cli/", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "./opt/agent2env/npm/node_modules/cli/claude.exe", body: "#!/bin/sh\n", mode: 0o755},
+		entry{name: "./opt/agent2env/npm/node_modules/.bin/", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "./opt/agent2env/npm/node_modules/.bin/claude", typ: tar.TypeSymlink, link: "../cli/claude.exe"})
+	layer := filepath.Join(cache, recipes["agent2env/agent:latest"].npm.hash()+".npm.tar")
+	must(t, os.WriteFile(layer, npm, 0o644))
+	t.Setenv("PATH", "")
+	s := newTestStore(t, WithCacheDir(cache))
+	for range 2 {
+		bin, err := s.AgentCLIs(context.Background(), nil)
+		must(t, err)
+		if want := strings.TrimSuffix(layer, ".tar") + ".d/opt/agent2env/npm/node_modules/.bin"; bin != want {
+			t.Errorf("AgentCLIs = %s, want %s", bin, want)
+		}
+		if got := readFile(t, filepath.Join(bin, "claude")); got != "#!/bin/sh\n" {
+			t.Errorf("claude = %q", got)
+		}
+		// The second call uses the tree the first unpacked.
+		must(t, os.WriteFile(layer, []byte("not a tar"), 0o644))
 	}
 }
 

@@ -1,4 +1,5 @@
 // Package repotest holds checks over the whole repository rather than one
-// package: every package has a doc comment, and the like. It has no code
-// of its own.
+// package: every package has a doc comment, every docs/ path the code,
+// scripts and pages cite is in the repository, and the like. It has no
+// code of its own.
 package repotest

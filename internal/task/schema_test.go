@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 // goodFiles are task files both the loader and the schema accept.
@@ -247,10 +248,7 @@ func mustJSON(t *testing.T, task *Task) string {
 func TestLocalMCPExample(t *testing.T) {
 	py, err := exec.LookPath("python3")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("python3 is not installed")
-		}
-		t.Skip("python3 is not installed")
+		testenv.Missing(t, "python3 is not installed (scripts/test-peers.sh installs it)")
 	}
 	dir := filepath.Join("..", "..", "tasks", "local-mcp")
 	db := filepath.Join(t.TempDir(), "shop.db")

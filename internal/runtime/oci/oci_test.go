@@ -25,6 +25,7 @@ import (
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest/poolbench"
 	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 // The agent binary, built once for all tests (it needs no root).
@@ -371,7 +372,7 @@ func BenchmarkCreateStart(b *testing.B) {
 	for _, bin := range []string{"runc", "crun"} {
 		b.Run(bin, func(b *testing.B) {
 			if _, err := exec.LookPath(bin); err != nil {
-				b.Skipf("%s is not installed", bin)
+				testenv.Missing(b, "%s is not installed: scripts/deps.sh installs it", bin)
 			}
 			ctx := context.Background()
 			rt := newRuntime(b, newRoot(b), bin)
@@ -391,7 +392,7 @@ func BenchmarkCreateStart(b *testing.B) {
 				if err != nil && strings.Contains(err.Error(), "hybrid mode not supported") {
 					// crun 1.8 refuses hosts whose cgroup2 holds a controller
 					// while v1 holds the others.
-					b.Skipf("%s does not support this host's hybrid cgroup layout: %v", bin, err)
+					testenv.Skip(b, "%s does not support this host's hybrid cgroup layout: %v", bin, err)
 				}
 				if err != nil {
 					b.Fatal(err)

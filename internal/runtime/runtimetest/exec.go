@@ -14,6 +14,7 @@ import (
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 func (s *suite) testExec(t *testing.T) {
@@ -178,7 +179,7 @@ func (s *suite) testFiles(t *testing.T) {
 
 	t.Run("kept across stop and start", func(t *testing.T) {
 		if !rt.Capabilities().StopKeepsFiles {
-			t.Skipf("%s does not keep files across Stop (Capabilities)", rt.Name())
+			testenv.Skip(t, "%s does not keep files across Stop (Capabilities)", rt.Name())
 		}
 		mustSh(t, c, "echo kept > /workspace/k && echo kept > $HOME/k")
 		if err := rt.Stop(ctx, sp.ID, 5*time.Second); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 // testIsolation runs each abuse in a sandbox of its own: the abuse must
@@ -86,7 +87,7 @@ func (s *suite) testDiskFill(t *testing.T) {
 	rt := s.f.New(t)
 	if !rt.Capabilities().DiskQuota {
 		// Filling the disk would fill the node's until the eviction.
-		t.Skipf("%s enforces the disk limit otherwise than by ENOSPC (Capabilities.DiskQuota false)", rt.Name())
+		testenv.Skip(t, "%s enforces the disk limit otherwise than by ENOSPC (Capabilities.DiskQuota false)", rt.Name())
 	}
 	other := s.spec(t)
 	oc := started(t, rt, other)
@@ -228,7 +229,7 @@ func (s *suite) testHostLoopback(t *testing.T) {
 func (s *suite) testNoNetwork(t *testing.T) {
 	rt, _, c := s.sandboxWith(t, nil)
 	if !rt.Capabilities().LoopbackOnly {
-		t.Skipf("%s gives sandboxes a network interface under a policy (Capabilities.LoopbackOnly false)", rt.Name())
+		testenv.Skip(t, "%s gives sandboxes a network interface under a policy (Capabilities.LoopbackOnly false)", rt.Name())
 	}
 	out := mustSh(t, c, "cat /proc/net/dev")
 	for _, l := range lines(out)[2:] {
@@ -252,7 +253,7 @@ func (s *suite) testMount(t *testing.T) {
 func (s *suite) testPtrace(t *testing.T) {
 	rt, _, c := s.sandboxWith(t, nil)
 	if !rt.Capabilities().StrictSeccomp {
-		t.Skipf("%s runs sandboxes under the container runtime's seccomp profile, which may allow ptrace (Capabilities.StrictSeccomp false)", rt.Name())
+		testenv.Skip(t, "%s runs sandboxes under the container runtime's seccomp profile, which may allow ptrace (Capabilities.StrictSeccomp false)", rt.Name())
 	}
 	if got := probeCall(t, c, "ptrace"); got != "EPERM" {
 		t.Errorf("ptrace(PTRACE_TRACEME) = %s, want EPERM", got)
@@ -312,7 +313,7 @@ func (s *suite) testSeccomp(t *testing.T) {
 	} {
 		t.Run(tc.call, func(t *testing.T) {
 			if tc.strict && !rt.Capabilities().StrictSeccomp {
-				t.Skipf("%s runs sandboxes under the container runtime's seccomp profile, which may allow %s (Capabilities.StrictSeccomp false)", rt.Name(), tc.call)
+				testenv.Skip(t, "%s runs sandboxes under the container runtime's seccomp profile, which may allow %s (Capabilities.StrictSeccomp false)", rt.Name(), tc.call)
 			}
 			if got := probeCall(t, c, tc.call); got != tc.want {
 				t.Errorf("%s = %s, want %s", tc.call, got, tc.want)

@@ -15,6 +15,7 @@ import (
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 func (s *suite) testLifecycle(t *testing.T) {
@@ -291,7 +292,7 @@ func (s *suite) testImages(t *testing.T) {
 	rt := s.f.New(t)
 	p, ok := rt.(sandbox.ImagePreparer)
 	if !ok {
-		t.Skipf("%s prepares no images (it implements no sandbox.ImagePreparer)", rt.Name())
+		testenv.Skip(t, "%s prepares no images (it implements no sandbox.ImagePreparer)", rt.Name())
 	}
 	sp := s.spec(t)
 	if err := p.PrepareImage(ctx, sp.Image); err != nil {

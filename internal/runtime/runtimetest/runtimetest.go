@@ -31,6 +31,7 @@ import (
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 // Where the image of NewSpec has the probe, plain and setuid root.
@@ -53,17 +54,11 @@ type Factory struct {
 	Kill func(t *testing.T, rt sandbox.Runtime, id string)
 }
 
-// RequiresRoot fails the test when CI is set and it does not run as root,
-// and skips it otherwise: on CI the gate is a switch, never a silent skip.
+// RequiresRoot is [testenv.RequireRoot]: a test that needs root fails
+// without it under CI, and is skipped elsewhere.
 func RequiresRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("this test needs root, and CI=true: run the tests as root")
-	}
-	t.Skip("this test needs root (run go test as root)")
+	testenv.RequireRoot(t)
 }
 
 // Run runs the whole conformance suite against the runtimes of f: the

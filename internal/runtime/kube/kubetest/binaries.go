@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 // TierA are the binaries a [Cluster] runs; kubectl is for tests that drive
@@ -23,8 +25,8 @@ const BinEnv = "AGENT2ENV_KUBE_BIN"
 const buildCommand = "make kube-binaries"
 
 // Binaries returns the directory holding the binaries named (TierA when
-// none are). When one is missing it skips the test, saying how to build
-// them, or fails it when CI=true, where a missing prerequisite is a bug.
+// none are). When one is missing it stops the test with how to build
+// them: a skip, or under CI a failure (testenv.Missing).
 func Binaries(t testing.TB, names ...string) string {
 	t.Helper()
 	if len(names) == 0 {
@@ -44,10 +46,7 @@ func Binaries(t testing.TB, names ...string) string {
 		err = fmt.Errorf("%s missing in %s (a background build logs to %s)", strings.Join(missing, ", "), dir,
 			filepath.Join(filepath.Dir(dir), "build.log"))
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("kubernetes binaries: %v, and CI=true: run the tests through make test, which builds them", err)
-	}
-	t.Skipf("kubernetes binaries: %v: build them with %q (from the Go module proxy; tens of minutes cold)", err, buildCommand)
+	testenv.Missing(t, "kubernetes binaries: %v: build them with %q (from the Go module proxy; tens of minutes cold), as make test does", err, buildCommand)
 	return ""
 }
 

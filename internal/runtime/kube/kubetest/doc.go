@@ -17,7 +17,7 @@
 //
 // The binaries come from scripts/kube-binaries.sh (make kube-binaries),
 // cached under /var/cache/agent2env/kube; [Start] skips the test with that
-// command when they are missing, and fails it when CI=true.
+// command when they are missing, and fails it under CI (testenv.Missing).
 //
 // Everything a [Cluster] starts lives in the test's temporary directory and
 // is stopped by the test's cleanup; a Cluster is safe for concurrent use.

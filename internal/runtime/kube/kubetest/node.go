@@ -31,6 +31,7 @@ import (
 
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
+	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 // TierB are the binaries a [Node] runs besides those of the host's
@@ -114,7 +115,7 @@ var hostPaths = []string{"/var/lib/kubelet", "/run/containerd", "/run/netns", "/
 
 // RequireNode skips the test, saying what to install, unless it runs as
 // root on a host with the binaries of [TierB] and the packages a Node
-// needs; with CI=true, where a missing prerequisite is a bug, it fails it.
+// needs; under CI, where a missing prerequisite is a bug, it fails it.
 func RequireNode(t testing.TB) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -137,14 +138,11 @@ func RequireNode(t testing.TB) string {
 	return bin
 }
 
-// missingPrerequisite skips the test for what is missing, or fails it
-// when CI=true.
+// missingPrerequisite skips the test for what is missing, or under CI
+// fails it (testenv.Missing).
 func missingPrerequisite(t testing.TB, what string) {
 	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s, and CI=true: run the tests through make test, which installs it", what)
-	}
-	t.Skip(what)
+	testenv.Missing(t, "%s", what)
 }
 
 // StartNode starts a control plane and a real node, and waits for the
@@ -236,7 +234,7 @@ const BinEnvVar = "AGENT2ENV_BIN"
 // static binary $AGENT2ENV_BIN and the agent2env-agent binary (built from
 // this checkout, as make build does) to the node's registry as
 // agent2env/agent2env:kubetest, and returns its reference. Without
-// $AGENT2ENV_BIN it skips the test, or fails it when CI=true.
+// $AGENT2ENV_BIN it skips the test, or fails it under CI.
 func (n *Node) SelfImage(t testing.TB) string {
 	t.Helper()
 	bin := os.Getenv(BinEnvVar)

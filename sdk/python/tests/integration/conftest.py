@@ -4,8 +4,9 @@ The daemon is ``bin/agent2env`` of this checkout (or ``$AGENT2ENV_BIN``),
 started as ``serve`` on a free loopback port with a temporary data
 directory and the image store of ``IMAGE_DIR``; ``$AGENT2ENV_CACHE_DIR``
 is passed on, so built images come from the cache. It needs root. Without
-root or the binary the tests are skipped, unless ``CI=true``, where that is
-a failure: a gate, never a hidden skip.
+root or the binary the tests are skipped, unless under CI (``CI`` set to
+anything but empty, ``0`` or ``false``, as Go's ``internal/testenv`` reads
+it), where that is a failure: a gate, never a hidden skip.
 """
 
 from __future__ import annotations
@@ -58,10 +59,16 @@ def _require() -> str:
         missing.append(f"the daemon binary {binary} (make build)")
     if missing:
         why = "the integration tests need " + " and ".join(missing)
-        if os.environ.get("CI") == "true":
-            pytest.fail(why + ", and CI=true", pytrace=False)
+        if _ci():
+            pytest.fail(why + f", and CI={os.environ['CI']}", pytrace=False)
         pytest.skip(why)
     return binary
+
+
+def _ci() -> bool:
+    """Whether the tests run under CI: the rule of Go's internal/testenv."""
+    v = os.environ.get("CI", "").strip()
+    return v not in ("", "0") and v.lower() != "false"
 
 
 def _die_with_parent() -> None:
