@@ -264,8 +264,11 @@ func TestRunMCPStateEndsWithTheRun(t *testing.T) {
 		cancel     bool
 		want       api.RunStatus
 	}{
-		{"succeeded", "sleep 1", false, api.RunSucceeded},
-		{"failed", "sleep 1; exit 3", false, api.RunFailed},
+		// The agent's time must outlast the MCP calls below on a loaded
+		// machine: a context asked for while its run's sandbox goes is
+		// refused, as it should be, and the test would not see it.
+		{"succeeded", "sleep 5", false, api.RunSucceeded},
+		{"failed", "sleep 5; exit 3", false, api.RunFailed},
 		{"cancelled", "sleep 60", true, api.RunCancelled},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -107,17 +107,19 @@ func TestSlowProgressCompletes(t *testing.T) {
 	mux.HandleFunc("/work", func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		select {
-		case <-time.After(time.Second):
+		case <-time.After(1500 * time.Millisecond):
 		case <-r.Context().Done():
 			slowHandlerErr.Store(r.Context().Err())
 		}
 		io.WriteString(w, "done")
 	})
-	addr := testServer(t, HTTPConfig{StallTimeout: 300 * time.Millisecond}, mux)
+	// A write every 100 ms against a 1 s stall timeout: ten times the
+	// margin, for a loaded machine's scheduling.
+	addr := testServer(t, HTTPConfig{StallTimeout: time.Second}, mux)
 
 	pr, pw := io.Pipe()
 	go func() {
-		for range 15 {
+		for range 25 {
 			time.Sleep(100 * time.Millisecond)
 			pw.Write([]byte(strings.Repeat("x", 1000)))
 		}
@@ -129,8 +131,8 @@ func TestSlowProgressCompletes(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || string(b) != "15000" {
-		t.Errorf("slow upload: %d %q, want 200 15000", resp.StatusCode, b)
+	if resp.StatusCode != http.StatusOK || string(b) != "25000" {
+		t.Errorf("slow upload: %d %q, want 200 25000", resp.StatusCode, b)
 	}
 
 	resp, err = http.Post("http://"+addr+"/work", "application/json", strings.NewReader("{}"))
