@@ -159,6 +159,10 @@ func TestRedactTricky(t *testing.T) {
 		"/p?key%3D" + secret,
 		"/p?%E2%84%AAey=" + secret,
 		"/p?X-Amz-Signature=" + secret + "&sig=" + secret,
+		"/p?key[]=" + secret + "&data[api_key]=" + secret,
+		"/p?x=1%26key=" + secret + "&y=%zz",
+		"/p?x=1%26key%3D" + secret + "#frag",
+		"/p?token_sign=" + secret,
 	} {
 		// (Named by number: the store's URI does not take a directory
 		// named with a '%'.)
@@ -176,6 +180,7 @@ func TestRedactTricky(t *testing.T) {
 		"Cookie":               "a=" + secret,
 		"X-Custom":             "token=" + secret,
 		"Referer":              "https://h/p?key=" + secret + "&x=%zz",
+		"Origin":               "https://h/p?data[api_key]=" + secret + "&x=%zz",
 	} {
 		t.Run(name, func(t *testing.T) {
 			index, read, disk := recordSecrets(t, "/v1/chat/completions", http.Header{name: {v}, "X-Kept": {"kept"}})
