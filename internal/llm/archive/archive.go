@@ -137,7 +137,7 @@ func (a *Archive) Begin(r *http.Request, body []byte, ex *proxy.Exchange) proxy.
 	rec := &recording{a: a, id: ex.ID, start: ex.Start, body: body}
 	rec.x = store.LLMExchange{
 		ID: ex.ID, SandboxID: who.Sandbox, RunID: who.Run, KeyID: who.Key, Tenant: who.Tenant, Inbound: string(ex.Inbound),
-		Method: r.Method, Path: redact.URL(r.URL.RequestURI()), Model: ex.Model, Stream: ex.Stream,
+		Method: r.Method, Path: redact.URL(r.URL.RequestURI()), Model: redact.URL(ex.Model), Stream: ex.Stream,
 		State: store.LLMInProgress, CreatedAt: ex.Start, RequestBytes: int64(len(body)),
 	}
 	meta := appendBeginMeta(nil, &rec.x, r.Header)
@@ -286,7 +286,8 @@ func (rec *recording) End(ex *proxy.Exchange) {
 	rec.flush(&rec.up)
 	rec.flush(&rec.down)
 	x := &rec.x
-	x.Model, x.Provider, x.UpstreamModel = ex.Model, ex.Provider, ex.Upstream
+	// A Gemini client's model is a part of its path: redacted as the path is.
+	x.Model, x.Provider, x.UpstreamModel = redact.URL(ex.Model), ex.Provider, ex.Upstream
 	x.Stream, x.Passthrough, x.Status, x.Attempts = ex.Stream, ex.Passthrough, ex.Status, ex.Attempts
 	x.InputTokens, x.OutputTokens = ex.Usage.InputTokens, ex.Usage.OutputTokens
 	x.CachedTokens, x.ReasoningTokens = ex.Usage.CachedTokens, ex.Usage.ReasoningTokens

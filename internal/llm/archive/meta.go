@@ -53,12 +53,13 @@ func toMeta(x *store.LLMExchange) exMeta {
 	}
 }
 
-// exchange is the index record m keeps, its path and error redacted again
-// (a log written before redaction failed closed may hold credentials).
+// exchange is the index record m keeps, its path, model and error
+// redacted again (a log written before redaction failed closed may hold
+// credentials).
 func (m *exMeta) exchange() *store.LLMExchange {
 	return &store.LLMExchange{
 		ID: m.ID, SandboxID: m.SandboxID, RunID: m.RunID, KeyID: m.KeyID, Tenant: m.Tenant, Inbound: m.Inbound, Method: m.Method,
-		Path: redact.URL(m.Path), Model: m.Model, Provider: m.Provider, UpstreamModel: m.UpstreamModel, Stream: m.Stream,
+		Path: redact.URL(m.Path), Model: redact.URL(m.Model), Provider: m.Provider, UpstreamModel: m.UpstreamModel, Stream: m.Stream,
 		Passthrough: m.Passthrough, Status: m.Status, State: m.State, Error: redact.Text(m.Error), InputTokens: m.InputTokens,
 		OutputTokens: m.OutputTokens, CachedTokens: m.CachedTokens, ReasoningTokens: m.ReasoningTokens, Attempts: m.Attempts,
 		FirstByte: time.Duration(m.FirstByte) * time.Microsecond, Duration: time.Duration(m.Duration) * time.Microsecond,
@@ -67,8 +68,8 @@ func (m *exMeta) exchange() *store.LLMExchange {
 	}
 }
 
-// appendExMeta appends what marshal(toMeta(x)) would, x's path and error
-// redacted, without the reflection: it is written twice per exchange, on
+// appendExMeta appends what marshal(toMeta(x)) would, x's path, model and
+// error redacted, without the reflection: it is written twice per exchange, on
 // the request's goroutine.
 func appendExMeta(dst []byte, x *store.LLMExchange) []byte {
 	m := toMeta(x)
@@ -95,7 +96,7 @@ func appendExMeta(dst []byte, x *store.LLMExchange) []byte {
 	str("in", m.Inbound)
 	str("m", m.Method)
 	str("p", redact.URL(m.Path))
-	str("model", m.Model)
+	str("model", redact.URL(m.Model))
 	str("prov", m.Provider)
 	str("up", m.UpstreamModel)
 	yes("st", m.Stream)

@@ -129,7 +129,7 @@ func TestRedactOldLog(t *testing.T) {
 	}
 	// As the archive wrote them: the path and URL through a redaction that
 	// gave up, the header through a list that missed Api-Key.
-	x := exMeta{ID: "llx_old", Method: "POST", Path: "/v1beta/models/m:generateContent?key=SEKRET&x=%zz",
+	x := exMeta{ID: "llx_old", Method: "POST", Path: "/v1beta/models/m:generateContent?key=SEKRET&x=%zz", Model: "m;key=SEKRET",
 		State: store.LLMComplete, Error: `call provider up: Post "https://up/p?key=SEKRET&x=%zz": EOF`, CreatedAt: time.Now().UnixMicro()}
 	h := http.Header{"Api-Key": {"SEKRET"}, "Content-Type": {"application/json"}}
 	var log []byte

@@ -159,6 +159,10 @@ func TestRedactTricky(t *testing.T) {
 		"/p?key%3D" + secret,
 		"/p?%E2%84%AAey=" + secret,
 		"/p?X-Amz-Signature=" + secret + "&sig=" + secret,
+		"/p?key[]=" + secret + "&data[api_key]=" + secret,
+		"/p?x=1%26key=" + secret + "&y=%zz",
+		"/p?x=1%26key%3D" + secret + "#frag",
+		"/p?token_sign=" + secret,
 	} {
 		// (Named by number: the store's URI does not take a directory
 		// named with a '%'.)
@@ -176,6 +180,7 @@ func TestRedactTricky(t *testing.T) {
 		"Cookie":               "a=" + secret,
 		"X-Custom":             "token=" + secret,
 		"Referer":              "https://h/p?key=" + secret + "&x=%zz",
+		"Origin":               "https://h/p?data[api_key]=" + secret + "&x=%zz",
 	} {
 		t.Run(name, func(t *testing.T) {
 			index, read, disk := recordSecrets(t, "/v1/chat/completions", http.Header{name: {v}, "X-Kept": {"kept"}})
@@ -218,4 +223,41 @@ func TestRedactFailedCall(t *testing.T) {
 	index, _ := json.Marshal(x.LLMExchange)
 	read, _ := json.Marshal(x)
 	checkNoSecret(t, index, read, files(t, dir), "/v1beta/models/m:generateContent?api_key=[redacted]", "x=%zz")
+}
+
+// TestRedactGeminiPath: a Gemini client's path names the model and the
+// method, so a key written into it (after a ';', or escaped) reaches the
+// index's model and the proxy's error, which the archive keeps as the
+// client's answer; neither keeps the secret.
+func TestRedactGeminiPath(t *testing.T) {
+	for i, tt := range []struct{ path, keep string }{
+		{"/v1beta/models/m;key=" + secret + ":generateContent", "/v1beta/models/m;key=[redacted]"},
+		{"/v1beta/models/m:generateContent;key=" + secret, "/v1beta/models/m:generateContent;key=[redacted]"},
+		{"/v1beta/models/m%3Bapi_key=" + secret + "&x=1:streamGenerateContent", "/v1beta/models/m%3Bapi_key=[redacted]"},
+		{"/v1beta/models/m%3Fkey%3D" + secret + ":generateContent", ""}, // it decodes to pairs: the path goes whole
+	} {
+		path := tt.path
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			dir := t.TempDir()
+			a := openArchive(t, dir, openStore(t, dir), archive.Config{})
+			base := serve(t, a, llm.FormatGemini, "http://127.0.0.1:1")
+			req := request(llm.FormatGemini, base, "hi", false)
+			if req.URL, _ = url.Parse(base + path); req.URL == nil {
+				t.Fatalf("bad path %q", path)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				t.Fatalf("status %d: %s, want 404", resp.StatusCode, got)
+			}
+			x := only(t, a)
+			index, _ := json.Marshal(x.LLMExchange)
+			read, _ := json.Marshal(x)
+			checkNoSecret(t, index, read, files(t, dir), tt.keep)
+		})
+	}
 }

@@ -62,10 +62,12 @@ func (p *Proxy) handle(f llm.Format, count bool) http.HandlerFunc {
 
 func (p *Proxy) handleGemini(w http.ResponseWriter, r *http.Request) {
 	c := p.newCall(w, r, llm.FormatGemini)
+	// The path may hold the client's key (m;key=…, escaped): what an error
+	// quotes of it is redacted, for the client's answer is archived.
 	spec := r.PathValue("call")
 	i := strings.LastIndexByte(spec, ':')
 	if i < 0 {
-		c.fail(llm.Errorf(llm.ErrorNotFound, "no Gemini method in %q", spec))
+		c.fail(llm.Errorf(llm.ErrorNotFound, "no Gemini method in %q", redact.URL(spec)))
 		return
 	}
 	c.model, c.method = spec[:i], spec[i+1:]
@@ -77,7 +79,7 @@ func (p *Proxy) handleGemini(w http.ResponseWriter, r *http.Request) {
 	case "countTokens":
 		c.count = true
 	default:
-		c.fail(llm.Errorf(llm.ErrorNotFound, "unknown Gemini method %q", c.method))
+		c.fail(llm.Errorf(llm.ErrorNotFound, "unknown Gemini method %q", redact.URL(c.method)))
 		return
 	}
 	if c.readBody() {
@@ -217,7 +219,7 @@ func (c *call) run() {
 	c.begin()
 	entry := c.p.models[c.model]
 	if entry == nil {
-		c.fail(llm.Errorf(llm.ErrorNotFound, "model %q is not configured in the LLM proxy", c.model))
+		c.fail(llm.Errorf(llm.ErrorNotFound, "model %q is not configured in the LLM proxy", redact.URL(c.model)))
 		return
 	}
 	if entry.Timeout > 0 {
@@ -252,7 +254,7 @@ func (c *call) run() {
 		c.finish()
 		return
 	}
-	c.fail(llm.Errorf(llm.ErrorTimeout, "model %q: no upstream answered within %v", c.model, entry.Timeout))
+	c.fail(llm.Errorf(llm.ErrorTimeout, "model %q: no upstream answered within %v", redact.URL(c.model), entry.Timeout))
 }
 
 // sleep waits d, or until ctx ends and then reports false.
@@ -325,7 +327,7 @@ func (c *call) attempt(pr *provider, m *Model, last bool) bool {
 			return true
 		}
 		if c.ctx.Err() != nil {
-			c.fail(llm.Errorf(llm.ErrorTimeout, "model %q: no answer within the route's timeout", c.model))
+			c.fail(llm.Errorf(llm.ErrorTimeout, "model %q: no answer within the route's timeout", redact.URL(c.model)))
 			return true
 		}
 		if !last {

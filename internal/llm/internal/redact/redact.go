@@ -3,14 +3,16 @@
 // may quote a URL.
 //
 // It never parses strictly, so it never gives up and hands back what it
-// was given: it scans for name=value pairs at every '&', ';', '?', '#'
-// (and, in free text, at every space, quote or comma), and a pair whose
+// was given: it reads every '=' as a pair's, whose name is what precedes
+// it back to an '&', ';', '?', '#' (in free text, a space too) or another
+// '=', brackets and quotes included (key[]=, "token"=), and a pair whose
 // name may carry a credential — a key, token, secret, password,
 // signature, auth or cookie in any case and position, percent-encoded any
 // number of times — loses its value up to the next '&' (or space, in
 // text). A name it cannot decode is taken to be such a name, and so is a
-// header name that is not one. A URL's userinfo goes whole. Redacting
-// more than was needed is the price of never redacting less.
+// header name that is not one; what decodes to such a pair (key%3Dsecret)
+// goes whole. A URL's userinfo goes whole. Redacting more than was needed
+// is the price of never redacting less.
 //
 // Its functions are safe for concurrent use; they allocate only when
 // there is something to redact.
@@ -122,9 +124,10 @@ func headerName(name string) bool {
 // space), letters that case-fold to ASCII ones are folded, and what is
 // left of it in ASCII letters and digits, lowercased, is sensitive when it
 // contains key, secret, passw, passphrase, pwd, auth, credential, cookie,
-// signature, bearer or jwt, or token not followed by an s (the rate-limit
-// headers count tokens); or when one of the name's words is pass, pw or
-// sig. A name that cannot be decoded is sensitive.
+// signature, bearer, jwt or token — but for the tokens that end a word
+// (the rate-limit headers count tokens: x-ratelimit-remaining-tokens);
+// or when one of the name's words is pass, pw or sig. A name that cannot
+// be decoded is sensitive.
 func Name(name string) bool {
 	n, ok := decode(name)
 	if !ok {
@@ -134,6 +137,7 @@ func Name(name string) bool {
 	var buf [64]byte
 	flat := buf[:0] // the name's letters and digits, lowercased
 	start := 0      // of the current word
+	counts := 0     // words that end in tokens
 	for i := 0; i <= len(n); i++ {
 		if i < len(n) && alnum(n[i]) {
 			c := n[i]
@@ -148,6 +152,10 @@ func Name(name string) bool {
 			if eqFold(w, "pass") || eqFold(w, "pw") || eqFold(w, "sig") {
 				return true
 			}
+		default:
+			if len(w) >= len("tokens") && eqFold(w[len(w)-len("tokens"):], "tokens") {
+				counts++
+			}
 		}
 		start = i + 1
 	}
@@ -156,16 +164,8 @@ func Name(name string) bool {
 			return true
 		}
 	}
-	for rest := flat; ; {
-		i := bytes.Index(rest, []byte("token"))
-		if i < 0 {
-			return false
-		}
-		rest = rest[i+len("token"):]
-		if len(rest) == 0 || rest[0] != 's' {
-			return true
-		}
-	}
+	// Any other token is one: token_sign, to-kens, tokenstore.
+	return bytes.Count(flat, []byte("token")) > counts
 }
 
 var substrings = [][]byte{
@@ -257,14 +257,26 @@ func unhex(c byte) byte {
 	return c - 'a' + 10
 }
 
-// boundary reports whether c ends a name=value pair's name side: the
-// separators of queries and fragments, and in text what ends a word.
-func boundary(c byte, text bool) bool {
+// separator reports whether c ends a name: the separators of queries
+// and fragments, and in text a space. Brackets, quotes and the like do
+// not (key[]=, "token"=, (password=): they stand in a name and Name
+// reads past them.
+func separator(c byte, text bool) bool {
 	switch c {
 	case '&', ';', '?', '#':
 		return true
-	case ' ', '\t', '\n', '\r', '\v', '\f', '"', '\'', '`', '<', '>', '(', ')', '[', ']', '{', '}', ',':
+	case ' ', '\t', '\n', '\r', '\v', '\f':
 		return text
+	}
+	return false
+}
+
+// boundary reports whether c ends a URL's authority in text, beside '/',
+// '?' and '#': what ends a word.
+func boundary(c byte) bool {
+	switch c {
+	case ' ', '\t', '\n', '\r', '\v', '\f', '"', '\'', '`', '<', '>', '(', ')', '[', ']', '{', '}', ',':
+		return true
 	}
 	return false
 }
@@ -322,15 +334,21 @@ func (c *cutter) String() string {
 	return string(append(c.out, c.s[c.last:]...))
 }
 
-// userinfos redacts the userinfo of every URL in s.
+// userinfos redacts the userinfo of every URL in s: the authority after
+// a "://", and after a "//" that starts s or, in text, a word (a
+// network-path reference, //user:pass@host/p).
 func userinfos(s string, text bool) string {
 	c := cutter{s: s}
 	for i := 0; ; {
-		k := strings.Index(s[i:], "://")
+		k := strings.Index(s[i:], "//")
 		if k < 0 {
 			return c.String()
 		}
-		i += k + len("://")
+		k += i
+		i = k + len("//")
+		if k > 0 && s[k-1] != ':' && !(text && boundary(s[k-1])) {
+			continue
+		}
 		if from, to := userinfo(s, i, text); to > from {
 			c.cut(from, to)
 			i = to
@@ -338,30 +356,33 @@ func userinfos(s string, text bool) string {
 	}
 }
 
-// pairs redacts the values of the sensitive name=value pairs in s.
+// pairs redacts the values of the sensitive name=value pairs in s. Every
+// '=' is read as one's: its name is what precedes it back to a separator
+// or another '=' (in x=1%26key=secret a parser that decodes before it
+// splits sees key). What follows a separator and has no '=' (key%3Dsecret,
+// a value's last part: x=1%26key%3Dsecret) is looked at decoded, and goes
+// whole if it decodes to sensitive pairs.
 func pairs(s string, text bool) string {
 	c := cutter{s: s}
-	start := 0 // of the current pair
+	start := 0 // of the current name: after a separator or an '='
 	for i := 0; i <= len(s); i++ {
-		if i < len(s) && !boundary(s[i], text) {
+		if i < len(s) && s[i] != '=' && !separator(s[i], text) {
 			continue
 		}
-		pair := s[start:i]
-		start = i + 1
-		eq := strings.IndexByte(pair, '=')
-		if eq < 0 {
-			// key%3Dsecret: a parser that decodes before it splits sees a
-			// pair, so the pair goes whole if it is a sensitive one.
-			if strings.IndexByte(pair, '%') >= 0 && encodedPair(pair, text) {
-				c.cut(i-len(pair), i)
-			}
+		run := s[start:i]
+		if strings.IndexByte(run, '%') >= 0 && encodedPair(run, text) {
+			// key%3Dsecret, key%3Dsecret=…: the pair goes whole, up to
+			// where a value would end.
+			to := valueEnd(s, i, text)
+			c.cut(start, to)
+			i, start = to, to+1
 			continue
 		}
-		if !Name(pair[:eq]) {
+		if i == len(s) || s[i] != '=' || !Name(run) {
+			start = i + 1
 			continue
 		}
-		from := i - len(pair) + eq + 1
-		to := valueEnd(s, from, text)
+		from, to := i+1, valueEnd(s, i+1, text)
 		if v := s[from:to]; text && strings.HasPrefix(v, Redacted) && strings.Trim(v[len(Redacted):], closing) == "" {
 			// Redacted before (the proxy's own messages are).
 		} else if v != Redacted {
@@ -396,7 +417,7 @@ func userinfo(s string, i int, text bool) (from, to int) {
 		case '@':
 			to = j
 		default:
-			if text && boundary(c, true) && c != ';' && c != '&' {
+			if text && boundary(c) {
 				return from, to
 			}
 		}

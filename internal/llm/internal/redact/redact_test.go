@@ -38,7 +38,7 @@ func TestURL(t *testing.T) {
 		// Undecodable names are taken for sensitive ones; a bad value is kept.
 		{"?ke%zzy=S3&x=%zz", "?ke%zzy=[redacted]&x=%zz"},
 		{"?%=S3", "?%=[redacted]"},
-		{"?k%25%25%25%25%25ey=S3", "?k%25%25%25%25%25ey=[redacted]"},
+		{"?k%25%25%25%25%25ey=S3", "?[redacted]"}, // it may hide an =: the pair goes whole
 		// Separators: ';', a second '?', a fragment; a value runs to the next '&'.
 		{"?alt=sse;key=S3", "?alt=sse;key=[redacted]"},
 		{"?key=S3;alt=sse&x=1", "?key=[redacted]&x=1"},
@@ -65,6 +65,19 @@ func TestURL(t *testing.T) {
 		{"?max_tokens=5&x-ratelimit-remaining-tokens=6&beta=true&passthrough=1", "?max_tokens=5&x-ratelimit-remaining-tokens=6&beta=true&passthrough=1"},
 		{"?x=key&y=token", "?x=key&y=token"},
 		{"?key=[redacted]", "?key=[redacted]"},
+		// Names in brackets; every '=' starts a value, and a value one
+		// decoding away from pairs goes whole; a name that is one goes with
+		// its value.
+		{"?key[]=S3&key[0]=S4&data[api_key]=S5", "?key[]=[redacted]&key[0]=[redacted]&data[api_key]=[redacted]"},
+		{"?x=1%26key=S3&y=2", "?x=1%26key=[redacted]&y=2"},
+		{"?x=1%26key%3DS3&y=2", "?x=[redacted]&y=2"},
+		{"?x=a=token=S3", "?x=a=token=[redacted]"},
+		{"?key%3DS3=S4&y=2", "?[redacted]&y=2"},
+		{"?x=a%3Db", "?x=a%3Db"},
+		// A token's name that only starts like the rate limits' tokens.
+		{"?token_sign=S3&api_token_s=S4&x-token-store=S5", "?token_sign=[redacted]&api_token_s=[redacted]&x-token-store=[redacted]"},
+		// A network-path reference's userinfo.
+		{"//user:S3@host/p?x=1", "//[redacted]@host/p?x=1"},
 	} {
 		if got := URL(tt.in); got != tt.want {
 			t.Errorf("URL(%q)\n = %q\nwant %q", tt.in, got, tt.want)
@@ -89,6 +102,11 @@ func TestText(t *testing.T) {
 		{`want x=1, got token=[redacted]S3`, `want x=1, got token=[redacted]`},
 		{`model "m": no upstream answered within 1m0s`, `model "m": no upstream answered within 1m0s`},
 		{`content-type: application/json; charset=utf-8`, `content-type: application/json; charset=utf-8`},
+		// Brackets and quotes within names, and a value holding pairs.
+		{`Post "https://h/p?key[]=S3&data[api_key]=S4": EOF`, `Post "https://h/p?key[]=[redacted]&data[api_key]=[redacted] EOF`},
+		{`url="key=S3", "token"=S4, {'secret'}=S5`, `url="key=[redacted] "token"=[redacted] {'secret'}=[redacted]`},
+		{`Post "https://h/p?x=1%26key=S3": EOF`, `Post "https://h/p?x=1%26key=[redacted] EOF`},
+		{`ref //u:S3@h/p`, `ref //[redacted]@h/p`},
 	} {
 		if got := Text(tt.in); got != tt.want {
 			t.Errorf("Text(%q)\n = %q\nwant %q", tt.in, got, tt.want)
@@ -106,7 +124,7 @@ func TestName(t *testing.T) {
 		"key", "KEY", "api_key", "api-key", "apiKey", "x-api-key", "X-Goog-Api-Key", "Api-Key", "token", "access_token",
 		"X-Auth-Token", "Authorization", "Proxy-Authorization", "secret", "Client-Secret", "password", "Passwd", "pwd", "pass",
 		"pw", "sig", "X-Amz-Signature", "Cookie", "Set-Cookie", "k%65y", "k%2565y", "%zz", "tokenizer", "bearer", "jwt",
-		"api+key", "\u212aey", "ke\u200by",
+		"api+key", "\u212aey", "ke\u200by", "token_sign", "api_token_s", "x-token-store", "to-kens", "key[]", "data[api_key]",
 	} {
 		if !Name(n) {
 			t.Errorf("Name(%q) = false, want true", n)
@@ -115,7 +133,7 @@ func TestName(t *testing.T) {
 	for _, n := range []string{
 		"", "alt", "beta", "Content-Type", "User-Agent", "Anthropic-Version", "Anthropic-Beta", "X-Ratelimit-Remaining-Tokens",
 		"anthropic-ratelimit-input-tokens-limit", "max_tokens", "X-Request-Id", "Openai-Organization", "X-Goog-Api-Client",
-		"Passthrough", "bypass", "signal", "x%3D1",
+		"Passthrough", "bypass", "signal", "x%3D1", "tokens", "max_tokens", "maxTokens", "tokens_used", "x-ratelimit-remaining-tokens[0]",
 	} {
 		if Name(n) {
 			t.Errorf("Name(%q) = true, want false", n)
@@ -132,6 +150,7 @@ func TestHeader(t *testing.T) {
 		"Api-Key":                      {"S3"}, // Azure OpenAI's
 		"X-Auth-Token":                 {"S3", "S4"},
 		"Referer":                      {"https://h/p?key=S3"},
+		"Origin":                       {"https://h/p?key[]=S3&x=%zz"},
 		"X-Custom":                     {"a", "token=S3", "b"},
 		"Bad Name":                     {"S3"},
 		"X-Empty":                      {},
@@ -144,6 +163,7 @@ func TestHeader(t *testing.T) {
 		"Api-Key":                      {Redacted},
 		"X-Auth-Token":                 {Redacted},
 		"Referer":                      {"https://h/p?key=[redacted]"},
+		"Origin":                       {"https://h/p?key[]=[redacted]&x=%zz"},
 		"X-Custom":                     {"a", "token=[redacted]", "b"},
 		"Bad Name":                     {Redacted},
 		"X-Empty":                      {},
