@@ -126,7 +126,10 @@ func (s *Store) ListSandboxPage(ctx context.Context, f store.SandboxFilter, p st
 		cond += ` AND pool = ''`
 	}
 	if f.Owner != "" {
-		cond += ` AND owner = ?`
+		// owner != '' lets SQLite use the partial index sandboxes_owner
+		// (it cannot tell a bound value is not ''): a lookup on every
+		// delete, not a scan.
+		cond += ` AND owner = ? AND owner != ''`
 		args = append(args, f.Owner)
 	}
 	out, err := list(ctx, s.r, scanSandbox,
