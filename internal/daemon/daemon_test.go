@@ -29,6 +29,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/api/client"
 	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/daemon/supervisor"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 )
@@ -71,6 +72,28 @@ type testDaemon struct {
 // runtime, shared across restarts as running sandboxes outlive a daemon.
 func testConfig(dataDir string, rt *fakeruntime.Runtime) Config {
 	return Config{DataDir: dataDir, ShutdownTimeout: 10 * time.Second, runtime: rt}
+}
+
+// twoKeys turns API keys on in cfg and returns two of them.
+func twoKeys(t *testing.T, cfg *Config) (keyA, keyB string) {
+	t.Helper()
+	keyA, keyB = auth.NewKey(), auth.NewKey()
+	keys, err := auth.NewKeys(keyA, keyB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Keys = keys
+	return keyA, keyB
+}
+
+// as returns a client of d's API that presents key.
+func (d *testDaemon) as(key string) *client.Client {
+	d.t.Helper()
+	c, err := client.New("http://"+d.addr, client.WithToken(key))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return c
 }
 
 // start builds a System from cfg on a loopback port, lets before (when not

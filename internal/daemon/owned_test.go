@@ -29,13 +29,8 @@ import (
 // sandbox is deleted; the host's capacity for others is untouched.
 func TestSandboxMadeIsBounded(t *testing.T) {
 	ctx := context.Background()
-	keyA, keyB := auth.NewKey(), auth.NewKey()
-	keys, err := auth.NewKeys(keyA, keyB)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := testConfig(t.TempDir(), fakeruntime.New())
-	cfg.Keys = keys
+	keyA, keyB := twoKeys(t, &cfg)
 	cfg.Contexts.Defaults = map[string]contexts.Source{
 		api.LanguagePython: {Image: tinyRef}, api.LanguageJavaScript: {Image: tinyRef}, api.LanguageBash: {Image: tinyRef}}
 	// A host of 8 CPUs and 8 GiB, no overcommit: 20 large sessions would
@@ -44,14 +39,7 @@ func TestSandboxMadeIsBounded(t *testing.T) {
 	cfg.Manager.CPUOvercommit, cfg.Manager.MemoryOvercommit = 1, 1
 	d := start(t, cfg, nil)
 	d.importTiny()
-	a, err := client.New("http://"+d.addr, client.WithToken(keyA))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := client.New("http://"+d.addr, client.WithToken(keyB))
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b := d.as(keyA), d.as(keyB)
 	parent, err := a.Sandbox.Create(ctx, api.CreateSandboxRequest{Image: tinyRef, CPU: "1", Memory: "512Mi"})
 	if err != nil {
 		t.Fatal(err)

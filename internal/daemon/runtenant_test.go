@@ -23,23 +23,11 @@ import (
 // (RunOfSandbox, which the LLM proxy and the MCP server's run tenant use).
 func TestRunsPerAPIKey(t *testing.T) {
 	ctx := context.Background()
-	keyA, keyB := auth.NewKey(), auth.NewKey()
-	keys, err := auth.NewKeys(keyA, keyB)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := testConfig(t.TempDir(), fakeruntime.New())
-	cfg.Keys = keys
+	keyA, keyB := twoKeys(t, &cfg)
 	d := start(t, cfg, nil)
 	d.importTiny()
-	as := func(key string) *client.Client {
-		c, err := client.New("http://"+d.addr, client.WithToken(key))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	a, b := as(keyA), as(keyB)
+	a, b := d.as(keyA), d.as(keyB)
 	task := fmt.Sprintf("name: long\nimage: %s\nagent: custom\ngoal: wait\nentrypoint: sleep 30\nend: {timeout: 1m}\n", tinyRef)
 	bb, err := b.Runs().Submit(ctx, api.RunSubmitRequest{Task: task})
 	if err != nil {
