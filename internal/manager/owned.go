@@ -56,8 +56,8 @@ func IsOwnedLimit(err error) bool {
 	return errors.As(err, &o)
 }
 
-// SuggestOwned is what to do about a refusal past an owner's limits.
-const SuggestOwned = "stop sessions and contexts this sandbox no longer needs (stop_session, stop_context), or use flavor small; " +
+// suggestOwned is what to do about a refusal past an owner's limits.
+const suggestOwned = "stop sessions and contexts this sandbox no longer needs (stop_session, stop_context), or use flavor small; " +
 	"the operator may raise --owned-sandboxes, --owned-cpu and --owned-memory"
 
 // owner returns the record of the sandbox ctx's request is made for, nil
@@ -112,7 +112,7 @@ func (m *Manager) admitOwned(ctx context.Context, owner *store.Sandbox, milliCPU
 		return nil
 	}
 	err = fmt.Errorf("sandbox %s may make no more sandboxes (sessions, contexts): %s: %w", owner.ID, why, errdefs.ErrResourceExhausted)
-	return ownedLimitError{ResourceError(errdefs.WithCode(err, api.CodeLimitExceeded), u, SuggestOwned)}
+	return ownedLimitError{ResourceError(errdefs.WithCode(err, api.CodeLimitExceeded), u, suggestOwned)}
 }
 
 // ownedBudget is the cpu and memory owner's sandboxes may have in all.
