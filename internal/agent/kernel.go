@@ -316,9 +316,7 @@ func (ks *kernels) start(ctx context.Context, spec *KernelSpec) (*kernelProc, er
 		Sys:   ks.srv.procAttr(),
 	}
 	since, oomBefore := nowTicks(), oomKills()
-	pid, waitc, err := ks.srv.reaper.start(func() (int, error) {
-		return syscall.ForkExec(path, prog.argv(path), attr)
-	})
+	pid, waitc, err := ks.srv.startUser(path, prog.argv(path), attr)
 	for _, i := range []int{1, 3, 4, 7} { // the child's ends
 		pipes[i].Close()
 		pipes[i] = nil
@@ -330,7 +328,6 @@ func (ks *kernels) start(ctx context.Context, spec *KernelSpec) (*kernelProc, er
 		}
 		return nil, fmt.Errorf("start %s kernel: %w", spec.Language, err)
 	}
-	ks.srv.protect(pid)
 	p := &kernelProc{pid: pid, req: pipes[5], ctl: make(chan control, 16), exited: make(chan struct{}),
 		oomAtStart: oomBefore, since: since}
 	go func() {
