@@ -32,12 +32,11 @@ const maxNofile = 65536
 const shmBytes = 64 << 20
 
 // agentCapabilities are what the agent needs and nothing more: file
-// operations as the user (setfsuid: SETUID, SETGID; DAC_OVERRIDE to write
-// /proc/PID/oom_score_adj of a user process; CHOWN, FOWNER), killing user
+// operations as the user (setfsuid: SETUID, SETGID; CHOWN, FOWNER), killing user
 // process groups (KILL) and bringing up lo (NET_ADMIN, dropped right after).
 // User commands run as uid 1000 and keep none of them.
 var agentCapabilities = []string{
-	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_KILL",
+	"CAP_CHOWN", "CAP_FOWNER", "CAP_KILL",
 	"CAP_SETUID", "CAP_SETGID", "CAP_NET_ADMIN",
 }
 

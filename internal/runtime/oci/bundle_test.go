@@ -47,7 +47,7 @@ func TestBundleSpec(t *testing.T) {
 			if s.Process.User.UID != 0 || !s.Process.NoNewPrivileges || !s.Root.Readonly || s.Hostname != "sb1" {
 				t.Errorf("process %+v root %+v hostname %q", s.Process.User, s.Root, s.Hostname)
 			}
-			caps := []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_KILL", "CAP_SETUID", "CAP_SETGID", "CAP_NET_ADMIN"}
+			caps := []string{"CAP_CHOWN", "CAP_FOWNER", "CAP_KILL", "CAP_SETUID", "CAP_SETGID", "CAP_NET_ADMIN"}
 			c := s.Process.Capabilities
 			for name, set := range map[string][]string{"bounding": c.Bounding, "effective": c.Effective, "permitted": c.Permitted} {
 				if diff := cmp.Diff(caps, set); diff != "" {

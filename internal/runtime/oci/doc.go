@@ -90,7 +90,7 @@
 //
 // # Isolation
 //
-// The agent runs as root with seven capabilities (see agentCapabilities),
+// The agent runs as root with six capabilities (see agentCapabilities),
 // no_new_privs, oom_score_adj -1000 (when the daemon has CAP_SYS_RESOURCE)
 // and the seccomp profile of seccomp.go;
 // it runs user commands as uid 1000 with no capabilities. The root file
