@@ -17,7 +17,7 @@ COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS   := -X github.com/agent2env/agent2env/internal/buildinfo.version=$(VERSION) \
              -X github.com/agent2env/agent2env/internal/buildinfo.commit=$(COMMIT)
 
-.PHONY: all build deps mcp-clients run test test-go test-api test-race bench vet tidy docs clean kube-binaries kube-background kube-node image
+.PHONY: all build deps mcp-clients run test test-go test-race bench vet tidy docs clean kube-binaries kube-background kube-node image
 
 all: build
 
