@@ -101,13 +101,16 @@ def test_list(
 
 
 def test_get_delete(client: Any, httpx_mock: HTTPXMock) -> None:
-    httpx_mock.add_response(method="GET", url=CTX, json=context_json(execution_count=2))
+    httpx_mock.add_response(
+        method="GET", url=CTX, json=context_json(execution_count=2, made_by_run="run-7")
+    )
     httpx_mock.add_response(
         method="DELETE",
         url=CTX,
         json={"context_id": "ctx-3f9a1c2b7d4e", "status": "deleted", "message": "Context deleted"},
     )
-    assert client.contexts.get("ctx-3f9a1c2b7d4e").execution_count == 2
+    got = client.contexts.get("ctx-3f9a1c2b7d4e")
+    assert (got.execution_count, got.made_by_run, got.made_by_sandbox) == (2, "run-7", None)
     assert client.contexts.delete("ctx-3f9a1c2b7d4e").status == "deleted"
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pytest_httpx import HTTPXMock
 
-from agent2env import BadRequestError, ConflictError, StreamError
+from agent2env import BadRequestError, ConflictError, NotFoundError, StreamError
 from agent2env.models import ImageProgress
 
 from .conftest import BASE, sse
@@ -34,6 +34,56 @@ def test_list(client: Any, httpx_mock: HTTPXMock) -> None:
     assert [(i.ref, i.size, i.layers) for i in images] == [
         ("agent2env/python:latest", 1204400694, 1)
     ]
+
+
+def test_list_shows_images_being_prepared(client: Any, httpx_mock: HTTPXMock) -> None:
+    building = {
+        "ref": "agent2env/code-interpreter:latest",
+        "digest": "",
+        "id": "",
+        "size": 0,
+        "layers": 0,
+        "created": "0001-01-01T00:00:00Z",
+        "status": "building",
+        "progress": {"phase": "build", "item": "Setting up python3"},
+        "started": "2025-01-01T12:00:00Z",
+    }
+    missing = {"ref": "agent2env/node:latest", "status": "missing"}
+    failed = {"ref": "agent2env/agent:latest", "status": "failed", "error": "mirror unreachable"}
+    httpx_mock.add_response(
+        method="GET", url=f"{BASE}/images", json={"items": [IMAGE, building, missing, failed]}
+    )
+    images = client.images.list()
+    assert [i.status for i in images] == [None, "building", "missing", "failed"]
+    assert images[1].progress is not None
+    assert images[1].progress.item == "Setting up python3"
+    assert images[1].started is not None
+    assert images[1].started.year == 2025
+    assert images[2].digest == ""
+    assert images[2].created is None
+    assert images[3].error == "mirror unreachable"
+
+
+def test_follow(client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(
+        method="GET",
+        url=f"{BASE}/images/follow?ref=agent2env%2Fpython",
+        content=PROGRESS,
+    )
+    seen: list[ImageProgress] = []
+    image = client.images.follow("agent2env/python", on_progress=seen.append)
+    assert image.ref == "agent2env/python:latest"
+    assert [p.phase for p in seen] == ["resolve", "download"]
+
+
+def test_follow_nothing_in_flight(client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(
+        content=sse(("error", '{"error": "no pull or build of x in flight", "code": "NOT_FOUND"}'))
+    )
+    with pytest.raises(NotFoundError, match="in flight"):
+        client.images.follow("x")
+    with pytest.raises(ValueError, match="image ref is empty"):
+        client.images.follow("")
 
 
 @pytest.mark.parametrize("op", ["pull", "build"])

@@ -126,7 +126,9 @@ def test_get_list_delete_keep_alive(client: Any, httpx_mock: HTTPXMock) -> None:
     one = f"{BASE}/sessions/my%20session"
     httpx_mock.add_response(method="GET", url=one, json=session_json(session_id="my session"))
     httpx_mock.add_response(
-        method="GET", url=f"{BASE}/sessions", json={"items": [session_json()], "total": 1}
+        method="GET",
+        url=f"{BASE}/sessions",
+        json={"items": [session_json(made_by_sandbox="sbx-1")], "total": 1},
     )
     httpx_mock.add_response(
         method="DELETE", url=one, json={"session_id": "my session", "status": "deleted"}
@@ -144,7 +146,9 @@ def test_get_list_delete_keep_alive(client: Any, httpx_mock: HTTPXMock) -> None:
     assert sess.languages == ["python"]
     assert sess.idle_timeout == 1800
     assert sess.ends_at is None
-    assert [s.session_id for s in client.sessions.list()] == ["my-session"]
+    assert (sess.made_by_sandbox, sess.made_by_run) == (None, None)
+    listed = client.sessions.list()
+    assert [(s.session_id, s.made_by_sandbox) for s in listed] == [("my-session", "sbx-1")]
     assert client.sessions.delete("my session").status == "deleted"
     client.sessions.keep_alive("my session")
     assert body(httpx_mock) == {}

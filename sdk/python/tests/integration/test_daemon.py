@@ -299,4 +299,9 @@ def test_lifecycle_and_errors(client: Client) -> None:
     with pytest.raises(NotFoundError) as gone:
         client.sandbox.get(sb.id)
     assert gone.value.code == "SANDBOX_NOT_FOUND"
-    assert IMAGE + ":latest" in [i.ref for i in client.images.list()]
+    listed = {i.ref: i for i in client.images.list()}
+    assert listed[IMAGE + ":latest"].status == "ready"
+    # Following a stored image with nothing in flight ends at once with it.
+    assert client.images.follow(IMAGE).ref == IMAGE + ":latest"
+    with pytest.raises(NotFoundError):
+        client.images.follow("example.invalid/nothing:1")

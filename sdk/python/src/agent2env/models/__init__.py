@@ -15,7 +15,7 @@ from .context import (
     ExecutionOutput,
     ExecutionResult,
 )
-from .image import Image, ImageProgress
+from .image import Image, ImageProgress, ImageStatus
 from .import_export import ImportAction, ImportResult, ImportResultItem, ImportStrategy
 from .llm import (
     LLMChunk,
@@ -90,6 +90,7 @@ __all__ = [
     "Flavor",
     "Image",
     "ImageProgress",
+    "ImageStatus",
     "ImportAction",
     "ImportResult",
     "ImportResultItem",

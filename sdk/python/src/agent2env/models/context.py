@@ -36,6 +36,10 @@ class Context(APIModel):
     sandbox_id: str | None = None
     last_used_at: datetime | None = None
     execution_count: int = 0
+    made_by_sandbox: str | None = None
+    """The sandbox whose code made it through the daemon's MCP server; it ends with that sandbox."""
+    made_by_run: str | None = None
+    """The task run that made it; it ends with that run."""
 
 
 class DeleteContextResult(APIModel):

@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from .common import APIModel
 
-__all__ = ["Image", "ImageProgress"]
+__all__ = ["Image", "ImageProgress", "ImageStatus"]
 
-
-class Image(APIModel):
-    """An image in the daemon's store."""
-
-    ref: str
-    digest: str
-    """The manifest digest."""
-    id: str
-    """The config digest."""
-    size: int
-    """Bytes of the layers."""
-    layers: int
-    created: datetime
+ImageStatus = Literal["ready", "missing", "building", "pulling", "failed"]
+"""The state of an image in the list: ``ready`` (stored), ``missing`` (a
+built-in image not built yet), ``building``, ``pulling``, ``failed`` (its last
+pull or build failed while it was not stored; see :attr:`Image.error`)."""
 
 
 class ImageProgress(APIModel):
@@ -35,3 +27,29 @@ class ImageProgress(APIModel):
     item: str | None = None
     current: int | None = None
     total: int | None = None
+
+
+class Image(APIModel):
+    """An image in the daemon's store, or one it is preparing.
+
+    The list also holds the built-in images that are not stored yet and the
+    images being pulled or built; those have an empty digest and no layers.
+    """
+
+    ref: str
+    digest: str = ""
+    """The manifest digest."""
+    id: str = ""
+    """The config digest."""
+    size: int = 0
+    """Bytes of the layers."""
+    layers: int = 0
+    created: datetime | None = None
+    status: ImageStatus | None = None
+    """``None`` from a daemon that lists stored images only."""
+    progress: ImageProgress | None = None
+    """The last progress of the pull or build in flight, or of the one that failed."""
+    started: datetime | None = None
+    """When the pull or build in flight, or the one that failed, began."""
+    error: str | None = None
+    """Why the last pull or build failed (status ``failed``)."""

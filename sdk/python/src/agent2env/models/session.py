@@ -92,6 +92,10 @@ class Session(APIModel):
     error_count: int = 0
     execution_time: float = 0.0
     """Total seconds of its executions."""
+    made_by_sandbox: str | None = None
+    """The sandbox whose code made it through the daemon's MCP server; it ends with that sandbox."""
+    made_by_run: str | None = None
+    """The task run that made it; it ends with that run."""
 
 
 class DeleteSessionResult(APIModel):

@@ -51,6 +51,12 @@ def _ref_request(path: str, ref: str) -> Request:
     return Request("POST", path, json={"ref": ref}, min_read_timeout=math.inf)
 
 
+def _follow_request(ref: str) -> Request:
+    if not ref:
+        raise ValueError("image ref is empty")
+    return Request("GET", "/images/follow", params={"ref": ref}, min_read_timeout=math.inf)
+
+
 def _import_request(body: bytes | Iterator[bytes]) -> Request:
     return Request(
         "POST",
@@ -113,6 +119,16 @@ class ImageService:
         """Build a built-in image (``agent2env/python``, ``agent2env/node``) offline."""
         return self._stream(_ref_request("/images/build", ref), on_progress)[-1]
 
+    def follow(self, ref: str, *, on_progress: OnProgress = None) -> Image:
+        """Wait for the pull or build of ``ref`` in flight, reporting its progress.
+
+        Joins what a sandbox's creation, a prepull or the daemon's background
+        build started, from its beginning, and starts nothing: an image
+        already stored returns at once; one neither stored nor in flight
+        raises :class:`~agent2env.NotFoundError`.
+        """
+        return self._stream(_follow_request(ref), on_progress)[-1]
+
     def import_archive(self, archive: Archive, *, on_progress: OnProgress = None) -> list[Image]:
         """Load the images of a ``docker save`` or OCI tarball: a path, file object or bytes."""
         with open_source(archive) as body:
@@ -123,7 +139,7 @@ class ImageService:
         self._c.run(_remove(ref))
 
     def list(self) -> list[Image]:
-        """Return the stored images."""
+        """Return the images: stored, being prepared, and built-in ones not built yet."""
         return self._c.run(_list())
 
 
@@ -147,6 +163,10 @@ class AsyncImageService:
         """Build a built-in image; see :meth:`ImageService.build`."""
         return (await self._stream(_ref_request("/images/build", ref), on_progress))[-1]
 
+    async def follow(self, ref: str, *, on_progress: OnProgress = None) -> Image:
+        """Wait for the pull or build of ``ref`` in flight; see :meth:`ImageService.follow`."""
+        return (await self._stream(_follow_request(ref), on_progress))[-1]
+
     async def import_archive(
         self, archive: Archive, *, on_progress: OnProgress = None
     ) -> list[Image]:
@@ -159,5 +179,5 @@ class AsyncImageService:
         await self._c.run(_remove(ref))
 
     async def list(self) -> list[Image]:
-        """Return the stored images."""
+        """Return the images: stored, being prepared, and built-in ones not built yet."""
         return await self._c.run(_list())
