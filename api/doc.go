@@ -8,4 +8,9 @@
 // uses an alias, such as templateVersion and accessToken; snake_case where
 // it does not, such as exit_code and created_at). agent2env's additions are
 // marked as such. openapi.yaml in this directory describes every endpoint.
+//
+// Each error code has its HTTP status and the generic code of its class
+// (CodeStatus, CodeClass): the one table by which the daemon answers and
+// the Go client maps answers back to error classes. Package sse is the
+// event-stream writer and reader both sides use.
 package api

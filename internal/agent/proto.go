@@ -5,13 +5,35 @@
 // The protocol is HTTP/1.1 over a private channel: a listening unix socket
 // that the runtime creates on the host and hands to the agent as an
 // inherited file descriptor (oci), or a TCP port guarded by a bearer token
-// (kubernetes). The socket never appears inside the sandbox, so user code
-// can neither reach nor impersonate the agent.
+// and TLS (kubernetes). The socket never appears inside the sandbox, so user
+// code can neither reach nor impersonate the agent.
 //
 // Exec is one full-duplex request: the request body is a JSON line with the
 // ExecRequest followed by the raw stdin bytes; the response body is a
 // sequence of frames (kind byte, 4-byte big-endian length, payload) carrying
-// stdout, stderr and finally the ExecResult.
+// stdout, stderr and finally the ExecResult. A timeout or cancellation ends
+// everything the command started: its tree, the groups and sessions it
+// made, the orphans only it can have made (proctree.go).
+//
+// Besides exec the agent serves files, usage (its cgroup's counters and the
+// size of the writable directories), kernels and two upgrades that turn a
+// request into a byte pipe: /v1/dial to a port inside the sandbox (the port
+// gateway) and /v1/accept, one connection a command made to an address the
+// agent listens on for the daemon (the kubernetes runtime's services and
+// egress). As PID 1 it reaps every orphan (reaper.go) and, where it runs as
+// its commands' user, ignores the signals they can send it (init.go). It
+// forwards the sandbox's loopback ports to the daemon's egress proxy
+// (EgressAddr) and services (ServicesAddr) on sockets the runtime mounts.
+//
+// Kernels (code-interpreter contexts) are driver scripts in kernels/
+// (python, node, bash; embedded) that the agent starts as the sandbox
+// user: requests go in on fd 3, control messages (display, done) come out
+// on fd 4, and user output stays on fds 1 and 2 so that subprocess and
+// C-level output is captured too; a random per-execution marker written to
+// both tells where an execution's output ends. A timeout sends SIGINT to
+// the kernel's process group, then kills the processes that execution
+// started; a kernel that does not stop within two seconds, or dies, is
+// restarted and the execution says its state was lost (kernel.go).
 package agent
 
 import (

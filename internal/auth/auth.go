@@ -7,6 +7,13 @@
 // Clients send a key as `Authorization: Bearer <key>`, as LiteBoxd's SDKs
 // do. Auth is on whenever keys are configured, and a daemon that listens
 // beyond loopback refuses to start without them (Required).
+//
+// A request's context carries whose it is: its tenant (WithTenant,
+// TenantOf: Tenant of its API key; SandboxTenant or RunTenant for what a
+// sandbox's or a task run's own code asks of the daemon's services), which
+// scopes what clients name by ids of their choosing, and, for a request
+// that came on a sandbox's own channel, the sandbox that owns what it
+// makes (WithOwner, OwnerOf; tenant.go and owner.go).
 package auth
 
 import (

@@ -20,6 +20,8 @@ func newAPIKeyCmd(e env) *cobra.Command {
   agent2env login --url http://host:8080 --token "$KEY"`,
 			Args: noArgs,
 			RunE: func(*cobra.Command, []string) error {
+				// The key alone on stdout, so that KEY=$(agent2env apikey
+				// create) takes it; the advice goes to the terminal.
 				key := auth.NewKey()
 				fmt.Fprintln(e.stdout, key)
 				fmt.Fprintf(e.stderr, "Give the daemon the key (%s=<key>) or its hash in a keys file (%s):\n  %s\nClients send it as: Authorization: Bearer <key> (AGENT2ENV_TOKEN for the CLI).\n",

@@ -7,8 +7,17 @@
 // Client commands reach the daemon through one clientConfig (config.go:
 // --url and --token, the environment, the config file "login" writes)
 // and print resources through one output (output.go: -o table|wide|json|
-// yaml, -q). Errors are printed once, by Main: 1 for a failure, 2 for a
-// wrong use of a command.
+// yaml, -q). A client setting comes from its flag, else the environment,
+// else that file. Errors are printed once, by Main: exit code 1 for a
+// failure, 2 for a wrong use of a command; commands that run the user's
+// own command or code pass its exit code on (sandbox exec: 124 when it
+// timed out, as timeout(1) does).
+//
+// serve's settings (serveconfig.go, on koanf) come from, in order of
+// precedence: its flags, AGENT2ENV_* environment variables, the YAML file
+// --config names, and the flags' defaults; --print-config shows each
+// setting's value and where it came from. A bad value stops the daemon
+// whatever its source, naming that source.
 //
 // Text the daemon sends can hold what a sandbox wrote, escape sequences
 // included: every command's standard output and error write control
@@ -82,7 +91,7 @@ func execute(ctx context.Context, e env, args []string) (*cobra.Command, error) 
 		root = newBareRoot(e)
 		root.AddCommand(newAgentCmd(e))
 	} else {
-		// What the commands print goes to a terminal, maybe: text the
+		// What the commands print may go to a terminal: text the
 		// daemon sent is written with its control characters made visible
 		// (output.go), the outputs documented as raw take the writer
 		// under it.
@@ -349,11 +358,15 @@ func rewriteLegacy(c *cobra.Command, args []string, leading bool) []string {
 		case long:
 			f = lookupFlag(c, name)
 		case len(name) == 1:
+			// One letter after one dash is a shorthand (-o json), not a
+			// legacy flag: left as it is, its value skipped.
 			f = c.Flags().ShorthandLookup(name)
 			if f == nil {
 				f = c.InheritedFlags().ShorthandLookup(name)
 			}
 		case name == "help":
+			// cobra adds --help only when the command runs, so the
+			// lookup below would not find it yet.
 			out[i] = "-" + a
 			continue
 		default:
@@ -375,8 +388,12 @@ func rewriteLegacy(c *cobra.Command, args []string, leading bool) []string {
 // stand, even those that look like flags. It returns the positional
 // arguments, or pflag.ErrHelp for --help.
 func parseLeading(c *cobra.Command, args []string, n int) ([]string, error) {
+	// DisableFlagParsing leaves the inherited flags (--url, --token)
+	// unparsed too: they are parsed here with c's own.
 	fs := c.Flags()
 	fs.AddFlagSet(c.InheritedFlags())
+	// Not interspersed: Parse stops at the first positional argument,
+	// which the loop takes before parsing the rest again, up to n.
 	fs.SetInterspersed(false)
 	var pos []string
 	for {

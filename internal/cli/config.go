@@ -25,14 +25,16 @@ import (
 // order: its flag, the environment (the first variable set of its list),
 // the config file "agent2env login" writes, and its default.
 var (
-	// urlEnv: ours, then the MCP server's (seed 000), then seed 001's.
+	// urlEnv: ours, then the names clients of the sessions API and of
+	// code-interpreter contexts already use.
 	urlEnv = []string{client.EnvURL, "MSB_SERVER_URL", "SANDBOX_BASE_URL"}
 	// tokenEnv: ours, then the MCP server's.
 	tokenEnv = []string{client.EnvToken, "MSB_API_KEY"}
 )
 
 // envTimeout bounds how long a request waits for the daemon to start
-// answering: seconds, or a duration such as 1m (seed 001's SANDBOX_TIMEOUT).
+// answering: seconds, or a duration such as 1m (the SANDBOX_TIMEOUT of
+// code-interpreter clients).
 // Unset, a request waits as long as its command does.
 const envTimeout = "SANDBOX_TIMEOUT"
 
@@ -88,6 +90,8 @@ func readConfigFile(path string) (fileConfig, error) {
 	if err != nil {
 		return fc, fmt.Errorf("read config file: %w", err)
 	}
+	// A misspelt key would otherwise be dropped in silence, and with it,
+	// say, the token.
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
@@ -107,6 +111,8 @@ func writeConfigFile(path string, fc fileConfig) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("write config file: %w", err)
 	}
+	// In the file's directory, so that the rename below replaces it in one
+	// step: a reader sees the old file or the new, never half of one.
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".config-*.yaml")
 	if err != nil {
 		return fmt.Errorf("write config file: %w", err)
@@ -215,6 +221,8 @@ func newClient(e env, s settings, debug bool) (*client.Client, error) {
 // transport is what the CLI's requests go through: the default transport,
 // with the settings' timeout, printing each exchange when debug is on.
 func transport(e env, s settings, debug bool) http.RoundTripper {
+	// The timeout bounds the wait for the response's headers only: a
+	// stream or a download may rightly last longer than any timeout.
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.ResponseHeaderTimeout = s.timeout
 	if !debug {

@@ -264,6 +264,8 @@ func printResult(w *lineWriter, r api.ExecutionResult) {
 		}
 		w.println(fmt.Sprintf("[%s %d bytes]", img.mime, n))
 	}
+	// HTML and JavaScript are for notebooks, which a terminal is not: they
+	// are announced only when nothing else shows the result.
 	if text != "" || images {
 		return
 	}
@@ -275,7 +277,9 @@ func printResult(w *lineWriter, r api.ExecutionResult) {
 	}
 }
 
-// decodedLen returns the size of the data that base64 s encodes.
+// decodedLen returns the size of the data that base64 s encodes, or
+// about that size when s is not valid base64: the line reports a size,
+// it does not check the image.
 func decodedLen(s string) int {
 	if b, err := base64.StdEncoding.DecodeString(s); err == nil {
 		return len(b)

@@ -55,6 +55,7 @@ func (f *llmFilterFlags) filter(c *cobra.Command, now time.Time) (client.LLMFilt
 		if t.v == "" {
 			continue
 		}
+		// A duration first: no RFC 3339 time parses as one.
 		if d, err := time.ParseDuration(t.v); err == nil && d >= 0 {
 			*t.dst = now.Add(-d)
 			continue
@@ -278,6 +279,8 @@ bytes as they came.`,
 			if _, err := cl.LLM().Export(c.Context(), lf, w); err != nil {
 				return err
 			}
+			// The file's Close, not the deferred one, says whether the
+			// export reached the disk.
 			if fh, ok := w.(*os.File); ok && file != "" {
 				return fh.Close()
 			}
@@ -304,6 +307,8 @@ func newLLMTailCmd(e env, cc *clientConfig) *cobra.Command {
   agent2env llm tail -f -o json | jq .usage`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			// Without -f, tail lists everything --since selects to find
+			// the last ones: by default not the whole archive.
 			if f.since == "" {
 				f.since = "24h"
 			}
@@ -350,6 +355,7 @@ func tailLLM(ctx context.Context, e env, cl *client.Client, lf client.LLMFilter,
 			return err
 		}
 		for _, x := range l.Items {
+			// As -f does, an exchange is shown once it has ended.
 			if x.State != "in_progress" {
 				ended = append(ended, x)
 			}
@@ -363,6 +369,9 @@ func tailLLM(ctx context.Context, e env, cl *client.Client, lf client.LLMFilter,
 	return printTail(e.stdout, ended, asJSON, !asJSON)
 }
 
+// printTail prints xs as JSON lines, or as rows of fixed widths: -f
+// prints a row as each exchange ends, which a tabwriter, aligning on all
+// its rows, could not.
 func printTail(w io.Writer, xs []api.LLMExchange, asJSON, header bool) error {
 	if asJSON {
 		for i := range xs {

@@ -39,6 +39,7 @@ refused after --expires-in or once it is revoked. -o json prints the key's recor
   agent2env llm keys create --name ci --expires-in 30m --requests-per-minute 60 -o json`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			// The API takes whole seconds: refuse what it would round.
 			if expiresIn < 0 || expiresIn%time.Second != 0 {
 				return usageErrorf(c, "--expires-in %s: want a positive number of whole seconds (90m, 2h)", expiresIn)
 			}
@@ -48,6 +49,8 @@ refused after --expires-in or once it is revoked. -o json prints the key's recor
 				if err != nil {
 					return view{}, err
 				}
+				// The secret alone by default, so that KEY=$(…) takes it;
+				// -q prints the key's id, which revoke takes.
 				return view{value: k, ids: []string{k.ID}, text: idText(k.Key)}, nil
 			})(c, nil)
 		},

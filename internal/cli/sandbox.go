@@ -222,6 +222,8 @@ func execSandbox(c *cobra.Command, e env, cc *clientConfig, id string, req api.E
 	case ev.ExitCode == 0:
 		return nil
 	case ev.ExitCode < 0 || ev.ExitCode > 255:
+		// An exit status is one byte: a code outside it would wrap
+		// (256 is 0), so it is a plain failure.
 		return &exitError{code: 1}
 	}
 	return &exitError{code: ev.ExitCode}
@@ -311,6 +313,7 @@ func download(ctx context.Context, e env, cl *client.Client, id, p, dst string) 
 		return err
 	}
 	if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
+		// path, not filepath: p is the sandbox's, always slashes.
 		dst = filepath.Join(dst, path.Base(p))
 	}
 	f, err := os.Create(dst)
@@ -322,6 +325,7 @@ func download(ctx context.Context, e env, cl *client.Client, id, p, dst string) 
 		err = cerr
 	}
 	if err != nil {
+		// No partial file that could pass for the whole.
 		os.Remove(dst)
 		return fmt.Errorf("download %s from sandbox %s: %w", p, id, err)
 	}

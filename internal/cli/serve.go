@@ -74,11 +74,16 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 	if os.Geteuid() != 0 && s.runtime == "oci" {
 		return fmt.Errorf("the daemon runs sandboxes with an OCI runtime and must run as root (try: sudo agent2env serve)")
 	}
+	// From here the first SIGINT or SIGTERM ends ctx (main) and asks for a
+	// graceful stop; the second exits at once: New's recovery and the
+	// drain may both take long.
 	defer exitOnSecondSignal(log)()
 	keys, err := auth.Load(cfg.APIKeysFile, e.getenv(auth.EnvKeys))
 	if err != nil {
 		return err
 	}
+	// Listen before New: a daemon whose address is taken stops before it
+	// opens the store and recovers sandboxes.
 	l, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
@@ -93,7 +98,7 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 		Contexts: contexts.Config{Defaults: s.sources, OutputLimit: cfg.ContextOutputLimit,
 			IdleTimeout: cfg.ContextIdleTimeout},
 		WarmPools: s.pools,
-		// Left zero, these take seed 000's MSB_* variables (session.ApplyEnv).
+		// Left zero, these take the MSB_* variables (session.ApplyEnv).
 		Sessions:   session.Config{DefaultFlavor: cfg.DefaultFlavor, IdleTimeout: cfg.SessionTimeout, Volumes: s.volumes},
 		FetchAllow: splitList(cfg.FetchAllow), AllowedHosts: splitList(cfg.AllowedHosts),
 		TrustedOrigins: splitList(cfg.TrustedOrigins),
@@ -112,6 +117,8 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 	if cfg.LLMConfig != "" {
 		defer reloadOnHangup(log, sys.ReloadLLM)()
 	}
+	// Close whatever Serve returned: it waits for the work started and
+	// closes the store last, which checkpoints its WAL.
 	err = sys.Serve(ctx, l)
 	return errors.Join(err, sys.Close())
 }

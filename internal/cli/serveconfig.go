@@ -153,6 +153,8 @@ func isSetting(f *pflag.Flag) bool {
 // saying where it came from. It returns where each setting's value came
 // from, by key.
 func loadServeConfig(fs *pflag.FlagSet, getenv func(string) string, cfg *serveConfig) (map[string]string, error) {
+	// Each Load overrides what the ones before it loaded: so the file
+	// first, then the environment, then the flags.
 	source := map[string]string{}
 	k := koanf.New(keyDelim)
 	path, _ := fs.GetString(keyConfig)
@@ -164,6 +166,8 @@ func loadServeConfig(fs *pflag.FlagSet, getenv func(string) string, cfg *serveCo
 		if err != nil {
 			return nil, err
 		}
+		// Each value is checked alone, while its source is known: once
+		// merged, a bad value could not say where it came from.
 		for key, v := range values {
 			if err := checkSetting(key, v); err != nil {
 				return nil, fmt.Errorf("config file %s: %w", path, err)
@@ -190,6 +194,9 @@ func loadServeConfig(fs *pflag.FlagSet, getenv func(string) string, cfg *serveCo
 	}
 	k.Load(confmap.Provider(env, keyDelim), nil)
 	// The flags given override everything; the defaults fill in the rest.
+	// Given k, posflag loads an unchanged flag's default only for a key k
+	// does not have yet, so a default never overrides the file or the
+	// environment.
 	k.Load(posflag.ProviderWithFlag(fs, keyDelim, k, func(f *pflag.Flag) (string, any) {
 		if !isSetting(f) {
 			return "", nil
@@ -209,7 +216,8 @@ func loadServeConfig(fs *pflag.FlagSet, getenv func(string) string, cfg *serveCo
 }
 
 // unmarshalSettings decodes k into cfg: strings to numbers where cfg has
-// numbers, and no key that is not a setting.
+// numbers (WeaklyTypedInput: the environment and the file give text, as
+// flags take it), and no key that is not a setting.
 func unmarshalSettings(k *koanf.Koanf, cfg *serveConfig) error {
 	err := k.UnmarshalWithConf("", cfg, koanf.UnmarshalConf{Tag: "yaml", DecoderConfig: &mapstructure.DecoderConfig{
 		DecodeHook:       mapstructure.StringToTimeDurationHookFunc(),
@@ -262,6 +270,8 @@ func readServeConfigFile(path string, fs *pflag.FlagSet) (map[string]any, error)
 		if err != nil {
 			return nil, fmt.Errorf("config file %s: %s: %w", path, key, err)
 		}
+		// "key:" with no value (null) leaves the setting to the
+		// environment or its default, rather than setting it empty.
 		if v != nil {
 			values[key] = s
 		}
@@ -301,6 +311,8 @@ func settingText(v any, list bool) (string, error) {
 			}
 			items = append(items, fmt.Sprintf("%s=%v", name, item))
 		}
+		// A mapping has no order: sorted, the same file gives the same
+		// setting (and --print-config the same output).
 		sort.Strings(items)
 		return strings.Join(items, ","), nil
 	case nil:

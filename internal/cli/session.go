@@ -64,8 +64,8 @@ func (f *sessionFlags) register(c *cobra.Command) {
 	c.Flags().DurationVar(&f.timeout, "timeout", 0, "time before the run is interrupted, such as 2m (default: the daemon's, 30s)")
 }
 
-// created tells on stderr which session a run made, so that the next can
-// reuse it.
+// created tells which session a run made, so that the next can reuse it:
+// on stderr, since stdout is the code's own output, which scripts capture.
 func created(e env, info api.SessionInfo) {
 	if info.Created {
 		fmt.Fprintf(e.stderr, "agent2env: session %s created (expires %s unless used)\n", info.SessionID,

@@ -56,6 +56,7 @@ load. The model names are checked by the daemon, which knows its LLM proxy's mod
 			bad := 0
 			for _, p := range args {
 				if _, err := task.LoadFile(p); err != nil {
+					// On stdout with the oks: the report is the output.
 					fmt.Fprintln(e.stdout, err)
 					bad++
 					continue
@@ -335,7 +336,9 @@ func newTaskArtifactsCmd(e env, cc *clientConfig) *cobra.Command {
 }
 
 // extractTar writes the regular files of a tar archive under dir and
-// returns how many; names leaving dir are refused.
+// returns how many; names leaving dir are refused. The archive holds what
+// an agent left in its sandbox: a link or a "../" name could otherwise
+// have it write anywhere the user can, so links are skipped, never made.
 func extractTar(r io.Reader, dir string) (int, error) {
 	tr := tar.NewReader(r)
 	n := 0

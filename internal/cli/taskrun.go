@@ -93,7 +93,8 @@ func taskRun(ctx context.Context, e env, cc *clientConfig, f taskRunFlags, files
 	runs, err := watchRuns(ctx, e, cl, batches)
 	if err != nil {
 		if ctx.Err() != nil {
-			// Interrupted: the runs go with the command.
+			// Interrupted: the runs go with the command. ctx is done, so
+			// the cancels get a context of their own, bounded.
 			stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
 			for _, r := range runs {
@@ -118,7 +119,10 @@ func taskRun(ctx context.Context, e env, cc *clientConfig, f taskRunFlags, files
 	return nil
 }
 
-// fileRequest reads a task file, checks it, and packs its inputs.
+// fileRequest reads a task file, checks it, and packs its inputs. The file
+// is loaded here first so that its problems are reported with their lines
+// before anything is submitted; the daemon gets its content, not its
+// path, since it may run on another machine.
 func fileRequest(p string) (api.RunSubmitRequest, error) {
 	t, err := task.LoadFile(p)
 	if err != nil {
@@ -140,7 +144,8 @@ func fileRequest(p string) (api.RunSubmitRequest, error) {
 }
 
 // packInputs returns the task's input sources as a gzipped tar, by their
-// paths relative to the task file. Symbolic links are left out.
+// paths relative to the task file. Symbolic links are left out: one could
+// bring in a file from outside the task's directory.
 func packInputs(t *task.Task) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
@@ -171,6 +176,8 @@ func packInputs(t *task.Task) ([]byte, error) {
 				return err
 			}
 			defer fh.Close()
+			// The size the header announced: a file that grows meanwhile
+			// would otherwise break the archive.
 			_, err = io.CopyN(tw, fh, fi.Size())
 			return err
 		})
@@ -218,6 +225,8 @@ func watchRuns(ctx context.Context, e env, cl *client.Client, batches []string) 
 			// the CLI's own.
 			term := raw(e.stdout)
 			if drawn > 0 {
+				// Up over the table drawn last, and erase from there
+				// down: the new one replaces it in place.
 				fmt.Fprintf(term, "\x1b[%dA\x1b[J", drawn)
 			}
 			term.Write(buf.Bytes())
@@ -363,7 +372,9 @@ func summarize(runs []api.Run) []combo {
 }
 
 // passAtK is the unbiased estimate of pass@k from n runs of which c
-// succeeded: 1 - C(n-c, k) / C(n, k).
+// succeeded: 1 - C(n-c, k) / C(n, k), computed as 1 - Π (1 - k/i) for i
+// from n-c+1 to n, which never forms the binomials (they overflow for
+// large n).
 func passAtK(n, c, k int) float64 {
 	if n == 0 || k > n {
 		return 0

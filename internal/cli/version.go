@@ -58,11 +58,13 @@ func daemonVersion(ctx context.Context, e env, cc *clientConfig) (string, *api.V
 	if err != nil {
 		return s.url, nil, err.Error()
 	}
+	// version answers even when the daemon does not: a daemon that takes
+	// longer than this is reported, not waited for.
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	v, err := c.Version(ctx)
 	switch {
-	case errors.Is(err, client.ErrNotFound):
+	case errors.Is(err, client.ErrNotFound): // a daemon from before the endpoint
 		return s.url, nil, "the daemon answers but does not report its version"
 	case err != nil:
 		if apiErr := (*client.APIError)(nil); errors.As(err, &apiErr) {

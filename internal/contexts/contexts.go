@@ -1,12 +1,18 @@
-// Package contexts is the code-interpreter service: contexts (seed 001) are
-// kernels in sandboxes' agents whose state persists between executions.
+// Package contexts is the code-interpreter service: contexts are kernels
+// in sandboxes' agents (python, javascript, bash) whose state persists
+// between executions. The service keeps their records (store.Contexts),
+// starts and stops their kernels through the sandbox's agent, and runs
+// code in them, answering in one response (output held within the
+// daemon's output budget, package outbuf) or as a stream of events.
 //
 // A context lives in a sandbox: one the client names, its session's (the
 // session service, package session, provides it: a context's session_name
 // is a session), or one the service provides — from the warm pool when one
-// fits, else newly created from the language's default template or image.
-// A sandbox the service provided for a context without a session is
-// deleted with the last context in it; a session's goes with the session.
+// fits, else newly created from the language's default template or image
+// (Provision, which the sessions service uses too). A sandbox the service
+// provided for a context without a session is deleted with the last
+// context in it; a session's goes with the session. A context in no
+// session is deleted once idle (ReapIdle, Config.IdleTimeout).
 // The record of a context goes with its sandbox's (store cascade), so no
 // record points at nothing.
 package contexts

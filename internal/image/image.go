@@ -18,6 +18,21 @@
 //
 // Compressed layer blobs are not kept: once a layer is unpacked and its
 // DiffID verified, the directory is the layer.
+//
+// Built-in images (agent2env/python, node, code-interpreter, agent) are
+// recipes of Debian packages; agent2env/agent adds an npm layer, the five
+// agent CLIs and Node 22 pinned by agentimage/package-lock.json, which
+// AgentCLIs also unpacks on the host for the tests that run the CLIs
+// there. Each built layer is cached in the cache dir under the hash of
+// its definition, so only a changed definition is built again.
+//
+// There is one pull or build per ref at a time, shared by every caller
+// (flight.go): a caller that gives up leaves it running for the others.
+// Operations lists those in flight with their last progress, and the last
+// failure of each ref; Follow joins one without starting it. Prebuild is
+// the daemon's loop that builds the built-in images its defaults use from
+// the start. SelfImage is the agent2env image itself, holding the binary
+// and the agent alone (make image, command mkimage).
 package image
 
 import (

@@ -3,6 +3,38 @@
 // prepares images), keeps them consistent across failures and restarts,
 // and expires sandboxes whose TTL has run out.
 //
+// A sandbox is created from an image or a template version (Resolve of
+// package template): its files put in place, its startup script run, its
+// main process started and its readiness probe passed before it is
+// running. Then exec, files and logs, stop, start, restart and delete. A
+// request the runtime cannot honour (its Capabilities: persistence,
+// storage and runtime classes, files kept across a stop) is refused
+// before anything is made, naming the field.
+//
+// Every create and every start of a stopped sandbox, whoever asks (the
+// API, contexts, sessions, warm pools' refills), passes one admission
+// check (capacity.go): past Config.MaxSandboxes it is 429
+// RESOURCE_LIMIT; past the host's cpu or memory times the overcommit
+// factors, counting the limits of pending and running sandboxes, warm
+// pools' included, 507 INSUFFICIENT_CAPACITY; both bodies carry the usage
+// and a suggestion. A sandbox made on behalf of another (auth.OwnerOf: a
+// session or context its code made through the daemon's MCP server) is
+// owned by it: admitted against the owner's size (Config.Owned), never
+// taken from a warm pool, and deleted with its owner or, once the owner is
+// gone, by the sweep (owned.go).
+//
+// Run, the sweep, reconciles the records with one List of the runtime
+// every second: it expires sandboxes past their TTL, ends template
+// sandboxes whose main process exited, and fails running sandboxes whose
+// runtime side died (with the runtime's reason: evicted, OOM-killed),
+// releasing what the runtime holds for them: all of it, or all but their
+// files for the services named in Config.KeepDeadFiles (the task runner),
+// which collect from them. Recover, at start, re-adopts running
+// sandboxes, fails records whose sandbox is gone, finishes interrupted
+// deletions and deletes runtime state no record refers to; since a record
+// is written before the runtime state and deleted after it, that leaves
+// no leak whenever the daemon died.
+//
 // Every operation on one sandbox id is serialized by a per-id lock (package
 // keyedlock); no lock spans sandboxes, and creates are bounded by the
 // store's atomic count-and-insert. The store is the source of truth for what

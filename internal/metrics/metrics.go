@@ -2,8 +2,9 @@
 // registry (never the process-wide default): the Go and process
 // collectors and latency histograms of HTTP requests, sandbox creates,
 // execs and context executions. Services with state of their own (the
-// manager's sandboxes, warm pools, contexts) Register collectors that
-// count it when scraped, with one counting query, never a scan.
+// manager's sandboxes by status, warm pools, contexts, sessions) Register
+// collectors that count it when scraped, with one counting query, never a
+// scan.
 //
 // A *Metrics is safe for concurrent use. Its recording methods do nothing
 // on a nil *Metrics, so a service built without metrics needs no checks.

@@ -6,7 +6,10 @@
 //
 // Pooled sandboxes are ordinary records marked with their pool (hidden from
 // listings, no expiry until claimed); Close deletes them, and the manager's
-// Recover deletes any a crash left, so a pool never leaks.
+// Recover deletes any a crash left, so a pool never leaks. The manager's
+// Create asks the pools first (a func the daemon gives it), and refills
+// are creates like any other, admitted against the same limits. Pools is
+// also the Prometheus collector of the pools (ready, target, hits, misses).
 package pool
 
 import (

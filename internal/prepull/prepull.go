@@ -13,6 +13,10 @@
 // There is at most one active (pending or pulling) task per normalized
 // image: "python" and "docker.io/library/python:latest" are one image.
 // Tasks keep the image string as the client gave it.
+//
+// Where the runtime's nodes pull images themselves (the kubernetes
+// runtime), the daemon gives the Service NodeImages instead of the image
+// store: every node pulls (a DaemonSet), and progress counts nodes.
 package prepull
 
 import (

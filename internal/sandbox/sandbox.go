@@ -9,6 +9,15 @@
 // daemon (package manager) owns the records and the lifecycle above it. Every
 // implementation must pass the conformance suite in package runtimetest;
 // runtimes register by name in package runtime.
+//
+// Runtimes differ, and say how in their Capabilities (persistence,
+// storage and runtime classes, files kept across a stop, host mounts,
+// network policy): the manager refuses a spec a runtime cannot honour
+// (Refuse names the field) rather than run it otherwise, and the
+// conformance suite holds each runtime to what it declares. A Status
+// carries the reason a sandbox stopped (evicted, OOM-killed, node lost).
+// What only some runtimes do are optional interfaces a caller tests for:
+// ImagePreparer, NodePrepuller, UsageReader and LogReader.
 package sandbox
 
 import (

@@ -55,7 +55,7 @@ func (s *Service) Use(ctx context.Context, key string) func(d time.Duration, fai
 }
 
 // Left ends session key when its last context was deleted and nothing
-// runs in it (contexts.Sessions): as with seed 001's contexts, deleting
+// runs in it (contexts.Sessions): as with contexts in no session, deleting
 // the last context of a session frees its sandbox.
 func (s *Service) Left(ctx context.Context, key string) {
 	unlock := s.locks.Lock(key)

@@ -21,14 +21,15 @@ type Flavor struct {
 	Memory string // "1Gi"
 }
 
-// DefaultFlavors are seed 000's flavors.
+// DefaultFlavors are small, medium and large; Config.Flavors adds to them
+// or replaces them by name.
 var DefaultFlavors = []Flavor{
 	{Name: api.FlavorSmall, CPU: "1", Memory: "1Gi"},
 	{Name: api.FlavorMedium, CPU: "2", Memory: "2Gi"},
 	{Name: api.FlavorLarge, CPU: "4", Memory: "4Gi"},
 }
 
-// Config configures the service. The zero value is seed 000's defaults.
+// Config configures the service. The zero value is the defaults.
 type Config struct {
 	// Flavors are added to (or replace, by name) DefaultFlavors.
 	Flavors []Flavor
@@ -139,7 +140,8 @@ func (c *Config) flavor(name string) (Flavor, error) {
 	return Flavor{}, errdefs.Invalid("flavor %q is not one of %s", name, c.flavorNames())
 }
 
-// Environment variables of the daemon's session configuration (seed 000).
+// Environment variables of the daemon's session configuration, the names
+// clients of the sessions API already use (MSB_*).
 const (
 	EnvDefaultFlavor  = "MSB_DEFAULT_FLAVOR"
 	EnvSessionTimeout = "MSB_SESSION_TIMEOUT"

@@ -1,4 +1,4 @@
-// Package session is the sessions service (seed 000): a session is a
+// Package session is the sessions service: a session is a
 // sandbox that requests name by an id of the client's choosing, with one
 // live kernel per language (contexts of package contexts), made on first
 // use and removed once idle. It is transport-neutral: REST (package
@@ -13,6 +13,16 @@
 // (the API key, see auth.WithTenant): one key cannot reach another's session by
 // its id. A context's session_name is a session too: this service gives
 // the contexts service their sandbox (it implements contexts.Sessions).
+//
+// A session is made with a flavor (small, medium, large: its cpu and
+// memory), keeps its kernels as long as it lives, and a keep-alive sets
+// its idle timeout anew (KeepAlive); its sandbox mounts the operator's
+// shared volumes, each session its own subdirectory unless the volume is
+// common (volumes.go). Its sandbox is admitted by the manager like any
+// other: a refusal (429 past the sandbox count, 507 past the host's
+// capacity) is given the sessions' counts and advice for sessions
+// (limits.go). Stats counts sessions, sandboxes, cpu and memory and
+// execution latencies.
 //
 // Records (package store) are written after the sandbox they refer to and
 // go with it (store cascade); what a crash leaves between the two is an

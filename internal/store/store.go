@@ -2,6 +2,15 @@
 // and the Store interface every backend implements (sqlite embedded by
 // default; others later). Backends live in subpackages and must pass the
 // conformance suite in package storetest.
+//
+// The records are sandboxes, templates and their versions, prepull tasks,
+// code-interpreter contexts, sessions, task runs, and the LLM archive's
+// index and per-run keys; a record that refers to a sandbox goes with it
+// (cascade). Lists that clients page through are ordered by creation time
+// then id, and a Page's cursor (Cursor) is the place after the last item
+// returned, so pages neither skip nor repeat items while records come and
+// go. Counts (SandboxCounts, CreateSandboxLimited's) are the backend's,
+// taken without reading the records.
 package store
 
 import (

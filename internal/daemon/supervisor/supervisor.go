@@ -1,6 +1,7 @@
 // Package supervisor runs a daemon's background loops (the sandbox sweep,
-// warm pool refills, and next session reapers and proxy flushers) under one
-// owner: each loop has a name, a loop that returns or panics before it is
+// one refill loop per warm pool, the session reaper, the LLM keys' usage,
+// the LLM archive's retention, the task runs, the built-in images'
+// prebuild) under one owner: each loop has a name, a loop that returns or panics before it is
 // told to stop is logged and restarted after a back-off, and Run stops them
 // all and waits for them together. A loop marked Critical is not restarted:
 // its failure ends Run, with its error, so that the daemon stops.

@@ -10,11 +10,18 @@
 // of the exchange before the client sees the end of the answer. What is
 // written is in the kernel's page cache, so a daemon killed with SIGKILL
 // loses no completed exchange, and the proxy never waits on a disk. An
-// indexer goroutine, on a thread of lower priority, puts each exchange's
-// metadata into the store (store.LLMExchanges) in batches off the hot
-// path; Open re-indexes the log's tail the store does not have and marks
-// the exchanges that were cut off as interrupted. Bodies are
-// zstd-compressed. Retention (age, total size) removes whole segments.
+// indexer goroutine, on a thread of its own at nice 10 (nice_linux.go),
+// puts each exchange's metadata into the store (store.LLMExchanges) in
+// batches off the hot path; Open re-indexes the log's tail the store does
+// not have and marks the exchanges that were cut off as interrupted. Bodies
+// are zstd-compressed. Retention (age, total size) removes whole segments.
+//
+// The index groups exchanges into conversations by hashes of their
+// requests' messages, each message hashed as its codec reads it (hash.go),
+// and sums a task run's tokens and conversations (RunUsage). Credentials
+// never reach the log's metadata: URLs, headers and error texts are
+// redacted by pattern where the metadata is written (package redact),
+// which fails closed.
 //
 // An Archive is safe for concurrent use.
 package archive

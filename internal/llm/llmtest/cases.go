@@ -1,7 +1,9 @@
 // Package llmtest is the conformance suite every LLM wire codec passes
 // (Run), the table of conversations it uses (Cases), what each format is
-// known to lose on the way (Expect), a checker for canonical streams, and
-// an in-process fake upstream that answers in any format.
+// known to lose on the way (Expect), the translation of every case between
+// every pair of formats as the proxy does it (Matrix: 4×4), a checker for
+// canonical streams, and an in-process fake upstream that answers in any
+// format.
 package llmtest
 
 import (

@@ -5,8 +5,11 @@
 // provider speaks the client's format (only the key and the model name
 // change, and streams are copied event by event as they arrive), or
 // translating through the canonical model otherwise, or answering from a
-// replay script. Rate limits, server errors and connection failures fall
-// back to the entry's fallbacks, as long as nothing was sent to the client.
+// replay script. Rate limits, server errors and connection failures are
+// retried with exponential back-off, then fall back to the entry's
+// fallbacks, as long as nothing was sent to the client; an entry's Timeout
+// bounds the whole call, retries and fallbacks included. A Recorder sees
+// every part of an exchange as it passes.
 //
 // It knows nothing of the daemon: who the caller is, the archive, budgets
 // and configuration files are the caller's (see Observer and Recorder). A

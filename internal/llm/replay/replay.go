@@ -10,6 +10,11 @@
 // conversation the same way every time. Tool call ids are derived from the
 // turn and position (call_<turn>_<i>), so they are the same on every run
 // too. A Script is safe for concurrent use.
+//
+// The project's example tasks are scripted this way, one script per task
+// and agent CLI in that CLI's own tools (tasks/replay/<task>/<agent>.yaml),
+// and tasks/replay/llm.yaml serves each as the model
+// replay-<task>-<agent>: runs that need no model at all.
 package replay
 
 import (

@@ -1,6 +1,8 @@
 // Package fakeruntime is an in-memory sandbox.Runtime (and
 // sandbox.LogReader) for testing the layers above the runtime: the manager,
-// the REST edge and their clients. It isolates nothing and needs no root.
+// the REST edge and their clients. It isolates nothing and needs no root,
+// and it passes runtimetest.RunContract, so the layers above meet the
+// contract every runtime keeps.
 //
 // Each fake sandbox runs a real in-process agent.Server on a unix socket in
 // its own short temporary directory (os.MkdirTemp("", "a2e-"), so the socket

@@ -17,7 +17,10 @@
 //     spec in an annotation, from which Stop and Recover rebuild it.
 //   - a Secret a2e-<id> holding the agent's token, a random per-sandbox secret the
 //     agent requires as a bearer token on every request: its TCP port is
-//     never open to who does not know it.
+//     never open to who does not know it. It holds a self-signed
+//     certificate too, with which the agent serves TLS; the daemon trusts
+//     that certificate alone for that sandbox (access.go), so neither the
+//     token nor the traffic crosses the cluster's network in the clear.
 //   - a default-deny NetworkPolicy a2e-<id>: ingress to the agent's port only from
 //     the daemon's Pods, no egress at all.
 //   - for a sandbox with Spec.Persistence, a PersistentVolumeClaim a2e-<id>
@@ -66,7 +69,16 @@
 //
 // Prepull (sandbox.NodePrepuller) has every node's kubelet pull an image
 // through a DaemonSet, reporting nodes done of nodes. Warm pools need
-// nothing here: they are ordinary sandboxes, Pods kept running.
+// nothing here: they are ordinary sandboxes, Pods kept running. Usage
+// (sandbox.UsageReader) comes from the agent, which reads its own cgroup
+// and measures the writable directories, since the daemon cannot read a
+// cgroup on another node; Logs (sandbox.LogReader) from the kubelet,
+// through the API server. The daemon keeps one agent client per Pod.
+//
+// The runtime passes runtimetest.RunContract against the control plane
+// of package kubetest with fake nodes (tier A, TestContract), and the
+// whole runtimetest.Run on a real node (tier B, kubetest's
+// TestNodeRuntime).
 //
 // A Runtime is safe for concurrent use; Close stops its informer.
 package kube

@@ -10,7 +10,9 @@
 // The suite needs root on the oci runtime and a real image: NewSpec's image
 // must provide busybox applets on PATH and the probe of testdata/probe at
 // ProbePath and, setuid root, at SetuidProbePath (InstallProbes puts both
-// into a layer directory).
+// into a layer directory). AssertNoLeaks checks that nothing of an oci
+// runtime's sandboxes is left behind: containers, mounts, cgroups,
+// processes, directories.
 package runtimetest
 
 import (

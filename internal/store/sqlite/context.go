@@ -28,6 +28,8 @@ var contexts = newTable(table[store.Context]{
 	setID: func(c *store.Context, id string) { c.ID = id },
 })
 
+// CreateContext stores c; a taken id is ErrConflict, an unknown sandbox
+// ErrNotFound (the foreign key refuses the row).
 func (s *Store) CreateContext(ctx context.Context, c *store.Context) error {
 	err := contexts.insert(ctx, s.w, c)
 	switch {
@@ -58,6 +60,7 @@ func scanContext(row scanner) (*store.Context, error) {
 	return &c, nil
 }
 
+// GetContext returns the context id; ErrNotFound if there is none.
 func (s *Store) GetContext(ctx context.Context, id string) (*store.Context, error) {
 	return contexts.get(ctx, s.r, id)
 }
@@ -83,6 +86,7 @@ func contextWhere(f store.ContextFilter) (string, []any) {
 		args = append(args, f.Language)
 	}
 	if !f.IdleSince.IsZero() {
+		// Only contexts in no session idle out: a session's go with it.
 		cond += ` AND session_key = '' AND last_used_at < ?`
 		args = append(args, toUnix(f.IdleSince))
 	}
@@ -94,11 +98,14 @@ func contextWhere(f store.ContextFilter) (string, []any) {
 	return cond, args
 }
 
+// ListContexts returns every context f selects, oldest first.
 func (s *Store) ListContexts(ctx context.Context, f store.ContextFilter) ([]*store.Context, error) {
 	out, _, err := s.ListContextPage(ctx, f, store.Page{})
 	return out, err
 }
 
+// ListContextPage returns the page p of the contexts f selects, oldest
+// first, and the next page's cursor ("" after the last).
 func (s *Store) ListContextPage(ctx context.Context, f store.ContextFilter, p store.Page) ([]*store.Context, string, error) {
 	pcond, limit, pargs, err := pageClause(p)
 	if err != nil {
@@ -114,6 +121,7 @@ func (s *Store) ListContextPage(ctx context.Context, f store.ContextFilter, p st
 	return out, next, nil
 }
 
+// CountContexts counts the contexts f selects.
 func (s *Store) CountContexts(ctx context.Context, f store.ContextFilter) (int, error) {
 	cond, args := contextWhere(f)
 	var n int
@@ -123,17 +131,23 @@ func (s *Store) CountContexts(ctx context.Context, f store.ContextFilter) (int, 
 	return n, nil
 }
 
+// UpdateContext applies fn to the context id and stores the result, in one
+// write transaction; fn's error aborts it and is returned as is.
 func (s *Store) UpdateContext(ctx context.Context, id string, fn func(*store.Context) error) (*store.Context, error) {
 	return contexts.update(ctx, s.w, id, fn)
 }
 
+// DeleteContext deletes the context id; ErrNotFound if there is none.
 func (s *Store) DeleteContext(ctx context.Context, id string) error {
 	return contexts.remove(ctx, s.w, id)
 }
 
 // tenantCond selects the records of tenant and, withOwned, those the code
 // of its sandboxes and the agents of its runs made, whose tenants are
-// "sandbox:<id>" and "run:<id>" (auth.SandboxTenant, auth.RunTenant).
+// "sandbox:<id>" and "run:<id>" (auth.SandboxTenant, auth.RunTenant). The
+// tenants are worked out in SQL, one subquery over the indexes
+// sandboxes_tenant and runs_tenant, rather than passed in as a list as
+// long as the key's sandboxes and runs.
 func tenantCond(tenant string, withOwned bool) (string, []any) {
 	if !withOwned {
 		return ` AND tenant = ?`, []any{tenant}

@@ -46,6 +46,10 @@ func scanLLMExchange(row scanner) (*store.LLMExchange, error) {
 	return &x, nil
 }
 
+// PutLLMExchanges stores xs, replacing the records of the same ids, and
+// the archive's mark, in one write transaction: the index and the point
+// of the log it reached never disagree. Each exchange that has ended gets
+// the next Ended number and joins its conversation (findConversation).
 func (s *Store) PutLLMExchanges(ctx context.Context, xs []*store.LLMExchange, mark string) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -60,7 +64,10 @@ func (s *Store) PutLLMExchanges(ctx context.Context, xs []*store.LLMExchange, ma
 		return fmt.Errorf("index LLM exchanges: %w", err)
 	}
 	defer upsert.Close()
-	var ended int64 // the last Ended given; the writer is one connection
+	// The last Ended given, which no other writer can change before this
+	// transaction commits: the writer is one connection. "ended > 0" lets
+	// SQLite take MAX from the end of the partial index llm_exchanges_ended.
+	var ended int64
 	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(ended), 0) FROM llm_exchanges WHERE ended > 0`).Scan(&ended); err != nil {
 		return fmt.Errorf("index LLM exchanges: %w", err)
 	}
@@ -126,6 +133,8 @@ func findConversation(ctx context.Context, q querier, x *store.LLMExchange) (str
 	return conv, nil
 }
 
+// LLMArchiveMark returns the mark PutLLMExchanges stored last, "" before
+// the first.
 func (s *Store) LLMArchiveMark(ctx context.Context) (string, error) {
 	var mark string
 	err := s.r.QueryRowContext(ctx, `SELECT mark FROM llm_archive WHERE id = 1`).Scan(&mark)
@@ -138,10 +147,13 @@ func (s *Store) LLMArchiveMark(ctx context.Context) (string, error) {
 	return mark, nil
 }
 
+// GetLLMExchange returns the exchange id; ErrNotFound if there is none.
 func (s *Store) GetLLMExchange(ctx context.Context, id string) (*store.LLMExchange, error) {
 	return llmExchanges.get(ctx, s.r, id)
 }
 
+// ListLLMExchangePage returns the page p of the exchanges f selects,
+// oldest first, and the next page's cursor ("" after the last).
 func (s *Store) ListLLMExchangePage(ctx context.Context, f store.LLMExchangeFilter, p store.Page) ([]*store.LLMExchange, string, error) {
 	cond, limit, args, err := pageClause(p)
 	if err != nil {
@@ -194,6 +206,9 @@ func llmFilter(f store.LLMExchangeFilter) (cond string, args []any) {
 	return cond, args
 }
 
+// ListEndedLLMExchanges returns, in the order they ended, up to limit of
+// the exchanges f selects whose Ended is above after: what a follower has
+// not seen yet.
 func (s *Store) ListEndedLLMExchanges(ctx context.Context, f store.LLMExchangeFilter, after int64, limit int) ([]*store.LLMExchange, error) {
 	cond, args := llmFilter(f)
 	out, err := list(ctx, s.r, scanLLMExchange,
@@ -205,9 +220,14 @@ func (s *Store) ListEndedLLMExchanges(ctx context.Context, f store.LLMExchangeFi
 	return out, nil
 }
 
+// LLMEndedMark returns the Ended of the exchange f selects that ended
+// skip exchanges before the last one, 0 when there are no more than skip:
+// where a follower that wants the last skip exchanges starts.
 func (s *Store) LLMEndedMark(ctx context.Context, f store.LLMExchangeFilter, skip int) (int64, error) {
 	cond, args := llmFilter(f)
 	var mark int64
+	// "ended > 0" matches the partial index llm_exchanges_ended, which
+	// SQLite can read backwards instead of sorting the rows.
 	err := s.r.QueryRowContext(ctx, `SELECT ended FROM llm_exchanges WHERE ended > 0`+cond+` ORDER BY ended DESC LIMIT 1 OFFSET ?`,
 		append(args, skip)...).Scan(&mark)
 	switch {
@@ -219,6 +239,8 @@ func (s *Store) LLMEndedMark(ctx context.Context, f store.LLMExchangeFilter, ski
 	return mark, nil
 }
 
+// DeleteLLMExchanges deletes the exchanges whose segment is below segment
+// (the log's segments retention removed) and returns how many.
 func (s *Store) DeleteLLMExchanges(ctx context.Context, segment int64) (int, error) {
 	res, err := s.w.ExecContext(ctx, `DELETE FROM llm_exchanges WHERE segment < ?`, segment)
 	if err != nil {

@@ -20,6 +20,7 @@ var prepulls = newTable(table[store.Prepull]{
 	setID: func(p *store.Prepull, id string) { p.ID = id },
 })
 
+// CreatePrepull stores p; a taken id is ErrConflict.
 func (s *Store) CreatePrepull(ctx context.Context, p *store.Prepull) error {
 	err := prepulls.insert(ctx, s.w, p)
 	switch {
@@ -48,10 +49,12 @@ func scanPrepull(row scanner) (*store.Prepull, error) {
 	return &p, nil
 }
 
+// GetPrepull returns the prepull task id; ErrNotFound if there is none.
 func (s *Store) GetPrepull(ctx context.Context, id string) (*store.Prepull, error) {
 	return prepulls.get(ctx, s.r, id)
 }
 
+// ListPrepulls returns the tasks f selects, newest first.
 func (s *Store) ListPrepulls(ctx context.Context, f store.PrepullFilter) ([]*store.Prepull, error) {
 	q := `SELECT ` + prepulls.columns + ` FROM prepull_tasks WHERE 1=1`
 	var args []any
@@ -70,10 +73,13 @@ func (s *Store) ListPrepulls(ctx context.Context, f store.PrepullFilter) ([]*sto
 	return out, nil
 }
 
+// UpdatePrepull applies fn to the task id and stores the result, in one
+// write transaction; fn's error aborts it and is returned as is.
 func (s *Store) UpdatePrepull(ctx context.Context, id string, fn func(*store.Prepull) error) (*store.Prepull, error) {
 	return prepulls.update(ctx, s.w, id, fn)
 }
 
+// DeletePrepull deletes the task id; ErrNotFound if there is none.
 func (s *Store) DeletePrepull(ctx context.Context, id string) error {
 	return prepulls.remove(ctx, s.w, id)
 }

@@ -154,6 +154,11 @@ func pageClause(p store.Page) (cond, limit string, args []any, err error) {
 		if err != nil {
 			return "", "", nil, err
 		}
+		// A row value comparison: with an index on (created_at, id), or on
+		// (filter column, created_at, id), SQLite seeks to the cursor
+		// rather than skipping rows as an OFFSET would, so a page costs the
+		// same wherever it is, and a row added or deleted before the
+		// cursor moves nothing after it.
 		cond = ` AND (created_at, id) > (?, ?)`
 		args = append(args, toUnix(at), id)
 	}
@@ -185,7 +190,9 @@ func toNullUnix(t *time.Time) any {
 	return t.UnixMicro()
 }
 
-// isUnique and isForeignKey classify an insert's constraint failures.
+// isUnique and isForeignKey classify an insert's constraint failures by
+// SQLite's message ("UNIQUE constraint failed: …"), so that the package
+// needs nothing of the driver but its registration.
 func isUnique(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint")
 }

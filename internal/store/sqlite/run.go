@@ -74,6 +74,7 @@ func scanRun(row scanner) (*store.Run, error) {
 	return &r, nil
 }
 
+// CreateRun stores r; a taken id is ErrConflict.
 func (s *Store) CreateRun(ctx context.Context, r *store.Run) error {
 	err := runs.insert(ctx, s.w, r)
 	switch {
@@ -85,10 +86,13 @@ func (s *Store) CreateRun(ctx context.Context, r *store.Run) error {
 	return fmt.Errorf("insert run %s: %w", r.ID, err)
 }
 
+// GetRun returns the run id; ErrNotFound if there is none.
 func (s *Store) GetRun(ctx context.Context, id string) (*store.Run, error) {
 	return runs.get(ctx, s.r, id)
 }
 
+// ListRunPage returns the page p of the runs f selects, oldest first, and
+// the next page's cursor ("" after the last).
 func (s *Store) ListRunPage(ctx context.Context, f store.RunFilter, p store.Page) ([]*store.Run, string, error) {
 	pcond, limit, pargs, err := pageClause(p)
 	if err != nil {
@@ -115,10 +119,13 @@ func (s *Store) ListRunPage(ctx context.Context, f store.RunFilter, p store.Page
 	return out, next, nil
 }
 
+// UpdateRun applies fn to the run id and stores the result, in one write
+// transaction; fn's error aborts it and is returned as is.
 func (s *Store) UpdateRun(ctx context.Context, id string, fn func(*store.Run) error) (*store.Run, error) {
 	return runs.update(ctx, s.w, id, fn)
 }
 
+// DeleteRun deletes the run id; ErrNotFound if there is none.
 func (s *Store) DeleteRun(ctx context.Context, id string) error {
 	return runs.remove(ctx, s.w, id)
 }

@@ -108,21 +108,28 @@ func (s *Store) CreateSandboxLimited(ctx context.Context, sb *store.Sandbox, lim
 	return nil
 }
 
+// GetSandbox returns the sandbox id; ErrNotFound if there is none.
 func (s *Store) GetSandbox(ctx context.Context, id string) (*store.Sandbox, error) {
 	return sandboxes.get(ctx, s.r, id)
 }
 
+// ListSandboxes returns every sandbox, warm pools' included, oldest first.
 func (s *Store) ListSandboxes(ctx context.Context) ([]*store.Sandbox, error) {
 	out, _, err := s.ListSandboxPage(ctx, store.SandboxFilter{}, store.Page{})
 	return out, err
 }
 
+// ListSandboxPage returns the page p of the sandboxes f selects, oldest
+// first, and the next page's cursor ("" after the last).
 func (s *Store) ListSandboxPage(ctx context.Context, f store.SandboxFilter, p store.Page) ([]*store.Sandbox, string, error) {
 	cond, limit, args, err := pageClause(p)
 	if err != nil {
 		return nil, "", err
 	}
 	if f.ExcludePooled {
+		// With the page's order, the index sandboxes_pool_created (pool,
+		// created_at, id): the clients' sandboxes in order, pooled ones
+		// never read.
 		cond += ` AND pool = ''`
 	}
 	if f.Owner != "" {
@@ -141,6 +148,9 @@ func (s *Store) ListSandboxPage(ctx context.Context, f store.SandboxFilter, p st
 	return out, next, nil
 }
 
+// CountSandboxesByStatus counts the sandboxes by status, and those in warm
+// pools apart. The GROUP BY reads only the index sandboxes_status
+// (status, pool), never the rows: a count per scrape, whatever their number.
 func (s *Store) CountSandboxesByStatus(ctx context.Context) (store.SandboxCounts, error) {
 	c := store.SandboxCounts{ByStatus: map[string]int{}}
 	rows, err := s.r.QueryContext(ctx, `SELECT status, pool != '', COUNT(*) FROM sandboxes GROUP BY status, pool != ''`)
@@ -169,14 +179,20 @@ func (s *Store) CountSandboxesByStatus(ctx context.Context) (store.SandboxCounts
 	return c, nil
 }
 
+// UpdateSandbox applies fn to the sandbox id and stores the result, in one
+// write transaction; fn's error aborts it and is returned as is.
 func (s *Store) UpdateSandbox(ctx context.Context, id string, fn func(*store.Sandbox) error) (*store.Sandbox, error) {
 	return sandboxes.update(ctx, s.w, id, fn)
 }
 
+// DeleteSandbox deletes the sandbox id, and by ON DELETE CASCADE its
+// events and the contexts and sessions in it; ErrNotFound if there is none.
 func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
 	return sandboxes.remove(ctx, s.w, id)
 }
 
+// AddEvent appends ev to its sandbox's history; an unknown sandbox is
+// ErrNotFound (the foreign key refuses the row).
 func (s *Store) AddEvent(ctx context.Context, ev store.Event) error {
 	_, err := s.w.ExecContext(ctx, `INSERT INTO events (sandbox_id, at, status, message) VALUES (?,?,?,?)`,
 		ev.SandboxID, toUnix(ev.At), ev.Status, ev.Message)
@@ -189,6 +205,8 @@ func (s *Store) AddEvent(ctx context.Context, ev store.Event) error {
 	return fmt.Errorf("add event to sandbox %s: %w", ev.SandboxID, err)
 }
 
+// Events returns the history of sandbox sandboxID in the order it was
+// added (seq, which the index events_sandbox keeps in order).
 func (s *Store) Events(ctx context.Context, sandboxID string) ([]store.Event, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT at, status, message FROM events WHERE sandbox_id = ? ORDER BY seq`, sandboxID)
 	if err != nil {

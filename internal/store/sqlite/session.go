@@ -52,6 +52,8 @@ func scanSession(row scanner) (*store.Session, error) {
 	return &s, nil
 }
 
+// CreateSession stores sess; a taken key is ErrConflict, an unknown
+// sandbox ErrNotFound (the foreign key refuses the row).
 func (s *Store) CreateSession(ctx context.Context, sess *store.Session) error {
 	err := sessions.insert(ctx, s.w, sess)
 	switch {
@@ -65,10 +67,13 @@ func (s *Store) CreateSession(ctx context.Context, sess *store.Session) error {
 	return fmt.Errorf("insert session %s: %w", sess.ID, err)
 }
 
+// GetSession returns the session of key (tenant and id); ErrNotFound if
+// there is none.
 func (s *Store) GetSession(ctx context.Context, key string) (*store.Session, error) {
 	return sessions.get(ctx, s.r, key)
 }
 
+// ListSessions returns the sessions f selects, oldest first.
 func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*store.Session, error) {
 	cond, args := ` WHERE 1=1`, []any{}
 	if !f.AllTenants {
@@ -77,6 +82,8 @@ func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*sto
 		args = append(args, a...)
 	}
 	if !f.DueBy.IsZero() {
+		// ends_at is NULL for a session without a lifetime: NULL <= ? is
+		// NULL, not true, so only its idle deadline counts.
 		cond += ` AND (expires_at <= ? OR ends_at <= ?)`
 		args = append(args, toUnix(f.DueBy), toUnix(f.DueBy))
 	}
@@ -87,6 +94,7 @@ func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*sto
 	return out, nil
 }
 
+// CountSessions counts every session, of every tenant.
 func (s *Store) CountSessions(ctx context.Context) (int, error) {
 	var n int
 	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions`).Scan(&n); err != nil {
@@ -95,15 +103,26 @@ func (s *Store) CountSessions(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// UpdateSession applies fn to the session of key and stores the result, in
+// one write transaction; fn's error aborts it and is returned as is.
 func (s *Store) UpdateSession(ctx context.Context, key string, fn func(*store.Session) error) (*store.Session, error) {
 	return sessions.update(ctx, s.w, key, fn)
 }
 
+// DeleteSession deletes the session of key; ErrNotFound if there is none.
 func (s *Store) DeleteSession(ctx context.Context, key string) error {
 	return sessions.remove(ctx, s.w, key)
 }
 
+// ReapableSandboxes returns the sandboxes a service made (ManagedBy) that
+// may be deleted: those created before orphanBefore that no session,
+// context or active run refers to, and those failed before failedBefore.
+// Warm pools' sandboxes are the pools' to delete, and pending ones are
+// left alone: a service writes its record after its sandbox is made, so a
+// pending sandbox without one may still be being made.
 func (s *Store) ReapableSandboxes(ctx context.Context, orphanBefore, failedBefore time.Time) ([]*store.Sandbox, error) {
+	// Each NOT IN is a lookup in an index on sandbox_id (sessions_sandbox,
+	// contexts_sandbox, runs_sandbox), not a scan of the table.
 	out, err := list(ctx, s.r, scanSandbox, `SELECT `+sandboxes.columns+` FROM sandboxes
 		WHERE managed_by != '' AND pool = '' AND status != 'pending' AND (
 			(created_at < ? AND id NOT IN (SELECT sandbox_id FROM sessions) AND id NOT IN (SELECT sandbox_id FROM contexts)

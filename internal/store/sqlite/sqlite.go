@@ -5,8 +5,9 @@
 // (SQLite allows one writer at a time, and one connection keeps write
 // transactions from failing on each other's locks), while a pool of
 // read-only connections answers reads beside it, each from the last
-// committed state. The schema's versions are the files in migrations/,
-// applied in order when the database is opened.
+// committed state. The schema's versions are the files in migrations/
+// (NNNN_what.sql: a new table or column is one new file), applied in order
+// when the database is opened.
 package sqlite
 
 import (
@@ -41,11 +42,24 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load schema migrations: %w", err)
 	}
+	// The pragmas hold per connection, so they are in the DSN, which the
+	// driver applies to every connection it opens. foreign_keys: SQLite
+	// leaves them off by default, and records go with their sandbox by ON
+	// DELETE CASCADE. synchronous(NORMAL): in WAL mode a commit survives
+	// the daemon's crash or SIGKILL and only a power loss may take the
+	// last ones back, never corrupting the file; FULL would fsync every
+	// commit. _txlock=immediate: BEGIN IMMEDIATE takes the write lock when
+	// the transaction starts, so a read-then-write transaction never fails
+	// with SQLITE_BUSY when it comes to write (another process, such as a
+	// second daemon, may hold the file).
 	w, err := sql.Open("sqlite", "file:"+path+"?"+busyTimeout+
 		"&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
+	// One connection, kept for good: every write queues for it in
+	// database/sql instead of failing on SQLite's lock, and ":memory:"
+	// lives only as long as its connection.
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
 	w.SetConnMaxLifetime(0)
@@ -57,12 +71,18 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if path == ":memory:" {
 		return s, nil // another connection would be another database
 	}
-	// Readers are opened once the writer has made the file and its WAL.
+	// Readers are opened once the writer has made the file and its WAL
+	// (a read-only connection cannot create them). In WAL mode they read
+	// the last committed state without waiting for the writer, and, read
+	// only twice over (mode=ro, query_only), none of them can take the
+	// write lock by mistake.
 	r, err := sql.Open("sqlite", "file:"+path+"?mode=ro&"+busyTimeout+"&_pragma=query_only(1)")
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open database %s for reading: %w", path, err)
 	}
+	// As many readers as CPUs can run at once (at least four), so that
+	// reads queue only when the CPUs are busy anyway; idle ones stay open.
 	n := max(4, runtime.GOMAXPROCS(0))
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)

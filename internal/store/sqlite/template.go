@@ -94,6 +94,8 @@ func insertVersion(ctx context.Context, q querier, v *store.TemplateVersion) err
 	return err
 }
 
+// CreateTemplate stores t with its first version v, both or neither; a
+// taken name is ErrConflict.
 func (s *Store) CreateTemplate(ctx context.Context, t *store.Template, v *store.TemplateVersion) error {
 	t.LatestVersion, v.Version, v.TemplateID, t.Spec = 1, 1, t.ID, v.Spec
 	tags, err := encodeTags(t.Tags)
@@ -135,15 +137,21 @@ func getTemplate(ctx context.Context, q querier, name string) (*store.Template, 
 	return t, nil
 }
 
+// GetTemplate returns the template name with its latest spec; ErrNotFound
+// if there is none.
 func (s *Store) GetTemplate(ctx context.Context, name string) (*store.Template, error) {
 	return getTemplate(ctx, s.r, name)
 }
 
+// ListTemplates returns the page of the templates f selects, newest
+// first, and how many f selects in all.
 func (s *Store) ListTemplates(ctx context.Context, f store.TemplateFilter) ([]*store.Template, int, error) {
 	var (
 		where []string
 		args  []any
 	)
+	// Tags and search scan every template (there are few): tags are a JSON
+	// array, matched case-insensitively through json_each.
 	if f.Tag != "" {
 		where = append(where, `EXISTS (SELECT 1 FROM json_each(t.tags) j WHERE lower(j.value) = lower(?))`)
 		args = append(args, f.Tag)
@@ -193,6 +201,10 @@ func (s *Store) ListTemplates(ctx context.Context, f store.TemplateFilter) ([]*s
 	return out, total, nil
 }
 
+// AddTemplateVersion adds the version fn makes from the template name as
+// its next one, in one write transaction: concurrent updates get
+// consecutive numbers, none the same. fn may change the template's
+// metadata, not its identity or numbering.
 func (s *Store) AddTemplateVersion(ctx context.Context, name string, fn func(*store.Template) (*store.TemplateVersion, error)) (*store.Template, *store.TemplateVersion, error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -240,11 +252,15 @@ func (s *Store) AddTemplateVersion(ctx context.Context, name string, fn func(*st
 	return t, v, nil
 }
 
+// DeleteTemplate deletes the template name and its versions; ErrNotFound
+// if there is none.
 func (s *Store) DeleteTemplate(ctx context.Context, name string) error {
 	// Versions go by the foreign key's ON DELETE CASCADE.
 	return deleteWhere(ctx, s.w, "template", "templates", "name", name)
 }
 
+// ListTemplateVersions returns the versions of the template name, newest
+// first; ErrNotFound if there is no such template.
 func (s *Store) ListTemplateVersions(ctx context.Context, name string) ([]*store.TemplateVersion, error) {
 	tx, err := s.r.BeginTx(ctx, nil)
 	if err != nil {
@@ -279,6 +295,8 @@ func (s *Store) ListTemplateVersions(ctx context.Context, name string) ([]*store
 	return out, nil
 }
 
+// GetTemplateVersion returns version of the template name; ErrNotFound if
+// either is missing.
 func (s *Store) GetTemplateVersion(ctx context.Context, name string, version int) (*store.TemplateVersion, error) {
 	v, err := scanVersion(s.r.QueryRowContext(ctx, `SELECT `+versionColumns+` FROM template_versions v
 		JOIN templates t ON t.id = v.template_id WHERE t.name = ? AND v.version = ?`, name, version))

@@ -10,7 +10,7 @@ LiteBoxd v1), with typed pydantic models and an exception per error class::
         print(client.sandbox.execute(sandbox.id, ["python3", "-c", "print(6 * 7)"]).stdout)
         client.sandbox.delete(sandbox.id)
 
-Seed 000's high-level API, sessions made and reused for you, is
+The high-level sessions API, sessions made and reused for you, is
 :mod:`agent2env.sessions` (:class:`AsyncSessionManager`, :class:`SessionManager`).
 The SDK logs under the ``agent2env`` logger; it adds no handler of its own.
 """
