@@ -23,7 +23,7 @@ func newImageCmd(e env, cc *clientConfig) *cobra.Command {
 			func(ctx context.Context, cl *client.Client, ref string, p client.ProgressFunc) (*api.Image, error) {
 				return cl.Image.Pull(ctx, ref, p)
 			}),
-		newImageOneCmd(e, cc, "build NAME [flags]", "NAME", "build a built-in image: agent2env/python or agent2env/node",
+		newImageOneCmd(e, cc, "build NAME [flags]", "NAME", "build a built-in image from Debian packages: agent2env/python, agent2env/node, agent2env/code-interpreter or agent2env/agent (image ls lists them)",
 			"  agent2env image build agent2env/node",
 			func(ctx context.Context, cl *client.Client, ref string, p client.ProgressFunc) (*api.Image, error) {
 				return cl.Image.Build(ctx, ref, p)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/image"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -115,4 +116,17 @@ func TestImageImport(t *testing.T) {
 		t.Errorf("the daemon did not receive the tarball unchanged")
 	}
 	check(t, []string{"image", "import", filepath.Join(t.TempDir(), "absent.tar")}, result{Code: 1, Stderr: "no such file"})
+}
+
+// image build's help names every built-in image there is.
+func TestImageBuildNamesBuiltins(t *testing.T) {
+	build, _, err := newRoot(env{}).Find([]string{"image", "build"})
+	if err != nil || build.Name() != "build" {
+		t.Fatalf("no image build command: %v", err)
+	}
+	for _, ref := range image.Builtins() {
+		if name, _, _ := strings.Cut(ref, ":"); !strings.Contains(build.Short, name) {
+			t.Errorf("image build's help %q does not name %s", build.Short, name)
+		}
+	}
 }
