@@ -3,8 +3,11 @@
 # (tier B: kubelet, containerd, runc, CNI, a registry on loopback) against
 # the oci runtime (runc) in the same run, through the same benchmarks
 # (runtimetest.Benchmark and runtimetest/poolbench), and a table
-# of their medians, ratios and targets (issue 17). docs/PERFORMANCE.md
-# says what the figures mean.
+# of their medians, ratios and targets (issue 17); then create → ready
+# through the daemon's REST API on both (internal/bench -create-only for
+# oci, BenchmarkNodeRuntime/rest for kubernetes: the same request and the
+# same ready), beside the runtime's own start. docs/PERFORMANCE.md says
+# what the figures mean.
 #
 #   AGENT2ENV_BIN=bin/agent2env scripts/bench-kube.sh   (make bench-kube)
 #
@@ -23,8 +26,16 @@ skip() {
 [ -n "${AGENT2ENV_BIN:-}" ] || skip "AGENT2ENV_BIN is not set (make bench sets it)"
 n=${KUBE_BENCH_N:-10}
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+ociout=$(mktemp)
+trap 'rm -f "$out" "$ociout"' EXIT
 
+echo "create → ready through REST on the oci runtime (runc), $n iterations (the kubernetes figure follows)"
+if ! go run ./internal/bench -create-only -n "$n" | tee "$ociout"; then
+	echo "bench: the oci runtime's create → ready through REST failed"
+	exit 1
+fi
+
+echo
 echo "kubernetes runtime (tier B, a real node) against oci (runc), $n iterations each"
 # One package after the other (-p 1), so that neither loads the machine
 # while the other is measured.
@@ -42,18 +53,30 @@ if [ "$status" -ne 0 ]; then
 	exit 1
 fi
 
-# Lines such as "BenchmarkNodeRuntime/start-2  10  951234567 ns/op  950.1 p50-ms":
-# the kubernetes figure of BenchmarkX/y is BenchmarkNodeX/y's.
+# Lines such as "BenchmarkNodeRuntime/start-2  10  951234567 ns/op  950.1 p50-ms
+# 990.2 p90-ms": the kubernetes figure of BenchmarkX/y is BenchmarkNodeX/y's.
+# internal/bench's line "sandbox create → ready (REST)  p50 45.10 ms p90 …" is
+# the oci figure through REST.
 awk '
+/^sandbox create → ready \(REST\)/ {
+	for (i = 1; i < NF; i++) {
+		if ($i == "p50" && ociRest50 == "") ociRest50 = $(i+1)
+		if ($i == "p90" && ociRest90 == "") ociRest90 = $(i+1)
+	}
+}
 /^BenchmarkNodeRuntime\/phases/ {
 	for (i = 2; i < NF; i++) if ($(i+1) ~ /-ms$/) { m = $(i+1); sub(/-ms$/, "", m); phase[m] = $i }
 	split("scheduled pod-sandbox agent-copied running ready", steps, " ")
 	for (i = 1; i <= 5; i++) if (steps[i] in phase) phases = phases sprintf("  %s %.0f", steps[i], phase[steps[i]])
+	if (("running" in phase) && ("ready" in phase)) phases = phases sprintf("\n  ready − running (the difference of those two p50s): %.1f ms", phase["ready"] - phase["running"])
 }
 /^Benchmark.*p50-ms/ {
 	name = $1; sub(/-[0-9]+$/, "", name)
-	for (i = 2; i < NF; i++) if ($(i+1) == "p50-ms") v = $i
-	if (name ~ /^BenchmarkNode/) { sub(/^BenchmarkNode/, "Benchmark", name); kube[name] = v } else oci[name] = v
+	for (i = 2; i < NF; i++) {
+		if ($(i+1) == "p50-ms") v = $i
+		if ($(i+1) == "p90-ms") v90 = $i
+	}
+	if (name ~ /^BenchmarkNode/) { sub(/^BenchmarkNode/, "Benchmark", name); kube[name] = v; kube90[name] = v90 } else oci[name] = v
 }
 END {
 	split("BenchmarkRuntime/start BenchmarkWarmPool/claim BenchmarkWarmPool/claim+exec BenchmarkRuntime/exec BenchmarkWarmPool/exec", order, " ")
@@ -74,4 +97,16 @@ END {
 		printf "%-46s %9.2f ms %9.2f ms %8.1f×  %s\n", what[k], oci[k], kube[k], kube[k] / oci[k], t
 	}
 	if (phases != "") printf "\nkubernetes start, p50 ms from Create to each step as the API server sees it:\n%s\n", phases
-}' "$out"
+
+	r = "BenchmarkRuntime/rest"; s = "BenchmarkRuntime/start"
+	printf "\ncreate → ready through the daemon'"'"'s REST API (POST /api/v1/sandboxes, the image alone, until the sandbox is running: started and its agent answered):\n"
+	if (ociRest50 == "") printf "  oci: missing\n"
+	else printf "  %-60s p50 %9.2f ms  p90 %9.2f ms\n", "oci: internal/bench -create-only (runc, agent2env/python)", ociRest50, ociRest90
+	if (!(r in kube)) { printf "  kubernetes: missing\n"; exit }
+	printf "  %-60s p50 %9.2f ms  p90 %9.2f ms\n", "kubernetes: serve --runtime kubernetes (runtimetest image)", kube[r], kube90[r]
+	if (ociRest50 != "") printf "  %-60s p50 %8.1f×     p90 %8.1f×\n", "kubernetes / oci, both through REST", kube[r] / ociRest50, kube90[r] / ociRest90
+	if (s in kube) {
+		printf "  %-60s p50 %9.2f ms  p90 %9.2f ms\n", "kubernetes, the runtime'"'"'s own start (the first row above)", kube[s], kube90[s]
+		printf "  %-60s p50 %8.2f×     p90 %8.2f×\n", "kubernetes, through REST / the runtime'"'"'s own start", kube[r] / kube[s], kube90[r] / kube90[s]
+	}
+}' "$ociout" "$out"

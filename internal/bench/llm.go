@@ -176,7 +176,7 @@ func benchLLM(bin string, dur time.Duration) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%-34s daemon RSS growth with 1,000 streams open through /llm: %.1f KiB per stream (%.1f MiB per 1,000)\n",
+	fmt.Printf("%-34s daemon RSS growth with 1,000 streams open through /llm: %.1f KiB per stream (%.1f MiB per 1,000) | no baseline (absolute)\n",
 		"LLM streams held", per/1024, per*1000/(1<<20))
 	return benchArchive()
 }

@@ -48,6 +48,7 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/bench/restcreate"
 )
 
 func main() {
@@ -82,7 +83,7 @@ func main() {
 	}
 }
 
-type stats struct{ p50, p95, p99, mean time.Duration }
+type stats struct{ p50, p90, p95, p99, mean time.Duration }
 
 func summarize(ds []time.Duration) stats {
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
@@ -90,7 +91,7 @@ func summarize(ds []time.Duration) stats {
 	for _, d := range ds {
 		sum += d
 	}
-	return stats{p50: ds[len(ds)/2], p95: ds[len(ds)*95/100], p99: ds[len(ds)*99/100], mean: sum / time.Duration(len(ds))}
+	return stats{p50: ds[len(ds)/2], p90: ds[len(ds)*90/100], p95: ds[len(ds)*95/100], p99: ds[len(ds)*99/100], mean: sum / time.Duration(len(ds))}
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
@@ -191,7 +192,7 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly bool) error {
 	if err := benchContexts(d, n, img); err != nil {
 		return fmt.Errorf("contexts: %w", err)
 	}
-	if err := benchSessions(d, n); err != nil {
+	if err := benchSessions(d, n, create); err != nil {
 		return fmt.Errorf("sessions: %w", err)
 	}
 
@@ -385,8 +386,8 @@ func concurrently(n int, fn func() error) (time.Duration, error) {
 }
 
 func report(name string, ours stats, baseName string, base stats, target string) {
-	fmt.Printf("%-34s p50 %s p95 %s   | %s p50 %s p95 %s | ratio p50 %.2fx | target %s\n",
-		name, ms(ours.p50), ms(ours.p95), baseName, ms(base.p50), ms(base.p95),
+	fmt.Printf("%-34s p50 %s p90 %s p95 %s   | %s p50 %s p95 %s | ratio p50 %.2fx | target %s\n",
+		name, ms(ours.p50), ms(ours.p90), ms(ours.p95), baseName, ms(base.p50), ms(base.p95),
 		float64(ours.p50)/float64(base.p50), target)
 }
 
@@ -515,28 +516,10 @@ func (d *daemon) post(path string, body, out any) error {
 	return json.Unmarshal(raw, out)
 }
 
-// create makes a sandbox and waits until it runs.
+// create makes a sandbox and waits until it runs (restcreate.Ready: the
+// same request and ready as the kubernetes runtime's figure through REST).
 func (d *daemon) create(img string) (string, error) {
-	var sb api.Sandbox
-	if err := d.post("/api/v1/sandboxes", api.CreateSandboxRequest{Image: img}, &sb); err != nil {
-		return "", err
-	}
-	for sb.Status == api.StatusPending {
-		time.Sleep(50 * time.Millisecond)
-		resp, err := d.hc.Get("http://" + d.addr + "/api/v1/sandboxes/" + sb.ID)
-		if err != nil {
-			return "", err
-		}
-		err = json.NewDecoder(resp.Body).Decode(&sb)
-		resp.Body.Close()
-		if err != nil {
-			return "", err
-		}
-	}
-	if sb.Status != api.StatusRunning {
-		return sb.ID, fmt.Errorf("sandbox %s is %s: %s", sb.ID, sb.Status, sb.Reason)
-	}
-	return sb.ID, nil
+	return restcreate.Ready(d.hc, "http://"+d.addr, img)
 }
 
 func (d *daemon) deleteAll(ids []string) error {
@@ -548,15 +531,4 @@ func (d *daemon) deleteAll(ids []string) error {
 	return nil
 }
 
-func (d *daemon) delete(id string) error {
-	req, _ := http.NewRequest(http.MethodDelete, "http://"+d.addr+"/api/v1/sandboxes/"+id, nil)
-	resp, err := d.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		return fmt.Errorf("delete %s: %d", id, resp.StatusCode)
-	}
-	return nil
-}
+func (d *daemon) delete(id string) error { return restcreate.Delete(d.hc, "http://"+d.addr, id) }

@@ -5,15 +5,22 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agent2env/agent2env/internal/bench/restcreate"
 	"github.com/agent2env/agent2env/internal/runtime/kube"
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest/poolbench"
@@ -100,14 +107,113 @@ func newOwner() string {
 //
 //	go test -run '^$' -bench Runtime ./internal/runtime/oci/ ./internal/runtime/kube/kubetest/
 //
-// "phases" then says where a start's time goes.
+// "phases" then says where a start's time goes, and "rest" is the same
+// start through the daemon ($AGENT2ENV_BIN serve --runtime kubernetes on
+// this host, against this node): make bench's create → ready through
+// REST, comparable with the oci runtime's (internal/bench).
 func BenchmarkNodeRuntime(b *testing.B) {
-	n, rt, testImage := benchNode(b)
+	n, rt, agentImage, testImage := benchNode(b)
 	newSpec := func(id string) *sandbox.Spec {
 		return &sandbox.Spec{ID: id, Image: testImage, Cwd: sandbox.WorkDir}
 	}
 	runtimetest.Benchmark(b, rt, newSpec)
 	b.Run("phases", func(b *testing.B) { benchPhases(b, n, rt, newSpec) })
+	b.Run("rest", func(b *testing.B) { benchREST(b, n, agentImage, testImage) })
+}
+
+// benchREST times what internal/bench times for the oci runtime as
+// "sandbox create → ready (REST)" (restcreate.Ready: POST
+// /api/v1/sandboxes with the image alone, until the sandbox is running,
+// i.e. its Pod's agent answered), through a daemon serving the kubernetes
+// runtime on node n, reaching the Pods directly on their IPs as the
+// runtime's own benchmark does. One sandbox is made before the timer (the
+// daemon's first; the image is pulled by the node already); each is
+// deleted, untimed, before the next. It reports p50-ms and p90-ms.
+func benchREST(b *testing.B, n *Node, agentImage, image string) {
+	base := serveKube(b, n, agentImage)
+	hc := &http.Client{}
+	id, err := restcreate.Ready(hc, base, image)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := restcreate.Delete(hc, base, id); err != nil {
+		b.Fatal(err)
+	}
+	var took []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		id, err := restcreate.Ready(hc, base, image)
+		if err != nil {
+			b.Fatal(err)
+		}
+		took = append(took, time.Since(t0))
+		b.StopTimer()
+		if err := restcreate.Delete(hc, base, id); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	runtimetest.ReportPercentiles(b, took)
+}
+
+// serveKube starts $AGENT2ENV_BIN serve --runtime kubernetes on this host
+// with n's kubeconfig, its sandboxes' Pods in namespace ns, the agent
+// copied from agentImage (n.SelfImage), and the flags internal/bench
+// gives its daemons; it returns the daemon's base URL once it is ready.
+// The test's cleanup stops it (its sandboxes deleted by then).
+func serveKube(b *testing.B, n *Node, agentImage string) string {
+	b.Helper()
+	dir := b.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	logf, err := os.Create(filepath.Join(dir, "daemon.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(os.Getenv(BinEnvVar), "serve", "--runtime", "kubernetes", "--kubeconfig", n.Kubeconfig,
+		"--kube-namespace", ns, "--kube-connect", "direct", "--kube-agent-image", agentImage,
+		"--listen", addr, "--data-dir", filepath.Join(dir, "data"), "--cache-dir", filepath.Join(dir, "cache"),
+		"--log-level", "warn", "--cpu-overcommit", "1000", "--memory-overcommit", "1000", "--prebuild-images=false")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	log := func() string { out, _ := os.ReadFile(logf.Name()); return string(out) }
+	base := "http://" + addr
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		if resp, err := http.Get(base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return base
+			}
+		}
+		select {
+		case <-exited:
+			b.Fatalf("the daemon exited: %v\n%s", waitErr, log())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the daemon was not ready within 2 minutes:\n%s", log())
+		}
+	}
 }
 
 // benchPhases starts sandboxes as runtimetest.Benchmark's "start" does and
@@ -203,13 +309,14 @@ func benchPhases(b *testing.B, n *Node, rt *kube.Runtime, newSpec func(id string
 // compare with the oci package's BenchmarkWarmPool in the same run (make
 // bench).
 func BenchmarkNodeWarmPool(b *testing.B) {
-	_, rt, testImage := benchNode(b)
+	_, rt, _, testImage := benchNode(b)
 	poolbench.Benchmark(b, rt, testImage)
 }
 
-// benchNode starts a node and a runtime on it, and returns them and the
-// image of the runtimetest suite in the node's registry.
-func benchNode(b *testing.B) (*Node, *kube.Runtime, string) {
+// benchNode starts a node and a runtime on it, and returns them, the
+// agent2env image the runtime copies the agent from and the image of the
+// runtimetest suite, both in the node's registry.
+func benchNode(b *testing.B) (*Node, *kube.Runtime, string, string) {
 	n := StartNode(b, NodeOptions{PodPidsLimit: 64})
 	agentImage, testImage := n.SelfImage(b), n.RuntimetestImage(b)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -219,5 +326,5 @@ func benchNode(b *testing.B) (*Node, *kube.Runtime, string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(rt.Close)
-	return n, rt, testImage
+	return n, rt, agentImage, testImage
 }

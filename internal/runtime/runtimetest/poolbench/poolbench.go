@@ -101,7 +101,7 @@ func Benchmark(b *testing.B, rt sandbox.Runtime, image string) {
 			}
 		}
 		b.ReportMetric(float64(sum.Nanoseconds())/float64(len(took)), "ns/op")
-		runtimetest.ReportMedian(b, took)
+		runtimetest.ReportPercentiles(b, took)
 	}
 	waitFull(b)
 	b.Run("claim", func(b *testing.B) { claimed(b, false) })
@@ -116,7 +116,7 @@ func Benchmark(b *testing.B, rt sandbox.Runtime, image string) {
 			execTrue(b, id)
 			took = append(took, time.Since(t0))
 		}
-		runtimetest.ReportMedian(b, took)
+		runtimetest.ReportPercentiles(b, took)
 	})
 	if err := m.Delete(ctx, id); err != nil {
 		b.Fatalf("Delete: %v", err)
