@@ -282,7 +282,7 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly bool) error {
 	for _, id := range ids {
 		charged += cgroupMemory(id)
 	}
-	pss, agents := agentPss()
+	pss, agents := agentPss(ids)
 	// There is no same-run baseline for memory: the figures are absolute.
 	fmt.Printf("%-34s agent PSS %.1f MiB (%d agents), cgroup charge %.1f MiB, host MemAvailable delta %.1f MiB | no baseline (absolute)\n",
 		"memory per idle sandbox", float64(pss)/float64(max(agents, 1))/(1<<20), agents,
@@ -406,41 +406,44 @@ func kbField(path, field string) int64 {
 	return 0
 }
 
-// cgroupMemory reads a sandbox's memory charge on cgroup v1 or v2. The
-// runtime nests sandbox cgroups under /agent2env/<root hash>/<id>.
-func cgroupMemory(id string) int64 {
+// sandboxCgroupFile reads a file of the sandbox's memory cgroup (v1 or v2).
+func sandboxCgroupFile(id string, v1, v2 string) ([]byte, bool) {
 	for _, pattern := range []string{
-		"/sys/fs/cgroup/memory/agent2env/*/" + id + "/memory.usage_in_bytes",
-		"/sys/fs/cgroup/agent2env/*/" + id + "/memory.current",
+		"/sys/fs/cgroup/memory/agent2env/*/" + id + "/" + v1,
+		"/sys/fs/cgroup/agent2env/*/" + id + "/" + v2,
 	} {
 		paths, _ := filepath.Glob(pattern)
 		for _, p := range paths {
 			if b, err := os.ReadFile(p); err == nil {
-				v, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-				return v
+				return b, true
 			}
 		}
 	}
-	return 0
+	return nil, false
 }
 
-// agentPss sums the proportional set size of every agent process.
-func agentPss() (int64, int) {
-	ents, _ := os.ReadDir("/proc")
+// cgroupMemory is the memory charged to the sandbox's cgroup.
+func cgroupMemory(id string) int64 {
+	b, _ := sandboxCgroupFile(id, "memory.usage_in_bytes", "memory.current")
+	v, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return v
+}
+
+// agentPss sums the proportional set size of the agents of the sandboxes
+// ids, found by their cgroups: other sandboxes on the host (a warm pool, a
+// test running beside the bench) are not counted.
+func agentPss(ids []string) (int64, int) {
 	var total int64
 	n := 0
-	for _, e := range ents {
-		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !strings.HasPrefix(string(cmdline), "/.agent2env/agent2env\x00agent") {
-			continue
-		}
-		b, _ := os.ReadFile("/proc/" + e.Name() + "/smaps_rollup")
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "Pss:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-				total += kb << 10
-				n++
+	for _, id := range ids {
+		procs, _ := sandboxCgroupFile(id, "cgroup.procs", "cgroup.procs")
+		for _, pid := range strings.Fields(string(procs)) {
+			cmdline, err := os.ReadFile("/proc/" + pid + "/cmdline")
+			if err != nil || !strings.HasPrefix(string(cmdline), "/.agent2env/agent2env\x00agent") {
+				continue
 			}
+			total += kbField("/proc/"+pid+"/smaps_rollup", "Pss:")
+			n++
 		}
 	}
 	return total, n
