@@ -311,7 +311,8 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		s.Manager, s.Store, cfg.Log, runOpts...); err != nil {
 		return nil, err
 	}
-	s.MCP = mcpserver.New(mcpserver.Config{ScopeByKey: authOn, Log: cfg.Log}, s.Contexts, s.Sessions)
+	contextsView := service.NewContexts(s.Contexts)
+	s.MCP = mcpserver.New(mcpserver.Config{ScopeByKey: authOn, Log: cfg.Log}, contextsView, s.Sessions)
 	var apiKeys *auth.Keys
 	if authOn {
 		apiKeys = cfg.Keys
@@ -324,7 +325,7 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		httpapi.WithRoutes(s.Gateway),
 		httpapi.WithRoutes(httpapi.NewTemplateRoutes(s.Templates)),
 		httpapi.WithRoutes(httpapi.NewPrepullRoutes(s.Prepull)),
-		httpapi.WithRoutes(httpapi.NewContextRoutes(service.NewContexts(s.Contexts))),
+		httpapi.WithRoutes(httpapi.NewContextRoutes(contextsView)),
 		httpapi.WithRoutes(httpapi.NewSessionRoutes(s.Sessions)),
 		httpapi.WithRoutes(s.MCP),
 		httpapi.WithRoutes(s.LLM),

@@ -810,7 +810,7 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 		WithRoutes(NewLLMArchiveRoutes(service.NewLLMExchanges(llmE.arc))),
 		WithRoutes(NewContextRoutes(service.NewContexts(ctxs))), WithRoutes(NewSessionRoutes(sess)), WithMetrics(mt),
 		WithRoutes(NewLLMRoutes(gate.NewKeys(st))),
-		WithRoutes(mcpserver.New(mcpserver.Config{ScopeByKey: true, Log: log}, ctxs, sess)),
+		WithRoutes(mcpserver.New(mcpserver.Config{ScopeByKey: true, Log: log}, service.NewContexts(ctxs), sess)),
 		WithMiddleware(AuthMiddleware(keys)), WithMiddleware(TenantMiddleware))
 	srv.SetReady(true)
 	h := srv.Handler()
