@@ -10,7 +10,6 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
-	"github.com/agent2env/agent2env/internal/gateway"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/store"
 )
@@ -50,7 +49,7 @@ func (s *Sandboxes) view(sb *store.Sandbox) *api.Sandbox {
 	if sb.AccessToken != "" {
 		out.AccessToken = sb.AccessToken
 		if s.publicURL != "" {
-			out.AccessURL = gateway.AccessURL(s.publicURL, sb.ID)
+			out.AccessURL = AccessURL(s.publicURL, sb.ID)
 		}
 	}
 	return out
