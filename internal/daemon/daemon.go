@@ -269,7 +269,11 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Listen
 	}
-	s.Sandboxes = service.NewSandboxes(s.Manager, cfg.PublicURL)
+	var sandboxOpts []service.SandboxesOption
+	if u, ok := s.Runtime.(sandbox.UsageReader); ok { // the runner's liveness counts CPU time where the runtime measures it
+		sandboxOpts = append(sandboxOpts, service.WithUsage(u))
+	}
+	s.Sandboxes = service.NewSandboxes(s.Manager, cfg.PublicURL, sandboxOpts...)
 	s.Gateway = gateway.New(s.Sandboxes, cfg.Log)
 	cfg.Contexts.Defaults = contexts.Sources(cfg.Contexts.Defaults)
 	if s.Pools, err = pool.New(s.Manager, pool.Specs(cfg.WarmPools, cfg.Contexts.Defaults), cfg.Log); err != nil {
@@ -302,13 +306,9 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 	if err != nil {
 		return nil, err
 	}
-	runOpts := []run.Option{run.WithLLMUsage(s.LLMArchive)}
-	if u, ok := s.Runtime.(sandbox.UsageReader); ok { // liveness counts CPU time where the runtime measures it
-		runOpts = append(runOpts, run.WithUsage(u))
-	}
 	if s.Runs, err = run.New(run.Config{Dir: filepath.Join(cfg.DataDir, "runs"), TasksDir: cfg.TasksDir, MaxParallel: cfg.MaxRuns,
 		Models: func() []string { return s.LLM.Models() }},
-		s.Manager, s.Store, cfg.Log, runOpts...); err != nil {
+		s.Sandboxes, s.Store, cfg.Log, run.WithLLMUsage(s.LLMArchive)); err != nil {
 		return nil, err
 	}
 	contextsView := service.NewContexts(s.Contexts)

@@ -801,7 +801,7 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 		t.Fatal(err)
 	}
 	llmE := newLLMEnv(t, st)
-	runs, err := run.New(run.Config{Dir: filepath.Join(t.TempDir(), "runs")}, m, st, log)
+	runs, err := run.New(run.Config{Dir: filepath.Join(t.TempDir(), "runs")}, service.NewSandboxes(m, ""), st, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,11 @@
 // was running ends failed with reason ReasonRestarted, after its
 // artifacts are collected where its sandbox survived, and its sandbox is
 // deleted. A Service is safe for concurrent use.
+//
+// The runner drives its sandboxes through the sandbox service
+// (service.Sandboxes, the Sandboxes interface), api types in and out, like
+// every surface: admission, paths and exec limits are that service's
+// rules, never written again here.
 package run
 
 import (
@@ -37,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -45,11 +51,9 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/api"
-	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
-	"github.com/agent2env/agent2env/internal/manager"
-	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
@@ -126,24 +130,33 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Sandboxes is what the runner needs of the sandbox manager.
+// Sandboxes is what the runner needs of the sandbox service
+// (service.Sandboxes), api types in and out: the sandbox rules (admission,
+// paths, exec limits) are the service's and the manager's, not the
+// runner's.
 type Sandboxes interface {
-	Create(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, error)
-	WaitRunning(ctx context.Context, sb *store.Sandbox) (*store.Sandbox, error)
-	Get(ctx context.Context, id string) (*store.Sandbox, error)
+	CreateManaged(ctx context.Context, req service.ManagedRequest) (*api.Sandbox, error)
+	WaitRunning(ctx context.Context, id string) (*api.Sandbox, error)
+	Get(ctx context.Context, id string) (*api.Sandbox, error)
 	Delete(ctx context.Context, id string) error
 	// CheckDead fails a running sandbox whose runtime side has died;
 	// Start starts one again that died keeping its files (for runs:
 	// manager.Config.KeepDeadFiles holds ManagedBy).
-	CheckDead(ctx context.Context, id string) (*store.Sandbox, error)
-	Start(ctx context.Context, id string) (*store.Sandbox, error)
-	Agent(ctx context.Context, id string) (*agent.Client, error)
-	ExecStream(ctx context.Context, id string, req manager.ExecRequest, stdout, stderr io.Writer) (agent.ExecResult, error)
-	Upload(ctx context.Context, id, p string, mode os.FileMode, r io.Reader) (agent.FileInfo, error)
+	CheckDead(ctx context.Context, id string) (*api.Sandbox, error)
+	Start(ctx context.Context, id string) (*api.Sandbox, error)
+	Ping(ctx context.Context, id string) error
+	ExecStream(ctx context.Context, id string, req api.ExecRequest) (service.ExecRun, error)
+	Upload(ctx context.Context, id, p string, mode fs.FileMode, r io.Reader) (*api.FileInfo, error)
 	Download(ctx context.Context, id, p string) (io.ReadCloser, int64, error)
+	Mkdir(ctx context.Context, id, p string) error
+	Stat(ctx context.Context, id, p string) (*service.FileStat, error)
+	ReadDir(ctx context.Context, id, dir string) ([]service.FileStat, error)
+	// CPUTime is the CPU time the sandbox's processes used, when the
+	// runtime measures it: a liveness signal.
+	CPUTime(ctx context.Context, id string) (time.Duration, bool)
 }
 
-var _ Sandboxes = (*manager.Manager)(nil)
+var _ Sandboxes = (*service.Sandboxes)(nil)
 
 // LLMUsage is what the LLM proxy counted for a run, when it counts.
 type LLMUsage interface {
@@ -169,9 +182,6 @@ var _ Signal = (*Service)(nil)
 // Option configures a Service.
 type Option func(*Service)
 
-// WithUsage makes liveness count the CPU time of a run's sandbox.
-func WithUsage(u sandbox.UsageReader) Option { return func(s *Service) { s.usage = u } }
-
 // WithLLMUsage makes results take their tokens from the LLM proxy.
 func WithLLMUsage(u LLMUsage) Option { return func(s *Service) { s.llm = u } }
 
@@ -186,9 +196,8 @@ type Service struct {
 	store store.Runs
 	log   *slog.Logger
 	now   func() time.Time
-	usage sandbox.UsageReader // nil: no CPU signal
-	llm   LLMUsage            // nil: tokens as the agent reports them
-	slots chan struct{}       // the daemon-wide MaxParallel
+	llm   LLMUsage      // nil: tokens as the agent reports them
+	slots chan struct{} // the daemon-wide MaxParallel
 
 	mu sync.Mutex
 	// queue holds submitted batches until the Run loop takes them; wake
