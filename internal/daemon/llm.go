@@ -28,7 +28,7 @@ func (s *System) newLLM(keys *auth.Keys) error {
 		return err
 	}
 	s.llmClient = &http.Client{Transport: proxy.DefaultTransport()}
-	s.LLM = gate.New(gate.Config{APIKeys: keys, Keys: s.LLMKeys, Metrics: m, Progress: runProgress(s.Runs), Log: s.log})
+	s.LLM = gate.New(gate.Config{APIKeys: keys, Keys: s.LLMKeys, Metrics: m, Progress: s.Runs.Progress, Log: s.log})
 	if s.cfg.LLMConfig == "" {
 		return nil
 	}

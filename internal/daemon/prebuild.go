@@ -2,11 +2,8 @@ package daemon
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"time"
 
-	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/daemon/supervisor"
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/pool"
@@ -52,29 +49,8 @@ func (s *System) registerPrebuild() {
 	s.Loops.Go("image prebuild", b.Run, supervisor.Backoff(prebuildMinBackoff, prebuildMaxBackoff))
 }
 
-// prebuildRefs returns the images of every language's default source (the
-// code-interpreter image unless configured otherwise), then those of the
-// warm pools; templates are resolved to their latest version's image.
+// prebuildRefs returns the images the defaults use (pool.Images), from
+// the configuration as it is when called.
 func (s *System) prebuildRefs(ctx context.Context) []string {
-	sources := contexts.Sources(s.cfg.Contexts.Defaults)
-	var refs []string
-	add := func(src contexts.Source) {
-		if src.Template == "" {
-			refs = append(refs, src.Image)
-			return
-		}
-		spec, _, err := s.Templates.Resolve(ctx, src.Template, 0)
-		if err != nil {
-			s.log.Warn("background image build: resolve template", "template", src.Template, "err", err)
-			return
-		}
-		refs = append(refs, spec.Image)
-	}
-	for _, lang := range slices.Sorted(maps.Keys(sources)) {
-		add(sources[lang])
-	}
-	for _, spec := range pool.Specs(s.cfg.WarmPools, sources) {
-		add(contexts.Source{Template: spec.Request.Template, Image: spec.Request.Image})
-	}
-	return refs
+	return pool.Images(ctx, s.cfg.WarmPools, s.cfg.Contexts.Defaults, s.Templates, s.log)
 }

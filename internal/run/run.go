@@ -53,6 +53,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/llm/caller"
 	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/store"
 )
@@ -416,6 +417,18 @@ func (s *Service) TouchSandbox(sandboxID string) {
 	if id != "" {
 		s.Touch(id)
 	}
+}
+
+// Progress records that a model call of c made progress (the LLM proxy's
+// gate.Config.Progress): by the sandbox it came from when it came on a
+// sandbox's channel, whatever run the sandbox's environment claims, else
+// by the run of its per-run key.
+func (s *Service) Progress(c caller.Caller) {
+	if c.Sandbox != "" {
+		s.TouchSandbox(c.Sandbox)
+		return
+	}
+	s.Touch(c.Run)
 }
 
 // RunOfSandbox returns the id of the run going on in sandbox id, if any
