@@ -47,6 +47,16 @@ func (s *System) registerLoops() {
 	s.registerPrebuild()
 }
 
+// recover re-adopts the sandboxes and resumes the prepulls a previous
+// daemon left. The runtime serves recovered sandboxes the daemon's
+// services from here on: every part is built.
+func (s *System) recover(ctx context.Context) error {
+	if err := s.Manager.Recover(ctx); err != nil {
+		return err
+	}
+	return s.Prepull.Recover(ctx)
+}
+
 // Serve answers API requests on l, with the background loops running,
 // until ctx is done or a critical loop fails. Then it shuts down: it stops
 // accepting connections, waits for the requests in flight (up to the

@@ -18,17 +18,18 @@ const (
 	prebuildMaxBackoff = 30 * time.Minute
 )
 
-// localImages reports whether sandboxes run from the daemon's image store,
-// where built-in images are built; a cluster's nodes get images themselves.
-func (s *System) localImages() bool {
-	_, ok := s.Runtime.(sandbox.ImagePreparer)
+// localImages reports whether rt runs sandboxes from the daemon's image
+// store, where built-in images are built; a cluster's nodes get images
+// themselves.
+func localImages(rt sandbox.Runtime) bool {
+	_, ok := rt.(sandbox.ImagePreparer)
 	return ok
 }
 
-// imagesOptions lists the built-in images in the image list where they
-// can be built.
-func (s *System) imagesOptions() []service.ImagesOption {
-	if !s.localImages() {
+// imagesOptions lists the built-in images in the image list where rt lets
+// them be built.
+func imagesOptions(rt sandbox.Runtime) []service.ImagesOption {
+	if !localImages(rt) {
 		return nil
 	}
 	return []service.ImagesOption{service.WithBuiltins(image.Builtins()...)}
@@ -38,7 +39,7 @@ func (s *System) imagesOptions() []service.ImagesOption {
 // the defaults use (Config.PrebuildImages). A request that needs one
 // meanwhile joins its build in the image store.
 func (s *System) registerPrebuild() {
-	if !s.cfg.PrebuildImages || !s.localImages() {
+	if !s.cfg.PrebuildImages || !localImages(s.Runtime) {
 		return
 	}
 	var images image.Ensurer = s.Images
