@@ -32,6 +32,7 @@ import (
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/daemon/supervisor"
+	"github.com/agent2env/agent2env/internal/httpapi"
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/run"
@@ -126,6 +127,10 @@ type Config struct {
 	// image store.
 	prebuilder image.Ensurer
 }
+
+// HTTPConfig bounds the API server's connections and timeouts, and those
+// of each sandbox's channel (httpapi.ServerConfig).
+type HTTPConfig = httpapi.ServerConfig
 
 // System is the running daemon: the parts New built, by layer.
 type System struct {

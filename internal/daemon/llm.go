@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/httpapi"
 	"github.com/agent2env/agent2env/internal/llm/archive"
 	"github.com/agent2env/agent2env/internal/llm/caller"
 	"github.com/agent2env/agent2env/internal/llm/config"
@@ -58,9 +59,9 @@ var (
 
 // ServeSandbox implements runtime.Services. The sandbox is a client like
 // any other: its connections have the API's timeouts (an idle one is
-// closed after HTTPConfig.IdleTimeout) and header bound.
+// closed after Config.HTTP's IdleTimeout) and header bound.
 func (v sandboxServices) ServeSandbox(ctx context.Context, l net.Listener, id string) error {
-	srv := apiServer(v.s.cfg.HTTP, v.s.sandboxHandler(id), v.s.log)
+	srv := httpapi.NewServer(v.s.cfg.HTTP, v.s.sandboxHandler(id), v.s.log)
 	stop := context.AfterFunc(ctx, func() { srv.Close() })
 	defer stop()
 	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
