@@ -64,10 +64,14 @@ var runnerForbidden = append([]string{
 	"internal/daemon",
 }, surfaces...)
 
+// serviceForbidden are the packages internal/service may not import: it
+// sits under the surfaces and the runner, which call it.
+var serviceForbidden = append([]string{"internal/run", "internal/daemon"}, surfaces...)
+
 // TestLayers fails, naming the package and the import, when a surface
-// imports a package of this module off surfaceImports, or the task runner
-// one on runnerForbidden. Every non-test Go file counts, whatever its
-// build tags.
+// imports a package of this module off surfaceImports, the task runner one
+// on runnerForbidden, or the service layer one on serviceForbidden. Every
+// non-test Go file counts, whatever its build tags.
 func TestLayers(t *testing.T) {
 	root := filepath.Join("..", "..")
 	for _, pkg := range surfaces {
@@ -80,6 +84,11 @@ func TestLayers(t *testing.T) {
 	for _, u := range moduleImports(t, root, "internal/run") {
 		if under(u.imp, runnerForbidden) {
 			t.Errorf("the task runner internal/run imports %s (%s): it uses sandboxes through internal/service", u.imp, u.file)
+		}
+	}
+	for _, u := range moduleImports(t, root, "internal/service") {
+		if under(u.imp, serviceForbidden) {
+			t.Errorf("internal/service imports %s (%s): the surfaces and the runner call the service layer, not the other way", u.imp, u.file)
 		}
 	}
 }
