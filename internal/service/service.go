@@ -34,10 +34,11 @@
 // becomes a method or a type of this package (CleanPath, Sink, Language).
 //
 // The task runner (internal/run) uses sandboxes the same way, through
-// Sandboxes: what it needs beyond the API (CreateManaged, WaitRunning,
-// CheckDead, Ping, CPUTime, Stat, ReadDir, Mkdir) is here, api-typed,
-// each saying why it is not a route; it keeps only its own run records in
-// the store. This package imports no surface and not the runner.
+// Sandboxes: what it needs beyond the API's routes (CreateManaged,
+// WaitRunning, CheckDead, Ping, CPUTime; Stat, ReadDir and Mkdir with
+// FileStat) is here, api-typed, so that no sandbox rule is copied into the
+// runner; it keeps only its own run records in the store. This package
+// imports no surface and not the runner.
 // internal/repotest's TestLayers holds the same lists and fails on an
 // import they forbid.
 //
