@@ -10,7 +10,7 @@
 // A run ends succeeded only when the agent exited with the expected code
 // and the end conditions hold; otherwise failed (with the check's output,
 // or the step that failed), hung (no progress on any liveness signal for
-// liveness.idle: agent output, LLM calls reported through Touch, CPU time
+// liveness.idle: agent output, LLM calls reported through Progress, CPU time
 // of the sandbox's processes, files changed in the workdir), timeout (at
 // end.timeout, counted from the sandbox running), sandbox_lost (the
 // sandbox stopped answering for liveness.heartbeat) or cancelled.
@@ -166,19 +166,6 @@ type LLMUsage interface {
 	// first started first, or false when the proxy knows nothing of it.
 	RunUsage(ctx context.Context, id, sandboxID string) (api.RunLLMUsage, []string, bool)
 }
-
-// Signal is how the rest of the daemon reports that a run made progress:
-// the LLM proxy calls Touch on each model call of a run. Service
-// implements it.
-type Signal interface {
-	// Touch records progress of run id now; an unknown or ended run is
-	// ignored.
-	Touch(runID string)
-	// TouchSandbox records progress of the run whose sandbox is id.
-	TouchSandbox(sandboxID string)
-}
-
-var _ Signal = (*Service)(nil)
 
 // Option configures a Service.
 type Option func(*Service)
@@ -399,36 +386,22 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// Touch implements Signal.
-func (s *Service) Touch(runID string) {
+// Progress records that a model call of c made progress now (the LLM
+// proxy's gate.Config.Progress, the runner's liveness): the progress of
+// the run going on in the sandbox it came from when it came on a
+// sandbox's channel, whatever run the sandbox's environment claims, else
+// of the run of its per-run key. An unknown or ended run is ignored.
+func (s *Service) Progress(c caller.Caller) {
 	s.mu.Lock()
-	j := s.jobs[runID]
+	id := c.Run
+	if c.Sandbox != "" {
+		id = s.bySandbox[c.Sandbox]
+	}
+	j := s.jobs[id]
 	s.mu.Unlock()
 	if j != nil {
 		j.touch()
 	}
-}
-
-// TouchSandbox implements Signal.
-func (s *Service) TouchSandbox(sandboxID string) {
-	s.mu.Lock()
-	id := s.bySandbox[sandboxID]
-	s.mu.Unlock()
-	if id != "" {
-		s.Touch(id)
-	}
-}
-
-// Progress records that a model call of c made progress (the LLM proxy's
-// gate.Config.Progress): by the sandbox it came from when it came on a
-// sandbox's channel, whatever run the sandbox's environment claims, else
-// by the run of its per-run key.
-func (s *Service) Progress(c caller.Caller) {
-	if c.Sandbox != "" {
-		s.TouchSandbox(c.Sandbox)
-		return
-	}
-	s.Touch(c.Run)
 }
 
 // RunOfSandbox returns the id of the run going on in sandbox id, if any

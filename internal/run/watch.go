@@ -16,10 +16,10 @@ const cpuBusy = 0.02
 
 // watch watches the run's liveness until ctx ends or the returned func
 // is called, and ends the run (its job's context) as hung or as
-// sandbox_lost. Progress is any of: a line of output, a Touch (the LLM
-// proxy), CPU time of the sandbox's processes, and — checked only once
-// the others have been quiet for the idle window, since looking costs a
-// command in the sandbox — a file changed in the workdir.
+// sandbox_lost. Progress is any of: a line of output, a call of Progress
+// (the LLM proxy), CPU time of the sandbox's processes, and — checked
+// only once the others have been quiet for the idle window, since looking
+// costs a command in the sandbox — a file changed in the workdir.
 func (e *execution) watch(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
