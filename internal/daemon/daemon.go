@@ -1,50 +1,43 @@
-// Package daemon wires the agent2env daemon together: one System struct
-// holds every long-lived service (store, images, runtime, manager, HTTP
-// API), built once by New, in dependency order, and run by Serve. Leaf
-// packages never import it.
+// Package daemon wires the agent2env daemon together, and only wires: it
+// builds each long-lived part (store, images, runtime, the domain
+// services, the service layer and the surfaces) from the configuration and
+// connects them, and holds no rule of its own; what a part does is its
+// package's. One System struct holds them all, built once by New, in
+// dependency order, and run by Serve. Leaf packages never import it.
 //
-// The lifecycle is New (open state, build services, recover), Serve (run
-// the background loops under one supervisor and answer requests until its
-// context ends, then drain requests and stop the loops) and Close (close
-// the services, the store last).
+// New reads top-down, one step per layer: complete the configuration,
+// open the state (store and images), build the runtime, the services, the
+// surfaces, register the background loops, recover. Each step takes what
+// it uses as arguments and returns what it built, so nothing is used
+// before it is made; the few edges back (a template asks for prepulls and
+// a prepull names a template, warm pools create through the manager whose
+// creates take from them, the runner lists the LLM proxy's models and the
+// proxy tells the runner of progress, a sandbox's channel serves the
+// surfaces) are funcs called only once serving.
+//
+// The lifecycle is New, Serve (run the background loops under one
+// supervisor and answer requests until its context ends, then drain
+// requests and stop the loops) and Close (close the services, the store
+// last).
 package daemon
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
-	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/daemon/supervisor"
-	"github.com/agent2env/agent2env/internal/gateway"
 	"github.com/agent2env/agent2env/internal/httpapi"
 	"github.com/agent2env/agent2env/internal/image"
-	"github.com/agent2env/agent2env/internal/llm/archive"
-	"github.com/agent2env/agent2env/internal/llm/gate"
 	"github.com/agent2env/agent2env/internal/manager"
-	"github.com/agent2env/agent2env/internal/mcpserver"
-	"github.com/agent2env/agent2env/internal/metrics"
-	"github.com/agent2env/agent2env/internal/netguard"
-	"github.com/agent2env/agent2env/internal/netproxy"
-	"github.com/agent2env/agent2env/internal/pool"
-	"github.com/agent2env/agent2env/internal/prepull"
 	"github.com/agent2env/agent2env/internal/run"
-	"github.com/agent2env/agent2env/internal/runtime"
-	_ "github.com/agent2env/agent2env/internal/runtime/all" // registers the runtimes
 	"github.com/agent2env/agent2env/internal/sandbox"
-	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/session"
-	"github.com/agent2env/agent2env/internal/store"
-	"github.com/agent2env/agent2env/internal/store/sqlite"
-	"github.com/agent2env/agent2env/internal/template"
 )
 
 // Config is the daemon's configuration.
@@ -135,223 +128,98 @@ type Config struct {
 	prebuilder image.Ensurer
 }
 
-// System is the running daemon.
+// HTTPConfig bounds the API server's connections and timeouts, and those
+// of each sandbox's channel (httpapi.ServerConfig).
+type HTTPConfig = httpapi.ServerConfig
+
+// System is the running daemon: the parts New built, by layer.
 type System struct {
-	cfg       Config
-	Store     *sqlite.Store
-	Images    *image.Store
-	Runtime   sandbox.Runtime
-	Manager   *manager.Manager
-	Sandboxes *service.Sandboxes
-	Prepull   *prepull.Service
-	Templates *template.Service
-	Gateway   *gateway.Routes
-	Contexts  *contexts.Service
-	Sessions  *session.Service
-	MCP       *mcpserver.Server
-	// LLM serves the LLM proxy at /llm and to every sandbox; LLMKeys are
-	// its per-run keys.
-	LLM       *gate.Gate
-	LLMKeys   *gate.Keys
-	llmClient *http.Client // every configuration's upstream calls
-	// LLMArchive records every exchange through the LLM proxy.
-	LLMArchive *archive.Archive
-	// llmExchanges reads it for the API; its follows end at shutdown.
-	llmExchanges *service.LLMExchanges
-	// Runs runs tasks; the LLM proxy reports a run's model calls to it
-	// (run.Signal) and may give it the tokens it counted (run.WithLLMUsage).
-	Runs    *run.Service
-	Pools   *pool.Pools
-	Metrics *metrics.Metrics
-	API     *httpapi.Server
-	// Loops runs every background loop: register one with Loops.Go while
-	// wiring, in New; Serve runs them and stops them at shutdown.
+	cfg Config
+	log *slog.Logger
+	state
+	services
+	surfaces
+	// Loops runs every background loop: registered by New once every part
+	// is built (registerLoops); Serve runs them and stops them at
+	// shutdown.
 	Loops *supervisor.Supervisor
-	log   *slog.Logger
 }
 
-// New opens the daemon's state, recovers sandboxes left from a previous
-// run, and returns the System ready to Serve.
+// New builds the daemon from cfg, recovers sandboxes and prepulls left
+// from a previous run, and returns the System ready to Serve. On error
+// what was built is closed.
 func New(ctx context.Context, cfg Config) (_ *System, err error) {
+	if cfg, err = cfg.complete(); err != nil {
+		return nil, err
+	}
+	s := &System{cfg: cfg, log: cfg.Log, Loops: supervisor.New(cfg.Log)}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	// Each step returns what it built even when it fails, for Close.
+	if s.state, err = openState(ctx, cfg, sandboxServices{s}); err != nil {
+		return nil, err
+	}
+	if s.services, err = buildServices(ctx, cfg, s.state); err != nil {
+		return nil, err
+	}
+	if s.surfaces, err = buildSurfaces(cfg, s.state, s.services); err != nil {
+		return nil, err
+	}
+	s.registerLoops()
+	if err := s.recover(ctx); err != nil {
+		return nil, err
+	}
+	s.API.SetReady(true)
+	return s, nil
+}
+
+// complete checks cfg and fills in its defaults, the environment's
+// settings (session.ApplyEnv) and what the daemon's parts need of each
+// other's configuration.
+func (cfg Config) complete() (Config, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 30 * time.Second
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o711); err != nil {
-		return nil, fmt.Errorf("create data dir: %w", err)
-	}
-	s := &System{cfg: cfg, log: cfg.Log}
-	defer func() {
-		if err != nil {
-			s.Close()
-		}
-	}()
-	if s.Store, err = sqlite.Open(ctx, filepath.Join(cfg.DataDir, "state.db")); err != nil {
-		return nil, err
-	}
-	imgOpts := []image.Option{image.WithLogger(cfg.Log)}
-	if cfg.CacheDir != "" {
-		imgOpts = append(imgOpts, image.WithCacheDir(cfg.CacheDir))
-	}
-	if cfg.DebianMirror != "" {
-		imgOpts = append(imgOpts, image.WithMirror(cfg.DebianMirror))
-	}
-	if len(cfg.InsecureRegistries) > 0 {
-		imgOpts = append(imgOpts, image.WithInsecureRegistries(cfg.InsecureRegistries...))
-	}
 	if cfg.ImageDir == "" {
 		cfg.ImageDir = filepath.Join(cfg.DataDir, "images")
 	}
-	if s.Images, err = image.Open(cfg.ImageDir, imgOpts...); err != nil {
-		return nil, err
+	if cfg.Runtime == "" {
+		cfg.Runtime = "oci"
 	}
-	// Sandboxes whose template opts into network access reach it only
-	// through this proxy, which enforces their allowed domains.
-	proxy := netproxy.New(netproxy.Config{Logger: cfg.Log})
-	if s.Runtime = cfg.runtime; s.Runtime == nil {
-		if cfg.Runtime == "" {
-			cfg.Runtime = "oci"
-		}
-		settings := maps.Clone(cfg.RuntimeSettings)
-		if settings == nil {
-			settings = map[string]string{}
-		}
-		if cfg.RuntimeBinary != "" {
-			settings["oci.binary"] = cfg.RuntimeBinary
-		}
-		if s.Runtime, err = runtime.New(ctx, cfg.Runtime, runtime.Options{
-			Root: filepath.Join(cfg.DataDir, cfg.Runtime), Images: s.Images, Egress: proxy, Settings: settings, Logger: cfg.Log,
-			Services: sandboxServices{s},
-		}); err != nil {
-			return nil, err
-		}
-	}
-	authOn, err := auth.Required(cfg.Listen, cfg.Keys.Len() > 0)
-	if err != nil {
-		return nil, err
-	}
-	// Template file sources are fetched by the daemon: they must not lead
-	// to its own API, the host's services or a cloud metadata service.
-	sources, err := template.SourceGuard(cfg.FetchAllow)
-	if err != nil {
-		return nil, fmt.Errorf("fetch allow-list: %w", err)
-	}
-	// Services are built after what they use, and take it at New. Two
-	// pairs use each other, each in one direction at construction and the
-	// other only while serving: a template asks for its image to be
-	// prepulled, and a prepull may name a template; warm pools create
-	// through the manager, and the manager's creates take from the pools.
-	// The first of each pair is given a func that finds the second on s
-	// when called, which is never before New has built it.
-	// Where nodes pull images themselves (a cluster), prepulls go to them.
-	var pulls prepull.Images = s.Images
-	if np, ok := s.Runtime.(sandbox.NodePrepuller); ok {
-		pulls = prepull.NodeImages(np)
-	}
-	s.Prepull = prepull.New(s.Store, pulls, cfg.Log, prepull.WithTemplates(prepull.TemplateResolverFunc(
-		func(ctx context.Context, name string, version int) (api.TemplateSpec, int, error) {
-			return s.Templates.Resolve(ctx, name, version)
-		})))
-	s.Templates = template.New(s.Store, template.WithPrepuller(s.Prepull), template.WithLogger(cfg.Log),
-		template.WithSourceGuard(sources))
-	s.Metrics = metrics.New()
-	// A task run's sandbox that dies keeps its files, for the runner to
-	// collect its artifacts (it deletes the sandbox after).
-	cfg.Manager.KeepDeadFiles = append(slices.Clone(cfg.Manager.KeepDeadFiles), run.ManagedBy)
-	s.Manager = manager.New(cfg.Manager, s.Runtime, s.Store, cfg.Log,
-		manager.WithTemplates(s.Templates), manager.WithMetrics(s.Metrics),
-		manager.WithFetcher(netguard.NewFetcher(netguard.FetchConfig{Guard: sources})),
-		manager.WithWarmPool(manager.WarmPoolFunc(func(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, bool) {
-			return s.Pools.TakeSandbox(ctx, req)
-		})))
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + cfg.Listen
 	}
-	s.Sandboxes = service.NewSandboxes(s.Manager, cfg.PublicURL)
-	s.Gateway = gateway.New(s.Sandboxes, cfg.Log)
-	cfg.Contexts.Defaults = contexts.Sources(cfg.Contexts.Defaults)
-	if s.Pools, err = pool.New(s.Manager, pool.Specs(cfg.WarmPools, cfg.Contexts.Defaults), cfg.Log); err != nil {
-		return nil, err
+	if cfg.LLMArchive.Dir == "" {
+		cfg.LLMArchive.Dir = filepath.Join(cfg.DataDir, "llm-archive")
 	}
-	// Buffered output of commands and of code counts against one budget.
-	cfg.Contexts.Outputs = s.Manager.OutputBudget()
-	s.Contexts = contexts.New(cfg.Contexts, s.Manager, s.Store, s.Pools, cfg.Log, contexts.WithMetrics(s.Metrics))
+	if _, err := auth.Required(cfg.Listen, cfg.authOn()); err != nil {
+		return cfg, err
+	}
+	// A task run's sandbox that dies keeps its files, for the runner to
+	// collect its artifacts (it deletes the sandbox after).
+	cfg.Manager.KeepDeadFiles = append(slices.Clone(cfg.Manager.KeepDeadFiles), run.ManagedBy)
+	cfg.Contexts.Defaults = contexts.Sources(cfg.Contexts.Defaults)
 	if err := session.ApplyEnv(&cfg.Sessions, os.LookupEnv); err != nil {
-		return nil, err
+		return cfg, err
 	}
 	cfg.Sessions.PoolCPU, cfg.Sessions.PoolMemory = cfg.Manager.DefaultCPU, cfg.Manager.DefaultMemory
-	sessionOpts := []session.Option{}
-	if u, ok := s.Runtime.(sandbox.UsageReader); ok { // optional: a runtime may not measure usage
-		sessionOpts = append(sessionOpts, session.WithUsage(u))
+	return cfg, nil
+}
+
+// authOn reports whether the API demands keys: whenever some are
+// configured (complete refuses to listen beyond loopback without).
+func (cfg *Config) authOn() bool { return cfg.Keys.Len() > 0 }
+
+// apiKeys are the keys the API demands, nil when it is open.
+func (cfg *Config) apiKeys() *auth.Keys {
+	if !cfg.authOn() {
+		return nil
 	}
-	if s.Sessions, err = session.New(cfg.Sessions, s.Manager, s.Store, s.Contexts, cfg.Log, sessionOpts...); err != nil {
-		return nil, err
-	}
-	// Sessions make their kernels through contexts, and a context's
-	// session_name is a session: the one edge back, given here.
-	s.Contexts.SetSessions(s.Sessions)
-	if err := s.Metrics.Register(s.Manager, s.Pools, s.Contexts, s.Sessions); err != nil {
-		return nil, err
-	}
-	// The runner's model list and tokens come from the LLM proxy and its
-	// archive, built below (and only called once serving).
-	// The archive of LLM exchanges gives runs their tokens.
-	llmRoutes, err := s.openLLMArchive(ctx)
-	if err != nil {
-		return nil, err
-	}
-	runOpts := []run.Option{run.WithLLMUsage(s.LLMArchive)}
-	if u, ok := s.Runtime.(sandbox.UsageReader); ok { // liveness counts CPU time where the runtime measures it
-		runOpts = append(runOpts, run.WithUsage(u))
-	}
-	if s.Runs, err = run.New(run.Config{Dir: filepath.Join(cfg.DataDir, "runs"), TasksDir: cfg.TasksDir, MaxParallel: cfg.MaxRuns,
-		Models: func() []string { return s.LLM.Models() }},
-		s.Manager, s.Store, cfg.Log, runOpts...); err != nil {
-		return nil, err
-	}
-	s.MCP = mcpserver.New(mcpserver.Config{ScopeByKey: authOn, Log: cfg.Log}, s.Contexts, s.Sessions)
-	var apiKeys *auth.Keys
-	if authOn {
-		apiKeys = cfg.Keys
-	}
-	if err := s.newLLM(apiKeys); err != nil {
-		return nil, err
-	}
-	opts := []httpapi.Option{
-		httpapi.WithRoutes(llmRoutes),
-		httpapi.WithRoutes(s.Gateway),
-		httpapi.WithRoutes(httpapi.NewTemplateRoutes(s.Templates)),
-		httpapi.WithRoutes(httpapi.NewPrepullRoutes(s.Prepull)),
-		httpapi.WithRoutes(httpapi.NewContextRoutes(service.NewContexts(s.Contexts))),
-		httpapi.WithRoutes(httpapi.NewSessionRoutes(s.Sessions)),
-		httpapi.WithRoutes(s.MCP),
-		httpapi.WithRoutes(s.LLM),
-		httpapi.WithRoutes(httpapi.NewLLMRoutes(s.LLMKeys)),
-		httpapi.WithRoutes(httpapi.NewRunRoutes(s.Runs)),
-		httpapi.WithMetrics(s.Metrics),
-	}
-	browsers, err := httpapi.BrowserGuard(httpapi.BrowserConfig{
-		Listen: cfg.Listen, PublicURL: cfg.PublicURL, AllowedHosts: cfg.AllowedHosts, TrustedOrigins: cfg.TrustedOrigins,
-	})
-	if err != nil {
-		return nil, err
-	}
-	opts = append(opts, httpapi.WithMiddleware(browsers))
-	if authOn {
-		// Sessions are scoped by the key that passed the auth.
-		opts = append(opts, httpapi.WithMiddleware(httpapi.AuthMiddleware(cfg.Keys)), httpapi.WithMiddleware(httpapi.TenantMiddleware))
-	}
-	s.API = httpapi.New(s.Sandboxes, service.NewImages(s.Images, s.imagesOptions()...), cfg.Log, opts...)
-	s.Loops = supervisor.New(cfg.Log)
-	s.registerLoops()
-	if err := s.Manager.Recover(ctx); err != nil {
-		return nil, err
-	}
-	if err := s.Prepull.Recover(ctx); err != nil {
-		return nil, err
-	}
-	s.API.SetReady(true)
-	return s, nil
+	return cfg.Keys
 }

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/agent2env/agent2env/internal/httpapi"
 )
 
 // registerLoops registers the daemon's background loops with s.Loops. None
@@ -47,6 +49,16 @@ func (s *System) registerLoops() {
 	s.registerPrebuild()
 }
 
+// recover re-adopts the sandboxes and resumes the prepulls a previous
+// daemon left. The runtime serves recovered sandboxes the daemon's
+// services from here on: every part is built.
+func (s *System) recover(ctx context.Context) error {
+	if err := s.Manager.Recover(ctx); err != nil {
+		return err
+	}
+	return s.Prepull.Recover(ctx)
+}
+
 // Serve answers API requests on l, with the background loops running,
 // until ctx is done or a critical loop fails. Then it shuts down: it stops
 // accepting connections, waits for the requests in flight (up to the
@@ -55,7 +67,7 @@ func (s *System) registerLoops() {
 // next start. It returns nil after a shutdown that ctx asked for; the
 // caller then calls Close.
 func (s *System) Serve(ctx context.Context, l net.Listener) error {
-	srv := apiServer(s.cfg.HTTP, s.API.Handler(), s.log)
+	srv := httpapi.NewServer(s.cfg.HTTP, s.API.Handler(), s.log)
 	if s.llmExchanges != nil {
 		// Follows of the LLM archive never end on their own: the drain
 		// would wait the whole shutdown timeout for them.
@@ -68,7 +80,7 @@ func (s *System) Serve(ctx context.Context, l net.Listener) error {
 	loops := make(chan error, 1)
 	go func() { loops <- s.Loops.Run(loopCtx) }()
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(limitListener(l, s.cfg.HTTP, s.log)) }()
+	go func() { served <- srv.Serve(httpapi.LimitListener(l, s.cfg.HTTP, s.log)) }()
 	s.log.Info("serving", "addr", l.Addr().String(), "data_dir", s.cfg.DataDir, "runtime", s.Runtime.Name())
 
 	var err error

@@ -8,8 +8,9 @@ import (
 	"net/http"
 	"os"
 
-	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/httpapi"
+	"github.com/agent2env/agent2env/internal/llm/archive"
 	"github.com/agent2env/agent2env/internal/llm/caller"
 	"github.com/agent2env/agent2env/internal/llm/config"
 	"github.com/agent2env/agent2env/internal/llm/gate"
@@ -18,23 +19,6 @@ import (
 	"github.com/agent2env/agent2env/internal/store/sqlite"
 )
 
-// newLLM builds the LLM gate and its keys, and applies the LLM
-// configuration file when there is one. keys are the API keys when the
-// API requires them, nil when it is open.
-func (s *System) newLLM(keys *auth.Keys) error {
-	s.LLMKeys = gate.NewKeys(s.Store, gate.WithRuns(s.Runs))
-	m := gate.NewMetrics()
-	if err := s.Metrics.Register(m); err != nil {
-		return err
-	}
-	s.llmClient = &http.Client{Transport: proxy.DefaultTransport()}
-	s.LLM = gate.New(gate.Config{APIKeys: keys, Keys: s.LLMKeys, Metrics: m, Progress: runProgress(s.Runs), Log: s.log})
-	if s.cfg.LLMConfig == "" {
-		return nil
-	}
-	return s.ReloadLLM()
-}
-
 // ReloadLLM reads the LLM configuration file again and serves it from now
 // on; calls in flight finish on the configuration they started on. On
 // error (the file names the line) the current configuration stays.
@@ -42,7 +26,13 @@ func (s *System) ReloadLLM() error {
 	if s.cfg.LLMConfig == "" {
 		return errors.New("reload llm config: the daemon was started without --llm-config")
 	}
-	f, err := config.Load(s.cfg.LLMConfig)
+	return applyLLMConfig(s.cfg, s.LLM, s.LLMArchive, s.llmClient)
+}
+
+// applyLLMConfig reads cfg's LLM configuration file and serves it on g,
+// every exchange recorded into a and every upstream called with client.
+func applyLLMConfig(cfg Config, g *gate.Gate, a *archive.Archive, client *http.Client) error {
+	f, err := config.Load(cfg.LLMConfig)
 	if err != nil {
 		return err
 	}
@@ -50,10 +40,10 @@ func (s *System) ReloadLLM() error {
 	if err != nil {
 		return err
 	}
-	if err := s.LLM.Apply(pc, f.Limits, append(s.llmProxyOptions(), proxy.WithHTTPClient(s.llmClient))...); err != nil {
-		return fmt.Errorf("llm config %s: %w", s.cfg.LLMConfig, err)
+	if err := g.Apply(pc, f.Limits, append(llmProxyOptions(a), proxy.WithHTTPClient(client))...); err != nil {
+		return fmt.Errorf("llm config %s: %w", cfg.LLMConfig, err)
 	}
-	s.log.Info("llm proxy configured", "file", s.cfg.LLMConfig, "providers", len(pc.Providers), "models", len(pc.Models))
+	cfg.Log.Info("llm proxy configured", "file", cfg.LLMConfig, "providers", len(pc.Providers), "models", len(pc.Models))
 	return nil
 }
 
@@ -69,9 +59,9 @@ var (
 
 // ServeSandbox implements runtime.Services. The sandbox is a client like
 // any other: its connections have the API's timeouts (an idle one is
-// closed after HTTPConfig.IdleTimeout) and header bound.
+// closed after Config.HTTP's IdleTimeout) and header bound.
 func (v sandboxServices) ServeSandbox(ctx context.Context, l net.Listener, id string) error {
-	srv := apiServer(v.s.cfg.HTTP, v.s.sandboxHandler(id), v.s.log)
+	srv := httpapi.NewServer(v.s.cfg.HTTP, v.s.sandboxHandler(id), v.s.log)
 	stop := context.AfterFunc(ctx, func() { srv.Close() })
 	defer stop()
 	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {

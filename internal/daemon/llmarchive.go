@@ -1,14 +1,10 @@
 package daemon
 
 import (
-	"context"
-	"path/filepath"
 	"time"
 
-	"github.com/agent2env/agent2env/internal/httpapi"
 	"github.com/agent2env/agent2env/internal/llm/archive"
 	"github.com/agent2env/agent2env/internal/llm/proxy"
-	"github.com/agent2env/agent2env/internal/service"
 )
 
 // LLMArchiveConfig bounds the archive of the LLM proxy's exchanges.
@@ -22,26 +18,8 @@ type LLMArchiveConfig struct {
 	MaxSize int64
 }
 
-// openLLMArchive opens the archive (re-indexing what a killed daemon left
-// unindexed) and returns its API routes.
-func (s *System) openLLMArchive(ctx context.Context) (httpapi.Routes, error) {
-	c := s.cfg.LLMArchive
-	if c.Dir == "" {
-		c.Dir = filepath.Join(s.cfg.DataDir, "llm-archive")
-	}
-	a, err := archive.Open(ctx, archive.Config{
-		Dir: c.Dir, MaxAge: c.MaxAge, MaxSize: c.MaxSize, Log: s.log,
-	}, s.Store)
-	if err != nil {
-		return nil, err
-	}
-	s.LLMArchive = a
-	s.llmExchanges = service.NewLLMExchanges(a)
-	return httpapi.NewLLMArchiveRoutes(s.llmExchanges), nil
-}
-
 // llmProxyOptions are the options every proxy the daemon serves is built
-// with: it records each exchange into the archive.
-func (s *System) llmProxyOptions() []proxy.Option {
-	return []proxy.Option{proxy.WithRecorder(s.LLMArchive)}
+// with: it records each exchange into the archive a.
+func llmProxyOptions(a *archive.Archive) []proxy.Option {
+	return []proxy.Option{proxy.WithRecorder(a)}
 }

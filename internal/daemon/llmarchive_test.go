@@ -29,7 +29,7 @@ func TestLLMArchive(t *testing.T) {
 	p, err := proxy.New(proxy.Config{
 		Providers: []proxy.Provider{{Name: "up", Type: "openai", BaseURL: up.URL}},
 		Models:    []proxy.Model{{Name: "m", Provider: "up"}},
-	}, d.sys.llmProxyOptions()...)
+	}, llmProxyOptions(d.sys.LLMArchive)...)
 	if err != nil {
 		t.Fatal(err)
 	}

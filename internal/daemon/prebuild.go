@@ -2,11 +2,8 @@ package daemon
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"time"
 
-	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/daemon/supervisor"
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/pool"
@@ -21,17 +18,18 @@ const (
 	prebuildMaxBackoff = 30 * time.Minute
 )
 
-// localImages reports whether sandboxes run from the daemon's image store,
-// where built-in images are built; a cluster's nodes get images themselves.
-func (s *System) localImages() bool {
-	_, ok := s.Runtime.(sandbox.ImagePreparer)
+// localImages reports whether rt runs sandboxes from the daemon's image
+// store, where built-in images are built; a cluster's nodes get images
+// themselves.
+func localImages(rt sandbox.Runtime) bool {
+	_, ok := rt.(sandbox.ImagePreparer)
 	return ok
 }
 
-// imagesOptions lists the built-in images in the image list where they
-// can be built.
-func (s *System) imagesOptions() []service.ImagesOption {
-	if !s.localImages() {
+// imagesOptions lists the built-in images in the image list where rt lets
+// them be built.
+func imagesOptions(rt sandbox.Runtime) []service.ImagesOption {
+	if !localImages(rt) {
 		return nil
 	}
 	return []service.ImagesOption{service.WithBuiltins(image.Builtins()...)}
@@ -41,7 +39,7 @@ func (s *System) imagesOptions() []service.ImagesOption {
 // the defaults use (Config.PrebuildImages). A request that needs one
 // meanwhile joins its build in the image store.
 func (s *System) registerPrebuild() {
-	if !s.cfg.PrebuildImages || !s.localImages() {
+	if !s.cfg.PrebuildImages || !localImages(s.Runtime) {
 		return
 	}
 	var images image.Ensurer = s.Images
@@ -52,29 +50,8 @@ func (s *System) registerPrebuild() {
 	s.Loops.Go("image prebuild", b.Run, supervisor.Backoff(prebuildMinBackoff, prebuildMaxBackoff))
 }
 
-// prebuildRefs returns the images of every language's default source (the
-// code-interpreter image unless configured otherwise), then those of the
-// warm pools; templates are resolved to their latest version's image.
+// prebuildRefs returns the images the defaults use (pool.Images), from
+// the configuration as it is when called.
 func (s *System) prebuildRefs(ctx context.Context) []string {
-	sources := contexts.Sources(s.cfg.Contexts.Defaults)
-	var refs []string
-	add := func(src contexts.Source) {
-		if src.Template == "" {
-			refs = append(refs, src.Image)
-			return
-		}
-		spec, _, err := s.Templates.Resolve(ctx, src.Template, 0)
-		if err != nil {
-			s.log.Warn("background image build: resolve template", "template", src.Template, "err", err)
-			return
-		}
-		refs = append(refs, spec.Image)
-	}
-	for _, lang := range slices.Sorted(maps.Keys(sources)) {
-		add(sources[lang])
-	}
-	for _, spec := range pool.Specs(s.cfg.WarmPools, sources) {
-		add(contexts.Source{Template: spec.Request.Template, Image: spec.Request.Image})
-	}
-	return refs
+	return pool.Images(ctx, s.cfg.WarmPools, s.cfg.Contexts.Defaults, s.Templates, s.log)
 }

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/service"
 )
 
 // Sandboxes is what the gateway needs of the daemon: service.Sandboxes.
@@ -52,14 +53,13 @@ type Sandboxes interface {
 // TokenHeader carries a sandbox's access token.
 const TokenHeader = "X-Access-Token"
 
-// Prefix starts every gateway path; AccessURL adds the sandbox id.
+// Prefix starts every gateway path: a sandbox's accessUrl
+// (service.AccessURL) is the daemon's URL, Prefix and the sandbox id. It
+// is written out for the API's route test to read; TestPrefix keeps it
+// service.GatewayPrefix.
 const Prefix = "/api/v1/sandbox/"
 
-// AccessURL is the accessUrl of sandbox id for a daemon reached at base
-// (e.g. "http://host:8080"): append "/port/<port>/<path>" to reach a port.
-func AccessURL(base, id string) string {
-	return strings.TrimSuffix(base, "/") + Prefix + id
-}
+var _ Sandboxes = (*service.Sandboxes)(nil)
 
 // responseHeaderTimeout bounds the wait for a sandbox server's answer.
 const responseHeaderTimeout = 60 * time.Second

@@ -20,6 +20,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/service"
 )
 
 // fakeSandboxes is a hand-written Sandboxes: each sandbox has a token, a
@@ -416,10 +417,9 @@ func TestWebSocketNeedsToken(t *testing.T) {
 	}
 }
 
-func TestAccessURL(t *testing.T) {
-	for _, base := range []string{"http://h:8080", "http://h:8080/"} {
-		if got := AccessURL(base, "abc"); got != "http://h:8080/api/v1/sandbox/abc" {
-			t.Errorf("AccessURL(%q) = %q", base, got)
-		}
+// The gateway serves the accessUrl the service gives sandboxes.
+func TestPrefix(t *testing.T) {
+	if Prefix != service.GatewayPrefix {
+		t.Errorf("Prefix = %q, service.GatewayPrefix = %q", Prefix, service.GatewayPrefix)
 	}
 }

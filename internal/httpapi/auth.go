@@ -7,11 +7,12 @@ import (
 
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/llm/gate"
+	"github.com/agent2env/agent2env/internal/service"
 )
 
 // gatewayPrefix starts the port gateway's paths, which check a
 // per-sandbox access token of their own instead of an API key.
-const gatewayPrefix = "/api/v1/sandbox/"
+const gatewayPrefix = service.GatewayPrefix
 
 // AuthMiddleware demands an API key of keys (`Authorization: Bearer
 // <key>`) on every request, for WithMiddleware. Without one the answer is

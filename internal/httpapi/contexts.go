@@ -6,7 +6,6 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/api/sse"
-	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/service"
 )
@@ -137,7 +136,7 @@ func (c *ContextRoutes) executeStream(w http.ResponseWriter, r *http.Request) {
 // decodeExecute reads an execute request, whose code may be larger than
 // other JSON bodies.
 func decodeExecute(w http.ResponseWriter, r *http.Request, req *api.ExecuteRequest) error {
-	return decodeLimit(w, r, req, contexts.MaxCodeBytes+maxJSONBody)
+	return decodeLimit(w, r, req, service.MaxCodeBytes+maxJSONBody)
 }
 
 // sseSink sends an execution's output as events.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agent"
-	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
+	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/session"
 )
 
@@ -244,7 +244,7 @@ func FuzzSessionRequests(f *testing.F) {
 			return
 		}
 		var v api.SessionExecuteRequest
-		if decodeLimit(rec, req, &v, contexts.MaxCodeBytes+maxJSONBody) != nil {
+		if decodeLimit(rec, req, &v, service.MaxCodeBytes+maxJSONBody) != nil {
 			return
 		}
 		_ = session.CheckExecute(v)

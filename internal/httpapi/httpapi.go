@@ -1,9 +1,11 @@
 // Package httpapi is the daemon's REST edge: it decodes requests, calls the
-// services (package service and the domain services template, prepull and
-// contexts), and encodes results and errors. No rule of the API lives
-// here: a handler decodes, calls one service method and encodes. Errors are
-// answered with errdefs.WriteHTTP, the one mapping of error classes to
-// HTTP statuses and wire codes.
+// services (package service, and the domain services that speak api:
+// template, prepull, session, run and the LLM gate's keys; the rule is in
+// package service's doc), and encodes results and errors. No rule of the
+// API lives here: a handler decodes, calls one service method and encodes.
+// Errors are answered with errdefs.WriteHTTP, the one mapping of error
+// classes to HTTP statuses and wire codes. NewServer and LimitListener
+// bound the connections of the API's server and of each sandbox's channel.
 package httpapi
 
 import (

@@ -801,7 +801,7 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 		t.Fatal(err)
 	}
 	llmE := newLLMEnv(t, st)
-	runs, err := run.New(run.Config{Dir: filepath.Join(t.TempDir(), "runs")}, m, st, log)
+	runs, err := run.New(run.Config{Dir: filepath.Join(t.TempDir(), "runs")}, service.NewSandboxes(m, ""), st, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -810,7 +810,7 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 		WithRoutes(NewLLMArchiveRoutes(service.NewLLMExchanges(llmE.arc))),
 		WithRoutes(NewContextRoutes(service.NewContexts(ctxs))), WithRoutes(NewSessionRoutes(sess)), WithMetrics(mt),
 		WithRoutes(NewLLMRoutes(gate.NewKeys(st))),
-		WithRoutes(mcpserver.New(mcpserver.Config{ScopeByKey: true, Log: log}, ctxs, sess)),
+		WithRoutes(mcpserver.New(mcpserver.Config{ScopeByKey: true, Log: log}, service.NewContexts(ctxs), sess)),
 		WithMiddleware(AuthMiddleware(keys)), WithMiddleware(TenantMiddleware))
 	srv.SetReady(true)
 	h := srv.Handler()

@@ -5,8 +5,8 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/auth"
-	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/session"
 )
 
@@ -59,7 +59,7 @@ func pathSession(r *http.Request, field *string) error {
 
 func (s *SessionRoutes) execute(w http.ResponseWriter, r *http.Request) {
 	var req api.SessionExecuteRequest
-	if err := decodeLimit(w, r, &req, contexts.MaxCodeBytes+maxJSONBody); err != nil {
+	if err := decodeLimit(w, r, &req, service.MaxCodeBytes+maxJSONBody); err != nil {
 		writeError(w, err)
 		return
 	}

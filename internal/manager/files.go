@@ -24,39 +24,67 @@ func fileErr(err error) error {
 	return err
 }
 
-// Upload streams r into the file at p in the sandbox.
-func (m *Manager) Upload(ctx context.Context, id, p string, mode os.FileMode, r io.Reader) (agent.FileInfo, error) {
+// fileOp runs op on the agent of running sandbox id with p cleaned
+// (CleanPath), wrapping its error with what was done ("upload %s to") and
+// the file code.
+func (m *Manager) fileOp(ctx context.Context, id, p, doing string, op func(c *agent.Client, p string) error) error {
 	p, err := CleanPath(p)
 	if err != nil {
-		return agent.FileInfo{}, err
+		return err
 	}
 	c, err := m.Agent(ctx, id)
 	if err != nil {
-		return agent.FileInfo{}, err
+		return err
 	}
-	fi, err := c.Upload(ctx, p, mode, r)
-	if err != nil {
-		return agent.FileInfo{}, fmt.Errorf("upload %s to sandbox %s: %w", p, id, fileErr(err))
+	if err := op(c, p); err != nil {
+		return fmt.Errorf(doing+" sandbox %s: %w", p, id, fileErr(err))
 	}
-	return fi, nil
+	return nil
+}
+
+// Upload streams r into the file at p in the sandbox.
+func (m *Manager) Upload(ctx context.Context, id, p string, mode os.FileMode, r io.Reader) (fi agent.FileInfo, err error) {
+	err = m.fileOp(ctx, id, p, "upload %s to", func(c *agent.Client, p string) (err error) {
+		fi, err = c.Upload(ctx, p, mode, r)
+		return err
+	})
+	return fi, err
 }
 
 // Download opens the file at p in the sandbox; the caller closes it. The
 // size is -1 when unknown.
-func (m *Manager) Download(ctx context.Context, id, p string) (io.ReadCloser, int64, error) {
-	p, err := CleanPath(p)
-	if err != nil {
-		return nil, 0, err
-	}
-	c, err := m.Agent(ctx, id)
-	if err != nil {
-		return nil, 0, err
-	}
-	rc, size, err := c.Download(ctx, p)
-	if err != nil {
-		return nil, 0, fmt.Errorf("download %s from sandbox %s: %w", p, id, fileErr(err))
-	}
-	return rc, size, nil
+func (m *Manager) Download(ctx context.Context, id, p string) (rc io.ReadCloser, size int64, err error) {
+	err = m.fileOp(ctx, id, p, "download %s from", func(c *agent.Client, p string) (err error) {
+		rc, size, err = c.Download(ctx, p)
+		return err
+	})
+	return rc, size, err
+}
+
+// Stat describes the file at p in the sandbox (a symbolic link itself, not
+// its target).
+func (m *Manager) Stat(ctx context.Context, id, p string) (fi agent.FileInfo, err error) {
+	err = m.fileOp(ctx, id, p, "stat %s in", func(c *agent.Client, p string) (err error) {
+		fi, err = c.Stat(ctx, p)
+		return err
+	})
+	return fi, err
+}
+
+// ListDir describes the entries of directory p in the sandbox.
+func (m *Manager) ListDir(ctx context.Context, id, p string) (fis []agent.FileInfo, err error) {
+	err = m.fileOp(ctx, id, p, "list %s in", func(c *agent.Client, p string) (err error) {
+		fis, err = c.List(ctx, p)
+		return err
+	})
+	return fis, err
+}
+
+// Mkdir makes directory p in the sandbox, and its parents.
+func (m *Manager) Mkdir(ctx context.Context, id, p string) error {
+	return m.fileOp(ctx, id, p, "make directory %s in", func(c *agent.Client, p string) error {
+		return c.Mkdir(ctx, p, true)
+	})
 }
 
 // Logs returns the sandbox's console output (at most the last limit bytes)

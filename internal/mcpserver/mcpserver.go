@@ -1,7 +1,7 @@
 // Package mcpserver is agent2env's MCP server, on the official Go SDK
-// (github.com/modelcontextprotocol/go-sdk). Its tools call the contexts and
-// sessions services in process, the same ones the REST API calls, so no
-// rule is written twice:
+// (github.com/modelcontextprotocol/go-sdk). Its tools call the contexts
+// (service.Contexts) and sessions services in process, the same ones the
+// REST API calls, so no rule is written twice:
 //
 //   - seed 004's run_code, create_context, stop_context and list_contexts,
 //     with its JSON result shapes and error codes (INVALID_PARAMS,
@@ -34,9 +34,9 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/auth"
-	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/llm/caller"
+	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/session"
 )
 
@@ -71,7 +71,7 @@ type Config struct {
 // Server is the MCP server of one daemon.
 type Server struct {
 	cfg  Config
-	ctxs *contexts.Service
+	ctxs *service.Contexts
 	sess *session.Service
 	srv  *mcp.Server
 	// calls are the tools/call requests in flight over HTTP.
@@ -79,7 +79,7 @@ type Server struct {
 }
 
 // New returns the server of the contexts and sessions services.
-func New(cfg Config, ctxs *contexts.Service, sess *session.Service) *Server {
+func New(cfg Config, ctxs *service.Contexts, sess *session.Service) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}

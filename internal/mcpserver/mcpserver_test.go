@@ -24,6 +24,7 @@ import (
 	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/contexts/contextstest"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/session"
 )
 
@@ -57,7 +58,7 @@ func newEnvConfig(t *testing.T, keyed bool, cfg manager.Config) *env {
 		t.Fatal(err)
 	}
 	ctxs.SetSessions(sess)
-	srv := New(Config{ScopeByKey: keyed, Log: log}, ctxs, sess)
+	srv := New(Config{ScopeByKey: keyed, Log: log}, service.NewContexts(ctxs), sess)
 	mux := http.NewServeMux()
 	srv.Register(mux)
 	ts := httptest.NewServer(mux)

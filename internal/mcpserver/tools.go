@@ -12,10 +12,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agent2env/agent2env/api"
-	"github.com/agent2env/agent2env/internal/contexts"
-	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/session"
-	"github.com/agent2env/agent2env/internal/store"
 )
 
 // defaultTimeout is seed 004's execution timeout, in seconds.
@@ -278,11 +276,11 @@ func (s *Server) createContext(ctx context.Context, c *call, in CreateContextArg
 	if strings.TrimSpace(in.Name) == "" {
 		return CreateContextResult{}, nil, invalid("name is required")
 	}
-	lang, err := contexts.Language(in.Language)
+	lang, err := service.Language(in.Language)
 	if err != nil {
 		return CreateContextResult{}, nil, err
 	}
-	ctxt, err := s.ctxs.Create(ctx, api.CreateContextRequest{Language: lang, Name: in.Name, Description: in.Description})
+	ctxt, err := s.ctxs.Create(ctx, "", api.CreateContextRequest{Language: lang, Name: in.Name, Description: in.Description})
 	if err != nil {
 		return CreateContextResult{}, nil, err
 	}
@@ -300,7 +298,7 @@ func (s *Server) runCode(ctx context.Context, c *call, in RunCodeArgs) (RunCodeR
 	if err != nil {
 		return RunCodeResult{}, nil, err
 	}
-	rec := contexts.NewRecorder(c.codeSink(ctx))
+	rec := service.NewRecorder(c.codeSink(ctx))
 	resp, err := run(ctx, rec)
 	if err != nil {
 		return RunCodeResult{}, nil, err
@@ -351,7 +349,7 @@ func (s *Server) stopContext(ctx context.Context, c *call, in ContextArgs) (Stop
 	if in.ContextID == "" {
 		return StopContextResult{}, nil, invalid("context_id is required")
 	}
-	if err := s.ctxs.Delete(ctx, in.ContextID); err != nil {
+	if _, err := s.ctxs.Delete(ctx, "", in.ContextID); err != nil {
 		return StopContextResult{}, nil, err
 	}
 	s.cfg.Log.Info("stopped context", "context", in.ContextID)
@@ -359,10 +357,11 @@ func (s *Server) stopContext(ctx context.Context, c *call, in ContextArgs) (Stop
 }
 
 func (s *Server) listContexts(ctx context.Context, c *call, _ NoArgs) (ListContextsResult, []mcp.Content, error) {
-	cs, err := s.ctxs.List(ctx, store.ContextFilter{})
+	list, err := s.ctxs.List(ctx, "", "")
 	if err != nil {
 		return ListContextsResult{}, nil, err
 	}
+	cs := list.Items
 	out := ListContextsResult{Contexts: []ContextInfo{}, Total: len(cs)}
 	for _, c := range cs {
 		out.Contexts = append(out.Contexts, ContextInfo{ContextID: c.ContextID, Name: c.Name, Language: c.Language,
@@ -437,7 +436,7 @@ func (s *Server) readFile(ctx context.Context, c *call, in ReadFileArgs) (FileRe
 	if err != nil {
 		return FileResult{}, nil, err
 	}
-	p, _ := manager.CleanPath(in.Path)
+	p, _ := service.CleanPath(in.Path)
 	out := FileResult{Path: p, Size: int64(len(data)), SessionRef: sessionOf(info), SandboxID: in.SandboxID}
 	if in.Encoding == "base64" || (in.Encoding == "" && !utf8.Valid(data)) {
 		out.Content, out.Encoding = base64.StdEncoding.EncodeToString(data), "base64"
@@ -455,7 +454,7 @@ func (s *Server) listFiles(ctx context.Context, c *call, in ListFilesArgs) (List
 	if err != nil {
 		return ListFilesResult{}, nil, err
 	}
-	p, _ := manager.CleanPath(in.Path)
+	p, _ := service.CleanPath(in.Path)
 	return ListFilesResult{Path: p, Files: files, SessionRef: sessionOf(info)}, nil, nil
 }
 
@@ -507,8 +506,8 @@ func (c *call) sink(ctx context.Context) *progressSink {
 	return &progressSink{ctx: ctx, session: c.req.Session, token: token}
 }
 
-// codeSink is sink as a contexts.Sink (nil when there is none).
-func (c *call) codeSink(ctx context.Context) contexts.Sink {
+// codeSink is sink as a service.Sink (nil when there is none).
+func (c *call) codeSink(ctx context.Context) service.Sink {
 	if p := c.sink(ctx); p != nil {
 		return p
 	}

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/api"
-	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/service"
 )
 
 // Bounds of a glob's walk through the sandbox.
@@ -40,13 +40,9 @@ func (e *execution) collect(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, collectTimeout)
 	defer cancel()
 	err := e.revive(ctx)
-	var c *agent.Client
-	if err == nil {
-		c, err = e.client(ctx)
-	}
 	n, truncated := 0, false
 	if err == nil {
-		n, truncated, err = collectArtifacts(ctx, c, e.j.task.Artifacts, filepath.Join(e.s.runDir(e.j.id), artifactsDir), e.s.cfg.ArtifactLimit)
+		n, truncated, err = collectArtifacts(ctx, sandboxFiles{e.s.sbx, e.sandboxID}, e.j.task.Artifacts, filepath.Join(e.s.runDir(e.j.id), artifactsDir), e.s.cfg.ArtifactLimit)
 	}
 	if err != nil {
 		e.artifactsErr = err.Error()
@@ -79,7 +75,7 @@ func (e *execution) revive(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("the sandbox is gone: %w", err)
 		}
-		if sb.Status != string(api.StatusRunning) {
+		if sb.Status != api.StatusRunning {
 			break
 		}
 		if waited >= reviveWait {
@@ -99,7 +95,7 @@ func (e *execution) revive(ctx context.Context) error {
 	e.log.add(api.RunEvent{Type: api.RunEventLiveness, Text: "the sandbox died: started again to collect the artifacts"})
 	wctx, cancel := context.WithTimeout(ctx, e.s.cfg.ReadyTimeout)
 	defer cancel()
-	if _, err := e.s.sbx.WaitRunning(wctx, sb); err != nil {
+	if _, err := e.s.sbx.WaitRunning(wctx, sb.ID); err != nil {
 		return fmt.Errorf("the sandbox died and did not start again to read its files: %w", err)
 	}
 	return nil
@@ -141,8 +137,8 @@ func listArtifacts(dir string) ([]api.RunArtifact, error) {
 // collectArtifacts copies the files of the sandbox that match patterns
 // into dir, by their paths, until limit bytes; it returns how many it
 // copied and whether it left any out at the limit.
-func collectArtifacts(ctx context.Context, c *agent.Client, patterns []string, dir string, limit int64) (int, bool, error) {
-	files, err := expand(ctx, c, patterns)
+func collectArtifacts(ctx context.Context, sf sandboxFiles, patterns []string, dir string, limit int64) (int, bool, error) {
+	files, err := expand(ctx, sf, patterns)
 	n, left := 0, limit
 	truncated := false
 	for _, f := range files {
@@ -150,7 +146,7 @@ func collectArtifacts(ctx context.Context, c *agent.Client, patterns []string, d
 			truncated = true
 			continue
 		}
-		written, cerr := download(ctx, c, f.Path, filepath.Join(dir, filepath.FromSlash(strings.TrimPrefix(f.Path, "/"))), left)
+		written, cerr := download(ctx, sf, f.Path, filepath.Join(dir, filepath.FromSlash(strings.TrimPrefix(f.Path, "/"))), left)
 		left -= written
 		switch {
 		case errors.Is(cerr, errTooLarge):
@@ -168,8 +164,8 @@ var errTooLarge = errors.New("over the artifact limit")
 
 // download copies file p of the sandbox to local, at most limit bytes; a
 // larger file is removed and errTooLarge.
-func download(ctx context.Context, c *agent.Client, p, local string, limit int64) (int64, error) {
-	rc, _, err := c.Download(ctx, p)
+func download(ctx context.Context, sf sandboxFiles, p, local string, limit int64) (int64, error) {
+	rc, _, err := sf.sbx.Download(ctx, sf.id, p)
 	if err != nil {
 		return 0, fmt.Errorf("download %s: %w", p, err)
 	}
@@ -198,8 +194,8 @@ func download(ctx context.Context, c *agent.Client, p, local string, limit int64
 // expand returns the regular files of the sandbox that match patterns
 // (absolute globs where "**" matches any number of directories), each
 // once, sorted. Symbolic links are not followed.
-func expand(ctx context.Context, c *agent.Client, patterns []string) ([]agent.FileInfo, error) {
-	w := &walker{c: c, budget: maxWalkEntries, seen: map[string]agent.FileInfo{}}
+func expand(ctx context.Context, sf sandboxFiles, patterns []string) ([]service.FileStat, error) {
+	w := &walker{sf: sf, budget: maxWalkEntries, seen: map[string]service.FileStat{}}
 	var errs error
 	for _, pat := range patterns {
 		segs := strings.Split(strings.Trim(path.Clean(pat), "/"), "/")
@@ -210,11 +206,11 @@ func expand(ctx context.Context, c *agent.Client, patterns []string) ([]agent.Fi
 		}
 		root := "/" + strings.Join(segs[:i], "/")
 		if i == len(segs) { // a plain path
-			fi, err := c.Stat(ctx, root)
-			if err == nil && fi.Mode.IsRegular() {
+			fi, err := sf.sbx.Stat(ctx, sf.id, root)
+			if err == nil && fi.Regular {
 				fi.Path = root
-				w.seen[root] = fi
-			} else if err != nil && !agent.IsNotFound(err) {
+				w.seen[root] = *fi
+			} else if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 				errs = errors.Join(errs, fmt.Errorf("artifact %s: %w", pat, err))
 			}
 			continue
@@ -223,28 +219,34 @@ func expand(ctx context.Context, c *agent.Client, patterns []string) ([]agent.Fi
 			errs = errors.Join(errs, fmt.Errorf("artifacts %s: %w", pat, err))
 		}
 	}
-	out := make([]agent.FileInfo, 0, len(w.seen))
+	out := make([]service.FileStat, 0, len(w.seen))
 	for _, fi := range w.seen {
 		out = append(out, fi)
 	}
-	slices.SortFunc(out, func(a, b agent.FileInfo) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(out, func(a, b service.FileStat) int { return strings.Compare(a.Path, b.Path) })
 	return out, errs
 }
 
 func hasMeta(s string) bool { return strings.ContainsAny(s, `*?[\`) }
 
+// sandboxFiles are the files of sandbox id, read through sbx.
+type sandboxFiles struct {
+	sbx Sandboxes
+	id  string
+}
+
 // walker walks the sandbox's directories for globs, within a budget of
 // entries.
 type walker struct {
-	c      *agent.Client
+	sf     sandboxFiles
 	budget int
-	seen   map[string]agent.FileInfo
+	seen   map[string]service.FileStat
 }
 
 // list lists dir, counting its entries against the budget.
-func (w *walker) list(ctx context.Context, dir string) ([]agent.FileInfo, error) {
-	entries, err := w.c.List(ctx, dir)
-	if agent.IsNotFound(err) {
+func (w *walker) list(ctx context.Context, dir string) ([]service.FileStat, error) {
+	entries, err := w.sf.sbx.ReadDir(ctx, w.sf.id, dir)
+	if errors.Is(err, errdefs.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -279,7 +281,7 @@ func (w *walker) walk(ctx context.Context, dir string, segs []string, depth int)
 		isDir := fi.IsDir && fi.Link == ""
 		switch {
 		case seg == "**":
-			if len(rest) == 0 && fi.Mode.IsRegular() && fi.Link == "" {
+			if len(rest) == 0 && fi.Regular && fi.Link == "" {
 				w.seen[fi.Path] = fi
 			}
 			if isDir {
@@ -289,7 +291,7 @@ func (w *walker) walk(ctx context.Context, dir string, segs []string, depth int)
 			}
 		case !matchName(seg, fi.Name):
 		case len(rest) == 0:
-			if fi.Mode.IsRegular() && fi.Link == "" {
+			if fi.Regular && fi.Link == "" {
 				w.seen[fi.Path] = fi
 			}
 		case isDir:

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/service"
 )
 
 func TestExpand(t *testing.T) {
@@ -20,10 +21,7 @@ func TestExpand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c, err := e.M.Agent(bg, sb.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sf := sandboxFiles{service.NewSandboxes(e.M, ""), sb.ID}
 	for _, tt := range []struct {
 		patterns []string
 		want     []string
@@ -37,7 +35,7 @@ func TestExpand(t *testing.T) {
 		{[]string{"/workspace/*/deep/*.txt", "/workspace/**/e.txt"}, []string{"/workspace/src/deep/e.txt"}},
 		{[]string{"/workspace/[ab].*"}, []string{"/workspace/a.py", "/workspace/b.txt"}},
 	} {
-		files, err := expand(bg, c, tt.patterns)
+		files, err := expand(bg, sf, tt.patterns)
 		if err != nil {
 			t.Errorf("%v: %v", tt.patterns, err)
 		}

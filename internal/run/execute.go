@@ -18,13 +18,11 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/api"
-	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/agents"
 	"github.com/agent2env/agent2env/internal/agents/all"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/llm/caller"
-	"github.com/agent2env/agent2env/internal/manager"
-	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/store"
 	"github.com/agent2env/agent2env/internal/task"
 )
@@ -246,7 +244,7 @@ func (e *execution) create(ctx context.Context) error {
 	// a sandbox a warm pool holds fits. One a crash leaves is deleted by
 	// the next daemon's recovery, or reaped once no active run refers to
 	// it.
-	req := manager.CreateRequest{Image: t.Image, Template: t.Template, ManagedBy: ManagedBy}
+	req := service.ManagedRequest{CreateSandboxRequest: api.CreateSandboxRequest{Image: t.Image, Template: t.Template}, ManagedBy: ManagedBy}
 	if r := t.Resources; r != nil {
 		req.CPU, req.Memory, req.Disk = string(r.CPU), string(r.Memory), string(r.Disk)
 	}
@@ -269,17 +267,17 @@ func (e *execution) create(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("record the sandbox: %w", err)
 	}
-	_, err = e.s.sbx.WaitRunning(wctx, sb)
+	_, err = e.s.sbx.WaitRunning(wctx, sb.ID)
 	return err
 }
 
 // createWhenRoom creates the sandbox, waiting while the daemon has its
 // maximum of sandboxes (or the host no room for it), until ctx ends: runs
 // queue for capacity rather than fail.
-func (e *execution) createWhenRoom(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, error) {
+func (e *execution) createWhenRoom(ctx context.Context, req service.ManagedRequest) (*api.Sandbox, error) {
 	waiting := false
 	for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
-		sb, err := e.s.sbx.Create(ctx, req)
+		sb, err := e.s.sbx.CreateManaged(ctx, req)
 		if !errors.Is(err, errdefs.ErrResourceExhausted) {
 			return sb, err
 		}
@@ -306,19 +304,10 @@ func (e *execution) deleteSandbox(ctx context.Context) {
 	}
 }
 
-// client returns the sandbox's agent client.
-func (e *execution) client(ctx context.Context) (*agent.Client, error) {
-	return e.s.sbx.Agent(ctx, e.sandboxID)
-}
-
 // inputs copies the task's inputs into the sandbox and makes the workdir.
 func (e *execution) inputs(ctx context.Context) (api.RunStatus, string) {
 	t := e.j.task
-	c, err := e.client(ctx)
-	if err != nil {
-		return e.stepFailed(ctx, "make the workdir", err)
-	}
-	if err := c.Mkdir(ctx, t.Workdir, true); err != nil {
+	if err := e.s.sbx.Mkdir(ctx, e.sandboxID, t.Workdir); err != nil {
 		return e.stepFailed(ctx, "make the workdir "+t.Workdir, err)
 	}
 	if len(t.Inputs) == 0 {
@@ -407,15 +396,10 @@ func (e *execution) stepFailed(ctx context.Context, doing string, err error) (ap
 func (e *execution) alive(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if sb, err := e.s.sbx.Get(ctx, e.sandboxID); err != nil || sb.Status != string(api.StatusRunning) {
+	if sb, err := e.s.sbx.Get(ctx, e.sandboxID); err != nil || sb.Status != api.StatusRunning {
 		return false
 	}
-	c, err := e.client(ctx)
-	if err != nil {
-		return false
-	}
-	_, err = c.Info(ctx)
-	return err == nil
+	return e.s.sbx.Ping(ctx, e.sandboxID) == nil
 }
 
 // shell runs a shell command in the workdir with the task's environment,
@@ -433,7 +417,7 @@ func (e *execution) shell(ctx context.Context, command string, env map[string]st
 		mu.Unlock()
 	}
 	stdout, stderr := newLineWriter(func(l []byte) { keep("stdout", l) }), newLineWriter(func(l []byte) { keep("stderr", l) })
-	res, err := e.s.sbx.ExecStream(ctx, e.sandboxID, manager.ExecRequest{
+	res, err := e.exec(ctx, api.ExecRequest{
 		Command: []string{"/bin/sh", "-c", command}, Env: e.env(env), Cwd: e.j.task.Workdir, Timeout: remaining(ctx),
 	}, stdout, stderr)
 	stdout.Close()
@@ -459,13 +443,34 @@ func (e *execution) env(env map[string]string) map[string]string {
 	return out
 }
 
-// remaining is the time left before ctx's deadline, as an exec timeout.
-func remaining(ctx context.Context) time.Duration {
-	d := manager.MaxExecTimeout
+// exec runs req in the run's sandbox, passing its output to stdout and
+// stderr (nil: dropped) as it comes, and returns its exit.
+func (e *execution) exec(ctx context.Context, req api.ExecRequest, stdout, stderr io.Writer) (api.ExecEvent, error) {
+	run, err := e.s.sbx.ExecStream(ctx, e.sandboxID, req)
+	if err != nil {
+		return api.ExecEvent{}, err
+	}
+	return run(ctx, func(ev api.ExecEvent) error {
+		w := stdout
+		if ev.Type == "stderr" {
+			w = stderr
+		}
+		if w == nil {
+			return nil
+		}
+		_, err := io.WriteString(w, ev.Data)
+		return err
+	})
+}
+
+// remaining is the time left before ctx's deadline, as an exec timeout in
+// seconds (rounded up).
+func remaining(ctx context.Context) int {
+	d := service.MaxExecTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		d = min(d, time.Until(dl)+time.Second)
 	}
-	return max(d, time.Second)
+	return int((max(d, time.Second) + time.Second - 1) / time.Second)
 }
 
 // appendTail appends line to tail, keeping the last tailLines.
@@ -510,7 +515,7 @@ func (e *execution) agent(ctx context.Context, adapter agents.Adapter) (api.RunS
 	t := e.j.task
 	in := agents.Input{
 		Goal: t.Goal, Model: t.Model, LLMURL: e.s.cfg.LLMURL, APIKey: "sk-agent2env-" + e.j.id,
-		Workdir: t.Workdir, Home: sandbox.HomeDir, Entrypoint: t.Entrypoint, Env: t.Env,
+		Workdir: t.Workdir, Home: service.HomeDir, Entrypoint: t.Entrypoint, Env: t.Env,
 	}
 	for _, m := range t.MCP {
 		srv := agents.MCPServer{Name: m.Name, URL: m.URL, Headers: m.Headers, Command: m.Command, Env: m.Env}
@@ -544,7 +549,7 @@ func (e *execution) agent(ctx context.Context, adapter agents.Adapter) (api.RunS
 		e.log.add(api.RunEvent{Type: api.RunEventOutput, Stream: "stderr", Text: string(line)})
 		e.keepTail(string(line))
 	})
-	res, err := e.s.sbx.ExecStream(ctx, e.sandboxID, manager.ExecRequest{
+	res, err := e.exec(ctx, api.ExecRequest{
 		Command: plan.Command, Env: e.env(plan.Env), Cwd: plan.Dir, Timeout: remaining(ctx),
 	}, stdout, stderr)
 	stdout.Close()
@@ -621,11 +626,8 @@ func (e *execution) keepTail(line string) {
 func (e *execution) check(ctx context.Context) (api.RunStatus, string) {
 	t := e.j.task
 	if t.End.SuccessFile != "" {
-		c, err := e.client(ctx)
-		if err == nil {
-			_, err = c.Stat(ctx, t.End.SuccessFile)
-		}
-		if agent.IsNotFound(err) {
+		_, err := e.s.sbx.Stat(ctx, e.sandboxID, t.End.SuccessFile)
+		if errors.Is(err, errdefs.ErrNotFound) {
 			return api.RunFailed, fmt.Sprintf("the success file %s does not exist", t.End.SuccessFile)
 		}
 		if err != nil {

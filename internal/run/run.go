@@ -10,7 +10,7 @@
 // A run ends succeeded only when the agent exited with the expected code
 // and the end conditions hold; otherwise failed (with the check's output,
 // or the step that failed), hung (no progress on any liveness signal for
-// liveness.idle: agent output, LLM calls reported through Touch, CPU time
+// liveness.idle: agent output, LLM calls reported through Progress, CPU time
 // of the sandbox's processes, files changed in the workdir), timeout (at
 // end.timeout, counted from the sandbox running), sandbox_lost (the
 // sandbox stopped answering for liveness.heartbeat) or cancelled.
@@ -27,6 +27,11 @@
 // was running ends failed with reason ReasonRestarted, after its
 // artifacts are collected where its sandbox survived, and its sandbox is
 // deleted. A Service is safe for concurrent use.
+//
+// The runner drives its sandboxes through the sandbox service
+// (service.Sandboxes, the Sandboxes interface), api types in and out, like
+// every surface: admission, paths and exec limits are that service's
+// rules, never written again here.
 package run
 
 import (
@@ -37,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -45,11 +51,10 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/api"
-	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
-	"github.com/agent2env/agent2env/internal/manager"
-	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/llm/caller"
+	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
@@ -126,24 +131,33 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Sandboxes is what the runner needs of the sandbox manager.
+// Sandboxes is what the runner needs of the sandbox service
+// (service.Sandboxes), api types in and out: the sandbox rules (admission,
+// paths, exec limits) are the service's and the manager's, not the
+// runner's.
 type Sandboxes interface {
-	Create(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, error)
-	WaitRunning(ctx context.Context, sb *store.Sandbox) (*store.Sandbox, error)
-	Get(ctx context.Context, id string) (*store.Sandbox, error)
+	CreateManaged(ctx context.Context, req service.ManagedRequest) (*api.Sandbox, error)
+	WaitRunning(ctx context.Context, id string) (*api.Sandbox, error)
+	Get(ctx context.Context, id string) (*api.Sandbox, error)
 	Delete(ctx context.Context, id string) error
 	// CheckDead fails a running sandbox whose runtime side has died;
 	// Start starts one again that died keeping its files (for runs:
 	// manager.Config.KeepDeadFiles holds ManagedBy).
-	CheckDead(ctx context.Context, id string) (*store.Sandbox, error)
-	Start(ctx context.Context, id string) (*store.Sandbox, error)
-	Agent(ctx context.Context, id string) (*agent.Client, error)
-	ExecStream(ctx context.Context, id string, req manager.ExecRequest, stdout, stderr io.Writer) (agent.ExecResult, error)
-	Upload(ctx context.Context, id, p string, mode os.FileMode, r io.Reader) (agent.FileInfo, error)
+	CheckDead(ctx context.Context, id string) (*api.Sandbox, error)
+	Start(ctx context.Context, id string) (*api.Sandbox, error)
+	Ping(ctx context.Context, id string) error
+	ExecStream(ctx context.Context, id string, req api.ExecRequest) (service.ExecRun, error)
+	Upload(ctx context.Context, id, p string, mode fs.FileMode, r io.Reader) (*api.FileInfo, error)
 	Download(ctx context.Context, id, p string) (io.ReadCloser, int64, error)
+	Mkdir(ctx context.Context, id, p string) error
+	Stat(ctx context.Context, id, p string) (*service.FileStat, error)
+	ReadDir(ctx context.Context, id, dir string) ([]service.FileStat, error)
+	// CPUTime is the CPU time the sandbox's processes used, when the
+	// runtime measures it: a liveness signal.
+	CPUTime(ctx context.Context, id string) (time.Duration, bool)
 }
 
-var _ Sandboxes = (*manager.Manager)(nil)
+var _ Sandboxes = (*service.Sandboxes)(nil)
 
 // LLMUsage is what the LLM proxy counted for a run, when it counts.
 type LLMUsage interface {
@@ -153,24 +167,8 @@ type LLMUsage interface {
 	RunUsage(ctx context.Context, id, sandboxID string) (api.RunLLMUsage, []string, bool)
 }
 
-// Signal is how the rest of the daemon reports that a run made progress:
-// the LLM proxy calls Touch on each model call of a run. Service
-// implements it.
-type Signal interface {
-	// Touch records progress of run id now; an unknown or ended run is
-	// ignored.
-	Touch(runID string)
-	// TouchSandbox records progress of the run whose sandbox is id.
-	TouchSandbox(sandboxID string)
-}
-
-var _ Signal = (*Service)(nil)
-
 // Option configures a Service.
 type Option func(*Service)
-
-// WithUsage makes liveness count the CPU time of a run's sandbox.
-func WithUsage(u sandbox.UsageReader) Option { return func(s *Service) { s.usage = u } }
 
 // WithLLMUsage makes results take their tokens from the LLM proxy.
 func WithLLMUsage(u LLMUsage) Option { return func(s *Service) { s.llm = u } }
@@ -186,9 +184,8 @@ type Service struct {
 	store store.Runs
 	log   *slog.Logger
 	now   func() time.Time
-	usage sandbox.UsageReader // nil: no CPU signal
-	llm   LLMUsage            // nil: tokens as the agent reports them
-	slots chan struct{}       // the daemon-wide MaxParallel
+	llm   LLMUsage      // nil: tokens as the agent reports them
+	slots chan struct{} // the daemon-wide MaxParallel
 
 	mu sync.Mutex
 	// queue holds submitted batches until the Run loop takes them; wake
@@ -389,23 +386,21 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// Touch implements Signal.
-func (s *Service) Touch(runID string) {
+// Progress records that a model call of c made progress now (the LLM
+// proxy's gate.Config.Progress, the runner's liveness): the progress of
+// the run going on in the sandbox it came from when it came on a
+// sandbox's channel, whatever run the sandbox's environment claims, else
+// of the run of its per-run key. An unknown or ended run is ignored.
+func (s *Service) Progress(c caller.Caller) {
 	s.mu.Lock()
-	j := s.jobs[runID]
+	id := c.Run
+	if c.Sandbox != "" {
+		id = s.bySandbox[c.Sandbox]
+	}
+	j := s.jobs[id]
 	s.mu.Unlock()
 	if j != nil {
 		j.touch()
-	}
-}
-
-// TouchSandbox implements Signal.
-func (s *Service) TouchSandbox(sandboxID string) {
-	s.mu.Lock()
-	id := s.bySandbox[sandboxID]
-	s.mu.Unlock()
-	if id != "" {
-		s.Touch(id)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/store"
 	tasks "github.com/agent2env/agent2env/internal/task"
 )
@@ -57,7 +58,7 @@ func newEnv(t *testing.T, cfg Config, mgr ...manager.Config) *env {
 	if cfg.Tick == 0 {
 		cfg.Tick = 50 * time.Millisecond
 	}
-	svc, err := New(cfg, ce.M, ce.St, slog.New(slog.DiscardHandler))
+	svc, err := New(cfg, service.NewSandboxes(ce.M, ""), ce.St, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -550,7 +551,7 @@ func TestRecover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	svc, err := New(e.svc.cfg, e.M, e.St, slog.New(slog.DiscardHandler))
+	svc, err := New(e.svc.cfg, service.NewSandboxes(e.M, ""), e.St, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -751,7 +752,7 @@ func TestRecoverRequeues(t *testing.T) {
 			t.Fatalf("run %d after the stop: %+v, %v; want %s", i, got, err, want)
 		}
 	}
-	svc, err := New(e.svc.cfg, e.M, e.St, slog.New(slog.DiscardHandler))
+	svc, err := New(e.svc.cfg, service.NewSandboxes(e.M, ""), e.St, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/service"
 )
 
 // A run is its submitting tenant's: no other tenant (nor "", the tenant
@@ -23,7 +24,7 @@ func TestRunsPerTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := batch.Runs[0].ID
-	svc, err := New(e.svc.cfg, e.M, e.St, slog.New(slog.DiscardHandler))
+	svc, err := New(e.svc.cfg, service.NewSandboxes(e.M, ""), e.St, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/api"
-	"github.com/agent2env/agent2env/internal/manager"
 )
 
 // cpuBusy is the share of one CPU over a tick above which the sandbox's
@@ -17,10 +16,10 @@ const cpuBusy = 0.02
 
 // watch watches the run's liveness until ctx ends or the returned func
 // is called, and ends the run (its job's context) as hung or as
-// sandbox_lost. Progress is any of: a line of output, a Touch (the LLM
-// proxy), CPU time of the sandbox's processes, and — checked only once
-// the others have been quiet for the idle window, since looking costs a
-// command in the sandbox — a file changed in the workdir.
+// sandbox_lost. Progress is any of: a line of output, a call of Progress
+// (the LLM proxy), CPU time of the sandbox's processes, and — checked
+// only once the others have been quiet for the idle window, since looking
+// costs a command in the sandbox — a file changed in the workdir.
 func (e *execution) watch(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -109,26 +108,15 @@ func (e *execution) end(cause error) {
 // cpu reads the CPU time the sandbox's processes used, when the runtime
 // measures it.
 func (e *execution) cpu(ctx context.Context) (uint64, bool) {
-	if e.s.usage == nil {
-		return 0, false
-	}
-	u, err := e.s.usage.Usage(ctx, e.sandboxID)
-	if err != nil {
-		return 0, false
-	}
-	return u.CPUNanos, true
+	d, ok := e.s.sbx.CPUTime(ctx, e.sandboxID)
+	return uint64(d), ok
 }
 
 // ping reports whether the sandbox's agent answers within timeout.
 func (e *execution) ping(ctx context.Context, timeout time.Duration) bool {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c, err := e.client(ctx)
-	if err != nil {
-		return false
-	}
-	_, err = c.Info(ctx)
-	return err == nil
+	return e.s.sbx.Ping(ctx, e.sandboxID) == nil
 }
 
 // filesChanged reports whether a file under the workdir changed after
@@ -139,8 +127,8 @@ func (e *execution) filesChanged(ctx context.Context, since time.Time) bool {
 	stamp := "@" + strconv.FormatFloat(float64(since.UnixNano())/1e9, 'f', 3, 64)
 	var out strings.Builder
 	w := newLineWriter(func(l []byte) { out.Write(l) })
-	res, err := e.s.sbx.ExecStream(ctx, e.sandboxID, manager.ExecRequest{
-		Command: []string{"find", ".", "-xdev", "-newermt", stamp, "-print", "-quit"}, Cwd: e.j.task.Workdir, Timeout: 30 * time.Second,
+	res, err := e.exec(ctx, api.ExecRequest{
+		Command: []string{"find", ".", "-xdev", "-newermt", stamp, "-print", "-quit"}, Cwd: e.j.task.Workdir, Timeout: 30,
 	}, w, nil)
 	w.Close()
 	return err == nil && res.ExitCode == 0 && out.Len() > 0

@@ -8,13 +8,21 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"strings"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
-	"github.com/agent2env/agent2env/internal/gateway"
 )
 
-var _ gateway.Sandboxes = (*Sandboxes)(nil)
+// GatewayPrefix starts every path of the port gateway (package gateway),
+// which serves /api/v1/sandbox/{id}/port/{port}/...
+const GatewayPrefix = "/api/v1/sandbox/"
+
+// AccessURL is the accessUrl of sandbox id for a daemon reached at base
+// (e.g. "http://host:8080"): append "/port/<port>/<path>" to reach a port.
+func AccessURL(base, id string) string {
+	return strings.TrimSuffix(base, "/") + GatewayPrefix + id
+}
 
 // validID matches every id a sandbox can have: others are not looked up.
 var validID = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)

@@ -106,3 +106,11 @@ func TestDial(t *testing.T) {
 	_, err = e.sb.Dial(ctx, sb.ID, port)
 	checkErr(t, err, errdefs.ErrFailedPrecondition, api.CodeSandboxNotReady)
 }
+
+func TestAccessURL(t *testing.T) {
+	for _, base := range []string{"http://h:8080", "http://h:8080/"} {
+		if got := AccessURL(base, "abc"); got != "http://h:8080/api/v1/sandbox/abc" {
+			t.Errorf("AccessURL(%q) = %q", base, got)
+		}
+	}
+}

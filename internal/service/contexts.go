@@ -19,6 +19,24 @@ type Contexts struct {
 	svc *contexts.Service
 }
 
+// MaxCodeBytes bounds the code of one execution, for the surfaces'
+// request limits.
+const MaxCodeBytes = contexts.MaxCodeBytes
+
+// Sink receives an execution's output as it is produced (see
+// contexts.Sink); Stream's run function reports to one.
+type Sink = contexts.Sink
+
+// NewRecorder returns a Sink that keeps the text output it passes on to
+// next (nil: none), for a caller that streams and answers the whole
+// output at the end.
+func NewRecorder(next Sink) *contexts.Recorder { return contexts.NewRecorder(next) }
+
+// Language returns the canonical name of a language or of its alias
+// ("py", "node", "sh"); an unknown one is ErrInvalidArgument
+// (INVALID_LANGUAGE).
+func Language(name string) (string, error) { return contexts.Language(name) }
+
 // NewContexts returns the context service of svc.
 func NewContexts(svc *contexts.Service) *Contexts { return &Contexts{svc: svc} }
 
@@ -82,6 +100,6 @@ func (c *Contexts) Execute(ctx context.Context, sandboxID, id string, req api.Ex
 // Stream checks that context id exists and req is valid, and returns the
 // function that runs the code, passing its output to the sink as it comes
 // (see contexts.Service.Stream).
-func (c *Contexts) Stream(ctx context.Context, sandboxID, id string, req api.ExecuteRequest) (func(context.Context, contexts.Sink) (*api.ExecuteResponse, error), error) {
+func (c *Contexts) Stream(ctx context.Context, sandboxID, id string, req api.ExecuteRequest) (func(context.Context, Sink) (*api.ExecuteResponse, error), error) {
 	return c.svc.Stream(ctx, sandboxID, id, req)
 }

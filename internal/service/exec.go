@@ -30,6 +30,9 @@ func execRequest(req api.ExecRequest) (manager.ExecRequest, error) {
 	return out, nil
 }
 
+// MaxExecTimeout is the longest a command may run.
+const MaxExecTimeout = manager.MaxExecTimeout
+
 // ms is d in milliseconds, to the microsecond.
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 

@@ -2,16 +2,13 @@ package service
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"io/fs"
 	"strconv"
 	"strings"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
-	"github.com/agent2env/agent2env/internal/gateway"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
@@ -26,13 +23,25 @@ type Sandboxes struct {
 	// publicURL is where clients reach the daemon, without a trailing
 	// slash; empty: sandboxes have no accessUrl.
 	publicURL string
+	usage     sandbox.UsageReader // nil: the runtime measures nothing
 }
+
+// SandboxesOption configures a Sandboxes.
+type SandboxesOption func(*Sandboxes)
+
+// WithUsage makes CPUTime read the runtime's measures; without it a
+// sandbox's CPU time is unknown.
+func WithUsage(u sandbox.UsageReader) SandboxesOption { return func(s *Sandboxes) { s.usage = u } }
 
 // NewSandboxes returns the sandbox service of m. publicURL is the base URL
 // clients reach the daemon at (e.g. http://sandbox.example.com:8080), from
 // which each sandbox's accessUrl is made; empty leaves accessUrl out.
-func NewSandboxes(m *manager.Manager, publicURL string) *Sandboxes {
-	return &Sandboxes{m: m, publicURL: strings.TrimRight(publicURL, "/")}
+func NewSandboxes(m *manager.Manager, publicURL string, opts ...SandboxesOption) *Sandboxes {
+	s := &Sandboxes{m: m, publicURL: strings.TrimRight(publicURL, "/")}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // view is a sandbox as the API shows it: with its access token, and the
@@ -50,7 +59,7 @@ func (s *Sandboxes) view(sb *store.Sandbox) *api.Sandbox {
 	if sb.AccessToken != "" {
 		out.AccessToken = sb.AccessToken
 		if s.publicURL != "" {
-			out.AccessURL = gateway.AccessURL(s.publicURL, sb.ID)
+			out.AccessURL = AccessURL(s.publicURL, sb.ID)
 		}
 	}
 	return out
@@ -68,17 +77,26 @@ func (s *Sandboxes) viewOf(sb *store.Sandbox, err error) (*api.Sandbox, error) {
 // manager.Manager.Create). Overrides apply to templates only: with an
 // image, CPU, memory, TTL and env are given at the top level.
 func (s *Sandboxes) Create(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
+	mreq, err := createRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	return s.viewOf(s.m.Create(ctx, mreq))
+}
+
+// createRequest is req as the manager takes it.
+func createRequest(req api.CreateSandboxRequest) (manager.CreateRequest, error) {
 	mreq := manager.CreateRequest{
 		Image: req.Image, CPU: req.CPU, Memory: req.Memory, TTL: req.TTL, Env: req.Env,
 		Template: req.Template, TemplateVersion: req.TemplateVersion,
 	}
 	if o := req.Overrides; o != nil {
 		if req.Template == "" {
-			return nil, errdefs.Invalid("overrides apply to templates; with image, give cpu, memory, ttl and env directly")
+			return manager.CreateRequest{}, errdefs.Invalid("overrides apply to templates; with image, give cpu, memory, ttl and env directly")
 		}
 		mreq.CPU, mreq.Memory, mreq.TTL, mreq.Env = o.CPU, o.Memory, o.TTL, o.Env
 	}
-	return s.viewOf(s.m.Create(ctx, mreq))
+	return mreq, nil
 }
 
 // ListOptions selects a page of sandboxes.
@@ -134,28 +152,6 @@ func (s *Sandboxes) Start(ctx context.Context, id string) (*api.Sandbox, error) 
 // Restart stops and starts sandbox id; it is returned pending.
 func (s *Sandboxes) Restart(ctx context.Context, id string) (*api.Sandbox, error) {
 	return s.viewOf(s.m.Restart(ctx, id))
-}
-
-// Upload writes content to the file at path in sandbox id with mode's
-// permissions, streaming it, and describes the file written. A relative
-// path is taken from the sandbox's working directory.
-func (s *Sandboxes) Upload(ctx context.Context, id, path string, mode fs.FileMode, content io.Reader) (*api.FileInfo, error) {
-	if path == "" {
-		return nil, errdefs.Invalid("path is required")
-	}
-	fi, err := s.m.Upload(ctx, id, path, mode, content)
-	if err != nil {
-		return nil, err
-	}
-	return &api.FileInfo{Name: fi.Name, Path: fi.Path, Size: fi.Size, Mode: fmt.Sprintf("%04o", fi.Mode.Perm()),
-		ModTime: fi.ModTime, IsDir: fi.IsDir}, nil
-}
-
-// Download opens the file at path in sandbox id; the caller closes it.
-// The size is -1 when unknown. A missing file is ErrNotFound
-// (FILE_NOT_FOUND).
-func (s *Sandboxes) Download(ctx context.Context, id, path string) (io.ReadCloser, int64, error) {
-	return s.m.Download(ctx, id, path)
 }
 
 // Logs returns the last MaxLogBytes of sandbox id's console output and

@@ -43,9 +43,6 @@ type Config struct {
 	APIKeys *auth.Keys
 	Keys    *Keys
 	Metrics *Metrics // nil: nothing counted
-	// Observers are told of every exchange after the gate has counted it
-	// (the archive).
-	Observers []proxy.Observer
 	// Progress, when set, is told that a sandbox's or a run's call is
 	// progress: when it starts, every ProgressEvery while it goes on, and
 	// when it ends (the task runner's liveness). It must be cheap.
@@ -271,7 +268,7 @@ func (g *Gate) used(c caller.Caller) map[string]int64 {
 	return map[string]int64{c.Key: g.cfg.Keys.used(c.Key)}
 }
 
-// observe counts a finished exchange and passes it on.
+// observe counts a finished exchange.
 func (g *Gate) observe(ex *proxy.Exchange) {
 	tokens := int64(ex.Usage.InputTokens + ex.Usage.OutputTokens)
 	c := ex.Caller
@@ -282,9 +279,6 @@ func (g *Gate) observe(ex *proxy.Exchange) {
 		}
 	}
 	g.cfg.Metrics.observe(ex)
-	for _, o := range g.cfg.Observers {
-		o(ex)
-	}
 }
 
 // Maintain flushes key usage to the store and forgets idle counts, every

@@ -119,13 +119,26 @@ func TestKeysByTenant(t *testing.T) {
 	}
 }
 
-// recorder collects the callers the observers see.
+// recorder collects the exchanges the gate's proxy records, as the
+// archive does (proxy.WithRecorder), at their end.
 type recorder struct {
 	mu  sync.Mutex
 	all []proxy.Exchange
 }
 
-func (r *recorder) observe(ex *proxy.Exchange) {
+func (r *recorder) Begin(*http.Request, []byte, *proxy.Exchange) proxy.Recording { return recording{r} }
+
+// recording keeps only the end of an exchange.
+type recording struct{ r *recorder }
+
+func (recording) UpstreamRequest(*http.Request, []byte) {}
+func (recording) UpstreamResponse(int, http.Header)     {}
+func (recording) UpstreamData([]byte)                   {}
+func (recording) Response(int, http.Header)             {}
+func (recording) ResponseData([]byte)                   {}
+func (rc recording) End(ex *proxy.Exchange)             { rc.r.add(ex) }
+
+func (r *recorder) add(ex *proxy.Exchange) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.all = append(r.all, *ex)
@@ -218,12 +231,11 @@ func newGateOf(t *testing.T, f llm.Format, cfg gate.Config, limits gate.Limits) 
 			Usage: llm.Usage{InputTokens: 6, OutputTokens: 4}}, nil
 	})
 	rec := &recorder{}
-	cfg.Observers = append(cfg.Observers, rec.observe)
 	g := gate.New(cfg)
 	err := g.Apply(proxy.Config{
 		Providers: []proxy.Provider{{Name: "up", Type: string(f), BaseURL: up.URL, APIKey: "upstream-key"}},
 		Models:    []proxy.Model{{Name: "m", Provider: "up"}},
-	}, limits)
+	}, limits, proxy.WithRecorder(rec))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"bufio"
@@ -15,17 +15,17 @@ import (
 	"time"
 )
 
-// testServer serves h as the daemon serves its API, with cfg's limits, on
+// testServer serves h as the daemon serves its API (NewServer, LimitListener), with cfg's limits, on
 // a loopback port, and returns the address.
-func testServer(t *testing.T, cfg HTTPConfig, h http.Handler) string {
+func testServer(t *testing.T, cfg ServerConfig, h http.Handler) string {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := apiServer(cfg, h, log)
-	go srv.Serve(limitListener(l, cfg, log))
+	srv := NewServer(cfg, h, log)
+	go srv.Serve(LimitListener(l, cfg, log))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
@@ -74,7 +74,7 @@ func ended(t *testing.T, c net.Conn, limit time.Duration) time.Duration {
 // Headers, then a body that never comes: the connection is ended once no
 // byte has come for StallTimeout.
 func TestBodyStallEndsRequest(t *testing.T) {
-	addr := testServer(t, HTTPConfig{StallTimeout: 300 * time.Millisecond}, echoLen)
+	addr := testServer(t, ServerConfig{StallTimeout: 300 * time.Millisecond}, echoLen)
 	c := dial(t, addr)
 	fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nsome")
 	if d := ended(t, c, 5*time.Second); d < 200*time.Millisecond {
@@ -84,7 +84,7 @@ func TestBodyStallEndsRequest(t *testing.T) {
 
 // A keep-alive connection left idle is closed after IdleTimeout.
 func TestIdleConnectionClosed(t *testing.T) {
-	addr := testServer(t, HTTPConfig{IdleTimeout: 300 * time.Millisecond}, echoLen)
+	addr := testServer(t, ServerConfig{IdleTimeout: 300 * time.Millisecond}, echoLen)
 	c := dial(t, addr)
 	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	br := bufio.NewReader(c)
@@ -115,7 +115,7 @@ func TestSlowProgressCompletes(t *testing.T) {
 	})
 	// A write every 100 ms against a 1 s stall timeout: ten times the
 	// margin, for a loaded machine's scheduling.
-	addr := testServer(t, HTTPConfig{StallTimeout: time.Second}, mux)
+	addr := testServer(t, ServerConfig{StallTimeout: time.Second}, mux)
 
 	pr, pw := io.Pipe()
 	go func() {
@@ -151,7 +151,7 @@ func TestSlowProgressCompletes(t *testing.T) {
 func TestWriteStall(t *testing.T) {
 	writeErr := make(chan error, 1)
 	big := strings.Repeat("x", 64<<10)
-	addr := testServer(t, HTTPConfig{StallTimeout: 300 * time.Millisecond}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	addr := testServer(t, ServerConfig{StallTimeout: 300 * time.Millisecond}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for range 1000 { // 64 MiB: more than any socket buffers
 			if _, err := io.WriteString(w, big); err != nil {
 				writeErr <- err
@@ -174,7 +174,7 @@ func TestWriteStall(t *testing.T) {
 
 // A header larger than MaxHeaderBytes is refused.
 func TestMaxHeaderBytes(t *testing.T) {
-	addr := testServer(t, HTTPConfig{MaxHeaderBytes: 4 << 10}, echoLen)
+	addr := testServer(t, ServerConfig{MaxHeaderBytes: 4 << 10}, echoLen)
 	req, _ := http.NewRequest("GET", "http://"+addr+"/", nil)
 	req.Header.Set("X-Big", strings.Repeat("a", 16<<10))
 	resp, err := http.DefaultClient.Do(req)
@@ -190,7 +190,7 @@ func TestMaxHeaderBytes(t *testing.T) {
 // One client address holds at most MaxConnsPerClient connections; more
 // are answered 429 and closed, and a freed slot is taken again.
 func TestMaxConnsPerClient(t *testing.T) {
-	addr := testServer(t, HTTPConfig{MaxConnsPerClient: 2}, echoLen)
+	addr := testServer(t, ServerConfig{MaxConnsPerClient: 2}, echoLen)
 	roundTrip := func(c net.Conn) (int, error) {
 		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -226,7 +226,7 @@ func TestMaxConnsPerClient(t *testing.T) {
 
 // At MaxConns, a further connection waits until one closes.
 func TestMaxConns(t *testing.T) {
-	addr := testServer(t, HTTPConfig{MaxConns: 2}, echoLen)
+	addr := testServer(t, ServerConfig{MaxConns: 2}, echoLen)
 	a, _ := dial(t, addr), dial(t, addr)
 	c := dial(t, addr)
 	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -267,7 +267,7 @@ func TestStreamsExempt(t *testing.T) {
 		brw.Flush()
 		io.Copy(conn, brw) // echo until the client closes
 	})
-	addr := testServer(t, HTTPConfig{StallTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}, mux)
+	addr := testServer(t, ServerConfig{StallTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond}, mux)
 
 	resp, err := http.Get("http://" + addr + "/events")
 	if err != nil {

@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"fmt"
@@ -10,13 +10,12 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/api"
-	"github.com/agent2env/agent2env/internal/httpapi"
 )
 
-// HTTPConfig bounds the API server's connections, so that slow or idle
+// ServerConfig bounds the API server's connections, so that slow or idle
 // clients cannot hold the daemon's goroutines and file descriptors. Zero
 // fields take the defaults.
-type HTTPConfig struct {
+type ServerConfig struct {
 	// ReadHeaderTimeout bounds reading a request's headers. Default 10s.
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout closes a keep-alive connection idle this long. Default
@@ -38,7 +37,7 @@ type HTTPConfig struct {
 	MaxConnsPerClient int
 }
 
-func (c *HTTPConfig) setDefaults() {
+func (c *ServerConfig) setDefaults() {
 	if c.ReadHeaderTimeout <= 0 {
 		c.ReadHeaderTimeout = 10 * time.Second
 	}
@@ -59,13 +58,15 @@ func (c *HTTPConfig) setDefaults() {
 	}
 }
 
-// apiServer returns the API's server for h. It sets no WriteTimeout: a
-// buffered exec may answer hours after its request, and streams last as
-// long as their command; StallTimeout bounds a client that stops reading.
-func apiServer(c HTTPConfig, h http.Handler, log *slog.Logger) *http.Server {
+// NewServer returns the server of handler h (the API's, or a sandbox's
+// channel's) with c's bounds. It sets no WriteTimeout: a buffered exec may
+// answer hours after its request, and streams last as long as their
+// command; StallTimeout bounds a client that stops reading. Serve it on
+// LimitListener.
+func NewServer(c ServerConfig, h http.Handler, log *slog.Logger) *http.Server {
 	c.setDefaults()
 	srv := &http.Server{
-		Handler:           httpapi.StallTimeout(c.StallTimeout)(h),
+		Handler:           StallTimeout(c.StallTimeout)(h),
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
 		IdleTimeout:       c.IdleTimeout,
 		MaxHeaderBytes:    c.MaxHeaderBytes,
@@ -79,8 +80,10 @@ func apiServer(c HTTPConfig, h http.Handler, log *slog.Logger) *http.Server {
 	return srv
 }
 
-// limitListener bounds the connections l accepts as c says.
-func limitListener(l net.Listener, c HTTPConfig, log *slog.Logger) net.Listener {
+// LimitListener bounds the connections l accepts as c says: at most
+// MaxConns at once (Accept waits for one to close) and MaxConnsPerClient
+// from one IP address (more are answered 429 LIMIT_EXCEEDED and closed).
+func LimitListener(l net.Listener, c ServerConfig, log *slog.Logger) net.Listener {
 	c.setDefaults()
 	return &connLimiter{Listener: l, log: log, perClient: c.MaxConnsPerClient,
 		slots: make(chan struct{}, c.MaxConns), done: make(chan struct{}), clients: map[netip.Addr]int{}}

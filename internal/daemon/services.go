@@ -1,0 +1,170 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/contexts"
+	"github.com/agent2env/agent2env/internal/llm/archive"
+	"github.com/agent2env/agent2env/internal/llm/gate"
+	"github.com/agent2env/agent2env/internal/llm/proxy"
+	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/metrics"
+	"github.com/agent2env/agent2env/internal/netguard"
+	"github.com/agent2env/agent2env/internal/pool"
+	"github.com/agent2env/agent2env/internal/prepull"
+	"github.com/agent2env/agent2env/internal/run"
+	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/service"
+	"github.com/agent2env/agent2env/internal/session"
+	"github.com/agent2env/agent2env/internal/store"
+	"github.com/agent2env/agent2env/internal/template"
+)
+
+// services are the domain services and the service layer's sandbox view,
+// over the state.
+type services struct {
+	Metrics   *metrics.Metrics
+	Prepull   *prepull.Service
+	Templates *template.Service
+	Manager   *manager.Manager
+	// Sandboxes is the API's view of the manager, for the surfaces and
+	// the task runner.
+	Sandboxes *service.Sandboxes
+	Pools     *pool.Pools
+	Contexts  *contexts.Service
+	Sessions  *session.Service
+	// LLMArchive records every exchange through the LLM proxy and gives
+	// runs their tokens.
+	LLMArchive *archive.Archive
+	// Runs runs tasks; the LLM proxy reports a run's model calls to it
+	// (run.Service.Progress).
+	Runs *run.Service
+	// LLM serves the LLM proxy at /llm and to every sandbox; LLMKeys are
+	// its per-run keys.
+	LLM       *gate.Gate
+	LLMKeys   *gate.Keys
+	llmClient *http.Client // every configuration's upstream calls
+}
+
+// buildServices builds the services over st, each after what it uses. On
+// error it returns what it built, for Close.
+func buildServices(ctx context.Context, cfg Config, st state) (svc services, err error) {
+	// Template file sources are fetched by the daemon: they must not lead
+	// to its own API, the host's services or a cloud metadata service.
+	sources, err := template.SourceGuard(cfg.FetchAllow)
+	if err != nil {
+		return svc, fmt.Errorf("fetch allow-list: %w", err)
+	}
+	svc.Metrics = metrics.New()
+	svc.Prepull, svc.Templates = buildCatalog(cfg, st, sources)
+	if svc.Manager, svc.Pools, err = buildSandboxes(cfg, st, sources, svc.Templates, svc.Metrics); err != nil {
+		return svc, err
+	}
+	var sandboxOpts []service.SandboxesOption
+	if u, ok := st.Runtime.(sandbox.UsageReader); ok { // the runner's liveness counts CPU time where the runtime measures it
+		sandboxOpts = append(sandboxOpts, service.WithUsage(u))
+	}
+	svc.Sandboxes = service.NewSandboxes(svc.Manager, cfg.PublicURL, sandboxOpts...)
+	if svc.Contexts, svc.Sessions, err = buildCode(cfg, st, svc.Manager, svc.Pools, svc.Metrics); err != nil {
+		return svc, err
+	}
+	if err := svc.Metrics.Register(svc.Manager, svc.Pools, svc.Contexts, svc.Sessions); err != nil {
+		return svc, err
+	}
+	// The archive opens before the runner, which takes the tokens of its
+	// runs from it, re-indexing what a killed daemon left unindexed.
+	if svc.LLMArchive, err = archive.Open(ctx, archive.Config{
+		Dir: cfg.LLMArchive.Dir, MaxAge: cfg.LLMArchive.MaxAge, MaxSize: cfg.LLMArchive.MaxSize, Log: cfg.Log,
+	}, st.Store); err != nil {
+		return svc, err
+	}
+	// The runner lists the LLM proxy's models and the proxy tells the
+	// runner of its calls: the runner comes first, and finds the proxy
+	// when it lists models, never before New has built it.
+	var llm *gate.Gate
+	if svc.Runs, err = run.New(run.Config{Dir: filepath.Join(cfg.DataDir, "runs"), TasksDir: cfg.TasksDir, MaxParallel: cfg.MaxRuns,
+		Models: func() []string { return llm.Models() }},
+		svc.Sandboxes, st.Store, cfg.Log, run.WithLLMUsage(svc.LLMArchive)); err != nil {
+		return svc, err
+	}
+	svc.LLM, svc.LLMKeys, svc.llmClient, err = buildLLM(cfg, st, svc.Runs, svc.LLMArchive, svc.Metrics)
+	llm = svc.LLM
+	return svc, err
+}
+
+// buildCatalog builds the template and prepull services. They use each
+// other, each in one direction at construction and the other only while
+// serving: a template asks for its image to be prepulled, and a prepull
+// may name a template, resolved by a func that finds the template service
+// when called.
+func buildCatalog(cfg Config, st state, sources *netguard.Guard) (*prepull.Service, *template.Service) {
+	// Where nodes pull images themselves (a cluster), prepulls go to them.
+	var pulls prepull.Images = st.Images
+	if np, ok := st.Runtime.(sandbox.NodePrepuller); ok {
+		pulls = prepull.NodeImages(np)
+	}
+	var templates *template.Service
+	pp := prepull.New(st.Store, pulls, cfg.Log, prepull.WithTemplates(prepull.TemplateResolverFunc(
+		func(ctx context.Context, name string, version int) (api.TemplateSpec, int, error) {
+			return templates.Resolve(ctx, name, version)
+		})))
+	templates = template.New(st.Store, template.WithPrepuller(pp), template.WithLogger(cfg.Log),
+		template.WithSourceGuard(sources))
+	return pp, templates
+}
+
+// buildSandboxes builds the manager and the warm pools. They use each
+// other: warm pools create through the manager, and the manager's creates
+// take from the pools, found by a func when called. Template file sources
+// are fetched within sources.
+func buildSandboxes(cfg Config, st state, sources *netguard.Guard, templates *template.Service, m *metrics.Metrics) (*manager.Manager, *pool.Pools, error) {
+	var pools *pool.Pools
+	mgr := manager.New(cfg.Manager, st.Runtime, st.Store, cfg.Log,
+		manager.WithTemplates(templates), manager.WithMetrics(m),
+		manager.WithFetcher(netguard.NewFetcher(netguard.FetchConfig{Guard: sources})),
+		manager.WithWarmPool(manager.WarmPoolFunc(func(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, bool) {
+			return pools.TakeSandbox(ctx, req)
+		})))
+	pools, err := pool.New(mgr, pool.Specs(cfg.WarmPools, cfg.Contexts.Defaults), cfg.Log)
+	return mgr, pools, err
+}
+
+// buildCode builds the code-interpreter contexts and the sessions over
+// them. A context's session_name is a session: the one edge back, given
+// here, in plain sight.
+func buildCode(cfg Config, st state, mgr *manager.Manager, pools *pool.Pools, m *metrics.Metrics) (*contexts.Service, *session.Service, error) {
+	// Buffered output of commands and of code counts against one budget.
+	cfg.Contexts.Outputs = mgr.OutputBudget()
+	ctxs := contexts.New(cfg.Contexts, mgr, st.Store, pools, cfg.Log, contexts.WithMetrics(m))
+	var opts []session.Option
+	if u, ok := st.Runtime.(sandbox.UsageReader); ok { // optional: a runtime may not measure usage
+		opts = append(opts, session.WithUsage(u))
+	}
+	sess, err := session.New(cfg.Sessions, mgr, st.Store, ctxs, cfg.Log, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctxs.SetSessions(sess)
+	return ctxs, sess, nil
+}
+
+// buildLLM builds the LLM gate and its per-run keys, and applies the LLM
+// configuration file when there is one. Its calls are the runner's
+// liveness, and every exchange goes to the archive.
+func buildLLM(cfg Config, st state, runs *run.Service, a *archive.Archive, m *metrics.Metrics) (*gate.Gate, *gate.Keys, *http.Client, error) {
+	keys := gate.NewKeys(st.Store, gate.WithRuns(runs))
+	gm := gate.NewMetrics()
+	if err := m.Register(gm); err != nil {
+		return nil, keys, nil, err
+	}
+	client := &http.Client{Transport: proxy.DefaultTransport()}
+	g := gate.New(gate.Config{APIKeys: cfg.apiKeys(), Keys: keys, Metrics: gm, Progress: runs.Progress, Log: cfg.Log})
+	if cfg.LLMConfig == "" {
+		return g, keys, client, nil
+	}
+	return g, keys, client, applyLLMConfig(cfg, g, a, client)
+}

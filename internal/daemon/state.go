@@ -1,0 +1,77 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+
+	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/netproxy"
+	"github.com/agent2env/agent2env/internal/runtime"
+	_ "github.com/agent2env/agent2env/internal/runtime/all" // registers the runtimes
+	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/store/sqlite"
+)
+
+// state is what the daemon keeps across restarts, and what runs
+// sandboxes.
+type state struct {
+	Store   *sqlite.Store
+	Images  *image.Store
+	Runtime sandbox.Runtime
+}
+
+// openState opens the store and the image store under cfg's directories
+// and builds the runtime, which serves each sandbox the daemon's services
+// through svc. On error it returns what it opened, for Close.
+func openState(ctx context.Context, cfg Config, svc runtime.Services) (st state, err error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o711); err != nil {
+		return st, fmt.Errorf("create data dir: %w", err)
+	}
+	if st.Store, err = sqlite.Open(ctx, filepath.Join(cfg.DataDir, "state.db")); err != nil {
+		return st, err
+	}
+	if st.Images, err = openImages(cfg); err != nil {
+		return st, err
+	}
+	st.Runtime, err = buildRuntime(ctx, cfg, st.Images, svc)
+	return st, err
+}
+
+// openImages opens the image store of cfg.ImageDir.
+func openImages(cfg Config) (*image.Store, error) {
+	opts := []image.Option{image.WithLogger(cfg.Log)}
+	if cfg.CacheDir != "" {
+		opts = append(opts, image.WithCacheDir(cfg.CacheDir))
+	}
+	if cfg.DebianMirror != "" {
+		opts = append(opts, image.WithMirror(cfg.DebianMirror))
+	}
+	if len(cfg.InsecureRegistries) > 0 {
+		opts = append(opts, image.WithInsecureRegistries(cfg.InsecureRegistries...))
+	}
+	return image.Open(cfg.ImageDir, opts...)
+}
+
+// buildRuntime returns the runtime cfg names, its state in
+// <DataDir>/<Runtime>, or the one cfg was given.
+func buildRuntime(ctx context.Context, cfg Config, images *image.Store, svc runtime.Services) (sandbox.Runtime, error) {
+	if cfg.runtime != nil {
+		return cfg.runtime, nil
+	}
+	settings := maps.Clone(cfg.RuntimeSettings)
+	if settings == nil {
+		settings = map[string]string{}
+	}
+	if cfg.RuntimeBinary != "" {
+		settings["oci.binary"] = cfg.RuntimeBinary
+	}
+	return runtime.New(ctx, cfg.Runtime, runtime.Options{
+		Root: filepath.Join(cfg.DataDir, cfg.Runtime), Images: images, Settings: settings, Logger: cfg.Log, Services: svc,
+		// Sandboxes whose template opts into network access reach it only
+		// through this proxy, which enforces their allowed domains.
+		Egress: netproxy.New(netproxy.Config{Logger: cfg.Log}),
+	})
+}

@@ -1,0 +1,55 @@
+package daemon
+
+import (
+	"github.com/agent2env/agent2env/internal/gateway"
+	"github.com/agent2env/agent2env/internal/httpapi"
+	"github.com/agent2env/agent2env/internal/mcpserver"
+	"github.com/agent2env/agent2env/internal/service"
+)
+
+// surfaces speak to clients, over the services.
+type surfaces struct {
+	Gateway *gateway.Routes
+	MCP     *mcpserver.Server
+	API     *httpapi.Server
+	// llmExchanges reads the LLM archive for the API; its follows end at
+	// shutdown.
+	llmExchanges *service.LLMExchanges
+}
+
+// buildSurfaces builds the port gateway, the MCP server and the HTTP API
+// that mounts them, over the services. On error it returns what it built,
+// for Close.
+func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) {
+	sf.Gateway = gateway.New(svc.Sandboxes, cfg.Log)
+	sf.llmExchanges = service.NewLLMExchanges(svc.LLMArchive)
+	// REST and MCP share one view of the contexts.
+	contextsView := service.NewContexts(svc.Contexts)
+	sf.MCP = mcpserver.New(mcpserver.Config{ScopeByKey: cfg.authOn(), Log: cfg.Log}, contextsView, svc.Sessions)
+	opts := []httpapi.Option{
+		httpapi.WithRoutes(httpapi.NewLLMArchiveRoutes(sf.llmExchanges)),
+		httpapi.WithRoutes(sf.Gateway),
+		httpapi.WithRoutes(httpapi.NewTemplateRoutes(svc.Templates)),
+		httpapi.WithRoutes(httpapi.NewPrepullRoutes(svc.Prepull)),
+		httpapi.WithRoutes(httpapi.NewContextRoutes(contextsView)),
+		httpapi.WithRoutes(httpapi.NewSessionRoutes(svc.Sessions)),
+		httpapi.WithRoutes(sf.MCP),
+		httpapi.WithRoutes(svc.LLM),
+		httpapi.WithRoutes(httpapi.NewLLMRoutes(svc.LLMKeys)),
+		httpapi.WithRoutes(httpapi.NewRunRoutes(svc.Runs)),
+		httpapi.WithMetrics(svc.Metrics),
+	}
+	browsers, err := httpapi.BrowserGuard(httpapi.BrowserConfig{
+		Listen: cfg.Listen, PublicURL: cfg.PublicURL, AllowedHosts: cfg.AllowedHosts, TrustedOrigins: cfg.TrustedOrigins,
+	})
+	if err != nil {
+		return sf, err
+	}
+	opts = append(opts, httpapi.WithMiddleware(browsers))
+	if cfg.authOn() {
+		// Sessions are scoped by the key that passed the auth.
+		opts = append(opts, httpapi.WithMiddleware(httpapi.AuthMiddleware(cfg.Keys)), httpapi.WithMiddleware(httpapi.TenantMiddleware))
+	}
+	sf.API = httpapi.New(svc.Sandboxes, service.NewImages(st.Images, imagesOptions(st.Runtime)...), cfg.Log, opts...)
+	return sf, nil
+}

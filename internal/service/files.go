@@ -1,0 +1,98 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/sandbox"
+)
+
+// HomeDir is the home directory of a sandbox's user, whatever its image
+// says: where agents' configuration files go.
+const HomeDir = sandbox.HomeDir
+
+// CleanPath is the path of a file in a sandbox as every file operation
+// takes it from a client: a relative path is taken from the sandbox's
+// working directory, and one that steps out with ".." or holds NUL is
+// ErrInvalidArgument. Surfaces that echo the path back show this form.
+func CleanPath(p string) (string, error) { return manager.CleanPath(p) }
+
+// FileStat is a file of a sandbox as a daemon service walking its files
+// sees it: the API's FileInfo, and the type the wire leaves out.
+type FileStat struct {
+	api.FileInfo
+	// Regular says it is a regular file (not a directory, link, device
+	// or pipe).
+	Regular bool
+	// Link is a symbolic link's target; "" for other files.
+	Link string
+}
+
+// fileInfo is the API's view of fi.
+func fileInfo(fi agent.FileInfo) api.FileInfo {
+	return api.FileInfo{Name: fi.Name, Path: fi.Path, Size: fi.Size, Mode: fmt.Sprintf("%04o", fi.Mode.Perm()),
+		ModTime: fi.ModTime, IsDir: fi.IsDir}
+}
+
+// fileStat is fi with its type.
+func fileStat(fi agent.FileInfo) FileStat {
+	return FileStat{FileInfo: fileInfo(fi), Regular: fi.Mode.IsRegular(), Link: fi.Link}
+}
+
+// Upload writes content to the file at path in sandbox id with mode's
+// permissions, streaming it, and describes the file written. A relative
+// path is taken from the sandbox's working directory.
+func (s *Sandboxes) Upload(ctx context.Context, id, path string, mode fs.FileMode, content io.Reader) (*api.FileInfo, error) {
+	if path == "" {
+		return nil, errdefs.Invalid("path is required")
+	}
+	fi, err := s.m.Upload(ctx, id, path, mode, content)
+	if err != nil {
+		return nil, err
+	}
+	out := fileInfo(fi)
+	return &out, nil
+}
+
+// Download opens the file at path in sandbox id; the caller closes it.
+// The size is -1 when unknown. A missing file is ErrNotFound
+// (FILE_NOT_FOUND).
+func (s *Sandboxes) Download(ctx context.Context, id, path string) (io.ReadCloser, int64, error) {
+	return s.m.Download(ctx, id, path)
+}
+
+// Stat describes the file at path in sandbox id, a symbolic link itself
+// rather than its target. A missing file is ErrNotFound (FILE_NOT_FOUND).
+func (s *Sandboxes) Stat(ctx context.Context, id, path string) (*FileStat, error) {
+	fi, err := s.m.Stat(ctx, id, path)
+	if err != nil {
+		return nil, err
+	}
+	out := fileStat(fi)
+	return &out, nil
+}
+
+// ReadDir describes the entries of directory dir in sandbox id, by name. A
+// missing directory is ErrNotFound (FILE_NOT_FOUND).
+func (s *Sandboxes) ReadDir(ctx context.Context, id, dir string) ([]FileStat, error) {
+	fis, err := s.m.ListDir(ctx, id, dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]FileStat, len(fis))
+	for i, fi := range fis {
+		out[i] = fileStat(fi)
+	}
+	return out, nil
+}
+
+// Mkdir makes directory path in sandbox id, and its parents.
+func (s *Sandboxes) Mkdir(ctx context.Context, id, path string) error {
+	return s.m.Mkdir(ctx, id, path)
+}
