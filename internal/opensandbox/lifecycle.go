@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -180,6 +181,9 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sb, err := h.cfg.Sandboxes.Create(r.Context(), areq)
+	if err == nil {
+		sb, err = h.settle(r.Context(), sb)
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -197,6 +201,45 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Location", "/v1/sandboxes/"+url.PathEscape(sb.ID))
 	writeJSON(w, http.StatusAccepted, view(sb, md, false))
 }
+
+// imageFailure starts the reasons the manager gives a sandbox whose image
+// could not be found or prepared.
+var imageFailure = []string{"prepare image ", "look up image "}
+
+// settle waits, up to the configured CreateWait, for a pending sandbox to
+// run or fail: the SDKs never read a sandbox's state while creating, so a
+// sandbox that fails must be refused by the create itself, or a client
+// waits out its readiness budget. One that failed is deleted (nothing is
+// left half-made) and answered 400 when its image is at fault (as a
+// missing image), 500 otherwise; one still pending is returned as it is.
+func (h *Handler) settle(ctx context.Context, sb *api.Sandbox) (*api.Sandbox, error) {
+	deadline := time.Now().Add(h.cfg.CreateWait)
+	for sb.Status == api.StatusPending && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return sb, nil
+		case <-time.After(settlePoll):
+		}
+		next, err := h.cfg.Sandboxes.Get(ctx, sb.ID)
+		if err != nil {
+			return nil, err
+		}
+		sb = next
+	}
+	if sb.Status != api.StatusFailed {
+		return sb, nil
+	}
+	_ = h.cfg.Sandboxes.Delete(context.WithoutCancel(ctx), sb.ID)
+	for _, p := range imageFailure {
+		if strings.HasPrefix(sb.Reason, p) {
+			return nil, errdefs.WithCode(errdefs.Invalid("image.uri: %s", sb.Reason), "IMAGE_NOT_AVAILABLE")
+		}
+	}
+	return nil, errdefs.WithCode(fmt.Errorf("the sandbox failed to start: %s", sb.Reason), "PROVISIONING_ERROR")
+}
+
+// settlePoll is how often settle reads a pending sandbox.
+const settlePoll = 25 * time.Millisecond
 
 // metadataPatch returns the merge patch that sets md.
 func metadataPatch(md map[string]string) map[string]*string {

@@ -21,9 +21,12 @@
 // authenticate with the OPEN-SANDBOX-API-KEY header, holding one of the
 // daemon's own API keys; its tenant (auth.Tenant) is the request's.
 //
-// Handler is an http.Handler for the paths under /v1/; the daemon mounts
-// it beside its other surfaces. The execd API the returned endpoints lead
-// to (ExecdPrefix) is not served yet.
+// Handler is an http.Handler for the paths under /v1/ and, for the execd
+// API the returned endpoints lead to, under ExecdPrefix; the daemon mounts
+// it beside its other surfaces (Register). Of execd it serves /ping,
+// foreground POST /command, /files/upload and /files/download, with the
+// sandbox's access token in X-Access-Token (the endpoint's headers); the
+// other execd routes answer 501.
 package opensandbox
 
 import (
@@ -57,6 +60,10 @@ const (
 // surface hands out: ExecdPrefix + id + "/execd" and + "/egress".
 const ExecdPrefix = "/opensandbox/"
 
+// DefaultCreateWait is how long a create waits for a pending sandbox to
+// run or fail: well under the SDKs' 30 s request timeout.
+const DefaultCreateWait = 20 * time.Second
+
 // maxBody bounds a request body: they are small JSON documents.
 const maxBody = 1 << 20
 
@@ -64,6 +71,9 @@ const maxBody = 1 << 20
 type Config struct {
 	// Sandboxes is the sandbox service (required).
 	Sandboxes Sandboxes
+	// Execd runs commands and moves files for the execd API; nil: its
+	// routes answer 501.
+	Execd Execd
 	// Expiry renews expiries; nil: renew-expiration answers 501.
 	Expiry Expiry
 	// Metadata keeps sandboxes' metadata; nil: PATCH …/metadata answers
@@ -79,6 +89,9 @@ type Config struct {
 	// GatewayPrefix starts the port gateway's paths (gateway.Prefix);
 	// an endpoint of a user port is GatewayPrefix + id + "/port/" + port.
 	GatewayPrefix string
+	// CreateWait bounds how long a create waits for a pending sandbox to
+	// run or fail (settle); 0: DefaultCreateWait, negative: not at all.
+	CreateWait time.Duration
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
 }
@@ -99,12 +112,31 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.CreateWait == 0 {
+		cfg.CreateWait = DefaultCreateWait
+	}
 	return &Handler{cfg: cfg}, nil
 }
 
-// ServeHTTP authenticates r and routes it.
+// Register serves the handler's two prefixes on mux: /v1/ (the
+// lifecycle API) and ExecdPrefix (the execd API of each sandbox).
+func (h *Handler) Register(mux *http.ServeMux) {
+	mux.Handle("/v1/", h)
+	mux.Handle(ExecdPrefix, h)
+}
+
+// Prefixes are the path prefixes Register serves, which authenticate
+// requests themselves (not with the daemon's Bearer keys).
+var Prefixes = []string{"/v1/", ExecdPrefix}
+
+// ServeHTTP authenticates r and routes it: a lifecycle request by its
+// API key, an execd request by its sandbox's access token.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Request-ID", requestID(r))
+	if strings.HasPrefix(r.URL.EscapedPath(), ExecdPrefix) {
+		h.serveExecd(w, r)
+		return
+	}
 	r, err := h.authenticate(r)
 	if err != nil {
 		writeError(w, err)

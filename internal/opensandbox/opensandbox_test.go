@@ -170,7 +170,7 @@ func newSetup(t *testing.T, noExtras bool, sbs ...api.Sandbox) *setup {
 	s := &setup{sbs: newFakeSandboxes(sbs...), exp: &fakeExpiry{at: map[string]time.Time{}},
 		meta: &fakeMetadata{md: map[string]map[string]string{}}}
 	cfg := Config{Sandboxes: s.sbs, Keys: keys, RequireKey: true, PublicHost: "daemon.example:8080",
-		GatewayPrefix: "/api/v1/sandbox/", Now: func() time.Time { return now }}
+		GatewayPrefix: "/api/v1/sandbox/", Now: func() time.Time { return now }, CreateWait: -1}
 	if !noExtras {
 		cfg.Expiry, cfg.Metadata = s.exp, s.meta
 	}
