@@ -117,7 +117,7 @@ func (f *fakeExecd) Download(_ context.Context, _ string, path string) (io.ReadC
 // p (pending) and f (failed).
 func newExecdSetup(t *testing.T) (*setup, *fakeExecd) {
 	t.Helper()
-	s := newSetup(t, false, sandbox("a", api.StatusRunning, 0), sandbox("p", api.StatusPending, 1), sandbox("f", api.StatusFailed, 2))
+	s := newSetup(t, sandbox("a", api.StatusRunning, 0), sandbox("p", api.StatusPending, 1), sandbox("f", api.StatusFailed, 2))
 	ex := &fakeExecd{sbs: s.sbs, checks: map[string]int{}, files: map[string][]byte{"/tmp/x.txt": []byte("hello")},
 		modes: map[string]fs.FileMode{}}
 	s.h.cfg.Execd = ex
@@ -409,7 +409,7 @@ func TestExecdRoutes(t *testing.T) {
 		})
 	}
 	// Without an execd the routes are 501.
-	s := newSetup(t, false, sandbox("a", api.StatusRunning, 0))
+	s := newSetup(t, sandbox("a", api.StatusRunning, 0))
 	if rec := execdDo(t, s, "GET", "/opensandbox/a/execd/ping", "", nil, "tok-a"); rec.Code != http.StatusNotImplemented {
 		t.Errorf("ping without an execd: %d, want 501", rec.Code)
 	}

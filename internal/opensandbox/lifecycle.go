@@ -2,10 +2,8 @@ package opensandbox
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -167,14 +165,10 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	patch := metadataPatch(req.Metadata)
 	areq, err := req.toAPI()
-	if err == nil && len(patch) > 0 {
-		if h.cfg.Metadata == nil {
-			err = unsupported("metadata", "this server does not keep metadata yet")
-		} else {
-			err = checkLabels(patch)
-		}
+	if err == nil && len(req.Metadata) > 0 {
+		err = checkLabels(metadataPatch(req.Metadata))
+		areq.Metadata = req.Metadata
 	}
 	if err != nil {
 		writeError(w, err)
@@ -188,18 +182,8 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	var md map[string]string
-	if len(patch) > 0 {
-		md, err = h.cfg.Metadata.PatchMetadata(r.Context(), sb.ID, patch)
-	}
-	if err != nil {
-		// Nothing half-made: the sandbox goes with its metadata.
-		_ = h.cfg.Sandboxes.Delete(context.WithoutCancel(r.Context()), sb.ID)
-		writeError(w, err)
-		return
-	}
 	w.Header().Set("Location", "/v1/sandboxes/"+url.PathEscape(sb.ID))
-	writeJSON(w, http.StatusAccepted, view(sb, md, false))
+	writeJSON(w, http.StatusAccepted, view(sb, false))
 }
 
 // imageFailure starts the reasons the manager gives a sandbox whose image
@@ -250,26 +234,13 @@ func metadataPatch(md map[string]string) map[string]*string {
 	return patch
 }
 
-// metadataOf returns sandbox id's metadata; nil when metadata is not
-// kept.
-func (h *Handler) metadataOf(ctx context.Context, id string) (map[string]string, error) {
-	if h.cfg.Metadata == nil {
-		return nil, nil
-	}
-	return h.cfg.Metadata.Metadata(ctx, id)
-}
-
 func (h *Handler) get(w http.ResponseWriter, r *http.Request, id string) {
 	sb, err := h.cfg.Sandboxes.Get(r.Context(), id)
-	var md map[string]string
-	if err == nil {
-		md, err = h.metadataOf(r.Context(), id)
-	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, view(sb, md, true))
+	writeJSON(w, http.StatusOK, view(sb, true))
 }
 
 func (h *Handler) delete(w http.ResponseWriter, r *http.Request, id string) {
@@ -285,28 +256,29 @@ const maxPageSize = 200
 
 // listQuery is a list request's filters and page.
 type listQuery struct {
-	states         map[string]bool // lower case; empty: all
-	metadata       map[string]string
+	opts service.ListOptions
+	// none says the states asked for match no sandbox agent2env has.
+	none           bool
 	page, pageSize int
 }
 
 // parseListQuery reads q (docs/opensandbox.md §4.3).
 func parseListQuery(q url.Values) (listQuery, error) {
 	lq := listQuery{page: 1, pageSize: 20}
-	for _, s := range q["state"] {
-		if lq.states == nil {
-			lq.states = map[string]bool{}
+	if states := q["state"]; len(states) > 0 {
+		for _, st := range states {
+			lq.opts.Statuses = append(lq.opts.Statuses, statuses(st)...)
 		}
-		lq.states[strings.ToLower(s)] = true
+		lq.none = len(lq.opts.Statuses) == 0
 	}
 	if raw := q.Get("metadata"); raw != "" {
 		pairs, err := url.ParseQuery(raw)
 		if err != nil {
 			return lq, errdefs.Invalid("metadata: want key=value pairs joined by &, each part URL-encoded: %v", err)
 		}
-		lq.metadata = make(map[string]string, len(pairs))
+		lq.opts.Metadata = make(map[string]string, len(pairs))
 		for k, vs := range pairs {
-			lq.metadata[k] = vs[len(vs)-1]
+			lq.opts.Metadata[k] = vs[len(vs)-1]
 		}
 	}
 	for _, p := range []struct {
@@ -331,93 +303,74 @@ func parseListQuery(q url.Values) (listQuery, error) {
 	return lq, nil
 }
 
-// matches reports whether a sandbox in state st with metadata md passes
-// lq's filters.
-func (lq *listQuery) matches(st string, md map[string]string) bool {
-	if len(lq.states) > 0 && !lq.states[strings.ToLower(st)] {
-		return false
-	}
-	for k, v := range lq.metadata {
-		if got, ok := md[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
-}
-
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 	lq, err := parseListQuery(r.URL.Query())
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	all, err := h.allSandboxes(r.Context())
+	var (
+		total int
+		page  []api.Sandbox
+	)
+	if !lq.none {
+		total, page, err = h.newestPage(r.Context(), lq)
+	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	items := []sandboxView{}
-	for i := range all {
-		sb := &all[i]
-		md, err := h.metadataOf(r.Context(), sb.ID)
-		if errors.Is(err, errdefs.ErrNotFound) {
-			continue // deleted meanwhile
-		}
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		if v := view(sb, md, true); lq.matches(v.Status.State, md) {
-			items = append(items, v)
-		}
+	items := make([]sandboxView, 0, len(page))
+	for i := range page {
+		items = append(items, view(&page[i], true))
 	}
-	// Newest first, as the stock server lists.
-	slices.SortStableFunc(items, func(a, b sandboxView) int {
-		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
-	writeJSON(w, http.StatusOK, paginate(items, lq.page, lq.pageSize))
-}
-
-// paginate returns page of items, pageSize each.
-func paginate(items []sandboxView, page, pageSize int) listResponse {
-	total := len(items)
-	pages := (total + pageSize - 1) / pageSize
-	start := min((page-1)*pageSize, total)
-	end := min(start+pageSize, total)
-	return listResponse{
-		Items: items[start:end],
+	pages := (total + lq.pageSize - 1) / lq.pageSize
+	writeJSON(w, http.StatusOK, listResponse{
+		Items: items,
 		Pagination: pagination{
-			Page: page, PageSize: pageSize, TotalItems: total, TotalPages: pages, HasNextPage: page < pages,
+			Page: lq.page, PageSize: lq.pageSize, TotalItems: total, TotalPages: pages, HasNextPage: lq.page < pages,
 		},
-	}
+	})
 }
 
-// allSandboxes returns every sandbox the service lists, page by page.
-func (h *Handler) allSandboxes(ctx context.Context) ([]api.Sandbox, error) {
+// newestPage returns how many sandboxes lq selects and its page of them,
+// newest first as the stock server lists. The service lists oldest first:
+// of the total T, the page is the oldest-first positions
+// [T-page×size, T-(page-1)×size), read up to the last of them.
+func (h *Handler) newestPage(ctx context.Context, lq listQuery) (int, []api.Sandbox, error) {
+	total, err := h.cfg.Sandboxes.Count(ctx, lq.opts)
+	if err != nil {
+		return 0, nil, err
+	}
+	end := total - (lq.page-1)*lq.pageSize
+	if end <= 0 {
+		return total, nil, nil
+	}
+	start := max(end-lq.pageSize, 0)
 	var all []api.Sandbox
 	limit := api.MaxPageSize
-	opts := service.ListOptions{Limit: &limit}
-	for {
+	opts := lq.opts
+	opts.Limit = &limit
+	for len(all) < end {
 		page, err := h.cfg.Sandboxes.List(ctx, opts)
 		if err != nil {
-			return nil, err
+			return 0, nil, err
 		}
 		all = append(all, page.Items...)
 		if page.NextCursor == "" {
-			return all, nil
+			break
 		}
 		opts.Cursor = page.NextCursor
 	}
+	// Sandboxes deleted since the count leave fewer.
+	end = min(end, len(all))
+	start = min(start, end)
+	out := slices.Clone(all[start:end])
+	slices.Reverse(out)
+	return total, out, nil
 }
 
 func (h *Handler) renew(w http.ResponseWriter, r *http.Request, id string) {
-	if h.cfg.Expiry == nil {
-		writeError(w, notImplemented("renewing an expiry is not supported by this server yet"))
-		return
-	}
 	var body renewBody
 	if err := decodeJSON(w, r, &body); err != nil {
 		writeError(w, err)
@@ -431,12 +384,12 @@ func (h *Handler) renew(w http.ResponseWriter, r *http.Request, id string) {
 		writeError(w, errdefs.Invalid("expiresAt %s is not in the future", body.ExpiresAt.Format(time.RFC3339)))
 		return
 	}
-	at, err := h.cfg.Expiry.Renew(r.Context(), id, *body.ExpiresAt)
+	sb, err := h.cfg.Sandboxes.Renew(r.Context(), id, *body.ExpiresAt)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	at = at.UTC()
+	at := sb.ExpiresAt.UTC()
 	writeJSON(w, http.StatusOK, renewBody{ExpiresAt: &at})
 }
 
@@ -476,34 +429,27 @@ func (h *Handler) endpoint(w http.ResponseWriter, r *http.Request, id, portText 
 }
 
 func (h *Handler) patchMetadata(w http.ResponseWriter, r *http.Request, id string) {
-	if h.cfg.Metadata == nil {
-		writeError(w, notImplemented("this server does not keep metadata yet"))
-		return
-	}
 	var patch map[string]*string
 	if err := decodeJSON(w, r, &patch); err != nil {
 		writeError(w, err)
 		return
 	}
-	sb, err := h.cfg.Sandboxes.Get(r.Context(), id)
-	if err == nil {
+	var (
+		sb  *api.Sandbox
 		err = checkLabels(patch)
+	)
+	switch {
+	case err != nil:
+	case len(patch) == 0:
+		sb, err = h.cfg.Sandboxes.Get(r.Context(), id)
+	default:
+		sb, err = h.cfg.Sandboxes.PatchMetadata(r.Context(), id, patch)
 	}
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	var md map[string]string
-	if len(patch) == 0 {
-		md, err = h.cfg.Metadata.Metadata(r.Context(), id)
-	} else {
-		md, err = h.cfg.Metadata.PatchMetadata(r.Context(), id, patch)
-	}
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, view(sb, md, true))
+	writeJSON(w, http.StatusOK, view(sb, true))
 }
 
 // reservedPrefix starts the metadata keys the platform keeps for itself.

@@ -7,11 +7,8 @@
 //
 // The package translates the wire and nothing else: every rule about
 // sandboxes is the service layer's (package service), reached through the
-// small interfaces below, which *service.Sandboxes satisfies for what it
-// already does. Operations the service does not have yet (renewing an
-// expiry, keeping metadata) are interfaces of their own that the daemon
-// may leave nil: the routes that need them then answer 501, and a create
-// that asks for them 400, naming the field.
+// small interfaces Sandboxes and Execd, which *service.Sandboxes
+// satisfies.
 //
 // Wire rules kept here: a create answers exactly 202; every error is JSON
 // {code, message}; states are OpenSandbox's names (Pending, Running,
@@ -74,11 +71,6 @@ type Config struct {
 	// Execd runs commands and moves files for the execd API; nil: its
 	// routes answer 501.
 	Execd Execd
-	// Expiry renews expiries; nil: renew-expiration answers 501.
-	Expiry Expiry
-	// Metadata keeps sandboxes' metadata; nil: PATCH …/metadata answers
-	// 501 and a create with metadata 400.
-	Metadata Metadata
 	// Keys are the daemon's API keys.
 	Keys *auth.Keys
 	// RequireKey says requests must carry a valid key (auth.Required).

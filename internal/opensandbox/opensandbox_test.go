@@ -33,6 +33,7 @@ type fakeSandboxes struct {
 	tenants   []string
 	deleted   []string
 	createErr error
+	lists     int // List calls
 }
 
 func newFakeSandboxes(sbs ...api.Sandbox) *fakeSandboxes {
@@ -57,7 +58,7 @@ func (f *fakeSandboxes) Create(ctx context.Context, req api.CreateSandboxRequest
 		return nil, f.createErr
 	}
 	sb := api.Sandbox{ID: fmt.Sprintf("sb-%d", len(f.created)), Image: req.Image, Status: api.StatusPending,
-		CreatedAt: now, UpdatedAt: now, ExpiresAt: api.Never, AccessToken: "tok"}
+		CreatedAt: now, UpdatedAt: now, ExpiresAt: api.Never, AccessToken: "tok", Metadata: maps.Clone(req.Metadata)}
 	if req.TTL != nil && *req.TTL > 0 {
 		sb.TTL, sb.ExpiresAt = *req.TTL, now.Add(time.Duration(*req.TTL)*time.Second)
 	}
@@ -76,22 +77,90 @@ func (f *fakeSandboxes) Get(_ context.Context, id string) (*api.Sandbox, error) 
 	return &out, nil
 }
 
+// selected returns the ids opts' filters select, oldest first.
+func (f *fakeSandboxes) selected(opts service.ListOptions) []string {
+	var out []string
+	for _, id := range f.order {
+		sb := f.byID[id]
+		if len(opts.Statuses) > 0 && !slices.Contains(opts.Statuses, sb.Status) {
+			continue
+		}
+		match := true
+		for k, v := range opts.Metadata {
+			if got, ok := sb.Metadata[k]; !ok || got != v {
+				match = false
+			}
+		}
+		if match {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 func (f *fakeSandboxes) List(_ context.Context, opts service.ListOptions) (*api.SandboxList, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lists++
+	ids := f.selected(opts)
 	start := 0
 	if opts.Cursor != "" {
 		start, _ = strconv.Atoi(opts.Cursor)
 	}
-	end := min(start+min(*opts.Limit, 2), len(f.order))
+	end := min(start+min(*opts.Limit, 2), len(ids))
 	out := &api.SandboxList{Items: []api.Sandbox{}}
-	for _, id := range f.order[start:end] {
+	for _, id := range ids[start:end] {
 		out.Items = append(out.Items, *f.byID[id])
 	}
-	if end < len(f.order) {
+	if end < len(ids) {
 		out.NextCursor = strconv.Itoa(end)
 	}
 	return out, nil
+}
+
+func (f *fakeSandboxes) Count(_ context.Context, opts service.ListOptions) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.selected(opts)), nil
+}
+
+func (f *fakeSandboxes) Renew(_ context.Context, id string, at time.Time) (*api.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, ok := f.byID[id]
+	if !ok {
+		return nil, errdefs.WithCode(errdefs.NotFound("sandbox %s not found", id), api.CodeSandboxNotFound)
+	}
+	sb.ExpiresAt, sb.TTL = at, int(at.Sub(sb.CreatedAt)/time.Second)
+	out := *sb
+	return &out, nil
+}
+
+// PatchMetadata merges patch; a patch of key "fail" fails.
+func (f *fakeSandboxes) PatchMetadata(_ context.Context, id string, patch map[string]*string) (*api.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, ok := f.byID[id]
+	if !ok {
+		return nil, errdefs.WithCode(errdefs.NotFound("sandbox %s not found", id), api.CodeSandboxNotFound)
+	}
+	if _, ok := patch["fail"]; ok {
+		return nil, errdefs.Unavailable("metadata store is down")
+	}
+	md := maps.Clone(sb.Metadata)
+	if md == nil {
+		md = map[string]string{}
+	}
+	for k, v := range patch {
+		if v == nil {
+			delete(md, k)
+		} else {
+			md[k] = *v
+		}
+	}
+	sb.Metadata = md
+	out := *sb
+	return &out, nil
 }
 
 func (f *fakeSandboxes) Delete(_ context.Context, id string) error {
@@ -106,74 +175,24 @@ func (f *fakeSandboxes) Delete(_ context.Context, id string) error {
 	return nil
 }
 
-// fakeExpiry keeps what it was asked.
-type fakeExpiry struct{ at map[string]time.Time }
-
-func (f *fakeExpiry) Renew(_ context.Context, id string, at time.Time) (time.Time, error) {
-	if id == "missing" {
-		return time.Time{}, errdefs.NotFound("sandbox %s not found", id)
-	}
-	f.at[id] = at
-	return at, nil
-}
-
-// fakeMetadata keeps metadata in memory; a patch of key "fail" fails.
-type fakeMetadata struct {
-	mu sync.Mutex
-	md map[string]map[string]string
-}
-
-func (f *fakeMetadata) Metadata(_ context.Context, id string) (map[string]string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return maps.Clone(f.md[id]), nil
-}
-
-func (f *fakeMetadata) PatchMetadata(_ context.Context, id string, patch map[string]*string) (map[string]string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := patch["fail"]; ok {
-		return nil, errdefs.Unavailable("metadata store is down")
-	}
-	md := f.md[id]
-	if md == nil {
-		md = map[string]string{}
-	}
-	for k, v := range patch {
-		if v == nil {
-			delete(md, k)
-		} else {
-			md[k] = *v
-		}
-	}
-	f.md[id] = md
-	return maps.Clone(md), nil
-}
-
 const goodKey = "a2e_0123456789abcdef"
 
 // setup is a handler over fakes.
 type setup struct {
-	h    *Handler
-	sbs  *fakeSandboxes
-	exp  *fakeExpiry
-	meta *fakeMetadata
+	h   *Handler
+	sbs *fakeSandboxes
 }
 
-// newSetup makes a handler; noExtras leaves Expiry and Metadata nil.
-func newSetup(t *testing.T, noExtras bool, sbs ...api.Sandbox) *setup {
+// newSetup makes a handler over sandboxes sbs.
+func newSetup(t *testing.T, sbs ...api.Sandbox) *setup {
 	t.Helper()
 	keys, err := auth.NewKeys(goodKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &setup{sbs: newFakeSandboxes(sbs...), exp: &fakeExpiry{at: map[string]time.Time{}},
-		meta: &fakeMetadata{md: map[string]map[string]string{}}}
+	s := &setup{sbs: newFakeSandboxes(sbs...)}
 	cfg := Config{Sandboxes: s.sbs, Keys: keys, RequireKey: true, PublicHost: "daemon.example:8080",
 		GatewayPrefix: "/api/v1/sandbox/", Now: func() time.Time { return now }, CreateWait: -1}
-	if !noExtras {
-		cfg.Expiry, cfg.Metadata = s.exp, s.meta
-	}
 	if s.h, err = New(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +263,7 @@ const sdkCreate = `{"image":{"uri":"ubuntu"},"timeout":600,"resourceLimits":{"cp
 	`"entrypoint":["tail","-f","/dev/null"],"secureAccess":false}`
 
 func TestAuth(t *testing.T) {
-	s := newSetup(t, false)
+	s := newSetup(t)
 	for _, tc := range []struct {
 		name, key  string
 		wantStatus int
@@ -271,7 +290,7 @@ func TestAuth(t *testing.T) {
 }
 
 func TestAuthNotRequired(t *testing.T) {
-	s := newSetup(t, false)
+	s := newSetup(t)
 	s.h.cfg.RequireKey = false
 	if rec, _ := s.do(t, "GET", "/v1/sandboxes", "", map[string]string{HeaderAPIKey: ""}); rec.Code != http.StatusOK {
 		t.Fatalf("without keys: %d %s", rec.Code, rec.Body)
@@ -283,7 +302,6 @@ func TestCreate(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		body       string
-		noExtras   bool
 		wantStatus int
 		wantReq    *api.CreateSandboxRequest
 		wantInMsg  string
@@ -336,22 +354,14 @@ func TestCreate(t *testing.T) {
 		{
 			name: "metadata kept", body: `{"image":{"uri":"ubuntu"},"metadata":{"project":"apollo"}}`,
 			wantStatus: http.StatusAccepted,
+			wantReq:    &api.CreateSandboxRequest{Image: "ubuntu", TTL: ttl(0), Metadata: map[string]string{"project": "apollo"}},
 			check: func(t *testing.T, body map[string]any, s *setup) {
-				if fmt.Sprint(body["metadata"]) != "map[project:apollo]" || s.meta.md["sb-1"]["project"] != "apollo" {
-					t.Errorf("metadata: %v, kept %v", body["metadata"], s.meta.md)
+				if fmt.Sprint(body["metadata"]) != "map[project:apollo]" {
+					t.Errorf("metadata: %v", body["metadata"])
 				}
 			},
 		},
-		{
-			name: "metadata failure deletes the sandbox", body: `{"image":{"uri":"ubuntu"},"metadata":{"fail":"x"}}`,
-			wantStatus: http.StatusServiceUnavailable,
-			check: func(t *testing.T, _ map[string]any, s *setup) {
-				if !slices.Equal(s.sbs.deleted, []string{"sb-1"}) {
-					t.Errorf("deleted %v, want the sandbox made", s.sbs.deleted)
-				}
-			},
-		},
-		{name: "metadata without a store", body: `{"image":{"uri":"ubuntu"},"metadata":{"a":"b"}}`, noExtras: true,
+		{name: "metadata value a label cannot be", body: `{"image":{"uri":"ubuntu"},"metadata":{"a":"Demo Test"}}`,
 			wantStatus: http.StatusBadRequest, wantInMsg: "metadata"},
 		{name: "reserved metadata key", body: `{"image":{"uri":"ubuntu"},"metadata":{"opensandbox.io/x":"b"}}`,
 			wantStatus: http.StatusBadRequest, wantInMsg: "reserved"},
@@ -383,7 +393,7 @@ func TestCreate(t *testing.T) {
 		{name: "not JSON", body: `{"image":`, wantStatus: http.StatusBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSetup(t, tc.noExtras)
+			s := newSetup(t)
 			rec, body := s.do(t, "POST", "/v1/sandboxes", tc.body, nil)
 			if rec.Code != tc.wantStatus {
 				t.Fatalf("status %d %s, want %d", rec.Code, rec.Body, tc.wantStatus)
@@ -425,7 +435,7 @@ func TestCreateServiceErrors(t *testing.T) {
 		{fmt.Errorf("disk on fire"), http.StatusInternalServerError, api.CodeInternal},
 	} {
 		t.Run(tc.wantCode, func(t *testing.T) {
-			s := newSetup(t, false)
+			s := newSetup(t)
 			s.sbs.createErr = tc.err
 			rec, body := s.do(t, "POST", "/v1/sandboxes", sdkCreate, nil)
 			if rec.Code != tc.wantStatus || body["code"] != tc.wantCode {
@@ -436,7 +446,7 @@ func TestCreateServiceErrors(t *testing.T) {
 }
 
 func TestCreateMediaType(t *testing.T) {
-	s := newSetup(t, false)
+	s := newSetup(t)
 	rec, body := s.do(t, "POST", "/v1/sandboxes", sdkCreate, map[string]string{"Content-Type": "text/plain"})
 	if rec.Code != http.StatusUnsupportedMediaType || body["code"] != api.CodeUnsupportedMediaType {
 		t.Fatalf("got %d %s, want 415", rec.Code, rec.Body)
@@ -450,8 +460,8 @@ func sandbox(id string, st api.SandboxStatus, m int) api.Sandbox {
 }
 
 func TestGetDelete(t *testing.T) {
-	s := newSetup(t, false, sandbox("a", api.StatusRunning, 0))
-	s.meta.md["a"] = map[string]string{"team": "ml"}
+	s := newSetup(t, sandbox("a", api.StatusRunning, 0))
+	s.sbs.byID["a"].Metadata = map[string]string{"team": "ml"}
 	rec, body := s.do(t, "GET", "/v1/sandboxes/a", "", nil)
 	if rec.Code != http.StatusOK {
 		t.Fatalf("get: %d %s", rec.Code, rec.Body)
@@ -490,11 +500,11 @@ func TestStates(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
-	s := newSetup(t, false,
+	s := newSetup(t,
 		sandbox("a", api.StatusRunning, 0), sandbox("b", api.StatusPending, 1), sandbox("c", api.StatusRunning, 2),
 		sandbox("d", api.StatusFailed, 3), sandbox("e", api.StatusRunning, 4))
-	s.meta.md["a"] = map[string]string{"project": "Apollo", "note": "Demo Test"}
-	s.meta.md["c"] = map[string]string{"project": "Apollo"}
+	s.sbs.byID["a"].Metadata = map[string]string{"project": "Apollo", "note": "Demo Test"}
+	s.sbs.byID["c"].Metadata = map[string]string{"project": "Apollo"}
 	for _, tc := range []struct {
 		name, query string
 		wantIDs     []string
@@ -506,6 +516,9 @@ func TestList(t *testing.T) {
 		{"last page", "?page=3&pageSize=2", []string{"a"}, "3 2 5 3 false", 200},
 		{"past the end", "?page=9&pageSize=2", []string{}, "9 2 5 3 false", 200},
 		{"states, any case", "?state=running&state=Failed", []string{"e", "d", "c", "a"}, "1 20 4 1 false", 200},
+		{"a state agent2env has no sandbox in", "?state=Paused", []string{}, "1 20 0 0 false", 200},
+		{"an unknown state", "?state=Sleeping", []string{}, "1 20 0 0 false", 200},
+		{"a known and an unknown state", "?state=Sleeping&state=PENDING", []string{"b"}, "1 20 1 1 false", 200},
 		// The SDK encodes each pair, then the whole value once more.
 		{"metadata", "?metadata=project%3DApollo%26note%3DDemo%2520Test", []string{"a"}, "1 20 1 1 false", 200},
 		{"metadata and state", "?metadata=project%3DApollo&state=Running", []string{"c", "a"}, "1 20 2 1 false", 200},
@@ -542,19 +555,18 @@ func TestList(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestListWithoutMetadataStore(t *testing.T) {
-	s := newSetup(t, true, sandbox("a", api.StatusRunning, 0))
-	rec, _ := s.do(t, "GET", "/v1/sandboxes?metadata=a%3Db", "", nil)
-	var resp listResponse
-	if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || rec.Code != 200 || len(resp.Items) != 0 {
-		t.Fatalf("a metadata filter without metadata matches nothing: %d %s", rec.Code, rec.Body)
+	// A page past the end, or states no sandbox can be in, read no list:
+	// the count answers.
+	s.sbs.lists = 0
+	s.expect(t, "GET", "/v1/sandboxes?page=9&pageSize=2", "", 200)
+	s.expect(t, "GET", "/v1/sandboxes?state=Paused", "", 200)
+	if s.sbs.lists != 0 {
+		t.Errorf("%d list calls, want 0", s.sbs.lists)
 	}
 }
 
 func TestEndpoints(t *testing.T) {
-	s := newSetup(t, false, sandbox("a", api.StatusPending, 0))
+	s := newSetup(t, sandbox("a", api.StatusPending, 0))
 	for _, tc := range []struct {
 		target, host string
 		wantStatus   int
@@ -595,9 +607,8 @@ func TestEndpoints(t *testing.T) {
 // TestRenewAndMetadata runs its cases in order on one sandbox: the
 // metadata patches build on each other.
 func TestRenewAndMetadata(t *testing.T) {
-	full := newSetup(t, false, sandbox("a", api.StatusRunning, 0))
-	full.meta.md["a"] = map[string]string{"team": "ml", "old": "x"}
-	bare := newSetup(t, true, sandbox("a", api.StatusRunning, 0))
+	full := newSetup(t, sandbox("a", api.StatusRunning, 0))
+	full.sbs.byID["a"].Metadata = map[string]string{"team": "ml", "old": "x"}
 	const renew, patch = "/v1/sandboxes/a/renew-expiration", "/v1/sandboxes/a/metadata"
 	for _, tc := range []struct {
 		name            string
@@ -612,7 +623,6 @@ func TestRenewAndMetadata(t *testing.T) {
 		{"renew without a time", full, "POST", renew, `{}`, 400, "", ""},
 		{"renew to no time", full, "POST", renew, `{"expiresAt":"tomorrow"}`, 400, "", ""},
 		{"renew an unknown sandbox", full, "POST", "/v1/sandboxes/missing/renew-expiration", `{"expiresAt":"2026-12-05T00:00:00Z"}`, 404, "", ""},
-		{"renew without Expiry", bare, "POST", renew, `{"expiresAt":"2026-12-05T00:00:00Z"}`, 501, "", ""},
 		{"merge patch", full, "PATCH", patch, `{"project":"new-project","old":null,"gone":null}`, 200, "metadata", "map[project:new-project team:ml]"},
 		{"empty patch", full, "PATCH", patch, `{}`, 200, "metadata", "map[project:new-project team:ml]"},
 		{"prefixed key", full, "PATCH", patch, `{"example.com/tier":"gold"}`, 200, "metadata", "map[example.com/tier:gold project:new-project team:ml]"},
@@ -621,7 +631,8 @@ func TestRenewAndMetadata(t *testing.T) {
 		{"bad value", full, "PATCH", patch, `{"k":"a b"}`, 400, "", ""},
 		{"value not a string", full, "PATCH", patch, `{"k":1}`, 400, "", ""},
 		{"patch an unknown sandbox", full, "PATCH", "/v1/sandboxes/nope/metadata", `{"k":"v"}`, 404, "", ""},
-		{"patch without Metadata", bare, "PATCH", patch, `{"k":"v"}`, 501, "", ""},
+		{"service failure", full, "PATCH", patch, `{"fail":"x"}`, 503, "", ""},
+		{"the sandbox shows it", full, "GET", "/v1/sandboxes/a", "", 200, "metadata", "map[example.com/tier:gold project:new-project team:ml]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body := tc.s.expect(t, tc.method, tc.target, tc.body, tc.wantStatus)
@@ -633,7 +644,7 @@ func TestRenewAndMetadata(t *testing.T) {
 }
 
 func TestRoutes(t *testing.T) {
-	s := newSetup(t, false, sandbox("a", api.StatusRunning, 0))
+	s := newSetup(t, sandbox("a", api.StatusRunning, 0))
 	for _, tc := range []struct {
 		method, target, body string
 		wantStatus           int
@@ -668,7 +679,7 @@ func TestRoutes(t *testing.T) {
 }
 
 func TestRequestID(t *testing.T) {
-	s := newSetup(t, false)
+	s := newSetup(t)
 	rec, _ := s.do(t, "GET", "/v1/sandboxes", "", map[string]string{"X-Request-ID": "req-42"})
 	if got := rec.Header().Get("X-Request-ID"); got != "req-42" {
 		t.Errorf("X-Request-ID %q, want the client's", got)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
@@ -18,27 +19,16 @@ type Sandboxes interface {
 	Create(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error)
 	Get(ctx context.Context, id string) (*api.Sandbox, error)
 	List(ctx context.Context, opts service.ListOptions) (*api.SandboxList, error)
+	Count(ctx context.Context, opts service.ListOptions) (int, error)
 	Delete(ctx context.Context, id string) error
+	// Renew makes sandbox id expire at at.
+	Renew(ctx context.Context, id string, at time.Time) (*api.Sandbox, error)
+	// PatchMetadata applies a merge patch to sandbox id's metadata: a
+	// value sets its key, nil deletes it.
+	PatchMetadata(ctx context.Context, id string, patch map[string]*string) (*api.Sandbox, error)
 }
 
 var _ Sandboxes = (*service.Sandboxes)(nil)
-
-// Expiry sets when a sandbox expires. The service has no such operation
-// yet (docs/opensandbox.md §12).
-type Expiry interface {
-	// Renew makes sandbox id expire at at and returns the expiry kept.
-	Renew(ctx context.Context, id string, at time.Time) (time.Time, error)
-}
-
-// Metadata keeps each sandbox's metadata, a map of strings. The service
-// has no such operation yet (docs/opensandbox.md §12).
-type Metadata interface {
-	// Metadata returns sandbox id's metadata (nil when it has none).
-	Metadata(ctx context.Context, id string) (map[string]string, error)
-	// PatchMetadata applies a merge patch to sandbox id's metadata, at
-	// once: a value sets its key, nil deletes it. It returns the result.
-	PatchMetadata(ctx context.Context, id string, patch map[string]*string) (map[string]string, error)
-}
 
 // OpenSandbox's states (spec SandboxState).
 const (
@@ -53,6 +43,25 @@ const (
 // a sandbox whose only process waits. agent2env sandboxes made from an
 // image have no main process, which is the same.
 var defaultEntrypoint = []string{"tail", "-f", "/dev/null"}
+
+// statuses returns the agent2env statuses an OpenSandbox state (any case)
+// stands for: none for the states agent2env has no sandbox in (Pausing,
+// Paused, Resuming) and for names it does not know.
+func statuses(st string) []api.SandboxStatus {
+	switch strings.ToLower(st) {
+	case "pending":
+		return []api.SandboxStatus{api.StatusPending}
+	case "running":
+		return []api.SandboxStatus{api.StatusRunning}
+	case "stopping":
+		return []api.SandboxStatus{api.StatusTerminating}
+	case "terminated":
+		return []api.SandboxStatus{api.StatusSucceeded}
+	case "failed":
+		return []api.SandboxStatus{api.StatusFailed, api.StatusUnknown}
+	}
+	return nil
+}
 
 // state returns the OpenSandbox state of an agent2env status.
 func state(s api.SandboxStatus) string {
@@ -97,13 +106,13 @@ type sandboxView struct {
 	CreatedAt time.Time  `json:"createdAt"`
 }
 
-// view returns sb as OpenSandbox shows it, with its metadata md; the
-// image is left out when withImage is false (the create response).
-func view(sb *api.Sandbox, md map[string]string, withImage bool) sandboxView {
+// view returns sb as OpenSandbox shows it; the image is left out when
+// withImage is false (the create response).
+func view(sb *api.Sandbox, withImage bool) sandboxView {
 	out := sandboxView{
 		ID:         sb.ID,
 		Status:     sandboxStatus{State: state(sb.Status), Message: sb.Reason},
-		Metadata:   md,
+		Metadata:   sb.Metadata,
 		Entrypoint: defaultEntrypoint,
 		CreatedAt:  sb.CreatedAt.UTC(),
 	}

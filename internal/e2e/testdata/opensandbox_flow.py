@@ -9,6 +9,9 @@ object on its last line, which the Go test checks:
                     files.write_file/read_file round trip
   badkey IMAGE      Sandbox.create with a wrong API key: the error and
                     how long it took
+  lifecycle IMAGE   metadata at create, the list filtered by state and
+                    metadata with its pagination, renew, a metadata patch,
+                    through Sandbox and SandboxManager
   unknown           SandboxManager.get_sandbox_info of an unknown id
   badimage IMAGE    Sandbox.create of an image that does not exist
 """
@@ -17,10 +20,12 @@ import asyncio
 import json
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 
 from opensandbox.config import ConnectionConfig
 from opensandbox.exceptions import SandboxApiException, SandboxException
 from opensandbox.manager import SandboxManager
+from opensandbox.models.sandboxes import SandboxFilter
 from opensandbox.sandbox import Sandbox
 
 
@@ -54,6 +59,35 @@ async def quickstart(image: str) -> dict:
     return out
 
 
+async def lifecycle(image: str) -> dict:
+    sandbox = await Sandbox.create(image, metadata={"suite": "e2e", "run": "1"}, connection_config=ConnectionConfig())
+    manager = await SandboxManager.create(ConnectionConfig())
+    out: dict = {}
+    try:
+        info = await sandbox.get_info()
+        out["metadata"] = info.metadata
+
+        async def listed(f: SandboxFilter) -> dict:
+            page = await manager.list_sandbox_infos(f)
+            return {"ids": [i.id == sandbox.id for i in page.sandbox_infos], "total": page.pagination.total_items,
+                    "pages": page.pagination.total_pages, "next": page.pagination.has_next_page}
+
+        out["by_state_and_metadata"] = await listed(SandboxFilter(states=["Running"], metadata={"suite": "e2e"}))
+        out["by_other_metadata"] = await listed(SandboxFilter(metadata={"suite": "other"}))
+        out["by_other_state"] = await listed(SandboxFilter(states=["Paused"]))
+        renewed = await sandbox.renew(timedelta(hours=2))
+        left = renewed.expires_at - datetime.now(timezone.utc)
+        out["renewed_hours"] = round(left.total_seconds() / 3600, 1)
+        info = await sandbox.patch_metadata({"run": None, "owner": "ci"})
+        out["patched"] = info.metadata
+        info = await manager.get_sandbox_info(sandbox.id)
+        out["expires_in_hours"] = round((info.expires_at - datetime.now(timezone.utc)).total_seconds() / 3600, 1)
+    finally:
+        await sandbox.destroy()
+        await manager.close()
+    return out
+
+
 async def create_fails(image: str, config: ConnectionConfig) -> dict:
     start = time.monotonic()
     try:
@@ -84,6 +118,8 @@ async def main() -> dict:
         return await create_fails(sys.argv[2], ConnectionConfig(api_key="a2e_wrong-key-0123456789"))
     if mode == "badimage":
         return await create_fails(sys.argv[2], ConnectionConfig())
+    if mode == "lifecycle":
+        return await lifecycle(sys.argv[2])
     if mode == "unknown":
         return await unknown()
     raise SystemExit(f"unknown mode {mode}")
