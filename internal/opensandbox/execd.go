@@ -102,11 +102,17 @@ func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		route(http.MethodPost, h.command)
+	case "/code", "/code/context", "/code/contexts":
+		h.routeCode(w, r, id, op)
 	case "/files/upload":
 		route(http.MethodPost, h.upload)
 	case "/files/download":
 		route(http.MethodGet, h.download)
 	default:
+		if strings.HasPrefix(op, "/code/contexts/") {
+			h.routeCode(w, r, id, op)
+			return
+		}
 		if unsupportedExecd(op) {
 			writeError(w, notImplemented("execd "+op+" is not supported by agent2env yet"))
 			return
@@ -118,7 +124,7 @@ func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
 // execdPlanned are the execd routes (and route prefixes, ending in "/")
 // agent2env does not serve yet: answered 501, not 404.
 var execdPlanned = []string{
-	"/command/", "/session", "/session/", "/code", "/code/", "/files", "/files/", "/directories",
+	"/command/", "/session", "/session/", "/files", "/files/", "/directories",
 	"/directories/", "/metrics", "/metrics/",
 }
 
@@ -210,11 +216,13 @@ func (req *commandRequest) toAPI() (api.ExecRequest, error) {
 
 // streamEvent is an event of execd's streams (docs/opensandbox.md §8).
 type streamEvent struct {
-	Type          string       `json:"type"`
-	Text          string       `json:"text,omitempty"`
-	ExecutionTime *int64       `json:"execution_time,omitempty"`
-	Timestamp     int64        `json:"timestamp"`
-	Error         *streamError `json:"error,omitempty"`
+	Type           string         `json:"type"`
+	Text           string         `json:"text,omitempty"`
+	ExecutionCount *int           `json:"execution_count,omitempty"`
+	ExecutionTime  *int64         `json:"execution_time,omitempty"`
+	Timestamp      int64          `json:"timestamp"`
+	Results        map[string]any `json:"results,omitempty"`
+	Error          *streamError   `json:"error,omitempty"`
 }
 
 // streamError is an error event's error.
@@ -252,6 +260,40 @@ func (e *eventWriter) write(ev streamEvent) error {
 	return http.NewResponseController(e.w).Flush()
 }
 
+// startStream commits an event stream's headers (execd's, §8.1) and
+// returns its writer.
+func (h *Handler) startStream(w http.ResponseWriter) *eventWriter {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	return &eventWriter{w: w, now: h.cfg.Now}
+}
+
+// keepAlive writes a ping event every keepAlive while ctx lasts; a failed
+// write cancels. The func it returns stops it and waits until it has.
+func (h *Handler) keepAlive(ctx context.Context, ew *eventWriter, cancel context.CancelFunc) func() {
+	ctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(keepAlive)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if ew.write(streamEvent{Type: "ping", Text: "pong"}) != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return func() { stop(); <-done }
+}
+
 func (h *Handler) command(w http.ResponseWriter, r *http.Request, id string) {
 	var body commandRequest
 	if err := decodeJSON(w, r, &body); err != nil {
@@ -268,36 +310,18 @@ func (h *Handler) command(w http.ResponseWriter, r *http.Request, id string) {
 		writeError(w, err)
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	ew := &eventWriter{w: w, now: h.cfg.Now}
+	ew := h.startStream(w)
 	start := h.cfg.Now()
 	if ew.write(streamEvent{Type: "init", Text: newExecutionID()}) != nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	go func() {
-		t := time.NewTicker(keepAlive)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if ew.write(streamEvent{Type: "ping", Text: "pong"}) != nil {
-					cancel()
-					return
-				}
-			}
-		}
-	}()
+	stopPings := h.keepAlive(ctx, ew, cancel)
 	exit, err := run(ctx, func(ev api.ExecEvent) error {
 		return ew.write(streamEvent{Type: ev.Type, Text: ev.Data})
 	})
-	cancel()
+	stopPings()
 	switch {
 	case err != nil:
 		_ = ew.write(streamEvent{Type: "error", Error: commandError(err.Error(), err.Error())})

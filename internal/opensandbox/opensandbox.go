@@ -71,6 +71,9 @@ type Config struct {
 	// Execd runs commands and moves files for the execd API; nil: its
 	// routes answer 501.
 	Execd Execd
+	// Codes runs code in agent2env's kernels for execd's /code routes;
+	// nil: they answer 501.
+	Codes Codes
 	// Keys are the daemon's API keys.
 	Keys *auth.Keys
 	// RequireKey says requests must carry a valid key (auth.Required).
@@ -90,7 +93,8 @@ type Config struct {
 
 // Handler serves the OpenSandbox lifecycle API. Make one with New.
 type Handler struct {
-	cfg Config
+	cfg  Config
+	runs runs // code executions in flight
 }
 
 // New returns the handler of cfg.
