@@ -108,6 +108,33 @@ func TestOpenSandboxSDK(t *testing.T) {
 		}
 		noSandboxes(t)
 	})
+	t.Run("code interpreter", func(t *testing.T) {
+		// The code-interpreter SDK's default image, served by agent2env's:
+		// build it first, as the python image above.
+		warm := d.create(api.CreateSandboxRequest{Image: "agent2env/code-interpreter", CPU: "1", Memory: "512Mi"})
+		if code := d.do("DELETE", "/api/v1/sandboxes/"+warm.ID, nil, nil); code != http.StatusNoContent {
+			t.Fatalf("delete the warm-up sandbox: status %d", code)
+		}
+		res := python(t, "code", "opensandbox/code-interpreter:v1.1.0")
+		want := map[string]string{
+			"context_language": "python", "first_error": "<nil>", "x_plus_1": "2", "execution_count": "2",
+			"error_name": "ZeroDivisionError", "error_value": "division by zero", "traceback_mentions": "true",
+			"stdout": "hello from python\n", "chart_error": "<nil>", "saved_png": "true", "raw_png": "true",
+			"default_context": "42", "bash_stdout": "hi from bash\n", "java": "400",
+			"listed_has_ctx": "true", "deleted": "true", "bash_left": "0",
+		}
+		for k, v := range want {
+			if got := fmt.Sprint(res[k]); got != v {
+				t.Errorf("%s = %q, want %q (all: %v)", k, got, v, res)
+			}
+		}
+		// The readiness probe succeeds at once: not after the SDK's 30 s.
+		if s, _ := res["ready_seconds"].(float64); s > 10 {
+			t.Errorf("CodeInterpreter.create took %.1f s", s)
+		}
+		t.Logf("CodeInterpreter.create took %.3f s", res["ready_seconds"])
+		noSandboxes(t)
+	})
 	t.Run("wrong key", func(t *testing.T) {
 		res := python(t, "badkey", image)
 		if res["status"] != float64(http.StatusUnauthorized) || res["code"] != "INVALID_API_KEY" {
