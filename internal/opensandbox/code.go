@@ -183,7 +183,7 @@ func (h *Handler) contextsOf(r *http.Request, id string, required bool) ([]api.C
 	name := r.URL.Query().Get("language")
 	lang := ""
 	if name == "" && required {
-		return nil, errdefs.WithCode(errdefs.Invalid("language is required"), "MISSING_QUERY")
+		return nil, missingQuery("language")
 	}
 	if name != "" {
 		var err error
@@ -375,7 +375,7 @@ func (h *Handler) runCode(w http.ResponseWriter, r *http.Request, id string) {
 func (h *Handler) interruptCode(w http.ResponseWriter, r *http.Request, id string) {
 	eid := r.URL.Query().Get("id")
 	if eid == "" {
-		writeError(w, errdefs.WithCode(errdefs.Invalid("id is required"), "MISSING_QUERY"))
+		writeError(w, missingQuery("id"))
 		return
 	}
 	if !h.runs.interrupt(id, eid) {

@@ -6,11 +6,9 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"mime"
 	"mime/multipart"
 	"net/http"
 	"net/url"
-	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,6 +107,10 @@ func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
 	case "/files/download":
 		route(http.MethodGet, h.download)
 	default:
+		if fns := filesRoutes[op]; fns != nil {
+			h.routeFiles(w, r, id, fns)
+			return
+		}
 		if strings.HasPrefix(op, "/code/contexts/") {
 			h.routeCode(w, r, id, op)
 			return
@@ -124,8 +126,7 @@ func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
 // execdPlanned are the execd routes (and route prefixes, ending in "/")
 // agent2env does not serve yet: answered 501, not 404.
 var execdPlanned = []string{
-	"/command/", "/session", "/session/", "/files", "/files/", "/directories",
-	"/directories/", "/metrics", "/metrics/",
+	"/command/", "/session", "/session/", "/files/", "/directories/", "/metrics", "/metrics/",
 }
 
 // unsupportedExecd reports whether op is an execd route not served yet.
@@ -443,35 +444,5 @@ func (h *Handler) uploadPart(ctx context.Context, id string, part *multipart.Par
 		return errdefs.Invalid("a file part must follow its metadata part")
 	default:
 		return errdefs.Invalid("unexpected part %q: want metadata and file parts", name)
-	}
-}
-
-func (h *Handler) download(w http.ResponseWriter, r *http.Request, id string) {
-	q := r.URL.Query()
-	p := q.Get("path")
-	if p == "" {
-		writeError(w, errdefs.WithCode(errdefs.Invalid("path is required"), "MISSING_QUERY"))
-		return
-	}
-	if r.Header.Get("Range") != "" || q.Has("offset") || q.Has("limit") {
-		writeError(w, notImplemented("ranged and line-based downloads are not supported by agent2env yet"))
-		return
-	}
-	rc, size, err := h.cfg.Execd.Download(r.Context(), id, p)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	defer rc.Close()
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)}))
-	if size >= 0 {
-		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
-	}
-	w.WriteHeader(http.StatusOK)
-	if _, err := io.Copy(w, rc); err != nil {
-		// Headers are sent: break the connection so that the client sees
-		// a short body, not a complete one.
-		panic(http.ErrAbortHandler)
 	}
 }

@@ -71,6 +71,9 @@ type Config struct {
 	// Execd runs commands and moves files for the execd API; nil: its
 	// routes answer 501.
 	Execd Execd
+	// Files moves, removes, searches and edits sandbox files for execd's
+	// files and directories routes; nil: they answer 501.
+	Files Files
 	// Codes runs code in agent2env's kernels for execd's /code routes;
 	// nil: they answer 501.
 	Codes Codes

@@ -19,6 +19,9 @@ object on its last line, which the Go test checks:
                     a matplotlib chart (its PNG in the raw result stream and
                     as a saved file read back), the default context, bash,
                     contexts listed and deleted
+  files IMAGE       files: info, search, list, replace, mv, permissions,
+                    directories made and deleted, files deleted, a ranged
+                    and a line-based read
 """
 
 import asyncio
@@ -34,6 +37,14 @@ from code_interpreter.models.code import SupportedLanguage
 from opensandbox.config import ConnectionConfig
 from opensandbox.exceptions import SandboxApiException, SandboxException
 from opensandbox.manager import SandboxManager
+from opensandbox.models.filesystem import (
+    ContentReplaceEntry,
+    DirectoryListEntry,
+    MoveEntry,
+    SearchEntry,
+    SetPermissionEntry,
+    WriteEntry,
+)
 from opensandbox.models.sandboxes import SandboxFilter
 from opensandbox.sandbox import Sandbox
 
@@ -205,6 +216,53 @@ async def code(image: str) -> dict:
     return out
 
 
+async def files(image: str) -> dict:
+    sandbox = await Sandbox.create(image, connection_config=ConnectionConfig())
+    out: dict = {}
+    fs = sandbox.files
+    try:
+        await fs.write_file("/workspace/notes/a.txt", "one two one\nline 2\nline 3\n", mode=644)
+        await fs.write_file("/workspace/notes/b.py", "print(1)\n")
+        info = (await fs.get_file_info(["/workspace/notes/a.txt"]))["/workspace/notes/a.txt"]
+        out["info"] = {"size": info.size, "mode": info.mode, "type": info.entry_type}
+        found = await fs.search(SearchEntry(path="/workspace", pattern="*.txt"))
+        out["search"] = sorted(e.path for e in found)
+        listed = await fs.list_directory(DirectoryListEntry(path="/workspace/notes"))
+        out["list"] = sorted(e.path for e in listed)
+        replaced = await fs.replace_contents_detailed(
+            [ContentReplaceEntry(path="/workspace/notes/a.txt", old_content="one", new_content="1")]
+        )
+        out["replaced"] = [r.replaced_count for r in replaced]
+        out["after_replace"] = await fs.read_file("/workspace/notes/a.txt")
+        out["range"] = (await fs.read_bytes("/workspace/notes/a.txt", range_header="bytes=2-4")).decode()
+        out["lines"] = await fs.read_file("/workspace/notes/a.txt", offset=2, limit=1)
+        await fs.move_files([MoveEntry(src="/workspace/notes/a.txt", dest="/workspace/moved.txt")])
+        out["moved"] = await fs.read_file("/workspace/moved.txt")
+        await fs.set_permissions([SetPermissionEntry(path="/workspace/moved.txt", mode=600)])
+        moved = (await fs.get_file_info(["/workspace/moved.txt"]))["/workspace/moved.txt"]
+        out["mode_after_chmod"] = moved.mode
+        try:
+            await fs.set_permissions([SetPermissionEntry(path="/workspace/moved.txt", mode=600, owner="root")])
+            out["chown_root"] = "allowed"
+        except SandboxApiException as e:
+            out["chown_root"] = e.status_code
+        await fs.create_directories([WriteEntry(path="/workspace/d1/d2", mode=700)])
+        d2 = (await fs.get_file_info(["/workspace/d1/d2"]))["/workspace/d1/d2"]
+        out["dir"] = {"mode": d2.mode, "type": d2.entry_type}
+        await fs.delete_directories(["/workspace/d1"])
+        await fs.delete_files(["/workspace/moved.txt", "/workspace/notes/b.py"])
+        remaining = await fs.list_directory(DirectoryListEntry(path="/workspace", depth=3))
+        out["remaining"] = sorted(e.path for e in remaining)
+        try:
+            await fs.get_file_info(["/workspace/moved.txt"])
+            out["deleted_info"] = "found"
+        except SandboxApiException as e:
+            out["deleted_info"] = e.status_code
+    finally:
+        await sandbox.destroy()
+    return out
+
+
 async def main() -> dict:
     mode = sys.argv[1]
     if mode == "quickstart":
@@ -213,6 +271,8 @@ async def main() -> dict:
         return await create_fails(sys.argv[2], ConnectionConfig(api_key="a2e_wrong-key-0123456789"))
     if mode == "badimage":
         return await create_fails(sys.argv[2], ConnectionConfig())
+    if mode == "files":
+        return await files(sys.argv[2])
     if mode == "code":
         return await code(sys.argv[2])
     if mode == "lifecycle":
