@@ -147,6 +147,7 @@ func TestOpenSandboxSDK(t *testing.T) {
 			"stdout": "hello from python\n", "chart_error": "<nil>", "saved_png": "true", "raw_png": "true",
 			"default_context": "42", "bash_stdout": "hi from bash\n", "java": "400",
 			"listed_has_ctx": "true", "deleted": "true", "bash_left": "0",
+			"interrupted_error": "KeyboardInterrupt", "after_interrupt": "1",
 		}
 		expect(t, res, want)
 		// The readiness probe succeeds at once: not after the SDK's 30 s.

@@ -18,7 +18,7 @@ object on its last line, which the Go test checks:
                     CodeInterpreter.create, x = 1 then x + 1, an exception,
                     a matplotlib chart (its PNG in the raw result stream and
                     as a saved file read back), the default context, bash,
-                    contexts listed and deleted
+                    contexts listed and deleted, a run interrupted
   files IMAGE       files: info, search, list, replace, mv, permissions,
                     directories made and deleted, files deleted, a ranged
                     and a line-based read
@@ -37,6 +37,7 @@ from code_interpreter.models.code import SupportedLanguage
 from opensandbox.config import ConnectionConfig
 from opensandbox.exceptions import SandboxApiException, SandboxException
 from opensandbox.manager import SandboxManager
+from opensandbox.models.execd import ExecutionHandlers
 from opensandbox.models.filesystem import (
     ContentReplaceEntry,
     DirectoryListEntry,
@@ -189,6 +190,27 @@ async def code(image: str) -> dict:
         bundles = await raw_results(sandbox, CHART, ctx.id)
         pngs = [base64.b64decode(b["image/png"]) for b in bundles if "image/png" in b]
         out["raw_png"] = bool(pngs) and pngs[0].startswith(PNG_MAGIC)
+        # Interrupt a run by the id of its init event: the kernel's state
+        # is kept.
+        started: asyncio.Queue = asyncio.Queue()
+
+        async def on_init(init) -> None:
+            await started.put(init.id)
+
+        loop = asyncio.create_task(
+            codes.run(
+                "import time\nwhile True:\n    time.sleep(0.05)",
+                context=ctx,
+                handlers=ExecutionHandlers(on_init=on_init),
+            )
+        )
+        execution_id = await asyncio.wait_for(started.get(), 30)
+        await asyncio.sleep(0.5)
+        await codes.interrupt(execution_id)
+        interrupted = await asyncio.wait_for(loop, 30)
+        out["interrupted_error"] = interrupted.error.name if interrupted.error else None
+        after = await codes.run("x", context=ctx)
+        out["after_interrupt"] = after.result[0].text if after.result else None
         # Without a context: the language's default context, kept.
         await codes.run("y = 21")
         doubled = await codes.run("y * 2")
