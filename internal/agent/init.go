@@ -70,6 +70,7 @@ func Run(ctx context.Context, opts Options) error {
 		}
 		env = mergeEnv(ServicesEnv, env)
 	}
+	startProbeFromEnv(ctx, log)
 	accept := map[string]net.Listener{}
 	for _, a := range []struct {
 		env, name string

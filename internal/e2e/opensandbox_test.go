@@ -63,6 +63,15 @@ func TestOpenSandboxSDK(t *testing.T) {
 		}
 		return res
 	}
+	// expect checks res's values, as fmt.Sprint shows them.
+	expect := func(t *testing.T, res map[string]any, want map[string]string) {
+		t.Helper()
+		for k, v := range want {
+			if got := fmt.Sprint(res[k]); got != v {
+				t.Errorf("%s = %q, want %q (all: %v)", k, got, v, res)
+			}
+		}
+	}
 	noSandboxes := func(t *testing.T) {
 		t.Helper()
 		var list api.List[api.Sandbox]
@@ -101,11 +110,51 @@ func TestOpenSandboxSDK(t *testing.T) {
 			"patched":               "map[owner:ci suite:e2e]",
 			"expires_in_hours":      "2",
 		}
-		for k, v := range want {
-			if got := fmt.Sprint(res[k]); got != v {
-				t.Errorf("%s = %s, want %s (all: %v)", k, got, v, res)
-			}
+		expect(t, res, want)
+		noSandboxes(t)
+	})
+	t.Run("files", func(t *testing.T) {
+		res := python(t, "files", image)
+		want := map[string]string{
+			"info":             "map[mode:644 size:26 type:file]",
+			"search":           "[/workspace/notes/a.txt]",
+			"list":             "[/workspace/notes/a.txt /workspace/notes/b.py]",
+			"replaced":         "[2]",
+			"after_replace":    "1 two 1\nline 2\nline 3\n",
+			"range":            "two",
+			"lines":            "line 2\n",
+			"moved":            "1 two 1\nline 2\nline 3\n",
+			"mode_after_chmod": "600",
+			"chown_root":       "403",
+			"dir":              "map[mode:700 type:directory]",
+			"remaining":        "[/workspace/notes]",
+			"deleted_info":     "404",
 		}
+		expect(t, res, want)
+		noSandboxes(t)
+	})
+	t.Run("code interpreter", func(t *testing.T) {
+		// The code-interpreter SDK's default image, served by agent2env's:
+		// build it first, as the python image above.
+		warm := d.create(api.CreateSandboxRequest{Image: "agent2env/code-interpreter", CPU: "1", Memory: "512Mi"})
+		if code := d.do("DELETE", "/api/v1/sandboxes/"+warm.ID, nil, nil); code != http.StatusNoContent {
+			t.Fatalf("delete the warm-up sandbox: status %d", code)
+		}
+		res := python(t, "code", "opensandbox/code-interpreter:v1.1.0")
+		want := map[string]string{
+			"context_language": "python", "first_error": "<nil>", "x_plus_1": "2", "execution_count": "2",
+			"error_name": "ZeroDivisionError", "error_value": "division by zero", "traceback_mentions": "true",
+			"stdout": "hello from python\n", "chart_error": "<nil>", "saved_png": "true", "raw_png": "true",
+			"default_context": "42", "bash_stdout": "hi from bash\n", "java": "400",
+			"listed_has_ctx": "true", "deleted": "true", "bash_left": "0",
+			"interrupted_error": "KeyboardInterrupt", "after_interrupt": "1",
+		}
+		expect(t, res, want)
+		// The readiness probe succeeds at once: not after the SDK's 30 s.
+		if s, _ := res["ready_seconds"].(float64); s > 10 {
+			t.Errorf("CodeInterpreter.create took %.1f s", s)
+		}
+		t.Logf("CodeInterpreter.create took %.3f s", res["ready_seconds"])
 		noSandboxes(t)
 	})
 	t.Run("wrong key", func(t *testing.T) {

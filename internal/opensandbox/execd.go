@@ -6,11 +6,9 @@ import (
 	"errors"
 	"io"
 	"io/fs"
-	"mime"
 	"mime/multipart"
 	"net/http"
 	"net/url"
-	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -102,11 +100,21 @@ func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		route(http.MethodPost, h.command)
+	case "/code", "/code/context", "/code/contexts":
+		h.routeCode(w, r, id, op)
 	case "/files/upload":
 		route(http.MethodPost, h.upload)
 	case "/files/download":
 		route(http.MethodGet, h.download)
 	default:
+		if fns := filesRoutes[op]; fns != nil {
+			h.routeFiles(w, r, id, fns)
+			return
+		}
+		if strings.HasPrefix(op, "/code/contexts/") {
+			h.routeCode(w, r, id, op)
+			return
+		}
 		if unsupportedExecd(op) {
 			writeError(w, notImplemented("execd "+op+" is not supported by agent2env yet"))
 			return
@@ -118,8 +126,7 @@ func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
 // execdPlanned are the execd routes (and route prefixes, ending in "/")
 // agent2env does not serve yet: answered 501, not 404.
 var execdPlanned = []string{
-	"/command/", "/session", "/session/", "/code", "/code/", "/files", "/files/", "/directories",
-	"/directories/", "/metrics", "/metrics/",
+	"/command/", "/session", "/session/", "/files/", "/directories/", "/metrics", "/metrics/",
 }
 
 // unsupportedExecd reports whether op is an execd route not served yet.
@@ -210,11 +217,13 @@ func (req *commandRequest) toAPI() (api.ExecRequest, error) {
 
 // streamEvent is an event of execd's streams (docs/opensandbox.md §8).
 type streamEvent struct {
-	Type          string       `json:"type"`
-	Text          string       `json:"text,omitempty"`
-	ExecutionTime *int64       `json:"execution_time,omitempty"`
-	Timestamp     int64        `json:"timestamp"`
-	Error         *streamError `json:"error,omitempty"`
+	Type           string         `json:"type"`
+	Text           string         `json:"text,omitempty"`
+	ExecutionCount *int           `json:"execution_count,omitempty"`
+	ExecutionTime  *int64         `json:"execution_time,omitempty"`
+	Timestamp      int64          `json:"timestamp"`
+	Results        map[string]any `json:"results,omitempty"`
+	Error          *streamError   `json:"error,omitempty"`
 }
 
 // streamError is an error event's error.
@@ -252,6 +261,40 @@ func (e *eventWriter) write(ev streamEvent) error {
 	return http.NewResponseController(e.w).Flush()
 }
 
+// startStream commits an event stream's headers (execd's, §8.1) and
+// returns its writer.
+func (h *Handler) startStream(w http.ResponseWriter) *eventWriter {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	return &eventWriter{w: w, now: h.cfg.Now}
+}
+
+// keepAlive writes a ping event every keepAlive while ctx lasts; a failed
+// write cancels. The func it returns stops it and waits until it has.
+func (h *Handler) keepAlive(ctx context.Context, ew *eventWriter, cancel context.CancelFunc) func() {
+	ctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(keepAlive)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if ew.write(streamEvent{Type: "ping", Text: "pong"}) != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return func() { stop(); <-done }
+}
+
 func (h *Handler) command(w http.ResponseWriter, r *http.Request, id string) {
 	var body commandRequest
 	if err := decodeJSON(w, r, &body); err != nil {
@@ -268,36 +311,18 @@ func (h *Handler) command(w http.ResponseWriter, r *http.Request, id string) {
 		writeError(w, err)
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	ew := &eventWriter{w: w, now: h.cfg.Now}
+	ew := h.startStream(w)
 	start := h.cfg.Now()
 	if ew.write(streamEvent{Type: "init", Text: newExecutionID()}) != nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	go func() {
-		t := time.NewTicker(keepAlive)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if ew.write(streamEvent{Type: "ping", Text: "pong"}) != nil {
-					cancel()
-					return
-				}
-			}
-		}
-	}()
+	stopPings := h.keepAlive(ctx, ew, cancel)
 	exit, err := run(ctx, func(ev api.ExecEvent) error {
 		return ew.write(streamEvent{Type: ev.Type, Text: ev.Data})
 	})
-	cancel()
+	stopPings()
 	switch {
 	case err != nil:
 		_ = ew.write(streamEvent{Type: "error", Error: commandError(err.Error(), err.Error())})
@@ -419,35 +444,5 @@ func (h *Handler) uploadPart(ctx context.Context, id string, part *multipart.Par
 		return errdefs.Invalid("a file part must follow its metadata part")
 	default:
 		return errdefs.Invalid("unexpected part %q: want metadata and file parts", name)
-	}
-}
-
-func (h *Handler) download(w http.ResponseWriter, r *http.Request, id string) {
-	q := r.URL.Query()
-	p := q.Get("path")
-	if p == "" {
-		writeError(w, errdefs.WithCode(errdefs.Invalid("path is required"), "MISSING_QUERY"))
-		return
-	}
-	if r.Header.Get("Range") != "" || q.Has("offset") || q.Has("limit") {
-		writeError(w, notImplemented("ranged and line-based downloads are not supported by agent2env yet"))
-		return
-	}
-	rc, size, err := h.cfg.Execd.Download(r.Context(), id, p)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	defer rc.Close()
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)}))
-	if size >= 0 {
-		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
-	}
-	w.WriteHeader(http.StatusOK)
-	if _, err := io.Copy(w, rc); err != nil {
-		// Headers are sent: break the connection so that the client sees
-		// a short body, not a complete one.
-		panic(http.ErrAbortHandler)
 	}
 }

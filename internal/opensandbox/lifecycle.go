@@ -79,7 +79,7 @@ func (req *createRequest) toAPI() (api.CreateSandboxRequest, error) {
 		if !isNull(req.Image.Auth) {
 			return out, unsupported("image.auth", "registry credentials per request are not supported; the daemon pulls with its own")
 		}
-		out.Image = req.Image.URI
+		out.Image = imageName(req.Image.URI)
 	}
 	if err := req.refuseUnsupported(); err != nil {
 		return out, err
@@ -101,8 +101,9 @@ func (req *createRequest) toAPI() (api.CreateSandboxRequest, error) {
 	}
 	// resourceRequests are a scheduling hint; agent2env reserves the
 	// limits, which covers them.
+	env := withProbe(req.Env)
 	if out.Template != "" {
-		o := &api.SandboxOverrides{CPU: cpu, Memory: memory, Env: req.Env}
+		o := &api.SandboxOverrides{CPU: cpu, Memory: memory, Env: env}
 		if len(req.Timeout) > 0 {
 			o.TTL = &ttl
 		}
@@ -111,8 +112,45 @@ func (req *createRequest) toAPI() (api.CreateSandboxRequest, error) {
 		}
 		return out, nil
 	}
-	out.CPU, out.Memory, out.TTL, out.Env = cpu, memory, &ttl, req.Env
+	out.CPU, out.Memory, out.TTL, out.Env = cpu, memory, &ttl, env
 	return out, nil
+}
+
+// codeInterpreterImage is the repository of OpenSandbox's code-interpreter
+// image (any registry, any tag or digest), the code-interpreter SDK's
+// default, which agent2env serves with its own (codeInterpreterAlias):
+// python, node and bash with the kernels the agent runs.
+const (
+	codeInterpreterImage = "opensandbox/code-interpreter"
+	codeInterpreterAlias = "agent2env/code-interpreter"
+)
+
+// imageName maps OpenSandbox's code-interpreter image onto agent2env's;
+// other references are passed on as they are.
+func imageName(ref string) string {
+	name := ref
+	if i := strings.IndexByte(name, '@'); i >= 0 {
+		name = name[:i]
+	}
+	if i := strings.LastIndexByte(name, ':'); i > strings.LastIndexByte(name, '/') {
+		name = name[:i]
+	}
+	if name == codeInterpreterImage || strings.HasSuffix(name, "/"+codeInterpreterImage) {
+		return codeInterpreterAlias
+	}
+	return ref
+}
+
+// withProbe is a sandbox's env with the variable that has its agent
+// answer the code-interpreter SDK's readiness probe
+// (service.JupyterProbeEnv); the caller's own value wins.
+func withProbe(env map[string]string) map[string]string {
+	out := make(map[string]string, len(env)+1)
+	out[service.JupyterProbeEnv] = service.JupyterProbeAddr
+	for k, v := range env {
+		out[k] = v
+	}
+	return out
 }
 
 // refuseUnsupported refuses the fields agent2env cannot honour yet.

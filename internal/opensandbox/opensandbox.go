@@ -21,9 +21,10 @@
 // Handler is an http.Handler for the paths under /v1/ and, for the execd
 // API the returned endpoints lead to, under ExecdPrefix; the daemon mounts
 // it beside its other surfaces (Register). Of execd it serves /ping,
-// foreground POST /command, /files/upload and /files/download, with the
-// sandbox's access token in X-Access-Token (the endpoint's headers); the
-// other execd routes answer 501.
+// foreground POST /command, the files and directories routes (Files) and
+// the code contexts on agent2env's kernels (Codes), with the sandbox's
+// access token in X-Access-Token (the endpoint's headers); the other execd
+// routes answer 501.
 package opensandbox
 
 import (
@@ -71,6 +72,12 @@ type Config struct {
 	// Execd runs commands and moves files for the execd API; nil: its
 	// routes answer 501.
 	Execd Execd
+	// Files moves, removes, searches and edits sandbox files for execd's
+	// files and directories routes; nil: they answer 501.
+	Files Files
+	// Codes runs code in agent2env's kernels for execd's /code routes;
+	// nil: they answer 501.
+	Codes Codes
 	// Keys are the daemon's API keys.
 	Keys *auth.Keys
 	// RequireKey says requests must carry a valid key (auth.Required).
@@ -90,7 +97,8 @@ type Config struct {
 
 // Handler serves the OpenSandbox lifecycle API. Make one with New.
 type Handler struct {
-	cfg Config
+	cfg  Config
+	runs runs // code executions in flight
 }
 
 // New returns the handler of cfg.

@@ -299,6 +299,15 @@ func TestAuthNotRequired(t *testing.T) {
 
 func TestCreate(t *testing.T) {
 	ttl := func(n int) *int { return &n }
+	// probe is env with the code-interpreter SDK's readiness probe, which
+	// every sandbox made here gets.
+	probe := func(env map[string]string) map[string]string {
+		out := map[string]string{service.JupyterProbeEnv: "127.0.0.1:44771"}
+		for k, v := range env {
+			out[k] = v
+		}
+		return out
+	}
 	for _, tc := range []struct {
 		name       string
 		body       string
@@ -309,7 +318,7 @@ func TestCreate(t *testing.T) {
 	}{
 		{
 			name: "python sdk quickstart", body: sdkCreate, wantStatus: http.StatusAccepted,
-			wantReq: &api.CreateSandboxRequest{Image: "ubuntu", CPU: "1", Memory: "2Gi", TTL: ttl(600)},
+			wantReq: &api.CreateSandboxRequest{Image: "ubuntu", CPU: "1", Memory: "2Gi", TTL: ttl(600), Env: probe(nil)},
 			check: func(t *testing.T, body map[string]any, _ *setup) {
 				if body["id"] != "sb-1" || body["status"].(map[string]any)["state"] != "Pending" {
 					t.Errorf("id or state: %v", body)
@@ -328,7 +337,7 @@ func TestCreate(t *testing.T) {
 		{
 			name: "no expiry: expiresAt absent", wantStatus: http.StatusAccepted,
 			body:    `{"image":{"uri":"ubuntu"},"timeout":null,"env":{"A":"1"}}`,
-			wantReq: &api.CreateSandboxRequest{Image: "ubuntu", TTL: ttl(0), Env: map[string]string{"A": "1"}},
+			wantReq: &api.CreateSandboxRequest{Image: "ubuntu", TTL: ttl(0), Env: probe(map[string]string{"A": "1"})},
 			check: func(t *testing.T, body map[string]any, _ *setup) {
 				if _, ok := body["expiresAt"]; ok {
 					t.Errorf("expiresAt present: %v", body)
@@ -337,29 +346,34 @@ func TestCreate(t *testing.T) {
 		},
 		{
 			name: "timeout omitted: no expiry", body: `{"image":{"uri":"ubuntu"}}`, wantStatus: http.StatusAccepted,
-			wantReq: &api.CreateSandboxRequest{Image: "ubuntu", TTL: ttl(0)},
+			wantReq: &api.CreateSandboxRequest{Image: "ubuntu", TTL: ttl(0), Env: probe(nil)},
 		},
 		{
 			name: "code interpreter quickstart", wantStatus: http.StatusAccepted,
 			body: `{"image":{"uri":"opensandbox/code-interpreter:v1.1.0"},"timeout":600,` +
 				`"entrypoint":["/opt/code-interpreter/code-interpreter.sh"],"env":{"PYTHON_VERSION":"3.11"}}`,
-			wantReq: &api.CreateSandboxRequest{Image: "opensandbox/code-interpreter:v1.1.0", TTL: ttl(600),
-				Env: map[string]string{"PYTHON_VERSION": "3.11"}},
+			wantReq: &api.CreateSandboxRequest{Image: "agent2env/code-interpreter", TTL: ttl(600),
+				Env: probe(map[string]string{"PYTHON_VERSION": "3.11"})},
 		},
 		{
 			name: "template with overrides", body: `{"templateId":"py","timeout":120,"resourceLimits":{"cpu":"2"}}`,
 			wantStatus: http.StatusAccepted,
-			wantReq:    &api.CreateSandboxRequest{Template: "py", Overrides: &api.SandboxOverrides{CPU: "2", TTL: ttl(120)}},
+			wantReq:    &api.CreateSandboxRequest{Template: "py", Overrides: &api.SandboxOverrides{CPU: "2", TTL: ttl(120), Env: probe(nil)}},
 		},
 		{
 			name: "metadata kept", body: `{"image":{"uri":"ubuntu"},"metadata":{"project":"apollo"}}`,
 			wantStatus: http.StatusAccepted,
-			wantReq:    &api.CreateSandboxRequest{Image: "ubuntu", TTL: ttl(0), Metadata: map[string]string{"project": "apollo"}},
+			wantReq:    &api.CreateSandboxRequest{Image: "ubuntu", TTL: ttl(0), Env: probe(nil), Metadata: map[string]string{"project": "apollo"}},
 			check: func(t *testing.T, body map[string]any, s *setup) {
 				if fmt.Sprint(body["metadata"]) != "map[project:apollo]" {
 					t.Errorf("metadata: %v", body["metadata"])
 				}
 			},
+		},
+		{
+			name: "own probe value wins", body: `{"image":{"uri":"ubuntu"},"env":{"AGENT2ENV_JUPYTER_PROBE":"127.0.0.1:9"}}`,
+			wantStatus: http.StatusAccepted,
+			wantReq:    &api.CreateSandboxRequest{Image: "ubuntu", TTL: ttl(0), Env: map[string]string{service.JupyterProbeEnv: "127.0.0.1:9"}},
 		},
 		{name: "metadata value a label cannot be", body: `{"image":{"uri":"ubuntu"},"metadata":{"a":"Demo Test"}}`,
 			wantStatus: http.StatusBadRequest, wantInMsg: "metadata"},
@@ -692,5 +706,24 @@ func TestNew(t *testing.T) {
 	}
 	if _, err := New(Config{Sandboxes: newFakeSandboxes()}); err == nil {
 		t.Error("New without GatewayPrefix succeeded")
+	}
+}
+
+func TestImageName(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"opensandbox/code-interpreter:latest", "agent2env/code-interpreter"},
+		{"opensandbox/code-interpreter:v1.1.0", "agent2env/code-interpreter"},
+		{"opensandbox/code-interpreter", "agent2env/code-interpreter"},
+		{"sandbox-registry.cn-zhangjiakou.cr.aliyuncs.com/opensandbox/code-interpreter:v1.0.1", "agent2env/code-interpreter"},
+		{"opensandbox/code-interpreter@sha256:0123", "agent2env/code-interpreter"},
+		{"localhost:5000/opensandbox/code-interpreter", "agent2env/code-interpreter"},
+		{"opensandbox/code-interpreter-extra:1", "opensandbox/code-interpreter-extra:1"},
+		{"myopensandbox/code-interpreter:1", "myopensandbox/code-interpreter:1"},
+		{"ubuntu", "ubuntu"},
+		{"python:3.11", "python:3.11"},
+	} {
+		if got := imageName(tc.in); got != tc.want {
+			t.Errorf("imageName(%q) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }

@@ -197,11 +197,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // decodeJSON reads r's body, which must be JSON (application/json: a web
 // page cannot send it across origins unasked), into v.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	return decodeJSONLimit(w, r, v, maxBody)
+}
+
+// decodeJSONLimit is decodeJSON for a body of up to limit bytes.
+func decodeJSONLimit(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
 		return errdefs.WithCode(errdefs.Invalid("the body must be application/json"), api.CodeUnsupportedMediaType)
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	if err := dec.Decode(v); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {

@@ -14,17 +14,38 @@ object on its last line, which the Go test checks:
                     through Sandbox and SandboxManager
   unknown           SandboxManager.get_sandbox_info of an unknown id
   badimage IMAGE    Sandbox.create of an image that does not exist
+  code IMAGE        the code-interpreter quickstart (opensandbox-code-interpreter):
+                    CodeInterpreter.create, x = 1 then x + 1, an exception,
+                    a matplotlib chart (its PNG in the raw result stream and
+                    as a saved file read back), the default context, bash,
+                    contexts listed and deleted, a run interrupted
+  files IMAGE       files: info, search, list, replace, mv, permissions,
+                    directories made and deleted, files deleted, a ranged
+                    and a line-based read
 """
 
 import asyncio
+import base64
 import json
 import sys
 import time
 from datetime import datetime, timedelta, timezone
 
+import httpx
+from code_interpreter import CodeInterpreter
+from code_interpreter.models.code import SupportedLanguage
 from opensandbox.config import ConnectionConfig
 from opensandbox.exceptions import SandboxApiException, SandboxException
 from opensandbox.manager import SandboxManager
+from opensandbox.models.execd import ExecutionHandlers
+from opensandbox.models.filesystem import (
+    ContentReplaceEntry,
+    DirectoryListEntry,
+    MoveEntry,
+    SearchEntry,
+    SetPermissionEntry,
+    WriteEntry,
+)
 from opensandbox.models.sandboxes import SandboxFilter
 from opensandbox.sandbox import Sandbox
 
@@ -110,6 +131,160 @@ async def unknown() -> dict:
         await manager.close()
 
 
+CHART = """
+import matplotlib
+import matplotlib.pyplot as plt
+plt.plot([1, 2, 3], [1, 4, 9])
+plt.savefig('/tmp/chart.png')
+plt.show()
+"""
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+async def raw_results(sandbox: Sandbox, code: str, context_id: str) -> list[dict]:
+    """POST /code as the JS SDK does, keeping every result's MIME bundle
+    (the Python SDK keeps only results.text)."""
+    endpoint = await sandbox.get_endpoint(44772)
+    config = ConnectionConfig()
+    async with httpx.AsyncClient(timeout=120) as client:
+        resp = await client.post(
+            f"{config.protocol}://{endpoint.endpoint}/code",
+            json={"code": code, "context": {"id": context_id, "language": "python"}},
+            headers=endpoint.build_request_headers(config),
+        )
+    resp.raise_for_status()
+    events = [json.loads(line) for line in resp.text.splitlines() if line.strip()]
+    return [e["results"] for e in events if e["type"] == "result"]
+
+
+async def code(image: str) -> dict:
+    sandbox = await Sandbox.create(
+        image,
+        entrypoint=["/opt/code-interpreter/code-interpreter.sh"],
+        connection_config=ConnectionConfig(),
+    )
+    out: dict = {}
+    try:
+        start = time.monotonic()
+        interpreter = await CodeInterpreter.create(sandbox)
+        out["ready_seconds"] = time.monotonic() - start
+        codes = interpreter.codes
+        ctx = await codes.create_context(SupportedLanguage.PYTHON)
+        out["context_language"] = ctx.language
+        first = await codes.run("x = 1", context=ctx)
+        out["first_error"] = first.error.name if first.error else None
+        second = await codes.run("x + 1", context=ctx)
+        out["x_plus_1"] = second.result[0].text if second.result else None
+        out["execution_count"] = second.execution_count
+        failed = await codes.run("1 / 0", context=ctx)
+        out["error_name"] = failed.error.name if failed.error else None
+        out["error_value"] = failed.error.value if failed.error else None
+        out["traceback_mentions"] = any("ZeroDivisionError" in line for line in (failed.error.traceback if failed.error else []))
+        printed = await codes.run("print('hello from python')", context=ctx)
+        out["stdout"] = "".join(m.text for m in printed.logs.stdout)
+        chart = await codes.run(CHART, context=ctx)
+        out["chart_error"] = chart.error.name if chart.error else None
+        saved = await sandbox.files.read_bytes("/tmp/chart.png")
+        out["saved_png"] = saved.startswith(PNG_MAGIC)
+        bundles = await raw_results(sandbox, CHART, ctx.id)
+        pngs = [base64.b64decode(b["image/png"]) for b in bundles if "image/png" in b]
+        out["raw_png"] = bool(pngs) and pngs[0].startswith(PNG_MAGIC)
+        # Interrupt a run by the id of its init event: the kernel's state
+        # is kept.
+        started: asyncio.Queue = asyncio.Queue()
+
+        async def on_init(init) -> None:
+            await started.put(init.id)
+
+        loop = asyncio.create_task(
+            codes.run(
+                "import time\nwhile True:\n    time.sleep(0.05)",
+                context=ctx,
+                handlers=ExecutionHandlers(on_init=on_init),
+            )
+        )
+        execution_id = await asyncio.wait_for(started.get(), 30)
+        await asyncio.sleep(0.5)
+        await codes.interrupt(execution_id)
+        interrupted = await asyncio.wait_for(loop, 30)
+        out["interrupted_error"] = interrupted.error.name if interrupted.error else None
+        after = await codes.run("x", context=ctx)
+        out["after_interrupt"] = after.result[0].text if after.result else None
+        # Without a context: the language's default context, kept.
+        await codes.run("y = 21")
+        doubled = await codes.run("y * 2")
+        out["default_context"] = doubled.result[0].text if doubled.result else None
+        bash = await codes.create_context(SupportedLanguage.BASH)
+        echoed = await codes.run("echo hi from bash", context=bash)
+        out["bash_stdout"] = "".join(m.text for m in echoed.logs.stdout)
+        try:
+            await codes.create_context(SupportedLanguage.JAVA)
+            out["java"] = "created"
+        except SandboxException as e:
+            out["java"] = e.status_code if isinstance(e, SandboxApiException) else str(e)
+        listed = await codes.list_contexts(SupportedLanguage.PYTHON)
+        out["listed_has_ctx"] = any(c.id == ctx.id for c in listed)
+        await codes.delete_context(ctx.id)
+        try:
+            await codes.get_context(ctx.id)
+            out["deleted"] = False
+        except SandboxException:
+            out["deleted"] = True
+        await codes.delete_contexts(SupportedLanguage.BASH)
+        out["bash_left"] = len(await codes.list_contexts(SupportedLanguage.BASH))
+    finally:
+        await sandbox.destroy()
+    return out
+
+
+async def files(image: str) -> dict:
+    sandbox = await Sandbox.create(image, connection_config=ConnectionConfig())
+    out: dict = {}
+    fs = sandbox.files
+    try:
+        await fs.write_file("/workspace/notes/a.txt", "one two one\nline 2\nline 3\n", mode=644)
+        await fs.write_file("/workspace/notes/b.py", "print(1)\n")
+        info = (await fs.get_file_info(["/workspace/notes/a.txt"]))["/workspace/notes/a.txt"]
+        out["info"] = {"size": info.size, "mode": info.mode, "type": info.entry_type}
+        found = await fs.search(SearchEntry(path="/workspace", pattern="*.txt"))
+        out["search"] = sorted(e.path for e in found)
+        listed = await fs.list_directory(DirectoryListEntry(path="/workspace/notes"))
+        out["list"] = sorted(e.path for e in listed)
+        replaced = await fs.replace_contents_detailed(
+            [ContentReplaceEntry(path="/workspace/notes/a.txt", old_content="one", new_content="1")]
+        )
+        out["replaced"] = [r.replaced_count for r in replaced]
+        out["after_replace"] = await fs.read_file("/workspace/notes/a.txt")
+        out["range"] = (await fs.read_bytes("/workspace/notes/a.txt", range_header="bytes=2-4")).decode()
+        out["lines"] = await fs.read_file("/workspace/notes/a.txt", offset=2, limit=1)
+        await fs.move_files([MoveEntry(src="/workspace/notes/a.txt", dest="/workspace/moved.txt")])
+        out["moved"] = await fs.read_file("/workspace/moved.txt")
+        await fs.set_permissions([SetPermissionEntry(path="/workspace/moved.txt", mode=600)])
+        moved = (await fs.get_file_info(["/workspace/moved.txt"]))["/workspace/moved.txt"]
+        out["mode_after_chmod"] = moved.mode
+        try:
+            await fs.set_permissions([SetPermissionEntry(path="/workspace/moved.txt", mode=600, owner="root")])
+            out["chown_root"] = "allowed"
+        except SandboxApiException as e:
+            out["chown_root"] = e.status_code
+        await fs.create_directories([WriteEntry(path="/workspace/d1/d2", mode=700)])
+        d2 = (await fs.get_file_info(["/workspace/d1/d2"]))["/workspace/d1/d2"]
+        out["dir"] = {"mode": d2.mode, "type": d2.entry_type}
+        await fs.delete_directories(["/workspace/d1"])
+        await fs.delete_files(["/workspace/moved.txt", "/workspace/notes/b.py"])
+        remaining = await fs.list_directory(DirectoryListEntry(path="/workspace", depth=3))
+        out["remaining"] = sorted(e.path for e in remaining)
+        try:
+            await fs.get_file_info(["/workspace/moved.txt"])
+            out["deleted_info"] = "found"
+        except SandboxApiException as e:
+            out["deleted_info"] = e.status_code
+    finally:
+        await sandbox.destroy()
+    return out
+
+
 async def main() -> dict:
     mode = sys.argv[1]
     if mode == "quickstart":
@@ -118,6 +293,10 @@ async def main() -> dict:
         return await create_fails(sys.argv[2], ConnectionConfig(api_key="a2e_wrong-key-0123456789"))
     if mode == "badimage":
         return await create_fails(sys.argv[2], ConnectionConfig())
+    if mode == "files":
+        return await files(sys.argv[2])
+    if mode == "code":
+        return await code(sys.argv[2])
     if mode == "lifecycle":
         return await lifecycle(sys.argv[2])
     if mode == "unknown":

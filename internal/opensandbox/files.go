@@ -1,0 +1,516 @@
+package opensandbox
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/service"
+)
+
+// Files is what execd's files and directories routes (docs/opensandbox.md
+// §9.3) need of the sandbox service beyond Execd's upload and download.
+type Files interface {
+	Stat(ctx context.Context, id, path string) (*service.FileStat, error)
+	Walk(ctx context.Context, id, root string, depth int) ([]service.FileStat, error)
+	Search(ctx context.Context, id, root, pattern string) ([]service.FileStat, error)
+	Mkdir(ctx context.Context, id, path string) error
+	Move(ctx context.Context, id, from, to string) error
+	Remove(ctx context.Context, id, path string, recursive bool) error
+	Chmod(ctx context.Context, id, path string, mode fs.FileMode) error
+	Chown(ctx context.Context, id, path, owner, group string) error
+	Replace(ctx context.Context, id, path, old, new string) (int, error)
+	ReadRange(ctx context.Context, id, path string, offset, length int64) (io.ReadCloser, int64, error)
+}
+
+var _ Files = (*service.Sandboxes)(nil)
+
+// fileInfo is execd's FileInfo. agent2env's agent does not report owners,
+// groups or birth times: owner and group are empty, created_at is the
+// modification time.
+type fileInfo struct {
+	Path       string    `json:"path"`
+	Size       int64     `json:"size"`
+	ModifiedAt time.Time `json:"modified_at"`
+	CreatedAt  time.Time `json:"created_at"`
+	Owner      string    `json:"owner"`
+	Group      string    `json:"group"`
+	Mode       int       `json:"mode"`
+	Type       string    `json:"type"`
+}
+
+// formatMode writes an octal mode ("0644") as execd does: its octal digits
+// read as a decimal number (644).
+func formatMode(octal string) int {
+	v, err := strconv.ParseUint(octal, 8, 32)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strconv.FormatUint(v, 8))
+	return n
+}
+
+func infoView(fi *service.FileStat) fileInfo {
+	typ := "other"
+	switch {
+	case fi.Link != "":
+		typ = "symlink"
+	case fi.IsDir:
+		typ = "directory"
+	case fi.Regular:
+		typ = "file"
+	}
+	at := fi.ModTime.UTC()
+	return fileInfo{Path: fi.Path, Size: fi.Size, ModifiedAt: at, CreatedAt: at, Mode: formatMode(fi.Mode), Type: typ}
+}
+
+func infoViews(fis []service.FileStat) []fileInfo {
+	out := make([]fileInfo, len(fis))
+	for i := range fis {
+		out[i] = infoView(&fis[i])
+	}
+	return out
+}
+
+// fileHandler serves one files route of a sandbox.
+type fileHandler func(h *Handler, w http.ResponseWriter, r *http.Request, id string)
+
+// filesRoutes are execd's files and directories routes, by path and
+// method.
+var filesRoutes = map[string]map[string]fileHandler{
+	"/files":             {http.MethodDelete: (*Handler).deleteFiles},
+	"/files/info":        {http.MethodGet: (*Handler).filesInfo},
+	"/files/search":      {http.MethodGet: (*Handler).searchFiles},
+	"/files/mv":          {http.MethodPost: (*Handler).moveFiles},
+	"/files/permissions": {http.MethodPost: (*Handler).chmodFiles},
+	"/files/replace":     {http.MethodPost: (*Handler).replaceFiles},
+	"/directories":       {http.MethodPost: (*Handler).makeDirs, http.MethodDelete: (*Handler).deleteDirs},
+	"/directories/list":  {http.MethodGet: (*Handler).listDir},
+}
+
+// routeFiles serves op of sandbox id by fns, its handlers by method.
+func (h *Handler) routeFiles(w http.ResponseWriter, r *http.Request, id string, fns map[string]fileHandler) {
+	if h.cfg.Files == nil {
+		writeError(w, notImplemented("execd's file operations are not served here"))
+		return
+	}
+	by := make(map[string]http.HandlerFunc, len(fns))
+	for m, f := range fns {
+		by[m] = func(w http.ResponseWriter, r *http.Request) { f(h, w, r, id) }
+	}
+	methods(w, r, by)
+}
+
+// missingQuery is execd's error for a query parameter left out.
+func missingQuery(name string) error {
+	return errdefs.WithCode(errdefs.Invalid("%s is required", name), "MISSING_QUERY")
+}
+
+// queryPaths is the repeated path query parameter, required.
+func queryPaths(r *http.Request) ([]string, error) {
+	ps := r.URL.Query()["path"]
+	if len(ps) == 0 {
+		return nil, missingQuery("path")
+	}
+	for _, p := range ps {
+		if p == "" {
+			return nil, errdefs.Invalid("path must not be empty")
+		}
+	}
+	return ps, nil
+}
+
+func (h *Handler) filesInfo(w http.ResponseWriter, r *http.Request, id string) {
+	ps, err := queryPaths(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	out := make(map[string]fileInfo, len(ps))
+	for _, p := range ps {
+		fi, err := h.cfg.Files.Stat(r.Context(), id, p)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		out[p] = infoView(fi)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *Handler) searchFiles(w http.ResponseWriter, r *http.Request, id string) {
+	q := r.URL.Query()
+	var fis []service.FileStat
+	err := missingQuery("path")
+	if q.Get("path") != "" {
+		fis, err = h.cfg.Files.Search(r.Context(), id, q.Get("path"), q.Get("pattern"))
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, infoViews(fis))
+}
+
+func (h *Handler) listDir(w http.ResponseWriter, r *http.Request, id string) {
+	q := r.URL.Query()
+	root := q.Get("path")
+	if root == "" {
+		writeError(w, missingQuery("path"))
+		return
+	}
+	depth := 1
+	if d := q.Get("depth"); d != "" {
+		var err error
+		if depth, err = strconv.Atoi(d); err != nil || depth < 1 {
+			writeError(w, errdefs.Invalid("depth %q: want a positive integer", d))
+			return
+		}
+	}
+	fi, err := h.cfg.Files.Stat(r.Context(), id, root)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if fi.Link != "" {
+		writeError(w, errdefs.Invalid("%s is a symbolic link; list its target", root))
+		return
+	}
+	fis, err := h.cfg.Files.Walk(r.Context(), id, root, depth)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, infoViews(fis))
+}
+
+func (h *Handler) deleteFiles(w http.ResponseWriter, r *http.Request, id string) {
+	h.remove(w, r, id, false)
+}
+
+func (h *Handler) deleteDirs(w http.ResponseWriter, r *http.Request, id string) {
+	h.remove(w, r, id, true)
+}
+
+// remove deletes the paths of r: files (a directory is refused), or
+// directories with their contents.
+func (h *Handler) remove(w http.ResponseWriter, r *http.Request, id string, dirs bool) {
+	ps, err := queryPaths(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	for _, p := range ps {
+		if dirs {
+			fi, err := h.cfg.Files.Stat(r.Context(), id, p)
+			if err == nil && !fi.IsDir {
+				err = errdefs.Invalid("%s is not a directory", p)
+			}
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+		}
+		if err := h.cfg.Files.Remove(r.Context(), id, p, dirs); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (h *Handler) moveFiles(w http.ResponseWriter, r *http.Request, id string) {
+	var items []struct {
+		Src  string `json:"src"`
+		Dest string `json:"dest"`
+	}
+	if err := decodeJSON(w, r, &items); err != nil {
+		writeError(w, err)
+		return
+	}
+	for _, it := range items {
+		if err := h.cfg.Files.Move(r.Context(), id, it.Src, it.Dest); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// permission is execd's Permission: a mode in octal digits, and names.
+type permission struct {
+	Mode  *int    `json:"mode"`
+	Owner *string `json:"owner"`
+	Group *string `json:"group"`
+}
+
+// applyPermission sets path's mode (when p has one) and owner.
+func (h *Handler) applyPermission(ctx context.Context, id, path string, p permission) error {
+	if p.Mode != nil {
+		mode, err := parseMode(*p.Mode)
+		if err != nil {
+			return err
+		}
+		if err := h.cfg.Files.Chmod(ctx, id, path, mode); err != nil {
+			return err
+		}
+	}
+	var owner, group string
+	if p.Owner != nil {
+		owner = *p.Owner
+	}
+	if p.Group != nil {
+		group = *p.Group
+	}
+	return h.cfg.Files.Chown(ctx, id, path, owner, group)
+}
+
+func (h *Handler) chmodFiles(w http.ResponseWriter, r *http.Request, id string) {
+	h.permissions(w, r, id, false)
+}
+
+func (h *Handler) makeDirs(w http.ResponseWriter, r *http.Request, id string) {
+	h.permissions(w, r, id, true)
+}
+
+// permissions applies a body of path → permission, making each path a
+// directory first (with its parents) when mkdir is set.
+func (h *Handler) permissions(w http.ResponseWriter, r *http.Request, id string, mkdir bool) {
+	var body map[string]permission
+	if err := decodeJSON(w, r, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	for p, perm := range body {
+		var err error
+		if mkdir {
+			err = h.cfg.Files.Mkdir(r.Context(), id, p)
+		}
+		if err == nil {
+			err = h.applyPermission(r.Context(), id, p, perm)
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (h *Handler) replaceFiles(w http.ResponseWriter, r *http.Request, id string) {
+	var body map[string]struct {
+		Old *string `json:"old"`
+		New *string `json:"new"`
+	}
+	if err := decodeJSON(w, r, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	type count struct {
+		ReplacedCount int `json:"replacedCount"`
+	}
+	out := make(map[string]count, len(body))
+	for p, it := range body {
+		if it.Old == nil || it.New == nil {
+			writeError(w, errdefs.Invalid("%s: give old and new", p))
+			return
+		}
+		n, err := h.cfg.Files.Replace(r.Context(), id, p, *it.Old, *it.New)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		out[p] = count{ReplacedCount: n}
+	}
+	if v, _ := strconv.ParseBool(r.URL.Query().Get("verbose")); v {
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// byteRange is one range of a Range header, resolved against a size.
+type byteRange struct{ start, length int64 }
+
+// parseRange reads "bytes=a-b", "bytes=a-" or "bytes=-n" against size; a
+// range past the end is errUnsatisfiable, several ranges are refused.
+func parseRange(h string, size int64) (byteRange, error) {
+	spec, ok := strings.CutPrefix(strings.TrimSpace(h), "bytes=")
+	if !ok || strings.Contains(spec, ",") {
+		return byteRange{}, errdefs.Invalid("Range %q: want one range, bytes=start-end", h)
+	}
+	a, b, ok := strings.Cut(spec, "-")
+	if !ok {
+		return byteRange{}, errdefs.Invalid("Range %q: want bytes=start-end", h)
+	}
+	num := func(s string) (int64, error) {
+		v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		if err != nil || v < 0 {
+			return 0, errdefs.Invalid("Range %q: %q is not a byte position", h, s)
+		}
+		return v, nil
+	}
+	if a == "" { // the last b bytes
+		n, err := num(b)
+		if err != nil {
+			return byteRange{}, err
+		}
+		if n == 0 {
+			return byteRange{}, errUnsatisfiable(h, size)
+		}
+		n = min(n, size)
+		return byteRange{start: size - n, length: n}, nil
+	}
+	start, err := num(a)
+	if err != nil {
+		return byteRange{}, err
+	}
+	if start >= size {
+		return byteRange{}, errUnsatisfiable(h, size)
+	}
+	end := size - 1
+	if b != "" {
+		if end, err = num(b); err != nil {
+			return byteRange{}, err
+		}
+		if end < start {
+			return byteRange{}, errdefs.Invalid("Range %q ends before it starts", h)
+		}
+		end = min(end, size-1)
+	}
+	return byteRange{start: start, length: end - start + 1}, nil
+}
+
+// rangeError is a range that does not overlap the file: 416.
+type rangeError struct{ msg string }
+
+func (e *rangeError) Error() string { return e.msg }
+
+func errUnsatisfiable(h string, size int64) error {
+	return &rangeError{msg: fmt.Sprintf("Range %q is not satisfiable for a file of %d bytes", h, size)}
+}
+
+// download serves GET /files/download: the whole file, one byte range
+// (Range: 206, or 416 past the end), or lines (offset: the first, from 1;
+// limit: how many).
+func (h *Handler) download(w http.ResponseWriter, r *http.Request, id string) {
+	q := r.URL.Query()
+	p := q.Get("path")
+	if p == "" {
+		writeError(w, missingQuery("path"))
+		return
+	}
+	rng := r.Header.Get("Range")
+	lines := q.Has("offset") || q.Has("limit")
+	if rng != "" && lines {
+		writeError(w, errdefs.Invalid("give Range or offset and limit, not both"))
+		return
+	}
+	if (rng != "" || lines) && h.cfg.Files == nil {
+		writeError(w, notImplemented("ranged and line-based downloads are not served here"))
+		return
+	}
+	ctx := r.Context()
+	status := http.StatusOK
+	var rc io.ReadCloser
+	var size int64
+	var err error
+	switch {
+	case rng != "":
+		var fi *service.FileStat
+		if fi, err = h.cfg.Files.Stat(ctx, id, p); err != nil {
+			break
+		}
+		var br byteRange
+		if br, err = parseRange(rng, fi.Size); err != nil {
+			var re *rangeError
+			if errors.As(err, &re) {
+				w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(fi.Size, 10))
+				writeErrorStatus(w, http.StatusRequestedRangeNotSatisfiable, service.CodeRangeNotSatisfiable, re.msg)
+				return
+			}
+			break
+		}
+		if rc, size, err = h.cfg.Files.ReadRange(ctx, id, p, br.start, br.length); err != nil {
+			break
+		}
+		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", br.start, br.start+br.length-1, size))
+		size, status = br.length, http.StatusPartialContent
+	case lines:
+		rc, err = h.lines(ctx, id, p, q.Get("offset"), q.Get("limit"))
+		size = -1
+	default:
+		rc, size, err = h.cfg.Execd.Download(ctx, id, p)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)}))
+	if size >= 0 {
+		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	}
+	w.WriteHeader(status)
+	if _, err := io.Copy(w, rc); err != nil {
+		// Headers are sent: break the connection so that the client sees
+		// a short body, not a complete one.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// lines opens the lines of file p from line offset (1-based; default 1),
+// at most limit of them (default: all), each with its line ending.
+func (h *Handler) lines(ctx context.Context, id, p, offset, limit string) (io.ReadCloser, error) {
+	first, n := int64(1), int64(-1)
+	var err error
+	if offset != "" {
+		if first, err = strconv.ParseInt(offset, 10, 64); err != nil || first < 1 {
+			return nil, errdefs.Invalid("offset %q: want a line number from 1", offset)
+		}
+	}
+	if limit != "" {
+		if n, err = strconv.ParseInt(limit, 10, 64); err != nil || n < 0 {
+			return nil, errdefs.Invalid("limit %q: want a number of lines", limit)
+		}
+	}
+	rc, _, err := h.cfg.Execd.Download(ctx, id, p)
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		defer rc.Close()
+		br := bufio.NewReader(rc)
+		var err error
+		for line := int64(1); n < 0 || line < first+n; line++ {
+			var b []byte
+			b, err = br.ReadBytes('\n')
+			if line >= first && len(b) > 0 {
+				if _, werr := pw.Write(b); werr != nil {
+					err = werr
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		pw.CloseWithError(err)
+	}()
+	return pr, nil
+}

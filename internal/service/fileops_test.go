@@ -1,0 +1,239 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+// fileTree writes files (path → content; a trailing "/" makes a
+// directory) in a new running sandbox of e and returns its id.
+func fileTree(t *testing.T, e *env, files map[string]string) string {
+	t.Helper()
+	ctx := context.Background()
+	id := e.running(t).ID
+	for p, c := range files {
+		if strings.HasSuffix(p, "/") {
+			if err := e.sb.Mkdir(ctx, id, p); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if _, err := e.sb.Upload(ctx, id, p, 0o640, strings.NewReader(c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return id
+}
+
+var testTree = map[string]string{
+	"/workspace/a.txt": "one two one\n", "/workspace/sub/b.py": "print(1)\n", "/workspace/sub/deep/c.txt": "c",
+	"/workspace/empty/": "",
+}
+
+func paths(fis []FileStat) string {
+	out := make([]string, len(fis))
+	for i, fi := range fis {
+		out[i] = strings.TrimPrefix(fi.Path, "/workspace/")
+	}
+	return strings.Join(out, ",")
+}
+
+func TestSearchAndWalk(t *testing.T) {
+	e := newEnv(t, "")
+	id := fileTree(t, e, testTree)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, root, pattern string
+		depth               int // a walk when pattern is "-"
+		want                string
+		wantErr             error
+	}{
+		{name: "by name", root: "/workspace", pattern: "*.txt", want: "a.txt,sub/deep/c.txt"},
+		{name: "relative root", root: "sub", pattern: "*.py", want: "sub/b.py"},
+		{name: "all", root: "/workspace", pattern: "", want: "a.txt,empty,sub,sub/b.py,sub/deep,sub/deep/c.txt"},
+		{name: "by path, one level", root: "/workspace", pattern: "sub/*", want: "sub/b.py,sub/deep"},
+		{name: "by path, any depth", root: "/workspace", pattern: "**/*.txt", want: "a.txt,sub/deep/c.txt"},
+		{name: "class", root: "/workspace", pattern: "[ab].*", want: "a.txt,sub/b.py"},
+		{name: "no match", root: "/workspace", pattern: "*.go", want: ""},
+		{name: "bad pattern", root: "/workspace", pattern: "[a", wantErr: errdefs.ErrInvalidArgument},
+		{name: "missing root", root: "/workspace/none", pattern: "*", wantErr: errdefs.ErrNotFound},
+		{name: "root a file", root: "/workspace/a.txt", pattern: "*", wantErr: errdefs.ErrInvalidArgument},
+		{name: "walk depth 1", root: "/workspace", pattern: "-", depth: 1, want: "a.txt,empty,sub"},
+		{name: "walk depth 2", root: "/workspace", pattern: "-", depth: 2, want: "a.txt,empty,sub,sub/b.py,sub/deep"},
+		{name: "walk all", root: "/workspace/sub", pattern: "-", depth: 0, want: "sub/b.py,sub/deep,sub/deep/c.txt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var fis []FileStat
+			var err error
+			if tc.pattern == "-" {
+				fis, err = e.sb.Walk(ctx, id, tc.root, tc.depth)
+			} else {
+				fis, err = e.sb.Search(ctx, id, tc.root, tc.pattern)
+			}
+			if tc.wantErr != nil {
+				checkErr(t, err, tc.wantErr, "")
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := paths(fis); got != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestMoveRemoveReplace(t *testing.T) {
+	e := newEnv(t, "")
+	id := fileTree(t, e, testTree)
+	ctx := context.Background()
+	read := func(p string) string {
+		rc, _, err := e.sb.Download(ctx, id, p)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		defer rc.Close()
+		b, _ := io.ReadAll(rc)
+		return string(b)
+	}
+	if err := e.sb.Move(ctx, id, "/workspace/a.txt", "z.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if got := read("/workspace/z.txt"); got != "one two one\n" {
+		t.Errorf("moved file holds %q", got)
+	}
+	checkErr(t, e.sb.Move(ctx, id, "/workspace/a.txt", "y"), errdefs.ErrNotFound, api.CodeFileNotFound)
+	checkErr(t, e.sb.Move(ctx, id, "", "y"), errdefs.ErrInvalidArgument, "")
+	checkErr(t, e.sb.Move(ctx, id, "z.txt", "../../etc/x"), errdefs.ErrInvalidArgument, "")
+
+	n, err := e.sb.Replace(ctx, id, "z.txt", "one", "1")
+	if err != nil || n != 2 {
+		t.Fatalf("replace = %d, %v", n, err)
+	}
+	if got := read("/workspace/z.txt"); got != "1 two 1\n" {
+		t.Errorf("replaced file holds %q", got)
+	}
+	if fi, err := e.sb.Stat(ctx, id, "z.txt"); err != nil || fi.Mode != "0640" {
+		t.Errorf("mode after replace: %+v, %v", fi, err)
+	}
+	if n, err := e.sb.Replace(ctx, id, "z.txt", "absent", "x"); err != nil || n != 0 {
+		t.Errorf("replace of nothing = %d, %v", n, err)
+	}
+	_, err = e.sb.Replace(ctx, id, "z.txt", "", "x")
+	checkErr(t, err, errdefs.ErrInvalidArgument, "")
+	_, err = e.sb.Replace(ctx, id, "sub", "a", "b")
+	checkErr(t, err, errdefs.ErrInvalidArgument, "")
+	_, err = e.sb.Replace(ctx, id, "none", "a", "b")
+	checkErr(t, err, errdefs.ErrNotFound, api.CodeFileNotFound)
+
+	checkErr(t, e.sb.Remove(ctx, id, "sub", false), errdefs.ErrInvalidArgument, "")
+	checkErr(t, e.sb.Remove(ctx, id, "none", false), errdefs.ErrNotFound, api.CodeFileNotFound)
+	if err := e.sb.Remove(ctx, id, "z.txt", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sb.Remove(ctx, id, "sub", true); err != nil {
+		t.Fatal(err)
+	}
+	fis, err := e.sb.Walk(ctx, id, "/workspace", 0)
+	if err != nil || paths(fis) != "empty" {
+		t.Errorf("left: %s, %v", paths(fis), err)
+	}
+}
+
+func TestReadRange(t *testing.T) {
+	e := newEnv(t, "")
+	id := fileTree(t, e, map[string]string{"/workspace/f": "0123456789", "/workspace/empty": ""})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, path     string
+		offset, length int64
+		want           string
+		wantErr        error
+	}{
+		{name: "middle", path: "f", offset: 2, length: 3, want: "234"},
+		{name: "to the end", path: "f", offset: 7, length: -1, want: "789"},
+		{name: "past the end clipped", path: "f", offset: 8, length: 100, want: "89"},
+		{name: "whole", path: "f", offset: 0, length: -1, want: "0123456789"},
+		{name: "empty file", path: "empty", offset: 0, length: -1, want: ""},
+		{name: "offset at the end", path: "f", offset: 10, length: 1, wantErr: errdefs.ErrInvalidArgument},
+		{name: "negative offset", path: "f", offset: -1, length: 1, wantErr: errdefs.ErrInvalidArgument},
+		{name: "missing", path: "none", offset: 0, length: 1, wantErr: errdefs.ErrNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rc, size, err := e.sb.ReadRange(ctx, id, tc.path, tc.offset, tc.length)
+			if tc.wantErr != nil {
+				checkErr(t, err, tc.wantErr, "")
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rc.Close()
+			b, _ := io.ReadAll(rc)
+			if string(b) != tc.want || size != int64(len(map[string]string{"f": "0123456789"}[tc.path])) {
+				t.Errorf("got %q (size %d), want %q", b, size, tc.want)
+			}
+		})
+	}
+}
+
+// Chmod and Chown run commands in the sandbox (covered end to end); here,
+// what they refuse before running one.
+func TestChmodChownRefusals(t *testing.T) {
+	e := newEnv(t, "")
+	id := fileTree(t, e, map[string]string{"/workspace/f": "x"})
+	ctx := context.Background()
+	checkErr(t, e.sb.Chmod(ctx, id, "none", 0o600), errdefs.ErrNotFound, api.CodeFileNotFound)
+	checkErr(t, e.sb.Chmod(ctx, id, "../../etc/passwd", 0o600), errdefs.ErrInvalidArgument, "")
+	checkErr(t, e.sb.Chown(ctx, id, "f", "a:b", ""), errdefs.ErrInvalidArgument, "")
+	checkErr(t, e.sb.Chown(ctx, id, "f", "-R", ""), errdefs.ErrInvalidArgument, "")
+	checkErr(t, e.sb.Chown(ctx, id, "none", "sandbox", ""), errdefs.ErrNotFound, api.CodeFileNotFound)
+	if err := e.sb.Chown(ctx, id, "none", "", ""); err != nil {
+		t.Errorf("a chown of nothing: %v", err)
+	}
+}
+
+func TestGlobRegexp(t *testing.T) {
+	for _, tc := range []struct {
+		pattern string
+		match   []string
+		nomatch []string
+	}{
+		{"*.txt", []string{"a.txt", ".txt"}, []string{"a/b.txt", "a.txt.bak"}},
+		{"**", []string{"a", "a/b/c"}, nil},
+		{"", []string{"a", "a/b"}, nil},
+		{"**/*.go", []string{"x.go", "a/x.go", "a/b/x.go"}, []string{"x.gox"}},
+		{"a/**", []string{"a/b", "a/b/c"}, []string{"b/a"}},
+		{"?.md", []string{"a.md"}, []string{"ab.md", "/.md"}},
+		{"[!a]*", []string{"b", "bc"}, []string{"a", "ab"}},
+		{`\*`, []string{"*"}, []string{"a"}},
+		{"a.b", []string{"a.b"}, []string{"axb"}},
+	} {
+		re, err := globRegexp(tc.pattern)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.pattern, err)
+		}
+		for _, s := range tc.match {
+			if !re.MatchString(s) {
+				t.Errorf("%q does not match %q", tc.pattern, s)
+			}
+		}
+		for _, s := range tc.nomatch {
+			if re.MatchString(s) {
+				t.Errorf("%q matches %q", tc.pattern, s)
+			}
+		}
+	}
+	for _, bad := range []string{"[a", "a[", "[]"} {
+		if _, err := globRegexp(bad); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("%q: %v, want invalid", bad, err)
+		}
+	}
+}
