@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/testenv"
+)
+
+// TestE2BSDK runs the stock E2B code-interpreter Python SDK
+// (e2b-code-interpreter and its e2b, pinned in
+// scripts/peers-requirements.txt), unchanged, against a daemon with API
+// keys, configured by environment variables alone as the README says:
+// create, run_code keeping state, a matplotlib chart as a png, an error,
+// code contexts, set_timeout, get_info, list by metadata, kill and
+// is_running() after; then a wrong key (401 at once) and an unknown
+// template (a 4xx at create), each leaving no sandbox behind (issue 25).
+func TestE2BSDK(t *testing.T) {
+	pythonBin := os.Getenv("AGENT2ENV_PYTHON")
+	if pythonBin == "" {
+		testenv.Missing(t, "set AGENT2ENV_PYTHON to the python of scripts/test-peers.sh (make test does) to run the E2B SDK")
+	}
+	const (
+		key   = "e2b_a2e-e2e-key-0123456789abcdef"
+		image = "agent2env/code-interpreter"
+	)
+	d := startDaemon(t, "", func(c *exec.Cmd) { c.Env = append(os.Environ(), "AGENT2ENV_API_KEYS="+key) })
+	d.key = key
+	// The first sandbox of an image waits for the image to be built: build
+	// it first, outside the SDK's request timeout.
+	warm := d.create(api.CreateSandboxRequest{Image: image, CPU: "1", Memory: "1Gi"})
+	if code := d.do("DELETE", "/api/v1/sandboxes/"+warm.ID, nil, nil); code != http.StatusNoContent {
+		t.Fatalf("delete the warm-up sandbox: status %d", code)
+	}
+
+	python := func(t *testing.T, mode string) map[string]any {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, pythonBin, "testdata/e2b_flow.py", mode)
+		url := "http://" + d.addr
+		cmd.Env = append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key)
+		out, err := cmd.Output()
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		var res map[string]any
+		if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &res) != nil {
+			t.Fatalf("e2b_flow.py %s: %v\nstdout: %s\nstderr: %s", mode, err, out, stderr)
+		}
+		return res
+	}
+	noSandboxes := func(t *testing.T) {
+		t.Helper()
+		var list api.List[api.Sandbox]
+		if code := d.do("GET", "/api/v1/sandboxes", nil, &list); code != http.StatusOK || len(list.Items) != 0 {
+			t.Errorf("sandboxes left: status %d, %+v", code, list.Items)
+		}
+	}
+
+	t.Run("quickstart", func(t *testing.T) {
+		res := python(t, "quickstart")
+		want := map[string]string{
+			"running":               "true",
+			"text":                  "2",
+			"stdout":                "hello\n",
+			"stderr":                "warn\n",
+			"error":                 "ZeroDivisionError",
+			"png":                   "true",
+			"png_prefix":            "iVBORw0K", // base64 of the PNG signature
+			"in_context":            "42",
+			"contexts":              "2", // the default python context and the new one
+			"contexts_after_remove": "1",
+			"timeout_extended":      "true",
+			"info_metadata":         "map[suite:e2e-e2b]",
+			"info_template":         "code-interpreter-v1",
+			"listed":                "[true]",
+			"listed_other":          "0",
+			"running_after_kill":    "false",
+		}
+		for k, v := range want {
+			if got := fmt.Sprint(res[k]); got != v {
+				t.Errorf("%s = %s, want %s (all: %v)", k, got, v, res)
+			}
+		}
+		noSandboxes(t)
+	})
+	t.Run("wrong key", func(t *testing.T) {
+		res := python(t, "badkey")
+		if res["type"] != "AuthenticationException" || !strings.HasPrefix(fmt.Sprint(res["message"]), "401") {
+			t.Errorf("create with a wrong key: %v, want AuthenticationException 401", res)
+		}
+		if s, _ := res["seconds"].(float64); s > 3 {
+			t.Errorf("a wrong key took %.1f s to fail", s)
+		}
+		noSandboxes(t)
+	})
+	t.Run("unknown template", func(t *testing.T) {
+		res := python(t, "badtemplate")
+		status, _ := res["status"].(float64)
+		if status < 400 || status >= 500 {
+			t.Errorf("create of an unknown template: %v, want a 4xx", res)
+		}
+		t.Logf("an unknown template failed in %.3f s: %v", res["seconds"], res["message"])
+		noSandboxes(t)
+	})
+	d.assertNoLeaks()
+}

@@ -1,0 +1,90 @@
+"""The stock E2B code-interpreter SDK against agent2env (TestE2BSDK).
+
+The connection comes from the environment, as the README tells users:
+E2B_API_URL and E2B_SANDBOX_URL (both the daemon's address), E2B_API_KEY
+(one of the daemon's API keys). Each mode prints one JSON object on its
+last line, which the Go test checks:
+
+  quickstart        Sandbox.create, run_code('x = 1'), run_code('x+=1; x'),
+                    a matplotlib chart, an error, stdout; set_timeout,
+                    get_info, Sandbox.list with a metadata filter, the
+                    code contexts; kill and is_running() after
+  badkey            Sandbox.create with a wrong API key: the error and how
+                    long it took
+  badtemplate       Sandbox.create of a template that does not exist
+"""
+
+import json
+import sys
+import time
+
+from e2b import SandboxQuery
+from e2b.exceptions import AuthenticationException, SandboxException
+from e2b_code_interpreter import Sandbox
+
+
+def quickstart() -> dict:
+    sbx = Sandbox.create(metadata={"suite": "e2e-e2b"}, timeout=120)
+    out: dict = {"id": sbx.sandbox_id, "running": sbx.is_running()}
+    try:
+        sbx.run_code("x = 1")
+        execution = sbx.run_code("x+=1; x")
+        out["text"] = execution.text
+        printed = sbx.run_code("print('hello'); import sys; print('warn', file=sys.stderr)")
+        out["stdout"] = "".join(printed.logs.stdout)
+        out["stderr"] = "".join(printed.logs.stderr)
+        failed = sbx.run_code("1/0")
+        out["error"] = failed.error.name if failed.error else None
+        chart = sbx.run_code(
+            "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+            "plt.plot([1, 2, 3], [1, 4, 9])\nplt.show()"
+        )
+        out["png"] = any(r.png for r in chart.results)
+        out["png_prefix"] = next((r.png[:8] for r in chart.results if r.png), None)
+
+        ctx = sbx.create_code_context()
+        sbx.run_code("y = 41", context=ctx)
+        out["in_context"] = sbx.run_code("y + 1", context=ctx).text
+        out["contexts"] = len(sbx.list_code_contexts())
+        sbx.remove_code_context(ctx)
+        out["contexts_after_remove"] = len(sbx.list_code_contexts())
+
+        sbx.set_timeout(600)
+        info = sbx.get_info()
+        left = (info.end_at - info.started_at).total_seconds()
+        out["timeout_extended"] = left > 300
+        out["info_metadata"] = info.metadata
+        out["info_template"] = info.template_id
+
+        mine = Sandbox.list(query=SandboxQuery(metadata={"suite": "e2e-e2b"})).next_items()
+        out["listed"] = [s.sandbox_id == sbx.sandbox_id for s in mine]
+        other = Sandbox.list(query=SandboxQuery(metadata={"suite": "other"})).next_items()
+        out["listed_other"] = len(other)
+    finally:
+        out["killed"] = sbx.kill()
+    out["running_after_kill"] = sbx.is_running()
+    return out
+
+
+def badkey() -> dict:
+    start = time.monotonic()
+    try:
+        Sandbox.create(api_key="e2b_wrong-key-0123456789")
+    except AuthenticationException as e:
+        return {"type": type(e).__name__, "message": str(e), "seconds": time.monotonic() - start}
+    return {"type": None}
+
+
+def badtemplate() -> dict:
+    start = time.monotonic()
+    try:
+        Sandbox.create(template="no-such-template")
+    except SandboxException as e:
+        return {"type": type(e).__name__, "status": getattr(e, "status_code", None), "message": str(e),
+                "seconds": time.monotonic() - start}
+    return {"type": None}
+
+
+if __name__ == "__main__":
+    mode = sys.argv[1]
+    print(json.dumps({"quickstart": quickstart, "badkey": badkey, "badtemplate": badtemplate}[mode]()))
