@@ -104,6 +104,8 @@ var _ Contexts = (*service.Contexts)(nil)
 type Config struct {
 	// Sandboxes is the sandbox service (required).
 	Sandboxes Sandboxes
+	// Files moves files for envd's /files; nil: it answers 501.
+	Files Files
 	// Contexts runs code for the code interpreter; nil: its routes answer
 	// 501.
 	Contexts Contexts

@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -264,9 +267,39 @@ var next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 type env struct {
 	sb    *fakeSandboxes
 	ctx   *fakeContexts
-	ports *httptest.Server // unused; the ports handler records requests
-	port  []*http.Request
+	files *fakeFiles
+	port  []*http.Request // the requests the ports handler had
 	srv   *httptest.Server
+}
+
+// fakeFiles keeps files by sandbox and path.
+type fakeFiles struct {
+	mu     sync.Mutex
+	byPath map[string]string // "id:path" → content
+}
+
+func (f *fakeFiles) Upload(_ context.Context, id, p string, mode fs.FileMode, content io.Reader) (*api.FileInfo, error) {
+	b, err := io.ReadAll(content)
+	if err != nil {
+		return nil, err
+	}
+	if mode != 0o644 {
+		return nil, fmt.Errorf("mode %v", mode)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.byPath[id+":"+p] = string(b)
+	return &api.FileInfo{Name: path.Base(p), Path: p, Size: int64(len(b))}, nil
+}
+
+func (f *fakeFiles) Download(_ context.Context, id, p string) (io.ReadCloser, int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.byPath[id+":"+p]
+	if !ok {
+		return nil, 0, errdefs.WithCode(errdefs.NotFound("file %s not found", p), api.CodeFileNotFound)
+	}
+	return io.NopCloser(strings.NewReader(c)), int64(len(c)), nil
 }
 
 func newEnv(t *testing.T, sbs ...api.Sandbox) *env {
@@ -283,8 +316,9 @@ func newEnv(t *testing.T, sbs ...api.Sandbox) *env {
 		mu.Unlock()
 		w.WriteHeader(298)
 	})
+	e.files = &fakeFiles{byPath: map[string]string{}}
 	h, err := New(Config{
-		Sandboxes: e.sb, Contexts: e.ctx, Ports: ports, GatewayPrefix: "/api/v1/sandbox/",
+		Sandboxes: e.sb, Files: e.files, Contexts: e.ctx, Ports: ports, GatewayPrefix: "/api/v1/sandbox/",
 		Keys: keys, RequireKey: true, Now: func() time.Time { return now }, CreateWait: time.Second,
 	})
 	if err != nil {
@@ -650,5 +684,70 @@ func TestContexts(t *testing.T) {
 	}
 	if code, body := e.in(t, "sba", InterpreterPort, "POST", "/contexts", `{"language":"cobol"}`); code != 400 {
 		t.Errorf("bad language: %d %s", code, body)
+	}
+}
+
+// multipartBody returns a body of files (name → content, in order) and
+// its content type.
+func multipartBody(t *testing.T, files ...string) (string, string) {
+	t.Helper()
+	var b strings.Builder
+	mw := multipart.NewWriter(&b)
+	for i := 0; i+1 < len(files); i += 2 {
+		w, err := mw.CreateFormFile("file", files[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(w, files[i+1])
+	}
+	mw.Close()
+	return b.String(), mw.FormDataContentType()
+}
+
+func TestFiles(t *testing.T) {
+	e := newEnv(t, running("sba", nil))
+	upload := func(query string, files ...string) (int, string) {
+		t.Helper()
+		body, ct := multipartBody(t, files...)
+		code, _, b := e.do(t, "POST", "/files"+query, body, HeaderSandboxID, "sba", HeaderAccessToken, token, "Content-Type", ct)
+		return code, b
+	}
+	if code, b := upload("?path=%2Ftmp%2Fa%2Fb.txt", "/tmp/a/b.txt", "hello"); code != 200 ||
+		b != `[{"name":"b.txt","type":"file","path":"/tmp/a/b.txt"}]`+"\n" {
+		t.Errorf("upload: %d %s", code, b)
+	}
+	// Several files name their paths in their parts; relative ones are
+	// taken from the home directory.
+	if code, b := upload("?username=user", "/workspace/x/1.txt", "one", "rel/2.txt", "two"); code != 200 ||
+		!strings.Contains(b, `"path":"/workspace/x/1.txt"`) || !strings.Contains(b, `"path":"`+service.HomeDir+`/rel/2.txt"`) {
+		t.Errorf("upload of two: %d %s", code, b)
+	}
+	if e.files.byPath["sba:/tmp/a/b.txt"] != "hello" || e.files.byPath["sba:/workspace/x/1.txt"] != "one" || e.files.byPath["sba:"+service.HomeDir+"/rel/2.txt"] != "two" {
+		t.Errorf("files %v", e.files.byPath)
+	}
+	if code, b := e.in(t, "sba", EnvdPort, "GET", "/files?path=rel%2F2.txt", ""); code != 200 || b != "two" {
+		t.Errorf("download: %d %s", code, b)
+	}
+	if code, b := e.in(t, "sba", EnvdPort, "GET", "/files?path=%2Fnope", ""); code != 404 || !strings.Contains(b, `"code":404`) {
+		t.Errorf("download of a missing file: %d %s", code, b)
+	}
+	for _, tc := range []struct {
+		query string
+		files []string
+		want  string
+	}{
+		{"?username=root&path=%2Ftmp%2Fx", []string{"/tmp/x", "x"}, "username"},
+		{"?path=%2Ftmp%2Fx&signature=abc", []string{"/tmp/x", "x"}, "signature"},
+		{"?path=..%2F..%2Fetc%2Fpasswd", []string{"p", "x"}, ".."},
+		{"?path=%2Ftmp%2Fx", []string{"/tmp/x", "x", "/tmp/y", "y"}, "path names one file"},
+		{"", nil, "no file"},
+	} {
+		if code, b := upload(tc.query, tc.files...); code != 400 || !strings.Contains(b, tc.want) {
+			t.Errorf("upload %s %v: %d %s, want 400 with %q", tc.query, tc.files, code, b, tc.want)
+		}
+	}
+	code, _, b := e.do(t, "POST", "/files?path=%2Ftmp%2Fx", "raw", HeaderSandboxID, "sba", HeaderAccessToken, token, "Content-Type", "application/octet-stream")
+	if code != 400 || !strings.Contains(b, "multipart") {
+		t.Errorf("octet-stream upload: %d %s", code, b)
 	}
 }

@@ -20,7 +20,7 @@ import (
 // scripts/peers-requirements.txt), unchanged, against a daemon with API
 // keys, configured by environment variables alone as the README says:
 // create, run_code keeping state, a matplotlib chart as a png, an error,
-// code contexts, set_timeout, get_info, list by metadata, kill and
+// code contexts, files written and read, set_timeout, get_info, list by metadata, kill and
 // is_running() after; then a wrong key (401 at once) and an unknown
 // template (a 4xx at create), each leaving no sandbox behind (issue 25).
 func TestE2BSDK(t *testing.T) {
@@ -87,6 +87,10 @@ func TestE2BSDK(t *testing.T) {
 			"listed":                "[true]",
 			"listed_other":          "0",
 			"running_after_kill":    "false",
+			"written":               "/home/sandbox/notes/hello.txt",
+			"read":                  "Hello World",
+			"read_back":             "from code",
+			"missing":               "FileNotFoundException",
 		}
 		for k, v := range want {
 			if got := fmt.Sprint(res[k]); got != v {

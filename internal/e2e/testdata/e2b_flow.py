@@ -8,7 +8,8 @@ last line, which the Go test checks:
   quickstart        Sandbox.create, run_code('x = 1'), run_code('x+=1; x'),
                     a matplotlib chart, an error, stdout; set_timeout,
                     get_info, Sandbox.list with a metadata filter, the
-                    code contexts; kill and is_running() after
+                    code contexts, files.write/read; kill and is_running()
+                    after
   badkey            Sandbox.create with a wrong API key: the error and how
                     long it took
   badtemplate       Sandbox.create of a template that does not exist
@@ -41,6 +42,17 @@ def quickstart() -> dict:
         )
         out["png"] = any(r.png for r in chart.results)
         out["png_prefix"] = next((r.png[:8] for r in chart.results if r.png), None)
+
+        info = sbx.files.write("notes/hello.txt", "Hello World")
+        out["written"] = info.path
+        out["read"] = sbx.files.read("notes/hello.txt")
+        out["read_by_code"] = sbx.run_code("open('/tmp/t.txt','w').write('from code'); 0").text
+        out["read_back"] = sbx.files.read("/tmp/t.txt")
+        try:
+            sbx.files.read("/no/such/file")
+            out["missing"] = None
+        except Exception as e:
+            out["missing"] = type(e).__name__
 
         ctx = sbx.create_code_context()
         sbx.run_code("y = 41", context=ctx)
