@@ -91,11 +91,33 @@ func TestE2BSDK(t *testing.T) {
 			"read":                  "Hello World",
 			"read_back":             "from code",
 			"missing":               "FileNotFoundException",
+			"connected_x":           "2",
 		}
 		for k, v := range want {
 			if got := fmt.Sprint(res[k]); got != v {
 				t.Errorf("%s = %s, want %s (all: %v)", k, got, v, res)
 			}
+		}
+		noSandboxes(t)
+	})
+	t.Run("readme", func(t *testing.T) {
+		readme, err := os.ReadFile("../../README.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The script runs the README's example as the README has it.
+		script, err := os.ReadFile("testdata/e2b_flow.py")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, example, _ := strings.Cut(string(script), "README = \"\"\"\n")
+		example, _, _ = strings.Cut(example, "\"\"\"")
+		if !strings.Contains(string(readme), "```python\n"+example+"```") {
+			t.Errorf("the README's E2B example is not the one testdata/e2b_flow.py runs:\n%s", example)
+		}
+		res := python(t, "readme")
+		if got := fmt.Sprint(res["printed"]); got != "[2 Hello World]" {
+			t.Errorf("the README's example printed %s, want [2 Hello World]", got)
 		}
 		noSandboxes(t)
 	})

@@ -10,6 +10,7 @@ last line, which the Go test checks:
                     get_info, Sandbox.list with a metadata filter, the
                     code contexts, files.write/read; kill and is_running()
                     after
+  readme            the README's example, word for word
   badkey            Sandbox.create with a wrong API key: the error and how
                     long it took
   badtemplate       Sandbox.create of a template that does not exist
@@ -61,6 +62,9 @@ def quickstart() -> dict:
         sbx.remove_code_context(ctx)
         out["contexts_after_remove"] = len(sbx.list_code_contexts())
 
+        again = Sandbox.connect(sbx.sandbox_id)
+        out["connected_x"] = again.run_code("x").text
+
         sbx.set_timeout(600)
         info = sbx.get_info()
         left = (info.end_at - info.started_at).total_seconds()
@@ -76,6 +80,28 @@ def quickstart() -> dict:
         out["killed"] = sbx.kill()
     out["running_after_kill"] = sbx.is_running()
     return out
+
+
+README = """
+from e2b_code_interpreter import Sandbox
+
+with Sandbox.create() as sandbox:                  # template code-interpreter-v1
+    sandbox.run_code("x = 1")
+    print(sandbox.run_code("x+=1; x").text)        # 2
+    sandbox.files.write("hello.txt", "Hello World")
+    print(sandbox.files.read("hello.txt"))         # Hello World
+"""
+
+
+def readme() -> dict:
+    """The README's example, word for word, its printed lines."""
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        exec(README, {})
+    return {"printed": buf.getvalue().splitlines()}
 
 
 def badkey() -> dict:
@@ -99,4 +125,4 @@ def badtemplate() -> dict:
 
 if __name__ == "__main__":
     mode = sys.argv[1]
-    print(json.dumps({"quickstart": quickstart, "badkey": badkey, "badtemplate": badtemplate}[mode]()))
+    print(json.dumps({"quickstart": quickstart, "readme": readme, "badkey": badkey, "badtemplate": badtemplate}[mode]()))
