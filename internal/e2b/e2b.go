@@ -18,6 +18,10 @@
 //     that the code interpreter's SDK sends on every call);
 //  3. anything else is agent2env's.
 //
+// Before all three, a Host of E2B's form "<port>-<id>.<domain>" (a
+// wildcard DNS name in front of the daemon) names the sandbox and port as
+// the headers would, whatever the path.
+//
 // An unknown or stopped sandbox answers 502 "The sandbox was not found",
 // as E2B's proxy does: the SDKs' is_running() reads that status.
 //
@@ -152,6 +156,14 @@ func New(cfg Config) (*Handler, error) {
 // before its own authentication (E2B's requests carry their own).
 func (h *Handler) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id, port, ok := HostTarget(r.Host); ok {
+			// The host names the sandbox and port, whatever the path.
+			r = r.Clone(r.Context())
+			r.Header.Set(HeaderSandboxID, id)
+			r.Header.Set(HeaderSandboxPort, port)
+			h.serveSandbox(w, r)
+			return
+		}
 		switch {
 		case IsControlPlane(r):
 			h.serveAPI(w, r)
@@ -173,6 +185,22 @@ func IsControlPlane(r *http.Request) bool {
 		}
 	}
 	return false
+}
+
+// HostTarget returns the sandbox and port a host of E2B's form
+// "<port>-<id>.<domain>[:port]" names, for users who put a wildcard DNS
+// name in front of the daemon; false for any other host.
+func HostTarget(host string) (id, port string, ok bool) {
+	label, rest, dotted := strings.Cut(host, ".")
+	if !dotted || rest == "" {
+		return "", "", false
+	}
+	port, id, ok = strings.Cut(label, "-")
+	if !ok || port == "" || id == "" || strings.TrimLeft(port, "0123456789") != "" || len(port) > 5 ||
+		strings.TrimLeft(id, "abcdefghijklmnopqrstuvwxyz0123456789") != "" {
+		return "", "", false
+	}
+	return id, port, true
 }
 
 // IsSandboxRequest reports whether r is for a sandbox's in-sandbox server:

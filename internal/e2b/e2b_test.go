@@ -345,6 +345,9 @@ func (e *env) do(t *testing.T, method, path, body string, headers ...string) (in
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i] == "Host" {
+			req.Host = headers[i+1]
+		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	res, err := http.DefaultClient.Do(req)
@@ -749,5 +752,55 @@ func TestFiles(t *testing.T) {
 	code, _, b := e.do(t, "POST", "/files?path=%2Ftmp%2Fx", "raw", HeaderSandboxID, "sba", HeaderAccessToken, token, "Content-Type", "application/octet-stream")
 	if code != 400 || !strings.Contains(b, "multipart") {
 		t.Errorf("octet-stream upload: %d %s", code, b)
+	}
+}
+
+func TestHostTarget(t *testing.T) {
+	for host, want := range map[string]string{
+		"49983-abc123.e2b.example.com": "abc123 49983",
+		"8080-sba.localhost:8080":      "sba 8080",
+		"127.0.0.1:8080":               "",
+		"localhost:8080":               "",
+		"49983-abc":                    "", // no domain
+		"api.example.com":              "",
+		"x8080-sba.example.com":        "",
+		"8080-SBA.example.com":         "",
+		"8080-sb_a.example.com":        "",
+		"123456-sba.example.com":       "",
+		"8080-.example.com":            "",
+		"[::1]:8080":                   "",
+	} {
+		id, port, ok := HostTarget(host)
+		got := ""
+		if ok {
+			got = id + " " + port
+		}
+		if got != want {
+			t.Errorf("HostTarget(%q) = %q, want %q", host, got, want)
+		}
+	}
+
+	e := newEnv(t, running("sba", nil))
+	get := func(host, path string, headers ...string) (int, string) {
+		t.Helper()
+		code, _, b := e.do(t, "GET", path, "", append([]string{"Host", host}, headers...)...)
+		return code, b
+	}
+	// The host wins over the path: /sandboxes here is the sandbox's.
+	if code, b := get("49999-sba.sb.example.com", "/health", HeaderAccessToken, token); code != 200 || !strings.Contains(b, "OK") {
+		t.Errorf("interpreter by host: %d %s", code, b)
+	}
+	if code, _ := get("8080-sba.sb.example.com", "/sandboxes", HeaderAccessToken, token); code != 298 ||
+		e.port[len(e.port)-1].URL.Path != "/api/v1/sandbox/sba/port/8080/sandboxes" {
+		t.Errorf("user port by host: %d", code)
+	}
+	if code, b := get("49983-nosuch.sb.example.com", "/health", HeaderAccessToken, token); code != 502 || !strings.Contains(b, sandboxNotFoundText) {
+		t.Errorf("unknown sandbox by host: %d %s", code, b)
+	}
+	if code, _ := get("49983-sba.sb.example.com", "/health"); code != 401 {
+		t.Errorf("no token by host: %d, want 401", code)
+	}
+	if code, _ := get("api.example.com", "/health"); code != 299 {
+		t.Errorf("another host: %d, want agent2env's own route", code)
 	}
 }

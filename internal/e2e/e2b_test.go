@@ -121,6 +121,44 @@ func TestE2BSDK(t *testing.T) {
 		}
 		noSandboxes(t)
 	})
+	t.Run("routes on the real daemon", func(t *testing.T) {
+		sb := d.create(api.CreateSandboxRequest{Image: image, CPU: "1", Memory: "1Gi"})
+		defer d.do("DELETE", "/api/v1/sandboxes/"+sb.ID, nil, nil)
+		get := func(host string, headers ...string) int {
+			req, err := http.NewRequest("GET", "http://"+d.addr+"/health", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = host
+			for i := 0; i+1 < len(headers); i += 2 {
+				req.Header.Set(headers[i], headers[i+1])
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			return res.StatusCode
+		}
+		// envd's /health (204) by headers and by a wildcard host, past the
+		// daemon's Bearer check and browser guard; the daemon's own
+		// /health (200) without them.
+		for name, tc := range map[string]struct {
+			host    string
+			headers []string
+			want    int
+		}{
+			"headers":      {d.addr, []string{"E2b-Sandbox-Id", sb.ID, "E2b-Sandbox-Port", "49983", "X-Access-Token", sb.AccessToken}, http.StatusNoContent},
+			"host":         {"49983-" + sb.ID + ".localhost", []string{"X-Access-Token", sb.AccessToken}, http.StatusNoContent},
+			"wrong token":  {d.addr, []string{"E2b-Sandbox-Id", sb.ID, "X-Access-Token", "nope"}, http.StatusUnauthorized},
+			"unknown":      {d.addr, []string{"E2b-Sandbox-Id", "nosuchsandbox", "X-Access-Token", sb.AccessToken}, http.StatusBadGateway},
+			"daemon's own": {d.addr, nil, http.StatusOK},
+		} {
+			if got := get(tc.host, tc.headers...); got != tc.want {
+				t.Errorf("%s: status %d, want %d", name, got, tc.want)
+			}
+		}
+	})
 	t.Run("wrong key", func(t *testing.T) {
 		res := python(t, "badkey")
 		if res["type"] != "AuthenticationException" || !strings.HasPrefix(fmt.Sprint(res["message"]), "401") {
