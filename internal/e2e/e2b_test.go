@@ -98,6 +98,14 @@ func TestE2BSDK(t *testing.T) {
 				t.Errorf("%s = %s, want %s (all: %v)", k, got, v, res)
 			}
 		}
+		// commands.run (the process API, not served yet) fails at once
+		// with the SDK's own exception, saying so.
+		if res["commands_run"] != "SandboxException" || !strings.Contains(fmt.Sprint(res["commands_run_message"]), "not supported by agent2env yet") {
+			t.Errorf("commands.run: %v: %v, want a SandboxException saying it is not supported", res["commands_run"], res["commands_run_message"])
+		}
+		if s, _ := res["commands_run_seconds"].(float64); s > 3 {
+			t.Errorf("commands.run took %.1f s to fail", s)
+		}
 		noSandboxes(t)
 	})
 	t.Run("readme", func(t *testing.T) {

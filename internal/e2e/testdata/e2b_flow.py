@@ -55,6 +55,16 @@ def quickstart() -> dict:
         except Exception as e:
             out["missing"] = type(e).__name__
 
+        # Not served yet: the process API must fail at once, clearly.
+        start = time.monotonic()
+        try:
+            sbx.commands.run("true")
+            out["commands_run"] = "ran"
+        except Exception as e:
+            out["commands_run"] = type(e).__name__
+            out["commands_run_message"] = str(e)
+        out["commands_run_seconds"] = time.monotonic() - start
+
         ctx = sbx.create_code_context()
         sbx.run_code("y = 41", context=ctx)
         out["in_context"] = sbx.run_code("y + 1", context=ctx).text
