@@ -445,18 +445,22 @@ func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request, id string) 
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// refresh is POST /sandboxes/{id}/refreshes: {duration} seconds more.
+// maxRefresh is the longest refresh, in seconds, as E2B's.
+const maxRefresh = 3600
+
+// refresh is POST /sandboxes/{id}/refreshes: the sandbox ends {duration}
+// seconds from now.
 func (h *Handler) refresh(w http.ResponseWriter, r *http.Request, id string) {
 	var body struct {
 		Duration *int `json:"duration"`
 	}
-	err := decodeJSON(w, r, &body, true)
-	seconds := 60
-	if body.Duration != nil {
-		seconds = *body.Duration
-	}
-	if err == nil {
-		_, err = h.extend(r.Context(), id, seconds)
+	err := decodeJSON(w, r, &body, false)
+	switch {
+	case err != nil:
+	case body.Duration == nil || *body.Duration > maxRefresh:
+		err = errdefs.Invalid("duration: want a whole number of seconds from 0 to %d", maxRefresh)
+	default:
+		_, err = h.extend(r.Context(), id, *body.Duration)
 	}
 	if err != nil {
 		writeError(w, err)

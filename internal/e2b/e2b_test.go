@@ -570,6 +570,14 @@ func TestSandboxOps(t *testing.T) {
 	if code, _, body := e.api(t, "POST", "/sandboxes/sba/timeout", `{"timeout":600}`); code != 204 || !e.sb.renewed["sba"].Equal(now.Add(10*time.Minute)) {
 		t.Errorf("timeout: %d %s, renewed at %v", code, body, e.sb.renewed["sba"])
 	}
+	for body, want := range map[string]int{`{"duration":120}`: 204, `{}`: 400, `{"duration":3601}`: 400, `{"duration":-1}`: 400} {
+		if code, _, b := e.api(t, "POST", "/sandboxes/sbc/refreshes", body); code != want {
+			t.Errorf("refresh %s: %d %s, want %d", body, code, b, want)
+		}
+	}
+	if !e.sb.renewed["sbc"].Equal(now.Add(2 * time.Minute)) {
+		t.Errorf("refreshed to %v", e.sb.renewed["sbc"])
+	}
 	if code, _, _ := e.api(t, "POST", "/sandboxes/nosuch/timeout", `{"timeout":600}`); code != 404 {
 		t.Errorf("timeout of an unknown sandbox: %d, want 404", code)
 	}
