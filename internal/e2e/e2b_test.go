@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -151,6 +152,32 @@ func TestE2BSDK(t *testing.T) {
 		// envd's /health (204) by headers and by a wildcard host, past the
 		// daemon's Bearer check and browser guard; the daemon's own
 		// /health (200) without them.
+		// A server of the sandbox's own, on a port of its loopback, reached
+		// through the port gateway by E2B's port header.
+		var started api.ExecResponse
+		if code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/exec", api.ExecRequest{Command: []string{"sh", "-c",
+			"echo served > /tmp/index.txt; setsid python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp >/dev/null 2>&1 &"}}, &started); code != http.StatusOK {
+			t.Fatalf("start a server in the sandbox: status %d", code)
+		}
+		var body string
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			req, _ := http.NewRequest("GET", "http://"+d.addr+"/index.txt", nil)
+			req.Header.Set("E2b-Sandbox-Id", sb.ID)
+			req.Header.Set("E2b-Sandbox-Port", "8000")
+			req.Header.Set("X-Access-Token", sb.AccessToken)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if body = fmt.Sprintf("%d %s", res.StatusCode, b); res.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if body != "200 served\n" {
+			t.Errorf("the sandbox's port 8000 by E2B's headers: %q, want 200 served", body)
+		}
 		for name, tc := range map[string]struct {
 			host    string
 			headers []string
