@@ -99,6 +99,7 @@ type Contexts interface {
 	Create(ctx context.Context, sandboxID string, req api.CreateContextRequest) (*api.Context, error)
 	List(ctx context.Context, sandboxID, sessionName string) (*api.ContextList, error)
 	Delete(ctx context.Context, sandboxID, id string) (*api.DeleteContextResponse, error)
+	Restart(ctx context.Context, sandboxID, id string) error
 	Stream(ctx context.Context, sandboxID, id string, req api.ExecuteRequest) (func(context.Context, service.Sink) (*api.ExecuteResponse, error), error)
 }
 

@@ -178,11 +178,12 @@ func (f *fakeSandboxes) Authorize(_ context.Context, id, tok string) error {
 // stdout "out\n", a display result and the code as the main result, or
 // the error of code "1/0".
 type fakeContexts struct {
-	mu      sync.Mutex
-	byID    map[string]api.Context
-	n       int
-	streams []string // sandbox/context of each Stream
-	creates int
+	mu       sync.Mutex
+	byID     map[string]api.Context
+	n        int
+	streams  []string // sandbox/context of each Stream
+	restarts []string
+	creates  int
 }
 
 func newFakeContexts() *fakeContexts { return &fakeContexts{byID: map[string]api.Context{}} }
@@ -228,6 +229,16 @@ func (f *fakeContexts) Delete(_ context.Context, sandboxID, id string) (*api.Del
 	}
 	delete(f.byID, id)
 	return &api.DeleteContextResponse{ContextID: id}, nil
+}
+
+func (f *fakeContexts) Restart(_ context.Context, sandboxID, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.byID[id]; !ok || c.SandboxID != sandboxID {
+		return errdefs.WithCode(errdefs.NotFound("context %s not found", id), api.CodeContextNotFound)
+	}
+	f.restarts = append(f.restarts, id)
+	return nil
 }
 
 func (f *fakeContexts) Stream(_ context.Context, sandboxID, id string, req api.ExecuteRequest) (func(context.Context, service.Sink) (*api.ExecuteResponse, error), error) {
@@ -690,8 +701,11 @@ func TestContexts(t *testing.T) {
 	if code, body := e.in(t, "sba", InterpreterPort, "DELETE", "/contexts/ctx1", ""); code != 200 {
 		t.Errorf("delete: %d %s", code, body)
 	}
-	if code, body := e.in(t, "sba", InterpreterPort, "POST", "/contexts/ctx2/restart", ""); code != 501 {
-		t.Errorf("restart: %d %s", code, body)
+	if code, body := e.in(t, "sba", InterpreterPort, "POST", "/contexts/ctx2/restart", ""); code != 200 || fmt.Sprint(e.ctx.restarts) != "[ctx2]" {
+		t.Errorf("restart: %d %s, restarts %v", code, body, e.ctx.restarts)
+	}
+	if code, body := e.in(t, "sbb", InterpreterPort, "POST", "/contexts/ctx2/restart", ""); code != 404 {
+		t.Errorf("restart from another sandbox: %d %s", code, body)
 	}
 	if code, body := e.in(t, "sba", InterpreterPort, "POST", "/contexts", `{"language":"cobol"}`); code != 400 {
 		t.Errorf("bad language: %d %s", code, body)

@@ -79,7 +79,11 @@ func (h *Handler) serveInterpreter(w http.ResponseWriter, r *http.Request, id st
 			}
 			writeJSON(w, http.StatusOK, nil)
 		case ctxID != "" && op == "restart" && r.Method == http.MethodPost:
-			writeText(w, notImplemented("restarting a context is not supported by agent2env yet; remove it and create another"))
+			if err := h.cfg.Contexts.Restart(r.Context(), id, ctxID); err != nil {
+				writeText(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, nil)
 		default:
 			writeText(w, errdefs.NotFound("no such route: %s %s", r.Method, p))
 		}

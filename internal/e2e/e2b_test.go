@@ -82,6 +82,7 @@ func TestE2BSDK(t *testing.T) {
 			"in_context":            "42",
 			"contexts":              "2", // the default python context and the new one
 			"contexts_after_remove": "1",
+			"after_restart":         "False",
 			"timeout_extended":      "true",
 			"info_metadata":         "map[suite:e2e-e2b]",
 			"info_template":         "code-interpreter-v1",

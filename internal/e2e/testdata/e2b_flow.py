@@ -69,6 +69,8 @@ def quickstart() -> dict:
         sbx.run_code("y = 41", context=ctx)
         out["in_context"] = sbx.run_code("y + 1", context=ctx).text
         out["contexts"] = len(sbx.list_code_contexts())
+        sbx.restart_code_context(ctx)
+        out["after_restart"] = sbx.run_code("'y' in globals()", context=ctx).text
         sbx.remove_code_context(ctx)
         out["contexts_after_remove"] = len(sbx.list_code_contexts())
 
