@@ -30,10 +30,10 @@ const DefaultTimeout = 300
 // maxListLimit is the largest page of GET /v2/sandboxes, as E2B's.
 const maxListLimit = 100
 
-// Sandbox sizes agent2env does not report per sandbox in E2B's units: the
-// sandboxes' disk is the host's, cpu and memory are strings (cpuCount and
-// memoryMB below are parsed from them when they can be).
-const defaultDiskSizeMB = 0
+// diskSizeMB is every sandbox's diskSizeMB, which the SDKs require: the
+// service does not report a sandbox's disk size (cpuCount and memoryMB are
+// parsed from its cpu and memory limits).
+const diskSizeMB = 0
 
 // serveAPI authenticates a control-plane request and routes it by its
 // path's segments.
@@ -284,7 +284,7 @@ func listed(sb *api.Sandbox) listedView {
 	return listedView{
 		TemplateID: templateID(sb), SandboxID: sb.ID, ClientID: ClientID,
 		StartedAt: sb.CreatedAt.UTC(), EndAt: sb.ExpiresAt.UTC(),
-		CPUCount: cpuCount(sb.CPU), MemoryMB: memoryMB(sb.Memory), DiskSizeMB: defaultDiskSizeMB,
+		CPUCount: cpuCount(sb.CPU), MemoryMB: memoryMB(sb.Memory), DiskSizeMB: diskSizeMB,
 		State: "running", EnvdVersion: EnvdVersion, Metadata: md,
 	}
 }

@@ -25,8 +25,14 @@
 // An unknown or stopped sandbox answers 502 "The sandbox was not found",
 // as E2B's proxy does: the SDKs' is_running() reads that status.
 //
-// The package translates the wire and nothing else: sandboxes and
-// code-interpreter contexts are the service layer's (Sandboxes, Contexts).
+// Served so far (docs/e2b.md §8): the control plane, envd's /health and
+// plain /files, the code interpreter's /execute and /contexts, and other
+// ports through the port gateway; envd's Connect-RPC services answer
+// Connect's "unimplemented".
+//
+// The package translates the wire and nothing else: sandboxes, their files
+// and code-interpreter contexts are the service layer's (Sandboxes, Files,
+// Contexts).
 package e2b
 
 import (
