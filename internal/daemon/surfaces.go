@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 
+	"github.com/agent2env/agent2env/internal/e2b"
 	"github.com/agent2env/agent2env/internal/gateway"
 	"github.com/agent2env/agent2env/internal/httpapi"
 	"github.com/agent2env/agent2env/internal/mcpserver"
@@ -19,7 +21,11 @@ type surfaces struct {
 	// OpenSandbox is the OpenSandbox-compatible API (/v1/, and the execd
 	// API under opensandbox.ExecdPrefix), which checks its own keys.
 	OpenSandbox *opensandbox.Handler
-	API         *httpapi.Server
+	// E2B is the E2B-compatible API: its control-plane paths and every
+	// request naming a sandbox with E2B's headers, before the daemon's own
+	// routes and Bearer check (it checks its own keys and tokens).
+	E2B *e2b.Handler
+	API *httpapi.Server
 	// llmExchanges reads the LLM archive for the API; its follows end at
 	// shutdown.
 	llmExchanges *service.LLMExchanges
@@ -37,6 +43,17 @@ func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) 
 	sf.OpenSandbox, err = opensandbox.New(opensandbox.Config{
 		Sandboxes: svc.Sandboxes, Execd: svc.Sandboxes, Files: svc.Sandboxes, Codes: contextsView, Keys: cfg.Keys, RequireKey: cfg.authOn(),
 		PublicHost: publicHost(cfg.PublicURL), GatewayPrefix: service.GatewayPrefix,
+	})
+	if err != nil {
+		return sf, err
+	}
+	// The E2B API reaches other sandbox ports through the gateway's own
+	// paths.
+	gatewayPaths := http.NewServeMux()
+	sf.Gateway.Register(gatewayPaths)
+	sf.E2B, err = e2b.New(e2b.Config{
+		Sandboxes: svc.Sandboxes, Files: svc.Sandboxes, Contexts: contextsView, Ports: gatewayPaths, GatewayPrefix: service.GatewayPrefix,
+		Keys: cfg.Keys, RequireKey: cfg.authOn(),
 	})
 	if err != nil {
 		return sf, err
@@ -61,7 +78,7 @@ func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) 
 	if err != nil {
 		return sf, err
 	}
-	opts = append(opts, httpapi.WithMiddleware(browsers))
+	opts = append(opts, httpapi.WithMiddleware(browsers), httpapi.WithMiddleware(sf.E2B.Wrap))
 	if cfg.authOn() {
 		// Sessions are scoped by the key that passed the auth.
 		opts = append(opts, httpapi.WithMiddleware(httpapi.AuthMiddleware(cfg.Keys, opensandbox.Prefixes...)), httpapi.WithMiddleware(httpapi.TenantMiddleware))

@@ -21,6 +21,7 @@ var surfaces = []string{
 	"internal/mcpserver",
 	"internal/gateway",
 	"internal/opensandbox",
+	"internal/e2b",
 }
 
 // surfaceImports are the only packages of this module a surface may import

@@ -12,8 +12,8 @@
 //
 // Surfaces are the packages that speak a protocol to clients:
 // internal/httpapi (REST), internal/mcpserver (MCP), internal/gateway (the
-// port gateway), internal/opensandbox (the OpenSandbox API), and every later
-// one (E2B API, terminal, console). A surface decodes, calls one service method and encodes;
+// port gateway), internal/opensandbox (the OpenSandbox API), internal/e2b
+// (the E2B API), and every later one (terminal, console). A surface decodes, calls one service method and encodes;
 // errors are mapped once, at its edge, with errdefs. It imports from this
 // module only:
 //

@@ -1,0 +1,582 @@
+package e2b
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/service"
+)
+
+// Built-in E2B template names and the agent2env images they stand for.
+var builtinTemplates = map[string]string{
+	"base":                "agent2env/python",
+	"code-interpreter-v1": "agent2env/code-interpreter",
+}
+
+// DefaultTimeout is a sandbox's lifetime in seconds when a create gives
+// none (the SDKs always give one: 300).
+const DefaultTimeout = 300
+
+// maxListLimit is the largest page of GET /v2/sandboxes, as E2B's.
+const maxListLimit = 100
+
+// diskSizeMB is every sandbox's diskSizeMB, which the SDKs require: the
+// service does not report a sandbox's disk size (cpuCount and memoryMB are
+// parsed from its cpu and memory limits).
+const diskSizeMB = 0
+
+// serveAPI authenticates a control-plane request and routes it by its
+// path's segments.
+func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
+	r, err := h.authenticate(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	seg, v2, ok := apiSegments(r.URL)
+	if !ok {
+		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
+		return
+	}
+	n := len(seg)
+	switch {
+	case n == 0:
+		methods(w, r, map[string]http.HandlerFunc{
+			http.MethodPost: h.create,
+			http.MethodGet:  func(w http.ResponseWriter, r *http.Request) { h.list(w, r, v2) },
+		})
+	case n == 1 && seg[0] == "metrics":
+		writeError(w, notImplemented("sandbox metrics are not supported by agent2env yet"))
+	case n == 1:
+		id := seg[0]
+		methods(w, r, map[string]http.HandlerFunc{
+			http.MethodGet:    func(w http.ResponseWriter, r *http.Request) { h.get(w, r, id) },
+			http.MethodDelete: func(w http.ResponseWriter, r *http.Request) { h.delete(w, r, id) },
+		})
+	case n == 2:
+		h.routeSandbox(w, r, seg[0], seg[1])
+	default:
+		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
+	}
+}
+
+// routeSandbox dispatches /sandboxes/{id}/{op}.
+func (h *Handler) routeSandbox(w http.ResponseWriter, r *http.Request, id, op string) {
+	post := func(f func(w http.ResponseWriter, r *http.Request, id string)) {
+		methods(w, r, map[string]http.HandlerFunc{
+			http.MethodPost: func(w http.ResponseWriter, r *http.Request) { f(w, r, id) },
+		})
+	}
+	switch op {
+	case "timeout":
+		post(h.setTimeout)
+	case "refreshes":
+		post(h.refresh)
+	case "connect":
+		post(h.connect)
+	case "pause", "resume":
+		writeError(w, notImplemented(op+" is not supported by agent2env yet: a sandbox runs until it times out or is killed"))
+	case "metrics", "logs", "snapshots", "fork", "network":
+		writeError(w, notImplemented("sandbox "+op+" are not supported by agent2env yet"))
+	default:
+		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
+	}
+}
+
+// apiSegments returns the unescaped segments of u's path after
+// /sandboxes or /v2/sandboxes, and whether it is the v2 form.
+func apiSegments(u *url.URL) ([]string, bool, bool) {
+	p := u.EscapedPath()
+	v2 := strings.HasPrefix(p, "/v2/")
+	p = strings.TrimPrefix(p, "/v2")
+	rest, ok := strings.CutPrefix(p, "/sandboxes")
+	if !ok {
+		return nil, false, false
+	}
+	rest = strings.TrimPrefix(rest, "/")
+	if rest == "" {
+		return nil, v2, true
+	}
+	seg := strings.Split(rest, "/")
+	for i, s := range seg {
+		v, err := url.PathUnescape(s)
+		if err != nil || v == "" {
+			return nil, false, false
+		}
+		seg[i] = v
+	}
+	return seg, v2, true
+}
+
+// methods runs the handler of r's method, or answers 405.
+func methods(w http.ResponseWriter, r *http.Request, by map[string]http.HandlerFunc) {
+	if f, ok := by[r.Method]; ok {
+		f(w, r)
+		return
+	}
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+		if by[m] != nil {
+			allowed = append(allowed, m)
+		}
+	}
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	writeJSON(w, http.StatusMethodNotAllowed, errorBody{Code: http.StatusMethodNotAllowed,
+		Message: "method " + r.Method + " is not allowed here; use " + strings.Join(allowed, " or ")})
+}
+
+// createRequest is NewSandbox (v1) and NewSandboxV2, as the SDKs send them.
+type createRequest struct {
+	TemplateID          string            `json:"templateID"`
+	Timeout             *int              `json:"timeout"`
+	Metadata            map[string]string `json:"metadata"`
+	EnvVars             map[string]string `json:"envVars"`
+	AllowInternetAccess *bool             `json:"allow_internet_access"`
+	AutoPause           *bool             `json:"autoPause"`
+	Secure              *bool             `json:"secure"`
+}
+
+// unsupportedFields are the create fields agent2env cannot honour yet,
+// refused by name unless null (or, for the lists, empty).
+var unsupportedFields = map[string]string{
+	"autoPauseMemory": "pausing is not supported yet",
+	"autoResume":      "pausing is not supported yet",
+	"network":         "egress rules per sandbox are not supported yet",
+	"mcp":             "MCP gateways in sandboxes are not supported",
+	"iam":             "workload identities are not supported",
+	"volumeMounts":    "volumes are not supported yet",
+}
+
+// knownFields are every create field createRequest reads.
+var knownFields = []string{"templateID", "timeout", "metadata", "envVars", "allow_internet_access", "autoPause", "secure"}
+
+// parseCreate reads a create body: known fields into req, and refuses every
+// other field that is not null or empty, by name.
+func parseCreate(body []byte) (createRequest, error) {
+	var req createRequest
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return req, errdefs.Invalid("the body is not a JSON object: %v", err)
+	}
+	for k, v := range raw {
+		if slices.Contains(knownFields, k) {
+			continue
+		}
+		t := string(bytes.TrimSpace(v))
+		if t == "null" || t == "[]" || t == "{}" {
+			continue
+		}
+		if why, ok := unsupportedFields[k]; ok {
+			return req, errdefs.Invalid("%s: %s", k, why)
+		}
+		return req, errdefs.Invalid("%s: unknown field", k)
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return req, errdefs.Invalid("the body is not a valid sandbox request: %v", err)
+	}
+	return req, nil
+}
+
+// toAPI checks req and returns agent2env's create request.
+func (req *createRequest) toAPI() (api.CreateSandboxRequest, error) {
+	var out api.CreateSandboxRequest
+	if req.TemplateID == "" {
+		return out, errdefs.Invalid("templateID is required")
+	}
+	if req.AutoPause != nil && *req.AutoPause {
+		return out, errdefs.Invalid("autoPause: pausing is not supported yet; a sandbox is killed when it times out")
+	}
+	ttl := DefaultTimeout
+	if req.Timeout != nil {
+		if *req.Timeout < 1 {
+			return out, errdefs.Invalid("timeout: want a whole number of seconds from 1")
+		}
+		ttl = *req.Timeout
+	}
+	out.Metadata = req.Metadata
+	image, isImage := builtinTemplates[req.TemplateID]
+	if !isImage && strings.ContainsAny(req.TemplateID, "/:@") {
+		image, isImage = req.TemplateID, true
+	}
+	if req.AllowInternetAccess != nil && *req.AllowInternetAccess {
+		return out, errdefs.Invalid("allow_internet_access: agent2env sandboxes have no internet access; a template's network section allows domains through its egress proxy")
+	}
+	if isImage {
+		out.Image, out.TTL, out.Env = image, &ttl, req.EnvVars
+		return out, nil
+	}
+	if req.AllowInternetAccess != nil {
+		return out, errdefs.Invalid("allow_internet_access: a template's sandboxes have the network its network section gives; omit the field")
+	}
+	out.Template = req.TemplateID
+	out.Overrides = &api.SandboxOverrides{TTL: &ttl, Env: req.EnvVars}
+	return out, nil
+}
+
+// templateID is the templateID a sandbox reports: the template it was
+// made from, the E2B name of its built-in image, or its image.
+func templateID(sb *api.Sandbox) string {
+	if sb.Template != "" {
+		return sb.Template
+	}
+	for name, image := range builtinTemplates {
+		if sb.Image == image || sb.Image == image+":latest" {
+			return name
+		}
+	}
+	return sb.Image
+}
+
+// sandboxView is E2B's Sandbox: the create and connect response.
+type sandboxView struct {
+	TemplateID         string `json:"templateID"`
+	SandboxID          string `json:"sandboxID"`
+	ClientID           string `json:"clientID"`
+	EnvdVersion        string `json:"envdVersion"`
+	EnvdAccessToken    string `json:"envdAccessToken,omitempty"`
+	TrafficAccessToken string `json:"trafficAccessToken,omitempty"`
+}
+
+func view(sb *api.Sandbox) sandboxView {
+	return sandboxView{
+		TemplateID: templateID(sb), SandboxID: sb.ID, ClientID: ClientID, EnvdVersion: EnvdVersion,
+		// The one access token serves both: envd's calls carry it as
+		// X-Access-Token, the code interpreter's as the traffic token.
+		EnvdAccessToken: sb.AccessToken, TrafficAccessToken: sb.AccessToken,
+	}
+}
+
+// listedView is E2B's ListedSandbox; detailView is SandboxDetail.
+type listedView struct {
+	TemplateID  string            `json:"templateID"`
+	SandboxID   string            `json:"sandboxID"`
+	ClientID    string            `json:"clientID"`
+	StartedAt   time.Time         `json:"startedAt"`
+	EndAt       time.Time         `json:"endAt"`
+	CPUCount    int               `json:"cpuCount"`
+	MemoryMB    int               `json:"memoryMB"`
+	DiskSizeMB  int               `json:"diskSizeMB"`
+	State       string            `json:"state"`
+	EnvdVersion string            `json:"envdVersion"`
+	Metadata    map[string]string `json:"metadata"`
+}
+
+type detailView struct {
+	listedView
+	EnvdAccessToken string `json:"envdAccessToken,omitempty"`
+}
+
+func listed(sb *api.Sandbox) listedView {
+	md := sb.Metadata
+	if md == nil {
+		md = map[string]string{}
+	}
+	return listedView{
+		TemplateID: templateID(sb), SandboxID: sb.ID, ClientID: ClientID,
+		StartedAt: sb.CreatedAt.UTC(), EndAt: sb.ExpiresAt.UTC(),
+		CPUCount: cpuCount(sb.CPU), MemoryMB: memoryMB(sb.Memory), DiskSizeMB: diskSizeMB,
+		State: "running", EnvdVersion: EnvdVersion, Metadata: md,
+	}
+}
+
+// cpuCount is a cpu quantity ("2", "500m") in whole cpus, at least 1.
+func cpuCount(q string) int {
+	if m, ok := strings.CutSuffix(q, "m"); ok {
+		n, err := strconv.Atoi(m)
+		if err == nil {
+			return max((n+999)/1000, 1)
+		}
+		return 1
+	}
+	f, err := strconv.ParseFloat(q, 64)
+	if err != nil || f < 1 {
+		return 1
+	}
+	return int(f + 0.999)
+}
+
+// memoryMB is a memory quantity ("512Mi", "2Gi", "1G", bytes) in MiB; 0
+// when it does not parse.
+func memoryMB(q string) int {
+	units := []struct {
+		suffix string
+		mul    float64
+	}{{"Ki", 1.0 / 1024}, {"Mi", 1}, {"Gi", 1024}, {"Ti", 1024 * 1024}, {"K", 1e3 / (1 << 20)}, {"M", 1e6 / (1 << 20)}, {"G", 1e9 / (1 << 20)}, {"T", 1e12 / (1 << 20)}}
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(q, u.suffix); ok {
+			f, err := strconv.ParseFloat(n, 64)
+			if err != nil {
+				return 0
+			}
+			return int(f * u.mul)
+		}
+	}
+	f, err := strconv.ParseFloat(q, 64)
+	if err != nil {
+		return 0
+	}
+	return int(f / (1 << 20))
+}
+
+// alive reports whether an agent2env sandbox is one E2B would list as
+// running: made and not yet ended.
+func alive(sb *api.Sandbox) bool {
+	return sb.Status == api.StatusPending || sb.Status == api.StatusRunning
+}
+
+func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
+	var body json.RawMessage
+	if err := decodeJSON(w, r, &body, false); err != nil {
+		writeError(w, err)
+		return
+	}
+	req, err := parseCreate(body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	areq, err := req.toAPI()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	sb, err := h.cfg.Sandboxes.Create(r.Context(), areq)
+	if err == nil {
+		sb, err = h.settle(r.Context(), sb)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, view(sb))
+}
+
+// settlePoll is how often settle reads a pending sandbox.
+const settlePoll = 25 * time.Millisecond
+
+// settle waits for a new sandbox to run: E2B answers a create only once
+// the sandbox answers. One that fails, or is still pending at the
+// deadline, is deleted (nothing is left half-made) and refused: 400 when
+// its image could not be had, 503 when it is slow, 500 otherwise.
+func (h *Handler) settle(ctx context.Context, sb *api.Sandbox) (*api.Sandbox, error) {
+	deadline := h.cfg.Now().Add(h.cfg.CreateWait)
+	for sb.Status == api.StatusPending && h.cfg.Now().Before(deadline) && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(settlePoll):
+		}
+		next, err := h.cfg.Sandboxes.Get(ctx, sb.ID)
+		if err != nil {
+			_ = h.cfg.Sandboxes.Delete(context.WithoutCancel(ctx), sb.ID)
+			return nil, err
+		}
+		sb = next
+	}
+	if sb.Status == api.StatusRunning {
+		return sb, nil
+	}
+	_ = h.cfg.Sandboxes.Delete(context.WithoutCancel(ctx), sb.ID)
+	switch {
+	case sb.Status == api.StatusPending:
+		return nil, fmt.Errorf("the sandbox did not start within %v: %w", h.cfg.CreateWait, errdefs.ErrUnavailable)
+	case strings.HasPrefix(sb.Reason, "prepare image ") || strings.HasPrefix(sb.Reason, "look up image "):
+		return nil, errdefs.Invalid("templateID: %s", sb.Reason)
+	default:
+		return nil, fmt.Errorf("the sandbox failed to start: %s", sb.Reason)
+	}
+}
+
+func (h *Handler) get(w http.ResponseWriter, r *http.Request, id string) {
+	sb, err := h.cfg.Sandboxes.Get(r.Context(), id)
+	if err == nil && !alive(sb) {
+		err = errdefs.NotFound("sandbox %s has ended", id)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, detailView{listedView: listed(sb), EnvdAccessToken: sb.AccessToken})
+}
+
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request, id string) {
+	if err := h.cfg.Sandboxes.Delete(r.Context(), id); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// timeoutBody is SandboxTimeoutRequest, and the body of connect.
+type timeoutBody struct {
+	Timeout *int `json:"timeout"`
+}
+
+// extend makes sandbox id end seconds from now.
+func (h *Handler) extend(ctx context.Context, id string, seconds int) (*api.Sandbox, error) {
+	if seconds < 0 {
+		return nil, errdefs.Invalid("timeout: want a whole number of seconds from 0")
+	}
+	return h.cfg.Sandboxes.Renew(ctx, id, h.cfg.Now().Add(time.Duration(seconds)*time.Second))
+}
+
+func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request, id string) {
+	var body timeoutBody
+	err := decodeJSON(w, r, &body, false)
+	if err == nil && body.Timeout == nil {
+		err = errdefs.Invalid("timeout is required (seconds)")
+	}
+	if err == nil {
+		_, err = h.extend(r.Context(), id, *body.Timeout)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// maxRefresh is the longest refresh, in seconds, as E2B's.
+const maxRefresh = 3600
+
+// refresh is POST /sandboxes/{id}/refreshes: the sandbox ends {duration}
+// seconds from now.
+func (h *Handler) refresh(w http.ResponseWriter, r *http.Request, id string) {
+	var body struct {
+		Duration *int `json:"duration"`
+	}
+	err := decodeJSON(w, r, &body, false)
+	switch {
+	case err != nil:
+	case body.Duration == nil || *body.Duration > maxRefresh:
+		err = errdefs.Invalid("duration: want a whole number of seconds from 0 to %d", maxRefresh)
+	default:
+		_, err = h.extend(r.Context(), id, *body.Duration)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// connect answers a running sandbox, its timeout set when the body gives
+// one. agent2env does not pause sandboxes, so there is none to resume.
+func (h *Handler) connect(w http.ResponseWriter, r *http.Request, id string) {
+	var body timeoutBody
+	if err := decodeJSON(w, r, &body, true); err != nil {
+		writeError(w, err)
+		return
+	}
+	sb, err := h.cfg.Sandboxes.Get(r.Context(), id)
+	if err == nil && !alive(sb) {
+		err = errdefs.NotFound("sandbox %s has ended", id)
+	}
+	if err == nil && body.Timeout != nil {
+		sb, err = h.extend(r.Context(), id, *body.Timeout)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, view(sb))
+}
+
+// listQuery is a list request's filters.
+type listQuery struct {
+	opts service.ListOptions
+	// none says the states asked for match no sandbox agent2env has.
+	none  bool
+	limit int
+}
+
+// parseList reads the query of GET /sandboxes and /v2/sandboxes.
+func parseList(q url.Values, v2 bool) (listQuery, error) {
+	lq := listQuery{limit: maxListLimit}
+	lq.opts.Statuses = []api.SandboxStatus{api.StatusPending, api.StatusRunning}
+	if raw := q.Get("metadata"); raw != "" {
+		pairs, err := url.ParseQuery(raw)
+		if err != nil {
+			return lq, errdefs.Invalid("metadata: want key=value pairs joined by &, each part URL-encoded: %v", err)
+		}
+		lq.opts.Metadata = make(map[string]string, len(pairs))
+		for k, vs := range pairs {
+			lq.opts.Metadata[k] = vs[len(vs)-1]
+		}
+	}
+	if !v2 {
+		lq.limit = api.MaxPageSize
+		return lq, nil
+	}
+	if raw := q.Get("state"); raw != "" {
+		running := false
+		for _, st := range strings.Split(raw, ",") {
+			switch st {
+			case "running":
+				running = true
+			case "paused":
+			default:
+				return lq, errdefs.Invalid("state %q: want running or paused", st)
+			}
+		}
+		lq.none = !running
+	}
+	if raw := q.Get("limit"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 || n > maxListLimit {
+			return lq, errdefs.Invalid("limit %q: want a whole number from 1 to %d", raw, maxListLimit)
+		}
+		lq.limit = n
+	}
+	lq.opts.Cursor = q.Get("nextToken")
+	for _, name := range []string{"startedAfter", "template"} {
+		if q.Get(name) != "" {
+			return lq, errdefs.Invalid("%s: filtering by %s is not supported yet", name, name)
+		}
+	}
+	if o := q.Get("order"); o != "" && o != "asc" {
+		return lq, errdefs.Invalid("order %q: agent2env lists oldest first (asc) only", o)
+	}
+	return lq, nil
+}
+
+// list is GET /v2/sandboxes, one page and X-Next-Token when more follow,
+// and GET /sandboxes (v1), every running sandbox at once.
+func (h *Handler) list(w http.ResponseWriter, r *http.Request, v2 bool) {
+	lq, err := parseList(r.URL.Query(), v2)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	items := []listedView{}
+	opts := lq.opts
+	opts.Limit = &lq.limit
+	for !lq.none {
+		page, err := h.cfg.Sandboxes.List(r.Context(), opts)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		for i := range page.Items {
+			items = append(items, listed(&page.Items[i]))
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		if v2 {
+			w.Header().Set(HeaderNextToken, page.NextCursor)
+			break
+		}
+		opts.Cursor = page.NextCursor
+	}
+	writeJSON(w, http.StatusOK, items)
+}

@@ -1,0 +1,370 @@
+// Package e2b serves agent2env's E2B-compatible API, the fourth surface
+// beside REST, MCP and the OpenSandbox API (issue 25), so that the stock E2B
+// SDKs (e2b, e2b-code-interpreter) run unchanged with E2B_API_URL and
+// E2B_SANDBOX_URL set to the daemon's address (docs/e2b.md says exactly
+// what they send and need back).
+//
+// Everything arrives on the daemon's one port. The routing rule, applied
+// before agent2env's own routes (Wrap):
+//
+//  1. the control-plane paths /sandboxes… and /v2/sandboxes… are E2B's,
+//     authenticated by X-API-KEY (one of the daemon's API keys);
+//  2. a request carrying E2b-Sandbox-Id or E2b-Sandbox-Port is E2B's,
+//     whatever its path (E2B's in-sandbox daemon serves /health and
+//     /metrics, which agent2env serves too): the headers pick the sandbox
+//     and the port, 49983 the in-sandbox daemon (envd), 49999 the code
+//     interpreter, any other the port gateway; it authenticates with the
+//     sandbox's access token (X-Access-Token, or E2B-Traffic-Access-Token
+//     that the code interpreter's SDK sends on every call);
+//  3. anything else is agent2env's.
+//
+// Before all three, a Host of E2B's form "<port>-<id>.<domain>" (a
+// wildcard DNS name in front of the daemon) names the sandbox and port as
+// the headers would, whatever the path.
+//
+// An unknown or stopped sandbox answers 502 "The sandbox was not found",
+// as E2B's proxy does: the SDKs' is_running() reads that status.
+//
+// Served so far (docs/e2b.md §8): the control plane, envd's /health and
+// plain /files, the code interpreter's /execute and /contexts, and other
+// ports through the port gateway; envd's Connect-RPC services answer
+// Connect's "unimplemented".
+//
+// The package translates the wire and nothing else: sandboxes, their files
+// and code-interpreter contexts are the service layer's (Sandboxes, Files,
+// Contexts).
+package e2b
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/service"
+)
+
+// Headers of the E2B wire.
+const (
+	HeaderAPIKey        = "X-API-KEY"
+	HeaderSandboxID     = "E2b-Sandbox-Id"
+	HeaderSandboxPort   = "E2b-Sandbox-Port"
+	HeaderAccessToken   = "X-Access-Token"
+	HeaderTrafficToken  = "E2B-Traffic-Access-Token"
+	HeaderNextToken     = "X-Next-Token"
+	headerContentType   = "Content-Type"
+	contentTypeJSON     = "application/json"
+	contentTypeNDJSON   = "application/x-ndjson"
+	contentTypePlain    = "text/plain; charset=utf-8"
+	sandboxNotFoundText = "The sandbox was not found"
+)
+
+// Ports of the in-sandbox servers the SDKs address.
+const (
+	EnvdPort        = 49983
+	InterpreterPort = 49999
+)
+
+// EnvdVersion is the envd version every sandbox reports. The SDKs gate
+// features on it (docs/e2b.md §envdVersion): ≥ 0.4.0 lets envd pick the
+// default user, < 0.5.7 keeps file uploads multipart.
+const EnvdVersion = "0.5.6"
+
+// ClientID is the clientID every sandbox reports (E2B's is a node name).
+const ClientID = "agent2env"
+
+// DefaultCreateWait bounds how long a create waits for a pending sandbox to
+// run or fail.
+const DefaultCreateWait = 60 * time.Second
+
+// maxBody bounds a JSON request body.
+const maxBody = 1 << 20
+
+// Sandboxes is what the surface needs of the sandbox service.
+type Sandboxes interface {
+	Create(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error)
+	Get(ctx context.Context, id string) (*api.Sandbox, error)
+	List(ctx context.Context, opts service.ListOptions) (*api.SandboxList, error)
+	Delete(ctx context.Context, id string) error
+	Renew(ctx context.Context, id string, at time.Time) (*api.Sandbox, error)
+	Authorize(ctx context.Context, id, token string) error
+}
+
+var _ Sandboxes = (*service.Sandboxes)(nil)
+
+// Contexts is what the code interpreter needs of the context service.
+type Contexts interface {
+	Create(ctx context.Context, sandboxID string, req api.CreateContextRequest) (*api.Context, error)
+	List(ctx context.Context, sandboxID, sessionName string) (*api.ContextList, error)
+	Delete(ctx context.Context, sandboxID, id string) (*api.DeleteContextResponse, error)
+	Restart(ctx context.Context, sandboxID, id string) error
+	Stream(ctx context.Context, sandboxID, id string, req api.ExecuteRequest) (func(context.Context, service.Sink) (*api.ExecuteResponse, error), error)
+}
+
+var _ Contexts = (*service.Contexts)(nil)
+
+// Config is what a Handler serves.
+type Config struct {
+	// Sandboxes is the sandbox service (required).
+	Sandboxes Sandboxes
+	// Files moves files for envd's /files; nil: it answers 501.
+	Files Files
+	// Contexts runs code for the code interpreter; nil: its routes answer
+	// 501.
+	Contexts Contexts
+	// Ports serves the port gateway's paths (GatewayPrefix + id +
+	// "/port/" + port + path); nil: other ports answer 501.
+	Ports http.Handler
+	// GatewayPrefix starts the port gateway's paths.
+	GatewayPrefix string
+	// Keys are the daemon's API keys.
+	Keys *auth.Keys
+	// RequireKey says control-plane requests must carry a valid key.
+	RequireKey bool
+	// CreateWait bounds a create's wait for its sandbox; 0:
+	// DefaultCreateWait.
+	CreateWait time.Duration
+	// Now is the clock (tests); nil: time.Now.
+	Now func() time.Time
+}
+
+// Handler serves the E2B API. Make one with New.
+type Handler struct {
+	cfg      Config
+	defaults keyedMutex
+}
+
+// New returns the handler of cfg.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Sandboxes == nil {
+		return nil, errors.New("e2b: Sandboxes is required")
+	}
+	if cfg.Ports != nil && cfg.GatewayPrefix == "" {
+		return nil, errors.New("e2b: GatewayPrefix is required with Ports")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.CreateWait == 0 {
+		cfg.CreateWait = DefaultCreateWait
+	}
+	return &Handler{cfg: cfg, defaults: newKeyedMutex()}, nil
+}
+
+// Wrap returns next behind the E2B routes: the middleware the daemon puts
+// before its own authentication (E2B's requests carry their own).
+func (h *Handler) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id, port, ok := HostTarget(r.Host); ok {
+			// The host names the sandbox and port, whatever the path.
+			r = r.Clone(r.Context())
+			r.Header.Set(HeaderSandboxID, id)
+			r.Header.Set(HeaderSandboxPort, port)
+			h.serveSandbox(w, r)
+			return
+		}
+		switch {
+		case IsControlPlane(r):
+			h.serveAPI(w, r)
+		case IsSandboxRequest(r):
+			h.serveSandbox(w, r)
+		default:
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// IsControlPlane reports whether r is for E2B's control plane: its path
+// is /sandboxes, /v2/sandboxes or under either.
+func IsControlPlane(r *http.Request) bool {
+	p := r.URL.EscapedPath()
+	for _, pre := range []string{"/sandboxes", "/v2/sandboxes"} {
+		if p == pre || strings.HasPrefix(p, pre+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// HostTarget returns the sandbox and port a host of E2B's form
+// "<port>-<id>.<domain>[:port]" names, for users who put a wildcard DNS
+// name in front of the daemon; false for any other host.
+func HostTarget(host string) (id, port string, ok bool) {
+	label, rest, dotted := strings.Cut(host, ".")
+	if !dotted || rest == "" {
+		return "", "", false
+	}
+	port, id, ok = strings.Cut(label, "-")
+	if !ok || port == "" || id == "" || strings.TrimLeft(port, "0123456789") != "" || len(port) > 5 ||
+		strings.TrimLeft(id, "abcdefghijklmnopqrstuvwxyz0123456789") != "" {
+		return "", "", false
+	}
+	return id, port, true
+}
+
+// IsSandboxRequest reports whether r is for a sandbox's in-sandbox server:
+// it names one with E2b-Sandbox-Id or E2b-Sandbox-Port.
+func IsSandboxRequest(r *http.Request) bool {
+	return r.Header.Get(HeaderSandboxID) != "" || r.Header.Get(HeaderSandboxPort) != ""
+}
+
+// errorBody is E2B's Error: code is the HTTP status.
+type errorBody struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// notImplemented is an operation agent2env does not offer: 501.
+type notImplemented string
+
+func (e notImplemented) Error() string        { return string(e) }
+func (e notImplemented) Is(target error) bool { return target == errdefs.ErrNotImplemented }
+
+// writeError answers err as {code, message} with errdefs' status.
+func writeError(w http.ResponseWriter, err error) {
+	status, _ := errdefs.HTTPStatus(err)
+	writeJSON(w, status, errorBody{Code: status, Message: err.Error()})
+}
+
+// writeJSON answers v as JSON with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		body, _ = json.Marshal(errorBody{Code: status, Message: "encode response: " + err.Error()})
+	}
+	w.Header().Set(headerContentType, contentTypeJSON)
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// decodeJSON reads r's JSON body into v; an empty body leaves v as it is
+// when empty is allowed.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) error {
+	if ct := r.Header.Get(headerContentType); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != contentTypeJSON {
+			return errdefs.Invalid("the body must be application/json, not %q", ct)
+		}
+	} else if !emptyOK {
+		return errdefs.Invalid("the body must be application/json")
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	if err := dec.Decode(v); err != nil {
+		if emptyOK && errors.Is(err, io.EOF) {
+			return nil
+		}
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return err
+		}
+		return errdefs.Invalid("the body is not valid JSON of the expected shape: %v", err)
+	}
+	if dec.More() {
+		return errdefs.Invalid("the body holds more than one JSON value")
+	}
+	return nil
+}
+
+// authenticate checks a control-plane request's API key when keys are
+// required, and gives r the key's tenant.
+func (h *Handler) authenticate(r *http.Request) (*http.Request, error) {
+	key := r.Header.Get(HeaderAPIKey)
+	if h.cfg.RequireKey {
+		if key == "" {
+			return nil, auth.ErrNoKey
+		}
+		if !h.cfg.Keys.Valid(key) {
+			return nil, auth.ErrInvalidKey
+		}
+	}
+	if key != "" {
+		r = r.WithContext(auth.WithTenant(r.Context(), auth.Tenant(key)))
+	}
+	return r, nil
+}
+
+// sandboxPort returns the port E2b-Sandbox-Port names; none is envd's.
+func sandboxPort(r *http.Request) (int, error) {
+	raw := r.Header.Get(HeaderSandboxPort)
+	if raw == "" {
+		return EnvdPort, nil
+	}
+	port, err := strconv.Atoi(raw)
+	if err != nil || port < 1 || port > 65535 {
+		return 0, errdefs.Invalid("%s %q: want a port number from 1 to 65535", HeaderSandboxPort, raw)
+	}
+	return port, nil
+}
+
+// writeSandboxGone answers 502 "The sandbox was not found", as E2B's proxy
+// does for a sandbox that does not exist or no longer runs.
+func writeSandboxGone(w http.ResponseWriter, id string) {
+	writeJSON(w, http.StatusBadGateway, struct {
+		SandboxID string `json:"sandboxId"`
+		Message   string `json:"message"`
+		Code      int    `json:"code"`
+	}{id, sandboxNotFoundText, http.StatusBadGateway})
+}
+
+// serveSandbox routes a request for an in-sandbox server by its headers.
+func (h *Handler) serveSandbox(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get(HeaderSandboxID)
+	port, err := sandboxPort(r)
+	if err == nil && id == "" {
+		err = errdefs.Invalid("%s is required with %s", HeaderSandboxID, HeaderSandboxPort)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	token := r.Header.Get(HeaderAccessToken)
+	if token == "" {
+		token = r.Header.Get(HeaderTrafficToken)
+	}
+	if err := h.cfg.Sandboxes.Authorize(r.Context(), id, token); err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition) {
+			writeSandboxGone(w, id)
+			return
+		}
+		writeError(w, err)
+		return
+	}
+	switch port {
+	case EnvdPort:
+		h.serveEnvd(w, r, id)
+	case InterpreterPort:
+		h.serveInterpreter(w, r, id)
+	default:
+		h.servePort(w, r, id, port, token)
+	}
+}
+
+// servePort hands a request for a user port to the port gateway, as the
+// gateway's own path for it.
+func (h *Handler) servePort(w http.ResponseWriter, r *http.Request, id string, port int, token string) {
+	if h.cfg.Ports == nil {
+		writeError(w, notImplemented("ports other than 49983 and 49999 are not served here"))
+		return
+	}
+	r2 := r.Clone(r.Context())
+	prefix := h.cfg.GatewayPrefix + id + "/port/" + strconv.Itoa(port)
+	r2.URL.Path = prefix + r.URL.Path
+	r2.URL.RawPath = ""
+	if r.URL.RawPath != "" {
+		r2.URL.RawPath = prefix + r.URL.RawPath
+	}
+	r2.RequestURI = ""
+	r2.Header.Del(HeaderSandboxID)
+	r2.Header.Del(HeaderSandboxPort)
+	r2.Header.Del(HeaderTrafficToken)
+	r2.Header.Set(HeaderAccessToken, token)
+	h.cfg.Ports.ServeHTTP(w, r2)
+}

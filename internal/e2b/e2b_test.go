@@ -1,0 +1,828 @@
+package e2b
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/service"
+)
+
+var now = time.Date(2026, 12, 4, 15, 0, 0, 0, time.UTC)
+
+const (
+	goodKey = "e2b_good-key-0123456789abcdef"
+	token   = "tok-123"
+)
+
+// fakeSandboxes is the sandbox service in memory; its list pages hold at
+// most two sandboxes. A new sandbox is pending, and running from its
+// first Get, unless failWith gives the reason it fails with.
+type fakeSandboxes struct {
+	mu       sync.Mutex
+	byID     map[string]*api.Sandbox
+	order    []string
+	created  []api.CreateSandboxRequest
+	deleted  []string
+	renewed  map[string]time.Time
+	failWith string
+	n        int
+}
+
+func newFakeSandboxes(sbs ...api.Sandbox) *fakeSandboxes {
+	f := &fakeSandboxes{byID: map[string]*api.Sandbox{}, renewed: map[string]time.Time{}}
+	for _, sb := range sbs {
+		f.byID[sb.ID] = &sb
+		f.order = append(f.order, sb.ID)
+	}
+	return f
+}
+
+func running(id string, md map[string]string) api.Sandbox {
+	return api.Sandbox{ID: id, Image: "agent2env/code-interpreter:latest", CPU: "500m", Memory: "1Gi", Status: api.StatusRunning,
+		CreatedAt: now, ExpiresAt: now.Add(5 * time.Minute), AccessToken: token, Metadata: md}
+}
+
+func (f *fakeSandboxes) Create(_ context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.created = append(f.created, req)
+	if req.Template == "no-such-template" {
+		return nil, errdefs.NotFound("template %q not found", req.Template)
+	}
+	f.n++
+	sb := api.Sandbox{ID: fmt.Sprintf("new%d", f.n), Image: req.Image, Template: req.Template, Status: api.StatusPending,
+		CreatedAt: now, ExpiresAt: api.Never, AccessToken: token, Metadata: maps.Clone(req.Metadata)}
+	f.byID[sb.ID] = &sb
+	f.order = append(f.order, sb.ID)
+	out := sb
+	return &out, nil
+}
+
+func (f *fakeSandboxes) Get(_ context.Context, id string) (*api.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, ok := f.byID[id]
+	if !ok {
+		return nil, errdefs.WithCode(errdefs.NotFound("sandbox %s not found", id), api.CodeSandboxNotFound)
+	}
+	if sb.Status == api.StatusPending {
+		sb.Status = api.StatusRunning
+		if f.failWith != "" {
+			sb.Status, sb.Reason = api.StatusFailed, f.failWith
+		}
+	}
+	out := *sb
+	return &out, nil
+}
+
+func (f *fakeSandboxes) List(_ context.Context, opts service.ListOptions) (*api.SandboxList, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var sel []string
+	for _, id := range f.order {
+		sb := f.byID[id]
+		if len(opts.Statuses) > 0 && !slices.Contains(opts.Statuses, sb.Status) {
+			continue
+		}
+		match := true
+		for k, v := range opts.Metadata {
+			if sb.Metadata[k] != v {
+				match = false
+			}
+		}
+		if match {
+			sel = append(sel, id)
+		}
+	}
+	start := 0
+	if opts.Cursor != "" {
+		start = slices.Index(sel, opts.Cursor)
+		if start < 0 {
+			return nil, errdefs.Invalid("bad cursor")
+		}
+	}
+	size := 2
+	if opts.Limit != nil {
+		size = min(size, *opts.Limit)
+	}
+	out := &api.SandboxList{}
+	for i := start; i < len(sel) && i < start+size; i++ {
+		out.Items = append(out.Items, *f.byID[sel[i]])
+	}
+	if start+size < len(sel) {
+		out.NextCursor = sel[start+size]
+	}
+	return out, nil
+}
+
+func (f *fakeSandboxes) Delete(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.byID[id]; !ok {
+		return errdefs.NotFound("sandbox %s not found", id)
+	}
+	delete(f.byID, id)
+	f.order = slices.DeleteFunc(f.order, func(s string) bool { return s == id })
+	f.deleted = append(f.deleted, id)
+	return nil
+}
+
+func (f *fakeSandboxes) Renew(_ context.Context, id string, at time.Time) (*api.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, ok := f.byID[id]
+	if !ok {
+		return nil, errdefs.NotFound("sandbox %s not found", id)
+	}
+	f.renewed[id] = at
+	sb.ExpiresAt = at
+	out := *sb
+	return &out, nil
+}
+
+func (f *fakeSandboxes) Authorize(_ context.Context, id, tok string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, ok := f.byID[id]
+	switch {
+	case tok == "":
+		return fmt.Errorf("missing access token: %w", errdefs.ErrUnauthenticated)
+	case !ok:
+		return errdefs.NotFound("sandbox %s not found", id)
+	case tok != sb.AccessToken:
+		return fmt.Errorf("invalid access token: %w", errdefs.ErrUnauthenticated)
+	case sb.Status != api.StatusRunning:
+		return errdefs.Precondition("sandbox %s is not running", id)
+	}
+	return nil
+}
+
+// fakeContexts is the context service in memory; Stream's run reports
+// stdout "out\n", a display result and the code as the main result, or
+// the error of code "1/0".
+type fakeContexts struct {
+	mu       sync.Mutex
+	byID     map[string]api.Context
+	n        int
+	streams  []string // sandbox/context of each Stream
+	restarts []string
+	creates  int
+}
+
+func newFakeContexts() *fakeContexts { return &fakeContexts{byID: map[string]api.Context{}} }
+
+func (f *fakeContexts) Create(_ context.Context, sandboxID string, req api.CreateContextRequest) (*api.Context, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	lang := req.Language
+	if lang == "" {
+		lang = api.LanguagePython
+	}
+	if lang != api.LanguagePython && lang != api.LanguageJavaScript {
+		return nil, errdefs.Invalid("unknown language %q", lang)
+	}
+	f.n++
+	f.creates++
+	dir := req.WorkingDir
+	if dir == "" {
+		dir = "/workspace"
+	}
+	c := api.Context{ContextID: fmt.Sprintf("ctx%d", f.n), Language: lang, SandboxID: sandboxID, WorkingDir: dir, Name: req.Name}
+	f.byID[c.ContextID] = c
+	return &c, nil
+}
+
+func (f *fakeContexts) List(_ context.Context, sandboxID, _ string) (*api.ContextList, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := &api.ContextList{}
+	for _, id := range slices.Sorted(maps.Keys(f.byID)) {
+		if c := f.byID[id]; c.SandboxID == sandboxID {
+			out.Items = append(out.Items, c)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeContexts) Delete(_ context.Context, sandboxID, id string) (*api.DeleteContextResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.byID[id]; !ok || c.SandboxID != sandboxID {
+		return nil, errdefs.WithCode(errdefs.NotFound("context %s not found", id), api.CodeContextNotFound)
+	}
+	delete(f.byID, id)
+	return &api.DeleteContextResponse{ContextID: id}, nil
+}
+
+func (f *fakeContexts) Restart(_ context.Context, sandboxID, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.byID[id]; !ok || c.SandboxID != sandboxID {
+		return errdefs.WithCode(errdefs.NotFound("context %s not found", id), api.CodeContextNotFound)
+	}
+	f.restarts = append(f.restarts, id)
+	return nil
+}
+
+func (f *fakeContexts) Stream(_ context.Context, sandboxID, id string, req api.ExecuteRequest) (func(context.Context, service.Sink) (*api.ExecuteResponse, error), error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.byID[id]; !ok || c.SandboxID != sandboxID {
+		return nil, errdefs.WithCode(errdefs.NotFound("context %s not found", id), api.CodeContextNotFound)
+	}
+	if req.Timeout != ExecuteTimeout {
+		return nil, fmt.Errorf("timeout %v, want %d", req.Timeout, ExecuteTimeout)
+	}
+	f.streams = append(f.streams, sandboxID+"/"+id)
+	return func(_ context.Context, sink service.Sink) (*api.ExecuteResponse, error) {
+		if req.Code == "1/0" {
+			_ = sink.Stderr("warn\n")
+			return &api.ExecuteResponse{ExecutionCount: 3, Error: &api.ExecutionError{
+				Name: "ZeroDivisionError", Value: "division by zero", Traceback: "Traceback…"}}, nil
+		}
+		if err := sink.Stdout("out\n"); err != nil {
+			return nil, err
+		}
+		if err := sink.Result(api.ExecutionResult{PNG: "iVBORw0K", Text: "<Figure>"}); err != nil {
+			return nil, err
+		}
+		if err := sink.Result(api.ExecutionResult{Text: req.Code, IsMainResult: true}); err != nil {
+			return nil, err
+		}
+		return &api.ExecuteResponse{ExecutionCount: 2, Success: true}, nil
+	}, nil
+}
+
+// next is agent2env's own routes behind the E2B surface: it answers 299.
+var next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(299)
+})
+
+type env struct {
+	sb    *fakeSandboxes
+	ctx   *fakeContexts
+	files *fakeFiles
+	port  []*http.Request // the requests the ports handler had
+	srv   *httptest.Server
+}
+
+// fakeFiles keeps files by sandbox and path.
+type fakeFiles struct {
+	mu     sync.Mutex
+	byPath map[string]string // "id:path" → content
+}
+
+func (f *fakeFiles) Upload(_ context.Context, id, p string, mode fs.FileMode, content io.Reader) (*api.FileInfo, error) {
+	b, err := io.ReadAll(content)
+	if err != nil {
+		return nil, err
+	}
+	if mode != 0o644 {
+		return nil, fmt.Errorf("mode %v", mode)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.byPath[id+":"+p] = string(b)
+	return &api.FileInfo{Name: path.Base(p), Path: p, Size: int64(len(b))}, nil
+}
+
+func (f *fakeFiles) Download(_ context.Context, id, p string) (io.ReadCloser, int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.byPath[id+":"+p]
+	if !ok {
+		return nil, 0, errdefs.WithCode(errdefs.NotFound("file %s not found", p), api.CodeFileNotFound)
+	}
+	return io.NopCloser(strings.NewReader(c)), int64(len(c)), nil
+}
+
+func newEnv(t *testing.T, sbs ...api.Sandbox) *env {
+	t.Helper()
+	keys, err := auth.NewKeys(goodKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{sb: newFakeSandboxes(sbs...), ctx: newFakeContexts()}
+	var mu sync.Mutex
+	ports := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		e.port = append(e.port, r)
+		mu.Unlock()
+		w.WriteHeader(298)
+	})
+	e.files = &fakeFiles{byPath: map[string]string{}}
+	h, err := New(Config{
+		Sandboxes: e.sb, Files: e.files, Contexts: e.ctx, Ports: ports, GatewayPrefix: "/api/v1/sandbox/",
+		Keys: keys, RequireKey: true, Now: func() time.Time { return now }, CreateWait: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv = httptest.NewServer(h.Wrap(next))
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+// do sends a request with headers (pairs) and returns the status, the
+// headers and the body.
+func (e *env) do(t *testing.T, method, path, body string, headers ...string) (int, http.Header, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i] == "Host" {
+			req.Host = headers[i+1]
+		}
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, res.Header, string(b)
+}
+
+// api sends a control-plane request with the good key.
+func (e *env) api(t *testing.T, method, path, body string) (int, http.Header, string) {
+	t.Helper()
+	return e.do(t, method, path, body, HeaderAPIKey, goodKey)
+}
+
+// in sends a request to port of sandbox id with the access token.
+func (e *env) in(t *testing.T, id string, port int, method, path, body string) (int, string) {
+	t.Helper()
+	code, _, b := e.do(t, method, path, body, HeaderSandboxID, id, HeaderSandboxPort, fmt.Sprint(port), HeaderAccessToken, token)
+	return code, b
+}
+
+func TestRouting(t *testing.T) {
+	e := newEnv(t, running("sba", nil), api.Sandbox{ID: "sbdone", Status: api.StatusSucceeded, AccessToken: token})
+	for _, tc := range []struct {
+		name    string
+		method  string
+		path    string
+		headers []string
+		status  int
+		body    string // a part of the body
+	}{
+		{"own route", "GET", "/health", nil, 299, ""},
+		{"own api", "GET", "/api/v1/sandboxes", nil, 299, ""},
+		{"own look-alike", "GET", "/sandboxesx", nil, 299, ""},
+		{"control plane without key", "GET", "/v2/sandboxes", nil, 401, `"code":401`},
+		{"control plane, bad key", "GET", "/sandboxes", []string{HeaderAPIKey, "nope"}, 401, `"code":401`},
+		{"control plane", "GET", "/v2/sandboxes", []string{HeaderAPIKey, goodKey}, 200, `"sandboxID":"sba"`},
+		{"control plane, unknown route", "GET", "/v2/sandboxes/sba/nope/x", []string{HeaderAPIKey, goodKey}, 404, `"code":404`},
+		{"envd health", "GET", "/health", []string{HeaderSandboxID, "sba", HeaderSandboxPort, "49983", HeaderAccessToken, token}, 204, ""},
+		{"envd is the default port", "GET", "/health", []string{HeaderSandboxID, "sba", HeaderAccessToken, token}, 204, ""},
+		{"headers win over own routes", "GET", "/api/v1/sandboxes", []string{HeaderSandboxID, "sba", HeaderAccessToken, token}, 404, "no such route"},
+		{"interpreter health", "GET", "/health", []string{HeaderSandboxID, "sba", HeaderSandboxPort, "49999", HeaderAccessToken, token}, 200, "OK"},
+		{"traffic token", "GET", "/contexts", []string{HeaderSandboxID, "sba", HeaderSandboxPort, "49999", HeaderTrafficToken, token}, 200, "[]"},
+		{"unknown sandbox", "GET", "/health", []string{HeaderSandboxID, "nosuch", HeaderAccessToken, token}, 502, sandboxNotFoundText},
+		{"ended sandbox", "GET", "/health", []string{HeaderSandboxID, "sbdone", HeaderAccessToken, token}, 502, sandboxNotFoundText},
+		{"no token", "GET", "/health", []string{HeaderSandboxID, "sba"}, 401, `"code":401`},
+		{"wrong token", "GET", "/health", []string{HeaderSandboxID, "sba", HeaderAccessToken, "x"}, 401, "invalid access token"},
+		{"port without id", "GET", "/health", []string{HeaderSandboxPort, "49983"}, 400, HeaderSandboxID},
+		{"bad port", "GET", "/health", []string{HeaderSandboxID, "sba", HeaderSandboxPort, "0"}, 400, "port"},
+		{"process API", "POST", "/process.Process/Start", []string{HeaderSandboxID, "sba", HeaderAccessToken, token}, 501, `"code":"unimplemented"`},
+		{"user port", "GET", "/app/x", []string{HeaderSandboxID, "sba", HeaderSandboxPort, "8080", HeaderAccessToken, token}, 298, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, body := e.do(t, tc.method, tc.path, "", tc.headers...)
+			if code != tc.status || !strings.Contains(body, tc.body) {
+				t.Errorf("%s %s: %d %s, want %d with %q", tc.method, tc.path, code, body, tc.status, tc.body)
+			}
+		})
+	}
+	// The user port's request reached the gateway's own path, with the
+	// token the gateway checks and without E2B's headers.
+	if len(e.port) != 1 {
+		t.Fatalf("port requests: %d, want 1", len(e.port))
+	}
+	r := e.port[0]
+	if r.URL.Path != "/api/v1/sandbox/sba/port/8080/app/x" || r.Header.Get(HeaderAccessToken) != token ||
+		r.Header.Get(HeaderSandboxID) != "" || r.Header.Get(HeaderSandboxPort) != "" {
+		t.Errorf("port request: %s %v", r.URL.Path, r.Header)
+	}
+}
+
+func TestCreate(t *testing.T) {
+	ttl := func(n int) *int { return &n }
+	for _, tc := range []struct {
+		name   string
+		body   string
+		status int
+		want   api.CreateSandboxRequest // the service's request, when 201
+		errHas string
+	}{
+		{"code interpreter", `{"templateID":"code-interpreter-v1","timeout":300,"metadata":{"a":"b"},"envVars":{"K":"V"},"autoPause":false}`, 201,
+			api.CreateSandboxRequest{Image: "agent2env/code-interpreter", TTL: ttl(300), Env: map[string]string{"K": "V"}, Metadata: map[string]string{"a": "b"}}, ""},
+		{"base, default timeout", `{"templateID":"base","metadata":{},"envVars":{}}`, 201,
+			api.CreateSandboxRequest{Image: "agent2env/python", TTL: ttl(DefaultTimeout), Env: map[string]string{}, Metadata: map[string]string{}}, ""},
+		{"template", `{"templateID":"mytpl","timeout":60}`, 201,
+			api.CreateSandboxRequest{Template: "mytpl", Overrides: &api.SandboxOverrides{TTL: ttl(60)}}, ""},
+		{"image", `{"templateID":"python:3.12","allow_internet_access":false,"network":null,"volumeMounts":[]}`, 201,
+			api.CreateSandboxRequest{Image: "python:3.12", TTL: ttl(DefaultTimeout)}, ""},
+		{"no template", `{"timeout":60}`, 400, api.CreateSandboxRequest{}, "templateID is required"},
+		{"auto pause", `{"templateID":"base","autoPause":true}`, 400, api.CreateSandboxRequest{}, "autoPause"},
+		{"internet", `{"templateID":"base","allow_internet_access":true}`, 400, api.CreateSandboxRequest{}, "allow_internet_access"},
+		{"internet of a template", `{"templateID":"mytpl","allow_internet_access":false}`, 400, api.CreateSandboxRequest{}, "allow_internet_access"},
+		{"network", `{"templateID":"base","network":{"allowOut":["x"]}}`, 400, api.CreateSandboxRequest{}, "network: egress"},
+		{"volumes", `{"templateID":"base","volumeMounts":[{"name":"v","path":"/v"}]}`, 400, api.CreateSandboxRequest{}, "volumeMounts"},
+		{"unknown field", `{"templateID":"base","gpu":1}`, 400, api.CreateSandboxRequest{}, "gpu: unknown field"},
+		{"zero timeout", `{"templateID":"base","timeout":0}`, 400, api.CreateSandboxRequest{}, "timeout"},
+		{"unknown template", `{"templateID":"no-such-template"}`, 404, api.CreateSandboxRequest{}, "not found"},
+		{"not json", `templateID=base`, 400, api.CreateSandboxRequest{}, "JSON"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			code, _, body := e.api(t, "POST", "/v2/sandboxes", tc.body)
+			if code != tc.status {
+				t.Fatalf("status %d %s, want %d", code, body, tc.status)
+			}
+			if tc.status != 201 {
+				var eb errorBody
+				if err := json.Unmarshal([]byte(body), &eb); err != nil || eb.Code != tc.status || !strings.Contains(eb.Message, tc.errHas) {
+					t.Errorf("error body %s, want code %d and %q", body, tc.status, tc.errHas)
+				}
+				if len(e.sb.byID) != 0 {
+					t.Errorf("sandboxes left: %v", e.sb.byID)
+				}
+				return
+			}
+			got := e.sb.created[0]
+			gotJSON, _ := json.Marshal(got)
+			wantJSON, _ := json.Marshal(tc.want)
+			if string(gotJSON) != string(wantJSON) {
+				t.Errorf("service request %s, want %s", gotJSON, wantJSON)
+			}
+			var v map[string]any
+			if err := json.Unmarshal([]byte(body), &v); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{"templateID", "sandboxID", "clientID", "envdVersion", "envdAccessToken", "trafficAccessToken"} {
+				if s, _ := v[k].(string); s == "" {
+					t.Errorf("%s missing in %s", k, body)
+				}
+			}
+			if v["envdVersion"] != EnvdVersion || v["envdAccessToken"] != token {
+				t.Errorf("create response %s", body)
+			}
+		})
+	}
+}
+
+func TestCreateV1AndFailure(t *testing.T) {
+	e := newEnv(t)
+	if code, _, body := e.api(t, "POST", "/sandboxes", `{"templateID":"base"}`); code != 201 || !strings.Contains(body, `"templateID":"base"`) {
+		t.Errorf("v1 create: %d %s", code, body)
+	}
+	e.sb.failWith = "prepare image agent2env/nope: not found"
+	code, _, body := e.api(t, "POST", "/v2/sandboxes", `{"templateID":"agent2env/nope"}`)
+	if code != 400 || !strings.Contains(body, "prepare image") {
+		t.Errorf("failed image: %d %s, want 400", code, body)
+	}
+	if len(e.sb.deleted) != 1 || e.sb.deleted[0] != "new2" {
+		t.Errorf("deleted %v, want the failed sandbox", e.sb.deleted)
+	}
+}
+
+func TestSandboxOps(t *testing.T) {
+	e := newEnv(t, running("sba", map[string]string{"suite": "x"}), running("sbb", map[string]string{"suite": "y"}),
+		running("sbc", map[string]string{"suite": "x"}), running("sbd", map[string]string{"suite": "x"}),
+		api.Sandbox{ID: "sbdone", Status: api.StatusSucceeded})
+
+	code, _, body := e.api(t, "GET", "/sandboxes/sba", "")
+	var d map[string]any
+	if err := json.Unmarshal([]byte(body), &d); code != 200 || err != nil {
+		t.Fatalf("get: %d %s", code, body)
+	}
+	for k, want := range map[string]any{"templateID": "code-interpreter-v1", "sandboxID": "sba", "clientID": ClientID,
+		"startedAt": "2026-12-04T15:00:00Z", "endAt": "2026-12-04T15:05:00Z", "envdVersion": EnvdVersion,
+		"cpuCount": 1.0, "memoryMB": 1024.0, "diskSizeMB": 0.0, "state": "running", "envdAccessToken": token} {
+		if d[k] != want {
+			t.Errorf("get %s = %v, want %v", k, d[k], want)
+		}
+	}
+	if code, _, _ := e.api(t, "GET", "/sandboxes/sbdone", ""); code != 404 {
+		t.Errorf("get of an ended sandbox: %d, want 404", code)
+	}
+
+	// The v2 list follows X-Next-Token.
+	var ids []string
+	tokenQ := ""
+	for pages := 0; ; pages++ {
+		if pages > 3 {
+			t.Fatal("too many pages")
+		}
+		code, h, body := e.api(t, "GET", "/v2/sandboxes?metadata=suite%3Dx&limit=2"+tokenQ, "")
+		var items []listedView
+		if err := json.Unmarshal([]byte(body), &items); code != 200 || err != nil {
+			t.Fatalf("list: %d %s", code, body)
+		}
+		for _, it := range items {
+			ids = append(ids, it.SandboxID)
+		}
+		next := h.Get(HeaderNextToken)
+		if next == "" {
+			break
+		}
+		tokenQ = "&nextToken=" + next
+	}
+	if fmt.Sprint(ids) != "[sba sbc sbd]" {
+		t.Errorf("listed %v, want [sba sbc sbd]", ids)
+	}
+	for q, want := range map[string]string{
+		"/v2/sandboxes?state=paused":                     "[]",
+		"/v2/sandboxes?state=running&metadata=suite%3Dy": `"sandboxID":"sbb"`,
+		"/sandboxes?metadata=suite%3Dy":                  `"sandboxID":"sbb"`,
+	} {
+		if code, _, body := e.api(t, "GET", q, ""); code != 200 || !strings.Contains(body, want) {
+			t.Errorf("%s: %d %s, want %s", q, code, body, want)
+		}
+	}
+	// The v1 list follows the service's cursors itself: every running one.
+	if code, _, body := e.api(t, "GET", "/sandboxes", ""); code != 200 || strings.Count(body, `"sandboxID"`) != 4 || strings.Contains(body, "sbdone") {
+		t.Errorf("v1 list: %d %s, want the 4 running sandboxes", code, body)
+	}
+	for q, want := range map[string]int{"/v2/sandboxes?state=dead": 400, "/v2/sandboxes?limit=0": 400, "/v2/sandboxes?order=desc": 400} {
+		if code, _, _ := e.api(t, "GET", q, ""); code != want {
+			t.Errorf("%s: %d, want %d", q, code, want)
+		}
+	}
+
+	if code, _, body := e.api(t, "POST", "/sandboxes/sba/timeout", `{"timeout":600}`); code != 204 || !e.sb.renewed["sba"].Equal(now.Add(10*time.Minute)) {
+		t.Errorf("timeout: %d %s, renewed at %v", code, body, e.sb.renewed["sba"])
+	}
+	for body, want := range map[string]int{`{"duration":120}`: 204, `{}`: 400, `{"duration":3601}`: 400, `{"duration":-1}`: 400} {
+		if code, _, b := e.api(t, "POST", "/sandboxes/sbc/refreshes", body); code != want {
+			t.Errorf("refresh %s: %d %s, want %d", body, code, b, want)
+		}
+	}
+	if !e.sb.renewed["sbc"].Equal(now.Add(2 * time.Minute)) {
+		t.Errorf("refreshed to %v", e.sb.renewed["sbc"])
+	}
+	if code, _, _ := e.api(t, "POST", "/sandboxes/nosuch/timeout", `{"timeout":600}`); code != 404 {
+		t.Errorf("timeout of an unknown sandbox: %d, want 404", code)
+	}
+	if code, _, body := e.api(t, "POST", "/sandboxes/sbb/connect", `{"timeout":60}`); code != 200 || !strings.Contains(body, `"envdAccessToken":"tok-123"`) ||
+		!e.sb.renewed["sbb"].Equal(now.Add(time.Minute)) {
+		t.Errorf("connect: %d %s", code, body)
+	}
+	if code, _, _ := e.api(t, "POST", "/v2/sandboxes/sbdone/connect", `{"timeout":60}`); code != 404 {
+		t.Errorf("connect to an ended sandbox: %d, want 404", code)
+	}
+	for _, op := range []string{"pause", "resume", "metrics"} {
+		method := "POST"
+		if op == "metrics" {
+			method = "GET"
+		}
+		if code, _, body := e.api(t, method, "/sandboxes/sba/"+op, ""); code != 501 || !strings.Contains(body, `"code":501`) {
+			t.Errorf("%s: %d %s, want 501", op, code, body)
+		}
+	}
+	if code, _, _ := e.api(t, "PUT", "/sandboxes/sba", ""); code != 405 {
+		t.Errorf("PUT: %d, want 405", code)
+	}
+	if code, _, _ := e.api(t, "DELETE", "/sandboxes/sba", ""); code != 204 {
+		t.Errorf("delete: %d", code)
+	}
+	if code, _, _ := e.api(t, "DELETE", "/sandboxes/sba", ""); code != 404 {
+		t.Errorf("second delete: %d, want 404", code)
+	}
+}
+
+// lines decodes an NDJSON body.
+func lines(t *testing.T, body string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestExecute(t *testing.T) {
+	e := newEnv(t, running("sba", nil), running("sbb", nil))
+	code, body := e.in(t, "sba", InterpreterPort, "POST", "/execute", `{"code":"x","context_id":null,"language":null,"env_vars":null}`)
+	if code != 200 {
+		t.Fatalf("execute: %d %s", code, body)
+	}
+	got := lines(t, body)
+	var types []string
+	for _, l := range got {
+		types = append(types, l["type"].(string))
+	}
+	if fmt.Sprint(types) != "[stdout result result number_of_executions end_of_execution]" {
+		t.Fatalf("lines %v", body)
+	}
+	if got[0]["text"] != "out\n" || got[0]["timestamp"] == nil || got[1]["png"] != "iVBORw0K" || got[1]["is_main_result"] != false ||
+		got[2]["text"] != "x" || got[2]["is_main_result"] != true || got[3]["execution_count"] != 2.0 {
+		t.Errorf("lines %s", body)
+	}
+	// The default context is made once per sandbox and language.
+	e.in(t, "sba", InterpreterPort, "POST", "/execute", `{"code":"y"}`)
+	e.in(t, "sbb", InterpreterPort, "POST", "/execute", `{"code":"y","language":"python"}`)
+	if e.ctx.creates != 2 || fmt.Sprint(e.ctx.streams) != "[sba/ctx1 sba/ctx1 sbb/ctx2]" {
+		t.Errorf("creates %d, streams %v", e.ctx.creates, e.ctx.streams)
+	}
+
+	code, body = e.in(t, "sba", InterpreterPort, "POST", "/execute", `{"code":"1/0","context_id":"ctx1"}`)
+	got = lines(t, body)
+	if code != 200 || len(got) != 4 || got[0]["type"] != "stderr" || got[1]["type"] != "error" || got[1]["name"] != "ZeroDivisionError" ||
+		got[1]["value"] != "division by zero" || got[1]["traceback"] != "Traceback…" {
+		t.Errorf("failing code: %d %s", code, body)
+	}
+
+	for _, tc := range []struct{ body, want string }{
+		{`{"code":"x","context_id":"ctx1","language":"python"}`, "not both"},
+		{`{"code":"x","env_vars":{"A":"1"}}`, "env_vars"},
+		{`{"code":"x","context_id":"ctx2"}`, "not found"}, // sbb's
+		{`{"code":"x","language":"cobol"}`, "language"},
+		{`not json`, "not a valid execution request"},
+	} {
+		code, body := e.in(t, "sba", InterpreterPort, "POST", "/execute", tc.body)
+		if code < 400 || code >= 500 || !strings.Contains(body, tc.want) {
+			t.Errorf("execute %s: %d %s, want a 4xx with %q", tc.body, code, body, tc.want)
+		}
+	}
+}
+
+func TestContexts(t *testing.T) {
+	e := newEnv(t, running("sba", nil), running("sbb", nil))
+	code, body := e.in(t, "sba", InterpreterPort, "POST", "/contexts", `{"language":"javascript","cwd":"/tmp"}`)
+	if code != 200 || body != `{"id":"ctx1","language":"javascript","cwd":"/tmp"}`+"\n" {
+		t.Errorf("create: %d %s", code, body)
+	}
+	if code, body := e.in(t, "sba", InterpreterPort, "POST", "/contexts", `{}`); code != 200 || !strings.Contains(body, `"language":"python"`) {
+		t.Errorf("create python: %d %s", code, body)
+	}
+	if code, body := e.in(t, "sba", InterpreterPort, "GET", "/contexts", ""); code != 200 || strings.Count(body, `"id"`) != 2 {
+		t.Errorf("list: %d %s", code, body)
+	}
+	if code, body := e.in(t, "sbb", InterpreterPort, "GET", "/contexts", ""); code != 200 || body != "[]\n" {
+		t.Errorf("list of another sandbox: %d %s", code, body)
+	}
+	if code, body := e.in(t, "sbb", InterpreterPort, "DELETE", "/contexts/ctx1", ""); code != 404 {
+		t.Errorf("delete from another sandbox: %d %s", code, body)
+	}
+	if code, body := e.in(t, "sba", InterpreterPort, "DELETE", "/contexts/ctx1", ""); code != 200 {
+		t.Errorf("delete: %d %s", code, body)
+	}
+	if code, body := e.in(t, "sba", InterpreterPort, "POST", "/contexts/ctx2/restart", ""); code != 200 || fmt.Sprint(e.ctx.restarts) != "[ctx2]" {
+		t.Errorf("restart: %d %s, restarts %v", code, body, e.ctx.restarts)
+	}
+	if code, body := e.in(t, "sbb", InterpreterPort, "POST", "/contexts/ctx2/restart", ""); code != 404 {
+		t.Errorf("restart from another sandbox: %d %s", code, body)
+	}
+	if code, body := e.in(t, "sba", InterpreterPort, "POST", "/contexts", `{"language":"cobol"}`); code != 400 {
+		t.Errorf("bad language: %d %s", code, body)
+	}
+}
+
+// multipartBody returns a body of files (name → content, in order) and
+// its content type.
+func multipartBody(t *testing.T, files ...string) (string, string) {
+	t.Helper()
+	var b strings.Builder
+	mw := multipart.NewWriter(&b)
+	for i := 0; i+1 < len(files); i += 2 {
+		w, err := mw.CreateFormFile("file", files[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(w, files[i+1])
+	}
+	mw.Close()
+	return b.String(), mw.FormDataContentType()
+}
+
+func TestFiles(t *testing.T) {
+	e := newEnv(t, running("sba", nil))
+	upload := func(query string, files ...string) (int, string) {
+		t.Helper()
+		body, ct := multipartBody(t, files...)
+		code, _, b := e.do(t, "POST", "/files"+query, body, HeaderSandboxID, "sba", HeaderAccessToken, token, "Content-Type", ct)
+		return code, b
+	}
+	if code, b := upload("?path=%2Ftmp%2Fa%2Fb.txt", "/tmp/a/b.txt", "hello"); code != 200 ||
+		b != `[{"name":"b.txt","type":"file","path":"/tmp/a/b.txt"}]`+"\n" {
+		t.Errorf("upload: %d %s", code, b)
+	}
+	// Several files name their paths in their parts; relative ones are
+	// taken from the home directory.
+	if code, b := upload("?username=user", "/workspace/x/1.txt", "one", "rel/2.txt", "two"); code != 200 ||
+		!strings.Contains(b, `"path":"/workspace/x/1.txt"`) || !strings.Contains(b, `"path":"`+service.HomeDir+`/rel/2.txt"`) {
+		t.Errorf("upload of two: %d %s", code, b)
+	}
+	if e.files.byPath["sba:/tmp/a/b.txt"] != "hello" || e.files.byPath["sba:/workspace/x/1.txt"] != "one" || e.files.byPath["sba:"+service.HomeDir+"/rel/2.txt"] != "two" {
+		t.Errorf("files %v", e.files.byPath)
+	}
+	if code, b := e.in(t, "sba", EnvdPort, "GET", "/files?path=rel%2F2.txt", ""); code != 200 || b != "two" {
+		t.Errorf("download: %d %s", code, b)
+	}
+	if code, b := e.in(t, "sba", EnvdPort, "GET", "/files?path=%2Fnope", ""); code != 404 || !strings.Contains(b, `"code":404`) {
+		t.Errorf("download of a missing file: %d %s", code, b)
+	}
+	for _, tc := range []struct {
+		query string
+		files []string
+		want  string
+	}{
+		{"?username=root&path=%2Ftmp%2Fx", []string{"/tmp/x", "x"}, "username"},
+		{"?path=%2Ftmp%2Fx&signature=abc", []string{"/tmp/x", "x"}, "signature"},
+		{"?path=..%2F..%2Fetc%2Fpasswd", []string{"p", "x"}, ".."},
+		{"?path=%2Ftmp%2Fx", []string{"/tmp/x", "x", "/tmp/y", "y"}, "path names one file"},
+		{"", nil, "no file"},
+	} {
+		if code, b := upload(tc.query, tc.files...); code != 400 || !strings.Contains(b, tc.want) {
+			t.Errorf("upload %s %v: %d %s, want 400 with %q", tc.query, tc.files, code, b, tc.want)
+		}
+	}
+	code, _, b := e.do(t, "POST", "/files?path=%2Ftmp%2Fx", "raw", HeaderSandboxID, "sba", HeaderAccessToken, token, "Content-Type", "application/octet-stream")
+	if code != 400 || !strings.Contains(b, "multipart") {
+		t.Errorf("octet-stream upload: %d %s", code, b)
+	}
+}
+
+func TestHostTarget(t *testing.T) {
+	for host, want := range map[string]string{
+		"49983-abc123.e2b.example.com": "abc123 49983",
+		"8080-sba.localhost:8080":      "sba 8080",
+		"127.0.0.1:8080":               "",
+		"localhost:8080":               "",
+		"49983-abc":                    "", // no domain
+		"api.example.com":              "",
+		"x8080-sba.example.com":        "",
+		"8080-SBA.example.com":         "",
+		"8080-sb_a.example.com":        "",
+		"123456-sba.example.com":       "",
+		"8080-.example.com":            "",
+		"[::1]:8080":                   "",
+	} {
+		id, port, ok := HostTarget(host)
+		got := ""
+		if ok {
+			got = id + " " + port
+		}
+		if got != want {
+			t.Errorf("HostTarget(%q) = %q, want %q", host, got, want)
+		}
+	}
+
+	e := newEnv(t, running("sba", nil))
+	get := func(host, path string, headers ...string) (int, string) {
+		t.Helper()
+		code, _, b := e.do(t, "GET", path, "", append([]string{"Host", host}, headers...)...)
+		return code, b
+	}
+	// The host wins over the path: /sandboxes here is the sandbox's.
+	if code, b := get("49999-sba.sb.example.com", "/health", HeaderAccessToken, token); code != 200 || !strings.Contains(b, "OK") {
+		t.Errorf("interpreter by host: %d %s", code, b)
+	}
+	if code, _ := get("8080-sba.sb.example.com", "/sandboxes", HeaderAccessToken, token); code != 298 ||
+		e.port[len(e.port)-1].URL.Path != "/api/v1/sandbox/sba/port/8080/sandboxes" {
+		t.Errorf("user port by host: %d", code)
+	}
+	if code, b := get("49983-nosuch.sb.example.com", "/health", HeaderAccessToken, token); code != 502 || !strings.Contains(b, sandboxNotFoundText) {
+		t.Errorf("unknown sandbox by host: %d %s", code, b)
+	}
+	if code, _ := get("49983-sba.sb.example.com", "/health"); code != 401 {
+		t.Errorf("no token by host: %d, want 401", code)
+	}
+	if code, _ := get("api.example.com", "/health"); code != 299 {
+		t.Errorf("another host: %d, want agent2env's own route", code)
+	}
+}

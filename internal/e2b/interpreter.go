@@ -1,0 +1,284 @@
+package e2b
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/service"
+)
+
+// ExecuteTimeout is how long one /execute may run, in seconds: the code
+// interpreter's request carries none of its own (the SDK bounds it
+// client-side, 300 s by default), and agent2env's default is 30 s.
+const ExecuteTimeout = 300
+
+// defaultContextName labels the context a sandbox's /execute without a
+// context_id runs in, one per language, made on first use.
+const defaultContextName = "e2b-default-"
+
+// executeRequest is the code interpreter's ExecutionRequest.
+type executeRequest struct {
+	Code      string            `json:"code"`
+	ContextID *string           `json:"context_id"`
+	Language  *string           `json:"language"`
+	EnvVars   map[string]string `json:"env_vars"`
+}
+
+// contextView is the code interpreter's Context.
+type contextView struct {
+	ID       string `json:"id"`
+	Language string `json:"language"`
+	Cwd      string `json:"cwd"`
+}
+
+func contextOf(c *api.Context) contextView {
+	return contextView{ID: c.ContextID, Language: c.Language, Cwd: c.WorkingDir}
+}
+
+// writeText answers the code interpreter's errors: plain text, as its
+// server (FastAPI's PlainTextResponse) does; the SDK shows the body.
+func writeText(w http.ResponseWriter, err error) {
+	status, _ := errdefs.HTTPStatus(err)
+	w.Header().Set(headerContentType, contentTypePlain)
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(err.Error()))
+}
+
+// serveInterpreter serves the code interpreter's routes of sandbox id.
+func (h *Handler) serveInterpreter(w http.ResponseWriter, r *http.Request, id string) {
+	p := r.URL.Path
+	switch {
+	case p == "/health" && r.Method == http.MethodGet:
+		writeJSON(w, http.StatusOK, "OK")
+		return
+	case h.cfg.Contexts == nil:
+		writeText(w, notImplemented("the code interpreter is not served by this daemon"))
+		return
+	}
+	switch {
+	case p == "/execute" && r.Method == http.MethodPost:
+		h.execute(w, r, id)
+	case p == "/contexts" && r.Method == http.MethodPost:
+		h.createContext(w, r, id)
+	case p == "/contexts" && r.Method == http.MethodGet:
+		h.listContexts(w, r, id)
+	case strings.HasPrefix(p, "/contexts/"):
+		rest := strings.TrimPrefix(p, "/contexts/")
+		ctxID, op, _ := strings.Cut(rest, "/")
+		switch {
+		case ctxID != "" && op == "" && r.Method == http.MethodDelete:
+			if _, err := h.cfg.Contexts.Delete(r.Context(), id, ctxID); err != nil {
+				writeText(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, nil)
+		case ctxID != "" && op == "restart" && r.Method == http.MethodPost:
+			if err := h.cfg.Contexts.Restart(r.Context(), id, ctxID); err != nil {
+				writeText(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, nil)
+		default:
+			writeText(w, errdefs.NotFound("no such route: %s %s", r.Method, p))
+		}
+	default:
+		writeText(w, errdefs.NotFound("no such route: %s %s", r.Method, p))
+	}
+}
+
+// createContextRequest is the code interpreter's CreateContext.
+type createContextRequest struct {
+	Language string `json:"language"`
+	Cwd      string `json:"cwd"`
+}
+
+func (h *Handler) createContext(w http.ResponseWriter, r *http.Request, id string) {
+	var req createContextRequest
+	if err := decodeJSON(w, r, &req, true); err != nil {
+		writeText(w, err)
+		return
+	}
+	c, err := h.cfg.Contexts.Create(r.Context(), id, api.CreateContextRequest{Language: req.Language, WorkingDir: req.Cwd})
+	if err != nil {
+		writeText(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, contextOf(c))
+}
+
+func (h *Handler) listContexts(w http.ResponseWriter, r *http.Request, id string) {
+	list, err := h.cfg.Contexts.List(r.Context(), id, "")
+	if err != nil {
+		writeText(w, err)
+		return
+	}
+	out := make([]contextView, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, contextOf(&list.Items[i]))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// defaultContext returns the id of sandbox id's default context of
+// language, made on first use.
+func (h *Handler) defaultContext(ctx context.Context, id, language string) (string, error) {
+	lang, err := service.Language(language)
+	if err != nil {
+		return "", err
+	}
+	name := defaultContextName + lang
+	unlock := h.defaults.lock(id + "/" + lang)
+	defer unlock()
+	list, err := h.cfg.Contexts.List(ctx, id, "")
+	if err != nil {
+		return "", err
+	}
+	for _, c := range list.Items {
+		if c.Name == name && c.Language == lang {
+			return c.ContextID, nil
+		}
+	}
+	c, err := h.cfg.Contexts.Create(ctx, id, api.CreateContextRequest{Language: lang, Name: name})
+	if err != nil {
+		return "", err
+	}
+	return c.ContextID, nil
+}
+
+func (h *Handler) execute(w http.ResponseWriter, r *http.Request, id string) {
+	var req executeRequest
+	r.Body = http.MaxBytesReader(w, r.Body, service.MaxCodeBytes+maxBody)
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeText(w, errdefs.Invalid("the body is not a valid execution request: %v", err))
+		return
+	}
+	var ctxID, language string
+	if req.ContextID != nil {
+		ctxID = *req.ContextID
+	}
+	if req.Language != nil {
+		language = *req.Language
+	}
+	var err error
+	switch {
+	case ctxID != "" && language != "":
+		err = errdefs.Invalid("give context_id or language, not both")
+	case len(req.EnvVars) > 0:
+		err = errdefs.Invalid("env_vars: environment variables per execution are not supported yet; give them at create")
+	case ctxID == "":
+		if language == "" {
+			language = api.LanguagePython
+		}
+		ctxID, err = h.defaultContext(r.Context(), id, language)
+	}
+	var run func(context.Context, service.Sink) (*api.ExecuteResponse, error)
+	if err == nil {
+		run, err = h.cfg.Contexts.Stream(r.Context(), id, ctxID, api.ExecuteRequest{Code: req.Code, Timeout: ExecuteTimeout})
+	}
+	if err != nil {
+		writeText(w, err)
+		return
+	}
+	w.Header().Set(headerContentType, contentTypeNDJSON)
+	w.WriteHeader(http.StatusOK)
+	s := &ndjsonSink{w: w, now: h.cfg.Now}
+	resp, err := run(r.Context(), s)
+	switch {
+	case err != nil && r.Context().Err() != nil:
+		return // the client is gone
+	case err != nil:
+		_ = s.line(map[string]any{"type": "error", "name": "SystemError", "value": err.Error(), "traceback": ""})
+	default:
+		if resp.Error != nil {
+			_ = s.line(map[string]any{"type": "error", "name": resp.Error.Name, "value": resp.Error.Value, "traceback": resp.Error.Traceback})
+		}
+		_ = s.line(map[string]any{"type": "number_of_executions", "execution_count": resp.ExecutionCount})
+	}
+	_ = s.line(map[string]any{"type": "end_of_execution"})
+}
+
+// ndjsonSink writes an execution's output as the code interpreter's
+// NDJSON lines, flushing each.
+type ndjsonSink struct {
+	w   http.ResponseWriter
+	now func() time.Time
+}
+
+func (s *ndjsonSink) line(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if _, err := s.w.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	if f, ok := s.w.(http.Flusher); ok {
+		f.Flush()
+	}
+	return nil
+}
+
+func (s *ndjsonSink) output(kind, text string) error {
+	return s.line(map[string]any{"type": kind, "text": text, "timestamp": s.now().UTC().Format(time.RFC3339Nano)})
+}
+
+func (s *ndjsonSink) Stdout(text string) error { return s.output("stdout", text) }
+func (s *ndjsonSink) Stderr(text string) error { return s.output("stderr", text) }
+
+// Result writes a result line: the MIME bundle's fields, which have the
+// code interpreter's names, and its type.
+func (s *ndjsonSink) Result(r api.ExecutionResult) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	m["type"] = "result"
+	m["is_main_result"] = r.IsMainResult
+	return s.line(m)
+}
+
+// keyedMutex serializes the making of default contexts per key.
+type keyedMutex struct {
+	mu    *sync.Mutex
+	locks map[string]*keyedLock
+}
+
+type keyedLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+func newKeyedMutex() keyedMutex {
+	return keyedMutex{mu: new(sync.Mutex), locks: map[string]*keyedLock{}}
+}
+
+// lock takes key's lock and returns its release.
+func (k keyedMutex) lock(key string) func() {
+	k.mu.Lock()
+	l := k.locks[key]
+	if l == nil {
+		l = &keyedLock{}
+		k.locks[key] = l
+	}
+	l.refs++
+	k.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		k.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+	}
+}
