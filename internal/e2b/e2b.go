@@ -105,6 +105,7 @@ type Contexts interface {
 	Create(ctx context.Context, sandboxID string, req api.CreateContextRequest) (*api.Context, error)
 	List(ctx context.Context, sandboxID, sessionName string) (*api.ContextList, error)
 	Delete(ctx context.Context, sandboxID, id string) (*api.DeleteContextResponse, error)
+	Default(ctx context.Context, sandboxID, language, name string) (*api.Context, error)
 	Restart(ctx context.Context, sandboxID, id string) error
 	Stream(ctx context.Context, sandboxID, id string, req api.ExecuteRequest) (func(context.Context, service.Sink) (*api.ExecuteResponse, error), error)
 }
@@ -138,8 +139,7 @@ type Config struct {
 
 // Handler serves the E2B API. Make one with New.
 type Handler struct {
-	cfg      Config
-	defaults keyedMutex
+	cfg Config
 }
 
 // New returns the handler of cfg.
@@ -156,7 +156,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.CreateWait == 0 {
 		cfg.CreateWait = DefaultCreateWait
 	}
-	return &Handler{cfg: cfg, defaults: newKeyedMutex()}, nil
+	return &Handler{cfg: cfg}, nil
 }
 
 // Wrap returns next behind the E2B routes: the middleware the daemon puts

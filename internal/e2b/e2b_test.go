@@ -209,6 +209,17 @@ func (f *fakeContexts) Create(_ context.Context, sandboxID string, req api.Creat
 	return &c, nil
 }
 
+// Default is service.Contexts.Default's rule over the fake's contexts.
+func (f *fakeContexts) Default(ctx context.Context, sandboxID, language, name string) (*api.Context, error) {
+	list, _ := f.List(ctx, sandboxID, "")
+	for _, c := range list.Items {
+		if c.Name == name && c.Language == language {
+			return &c, nil
+		}
+	}
+	return f.Create(ctx, sandboxID, api.CreateContextRequest{Language: language, Name: name})
+}
+
 func (f *fakeContexts) List(_ context.Context, sandboxID, _ string) (*api.ContextList, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

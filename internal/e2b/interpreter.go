@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
@@ -20,7 +19,7 @@ const ExecuteTimeout = 300
 
 // defaultContextName labels the context a sandbox's /execute without a
 // context_id runs in, one per language, made on first use.
-const defaultContextName = "e2b-default-"
+const defaultContextName = "e2b-default"
 
 // executeRequest is the code interpreter's ExecutionRequest.
 type executeRequest struct {
@@ -125,32 +124,6 @@ func (h *Handler) listContexts(w http.ResponseWriter, r *http.Request, id string
 	writeJSON(w, http.StatusOK, out)
 }
 
-// defaultContext returns the id of sandbox id's default context of
-// language, made on first use.
-func (h *Handler) defaultContext(ctx context.Context, id, language string) (string, error) {
-	lang, err := service.Language(language)
-	if err != nil {
-		return "", err
-	}
-	name := defaultContextName + lang
-	unlock := h.defaults.lock(id + "/" + lang)
-	defer unlock()
-	list, err := h.cfg.Contexts.List(ctx, id, "")
-	if err != nil {
-		return "", err
-	}
-	for _, c := range list.Items {
-		if c.Name == name && c.Language == lang {
-			return c.ContextID, nil
-		}
-	}
-	c, err := h.cfg.Contexts.Create(ctx, id, api.CreateContextRequest{Language: lang, Name: name})
-	if err != nil {
-		return "", err
-	}
-	return c.ContextID, nil
-}
-
 func (h *Handler) execute(w http.ResponseWriter, r *http.Request, id string) {
 	var req executeRequest
 	r.Body = http.MaxBytesReader(w, r.Body, service.MaxCodeBytes+maxBody)
@@ -175,7 +148,10 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request, id string) {
 		if language == "" {
 			language = api.LanguagePython
 		}
-		ctxID, err = h.defaultContext(r.Context(), id, language)
+		var def *api.Context
+		if def, err = h.cfg.Contexts.Default(r.Context(), id, language, defaultContextName); err == nil {
+			ctxID = def.ContextID
+		}
 	}
 	var run func(context.Context, service.Sink) (*api.ExecuteResponse, error)
 	if err == nil {
@@ -245,40 +221,4 @@ func (s *ndjsonSink) Result(r api.ExecutionResult) error {
 	m["type"] = "result"
 	m["is_main_result"] = r.IsMainResult
 	return s.line(m)
-}
-
-// keyedMutex serializes the making of default contexts per key.
-type keyedMutex struct {
-	mu    *sync.Mutex
-	locks map[string]*keyedLock
-}
-
-type keyedLock struct {
-	mu   sync.Mutex
-	refs int
-}
-
-func newKeyedMutex() keyedMutex {
-	return keyedMutex{mu: new(sync.Mutex), locks: map[string]*keyedLock{}}
-}
-
-// lock takes key's lock and returns its release.
-func (k keyedMutex) lock(key string) func() {
-	k.mu.Lock()
-	l := k.locks[key]
-	if l == nil {
-		l = &keyedLock{}
-		k.locks[key] = l
-	}
-	l.refs++
-	k.mu.Unlock()
-	l.mu.Lock()
-	return func() {
-		l.mu.Unlock()
-		k.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
-	}
 }

@@ -21,6 +21,7 @@ type Codes interface {
 	List(ctx context.Context, sandboxID, sessionName string) (*api.ContextList, error)
 	Get(ctx context.Context, sandboxID, id string) (*api.Context, error)
 	Delete(ctx context.Context, sandboxID, id string) (*api.DeleteContextResponse, error)
+	Default(ctx context.Context, sandboxID, language, name string) (*api.Context, error)
 	Stream(ctx context.Context, sandboxID, id string, req api.ExecuteRequest) (func(context.Context, service.Sink) (*api.ExecuteResponse, error), error)
 }
 
@@ -70,8 +71,6 @@ func contextView(c *api.Context) codeContext {
 type runs struct {
 	mu sync.Mutex
 	m  map[string]runEntry
-	// defaults serializes making a sandbox's default context.
-	defaults sync.Mutex
 }
 
 type runEntry struct {
@@ -232,27 +231,6 @@ func (h *Handler) deleteContexts(w http.ResponseWriter, r *http.Request, id stri
 	w.WriteHeader(http.StatusOK)
 }
 
-// defaultContext returns the id of sandbox id's default context of lang,
-// making it on first use.
-func (h *Handler) defaultContext(ctx context.Context, id, lang string) (string, error) {
-	h.runs.defaults.Lock()
-	defer h.runs.defaults.Unlock()
-	list, err := h.cfg.Codes.List(ctx, id, "")
-	if err != nil {
-		return "", err
-	}
-	for _, c := range list.Items {
-		if c.Name == defaultContextName && c.Language == lang {
-			return c.ContextID, nil
-		}
-	}
-	c, err := h.cfg.Codes.Create(ctx, id, api.CreateContextRequest{Language: lang, Name: defaultContextName})
-	if err != nil {
-		return "", err
-	}
-	return c.ContextID, nil
-}
-
 // codeSink turns an execution's output into execd's events.
 type codeSink struct{ ew *eventWriter }
 
@@ -318,10 +296,12 @@ func (h *Handler) runCode(w http.ResponseWriter, r *http.Request, id string) {
 			writeError(w, err)
 			return
 		}
-		if cid, err = h.defaultContext(ctx, id, lang); err != nil {
+		def, err := h.cfg.Codes.Default(ctx, id, lang, defaultContextName)
+		if err != nil {
 			writeError(w, err)
 			return
 		}
+		cid = def.ContextID
 	}
 	c, err := h.cfg.Codes.Get(ctx, id, cid)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/keyedlock"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
@@ -16,7 +17,8 @@ import (
 // of another sandbox is not found, as is an unknown sandbox. It is safe
 // for concurrent use.
 type Contexts struct {
-	svc *contexts.Service
+	svc      *contexts.Service
+	defaults keyedlock.Locks // one per sandbox, language and name (Default)
 }
 
 // MaxCodeBytes bounds the code of one execution, for the surfaces'

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,4 +110,50 @@ func TestContextScope(t *testing.T) {
 	}
 	_, err = c.Delete(ctx, "", inA.ContextID)
 	checkErr(t, err, errdefs.ErrNotFound, api.CodeContextNotFound)
+}
+
+// A sandbox's default context of a language is made once, however many
+// ask at once, and is its own per sandbox, language and name.
+func TestContextDefault(t *testing.T) {
+	e := newEnv(t, "")
+	c := newContexts(t, e)
+	ctx := context.Background()
+	a, b := e.running(t).ID, e.running(t).ID
+
+	ids := make(chan string, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := c.Default(ctx, a, "sh", "surface-default") // an alias of bash
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids <- got.ContextID
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	first := ""
+	for id := range ids {
+		if first == "" {
+			first = id
+		} else if id != first {
+			t.Errorf("concurrent first calls made %s and %s", first, id)
+		}
+	}
+	got, err := c.Get(ctx, a, first)
+	if err != nil || got.Language != api.LanguageBash || got.Name != "surface-default" {
+		t.Fatalf("the default context = %+v, %v", got, err)
+	}
+	for _, other := range []struct{ sandbox, name string }{{b, "surface-default"}, {a, "another-default"}} {
+		o, err := c.Default(ctx, other.sandbox, api.LanguageBash, other.name)
+		if err != nil || o.ContextID == first {
+			t.Errorf("Default(%s, %s) = %+v, %v; want a context of its own", other.sandbox, other.name, o, err)
+		}
+	}
+	_, err = c.Default(ctx, a, "cobol", "surface-default")
+	checkErr(t, err, errdefs.ErrInvalidArgument, "")
 }

@@ -1,0 +1,32 @@
+package service
+
+import (
+	"context"
+
+	"github.com/agent2env/agent2env/api"
+)
+
+// Default returns the context named name of language in sandbox
+// sandboxID, making it on first use: the context a run that names none
+// uses on the surfaces that have one per sandbox and language (execd's
+// and E2B's default contexts). Calls for one sandbox, language and name
+// are serialized, so concurrent first runs make one context. An unknown
+// language is ErrInvalidArgument (INVALID_LANGUAGE).
+func (c *Contexts) Default(ctx context.Context, sandboxID, language, name string) (*api.Context, error) {
+	lang, err := Language(language)
+	if err != nil {
+		return nil, err
+	}
+	unlock := c.defaults.Lock(sandboxID + "\x00" + lang + "\x00" + name)
+	defer unlock()
+	list, err := c.List(ctx, sandboxID, "")
+	if err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		if it := &list.Items[i]; it.Name == name && it.Language == lang {
+			return it, nil
+		}
+	}
+	return c.Create(ctx, sandboxID, api.CreateContextRequest{Language: lang, Name: name})
+}
