@@ -92,6 +92,10 @@ type procScope struct {
 	// adopted reports whether a process the agent adopted is the
 	// execution's; nil claims none.
 	adopted func(p proc) bool
+	// also are processes (pid → start) that belong to the execution
+	// wherever they are now: members found before a signal ended their
+	// parents.
+	also map[int]uint64
 }
 
 // members returns the processes of procs that belong to the scope: its
@@ -138,6 +142,11 @@ func (sc procScope) members(procs map[int]proc) map[int]proc {
 			}
 		} else {
 			add(root)
+		}
+	}
+	for pid, start := range sc.also {
+		if p, ok := procs[pid]; ok && p.start == start {
+			add(p)
 		}
 	}
 	if sc.adopted != nil {
