@@ -56,10 +56,13 @@ func (c *Client) KillProc(ctx context.Context, id string) (ProcInfo, error) {
 	return info, err
 }
 
-// ProcStdin writes r to a process's input, then ends it when eof is set.
-// A process that takes no input, or has ended, is an
+// ProcStdin writes r (nil: nothing) to a process's input, then ends it
+// when eof is set. A process that takes no input, or has ended, is an
 // ErrFailedPrecondition.
 func (c *Client) ProcStdin(ctx context.Context, id string, r io.Reader, eof bool) error {
+	if r == nil {
+		r = bytes.NewReader(nil)
+	}
 	body, stop := cancellableBody(ctx, r)
 	defer stop()
 	return c.sendJSON(ctx, http.MethodPost, procPath(id, "stdin"), url.Values{"eof": {strconv.FormatBool(eof)}}, body, nil)

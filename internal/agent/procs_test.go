@@ -459,6 +459,7 @@ func TestProcNoLeak(t *testing.T) {
 				{Shell: "sleep " + tag + " & sleep " + tag, TTY: true},
 				{Shell: "setsid sleep " + tag + " & sleep " + tag, Stdin: true},
 				{Command: []string{"sh", "-c", "trap '' TERM HUP; sleep " + tag}},
+				{Shell: "echo ends by itself", TTY: true},
 			} {
 				ids = append(ids, startProc(t, c, req).ID)
 			}
