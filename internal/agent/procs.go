@@ -71,6 +71,7 @@ type detachedProc struct {
 	signal     string
 	reason     string
 	killed     bool // by the agent: not the out-of-memory killer's
+	timedOut   bool
 	writer     *attachment
 }
 
@@ -163,8 +164,12 @@ func (ps *procs) start(req *ProcRequest) (*detachedProc, error) {
 		pumps.Add(1)
 		go pumpFile(&pumps, f, &read[i], func(b []byte) { p.out.write(stream, b) })
 	}
+	var timeout *time.Timer
+	if req.Timeout > 0 {
+		timeout = time.AfterFunc(req.Timeout, p.timeOut)
+	}
 	ps.lives.Add(1)
-	go ps.supervise(p, waitc, oomBefore, &pumps, pio.outs, read)
+	go ps.supervise(p, waitc, timeout, oomBefore, &pumps, pio.outs, read)
 	s.log.Debug("process started", "id", p.id, "tag", p.tag, "pid", pid, "tty", p.tty)
 	return p, nil
 }
@@ -184,10 +189,13 @@ func (ps *procs) openIO(req *ProcRequest) (*procIO, error) {
 }
 
 // supervise waits for p to exit, records how, waits for its output and
-// closes its ends.
-func (ps *procs) supervise(p *detachedProc, waitc <-chan syscall.WaitStatus, oomBefore int64, pumps *sync.WaitGroup, outs []*os.File, read []atomic.Int64) {
+// closes its ends. timeout, if not nil, is stopped at the exit.
+func (ps *procs) supervise(p *detachedProc, waitc <-chan syscall.WaitStatus, timeout *time.Timer, oomBefore int64, pumps *sync.WaitGroup, outs []*os.File, read []atomic.Int64) {
 	defer ps.lives.Done()
 	ws := <-waitc
+	if timeout != nil {
+		timeout.Stop()
+	}
 	p.mu.Lock()
 	p.ended = time.Now()
 	switch {
@@ -337,6 +345,14 @@ func (p *detachedProc) end(grace time.Duration) {
 	<-p.exited
 }
 
+// timeOut ends p, which its Timeout ended, unless it has exited.
+func (p *detachedProc) timeOut() {
+	p.mu.Lock()
+	p.timedOut = p.ended.IsZero()
+	p.mu.Unlock()
+	p.end(procKillGrace)
+}
+
 func (p *detachedProc) hasEnded() bool {
 	select {
 	case <-p.exited:
@@ -354,7 +370,7 @@ func (p *detachedProc) info() ProcInfo {
 	info := ProcInfo{
 		ID: p.id, Tag: p.tag, Pid: p.pid, Command: p.argv, TTY: p.tty, Rows: p.rows, Cols: p.cols,
 		Started: p.started, Running: p.ended.IsZero(), Ended: p.ended,
-		ExitCode: p.exitCode, Signal: p.signal, Reason: p.reason,
+		ExitCode: p.exitCode, Signal: p.signal, Reason: p.reason, TimedOut: p.timedOut,
 		OutputStart: start, Output: end, Writer: p.writer != nil,
 	}
 	return info

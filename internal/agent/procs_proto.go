@@ -63,6 +63,9 @@ type ProcRequest struct {
 	// OutputLimit is how many bytes of the latest output are kept for
 	// readers (DefaultProcOutput when zero).
 	OutputLimit int `json:"output_limit,omitempty"`
+	// Timeout ends the process, as DELETE does but keeping it listed,
+	// when it elapses; zero means none.
+	Timeout time.Duration `json:"timeout,omitempty"`
 }
 
 // Validate reports whether the request can be started.
@@ -80,6 +83,8 @@ func (r *ProcRequest) Validate() error {
 		return errors.New("rows and cols need tty")
 	case r.TTY && r.Stdin:
 		return errors.New("stdin is for a process without tty (a tty always takes input)")
+	case r.Timeout < 0:
+		return errors.New("timeout is negative")
 	case r.OutputLimit != 0 && (r.OutputLimit < MinProcOutput || r.OutputLimit > MaxProcOutput):
 		return fmt.Errorf("output_limit %d is not between %d and %d", r.OutputLimit, MinProcOutput, MaxProcOutput)
 	}
@@ -107,6 +112,8 @@ type ProcInfo struct {
 	Signal string `json:"signal,omitempty"`
 	// Reason is ReasonOutOfMemory when the out-of-memory killer ended it.
 	Reason string `json:"reason,omitempty"`
+	// TimedOut says its Timeout ended it.
+	TimedOut bool `json:"timed_out,omitempty"`
 	// OutputStart is the offset of the oldest output byte still kept,
 	// Output the offset after the newest: everything it has written.
 	OutputStart int64 `json:"output_start"`

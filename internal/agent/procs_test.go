@@ -83,6 +83,7 @@ func TestProcRequestValidate(t *testing.T) {
 		{ProcRequest{Shell: "x", Rows: 10}, "need tty"},
 		{ProcRequest{Shell: "x", TTY: true, Stdin: true}, "stdin"},
 		{ProcRequest{Shell: "x", OutputLimit: 10}, "output_limit"},
+		{ProcRequest{Shell: "x", Timeout: -1}, "timeout"},
 		{ProcRequest{Shell: "x", OutputLimit: MaxProcOutput + 1}, "output_limit"},
 	}
 	for _, tt := range tests {
@@ -157,6 +158,24 @@ func TestProcExit(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// A timeout ends the process and all it started; the process stays
+// listed with how it ended.
+func TestProcTimeout(t *testing.T) {
+	c, _ := startAgent(t)
+	tag := newTag(t)
+	start := time.Now()
+	info := startProc(t, c, ProcRequest{Shell: "setsid sleep " + tag + " & sleep " + tag, Timeout: 200 * time.Millisecond})
+	out := follow(t, c, info.ID, 0)
+	if p := out.res.Proc; !p.TimedOut || p.Signal != "SIGTERM" || time.Since(start) > 5*time.Second {
+		t.Errorf("ended %+v after %v, want timed out by SIGTERM", p, time.Since(start))
+	}
+	waitGone(t, tag, "after the timeout")
+	quick := startProc(t, c, ProcRequest{Shell: "exit 0", Timeout: time.Minute})
+	if p := follow(t, c, quick.ID, 0).res.Proc; p.TimedOut || p.ExitCode != 0 {
+		t.Errorf("a process within its timeout ended %+v", p)
 	}
 }
 
