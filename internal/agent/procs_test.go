@@ -48,7 +48,7 @@ func startProc(t *testing.T, c *Client, req ProcRequest) ProcInfo {
 	if err != nil {
 		t.Fatalf("start %+v: %v", req, err)
 	}
-	if info.ID == "" || info.Pid == 0 || !info.Running {
+	if info.ID == "" || info.Pid == 0 || info.Started.IsZero() {
 		t.Fatalf("start %+v = %+v", req, info)
 	}
 	return info
