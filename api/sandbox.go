@@ -35,6 +35,9 @@ type Sandbox struct {
 	AccessURL   string    `json:"accessUrl,omitempty"`
 	// Reason says why the sandbox is in its status (agent2env addition).
 	Reason string `json:"reason,omitempty"`
+	// Metadata is the labels its client gave it (agent2env addition; the
+	// OpenSandbox API's metadata).
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // Never is the expires_at of a sandbox whose ttl is 0.
@@ -61,6 +64,9 @@ type CreateSandboxRequest struct {
 	Memory string            `json:"memory,omitempty"`
 	TTL    *int              `json:"ttl,omitempty"`
 	Env    map[string]string `json:"env,omitempty"`
+	// Metadata labels the sandbox, from an image or a template (agent2env
+	// addition).
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // ExecRequest is the body of POST /sandboxes/{id}/exec.

@@ -141,6 +141,15 @@ func TestExecDetachedSurvives(t *testing.T) {
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("exec = %+v, %v", res, err)
 	}
+	// Under load the background child may not have exec'd sleep yet when
+	// the command ends: wait for it to appear, then for it to stay.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(tagged(t, tag)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the detached process never appeared")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	time.Sleep(300 * time.Millisecond)
 	if len(tagged(t, tag)) != 1 {
 		t.Fatal("the detached process did not survive its command")

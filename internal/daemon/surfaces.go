@@ -1,9 +1,14 @@
 package daemon
 
 import (
+	"net"
+	"net/url"
+	"strings"
+
 	"github.com/agent2env/agent2env/internal/gateway"
 	"github.com/agent2env/agent2env/internal/httpapi"
 	"github.com/agent2env/agent2env/internal/mcpserver"
+	"github.com/agent2env/agent2env/internal/opensandbox"
 	"github.com/agent2env/agent2env/internal/service"
 )
 
@@ -11,7 +16,10 @@ import (
 type surfaces struct {
 	Gateway *gateway.Routes
 	MCP     *mcpserver.Server
-	API     *httpapi.Server
+	// OpenSandbox is the OpenSandbox-compatible API (/v1/, and the execd
+	// API under opensandbox.ExecdPrefix), which checks its own keys.
+	OpenSandbox *opensandbox.Handler
+	API         *httpapi.Server
 	// llmExchanges reads the LLM archive for the API; its follows end at
 	// shutdown.
 	llmExchanges *service.LLMExchanges
@@ -26,6 +34,13 @@ func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) 
 	// REST and MCP share one view of the contexts.
 	contextsView := service.NewContexts(svc.Contexts)
 	sf.MCP = mcpserver.New(mcpserver.Config{ScopeByKey: cfg.authOn(), Log: cfg.Log}, contextsView, svc.Sessions)
+	sf.OpenSandbox, err = opensandbox.New(opensandbox.Config{
+		Sandboxes: svc.Sandboxes, Execd: svc.Sandboxes, Keys: cfg.Keys, RequireKey: cfg.authOn(),
+		PublicHost: publicHost(cfg.PublicURL), GatewayPrefix: service.GatewayPrefix,
+	})
+	if err != nil {
+		return sf, err
+	}
 	opts := []httpapi.Option{
 		httpapi.WithRoutes(httpapi.NewLLMArchiveRoutes(sf.llmExchanges)),
 		httpapi.WithRoutes(sf.Gateway),
@@ -34,6 +49,7 @@ func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) 
 		httpapi.WithRoutes(httpapi.NewContextRoutes(contextsView)),
 		httpapi.WithRoutes(httpapi.NewSessionRoutes(svc.Sessions)),
 		httpapi.WithRoutes(sf.MCP),
+		httpapi.WithRoutes(sf.OpenSandbox),
 		httpapi.WithRoutes(svc.LLM),
 		httpapi.WithRoutes(httpapi.NewLLMRoutes(svc.LLMKeys)),
 		httpapi.WithRoutes(httpapi.NewRunRoutes(svc.Runs)),
@@ -48,8 +64,22 @@ func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) 
 	opts = append(opts, httpapi.WithMiddleware(browsers))
 	if cfg.authOn() {
 		// Sessions are scoped by the key that passed the auth.
-		opts = append(opts, httpapi.WithMiddleware(httpapi.AuthMiddleware(cfg.Keys)), httpapi.WithMiddleware(httpapi.TenantMiddleware))
+		opts = append(opts, httpapi.WithMiddleware(httpapi.AuthMiddleware(cfg.Keys, opensandbox.Prefixes...)), httpapi.WithMiddleware(httpapi.TenantMiddleware))
 	}
 	sf.API = httpapi.New(svc.Sandboxes, service.NewImages(st.Images, imagesOptions(st.Runtime)...), cfg.Log, opts...)
 	return sf, nil
+}
+
+// publicHost is host[:port][/path] of the public URL, for the OpenSandbox
+// API's endpoints; "" (each request's Host) when its host is unspecified
+// (the default public URL of a daemon listening on all addresses).
+func publicHost(publicURL string) string {
+	u, err := url.Parse(publicURL)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	if h := u.Hostname(); h == "" || net.ParseIP(h) != nil && net.ParseIP(h).IsUnspecified() {
+		return ""
+	}
+	return u.Host + strings.TrimSuffix(u.Path, "/")
 }

@@ -67,6 +67,9 @@ type daemon struct {
 	cmd     *exec.Cmd
 	log     *syncBuffer
 	exited  chan struct{}
+	// key is the API key do sends, for a daemon started with keys; "":
+	// none.
+	key string
 }
 
 // syncBuffer is the daemon's log: written by the process's output copier
@@ -244,6 +247,9 @@ func (d *daemon) do(method, path string, body any, out any) int {
 	}
 	if r != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if d.key != "" {
+		req.Header.Set("Authorization", "Bearer "+d.key)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

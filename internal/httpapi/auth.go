@@ -20,12 +20,14 @@ const gatewayPrefix = service.GatewayPrefix
 // sent, "invalid or expired API key" when a wrong one was. Exempt are the
 // health and readiness probes (GET), CORS preflights (OPTIONS), the
 // port gateway and the LLM proxy (gate.Prefix), which checks keys itself and
-// answers in its clients' wire formats. A nil or empty keys refuses every request that is not
+// answers in its clients' wire formats, and the paths under each of
+// ownAuth: a surface's that authenticates its requests itself (the
+// OpenSandbox API's header). A nil or empty keys refuses every request that is not
 // exempt.
-func AuthMiddleware(keys *auth.Keys) func(http.Handler) http.Handler {
+func AuthMiddleware(keys *auth.Keys, ownAuth ...string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if authExempt(r) {
+			if authExempt(r) || underAny(r, ownAuth) {
 				next.ServeHTTP(w, r)
 				return
 			}
@@ -50,6 +52,18 @@ func authExempt(r *http.Request) bool {
 	}
 	p := path.Clean(r.URL.EscapedPath())
 	return strings.HasPrefix(p, gatewayPrefix) || strings.HasPrefix(p, gate.Prefix+"/")
+}
+
+// underAny reports whether r's path, as the mux routes it, starts with
+// one of prefixes (each ending in "/").
+func underAny(r *http.Request, prefixes []string) bool {
+	p := path.Clean(r.URL.EscapedPath())
+	for _, pre := range prefixes {
+		if strings.HasPrefix(p+"/", pre) {
+			return true
+		}
+	}
+	return false
 }
 
 // isProbe reports whether r is a health or readiness probe (GET or HEAD).

@@ -109,10 +109,16 @@ func TestAuthMiddleware(t *testing.T) {
 // Without keys nothing but the exempt paths is served.
 func TestAuthMiddlewareNoKeys(t *testing.T) {
 	for _, keys := range []*auth.Keys{nil, {}} {
-		h := AuthMiddleware(keys)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		h := AuthMiddleware(keys, "/own/")(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 		for target, want := range map[string]int{
-			"/api/v1/images": http.StatusUnauthorized,
-			"/health":        http.StatusOK,
+			"/api/v1/images":        http.StatusUnauthorized,
+			"/health":               http.StatusOK,
+			"/own/":                 http.StatusOK, // authenticates itself
+			"/own/x":                http.StatusOK,
+			"/own":                  http.StatusOK,
+			"/owner":                http.StatusUnauthorized,
+			"/own/../api/v1/images": http.StatusUnauthorized,
+			"/api/v1/own/x":         http.StatusUnauthorized,
 		} {
 			req := httptest.NewRequest("GET", target, nil)
 			req.Header.Set("Authorization", "Bearer anything-at-all-here")

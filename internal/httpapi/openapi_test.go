@@ -386,7 +386,7 @@ func TestOpenAPISchemas(t *testing.T) {
 	}
 	// Schemas of things that are no Go struct of package api.
 	noGoType := map[string]bool{
-		"ErrorCode": true, "Message": true, "Env": true, "SandboxStatus": true, "ImageStatus": true, "ImportStrategy": true,
+		"ErrorCode": true, "Message": true, "Env": true, "SandboxMetadata": true, "SandboxStatus": true, "ImageStatus": true, "ImportStrategy": true,
 		"ImportForm": true, "ImportURLEncodedForm": true, "UploadForm": true, "TemplateMetadata": true, "TemplateDocument": true, "TemplateDocumentList": true,
 		"PrepullStatus": true, "RunStatus": true, "ExecuteStreamError": true, "ExecReason": true, "ExecOOMKilled": true,
 		"JSONRPCMessage": true, // the MCP specification's; package mcpserver speaks it through the MCP SDK

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -653,4 +654,30 @@ func TestRecoverPanics(t *testing.T) {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	checkError(t, response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}, http.StatusInternalServerError, api.CodeInternal)
+}
+
+// The optional metadata (agent2env addition) is kept at create and shown
+// by get and list; a sandbox without has no metadata key (the LiteBoxd
+// view is unchanged); out-of-bounds metadata is 400.
+func TestSandboxMetadata(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	sb := e.createSandbox(t, `{"image":"alpine","metadata":{"team":"ml","tier":"gold"}}`)
+	if fmt.Sprint(sb.Metadata) != "map[team:ml tier:gold]" {
+		t.Errorf("created with metadata %v", sb.Metadata)
+	}
+	resp := e.do(t, http.MethodGet, "/api/v1/sandboxes/"+sb.ID, "", nil)
+	if resp.status != http.StatusOK || !strings.Contains(string(resp.body), `"metadata":{"team":"ml","tier":"gold"}`) {
+		t.Errorf("get: %d %s", resp.status, resp.body)
+	}
+	plain := e.createSandbox(t, `{"image":"alpine"}`)
+	resp = e.do(t, http.MethodGet, "/api/v1/sandboxes/"+plain.ID, "", nil)
+	if strings.Contains(string(resp.body), "metadata") {
+		t.Errorf("a sandbox without metadata shows it: %s", resp.body)
+	}
+	if resp := e.postJSON(t, "/api/v1/sandboxes", `{"image":"alpine","metadata":{"":"v"}}`); resp.status != http.StatusBadRequest {
+		t.Errorf("empty metadata key: %d %s", resp.status, resp.body)
+	}
+	if resp := e.postJSON(t, "/api/v1/sandboxes", `{"image":"alpine","metadata":{"k":1}}`); resp.status != http.StatusBadRequest {
+		t.Errorf("metadata value not a string: %d %s", resp.status, resp.body)
+	}
 }

@@ -33,6 +33,8 @@ type CreateRequest struct {
 	// TTL in seconds; nil means the default, 0 never expires.
 	TTL *int
 	Env map[string]string
+	// Metadata is the client's labels (store.Sandbox.Metadata).
+	Metadata map[string]string
 
 	Template        string
 	TemplateVersion int // 0: the latest
@@ -80,6 +82,9 @@ func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
 		return nil, errdefs.Invalid("image is required")
 	}
 	if _, err := image.Normalize(req.Image); err != nil {
+		return nil, err
+	}
+	if err := checkMetadata(req.Metadata); err != nil {
 		return nil, err
 	}
 	if r.CPU == "" {
@@ -144,12 +149,30 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	if m.pool != nil && auth.OwnerOf(ctx) == "" { // an owned sandbox is admitted against its owner
 		if sb, ok := m.pool.TakeSandbox(ctx, req); ok {
 			m.metrics.ObserveCreate(metrics.SourcePool, createLabel(sb, nil), time.Since(start))
-			return sb, nil
+			return m.labelTaken(ctx, sb, req.Metadata)
 		}
 	}
 	sb, err := m.create(ctx, req)
 	m.metrics.ObserveCreate(metrics.SourceCold, createLabel(sb, err), time.Since(start))
 	return sb, err
+}
+
+// labelTaken gives a sandbox taken from a warm pool the request's
+// metadata; on failure it deletes the sandbox, which is its caller's.
+func (m *Manager) labelTaken(ctx context.Context, sb *store.Sandbox, md map[string]string) (*store.Sandbox, error) {
+	if len(md) == 0 {
+		return sb, nil
+	}
+	patch := make(map[string]*string, len(md))
+	for k, v := range md {
+		patch[k] = &v
+	}
+	out, err := m.PatchMetadata(ctx, sb.ID, patch)
+	if err != nil {
+		_ = m.Delete(context.WithoutCancel(ctx), sb.ID)
+		return nil, err
+	}
+	return out, nil
 }
 
 func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox, error) {
@@ -251,7 +274,7 @@ func (m *Manager) createRecord(ctx context.Context, r *resolved) (*store.Sandbox
 		ID: newID(), Image: r.Image, CPU: r.CPU, Memory: r.Memory, TTL: r.ttl, Env: r.Env,
 		Template: r.Template, TemplateVersion: r.TemplateVersion,
 		Status: string(api.StatusPending), Runtime: m.rt.Name(), CreatedAt: now, UpdatedAt: now,
-		Pool: r.pool, ManagedBy: r.ManagedBy,
+		Pool: r.pool, ManagedBy: r.ManagedBy, Metadata: r.Metadata,
 	}
 	if r.ttl > 0 && r.pool == "" { // a pooled sandbox's life starts when it is claimed
 		exp := now.Add(time.Duration(r.ttl) * time.Second)

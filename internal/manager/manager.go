@@ -247,7 +247,20 @@ func (m *Manager) List(ctx context.Context) ([]*store.Sandbox, error) {
 // ListPage returns page p of what List returns, and the cursor of the next
 // page ("" after the last); a cursor that is not one is ErrInvalidArgument.
 func (m *Manager) ListPage(ctx context.Context, p store.Page) ([]*store.Sandbox, string, error) {
-	return m.store.ListSandboxPage(ctx, store.SandboxFilter{ExcludePooled: true}, p)
+	return m.ListFiltered(ctx, store.SandboxFilter{}, p)
+}
+
+// ListFiltered is ListPage of the sandboxes f selects (never those in
+// warm pools, whatever f says).
+func (m *Manager) ListFiltered(ctx context.Context, f store.SandboxFilter, p store.Page) ([]*store.Sandbox, string, error) {
+	f.ExcludePooled = true
+	return m.store.ListSandboxPage(ctx, f, p)
+}
+
+// Count counts the sandboxes f selects, not those in warm pools.
+func (m *Manager) Count(ctx context.Context, f store.SandboxFilter) (int, error) {
+	f.ExcludePooled = true
+	return m.store.CountSandboxes(ctx, f)
 }
 
 // sandboxErr gives not-found errors the sandbox code.

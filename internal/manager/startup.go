@@ -76,7 +76,7 @@ func (m *Manager) fromTemplate(ctx context.Context, req CreateRequest) (CreateRe
 	out := CreateRequest{
 		Image: spec.Image, CPU: spec.Resources.CPU, Memory: spec.Resources.Memory, TTL: &spec.TTL,
 		Disk: req.Disk, Template: req.Template, TemplateVersion: version,
-		ManagedBy: req.ManagedBy, Mounts: req.Mounts, pool: req.pool,
+		ManagedBy: req.ManagedBy, Mounts: req.Mounts, pool: req.pool, Metadata: req.Metadata,
 	}
 	if req.CPU != "" {
 		out.CPU = req.CPU

@@ -3,12 +3,13 @@
 // (service.Contexts) and sessions services in process, the same ones the
 // REST API calls, so no rule is written twice:
 //
-//   - seed 004's run_code, create_context, stop_context and list_contexts,
-//     with its JSON result shapes and error codes (INVALID_PARAMS,
-//     CONTEXT_NOT_FOUND, INVALID_LANGUAGE, EXECUTION_FAILED) as tool errors;
-//   - seed 000's execute_code and execute_command (sessions made on first
-//     use), the file tools, list_sessions, get_session_info, stop_session
-//     and get_stats.
+//   - the code-interpreter tools run_code, create_context, stop_context and
+//     list_contexts, with their JSON result shapes and error codes
+//     (INVALID_PARAMS, CONTEXT_NOT_FOUND, INVALID_LANGUAGE,
+//     EXECUTION_FAILED) as tool errors;
+//   - the session tools execute_code and execute_command (sessions made on
+//     first use), the file tools, list_sessions, get_session_info,
+//     stop_session and get_stats.
 //
 // Every tool has a typed output schema and returns its result as
 // structured content and as JSON text; figures come back as image content.
@@ -16,9 +17,16 @@
 // run, and a cancellation interrupts the running code (its context stays).
 // A session's files are resources: sandbox://{session}/files/{path}.
 //
+// A call on a sandbox's own channel (127.0.0.1:4000/mcp inside it) has the
+// tenant run:<id> for a task run's sandbox, else sandbox:<id>, and the
+// sandbox owns what the call makes (auth.WithOwner): the manager admits it
+// against the sandbox's share and deletes it with the sandbox.
+//
 // HTTP (Handler) is stateless: what persists is keyed by the session_id
 // and context_id arguments, never by the MCP session, since many clients
-// open one per call. Stdio (ServeStdio) is a bridge to a daemon's /mcp.
+// open one per call. Stdio (ServeStdio) is the bridge behind `agent2env mcp`: it
+// forwards every message, progress and cancellation included, to a
+// daemon's /mcp.
 package mcpserver
 
 import (

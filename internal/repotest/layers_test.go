@@ -20,6 +20,7 @@ var surfaces = []string{
 	"internal/httpapi",
 	"internal/mcpserver",
 	"internal/gateway",
+	"internal/opensandbox",
 }
 
 // surfaceImports are the only packages of this module a surface may import

@@ -28,6 +28,15 @@
 // artifacts are collected where its sandbox survived, and its sandbox is
 // deleted. A Service is safe for concurrent use.
 //
+// A submission is a task file's content or a name under the tasks
+// directory (Config.TasksDir), with agents × models, k and parallelism.
+// Its inputs are found in the task's directory or the submission's files
+// through an os.Root, at submission and again when copied in, so no
+// symbolic link or ".." brings in a host file. Each run belongs to the
+// tenant of the API key that submitted it: the REST routes and a per-run
+// LLM key see only those runs; the loop, its recovery and RunOfSandbox see
+// all.
+//
 // The runner drives its sandboxes through the sandbox service
 // (service.Sandboxes, the Sandboxes interface), api types in and out, like
 // every surface: admission, paths and exec limits are that service's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
@@ -55,6 +56,7 @@ func (s *Sandboxes) view(sb *store.Sandbox) *api.Sandbox {
 		ID: sb.ID, Image: sb.Image, CPU: sb.CPU, Memory: sb.Memory, TTL: sb.TTL, Env: sb.Env,
 		Status: api.SandboxStatus(sb.Status), Template: sb.Template, TemplateVersion: sb.TemplateVersion,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: expires, Reason: sb.Reason,
+		Metadata: sb.Metadata,
 	}
 	if sb.AccessToken != "" {
 		out.AccessToken = sb.AccessToken
@@ -88,7 +90,7 @@ func (s *Sandboxes) Create(ctx context.Context, req api.CreateSandboxRequest) (*
 func createRequest(req api.CreateSandboxRequest) (manager.CreateRequest, error) {
 	mreq := manager.CreateRequest{
 		Image: req.Image, CPU: req.CPU, Memory: req.Memory, TTL: req.TTL, Env: req.Env,
-		Template: req.Template, TemplateVersion: req.TemplateVersion,
+		Template: req.Template, TemplateVersion: req.TemplateVersion, Metadata: req.Metadata,
 	}
 	if o := req.Overrides; o != nil {
 		if req.Template == "" {
@@ -106,11 +108,25 @@ type ListOptions struct {
 	Limit *int
 	// Cursor is the NextCursor of the previous page; "": the first.
 	Cursor string
+	// Statuses, when not empty, lists the sandboxes in one of them.
+	Statuses []api.SandboxStatus
+	// Metadata lists the sandboxes whose metadata holds each of its keys
+	// with its value.
+	Metadata map[string]string
+}
+
+// filter is the store's filter of opts.
+func (opts *ListOptions) filter() store.SandboxFilter {
+	f := store.SandboxFilter{Metadata: opts.Metadata}
+	for _, st := range opts.Statuses {
+		f.Statuses = append(f.Statuses, string(st))
+	}
+	return f
 }
 
 // List returns a page of the sandboxes clients made (not those waiting in
-// a warm pool), oldest first. A cursor that is not one is
-// ErrInvalidArgument.
+// a warm pool) that opts selects, oldest first. A cursor that is not one
+// is ErrInvalidArgument.
 func (s *Sandboxes) List(ctx context.Context, opts ListOptions) (*api.SandboxList, error) {
 	p := store.Page{After: opts.Cursor}
 	if opts.Limit != nil {
@@ -119,7 +135,7 @@ func (s *Sandboxes) List(ctx context.Context, opts ListOptions) (*api.SandboxLis
 		}
 		p.Limit = *opts.Limit
 	}
-	page, next, err := s.m.ListPage(ctx, p)
+	page, next, err := s.m.ListFiltered(ctx, opts.filter(), p)
 	if err != nil {
 		return nil, err
 	}
@@ -128,6 +144,27 @@ func (s *Sandboxes) List(ctx context.Context, opts ListOptions) (*api.SandboxLis
 		out.Items = append(out.Items, *s.view(sb))
 	}
 	return out, nil
+}
+
+// Count counts the sandboxes List would list with opts' filters (its
+// page and cursor aside).
+func (s *Sandboxes) Count(ctx context.Context, opts ListOptions) (int, error) {
+	return s.m.Count(ctx, opts.filter())
+}
+
+// PatchMetadata applies a merge patch to sandbox id's metadata at once (a
+// value sets its key, nil deletes it, keys left out are kept) and returns
+// the sandbox. The result is held to the manager's bounds
+// (ErrInvalidArgument).
+func (s *Sandboxes) PatchMetadata(ctx context.Context, id string, patch map[string]*string) (*api.Sandbox, error) {
+	return s.viewOf(s.m.PatchMetadata(ctx, id, patch))
+}
+
+// Renew makes sandbox id expire at at, which must be in the future; it may
+// come sooner than the sandbox's expiry so far, and gives one that never
+// expired an expiry. It returns the sandbox.
+func (s *Sandboxes) Renew(ctx context.Context, id string, at time.Time) (*api.Sandbox, error) {
+	return s.viewOf(s.m.SetExpiry(ctx, id, at))
 }
 
 // Get returns sandbox id; an unknown one is ErrNotFound

@@ -3,7 +3,8 @@
 // surface only translates its transport and no rule is written twice.
 // The rules that live here and nowhere else: the API view of a sandbox (its
 // access token and accessUrl), template overrides versus a request's image
-// fields, exec requests and their limits, list pages, the port gateway's
+// fields, exec requests and their limits, list pages (filtered by status and
+// metadata, and counted), metadata patches and expiry renewals, the port gateway's
 // access checks, the wire view of images and of sandbox files, and the
 // sandbox scope of code-interpreter contexts.
 //
@@ -11,8 +12,8 @@
 //
 // Surfaces are the packages that speak a protocol to clients:
 // internal/httpapi (REST), internal/mcpserver (MCP), internal/gateway (the
-// port gateway), and every later one (OpenSandbox API, E2B API, terminal,
-// console). A surface decodes, calls one service method and encodes;
+// port gateway), internal/opensandbox (the OpenSandbox API), and every later
+// one (E2B API, terminal, console). A surface decodes, calls one service method and encodes;
 // errors are mapped once, at its edge, with errdefs. It imports from this
 // module only:
 //

@@ -57,6 +57,9 @@ type Sandbox struct {
 	// Tenant is the tenant (auth.Tenant) of the API key that asked for the
 	// sandbox, its owner's for an owned one; "" without keys.
 	Tenant string
+	// Metadata is its client's labels (the OpenSandbox API's metadata);
+	// nil or empty when it has none.
+	Metadata map[string]string
 }
 
 // Event is one entry of a sandbox's history: a status change with its
@@ -88,6 +91,11 @@ type SandboxFilter struct {
 	ExcludePooled bool
 	// Owner, when set, selects the sandboxes that sandbox owns.
 	Owner string
+	// Statuses, when not empty, selects the sandboxes in one of them.
+	Statuses []string
+	// Metadata selects the sandboxes whose metadata holds every one of
+	// its keys with its value.
+	Metadata map[string]string
 }
 
 // SandboxCounts is how many sandboxes there are, counted by the store
@@ -115,6 +123,8 @@ type Sandboxes interface {
 	// oldest first (ties by id), and the cursor of the next page ("" after
 	// the last).
 	ListSandboxPage(ctx context.Context, f SandboxFilter, p Page) (items []*Sandbox, next string, err error)
+	// CountSandboxes counts the sandboxes f selects.
+	CountSandboxes(ctx context.Context, f SandboxFilter) (int, error)
 	// CountSandboxesByStatus counts the sandboxes by status.
 	CountSandboxesByStatus(ctx context.Context) (SandboxCounts, error)
 	// UpdateSandbox applies fn to the stored record atomically and stores

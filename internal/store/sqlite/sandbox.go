@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
@@ -13,16 +16,22 @@ import (
 
 var sandboxes = newTable(table[store.Sandbox]{
 	kind: "sandbox", name: "sandboxes",
-	columns: `id, image, template, template_version, cpu, memory, ttl, env, status, reason, runtime, created_at, updated_at, expires_at, access_token, spec, pool, managed_by, owner, tenant`,
+	columns: `id, image, template, template_version, cpu, memory, ttl, env, status, reason, runtime, created_at, updated_at, expires_at, access_token, spec, pool, managed_by, owner, tenant, metadata`,
 	scan:    scanSandbox,
 	values: func(sb *store.Sandbox) ([]any, error) {
 		env, err := json.Marshal(sb.Env)
 		if err != nil {
 			return nil, fmt.Errorf("encode env: %w", err)
 		}
+		md := []byte("{}")
+		if len(sb.Metadata) > 0 {
+			if md, err = json.Marshal(sb.Metadata); err != nil {
+				return nil, fmt.Errorf("encode metadata: %w", err)
+			}
+		}
 		return []any{sb.ID, sb.Image, sb.Template, sb.TemplateVersion, sb.CPU, sb.Memory, sb.TTL, string(env),
 			sb.Status, sb.Reason, sb.Runtime, toUnix(sb.CreatedAt), toUnix(sb.UpdatedAt), toNullUnix(sb.ExpiresAt),
-			sb.AccessToken, string(sb.Spec), sb.Pool, sb.ManagedBy, sb.Owner, sb.Tenant}, nil
+			sb.AccessToken, string(sb.Spec), sb.Pool, sb.ManagedBy, sb.Owner, sb.Tenant, string(md)}, nil
 	},
 	normalize: truncate,
 	setID:     func(sb *store.Sandbox, id string) { sb.ID = id },
@@ -45,14 +54,19 @@ func scanSandbox(row scanner) (*store.Sandbox, error) {
 		env              string
 		created, updated int64
 		expires          sql.NullInt64
-		spec             string
+		spec, md         string
 	)
 	if err := row.Scan(&sb.ID, &sb.Image, &sb.Template, &sb.TemplateVersion, &sb.CPU, &sb.Memory, &sb.TTL,
-		&env, &sb.Status, &sb.Reason, &sb.Runtime, &created, &updated, &expires, &sb.AccessToken, &spec, &sb.Pool, &sb.ManagedBy, &sb.Owner, &sb.Tenant); err != nil {
+		&env, &sb.Status, &sb.Reason, &sb.Runtime, &created, &updated, &expires, &sb.AccessToken, &spec, &sb.Pool, &sb.ManagedBy, &sb.Owner, &sb.Tenant, &md); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(env), &sb.Env); err != nil {
 		return nil, fmt.Errorf("decode env of sandbox %s: %w", sb.ID, err)
+	}
+	if md != "{}" {
+		if err := json.Unmarshal([]byte(md), &sb.Metadata); err != nil {
+			return nil, fmt.Errorf("decode metadata of sandbox %s: %w", sb.ID, err)
+		}
 	}
 	sb.CreatedAt, sb.UpdatedAt = fromUnix(created), fromUnix(updated)
 	if spec != "" {
@@ -126,6 +140,25 @@ func (s *Store) ListSandboxPage(ctx context.Context, f store.SandboxFilter, p st
 	if err != nil {
 		return nil, "", err
 	}
+	fcond, fargs := sandboxFilter(f)
+	cond += fcond
+	args = append(args, fargs...)
+	out, err := list(ctx, s.r, scanSandbox,
+		`SELECT `+sandboxes.columns+` FROM sandboxes WHERE 1=1`+cond+` ORDER BY created_at, id`+limit, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list sandboxes: %w", err)
+	}
+	out, next := cutPage(out, p, func(sb *store.Sandbox) (time.Time, string) { return sb.CreatedAt, sb.ID })
+	return out, next, nil
+}
+
+// sandboxFilter is the SQL condition of f (each part starting " AND ")
+// and its arguments.
+func sandboxFilter(f store.SandboxFilter) (string, []any) {
+	var (
+		cond string
+		args []any
+	)
 	if f.ExcludePooled {
 		// With the page's order, the index sandboxes_pool_created (pool,
 		// created_at, id): the clients' sandboxes in order, pooled ones
@@ -139,13 +172,30 @@ func (s *Store) ListSandboxPage(ctx context.Context, f store.SandboxFilter, p st
 		cond += ` AND owner = ? AND owner != ''`
 		args = append(args, f.Owner)
 	}
-	out, err := list(ctx, s.r, scanSandbox,
-		`SELECT `+sandboxes.columns+` FROM sandboxes WHERE 1=1`+cond+` ORDER BY created_at, id`+limit, args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list sandboxes: %w", err)
+	if len(f.Statuses) > 0 {
+		cond += ` AND status IN (?` + strings.Repeat(`,?`, len(f.Statuses)-1) + `)`
+		for _, st := range f.Statuses {
+			args = append(args, st)
+		}
 	}
-	out, next := cutPage(out, p, func(sb *store.Sandbox) (time.Time, string) { return sb.CreatedAt, sb.ID })
-	return out, next, nil
+	keys := slices.Sorted(maps.Keys(f.Metadata))
+	for _, k := range keys {
+		// json_each's type 'text' keeps a number or true from matching
+		// the string "1" or "true".
+		cond += ` AND EXISTS (SELECT 1 FROM json_each(sandboxes.metadata) m WHERE m.key = ? AND m.type = 'text' AND m.value = ?)`
+		args = append(args, k, f.Metadata[k])
+	}
+	return cond, args
+}
+
+// CountSandboxes counts the sandboxes f selects.
+func (s *Store) CountSandboxes(ctx context.Context, f store.SandboxFilter) (int, error) {
+	cond, args := sandboxFilter(f)
+	var n int
+	if err := s.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM sandboxes WHERE 1=1`+cond, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count sandboxes: %w", err)
+	}
+	return n, nil
 }
 
 // CountSandboxesByStatus counts the sandboxes by status, and those in warm

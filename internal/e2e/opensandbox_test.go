@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/testenv"
+)
+
+// TestOpenSandboxSDK runs the stock OpenSandbox Python SDK (PyPI
+// opensandbox, pinned in scripts/peers-requirements.txt), unchanged,
+// against a daemon with API keys: its README quickstart (Sandbox.create,
+// commands.run, destroy) with a failing command and a
+// files.write_file/read_file round trip, then the failures a user meets
+// first: a wrong key, an unknown id, an image that does not exist. Each
+// must fail at once with the server's {code, message}, and leave no
+// sandbox behind (issue 23).
+//
+// The interpreter is AGENT2ENV_PYTHON, the one scripts/test-peers.sh makes
+// for this run (make test sets it): not clients.env's, which the last run
+// of the script on the machine names, whatever its requirements were.
+func TestOpenSandboxSDK(t *testing.T) {
+	pythonBin := os.Getenv("AGENT2ENV_PYTHON")
+	if pythonBin == "" {
+		testenv.Missing(t, "set AGENT2ENV_PYTHON to the python of scripts/test-peers.sh (make test does) to run the OpenSandbox SDK")
+	}
+	const (
+		key   = "a2e_e2e-opensandbox-key-0123456789"
+		image = "agent2env/python"
+	)
+	d := startDaemon(t, "", func(c *exec.Cmd) { c.Env = append(os.Environ(), "AGENT2ENV_API_KEYS="+key) })
+	d.key = key
+	// The first sandbox of an image waits for the image to be built, longer
+	// than the SDK's 30 s readiness budget: build it first.
+	warm := d.create(api.CreateSandboxRequest{Image: image, CPU: "1", Memory: "512Mi"})
+	if code := d.do("DELETE", "/api/v1/sandboxes/"+warm.ID, nil, nil); code != http.StatusNoContent {
+		t.Fatalf("delete the warm-up sandbox: status %d", code)
+	}
+
+	python := func(t *testing.T, args ...string) map[string]any {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, pythonBin, append([]string{"testdata/opensandbox_flow.py"}, args...)...)
+		cmd.Env = append(os.Environ(), "OPEN_SANDBOX_DOMAIN="+d.addr, "OPEN_SANDBOX_API_KEY="+key)
+		out, err := cmd.Output()
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		var res map[string]any
+		if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &res) != nil {
+			t.Fatalf("opensandbox_flow.py %v: %v\nstdout: %s\nstderr: %s", args, err, out, stderr)
+		}
+		return res
+	}
+	noSandboxes := func(t *testing.T) {
+		t.Helper()
+		var list api.List[api.Sandbox]
+		if code := d.do("GET", "/api/v1/sandboxes", nil, &list); code != http.StatusOK || len(list.Items) != 0 {
+			t.Errorf("sandboxes left: status %d, %+v", code, list.Items)
+		}
+	}
+
+	t.Run("quickstart", func(t *testing.T) {
+		res := python(t, "quickstart", image)
+		want := map[string]any{
+			// Output events carry their line endings (the SDK's text
+			// joins them as it joins stock execd's).
+			"stdout": "Hello Sandbox!\n", "text": "Hello Sandbox!", "exit_code": float64(0),
+			"failed_exit_code": float64(3), "failed_stderr": "oops\n",
+			"read": "Hello World", "state": "Running",
+		}
+		for k, v := range want {
+			if res[k] != v {
+				t.Errorf("%s = %#v, want %#v (all: %v)", k, res[k], v, res)
+			}
+		}
+		if id, _ := res["id"].(string); id == "" {
+			t.Errorf("no sandbox id: %v", res)
+		}
+		noSandboxes(t) // destroy killed it
+	})
+	t.Run("lifecycle", func(t *testing.T) {
+		res := python(t, "lifecycle", image)
+		want := map[string]string{
+			"metadata":              "map[run:1 suite:e2e]",
+			"by_state_and_metadata": "map[ids:[true] next:false pages:1 total:1]",
+			"by_other_metadata":     "map[ids:[] next:false pages:0 total:0]",
+			"by_other_state":        "map[ids:[] next:false pages:0 total:0]",
+			"renewed_hours":         "2",
+			"patched":               "map[owner:ci suite:e2e]",
+			"expires_in_hours":      "2",
+		}
+		for k, v := range want {
+			if got := fmt.Sprint(res[k]); got != v {
+				t.Errorf("%s = %s, want %s (all: %v)", k, got, v, res)
+			}
+		}
+		noSandboxes(t)
+	})
+	t.Run("wrong key", func(t *testing.T) {
+		res := python(t, "badkey", image)
+		if res["status"] != float64(http.StatusUnauthorized) || res["code"] != "INVALID_API_KEY" {
+			t.Errorf("create with a wrong key: %v, want 401 INVALID_API_KEY", res)
+		}
+		// At once: well under the SDK's 30 s readiness loop.
+		if s, _ := res["seconds"].(float64); s > 3 {
+			t.Errorf("a wrong key took %.1f s to fail", s)
+		}
+		t.Logf("a wrong key failed in %.3f s", res["seconds"])
+		noSandboxes(t)
+	})
+	t.Run("unknown id", func(t *testing.T) {
+		res := python(t, "unknown")
+		if res["status"] != float64(http.StatusNotFound) || res["code"] != api.CodeSandboxNotFound {
+			t.Errorf("info of an unknown id: %v, want 404 %s", res, api.CodeSandboxNotFound)
+		}
+	})
+	t.Run("missing image", func(t *testing.T) {
+		res := python(t, "badimage", "agent2env/no-such-image")
+		status, _ := res["status"].(float64)
+		if status < 400 || status >= 500 || res["code"] == nil {
+			t.Errorf("create of a missing image: %v, want a 4xx with a code", res)
+		}
+		if s, _ := res["seconds"].(float64); s > 25 {
+			t.Errorf("a missing image took %.1f s to fail", s)
+		}
+		t.Logf("a missing image failed in %.3f s: %v", res["seconds"], res["message"])
+		noSandboxes(t)
+	})
+	d.assertNoLeaks()
+}

@@ -1,0 +1,83 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+// A sandbox taken from a warm pool gets the request's metadata; one whose
+// metadata cannot be set is deleted, not left to its caller.
+func TestMetadataFromPool(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		metadata map[string]string
+		class    error
+	}{
+		{"labelled", map[string]string{"team": "x"}, nil},
+		{"no metadata", nil, nil},
+		{"over the bounds", map[string]string{"": "v"}, errdefs.ErrInvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			warm, err := e.m.Get(ctx, e.running(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.m.pool = warmOne{warm}
+			sb, err := e.m.Create(ctx, CreateRequest{Image: warm.Image, Metadata: tc.metadata})
+			if !errors.Is(err, tc.class) || (tc.class == nil) != (err == nil) {
+				t.Fatalf("create: %v, want %v", err, tc.class)
+			}
+			if err != nil {
+				if _, err := e.m.Get(ctx, warm.ID); !errors.Is(err, errdefs.ErrNotFound) {
+					t.Errorf("the taken sandbox is left: %v", err)
+				}
+				return
+			}
+			if sb.ID != warm.ID || fmt.Sprint(sb.Metadata) != fmt.Sprint(tc.metadata) {
+				t.Errorf("took %s with metadata %v, want %s with %v", sb.ID, sb.Metadata, warm.ID, tc.metadata)
+			}
+		})
+	}
+}
+
+// SetExpiry's time is the one the sweep honours: a sandbox that never
+// expired, or would have later, goes once it passes, and not before.
+func TestSetExpirySweep(t *testing.T) {
+	ctx := context.Background()
+	for _, ttl := range []int{0, 600} {
+		t.Run(fmt.Sprint("ttl ", ttl), func(t *testing.T) {
+			e := newEnv(t, Config{})
+			id := e.create(t, CreateRequest{TTL: ptr(ttl)}).ID
+			e.waitStatus(t, id, "running")
+			sb, err := e.m.SetExpiry(ctx, id, e.clock.Now().Add(30*time.Second))
+			if err != nil || sb.TTL != 30 || !sb.ExpiresAt.Equal(epoch.Add(30*time.Second)) {
+				t.Fatalf("set expiry: ttl %d, expires %v, %v", sb.TTL, sb.ExpiresAt, err)
+			}
+			e.clock.Advance(29 * time.Second)
+			e.m.sweep(ctx)
+			if _, err := e.m.Get(ctx, id); err != nil {
+				t.Fatalf("gone before its expiry: %v", err)
+			}
+			e.clock.Advance(2 * time.Second)
+			e.m.sweep(ctx)
+			if _, err := e.m.Get(ctx, id); !errors.Is(err, errdefs.ErrNotFound) {
+				t.Fatalf("kept after its expiry: %v", err)
+			}
+		})
+	}
+	e := newEnv(t, Config{})
+	id := e.running(t)
+	if _, err := e.m.SetExpiry(ctx, id, e.clock.Now()); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("an expiry now: %v, want invalid", err)
+	}
+	if _, err := e.m.SetExpiry(ctx, "nope", e.clock.Now().Add(time.Hour)); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("an unknown sandbox: %v, want not found", err)
+	}
+}

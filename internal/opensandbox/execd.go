@@ -1,0 +1,453 @@
+package opensandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/service"
+)
+
+// Execd is what the execd API needs of the sandbox service.
+type Execd interface {
+	// Authorize checks a sandbox's access token and that it runs.
+	Authorize(ctx context.Context, id, token string) error
+	ExecStream(ctx context.Context, id string, req api.ExecRequest) (service.ExecRun, error)
+	Upload(ctx context.Context, id, path string, mode fs.FileMode, content io.Reader) (*api.FileInfo, error)
+	Download(ctx context.Context, id, path string) (io.ReadCloser, int64, error)
+}
+
+var _ Execd = (*service.Sandboxes)(nil)
+
+// sandboxUID is the user every command of a sandbox runs as.
+const sandboxUID = 1000
+
+// pingWait bounds how long /ping waits for a pending sandbox to run: the
+// SDK pings until it answers, and a wait costs it less than a retry.
+const pingWait = 10 * time.Second
+
+// keepAlive is how often a command's stream carries a ping event while
+// the command is silent, as execd's.
+var keepAlive = 3 * time.Second
+
+// serveExecd serves ExecdPrefix + id + "/" + plane + rest: the execd API
+// of sandbox id (plane "execd"), or its egress sidecar's (not offered).
+func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
+	rest, _ := strings.CutPrefix(r.URL.EscapedPath(), ExecdPrefix)
+	parts := strings.SplitN(rest, "/", 3)
+	if len(parts) < 2 || parts[0] == "" {
+		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
+		return
+	}
+	id, err := url.PathUnescape(parts[0])
+	if err != nil {
+		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
+		return
+	}
+	op := "/"
+	if len(parts) == 3 {
+		op += parts[2]
+	}
+	switch parts[1] {
+	case "execd":
+	case "egress":
+		writeError(w, notImplemented("the egress policy API is not supported by agent2env yet"))
+		return
+	default:
+		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
+		return
+	}
+	if h.cfg.Execd == nil {
+		writeError(w, notImplemented("the execd API is not served here"))
+		return
+	}
+	ctx := r.Context()
+	token := r.Header.Get(HeaderAccessToken)
+	if op == "/ping" {
+		err = h.waitRunning(ctx, id, token)
+	} else {
+		err = h.cfg.Execd.Authorize(ctx, id, token)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	route := func(method string, f func(w http.ResponseWriter, r *http.Request, id string)) {
+		if r.Method != method {
+			w.Header().Set("Allow", method)
+			writeErrorStatus(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "method "+r.Method+" is not allowed here; use "+method)
+			return
+		}
+		f(w, r, id)
+	}
+	switch op {
+	case "/ping":
+		route(http.MethodGet, func(w http.ResponseWriter, _ *http.Request, _ string) { w.WriteHeader(http.StatusOK) })
+	case "/command":
+		if r.Method == http.MethodDelete {
+			writeError(w, notImplemented("interrupting a command is not supported by agent2env yet"))
+			return
+		}
+		route(http.MethodPost, h.command)
+	case "/files/upload":
+		route(http.MethodPost, h.upload)
+	case "/files/download":
+		route(http.MethodGet, h.download)
+	default:
+		if unsupportedExecd(op) {
+			writeError(w, notImplemented("execd "+op+" is not supported by agent2env yet"))
+			return
+		}
+		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
+	}
+}
+
+// execdPlanned are the execd routes (and route prefixes, ending in "/")
+// agent2env does not serve yet: answered 501, not 404.
+var execdPlanned = []string{
+	"/command/", "/session", "/session/", "/code", "/code/", "/files", "/files/", "/directories",
+	"/directories/", "/metrics", "/metrics/",
+}
+
+// unsupportedExecd reports whether op is an execd route not served yet.
+func unsupportedExecd(op string) bool {
+	for _, p := range execdPlanned {
+		if op == p || (strings.HasSuffix(p, "/") && strings.HasPrefix(op, p)) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitRunning authorizes a ping, waiting up to pingWait while sandbox id
+// is not running yet.
+func (h *Handler) waitRunning(ctx context.Context, id, token string) error {
+	ctx, cancel := context.WithTimeout(ctx, pingWait)
+	defer cancel()
+	for {
+		err := h.cfg.Execd.Authorize(ctx, id, token)
+		if !errors.Is(err, errdefs.ErrFailedPrecondition) {
+			return err
+		}
+		sb, gerr := h.cfg.Sandboxes.Get(ctx, id)
+		if gerr != nil || sb.Status != api.StatusPending {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}
+
+// commandRequest is execd's RunCommandRequest.
+type commandRequest struct {
+	Command    string            `json:"command"`
+	Argv       []string          `json:"argv"`
+	Cwd        string            `json:"cwd"`
+	Background bool              `json:"background"`
+	Timeout    *int64            `json:"timeout"` // milliseconds
+	UID        *int              `json:"uid"`
+	GID        *int              `json:"gid"`
+	Envs       map[string]string `json:"envs"`
+}
+
+// toAPI checks req and returns agent2env's exec request.
+func (req *commandRequest) toAPI() (api.ExecRequest, error) {
+	var out api.ExecRequest
+	switch {
+	case req.Background:
+		return out, notImplemented("background commands are not supported by agent2env yet")
+	case req.Command != "" && len(req.Argv) > 0:
+		return out, errdefs.Invalid("give one of command and argv, not both")
+	case req.Command != "":
+		out.Command = []string{"bash", "-c", req.Command}
+	case len(req.Argv) > 0:
+		out.Command = req.Argv
+	default:
+		return out, errdefs.Invalid("command is required")
+	}
+	if req.GID != nil && req.UID == nil {
+		return out, errdefs.Invalid("gid: give uid with it")
+	}
+	for name, v := range map[string]*int{"uid": req.UID, "gid": req.GID} {
+		if v != nil && *v != sandboxUID {
+			return out, unsupported(name, "commands run as the sandbox's user, "+strconv.Itoa(sandboxUID))
+		}
+	}
+	if t := req.Timeout; t != nil {
+		if *t < 0 {
+			return out, errdefs.Invalid("timeout %d is negative", *t)
+		}
+		// agent2env's timeouts are whole seconds: round up, never cut a
+		// command short. A timeout too large is the service's 400.
+		secs := *t / 1000
+		if *t%1000 != 0 {
+			secs++
+		}
+		if secs > int64(service.MaxExecTimeout/time.Second) {
+			secs = int64(service.MaxExecTimeout/time.Second) + 1
+		}
+		out.Timeout = int(secs)
+	}
+	out.Cwd, out.Env = req.Cwd, req.Envs
+	return out, nil
+}
+
+// streamEvent is an event of execd's streams (docs/opensandbox.md §8).
+type streamEvent struct {
+	Type          string       `json:"type"`
+	Text          string       `json:"text,omitempty"`
+	ExecutionTime *int64       `json:"execution_time,omitempty"`
+	Timestamp     int64        `json:"timestamp"`
+	Error         *streamError `json:"error,omitempty"`
+}
+
+// streamError is an error event's error.
+type streamError struct {
+	Name      string   `json:"ename"`
+	Value     string   `json:"evalue"`
+	Traceback []string `json:"traceback"`
+}
+
+// commandError is the error event of a command that ended with code, or
+// could not run (evalue is then the reason).
+func commandError(evalue, traceback string) *streamError {
+	return &streamError{Name: "CommandExecError", Value: evalue, Traceback: []string{traceback}}
+}
+
+// eventWriter writes one single-line JSON object per frame, flushed at
+// once, from any goroutine.
+type eventWriter struct {
+	mu  sync.Mutex
+	w   http.ResponseWriter
+	now func() time.Time
+}
+
+func (e *eventWriter) write(ev streamEvent) error {
+	ev.Timestamp = e.now().UnixMilli()
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, err := e.w.Write(append(b, '\n', '\n')); err != nil {
+		return err
+	}
+	return http.NewResponseController(e.w).Flush()
+}
+
+func (h *Handler) command(w http.ResponseWriter, r *http.Request, id string) {
+	var body commandRequest
+	if err := decodeJSON(w, r, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	req, err := body.toAPI()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	run, err := h.cfg.Execd.ExecStream(r.Context(), id, req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	ew := &eventWriter{w: w, now: h.cfg.Now}
+	start := h.cfg.Now()
+	if ew.write(streamEvent{Type: "init", Text: newExecutionID()}) != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		t := time.NewTicker(keepAlive)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if ew.write(streamEvent{Type: "ping", Text: "pong"}) != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	exit, err := run(ctx, func(ev api.ExecEvent) error {
+		return ew.write(streamEvent{Type: ev.Type, Text: ev.Data})
+	})
+	cancel()
+	switch {
+	case err != nil:
+		_ = ew.write(streamEvent{Type: "error", Error: commandError(err.Error(), err.Error())})
+	case exit.TimedOut:
+		// execd kills the process group; Go reports a process ended by a
+		// signal as -1, so stock execd's evalue is "-1".
+		_ = ew.write(streamEvent{Type: "error", Error: commandError("-1", "command timed out")})
+	case exit.ExitCode != 0:
+		code := strconv.Itoa(exit.ExitCode)
+		_ = ew.write(streamEvent{Type: "error", Error: commandError(code, "exit status "+code)})
+	default:
+		ms := h.cfg.Now().Sub(start).Milliseconds()
+		if exit.Duration > 0 {
+			ms = int64(exit.Duration + 0.5)
+		}
+		_ = ew.write(streamEvent{Type: "execution_complete", ExecutionTime: &ms})
+	}
+}
+
+// newExecutionID names a command's run in its init event.
+func newExecutionID() string {
+	return requestID(&http.Request{Header: http.Header{}})
+}
+
+// uploadMetadata is the metadata part before each file of an upload.
+type uploadMetadata struct {
+	Path  string  `json:"path"`
+	Owner *string `json:"owner"`
+	Group *string `json:"group"`
+	Mode  *int    `json:"mode"`
+}
+
+// defaultMode is a file's mode when its metadata gives none.
+const defaultMode = 0o644
+
+// parseMode reads a mode written as its octal digits in decimal (755 is
+// 0o755).
+func parseMode(m int) (fs.FileMode, error) {
+	v, err := strconv.ParseUint(strconv.Itoa(m), 8, 32)
+	if err != nil || v > 0o7777 {
+		return 0, errdefs.Invalid("mode %d: want octal digits, as 644 or 755", m)
+	}
+	return fs.FileMode(v & 0o777), nil
+}
+
+// upload writes the files of a multipart body of metadata and file pairs,
+// each streamed as it arrives.
+func (h *Handler) upload(w http.ResponseWriter, r *http.Request, id string) {
+	mr, err := r.MultipartReader()
+	if err != nil {
+		writeError(w, errdefs.WithCode(errdefs.Invalid("the body must be multipart/form-data: %v", err), api.CodeUnsupportedMediaType))
+		return
+	}
+	var meta *uploadMetadata
+	files := 0
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			writeError(w, errdefs.Invalid("read the multipart body: %v", err))
+			return
+		}
+		err = h.uploadPart(r.Context(), id, part, &meta)
+		part.Close()
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		if meta == nil {
+			files++
+		}
+	}
+	switch {
+	case meta != nil:
+		writeError(w, errdefs.Invalid("metadata for %s has no file part after it", meta.Path))
+	case files == 0:
+		writeError(w, errdefs.Invalid("no file in the body: send a metadata part, then a file part, per file"))
+	default:
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// uploadPart takes one part: a metadata part is kept in *meta, a file
+// part is written where *meta says, which it then clears.
+func (h *Handler) uploadPart(ctx context.Context, id string, part *multipart.Part, meta **uploadMetadata) error {
+	name := part.FormName()
+	switch {
+	case name == "metadata" && *meta == nil:
+		var m uploadMetadata
+		if err := json.NewDecoder(io.LimitReader(part, maxBody)).Decode(&m); err != nil {
+			return errdefs.Invalid("metadata part: %v", err)
+		}
+		if m.Path == "" {
+			return errdefs.Invalid("metadata part: path is required")
+		}
+		if (m.Owner != nil && *m.Owner != "") || (m.Group != nil && *m.Group != "") {
+			return unsupported("owner", "files belong to the sandbox's user; leave owner and group out")
+		}
+		*meta = &m
+		return nil
+	case name == "metadata":
+		return errdefs.Invalid("metadata for %s has no file part after it", (*meta).Path)
+	case name == "file" && *meta != nil:
+		mode := fs.FileMode(defaultMode)
+		if (*meta).Mode != nil {
+			var err error
+			if mode, err = parseMode(*(*meta).Mode); err != nil {
+				return err
+			}
+		}
+		if _, err := h.cfg.Execd.Upload(ctx, id, (*meta).Path, mode, part); err != nil {
+			return err
+		}
+		*meta = nil
+		return nil
+	case name == "file":
+		return errdefs.Invalid("a file part must follow its metadata part")
+	default:
+		return errdefs.Invalid("unexpected part %q: want metadata and file parts", name)
+	}
+}
+
+func (h *Handler) download(w http.ResponseWriter, r *http.Request, id string) {
+	q := r.URL.Query()
+	p := q.Get("path")
+	if p == "" {
+		writeError(w, errdefs.WithCode(errdefs.Invalid("path is required"), "MISSING_QUERY"))
+		return
+	}
+	if r.Header.Get("Range") != "" || q.Has("offset") || q.Has("limit") {
+		writeError(w, notImplemented("ranged and line-based downloads are not supported by agent2env yet"))
+		return
+	}
+	rc, size, err := h.cfg.Execd.Download(r.Context(), id, p)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": path.Base(p)}))
+	if size >= 0 {
+		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	}
+	w.WriteHeader(http.StatusOK)
+	if _, err := io.Copy(w, rc); err != nil {
+		// Headers are sent: break the connection so that the client sees
+		// a short body, not a complete one.
+		panic(http.ErrAbortHandler)
+	}
+}

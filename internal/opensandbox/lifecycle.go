@@ -1,0 +1,519 @@
+package opensandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/service"
+)
+
+// createRequest is CreateSandboxRequest, as the SDKs send it. Fields
+// agent2env cannot honour are kept raw, to be refused by name.
+type createRequest struct {
+	Image            *imageSpec        `json:"image"`
+	SnapshotID       string            `json:"snapshotId"`
+	TemplateID       string            `json:"templateId"`
+	Timeout          json.RawMessage   `json:"timeout"`
+	ResourceLimits   map[string]string `json:"resourceLimits"`
+	ResourceRequests map[string]string `json:"resourceRequests"`
+	Env              map[string]string `json:"env"`
+	Metadata         map[string]string `json:"metadata"`
+	Entrypoint       []string          `json:"entrypoint"`
+	NetworkPolicy    json.RawMessage   `json:"networkPolicy"`
+	CredentialProxy  *struct {
+		Enabled bool `json:"enabled"`
+	} `json:"credentialProxy"`
+	SecureAccess bool              `json:"secureAccess"`
+	Volumes      []json.RawMessage `json:"volumes"`
+	Platform     *struct {
+		OS   string `json:"os"`
+		Arch string `json:"arch"`
+	} `json:"platform"`
+	Lifecycle  json.RawMessage   `json:"lifecycle"`
+	Extensions map[string]string `json:"extensions"`
+}
+
+// extRenewOnAccess is the extension that asks for renew-on-access.
+const extRenewOnAccess = "access.renew.extend.seconds"
+
+// noMainProcess are the entrypoints that mean "no main process": the
+// SDKs' default, and the entrypoint of OpenSandbox's code-interpreter
+// image, whose work (kernels) agent2env's agent does itself.
+var noMainProcess = [][]string{
+	defaultEntrypoint,
+	{"/opt/code-interpreter/code-interpreter.sh"},
+}
+
+// isNull reports whether raw is absent or JSON null.
+func isNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+}
+
+// toAPI checks req and returns agent2env's create request, refusing by
+// name every field it cannot honour (docs/opensandbox.md §4.1).
+func (req *createRequest) toAPI() (api.CreateSandboxRequest, error) {
+	var out api.CreateSandboxRequest
+	if req.SnapshotID != "" {
+		return out, unsupported("snapshotId", "agent2env has no snapshots; give image")
+	}
+	switch {
+	case req.TemplateID != "" && req.Image != nil:
+		return out, errdefs.Invalid("give one of image and templateId, not both")
+	case req.TemplateID != "":
+		out.Template = req.TemplateID
+	case req.Image == nil || req.Image.URI == "":
+		return out, errdefs.Invalid("image.uri is required")
+	default:
+		if !isNull(req.Image.Auth) {
+			return out, unsupported("image.auth", "registry credentials per request are not supported; the daemon pulls with its own")
+		}
+		out.Image = req.Image.URI
+	}
+	if err := req.refuseUnsupported(); err != nil {
+		return out, err
+	}
+	ttl, err := timeoutTTL(req.Timeout)
+	if err != nil {
+		return out, err
+	}
+	var cpu, memory string
+	for k, v := range req.ResourceLimits {
+		switch k {
+		case "cpu":
+			cpu = v
+		case "memory":
+			memory = v
+		default:
+			return out, unsupported("resourceLimits."+k, "agent2env limits cpu and memory only")
+		}
+	}
+	// resourceRequests are a scheduling hint; agent2env reserves the
+	// limits, which covers them.
+	if out.Template != "" {
+		o := &api.SandboxOverrides{CPU: cpu, Memory: memory, Env: req.Env}
+		if len(req.Timeout) > 0 {
+			o.TTL = &ttl
+		}
+		if o.CPU != "" || o.Memory != "" || o.TTL != nil || len(o.Env) > 0 {
+			out.Overrides = o
+		}
+		return out, nil
+	}
+	out.CPU, out.Memory, out.TTL, out.Env = cpu, memory, &ttl, req.Env
+	return out, nil
+}
+
+// refuseUnsupported refuses the fields agent2env cannot honour yet.
+func (req *createRequest) refuseUnsupported() error {
+	if req.Entrypoint != nil && !slices.ContainsFunc(noMainProcess, func(e []string) bool { return slices.Equal(e, req.Entrypoint) }) {
+		return unsupported("entrypoint", `a main process is not supported yet; omit it or give ["tail","-f","/dev/null"]`)
+	}
+	if !isNull(req.NetworkPolicy) && !bytes.Equal(bytes.TrimSpace(req.NetworkPolicy), []byte("{}")) {
+		return unsupported("networkPolicy", "egress policies per sandbox are not supported yet")
+	}
+	if req.CredentialProxy != nil && req.CredentialProxy.Enabled {
+		return unsupported("credentialProxy", "credential injection is not supported")
+	}
+	if len(req.Volumes) > 0 {
+		return unsupported("volumes", "volumes are not supported yet")
+	}
+	if p := req.Platform; p != nil {
+		if p.OS != "linux" {
+			return unsupported("platform.os", "agent2env runs linux sandboxes")
+		}
+		if p.Arch != runtime.GOARCH {
+			return unsupported("platform.arch", "this host runs "+runtime.GOARCH)
+		}
+	}
+	if !isNull(req.Lifecycle) {
+		return unsupported("lifecycle", "lifecycle hooks are not supported")
+	}
+	if _, ok := req.Extensions[extRenewOnAccess]; ok {
+		return unsupported("extensions."+extRenewOnAccess, "renew on access is not supported")
+	}
+	return nil
+}
+
+// timeoutTTL returns the ttl of a timeout: seconds, or 0 (never expires)
+// for null or no timeout.
+func timeoutTTL(raw json.RawMessage) (int, error) {
+	if isNull(raw) {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(string(bytes.TrimSpace(raw)))
+	if err != nil || n < 1 {
+		return 0, errdefs.Invalid("timeout: want a whole number of seconds from 1, or null for no expiry")
+	}
+	return n, nil
+}
+
+func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
+	var req createRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	areq, err := req.toAPI()
+	if err == nil && len(req.Metadata) > 0 {
+		err = checkLabels(metadataPatch(req.Metadata))
+		areq.Metadata = req.Metadata
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	sb, err := h.cfg.Sandboxes.Create(r.Context(), areq)
+	if err == nil {
+		sb, err = h.settle(r.Context(), sb)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/sandboxes/"+url.PathEscape(sb.ID))
+	writeJSON(w, http.StatusAccepted, view(sb, false))
+}
+
+// imageFailure starts the reasons the manager gives a sandbox whose image
+// could not be found or prepared.
+var imageFailure = []string{"prepare image ", "look up image "}
+
+// settle waits, up to the configured CreateWait, for a pending sandbox to
+// run or fail: the SDKs never read a sandbox's state while creating, so a
+// sandbox that fails must be refused by the create itself, or a client
+// waits out its readiness budget. One that failed is deleted (nothing is
+// left half-made) and answered 400 when its image is at fault (as a
+// missing image), 500 otherwise; one still pending is returned as it is.
+func (h *Handler) settle(ctx context.Context, sb *api.Sandbox) (*api.Sandbox, error) {
+	deadline := time.Now().Add(h.cfg.CreateWait)
+	for sb.Status == api.StatusPending && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return sb, nil
+		case <-time.After(settlePoll):
+		}
+		next, err := h.cfg.Sandboxes.Get(ctx, sb.ID)
+		if err != nil {
+			return nil, err
+		}
+		sb = next
+	}
+	if sb.Status != api.StatusFailed {
+		return sb, nil
+	}
+	_ = h.cfg.Sandboxes.Delete(context.WithoutCancel(ctx), sb.ID)
+	for _, p := range imageFailure {
+		if strings.HasPrefix(sb.Reason, p) {
+			return nil, errdefs.WithCode(errdefs.Invalid("image.uri: %s", sb.Reason), "IMAGE_NOT_AVAILABLE")
+		}
+	}
+	return nil, errdefs.WithCode(fmt.Errorf("the sandbox failed to start: %s", sb.Reason), "PROVISIONING_ERROR")
+}
+
+// settlePoll is how often settle reads a pending sandbox.
+const settlePoll = 25 * time.Millisecond
+
+// metadataPatch returns the merge patch that sets md.
+func metadataPatch(md map[string]string) map[string]*string {
+	patch := make(map[string]*string, len(md))
+	for k, v := range md {
+		patch[k] = &v
+	}
+	return patch
+}
+
+func (h *Handler) get(w http.ResponseWriter, r *http.Request, id string) {
+	sb, err := h.cfg.Sandboxes.Get(r.Context(), id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, view(sb, true))
+}
+
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request, id string) {
+	if err := h.cfg.Sandboxes.Delete(r.Context(), id); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// maxPageSize is the largest pageSize, as the stock server's.
+const maxPageSize = 200
+
+// listQuery is a list request's filters and page.
+type listQuery struct {
+	opts service.ListOptions
+	// none says the states asked for match no sandbox agent2env has.
+	none           bool
+	page, pageSize int
+}
+
+// parseListQuery reads q (docs/opensandbox.md §4.3).
+func parseListQuery(q url.Values) (listQuery, error) {
+	lq := listQuery{page: 1, pageSize: 20}
+	if states := q["state"]; len(states) > 0 {
+		for _, st := range states {
+			lq.opts.Statuses = append(lq.opts.Statuses, statuses(st)...)
+		}
+		lq.none = len(lq.opts.Statuses) == 0
+	}
+	if raw := q.Get("metadata"); raw != "" {
+		pairs, err := url.ParseQuery(raw)
+		if err != nil {
+			return lq, errdefs.Invalid("metadata: want key=value pairs joined by &, each part URL-encoded: %v", err)
+		}
+		lq.opts.Metadata = make(map[string]string, len(pairs))
+		for k, vs := range pairs {
+			lq.opts.Metadata[k] = vs[len(vs)-1]
+		}
+	}
+	for _, p := range []struct {
+		name string
+		dst  *int
+		max  int
+	}{{"page", &lq.page, 0}, {"pageSize", &lq.pageSize, maxPageSize}} {
+		raw := q.Get(p.name)
+		if raw == "" {
+			continue
+		}
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 || (p.max > 0 && n > p.max) {
+			limit := ""
+			if p.max > 0 {
+				limit = " to " + strconv.Itoa(p.max)
+			}
+			return lq, errdefs.Invalid("%s %q: want a whole number from 1%s", p.name, raw, limit)
+		}
+		*p.dst = n
+	}
+	return lq, nil
+}
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
+	lq, err := parseListQuery(r.URL.Query())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var (
+		total int
+		page  []api.Sandbox
+	)
+	if !lq.none {
+		total, page, err = h.newestPage(r.Context(), lq)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	items := make([]sandboxView, 0, len(page))
+	for i := range page {
+		items = append(items, view(&page[i], true))
+	}
+	pages := (total + lq.pageSize - 1) / lq.pageSize
+	writeJSON(w, http.StatusOK, listResponse{
+		Items: items,
+		Pagination: pagination{
+			Page: lq.page, PageSize: lq.pageSize, TotalItems: total, TotalPages: pages, HasNextPage: lq.page < pages,
+		},
+	})
+}
+
+// newestPage returns how many sandboxes lq selects and its page of them,
+// newest first as the stock server lists. The service lists oldest first:
+// of the total T, the page is the oldest-first positions
+// [T-page×size, T-(page-1)×size), read up to the last of them.
+func (h *Handler) newestPage(ctx context.Context, lq listQuery) (int, []api.Sandbox, error) {
+	total, err := h.cfg.Sandboxes.Count(ctx, lq.opts)
+	if err != nil {
+		return 0, nil, err
+	}
+	end := total - (lq.page-1)*lq.pageSize
+	if end <= 0 {
+		return total, nil, nil
+	}
+	start := max(end-lq.pageSize, 0)
+	var all []api.Sandbox
+	limit := api.MaxPageSize
+	opts := lq.opts
+	opts.Limit = &limit
+	for len(all) < end {
+		page, err := h.cfg.Sandboxes.List(ctx, opts)
+		if err != nil {
+			return 0, nil, err
+		}
+		all = append(all, page.Items...)
+		if page.NextCursor == "" {
+			break
+		}
+		opts.Cursor = page.NextCursor
+	}
+	// Sandboxes deleted since the count leave fewer.
+	end = min(end, len(all))
+	start = min(start, end)
+	out := slices.Clone(all[start:end])
+	slices.Reverse(out)
+	return total, out, nil
+}
+
+func (h *Handler) renew(w http.ResponseWriter, r *http.Request, id string) {
+	var body renewBody
+	if err := decodeJSON(w, r, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	if body.ExpiresAt == nil {
+		writeError(w, errdefs.Invalid("expiresAt is required (RFC 3339)"))
+		return
+	}
+	if !body.ExpiresAt.After(h.cfg.Now()) {
+		writeError(w, errdefs.Invalid("expiresAt %s is not in the future", body.ExpiresAt.Format(time.RFC3339)))
+		return
+	}
+	sb, err := h.cfg.Sandboxes.Renew(r.Context(), id, *body.ExpiresAt)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	at := sb.ExpiresAt.UTC()
+	writeJSON(w, http.StatusOK, renewBody{ExpiresAt: &at})
+}
+
+func (h *Handler) endpoint(w http.ResponseWriter, r *http.Request, id, portText string) {
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 1 || port > 65535 {
+		writeError(w, errdefs.Invalid("port %q: want a number from 1 to 65535", portText))
+		return
+	}
+	if r.URL.Query().Has("expires") {
+		writeError(w, unsupported("expires", "signed endpoints are not supported; the endpoint's headers carry the sandbox's token"))
+		return
+	}
+	sb, err := h.cfg.Sandboxes.Get(r.Context(), id)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	host := h.cfg.PublicHost
+	if host == "" {
+		host = r.Host
+	}
+	var path string
+	switch port {
+	case ExecdPort:
+		path = ExecdPrefix + url.PathEscape(sb.ID) + "/execd"
+	case EgressPort:
+		path = ExecdPrefix + url.PathEscape(sb.ID) + "/egress"
+	default:
+		path = h.cfg.GatewayPrefix + url.PathEscape(sb.ID) + "/port/" + strconv.Itoa(port)
+	}
+	ep := endpointView{Endpoint: strings.TrimSuffix(host, "/") + path}
+	if sb.AccessToken != "" {
+		ep.Headers = map[string]string{HeaderAccessToken: sb.AccessToken}
+	}
+	writeJSON(w, http.StatusOK, ep)
+}
+
+func (h *Handler) patchMetadata(w http.ResponseWriter, r *http.Request, id string) {
+	var patch map[string]*string
+	if err := decodeJSON(w, r, &patch); err != nil {
+		writeError(w, err)
+		return
+	}
+	var (
+		sb  *api.Sandbox
+		err = checkLabels(patch)
+	)
+	switch {
+	case err != nil:
+	case len(patch) == 0:
+		sb, err = h.cfg.Sandboxes.Get(r.Context(), id)
+	default:
+		sb, err = h.cfg.Sandboxes.PatchMetadata(r.Context(), id, patch)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, view(sb, true))
+}
+
+// reservedPrefix starts the metadata keys the platform keeps for itself.
+const reservedPrefix = "opensandbox.io/"
+
+var (
+	// labelName is a Kubernetes label name (and value, when not empty).
+	labelName = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+	// dnsSubdomain is a key's optional prefix.
+	dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+)
+
+// checkLabels checks every key and value of a metadata patch.
+func checkLabels(patch map[string]*string) error {
+	for k, v := range patch {
+		if err := checkLabel(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkLabel checks a metadata key and its value (nil: a deletion)
+// against Kubernetes' label rules, as the stock server does.
+func checkLabel(key string, value *string) error {
+	if strings.HasPrefix(key, reservedPrefix) {
+		return errdefs.Invalid("metadata key %q: the prefix %s is reserved", key, reservedPrefix)
+	}
+	name := key
+	if prefix, n, ok := strings.Cut(key, "/"); ok {
+		if len(prefix) > 253 || !dnsSubdomain.MatchString(prefix) {
+			return errdefs.Invalid("metadata key %q: its prefix must be a DNS subdomain", key)
+		}
+		name = n
+	}
+	if len(name) > 63 || !labelName.MatchString(name) {
+		return errdefs.Invalid("metadata key %q: want at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", key)
+	}
+	if value != nil && *value != "" && (len(*value) > 63 || !labelName.MatchString(*value)) {
+		return errdefs.Invalid("metadata %q: the value must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", key)
+	}
+	return nil
+}
+
+// createEvent is MetricsEvent, as the SDKs report a create's latency.
+type createEvent struct {
+	EventType        string `json:"eventType"`
+	CreateDurationMs *int64 `json:"createDurationMs"`
+	Success          *bool  `json:"success"`
+	SandboxID        string `json:"sandboxId"`
+	Image            string `json:"image"`
+}
+
+// metricsEvent accepts an SDK's telemetry. It is checked and dropped:
+// the daemon measures creates itself.
+func (h *Handler) metricsEvent(w http.ResponseWriter, r *http.Request) {
+	var ev createEvent
+	if err := decodeJSON(w, r, &ev); err != nil {
+		writeError(w, err)
+		return
+	}
+	if ev.EventType == "" || ev.CreateDurationMs == nil || ev.Success == nil {
+		writeError(w, errdefs.Invalid("eventType, createDurationMs and success are required"))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

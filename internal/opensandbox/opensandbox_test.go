@@ -1,0 +1,696 @@
+package opensandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/service"
+)
+
+var now = time.Date(2026, 12, 4, 15, 0, 0, 0, time.UTC)
+
+// fakeSandboxes is the sandbox service in memory. Its list pages hold at
+// most two sandboxes, so that the surface must follow cursors.
+type fakeSandboxes struct {
+	mu        sync.Mutex
+	byID      map[string]*api.Sandbox
+	order     []string
+	created   []api.CreateSandboxRequest
+	tenants   []string
+	deleted   []string
+	createErr error
+	lists     int // List calls
+}
+
+func newFakeSandboxes(sbs ...api.Sandbox) *fakeSandboxes {
+	f := &fakeSandboxes{byID: map[string]*api.Sandbox{}}
+	for _, sb := range sbs {
+		f.add(sb)
+	}
+	return f
+}
+
+func (f *fakeSandboxes) add(sb api.Sandbox) {
+	f.byID[sb.ID] = &sb
+	f.order = append(f.order, sb.ID)
+}
+
+func (f *fakeSandboxes) Create(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.created = append(f.created, req)
+	f.tenants = append(f.tenants, auth.TenantOf(ctx))
+	if f.createErr != nil {
+		return nil, f.createErr
+	}
+	sb := api.Sandbox{ID: fmt.Sprintf("sb-%d", len(f.created)), Image: req.Image, Status: api.StatusPending,
+		CreatedAt: now, UpdatedAt: now, ExpiresAt: api.Never, AccessToken: "tok", Metadata: maps.Clone(req.Metadata)}
+	if req.TTL != nil && *req.TTL > 0 {
+		sb.TTL, sb.ExpiresAt = *req.TTL, now.Add(time.Duration(*req.TTL)*time.Second)
+	}
+	f.add(sb)
+	return &sb, nil
+}
+
+func (f *fakeSandboxes) Get(_ context.Context, id string) (*api.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, ok := f.byID[id]
+	if !ok {
+		return nil, errdefs.WithCode(errdefs.NotFound("sandbox %s not found", id), api.CodeSandboxNotFound)
+	}
+	out := *sb
+	return &out, nil
+}
+
+// selected returns the ids opts' filters select, oldest first.
+func (f *fakeSandboxes) selected(opts service.ListOptions) []string {
+	var out []string
+	for _, id := range f.order {
+		sb := f.byID[id]
+		if len(opts.Statuses) > 0 && !slices.Contains(opts.Statuses, sb.Status) {
+			continue
+		}
+		match := true
+		for k, v := range opts.Metadata {
+			if got, ok := sb.Metadata[k]; !ok || got != v {
+				match = false
+			}
+		}
+		if match {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (f *fakeSandboxes) List(_ context.Context, opts service.ListOptions) (*api.SandboxList, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lists++
+	ids := f.selected(opts)
+	start := 0
+	if opts.Cursor != "" {
+		start, _ = strconv.Atoi(opts.Cursor)
+	}
+	end := min(start+min(*opts.Limit, 2), len(ids))
+	out := &api.SandboxList{Items: []api.Sandbox{}}
+	for _, id := range ids[start:end] {
+		out.Items = append(out.Items, *f.byID[id])
+	}
+	if end < len(ids) {
+		out.NextCursor = strconv.Itoa(end)
+	}
+	return out, nil
+}
+
+func (f *fakeSandboxes) Count(_ context.Context, opts service.ListOptions) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.selected(opts)), nil
+}
+
+func (f *fakeSandboxes) Renew(_ context.Context, id string, at time.Time) (*api.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, ok := f.byID[id]
+	if !ok {
+		return nil, errdefs.WithCode(errdefs.NotFound("sandbox %s not found", id), api.CodeSandboxNotFound)
+	}
+	sb.ExpiresAt, sb.TTL = at, int(at.Sub(sb.CreatedAt)/time.Second)
+	out := *sb
+	return &out, nil
+}
+
+// PatchMetadata merges patch; a patch of key "fail" fails.
+func (f *fakeSandboxes) PatchMetadata(_ context.Context, id string, patch map[string]*string) (*api.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, ok := f.byID[id]
+	if !ok {
+		return nil, errdefs.WithCode(errdefs.NotFound("sandbox %s not found", id), api.CodeSandboxNotFound)
+	}
+	if _, ok := patch["fail"]; ok {
+		return nil, errdefs.Unavailable("metadata store is down")
+	}
+	md := maps.Clone(sb.Metadata)
+	if md == nil {
+		md = map[string]string{}
+	}
+	for k, v := range patch {
+		if v == nil {
+			delete(md, k)
+		} else {
+			md[k] = *v
+		}
+	}
+	sb.Metadata = md
+	out := *sb
+	return &out, nil
+}
+
+func (f *fakeSandboxes) Delete(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.byID[id]; !ok {
+		return errdefs.WithCode(errdefs.NotFound("sandbox %s not found", id), api.CodeSandboxNotFound)
+	}
+	delete(f.byID, id)
+	f.order = slices.DeleteFunc(f.order, func(s string) bool { return s == id })
+	f.deleted = append(f.deleted, id)
+	return nil
+}
+
+const goodKey = "a2e_0123456789abcdef"
+
+// setup is a handler over fakes.
+type setup struct {
+	h   *Handler
+	sbs *fakeSandboxes
+}
+
+// newSetup makes a handler over sandboxes sbs.
+func newSetup(t *testing.T, sbs ...api.Sandbox) *setup {
+	t.Helper()
+	keys, err := auth.NewKeys(goodKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &setup{sbs: newFakeSandboxes(sbs...)}
+	cfg := Config{Sandboxes: s.sbs, Keys: keys, RequireKey: true, PublicHost: "daemon.example:8080",
+		GatewayPrefix: "/api/v1/sandbox/", Now: func() time.Time { return now }, CreateWait: -1}
+	if s.h, err = New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// do sends a request with the good key (unless hdr names the key) and
+// returns the answer with its JSON body decoded. Every error answer must
+// be {code, message}.
+func (s *setup) do(t *testing.T, method, target, body string, hdr map[string]string) (*httptest.ResponseRecorder, map[string]any) {
+	t.Helper()
+	req := httptest.NewRequest(method, target, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set(HeaderAPIKey, goodKey)
+	for k, v := range hdr {
+		if k == "Host" {
+			if v != "" {
+				req.Host = v
+			}
+			continue
+		}
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	rec := httptest.NewRecorder()
+	s.h.ServeHTTP(rec, req)
+	var out map[string]any
+	if rec.Body.Len() > 0 {
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+			t.Fatalf("%s %s: body is not a JSON object: %v: %s", method, target, err, rec.Body)
+		}
+		if !strings.HasPrefix(rec.Header().Get("Content-Type"), "application/json") {
+			t.Errorf("%s %s: Content-Type %q", method, target, rec.Header().Get("Content-Type"))
+		}
+	}
+	if rec.Code >= 300 {
+		code, _ := out["code"].(string)
+		msg, _ := out["message"].(string)
+		if code == "" || msg == "" || len(out) != 2 {
+			t.Errorf("%s %s: error body %s, want exactly {code, message}", method, target, rec.Body)
+		}
+	}
+	if rec.Header().Get("X-Request-ID") == "" {
+		t.Errorf("%s %s: no X-Request-ID", method, target)
+	}
+	return rec, out
+}
+
+// expect is do with the good key, failing the test unless the status is
+// want.
+func (s *setup) expect(t *testing.T, method, target, body string, want int) map[string]any {
+	t.Helper()
+	rec, out := s.do(t, method, target, body, nil)
+	if rec.Code != want {
+		t.Fatalf("%s %s: status %d %s, want %d", method, target, rec.Code, rec.Body, want)
+	}
+	return out
+}
+
+// sdkCreate is the body the Python SDK 1.1.1 sends for
+// Sandbox.create("ubuntu").
+const sdkCreate = `{"image":{"uri":"ubuntu"},"timeout":600,"resourceLimits":{"cpu":"1","memory":"2Gi"},` +
+	`"entrypoint":["tail","-f","/dev/null"],"secureAccess":false}`
+
+func TestAuth(t *testing.T) {
+	s := newSetup(t)
+	for _, tc := range []struct {
+		name, key  string
+		wantStatus int
+		wantCode   string
+	}{
+		{"no key", "", http.StatusUnauthorized, "MISSING_API_KEY"},
+		{"wrong key", "a2e_not-the-right-one", http.StatusUnauthorized, "INVALID_API_KEY"},
+		{"good key", goodKey, http.StatusOK, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec, body := s.do(t, "GET", "/v1/sandboxes", "", map[string]string{HeaderAPIKey: tc.key})
+			if rec.Code != tc.wantStatus || (tc.wantCode != "" && body["code"] != tc.wantCode) {
+				t.Fatalf("got %d %s, want %d %s", rec.Code, rec.Body, tc.wantStatus, tc.wantCode)
+			}
+		})
+	}
+	// The key's tenant is the request's.
+	if rec, _ := s.do(t, "POST", "/v1/sandboxes", sdkCreate, nil); rec.Code != http.StatusAccepted {
+		t.Fatalf("create: %d %s", rec.Code, rec.Body)
+	}
+	if got := s.sbs.tenants[0]; got != auth.Tenant(goodKey) {
+		t.Errorf("tenant %q, want the key's", got)
+	}
+}
+
+func TestAuthNotRequired(t *testing.T) {
+	s := newSetup(t)
+	s.h.cfg.RequireKey = false
+	if rec, _ := s.do(t, "GET", "/v1/sandboxes", "", map[string]string{HeaderAPIKey: ""}); rec.Code != http.StatusOK {
+		t.Fatalf("without keys: %d %s", rec.Code, rec.Body)
+	}
+}
+
+func TestCreate(t *testing.T) {
+	ttl := func(n int) *int { return &n }
+	for _, tc := range []struct {
+		name       string
+		body       string
+		wantStatus int
+		wantReq    *api.CreateSandboxRequest
+		wantInMsg  string
+		check      func(t *testing.T, body map[string]any, s *setup)
+	}{
+		{
+			name: "python sdk quickstart", body: sdkCreate, wantStatus: http.StatusAccepted,
+			wantReq: &api.CreateSandboxRequest{Image: "ubuntu", CPU: "1", Memory: "2Gi", TTL: ttl(600)},
+			check: func(t *testing.T, body map[string]any, _ *setup) {
+				if body["id"] != "sb-1" || body["status"].(map[string]any)["state"] != "Pending" {
+					t.Errorf("id or state: %v", body)
+				}
+				if body["expiresAt"] != "2026-12-04T15:10:00Z" || body["createdAt"] != "2026-12-04T15:00:00Z" {
+					t.Errorf("times: %v", body)
+				}
+				if _, ok := body["image"]; ok {
+					t.Errorf("the create response has no image: %v", body)
+				}
+				if fmt.Sprint(body["entrypoint"]) != "[tail -f /dev/null]" {
+					t.Errorf("entrypoint: %v", body["entrypoint"])
+				}
+			},
+		},
+		{
+			name: "no expiry: expiresAt absent", wantStatus: http.StatusAccepted,
+			body:    `{"image":{"uri":"ubuntu"},"timeout":null,"env":{"A":"1"}}`,
+			wantReq: &api.CreateSandboxRequest{Image: "ubuntu", TTL: ttl(0), Env: map[string]string{"A": "1"}},
+			check: func(t *testing.T, body map[string]any, _ *setup) {
+				if _, ok := body["expiresAt"]; ok {
+					t.Errorf("expiresAt present: %v", body)
+				}
+			},
+		},
+		{
+			name: "timeout omitted: no expiry", body: `{"image":{"uri":"ubuntu"}}`, wantStatus: http.StatusAccepted,
+			wantReq: &api.CreateSandboxRequest{Image: "ubuntu", TTL: ttl(0)},
+		},
+		{
+			name: "code interpreter quickstart", wantStatus: http.StatusAccepted,
+			body: `{"image":{"uri":"opensandbox/code-interpreter:v1.1.0"},"timeout":600,` +
+				`"entrypoint":["/opt/code-interpreter/code-interpreter.sh"],"env":{"PYTHON_VERSION":"3.11"}}`,
+			wantReq: &api.CreateSandboxRequest{Image: "opensandbox/code-interpreter:v1.1.0", TTL: ttl(600),
+				Env: map[string]string{"PYTHON_VERSION": "3.11"}},
+		},
+		{
+			name: "template with overrides", body: `{"templateId":"py","timeout":120,"resourceLimits":{"cpu":"2"}}`,
+			wantStatus: http.StatusAccepted,
+			wantReq:    &api.CreateSandboxRequest{Template: "py", Overrides: &api.SandboxOverrides{CPU: "2", TTL: ttl(120)}},
+		},
+		{
+			name: "metadata kept", body: `{"image":{"uri":"ubuntu"},"metadata":{"project":"apollo"}}`,
+			wantStatus: http.StatusAccepted,
+			wantReq:    &api.CreateSandboxRequest{Image: "ubuntu", TTL: ttl(0), Metadata: map[string]string{"project": "apollo"}},
+			check: func(t *testing.T, body map[string]any, s *setup) {
+				if fmt.Sprint(body["metadata"]) != "map[project:apollo]" {
+					t.Errorf("metadata: %v", body["metadata"])
+				}
+			},
+		},
+		{name: "metadata value a label cannot be", body: `{"image":{"uri":"ubuntu"},"metadata":{"a":"Demo Test"}}`,
+			wantStatus: http.StatusBadRequest, wantInMsg: "metadata"},
+		{name: "reserved metadata key", body: `{"image":{"uri":"ubuntu"},"metadata":{"opensandbox.io/x":"b"}}`,
+			wantStatus: http.StatusBadRequest, wantInMsg: "reserved"},
+		{name: "no image", body: `{"timeout":60}`, wantStatus: http.StatusBadRequest, wantInMsg: "image.uri"},
+		{name: "snapshot", body: `{"snapshotId":"snap"}`, wantStatus: http.StatusBadRequest, wantInMsg: "snapshotId"},
+		{name: "image auth", body: `{"image":{"uri":"x","auth":{"username":"u","password":"p"}}}`,
+			wantStatus: http.StatusBadRequest, wantInMsg: "image.auth"},
+		{name: "gpu", body: `{"image":{"uri":"x"},"resourceLimits":{"gpu":"1"}}`,
+			wantStatus: http.StatusBadRequest, wantInMsg: "resourceLimits.gpu"},
+		{name: "main process", body: `{"image":{"uri":"nginx"},"entrypoint":["nginx","-g","daemon off;"]}`,
+			wantStatus: http.StatusBadRequest, wantInMsg: "entrypoint"},
+		{name: "network policy", body: `{"image":{"uri":"x"},"networkPolicy":{"defaultAction":"deny","egress":[{"action":"allow","target":"pypi.org"}]}}`,
+			wantStatus: http.StatusBadRequest, wantInMsg: "networkPolicy"},
+		{name: "empty network policy", body: `{"image":{"uri":"x"},"networkPolicy":{}}`, wantStatus: http.StatusAccepted},
+		{name: "volumes", body: `{"image":{"uri":"x"},"volumes":[{"name":"v","mountPath":"/data","host":{"path":"/srv"}}]}`,
+			wantStatus: http.StatusBadRequest, wantInMsg: "volumes"},
+		{name: "platform", body: `{"image":{"uri":"x"},"platform":{"os":"windows","arch":"amd64"}}`,
+			wantStatus: http.StatusBadRequest, wantInMsg: "platform.os"},
+		{name: "this platform", body: `{"image":{"uri":"x"},"platform":{"os":"linux","arch":"` + runtime.GOARCH + `"}}`,
+			wantStatus: http.StatusAccepted},
+		{name: "credential proxy", body: `{"image":{"uri":"x"},"credentialProxy":{"enabled":true}}`,
+			wantStatus: http.StatusBadRequest, wantInMsg: "credentialProxy"},
+		{name: "lifecycle hooks", body: `{"image":{"uri":"x"},"lifecycle":{"preStart":{}}}`,
+			wantStatus: http.StatusBadRequest, wantInMsg: "lifecycle"},
+		{name: "renew on access", body: `{"image":{"uri":"x"},"extensions":{"access.renew.extend.seconds":"600"}}`,
+			wantStatus: http.StatusBadRequest, wantInMsg: "extensions"},
+		{name: "negative timeout", body: `{"image":{"uri":"x"},"timeout":-5}`, wantStatus: http.StatusBadRequest, wantInMsg: "timeout"},
+		{name: "fractional timeout", body: `{"image":{"uri":"x"},"timeout":1.5}`, wantStatus: http.StatusBadRequest, wantInMsg: "timeout"},
+		{name: "not JSON", body: `{"image":`, wantStatus: http.StatusBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSetup(t)
+			rec, body := s.do(t, "POST", "/v1/sandboxes", tc.body, nil)
+			if rec.Code != tc.wantStatus {
+				t.Fatalf("status %d %s, want %d", rec.Code, rec.Body, tc.wantStatus)
+			}
+			if msg, _ := body["message"].(string); !strings.Contains(msg, tc.wantInMsg) {
+				t.Errorf("message %q does not name %q", msg, tc.wantInMsg)
+			}
+			if rec.Code == http.StatusAccepted && rec.Header().Get("Location") != "/v1/sandboxes/sb-1" {
+				t.Errorf("Location %q", rec.Header().Get("Location"))
+			}
+			if tc.wantReq != nil {
+				if len(s.sbs.created) != 1 {
+					t.Fatalf("creates: %v", s.sbs.created)
+				}
+				got, _ := json.Marshal(s.sbs.created[0])
+				want, _ := json.Marshal(tc.wantReq)
+				if string(got) != string(want) {
+					t.Errorf("service request %s, want %s", got, want)
+				}
+			}
+			if tc.wantStatus == http.StatusBadRequest && len(s.sbs.created) != 0 {
+				t.Errorf("a refused request reached the service: %v", s.sbs.created)
+			}
+			if tc.check != nil {
+				tc.check(t, body, s)
+			}
+		})
+	}
+}
+
+func TestCreateServiceErrors(t *testing.T) {
+	for _, tc := range []struct {
+		err        error
+		wantStatus int
+		wantCode   string
+	}{
+		{errdefs.WithCode(errdefs.NotFound("image nope not found"), api.CodeImageNotFound), http.StatusNotFound, api.CodeImageNotFound},
+		{errdefs.WithCode(errdefs.Invalid("cpu 0"), api.CodeInvalidRequest), http.StatusBadRequest, api.CodeInvalidRequest},
+		{fmt.Errorf("disk on fire"), http.StatusInternalServerError, api.CodeInternal},
+	} {
+		t.Run(tc.wantCode, func(t *testing.T) {
+			s := newSetup(t)
+			s.sbs.createErr = tc.err
+			rec, body := s.do(t, "POST", "/v1/sandboxes", sdkCreate, nil)
+			if rec.Code != tc.wantStatus || body["code"] != tc.wantCode {
+				t.Fatalf("got %d %s, want %d %s", rec.Code, rec.Body, tc.wantStatus, tc.wantCode)
+			}
+		})
+	}
+}
+
+func TestCreateMediaType(t *testing.T) {
+	s := newSetup(t)
+	rec, body := s.do(t, "POST", "/v1/sandboxes", sdkCreate, map[string]string{"Content-Type": "text/plain"})
+	if rec.Code != http.StatusUnsupportedMediaType || body["code"] != api.CodeUnsupportedMediaType {
+		t.Fatalf("got %d %s, want 415", rec.Code, rec.Body)
+	}
+}
+
+// sandbox returns a stored sandbox made at minute m.
+func sandbox(id string, st api.SandboxStatus, m int) api.Sandbox {
+	at := now.Add(time.Duration(m) * time.Minute)
+	return api.Sandbox{ID: id, Image: "ubuntu", Status: st, CreatedAt: at, UpdatedAt: at, ExpiresAt: api.Never, AccessToken: "tok-" + id}
+}
+
+func TestGetDelete(t *testing.T) {
+	s := newSetup(t, sandbox("a", api.StatusRunning, 0))
+	s.sbs.byID["a"].Metadata = map[string]string{"team": "ml"}
+	rec, body := s.do(t, "GET", "/v1/sandboxes/a", "", nil)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("get: %d %s", rec.Code, rec.Body)
+	}
+	if body["image"].(map[string]any)["uri"] != "ubuntu" || body["status"].(map[string]any)["state"] != "Running" ||
+		fmt.Sprint(body["metadata"]) != "map[team:ml]" {
+		t.Errorf("get: %s", rec.Body)
+	}
+	if _, ok := body["expiresAt"]; ok {
+		t.Errorf("a sandbox that never expires has an expiresAt: %s", rec.Body)
+	}
+	for _, tc := range []struct {
+		method, target string
+		wantStatus     int
+	}{
+		{"GET", "/v1/sandboxes/nope", http.StatusNotFound},
+		{"DELETE", "/v1/sandboxes/nope", http.StatusNotFound},
+		{"DELETE", "/v1/sandboxes/a", http.StatusNoContent},
+		{"GET", "/v1/sandboxes/a", http.StatusNotFound},
+	} {
+		if rec, _ := s.do(t, tc.method, tc.target, "", nil); rec.Code != tc.wantStatus {
+			t.Errorf("%s %s: %d %s, want %d", tc.method, tc.target, rec.Code, rec.Body, tc.wantStatus)
+		}
+	}
+}
+
+func TestStates(t *testing.T) {
+	for st, want := range map[api.SandboxStatus]string{
+		api.StatusPending: "Pending", api.StatusRunning: "Running", api.StatusTerminating: "Stopping",
+		api.StatusSucceeded: "Terminated", api.StatusFailed: "Failed", api.StatusUnknown: "Failed", "stopped": "Failed",
+	} {
+		if got := state(st); got != want {
+			t.Errorf("state(%s) = %s, want %s", st, got, want)
+		}
+	}
+}
+
+func TestList(t *testing.T) {
+	s := newSetup(t,
+		sandbox("a", api.StatusRunning, 0), sandbox("b", api.StatusPending, 1), sandbox("c", api.StatusRunning, 2),
+		sandbox("d", api.StatusFailed, 3), sandbox("e", api.StatusRunning, 4))
+	s.sbs.byID["a"].Metadata = map[string]string{"project": "Apollo", "note": "Demo Test"}
+	s.sbs.byID["c"].Metadata = map[string]string{"project": "Apollo"}
+	for _, tc := range []struct {
+		name, query string
+		wantIDs     []string
+		wantPage    string // page pageSize totalItems totalPages hasNextPage
+		wantStatus  int
+	}{
+		{"all, newest first", "", []string{"e", "d", "c", "b", "a"}, "1 20 5 1 false", 200},
+		{"page 2 of 2", "?page=2&pageSize=2", []string{"c", "b"}, "2 2 5 3 true", 200},
+		{"last page", "?page=3&pageSize=2", []string{"a"}, "3 2 5 3 false", 200},
+		{"past the end", "?page=9&pageSize=2", []string{}, "9 2 5 3 false", 200},
+		{"states, any case", "?state=running&state=Failed", []string{"e", "d", "c", "a"}, "1 20 4 1 false", 200},
+		{"a state agent2env has no sandbox in", "?state=Paused", []string{}, "1 20 0 0 false", 200},
+		{"an unknown state", "?state=Sleeping", []string{}, "1 20 0 0 false", 200},
+		{"a known and an unknown state", "?state=Sleeping&state=PENDING", []string{"b"}, "1 20 1 1 false", 200},
+		// The SDK encodes each pair, then the whole value once more.
+		{"metadata", "?metadata=project%3DApollo%26note%3DDemo%2520Test", []string{"a"}, "1 20 1 1 false", 200},
+		{"metadata and state", "?metadata=project%3DApollo&state=Running", []string{"c", "a"}, "1 20 2 1 false", 200},
+		{"page 0", "?page=0", nil, "", 400},
+		{"pageSize too big", "?pageSize=201", nil, "", 400},
+		{"pageSize not a number", "?pageSize=x", nil, "", 400},
+		{"bad metadata", "?metadata=a%3D%25zz", nil, "", 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec, body := s.do(t, "GET", "/v1/sandboxes"+tc.query, "", nil)
+			if rec.Code != tc.wantStatus {
+				t.Fatalf("status %d %s, want %d", rec.Code, rec.Body, tc.wantStatus)
+			}
+			if tc.wantStatus != 200 {
+				return
+			}
+			var resp listResponse
+			if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
+				t.Fatal(err)
+			}
+			ids := []string{}
+			for _, it := range resp.Items {
+				ids = append(ids, it.ID)
+			}
+			if !slices.Equal(ids, tc.wantIDs) {
+				t.Errorf("ids %v, want %v", ids, tc.wantIDs)
+			}
+			p := resp.Pagination
+			if got := fmt.Sprint(p.Page, p.PageSize, p.TotalItems, p.TotalPages, p.HasNextPage); got != tc.wantPage {
+				t.Errorf("pagination %s, want %s", got, tc.wantPage)
+			}
+			if _, ok := body["items"].([]any); !ok {
+				t.Errorf("items is not an array: %s", rec.Body)
+			}
+		})
+	}
+	// A page past the end, or states no sandbox can be in, read no list:
+	// the count answers.
+	s.sbs.lists = 0
+	s.expect(t, "GET", "/v1/sandboxes?page=9&pageSize=2", "", 200)
+	s.expect(t, "GET", "/v1/sandboxes?state=Paused", "", 200)
+	if s.sbs.lists != 0 {
+		t.Errorf("%d list calls, want 0", s.sbs.lists)
+	}
+}
+
+func TestEndpoints(t *testing.T) {
+	s := newSetup(t, sandbox("a", api.StatusPending, 0))
+	for _, tc := range []struct {
+		target, host string
+		wantStatus   int
+		wantEndpoint string
+	}{
+		{"/v1/sandboxes/a/endpoints/44772?use_server_proxy=false", "", 200, "daemon.example:8080/opensandbox/a/execd"},
+		{"/v1/sandboxes/a/endpoints/18080", "", 200, "daemon.example:8080/opensandbox/a/egress"},
+		{"/v1/sandboxes/a/endpoints/8080", "", 200, "daemon.example:8080/api/v1/sandbox/a/port/8080"},
+		{"/v1/sandboxes/a/endpoints/8080", "request.host:9", 200, "request.host:9/api/v1/sandbox/a/port/8080"},
+		{"/v1/sandboxes/a/endpoints/0", "", 400, ""},
+		{"/v1/sandboxes/a/endpoints/65536", "", 400, ""},
+		{"/v1/sandboxes/a/endpoints/http", "", 400, ""},
+		{"/v1/sandboxes/a/endpoints/8080?expires=1893456000", "", 400, ""},
+		{"/v1/sandboxes/nope/endpoints/44772", "", 404, ""},
+	} {
+		t.Run(tc.target, func(t *testing.T) {
+			if tc.host != "" {
+				s.h.cfg.PublicHost = ""
+				defer func() { s.h.cfg.PublicHost = "daemon.example:8080" }()
+			}
+			rec, body := s.do(t, "GET", tc.target, "", map[string]string{"Host": tc.host})
+			if rec.Code != tc.wantStatus {
+				t.Fatalf("status %d %s, want %d", rec.Code, rec.Body, tc.wantStatus)
+			}
+			if tc.wantStatus != 200 {
+				return
+			}
+			if body["endpoint"] != tc.wantEndpoint {
+				t.Errorf("endpoint %v, want %s (no scheme, no trailing slash)", body["endpoint"], tc.wantEndpoint)
+			}
+			if fmt.Sprint(body["headers"]) != "map[X-Access-Token:tok-a]" {
+				t.Errorf("headers %v", body["headers"])
+			}
+		})
+	}
+}
+
+// TestRenewAndMetadata runs its cases in order on one sandbox: the
+// metadata patches build on each other.
+func TestRenewAndMetadata(t *testing.T) {
+	full := newSetup(t, sandbox("a", api.StatusRunning, 0))
+	full.sbs.byID["a"].Metadata = map[string]string{"team": "ml", "old": "x"}
+	const renew, patch = "/v1/sandboxes/a/renew-expiration", "/v1/sandboxes/a/metadata"
+	for _, tc := range []struct {
+		name            string
+		s               *setup
+		method, target  string
+		body            string
+		wantStatus      int
+		field, wantText string // the answer's field, as fmt.Sprint shows it
+	}{
+		{"renew", full, "POST", renew, `{"expiresAt":"2026-12-04T17:30:45.123456+01:00"}`, 200, "expiresAt", "2026-12-04T16:30:45.123456Z"},
+		{"renew into the past", full, "POST", renew, `{"expiresAt":"2026-12-04T14:00:00Z"}`, 400, "", ""},
+		{"renew without a time", full, "POST", renew, `{}`, 400, "", ""},
+		{"renew to no time", full, "POST", renew, `{"expiresAt":"tomorrow"}`, 400, "", ""},
+		{"renew an unknown sandbox", full, "POST", "/v1/sandboxes/missing/renew-expiration", `{"expiresAt":"2026-12-05T00:00:00Z"}`, 404, "", ""},
+		{"merge patch", full, "PATCH", patch, `{"project":"new-project","old":null,"gone":null}`, 200, "metadata", "map[project:new-project team:ml]"},
+		{"empty patch", full, "PATCH", patch, `{}`, 200, "metadata", "map[project:new-project team:ml]"},
+		{"prefixed key", full, "PATCH", patch, `{"example.com/tier":"gold"}`, 200, "metadata", "map[example.com/tier:gold project:new-project team:ml]"},
+		{"reserved key", full, "PATCH", patch, `{"opensandbox.io/x":"1"}`, 400, "", ""},
+		{"value too long", full, "PATCH", patch, `{"k":"` + strings.Repeat("v", 64) + `"}`, 400, "", ""},
+		{"bad value", full, "PATCH", patch, `{"k":"a b"}`, 400, "", ""},
+		{"value not a string", full, "PATCH", patch, `{"k":1}`, 400, "", ""},
+		{"patch an unknown sandbox", full, "PATCH", "/v1/sandboxes/nope/metadata", `{"k":"v"}`, 404, "", ""},
+		{"service failure", full, "PATCH", patch, `{"fail":"x"}`, 503, "", ""},
+		{"the sandbox shows it", full, "GET", "/v1/sandboxes/a", "", 200, "metadata", "map[example.com/tier:gold project:new-project team:ml]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := tc.s.expect(t, tc.method, tc.target, tc.body, tc.wantStatus)
+			if tc.field != "" && fmt.Sprint(body[tc.field]) != tc.wantText {
+				t.Errorf("%s %v, want %s", tc.field, body[tc.field], tc.wantText)
+			}
+		})
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	s := newSetup(t, sandbox("a", api.StatusRunning, 0))
+	for _, tc := range []struct {
+		method, target, body string
+		wantStatus           int
+		wantAllow            string
+	}{
+		{"POST", "/v1/metrics/events", `{"eventType":"sandbox.create","createDurationMs":120,"success":true,"sandboxId":"a","image":"ubuntu"}`, 204, ""},
+		{"POST", "/v1/metrics/events", `{"eventType":"sandbox.create"}`, 400, ""},
+		{"POST", "/v1/sandboxes/a/pause", "", 501, ""},
+		{"POST", "/v1/sandboxes/a/resume", "", 501, ""},
+		{"GET", "/v1/snapshots", "", 501, ""},
+		{"GET", "/v1/sandboxes/a/networkpolicy", "", 501, ""},
+		{"GET", "/v1/nothing", "", 404, ""},
+		{"GET", "/v1/", "", 404, ""},
+		{"GET", "/v1/sandboxes/a/nothing", "", 404, ""},
+		{"GET", "/v1/sandboxes//endpoints/80", "", 404, ""},
+		{"GET", "/sandboxes", "", 404, ""},
+		{"PUT", "/v1/sandboxes", "", 405, "GET, POST"},
+		{"POST", "/v1/sandboxes/a", "", 405, "GET, DELETE"},
+		{"GET", "/v1/sandboxes/a/metadata", "", 405, "PATCH"},
+		{"GET", "/v1/metrics/events", "", 405, "POST"},
+	} {
+		t.Run(tc.method+" "+tc.target, func(t *testing.T) {
+			rec, _ := s.do(t, tc.method, tc.target, tc.body, nil)
+			if rec.Code != tc.wantStatus {
+				t.Fatalf("status %d %s, want %d", rec.Code, rec.Body, tc.wantStatus)
+			}
+			if got := rec.Header().Get("Allow"); got != tc.wantAllow {
+				t.Errorf("Allow %q, want %q", got, tc.wantAllow)
+			}
+		})
+	}
+}
+
+func TestRequestID(t *testing.T) {
+	s := newSetup(t)
+	rec, _ := s.do(t, "GET", "/v1/sandboxes", "", map[string]string{"X-Request-ID": "req-42"})
+	if got := rec.Header().Get("X-Request-ID"); got != "req-42" {
+		t.Errorf("X-Request-ID %q, want the client's", got)
+	}
+}
+
+func TestNew(t *testing.T) {
+	if _, err := New(Config{GatewayPrefix: "/g/"}); err == nil {
+		t.Error("New without Sandboxes succeeded")
+	}
+	if _, err := New(Config{Sandboxes: newFakeSandboxes()}); err == nil {
+		t.Error("New without GatewayPrefix succeeded")
+	}
+}
