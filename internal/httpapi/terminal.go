@@ -107,7 +107,7 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 	if k8s {
 		d = k8sDialect{}
 	}
-	sess := &terminalSession{d: d}
+	sess := &terminalSession{d: d, ready: make(chan struct{})}
 	var stderr io.Writer
 	if !req.TTY {
 		sess.stderr = &utf8Writer{emit: func(p []byte) error { return sess.send(d.output(api.TerminalStreamStderr, p)) }}
@@ -120,19 +120,23 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 	}
 	defer t.Close()
 	conn, err := terminalUpgrader.Upgrade(w, r, nil)
+	sess.conn = conn
+	close(sess.ready)
 	if err != nil {
 		return // the upgrader answered
 	}
-	sess.conn = conn
 	defer conn.Close()
 	s.runTerminal(sess, t)
 }
 
 // terminalSession is one WebSocket; its writes are serialized.
 type terminalSession struct {
-	conn *websocket.Conn
-	d    terminalDialect
-	wmu  sync.Mutex
+	// ready is closed once conn is set (nil: the upgrade failed): the
+	// process's stderr may come before.
+	ready chan struct{}
+	conn  *websocket.Conn
+	d     terminalDialect
+	wmu   sync.Mutex
 	// stderr carries a process without tty's stderr.
 	stderr *utf8Writer
 }
@@ -140,6 +144,10 @@ type terminalSession struct {
 // send writes one message. It blocks while the client does not read,
 // which holds the process's output back: nothing queues in the daemon.
 func (s *terminalSession) send(typ int, p []byte) error {
+	<-s.ready
+	if s.conn == nil {
+		return errors.New("no WebSocket")
+	}
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	return s.conn.WriteMessage(typ, p)
