@@ -117,7 +117,9 @@ func TestAuthMiddlewareSubprotocol(t *testing.T) {
 	}
 	var seen string
 	h := AuthMiddleware(keys)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = r.Header.Get("Authorization") }))
-	entry := func(k string) string { return api.TerminalAuthProtocolPrefix + base64.RawURLEncoding.EncodeToString([]byte(k)) }
+	entry := func(k string) string {
+		return api.TerminalAuthProtocolPrefix + base64.RawURLEncoding.EncodeToString([]byte(k))
+	}
 	for _, tt := range []struct {
 		name      string
 		upgrade   bool
