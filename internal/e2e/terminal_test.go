@@ -586,4 +586,16 @@ func TestTerminalCLI(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+
+	// exec -i without a terminal: the input goes in, its end ends it,
+	// stdout and stderr stay apart and the exit code comes back.
+	cmd := exec.Command(binary, "sandbox", "exec", "-i", sb.ID, "--", "sh", "-c", "cat; echo err >&2; exit 5")
+	cmd.Env = append(os.Environ(), "AGENT2ENV_URL="+d.url(""), "AGENT2ENV_TOKEN="+terminalKey)
+	cmd.Stdin = strings.NewReader("piped\n")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); code != 5 || stdout.String() != "piped\n" || stderr.String() != "err\n" {
+		t.Errorf("exec -i: exit %d (%v), stdout %q, stderr %q", code, err, stdout.String(), stderr.String())
+	}
 }
