@@ -95,8 +95,8 @@ func runTerminal(c *cobra.Command, e env, cc *clientConfig, id string, req api.T
 				t.CloseWrite()
 			}
 		}()
-	} else {
-		t.CloseWrite()
+	} else if !req.TTY {
+		t.CloseWrite() // a pipe's end; a tty gets nothing (an end-of-file character would end a shell)
 	}
 	if _, err := io.Copy(raw(e.stdout), t); err != nil {
 		return err

@@ -194,7 +194,11 @@ func (s *Server) runTerminal(sess *terminalSession, t *service.Terminal) {
 			}
 		}
 	}()
-	out := &utf8Writer{emit: func(p []byte) error { return sess.send(sess.d.output(api.TerminalStreamStdout, p)) }}
+	var sendErr error // the client's end failed
+	out := &utf8Writer{emit: func(p []byte) error {
+		sendErr = sess.send(sess.d.output(api.TerminalStreamStdout, p))
+		return sendErr
+	}}
 	buf := make([]byte, terminalChunk)
 	_, err := io.CopyBuffer(out, t, buf)
 	if err == nil {
@@ -203,13 +207,16 @@ func (s *Server) runTerminal(sess *terminalSession, t *service.Terminal) {
 	if err == nil && sess.stderr != nil {
 		err = sess.stderr.flush() // the agent wrote all of stderr before the output's end
 	}
-	if err != nil {
-		return // the client went away, or the stream to the agent failed
+	var exit api.TerminalExit
+	if err == nil {
+		exit, err = t.Wait()
 	}
-	exit, err := t.Wait()
-	if err != nil {
-		sess.send(sess.d.fail(err))
-	} else {
+	switch {
+	case sendErr != nil:
+		return // the client went away
+	case err != nil:
+		sess.send(sess.d.fail(err)) // the stream from the agent failed
+	default:
 		sess.send(sess.d.exit(exit))
 	}
 	sess.wmu.Lock()
