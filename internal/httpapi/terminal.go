@@ -22,13 +22,17 @@ import (
 // The terminal's WebSocket: its keepalive and the largest message it
 // reads (a big paste).
 const (
-	terminalPingPeriod = 30 * time.Second
-	terminalPongWait   = 2*terminalPingPeriod + 10*time.Second
-	terminalWriteWait  = 10 * time.Second
-	terminalReadLimit  = 1<<20 + 64
+	terminalWriteWait = 10 * time.Second
+	terminalReadLimit = 1<<20 + 64
 	// terminalChunk is the most output one message carries.
 	terminalChunk = 32 << 10
 )
+
+// terminalPingPeriod is how often the server pings (a variable for the
+// tests); a client that answers none of two is dropped.
+var terminalPingPeriod = 30 * time.Second
+
+func terminalPongWait() time.Duration { return 2*terminalPingPeriod + terminalWriteWait }
 
 var terminalUpgrader = websocket.Upgrader{
 	// Only the Kubernetes protocol is ever selected: never the entry
@@ -157,13 +161,14 @@ func (s *terminalSession) send(typ int, p []byte) error {
 // is sent, or the client went away.
 func (s *Server) runTerminal(sess *terminalSession, t *service.Terminal) {
 	conn := sess.conn
+	pingPeriod := terminalPingPeriod
 	conn.SetReadLimit(terminalReadLimit)
-	conn.SetReadDeadline(time.Now().Add(terminalPongWait))
-	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(terminalPongWait)) })
+	conn.SetReadDeadline(time.Now().Add(terminalPongWait()))
+	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(terminalPongWait())) })
 	done := make(chan struct{})
 	defer close(done)
 	go func() { // keepalive
-		tick := time.NewTicker(terminalPingPeriod)
+		tick := time.NewTicker(pingPeriod)
 		defer tick.Stop()
 		for {
 			select {
@@ -186,7 +191,7 @@ func (s *Server) runTerminal(sess *terminalSession, t *service.Terminal) {
 				t.Close() // the client went away: end the process
 				return
 			}
-			conn.SetReadDeadline(time.Now().Add(terminalPongWait))
+			conn.SetReadDeadline(time.Now().Add(terminalPongWait()))
 			if err := sess.d.input(t, typ, p); err != nil {
 				sess.send(sess.d.fail(err))
 				t.Close()
