@@ -95,6 +95,8 @@ func decodeError(resp *http.Response) error {
 		class = errdefs.ErrNotFound
 	case http.StatusConflict:
 		class = errdefs.ErrAlreadyExists
+	case http.StatusPreconditionFailed:
+		class = errdefs.ErrFailedPrecondition
 	case http.StatusForbidden:
 		class = errdefs.ErrPermissionDenied
 	case http.StatusUnauthorized:
@@ -118,7 +120,13 @@ func (e *Error) Error() string { return e.Message }
 func (e *Error) Unwrap() error { return e.class }
 
 func (c *Client) getJSON(ctx context.Context, method, path string, q url.Values, out any) error {
-	resp, err := c.do(ctx, method, path, q, nil)
+	return c.sendJSON(ctx, method, path, q, nil, out)
+}
+
+// sendJSON sends body and decodes the JSON answer into out (nil: none is
+// read).
+func (c *Client) sendJSON(ctx context.Context, method, path string, q url.Values, body io.Reader, out any) error {
+	resp, err := c.do(ctx, method, path, q, body)
 	if err != nil {
 		return err
 	}
@@ -210,18 +218,9 @@ func (c *Client) Download(ctx context.Context, path string) (io.ReadCloser, int6
 // whole or not at all.
 func (c *Client) Upload(ctx context.Context, path string, mode os.FileMode, r io.Reader) (FileInfo, error) {
 	q := url.Values{"path": {path}, "mode": {strconv.FormatUint(uint64(mode.Perm()), 8)}}
-	// The transport waits for its body writer before it gives up on a
-	// cancelled request, and that writer may be blocked in r.Read for
-	// good. Reading r through a pipe that cancellation closes frees it.
-	pr, pw := io.Pipe()
-	defer pr.Close()
-	go func() {
-		_, err := io.Copy(pw, r)
-		pw.CloseWithError(err)
-	}()
-	stop := context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })
+	body, stop := cancellableBody(ctx, r)
 	defer stop()
-	resp, err := c.do(ctx, http.MethodPut, "/v1/files", q, pr)
+	resp, err := c.do(ctx, http.MethodPut, "/v1/files", q, body)
 	if err != nil {
 		return FileInfo{}, err
 	}
@@ -231,6 +230,24 @@ func (c *Client) Upload(ctx context.Context, path string, mode os.FileMode, r io
 		return FileInfo{}, fmt.Errorf("decode upload result: %w", err)
 	}
 	return fi, nil
+}
+
+// cancellableBody returns a request body reading r, and the function that
+// releases it once the request is done. The transport waits for its body
+// writer before it gives up on a cancelled request, and that writer may be
+// blocked in r.Read for good. Reading r through a pipe that cancellation
+// closes frees it.
+func cancellableBody(ctx context.Context, r io.Reader) (io.Reader, func()) {
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := io.Copy(pw, r)
+		pw.CloseWithError(err)
+	}()
+	stop := context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })
+	return pr, func() {
+		stop()
+		pr.Close()
+	}
 }
 
 // Stat describes path without following a final symlink.

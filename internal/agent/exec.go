@@ -188,8 +188,8 @@ func (s *Server) run(ctx context.Context, req *ExecRequest, cwd string, stdin io
 	var pumps sync.WaitGroup
 	var read [2]atomic.Int64 // what each pump has taken from its pipe
 	pumps.Add(2)
-	go fw.pump(&pumps, frameStdout, outR, &read[0])
-	go fw.pump(&pumps, frameStderr, errR, &read[1])
+	go pumpFile(&pumps, outR, &read[0], func(p []byte) { _ = fw.frame(frameStdout, p) })
+	go pumpFile(&pumps, errR, &read[1], func(p []byte) { _ = fw.frame(frameStderr, p) })
 
 	var timeout <-chan time.Time
 	if req.Timeout > 0 {
@@ -217,30 +217,7 @@ func (s *Server) run(ctx context.Context, req *ExecRequest, cwd string, stdin io
 		ws = <-waitc
 	}
 	res.Duration = time.Since(start)
-	// What the pipes hold now the command is gone is its output, which is
-	// delivered however long the pumps take (a slow client, a loaded
-	// machine). Past that, and past drainGrace, whatever still holds a
-	// pipe open is a descendant, which is not waited for.
-	made := [2]int64{read[0].Load() + buffered(outR), read[1].Load() + buffered(errR)}
-	drained := make(chan struct{})
-	go func() { pumps.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(drainGrace):
-		tick := time.NewTicker(drainGrace / 10)
-	wait:
-		for read[0].Load() < made[0] || read[1].Load() < made[1] {
-			select {
-			case <-drained:
-				break wait
-			case <-tick.C:
-			}
-		}
-		tick.Stop()
-		outR.Close()
-		errR.Close()
-		<-drained
-	}
+	awaitOutput(&pumps, []*os.File{outR, errR}, read[:])
 	switch {
 	case ws.Exited():
 		res.ExitCode = ws.ExitStatus()
@@ -393,21 +370,64 @@ func (f *frameWriter) frame(kind byte, p []byte) error {
 	return f.err
 }
 
-// pump copies r into frames of kind until EOF, counting what it reads in
-// read. Once the client is gone it keeps reading, so the command never
+// pumpFile hands what it reads from r to emit until EOF or an error (a
+// pty's EIO once its last slave is closed), counting it in read; r is
+// closed by awaitOutput. emit must not keep p; it must not block for good
+// (exec's frames fail once the client is gone), so the command never
 // blocks on a full pipe.
-func (f *frameWriter) pump(wg *sync.WaitGroup, kind byte, r *os.File, read *atomic.Int64) {
+func pumpFile(wg *sync.WaitGroup, r *os.File, read *atomic.Int64, emit func(p []byte)) {
 	defer wg.Done()
-	defer r.Close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
 			read.Add(int64(n))
-			_ = f.frame(kind, buf[:n])
+			emit(buf[:n])
 		}
 		if err != nil {
 			return
+		}
+	}
+}
+
+// awaitOutput is called once a command has exited (and been reaped: a
+// pty closed before would hang up, and a SIGHUP that comes while it exits
+// replaces its exit status): it waits for the pumps reading pipes (read[i]
+// counting what they took from pipes[i]) to end, and closes the pipes.
+// What the pipes hold now the command is gone is its output, which is
+// delivered however long the pumps take (a slow client, a loaded
+// machine). Past that, and past drainGrace, whatever still holds a pipe
+// open is a descendant, which is not waited for: closing the pipes ends
+// the pumps.
+func awaitOutput(pumps *sync.WaitGroup, pipes []*os.File, read []atomic.Int64) {
+	made := make([]int64, len(pipes))
+	for i, f := range pipes {
+		made[i] = read[i].Load() + buffered(f)
+	}
+	drained := make(chan struct{})
+	go func() { pumps.Wait(); close(drained) }()
+	defer func() {
+		for _, f := range pipes {
+			f.Close()
+		}
+		<-drained
+	}()
+	select {
+	case <-drained:
+		return
+	case <-time.After(drainGrace):
+	}
+	tick := time.NewTicker(drainGrace / 10)
+	defer tick.Stop()
+	for i := 0; i < len(pipes); {
+		if read[i].Load() >= made[i] {
+			i++
+			continue
+		}
+		select {
+		case <-drained:
+			return
+		case <-tick.C:
 		}
 	}
 }

@@ -2,8 +2,10 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -92,6 +94,10 @@ type procScope struct {
 	// adopted reports whether a process the agent adopted is the
 	// execution's; nil claims none.
 	adopted func(p proc) bool
+	// also are processes (pid → start) that belong to the execution
+	// wherever they are now: members found before a signal ended their
+	// parents.
+	also map[int]uint64
 }
 
 // members returns the processes of procs that belong to the scope: its
@@ -138,6 +144,11 @@ func (sc procScope) members(procs map[int]proc) map[int]proc {
 			}
 		} else {
 			add(root)
+		}
+	}
+	for pid, start := range sc.also {
+		if p, ok := procs[pid]; ok && p.start == start {
+			add(p)
 		}
 	}
 	if sc.adopted != nil {
@@ -313,12 +324,32 @@ func (a *activity) end(r *run) {
 			oldest = min(oldest, o.since)
 		}
 	}
+	var ended []*run
 	for o := range a.runs {
-		if o.until != 0 && o.until < oldest {
+		switch {
+		case o.until == 0:
+		case o.until < oldest:
 			delete(a.runs, o)
+		default:
+			ended = append(ended, o)
 		}
 	}
+	// A run that lasts (a detached process: a terminal open for days)
+	// keeps every run since; past maxEndedRuns the oldest two ended ones
+	// become one that spans both, and the time between them. That can
+	// only make an adopted process look less sole: spared, never killed.
+	if len(ended) <= maxEndedRuns {
+		return
+	}
+	slices.SortFunc(ended, func(x, y *run) int { return cmp.Compare(x.since, y.since) })
+	for ; len(ended) > maxEndedRuns; ended = ended[1:] {
+		ended[1].since, ended[1].until = ended[0].since, max(ended[0].until, ended[1].until)
+		delete(a.runs, ended[0])
+	}
 }
+
+// maxEndedRuns bounds the ended runs an activity keeps.
+const maxEndedRuns = 1024
 
 // sole reports whether r is the only execution that ran at start.
 func (a *activity) sole(r *run, start uint64) bool {

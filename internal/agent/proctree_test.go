@@ -264,3 +264,24 @@ func TestReserveThreads(t *testing.T) {
 		}
 	}
 }
+
+// While a run lasts, the ended runs kept stay bounded, and a merged run
+// still covers the times its runs covered.
+func TestActivityBounded(t *testing.T) {
+	var a activity
+	long := a.begin(1)
+	first := a.begin(5)
+	first.until = 6 // a run that ended at once, whatever nowTicks says
+	for range 3 * maxEndedRuns {
+		a.end(a.begin(10))
+	}
+	if n := len(a.runs); n > maxEndedRuns+1 {
+		t.Errorf("%d runs kept, want at most %d", n, maxEndedRuns+1)
+	}
+	if a.sole(long, 5) || a.sole(long, 10) {
+		t.Error("a start while other runs ran looks sole")
+	}
+	if !a.sole(long, 3) {
+		t.Error("a start while the long run alone ran does not look sole")
+	}
+}

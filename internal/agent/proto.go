@@ -34,6 +34,25 @@
 // the kernel's process group, then kills the processes that execution
 // started; a kernel that does not stop within two seconds, or dies, is
 // restarted and the execution says its state was lost (kernel.go).
+//
+// Detached processes (/v1/procs) are what terminals, background commands
+// and process APIs are built on: a process started as exec starts a
+// command (same user, limits, out-of-memory score, reaper) that outlives
+// the request, on a pseudo-terminal (creack/pty; its size set before it
+// starts) or on pipes, optionally with a client-chosen tag and a
+// timeout. Its output goes into a ring of its latest bytes (1 MiB by
+// default) addressed by absolute offsets, one ring for both streams whose
+// records keep stdout and stderr apart (procs_ring.go): readers, as many
+// as come, read from an offset with or without following (GET
+// .../output), and one that asks for what the ring no longer holds, or
+// falls behind, is told the offset it resumes at; no reader makes the
+// agent hold more. Input, signals (to its process group) and resizes are
+// requests of their own, or frames on an attachment: an upgraded
+// connection (like /v1/dial) carrying the output one way and input the
+// other, whose input is taken from one writer at a time, another taking
+// over only when it asks to. DELETE, a timeout and the agent's end kill
+// the process and all it started (proctree.go); its status (128+n for a
+// signal) stays readable until DELETE (procs.go).
 package agent
 
 import (

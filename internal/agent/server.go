@@ -31,6 +31,8 @@ type Server struct {
 	log     *slog.Logger
 
 	kernels *kernels
+	// procs are the detached processes (/v1/procs).
+	procs *procs
 	// accepts are the addresses whose connections the daemon accepts, by
 	// name (GET /v1/accept).
 	accepts map[string]*acceptor
@@ -73,6 +75,7 @@ func NewServer(cfg ServerConfig) *Server {
 		started: time.Now(), reaper: processReaper(), log: cfg.Log,
 	}
 	s.kernels = newKernels(s)
+	s.procs = newProcs(s)
 	s.accepts = make(map[string]*acceptor, len(cfg.Accept))
 	for name, l := range cfg.Accept {
 		s.accepts[name] = newAcceptor(l)
@@ -99,6 +102,15 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/kernels", s.handleKernelList)
 	mux.HandleFunc("DELETE /v1/kernels/{id}", s.handleKernelDelete)
 	mux.HandleFunc("POST /v1/kernels/{id}/execute", s.handleKernelExecute)
+	mux.HandleFunc("POST /v1/procs", s.handleProcStart)
+	mux.HandleFunc("GET /v1/procs", s.handleProcList)
+	mux.HandleFunc("GET /v1/procs/{id}", s.handleProcGet)
+	mux.HandleFunc("DELETE /v1/procs/{id}", s.handleProcDelete)
+	mux.HandleFunc("GET /v1/procs/{id}/output", s.handleProcOutput)
+	mux.HandleFunc("POST /v1/procs/{id}/stdin", s.handleProcStdin)
+	mux.HandleFunc("POST /v1/procs/{id}/signal", s.handleProcSignal)
+	mux.HandleFunc("POST /v1/procs/{id}/resize", s.handleProcResize)
+	mux.HandleFunc("GET /v1/procs/{id}/attach", s.handleProcAttach)
 	if s.token == "" {
 		return mux
 	}
@@ -113,7 +125,8 @@ func (s *Server) Handler() http.Handler {
 }
 
 // Serve answers requests on l, and relays the connections of the Accept
-// listeners, until ctx is done; then it closes them all.
+// listeners, until ctx is done; then it closes them all and ends every
+// detached process.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	ctx, cancel := context.WithCancel(ctx)
@@ -131,7 +144,9 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		<-ctx.Done()
 		_ = srv.Close()
 	})
-	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	err := srv.Serve(l)
+	s.procs.shutdown()
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

@@ -22,8 +22,8 @@ func newSandboxCmd(e env, cc *clientConfig) *cobra.Command {
 		`  ID=$(agent2env sandbox create --image agent2env/python)
   agent2env sandbox exec "$ID" -- python3 -V
   agent2env sandbox rm "$ID"`,
-		newSandboxCreateCmd(e, cc), newSandboxListCmd(e, cc), newSandboxExecCmd(e, cc), newSandboxCopyCmd(e, cc),
-		newSandboxLogsCmd(e, cc),
+		newSandboxCreateCmd(e, cc), newSandboxListCmd(e, cc), newSandboxExecCmd(e, cc), newSandboxShellCmd(e, cc),
+		newSandboxCopyCmd(e, cc), newSandboxLogsCmd(e, cc),
 		removeCmd(e, cc, "ID", "sandbox id", "remove sandboxes",
 			`  agent2env sandbox rm "$ID"
   agent2env sandbox rm $(agent2env sandbox ls -o json | jq -r '.items[] | select(.status == "failed") | .id')`,
@@ -174,15 +174,21 @@ func newSandboxListCmd(e env, cc *clientConfig) *cobra.Command {
 
 func newSandboxExecCmd(e env, cc *clientConfig) *cobra.Command {
 	var req api.ExecRequest
+	var interactive, tty bool
 	env := envFlag{}
 	c := &cobra.Command{
 		Use:   "exec ID [flags] -- CMD [ARGS...]",
 		Short: "run a command in a sandbox, streaming its output",
 		Long: `exec runs a command in a sandbox and streams its output, as it came (escape sequences
 included: it is your command's). Its exit code is the command's (124 when it timed out).
-Flags go before the command; everything from the command on, or after "--", is the command's.`,
+Flags go before the command; everything from the command on, or after "--", is the command's.
+With -i the command reads your standard input; with -t it runs on a terminal (as
+"sandbox shell" does, your terminal in raw mode); either runs it until it ends, without the
+timeout.`,
 		Example: `  agent2env sandbox exec "$ID" -- python3 -c 'print(1)'
-  agent2env sandbox exec "$ID" --timeout 600 --env PIP_QUIET=1 -- pip install numpy`,
+  agent2env sandbox exec "$ID" --timeout 600 --env PIP_QUIET=1 -- pip install numpy
+  agent2env sandbox exec -it "$ID" -- bash
+  tar c src | agent2env sandbox exec -i "$ID" -- tar x -C /workspace`,
 		// The command's arguments may look like flags: parseLeading
 		// stops at the command.
 		DisableFlagParsing: true,
@@ -196,10 +202,16 @@ Flags go before the command; everything from the command on, or after "--", is t
 				return usageErrorf(c, "need a sandbox id and a command")
 			}
 			req.Command, req.Env = pos[1:], env
+			if interactive || tty {
+				treq := api.TerminalRequest{Command: req.Command, TTY: tty, Env: req.Env, Cwd: req.Cwd}
+				return runTerminal(c, e, cc, pos[0], treq, interactive)
+			}
 			return execSandbox(c, e, cc, pos[0], req)
 		},
 	}
 	f := c.Flags()
+	f.BoolVarP(&interactive, "interactive", "i", false, "pass standard input to the command")
+	f.BoolVarP(&tty, "tty", "t", false, "run the command on a terminal")
 	f.IntVar(&req.Timeout, "timeout", 0, "seconds before the command is killed (default: the daemon's, 30)")
 	f.Var(env, "env", "environment variable `KEY=VALUE` (repeatable)")
 	f.StringVar(&req.Cwd, "cwd", "", "working directory (default: the sandbox's, /workspace)")

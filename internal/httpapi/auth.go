@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"encoding/base64"
 	"net/http"
 	"path"
 	"strings"
 
+	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/llm/gate"
 	"github.com/agent2env/agent2env/internal/service"
@@ -15,7 +17,9 @@ import (
 const gatewayPrefix = service.GatewayPrefix
 
 // AuthMiddleware demands an API key of keys (`Authorization: Bearer
-// <key>`) on every request, for WithMiddleware. Without one the answer is
+// <key>`) on every request, for WithMiddleware; a WebSocket upgrade
+// without that header may carry the key as a subprotocol entry
+// (api.TerminalAuthProtocolPrefix), as browsers cannot set headers. Without one the answer is
 // 401 with the error body: "authentication required" when no key was
 // sent, "invalid or expired API key" when a wrong one was. Exempt are the
 // health and readiness probes (GET), CORS preflights (OPTIONS), the
@@ -31,6 +35,15 @@ func AuthMiddleware(keys *auth.Keys, ownAuth ...string) func(http.Handler) http.
 				next.ServeHTTP(w, r)
 				return
 			}
+			if r.Header.Get("Authorization") == "" {
+				if key, ok := subprotocolKey(r); ok {
+					// A browser's WebSocket, which cannot set headers:
+					// the handlers after this one see the key as sent by
+					// a program.
+					r = r.Clone(r.Context())
+					r.Header.Set("Authorization", "Bearer "+key)
+				}
+			}
 			if err := keys.Check(r.Header.Get("Authorization")); err != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="agent2env"`)
 				writeError(w, err)
@@ -39,6 +52,29 @@ func AuthMiddleware(keys *auth.Keys, ownAuth ...string) func(http.Handler) http.
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// subprotocolKey returns the API key a WebSocket request carries as a
+// subprotocol entry (api.TerminalAuthProtocolPrefix followed by the key
+// in unpadded base64url), as Kubernetes' API server accepts one.
+func subprotocolKey(r *http.Request) (string, bool) {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return "", false
+	}
+	for _, h := range r.Header.Values("Sec-WebSocket-Protocol") {
+		for _, p := range strings.Split(h, ",") {
+			enc, ok := strings.CutPrefix(strings.TrimSpace(p), api.TerminalAuthProtocolPrefix)
+			if !ok {
+				continue
+			}
+			key, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(enc, "="))
+			if err != nil || len(key) == 0 {
+				return "", false
+			}
+			return string(key), true
+		}
+	}
+	return "", false
 }
 
 // authExempt reports whether r may go without an API key. It looks at the

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -101,6 +102,53 @@ func TestAuthMiddleware(t *testing.T) {
 			}
 			if resp.header.Get("WWW-Authenticate") == "" {
 				t.Error("401 without WWW-Authenticate")
+			}
+		})
+	}
+}
+
+// A WebSocket may carry the key as a subprotocol entry, which the
+// handlers see as the Authorization header; nothing else may.
+func TestAuthMiddlewareSubprotocol(t *testing.T) {
+	key := auth.NewKey()
+	keys, err := auth.NewKeys(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen string
+	h := AuthMiddleware(keys)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = r.Header.Get("Authorization") }))
+	entry := func(k string) string {
+		return api.TerminalAuthProtocolPrefix + base64.RawURLEncoding.EncodeToString([]byte(k))
+	}
+	for _, tt := range []struct {
+		name      string
+		upgrade   bool
+		protocols string
+		status    int
+	}{
+		{"key entry", true, entry(key), http.StatusOK},
+		{"key entry after another", true, "v5.channel.k8s.io, " + entry(key), http.StatusOK},
+		{"padded", true, entry(key) + "==", http.StatusOK},
+		{"wrong key", true, entry("wrong-key-wrong-key"), http.StatusUnauthorized},
+		{"not base64url", true, api.TerminalAuthProtocolPrefix + "!!", http.StatusUnauthorized},
+		{"no entry", true, "v5.channel.k8s.io", http.StatusUnauthorized},
+		{"not a WebSocket", false, entry(key), http.StatusUnauthorized},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			seen = ""
+			req := httptest.NewRequest("GET", "/api/v1/sandboxes/x/exec/interactive", nil)
+			req.Header.Set("Sec-WebSocket-Protocol", tt.protocols)
+			if tt.upgrade {
+				req.Header.Set("Upgrade", "websocket")
+				req.Header.Set("Connection", "Upgrade")
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tt.status {
+				t.Fatalf("%d %s, want %d", rec.Code, rec.Body, tt.status)
+			}
+			if tt.status == http.StatusOK && seen != "Bearer "+key {
+				t.Errorf("the handler saw Authorization %q", seen)
 			}
 		})
 	}

@@ -50,7 +50,7 @@ type BrowserConfig struct {
 //     origin is not: the pages there are sandboxes', served by the
 //     gateway. Browsers too old to send Sec-Fetch-Site still send Origin on
 //     state-changing requests; safe ones cannot read the answer across
-//     origins.
+//     origins. A WebSocket, which can, is refused on its Origin alone.
 //
 // It fails on a malformed TrustedOrigins entry.
 func BrowserGuard(cfg BrowserConfig) (func(http.Handler) http.Handler, error) {
@@ -146,6 +146,11 @@ func (g *browserGuard) pageRefusal(r *http.Request) string {
 	}
 	if origin != "" && r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return fmt.Sprintf("refused a %s request from the web origin %q: %s", r.Method, origin, advice)
+	}
+	if origin != "" && strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		// A WebSocket is not bound by the same-origin policy: a page's
+		// socket reads every answer.
+		return fmt.Sprintf("refused a WebSocket from the web origin %q: %s", origin, advice)
 	}
 	return ""
 }

@@ -111,6 +111,11 @@ func TestBrowserGuardOrigin(t *testing.T) {
 		{"cross-site read", "GET", "/api/v1/sandboxes", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"}, true},
 		{"cross-site DELETE", "DELETE", "/api/v1/images/alpine", map[string]string{"Origin": "https://evil.example.com"}, true},
 		{"cross-site form import", "POST", "/api/v1/templates/import", map[string]string{"Origin": "https://evil.example.com", "Content-Type": "application/x-www-form-urlencoded"}, true},
+		// A WebSocket reads its answers whatever the origin: refused on
+		// its Origin alone, fetch metadata or not.
+		{"cross-origin WebSocket", "GET", "/api/v1/sandboxes/x/exec/interactive", map[string]string{"Origin": "https://evil.example.com", "Upgrade": "websocket", "Connection": "Upgrade"}, true},
+		{"a program's WebSocket", "GET", "/api/v1/sandboxes", map[string]string{"Upgrade": "websocket", "Connection": "Upgrade"}, false},
+		{"trusted-origin WebSocket", "GET", "/api/v1/sandboxes", map[string]string{"Origin": "https://ui.example.com", "Upgrade": "websocket", "Connection": "Upgrade"}, false},
 		// Allowed: programs (no Origin, no fetch metadata), the address
 		// bar, a trusted origin, preflights and the gateway.
 		{"a program", "POST", "/api/v1/sandboxes", nil, false},

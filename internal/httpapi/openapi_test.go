@@ -311,6 +311,8 @@ func TestOpenAPISchemas(t *testing.T) {
 		{"ExecRequest", api.ExecRequest{}, in},
 		{"ExecResponse", api.ExecResponse{}, out},
 		{"ExecEvent", api.ExecEvent{}, out},
+		{"TerminalRequest", api.TerminalRequest{}, in},
+		{"TerminalExit", api.TerminalExit{}, out},
 		{"LogsResponse", api.LogsResponse{}, out},
 		{"FileInfo", api.FileInfo{}, out},
 		{"Image", api.Image{}, out},
@@ -1214,6 +1216,10 @@ items:
 		post(sbPath+"/exec/stream", `{"command":["sleep","10"],"timeout":1}`, ok),
 		invalid(post(sbPath+"/exec/stream", `{"command":[]}`, bad)),
 		post("/api/v1/sandboxes/nosuchsandbox/exec/stream", `{"command":["true"]}`, notFound),
+		// The WebSocket itself is tested in internal/e2e; a plain GET is
+		// refused before any upgrade.
+		get(sbPath+"/exec/interactive?command=true", bad),
+		invalid(get(sbPath+"/exec/interactive?tty=maybe", bad)),
 	)
 
 	// Files.

@@ -1,0 +1,57 @@
+package api
+
+// TerminalRequest is an interactive process for GET
+// /sandboxes/{id}/exec/interactive (its query: command repeated, tty,
+// rows, cols, cwd, env as KEY=VALUE repeated).
+type TerminalRequest struct {
+	// Command is the argv; empty runs the sandbox user's login shell,
+	// which needs TTY.
+	Command []string `json:"command,omitempty"`
+	// TTY runs the command on a pseudo-terminal of Rows x Cols (24 x 80
+	// when zero), with TERM=xterm-256color; its stdout and stderr are then
+	// one stream.
+	TTY  bool   `json:"tty,omitempty"`
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
+	Cwd  string `json:"cwd,omitempty"`
+	// Env entries are added to the sandbox's environment.
+	Env map[string]string `json:"env,omitempty"`
+}
+
+// TerminalExit is how a terminal's process ended.
+type TerminalExit struct {
+	// ExitCode is the process's exit status; 128+n when signal n ended it.
+	ExitCode int `json:"exit_code"`
+	// Signal names the signal that ended it, if one did.
+	Signal string `json:"signal,omitempty"`
+	// Reason is ExecOutOfMemory when the out-of-memory killer ended it.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Subprotocols of the terminal endpoint's WebSocket.
+const (
+	// TerminalProtocolK8s is Kubernetes' exec protocol (version 5): each
+	// binary message starts with its stream (TerminalStream*).
+	TerminalProtocolK8s = "v5.channel.k8s.io"
+	// TerminalAuthProtocolPrefix starts a subprotocol entry that carries
+	// the API key, base64url-encoded without padding, for clients that
+	// cannot set headers (browsers). The server never selects it.
+	TerminalAuthProtocolPrefix = "base64url.bearer.authorization.k8s.io."
+)
+
+// Streams of TerminalProtocolK8s: the first byte of each message.
+const (
+	TerminalStreamStdin  byte = 0
+	TerminalStreamStdout byte = 1
+	TerminalStreamStderr byte = 2
+	// TerminalStreamError carries the exit status once, a Kubernetes
+	// metav1.Status: {"status":"Success"}, or "Failure" with reason
+	// "NonZeroExitCode" and a cause of type "ExitCode" whose message is
+	// the code.
+	TerminalStreamError byte = 3
+	// TerminalStreamResize carries {"Width":cols,"Height":rows}.
+	TerminalStreamResize byte = 4
+	// TerminalStreamClose, followed by a stream's byte, closes that
+	// stream: [255, 0] ends the process's input.
+	TerminalStreamClose byte = 255
+)

@@ -1,0 +1,191 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+// errClientGone ends an attachment whose client closed its connection.
+var errClientGone = errors.New("the client closed the attachment")
+
+// attachment is one client attached to a process (GET
+// /v1/procs/{id}/attach). Only the process's writer's input is taken; its
+// cancel ends the attachment, with ErrTakenOver when another takes over.
+type attachment struct {
+	cancel context.CancelCauseFunc
+}
+
+// claimWriter makes a the writer of p. A writer already there keeps its
+// place, unless takeover, which ends its attachment.
+func (p *detachedProc) claimWriter(a *attachment, takeover bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.writer != nil {
+		if !takeover {
+			return errdefs.WithCode(errdefs.Precondition("process %s already has a writer attached (take over to replace it)", p.id), "WRITER_ATTACHED")
+		}
+		p.writer.cancel(ErrTakenOver)
+	}
+	p.writer = a
+	return nil
+}
+
+// isWriter reports whether a is p's writer.
+func (p *detachedProc) isWriter(a *attachment) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.writer == a
+}
+
+// releaseWriter gives up a's place as writer, if it still has it.
+func (p *detachedProc) releaseWriter(a *attachment) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.writer == a {
+		p.writer = nil
+	}
+}
+
+// streamOutput sends p's output from offset since through fw: an offset
+// frame first and again after output it skipped (no longer held), output
+// frames, and at the end of the output (follow) or of what there is now,
+// the ProcInfo. It returns early when ctx is done or fw fails. A reader
+// that falls behind never makes the agent hold more than the ring: the
+// ring overwrites, and the reader is told where it resumes.
+func (p *detachedProc) streamOutput(ctx context.Context, since int64, follow bool, fw *frameWriter) error {
+	buf := make([]byte, 32<<10)
+	next := int64(-1) // the offset the client expects next
+	for {
+		at, stream, n, wait := p.out.read(since, buf)
+		if at != next {
+			var off [8]byte
+			binary.BigEndian.PutUint64(off[:], uint64(at))
+			if err := fw.frame(frameOffset, off[:]); err != nil {
+				return err
+			}
+		}
+		since = at + int64(n)
+		next = since
+		if n > 0 {
+			if err := fw.frame(stream, buf[:n]); err != nil {
+				return err
+			}
+			continue
+		}
+		if wait == nil || !follow {
+			break
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	info, err := json.Marshal(p.info())
+	if err != nil {
+		return err
+	}
+	return fw.frame(frameResult, info)
+}
+
+// handleProcOutput streams a process's output (?since=N&follow=1).
+func (s *Server) handleProcOutput(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.lookupProc(w, r)
+	if !ok {
+		return
+	}
+	since, follow, _, _, err := attachQuery(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-agent2env-frames")
+	w.WriteHeader(http.StatusOK)
+	fw := &frameWriter{w: w, flush: http.NewResponseController(w).Flush}
+	_ = p.streamOutput(r.Context(), since, follow, fw)
+}
+
+// handleProcAttach turns the request's connection into a two-way stream
+// of frames with a process (?since=N&readonly=1&takeover=1): its output
+// from offset since, then its ProcInfo, one way; input, resizes and the
+// end of input the other, taken from the writer only.
+func (s *Server) handleProcAttach(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.lookupProc(w, r)
+	if !ok {
+		return
+	}
+	since, _, readOnly, takeover, err := attachQuery(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", err)
+		return
+	}
+	if !upgrading(w, r, procProtocol) {
+		return
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	a := &attachment{cancel: cancel}
+	if !readOnly {
+		if err := p.claimWriter(a, takeover); err != nil {
+			writeProcError(w, err)
+			return
+		}
+		defer p.releaseWriter(a)
+	}
+	conn, err := switchProtocols(w, procProtocol)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	input := make(chan struct{})
+	go func() {
+		defer close(input)
+		p.readInput(ctx, a, conn)
+		cancel(errClientGone)
+	}()
+	fw := &frameWriter{w: conn, flush: func() error { return nil }}
+	if err := p.streamOutput(ctx, since, true, fw); errors.Is(err, ErrTakenOver) {
+		_ = fw.frame(frameTakenOver, []byte(ErrTakenOver.Error()))
+	}
+	conn.Close()
+	<-input
+}
+
+// readInput takes an attachment's frames until its connection ends,
+// applying those of p's writer.
+func (p *detachedProc) readInput(ctx context.Context, a *attachment, conn io.Reader) {
+	r := bufio.NewReaderSize(conn, 32<<10)
+	var buf []byte
+	for {
+		kind, b, err := readFrame(r, buf)
+		if err != nil {
+			return
+		}
+		buf = b[:0]
+		if !p.isWriter(a) {
+			continue // a reader's, or a writer's taken over
+		}
+		switch kind {
+		case frameStdin:
+			err = p.writeStdin(ctx, bytes.NewReader(b))
+		case frameResize:
+			if len(b) != 4 {
+				continue
+			}
+			err = p.resize(binary.BigEndian.Uint16(b), binary.BigEndian.Uint16(b[2:]))
+		case frameEOF:
+			err = p.closeStdin()
+		}
+		if err != nil {
+			p.log.Debug("attachment input not taken", "id", p.id, "frame", string(kind), "err", err)
+		}
+	}
+}

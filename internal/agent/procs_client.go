@@ -1,0 +1,291 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+// StartProc starts a detached process and returns as soon as it runs.
+// A command that cannot start is an ErrInvalidArgument (code
+// COMMAND_NOT_FOUND or START_FAILED), a tag a running process has an
+// ErrAlreadyExists.
+func (c *Client) StartProc(ctx context.Context, req ProcRequest) (ProcInfo, error) {
+	if err := req.Validate(); err != nil {
+		return ProcInfo{}, errdefs.Invalid("start process: %v", err)
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return ProcInfo{}, fmt.Errorf("encode process request: %w", err)
+	}
+	var info ProcInfo
+	err = c.sendJSON(ctx, http.MethodPost, "/v1/procs", nil, bytes.NewReader(b), &info)
+	return info, err
+}
+
+// Procs lists the detached processes, running and ended, in the order
+// they started.
+func (c *Client) Procs(ctx context.Context) ([]ProcInfo, error) {
+	var out []ProcInfo
+	err := c.getJSON(ctx, http.MethodGet, "/v1/procs", nil, &out)
+	return out, err
+}
+
+// Proc describes the process named by its id or tag.
+func (c *Client) Proc(ctx context.Context, id string) (ProcInfo, error) {
+	var info ProcInfo
+	err := c.getJSON(ctx, http.MethodGet, procPath(id, ""), nil, &info)
+	return info, err
+}
+
+// KillProc ends a process, if it runs (a signal to its group, SIGKILL to
+// all it started after a grace), forgets it and returns how it ended.
+func (c *Client) KillProc(ctx context.Context, id string) (ProcInfo, error) {
+	var info ProcInfo
+	err := c.getJSON(ctx, http.MethodDelete, procPath(id, ""), nil, &info)
+	return info, err
+}
+
+// ProcStdin writes r (nil: nothing) to a process's input, then ends it
+// when eof is set. A process that takes no input, or has ended, is an
+// ErrFailedPrecondition.
+func (c *Client) ProcStdin(ctx context.Context, id string, r io.Reader, eof bool) error {
+	if r == nil {
+		r = bytes.NewReader(nil)
+	}
+	body, stop := cancellableBody(ctx, r)
+	defer stop()
+	return c.sendJSON(ctx, http.MethodPost, procPath(id, "stdin"), url.Values{"eof": {strconv.FormatBool(eof)}}, body, nil)
+}
+
+// ProcSignal sends sig, a name (TERM, SIGTERM) or a number, to a
+// process's group.
+func (c *Client) ProcSignal(ctx context.Context, id, sig string) error {
+	if _, err := parseSignal(sig); err != nil {
+		return errdefs.Invalid("signal process %s: %v", id, err)
+	}
+	return c.getJSON(ctx, http.MethodPost, procPath(id, "signal"), url.Values{"signal": {sig}}, nil)
+}
+
+// ProcResize sets the size of a process's tty.
+func (c *Client) ProcResize(ctx context.Context, id string, rows, cols uint16) error {
+	if rows == 0 || cols == 0 {
+		return errdefs.Invalid("resize process %s: a terminal of %d x %d", id, rows, cols)
+	}
+	q := url.Values{"rows": {strconv.Itoa(int(rows))}, "cols": {strconv.Itoa(int(cols))}}
+	return c.getJSON(ctx, http.MethodPost, procPath(id, "resize"), q, nil)
+}
+
+// ProcOutputOptions choose what ProcOutput reads.
+type ProcOutputOptions struct {
+	// Since is the offset to read from: 0 for all that is kept, the Next
+	// of a previous read to go on from it.
+	Since int64
+	// Follow keeps reading until the process has ended and all its
+	// output is read; otherwise the read ends with what there is now.
+	Follow bool
+}
+
+// ProcOutputResult is where a read of a process's output ended.
+type ProcOutputResult struct {
+	// Next is the offset after the last byte delivered: the Since of a
+	// read that goes on from this one.
+	Next int64
+	// Missed counts the bytes asked for that were no longer kept: before
+	// the first byte delivered (Since older than the ring holds) and
+	// where a reader that fell behind was overtaken.
+	Missed int64
+	// Proc is the process as the read ended: Running is unset once it
+	// has ended.
+	Proc ProcInfo
+}
+
+// ProcOutput copies a process's output, from opts.Since on, to stdout and
+// stderr (either nil to discard; a tty's output is all stdout) as it
+// comes. Frames of one stream are delivered in order and whole, so
+// nothing, UTF-8 characters included, is cut except where Missed counts.
+func (c *Client) ProcOutput(ctx context.Context, id string, opts ProcOutputOptions, stdout, stderr io.Writer) (ProcOutputResult, error) {
+	q := url.Values{"since": {strconv.FormatInt(opts.Since, 10)}, "follow": {strconv.FormatBool(opts.Follow)}}
+	resp, err := c.do(ctx, http.MethodGet, procPath(id, "output"), q, nil)
+	if err != nil {
+		return ProcOutputResult{}, err
+	}
+	defer resp.Body.Close()
+	res := ProcOutputResult{Next: opts.Since}
+	err = readFrames(ctx, resp.Body, "process output", func(kind byte, p []byte) (bool, error) {
+		return res.frame(kind, p, stdout, stderr)
+	})
+	return res, err
+}
+
+// frame applies one frame of an output stream, delivering output to
+// stdout and stderr, and reports whether it was the last.
+func (res *ProcOutputResult) frame(kind byte, p []byte, stdout, stderr io.Writer) (bool, error) {
+	var err error
+	switch kind {
+	case frameOffset:
+		if len(p) != 8 {
+			return true, fmt.Errorf("offset frame of %d bytes", len(p))
+		}
+		at := int64(binary.BigEndian.Uint64(p))
+		res.Missed += max(0, at-res.Next)
+		res.Next = at
+	case frameStdout:
+		err = write(stdout, p)
+		res.Next += int64(len(p))
+	case frameStderr:
+		err = write(stderr, p)
+		res.Next += int64(len(p))
+	case frameResult:
+		if err := json.Unmarshal(p, &res.Proc); err != nil {
+			return true, fmt.Errorf("decode process info: %w", err)
+		}
+		return true, nil
+	}
+	if err != nil {
+		return true, fmt.Errorf("copy process output: %w", err)
+	}
+	return false, nil
+}
+
+// AttachOptions choose how AttachProc attaches.
+type AttachOptions struct {
+	// Since is the offset the output starts from (see ProcOutputOptions).
+	Since int64
+	// ReadOnly attaches as a reader: output only. Otherwise the
+	// attachment is the process's one writer, which fails with an
+	// ErrFailedPrecondition while another is attached, unless Takeover,
+	// which ends the other's attachment (its Wait says ErrTakenOver).
+	ReadOnly, Takeover bool
+	// Stderr, when set, receives the stderr of a process without tty;
+	// otherwise Read returns it with stdout.
+	Stderr io.Writer
+}
+
+// AttachProc attaches to a process: a two-way stream on a connection of
+// its own, whose Read is the process's output from opts.Since to its end
+// and whose Write is its input. ctx bounds the attaching only.
+func (c *Client) AttachProc(ctx context.Context, id string, opts AttachOptions) (*ProcAttachment, error) {
+	q := url.Values{
+		"since":    {strconv.FormatInt(opts.Since, 10)},
+		"readonly": {strconv.FormatBool(opts.ReadOnly)},
+		"takeover": {strconv.FormatBool(opts.Takeover)},
+	}
+	conn, err := c.open(ctx, procPath(id, "attach")+"?"+q.Encode(), procProtocol, "attach process "+id)
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	a := &ProcAttachment{conn: conn, out: pr, readOnly: opts.ReadOnly, done: make(chan struct{})}
+	a.res.Next = opts.Since
+	go a.receive(pw, opts.Stderr)
+	return a, nil
+}
+
+// ProcAttachment is a client attached to a process. Read, Write, Resize
+// and CloseWrite may be called from different goroutines.
+type ProcAttachment struct {
+	conn     net.Conn
+	out      *io.PipeReader
+	readOnly bool
+	wmu      sync.Mutex // one frame at a time
+	done     chan struct{}
+	// res and err are final once done is closed.
+	res ProcOutputResult
+	err error
+}
+
+// receive delivers the output until the stream's end.
+func (a *ProcAttachment) receive(pw *io.PipeWriter, stderr io.Writer) {
+	defer close(a.done)
+	if stderr == nil {
+		stderr = pw
+	}
+	a.err = readFrames(context.Background(), a.conn, "attachment", func(kind byte, p []byte) (bool, error) {
+		if kind == frameTakenOver {
+			return true, fmt.Errorf("%w: %w", errdefs.ErrFailedPrecondition, ErrTakenOver)
+		}
+		return a.res.frame(kind, p, pw, stderr)
+	})
+	pw.CloseWithError(a.err) // nil: Read returns io.EOF
+	a.conn.Close()
+}
+
+// Read reads the process's output; io.EOF once it has ended and all its
+// output is read. Output not read holds the stream back (and the agent,
+// past its ring, skips what is overwritten: see Wait's Missed).
+func (a *ProcAttachment) Read(p []byte) (int, error) { return a.out.Read(p) }
+
+// Write sends p as the process's input.
+func (a *ProcAttachment) Write(p []byte) (int, error) {
+	for n := 0; n < len(p); {
+		k := min(len(p)-n, 32<<10)
+		if err := a.send(frameStdin, p[n:n+k]); err != nil {
+			return n, err
+		}
+		n += k
+	}
+	return len(p), nil
+}
+
+// CloseWrite ends the process's input (see ProcStdin's eof).
+func (a *ProcAttachment) CloseWrite() error { return a.send(frameEOF, nil) }
+
+// Resize sets the size of the process's tty.
+func (a *ProcAttachment) Resize(rows, cols uint16) error {
+	if rows == 0 || cols == 0 {
+		return errdefs.Invalid("resize: a terminal of %d x %d", rows, cols)
+	}
+	var b [4]byte
+	binary.BigEndian.PutUint16(b[:], rows)
+	binary.BigEndian.PutUint16(b[2:], cols)
+	return a.send(frameResize, b[:])
+}
+
+func (a *ProcAttachment) send(kind byte, p []byte) error {
+	if a.readOnly {
+		return errdefs.Precondition("a read-only attachment takes no input")
+	}
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	if err := writeFrame(a.conn, kind, p); err != nil {
+		return fmt.Errorf("send to the process: %w: %w", errdefs.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Wait waits for the end of the attachment, once its output is read to
+// the end (or after Close), and returns where it ended: the process as
+// it ended, the offset to reattach from (Next) and what was missed. Its
+// error is an ErrTakenOver when another writer took over, an
+// ErrUnavailable when the connection failed.
+func (a *ProcAttachment) Wait() (ProcOutputResult, error) {
+	<-a.done
+	return a.res, a.err
+}
+
+// Close ends the attachment; the process goes on.
+func (a *ProcAttachment) Close() error {
+	a.out.Close()
+	return a.conn.Close()
+}
+
+// procPath is the path of the process id's endpoint sub ("" for the
+// process itself).
+func procPath(id, sub string) string {
+	p := "/v1/procs/" + url.PathEscape(id)
+	if sub != "" {
+		p += "/" + sub
+	}
+	return p
+}

@@ -1,0 +1,615 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/testenv"
+)
+
+// procOutput is what following a process to its end read.
+type procOutput struct {
+	res            ProcOutputResult
+	stdout, stderr string
+}
+
+// follow reads id's output from since to its end.
+func follow(t *testing.T, c *Client, id string, since int64) procOutput {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	res, err := c.ProcOutput(ctx, id, ProcOutputOptions{Since: since, Follow: true}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("follow the output of %s: %v", id, err)
+	}
+	if res.Proc.Running {
+		t.Fatalf("the output of %s ended while it runs: %+v", id, res.Proc)
+	}
+	return procOutput{res, stdout.String(), stderr.String()}
+}
+
+// startProc starts req and fails the test if it cannot.
+func startProc(t *testing.T, c *Client, req ProcRequest) ProcInfo {
+	t.Helper()
+	info, err := c.StartProc(context.Background(), req)
+	if err != nil {
+		t.Fatalf("start %+v: %v", req, err)
+	}
+	if info.ID == "" || info.Pid == 0 || info.Started.IsZero() {
+		t.Fatalf("start %+v = %+v", req, info)
+	}
+	return info
+}
+
+// waitFor polls cond until it holds, and fails the test after a while.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestProcRequestValidate(t *testing.T) {
+	tests := []struct {
+		req  ProcRequest
+		want string // in the error; "" for valid
+	}{
+		{ProcRequest{Command: []string{"true"}}, ""},
+		{ProcRequest{TTY: true}, ""},
+		{ProcRequest{Shell: "x", TTY: true, Rows: 10, Cols: 20, Tag: "term-1.a_b"}, ""},
+		{ProcRequest{}, "command is empty"},
+		{ProcRequest{Command: []string{"a"}, Shell: "b"}, "exclusive"},
+		{ProcRequest{Command: []string{""}}, "command[0] is empty"},
+		{ProcRequest{Shell: "x", Tag: "proc-1"}, "tag"},
+		{ProcRequest{Shell: "x", Tag: "has space"}, "tag"},
+		{ProcRequest{Shell: "x", Tag: strings.Repeat("a", 65)}, "tag"},
+		{ProcRequest{Shell: "x", Rows: 10}, "need tty"},
+		{ProcRequest{Shell: "x", TTY: true, Stdin: true}, "stdin"},
+		{ProcRequest{Shell: "x", OutputLimit: 10}, "output_limit"},
+		{ProcRequest{Shell: "x", Timeout: -1}, "timeout"},
+		{ProcRequest{Shell: "x", OutputLimit: MaxProcOutput + 1}, "output_limit"},
+	}
+	for _, tt := range tests {
+		err := tt.req.Validate()
+		if (tt.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("validate %+v = %v, want %q", tt.req, err, tt.want)
+		}
+	}
+}
+
+func TestProcStartListKill(t *testing.T) {
+	c, _ := startAgent(t)
+	ctx := context.Background()
+	tag := newTag(t)
+	a := startProc(t, c, ProcRequest{Command: []string{"sleep", tag}, Tag: "sleeper"})
+	b := startProc(t, c, ProcRequest{Shell: "exit 0"})
+	if _, err := c.StartProc(ctx, ProcRequest{Shell: "true", Tag: "sleeper"}); !errors.Is(err, errdefs.ErrAlreadyExists) {
+		t.Errorf("a second process tagged sleeper: %v, want already exists", err)
+	}
+	if _, err := c.StartProc(ctx, ProcRequest{Command: []string{"no-such-command-a2e"}}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("start a missing command: %v, want invalid argument", err)
+	}
+	follow(t, c, b.ID, 0)
+	list, err := c.Procs(ctx)
+	if err != nil || len(list) != 2 || list[0].ID != a.ID || list[1].ID != b.ID || !list[0].Running || list[1].Running {
+		t.Fatalf("list = %+v, %v; want %s running and %s ended", list, err, a.ID, b.ID)
+	}
+	if got := strings.Join(list[0].Command, " "); got != "sleep "+tag {
+		t.Errorf("command = %q", got)
+	}
+	byTag, err := c.Proc(ctx, "sleeper")
+	if err != nil || byTag.ID != a.ID || byTag.Pid != a.Pid {
+		t.Errorf("proc by tag = %+v, %v; want %s", byTag, err, a.ID)
+	}
+	end, err := c.KillProc(ctx, "sleeper")
+	if err != nil || end.Running || end.Signal != "SIGTERM" || end.ExitCode != 128+15 {
+		t.Errorf("kill = %+v, %v; want ended by SIGTERM", end, err)
+	}
+	waitGone(t, tag, "after DELETE")
+	for _, id := range []string{a.ID, "sleeper"} {
+		if _, err := c.Proc(ctx, id); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Errorf("proc %s after DELETE: %v, want not found", id, err)
+		}
+	}
+	if err := c.ProcSignal(ctx, b.ID, "TERM"); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("signal an ended process: %v, want failed precondition", err)
+	}
+	// The tag is free again.
+	startProc(t, c, ProcRequest{Shell: "true", Tag: "sleeper"})
+}
+
+// How a process ends is its status, with or without a tty.
+func TestProcExit(t *testing.T) {
+	c, _ := startAgent(t)
+	tests := []struct {
+		shell  string
+		code   int
+		signal string
+	}{
+		{"exit 0", 0, ""},
+		{"exit 3", 3, ""},
+		{"kill -TERM $$", 128 + 15, "SIGTERM"},
+		{"kill -KILL $$", 128 + 9, "SIGKILL"},
+	}
+	for _, tt := range tests {
+		for _, tty := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s tty=%v", tt.shell, tty), func(t *testing.T) {
+				info := startProc(t, c, ProcRequest{Shell: tt.shell, TTY: tty})
+				out := follow(t, c, info.ID, 0)
+				if p := out.res.Proc; p.ExitCode != tt.code || p.Signal != tt.signal || p.Ended.IsZero() {
+					t.Errorf("ended %+v, want code %d signal %q", p, tt.code, tt.signal)
+				}
+			})
+		}
+	}
+}
+
+// A timeout ends the process and all it started; the process stays
+// listed with how it ended.
+func TestProcTimeout(t *testing.T) {
+	c, _ := startAgent(t)
+	tag := newTag(t)
+	start := time.Now()
+	info := startProc(t, c, ProcRequest{Shell: "setsid sleep " + tag + " & sleep " + tag, Timeout: 200 * time.Millisecond})
+	out := follow(t, c, info.ID, 0)
+	if p := out.res.Proc; !p.TimedOut || p.Signal != "SIGTERM" || time.Since(start) > 5*time.Second {
+		t.Errorf("ended %+v after %v, want timed out by SIGTERM", p, time.Since(start))
+	}
+	waitGone(t, tag, "after the timeout")
+	quick := startProc(t, c, ProcRequest{Shell: "exit 0", Timeout: time.Minute})
+	if p := follow(t, c, quick.ID, 0).res.Proc; p.TimedOut || p.ExitCode != 0 {
+		t.Errorf("a process within its timeout ended %+v", p)
+	}
+}
+
+// A tty has its size before the command starts, and a resize changes it;
+// its environment has TERM.
+func TestProcTTY(t *testing.T) {
+	c, _ := startAgent(t)
+	ctx := context.Background()
+	info := startProc(t, c, ProcRequest{Shell: `stty size; echo "$TERM"; [ -t 0 ] && echo tty; read x; stty size`, TTY: true, Rows: 33, Cols: 111})
+	waitFor(t, "the first size", func() bool {
+		var out bytes.Buffer
+		_, _ = c.ProcOutput(ctx, info.ID, ProcOutputOptions{}, &out, nil)
+		return strings.Contains(out.String(), "tty")
+	})
+	if err := c.ProcResize(ctx, info.ID, 44, 122); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ProcStdin(ctx, info.ID, strings.NewReader("\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	out := follow(t, c, info.ID, 0)
+	if want := "33 111\r\nxterm-256color\r\ntty\r\n\r\n44 122\r\n"; out.stdout != want || out.stderr != "" {
+		t.Errorf("output %q, stderr %q; want %q", out.stdout, out.stderr, want)
+	}
+	if p := out.res.Proc; p.Rows != 44 || p.Cols != 122 || !p.TTY {
+		t.Errorf("info = %+v, want a 44 x 122 tty", p)
+	}
+	pipes := startProc(t, c, ProcRequest{Command: []string{"sleep", "10"}})
+	if err := c.ProcResize(ctx, pipes.ID, 1, 1); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("resize without tty: %v, want invalid argument", err)
+	}
+}
+
+// A tty without a command runs the login shell.
+func TestProcLoginShell(t *testing.T) {
+	c, _ := startAgent(t)
+	info := startProc(t, c, ProcRequest{TTY: true})
+	if want := loginShell(os.Getuid()); len(info.Command) != 1 || info.Command[0] != want {
+		t.Errorf("command = %q, want [%s]", info.Command, want)
+	}
+	if err := c.ProcStdin(context.Background(), info.ID, strings.NewReader("echo in-$TERM; exit 5\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	out := follow(t, c, info.ID, 0)
+	if !strings.Contains(out.stdout, "in-xterm-256color") || out.res.Proc.ExitCode != 5 {
+		t.Errorf("shell = %+v with output %q", out.res.Proc, out.stdout)
+	}
+}
+
+// The end of input ends cat; stdout and stderr stay apart without a tty.
+func TestProcStdin(t *testing.T) {
+	c, _ := startAgent(t)
+	ctx := context.Background()
+	tests := []struct {
+		name       string
+		req        ProcRequest
+		input      string
+		wantOut    string
+		wantErrOut string
+	}{
+		{"pipe", ProcRequest{Shell: "cat; echo done >&2", Stdin: true}, "piped\x00bytes", "piped\x00bytes", "done\n"},
+		{"tty", ProcRequest{Command: []string{"cat"}, TTY: true}, "line\n", "line\r\nline\r\n", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			info := startProc(t, c, tt.req)
+			if err := c.ProcStdin(ctx, info.ID, strings.NewReader(tt.input), true); err != nil {
+				t.Fatal(err)
+			}
+			out := follow(t, c, info.ID, 0)
+			if out.stdout != tt.wantOut || out.stderr != tt.wantErrOut || out.res.Proc.ExitCode != 0 {
+				t.Errorf("got %q / %q, %+v; want %q / %q", out.stdout, out.stderr, out.res.Proc, tt.wantOut, tt.wantErrOut)
+			}
+		})
+	}
+	none := startProc(t, c, ProcRequest{Command: []string{"cat"}})
+	if err := c.ProcStdin(ctx, none.ID, strings.NewReader("x"), false); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("input to a process without stdin: %v, want failed precondition", err)
+	}
+	if out := follow(t, c, none.ID, 0); out.res.Proc.ExitCode != 0 {
+		t.Errorf("cat of /dev/null = %+v", out.res.Proc)
+	}
+}
+
+// Output a writer missed while it was away is read again from its offset.
+func TestProcReplay(t *testing.T) {
+	c, _ := startAgent(t)
+	ctx := context.Background()
+	info := startProc(t, c, ProcRequest{Shell: `echo one; read x; echo two; read x; echo three`, TTY: true})
+	a, err := c.AttachProc(ctx, info.ID, AttachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(a, buf); err != nil || string(buf) != "one\r\n" {
+		t.Fatalf("first read %q, %v", buf, err)
+	}
+	a.Close()
+	res, _ := a.Wait()
+	if res.Next != 5 || res.Missed != 0 {
+		t.Fatalf("detached at %+v, want next 5", res)
+	}
+	waitFor(t, "the writer to go", func() bool {
+		p, err := c.Proc(ctx, info.ID)
+		return err == nil && !p.Writer
+	})
+	// While nobody is attached, the process goes on.
+	if err := c.ProcStdin(ctx, info.ID, strings.NewReader("\n"), false); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "two", func() bool {
+		p, err := c.Proc(ctx, info.ID)
+		return err == nil && p.Output >= 12
+	})
+	b, err := c.AttachProc(ctx, info.ID, AttachOptions{Since: res.Next})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Write([]byte("\n")); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := io.ReadAll(b)
+	if err != nil || string(rest) != "\r\ntwo\r\n\r\nthree\r\n" {
+		t.Errorf("replay %q, %v", rest, err)
+	}
+	end, err := b.Wait()
+	if err != nil || end.Proc.Running || end.Next != end.Proc.Output || end.Missed != 0 {
+		t.Errorf("end = %+v, %v", end, err)
+	}
+}
+
+// A reader older than the ring gets what is left and learns what it
+// missed; stdout and stderr keep apart across the wrap.
+func TestProcRingOverflow(t *testing.T) {
+	c, _ := startAgent(t)
+	info := startProc(t, c, ProcRequest{Shell: `head -c 10000 /dev/zero | tr '\0' o; sleep 0.1; printf eee >&2; sleep 0.1; printf ooo`, OutputLimit: 4096})
+	follow(t, c, info.ID, 0)
+	out := follow(t, c, info.ID, 0)
+	if out.res.Missed != 10006-4096 || out.res.Next != 10006 || out.res.Proc.OutputStart != 10006-4096 {
+		t.Errorf("read %+v, want 5910 missed of 10006", out.res)
+	}
+	if want := strings.Repeat("o", 4096-6) + "ooo"; out.stdout != want || out.stderr != "eee" {
+		t.Errorf("got %d bytes of stdout, stderr %q", len(out.stdout), out.stderr)
+	}
+	tail := follow(t, c, info.ID, 10003)
+	if tail.stdout != "ooo" || tail.res.Missed != 0 {
+		t.Errorf("read from 10003: %q %+v", tail.stdout, tail.res)
+	}
+}
+
+// Multi-byte characters arrive whole and in order, however the reads of
+// the pty cut them.
+func TestProcUTF8(t *testing.T) {
+	c, _ := startAgent(t)
+	want := strings.Repeat("─", 3000)
+	for _, tty := range []bool{false, true} {
+		info := startProc(t, c, ProcRequest{Shell: `i=0; while [ $i -lt 30 ]; do printf '` + strings.Repeat("─", 100) + `'; i=$((i+1)); done`, TTY: tty})
+		a, err := c.AttachProc(context.Background(), info.ID, AttachOptions{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		small := make([]byte, 7) // cuts characters across reads
+		for {
+			n, err := a.Read(small)
+			got.Write(small[:n])
+			if err != nil {
+				break
+			}
+		}
+		if got.String() != want || !utf8.Valid(got.Bytes()) {
+			t.Errorf("tty=%v: %d bytes, %d characters, want 3000 ─", tty, got.Len(), utf8.RuneCount(got.Bytes()))
+		}
+		if out := follow(t, c, info.ID, 0); out.stdout != want {
+			t.Errorf("tty=%v: output read again: %d bytes", tty, len(out.stdout))
+		}
+	}
+}
+
+// A reader that falls behind does not make the agent hold more than the
+// ring: it is overtaken and told so.
+func TestProcSlowReader(t *testing.T) {
+	c, _ := startAgent(t)
+	info := startProc(t, c, ProcRequest{Shell: `head -c 200000000 /dev/zero`})
+	a, err := c.AttachProc(context.Background(), info.ID, AttachOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse
+	}
+	before := heap()
+	buf := make([]byte, 4096)
+	var peak uint64
+	for i := 0; ; i++ {
+		n, err := a.Read(buf)
+		if err != nil {
+			break
+		}
+		if i < 50 {
+			time.Sleep(20 * time.Millisecond) // slow at first, while the process runs
+		}
+		if i%20 == 0 {
+			peak = max(peak, heap())
+		}
+		_ = n
+	}
+	res, err := a.Wait()
+	if err != nil || res.Proc.Running || res.Proc.Output != 200000000 || res.Missed == 0 || res.Next != 200000000 {
+		t.Fatalf("end %+v, %v; want the end at 200000000 after a gap", res, err)
+	}
+	if peak > before+16<<20 {
+		t.Errorf("heap grew from %d to %d bytes for a slow reader", before, peak)
+	}
+}
+
+// One writer at a time; a second takes over only when it says so;
+// readers see the output too.
+func TestProcTakeover(t *testing.T) {
+	c, _ := startAgent(t)
+	ctx := context.Background()
+	info := startProc(t, c, ProcRequest{Command: []string{"cat"}, TTY: true})
+	first, err := c.AttachProc(ctx, info.ID, AttachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if _, err := c.AttachProc(ctx, info.ID, AttachOptions{}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Fatalf("a second writer: %v, want failed precondition", err)
+	}
+	reader, err := c.AttachProc(ctx, info.ID, AttachOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	if _, err := reader.Write([]byte("x")); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("input from a reader: %v, want failed precondition", err)
+	}
+	second, err := c.AttachProc(ctx, info.ID, AttachOptions{Takeover: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	_, _ = io.Copy(io.Discard, first)
+	if _, err := first.Wait(); !errors.Is(err, ErrTakenOver) || !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("the first writer's end: %v, want taken over", err)
+	}
+	if p, _ := c.Proc(ctx, info.ID); !p.Writer {
+		t.Errorf("info = %+v, want a writer", p)
+	}
+	if _, err := second.Write([]byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	for name, a := range map[string]*ProcAttachment{"writer": second, "reader": reader} {
+		out, _ := io.ReadAll(a)
+		res, err := a.Wait()
+		if string(out) != "hello\r\nhello\r\n" || err != nil || res.Proc.Running || res.Proc.ExitCode != 0 {
+			t.Errorf("%s: %q, %+v, %v", name, out, res.Proc, err)
+		}
+	}
+}
+
+// openFDs counts the test process's open files.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// A process leaves no process and no file behind, once deleted or once
+// the agent stops.
+func TestProcNoLeak(t *testing.T) {
+	for _, how := range []string{"delete", "stop"} {
+		t.Run(how, func(t *testing.T) {
+			// The runtime's poller opens its files on first use.
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Close()
+			w.Close()
+			before := openFDs(t)
+			sock, _, stop := serveAgent(t, func(dir string) ServerConfig {
+				return ServerConfig{Env: []string{"PATH=" + os.Getenv("PATH")}, Cwd: dir, UID: -1, GID: -1}
+			})
+			c := NewClient(UnixDialer(sock), "")
+			tag := newTag(t)
+			var ids []string
+			for _, req := range []ProcRequest{
+				{Shell: "sleep " + tag + " & sleep " + tag, TTY: true},
+				{Shell: "setsid sleep " + tag + " & sleep " + tag, Stdin: true},
+				{Command: []string{"sh", "-c", "trap '' TERM HUP; sleep " + tag}},
+				{Shell: "echo ends by itself", TTY: true},
+			} {
+				ids = append(ids, startProc(t, c, req).ID)
+			}
+			a, err := c.AttachProc(context.Background(), ids[0], AttachOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			if how == "delete" {
+				for _, id := range ids {
+					if _, err := c.KillProc(context.Background(), id); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if list, err := c.Procs(context.Background()); err != nil || len(list) != 0 {
+					t.Errorf("list after DELETE = %+v, %v", list, err)
+				}
+			} else {
+				stop()
+			}
+			waitGone(t, tag, "after "+how)
+			_, _ = io.Copy(io.Discard, a)
+			if _, err := a.Wait(); err != nil {
+				t.Errorf("attachment after %s: %v", how, err)
+			}
+			a.Close()
+			c.Close()
+			stop()
+			waitFor(t, "the files to close", func() bool { return openFDs(t) <= before })
+		})
+	}
+}
+
+// As root, a process runs as the sandbox user, owns its tty, and has the
+// commands' out-of-memory score.
+func TestProcAsUser(t *testing.T) {
+	testenv.RequireRoot(t)
+	sock, _, _ := serveAgent(t, func(string) ServerConfig {
+		return ServerConfig{Env: []string{"PATH=" + os.Getenv("PATH")}, Cwd: "/", UID: 65534, GID: 65534}
+	})
+	c := NewClient(UnixDialer(sock), "")
+	t.Cleanup(c.Close)
+	info := startProc(t, c, ProcRequest{Shell: `id -u; stat -c %u "$(tty)"; cat /proc/self/oom_score_adj`, TTY: true})
+	out := follow(t, c, info.ID, 0)
+	want := "65534\r\n65534\r\n" + strconv.Itoa(userOOMScore) + "\r\n"
+	if out.stdout != want || out.res.Proc.ExitCode != 0 {
+		t.Errorf("got %q, %+v; want %q", out.stdout, out.res.Proc, want)
+	}
+}
+
+func TestRing(t *testing.T) {
+	type write struct {
+		stream byte
+		data   string
+	}
+	type chunk struct {
+		at     int64
+		stream byte
+		data   string
+	}
+	tests := []struct {
+		name   string
+		size   int
+		writes []write
+		from   int64
+		want   []chunk
+	}{
+		{"empty", 8, nil, 0, nil},
+		{"one stream", 8, []write{{'o', "abc"}, {'o', "de"}}, 0, []chunk{{0, 'o', "abcde"}}},
+		{"from the middle", 8, []write{{'o', "abcde"}}, 2, []chunk{{2, 'o', "cde"}}},
+		{"streams apart", 8, []write{{'o', "ab"}, {'e', "cd"}, {'o', "e"}}, 0,
+			[]chunk{{0, 'o', "ab"}, {2, 'e', "cd"}, {4, 'o', "e"}}},
+		{"wrapped", 4, []write{{'o', "abc"}, {'e', "def"}}, 0, []chunk{{2, 'o', "c"}, {3, 'e', "def"}}},
+		{"larger than the ring", 4, []write{{'o', "abcdefghij"}}, 3, []chunk{{6, 'o', "ghij"}}},
+		{"past the end", 4, []write{{'o', "ab"}}, 9, nil},
+		{"utf-8 cut at the start", 3, []write{{'o', "─b"}}, 0, []chunk{{3, 'o', "b"}}},
+		{"utf-8 whole", 4, []write{{'o', "a─"}}, 0, []chunk{{0, 'o', "a─"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRing(tt.size)
+			for _, w := range tt.writes {
+				r.write(w.stream, []byte(w.data))
+			}
+			r.close()
+			var got []chunk
+			buf := make([]byte, 3)
+			for from := tt.from; ; {
+				at, stream, n, wait := r.read(from, buf)
+				if n == 0 {
+					if wait != nil {
+						t.Fatal("a closed ring waits")
+					}
+					break
+				}
+				if k := len(got) - 1; k >= 0 && got[k].stream == stream && got[k].at+int64(len(got[k].data)) == at {
+					got[k].data += string(buf[:n])
+				} else {
+					got = append(got, chunk{at, stream, string(buf[:n])})
+				}
+				from = at + int64(n)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("read %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// A ring drops its oldest output with its oldest record when the streams
+// alternate more often than it keeps records.
+func TestRingSegments(t *testing.T) {
+	r := newRing(1 << 20)
+	for i := range maxRingSegments + 10 {
+		r.write([]byte{frameStdout, frameStderr}[i%2], []byte("x"))
+	}
+	if start, end := r.held(); start != 10 || end != maxRingSegments+10 || len(r.segs) != maxRingSegments {
+		t.Errorf("held [%d, %d) in %d records", start, end, len(r.segs))
+	}
+}
+
+// The signal names and numbers a client may send.
+func TestParseSignal(t *testing.T) {
+	for in, want := range map[string]syscall.Signal{"TERM": syscall.SIGTERM, "sigint": syscall.SIGINT, "SIGKILL": syscall.SIGKILL, "9": syscall.SIGKILL, "WINCH": syscall.SIGWINCH} {
+		if got, err := parseSignal(in); err != nil || got != want {
+			t.Errorf("parseSignal(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "0", "65", "NOPE"} {
+		if _, err := parseSignal(in); err == nil {
+			t.Errorf("parseSignal(%q) succeeded", in)
+		}
+	}
+}

@@ -1,0 +1,439 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/service"
+)
+
+// The terminal's WebSocket: its keepalive and the largest message it
+// reads (a big paste).
+const (
+	terminalWriteWait = 10 * time.Second
+	terminalReadLimit = 1<<20 + 64
+	// terminalChunk is the most output one message carries.
+	terminalChunk = 32 << 10
+)
+
+// terminalPingPeriod is how often the server pings (a variable for the
+// tests); a client that answers none of two is dropped.
+var terminalPingPeriod = 30 * time.Second
+
+func terminalPongWait() time.Duration { return 2*terminalPingPeriod + terminalWriteWait }
+
+var terminalUpgrader = websocket.Upgrader{
+	// Only the Kubernetes protocol is ever selected: never the entry
+	// carrying a key.
+	Subprotocols: []string{api.TerminalProtocolK8s},
+	// BrowserGuard checks Host and Origin before the request gets here.
+	CheckOrigin:      func(*http.Request) bool { return true },
+	HandshakeTimeout: 10 * time.Second,
+}
+
+// terminalRequest reads the query of GET .../exec/interactive. tty
+// defaults to the dialect's default: true for LiteBoxd's, false for
+// Kubernetes'.
+func terminalRequest(r *http.Request, k8s bool) (api.TerminalRequest, error) {
+	q := r.URL.Query()
+	req := api.TerminalRequest{Command: q["command"], TTY: !k8s, Cwd: q.Get("cwd")}
+	if v := q.Get("tty"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return req, errdefs.Invalid("tty %q is not a boolean", v)
+		}
+		req.TTY = b
+	}
+	for name, dst := range map[string]*uint16{"rows": &req.Rows, "cols": &req.Cols} {
+		if v := q.Get(name); v != "" {
+			n, err := strconv.ParseUint(v, 10, 16)
+			if err != nil || n == 0 {
+				return req, errdefs.Invalid("%s %q is not a size from 1 to 65535", name, v)
+			}
+			*dst = uint16(n)
+		}
+	}
+	for _, kv := range q["env"] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return req, errdefs.Invalid("env %q is not KEY=VALUE", kv)
+		}
+		if req.Env == nil {
+			req.Env = map[string]string{}
+		}
+		req.Env[k] = v
+	}
+	return req, nil
+}
+
+// offersProtocol reports whether the client offered subprotocol p.
+func offersProtocol(r *http.Request, p string) bool {
+	for _, v := range websocket.Subprotocols(r) {
+		if v == p {
+			return true
+		}
+	}
+	return false
+}
+
+// terminal serves GET /api/v1/sandboxes/{id}/exec/interactive: an
+// interactive process over a WebSocket, in Kubernetes' v5.channel.k8s.io
+// protocol when the client offers it, otherwise in LiteBoxd's JSON
+// frames. Bad requests and a sandbox that does not run are refused
+// before the upgrade; the process ends with the connection.
+func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
+	if !websocket.IsWebSocketUpgrade(r) {
+		writeError(w, errdefs.Invalid("this endpoint speaks WebSocket only: send an upgrade request"))
+		return
+	}
+	k8s := offersProtocol(r, api.TerminalProtocolK8s)
+	req, err := terminalRequest(r, k8s)
+	if err == nil {
+		err = s.sandboxes.ValidateTerminal(req)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var d terminalDialect = &jsonDialect{}
+	if k8s {
+		d = k8sDialect{}
+	}
+	sess := &terminalSession{d: d, ready: make(chan struct{})}
+	var stderr io.Writer
+	if !req.TTY {
+		sess.stderr = &utf8Writer{emit: func(p []byte) error { return sess.send(d.output(api.TerminalStreamStderr, p)) }}
+		stderr = sess.stderr
+	}
+	t, err := s.sandboxes.Terminal(r.Context(), r.PathValue("id"), req, stderr)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer t.Close()
+	conn, err := terminalUpgrader.Upgrade(w, r, nil)
+	sess.conn = conn
+	close(sess.ready)
+	if err != nil {
+		return // the upgrader answered
+	}
+	defer conn.Close()
+	s.runTerminal(sess, t)
+}
+
+// terminalSession is one WebSocket; its writes are serialized.
+type terminalSession struct {
+	// ready is closed once conn is set (nil: the upgrade failed): the
+	// process's stderr may come before.
+	ready chan struct{}
+	conn  *websocket.Conn
+	d     terminalDialect
+	wmu   sync.Mutex
+	// stderr carries a process without tty's stderr.
+	stderr *utf8Writer
+}
+
+// send writes one message. It blocks while the client does not read,
+// which holds the process's output back: nothing queues in the daemon.
+func (s *terminalSession) send(typ int, p []byte) error {
+	<-s.ready
+	if s.conn == nil {
+		return errors.New("no WebSocket")
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.conn.WriteMessage(typ, p)
+}
+
+// runTerminal pumps the session until the process has ended and its exit
+// is sent, or the client went away.
+func (s *Server) runTerminal(sess *terminalSession, t *service.Terminal) {
+	conn := sess.conn
+	pingPeriod := terminalPingPeriod
+	conn.SetReadLimit(terminalReadLimit)
+	conn.SetReadDeadline(time.Now().Add(terminalPongWait()))
+	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(terminalPongWait())) })
+	done := make(chan struct{})
+	defer close(done)
+	go func() { // keepalive
+		tick := time.NewTicker(pingPeriod)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(terminalWriteWait)); err != nil {
+					conn.Close()
+					return
+				}
+			}
+		}
+	}()
+	inputDone := make(chan struct{})
+	go func() { // input
+		defer close(inputDone)
+		for {
+			typ, p, err := conn.ReadMessage()
+			if err != nil {
+				t.Close() // the client went away: end the process
+				return
+			}
+			conn.SetReadDeadline(time.Now().Add(terminalPongWait()))
+			if err := sess.d.input(t, typ, p); err != nil {
+				sess.send(sess.d.fail(err))
+				t.Close()
+				return
+			}
+		}
+	}()
+	var sendErr error // the client's end failed
+	out := &utf8Writer{emit: func(p []byte) error {
+		sendErr = sess.send(sess.d.output(api.TerminalStreamStdout, p))
+		return sendErr
+	}}
+	buf := make([]byte, terminalChunk)
+	_, err := io.CopyBuffer(out, t, buf)
+	if err == nil {
+		err = out.flush()
+	}
+	if err == nil && sess.stderr != nil {
+		err = sess.stderr.flush() // the agent wrote all of stderr before the output's end
+	}
+	var exit api.TerminalExit
+	if err == nil {
+		exit, err = t.Wait()
+	}
+	switch {
+	case sendErr != nil:
+		return // the client went away
+	case err != nil:
+		sess.send(sess.d.fail(err)) // the stream from the agent failed
+	default:
+		sess.send(sess.d.exit(exit))
+	}
+	sess.wmu.Lock()
+	conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(terminalWriteWait))
+	sess.wmu.Unlock()
+	// Give the client a moment to close in turn, then drop the connection.
+	conn.SetReadDeadline(time.Now().Add(terminalWriteWait))
+	<-inputDone
+}
+
+// terminalDialect is a wire format of the terminal's WebSocket.
+type terminalDialect interface {
+	// output is a message of output of stream 1 (stdout) or 2 (stderr).
+	output(stream byte, p []byte) (int, []byte)
+	// exit is the message that says how the process ended.
+	exit(api.TerminalExit) (int, []byte)
+	// fail is the message that says the session failed.
+	fail(error) (int, []byte)
+	// input applies a message from the client.
+	input(t *service.Terminal, typ int, p []byte) error
+}
+
+// k8sDialect is v5.channel.k8s.io.
+type k8sDialect struct{}
+
+func (k8sDialect) output(stream byte, p []byte) (int, []byte) {
+	return websocket.BinaryMessage, append([]byte{stream}, p...)
+}
+
+// k8sStatus is the part of Kubernetes' metav1.Status the exit status uses.
+type k8sStatus struct {
+	Metadata struct{}          `json:"metadata"`
+	Status   string            `json:"status"`
+	Message  string            `json:"message,omitempty"`
+	Reason   string            `json:"reason,omitempty"`
+	Details  *k8sStatusDetails `json:"details,omitempty"`
+	Code     int               `json:"code,omitempty"`
+}
+
+type k8sStatusDetails struct {
+	Causes []k8sStatusCause `json:"causes"`
+}
+
+// k8sStatusCause is a metav1.StatusCause, whose type is sent as
+// "reason".
+type k8sStatusCause struct {
+	Type    string `json:"reason"`
+	Message string `json:"message"`
+}
+
+func (k8sDialect) status(st k8sStatus) (int, []byte) {
+	b, _ := json.Marshal(st)
+	return websocket.BinaryMessage, append([]byte{api.TerminalStreamError}, b...)
+}
+
+func (d k8sDialect) exit(e api.TerminalExit) (int, []byte) {
+	if e.ExitCode == 0 {
+		return d.status(k8sStatus{Status: "Success"})
+	}
+	return d.status(k8sStatus{
+		Status: "Failure", Reason: "NonZeroExitCode", Code: http.StatusInternalServerError,
+		Message: fmt.Sprintf("command terminated with non-zero exit code: %d", e.ExitCode),
+		Details: &k8sStatusDetails{Causes: []k8sStatusCause{{Type: "ExitCode", Message: strconv.Itoa(e.ExitCode)}}},
+	})
+}
+
+func (d k8sDialect) fail(err error) (int, []byte) {
+	code, _ := errdefs.HTTPStatus(err)
+	return d.status(k8sStatus{Status: "Failure", Reason: "InternalError", Message: err.Error(), Code: code})
+}
+
+func (k8sDialect) input(t *service.Terminal, typ int, p []byte) error {
+	if typ != websocket.BinaryMessage || len(p) == 0 {
+		return errdefs.Invalid("v5.channel.k8s.io takes binary messages that start with their stream")
+	}
+	switch p[0] {
+	case api.TerminalStreamStdin:
+		_, err := t.Write(p[1:])
+		return ignoreEnded(err)
+	case api.TerminalStreamResize:
+		var size struct{ Width, Height uint16 }
+		if err := json.Unmarshal(p[1:], &size); err != nil {
+			return errdefs.Invalid("resize: %v", err)
+		}
+		if size.Width == 0 || size.Height == 0 {
+			return nil // a terminal not drawn yet
+		}
+		return ignoreEnded(t.Resize(size.Height, size.Width))
+	case api.TerminalStreamClose:
+		if len(p) == 2 && p[1] == api.TerminalStreamStdin {
+			return ignoreEnded(t.CloseWrite())
+		}
+		return nil
+	}
+	return errdefs.Invalid("stream %d takes no input", p[0])
+}
+
+// jsonDialect is LiteBoxd's: text messages of JSON objects.
+type jsonDialect struct{}
+
+// jsonFrame is a message of LiteBoxd's terminal protocol: input (data),
+// resize (cols, rows), output (data; stream "stderr" for a process
+// without tty's stderr, an agent2env addition), exit (exitCode, always
+// sent) and error (message).
+type jsonFrame struct {
+	Type     string `json:"type"`
+	Data     string `json:"data,omitempty"`
+	Stream   string `json:"stream,omitempty"`
+	Cols     uint16 `json:"cols,omitempty"`
+	Rows     uint16 `json:"rows,omitempty"`
+	ExitCode *int   `json:"exitCode,omitempty"`
+	Signal   string `json:"signal,omitempty"`
+	Message  string `json:"message,omitempty"`
+}
+
+func (jsonDialect) frame(f jsonFrame) (int, []byte) {
+	b, _ := json.Marshal(f)
+	return websocket.TextMessage, b
+}
+
+func (d jsonDialect) output(stream byte, p []byte) (int, []byte) {
+	f := jsonFrame{Type: "output", Data: string(p)}
+	if stream == api.TerminalStreamStderr {
+		f.Stream = "stderr"
+	}
+	return d.frame(f)
+}
+
+func (d jsonDialect) exit(e api.TerminalExit) (int, []byte) {
+	return d.frame(jsonFrame{Type: "exit", ExitCode: &e.ExitCode, Signal: e.Signal})
+}
+
+func (d jsonDialect) fail(err error) (int, []byte) {
+	return d.frame(jsonFrame{Type: "error", Message: err.Error()})
+}
+
+func (jsonDialect) input(t *service.Terminal, _ int, p []byte) error {
+	var f jsonFrame
+	if err := json.Unmarshal(p, &f); err != nil {
+		return errdefs.Invalid("a message is not a JSON frame: %v", err)
+	}
+	switch f.Type {
+	case "input":
+		_, err := t.Write([]byte(f.Data))
+		return ignoreEnded(err)
+	case "resize":
+		if f.Cols == 0 || f.Rows == 0 {
+			return nil
+		}
+		return ignoreEnded(t.Resize(f.Rows, f.Cols))
+	case "eof":
+		return ignoreEnded(t.CloseWrite())
+	}
+	return nil // LiteBoxd ignores what it does not know
+}
+
+// ignoreEnded drops the error of input sent as the process ends: its
+// output and exit still come.
+func ignoreEnded(err error) error {
+	if errors.Is(err, errdefs.ErrUnavailable) || errors.Is(err, errdefs.ErrFailedPrecondition) {
+		return nil
+	}
+	return err
+}
+
+// utf8Writer passes its writes to emit without cutting a UTF-8 character:
+// an incomplete one at the end waits for the next write.
+type utf8Writer struct {
+	emit func([]byte) error
+	tail []byte
+}
+
+func (w *utf8Writer) Write(p []byte) (int, error) {
+	n := len(p)
+	if len(w.tail) > 0 {
+		p = append(w.tail, p...)
+		w.tail = nil
+	}
+	cut := completeUTF8(p)
+	if cut < len(p) {
+		w.tail = append([]byte(nil), p[cut:]...)
+		p = p[:cut]
+	}
+	if len(p) > 0 {
+		if err := w.emit(p); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// flush sends what is left, complete or not.
+func (w *utf8Writer) flush() error {
+	if len(w.tail) == 0 {
+		return nil
+	}
+	p := w.tail
+	w.tail = nil
+	return w.emit(p)
+}
+
+// completeUTF8 is the length of p without an incomplete UTF-8 character
+// at its end (invalid bytes count as complete: they are not held back).
+func completeUTF8(p []byte) int {
+	for i := len(p) - 1; i >= 0 && i >= len(p)-utf8.UTFMax; i-- {
+		if !utf8.RuneStart(p[i]) {
+			continue
+		}
+		if !utf8.FullRune(p[i:]) {
+			return i
+		}
+		break
+	}
+	return len(p)
+}

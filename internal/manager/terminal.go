@@ -1,0 +1,112 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+// TerminalRequest is an interactive process to start in a sandbox.
+type TerminalRequest struct {
+	// Command is the argv; empty runs the login shell, which needs TTY.
+	Command []string
+	// TTY runs it on a pseudo-terminal of Rows x Cols (the agent's
+	// default size when zero).
+	TTY        bool
+	Rows, Cols uint16
+	Env        map[string]string
+	Cwd        string
+}
+
+// Terminal is a process started for one client and attached to it: its
+// Read is the output (stdout and stderr together unless the request's
+// Stderr writer took stderr), Write its input. Close ends the process.
+type Terminal struct {
+	*agent.ProcAttachment
+	c  *agent.Client
+	id string
+}
+
+// terminalKillTimeout bounds the kill of a terminal's process at Close.
+const terminalKillTimeout = 10 * time.Second
+
+// Close ends the attachment and the process with all it started.
+func (t *Terminal) Close() error {
+	err := t.ProcAttachment.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), terminalKillTimeout)
+	defer cancel()
+	if _, kerr := t.c.KillProc(ctx, t.id); kerr != nil && !errors.Is(kerr, errdefs.ErrNotFound) {
+		return fmt.Errorf("end terminal process %s: %w", t.id, kerr)
+	}
+	return err
+}
+
+// terminalProcRequest checks req with the rules of exec and turns it into the
+// agent's request.
+func terminalProcRequest(req TerminalRequest) (agent.ProcRequest, error) {
+	for _, a := range req.Command {
+		if strings.ContainsRune(a, 0) {
+			return agent.ProcRequest{}, errdefs.Invalid("command arguments must not contain NUL")
+		}
+	}
+	if err := ValidEnv(req.Env); err != nil {
+		return agent.ProcRequest{}, err
+	}
+	out := agent.ProcRequest{Command: req.Command, TTY: req.TTY, Rows: req.Rows, Cols: req.Cols, Stdin: !req.TTY}
+	if req.Cwd != "" {
+		p, err := CleanPath(req.Cwd)
+		if err != nil {
+			return agent.ProcRequest{}, err
+		}
+		out.Cwd = p
+	}
+	for k, v := range req.Env {
+		out.Env = append(out.Env, k+"="+v)
+	}
+	sort.Strings(out.Env)
+	if err := out.Validate(); err != nil {
+		return agent.ProcRequest{}, errdefs.Invalid("terminal: %v", err)
+	}
+	return out, nil
+}
+
+// ValidateTerminal checks req as StartTerminal does, without starting
+// anything.
+func (m *Manager) ValidateTerminal(req TerminalRequest) error {
+	_, err := terminalProcRequest(req)
+	return err
+}
+
+// StartTerminal starts req's process in running sandbox id as a detached
+// process of its agent and attaches to it as its one writer; stderr, when
+// set, receives the stderr of a process without tty. The caller must
+// Close the terminal, which ends the process.
+func (m *Manager) StartTerminal(ctx context.Context, id string, req TerminalRequest, stderr io.Writer) (*Terminal, error) {
+	preq, err := terminalProcRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	c, err := m.Agent(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	info, err := c.StartProc(ctx, preq)
+	if err != nil {
+		return nil, fmt.Errorf("start terminal in sandbox %s: %w", id, err)
+	}
+	a, err := c.AttachProc(ctx, info.ID, agent.AttachOptions{Stderr: stderr})
+	if err != nil {
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), terminalKillTimeout)
+		defer cancel()
+		c.KillProc(kctx, info.ID)
+		return nil, fmt.Errorf("attach terminal in sandbox %s: %w", id, err)
+	}
+	return &Terminal{ProcAttachment: a, c: c, id: info.ID}, nil
+}
