@@ -46,6 +46,10 @@ def body(httpx_mock: HTTPXMock) -> Any:
                 "overrides": {"cpu": "1", "memory": "1Gi", "ttl": 0},
             },
         ),
+        (
+            {"metadata": {"team": "eval"}},
+            {"template": "python-data-science", "metadata": {"team": "eval"}},
+        ),
     ],
 )
 def test_create(client: Any, httpx_mock: HTTPXMock, kwargs: dict[str, Any], want: Any) -> None:
@@ -74,15 +78,22 @@ def test_create_unknown_template(client: Any, httpx_mock: HTTPXMock) -> None:
 
 def test_create_from_image(client: Any, httpx_mock: HTTPXMock) -> None:
     httpx_mock.add_response(
-        method="POST", url=f"{BASE}/sandboxes", status_code=201, json=sandbox_json()
+        method="POST",
+        url=f"{BASE}/sandboxes",
+        status_code=201,
+        json=sandbox_json(metadata={"team": "eval"}),
     )
-    client.sandbox.create_from_image("agent2env/python", memory="256Mi", ttl=0, env={"A": "1"})
+    sb = client.sandbox.create_from_image(
+        "agent2env/python", memory="256Mi", ttl=0, env={"A": "1"}, metadata={"team": "eval"}
+    )
     assert body(httpx_mock) == {
         "image": "agent2env/python",
         "memory": "256Mi",
         "ttl": 0,
         "env": {"A": "1"},
+        "metadata": {"team": "eval"},
     }
+    assert sb.metadata == {"team": "eval"}
 
 
 def test_list_get_delete(client: Any, httpx_mock: HTTPXMock) -> None:

@@ -277,10 +277,13 @@ def test_files(client: Client, tmp_path: Path) -> None:
 
 
 def test_lifecycle_and_errors(client: Client) -> None:
-    sb = client.sandbox.create_from_image(IMAGE, ttl=0, env={"GREETING": "hi"})
+    sb = client.sandbox.create_from_image(
+        IMAGE, ttl=0, env={"GREETING": "hi"}, metadata={"suite": "integration"}
+    )
     try:
         sb = client.sandbox.wait_for_ready(sb.id, poll_interval=0.2)
         assert sb.expires_at.year == 9999
+        assert sb.metadata == {"suite": "integration"}
         assert client.sandbox.execute(sb.id, ["sh", "-c", "echo $GREETING"]).stdout == "hi\n"
         client.sandbox.stop(sb.id)
         assert client.sandbox.get(sb.id).status is SandboxStatus.SUCCEEDED

@@ -57,6 +57,8 @@ class Sandbox(APIModel):
     """When the sandbox last changed status (agent2env addition)."""
     reason: str | None = None
     """Why the sandbox is in its status, such as why it failed (agent2env addition)."""
+    metadata: dict[str, str] | None = None
+    """The labels its client gave it (agent2env addition; the OpenSandbox API's metadata)."""
 
 
 class SandboxOverrides(APIModel):

@@ -52,19 +52,38 @@ def _path(sandbox_id: str, suffix: str = "") -> str:
     return f"/sandboxes/{segment(sandbox_id, 'sandbox id')}{suffix}"
 
 
-def _create(template: str, template_version: int | None, overrides: Overrides) -> Op[Sandbox]:
+def _create(
+    template: str,
+    template_version: int | None,
+    overrides: Overrides,
+    metadata: Mapping[str, str] | None,
+) -> Op[Sandbox]:
     body: dict[str, Any] = {"template": template}
     if template_version is not None:
         body["templateVersion"] = template_version
     if overrides is not None:
         body["overrides"] = dump(SandboxOverrides.model_validate(overrides))
+    if metadata is not None:
+        body["metadata"] = dict(metadata)
     return call(Request("POST", "/sandboxes", json=body), parse_model(Sandbox))
 
 
 def _create_from_image(
-    image: str, cpu: str | None, memory: str | None, ttl: int | None, env: Mapping[str, str] | None
+    image: str,
+    cpu: str | None,
+    memory: str | None,
+    ttl: int | None,
+    env: Mapping[str, str] | None,
+    metadata: Mapping[str, str] | None,
 ) -> Op[Sandbox]:
-    body = {"image": image, "cpu": cpu, "memory": memory, "ttl": ttl, "env": env}
+    body = {
+        "image": image,
+        "cpu": cpu,
+        "memory": memory,
+        "ttl": ttl,
+        "env": env,
+        "metadata": metadata,
+    }
     body = {k: v for k, v in body.items() if v is not None}
     return call(Request("POST", "/sandboxes", json=body), parse_model(Sandbox))
 
@@ -184,7 +203,12 @@ class SandboxService:
         self._c = client
 
     def create(
-        self, template: str, *, template_version: int | None = None, overrides: Overrides = None
+        self,
+        template: str,
+        *,
+        template_version: int | None = None,
+        overrides: Overrides = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> Sandbox:
         """Create a sandbox from a template.
 
@@ -193,6 +217,8 @@ class SandboxService:
             template_version: The version to use; the latest by default.
             overrides: Values replacing the template's: ``cpu``, ``memory``,
                 ``ttl``, ``env`` (a :class:`SandboxOverrides` or a dict).
+            metadata: Labels kept with the sandbox and shown in :attr:`Sandbox.metadata`
+                (agent2env addition): at most 64, Kubernetes label syntax.
 
         Returns:
             The new sandbox: ``running`` when its image was stored and it has
@@ -204,7 +230,7 @@ class SandboxService:
             ResourceLimitError: The daemon's maximum of sandboxes is reached.
 
         """
-        return self._c.run(_create(template, template_version, overrides))
+        return self._c.run(_create(template, template_version, overrides, metadata))
 
     def create_from_image(
         self,
@@ -214,12 +240,14 @@ class SandboxService:
         memory: str | None = None,
         ttl: int | None = None,
         env: Mapping[str, str] | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> Sandbox:
         """Create a sandbox from an image, such as ``agent2env/python`` (agent2env addition).
 
-        Unset values take the daemon's defaults; ``ttl=0`` never expires.
+        Unset values take the daemon's defaults; ``ttl=0`` never expires; ``metadata``
+        labels the sandbox as in :meth:`create`.
         """
-        return self._c.run(_create_from_image(image, cpu, memory, ttl, env))
+        return self._c.run(_create_from_image(image, cpu, memory, ttl, env, metadata))
 
     def get(self, sandbox_id: str) -> Sandbox:
         """Return a sandbox; an unknown id raises NotFoundError."""
@@ -381,10 +409,15 @@ class AsyncSandboxService:
         self._c = client
 
     async def create(
-        self, template: str, *, template_version: int | None = None, overrides: Overrides = None
+        self,
+        template: str,
+        *,
+        template_version: int | None = None,
+        overrides: Overrides = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> Sandbox:
         """Create a sandbox from a template; see :meth:`SandboxService.create`."""
-        return await self._c.run(_create(template, template_version, overrides))
+        return await self._c.run(_create(template, template_version, overrides, metadata))
 
     async def create_from_image(
         self,
@@ -394,9 +427,10 @@ class AsyncSandboxService:
         memory: str | None = None,
         ttl: int | None = None,
         env: Mapping[str, str] | None = None,
+        metadata: Mapping[str, str] | None = None,
     ) -> Sandbox:
         """Create a sandbox from an image; see :meth:`SandboxService.create_from_image`."""
-        return await self._c.run(_create_from_image(image, cpu, memory, ttl, env))
+        return await self._c.run(_create_from_image(image, cpu, memory, ttl, env, metadata))
 
     async def get(self, sandbox_id: str) -> Sandbox:
         """Return a sandbox; an unknown id raises NotFoundError."""
