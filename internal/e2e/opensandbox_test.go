@@ -113,6 +113,25 @@ func TestOpenSandboxSDK(t *testing.T) {
 		expect(t, res, want)
 		noSandboxes(t)
 	})
+	t.Run("background commands", func(t *testing.T) {
+		res := python(t, "background", image)
+		want := map[string]string{
+			"content": "echo first; sleep 1; echo second >&2; exit 4",
+			"running": "true", "running_exit_code": "<nil>", "running_finished": "false",
+			// The cursor is a byte offset into stdout and stderr together.
+			"logs1": "first\n", "cursor1": "6",
+			"ended_running": "false", "exit_code": "4", "finished": "true",
+			"logs2": "second\n", "cursor2": "13",
+			// SIGINT ends the sleep; the interrupt answers once it has.
+			"interrupted_running": "false", "interrupted_exit_code": "130",
+			"unknown_status": "404",
+		}
+		expect(t, res, want)
+		if s, _ := res["interrupt_seconds"].(float64); s > 2 {
+			t.Errorf("interrupt took %.1f s, want well under the 3 s before SIGKILL", s)
+		}
+		noSandboxes(t)
+	})
 	t.Run("files", func(t *testing.T) {
 		res := python(t, "files", image)
 		want := map[string]string{

@@ -96,7 +96,11 @@ func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
 		route(http.MethodGet, func(w http.ResponseWriter, _ *http.Request, _ string) { w.WriteHeader(http.StatusOK) })
 	case "/command":
 		if r.Method == http.MethodDelete {
-			writeError(w, notImplemented("interrupting a command is not supported by agent2env yet"))
+			if h.cfg.Commands == nil {
+				writeError(w, notImplemented("background commands are not served here"))
+				return
+			}
+			h.interruptCommand(w, r, id)
 			return
 		}
 		route(http.MethodPost, h.command)
@@ -109,6 +113,10 @@ func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
 	default:
 		if fns := filesRoutes[op]; fns != nil {
 			h.routeFiles(w, r, id, fns)
+			return
+		}
+		if strings.HasPrefix(op, "/command/") && h.cfg.Commands != nil {
+			h.routeCommand(w, r, id, op)
 			return
 		}
 		if strings.HasPrefix(op, "/code/contexts/") {
@@ -177,8 +185,6 @@ type commandRequest struct {
 func (req *commandRequest) toAPI() (api.ExecRequest, error) {
 	var out api.ExecRequest
 	switch {
-	case req.Background:
-		return out, notImplemented("background commands are not supported by agent2env yet")
 	case req.Command != "" && len(req.Argv) > 0:
 		return out, errdefs.Invalid("give one of command and argv, not both")
 	case req.Command != "":
@@ -304,6 +310,14 @@ func (h *Handler) command(w http.ResponseWriter, r *http.Request, id string) {
 	req, err := body.toAPI()
 	if err != nil {
 		writeError(w, err)
+		return
+	}
+	if body.Background {
+		if h.cfg.Commands == nil {
+			writeError(w, notImplemented("background commands are not served here"))
+			return
+		}
+		h.background(w, r, id, procRequest(req, body))
 		return
 	}
 	run, err := h.cfg.Execd.ExecStream(r.Context(), id, req)

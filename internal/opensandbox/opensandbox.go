@@ -75,6 +75,8 @@ type Config struct {
 	// Files moves, removes, searches and edits sandbox files for execd's
 	// files and directories routes; nil: they answer 501.
 	Files Files
+	// Commands runs execd's background commands; nil: they answer 501.
+	Commands Commands
 	// Codes runs code in agent2env's kernels for execd's /code routes;
 	// nil: they answer 501.
 	Codes Codes

@@ -19,6 +19,9 @@ object on its last line, which the Go test checks:
                     a matplotlib chart (its PNG in the raw result stream and
                     as a saved file read back), the default context, bash,
                     contexts listed and deleted, a run interrupted
+  background IMAGE  a background command: its status while it runs and
+                    after, its logs read by cursor in two steps, and a
+                    background sleep 100 interrupted
   files IMAGE       files: info, search, list, replace, mv, permissions,
                     directories made and deleted, files deleted, a ranged
                     and a line-based read
@@ -37,7 +40,7 @@ from code_interpreter.models.code import SupportedLanguage
 from opensandbox.config import ConnectionConfig
 from opensandbox.exceptions import SandboxApiException, SandboxException
 from opensandbox.manager import SandboxManager
-from opensandbox.models.execd import ExecutionHandlers
+from opensandbox.models.execd import ExecutionHandlers, RunCommandOpts
 from opensandbox.models.filesystem import (
     ContentReplaceEntry,
     DirectoryListEntry,
@@ -285,6 +288,49 @@ async def files(image: str) -> dict:
     return out
 
 
+async def background(image: str) -> dict:
+    sandbox = await Sandbox.create(image, connection_config=ConnectionConfig())
+    out: dict = {}
+    bg = RunCommandOpts(background=True)
+    try:
+        execution = await sandbox.commands.run("echo first; sleep 1; echo second >&2; exit 4", opts=bg)
+        cid = execution.id
+        status = await sandbox.commands.get_command_status(cid)
+        out["content"] = status.content
+        out["running"] = status.running
+        out["running_exit_code"] = status.exit_code
+        out["running_finished"] = status.finished_at is not None
+        deadline = time.monotonic() + 10
+        logs = await sandbox.commands.get_background_command_logs(cid)
+        while not logs.content and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            logs = await sandbox.commands.get_background_command_logs(cid)
+        out["logs1"], out["cursor1"] = logs.content, logs.cursor
+        while status.running and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            status = await sandbox.commands.get_command_status(cid)
+        out["ended_running"] = status.running
+        out["exit_code"] = status.exit_code
+        out["finished"] = status.finished_at is not None and status.finished_at >= status.started_at
+        rest = await sandbox.commands.get_background_command_logs(cid, cursor=logs.cursor)
+        out["logs2"], out["cursor2"] = rest.content, rest.cursor
+
+        sleeper = await sandbox.commands.run("sleep 100", opts=bg)
+        start = time.monotonic()
+        await sandbox.commands.interrupt(sleeper.id)
+        out["interrupt_seconds"] = time.monotonic() - start
+        status = await sandbox.commands.get_command_status(sleeper.id)
+        out["interrupted_running"] = status.running
+        out["interrupted_exit_code"] = status.exit_code
+        try:
+            await sandbox.commands.get_command_status("proc-unknown")
+        except SandboxApiException as e:
+            out["unknown_status"] = e.status_code
+    finally:
+        await sandbox.destroy()
+    return out
+
+
 async def main() -> dict:
     mode = sys.argv[1]
     if mode == "quickstart":
@@ -293,6 +339,8 @@ async def main() -> dict:
         return await create_fails(sys.argv[2], ConnectionConfig(api_key="a2e_wrong-key-0123456789"))
     if mode == "badimage":
         return await create_fails(sys.argv[2], ConnectionConfig())
+    if mode == "background":
+        return await background(sys.argv[2])
     if mode == "files":
         return await files(sys.argv[2])
     if mode == "code":

@@ -1,0 +1,209 @@
+package opensandbox
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/service"
+)
+
+// Commands runs execd's background commands (docs/opensandbox.md §7.1)
+// as the sandbox service's background processes.
+type Commands interface {
+	StartProc(ctx context.Context, id string, req service.ProcRequest) (service.Proc, error)
+	Proc(ctx context.Context, id, pid string) (service.Proc, error)
+	ProcOutput(ctx context.Context, id, pid string, opts service.ProcOutputOptions, stdout, stderr io.Writer) (service.ProcOutputResult, error)
+	SignalProc(ctx context.Context, id, pid, sig string) error
+}
+
+var _ Commands = (*service.Sandboxes)(nil)
+
+// HeaderTailCursor carries the cursor a background command's next logs
+// read passes, as execd's.
+const HeaderTailCursor = "EXECD-COMMANDS-TAIL-CURSOR"
+
+// interruptGrace is how long an interrupted command has to end after
+// SIGINT before it is killed.
+var interruptGrace = 3 * time.Second
+
+// procRequest is the background process of a checked exec request; the
+// timeout is req's in milliseconds, not rounded to seconds.
+func procRequest(req api.ExecRequest, body commandRequest) service.ProcRequest {
+	out := service.ProcRequest{Command: req.Command, Cwd: req.Cwd, Env: req.Env}
+	if body.Timeout != nil {
+		// Past the maximum (the service's 400) without overflowing.
+		out.Timeout = service.MaxExecTimeout + time.Millisecond
+		if ms := *body.Timeout; ms <= service.MaxExecTimeout.Milliseconds() {
+			out.Timeout = time.Duration(ms) * time.Millisecond
+		}
+	}
+	return out
+}
+
+// background starts a background command and answers as execd: init with
+// the command's id, then execution_complete at once.
+func (h *Handler) background(w http.ResponseWriter, r *http.Request, id string, req service.ProcRequest) {
+	start := h.cfg.Now()
+	p, err := h.cfg.Commands.StartProc(r.Context(), id, req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	ew := h.startStream(w)
+	if ew.write(streamEvent{Type: "init", Text: p.ID}) != nil {
+		return
+	}
+	ms := h.cfg.Now().Sub(start).Milliseconds()
+	_ = ew.write(streamEvent{Type: "execution_complete", ExecutionTime: &ms})
+}
+
+// commandStatus is execd's CommandStatusResponse.
+type commandStatus struct {
+	ID         string     `json:"id"`
+	Content    string     `json:"content"`
+	Running    bool       `json:"running"`
+	ExitCode   *int       `json:"exit_code"`
+	Error      string     `json:"error,omitempty"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+}
+
+// commandContent is the command text of argv: the script of bash -c, the
+// words joined otherwise.
+func commandContent(argv []string) string {
+	if len(argv) == 3 && argv[0] == "bash" && argv[1] == "-c" {
+		return argv[2]
+	}
+	return strings.Join(argv, " ")
+}
+
+func statusOf(p service.Proc) commandStatus {
+	st := commandStatus{ID: p.ID, Content: commandContent(p.Command), Running: p.Running, StartedAt: p.Started}
+	if !p.Running {
+		code, ended := p.ExitCode, p.Ended
+		st.ExitCode, st.FinishedAt = &code, &ended
+		switch {
+		case p.TimedOut:
+			st.Error = "command timed out"
+		case p.Signal != "":
+			st.Error = "signal: " + p.Signal
+		case code != 0:
+			st.Error = "exit status " + strconv.Itoa(code)
+		}
+	}
+	return st
+}
+
+// commandStatus answers GET /command/status/{pid}.
+func (h *Handler) commandStatus(w http.ResponseWriter, r *http.Request, id, pid string) {
+	p, err := h.cfg.Commands.Proc(r.Context(), id, pid)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, statusOf(p))
+}
+
+// commandLogs answers GET /command/{pid}/logs?cursor=: the output (stdout
+// and stderr together) from byte offset cursor on, as text, with the
+// cursor to pass next in HeaderTailCursor. Output no longer kept is
+// skipped.
+func (h *Handler) commandLogs(w http.ResponseWriter, r *http.Request, id, pid string) {
+	var since int64
+	if c := r.URL.Query().Get("cursor"); c != "" {
+		n, err := strconv.ParseInt(c, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, errdefs.Invalid("cursor %q is not a byte offset", c))
+			return
+		}
+		since = n
+	}
+	var buf bytes.Buffer
+	res, err := h.cfg.Commands.ProcOutput(r.Context(), id, pid, service.ProcOutputOptions{Since: since}, &buf, &buf)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set(HeaderTailCursor, strconv.FormatInt(res.Next, 10))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// interruptCommand answers DELETE /command?id=: SIGINT to the command's
+// process group, then SIGKILL if it has not ended within interruptGrace.
+// It answers once the command has ended (or the kill is sent); the
+// command stays known, for its status and logs.
+func (h *Handler) interruptCommand(w http.ResponseWriter, r *http.Request, id string) {
+	pid := r.URL.Query().Get("id")
+	if pid == "" {
+		writeError(w, missingQuery("id"))
+		return
+	}
+	ctx := r.Context()
+	p, err := h.cfg.Commands.Proc(ctx, id, pid)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if p.Running {
+		if err := h.interrupt(ctx, id, pid); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (h *Handler) interrupt(ctx context.Context, id, pid string) error {
+	if err := h.cfg.Commands.SignalProc(ctx, id, pid, "INT"); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(interruptGrace)
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		p, err := h.cfg.Commands.Proc(ctx, id, pid)
+		if err != nil {
+			return err
+		}
+		if !p.Running {
+			return nil
+		}
+	}
+	return h.cfg.Commands.SignalProc(ctx, id, pid, "KILL")
+}
+
+// routeCommand serves /command/status/{pid} and /command/{pid}/logs.
+func (h *Handler) routeCommand(w http.ResponseWriter, r *http.Request, id, op string) {
+	rest := strings.TrimPrefix(op, "/command/")
+	var pid string
+	var serve func(w http.ResponseWriter, r *http.Request, id, pid string)
+	if s, ok := strings.CutPrefix(rest, "status/"); ok && !strings.Contains(s, "/") {
+		pid, serve = s, h.commandStatus
+	} else if s, ok := strings.CutSuffix(rest, "/logs"); ok && !strings.Contains(s, "/") {
+		pid, serve = s, h.commandLogs
+	}
+	pid, err := url.PathUnescape(pid)
+	if serve == nil || pid == "" || err != nil {
+		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
+		return
+	}
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		writeErrorStatus(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "method "+r.Method+" is not allowed here; use GET")
+		return
+	}
+	serve(w, r, id, pid)
+}

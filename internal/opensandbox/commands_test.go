@@ -1,0 +1,192 @@
+package opensandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/service"
+)
+
+// fakeCommands keeps background commands in memory: "run" runs with
+// output "hello\nworld\n", "done" has ended with code 3 and "stubborn"
+// runs and ignores SIGINT; a started command is "proc-new".
+type fakeCommands struct {
+	mu      sync.Mutex
+	procs   map[string]*service.Proc
+	output  map[string]string
+	started []service.ProcRequest
+	signals []string // pid:sig
+}
+
+var started = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func newFakeCommands() *fakeCommands {
+	return &fakeCommands{
+		procs: map[string]*service.Proc{
+			"run":      {ID: "run", Command: []string{"bash", "-c", "echo hello; echo world"}, Running: true, Started: started},
+			"done":     {ID: "done", Command: []string{"false", "x"}, Started: started, Ended: started.Add(time.Second), ExitCode: 3},
+			"stubborn": {ID: "stubborn", Command: []string{"trap", "INT"}, Running: true, Started: started},
+		},
+		output: map[string]string{"run": "hello\nworld\n"},
+	}
+}
+
+func (f *fakeCommands) StartProc(_ context.Context, id string, req service.ProcRequest) (service.Proc, error) {
+	if req.Timeout > service.MaxExecTimeout {
+		return service.Proc{}, errdefs.Invalid("timeout too long")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.started = append(f.started, req)
+	p := &service.Proc{ID: "proc-new", Command: req.Command, Running: true, Started: started}
+	f.procs[p.ID] = p
+	return *p, nil
+}
+
+func (f *fakeCommands) get(id, pid string) (*service.Proc, error) {
+	if p, ok := f.procs[pid]; ok && id == "a" {
+		return p, nil
+	}
+	return nil, errdefs.NotFound("sandbox %s has no process '%s'", id, pid)
+}
+
+func (f *fakeCommands) Proc(_ context.Context, id, pid string) (service.Proc, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, err := f.get(id, pid)
+	if err != nil {
+		return service.Proc{}, err
+	}
+	return *p, nil
+}
+
+func (f *fakeCommands) ProcOutput(_ context.Context, id, pid string, opts service.ProcOutputOptions, stdout, _ io.Writer) (service.ProcOutputResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, err := f.get(id, pid)
+	if err != nil {
+		return service.ProcOutputResult{}, err
+	}
+	out := f.output[pid]
+	since := min(opts.Since, int64(len(out)))
+	_, _ = io.WriteString(stdout, out[since:])
+	return service.ProcOutputResult{Next: int64(len(out)), Proc: *p}, nil
+}
+
+func (f *fakeCommands) SignalProc(_ context.Context, id, pid, sig string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, err := f.get(id, pid)
+	if err != nil {
+		return err
+	}
+	f.signals = append(f.signals, pid+":"+sig)
+	if sig == "KILL" || pid != "stubborn" {
+		p.Running, p.ExitCode, p.Signal, p.Ended = false, 130, sig, started.Add(2*time.Second)
+	}
+	return nil
+}
+
+func newCommandsSetup(t *testing.T) (*setup, *fakeCommands) {
+	s, _ := newExecdSetup(t)
+	fc := newFakeCommands()
+	s.h.cfg.Commands = fc
+	return s, fc
+}
+
+func TestBackgroundCommand(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		wantStatus int
+		wantReq    string
+	}{
+		{name: "shell text", body: `{"command":"sleep 100","background":true}`, wantStatus: 200,
+			wantReq: `{[bash -c sleep 100]  map[]  0s}`},
+		{name: "argv, cwd, envs, timeout in ms", body: `{"argv":["sleep","1"],"cwd":"/tmp","envs":{"A":"1"},"timeout":1500,"background":true}`,
+			wantStatus: 200, wantReq: `{[sleep 1]  map[A:1] /tmp 1.5s}`},
+		{name: "huge timeout", body: `{"command":"id","timeout":9000000000000000,"background":true}`, wantStatus: 400},
+		{name: "another uid", body: `{"command":"id","uid":0,"background":true}`, wantStatus: 400},
+		{name: "no command", body: `{"background":true}`, wantStatus: 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, fc := newCommandsSetup(t)
+			rec := execdDo(t, s, "POST", "/opensandbox/a/execd/command", "application/json", strings.NewReader(tc.body), "tok-a")
+			if rec.Code != tc.wantStatus {
+				t.Fatalf("status %d %s, want %d", rec.Code, rec.Body, tc.wantStatus)
+			}
+			if rec.Code != 200 {
+				return
+			}
+			if got := fmt.Sprint(fc.started); got != "["+tc.wantReq+"]" {
+				t.Errorf("started %s, want [%s]", got, tc.wantReq)
+			}
+			evs := events(t, rec.Body.String())
+			if len(evs) != 2 || evs[0]["type"] != "init" || evs[0]["text"] != "proc-new" || evs[1]["type"] != "execution_complete" {
+				t.Errorf("events %v", evs)
+			}
+		})
+	}
+}
+
+func TestCommandStatusLogsInterrupt(t *testing.T) {
+	for _, tc := range []struct {
+		name, method, target string
+		wantStatus           int
+		wantBody             string // exact, when set
+		wantCursor           string
+		wantSignals          string
+	}{
+		{name: "status running", method: "GET", target: "/command/status/run", wantStatus: 200,
+			wantBody: `{"id":"run","content":"echo hello; echo world","running":true,"exit_code":null,"started_at":"2026-01-02T03:04:05Z","finished_at":null}`},
+		{name: "status ended", method: "GET", target: "/command/status/done", wantStatus: 200,
+			wantBody: `{"id":"done","content":"false x","running":false,"exit_code":3,"error":"exit status 3","started_at":"2026-01-02T03:04:05Z","finished_at":"2026-01-02T03:04:06Z"}`},
+		{name: "status unknown", method: "GET", target: "/command/status/none", wantStatus: 404},
+		{name: "status by POST", method: "POST", target: "/command/status/run", wantStatus: 405},
+		{name: "logs from the start", method: "GET", target: "/command/run/logs", wantStatus: 200, wantBody: "hello\nworld\n", wantCursor: "12"},
+		{name: "logs by cursor", method: "GET", target: "/command/run/logs?cursor=6", wantStatus: 200, wantBody: "world\n", wantCursor: "12"},
+		{name: "logs at the end", method: "GET", target: "/command/run/logs?cursor=12", wantStatus: 200, wantBody: "", wantCursor: "12"},
+		{name: "logs bad cursor", method: "GET", target: "/command/run/logs?cursor=x", wantStatus: 400},
+		{name: "logs negative cursor", method: "GET", target: "/command/run/logs?cursor=-1", wantStatus: 400},
+		{name: "logs unknown", method: "GET", target: "/command/none/logs", wantStatus: 404},
+		{name: "other route", method: "GET", target: "/command/run/other", wantStatus: 404},
+		{name: "interrupt", method: "DELETE", target: "/command?id=run", wantStatus: 200, wantSignals: "[run:INT]"},
+		{name: "interrupt, then kill", method: "DELETE", target: "/command?id=stubborn", wantStatus: 200, wantSignals: "[stubborn:INT stubborn:KILL]"},
+		{name: "interrupt an ended command", method: "DELETE", target: "/command?id=done", wantStatus: 200, wantSignals: "[]"},
+		{name: "interrupt unknown", method: "DELETE", target: "/command?id=none", wantStatus: 404, wantSignals: "[]"},
+		{name: "interrupt without id", method: "DELETE", target: "/command", wantStatus: 400, wantSignals: "[]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func(g time.Duration) { interruptGrace = g }(interruptGrace)
+			interruptGrace = 100 * time.Millisecond
+			s, fc := newCommandsSetup(t)
+			rec := execdDo(t, s, tc.method, "/opensandbox/a/execd"+tc.target, "", nil, "tok-a")
+			if rec.Code != tc.wantStatus {
+				t.Fatalf("status %d %s, want %d", rec.Code, rec.Body, tc.wantStatus)
+			}
+			if tc.wantBody != "" || tc.wantCursor != "" {
+				if got := strings.TrimSpace(rec.Body.String()); got != strings.TrimSpace(tc.wantBody) {
+					t.Errorf("body %q, want %q", got, tc.wantBody)
+				}
+			}
+			if strings.HasPrefix(tc.wantBody, "{") {
+				var v map[string]any
+				if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
+					t.Error(err)
+				}
+			}
+			if got := rec.Header().Get(HeaderTailCursor); got != tc.wantCursor {
+				t.Errorf("cursor %q, want %q", got, tc.wantCursor)
+			}
+			if tc.wantSignals != "" && fmt.Sprint(fc.signals) != tc.wantSignals {
+				t.Errorf("signals %v, want %s", fc.signals, tc.wantSignals)
+			}
+		})
+	}
+}
