@@ -292,6 +292,27 @@ func TestRunOutcomes(t *testing.T) {
 	}
 }
 
+// waitOutput waits for run id's output log to hold text.
+func waitOutput(t *testing.T, e *env, id, text string) {
+	t.Helper()
+	for range 500 {
+		rc, err := e.svc.Logs(bg, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), text) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("run %s never printed %q", id, text)
+}
+
 // waitPhase waits for run id to reach phase and returns its sandbox.
 func waitPhase(t *testing.T, e *env, id, phase string) string {
 	t.Helper()
@@ -314,7 +335,7 @@ func waitPhase(t *testing.T, e *env, id, phase string) string {
 
 func TestCancel(t *testing.T) {
 	e := newEnv(t, Config{MaxParallel: 1})
-	b := e.submit(t, taskYAML("echo c > c.txt; sleep 300", "10m", "true", "1m", "30s"), api.RunSubmitRequest{Repeats: 2})
+	b := e.submit(t, taskYAML("echo c > c.txt; echo wrote; sleep 300", "10m", "true", "1m", "30s"), api.RunSubmitRequest{Repeats: 2})
 	// One runs, the other waits for the daemon-wide slot.
 	var running, queued string
 	for running == "" {
@@ -330,6 +351,9 @@ func TestCancel(t *testing.T) {
 	if r, err := e.svc.Cancel(bg, queued); err != nil || r.Status != api.RunCancelled {
 		t.Fatalf("cancel queued: %+v, %v", r, err)
 	}
+	// The agent's phase starts before its command has run: under load the
+	// file could be not yet written when the cancel came.
+	waitOutput(t, e, running, "wrote")
 	if _, err := e.svc.Cancel(bg, running); err != nil {
 		t.Fatal(err)
 	}
