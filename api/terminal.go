@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // TerminalRequest is an interactive process for GET
 // /sandboxes/{id}/exec/interactive (its query: command repeated, tty,
 // rows, cols, cwd, env as KEY=VALUE repeated).
@@ -55,3 +57,14 @@ const (
 	// stream: [255, 0] ends the process's input.
 	TerminalStreamClose byte = 255
 )
+
+// TerminalTicket is the answer of POST
+// /sandboxes/{id}/exec/interactive/ticket: a one-time credential for a
+// browser's WebSocket to that sandbox's terminal, sent as ?ticket= in
+// place of an API key.
+type TerminalTicket struct {
+	// Ticket is 32 random bytes in unpadded base64url.
+	Ticket string `json:"ticket"`
+	// ExpiresAt is when the ticket, if unused, stops being valid.
+	ExpiresAt time.Time `json:"expires_at"`
+}

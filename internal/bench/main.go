@@ -62,6 +62,7 @@ func main() {
 	llmUpstream := flag.Bool("llm-upstream", false, "serve the LLM measurement's fake upstream (the bench starts it itself)")
 	runsOnly := flag.Bool("runs-only", false, "measure sandbox create → ready and the task runner's overhead only")
 	agentMem := flag.Int("agent-memory", 0, "measure only the memory of this many idle claude-code runs in their sandboxes (agent2env/agent)")
+	terminalOnly := flag.Bool("terminal-only", false, "measure create → ready, exec true and the terminal's keystroke echo only")
 	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only)")
 	flag.Parse()
 	var err error
@@ -75,7 +76,7 @@ func main() {
 	case *vs != "":
 		err = compareCreate(*n, *img, os.Getenv("AGENT2ENV_BIN"), *vs)
 	default:
-		err = run(*n, *concurrent, *idle, *img, *createOnly, *runsOnly)
+		err = run(*n, *concurrent, *idle, *img, *createOnly, *runsOnly, *terminalOnly)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -108,7 +109,7 @@ func measure(n int, fn func() error) (stats, error) {
 	return summarize(ds), nil
 }
 
-func run(n, concurrent, idle int, img string, createOnly, runsOnly bool) error {
+func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly bool) error {
 	bin := os.Getenv("AGENT2ENV_BIN")
 	if bin == "" {
 		return fmt.Errorf("set AGENT2ENV_BIN to the agent2env binary")
@@ -125,7 +126,7 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly bool) error {
 	// measured.
 	const poolSize = 3
 	var warm *daemon
-	if !createOnly {
+	if !createOnly && !terminalOnly {
 		if warm, err = startDaemon(bin, "--warm-pools", fmt.Sprintf("python=%d", poolSize)); err != nil {
 			return err
 		}
@@ -186,6 +187,12 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly bool) error {
 		return err
 	}
 	report("exec `true` round trip (REST)", execTrue, "fork/exec true", direct, "≤ 3 ms p50")
+	if err := benchTerminal(d, ids[0], n, execTrue); err != nil {
+		return err
+	}
+	if terminalOnly {
+		return d.deleteAll(ids)
+	}
 	if err := benchLLM(bin, 3*time.Second); err != nil {
 		return fmt.Errorf("llm proxy: %w", err)
 	}

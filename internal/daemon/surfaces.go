@@ -81,7 +81,7 @@ func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) 
 	opts = append(opts, httpapi.WithMiddleware(browsers), httpapi.WithMiddleware(sf.E2B.Wrap))
 	if cfg.authOn() {
 		// Sessions are scoped by the key that passed the auth.
-		opts = append(opts, httpapi.WithMiddleware(httpapi.AuthMiddleware(cfg.Keys, opensandbox.Prefixes...)), httpapi.WithMiddleware(httpapi.TenantMiddleware))
+		opts = append(opts, httpapi.WithMiddleware(httpapi.AuthMiddlewareWithTickets(cfg.Keys, svc.Sandboxes, opensandbox.Prefixes...)), httpapi.WithMiddleware(httpapi.TenantMiddleware))
 	}
 	sf.API = httpapi.New(svc.Sandboxes, service.NewImages(st.Images, imagesOptions(st.Runtime)...), cfg.Log, opts...)
 	return sf, nil

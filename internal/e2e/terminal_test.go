@@ -425,6 +425,23 @@ func TestTerminalRefusals(t *testing.T) {
 	if _, resp, err := d.dialTerminal("nosuchsandbox", q, nil); err == nil || status(resp) != http.StatusNotFound {
 		t.Errorf("a sandbox that does not exist: %d, %v; want 404", status(resp), err)
 	}
+	// A browser's one-time ticket, through the daemon's own wiring: once.
+	var tk api.TerminalTicket
+	if code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/exec/interactive/ticket", nil, &tk); code != http.StatusCreated || tk.Ticket == "" {
+		t.Fatalf("ticket: %d %+v", code, tk)
+	}
+	tq := url.Values{"command": {"sh", "-c", "echo ok"}, "ticket": {tk.Ticket}}
+	conn, resp, err := d.dialTerminal(sb.ID, tq, http.Header{})
+	if err != nil {
+		t.Fatalf("with a ticket (%d): %v", status(resp), err)
+	}
+	if _, p, err := conn.ReadMessage(); err != nil || !strings.Contains(string(p), "ok") {
+		t.Errorf("with a ticket, first message %q, %v", p, err)
+	}
+	conn.Close()
+	if _, resp, err := d.dialTerminal(sb.ID, tq, http.Header{}); err == nil || status(resp) != http.StatusUnauthorized {
+		t.Errorf("a ticket used twice: %d, %v; want 401", status(resp), err)
+	}
 	if code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/stop", nil, nil); code >= 300 {
 		t.Fatalf("stop: %d", code)
 	}

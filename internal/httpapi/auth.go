@@ -6,6 +6,8 @@ import (
 	"path"
 	"strings"
 
+	"github.com/gorilla/websocket"
+
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/llm/gate"
@@ -29,10 +31,37 @@ const gatewayPrefix = service.GatewayPrefix
 // OpenSandbox API's header). A nil or empty keys refuses every request that is not
 // exempt.
 func AuthMiddleware(keys *auth.Keys, ownAuth ...string) func(http.Handler) http.Handler {
+	return AuthMiddlewareWithTickets(keys, nil, ownAuth...)
+}
+
+// TicketRedeemer spends a one-time terminal ticket on a sandbox and
+// returns the tenant it grants (service.Sandboxes.RedeemTerminalTicket).
+type TicketRedeemer interface {
+	RedeemTerminalTicket(ticket, sandboxID string) (tenant string, err error)
+}
+
+// AuthMiddlewareWithTickets is AuthMiddleware that also takes, in place
+// of a key, a one-time ticket of tickets as ?ticket= on one request
+// only: a GET WebSocket upgrade of /api/v1/sandboxes/{id}/exec/interactive
+// (spelt as the mux routes it, without Authorization), for sandbox id.
+// The request then has the ticket's tenant (auth.WithTenant). A ticket
+// that does not redeem is 401; on any other request ?ticket= is ignored
+// and a key is demanded as ever.
+func AuthMiddlewareWithTickets(keys *auth.Keys, tickets TicketRedeemer, ownAuth ...string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if authExempt(r) || underAny(r, ownAuth) {
 				next.ServeHTTP(w, r)
+				return
+			}
+			if id, ticket, ok := terminalTicketRequest(r); ok && tickets != nil {
+				tenant, err := tickets.RedeemTerminalTicket(ticket, id)
+				if err != nil {
+					w.Header().Set("WWW-Authenticate", `Bearer realm="agent2env"`)
+					writeError(w, err)
+					return
+				}
+				next.ServeHTTP(w, r.WithContext(auth.WithTenant(r.Context(), tenant)))
 				return
 			}
 			if r.Header.Get("Authorization") == "" {
@@ -52,6 +81,34 @@ func AuthMiddleware(keys *auth.Keys, ownAuth ...string) func(http.Handler) http.
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// terminalTicketRequest returns the sandbox and the ticket of a request
+// that may be authenticated by a terminal ticket: GET, a WebSocket
+// upgrade, no Authorization header, a non-empty ?ticket=, and the path
+// /api/v1/sandboxes/{id}/exec/interactive exactly as the mux serves it
+// (clean, id one segment without escapes).
+func terminalTicketRequest(r *http.Request) (id, ticket string, ok bool) {
+	if r.Method != http.MethodGet || !websocket.IsWebSocketUpgrade(r) || r.Header.Get("Authorization") != "" {
+		return "", "", false
+	}
+	q := r.URL.Query()
+	if len(q["ticket"]) != 1 || q.Get("ticket") == "" {
+		return "", "", false
+	}
+	p := r.URL.EscapedPath()
+	if p != path.Clean(p) || strings.Contains(p, "%") {
+		return "", "", false
+	}
+	rest, ok := strings.CutPrefix(p, "/api/v1/sandboxes/")
+	if !ok {
+		return "", "", false
+	}
+	id, ok = strings.CutSuffix(rest, "/exec/interactive")
+	if !ok || id == "" || strings.Contains(id, "/") {
+		return "", "", false
+	}
+	return id, q.Get("ticket"), true
 }
 
 // subprotocolKey returns the API key a WebSocket request carries as a

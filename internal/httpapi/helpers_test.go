@@ -23,6 +23,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/manager"
@@ -201,6 +202,12 @@ type envOptions struct {
 	// templates serves templates from the store, which sandboxes can be
 	// created from.
 	templates bool
+	// keys, when set, demands them (AuthMiddlewareWithTickets, with the
+	// sandbox service's terminal tickets, then TenantMiddleware) before
+	// the middleware of opts.
+	keys *auth.Keys
+	// now, when set, is the sandbox service's clock.
+	now func() time.Time
 }
 
 // newEnv returns a ready API whose images hold "alpine", removed when the
@@ -240,7 +247,15 @@ func openEnv(dir string, opts envOptions) (e *env, closeEnv func(), err error) {
 		sopts = append(sopts, WithRoutes(NewTemplateRoutes(tpl)))
 	}
 	m := manager.New(opts.cfg, rt, st, log, mopts...)
-	srv := New(service.NewSandboxes(m, "http://gw.test/"), service.NewImages(imgs), log, sopts...)
+	var svcOpts []service.SandboxesOption
+	if opts.now != nil {
+		svcOpts = append(svcOpts, service.WithClock(opts.now))
+	}
+	sandboxes := service.NewSandboxes(m, "http://gw.test/", svcOpts...)
+	if opts.keys != nil {
+		sopts = append([]Option{WithMiddleware(AuthMiddlewareWithTickets(opts.keys, sandboxes)), WithMiddleware(TenantMiddleware)}, sopts...)
+	}
+	srv := New(sandboxes, service.NewImages(imgs), log, sopts...)
 	srv.SetReady(!opts.notReady)
 	h := srv.Handler()
 	ts := httptest.NewServer(h)

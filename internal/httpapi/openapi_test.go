@@ -313,6 +313,7 @@ func TestOpenAPISchemas(t *testing.T) {
 		{"ExecEvent", api.ExecEvent{}, out},
 		{"TerminalRequest", api.TerminalRequest{}, in},
 		{"TerminalExit", api.TerminalExit{}, out},
+		{"TerminalTicket", api.TerminalTicket{}, out},
 		{"LogsResponse", api.LogsResponse{}, out},
 		{"FileInfo", api.FileInfo{}, out},
 		{"Image", api.Image{}, out},
@@ -1220,6 +1221,8 @@ items:
 		// refused before any upgrade.
 		get(sbPath+"/exec/interactive?command=true", bad),
 		invalid(get(sbPath+"/exec/interactive?tty=maybe", bad)),
+		post(sbPath+"/exec/interactive/ticket", ``, created),
+		post("/api/v1/sandboxes/nosuchsandbox/exec/interactive/ticket", ``, notFound),
 	)
 
 	// Files.

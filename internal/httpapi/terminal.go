@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/service"
 )
@@ -86,6 +87,20 @@ func offersProtocol(r *http.Request, p string) bool {
 		}
 	}
 	return false
+}
+
+// terminalTicket serves POST
+// /api/v1/sandboxes/{id}/exec/interactive/ticket: a one-time ticket for a
+// browser's WebSocket to the terminal, with the tenant of the request's
+// key (AuthMiddlewareWithTickets redeems it).
+func (s *Server) terminalTicket(w http.ResponseWriter, r *http.Request) {
+	t, err := s.sandboxes.TerminalTicket(r.Context(), r.PathValue("id"), auth.TenantOf(r.Context()))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusCreated, t)
 }
 
 // terminal serves GET /api/v1/sandboxes/{id}/exec/interactive: an

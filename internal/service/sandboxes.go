@@ -25,6 +25,7 @@ type Sandboxes struct {
 	// slash; empty: sandboxes have no accessUrl.
 	publicURL string
 	usage     sandbox.UsageReader // nil: the runtime measures nothing
+	tickets   terminalTickets
 }
 
 // SandboxesOption configures a Sandboxes.
@@ -38,7 +39,7 @@ func WithUsage(u sandbox.UsageReader) SandboxesOption { return func(s *Sandboxes
 // clients reach the daemon at (e.g. http://sandbox.example.com:8080), from
 // which each sandbox's accessUrl is made; empty leaves accessUrl out.
 func NewSandboxes(m *manager.Manager, publicURL string, opts ...SandboxesOption) *Sandboxes {
-	s := &Sandboxes{m: m, publicURL: strings.TrimRight(publicURL, "/")}
+	s := &Sandboxes{m: m, publicURL: strings.TrimRight(publicURL, "/"), tickets: newTerminalTickets()}
 	for _, o := range opts {
 		o(s)
 	}

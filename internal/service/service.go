@@ -6,7 +6,8 @@
 // fields, exec requests and their limits, list pages (filtered by status and
 // metadata, and counted), metadata patches and expiry renewals, the port gateway's
 // access checks, the wire view of images and of sandbox files, and the
-// sandbox scope of code-interpreter contexts.
+// sandbox scope of code-interpreter contexts, and the terminal's one-time
+// browser tickets (one sandbox, one use, 30 s, a bound on the live ones).
 //
 // # The rule: surfaces go through this package
 //
