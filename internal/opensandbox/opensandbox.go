@@ -91,7 +91,8 @@ type Config struct {
 	// an endpoint of a user port is GatewayPrefix + id + "/port/" + port.
 	GatewayPrefix string
 	// CreateWait bounds how long a create waits for a pending sandbox to
-	// run or fail (service.Sandboxes.CreateAndWait); 0: DefaultCreateWait, negative: not at all.
+	// run or fail (service.Sandboxes.CreateAndWait); 0: DefaultCreateWait,
+	// negative: not at all.
 	CreateWait time.Duration
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
