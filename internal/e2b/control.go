@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -56,7 +56,7 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 			http.MethodGet:  func(w http.ResponseWriter, r *http.Request) { h.list(w, r, v2) },
 		})
 	case n == 1 && seg[0] == "metrics":
-		writeError(w, notImplemented("sandbox metrics are not supported by agent2env yet"))
+		writeError(w, errdefs.NotImplemented("sandbox metrics are not supported by agent2env yet"))
 	case n == 1:
 		id := seg[0]
 		methods(w, r, map[string]http.HandlerFunc{
@@ -85,9 +85,9 @@ func (h *Handler) routeSandbox(w http.ResponseWriter, r *http.Request, id, op st
 	case "connect":
 		post(h.connect)
 	case "pause", "resume":
-		writeError(w, notImplemented(op+" is not supported by agent2env yet: a sandbox runs until it times out or is killed"))
+		writeError(w, errdefs.NotImplemented("%s is not supported by agent2env yet: a sandbox runs until it times out or is killed", op))
 	case "metrics", "logs", "snapshots", "fork", "network":
-		writeError(w, notImplemented("sandbox "+op+" are not supported by agent2env yet"))
+		writeError(w, errdefs.NotImplemented("sandbox %s are not supported by agent2env yet", op))
 	default:
 		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
 	}
@@ -350,10 +350,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	sb, err := h.cfg.Sandboxes.Create(r.Context(), areq)
-	if err == nil {
-		sb, err = h.settle(r.Context(), sb)
-	}
+	sb, err := h.created(r.Context(), areq)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -361,39 +358,22 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, view(sb))
 }
 
-// settlePoll is how often settle reads a pending sandbox.
-const settlePoll = 25 * time.Millisecond
-
-// settle waits for a new sandbox to run: E2B answers a create only once
-// the sandbox answers. One that fails, or is still pending at the
-// deadline, is deleted (nothing is left half-made) and refused: 400 when
-// its image could not be had, 503 when it is slow, 500 otherwise.
-func (h *Handler) settle(ctx context.Context, sb *api.Sandbox) (*api.Sandbox, error) {
-	deadline := h.cfg.Now().Add(h.cfg.CreateWait)
-	for sb.Status == api.StatusPending && h.cfg.Now().Before(deadline) && ctx.Err() == nil {
-		select {
-		case <-ctx.Done():
-		case <-time.After(settlePoll):
-		}
-		next, err := h.cfg.Sandboxes.Get(ctx, sb.ID)
-		if err != nil {
-			_ = h.cfg.Sandboxes.Delete(context.WithoutCancel(ctx), sb.ID)
-			return nil, err
-		}
-		sb = next
-	}
-	if sb.Status == api.StatusRunning {
-		return sb, nil
-	}
-	_ = h.cfg.Sandboxes.Delete(context.WithoutCancel(ctx), sb.ID)
+// created creates a sandbox and waits for it to run: E2B answers a create
+// only once the sandbox answers. One that fails, or is still pending at
+// the deadline, is refused with nothing left half-made: 400 naming
+// templateID when its image could not be had, 503 when it is slow.
+func (h *Handler) created(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
+	sb, err := h.cfg.Sandboxes.CreateAndWait(ctx, req, h.cfg.CreateWait)
 	switch {
-	case sb.Status == api.StatusPending:
-		return nil, fmt.Errorf("the sandbox did not start within %v: %w", h.cfg.CreateWait, errdefs.ErrUnavailable)
-	case strings.HasPrefix(sb.Reason, "prepare image ") || strings.HasPrefix(sb.Reason, "look up image "):
-		return nil, errdefs.Invalid("templateID: %s", sb.Reason)
-	default:
-		return nil, fmt.Errorf("the sandbox failed to start: %s", sb.Reason)
+	case errors.Is(err, service.ErrImageUnavailable):
+		return nil, errdefs.Invalid("templateID: %v", err)
+	case err != nil:
+		return nil, err
+	case sb.Status != api.StatusRunning:
+		_ = h.cfg.Sandboxes.Delete(context.WithoutCancel(ctx), sb.ID)
+		return nil, errdefs.Unavailable("the sandbox did not start within %v", h.cfg.CreateWait)
 	}
+	return sb, nil
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request, id string) {

@@ -32,8 +32,8 @@ const (
 )
 
 // fakeSandboxes is the sandbox service in memory; its list pages hold at
-// most two sandboxes. A new sandbox is pending, and running from its
-// first Get, unless failWith gives the reason it fails with.
+// most two sandboxes. A new sandbox runs at once, unless failWith gives
+// the reason its image could not be had, or slow keeps it pending.
 type fakeSandboxes struct {
 	mu       sync.Mutex
 	byID     map[string]*api.Sandbox
@@ -42,6 +42,7 @@ type fakeSandboxes struct {
 	deleted  []string
 	renewed  map[string]time.Time
 	failWith string
+	slow     bool
 	n        int
 }
 
@@ -59,15 +60,22 @@ func running(id string, md map[string]string) api.Sandbox {
 		CreatedAt: now, ExpiresAt: now.Add(5 * time.Minute), AccessToken: token, Metadata: md}
 }
 
-func (f *fakeSandboxes) Create(_ context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
+func (f *fakeSandboxes) CreateAndWait(_ context.Context, req api.CreateSandboxRequest, _ time.Duration) (*api.Sandbox, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.created = append(f.created, req)
-	if req.Template == "no-such-template" {
+	switch {
+	case req.Template == "no-such-template":
 		return nil, errdefs.NotFound("template %q not found", req.Template)
+	case f.failWith != "":
+		return nil, fmt.Errorf("%w: %w", service.ErrImageUnavailable, errdefs.Invalid("%s", f.failWith))
 	}
 	f.n++
-	sb := api.Sandbox{ID: fmt.Sprintf("new%d", f.n), Image: req.Image, Template: req.Template, Status: api.StatusPending,
+	status := api.StatusRunning
+	if f.slow {
+		status = api.StatusPending
+	}
+	sb := api.Sandbox{ID: fmt.Sprintf("new%d", f.n), Image: req.Image, Template: req.Template, Status: status,
 		CreatedAt: now, ExpiresAt: api.Never, AccessToken: token, Metadata: maps.Clone(req.Metadata)}
 	f.byID[sb.ID] = &sb
 	f.order = append(f.order, sb.ID)
@@ -81,12 +89,6 @@ func (f *fakeSandboxes) Get(_ context.Context, id string) (*api.Sandbox, error) 
 	sb, ok := f.byID[id]
 	if !ok {
 		return nil, errdefs.WithCode(errdefs.NotFound("sandbox %s not found", id), api.CodeSandboxNotFound)
-	}
-	if sb.Status == api.StatusPending {
-		sb.Status = api.StatusRunning
-		if f.failWith != "" {
-			sb.Status, sb.Reason = api.StatusFailed, f.failWith
-		}
 	}
 	out := *sb
 	return &out, nil
@@ -515,13 +517,15 @@ func TestCreateV1AndFailure(t *testing.T) {
 	if code, _, body := e.api(t, "POST", "/sandboxes", `{"templateID":"base"}`); code != 201 || !strings.Contains(body, `"templateID":"base"`) {
 		t.Errorf("v1 create: %d %s", code, body)
 	}
-	e.sb.failWith = "prepare image agent2env/nope: not found"
-	code, _, body := e.api(t, "POST", "/v2/sandboxes", `{"templateID":"agent2env/nope"}`)
-	if code != 400 || !strings.Contains(body, "prepare image") {
-		t.Errorf("failed image: %d %s, want 400", code, body)
+	e.sb.slow = true
+	code, _, body := e.api(t, "POST", "/v2/sandboxes", `{"templateID":"base"}`)
+	if code != 503 || len(e.sb.deleted) != 1 || e.sb.deleted[0] != "new2" {
+		t.Errorf("slow create: %d %s, deleted %v; want 503 and the pending sandbox deleted", code, body, e.sb.deleted)
 	}
-	if len(e.sb.deleted) != 1 || e.sb.deleted[0] != "new2" {
-		t.Errorf("deleted %v, want the failed sandbox", e.sb.deleted)
+	e.sb.slow, e.sb.failWith = false, "prepare image agent2env/nope: not found"
+	code, _, body = e.api(t, "POST", "/v2/sandboxes", `{"templateID":"agent2env/nope"}`)
+	if code != 400 || !strings.Contains(body, "templateID: ") || !strings.Contains(body, "prepare image agent2env/nope") {
+		t.Errorf("failed image: %d %s, want 400 naming templateID", code, body)
 	}
 }
 

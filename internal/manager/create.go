@@ -204,7 +204,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	preparer, _ := m.rt.(sandbox.ImagePreparer)
 	if preparer != nil {
 		if ready, err = preparer.ImageReady(ctx, r.Image); err != nil {
-			return m.fail(ctx, sb.ID, fmt.Sprintf("look up image %s: %v", r.Image, err))
+			return m.fail(ctx, sb.ID, reasonLookUpImage+r.Image+": "+err.Error())
 		}
 	}
 	if ready && r.startup.empty() {
@@ -224,7 +224,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 		if !ready {
 			m.event(ctx, sb.ID, string(api.StatusPending), "preparing image "+r.Image)
 			if err := preparer.PrepareImage(ctx, r.Image); err != nil {
-				_, _ = m.fail(ctx, sb.ID, fmt.Sprintf("prepare image %s: %v", r.Image, err))
+				_, _ = m.fail(ctx, sb.ID, reasonPrepareImage+r.Image+": "+err.Error())
 				return
 			}
 		}
@@ -415,4 +415,38 @@ func sandboxEnv(env map[string]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// The reasons a sandbox fails with when its image could not be had, before
+// its runtime was asked to start it; StartFailure tells them apart.
+const (
+	reasonLookUpImage  = "look up image "
+	reasonPrepareImage = "prepare image "
+)
+
+// The classes of StartFailure's errors: every one is ErrStartFailed, and
+// one for a sandbox whose image could not be found or prepared is also
+// ErrImageUnavailable (and ErrInvalidArgument: the request named it).
+var (
+	ErrStartFailed      = errors.New("sandbox failed to start")
+	ErrImageUnavailable = errors.New("image unavailable")
+)
+
+// StartFailure is why failed sandbox sb did not start, classified.
+func StartFailure(sb *store.Sandbox) error {
+	if strings.HasPrefix(sb.Reason, reasonLookUpImage) || strings.HasPrefix(sb.Reason, reasonPrepareImage) {
+		return startError{errdefs.Invalid("%s", sb.Reason), true}
+	}
+	return startError{fmt.Errorf("sandbox %s failed to start: %s", sb.ID, sb.Reason), false}
+}
+
+// startError is StartFailure's error.
+type startError struct {
+	error
+	image bool
+}
+
+func (e startError) Unwrap() error { return e.error }
+func (e startError) Is(target error) bool {
+	return target == ErrStartFailed || e.image && target == ErrImageUnavailable
 }

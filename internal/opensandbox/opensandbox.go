@@ -91,7 +91,8 @@ type Config struct {
 	// an endpoint of a user port is GatewayPrefix + id + "/port/" + port.
 	GatewayPrefix string
 	// CreateWait bounds how long a create waits for a pending sandbox to
-	// run or fail (settle); 0: DefaultCreateWait, negative: not at all.
+	// run or fail (service.Sandboxes.CreateAndWait); 0: DefaultCreateWait,
+	// negative: not at all.
 	CreateWait time.Duration
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
@@ -177,7 +178,7 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, seg []string) {
 	case n == 2 && seg[0] == "metrics" && seg[1] == "events":
 		methods(w, r, map[string]http.HandlerFunc{http.MethodPost: h.metricsEvent})
 	case seg[0] == "snapshots" || seg[0] == "templates" || seg[0] == "pools":
-		writeError(w, notImplemented("OpenSandbox "+seg[0]+" are not supported by agent2env"))
+		writeError(w, errdefs.NotImplemented("OpenSandbox %s are not supported by agent2env", seg[0]))
 	default:
 		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
 	}
@@ -195,9 +196,9 @@ func (h *Handler) routeSandbox(w http.ResponseWriter, r *http.Request, id, op st
 			http.MethodPost: func(w http.ResponseWriter, r *http.Request) { h.renew(w, r, id) },
 		})
 	case "pause", "resume":
-		writeError(w, notImplemented(op+" is not supported by agent2env yet"))
+		writeError(w, errdefs.NotImplemented("%s is not supported by agent2env yet", op))
 	case "snapshots", "networkpolicy", "diagnostics":
-		writeError(w, notImplemented("sandbox "+op+" are not supported by agent2env"))
+		writeError(w, errdefs.NotImplemented("sandbox %s are not supported by agent2env", op))
 	default:
 		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
 	}

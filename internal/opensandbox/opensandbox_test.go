@@ -49,7 +49,7 @@ func (f *fakeSandboxes) add(sb api.Sandbox) {
 	f.order = append(f.order, sb.ID)
 }
 
-func (f *fakeSandboxes) Create(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
+func (f *fakeSandboxes) CreateAndWait(ctx context.Context, req api.CreateSandboxRequest, _ time.Duration) (*api.Sandbox, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.created = append(f.created, req)
@@ -447,6 +447,8 @@ func TestCreateServiceErrors(t *testing.T) {
 		{errdefs.WithCode(errdefs.NotFound("image nope not found"), api.CodeImageNotFound), http.StatusNotFound, api.CodeImageNotFound},
 		{errdefs.WithCode(errdefs.Invalid("cpu 0"), api.CodeInvalidRequest), http.StatusBadRequest, api.CodeInvalidRequest},
 		{fmt.Errorf("disk on fire"), http.StatusInternalServerError, api.CodeInternal},
+		{fmt.Errorf("%w: %w", service.ErrImageUnavailable, errdefs.Invalid("prepare image nope: not found")), http.StatusBadRequest, "IMAGE_NOT_AVAILABLE"},
+		{fmt.Errorf("%w: no pids", service.ErrStartFailed), http.StatusInternalServerError, "PROVISIONING_ERROR"},
 	} {
 		t.Run(tc.wantCode, func(t *testing.T) {
 			s := newSetup(t)

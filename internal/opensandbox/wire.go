@@ -16,7 +16,7 @@ import (
 
 // Sandboxes is what the surface needs of the sandbox service.
 type Sandboxes interface {
-	Create(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error)
+	CreateAndWait(ctx context.Context, req api.CreateSandboxRequest, wait time.Duration) (*api.Sandbox, error)
 	Get(ctx context.Context, id string) (*api.Sandbox, error)
 	List(ctx context.Context, opts service.ListOptions) (*api.SandboxList, error)
 	Count(ctx context.Context, opts service.ListOptions) (int, error)
@@ -164,12 +164,6 @@ type errorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
-
-// notImplemented is an operation agent2env does not offer: 501.
-type notImplemented string
-
-func (e notImplemented) Error() string        { return string(e) }
-func (e notImplemented) Is(target error) bool { return target == errdefs.ErrNotImplemented }
 
 // writeError answers err as {code, message}, with errdefs' status and
 // code.
