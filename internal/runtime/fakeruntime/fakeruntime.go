@@ -294,7 +294,7 @@ func (r *Runtime) add(spec *sandbox.Spec, env []string, state sandbox.State) err
 		os.RemoveAll(b.dir)
 		return errdefs.Conflict("create sandbox %s: already exists", spec.ID)
 	}
-	if state == sandbox.StateRunning {
+	if state == sandbox.StateRunning || state == sandbox.StatePaused {
 		if err := r.startAgent(spec.ID, b); err != nil {
 			os.RemoveAll(b.dir)
 			return err
@@ -591,7 +591,7 @@ func (r *Runtime) Logs(ctx context.Context, id string, limit int64) ([]byte, err
 // need not be stored.
 func (r *Runtime) Seed(spec *sandbox.Spec, state sandbox.State) error {
 	switch state {
-	case sandbox.StateCreated, sandbox.StateRunning, sandbox.StateStopped:
+	case sandbox.StateCreated, sandbox.StateRunning, sandbox.StatePaused, sandbox.StateStopped:
 	default:
 		return errdefs.Invalid("seed sandbox %s: state %q cannot be seeded", spec.ID, state)
 	}
