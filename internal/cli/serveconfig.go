@@ -59,6 +59,7 @@ type serveConfig struct {
 	OutputBudget       int64         `yaml:"output-budget"`
 	DefaultFlavor      string        `yaml:"default-flavor"`
 	SessionTimeout     time.Duration `yaml:"session-timeout"`
+	SessionPauseAfter  time.Duration `yaml:"session-pause-after"`
 	SharedVolumes      string        `yaml:"shared-volumes"`
 	LLMConfig          string        `yaml:"llm-config"`
 	LLMArchiveMaxAge   time.Duration `yaml:"llm-archive-max-age"`
@@ -108,6 +109,7 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", 1024, "connections from one IP address at once; more are refused with 429")
 	f.StringVar(&cfg.DefaultFlavor, "default-flavor", "", "flavor of sessions that name none: small, medium or large (default: $MSB_DEFAULT_FLAVOR, else small)")
 	f.DurationVar(&cfg.SessionTimeout, "session-timeout", 0, "a session idle this long is ended with its sandbox (default: $MSB_SESSION_TIMEOUT, else 30m)")
+	f.DurationVar(&cfg.SessionPauseAfter, "session-pause-after", 0, "a session idle this long has its sandbox paused in memory (no CPU), resumed by its next request; checked every 30s (default 0: never)")
 	f.StringVar(&cfg.SharedVolumes, "shared-volumes", "", `host directories mounted into session sandboxes, "/host:/guest" comma-separated; each session sees its own subdirectory; a third field "common" shares it, "ro" mounts it read-only (default: $MSB_SHARED_VOLUME_PATH)`)
 	f.StringVar(&cfg.LLMConfig, "llm-config", "", "YAML file of the LLM proxy's providers, models and limits (served at /llm and in every sandbox at http://127.0.0.1:4000/llm); SIGHUP reads it again")
 	f.DurationVar(&cfg.LLMArchiveMaxAge, "llm-archive-max-age", 0, "exchanges with models older than this are removed from the LLM archive (0: kept)")
