@@ -111,3 +111,42 @@ func TestHasFreezer(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkPause times a pause and a resume of a running sandbox, by the
+// freezer written directly (the runtime's Pause and Resume) and by `runc
+// pause` and `runc resume`, which do the same after starting a Go binary:
+// the measurement behind writing the freezer directly.
+func BenchmarkPause(b *testing.B) {
+	runtimetest.RequiresRoot(b)
+	root := newRoot(b)
+	rt := newRuntime(b, root, "runc")
+	ctx := context.Background()
+	sp := newSpec(b, "bench-pause")
+	sp.Resources.DiskBytes = 32 << 20
+	if err := rt.Create(ctx, sp); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = rt.Delete(ctx, sp.ID) })
+	if err := rt.Start(ctx, sp.ID); err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name          string
+		pause, resume func() error
+	}{
+		{"freezer", func() error { return rt.Pause(ctx, sp.ID) }, func() error { return rt.Resume(ctx, sp.ID) }},
+		{"runc", func() error { _, err := rt.oci.output(ctx, "pause", sp.ID); return err },
+			func() error { _, err := rt.oci.output(ctx, "resume", sp.ID); return err }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := bc.pause(); err != nil {
+					b.Fatal(err)
+				}
+				if err := bc.resume(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
