@@ -36,7 +36,7 @@ func (r *Runtime) Resume(ctx context.Context, id string) error {
 // pausable checks that sandbox id exists and its agent runs (frozen or
 // not), and that the host has a freezer.
 func (r *Runtime) pausable(id, op string) error {
-	if !r.cgroups.hasFreezer() {
+	if !r.canPause {
 		return fmt.Errorf("%s sandbox %s: the host mounts no cgroup freezer: %w", op, id, errdefs.ErrNotImplemented)
 	}
 	if _, err := r.readMeta(id); err != nil {

@@ -72,6 +72,7 @@ type Runtime struct {
 	oci       ociCLI
 	cgroups   *cgroups
 	swapLimit bool   // set memory+swap = memory
+	canPause  bool   // the host has a cgroup freezer (freezer.go)
 	oomAdjust bool   // may lower the agent's oom_score_adj (CAP_SYS_RESOURCE)
 	nofile    uint64 // hard RLIMIT_NOFILE of the agent
 	mkfs      string // mkfs.ext4
@@ -194,6 +195,7 @@ func New(cfg Config) (*Runtime, error) {
 		oci:       ociCLI{bin: bin, root: state},
 		cgroups:   cg,
 		swapLimit: cg.swapLimitable(),
+		canPause:  cg.hasFreezer(),
 		mkfs:      mkfs,
 		maxDisk:   maxDisk,
 		log:       cfg.Logger,
@@ -258,7 +260,7 @@ func (r *Runtime) Capabilities() sandbox.Capabilities {
 	return sandbox.Capabilities{
 		StopKeepsFiles: true, LocalFiles: true, NetworkPolicy: r.cfg.Egress != nil,
 		DiskQuota: true, LoopbackOnly: true, StrictSeccomp: true,
-		Persistence: true, MaxVolumeBytes: r.maxDisk, Pause: r.cgroups.hasFreezer(),
+		Persistence: true, MaxVolumeBytes: r.maxDisk, Pause: r.canPause,
 	}
 }
 
