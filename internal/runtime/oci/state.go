@@ -30,8 +30,10 @@ func (r *Runtime) status(m *meta) sandbox.Status {
 	switch {
 	case pid > 0:
 		st.State, st.Pid = sandbox.StateRunning, pid
+		// An unreadable freezer is logged, not reported: a state other
+		// than running or paused would have the manager fail the sandbox.
 		if frozen, err := r.cgroups.freezer(m.ID).frozen(); err != nil {
-			st.State, st.Reason = sandbox.StateUnknown, fmt.Sprintf("read freezer: %v", err)
+			r.log.Warn("read the freezer state of a sandbox", "sandbox", m.ID, "err", err)
 		} else if frozen {
 			st.State = sandbox.StatePaused
 		}
@@ -128,8 +130,8 @@ func (r *Runtime) Usage(ctx context.Context, id string) (sandbox.Usage, error) {
 // Recover re-adopts the sandboxes a previous daemon left and cleans up the
 // rest: sandbox dirs that never became complete, containers, mounts and
 // cgroups of sandboxes that no longer exist. Running sandboxes keep running
-// with their mounts, paused ones stay paused; the others are reported stopped (or created) and are
-// mounted again by Start.
+// with their mounts, paused ones stay paused; the others are reported
+// stopped (or created) and are mounted again by Start.
 func (r *Runtime) Recover(ctx context.Context) ([]sandbox.Status, error) {
 	ids, err := r.ids()
 	if err != nil {
