@@ -44,9 +44,9 @@ func (m *Manager) remove(ctx context.Context, id string) error {
 // Recover reconciles the runtime with the records after a (re)start: live
 // sandboxes with a running or paused record are re-adopted as they are
 // (paused ones stay paused; a pause or resume the daemon died in is
-// settled as the record says); runtime state nothing
-// refers to is deleted; records whose sandbox is gone are marked failed;
-// deletions and creations a crash interrupted are finished or failed.
+// settled as the record says); runtime state nothing refers to is deleted;
+// records whose sandbox is gone are marked failed; deletions and creations
+// a crash interrupted are finished or failed.
 func (m *Manager) Recover(ctx context.Context) error {
 	live, err := m.rt.Recover(ctx)
 	if err != nil {
@@ -260,8 +260,8 @@ func (m *Manager) CheckDead(ctx context.Context, id string) (*store.Sandbox, err
 }
 
 // markDead fails running or paused sandbox sb, whose runtime side the
-// sweep's List reported gone or stopped, and releases what the runtime still
-// holds for it: all of it, or, for an owner that collects from its dead
+// sweep's List reported gone or stopped, and releases what the runtime
+// still holds for it: all of it, or, for an owner that collects from its dead
 // sandboxes (Config.KeepDeadFiles), all but its files. The sandbox may
 // have been stopped and started again since the List, so the caller
 // holds its lock and read its record after taking it, and its runtime
