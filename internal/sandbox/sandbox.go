@@ -234,11 +234,6 @@ type Capabilities struct {
 	// restricts (a Pod's, under its NetworkPolicy, which the cluster's
 	// network plugin must enforce).
 	LoopbackOnly bool
-	// StrictSeccomp: sandboxes run under the project's seccomp profile,
-	// which also denies ptrace and io_uring. Without it they run under the
-	// container runtime's default profile (Kubernetes' RuntimeDefault),
-	// which may allow both.
-	StrictSeccomp bool
 	// Persistence: the runtime honours Spec.Persistence's size and
 	// reclaim policy (a volume of the sandbox's own, kept after Delete
 	// when it says Retain), and a sandbox with one keeps its files across

@@ -250,8 +250,9 @@ func (r *Runtime) Name() string { return Name }
 
 // Capabilities reports that Stop keeps the sandbox's files, that
 // sandboxes live on this host, that egress policies are enforced when
-// the runtime has an egress proxy, and that the disk limit, the loopback-only
-// network and the seccomp profile are the project's own. Persistence sizes
+// the runtime has an egress proxy, and that the disk limit and the
+// loopback-only network are the project's own (the seccomp filter is the
+// agent's, package seccomp, on every runtime). Persistence sizes
 // the sandbox's disk, up to the size of Root's file system, and Retain
 // keeps it after Delete; there are no storage classes, and one runtime
 // binary runs every sandbox (no runtime classes). Sandboxes pause where the
@@ -259,7 +260,7 @@ func (r *Runtime) Name() string { return Name }
 func (r *Runtime) Capabilities() sandbox.Capabilities {
 	return sandbox.Capabilities{
 		StopKeepsFiles: true, LocalFiles: true, NetworkPolicy: r.cfg.Egress != nil,
-		DiskQuota: true, LoopbackOnly: true, StrictSeccomp: true,
+		DiskQuota: true, LoopbackOnly: true,
 		Persistence: true, MaxVolumeBytes: r.maxDisk, Pause: r.canPause,
 	}
 }
