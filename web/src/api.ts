@@ -1,0 +1,136 @@
+// The API client: the daemon's REST API on its own origin (the index's
+// agent2env-api meta element), the key from this tab's sessionStorage sent
+// as Authorization. Nothing is kept in cookies.
+
+/** Where the API is: the origin the console's server wrote into the index. */
+export const apiOrigin: string =
+  document.querySelector<HTMLMetaElement>('meta[name="agent2env-api"]')?.content || location.origin;
+
+const keyItem = "agent2env.key";
+
+export function apiKey(): string {
+  return sessionStorage.getItem(keyItem) ?? "";
+}
+
+export function setAPIKey(key: string): void {
+  if (key) sessionStorage.setItem(keyItem, key);
+  else sessionStorage.removeItem(keyItem);
+}
+
+/** An error answer of the API: its status, code and message. */
+export class APIError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Listeners told when the API refuses the key (401), to ask for one. */
+const unauthorized = new Set<() => void>();
+
+export function onUnauthorized(f: () => void): () => void {
+  unauthorized.add(f);
+  return () => unauthorized.delete(f);
+}
+
+function headers(json: boolean): Headers {
+  const h = new Headers();
+  const key = apiKey();
+  if (key) h.set("Authorization", "Bearer " + key);
+  if (json) h.set("Content-Type", "application/json");
+  return h;
+}
+
+async function fail(resp: Response): Promise<never> {
+  let code = "", message = `${resp.status} ${resp.statusText}`;
+  try {
+    const body = await resp.json();
+    code = body.code ?? "";
+    message = body.error ?? message;
+  } catch {
+    // not the API's error body: the status says it
+  }
+  if (resp.status === 401) unauthorized.forEach((f) => f());
+  throw new APIError(resp.status, code, message);
+}
+
+/** Sends a request and returns the decoded JSON answer (undefined for 204). */
+export async function call<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+  let resp: Response;
+  try {
+    resp = await fetch(apiOrigin + path, {
+      method,
+      headers: headers(body !== undefined),
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal,
+      credentials: "omit",
+      referrerPolicy: "no-referrer",
+    });
+  } catch (e) {
+    if ((e as Error).name === "AbortError") throw e;
+    throw new APIError(0, "UNREACHABLE", `the API at ${apiOrigin} cannot be reached: is the daemon running?`);
+  }
+  if (!resp.ok) return fail(resp);
+  if (resp.status === 204) return undefined as T;
+  return (await resp.json()) as T;
+}
+
+export const get = <T>(path: string, signal?: AbortSignal) => call<T>("GET", path, undefined, signal);
+
+/** The WebSocket URL of an API path. */
+export function wsURL(path: string): string {
+  return apiOrigin.replace(/^http/, "ws") + path;
+}
+
+// The wire types the console reads (api/openapi.yaml).
+
+export interface Sandbox {
+  id: string;
+  image: string;
+  cpu: string;
+  memory: string;
+  ttl: number;
+  status: string;
+  template?: string;
+  templateVersion?: number;
+  created_at: string;
+  updated_at: string;
+  expires_at: string;
+  reason?: string;
+  metadata?: Record<string, string>;
+}
+
+export interface SandboxList {
+  items: Sandbox[];
+  nextCursor?: string;
+}
+
+export interface Stats {
+  sessions: { active: number; busy: number };
+  sandboxes: Record<string, number>;
+  resources: {
+    millicpu_committed: number;
+    millicpu_capacity: number;
+    memory_bytes_committed: number;
+    memory_bytes_capacity: number;
+  };
+  executions: Record<string, number>;
+}
+
+export interface ExecResponse {
+  exit_code: number;
+  stdout: string;
+  stderr: string;
+  timed_out?: boolean;
+  truncated?: boolean;
+  duration_ms: number;
+  reason?: string;
+}
+
+export interface Logs {
+  logs: string;
+  events: string[];
+}
