@@ -1,0 +1,119 @@
+// The web console in a real browser: Debian's chromium driven by
+// playwright-core, against a running daemon with API keys on. Run by the
+// Go test TestConsoleInBrowser (internal/e2e), which starts the daemon and
+// sets CONSOLE_URL, API_URL, API_KEY, IMAGE, CHROMIUM and SCREENSHOT_DIR.
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import { chromium } from "playwright-core";
+
+const env = (name) => {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: run this through go test -run TestConsoleInBrowser ./internal/e2e`);
+  return v;
+};
+const consoleURL = env("CONSOLE_URL");
+const key = env("API_KEY");
+const image = env("IMAGE");
+const shots = env("SCREENSHOT_DIR");
+
+let browser, page;
+// What the page reports that a test must not see: CSP violations, errors.
+const problems = [];
+
+before(async () => {
+  // --no-sandbox: the tests run as root, where chromium's own sandbox
+  // cannot start.
+  browser = await chromium.launch({ executablePath: env("CHROMIUM"), args: ["--no-sandbox"] });
+  page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  page.on("console", (m) => m.type() === "error" && !/status of 401/.test(m.text()) && problems.push(m.text()));
+  page.on("pageerror", (e) => problems.push(String(e)));
+  page.on("dialog", (d) => d.accept());
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+/** A link of the main navigation. */
+const nav = (name) => page.getByRole("navigation", { name: "main" }).getByRole("link", { name, exact: true });
+
+async function shot(name) {
+  const path = join(shots, `${name}.png`);
+  await page.screenshot({ path, fullPage: true });
+  console.log(`screenshot ${path}`);
+}
+
+test("the key prompt refuses a wrong key and takes the right one", async () => {
+  await page.goto(consoleURL + "/");
+  await page.getByLabel("API key").waitFor();
+  await shot("login");
+  await page.getByLabel("API key").fill("wrong-key");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByText("refused the key").waitFor();
+  await page.getByLabel("API key").fill(key);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("heading", { name: "Overview" }).waitFor();
+  await page.getByText("Capacity").waitFor();
+  await shot("overview");
+  // The key is in this tab's sessionStorage, and in no cookie.
+  assert.equal(await page.evaluate(() => sessionStorage.getItem("agent2env.key")), key);
+  assert.deepEqual(await page.context().cookies(), []);
+});
+
+test("a sandbox created from the console runs a command and its output is text", async () => {
+  await nav("Sandboxes").click();
+  await page.getByText("No sandboxes yet").waitFor();
+  await shot("sandboxes-empty");
+  await page.getByLabel("image").fill(image);
+  await page.getByRole("button", { name: "Create sandbox" }).click();
+  await page.waitForURL(/\/sandboxes\/[^/]+$/);
+  await page.locator(".status-running").first().waitFor({ timeout: 120_000 });
+
+  // What a program in the sandbox prints is shown as it is: a script
+  // element in it is text, and never runs.
+  const xss = "<script>window.__xss = 1</script><img src=x onerror=\"window.__xss = 2\">";
+  await page.getByLabel("command").fill(`printf '%s' '${xss}'`);
+  await page.getByRole("button", { name: "Run", exact: true }).click();
+  const stdout = page.getByLabel("stdout");
+  await stdout.waitFor();
+  assert.equal(await stdout.textContent(), xss);
+  assert.equal(await page.evaluate(() => window.__xss), undefined);
+  assert.equal(await page.locator("main script, main img").count(), 0);
+  await shot("sandbox");
+});
+
+test("the terminal runs echo hi", async () => {
+  await page.getByRole("button", { name: "Open terminal" }).click();
+  await page.locator(".term-connected").waitFor({ timeout: 30_000 });
+  await page.locator(".xterm-helper-textarea").focus();
+  await page.keyboard.type("echo hi\r");
+  // The command's output on a line of its own (the echoed input has it
+  // after the command).
+  await page.waitForFunction(
+    () => [...document.querySelectorAll(".xterm-rows > div")].some((r) => r.textContent.trim() === "hi"),
+    null,
+    { timeout: 30_000 },
+  );
+  await shot("terminal");
+  await page.getByRole("button", { name: "Close" }).click();
+});
+
+test("the sandboxes list shows it, and it is deleted from its page", async () => {
+  const id = decodeURIComponent(new URL(page.url()).pathname.split("/").pop());
+  await nav("Sandboxes").click();
+  await page.getByRole("link", { name: id }).waitFor();
+  await shot("sandboxes");
+  await page.getByRole("link", { name: id }).click();
+  await page.getByRole("button", { name: "Delete" }).click();
+  await page.waitForURL(/\/sandboxes$/);
+  await page.getByText("No sandboxes yet").waitFor();
+});
+
+test("a dark theme, and no error or CSP violation on any page", async () => {
+  await page.getByLabel("theme").selectOption("dark");
+  await nav("Overview").click();
+  await page.getByText("Capacity").waitFor();
+  await shot("overview-dark");
+  assert.deepEqual(problems, []);
+});
