@@ -134,3 +134,84 @@ export interface Logs {
   logs: string;
   events: string[];
 }
+
+/** One event of an event stream: its name and its data, decoded. */
+export interface StreamEvent {
+  event: string;
+  data: unknown;
+}
+
+/**
+ * Reads the event stream at path with fetch (the key goes as
+ * Authorization, which EventSource cannot send), calling onEvent for each
+ * event until the stream ends or signal aborts.
+ */
+export async function stream(path: string, onEvent: (e: StreamEvent) => void, signal: AbortSignal): Promise<void> {
+  const h = headers(false);
+  h.set("Accept", "text/event-stream");
+  const resp = await fetch(apiOrigin + path, { headers: h, signal, credentials: "omit", referrerPolicy: "no-referrer" });
+  if (!resp.ok || !resp.body) return fail(resp);
+  const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += value.replace(/\r\n?/g, "\n");
+    let end: number;
+    while ((end = buf.indexOf("\n\n")) >= 0) {
+      const block = buf.slice(0, end);
+      buf = buf.slice(end + 2);
+      let event = "message";
+      const data: string[] = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) event = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      if (data.length) onEvent({ event, data: JSON.parse(data.join("\n")) });
+    }
+  }
+}
+
+export interface Run {
+  id: string;
+  batch_id: string;
+  task: string;
+  agent: string;
+  model?: string;
+  repeat: number;
+  status: string;
+  phase: string;
+  reason?: string;
+  exit_code?: number;
+  sandbox_id?: string;
+  created_at: string;
+  started_at?: string;
+  ended_at?: string;
+  timings_ms?: Record<string, number>;
+  llm: { requests: number; input_tokens: number; output_tokens: number; cached_tokens: number; source?: string };
+  conversation_id?: string;
+  output_tail?: string[];
+  artifacts?: { path: string; size: number }[];
+  artifacts_error?: string;
+}
+
+export interface RunList {
+  items: Run[];
+  next_cursor?: string;
+}
+
+export interface RunEvent {
+  seq: number;
+  time: string;
+  type: string;
+  phase?: string;
+  stream?: string;
+  text?: string;
+  kind?: string;
+  tool?: string;
+  tool_id?: string;
+  input?: unknown;
+  is_error?: boolean;
+  status?: string;
+  reason?: string;
+}

@@ -6,6 +6,8 @@ import { useEffect, useState } from "preact/hooks";
 import { apiKey, get, onUnauthorized, setAPIKey, APIError } from "./api";
 import { Login } from "./pages/Login";
 import { Overview } from "./pages/Overview";
+import { Run } from "./pages/Run";
+import { Runs } from "./pages/Runs";
 import { Sandbox } from "./pages/Sandbox";
 import { Sandboxes } from "./pages/Sandboxes";
 import { useLocation } from "./router";
@@ -28,6 +30,10 @@ function Page({ url }: { url: URL }) {
       return <Sandboxes url={url} />;
     case parts[0] === "sandboxes" && parts.length === 2:
       return <Sandbox key={parts[1]} id={parts[1]} />;
+    case parts[0] === "runs" && parts.length === 1:
+      return <Runs url={url} />;
+    case parts[0] === "runs" && parts.length === 2:
+      return <Run key={parts[1]} id={parts[1]} />;
   }
   return (
     <Empty>
@@ -75,6 +81,9 @@ function App() {
           </a>
           <a href="/sandboxes" aria-current={here("/sandboxes")}>
             Sandboxes
+          </a>
+          <a href="/runs" aria-current={here("/runs")}>
+            Runs
           </a>
         </nav>
         <div class="tools">

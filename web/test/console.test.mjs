@@ -110,6 +110,44 @@ test("the sandboxes list shows it, and it is deleted from its page", async () =>
   await page.getByText("No sandboxes yet").waitFor();
 });
 
+test("a task run's events arrive live, and what its agent wrote is text", async () => {
+  // Submitted as a program would; watched in the console from the start.
+  const said = "<script>window.__xss = 3</script><b>bold</b>";
+  const task = [
+    "name: console-hello",
+    `image: ${image}`,
+    "agent: custom",
+    "goal: say hello",
+    `entrypoint: ${JSON.stringify(`sleep 2; printf '%s\\n' '${said}'; echo done > /workspace/done.txt`)}`,
+    "end:",
+    "  success_file: /workspace/done.txt",
+  ].join("\n");
+  const resp = await fetch(env("API_URL") + "/api/v1/runs", {
+    method: "POST",
+    headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ task }),
+  });
+  assert.equal(resp.status, 201, await resp.clone().text());
+  const run = (await resp.json()).runs[0];
+  await nav("Runs").click();
+  await page.getByRole("link", { name: run.id }).click();
+  await page.getByRole("heading", { name: /^Run/ }).waitFor();
+  // The page follows the run while it goes: its first events came before
+  // it ended.
+  await page.locator(".ev-phase").first().waitFor({ timeout: 60_000 });
+  const endedBefore = await page.locator(".ev-end").count();
+  await page.locator(".ev-end").waitFor({ timeout: 120_000 });
+  await page.locator(".status-succeeded").first().waitFor({ timeout: 10_000 });
+  assert.equal(endedBefore, 0, "the run had ended before the page showed its first event: nothing was live");
+  await page.getByText(said, { exact: true }).waitFor();
+  assert.equal(await page.evaluate(() => window.__xss), undefined);
+  assert.equal(await page.locator("main script, main b").count(), 0);
+  await shot("run");
+  await nav("Runs").click();
+  await page.getByRole("link", { name: run.id }).waitFor();
+  await shot("runs");
+});
+
 test("a dark theme, and no error or CSP violation on any page", async () => {
   await page.getByLabel("theme").selectOption("dark");
   await nav("Overview").click();
