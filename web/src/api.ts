@@ -215,3 +215,51 @@ export interface RunEvent {
   status?: string;
   reason?: string;
 }
+
+export interface LLMExchange {
+  id: string;
+  sandboxId?: string;
+  runId?: string;
+  conversationId?: string;
+  format: "openai" | "openai-responses" | "anthropic" | "gemini";
+  path: string;
+  model?: string;
+  stream: boolean;
+  status: number;
+  state: string;
+  error?: string;
+  usage: { inputTokens?: number; outputTokens?: number };
+  timeToFirstByteMs: number;
+  durationMs: number;
+  createdAt: string;
+}
+
+export interface LLMMessage {
+  status?: number;
+  body: string;
+  bodyEncoding?: "base64";
+}
+
+export interface LLMExchangeDetail extends LLMExchange {
+  request?: LLMMessage;
+  upstreamRequest?: LLMMessage;
+  upstreamResponse?: LLMMessage;
+  response?: LLMMessage;
+}
+
+export interface LLMConversation {
+  id: string;
+  sandboxId?: string;
+  runId?: string;
+  startedAt: string;
+  lastAt: string;
+  usage: { inputTokens?: number; outputTokens?: number };
+  exchanges: LLMExchange[];
+}
+
+/** Sends a GET and returns the answer's body as text. */
+export async function getText(path: string, signal?: AbortSignal): Promise<string> {
+  const resp = await fetch(apiOrigin + path, { headers: headers(false), signal, credentials: "omit", referrerPolicy: "no-referrer" });
+  if (!resp.ok) return fail(resp);
+  return resp.text();
+}

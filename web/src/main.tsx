@@ -4,6 +4,7 @@ import "./style.css";
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { apiKey, get, onUnauthorized, setAPIKey, APIError } from "./api";
+import { Conversations } from "./pages/Conversations";
 import { Login } from "./pages/Login";
 import { Overview } from "./pages/Overview";
 import { Run } from "./pages/Run";
@@ -30,6 +31,8 @@ function Page({ url }: { url: URL }) {
       return <Sandboxes url={url} />;
     case parts[0] === "sandboxes" && parts.length === 2:
       return <Sandbox key={parts[1]} id={parts[1]} />;
+    case parts[0] === "sandboxes" && parts.length === 3 && parts[2] === "conversations":
+      return <Conversations key={parts[1]} sandbox={parts[1]} />;
     case parts[0] === "runs" && parts.length === 1:
       return <Runs url={url} />;
     case parts[0] === "runs" && parts.length === 2:

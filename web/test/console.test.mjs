@@ -148,6 +148,73 @@ test("a task run's events arrive live, and what its agent wrote is text", async 
   await shot("runs");
 });
 
+// The agent: two turns of one conversation with the run's model through
+// the LLM proxy, answering the model's tool call in between.
+const askScript = `import json, os, urllib.request
+base, model = os.environ["OPENAI_BASE_URL"], os.environ["AGENT2ENV_MODEL"]
+def ask(messages):
+    req = urllib.request.Request(base + "/chat/completions", data=json.dumps({"model": model, "messages": messages}).encode(),
+        headers={"Content-Type": "application/json", "Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]})
+    return json.load(urllib.request.urlopen(req, timeout=60))["choices"][0]["message"]
+messages = [{"role": "user", "content": "fix the bug"}]
+m = ask(messages)
+call = m["tool_calls"][0]
+messages += [m, {"role": "tool", "tool_call_id": call["id"], "content": "sandbox-host"}]
+print(ask(messages)["content"])
+open("/workspace/done.txt", "w").write("ok")
+`;
+
+test("a run's conversation: the tool call paired with its result, the model's markup as text, the raw parts", async () => {
+  const task = [
+    "name: console-ask",
+    `image: ${image}`,
+    "agent: custom",
+    `model: ${env("MODEL")}`,
+    "goal: ask the model",
+    `entrypoint: ${JSON.stringify(`python3 -c ${shellQuote(askScript)}`)}`,
+    "end: {timeout: 2m, success_file: /workspace/done.txt}",
+  ].join("\n");
+  const resp = await fetch(env("API_URL") + "/api/v1/runs", {
+    method: "POST",
+    headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ task }),
+  });
+  assert.equal(resp.status, 201, await resp.clone().text());
+  const run = (await resp.json()).runs[0];
+  await page.goto(`${consoleURL}/runs/${run.id}`);
+  await page.locator(".ev-end").waitFor({ timeout: 120_000 });
+  await page.locator(".status-succeeded").first().waitFor({ timeout: 10_000 });
+  await page.getByRole("link", { name: "its conversations" }).click();
+  await page.getByRole("button", { name: "Show transcript" }).click();
+  const transcript = page.getByRole("list", { name: "transcript" });
+  await transcript.waitFor();
+  // The call, its arguments, and under it its result.
+  const tool = transcript.locator(".part-tool");
+  await tool.getByText("tool call read_file").waitFor();
+  assert.match(await tool.textContent(), /"path": "\/etc\/hostname"[\s\S]*result[\s\S]*sandbox-host/);
+  const says = env("MODEL_SAYS");
+  await transcript.getByText(says, { exact: true }).waitFor();
+  assert.equal(await page.evaluate(() => window.__xss), undefined);
+  assert.equal(await page.locator("main script, main i").count(), 0);
+  await shot("conversation");
+  // Raw: the answer the client got, byte for byte as the archive has it.
+  const last = page.locator("table.exchanges tbody tr").filter({ hasText: "llx_" }).last();
+  const id = (await last.locator("code").textContent()).trim();
+  await last.getByRole("button", { name: "Raw" }).click();
+  const shown = await page.locator('pre[data-part="response"]').textContent();
+  const archived = await (
+    await fetch(`${env("API_URL")}/api/v1/llm/exchanges/${id}?raw=response`, { headers: { Authorization: `Bearer ${key}` } })
+  ).text();
+  assert.equal(shown, archived);
+  assert.ok(archived.includes("window.__xss = 4"), archived);
+  await shot("conversation-raw");
+});
+
+/** s as one shell word. */
+function shellQuote(s) {
+  return "'" + s.replaceAll("'", "'\\''") + "'";
+}
+
 test("a dark theme, and no error or CSP violation on any page", async () => {
   await page.getByLabel("theme").selectOption("dark");
   await nav("Overview").click();

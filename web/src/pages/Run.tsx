@@ -68,7 +68,10 @@ export function Run({ id }: { id: string }) {
             <dd>
               <a href={`/sandboxes/${encodeURIComponent(r.sandbox_id)}`}>
                 <code>{r.sandbox_id}</code>
-              </a>
+              </a>{" "}
+              {r.llm.requests > 0 && (
+                <a href={`/sandboxes/${encodeURIComponent(r.sandbox_id)}/conversations`}>its conversations</a>
+              )}
             </dd>
           </>
         )}
