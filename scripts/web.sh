@@ -4,8 +4,9 @@
 #   scripts/web.sh deps    installs web/node_modules (npm ci) and prints the
 #                          bin directory of the pinned Node.js
 #   scripts/web.sh build   rebuilds internal/console/dist (make web)
-#   scripts/web.sh check   fails when a fresh build differs from the
-#                          committed internal/console/dist (make test)
+#   scripts/web.sh check   runs the app's unit tests (npm test), and fails
+#                          when a fresh build differs from the committed
+#                          internal/console/dist (make test)
 #
 # Node.js is the one scripts/test-peers.sh pins (installed by npm, cached by
 # version under $AGENT2ENV_CACHE_DIR/peers); npm's download cache is
@@ -65,7 +66,7 @@ check)
 	deps
 	out=$(mktemp -d)
 	trap 'rm -rf "$out"' EXIT
-	(cd web && npx --no-install tsc --noEmit && npx --no-install vite build --logLevel warn --outDir "$out" --emptyOutDir)
+	(cd web && npm test --silent >&2 && npx --no-install tsc --noEmit && npx --no-install vite build --logLevel warn --outDir "$out" --emptyOutDir)
 	if ! diff -r internal/console/dist "$out" >&2; then
 		echo "web: internal/console/dist differs from a fresh build of web/: run make web and commit" >&2
 		exit 1

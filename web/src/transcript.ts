@@ -15,7 +15,8 @@ export interface Turn {
   parts: Part[];
 }
 
-type J = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+// The wire formats' JSON, read defensively: any field may be missing.
+type J = any;
 
 const str = (v: J): string => (typeof v === "string" ? v : v === undefined || v === null ? "" : JSON.stringify(v, null, 2));
 
@@ -57,7 +58,7 @@ function anthropicBlocks(role: string, content: J): Turn {
     else if (b.type === "thinking") parts.push({ kind: "reasoning", text: b.thinking ?? "" });
     else if (b.type === "tool_use") parts.push({ kind: "tool_call", id: b.id, name: b.name, args: args(b.input) });
     else if (b.type === "tool_result")
-      parts.push({ kind: "tool_result", id: b.tool_use_id, text: textOf(b.content), isError: b.is_error });
+      parts.push({ kind: "tool_result", id: b.tool_use_id, text: textOf(b.content), ...(b.is_error ? { isError: true } : {}) });
   }
   return { role, parts };
 }
