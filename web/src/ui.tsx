@@ -1,7 +1,7 @@
 // Small pieces every page uses. Text from the API is always rendered as
 // text (JSX children), never as HTML.
 import type { ComponentChildren } from "preact";
-import { useCallback, useEffect, useState } from "preact/hooks";
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { APIError } from "./api";
 import { absolute, relative } from "./format";
 
@@ -87,10 +87,12 @@ export function useAsync<T>(load: (signal: AbortSignal) => Promise<T>, deps: unk
   return { ...state, reload };
 }
 
-/** Calls f every ms while the page is visible. */
+/** Calls f (its latest value: renders do not restart the clock) every ms while the page is visible. */
 export function useInterval(f: () => void, ms: number) {
+  const latest = useRef(f);
+  latest.current = f;
   useEffect(() => {
-    const t = setInterval(() => document.visibilityState === "visible" && f(), ms);
+    const t = setInterval(() => document.visibilityState === "visible" && latest.current(), ms);
     return () => clearInterval(t);
-  }, [f, ms]);
+  }, [ms]);
 }

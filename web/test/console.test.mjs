@@ -215,6 +215,35 @@ function shellQuote(s) {
   return "'" + s.replaceAll("'", "'\\''") + "'";
 }
 
+test("keyboard first: the skip link, then the navigation", async () => {
+  await page.goto(consoleURL + "/runs");
+  await page.getByRole("heading", { name: "Task runs" }).waitFor();
+  await page.keyboard.press("Tab");
+  assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Skip to content");
+  await page.keyboard.press("Tab");
+  await page.keyboard.press("Tab");
+  await page.keyboard.press("Tab");
+  assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Sandboxes");
+  await page.keyboard.press("Enter");
+  await page.getByRole("heading", { name: "Sandboxes" }).waitFor();
+});
+
+test("a phone-width screen scrolls no page sideways", async () => {
+  await page.setViewportSize({ width: 390, height: 844 });
+  for (const [name, path] of [
+    ["overview", "/"],
+    ["sandboxes", "/sandboxes"],
+    ["runs", "/runs"],
+  ]) {
+    await page.goto(consoleURL + path);
+    await page.locator("main h1").waitFor();
+    const [scroll, width] = await page.evaluate(() => [document.documentElement.scrollWidth, innerWidth]);
+    assert.ok(scroll <= width, `${path}: ${scroll}px wide on a ${width}px screen`);
+    await shot(`phone-${name}`);
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
+});
+
 test("a dark theme, and no error or CSP violation on any page", async () => {
   await page.getByLabel("theme").selectOption("dark");
   await nav("Overview").click();
