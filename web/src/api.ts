@@ -263,3 +263,23 @@ export async function getText(path: string, signal?: AbortSignal): Promise<strin
   if (!resp.ok) return fail(resp);
   return resp.text();
 }
+
+/** Sends a multipart form (its Content-Type, with the boundary, set by fetch). */
+export async function postForm<T>(path: string, form: FormData): Promise<T> {
+  const resp = await fetch(apiOrigin + path, {
+    method: "POST",
+    headers: headers(false),
+    body: form,
+    credentials: "omit",
+    referrerPolicy: "no-referrer",
+  });
+  if (!resp.ok) return fail(resp);
+  return (await resp.json()) as T;
+}
+
+/** Fetches path's body as a Blob. */
+export async function getBlob(path: string): Promise<Blob> {
+  const resp = await fetch(apiOrigin + path, { headers: headers(false), credentials: "omit", referrerPolicy: "no-referrer" });
+  if (!resp.ok) return fail(resp);
+  return resp.blob();
+}

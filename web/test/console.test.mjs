@@ -99,6 +99,28 @@ test("the terminal runs echo hi", async () => {
   await page.getByRole("button", { name: "Close" }).click();
 });
 
+test("a file uploaded from the console is downloaded with the same bytes", async () => {
+  const content = Buffer.from("hello from the console\n\u00e9\u0000\xff");
+  await page.getByLabel("file to upload").setInputFiles({ name: "hello.bin", mimeType: "application/octet-stream", buffer: content });
+  await page.getByRole("button", { name: "Upload", exact: true }).click();
+  await page.getByRole("status").getByText("Uploaded /workspace/hello.bin.").waitFor();
+  await page.getByLabel("file to download").fill("/workspace/hello.bin");
+  const [download] = await Promise.all([
+    page.waitForEvent("download"),
+    page.getByRole("button", { name: "Download", exact: true }).click(),
+  ]);
+  assert.equal(download.suggestedFilename(), "hello.bin");
+  const chunks = [];
+  for await (const c of await download.createReadStream()) chunks.push(c);
+  assert.deepEqual(Buffer.concat(chunks), content);
+  // A file that is not there says so (and the browser logs the 404).
+  const logged = problems.length;
+  await page.getByLabel("file to download").fill("/workspace/nothing");
+  await page.getByRole("button", { name: "Download", exact: true }).click();
+  await page.getByRole("alert").getByText("FILE_NOT_FOUND").waitFor();
+  assert.deepEqual(problems.splice(logged), ["Failed to load resource: the server responded with a status of 404 (Not Found)"]);
+});
+
 test("the sandboxes list shows it, and it is deleted from its page", async () => {
   const id = decodeURIComponent(new URL(page.url()).pathname.split("/").pop());
   await nav("Sandboxes").click();

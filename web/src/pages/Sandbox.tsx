@@ -4,6 +4,7 @@ import type { FunctionComponent } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { call, get, type ExecResponse, type Logs, type Sandbox as SandboxT } from "../api";
 import { navigate } from "../router";
+import { Files } from "./Files";
 import { CopyID, ErrorBox, Status, Time, useAsync, useInterval } from "../ui";
 
 type TerminalProps = { sandbox: string; onClose: () => void };
@@ -104,6 +105,8 @@ export function Sandbox({ id }: { id: string }) {
       )}
       <h2>Run a command</h2>
       <Exec path={path} disabled={s.status !== "running"} />
+      <h2>Files</h2>
+      <Files path={path} disabled={s.status !== "running"} />
       <h2>Logs</h2>
       {logs.error ? (
         <ErrorBox error={logs.error} retry={logs.reload} />
