@@ -83,7 +83,7 @@ test("a sandbox created from the console runs a command and its output is text",
   await shot("sandbox");
 });
 
-test("the terminal runs echo hi", async () => {
+test("the terminal runs echo hi, and follows the page's size", async () => {
   await page.getByRole("button", { name: "Open terminal" }).click();
   await page.locator(".term-connected").waitFor({ timeout: 30_000 });
   await page.locator(".xterm-helper-textarea").focus();
@@ -96,6 +96,23 @@ test("the terminal runs echo hi", async () => {
     { timeout: 30_000 },
   );
   await shot("terminal");
+  // Its size follows the page's: a narrower page, fewer columns.
+  const size = async (mark) => {
+    await page.keyboard.type(`stty size | sed s/^/${mark}:/\r`);
+    const h = await page.waitForFunction(
+      (re) =>
+        [...document.querySelectorAll(".xterm-rows > div")].map((r) => r.textContent.trim()).find((t) => new RegExp(re).test(t)),
+      `^${mark}:\\d+ \\d+$`,
+      { timeout: 30_000 },
+    );
+    return Number((await h.jsonValue()).split(" ")[1]);
+  };
+  const wide = await size("wide");
+  await page.setViewportSize({ width: 800, height: 800 });
+  await page.waitForTimeout(300); // the resize observer, then the resize frame
+  const narrow = await size("narrow");
+  await page.setViewportSize({ width: 1280, height: 800 });
+  assert.ok(narrow < wide, `columns ${wide} on a wide page, ${narrow} on a narrower one`);
   await page.getByRole("button", { name: "Close" }).click();
 });
 
@@ -121,12 +138,19 @@ test("a file uploaded from the console is downloaded with the same bytes", async
   assert.deepEqual(problems.splice(logged), ["Failed to load resource: the server responded with a status of 404 (Not Found)"]);
 });
 
-test("the sandboxes list shows it, and it is deleted from its page", async () => {
+test("the sandboxes list shows it; it is paused, resumed, stopped, started and deleted from its page", async () => {
   const id = decodeURIComponent(new URL(page.url()).pathname.split("/").pop());
   await nav("Sandboxes").click();
   await page.getByRole("link", { name: id }).waitFor();
   await shot("sandboxes");
   await page.getByRole("link", { name: id }).click();
+  await page.getByRole("button", { name: "Pause" }).click();
+  await page.locator(".status-paused").first().waitFor({ timeout: 30_000 });
+  await page.getByRole("button", { name: "Resume" }).click();
+  await page.locator(".status-running").first().waitFor({ timeout: 30_000 });
+  await page.getByRole("button", { name: "Stop" }).click();
+  await page.getByRole("button", { name: "Start" }).click({ timeout: 30_000 });
+  await page.locator(".status-running").first().waitFor({ timeout: 30_000 });
   await page.getByRole("button", { name: "Delete" }).click();
   await page.waitForURL(/\/sandboxes$/);
   await page.getByText("No sandboxes yet").waitFor();

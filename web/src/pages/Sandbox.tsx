@@ -72,12 +72,24 @@ export function Sandbox({ id }: { id: string }) {
         </dd>
       </dl>
       <div class="actions">
-        {s.status !== "running" && s.status !== "pending" && (
-          <button type="button" onClick={() => act("start")}>
-            Start
+        {s.status === "paused" ? (
+          <button type="button" onClick={() => act("resume")}>
+            Resume
           </button>
+        ) : (
+          s.status !== "running" &&
+          s.status !== "pending" && (
+            <button type="button" onClick={() => act("start")}>
+              Start
+            </button>
+          )
         )}
         {s.status === "running" && (
+          <button type="button" onClick={() => act("pause")}>
+            Pause
+          </button>
+        )}
+        {(s.status === "running" || s.status === "paused") && (
           <button type="button" onClick={() => act("stop")}>
             Stop
           </button>

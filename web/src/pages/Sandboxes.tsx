@@ -6,7 +6,7 @@ import { navigate } from "../router";
 import { Empty, ErrorBox, Status, Time, useAsync, useInterval } from "../ui";
 
 const pageSize = 50;
-const statuses = ["", "pending", "running", "paused", "stopped", "failed"];
+const statuses = ["", "pending", "running", "paused", "succeeded", "failed", "terminating", "unknown"];
 
 export function Sandboxes({ url }: { url: URL }) {
   const cursor = url.searchParams.get("cursor") ?? "";
