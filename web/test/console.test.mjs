@@ -290,6 +290,16 @@ test("a phone-width screen scrolls no page sideways", async () => {
   await page.setViewportSize({ width: 1280, height: 800 });
 });
 
+test("a key the API no longer takes brings the prompt back", async () => {
+  await page.evaluate(() => sessionStorage.setItem("agent2env.key", "revoked-key"));
+  await page.goto(consoleURL + "/sandboxes");
+  await page.getByText("refused the key").waitFor();
+  await page.getByLabel("API key").fill(key);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  // The page asked for is the one shown.
+  await page.getByRole("heading", { name: "Sandboxes" }).waitFor();
+});
+
 test("a dark theme, and no error or CSP violation on any page", async () => {
   await page.getByLabel("theme").selectOption("dark");
   await nav("Overview").click();
