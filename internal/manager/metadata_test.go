@@ -47,6 +47,53 @@ func TestMetadataFromPool(t *testing.T) {
 	}
 }
 
+// A sandbox taken from a warm pool gets the request's TTL from the moment
+// it is taken; a TTL out of bounds is refused before anything is taken.
+func TestTTLFromPool(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		ttl     int
+		expires time.Duration // 0: never
+		class   error
+	}{
+		{"ttl", 60, time.Minute, nil},
+		{"no expiry", 0, 0, nil},
+		{"negative", -1, 0, errdefs.ErrInvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			warm, err := e.m.Get(ctx, e.running(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.m.pool = warmOne{warm}
+			e.clock.Advance(time.Hour)
+			sb, err := e.m.Create(ctx, CreateRequest{Image: warm.Image, TTL: ptr(tc.ttl)})
+			if !errors.Is(err, tc.class) || (tc.class == nil) != (err == nil) {
+				t.Fatalf("create: %v, want %v", err, tc.class)
+			}
+			if err != nil {
+				if got, err := e.m.Get(ctx, warm.ID); err != nil || got.TTL != warm.TTL {
+					t.Errorf("the warm sandbox after a refused create: %+v, %v", got, err)
+				}
+				return
+			}
+			want := "never"
+			if tc.expires > 0 {
+				want = e.clock.Now().Add(tc.expires).UTC().String()
+			}
+			got := "never"
+			if sb.ExpiresAt != nil {
+				got = sb.ExpiresAt.UTC().String()
+			}
+			if sb.ID != warm.ID || sb.TTL != tc.ttl || got != want {
+				t.Errorf("took %s with ttl %d expiring %s, want %s with ttl %d expiring %s", sb.ID, sb.TTL, got, warm.ID, tc.ttl, want)
+			}
+		})
+	}
+}
+
 // SetExpiry's time is the one the sweep honours: a sandbox that never
 // expired, or would have later, goes once it passes, and not before.
 func TestSetExpirySweep(t *testing.T) {
