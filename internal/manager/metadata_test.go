@@ -8,7 +8,20 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
 )
+
+// newWarmEnv returns an env whose warm pool holds one running sandbox.
+func newWarmEnv(t *testing.T) (*env, *store.Sandbox) {
+	t.Helper()
+	e := newEnv(t, Config{})
+	warm, err := e.m.Get(context.Background(), e.running(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.m.pool = warmOne{warm}
+	return e, warm
+}
 
 // A sandbox taken from a warm pool gets the request's metadata; one whose
 // metadata cannot be set is deleted, not left to its caller.
@@ -24,12 +37,7 @@ func TestMetadataFromPool(t *testing.T) {
 		{"over the bounds", map[string]string{"": "v"}, errdefs.ErrInvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, Config{})
-			warm, err := e.m.Get(ctx, e.running(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.m.pool = warmOne{warm}
+			e, warm := newWarmEnv(t)
 			sb, err := e.m.Create(ctx, CreateRequest{Image: warm.Image, Metadata: tc.metadata})
 			if !errors.Is(err, tc.class) || (tc.class == nil) != (err == nil) {
 				t.Fatalf("create: %v, want %v", err, tc.class)
@@ -62,12 +70,7 @@ func TestTTLFromPool(t *testing.T) {
 		{"negative", -1, 0, errdefs.ErrInvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, Config{})
-			warm, err := e.m.Get(ctx, e.running(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.m.pool = warmOne{warm}
+			e, warm := newWarmEnv(t)
 			e.clock.Advance(time.Hour)
 			sb, err := e.m.Create(ctx, CreateRequest{Image: warm.Image, TTL: ptr(tc.ttl)})
 			if !errors.Is(err, tc.class) || (tc.class == nil) != (err == nil) {
