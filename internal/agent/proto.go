@@ -180,6 +180,9 @@ type FileInfo struct {
 	ModTime time.Time   `json:"mod_time"`
 	IsDir   bool        `json:"is_dir"`
 	Link    string      `json:"link,omitempty"`
+	// UID and GID own the file.
+	UID int `json:"uid"`
+	GID int `json:"gid"`
 }
 
 // errorBody is the JSON body of every agent error response.

@@ -290,14 +290,17 @@ type env struct {
 	sb    *fakeSandboxes
 	ctx   *fakeContexts
 	files *fakeFiles
+	procs *fakeProcs
 	port  []*http.Request // the requests the ports handler had
 	srv   *httptest.Server
 }
 
-// fakeFiles keeps files by sandbox and path.
+// fakeFiles keeps files by sandbox and path (envd_test.go has its
+// directory operations).
 type fakeFiles struct {
 	mu     sync.Mutex
 	byPath map[string]string // "id:path" → content
+	dirs   map[string]bool   // "id:path" of the directories made
 }
 
 func (f *fakeFiles) Upload(_ context.Context, id, p string, mode fs.FileMode, content io.Reader) (*api.FileInfo, error) {
@@ -338,9 +341,10 @@ func newEnv(t *testing.T, sbs ...api.Sandbox) *env {
 		mu.Unlock()
 		w.WriteHeader(298)
 	})
-	e.files = &fakeFiles{byPath: map[string]string{}}
+	e.files = &fakeFiles{byPath: map[string]string{}, dirs: map[string]bool{}}
+	e.procs = newFakeProcs()
 	h, err := New(Config{
-		Sandboxes: e.sb, Files: e.files, Contexts: e.ctx, Ports: ports, GatewayPrefix: "/api/v1/sandbox/",
+		Sandboxes: e.sb, Files: e.files, Procs: e.procs, Contexts: e.ctx, Ports: ports, GatewayPrefix: "/api/v1/sandbox/",
 		Keys: keys, RequireKey: true, Now: func() time.Time { return now }, CreateWait: time.Second,
 	})
 	if err != nil {
@@ -422,11 +426,17 @@ func TestRouting(t *testing.T) {
 		{"wrong token", "GET", "/health", []string{HeaderSandboxID, "sba", HeaderAccessToken, "x"}, 401, "invalid access token"},
 		{"port without id", "GET", "/health", []string{HeaderSandboxPort, "49983"}, 400, HeaderSandboxID},
 		{"bad port", "GET", "/health", []string{HeaderSandboxID, "sba", HeaderSandboxPort, "0"}, 400, "port"},
-		{"process API", "POST", "/process.Process/Start", []string{HeaderSandboxID, "sba", HeaderAccessToken, token}, 501, `"code":"unimplemented"`},
+		{"process API", "POST", "/process.Process/List", []string{HeaderSandboxID, "sba", HeaderAccessToken, token, "Content-Type", "application/json"}, 200, `{}`},
+		{"process API, binary", "POST", "/process.Process/List", []string{HeaderSandboxID, "sba", HeaderAccessToken, token, "Content-Type", "application/proto"}, 200, ``},
+		{"unknown envd service", "POST", "/process.Nope/List", []string{HeaderSandboxID, "sba", HeaderAccessToken, token}, 404, "no such route"},
 		{"user port", "GET", "/app/x", []string{HeaderSandboxID, "sba", HeaderSandboxPort, "8080", HeaderAccessToken, token}, 298, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, _, body := e.do(t, tc.method, tc.path, "", tc.headers...)
+			var reqBody string
+			if slices.Contains(tc.headers, "application/json") {
+				reqBody = "{}"
+			}
+			code, _, body := e.do(t, tc.method, tc.path, reqBody, tc.headers...)
 			if code != tc.status || !strings.Contains(body, tc.body) {
 				t.Errorf("%s %s: %d %s, want %d with %q", tc.method, tc.path, code, body, tc.status, tc.body)
 			}

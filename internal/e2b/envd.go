@@ -1,7 +1,6 @@
 package e2b
 
 import (
-	"context"
 	"io"
 	"io/fs"
 	"mime"
@@ -15,30 +14,20 @@ import (
 	"github.com/agent2env/agent2env/internal/service"
 )
 
-// Files is what envd's file routes need of the sandbox service.
-type Files interface {
-	Upload(ctx context.Context, id, path string, mode fs.FileMode, content io.Reader) (*api.FileInfo, error)
-	Download(ctx context.Context, id, path string) (io.ReadCloser, int64, error)
-}
-
-var _ Files = (*service.Sandboxes)(nil)
-
 // uploadMode is the permission of a file written through /files.
 const uploadMode fs.FileMode = 0o644
 
 // serveEnvd serves the in-sandbox daemon's routes of sandbox id: its
-// health (which the SDKs' is_running() reads) and the plain file
-// transfers. The Connect-RPC process and filesystem services are not
-// served yet: they answer the Connect protocol's "unimplemented" (501), so
-// that the SDKs raise at once instead of waiting.
+// health (which the SDKs' is_running() reads), the Connect services
+// process.Process and filesystem.Filesystem, and the plain file
+// transfers.
 func (h *Handler) serveEnvd(w http.ResponseWriter, r *http.Request, id string) {
 	p := r.URL.Path
 	switch {
 	case p == "/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		w.WriteHeader(http.StatusNoContent)
 	case strings.HasPrefix(p, "/process.Process/"), strings.HasPrefix(p, "/filesystem.Filesystem/"):
-		writeJSON(w, http.StatusNotImplemented, connectError{Code: "unimplemented",
-			Message: strings.TrimPrefix(p, "/") + " is not supported by agent2env yet"})
+		h.rpc.ServeHTTP(w, r.WithContext(withSandbox(r.Context(), id)))
 	case p == "/files" && h.cfg.Files == nil:
 		writeError(w, notImplemented("file transfers are not served by this daemon"))
 	case p == "/files" && r.Method == http.MethodGet:
