@@ -77,9 +77,11 @@ const (
 )
 
 // EnvdVersion is the envd version every sandbox reports. The SDKs gate
-// features on it (docs/e2b.md §envdVersion): ≥ 0.4.0 lets envd pick the
-// default user, < 0.5.7 keeps file uploads multipart.
-const EnvdVersion = "0.5.6"
+// features on it (docs/e2b.md §4): ≥ 0.4.0 lets envd pick the default
+// user, ≥ 0.5.2 closes stdin, ≥ 0.5.7 uploads as octet-stream (with gzip
+// when asked); below 0.6.2, they send no file metadata, which agent2env
+// does not keep.
+const EnvdVersion = "0.5.7"
 
 // ClientID is the clientID every sandbox reports (E2B's is a node name).
 const ClientID = "agent2env"

@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"bufio"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -792,9 +793,33 @@ func TestFiles(t *testing.T) {
 			t.Errorf("upload %s %v: %d %s, want 400 with %q", tc.query, tc.files, code, b, tc.want)
 		}
 	}
-	code, _, b := e.do(t, "POST", "/files?path=%2Ftmp%2Fx", "raw", HeaderSandboxID, "sba", HeaderAccessToken, token, "Content-Type", "application/octet-stream")
-	if code != 400 || !strings.Contains(b, "multipart") {
-		t.Errorf("octet-stream upload: %d %s", code, b)
+	// The octet-stream bodies of envd 0.5.7, plain or gzip-compressed.
+	var gz strings.Builder
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte("zipped"))
+	_ = zw.Close()
+	for _, tc := range []struct {
+		name, query, body string
+		headers           []string
+		status            int
+		want              string // in the answer
+		stored            string // at /tmp/x
+	}{
+		{"raw", "?path=%2Ftmp%2Fx", "raw", []string{"Content-Type", "application/octet-stream"}, 200,
+			`[{"name":"x","type":"file","path":"/tmp/x"}]`, "raw"},
+		{"gzip", "?path=%2Ftmp%2Fx", gz.String(), []string{"Content-Type", "application/octet-stream", "Content-Encoding", "gzip"}, 200,
+			`"path":"/tmp/x"`, "zipped"},
+		{"not gzip", "?path=%2Ftmp%2Fx", "plain", []string{"Content-Type", "application/octet-stream", "Content-Encoding", "gzip"}, 400, "gzip", ""},
+		{"other encoding", "?path=%2Ftmp%2Fx", "x", []string{"Content-Type", "application/octet-stream", "Content-Encoding", "br"}, 400, "Content-Encoding", ""},
+		{"no path", "", "x", []string{"Content-Type", "application/octet-stream"}, 400, "path is required", ""},
+		{"other type", "?path=%2Ftmp%2Fx", "x", []string{"Content-Type", "text/plain"}, 400, "octet-stream", ""},
+	} {
+		delete(e.files.byPath, "sba:/tmp/x")
+		headers := append([]string{HeaderSandboxID, "sba", HeaderAccessToken, token}, tc.headers...)
+		code, _, b := e.do(t, "POST", "/files"+tc.query, tc.body, headers...)
+		if code != tc.status || !strings.Contains(b, tc.want) || e.files.byPath["sba:/tmp/x"] != tc.stored {
+			t.Errorf("%s upload: %d %s, stored %q; want %d with %q, stored %q", tc.name, code, b, e.files.byPath["sba:/tmp/x"], tc.status, tc.want, tc.stored)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package e2b
 
 import (
+	"compress/gzip"
 	"io"
 	"io/fs"
 	"mime"
@@ -92,21 +93,64 @@ type entryInfo struct {
 	Path string `json:"path"`
 }
 
-// upload writes the parts of a multipart body, each to the path query
-// parameter when there is one part, or to its file name (the SDK sends
-// the path as the name).
+// upload writes the file of an octet-stream body to the path query
+// parameter, or the parts of a multipart one, each to that parameter when
+// there is one part, or to its file name (the SDK sends the path as the
+// name). Either may come gzip-compressed (Content-Encoding).
 func (h *Handler) upload(w http.ResponseWriter, r *http.Request, id string) {
-	mt, _, err := mime.ParseMediaType(r.Header.Get(headerContentType))
-	if err != nil || mt != "multipart/form-data" {
-		writeError(w, errdefs.Invalid("the body must be multipart/form-data (this envd version, %s, takes no octet-stream)", EnvdVersion))
-		return
-	}
 	for k := range r.Header {
 		if strings.HasPrefix(http.CanonicalHeaderKey(k), "X-Metadata-") {
 			writeError(w, errdefs.Invalid("%s: file metadata is not supported", k))
 			return
 		}
 	}
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip":
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			writeError(w, errdefs.Invalid("the gzip body: %v", err))
+			return
+		}
+		defer zr.Close()
+		r.Body = zr
+	default:
+		writeError(w, errdefs.Invalid("Content-Encoding %q: want gzip or identity", enc))
+		return
+	}
+	mt, _, err := mime.ParseMediaType(r.Header.Get(headerContentType))
+	switch {
+	case err == nil && mt == "application/octet-stream":
+		h.uploadRaw(w, r, id)
+	case err == nil && mt == "multipart/form-data":
+		h.uploadParts(w, r, id)
+	default:
+		writeError(w, errdefs.Invalid("the body must be multipart/form-data or application/octet-stream"))
+	}
+}
+
+// uploadRaw writes an octet-stream body to the path query parameter.
+func (h *Handler) uploadRaw(w http.ResponseWriter, r *http.Request, id string) {
+	name := r.URL.Query().Get("path")
+	if name == "" {
+		writeError(w, errdefs.Invalid("path is required with an application/octet-stream body"))
+		return
+	}
+	p, err := filePath(r, name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	fi, err := h.cfg.Files.Upload(r.Context(), id, p, uploadMode, r.Body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, []entryInfo{{Name: path.Base(fi.Path), Type: "file", Path: fi.Path}})
+}
+
+// uploadParts writes the parts of a multipart body.
+func (h *Handler) uploadParts(w http.ResponseWriter, r *http.Request, id string) {
 	mr, err := r.MultipartReader()
 	if err != nil {
 		writeError(w, errdefs.Invalid("multipart body: %v", err))
