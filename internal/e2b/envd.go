@@ -12,7 +12,6 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
-	"github.com/agent2env/agent2env/internal/service"
 )
 
 // uploadMode is the permission of a file written through /files.
@@ -46,9 +45,9 @@ type connectError struct {
 	Message string `json:"message"`
 }
 
-// filePath returns the sandbox path a /files request names: relative
-// paths are taken from the user's home, as envd does. It refuses a
-// username other than E2B's default user, and signed URLs.
+// filePath returns the sandbox path a /files request names, resolved as
+// envd does (resolvePath). It refuses a username other than E2B's default
+// user, and signed URLs.
 func filePath(r *http.Request, p string) (string, error) {
 	q := r.URL.Query()
 	if u := q.Get("username"); u != "" && u != "user" {
@@ -60,10 +59,7 @@ func filePath(r *http.Request, p string) (string, error) {
 	if p == "" {
 		return "", errdefs.Invalid("path is required")
 	}
-	if !path.IsAbs(p) {
-		p = service.HomeDir + "/" + p
-	}
-	return service.CleanPath(p)
+	return resolvePath(p)
 }
 
 func (h *Handler) download(w http.ResponseWriter, r *http.Request, id string) {

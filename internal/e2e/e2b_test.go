@@ -118,6 +118,9 @@ func TestE2BSDK(t *testing.T) {
 			"killed_wait":      "-1",
 			"kill_again":       "false",
 			"listed_after":     "0",
+			"closed_stdin":     "to cat",
+			"timed_out":        "[TimeoutException true]",
+			"after_timeout":    "[]", // the timeout ended the command
 			"connect_unknown":  "NotFoundException",
 			"pty_killed":       "true",
 			"pty_exit":         "-1",

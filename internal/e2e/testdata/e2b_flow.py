@@ -27,7 +27,7 @@ import time
 
 import e2b
 from e2b import CommandExitException, FileType, PtySize, SandboxQuery
-from e2b.exceptions import AuthenticationException, NotFoundException, SandboxException
+from e2b.exceptions import AuthenticationException, NotFoundException, SandboxException, TimeoutException
 from e2b_code_interpreter import Sandbox
 
 
@@ -133,6 +133,21 @@ def envd() -> dict:
             out["killed_wait"] = e.exit_code
         out["kill_again"] = sbx.commands.kill(bg.pid)
         out["listed_after"] = len(sbx.commands.list())
+        cat = sbx.commands.run("cat", background=True, stdin=True)
+        sbx.commands.send_stdin(cat.pid, "to cat")
+        sbx.commands.close_stdin(cat.pid)
+        out["closed_stdin"] = cat.wait().stdout
+        start = time.monotonic()
+        try:
+            sbx.commands.run("sleep 30", timeout=1)
+            out["timed_out"] = None
+        except TimeoutException as e:
+            out["timed_out"] = [type(e).__name__, time.monotonic() - start < 10]
+        # The timeout ends the command too.
+        deadline = time.monotonic() + 10
+        while any("sleep 30" in " ".join(p.args) for p in sbx.commands.list()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        out["after_timeout"] = [" ".join(p.args) for p in sbx.commands.list()]
         try:
             sbx.commands.connect(999999)
             out["connect_unknown"] = None
