@@ -136,6 +136,9 @@ func (s *processService) Connect(ctx context.Context, req *connect.Request[proce
 // end. The client's going away ends the stream, not the process.
 func (s *processService) follow(ctx context.Context, id string, p service.ProcDetail, since int64, keepalive time.Duration, send func(*process.ProcessEvent) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
+	var keepalives sync.WaitGroup
+	// The keepalives end before the handler does: nothing is sent after.
+	defer keepalives.Wait()
 	defer cancel(nil)
 	var mu sync.Mutex     // one Send at a time
 	var ended bool        // the end is sent: nothing follows it
@@ -147,7 +150,7 @@ func (s *processService) follow(ctx context.Context, id string, p service.ProcDe
 	emit := func(ev *process.ProcessEvent) error {
 		mu.Lock()
 		defer mu.Unlock()
-		if ended {
+		if ended || (ctx.Err() != nil && ev.GetKeepalive() != nil) {
 			return nil
 		}
 		_, ended = ev.Event.(*process.ProcessEvent_End)
@@ -160,7 +163,7 @@ func (s *processService) follow(ctx context.Context, id string, p service.ProcDe
 		return err
 	}
 	if quiet != nil {
-		go func() {
+		keepalives.Go(func() {
 			for {
 				select {
 				case <-ctx.Done():
@@ -172,7 +175,7 @@ func (s *processService) follow(ctx context.Context, id string, p service.ProcDe
 					return
 				}
 			}
-		}()
+		})
 	}
 	data := func(kind func([]byte) *process.ProcessEvent_DataEvent) io.Writer {
 		return writerFunc(func(b []byte) (int, error) {
