@@ -302,6 +302,7 @@ type fakeFiles struct {
 	mu     sync.Mutex
 	byPath map[string]string // "id:path" → content
 	dirs   map[string]bool   // "id:path" of the directories made
+	links  map[string]string // "id:path" → a symbolic link's target
 }
 
 func (f *fakeFiles) Upload(_ context.Context, id, p string, mode fs.FileMode, content io.Reader) (*api.FileInfo, error) {
@@ -342,7 +343,7 @@ func newEnv(t *testing.T, sbs ...api.Sandbox) *env {
 		mu.Unlock()
 		w.WriteHeader(298)
 	})
-	e.files = &fakeFiles{byPath: map[string]string{}, dirs: map[string]bool{}}
+	e.files = &fakeFiles{byPath: map[string]string{}, dirs: map[string]bool{}, links: map[string]string{}}
 	e.procs = newFakeProcs()
 	h, err := New(Config{
 		Sandboxes: e.sb, Files: e.files, Procs: e.procs, Contexts: e.ctx, Ports: ports, GatewayPrefix: "/api/v1/sandbox/",

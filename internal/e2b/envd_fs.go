@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path"
 	"strconv"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -85,10 +86,7 @@ func (s *filesystemService) entry(ctx context.Context, id string, fi service.Fil
 		e.ModifiedTime = timestamppb.New(fi.ModTime)
 	}
 	if fi.Link != "" {
-		target := fi.Link
-		if !path.IsAbs(target) {
-			target = path.Join(path.Dir(fi.Path), target)
-		}
+		target := linkTarget(fi)
 		e.SymlinkTarget = &target
 		e.Type, e.Mode = filesystem.FileType_FILE_TYPE_UNSPECIFIED, 0
 		if t, err := s.files.Stat(ctx, id, target); err == nil {
@@ -96,6 +94,14 @@ func (s *filesystemService) entry(ctx context.Context, id string, fi service.Fil
 		}
 	}
 	return e
+}
+
+// linkTarget is the absolute path of the target of link fi.
+func linkTarget(fi service.FileStat) string {
+	if path.IsAbs(fi.Link) {
+		return path.Clean(fi.Link)
+	}
+	return path.Join(path.Dir(fi.Path), fi.Link)
 }
 
 // stat is the EntryInfo of the file at p of sandbox id.
@@ -138,13 +144,24 @@ func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 	}
 	depth := max(int(req.Msg.GetDepth()), 1) // envd's default: the entries
 	id := sandboxOf(ctx)
-	all, err := s.files.Walk(ctx, id, p, depth)
+	fi, err := s.files.Stat(ctx, id, p)
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	// As envd, a link to a directory lists the directory, under the
+	// link's path.
+	root := p
+	if fi.Link != "" {
+		root = linkTarget(*fi)
+	}
+	all, err := s.files.Walk(ctx, id, root, depth)
 	if err != nil {
 		return nil, rpcError(err)
 	}
 	out := &filesystem.ListDirResponse{Entries: make([]*filesystem.EntryInfo, len(all))}
 	for i, fi := range all {
 		out.Entries[i] = s.entry(ctx, id, fi)
+		out.Entries[i].Path = p + strings.TrimPrefix(fi.Path, root)
 	}
 	return connect.NewResponse(out), nil
 }

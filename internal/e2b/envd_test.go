@@ -138,7 +138,7 @@ func (f *fakeProcs) ResizeProc(_ context.Context, _, pid string, rows, cols uint
 
 // Directory operations of fakeFiles: a directory is one made, or a parent
 // of a file; its files are 0644 and its directories 0755, all the
-// sandbox user's.
+// sandbox user's; a link is in links, which Walk does not list.
 
 func (f *fakeFiles) isDir(id, p string) bool {
 	if p == "/" || f.dirs[id+":"+p] {
@@ -155,6 +155,10 @@ func (f *fakeFiles) isDir(id, p string) bool {
 func (f *fakeFiles) statLocked(id, p string) (*service.FileStat, error) {
 	fi := service.FileStat{UID: sandboxUID, GID: sandboxUID}
 	fi.Name, fi.Path, fi.ModTime = path.Base(p), p, now
+	if target, ok := f.links[id+":"+p]; ok {
+		fi.Link, fi.FullMode, fi.Mode = target, fs.ModeSymlink|0o777, "0777"
+		return &fi, nil
+	}
 	if c, ok := f.byPath[id+":"+p]; ok {
 		fi.Size, fi.Regular, fi.FullMode, fi.Mode = int64(len(c)), true, 0o644, "0644"
 		return &fi, nil
@@ -731,6 +735,29 @@ func TestFilesystem(t *testing.T) {
 			t.Errorf("make dir %s: %v, want %v", p, err, code)
 		}
 	}
+
+	// A link to a directory: its target's type, its own mode string; a
+	// listing of it lists the directory under the link's path.
+	e.files.links["sba:"+home+"/ln"] = "d"
+	st, err = c.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "ln"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := entryText(st.Msg.GetEntry())+" -> "+st.Msg.GetEntry().GetSymlinkTarget(),
+		"ln FILE_TYPE_DIRECTORY "+home+"/ln 0 755 Lrwxrwxrwx user:user "+t0+" -> "+home+"/d"; got != want {
+		t.Errorf("stat of a link: %s, want %s", got, want)
+	}
+	ls, err := c.ListDir(ctx, connect.NewRequest(&filesystem.ListDirRequest{Path: "ln"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(ls.Msg.GetEntries()); n != 1 || ls.Msg.GetEntries()[0].GetPath() != home+"/ln/b.txt" {
+		t.Errorf("list of a link: %v", ls.Msg.GetEntries())
+	}
+	if _, err := c.ListDir(ctx, connect.NewRequest(&filesystem.ListDirRequest{Path: "a.txt"})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("list of a file: %v", err)
+	}
+	delete(e.files.links, "sba:"+home+"/ln")
 
 	mv, err := c.Move(ctx, connect.NewRequest(&filesystem.MoveRequest{Source: "a.txt", Destination: "/srv/new/c.txt"}))
 	if err != nil {
