@@ -15,7 +15,8 @@
 // everything the command started: its tree, the groups and sessions it
 // made, the orphans only it can have made (proctree.go).
 //
-// Besides exec the agent serves files, usage (its cgroup's counters and the
+// Besides exec the agent serves files and watches of directories
+// (/v1/watch: inotify, as the sandbox's user; watch.go), usage (its cgroup's counters and the
 // size of the writable directories), kernels and two upgrades that turn a
 // request into a byte pipe: /v1/dial to a port inside the sandbox (the port
 // gateway) and /v1/accept, one connection a command made to an address the

@@ -34,8 +34,9 @@
 // The package translates the wire and nothing else: sandboxes, their
 // files, background processes and code-interpreter contexts are the
 // service layer's (Sandboxes, Files, Procs, Contexts). Its one state of
-// its own is the directory watchers of envd's CreateWatcher, which poll
-// (service.DirWatch) until removed or left idle.
+// its own is the directory watchers of envd's CreateWatcher (inotify
+// watches in the sandbox, service.DirWatcher), kept until removed or left
+// idle.
 package e2b
 
 import (
@@ -126,9 +127,6 @@ type Config struct {
 	Files Files
 	// Procs serves envd's process service; nil: it answers 501.
 	Procs Procs
-	// WatchInterval is how often a directory watch looks for changes; 0:
-	// DefaultWatchInterval.
-	WatchInterval time.Duration
 	// Contexts runs code for the code interpreter; nil: its routes answer
 	// 501.
 	Contexts Contexts

@@ -303,6 +303,8 @@ type fakeFiles struct {
 	byPath map[string]string // "id:path" → content
 	dirs   map[string]bool   // "id:path" of the directories made
 	links  map[string]string // "id:path" → a symbolic link's target
+	// watches are those WatchDir made, oldest first.
+	watches []*fakeWatch
 }
 
 func (f *fakeFiles) Upload(_ context.Context, id, p string, mode fs.FileMode, content io.Reader) (*api.FileInfo, error) {

@@ -32,7 +32,7 @@ type Files interface {
 	Mkdir(ctx context.Context, id, path string) error
 	Move(ctx context.Context, id, from, to string) error
 	Remove(ctx context.Context, id, p string, recursive bool) error
-	WatchDir(ctx context.Context, id, dir string, recursive bool) (*service.DirWatch, error)
+	WatchDir(ctx context.Context, id, dir string, recursive bool) (service.DirWatcher, error)
 }
 
 var _ Files = (*service.Sandboxes)(nil)
@@ -227,11 +227,18 @@ func (s *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 	return connect.NewResponse(&filesystem.RemoveResponse{}), nil
 }
 
-// fsEvent is ev as envd's FilesystemEvent, with the entry when asked.
-func (s *filesystemService) fsEvent(ctx context.Context, id string, ev service.FileEvent, withEntry bool) *filesystem.FilesystemEvent {
+// fsEvent is ev of watch w as envd's FilesystemEvent, with the entry,
+// when asked, of a change that leaves one.
+func (s *filesystemService) fsEvent(ctx context.Context, id string, w service.DirWatcher, ev service.FileEvent, withEntry bool) *filesystem.FilesystemEvent {
 	out := &filesystem.FilesystemEvent{Name: ev.Name, Type: eventType(ev.Op)}
-	if withEntry && ev.Stat != nil {
-		out.Entry = s.entry(ctx, id, *ev.Stat)
+	switch ev.Op {
+	case service.FileCreated, service.FileWritten, service.FileChmodded:
+		if !withEntry {
+			break
+		}
+		if fi, err := s.files.Stat(ctx, id, path.Join(w.Root(), ev.Name)); err == nil {
+			out.Entry = s.entry(ctx, id, *fi)
+		}
 	}
 	return out
 }
@@ -245,20 +252,12 @@ func eventType(op service.FileOp) filesystem.EventType {
 		return filesystem.EventType_EVENT_TYPE_WRITE
 	case service.FileRemoved:
 		return filesystem.EventType_EVENT_TYPE_REMOVE
+	case service.FileRenamed:
+		return filesystem.EventType_EVENT_TYPE_RENAME
 	case service.FileChmodded:
 		return filesystem.EventType_EVENT_TYPE_CHMOD
 	}
 	return filesystem.EventType_EVENT_TYPE_UNSPECIFIED
-}
-
-// watch starts a watch of directory p of sandbox id: NotFound when it is
-// missing, InvalidArgument when it is not a directory.
-func (s *filesystemService) watch(ctx context.Context, id, p string, recursive bool) (*service.DirWatch, error) {
-	w, err := s.files.WatchDir(ctx, id, p, recursive)
-	if err != nil {
-		return nil, rpcError(err)
-	}
-	return w, nil
 }
 
 func (s *filesystemService) WatchDir(ctx context.Context, req *connect.Request[filesystem.WatchDirRequest], stream *connect.ServerStream[filesystem.WatchDirResponse]) error {
@@ -267,39 +266,58 @@ func (s *filesystemService) WatchDir(ctx context.Context, req *connect.Request[f
 		return err
 	}
 	id := sandboxOf(ctx)
-	w, err := s.watch(ctx, id, p, req.Msg.GetRecursive())
+	w, err := s.files.WatchDir(ctx, id, p, req.Msg.GetRecursive())
 	if err != nil {
-		return err
+		return rpcError(err)
 	}
+	defer w.Close()
 	if err := stream.Send(&filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Start{Start: &filesystem.WatchDirResponse_StartEvent{}}}); err != nil {
 		return err
 	}
+	// The watch's events come from a goroutine of their own, which Close
+	// ends.
+	events, failed := make(chan service.FileEvent), make(chan error, 1)
+	go func() {
+		for {
+			ev, err := w.Next()
+			if err != nil {
+				failed <- err
+				return
+			}
+			select {
+			case events <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	// A keepalive after the client's interval of silence.
+	var quiet *time.Timer
+	var quietC <-chan time.Time
 	keepalive := keepaliveInterval(req.Header())
-	lastSend := time.Now()
-	t := time.NewTicker(s.watches.interval)
-	defer t.Stop()
+	if keepalive > 0 {
+		quiet = time.NewTimer(keepalive)
+		defer quiet.Stop()
+		quietC = quiet.C
+	}
 	for {
+		var out *filesystem.WatchDirResponse
 		select {
 		case <-ctx.Done():
 			return rpcError(ctx.Err())
-		case <-t.C:
-		}
-		events, err := w.Poll(ctx)
-		if err != nil {
+		case err := <-failed:
 			return rpcError(err)
+		case ev := <-events:
+			out = &filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Filesystem{
+				Filesystem: s.fsEvent(ctx, id, w, ev, req.Msg.GetIncludeEntry())}}
+		case <-quietC:
+			out = &filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Keepalive{Keepalive: &filesystem.WatchDirResponse_KeepAlive{}}}
 		}
-		for _, ev := range events {
-			out := s.fsEvent(ctx, id, ev, req.Msg.GetIncludeEntry())
-			if err := stream.Send(&filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Filesystem{Filesystem: out}}); err != nil {
-				return err
-			}
-			lastSend = time.Now()
+		if err := stream.Send(out); err != nil {
+			return err
 		}
-		if keepalive > 0 && time.Since(lastSend) >= keepalive {
-			if err := stream.Send(&filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Keepalive{Keepalive: &filesystem.WatchDirResponse_KeepAlive{}}}); err != nil {
-				return err
-			}
-			lastSend = time.Now()
+		if quiet != nil {
+			quiet.Reset(keepalive)
 		}
 	}
 }
@@ -310,25 +328,22 @@ func (s *filesystemService) CreateWatcher(ctx context.Context, req *connect.Requ
 		return nil, err
 	}
 	id := sandboxOf(ctx)
-	w, err := s.watch(ctx, id, p, req.Msg.GetRecursive())
+	// The watch outlives this call: RemoveWatcher, or its being left
+	// idle, ends it.
+	wctx := context.WithoutCancel(ctx)
+	w, err := s.files.WatchDir(wctx, id, p, req.Msg.GetRecursive())
 	if err != nil {
-		return nil, err
+		return nil, rpcError(err)
 	}
 	withEntry := req.Msg.GetIncludeEntry()
-	wid, err := s.watches.add(id, func(ctx context.Context) ([]*filesystem.FilesystemEvent, error) {
-		events, err := w.Poll(ctx)
-		out := make([]*filesystem.FilesystemEvent, len(events))
-		for i, ev := range events {
-			out[i] = s.fsEvent(ctx, id, ev, withEntry)
-		}
-		return out, err
+	wid, err := s.watches.add(id, w, func(ev service.FileEvent) *filesystem.FilesystemEvent {
+		return s.fsEvent(wctx, id, w, ev, withEntry)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&filesystem.CreateWatcherResponse{WatcherId: wid}), nil
 }
-
 func (s *filesystemService) GetWatcherEvents(ctx context.Context, req *connect.Request[filesystem.GetWatcherEventsRequest]) (*connect.Response[filesystem.GetWatcherEventsResponse], error) {
 	events, err := s.watches.take(sandboxOf(ctx), req.Msg.GetWatcherId())
 	if err != nil {

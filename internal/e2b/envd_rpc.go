@@ -43,7 +43,7 @@ func envdRPC(cfg Config) http.Handler {
 		mux.Handle(processconnect.NewProcessHandler(&processService{procs: cfg.Procs}))
 	}
 	if cfg.Files != nil {
-		mux.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{files: cfg.Files, watches: newWatchers(cfg.WatchInterval)}))
+		mux.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{files: cfg.Files, watches: newWatchers()}))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotImplemented, connectError{Code: connect.CodeUnimplemented.String(),

@@ -248,10 +248,52 @@ func (f *fakeFiles) Remove(_ context.Context, id, p string, recursive bool) erro
 	return nil
 }
 
-// WatchDir is not faked: a service.DirWatch needs the real service
-// (TestWatchers tests the watchers over a poll function of their own).
-func (f *fakeFiles) WatchDir(context.Context, string, string, bool) (*service.DirWatch, error) {
-	return nil, errdefs.Unavailable("the fake cannot watch")
+// fakeWatch is a watch whose changes the test sends on events.
+type fakeWatch struct {
+	root      string
+	events    chan service.FileEvent
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func (w *fakeWatch) Next() (service.FileEvent, error) {
+	select {
+	case ev := <-w.events:
+		return ev, nil
+	case <-w.closed:
+		return service.FileEvent{}, errdefs.Unavailable("the watch is closed")
+	}
+}
+
+func (w *fakeWatch) Close() error {
+	w.closeOnce.Do(func() { close(w.closed) })
+	return nil
+}
+
+func (w *fakeWatch) Root() string { return w.root }
+
+// WatchDir returns a fakeWatch of a directory, which the test finds in
+// watches.
+func (f *fakeFiles) WatchDir(_ context.Context, id, dir string, _ bool) (service.DirWatcher, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fi, err := f.statLocked(id, dir)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir {
+		return nil, errdefs.Invalid("%s is not a directory", dir)
+	}
+	w := &fakeWatch{root: dir, events: make(chan service.FileEvent), closed: make(chan struct{})}
+	f.watches = append(f.watches, w)
+	return w, nil
+}
+
+// lastWatch is the watch WatchDir made last.
+func (f *fakeFiles) lastWatch() *fakeWatch {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.watches[len(f.watches)-1]
 }
 
 // headerTransport sets headers on every request: E2B's sandbox and token.
@@ -787,94 +829,174 @@ func TestFilesystem(t *testing.T) {
 	}
 }
 
-// TestWatchers checks the watchers of CreateWatcher over a poll function:
-// events kept until taken, the poll's failure after the events before
-// it, removal, other sandboxes' watchers and idle ones forgotten.
-func TestWatchers(t *testing.T) {
-	ev := func(name string) *filesystem.FilesystemEvent {
-		return &filesystem.FilesystemEvent{Name: name, Type: filesystem.EventType_EVENT_TYPE_CREATE}
-	}
-	names := func(evs []*filesystem.FilesystemEvent) []string {
-		out := []string{}
-		for _, e := range evs {
-			out = append(out, e.GetName())
-		}
-		return out
-	}
-	// script is a poll function that returns its steps one a poll, then
-	// nothing; an empty name stands for a failure.
-	script := func(steps ...string) (pollFunc, <-chan struct{}) {
-		var mu sync.Mutex
-		done := make(chan struct{})
-		return func(context.Context) ([]*filesystem.FilesystemEvent, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if len(steps) == 0 {
-				select {
-				case <-done:
-				default:
-					close(done)
-				}
-				return nil, nil
-			}
-			s := steps[0]
-			steps = steps[1:]
-			if s == "" {
-				close(done)
-				return nil, errdefs.NotFound("directory gone")
-			}
-			return []*filesystem.FilesystemEvent{ev(s)}, nil
-		}, done
-	}
-	ws := newWatchers(time.Millisecond)
-
-	poll, done := script("a", "b")
-	id, err := ws.add("sba", poll)
+// TestWatchDir checks the WatchDir stream: start, the watch's changes as
+// envd's events (with their entries when asked), keepalives, and the
+// watch closed when the client goes away.
+func TestWatchDir(t *testing.T) {
+	e := newEnv(t, running("sba", nil))
+	home := service.HomeDir
+	e.files.byPath["sba:"+home+"/d/a.txt"] = "aa"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req := connect.NewRequest(&filesystem.WatchDirRequest{Path: "d", IncludeEntry: true})
+	req.Header().Set(headerKeepalive, "1")
+	stream, err := e.filesystemClient().WatchDir(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-done
-	got, err := ws.take("sba", id)
-	if err != nil || !slices.Equal(names(got), []string{"a", "b"}) {
-		t.Errorf("take: %v %v, want [a b]", names(got), err)
+	defer stream.Close()
+	next := func() string {
+		t.Helper()
+		if !stream.Receive() {
+			t.Fatalf("the stream ended: %v", stream.Err())
+		}
+		switch ev := stream.Msg().GetEvent().(type) {
+		case *filesystem.WatchDirResponse_Start:
+			return "start"
+		case *filesystem.WatchDirResponse_Keepalive:
+			return "keepalive"
+		case *filesystem.WatchDirResponse_Filesystem:
+			fe := ev.Filesystem
+			return fmt.Sprintf("%s %v entry=%s", fe.GetName(), fe.GetType(), fe.GetEntry().GetPath())
+		}
+		return "?"
 	}
-	if got, err := ws.take("sba", id); err != nil || len(got) != 0 {
-		t.Errorf("take again: %v %v, want none", names(got), err)
+	if got := next(); got != "start" {
+		t.Fatalf("first event %s, want start", got)
 	}
-	if _, err := ws.take("sbother", id); connect.CodeOf(err) != connect.CodeNotFound {
-		t.Errorf("take from another sandbox: %v", err)
+	w := e.files.lastWatch()
+	if w.root != home+"/d" {
+		t.Errorf("watching %s, want %s/d", w.root, home)
 	}
-	if err := ws.remove("sba", id); err != nil {
+	for _, tc := range []struct {
+		ev   service.FileEvent
+		want string
+	}{
+		{service.FileEvent{Op: service.FileCreated, Name: "a.txt"}, "a.txt EVENT_TYPE_CREATE entry=" + home + "/d/a.txt"},
+		{service.FileEvent{Op: service.FileWritten, Name: "a.txt"}, "a.txt EVENT_TYPE_WRITE entry=" + home + "/d/a.txt"},
+		{service.FileEvent{Op: service.FileChmodded, Name: "gone"}, "gone EVENT_TYPE_CHMOD entry="}, // no entry to stat
+		{service.FileEvent{Op: service.FileRenamed, Name: "a.txt"}, "a.txt EVENT_TYPE_RENAME entry="},
+		{service.FileEvent{Op: service.FileRemoved, Name: "a.txt"}, "a.txt EVENT_TYPE_REMOVE entry="},
+	} {
+		w.events <- tc.ev
+		if got := next(); got != tc.want {
+			t.Errorf("event %s, want %s", got, tc.want)
+		}
+	}
+	start := time.Now()
+	if got := next(); got != "keepalive" || time.Since(start) < 900*time.Millisecond {
+		t.Errorf("after a quiet second: %s after %s, want a keepalive", got, time.Since(start))
+	}
+	cancel()
+	select {
+	case <-w.closed:
+	case <-time.After(5 * time.Second):
+		t.Error("the watch was not closed when the client went away")
+	}
+	for p, code := range map[string]connect.Code{"nope": connect.CodeNotFound, "d/a.txt": connect.CodeInvalidArgument} {
+		s, err := e.filesystemClient().WatchDir(context.Background(), connect.NewRequest(&filesystem.WatchDirRequest{Path: p}))
+		if err == nil {
+			s.Receive()
+			err = s.Err()
+		}
+		if connect.CodeOf(err) != code {
+			t.Errorf("watch %s: %v, want %v", p, err, code)
+		}
+	}
+}
+
+// TestWatchers checks CreateWatcher, GetWatcherEvents and RemoveWatcher:
+// events kept until taken, the watch's failure after the events before
+// it, other sandboxes' watchers, removal closing the watch, and idle
+// watchers forgotten.
+func TestWatchers(t *testing.T) {
+	e := newEnv(t, running("sba", nil), running("sbb", nil))
+	e.files.dirs["sba:/w"] = true
+	c := e.filesystemClient()
+	ctx := context.Background()
+	create := func() (string, *fakeWatch) {
+		t.Helper()
+		res, err := c.CreateWatcher(ctx, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: "/w"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Msg.GetWatcherId(), e.files.lastWatch()
+	}
+	take := func(id string) ([]string, error) {
+		res, err := c.GetWatcherEvents(ctx, connect.NewRequest(&filesystem.GetWatcherEventsRequest{WatcherId: id}))
+		if err != nil {
+			return nil, err
+		}
+		out := []string{}
+		for _, ev := range res.Msg.GetEvents() {
+			out = append(out, fmt.Sprintf("%s %v", ev.GetName(), ev.GetType()))
+		}
+		return out, nil
+	}
+
+	id, w := create()
+	w.events <- service.FileEvent{Op: service.FileCreated, Name: "a"}
+	w.events <- service.FileEvent{Op: service.FileRemoved, Name: "a"}
+	var got []string
+	waitFor(t, func() bool {
+		evs, err := take(id)
+		got = append(got, evs...)
+		return err != nil || len(got) >= 2
+	})
+	if diff := cmp.Diff([]string{"a EVENT_TYPE_CREATE", "a EVENT_TYPE_REMOVE"}, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	if got, err := take(id); err != nil || len(got) != 0 {
+		t.Errorf("take again: %v %v, want none", got, err)
+	}
+	other := filesystemconnect.NewFilesystemClient(e.envdClient("sbb"), e.srv.URL, connect.WithProtoJSON())
+	if _, err := other.GetWatcherEvents(ctx, connect.NewRequest(&filesystem.GetWatcherEventsRequest{WatcherId: id})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("another sandbox's watcher: %v", err)
+	}
+	if _, err := c.RemoveWatcher(ctx, connect.NewRequest(&filesystem.RemoveWatcherRequest{WatcherId: id})); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ws.take("sba", id); connect.CodeOf(err) != connect.CodeNotFound {
+	select {
+	case <-w.closed:
+	default:
+		t.Error("RemoveWatcher did not close the watch")
+	}
+	if _, err := take(id); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("take after remove: %v", err)
 	}
+	if _, err := c.RemoveWatcher(ctx, connect.NewRequest(&filesystem.RemoveWatcherRequest{WatcherId: id})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("remove twice: %v", err)
+	}
 
-	poll, done = script("c", "")
-	id, err = ws.add("sba", poll)
-	if err != nil {
-		t.Fatal(err)
+	// A watch that fails: its events, then its error, then nothing.
+	id, w = create()
+	w.events <- service.FileEvent{Op: service.FileCreated, Name: "b"}
+	w.Close()
+	var evs []string
+	var err error
+	waitFor(t, func() bool {
+		var more []string
+		more, err = take(id)
+		evs = append(evs, more...)
+		return err != nil
+	})
+	if !slices.Equal(evs, []string{"b EVENT_TYPE_CREATE"}) || connect.CodeOf(err) != connect.CodeUnavailable {
+		t.Errorf("a failed watch: %v then %v, want [b] then unavailable", evs, err)
 	}
-	<-done
-	waitFor(t, func() bool { ws.mu.Lock(); defer ws.mu.Unlock(); return ws.m[id].err != nil })
-	if got, err := ws.take("sba", id); err != nil || !slices.Equal(names(got), []string{"c"}) {
-		t.Errorf("take before the failure: %v %v, want [c]", names(got), err)
-	}
-	if _, err := ws.take("sba", id); connect.CodeOf(err) != connect.CodeNotFound || !strings.Contains(err.Error(), "directory gone") {
-		t.Errorf("take after the failure: %v, want its not_found", err)
-	}
-	if _, err := ws.take("sba", id); connect.CodeOf(err) != connect.CodeNotFound || strings.Contains(err.Error(), "directory gone") {
+	if _, err := take(id); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("take after the failure was said: %v, want an unknown watcher", err)
 	}
 
-	ws.idle = 0
-	poll, _ = script()
-	id, err = ws.add("sba", poll)
+	// An idle watcher is forgotten and its watch closed.
+	ws := newWatchers()
+	ws.idle = time.Millisecond
+	fw := &fakeWatch{events: make(chan service.FileEvent), closed: make(chan struct{})}
+	wid, err := ws.add("sba", fw, func(service.FileEvent) *filesystem.FilesystemEvent { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { ws.mu.Lock(); defer ws.mu.Unlock(); return ws.m[id] == nil })
+	waitFor(t, func() bool { _, err := ws.take("sba", wid); return err != nil })
+	<-fw.closed
 }
 
 // waitFor waits up to 5 s for cond.

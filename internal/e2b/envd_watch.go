@@ -1,7 +1,6 @@
 package e2b
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -11,12 +10,11 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/agent2env/agent2env/internal/e2b/envdpb/filesystem"
+	"github.com/agent2env/agent2env/internal/service"
 )
 
 // Bounds of the watchers of CreateWatcher.
 const (
-	// DefaultWatchInterval is how often a watch looks at its directory.
-	DefaultWatchInterval = 200 * time.Millisecond
 	// watcherIdle ends a watcher whose events nobody asked for this long
 	// (a client that went away without RemoveWatcher).
 	watcherIdle = 10 * time.Minute
@@ -24,18 +22,13 @@ const (
 	// events one keeps unread.
 	maxWatchers      = 1000
 	maxWatcherEvents = 10000
-	// watchPollTimeout bounds one look at a watched directory.
-	watchPollTimeout = 30 * time.Second
 )
 
-// pollFunc looks at a watched directory once and returns its changes.
-type pollFunc func(ctx context.Context) ([]*filesystem.FilesystemEvent, error)
-
-// watchers keeps the watchers of CreateWatcher, by id: each polls its
-// directory from a goroutine of its own and keeps the events until
+// watchers keeps the watchers of CreateWatcher, by id: each reads its
+// directory watch from a goroutine of its own and keeps the events until
 // GetWatcherEvents takes them. It is safe for concurrent use.
 type watchers struct {
-	interval, idle time.Duration
+	idle time.Duration
 
 	mu sync.Mutex
 	m  map[string]*watcher
@@ -44,72 +37,74 @@ type watchers struct {
 // watcher is one watch of a sandbox's directory.
 type watcher struct {
 	sandbox string
-	stop    context.CancelFunc
+	w       service.DirWatcher
 	// Guarded by watchers.mu.
 	events []*filesystem.FilesystemEvent
 	err    error     // why it stopped watching
 	read   time.Time // when its events were last taken
 }
 
-func newWatchers(interval time.Duration) *watchers {
-	if interval <= 0 {
-		interval = DefaultWatchInterval
-	}
-	return &watchers{interval: interval, idle: watcherIdle, m: make(map[string]*watcher)}
+func newWatchers() *watchers {
+	return &watchers{idle: watcherIdle, m: make(map[string]*watcher)}
 }
 
-// add starts a watcher of sandbox's that polls with poll, and returns its
-// id.
-func (ws *watchers) add(sandbox string, poll pollFunc) (string, error) {
+// add keeps watch w of sandbox's, its changes turned into envd's events by
+// event, and returns its id. It closes w when it cannot keep it.
+func (ws *watchers) add(sandbox string, w service.DirWatcher, event func(service.FileEvent) *filesystem.FilesystemEvent) (string, error) {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	id := "w" + hex.EncodeToString(b[:])
-	ctx, stop := context.WithCancel(context.Background())
-	w := &watcher{sandbox: sandbox, stop: stop, read: time.Now()}
+	wt := &watcher{sandbox: sandbox, w: w, read: time.Now()}
 	ws.mu.Lock()
 	if len(ws.m) >= maxWatchers {
 		ws.mu.Unlock()
-		stop()
+		w.Close()
 		return "", connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("%d directory watchers are open: remove one first", maxWatchers))
 	}
-	ws.m[id] = w
+	ws.m[id] = wt
 	ws.mu.Unlock()
-	go ws.run(ctx, id, w, poll)
+	go ws.run(wt, event)
+	go ws.expire(id, wt)
 	return id, nil
 }
 
-// run polls for w until it is removed, fails or is left idle.
-func (ws *watchers) run(ctx context.Context, id string, w *watcher, poll pollFunc) {
-	t := time.NewTicker(ws.interval)
-	defer t.Stop()
+// run keeps the events of wt until its watch ends (closed, or failed).
+func (ws *watchers) run(wt *watcher, event func(service.FileEvent) *filesystem.FilesystemEvent) {
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		pctx, cancel := context.WithTimeout(ctx, watchPollTimeout)
-		events, err := poll(pctx)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
+		ev, err := wt.w.Next()
 		ws.mu.Lock()
-		done := true
 		switch {
-		case time.Since(w.read) > ws.idle:
-			delete(ws.m, id)
 		case err != nil:
-			w.err = rpcError(err)
-		case len(w.events)+len(events) > maxWatcherEvents:
-			w.err = connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("more than %d events were not read: the watcher stopped", maxWatcherEvents))
+			wt.err = rpcError(err)
+		case len(wt.events) >= maxWatcherEvents:
+			err = fmt.Errorf("more than %d events were not read: the watcher stopped", maxWatcherEvents)
+			wt.err = connect.NewError(connect.CodeResourceExhausted, err)
 		default:
-			w.events = append(w.events, events...)
-			done = false
+			wt.events = append(wt.events, event(ev))
 		}
 		ws.mu.Unlock()
-		if done {
-			w.stop()
+		if err != nil {
+			wt.w.Close()
+			return
+		}
+	}
+}
+
+// expire forgets wt, watcher id, once nobody has asked for its events for
+// ws.idle; it returns once wt is forgotten.
+func (ws *watchers) expire(id string, wt *watcher) {
+	t := time.NewTicker(max(ws.idle/4, time.Millisecond))
+	defer t.Stop()
+	for range t.C {
+		ws.mu.Lock()
+		gone := ws.m[id] != wt
+		idle := !gone && time.Since(wt.read) > ws.idle
+		if idle {
+			delete(ws.m, id)
+		}
+		ws.mu.Unlock()
+		if gone || idle {
+			wt.w.Close()
 			return
 		}
 	}
@@ -149,12 +144,13 @@ func (ws *watchers) take(sandbox, id string) ([]*filesystem.FilesystemEvent, err
 // remove stops and forgets watcher id of sandbox.
 func (ws *watchers) remove(sandbox, id string) error {
 	ws.mu.Lock()
-	defer ws.mu.Unlock()
 	w, err := ws.get(sandbox, id)
+	if err == nil {
+		delete(ws.m, id)
+	}
+	ws.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	w.stop()
-	delete(ws.m, id)
-	return nil
+	return w.w.Close()
 }

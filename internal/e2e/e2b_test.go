@@ -137,7 +137,7 @@ func TestE2BSDK(t *testing.T) {
 			"renamed":          "/home/sandbox/dir/sub/b.txt",
 			"info":             "[true 5]",
 			"removed":          "false",
-			"events":           "[[w.txt create] [w.txt write] [w.txt remove]]",
+			"events":           "[[w.txt create] [w.txt write] [w.txt remove] [c.txt create] [c.txt write]]",
 			"killed_sandbox":   "true",
 		}
 		checkResult(t, res, want)

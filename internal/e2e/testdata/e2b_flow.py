@@ -194,11 +194,10 @@ def envd() -> dict:
         out["removed"] = sbx.files.exists("dir/sub/b.txt")
         watch = sbx.files.watch_dir("dir")
         sbx.files.write("dir/w.txt", "1")
-        time.sleep(1)
         sbx.files.write("dir/w.txt", "22")
-        time.sleep(1)
         sbx.files.remove("dir/w.txt")
-        time.sleep(1)
+        sbx.commands.run("echo by a command > dir/c.txt")
+        time.sleep(0.5)
         out["events"] = [[e.name, e.type.value] for e in watch.get_new_events()]
         watch.stop()
     finally:
