@@ -102,7 +102,7 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer fw.Close()
-	dw := &dirWatch{s: s, fw: fw, root: root, recursive: recursive, known: map[string]bool{}}
+	dw := &dirWatch{s: s, fw: fw, root: root, recursive: recursive, known: map[string]bool{}, watched: map[string]bool{}}
 	if err := dw.add(root); err != nil {
 		writeError(w, http.StatusInternalServerError, "WATCH_FAILED", err)
 		return
@@ -131,8 +131,8 @@ type dirWatch struct {
 	fw        *fsnotify.Watcher
 	root      string
 	recursive bool
-	dirs      int
 	known     map[string]bool // the entries' paths
+	watched   map[string]bool // the directories' paths
 }
 
 // add watches dir and, when the watch is recursive, every directory
@@ -155,12 +155,16 @@ func (dw *dirWatch) add(dir string) error {
 			if p != dir && !dw.recursive {
 				return filepath.SkipDir
 			}
-			if dw.dirs++; dw.dirs > maxWatchDirs {
+			if len(dw.watched) >= maxWatchDirs {
 				return fmt.Errorf("watch %s: more than %d directories: %w", dw.root, maxWatchDirs, errdefs.ErrResourceExhausted)
 			}
-			if err := dw.fw.Add(p); err != nil && p == dir {
-				return fmt.Errorf("watch %s: %w", p, err)
+			if err := dw.fw.Add(p); err != nil {
+				if p == dir {
+					return fmt.Errorf("watch %s: %w", p, err)
+				}
+				return nil
 			}
+			dw.watched[p] = true
 			return nil
 		})
 	})
@@ -200,6 +204,11 @@ func (dw *dirWatch) run(ctx context.Context, emit func(WatchEvent) error) error 
 						return err
 					}
 				case fsnotify.Remove, fsnotify.Rename:
+					if !dw.known[ev.Name] {
+						// A watched directory's own removal or move,
+						// after its parent's event of it.
+						continue
+					}
 					dw.forget(ev.Name)
 				}
 				if err := emit(WatchEvent{Op: op, Name: name}); err != nil {
@@ -229,11 +238,19 @@ func (dw *dirWatch) created(p string) error {
 	return dw.add(p)
 }
 
-// forget forgets entry p and, a directory, all below it.
+// forget forgets entry p and, a directory, all below it (inotify has
+// dropped the watches of removed directories; those of one renamed away
+// are dropped here).
 func (dw *dirWatch) forget(p string) {
-	delete(dw.known, p)
+	below := func(k string) bool { return k == p || strings.HasPrefix(k, p+"/") }
+	for k := range dw.watched {
+		if below(k) {
+			_ = dw.fw.Remove(k) // gone already, when removed
+			delete(dw.watched, k)
+		}
+	}
 	for k := range dw.known {
-		if strings.HasPrefix(k, p+"/") {
+		if below(k) {
 			delete(dw.known, k)
 		}
 	}

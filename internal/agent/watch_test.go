@@ -104,6 +104,18 @@ func TestWatch(t *testing.T) {
 			[]string{"rename a.txt", "create b.txt"}, []string{"rename a.txt", "create b.txt"}},
 		{"remove", func() error { return os.Remove(filepath.Join(dir, "b.txt")) },
 			[]string{"remove b.txt"}, []string{"remove b.txt"}},
+		{"a subdirectory renamed away, then written in", func() error {
+			if err := os.Rename(filepath.Join(dir, "new"), filepath.Join(work, "away")); err != nil {
+				return err
+			}
+			time.Sleep(100 * time.Millisecond) // the watch forgets it
+			if err := os.WriteFile(filepath.Join(work, "away", "d.txt"), nil, 0o644); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(dir, "e.txt"), nil, 0o644)
+		}, []string{"rename new", "create e.txt"}, []string{"rename new", "create e.txt"}},
+		{"a subdirectory removed with its file", func() error { return os.RemoveAll(filepath.Join(dir, "sub")) },
+			[]string{"remove sub"}, []string{"remove sub/b.txt", "remove sub"}},
 	}
 	for _, s := range steps {
 		if err := s.do(); err != nil {
