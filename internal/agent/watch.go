@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/fsnotify/fsnotify"
 
@@ -48,8 +49,9 @@ const (
 	frameWatchEnd   byte = 'z'
 )
 
-// maxWatchDirs bounds the directories one recursive watch watches.
-const maxWatchDirs = 10000
+// maxWatchDirs bounds the directories one recursive watch watches (a
+// variable for the tests).
+var maxWatchDirs = 10000
 
 // watchOps maps fsnotify's operations to a WatchEvent's, in the order a
 // change with several is reported.
@@ -98,13 +100,16 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) {
 	}
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "WATCH_FAILED", fmt.Errorf("watch %s: %w", root, err))
+		if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+			err = fmt.Errorf("the kernel's inotify instances are used up (fs.inotify.max_user_instances): %w: %w", errdefs.ErrResourceExhausted, err)
+		}
+		writeWatchError(w, fmt.Errorf("watch %s: %w", root, err))
 		return
 	}
 	defer fw.Close()
 	dw := &dirWatch{s: s, fw: fw, root: root, recursive: recursive, known: map[string]bool{}, watched: map[string]bool{}}
 	if err := dw.add(root); err != nil {
-		writeError(w, http.StatusInternalServerError, "WATCH_FAILED", err)
+		writeWatchError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-agent2env-frames")
@@ -121,6 +126,16 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) {
 		b, _ := json.Marshal(errorBody{Error: err.Error(), Code: "WATCH_FAILED"})
 		_ = out.frame(frameWatchEnd, b)
 	}
+}
+
+// writeWatchError answers a watch that could not be set up: 429 when a
+// limit stopped it, 500 otherwise.
+func writeWatchError(w http.ResponseWriter, err error) {
+	status := http.StatusInternalServerError
+	if errors.Is(err, errdefs.ErrResourceExhausted) {
+		status = http.StatusTooManyRequests
+	}
+	writeError(w, status, "WATCH_FAILED", err)
 }
 
 // dirWatch is the inotify watch of one request. It knows the entries of
@@ -159,6 +174,9 @@ func (dw *dirWatch) add(dir string) error {
 				return fmt.Errorf("watch %s: more than %d directories: %w", dw.root, maxWatchDirs, errdefs.ErrResourceExhausted)
 			}
 			if err := dw.fw.Add(p); err != nil {
+				if errors.Is(err, syscall.ENOSPC) {
+					return fmt.Errorf("watch %s: the kernel's inotify watches are used up (fs.inotify.max_user_watches): %w", p, errdefs.ErrResourceExhausted)
+				}
 				if p == dir {
 					return fmt.Errorf("watch %s: %w", p, err)
 				}

@@ -45,6 +45,8 @@ func nextEvents(t *testing.T, w *DirWatch, n int) []string {
 func TestWatch(t *testing.T) {
 	c, work := startAgent(t)
 	ctx := context.Background()
+	defer func(n int) { maxWatchDirs = n }(maxWatchDirs)
+	maxWatchDirs = 3 // w, w/sub and w/new; at the end work, w, away, x and x/y are more
 	dir := filepath.Join(work, "w")
 	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
 		t.Fatal(err)
@@ -135,14 +137,19 @@ func TestWatch(t *testing.T) {
 	if _, err := flat.Next(); err == nil {
 		t.Error("Next after Close: no error")
 	}
+	if err := os.MkdirAll(filepath.Join(work, "x", "y"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for name, tc := range map[string]struct {
-		path  string
-		class error
+		path      string
+		recursive bool
+		class     error
 	}{
-		"missing": {filepath.Join(work, "nope"), errdefs.ErrNotFound},
-		"a file":  {filepath.Join(dir, "old.txt"), errdefs.ErrInvalidArgument},
+		"missing":             {filepath.Join(work, "nope"), false, errdefs.ErrNotFound},
+		"a file":              {filepath.Join(dir, "old.txt"), false, errdefs.ErrInvalidArgument},
+		"too many, recursive": {work, true, errdefs.ErrResourceExhausted},
 	} {
-		if _, err := c.WatchDir(ctx, tc.path, false); !errors.Is(err, tc.class) {
+		if _, err := c.WatchDir(ctx, tc.path, tc.recursive); !errors.Is(err, tc.class) {
 			t.Errorf("watch %s: %v, want %v", name, err, tc.class)
 		}
 	}
