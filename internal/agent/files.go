@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -265,6 +266,9 @@ func stat(p string) (FileInfo, error) {
 	}
 	if fi.Mode()&os.ModeSymlink != 0 {
 		info.Link, _ = os.Readlink(p)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		info.UID, info.GID = int(st.Uid), int(st.Gid)
 	}
 	return info, nil
 }

@@ -52,7 +52,7 @@ func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) 
 	gatewayPaths := http.NewServeMux()
 	sf.Gateway.Register(gatewayPaths)
 	sf.E2B, err = e2b.New(e2b.Config{
-		Sandboxes: svc.Sandboxes, Files: svc.Sandboxes, Contexts: contextsView, Ports: gatewayPaths, GatewayPrefix: service.GatewayPrefix,
+		Sandboxes: svc.Sandboxes, Files: svc.Sandboxes, Procs: svc.Sandboxes, Contexts: contextsView, Ports: gatewayPaths, GatewayPrefix: service.GatewayPrefix,
 		Keys: cfg.Keys, RequireKey: cfg.authOn(),
 	})
 	if err != nil {

@@ -3,7 +3,6 @@ package manager
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"sort"
 	"strings"
@@ -60,19 +59,7 @@ func procRequest(req ProcRequest) (agent.ProcRequest, error) {
 // agent, its stdin /dev/null, and returns it. It runs until it ends, its
 // timeout elapses or KillProc.
 func (m *Manager) StartProc(ctx context.Context, id string, req ProcRequest) (agent.ProcInfo, error) {
-	preq, err := procRequest(req)
-	if err != nil {
-		return agent.ProcInfo{}, err
-	}
-	c, err := m.Agent(ctx, id)
-	if err != nil {
-		return agent.ProcInfo{}, err
-	}
-	info, err := c.StartProc(ctx, preq)
-	if err != nil {
-		return agent.ProcInfo{}, fmt.Errorf("start process in sandbox %s: %w", id, err)
-	}
-	return info, nil
+	return m.StartProcIO(ctx, id, req, ProcIO{})
 }
 
 // Proc returns process pid of sandbox id.
