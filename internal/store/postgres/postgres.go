@@ -39,6 +39,10 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
+// connectTimeout bounds each connection's setup when the URL sets no
+// connect_timeout.
+const connectTimeout = 10 * time.Second
+
 // Open connects to the database of url (postgres://user@host/db?…, any
 // form pgx takes: pool settings such as pool_max_conns included), brings
 // its schema up to date and returns the store. Errors name the server
@@ -50,6 +54,11 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		return nil, fmt.Errorf("postgres store: %w", err)
 	}
 	where := Redact(url)
+	// A server that does not answer fails the start in seconds, not
+	// after the system's TCP timeout; connect_timeout in url sets another.
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = connectTimeout
+	}
 	db, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres store %s: %w", where, err)

@@ -7,7 +7,7 @@
 // test binaries never meet. The server refuses to run as root: a root
 // caller runs it as the user nobody. It keeps nothing across a crash
 // (fsync off), which tests do not need, and it goes when its starter's
-// process does (parent-death signal).
+// process does (SIGQUIT, its immediate shutdown, as parent-death signal).
 //
 // Shared is the way a package's tests use one server: started by the
 // first test that asks, a new database for each test, stopped by
@@ -23,6 +23,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -99,14 +100,25 @@ func Start(ctx context.Context) (_ *Server, err error) {
 		"-p", strconv.Itoa(port), "-c", "listen_addresses=", "-c", "fsync=off", "-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off", "-c", "max_connections=300", "-c", "shared_buffers=32MB")
 	s.cmd.Stdout, s.cmd.Stderr = log, log
-	if err := s.cmd.Start(); err != nil {
-		close(s.exited)
-		return nil, fmt.Errorf("start postgres: %w", err)
-	}
+	// The parent-death signal comes when the thread that started the
+	// server ends, not the process, and the Go runtime ends threads (one
+	// a goroutine locked and left). So the server is started and waited
+	// for on a thread locked for as long as it runs, ended only after.
+	s.cmd.SysProcAttr.Pdeathsig = syscall.SIGQUIT
+	started := make(chan error, 1)
 	go func() {
+		defer close(s.exited)
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		if err := s.cmd.Start(); err != nil {
+			started <- fmt.Errorf("start postgres: %w", err)
+			return
+		}
+		started <- nil
 		s.cmd.Wait()
-		close(s.exited)
 	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
 	if s.admin, err = s.waitReady(ctx); err != nil {
 		return nil, err
 	}
@@ -156,13 +168,12 @@ func serverUser() (*syscall.Credential, error) {
 }
 
 // command is name with args as the server's user, in the server's
-// directory, ended by SIGQUIT (the server's immediate shutdown) when the
-// caller's process ends.
+// directory.
 func (s *Server) command(ctx context.Context, cred *syscall.Credential, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = s.dir
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C.UTF-8"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	return cmd
 }
 
