@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -17,14 +16,7 @@ import (
 // daemon on a PostgreSQL store, started by the first of them.
 var postgresServer pgtest.Shared
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := postgresServer.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop the PostgreSQL server:", err)
-		code = 1
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(postgresServer.Run(m)) }
 
 // A daemon on a PostgreSQL store keeps its records there, not in its data
 // directory: another daemon, on another data directory and the same

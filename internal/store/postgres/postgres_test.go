@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 
@@ -14,14 +13,7 @@ import (
 // server is the one PostgreSQL server of this package's tests.
 var server pgtest.Shared
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := server.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop the PostgreSQL server:", err)
-		code = 1
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(server.Run(m)) }
 
 // open opens a store on dbURL, closed when t ends.
 func open(t *testing.T, dbURL string) *Store {

@@ -10,8 +10,8 @@
 // process does (SIGQUIT, its immediate shutdown, as parent-death signal).
 //
 // Shared is the way a package's tests use one server: started by the
-// first test that asks, a new database for each test, stopped by
-// TestMain.
+// first test that asks, a new schema for each test, stopped after the
+// tests.
 package pgtest
 
 import (
@@ -252,7 +252,7 @@ func (s *Server) Stop() error {
 }
 
 // Shared is one server for the tests of a package, started by the first
-// test that asks for it; TestMain calls Stop after the tests. The zero
+// test that asks for it and stopped after the tests by Run, from TestMain. The zero
 // value is ready to use, and it is safe for concurrent use.
 type Shared struct {
 	once sync.Once
@@ -296,10 +296,16 @@ func (sh *Shared) URL(t testing.TB) string {
 	return srv.URL("postgres") + "&search_path=" + name
 }
 
-// Stop stops the server, if one was started.
-func (sh *Shared) Stop() error {
-	if sh.srv == nil {
-		return nil
+// Run runs the tests of m and then stops the server, if one was started:
+// TestMain's os.Exit(server.Run(m)). A server that does not stop cleanly
+// fails the run.
+func (sh *Shared) Run(m *testing.M) int {
+	code := m.Run()
+	if sh.srv != nil {
+		if err := sh.srv.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "pgtest: stop the PostgreSQL server:", err)
+			code = 1
+		}
 	}
-	return sh.srv.Stop()
+	return code
 }
