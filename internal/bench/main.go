@@ -115,15 +115,22 @@ func measure(n int, fn func() error) (stats, error) {
 	return summarize(ds), nil
 }
 
-func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly bool) error {
+// startFirst checks what the benchmarks need ($AGENT2ENV_BIN, root) and
+// starts a daemon of the binary; it returns the binary and the daemon.
+func startFirst() (string, *daemon, error) {
 	bin := os.Getenv("AGENT2ENV_BIN")
 	if bin == "" {
-		return fmt.Errorf("set AGENT2ENV_BIN to the agent2env binary")
+		return "", nil, fmt.Errorf("set AGENT2ENV_BIN to the agent2env binary")
 	}
 	if os.Geteuid() != 0 {
-		return fmt.Errorf("must run as root")
+		return "", nil, fmt.Errorf("must run as root")
 	}
 	d, err := startDaemon(bin)
+	return bin, d, err
+}
+
+func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly bool) error {
+	bin, d, err := startFirst()
 	if err != nil {
 		return err
 	}

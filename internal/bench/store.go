@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
@@ -14,14 +13,7 @@ import (
 // benchStoreOnly starts a daemon on the SQLite store and measures the
 // PostgreSQL store against it (benchStore).
 func benchStoreOnly(n int, img string) error {
-	bin := os.Getenv("AGENT2ENV_BIN")
-	if bin == "" {
-		return fmt.Errorf("set AGENT2ENV_BIN to the agent2env binary")
-	}
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("must run as root")
-	}
-	d, err := startDaemon(bin)
+	bin, d, err := startFirst()
 	if err != nil {
 		return err
 	}
