@@ -37,7 +37,7 @@ func (s *Store) CreateLLMKey(ctx context.Context, k *store.LLMKey) error {
 	case isUnique(err):
 		return fmt.Errorf("create llm key %s: %w", k.ID, errdefs.ErrAlreadyExists)
 	case err != nil:
-		return fmt.Errorf("create llm key %s: %w", k.ID, err)
+		return fmt.Errorf("create llm key %s: %w", k.ID, badText(err))
 	}
 	return nil
 }
@@ -45,6 +45,9 @@ func (s *Store) CreateLLMKey(ctx context.Context, k *store.LLMKey) error {
 // LLMKeyByHash returns the key whose secret hashes to hash, ErrNotFound if
 // none does.
 func (s *Store) LLMKeyByHash(ctx context.Context, hash string) (*store.LLMKey, error) {
+	if !validText(hash) {
+		return nil, errdefs.NotFound("no such llm key")
+	}
 	k, err := scanLLMKey(s.db.QueryRow(ctx, `SELECT `+llmKeyColumns+` FROM llm_keys WHERE hash = $1`, hash))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -67,6 +70,9 @@ func (s *Store) ListLLMKeys(ctx context.Context) ([]*store.LLMKey, error) {
 // RevokeLLMKey marks key id revoked at at (once: a second revocation
 // keeps the first time); an unknown id is ErrNotFound.
 func (s *Store) RevokeLLMKey(ctx context.Context, id string, at time.Time) error {
+	if !validText(id) {
+		return fmt.Errorf("revoke llm key %q: %w", id, errdefs.NotFound("no llm key %q", id))
+	}
 	tag, err := s.db.Exec(ctx, `UPDATE llm_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2`, at, id)
 	if err != nil {
 		return fmt.Errorf("revoke llm key %s: %w", id, err)

@@ -23,11 +23,13 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
@@ -112,6 +114,8 @@ type scanner interface{ Scan(...any) error }
 const (
 	codeUnique     = "23505" // unique_violation
 	codeForeignKey = "23503" // foreign_key_violation
+	codeBadText    = "22021" // character_not_in_repertoire: a NUL byte, or not UTF-8
+	codeBadJSON    = "22P05" // untranslatable_character: \u0000 in jsonb
 )
 
 // pgCode returns err's SQLSTATE code and the constraint it names, if err
@@ -134,11 +138,29 @@ func isForeignKey(err error) bool {
 	return code == codeForeignKey
 }
 
+// Text in PostgreSQL is UTF-8 without NUL bytes, which the sqlite store
+// does not ask of strings. A key no text can be names no record
+// (validText: the lookups say not found, as the sqlite store does), and a
+// record holding such a string is refused as an invalid argument
+// (badText), where the sqlite store would keep it.
+
+// validText reports whether s can be a text value.
+func validText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+
+// badText makes the server's refusal of a string an ErrInvalidArgument;
+// other errors are returned as they are.
+func badText(err error) error {
+	if code, _ := pgCode(err); code == codeBadText || code == codeBadJSON {
+		return errdefs.Invalid("strings must be UTF-8 without NUL bytes: %v", err)
+	}
+	return err
+}
+
 // list reads every row query returns, with scan.
 func list[T any](ctx context.Context, q querier, scan func(scanner) (*T, error), query string, args ...any) ([]*T, error) {
 	rows, err := q.Query(ctx, query, args...)
 	if err != nil {
-		return nil, err
+		return nil, badText(err)
 	}
 	defer rows.Close()
 	out := []*T{}
@@ -149,7 +171,7 @@ func list[T any](ctx context.Context, q querier, scan func(scanner) (*T, error),
 		}
 		out = append(out, v)
 	}
-	return out, rows.Err()
+	return out, badText(rows.Err()) // pgx's Query reports the server's errors here
 }
 
 // args collects the arguments of a query while its text is built, and

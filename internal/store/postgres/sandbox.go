@@ -246,12 +246,15 @@ func (s *Store) AddEvent(ctx context.Context, ev store.Event) error {
 	case isForeignKey(err):
 		return errdefs.NotFound("sandbox %s not found", ev.SandboxID)
 	}
-	return fmt.Errorf("add event to sandbox %s: %w", ev.SandboxID, err)
+	return fmt.Errorf("add event to sandbox %s: %w", ev.SandboxID, badText(err))
 }
 
 // Events returns the history of sandbox sandboxID in the order it was
 // added (seq, by the index events_sandbox).
 func (s *Store) Events(ctx context.Context, sandboxID string) ([]store.Event, error) {
+	if !validText(sandboxID) {
+		return []store.Event{}, nil
+	}
 	rows, err := s.db.Query(ctx, `SELECT at, status, message FROM events WHERE sandbox_id = $1 ORDER BY seq`, sandboxID)
 	if err != nil {
 		return nil, fmt.Errorf("list events of sandbox %s: %w", sandboxID, err)

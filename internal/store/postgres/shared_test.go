@@ -225,3 +225,50 @@ func TestRedact(t *testing.T) {
 		}
 	}
 }
+
+// Strings PostgreSQL's text cannot hold (a NUL byte, bytes that are not
+// UTF-8): as keys they name no record, in a record they are an invalid
+// argument, never a server error.
+func TestOddText(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, server.URL(t))
+	if err := s.CreateSandbox(ctx, sandbox("sb")); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"a\x00b", "\xff\xfe"} {
+		t.Run(fmt.Sprintf("%q", key), func(t *testing.T) {
+			lookups := map[string]error{}
+			_, lookups["get sandbox"] = s.GetSandbox(ctx, key)
+			_, lookups["update sandbox"] = s.UpdateSandbox(ctx, key, func(*store.Sandbox) error { return nil })
+			lookups["delete sandbox"] = s.DeleteSandbox(ctx, key)
+			_, lookups["get session"] = s.GetSession(ctx, key)
+			_, lookups["get template"] = s.GetTemplate(ctx, key)
+			_, lookups["template versions"] = s.ListTemplateVersions(ctx, key)
+			_, lookups["llm key"] = s.LLMKeyByHash(ctx, key)
+			for op, err := range lookups {
+				if !errors.Is(err, errdefs.ErrNotFound) {
+					t.Errorf("%s: %v, want not found", op, err)
+				}
+			}
+			if evs, err := s.Events(ctx, key); err != nil || len(evs) != 0 {
+				t.Errorf("events: %v, %v; want none", evs, err)
+			}
+			writes := map[string]error{}
+			bad := sandbox("bad")
+			bad.Reason = key
+			writes["create"] = s.CreateSandbox(ctx, bad)
+			_, writes["update"] = s.UpdateSandbox(ctx, "sb", func(sb *store.Sandbox) error { sb.Reason = key; return nil })
+			_, _, writes["list"] = s.ListSandboxPage(ctx, store.SandboxFilter{Owner: key}, store.Page{})
+			for op, err := range writes {
+				if !errors.Is(err, errdefs.ErrInvalidArgument) {
+					t.Errorf("%s: %v, want invalid argument", op, err)
+				}
+			}
+		})
+	}
+	md := sandbox("md")
+	md.Metadata = map[string]string{"k": "a\x00b"} // \u0000 in jsonb
+	if err := s.CreateSandbox(ctx, md); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("metadata with a NUL: %v, want invalid argument", err)
+	}
+}

@@ -61,12 +61,15 @@ func (t *table[T]) insert(ctx context.Context, q querier, v *T) error {
 		return err
 	}
 	_, err = q.Exec(ctx, t.insertSQL, args...)
-	return err
+	return badText(err)
 }
 
 // get reads the record key; ErrNotFound if there is none. suffix ends the
 // query (" FOR UPDATE").
 func (t *table[T]) get(ctx context.Context, q querier, key, suffix string) (*T, error) {
+	if !validText(key) {
+		return nil, errdefs.NotFound("%s %q not found", t.kind, key)
+	}
 	v, err := t.scan(q.QueryRow(ctx, t.selectByKey+suffix, key))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -100,7 +103,7 @@ func (t *table[T]) update(ctx context.Context, db *pgxpool.Pool, key string, fn 
 			return fmt.Errorf("update %s %s: %w", t.kind, key, err)
 		}
 		if _, err := tx.Exec(ctx, t.updateSQL, args...); err != nil {
-			return fmt.Errorf("update %s %s: %w", t.kind, key, err)
+			return fmt.Errorf("update %s %s: %w", t.kind, key, badText(err))
 		}
 		out = v
 		return nil
@@ -119,6 +122,9 @@ func (t *table[T]) remove(ctx context.Context, q querier, key string) error {
 // deleteWhere deletes the rows of table whose column col is value, and
 // says the kind of record named value is not found when there are none.
 func deleteWhere(ctx context.Context, q querier, kind, table, col, value string) error {
+	if !validText(value) {
+		return errdefs.NotFound("%s %q not found", kind, value)
+	}
 	tag, err := q.Exec(ctx, `DELETE FROM `+table+` WHERE `+col+` = $1`, value)
 	if err != nil {
 		return fmt.Errorf("delete %s %s: %w", kind, value, err)

@@ -111,12 +111,15 @@ func (s *Store) CreateTemplate(ctx context.Context, t *store.Template, v *store.
 		if c := templateConflict(err, t.Name); c != nil {
 			return c
 		}
-		return fmt.Errorf("create template %s: %w", t.Name, err)
+		return fmt.Errorf("create template %s: %w", t.Name, badText(err))
 	}
 	return nil
 }
 
 func getTemplate(ctx context.Context, q querier, name string) (*store.Template, error) {
+	if !validText(name) {
+		return nil, errdefs.NotFound("template %q not found", name)
+	}
 	t, err := scanTemplate(q.QueryRow(ctx, templateSelect+` WHERE t.name = $1`, name))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -190,6 +193,9 @@ func (s *Store) ListTemplates(ctx context.Context, f store.TemplateFilter) ([]*s
 // none the same. fn may change the template's metadata, not its identity
 // or numbering.
 func (s *Store) AddTemplateVersion(ctx context.Context, name string, fn func(*store.Template) (*store.TemplateVersion, error)) (*store.Template, *store.TemplateVersion, error) {
+	if !validText(name) {
+		return nil, nil, errdefs.NotFound("template %q not found", name)
+	}
 	var (
 		t *store.Template
 		v *store.TemplateVersion
@@ -219,7 +225,7 @@ func (s *Store) AddTemplateVersion(ctx context.Context, name string, fn func(*st
 			if c := templateConflict(err, name); c != nil {
 				return c
 			}
-			return fmt.Errorf("add version to template %s: %w", name, err)
+			return fmt.Errorf("add version to template %s: %w", name, badText(err))
 		}
 		tags, err := encodeTags(t.Tags)
 		if err != nil {
@@ -231,7 +237,7 @@ func (s *Store) AddTemplateVersion(ctx context.Context, name string, fn func(*st
 		if _, err = tx.Exec(ctx, `UPDATE templates SET display_name = $1, description = $2, tags = $3, is_public = $4,
 			latest_version = $5, updated_at = $6 WHERE id = $7`,
 			t.DisplayName, t.Description, tags, t.IsPublic, t.LatestVersion, t.UpdatedAt, id); err != nil {
-			return fmt.Errorf("add version to template %s: %w", name, err)
+			return fmt.Errorf("add version to template %s: %w", name, badText(err))
 		}
 		return nil
 	})
@@ -251,6 +257,9 @@ func (s *Store) DeleteTemplate(ctx context.Context, name string) error {
 // ListTemplateVersions returns the versions of the template name, newest
 // first; ErrNotFound if there is no such template.
 func (s *Store) ListTemplateVersions(ctx context.Context, name string) ([]*store.TemplateVersion, error) {
+	if !validText(name) {
+		return nil, errdefs.NotFound("template %q not found", name)
+	}
 	var out []*store.TemplateVersion
 	err := pgx.BeginTxFunc(ctx, s.db, readOnce, func(tx pgx.Tx) error {
 		var id string
@@ -277,6 +286,9 @@ func (s *Store) ListTemplateVersions(ctx context.Context, name string) ([]*store
 // GetTemplateVersion returns version of the template name; ErrNotFound if
 // either is missing.
 func (s *Store) GetTemplateVersion(ctx context.Context, name string, version int) (*store.TemplateVersion, error) {
+	if !validText(name) {
+		return nil, errdefs.NotFound("template %q not found", name)
+	}
 	v, err := scanVersion(s.db.QueryRow(ctx, `SELECT `+versionColumns+` FROM template_versions v
 		JOIN templates t ON t.id = v.template_id WHERE t.name = $1 AND v.version = $2`, name, version))
 	switch {
