@@ -47,7 +47,7 @@ func scanContext(row scanner) (*store.Context, error) {
 // CreateContext stores c; a taken id is ErrConflict, an unknown sandbox
 // ErrNotFound (the foreign key refuses the row).
 func (s *Store) CreateContext(ctx context.Context, c *store.Context) error {
-	err := contexts.insert(ctx, s.db, c)
+	err := contexts.insert(ctx, s.w, c)
 	switch {
 	case err == nil:
 		return nil
@@ -61,7 +61,7 @@ func (s *Store) CreateContext(ctx context.Context, c *store.Context) error {
 
 // GetContext returns the context id; ErrNotFound if there is none.
 func (s *Store) GetContext(ctx context.Context, id string) (*store.Context, error) {
-	return contexts.get(ctx, s.db, id, "")
+	return contexts.get(ctx, s.r, id, "")
 }
 
 // contextWhere is the condition (" AND …") selecting what f selects, its
@@ -102,7 +102,7 @@ func (s *Store) ListContextPage(ctx context.Context, f store.ContextFilter, p st
 		return nil, "", err
 	}
 	cond := contextWhere(f, &a)
-	out, err := list(ctx, s.db, scanContext,
+	out, err := list(ctx, s.r, scanContext,
 		`SELECT `+contexts.columns+` FROM contexts WHERE true`+cond+pcond+` ORDER BY created_at, id`+limit, a...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list contexts: %w", err)
@@ -116,7 +116,7 @@ func (s *Store) CountContexts(ctx context.Context, f store.ContextFilter) (int, 
 	var a args
 	cond := contextWhere(f, &a)
 	var n int
-	if err := s.db.QueryRow(ctx, `SELECT COUNT(*) FROM contexts WHERE true`+cond, a...).Scan(&n); err != nil {
+	if err := s.r.QueryRow(ctx, `SELECT COUNT(*) FROM contexts WHERE true`+cond, a...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count contexts: %w", err)
 	}
 	return n, nil
@@ -126,10 +126,10 @@ func (s *Store) CountContexts(ctx context.Context, f store.ContextFilter) (int, 
 // the row locked from the read to the write; fn's error aborts it and is
 // returned as is.
 func (s *Store) UpdateContext(ctx context.Context, id string, fn func(*store.Context) error) (*store.Context, error) {
-	return contexts.update(ctx, s.db, id, fn)
+	return contexts.update(ctx, s.w, id, fn)
 }
 
 // DeleteContext deletes the context id; ErrNotFound if there is none.
 func (s *Store) DeleteContext(ctx context.Context, id string) error {
-	return contexts.remove(ctx, s.db, id)
+	return contexts.remove(ctx, s.w, id)
 }

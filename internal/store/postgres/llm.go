@@ -69,7 +69,7 @@ var upsertExchange = func() string {
 // numbers are committed in the order they are given, by any daemon: a
 // follower that has read up to n never finds a smaller one after.
 func (s *Store) PutLLMExchanges(ctx context.Context, xs []*store.LLMExchange, mark string) error {
-	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.w, func(tx pgx.Tx) error {
 		if err := lock(ctx, tx, lockLLMEnded); err != nil {
 			return err
 		}
@@ -132,7 +132,7 @@ func findConversation(ctx context.Context, q querier, x *store.LLMExchange) (str
 // the first.
 func (s *Store) LLMArchiveMark(ctx context.Context) (string, error) {
 	var mark string
-	err := s.db.QueryRow(ctx, `SELECT mark FROM llm_archive WHERE id = 1`).Scan(&mark)
+	err := s.r.QueryRow(ctx, `SELECT mark FROM llm_archive WHERE id = 1`).Scan(&mark)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return "", nil
@@ -144,7 +144,7 @@ func (s *Store) LLMArchiveMark(ctx context.Context) (string, error) {
 
 // GetLLMExchange returns the exchange id; ErrNotFound if there is none.
 func (s *Store) GetLLMExchange(ctx context.Context, id string) (*store.LLMExchange, error) {
-	return llmExchanges.get(ctx, s.db, id, "")
+	return llmExchanges.get(ctx, s.r, id, "")
 }
 
 // ListLLMExchangePage returns the page p of the exchanges f selects,
@@ -156,7 +156,7 @@ func (s *Store) ListLLMExchangePage(ctx context.Context, f store.LLMExchangeFilt
 		return nil, "", err
 	}
 	fc := llmFilter(f, &a)
-	out, err := list(ctx, s.db, scanLLMExchange,
+	out, err := list(ctx, s.r, scanLLMExchange,
 		`SELECT `+llmExchanges.columns+` FROM llm_exchanges WHERE true`+cond+fc+` ORDER BY created_at, id`+limit, a...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list LLM exchanges: %w", err)
@@ -204,7 +204,7 @@ func (s *Store) ListEndedLLMExchanges(ctx context.Context, f store.LLMExchangeFi
 	a := args{after}
 	cond := llmFilter(f, &a)
 	query := `SELECT ` + llmExchanges.columns + ` FROM llm_exchanges WHERE ended > $1` + cond + ` ORDER BY ended LIMIT ` + a.add(limit)
-	out, err := list(ctx, s.db, scanLLMExchange, query, a...)
+	out, err := list(ctx, s.r, scanLLMExchange, query, a...)
 	if err != nil {
 		return nil, fmt.Errorf("list ended LLM exchanges: %w", err)
 	}
@@ -221,7 +221,7 @@ func (s *Store) LLMEndedMark(ctx context.Context, f store.LLMExchangeFilter, ski
 	// "ended > 0" matches the partial index llm_exchanges_ended, which
 	// the server reads backwards instead of sorting the rows.
 	query := `SELECT ended FROM llm_exchanges WHERE ended > 0` + cond + ` ORDER BY ended DESC LIMIT 1 OFFSET ` + a.add(skip)
-	err := s.db.QueryRow(ctx, query, a...).Scan(&mark)
+	err := s.r.QueryRow(ctx, query, a...).Scan(&mark)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return 0, nil
@@ -234,7 +234,7 @@ func (s *Store) LLMEndedMark(ctx context.Context, f store.LLMExchangeFilter, ski
 // DeleteLLMExchanges deletes the exchanges whose segment is below segment
 // (the log's segments retention removed) and returns how many.
 func (s *Store) DeleteLLMExchanges(ctx context.Context, segment int64) (int, error) {
-	tag, err := s.db.Exec(ctx, `DELETE FROM llm_exchanges WHERE segment < $1`, segment)
+	tag, err := s.w.Exec(ctx, `DELETE FROM llm_exchanges WHERE segment < $1`, segment)
 	if err != nil {
 		return 0, fmt.Errorf("delete LLM exchanges before segment %d: %w", segment, err)
 	}

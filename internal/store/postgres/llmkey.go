@@ -30,7 +30,7 @@ func scanLLMKey(row scanner) (*store.LLMKey, error) {
 // CreateLLMKey stores a new key; an id or hash already stored is
 // ErrAlreadyExists.
 func (s *Store) CreateLLMKey(ctx context.Context, k *store.LLMKey) error {
-	_, err := s.db.Exec(ctx, `INSERT INTO llm_keys (`+llmKeyColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+	_, err := s.w.Exec(ctx, `INSERT INTO llm_keys (`+llmKeyColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		k.ID, k.Hash, k.Name, k.Sandbox, k.Run, k.BudgetTokens, k.RequestsPerMinute, k.TokensPerMinute, k.UsedTokens,
 		k.CreatedAt, k.ExpiresAt, k.RevokedAt, k.Tenant)
 	switch {
@@ -48,7 +48,7 @@ func (s *Store) LLMKeyByHash(ctx context.Context, hash string) (*store.LLMKey, e
 	if !validText(hash) {
 		return nil, errdefs.NotFound("no such llm key")
 	}
-	k, err := scanLLMKey(s.db.QueryRow(ctx, `SELECT `+llmKeyColumns+` FROM llm_keys WHERE hash = $1`, hash))
+	k, err := scanLLMKey(s.r.QueryRow(ctx, `SELECT `+llmKeyColumns+` FROM llm_keys WHERE hash = $1`, hash))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, errdefs.NotFound("no such llm key")
@@ -60,7 +60,7 @@ func (s *Store) LLMKeyByHash(ctx context.Context, hash string) (*store.LLMKey, e
 
 // ListLLMKeys returns every key, newest first.
 func (s *Store) ListLLMKeys(ctx context.Context) ([]*store.LLMKey, error) {
-	out, err := list(ctx, s.db, scanLLMKey, `SELECT `+llmKeyColumns+` FROM llm_keys ORDER BY created_at DESC, id DESC`)
+	out, err := list(ctx, s.r, scanLLMKey, `SELECT `+llmKeyColumns+` FROM llm_keys ORDER BY created_at DESC, id DESC`)
 	if err != nil {
 		return nil, fmt.Errorf("list llm keys: %w", err)
 	}
@@ -73,7 +73,7 @@ func (s *Store) RevokeLLMKey(ctx context.Context, id string, at time.Time) error
 	if !validText(id) {
 		return fmt.Errorf("revoke llm key %q: %w", id, errdefs.NotFound("no llm key %q", id))
 	}
-	tag, err := s.db.Exec(ctx, `UPDATE llm_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2`, at, id)
+	tag, err := s.w.Exec(ctx, `UPDATE llm_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2`, at, id)
 	if err != nil {
 		return fmt.Errorf("revoke llm key %s: %w", id, err)
 	}
@@ -89,7 +89,7 @@ func (s *Store) RevokeLLMKey(ctx context.Context, id string, at time.Time) error
 // daemons' flushes never lock each other's rows crosswise. Unknown ids are
 // skipped.
 func (s *Store) AddLLMKeyUsage(ctx context.Context, used map[string]int64) error {
-	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.w, func(tx pgx.Tx) error {
 		for _, id := range slices.Sorted(maps.Keys(used)) {
 			if _, err := tx.Exec(ctx, `UPDATE llm_keys SET used_tokens = used_tokens + $1 WHERE id = $2`, used[id], id); err != nil {
 				return err

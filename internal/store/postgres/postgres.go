@@ -35,8 +35,15 @@ import (
 
 // Store is a store.Store on one PostgreSQL database. It is safe for
 // concurrent use, by several processes on the same database too.
+//
+// It has two pools of connections, as the sqlite store has a writer and
+// readers: writes and read-modify-writes take a connection of w, plain
+// reads one of r, whose sessions are read-only. An update holds its
+// connection while its fn runs, and fn may read the store: from r, which
+// no update holds, so that updates waiting on their reads never take
+// every connection a read needs.
 type Store struct {
-	db *pgxpool.Pool
+	w, r *pgxpool.Pool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -46,9 +53,9 @@ var _ store.Store = (*Store)(nil)
 const connectTimeout = 10 * time.Second
 
 // Open connects to the database of url (postgres://user@host/db?…, any
-// form pgx takes: pool settings such as pool_max_conns included), brings
-// its schema up to date and returns the store. Errors name the server
-// with the password left out.
+// form pgx takes; its pool settings, such as pool_max_conns, apply to each
+// of the two pools), brings its schema up to date and returns the store.
+// Errors name the server with the password left out.
 func Open(ctx context.Context, url string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -61,26 +68,33 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = connectTimeout
 	}
-	db, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
+	rcfg := cfg.Copy()
+	rcfg.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
+	s := &Store{}
+	if s.w, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, fmt.Errorf("postgres store %s: %w", where, err)
 	}
-	// The pool connects lazily: a server that is not there is found here,
-	// at start, rather than by the first request.
-	if err := db.Ping(ctx); err != nil {
-		db.Close()
+	if s.r, err = pgxpool.NewWithConfig(ctx, rcfg); err != nil {
+		s.w.Close()
+		return nil, fmt.Errorf("postgres store %s: %w", where, err)
+	}
+	// The pools connect lazily: a server that is not there is found
+	// here, at start, rather than by the first request.
+	if err := s.w.Ping(ctx); err != nil {
+		s.Close()
 		return nil, fmt.Errorf("postgres store %s: connect: %w", where, err)
 	}
-	if err := migrate(ctx, db, schema); err != nil {
-		db.Close()
+	if err := migrate(ctx, s.w, schema); err != nil {
+		s.Close()
 		return nil, fmt.Errorf("postgres store %s: migrate: %w", where, err)
 	}
-	return &Store{db: db}, nil
+	return s, nil
 }
 
-// Close closes the pool's connections, once the ones in use are back.
+// Close closes the pools' connections, once the ones in use are back.
 func (s *Store) Close() error {
-	s.db.Close()
+	s.r.Close()
+	s.w.Close()
 	return nil
 }
 

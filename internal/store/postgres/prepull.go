@@ -33,7 +33,7 @@ func scanPrepull(row scanner) (*store.Prepull, error) {
 
 // CreatePrepull stores p; a taken id is ErrConflict.
 func (s *Store) CreatePrepull(ctx context.Context, p *store.Prepull) error {
-	err := prepulls.insert(ctx, s.db, p)
+	err := prepulls.insert(ctx, s.w, p)
 	switch {
 	case err == nil:
 		return nil
@@ -45,7 +45,7 @@ func (s *Store) CreatePrepull(ctx context.Context, p *store.Prepull) error {
 
 // GetPrepull returns the prepull task id; ErrNotFound if there is none.
 func (s *Store) GetPrepull(ctx context.Context, id string) (*store.Prepull, error) {
-	return prepulls.get(ctx, s.db, id, "")
+	return prepulls.get(ctx, s.r, id, "")
 }
 
 // ListPrepulls returns the tasks f selects, newest first.
@@ -58,7 +58,7 @@ func (s *Store) ListPrepulls(ctx context.Context, f store.PrepullFilter) ([]*sto
 	if f.Status != "" {
 		cond += ` AND status = ` + a.add(f.Status)
 	}
-	out, err := list(ctx, s.db, scanPrepull,
+	out, err := list(ctx, s.r, scanPrepull,
 		`SELECT `+prepulls.columns+` FROM prepull_tasks WHERE true`+cond+` ORDER BY started_at DESC, id DESC`, a...)
 	if err != nil {
 		return nil, fmt.Errorf("list prepull tasks: %w", err)
@@ -70,10 +70,10 @@ func (s *Store) ListPrepulls(ctx context.Context, f store.PrepullFilter) ([]*sto
 // row locked from the read to the write; fn's error aborts it and is
 // returned as is.
 func (s *Store) UpdatePrepull(ctx context.Context, id string, fn func(*store.Prepull) error) (*store.Prepull, error) {
-	return prepulls.update(ctx, s.db, id, fn)
+	return prepulls.update(ctx, s.w, id, fn)
 }
 
 // DeletePrepull deletes the task id; ErrNotFound if there is none.
 func (s *Store) DeletePrepull(ctx context.Context, id string) error {
-	return prepulls.remove(ctx, s.db, id)
+	return prepulls.remove(ctx, s.w, id)
 }

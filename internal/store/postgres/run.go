@@ -42,7 +42,7 @@ func scanRun(row scanner) (*store.Run, error) {
 
 // CreateRun stores r; a taken id is ErrConflict.
 func (s *Store) CreateRun(ctx context.Context, r *store.Run) error {
-	err := runs.insert(ctx, s.db, r)
+	err := runs.insert(ctx, s.w, r)
 	switch {
 	case err == nil:
 		return nil
@@ -54,7 +54,7 @@ func (s *Store) CreateRun(ctx context.Context, r *store.Run) error {
 
 // GetRun returns the run id; ErrNotFound if there is none.
 func (s *Store) GetRun(ctx context.Context, id string) (*store.Run, error) {
-	return runs.get(ctx, s.db, id, "")
+	return runs.get(ctx, s.r, id, "")
 }
 
 // ListRunPage returns the page p of the runs f selects, oldest first, and
@@ -75,7 +75,7 @@ func (s *Store) ListRunPage(ctx context.Context, f store.RunFilter, p store.Page
 	if f.ByTenant {
 		cond += ` AND tenant = ` + a.add(f.Tenant)
 	}
-	out, err := list(ctx, s.db, scanRun,
+	out, err := list(ctx, s.r, scanRun,
 		`SELECT `+runs.columns+` FROM runs WHERE true`+cond+pcond+` ORDER BY created_at, id`+limit, a...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list runs: %w", err)
@@ -88,10 +88,10 @@ func (s *Store) ListRunPage(ctx context.Context, f store.RunFilter, p store.Page
 // locked from the read to the write; fn's error aborts it and is returned
 // as is.
 func (s *Store) UpdateRun(ctx context.Context, id string, fn func(*store.Run) error) (*store.Run, error) {
-	return runs.update(ctx, s.db, id, fn)
+	return runs.update(ctx, s.w, id, fn)
 }
 
 // DeleteRun deletes the run id; ErrNotFound if there is none.
 func (s *Store) DeleteRun(ctx context.Context, id string) error {
-	return runs.remove(ctx, s.db, id)
+	return runs.remove(ctx, s.w, id)
 }

@@ -86,7 +86,7 @@ func (s *Store) CreateSandboxLimited(ctx context.Context, sb *store.Sandbox, lim
 
 func (s *Store) createSandbox(ctx context.Context, sb *store.Sandbox, limit int) error {
 	var full *store.LimitError
-	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.w, func(tx pgx.Tx) error {
 		if limit <= 0 {
 			if err := lockShared(ctx, tx, lockSandboxCount); err != nil {
 				return err
@@ -119,7 +119,7 @@ func (s *Store) createSandbox(ctx context.Context, sb *store.Sandbox, limit int)
 
 // GetSandbox returns the sandbox id; ErrNotFound if there is none.
 func (s *Store) GetSandbox(ctx context.Context, id string) (*store.Sandbox, error) {
-	return sandboxes.get(ctx, s.db, id, "")
+	return sandboxes.get(ctx, s.r, id, "")
 }
 
 // ListSandboxes returns every sandbox, warm pools' included, oldest first.
@@ -140,7 +140,7 @@ func (s *Store) ListSandboxPage(ctx context.Context, f store.SandboxFilter, p st
 	if err != nil {
 		return nil, "", err
 	}
-	out, err := list(ctx, s.db, scanSandbox,
+	out, err := list(ctx, s.r, scanSandbox,
 		`SELECT `+sandboxes.columns+` FROM sandboxes WHERE true`+cond+fcond+` ORDER BY created_at, id`+limit, a...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list sandboxes: %w", err)
@@ -185,7 +185,7 @@ func (s *Store) CountSandboxes(ctx context.Context, f store.SandboxFilter) (int,
 		return 0, err
 	}
 	var n int
-	if err := s.db.QueryRow(ctx, `SELECT COUNT(*) FROM sandboxes WHERE true`+cond, a...).Scan(&n); err != nil {
+	if err := s.r.QueryRow(ctx, `SELECT COUNT(*) FROM sandboxes WHERE true`+cond, a...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count sandboxes: %w", err)
 	}
 	return n, nil
@@ -196,7 +196,7 @@ func (s *Store) CountSandboxes(ctx context.Context, f store.SandboxFilter) (int,
 // server can.
 func (s *Store) CountSandboxesByStatus(ctx context.Context) (store.SandboxCounts, error) {
 	c := store.SandboxCounts{ByStatus: map[string]int{}}
-	rows, err := s.db.Query(ctx, `SELECT status, pool <> '', COUNT(*) FROM sandboxes GROUP BY status, pool <> ''`)
+	rows, err := s.r.Query(ctx, `SELECT status, pool <> '', COUNT(*) FROM sandboxes GROUP BY status, pool <> ''`)
 	if err != nil {
 		return c, fmt.Errorf("count sandboxes: %w", err)
 	}
@@ -226,19 +226,19 @@ func (s *Store) CountSandboxesByStatus(ctx context.Context) (store.SandboxCounts
 // the row locked from the read to the write; fn's error aborts it and is
 // returned as is.
 func (s *Store) UpdateSandbox(ctx context.Context, id string, fn func(*store.Sandbox) error) (*store.Sandbox, error) {
-	return sandboxes.update(ctx, s.db, id, fn)
+	return sandboxes.update(ctx, s.w, id, fn)
 }
 
 // DeleteSandbox deletes the sandbox id, and by ON DELETE CASCADE its
 // events and the contexts and sessions in it; ErrNotFound if there is none.
 func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
-	return sandboxes.remove(ctx, s.db, id)
+	return sandboxes.remove(ctx, s.w, id)
 }
 
 // AddEvent appends ev to its sandbox's history; an unknown sandbox is
 // ErrNotFound (the foreign key refuses the row).
 func (s *Store) AddEvent(ctx context.Context, ev store.Event) error {
-	_, err := s.db.Exec(ctx, `INSERT INTO events (sandbox_id, at, status, message) VALUES ($1, $2, $3, $4)`,
+	_, err := s.w.Exec(ctx, `INSERT INTO events (sandbox_id, at, status, message) VALUES ($1, $2, $3, $4)`,
 		ev.SandboxID, ev.At, ev.Status, ev.Message)
 	switch {
 	case err == nil:
@@ -255,7 +255,7 @@ func (s *Store) Events(ctx context.Context, sandboxID string) ([]store.Event, er
 	if !validText(sandboxID) {
 		return []store.Event{}, nil
 	}
-	rows, err := s.db.Query(ctx, `SELECT at, status, message FROM events WHERE sandbox_id = $1 ORDER BY seq`, sandboxID)
+	rows, err := s.r.Query(ctx, `SELECT at, status, message FROM events WHERE sandbox_id = $1 ORDER BY seq`, sandboxID)
 	if err != nil {
 		return nil, fmt.Errorf("list events of sandbox %s: %w", sandboxID, err)
 	}

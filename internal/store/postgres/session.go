@@ -47,7 +47,7 @@ func scanSession(row scanner) (*store.Session, error) {
 // sandbox ErrNotFound (the foreign key refuses the row). The key's unique
 // index is what keeps two daemons from making the same session.
 func (s *Store) CreateSession(ctx context.Context, sess *store.Session) error {
-	err := sessions.insert(ctx, s.db, sess)
+	err := sessions.insert(ctx, s.w, sess)
 	switch {
 	case err == nil:
 		return nil
@@ -62,7 +62,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *store.Session) error {
 // GetSession returns the session of key (tenant and id); ErrNotFound if
 // there is none.
 func (s *Store) GetSession(ctx context.Context, key string) (*store.Session, error) {
-	return sessions.get(ctx, s.db, key, "")
+	return sessions.get(ctx, s.r, key, "")
 }
 
 // ListSessions returns the sessions f selects, oldest first.
@@ -78,7 +78,7 @@ func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*sto
 		by := a.add(f.DueBy)
 		cond += ` AND (expires_at <= ` + by + ` OR ends_at <= ` + by + `)`
 	}
-	out, err := list(ctx, s.db, scanSession, `SELECT `+sessions.columns+` FROM sessions`+cond+` ORDER BY created_at, key`, a...)
+	out, err := list(ctx, s.r, scanSession, `SELECT `+sessions.columns+` FROM sessions`+cond+` ORDER BY created_at, key`, a...)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -88,7 +88,7 @@ func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*sto
 // CountSessions counts every session, of every tenant.
 func (s *Store) CountSessions(ctx context.Context) (int, error) {
 	var n int
-	if err := s.db.QueryRow(ctx, `SELECT COUNT(*) FROM sessions`).Scan(&n); err != nil {
+	if err := s.r.QueryRow(ctx, `SELECT COUNT(*) FROM sessions`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count sessions: %w", err)
 	}
 	return n, nil
@@ -98,12 +98,12 @@ func (s *Store) CountSessions(ctx context.Context) (int, error) {
 // with the row locked from the read to the write; fn's error aborts it and
 // is returned as is.
 func (s *Store) UpdateSession(ctx context.Context, key string, fn func(*store.Session) error) (*store.Session, error) {
-	return sessions.update(ctx, s.db, key, fn)
+	return sessions.update(ctx, s.w, key, fn)
 }
 
 // DeleteSession deletes the session of key; ErrNotFound if there is none.
 func (s *Store) DeleteSession(ctx context.Context, key string) error {
-	return sessions.remove(ctx, s.db, key)
+	return sessions.remove(ctx, s.w, key)
 }
 
 // ReapableSandboxes returns the sandboxes a service made (ManagedBy) that
@@ -115,7 +115,7 @@ func (s *Store) DeleteSession(ctx context.Context, key string) error {
 func (s *Store) ReapableSandboxes(ctx context.Context, orphanBefore, failedBefore time.Time) ([]*store.Sandbox, error) {
 	// Each NOT EXISTS is an anti-join on an index on sandbox_id
 	// (sessions_sandbox, contexts_sandbox, runs_sandbox).
-	out, err := list(ctx, s.db, scanSandbox, `SELECT `+sandboxes.columns+` FROM sandboxes sb
+	out, err := list(ctx, s.r, scanSandbox, `SELECT `+sandboxes.columns+` FROM sandboxes sb
 		WHERE managed_by <> '' AND pool = '' AND status <> 'pending' AND (
 			(created_at < $1
 				AND NOT EXISTS (SELECT 1 FROM sessions WHERE sessions.sandbox_id = sb.id)

@@ -272,3 +272,44 @@ func TestOddText(t *testing.T) {
 		t.Errorf("metadata with a NUL: %v, want invalid argument", err)
 	}
 }
+
+// Reads inside an update's fn are answered while every write connection
+// is held by updates waiting on those reads: the readers are a pool of
+// their own, as the sqlite store's are. (With one pool the reads below
+// waited for connections that the updates around them held: a deadlock.)
+func TestReadsDuringWrites(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const conns = 2
+	s := open(t, server.URL(t)+fmt.Sprintf("&pool_max_conns=%d", conns))
+	for i := range conns {
+		if err := s.CreateSandbox(ctx, sandbox(fmt.Sprintf("sb%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var inside, wg sync.WaitGroup
+	inside.Add(conns)
+	for i := range conns {
+		wg.Go(func() {
+			_, err := s.UpdateSandbox(ctx, fmt.Sprintf("sb%d", i), func(sb *store.Sandbox) error {
+				inside.Done()
+				inside.Wait() // every write connection is held now
+				_, err := s.GetSandbox(ctx, "sb0")
+				sb.Reason = "read during a write"
+				return err
+			})
+			if err != nil {
+				t.Errorf("update sb%d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// The readers cannot write, whatever a bug might ask of them.
+func TestReadersAreReadOnly(t *testing.T) {
+	s := open(t, server.URL(t))
+	if _, err := s.r.Exec(context.Background(), `DELETE FROM sandboxes`); err == nil {
+		t.Error("a reader connection wrote to the database")
+	}
+}

@@ -98,7 +98,7 @@ func (s *Store) CreateTemplate(ctx context.Context, t *store.Template, v *store.
 	if err != nil {
 		return fmt.Errorf("create template %s: encode tags: %w", t.Name, err)
 	}
-	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.w, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO templates (id, name, display_name, description, tags, author, is_public,
 			latest_version, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 			t.ID, t.Name, t.DisplayName, t.Description, tags, t.Author, t.IsPublic, t.LatestVersion,
@@ -133,7 +133,7 @@ func getTemplate(ctx context.Context, q querier, name string) (*store.Template, 
 // GetTemplate returns the template name with its latest spec; ErrNotFound
 // if there is none.
 func (s *Store) GetTemplate(ctx context.Context, name string) (*store.Template, error) {
-	return getTemplate(ctx, s.db, name)
+	return getTemplate(ctx, s.r, name)
 }
 
 // readOnce is a read-only transaction on one snapshot: the reads in it
@@ -173,7 +173,7 @@ func (s *Store) ListTemplates(ctx context.Context, f store.TemplateFilter) ([]*s
 		total int
 		out   []*store.Template
 	)
-	err := pgx.BeginTxFunc(ctx, s.db, readOnce, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, s.r, readOnce, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, countQuery, countArgs...).Scan(&total); err != nil {
 			return err
 		}
@@ -200,7 +200,7 @@ func (s *Store) AddTemplateVersion(ctx context.Context, name string, fn func(*st
 		t *store.Template
 		v *store.TemplateVersion
 	)
-	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.w, func(tx pgx.Tx) error {
 		// The lock first, alone: the read after it is a new statement,
 		// which sees the version a concurrent update committed while this
 		// one waited (a join locked in one statement would not).
@@ -251,7 +251,7 @@ func (s *Store) AddTemplateVersion(ctx context.Context, name string, fn func(*st
 // if there is none.
 func (s *Store) DeleteTemplate(ctx context.Context, name string) error {
 	// Versions go by the foreign key's ON DELETE CASCADE.
-	return deleteWhere(ctx, s.db, "template", "templates", "name", name)
+	return deleteWhere(ctx, s.w, "template", "templates", "name", name)
 }
 
 // ListTemplateVersions returns the versions of the template name, newest
@@ -261,7 +261,7 @@ func (s *Store) ListTemplateVersions(ctx context.Context, name string) ([]*store
 		return nil, errdefs.NotFound("template %q not found", name)
 	}
 	var out []*store.TemplateVersion
-	err := pgx.BeginTxFunc(ctx, s.db, readOnce, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, s.r, readOnce, func(tx pgx.Tx) error {
 		var id string
 		err := tx.QueryRow(ctx, `SELECT id FROM templates WHERE name = $1`, name).Scan(&id)
 		switch {
@@ -289,7 +289,7 @@ func (s *Store) GetTemplateVersion(ctx context.Context, name string, version int
 	if !validText(name) {
 		return nil, errdefs.NotFound("template %q not found", name)
 	}
-	v, err := scanVersion(s.db.QueryRow(ctx, `SELECT `+versionColumns+` FROM template_versions v
+	v, err := scanVersion(s.r.QueryRow(ctx, `SELECT `+versionColumns+` FROM template_versions v
 		JOIN templates t ON t.id = v.template_id WHERE t.name = $1 AND v.version = $2`, name, version))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
