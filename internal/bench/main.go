@@ -6,6 +6,8 @@
 //   - sandbox create → ready through REST, against
 //     `unshare --mount --pid --fork --net --uts --ipc true`;
 //   - `exec true` round trip through REST, against a direct fork/exec;
+//   - pause and resume through REST, against the same run's create (-pause-only:
+//     those and what they need alone);
 //   - 100 concurrent creates, against 100 `unshare … true` at once;
 //   - memory per idle sandbox (absolute: no baseline);
 //   - code-interpreter contexts: create cold and from a warm pool, and a
@@ -67,6 +69,7 @@ func main() {
 	agentMem := flag.Int("agent-memory", 0, "measure only the memory of this many idle claude-code runs in their sandboxes (agent2env/agent)")
 	terminalOnly := flag.Bool("terminal-only", false, "measure create → ready, exec true and the terminal's keystroke echo only")
 	storeOnly := flag.Bool("store-only", false, "measure create → ready, exec true and run_code through a daemon on the PostgreSQL store against one on SQLite only")
+	pauseOnly := flag.Bool("pause-only", false, "measure create → ready, exec true, and pause and resume only")
 	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only)")
 	flag.Parse()
 	var err error
@@ -82,7 +85,7 @@ func main() {
 	case *vs != "":
 		err = compareCreate(*n, *img, os.Getenv("AGENT2ENV_BIN"), *vs)
 	default:
-		err = run(*n, *concurrent, *idle, *img, *createOnly, *runsOnly, *terminalOnly)
+		err = run(*n, *concurrent, *idle, *img, *createOnly, *runsOnly, *terminalOnly, *pauseOnly)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -129,7 +132,7 @@ func startFirst() (string, *daemon, error) {
 	return bin, d, err
 }
 
-func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly bool) error {
+func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly, pauseOnly bool) error {
 	bin, d, err := startFirst()
 	if err != nil {
 		return err
@@ -139,7 +142,7 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 	// measured.
 	const poolSize = 3
 	var warm *daemon
-	if !createOnly && !terminalOnly {
+	if !createOnly && !terminalOnly && !pauseOnly {
 		if warm, err = startDaemon(bin, "--warm-pools", fmt.Sprintf("python=%d", poolSize)); err != nil {
 			return err
 		}
@@ -191,6 +194,12 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 		return err
 	}
 	report("exec `true` round trip (REST)", execTrue, "fork/exec true", direct, "≤ 3 ms p50")
+	if err := benchPause(d, ids[0], n, create); err != nil {
+		return fmt.Errorf("pause: %w", err)
+	}
+	if pauseOnly {
+		return d.deleteAll(ids)
+	}
 	if err := benchTerminal(d, ids[0], n, execTrue); err != nil {
 		return err
 	}

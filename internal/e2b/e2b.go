@@ -96,6 +96,10 @@ type Sandboxes interface {
 	Delete(ctx context.Context, id string) error
 	Renew(ctx context.Context, id string, at time.Time) (*api.Sandbox, error)
 	Authorize(ctx context.Context, id, token string) error
+	// Pause freezes sandbox id's processes in memory; Resume lets them go
+	// on.
+	Pause(ctx context.Context, id string) (*api.Sandbox, error)
+	Resume(ctx context.Context, id string) (*api.Sandbox, error)
 }
 
 var _ Sandboxes = (*service.Sandboxes)(nil)

@@ -159,6 +159,31 @@ func (f *fakeSandboxes) Renew(_ context.Context, id string, at time.Time) (*api.
 	return &out, nil
 }
 
+// Pause and Resume move a sandbox between running and paused; from any
+// other status they are 409.
+func (f *fakeSandboxes) Pause(_ context.Context, id string) (*api.Sandbox, error) {
+	return f.move(id, api.StatusRunning, api.StatusPaused)
+}
+
+func (f *fakeSandboxes) Resume(_ context.Context, id string) (*api.Sandbox, error) {
+	return f.move(id, api.StatusPaused, api.StatusRunning)
+}
+
+func (f *fakeSandboxes) move(id string, from, to api.SandboxStatus) (*api.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, ok := f.byID[id]
+	switch {
+	case !ok:
+		return nil, errdefs.NotFound("sandbox %s not found", id)
+	case sb.Status != from:
+		return nil, errdefs.Precondition("sandbox %s is %s", id, sb.Status)
+	}
+	sb.Status = to
+	out := *sb
+	return &out, nil
+}
+
 func (f *fakeSandboxes) Authorize(_ context.Context, id, tok string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -614,14 +639,70 @@ func TestSandboxOps(t *testing.T) {
 	if code, _, _ := e.api(t, "POST", "/v2/sandboxes/sbdone/connect", `{"timeout":60}`); code != 404 {
 		t.Errorf("connect to an ended sandbox: %d, want 404", code)
 	}
-	for _, op := range []string{"pause", "resume", "metrics"} {
-		method := "POST"
-		if op == "metrics" {
-			method = "GET"
-		}
+	for op, method := range map[string]string{"resume": "POST", "metrics": "GET"} {
 		if code, _, body := e.api(t, method, "/sandboxes/sba/"+op, ""); code != 501 || !strings.Contains(body, `"code":501`) {
 			t.Errorf("%s: %d %s, want 501", op, code, body)
 		}
+	}
+
+	// Pause (204; 409 is the SDK's "already paused"), state paused in get
+	// and list, resume by connect (201, then 200).
+	for _, tc := range []struct{ target, body string }{
+		{"/sandboxes/sba/pause", `{"memory":false}`},
+		{"/sandboxes/sba/pause", `{"requireHealthyGuest":true}`},
+		{"/sandboxes/sba/pause", `{"snapshot":true}`},
+	} {
+		if code, _, body := e.api(t, "POST", tc.target, tc.body); code != 400 || !strings.Contains(body, `"code":400`) {
+			t.Errorf("pause with %s: %d %s, want 400", tc.body, code, body)
+		}
+	}
+	for _, tc := range []struct {
+		target, body string
+		want         int
+	}{
+		{"/sandboxes/sba/pause", `{"memory":true,"requireHealthyGuest":false}`, 204},
+		{"/sandboxes/sba/pause", "", 409},
+		{"/sandboxes/nosuch/pause", "", 404},
+		{"/sandboxes/sbc/pause", "", 204},
+	} {
+		if code, _, body := e.api(t, "POST", tc.target, tc.body); code != tc.want {
+			t.Errorf("pause %s %s: %d %s, want %d", tc.target, tc.body, code, body, tc.want)
+		}
+	}
+	if code, _, body := e.api(t, "GET", "/sandboxes/sba", ""); code != 200 || !strings.Contains(body, `"state":"paused"`) {
+		t.Errorf("get of a paused sandbox: %d %s", code, body)
+	}
+	for q, want := range map[string]string{
+		"/v2/sandboxes?state=paused&metadata=suite%3Dx":  "[sba sbc]",
+		"/v2/sandboxes?state=running&metadata=suite%3Dx": "[sbd]",
+		// The fake's pages hold two.
+		"/v2/sandboxes?state=running,paused&metadata=suite%3Dx": "[sba sbc]",
+		"/v2/sandboxes?metadata=suite%3Dx":                      "[sba sbc]",
+		"/sandboxes?metadata=suite%3Dx":                         "[sbd]",
+	} {
+		code, _, body := e.api(t, "GET", q, "")
+		var items []listedView
+		if err := json.Unmarshal([]byte(body), &items); code != 200 || err != nil {
+			t.Fatalf("%s: %d %s", q, code, body)
+		}
+		var ids []string
+		for _, it := range items {
+			ids = append(ids, it.SandboxID)
+		}
+		if fmt.Sprint(ids) != want {
+			t.Errorf("%s listed %v, want %s", q, ids, want)
+		}
+	}
+	if code, _, body := e.api(t, "POST", "/sandboxes/sba/connect", `{"timeout":60,"memory":false}`); code != 400 || !strings.Contains(body, "memory") {
+		t.Errorf("connect asking for a cold boot: %d %s, want 400", code, body)
+	}
+	for _, want := range []int{201, 200} {
+		if code, _, body := e.api(t, "POST", "/sandboxes/sba/connect", `{"timeout":60}`); code != want || !strings.Contains(body, `"sandboxID":"sba"`) {
+			t.Errorf("connect: %d %s, want %d", code, body, want)
+		}
+	}
+	if sb, _ := e.sb.Get(t.Context(), "sba"); sb.Status != api.StatusRunning {
+		t.Errorf("sba is %s after connect, want running", sb.Status)
 	}
 	if code, _, _ := e.api(t, "PUT", "/sandboxes/sba", ""); code != 405 {
 		t.Errorf("PUT: %d, want 405", code)

@@ -385,6 +385,16 @@ func (h *Handler) newestPage(ctx context.Context, lq listQuery) (int, []api.Sand
 	return total, out, nil
 }
 
+// freeze answers a pause or resume (do): 202 without a body once it is
+// done.
+func (h *Handler) freeze(w http.ResponseWriter, r *http.Request, id string, do func(context.Context, string) (*api.Sandbox, error)) {
+	if _, err := do(r.Context(), id); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
+
 func (h *Handler) renew(w http.ResponseWriter, r *http.Request, id string) {
 	var body renewBody
 	if err := decodeJSON(w, r, &body); err != nil {

@@ -229,6 +229,18 @@ func (s *Sandboxes) Restart(ctx context.Context, id string) (*api.Sandbox, error
 	return s.viewOf(s.m.Restart(ctx, id))
 }
 
+// Pause freezes running sandbox id's processes in memory and returns it
+// paused.
+func (s *Sandboxes) Pause(ctx context.Context, id string) (*api.Sandbox, error) {
+	return s.viewOf(s.m.Pause(ctx, id))
+}
+
+// Resume lets paused sandbox id's processes run again and returns it
+// running.
+func (s *Sandboxes) Resume(ctx context.Context, id string) (*api.Sandbox, error) {
+	return s.viewOf(s.m.Resume(ctx, id))
+}
+
 // Logs returns the last MaxLogBytes of sandbox id's console output and
 // its lifecycle events.
 func (s *Sandboxes) Logs(ctx context.Context, id string) (*api.LogsResponse, error) {
