@@ -5,9 +5,10 @@
 // A server lives in a private temporary directory: its data directory and
 // its unix socket, with no TCP listener, so that servers of concurrent
 // test binaries never meet. The server refuses to run as root: a root
-// caller runs it as the user nobody. It keeps nothing across a crash
-// (fsync off), which tests do not need, and it goes when its starter's
-// process does (SIGQUIT, its immediate shutdown, as parent-death signal).
+// caller runs it as the user postgres (or nobody). It keeps nothing
+// across a crash (fsync off), which tests do not need, and it goes when
+// its starter's process does (SIGQUIT, its immediate shutdown, as
+// parent-death signal).
 //
 // Shared is the way a package's tests use one server: started by the
 // first test that asks, a new schema for each test, stopped after the
@@ -153,18 +154,26 @@ func isFile(path string) bool {
 }
 
 // serverUser is the user the server runs as: nil (the caller) unless the
-// caller is root, which PostgreSQL refuses; then nobody.
+// caller is root, which PostgreSQL refuses; then postgres, the user
+// Debian's package makes, else nobody. Not nobody first: other tests run
+// their commands as nobody, and a kill(-1) by one of those would reach the
+// server.
 func serverUser() (*syscall.Credential, error) {
 	if os.Geteuid() != 0 {
 		return nil, nil
 	}
-	u, err := user.Lookup("nobody")
-	if err != nil {
-		return nil, fmt.Errorf("PostgreSQL refuses to run as root, and there is no user nobody to run it as: %w", err)
+	var errs []error
+	for _, name := range []string{"postgres", "nobody"} {
+		u, err := user.Lookup(name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+		gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 	}
-	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
-	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+	return nil, fmt.Errorf("PostgreSQL refuses to run as root, and there is no user postgres or nobody to run it as: %w", errors.Join(errs...))
 }
 
 // command is name with args as the server's user, in the server's
