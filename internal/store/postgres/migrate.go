@@ -63,7 +63,7 @@ func readSteps(fsys fs.FS, dir string) ([]step, error) {
 }
 
 // versionsTable records the steps applied, one row each.
-const versionsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
+const versionsTable = `CREATE TABLE schema_migrations (
 	version integer PRIMARY KEY,
 	name text NOT NULL,
 	applied_at timestamptz NOT NULL DEFAULT now()
@@ -81,8 +81,17 @@ func migrate(ctx context.Context, db *pgxpool.Pool, ss []step) error {
 			if err := lock(ctx, tx, lockMigrate); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, versionsTable); err != nil {
-				return fmt.Errorf("create schema_migrations: %w", err)
+			// Made only when missing: CREATE … IF NOT EXISTS would need
+			// the right to create in the schema at every start, which a
+			// daemon's role need not have once the schema is made.
+			var exists bool
+			if err := tx.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+				return fmt.Errorf("look for schema_migrations: %w", err)
+			}
+			if !exists {
+				if _, err := tx.Exec(ctx, versionsTable); err != nil {
+					return fmt.Errorf("create schema_migrations: %w", err)
+				}
 			}
 			var version int
 			if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&version); err != nil {

@@ -210,3 +210,34 @@ func columns(t *testing.T, rows interface {
 	}
 	return out
 }
+
+// A role that may use the tables but not create any opens a database
+// already migrated: the start needs no right to change the schema.
+func TestOpenWithoutCreateRight(t *testing.T) {
+	ctx := context.Background()
+	dbURL := server.URL(t)
+	s := open(t, dbURL)
+	schema := strings.TrimPrefix(dbURL[strings.Index(dbURL, "search_path="):], "search_path=")
+	for _, q := range []string{
+		`CREATE ROLE ` + schema + `_user LOGIN`,
+		`GRANT USAGE ON SCHEMA ` + schema + ` TO ` + schema + `_user`,
+		`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ` + schema + ` TO ` + schema + `_user`,
+		`GRANT USAGE ON ALL SEQUENCES IN SCHEMA ` + schema + ` TO ` + schema + `_user`,
+	} {
+		if _, err := s.w.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		s.w.Exec(ctx, `DROP OWNED BY `+schema+`_user`)
+		s.w.Exec(ctx, `DROP ROLE `+schema+`_user`)
+	})
+	limited, err := Open(ctx, strings.Replace(dbURL, "user=postgres", "user="+schema+"_user", 1))
+	if err != nil {
+		t.Fatalf("open as a role without the right to create: %v", err)
+	}
+	defer limited.Close()
+	if err := limited.CreateSandbox(ctx, sandbox("sb")); err != nil {
+		t.Errorf("create a sandbox as that role: %v", err)
+	}
+}
