@@ -62,15 +62,16 @@ func readSteps(fsys fs.FS, dir string) ([]step, error) {
 	return out, nil
 }
 
-// versionsTable records the steps applied, one row each.
-const versionsTable = `CREATE TABLE schema_migrations (
+// versionsTable records the steps applied, one row each. Its name is the
+// store's own: a database may hold another tool's schema_migrations.
+const versionsTable = `CREATE TABLE agent2env_migrations (
 	version integer PRIMARY KEY,
 	name text NOT NULL,
 	applied_at timestamptz NOT NULL DEFAULT now()
 )`
 
 // migrate applies the steps of ss the database lacks, in order, each in
-// its own transaction that also records it in schema_migrations. Every
+// its own transaction that also records it in agent2env_migrations. Every
 // transaction first takes the migration lock, so that daemons starting at
 // once on one database take turns: each step is applied once, by
 // whichever gets there first, and the others find it done.
@@ -85,16 +86,16 @@ func migrate(ctx context.Context, db *pgxpool.Pool, ss []step) error {
 			// the right to create in the schema at every start, which a
 			// daemon's role need not have once the schema is made.
 			var exists bool
-			if err := tx.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
-				return fmt.Errorf("look for schema_migrations: %w", err)
+			if err := tx.QueryRow(ctx, `SELECT to_regclass('agent2env_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+				return fmt.Errorf("look for agent2env_migrations: %w", err)
 			}
 			if !exists {
 				if _, err := tx.Exec(ctx, versionsTable); err != nil {
-					return fmt.Errorf("create schema_migrations: %w", err)
+					return fmt.Errorf("create agent2env_migrations: %w", err)
 				}
 			}
 			var version int
-			if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&version); err != nil {
+			if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM agent2env_migrations`).Scan(&version); err != nil {
 				return fmt.Errorf("read schema version: %w", err)
 			}
 			switch {
@@ -108,7 +109,7 @@ func migrate(ctx context.Context, db *pgxpool.Pool, ss []step) error {
 			if _, err := tx.Exec(ctx, next.sql); err != nil {
 				return fmt.Errorf("migration %s: %w", next.name, err)
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, next.version, next.name); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO agent2env_migrations (version, name) VALUES ($1, $2)`, next.version, next.name); err != nil {
 				return fmt.Errorf("migration %s: %w", next.name, err)
 			}
 			return nil

@@ -41,11 +41,11 @@ func TestOpenConcurrently(t *testing.T) {
 	wg.Wait()
 	s := open(t, dbURL)
 	var n, last int
-	if err := s.w.QueryRow(ctx, `SELECT COUNT(*), MAX(version) FROM schema_migrations`).Scan(&n, &last); err != nil {
+	if err := s.w.QueryRow(ctx, `SELECT COUNT(*), MAX(version) FROM agent2env_migrations`).Scan(&n, &last); err != nil {
 		t.Fatal(err)
 	}
 	if n != len(schema) || last != len(schema) {
-		t.Errorf("schema_migrations: %d rows up to version %d, want %d", n, last, len(schema))
+		t.Errorf("agent2env_migrations: %d rows up to version %d, want %d", n, last, len(schema))
 	}
 }
 
@@ -102,7 +102,7 @@ func TestOpenNewerSchema(t *testing.T) {
 	ctx := context.Background()
 	dbURL := server.URL(t)
 	s := open(t, dbURL)
-	if _, err := s.w.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, 'future.sql')`, len(schema)+1); err != nil {
+	if _, err := s.w.Exec(ctx, `INSERT INTO agent2env_migrations (version, name) VALUES ($1, 'future.sql')`, len(schema)+1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Open(ctx, dbURL); err == nil || !strings.Contains(err.Error(), "newer than this binary's") {
@@ -148,7 +148,7 @@ func TestSchemaMatchesSQLite(t *testing.T) {
 	want := sqliteColumns(t)
 	s := open(t, server.URL(t))
 	rows, err := s.w.Query(ctx, `SELECT table_name, column_name FROM information_schema.columns
-		WHERE table_schema = current_schema() AND table_name <> 'schema_migrations'`)
+		WHERE table_schema = current_schema() AND table_name <> 'agent2env_migrations'`)
 	if err != nil {
 		t.Fatal(err)
 	}
