@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs the system packages agent2env needs to run sandboxes and build
 # its images: an OCI runtime, mmdebstrap, and the tools the tests use
-# (tmux: the terminal tests drive the CLI under a real terminal).
+# (tmux: the terminal tests drive the CLI under a real terminal;
+# postgresql: the PostgreSQL store's tests start a server of their own, on
+# a private socket, from its binaries).
 # Idempotent: installs only what is missing.
 #
 #   scripts/deps.sh [package...]   those packages instead (make kube-node)
 set -euo pipefail
 
-packages=(runc crun mmdebstrap e2fsprogs busybox-static iproute2 ca-certificates util-linux tmux)
+packages=(runc crun mmdebstrap e2fsprogs busybox-static iproute2 ca-certificates util-linux tmux postgresql)
 if (($# > 0)); then
 	packages=("$@")
 fi
