@@ -72,6 +72,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("Files", s.testFiles)
 	t.Run("Limits", s.testLimits)
 	t.Run("Isolation", s.testIsolation)
+	t.Run("Terminal", s.testTerminal)
 }
 
 // RunContract runs the part of the suite about the interface: states,
