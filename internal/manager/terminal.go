@@ -58,7 +58,9 @@ func terminalProcRequest(req TerminalRequest) (agent.ProcRequest, error) {
 	if err := ValidEnv(req.Env); err != nil {
 		return agent.ProcRequest{}, err
 	}
-	out := agent.ProcRequest{Command: req.Command, TTY: req.TTY, Rows: req.Rows, Cols: req.Cols, Stdin: !req.TTY}
+	// The output waits for the client typing into the terminal: one that
+	// reads slowly holds the process back and misses nothing.
+	out := agent.ProcRequest{Command: req.Command, TTY: req.TTY, Rows: req.Rows, Cols: req.Cols, Stdin: !req.TTY, FlowControl: true}
 	if req.Cwd != "" {
 		p, err := CleanPath(req.Cwd)
 		if err != nil {
