@@ -59,11 +59,17 @@ def _ws_url(config: ClientConfig, path: str, query: list[tuple[str, str]]) -> st
     return f"{root}/api/v1{path}?{urlencode(query)}"
 
 
-def _headers(config: ClientConfig) -> tuple[dict[str, str], str | None]:
-    """Return the headers of the upgrade request, less the User-Agent, and the User-Agent."""
+def _options(config: ClientConfig) -> dict[str, Any]:
+    """Return the options of ``connect``, sync or asyncio: the client's headers, the protocol."""
     headers = {k: v for k, v in config.headers.items() if k.lower() != "user-agent"}
     agent = next((v for k, v in config.headers.items() if k.lower() == "user-agent"), None)
-    return headers, agent
+    return {
+        "additional_headers": headers,
+        "user_agent_header": agent,
+        "subprotocols": [Subprotocol(PROTOCOL)],
+        "max_size": _MAX_MESSAGE,
+        "open_timeout": 30,
+    }
 
 
 def interactive_query(
@@ -190,20 +196,10 @@ class Terminal:
         cls, config: ClientConfig, path: str, query: list[tuple[str, str]], since: int = 0
     ) -> Self:
         """Connect to the terminal WebSocket at ``path`` with ``query``."""
-        headers, agent = _headers(config)
         # The connection is a context manager, entered here, exited by close.
         stack = ExitStack()
         try:
-            conn = stack.enter_context(
-                connect(
-                    _ws_url(config, path, query),
-                    additional_headers=headers,
-                    user_agent_header=agent,
-                    subprotocols=[Subprotocol(PROTOCOL)],
-                    max_size=_MAX_MESSAGE,
-                    open_timeout=30,
-                )
-            )
+            conn = stack.enter_context(connect(_ws_url(config, path, query), **_options(config)))
         except InvalidStatus as e:
             raise _refusal(e) from None
         return cls(conn, since, stack)
@@ -290,16 +286,8 @@ class AsyncTerminal:
         cls, config: ClientConfig, path: str, query: list[tuple[str, str]], since: int = 0
     ) -> Self:
         """Connect to the terminal WebSocket at ``path`` with ``query``."""
-        headers, agent = _headers(config)
         try:
-            conn = await async_connect(
-                _ws_url(config, path, query),
-                additional_headers=headers,
-                user_agent_header=agent,
-                subprotocols=[Subprotocol(PROTOCOL)],
-                max_size=_MAX_MESSAGE,
-                open_timeout=30,
-            )
+            conn = await async_connect(_ws_url(config, path, query), **_options(config))
         except InvalidStatus as e:
             raise _refusal(e) from None
         return cls(conn, since)
