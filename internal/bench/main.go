@@ -62,7 +62,7 @@ func main() {
 	llmUpstream := flag.Bool("llm-upstream", false, "serve the LLM measurement's fake upstream (the bench starts it itself)")
 	runsOnly := flag.Bool("runs-only", false, "measure sandbox create → ready and the task runner's overhead only")
 	agentMem := flag.Int("agent-memory", 0, "measure only the memory of this many idle claude-code runs in their sandboxes (agent2env/agent)")
-	terminalOnly := flag.Bool("terminal-only", false, "measure create → ready, exec true and the terminal's keystroke echo only")
+	terminalOnly := flag.Bool("terminal-only", false, "measure create → ready, exec true and the terminal's keystroke echo and output throughput only")
 	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only)")
 	flag.Parse()
 	var err error
@@ -188,6 +188,9 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 	}
 	report("exec `true` round trip (REST)", execTrue, "fork/exec true", direct, "≤ 3 ms p50")
 	if err := benchTerminal(d, ids[0], n, execTrue); err != nil {
+		return err
+	}
+	if err := benchTerminalThroughput(d, ids[0]); err != nil {
 		return err
 	}
 	if terminalOnly {
