@@ -6,6 +6,7 @@ require (
 	github.com/agent2env/agent2env/api v0.0.0
 	github.com/anthropics/anthropic-sdk-go v1.84.0
 	github.com/creack/pty v1.1.24
+	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/getkin/kin-openapi v0.152.0
 	github.com/go-viper/mapstructure/v2 v2.4.0
 	github.com/google/go-cmp v0.7.0

@@ -7,8 +7,11 @@ type SandboxStatus string
 
 // Sandbox statuses, as LiteBoxd names them.
 const (
-	StatusPending     SandboxStatus = "pending"
-	StatusRunning     SandboxStatus = "running"
+	StatusPending SandboxStatus = "pending"
+	StatusRunning SandboxStatus = "running"
+	// StatusPaused: its processes are frozen in memory (agent2env
+	// addition; POST /sandboxes/{id}/pause and /resume).
+	StatusPaused      SandboxStatus = "paused"
 	StatusSucceeded   SandboxStatus = "succeeded"
 	StatusFailed      SandboxStatus = "failed"
 	StatusTerminating SandboxStatus = "terminating"

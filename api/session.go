@@ -171,9 +171,9 @@ type Usage struct {
 	MaxSandboxes int `json:"max_sandboxes,omitempty"`
 	Sessions     int `json:"sessions"`
 	IdleSessions int `json:"idle_sessions"`
-	// MilliCPU and MemoryBytes are the limits of the pending and running
-	// sandboxes, warm pools' included; their capacities are the host's
-	// times the overcommit ratios.
+	// MilliCPU and MemoryBytes are the limits of the pending, running and
+	// paused sandboxes, warm pools' included; their capacities are the
+	// host's times the overcommit ratios.
 	MilliCPU            int64 `json:"millicpu"`
 	MilliCPUCapacity    int64 `json:"millicpu_capacity"`
 	MemoryBytes         int64 `json:"memory_bytes"`
@@ -231,7 +231,7 @@ type Stats struct {
 	// Sandboxes counts sandboxes by status; those waiting in warm pools
 	// are "pooled".
 	Sandboxes map[string]int `json:"sandboxes"`
-	// Resources are committed (limits of pending and running sandboxes)
+	// Resources are committed (limits of pending, running and paused sandboxes)
 	// and used (measured now) against capacity.
 	Resources  ResourceStats  `json:"resources"`
 	Executions ExecutionStats `json:"executions"`

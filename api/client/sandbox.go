@@ -109,6 +109,37 @@ func (s *SandboxService) control(ctx context.Context, op, id string) error {
 	return nil
 }
 
+// Pause freezes the processes of a running sandbox where they are, in
+// memory, and returns it paused: it uses no CPU until Resume, keeps its
+// memory, files and processes, counts against the daemon's capacity, and
+// its TTL runs on. Exec and files give ErrConflict meanwhile. A sandbox
+// that is not running gives ErrConflict; a runtime that cannot pause (the
+// kubernetes runtime) ErrNotImplemented.
+func (s *SandboxService) Pause(ctx context.Context, id string) (*api.Sandbox, error) {
+	return s.post(ctx, "pause", id)
+}
+
+// Resume lets the processes of a paused sandbox run again, where they
+// were, and returns it running. A sandbox that is not paused gives
+// ErrConflict.
+func (s *SandboxService) Resume(ctx context.Context, id string) (*api.Sandbox, error) {
+	return s.post(ctx, "resume", id)
+}
+
+// post posts a request without a body on sandbox id (pause, resume) and
+// returns the sandbox it answers with.
+func (s *SandboxService) post(ctx context.Context, op, id string) (*api.Sandbox, error) {
+	p, err := sandboxPath(id, "/"+op)
+	if err != nil {
+		return nil, fmt.Errorf("%s sandbox: %w", op, err)
+	}
+	var sb api.Sandbox
+	if err := s.c.doJSON(ctx, http.MethodPost, p, nil, &sb); err != nil {
+		return nil, fmt.Errorf("%s sandbox %s: %w", op, id, err)
+	}
+	return &sb, nil
+}
+
 // Execute runs a command in a sandbox and returns its result once it has
 // exited. A non-zero exit code is a result, not an error.
 func (s *SandboxService) Execute(ctx context.Context, id string, req api.ExecRequest) (*api.ExecResponse, error) {

@@ -305,3 +305,50 @@ func TestWaitForReadyGone(t *testing.T) {
 		t.Errorf("err %v, want ErrNotFound", err)
 	}
 }
+
+// TestPauseResume checks the requests of Pause and Resume and their
+// answers, errors included.
+func TestPauseResume(t *testing.T) {
+	var paused atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method != http.MethodPost || r.ContentLength > 0 {
+			t.Errorf("%s %s with %d bytes of body", r.Method, r.URL.Path, r.ContentLength)
+		}
+		want := map[string]bool{"/api/v1/sandboxes/sb1/pause": false, "/api/v1/sandboxes/sb1/resume": true}
+		from, ok := want[r.URL.Path]
+		switch {
+		case !ok:
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"code":"SANDBOX_NOT_FOUND","message":"sandbox not found"}`)
+		case paused.Load() != from:
+			w.WriteHeader(http.StatusConflict)
+			io.WriteString(w, `{"code":"CONFLICT","message":"cannot do that now"}`)
+		default:
+			paused.Store(!from)
+			status := map[bool]string{true: "paused", false: "running"}[!from]
+			io.WriteString(w, `{"id":"sb1","status":"`+status+`"}`)
+		}
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if sb, err := c.Sandbox.Pause(ctx, "sb1"); err != nil || sb.Status != api.StatusPaused {
+		t.Fatalf("Pause = %+v, %v", sb, err)
+	}
+	if _, err := c.Sandbox.Pause(ctx, "sb1"); !errors.Is(err, client.ErrConflict) {
+		t.Errorf("second Pause = %v, want ErrConflict", err)
+	}
+	if sb, err := c.Sandbox.Resume(ctx, "sb1"); err != nil || sb.Status != api.StatusRunning {
+		t.Fatalf("Resume = %+v, %v", sb, err)
+	}
+	if _, err := c.Sandbox.Resume(ctx, "other"); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("Resume of an unknown sandbox = %v, want ErrNotFound", err)
+	}
+	if _, err := c.Sandbox.Pause(ctx, ""); err == nil {
+		t.Error("Pause without an id: no error")
+	}
+}

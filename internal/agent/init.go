@@ -17,6 +17,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/agent2env/agent2env/internal/seccomp"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,8 +30,10 @@ type Options struct {
 }
 
 // Run is the agent's main: it prepares the sandbox (loopback up, spare
-// capabilities dropped), serves the daemon on the listener the runtime
-// provided, and on SIGTERM ends every process of the sandbox and returns.
+// capabilities dropped, the sandbox's seccomp filter installed on itself
+// for everything it will start), serves the daemon on the listener the
+// runtime provided, and on SIGTERM ends every process of the sandbox and
+// returns.
 func Run(ctx context.Context, opts Options) error {
 	// The agent idles in hundreds of sandboxes at once: keep its heap small.
 	debug.SetGCPercent(50)
@@ -48,6 +51,11 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	if err := dropCapability(unix.CAP_NET_ADMIN); err != nil {
 		return fmt.Errorf("drop CAP_NET_ADMIN: %w", err)
+	}
+	// Whatever profile the container runtime applied, the sandbox's policy
+	// holds from here on: a sandbox that cannot have it does not start.
+	if err := seccomp.Install(); err != nil {
+		return err
 	}
 	if os.Getpid() == 1 && opts.UID < 0 {
 		shieldSignals() // and no SIGTERM to end on: Notify would undo it

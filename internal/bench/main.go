@@ -6,6 +6,11 @@
 //   - sandbox create → ready through REST, against
 //     `unshare --mount --pid --fork --net --uts --ipc true`;
 //   - `exec true` round trip through REST, against a direct fork/exec;
+//   - pause and resume through REST, against the same run's create (-pause-only:
+//     those and what they need alone);
+//   - the terminal: a keystroke's echo against the same run's exec true, and
+//     the output of a cat of 100 MB against the same cat on a bare pty of the
+//     host (-terminal-only: those and what they need alone);
 //   - 100 concurrent creates, against 100 `unshare … true` at once;
 //   - memory per idle sandbox (absolute: no baseline);
 //   - code-interpreter contexts: create cold and from a warm pool, and a
@@ -63,6 +68,7 @@ func main() {
 	runsOnly := flag.Bool("runs-only", false, "measure sandbox create → ready and the task runner's overhead only")
 	agentMem := flag.Int("agent-memory", 0, "measure only the memory of this many idle claude-code runs in their sandboxes (agent2env/agent)")
 	terminalOnly := flag.Bool("terminal-only", false, "measure create → ready, exec true and the terminal's keystroke echo and output throughput only")
+	pauseOnly := flag.Bool("pause-only", false, "measure create → ready, exec true, and pause and resume only")
 	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only)")
 	flag.Parse()
 	var err error
@@ -76,7 +82,7 @@ func main() {
 	case *vs != "":
 		err = compareCreate(*n, *img, os.Getenv("AGENT2ENV_BIN"), *vs)
 	default:
-		err = run(*n, *concurrent, *idle, *img, *createOnly, *runsOnly, *terminalOnly)
+		err = run(*n, *concurrent, *idle, *img, *createOnly, *runsOnly, *terminalOnly, *pauseOnly)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -109,7 +115,7 @@ func measure(n int, fn func() error) (stats, error) {
 	return summarize(ds), nil
 }
 
-func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly bool) error {
+func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly, pauseOnly bool) error {
 	bin := os.Getenv("AGENT2ENV_BIN")
 	if bin == "" {
 		return fmt.Errorf("set AGENT2ENV_BIN to the agent2env binary")
@@ -126,7 +132,7 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 	// measured.
 	const poolSize = 3
 	var warm *daemon
-	if !createOnly && !terminalOnly {
+	if !createOnly && !terminalOnly && !pauseOnly {
 		if warm, err = startDaemon(bin, "--warm-pools", fmt.Sprintf("python=%d", poolSize)); err != nil {
 			return err
 		}
@@ -187,6 +193,12 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 		return err
 	}
 	report("exec `true` round trip (REST)", execTrue, "fork/exec true", direct, "≤ 3 ms p50")
+	if err := benchPause(d, ids[0], n, create); err != nil {
+		return fmt.Errorf("pause: %w", err)
+	}
+	if pauseOnly {
+		return d.deleteAll(ids)
+	}
 	if err := benchTerminal(d, ids[0], n, execTrue); err != nil {
 		return err
 	}

@@ -34,6 +34,8 @@ func newSandboxCmd(e env, cc *clientConfig) *cobra.Command {
 		newSandboxControlCmd(e, cc, "stop", "stop running sandboxes, keeping their files"),
 		newSandboxControlCmd(e, cc, "start", "start stopped sandboxes again"),
 		newSandboxControlCmd(e, cc, "restart", "stop and start sandboxes again"),
+		newSandboxControlCmd(e, cc, "pause", "pause running sandboxes: their processes frozen in memory, using no CPU"),
+		newSandboxControlCmd(e, cc, "resume", "resume paused sandboxes where they were"),
 	)
 }
 
@@ -380,8 +382,8 @@ in them made visible (\x1b); --raw prints them as they came.`,
 	return c
 }
 
-// newSandboxControlCmd makes stop, start or restart. Start and restart
-// wait, as create does, until each sandbox runs again.
+// newSandboxControlCmd makes stop, start, restart, pause or resume. Start
+// and restart wait, as create does, until each sandbox runs again.
 func newSandboxControlCmd(e env, cc *clientConfig, op, short string) *cobra.Command {
 	var wait bool
 	c := &cobra.Command{
@@ -397,6 +399,7 @@ func newSandboxControlCmd(e env, cc *clientConfig, op, short string) *cobra.Comm
 			}
 			do := map[string]func(context.Context, string) error{
 				"stop": cl.Sandbox.Stop, "start": cl.Sandbox.Start, "restart": cl.Sandbox.Restart,
+				"pause": dropSandbox(cl.Sandbox.Pause), "resume": dropSandbox(cl.Sandbox.Resume),
 			}[op]
 			return forEach(e, ids, func(id string) error {
 				if err := do(c.Context(), id); err != nil {
@@ -410,10 +413,19 @@ func newSandboxControlCmd(e env, cc *clientConfig, op, short string) *cobra.Comm
 			})
 		},
 	}
-	if op != "stop" {
+	if op == "start" || op == "restart" {
 		c.Flags().BoolVar(&wait, "wait", true, "wait until the sandbox runs again; fail with the reason if it fails")
 	}
 	return c
+}
+
+// dropSandbox drops the sandbox fn returns, which the commands print only
+// the id of.
+func dropSandbox(fn func(context.Context, string) (*api.Sandbox, error)) func(context.Context, string) error {
+	return func(ctx context.Context, id string) error {
+		_, err := fn(ctx, id)
+		return err
+	}
 }
 
 // removeCmd is every "rm" command: it removes each argument with del.

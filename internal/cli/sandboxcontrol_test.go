@@ -15,9 +15,10 @@ import (
 )
 
 // fakeControlDaemon serves sandbox create (from a template), get and the
-// stop, start and restart routes from memory, with the daemon's status
-// rules: stop needs a running sandbox and leaves it succeeded, start needs
-// a succeeded one and leaves it pending, restart takes either. A pending
+// stop, start, restart, pause and resume routes from memory, with the
+// daemon's status rules: stop needs a running sandbox and leaves it
+// succeeded, start needs a succeeded one and leaves it pending, restart
+// takes either; pause takes a running one and resume a paused one. A pending
 // sandbox runs at its next GET, unless its template is "broken".
 type fakeControlDaemon struct {
 	mu        sync.Mutex
@@ -101,14 +102,22 @@ func (d *fakeControlDaemon) control(w http.ResponseWriter, r *http.Request) {
 		"stop":    sb.Status == api.StatusRunning,
 		"start":   sb.Status == api.StatusSucceeded,
 		"restart": sb.Status == api.StatusRunning || sb.Status == api.StatusSucceeded,
+		"pause":   sb.Status == api.StatusRunning,
+		"resume":  sb.Status == api.StatusPaused,
 	}[op]
 	if !ok {
 		fail(w, http.StatusConflict, api.CodeConflict, fmt.Sprintf("cannot %s sandbox %s: it is %s", op, id, sb.Status))
 		return
 	}
-	sb.Status = api.StatusPending
-	if op == "stop" {
+	switch op {
+	case "pause", "resume":
+		sb.Status = map[string]api.SandboxStatus{"pause": api.StatusPaused, "resume": api.StatusRunning}[op]
+		reply(w, http.StatusOK, sb)
+		return
+	case "stop":
 		sb.Status, sb.Reason = api.StatusSucceeded, "stopped by request"
+	default:
+		sb.Status = api.StatusPending
 	}
 	reply(w, http.StatusOK, map[string]string{"message": op + " requested"})
 }
@@ -227,6 +236,20 @@ func TestSandboxControl(t *testing.T) {
 			controls: []string{"restart run1", "restart nope", "restart off1"},
 			status:   map[string]api.SandboxStatus{"run1": api.StatusRunning, "off1": api.StatusRunning},
 		},
+		{
+			name:     "pause",
+			args:     []string{"sandbox", "pause", "run1", "off1"},
+			want:     result{Code: 1, Stdout: "run1\n", Stderr: "agent2env sandbox: pause sandbox off1: cannot pause sandbox off1: it is succeeded (CONFLICT, HTTP 409)\n"},
+			controls: []string{"pause run1", "pause off1"},
+			status:   map[string]api.SandboxStatus{"run1": api.StatusPaused, "off1": api.StatusSucceeded},
+		},
+		{
+			name:     "resume",
+			args:     []string{"sandbox", "resume", "zzz1", "run1"},
+			want:     result{Code: 1, Stdout: "zzz1\n", Stderr: "agent2env sandbox: resume sandbox run1: cannot resume sandbox run1: it is running (CONFLICT, HTTP 409)\n"},
+			controls: []string{"resume zzz1", "resume run1"},
+			status:   map[string]api.SandboxStatus{"zzz1": api.StatusRunning, "run1": api.StatusRunning},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -234,6 +257,7 @@ func TestSandboxControl(t *testing.T) {
 			d.add(api.Sandbox{ID: "run1", Status: api.StatusRunning})
 			d.add(api.Sandbox{ID: "run2", Status: api.StatusRunning})
 			d.add(api.Sandbox{ID: "off1", Status: api.StatusSucceeded, Reason: "stopped by request"})
+			d.add(api.Sandbox{ID: "zzz1", Status: api.StatusPaused, Reason: "paused by request"})
 			check(t, tt.args, tt.want)
 			if diff := cmp.Diff(tt.controls, d.controls); diff != "" {
 				t.Errorf("control requests (-want +got):\n%s", diff)

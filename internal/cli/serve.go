@@ -99,7 +99,8 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 			IdleTimeout: cfg.ContextIdleTimeout},
 		WarmPools: s.pools,
 		// Left zero, these take the MSB_* variables (session.ApplyEnv).
-		Sessions:   session.Config{DefaultFlavor: cfg.DefaultFlavor, IdleTimeout: cfg.SessionTimeout, Volumes: s.volumes},
+		Sessions: session.Config{DefaultFlavor: cfg.DefaultFlavor, IdleTimeout: cfg.SessionTimeout, Volumes: s.volumes,
+			PauseAfter: cfg.SessionPauseAfter},
 		FetchAllow: splitList(cfg.FetchAllow), AllowedHosts: splitList(cfg.AllowedHosts),
 		TrustedOrigins: splitList(cfg.TrustedOrigins),
 		TasksDir:       cfg.TasksDir, MaxRuns: cfg.MaxRuns,
@@ -242,6 +243,9 @@ func (cfg *serveConfig) settings() (*serveSettings, error) {
 	}
 	if cfg.SessionTimeout < 0 {
 		return nil, fmt.Errorf("session-timeout %v: must not be negative", cfg.SessionTimeout)
+	}
+	if cfg.SessionPauseAfter < 0 {
+		return nil, fmt.Errorf("session-pause-after %v: must not be negative", cfg.SessionPauseAfter)
 	}
 	if cfg.LLMArchiveMaxAge < 0 || cfg.LLMArchiveMaxSize < 0 {
 		return nil, fmt.Errorf("llm-archive-max-age %v, llm-archive-max-size %d: must not be negative", cfg.LLMArchiveMaxAge, cfg.LLMArchiveMaxSize)

@@ -59,6 +59,7 @@ type serveConfig struct {
 	OutputBudget       int64         `yaml:"output-budget"`
 	DefaultFlavor      string        `yaml:"default-flavor"`
 	SessionTimeout     time.Duration `yaml:"session-timeout"`
+	SessionPauseAfter  time.Duration `yaml:"session-pause-after"`
 	SharedVolumes      string        `yaml:"shared-volumes"`
 	LLMConfig          string        `yaml:"llm-config"`
 	LLMArchiveMaxAge   time.Duration `yaml:"llm-archive-max-age"`
@@ -86,8 +87,8 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.BoolVar(&cfg.PrebuildImages, "prebuild-images", true, "build the built-in images the defaults use (agent2env/code-interpreter, the warm pools' images) in the background from the start, when not stored yet (minutes of CPU on first start)")
 	f.StringVar(&cfg.InsecureRegistries, "insecure-registries", "", "comma-separated registry hosts that may be pulled from over plain HTTP")
 	f.IntVar(&cfg.MaxSandboxes, "max-sandboxes", 0, "maximum sandboxes at once, 0 for no limit (past it a create is 429 RESOURCE_LIMIT)")
-	f.Float64Var(&cfg.CPUOvercommit, "cpu-overcommit", 16, "the cpu limits of pending and running sandboxes may add up to the host's cpus times this (past it a create is 507 INSUFFICIENT_CAPACITY)")
-	f.Float64Var(&cfg.MemoryOvercommit, "memory-overcommit", 2, "the memory limits of pending and running sandboxes may add up to the host's memory times this (past it a create is 507 INSUFFICIENT_CAPACITY)")
+	f.Float64Var(&cfg.CPUOvercommit, "cpu-overcommit", 16, "the cpu limits of pending, running and paused sandboxes may add up to the host's cpus times this (past it a create is 507 INSUFFICIENT_CAPACITY)")
+	f.Float64Var(&cfg.MemoryOvercommit, "memory-overcommit", 2, "the memory limits of pending, running and paused sandboxes may add up to the host's memory times this (past it a create is 507 INSUFFICIENT_CAPACITY)")
 	f.StringVar(&cfg.APIKeysFile, "api-keys-file", "", "file of API keys (or their sha256: hashes), one per line (keys also from "+auth.EnvKeys+")")
 	f.StringVar(&cfg.WarmPools, "warm-pools", "", "warm pool sizes, e.g. python=2,javascript=1,mytemplate=3: per language (its default sandbox with its kernel started) or template")
 	f.StringVar(&cfg.ContextTemplates, "context-templates", "", "templates of the sandboxes made for contexts, per language, e.g. python=py311 (default: the built-in images)")
@@ -108,6 +109,7 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", 1024, "connections from one IP address at once; more are refused with 429")
 	f.StringVar(&cfg.DefaultFlavor, "default-flavor", "", "flavor of sessions that name none: small, medium or large (default: $MSB_DEFAULT_FLAVOR, else small)")
 	f.DurationVar(&cfg.SessionTimeout, "session-timeout", 0, "a session idle this long is ended with its sandbox (default: $MSB_SESSION_TIMEOUT, else 30m)")
+	f.DurationVar(&cfg.SessionPauseAfter, "session-pause-after", 0, "a session idle this long has its sandbox paused in memory (no CPU), resumed by its next request; checked every 30s (default 0: never)")
 	f.StringVar(&cfg.SharedVolumes, "shared-volumes", "", `host directories mounted into session sandboxes, "/host:/guest" comma-separated; each session sees its own subdirectory; a third field "common" shares it, "ro" mounts it read-only (default: $MSB_SHARED_VOLUME_PATH)`)
 	f.StringVar(&cfg.LLMConfig, "llm-config", "", "YAML file of the LLM proxy's providers, models and limits (served at /llm and in every sandbox at http://127.0.0.1:4000/llm); SIGHUP reads it again")
 	f.DurationVar(&cfg.LLMArchiveMaxAge, "llm-archive-max-age", 0, "exchanges with models older than this are removed from the LLM archive (0: kept)")

@@ -171,6 +171,7 @@ func TestServeConfigErrors(t *testing.T) {
 		{name: "duration in the file", file: "http-stall-timeout: soon\n", want: []string{"http-stall-timeout: invalid value \"soon\""}},
 		{name: "shared volume", args: []string{"--shared-volumes", "relative:/data"}, want: []string{"shared-volumes:"}},
 		{name: "session timeout", args: []string{"--session-timeout", "-1m"}, want: []string{"session-timeout"}},
+		{name: "session pause after", args: []string{"--session-pause-after", "-1m"}, want: []string{"session-pause-after"}},
 		{name: "llm archive age", args: []string{"--llm-archive-max-age", "-1h"}, want: []string{"llm-archive-max-age"}},
 		{name: "number in the file", file: "max-sandboxes: abc\n", want: []string{"config file ", "max-sandboxes: invalid value \"abc\""}},
 		{name: "fraction in the file", file: "max-sandboxes: 2.5\n", want: []string{"max-sandboxes: invalid value \"2.5\""}},

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -56,7 +56,7 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 			http.MethodGet:  func(w http.ResponseWriter, r *http.Request) { h.list(w, r, v2) },
 		})
 	case n == 1 && seg[0] == "metrics":
-		writeError(w, notImplemented("sandbox metrics are not supported by agent2env yet"))
+		writeError(w, errdefs.NotImplemented("sandbox metrics are not supported by agent2env yet"))
 	case n == 1:
 		id := seg[0]
 		methods(w, r, map[string]http.HandlerFunc{
@@ -84,10 +84,13 @@ func (h *Handler) routeSandbox(w http.ResponseWriter, r *http.Request, id, op st
 		post(h.refresh)
 	case "connect":
 		post(h.connect)
-	case "pause", "resume":
-		writeError(w, notImplemented(op+" is not supported by agent2env yet: a sandbox runs until it times out or is killed"))
+	case "pause":
+		post(h.pause)
+	case "resume":
+		// E2B's deprecated resume; its SDKs resume by connect.
+		writeError(w, errdefs.NotImplemented("resume: resume a paused sandbox by connect (POST /sandboxes/{id}/connect)"))
 	case "metrics", "logs", "snapshots", "fork", "network":
-		writeError(w, notImplemented("sandbox "+op+" are not supported by agent2env yet"))
+		writeError(w, errdefs.NotImplemented("sandbox %s are not supported by agent2env yet", op))
 	default:
 		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
 	}
@@ -149,8 +152,8 @@ type createRequest struct {
 // unsupportedFields are the create fields agent2env cannot honour yet,
 // refused by name unless null (or, for the lists, empty).
 var unsupportedFields = map[string]string{
-	"autoPauseMemory": "pausing is not supported yet",
-	"autoResume":      "pausing is not supported yet",
+	"autoPauseMemory": "pausing on timeout is not supported yet",
+	"autoResume":      "pausing on timeout is not supported yet",
 	"network":         "egress rules per sandbox are not supported yet",
 	"mcp":             "MCP gateways in sandboxes are not supported",
 	"iam":             "workload identities are not supported",
@@ -194,7 +197,7 @@ func (req *createRequest) toAPI() (api.CreateSandboxRequest, error) {
 		return out, errdefs.Invalid("templateID is required")
 	}
 	if req.AutoPause != nil && *req.AutoPause {
-		return out, errdefs.Invalid("autoPause: pausing is not supported yet; a sandbox is killed when it times out")
+		return out, errdefs.Invalid("autoPause: pausing on timeout is not supported yet; a sandbox is killed when it times out (pause it yourself: POST /sandboxes/{id}/pause)")
 	}
 	ttl := DefaultTimeout
 	if req.Timeout != nil {
@@ -285,7 +288,7 @@ func listed(sb *api.Sandbox) listedView {
 		TemplateID: templateID(sb), SandboxID: sb.ID, ClientID: ClientID,
 		StartedAt: sb.CreatedAt.UTC(), EndAt: sb.ExpiresAt.UTC(),
 		CPUCount: cpuCount(sb.CPU), MemoryMB: memoryMB(sb.Memory), DiskSizeMB: diskSizeMB,
-		State: "running", EnvdVersion: EnvdVersion, Metadata: md,
+		State: e2bState(sb), EnvdVersion: EnvdVersion, Metadata: md,
 	}
 }
 
@@ -329,9 +332,17 @@ func memoryMB(q string) int {
 }
 
 // alive reports whether an agent2env sandbox is one E2B would list as
-// running: made and not yet ended.
+// running or paused: made and not yet ended.
 func alive(sb *api.Sandbox) bool {
-	return sb.Status == api.StatusPending || sb.Status == api.StatusRunning
+	return sb.Status == api.StatusPending || sb.Status == api.StatusRunning || sb.Status == api.StatusPaused
+}
+
+// e2bState is E2B's state of a sandbox that is alive.
+func e2bState(sb *api.Sandbox) string {
+	if sb.Status == api.StatusPaused {
+		return "paused"
+	}
+	return "running"
 }
 
 func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
@@ -350,10 +361,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	sb, err := h.cfg.Sandboxes.Create(r.Context(), areq)
-	if err == nil {
-		sb, err = h.settle(r.Context(), sb)
-	}
+	sb, err := h.created(r.Context(), areq)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -361,39 +369,22 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, view(sb))
 }
 
-// settlePoll is how often settle reads a pending sandbox.
-const settlePoll = 25 * time.Millisecond
-
-// settle waits for a new sandbox to run: E2B answers a create only once
-// the sandbox answers. One that fails, or is still pending at the
-// deadline, is deleted (nothing is left half-made) and refused: 400 when
-// its image could not be had, 503 when it is slow, 500 otherwise.
-func (h *Handler) settle(ctx context.Context, sb *api.Sandbox) (*api.Sandbox, error) {
-	deadline := h.cfg.Now().Add(h.cfg.CreateWait)
-	for sb.Status == api.StatusPending && h.cfg.Now().Before(deadline) && ctx.Err() == nil {
-		select {
-		case <-ctx.Done():
-		case <-time.After(settlePoll):
-		}
-		next, err := h.cfg.Sandboxes.Get(ctx, sb.ID)
-		if err != nil {
-			_ = h.cfg.Sandboxes.Delete(context.WithoutCancel(ctx), sb.ID)
-			return nil, err
-		}
-		sb = next
-	}
-	if sb.Status == api.StatusRunning {
-		return sb, nil
-	}
-	_ = h.cfg.Sandboxes.Delete(context.WithoutCancel(ctx), sb.ID)
+// created creates a sandbox and waits for it to run: E2B answers a create
+// only once the sandbox answers. One that fails, or is still pending at
+// the deadline, is refused with nothing left half-made: 400 naming
+// templateID when its image could not be had, 503 when it is slow.
+func (h *Handler) created(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
+	sb, err := h.cfg.Sandboxes.CreateAndWait(ctx, req, h.cfg.CreateWait)
 	switch {
-	case sb.Status == api.StatusPending:
-		return nil, fmt.Errorf("the sandbox did not start within %v: %w", h.cfg.CreateWait, errdefs.ErrUnavailable)
-	case strings.HasPrefix(sb.Reason, "prepare image ") || strings.HasPrefix(sb.Reason, "look up image "):
-		return nil, errdefs.Invalid("templateID: %s", sb.Reason)
-	default:
-		return nil, fmt.Errorf("the sandbox failed to start: %s", sb.Reason)
+	case errors.Is(err, service.ErrImageUnavailable):
+		return nil, errdefs.Invalid("templateID: %v", err)
+	case err != nil:
+		return nil, err
+	case sb.Status != api.StatusRunning:
+		_ = h.cfg.Sandboxes.Delete(context.WithoutCancel(ctx), sb.ID)
+		return nil, errdefs.Unavailable("the sandbox did not start within %v", h.cfg.CreateWait)
 	}
+	return sb, nil
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request, id string) {
@@ -416,9 +407,16 @@ func (h *Handler) delete(w http.ResponseWriter, r *http.Request, id string) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// timeoutBody is SandboxTimeoutRequest, and the body of connect.
+// timeoutBody is SandboxTimeoutRequest.
 type timeoutBody struct {
 	Timeout *int `json:"timeout"`
+}
+
+// connectBody is ConnectSandbox: Memory false asks to resume a paused
+// sandbox by a cold boot from its files.
+type connectBody struct {
+	Timeout *int  `json:"timeout"`
+	Memory  *bool `json:"memory"`
 }
 
 // extend makes sandbox id end seconds from now.
@@ -469,17 +467,26 @@ func (h *Handler) refresh(w http.ResponseWriter, r *http.Request, id string) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// connect answers a running sandbox, its timeout set when the body gives
-// one. agent2env does not pause sandboxes, so there is none to resume.
+// connect answers a sandbox, resuming it first if it is paused (201, else
+// 200), its timeout set when the body gives one.
 func (h *Handler) connect(w http.ResponseWriter, r *http.Request, id string) {
-	var body timeoutBody
-	if err := decodeJSON(w, r, &body, true); err != nil {
+	var body connectBody
+	err := decodeJSON(w, r, &body, true)
+	if err == nil && body.Memory != nil && !*body.Memory {
+		err = errdefs.Invalid("memory: false: agent2env resumes a paused sandbox with its memory, never by a cold boot; omit it or send true")
+	}
+	if err != nil {
 		writeError(w, err)
 		return
 	}
+	status := http.StatusOK
 	sb, err := h.cfg.Sandboxes.Get(r.Context(), id)
 	if err == nil && !alive(sb) {
 		err = errdefs.NotFound("sandbox %s has ended", id)
+	}
+	if err == nil && sb.Status == api.StatusPaused {
+		sb, err = h.cfg.Sandboxes.Resume(r.Context(), id)
+		status = http.StatusCreated
 	}
 	if err == nil && body.Timeout != nil {
 		sb, err = h.extend(r.Context(), id, *body.Timeout)
@@ -488,14 +495,59 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, id string) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, view(sb))
+	writeJSON(w, status, view(sb))
+}
+
+// pauseBody is SandboxPauseRequest.
+type pauseBody struct {
+	// Memory false asks for the files alone, to cold-boot from: agent2env
+	// pauses keep memory (the cgroup freezer), always.
+	Memory *bool `json:"memory"`
+	// RequireHealthyGuest refuses to pause a sandbox whose envd does not
+	// answer, since E2B would record it unresponsive in the snapshot; a
+	// frozen agent2env sandbox resumes as it was, so only false is taken.
+	RequireHealthyGuest *bool `json:"requireHealthyGuest"`
+}
+
+// decodePause reads a pause's body, which may be empty; a field it does
+// not know is a 400 naming it.
+func decodePause(w http.ResponseWriter, r *http.Request, body *pauseBody) error {
+	var raw json.RawMessage
+	if err := decodeJSON(w, r, &raw, true); err != nil || raw == nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(body); err != nil {
+		return errdefs.Invalid("pause: %v (agent2env knows memory and requireHealthyGuest)", err)
+	}
+	return nil
+}
+
+// pause is POST /sandboxes/{id}/pause: the sandbox's processes frozen in
+// memory; 204, or 409 when it is not running (the SDK's "already paused").
+func (h *Handler) pause(w http.ResponseWriter, r *http.Request, id string) {
+	var body pauseBody
+	err := decodePause(w, r, &body)
+	switch {
+	case err != nil:
+	case body.Memory != nil && !*body.Memory:
+		err = errdefs.Invalid("memory: false: agent2env pauses keep the sandbox's memory (its processes frozen); omit it or send true")
+	case body.RequireHealthyGuest != nil && *body.RequireHealthyGuest:
+		err = errdefs.Invalid("requireHealthyGuest: agent2env does not check the sandbox's agent before a pause (a frozen sandbox resumes as it was); omit it")
+	default:
+		_, err = h.cfg.Sandboxes.Pause(r.Context(), id)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // listQuery is a list request's filters.
 type listQuery struct {
-	opts service.ListOptions
-	// none says the states asked for match no sandbox agent2env has.
-	none  bool
+	opts  service.ListOptions
 	limit int
 }
 
@@ -517,18 +569,21 @@ func parseList(q url.Values, v2 bool) (listQuery, error) {
 		lq.limit = api.MaxPageSize
 		return lq, nil
 	}
+	// E2B lists both states unless told one.
+	lq.opts.Statuses = append(lq.opts.Statuses, api.StatusPaused)
 	if raw := q.Get("state"); raw != "" {
-		running := false
+		var want []api.SandboxStatus
 		for _, st := range strings.Split(raw, ",") {
 			switch st {
 			case "running":
-				running = true
+				want = append(want, api.StatusPending, api.StatusRunning)
 			case "paused":
+				want = append(want, api.StatusPaused)
 			default:
 				return lq, errdefs.Invalid("state %q: want running or paused", st)
 			}
 		}
-		lq.none = !running
+		lq.opts.Statuses = want
 	}
 	if raw := q.Get("limit"); raw != "" {
 		n, err := strconv.Atoi(raw)
@@ -560,7 +615,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, v2 bool) {
 	items := []listedView{}
 	opts := lq.opts
 	opts.Limit = &lq.limit
-	for !lq.none {
+	for {
 		page, err := h.cfg.Sandboxes.List(r.Context(), opts)
 		if err != nil {
 			writeError(w, err)

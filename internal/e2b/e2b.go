@@ -90,12 +90,16 @@ const maxBody = 1 << 20
 
 // Sandboxes is what the surface needs of the sandbox service.
 type Sandboxes interface {
-	Create(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error)
+	CreateAndWait(ctx context.Context, req api.CreateSandboxRequest, wait time.Duration) (*api.Sandbox, error)
 	Get(ctx context.Context, id string) (*api.Sandbox, error)
 	List(ctx context.Context, opts service.ListOptions) (*api.SandboxList, error)
 	Delete(ctx context.Context, id string) error
 	Renew(ctx context.Context, id string, at time.Time) (*api.Sandbox, error)
 	Authorize(ctx context.Context, id, token string) error
+	// Pause freezes sandbox id's processes in memory; Resume lets them go
+	// on.
+	Pause(ctx context.Context, id string) (*api.Sandbox, error)
+	Resume(ctx context.Context, id string) (*api.Sandbox, error)
 }
 
 var _ Sandboxes = (*service.Sandboxes)(nil)
@@ -222,12 +226,6 @@ type errorBody struct {
 	Message string `json:"message"`
 }
 
-// notImplemented is an operation agent2env does not offer: 501.
-type notImplemented string
-
-func (e notImplemented) Error() string        { return string(e) }
-func (e notImplemented) Is(target error) bool { return target == errdefs.ErrNotImplemented }
-
 // writeError answers err as {code, message} with errdefs' status.
 func writeError(w http.ResponseWriter, err error) {
 	status, _ := errdefs.HTTPStatus(err)
@@ -351,7 +349,7 @@ func (h *Handler) serveSandbox(w http.ResponseWriter, r *http.Request) {
 // gateway's own path for it.
 func (h *Handler) servePort(w http.ResponseWriter, r *http.Request, id string, port int, token string) {
 	if h.cfg.Ports == nil {
-		writeError(w, notImplemented("ports other than 49983 and 49999 are not served here"))
+		writeError(w, errdefs.NotImplemented("ports other than 49983 and 49999 are not served here"))
 		return
 	}
 	r2 := r.Clone(r.Context())

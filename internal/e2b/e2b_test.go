@@ -32,8 +32,8 @@ const (
 )
 
 // fakeSandboxes is the sandbox service in memory; its list pages hold at
-// most two sandboxes. A new sandbox is pending, and running from its
-// first Get, unless failWith gives the reason it fails with.
+// most two sandboxes. A new sandbox runs at once, unless failWith gives
+// the reason its image could not be had, or slow keeps it pending.
 type fakeSandboxes struct {
 	mu       sync.Mutex
 	byID     map[string]*api.Sandbox
@@ -42,6 +42,7 @@ type fakeSandboxes struct {
 	deleted  []string
 	renewed  map[string]time.Time
 	failWith string
+	slow     bool
 	n        int
 }
 
@@ -59,15 +60,22 @@ func running(id string, md map[string]string) api.Sandbox {
 		CreatedAt: now, ExpiresAt: now.Add(5 * time.Minute), AccessToken: token, Metadata: md}
 }
 
-func (f *fakeSandboxes) Create(_ context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
+func (f *fakeSandboxes) CreateAndWait(_ context.Context, req api.CreateSandboxRequest, _ time.Duration) (*api.Sandbox, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.created = append(f.created, req)
-	if req.Template == "no-such-template" {
+	switch {
+	case req.Template == "no-such-template":
 		return nil, errdefs.NotFound("template %q not found", req.Template)
+	case f.failWith != "":
+		return nil, fmt.Errorf("%w: %w", service.ErrImageUnavailable, errdefs.Invalid("%s", f.failWith))
 	}
 	f.n++
-	sb := api.Sandbox{ID: fmt.Sprintf("new%d", f.n), Image: req.Image, Template: req.Template, Status: api.StatusPending,
+	status := api.StatusRunning
+	if f.slow {
+		status = api.StatusPending
+	}
+	sb := api.Sandbox{ID: fmt.Sprintf("new%d", f.n), Image: req.Image, Template: req.Template, Status: status,
 		CreatedAt: now, ExpiresAt: api.Never, AccessToken: token, Metadata: maps.Clone(req.Metadata)}
 	f.byID[sb.ID] = &sb
 	f.order = append(f.order, sb.ID)
@@ -81,12 +89,6 @@ func (f *fakeSandboxes) Get(_ context.Context, id string) (*api.Sandbox, error) 
 	sb, ok := f.byID[id]
 	if !ok {
 		return nil, errdefs.WithCode(errdefs.NotFound("sandbox %s not found", id), api.CodeSandboxNotFound)
-	}
-	if sb.Status == api.StatusPending {
-		sb.Status = api.StatusRunning
-		if f.failWith != "" {
-			sb.Status, sb.Reason = api.StatusFailed, f.failWith
-		}
 	}
 	out := *sb
 	return &out, nil
@@ -153,6 +155,31 @@ func (f *fakeSandboxes) Renew(_ context.Context, id string, at time.Time) (*api.
 	}
 	f.renewed[id] = at
 	sb.ExpiresAt = at
+	out := *sb
+	return &out, nil
+}
+
+// Pause and Resume move a sandbox between running and paused; from any
+// other status they are 409.
+func (f *fakeSandboxes) Pause(_ context.Context, id string) (*api.Sandbox, error) {
+	return f.move(id, api.StatusRunning, api.StatusPaused)
+}
+
+func (f *fakeSandboxes) Resume(_ context.Context, id string) (*api.Sandbox, error) {
+	return f.move(id, api.StatusPaused, api.StatusRunning)
+}
+
+func (f *fakeSandboxes) move(id string, from, to api.SandboxStatus) (*api.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, ok := f.byID[id]
+	switch {
+	case !ok:
+		return nil, errdefs.NotFound("sandbox %s not found", id)
+	case sb.Status != from:
+		return nil, errdefs.Precondition("sandbox %s is %s", id, sb.Status)
+	}
+	sb.Status = to
 	out := *sb
 	return &out, nil
 }
@@ -515,13 +542,15 @@ func TestCreateV1AndFailure(t *testing.T) {
 	if code, _, body := e.api(t, "POST", "/sandboxes", `{"templateID":"base"}`); code != 201 || !strings.Contains(body, `"templateID":"base"`) {
 		t.Errorf("v1 create: %d %s", code, body)
 	}
-	e.sb.failWith = "prepare image agent2env/nope: not found"
-	code, _, body := e.api(t, "POST", "/v2/sandboxes", `{"templateID":"agent2env/nope"}`)
-	if code != 400 || !strings.Contains(body, "prepare image") {
-		t.Errorf("failed image: %d %s, want 400", code, body)
+	e.sb.slow = true
+	code, _, body := e.api(t, "POST", "/v2/sandboxes", `{"templateID":"base"}`)
+	if code != 503 || len(e.sb.deleted) != 1 || e.sb.deleted[0] != "new2" {
+		t.Errorf("slow create: %d %s, deleted %v; want 503 and the pending sandbox deleted", code, body, e.sb.deleted)
 	}
-	if len(e.sb.deleted) != 1 || e.sb.deleted[0] != "new2" {
-		t.Errorf("deleted %v, want the failed sandbox", e.sb.deleted)
+	e.sb.slow, e.sb.failWith = false, "prepare image agent2env/nope: not found"
+	code, _, body = e.api(t, "POST", "/v2/sandboxes", `{"templateID":"agent2env/nope"}`)
+	if code != 400 || !strings.Contains(body, "templateID: ") || !strings.Contains(body, "prepare image agent2env/nope") {
+		t.Errorf("failed image: %d %s, want 400 naming templateID", code, body)
 	}
 }
 
@@ -610,14 +639,70 @@ func TestSandboxOps(t *testing.T) {
 	if code, _, _ := e.api(t, "POST", "/v2/sandboxes/sbdone/connect", `{"timeout":60}`); code != 404 {
 		t.Errorf("connect to an ended sandbox: %d, want 404", code)
 	}
-	for _, op := range []string{"pause", "resume", "metrics"} {
-		method := "POST"
-		if op == "metrics" {
-			method = "GET"
-		}
+	for op, method := range map[string]string{"resume": "POST", "metrics": "GET"} {
 		if code, _, body := e.api(t, method, "/sandboxes/sba/"+op, ""); code != 501 || !strings.Contains(body, `"code":501`) {
 			t.Errorf("%s: %d %s, want 501", op, code, body)
 		}
+	}
+
+	// Pause (204; 409 is the SDK's "already paused"), state paused in get
+	// and list, resume by connect (201, then 200).
+	for _, tc := range []struct{ target, body string }{
+		{"/sandboxes/sba/pause", `{"memory":false}`},
+		{"/sandboxes/sba/pause", `{"requireHealthyGuest":true}`},
+		{"/sandboxes/sba/pause", `{"snapshot":true}`},
+	} {
+		if code, _, body := e.api(t, "POST", tc.target, tc.body); code != 400 || !strings.Contains(body, `"code":400`) {
+			t.Errorf("pause with %s: %d %s, want 400", tc.body, code, body)
+		}
+	}
+	for _, tc := range []struct {
+		target, body string
+		want         int
+	}{
+		{"/sandboxes/sba/pause", `{"memory":true,"requireHealthyGuest":false}`, 204},
+		{"/sandboxes/sba/pause", "", 409},
+		{"/sandboxes/nosuch/pause", "", 404},
+		{"/sandboxes/sbc/pause", "", 204},
+	} {
+		if code, _, body := e.api(t, "POST", tc.target, tc.body); code != tc.want {
+			t.Errorf("pause %s %s: %d %s, want %d", tc.target, tc.body, code, body, tc.want)
+		}
+	}
+	if code, _, body := e.api(t, "GET", "/sandboxes/sba", ""); code != 200 || !strings.Contains(body, `"state":"paused"`) {
+		t.Errorf("get of a paused sandbox: %d %s", code, body)
+	}
+	for q, want := range map[string]string{
+		"/v2/sandboxes?state=paused&metadata=suite%3Dx":  "[sba sbc]",
+		"/v2/sandboxes?state=running&metadata=suite%3Dx": "[sbd]",
+		// The fake's pages hold two.
+		"/v2/sandboxes?state=running,paused&metadata=suite%3Dx": "[sba sbc]",
+		"/v2/sandboxes?metadata=suite%3Dx":                      "[sba sbc]",
+		"/sandboxes?metadata=suite%3Dx":                         "[sbd]",
+	} {
+		code, _, body := e.api(t, "GET", q, "")
+		var items []listedView
+		if err := json.Unmarshal([]byte(body), &items); code != 200 || err != nil {
+			t.Fatalf("%s: %d %s", q, code, body)
+		}
+		var ids []string
+		for _, it := range items {
+			ids = append(ids, it.SandboxID)
+		}
+		if fmt.Sprint(ids) != want {
+			t.Errorf("%s listed %v, want %s", q, ids, want)
+		}
+	}
+	if code, _, body := e.api(t, "POST", "/sandboxes/sba/connect", `{"timeout":60,"memory":false}`); code != 400 || !strings.Contains(body, "memory") {
+		t.Errorf("connect asking for a cold boot: %d %s, want 400", code, body)
+	}
+	for _, want := range []int{201, 200} {
+		if code, _, body := e.api(t, "POST", "/sandboxes/sba/connect", `{"timeout":60}`); code != want || !strings.Contains(body, `"sandboxID":"sba"`) {
+			t.Errorf("connect: %d %s, want %d", code, body, want)
+		}
+	}
+	if sb, _ := e.sb.Get(t.Context(), "sba"); sb.Status != api.StatusRunning {
+		t.Errorf("sba is %s after connect, want running", sb.Status)
 	}
 	if code, _, _ := e.api(t, "PUT", "/sandboxes/sba", ""); code != 405 {
 		t.Errorf("PUT: %d, want 405", code)

@@ -40,7 +40,7 @@ func (h *Handler) serveEnvd(w http.ResponseWriter, r *http.Request, id string) {
 		writeJSON(w, http.StatusNotImplemented, connectError{Code: "unimplemented",
 			Message: strings.TrimPrefix(p, "/") + " is not supported by agent2env yet"})
 	case p == "/files" && h.cfg.Files == nil:
-		writeError(w, notImplemented("file transfers are not served by this daemon"))
+		writeError(w, errdefs.NotImplemented("file transfers are not served by this daemon"))
 	case p == "/files" && r.Method == http.MethodGet:
 		h.download(w, r, id)
 	case p == "/files" && r.Method == http.MethodPost:

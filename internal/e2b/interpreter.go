@@ -57,7 +57,7 @@ func (h *Handler) serveInterpreter(w http.ResponseWriter, r *http.Request, id st
 		writeJSON(w, http.StatusOK, "OK")
 		return
 	case h.cfg.Contexts == nil:
-		writeText(w, notImplemented("the code interpreter is not served by this daemon"))
+		writeText(w, errdefs.NotImplemented("the code interpreter is not served by this daemon"))
 		return
 	}
 	switch {

@@ -110,6 +110,25 @@ func TestE2BSDK(t *testing.T) {
 		}
 		noSandboxes(t)
 	})
+	t.Run("pause and resume", func(t *testing.T) {
+		res := python(t, "pause")
+		want := map[string]string{
+			"paused": "true", "paused_again": "false", "state": "paused",
+			"listed_paused": "[true]", "listed_running": "0",
+			// The files of a paused sandbox are out of reach until it resumes.
+			"read_while_paused": "SandboxNotRunningException",
+			"resumed_state":     "running", "x_plus_1": "42", "file": "kept", "killed": "true",
+		}
+		for k, v := range want {
+			if got := fmt.Sprint(res[k]); got != v {
+				t.Errorf("%s = %s, want %s (all: %v)", k, got, v, res)
+			}
+		}
+		if s, _ := res["read_while_paused_seconds"].(float64); s > 3 {
+			t.Errorf("a read from a paused sandbox took %.1f s to fail", s)
+		}
+		noSandboxes(t)
+	})
 	t.Run("readme", func(t *testing.T) {
 		readme, err := os.ReadFile("../../README.md")
 		if err != nil {

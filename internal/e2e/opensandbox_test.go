@@ -113,6 +113,21 @@ func TestOpenSandboxSDK(t *testing.T) {
 		expect(t, res, want)
 		noSandboxes(t)
 	})
+	t.Run("pause and resume", func(t *testing.T) {
+		res := python(t, "pause", image)
+		want := map[string]string{
+			"state": "Paused", "listed_paused": "[true]", "run_while_paused": "SandboxApiException",
+			"resumed_state": "Running", "file": "kept",
+			"counter_running": "true", "counting_on": "true", "count_kept": "True",
+		}
+		expect(t, res, want)
+		// The loop turns every 50 ms, and made no turn for the second the
+		// sandbox was paused.
+		if gap, _ := res["gap"].(float64); gap < 0.9 {
+			t.Errorf("longest gap of the counting loop %.2f s, want about the 1 s it was paused", gap)
+		}
+		noSandboxes(t)
+	})
 	t.Run("background commands", func(t *testing.T) {
 		res := python(t, "background", image)
 		want := map[string]string{

@@ -47,6 +47,12 @@ func Precondition(format string, args ...any) error {
 // Unavailable wraps msg as an ErrUnavailable.
 func Unavailable(format string, args ...any) error { return wrap(ErrUnavailable, format, args...) }
 
+// NotImplemented wraps msg as an ErrNotImplemented: an operation the
+// daemon does not offer.
+func NotImplemented(format string, args ...any) error {
+	return wrap(ErrNotImplemented, format, args...)
+}
+
 // Forbidden wraps msg as an ErrPermissionDenied.
 func Forbidden(format string, args ...any) error { return wrap(ErrPermissionDenied, format, args...) }
 

@@ -102,6 +102,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/sandboxes/{id}/stop", s.control("stop", s.sandboxes.Stop))
 	mux.HandleFunc("POST /api/v1/sandboxes/{id}/start", s.control("start", s.sandboxes.Start))
 	mux.HandleFunc("POST /api/v1/sandboxes/{id}/restart", s.control("restart", s.sandboxes.Restart))
+	mux.HandleFunc("POST /api/v1/sandboxes/{id}/pause", s.sandboxOp(s.sandboxes.Pause))
+	mux.HandleFunc("POST /api/v1/sandboxes/{id}/resume", s.sandboxOp(s.sandboxes.Resume))
 
 	mux.HandleFunc("GET /api/v1/images", s.listImages)
 	mux.HandleFunc("POST /api/v1/images/pull", s.imageOp(s.images.Pull))

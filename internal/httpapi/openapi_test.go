@@ -41,6 +41,7 @@ import (
 	"github.com/agent2env/agent2env/internal/prepull/prepulltest"
 	"github.com/agent2env/agent2env/internal/run"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
+	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/session"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
@@ -766,6 +767,7 @@ type oaEnv struct {
 	key     string
 	pulls   *prepulltest.Images
 	llm     *llmEnv
+	rt      *fakeruntime.Runtime
 	covered map[string]int // operationId: exchanges
 }
 
@@ -827,7 +829,7 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 		llmE.arc.Close()
 		st.Close()
 	})
-	return &oaEnv{doc: doc, srv: srv, h: h, mux: capture.mux, key: key, pulls: pulls, llm: llmE, covered: map[string]int{}}
+	return &oaEnv{doc: doc, srv: srv, h: h, mux: capture.mux, key: key, pulls: pulls, llm: llmE, rt: rt, covered: map[string]int{}}
 }
 
 // exchange is one request of a scripted session and what must come of it.
@@ -1319,9 +1321,25 @@ items:
 		exchange{method: "POST", target: "/api/v1/sandboxes/nosuchsandbox/stop", status: notFound},
 		exchange{method: "POST", target: "/api/v1/sandboxes/nosuchsandbox/start", status: notFound},
 		exchange{method: "POST", target: "/api/v1/sandboxes/nosuchsandbox/restart", status: notFound},
+		exchange{method: "POST", target: "/api/v1/sandboxes/nosuchsandbox/pause", status: notFound},
+		exchange{method: "POST", target: "/api/v1/sandboxes/nosuchsandbox/resume", status: notFound},
 		exchange{method: "DELETE", target: "/api/v1/sandboxes/" + other, status: noContent},
 		exchange{method: "DELETE", target: "/api/v1/sandboxes/" + other, status: notFound},
 	)
+
+	// Pause and resume; a runtime that cannot is 501.
+	waitRunning()
+	run(
+		exchange{method: "POST", target: sbPath + "/resume", status: conflict},
+		exchange{method: "POST", target: sbPath + "/pause", status: ok},
+		exchange{method: "POST", target: sbPath + "/pause", status: conflict},
+		post(sbPath+"/exec", `{"command":["true"]}`, conflict),
+		exchange{method: "POST", target: sbPath + "/resume", status: ok},
+	)
+	caps := e.rt.Capabilities()
+	e.rt.SetCapabilities(sandbox.Capabilities{LocalFiles: true})
+	run(exchange{method: "POST", target: sbPath + "/pause", status: http.StatusNotImplemented})
+	e.rt.SetCapabilities(caps)
 
 	// Sessions: one sandbox is free for one.
 	run(

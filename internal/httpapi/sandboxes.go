@@ -88,6 +88,19 @@ func (s *Server) control(op string, fn func(context.Context, string) (*api.Sandb
 	}
 }
 
+// sandboxOp answers a request on one sandbox that has no body (pause,
+// resume) with the sandbox as it then is.
+func (s *Server) sandboxOp(fn func(context.Context, string) (*api.Sandbox, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		sb, err := fn(r.Context(), r.PathValue("id"))
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, sb)
+	}
+}
+
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	var req api.ExecRequest
 	if err := decode(w, r, &req); err != nil {

@@ -51,7 +51,7 @@ const (
 
 // Usage reports what new sandboxes are admitted against: every sandbox
 // record (what --max-sandboxes bounds) and the cpu and memory limits of
-// the pending and running ones, warm pools' included, against the host's
+// the pending, running and paused ones, warm pools' included, against the host's
 // capacity times the overcommit ratios. Its session counts are left zero.
 func (m *Manager) Usage(ctx context.Context) (api.Usage, error) {
 	sbs, _, err := m.store.ListSandboxPage(ctx, store.SandboxFilter{}, store.Page{})
@@ -75,10 +75,15 @@ func (m *Manager) Usage(ctx context.Context) (api.Usage, error) {
 }
 
 // committing reports whether sb's limits count against the capacity: it
-// is pending or running (a warm pool's too: taking one from the pool
-// commits nothing new, so a claim is never refused).
+// is pending, running or paused (which holds its memory: resuming it
+// commits nothing new, so a resume is never refused), a warm pool's too
+// (taking one from the pool commits nothing new either).
 func committing(sb *store.Sandbox) bool {
-	return sb.Status == string(api.StatusPending) || sb.Status == string(api.StatusRunning)
+	switch api.SandboxStatus(sb.Status) {
+	case api.StatusPending, api.StatusRunning, api.StatusPaused:
+		return true
+	}
+	return false
 }
 
 // admit is the one admission check of every sandbox the manager makes

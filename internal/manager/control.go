@@ -21,8 +21,9 @@ func notNow(op string, sb *store.Sandbox) error {
 	return errdefs.WithCode(errdefs.Precondition("cannot %s sandbox %s: it is %s", op, sb.ID, sb.Status), api.CodeConflict)
 }
 
-// Stop ends every process of a running sandbox and keeps its files; the
-// sandbox is then succeeded ("stopped by request") until started again.
+// Stop ends every process of a running (or paused) sandbox and keeps its
+// files; the sandbox is then succeeded ("stopped by request") until
+// started again.
 func (m *Manager) Stop(ctx context.Context, id string) (*store.Sandbox, error) {
 	unlock := m.lock(id)
 	defer unlock()
@@ -31,7 +32,7 @@ func (m *Manager) Stop(ctx context.Context, id string) (*store.Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sb.Status != string(api.StatusRunning) {
+	if !alive(sb) {
 		return nil, notNow("stop", sb)
 	}
 	if err := m.rt.Stop(ctx, id, stopTimeout); err != nil {
@@ -124,7 +125,7 @@ func (m *Manager) Restart(ctx context.Context, id string) (*store.Sandbox, error
 		return nil, err
 	}
 	switch sb.Status {
-	case string(api.StatusRunning):
+	case string(api.StatusRunning), string(api.StatusPaused):
 		if _, err := m.Stop(ctx, id); err != nil {
 			return nil, err
 		}

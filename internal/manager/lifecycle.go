@@ -42,9 +42,11 @@ func (m *Manager) remove(ctx context.Context, id string) error {
 }
 
 // Recover reconciles the runtime with the records after a (re)start: live
-// sandboxes with a running record are re-adopted; runtime state nothing
-// refers to is deleted; records whose sandbox is gone are marked failed;
-// deletions and creations a crash interrupted are finished or failed.
+// sandboxes with a running or paused record are re-adopted as they are
+// (paused ones stay paused; a pause or resume the daemon died in is
+// settled as the record says); runtime state nothing refers to is deleted;
+// records whose sandbox is gone are marked failed; deletions and creations
+// a crash interrupted are finished or failed.
 func (m *Manager) Recover(ctx context.Context) error {
 	live, err := m.rt.Recover(ctx)
 	if err != nil {
@@ -68,9 +70,20 @@ func (m *Manager) Recover(ctx context.Context) error {
 			// Warm pools are refilled afresh rather than re-adopted.
 			err = m.remove(ctx, sb.ID)
 			cleaned++
-		case sb.Status == string(api.StatusRunning) && state == sandbox.StateRunning:
+		case sb.Status == string(api.StatusRunning) && state == sandbox.StateRunning,
+			sb.Status == string(api.StatusPaused) && state == sandbox.StatePaused:
 			adopted++
 			continue
+		case sb.Status == string(api.StatusRunning) && state == sandbox.StatePaused:
+			// Frozen by a Pause the daemon died in before its record.
+			if p, ok := m.rt.(sandbox.Pauser); ok {
+				err = p.Resume(ctx, sb.ID)
+			}
+			adopted++
+		case sb.Status == string(api.StatusPaused) && state == sandbox.StateRunning:
+			// Thawed by a Resume the daemon died in before its record.
+			_, err = m.setStatus(ctx, sb.ID, api.StatusRunning, "resumed while the daemon was down")
+			adopted++
 		case sb.Status == string(api.StatusPending):
 			if exists {
 				err = m.rt.Delete(ctx, sb.ID)
@@ -78,7 +91,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 			_, ferr := m.fail(ctx, sb.ID, "daemon restarted while the sandbox was being created")
 			err = errors.Join(err, ferr)
 			failed++
-		case sb.Status == string(api.StatusRunning):
+		case sb.Status == string(api.StatusRunning) || sb.Status == string(api.StatusPaused):
 			if exists {
 				err = m.rt.Delete(ctx, sb.ID)
 			}
@@ -87,7 +100,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 			failed++
 		case sb.Status == string(api.StatusSucceeded) && exists:
 			// Stopped sandboxes keep their files to be started again.
-			if state == sandbox.StateRunning {
+			if state == sandbox.StateRunning || state == sandbox.StatePaused {
 				err = m.rt.Stop(ctx, sb.ID, stopTimeout)
 			}
 			adopted++
@@ -172,13 +185,16 @@ func (m *Manager) sweep(ctx context.Context) {
 			m.expire(ctx, sb.ID)
 			continue
 		}
-		if sb.Status != string(api.StatusRunning) {
+		if !alive(sb) {
 			continue
 		}
-		if states[sb.ID] == sandbox.StateRunning {
-			if sb.Template != "" {
+		switch states[sb.ID] {
+		case sandbox.StateRunning:
+			if sb.Template != "" && sb.Status == string(api.StatusRunning) {
 				m.checkMain(ctx, sb.ID)
 			}
+			continue
+		case sandbox.StatePaused:
 			continue
 		}
 		_, _ = m.CheckDead(ctx, sb.ID)
@@ -220,15 +236,21 @@ func (m *Manager) expire(ctx context.Context, id string) {
 	}
 }
 
-// CheckDead looks at running sandbox id's runtime side now, as the sweep
-// does every second, and fails the sandbox if it has died (see markDead);
-// it returns the record as it then is. A sandbox that is not running, or
-// whose runtime side cannot be asked, is returned as it is.
+// alive reports whether sb's record says its processes exist: it is
+// running or paused.
+func alive(sb *store.Sandbox) bool {
+	return sb.Status == string(api.StatusRunning) || sb.Status == string(api.StatusPaused)
+}
+
+// CheckDead looks at running (or paused) sandbox id's runtime side now, as
+// the sweep does every second, and fails the sandbox if it has died (see
+// markDead); it returns the record as it then is. A sandbox that is
+// neither, or whose runtime side cannot be asked, is returned as it is.
 func (m *Manager) CheckDead(ctx context.Context, id string) (*store.Sandbox, error) {
 	unlock := m.lock(id)
 	defer unlock()
 	sb, err := m.Get(ctx, id)
-	if err != nil || sb.Status != string(api.StatusRunning) {
+	if err != nil || !alive(sb) {
 		return sb, err
 	}
 	if dead := m.markDead(ctx, sb); dead != nil {
@@ -237,9 +259,9 @@ func (m *Manager) CheckDead(ctx context.Context, id string) (*store.Sandbox, err
 	return sb, nil
 }
 
-// markDead fails running sandbox sb, whose runtime side the sweep's List
-// reported gone or not running, and releases what the runtime still
-// holds for it: all of it, or, for an owner that collects from its dead
+// markDead fails running or paused sandbox sb, whose runtime side the
+// sweep's List reported gone or stopped, and releases what the runtime
+// still holds for it: all of it, or, for an owner that collects from its dead
 // sandboxes (Config.KeepDeadFiles), all but its files. The sandbox may
 // have been stopped and started again since the List, so the caller
 // holds its lock and read its record after taking it, and its runtime
@@ -250,7 +272,7 @@ func (m *Manager) markDead(ctx context.Context, sb *store.Sandbox) *store.Sandbo
 	st, err := m.rt.Status(ctx, id)
 	reason := "sandbox exited"
 	switch {
-	case err == nil && st.State == sandbox.StateRunning:
+	case err == nil && (st.State == sandbox.StateRunning || st.State == sandbox.StatePaused):
 		return nil
 	case err == nil && st.Reason != "":
 		reason += ": " + st.Reason // evicted, OOM-killed, node lost

@@ -134,6 +134,19 @@ func TestRecover(t *testing.T) {
 	}{
 		{name: "running adopted", record: api.StatusRunning, runtime: sandbox.StateRunning,
 			wantRecord: api.StatusRunning, wantReason: "agent ready", wantRuntime: sandbox.StateRunning},
+		{name: "paused adopted", record: api.StatusPaused, runtime: sandbox.StatePaused,
+			wantRecord: api.StatusPaused, wantReason: "paused by request", wantRuntime: sandbox.StatePaused},
+		{name: "paused by a pause not recorded", record: api.StatusRunning, runtime: sandbox.StatePaused,
+			wantRecord: api.StatusRunning, wantReason: "agent ready", wantRuntime: sandbox.StateRunning},
+		{name: "resumed by a resume not recorded", record: api.StatusPaused, runtime: sandbox.StateRunning,
+			wantRecord: api.StatusRunning, wantReason: "resumed while the daemon was down", wantRuntime: sandbox.StateRunning},
+		{name: "paused gone", record: api.StatusPaused,
+			wantRecord: api.StatusFailed, wantReason: "sandbox stopped while the daemon was down"},
+		{name: "paused stopped", record: api.StatusPaused, runtime: sandbox.StateStopped,
+			wantRecord: api.StatusFailed, wantReason: "sandbox stopped while the daemon was down"},
+		{name: "stopped but paused", record: api.StatusSucceeded, runtime: sandbox.StatePaused,
+			wantRecord: api.StatusSucceeded, wantReason: "stopped by request", wantRuntime: sandbox.StateStopped},
+		{name: "orphan paused", runtime: sandbox.StatePaused},
 		{name: "running gone", record: api.StatusRunning,
 			wantRecord: api.StatusFailed, wantReason: "sandbox stopped while the daemon was down"},
 		{name: "running stopped", record: api.StatusRunning, runtime: sandbox.StateStopped,
@@ -162,6 +175,7 @@ func TestRecover(t *testing.T) {
 			if tt.record != "" {
 				reason := map[api.SandboxStatus]string{
 					api.StatusRunning: "agent ready", api.StatusFailed: "earlier reason", api.StatusTerminating: "deleted by request",
+					api.StatusPaused: "paused by request", api.StatusSucceeded: "stopped by request",
 				}[tt.record]
 				err := e.st.CreateSandbox(ctx, &store.Sandbox{ID: id, Image: "alpine", CPU: "1", Memory: "1Gi",
 					Status: string(tt.record), Reason: reason, Runtime: fakeruntime.Name, CreatedAt: epoch, UpdatedAt: epoch})
@@ -260,6 +274,7 @@ func TestSweep(t *testing.T) {
 		name    string
 		ttl     int
 		advance time.Duration
+		pause   bool // the sandbox is paused first
 		kill    bool // the sandbox dies
 		lose    bool // its runtime state disappears
 		// want is the record's status afterwards ("" for gone) and reason.
@@ -275,12 +290,23 @@ func TestSweep(t *testing.T) {
 		{name: "died", ttl: 60, kill: true, want: api.StatusFailed, wantReason: "sandbox exited: " + fakeruntime.KilledReason},
 		{name: "lost", ttl: 0, lose: true, want: api.StatusFailed, wantReason: "sandbox lost: status of sandbox"},
 		{name: "died and expired", ttl: 60, advance: time.Hour, kill: true},
+		// Paused time counts: a paused sandbox expires on time.
+		{name: "paused expired", ttl: 60, advance: 61 * time.Second, pause: true},
+		{name: "paused kept", ttl: 60, advance: 59 * time.Second, pause: true,
+			want: api.StatusPaused, wantReason: "paused by request", wantState: sandbox.StatePaused},
+		{name: "paused died", ttl: 60, pause: true, kill: true, want: api.StatusFailed, wantReason: "sandbox exited: " + fakeruntime.KilledReason},
+		{name: "paused lost", ttl: 0, pause: true, lose: true, want: api.StatusFailed, wantReason: "sandbox lost: status of sandbox"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, Config{})
 			ctx := context.Background()
 			id := e.create(t, CreateRequest{TTL: ptr(tt.ttl)}).ID
+			if tt.pause {
+				if _, err := e.m.Pause(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if tt.kill {
 				if err := e.rt.Kill(id); err != nil {
 					t.Fatal(err)

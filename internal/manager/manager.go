@@ -6,18 +6,19 @@
 // A sandbox is created from an image or a template version (Resolve of
 // package template): its files put in place, its startup script run, its
 // main process started and its readiness probe passed before it is
-// running. Then exec, files and logs, stop, start, restart and delete. A
-// request the runtime cannot honour (its Capabilities: persistence,
-// storage and runtime classes, files kept across a stop) is refused
-// before anything is made, naming the field.
+// running. Then exec, files and logs, stop, start, restart, pause and
+// resume (pause.go: its processes frozen in memory, its TTL running on)
+// and delete. A request the runtime cannot honour (its Capabilities:
+// persistence, storage and runtime classes, files kept across a stop,
+// pause) is refused before anything is made, naming the field.
 //
 // Every create and every start of a stopped sandbox, whoever asks (the
 // API, contexts, sessions, warm pools' refills), passes one admission
 // check (capacity.go): past Config.MaxSandboxes it is 429
 // RESOURCE_LIMIT; past the host's cpu or memory times the overcommit
-// factors, counting the limits of pending and running sandboxes, warm
-// pools' included, 507 INSUFFICIENT_CAPACITY; both bodies carry the usage
-// and a suggestion. A sandbox made on behalf of another (auth.OwnerOf: a
+// factors, counting the limits of pending, running and paused sandboxes,
+// warm pools' included, 507 INSUFFICIENT_CAPACITY; both bodies carry the
+// usage and a suggestion. A sandbox made on behalf of another (auth.OwnerOf: a
 // session or context its code made through the daemon's MCP server) is
 // owned by it: admitted against the owner's size (Config.Owned), never
 // taken from a warm pool, and deleted with its owner or, once the owner is
@@ -78,7 +79,7 @@ type Config struct {
 	// Host is the machine's cpu and memory (zero: this machine's). Times
 	// CPUOvercommit and MemoryOvercommit (defaults 16 and 2: idle
 	// sandboxes use little of either) it is the capacity that the limits
-	// of pending and running sandboxes may add up to; past it a create,
+	// of pending, running and paused sandboxes may add up to; past it a create,
 	// or a start, is 507 INSUFFICIENT_CAPACITY.
 	Host                            Host
 	CPUOvercommit, MemoryOvercommit float64
@@ -279,7 +280,9 @@ func (m *Manager) running(ctx context.Context, id string) (*store.Sandbox, error
 	}
 	if sb.Status != string(api.StatusRunning) {
 		msg := fmt.Sprintf("sandbox %s is %s, not running", id, sb.Status)
-		if sb.Reason != "" {
+		if sb.Status == string(api.StatusPaused) {
+			msg += ": resume it first (POST /api/v1/sandboxes/" + id + "/resume)"
+		} else if sb.Reason != "" {
 			msg += ": " + sb.Reason
 		}
 		return nil, errdefs.WithCode(errdefs.Precondition("%s", msg), api.CodeSandboxNotReady)

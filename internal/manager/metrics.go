@@ -25,7 +25,7 @@ var (
 	pooledDesc    = prometheus.NewDesc("agent2env_sandboxes_pooled", "Sandboxes waiting in warm pools.", nil, nil)
 	// gaugeStatuses are reported even when no sandbox has them, so that
 	// a gauge that drops to zero reads 0 rather than vanishing.
-	gaugeStatuses = []api.SandboxStatus{api.StatusPending, api.StatusRunning, api.StatusSucceeded, api.StatusFailed, api.StatusTerminating}
+	gaugeStatuses = []api.SandboxStatus{api.StatusPending, api.StatusRunning, api.StatusPaused, api.StatusSucceeded, api.StatusFailed, api.StatusTerminating}
 )
 
 // collectTimeout bounds the store count behind a scrape.

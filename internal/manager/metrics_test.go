@@ -40,7 +40,7 @@ func gauges(t *testing.T, mt *metrics.Metrics) map[string]float64 {
 // are in the store.
 func checkGauges(t *testing.T, e *env, mt *metrics.Metrics, step string) {
 	t.Helper()
-	want := map[string]float64{"pending": 0, "running": 0, "succeeded": 0, "failed": 0, "terminating": 0, "pooled": 0}
+	want := map[string]float64{"pending": 0, "running": 0, "paused": 0, "succeeded": 0, "failed": 0, "terminating": 0, "pooled": 0}
 	all, err := e.st.ListSandboxes(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +99,11 @@ func TestSandboxGauges(t *testing.T) {
 			}
 			checkGauges(t, e, mt, "pooled")
 			if _, err := e.m.Claim(ctx, sb.ID, ""); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"pause", func(t *testing.T) {
+			if _, err := e.m.Pause(ctx, kept); err != nil {
 				t.Fatal(err)
 			}
 		}},

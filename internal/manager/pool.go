@@ -50,22 +50,39 @@ func (m *Manager) CreatePooled(ctx context.Context, req CreateRequest, pool stri
 }
 
 // WaitRunning waits until sb, as Create returned it, leaves pending: it
-// returns the running record, or an error saying why it is not running.
+// returns the sandbox running, or ErrFailedPrecondition (SANDBOX_NOT_READY)
+// if it failed or ended instead.
 func (m *Manager) WaitRunning(ctx context.Context, sb *store.Sandbox) (*store.Sandbox, error) {
-	for delay := 5 * time.Millisecond; sb.Status == string(api.StatusPending); delay = min(2*delay, 250*time.Millisecond) {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("wait for sandbox %s: %w", sb.ID, ctx.Err())
-		case <-time.After(delay):
-		}
-		next, err := m.Get(ctx, sb.ID)
-		if err != nil {
-			return nil, err
-		}
-		sb = next
+	sb, err := m.Settle(ctx, sb)
+	if err != nil {
+		return nil, err
+	}
+	if sb.Status == string(api.StatusPending) {
+		return nil, fmt.Errorf("wait for sandbox %s: %w", sb.ID, ctx.Err())
 	}
 	if sb.Status != string(api.StatusRunning) {
 		return nil, errdefs.WithCode(errdefs.Precondition("sandbox %s is %s: %s", sb.ID, sb.Status, sb.Reason), api.CodeSandboxNotReady)
+	}
+	return sb, nil
+}
+
+// Settle waits until sb, as Create returned it, leaves pending, or ctx
+// ends, and returns it as it then is.
+func (m *Manager) Settle(ctx context.Context, sb *store.Sandbox) (*store.Sandbox, error) {
+	for delay := 5 * time.Millisecond; sb.Status == string(api.StatusPending); delay = min(2*delay, 250*time.Millisecond) {
+		select {
+		case <-ctx.Done():
+			return sb, nil
+		case <-time.After(delay):
+		}
+		next, err := m.Get(ctx, sb.ID)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return sb, nil
+		case err != nil:
+			return nil, err
+		}
+		sb = next
 	}
 	return sb, nil
 }

@@ -108,7 +108,7 @@ func (r *runs) interrupt(sandbox, id string) bool {
 // routeCode serves op, a path under /code, of sandbox id.
 func (h *Handler) routeCode(w http.ResponseWriter, r *http.Request, id, op string) {
 	if h.cfg.Codes == nil {
-		writeError(w, notImplemented("code contexts are not served here"))
+		writeError(w, errdefs.NotImplemented("code contexts are not served here"))
 		return
 	}
 	switch {

@@ -62,14 +62,14 @@ func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
 	switch parts[1] {
 	case "execd":
 	case "egress":
-		writeError(w, notImplemented("the egress policy API is not supported by agent2env yet"))
+		writeError(w, errdefs.NotImplemented("the egress policy API is not supported by agent2env yet"))
 		return
 	default:
 		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
 		return
 	}
 	if h.cfg.Execd == nil {
-		writeError(w, notImplemented("the execd API is not served here"))
+		writeError(w, errdefs.NotImplemented("the execd API is not served here"))
 		return
 	}
 	ctx := r.Context()
@@ -97,7 +97,7 @@ func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
 	case "/command":
 		if r.Method == http.MethodDelete {
 			if h.cfg.Commands == nil {
-				writeError(w, notImplemented("background commands are not served here"))
+				writeError(w, errdefs.NotImplemented("background commands are not served here"))
 				return
 			}
 			h.interruptCommand(w, r, id)
@@ -124,7 +124,7 @@ func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if unsupportedExecd(op) {
-			writeError(w, notImplemented("execd "+op+" is not supported by agent2env yet"))
+			writeError(w, errdefs.NotImplemented("execd %s is not supported by agent2env yet", op))
 			return
 		}
 		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
@@ -314,7 +314,7 @@ func (h *Handler) command(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	if body.Background {
 		if h.cfg.Commands == nil {
-			writeError(w, notImplemented("background commands are not served here"))
+			writeError(w, errdefs.NotImplemented("background commands are not served here"))
 			return
 		}
 		h.background(w, r, id, procRequest(req, body))

@@ -101,7 +101,7 @@ var filesRoutes = map[string]map[string]fileHandler{
 // routeFiles serves op of sandbox id by fns, its handlers by method.
 func (h *Handler) routeFiles(w http.ResponseWriter, r *http.Request, id string, fns map[string]fileHandler) {
 	if h.cfg.Files == nil {
-		writeError(w, notImplemented("execd's file operations are not served here"))
+		writeError(w, errdefs.NotImplemented("execd's file operations are not served here"))
 		return
 	}
 	by := make(map[string]http.HandlerFunc, len(fns))
@@ -417,7 +417,7 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	if (rng != "" || lines) && h.cfg.Files == nil {
-		writeError(w, notImplemented("ranged and line-based downloads are not served here"))
+		writeError(w, errdefs.NotImplemented("ranged and line-based downloads are not served here"))
 		return
 	}
 	ctx := r.Context()

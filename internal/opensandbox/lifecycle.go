@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -212,11 +212,12 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	sb, err := h.cfg.Sandboxes.Create(r.Context(), areq)
-	if err == nil {
-		sb, err = h.settle(r.Context(), sb)
-	}
-	if err != nil {
+	sb, err := h.created(r.Context(), areq)
+	switch {
+	case errors.Is(err, service.ErrStartFailed):
+		writeErrorStatus(w, http.StatusInternalServerError, "PROVISIONING_ERROR", err.Error())
+		return
+	case err != nil:
 		writeError(w, err)
 		return
 	}
@@ -224,44 +225,20 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, view(sb, false))
 }
 
-// imageFailure starts the reasons the manager gives a sandbox whose image
-// could not be found or prepared.
-var imageFailure = []string{"prepare image ", "look up image "}
-
-// settle waits, up to the configured CreateWait, for a pending sandbox to
-// run or fail: the SDKs never read a sandbox's state while creating, so a
-// sandbox that fails must be refused by the create itself, or a client
-// waits out its readiness budget. One that failed is deleted (nothing is
-// left half-made) and answered 400 when its image is at fault (as a
-// missing image), 500 otherwise; one still pending is returned as it is.
-func (h *Handler) settle(ctx context.Context, sb *api.Sandbox) (*api.Sandbox, error) {
-	deadline := time.Now().Add(h.cfg.CreateWait)
-	for sb.Status == api.StatusPending && time.Now().Before(deadline) {
-		select {
-		case <-ctx.Done():
-			return sb, nil
-		case <-time.After(settlePoll):
-		}
-		next, err := h.cfg.Sandboxes.Get(ctx, sb.ID)
-		if err != nil {
-			return nil, err
-		}
-		sb = next
+// created creates a sandbox and waits, up to the configured CreateWait,
+// for it to run or fail: the SDKs never read a sandbox's state while
+// creating, so a sandbox that fails must be refused by the create itself,
+// or a client waits out its readiness budget. One whose image could not be
+// had is a 400 IMAGE_NOT_AVAILABLE naming image.uri (another that failed
+// is service.ErrStartFailed); one still pending is returned as it is.
+func (h *Handler) created(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
+	sb, err := h.cfg.Sandboxes.CreateAndWait(ctx, req, h.cfg.CreateWait)
+	switch {
+	case errors.Is(err, service.ErrImageUnavailable):
+		return nil, errdefs.WithCode(errdefs.Invalid("image.uri: %v", err), "IMAGE_NOT_AVAILABLE")
 	}
-	if sb.Status != api.StatusFailed {
-		return sb, nil
-	}
-	_ = h.cfg.Sandboxes.Delete(context.WithoutCancel(ctx), sb.ID)
-	for _, p := range imageFailure {
-		if strings.HasPrefix(sb.Reason, p) {
-			return nil, errdefs.WithCode(errdefs.Invalid("image.uri: %s", sb.Reason), "IMAGE_NOT_AVAILABLE")
-		}
-	}
-	return nil, errdefs.WithCode(fmt.Errorf("the sandbox failed to start: %s", sb.Reason), "PROVISIONING_ERROR")
+	return sb, err
 }
-
-// settlePoll is how often settle reads a pending sandbox.
-const settlePoll = 25 * time.Millisecond
 
 // metadataPatch returns the merge patch that sets md.
 func metadataPatch(md map[string]string) map[string]*string {
@@ -406,6 +383,16 @@ func (h *Handler) newestPage(ctx context.Context, lq listQuery) (int, []api.Sand
 	out := slices.Clone(all[start:end])
 	slices.Reverse(out)
 	return total, out, nil
+}
+
+// freeze answers a pause or resume (do): 202 without a body once it is
+// done.
+func (h *Handler) freeze(w http.ResponseWriter, r *http.Request, id string, do func(context.Context, string) (*api.Sandbox, error)) {
+	if _, err := do(r.Context(), id); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
 }
 
 func (h *Handler) renew(w http.ResponseWriter, r *http.Request, id string) {

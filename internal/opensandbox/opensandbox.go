@@ -1,7 +1,7 @@
 // Package opensandbox serves agent2env's OpenSandbox-compatible lifecycle
 // API, the third surface beside the LiteBoxd-compatible REST API and MCP
-// (issue 23): `/v1/sandboxes` create, get, list, delete, renew-expiration,
-// endpoints and metadata, and `/v1/metrics/events`, as the stock
+// (issue 23): `/v1/sandboxes` create, get, list, delete, pause, resume,
+// renew-expiration, endpoints and metadata, and `/v1/metrics/events`, as the stock
 // OpenSandbox SDKs and MCP server call them (docs/opensandbox.md says
 // exactly what they send and need back).
 //
@@ -12,11 +12,13 @@
 //
 // Wire rules kept here: a create answers exactly 202; every error is JSON
 // {code, message}; states are OpenSandbox's names (Pending, Running,
-// Stopping, Terminated, Failed); expiresAt is absent for a sandbox that
-// never expires; an endpoint is host[:port]/path without a scheme or a
-// trailing slash, with the sandbox's access token in its headers. Requests
-// authenticate with the OPEN-SANDBOX-API-KEY header, holding one of the
-// daemon's own API keys; its tenant (auth.Tenant) is the request's.
+// Paused, Stopping, Terminated, Failed: a pause or resume is done, in
+// milliseconds, before its 202, so Pausing and Resuming are never seen);
+// expiresAt is absent for a sandbox that never expires; an endpoint is
+// host[:port]/path without a scheme or a trailing slash, with the
+// sandbox's access token in its headers. Requests authenticate with the
+// OPEN-SANDBOX-API-KEY header, holding one of the daemon's own API keys;
+// its tenant (auth.Tenant) is the request's.
 //
 // Handler is an http.Handler for the paths under /v1/ and, for the execd
 // API the returned endpoints lead to, under ExecdPrefix; the daemon mounts
@@ -91,7 +93,8 @@ type Config struct {
 	// an endpoint of a user port is GatewayPrefix + id + "/port/" + port.
 	GatewayPrefix string
 	// CreateWait bounds how long a create waits for a pending sandbox to
-	// run or fail (settle); 0: DefaultCreateWait, negative: not at all.
+	// run or fail (service.Sandboxes.CreateAndWait); 0: DefaultCreateWait,
+	// negative: not at all.
 	CreateWait time.Duration
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
@@ -177,7 +180,7 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, seg []string) {
 	case n == 2 && seg[0] == "metrics" && seg[1] == "events":
 		methods(w, r, map[string]http.HandlerFunc{http.MethodPost: h.metricsEvent})
 	case seg[0] == "snapshots" || seg[0] == "templates" || seg[0] == "pools":
-		writeError(w, notImplemented("OpenSandbox "+seg[0]+" are not supported by agent2env"))
+		writeError(w, errdefs.NotImplemented("OpenSandbox %s are not supported by agent2env", seg[0]))
 	default:
 		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
 	}
@@ -194,10 +197,16 @@ func (h *Handler) routeSandbox(w http.ResponseWriter, r *http.Request, id, op st
 		methods(w, r, map[string]http.HandlerFunc{
 			http.MethodPost: func(w http.ResponseWriter, r *http.Request) { h.renew(w, r, id) },
 		})
-	case "pause", "resume":
-		writeError(w, notImplemented(op+" is not supported by agent2env yet"))
+	case "pause":
+		methods(w, r, map[string]http.HandlerFunc{
+			http.MethodPost: func(w http.ResponseWriter, r *http.Request) { h.freeze(w, r, id, h.cfg.Sandboxes.Pause) },
+		})
+	case "resume":
+		methods(w, r, map[string]http.HandlerFunc{
+			http.MethodPost: func(w http.ResponseWriter, r *http.Request) { h.freeze(w, r, id, h.cfg.Sandboxes.Resume) },
+		})
 	case "snapshots", "networkpolicy", "diagnostics":
-		writeError(w, notImplemented("sandbox "+op+" are not supported by agent2env"))
+		writeError(w, errdefs.NotImplemented("sandbox %s are not supported by agent2env", op))
 	default:
 		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
 	}

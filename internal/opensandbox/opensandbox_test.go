@@ -49,7 +49,7 @@ func (f *fakeSandboxes) add(sb api.Sandbox) {
 	f.order = append(f.order, sb.ID)
 }
 
-func (f *fakeSandboxes) Create(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
+func (f *fakeSandboxes) CreateAndWait(ctx context.Context, req api.CreateSandboxRequest, _ time.Duration) (*api.Sandbox, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.created = append(f.created, req)
@@ -159,6 +159,31 @@ func (f *fakeSandboxes) PatchMetadata(_ context.Context, id string, patch map[st
 		}
 	}
 	sb.Metadata = md
+	out := *sb
+	return &out, nil
+}
+
+// Pause and Resume move a sandbox between running and paused; from any
+// other status they are 409.
+func (f *fakeSandboxes) Pause(_ context.Context, id string) (*api.Sandbox, error) {
+	return f.move(id, api.StatusRunning, api.StatusPaused)
+}
+
+func (f *fakeSandboxes) Resume(_ context.Context, id string) (*api.Sandbox, error) {
+	return f.move(id, api.StatusPaused, api.StatusRunning)
+}
+
+func (f *fakeSandboxes) move(id string, from, to api.SandboxStatus) (*api.Sandbox, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, ok := f.byID[id]
+	switch {
+	case !ok:
+		return nil, errdefs.WithCode(errdefs.NotFound("sandbox %s not found", id), api.CodeSandboxNotFound)
+	case sb.Status != from:
+		return nil, errdefs.Precondition("sandbox %s is %s", id, sb.Status)
+	}
+	sb.Status = to
 	out := *sb
 	return &out, nil
 }
@@ -447,6 +472,8 @@ func TestCreateServiceErrors(t *testing.T) {
 		{errdefs.WithCode(errdefs.NotFound("image nope not found"), api.CodeImageNotFound), http.StatusNotFound, api.CodeImageNotFound},
 		{errdefs.WithCode(errdefs.Invalid("cpu 0"), api.CodeInvalidRequest), http.StatusBadRequest, api.CodeInvalidRequest},
 		{fmt.Errorf("disk on fire"), http.StatusInternalServerError, api.CodeInternal},
+		{fmt.Errorf("%w: %w", service.ErrImageUnavailable, errdefs.Invalid("prepare image nope: not found")), http.StatusBadRequest, "IMAGE_NOT_AVAILABLE"},
+		{fmt.Errorf("%w: no pids", service.ErrStartFailed), http.StatusInternalServerError, "PROVISIONING_ERROR"},
 	} {
 		t.Run(tc.wantCode, func(t *testing.T) {
 			s := newSetup(t)
@@ -504,7 +531,7 @@ func TestGetDelete(t *testing.T) {
 
 func TestStates(t *testing.T) {
 	for st, want := range map[api.SandboxStatus]string{
-		api.StatusPending: "Pending", api.StatusRunning: "Running", api.StatusTerminating: "Stopping",
+		api.StatusPending: "Pending", api.StatusRunning: "Running", api.StatusPaused: "Paused", api.StatusTerminating: "Stopping",
 		api.StatusSucceeded: "Terminated", api.StatusFailed: "Failed", api.StatusUnknown: "Failed", "stopped": "Failed",
 	} {
 		if got := state(st); got != want {
@@ -530,7 +557,7 @@ func TestList(t *testing.T) {
 		{"last page", "?page=3&pageSize=2", []string{"a"}, "3 2 5 3 false", 200},
 		{"past the end", "?page=9&pageSize=2", []string{}, "9 2 5 3 false", 200},
 		{"states, any case", "?state=running&state=Failed", []string{"e", "d", "c", "a"}, "1 20 4 1 false", 200},
-		{"a state agent2env has no sandbox in", "?state=Paused", []string{}, "1 20 0 0 false", 200},
+		{"a state agent2env has no sandbox in", "?state=Pausing", []string{}, "1 20 0 0 false", 200},
 		{"an unknown state", "?state=Sleeping", []string{}, "1 20 0 0 false", 200},
 		{"a known and an unknown state", "?state=Sleeping&state=PENDING", []string{"b"}, "1 20 1 1 false", 200},
 		// The SDK encodes each pair, then the whole value once more.
@@ -573,9 +600,48 @@ func TestList(t *testing.T) {
 	// the count answers.
 	s.sbs.lists = 0
 	s.expect(t, "GET", "/v1/sandboxes?page=9&pageSize=2", "", 200)
-	s.expect(t, "GET", "/v1/sandboxes?state=Paused", "", 200)
+	s.expect(t, "GET", "/v1/sandboxes?state=Resuming", "", 200)
 	if s.sbs.lists != 0 {
 		t.Errorf("%d list calls, want 0", s.sbs.lists)
+	}
+}
+
+// TestPauseResume: pause and resume answer 202 without a body once done,
+// the sandbox shows Paused meanwhile, and errors are the service's.
+func TestPauseResume(t *testing.T) {
+	s := newSetup(t, sandbox("a", api.StatusRunning, 0), sandbox("b", api.StatusRunning, 1))
+	for _, tc := range []struct {
+		name, method, target string
+		wantStatus           int
+		wantState            string // of a afterwards
+	}{
+		{"resume a running sandbox", "POST", "/v1/sandboxes/a/resume", 409, "Running"},
+		{"pause", "POST", "/v1/sandboxes/a/pause", 202, "Paused"},
+		{"pause again", "POST", "/v1/sandboxes/a/pause", 409, "Paused"},
+		{"pause an unknown sandbox", "POST", "/v1/sandboxes/nope/pause", 404, "Paused"},
+		{"resume", "POST", "/v1/sandboxes/a/resume", 202, "Running"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec, _ := s.do(t, tc.method, tc.target, "", nil)
+			if rec.Code != tc.wantStatus {
+				t.Fatalf("status %d %s, want %d", rec.Code, rec.Body, tc.wantStatus)
+			}
+			if tc.wantStatus == 202 && rec.Body.Len() != 0 {
+				t.Errorf("body %q, want none", rec.Body)
+			}
+			if tc.wantStatus >= 400 && !strings.Contains(rec.Body.String(), `"code"`) {
+				t.Errorf("error body %s is not {code, message}", rec.Body)
+			}
+			if st := s.expect(t, "GET", "/v1/sandboxes/a", "", 200)["status"].(map[string]any)["state"]; st != tc.wantState {
+				t.Errorf("state %v, want %s", st, tc.wantState)
+			}
+		})
+	}
+	s.expect(t, "POST", "/v1/sandboxes/b/pause", "", 202)
+	rec, _ := s.do(t, "GET", "/v1/sandboxes?state=paused", "", nil)
+	var resp listResponse
+	if err := json.Unmarshal(rec.Body.Bytes(), &resp); err != nil || len(resp.Items) != 1 || resp.Items[0].ID != "b" {
+		t.Errorf("list of paused sandboxes: %s (%v), want b alone", rec.Body, err)
 	}
 }
 
@@ -666,8 +732,8 @@ func TestRoutes(t *testing.T) {
 	}{
 		{"POST", "/v1/metrics/events", `{"eventType":"sandbox.create","createDurationMs":120,"success":true,"sandboxId":"a","image":"ubuntu"}`, 204, ""},
 		{"POST", "/v1/metrics/events", `{"eventType":"sandbox.create"}`, 400, ""},
-		{"POST", "/v1/sandboxes/a/pause", "", 501, ""},
-		{"POST", "/v1/sandboxes/a/resume", "", 501, ""},
+		{"GET", "/v1/sandboxes/a/pause", "", 405, "POST"},
+		{"GET", "/v1/sandboxes/a/resume", "", 405, "POST"},
 		{"GET", "/v1/snapshots", "", 501, ""},
 		{"GET", "/v1/sandboxes/a/networkpolicy", "", 501, ""},
 		{"GET", "/v1/nothing", "", 404, ""},

@@ -16,7 +16,7 @@ import (
 
 // Sandboxes is what the surface needs of the sandbox service.
 type Sandboxes interface {
-	Create(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error)
+	CreateAndWait(ctx context.Context, req api.CreateSandboxRequest, wait time.Duration) (*api.Sandbox, error)
 	Get(ctx context.Context, id string) (*api.Sandbox, error)
 	List(ctx context.Context, opts service.ListOptions) (*api.SandboxList, error)
 	Count(ctx context.Context, opts service.ListOptions) (int, error)
@@ -26,6 +26,10 @@ type Sandboxes interface {
 	// PatchMetadata applies a merge patch to sandbox id's metadata: a
 	// value sets its key, nil deletes it.
 	PatchMetadata(ctx context.Context, id string, patch map[string]*string) (*api.Sandbox, error)
+	// Pause freezes sandbox id's processes in memory; Resume lets them go
+	// on. Both are done when they return.
+	Pause(ctx context.Context, id string) (*api.Sandbox, error)
+	Resume(ctx context.Context, id string) (*api.Sandbox, error)
 }
 
 var _ Sandboxes = (*service.Sandboxes)(nil)
@@ -34,6 +38,7 @@ var _ Sandboxes = (*service.Sandboxes)(nil)
 const (
 	statePending    = "Pending"
 	stateRunning    = "Running"
+	statePaused     = "Paused"
 	stateStopping   = "Stopping"
 	stateTerminated = "Terminated"
 	stateFailed     = "Failed"
@@ -45,14 +50,17 @@ const (
 var defaultEntrypoint = []string{"tail", "-f", "/dev/null"}
 
 // statuses returns the agent2env statuses an OpenSandbox state (any case)
-// stands for: none for the states agent2env has no sandbox in (Pausing,
-// Paused, Resuming) and for names it does not know.
+// stands for: none for the states agent2env has no sandbox in (Pausing and
+// Resuming: a pause or resume is done before its 202) and for names it
+// does not know.
 func statuses(st string) []api.SandboxStatus {
 	switch strings.ToLower(st) {
 	case "pending":
 		return []api.SandboxStatus{api.StatusPending}
 	case "running":
 		return []api.SandboxStatus{api.StatusRunning}
+	case "paused":
+		return []api.SandboxStatus{api.StatusPaused}
 	case "stopping":
 		return []api.SandboxStatus{api.StatusTerminating}
 	case "terminated":
@@ -70,6 +78,8 @@ func state(s api.SandboxStatus) string {
 		return statePending
 	case api.StatusRunning:
 		return stateRunning
+	case api.StatusPaused:
+		return statePaused
 	case api.StatusTerminating:
 		return stateStopping
 	case api.StatusSucceeded:
@@ -164,12 +174,6 @@ type errorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
-
-// notImplemented is an operation agent2env does not offer: 501.
-type notImplemented string
-
-func (e notImplemented) Error() string        { return string(e) }
-func (e notImplemented) Is(target error) bool { return target == errdefs.ErrNotImplemented }
 
 // writeError answers err as {code, message}, with errdefs' status and
 // code.

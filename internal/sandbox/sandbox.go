@@ -17,7 +17,7 @@
 // conformance suite holds each runtime to what it declares. A Status
 // carries the reason a sandbox stopped (evicted, OOM-killed, node lost).
 // What only some runtimes do are optional interfaces a caller tests for:
-// ImagePreparer, NodePrepuller, UsageReader and LogReader.
+// ImagePreparer, NodePrepuller, UsageReader, LogReader and Pauser.
 package sandbox
 
 import (
@@ -176,6 +176,7 @@ type State string
 const (
 	StateCreated State = "created" // prepared, agent not started
 	StateRunning State = "running" // agent running
+	StatePaused  State = "paused"  // processes frozen in memory (Pauser)
 	StateStopped State = "stopped" // agent exited or was stopped
 	StateUnknown State = "unknown" // runtime cannot tell
 )
@@ -233,11 +234,6 @@ type Capabilities struct {
 	// restricts (a Pod's, under its NetworkPolicy, which the cluster's
 	// network plugin must enforce).
 	LoopbackOnly bool
-	// StrictSeccomp: sandboxes run under the project's seccomp profile,
-	// which also denies ptrace and io_uring. Without it they run under the
-	// container runtime's default profile (Kubernetes' RuntimeDefault),
-	// which may allow both.
-	StrictSeccomp bool
 	// Persistence: the runtime honours Spec.Persistence's size and
 	// reclaim policy (a volume of the sandbox's own, kept after Delete
 	// when it says Retain), and a sandbox with one keeps its files across
@@ -252,6 +248,10 @@ type Capabilities struct {
 	// runtime Spec.RuntimeClass names. Without it Create refuses specs
 	// that set one.
 	RuntimeClass bool
+	// Pause: the runtime is a Pauser and can freeze its sandboxes on this
+	// host (the oci runtime where the cgroup freezer is mounted). Without
+	// it the manager refuses a pause.
+	Pause bool
 	// MaxVolumeBytes is the largest Persistence.SizeBytes the runtime can
 	// give; zero is no limit of its own.
 	MaxVolumeBytes int64
@@ -358,6 +358,24 @@ type UsageReader interface {
 type LogReader interface {
 	// Logs returns at most the last limit bytes of output.
 	Logs(ctx context.Context, id string, limit int64) ([]byte, error)
+}
+
+// Pauser is implemented by runtimes that can freeze a running sandbox's
+// processes where they are, in memory, and let them go on later: no CPU
+// is used meanwhile, memory and files stay, and what they were doing
+// continues as if nothing happened (their clocks, though, went on).
+// Capabilities.Pause says whether it works on this host.
+type Pauser interface {
+	// Pause freezes every process of running sandbox id and returns once
+	// all are frozen; Status then says StatePaused. Pausing a paused
+	// sandbox does nothing; one that is not running is an
+	// ErrFailedPrecondition.
+	Pause(ctx context.Context, id string) error
+	// Resume lets the processes of paused sandbox id run again; resuming a
+	// running sandbox does nothing, one that is stopped is an
+	// ErrFailedPrecondition. Stop and Delete work on a paused sandbox
+	// without a Resume first.
+	Resume(ctx context.Context, id string) error
 }
 
 // Environ is the environment a sandbox's processes start with: defaults an

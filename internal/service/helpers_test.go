@@ -44,13 +44,13 @@ type env struct {
 	rt *fakeruntime.Runtime
 }
 
-func newEnv(t *testing.T, publicURL string) *env {
+func newEnv(t *testing.T, publicURL string, opts ...fakeruntime.Option) *env {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt := fakeruntime.New()
+	rt := fakeruntime.New(opts...)
 	m := manager.New(manager.Config{StartTimeout: 10 * time.Second, ExecOutputLimit: 1000}, rt, st,
 		slog.New(slog.DiscardHandler), manager.WithTemplates(testTemplates))
 	t.Cleanup(func() {

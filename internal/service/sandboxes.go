@@ -87,6 +87,43 @@ func (s *Sandboxes) Create(ctx context.Context, req api.CreateSandboxRequest) (*
 	return s.viewOf(s.m.Create(ctx, mreq))
 }
 
+// CreateAndWait creates a sandbox as Create does and waits, up to wait, for
+// it to run, for the surfaces whose clients expect a create to answer with
+// a sandbox that runs. One that fails to start is deleted, so nothing is
+// left half-made, and refused with its failure classified (ErrStartFailed,
+// ErrImageUnavailable). One still pending
+// when wait is up or ctx ends is returned as it is: the caller decides.
+func (s *Sandboxes) CreateAndWait(ctx context.Context, req api.CreateSandboxRequest, wait time.Duration) (*api.Sandbox, error) {
+	mreq, err := createRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := s.m.Create(ctx, mreq)
+	if err != nil {
+		return nil, err
+	}
+	if wait > 0 {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		if sb, err = s.m.Settle(wctx, sb); err != nil {
+			return nil, err
+		}
+	}
+	if sb.Status == string(api.StatusFailed) {
+		_ = s.m.Delete(context.WithoutCancel(ctx), sb.ID)
+		return nil, manager.StartFailure(sb)
+	}
+	return s.view(sb), nil
+}
+
+// The classes of CreateAndWait's error for a sandbox that failed to
+// start: every one is ErrStartFailed, and one whose image could not be
+// found or prepared is also ErrImageUnavailable (and ErrInvalidArgument).
+var (
+	ErrStartFailed      = manager.ErrStartFailed
+	ErrImageUnavailable = manager.ErrImageUnavailable
+)
+
 // createRequest is req as the manager takes it.
 func createRequest(req api.CreateSandboxRequest) (manager.CreateRequest, error) {
 	mreq := manager.CreateRequest{
@@ -190,6 +227,18 @@ func (s *Sandboxes) Start(ctx context.Context, id string) (*api.Sandbox, error) 
 // Restart stops and starts sandbox id; it is returned pending.
 func (s *Sandboxes) Restart(ctx context.Context, id string) (*api.Sandbox, error) {
 	return s.viewOf(s.m.Restart(ctx, id))
+}
+
+// Pause freezes running sandbox id's processes in memory and returns it
+// paused.
+func (s *Sandboxes) Pause(ctx context.Context, id string) (*api.Sandbox, error) {
+	return s.viewOf(s.m.Pause(ctx, id))
+}
+
+// Resume lets paused sandbox id's processes run again and returns it
+// running.
+func (s *Sandboxes) Resume(ctx context.Context, id string) (*api.Sandbox, error) {
+	return s.viewOf(s.m.Resume(ctx, id))
 }
 
 // Logs returns the last MaxLogBytes of sandbox id's console output and

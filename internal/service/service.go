@@ -58,6 +58,10 @@
 // reports events to a callback. A caller refuses bad requests before it
 // commits to a streaming response, as contexts.Service.Stream does.
 //
+// A rule more than one surface keeps is an operation here, not a copy in
+// each: CreateAndWait is the create of the surfaces whose clients expect a
+// sandbox that runs (OpenSandbox, E2B), with the failure classified.
+//
 // Errors are errdefs classes, with the API's wire codes where it has one,
 // mapped once at each caller's edge (errdefs.Classify, errdefs.WriteHTTP).
 // Every method takes ctx first; the services hold no per-request state and

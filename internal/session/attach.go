@@ -35,14 +35,23 @@ func (l *lease) attachment() *contexts.Attachment {
 }
 
 // Use marks session key busy with an execution (contexts.Sessions): the
-// session is not reaped until done is called, and then its idle clock
-// starts again.
+// session is not reaped (nor paused) until done is called, and then its
+// idle clock starts again. A session paused after idle is resumed.
 func (s *Service) Use(ctx context.Context, key string) func(d time.Duration, failed bool) {
 	if key == "" {
 		return func(d time.Duration, failed bool) { s.execs.observe(d, failed) }
 	}
 	unlock := s.locks.Lock(key) // not while the reaper decides on it
 	s.enter(key)
+	if s.cfg.PauseAfter > 0 {
+		// The context's execution reaches the sandbox directly: a pause
+		// after idle is undone here. A failure shows in the execution.
+		if sess, err := s.store.GetSession(ctx, key); err == nil {
+			if _, err := s.wake(ctx, sess); err != nil {
+				s.log.Warn("resume a paused session", "session", sess.ID, "err", err)
+			}
+		}
+	}
 	unlock()
 	return func(d time.Duration, failed bool) {
 		s.execs.observe(d, failed)

@@ -51,6 +51,11 @@ type Config struct {
 	MaxLifetime time.Duration
 	// ReapInterval is the period of Run's reaping (default 30 s).
 	ReapInterval time.Duration
+	// PauseAfter, when positive, pauses the sandbox of a session idle this
+	// long (the manager's Pause: frozen in memory, using no CPU), at the
+	// reaping after it passes, and the session's next request resumes it.
+	// Zero (the default) never pauses.
+	PauseAfter time.Duration
 	// OrphanGrace is how old a sandbox a service made must be before it
 	// counts as an orphan when nothing refers to it (default 5 minutes).
 	OrphanGrace time.Duration
@@ -101,6 +106,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.MaxLifetime < 0 {
 		c.MaxLifetime = 0
+	}
+	if c.PauseAfter < 0 {
+		return errdefs.Invalid("session pause-after %v must not be negative", c.PauseAfter)
 	}
 	if c.IdleTimeout < 0 || c.IdleTimeout > c.MaxIdleTimeout {
 		return errdefs.Invalid("session idle timeout %v must be between 0 and %v", c.IdleTimeout, c.MaxIdleTimeout)

@@ -17,6 +17,9 @@ type Reaped struct {
 	Idle, Expired int
 	// IdleContexts are contexts in no session idle past their timeout.
 	IdleContexts int
+	// Paused are sessions whose sandbox was paused, idle past
+	// Config.PauseAfter.
+	Paused int
 	// Orphans are sandboxes a service made that nothing refers to; Failed
 	// are failed ones past the retention; Leftovers runtime state no
 	// record knows.
@@ -41,7 +44,7 @@ func (s *Service) Run(ctx context.Context) {
 
 // Reap removes what is due: sessions idle past their deadline (never one
 // with a request running in it) or past their maximum lifetime (even
-// then), contexts in no session idle past theirs (contexts.ReapIdle),
+// then); pauses the sandboxes of sessions idle past Config.PauseAfter; contexts in no session idle past theirs (contexts.ReapIdle),
 // then orphans: sandboxes a service made that no session or
 // context refers to, older than the grace period; failed ones past the
 // retention; and runtime state no record knows.
@@ -60,6 +63,10 @@ func (s *Service) Reap(ctx context.Context) (Reaped, error) {
 			r.Expired++
 		}
 	}
+	var pauseErr error
+	if s.cfg.PauseAfter > 0 {
+		r.Paused, pauseErr = s.pauseIdle(ctx, now)
+	}
 	if r.IdleContexts, err = s.ctxs.ReapIdle(ctx); err != nil {
 		return r, err
 	}
@@ -67,7 +74,7 @@ func (s *Service) Reap(ctx context.Context) (Reaped, error) {
 	if err != nil {
 		return r, err
 	}
-	var errs []error
+	errs := []error{pauseErr}
 	for _, sb := range reapable {
 		reason := "orphan: no session or context refers to it"
 		if sb.Status == string(api.StatusFailed) {
@@ -91,10 +98,49 @@ func (s *Service) Reap(ctx context.Context) (Reaped, error) {
 		errs = append(errs, err)
 	}
 	if r != (Reaped{}) {
-		s.log.Info("reaped", "idle_sessions", r.Idle, "expired_sessions", r.Expired, "orphans", r.Orphans,
+		s.log.Info("reaped", "idle_sessions", r.Idle, "expired_sessions", r.Expired, "paused_sessions", r.Paused, "orphans", r.Orphans,
 			"failed", r.Failed, "leftovers", r.Leftovers)
 	}
 	return r, errors.Join(errs...)
+}
+
+// pauseIdle pauses the sandboxes of the sessions idle for PauseAfter by
+// now, with nothing running in them, that they own (a session bound to a
+// sandbox it did not make leaves it as it is), and returns how many.
+func (s *Service) pauseIdle(ctx context.Context, now time.Time) (int, error) {
+	all, err := s.store.ListSessions(ctx, store.SessionFilter{AllTenants: true})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, sess := range all {
+		if sess.OwnsSandbox && !now.Before(sess.LastUsedAt.Add(s.cfg.PauseAfter)) && s.pauseSession(ctx, sess.Key, now) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// pauseSession pauses the sandbox of session key if it is still idle past
+// PauseAfter and running, and reports whether it did.
+func (s *Service) pauseSession(ctx context.Context, key string, now time.Time) bool {
+	unlock := s.locks.Lock(key)
+	defer unlock()
+	sess, err := s.store.GetSession(ctx, key)
+	if err != nil || now.Before(sess.LastUsedAt.Add(s.cfg.PauseAfter)) || s.busy(key) > 0 {
+		return false
+	}
+	sb, err := s.sbx.Get(ctx, sess.SandboxID)
+	if err != nil || sb.Status != string(api.StatusRunning) {
+		return false
+	}
+	if _, err := s.sbx.Pause(ctx, sb.ID); err != nil {
+		s.log.Warn("pause an idle session", "session", sess.ID, "sandbox", sb.ID, "err", err)
+		return false
+	}
+	s.log.Info("session paused", "session", sess.ID, "tenant", sess.Tenant, "sandbox", sb.ID,
+		"idle", now.Sub(sess.LastUsedAt).Round(time.Second))
+	return true
 }
 
 // reapSession removes session key if it is still due, and says why.

@@ -60,6 +60,8 @@ type Sandboxes interface {
 	Get(ctx context.Context, id string) (*store.Sandbox, error)
 	Delete(ctx context.Context, id string) error
 	Agent(ctx context.Context, id string) (*agent.Client, error)
+	Pause(ctx context.Context, id string) (*store.Sandbox, error)
+	Resume(ctx context.Context, id string) (*store.Sandbox, error)
 	ExecStream(ctx context.Context, id string, req manager.ExecRequest, stdout, stderr io.Writer) (agent.ExecResult, error)
 	ValidateExec(req manager.ExecRequest) error
 	Upload(ctx context.Context, id, p string, mode os.FileMode, r io.Reader) (agent.FileInfo, error)
@@ -204,7 +206,10 @@ func (s *Service) open(ctx context.Context, r openRequest) (*lease, error) {
 	sess, err := s.store.GetSession(ctx, key)
 	switch {
 	case err == nil:
-		sb, err := s.sbx.Get(ctx, sess.SandboxID)
+		sb, err := s.wake(ctx, sess)
+		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return nil, err
+		}
 		if err == nil && sb.Status == string(api.StatusRunning) {
 			if r.sandboxID != "" && r.sandboxID != sb.ID {
 				return nil, errdefs.Invalid("session %s is in sandbox %s, not %s", r.id, sb.ID, r.sandboxID)
@@ -224,6 +229,21 @@ func (s *Service) open(ctx context.Context, r openRequest) (*lease, error) {
 	}
 	s.enter(key)
 	return l, nil
+}
+
+// wake returns the sandbox of session sess, resumed first if it is paused
+// (by Config.PauseAfter, or by its owner). The caller holds the session's
+// lock.
+func (s *Service) wake(ctx context.Context, sess *store.Session) (*store.Sandbox, error) {
+	sb, err := s.sbx.Get(ctx, sess.SandboxID)
+	if err != nil || sb.Status != string(api.StatusPaused) {
+		return sb, err
+	}
+	if sb, err = s.sbx.Resume(ctx, sb.ID); err != nil {
+		return nil, fmt.Errorf("resume the sandbox of session %s: %w", sess.ID, err)
+	}
+	s.log.Debug("session resumed", "session", sess.ID, "sandbox", sb.ID)
+	return sb, nil
 }
 
 // create makes the session key: its sandbox, then its record.

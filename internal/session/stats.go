@@ -111,7 +111,7 @@ func (s *Service) measure(ctx context.Context, r *api.ResourceStats) error {
 var (
 	sessionsDesc   = prometheus.NewDesc("agent2env_sessions", "Sessions that exist.", nil, nil)
 	busyDesc       = prometheus.NewDesc("agent2env_sessions_busy", "Sessions with a request running in them.", nil, nil)
-	committedDesc  = prometheus.NewDesc("agent2env_committed", "Resource limits of pending and running sandboxes: millicpu, memory bytes.", []string{"resource"}, nil)
+	committedDesc  = prometheus.NewDesc("agent2env_committed", "Resource limits of pending, running and paused sandboxes: millicpu, memory bytes.", []string{"resource"}, nil)
 	capacityDesc   = prometheus.NewDesc("agent2env_capacity", "What committed resources may add up to: millicpu, memory bytes.", []string{"resource"}, nil)
 	executionsDesc = prometheus.NewDesc("agent2env_session_executions_total", "Executions of code and commands in sessions and contexts, by outcome.", []string{"outcome"}, nil)
 )

@@ -32,7 +32,7 @@ func TestMetrics(t *testing.T) {
 # TYPE agent2env_capacity gauge
 agent2env_capacity{resource="memory_bytes"} 8.589934592e+09
 agent2env_capacity{resource="millicpu"} 8000
-# HELP agent2env_committed Resource limits of pending and running sandboxes: millicpu, memory bytes.
+# HELP agent2env_committed Resource limits of pending, running and paused sandboxes: millicpu, memory bytes.
 # TYPE agent2env_committed gauge
 agent2env_committed{resource="memory_bytes"} 1.073741824e+09
 agent2env_committed{resource="millicpu"} 1000

@@ -14,13 +14,16 @@ last line, which the Go test checks:
   badkey            Sandbox.create with a wrong API key: the error and how
                     long it took
   badtemplate       Sandbox.create of a template that does not exist
+  pause             pause (and again: already paused), the state in
+                    get_info and Sandbox.list, resume by Sandbox.connect,
+                    the kernel's variable and a file kept
 """
 
 import json
 import sys
 import time
 
-from e2b import SandboxQuery
+from e2b import SandboxQuery, SandboxState
 from e2b.exceptions import AuthenticationException, SandboxException
 from e2b_code_interpreter import Sandbox
 
@@ -135,6 +138,37 @@ def badtemplate() -> dict:
     return {"type": None}
 
 
+def pause() -> dict:
+    sbx = Sandbox.create(metadata={"suite": "e2e-e2b-pause"}, timeout=120)
+    out: dict = {}
+    mine = {"suite": "e2e-e2b-pause"}
+    try:
+        sbx.run_code("x = 41")
+        sbx.files.write("kept.txt", "kept")
+        out["paused"] = sbx.pause()
+        out["paused_again"] = sbx.pause()
+        out["state"] = str(sbx.get_info().state)
+        paused = Sandbox.list(query=SandboxQuery(metadata=mine, state=[SandboxState.PAUSED])).next_items()
+        out["listed_paused"] = [s.sandbox_id == sbx.sandbox_id for s in paused]
+        running = Sandbox.list(query=SandboxQuery(metadata=mine, state=[SandboxState.RUNNING])).next_items()
+        out["listed_running"] = len(running)
+        start = time.monotonic()
+        try:
+            sbx.files.read("kept.txt")
+            out["read_while_paused"] = "read"
+        except Exception as e:
+            out["read_while_paused"] = type(e).__name__
+        out["read_while_paused_seconds"] = time.monotonic() - start
+        resumed = Sandbox.connect(sbx.sandbox_id)
+        out["resumed_state"] = str(resumed.get_info().state)
+        out["x_plus_1"] = resumed.run_code("x + 1").text
+        out["file"] = resumed.files.read("kept.txt")
+    finally:
+        out["killed"] = sbx.kill()
+    return out
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
-    print(json.dumps({"quickstart": quickstart, "readme": readme, "badkey": badkey, "badtemplate": badtemplate}[mode]()))
+    modes = {"quickstart": quickstart, "readme": readme, "badkey": badkey, "badtemplate": badtemplate, "pause": pause}
+    print(json.dumps(modes[mode]()))

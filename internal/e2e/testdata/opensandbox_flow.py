@@ -25,6 +25,11 @@ object on its last line, which the Go test checks:
   files IMAGE       files: info, search, list, replace, mv, permissions,
                     directories made and deleted, files deleted, a ranged
                     and a line-based read
+  pause IMAGE       pause with a file written and a background loop that
+                    counts: the state and the list while paused, a command
+                    refused, Sandbox.resume, the file, the loop running on
+                    with its count (no restart) and a gap as long as the
+                    pause
 """
 
 import asyncio
@@ -331,6 +336,52 @@ async def background(image: str) -> dict:
     return out
 
 
+# Counts into /tmp/count, one line a turn: the turn and the kernel's clock.
+COUNTER = 'i=0; while :; do i=$((i+1)); read up _ </proc/uptime; echo "$i $up" >>/tmp/count; sleep 0.05; done'
+
+# Checks /tmp/count: its lines, whether each counts one more than the last
+# (no restart: the loop's memory kept), and the longest gap between turns.
+CHECK = """python3 -c '
+lines = [l.split() for l in open("/tmp/count")]
+ok = all(int(n) == i + 1 for i, (n, _) in enumerate(lines))
+gap = max(float(b[1]) - float(a[1]) for a, b in zip(lines, lines[1:]))
+print(len(lines), ok, round(gap, 2))'"""
+
+
+async def pause(image: str) -> dict:
+    sandbox = await Sandbox.create(image, connection_config=ConnectionConfig())
+    manager = await SandboxManager.create(ConnectionConfig())
+    out: dict = {}
+    try:
+        await sandbox.files.write_file("/workspace/kept.txt", "kept")
+        counter = await sandbox.commands.run(COUNTER, opts=RunCommandOpts(background=True))
+        await asyncio.sleep(0.5)
+        await sandbox.pause()
+        out["state"] = (await sandbox.get_info()).status.state
+        page = await manager.list_sandbox_infos(SandboxFilter(states=["Paused"]))
+        out["listed_paused"] = [i.id == sandbox.id for i in page.sandbox_infos]
+        try:
+            await sandbox.commands.run("true")
+            out["run_while_paused"] = "ran"
+        except SandboxException as e:
+            out["run_while_paused"] = type(e).__name__
+        await asyncio.sleep(1)
+        resumed = await Sandbox.resume(sandbox.id, connection_config=ConnectionConfig())
+        out["resumed_state"] = (await resumed.get_info()).status.state
+        out["file"] = await resumed.files.read_file("/workspace/kept.txt")
+        out["counter_running"] = (await resumed.commands.get_command_status(counter.id)).running
+        first = (await resumed.commands.run(CHECK)).text.split()
+        await asyncio.sleep(0.5)
+        n, ok, gap = (await resumed.commands.run(CHECK)).text.split()
+        out["counting_on"] = int(n) > int(first[0])
+        out["count_kept"] = ok
+        out["gap"] = float(gap)
+    finally:
+        await sandbox.destroy()
+        await manager.close()
+    return out
+
+
 async def main() -> dict:
     mode = sys.argv[1]
     if mode == "quickstart":
@@ -349,6 +400,8 @@ async def main() -> dict:
         return await lifecycle(sys.argv[2])
     if mode == "unknown":
         return await unknown()
+    if mode == "pause":
+        return await pause(sys.argv[2])
     raise SystemExit(f"unknown mode {mode}")
 
 

@@ -66,6 +66,7 @@ var (
 	_ sandbox.Runtime       = (*Runtime)(nil)
 	_ sandbox.LogReader     = (*Runtime)(nil)
 	_ sandbox.ImagePreparer = (*Runtime)(nil)
+	_ sandbox.Pauser        = (*Runtime)(nil)
 )
 
 // validID is what the fake accepts as a sandbox id, like the oci runtime.
@@ -83,6 +84,8 @@ type Hooks struct {
 	Status  func(ctx context.Context, id string) error
 	List    func(ctx context.Context) error
 	Recover func(ctx context.Context) error
+	Pause   func(ctx context.Context, id string) error
+	Resume  func(ctx context.Context, id string) error
 	// Exec sees every exec request an agent receives, with /workspace
 	// already mapped to the sandbox's directory. An error refuses the
 	// request: the agent answers 403 PERMISSION_DENIED with its message.
@@ -93,7 +96,7 @@ type Hooks struct {
 // Calls counts the calls of each Runtime method, failed ones included.
 type Calls struct {
 	Create, Start, Stop, Delete, Status, List, Agent, Recover, Logs int
-	ImageReady, PrepareImage                                        int
+	ImageReady, PrepareImage, Pause, Resume                         int
 }
 
 // Runtime is the fake. See the package comment.
@@ -155,7 +158,7 @@ func (c *console) tail(limit int64) []byte {
 // SetCapabilities says otherwise.
 func New(opts ...Option) *Runtime {
 	r := &Runtime{sandboxes: map[string]*box{},
-		caps: sandbox.Capabilities{StopKeepsFiles: true, NetworkPolicy: true, LocalFiles: true}}
+		caps: sandbox.Capabilities{StopKeepsFiles: true, NetworkPolicy: true, LocalFiles: true, Pause: true}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -198,8 +201,9 @@ func (r *Runtime) count(c *int) Hooks {
 func (r *Runtime) Name() string { return Name }
 
 // Capabilities reports what SetCapabilities set; by default all: a stopped
-// fake sandbox keeps its directory, and egress policies are accepted (not
-// enforced: the fake isolates nothing).
+// fake sandbox keeps its directory, egress policies are accepted (not
+// enforced: the fake isolates nothing), and a pause changes the state a
+// sandbox reports, freezing nothing.
 func (r *Runtime) Capabilities() sandbox.Capabilities {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -290,7 +294,7 @@ func (r *Runtime) add(spec *sandbox.Spec, env []string, state sandbox.State) err
 		os.RemoveAll(b.dir)
 		return errdefs.Conflict("create sandbox %s: already exists", spec.ID)
 	}
-	if state == sandbox.StateRunning {
+	if state == sandbox.StateRunning || state == sandbox.StatePaused {
 		if err := r.startAgent(spec.ID, b); err != nil {
 			os.RemoveAll(b.dir)
 			return err
@@ -430,6 +434,50 @@ func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration) er
 	return nil
 }
 
+// Pause marks a running sandbox paused; its agent goes on answering (the
+// layers above refuse to reach a paused sandbox's agent). Without
+// Capabilities.Pause it is an ErrNotImplemented, as on a host without a
+// freezer.
+func (r *Runtime) Pause(ctx context.Context, id string) error {
+	if h := r.count(&r.calls.Pause); h.Pause != nil {
+		if err := h.Pause(ctx, id); err != nil {
+			return err
+		}
+	}
+	return r.setPaused("pause", id, true)
+}
+
+// Resume marks a paused sandbox running again.
+func (r *Runtime) Resume(ctx context.Context, id string) error {
+	if h := r.count(&r.calls.Resume); h.Resume != nil {
+		if err := h.Resume(ctx, id); err != nil {
+			return err
+		}
+	}
+	return r.setPaused("resume", id, false)
+}
+
+func (r *Runtime) setPaused(op, id string, pause bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.caps.Pause {
+		return fmt.Errorf("%s sandbox %s: %w", op, id, errdefs.ErrNotImplemented)
+	}
+	b, err := r.get(op, id)
+	if err != nil {
+		return err
+	}
+	switch {
+	case b.state != sandbox.StateRunning && b.state != sandbox.StatePaused:
+		return errdefs.Precondition("%s sandbox %s: it is %s", op, id, b.state)
+	case pause:
+		b.state = sandbox.StatePaused
+	default:
+		b.state = sandbox.StateRunning
+	}
+	return nil
+}
+
 // Delete stops the sandbox and removes its directory.
 func (r *Runtime) Delete(ctx context.Context, id string) error {
 	if h := r.count(&r.calls.Delete); h.Delete != nil {
@@ -543,7 +591,7 @@ func (r *Runtime) Logs(ctx context.Context, id string, limit int64) ([]byte, err
 // need not be stored.
 func (r *Runtime) Seed(spec *sandbox.Spec, state sandbox.State) error {
 	switch state {
-	case sandbox.StateCreated, sandbox.StateRunning, sandbox.StateStopped:
+	case sandbox.StateCreated, sandbox.StateRunning, sandbox.StatePaused, sandbox.StateStopped:
 	default:
 		return errdefs.Invalid("seed sandbox %s: state %q cannot be seeded", spec.ID, state)
 	}

@@ -75,6 +75,16 @@
 // cgroup on another node; Logs (sandbox.LogReader) from the kubelet,
 // through the API server. The daemon keeps one agent client per Pod.
 //
+// Pause (sandbox.Pauser) is not offered: Capabilities.Pause is false and
+// the manager answers 501. A Pod's cgroup freezer is on its node, which the
+// daemon does not reach, the Kubernetes API has no pause of a Pod, and the
+// agent cannot freeze the Pod it runs in (its cgroup file system is
+// read-only, and a frozen agent could not thaw itself). The plan: a
+// node-local helper (a DaemonSet, as prepulls have) that writes
+// cgroup.freeze of a Pod's cgroup, found by its UID, on the daemon's
+// authenticated request; until then a kubernetes sandbox can only be
+// stopped.
+//
 // The runtime passes runtimetest.RunContract against the control plane
 // of package kubetest with fake nodes (tier A, TestContract), and the
 // whole runtimetest.Run on a real node (tier B, kubetest's

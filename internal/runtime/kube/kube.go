@@ -230,9 +230,9 @@ func (r *Runtime) Name() string { return Name }
 // it has one (Config.Egress). What Kubernetes enforces its own way: the
 // kubelet evicts a Pod over its ephemeral-storage limit (no ENOSPC), a Pod
 // has an interface that its NetworkPolicy restricts (no egress at all: the
-// daemon dials in for the proxy and services), and RuntimeDefault is the
-// container runtime's seccomp profile (containerd 1.6's allows ptrace and
-// io_uring).
+// daemon dials in for the proxy and services). The sandbox's seccomp
+// policy is the agent's, as on every runtime, under the container
+// runtime's RuntimeDefault profile.
 func (r *Runtime) Capabilities() sandbox.Capabilities {
 	c := capabilities
 	c.NetworkPolicy = r.cfg.Egress != nil

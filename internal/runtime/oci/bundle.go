@@ -117,7 +117,6 @@ func (r *Runtime) bundleSpec(spec *sandbox.Spec, env []string, res sandbox.Resou
 			},
 			MaskedPaths:   maskedPaths,
 			ReadonlyPaths: readonlyPaths,
-			Seccomp:       seccompProfile(),
 		},
 	}
 	for _, m := range spec.Mounts { // checked by validate

@@ -207,7 +207,8 @@ func sameSet(a, b []string) bool {
 // still runs in it. The runtime binary removes them itself when it deletes
 // a container; this covers the containers that never got that far.
 func (cg *cgroups) remove(id string) error {
-	var errs []error
+	// A frozen task dies of SIGKILL only once thawed (v1).
+	errs := []error{cg.freezer(id).thaw()}
 	for _, h := range cg.all {
 		if err := removeCgroupDir(filepath.Join(h.dir, cg.parent, id)); err != nil {
 			errs = append(errs, err)

@@ -55,7 +55,7 @@
 //
 // Most of create → ready is `runc run` itself (docs/PERFORMANCE.md has the
 // breakdown): three starts of a Go binary (runc, runc init twice), the
-// namespaces, mounts and seccomp filter, and the move into the cgroups,
+// namespaces and mounts, and the move into the cgroups,
 // whose first write waits one RCU grace period (6-20 ms) of the kernel's
 // cgroup_threadgroup_rwsem. Start overlaps that wait with runc's own start
 // by moving the daemon into its own cgroup as runc starts (warmAttach): the
@@ -91,8 +91,9 @@
 // # Isolation
 //
 // The agent runs as root with six capabilities (see agentCapabilities),
-// no_new_privs, oom_score_adj -1000 (when the daemon has CAP_SYS_RESOURCE)
-// and the seccomp profile of seccomp.go;
+// no_new_privs and oom_score_adj -1000 (when the daemon has
+// CAP_SYS_RESOURCE); the bundle has no seccomp profile, for the agent
+// installs the sandbox's filter on itself as it starts (package seccomp);
 // it runs user commands as uid 1000 with no capabilities. The root file
 // system is read-only except /workspace, /tmp and the home directory. The
 // sandbox has its own pid, mount, network (loopback only), ipc, uts and

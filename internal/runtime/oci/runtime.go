@@ -31,6 +31,7 @@ var (
 	_ sandbox.UsageReader   = (*Runtime)(nil)
 	_ sandbox.LogReader     = (*Runtime)(nil)
 	_ sandbox.ImagePreparer = (*Runtime)(nil)
+	_ sandbox.Pauser        = (*Runtime)(nil)
 )
 
 // Config configures a Runtime. Root and Images are required.
@@ -71,6 +72,7 @@ type Runtime struct {
 	oci       ociCLI
 	cgroups   *cgroups
 	swapLimit bool   // set memory+swap = memory
+	canPause  bool   // the host has a cgroup freezer (freezer.go)
 	oomAdjust bool   // may lower the agent's oom_score_adj (CAP_SYS_RESOURCE)
 	nofile    uint64 // hard RLIMIT_NOFILE of the agent
 	mkfs      string // mkfs.ext4
@@ -193,6 +195,7 @@ func New(cfg Config) (*Runtime, error) {
 		oci:       ociCLI{bin: bin, root: state},
 		cgroups:   cg,
 		swapLimit: cg.swapLimitable(),
+		canPause:  cg.hasFreezer(),
 		mkfs:      mkfs,
 		maxDisk:   maxDisk,
 		log:       cfg.Logger,
@@ -247,16 +250,18 @@ func (r *Runtime) Name() string { return Name }
 
 // Capabilities reports that Stop keeps the sandbox's files, that
 // sandboxes live on this host, that egress policies are enforced when
-// the runtime has an egress proxy, and that the disk limit, the loopback-only
-// network and the seccomp profile are the project's own. Persistence sizes
+// the runtime has an egress proxy, and that the disk limit and the
+// loopback-only network are the project's own (the seccomp filter is the
+// agent's, package seccomp, on every runtime). Persistence sizes
 // the sandbox's disk, up to the size of Root's file system, and Retain
 // keeps it after Delete; there are no storage classes, and one runtime
-// binary runs every sandbox (no runtime classes).
+// binary runs every sandbox (no runtime classes). Sandboxes pause where the
+// host has a cgroup freezer (see freezer.go).
 func (r *Runtime) Capabilities() sandbox.Capabilities {
 	return sandbox.Capabilities{
 		StopKeepsFiles: true, LocalFiles: true, NetworkPolicy: r.cfg.Egress != nil,
-		DiskQuota: true, LoopbackOnly: true, StrictSeccomp: true,
-		Persistence: true, MaxVolumeBytes: r.maxDisk,
+		DiskQuota: true, LoopbackOnly: true,
+		Persistence: true, MaxVolumeBytes: r.maxDisk, Pause: r.canPause,
 	}
 }
 
@@ -638,7 +643,9 @@ func (r *Runtime) Logs(ctx context.Context, id string, limit int64) ([]byte, err
 // Stop sends the agent SIGTERM, on which it ends every process of the
 // sandbox and exits, and SIGKILL after timeout (at once if timeout is 0). When the agent, the pid
 // namespace's init, is gone, the kernel has killed everything else. The
-// signals go through a pidfd, so they cannot hit a recycled pid.
+// signals go through a pidfd, so they cannot hit a recycled pid. A paused
+// sandbox is thawed: before SIGTERM, so that it can end gracefully, and
+// after SIGKILL, so that its processes run no further than to their death.
 func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration) error {
 	if _, err := r.readMeta(id); err != nil {
 		return fmt.Errorf("stop sandbox %s: %w", id, err)
@@ -672,7 +679,11 @@ func (r *Runtime) stop(ctx context.Context, id string, timeout time.Duration) er
 	if c := r.cachedClient(id); c != nil {
 		c.Close()
 	}
+	fz := r.cgroups.freezer(id)
 	if timeout > 0 {
+		if err := fz.thaw(); err != nil {
+			return err
+		}
 		if err := unix.PidfdSendSignal(pidfd, unix.SIGTERM, nil, 0); err == nil {
 			if exited, err := waitPidfd(ctx, pidfd, timeout); err != nil || exited {
 				reap(pid)
@@ -682,6 +693,9 @@ func (r *Runtime) stop(ctx context.Context, id string, timeout time.Duration) er
 	}
 	if err := unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("kill agent: %w", err)
+	}
+	if err := fz.thaw(); err != nil {
+		return err
 	}
 	exited, err := waitPidfd(ctx, pidfd, killWait)
 	if err == nil && !exited {

@@ -30,6 +30,13 @@ func (r *Runtime) status(m *meta) sandbox.Status {
 	switch {
 	case pid > 0:
 		st.State, st.Pid = sandbox.StateRunning, pid
+		// An unreadable freezer is logged, not reported: a state other
+		// than running or paused would have the manager fail the sandbox.
+		if frozen, err := r.cgroups.freezer(m.ID).frozen(); err != nil {
+			r.log.Warn("read the freezer state of a sandbox", "sandbox", m.ID, "err", err)
+		} else if frozen {
+			st.State = sandbox.StatePaused
+		}
 	case started:
 		st.State = sandbox.StateStopped
 	}
@@ -123,8 +130,8 @@ func (r *Runtime) Usage(ctx context.Context, id string) (sandbox.Usage, error) {
 // Recover re-adopts the sandboxes a previous daemon left and cleans up the
 // rest: sandbox dirs that never became complete, containers, mounts and
 // cgroups of sandboxes that no longer exist. Running sandboxes keep running
-// with their mounts; the others are reported stopped (or created) and are
-// mounted again by Start.
+// with their mounts, paused ones stay paused; the others are reported
+// stopped (or created) and are mounted again by Start.
 func (r *Runtime) Recover(ctx context.Context) ([]sandbox.Status, error) {
 	ids, err := r.ids()
 	if err != nil {
@@ -149,14 +156,15 @@ func (r *Runtime) Recover(ctx context.Context) ([]sandbox.Status, error) {
 			// A running sandbox's egress proxy went with the old daemon. A
 			// sandbox left without one is cut off, not a reason to fail
 			// the daemon's start.
-			if st.State == sandbox.StateRunning && m.Egress != nil {
+			alive := st.State == sandbox.StateRunning || st.State == sandbox.StatePaused
+			if alive && m.Egress != nil {
 				if r.cfg.Egress == nil {
 					r.log.Error("sandbox needs network egress, which this runtime is not configured for", "sandbox", id)
 				} else if err := r.serveEgress(id, m.Egress); err != nil {
 					r.log.Error("serve egress proxy of recovered sandbox", "sandbox", id, "err", err)
 				}
 			}
-			if st.State == sandbox.StateRunning && m.Services && r.cfg.Services != nil {
+			if alive && m.Services && r.cfg.Services != nil {
 				if err := r.serveServices(id); err != nil {
 					r.log.Error("serve daemon services to recovered sandbox", "sandbox", id, "err", err)
 				}

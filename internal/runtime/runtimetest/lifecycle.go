@@ -368,6 +368,15 @@ func (s *suite) testRecover(t *testing.T) {
 		t.Fatalf("Create: %v", err)
 	}
 	t.Cleanup(func() { _ = rt.Delete(context.Background(), created.ID) })
+	// A paused sandbox stays paused across a restart of the daemon.
+	var paused *sandbox.Spec
+	if p := pauser(t, rt, created.ID); p != nil {
+		paused = s.spec(t)
+		started(t, rt, paused)
+		if err := p.Pause(ctx, paused.ID); err != nil {
+			t.Fatalf("Pause: %v", err)
+		}
+	}
 
 	rt2 := s.f.New(t)
 	sts, err := rt2.Recover(ctx)
@@ -379,6 +388,9 @@ func (s *suite) testRecover(t *testing.T) {
 		got[st.ID] = st.State
 	}
 	want := map[string]sandbox.State{running.ID: sandbox.StateRunning, created.ID: sandbox.StateCreated}
+	if paused != nil {
+		want[paused.ID] = sandbox.StatePaused
+	}
 	for id, state := range want {
 		if got[id] != state {
 			t.Errorf("Recover reports %s as %q, want %q (all: %v)", id, got[id], state, got)
@@ -393,6 +405,16 @@ func (s *suite) testRecover(t *testing.T) {
 	}
 	if err := rt2.Start(ctx, created.ID); err != nil {
 		t.Fatalf("Start after Recover: %v", err)
+	}
+	if paused != nil {
+		if err := rt2.(sandbox.Pauser).Resume(ctx, paused.ID); err != nil {
+			t.Fatalf("Resume after Recover: %v", err)
+		}
+		c, err := rt2.Agent(ctx, paused.ID)
+		if err != nil {
+			t.Fatalf("Agent after Recover: %v", err)
+		}
+		mustSh(t, c, "true")
 	}
 	for _, id := range []string{running.ID, created.ID} {
 		if err := rt2.Delete(ctx, id); err != nil {

@@ -1,11 +1,13 @@
 // Package runtimetest is the conformance suite of sandbox.Runtime: every
 // runtime runs it (runtimetest.Run(t, factory)) in the manner of containerd's
 // snapshotter test suite. RunContract checks the interface itself: the
-// lifecycle and its states, errors, List, Capabilities, images and Recover;
-// test doubles that isolate nothing (package fakeruntime) pass it too. Run
-// adds what a real sandbox must do: exec, files, limits and, each in its
-// own test, that an abusive or escaping sandbox fails or stays contained and
-// leaves its agent usable.
+// lifecycle and its states, errors, List, Capabilities, images, Recover
+// and the states of a pause (where Capabilities claim it); test doubles
+// that isolate nothing (package fakeruntime) pass it too. Run adds what a
+// real sandbox must do: exec, files, limits, a pause that freezes its
+// processes and keeps their memory and, each in its own test, that an
+// abusive or escaping sandbox fails or stays contained and leaves its
+// agent usable.
 //
 // The suite needs root on the oci runtime and a real image: NewSpec's image
 // must provide busybox applets on PATH and the probe of testdata/probe at
@@ -72,6 +74,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("Files", s.testFiles)
 	t.Run("Limits", s.testLimits)
 	t.Run("Isolation", s.testIsolation)
+	t.Run("PauseFreezes", s.testPauseFreezes)
 	t.Run("Terminal", s.testTerminal)
 }
 
@@ -87,6 +90,7 @@ func RunContract(t *testing.T, f Factory) {
 	t.Run("ClassesRefused", s.testClassesRefused)
 	t.Run("Images", s.testImages)
 	t.Run("Recover", s.testRecover)
+	t.Run("Pause", s.testPause)
 }
 
 type suite struct {

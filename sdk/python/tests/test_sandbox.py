@@ -10,6 +10,7 @@ import pytest
 from pytest_httpx import HTTPXMock
 
 from agent2env import (
+    APIError,
     ConflictError,
     NotFoundError,
     SandboxFailedError,
@@ -131,6 +132,27 @@ def test_control(client: Any, httpx_mock: HTTPXMock, op: str) -> None:
     httpx_mock.add_response(method="POST", url=f"{SB}/{op}", json={"message": f"{op} requested"})
     assert getattr(client.sandbox, op)("sb1234567890") is None
     assert httpx_mock.get_requests()[0].content == b""
+
+
+@pytest.mark.parametrize(("op", "status"), [("pause", "paused"), ("resume", "running")])
+def test_pause_resume(client: Any, httpx_mock: HTTPXMock, op: str, status: str) -> None:
+    httpx_mock.add_response(method="POST", url=f"{SB}/{op}", json=sandbox_json(status=status))
+    sb = getattr(client.sandbox, op)("sb1234567890")
+    assert sb.status == SandboxStatus(status)
+    assert httpx_mock.get_requests()[0].content == b""
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "exc"),
+    [(409, "CONFLICT", ConflictError), (501, "NOT_IMPLEMENTED", APIError)],
+)
+def test_pause_refused(
+    client: Any, httpx_mock: HTTPXMock, status: int, code: str, exc: type[Exception]
+) -> None:
+    httpx_mock.add_response(status_code=status, json={"error": "cannot pause", "code": code})
+    with pytest.raises(exc, match="cannot pause") as info:
+        client.sandbox.pause("sb1234567890")
+    assert info.value.code == code
 
 
 def test_stop_not_running(client: Any, httpx_mock: HTTPXMock) -> None:

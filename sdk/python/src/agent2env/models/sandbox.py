@@ -26,13 +26,16 @@ class SandboxStatus(StrEnum):
     """Where a sandbox is in its life.
 
     ``pending`` until it runs (image being fetched, startup steps running),
-    ``running``, ``succeeded`` (stopped, or its main process exited 0),
-    ``failed`` (see :attr:`Sandbox.reason`), ``terminating`` while being
-    deleted, ``unknown`` when the daemon lost track of it.
+    ``running``, ``paused`` (its processes frozen in memory, see
+    :meth:`~agent2env.services.sandbox.SandboxService.pause`), ``succeeded``
+    (stopped, or its main process exited 0), ``failed`` (see
+    :attr:`Sandbox.reason`), ``terminating`` while being deleted, ``unknown``
+    when the daemon lost track of it.
     """
 
     PENDING = "pending"
     RUNNING = "running"
+    PAUSED = "paused"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     TERMINATING = "terminating"

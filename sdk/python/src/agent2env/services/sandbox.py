@@ -153,6 +153,11 @@ def _download_request(sandbox_id: str, path: str) -> Request:
     )
 
 
+def _control_sandbox(sandbox_id: str, suffix: str) -> Op[Sandbox]:
+    """Post a request without a body (pause, resume) that answers with the sandbox."""
+    return call(Request("POST", _path(sandbox_id, suffix)), parse_model(Sandbox))
+
+
 def _wait_for_ready(sandbox_id: str, poll_interval: float, timeout: float) -> Op[Sandbox]:
     deadline = time.monotonic() + timeout
     while True:
@@ -224,7 +229,7 @@ def _attach_query(since: int, read_only: bool, takeover: bool) -> list[tuple[str
 
 
 class SandboxService:
-    """Sandbox operations: create, list, get, delete, stop/start/restart, exec, files, logs.
+    """Sandbox operations: lifecycle (stop, start, restart, pause, resume), exec, files, logs.
 
     Get it as :attr:`agent2env.Client.sandbox`.
     """
@@ -298,6 +303,30 @@ class SandboxService:
     def restart(self, sandbox_id: str) -> None:
         """Stop a sandbox (if running) and start it again, keeping its files."""
         self._c.run(call(Request("POST", _path(sandbox_id, "/restart")), parse_none))
+
+    def pause(self, sandbox_id: str) -> Sandbox:
+        """Freeze a running sandbox's processes in memory and return it ``paused``.
+
+        It uses no CPU until :meth:`resume`, keeps its memory, files and
+        processes, still counts against the daemon's capacity, and its TTL
+        runs on (paused time counts). Exec, files and contexts raise
+        ConflictError (code ``SANDBOX_NOT_READY``) meanwhile; :meth:`stop`,
+        :meth:`restart` and :meth:`delete` work as they do on a running one.
+
+        Raises:
+            ConflictError: The sandbox is not running.
+            APIError: Code ``NOT_IMPLEMENTED`` (501): the runtime cannot pause
+                (the kubernetes runtime).
+
+        """
+        return self._c.run(_control_sandbox(sandbox_id, "/pause"))
+
+    def resume(self, sandbox_id: str) -> Sandbox:
+        """Let a paused sandbox's processes run again where they were; return it ``running``.
+
+        Raises ConflictError when the sandbox is not paused.
+        """
+        return self._c.run(_control_sandbox(sandbox_id, "/resume"))
 
     def execute(
         self,
@@ -573,6 +602,14 @@ class AsyncSandboxService:
     async def restart(self, sandbox_id: str) -> None:
         """Stop and start a sandbox; see :meth:`SandboxService.restart`."""
         await self._c.run(call(Request("POST", _path(sandbox_id, "/restart")), parse_none))
+
+    async def pause(self, sandbox_id: str) -> Sandbox:
+        """Freeze a running sandbox in memory; see :meth:`SandboxService.pause`."""
+        return await self._c.run(_control_sandbox(sandbox_id, "/pause"))
+
+    async def resume(self, sandbox_id: str) -> Sandbox:
+        """Let a paused sandbox run again; see :meth:`SandboxService.resume`."""
+        return await self._c.run(_control_sandbox(sandbox_id, "/resume"))
 
     async def execute(
         self,
