@@ -8,6 +8,9 @@
 //   - `exec true` round trip through REST, against a direct fork/exec;
 //   - pause and resume through REST, against the same run's create (-pause-only:
 //     those and what they need alone);
+//   - the terminal: a keystroke's echo against the same run's exec true, and
+//     the output of a cat of 100 MB against the same cat on a bare pty of the
+//     host (-terminal-only: those and what they need alone);
 //   - 100 concurrent creates, against 100 `unshare … true` at once;
 //   - memory per idle sandbox (absolute: no baseline);
 //   - code-interpreter contexts: create cold and from a warm pool, and a
@@ -67,7 +70,7 @@ func main() {
 	llmUpstream := flag.Bool("llm-upstream", false, "serve the LLM measurement's fake upstream (the bench starts it itself)")
 	runsOnly := flag.Bool("runs-only", false, "measure sandbox create → ready and the task runner's overhead only")
 	agentMem := flag.Int("agent-memory", 0, "measure only the memory of this many idle claude-code runs in their sandboxes (agent2env/agent)")
-	terminalOnly := flag.Bool("terminal-only", false, "measure create → ready, exec true and the terminal's keystroke echo only")
+	terminalOnly := flag.Bool("terminal-only", false, "measure create → ready, exec true and the terminal's keystroke echo and output throughput only")
 	storeOnly := flag.Bool("store-only", false, "measure create → ready, exec true and run_code through a daemon on the PostgreSQL store against one on SQLite only")
 	pauseOnly := flag.Bool("pause-only", false, "measure create → ready, exec true, and pause and resume only")
 	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only)")
@@ -201,6 +204,9 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 		return d.deleteAll(ids)
 	}
 	if err := benchTerminal(d, ids[0], n, execTrue); err != nil {
+		return err
+	}
+	if err := benchTerminalThroughput(d, ids[0]); err != nil {
 		return err
 	}
 	if terminalOnly {
