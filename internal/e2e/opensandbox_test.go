@@ -152,6 +152,24 @@ func TestOpenSandboxSDK(t *testing.T) {
 		expect(t, res, want)
 		noSandboxes(t)
 	})
+	t.Run("session", func(t *testing.T) {
+		res := python(t, "session", image)
+		want := map[string]string{
+			"pwd":  "/workspace/sess\n",
+			"kept": "1 2 /tmp f3\n", "kept_exit_code": "0",
+			// exit ends the run, not the session's shell.
+			"failed": "before\n", "failed_exit_code": "3", "after_exit": "1 /tmp\n",
+			"own_cwd":           "/workspace\n",
+			"timeout_exit_code": "-1",
+			"turns":             "[one\n two\n]",
+			"deleted_run":       "404",
+		}
+		expect(t, res, want)
+		if s, _ := res["timeout_seconds"].(float64); s > 10 {
+			t.Errorf("a run with a 1 s timeout took %.1f s", s)
+		}
+		noSandboxes(t)
+	})
 	t.Run("code interpreter", func(t *testing.T) {
 		// The code-interpreter SDK's default image, served by agent2env's:
 		// build it first, as the python image above.

@@ -106,6 +106,8 @@ func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
 		route(http.MethodPost, h.command)
 	case "/code", "/code/context", "/code/contexts":
 		h.routeCode(w, r, id, op)
+	case "/session":
+		h.routeSession(w, r, id, op)
 	case "/files/upload":
 		route(http.MethodPost, h.upload)
 	case "/files/download":
@@ -123,6 +125,10 @@ func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
 			h.routeCode(w, r, id, op)
 			return
 		}
+		if strings.HasPrefix(op, "/session/") {
+			h.routeSession(w, r, id, op)
+			return
+		}
 		if unsupportedExecd(op) {
 			writeError(w, notImplemented("execd "+op+" is not supported by agent2env yet"))
 			return
@@ -134,7 +140,7 @@ func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
 // execdPlanned are the execd routes (and route prefixes, ending in "/")
 // agent2env does not serve yet: answered 501, not 404.
 var execdPlanned = []string{
-	"/command/", "/session", "/session/", "/files/", "/directories/", "/metrics", "/metrics/",
+	"/command/", "/files/", "/directories/", "/metrics", "/metrics/",
 }
 
 // unsupportedExecd reports whether op is an execd route not served yet.

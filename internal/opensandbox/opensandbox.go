@@ -21,10 +21,11 @@
 // Handler is an http.Handler for the paths under /v1/ and, for the execd
 // API the returned endpoints lead to, under ExecdPrefix; the daemon mounts
 // it beside its other surfaces (Register). Of execd it serves /ping,
-// foreground POST /command, the files and directories routes (Files) and
-// the code contexts on agent2env's kernels (Codes), with the sandbox's
-// access token in X-Access-Token (the endpoint's headers); the other execd
-// routes answer 501.
+// POST /command in the foreground and, with their status, logs and
+// interrupt, in the background (Commands), the files and directories
+// routes (Files), and the code contexts and bash sessions on agent2env's
+// kernels (Codes), with the sandbox's access token in X-Access-Token (the
+// endpoint's headers); the other execd routes answer 501.
 package opensandbox
 
 import (

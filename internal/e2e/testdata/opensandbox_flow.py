@@ -25,6 +25,9 @@ object on its last line, which the Go test checks:
   files IMAGE       files: info, search, list, replace, mv, permissions,
                     directories made and deleted, files deleted, a ranged
                     and a line-based read
+  session IMAGE     a bash session: its directory, variables and cwd kept
+                    from run to run, exit codes, a run's own cwd, a
+                    timeout, two runs at once, delete
 """
 
 import asyncio
@@ -331,6 +334,43 @@ async def background(image: str) -> dict:
     return out
 
 
+async def session(image: str) -> dict:
+    sandbox = await Sandbox.create(image, connection_config=ConnectionConfig())
+    out: dict = {}
+    cmds = sandbox.commands
+
+    def stdout(execution) -> str:
+        return "".join(m.text for m in execution.logs.stdout)
+
+    try:
+        sid = await cmds.create_session(working_directory="/workspace/sess")
+        out["pwd"] = stdout(await cmds.run_in_session(sid, "pwd"))
+        await cmds.run_in_session(sid, "export A=1; B=2; cd /tmp; f() { echo f$1; }")
+        kept = await cmds.run_in_session(sid, 'echo "$A $B $PWD $(f 3)"')
+        out["kept"], out["kept_exit_code"] = stdout(kept), kept.exit_code
+        failed = await cmds.run_in_session(sid, "echo before; exit 3; echo after")
+        out["failed"], out["failed_exit_code"] = stdout(failed), failed.exit_code
+        out["after_exit"] = stdout(await cmds.run_in_session(sid, 'echo "$A $PWD"'))
+        out["own_cwd"] = stdout(await cmds.run_in_session(sid, "pwd", working_directory="/workspace"))
+        start = time.monotonic()
+        slow = await cmds.run_in_session(sid, "sleep 30", timeout=timedelta(seconds=1))
+        out["timeout_exit_code"], out["timeout_seconds"] = slow.exit_code, time.monotonic() - start
+        # Two runs at once take turns, in order of arrival.
+        first = asyncio.create_task(cmds.run_in_session(sid, "sleep 0.5; echo $SECONDS > /tmp/first; echo one"))
+        await asyncio.sleep(0.1)
+        second = await cmds.run_in_session(sid, "cat /tmp/first >/dev/null && echo two")
+        out["turns"] = [stdout(await first), stdout(second)]
+        await cmds.delete_session(sid)
+        try:
+            await cmds.run_in_session(sid, "pwd")
+            out["deleted_run"] = "ran"
+        except SandboxApiException as e:
+            out["deleted_run"] = e.status_code
+    finally:
+        await sandbox.destroy()
+    return out
+
+
 async def main() -> dict:
     mode = sys.argv[1]
     if mode == "quickstart":
@@ -343,6 +383,8 @@ async def main() -> dict:
         return await background(sys.argv[2])
     if mode == "files":
         return await files(sys.argv[2])
+    if mode == "session":
+        return await session(sys.argv[2])
     if mode == "code":
         return await code(sys.argv[2])
     if mode == "lifecycle":
