@@ -152,6 +152,23 @@ func TestOpenSandboxSDK(t *testing.T) {
 		expect(t, res, want)
 		noSandboxes(t)
 	})
+	t.Run("metrics and egress", func(t *testing.T) {
+		res := python(t, "metrics", image)
+		want := map[string]string{
+			// The SDK's default limits: 1 CPU, 2 GiB.
+			"cpu_count": "1", "memory_total_in_mib": "2048",
+			"busy": "true", "memory_used": "true", "timestamp_now": "true",
+			"policy": "map[default:deny egress:[]]",
+			"allow":  "400", "deleted": "true",
+			"allow_all_create": "400",
+		}
+		expect(t, res, want)
+		t.Logf("cpu_used_percentage: %v idle, %v with a busy loop", res["idle_pct"], res["busy_pct"])
+		if s, _ := res["allow_all_seconds"].(float64); s > 3 {
+			t.Errorf("a create with an allow-all policy took %.1f s to fail", s)
+		}
+		noSandboxes(t)
+	})
 	t.Run("session", func(t *testing.T) {
 		res := python(t, "session", image)
 		want := map[string]string{

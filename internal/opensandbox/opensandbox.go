@@ -78,9 +78,12 @@ type Config struct {
 	Files Files
 	// Commands runs execd's background commands; nil: they answer 501.
 	Commands Commands
-	// Codes runs code in agent2env's kernels for execd's /code routes;
-	// nil: they answer 501.
+	// Codes runs code in agent2env's kernels for execd's /code and
+	// /session routes; nil: they answer 501.
 	Codes Codes
+	// Metrics measures sandboxes for execd's /metrics; nil: it answers
+	// 501.
+	Metrics Metrics
 	// Keys are the daemon's API keys.
 	Keys *auth.Keys
 	// RequireKey says requests must carry a valid key (auth.Required).

@@ -25,6 +25,10 @@ object on its last line, which the Go test checks:
   files IMAGE       files: info, search, list, replace, mv, permissions,
                     directories made and deleted, files deleted, a ranged
                     and a line-based read
+  metrics IMAGE     get_metrics while a command keeps a CPU busy, and the
+                    egress policy: deny-all at create, read, patched with
+                    a deny rule, an allow rule refused, rules deleted; a
+                    create with an allow-all policy refused
   session IMAGE     a bash session: its directory, variables and cwd kept
                     from run to run, exit codes, a run's own cwd, a
                     timeout, two runs at once, delete
@@ -52,7 +56,7 @@ from opensandbox.models.filesystem import (
     SetPermissionEntry,
     WriteEntry,
 )
-from opensandbox.models.sandboxes import SandboxFilter
+from opensandbox.models.sandboxes import NetworkPolicy, NetworkRule, SandboxFilter
 from opensandbox.sandbox import Sandbox
 
 
@@ -371,6 +375,45 @@ async def session(image: str) -> dict:
     return out
 
 
+async def metrics(image: str) -> dict:
+    deny = NetworkPolicy(defaultAction="deny", egress=[NetworkRule(action="deny", target="*.example.com")])
+    sandbox = await Sandbox.create(image, network_policy=deny, connection_config=ConnectionConfig())
+    out: dict = {}
+    try:
+        idle = await sandbox.get_metrics()
+        await sandbox.commands.run("timeout 5 sh -c 'while :; do :; done'", opts=RunCommandOpts(background=True))
+        await asyncio.sleep(0.5)
+        m = await sandbox.get_metrics()
+        out["cpu_count"], out["memory_total_in_mib"] = m.cpu_count, m.memory_total_in_mib
+        # A loaded host may give the loop much less than its CPU.
+        out["idle_pct"], out["busy_pct"] = idle.cpu_used_percentage, m.cpu_used_percentage
+        out["busy"] = m.cpu_used_percentage > max(10, idle.cpu_used_percentage)
+        out["memory_used"] = 0 < m.memory_used_in_mib < m.memory_total_in_mib
+        out["timestamp_now"] = abs(m.timestamp / 1000 - time.time()) < 60
+        policy = await sandbox.get_egress_policy()
+        out["policy"] = {"default": policy.default_action, "egress": policy.egress}
+        await sandbox.patch_egress_rules([NetworkRule(action="deny", target="pypi.org")])
+        try:
+            await sandbox.patch_egress_rules([NetworkRule(action="allow", target="pypi.org")])
+            out["allow"] = "patched"
+        except SandboxApiException as e:
+            out["allow"] = e.status_code
+        await sandbox.delete_egress_rules(["pypi.org"])
+        out["deleted"] = True
+    finally:
+        await sandbox.destroy()
+    start = time.monotonic()
+    try:
+        allow = NetworkPolicy(defaultAction="allow")
+        other = await Sandbox.create(image, network_policy=allow, connection_config=ConnectionConfig())
+        await other.destroy()
+        out["allow_all_create"] = "created"
+    except SandboxApiException as e:
+        out["allow_all_create"] = e.status_code
+    out["allow_all_seconds"] = time.monotonic() - start
+    return out
+
+
 async def main() -> dict:
     mode = sys.argv[1]
     if mode == "quickstart":
@@ -383,6 +426,8 @@ async def main() -> dict:
         return await background(sys.argv[2])
     if mode == "files":
         return await files(sys.argv[2])
+    if mode == "metrics":
+        return await metrics(sys.argv[2])
     if mode == "session":
         return await session(sys.argv[2])
     if mode == "code":
