@@ -45,11 +45,13 @@ func TestOpenSandboxSDK(t *testing.T) {
 		t.Fatalf("delete the warm-up sandbox: status %d", code)
 	}
 
-	python := func(t *testing.T, args ...string) map[string]any {
+	// script runs a Python script of testdata and returns the JSON object
+	// of its last line.
+	script := func(t *testing.T, name string, args ...string) map[string]any {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, pythonBin, append([]string{"testdata/opensandbox_flow.py"}, args...)...)
+		cmd := exec.CommandContext(ctx, pythonBin, append([]string{"testdata/" + name}, args...)...)
 		cmd.Env = append(os.Environ(), "OPEN_SANDBOX_DOMAIN="+d.addr, "OPEN_SANDBOX_API_KEY="+key)
 		out, err := cmd.Output()
 		var stderr string
@@ -59,9 +61,13 @@ func TestOpenSandboxSDK(t *testing.T) {
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		var res map[string]any
 		if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &res) != nil {
-			t.Fatalf("opensandbox_flow.py %v: %v\nstdout: %s\nstderr: %s", args, err, out, stderr)
+			t.Fatalf("%s %v: %v\nstdout: %s\nstderr: %s", name, args, err, out, stderr)
 		}
 		return res
+	}
+	python := func(t *testing.T, args ...string) map[string]any {
+		t.Helper()
+		return script(t, "opensandbox_flow.py", args...)
 	}
 	// expect checks res's values, as fmt.Sprint shows them.
 	expect := func(t *testing.T, res map[string]any, want map[string]string) {
@@ -167,6 +173,20 @@ func TestOpenSandboxSDK(t *testing.T) {
 		if s, _ := res["allow_all_seconds"].(float64); s > 3 {
 			t.Errorf("a create with an allow-all policy took %.1f s to fail", s)
 		}
+		noSandboxes(t)
+	})
+	t.Run("mcp server", func(t *testing.T) {
+		// The stock opensandbox-mcp over stdio, driven by the official MCP
+		// client.
+		res := script(t, "opensandbox_mcp_flow.py", image)
+		want := map[string]string{
+			"tools_missing": "[]", "state": "Running",
+			"stdout": "hi from mcp\n", "stderr": "err\n", "exit_code": "0", "failed_exit_code": "7",
+			"write": "map[status:written]", "read": "one two one\n",
+			"replaced": "[2]", "after_replace": "1 two 1\n",
+			"listed": "[true]", "kill": "map[status:killed]", "listed_after_kill": "0",
+		}
+		expect(t, res, want)
 		noSandboxes(t)
 	})
 	t.Run("session", func(t *testing.T) {
