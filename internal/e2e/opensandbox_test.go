@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +173,28 @@ func TestOpenSandboxSDK(t *testing.T) {
 		t.Logf("cpu_used_percentage: %v idle, %v with a busy loop", res["idle_pct"], res["busy_pct"])
 		if s, _ := res["allow_all_seconds"].(float64); s > 3 {
 			t.Errorf("a create with an allow-all policy took %.1f s to fail", s)
+		}
+		noSandboxes(t)
+	})
+	t.Run("js sdk", func(t *testing.T) {
+		clients := stockClients(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(clients.nodeBin, "node"), "testdata/opensandbox_quickstart.mjs", clients.opensandboxJS, image)
+		cmd.Env = append(os.Environ(), "OPEN_SANDBOX_DOMAIN="+d.addr, "OPEN_SANDBOX_API_KEY="+key)
+		out, err := cmd.CombinedOutput()
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		var res map[string]any
+		if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &res) != nil {
+			t.Fatalf("opensandbox_quickstart.mjs: %v\n%s", err, out)
+		}
+		want := map[string]string{
+			"stdout": "Hello Sandbox!\n", "exitCode": "0", "failedExitCode": "3", "failedStderr": "oops\n",
+			"read": "Hello World", "error": "<nil>",
+		}
+		expect(t, res, want)
+		if ep, _ := res["endpoint"].(string); !strings.HasPrefix(ep, d.addr+"/opensandbox/") {
+			t.Errorf("execd endpoint %q, want %s/opensandbox/… without a scheme", ep, d.addr)
 		}
 		noSandboxes(t)
 	})
