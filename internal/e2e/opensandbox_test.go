@@ -16,14 +16,19 @@ import (
 	"github.com/agent2env/agent2env/internal/testenv"
 )
 
-// TestOpenSandboxSDK runs the stock OpenSandbox Python SDK (PyPI
-// opensandbox, pinned in scripts/peers-requirements.txt), unchanged,
-// against a daemon with API keys: its README quickstart (Sandbox.create,
-// commands.run, destroy) with a failing command and a
-// files.write_file/read_file round trip, then the failures a user meets
+// TestOpenSandboxSDK runs the stock OpenSandbox clients, unchanged,
+// against a daemon with API keys: the Python SDK (PyPI opensandbox, pinned
+// in scripts/peers-requirements.txt, as are its code interpreter and MCP
+// server) and the JS SDK (npm, installed by scripts/test-peers.sh). The
+// Python SDK's README quickstart (Sandbox.create, commands.run, destroy)
+// with a failing command and a files.write_file/read_file round trip,
+// lifecycle, background commands, files, bash sessions, metrics and
+// egress, the code interpreter, the MCP server over stdio, the JS SDK's
+// quickstart, then the failures a user meets
 // first: a wrong key, an unknown id, an image that does not exist. Each
 // must fail at once with the server's {code, message}, and leave no
-// sandbox behind (issue 23).
+// sandbox behind (issue 23). Every exchange goes through a proxy that
+// checks OpenSandbox's wire rules (wireRecorder).
 //
 // The interpreter is AGENT2ENV_PYTHON, the one scripts/test-peers.sh makes
 // for this run (make test sets it): not clients.env's, which the last run
@@ -37,8 +42,16 @@ func TestOpenSandboxSDK(t *testing.T) {
 		key   = "a2e_e2e-opensandbox-key-0123456789"
 		image = "agent2env/python"
 	)
-	d := startDaemon(t, "", func(c *exec.Cmd) { c.Env = append(os.Environ(), "AGENT2ENV_API_KEYS="+key) })
+	// The clients reach the daemon through a proxy that checks the wire
+	// rules on every exchange ("wire rules" below): the daemon's public
+	// URL, which its endpoints lead to.
+	wire := newWireRecorder(t)
+	d := startDaemon(t, "", func(c *exec.Cmd) {
+		c.Args = append(c.Args, "--public-url", "http://"+wire.addr)
+		c.Env = append(os.Environ(), "AGENT2ENV_API_KEYS="+key)
+	})
 	d.key = key
+	wire.start(d.addr)
 	// The first sandbox of an image waits for the image to be built, longer
 	// than the SDK's 30 s readiness budget: build it first.
 	warm := d.create(api.CreateSandboxRequest{Image: image, CPU: "1", Memory: "512Mi"})
@@ -53,7 +66,7 @@ func TestOpenSandboxSDK(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, pythonBin, append([]string{"testdata/" + name}, args...)...)
-		cmd.Env = append(os.Environ(), "OPEN_SANDBOX_DOMAIN="+d.addr, "OPEN_SANDBOX_API_KEY="+key)
+		cmd.Env = append(os.Environ(), "OPEN_SANDBOX_DOMAIN="+wire.addr, "OPEN_SANDBOX_API_KEY="+key)
 		out, err := cmd.Output()
 		var stderr string
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -181,7 +194,7 @@ func TestOpenSandboxSDK(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, filepath.Join(clients.nodeBin, "node"), "testdata/opensandbox_quickstart.mjs", clients.opensandboxJS, image)
-		cmd.Env = append(os.Environ(), "OPEN_SANDBOX_DOMAIN="+d.addr, "OPEN_SANDBOX_API_KEY="+key)
+		cmd.Env = append(os.Environ(), "OPEN_SANDBOX_DOMAIN="+wire.addr, "OPEN_SANDBOX_API_KEY="+key)
 		out, err := cmd.CombinedOutput()
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		var res map[string]any
@@ -193,8 +206,8 @@ func TestOpenSandboxSDK(t *testing.T) {
 			"read": "Hello World", "error": "<nil>",
 		}
 		expect(t, res, want)
-		if ep, _ := res["endpoint"].(string); !strings.HasPrefix(ep, d.addr+"/opensandbox/") {
-			t.Errorf("execd endpoint %q, want %s/opensandbox/… without a scheme", ep, d.addr)
+		if ep, _ := res["endpoint"].(string); !strings.HasPrefix(ep, wire.addr+"/opensandbox/") {
+			t.Errorf("execd endpoint %q, want %s/opensandbox/… without a scheme", ep, wire.addr)
 		}
 		noSandboxes(t)
 	})
@@ -284,5 +297,6 @@ func TestOpenSandboxSDK(t *testing.T) {
 		t.Logf("a missing image failed in %.3f s: %v", res["seconds"], res["message"])
 		noSandboxes(t)
 	})
+	t.Run("wire rules", func(t *testing.T) { wire.assert(t) })
 	d.assertNoLeaks()
 }
