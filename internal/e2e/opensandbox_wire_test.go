@@ -48,15 +48,23 @@ func newWireRecorder(t *testing.T) *wireRecorder {
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(w.to)
 			r.Out.Host = r.In.Host
+			// The request body is read whole before it is sent on. The
+			// server ends an HTTP/1 request's body once the response
+			// begins; streamed through, the transport's last read of it
+			// could come after the daemon's first event had passed, fail,
+			// and have the transport drop the connection midway through
+			// the stream (seen as "use of closed network connection" and
+			// cut streams, now and then).
+			if r.In.Body != nil && r.In.Body != http.NoBody {
+				b, err := io.ReadAll(r.In.Body)
+				if err != nil {
+					w.fail(r.In.Method+" "+r.In.URL.Path, "read the request body: "+err.Error())
+				}
+				r.Out.Body, r.Out.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
+				r.Out.TransferEncoding = nil
+			}
 		},
 		FlushInterval: -1, // event streams pass as they are written
-		// One connection to the daemon per exchange. With the recording
-		// body below and kept-alive connections, a run's stream that
-		// followed one the SDK closed at its last event was cut by the
-		// proxy's own transport ("use of closed network connection");
-		// without the recording, or without keep-alive, it was not, nor
-		// is it with the clients straight to the daemon.
-		Transport: &http.Transport{DisableKeepAlives: true},
 		ModifyResponse: func(resp *http.Response) error {
 			resp.Body = &recordedBody{ReadCloser: resp.Body, done: func(body []byte) { w.check(resp, body) }}
 			return nil
@@ -141,13 +149,20 @@ func (w *wireRecorder) check(resp *http.Response, body []byte) {
 		bad = append(bad, checkStream(body)...)
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if kind != "" {
 		w.seen[kind]++
 	}
+	w.mu.Unlock()
 	for _, b := range bad {
-		w.violations = append(w.violations, what+": "+b)
+		w.fail(what, b)
 	}
+}
+
+// fail records a violation in exchange what.
+func (w *wireRecorder) fail(what, why string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.violations = append(w.violations, what+": "+why)
 }
 
 // checkStream checks the frames of a run's event stream.
