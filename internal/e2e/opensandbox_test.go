@@ -168,6 +168,8 @@ func TestOpenSandboxSDK(t *testing.T) {
 			"dir":              "map[mode:700 type:directory]",
 			"remaining":        "[/workspace/notes]",
 			"deleted_info":     "404",
+			"big_tail":         "true",
+			"big_size":         "10485760",
 		}
 		expect(t, res, want)
 		noSandboxes(t)

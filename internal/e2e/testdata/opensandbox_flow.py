@@ -24,7 +24,8 @@ object on its last line, which the Go test checks:
                     background sleep 100 interrupted
   files IMAGE       files: info, search, list, replace, mv, permissions,
                     directories made and deleted, files deleted, a ranged
-                    and a line-based read
+                    and a line-based read, a 10 MB upload and its last bytes
+                    by a range
   metrics IMAGE     get_metrics while a command keeps a CPU busy, and the
                     egress policy: deny-all at create, read, patched with
                     a deny rule, an allow rule refused, rules deleted; a
@@ -290,6 +291,14 @@ async def files(image: str) -> dict:
             out["deleted_info"] = "found"
         except SandboxApiException as e:
             out["deleted_info"] = e.status_code
+        # 10 MB up, then its last bytes by a range (the agent reads from
+        # the range's start).
+        big = bytes(i % 251 for i in range(10 << 20))
+        await fs.write_file("/workspace/big.bin", big)
+        size = len(big)
+        tail = await fs.read_bytes("/workspace/big.bin", range_header=f"bytes={size - 10}-{size - 1}")
+        out["big_tail"] = tail == big[-10:]
+        out["big_size"] = str((await fs.get_file_info(["/workspace/big.bin"]))["/workspace/big.bin"].size)
     finally:
         await sandbox.destroy()
     return out
