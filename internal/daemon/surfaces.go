@@ -41,7 +41,8 @@ func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) 
 	contextsView := service.NewContexts(svc.Contexts)
 	sf.MCP = mcpserver.New(mcpserver.Config{ScopeByKey: cfg.authOn(), Log: cfg.Log}, contextsView, svc.Sessions)
 	sf.OpenSandbox, err = opensandbox.New(opensandbox.Config{
-		Sandboxes: svc.Sandboxes, Execd: svc.Sandboxes, Commands: svc.Sandboxes, Files: svc.Sandboxes, Codes: contextsView, Keys: cfg.Keys, RequireKey: cfg.authOn(),
+		Sandboxes: svc.Sandboxes, Execd: svc.Sandboxes, Commands: svc.Sandboxes, Files: svc.Sandboxes, Codes: contextsView,
+		Metrics: svc.Sandboxes, Keys: cfg.Keys, RequireKey: cfg.authOn(),
 		PublicHost: publicHost(cfg.PublicURL), GatewayPrefix: service.GatewayPrefix,
 	})
 	if err != nil {
