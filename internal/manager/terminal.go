@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/agent2env/agent2env/internal/agent"
@@ -50,32 +48,10 @@ func (t *Terminal) Close() error {
 // terminalProcRequest checks req with the rules of exec and turns it into the
 // agent's request.
 func terminalProcRequest(req TerminalRequest) (agent.ProcRequest, error) {
-	for _, a := range req.Command {
-		if strings.ContainsRune(a, 0) {
-			return agent.ProcRequest{}, errdefs.Invalid("command arguments must not contain NUL")
-		}
-	}
-	if err := ValidEnv(req.Env); err != nil {
-		return agent.ProcRequest{}, err
-	}
 	// The output waits for the client typing into the terminal: one that
 	// reads slowly holds the process back and misses nothing.
-	out := agent.ProcRequest{Command: req.Command, TTY: req.TTY, Rows: req.Rows, Cols: req.Cols, Stdin: !req.TTY, FlowControl: true}
-	if req.Cwd != "" {
-		p, err := CleanPath(req.Cwd)
-		if err != nil {
-			return agent.ProcRequest{}, err
-		}
-		out.Cwd = p
-	}
-	for k, v := range req.Env {
-		out.Env = append(out.Env, k+"="+v)
-	}
-	sort.Strings(out.Env)
-	if err := out.Validate(); err != nil {
-		return agent.ProcRequest{}, errdefs.Invalid("terminal: %v", err)
-	}
-	return out, nil
+	base := agent.ProcRequest{Command: req.Command, TTY: req.TTY, Rows: req.Rows, Cols: req.Cols, Stdin: !req.TTY, FlowControl: true}
+	return agentProc("terminal", base, req.Command, req.Env, req.Cwd)
 }
 
 // ValidateTerminal checks req as StartTerminal does, without starting
