@@ -159,6 +159,9 @@ func (ps *procs) start(req *ProcRequest) (*detachedProc, error) {
 		rows: req.Rows, cols: req.Cols,
 	}
 	ps.m[p.id] = p
+	if req.FlowControl && req.AwaitWriter {
+		p.out.hold(p, 0) // until the first writer holds it instead
+	}
 	var pumps sync.WaitGroup
 	read := make([]atomic.Int64, len(pio.outs))
 	for i, f := range pio.outs {

@@ -72,6 +72,11 @@ type ProcRequest struct {
 	// does, and misses nothing. Readers and outputs without a writer
 	// attached skip what the ring no longer holds, as ever.
 	FlowControl bool `json:"flow_control,omitempty"`
+	// AwaitWriter, with FlowControl, makes the output wait from the start
+	// for the first writer attachment too: a client that starts a process
+	// and attaches to it at once (a one-shot terminal) misses nothing it
+	// wrote in between.
+	AwaitWriter bool `json:"await_writer,omitempty"`
 }
 
 // Validate reports whether the request can be started.

@@ -397,24 +397,32 @@ func TestProcSlowReader(t *testing.T) {
 }
 
 // With flow control, a slow writer attachment misses nothing: the
-// process waits for it; a reader beside it, or
-// the writer's departure, never blocks the process.
+// process waits for it (and, with AwaitWriter, for the first writer to
+// attach); a reader beside it, or the writer's departure, never blocks
+// the process.
 func TestProcFlowControl(t *testing.T) {
 	c, _ := startAgent(t)
 	const total = 20 << 20
 	for _, tc := range []struct {
 		name     string
 		flow     bool
+		await    bool
+		late     bool // the attachment comes after the process outran the ring
 		readOnly bool
 		missed   bool
 	}{
-		{"writer with flow control", true, false, false},
-		{"reader with flow control", true, true, true},
-		{"writer without flow control", false, false, true},
+		{name: "writer with flow control", flow: true},
+		{name: "reader with flow control", flow: true, readOnly: true, missed: true},
+		{name: "writer without flow control", missed: true},
+		{name: "late writer, awaited", flow: true, await: true, late: true},
+		{name: "late writer, not awaited", flow: true, late: true, missed: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req := ProcRequest{Shell: "head -c " + strconv.Itoa(total) + " /dev/zero", Stdin: true, FlowControl: tc.flow}
+			req := ProcRequest{Shell: "head -c " + strconv.Itoa(total) + " /dev/zero", Stdin: true, FlowControl: tc.flow, AwaitWriter: tc.await}
 			info := startProc(t, c, req)
+			if tc.late {
+				time.Sleep(500 * time.Millisecond)
+			}
 			a, err := c.AttachProc(context.Background(), info.ID, AttachOptions{ReadOnly: tc.readOnly})
 			if err != nil {
 				t.Fatal(err)

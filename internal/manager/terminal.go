@@ -70,6 +70,7 @@ func (m *Manager) StartTerminal(ctx context.Context, id string, req TerminalRequ
 	if err != nil {
 		return nil, err
 	}
+	preq.AwaitWriter = true // it attaches next: nothing before is lost
 	c, err := m.Agent(ctx, id)
 	if err != nil {
 		return nil, err
