@@ -17,7 +17,7 @@ COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS   := -X github.com/agent2env/agent2env/internal/buildinfo.version=$(VERSION) \
              -X github.com/agent2env/agent2env/internal/buildinfo.commit=$(COMMIT)
 
-.PHONY: all build deps mcp-clients run test test-go test-race bench vet tidy docs clean kube-binaries kube-background kube-node image web web-check
+.PHONY: all build deps mcp-clients run test test-go test-race bench vet tidy docs envd-proto clean kube-binaries kube-background kube-node image web web-check
 
 all: build
 
@@ -63,6 +63,14 @@ web-check:
 # out of date).
 docs:
 	$(GO) generate ./internal/cli
+
+# Regenerates the Go code of E2B's envd protocol (internal/e2b/envdpb) from
+# the .proto files copied there, with protoc (Debian's protobuf-compiler)
+# and the two plugins at the versions go.mod pins. The generated code is
+# committed: a build needs none of this.
+envd-proto:
+	GOBIN=$(CURDIR)/bin $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go connectrpc.com/connect/cmd/protoc-gen-connect-go
+	PATH=$(CURDIR)/bin:$$PATH $(GO) generate ./internal/e2b/envdpb
 
 # The tests that need root, runc and built images run here; as root they
 # are on. Under CI (CI set to anything but empty, 0 or false: see

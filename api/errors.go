@@ -150,6 +150,7 @@ var codes = map[string]struct {
 	CodePrepullInProgress: {http.StatusConflict, CodeAlreadyExists},
 	CodeConflict:          {http.StatusConflict, CodeConflict},
 	CodeSandboxNotReady:   {http.StatusConflict, CodeConflict},
+	CodeTerminalTakenOver: {http.StatusConflict, CodeConflict},
 
 	CodeTooLarge:             {http.StatusRequestEntityTooLarge, CodeLimitExceeded},
 	CodeLimitExceeded:        {http.StatusTooManyRequests, CodeLimitExceeded},

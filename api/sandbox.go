@@ -41,6 +41,10 @@ type Sandbox struct {
 	// Metadata is the labels its client gave it (agent2env addition; the
 	// OpenSandbox API's metadata).
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Terminals are its persistent terminals, running and ended (agent2env
+	// addition): in the answer of GET /sandboxes/{id} of a running
+	// sandbox only.
+	Terminals []TerminalInfo `json:"terminals,omitempty"`
 }
 
 // Never is the expires_at of a sandbox whose ttl is 0.

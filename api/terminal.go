@@ -68,3 +68,59 @@ type TerminalTicket struct {
 	// ExpiresAt is when the ticket, if unused, stops being valid.
 	ExpiresAt time.Time `json:"expires_at"`
 }
+
+// CreateTerminalRequest is the body of POST /sandboxes/{id}/terminals: a
+// persistent terminal, a tty process the sandbox's agent holds between
+// connections (and across a restart of the daemon), with the last 1 MiB
+// of its output kept for clients that attach again.
+type CreateTerminalRequest struct {
+	// Name names it in its sandbox: 1-55 letters, digits, '.', '_' or
+	// '-', first a letter or digit. Empty: the daemon makes one up.
+	Name string `json:"name,omitempty"`
+	// Command is the argv; empty runs the sandbox user's login shell.
+	Command []string `json:"command,omitempty"`
+	// Rows and Cols are the terminal's size (24 x 80 when zero).
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
+	Cwd  string `json:"cwd,omitempty"`
+	// Env entries are added to the sandbox's environment.
+	Env map[string]string `json:"env,omitempty"`
+}
+
+// TerminalInfo describes a persistent terminal.
+type TerminalInfo struct {
+	Name    string   `json:"name"`
+	Command []string `json:"command"`
+	Rows    uint16   `json:"rows"`
+	Cols    uint16   `json:"cols"`
+	// Running is set until its process has exited; Exit then says how.
+	Running   bool          `json:"running"`
+	Exit      *TerminalExit `json:"exit,omitempty"`
+	StartedAt time.Time     `json:"started_at"`
+	EndedAt   *time.Time    `json:"ended_at,omitempty"`
+	// OutputStart is the offset of the oldest output byte still kept,
+	// Output the offset after the newest: an attachment's since is
+	// between them (older output is gone).
+	OutputStart int64 `json:"output_start"`
+	Output      int64 `json:"output"`
+	// Writer says a client is attached as its writer.
+	Writer bool `json:"writer"`
+}
+
+// TerminalList is the answer of GET /sandboxes/{id}/terminals.
+type TerminalList struct {
+	Items []TerminalInfo `json:"items"`
+}
+
+// TerminalStreamOffset is an agent2env addition to TerminalProtocolK8s,
+// sent on a persistent terminal's attachment only: its payload is the
+// decimal offset, in the terminal's output, of the next stdout byte. It
+// comes first, and again wherever output was skipped (no longer kept), so
+// that a client counting the bytes it received knows the since to attach
+// again with.
+const TerminalStreamOffset byte = 5
+
+// CodeTerminalTakenOver is the code of the error that ends an attachment
+// whose place as writer another client took over (attach with
+// takeover=true); in TerminalProtocolK8s a Failure status of that reason.
+const CodeTerminalTakenOver = "TERMINAL_TAKEN_OVER"

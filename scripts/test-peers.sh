@@ -4,19 +4,21 @@
 #   - Python packages pinned in scripts/peers-requirements.txt (the OpenAI,
 #     Anthropic and Google GenAI SDKs for the LLM proxy, the official MCP
 #     SDK `mcp`, pytest), in one virtualenv;
-#   - the MCP Inspector CLI (npm), on a Node.js that npm itself installs.
+#   - the MCP Inspector CLI and the OpenSandbox JS SDK (npm), on a Node.js
+#     that npm itself installs.
 # Everything goes under $AGENT2ENV_CACHE_DIR/peers (default
 # /var/cache/agent2env), keyed by versions: the venv by a hash of the
 # requirements and the interpreter, Node and the Inspector by theirs, so a
 # second run installs nothing and runs offline. It writes clients.env
-# there (NODE_BIN, INSPECTOR, PYTHON), the paths the end-to-end MCP tests
-# read. make test runs it (AGENT2ENV_PYTHON=$(scripts/test-peers.sh));
+# there (NODE_BIN, INSPECTOR, PYTHON, OPENSANDBOX_JS: the node_modules
+# holding @alibaba-group/opensandbox), the paths the end-to-end tests read. make test runs it (AGENT2ENV_PYTHON=$(scripts/test-peers.sh));
 # make mcp-clients too.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 NODE_VERSION=22.23.3      # the Inspector needs Node.js >= 22.7.5
 INSPECTOR_VERSION=2.12.0  # @modelcontextprotocol/inspector
+OPENSANDBOX_JS_VERSION=0.1.11  # @alibaba-group/opensandbox
 
 cache="${AGENT2ENV_CACHE_DIR:-/var/cache/agent2env}/peers"
 mkdir -p "$cache"
@@ -65,11 +67,14 @@ node_bin="$node_dir/node_modules/.bin"
 export PATH="$node_bin:$PATH"
 inspector_dir="$cache/inspector-$INSPECTOR_VERSION"
 npm_install "$inspector_dir" "@modelcontextprotocol/inspector@$INSPECTOR_VERSION"
+opensandbox_js_dir="$cache/opensandbox-js-$OPENSANDBOX_JS_VERSION"
+npm_install "$opensandbox_js_dir" "@alibaba-group/opensandbox@$OPENSANDBOX_JS_VERSION"
 
 cat >"$cache/clients.env.partial" <<ENV
 NODE_BIN=$node_bin
 INSPECTOR=$inspector_dir/node_modules/.bin/mcp-inspector
 PYTHON=$venv/bin/python
+OPENSANDBOX_JS=$opensandbox_js_dir/node_modules
 ENV
 mv "$cache/clients.env.partial" "$cache/clients.env"
 echo "$venv/bin/python"

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -21,18 +22,41 @@ import (
 // Terminal is an interactive process in a sandbox, over the daemon's
 // WebSocket in Kubernetes' v5.channel.k8s.io protocol: Read is its output
 // (stdout, and stderr unless TerminalOptions.Stderr takes it), Write its
-// input. The process ends when it exits or the terminal is closed. Read,
-// Write, CloseWrite and Resize may be called from different goroutines.
+// input. A one-shot terminal (Terminal) ends its process when it exits or
+// is closed; an attachment to a persistent terminal (AttachTerminal)
+// detaches when closed, and the terminal goes on. Read, Write, CloseWrite
+// and Resize may be called from different goroutines.
 type Terminal struct {
 	conn   *websocket.Conn
-	out    *io.PipeReader
 	stderr io.Writer
 	wmu    sync.Mutex
+	// chunks carries stdout to Read, each with its offset; closed at the
+	// end of the output.
+	chunks  chan termChunk
+	closing chan struct{}
+	once    sync.Once
+	// cur is what Read has left of the chunk it took; offset is the
+	// offset of cur's first byte.
+	rmu    sync.Mutex
+	cur    []byte
+	curOut bool // cur is stdout, whose bytes Offset counts
+	offset atomic.Int64
 	done   chan struct{}
 	// exit and err are final once done is closed.
 	exit api.TerminalExit
 	err  error
 }
+
+// termChunk is stdout that starts at offset at.
+type termChunk struct {
+	at int64
+	p  []byte
+}
+
+// ErrTerminalTakenOver is the error of Wait (and Read) when another
+// client took over the writer's place of the persistent terminal this one
+// was attached to as writer.
+var ErrTerminalTakenOver = errors.New("another client took over the terminal")
 
 // TerminalOptions choose where a Terminal's stderr goes.
 type TerminalOptions struct {
@@ -57,8 +81,18 @@ func (s *SandboxService) Terminal(ctx context.Context, id string, req api.Termin
 	for k, v := range req.Env {
 		q.Add("env", k+"="+v)
 	}
+	p, err := sandboxPath(id, "/exec/interactive")
+	if err != nil {
+		return nil, fmt.Errorf("connect to a terminal: %w", err)
+	}
+	return s.dialTerminal(ctx, p, q, 0, opts.Stderr, "connect to a terminal in sandbox "+id)
+}
+
+// dialTerminal opens the WebSocket of path?q; its output starts at
+// offset since.
+func (s *SandboxService) dialTerminal(ctx context.Context, path string, q url.Values, since int64, stderr io.Writer, what string) (*Terminal, error) {
 	u := *s.c.base
-	u.Path += apiPrefix + "/sandboxes/" + url.PathEscape(id) + "/exec/interactive"
+	u.Path += apiPrefix + path
 	u.RawQuery = q.Encode()
 	switch u.Scheme {
 	case "https":
@@ -83,40 +117,32 @@ func (s *SandboxService) Terminal(ctx context.Context, id string, req api.Termin
 	conn, resp, err := d.DialContext(ctx, u.String(), header)
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-			return nil, readError(resp)
+			return nil, fmt.Errorf("%s: %w", what, readError(resp))
 		}
-		return nil, fmt.Errorf("connect to a terminal in sandbox %s: %w", id, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if conn.Subprotocol() != api.TerminalProtocolK8s {
 		conn.Close()
-		return nil, fmt.Errorf("connect to a terminal in sandbox %s: the daemon does not speak %s", id, api.TerminalProtocolK8s)
+		return nil, fmt.Errorf("%s: the daemon does not speak %s", what, api.TerminalProtocolK8s)
 	}
 	conn.SetReadLimit(1 << 20)
-	pr, pw := io.Pipe()
-	t := &Terminal{conn: conn, out: pr, stderr: opts.Stderr, done: make(chan struct{})}
-	if t.stderr == nil {
-		t.stderr = pw
-	}
-	go t.receive(pw)
+	t := &Terminal{conn: conn, stderr: stderr, chunks: make(chan termChunk), closing: make(chan struct{}), done: make(chan struct{})}
+	t.offset.Store(since)
+	go t.receive(since)
 	return t, nil
 }
 
 // receive delivers the output until the exit status and the close.
-func (t *Terminal) receive(pw *io.PipeWriter) {
+func (t *Terminal) receive(next int64) {
 	defer close(t.done)
+	defer close(t.chunks)
 	gotExit := false
 	for {
 		_, p, err := t.conn.ReadMessage()
 		if err != nil {
-			var ce *websocket.CloseError
-			switch {
-			case errors.As(err, &ce) && ce.Code == websocket.CloseNormalClosure && gotExit:
-				t.err = nil
-			case gotExit:
-				t.err = nil // the exit was said; a close not said cleanly loses nothing
-			default:
+			if !gotExit {
 				t.err = fmt.Errorf("terminal: the connection ended before the process: %w", err)
-			}
+			} // else the exit was said; a close not said cleanly loses nothing
 			break
 		}
 		if len(p) == 0 {
@@ -124,20 +150,40 @@ func (t *Terminal) receive(pw *io.PipeWriter) {
 		}
 		switch p[0] {
 		case api.TerminalStreamStdout:
-			_, err = pw.Write(p[1:])
+			err = t.deliver(termChunk{at: next, p: p[1:]})
+			next += int64(len(p) - 1)
 		case api.TerminalStreamStderr:
-			_, err = t.stderr.Write(p[1:])
+			if t.stderr == nil {
+				err = t.deliver(termChunk{at: -1, p: p[1:]})
+			} else if _, werr := t.stderr.Write(p[1:]); werr != nil {
+				err = fmt.Errorf("terminal: copy stderr: %w", werr)
+			}
+		case api.TerminalStreamOffset:
+			at, perr := strconv.ParseInt(string(p[1:]), 10, 64)
+			if perr != nil {
+				err = fmt.Errorf("terminal: offset %q", p[1:])
+			}
+			next = at
 		case api.TerminalStreamError:
 			gotExit = true
 			t.exit, t.err = decodeStatus(p[1:])
 		}
 		if err != nil {
-			t.err = fmt.Errorf("terminal: copy output: %w", err)
+			t.err = err
 			break
 		}
 	}
-	pw.CloseWithError(t.err)
 	t.conn.Close()
+}
+
+// deliver hands c to Read, waiting until it takes it or Close.
+func (t *Terminal) deliver(c termChunk) error {
+	select {
+	case t.chunks <- c:
+		return nil
+	case <-t.closing:
+		return errors.New("terminal: closed")
+	}
 }
 
 // decodeStatus reads the Kubernetes Status that says how the process
@@ -160,6 +206,8 @@ func decodeStatus(p []byte) (api.TerminalExit, error) {
 	switch {
 	case st.Status == "Success":
 		return api.TerminalExit{}, nil
+	case st.Reason == api.CodeTerminalTakenOver:
+		return api.TerminalExit{}, ErrTerminalTakenOver
 	case st.Reason == "NonZeroExitCode":
 		for _, c := range st.Details.Causes {
 			if c.Type == "ExitCode" {
@@ -175,8 +223,38 @@ func decodeStatus(p []byte) (api.TerminalExit, error) {
 }
 
 // Read reads the process's output; io.EOF once it has ended and all its
-// output is read. Output not read holds the process back.
-func (t *Terminal) Read(p []byte) (int, error) { return t.out.Read(p) }
+// output is read, the error of Wait when the stream ended otherwise.
+// Output not read holds the process back.
+func (t *Terminal) Read(p []byte) (int, error) {
+	t.rmu.Lock()
+	defer t.rmu.Unlock()
+	for len(t.cur) == 0 {
+		c, ok := <-t.chunks
+		if !ok {
+			<-t.done
+			if t.err != nil {
+				return 0, t.err
+			}
+			return 0, io.EOF
+		}
+		t.cur, t.curOut = c.p, c.at >= 0
+		if t.curOut {
+			t.offset.Store(c.at)
+		}
+	}
+	n := copy(p, t.cur)
+	t.cur = t.cur[n:]
+	if t.curOut {
+		t.offset.Add(int64(n))
+	}
+	return n, nil
+}
+
+// Offset is the offset, in a persistent terminal's output, after the last
+// byte Read returned: the since to attach again with and miss nothing
+// (of what the terminal still keeps). A one-shot terminal's counts from
+// 0, stderr aside.
+func (t *Terminal) Offset() int64 { return t.offset.Load() }
 
 // Write sends p as the process's input.
 func (t *Terminal) Write(p []byte) (int, error) {
@@ -218,11 +296,96 @@ func (t *Terminal) Wait() (api.TerminalExit, error) {
 	return t.exit, t.err
 }
 
-// Close ends the terminal and its process.
+// Close ends the terminal: a one-shot terminal's process, or the
+// attachment to a persistent terminal, which goes on.
 func (t *Terminal) Close() error {
-	t.out.Close()
+	t.once.Do(func() { close(t.closing) })
 	t.wmu.Lock()
 	t.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
 	t.wmu.Unlock()
 	return t.conn.Close()
+}
+
+// AttachOptions choose how AttachTerminal attaches.
+type AttachOptions struct {
+	// Since is the offset in the terminal's output to replay from: 0 for
+	// all it keeps (its last MiB), a previous attachment's Offset to go on
+	// where it left.
+	Since int64
+	// ReadOnly attaches as a viewer, without input. Otherwise the
+	// attachment is the terminal's one writer: ErrConflict while another
+	// writer is attached, unless Takeover, which ends the other's
+	// attachment (its Wait: ErrTerminalTakenOver).
+	ReadOnly, Takeover bool
+}
+
+// CreateTerminal starts a persistent terminal in sandbox id: a process on
+// a tty (the login shell unless req.Command) that the sandbox holds
+// between attachments, until it exits, DeleteTerminal or the sandbox's
+// end. A running terminal of the same name is ErrAlreadyExists.
+func (s *SandboxService) CreateTerminal(ctx context.Context, id string, req api.CreateTerminalRequest) (*api.TerminalInfo, error) {
+	p, err := sandboxPath(id, "/terminals")
+	var info api.TerminalInfo
+	if err == nil {
+		err = s.c.doJSON(ctx, http.MethodPost, p, req, &info)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create terminal in sandbox %s: %w", id, err)
+	}
+	return &info, nil
+}
+
+// ListTerminals lists the persistent terminals of sandbox id, running
+// and ended, oldest first.
+func (s *SandboxService) ListTerminals(ctx context.Context, id string) ([]api.TerminalInfo, error) {
+	p, err := sandboxPath(id, "/terminals")
+	var list api.TerminalList
+	if err == nil {
+		err = s.c.doJSON(ctx, http.MethodGet, p, nil, &list)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list terminals of sandbox %s: %w", id, err)
+	}
+	return list.Items, nil
+}
+
+// GetTerminal describes persistent terminal name of sandbox id
+// (ErrNotFound when there is none).
+func (s *SandboxService) GetTerminal(ctx context.Context, id, name string) (*api.TerminalInfo, error) {
+	return s.terminalOp(ctx, http.MethodGet, id, name, "get")
+}
+
+// DeleteTerminal ends persistent terminal name of sandbox id, with all it
+// started, and returns how it ended.
+func (s *SandboxService) DeleteTerminal(ctx context.Context, id, name string) (*api.TerminalInfo, error) {
+	return s.terminalOp(ctx, http.MethodDelete, id, name, "delete")
+}
+
+func (s *SandboxService) terminalOp(ctx context.Context, method, id, name, what string) (*api.TerminalInfo, error) {
+	p, err := sandboxPath(id, "/terminals/"+url.PathEscape(name))
+	var info api.TerminalInfo
+	if err == nil {
+		err = s.c.doJSON(ctx, method, p, nil, &info)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s terminal %s of sandbox %s: %w", what, name, id, err)
+	}
+	return &info, nil
+}
+
+// AttachTerminal attaches to persistent terminal name of sandbox id: Read
+// replays its output from opts.Since, then follows it; Offset says where
+// Read is, for the next attachment. Close detaches; the terminal goes on.
+// ctx bounds the attaching only.
+func (s *SandboxService) AttachTerminal(ctx context.Context, id, name string, opts AttachOptions) (*Terminal, error) {
+	p, err := sandboxPath(id, "/terminals/"+url.PathEscape(name)+"/attach")
+	if err != nil {
+		return nil, fmt.Errorf("attach terminal: %w", err)
+	}
+	q := url.Values{
+		"since":    {strconv.FormatInt(opts.Since, 10)},
+		"readonly": {strconv.FormatBool(opts.ReadOnly)},
+		"takeover": {strconv.FormatBool(opts.Takeover)},
+	}
+	return s.dialTerminal(ctx, p, q, opts.Since, nil, "attach terminal "+name+" of sandbox "+id)
 }

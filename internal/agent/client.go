@@ -207,9 +207,31 @@ func write(w io.Writer, p []byte) error {
 
 // Download opens the file at path for reading. The caller closes it.
 func (c *Client) Download(ctx context.Context, path string) (io.ReadCloser, int64, error) {
-	resp, err := c.do(ctx, http.MethodGet, "/v1/files", url.Values{"path": {path}}, nil)
+	return c.DownloadFrom(ctx, path, 0)
+}
+
+// DownloadFrom is Download from byte offset on: the agent reads a regular
+// file from there, without sending what is before it. The length is what
+// is left from offset (-1 when unknown). An agent older than ranged
+// downloads sends the whole file, whose start is then skipped here.
+func (c *Client) DownloadFrom(ctx context.Context, path string, offset int64) (io.ReadCloser, int64, error) {
+	q := url.Values{"path": {path}}
+	if offset > 0 {
+		q.Set("offset", strconv.FormatInt(offset, 10))
+	}
+	resp, err := c.do(ctx, http.MethodGet, "/v1/files", q, nil)
 	if err != nil {
 		return nil, 0, err
+	}
+	if offset > 0 && resp.Header.Get(HeaderFileOffset) == "" {
+		n, err := io.CopyN(io.Discard, resp.Body, offset)
+		if err != nil && !errors.Is(err, io.EOF) {
+			resp.Body.Close()
+			return nil, 0, fmt.Errorf("skip to %d in %s: %w", offset, path, err)
+		}
+		if resp.ContentLength >= 0 {
+			return resp.Body, resp.ContentLength - n, nil
+		}
 	}
 	return resp.Body, resp.ContentLength, nil
 }

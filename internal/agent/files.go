@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -62,10 +63,27 @@ func (s *Server) pathParam(w http.ResponseWriter, r *http.Request, name string) 
 	return p, true
 }
 
+// HeaderFileOffset confirms the offset a download starts at: an agent that
+// does not send it (one older than ranged downloads) sent the file from
+// its start.
+const HeaderFileOffset = "X-File-Offset"
+
+// handleDownload sends the file at path, from byte offset (0 when absent)
+// on: a regular file is read from there, anything else is read and
+// skipped to it. An offset past the end sends nothing.
 func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.pathParam(w, r, "path")
 	if !ok {
 		return
+	}
+	var offset int64
+	if o := r.URL.Query().Get("offset"); o != "" {
+		n, err := strconv.ParseInt(o, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", fmt.Errorf("offset %q is not a byte offset", o))
+			return
+		}
+		offset = n
 	}
 	var f *os.File
 	err := s.asUser(func() (err error) {
@@ -88,9 +106,18 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	if fi.Mode().IsRegular() {
-		w.Header().Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
+		offset = min(offset, fi.Size())
+		if _, err := f.Seek(offset, io.SeekStart); err != nil {
+			writeFSError(w, err)
+			return
+		}
+		w.Header().Set("Content-Length", strconv.FormatInt(fi.Size()-offset, 10))
+	} else if _, err := io.CopyN(io.Discard, f, offset); err != nil && !errors.Is(err, io.EOF) {
+		writeFSError(w, err)
+		return
 	}
 	w.Header().Set("X-File-Mode", strconv.FormatUint(uint64(fi.Mode().Perm()), 8))
+	w.Header().Set(HeaderFileOffset, strconv.FormatInt(offset, 10))
 	w.WriteHeader(http.StatusOK)
 	_, _ = io.Copy(w, f)
 }
@@ -265,6 +292,9 @@ func stat(p string) (FileInfo, error) {
 	}
 	if fi.Mode()&os.ModeSymlink != 0 {
 		info.Link, _ = os.Readlink(p)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		info.UID, info.GID = int(st.Uid), int(st.Gid)
 	}
 	return info, nil
 }

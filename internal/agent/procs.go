@@ -45,6 +45,8 @@ type detachedProc struct {
 	seq     int
 	argv    []string
 	tty     bool
+	// flow: the output waits for the writer attachment (FlowControl).
+	flow    bool
 	pid     int
 	started time.Time
 	// since is when it started in process start-time ticks, and run its
@@ -149,7 +151,7 @@ func (ps *procs) start(req *ProcRequest) (*detachedProc, error) {
 	s.track(1)
 	ps.seq++
 	p := &detachedProc{
-		id: procIDPrefix + strconv.Itoa(ps.seq), tag: req.Tag, seq: ps.seq, argv: argv, tty: req.TTY,
+		id: procIDPrefix + strconv.Itoa(ps.seq), tag: req.Tag, seq: ps.seq, argv: argv, tty: req.TTY, flow: req.FlowControl,
 		pid: pid, started: time.Now(), since: since, run: r, adopted: s.adoptedBy(r),
 		out: newRing(cmp.Or(req.OutputLimit, DefaultProcOutput)), log: s.log,
 		stdin: pio.stdin, master: pio.master,
@@ -157,6 +159,9 @@ func (ps *procs) start(req *ProcRequest) (*detachedProc, error) {
 		rows: req.Rows, cols: req.Cols,
 	}
 	ps.m[p.id] = p
+	if req.FlowControl && req.AwaitWriter {
+		p.out.hold(p, 0) // until the first writer holds it instead
+	}
 	var pumps sync.WaitGroup
 	read := make([]atomic.Int64, len(pio.outs))
 	for i, f := range pio.outs {
@@ -323,6 +328,7 @@ func (p *detachedProc) end(grace time.Duration) {
 	p.mu.Lock()
 	p.killed = true
 	p.mu.Unlock()
+	p.out.release(nil) // its last output waits for no one
 	sc := procScope{root: p.pid, group: p.pid, since: p.since, adopted: p.adopted}
 	if grace > 0 {
 		sc.also = make(map[int]uint64)

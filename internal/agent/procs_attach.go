@@ -59,8 +59,10 @@ func (p *detachedProc) releaseWriter(a *attachment) {
 // frames, and at the end of the output (follow) or of what there is now,
 // the ProcInfo. It returns early when ctx is done or fw fails. A reader
 // that falls behind never makes the agent hold more than the ring: the
-// ring overwrites, and the reader is told where it resumes.
-func (p *detachedProc) streamOutput(ctx context.Context, since int64, follow bool, fw *frameWriter) error {
+// ring overwrites, and the reader is told where it resumes; unless the
+// reader is the ring's holder (holder, nil for none), whose reads let the
+// process's writes go on.
+func (p *detachedProc) streamOutput(ctx context.Context, since int64, follow bool, fw *frameWriter, holder *attachment) error {
 	buf := make([]byte, 32<<10)
 	next := int64(-1) // the offset the client expects next
 	for {
@@ -77,6 +79,9 @@ func (p *detachedProc) streamOutput(ctx context.Context, since int64, follow boo
 		if n > 0 {
 			if err := fw.frame(stream, buf[:n]); err != nil {
 				return err
+			}
+			if holder != nil {
+				p.out.advance(holder, next)
 			}
 			continue
 		}
@@ -110,7 +115,7 @@ func (s *Server) handleProcOutput(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-agent2env-frames")
 	w.WriteHeader(http.StatusOK)
 	fw := &frameWriter{w: w, flush: http.NewResponseController(w).Flush}
-	_ = p.streamOutput(r.Context(), since, follow, fw)
+	_ = p.streamOutput(r.Context(), since, follow, fw, nil)
 }
 
 // handleProcAttach turns the request's connection into a two-way stream
@@ -133,12 +138,18 @@ func (s *Server) handleProcAttach(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	a := &attachment{cancel: cancel}
+	var holder *attachment // the writer of a process with flow control
 	if !readOnly {
 		if err := p.claimWriter(a, takeover); err != nil {
 			writeProcError(w, err)
 			return
 		}
 		defer p.releaseWriter(a)
+		if p.flow {
+			holder = a
+			p.out.hold(a, since)
+			defer p.out.release(a)
+		}
 	}
 	conn, err := switchProtocols(w, procProtocol)
 	if err != nil {
@@ -152,7 +163,7 @@ func (s *Server) handleProcAttach(w http.ResponseWriter, r *http.Request) {
 		cancel(errClientGone)
 	}()
 	fw := &frameWriter{w: conn, flush: func() error { return nil }}
-	if err := p.streamOutput(ctx, since, true, fw); errors.Is(err, ErrTakenOver) {
+	if err := p.streamOutput(ctx, since, true, fw, holder); errors.Is(err, ErrTakenOver) {
 		_ = fw.frame(frameTakenOver, []byte(ErrTakenOver.Error()))
 	}
 	conn.Close()

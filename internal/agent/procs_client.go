@@ -122,15 +122,44 @@ func (c *Client) ProcOutput(ctx context.Context, id string, opts ProcOutputOptio
 	}
 	defer resp.Body.Close()
 	res := ProcOutputResult{Next: opts.Since}
+	emit := toWriters(stdout, stderr)
 	err = readFrames(ctx, resp.Body, "process output", func(kind byte, p []byte) (bool, error) {
-		return res.frame(kind, p, stdout, stderr)
+		return res.frame(kind, p, emit)
 	})
 	return res, err
 }
 
+// OutputFunc receives a process's output as it comes: p, of stream
+// (StreamStdout or StreamStderr; a tty's is all stdout), starts at offset
+// at of the process's output; an empty p says only that the output goes
+// on from at, not from where the last call left it (what lay between is
+// no longer kept, or the offset asked for was past the end). It must not
+// keep p. An error ends the stream.
+type OutputFunc func(stream byte, at int64, p []byte) error
+
+// Streams of an OutputFunc.
+const (
+	StreamStdout = frameStdout
+	StreamStderr = frameStderr
+)
+
+// toWriters is the OutputFunc that writes each stream to its writer
+// (nil: discarded).
+func toWriters(stdout, stderr io.Writer) OutputFunc {
+	return func(stream byte, _ int64, p []byte) error {
+		if len(p) == 0 {
+			return nil
+		}
+		if stream == frameStderr {
+			return write(stderr, p)
+		}
+		return write(stdout, p)
+	}
+}
+
 // frame applies one frame of an output stream, delivering output to
-// stdout and stderr, and reports whether it was the last.
-func (res *ProcOutputResult) frame(kind byte, p []byte, stdout, stderr io.Writer) (bool, error) {
+// emit, and reports whether it was the last.
+func (res *ProcOutputResult) frame(kind byte, p []byte, emit OutputFunc) (bool, error) {
 	var err error
 	switch kind {
 	case frameOffset:
@@ -139,12 +168,12 @@ func (res *ProcOutputResult) frame(kind byte, p []byte, stdout, stderr io.Writer
 		}
 		at := int64(binary.BigEndian.Uint64(p))
 		res.Missed += max(0, at-res.Next)
+		if at != res.Next {
+			err = emit(frameStdout, at, nil)
+		}
 		res.Next = at
-	case frameStdout:
-		err = write(stdout, p)
-		res.Next += int64(len(p))
-	case frameStderr:
-		err = write(stderr, p)
+	case frameStdout, frameStderr:
+		err = emit(kind, res.Next, p)
 		res.Next += int64(len(p))
 	case frameResult:
 		if err := json.Unmarshal(p, &res.Proc); err != nil {
@@ -170,6 +199,11 @@ type AttachOptions struct {
 	// Stderr, when set, receives the stderr of a process without tty;
 	// otherwise Read returns it with stdout.
 	Stderr io.Writer
+	// Output, when set, receives all the output, with its offsets, in
+	// place of Read and Stderr (Read then returns io.EOF): a caller that
+	// must know where each byte lies, to resume from it. It is called
+	// from one goroutine, in order; while it blocks, the stream waits.
+	Output OutputFunc
 }
 
 // AttachProc attaches to a process: a two-way stream on a connection of
@@ -188,7 +222,17 @@ func (c *Client) AttachProc(ctx context.Context, id string, opts AttachOptions) 
 	pr, pw := io.Pipe()
 	a := &ProcAttachment{conn: conn, out: pr, readOnly: opts.ReadOnly, done: make(chan struct{})}
 	a.res.Next = opts.Since
-	go a.receive(pw, opts.Stderr)
+	emit := opts.Output
+	if emit == nil {
+		stderr := opts.Stderr
+		if stderr == nil {
+			stderr = pw
+		}
+		emit = toWriters(pw, stderr)
+	} else {
+		pw.Close()
+	}
+	go a.receive(pw, emit)
 	return a, nil
 }
 
@@ -206,16 +250,13 @@ type ProcAttachment struct {
 }
 
 // receive delivers the output until the stream's end.
-func (a *ProcAttachment) receive(pw *io.PipeWriter, stderr io.Writer) {
+func (a *ProcAttachment) receive(pw *io.PipeWriter, emit OutputFunc) {
 	defer close(a.done)
-	if stderr == nil {
-		stderr = pw
-	}
 	a.err = readFrames(context.Background(), a.conn, "attachment", func(kind byte, p []byte) (bool, error) {
 		if kind == frameTakenOver {
 			return true, fmt.Errorf("%w: %w", errdefs.ErrFailedPrecondition, ErrTakenOver)
 		}
-		return a.res.frame(kind, p, pw, stderr)
+		return a.res.frame(kind, p, emit)
 	})
 	pw.CloseWithError(a.err) // nil: Read returns io.EOF
 	a.conn.Close()

@@ -66,6 +66,17 @@ type ProcRequest struct {
 	// Timeout ends the process, as DELETE does but keeping it listed,
 	// when it elapses; zero means none.
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// FlowControl makes the output wait for the writer attachment, while
+	// one is attached, rather than overwrite what it has not read: a
+	// writer that reads slowly holds the process back, as a slow terminal
+	// does, and misses nothing. Readers and outputs without a writer
+	// attached skip what the ring no longer holds, as ever.
+	FlowControl bool `json:"flow_control,omitempty"`
+	// AwaitWriter, with FlowControl, makes the output wait from the start
+	// for the first writer attachment too: a client that starts a process
+	// and attaches to it at once (a one-shot terminal) misses nothing it
+	// wrote in between.
+	AwaitWriter bool `json:"await_writer,omitempty"`
 }
 
 // Validate reports whether the request can be started.

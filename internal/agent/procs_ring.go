@@ -16,9 +16,11 @@ const maxRingSegments = 1 << 14
 // last size bytes, both streams interleaved as they were read, addressed
 // by absolute offsets (the number of bytes the process wrote before
 // them), with a list of segments telling which stream each byte came
-// from. Writers never wait: old output is overwritten, and a reader whose
-// offset is no longer held learns it from the offset it is given instead.
-// It is safe for concurrent use.
+// from. Writers do not wait: old output is overwritten, and a reader whose
+// offset is no longer held learns it from the offset it is given instead;
+// but while a holder is set (hold), a write waits rather than overwrite
+// what the holder has not read (flow control). It is safe for concurrent
+// use.
 type ring struct {
 	mu   sync.Mutex
 	size int
@@ -32,6 +34,13 @@ type ring struct {
 	closed bool
 	// changed is closed, and replaced, at every write and at close.
 	changed chan struct{}
+	// holder, when not nil, has read the output up to held; writes wait
+	// on room (signalled as it reads, and at release) not to overwrite
+	// the rest. noHold refuses holders from then on.
+	holder any
+	heldTo int64
+	noHold bool
+	room   *sync.Cond
 }
 
 // segment is a run of one stream's output from offset at on.
@@ -41,7 +50,46 @@ type segment struct {
 }
 
 func newRing(size int) *ring {
-	return &ring{size: size, changed: make(chan struct{})}
+	r := &ring{size: size, changed: make(chan struct{})}
+	r.room = sync.NewCond(&r.mu)
+	return r
+}
+
+// hold makes h the ring's holder, having read up to offset at: writes
+// wait for it from now on. A holder already there is replaced.
+func (r *ring) hold(h any, at int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.noHold {
+		return
+	}
+	r.holder, r.heldTo = h, max(at, r.start)
+	r.room.Broadcast()
+}
+
+// advance records that holder h has read up to offset at.
+func (r *ring) advance(h any, at int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.holder == h && h != nil && at > r.heldTo {
+		r.heldTo = at
+		r.room.Broadcast()
+	}
+}
+
+// release ends h's hold, if it still holds; release(nil) ends any hold,
+// and refuses holders from then on (the process is being ended: its
+// output waits for no one).
+func (r *ring) release(h any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if h == nil {
+		r.noHold = true
+	}
+	if h == nil || r.holder == h {
+		r.holder = nil
+		r.room.Broadcast()
+	}
 }
 
 // write appends p, of stream, and wakes the readers.
@@ -51,6 +99,11 @@ func (r *ring) write(stream byte, p []byte) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// A holder's unread output is not overwritten: wait until p fits
+	// beside it (all of it read, when p is larger than the ring).
+	for r.holder != nil && r.end-r.heldTo > int64(r.size-min(len(p), r.size)) {
+		r.room.Wait()
+	}
 	if n := len(r.segs); n == 0 || r.segs[n-1].stream != stream {
 		r.segs = append(r.segs, segment{at: r.end, stream: stream})
 	}

@@ -396,6 +396,77 @@ func TestProcSlowReader(t *testing.T) {
 	}
 }
 
+// With flow control, a slow writer attachment misses nothing: the
+// process waits for it (and, with AwaitWriter, for the first writer to
+// attach); a reader beside it, or the writer's departure, never blocks
+// the process.
+func TestProcFlowControl(t *testing.T) {
+	c, _ := startAgent(t)
+	const total = 20 << 20
+	for _, tc := range []struct {
+		name     string
+		flow     bool
+		await    bool
+		late     bool // the attachment comes after the process outran the ring
+		readOnly bool
+		missed   bool
+	}{
+		{name: "writer with flow control", flow: true},
+		{name: "reader with flow control", flow: true, readOnly: true, missed: true},
+		{name: "writer without flow control", missed: true},
+		{name: "late writer, awaited", flow: true, await: true, late: true},
+		{name: "late writer, not awaited", flow: true, late: true, missed: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := ProcRequest{Shell: "head -c " + strconv.Itoa(total) + " /dev/zero", Stdin: true, FlowControl: tc.flow, AwaitWriter: tc.await}
+			info := startProc(t, c, req)
+			if tc.late {
+				time.Sleep(500 * time.Millisecond)
+			}
+			a, err := c.AttachProc(context.Background(), info.ID, AttachOptions{ReadOnly: tc.readOnly})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			time.Sleep(500 * time.Millisecond) // the process outruns the ring meanwhile, unless held
+			n, err := io.Copy(io.Discard, a)
+			res, werr := a.Wait()
+			if err != nil || werr != nil || res.Proc.Running || res.Next != total {
+				t.Fatalf("read %d bytes, %v; end %+v, %v", n, err, res, werr)
+			}
+			if missed := res.Missed > 0; missed != tc.missed || n != total-res.Missed {
+				t.Errorf("read %d bytes, missed %d; want missed: %v", n, res.Missed, tc.missed)
+			}
+		})
+	}
+
+	// A writer that stops reading and goes away lets the process go on.
+	info := startProc(t, c, ProcRequest{Shell: "head -c " + strconv.Itoa(total) + " /dev/zero; echo done >&2", Stdin: true, FlowControl: true})
+	a, err := c.AttachProc(context.Background(), info.ID, AttachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if p, err := c.Proc(context.Background(), info.ID); err != nil || !p.Running {
+		t.Fatalf("a held process: %+v, %v; want it running", p, err)
+	}
+	a.Close()
+	if out := follow(t, c, info.ID, 0); out.res.Proc.ExitCode != 0 || !strings.Contains(out.stderr, "done") {
+		t.Errorf("after the writer left: %+v", out.res.Proc)
+	}
+	// And killing a held process does not wait for its writer.
+	info = startProc(t, c, ProcRequest{Shell: "head -c " + strconv.Itoa(total) + " /dev/zero", Stdin: true, FlowControl: true})
+	if a, err = c.AttachProc(context.Background(), info.ID, AttachOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	if p, err := c.KillProc(context.Background(), info.ID); err != nil || p.Running || time.Since(start) > 5*time.Second {
+		t.Errorf("kill a held process: %+v, %v after %s", p, err, time.Since(start))
+	}
+}
+
 // One writer at a time; a second takes over only when it says so;
 // readers see the output too.
 func TestProcTakeover(t *testing.T) {

@@ -15,15 +15,17 @@
 // everything the command started: its tree, the groups and sessions it
 // made, the orphans only it can have made (proctree.go).
 //
-// Besides exec the agent serves files, usage (its cgroup's counters and the
-// size of the writable directories), kernels and two upgrades that turn a
-// request into a byte pipe: /v1/dial to a port inside the sandbox (the port
-// gateway) and /v1/accept, one connection a command made to an address the
-// agent listens on for the daemon (the kubernetes runtime's services and
-// egress). As PID 1 it reaps every orphan (reaper.go) and, where it runs as
-// its commands' user, ignores the signals they can send it (init.go). It
-// forwards the sandbox's loopback ports to the daemon's egress proxy
-// (EgressAddr) and services (ServicesAddr) on sockets the runtime mounts.
+// Besides exec the agent serves files, watches of directories (/v1/watch:
+// inotify, as the sandbox's user; watch.go), usage (its cgroup's counters
+// and the size of the writable directories), kernels and two upgrades that
+// turn a request into a byte pipe: /v1/dial to a port inside the sandbox
+// (the port gateway) and /v1/accept, one connection a command made to an
+// address the agent listens on for the daemon (the kubernetes runtime's
+// services and egress). As PID 1 it reaps every orphan (reaper.go) and,
+// where it runs as its commands' user, ignores the signals they can send
+// it (init.go). It forwards the sandbox's loopback ports to the daemon's
+// egress proxy (EgressAddr) and services (ServicesAddr) on sockets the
+// runtime mounts.
 //
 // Kernels (code-interpreter contexts) are driver scripts in kernels/
 // (python, node, bash; embedded) that the agent starts as the sandbox
@@ -180,6 +182,9 @@ type FileInfo struct {
 	ModTime time.Time   `json:"mod_time"`
 	IsDir   bool        `json:"is_dir"`
 	Link    string      `json:"link,omitempty"`
+	// UID and GID own the file.
+	UID int `json:"uid"`
+	GID int `json:"gid"`
 }
 
 // errorBody is the JSON body of every agent error response.

@@ -96,6 +96,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/list", s.handleList)
 	mux.HandleFunc("POST /v1/mkdir", s.handleMkdir)
 	mux.HandleFunc("POST /v1/move", s.handleMove)
+	mux.HandleFunc("GET /v1/watch", s.handleWatch)
 	mux.HandleFunc("GET /v1/dial", s.handleDial)
 	mux.HandleFunc("GET /v1/accept", s.handleAccept)
 	mux.HandleFunc("POST /v1/kernels", s.handleKernelCreate)

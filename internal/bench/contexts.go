@@ -42,16 +42,7 @@ func benchContexts(d *daemon, n int, img string) error {
 			return err
 		}
 	}
-	run, err := measure(n*4, func() error {
-		var res api.ExecuteResponse
-		if err := d.post("/api/v1/contexts/"+ids[0]+"/execute", api.ExecuteRequest{Code: "print(1)"}, &res); err != nil {
-			return err
-		}
-		if res.Output.Stdout != "1\n" {
-			return fmt.Errorf("print(1) printed %q", res.Output.Stdout)
-		}
-		return nil
-	})
+	run, err := measure(n*4, func() error { return d.printOne(ids[0]) })
 	if err != nil {
 		return err
 	}
@@ -70,6 +61,18 @@ func benchContexts(d *daemon, n int, img string) error {
 	}
 	fmt.Printf("%-34s p50 %s p90 %s p95 %s (create + delete of its own sandbox) | no baseline\n",
 		"context create, cold, new sandbox", ms(fresh.p50), ms(fresh.p90), ms(fresh.p95))
+	return nil
+}
+
+// printOne runs print(1) in context id through REST.
+func (d *daemon) printOne(id string) error {
+	var res api.ExecuteResponse
+	if err := d.post("/api/v1/contexts/"+id+"/execute", api.ExecuteRequest{Code: "print(1)"}, &res); err != nil {
+		return err
+	}
+	if res.Output.Stdout != "1\n" {
+		return fmt.Errorf("print(1) printed %q", res.Output.Stdout)
+	}
 	return nil
 }
 

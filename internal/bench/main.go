@@ -8,6 +8,9 @@
 //   - `exec true` round trip through REST, against a direct fork/exec;
 //   - pause and resume through REST, against the same run's create (-pause-only:
 //     those and what they need alone);
+//   - the terminal: a keystroke's echo against the same run's exec true, and
+//     the output of a cat of 100 MB against the same cat on a bare pty of the
+//     host (-terminal-only: those and what they need alone);
 //   - 100 concurrent creates, against 100 `unshare … true` at once;
 //   - memory per idle sandbox (absolute: no baseline);
 //   - code-interpreter contexts: create cold and from a warm pool, and a
@@ -21,6 +24,9 @@
 //     cold and from a warm pool, to its end event (which comes before the
 //     run's sandbox is deleted) and to its sandbox gone, against a bare
 //     sandbox create;
+//   - create → ready, exec `true` and run_code print(1) through a daemon
+//     on the PostgreSQL store, against the same through one on SQLite
+//     (-store-only: that alone);
 //   - (-agent-memory N only) the memory of a sandbox whose claude-code
 //     waits on a model turn, against an idle sandbox of the same image.
 //
@@ -64,7 +70,8 @@ func main() {
 	llmUpstream := flag.Bool("llm-upstream", false, "serve the LLM measurement's fake upstream (the bench starts it itself)")
 	runsOnly := flag.Bool("runs-only", false, "measure sandbox create → ready and the task runner's overhead only")
 	agentMem := flag.Int("agent-memory", 0, "measure only the memory of this many idle claude-code runs in their sandboxes (agent2env/agent)")
-	terminalOnly := flag.Bool("terminal-only", false, "measure create → ready, exec true and the terminal's keystroke echo only")
+	terminalOnly := flag.Bool("terminal-only", false, "measure create → ready, exec true and the terminal's keystroke echo and output throughput only")
+	storeOnly := flag.Bool("store-only", false, "measure create → ready, exec true and run_code through a daemon on the PostgreSQL store against one on SQLite only")
 	pauseOnly := flag.Bool("pause-only", false, "measure create → ready, exec true, and pause and resume only")
 	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only)")
 	flag.Parse()
@@ -76,6 +83,8 @@ func main() {
 		err = benchLLM(os.Getenv("AGENT2ENV_BIN"), *llmTime)
 	case *agentMem > 0:
 		err = benchAgentMemory(os.Getenv("AGENT2ENV_BIN"), *agentMem, 20*time.Second)
+	case *storeOnly:
+		err = benchStoreOnly(*n, *img)
 	case *vs != "":
 		err = compareCreate(*n, *img, os.Getenv("AGENT2ENV_BIN"), *vs)
 	default:
@@ -112,15 +121,22 @@ func measure(n int, fn func() error) (stats, error) {
 	return summarize(ds), nil
 }
 
-func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly, pauseOnly bool) error {
+// startFirst checks what the benchmarks need ($AGENT2ENV_BIN, root) and
+// starts a daemon of the binary; it returns the binary and the daemon.
+func startFirst() (string, *daemon, error) {
 	bin := os.Getenv("AGENT2ENV_BIN")
 	if bin == "" {
-		return fmt.Errorf("set AGENT2ENV_BIN to the agent2env binary")
+		return "", nil, fmt.Errorf("set AGENT2ENV_BIN to the agent2env binary")
 	}
 	if os.Geteuid() != 0 {
-		return fmt.Errorf("must run as root")
+		return "", nil, fmt.Errorf("must run as root")
 	}
 	d, err := startDaemon(bin)
+	return bin, d, err
+}
+
+func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly, pauseOnly bool) error {
+	bin, d, err := startFirst()
 	if err != nil {
 		return err
 	}
@@ -176,16 +192,7 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 	if err != nil {
 		return err
 	}
-	execTrue, err := measure(n*4, func() error {
-		var res api.ExecResponse
-		if err := d.post("/api/v1/sandboxes/"+ids[0]+"/exec", api.ExecRequest{Command: []string{"true"}}, &res); err != nil {
-			return err
-		}
-		if res.ExitCode != 0 {
-			return fmt.Errorf("exec true exited %d", res.ExitCode)
-		}
-		return nil
-	})
+	execTrue, err := measure(n*4, func() error { return d.execTrue(ids[0]) })
 	if err != nil {
 		return err
 	}
@@ -199,6 +206,9 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 	if err := benchTerminal(d, ids[0], n, execTrue); err != nil {
 		return err
 	}
+	if err := benchTerminalThroughput(d, ids[0]); err != nil {
+		return err
+	}
 	if terminalOnly {
 		return d.deleteAll(ids)
 	}
@@ -207,6 +217,9 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 	}
 	if err := benchContexts(d, n, img); err != nil {
 		return fmt.Errorf("contexts: %w", err)
+	}
+	if err := benchStore(bin, d, n, img); err != nil {
+		return fmt.Errorf("store: %w", err)
 	}
 	if err := benchSessions(d, n, create); err != nil {
 		return fmt.Errorf("sessions: %w", err)
@@ -551,3 +564,15 @@ func (d *daemon) deleteAll(ids []string) error {
 }
 
 func (d *daemon) delete(id string) error { return restcreate.Delete(d.hc, "http://"+d.addr, id) }
+
+// execTrue runs `true` in sandbox id through REST.
+func (d *daemon) execTrue(id string) error {
+	var res api.ExecResponse
+	if err := d.post("/api/v1/sandboxes/"+id+"/exec", api.ExecRequest{Command: []string{"true"}}, &res); err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("exec true exited %d", res.ExitCode)
+	}
+	return nil
+}

@@ -24,6 +24,7 @@ func newSandboxCmd(e env, cc *clientConfig) *cobra.Command {
   agent2env sandbox rm "$ID"`,
 		newSandboxCreateCmd(e, cc), newSandboxListCmd(e, cc), newSandboxExecCmd(e, cc), newSandboxShellCmd(e, cc),
 		newSandboxCopyCmd(e, cc), newSandboxLogsCmd(e, cc),
+		newSandboxTerminalCmd(e, cc),
 		removeCmd(e, cc, "ID", "sandbox id", "remove sandboxes",
 			`  agent2env sandbox rm "$ID"
   agent2env sandbox rm $(agent2env sandbox ls -o json | jq -r '.items[] | select(.status == "failed") | .id')`,

@@ -95,7 +95,7 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 	}
 	sys, err := daemon.New(ctx, daemon.Config{
 		Console: consoleL,
-		Keys:    keys, Listen: cfg.Listen, PublicURL: cfg.PublicURL, DataDir: cfg.DataDir, Runtime: s.runtime, RuntimeSettings: s.runtimeSettings,
+		Keys:    keys, Listen: cfg.Listen, PublicURL: cfg.PublicURL, DataDir: cfg.DataDir, Store: cfg.Store, Runtime: s.runtime, RuntimeSettings: s.runtimeSettings,
 		ImageDir: cfg.ImageDir, CacheDir: cfg.CacheDir, DebianMirror: cfg.DebianMirror, PrebuildImages: cfg.PrebuildImages,
 		InsecureRegistries: splitList(cfg.InsecureRegistries), Log: log,
 		Manager: manager.Config{MaxSandboxes: cfg.MaxSandboxes, OutputBudget: cfg.OutputBudget,

@@ -19,6 +19,7 @@ import (
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/runtime"
 	_ "github.com/agent2env/agent2env/internal/runtime/all" // their names for --runtime-kind
+	"github.com/agent2env/agent2env/internal/store/postgres"
 )
 
 // serveConfig is the daemon's configuration. Every field is a flag of
@@ -28,6 +29,7 @@ type serveConfig struct {
 	Listen             string        `yaml:"listen"`
 	ConsoleListen      string        `yaml:"console-listen"`
 	DataDir            string        `yaml:"data-dir"`
+	Store              string        `yaml:"store"`
 	Runtime            string        `yaml:"runtime"`
 	RuntimeKind        string        `yaml:"runtime-kind"`
 	PublicURL          string        `yaml:"public-url"`
@@ -80,6 +82,7 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address to serve the API on")
 	f.StringVar(&cfg.ConsoleListen, "console-listen", consoleAuto, "address to serve the web console on, an origin of its own; "+consoleAuto+": loopback, the API's port + 1 (another free port when that one is taken); empty: no console")
 	f.StringVar(&cfg.DataDir, "data-dir", "/var/lib/agent2env", "state directory")
+	f.StringVar(&cfg.Store, "store", "sqlite", "where the records are kept: sqlite (the file <data-dir>/state.db) or a PostgreSQL URL, postgres://user@host:5432/database (a password also from PGPASSWORD or ~/.pgpass)")
 	f.StringVar(&cfg.Runtime, "runtime", "runc", "OCI runtime binary: runc, crun, runsc or a path; or, for short, another sandbox runtime (--runtime kubernetes is --runtime-kind kubernetes)")
 	f.StringVar(&cfg.RuntimeKind, "runtime-kind", "oci", "the sandbox runtime: "+strings.Join(runtime.Names(), ", "))
 	f.StringVar(&cfg.PublicURL, "public-url", "", "base URL clients reach the daemon at, for sandboxes' accessUrl (default http://<listen>)")
@@ -341,8 +344,11 @@ func isScalar(v any) bool {
 // secrets, are never written; hasKeys says whether the environment holds
 // some.
 func writeServeConfig(w io.Writer, cfg *serveConfig, source map[string]string, hasKeys bool) error {
+	// A store URL's password is a secret too.
+	shown := *cfg
+	shown.Store = postgres.Redact(cfg.Store)
 	var n yaml.Node
-	if err := n.Encode(cfg); err != nil {
+	if err := n.Encode(&shown); err != nil {
 		return err
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {

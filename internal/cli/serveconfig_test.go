@@ -27,7 +27,7 @@ func runServe(t *testing.T, vars map[string]string, args ...string) (code int, s
 }
 
 // defaultServeConfig is what serve runs with when nothing is set.
-var defaultServeConfig = serveConfig{Listen: "127.0.0.1:8080", ConsoleListen: consoleAuto, DataDir: "/var/lib/agent2env", Runtime: "runc", RuntimeKind: "oci",
+var defaultServeConfig = serveConfig{Listen: "127.0.0.1:8080", ConsoleListen: consoleAuto, DataDir: "/var/lib/agent2env", Store: "sqlite", Runtime: "runc", RuntimeKind: "oci",
 	ContextOutputLimit: 10 << 20, LogLevel: "info", HTTPHeaderTimeout: 10 * time.Second, HTTPIdleTimeout: 2 * time.Minute,
 	HTTPStallTimeout: time.Minute, HTTPMaxHeaderBytes: 64 << 10, MaxConns: 4096, MaxConnsPerClient: 1024, KubeConnect: "direct",
 	OutputBudget: 256 << 20, CPUOvercommit: 16, MemoryOvercommit: 2, MaxRuns: 16,
@@ -95,6 +95,10 @@ runtime:
 		}},
 		{name: "prebuild: the flag over the environment", args: []string{"--prebuild-images"},
 			env: map[string]string{"AGENT2ENV_PREBUILD_IMAGES": "0"}, want: func(c *serveConfig) {}},
+		{name: "store from the environment", env: map[string]string{"AGENT2ENV_STORE": "postgres://a2e@db:5432/a2e"},
+			want: func(c *serveConfig) { c.Store = "postgres://a2e@db:5432/a2e" }},
+		{name: "store: the flag over the environment", args: []string{"--store", "sqlite"},
+			env: map[string]string{"AGENT2ENV_STORE": "postgres://a2e@db/a2e"}, want: func(c *serveConfig) {}},
 		{name: "single-dash flags of before", args: []string{"-max-sandboxes", "3", "-data-dir", "/d"}, want: func(c *serveConfig) {
 			c.MaxSandboxes, c.DataDir = 3, "/d"
 		}},
@@ -149,6 +153,22 @@ func TestServeConfigSources(t *testing.T) {
 	}
 	if strings.Contains(stdout, key) || strings.Contains(stderr, key) {
 		t.Errorf("--print-config shows the API key:\n%s", stdout)
+	}
+}
+
+// A store URL's password is not printed; where it came from is.
+func TestServeConfigStorePassword(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	os.WriteFile(path, []byte("store: postgres://a2e:s3cret@db:5432/a2e?sslmode=require\n"), 0o644)
+	code, stdout, stderr := runServe(t, nil, "--print-config", "--config", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if want := "store: postgres://a2e:xxxxx@db:5432/a2e?sslmode=require # config file\n"; !strings.Contains(stdout, want) {
+		t.Errorf("--print-config lacks %q:\n%s", want, stdout)
+	}
+	if strings.Contains(stdout+stderr, "s3cret") {
+		t.Errorf("--print-config shows the store's password:\n%s", stdout)
 	}
 }
 

@@ -48,6 +48,10 @@ type Config struct {
 	// accessUrl); default http://<Listen>.
 	PublicURL string
 	DataDir   string // e.g. /var/lib/agent2env
+	// Store is where the records are kept: "" or "sqlite" for the SQLite
+	// file <DataDir>/state.db, or a PostgreSQL URL (postgres://…) for a
+	// database that several daemons may share.
+	Store string
 	// Runtime names the sandbox runtime in the registry of package
 	// runtime; default "oci". Its state is in <DataDir>/<Runtime>.
 	Runtime string

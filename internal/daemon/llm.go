@@ -16,7 +16,6 @@ import (
 	"github.com/agent2env/agent2env/internal/llm/gate"
 	"github.com/agent2env/agent2env/internal/llm/proxy"
 	"github.com/agent2env/agent2env/internal/runtime"
-	"github.com/agent2env/agent2env/internal/store/sqlite"
 )
 
 // ReloadLLM reads the LLM configuration file again and serves it from now
@@ -52,10 +51,7 @@ func applyLLMConfig(cfg Config, g *gate.Gate, a *archive.Archive, client *http.C
 // anything its requests say.
 type sandboxServices struct{ s *System }
 
-var (
-	_ runtime.Services = sandboxServices{}
-	_ gate.KeyStore    = (*sqlite.Store)(nil)
-)
+var _ runtime.Services = sandboxServices{}
 
 // ServeSandbox implements runtime.Services. The sandbox is a client like
 // any other: its connections have the API's timeouts (an idle one is

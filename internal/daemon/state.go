@@ -6,19 +6,23 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/llm/gate"
 	"github.com/agent2env/agent2env/internal/netproxy"
 	"github.com/agent2env/agent2env/internal/runtime"
 	_ "github.com/agent2env/agent2env/internal/runtime/all" // registers the runtimes
 	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/store"
+	"github.com/agent2env/agent2env/internal/store/postgres"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
 )
 
 // state is what the daemon keeps across restarts, and what runs
 // sandboxes.
 type state struct {
-	Store   *sqlite.Store
+	Store   recordStore
 	Images  *image.Store
 	Runtime sandbox.Runtime
 }
@@ -30,7 +34,7 @@ func openState(ctx context.Context, cfg Config, svc runtime.Services) (st state,
 	if err := os.MkdirAll(cfg.DataDir, 0o711); err != nil {
 		return st, fmt.Errorf("create data dir: %w", err)
 	}
-	if st.Store, err = sqlite.Open(ctx, filepath.Join(cfg.DataDir, "state.db")); err != nil {
+	if st.Store, err = openStore(ctx, cfg); err != nil {
 		return st, err
 	}
 	if st.Images, err = openImages(cfg); err != nil {
@@ -38,6 +42,34 @@ func openState(ctx context.Context, cfg Config, svc runtime.Services) (st state,
 	}
 	st.Runtime, err = buildRuntime(ctx, cfg, st.Images, svc)
 	return st, err
+}
+
+// recordStore is what the daemon keeps its records in: every backend of
+// package store, which also keeps the LLM proxy's per-run keys.
+type recordStore interface {
+	store.Store
+	gate.KeyStore
+}
+
+// openStore opens the store cfg.Store names: "" or "sqlite", the SQLite
+// file <DataDir>/state.db; a postgres:// or postgresql:// URL, that
+// PostgreSQL database.
+func openStore(ctx context.Context, cfg Config) (recordStore, error) {
+	switch s := cfg.Store; {
+	case s == "" || s == "sqlite":
+		st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "state.db"))
+		if err != nil {
+			return nil, err // not a nil *sqlite.Store in a recordStore
+		}
+		return st, nil
+	case strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://"):
+		st, err := postgres.Open(ctx, s)
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	}
+	return nil, fmt.Errorf("store %q: want sqlite or a PostgreSQL URL (postgres://user@host:5432/database)", postgres.Redact(cfg.Store))
 }
 
 // openImages opens the image store of cfg.ImageDir.

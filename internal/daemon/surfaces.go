@@ -45,7 +45,8 @@ func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) 
 	contextsView := service.NewContexts(svc.Contexts)
 	sf.MCP = mcpserver.New(mcpserver.Config{ScopeByKey: cfg.authOn(), Log: cfg.Log}, contextsView, svc.Sessions)
 	sf.OpenSandbox, err = opensandbox.New(opensandbox.Config{
-		Sandboxes: svc.Sandboxes, Execd: svc.Sandboxes, Commands: svc.Sandboxes, Files: svc.Sandboxes, Codes: contextsView, Keys: cfg.Keys, RequireKey: cfg.authOn(),
+		Sandboxes: svc.Sandboxes, Execd: svc.Sandboxes, Commands: svc.Sandboxes, Files: svc.Sandboxes, Codes: contextsView,
+		Metrics: svc.Sandboxes, Keys: cfg.Keys, RequireKey: cfg.authOn(),
 		PublicHost: publicHost(cfg.PublicURL), GatewayPrefix: service.GatewayPrefix,
 	})
 	if err != nil {
@@ -56,7 +57,7 @@ func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) 
 	gatewayPaths := http.NewServeMux()
 	sf.Gateway.Register(gatewayPaths)
 	sf.E2B, err = e2b.New(e2b.Config{
-		Sandboxes: svc.Sandboxes, Files: svc.Sandboxes, Contexts: contextsView, Ports: gatewayPaths, GatewayPrefix: service.GatewayPrefix,
+		Sandboxes: svc.Sandboxes, Files: svc.Sandboxes, Procs: svc.Sandboxes, Contexts: contextsView, Ports: gatewayPaths, GatewayPrefix: service.GatewayPrefix,
 		Keys: cfg.Keys, RequireKey: cfg.authOn(),
 	})
 	if err != nil {

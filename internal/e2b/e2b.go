@@ -25,14 +25,18 @@
 // An unknown or stopped sandbox answers 502 "The sandbox was not found",
 // as E2B's proxy does: the SDKs' is_running() reads that status.
 //
-// Served so far (docs/e2b.md §8): the control plane, envd's /health and
-// plain /files, the code interpreter's /execute and /contexts, and other
-// ports through the port gateway; envd's Connect-RPC services answer
-// Connect's "unimplemented".
+// Served so far (docs/e2b.md §8): the control plane; envd's /health,
+// plain /files and its Connect services process.Process and
+// filesystem.Filesystem (code generated from E2B's own .proto files, in
+// envdpb); the code interpreter's /execute and /contexts; and other ports
+// through the port gateway.
 //
-// The package translates the wire and nothing else: sandboxes, their files
-// and code-interpreter contexts are the service layer's (Sandboxes, Files,
-// Contexts).
+// The package translates the wire and nothing else: sandboxes, their
+// files, background processes and code-interpreter contexts are the
+// service layer's (Sandboxes, Files, Procs, Contexts). Its one state of
+// its own is the directory watchers of envd's CreateWatcher (inotify
+// watches in the sandbox, service.DirWatcher), kept until removed or left
+// idle.
 package e2b
 
 import (
@@ -74,9 +78,11 @@ const (
 )
 
 // EnvdVersion is the envd version every sandbox reports. The SDKs gate
-// features on it (docs/e2b.md §envdVersion): ≥ 0.4.0 lets envd pick the
-// default user, < 0.5.7 keeps file uploads multipart.
-const EnvdVersion = "0.5.6"
+// features on it (docs/e2b.md §4): ≥ 0.4.0 lets envd pick the default
+// user, ≥ 0.5.2 closes stdin, ≥ 0.5.7 uploads as octet-stream (with gzip
+// when asked); below 0.6.2, they send no file metadata, which agent2env
+// does not keep.
+const EnvdVersion = "0.5.7"
 
 // ClientID is the clientID every sandbox reports (E2B's is a node name).
 const ClientID = "agent2env"
@@ -120,8 +126,11 @@ var _ Contexts = (*service.Contexts)(nil)
 type Config struct {
 	// Sandboxes is the sandbox service (required).
 	Sandboxes Sandboxes
-	// Files moves files for envd's /files; nil: it answers 501.
+	// Files serves envd's /files and its filesystem service; nil: they
+	// answer 501.
 	Files Files
+	// Procs serves envd's process service; nil: it answers 501.
+	Procs Procs
 	// Contexts runs code for the code interpreter; nil: its routes answer
 	// 501.
 	Contexts Contexts
@@ -144,6 +153,7 @@ type Config struct {
 // Handler serves the E2B API. Make one with New.
 type Handler struct {
 	cfg Config
+	rpc http.Handler // envd's Connect services
 }
 
 // New returns the handler of cfg.
@@ -160,7 +170,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.CreateWait == 0 {
 		cfg.CreateWait = DefaultCreateWait
 	}
-	return &Handler{cfg: cfg}, nil
+	return &Handler{cfg: cfg, rpc: envdRPC(cfg)}, nil
 }
 
 // Wrap returns next behind the E2B routes: the middleware the daemon puts

@@ -2,6 +2,7 @@ package e2b
 
 import (
 	"bufio"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -317,14 +318,20 @@ type env struct {
 	sb    *fakeSandboxes
 	ctx   *fakeContexts
 	files *fakeFiles
+	procs *fakeProcs
 	port  []*http.Request // the requests the ports handler had
 	srv   *httptest.Server
 }
 
-// fakeFiles keeps files by sandbox and path.
+// fakeFiles keeps files by sandbox and path (envd_test.go has its
+// directory operations).
 type fakeFiles struct {
 	mu     sync.Mutex
 	byPath map[string]string // "id:path" → content
+	dirs   map[string]bool   // "id:path" of the directories made
+	links  map[string]string // "id:path" → a symbolic link's target
+	// watches are those WatchDir made, oldest first.
+	watches []*fakeWatch
 }
 
 func (f *fakeFiles) Upload(_ context.Context, id, p string, mode fs.FileMode, content io.Reader) (*api.FileInfo, error) {
@@ -365,9 +372,10 @@ func newEnv(t *testing.T, sbs ...api.Sandbox) *env {
 		mu.Unlock()
 		w.WriteHeader(298)
 	})
-	e.files = &fakeFiles{byPath: map[string]string{}}
+	e.files = &fakeFiles{byPath: map[string]string{}, dirs: map[string]bool{}, links: map[string]string{}}
+	e.procs = newFakeProcs()
 	h, err := New(Config{
-		Sandboxes: e.sb, Files: e.files, Contexts: e.ctx, Ports: ports, GatewayPrefix: "/api/v1/sandbox/",
+		Sandboxes: e.sb, Files: e.files, Procs: e.procs, Contexts: e.ctx, Ports: ports, GatewayPrefix: "/api/v1/sandbox/",
 		Keys: keys, RequireKey: true, Now: func() time.Time { return now }, CreateWait: time.Second,
 	})
 	if err != nil {
@@ -449,11 +457,17 @@ func TestRouting(t *testing.T) {
 		{"wrong token", "GET", "/health", []string{HeaderSandboxID, "sba", HeaderAccessToken, "x"}, 401, "invalid access token"},
 		{"port without id", "GET", "/health", []string{HeaderSandboxPort, "49983"}, 400, HeaderSandboxID},
 		{"bad port", "GET", "/health", []string{HeaderSandboxID, "sba", HeaderSandboxPort, "0"}, 400, "port"},
-		{"process API", "POST", "/process.Process/Start", []string{HeaderSandboxID, "sba", HeaderAccessToken, token}, 501, `"code":"unimplemented"`},
+		{"process API", "POST", "/process.Process/List", []string{HeaderSandboxID, "sba", HeaderAccessToken, token, "Content-Type", "application/json"}, 200, `{}`},
+		{"process API, binary", "POST", "/process.Process/List", []string{HeaderSandboxID, "sba", HeaderAccessToken, token, "Content-Type", "application/proto"}, 200, ``},
+		{"unknown envd service", "POST", "/process.Nope/List", []string{HeaderSandboxID, "sba", HeaderAccessToken, token}, 404, "no such route"},
 		{"user port", "GET", "/app/x", []string{HeaderSandboxID, "sba", HeaderSandboxPort, "8080", HeaderAccessToken, token}, 298, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, _, body := e.do(t, tc.method, tc.path, "", tc.headers...)
+			var reqBody string
+			if slices.Contains(tc.headers, "application/json") {
+				reqBody = "{}"
+			}
+			code, _, body := e.do(t, tc.method, tc.path, reqBody, tc.headers...)
 			if code != tc.status || !strings.Contains(body, tc.body) {
 				t.Errorf("%s %s: %d %s, want %d with %q", tc.method, tc.path, code, body, tc.status, tc.body)
 			}
@@ -867,9 +881,33 @@ func TestFiles(t *testing.T) {
 			t.Errorf("upload %s %v: %d %s, want 400 with %q", tc.query, tc.files, code, b, tc.want)
 		}
 	}
-	code, _, b := e.do(t, "POST", "/files?path=%2Ftmp%2Fx", "raw", HeaderSandboxID, "sba", HeaderAccessToken, token, "Content-Type", "application/octet-stream")
-	if code != 400 || !strings.Contains(b, "multipart") {
-		t.Errorf("octet-stream upload: %d %s", code, b)
+	// The octet-stream bodies of envd 0.5.7, plain or gzip-compressed.
+	var gz strings.Builder
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte("zipped"))
+	_ = zw.Close()
+	for _, tc := range []struct {
+		name, query, body string
+		headers           []string
+		status            int
+		want              string // in the answer
+		stored            string // at /tmp/x
+	}{
+		{"raw", "?path=%2Ftmp%2Fx", "raw", []string{"Content-Type", "application/octet-stream"}, 200,
+			`[{"name":"x","type":"file","path":"/tmp/x"}]`, "raw"},
+		{"gzip", "?path=%2Ftmp%2Fx", gz.String(), []string{"Content-Type", "application/octet-stream", "Content-Encoding", "gzip"}, 200,
+			`"path":"/tmp/x"`, "zipped"},
+		{"not gzip", "?path=%2Ftmp%2Fx", "plain", []string{"Content-Type", "application/octet-stream", "Content-Encoding", "gzip"}, 400, "gzip", ""},
+		{"other encoding", "?path=%2Ftmp%2Fx", "x", []string{"Content-Type", "application/octet-stream", "Content-Encoding", "br"}, 400, "Content-Encoding", ""},
+		{"no path", "", "x", []string{"Content-Type", "application/octet-stream"}, 400, "path is required", ""},
+		{"other type", "?path=%2Ftmp%2Fx", "x", []string{"Content-Type", "text/plain"}, 400, "octet-stream", ""},
+	} {
+		delete(e.files.byPath, "sba:/tmp/x")
+		headers := append([]string{HeaderSandboxID, "sba", HeaderAccessToken, token}, tc.headers...)
+		code, _, b := e.do(t, "POST", "/files"+tc.query, tc.body, headers...)
+		if code != tc.status || !strings.Contains(b, tc.want) || e.files.byPath["sba:/tmp/x"] != tc.stored {
+			t.Errorf("%s upload: %d %s, stored %q; want %d with %q, stored %q", tc.name, code, b, e.files.byPath["sba:/tmp/x"], tc.status, tc.want, tc.stored)
+		}
 	}
 }
 

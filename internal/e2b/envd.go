@@ -1,7 +1,7 @@
 package e2b
 
 import (
-	"context"
+	"compress/gzip"
 	"io"
 	"io/fs"
 	"mime"
@@ -12,33 +12,22 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
-	"github.com/agent2env/agent2env/internal/service"
 )
-
-// Files is what envd's file routes need of the sandbox service.
-type Files interface {
-	Upload(ctx context.Context, id, path string, mode fs.FileMode, content io.Reader) (*api.FileInfo, error)
-	Download(ctx context.Context, id, path string) (io.ReadCloser, int64, error)
-}
-
-var _ Files = (*service.Sandboxes)(nil)
 
 // uploadMode is the permission of a file written through /files.
 const uploadMode fs.FileMode = 0o644
 
 // serveEnvd serves the in-sandbox daemon's routes of sandbox id: its
-// health (which the SDKs' is_running() reads) and the plain file
-// transfers. The Connect-RPC process and filesystem services are not
-// served yet: they answer the Connect protocol's "unimplemented" (501), so
-// that the SDKs raise at once instead of waiting.
+// health (which the SDKs' is_running() reads), the Connect services
+// process.Process and filesystem.Filesystem, and the plain file
+// transfers.
 func (h *Handler) serveEnvd(w http.ResponseWriter, r *http.Request, id string) {
 	p := r.URL.Path
 	switch {
 	case p == "/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		w.WriteHeader(http.StatusNoContent)
 	case strings.HasPrefix(p, "/process.Process/"), strings.HasPrefix(p, "/filesystem.Filesystem/"):
-		writeJSON(w, http.StatusNotImplemented, connectError{Code: "unimplemented",
-			Message: strings.TrimPrefix(p, "/") + " is not supported by agent2env yet"})
+		h.rpc.ServeHTTP(w, r.WithContext(withSandbox(r.Context(), id)))
 	case p == "/files" && h.cfg.Files == nil:
 		writeError(w, errdefs.NotImplemented("file transfers are not served by this daemon"))
 	case p == "/files" && r.Method == http.MethodGet:
@@ -56,9 +45,9 @@ type connectError struct {
 	Message string `json:"message"`
 }
 
-// filePath returns the sandbox path a /files request names: relative
-// paths are taken from the user's home, as envd does. It refuses a
-// username other than E2B's default user, and signed URLs.
+// filePath returns the sandbox path a /files request names, resolved as
+// envd does (resolvePath). It refuses a username other than E2B's default
+// user, and signed URLs.
 func filePath(r *http.Request, p string) (string, error) {
 	q := r.URL.Query()
 	if u := q.Get("username"); u != "" && u != "user" {
@@ -70,10 +59,7 @@ func filePath(r *http.Request, p string) (string, error) {
 	if p == "" {
 		return "", errdefs.Invalid("path is required")
 	}
-	if !path.IsAbs(p) {
-		p = service.HomeDir + "/" + p
-	}
-	return service.CleanPath(p)
+	return resolvePath(p)
 }
 
 func (h *Handler) download(w http.ResponseWriter, r *http.Request, id string) {
@@ -103,21 +89,64 @@ type entryInfo struct {
 	Path string `json:"path"`
 }
 
-// upload writes the parts of a multipart body, each to the path query
-// parameter when there is one part, or to its file name (the SDK sends
-// the path as the name).
+// upload writes the file of an octet-stream body to the path query
+// parameter, or the parts of a multipart one, each to that parameter when
+// there is one part, or to its file name (the SDK sends the path as the
+// name). Either may come gzip-compressed (Content-Encoding).
 func (h *Handler) upload(w http.ResponseWriter, r *http.Request, id string) {
-	mt, _, err := mime.ParseMediaType(r.Header.Get(headerContentType))
-	if err != nil || mt != "multipart/form-data" {
-		writeError(w, errdefs.Invalid("the body must be multipart/form-data (this envd version, %s, takes no octet-stream)", EnvdVersion))
-		return
-	}
 	for k := range r.Header {
 		if strings.HasPrefix(http.CanonicalHeaderKey(k), "X-Metadata-") {
 			writeError(w, errdefs.Invalid("%s: file metadata is not supported", k))
 			return
 		}
 	}
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip":
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			writeError(w, errdefs.Invalid("the gzip body: %v", err))
+			return
+		}
+		defer zr.Close()
+		r.Body = zr
+	default:
+		writeError(w, errdefs.Invalid("Content-Encoding %q: want gzip or identity", enc))
+		return
+	}
+	mt, _, err := mime.ParseMediaType(r.Header.Get(headerContentType))
+	switch {
+	case err == nil && mt == "application/octet-stream":
+		h.uploadRaw(w, r, id)
+	case err == nil && mt == "multipart/form-data":
+		h.uploadParts(w, r, id)
+	default:
+		writeError(w, errdefs.Invalid("the body must be multipart/form-data or application/octet-stream"))
+	}
+}
+
+// uploadRaw writes an octet-stream body to the path query parameter.
+func (h *Handler) uploadRaw(w http.ResponseWriter, r *http.Request, id string) {
+	name := r.URL.Query().Get("path")
+	if name == "" {
+		writeError(w, errdefs.Invalid("path is required with an application/octet-stream body"))
+		return
+	}
+	p, err := filePath(r, name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	fi, err := h.cfg.Files.Upload(r.Context(), id, p, uploadMode, r.Body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, []entryInfo{{Name: path.Base(fi.Path), Type: "file", Path: fi.Path}})
+}
+
+// uploadParts writes the parts of a multipart body.
+func (h *Handler) uploadParts(w http.ResponseWriter, r *http.Request, id string) {
 	mr, err := r.MultipartReader()
 	if err != nil {
 		writeError(w, errdefs.Invalid("multipart body: %v", err))

@@ -384,9 +384,16 @@ func TestWarmPool(t *testing.T) {
 		t.Errorf("pooled context: %+v", res)
 	}
 	t.Logf("context from the warm pool in %v", took)
-	var sb api.Sandbox // the python pool's image is contexts' default
-	if code := d.do("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Image: "agent2env/code-interpreter"}, &sb); code != http.StatusCreated || sb.Status != api.StatusRunning {
+	// The python pool's image is contexts' default; a TTL of the request's
+	// own is set as the sandbox is taken (the E2B and OpenSandbox SDKs
+	// always send one).
+	var sb api.Sandbox
+	ttl := 120
+	if code := d.do("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Image: "agent2env/code-interpreter", TTL: &ttl}, &sb); code != http.StatusCreated || sb.Status != api.StatusRunning {
 		t.Fatalf("sandbox from the pool: %d %+v", code, sb)
+	}
+	if left := time.Until(sb.ExpiresAt); sb.TTL != ttl || left < 100*time.Second || left > 121*time.Second {
+		t.Errorf("sandbox from the pool: ttl %d, expires in %v; want %d s from now", sb.TTL, left, ttl)
 	}
 	metrics = waitReady(2) // refilled
 	if !strings.Contains(metrics, `agent2env_pool_hits_total{pool="python"} 2`) {

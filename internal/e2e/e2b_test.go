@@ -21,9 +21,13 @@ import (
 // scripts/peers-requirements.txt), unchanged, against a daemon with API
 // keys, configured by environment variables alone as the README says:
 // create, run_code keeping state, a matplotlib chart as a png, an error,
-// code contexts, files written and read, set_timeout, get_info, list by metadata, kill and
-// is_running() after; then a wrong key (401 at once) and an unknown
-// template (a 4xx at create), each leaving no sandbox behind (issue 25).
+// code contexts, files written and read, commands.run, set_timeout,
+// get_info, list by metadata, kill and is_running() after; the base SDK
+// (template base) on envd's process and filesystem services: commands,
+// exit codes, a background command connected to, fed and killed, a PTY
+// session with a resize, files listed, made, renamed, removed and
+// watched; then a wrong key (401 at once) and an unknown template (a 4xx
+// at create), each leaving no sandbox behind (issue 25).
 func TestE2BSDK(t *testing.T) {
 	pythonBin := os.Getenv("AGENT2ENV_PYTHON")
 	if pythonBin == "" {
@@ -37,9 +41,11 @@ func TestE2BSDK(t *testing.T) {
 	d.key = key
 	// The first sandbox of an image waits for the image to be built: build
 	// it first, outside the SDK's request timeout.
-	warm := d.create(api.CreateSandboxRequest{Image: image, CPU: "1", Memory: "1Gi"})
-	if code := d.do("DELETE", "/api/v1/sandboxes/"+warm.ID, nil, nil); code != http.StatusNoContent {
-		t.Fatalf("delete the warm-up sandbox: status %d", code)
+	for _, img := range []string{image, "agent2env/python"} { // templates code-interpreter-v1 and base
+		warm := d.create(api.CreateSandboxRequest{Image: img, CPU: "1", Memory: "1Gi"})
+		if code := d.do("DELETE", "/api/v1/sandboxes/"+warm.ID, nil, nil); code != http.StatusNoContent {
+			t.Fatalf("delete the warm-up sandbox: status %d", code)
+		}
 	}
 
 	python := func(t *testing.T, mode string) map[string]any {
@@ -94,20 +100,47 @@ func TestE2BSDK(t *testing.T) {
 			"read_back":             "from code",
 			"missing":               "FileNotFoundException",
 			"connected_x":           "2",
+			"commands_run":          "hi\n",
 		}
-		for k, v := range want {
-			if got := fmt.Sprint(res[k]); got != v {
-				t.Errorf("%s = %s, want %s (all: %v)", k, got, v, res)
-			}
+		checkResult(t, res, want)
+		noSandboxes(t)
+	})
+	t.Run("envd", func(t *testing.T) {
+		res := python(t, "envd")
+		want := map[string]string{
+			"run":              "[hi\n/home/sandbox\n oops\n 0]",
+			"exit":             "[CommandExitException 3 bad\n]",
+			"env_cwd":          "hey\n/tmp\n",
+			"root":             "SandboxException",
+			"listed":           "[[true /bin/bash [-l -c read line; echo got $line; sleep 100]]]",
+			"connected_stdout": "got ping\n",
+			"killed":           "true",
+			"killed_wait":      "-1",
+			"kill_again":       "false",
+			"listed_after":     "0",
+			"closed_stdin":     "to cat",
+			"timed_out":        "[TimeoutException true]",
+			"after_timeout":    "[]", // the timeout ended the command
+			"connect_unknown":  "NotFoundException",
+			"pty_killed":       "true",
+			"pty_exit":         "-1",
+			"pty_sizes":        "[24 80 30 100]",
+			"pty_term":         "true",
+			"written":          "/home/sandbox/dir/a.txt",
+			"read":             "hello",
+			"cat":              "hello",
+			"octet":            "[true true]",
+			"exists":           "[true false]",
+			"make_dir":         "[true false]",
+			"list":             "[[a.txt file /home/sandbox/dir/a.txt 5 -rw-r--r-- user] [sub dir /home/sandbox/dir/sub 4096 drwxr-xr-x user]]",
+			"list_deep":        "[/home/sandbox/dir/a.txt /home/sandbox/dir/sub]",
+			"renamed":          "/home/sandbox/dir/sub/b.txt",
+			"info":             "[true 5]",
+			"removed":          "false",
+			"events":           "[[w.txt create] [w.txt write] [w.txt remove] [c.txt create] [c.txt write]]",
+			"killed_sandbox":   "true",
 		}
-		// commands.run (the process API, not served yet) fails at once
-		// with the SDK's own exception, saying so.
-		if res["commands_run"] != "SandboxException" || !strings.Contains(fmt.Sprint(res["commands_run_message"]), "not supported by agent2env yet") {
-			t.Errorf("commands.run: %v: %v, want a SandboxException saying it is not supported", res["commands_run"], res["commands_run_message"])
-		}
-		if s, _ := res["commands_run_seconds"].(float64); s > 3 {
-			t.Errorf("commands.run took %.1f s to fail", s)
-		}
+		checkResult(t, res, want)
 		noSandboxes(t)
 	})
 	t.Run("pause and resume", func(t *testing.T) {
@@ -234,4 +267,15 @@ func TestE2BSDK(t *testing.T) {
 		noSandboxes(t)
 	})
 	d.assertNoLeaks()
+}
+
+// checkResult fails for each key of want whose value in res, printed, is
+// not want's.
+func checkResult(t *testing.T, res map[string]any, want map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		if got := fmt.Sprint(res[k]); got != v {
+			t.Errorf("%s = %q, want %q (all: %v)", k, got, v, res)
+		}
+	}
 }

@@ -21,9 +21,10 @@ import (
 // bridge `agent2env mcp` serves) and over the daemon's /mcp. make test
 // installs them (scripts/test-peers.sh).
 
-// mcpClients are the paths scripts/test-peers.sh wrote.
+// mcpClients are the paths scripts/test-peers.sh wrote; opensandboxJS is
+// the node_modules holding the OpenSandbox JS SDK.
 type mcpClients struct {
-	nodeBin, inspector, python string
+	nodeBin, inspector, python, opensandboxJS string
 }
 
 // stockClients returns the installed clients: a missing install is a
@@ -46,8 +47,8 @@ func stockClients(t *testing.T) mcpClients {
 			env[k] = v
 		}
 	}
-	c := mcpClients{nodeBin: env["NODE_BIN"], inspector: env["INSPECTOR"], python: env["PYTHON"]}
-	for _, p := range []string{c.inspector, c.python} {
+	c := mcpClients{nodeBin: env["NODE_BIN"], inspector: env["INSPECTOR"], python: env["PYTHON"], opensandboxJS: env["OPENSANDBOX_JS"]}
+	for _, p := range []string{c.inspector, c.python, c.opensandboxJS} {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("clients.env names a missing client: %v", err)
 		}

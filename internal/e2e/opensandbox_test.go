@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,14 +16,19 @@ import (
 	"github.com/agent2env/agent2env/internal/testenv"
 )
 
-// TestOpenSandboxSDK runs the stock OpenSandbox Python SDK (PyPI
-// opensandbox, pinned in scripts/peers-requirements.txt), unchanged,
-// against a daemon with API keys: its README quickstart (Sandbox.create,
-// commands.run, destroy) with a failing command and a
-// files.write_file/read_file round trip, then the failures a user meets
+// TestOpenSandboxSDK runs the stock OpenSandbox clients, unchanged,
+// against a daemon with API keys: the Python SDK (PyPI opensandbox, pinned
+// in scripts/peers-requirements.txt, as are its code interpreter and MCP
+// server) and the JS SDK (npm, installed by scripts/test-peers.sh). The
+// Python SDK's README quickstart (Sandbox.create, commands.run, destroy)
+// with a failing command and a files.write_file/read_file round trip,
+// lifecycle, background commands, files, bash sessions, metrics and
+// egress, the code interpreter, the MCP server over stdio, the JS SDK's
+// quickstart, then the failures a user meets
 // first: a wrong key, an unknown id, an image that does not exist. Each
 // must fail at once with the server's {code, message}, and leave no
-// sandbox behind (issue 23).
+// sandbox behind (issue 23). Every exchange goes through a proxy that
+// checks OpenSandbox's wire rules (wireRecorder).
 //
 // The interpreter is AGENT2ENV_PYTHON, the one scripts/test-peers.sh makes
 // for this run (make test sets it): not clients.env's, which the last run
@@ -36,8 +42,16 @@ func TestOpenSandboxSDK(t *testing.T) {
 		key   = "a2e_e2e-opensandbox-key-0123456789"
 		image = "agent2env/python"
 	)
-	d := startDaemon(t, "", func(c *exec.Cmd) { c.Env = append(os.Environ(), "AGENT2ENV_API_KEYS="+key) })
+	// The clients reach the daemon through a proxy that checks the wire
+	// rules on every exchange ("wire rules" below): the daemon's public
+	// URL, which its endpoints lead to.
+	wire := newWireRecorder(t)
+	d := startDaemon(t, "", func(c *exec.Cmd) {
+		c.Args = append(c.Args, "--public-url", "http://"+wire.addr)
+		c.Env = append(os.Environ(), "AGENT2ENV_API_KEYS="+key)
+	})
 	d.key = key
+	wire.start(d.addr)
 	// The first sandbox of an image waits for the image to be built, longer
 	// than the SDK's 30 s readiness budget: build it first.
 	warm := d.create(api.CreateSandboxRequest{Image: image, CPU: "1", Memory: "512Mi"})
@@ -45,12 +59,14 @@ func TestOpenSandboxSDK(t *testing.T) {
 		t.Fatalf("delete the warm-up sandbox: status %d", code)
 	}
 
-	python := func(t *testing.T, args ...string) map[string]any {
+	// script runs a Python script of testdata and returns the JSON object
+	// of its last line.
+	script := func(t *testing.T, name string, args ...string) map[string]any {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, pythonBin, append([]string{"testdata/opensandbox_flow.py"}, args...)...)
-		cmd.Env = append(os.Environ(), "OPEN_SANDBOX_DOMAIN="+d.addr, "OPEN_SANDBOX_API_KEY="+key)
+		cmd := exec.CommandContext(ctx, pythonBin, append([]string{"testdata/" + name}, args...)...)
+		cmd.Env = append(os.Environ(), "OPEN_SANDBOX_DOMAIN="+wire.addr, "OPEN_SANDBOX_API_KEY="+key)
 		out, err := cmd.Output()
 		var stderr string
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -59,9 +75,13 @@ func TestOpenSandboxSDK(t *testing.T) {
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		var res map[string]any
 		if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &res) != nil {
-			t.Fatalf("opensandbox_flow.py %v: %v\nstdout: %s\nstderr: %s", args, err, out, stderr)
+			t.Fatalf("%s %v: %v\nstdout: %s\nstderr: %s", name, args, err, out, stderr)
 		}
 		return res
+	}
+	python := func(t *testing.T, args ...string) map[string]any {
+		t.Helper()
+		return script(t, "opensandbox_flow.py", args...)
 	}
 	// expect checks res's values, as fmt.Sprint shows them.
 	expect := func(t *testing.T, res map[string]any, want map[string]string) {
@@ -163,8 +183,81 @@ func TestOpenSandboxSDK(t *testing.T) {
 			"dir":              "map[mode:700 type:directory]",
 			"remaining":        "[/workspace/notes]",
 			"deleted_info":     "404",
+			"big_tail":         "true",
+			"big_size":         "10485760",
 		}
 		expect(t, res, want)
+		noSandboxes(t)
+	})
+	t.Run("metrics and egress", func(t *testing.T) {
+		res := python(t, "metrics", image)
+		want := map[string]string{
+			// The SDK's default limits: 1 CPU, 2 GiB.
+			"cpu_count": "1", "memory_total_in_mib": "2048",
+			"busy": "true", "memory_used": "true", "timestamp_now": "true",
+			"policy": "map[default:deny egress:[]]",
+			"allow":  "400", "deleted": "true",
+			"allow_all_create": "400",
+		}
+		expect(t, res, want)
+		t.Logf("cpu_used_percentage: %v idle, %v with a busy loop", res["idle_pct"], res["busy_pct"])
+		if s, _ := res["allow_all_seconds"].(float64); s > 3 {
+			t.Errorf("a create with an allow-all policy took %.1f s to fail", s)
+		}
+		noSandboxes(t)
+	})
+	t.Run("js sdk", func(t *testing.T) {
+		clients := stockClients(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(clients.nodeBin, "node"), "testdata/opensandbox_quickstart.mjs", clients.opensandboxJS, image)
+		cmd.Env = append(os.Environ(), "OPEN_SANDBOX_DOMAIN="+wire.addr, "OPEN_SANDBOX_API_KEY="+key)
+		out, err := cmd.CombinedOutput()
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		var res map[string]any
+		if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &res) != nil {
+			t.Fatalf("opensandbox_quickstart.mjs: %v\n%s", err, out)
+		}
+		want := map[string]string{
+			"stdout": "Hello Sandbox!\n", "exitCode": "0", "failedExitCode": "3", "failedStderr": "oops\n",
+			"read": "Hello World", "error": "<nil>",
+		}
+		expect(t, res, want)
+		if ep, _ := res["endpoint"].(string); !strings.HasPrefix(ep, wire.addr+"/opensandbox/") {
+			t.Errorf("execd endpoint %q, want %s/opensandbox/… without a scheme", ep, wire.addr)
+		}
+		noSandboxes(t)
+	})
+	t.Run("mcp server", func(t *testing.T) {
+		// The stock opensandbox-mcp over stdio, driven by the official MCP
+		// client.
+		res := script(t, "opensandbox_mcp_flow.py", image)
+		want := map[string]string{
+			"tools_missing": "[]", "state": "Running",
+			"stdout": "hi from mcp\n", "stderr": "err\n", "exit_code": "0", "failed_exit_code": "7",
+			"write": "map[status:written]", "read": "one two one\n",
+			"replaced": "[2]", "after_replace": "1 two 1\n",
+			"listed": "[true]", "kill": "map[status:killed]", "listed_after_kill": "0",
+		}
+		expect(t, res, want)
+		noSandboxes(t)
+	})
+	t.Run("session", func(t *testing.T) {
+		res := python(t, "session", image)
+		want := map[string]string{
+			"pwd":  "/workspace/sess\n",
+			"kept": "1 2 /tmp f3\n", "kept_exit_code": "0",
+			// exit ends the run, not the session's shell.
+			"failed": "before\n", "failed_exit_code": "3", "after_exit": "1 /tmp\n",
+			"own_cwd":           "/workspace\n",
+			"timeout_exit_code": "-1",
+			"turns":             "[one\n two\n]",
+			"deleted_run":       "404",
+		}
+		expect(t, res, want)
+		if s, _ := res["timeout_seconds"].(float64); s > 10 {
+			t.Errorf("a run with a 1 s timeout took %.1f s", s)
+		}
 		noSandboxes(t)
 	})
 	t.Run("code interpreter", func(t *testing.T) {
@@ -221,5 +314,6 @@ func TestOpenSandboxSDK(t *testing.T) {
 		t.Logf("a missing image failed in %.3f s: %v", res["seconds"], res["message"])
 		noSandboxes(t)
 	})
+	t.Run("wire rules", func(t *testing.T) { wire.assert(t) })
 	d.assertNoLeaks()
 }

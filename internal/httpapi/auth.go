@@ -43,7 +43,8 @@ type TicketRedeemer interface {
 // AuthMiddlewareWithTickets is AuthMiddleware that also takes, in place
 // of a key, a one-time ticket of tickets as ?ticket= on one request
 // only: a GET WebSocket upgrade of /api/v1/sandboxes/{id}/exec/interactive
-// (spelt as the mux routes it, without Authorization), for sandbox id.
+// or of a persistent terminal's .../terminals/{name}/attach (spelt as the
+// mux routes it, without Authorization), for sandbox id.
 // The request then has the ticket's tenant (auth.WithTenant). A ticket
 // that does not redeem is 401; on any other request ?ticket= is ignored
 // and a key is demanded as ever.
@@ -86,8 +87,9 @@ func AuthMiddlewareWithTickets(keys *auth.Keys, tickets TicketRedeemer, ownAuth 
 // terminalTicketRequest returns the sandbox and the ticket of a request
 // that may be authenticated by a terminal ticket: GET, a WebSocket
 // upgrade, no Authorization header, a non-empty ?ticket=, and the path
-// /api/v1/sandboxes/{id}/exec/interactive exactly as the mux serves it
-// (clean, id one segment without escapes).
+// /api/v1/sandboxes/{id}/exec/interactive or
+// /api/v1/sandboxes/{id}/terminals/{name}/attach exactly as the mux
+// serves it (clean, id and name one segment each, without escapes).
 func terminalTicketRequest(r *http.Request) (id, ticket string, ok bool) {
 	if r.Method != http.MethodGet || !websocket.IsWebSocketUpgrade(r) || r.Header.Get("Authorization") != "" {
 		return "", "", false
@@ -105,6 +107,12 @@ func terminalTicketRequest(r *http.Request) (id, ticket string, ok bool) {
 		return "", "", false
 	}
 	id, ok = strings.CutSuffix(rest, "/exec/interactive")
+	if !ok {
+		// A persistent terminal's attachment: {id}/terminals/{name}/attach.
+		parts := strings.Split(rest, "/")
+		ok = len(parts) == 4 && parts[1] == "terminals" && parts[2] != "" && parts[3] == "attach"
+		id = parts[0]
+	}
 	if !ok || id == "" || strings.Contains(id, "/") {
 		return "", "", false
 	}

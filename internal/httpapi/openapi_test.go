@@ -315,6 +315,9 @@ func TestOpenAPISchemas(t *testing.T) {
 		{"TerminalRequest", api.TerminalRequest{}, in},
 		{"TerminalExit", api.TerminalExit{}, out},
 		{"TerminalTicket", api.TerminalTicket{}, out},
+		{"CreateTerminalRequest", api.CreateTerminalRequest{}, in},
+		{"TerminalInfo", api.TerminalInfo{}, out},
+		{"TerminalList", api.TerminalList{}, out},
 		{"LogsResponse", api.LogsResponse{}, out},
 		{"FileInfo", api.FileInfo{}, out},
 		{"Image", api.Image{}, out},
@@ -1225,6 +1228,20 @@ items:
 		invalid(get(sbPath+"/exec/interactive?tty=maybe", bad)),
 		post(sbPath+"/exec/interactive/ticket", ``, created),
 		post("/api/v1/sandboxes/nosuchsandbox/exec/interactive/ticket", ``, notFound),
+
+		// Persistent terminals; attaching is tested in terminals_test.go.
+		post(sbPath+"/terminals", `{"name":"main","command":["sleep","60"],"rows":30,"cols":100,"env":{"A":"1"},"cwd":"/tmp"}`, created),
+		post(sbPath+"/terminals", `{"name":"main"}`, conflict),
+		post(sbPath+"/terminals", `{"command":["sleep","60"]}`, created),
+		invalid(post(sbPath+"/terminals", `{"name":"-x"}`, bad)),
+		post("/api/v1/sandboxes/nosuchsandbox/terminals", `{}`, notFound),
+		get(sbPath+"/terminals", ok),
+		get(sbPath+"/terminals/main", ok),
+		get(sbPath+"/terminals/nope", notFound),
+		get(sbPath+"/terminals/main/attach", bad),
+		invalid(get(sbPath+"/terminals/main/attach?since=-1", bad)),
+		exchange{method: "DELETE", target: sbPath + "/terminals/main", status: ok},
+		exchange{method: "DELETE", target: sbPath + "/terminals/main", status: notFound},
 	)
 
 	// Files.

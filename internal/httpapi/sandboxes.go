@@ -60,7 +60,7 @@ func listOptions(r *http.Request) (service.ListOptions, error) {
 }
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
-	sb, err := s.sandboxes.Get(r.Context(), r.PathValue("id"))
+	sb, err := s.sandboxes.Describe(r.Context(), r.PathValue("id"))
 	if err != nil {
 		writeError(w, err)
 		return

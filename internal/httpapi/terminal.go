@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -122,21 +121,18 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	var d terminalDialect = &jsonDialect{}
-	if k8s {
-		d = k8sDialect{}
-	}
-	sess := &terminalSession{d: d, ready: make(chan struct{})}
-	var stderr io.Writer
-	if !req.TTY {
-		sess.stderr = &utf8Writer{emit: func(p []byte) error { return sess.send(d.output(api.TerminalStreamStderr, p)) }}
-		stderr = sess.stderr
-	}
-	t, err := s.sandboxes.Terminal(r.Context(), r.PathValue("id"), req, stderr)
+	sess := newTerminalSession(k8s, -1)
+	t, err := s.sandboxes.Terminal(r.Context(), r.PathValue("id"), req, sess.output)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	s.serveTerminal(w, r, sess, t)
+}
+
+// serveTerminal upgrades the connection and pumps the session until its
+// end; the terminal is closed after.
+func (s *Server) serveTerminal(w http.ResponseWriter, r *http.Request, sess *terminalSession, t *service.Terminal) {
 	defer t.Close()
 	conn, err := terminalUpgrader.Upgrade(w, r, nil)
 	sess.conn = conn
@@ -150,30 +146,79 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 
 // terminalSession is one WebSocket; its writes are serialized.
 type terminalSession struct {
-	// ready is closed once conn is set (nil: the upgrade failed): the
-	// process's stderr may come before.
+	// ready is closed once conn is set (nil: the upgrade failed): output
+	// may come before.
 	ready chan struct{}
 	conn  *websocket.Conn
 	d     terminalDialect
 	wmu   sync.Mutex
-	// stderr carries a process without tty's stderr.
-	stderr *utf8Writer
+	// out and errOut keep each stream's UTF-8 characters whole.
+	out, errOut *utf8Writer
+	// next is the offset of the stdout byte the client expects next, for
+	// a persistent terminal's attachment; -1: offsets are not told.
+	next int64
+	// sendErr is the error of the client's end, once it failed.
+	sendErr error
+}
+
+// newTerminalSession returns a session in the dialect the client chose
+// (k8s or LiteBoxd's JSON); since, when not negative, is where a
+// persistent terminal's output starts: the client is told the offset
+// wherever the output does not go on from what it expects.
+func newTerminalSession(k8s bool, since int64) *terminalSession {
+	var d terminalDialect = jsonDialect{}
+	if k8s {
+		d = k8sDialect{}
+	}
+	sess := &terminalSession{d: d, ready: make(chan struct{}), next: since}
+	sess.out = &utf8Writer{emit: func(p []byte) error { return sess.send(d.output(api.TerminalStreamStdout, p)) }}
+	sess.errOut = &utf8Writer{emit: func(p []byte) error { return sess.send(d.output(api.TerminalStreamStderr, p)) }}
+	return sess
+}
+
+// output is the terminal's service.TerminalOutput.
+func (sess *terminalSession) output(stream byte, at int64, p []byte) error {
+	if stream == api.TerminalStreamStderr {
+		return sess.record(sess.errOut.Write(p))
+	}
+	if sess.next >= 0 {
+		if at != sess.next {
+			// Output was skipped: what is held back of a character
+			// goes as it is, then where the output resumes.
+			if err := sess.record(0, sess.out.flush()); err != nil {
+				return err
+			}
+			if err := sess.record(0, sess.send(sess.d.offset(at))); err != nil {
+				return err
+			}
+		}
+		sess.next = at + int64(len(p))
+	}
+	return sess.record(sess.out.Write(p))
+}
+
+// record keeps the first error of the client's end.
+func (sess *terminalSession) record(_ int, err error) error {
+	if err != nil && sess.sendErr == nil {
+		sess.sendErr = err
+	}
+	return err
 }
 
 // send writes one message. It blocks while the client does not read,
 // which holds the process's output back: nothing queues in the daemon.
-func (s *terminalSession) send(typ int, p []byte) error {
-	<-s.ready
-	if s.conn == nil {
+func (sess *terminalSession) send(typ int, p []byte) error {
+	<-sess.ready
+	if sess.conn == nil {
 		return errors.New("no WebSocket")
 	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	return s.conn.WriteMessage(typ, p)
+	sess.wmu.Lock()
+	defer sess.wmu.Unlock()
+	return sess.conn.WriteMessage(typ, p)
 }
 
 // runTerminal pumps the session until the process has ended and its exit
-// is sent, or the client went away.
+// is sent, the attachment ended, or the client went away.
 func (s *Server) runTerminal(sess *terminalSession, t *service.Terminal) {
 	conn := sess.conn
 	pingPeriod := terminalPingPeriod
@@ -203,7 +248,7 @@ func (s *Server) runTerminal(sess *terminalSession, t *service.Terminal) {
 		for {
 			typ, p, err := conn.ReadMessage()
 			if err != nil {
-				t.Close() // the client went away: end the process
+				t.Close() // the client went away: end the process, or the attachment
 				return
 			}
 			conn.SetReadDeadline(time.Now().Add(terminalPongWait()))
@@ -214,28 +259,16 @@ func (s *Server) runTerminal(sess *terminalSession, t *service.Terminal) {
 			}
 		}
 	}()
-	var sendErr error // the client's end failed
-	out := &utf8Writer{emit: func(p []byte) error {
-		sendErr = sess.send(sess.d.output(api.TerminalStreamStdout, p))
-		return sendErr
-	}}
-	buf := make([]byte, terminalChunk)
-	_, err := io.CopyBuffer(out, t, buf)
+	exit, err := t.Wait()
 	if err == nil {
-		err = out.flush()
-	}
-	if err == nil && sess.stderr != nil {
-		err = sess.stderr.flush() // the agent wrote all of stderr before the output's end
-	}
-	var exit api.TerminalExit
-	if err == nil {
-		exit, err = t.Wait()
+		// The agent wrote all of the output before its end.
+		err = errors.Join(sess.record(0, sess.out.flush()), sess.record(0, sess.errOut.flush()))
 	}
 	switch {
-	case sendErr != nil:
+	case sess.sendErr != nil:
 		return // the client went away
 	case err != nil:
-		sess.send(sess.d.fail(err)) // the stream from the agent failed
+		sess.send(sess.d.fail(err)) // the stream from the agent failed, or was taken over
 	default:
 		sess.send(sess.d.exit(exit))
 	}
@@ -255,6 +288,9 @@ type terminalDialect interface {
 	exit(api.TerminalExit) (int, []byte)
 	// fail is the message that says the session failed.
 	fail(error) (int, []byte)
+	// offset is the message that says where in a persistent terminal's
+	// output the next stdout byte lies.
+	offset(at int64) (int, []byte)
 	// input applies a message from the client.
 	input(t *service.Terminal, typ int, p []byte) error
 }
@@ -304,8 +340,16 @@ func (d k8sDialect) exit(e api.TerminalExit) (int, []byte) {
 }
 
 func (d k8sDialect) fail(err error) (int, []byte) {
-	code, _ := errdefs.HTTPStatus(err)
-	return d.status(k8sStatus{Status: "Failure", Reason: "InternalError", Message: err.Error(), Code: code})
+	status, code := errdefs.HTTPStatus(err)
+	reason := "InternalError"
+	if code == api.CodeTerminalTakenOver {
+		reason = code
+	}
+	return d.status(k8sStatus{Status: "Failure", Reason: reason, Message: err.Error(), Code: status})
+}
+
+func (k8sDialect) offset(at int64) (int, []byte) {
+	return websocket.BinaryMessage, strconv.AppendInt([]byte{api.TerminalStreamOffset}, at, 10)
 }
 
 func (k8sDialect) input(t *service.Terminal, typ int, p []byte) error {
@@ -340,7 +384,8 @@ type jsonDialect struct{}
 // jsonFrame is a message of LiteBoxd's terminal protocol: input (data),
 // resize (cols, rows), output (data; stream "stderr" for a process
 // without tty's stderr, an agent2env addition), exit (exitCode, always
-// sent) and error (message).
+// sent) and error (message; code, an agent2env addition, its wire code),
+// and, on a persistent terminal's attachment (agent2env's), offset.
 type jsonFrame struct {
 	Type     string `json:"type"`
 	Data     string `json:"data,omitempty"`
@@ -350,6 +395,8 @@ type jsonFrame struct {
 	ExitCode *int   `json:"exitCode,omitempty"`
 	Signal   string `json:"signal,omitempty"`
 	Message  string `json:"message,omitempty"`
+	Code     string `json:"code,omitempty"`
+	Offset   *int64 `json:"offset,omitempty"`
 }
 
 func (jsonDialect) frame(f jsonFrame) (int, []byte) {
@@ -370,7 +417,12 @@ func (d jsonDialect) exit(e api.TerminalExit) (int, []byte) {
 }
 
 func (d jsonDialect) fail(err error) (int, []byte) {
-	return d.frame(jsonFrame{Type: "error", Message: err.Error()})
+	_, code := errdefs.Classify(err)
+	return d.frame(jsonFrame{Type: "error", Message: err.Error(), Code: code})
+}
+
+func (d jsonDialect) offset(at int64) (int, []byte) {
+	return d.frame(jsonFrame{Type: "offset", Offset: &at})
 }
 
 func (jsonDialect) input(t *service.Terminal, _ int, p []byte) error {

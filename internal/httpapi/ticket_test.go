@@ -178,6 +178,25 @@ func TestTerminalTicket(t *testing.T) {
 		t.Errorf("a ticket tried on another sandbox, then on its own: %d, want 401", status)
 	}
 
+	// A persistent terminal's attachment takes a ticket too; its other
+	// routes do not.
+	req, _ := http.NewRequest("POST", e.url+"/api/v1/sandboxes/"+one+"/terminals", strings.NewReader(`{"name":"web","command":["sleep","60"]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("create a terminal: %v %v", resp, err)
+	}
+	tk = ticket(one)
+	if status, b := call("GET", "/api/v1/sandboxes/"+one+"/terminals/web?ticket="+tk.Ticket, "", true); status != http.StatusUnauthorized {
+		t.Errorf("a terminal's info with a ticket: %d %s, want 401", status, b)
+	}
+	u := "ws" + strings.TrimPrefix(e.url, "http") + "/api/v1/sandboxes/" + one + "/terminals/web/attach?readonly=true&ticket=" + tk.Ticket
+	if conn, resp, err := websocket.DefaultDialer.Dial(u, nil); err != nil {
+		t.Errorf("a terminal's attachment with a ticket: %v %v", resp, err)
+	} else {
+		conn.Close()
+	}
+
 	after := func(d time.Duration) {
 		mu.Lock()
 		now = now.Add(d)

@@ -58,9 +58,47 @@ func (r *CreateRequest) Overridden() bool {
 	return r.CPU != "" || r.Memory != "" || r.Disk != "" || r.TTL != nil || len(r.Env) > 0 || len(r.Mounts) > 0
 }
 
+// Fits reports whether sandbox sb, made from the request's template or
+// image without overrides, is one the request asks for: its environment,
+// disk and mounts unchanged, and its cpu and memory, where the request
+// gives them, the same amounts (the OpenSandbox SDKs always send theirs).
+// A warm pool's sandbox serves a request it fits; its TTL is set as it is
+// taken (Create).
+func (r *CreateRequest) Fits(sb *store.Sandbox) bool {
+	if r.Disk != "" || len(r.Env) > 0 || len(r.Mounts) > 0 {
+		return false
+	}
+	return sameAmount(r.CPU, sb.CPU, quantity.ParseCPU) && sameAmount(r.Memory, sb.Memory, quantity.ParseBytes)
+}
+
+// sameAmount reports whether quantity want, unless empty, is the amount
+// of have.
+func sameAmount(want, have string, parse func(string) (int64, error)) bool {
+	if want == "" {
+		return true
+	}
+	w, err := parse(want)
+	if err != nil {
+		return false
+	}
+	h, err := parse(have)
+	return err == nil && w == h
+}
+
 // maxTTL is the largest TTL in seconds: longer ones overflow a
 // time.Duration (about 292 years).
 const maxTTL = int(math.MaxInt64 / int64(time.Second))
+
+// checkTTL refuses a TTL in seconds that is negative or overflows.
+func checkTTL(ttl int) error {
+	if ttl < 0 {
+		return errdefs.Invalid("ttl %d is negative (0 means never expire)", ttl)
+	}
+	if ttl > maxTTL {
+		return errdefs.Invalid("ttl %d is above the maximum of %d seconds", ttl, maxTTL)
+	}
+	return nil
+}
 
 // resolved is a CreateRequest checked and completed with defaults.
 type resolved struct {
@@ -120,11 +158,8 @@ func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
 	if req.TTL != nil {
 		r.ttl = *req.TTL
 	}
-	if r.ttl < 0 {
-		return nil, errdefs.Invalid("ttl %d is negative (0 means never expire)", r.ttl)
-	}
-	if r.ttl > maxTTL {
-		return nil, errdefs.Invalid("ttl %d is above the maximum of %d seconds", r.ttl, maxTTL)
+	if err := checkTTL(r.ttl); err != nil {
+		return nil, err
 	}
 	if err := ValidEnv(req.Env); err != nil {
 		return nil, err
@@ -146,10 +181,15 @@ func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
 // requests, and requests the runtime cannot honour, create nothing.
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (*store.Sandbox, error) {
 	start := time.Now()
+	if req.TTL != nil {
+		if err := checkTTL(*req.TTL); err != nil {
+			return nil, err
+		}
+	}
 	if m.pool != nil && auth.OwnerOf(ctx) == "" { // an owned sandbox is admitted against its owner
 		if sb, ok := m.pool.TakeSandbox(ctx, req); ok {
 			m.metrics.ObserveCreate(metrics.SourcePool, createLabel(sb, nil), time.Since(start))
-			return m.labelTaken(ctx, sb, req.Metadata)
+			return m.fitTaken(ctx, sb, req)
 		}
 	}
 	sb, err := m.create(ctx, req)
@@ -157,22 +197,42 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	return sb, err
 }
 
-// labelTaken gives a sandbox taken from a warm pool the request's
-// metadata; on failure it deletes the sandbox, which is its caller's.
-func (m *Manager) labelTaken(ctx context.Context, sb *store.Sandbox, md map[string]string) (*store.Sandbox, error) {
-	if len(md) == 0 {
-		return sb, nil
+// fitTaken gives a sandbox taken from a warm pool the request's TTL,
+// counted from now, and its metadata; on failure it deletes the sandbox,
+// which is its caller's.
+func (m *Manager) fitTaken(ctx context.Context, sb *store.Sandbox, req CreateRequest) (*store.Sandbox, error) {
+	out, err := sb, error(nil)
+	if req.TTL != nil {
+		out, err = m.setTTL(ctx, sb.ID, *req.TTL)
 	}
-	patch := make(map[string]*string, len(md))
-	for k, v := range md {
-		patch[k] = &v
+	if err == nil && len(req.Metadata) > 0 {
+		patch := make(map[string]*string, len(req.Metadata))
+		for k, v := range req.Metadata {
+			patch[k] = &v
+		}
+		out, err = m.PatchMetadata(ctx, sb.ID, patch)
 	}
-	out, err := m.PatchMetadata(ctx, sb.ID, patch)
 	if err != nil {
 		_ = m.Delete(context.WithoutCancel(ctx), sb.ID)
 		return nil, err
 	}
 	return out, nil
+}
+
+// setTTL gives sandbox id a TTL of ttl seconds from now (0: no expiry).
+func (m *Manager) setTTL(ctx context.Context, id string, ttl int) (*store.Sandbox, error) {
+	unlock := m.lock(id)
+	defer unlock()
+	sb, err := m.store.UpdateSandbox(ctx, id, func(sb *store.Sandbox) error {
+		now := m.now().UTC()
+		sb.TTL, sb.ExpiresAt, sb.UpdatedAt = ttl, nil, now
+		if ttl > 0 {
+			exp := now.Add(time.Duration(ttl) * time.Second)
+			sb.ExpiresAt = &exp
+		}
+		return nil
+	})
+	return sb, sandboxErr(err)
 }
 
 func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox, error) {

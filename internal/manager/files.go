@@ -61,6 +61,16 @@ func (m *Manager) Download(ctx context.Context, id, p string) (rc io.ReadCloser,
 	return rc, size, err
 }
 
+// DownloadFrom is Download from byte offset on, read from there by the
+// agent; size is what is left from offset.
+func (m *Manager) DownloadFrom(ctx context.Context, id, p string, offset int64) (rc io.ReadCloser, size int64, err error) {
+	err = m.fileOp(ctx, id, p, "download %s from", func(c *agent.Client, p string) (err error) {
+		rc, size, err = c.DownloadFrom(ctx, p, offset)
+		return err
+	})
+	return rc, size, err
+}
+
 // Stat describes the file at p in the sandbox (a symbolic link itself, not
 // its target).
 func (m *Manager) Stat(ctx context.Context, id, p string) (fi agent.FileInfo, err error) {

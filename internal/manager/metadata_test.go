@@ -8,7 +8,20 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
 )
+
+// newWarmEnv returns an env whose warm pool holds one running sandbox.
+func newWarmEnv(t *testing.T) (*env, *store.Sandbox) {
+	t.Helper()
+	e := newEnv(t, Config{})
+	warm, err := e.m.Get(context.Background(), e.running(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.m.pool = warmOne{warm}
+	return e, warm
+}
 
 // A sandbox taken from a warm pool gets the request's metadata; one whose
 // metadata cannot be set is deleted, not left to its caller.
@@ -24,12 +37,7 @@ func TestMetadataFromPool(t *testing.T) {
 		{"over the bounds", map[string]string{"": "v"}, errdefs.ErrInvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, Config{})
-			warm, err := e.m.Get(ctx, e.running(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.m.pool = warmOne{warm}
+			e, warm := newWarmEnv(t)
 			sb, err := e.m.Create(ctx, CreateRequest{Image: warm.Image, Metadata: tc.metadata})
 			if !errors.Is(err, tc.class) || (tc.class == nil) != (err == nil) {
 				t.Fatalf("create: %v, want %v", err, tc.class)
@@ -42,6 +50,48 @@ func TestMetadataFromPool(t *testing.T) {
 			}
 			if sb.ID != warm.ID || fmt.Sprint(sb.Metadata) != fmt.Sprint(tc.metadata) {
 				t.Errorf("took %s with metadata %v, want %s with %v", sb.ID, sb.Metadata, warm.ID, tc.metadata)
+			}
+		})
+	}
+}
+
+// A sandbox taken from a warm pool gets the request's TTL from the moment
+// it is taken; a TTL out of bounds is refused before anything is taken.
+func TestTTLFromPool(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		ttl     int
+		expires time.Duration // 0: never
+		class   error
+	}{
+		{"ttl", 60, time.Minute, nil},
+		{"no expiry", 0, 0, nil},
+		{"negative", -1, 0, errdefs.ErrInvalidArgument},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, warm := newWarmEnv(t)
+			e.clock.Advance(time.Hour)
+			sb, err := e.m.Create(ctx, CreateRequest{Image: warm.Image, TTL: ptr(tc.ttl)})
+			if !errors.Is(err, tc.class) || (tc.class == nil) != (err == nil) {
+				t.Fatalf("create: %v, want %v", err, tc.class)
+			}
+			if err != nil {
+				if got, err := e.m.Get(ctx, warm.ID); err != nil || got.TTL != warm.TTL {
+					t.Errorf("the warm sandbox after a refused create: %+v, %v", got, err)
+				}
+				return
+			}
+			want := "never"
+			if tc.expires > 0 {
+				want = e.clock.Now().Add(tc.expires).UTC().String()
+			}
+			got := "never"
+			if sb.ExpiresAt != nil {
+				got = sb.ExpiresAt.UTC().String()
+			}
+			if sb.ID != warm.ID || sb.TTL != tc.ttl || got != want {
+				t.Errorf("took %s with ttl %d expiring %s, want %s with ttl %d expiring %s", sb.ID, sb.TTL, got, warm.ID, tc.ttl, want)
 			}
 		})
 	}

@@ -3,7 +3,6 @@ package manager
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"sort"
 	"strings"
@@ -27,52 +26,47 @@ type ProcRequest struct {
 // procRequest checks req with the rules of exec and turns it into the
 // agent's request.
 func procRequest(req ProcRequest) (agent.ProcRequest, error) {
-	for _, a := range append([]string{req.Shell}, req.Command...) {
+	if req.Timeout > MaxExecTimeout {
+		return agent.ProcRequest{}, errdefs.Invalid("timeout %s is over the maximum %s", req.Timeout, MaxExecTimeout)
+	}
+	base := agent.ProcRequest{Command: req.Command, Shell: req.Shell, Timeout: req.Timeout}
+	return agentProc("process", base, append([]string{req.Shell}, req.Command...), req.Env, req.Cwd)
+}
+
+// agentProc completes base, the agent's request for a process started
+// with args (its argv or shell string), with env and cwd, each checked by
+// the rules of exec; what names the process in an error.
+func agentProc(what string, base agent.ProcRequest, args []string, env map[string]string, cwd string) (agent.ProcRequest, error) {
+	for _, a := range args {
 		if strings.ContainsRune(a, 0) {
 			return agent.ProcRequest{}, errdefs.Invalid("command arguments must not contain NUL")
 		}
 	}
-	if err := ValidEnv(req.Env); err != nil {
+	if err := ValidEnv(env); err != nil {
 		return agent.ProcRequest{}, err
 	}
-	if req.Timeout > MaxExecTimeout {
-		return agent.ProcRequest{}, errdefs.Invalid("timeout %s is over the maximum %s", req.Timeout, MaxExecTimeout)
-	}
-	out := agent.ProcRequest{Command: req.Command, Shell: req.Shell, Timeout: req.Timeout}
-	if req.Cwd != "" {
-		p, err := CleanPath(req.Cwd)
+	if cwd != "" {
+		p, err := CleanPath(cwd)
 		if err != nil {
 			return agent.ProcRequest{}, err
 		}
-		out.Cwd = p
+		base.Cwd = p
 	}
-	for k, v := range req.Env {
-		out.Env = append(out.Env, k+"="+v)
+	for k, v := range env {
+		base.Env = append(base.Env, k+"="+v)
 	}
-	sort.Strings(out.Env)
-	if err := out.Validate(); err != nil {
-		return agent.ProcRequest{}, errdefs.Invalid("process: %v", err)
+	sort.Strings(base.Env)
+	if err := base.Validate(); err != nil {
+		return agent.ProcRequest{}, errdefs.Invalid("%s: %v", what, err)
 	}
-	return out, nil
+	return base, nil
 }
 
 // StartProc starts req in running sandbox id as a detached process of its
 // agent, its stdin /dev/null, and returns it. It runs until it ends, its
 // timeout elapses or KillProc.
 func (m *Manager) StartProc(ctx context.Context, id string, req ProcRequest) (agent.ProcInfo, error) {
-	preq, err := procRequest(req)
-	if err != nil {
-		return agent.ProcInfo{}, err
-	}
-	c, err := m.Agent(ctx, id)
-	if err != nil {
-		return agent.ProcInfo{}, err
-	}
-	info, err := c.StartProc(ctx, preq)
-	if err != nil {
-		return agent.ProcInfo{}, fmt.Errorf("start process in sandbox %s: %w", id, err)
-	}
-	return info, nil
+	return m.StartProcIO(ctx, id, req, ProcIO{})
 }
 
 // Proc returns process pid of sandbox id.

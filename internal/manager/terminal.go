@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/agent2env/agent2env/internal/agent"
@@ -26,8 +23,8 @@ type TerminalRequest struct {
 }
 
 // Terminal is a process started for one client and attached to it: its
-// Read is the output (stdout and stderr together unless the request's
-// Stderr writer took stderr), Write its input. Close ends the process.
+// output goes to the OutputFunc it was started with, Write is its input.
+// Close ends the process.
 type Terminal struct {
 	*agent.ProcAttachment
 	c  *agent.Client
@@ -51,30 +48,10 @@ func (t *Terminal) Close() error {
 // terminalProcRequest checks req with the rules of exec and turns it into the
 // agent's request.
 func terminalProcRequest(req TerminalRequest) (agent.ProcRequest, error) {
-	for _, a := range req.Command {
-		if strings.ContainsRune(a, 0) {
-			return agent.ProcRequest{}, errdefs.Invalid("command arguments must not contain NUL")
-		}
-	}
-	if err := ValidEnv(req.Env); err != nil {
-		return agent.ProcRequest{}, err
-	}
-	out := agent.ProcRequest{Command: req.Command, TTY: req.TTY, Rows: req.Rows, Cols: req.Cols, Stdin: !req.TTY}
-	if req.Cwd != "" {
-		p, err := CleanPath(req.Cwd)
-		if err != nil {
-			return agent.ProcRequest{}, err
-		}
-		out.Cwd = p
-	}
-	for k, v := range req.Env {
-		out.Env = append(out.Env, k+"="+v)
-	}
-	sort.Strings(out.Env)
-	if err := out.Validate(); err != nil {
-		return agent.ProcRequest{}, errdefs.Invalid("terminal: %v", err)
-	}
-	return out, nil
+	// The output waits for the client typing into the terminal: one that
+	// reads slowly holds the process back and misses nothing.
+	base := agent.ProcRequest{Command: req.Command, TTY: req.TTY, Rows: req.Rows, Cols: req.Cols, Stdin: !req.TTY, FlowControl: true}
+	return agentProc("terminal", base, req.Command, req.Env, req.Cwd)
 }
 
 // ValidateTerminal checks req as StartTerminal does, without starting
@@ -85,14 +62,15 @@ func (m *Manager) ValidateTerminal(req TerminalRequest) error {
 }
 
 // StartTerminal starts req's process in running sandbox id as a detached
-// process of its agent and attaches to it as its one writer; stderr, when
-// set, receives the stderr of a process without tty. The caller must
-// Close the terminal, which ends the process.
-func (m *Manager) StartTerminal(ctx context.Context, id string, req TerminalRequest, stderr io.Writer) (*Terminal, error) {
+// process of its agent and attaches to it as its one writer; its output
+// goes to out. The caller must Close the terminal, which ends the
+// process.
+func (m *Manager) StartTerminal(ctx context.Context, id string, req TerminalRequest, out agent.OutputFunc) (*Terminal, error) {
 	preq, err := terminalProcRequest(req)
 	if err != nil {
 		return nil, err
 	}
+	preq.AwaitWriter = true // it attaches next: nothing before is lost
 	c, err := m.Agent(ctx, id)
 	if err != nil {
 		return nil, err
@@ -101,7 +79,7 @@ func (m *Manager) StartTerminal(ctx context.Context, id string, req TerminalRequ
 	if err != nil {
 		return nil, fmt.Errorf("start terminal in sandbox %s: %w", id, err)
 	}
-	a, err := c.AttachProc(ctx, info.ID, agent.AttachOptions{Stderr: stderr})
+	a, err := c.AttachProc(ctx, info.ID, agent.AttachOptions{Output: out})
 	if err != nil {
 		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), terminalKillTimeout)
 		defer cancel()

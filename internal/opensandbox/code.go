@@ -196,7 +196,7 @@ func (h *Handler) contextsOf(r *http.Request, id string, required bool) ([]api.C
 	}
 	out := make([]api.Context, 0, len(list.Items))
 	for _, c := range list.Items {
-		if lang == "" || c.Language == lang {
+		if c.Name != sessionName && (lang == "" || c.Language == lang) {
 			out = append(out, c)
 		}
 	}

@@ -109,7 +109,11 @@ func (f *fakeCodes) Stream(_ context.Context, sandboxID, id string, req api.Exec
 	f.runs = append(f.runs, req)
 	return func(ctx context.Context, sink service.Sink) (*api.ExecuteResponse, error) {
 		resp := &api.ExecuteResponse{ContextID: id, ExecutionTime: 0.0124}
-		switch req.Code {
+		code := req.Code
+		if _, cmd, ok := strings.Cut(code, "\n"); ok && strings.HasPrefix(code, sessionPrelude) {
+			code = cmd // a session's run: what the shell does with its command
+		}
+		switch code {
 		case "x + 1":
 			if err := sink.Result(api.ExecutionResult{Text: "2", IsMainResult: true}); err != nil {
 				return nil, err
@@ -135,6 +139,21 @@ func (f *fakeCodes) Stream(_ context.Context, sandboxID, id string, req api.Exec
 			return nil, ctx.Err()
 		case "broken":
 			return nil, fmt.Errorf("agent connection lost")
+		case "echo hi":
+			if err := sink.Stdout("hi\n"); err != nil {
+				return nil, err
+			}
+		case "echo hi; exit 3":
+			if err := sink.Stdout("hi\n"); err != nil {
+				return nil, err
+			}
+			resp.Error = &api.ExecutionError{Name: kernelExitStatus, Value: "exit status 3", Kind: api.ErrorKindRuntime}
+		case "if":
+			resp.Error = &api.ExecutionError{Name: "SyntaxError", Value: "syntax error: unexpected end of file", Kind: api.ErrorKindSyntax}
+		case "sleep 100":
+			resp.Error = &api.ExecutionError{Name: api.ErrorNameTimeout, Value: "execution exceeded the timeout", Kind: api.ErrorKindSystem}
+		case "kill -9 $$":
+			resp.Error = &api.ExecutionError{Name: api.ErrorNameKernelDied, Value: "the bash kernel was killed by SIGKILL; it was restarted", Kind: api.ErrorKindSystem}
 		}
 		f.mu.Lock()
 		c.ExecutionCount++

@@ -42,7 +42,8 @@ const pingWait = 10 * time.Second
 var keepAlive = 3 * time.Second
 
 // serveExecd serves ExecdPrefix + id + "/" + plane + rest: the execd API
-// of sandbox id (plane "execd"), or its egress sidecar's (not offered).
+// of sandbox id (plane "execd"), or its egress sidecar's ("egress"), both
+// with the sandbox's access token.
 func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
 	rest, _ := strings.CutPrefix(r.URL.EscapedPath(), ExecdPrefix)
 	parts := strings.SplitN(rest, "/", 3)
@@ -59,12 +60,7 @@ func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
 	if len(parts) == 3 {
 		op += parts[2]
 	}
-	switch parts[1] {
-	case "execd":
-	case "egress":
-		writeError(w, errdefs.NotImplemented("the egress policy API is not supported by agent2env yet"))
-		return
-	default:
+	if parts[1] != "execd" && parts[1] != "egress" {
 		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
 		return
 	}
@@ -81,6 +77,10 @@ func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		writeError(w, err)
+		return
+	}
+	if parts[1] == "egress" {
+		h.routeEgress(w, r, id, op)
 		return
 	}
 	route := func(method string, f func(w http.ResponseWriter, r *http.Request, id string)) {
@@ -106,6 +106,18 @@ func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
 		route(http.MethodPost, h.command)
 	case "/code", "/code/context", "/code/contexts":
 		h.routeCode(w, r, id, op)
+	case "/session":
+		h.routeSession(w, r, id, op)
+	case "/metrics", "/metrics/watch":
+		if h.cfg.Metrics == nil {
+			writeError(w, errdefs.NotImplemented("metrics are not served here"))
+			return
+		}
+		if op == "/metrics" {
+			route(http.MethodGet, h.metrics)
+		} else {
+			route(http.MethodGet, h.watchMetrics)
+		}
 	case "/files/upload":
 		route(http.MethodPost, h.upload)
 	case "/files/download":
@@ -123,6 +135,10 @@ func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
 			h.routeCode(w, r, id, op)
 			return
 		}
+		if strings.HasPrefix(op, "/session/") {
+			h.routeSession(w, r, id, op)
+			return
+		}
 		if unsupportedExecd(op) {
 			writeError(w, errdefs.NotImplemented("execd %s is not supported by agent2env yet", op))
 			return
@@ -134,7 +150,7 @@ func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
 // execdPlanned are the execd routes (and route prefixes, ending in "/")
 // agent2env does not serve yet: answered 501, not 404.
 var execdPlanned = []string{
-	"/command/", "/session", "/session/", "/files/", "/directories/", "/metrics", "/metrics/",
+	"/command/", "/files/", "/directories/",
 }
 
 // unsupportedExecd reports whether op is an execd route not served yet.

@@ -394,7 +394,7 @@ func TestExecdRoutes(t *testing.T) {
 		{"POST", "/opensandbox/a/execd/files/replace", "tok-a", 501},
 		{"GET", "/opensandbox/a/execd/directories/list", "tok-a", 501},
 		{"GET", "/opensandbox/a/execd/metrics", "tok-a", 501},
-		{"GET", "/opensandbox/a/egress/policy", "tok-a", 501},
+		{"GET", "/opensandbox/a/egress/policy", "wrong", 401},
 		{"GET", "/opensandbox/a/execd/nothing", "tok-a", 404},
 		{"GET", "/opensandbox/a/other/ping", "tok-a", 404},
 		{"GET", "/opensandbox/a", "tok-a", 404},

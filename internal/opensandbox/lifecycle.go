@@ -158,8 +158,8 @@ func (req *createRequest) refuseUnsupported() error {
 	if req.Entrypoint != nil && !slices.ContainsFunc(noMainProcess, func(e []string) bool { return slices.Equal(e, req.Entrypoint) }) {
 		return unsupported("entrypoint", `a main process is not supported yet; omit it or give ["tail","-f","/dev/null"]`)
 	}
-	if !isNull(req.NetworkPolicy) && !bytes.Equal(bytes.TrimSpace(req.NetworkPolicy), []byte("{}")) {
-		return unsupported("networkPolicy", "egress policies per sandbox are not supported yet")
+	if err := checkNetworkPolicy(req.NetworkPolicy); err != nil {
+		return err
 	}
 	if req.CredentialProxy != nil && req.CredentialProxy.Enabled {
 		return unsupported("credentialProxy", "credential injection is not supported")

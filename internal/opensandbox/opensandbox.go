@@ -23,10 +23,11 @@
 // Handler is an http.Handler for the paths under /v1/ and, for the execd
 // API the returned endpoints lead to, under ExecdPrefix; the daemon mounts
 // it beside its other surfaces (Register). Of execd it serves /ping,
-// foreground POST /command, the files and directories routes (Files) and
-// the code contexts on agent2env's kernels (Codes), with the sandbox's
-// access token in X-Access-Token (the endpoint's headers); the other execd
-// routes answer 501.
+// POST /command in the foreground and, with their status, logs and
+// interrupt, in the background (Commands), the files and directories
+// routes (Files), and the code contexts and bash sessions on agent2env's
+// kernels (Codes), with the sandbox's access token in X-Access-Token (the
+// endpoint's headers); the other execd routes answer 501.
 package opensandbox
 
 import (
@@ -79,9 +80,12 @@ type Config struct {
 	Files Files
 	// Commands runs execd's background commands; nil: they answer 501.
 	Commands Commands
-	// Codes runs code in agent2env's kernels for execd's /code routes;
-	// nil: they answer 501.
+	// Codes runs code in agent2env's kernels for execd's /code and
+	// /session routes; nil: they answer 501.
 	Codes Codes
+	// Metrics measures sandboxes for execd's /metrics; nil: it answers
+	// 501.
+	Metrics Metrics
 	// Keys are the daemon's API keys.
 	Keys *auth.Keys
 	// RequireKey says requests must carry a valid key (auth.Required).

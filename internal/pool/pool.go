@@ -73,6 +73,9 @@ type warmPool struct {
 	ready  []entry
 	hits   uint64
 	misses uint64
+	// made is the last sandbox the pool made: its resources are every
+	// one's (nil before the first).
+	made *store.Sandbox
 }
 
 // entry is a ready sandbox and its kernel.
@@ -151,7 +154,7 @@ func (p *Pools) fill(ctx context.Context, wp *warmPool) {
 			}
 			delay = time.Second
 			wp.mu.Lock()
-			wp.ready = append(wp.ready, e)
+			wp.ready, wp.made = append(wp.ready, e), e.sandbox
 			wp.mu.Unlock()
 		}
 		select {
@@ -243,12 +246,11 @@ func (p *Pools) Take(ctx context.Context, source, owner string) (contexts.Warm, 
 }
 
 // TakeSandbox hands out a warm sandbox that req would make, for a sandbox
-// create: same template (any version the request allows) or image, and no
-// overrides. The kernel started for contexts is stopped.
+// create: same template (any version the request allows) or image, and
+// nothing else asked of it but the same cpu and memory (manager
+// CreateRequest.Fits; a TTL the manager sets as it takes it). The kernel
+// started for contexts is stopped.
 func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, bool) {
-	if req.Overridden() {
-		return nil, false
-	}
 	var matched *warmPool
 	for _, name := range p.Names() {
 		wp := p.pools[name]
@@ -256,10 +258,18 @@ func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*st
 		if r.Template != req.Template || r.Image != req.Image || wp.spec.Size == 0 {
 			continue
 		}
-		matched = wp
 		wp.mu.Lock()
-		fits := len(wp.ready) > 0 && (req.TemplateVersion == 0 || req.TemplateVersion == wp.ready[0].sandbox.TemplateVersion)
+		made := wp.made
+		if made == nil {
+			made = &store.Sandbox{}
+		}
+		serves := req.Fits(made)
+		fits := serves && len(wp.ready) > 0 && (req.TemplateVersion == 0 || req.TemplateVersion == wp.ready[0].sandbox.TemplateVersion)
 		wp.mu.Unlock()
+		if !serves {
+			continue
+		}
+		matched = wp
 		if !fits {
 			continue
 		}

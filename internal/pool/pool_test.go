@@ -66,7 +66,7 @@ func (f *fakeManager) CreatePooled(ctx context.Context, req manager.CreateReques
 	f.n++
 	sb := &store.Sandbox{
 		ID: fmt.Sprintf("sb-%d", f.n), Image: req.Image, Template: req.Template, TemplateVersion: f.version,
-		Status: string(api.StatusRunning), Pool: pool,
+		Status: string(api.StatusRunning), Pool: pool, CPU: "1", Memory: "1Gi",
 	}
 	f.live[sb.ID] = sb
 	f.mu.Unlock()
@@ -397,10 +397,14 @@ func TestTakeSandbox(t *testing.T) {
 		{"another template", manager.CreateRequest{Template: "other"}, ""},
 		{"template and image", manager.CreateRequest{Template: "web", Image: "alpine"}, ""},
 		{"nothing", manager.CreateRequest{}, ""},
-		{"cpu", manager.CreateRequest{Template: "web", CPU: "1"}, ""},
-		{"memory", manager.CreateRequest{Template: "web", Memory: "512Mi"}, ""},
-		{"ttl 0", manager.CreateRequest{Template: "web", TTL: &ttl0}, ""},
-		{"ttl", manager.CreateRequest{Image: "alpine", TTL: &ttl60}, ""},
+		{"other cpu", manager.CreateRequest{Template: "web", CPU: "2"}, ""},
+		{"other memory", manager.CreateRequest{Template: "web", Memory: "512Mi"}, ""},
+		// The amounts the pool's sandboxes have (they have 1 cpu, 1Gi).
+		{"same cpu and memory", manager.CreateRequest{Image: "alpine", CPU: "1000m", Memory: "1024Mi"}, "alpine"},
+		{"disk", manager.CreateRequest{Image: "alpine", Disk: "1Gi"}, ""},
+		// The manager sets a TTL on what it takes (manager TestCreateFromPool).
+		{"ttl 0", manager.CreateRequest{Template: "web", TTL: &ttl0}, "web"},
+		{"ttl", manager.CreateRequest{Image: "alpine", TTL: &ttl60}, "alpine"},
 		{"env", manager.CreateRequest{Image: "alpine", Env: map[string]string{"A": "1"}}, ""},
 	}
 	for _, tt := range tests {

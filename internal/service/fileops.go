@@ -104,7 +104,8 @@ func (s *Sandboxes) Chown(ctx context.Context, id, p, owner, group string) error
 }
 
 // ReadRange opens length bytes of the file at p in sandbox id from offset
-// (length < 0: to its end); it returns the file's size. An offset at or
+// (length < 0: to its end), which the agent reads from there without
+// sending what is before it; it returns the file's size. An offset at or
 // past the end of a file is ErrInvalidArgument
 // (RANGE_NOT_SATISFIABLE), unless the file is empty and offset 0.
 func (s *Sandboxes) ReadRange(ctx context.Context, id, p string, offset, length int64) (io.ReadCloser, int64, error) {
@@ -119,13 +120,9 @@ func (s *Sandboxes) ReadRange(ctx context.Context, id, p string, offset, length 
 	if offset > 0 && offset >= size {
 		return nil, size, errdefs.WithCode(errdefs.Invalid("offset %d is past the end of %s (%d bytes)", offset, p, size), CodeRangeNotSatisfiable)
 	}
-	rc, _, err := s.m.Download(ctx, id, p)
+	rc, _, err := s.m.DownloadFrom(ctx, id, p, offset)
 	if err != nil {
 		return nil, 0, err
-	}
-	if _, err := io.CopyN(io.Discard, rc, offset); err != nil {
-		rc.Close()
-		return nil, 0, fmt.Errorf("skip to %d in %s: %w", offset, p, err)
 	}
 	var r io.Reader = rc
 	if length >= 0 {

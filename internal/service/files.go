@@ -32,6 +32,10 @@ type FileStat struct {
 	Regular bool
 	// Link is a symbolic link's target; "" for other files.
 	Link string
+	// FullMode is the file's mode: its type and permission bits.
+	FullMode fs.FileMode
+	// UID and GID own the file.
+	UID, GID int
 }
 
 // fileInfo is the API's view of fi.
@@ -42,7 +46,7 @@ func fileInfo(fi agent.FileInfo) api.FileInfo {
 
 // fileStat is fi with its type.
 func fileStat(fi agent.FileInfo) FileStat {
-	return FileStat{FileInfo: fileInfo(fi), Regular: fi.Mode.IsRegular(), Link: fi.Link}
+	return FileStat{FileInfo: fileInfo(fi), Regular: fi.Mode.IsRegular(), Link: fi.Link, FullMode: fi.Mode, UID: fi.UID, GID: fi.GID}
 }
 
 // Upload writes content to the file at path in sandbox id with mode's

@@ -4,10 +4,13 @@
 // The rules that live here and nowhere else: the API view of a sandbox (its
 // access token and accessUrl), template overrides versus a request's image
 // fields, exec requests and their limits, list pages (filtered by status and
-// metadata, and counted), metadata patches and expiry renewals, the port gateway's
+// metadata, and counted), metadata patches and expiry renewals, a running
+// sandbox's usage beside its limits, the port gateway's
 // access checks, the wire view of images and of sandbox files, and the
 // sandbox scope of code-interpreter contexts, and the terminal's one-time
-// browser tickets (one sandbox, one use, 30 s, a bound on the live ones).
+// browser tickets (one sandbox, one use, 30 s, a bound on the live ones),
+// and persistent terminals (named, held by the sandbox's agent, replayed
+// from an offset, one writer with takeover, listed in a sandbox's view).
 //
 // # The rule: surfaces go through this package
 //

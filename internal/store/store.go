@@ -1,7 +1,8 @@
 // Package store defines the daemon's persistent state: the records it keeps
 // and the Store interface every backend implements (sqlite embedded by
-// default; others later). Backends live in subpackages and must pass the
-// conformance suite in package storetest.
+// default, postgres for a database several daemons may share). Backends
+// live in subpackages and must pass the conformance suite in package
+// storetest.
 //
 // The records are sandboxes, templates and their versions, prepull tasks,
 // code-interpreter contexts, sessions, task runs, and the LLM archive's

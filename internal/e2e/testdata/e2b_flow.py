@@ -10,6 +10,10 @@ last line, which the Go test checks:
                     get_info, Sandbox.list with a metadata filter, the
                     code contexts, files.write/read; kill and is_running()
                     after
+  envd              the base SDK's commands (run, exit codes, background,
+                    connect, stdin, kill, list), a PTY session and its
+                    resize, and files (write/read/list/exists/make_dir/
+                    rename/remove/watch_dir), on template base
   readme            the README's example, word for word
   badkey            Sandbox.create with a wrong API key: the error and how
                     long it took
@@ -19,12 +23,14 @@ last line, which the Go test checks:
                     the kernel's variable and a file kept
 """
 
+import io
 import json
 import sys
 import time
 
-from e2b import SandboxQuery, SandboxState
-from e2b.exceptions import AuthenticationException, SandboxException
+import e2b
+from e2b import CommandExitException, FileType, PtySize, SandboxQuery, SandboxState
+from e2b.exceptions import AuthenticationException, NotFoundException, SandboxException, TimeoutException
 from e2b_code_interpreter import Sandbox
 
 
@@ -58,15 +64,7 @@ def quickstart() -> dict:
         except Exception as e:
             out["missing"] = type(e).__name__
 
-        # Not served yet: the process API must fail at once, clearly.
-        start = time.monotonic()
-        try:
-            sbx.commands.run("true")
-            out["commands_run"] = "ran"
-        except Exception as e:
-            out["commands_run"] = type(e).__name__
-            out["commands_run_message"] = str(e)
-        out["commands_run_seconds"] = time.monotonic() - start
+        out["commands_run"] = sbx.commands.run("echo hi").stdout
 
         ctx = sbx.create_code_context()
         sbx.run_code("y = 41", context=ctx)
@@ -94,6 +92,119 @@ def quickstart() -> dict:
     finally:
         out["killed"] = sbx.kill()
     out["running_after_kill"] = sbx.is_running()
+    return out
+
+
+def envd() -> dict:
+    """E2B's base SDK on its in-sandbox daemon's process and filesystem APIs."""
+    sbx = e2b.Sandbox.create(template="base", timeout=120)
+    out: dict = {}
+    try:
+        # The quickstart of the base SDK.
+        ran = sbx.commands.run("echo hi; echo oops >&2; pwd")
+        out["run"] = [ran.stdout, ran.stderr, ran.exit_code]
+        try:
+            sbx.commands.run("echo bad >&2; exit 3")
+            out["exit"] = None
+        except CommandExitException as e:
+            out["exit"] = [type(e).__name__, e.exit_code, e.stderr]
+        out["env_cwd"] = sbx.commands.run("echo $GREETING; pwd", envs={"GREETING": "hey"}, cwd="/tmp").stdout
+        try:
+            sbx.commands.run("id", user="root")
+            out["root"] = None
+        except SandboxException as e:
+            out["root"] = type(e).__name__
+
+        # A background command: listed, connected to by pid, fed stdin,
+        # killed.
+        bg = sbx.commands.run("read line; echo got $line; sleep 100", background=True, stdin=True)
+        out["listed"] = [[p.pid == bg.pid, p.cmd, p.args] for p in sbx.commands.list()]
+        again = sbx.commands.connect(bg.pid)
+        sbx.commands.send_stdin(bg.pid, "ping\n")
+        deadline = time.monotonic() + 10
+        seen = ""
+        for stdout, _, _ in again:
+            seen += stdout or ""
+            if "got ping" in seen or time.monotonic() > deadline:
+                break
+        out["connected_stdout"] = seen
+        out["killed"] = sbx.commands.kill(bg.pid)
+        try:
+            bg.wait()
+            out["killed_wait"] = None
+        except CommandExitException as e:
+            out["killed_wait"] = e.exit_code
+        out["kill_again"] = sbx.commands.kill(bg.pid)
+        out["listed_after"] = len(sbx.commands.list())
+        cat = sbx.commands.run("cat", background=True, stdin=True)
+        sbx.commands.send_stdin(cat.pid, "to cat")
+        sbx.commands.close_stdin(cat.pid)
+        out["closed_stdin"] = cat.wait().stdout
+        start = time.monotonic()
+        try:
+            sbx.commands.run("sleep 30", timeout=1)
+            out["timed_out"] = None
+        except TimeoutException as e:
+            out["timed_out"] = [type(e).__name__, time.monotonic() - start < 10]
+        # The timeout ends the command too.
+        deadline = time.monotonic() + 10
+        while any("sleep 30" in " ".join(p.args) for p in sbx.commands.list()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        out["after_timeout"] = [" ".join(p.args) for p in sbx.commands.list()]
+        try:
+            sbx.commands.connect(999999)
+            out["connect_unknown"] = None
+        except NotFoundException as e:
+            out["connect_unknown"] = type(e).__name__
+
+        # A PTY session: input, a resize, kill.
+        pty = sbx.pty.create(PtySize(rows=24, cols=80))
+        sbx.pty.send_stdin(pty.pid, b"stty size\n")
+        time.sleep(0.5)
+        sbx.pty.resize(pty.pid, PtySize(rows=30, cols=100))
+        sbx.pty.send_stdin(pty.pid, b"stty size; echo $TERM\n")
+        time.sleep(0.5)
+        out["pty_killed"] = sbx.pty.kill(pty.pid)
+        data = []
+        try:
+            pty.wait(on_pty=lambda b: data.append(b))
+        except CommandExitException as e:
+            out["pty_exit"] = e.exit_code
+        text = b"".join(data).decode(errors="replace")
+        out["pty_sizes"] = [size for size in ("24 80", "30 100") if size in text]
+        out["pty_term"] = "xterm-256color" in text
+
+        # Files.
+        out["written"] = sbx.files.write("dir/a.txt", "hello").path
+        out["read"] = sbx.files.read("dir/a.txt")
+        out["cat"] = sbx.commands.run("cat dir/a.txt").stdout
+        # File-like data goes as application/octet-stream (envd 0.5.7),
+        # compressed when asked.
+        sbx.files.write("dir/raw.bin", io.BytesIO(b"\x00raw"))
+        sbx.files.write("dir/zipped.txt", "zipped " * 100, gzip=True)
+        out["octet"] = [sbx.files.read("dir/raw.bin", format="bytes") == b"\x00raw",
+                        sbx.files.read("dir/zipped.txt") == "zipped " * 100]
+        sbx.files.remove("dir/raw.bin")
+        sbx.files.remove("dir/zipped.txt")
+        out["exists"] = [sbx.files.exists("dir/a.txt"), sbx.files.exists("dir/nope")]
+        out["make_dir"] = [sbx.files.make_dir("dir/sub"), sbx.files.make_dir("dir/sub")]
+        out["list"] = sorted([e.name, e.type.value, e.path, e.size, e.permissions, e.owner]
+                             for e in sbx.files.list("dir"))
+        out["list_deep"] = sorted(e.path for e in sbx.files.list("/home/sandbox/dir", depth=2))
+        out["renamed"] = sbx.files.rename("dir/a.txt", "dir/sub/b.txt").path
+        out["info"] = [sbx.files.get_info("dir/sub").type == FileType.DIR, sbx.files.get_info("dir/sub/b.txt").size]
+        sbx.files.remove("dir/sub")
+        out["removed"] = sbx.files.exists("dir/sub/b.txt")
+        watch = sbx.files.watch_dir("dir")
+        sbx.files.write("dir/w.txt", "1")
+        sbx.files.write("dir/w.txt", "22")
+        sbx.files.remove("dir/w.txt")
+        sbx.commands.run("echo by a command > dir/c.txt")
+        time.sleep(0.5)
+        out["events"] = [[e.name, e.type.value] for e in watch.get_new_events()]
+        watch.stop()
+    finally:
+        out["killed_sandbox"] = sbx.kill()
     return out
 
 
@@ -170,5 +281,6 @@ def pause() -> dict:
 
 if __name__ == "__main__":
     mode = sys.argv[1]
-    modes = {"quickstart": quickstart, "readme": readme, "badkey": badkey, "badtemplate": badtemplate, "pause": pause}
+    modes = {"quickstart": quickstart, "envd": envd, "readme": readme, "badkey": badkey,
+             "badtemplate": badtemplate, "pause": pause}
     print(json.dumps(modes[mode]()))

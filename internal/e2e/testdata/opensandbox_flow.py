@@ -24,12 +24,20 @@ object on its last line, which the Go test checks:
                     background sleep 100 interrupted
   files IMAGE       files: info, search, list, replace, mv, permissions,
                     directories made and deleted, files deleted, a ranged
-                    and a line-based read
+                    and a line-based read, a 10 MB upload and its last bytes
+                    by a range
   pause IMAGE       pause with a file written and a background loop that
                     counts: the state and the list while paused, a command
                     refused, Sandbox.resume, the file, the loop running on
                     with its count (no restart) and a gap as long as the
                     pause
+  metrics IMAGE     get_metrics while a command keeps a CPU busy, and the
+                    egress policy: deny-all at create, read, patched with
+                    a deny rule, an allow rule refused, rules deleted; a
+                    create with an allow-all policy refused
+  session IMAGE     a bash session: its directory, variables and cwd kept
+                    from run to run, exit codes, a run's own cwd, a
+                    timeout, two runs at once, delete
 """
 
 import asyncio
@@ -54,7 +62,7 @@ from opensandbox.models.filesystem import (
     SetPermissionEntry,
     WriteEntry,
 )
-from opensandbox.models.sandboxes import SandboxFilter
+from opensandbox.models.sandboxes import NetworkPolicy, NetworkRule, SandboxFilter
 from opensandbox.sandbox import Sandbox
 
 
@@ -288,6 +296,14 @@ async def files(image: str) -> dict:
             out["deleted_info"] = "found"
         except SandboxApiException as e:
             out["deleted_info"] = e.status_code
+        # 10 MB up, then its last bytes by a range (the agent reads from
+        # the range's start).
+        big = bytes(i % 251 for i in range(10 << 20))
+        await fs.write_file("/workspace/big.bin", big)
+        size = len(big)
+        tail = await fs.read_bytes("/workspace/big.bin", range_header=f"bytes={size - 10}-{size - 1}")
+        out["big_tail"] = tail == big[-10:]
+        out["big_size"] = str((await fs.get_file_info(["/workspace/big.bin"]))["/workspace/big.bin"].size)
     finally:
         await sandbox.destroy()
     return out
@@ -382,6 +398,82 @@ async def pause(image: str) -> dict:
     return out
 
 
+async def session(image: str) -> dict:
+    sandbox = await Sandbox.create(image, connection_config=ConnectionConfig())
+    out: dict = {}
+    cmds = sandbox.commands
+
+    def stdout(execution) -> str:
+        return "".join(m.text for m in execution.logs.stdout)
+
+    try:
+        sid = await cmds.create_session(working_directory="/workspace/sess")
+        out["pwd"] = stdout(await cmds.run_in_session(sid, "pwd"))
+        await cmds.run_in_session(sid, "export A=1; B=2; cd /tmp; f() { echo f$1; }")
+        kept = await cmds.run_in_session(sid, 'echo "$A $B $PWD $(f 3)"')
+        out["kept"], out["kept_exit_code"] = stdout(kept), kept.exit_code
+        failed = await cmds.run_in_session(sid, "echo before; exit 3; echo after")
+        out["failed"], out["failed_exit_code"] = stdout(failed), failed.exit_code
+        out["after_exit"] = stdout(await cmds.run_in_session(sid, 'echo "$A $PWD"'))
+        out["own_cwd"] = stdout(await cmds.run_in_session(sid, "pwd", working_directory="/workspace"))
+        start = time.monotonic()
+        slow = await cmds.run_in_session(sid, "sleep 30", timeout=timedelta(seconds=1))
+        out["timeout_exit_code"], out["timeout_seconds"] = slow.exit_code, time.monotonic() - start
+        # Two runs at once take turns, in order of arrival.
+        first = asyncio.create_task(cmds.run_in_session(sid, "sleep 0.5; echo $SECONDS > /tmp/first; echo one"))
+        await asyncio.sleep(0.1)
+        second = await cmds.run_in_session(sid, "cat /tmp/first >/dev/null && echo two")
+        out["turns"] = [stdout(await first), stdout(second)]
+        await cmds.delete_session(sid)
+        try:
+            await cmds.run_in_session(sid, "pwd")
+            out["deleted_run"] = "ran"
+        except SandboxApiException as e:
+            out["deleted_run"] = e.status_code
+    finally:
+        await sandbox.destroy()
+    return out
+
+
+async def metrics(image: str) -> dict:
+    deny = NetworkPolicy(defaultAction="deny", egress=[NetworkRule(action="deny", target="*.example.com")])
+    sandbox = await Sandbox.create(image, network_policy=deny, connection_config=ConnectionConfig())
+    out: dict = {}
+    try:
+        idle = await sandbox.get_metrics()
+        await sandbox.commands.run("timeout 5 sh -c 'while :; do :; done'", opts=RunCommandOpts(background=True))
+        await asyncio.sleep(0.5)
+        m = await sandbox.get_metrics()
+        out["cpu_count"], out["memory_total_in_mib"] = m.cpu_count, m.memory_total_in_mib
+        # A loaded host may give the loop much less than its CPU.
+        out["idle_pct"], out["busy_pct"] = idle.cpu_used_percentage, m.cpu_used_percentage
+        out["busy"] = m.cpu_used_percentage > max(10, idle.cpu_used_percentage)
+        out["memory_used"] = 0 < m.memory_used_in_mib < m.memory_total_in_mib
+        out["timestamp_now"] = abs(m.timestamp / 1000 - time.time()) < 60
+        policy = await sandbox.get_egress_policy()
+        out["policy"] = {"default": policy.default_action, "egress": policy.egress}
+        await sandbox.patch_egress_rules([NetworkRule(action="deny", target="pypi.org")])
+        try:
+            await sandbox.patch_egress_rules([NetworkRule(action="allow", target="pypi.org")])
+            out["allow"] = "patched"
+        except SandboxApiException as e:
+            out["allow"] = e.status_code
+        await sandbox.delete_egress_rules(["pypi.org"])
+        out["deleted"] = True
+    finally:
+        await sandbox.destroy()
+    start = time.monotonic()
+    try:
+        allow = NetworkPolicy(defaultAction="allow")
+        other = await Sandbox.create(image, network_policy=allow, connection_config=ConnectionConfig())
+        await other.destroy()
+        out["allow_all_create"] = "created"
+    except SandboxApiException as e:
+        out["allow_all_create"] = e.status_code
+    out["allow_all_seconds"] = time.monotonic() - start
+    return out
+
+
 async def main() -> dict:
     mode = sys.argv[1]
     if mode == "quickstart":
@@ -394,6 +486,10 @@ async def main() -> dict:
         return await background(sys.argv[2])
     if mode == "files":
         return await files(sys.argv[2])
+    if mode == "metrics":
+        return await metrics(sys.argv[2])
+    if mode == "session":
+        return await session(sys.argv[2])
     if mode == "code":
         return await code(sys.argv[2])
     if mode == "lifecycle":

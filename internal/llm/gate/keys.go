@@ -27,7 +27,8 @@ const (
 	MaxKeyTTL     = 30 * 24 * time.Hour
 )
 
-// KeyStore keeps the keys; *sqlite.Store implements it.
+// KeyStore keeps the keys; the store backends (*sqlite.Store,
+// *postgres.Store) implement it.
 type KeyStore interface {
 	CreateLLMKey(ctx context.Context, k *store.LLMKey) error
 	LLMKeyByHash(ctx context.Context, hash string) (*store.LLMKey, error)

@@ -75,6 +75,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("Limits", s.testLimits)
 	t.Run("Isolation", s.testIsolation)
 	t.Run("PauseFreezes", s.testPauseFreezes)
+	t.Run("Terminal", s.testTerminal)
 }
 
 // RunContract runs the part of the suite about the interface: states,

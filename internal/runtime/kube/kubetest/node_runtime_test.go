@@ -161,7 +161,7 @@ func benchREST(b *testing.B, n *Node, agentImage, image string) {
 // copied from agentImage (n.SelfImage), and the flags internal/bench
 // gives its daemons; it returns the daemon's base URL once it is ready.
 // The test's cleanup stops it (its sandboxes deleted by then).
-func serveKube(b *testing.B, n *Node, agentImage string) string {
+func serveKube(b testing.TB, n *Node, agentImage string) string {
 	b.Helper()
 	dir := b.TempDir()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -39,6 +39,8 @@ from .sandbox import (
     Sandbox,
     SandboxOverrides,
     SandboxStatus,
+    TerminalExitInfo,
+    TerminalInfo,
 )
 from .session import (
     DeleteSessionResult,
@@ -130,6 +132,8 @@ __all__ = [
     "TemplateListResult",
     "TemplateSpec",
     "TemplateVersion",
+    "TerminalExitInfo",
+    "TerminalInfo",
     "UpdateTemplateRequest",
     "Usage",
     "VersionListResult",

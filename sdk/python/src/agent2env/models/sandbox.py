@@ -17,6 +17,8 @@ __all__ = [
     "Sandbox",
     "SandboxOverrides",
     "SandboxStatus",
+    "TerminalExitInfo",
+    "TerminalInfo",
 ]
 
 
@@ -38,6 +40,34 @@ class SandboxStatus(StrEnum):
     FAILED = "failed"
     TERMINATING = "terminating"
     UNKNOWN = "unknown"
+
+
+class TerminalExitInfo(APIModel):
+    """How a persistent terminal's process ended."""
+
+    exit_code: int
+    """The exit code; 128+n when signal n ended it."""
+    signal: str | None = None
+    reason: str | None = None
+
+
+class TerminalInfo(APIModel):
+    """A persistent terminal of a sandbox (agent2env addition)."""
+
+    name: str
+    command: list[str]
+    rows: int
+    cols: int
+    running: bool
+    exit: TerminalExitInfo | None = None
+    started_at: datetime
+    ended_at: datetime | None = None
+    output_start: int
+    """The offset of the oldest output byte the sandbox still keeps."""
+    output: int
+    """The offset after the newest output byte."""
+    writer: bool
+    """A client is attached as the terminal's writer."""
 
 
 class Sandbox(APIModel):
@@ -62,6 +92,8 @@ class Sandbox(APIModel):
     """Why the sandbox is in its status, such as why it failed (agent2env addition)."""
     metadata: dict[str, str] | None = None
     """The labels its client gave it (agent2env addition; the OpenSandbox API's metadata)."""
+    terminals: list[TerminalInfo] | None = None
+    """Its persistent terminals, when it runs (agent2env addition)."""
 
 
 class SandboxOverrides(APIModel):

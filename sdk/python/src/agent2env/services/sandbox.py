@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import builtins
 import math
 import os
 import posixpath
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import IO, Any
 
 from .._async_base import AsyncAPIClient
@@ -37,7 +38,9 @@ from ..models.sandbox import (
     Sandbox,
     SandboxOverrides,
     SandboxStatus,
+    TerminalInfo,
 )
+from ..terminal import AsyncTerminal, Terminal, interactive_query
 
 __all__ = ["AsyncSandboxService", "SandboxService"]
 
@@ -196,6 +199,33 @@ class ExecStreamParser:
     def finish(self) -> None:
         """Raise: the stream ended without an ``exit`` event."""
         raise stream_ended("command output")
+
+
+def _terminal_body(
+    name: str | None,
+    command: Sequence[str] | None,
+    rows: int | None,
+    cols: int | None,
+    cwd: str | None,
+    env: Mapping[str, str] | None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": name,
+        "command": list(command) if command else None,
+        "rows": rows,
+        "cols": cols,
+    }
+    body.update(cwd=cwd, env=dict(env) if env else None)
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def _terminal_path(sandbox_id: str, name: str, suffix: str = "") -> str:
+    return _path(sandbox_id, f"/terminals/{segment(name, 'terminal name')}{suffix}")
+
+
+def _attach_query(since: int, read_only: bool, takeover: bool) -> list[tuple[str, str]]:
+    flag = {True: "true", False: "false"}
+    return [("since", str(since)), ("readonly", flag[read_only]), ("takeover", flag[takeover])]
 
 
 class SandboxService:
@@ -430,6 +460,98 @@ class SandboxService:
         """Return every sandbox, oldest first."""
         return self._c.run(call(Request("GET", "/sandboxes"), parse_items(Sandbox)))
 
+    def terminal(
+        self,
+        sandbox_id: str,
+        command: Sequence[str] | None = None,
+        *,
+        tty: bool = True,
+        rows: int | None = None,
+        cols: int | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> Terminal:
+        r"""Start a command (the login shell by default) on a terminal and connect to it.
+
+        A one-shot terminal (agent2env addition): its process ends when it
+        exits or the terminal is closed. ``rows`` x ``cols`` is the tty's
+        size (24 x 80 by default); ``tty=False`` runs the command on pipes,
+        its stderr apart. Use it as a context manager::
+
+            with client.sandbox.terminal(sandbox.id, ["sh", "-c", "read x; exit 3"]) as term:
+                term.write(b"go\r")
+                print(term.wait().exit_code)
+
+        Raises:
+            ConflictError: The sandbox is not running.
+            NotFoundError: There is no such sandbox.
+
+        """
+        query = interactive_query(command, tty, rows, cols, cwd, env)
+        return Terminal.open(self._c.config, _path(sandbox_id, "/exec/interactive"), query)
+
+    def create_terminal(
+        self,
+        sandbox_id: str,
+        name: str | None = None,
+        command: Sequence[str] | None = None,
+        *,
+        rows: int | None = None,
+        cols: int | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> TerminalInfo:
+        """Start a persistent terminal: it outlives its connections (agent2env addition).
+
+        The sandbox holds it, with its last MiB of output, until its process
+        exits, :meth:`delete_terminal` or the sandbox ends; attach to it with
+        :meth:`attach_terminal`. ``name`` is made up when not given.
+
+        Raises:
+            ConflictError: A running terminal has that name.
+
+        """
+        body = _terminal_body(name, command, rows, cols, cwd, env)
+        req = Request("POST", _path(sandbox_id, "/terminals"), json=body)
+        return self._c.run(call(req, parse_model(TerminalInfo)))
+
+    def list_terminals(self, sandbox_id: str) -> builtins.list[TerminalInfo]:
+        """Return a sandbox's persistent terminals, running and ended, oldest first."""
+        req = Request("GET", _path(sandbox_id, "/terminals"))
+        return self._c.run(call(req, parse_items(TerminalInfo)))
+
+    def get_terminal(self, sandbox_id: str, name: str) -> TerminalInfo:
+        """Return a persistent terminal; an unknown one raises NotFoundError."""
+        req = Request("GET", _terminal_path(sandbox_id, name))
+        return self._c.run(call(req, parse_model(TerminalInfo)))
+
+    def delete_terminal(self, sandbox_id: str, name: str) -> TerminalInfo:
+        """End a persistent terminal with all it started; return how it ended."""
+        req = Request("DELETE", _terminal_path(sandbox_id, name))
+        return self._c.run(call(req, parse_model(TerminalInfo)))
+
+    def attach_terminal(
+        self,
+        sandbox_id: str,
+        name: str,
+        *,
+        since: int = 0,
+        read_only: bool = False,
+        takeover: bool = False,
+    ) -> Terminal:
+        """Attach to a persistent terminal; closing the attachment leaves it running.
+
+        Its output is replayed from offset ``since`` (0: all it keeps; a
+        previous attachment's :attr:`Terminal.offset` to go on where it
+        left). One client at a time writes: another writer raises
+        ConflictError unless ``takeover``, which ends the first one's
+        attachment (its reads raise TerminalTakenOverError); ``read_only``
+        watches beside the writer.
+        """
+        path = _terminal_path(sandbox_id, name, "/attach")
+        query = _attach_query(since, read_only, takeover)
+        return Terminal.open(self._c.config, path, query, since)
+
 
 class AsyncSandboxService:
     """The async twin of :class:`SandboxService`: ``AsyncClient.sandbox``."""
@@ -567,3 +689,65 @@ class AsyncSandboxService:
     async def list(self) -> list[Sandbox]:
         """Return every sandbox, oldest first."""
         return await self._c.run(call(Request("GET", "/sandboxes"), parse_items(Sandbox)))
+
+    async def terminal(
+        self,
+        sandbox_id: str,
+        command: Sequence[str] | None = None,
+        *,
+        tty: bool = True,
+        rows: int | None = None,
+        cols: int | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> AsyncTerminal:
+        """Start a command on a terminal; see :meth:`SandboxService.terminal`."""
+        query = interactive_query(command, tty, rows, cols, cwd, env)
+        return await AsyncTerminal.open(
+            self._c.config, _path(sandbox_id, "/exec/interactive"), query
+        )
+
+    async def create_terminal(
+        self,
+        sandbox_id: str,
+        name: str | None = None,
+        command: Sequence[str] | None = None,
+        *,
+        rows: int | None = None,
+        cols: int | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> TerminalInfo:
+        """Start a persistent terminal; see :meth:`SandboxService.create_terminal`."""
+        body = _terminal_body(name, command, rows, cols, cwd, env)
+        req = Request("POST", _path(sandbox_id, "/terminals"), json=body)
+        return await self._c.run(call(req, parse_model(TerminalInfo)))
+
+    async def list_terminals(self, sandbox_id: str) -> builtins.list[TerminalInfo]:
+        """Return a sandbox's persistent terminals, oldest first."""
+        req = Request("GET", _path(sandbox_id, "/terminals"))
+        return await self._c.run(call(req, parse_items(TerminalInfo)))
+
+    async def get_terminal(self, sandbox_id: str, name: str) -> TerminalInfo:
+        """Return a persistent terminal; an unknown one raises NotFoundError."""
+        req = Request("GET", _terminal_path(sandbox_id, name))
+        return await self._c.run(call(req, parse_model(TerminalInfo)))
+
+    async def delete_terminal(self, sandbox_id: str, name: str) -> TerminalInfo:
+        """End a persistent terminal with all it started; return how it ended."""
+        req = Request("DELETE", _terminal_path(sandbox_id, name))
+        return await self._c.run(call(req, parse_model(TerminalInfo)))
+
+    async def attach_terminal(
+        self,
+        sandbox_id: str,
+        name: str,
+        *,
+        since: int = 0,
+        read_only: bool = False,
+        takeover: bool = False,
+    ) -> AsyncTerminal:
+        """Attach to a persistent terminal; see :meth:`SandboxService.attach_terminal`."""
+        path = _terminal_path(sandbox_id, name, "/attach")
+        query = _attach_query(since, read_only, takeover)
+        return await AsyncTerminal.open(self._c.config, path, query, since)

@@ -1,0 +1,4 @@
+// Package process is the Go code protoc-gen-go generates from E2B's envd
+// process protocol (spec/process/process.proto, Apache-2.0): its messages. Regenerate
+// it with "make envd-proto"; do not edit the .pb.go file.
+package process

@@ -1,0 +1,74 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+// ProcIO says how a background process takes input and gives output, for
+// the clients that drive it interactively (E2B's envd protocol): a tag
+// to name it by, a pseudo-terminal of Rows x Cols, or a stdin pipe.
+type ProcIO struct {
+	Tag        string
+	TTY        bool
+	Rows, Cols uint16
+	Stdin      bool
+}
+
+// StartProcIO is StartProc with the input and output pio describes.
+func (m *Manager) StartProcIO(ctx context.Context, id string, req ProcRequest, pio ProcIO) (agent.ProcInfo, error) {
+	preq, err := procRequest(req)
+	if err != nil {
+		return agent.ProcInfo{}, err
+	}
+	preq.Tag, preq.TTY, preq.Rows, preq.Cols, preq.Stdin = pio.Tag, pio.TTY, pio.Rows, pio.Cols, pio.Stdin
+	if err := preq.Validate(); err != nil {
+		return agent.ProcInfo{}, errdefs.Invalid("process: %v", err)
+	}
+	c, err := m.Agent(ctx, id)
+	if err != nil {
+		return agent.ProcInfo{}, err
+	}
+	info, err := c.StartProc(ctx, preq)
+	if err != nil {
+		return agent.ProcInfo{}, fmt.Errorf("start process in sandbox %s: %w", id, err)
+	}
+	return info, nil
+}
+
+// Procs returns the background processes of sandbox id, running and
+// recently ended, in the order they started.
+func (m *Manager) Procs(ctx context.Context, id string) ([]agent.ProcInfo, error) {
+	c, err := m.Agent(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	infos, err := c.Procs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list processes of sandbox %s: %w", id, err)
+	}
+	return infos, nil
+}
+
+// ProcStdin writes r to the input of process pid of sandbox id, and then
+// ends that input when eof is set.
+func (m *Manager) ProcStdin(ctx context.Context, id, pid string, r io.Reader, eof bool) error {
+	c, err := m.Agent(ctx, id)
+	if err != nil {
+		return err
+	}
+	return procErr(c.ProcStdin(ctx, pid, r, eof), id, pid)
+}
+
+// ResizeProc sets the terminal size of process pid of sandbox id.
+func (m *Manager) ResizeProc(ctx context.Context, id, pid string, rows, cols uint16) error {
+	c, err := m.Agent(ctx, id)
+	if err != nil {
+		return err
+	}
+	return procErr(c.ProcResize(ctx, pid, rows, cols), id, pid)
+}

@@ -1,0 +1,76 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+// TestProcIO drives interactive background commands of a sandbox: a
+// tagged one reading a stdin pipe to its end, one on a terminal that is
+// resized, and the list of both.
+func TestProcIO(t *testing.T) {
+	e := newEnv(t, "")
+	id := e.running(t).ID
+	ctx := context.Background()
+
+	cat, err := e.sb.StartProcIO(ctx, id, ProcRequest{Command: []string{"cat"}}, ProcIO{Tag: "cat", Stdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cat.Pid <= 0 || cat.Tag != "cat" || cat.TTY || !cat.Running {
+		t.Errorf("started %+v", cat)
+	}
+	tty, err := e.sb.StartProcIO(ctx, id, ProcRequest{Shell: "read line; stty size; echo got $line"}, ProcIO{TTY: true, Rows: 24, Cols: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := e.sb.Procs(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 || all[0].ID != cat.ID || all[1].ID != tty.ID || !all[1].TTY || all[0].Pid != cat.Pid {
+		t.Errorf("listed %+v", all)
+	}
+
+	checkErr(t, e.sb.ProcInput(ctx, id, cat.ID, strings.NewReader("one\n")), nil, "")
+	checkErr(t, e.sb.ProcInput(ctx, id, "cat", strings.NewReader("two\n")), nil, "") // by tag
+	checkErr(t, e.sb.CloseProcInput(ctx, id, cat.ID), nil, "")
+	var out bytes.Buffer
+	res, err := e.sb.ProcOutput(ctx, id, cat.ID, ProcOutputOptions{Follow: true}, &out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "one\ntwo\n" || res.Proc.Running || res.Proc.ExitCode != 0 {
+		t.Errorf("cat: %q, %+v", out.String(), res.Proc)
+	}
+
+	checkErr(t, e.sb.ResizeProc(ctx, id, tty.ID, 30, 100), nil, "")
+	checkErr(t, e.sb.ProcInput(ctx, id, tty.ID, strings.NewReader("hello\r")), nil, "")
+	out.Reset()
+	if _, err := e.sb.ProcOutput(ctx, id, tty.ID, ProcOutputOptions{Follow: true}, &out, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "30 100") || !strings.Contains(out.String(), "got hello") {
+		t.Errorf("tty output %q, want its new size and the line", out.String())
+	}
+
+	// What cannot be done: input to a command without stdin, a resize
+	// without a terminal, a taken tag, an unknown command.
+	quiet, err := e.sb.StartProcIO(ctx, id, ProcRequest{Command: []string{"sleep", "10"}}, ProcIO{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkErr(t, e.sb.ProcInput(ctx, id, quiet.ID, strings.NewReader("x")), errdefs.ErrFailedPrecondition, "")
+	checkErr(t, e.sb.ResizeProc(ctx, id, quiet.ID, 10, 10), errdefs.ErrInvalidArgument, "")
+	_, err = e.sb.StartProcIO(ctx, id, ProcRequest{Command: []string{"sleep", "10"}}, ProcIO{Tag: "busy"})
+	checkErr(t, err, nil, "")
+	_, err = e.sb.StartProcIO(ctx, id, ProcRequest{Command: []string{"sleep", "10"}}, ProcIO{Tag: "busy"})
+	checkErr(t, err, errdefs.ErrAlreadyExists, "")
+	_, err = e.sb.StartProcIO(ctx, id, ProcRequest{Command: []string{"sleep"}}, ProcIO{Tag: "bad tag"})
+	checkErr(t, err, errdefs.ErrInvalidArgument, "")
+	checkErr(t, e.sb.ProcInput(ctx, id, "proc-99", strings.NewReader("x")), errdefs.ErrNotFound, "")
+}

@@ -1,0 +1,97 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+var runs = newTable(table[store.Run]{
+	kind: "run", name: "runs",
+	columns: `id, batch_id, task, spec, agent, model, repeat, status, phase, reason, exit_code, sandbox_id, ` +
+		`created_at, updated_at, started_at, ended_at, result, tenant`,
+	scan: scanRun,
+	values: func(r *store.Run) ([]any, error) {
+		return []any{r.ID, r.BatchID, r.Task, bytesOrEmpty(r.Spec), r.Agent, r.Model, r.Repeat, r.Status, r.Phase, r.Reason,
+			r.ExitCode, r.SandboxID, r.CreatedAt, r.UpdatedAt, r.StartedAt, r.EndedAt, bytesOrEmpty(r.Result), r.Tenant}, nil
+	},
+	normalize: func(r *store.Run) {
+		r.CreatedAt, r.UpdatedAt = micro(r.CreatedAt), micro(r.UpdatedAt)
+		r.StartedAt, r.EndedAt = microPtr(r.StartedAt), microPtr(r.EndedAt)
+	},
+	setKey: func(r *store.Run, id string) { r.ID = id },
+})
+
+func scanRun(row scanner) (*store.Run, error) {
+	var (
+		r              store.Run
+		started, ended *time.Time
+	)
+	if err := row.Scan(&r.ID, &r.BatchID, &r.Task, &r.Spec, &r.Agent, &r.Model, &r.Repeat, &r.Status, &r.Phase, &r.Reason,
+		&r.ExitCode, &r.SandboxID, &r.CreatedAt, &r.UpdatedAt, &started, &ended, &r.Result, &r.Tenant); err != nil {
+		return nil, err
+	}
+	r.Spec, r.Result = nilIfEmpty(r.Spec), nilIfEmpty(r.Result)
+	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
+	r.StartedAt, r.EndedAt = utcPtr(started), utcPtr(ended)
+	return &r, nil
+}
+
+// CreateRun stores r; a taken id is ErrConflict.
+func (s *Store) CreateRun(ctx context.Context, r *store.Run) error {
+	err := runs.insert(ctx, s.w, r)
+	switch {
+	case err == nil:
+		return nil
+	case isUnique(err):
+		return errdefs.Conflict("run %s already exists", r.ID)
+	}
+	return fmt.Errorf("insert run %s: %w", r.ID, err)
+}
+
+// GetRun returns the run id; ErrNotFound if there is none.
+func (s *Store) GetRun(ctx context.Context, id string) (*store.Run, error) {
+	return runs.get(ctx, s.r, id, "")
+}
+
+// ListRunPage returns the page p of the runs f selects, oldest first, and
+// the next page's cursor ("" after the last).
+func (s *Store) ListRunPage(ctx context.Context, f store.RunFilter, p store.Page) ([]*store.Run, string, error) {
+	var a args
+	pcond, limit, err := pageClause(p, &a)
+	if err != nil {
+		return nil, "", err
+	}
+	cond := ""
+	if f.BatchID != "" {
+		cond += ` AND batch_id = ` + a.add(f.BatchID)
+	}
+	if f.Active {
+		cond += ` AND status IN ('queued', 'running')`
+	}
+	if f.ByTenant {
+		cond += ` AND tenant = ` + a.add(f.Tenant)
+	}
+	out, err := list(ctx, s.r, scanRun,
+		`SELECT `+runs.columns+` FROM runs WHERE true`+cond+pcond+` ORDER BY created_at, id`+limit, a...)
+	if err != nil {
+		return nil, "", fmt.Errorf("list runs: %w", err)
+	}
+	out, next := cutPage(out, p, func(r *store.Run) (time.Time, string) { return r.CreatedAt, r.ID })
+	return out, next, nil
+}
+
+// UpdateRun applies fn to the run id and stores the result, with the row
+// locked from the read to the write; fn's error aborts it and is returned
+// as is.
+func (s *Store) UpdateRun(ctx context.Context, id string, fn func(*store.Run) error) (*store.Run, error) {
+	return runs.update(ctx, s.w, id, fn)
+}
+
+// DeleteRun deletes the run id; ErrNotFound if there is none.
+func (s *Store) DeleteRun(ctx context.Context, id string) error {
+	return runs.remove(ctx, s.w, id)
+}

@@ -1,0 +1,144 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+var sessions = newTable(table[store.Session]{
+	kind: "session", name: "sessions",
+	columns: `key, id, tenant, sandbox_id, owns_sandbox, flavor, cpu, memory, template, image, idle_timeout, ` +
+		`created_at, last_used_at, expires_at, ends_at, execution_count, error_count, execution_time`,
+	scan: scanSession,
+	values: func(s *store.Session) ([]any, error) {
+		return []any{s.Key, s.ID, s.Tenant, s.SandboxID, s.OwnsSandbox, s.Flavor, s.CPU, s.Memory, s.Template, s.Image,
+			s.IdleTimeout.Microseconds(), s.CreatedAt, s.LastUsedAt, s.ExpiresAt, s.EndsAt,
+			s.ExecutionCount, s.ErrorCount, s.ExecutionTime.Microseconds()}, nil
+	},
+	normalize: func(s *store.Session) {
+		s.CreatedAt, s.LastUsedAt, s.ExpiresAt = micro(s.CreatedAt), micro(s.LastUsedAt), micro(s.ExpiresAt)
+		s.EndsAt = microPtr(s.EndsAt)
+		s.IdleTimeout = s.IdleTimeout.Truncate(time.Microsecond)
+		s.ExecutionTime = s.ExecutionTime.Truncate(time.Microsecond)
+	},
+	setKey: func(s *store.Session, key string) { s.Key = key },
+})
+
+func scanSession(row scanner) (*store.Session, error) {
+	var (
+		s              store.Session
+		idle, execTime int64
+		ends           *time.Time
+	)
+	if err := row.Scan(&s.Key, &s.ID, &s.Tenant, &s.SandboxID, &s.OwnsSandbox, &s.Flavor, &s.CPU, &s.Memory, &s.Template,
+		&s.Image, &idle, &s.CreatedAt, &s.LastUsedAt, &s.ExpiresAt, &ends, &s.ExecutionCount, &s.ErrorCount, &execTime); err != nil {
+		return nil, err
+	}
+	s.IdleTimeout, s.ExecutionTime = durationOf(idle), durationOf(execTime)
+	s.CreatedAt, s.LastUsedAt, s.ExpiresAt, s.EndsAt = s.CreatedAt.UTC(), s.LastUsedAt.UTC(), s.ExpiresAt.UTC(), utcPtr(ends)
+	return &s, nil
+}
+
+// CreateSession stores sess; a taken key is ErrConflict, an unknown
+// sandbox ErrNotFound (the foreign key refuses the row). The key's unique
+// index is what keeps two daemons from making the same session.
+func (s *Store) CreateSession(ctx context.Context, sess *store.Session) error {
+	err := sessions.insert(ctx, s.w, sess)
+	switch {
+	case err == nil:
+		return nil
+	case isUnique(err):
+		return errdefs.Conflict("session %s already exists", sess.ID)
+	case isForeignKey(err):
+		return errdefs.NotFound("sandbox %s not found", sess.SandboxID)
+	}
+	return fmt.Errorf("insert session %s: %w", sess.ID, err)
+}
+
+// GetSession returns the session of key (tenant and id); ErrNotFound if
+// there is none.
+func (s *Store) GetSession(ctx context.Context, key string) (*store.Session, error) {
+	return sessions.get(ctx, s.r, key, "")
+}
+
+// ListSessions returns the sessions f selects, oldest first.
+func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*store.Session, error) {
+	var a args
+	cond := ` WHERE true`
+	if !f.AllTenants {
+		cond += tenantCond(f.Tenant, f.WithOwned, &a)
+	}
+	if !f.DueBy.IsZero() {
+		// ends_at is NULL for a session without a lifetime: NULL <= $n is
+		// NULL, not true, so only its idle deadline counts.
+		by := a.add(f.DueBy)
+		cond += ` AND (expires_at <= ` + by + ` OR ends_at <= ` + by + `)`
+	}
+	out, err := list(ctx, s.r, scanSession, `SELECT `+sessions.columns+` FROM sessions`+cond+` ORDER BY created_at, key`, a...)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	return out, nil
+}
+
+// CountSessions counts every session, of every tenant.
+func (s *Store) CountSessions(ctx context.Context) (int, error) {
+	var n int
+	if err := s.r.QueryRow(ctx, `SELECT COUNT(*) FROM sessions`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count sessions: %w", err)
+	}
+	return n, nil
+}
+
+// UpdateSession applies fn to the session of key and stores the result,
+// with the row locked from the read to the write; fn's error aborts it and
+// is returned as is.
+func (s *Store) UpdateSession(ctx context.Context, key string, fn func(*store.Session) error) (*store.Session, error) {
+	return sessions.update(ctx, s.w, key, fn)
+}
+
+// DeleteSession deletes the session of key; ErrNotFound if there is none.
+func (s *Store) DeleteSession(ctx context.Context, key string) error {
+	return sessions.remove(ctx, s.w, key)
+}
+
+// ReapableSandboxes returns the sandboxes a service made (ManagedBy) that
+// may be deleted: those created before orphanBefore that no session,
+// context or active run refers to, and those failed before failedBefore.
+// Warm pools' sandboxes are the pools' to delete, and pending ones are
+// left alone: a service writes its record after its sandbox is made, so a
+// pending sandbox without one may still be being made.
+func (s *Store) ReapableSandboxes(ctx context.Context, orphanBefore, failedBefore time.Time) ([]*store.Sandbox, error) {
+	// Each NOT EXISTS is an anti-join on an index on sandbox_id
+	// (sessions_sandbox, contexts_sandbox, runs_sandbox).
+	out, err := list(ctx, s.r, scanSandbox, `SELECT `+sandboxes.columns+` FROM sandboxes sb
+		WHERE managed_by <> '' AND pool = '' AND status <> 'pending' AND (
+			(created_at < $1
+				AND NOT EXISTS (SELECT 1 FROM sessions WHERE sessions.sandbox_id = sb.id)
+				AND NOT EXISTS (SELECT 1 FROM contexts WHERE contexts.sandbox_id = sb.id)
+				AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.sandbox_id = sb.id AND runs.status IN ('queued', 'running')))
+			OR (status = 'failed' AND updated_at < $2))
+		ORDER BY created_at, id`, orphanBefore, failedBefore)
+	if err != nil {
+		return nil, fmt.Errorf("list reapable sandboxes: %w", err)
+	}
+	return out, nil
+}
+
+// tenantCond selects the records of tenant and, withOwned, those the code
+// of its sandboxes and the agents of its runs made, whose tenants are
+// "sandbox:<id>" and "run:<id>" (auth.SandboxTenant, auth.RunTenant),
+// worked out in SQL over the indexes sandboxes_tenant and runs_tenant
+// rather than passed in as a list as long as the key's sandboxes and runs.
+func tenantCond(tenant string, withOwned bool, a *args) string {
+	t := a.add(tenant)
+	if !withOwned {
+		return ` AND tenant = ` + t
+	}
+	return ` AND (tenant = ` + t + ` OR tenant IN (SELECT 'sandbox:' || id FROM sandboxes WHERE tenant = ` + t +
+		` UNION ALL SELECT 'run:' || id FROM runs WHERE tenant = ` + t + `))`
+}
