@@ -17,7 +17,7 @@ COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS   := -X github.com/agent2env/agent2env/internal/buildinfo.version=$(VERSION) \
              -X github.com/agent2env/agent2env/internal/buildinfo.commit=$(COMMIT)
 
-.PHONY: all build deps mcp-clients run test test-go test-race bench vet tidy docs envd-proto clean kube-binaries kube-background kube-node image
+.PHONY: all build deps mcp-clients run test test-go test-race bench vet tidy docs envd-proto clean kube-binaries kube-background kube-node image web web-check
 
 all: build
 
@@ -49,6 +49,16 @@ tidy:
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy and commit"; exit 1; }
 	@cd api && { $(GO) mod tidy -diff || { echo "api/go.mod/go.sum are not tidy: run go mod tidy in api and commit"; exit 1; }; }
 
+# Rebuilds the web console (web/) into internal/console/dist, which is
+# committed and embedded: go build needs no Node.js. Node.js and the npm
+# packages are pinned and cached (scripts/web.sh).
+web:
+	@scripts/web.sh build
+
+# Fails when the committed console build differs from a fresh one.
+web-check:
+	@scripts/web.sh check
+
 # Regenerates the command reference in docs/cli (a test fails when it is
 # out of date).
 docs:
@@ -70,10 +80,11 @@ envd-proto:
 # binaries, which a cold run builds in the background meanwhile.
 test: test-go test-race
 
-test-go: kube-background deps build vet test-python mcp-clients kube-node
+test-go: kube-background deps build vet web-check test-python mcp-clients kube-node
 	cd api && $(GO) test -count=1 ./...
 	skips=$$(mktemp) && trap 'rm -f "$$skips"' EXIT && \
 	AGENT2ENV_PYTHON=$$(scripts/test-peers.sh) && export AGENT2ENV_PYTHON && \
+	AGENT2ENV_NODE_BIN=$$(scripts/web.sh deps) && export AGENT2ENV_NODE_BIN && \
 	status=0 && \
 	AGENT2ENV_SKIP_LOG=$$skips AGENT2ENV_BUILD_TESTS=1 AGENT2ENV_BIN=$(CURDIR)/$(BIN) \
 		$(GO) test -count=1 -timeout 40m ./... || status=$$?; \

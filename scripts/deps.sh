@@ -3,13 +3,14 @@
 # its images: an OCI runtime, mmdebstrap, and the tools the tests use
 # (tmux: the terminal tests drive the CLI under a real terminal;
 # postgresql: the PostgreSQL store's tests start a server of their own, on
-# a private socket, from its binaries).
+# a private socket, from its binaries; chromium: the web console's browser
+# tests).
 # Idempotent: installs only what is missing.
 #
 #   scripts/deps.sh [package...]   those packages instead (make kube-node)
 set -euo pipefail
 
-packages=(runc crun mmdebstrap e2fsprogs busybox-static iproute2 ca-certificates util-linux tmux postgresql)
+packages=(runc crun mmdebstrap e2fsprogs busybox-static iproute2 ca-certificates util-linux tmux postgresql chromium)
 if (($# > 0)); then
 	packages=("$@")
 fi

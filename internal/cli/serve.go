@@ -88,8 +88,14 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
+	consoleL, err := listenConsole(cfg.ConsoleListen, l.Addr())
+	if err != nil {
+		l.Close()
+		return err
+	}
 	sys, err := daemon.New(ctx, daemon.Config{
-		Keys: keys, Listen: cfg.Listen, PublicURL: cfg.PublicURL, DataDir: cfg.DataDir, Store: cfg.Store, Runtime: s.runtime, RuntimeSettings: s.runtimeSettings,
+		Console: consoleL,
+		Keys:    keys, Listen: cfg.Listen, PublicURL: cfg.PublicURL, DataDir: cfg.DataDir, Store: cfg.Store, Runtime: s.runtime, RuntimeSettings: s.runtimeSettings,
 		ImageDir: cfg.ImageDir, CacheDir: cfg.CacheDir, DebianMirror: cfg.DebianMirror, PrebuildImages: cfg.PrebuildImages,
 		InsecureRegistries: splitList(cfg.InsecureRegistries), Log: log,
 		Manager: manager.Config{MaxSandboxes: cfg.MaxSandboxes, OutputBudget: cfg.OutputBudget,
@@ -113,6 +119,9 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 	})
 	if err != nil {
 		l.Close()
+		if consoleL != nil {
+			consoleL.Close()
+		}
 		return err
 	}
 	if cfg.LLMConfig != "" {

@@ -27,6 +27,7 @@ import (
 // loadServeConfig for where its value comes from.
 type serveConfig struct {
 	Listen             string        `yaml:"listen"`
+	ConsoleListen      string        `yaml:"console-listen"`
 	DataDir            string        `yaml:"data-dir"`
 	Store              string        `yaml:"store"`
 	Runtime            string        `yaml:"runtime"`
@@ -79,6 +80,7 @@ type serveConfig struct {
 // register adds a flag for each field of cfg, with its default.
 func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address to serve the API on")
+	f.StringVar(&cfg.ConsoleListen, "console-listen", consoleAuto, "address to serve the web console on, an origin of its own; "+consoleAuto+": loopback, the API's port + 1 (another free port when that one is taken); empty: no console")
 	f.StringVar(&cfg.DataDir, "data-dir", "/var/lib/agent2env", "state directory")
 	f.StringVar(&cfg.Store, "store", "sqlite", "where the records are kept: sqlite (the file <data-dir>/state.db) or a PostgreSQL URL, postgres://user@host:5432/database (a password also from PGPASSWORD or ~/.pgpass)")
 	f.StringVar(&cfg.Runtime, "runtime", "runc", "OCI runtime binary: runc, crun, runsc or a path; or, for short, another sandbox runtime (--runtime kubernetes is --runtime-kind kubernetes)")

@@ -24,6 +24,7 @@ package daemon
 import (
 	"context"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -109,6 +110,10 @@ type Config struct {
 	// TrustedOrigins are web origins ("https://ui.example.com") whose pages
 	// may use the API; requests from any other web page are refused.
 	TrustedOrigins []string
+	// Console is the web console's listener (package console), which
+	// Serve serves the console on and closes; nil: no console. The API
+	// trusts the console's origin (CORS, BrowserGuard).
+	Console net.Listener
 	// HTTP bounds the API server's connections and timeouts.
 	HTTP HTTPConfig
 	// LLMConfig is the LLM proxy's configuration file (package

@@ -59,9 +59,9 @@ func (s *System) recover(ctx context.Context) error {
 	return s.Prepull.Recover(ctx)
 }
 
-// Serve answers API requests on l, with the background loops running,
-// until ctx is done or a critical loop fails. Then it shuts down: it stops
-// accepting connections, waits for the requests in flight (up to the
+// Serve answers API requests on l, and serves the console on its listener
+// when it has one, with the background loops running, until ctx is done or
+// a critical loop fails. Then it shuts down: it stops accepting connections, waits for the requests in flight (up to the
 // shutdown timeout, then ends them), stops the loops and waits for them,
 // and empties the warm pools. Sandboxes keep running and are re-adopted
 // next start. It returns nil after a shutdown that ctx asked for; the
@@ -82,6 +82,7 @@ func (s *System) Serve(ctx context.Context, l net.Listener) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(httpapi.LimitListener(l, s.cfg.HTTP, s.log)) }()
 	s.log.Info("serving", "addr", l.Addr().String(), "data_dir", s.cfg.DataDir, "runtime", s.Runtime.Name())
+	stopConsole := s.serveConsole()
 
 	var err error
 	select {
@@ -96,6 +97,7 @@ func (s *System) Serve(ctx context.Context, l net.Listener) error {
 		s.log.Error("shutting down: a critical loop failed", "err", err)
 	}
 	s.API.SetReady(false)
+	stopConsole()
 	s.drain(srv, served)
 	stopLoops()
 	s.stopLoops(loops)

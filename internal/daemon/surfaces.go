@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/agent2env/agent2env/internal/e2b"
@@ -26,6 +27,9 @@ type surfaces struct {
 	// routes and Bearer check (it checks its own keys and tokens).
 	E2B *e2b.Handler
 	API *httpapi.Server
+	// Console serves the web console on its own listener; nil without
+	// one.
+	Console http.Handler
 	// llmExchanges reads the LLM archive for the API; its follows end at
 	// shutdown.
 	llmExchanges *service.LLMExchanges
@@ -73,8 +77,18 @@ func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) 
 		httpapi.WithRoutes(httpapi.NewRunRoutes(svc.Runs)),
 		httpapi.WithMetrics(svc.Metrics),
 	}
+	var cors func(http.Handler) http.Handler
+	sf.Console, cors, err = buildConsole(cfg)
+	if err != nil {
+		return sf, err
+	}
+	if cors != nil {
+		// Outermost: the console reads the API's refusals too.
+		opts = append(opts, httpapi.WithMiddleware(cors))
+	}
 	browsers, err := httpapi.BrowserGuard(httpapi.BrowserConfig{
-		Listen: cfg.Listen, PublicURL: cfg.PublicURL, AllowedHosts: cfg.AllowedHosts, TrustedOrigins: cfg.TrustedOrigins,
+		Listen: cfg.Listen, PublicURL: cfg.PublicURL, AllowedHosts: cfg.AllowedHosts,
+		TrustedOrigins: append(slices.Clone(cfg.TrustedOrigins), consoleOrigins(cfg.Console)...),
 	})
 	if err != nil {
 		return sf, err

@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/llm"
+	"github.com/agent2env/agent2env/internal/llm/llmtest"
+	"github.com/agent2env/agent2env/internal/llm/proxy"
+	"github.com/agent2env/agent2env/internal/testenv"
+)
+
+// consoleModelSays is what the fake model answers once it has its tool's
+// result: markup the console must show as text.
+const consoleModelSays = "<script>window.__xss = 4</script><i>fixed</i>"
+
+// chromium is Debian's chromium package's browser (scripts/deps.sh), which
+// the console's browser tests drive: nothing downloads a browser.
+const chromium = "/usr/bin/chromium"
+
+// TestConsoleInBrowser drives the web console in a real browser
+// (web/test/console.test.mjs: playwright-core on Debian's chromium, under
+// Node's test runner) against a daemon with API keys on and a fake model:
+// the key prompt, a sandbox created from the console, its terminal, a task
+// run followed live, a conversation's transcript with its tool call paired
+// with its result and its raw parts, and text an agent or a model wrote
+// shown as text. The screenshots of its pages stay in a temporary
+// directory, whose files the test logs.
+func TestConsoleInBrowser(t *testing.T) {
+	nodeBin := os.Getenv("AGENT2ENV_NODE_BIN")
+	if nodeBin == "" {
+		testenv.Missing(t, "AGENT2ENV_NODE_BIN is not set: the console's browser tests need the pinned Node.js and web/node_modules (make test sets it: AGENT2ENV_NODE_BIN=$(scripts/web.sh deps))")
+	}
+	if _, err := os.Stat(chromium); err != nil {
+		testenv.Missing(t, "%s is missing: the console's browser tests need Debian's chromium (scripts/deps.sh installs it)", chromium)
+	}
+	// A model that calls a tool first, then answers with markup.
+	up := llmtest.NewFakeUpstream(t, proxy.Codecs[llm.FormatOpenAI], "", func(req *llm.Request) (*llm.Response, *llm.Error) {
+		if len(req.Messages) < 3 {
+			return &llm.Response{ID: "r1", Model: "qwen", StopReason: llm.StopToolUse, Usage: llm.Usage{InputTokens: 7, OutputTokens: 3},
+				Content: []llm.Part{{Type: llm.PartToolCall, ID: "call_1", Name: "read_file", Arguments: `{"path":"/etc/hostname"}`}}}, nil
+		}
+		return &llm.Response{ID: "r2", Model: "qwen", StopReason: llm.StopEndTurn, Usage: llm.Usage{InputTokens: 12, OutputTokens: 5},
+			Content: []llm.Part{llm.Text(consoleModelSays)}}, nil
+	})
+	llmConfig := filepath.Join(t.TempDir(), "llm.yaml")
+	if err := os.WriteFile(llmConfig, []byte("providers:\n  - {name: fake, type: openai, base_url: "+up.URL+"}\nmodels:\n  - {name: coder, provider: fake, model: qwen}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const key = "console-browser-test-key"
+	consoleAddr := freeAddr(t)
+	d := startDaemon(t, "", func(c *exec.Cmd) {
+		c.Env = append(os.Environ(), "AGENT2ENV_API_KEYS="+key)
+		c.Args = append(c.Args, "--console-listen", consoleAddr, "--prebuild-images=false", "--llm-config", llmConfig)
+	})
+	d.key = key
+	// The image is built or unpacked once, here, not while the browser
+	// waits.
+	warm := d.create(api.CreateSandboxRequest{Image: "agent2env/python"})
+	d.do("DELETE", "/api/v1/sandboxes/"+warm.ID, nil, nil)
+
+	shots, err := os.MkdirTemp("", "a2e-console-screenshots-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	web, err := filepath.Abs("../../web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(nodeBin, "node"), "--test", "--test-reporter=spec", "test/console.test.mjs")
+	cmd.Dir = web
+	cmd.Env = append(os.Environ(),
+		"CONSOLE_URL=http://"+consoleAddr,
+		"API_URL="+d.url(""),
+		"API_KEY="+key,
+		"IMAGE=agent2env/python",
+		"CHROMIUM="+chromium,
+		"SCREENSHOT_DIR="+shots,
+		"MODEL=coder",
+		"MODEL_SAYS="+consoleModelSays,
+	)
+	out, err := cmd.CombinedOutput()
+	t.Logf("browser tests:\n%s", out)
+	if err != nil {
+		t.Errorf("browser tests: %v", err)
+	}
+	pngs, _ := filepath.Glob(filepath.Join(shots, "*.png"))
+	for _, p := range pngs {
+		t.Logf("screenshot: %s", p)
+	}
+	if len(pngs) == 0 {
+		t.Errorf("no screenshot in %s", shots)
+		os.RemoveAll(shots)
+	}
+	d.deleteAll()
+}

@@ -1,0 +1,61 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+)
+
+// corsMethods and corsHeaders are what a trusted page may send: every
+// method of the API, with a key and a JSON body.
+const (
+	corsMethods = "GET, HEAD, POST, PUT, PATCH, DELETE"
+	corsHeaders = "Authorization, Content-Type"
+)
+
+// CORS returns a middleware (for WithMiddleware) that lets the pages of
+// exactly origins — the web console's — call the API across origins:
+// their requests' answers, errors included, carry
+// Access-Control-Allow-Origin for that origin, and their preflights are
+// answered 204 with the methods and the Authorization and Content-Type
+// headers. No credentials (cookies) are allowed: the console sends its key
+// as Authorization. Other origins get no CORS header, and their preflights
+// go on to the API as before. The port gateway's paths are left alone:
+// they answer CORS for the sandboxes' pages themselves. BrowserGuard must
+// trust the same origins. It fails on a malformed origin.
+func CORS(origins ...string) (func(http.Handler) http.Handler, error) {
+	allowed := map[string]bool{}
+	for _, o := range origins {
+		origin, err := parseOrigin(o)
+		if err != nil {
+			return nil, fmt.Errorf("cors origin %q: %w", o, err)
+		}
+		allowed[origin] = true
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			origin := r.Header.Get("Origin")
+			if origin == "" || strings.HasPrefix(path.Clean(r.URL.EscapedPath()), gatewayPrefix) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			if o, err := parseOrigin(origin); err != nil || !allowed[o] {
+				next.ServeHTTP(w, r)
+				return
+			}
+			h := w.Header()
+			h.Add("Vary", "Origin")
+			h.Set("Access-Control-Allow-Origin", origin)
+			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+				h.Add("Vary", "Access-Control-Request-Method, Access-Control-Request-Headers")
+				h.Set("Access-Control-Allow-Methods", corsMethods)
+				h.Set("Access-Control-Allow-Headers", corsHeaders)
+				h.Set("Access-Control-Max-Age", "600")
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}, nil
+}

@@ -1,0 +1,285 @@
+// The API client: the daemon's REST API on its own origin (the index's
+// agent2env-api meta element), the key from this tab's sessionStorage sent
+// as Authorization. Nothing is kept in cookies.
+
+/** Where the API is: the origin the console's server wrote into the index. */
+export const apiOrigin: string =
+  document.querySelector<HTMLMetaElement>('meta[name="agent2env-api"]')?.content || location.origin;
+
+const keyItem = "agent2env.key";
+
+export function apiKey(): string {
+  return sessionStorage.getItem(keyItem) ?? "";
+}
+
+export function setAPIKey(key: string): void {
+  if (key) sessionStorage.setItem(keyItem, key);
+  else sessionStorage.removeItem(keyItem);
+}
+
+/** An error answer of the API: its status, code and message. */
+export class APIError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Listeners told when the API refuses the key (401), to ask for one. */
+const unauthorized = new Set<() => void>();
+
+export function onUnauthorized(f: () => void): () => void {
+  unauthorized.add(f);
+  return () => unauthorized.delete(f);
+}
+
+function headers(json: boolean): Headers {
+  const h = new Headers();
+  const key = apiKey();
+  if (key) h.set("Authorization", "Bearer " + key);
+  if (json) h.set("Content-Type", "application/json");
+  return h;
+}
+
+async function fail(resp: Response): Promise<never> {
+  let code = "", message = `${resp.status} ${resp.statusText}`;
+  try {
+    const body = await resp.json();
+    code = body.code ?? "";
+    message = body.error ?? message;
+  } catch {
+    // not the API's error body: the status says it
+  }
+  if (resp.status === 401) unauthorized.forEach((f) => f());
+  throw new APIError(resp.status, code, message);
+}
+
+/** Sends a request and returns the decoded JSON answer (undefined for 204). */
+export async function call<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+  let resp: Response;
+  try {
+    resp = await fetch(apiOrigin + path, {
+      method,
+      headers: headers(body !== undefined),
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal,
+      credentials: "omit",
+      referrerPolicy: "no-referrer",
+    });
+  } catch (e) {
+    if ((e as Error).name === "AbortError") throw e;
+    throw new APIError(0, "UNREACHABLE", `the API at ${apiOrigin} cannot be reached: is the daemon running?`);
+  }
+  if (!resp.ok) return fail(resp);
+  if (resp.status === 204) return undefined as T;
+  return (await resp.json()) as T;
+}
+
+export const get = <T>(path: string, signal?: AbortSignal) => call<T>("GET", path, undefined, signal);
+
+/** The WebSocket URL of an API path. */
+export function wsURL(path: string): string {
+  return apiOrigin.replace(/^http/, "ws") + path;
+}
+
+// The wire types the console reads (api/openapi.yaml).
+
+export interface Sandbox {
+  id: string;
+  image: string;
+  cpu: string;
+  memory: string;
+  ttl: number;
+  status: string;
+  template?: string;
+  templateVersion?: number;
+  created_at: string;
+  updated_at: string;
+  expires_at: string;
+  reason?: string;
+  metadata?: Record<string, string>;
+}
+
+export interface SandboxList {
+  items: Sandbox[];
+  nextCursor?: string;
+}
+
+export interface Stats {
+  sessions: { active: number; busy: number };
+  sandboxes: Record<string, number>;
+  resources: {
+    millicpu_committed: number;
+    millicpu_capacity: number;
+    memory_bytes_committed: number;
+    memory_bytes_capacity: number;
+  };
+  executions: Record<string, number>;
+}
+
+export interface ExecResponse {
+  exit_code: number;
+  stdout: string;
+  stderr: string;
+  timed_out?: boolean;
+  truncated?: boolean;
+  duration_ms: number;
+  reason?: string;
+}
+
+export interface Logs {
+  logs: string;
+  events: string[];
+}
+
+/** One event of an event stream: its name and its data, decoded. */
+export interface StreamEvent {
+  event: string;
+  data: unknown;
+}
+
+/**
+ * Reads the event stream at path with fetch (the key goes as
+ * Authorization, which EventSource cannot send), calling onEvent for each
+ * event until the stream ends or signal aborts.
+ */
+export async function stream(path: string, onEvent: (e: StreamEvent) => void, signal: AbortSignal): Promise<void> {
+  const h = headers(false);
+  h.set("Accept", "text/event-stream");
+  const resp = await fetch(apiOrigin + path, { headers: h, signal, credentials: "omit", referrerPolicy: "no-referrer" });
+  if (!resp.ok || !resp.body) return fail(resp);
+  const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += value.replace(/\r\n?/g, "\n");
+    let end: number;
+    while ((end = buf.indexOf("\n\n")) >= 0) {
+      const block = buf.slice(0, end);
+      buf = buf.slice(end + 2);
+      let event = "message";
+      const data: string[] = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) event = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      if (data.length) onEvent({ event, data: JSON.parse(data.join("\n")) });
+    }
+  }
+}
+
+export interface Run {
+  id: string;
+  batch_id: string;
+  task: string;
+  agent: string;
+  model?: string;
+  repeat: number;
+  status: string;
+  phase: string;
+  reason?: string;
+  exit_code?: number;
+  sandbox_id?: string;
+  created_at: string;
+  started_at?: string;
+  ended_at?: string;
+  timings_ms?: Record<string, number>;
+  llm: { requests: number; input_tokens: number; output_tokens: number; cached_tokens: number; source?: string };
+  conversation_id?: string;
+  output_tail?: string[];
+  artifacts?: { path: string; size: number }[];
+  artifacts_error?: string;
+}
+
+export interface RunList {
+  items: Run[];
+  next_cursor?: string;
+}
+
+export interface RunEvent {
+  seq: number;
+  time: string;
+  type: string;
+  phase?: string;
+  stream?: string;
+  text?: string;
+  kind?: string;
+  tool?: string;
+  tool_id?: string;
+  input?: unknown;
+  is_error?: boolean;
+  status?: string;
+  reason?: string;
+}
+
+export interface LLMExchange {
+  id: string;
+  sandboxId?: string;
+  runId?: string;
+  conversationId?: string;
+  format: "openai" | "openai-responses" | "anthropic" | "gemini";
+  path: string;
+  model?: string;
+  stream: boolean;
+  status: number;
+  state: string;
+  error?: string;
+  usage: { inputTokens?: number; outputTokens?: number };
+  timeToFirstByteMs: number;
+  durationMs: number;
+  createdAt: string;
+}
+
+export interface LLMMessage {
+  status?: number;
+  body: string;
+  bodyEncoding?: "base64";
+}
+
+export interface LLMExchangeDetail extends LLMExchange {
+  request?: LLMMessage;
+  upstreamRequest?: LLMMessage;
+  upstreamResponse?: LLMMessage;
+  response?: LLMMessage;
+}
+
+export interface LLMConversation {
+  id: string;
+  sandboxId?: string;
+  runId?: string;
+  startedAt: string;
+  lastAt: string;
+  usage: { inputTokens?: number; outputTokens?: number };
+  exchanges: LLMExchange[];
+}
+
+/** Sends a GET and returns the answer's body as text. */
+export async function getText(path: string, signal?: AbortSignal): Promise<string> {
+  const resp = await fetch(apiOrigin + path, { headers: headers(false), signal, credentials: "omit", referrerPolicy: "no-referrer" });
+  if (!resp.ok) return fail(resp);
+  return resp.text();
+}
+
+/** Sends a multipart form (its Content-Type, with the boundary, set by fetch). */
+export async function postForm<T>(path: string, form: FormData): Promise<T> {
+  const resp = await fetch(apiOrigin + path, {
+    method: "POST",
+    headers: headers(false),
+    body: form,
+    credentials: "omit",
+    referrerPolicy: "no-referrer",
+  });
+  if (!resp.ok) return fail(resp);
+  return (await resp.json()) as T;
+}
+
+/** Fetches path's body as a Blob. */
+export async function getBlob(path: string): Promise<Blob> {
+  const resp = await fetch(apiOrigin + path, { headers: headers(false), credentials: "omit", referrerPolicy: "no-referrer" });
+  if (!resp.ok) return fail(resp);
+  return resp.blob();
+}

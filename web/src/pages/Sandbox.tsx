@@ -1,0 +1,186 @@
+// One sandbox: what it is, its actions, its logs (refreshed while shown),
+// a one-off command, and a terminal (loaded when opened).
+import type { FunctionComponent } from "preact";
+import { useEffect, useState } from "preact/hooks";
+import { call, get, type ExecResponse, type Logs, type Sandbox as SandboxT } from "../api";
+import { navigate } from "../router";
+import { Files } from "./Files";
+import { CopyID, ErrorBox, Status, Time, useAsync, useInterval } from "../ui";
+
+type TerminalProps = { sandbox: string; onClose: () => void };
+
+/** The terminal, whose code (xterm.js) is fetched the first time one opens. */
+function LazyTerminal(props: TerminalProps) {
+  const [T, setT] = useState<FunctionComponent<TerminalProps>>();
+  const [error, setError] = useState<unknown>();
+  useEffect(() => {
+    import("../terminal").then((m) => setT(() => m.Terminal), setError);
+  }, []);
+  if (error !== undefined) return <ErrorBox error={error} />;
+  return T ? <T {...props} /> : <p class="loading">Loading the terminal…</p>;
+}
+
+export function Sandbox({ id }: { id: string }) {
+  const path = `/api/v1/sandboxes/${encodeURIComponent(id)}`;
+  const sb = useAsync((s) => get<SandboxT>(path, s), [path]);
+  const logs = useAsync((s) => get<Logs>(path + "/logs", s), [path]);
+  const [actionError, setActionError] = useState<unknown>();
+  const [term, setTerm] = useState(false);
+  useInterval(sb.reload, 3000);
+  useInterval(logs.reload, 3000);
+  if (sb.error) return <ErrorBox error={sb.error} retry={sb.reload} />;
+  const s = sb.data;
+  if (!s) return <p class="loading">Loading…</p>;
+  const act = async (verb: string) => {
+    setActionError(undefined);
+    try {
+      if (verb === "delete") {
+        if (!confirm(`Delete sandbox ${id}?`)) return;
+        await call("DELETE", path);
+        navigate("/sandboxes");
+        return;
+      }
+      await call("POST", `${path}/${verb}`);
+      sb.reload();
+    } catch (e) {
+      setActionError(e);
+    }
+  };
+  return (
+    <section>
+      <h1>
+        Sandbox <CopyID id={s.id} />
+      </h1>
+      <dl class="info">
+        <dt>Status</dt>
+        <dd>
+          <Status status={s.status} /> {s.reason && <span class="reason">{s.reason}</span>}
+        </dd>
+        <dt>{s.template ? "Template" : "Image"}</dt>
+        <dd>{s.template ? `${s.template} v${s.templateVersion ?? ""} (${s.image})` : s.image}</dd>
+        <dt>Resources</dt>
+        <dd>
+          {s.cpu} cpu, {s.memory}
+        </dd>
+        <dt>Created</dt>
+        <dd>
+          <Time iso={s.created_at} />
+        </dd>
+        <dt>Expires</dt>
+        <dd>
+          <Time iso={s.expires_at} />
+        </dd>
+      </dl>
+      <div class="actions">
+        {s.status === "paused" ? (
+          <button type="button" onClick={() => act("resume")}>
+            Resume
+          </button>
+        ) : (
+          s.status !== "running" &&
+          s.status !== "pending" && (
+            <button type="button" onClick={() => act("start")}>
+              Start
+            </button>
+          )
+        )}
+        {s.status === "running" && (
+          <button type="button" onClick={() => act("pause")}>
+            Pause
+          </button>
+        )}
+        {(s.status === "running" || s.status === "paused") && (
+          <button type="button" onClick={() => act("stop")}>
+            Stop
+          </button>
+        )}
+        {s.status === "running" && (
+          <button type="button" onClick={() => act("restart")}>
+            Restart
+          </button>
+        )}
+        <button type="button" class="danger" onClick={() => act("delete")}>
+          Delete
+        </button>
+        <a href={`/sandboxes/${encodeURIComponent(id)}/conversations`}>Conversations</a>
+      </div>
+      {actionError !== undefined && <ErrorBox error={actionError} />}
+      <h2>Terminal</h2>
+      {s.status !== "running" ? (
+        <p class="hint">The terminal opens on a running sandbox.</p>
+      ) : term ? (
+        <LazyTerminal sandbox={id} onClose={() => setTerm(false)} />
+      ) : (
+        <button type="button" onClick={() => setTerm(true)}>
+          Open terminal
+        </button>
+      )}
+      <h2>Run a command</h2>
+      <Exec path={path} disabled={s.status !== "running"} />
+      <h2>Files</h2>
+      <Files path={path} disabled={s.status !== "running"} />
+      <h2>Logs</h2>
+      {logs.error ? (
+        <ErrorBox error={logs.error} retry={logs.reload} />
+      ) : (
+        <>
+          <pre class="logs" tabIndex={0} aria-label="console output">
+            {logs.data?.logs || "(no console output)"}
+          </pre>
+          <ul class="events">
+            {(logs.data?.events ?? []).map((e, i) => (
+              <li key={i}>{e}</li>
+            ))}
+          </ul>
+        </>
+      )}
+    </section>
+  );
+}
+
+function Exec({ path, disabled }: { path: string; disabled: boolean }) {
+  const [cmd, setCmd] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [out, setOut] = useState<ExecResponse>();
+  const [error, setError] = useState<unknown>();
+  return (
+    <form
+      class="exec"
+      onSubmit={async (e) => {
+        e.preventDefault();
+        setBusy(true);
+        setError(undefined);
+        try {
+          setOut(await call<ExecResponse>("POST", path + "/exec", { command: ["sh", "-c", cmd] }));
+        } catch (err) {
+          setError(err);
+        } finally {
+          setBusy(false);
+        }
+      }}
+    >
+      <input
+        aria-label="command"
+        placeholder="a shell command, e.g. ls -la /"
+        value={cmd}
+        disabled={disabled}
+        onInput={(e) => setCmd(e.currentTarget.value)}
+      />
+      <button type="submit" disabled={disabled || busy || !cmd.trim()}>
+        {busy ? "Running…" : "Run"}
+      </button>
+      {error !== undefined && <ErrorBox error={error} />}
+      {out && (
+        <div class="exec-result">
+          <div>
+            exit {out.exit_code} in {Math.round(out.duration_ms)} ms{out.timed_out ? ", timed out" : ""}
+            {out.truncated ? ", output truncated" : ""}
+            {out.reason ? ` (${out.reason})` : ""}
+          </div>
+          <pre class="stdout" aria-label="stdout">{out.stdout}</pre>
+          {out.stderr && <pre class="stderr" aria-label="stderr">{out.stderr}</pre>}
+        </div>
+      )}
+    </form>
+  );
+}

@@ -1,0 +1,98 @@
+// Small pieces every page uses. Text from the API is always rendered as
+// text (JSX children), never as HTML.
+import type { ComponentChildren } from "preact";
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { APIError } from "./api";
+import { absolute, relative } from "./format";
+
+/** A time relative to now, absolute on hover. */
+export function Time({ iso }: { iso: string }) {
+  return (
+    <time dateTime={iso} title={absolute(iso)}>
+      {relative(iso)}
+    </time>
+  );
+}
+
+/** An id with a button that copies it. */
+export function CopyID({ id }: { id: string }) {
+  const [copied, setCopied] = useState(false);
+  return (
+    <span class="id">
+      <code>{id}</code>
+      <button
+        type="button"
+        class="copy"
+        aria-label={`copy ${id}`}
+        onClick={() => navigator.clipboard?.writeText(id).then(() => setCopied(true))}
+      >
+        {copied ? "copied" : "copy"}
+      </button>
+    </span>
+  );
+}
+
+export function Status({ status }: { status: string }) {
+  return <span class={`status status-${status}`}>{status}</span>;
+}
+
+/** What went wrong and what to do about it. */
+export function ErrorBox({ error, retry }: { error: unknown; retry?: () => void }) {
+  const e = error as Partial<APIError>;
+  let advice = "";
+  if (e.status === 0) advice = "Start the daemon (agent2env serve) or check the address the console was given.";
+  else if (e.status === 403) advice = "This key may not do that, or the API does not trust this console's origin.";
+  else if (e.status === 404) advice = "It may have been deleted.";
+  return (
+    <div class="error" role="alert">
+      <strong>{e.code ? `${e.code}: ` : ""}</strong>
+      {e.message ?? String(error)}
+      {advice && <p>{advice}</p>}
+      {retry && (
+        <button type="button" onClick={retry}>
+          Try again
+        </button>
+      )}
+    </div>
+  );
+}
+
+export function Empty({ children }: { children: ComponentChildren }) {
+  return <div class="empty">{children}</div>;
+}
+
+export interface Async<T> {
+  data?: T;
+  error?: unknown;
+  loading: boolean;
+  reload: () => void;
+}
+
+/** Runs load when deps change (aborting the previous one) and on reload. */
+export function useAsync<T>(load: (signal: AbortSignal) => Promise<T>, deps: unknown[]): Async<T> {
+  const [state, setState] = useState<{ data?: T; error?: unknown; loading: boolean }>({ loading: true });
+  const [n, setN] = useState(0);
+  useEffect(() => {
+    const ctl = new AbortController();
+    setState((s) => ({ ...s, loading: true }));
+    load(ctl.signal).then(
+      (data) => setState({ data, loading: false }),
+      (error) => {
+        if ((error as Error).name !== "AbortError") setState({ error, loading: false });
+      },
+    );
+    return () => ctl.abort();
+  }, [...deps, n]);
+  const reload = useCallback(() => setN((x) => x + 1), []);
+  return { ...state, reload };
+}
+
+/** Calls f (its latest value: renders do not restart the clock) every ms while the page is visible. */
+export function useInterval(f: () => void, ms: number) {
+  const latest = useRef(f);
+  latest.current = f;
+  useEffect(() => {
+    const t = setInterval(() => document.visibilityState === "visible" && latest.current(), ms);
+    return () => clearInterval(t);
+  }, [ms]);
+}

@@ -1,0 +1,309 @@
+// The web console in a real browser: Debian's chromium driven by
+// playwright-core, against a running daemon with API keys on. Run by the
+// Go test TestConsoleInBrowser (internal/e2e), which starts the daemon and
+// sets CONSOLE_URL, API_URL, API_KEY, IMAGE, CHROMIUM and SCREENSHOT_DIR.
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import { chromium } from "playwright-core";
+
+const env = (name) => {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: run this through go test -run TestConsoleInBrowser ./internal/e2e`);
+  return v;
+};
+const consoleURL = env("CONSOLE_URL");
+const key = env("API_KEY");
+const image = env("IMAGE");
+const shots = env("SCREENSHOT_DIR");
+
+let browser, page;
+// What the page reports that a test must not see: CSP violations, errors.
+const problems = [];
+
+before(async () => {
+  // --no-sandbox: the tests run as root, where chromium's own sandbox
+  // cannot start.
+  browser = await chromium.launch({ executablePath: env("CHROMIUM"), args: ["--no-sandbox"] });
+  page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  page.on("console", (m) => m.type() === "error" && !/status of 401/.test(m.text()) && problems.push(m.text()));
+  page.on("pageerror", (e) => problems.push(String(e)));
+  page.on("dialog", (d) => d.accept());
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+/** A link of the main navigation. */
+const nav = (name) => page.getByRole("navigation", { name: "main" }).getByRole("link", { name, exact: true });
+
+async function shot(name) {
+  const path = join(shots, `${name}.png`);
+  await page.screenshot({ path, fullPage: true });
+  console.log(`screenshot ${path}`);
+}
+
+test("the key prompt refuses a wrong key and takes the right one", async () => {
+  await page.goto(consoleURL + "/");
+  await page.getByLabel("API key").waitFor();
+  await shot("login");
+  await page.getByLabel("API key").fill("wrong-key");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByText("refused the key").waitFor();
+  await page.getByLabel("API key").fill(key);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("heading", { name: "Overview" }).waitFor();
+  await page.getByText("Capacity").waitFor();
+  await shot("overview");
+  // The key is in this tab's sessionStorage, and in no cookie.
+  assert.equal(await page.evaluate(() => sessionStorage.getItem("agent2env.key")), key);
+  assert.deepEqual(await page.context().cookies(), []);
+});
+
+test("a sandbox created from the console runs a command and its output is text", async () => {
+  await nav("Sandboxes").click();
+  await page.getByText("No sandboxes yet").waitFor();
+  await shot("sandboxes-empty");
+  await page.getByLabel("image").fill(image);
+  await page.getByRole("button", { name: "Create sandbox" }).click();
+  await page.waitForURL(/\/sandboxes\/[^/]+$/);
+  await page.locator(".status-running").first().waitFor({ timeout: 120_000 });
+
+  // What a program in the sandbox prints is shown as it is: a script
+  // element in it is text, and never runs.
+  const xss = "<script>window.__xss = 1</script><img src=x onerror=\"window.__xss = 2\">";
+  await page.getByLabel("command").fill(`printf '%s' '${xss}'`);
+  await page.getByRole("button", { name: "Run", exact: true }).click();
+  const stdout = page.getByLabel("stdout");
+  await stdout.waitFor();
+  assert.equal(await stdout.textContent(), xss);
+  assert.equal(await page.evaluate(() => window.__xss), undefined);
+  assert.equal(await page.locator("main script, main img").count(), 0);
+  await shot("sandbox");
+});
+
+test("the terminal runs echo hi, and follows the page's size", async () => {
+  await page.getByRole("button", { name: "Open terminal" }).click();
+  await page.locator(".term-connected").waitFor({ timeout: 30_000 });
+  await page.locator(".xterm-helper-textarea").focus();
+  await page.keyboard.type("echo hi\r");
+  // The command's output on a line of its own (the echoed input has it
+  // after the command).
+  await page.waitForFunction(
+    () => [...document.querySelectorAll(".xterm-rows > div")].some((r) => r.textContent.trim() === "hi"),
+    null,
+    { timeout: 30_000 },
+  );
+  await shot("terminal");
+  // Its size follows the page's: a narrower page, fewer columns.
+  const size = async (mark) => {
+    await page.keyboard.type(`stty size | sed s/^/${mark}:/\r`);
+    const h = await page.waitForFunction(
+      (re) =>
+        [...document.querySelectorAll(".xterm-rows > div")].map((r) => r.textContent.trim()).find((t) => new RegExp(re).test(t)),
+      `^${mark}:\\d+ \\d+$`,
+      { timeout: 30_000 },
+    );
+    return Number((await h.jsonValue()).split(" ")[1]);
+  };
+  const wide = await size("wide");
+  await page.setViewportSize({ width: 800, height: 800 });
+  await page.waitForTimeout(300); // the resize observer, then the resize frame
+  const narrow = await size("narrow");
+  await page.setViewportSize({ width: 1280, height: 800 });
+  assert.ok(narrow < wide, `columns ${wide} on a wide page, ${narrow} on a narrower one`);
+  await page.getByRole("button", { name: "Close" }).click();
+});
+
+test("a file uploaded from the console is downloaded with the same bytes", async () => {
+  const content = Buffer.from("hello from the console\n\u00e9\u0000\xff");
+  await page.getByLabel("file to upload").setInputFiles({ name: "hello.bin", mimeType: "application/octet-stream", buffer: content });
+  await page.getByRole("button", { name: "Upload", exact: true }).click();
+  await page.getByRole("status").getByText("Uploaded /workspace/hello.bin.").waitFor();
+  await page.getByLabel("file to download").fill("/workspace/hello.bin");
+  const [download] = await Promise.all([
+    page.waitForEvent("download"),
+    page.getByRole("button", { name: "Download", exact: true }).click(),
+  ]);
+  assert.equal(download.suggestedFilename(), "hello.bin");
+  const chunks = [];
+  for await (const c of await download.createReadStream()) chunks.push(c);
+  assert.deepEqual(Buffer.concat(chunks), content);
+  // A file that is not there says so (and the browser logs the 404).
+  const logged = problems.length;
+  await page.getByLabel("file to download").fill("/workspace/nothing");
+  await page.getByRole("button", { name: "Download", exact: true }).click();
+  await page.getByRole("alert").getByText("FILE_NOT_FOUND").waitFor();
+  assert.deepEqual(problems.splice(logged), ["Failed to load resource: the server responded with a status of 404 (Not Found)"]);
+});
+
+test("the sandboxes list shows it; it is paused, resumed, stopped, started and deleted from its page", async () => {
+  const id = decodeURIComponent(new URL(page.url()).pathname.split("/").pop());
+  await nav("Sandboxes").click();
+  await page.getByRole("link", { name: id }).waitFor();
+  await shot("sandboxes");
+  await page.getByRole("link", { name: id }).click();
+  await page.getByRole("button", { name: "Pause" }).click();
+  await page.locator(".status-paused").first().waitFor({ timeout: 30_000 });
+  await page.getByRole("button", { name: "Resume" }).click();
+  await page.locator(".status-running").first().waitFor({ timeout: 30_000 });
+  await page.getByRole("button", { name: "Stop" }).click();
+  await page.getByRole("button", { name: "Start" }).click({ timeout: 30_000 });
+  await page.locator(".status-running").first().waitFor({ timeout: 30_000 });
+  await page.getByRole("button", { name: "Delete" }).click();
+  await page.waitForURL(/\/sandboxes$/);
+  await page.getByText("No sandboxes yet").waitFor();
+});
+
+test("a task run's events arrive live, and what its agent wrote is text", async () => {
+  // Submitted as a program would; watched in the console from the start.
+  const said = "<script>window.__xss = 3</script><b>bold</b>";
+  const task = [
+    "name: console-hello",
+    `image: ${image}`,
+    "agent: custom",
+    "goal: say hello",
+    `entrypoint: ${JSON.stringify(`sleep 2; printf '%s\\n' '${said}'; echo done > /workspace/done.txt`)}`,
+    "end:",
+    "  success_file: /workspace/done.txt",
+  ].join("\n");
+  const resp = await fetch(env("API_URL") + "/api/v1/runs", {
+    method: "POST",
+    headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ task }),
+  });
+  assert.equal(resp.status, 201, await resp.clone().text());
+  const run = (await resp.json()).runs[0];
+  await nav("Runs").click();
+  await page.getByRole("link", { name: run.id }).click();
+  await page.getByRole("heading", { name: /^Run/ }).waitFor();
+  // The page follows the run while it goes: its first events came before
+  // it ended.
+  await page.locator(".ev-phase").first().waitFor({ timeout: 60_000 });
+  const endedBefore = await page.locator(".ev-end").count();
+  await page.locator(".ev-end").waitFor({ timeout: 120_000 });
+  await page.locator(".status-succeeded").first().waitFor({ timeout: 10_000 });
+  assert.equal(endedBefore, 0, "the run had ended before the page showed its first event: nothing was live");
+  await page.getByText(said, { exact: true }).waitFor();
+  assert.equal(await page.evaluate(() => window.__xss), undefined);
+  assert.equal(await page.locator("main script, main b").count(), 0);
+  await shot("run");
+  await nav("Runs").click();
+  await page.getByRole("link", { name: run.id }).waitFor();
+  await shot("runs");
+});
+
+// The agent: two turns of one conversation with the run's model through
+// the LLM proxy, answering the model's tool call in between.
+const askScript = `import json, os, urllib.request
+base, model = os.environ["OPENAI_BASE_URL"], os.environ["AGENT2ENV_MODEL"]
+def ask(messages):
+    req = urllib.request.Request(base + "/chat/completions", data=json.dumps({"model": model, "messages": messages}).encode(),
+        headers={"Content-Type": "application/json", "Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]})
+    return json.load(urllib.request.urlopen(req, timeout=60))["choices"][0]["message"]
+messages = [{"role": "user", "content": "fix the bug"}]
+m = ask(messages)
+call = m["tool_calls"][0]
+messages += [m, {"role": "tool", "tool_call_id": call["id"], "content": "sandbox-host"}]
+print(ask(messages)["content"])
+open("/workspace/done.txt", "w").write("ok")
+`;
+
+test("a run's conversation: the tool call paired with its result, the model's markup as text, the raw parts", async () => {
+  const task = [
+    "name: console-ask",
+    `image: ${image}`,
+    "agent: custom",
+    `model: ${env("MODEL")}`,
+    "goal: ask the model",
+    `entrypoint: ${JSON.stringify(`python3 -c ${shellQuote(askScript)}`)}`,
+    "end: {timeout: 2m, success_file: /workspace/done.txt}",
+  ].join("\n");
+  const resp = await fetch(env("API_URL") + "/api/v1/runs", {
+    method: "POST",
+    headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ task }),
+  });
+  assert.equal(resp.status, 201, await resp.clone().text());
+  const run = (await resp.json()).runs[0];
+  await page.goto(`${consoleURL}/runs/${run.id}`);
+  await page.locator(".ev-end").waitFor({ timeout: 120_000 });
+  await page.locator(".status-succeeded").first().waitFor({ timeout: 10_000 });
+  await page.getByRole("link", { name: "its conversations" }).click();
+  await page.getByRole("button", { name: "Show transcript" }).click();
+  const transcript = page.getByRole("list", { name: "transcript" });
+  await transcript.waitFor();
+  // The call, its arguments, and under it its result.
+  const tool = transcript.locator(".part-tool");
+  await tool.getByText("tool call read_file").waitFor();
+  assert.match(await tool.textContent(), /"path": "\/etc\/hostname"[\s\S]*result[\s\S]*sandbox-host/);
+  const says = env("MODEL_SAYS");
+  await transcript.getByText(says, { exact: true }).waitFor();
+  assert.equal(await page.evaluate(() => window.__xss), undefined);
+  assert.equal(await page.locator("main script, main i").count(), 0);
+  await shot("conversation");
+  // Raw: the answer the client got, byte for byte as the archive has it.
+  const last = page.locator("table.exchanges tbody tr").filter({ hasText: "llx_" }).last();
+  const id = (await last.locator("code").textContent()).trim();
+  await last.getByRole("button", { name: "Raw" }).click();
+  const shown = await page.locator('pre[data-part="response"]').textContent();
+  const archived = await (
+    await fetch(`${env("API_URL")}/api/v1/llm/exchanges/${id}?raw=response`, { headers: { Authorization: `Bearer ${key}` } })
+  ).text();
+  assert.equal(shown, archived);
+  assert.ok(archived.includes("window.__xss = 4"), archived);
+  await shot("conversation-raw");
+});
+
+/** s as one shell word. */
+function shellQuote(s) {
+  return "'" + s.replaceAll("'", "'\\''") + "'";
+}
+
+test("keyboard first: the skip link, then the navigation", async () => {
+  await page.goto(consoleURL + "/runs");
+  await page.getByRole("heading", { name: "Task runs" }).waitFor();
+  await page.keyboard.press("Tab");
+  assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Skip to content");
+  await page.keyboard.press("Tab");
+  await page.keyboard.press("Tab");
+  await page.keyboard.press("Tab");
+  assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Sandboxes");
+  await page.keyboard.press("Enter");
+  await page.getByRole("heading", { name: "Sandboxes" }).waitFor();
+});
+
+test("a phone-width screen scrolls no page sideways", async () => {
+  await page.setViewportSize({ width: 390, height: 844 });
+  for (const [name, path] of [
+    ["overview", "/"],
+    ["sandboxes", "/sandboxes"],
+    ["runs", "/runs"],
+  ]) {
+    await page.goto(consoleURL + path);
+    await page.locator("main h1").waitFor();
+    const [scroll, width] = await page.evaluate(() => [document.documentElement.scrollWidth, innerWidth]);
+    assert.ok(scroll <= width, `${path}: ${scroll}px wide on a ${width}px screen`);
+    await shot(`phone-${name}`);
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
+});
+
+test("a key the API no longer takes brings the prompt back", async () => {
+  await page.evaluate(() => sessionStorage.setItem("agent2env.key", "revoked-key"));
+  await page.goto(consoleURL + "/sandboxes");
+  await page.getByText("refused the key").waitFor();
+  await page.getByLabel("API key").fill(key);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  // The page asked for is the one shown.
+  await page.getByRole("heading", { name: "Sandboxes" }).waitFor();
+});
+
+test("a dark theme, and no error or CSP violation on any page", async () => {
+  await page.getByLabel("theme").selectOption("dark");
+  await nav("Overview").click();
+  await page.getByText("Capacity").waitFor();
+  await shot("overview-dark");
+  assert.deepEqual(problems, []);
+});
