@@ -297,7 +297,12 @@ func (s *Server) procAttr() *syscall.SysProcAttr {
 
 // userOOMScore is the oom_score_adj of every user command: whatever the
 // agent's own, the out-of-memory killer takes a command before the agent.
-const userOOMScore = 500
+// The killer's score of a process is its resident pages plus adj/1000 of
+// the cgroup's limit: at 1000 a command always outscores the agent, whose
+// resident size (its binary's mapped pages included, ≈ 50 MB) is below the
+// limit; at 500 the agent of a 64 MiB sandbox outscored commands of 16 MB
+// and was killed (seen in CI once the binary grew).
+const userOOMScore = 1000
 
 // procOOMScore is the agent's own out-of-memory score adjustment.
 const procOOMScore = "/proc/self/oom_score_adj"

@@ -182,7 +182,7 @@ func New(cfg Config) (*Runtime, error) {
 	oomAdjust := hasCapability(unix.CAP_SYS_RESOURCE)
 	nofile := uint64(maxNofile)
 	if !oomAdjust {
-		cfg.Logger.Warn("no CAP_SYS_RESOURCE: agents keep the daemon's oom_score_adj; the OOM killer still prefers user commands (+500)")
+		cfg.Logger.Warn("no CAP_SYS_RESOURCE: agents keep the daemon's oom_score_adj; the OOM killer still takes user commands first (oom_score_adj 1000)")
 		var lim unix.Rlimit
 		if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err == nil {
 			nofile = min(nofile, lim.Max)
