@@ -17,12 +17,17 @@ COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS   := -X github.com/agent2env/agent2env/internal/buildinfo.version=$(VERSION) \
              -X github.com/agent2env/agent2env/internal/buildinfo.commit=$(COMMIT)
 
-.PHONY: all build deps mcp-clients run test test-go test-race bench vet tidy docs envd-proto clean kube-binaries kube-background kube-node image web web-check
+.PHONY: all build deps test-deps mcp-clients run test test-go test-race bench vet tidy docs envd-proto clean kube-binaries kube-background kube-node image web web-check
 
 all: build
 
 deps:
 	@scripts/deps.sh
+
+# The daemon's packages and those only the tests and benchmarks use (tmux,
+# postgresql, chromium): make run installs none of the latter.
+test-deps:
+	@scripts/deps.sh --tests
 
 # The stock clients the tests drive agent2env with (MCP Inspector on Node.js;
 # in one Python venv: mcp, openai, anthropic, google-genai, pytest), cached
@@ -80,7 +85,7 @@ envd-proto:
 # binaries, which a cold run builds in the background meanwhile.
 test: test-go test-race
 
-test-go: kube-background deps build vet web-check test-python mcp-clients kube-node
+test-go: kube-background test-deps build vet web-check test-python mcp-clients kube-node
 	cd api && $(GO) test -count=1 ./...
 	skips=$$(mktemp) && trap 'rm -f "$$skips"' EXIT && \
 	AGENT2ENV_PYTHON=$$(scripts/test-peers.sh) && export AGENT2ENV_PYTHON && \
@@ -97,7 +102,7 @@ test-go: kube-background deps build vet web-check test-python mcp-clients kube-n
 # thousand Pods that the race detector would only slow down.
 RACE_PKGS := ./internal/manager ./internal/contexts ./internal/session ./internal/run ./internal/pool \
 	./internal/llm/gate ./internal/llm/archive ./internal/llm/proxy ./internal/runtime/kube
-test-race: kube-background deps build mcp-clients
+test-race: kube-background test-deps build mcp-clients
 	AGENT2ENV_PYTHON=$$(scripts/test-peers.sh) && export AGENT2ENV_PYTHON && \
 	CGO_ENABLED=1 AGENT2ENV_BUILD_TESTS=1 AGENT2ENV_BIN=$(CURDIR)/$(BIN) \
 		$(GO) test -race -count=1 -timeout 30m -skip '^TestScale$$' $(RACE_PKGS)
@@ -139,7 +144,7 @@ kube-node:
 test-python: deps build
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) scripts/test-python.sh
 
-bench: deps build
+bench: test-deps build
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/bench
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/bench -agent-memory 4
 	@$(MAKE) --no-print-directory bench-kube

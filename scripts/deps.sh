@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # Installs the system packages agent2env needs to run sandboxes and build
-# its images: an OCI runtime, mmdebstrap, and the tools the tests use
-# (tmux: the terminal tests drive the CLI under a real terminal;
-# postgresql: the PostgreSQL store's tests start a server of their own, on
-# a private socket, from its binaries; chromium: the web console's browser
-# tests).
+# its images: an OCI runtime, mmdebstrap and their tools (make run). With
+# --tests, also the tools only the tests use (make test): tmux (the
+# terminal tests drive the CLI under a real terminal), postgresql (the
+# PostgreSQL store's tests start a server of their own, on a private
+# socket, from its binaries) and chromium (the web console's browser
+# tests) — none of which running the daemon needs.
 # Idempotent: installs only what is missing.
 #
-#   scripts/deps.sh [package...]   those packages instead (make kube-node)
+#   scripts/deps.sh [--tests]      the daemon's packages [and the tests']
+#   scripts/deps.sh package...     those packages instead (make kube-node)
 set -euo pipefail
 
-packages=(runc crun mmdebstrap e2fsprogs busybox-static iproute2 ca-certificates util-linux tmux postgresql chromium)
-if (($# > 0)); then
+packages=(runc crun mmdebstrap e2fsprogs busybox-static iproute2 ca-certificates util-linux)
+if [ "${1:-}" = "--tests" ]; then
+	packages+=(tmux postgresql chromium)
+elif (($# > 0)); then
 	packages=("$@")
 fi
 missing=()

@@ -19,7 +19,7 @@ import (
 // result: markup the console must show as text.
 const consoleModelSays = "<script>window.__xss = 4</script><i>fixed</i>"
 
-// chromium is Debian's chromium package's browser (scripts/deps.sh), which
+// chromium is Debian's chromium package's browser (scripts/deps.sh --tests), which
 // the console's browser tests drive: nothing downloads a browser.
 const chromium = "/usr/bin/chromium"
 
@@ -37,7 +37,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		testenv.Missing(t, "AGENT2ENV_NODE_BIN is not set: the console's browser tests need the pinned Node.js and web/node_modules (make test sets it: AGENT2ENV_NODE_BIN=$(scripts/web.sh deps))")
 	}
 	if _, err := os.Stat(chromium); err != nil {
-		testenv.Missing(t, "%s is missing: the console's browser tests need Debian's chromium (scripts/deps.sh installs it)", chromium)
+		testenv.Missing(t, "%s is missing: the console's browser tests need Debian's chromium (scripts/deps.sh --tests installs it)", chromium)
 	}
 	// A model that calls a tool first, then answers with markup.
 	up := llmtest.NewFakeUpstream(t, proxy.Codecs[llm.FormatOpenAI], "", func(req *llm.Request) (*llm.Response, *llm.Error) {

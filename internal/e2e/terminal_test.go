@@ -546,7 +546,7 @@ func (q sizeQueue) Next() *remotecommand.TerminalSize {
 func TestTerminalCLI(t *testing.T) {
 	tmux, err := exec.LookPath("tmux")
 	if err != nil {
-		testenv.Missing(t, "tmux is not installed: scripts/deps.sh installs it")
+		testenv.Missing(t, "tmux is not installed: scripts/deps.sh --tests installs it")
 	}
 	d, sb := startTerminalDaemon(t)
 	dir := t.TempDir()

@@ -163,7 +163,7 @@ type tmuxSession struct {
 func newTmux(t *testing.T) *tmuxSession {
 	tmux, err := exec.LookPath("tmux")
 	if err != nil {
-		testenv.Missing(t, "tmux is not installed: scripts/deps.sh installs it")
+		testenv.Missing(t, "tmux is not installed: scripts/deps.sh --tests installs it")
 	}
 	s := &tmuxSession{t: t, tmux: tmux, sock: filepath.Join(t.TempDir(), "tmux.sock")}
 	t.Cleanup(func() { exec.Command(tmux, "-S", s.sock, "kill-server").Run() })

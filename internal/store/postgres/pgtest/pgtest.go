@@ -1,6 +1,6 @@
 // Package pgtest starts throwaway PostgreSQL servers for tests and
 // benchmarks, from the server binaries of Debian's postgresql package
-// (initdb and postgres; scripts/deps.sh installs it).
+// (initdb and postgres; scripts/deps.sh --tests installs it).
 //
 // A server lives in a private temporary directory: its data directory and
 // its unix socket, with no TCP listener, so that servers of concurrent
@@ -42,7 +42,7 @@ import (
 
 // ErrNotInstalled says the server's binaries were not found.
 var ErrNotInstalled = errors.New("PostgreSQL's server (initdb, postgres) is not installed: " +
-	"install Debian's postgresql package (scripts/deps.sh postgresql)")
+	"install Debian's postgresql package (scripts/deps.sh --tests)")
 
 // port is the server's port, which only names its socket file: the
 // server listens on no TCP address.
