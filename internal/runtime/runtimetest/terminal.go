@@ -33,6 +33,20 @@ func (s *suite) testTerminal(t *testing.T) {
 	io.WriteString(a, "stty size\n")
 	readTerminal(t, a, "40 120")
 	a.Close()
+	// The agent lets the writer go once it sees the connection end, a
+	// moment after Close returns: until then a new writer is refused.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		p, err := c.Proc(ctx, info.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.Writer {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the closed attachment is still the terminal's writer after 10 s")
+		}
+	}
 
 	// Attaching again replays the output kept, from the offset asked for.
 	a, err = c.AttachProc(ctx, "terminal", agent.AttachOptions{Since: 0})
