@@ -106,6 +106,29 @@ type Node struct {
 	hostBefore  map[string]bool // which of hostPaths existed before
 }
 
+// SandboxNamespace is the namespace a node's tests run sandboxes in. It
+// enforces the restricted Pod Security Standard, as the namespace of
+// deploy/kubernetes does: a sandbox's Pod (its agent's init containers
+// included) that asked for more than that standard allows would be
+// refused by the API server's admission, and the test would fail.
+const SandboxNamespace = "sandboxes"
+
+// RestrictedLabels are the labels that make the API server's Pod
+// Security admission enforce the restricted standard in a namespace.
+var RestrictedLabels = map[string]string{
+	"pod-security.kubernetes.io/enforce":         "restricted",
+	"pod-security.kubernetes.io/enforce-version": "latest",
+}
+
+// sandboxNamespace makes [SandboxNamespace] with [RestrictedLabels].
+func (n *Node) sandboxNamespace(ctx context.Context) error {
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: SandboxNamespace, Labels: RestrictedLabels}}
+	if _, err := n.Client.CoreV1().Namespaces().Create(ctx, nsObj, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create the sandboxes' namespace: %w", err)
+	}
+	return nil
+}
+
 // hostPaths are where the kubelet, containerd and the CNI plugins keep
 // things whatever directories they are given: the kubelet's device plugin
 // socket, the shims' sockets, the network namespaces and the CNI result
@@ -206,6 +229,9 @@ func StartNode(t testing.TB, opts NodeOptions) *Node {
 	defer cancel()
 	if err := n.start(ctx, opts); err != nil {
 		t.Fatalf("kubetest: start the node: %v", err)
+	}
+	if err := n.sandboxNamespace(ctx); err != nil {
+		t.Fatalf("kubetest: %v", err)
 	}
 	t.Logf("kubetest: node %s Ready in %v, the control plane's %v of it (pods on %s, registry %s)", NodeName,
 		time.Since(started).Round(time.Millisecond), controlPlane.Round(time.Millisecond), n.PodCIDR, n.Registry)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agent2env/agent2env/internal/bench/restcreate"
@@ -67,6 +68,25 @@ func TestNodeRuntime(t *testing.T) {
 			EvictSandbox(t, n.Client, ns, pods.Items[0].Name, rt, id)
 		},
 	})
+	// The sandboxes above ran in a namespace enforcing the restricted Pod
+	// Security Standard; this proves the API server enforces it there, so
+	// their admission meant something.
+	t.Run("RestrictedNamespace", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		// A Pod that says nothing of its security: root may be its user,
+		// it keeps the default capabilities, and no seccomp profile.
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "unrestricted"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "c", Image: n.Image(BusyboxImage), Command: []string{"true"},
+			}}},
+		}
+		_, err := n.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `violates PodSecurity "restricted`) {
+			t.Errorf("a Pod without a security context in %s: %v; want refused by the restricted Pod Security Standard", ns, err)
+		}
+	})
 	t.Run("Logs", func(t *testing.T) {
 		rt := newRuntime(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -91,7 +111,7 @@ func TestNodeRuntime(t *testing.T) {
 }
 
 // The namespace of the sandboxes of the tests on a node.
-const ns = metav1.NamespaceDefault
+const ns = SandboxNamespace
 
 // newOwner returns an owner label of its own for a test's runtimes.
 func newOwner() string {
