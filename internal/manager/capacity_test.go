@@ -67,7 +67,7 @@ func TestAdmission(t *testing.T) {
 	u.Sandboxes, u.MilliCPU, u.MemoryBytes = 4, 2600, 2<<30+64<<20
 	check(err, api.CodeLimitExceeded, "--max-sandboxes", u)
 	// Claiming the warm sandbox commits nothing new: never refused.
-	if _, err := e.m.Claim(ctx, pooled.ID, ""); err != nil {
+	if _, err := e.m.Claim(ctx, pooled.ID, Claim{}); err != nil {
 		t.Errorf("claim at capacity: %v", err)
 	}
 	for _, id := range []string{big.ID, one.ID} {

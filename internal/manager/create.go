@@ -186,53 +186,18 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 			return nil, err
 		}
 	}
+	if err := checkMetadata(req.Metadata); err != nil {
+		return nil, err
+	}
 	if m.pool != nil && auth.OwnerOf(ctx) == "" { // an owned sandbox is admitted against its owner
 		if sb, ok := m.pool.TakeSandbox(ctx, req); ok {
 			m.metrics.ObserveCreate(metrics.SourcePool, createLabel(sb, nil), time.Since(start))
-			return m.fitTaken(ctx, sb, req)
+			return sb, nil
 		}
 	}
 	sb, err := m.create(ctx, req)
 	m.metrics.ObserveCreate(metrics.SourceCold, createLabel(sb, err), time.Since(start))
 	return sb, err
-}
-
-// fitTaken gives a sandbox taken from a warm pool the request's TTL,
-// counted from now, and its metadata; on failure it deletes the sandbox,
-// which is its caller's.
-func (m *Manager) fitTaken(ctx context.Context, sb *store.Sandbox, req CreateRequest) (*store.Sandbox, error) {
-	out, err := sb, error(nil)
-	if req.TTL != nil {
-		out, err = m.setTTL(ctx, sb.ID, *req.TTL)
-	}
-	if err == nil && len(req.Metadata) > 0 {
-		patch := make(map[string]*string, len(req.Metadata))
-		for k, v := range req.Metadata {
-			patch[k] = &v
-		}
-		out, err = m.PatchMetadata(ctx, sb.ID, patch)
-	}
-	if err != nil {
-		_ = m.Delete(context.WithoutCancel(ctx), sb.ID)
-		return nil, err
-	}
-	return out, nil
-}
-
-// setTTL gives sandbox id a TTL of ttl seconds from now (0: no expiry).
-func (m *Manager) setTTL(ctx context.Context, id string, ttl int) (*store.Sandbox, error) {
-	unlock := m.lock(id)
-	defer unlock()
-	sb, err := m.store.UpdateSandbox(ctx, id, func(sb *store.Sandbox) error {
-		now := m.now().UTC()
-		sb.TTL, sb.ExpiresAt, sb.UpdatedAt = ttl, nil, now
-		if ttl > 0 {
-			exp := now.Add(time.Duration(ttl) * time.Second)
-			sb.ExpiresAt = &exp
-		}
-		return nil
-	})
-	return sb, sandboxErr(err)
 }
 
 func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox, error) {

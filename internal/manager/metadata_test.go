@@ -11,20 +11,36 @@ import (
 	"github.com/agent2env/agent2env/internal/store"
 )
 
-// newWarmEnv returns an env whose warm pool holds one running sandbox.
+// newWarmEnv returns an env whose warm pool holds one running pooled
+// sandbox, claimed as the pools claim theirs.
 func newWarmEnv(t *testing.T) (*env, *store.Sandbox) {
 	t.Helper()
 	e := newEnv(t, Config{})
-	warm, err := e.m.Get(context.Background(), e.running(t))
+	warm, err := e.m.CreatePooled(context.Background(), CreateRequest{Image: "alpine"}, "p")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.m.pool = warmOne{warm}
+	e.m.pool = claimOne{e.m, warm}
 	return e, warm
 }
 
-// A sandbox taken from a warm pool gets the request's metadata; one whose
-// metadata cannot be set is deleted, not left to its caller.
+// claimOne is a warm pool of one pooled sandbox, which it claims with the
+// request's owner, TTL and metadata as package pool does.
+type claimOne struct {
+	m  *Manager
+	sb *store.Sandbox
+}
+
+func (w claimOne) TakeSandbox(ctx context.Context, req CreateRequest) (*store.Sandbox, bool) {
+	if req.Image != w.sb.Image {
+		return nil, false
+	}
+	sb, err := w.m.Claim(ctx, w.sb.ID, Claim{Owner: req.ManagedBy, TTL: req.TTL, Metadata: req.Metadata})
+	return sb, err == nil
+}
+
+// A sandbox taken from a warm pool gets the request's metadata; metadata
+// that cannot be set is refused before anything is taken.
 func TestMetadataFromPool(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -43,8 +59,8 @@ func TestMetadataFromPool(t *testing.T) {
 				t.Fatalf("create: %v, want %v", err, tc.class)
 			}
 			if err != nil {
-				if _, err := e.m.Get(ctx, warm.ID); !errors.Is(err, errdefs.ErrNotFound) {
-					t.Errorf("the taken sandbox is left: %v", err)
+				if got, err := e.m.Get(ctx, warm.ID); err != nil || got.Pool != "p" || len(got.Metadata) != 0 {
+					t.Errorf("the warm sandbox after a refused create: %+v, %v", got, err)
 				}
 				return
 			}

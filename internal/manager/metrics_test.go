@@ -98,7 +98,7 @@ func TestSandboxGauges(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkGauges(t, e, mt, "pooled")
-			if _, err := e.m.Claim(ctx, sb.ID, ""); err != nil {
+			if _, err := e.m.Claim(ctx, sb.ID, Claim{}); err != nil {
 				t.Fatal(err)
 			}
 		}},

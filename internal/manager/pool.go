@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
@@ -11,7 +12,8 @@ import (
 )
 
 // WarmPool hands out sandboxes made ahead of time. TakeSandbox returns one
-// that req would make, claimed for the caller, or false.
+// that req would make, claimed (see Claim) for req.ManagedBy with req's TTL
+// and metadata, or false.
 type WarmPool interface {
 	TakeSandbox(ctx context.Context, req CreateRequest) (*store.Sandbox, bool)
 }
@@ -87,19 +89,52 @@ func (m *Manager) Settle(ctx context.Context, sb *store.Sandbox) (*store.Sandbox
 	return sb, nil
 }
 
-// Claim hands a pooled sandbox out to owner (the service whose records will
-// refer to it, store.Sandbox.ManagedBy; empty for a client's request): it
+// A Claim says who takes a pooled sandbox and what the taker asks of it
+// beyond what the pool made.
+type Claim struct {
+	// Owner is the service whose records will refer to the sandbox
+	// (store.Sandbox.ManagedBy); empty for a client's request.
+	Owner string
+	// TTL, when set, replaces the pool's TTL (seconds; 0: no expiry).
+	TTL *int
+	// Metadata is added to the sandbox's own.
+	Metadata map[string]string
+}
+
+// Claim hands pooled sandbox id out as c says, in one store write: it
 // leaves its pool, and its life (and TTL) starts now.
-// ErrFailedPrecondition if it is no longer running.
-func (m *Manager) Claim(ctx context.Context, id, owner string) (*store.Sandbox, error) {
+// ErrFailedPrecondition if it is no longer running; ErrInvalidArgument,
+// changing nothing, if c's TTL or metadata (with the sandbox's own) is
+// not valid.
+func (m *Manager) Claim(ctx context.Context, id string, c Claim) (*store.Sandbox, error) {
+	if c.TTL != nil {
+		if err := checkTTL(*c.TTL); err != nil {
+			return nil, err
+		}
+	}
 	unlock := m.lock(id)
 	defer unlock()
 	sb, err := m.store.UpdateSandbox(ctx, id, func(sb *store.Sandbox) error {
 		if sb.Pool == "" || sb.Status != string(api.StatusRunning) {
 			return errdefs.Precondition("sandbox %s is not a running pooled sandbox", id)
 		}
+		if len(c.Metadata) > 0 {
+			md := maps.Clone(sb.Metadata)
+			if md == nil {
+				md = make(map[string]string, len(c.Metadata))
+			}
+			maps.Copy(md, c.Metadata)
+			if err := checkMetadata(md); err != nil {
+				return err
+			}
+			sb.Metadata = md
+		}
 		now := m.now().UTC()
-		sb.Pool, sb.ManagedBy, sb.CreatedAt, sb.UpdatedAt = "", owner, now, now
+		sb.Pool, sb.ManagedBy, sb.CreatedAt, sb.UpdatedAt = "", c.Owner, now, now
+		if c.TTL != nil {
+			sb.TTL = *c.TTL
+		}
+		sb.ExpiresAt = nil
 		if sb.TTL > 0 {
 			exp := now.Add(time.Duration(sb.TTL) * time.Second)
 			sb.ExpiresAt = &exp

@@ -230,7 +230,7 @@ func TestCreatePooledFromTemplate(t *testing.T) {
 	if list, err := e.m.List(ctx); err != nil || len(list) != 0 {
 		t.Errorf("List with only a pooled sandbox: %d sandboxes, %v; want none", len(list), err)
 	}
-	claimed, err := e.m.Claim(ctx, sb.ID, "")
+	claimed, err := e.m.Claim(ctx, sb.ID, Claim{})
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/contexts"
+	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
@@ -34,7 +35,7 @@ import (
 // Manager is what a pool needs of the sandbox manager.
 type Manager interface {
 	CreatePooled(ctx context.Context, req manager.CreateRequest, pool string) (*store.Sandbox, error)
-	Claim(ctx context.Context, id, owner string) (*store.Sandbox, error)
+	Claim(ctx context.Context, id string, c manager.Claim) (*store.Sandbox, error)
 	Delete(ctx context.Context, id string) error
 	Agent(ctx context.Context, id string) (*agent.Client, error)
 }
@@ -198,9 +199,9 @@ func (p *Pools) make(ctx context.Context, s Spec) (entry, error) {
 	return e, nil
 }
 
-// take claims a ready sandbox of pool name for owner, counting a hit or a
-// miss.
-func (p *Pools) take(ctx context.Context, name, owner string) (*warmPool, entry, bool) {
+// take claims a ready sandbox of pool name as c says, counting a hit or a
+// miss. A claim refused for what c asks leaves the sandbox ready.
+func (p *Pools) take(ctx context.Context, name string, c manager.Claim) (*warmPool, entry, bool) {
 	wp, ok := p.pools[name]
 	if !ok {
 		return nil, entry{}, false
@@ -221,7 +222,13 @@ func (p *Pools) take(ctx context.Context, name, owner string) (*warmPool, entry,
 		e := wp.ready[0]
 		wp.ready = wp.ready[1:]
 		wp.mu.Unlock()
-		sb, err := p.mgr.Claim(ctx, e.sandbox.ID, owner)
+		sb, err := p.mgr.Claim(ctx, e.sandbox.ID, c)
+		if errors.Is(err, errdefs.ErrInvalidArgument) { // the claim's fault, not the sandbox's
+			wp.mu.Lock()
+			wp.ready = append([]entry{e}, wp.ready...)
+			wp.mu.Unlock()
+			return wp, entry{}, false
+		}
 		if err != nil { // it died waiting: drop it, try the next
 			p.log.Warn("warm pool: drop sandbox", "pool", name, "sandbox", e.sandbox.ID, "err", err)
 			_ = p.mgr.Delete(context.WithoutCancel(ctx), e.sandbox.ID)
@@ -238,7 +245,7 @@ func (p *Pools) take(ctx context.Context, name, owner string) (*warmPool, entry,
 // Take hands out a warm sandbox of the pool named source with its kernel,
 // for the contexts service, claimed for owner (contexts.Pool).
 func (p *Pools) Take(ctx context.Context, source, owner string) (contexts.Warm, bool) {
-	wp, e, ok := p.take(ctx, source, owner)
+	wp, e, ok := p.take(ctx, source, manager.Claim{Owner: owner})
 	if !ok {
 		return contexts.Warm{}, false
 	}
@@ -248,8 +255,8 @@ func (p *Pools) Take(ctx context.Context, source, owner string) (contexts.Warm, 
 // TakeSandbox hands out a warm sandbox that req would make, for a sandbox
 // create: same template (any version the request allows) or image, and
 // nothing else asked of it but the same cpu and memory (manager
-// CreateRequest.Fits; a TTL the manager sets as it takes it). The kernel
-// started for contexts is stopped.
+// CreateRequest.Fits), claimed with the request's TTL and metadata. The
+// kernel started for contexts is stopped.
 func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, bool) {
 	var matched *warmPool
 	for _, name := range p.Names() {
@@ -273,7 +280,7 @@ func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*st
 		if !fits {
 			continue
 		}
-		if _, e, ok := p.take(ctx, name, req.ManagedBy); ok {
+		if _, e, ok := p.take(ctx, name, manager.Claim{Owner: req.ManagedBy, TTL: req.TTL, Metadata: req.Metadata}); ok {
 			if e.kernel != "" {
 				p.stops.Add(1)
 				go func() {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -74,7 +75,7 @@ func (f *fakeManager) CreatePooled(ctx context.Context, req manager.CreateReques
 	return &c, nil
 }
 
-func (f *fakeManager) Claim(ctx context.Context, id, owner string) (*store.Sandbox, error) {
+func (f *fakeManager) Claim(ctx context.Context, id string, c manager.Claim) (*store.Sandbox, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	sb, ok := f.live[id]
@@ -84,10 +85,16 @@ func (f *fakeManager) Claim(ctx context.Context, id, owner string) (*store.Sandb
 	if f.dead[id] || sb.Pool == "" {
 		return nil, errdefs.Precondition("sandbox %s is not a running pooled sandbox", id)
 	}
-	sb.Pool, sb.ManagedBy = "", owner
+	if _, bad := c.Metadata["invalid"]; bad {
+		return nil, errdefs.Invalid("metadata key invalid is not valid")
+	}
+	sb.Pool, sb.ManagedBy, sb.Metadata = "", c.Owner, c.Metadata
+	if c.TTL != nil {
+		sb.TTL = *c.TTL
+	}
 	f.claimed = append(f.claimed, id)
-	c := *sb
-	return &c, nil
+	out := *sb
+	return &out, nil
 }
 
 func (f *fakeManager) Delete(ctx context.Context, id string) error {
@@ -402,9 +409,13 @@ func TestTakeSandbox(t *testing.T) {
 		// The amounts the pool's sandboxes have (they have 1 cpu, 1Gi).
 		{"same cpu and memory", manager.CreateRequest{Image: "alpine", CPU: "1000m", Memory: "1024Mi"}, "alpine"},
 		{"disk", manager.CreateRequest{Image: "alpine", Disk: "1Gi"}, ""},
-		// The manager sets a TTL on what it takes (manager TestCreateFromPool).
+		// The claim sets the request's TTL and metadata on what it takes
+		// (manager TestTTLFromPool, TestMetadataFromPool).
 		{"ttl 0", manager.CreateRequest{Template: "web", TTL: &ttl0}, "web"},
 		{"ttl", manager.CreateRequest{Image: "alpine", TTL: &ttl60}, "alpine"},
+		{"metadata", manager.CreateRequest{Image: "alpine", Metadata: map[string]string{"run": "7"}}, "alpine"},
+		// A claim refused for what it asks leaves the sandbox in its pool.
+		{"metadata the claim refuses", manager.CreateRequest{Image: "alpine", Metadata: map[string]string{"invalid": "x"}}, ""},
 		{"env", manager.CreateRequest{Image: "alpine", Env: map[string]string{"A": "1"}}, ""},
 	}
 	for _, tt := range tests {
@@ -441,6 +452,9 @@ func TestTakeSandbox(t *testing.T) {
 			}
 			if sb.Pool != "" || !reflect.DeepEqual(claimed, []string{sb.ID}) {
 				t.Errorf("sandbox %+v not claimed (claimed %v)", sb, claimed)
+			}
+			if (tt.req.TTL != nil && sb.TTL != *tt.req.TTL) || !maps.Equal(sb.Metadata, tt.req.Metadata) {
+				t.Errorf("claimed %+v, want the request's TTL and metadata", sb)
 			}
 			if st := stats(p, tt.want); st.Ready != 0 || st.Hits != 1 {
 				t.Errorf("pool %s: %+v, want 0 ready, 1 hit", tt.want, st)
