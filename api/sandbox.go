@@ -45,6 +45,10 @@ type Sandbox struct {
 	// addition): in the answer of GET /sandboxes/{id} of a running
 	// sandbox only.
 	Terminals []TerminalInfo `json:"terminals,omitempty"`
+	// Network is what it may reach beyond its loopback through the egress
+	// proxy (agent2env addition): its template's network section, or the
+	// network it was created with; absent: nothing.
+	Network *NetworkSpec `json:"network,omitempty"`
 }
 
 // Never is the expires_at of a sandbox whose ttl is 0.
@@ -74,6 +78,11 @@ type CreateSandboxRequest struct {
 	// Metadata labels the sandbox, from an image or a template (agent2env
 	// addition).
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Network, with Image, is what the sandbox may reach beyond its
+	// loopback through the daemon's egress proxy, as a template's network
+	// section gives it (agent2env addition); a template's sandboxes have
+	// the template's.
+	Network *NetworkSpec `json:"network,omitempty"`
 }
 
 // ExecRequest is the body of POST /sandboxes/{id}/exec.

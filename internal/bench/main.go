@@ -27,6 +27,9 @@
 //   - create → ready, exec `true` and run_code print(1) through a daemon
 //     on the PostgreSQL store, against the same through one on SQLite
 //     (-store-only: that alone);
+//   - Sandbox.create → first commands.run through the stock OpenSandbox
+//     Python SDK, cold and from a warm pool, against agent2env's own create
+//     → exec through its Go client (-opensandbox-only: that alone);
 //   - (-agent-memory N only) the memory of a sandbox whose claude-code
 //     waits on a model turn, against an idle sandbox of the same image.
 //
@@ -73,6 +76,7 @@ func main() {
 	terminalOnly := flag.Bool("terminal-only", false, "measure create → ready, exec true and the terminal's keystroke echo and output throughput only")
 	storeOnly := flag.Bool("store-only", false, "measure create → ready, exec true and run_code through a daemon on the PostgreSQL store against one on SQLite only")
 	pauseOnly := flag.Bool("pause-only", false, "measure create → ready, exec true, and pause and resume only")
+	openSandboxOnly := flag.Bool("opensandbox-only", false, "measure the OpenSandbox Python SDK's create → first run against the Go client's create → exec only (needs AGENT2ENV_PYTHON)")
 	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only)")
 	flag.Parse()
 	var err error
@@ -85,6 +89,8 @@ func main() {
 		err = benchAgentMemory(os.Getenv("AGENT2ENV_BIN"), *agentMem, 20*time.Second)
 	case *storeOnly:
 		err = benchStoreOnly(*n, *img)
+	case *openSandboxOnly:
+		err = benchOpenSandboxOnly(*n, *img)
 	case *vs != "":
 		err = compareCreate(*n, *img, os.Getenv("AGENT2ENV_BIN"), *vs)
 	default:
@@ -223,6 +229,9 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 	}
 	if err := benchSessions(d, n, create); err != nil {
 		return fmt.Errorf("sessions: %w", err)
+	}
+	if err := benchOpenSandbox(d, warm, n, img); err != nil {
+		return fmt.Errorf("opensandbox: %w", err)
 	}
 
 	raw, err := rawPython(n * 4)

@@ -53,12 +53,21 @@ var recipes = map[string]recipe{
 	},
 	"agent2env/agent:latest": agentRecipe,
 	// The default image of contexts and sessions of every language: one
-	// sandbox runs python, javascript and bash kernels side by side.
+	// sandbox runs python, javascript and bash kernels side by side. Its
+	// agent answers OpenSandbox's code-interpreter readiness probe
+	// (agent.EnvJupyterProbe), as OpenSandbox's code-interpreter image
+	// does with its Jupyter server, so that the sandboxes of its warm pools
+	// serve the OpenSandbox SDKs too.
 	"agent2env/code-interpreter:latest": {
 		packages: append(slices.Clone(pythonPackages), "nodejs", "ca-certificates", "passwd"),
-		env:      []string{"PYTHONUNBUFFERED=1"},
+		env:      []string{"PYTHONUNBUFFERED=1", jupyterProbe},
 	},
 }
+
+// jupyterProbe is agent.EnvJupyterProbe set to agent.JupyterProbeAddr
+// (TestJupyterProbeEnv keeps them the same; the agent package is not
+// imported for a string).
+const jupyterProbe = "AGENT2ENV_JUPYTER_PROBE=127.0.0.1:44771"
 
 const buildSuite = "bookworm"
 

@@ -124,7 +124,8 @@ func TestBuildConfig(t *testing.T) {
 	}{
 		{"agent2env/python:latest", []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/home/sandbox", "LANG=C.UTF-8", "PYTHONUNBUFFERED=1"}},
 		{"agent2env/node:latest", []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/home/sandbox", "LANG=C.UTF-8"}},
-		{"agent2env/code-interpreter:latest", []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/home/sandbox", "LANG=C.UTF-8", "PYTHONUNBUFFERED=1"}},
+		{"agent2env/code-interpreter:latest", []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/home/sandbox", "LANG=C.UTF-8", "PYTHONUNBUFFERED=1",
+			"AGENT2ENV_JUPYTER_PROBE=127.0.0.1:44771"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.ref, func(t *testing.T) {

@@ -151,3 +151,45 @@ func TestPersistenceAndRuntimeClass(t *testing.T) {
 		})
 	}
 }
+
+// A sandbox made from an image with a network gets that egress from the
+// runtime, reports it (Network), and is never served by a warm pool's
+// sandbox, which has none; with a template, a network is refused.
+func TestCreateWithNetwork(t *testing.T) {
+	e := templateEnv(t, fakeTemplates{"plain": {Image: "alpine"}})
+	ctx := context.Background()
+	e.rt.SetCapabilities(sandbox.Capabilities{NetworkPolicy: true})
+	var got *sandbox.Egress
+	e.rt.SetHooks(fakeruntime.Hooks{Create: func(_ context.Context, spec *sandbox.Spec) error {
+		got = spec.Network.Egress
+		return nil
+	}})
+	req := CreateRequest{Image: "alpine", Network: &api.NetworkSpec{AllowedDomains: []string{"A.Allowed.Test.", "*.pypi.org"}}}
+	sb := e.create(t, req)
+	sb = e.waitStatus(t, sb.ID, api.StatusRunning)
+	want := &sandbox.Egress{AllowedDomains: []string{"a.allowed.test", "*.pypi.org"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("runtime egress (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(&api.NetworkSpec{AllowedDomains: want.AllowedDomains}, Network(sb)); diff != "" {
+		t.Errorf("Network (-want +got):\n%s", diff)
+	}
+	if req.Fits(sb) {
+		t.Error("a request with a network fits a sandbox of the same image")
+	}
+
+	plain := e.create(t, CreateRequest{Image: "alpine"})
+	if n := Network(plain); n != nil {
+		t.Errorf("Network of a sandbox without one: %+v", n)
+	}
+	for _, bad := range []CreateRequest{
+		{Template: "plain", Network: &api.NetworkSpec{AllowedDomains: []string{"example.com"}}},
+		{Image: "alpine", Network: &api.NetworkSpec{AllowedDomains: []string{"http://example.com/"}}},
+	} {
+		_, err := e.m.Create(ctx, bad)
+		checkErr(t, err, errdefs.ErrInvalidArgument, "")
+	}
+	e.rt.SetCapabilities(sandbox.Capabilities{})
+	_, err := e.m.Create(ctx, req)
+	checkErr(t, err, errdefs.ErrInvalidArgument, "")
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/agent2env/agent2env/internal/quantity"
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
+	"github.com/agent2env/agent2env/internal/template"
 )
 
 // CreateRequest is a validated-on-use request for a new sandbox: from an
@@ -44,6 +45,10 @@ type CreateRequest struct {
 	ManagedBy string
 	// Mounts are host directories to bind into the sandbox.
 	Mounts []sandbox.Mount
+	// Network, with Image, is what the sandbox may reach beyond its
+	// loopback through the egress proxy, as a template's network section
+	// gives it (a template's sandboxes have the template's); nil: nothing.
+	Network *api.NetworkSpec
 
 	startup      *startup             // from the template
 	network      *api.NetworkSpec     // from the template
@@ -65,7 +70,7 @@ func (r *CreateRequest) Overridden() bool {
 // A warm pool's sandbox serves a request it fits; its TTL is set as it is
 // taken (Create).
 func (r *CreateRequest) Fits(sb *store.Sandbox) bool {
-	if r.Disk != "" || len(r.Env) > 0 || len(r.Mounts) > 0 {
+	if r.Disk != "" || len(r.Env) > 0 || len(r.Mounts) > 0 || egress(r.Network) != nil {
 		return false
 	}
 	return sameAmount(r.CPU, sb.CPU, quantity.ParseCPU) && sameAmount(r.Memory, sb.Memory, quantity.ParseBytes)
@@ -202,6 +207,16 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 
 func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox, error) {
 	origin := "image " + req.Image
+	if req.Network != nil {
+		if req.Template != "" {
+			return nil, errdefs.Invalid("network: a template's sandboxes have the network of its network section; give network with image")
+		}
+		n, err := template.NormalizeNetwork(req.Network)
+		if err != nil {
+			return nil, errdefs.Invalid("%v", err)
+		}
+		req.network = n
+	}
 	if req.Template != "" {
 		if req.Image != "" {
 			return nil, errdefs.Invalid("give either template or image, not both")
@@ -263,12 +278,13 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 func (m *Manager) supported(r *resolved) error {
 	caps := m.rt.Capabilities()
 	if egress(r.network) != nil && !caps.NetworkPolicy {
-		return errdefs.Invalid("the template's network access needs a per-sandbox network policy, which runtime %s cannot enforce", m.rt.Name())
+		return errdefs.Invalid("network access needs a per-sandbox network policy, which runtime %s cannot enforce", m.rt.Name())
 	}
 	return caps.Refuse(&sandbox.Spec{Persistence: r.persistence, RuntimeClass: r.runtimeClass}, m.rt.Name())
 }
 
-// egress is the egress policy of a template's network spec; nil is none.
+// egress is the egress policy of a network spec (a template's or a
+// request's); nil is none.
 func egress(n *api.NetworkSpec) *sandbox.Egress {
 	if n == nil || (!n.AllowInternetAccess && len(n.AllowedDomains) == 0) {
 		return nil
@@ -287,8 +303,14 @@ func (m *Manager) createRecord(ctx context.Context, r *resolved) (*store.Sandbox
 		}
 		r.startup.Persistent = true
 	}
+	if n := egress(r.network); n != nil { // recorded for Network
+		if r.startup == nil {
+			r.startup = &startup{}
+		}
+		r.startup.Network = &api.NetworkSpec{AllowInternetAccess: n.AllowInternet, AllowedDomains: n.AllowedDomains}
+	}
 	var plan []byte
-	if !r.startup.empty() || r.persistence != nil {
+	if !r.startup.empty() || r.persistence != nil || r.startup.hasNetwork() {
 		var err error
 		if plan, err = json.Marshal(r.startup); err != nil {
 			return nil, fmt.Errorf("record startup plan: %w", err)

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/netguard"
 	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/store"
 )
 
 // TemplateResolver finds the spec of a template version (0: the latest)
@@ -52,6 +54,25 @@ type startup struct {
 	// Persistent: the sandbox was made with a persistence volume, whose
 	// files a stop keeps on runtimes with Capabilities.Persistence.
 	Persistent bool `json:"persistent,omitempty"`
+	// Network is the egress the sandbox was made with (its template's or
+	// its request's), for Network; the runtime enforces it.
+	Network *api.NetworkSpec `json:"network,omitempty"`
+}
+
+func (s *startup) hasNetwork() bool { return s != nil && s.Network != nil }
+
+// Network returns the egress sandbox sb was made with: what it may reach
+// beyond its loopback through the egress proxy; nil when nothing.
+// (Sandboxes made before it was recorded report nil.)
+func Network(sb *store.Sandbox) *api.NetworkSpec {
+	if len(sb.Spec) == 0 {
+		return nil
+	}
+	var plan startup
+	if err := json.Unmarshal(sb.Spec, &plan); err != nil {
+		return nil
+	}
+	return plan.Network
 }
 
 func (s *startup) empty() bool {

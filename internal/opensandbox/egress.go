@@ -4,19 +4,23 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 
+	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
 )
 
-// A sandbox made through /v1 is made from an image, and an agent2env
-// sandbox from an image reaches nothing beyond its own loopback: its
-// egress policy is OpenSandbox's deny-all, with no rule. Egress is opened
-// only by an agent2env template's network (allowInternetAccess,
-// allowedDomains), fixed when the sandbox is made. So the policies this
-// surface accepts are those that deny everything, at create and on the
-// egress sidecar's routes (docs/opensandbox.md §10); allowing anything is
-// refused with the reason.
+// A sandbox reaches nothing beyond its own loopback but what its network
+// allows through the daemon's egress proxy (api.NetworkSpec: every host,
+// or named domains), fixed when the sandbox is made. OpenSandbox's
+// networkPolicy maps onto it at create (networkSpec): defaultAction deny
+// with allow rules naming domains is an allow-list, defaultAction allow
+// without deny rules is every host. What the proxy cannot enforce (a deny
+// inside what is allowed, IP and CIDR targets) is refused naming the
+// field. The egress sidecar's /policy shows the sandbox's network as a
+// policy, and accepts the changes that change nothing (docs/opensandbox.md
+// §10).
 
 // networkPolicy is OpenSandbox's NetworkPolicy.
 type networkPolicy struct {
@@ -30,9 +34,6 @@ type networkRule struct {
 	Target string `json:"target"`
 }
 
-// denyAll is the policy of every sandbox made through /v1.
-var denyAll = networkPolicy{DefaultAction: "deny", Egress: []networkRule{}}
-
 // policyStatus is the egress sidecar's PolicyStatusResponse.
 type policyStatus struct {
 	Status          string         `json:"status"`
@@ -42,56 +43,134 @@ type policyStatus struct {
 	Policy          *networkPolicy `json:"policy,omitempty"`
 }
 
-// noEgressReason says why a sandbox's egress cannot be opened here.
-const noEgressReason = "a sandbox made through the OpenSandbox API reaches nothing beyond its loopback, " +
-	"and agent2env fixes a sandbox's network when it is made; egress to named domains is given by " +
-	"an agent2env template's network.allowedDomains"
+// fixedReason says why a sandbox's egress cannot change.
+const fixedReason = "agent2env fixes a sandbox's network when it is made: give the rules in networkPolicy at create"
 
-// checkRules refuses rules that allow anything; field names them.
-func checkRules(field string, rules []networkRule) error {
-	for i, r := range rules {
-		switch strings.ToLower(r.Action) {
-		case "deny":
-		case "allow":
-			return errdefs.Invalid("%s[%d]: allowing %s is not supported: %s", field, i, r.Target, noEgressReason)
-		default:
-			return errdefs.Invalid("%s[%d].action %q: want allow or deny", field, i, r.Action)
-		}
-		if strings.TrimSpace(r.Target) == "" {
-			return errdefs.Invalid("%s[%d].target is required", field, i)
-		}
+// checkRule checks rule i of field: its action and its target, a domain
+// name or a "*." wildcard of one.
+func checkRule(field string, i int, r networkRule) error {
+	switch r.Action {
+	case "allow", "deny":
+	default:
+		return errdefs.Invalid("%s[%d].action %q: want allow or deny", field, i, r.Action)
+	}
+	t := strings.TrimSpace(r.Target)
+	switch {
+	case t == "":
+		return errdefs.Invalid("%s[%d].target is required", field, i)
+	case strings.Contains(t, "/"):
+		return errdefs.Invalid("%s[%d].target %q: CIDR targets are not supported; the egress proxy matches host names", field, i, r.Target)
+	case strings.Contains(t, ":"):
+		return errdefs.Invalid("%s[%d].target %q: give a domain name, without scheme or port (IPv6 targets are not supported)", field, i, r.Target)
 	}
 	return nil
 }
 
-// checkNetworkPolicy accepts a create's networkPolicy when it denies
-// everything (absent, null, {}, or defaultAction deny with deny rules
-// only), which is what the sandbox gets.
-func checkNetworkPolicy(raw json.RawMessage) error {
+// covers reports whether allowed, a domain or a "*." wildcard, lets
+// target through: the same name, or a subdomain of the wildcard's.
+func covers(allowed, target string) bool {
+	allowed, target = normDomain(allowed), normDomain(target)
+	if allowed == target {
+		return true
+	}
+	suffix, ok := strings.CutPrefix(allowed, "*")
+	return ok && strings.HasSuffix(target, suffix)
+}
+
+func normDomain(d string) string {
+	return strings.TrimSuffix(strings.ToLower(strings.TrimSpace(d)), ".")
+}
+
+// networkSpec maps a create's networkPolicy onto the sandbox's network:
+// nil for none (absent, null, {}, or deny-all whatever its deny rules).
+func networkSpec(raw json.RawMessage) (*api.NetworkSpec, error) {
 	if isNull(raw) {
-		return nil
+		return nil, nil
 	}
 	var p networkPolicy
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		return errdefs.Invalid("networkPolicy: %v", err)
+		return nil, errdefs.Invalid("networkPolicy: %v", err)
 	}
-	switch strings.ToLower(p.DefaultAction) {
+	var allowed, denied []int
+	for i, r := range p.Egress {
+		if err := checkRule("networkPolicy.egress", i, r); err != nil {
+			return nil, err
+		}
+		if r.Action == "allow" {
+			allowed = append(allowed, i)
+		} else {
+			denied = append(denied, i)
+		}
+	}
+	switch p.DefaultAction {
 	case "", "deny":
 	case "allow":
-		return errdefs.Invalid("networkPolicy.defaultAction allow is not supported: %s", noEgressReason)
+		if len(denied) > 0 {
+			i := denied[0]
+			return nil, errdefs.Invalid("networkPolicy.egress[%d]: denying %s under defaultAction allow is not supported: the egress proxy allows every host or a list of domains",
+				i, p.Egress[i].Target)
+		}
+		return &api.NetworkSpec{AllowInternetAccess: true}, nil
 	default:
-		return errdefs.Invalid("networkPolicy.defaultAction %q: want allow or deny", p.DefaultAction)
+		return nil, errdefs.Invalid("networkPolicy.defaultAction %q: want allow or deny", p.DefaultAction)
 	}
-	return checkRules("networkPolicy.egress", p.Egress)
+	// Deny rules name what is denied anyway, unless an allow rule lets it
+	// through: the proxy has no exceptions to what it allows.
+	for _, d := range denied {
+		for _, a := range allowed {
+			if covers(p.Egress[a].Target, p.Egress[d].Target) || covers(p.Egress[d].Target, p.Egress[a].Target) {
+				return nil, errdefs.Invalid("networkPolicy.egress[%d]: denying %s where egress[%d] allows %s is not supported: the egress proxy has no exceptions to what it allows",
+					d, p.Egress[d].Target, a, p.Egress[a].Target)
+			}
+		}
+	}
+	if len(allowed) == 0 {
+		return nil, nil
+	}
+	n := &api.NetworkSpec{}
+	for _, a := range allowed {
+		n.AllowedDomains = append(n.AllowedDomains, strings.TrimSpace(p.Egress[a].Target))
+	}
+	return n, nil
+}
+
+// policyOf is the egress policy of a sandbox with network n.
+func policyOf(n *api.NetworkSpec) policyStatus {
+	s := policyStatus{Status: "ok", Mode: "deny_all", EnforcementMode: "proxy",
+		Policy: &networkPolicy{DefaultAction: "deny", Egress: []networkRule{}}}
+	switch {
+	case n == nil:
+	case n.AllowInternetAccess:
+		s.Mode, s.Policy.DefaultAction = "allow_all", "allow"
+	default:
+		s.Mode = "allow_list"
+		for _, d := range n.AllowedDomains {
+			s.Policy.Egress = append(s.Policy.Egress, networkRule{Action: "allow", Target: d})
+		}
+	}
+	return s
+}
+
+// allows reports whether network n lets target through.
+func allows(n *api.NetworkSpec, target string) bool {
+	if n == nil {
+		return false
+	}
+	return n.AllowInternetAccess || slices.ContainsFunc(n.AllowedDomains, func(d string) bool { return covers(d, target) })
+}
+
+// listed reports whether target is one of n's allowed domains itself.
+func listed(n *api.NetworkSpec, target string) bool {
+	return n != nil && slices.ContainsFunc(n.AllowedDomains, func(d string) bool { return normDomain(d) == normDomain(target) })
 }
 
 // routeEgress serves the egress sidecar's /policy of sandbox id: GET
-// answers deny-all; PATCH takes deny rules, which change nothing, and
-// refuses allow rules; DELETE of rules by target changes nothing, as
-// there are none. A sandbox made from a template has the template's
-// network, which this surface does not show: 501.
+// answers its network as a policy; PATCH takes the rules that hold
+// already (an allow of what is allowed, a deny of what is not) and
+// refuses the others, which would change it; DELETE of rules by target
+// takes the targets that are no rule of its own.
 func (h *Handler) routeEgress(w http.ResponseWriter, r *http.Request, id, op string) {
 	if op != "/policy" {
 		if strings.HasPrefix(op, "/credential") {
@@ -106,16 +185,9 @@ func (h *Handler) routeEgress(w http.ResponseWriter, r *http.Request, id, op str
 		writeError(w, err)
 		return
 	}
-	if sb.Template != "" {
-		writeError(w, errdefs.NotImplemented("sandbox %s was made from template %s, whose network is its egress policy; read it with GET /api/v1/templates/%s",
-			id, sb.Template, sb.Template))
-		return
-	}
-	status := policyStatus{Status: "ok", Mode: "deny_all", EnforcementMode: "dns"}
+	status := policyOf(sb.Network)
 	methods(w, r, map[string]http.HandlerFunc{
 		http.MethodGet: func(w http.ResponseWriter, r *http.Request) {
-			p := denyAll
-			status.Policy = &p
 			writeJSON(w, http.StatusOK, status)
 		},
 		http.MethodPatch: func(w http.ResponseWriter, r *http.Request) {
@@ -124,10 +196,17 @@ func (h *Handler) routeEgress(w http.ResponseWriter, r *http.Request, id, op str
 				writeError(w, err)
 				return
 			}
-			if err := checkRules("rules", rules); err != nil {
-				writeError(w, err)
-				return
+			for i, rule := range rules {
+				if err := checkRule("rules", i, rule); err != nil {
+					writeError(w, err)
+					return
+				}
+				if (rule.Action == "allow") != allows(sb.Network, rule.Target) {
+					writeError(w, errdefs.Invalid("rules[%d]: %sing %s would change the sandbox's egress: %s", i, rule.Action, rule.Target, fixedReason))
+					return
+				}
 			}
+			status.Policy = nil
 			writeJSON(w, http.StatusOK, status)
 		},
 		http.MethodDelete: func(w http.ResponseWriter, r *http.Request) {
@@ -136,6 +215,13 @@ func (h *Handler) routeEgress(w http.ResponseWriter, r *http.Request, id, op str
 				writeError(w, err)
 				return
 			}
+			for i, t := range targets {
+				if listed(sb.Network, t) {
+					writeError(w, errdefs.Invalid("[%d]: deleting the rule allowing %s would change the sandbox's egress: %s", i, t, fixedReason))
+					return
+				}
+			}
+			status.Policy = nil
 			writeJSON(w, http.StatusOK, status)
 		},
 	})

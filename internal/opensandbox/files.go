@@ -35,8 +35,9 @@ type Files interface {
 
 var _ Files = (*service.Sandboxes)(nil)
 
-// fileInfo is execd's FileInfo. agent2env's agent does not report owners,
-// groups or birth times: owner and group are empty, created_at is the
+// fileInfo is execd's FileInfo. Owner and group are named as agent2env's
+// images name them (service.UserName: root, sandbox, or the number).
+// agent2env's agent does not report birth times: created_at is the
 // modification time.
 type fileInfo struct {
 	Path       string    `json:"path"`
@@ -71,7 +72,8 @@ func infoView(fi *service.FileStat) fileInfo {
 		typ = "file"
 	}
 	at := fi.ModTime.UTC()
-	return fileInfo{Path: fi.Path, Size: fi.Size, ModifiedAt: at, CreatedAt: at, Mode: formatMode(fi.Mode), Type: typ}
+	return fileInfo{Path: fi.Path, Size: fi.Size, ModifiedAt: at, CreatedAt: at, Mode: formatMode(fi.Mode), Type: typ,
+		Owner: service.UserName(fi.UID), Group: service.UserName(fi.GID)}
 }
 
 func infoViews(fis []service.FileStat) []fileInfo {

@@ -53,13 +53,15 @@ func (f *fakeFiles) stat(p string) (*service.FileStat, error) {
 	}
 	fi := &service.FileStat{FileInfo: api.FileInfo{Name: path.Base(p), Path: p, Mode: f.modes[p],
 		ModTime: time.Date(2026, 12, 4, 15, 0, 0, 0, time.UTC)}}
+	// Owners: directories root's, links a user without a name, files
+	// the sandbox user's.
 	switch {
 	case c == fakeDir:
 		fi.IsDir = true
 	case strings.HasPrefix(c, "->"):
-		fi.Link = c[2:]
+		fi.Link, fi.UID, fi.GID = c[2:], 1234, 1000
 	default:
-		fi.Regular, fi.Size = true, int64(len(c))
+		fi.Regular, fi.Size, fi.UID, fi.GID = true, int64(len(c)), 1000, 1000
 	}
 	return fi, nil
 }
@@ -203,9 +205,9 @@ func TestExecdFileOps(t *testing.T) {
 	}{
 		{
 			name: "info of several paths", method: "GET", target: "/files/info?path=/w/a.txt&path=/w/sub&path=/w/link", wantStatus: 200,
-			wantBody: `{"/w/a.txt":{"path":"/w/a.txt","size":12,"modified_at":"2026-12-04T15:00:00Z","created_at":"2026-12-04T15:00:00Z","owner":"","group":"","mode":644,"type":"file"},` +
-				`"/w/link":{"path":"/w/link","size":0,"modified_at":"2026-12-04T15:00:00Z","created_at":"2026-12-04T15:00:00Z","owner":"","group":"","mode":644,"type":"symlink"},` +
-				`"/w/sub":{"path":"/w/sub","size":0,"modified_at":"2026-12-04T15:00:00Z","created_at":"2026-12-04T15:00:00Z","owner":"","group":"","mode":644,"type":"directory"}}`,
+			wantBody: `{"/w/a.txt":{"path":"/w/a.txt","size":12,"modified_at":"2026-12-04T15:00:00Z","created_at":"2026-12-04T15:00:00Z","owner":"sandbox","group":"sandbox","mode":644,"type":"file"},` +
+				`"/w/link":{"path":"/w/link","size":0,"modified_at":"2026-12-04T15:00:00Z","created_at":"2026-12-04T15:00:00Z","owner":"1234","group":"sandbox","mode":644,"type":"symlink"},` +
+				`"/w/sub":{"path":"/w/sub","size":0,"modified_at":"2026-12-04T15:00:00Z","created_at":"2026-12-04T15:00:00Z","owner":"root","group":"root","mode":644,"type":"directory"}}`,
 		},
 		{name: "info of a missing file", method: "GET", target: "/files/info?path=/w/none", wantStatus: 404},
 		{name: "info without a path", method: "GET", target: "/files/info", wantStatus: 400},

@@ -84,6 +84,13 @@ func (req *createRequest) toAPI() (api.CreateSandboxRequest, error) {
 	if err := req.refuseUnsupported(); err != nil {
 		return out, err
 	}
+	network, err := networkSpec(req.NetworkPolicy)
+	if err != nil {
+		return out, err
+	}
+	if network != nil && out.Template != "" {
+		return out, unsupported("networkPolicy", "a template's sandboxes have the network of its network section; give image")
+	}
 	ttl, err := timeoutTTL(req.Timeout)
 	if err != nil {
 		return out, err
@@ -101,7 +108,10 @@ func (req *createRequest) toAPI() (api.CreateSandboxRequest, error) {
 	}
 	// resourceRequests are a scheduling hint; agent2env reserves the
 	// limits, which covers them.
-	env := withProbe(req.Env)
+	env := req.Env
+	if out.Image != codeInterpreterAlias { // whose image answers the probe itself
+		env = withProbe(env)
+	}
 	if out.Template != "" {
 		o := &api.SandboxOverrides{CPU: cpu, Memory: memory, Env: env}
 		if len(req.Timeout) > 0 {
@@ -112,7 +122,7 @@ func (req *createRequest) toAPI() (api.CreateSandboxRequest, error) {
 		}
 		return out, nil
 	}
-	out.CPU, out.Memory, out.TTL, out.Env = cpu, memory, &ttl, env
+	out.CPU, out.Memory, out.TTL, out.Env, out.Network = cpu, memory, &ttl, env, network
 	return out, nil
 }
 
@@ -143,7 +153,9 @@ func imageName(ref string) string {
 
 // withProbe is a sandbox's env with the variable that has its agent
 // answer the code-interpreter SDK's readiness probe
-// (service.JupyterProbeEnv); the caller's own value wins.
+// (service.JupyterProbeEnv); the caller's own value wins. The
+// code-interpreter image has it in its own environment: a create of it
+// without env of its own can be served by a warm pool.
 func withProbe(env map[string]string) map[string]string {
 	out := make(map[string]string, len(env)+1)
 	out[service.JupyterProbeEnv] = service.JupyterProbeAddr
@@ -157,9 +169,6 @@ func withProbe(env map[string]string) map[string]string {
 func (req *createRequest) refuseUnsupported() error {
 	if req.Entrypoint != nil && !slices.ContainsFunc(noMainProcess, func(e []string) bool { return slices.Equal(e, req.Entrypoint) }) {
 		return unsupported("entrypoint", `a main process is not supported yet; omit it or give ["tail","-f","/dev/null"]`)
-	}
-	if err := checkNetworkPolicy(req.NetworkPolicy); err != nil {
-		return err
 	}
 	if req.CredentialProxy != nil && req.CredentialProxy.Enabled {
 		return unsupported("credentialProxy", "credential injection is not supported")

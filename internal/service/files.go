@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strconv"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/agent"
@@ -36,6 +37,22 @@ type FileStat struct {
 	FullMode fs.FileMode
 	// UID and GID own the file.
 	UID, GID int
+}
+
+// SandboxUser is the name of the user commands run as (sandbox.UserID,
+// and its group's) in agent2env's images.
+const SandboxUser = "sandbox"
+
+// UserName is the name of user or group id in a sandbox of agent2env's
+// images: root, SandboxUser, or the number.
+func UserName(id int) string {
+	switch id {
+	case 0:
+		return "root"
+	case sandbox.UserID:
+		return SandboxUser
+	}
+	return strconv.Itoa(id)
 }
 
 // fileInfo is the API's view of fi.

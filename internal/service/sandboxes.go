@@ -57,7 +57,7 @@ func (s *Sandboxes) view(sb *store.Sandbox) *api.Sandbox {
 		ID: sb.ID, Image: sb.Image, CPU: sb.CPU, Memory: sb.Memory, TTL: sb.TTL, Env: sb.Env,
 		Status: api.SandboxStatus(sb.Status), Template: sb.Template, TemplateVersion: sb.TemplateVersion,
 		CreatedAt: sb.CreatedAt, UpdatedAt: sb.UpdatedAt, ExpiresAt: expires, Reason: sb.Reason,
-		Metadata: sb.Metadata,
+		Metadata: sb.Metadata, Network: manager.Network(sb),
 	}
 	if sb.AccessToken != "" {
 		out.AccessToken = sb.AccessToken
@@ -129,6 +129,7 @@ func createRequest(req api.CreateSandboxRequest) (manager.CreateRequest, error) 
 	mreq := manager.CreateRequest{
 		Image: req.Image, CPU: req.CPU, Memory: req.Memory, TTL: req.TTL, Env: req.Env,
 		Template: req.Template, TemplateVersion: req.TemplateVersion, Metadata: req.Metadata,
+		Network: req.Network,
 	}
 	if o := req.Overrides; o != nil {
 		if req.Template == "" {

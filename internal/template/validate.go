@@ -180,12 +180,12 @@ func checkSpec(in api.TemplateSpec) (api.TemplateSpec, error) {
 		s.ReadinessProbe = &probe
 	}
 
-	if n := in.Network; n != nil {
-		domains, err := normalizeDomains(n.AllowedDomains)
+	if in.Network != nil {
+		n, err := NormalizeNetwork(in.Network)
 		if err != nil {
-			return s, fmt.Errorf("network: %v", err)
+			return s, err
 		}
-		s.Network = &api.NetworkSpec{AllowInternetAccess: n.AllowInternetAccess, AllowedDomains: domains}
+		s.Network = n
 	}
 
 	if p := in.Persistence; p != nil {
@@ -224,9 +224,20 @@ func checkSpec(in api.TemplateSpec) (api.TemplateSpec, error) {
 	return s, nil
 }
 
+// NormalizeNetwork checks network spec n, a template's or a sandbox's,
+// and returns it with its domains normalized (normalizeDomains).
+func NormalizeNetwork(n *api.NetworkSpec) (*api.NetworkSpec, error) {
+	domains, err := normalizeDomains(n.AllowedDomains)
+	if err != nil {
+		return nil, fmt.Errorf("network: %v", err)
+	}
+	return &api.NetworkSpec{AllowInternetAccess: n.AllowInternetAccess, AllowedDomains: domains}, nil
+}
+
 // normalizeDomains lower-cases and trims the allowed domains, drops a
 // trailing dot, empty entries and duplicates, and rejects what is not a host name
 // pattern: a "*." wildcard is allowed only as a prefix.
+
 func normalizeDomains(in []string) ([]string, error) {
 	var out []string
 	for _, d := range in {

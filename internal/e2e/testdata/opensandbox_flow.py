@@ -33,8 +33,14 @@ object on its last line, which the Go test checks:
                     pause
   metrics IMAGE     get_metrics while a command keeps a CPU busy, and the
                     egress policy: deny-all at create, read, patched with
-                    a deny rule, an allow rule refused, rules deleted; a
-                    create with an allow-all policy refused
+                    a deny rule, an allow rule refused, rules deleted
+  egress IMAGE      a networkPolicy allowing *.allowed.test: from inside,
+                    a denied host refused by the egress proxy (403), an
+                    allowed one let through (the proxy dials it: 502, as
+                    it does not resolve here), the policy read back, a
+                    rule that holds accepted and one that would change it
+                    refused; a CIDR target refused at create, naming the
+                    field
   session IMAGE     a bash session: its directory, variables and cwd kept
                     from run to run, exit codes, a run's own cwd, a
                     timeout, two runs at once, delete
@@ -262,7 +268,7 @@ async def files(image: str) -> dict:
         await fs.write_file("/workspace/notes/a.txt", "one two one\nline 2\nline 3\n", mode=644)
         await fs.write_file("/workspace/notes/b.py", "print(1)\n")
         info = (await fs.get_file_info(["/workspace/notes/a.txt"]))["/workspace/notes/a.txt"]
-        out["info"] = {"size": info.size, "mode": info.mode, "type": info.entry_type}
+        out["info"] = {"size": info.size, "mode": info.mode, "type": info.entry_type, "owner": info.owner, "group": info.group}
         found = await fs.search(SearchEntry(path="/workspace", pattern="*.txt"))
         out["search"] = sorted(e.path for e in found)
         listed = await fs.list_directory(DirectoryListEntry(path="/workspace/notes"))
@@ -462,15 +468,55 @@ async def metrics(image: str) -> dict:
         out["deleted"] = True
     finally:
         await sandbox.destroy()
+    return out
+
+
+# Fetches argv[1] through the sandbox's proxy (HTTP_PROXY): the status of
+# the answer, or the exception's name.
+PROBE = """import sys, urllib.request
+try:
+    urllib.request.urlopen(sys.argv[1], timeout=10)
+    print(200)
+except urllib.error.HTTPError as e:
+    print(e.code)
+except Exception as e:
+    print(type(e).__name__)"""
+
+
+async def egress(image: str) -> dict:
+    policy = NetworkPolicy(
+        defaultAction="deny",
+        egress=[NetworkRule(action="allow", target="*.allowed.test"), NetworkRule(action="deny", target="pypi.org")],
+    )
+    sandbox = await Sandbox.create(image, network_policy=policy, connection_config=ConnectionConfig())
+    out: dict = {}
+    try:
+        async def fetch(url: str) -> str:
+            return (await sandbox.commands.run(f"python3 -c '{PROBE}' {url}")).text.strip()
+
+        out["denied"] = await fetch("http://denied.example/")
+        out["allowed"] = await fetch("http://a.allowed.test/")
+        read = await sandbox.get_egress_policy()
+        out["policy"] = {"default": read.default_action, "egress": [f"{r.action} {r.target}" for r in read.egress]}
+        await sandbox.patch_egress_rules([NetworkRule(action="allow", target="b.allowed.test")])
+        out["patch_held"] = "ok"
+        try:
+            await sandbox.patch_egress_rules([NetworkRule(action="allow", target="pypi.org")])
+            out["patch_new"] = "patched"
+        except SandboxApiException as e:
+            out["patch_new"] = e.status_code
+    finally:
+        await sandbox.destroy()
     start = time.monotonic()
     try:
-        allow = NetworkPolicy(defaultAction="allow")
-        other = await Sandbox.create(image, network_policy=allow, connection_config=ConnectionConfig())
+        cidr = NetworkPolicy(defaultAction="deny", egress=[NetworkRule(action="allow", target="10.0.0.0/8")])
+        other = await Sandbox.create(image, network_policy=cidr, connection_config=ConnectionConfig())
         await other.destroy()
-        out["allow_all_create"] = "created"
+        out["cidr"] = "created"
     except SandboxApiException as e:
-        out["allow_all_create"] = e.status_code
-    out["allow_all_seconds"] = time.monotonic() - start
+        out["cidr"] = e.status_code
+        out["cidr_names_field"] = "networkPolicy.egress[0].target" in (e.error.message if e.error else "")
+    out["cidr_seconds"] = time.monotonic() - start
     return out
 
 
@@ -488,6 +534,8 @@ async def main() -> dict:
         return await files(sys.argv[2])
     if mode == "metrics":
         return await metrics(sys.argv[2])
+    if mode == "egress":
+        return await egress(sys.argv[2])
     if mode == "session":
         return await session(sys.argv[2])
     if mode == "code":
