@@ -67,8 +67,8 @@ func (r *CreateRequest) Overridden() bool {
 // image without overrides, is one the request asks for: its environment,
 // disk and mounts unchanged, and its cpu and memory, where the request
 // gives them, the same amounts (the OpenSandbox SDKs always send theirs).
-// A warm pool's sandbox serves a request it fits; its TTL is set as it is
-// taken (Create).
+// A warm pool's sandbox serves a request it fits; its TTL and metadata
+// are set as it is taken (Claim).
 func (r *CreateRequest) Fits(sb *store.Sandbox) bool {
 	if r.Disk != "" || len(r.Env) > 0 || len(r.Mounts) > 0 || egress(r.Network) != nil {
 		return false
