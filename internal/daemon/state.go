@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/leader"
 	"github.com/agent2env/agent2env/internal/llm/gate"
 	"github.com/agent2env/agent2env/internal/netproxy"
 	"github.com/agent2env/agent2env/internal/runtime"
@@ -22,7 +23,10 @@ import (
 // state is what the daemon keeps across restarts, and what runs
 // sandboxes.
 type state struct {
-	Store   recordStore
+	Store recordStore
+	// Leader elects, among the daemons sharing Store, the one that runs
+	// the loops that must run once (registerLoops).
+	Leader  *leader.Elector
 	Images  *image.Store
 	Runtime sandbox.Runtime
 }
@@ -34,9 +38,11 @@ func openState(ctx context.Context, cfg Config, svc runtime.Services) (st state,
 	if err := os.MkdirAll(cfg.DataDir, 0o711); err != nil {
 		return st, fmt.Errorf("create data dir: %w", err)
 	}
-	if st.Store, err = openStore(ctx, cfg); err != nil {
+	var lock leader.Lock
+	if st.Store, lock, err = openStore(ctx, cfg); err != nil {
 		return st, err
 	}
+	st.Leader = leader.New(lock, cfg.Log)
 	if st.Images, err = openImages(cfg); err != nil {
 		return st, err
 	}
@@ -51,25 +57,27 @@ type recordStore interface {
 	gate.KeyStore
 }
 
-// openStore opens the store cfg.Store names: "" or "sqlite", the SQLite
-// file <DataDir>/state.db; a postgres:// or postgresql:// URL, that
-// PostgreSQL database.
-func openStore(ctx context.Context, cfg Config) (recordStore, error) {
+// openStore opens the store cfg.Store names, and returns it with its
+// leadership lock: "" or "sqlite", the SQLite file <DataDir>/state.db,
+// which one daemon owns and so always leads; a postgres:// or
+// postgresql:// URL, that PostgreSQL database, whose daemons elect a
+// leader.
+func openStore(ctx context.Context, cfg Config) (recordStore, leader.Lock, error) {
 	switch s := cfg.Store; {
 	case s == "" || s == "sqlite":
 		st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "state.db"))
 		if err != nil {
-			return nil, err // not a nil *sqlite.Store in a recordStore
+			return nil, nil, err // not a nil *sqlite.Store in a recordStore
 		}
-		return st, nil
+		return st, leader.Always{}, nil
 	case strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://"):
 		st, err := postgres.Open(ctx, s)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return st, nil
+		return st, st.Leadership(), nil
 	}
-	return nil, fmt.Errorf("store %q: want sqlite or a PostgreSQL URL (postgres://user@host:5432/database)", postgres.Redact(cfg.Store))
+	return nil, nil, fmt.Errorf("store %q: want sqlite or a PostgreSQL URL (postgres://user@host:5432/database)", postgres.Redact(cfg.Store))
 }
 
 // openImages opens the image store of cfg.ImageDir.
