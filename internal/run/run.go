@@ -20,13 +20,19 @@
 // (artifacts/<path in the sandbox>) and result.json.
 //
 // Runs are carried out by the Run loop (a supervisor loop): Submit only
-// records them and queues them for it. When the loop stops (daemon
-// shutdown) runs in flight are left as they are; the next Run first
-// recovers every run left active by a previous daemon: one still queued
-// is queued again, with its submission's parallelism and inputs; one that
-// was running ends failed with reason ReasonRestarted, after its
-// artifacts are collected where its sandbox survived, and its sandbox is
-// deleted. A Service is safe for concurrent use.
+// records them and queues them for it. Each run is claimed by the daemon
+// carrying it out (store.Run.ClaimedBy, Config.Owner) for a lease the loop
+// renews, so that daemons sharing a store never run the same run. When
+// the loop stops (daemon shutdown) runs in flight are left as they are;
+// the next Run first claims and recovers the runs a previous daemon left
+// active, its own and those whose lease lapsed; and every third of the
+// lease the loop takes over the runs whose lease lapsed, those of a
+// daemon that died. A run taken over that is still queued is queued
+// again, with its submission's parallelism and inputs when they are in
+// this daemon's directory; any other ends failed (ReasonRestarted,
+// ReasonOrphaned), after its artifacts are collected where its sandbox
+// survived, and its sandbox is deleted. A Service is safe for concurrent
+// use.
 //
 // A submission is a task file's content or a name under the tasks
 // directory (Config.TasksDir), with agents × models, k and parallelism.
@@ -70,8 +76,13 @@ import (
 // ManagedBy marks the sandboxes runs make.
 const ManagedBy = "runs"
 
-// ReasonRestarted is the reason of a run the daemon's restart ended.
-const ReasonRestarted = "daemon restarted"
+// ReasonRestarted is the reason of a run the daemon's restart ended;
+// ReasonOrphaned that of a run whose daemon stopped renewing its claim,
+// which another daemon ended.
+const (
+	ReasonRestarted = "daemon restarted"
+	ReasonOrphaned  = "the daemon running it stopped"
+)
 
 // Defaults of Config.
 const (
@@ -81,6 +92,7 @@ const (
 	DefaultArtifactLimit = 100 << 20
 	DefaultOutputLimit   = 64 << 20
 	DefaultReadyTimeout  = 10 * time.Minute
+	DefaultLease         = 30 * time.Second
 	// MaxInputsBytes bounds the input archive a submission carries.
 	MaxInputsBytes = 64 << 20
 	// tailLines is how many lines of output a result keeps.
@@ -117,6 +129,15 @@ type Config struct {
 	// Tick is how often a run's liveness is checked (default: a twentieth
 	// of its idle window, between 100ms and 2s).
 	Tick time.Duration
+	// Owner names this daemon among those sharing the store, in the
+	// claims of the runs it carries out (store.Run.ClaimedBy): the same
+	// name after a restart takes its runs back at once. Default: the
+	// host's name and Dir.
+	Owner string
+	// Lease is how long a claim holds unless renewed (default
+	// DefaultLease): the loop renews its claims every third of it, and
+	// claims the runs whose lease lapsed, those of a daemon that died.
+	Lease time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -137,6 +158,13 @@ func (c *Config) setDefaults() {
 	}
 	if c.ReadyTimeout <= 0 {
 		c.ReadyTimeout = DefaultReadyTimeout
+	}
+	if c.Lease <= 0 {
+		c.Lease = DefaultLease
+	}
+	if c.Owner == "" {
+		host, _ := os.Hostname()
+		c.Owner = host + ":" + c.Dir
 	}
 }
 

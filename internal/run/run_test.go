@@ -550,13 +550,10 @@ func TestInputsAndMatrix(t *testing.T) {
 	e.noSandboxes(t)
 }
 
-// A run a previous daemon left running ends failed with reason "daemon
-// restarted", its artifacts collected from the sandbox that survived,
-// and the sandbox deleted; a queued one whose submission was never
-// recorded whole (no batch.json) ends the same way.
-func TestRecover(t *testing.T) {
-	e := newEnv(t, Config{})
-	e.stop() // the loop recovers at its start: start it by hand
+// leftSandbox makes a run's sandbox as a stopped daemon leaves it, with a
+// file that leftSpec's artifacts take.
+func (e *env) leftSandbox(t *testing.T) *store.Sandbox {
+	t.Helper()
 	sb, err := e.M.Create(bg, manager.CreateRequest{Image: "agent2env/agent", ManagedBy: ManagedBy})
 	if err != nil {
 		t.Fatal(err)
@@ -564,8 +561,22 @@ func TestRecover(t *testing.T) {
 	if _, err := e.M.Upload(bg, sb.ID, "/workspace/report.txt", 0o644, strings.NewReader("half done")); err != nil {
 		t.Fatal(err)
 	}
+	return sb
+}
+
+// leftSpec is the task of the runs a stopped daemon left.
+const leftSpec = `{"name":"t","agent":"custom","goal":"g","workdir":"/workspace","artifacts":["/workspace/*.txt"]}`
+
+// A run a previous daemon left running ends failed with reason "daemon
+// restarted", its artifacts collected from the sandbox that survived,
+// and the sandbox deleted; a queued one whose submission was never
+// recorded whole (no batch.json) ends the same way.
+func TestRecover(t *testing.T) {
+	e := newEnv(t, Config{})
+	e.stop() // the loop recovers at its start: start it by hand
+	sb := e.leftSandbox(t)
 	now := time.Now().UTC()
-	spec := []byte(`{"name":"t","agent":"custom","goal":"g","workdir":"/workspace","artifacts":["/workspace/*.txt"]}`)
+	spec := []byte(leftSpec)
 	for _, r := range []*store.Run{
 		{ID: "run-a", BatchID: "b", Task: "t", Spec: spec, Agent: "custom", Status: "running", Phase: "agent", SandboxID: sb.ID, CreatedAt: now, UpdatedAt: now, StartedAt: &now},
 		{ID: "run-b", BatchID: "b", Task: "t", Spec: spec, Agent: "custom", Status: "queued", Phase: "queued", CreatedAt: now, UpdatedAt: now},
@@ -811,4 +822,54 @@ func TestRecoverRequeues(t *testing.T) {
 			t.Fatalf("the files of batch %s are still there", b.ID)
 		}
 	}
+}
+
+// A daemon sharing the store takes over the runs whose claim lapsed (their
+// daemon died) and ends them, collecting the artifacts of those whose
+// sandbox survived; it leaves alone the runs another daemon holds, even
+// at its start.
+func TestTakeOver(t *testing.T) {
+	e := newEnv(t, Config{Lease: 600 * time.Millisecond})
+	sb := e.leftSandbox(t)
+	now := time.Now().UTC()
+	lapsed, held := now.Add(-time.Second), now.Add(time.Hour)
+	spec := []byte(leftSpec)
+	for _, r := range []*store.Run{
+		{ID: "run-a", BatchID: "b", Task: "t", Spec: spec, Agent: "custom", Status: "running", Phase: "agent", SandboxID: sb.ID,
+			CreatedAt: now, UpdatedAt: now, StartedAt: &now, ClaimedBy: "dead", LeaseUntil: &lapsed},
+		{ID: "run-b", BatchID: "b", Task: "t", Spec: spec, Agent: "custom", Status: "queued", Phase: "queued",
+			CreatedAt: now, UpdatedAt: now, ClaimedBy: "dead", LeaseUntil: &lapsed},
+		{ID: "run-c", BatchID: "c", Task: "t", Spec: spec, Agent: "custom", Status: "running", Phase: "agent", SandboxID: "elsewhere",
+			CreatedAt: now, UpdatedAt: now, StartedAt: &now, ClaimedBy: "alive", LeaseUntil: &held},
+	} {
+		if err := e.St.CreateRun(bg, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs := e.wait(t, &api.RunBatch{ID: "b", Runs: make([]api.Run, 2)}, 10*time.Second)
+	for _, r := range runs {
+		if r.Status != api.RunFailed || r.Reason != ReasonOrphaned {
+			t.Errorf("%s: %s %q, want failed %q", r.ID, r.Status, r.Reason, ReasonOrphaned)
+		}
+	}
+	if len(runs[0].Artifacts) != 1 || runs[0].Artifacts[0].Path != "/workspace/report.txt" {
+		t.Errorf("artifacts of the run whose sandbox survived: %+v", runs[0].Artifacts)
+	}
+	// Another daemon starting on the store leaves the held run too.
+	cfg := e.svc.cfg
+	cfg.Dir = filepath.Join(t.TempDir(), "runs")
+	other, err := New(cfg, service.NewSandboxes(e.M, ""), e.St, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan struct{})
+	go func() { defer close(done); other.Run(ctx) }()
+	time.Sleep(time.Second) // past a start and several renewals of both
+	cancel()
+	<-done
+	if r, err := e.St.GetRun(bg, "run-c"); err != nil || r.Status != "running" || r.ClaimedBy != "alive" {
+		t.Errorf("the run another daemon holds: %+v, %v; want it running, its", r, err)
+	}
+	e.noSandboxes(t)
 }
