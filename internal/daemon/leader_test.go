@@ -2,12 +2,18 @@ package daemon
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
+	"github.com/agent2env/agent2env/internal/runtime/kube"
 )
 
 // Two daemons on one PostgreSQL store run the sandbox sweep once: on the
@@ -25,7 +31,7 @@ func TestLeaderLoops(t *testing.T) {
 		rts[i] = fakeruntime.New()
 		t.Cleanup(func() { rts[i].Close() })
 		cfg := testConfig(t.TempDir(), rts[i])
-		cfg.Store = url
+		cfg.Store, cfg.Runtime = url, kube.Name // a runtime not of the machine, which daemons may share
 		ds[i] = start(t, cfg, nil)
 	}
 	// The sweep lists the runtime every second; nothing else of an idle
@@ -65,7 +71,8 @@ func TestLeaderLoops(t *testing.T) {
 	killed := time.Now()
 	var n int
 	if err := conn.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_locks
-		WHERE locktype = 'advisory' AND granted AND objid = hashtext(current_schema())::oid`).Scan(&n); err != nil || n != 1 {
+		WHERE locktype = 'advisory' AND granted AND classid = $1 AND objid = hashtext(current_schema())::oid`,
+		0x61326504 /* postgres.lockLeader */).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("terminate the leader's lock connection: %d terminated, %v", n, err)
 	}
 	for !ds[1-first].sys.Leader.Leading() || ds[first].sys.Leader.Leading() {
@@ -92,4 +99,87 @@ func TestLeaderLoops(t *testing.T) {
 		t.Fatalf("daemon %d sweeps after the leader shut down, want %d", again, first)
 	}
 	t.Logf("handover after the leader shut down: %v", time.Since(stopped).Round(time.Millisecond))
+}
+
+// A client following a run's events on one daemon sees what the daemon
+// that carries the run out does: its output as it comes, and its end.
+// (The daemons share one runtime, as on Kubernetes.)
+func TestRunEventsAcrossDaemons(t *testing.T) {
+	ctx := context.Background()
+	url := postgresServer.URL(t)
+	rt := fakeruntime.New()
+	t.Cleanup(func() { rt.Close() })
+	var ds [2]*testDaemon
+	for i := range ds {
+		cfg := testConfig(t.TempDir(), rt)
+		cfg.Store, cfg.Runtime = url, kube.Name
+		ds[i] = start(t, cfg, nil)
+		ds[i].importTiny()
+	}
+	task := fmt.Sprintf("name: talk\nimage: %s\nagent: custom\ngoal: talk\n"+
+		"entrypoint: 'echo first; sleep 2; echo second; sleep 1'\nend: {timeout: 1m}\n", tinyRef)
+	b, err := ds[1].api.Runs().Submit(ctx, api.RunSubmitRequest{Task: task})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := b.Runs[0].ID
+	waitAgent(t, ds[1], ctx, id)
+	var got []api.RunEvent
+	fctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := ds[0].api.Runs().Events(fctx, id, func(ev api.RunEvent) error {
+		got = append(got, ev)
+		return nil
+	}); err != nil {
+		t.Fatalf("follow on the other daemon: %v (got %+v)", err, got)
+	}
+	var output bool
+	for _, ev := range got {
+		output = output || ev.Type == api.RunEventOutput && strings.Contains(ev.Text, "second")
+	}
+	end := got[len(got)-1]
+	rec, err := ds[1].api.Runs().Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !output || end.Type != api.RunEventEnd || end.Status != rec.Status {
+		t.Errorf("events followed on the other daemon: %+v; want the output \"second\" and the end (%s)", got, rec.Status)
+	}
+	host, _ := os.Hostname()
+	if r, err := ds[1].sys.Store.GetRun(ctx, id); err != nil || r.ClaimedBy != host+":"+filepath.Join(ds[1].sys.cfg.DataDir, "runs") {
+		t.Errorf("the run's claim: %+v, %v; want the submitting daemon's", r, err)
+	}
+}
+
+// A second daemon whose runtime is its machine's (oci) on a store another
+// such daemon uses is refused at start, saying why; once the first has
+// shut down it starts.
+func TestHostRuntimeRefused(t *testing.T) {
+	url := postgresServer.URL(t)
+	rt := fakeruntime.New()
+	t.Cleanup(func() { rt.Close() })
+	cfg := testConfig(t.TempDir(), rt)
+	cfg.Store = url
+	first := start(t, cfg, nil)
+
+	second := testConfig(t.TempDir(), rt)
+	second.Store, second.Listen = url, "127.0.0.1:0"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sys, err := New(ctx, second)
+	if err == nil {
+		sys.Close()
+		t.Fatal("a second oci daemon on the store started")
+	}
+	if want := "several daemons on one store need --runtime kubernetes"; !strings.Contains(err.Error(), want) {
+		t.Errorf("New: %v; want it to say %q", err, want)
+	}
+	if err := first.stop(); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	sys, err = New(ctx, second)
+	if err != nil {
+		t.Fatalf("New once the first daemon stopped: %v", err)
+	}
+	sys.Close()
 }

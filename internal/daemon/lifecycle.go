@@ -187,6 +187,9 @@ func (s *System) Close() error {
 	if s.LLMArchive != nil {
 		s.LLMArchive.Close() // what it has left to index, before the store closes
 	}
+	if s.hostRuntime != nil {
+		s.hostRuntime.Unlock()
+	}
 	if s.Store == nil {
 		return nil
 	}

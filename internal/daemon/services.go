@@ -88,7 +88,7 @@ func buildServices(ctx context.Context, cfg Config, st state) (svc services, err
 	var llm *gate.Gate
 	if svc.Runs, err = run.New(run.Config{Dir: filepath.Join(cfg.DataDir, "runs"), TasksDir: cfg.TasksDir, MaxParallel: cfg.MaxRuns,
 		Models: func() []string { return llm.Models() }},
-		svc.Sandboxes, st.Store, cfg.Log, run.WithLLMUsage(svc.LLMArchive)); err != nil {
+		svc.Sandboxes, st.Store, cfg.Log, run.WithLLMUsage(svc.LLMArchive), run.WithNotifier(st.Notes)); err != nil {
 		return svc, err
 	}
 	svc.LLM, svc.LLMKeys, svc.llmClient, err = buildLLM(cfg, st, svc.Runs, svc.LLMArchive, svc.Metrics)

@@ -82,6 +82,13 @@ func (s *Service) Run(ctx context.Context) error {
 	s.recoverOnce.Do(func() { s.recover(ctx) })
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	if s.notes != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.sendEvents(ctx)
+		}()
+	}
 	tick := time.NewTicker(s.cfg.Lease / 3)
 	defer tick.Stop()
 	for {

@@ -17,7 +17,10 @@
 //
 // Each run keeps, under <dir>/<id>/, its event log (events.jsonl, followed
 // live by Follow), the agent's output (output.log), its artifacts
-// (artifacts/<path in the sandbox>) and result.json.
+// (artifacts/<path in the sandbox>) and result.json. With a store Notifier
+// (WithNotifier) each event also goes to the other daemons of the store,
+// so that Follow of a run another daemon carries out passes them on from
+// when it starts following, and the end (remote.go).
 //
 // Runs are carried out by the Run loop (a supervisor loop): Submit only
 // records them and queues them for it. Each run is claimed by the daemon
@@ -210,6 +213,13 @@ type Option func(*Service)
 // WithLLMUsage makes results take their tokens from the LLM proxy.
 func WithLLMUsage(u LLMUsage) Option { return func(s *Service) { s.llm = u } }
 
+// WithNotifier makes the service tell the other daemons of its store of
+// its runs' events, and follow through it the runs another daemon
+// carries out (remote.go).
+func WithNotifier(n store.Notifier) Option {
+	return func(s *Service) { s.notes, s.pub = n, make(chan []byte, pubBuffer) }
+}
+
 // WithClock makes the service read the time of its records from now
 // (tests); liveness and timings use the monotonic clock.
 func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
@@ -223,6 +233,10 @@ type Service struct {
 	now   func() time.Time
 	llm   LLMUsage      // nil: tokens as the agent reports them
 	slots chan struct{} // the daemon-wide MaxParallel
+	// notes carries run events between the daemons of the store, nil:
+	// none; pub holds the events waiting to be sent (remote.go).
+	notes store.Notifier
+	pub   chan []byte
 
 	mu sync.Mutex
 	// queue holds submitted batches until the Run loop takes them; wake

@@ -11,7 +11,7 @@ import (
 	"github.com/agent2env/agent2env/internal/leader"
 )
 
-// The leadership lock's timings: the holder checks its connection every
+// The session locks' timings: the holder checks its connection every
 // leaderPing, and gives the lock up as lost when a check takes longer than
 // leaderPingTimeout or fails. The server notices a holder that vanished
 // without closing its connection (its host died, the network went) by
@@ -29,31 +29,41 @@ const (
 )
 
 // Leadership returns the lock of leadership among the daemons on this
-// store: a session-level advisory lock, taken on a connection of its own,
-// outside the pools, that lives as long as it is held. Its key is
-// lockLeader and the hash of the store's schema (advisory locks are the
-// database's), so that stores in other schemas of the database have their
-// own leaders.
-func (s *Store) Leadership() leader.Lock { return leadership{s} }
+// store (lockLeader).
+func (s *Store) Leadership() leader.Lock { return sessionLock{s, lockLeader} }
 
-type leadership struct{ s *Store }
+// HostRuntime returns the lock a daemon whose runtime keeps its
+// sandboxes on its own machine (oci) holds for as long as it runs
+// (lockHostRuntime): such a daemon owns every sandbox of the store, and a
+// second one would split them.
+func (s *Store) HostRuntime() leader.Lock { return sessionLock{s, lockHostRuntime} }
+
+// sessionLock is a session-level advisory lock, taken on a connection of
+// its own, outside the pools, that lives as long as it is held. Its key
+// is key and the hash of the store's schema (advisory locks are the
+// database's), so that stores in other schemas of the database have their
+// own.
+type sessionLock struct {
+	s   *Store
+	key int32
+}
 
 // TryLock connects and tries the advisory lock: the connection is kept
 // while it is held, closed when another session holds it.
-func (l leadership) TryLock(ctx context.Context) (leader.Held, error) {
+func (l sessionLock) TryLock(ctx context.Context) (leader.Held, error) {
 	cfg := l.s.w.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["tcp_keepalives_idle"] = leaderKeepaliveIdle
 	cfg.RuntimeParams["tcp_keepalives_interval"] = leaderKeepaliveInterval
 	cfg.RuntimeParams["tcp_keepalives_count"] = leaderKeepaliveCount
-	cfg.RuntimeParams["application_name"] = "agent2env leader"
+	cfg.RuntimeParams["application_name"] = "agent2env lock"
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("leadership lock: connect: %w", err)
+		return nil, fmt.Errorf("lock %#x: connect: %w", l.key, err)
 	}
 	var got bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext(current_schema()))`, int32(lockLeader)).Scan(&got); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext(current_schema()))`, l.key).Scan(&got); err != nil {
 		conn.Close(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("leadership lock: %w", err)
+		return nil, fmt.Errorf("lock %#x: %w", l.key, err)
 	}
 	if !got {
 		conn.Close(ctx)
@@ -64,7 +74,7 @@ func (l leadership) TryLock(ctx context.Context) (leader.Held, error) {
 	return h, nil
 }
 
-// held is the leadership lock held on conn, which watch checks until
+// held is a session lock held on conn, which watch checks until
 // Unlock.
 type held struct {
 	conn       *pgx.Conn

@@ -25,6 +25,9 @@ const (
 	// session-level lock whose key is this and the schema's hash, in
 	// the two-key space (Leadership).
 	lockLeader = 0x61326504
+	// lockHostRuntime: the one daemon with a single-host runtime on the
+	// store, a session-level lock keyed as lockLeader (HostRuntime).
+	lockHostRuntime = 0x61326505
 )
 
 // lock takes the advisory lock key for the rest of tx, waiting for it.
