@@ -1,7 +1,11 @@
 package postgres
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -75,4 +79,73 @@ func waitLeader(t *testing.T, electors []*leader.Elector, within time.Duration) 
 	}
 	t.Fatalf("no elector leads after %v", within)
 	return -1
+}
+
+// The leader is another process, killed (SIGKILL, as when a daemon
+// crashes): the server ends its connection and the follower here leads
+// within 15 s.
+func TestLeaderProcessKilled(t *testing.T) {
+	url := server.URL(t)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), leaderChildEnv+"="+url)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	lines := bufio.NewScanner(out)
+	for lines.Scan() && lines.Text() != "leading" {
+	}
+	if lines.Err() != nil {
+		t.Fatalf("the child process: %v", lines.Err())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e := leader.New(open(t, url).Leadership(), nil)
+	done := make(chan struct{})
+	go func() { defer close(done); e.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(3 * time.Second)
+	if e.Leading() {
+		t.Fatal("leads while the child process does")
+	}
+	killed := time.Now()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for !e.Leading() {
+		if time.Since(killed) > 15*time.Second {
+			t.Fatal("does not lead 15 s after the leader process was killed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("handover after the leader process was killed: %v", time.Since(killed).Round(time.Millisecond))
+}
+
+// leaderChildEnv names the store leaderChild campaigns on: TestMain runs
+// it instead of the tests when it is set.
+const leaderChildEnv = "AGENT2ENV_TEST_LEADER_CHILD"
+
+// leaderChild is TestLeaderProcessKilled's leader, in a process of its
+// own: it says "leading" once it leads, and runs until killed.
+func leaderChild(url string) int {
+	s, err := Open(context.Background(), url)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	e := leader.New(s.Leadership(), nil)
+	go e.Run(context.Background())
+	for !e.Leading() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	fmt.Println("leading")
+	select {}
 }
