@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,8 +13,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 	"github.com/agent2env/agent2env/internal/runtime/kube"
+	"github.com/agent2env/agent2env/internal/store"
 )
 
 // Two daemons on one PostgreSQL store run the sandbox sweep once: on the
@@ -182,4 +185,37 @@ func TestHostRuntimeRefused(t *testing.T) {
 		t.Fatalf("New once the first daemon stopped: %v", err)
 	}
 	sys.Close()
+}
+
+// A daemon joining another on its store recovers nothing: the warm pool
+// sandbox of the first, which a recovery would delete, stays.
+func TestJoiningDaemonRecoversNothing(t *testing.T) {
+	ctx := context.Background()
+	url := postgresServer.URL(t)
+	rt := fakeruntime.New()
+	t.Cleanup(func() { rt.Close() })
+	cfg := testConfig(t.TempDir(), rt)
+	cfg.Store, cfg.Runtime = url, kube.Name
+	first := start(t, cfg, nil)
+	now := time.Now().UTC()
+	pooled := &store.Sandbox{ID: "sb-pooled", Image: tinyRef, Status: string(api.StatusRunning), Runtime: "fake",
+		Pool: "python", CreatedAt: now, UpdatedAt: now, AccessToken: "t"}
+	if err := first.sys.Store.CreateSandbox(ctx, pooled); err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = t.TempDir()
+	second := start(t, cfg, nil)
+	if _, err := second.sys.Store.GetSandbox(ctx, pooled.ID); err != nil {
+		t.Errorf("the first daemon's warm pool sandbox after the second started: %v", err)
+	}
+	if !strings.Contains(second.log.String(), "another daemon of the store leads") {
+		t.Error("the joining daemon does not say why it recovers nothing")
+	}
+	// Alone on the store, a daemon recovers: the pool's sandbox goes.
+	first.stop()
+	second.stop()
+	alone := start(t, cfg, nil)
+	if _, err := alone.sys.Store.GetSandbox(ctx, pooled.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("the warm pool sandbox after a daemon started alone: %v; want it gone", err)
+	}
 }

@@ -64,9 +64,21 @@ func (s *System) leaderOnly(run func(ctx context.Context) error) func(ctx contex
 }
 
 // recover re-adopts the sandboxes and resumes the prepulls a previous
-// daemon left. The runtime serves recovered sandboxes the daemon's
-// services from here on: every part is built.
+// daemon left, when this daemon is the first of its store to start: it
+// takes the leadership now (leader.Elector.TryLead). A daemon joining
+// others that share the store recovers nothing: the sandboxes being made,
+// and the warm pools, that recovery cleans up are theirs. The runtime
+// serves recovered sandboxes the daemon's services from here on: every
+// part is built.
 func (s *System) recover(ctx context.Context) error {
+	first, err := s.Leader.TryLead(ctx)
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	if !first {
+		s.log.Info("another daemon of the store leads: what a previous daemon left is its to recover")
+		return nil
+	}
 	if err := s.Manager.Recover(ctx); err != nil {
 		return err
 	}
@@ -186,6 +198,9 @@ func (s *System) Close() error {
 	}
 	if s.LLMArchive != nil {
 		s.LLMArchive.Close() // what it has left to index, before the store closes
+	}
+	if s.Leader != nil {
+		s.Leader.Close() // a leadership taken at start that Serve never took over
 	}
 	if s.hostRuntime != nil {
 		s.hostRuntime.Unlock()

@@ -54,6 +54,8 @@ type Elector struct {
 	// leading; changed is closed, and replaced, when it changes.
 	term    context.Context
 	changed chan struct{}
+	// first is the lock TryLead took, for Run to lead with.
+	first Held
 }
 
 // Option configures an Elector.
@@ -92,6 +94,33 @@ func (e *Elector) setTerm(ctx context.Context) {
 	e.changed = make(chan struct{})
 }
 
+// TryLead tries the lock once, before Run: true when it took it, and Run
+// then leads with it from its start. A daemon that is the first of its
+// store to start (no other leads) may recover what the previous ones
+// left; one joining others must not. Close gives the lock up if Run never
+// runs.
+func (e *Elector) TryLead(ctx context.Context) (bool, error) {
+	h, err := e.lock.TryLock(ctx)
+	if err != nil || h == nil {
+		return false, err
+	}
+	e.mu.Lock()
+	e.first = h
+	e.mu.Unlock()
+	return true, nil
+}
+
+// Close gives up the lock TryLead took if Run has not taken it over.
+func (e *Elector) Close() {
+	e.mu.Lock()
+	h := e.first
+	e.first = nil
+	e.mu.Unlock()
+	if h != nil {
+		h.Unlock()
+	}
+}
+
 // Run campaigns until ctx ends: it takes the lock when it is free, leads
 // until the lock is lost, and tries again every retry period. It logs
 // each change of role. It returns ctx's error.
@@ -105,7 +134,13 @@ func (e *Elector) Run(ctx context.Context) error {
 			return ctx.Err()
 		case <-t.C:
 		}
-		h, err := e.lock.TryLock(ctx)
+		e.mu.Lock()
+		h, err := e.first, error(nil)
+		e.first = nil
+		e.mu.Unlock()
+		if h == nil {
+			h, err = e.lock.TryLock(ctx)
+		}
 		switch {
 		case err != nil && ctx.Err() == nil:
 			e.log.Warn("leader election: cannot try the lock", "err", err, "retry_in", e.retry)

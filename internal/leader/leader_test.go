@@ -8,10 +8,37 @@ import (
 )
 
 // fakeLock is a Lock that one holder at a time takes, whose holding the
-// test can end (lose).
+// test can end (lose). Through as, holders have names, and the holder
+// that lost it cannot take it again (as a daemon whose host is gone).
 type fakeLock struct {
-	mu   sync.Mutex
-	held *fakeHeld
+	mu     sync.Mutex
+	held   *fakeHeld
+	holder int
+	barred int // 0: none
+}
+
+// as is the lock as the holder named id (> 0) takes it.
+func (l *fakeLock) as(id int) Lock { return named{l, id} }
+
+type named struct {
+	l  *fakeLock
+	id int
+}
+
+func (n named) TryLock(ctx context.Context) (Held, error) {
+	n.l.mu.Lock()
+	barred := n.l.barred == n.id
+	n.l.mu.Unlock()
+	if barred {
+		return nil, nil
+	}
+	h, err := n.l.TryLock(ctx)
+	if h != nil {
+		n.l.mu.Lock()
+		n.l.holder = n.id
+		n.l.mu.Unlock()
+	}
+	return h, err
 }
 
 type fakeHeld struct {
@@ -34,7 +61,7 @@ func (l *fakeLock) TryLock(context.Context) (Held, error) {
 func (l *fakeLock) lose() {
 	l.mu.Lock()
 	h := l.held
-	l.held = nil
+	l.held, l.barred = nil, l.holder
 	l.mu.Unlock()
 	if h != nil {
 		h.once.Do(func() { close(h.lost) })
@@ -62,7 +89,7 @@ func TestWhileLeader(t *testing.T) {
 		starts  = map[int]int{}
 		both    bool
 	)
-	electors := []*Elector{New(lock, nil, WithRetry(5*time.Millisecond)), New(lock, nil, WithRetry(5*time.Millisecond))}
+	electors := []*Elector{New(lock.as(1), nil, WithRetry(5*time.Millisecond)), New(lock.as(2), nil, WithRetry(5*time.Millisecond))}
 	var wg sync.WaitGroup
 	for i, e := range electors {
 		wg.Add(2)
@@ -141,5 +168,36 @@ func TestAlways(t *testing.T) {
 	<-done
 	if e.Leading() {
 		t.Error("still leading after Run returned")
+	}
+}
+
+// TryLead takes the lock for Run to lead with; another elector's TryLead
+// then fails, and Close gives up a lock Run never took.
+func TestTryLead(t *testing.T) {
+	lock := &fakeLock{}
+	a, b := New(lock, nil), New(lock, nil)
+	if ok, err := a.TryLead(context.Background()); !ok || err != nil {
+		t.Fatalf("first TryLead: %v, %v", ok, err)
+	}
+	if ok, err := b.TryLead(context.Background()); ok || err != nil {
+		t.Fatalf("second TryLead: %v, %v; want false", ok, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); a.Run(ctx) }()
+	for deadline := time.Now().Add(5 * time.Second); !a.Leading(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("Run does not lead with the lock TryLead took")
+		}
+	}
+	cancel()
+	<-done
+	// Run gave it up: b takes it, and Close gives it up again.
+	if ok, err := b.TryLead(context.Background()); !ok || err != nil {
+		t.Fatalf("TryLead after Run ended: %v, %v", ok, err)
+	}
+	b.Close()
+	if h, _ := lock.TryLock(context.Background()); h == nil {
+		t.Error("the lock is still held after Close")
 	}
 }
