@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/sse"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 	"github.com/agent2env/agent2env/internal/runtime/kube"
@@ -104,11 +106,11 @@ func TestLeaderLoops(t *testing.T) {
 	t.Logf("handover after the leader shut down: %v", time.Since(stopped).Round(time.Millisecond))
 }
 
-// A client following a run's events on one daemon sees what the daemon
-// that carries the run out does: its output as it comes, and its end.
-// (The daemons share one runtime, as on Kubernetes.)
-func TestRunEventsAcrossDaemons(t *testing.T) {
-	ctx := context.Background()
+// startShared starts two daemons on one PostgreSQL store and one
+// runtime, as Kubernetes is to the daemons sharing a store, each with its
+// configuration changed by setup (when not nil).
+func startShared(t *testing.T, setup func(*Config)) [2]*testDaemon {
+	t.Helper()
 	url := postgresServer.URL(t)
 	rt := fakeruntime.New()
 	t.Cleanup(func() { rt.Close() })
@@ -116,8 +118,21 @@ func TestRunEventsAcrossDaemons(t *testing.T) {
 	for i := range ds {
 		cfg := testConfig(t.TempDir(), rt)
 		cfg.Store, cfg.Runtime = url, kube.Name
+		if setup != nil {
+			setup(&cfg)
+		}
 		ds[i] = start(t, cfg, nil)
-		ds[i].importTiny()
+	}
+	return ds
+}
+
+// A client following a run's events on one daemon sees what the daemon
+// that carries the run out does: its output as it comes, and its end.
+func TestRunEventsAcrossDaemons(t *testing.T) {
+	ctx := context.Background()
+	ds := startShared(t, nil)
+	for _, d := range ds {
+		d.importTiny()
 	}
 	task := fmt.Sprintf("name: talk\nimage: %s\nagent: custom\ngoal: talk\n"+
 		"entrypoint: 'echo first; sleep 2; echo second; sleep 1'\nend: {timeout: 1m}\n", tinyRef)
@@ -217,5 +232,32 @@ func TestJoiningDaemonRecoversNothing(t *testing.T) {
 	alone := start(t, cfg, nil)
 	if _, err := alone.sys.Store.GetSandbox(ctx, pooled.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("the warm pool sandbox after a daemon started alone: %v; want it gone", err)
+	}
+}
+
+// A client following the LLM exchange stream on one daemon sees the
+// exchanges another daemon's proxy made, as they end.
+func TestLLMStreamAcrossDaemons(t *testing.T) {
+	ds := startShared(t, func(cfg *Config) {
+		cfg.LLMConfig = filepath.Join(t.TempDir(), "llm.yaml")
+		writeLLMConfig(t, cfg.LLMConfig, sseUpstream(t, "hello", nil))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ds[0].addr+"/api/v1/llm/exchanges/stream", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("follow: %d", resp.StatusCode)
+	}
+	if code, body := llmCall(t, ds[1].addr, "", false); code != http.StatusOK {
+		t.Fatalf("LLM call on the other daemon: %d %s", code, body)
+	}
+	ev, err := sse.NewReader(resp.Body).Next()
+	if err != nil || ev.Name == "error" || !strings.Contains(string(ev.Data), `"m"`) {
+		t.Errorf("the follow on the first daemon: %q %s, %v; want the other daemon's exchange", ev.Name, ev.Data, err)
 	}
 }

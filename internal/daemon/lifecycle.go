@@ -22,7 +22,8 @@ import (
 // pools' refills, the session reaper, the LLM archive's retention) run
 // only on the leader among the daemons sharing the store (leaderOnly);
 // the others run on every daemon: the LLM keys' usage counted here, the
-// task runs this daemon claimed, the images of this host.
+// notifications of its LLM archive's index, the task runs this daemon
+// claimed, the images of this host.
 func (s *System) registerLoops() {
 	// Campaigns for leadership; logs this daemon's role as it changes.
 	s.Loops.Go("leader election", s.Leader.Run)
@@ -50,6 +51,11 @@ func (s *System) registerLoops() {
 	s.Loops.Go("llm archive retention", s.leaderOnly(func(ctx context.Context) error {
 		return s.LLMArchive.RunRetention(ctx, time.Minute)
 	}))
+	// Wakes the LLM exchange stream's follows when any daemon of the
+	// store indexed exchanges.
+	s.Loops.Go("llm index notifications", func(ctx context.Context) error {
+		return s.llmIndex.relay(ctx, s.Notes, s.log)
+	})
 	// Carries out submitted task runs; at its first start it ends the runs
 	// a previous daemon left (failed, "daemon restarted"). Runs in flight
 	// when it stops are left to that recovery.
