@@ -53,6 +53,9 @@ var (
 	errTimeout   = errors.New("timeout")
 	errHung      = errors.New("hung")
 	errLost      = errors.New("sandbox lost")
+	// errUnclaimed: this daemon could not renew its claim on the run for
+	// longer than the lease, so another may have taken it over.
+	errUnclaimed = errors.New("claim lapsed")
 )
 
 const reasonCancelled = "cancelled by request"
@@ -80,6 +83,7 @@ func endCause(kind error, format string, args ...any) error {
 // the next daemon's recovery.
 func (s *Service) Run(ctx context.Context) error {
 	s.recoverOnce.Do(func() { s.recover(ctx) })
+	s.renewed = s.now()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if s.notes != nil {

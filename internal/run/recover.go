@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
@@ -40,11 +41,22 @@ func (s *Service) recover(ctx context.Context) {
 
 // renew extends the leases of this daemon's runs, and takes over the
 // runs whose claim lapsed (their daemon died), which end with
-// ReasonOrphaned unless they can be queued again.
+// ReasonOrphaned unless they can be queued again. When it has not
+// renewed them for longer than the lease (the store is out of reach),
+// it ends the runs it carries out, failed: another daemon may have taken
+// them over.
 func (s *Service) renew(ctx context.Context) {
 	now := s.now().UTC()
-	if _, err := s.store.RenewRunLeases(ctx, s.cfg.Owner, now.Add(s.cfg.Lease)); err != nil && ctx.Err() == nil {
+	if _, err := s.store.RenewRunLeases(ctx, s.cfg.Owner, now.Add(s.cfg.Lease)); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
 		s.log.Warn("renew the claims of this daemon's runs", "err", err)
+		if since := now.Sub(s.renewed); since > s.cfg.Lease {
+			s.dropClaims(since)
+		}
+	} else {
+		s.renewed = now
 	}
 	recs, err := s.store.ClaimRuns(ctx, store.RunClaim{Owner: s.cfg.Owner, Until: now.Add(s.cfg.Lease), Now: now})
 	if err != nil {
@@ -57,6 +69,20 @@ func (s *Service) renew(ctx context.Context) {
 		s.log.Info("runs whose daemon stopped taken over", "runs", len(recs))
 	}
 	s.takeOver(ctx, recs, ReasonOrphaned)
+}
+
+// dropClaims ends the runs this daemon carries out, whose claims it has
+// not renewed for since.
+func (s *Service) dropClaims(since time.Duration) {
+	s.mu.Lock()
+	jobs := slices.Collect(maps.Values(s.jobs))
+	s.mu.Unlock()
+	for _, j := range jobs {
+		if j.cancel(endCause(errUnclaimed, "this daemon could not renew its claim on the run for %s (the store was out of reach): "+
+			"another daemon may have taken it over", since.Round(time.Second))) {
+			s.log.Warn("run ended: its claim lapsed", logRun, j.id)
+		}
+	}
 }
 
 // takeOver carries on with recs, runs this daemon has just claimed that

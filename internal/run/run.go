@@ -255,6 +255,8 @@ type Service struct {
 	batches map[string]bool
 	// recoverOnce recovers the runs of a previous daemon at the first Run.
 	recoverOnce sync.Once
+	// renewed is when the Run loop last renewed this daemon's claims.
+	renewed time.Time
 }
 
 // New returns the runner over sbx and st. It starts nothing: call Run.
@@ -414,8 +416,12 @@ func (s *Service) Cancel(ctx context.Context, id string) (*api.Run, error) {
 	return view(r), nil
 }
 
-// errNoChange aborts a store update that has nothing to do.
-var errNoChange = errors.New("no change")
+// errNoChange aborts a store update that has nothing to do; errClaimed
+// the start of a run another daemon has claimed.
+var (
+	errNoChange = errors.New("no change")
+	errClaimed  = errors.New("claimed by another daemon")
+)
 
 // Delete removes ended run id and its files; a run not ended is
 // ErrFailedPrecondition (cancel it first); another tenant's is

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -872,4 +873,56 @@ func TestTakeOver(t *testing.T) {
 		t.Errorf("the run another daemon holds: %+v, %v; want it running, its", r, err)
 	}
 	e.noSandboxes(t)
+}
+
+// unrenewable is a store whose RenewRunLeases fails once told to, as when
+// the daemon loses the store.
+type unrenewable struct {
+	store.Runs
+	fail atomic.Bool
+}
+
+func (u *unrenewable) RenewRunLeases(ctx context.Context, owner string, until time.Time) (int, error) {
+	if u.fail.Load() {
+		return 0, errors.New("the store is out of reach")
+	}
+	return u.Runs.RenewRunLeases(ctx, owner, until)
+}
+
+// A daemon that cannot renew its claims for longer than the lease ends
+// the runs it carries out (another daemon may have taken them over); and
+// it does not start a queued run another daemon has claimed.
+func TestClaimLapsed(t *testing.T) {
+	e := newEnv(t, Config{Lease: 600 * time.Millisecond})
+	e.stop()
+	st := &unrenewable{Runs: e.St}
+	svc, err := New(e.svc.cfg, service.NewSandboxes(e.M, ""), st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc = svc
+	e.start(t)
+	long := "name: long\nagent: custom\ngoal: g\nentrypoint: sleep 30\nend: {timeout: 1m}\n"
+	b := e.submit(t, long, api.RunSubmitRequest{Repeats: 2, Parallel: 1})
+	waitPhase(t, e, b.Runs[0].ID, api.PhaseAgent)
+	// The second, still queued, is another daemon's now.
+	held := time.Now().Add(time.Hour)
+	if _, err := e.St.UpdateRun(bg, b.Runs[1].ID, func(r *store.Run) error {
+		r.ClaimedBy, r.LeaseUntil = "other", &held
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st.fail.Store(true)
+	r, err := e.svc.Get(bg, b.Runs[0].ID)
+	for deadline := time.Now().Add(10 * time.Second); err == nil && !r.Status.Final() && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		r, err = e.svc.Get(bg, b.Runs[0].ID)
+	}
+	if err != nil || r.Status != api.RunFailed || !strings.Contains(r.Reason, "could not renew its claim") {
+		t.Fatalf("the running run: %+v, %v; want it failed, its claim not renewed", r, err)
+	}
+	time.Sleep(500 * time.Millisecond) // the slot is free: the queued run would start now
+	if r, err := e.St.GetRun(bg, b.Runs[1].ID); err != nil || r.Status != string(api.RunQueued) || r.ClaimedBy != "other" {
+		t.Errorf("the run another daemon claimed: %+v, %v; want it queued, the other's", r, err)
+	}
 }
