@@ -17,30 +17,44 @@ import (
 // stopped. (Prepull tasks and the manager's sandbox starts are not loops:
 // each is work a request started, bounded by its own timeout, and the
 // service that started it waits for it in Close.)
+//
+// The loops that act on every daemon's records (the sweep, the warm
+// pools' refills, the session reaper, the LLM archive's retention) run
+// only on the leader among the daemons sharing the store (leaderOnly);
+// the others run on every daemon: the LLM keys' usage counted here, the
+// notifications of its LLM archive's index, the task runs this daemon
+// claimed, the images of this host.
 func (s *System) registerLoops() {
+	// Campaigns for leadership; logs this daemon's role as it changes.
+	s.Loops.Go("leader election", s.Leader.Run)
 	// Expires sandboxes and notices dead ones; a restart resumes at the
 	// next tick.
-	s.Loops.Go("sandbox sweep", func(ctx context.Context) error {
+	s.Loops.Go("sandbox sweep", s.leaderOnly(func(ctx context.Context) error {
 		s.Manager.Run(ctx)
 		return ctx.Err()
-	})
+	}))
 	// One loop per warm pool, so that a pool that fails does not hold up
 	// the others; its ready sandboxes stay in it across a restart.
 	for _, name := range s.Pools.Names() {
-		s.Loops.Go("warm pool "+name, func(ctx context.Context) error { return s.Pools.Fill(ctx, name) })
+		s.Loops.Go("warm pool "+name, s.leaderOnly(func(ctx context.Context) error { return s.Pools.Fill(ctx, name) }))
 	}
 	// Ends idle and over-age sessions and reaps orphans; a restart resumes
 	// at the next period.
-	s.Loops.Go("session reaper", func(ctx context.Context) error {
+	s.Loops.Go("session reaper", s.leaderOnly(func(ctx context.Context) error {
 		s.Sessions.Run(ctx)
 		return ctx.Err()
-	})
+	}))
 	// Writes the LLM keys' usage to the store; the hot path only counts
 	// in memory.
 	s.Loops.Go("llm key usage", func(ctx context.Context) error { return s.LLM.Maintain(ctx, 5*time.Second) })
 	// Removes what the LLM archive keeps past its limits.
-	s.Loops.Go("llm archive retention", func(ctx context.Context) error {
+	s.Loops.Go("llm archive retention", s.leaderOnly(func(ctx context.Context) error {
 		return s.LLMArchive.RunRetention(ctx, time.Minute)
+	}))
+	// Wakes the LLM exchange stream's follows when any daemon of the
+	// store indexed exchanges.
+	s.Loops.Go("llm index notifications", func(ctx context.Context) error {
+		return s.llmIndex.relay(ctx, s.Notes, s.log)
 	})
 	// Carries out submitted task runs; at its first start it ends the runs
 	// a previous daemon left (failed, "daemon restarted"). Runs in flight
@@ -49,10 +63,28 @@ func (s *System) registerLoops() {
 	s.registerPrebuild()
 }
 
+// leaderOnly returns loop run so that it runs while this daemon leads, its
+// context ending when the leadership does, and waits while it follows.
+func (s *System) leaderOnly(run func(ctx context.Context) error) func(ctx context.Context) error {
+	return func(ctx context.Context) error { return s.Leader.WhileLeader(ctx, run) }
+}
+
 // recover re-adopts the sandboxes and resumes the prepulls a previous
-// daemon left. The runtime serves recovered sandboxes the daemon's
-// services from here on: every part is built.
+// daemon left, when this daemon is the first of its store to start: it
+// takes the leadership now (leader.Elector.TryLead). A daemon joining
+// others that share the store recovers nothing: the sandboxes being made,
+// and the warm pools, that recovery cleans up are theirs. The runtime
+// serves recovered sandboxes the daemon's services from here on: every
+// part is built.
 func (s *System) recover(ctx context.Context) error {
+	first, err := s.Leader.TryLead(ctx)
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	if !first {
+		s.log.Info("another daemon of the store leads: what a previous daemon left is its to recover")
+		return nil
+	}
 	if err := s.Manager.Recover(ctx); err != nil {
 		return err
 	}
@@ -172,6 +204,12 @@ func (s *System) Close() error {
 	}
 	if s.LLMArchive != nil {
 		s.LLMArchive.Close() // what it has left to index, before the store closes
+	}
+	if s.Leader != nil {
+		s.Leader.Close() // a leadership taken at start that Serve never took over
+	}
+	if s.hostRuntime != nil {
+		s.hostRuntime.Unlock()
 	}
 	if s.Store == nil {
 		return nil

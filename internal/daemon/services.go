@@ -40,6 +40,9 @@ type services struct {
 	// LLMArchive records every exchange through the LLM proxy and gives
 	// runs their tokens.
 	LLMArchive *archive.Archive
+	// llmIndex is the archive as the API reads it, its follows woken by
+	// every daemon of the store.
+	llmIndex *sharedIndex
 	// Runs runs tasks; the LLM proxy reports a run's model calls to it
 	// (run.Service.Progress).
 	Runs *run.Service
@@ -82,13 +85,14 @@ func buildServices(ctx context.Context, cfg Config, st state) (svc services, err
 	}, st.Store); err != nil {
 		return svc, err
 	}
+	svc.llmIndex = newSharedIndex(svc.LLMArchive)
 	// The runner lists the LLM proxy's models and the proxy tells the
 	// runner of its calls: the runner comes first, and finds the proxy
 	// when it lists models, never before New has built it.
 	var llm *gate.Gate
 	if svc.Runs, err = run.New(run.Config{Dir: filepath.Join(cfg.DataDir, "runs"), TasksDir: cfg.TasksDir, MaxParallel: cfg.MaxRuns,
 		Models: func() []string { return llm.Models() }},
-		svc.Sandboxes, st.Store, cfg.Log, run.WithLLMUsage(svc.LLMArchive)); err != nil {
+		svc.Sandboxes, st.Store, cfg.Log, run.WithLLMUsage(svc.LLMArchive), run.WithNotifier(st.Notes)); err != nil {
 		return svc, err
 	}
 	svc.LLM, svc.LLMKeys, svc.llmClient, err = buildLLM(cfg, st, svc.Runs, svc.LLMArchive, svc.Metrics)

@@ -9,10 +9,12 @@ import (
 	"strings"
 
 	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/leader"
 	"github.com/agent2env/agent2env/internal/llm/gate"
 	"github.com/agent2env/agent2env/internal/netproxy"
 	"github.com/agent2env/agent2env/internal/runtime"
 	_ "github.com/agent2env/agent2env/internal/runtime/all" // registers the runtimes
+	"github.com/agent2env/agent2env/internal/runtime/kube"
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
 	"github.com/agent2env/agent2env/internal/store/postgres"
@@ -22,9 +24,18 @@ import (
 // state is what the daemon keeps across restarts, and what runs
 // sandboxes.
 type state struct {
-	Store   recordStore
-	Images  *image.Store
-	Runtime sandbox.Runtime
+	Store recordStore
+	// Leader elects, among the daemons sharing Store, the one that runs
+	// the loops that must run once (registerLoops).
+	Leader *leader.Elector
+	// Notes carries notifications between the daemons sharing Store:
+	// the events of the runs each carries out.
+	Notes store.Notifier
+	// hostRuntime is held, on a shared store, by the daemon whose
+	// runtime keeps its sandboxes on its machine (holdHostRuntime).
+	hostRuntime leader.Held
+	Images      *image.Store
+	Runtime     sandbox.Runtime
 }
 
 // openState opens the store and the image store under cfg's directories
@@ -34,8 +45,15 @@ func openState(ctx context.Context, cfg Config, svc runtime.Services) (st state,
 	if err := os.MkdirAll(cfg.DataDir, 0o711); err != nil {
 		return st, fmt.Errorf("create data dir: %w", err)
 	}
-	if st.Store, err = openStore(ctx, cfg); err != nil {
+	var sh sharing
+	if st.Store, sh, err = openStore(ctx, cfg); err != nil {
 		return st, err
+	}
+	st.Leader, st.Notes = leader.New(sh.lock, cfg.Log), sh.notes
+	if sh.hostRuntime != nil && cfg.Runtime != kube.Name {
+		if st.hostRuntime, err = holdHostRuntime(ctx, cfg, sh.hostRuntime); err != nil {
+			return st, err
+		}
 	}
 	if st.Images, err = openImages(cfg); err != nil {
 		return st, err
@@ -51,25 +69,55 @@ type recordStore interface {
 	gate.KeyStore
 }
 
-// openStore opens the store cfg.Store names: "" or "sqlite", the SQLite
-// file <DataDir>/state.db; a postgres:// or postgresql:// URL, that
-// PostgreSQL database.
-func openStore(ctx context.Context, cfg Config) (recordStore, error) {
+// sharing is how the daemons of one store work together: the lock they
+// elect their leader with, the notifications between them, and the lock
+// of the one daemon whose runtime is its machine's (nil: the store is one
+// daemon's anyway).
+type sharing struct {
+	lock        leader.Lock
+	notes       store.Notifier
+	hostRuntime leader.Lock
+}
+
+// openStore opens the store cfg.Store names, and returns it with how its
+// daemons share it: "" or "sqlite", the SQLite file <DataDir>/state.db,
+// which one daemon owns, and so always leads and notifies itself only; a
+// postgres:// or postgresql:// URL, that PostgreSQL database, whose
+// daemons elect a leader and notify each other.
+func openStore(ctx context.Context, cfg Config) (recordStore, sharing, error) {
 	switch s := cfg.Store; {
 	case s == "" || s == "sqlite":
 		st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "state.db"))
 		if err != nil {
-			return nil, err // not a nil *sqlite.Store in a recordStore
+			return nil, sharing{}, err // not a nil *sqlite.Store in a recordStore
 		}
-		return st, nil
+		return st, sharing{lock: leader.Always{}, notes: &store.LocalNotifier{}}, nil
 	case strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://"):
 		st, err := postgres.Open(ctx, s)
 		if err != nil {
-			return nil, err
+			return nil, sharing{}, err
 		}
-		return st, nil
+		return st, sharing{lock: st.Leadership(), notes: st, hostRuntime: st.HostRuntime()}, nil
 	}
-	return nil, fmt.Errorf("store %q: want sqlite or a PostgreSQL URL (postgres://user@host:5432/database)", postgres.Redact(cfg.Store))
+	return nil, sharing{}, fmt.Errorf("store %q: want sqlite or a PostgreSQL URL (postgres://user@host:5432/database)", postgres.Redact(cfg.Store))
+}
+
+// holdHostRuntime takes lock, which the daemon holds while it runs, for a
+// runtime that keeps its sandboxes on this machine (oci) on a store other
+// daemons may share: each such daemon sees only its own sandboxes, and
+// the leader's sweep would fail every other's as dead. A second one is
+// refused; daemons sharing a store run the kubernetes runtime.
+func holdHostRuntime(ctx context.Context, cfg Config, lock leader.Lock) (leader.Held, error) {
+	h, err := lock.TryLock(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("runtime %s on a shared store: %w", cfg.Runtime, err)
+	}
+	if h == nil {
+		return nil, fmt.Errorf("runtime %s: another daemon with a runtime of its own machine uses store %s: "+
+			"such a runtime keeps its sandboxes on one machine, so one daemon owns them all; "+
+			"several daemons on one store need --runtime %s", cfg.Runtime, postgres.Redact(cfg.Store), kube.Name)
+	}
+	return h, nil
 }
 
 // openImages opens the image store of cfg.ImageDir.

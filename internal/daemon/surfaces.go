@@ -40,7 +40,7 @@ type surfaces struct {
 // for Close.
 func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) {
 	sf.Gateway = gateway.New(svc.Sandboxes, cfg.Log)
-	sf.llmExchanges = service.NewLLMExchanges(svc.LLMArchive)
+	sf.llmExchanges = service.NewLLMExchanges(svc.llmIndex)
 	// REST and MCP share one view of the contexts.
 	contextsView := service.NewContexts(svc.Contexts)
 	sf.MCP = mcpserver.New(mcpserver.Config{ScopeByKey: cfg.authOn(), Log: cfg.Log}, contextsView, svc.Sessions)

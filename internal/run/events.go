@@ -15,6 +15,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
 )
 
 func nowNanos() int64 { return time.Now().UnixNano() }
@@ -44,6 +45,9 @@ type eventLog struct {
 	// changed is closed, and replaced, at each append and at the end.
 	changed chan struct{}
 	ended   bool
+	// publish, when set, tells the store's other daemons of each event
+	// added.
+	publish func(api.RunEvent)
 }
 
 // openLog opens (creating) the logs of run id for appending and makes
@@ -68,6 +72,9 @@ func (s *Service) openLog(id string) (*eventLog, error) {
 		return nil, fmt.Errorf("open the logs of run %s: %w", id, err)
 	}
 	l := &eventLog{limit: s.cfg.OutputLimit, events: ev, out: out, changed: make(chan struct{})}
+	if s.notes != nil {
+		l.publish = func(ev api.RunEvent) { s.publish(id, ev) }
+	}
 	// A log a previous daemon wrote continues its numbering.
 	if data, err := io.ReadAll(ev); err == nil {
 		l.seq, l.size = int64(bytes.Count(data, []byte("\n"))), int64(len(data))
@@ -108,6 +115,9 @@ func (l *eventLog) add(ev api.RunEvent) {
 	b = append(b, '\n')
 	if n, err := l.events.Write(b); err == nil {
 		l.size += int64(n)
+	}
+	if l.publish != nil {
+		l.publish(ev)
 	}
 	close(l.changed)
 	l.changed = make(chan struct{})
@@ -179,6 +189,9 @@ func (s *Service) Follow(ctx context.Context, id string, fn func(api.RunEvent) e
 		if final(r.Status) {
 			break
 		}
+		if s.notes != nil && r.ClaimedBy != "" && r.ClaimedBy != s.cfg.Owner {
+			return s.followElsewhere(ctx, id, fn)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -194,8 +207,7 @@ func (s *Service) Follow(ctx context.Context, id string, fn func(api.RunEvent) e
 			return runErr(err, id)
 		}
 		if final(r.Status) {
-			return fn(api.RunEvent{Seq: 1, Time: r.UpdatedAt, Type: api.RunEventEnd, Phase: api.PhaseDone,
-				Status: api.RunStatus(r.Status), Reason: r.Reason})
+			return fn(endEvent(r, 1))
 		}
 		return nil
 	}
@@ -241,6 +253,12 @@ func (s *Service) Follow(ctx context.Context, id string, fn func(api.RunEvent) e
 		case <-changed:
 		}
 	}
+}
+
+// endEvent is the end event, numbered seq, of r, which ended.
+func endEvent(r *store.Run, seq int64) api.RunEvent {
+	return api.RunEvent{Seq: seq, Time: r.UpdatedAt, Type: api.RunEventEnd, Phase: api.PhaseDone,
+		Status: api.RunStatus(r.Status), Reason: r.Reason}
 }
 
 // Logs opens run id's output log (stdout lines, stderr lines marked

@@ -74,10 +74,16 @@ func (s *Service) execute(ctx context.Context, j *job) {
 		if r.Status != string(api.RunQueued) {
 			return errNoChange // cancelled while queued
 		}
+		if r.ClaimedBy != s.cfg.Owner {
+			return errClaimed // this daemon's claim lapsed and another took the run
+		}
 		r.Status, r.Phase, r.StartedAt, r.UpdatedAt = string(api.RunRunning), api.PhaseCreate, &now, now
 		return nil
 	}); err != nil {
-		if !errors.Is(err, errNoChange) {
+		switch {
+		case errors.Is(err, errClaimed):
+			s.log.Warn("run not started: another daemon claimed it", logRun, j.id)
+		case !errors.Is(err, errNoChange):
 			s.log.Error("start run", logRun, j.id, "err", err)
 		}
 		return
@@ -116,7 +122,7 @@ func (s *Service) execute(ctx context.Context, j *job) {
 
 // isOurs reports whether cause is one the runner ends runs with.
 func isOurs(cause error) bool {
-	for _, c := range []error{errCancelled, errTimeout, errHung, errLost} {
+	for _, c := range []error{errCancelled, errTimeout, errHung, errLost, errUnclaimed} {
 		if errors.Is(cause, c) {
 			return true
 		}

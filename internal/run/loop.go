@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/task"
@@ -52,6 +53,9 @@ var (
 	errTimeout   = errors.New("timeout")
 	errHung      = errors.New("hung")
 	errLost      = errors.New("sandbox lost")
+	// errUnclaimed: this daemon could not renew its claim on the run for
+	// longer than the lease, so another may have taken it over.
+	errUnclaimed = errors.New("claim lapsed")
 )
 
 const reasonCancelled = "cancelled by request"
@@ -71,13 +75,26 @@ func endCause(kind error, format string, args ...any) error {
 }
 
 // Run carries out the submitted runs until ctx ends; first, once per
-// Service, it recovers the runs a previous daemon left active. When ctx
-// ends it waits for the runs in flight to stop, leaving their records
-// active for the next daemon's recovery.
+// Service, it claims and recovers the runs a previous daemon left active
+// (its own, and those whose claim lapsed). Every third of the lease it
+// renews its claims and takes over the runs whose claim lapsed: those of
+// a daemon sharing the store that died. When ctx ends it waits for the
+// runs in flight to stop, leaving their records active, and claimed, for
+// the next daemon's recovery.
 func (s *Service) Run(ctx context.Context) error {
 	s.recoverOnce.Do(func() { s.recover(ctx) })
+	s.renewed = s.now()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	if s.notes != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.sendEvents(ctx)
+		}()
+	}
+	tick := time.NewTicker(s.cfg.Lease / 3)
+	defer tick.Stop()
 	for {
 		s.mu.Lock()
 		q := s.queue
@@ -94,6 +111,8 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-s.wake:
+		case <-tick.C:
+			s.renew(ctx)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
@@ -15,20 +16,84 @@ import (
 	"github.com/agent2env/agent2env/internal/task"
 )
 
-// recover takes up the runs a previous daemon left queued or running.
-// A queued run, which never started, is queued again, with its
-// submission's parallelism and inputs (its batchRecord); one whose
-// submission has no record (it never completed) ends as a running one
-// does: failed with ReasonRestarted, after its artifacts are collected
-// where its sandbox still runs, and its sandbox deleted. (An agent's
-// command ends with the daemon's connection to it, so there is nothing
-// to re-adopt.)
+// recover claims and takes up the runs a previous daemon left active:
+// this daemon's under its name (Config.Owner), and any whose claim
+// lapsed (takeOver); then it removes the files of the submissions left
+// but those of this one's and of those queued again.
 func (s *Service) recover(ctx context.Context) {
-	recs, _, err := s.store.ListRunPage(ctx, store.RunFilter{Active: true}, store.Page{})
+	now := s.now().UTC()
+	recs, err := s.store.ClaimRuns(ctx, store.RunClaim{Owner: s.cfg.Owner, Until: now.Add(s.cfg.Lease), Now: now, Mine: true})
 	if err != nil {
 		s.log.Error("recover runs", "err", err)
 		return
 	}
+	s.takeOver(ctx, recs, ReasonRestarted)
+	s.mu.Lock()
+	keep := maps.Clone(s.batches)
+	s.mu.Unlock()
+	ents, _ := os.ReadDir(s.batchesDir())
+	for _, e := range ents {
+		if !keep[e.Name()] {
+			s.removeBatch(e.Name())
+		}
+	}
+}
+
+// renew extends the leases of this daemon's runs, and takes over the
+// runs whose claim lapsed (their daemon died), which end with
+// ReasonOrphaned unless they can be queued again. When it has not
+// renewed them for longer than the lease (the store is out of reach),
+// it ends the runs it carries out, failed: another daemon may have taken
+// them over.
+func (s *Service) renew(ctx context.Context) {
+	now := s.now().UTC()
+	if _, err := s.store.RenewRunLeases(ctx, s.cfg.Owner, now.Add(s.cfg.Lease)); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("renew the claims of this daemon's runs", "err", err)
+		if since := now.Sub(s.renewed); since > s.cfg.Lease {
+			s.dropClaims(since)
+		}
+	} else {
+		s.renewed = now
+	}
+	recs, err := s.store.ClaimRuns(ctx, store.RunClaim{Owner: s.cfg.Owner, Until: now.Add(s.cfg.Lease), Now: now})
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("claim the runs of stopped daemons", "err", err)
+		}
+		return
+	}
+	if len(recs) > 0 {
+		s.log.Info("runs whose daemon stopped taken over", "runs", len(recs))
+	}
+	s.takeOver(ctx, recs, ReasonOrphaned)
+}
+
+// dropClaims ends the runs this daemon carries out, whose claims it has
+// not renewed for since.
+func (s *Service) dropClaims(since time.Duration) {
+	s.mu.Lock()
+	jobs := slices.Collect(maps.Values(s.jobs))
+	s.mu.Unlock()
+	for _, j := range jobs {
+		if j.cancel(endCause(errUnclaimed, "this daemon could not renew its claim on the run for %s (the store was out of reach): "+
+			"another daemon may have taken it over", since.Round(time.Second))) {
+			s.log.Warn("run ended: its claim lapsed", logRun, j.id)
+		}
+	}
+}
+
+// takeOver carries on with recs, runs this daemon has just claimed that
+// it is not carrying out. A queued run, which never started, is queued
+// again, with its submission's parallelism and inputs (its batchRecord,
+// in this daemon's directory); one whose submission has no record here
+// ends as a running one does: failed with reason, after its artifacts
+// are collected where its sandbox still runs, and its sandbox deleted.
+// (An agent's command ends with its daemon's connection to it, so there
+// is nothing to re-adopt.)
+func (s *Service) takeOver(ctx context.Context, recs []*store.Run, reason string) {
 	var again []*batch
 	byID := map[string]*batch{}
 	for _, r := range recs {
@@ -55,7 +120,7 @@ func (s *Service) recover(ctx context.Context) {
 			}
 			s.log.Warn("recover run: cannot queue it again", logRun, r.ID, "err", err)
 		}
-		s.recoverRun(ctx, r)
+		s.recoverRun(ctx, r, reason)
 	}
 	for _, b := range again {
 		if len(b.jobs) == 0 {
@@ -66,17 +131,6 @@ func (s *Service) recover(ctx context.Context) {
 		s.queue = append(s.queue, b)
 		s.mu.Unlock()
 		s.log.Info("runs queued again after a restart", "batch", b.id, "runs", len(b.jobs))
-	}
-	// The files of the submissions a previous daemon left, but those of
-	// this one's and of those queued again.
-	s.mu.Lock()
-	keep := maps.Clone(s.batches)
-	s.mu.Unlock()
-	ents, _ := os.ReadDir(s.batchesDir())
-	for _, e := range ents {
-		if !keep[e.Name()] {
-			s.removeBatch(e.Name())
-		}
 	}
 }
 
@@ -104,7 +158,9 @@ func runTask(r *store.Run) (*task.Task, error) {
 	return t, nil
 }
 
-func (s *Service) recoverRun(ctx context.Context, r *store.Run) {
+// recoverRun ends run r, which no daemon carries out any more, failed
+// with reason.
+func (s *Service) recoverRun(ctx context.Context, r *store.Run, reason string) {
 	t, err := runTask(r)
 	if err != nil {
 		s.log.Warn("recover run", logRun, r.ID, "err", err)
@@ -139,5 +195,5 @@ func (s *Service) recoverRun(ctx context.Context, r *store.Run) {
 		// Without a log the run still ends; finish only writes to it.
 		e.log = &eventLog{ended: true, changed: make(chan struct{})}
 	}
-	s.finish(ctx, e, api.RunFailed, ReasonRestarted)
+	s.finish(ctx, e, api.RunFailed, reason)
 }

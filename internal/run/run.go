@@ -17,16 +17,25 @@
 //
 // Each run keeps, under <dir>/<id>/, its event log (events.jsonl, followed
 // live by Follow), the agent's output (output.log), its artifacts
-// (artifacts/<path in the sandbox>) and result.json.
+// (artifacts/<path in the sandbox>) and result.json. With a store Notifier
+// (WithNotifier) each event also goes to the other daemons of the store,
+// so that Follow of a run another daemon carries out passes them on from
+// when it starts following, and the end (remote.go).
 //
 // Runs are carried out by the Run loop (a supervisor loop): Submit only
-// records them and queues them for it. When the loop stops (daemon
-// shutdown) runs in flight are left as they are; the next Run first
-// recovers every run left active by a previous daemon: one still queued
-// is queued again, with its submission's parallelism and inputs; one that
-// was running ends failed with reason ReasonRestarted, after its
-// artifacts are collected where its sandbox survived, and its sandbox is
-// deleted. A Service is safe for concurrent use.
+// records them and queues them for it. Each run is claimed by the daemon
+// carrying it out (store.Run.ClaimedBy, Config.Owner) for a lease the loop
+// renews, so that daemons sharing a store never run the same run. When
+// the loop stops (daemon shutdown) runs in flight are left as they are;
+// the next Run first claims and recovers the runs a previous daemon left
+// active, its own and those whose lease lapsed; and every third of the
+// lease the loop takes over the runs whose lease lapsed, those of a
+// daemon that died. A run taken over that is still queued is queued
+// again, with its submission's parallelism and inputs when they are in
+// this daemon's directory; any other ends failed (ReasonRestarted,
+// ReasonOrphaned), after its artifacts are collected where its sandbox
+// survived, and its sandbox is deleted. A Service is safe for concurrent
+// use.
 //
 // A submission is a task file's content or a name under the tasks
 // directory (Config.TasksDir), with agents × models, k and parallelism.
@@ -70,8 +79,13 @@ import (
 // ManagedBy marks the sandboxes runs make.
 const ManagedBy = "runs"
 
-// ReasonRestarted is the reason of a run the daemon's restart ended.
-const ReasonRestarted = "daemon restarted"
+// ReasonRestarted is the reason of a run the daemon's restart ended;
+// ReasonOrphaned that of a run whose daemon stopped renewing its claim,
+// which another daemon ended.
+const (
+	ReasonRestarted = "daemon restarted"
+	ReasonOrphaned  = "the daemon running it stopped"
+)
 
 // Defaults of Config.
 const (
@@ -81,6 +95,7 @@ const (
 	DefaultArtifactLimit = 100 << 20
 	DefaultOutputLimit   = 64 << 20
 	DefaultReadyTimeout  = 10 * time.Minute
+	DefaultLease         = 30 * time.Second
 	// MaxInputsBytes bounds the input archive a submission carries.
 	MaxInputsBytes = 64 << 20
 	// tailLines is how many lines of output a result keeps.
@@ -117,6 +132,15 @@ type Config struct {
 	// Tick is how often a run's liveness is checked (default: a twentieth
 	// of its idle window, between 100ms and 2s).
 	Tick time.Duration
+	// Owner names this daemon among those sharing the store, in the
+	// claims of the runs it carries out (store.Run.ClaimedBy): the same
+	// name after a restart takes its runs back at once. Default: the
+	// host's name and Dir.
+	Owner string
+	// Lease is how long a claim holds unless renewed (default
+	// DefaultLease): the loop renews its claims every third of it, and
+	// claims the runs whose lease lapsed, those of a daemon that died.
+	Lease time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -137,6 +161,13 @@ func (c *Config) setDefaults() {
 	}
 	if c.ReadyTimeout <= 0 {
 		c.ReadyTimeout = DefaultReadyTimeout
+	}
+	if c.Lease <= 0 {
+		c.Lease = DefaultLease
+	}
+	if c.Owner == "" {
+		host, _ := os.Hostname()
+		c.Owner = host + ":" + c.Dir
 	}
 }
 
@@ -182,6 +213,13 @@ type Option func(*Service)
 // WithLLMUsage makes results take their tokens from the LLM proxy.
 func WithLLMUsage(u LLMUsage) Option { return func(s *Service) { s.llm = u } }
 
+// WithNotifier makes the service tell the other daemons of its store of
+// its runs' events, and follow through it the runs another daemon
+// carries out (remote.go).
+func WithNotifier(n store.Notifier) Option {
+	return func(s *Service) { s.notes, s.pub = n, make(chan []byte, pubBuffer) }
+}
+
 // WithClock makes the service read the time of its records from now
 // (tests); liveness and timings use the monotonic clock.
 func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
@@ -195,6 +233,10 @@ type Service struct {
 	now   func() time.Time
 	llm   LLMUsage      // nil: tokens as the agent reports them
 	slots chan struct{} // the daemon-wide MaxParallel
+	// notes carries run events between the daemons of the store, nil:
+	// none; pub holds the events waiting to be sent (remote.go).
+	notes store.Notifier
+	pub   chan []byte
 
 	mu sync.Mutex
 	// queue holds submitted batches until the Run loop takes them; wake
@@ -213,6 +255,8 @@ type Service struct {
 	batches map[string]bool
 	// recoverOnce recovers the runs of a previous daemon at the first Run.
 	recoverOnce sync.Once
+	// renewed is when the Run loop last renewed this daemon's claims.
+	renewed time.Time
 }
 
 // New returns the runner over sbx and st. It starts nothing: call Run.
@@ -372,8 +416,12 @@ func (s *Service) Cancel(ctx context.Context, id string) (*api.Run, error) {
 	return view(r), nil
 }
 
-// errNoChange aborts a store update that has nothing to do.
-var errNoChange = errors.New("no change")
+// errNoChange aborts a store update that has nothing to do; errClaimed
+// the start of a run another daemon has claimed.
+var (
+	errNoChange = errors.New("no change")
+	errClaimed  = errors.New("claimed by another daemon")
+)
 
 // Delete removes ended run id and its files; a run not ended is
 // ErrFailedPrecondition (cancel it first); another tenant's is

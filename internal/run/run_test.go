@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -550,13 +551,10 @@ func TestInputsAndMatrix(t *testing.T) {
 	e.noSandboxes(t)
 }
 
-// A run a previous daemon left running ends failed with reason "daemon
-// restarted", its artifacts collected from the sandbox that survived,
-// and the sandbox deleted; a queued one whose submission was never
-// recorded whole (no batch.json) ends the same way.
-func TestRecover(t *testing.T) {
-	e := newEnv(t, Config{})
-	e.stop() // the loop recovers at its start: start it by hand
+// leftSandbox makes a run's sandbox as a stopped daemon leaves it, with a
+// file that leftSpec's artifacts take.
+func (e *env) leftSandbox(t *testing.T) *store.Sandbox {
+	t.Helper()
 	sb, err := e.M.Create(bg, manager.CreateRequest{Image: "agent2env/agent", ManagedBy: ManagedBy})
 	if err != nil {
 		t.Fatal(err)
@@ -564,8 +562,22 @@ func TestRecover(t *testing.T) {
 	if _, err := e.M.Upload(bg, sb.ID, "/workspace/report.txt", 0o644, strings.NewReader("half done")); err != nil {
 		t.Fatal(err)
 	}
+	return sb
+}
+
+// leftSpec is the task of the runs a stopped daemon left.
+const leftSpec = `{"name":"t","agent":"custom","goal":"g","workdir":"/workspace","artifacts":["/workspace/*.txt"]}`
+
+// A run a previous daemon left running ends failed with reason "daemon
+// restarted", its artifacts collected from the sandbox that survived,
+// and the sandbox deleted; a queued one whose submission was never
+// recorded whole (no batch.json) ends the same way.
+func TestRecover(t *testing.T) {
+	e := newEnv(t, Config{})
+	e.stop() // the loop recovers at its start: start it by hand
+	sb := e.leftSandbox(t)
 	now := time.Now().UTC()
-	spec := []byte(`{"name":"t","agent":"custom","goal":"g","workdir":"/workspace","artifacts":["/workspace/*.txt"]}`)
+	spec := []byte(leftSpec)
 	for _, r := range []*store.Run{
 		{ID: "run-a", BatchID: "b", Task: "t", Spec: spec, Agent: "custom", Status: "running", Phase: "agent", SandboxID: sb.ID, CreatedAt: now, UpdatedAt: now, StartedAt: &now},
 		{ID: "run-b", BatchID: "b", Task: "t", Spec: spec, Agent: "custom", Status: "queued", Phase: "queued", CreatedAt: now, UpdatedAt: now},
@@ -810,5 +822,107 @@ func TestRecoverRequeues(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the files of batch %s are still there", b.ID)
 		}
+	}
+}
+
+// A daemon sharing the store takes over the runs whose claim lapsed (their
+// daemon died) and ends them, collecting the artifacts of those whose
+// sandbox survived; it leaves alone the runs another daemon holds, even
+// at its start.
+func TestTakeOver(t *testing.T) {
+	e := newEnv(t, Config{Lease: 600 * time.Millisecond})
+	sb := e.leftSandbox(t)
+	now := time.Now().UTC()
+	lapsed, held := now.Add(-time.Second), now.Add(time.Hour)
+	spec := []byte(leftSpec)
+	for _, r := range []*store.Run{
+		{ID: "run-a", BatchID: "b", Task: "t", Spec: spec, Agent: "custom", Status: "running", Phase: "agent", SandboxID: sb.ID,
+			CreatedAt: now, UpdatedAt: now, StartedAt: &now, ClaimedBy: "dead", LeaseUntil: &lapsed},
+		{ID: "run-b", BatchID: "b", Task: "t", Spec: spec, Agent: "custom", Status: "queued", Phase: "queued",
+			CreatedAt: now, UpdatedAt: now, ClaimedBy: "dead", LeaseUntil: &lapsed},
+		{ID: "run-c", BatchID: "c", Task: "t", Spec: spec, Agent: "custom", Status: "running", Phase: "agent", SandboxID: "elsewhere",
+			CreatedAt: now, UpdatedAt: now, StartedAt: &now, ClaimedBy: "alive", LeaseUntil: &held},
+	} {
+		if err := e.St.CreateRun(bg, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs := e.wait(t, &api.RunBatch{ID: "b", Runs: make([]api.Run, 2)}, 10*time.Second)
+	for _, r := range runs {
+		if r.Status != api.RunFailed || r.Reason != ReasonOrphaned {
+			t.Errorf("%s: %s %q, want failed %q", r.ID, r.Status, r.Reason, ReasonOrphaned)
+		}
+	}
+	if len(runs[0].Artifacts) != 1 || runs[0].Artifacts[0].Path != "/workspace/report.txt" {
+		t.Errorf("artifacts of the run whose sandbox survived: %+v", runs[0].Artifacts)
+	}
+	// Another daemon starting on the store leaves the held run too.
+	cfg := e.svc.cfg
+	cfg.Dir = filepath.Join(t.TempDir(), "runs")
+	other, err := New(cfg, service.NewSandboxes(e.M, ""), e.St, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan struct{})
+	go func() { defer close(done); other.Run(ctx) }()
+	time.Sleep(time.Second) // past a start and several renewals of both
+	cancel()
+	<-done
+	if r, err := e.St.GetRun(bg, "run-c"); err != nil || r.Status != "running" || r.ClaimedBy != "alive" {
+		t.Errorf("the run another daemon holds: %+v, %v; want it running, its", r, err)
+	}
+	e.noSandboxes(t)
+}
+
+// unrenewable is a store whose RenewRunLeases fails once told to, as when
+// the daemon loses the store.
+type unrenewable struct {
+	store.Runs
+	fail atomic.Bool
+}
+
+func (u *unrenewable) RenewRunLeases(ctx context.Context, owner string, until time.Time) (int, error) {
+	if u.fail.Load() {
+		return 0, errors.New("the store is out of reach")
+	}
+	return u.Runs.RenewRunLeases(ctx, owner, until)
+}
+
+// A daemon that cannot renew its claims for longer than the lease ends
+// the runs it carries out (another daemon may have taken them over); and
+// it does not start a queued run another daemon has claimed.
+func TestClaimLapsed(t *testing.T) {
+	e := newEnv(t, Config{Lease: 600 * time.Millisecond})
+	e.stop()
+	st := &unrenewable{Runs: e.St}
+	svc, err := New(e.svc.cfg, service.NewSandboxes(e.M, ""), st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc = svc
+	e.start(t)
+	long := "name: long\nagent: custom\ngoal: g\nentrypoint: sleep 30\nend: {timeout: 1m}\n"
+	b := e.submit(t, long, api.RunSubmitRequest{Repeats: 2, Parallel: 1})
+	waitPhase(t, e, b.Runs[0].ID, api.PhaseAgent)
+	// The second, still queued, is another daemon's now.
+	held := time.Now().Add(time.Hour)
+	if _, err := e.St.UpdateRun(bg, b.Runs[1].ID, func(r *store.Run) error {
+		r.ClaimedBy, r.LeaseUntil = "other", &held
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st.fail.Store(true)
+	r, err := e.svc.Get(bg, b.Runs[0].ID)
+	for deadline := time.Now().Add(10 * time.Second); err == nil && !r.Status.Final() && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		r, err = e.svc.Get(bg, b.Runs[0].ID)
+	}
+	if err != nil || r.Status != api.RunFailed || !strings.Contains(r.Reason, "could not renew its claim") {
+		t.Fatalf("the running run: %+v, %v; want it failed, its claim not renewed", r, err)
+	}
+	time.Sleep(500 * time.Millisecond) // the slot is free: the queued run would start now
+	if r, err := e.St.GetRun(bg, b.Runs[1].ID); err != nil || r.Status != string(api.RunQueued) || r.ClaimedBy != "other" {
+		t.Errorf("the run another daemon claimed: %+v, %v; want it queued, the other's", r, err)
 	}
 }

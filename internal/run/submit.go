@@ -99,6 +99,7 @@ func (s *Service) Submit(ctx context.Context, req api.RunSubmitRequest) (*api.Ru
 	}
 	out := &api.RunBatch{ID: b.id, Task: t.Name}
 	now := s.now().UTC()
+	lease := now.Add(s.cfg.Lease) // ours from the start: no other daemon claims them
 	for _, c := range combos {
 		for i := range repeats {
 			j := &job{id: newID("run-"), batch: b.id, task: c, dir: dir, repeat: i}
@@ -109,7 +110,7 @@ func (s *Service) Submit(ctx context.Context, req api.RunSubmitRequest) (*api.Ru
 			rec := &store.Run{
 				ID: j.id, BatchID: b.id, Task: c.Name, Spec: spec, Agent: c.Agent, Model: c.Model, Repeat: i,
 				Status: string(api.RunQueued), Phase: api.PhaseQueued, CreatedAt: now, UpdatedAt: now,
-				Tenant: auth.TenantOf(ctx),
+				Tenant: auth.TenantOf(ctx), ClaimedBy: s.cfg.Owner, LeaseUntil: &lease,
 			}
 			// Ours before it is stored: recovery, which may be running,
 			// leaves it alone.

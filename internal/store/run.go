@@ -1,7 +1,9 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"time"
 )
 
@@ -33,6 +35,26 @@ type Run struct {
 	// Tenant is the tenant of the API key that submitted the run (see
 	// auth.Tenant; "" without keys): only its requests see the run.
 	Tenant string
+	// ClaimedBy names the daemon carrying the run out, and LeaseUntil
+	// is when its claim lapses unless renewed (RenewRunLeases): an active
+	// run whose claim lapsed, or that has none, is free for any daemon to
+	// claim (ClaimRuns). Both stay as they were when the run ends.
+	ClaimedBy  string
+	LeaseUntil *time.Time
+}
+
+// RunClaim is what ClaimRuns claims, and for whom.
+type RunClaim struct {
+	// Owner is the daemon claiming; Until is when its claims lapse.
+	Owner string
+	Until time.Time
+	// Now is the time a claim must have lapsed before to be taken over.
+	Now time.Time
+	// Mine claims also the active runs Owner holds, lapsed or not: a
+	// daemon that restarted under the same name takes its runs back.
+	Mine bool
+	// Limit bounds how many runs are claimed; 0: all there are.
+	Limit int
 }
 
 // RunFilter selects runs; the zero value selects all.
@@ -59,4 +81,22 @@ type Runs interface {
 	// result; fn's error aborts the update and is returned.
 	UpdateRun(ctx context.Context, id string, fn func(*Run) error) (*Run, error)
 	DeleteRun(ctx context.Context, id string) error
+	// ClaimRuns claims for c.Owner, until c.Until, the active (queued or
+	// running) runs whose claim lapsed before c.Now or that have none,
+	// and with c.Mine those c.Owner holds; up to c.Limit, oldest first.
+	// It returns them as claimed, oldest first. A run another caller
+	// is claiming at the same moment is skipped, not waited for: two
+	// callers, in any process, never claim the same run.
+	ClaimRuns(ctx context.Context, c RunClaim) ([]*Run, error)
+	// RenewRunLeases moves to until the lease of every active run owner
+	// holds, and returns how many there are.
+	RenewRunLeases(ctx context.Context, owner string, until time.Time) (int, error)
+}
+
+// SortRuns sorts rs oldest first, ties by id: the order of listings and
+// claims.
+func SortRuns(rs []*Run) {
+	slices.SortFunc(rs, func(a, b *Run) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
 }

@@ -14,6 +14,11 @@
 // applied in order, each in its own transaction, under an advisory lock
 // that makes daemons starting at once apply each exactly once
 // (migrate.go). Package pgtest starts a throwaway server for tests.
+//
+// For daemons sharing the store it also gives the leadership lock
+// (Leadership, a session-level advisory lock on a connection of its own,
+// leader.go), runs claimed FOR UPDATE SKIP LOCKED (ClaimRuns), and
+// notifications between daemons through LISTEN/NOTIFY (notify.go).
 package postgres
 
 import (
@@ -43,10 +48,14 @@ import (
 // no update holds, so that updates waiting on their reads never take
 // every connection a read needs.
 type Store struct {
-	w, r *pgxpool.Pool
+	w, r  *pgxpool.Pool
+	notes *notifier
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+)
 
 // connectTimeout bounds each connection's setup when the URL sets no
 // connect_timeout.
@@ -88,11 +97,20 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("postgres store %s: migrate: %w", where, err)
 	}
+	var current string
+	if err := s.w.QueryRow(ctx, `SELECT current_schema()`).Scan(&current); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("postgres store %s: %w", where, err)
+	}
+	s.notes = newNotifier(s, current)
 	return s, nil
 }
 
 // Close closes the pools' connections, once the ones in use are back.
 func (s *Store) Close() error {
+	if s.notes != nil {
+		s.notes.close()
+	}
 	s.r.Close()
 	s.w.Close()
 	return nil

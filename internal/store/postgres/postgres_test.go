@@ -13,7 +13,12 @@ import (
 // server is the one PostgreSQL server of this package's tests.
 var server pgtest.Shared
 
-func TestMain(m *testing.M) { os.Exit(server.Run(m)) }
+func TestMain(m *testing.M) {
+	if url := os.Getenv(leaderChildEnv); url != "" {
+		os.Exit(leaderChild(url))
+	}
+	os.Exit(server.Run(m))
+}
 
 // open opens a store on dbURL, closed when t ends.
 func open(t *testing.T, dbURL string) *Store {

@@ -12,15 +12,17 @@ import (
 var runs = newTable(table[store.Run]{
 	kind: "run", name: "runs",
 	columns: `id, batch_id, task, spec, agent, model, repeat, status, phase, reason, exit_code, sandbox_id, ` +
-		`created_at, updated_at, started_at, ended_at, result, tenant`,
+		`created_at, updated_at, started_at, ended_at, result, tenant, claimed_by, lease_until`,
 	scan: scanRun,
 	values: func(r *store.Run) ([]any, error) {
 		return []any{r.ID, r.BatchID, r.Task, bytesOrEmpty(r.Spec), r.Agent, r.Model, r.Repeat, r.Status, r.Phase, r.Reason,
-			r.ExitCode, r.SandboxID, r.CreatedAt, r.UpdatedAt, r.StartedAt, r.EndedAt, bytesOrEmpty(r.Result), r.Tenant}, nil
+			r.ExitCode, r.SandboxID, r.CreatedAt, r.UpdatedAt, r.StartedAt, r.EndedAt, bytesOrEmpty(r.Result), r.Tenant,
+			r.ClaimedBy, r.LeaseUntil}, nil
 	},
 	normalize: func(r *store.Run) {
 		r.CreatedAt, r.UpdatedAt = micro(r.CreatedAt), micro(r.UpdatedAt)
 		r.StartedAt, r.EndedAt = microPtr(r.StartedAt), microPtr(r.EndedAt)
+		r.LeaseUntil = microPtr(r.LeaseUntil)
 	},
 	setKey: func(r *store.Run, id string) { r.ID = id },
 })
@@ -29,14 +31,17 @@ func scanRun(row scanner) (*store.Run, error) {
 	var (
 		r              store.Run
 		started, ended *time.Time
+		lease          *time.Time
 	)
 	if err := row.Scan(&r.ID, &r.BatchID, &r.Task, &r.Spec, &r.Agent, &r.Model, &r.Repeat, &r.Status, &r.Phase, &r.Reason,
-		&r.ExitCode, &r.SandboxID, &r.CreatedAt, &r.UpdatedAt, &started, &ended, &r.Result, &r.Tenant); err != nil {
+		&r.ExitCode, &r.SandboxID, &r.CreatedAt, &r.UpdatedAt, &started, &ended, &r.Result, &r.Tenant,
+		&r.ClaimedBy, &lease); err != nil {
 		return nil, err
 	}
 	r.Spec, r.Result = nilIfEmpty(r.Spec), nilIfEmpty(r.Result)
 	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
 	r.StartedAt, r.EndedAt = utcPtr(started), utcPtr(ended)
+	r.LeaseUntil = utcPtr(lease)
 	return &r, nil
 }
 
@@ -94,4 +99,39 @@ func (s *Store) UpdateRun(ctx context.Context, id string, fn func(*store.Run) er
 // DeleteRun deletes the run id; ErrNotFound if there is none.
 func (s *Store) DeleteRun(ctx context.Context, id string) error {
 	return runs.remove(ctx, s.w, id)
+}
+
+// ClaimRuns claims for c.Owner the active runs c selects, oldest first:
+// it locks them FOR UPDATE SKIP LOCKED, so that daemons claiming at once
+// each take other runs, never waiting on one another's.
+func (s *Store) ClaimRuns(ctx context.Context, c store.RunClaim) ([]*store.Run, error) {
+	var a args
+	owner, until := a.add(c.Owner), a.add(micro(c.Until))
+	cond := `(lease_until IS NULL OR lease_until < ` + a.add(micro(c.Now)) + `)`
+	if c.Mine {
+		cond = `(` + cond + ` OR claimed_by = ` + owner + `)`
+	}
+	limit := ""
+	if c.Limit > 0 {
+		limit = ` LIMIT ` + a.add(c.Limit)
+	}
+	out, err := list(ctx, s.w, scanRun, `UPDATE runs SET claimed_by = `+owner+`, lease_until = `+until+`
+		WHERE id IN (SELECT id FROM runs WHERE status IN ('queued', 'running') AND `+cond+`
+			ORDER BY created_at, id`+limit+` FOR UPDATE SKIP LOCKED)
+		RETURNING `+runs.columns, a...)
+	if err != nil {
+		return nil, fmt.Errorf("claim runs: %w", err)
+	}
+	store.SortRuns(out)
+	return out, nil
+}
+
+// RenewRunLeases moves the leases of owner's active runs to until.
+func (s *Store) RenewRunLeases(ctx context.Context, owner string, until time.Time) (int, error) {
+	tag, err := s.w.Exec(ctx, `UPDATE runs SET lease_until = $1
+		WHERE claimed_by = $2 AND status IN ('queued', 'running')`, micro(until), owner)
+	if err != nil {
+		return 0, fmt.Errorf("renew the leases of %s's runs: %w", owner, err)
+	}
+	return int(tag.RowsAffected()), nil
 }

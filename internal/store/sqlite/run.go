@@ -13,7 +13,7 @@ import (
 var runs = newTable(table[store.Run]{
 	kind: "run", name: "runs",
 	columns: `id, batch_id, task, spec, agent, model, repeat, status, phase, reason, exit_code, sandbox_id, ` +
-		`created_at, updated_at, started_at, ended_at, result, tenant`,
+		`created_at, updated_at, started_at, ended_at, result, tenant, claimed_by, lease_until`,
 	scan: scanRun,
 	values: func(r *store.Run) ([]any, error) {
 		var exit any
@@ -22,11 +22,12 @@ var runs = newTable(table[store.Run]{
 		}
 		return []any{r.ID, r.BatchID, r.Task, string(r.Spec), r.Agent, r.Model, r.Repeat, r.Status, r.Phase, r.Reason,
 			exit, r.SandboxID, toUnix(r.CreatedAt), toUnix(r.UpdatedAt), toNullUnix(r.StartedAt), toNullUnix(r.EndedAt),
-			string(r.Result), r.Tenant}, nil
+			string(r.Result), r.Tenant, r.ClaimedBy, toNullUnix(r.LeaseUntil)}, nil
 	},
 	normalize: func(r *store.Run) {
 		r.CreatedAt, r.UpdatedAt = fromUnix(toUnix(r.CreatedAt)), fromUnix(toUnix(r.UpdatedAt))
 		r.StartedAt, r.EndedAt = roundTime(r.StartedAt), roundTime(r.EndedAt)
+		r.LeaseUntil = roundTime(r.LeaseUntil)
 	},
 	setID: func(r *store.Run, id string) { r.ID = id },
 })
@@ -47,9 +48,10 @@ func scanRun(row scanner) (*store.Run, error) {
 		exit             sql.NullInt64
 		created, updated int64
 		started, ended   sql.NullInt64
+		lease            sql.NullInt64
 	)
 	if err := row.Scan(&r.ID, &r.BatchID, &r.Task, &spec, &r.Agent, &r.Model, &r.Repeat, &r.Status, &r.Phase, &r.Reason,
-		&exit, &r.SandboxID, &created, &updated, &started, &ended, &result, &r.Tenant); err != nil {
+		&exit, &r.SandboxID, &created, &updated, &started, &ended, &result, &r.Tenant, &r.ClaimedBy, &lease); err != nil {
 		return nil, err
 	}
 	if spec != "" {
@@ -70,6 +72,10 @@ func scanRun(row scanner) (*store.Run, error) {
 	if ended.Valid {
 		t := fromUnix(ended.Int64)
 		r.EndedAt = &t
+	}
+	if lease.Valid {
+		t := fromUnix(lease.Int64)
+		r.LeaseUntil = &t
 	}
 	return &r, nil
 }
@@ -128,4 +134,38 @@ func (s *Store) UpdateRun(ctx context.Context, id string, fn func(*store.Run) er
 // DeleteRun deletes the run id; ErrNotFound if there is none.
 func (s *Store) DeleteRun(ctx context.Context, id string) error {
 	return runs.remove(ctx, s.w, id)
+}
+
+// ClaimRuns claims for c.Owner the active runs c selects, oldest first, in
+// one write transaction: the single writer makes claims one at a time.
+func (s *Store) ClaimRuns(ctx context.Context, c store.RunClaim) ([]*store.Run, error) {
+	cond, args := `(lease_until IS NULL OR lease_until < ?)`, []any{toUnix(c.Now)}
+	if c.Mine {
+		cond = `(` + cond + ` OR claimed_by = ?)`
+		args = append(args, c.Owner)
+	}
+	limit := -1 // SQLite's no limit
+	if c.Limit > 0 {
+		limit = c.Limit
+	}
+	out, err := list(ctx, s.w, scanRun, `UPDATE runs SET claimed_by = ?, lease_until = ?
+		WHERE id IN (SELECT id FROM runs WHERE status IN ('queued', 'running') AND `+cond+`
+			ORDER BY created_at, id LIMIT ?)
+		RETURNING `+runs.columns, append(append([]any{c.Owner, toUnix(c.Until)}, args...), limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("claim runs: %w", err)
+	}
+	store.SortRuns(out)
+	return out, nil
+}
+
+// RenewRunLeases moves the leases of owner's active runs to until.
+func (s *Store) RenewRunLeases(ctx context.Context, owner string, until time.Time) (int, error) {
+	res, err := s.w.ExecContext(ctx, `UPDATE runs SET lease_until = ?
+		WHERE claimed_by = ? AND status IN ('queued', 'running')`, toUnix(until), owner)
+	if err != nil {
+		return 0, fmt.Errorf("renew the leases of %s's runs: %w", owner, err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
 }

@@ -24,18 +24,20 @@ var runTests = []struct {
 	{"RunNotFound", testRunNotFound},
 	{"RunListPage", testRunListPage},
 	{"RunConcurrentUpdates", testRunConcurrentUpdates},
+	{"RunClaims", testRunClaims},
+	{"RunConcurrentClaims", testRunConcurrentClaims},
 }
 
 // sampleRun returns run id of batch using every field.
 func sampleRun(id, batch string, created time.Time) *store.Run {
 	created = created.UTC().Truncate(time.Microsecond)
-	started, ended := created.Add(time.Second), created.Add(time.Minute)
+	started, ended, lease := created.Add(time.Second), created.Add(time.Minute), created.Add(time.Hour)
 	code := 3
 	return &store.Run{
 		ID: id, BatchID: batch, Task: "hello", Spec: []byte(`{"name":"hello"}`), Agent: "custom", Model: "coder",
 		Repeat: 2, Status: "running", Phase: "agent", Reason: "why ✓", ExitCode: &code, SandboxID: "sb-" + id,
 		CreatedAt: created, UpdatedAt: created, StartedAt: &started, EndedAt: &ended, Result: []byte(`{"timings":{}}`),
-		Tenant: "key-a",
+		Tenant: "key-a", ClaimedBy: "daemon-a", LeaseUntil: &lease,
 	}
 }
 
@@ -163,5 +165,128 @@ func testRunConcurrentUpdates(t *testing.T, s store.Store) {
 	wg.Wait()
 	if r, err := s.GetRun(ctx, "r"); err != nil || r.Repeat != 22 {
 		t.Errorf("after 20 increments from 2: %+v, %v", r, err)
+	}
+}
+
+func testRunClaims(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	past, future := now.Add(-time.Minute), now.Add(time.Minute)
+	for i, r := range []struct {
+		status, owner string
+		lease         *time.Time
+	}{
+		{"queued", "", nil},       // r0: never claimed
+		{"running", "a", &future}, // r1: a's, held
+		{"running", "a", &past},   // r2: a's, lapsed
+		{"succeeded", "", nil},    // r3: ended
+		{"queued", "b", &future},  // r4: b's, held
+		{"failed", "a", &past},    // r5: ended, lapsed
+		{"queued", "gone", &past}, // r6: lapsed
+	} {
+		mustCreateRun(t, s, &store.Run{
+			ID: fmt.Sprintf("r%d", i), BatchID: "b", Task: "t", Agent: "custom", Status: r.status,
+			CreatedAt: now.Add(time.Duration(i) * time.Second), UpdatedAt: now, ClaimedBy: r.owner, LeaseUntil: r.lease,
+		})
+	}
+	ids := func(rs []*store.Run) []string {
+		out := []string{}
+		for _, r := range rs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	until := now.Add(30 * time.Second)
+	got, err := s.ClaimRuns(ctx, store.RunClaim{Owner: "c", Until: until, Now: now, Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"r0", "r2"}, ids(got)); diff != "" {
+		t.Errorf("claim 2 (-want +got):\n%s", diff)
+	}
+	for _, r := range got {
+		if r.ClaimedBy != "c" || r.LeaseUntil == nil || !r.LeaseUntil.Equal(until) {
+			t.Errorf("claimed %s: by %q until %v, want c until %v", r.ID, r.ClaimedBy, r.LeaseUntil, until)
+		}
+		if stored, err := s.GetRun(ctx, r.ID); err != nil || !cmp.Equal(r, stored) {
+			t.Errorf("claimed %s: returned %+v, stored %+v, %v", r.ID, r, stored, err)
+		}
+	}
+	if got, err = s.ClaimRuns(ctx, store.RunClaim{Owner: "d", Until: until, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"r6"}, ids(got)); diff != "" {
+		t.Errorf("claim the rest (-want +got):\n%s", diff)
+	}
+	if got, err = s.ClaimRuns(ctx, store.RunClaim{Owner: "e", Until: until, Now: now}); err != nil || len(got) != 0 {
+		t.Errorf("claim with nothing lapsed: %v, %v; want none", ids(got), err)
+	}
+	// A daemon back under its name takes its held runs back, and the
+	// lapsed ones of others.
+	if got, err = s.ClaimRuns(ctx, store.RunClaim{Owner: "a", Until: until, Now: now.Add(time.Hour), Mine: true}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"r0", "r1", "r2", "r4", "r6"}, ids(got)); diff != "" {
+		t.Errorf("claim later, mine too (-want +got):\n%s", diff)
+	}
+	later := until.Add(time.Minute)
+	if n, err := s.RenewRunLeases(ctx, "a", later); err != nil || n != 5 {
+		t.Errorf("renew a's leases: %d, %v; want 5", n, err)
+	}
+	for _, id := range []string{"r0", "r4"} {
+		if r, err := s.GetRun(ctx, id); err != nil || r.LeaseUntil == nil || !r.LeaseUntil.Equal(later) {
+			t.Errorf("run %s after the renewal: %+v, %v; want its lease at %v", id, r, err, later)
+		}
+	}
+	if r, err := s.GetRun(ctx, "r5"); err != nil || r.LeaseUntil == nil || !r.LeaseUntil.Equal(past) {
+		t.Errorf("ended run after the renewal: %+v, %v; want its lease left at %v", r, err, past)
+	}
+	if n, err := s.RenewRunLeases(ctx, "nobody", later); err != nil || n != 0 {
+		t.Errorf("renew the leases of a daemon with no runs: %d, %v", n, err)
+	}
+}
+
+// Daemons claiming at once each get other runs, and together all.
+func testRunConcurrentClaims(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	const runs, claimers = 40, 4
+	for i := range runs {
+		mustCreateRun(t, s, &store.Run{ID: fmt.Sprintf("r%02d", i), BatchID: "b", Task: "t", Agent: "custom",
+			Status: "queued", CreatedAt: now, UpdatedAt: now})
+	}
+	var (
+		mu  sync.Mutex
+		got = map[string]string{}
+		wg  sync.WaitGroup
+	)
+	for c := range claimers {
+		owner := fmt.Sprintf("d%d", c)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				rs, err := s.ClaimRuns(ctx, store.RunClaim{Owner: owner, Until: now.Add(time.Hour), Now: now, Limit: 3})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(rs) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, r := range rs {
+					if prev, ok := got[r.ID]; ok {
+						t.Errorf("run %s claimed by %s and %s", r.ID, prev, owner)
+					}
+					got[r.ID] = owner
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(got) != runs {
+		t.Errorf("%d runs claimed, want %d", len(got), runs)
 	}
 }

@@ -1,0 +1,120 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agent2env/agent2env/internal/leader"
+)
+
+// The session locks' timings: the holder checks its connection every
+// leaderPing, and gives the lock up as lost when a check takes longer than
+// leaderPingTimeout or fails. The server notices a holder that vanished
+// without closing its connection (its host died, the network went) by
+// TCP keepalives: after leaderKeepaliveIdle without traffic, one probe
+// every leaderKeepaliveInterval, leaderKeepaliveCount unanswered. With a
+// follower retrying every leader.DefaultRetry, another daemon leads
+// within about 15 s of the leader's host dying, and at once (the retry
+// period) of the leader's process dying.
+const (
+	leaderPing              = 2 * time.Second
+	leaderPingTimeout       = 3 * time.Second
+	leaderKeepaliveIdle     = "5"
+	leaderKeepaliveInterval = "2"
+	leaderKeepaliveCount    = "3"
+)
+
+// Leadership returns the lock of leadership among the daemons on this
+// store (lockLeader).
+func (s *Store) Leadership() leader.Lock { return sessionLock{s, lockLeader} }
+
+// HostRuntime returns the lock a daemon whose runtime keeps its
+// sandboxes on its own machine (oci) holds for as long as it runs
+// (lockHostRuntime): such a daemon owns every sandbox of the store, and a
+// second one would split them.
+func (s *Store) HostRuntime() leader.Lock { return sessionLock{s, lockHostRuntime} }
+
+// sessionLock is a session-level advisory lock, taken on a connection of
+// its own, outside the pools, that lives as long as it is held. Its key
+// is key and the hash of the store's schema (advisory locks are the
+// database's), so that stores in other schemas of the database have their
+// own.
+type sessionLock struct {
+	s   *Store
+	key int32
+}
+
+// TryLock connects and tries the advisory lock: the connection is kept
+// while it is held, closed when another session holds it.
+func (l sessionLock) TryLock(ctx context.Context) (leader.Held, error) {
+	cfg := l.s.w.Config().ConnConfig.Copy()
+	cfg.RuntimeParams["tcp_keepalives_idle"] = leaderKeepaliveIdle
+	cfg.RuntimeParams["tcp_keepalives_interval"] = leaderKeepaliveInterval
+	cfg.RuntimeParams["tcp_keepalives_count"] = leaderKeepaliveCount
+	cfg.RuntimeParams["application_name"] = "agent2env lock"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("lock %#x: connect: %w", l.key, err)
+	}
+	var got bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext(current_schema()))`, l.key).Scan(&got); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("lock %#x: %w", l.key, err)
+	}
+	if !got {
+		conn.Close(ctx)
+		return nil, nil
+	}
+	h := &held{conn: conn, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	go h.watch()
+	return h, nil
+}
+
+// held is a session lock held on conn, which watch checks until
+// Unlock.
+type held struct {
+	conn       *pgx.Conn
+	lost       chan struct{} // closed by watch when the connection fails
+	stop, done chan struct{} // Unlock closes stop; watch closes done on return
+	once       sync.Once
+}
+
+func (h *held) Lost() <-chan struct{} { return h.lost }
+
+// watch pings the connection every leaderPing until Unlock, and reports
+// the lock lost at the first ping that fails or is late.
+func (h *held) watch() {
+	defer close(h.done)
+	t := time.NewTicker(leaderPing)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), leaderPingTimeout)
+		err := h.conn.Ping(ctx)
+		cancel()
+		if err != nil {
+			close(h.lost)
+			return
+		}
+	}
+}
+
+// Unlock stops the watch and closes the connection, which releases the
+// lock on the server.
+func (h *held) Unlock() {
+	h.once.Do(func() {
+		close(h.stop)
+		<-h.done
+		ctx, cancel := context.WithTimeout(context.Background(), leaderPingTimeout)
+		defer cancel()
+		h.conn.Close(ctx)
+	})
+}
