@@ -6,6 +6,8 @@
 #
 #   scripts/criu.sh           build (or reuse) criu and print its path
 #   scripts/criu.sh --check   the same, then run `criu check` with it
+#   scripts/criu.sh --path    print the path only if it is built (exit 1
+#                             if not): how the tests find it
 #
 # Why not Debian 12's criu: 3.17 fails `criu check` on kernels >= 6.13.
 # The source is Debian's package of CRIU 4.1.1 (trixie), pinned by sha256,
@@ -14,7 +16,12 @@
 # 4b73985955ec, "criu/sockets: Restrict SO_PASSCRED and SO_PASSSEC to
 # supported families", in CRIU 4.2; scripts/criu/*.patch). Without it every
 # dump of a process holding a TCP socket fails with "Can't get 1:16 opt".
-# Only `make criu` is built: no documentation, no Python library, no plugins.
+# Two more fixes of ours (scripts/criu/0002-*, 0003-*): reading the limits of
+# another user's process without CAP_SYS_RESOURCE, which root lacks on this
+# project's machines (CI's too); and an inherit-fd of runc's CRIU
+# configuration file (org.criu.config), which CRIU's RPC mode parses twice,
+# counted once. Only `make criu` is built: no documentation, no Python
+# library, no plugins.
 set -euo pipefail
 
 VERSION=4.1.1
@@ -33,6 +40,10 @@ bin=$cache/criu
 
 log() { echo "criu: $*" >&2; }
 
+if [ "${1:-}" = --path ]; then
+	[ -x "$bin" ] && echo "$bin"
+	exit
+fi
 if [ ! -x "$bin" ]; then
 	log "building CRIU $VERSION into $cache (once; later runs reuse it)"
 	"$here/deps.sh" "${BUILD_DEPS[@]}"
