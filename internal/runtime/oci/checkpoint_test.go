@@ -2,6 +2,7 @@ package oci
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
+	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/testenv"
 )
 
@@ -71,7 +74,95 @@ echo $! > /workspace/pid`); code != 0 {
 	if code, out := run(t, rt.client("parent"), `cat /workspace/f`); code != 0 || out != "changed\n" {
 		t.Errorf("parent: %d %q; the children's writes must not reach it", code, out)
 	}
-	for _, id := range []string{"parent", "child1", "child2"} {
+	// To disk: the sandbox stops once saved, and comes back from the save.
+	snap2 := filepath.Join(t.TempDir(), "snap2")
+	run(t, rt.client("child1"), `rm /workspace/out`)
+	if err := rt.Checkpoint(ctx, "child1", snap2, false); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := rt.Status(ctx, "child1"); err != nil || st.State != sandbox.StateStopped {
+		t.Errorf("Status(child1) after a checkpoint that stops it = %+v, %v; want stopped", st, err)
+	}
+	if err := rt.Restore(ctx, "child3", snap2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := run(t, rt.client("child3"), `kill -USR1 $(cat /workspace/pid); sleep 0.5; cat /workspace/out`); code != 0 || out != "41\n" {
+		t.Errorf("child3: exit %d, output %q; want 41", code, out)
+	}
+	for _, id := range []string{"parent", "child1", "child2", "child3"} {
+		if err := rt.Delete(ctx, id); err != nil {
+			t.Error(err)
+		}
+	}
+	runtimetest.AssertNoLeaks(t, root)
+}
+
+// TestCheckpointRestorePython checkpoints a sandbox of the real
+// agent2env/python image in which a Python process holds a variable and
+// 50 MB, and restores it: the process is there, with its memory.
+func TestCheckpointRestorePython(t *testing.T) {
+	runtimetest.RequiresRoot(t)
+	criu := testCRIU(t)
+	if os.Getenv("AGENT2ENV_BUILD_TESTS") != "1" {
+		testenv.Missing(t, "agent2env/python: set AGENT2ENV_BUILD_TESTS=1 (make test does) to build it from the image build cache")
+	}
+	images, err := image.Open(filepath.Join(t.TempDir(), "images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const ref = "agent2env/python"
+	start := time.Now()
+	if _, err := images.Ensure(ctx, ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("image ready in %v", time.Since(start))
+	root := newRoot(t)
+	rt, err := New(Config{Root: root, AgentBinary: agentBin, Images: images, CRIU: criu,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Create(ctx, &sandbox.Spec{ID: "py", Image: ref}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(ctx, "py"); err != nil {
+		t.Fatal(err)
+	}
+	// x lives only in the process's memory; SIGUSR1 writes it out.
+	script := `import os, signal, time
+x = 41
+blob = bytearray(os.urandom(1 << 20)) * 50
+def dump(*_):
+    open("/workspace/out", "w").write("%d %d" % (x + 1, len(blob)))
+signal.signal(signal.SIGUSR1, dump)
+open("/workspace/ready", "w").write(str(os.getpid()))
+while True:
+    time.sleep(1)
+`
+	if err := os.WriteFile(filepath.Join(root, "py", dirDisk, diskWorkspace, "hold.py"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := run(t, rt.client("py"), `setsid python3 /workspace/hold.py </dev/null >/dev/null 2>&1 &
+for i in $(seq 100); do [ -s /workspace/ready ] && break; sleep 0.1; done; cat /workspace/ready`); code != 0 || out == "" {
+		t.Fatalf("start python: %d %q", code, out)
+	}
+	snap := filepath.Join(t.TempDir(), "snap")
+	start = time.Now()
+	if err := rt.Checkpoint(ctx, "py", snap, true); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("checkpoint (live, python holding 50 MB) took %v", time.Since(start))
+	start = time.Now()
+	if err := rt.Restore(ctx, "py2", snap, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restore to an answering agent took %v", time.Since(start))
+	code, out := run(t, rt.client("py2"), `kill -USR1 $(cat /workspace/ready); for i in $(seq 50); do [ -s /workspace/out ] && break; sleep 0.1; done; cat /workspace/out`)
+	if code != 0 || out != "42 52428800" {
+		t.Errorf("restored python: exit %d, output %q; want 42 52428800", code, out)
+	}
+	for _, id := range []string{"py", "py2"} {
 		if err := rt.Delete(ctx, id); err != nil {
 			t.Error(err)
 		}
