@@ -2,10 +2,12 @@ package oci
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -168,4 +170,54 @@ for i in $(seq 100); do [ -s /workspace/ready ] && break; sleep 0.1; done; cat /
 		}
 	}
 	runtimetest.AssertNoLeaks(t, root)
+}
+
+// BenchmarkCheckpointRestore measures a live checkpoint of a busybox
+// sandbox with one shell process, and a restore from it to an answering
+// agent; compare with BenchmarkCreateStart/runc of the same run.
+func BenchmarkCheckpointRestore(b *testing.B) {
+	runtimetest.RequiresRoot(b)
+	criu := testCRIU(b)
+	ctx := context.Background()
+	root := newRoot(b)
+	rt := newRuntime(b, root, "runc")
+	rt.cfg.CRIU = criu
+	sp := newSpec(b, "parent")
+	if err := rt.Create(ctx, sp); err != nil {
+		b.Fatal(err)
+	}
+	if err := rt.Start(ctx, "parent"); err != nil {
+		b.Fatal(err)
+	}
+	var dumps, restores []time.Duration
+	for i := 0; b.Loop(); i++ {
+		snap := filepath.Join(root, fmt.Sprintf("_snap%d", i))
+		start := time.Now()
+		if err := rt.Checkpoint(ctx, "parent", snap, true); err != nil {
+			b.Fatal(err)
+		}
+		dumped := time.Now()
+		id := fmt.Sprintf("child%d", i)
+		if err := rt.Restore(ctx, id, snap, nil); err != nil {
+			b.Fatal(err)
+		}
+		dumps, restores = append(dumps, dumped.Sub(start)), append(restores, time.Since(dumped))
+		b.StopTimer()
+		if err := rt.Delete(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.RemoveAll(snap); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	if err := rt.Delete(ctx, "parent"); err != nil {
+		b.Fatal(err)
+	}
+	median := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2].Microseconds()) / 1000
+	}
+	b.ReportMetric(median(dumps), "checkpoint-p50-ms")
+	b.ReportMetric(median(restores), "restore-p50-ms")
 }

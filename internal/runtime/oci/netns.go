@@ -39,6 +39,30 @@ func makeNetns(path string) error {
 	return nil
 }
 
+// keepNetns makes the namespace kept at path again when the file is there
+// but the bind mount is not (after a reboot). Without the file it does
+// nothing: the sandbox's namespace is runc's.
+func keepNetns(path string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); errors.Is(err, unix.ENOENT) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("netns: %w", err)
+	}
+	if st.Type == unix.NSFS_MAGIC {
+		return nil
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("netns: %w", err)
+	}
+	return makeNetns(path)
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
 // removeNetns unmounts and removes the namespace file at path, if any.
 func removeNetns(path string) error {
 	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {

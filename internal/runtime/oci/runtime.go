@@ -479,9 +479,13 @@ func writeEtc(etc, id string) error {
 	return os.WriteFile(filepath.Join(etc, "hosts"), []byte(hosts), 0o644)
 }
 
-// mount mounts the disk and root file system of a sandbox unless they
-// still are (after Stop, or a daemon restart); after a reboot they are not.
+// mount mounts the disk and root file system of a sandbox, and keeps its
+// network namespace when the daemon made one, unless they still are (after
+// Stop, or a daemon restart); after a reboot they are not.
 func (r *Runtime) mount(dir string, m *meta) error {
+	if err := keepNetns(filepath.Join(dir, fileNetns)); err != nil {
+		return err
+	}
 	disk, rootfs := filepath.Join(dir, dirDisk), filepath.Join(dir, dirRootfs)
 	if ok, err := isMountpoint(disk); err != nil {
 		return err
@@ -590,11 +594,11 @@ func writePid(path, log string) error {
 }
 
 // listenAgent makes the agent's listening socket at sock: in the
-// sandbox's own network namespace when the daemon made one, so that CRIU
-// can dump it.
+// sandbox's own network namespace when the daemon made one (the runtime
+// has CRIU, or had when it made the sandbox), so that CRIU can dump it.
 func (r *Runtime) listenAgent(dir, sock string) (*os.File, error) {
-	if r.cfg.CRIU != "" {
-		return listenIn(filepath.Join(dir, fileNetns), sock)
+	if netns := filepath.Join(dir, fileNetns); exists(netns) {
+		return listenIn(netns, sock)
 	}
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
