@@ -85,6 +85,14 @@ echo $! > /workspace/pid`); code != 0 {
 	if st, err := rt.Status(ctx, "child1"); err != nil || st.State != sandbox.StateStopped {
 		t.Errorf("Status(child1) after a checkpoint that stops it = %+v, %v; want stopped", st, err)
 	}
+	// A stopped sandbox starts afresh (a new agent, the same disk) in the
+	// network namespace the daemon made for it.
+	if err := rt.Start(ctx, "child1"); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := run(t, rt.client("child1"), `cat /workspace/f`); code != 0 || out != "hello\n" {
+		t.Errorf("child1 started again: %d %q", code, out)
+	}
 	if err := rt.Restore(ctx, "child3", snap2, nil); err != nil {
 		t.Fatal(err)
 	}
