@@ -253,6 +253,9 @@ type Capabilities struct {
 	// host (the oci runtime where the cgroup freezer is mounted). Without
 	// it the manager refuses a pause.
 	Pause bool
+	// Checkpoint: the runtime is a Checkpointer that works on this host
+	// (the oci runtime given a criu that passes `criu check`).
+	Checkpoint bool
 	// MaxVolumeBytes is the largest Persistence.SizeBytes the runtime can
 	// give; zero is no limit of its own.
 	MaxVolumeBytes int64

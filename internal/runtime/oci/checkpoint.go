@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +33,25 @@ const (
 	dirCRIUWork      = "criu-work"
 	firstInheritedFD = 10 // runc's criu swrk child uses fds 3 and 4 itself
 )
+
+// checkCRIU returns the path of the criu binary named by criu when `criu
+// check` passes with it, or "" (checkpoints off) with a warning saying why.
+func checkCRIU(criu string, log *slog.Logger) string {
+	path, err := exec.LookPath(criu)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var out []byte
+		if out, err = exec.CommandContext(ctx, path, "check").CombinedOutput(); err != nil {
+			err = fmt.Errorf("%s check: %w: %s", path, err, strings.TrimSpace(string(out)))
+		}
+	}
+	if err != nil {
+		log.Warn("checkpoint and restore are off: CRIU does not work here (scripts/criu.sh builds one that does)", "err", err)
+		return ""
+	}
+	return path
+}
 
 // snapshot is what a snapshot dir records besides CRIU's images and the disk.
 type snapshot struct {

@@ -32,12 +32,39 @@ func testCRIU(t testing.TB) string {
 	return strings.TrimSpace(string(out))
 }
 
+// newCRIURuntime returns a runc runtime in root with the project's criu,
+// checked by New.
+func newCRIURuntime(t testing.TB, root string) *Runtime {
+	t.Helper()
+	rt, err := New(Config{Root: root, AgentBinary: agentBin, Images: testImages{}, CRIU: testCRIU(t),
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rt.Capabilities().Checkpoint {
+		t.Fatalf("the project's criu fails criu check here (see the warning above)")
+	}
+	return rt
+}
+
+func TestCheckCRIU(t *testing.T) {
+	dir := t.TempDir()
+	failing := filepath.Join(dir, "criu")
+	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho 'Looks bad.'; exit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	discard := slog.New(slog.DiscardHandler)
+	for _, path := range []string{filepath.Join(dir, "missing"), failing} {
+		if got := checkCRIU(path, discard); got != "" {
+			t.Errorf("checkCRIU(%s) = %q; want \"\" (checkpoints off)", path, got)
+		}
+	}
+}
+
 func TestCheckpointRestore(t *testing.T) {
 	runtimetest.RequiresRoot(t)
-	criu := testCRIU(t)
 	root := newRoot(t)
-	rt := newRuntime(t, root, "runc")
-	rt.cfg.CRIU = criu
+	rt := newCRIURuntime(t, root)
 	ctx := context.Background()
 	startSandbox(t, rt, "parent")
 	c := rt.client("parent")
@@ -185,11 +212,9 @@ for i in $(seq 100); do [ -s /workspace/ready ] && break; sleep 0.1; done; cat /
 // agent; compare with BenchmarkCreateStart/runc of the same run.
 func BenchmarkCheckpointRestore(b *testing.B) {
 	runtimetest.RequiresRoot(b)
-	criu := testCRIU(b)
 	ctx := context.Background()
 	root := newRoot(b)
-	rt := newRuntime(b, root, "runc")
-	rt.cfg.CRIU = criu
+	rt := newCRIURuntime(b, root)
 	sp := newSpec(b, "parent")
 	if err := rt.Create(ctx, sp); err != nil {
 		b.Fatal(err)

@@ -164,6 +164,9 @@ func New(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oci runtime: %w: %w (install e2fsprogs)", errdefs.ErrUnavailable, err)
 	}
+	if cfg.CRIU != "" {
+		cfg.CRIU = checkCRIU(cfg.CRIU, cfg.Logger)
+	}
 	cg, err := readCgroups(cgroupParent(root))
 	if err != nil {
 		return nil, fmt.Errorf("oci runtime: %w", err)
@@ -262,12 +265,14 @@ func (r *Runtime) Name() string { return Name }
 // the sandbox's disk, up to the size of Root's file system, and Retain
 // keeps it after Delete; there are no storage classes, and one runtime
 // binary runs every sandbox (no runtime classes). Sandboxes pause where the
-// host has a cgroup freezer (see freezer.go).
+// host has a cgroup freezer (see freezer.go), and are checkpointed when the
+// runtime has a working CRIU (checkpoint.go).
 func (r *Runtime) Capabilities() sandbox.Capabilities {
 	return sandbox.Capabilities{
 		StopKeepsFiles: true, LocalFiles: true, NetworkPolicy: r.cfg.Egress != nil,
 		DiskQuota: true, LoopbackOnly: true,
 		Persistence: true, MaxVolumeBytes: r.maxDisk, Pause: r.canPause,
+		Checkpoint: r.cfg.CRIU != "",
 	}
 }
 
