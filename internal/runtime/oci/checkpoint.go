@@ -34,6 +34,10 @@ const (
 	firstInheritedFD = 10 // runc's criu swrk child uses fds 3 and 4 itself
 )
 
+// connsClosedTimeout bounds the wait for the agent to close the daemon's
+// connections before a dump.
+const connsClosedTimeout = 5 * time.Second
+
 // checkCRIU returns the path of the criu binary named by criu when `criu
 // check` passes with it, or "" (checkpoints off) with a warning saying why.
 func checkCRIU(criu string, log *slog.Logger) string {
@@ -158,17 +162,33 @@ func (r *Runtime) checkpoint(ctx context.Context, id, dir string, m *meta, pid i
 	if err := os.WriteFile(filepath.Join(sdir, fileCRIUConf), []byte(strings.Join(conf, "\n")+"\n"), 0o600); err != nil {
 		return err
 	}
-	if err := r.waitConnsClosed(ctx, id, pid); err != nil {
+	// A paused sandbox's agent runs for the moment it takes to let the
+	// daemon's connections go, and is saved paused again.
+	fz := r.cgroups.freezer(id)
+	paused, err := fz.frozen()
+	if err != nil {
 		return err
 	}
-	fz := r.cgroups.freezer(id)
+	if paused {
+		if err := fz.thaw(); err != nil {
+			return err
+		}
+	}
+	if err := r.waitConnsClosed(ctx, id, pid); err != nil {
+		if paused {
+			err = errors.Join(err, fz.freeze(ctx))
+		}
+		return err
+	}
 	if err := fz.freeze(ctx); err != nil {
 		return err
 	}
 	frozen := time.Now()
 	err = r.dump(ctx, id, sdir, dir, leaveRunning)
-	if thawErr := fz.thaw(); thawErr != nil && leaveRunning {
-		err = errors.Join(err, thawErr)
+	if !paused { // a paused sandbox stays paused
+		if thawErr := fz.thaw(); thawErr != nil && leaveRunning {
+			err = errors.Join(err, thawErr)
+		}
 	}
 	if err != nil {
 		return err
@@ -210,9 +230,9 @@ func (r *Runtime) dump(ctx context.Context, id, sdir, dir string, leaveRunning b
 // namespace, the host's here, where CRIU, dumping the sandbox's, does not
 // even find it. The agent closes its ends when it sees them end; a request
 // still in flight (a command's output streaming, an attached terminal)
-// makes the checkpoint fail.
+// makes the checkpoint fail after connsClosedTimeout.
 func (r *Runtime) waitConnsClosed(ctx context.Context, id string, pid int) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, connsClosedTimeout)
 	defer cancel()
 	for {
 		if c := r.cachedClient(id); c != nil {

@@ -105,6 +105,19 @@ echo $! > /workspace/pid`); code != 0 {
 	if code, out := run(t, rt.client("parent"), `cat /workspace/f`); code != 0 || out != "changed\n" {
 		t.Errorf("parent: %d %q; the children's writes must not reach it", code, out)
 	}
+	// A paused sandbox is saved as it is, and stays paused.
+	if err := rt.Pause(ctx, "child2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Checkpoint(ctx, "child2", filepath.Join(t.TempDir(), "snap-paused"), true); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := rt.Status(ctx, "child2"); err != nil || st.State != sandbox.StatePaused {
+		t.Errorf("Status(child2) after a checkpoint of it paused = %+v, %v; want paused", st, err)
+	}
+	if err := rt.Resume(ctx, "child2"); err != nil {
+		t.Fatal(err)
+	}
 	// To disk: the sandbox stops once saved, and comes back from the save.
 	snap2 := filepath.Join(t.TempDir(), "snap2")
 	run(t, rt.client("child1"), `rm /workspace/out`)

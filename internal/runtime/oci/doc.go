@@ -114,7 +114,9 @@
 //     connecting end's namespace (the host's), where CRIU does not find
 //     it. Checkpoint closes the idle ones and waits until the agent holds
 //     no socket of the host's namespace; a request in flight (an attached
-//     terminal, a streaming command) makes it fail after 2 s.
+//     terminal, a streaming command) makes it fail after 5 s. A paused
+//     sandbox is thawed for that moment (its agent must close them), then
+//     saved paused and left so.
 //   - Restore gives the restored agent a new listener (a new namespace, a
 //     new path) with CRIU's --inherit-fd socket:[<old inode>], and its
 //     stdio, host files outside the sandbox's mounts, with --external
