@@ -109,7 +109,8 @@ echo $! > /workspace/pid`); code != 0 {
 	if err := rt.Pause(ctx, "child2"); err != nil {
 		t.Fatal(err)
 	}
-	if err := rt.Checkpoint(ctx, "child2", filepath.Join(t.TempDir(), "snap-paused"), true); err != nil {
+	snapPaused := filepath.Join(t.TempDir(), "snap-paused")
+	if err := rt.Checkpoint(ctx, "child2", snapPaused, true); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := rt.Status(ctx, "child2"); err != nil || st.State != sandbox.StatePaused {
@@ -117,6 +118,13 @@ echo $! > /workspace/pid`); code != 0 {
 	}
 	if err := rt.Resume(ctx, "child2"); err != nil {
 		t.Fatal(err)
+	}
+	// What is restored from it runs.
+	if err := rt.Restore(ctx, "child4", snapPaused, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := rt.Status(ctx, "child4"); err != nil || st.State != sandbox.StateRunning {
+		t.Errorf("Status(child4) restored from a paused sandbox = %+v, %v; want running", st, err)
 	}
 	// To disk: the sandbox stops once saved, and comes back from the save.
 	snap2 := filepath.Join(t.TempDir(), "snap2")
@@ -141,7 +149,7 @@ echo $! > /workspace/pid`); code != 0 {
 	if code, out := run(t, rt.client("child3"), `kill -USR1 $(cat /workspace/pid); sleep 0.5; cat /workspace/out`); code != 0 || out != "41\n" {
 		t.Errorf("child3: exit %d, output %q; want 41", code, out)
 	}
-	for _, id := range []string{"parent", "child1", "child2", "child3"} {
+	for _, id := range []string{"parent", "child1", "child2", "child3", "child4"} {
 		if err := rt.Delete(ctx, id); err != nil {
 			t.Error(err)
 		}
