@@ -148,15 +148,16 @@
 // runsc are not tried.
 //
 // Figures (BenchmarkCheckpointRestore beside BenchmarkCreateStart/runc in
-// the same run, 2 cores shared with other builds, load average 15-23;
-// busybox image, one shell process): live checkpoint p50 594-802 ms, 2.4-2.9
-// times create+start (246-279 ms); restore to an answering agent p50
-// 665-682 ms, 2.4-2.8 times. Nearly all of it is runc and CRIU (the dump
-// with the sandbox frozen; runc restore): the daemon's part is 1-50 ms and
-// the restored agent answers 1-2 ms after runc returns. A Python process
-// holding 50 MB: checkpoint 1.07 s, restore 0.80 s; 8 restores of one
-// snapshot at once: 2.5 s wall. On a quiet machine the figures
-// (runc + CRIU 4.1) were 180-260 ms and 143 ms.
+// the same run, 2 cores shared with other builds; busybox image, one shell
+// process): at load average 8-9, live checkpoint p50 206 ms and restore to
+// an answering agent p50 197 ms, 3.9 and 3.7 times create+start (53 ms); at
+// load 15-23, 594-802 ms and 665-682 ms, 2.4-2.9 times create+start. Nearly
+// all of it is runc and CRIU (the dump with the sandbox frozen; runc
+// restore): the daemon's part is 1-50 ms and the restored agent answers 1-2
+// ms after runc returns. A Python process holding 50 MB (load 11):
+// checkpoint 325 ms, restore 463 ms; 8 restores of one snapshot at once:
+// 1.3 s wall. The figures on a quiet machine (runc + CRIU 4.1) were
+// 180-260 ms and 143 ms.
 //
 // # Isolation
 //
