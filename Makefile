@@ -17,7 +17,7 @@ COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS   := -X github.com/agent2env/agent2env/internal/buildinfo.version=$(VERSION) \
              -X github.com/agent2env/agent2env/internal/buildinfo.commit=$(COMMIT)
 
-.PHONY: all build deps test-deps mcp-clients run test test-go test-race bench vet tidy docs envd-proto clean kube-binaries kube-background kube-node image web web-check
+.PHONY: all build deps test-deps criu mcp-clients run test test-go test-race bench vet tidy docs envd-proto clean kube-binaries kube-background kube-node image web web-check
 
 all: build
 
@@ -26,8 +26,14 @@ deps:
 
 # The daemon's packages and those only the tests and benchmarks use (tmux,
 # postgresql, chromium): make run installs none of the latter.
-test-deps:
+test-deps: criu
 	@scripts/deps.sh --tests
+
+# CRIU 4.1.1 with the fix for kernels >= 6.16, built once from Debian's
+# source package and cached under $(AGENT2ENV_CACHE_DIR)/criu-<version>-<key>
+# (scripts/criu.sh says why): the oci runtime's checkpoint and restore.
+criu:
+	@scripts/criu.sh >/dev/null
 
 # The stock clients the tests drive agent2env with (MCP Inspector on Node.js;
 # in one Python venv: mcp, openai, anthropic, google-genai, pytest), cached

@@ -17,7 +17,8 @@
 // conformance suite holds each runtime to what it declares. A Status
 // carries the reason a sandbox stopped (evicted, OOM-killed, node lost).
 // What only some runtimes do are optional interfaces a caller tests for:
-// ImagePreparer, NodePrepuller, UsageReader, LogReader and Pauser.
+// ImagePreparer, NodePrepuller, UsageReader, LogReader, Pauser and
+// Checkpointer.
 package sandbox
 
 import (
@@ -252,6 +253,9 @@ type Capabilities struct {
 	// host (the oci runtime where the cgroup freezer is mounted). Without
 	// it the manager refuses a pause.
 	Pause bool
+	// Checkpoint: the runtime is a Checkpointer that works on this host
+	// (the oci runtime given a criu that passes `criu check`).
+	Checkpoint bool
 	// MaxVolumeBytes is the largest Persistence.SizeBytes the runtime can
 	// give; zero is no limit of its own.
 	MaxVolumeBytes int64
@@ -376,6 +380,25 @@ type Pauser interface {
 	// ErrFailedPrecondition. Stop and Delete work on a paused sandbox
 	// without a Resume first.
 	Resume(ctx context.Context, id string) error
+}
+
+// Checkpointer is a Runtime that saves a running sandbox whole (its
+// processes with their memory, its writable files and its spec) into a
+// snapshot directory, and makes new sandboxes from such a directory,
+// running where the original was when it was saved.
+type Checkpointer interface {
+	// Checkpoint saves running sandbox id into dir, which must not exist
+	// yet. With leaveRunning the sandbox is frozen only while it is saved
+	// and runs on afterwards; without, it is stopped once saved (its
+	// memory freed, its files kept). A sandbox that is not running is an
+	// ErrFailedPrecondition; on error dir is removed and the sandbox is as
+	// it was.
+	Checkpoint(ctx context.Context, id, dir string, leaveRunning bool) error
+	// Restore makes and starts sandbox newID from the snapshot in dir, with
+	// labels, and returns once its agent answers. The snapshot is only
+	// read: one snapshot restores any number of times. On error nothing of
+	// newID is left.
+	Restore(ctx context.Context, newID, dir string, labels map[string]string) error
 }
 
 // Environ is the environment a sandbox's processes start with: defaults an

@@ -143,6 +143,17 @@ func (r *Runtime) bundleSpec(spec *sandbox.Spec, env []string, res sandbox.Resou
 		})
 		s.Process.Env = append(s.Process.Env, agent.EnvServices+"="+servicesMount+"/"+fileServicesSock)
 	}
+	if r.cfg.CRIU != "" {
+		// The daemon makes the network namespace (checkpoint.go), and
+		// runc hands CRIU the options Checkpoint and Restore write.
+		dir := r.dir(spec.ID)
+		for i := range s.Linux.Namespaces {
+			if s.Linux.Namespaces[i].Type == specs.NetworkNamespace {
+				s.Linux.Namespaces[i].Path = filepath.Join(dir, fileNetns)
+			}
+		}
+		s.Annotations = map[string]string{criuConfigAnnotation: filepath.Join(dir, fileCRIUConf)}
+	}
 	if r.oomAdjust {
 		// The OOM killer never picks the agent; lowering the score needs
 		// CAP_SYS_RESOURCE, without it the agent keeps the daemon's.

@@ -32,6 +32,7 @@ var (
 	_ sandbox.LogReader     = (*Runtime)(nil)
 	_ sandbox.ImagePreparer = (*Runtime)(nil)
 	_ sandbox.Pauser        = (*Runtime)(nil)
+	_ sandbox.Checkpointer  = (*Runtime)(nil)
 )
 
 // Config configures a Runtime. Root and Images are required.
@@ -62,6 +63,11 @@ type Config struct {
 	// made from now on, on a unix socket per sandbox that the agent
 	// forwards the sandbox's 127.0.0.1:4000 to (see doc.go).
 	Services runtime.Services
+	// CRIU is the path of the criu binary (scripts/criu.sh builds it)
+	// that runc drives to checkpoint and restore sandboxes. Without it
+	// Checkpoint and Restore are refused; with it every sandbox gets a
+	// network namespace made by the daemon (checkpoint.go).
+	CRIU string
 }
 
 // Runtime runs sandboxes as OCI containers. Make one with New; the zero
@@ -157,6 +163,9 @@ func New(cfg Config) (*Runtime, error) {
 	mkfs, err := lookPath("mkfs.ext4", "/usr/sbin", "/sbin")
 	if err != nil {
 		return nil, fmt.Errorf("oci runtime: %w: %w (install e2fsprogs)", errdefs.ErrUnavailable, err)
+	}
+	if cfg.CRIU != "" {
+		cfg.CRIU = checkCRIU(cfg.CRIU, cfg.Logger)
 	}
 	cg, err := readCgroups(cgroupParent(root))
 	if err != nil {
@@ -256,12 +265,14 @@ func (r *Runtime) Name() string { return Name }
 // the sandbox's disk, up to the size of Root's file system, and Retain
 // keeps it after Delete; there are no storage classes, and one runtime
 // binary runs every sandbox (no runtime classes). Sandboxes pause where the
-// host has a cgroup freezer (see freezer.go).
+// host has a cgroup freezer (see freezer.go), and are checkpointed when the
+// runtime has a working CRIU (checkpoint.go).
 func (r *Runtime) Capabilities() sandbox.Capabilities {
 	return sandbox.Capabilities{
 		StopKeepsFiles: true, LocalFiles: true, NetworkPolicy: r.cfg.Egress != nil,
 		DiskQuota: true, LoopbackOnly: true,
 		Persistence: true, MaxVolumeBytes: r.maxDisk, Pause: r.canPause,
+		Checkpoint: r.cfg.CRIU != "",
 	}
 }
 
@@ -434,6 +445,11 @@ func (r *Runtime) create(ctx context.Context, spec *sandbox.Spec, img *image.Ima
 	if err := mountDisk(filepath.Join(dir, fileDisk), disk); err != nil {
 		return err
 	}
+	if r.cfg.CRIU != "" {
+		if err := makeNetns(filepath.Join(dir, fileNetns)); err != nil {
+			return err
+		}
+	}
 	diskDone := time.Now()
 	if err := writeEtc(filepath.Join(disk, diskUpper, "etc"), spec.ID); err != nil {
 		return fmt.Errorf("write /etc: %w", err)
@@ -468,9 +484,13 @@ func writeEtc(etc, id string) error {
 	return os.WriteFile(filepath.Join(etc, "hosts"), []byte(hosts), 0o644)
 }
 
-// mount mounts the disk and root file system of a sandbox unless they
-// still are (after Stop, or a daemon restart); after a reboot they are not.
+// mount mounts the disk and root file system of a sandbox, and keeps its
+// network namespace when the daemon made one, unless they still are (after
+// Stop, or a daemon restart); after a reboot they are not.
 func (r *Runtime) mount(dir string, m *meta) error {
+	if err := keepNetns(filepath.Join(dir, fileNetns)); err != nil {
+		return err
+	}
 	disk, rootfs := filepath.Join(dir, dirDisk), filepath.Join(dir, dirRootfs)
 	if ok, err := isMountpoint(disk); err != nil {
 		return err
@@ -542,15 +562,7 @@ func (r *Runtime) run(ctx context.Context, id, dir string) error {
 			return err
 		}
 	}
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		return fmt.Errorf("listen for the agent: %w", err)
-	}
-	// The socket file stays for reconnecting clients; the daemon's copy of
-	// the socket goes once the agent holds its own.
-	l.SetUnlinkOnClose(false)
-	lf, err := l.File()
-	l.Close()
+	lf, err := r.listenAgent(dir, sock)
 	if err != nil {
 		return fmt.Errorf("listen for the agent: %w", err)
 	}
@@ -565,7 +577,13 @@ func (r *Runtime) run(ctx context.Context, id, dir string) error {
 		return errors.Join(fmt.Errorf("%w%s", err, logTail(filepath.Join(dir, fileLog))),
 			r.oci.delete(context.WithoutCancel(ctx), id))
 	}
-	b, err := os.ReadFile(pidFile)
+	return writePid(pidFile, filepath.Join(dir, fileLog))
+}
+
+// writePid adds the agent's start time to the pid the runtime binary wrote
+// at path: with it the pid names this process and no later one.
+func writePid(path, log string) error {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("read agent pid: %w", err)
 	}
@@ -575,10 +593,27 @@ func (r *Runtime) run(ctx context.Context, id, dir string) error {
 	}
 	start, err := processStart(pid)
 	if err != nil {
-		return fmt.Errorf("agent exited at once: %w%s", err, logTail(filepath.Join(dir, fileLog)))
+		return fmt.Errorf("agent exited at once: %w%s", err, logTail(log))
 	}
-	// With its start time the pid names this process and no later one.
-	return os.WriteFile(pidFile, []byte(strconv.Itoa(pid)+" "+strconv.FormatUint(start, 10)+"\n"), 0o600)
+	return os.WriteFile(path, []byte(strconv.Itoa(pid)+" "+strconv.FormatUint(start, 10)+"\n"), 0o600)
+}
+
+// listenAgent makes the agent's listening socket at sock: in the
+// sandbox's own network namespace when the daemon made one (the runtime
+// has CRIU, or had when it made the sandbox), so that CRIU can dump it.
+func (r *Runtime) listenAgent(dir, sock string) (*os.File, error) {
+	if netns := filepath.Join(dir, fileNetns); exists(netns) {
+		return listenIn(netns, sock)
+	}
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	// The socket file stays for reconnecting clients; the daemon's copy of
+	// the socket goes once the agent holds its own.
+	l.SetUnlinkOnClose(false)
+	defer l.Close()
+	return l.File()
 }
 
 // waitAgent waits until the agent answers. The socket listened before the
@@ -747,6 +782,9 @@ func (r *Runtime) destroy(ctx context.Context, id string, container bool) error 
 		if err := unmount(filepath.Join(dir, d)); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := removeNetns(filepath.Join(dir, fileNetns)); err != nil {
+		errs = append(errs, err)
 	}
 	if err := r.cgroups.remove(id); err != nil {
 		errs = append(errs, err)

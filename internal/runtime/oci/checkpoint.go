@@ -1,0 +1,514 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+)
+
+// criuConfigAnnotation names, in a bundle, the CRIU configuration file that
+// runc gives CRIU on checkpoint and restore: the one way through runc to
+// CRIU's --external and --inherit-fd, which runc has no flags for.
+const criuConfigAnnotation = "org.criu.config"
+
+// Files of checkpoints: fileCRIUConf in the sandbox dir; the others in a
+// snapshot dir.
+const (
+	fileCRIUConf     = "criu.conf"
+	fileSnapshot     = "snapshot.json"
+	dirCRIUImages    = "images"
+	dirCRIUWork      = "criu-work"
+	firstInheritedFD = 10 // runc's criu swrk child uses fds 3 and 4 itself
+)
+
+// connsClosedTimeout bounds the wait for the agent to close the daemon's
+// connections before a dump.
+const connsClosedTimeout = 5 * time.Second
+
+// checkCRIU returns the path of the criu binary named by criu when `criu
+// check` passes with it, or "" (checkpoints off) with a warning saying why.
+func checkCRIU(criu string, log *slog.Logger) string {
+	path, err := exec.LookPath(criu)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var out []byte
+		if out, err = exec.CommandContext(ctx, path, "check").CombinedOutput(); err != nil {
+			err = fmt.Errorf("%s check: %w: %s", path, err, strings.TrimSpace(string(out)))
+		}
+	}
+	if err != nil {
+		log.Warn("checkpoint and restore are off: CRIU does not work here (scripts/criu.sh builds one that does)", "err", err)
+		return ""
+	}
+	return path
+}
+
+// snapshot is what a snapshot dir records besides CRIU's images and the disk.
+type snapshot struct {
+	Meta   meta        `json:"meta"`
+	Config *specs.Spec `json:"config"`
+	// Dir is the sandbox dir the snapshot was taken of: Restore replaces
+	// it in the paths of Config.
+	Dir string `json:"dir"`
+	// ListenerIno is the inode of the agent's listening socket (fd 3),
+	// which CRIU restores from the new sandbox's (--inherit-fd).
+	ListenerIno uint64 `json:"listener_ino"`
+	// Externals are the agent's open files outside the sandbox (its
+	// standard input, output and error: host files), by CRIU key.
+	Externals  []external `json:"externals"`
+	TookMillis int64      `json:"took_ms"`
+}
+
+// external is a host file the agent holds open, which CRIU leaves out of
+// the dump (--external file[mnt_id:ino]) and takes from the restoring
+// process (--inherit-fd).
+type external struct {
+	Key string `json:"key"`
+	// Log: the file is the agent's log (its stdout and stderr); otherwise
+	// /dev/null.
+	Log bool `json:"log,omitempty"`
+}
+
+// criu returns a command of the runtime binary that drives CRIU at criu.
+func (c ociCLI) criu(ctx context.Context, criu string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, c.bin, append([]string{"--root", c.root, "--criu", criu}, args...)...)
+}
+
+// checkpointable checks that sandbox id can be checkpointed now.
+func (r *Runtime) checkpointable(id string) (*meta, int, error) {
+	if r.cfg.CRIU == "" {
+		return nil, 0, fmt.Errorf("checkpoint sandbox %s: the runtime has no CRIU: %w", id, errdefs.ErrNotImplemented)
+	}
+	m, err := r.readMeta(id)
+	if err != nil {
+		return nil, 0, fmt.Errorf("checkpoint sandbox %s: %w", id, err)
+	}
+	if m.Egress != nil || m.Services {
+		// The agent's connections to the host's egress and services
+		// sockets cannot be dumped yet.
+		return nil, 0, fmt.Errorf("checkpoint sandbox %s: sandboxes with egress or the daemon's services cannot be checkpointed yet: %w", id, errdefs.ErrNotImplemented)
+	}
+	if _, err := os.Stat(filepath.Join(r.dir(id), fileNetns)); err != nil {
+		return nil, 0, errdefs.Precondition("checkpoint sandbox %s: it was made before CRIU was configured", id)
+	}
+	pid, _ := r.agentState(r.dir(id))
+	if pid == 0 {
+		return nil, 0, errdefs.Precondition("checkpoint sandbox %s: it is not running", id)
+	}
+	return m, pid, nil
+}
+
+// Checkpoint saves sandbox id into dir with `runc checkpoint`: CRIU's
+// images of every process, the sandbox's disk image, its bundle config and
+// metadata. The disk is copied while the sandbox is frozen, so files and
+// memory agree.
+func (r *Runtime) Checkpoint(ctx context.Context, id, dir string, leaveRunning bool) error {
+	m, pid, err := r.checkpointable(id)
+	if err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("checkpoint sandbox %s: %w", id, err)
+	}
+	if err := r.checkpoint(ctx, id, dir, m, pid, leaveRunning); err != nil {
+		return errors.Join(fmt.Errorf("checkpoint sandbox %s: %w", id, err), os.RemoveAll(dir))
+	}
+	return nil
+}
+
+func (r *Runtime) checkpoint(ctx context.Context, id, dir string, m *meta, pid int, leaveRunning bool) error {
+	start := time.Now()
+	sdir := r.dir(id)
+	snap := snapshot{Meta: *m, Dir: sdir}
+	if err := readJSONFile(filepath.Join(sdir, fileConfig), &snap.Config); err != nil {
+		return err
+	}
+	var err error
+	if snap.ListenerIno, err = listenerIno(pid, filepath.Join(sdir, fileSock)); err != nil {
+		return fmt.Errorf("agent listener: %w", err)
+	}
+	logIno, err := fileIno(filepath.Join(sdir, fileLog))
+	if err != nil {
+		return err
+	}
+	conf := []string{"tcp-established", "file-locks"}
+	seen := map[string]bool{}
+	for fd := 0; fd <= 2; fd++ {
+		key, ino, err := fdKey(pid, fd)
+		if err != nil {
+			return err
+		}
+		if key == "" || seen[key] {
+			continue
+		}
+		seen[key] = true
+		snap.Externals = append(snap.Externals, external{Key: key, Log: ino == logIno})
+		conf = append(conf, "external "+key)
+	}
+	if err := os.WriteFile(filepath.Join(sdir, fileCRIUConf), []byte(strings.Join(conf, "\n")+"\n"), 0o600); err != nil {
+		return err
+	}
+	// A paused sandbox's agent runs for the moment it takes to let the
+	// daemon's connections go, and is saved paused again.
+	fz := r.cgroups.freezer(id)
+	paused, err := fz.frozen()
+	if err != nil {
+		return err
+	}
+	if paused {
+		if err := fz.thaw(); err != nil {
+			return err
+		}
+	}
+	if err := r.waitConnsClosed(ctx, id, pid); err != nil {
+		if paused {
+			err = errors.Join(err, fz.freeze(ctx))
+		}
+		return err
+	}
+	if err := fz.freeze(ctx); err != nil {
+		return err
+	}
+	frozen := time.Now()
+	err = r.dump(ctx, id, sdir, dir, leaveRunning)
+	if !paused { // a paused sandbox stays paused
+		if thawErr := fz.thaw(); thawErr != nil && leaveRunning {
+			err = errors.Join(err, thawErr)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	snap.TookMillis = time.Since(start).Milliseconds()
+	if !leaveRunning {
+		reap(pid)
+		r.stopSockets(id)
+	}
+	r.log.Debug("sandbox checkpointed", "sandbox", id, "prepare", frozen.Sub(start), "frozen", time.Since(frozen))
+	return writeJSONFile(filepath.Join(dir, fileSnapshot), snap)
+}
+
+// dump copies the disk of frozen sandbox id and runs runc checkpoint.
+func (r *Runtime) dump(ctx context.Context, id, sdir, dir string, leaveRunning bool) error {
+	if err := syncDir(filepath.Join(sdir, dirDisk)); err != nil {
+		return err
+	}
+	if err := copySparse(filepath.Join(sdir, fileDisk), filepath.Join(dir, fileDisk)); err != nil {
+		return fmt.Errorf("copy disk: %w", err)
+	}
+	args := []string{"checkpoint", "--image-path", filepath.Join(dir, dirCRIUImages),
+		"--work-path", filepath.Join(dir, dirCRIUWork), "--manage-cgroups-mode", "soft"}
+	if leaveRunning {
+		args = append(args, "--leave-running")
+	}
+	cmd := r.oci.criu(ctx, r.cfg.CRIU, append(args, id)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s checkpoint: %w: %s%s", r.oci.bin, err, strings.TrimSpace(string(out)),
+			logTail(filepath.Join(dir, dirCRIUWork, "dump.log")))
+	}
+	return nil
+}
+
+// waitConnsClosed closes the daemon's idle connections to the agent of
+// sandbox id and waits until the agent holds none: CRIU cannot dump a
+// connection whose other end is outside the sandbox, and the kernel makes
+// the accepting end of a unix connection in the connecting end's network
+// namespace, the host's here, where CRIU, dumping the sandbox's, does not
+// even find it. The agent closes its ends when it sees them end; a request
+// still in flight (a command's output streaming, an attached terminal)
+// makes the checkpoint fail after connsClosedTimeout.
+func (r *Runtime) waitConnsClosed(ctx context.Context, id string, pid int) error {
+	ctx, cancel := context.WithTimeout(ctx, connsClosedTimeout)
+	defer cancel()
+	for {
+		if c := r.cachedClient(id); c != nil {
+			c.Close()
+		}
+		n, err := hostConns(pid)
+		if err != nil || n == 0 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the agent still holds %d connections from the daemon: %w", n, errdefs.ErrUnavailable)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// hostConns counts the open unix sockets of process pid that belong to
+// the daemon's network namespace.
+func hostConns(pid int) (int, error) {
+	host, err := unixInodes("/proc/self/net/unix")
+	if err != nil {
+		return 0, err
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, fd := range fds {
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err != nil {
+			continue // closed meanwhile
+		}
+		if ino, ok := strings.CutPrefix(link, "socket:["); ok && host[strings.TrimSuffix(ino, "]")] {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// unixInodes returns the inodes of the unix sockets listed in path, a
+// /proc/<pid>/net/unix.
+func unixInodes(path string) (map[string]bool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	inodes := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		if f := strings.Fields(line); len(f) >= 7 {
+			inodes[f[6]] = true
+		}
+	}
+	return inodes, nil
+}
+
+// Restore makes sandbox newID from the snapshot in dir with `runc restore`:
+// a copy of the snapshot's disk, the image's layers as the snapshot's
+// sandbox had them, a new network namespace and a new listening socket,
+// which CRIU gives the agent in place of the old one.
+func (r *Runtime) Restore(ctx context.Context, newID, dir string, labels map[string]string) error {
+	if r.cfg.CRIU == "" {
+		return fmt.Errorf("restore sandbox %s: the runtime has no CRIU: %w", newID, errdefs.ErrNotImplemented)
+	}
+	var snap snapshot
+	if err := readJSONFile(filepath.Join(dir, fileSnapshot), &snap); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return errdefs.NotFound("restore sandbox %s: no snapshot in %s", newID, dir)
+		}
+		return fmt.Errorf("restore sandbox %s: %w", newID, err)
+	}
+	if !validID.MatchString(newID) {
+		return errdefs.Invalid("sandbox id %q must match %s", newID, validID)
+	}
+	ndir := r.dir(newID)
+	if err := os.Mkdir(ndir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return errdefs.Conflict("restore sandbox %s: already exists", newID)
+		}
+		return fmt.Errorf("restore sandbox %s: %w", newID, err)
+	}
+	if err := r.restore(ctx, newID, dir, ndir, &snap, labels); err != nil {
+		return errors.Join(fmt.Errorf("restore sandbox %s: %w", newID, err),
+			r.destroy(context.WithoutCancel(ctx), newID, true))
+	}
+	return nil
+}
+
+func (r *Runtime) restore(ctx context.Context, id, dir, ndir string, snap *snapshot, labels map[string]string) error {
+	start := time.Now()
+	disk, rootfs := filepath.Join(ndir, dirDisk), filepath.Join(ndir, dirRootfs)
+	if err := copySparse(filepath.Join(dir, fileDisk), filepath.Join(ndir, fileDisk)); err != nil {
+		return fmt.Errorf("copy disk: %w", err)
+	}
+	for _, d := range []string{disk, rootfs} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return err
+		}
+	}
+	if err := mountDisk(filepath.Join(ndir, fileDisk), disk); err != nil {
+		return err
+	}
+	if err := mountRootfs(snap.Meta.Layers, disk, rootfs); err != nil {
+		return err
+	}
+	if err := makeNetns(filepath.Join(ndir, fileNetns)); err != nil {
+		return err
+	}
+	cfg := rebase(snap.Config, snap.Dir, ndir)
+	cfg.Hostname = id
+	cfg.Linux.CgroupsPath = r.cgroups.path(id)
+	if err := writeJSONFile(filepath.Join(ndir, fileConfig), cfg); err != nil {
+		return err
+	}
+	lf, err := listenIn(filepath.Join(ndir, fileNetns), filepath.Join(ndir, fileSock))
+	if err != nil {
+		return fmt.Errorf("listen for the agent: %w", err)
+	}
+	defer lf.Close()
+	logf, err := os.OpenFile(filepath.Join(ndir, fileLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return err
+	}
+	defer null.Close()
+	// runc's criu swrk child keeps the fds it inherits from runc: ours go
+	// at firstInheritedFD and up, past the ones runc passes it.
+	extra := make([]*os.File, firstInheritedFD-3)
+	extra = append(extra, lf)
+	conf := []string{"tcp-established", "file-locks",
+		fmt.Sprintf("inherit-fd fd[%d]:socket:[%d]", firstInheritedFD, snap.ListenerIno)}
+	for _, e := range snap.Externals {
+		f := null
+		if e.Log {
+			f = logf
+		}
+		conf = append(conf, fmt.Sprintf("inherit-fd fd[%d]:%s", 3+len(extra), e.Key))
+		extra = append(extra, f)
+	}
+	if err := os.WriteFile(filepath.Join(ndir, fileCRIUConf), []byte(strings.Join(conf, "\n")+"\n"), 0o600); err != nil {
+		return err
+	}
+	m := snap.Meta
+	m.ID, m.Labels, m.CreatedAt = id, labels, time.Now().UTC()
+	prepared := time.Now()
+	pidFile := filepath.Join(ndir, filePid)
+	cmd := r.oci.criu(ctx, r.cfg.CRIU, "restore", "--detach", "--bundle", ndir,
+		"--image-path", filepath.Join(dir, dirCRIUImages), "--work-path", filepath.Join(ndir, dirCRIUWork),
+		"--manage-cgroups-mode", "soft", "--pid-file", pidFile, id)
+	cmd.ExtraFiles = extra
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s restore: %w%s%s", r.oci.bin, err, logTail(filepath.Join(ndir, fileLog)),
+			logTail(filepath.Join(ndir, dirCRIUWork, "restore.log")))
+	}
+	if err := writePid(pidFile, filepath.Join(ndir, fileLog)); err != nil {
+		return err
+	}
+	if err := writeJSONFile(filepath.Join(ndir, fileMeta), m); err != nil {
+		return fmt.Errorf("write metadata: %w", err)
+	}
+	restored := time.Now()
+	if err := r.waitAgent(ctx, id, ndir); err != nil {
+		return err
+	}
+	r.log.Debug("sandbox restored", "sandbox", id, "prepare", prepared.Sub(start),
+		"restore", restored.Sub(prepared), "agent", time.Since(restored))
+	return nil
+}
+
+// rebase returns a copy of config with every path under dir moved under
+// ndir.
+func rebase(config *specs.Spec, dir, ndir string) *specs.Spec {
+	c := *config
+	move := func(p string) string {
+		if rest, ok := strings.CutPrefix(p, dir+"/"); ok {
+			return filepath.Join(ndir, rest)
+		}
+		return p
+	}
+	root := *c.Root
+	root.Path = move(root.Path)
+	c.Root = &root
+	c.Mounts = append([]specs.Mount(nil), c.Mounts...)
+	for i := range c.Mounts {
+		c.Mounts[i].Source = move(c.Mounts[i].Source)
+	}
+	linux := *c.Linux
+	linux.Namespaces = append([]specs.LinuxNamespace(nil), linux.Namespaces...)
+	for i := range linux.Namespaces {
+		linux.Namespaces[i].Path = move(linux.Namespaces[i].Path)
+	}
+	c.Linux = &linux
+	c.Annotations = map[string]string{}
+	for k, v := range config.Annotations {
+		c.Annotations[k] = move(v)
+	}
+	return &c
+}
+
+// fdKey returns CRIU's key of fd of process pid when it is a host file
+// CRIU cannot dump ("file[mnt_id:ino]", hex) and its inode; "" for pipes
+// and sockets, which CRIU handles.
+func fdKey(pid, fd int) (string, uint64, error) {
+	link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
+	if err != nil {
+		return "", 0, err
+	}
+	if strings.HasPrefix(link, "pipe:") || strings.HasPrefix(link, "socket:") || strings.HasPrefix(link, "anon_inode:") {
+		return "", 0, nil
+	}
+	ino, err := fdIno(pid, fd)
+	if err != nil {
+		return "", 0, err
+	}
+	info, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%d", pid, fd))
+	if err != nil {
+		return "", 0, err
+	}
+	for _, line := range strings.Split(string(info), "\n") {
+		if v, ok := strings.CutPrefix(line, "mnt_id:"); ok {
+			mnt, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return "", 0, err
+			}
+			return fmt.Sprintf("file[%x:%x]", mnt, ino), ino, nil
+		}
+	}
+	return "", 0, fmt.Errorf("fd %d of pid %d: no mnt_id in fdinfo", fd, pid)
+}
+
+// listenerIno returns the inode of the listening unix socket bound to path
+// in the network namespace of process pid. (The agent holds it at another
+// fd than the 3 it was given: Go's net.FileListener takes a copy.)
+func listenerIno(pid int, path string) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/unix", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		// Num RefCount Protocol Flags Type St Inode Path; flag
+		// __SO_ACCEPTCON marks listeners.
+		if f := strings.Fields(line); len(f) == 8 && f[7] == path && f[3] == "00010000" {
+			return strconv.ParseUint(f[6], 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no listening socket at %s in the sandbox's network namespace", path)
+}
+
+// fdIno returns the inode of fd of process pid.
+func fdIno(pid, fd int) (uint64, error) {
+	return fileIno(fmt.Sprintf("/proc/%d/fd/%d", pid, fd))
+}
+
+func fileIno(path string) (uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return 0, fmt.Errorf("stat %s: %w", path, err)
+	}
+	return st.Ino, nil
+}
+
+// syncDir flushes the file system holding dir to its device.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,330 @@
+package oci
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
+	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/testenv"
+)
+
+// testCRIU returns $AGENT2ENV_CRIU, or the criu that make test-deps built
+// (scripts/criu.sh).
+func testCRIU(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("AGENT2ENV_CRIU"); p != "" {
+		return p
+	}
+	out, err := exec.Command("../../../scripts/criu.sh", "--path").Output()
+	if err != nil {
+		testenv.Missing(t, "the project's criu is not built: run make criu (scripts/criu.sh)")
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// newCRIURuntime returns a runc runtime in root with the project's criu,
+// checked by New.
+func newCRIURuntime(t testing.TB, root string) *Runtime {
+	t.Helper()
+	rt, err := New(Config{Root: root, AgentBinary: agentBin, Images: testImages{}, CRIU: testCRIU(t),
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rt.Capabilities().Checkpoint {
+		t.Fatalf("the project's criu fails criu check here (see the warning above)")
+	}
+	return rt
+}
+
+func TestCheckCRIU(t *testing.T) {
+	dir := t.TempDir()
+	failing := filepath.Join(dir, "criu")
+	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho 'Looks bad.'; exit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	discard := slog.New(slog.DiscardHandler)
+	for _, path := range []string{filepath.Join(dir, "missing"), failing} {
+		if got := checkCRIU(path, discard); got != "" {
+			t.Errorf("checkCRIU(%s) = %q; want \"\" (checkpoints off)", path, got)
+		}
+	}
+}
+
+func TestCheckpointRestore(t *testing.T) {
+	runtimetest.RequiresRoot(t)
+	root := newRoot(t)
+	rt := newCRIURuntime(t, root)
+	ctx := context.Background()
+	startSandbox(t, rt, "parent")
+	c := rt.client("parent")
+	// A process holding a variable in memory only, which it writes out on
+	// SIGUSR1; and a file.
+	if code, out := run(t, c, `echo hello > /workspace/f
+setsid sh -c 'x=41; trap "echo \$x > /workspace/out" USR1; while :; do sleep 0.1; done' </dev/null >/dev/null 2>&1 &
+echo $! > /workspace/pid`); code != 0 {
+		t.Fatalf("setup: %d %s", code, out)
+	}
+	snap := filepath.Join(t.TempDir(), "snap")
+	start := time.Now()
+	if err := rt.Checkpoint(ctx, "parent", snap, true); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("checkpoint (live) took %v", time.Since(start))
+	// The parent runs on; what it writes now is not in the snapshot.
+	if code, out := run(t, rt.client("parent"), `echo changed > /workspace/f; kill -0 $(cat /workspace/pid) && echo alive`); code != 0 || !strings.Contains(out, "alive") {
+		t.Fatalf("parent after checkpoint: %d %q", code, out)
+	}
+	for _, id := range []string{"child1", "child2"} {
+		start = time.Now()
+		if err := rt.Restore(ctx, id, snap, map[string]string{"from": "parent"}); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("restore %s to an answering agent took %v", id, time.Since(start))
+		code, out := run(t, rt.client(id), `cat /workspace/f; kill -USR1 $(cat /workspace/pid); sleep 0.5; cat /workspace/out`)
+		if code != 0 || out != "hello\n41\n" {
+			t.Errorf("%s: exit %d, output %q; want the snapshot's file and variable (hello, 41)", id, code, out)
+		}
+		st, err := rt.Status(ctx, id)
+		if err != nil || st.Labels["from"] != "parent" {
+			t.Errorf("Status(%s) = %+v, %v", id, st, err)
+		}
+	}
+	if code, out := run(t, rt.client("parent"), `cat /workspace/f`); code != 0 || out != "changed\n" {
+		t.Errorf("parent: %d %q; the children's writes must not reach it", code, out)
+	}
+	// A paused sandbox is saved as it is, and stays paused.
+	if err := rt.Pause(ctx, "child2"); err != nil {
+		t.Fatal(err)
+	}
+	snapPaused := filepath.Join(t.TempDir(), "snap-paused")
+	if err := rt.Checkpoint(ctx, "child2", snapPaused, true); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := rt.Status(ctx, "child2"); err != nil || st.State != sandbox.StatePaused {
+		t.Errorf("Status(child2) after a checkpoint of it paused = %+v, %v; want paused", st, err)
+	}
+	if err := rt.Resume(ctx, "child2"); err != nil {
+		t.Fatal(err)
+	}
+	// What is restored from it runs.
+	if err := rt.Restore(ctx, "child4", snapPaused, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := rt.Status(ctx, "child4"); err != nil || st.State != sandbox.StateRunning {
+		t.Errorf("Status(child4) restored from a paused sandbox = %+v, %v; want running", st, err)
+	}
+	// To disk: the sandbox stops once saved, and comes back from the save.
+	snap2 := filepath.Join(t.TempDir(), "snap2")
+	run(t, rt.client("child1"), `rm /workspace/out`)
+	if err := rt.Checkpoint(ctx, "child1", snap2, false); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := rt.Status(ctx, "child1"); err != nil || st.State != sandbox.StateStopped {
+		t.Errorf("Status(child1) after a checkpoint that stops it = %+v, %v; want stopped", st, err)
+	}
+	// A stopped sandbox starts afresh (a new agent, the same disk) in the
+	// network namespace the daemon made for it.
+	if err := rt.Start(ctx, "child1"); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := run(t, rt.client("child1"), `cat /workspace/f`); code != 0 || out != "hello\n" {
+		t.Errorf("child1 started again: %d %q", code, out)
+	}
+	if err := rt.Restore(ctx, "child3", snap2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := run(t, rt.client("child3"), `kill -USR1 $(cat /workspace/pid); sleep 0.5; cat /workspace/out`); code != 0 || out != "41\n" {
+		t.Errorf("child3: exit %d, output %q; want 41", code, out)
+	}
+	for _, id := range []string{"parent", "child1", "child2", "child3", "child4"} {
+		if err := rt.Delete(ctx, id); err != nil {
+			t.Error(err)
+		}
+	}
+	runtimetest.AssertNoLeaks(t, root)
+}
+
+// TestCheckpointRestorePython checkpoints a sandbox of the real
+// agent2env/python image in which a Python process holds a variable and
+// 50 MB, and restores it: the process is there, with its memory.
+func TestCheckpointRestorePython(t *testing.T) {
+	runtimetest.RequiresRoot(t)
+	criu := testCRIU(t)
+	if os.Getenv("AGENT2ENV_BUILD_TESTS") != "1" {
+		testenv.Missing(t, "agent2env/python: set AGENT2ENV_BUILD_TESTS=1 (make test does) to build it from the image build cache")
+	}
+	images, err := image.Open(filepath.Join(t.TempDir(), "images"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const ref = "agent2env/python"
+	start := time.Now()
+	if _, err := images.Ensure(ctx, ref, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("image ready in %v", time.Since(start))
+	root := newRoot(t)
+	rt, err := New(Config{Root: root, AgentBinary: agentBin, Images: images, CRIU: criu,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Create(ctx, &sandbox.Spec{ID: "py", Image: ref}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(ctx, "py"); err != nil {
+		t.Fatal(err)
+	}
+	// x lives only in the process's memory; SIGUSR1 writes it out.
+	script := `import os, signal, time
+x = 41
+blob = bytearray(os.urandom(1 << 20)) * 50
+def dump(*_):
+    open("/workspace/out", "w").write("%d %d" % (x + 1, len(blob)))
+signal.signal(signal.SIGUSR1, dump)
+open("/workspace/ready", "w").write(str(os.getpid()))
+while True:
+    time.sleep(1)
+`
+	if err := os.WriteFile(filepath.Join(root, "py", dirDisk, diskWorkspace, "hold.py"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := run(t, rt.client("py"), `setsid python3 /workspace/hold.py </dev/null >/dev/null 2>&1 &
+for i in $(seq 100); do [ -s /workspace/ready ] && break; sleep 0.1; done; cat /workspace/ready`); code != 0 || out == "" {
+		t.Fatalf("start python: %d %q", code, out)
+	}
+	snap := filepath.Join(t.TempDir(), "snap")
+	start = time.Now()
+	if err := rt.Checkpoint(ctx, "py", snap, true); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("checkpoint (live, python holding 50 MB) took %v", time.Since(start))
+	start = time.Now()
+	if err := rt.Restore(ctx, "py2", snap, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restore to an answering agent took %v", time.Since(start))
+	code, out := run(t, rt.client("py2"), `kill -USR1 $(cat /workspace/ready); for i in $(seq 50); do [ -s /workspace/out ] && break; sleep 0.1; done; cat /workspace/out`)
+	if code != 0 || out != "42 52428800" {
+		t.Errorf("restored python: exit %d, output %q; want 42 52428800", code, out)
+	}
+	for _, id := range []string{"py", "py2"} {
+		if err := rt.Delete(ctx, id); err != nil {
+			t.Error(err)
+		}
+	}
+	runtimetest.AssertNoLeaks(t, root)
+}
+
+// BenchmarkCheckpointRestore measures a live checkpoint of a busybox
+// sandbox with one shell process, and a restore from it to an answering
+// agent; compare with BenchmarkCreateStart/runc of the same run.
+func BenchmarkCheckpointRestore(b *testing.B) {
+	runtimetest.RequiresRoot(b)
+	ctx := context.Background()
+	root := newRoot(b)
+	rt := newCRIURuntime(b, root)
+	sp := newSpec(b, "parent")
+	if err := rt.Create(ctx, sp); err != nil {
+		b.Fatal(err)
+	}
+	if err := rt.Start(ctx, "parent"); err != nil {
+		b.Fatal(err)
+	}
+	var dumps, restores []time.Duration
+	for i := 0; b.Loop(); i++ {
+		snap := filepath.Join(root, fmt.Sprintf("_snap%d", i))
+		start := time.Now()
+		if err := rt.Checkpoint(ctx, "parent", snap, true); err != nil {
+			b.Fatal(err)
+		}
+		dumped := time.Now()
+		id := fmt.Sprintf("child%d", i)
+		if err := rt.Restore(ctx, id, snap, nil); err != nil {
+			b.Fatal(err)
+		}
+		dumps, restores = append(dumps, dumped.Sub(start)), append(restores, time.Since(dumped))
+		b.StopTimer()
+		if err := rt.Delete(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.RemoveAll(snap); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	if err := rt.Delete(ctx, "parent"); err != nil {
+		b.Fatal(err)
+	}
+	median := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2].Microseconds()) / 1000
+	}
+	b.ReportMetric(median(dumps), "checkpoint-p50-ms")
+	b.ReportMetric(median(restores), "restore-p50-ms")
+}
+
+// TestRestoreParallel restores one snapshot into 8 sandboxes at once (a
+// fork): each has the snapshot's state, and what one writes the others do
+// not see.
+func TestRestoreParallel(t *testing.T) {
+	runtimetest.RequiresRoot(t)
+	root := newRoot(t)
+	rt := newCRIURuntime(t, root)
+	ctx := context.Background()
+	startSandbox(t, rt, "parent")
+	if code, out := run(t, rt.client("parent"), `echo 7 > /workspace/n`); code != 0 {
+		t.Fatalf("setup: %d %s", code, out)
+	}
+	snap := filepath.Join(t.TempDir(), "snap")
+	if err := rt.Checkpoint(ctx, "parent", snap, true); err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = rt.Restore(ctx, fmt.Sprintf("fork%d", i), snap, nil)
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d restores from one snapshot at once: %v wall", n, time.Since(start))
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("fork%d: %v", i, err)
+		}
+	}
+	for i := range n {
+		script := fmt.Sprintf(`read n < /workspace/n; echo $((n + %d)) > /workspace/n; cat /workspace/n`, i)
+		if code, out := run(t, rt.client(fmt.Sprintf("fork%d", i)), script); code != 0 || out != strconv.Itoa(7+i)+"\n" {
+			t.Errorf("fork%d: exit %d, output %q; want %d (its own write on the snapshot's 7)", i, code, out, 7+i)
+		}
+	}
+	for i := range n {
+		if err := rt.Delete(ctx, fmt.Sprintf("fork%d", i)); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := rt.Delete(ctx, "parent"); err != nil {
+		t.Error(err)
+	}
+	runtimetest.AssertNoLeaks(t, root)
+}

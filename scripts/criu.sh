@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Builds the CRIU that the oci runtime's checkpoint and restore drive, and
+# caches it under $AGENT2ENV_CACHE_DIR/criu-<version>-<key>/ (default
+# /var/cache/agent2env), where <key> hashes the recipe and the patches. A
+# warm run builds nothing. Prints the path of the criu binary.
+#
+#   scripts/criu.sh           build (or reuse) criu and print its path
+#   scripts/criu.sh --check   the same, then run `criu check` with it
+#   scripts/criu.sh --path    print the path only if it is built (exit 1
+#                             if not): how the tests find it
+#
+# Why not Debian 12's criu: 3.17 fails `criu check` on kernels >= 6.13.
+# The source is Debian's package of CRIU 4.1.1 (trixie), pinned by sha256,
+# plus the upstream fix for kernels >= 6.16, which refuse SO_PASSCRED and
+# SO_PASSSEC on sockets other than unix and netlink (upstream commit
+# 4b73985955ec, "criu/sockets: Restrict SO_PASSCRED and SO_PASSSEC to
+# supported families", in CRIU 4.2; scripts/criu/*.patch). Without it every
+# dump of a process holding a TCP socket fails with "Can't get 1:16 opt".
+# Two more fixes of ours (scripts/criu/0002-*, 0003-*): reading the limits of
+# another user's process without CAP_SYS_RESOURCE, which root lacks on this
+# project's machines (CI's too); and an inherit-fd of runc's CRIU
+# configuration file (org.criu.config), which CRIU's RPC mode parses twice,
+# counted once. Only `make criu` is built: no documentation, no Python
+# library, no plugins.
+set -euo pipefail
+
+VERSION=4.1.1
+ORIG_URL=http://deb.debian.org/debian/pool/main/c/criu/criu_${VERSION}.orig.tar.xz
+ORIG_SHA256=f80a66cb3726bb2116266d4759ce3bcbfab7abdb6b6d430bf20dd41911717afe
+# Change RECIPE whenever the way criu is built changes, so the key changes.
+RECIPE=1
+BUILD_DEPS=(gcc make pkg-config curl xz-utils patch libprotobuf-c-dev protobuf-c-compiler
+	libprotobuf-dev protobuf-compiler python3-protobuf libnl-3-dev libnet1-dev libcap-dev
+	libaio-dev libgnutls28-dev libbsd-dev libnftables-dev uuid-dev iptables)
+
+here=$(cd "$(dirname "$0")" && pwd)
+key=$( { echo "recipe $RECIPE $ORIG_SHA256"; cat "$here"/criu/*.patch; } | sha256sum | cut -c1-12)
+cache=${AGENT2ENV_CACHE_DIR:-/var/cache/agent2env}/criu-$VERSION-$key
+bin=$cache/criu
+
+log() { echo "criu: $*" >&2; }
+
+if [ "${1:-}" = --path ]; then
+	[ -x "$bin" ] && echo "$bin"
+	exit
+fi
+if [ ! -x "$bin" ]; then
+	log "building CRIU $VERSION into $cache (once; later runs reuse it)"
+	"$here/deps.sh" "${BUILD_DEPS[@]}"
+	work=$(mktemp -d)
+	trap 'rm -rf "$work"' EXIT
+	log "downloading $ORIG_URL"
+	curl -fsSL --retry 3 -o "$work/criu.tar.xz" "$ORIG_URL"
+	echo "$ORIG_SHA256  $work/criu.tar.xz" | sha256sum -c --quiet - || {
+		log "checksum mismatch for $ORIG_URL"
+		exit 1
+	}
+	tar -C "$work" -xJf "$work/criu.tar.xz"
+	src=$work/criu-$VERSION
+	for p in "$here"/criu/*.patch; do
+		log "applying $(basename "$p")"
+		patch -s -p1 -d "$src" <"$p"
+	done
+	log "compiling (make criu, $(nproc) jobs)"
+	make -s -C "$src" -j"$(nproc)" criu >"$work/build.log" 2>&1 || {
+		tail -n 40 "$work/build.log" >&2
+		log "build failed"
+		exit 1
+	}
+	mkdir -p "$cache.tmp.$$"
+	install -m 0755 "$src/criu/criu" "$cache.tmp.$$/criu"
+	rm -rf "$cache"
+	mv "$cache.tmp.$$" "$cache"
+	log "built $bin"
+fi
+if [ "${1:-}" = --check ]; then
+	"$bin" check >&2
+fi
+echo "$bin"
