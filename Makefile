@@ -153,6 +153,7 @@ test-python: deps build
 bench: test-deps build
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) AGENT2ENV_PYTHON=$$(scripts/test-peers.sh) $(GO) run ./internal/bench
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/bench -agent-memory 4
+	$(GO) test -run '^$$' -bench 'BenchmarkCheckpointRestore|BenchmarkCreateStart/runc' -benchtime 10x ./internal/runtime/oci
 	@$(MAKE) --no-print-directory bench-kube
 
 # The kubernetes runtime on a real node (tier B) against oci in the same
