@@ -143,6 +143,14 @@ test("the sandboxes list shows it; it is paused, resumed, stopped, started and d
   await nav("Sandboxes").click();
   await page.getByRole("link", { name: id }).waitFor();
   await shot("sandboxes");
+  // The status filter is the server's: one request a page, with status.
+  const asked = page.waitForRequest((r) => /\/api\/v1\/sandboxes\?.*status=failed/.test(r.url()));
+  await page.getByLabel("Status").selectOption("failed");
+  await asked;
+  await page.getByText("No sandbox is failed.").waitFor();
+  await page.getByLabel("Status").selectOption("running");
+  await page.getByRole("link", { name: id }).waitFor();
+  assert.match(page.url(), /status=running/);
   await page.getByRole("link", { name: id }).click();
   await page.getByRole("button", { name: "Pause" }).click();
   await page.locator(".status-paused").first().waitFor({ timeout: 30_000 });
@@ -192,6 +200,13 @@ test("a task run's events arrive live, and what its agent wrote is text", async 
   await nav("Runs").click();
   await page.getByRole("link", { name: run.id }).waitFor();
   await shot("runs");
+  // Filtered by status on the server.
+  const asked = page.waitForRequest((r) => /\/api\/v1\/runs\?.*status=failed/.test(r.url()));
+  await page.getByLabel("Status").selectOption("failed");
+  await asked;
+  await page.getByText("No run is failed.").waitFor();
+  await page.getByLabel("Status").selectOption("succeeded");
+  await page.getByRole("link", { name: run.id }).waitFor();
 });
 
 // The agent: two turns of one conversation with the run's model through

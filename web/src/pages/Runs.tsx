@@ -1,5 +1,5 @@
-// The task runs: one page of the list per request, newest state every few
-// seconds, filtered by status.
+// The task runs: one page of the list per request, filtered by status on
+// the server, newest state every few seconds.
 import { get, type RunList } from "../api";
 import { navigate } from "../router";
 import { Empty, ErrorBox, Status, Time, useAsync, useInterval } from "../ui";
@@ -14,15 +14,17 @@ export function Runs({ url }: { url: URL }) {
   const q = new URLSearchParams({ limit: String(pageSize) });
   if (cursor) q.set("cursor", cursor);
   if (batch) q.set("batch", batch);
+  if (status) q.set("status", status);
   const list = useAsync((s) => get<RunList>(`/api/v1/runs?${q}`, s), [q.toString()]);
   useInterval(list.reload, 3000);
   const link = (k: string, v: string) => {
     const u = new URL(url);
+    if (k !== "cursor") u.searchParams.delete("cursor");
     if (v) u.searchParams.set(k, v);
     else u.searchParams.delete(k);
     return u.pathname + u.search;
   };
-  const items = (list.data?.items ?? []).filter((r) => !status || r.status === status);
+  const items = list.data?.items ?? [];
   return (
     <section>
       <h1>Task runs{batch && <small> of submission {batch}</small>}</h1>
@@ -45,9 +47,9 @@ export function Runs({ url }: { url: URL }) {
         <p class="loading">Loading…</p>
       ) : items.length === 0 ? (
         <Empty>
-          {list.data.items.length === 0
-            ? "No task runs yet. Submit a task with: agent2env run submit TASK.yaml"
-            : "No run on this page matches the filter."}
+          {status || batch
+            ? `No run${batch ? " of this submission" : ""}${status ? ` is ${status}` : ""}.`
+            : "No task runs yet. Submit a task with: agent2env run submit TASK.yaml"}
         </Empty>
       ) : (
         <table class="list">

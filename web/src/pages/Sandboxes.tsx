@@ -1,5 +1,6 @@
-// The sandboxes: one page of the list per request, filtered by status and
-// text, and a form that creates one from an image or a template.
+// The sandboxes: one page of the list per request, filtered by status on
+// the server (and by text on the page), and a form that creates one from an
+// image or a template.
 import { useState } from "preact/hooks";
 import { call, get, type Sandbox, type SandboxList } from "../api";
 import { navigate } from "../router";
@@ -12,20 +13,19 @@ export function Sandboxes({ url }: { url: URL }) {
   const cursor = url.searchParams.get("cursor") ?? "";
   const status = url.searchParams.get("status") ?? "";
   const [text, setText] = useState("");
-  const list = useAsync(
-    (s) =>
-      get<SandboxList>(`/api/v1/sandboxes?limit=${pageSize}${cursor ? "&cursor=" + encodeURIComponent(cursor) : ""}`, s),
-    [cursor],
-  );
+  const q = new URLSearchParams({ limit: String(pageSize) });
+  if (cursor) q.set("cursor", cursor);
+  if (status) q.set("status", status);
+  const list = useAsync((s) => get<SandboxList>(`/api/v1/sandboxes?${q}`, s), [q.toString()]);
   useInterval(list.reload, 5000);
-  const q = text.trim().toLowerCase();
+  const find = text.trim().toLowerCase();
   const items = (list.data?.items ?? []).filter(
-    (sb) =>
-      (!status || sb.status === status) &&
-      (!q || [sb.id, sb.image, sb.template ?? "", sb.reason ?? ""].some((f) => f.toLowerCase().includes(q))),
+    (sb) => !find || [sb.id, sb.image, sb.template ?? "", sb.reason ?? ""].some((f) => f.toLowerCase().includes(find)),
   );
+  // Another status starts at the first page.
   const withStatus = (st: string) => {
     const u = new URL(url);
+    u.searchParams.delete("cursor");
     if (st) u.searchParams.set("status", st);
     else u.searchParams.delete("status");
     return u.pathname + u.search;
@@ -46,7 +46,7 @@ export function Sandboxes({ url }: { url: URL }) {
           </select>
         </label>
         <label>
-          Find <input type="search" value={text} placeholder="id, image, template, reason" onInput={(e) => setText(e.currentTarget.value)} />
+          Find <input type="search" value={text} placeholder="on this page: id, image, reason" onInput={(e) => setText(e.currentTarget.value)} />
         </label>
       </div>
       {list.error ? (
@@ -55,9 +55,11 @@ export function Sandboxes({ url }: { url: URL }) {
         <p class="loading">Loading…</p>
       ) : items.length === 0 ? (
         <Empty>
-          {list.data.items.length === 0
-            ? "No sandboxes yet. Create one above, or with: agent2env sandbox create --image IMAGE"
-            : "No sandbox on this page matches the filters."}
+          {list.data.items.length > 0
+            ? "No sandbox on this page matches the text."
+            : status
+              ? `No sandbox is ${status}.`
+              : "No sandboxes yet. Create one above, or with: agent2env sandbox create --image IMAGE"}
         </Empty>
       ) : (
         <table class="list">
