@@ -49,7 +49,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			Content: []llm.Part{llm.Text(consoleModelSays)}}, nil
 	})
 	llmConfig := filepath.Join(t.TempDir(), "llm.yaml")
-	if err := os.WriteFile(llmConfig, []byte("providers:\n  - {name: fake, type: openai, base_url: "+up.URL+"}\nmodels:\n  - {name: coder, provider: fake, model: qwen}\n"), 0o600); err != nil {
+	if err := os.WriteFile(llmConfig, []byte("providers:\n  - {name: fake, type: openai, base_url: "+up.URL+"}\nmodels:\n  - {name: coder, provider: fake, model: qwen}\n  - {name: coder-b, provider: fake, model: qwen}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	const key = "console-browser-test-key"
@@ -68,7 +68,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	web, err := filepath.Abs("../../web")
 	if err != nil {
@@ -84,6 +84,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		"CHROMIUM="+chromium,
 		"SCREENSHOT_DIR="+shots,
 		"MODEL=coder",
+		"MODEL_B=coder-b",
 		"MODEL_SAYS="+consoleModelSays,
 	)
 	out, err := cmd.CombinedOutput()

@@ -4,13 +4,18 @@ import "./style.css";
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { apiKey, get, onUnauthorized, setAPIKey, APIError } from "./api";
+import { Archive } from "./pages/Archive";
+import { Compare } from "./pages/Compare";
 import { Conversations } from "./pages/Conversations";
+import { Images } from "./pages/Images";
 import { Login } from "./pages/Login";
 import { Overview } from "./pages/Overview";
 import { Run } from "./pages/Run";
 import { Runs } from "./pages/Runs";
 import { Sandbox } from "./pages/Sandbox";
 import { Sandboxes } from "./pages/Sandboxes";
+import { SessionPage, Sessions } from "./pages/Sessions";
+import { TemplatePage, Templates } from "./pages/Templates";
 import { useLocation } from "./router";
 import { Empty } from "./ui";
 
@@ -35,8 +40,22 @@ function Page({ url }: { url: URL }) {
       return <Conversations key={parts[1]} sandbox={parts[1]} />;
     case parts[0] === "runs" && parts.length === 1:
       return <Runs url={url} />;
+    case parts[0] === "runs" && parts.length === 2 && parts[1] === "compare":
+      return <Compare url={url} />;
     case parts[0] === "runs" && parts.length === 2:
       return <Run key={parts[1]} id={parts[1]} />;
+    case parts[0] === "templates" && parts.length === 1:
+      return <Templates url={url} />;
+    case parts[0] === "templates" && parts.length === 2:
+      return <TemplatePage key={parts[1]} name={parts[1]} />;
+    case parts[0] === "llm" && parts.length === 1:
+      return <Archive key={url.search} url={url} />;
+    case parts[0] === "images" && parts.length === 1:
+      return <Images />;
+    case parts[0] === "sessions" && parts.length === 1:
+      return <Sessions />;
+    case parts[0] === "sessions" && parts.length === 2:
+      return <SessionPage key={parts[1]} id={parts[1]} />;
   }
   return (
     <Empty>
@@ -87,6 +106,18 @@ function App() {
           </a>
           <a href="/runs" aria-current={here("/runs")}>
             Runs
+          </a>
+          <a href="/llm" aria-current={here("/llm")}>
+            LLM
+          </a>
+          <a href="/templates" aria-current={here("/templates")}>
+            Templates
+          </a>
+          <a href="/images" aria-current={here("/images")}>
+            Images
+          </a>
+          <a href="/sessions" aria-current={here("/sessions")}>
+            Sessions
           </a>
         </nav>
         <div class="tools">

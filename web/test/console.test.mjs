@@ -276,6 +276,172 @@ function shellQuote(s) {
   return "'" + s.replaceAll("'", "'\\''") + "'";
 }
 
+/** The API's answer to a request of the test's own (not the console's). */
+async function api(method, path, body) {
+  const resp = await fetch(env("API_URL") + path, {
+    method,
+    headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await resp.text();
+  assert.ok(resp.ok, `${method} ${path}: ${resp.status} ${text}`);
+  return text ? JSON.parse(text) : undefined;
+}
+
+test("templates: imported from YAML, their versions, each version's YAML, a rollback", async () => {
+  await nav("Templates").click();
+  await page.getByText("No templates yet").waitFor();
+  const doc = (ttl) =>
+    `apiVersion: liteboxd/v1\nkind: SandboxTemplate\nmetadata:\n  name: console-tpl\n  description: made in the console\nspec:\n  image: ${image}\n  ttl: ${ttl}\n`;
+  await page.getByText("Import from YAML").click();
+  const importAs = async (ttl, result) => {
+    await page.getByLabel("template YAML", { exact: true }).fill(doc(ttl));
+    await page.getByRole("button", { name: "Import", exact: true }).click();
+    await page.getByRole("status").filter({ hasText: result }).waitFor();
+  };
+  await importAs(600, "console-tpl: created (v1)");
+  await importAs(900, "console-tpl: updated (v2)");
+  await page.getByRole("link", { name: "console-tpl" }).first().waitFor();
+  await shot("templates");
+  await page.locator("table.list").getByRole("link", { name: "console-tpl" }).click();
+  await page.getByRole("heading", { name: /^Template console-tpl/ }).waitFor();
+  const yaml = page.getByLabel("template YAML export");
+  await yaml.filter({ hasText: "ttl: 900" }).waitFor();
+  assert.match(await yaml.textContent(), /name: console-tpl[\s\S]*image: agent2env\/python/);
+  // The first version's YAML, then back to it.
+  const v1 = page.locator("table.versions tbody tr").filter({ hasText: "v1" });
+  await v1.getByRole("button", { name: "YAML" }).click();
+  await yaml.filter({ hasText: "ttl: 600" }).waitFor();
+  await shot("template");
+  await v1.getByRole("button", { name: "Roll back to v1" }).click();
+  await page.locator("table.versions tbody tr").filter({ hasText: "v3" }).waitFor();
+  await page.getByText("v3", { exact: true }).first().waitFor();
+  await yaml.filter({ hasText: "ttl: 600" }).waitFor();
+  // A document that is not YAML is refused, saying why.
+  await nav("Templates").click();
+  await page.getByText("Import from YAML").click();
+  await page.getByLabel("template YAML", { exact: true }).fill("{not yaml");
+  const logged = problems.length;
+  await page.getByRole("button", { name: "Import", exact: true }).click();
+  await page.getByRole("alert").getByText("INVALID_YAML").waitFor();
+  assert.deepEqual(problems.splice(logged), ["Failed to load resource: the server responded with a status of 400 (Bad Request)"]);
+});
+
+test("images: the stored ones, and a prepull followed to its end", async () => {
+  await nav("Images").click();
+  await page.locator("table.images").getByText(`${image}:latest`, { exact: true }).waitFor();
+  await page.getByText("No prepull tasks").waitFor();
+  await page.getByLabel("image to prepull").fill(image);
+  await page.getByRole("button", { name: "Prepull" }).click();
+  const row = page.locator("table.prepulls tbody tr").filter({ hasText: image });
+  await row.locator(".status-completed").waitFor({ timeout: 60_000 });
+  const bar = row.getByRole("progressbar");
+  assert.equal(await bar.getAttribute("value"), "100");
+  await shot("images");
+  await row.getByRole("button", { name: `remove the prepull of ${image}` }).click();
+  await page.getByText("No prepull tasks").waitFor();
+});
+
+test("sessions and contexts: listed, a session's contexts, a context deleted, a session stopped", async () => {
+  // A session as an SDK makes one, and a context in its sandbox.
+  const ran = await api("POST", "/api/v1/sessions/execute", { code: "print(6 * 7)", language: "python" });
+  const sid = ran.session_id;
+  assert.ok(sid, JSON.stringify(ran));
+  const sess = await api("GET", `/api/v1/sessions/${sid}`);
+  const ctx = await api("POST", `/api/v1/sandboxes/${sess.sandbox_id}/contexts`, { language: "python", name: "console-ctx" });
+  await nav("Sessions").click();
+  await page.getByRole("link", { name: sid }).waitFor();
+  await page.locator("table.contexts").getByText(ctx.context_id).waitFor();
+  await shot("sessions");
+  await page.getByRole("link", { name: sid }).click();
+  await page.getByRole("heading", { name: /^Session/ }).waitFor();
+  await page.locator("table.contexts").getByText(ctx.context_id).waitFor();
+  await shot("session");
+  await page.getByRole("button", { name: `delete context ${ctx.context_id}` }).click();
+  await page.locator("table.contexts").getByText(ctx.context_id).waitFor({ state: "detached" });
+  await page.getByRole("button", { name: "Stop session" }).click();
+  await page.waitForURL(/\/sessions$/);
+  await page.getByText("No sessions.").waitFor();
+});
+
+test("a submission's matrix: a cell per agent and model, a cell's runs, two transcripts side by side", async () => {
+  // One agent with two models, two runs each: the model coder passes,
+  // the other fails after the same conversation.
+  const [good, bad] = [env("MODEL"), env("MODEL_B")];
+  const task = [
+    "name: console-compare",
+    `image: ${image}`,
+    "agent: custom",
+    "goal: ask the model",
+    `entrypoint: ${JSON.stringify(`python3 -c ${shellQuote(askScript)} && [ "$AGENT2ENV_MODEL" = ${good} ] || { rm -f /workspace/done.txt; exit 3; }`)}`,
+    "end: {timeout: 2m, success_file: /workspace/done.txt}",
+  ].join("\n");
+  const b = await api("POST", "/api/v1/runs", { task, models: [good, bad], repeats: 2 });
+  assert.equal(b.runs.length, 4);
+  await page.goto(`${consoleURL}/runs?batch=${b.id}`);
+  await page.getByRole("link", { name: "Compare agents × models" }).click();
+  const matrix = page.getByRole("table", { name: "agents by models" });
+  const cell = (model) => matrix.getByRole("link", { name: `custom × ${model}` });
+  // Live until every run ended: then the figures are final.
+  await matrix.locator("td.cell").filter({ hasText: "2/2 passed" }).waitFor({ timeout: 180_000 });
+  await matrix.locator("td.cell").filter({ hasText: "0/2 passed" }).waitFor({ timeout: 180_000 });
+  assert.equal(await cell(good).textContent(), "100%");
+  assert.equal(await cell(bad).textContent(), "0%");
+  assert.match(await matrix.locator("td.cell").filter({ hasText: "0/2 passed" }).textContent(), /pass@1 0%, pass@2 0%/);
+  await shot("compare");
+  await cell(bad).click();
+  const runs = page.locator("table.cell-runs tbody tr");
+  await runs.first().waitFor();
+  assert.equal(await runs.count(), 2);
+  assert.equal(await runs.locator(".status-failed").count(), 2);
+  const ids = await runs.locator("code").allTextContents();
+  for (const id of ids) await page.getByLabel(`choose ${id}`).check();
+  for (const id of ids) {
+    const side = page.getByRole("article", { name: `transcript of ${id}` });
+    await side.locator(".part-tool").getByText("tool call read_file").waitFor();
+    await side.getByText(env("MODEL_SAYS"), { exact: true }).waitFor();
+  }
+  assert.equal(await page.evaluate(() => window.__xss), undefined);
+  await shot("compare-transcripts");
+});
+
+test("the LLM archive: every exchange, a transcript opened on demand, new ones arriving live", async () => {
+  await nav("LLM").click();
+  await page.getByRole("heading", { name: "LLM archive" }).waitFor();
+  await page.getByRole("status").getByText("live").waitFor();
+  const rows = page.locator("table.exchanges tbody tr:not(.origin)");
+  await rows.first().waitFor();
+  const before = await rows.count();
+  assert.ok(before >= 6, `${before} exchanges listed`);
+  // One request for the page: no request per row; bodies when opened.
+  const perRow = [];
+  page.on("request", (r) => /\/llm\/exchanges\/llx_/.test(r.url()) && perRow.push(r.url()));
+  await page.waitForTimeout(500);
+  assert.deepEqual(perRow, []);
+  await shot("archive");
+  // A new exchange arrives on the page while it is shown.
+  const task = [
+    "name: console-tail",
+    `image: ${image}`,
+    "agent: custom",
+    `model: ${env("MODEL")}`,
+    "goal: ask the model",
+    `entrypoint: ${JSON.stringify(`python3 -c ${shellQuote(askScript)}`)}`,
+    "end: {timeout: 2m, success_file: /workspace/done.txt}",
+  ].join("\n");
+  const run = (await api("POST", "/api/v1/runs", { task })).runs[0];
+  await page.locator("tr.origin").filter({ hasText: `run ${run.id}` }).nth(1).waitFor({ timeout: 120_000 });
+  assert.equal(await rows.count(), before + 2);
+  const last = page.locator("tr.origin").filter({ hasText: `run ${run.id}` }).last();
+  await last.getByRole("button", { name: /^transcript of/ }).click();
+  await last.getByRole("list", { name: "transcript" }).getByText(env("MODEL_SAYS"), { exact: true }).waitFor();
+  assert.equal(perRow.length, 1, perRow.join("\n"));
+  // Filtered on the server: a model no exchange used.
+  await page.getByLabel("Model").fill("no-such-model");
+  await page.getByRole("button", { name: "Filter" }).click();
+  await page.getByText("No exchange matches the filters").waitFor();
+});
+
 test("keyboard first: the skip link, then the navigation", async () => {
   await page.goto(consoleURL + "/runs");
   await page.getByRole("heading", { name: "Task runs" }).waitFor();
@@ -295,6 +461,10 @@ test("a phone-width screen scrolls no page sideways", async () => {
     ["overview", "/"],
     ["sandboxes", "/sandboxes"],
     ["runs", "/runs"],
+    ["templates", "/templates"],
+    ["images", "/images"],
+    ["sessions", "/sessions"],
+    ["llm", "/llm"],
   ]) {
     await page.goto(consoleURL + path);
     await page.locator("main h1").waitFor();

@@ -32,7 +32,7 @@ export function Conversations({ sandbox }: { sandbox: string }) {
   );
 }
 
-function tokens(u: { inputTokens?: number; outputTokens?: number }) {
+export function tokens(u: { inputTokens?: number; outputTokens?: number }) {
   return `${u.inputTokens ?? 0} in, ${u.outputTokens ?? 0} out`;
 }
 
@@ -75,7 +75,7 @@ function Conversation({ c }: { c: LLMConversation }) {
   );
 }
 
-function ExchangeRow({ x }: { x: LLMExchange }) {
+export function ExchangeRow({ x }: { x: LLMExchange }) {
   const [raw, setRaw] = useState(false);
   return (
     <>
@@ -144,7 +144,7 @@ function Raw({ id }: { id: string }) {
 }
 
 /** The conversation up to exchange x: its request's turns and its answer. */
-function Transcript({ exchange }: { exchange: LLMExchange }) {
+export function Transcript({ exchange }: { exchange: LLMExchange }) {
   const d = useAsync((s) => get<LLMExchangeDetail>(`/api/v1/llm/exchanges/${encodeURIComponent(exchange.id)}`, s), [exchange.id]);
   if (d.error) return <ErrorBox error={d.error} retry={d.reload} />;
   if (!d.data) return <p class="loading">Loading…</p>;

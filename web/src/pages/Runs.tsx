@@ -39,6 +39,7 @@ export function Runs({ url }: { url: URL }) {
             ))}
           </select>
         </label>
+        {batch && <a href={`/runs/compare?batch=${encodeURIComponent(batch)}`}>Compare agents × models</a>}
         {batch && <a href={link("batch", "")}>All submissions</a>}
       </div>
       {list.error ? (

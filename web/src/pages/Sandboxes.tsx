@@ -33,7 +33,10 @@ export function Sandboxes({ url }: { url: URL }) {
   return (
     <section>
       <h1>Sandboxes</h1>
-      <CreateForm onCreated={(sb) => navigate(`/sandboxes/${encodeURIComponent(sb.id)}`)} />
+      <CreateForm
+        template={url.searchParams.get("template") ?? ""}
+        onCreated={(sb) => navigate(`/sandboxes/${encodeURIComponent(sb.id)}`)}
+      />
       <div class="filters">
         <label>
           Status{" "}
@@ -115,9 +118,10 @@ function withCursor(url: URL, cursor: string): string {
   return u.pathname + u.search;
 }
 
-function CreateForm({ onCreated }: { onCreated: (sb: Sandbox) => void }) {
-  const [from, setFrom] = useState<"image" | "template">("image");
-  const [name, setName] = useState("");
+/** The form; template names one to start from (the template page's link). */
+function CreateForm({ template, onCreated }: { template: string; onCreated: (sb: Sandbox) => void }) {
+  const [from, setFrom] = useState<"image" | "template">(template ? "template" : "image");
+  const [name, setName] = useState(template);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>();
   return (
