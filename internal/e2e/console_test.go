@@ -28,8 +28,10 @@ const chromium = "/usr/bin/chromium"
 // Node's test runner) against a daemon with API keys on and a fake model:
 // the key prompt, a sandbox created from the console, its terminal, a task
 // run followed live, a conversation's transcript with its tool call paired
-// with its result and its raw parts, and text an agent or a model wrote
-// shown as text. The screenshots of its pages stay in a temporary
+// with its result and its raw parts, templates, images and prepulls,
+// sessions and contexts, a submission's compare matrix, the LLM archive's
+// live tail, the overview's warm pool (python, of one sandbox) and recent
+// failures, and text an agent or a model wrote shown as text. The screenshots of its pages stay in a temporary
 // directory, whose files the test logs.
 func TestConsoleInBrowser(t *testing.T) {
 	nodeBin := os.Getenv("AGENT2ENV_NODE_BIN")
@@ -56,7 +58,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	consoleAddr := freeAddr(t)
 	d := startDaemon(t, "", func(c *exec.Cmd) {
 		c.Env = append(os.Environ(), "AGENT2ENV_API_KEYS="+key)
-		c.Args = append(c.Args, "--console-listen", consoleAddr, "--prebuild-images=false", "--llm-config", llmConfig)
+		c.Args = append(c.Args, "--console-listen", consoleAddr, "--prebuild-images=false", "--llm-config", llmConfig,
+			"--warm-pools", "python=1")
 	})
 	d.key = key
 	// The image is built or unpacked once, here, not while the browser

@@ -118,6 +118,7 @@ export interface Stats {
     memory_bytes_capacity: number;
   };
   executions: Record<string, number>;
+  warm_pools?: { name: string; ready: number; size: number; hits: number; misses: number }[];
 }
 
 export interface ExecResponse {

@@ -259,9 +259,9 @@ test("a run's conversation: the tool call paired with its result, the model's ma
   assert.equal(await page.locator("main script, main i").count(), 0);
   await shot("conversation");
   // Raw: the answer the client got, byte for byte as the archive has it.
-  const last = page.locator("table.exchanges tbody tr").filter({ hasText: "llx_" }).last();
+  const last = page.locator("table.exchanges tbody tr.x").last();
   const id = (await last.locator("code").textContent()).trim();
-  await last.getByRole("button", { name: "Raw" }).click();
+  await last.getByRole("button", { name: `raw parts of ${id}` }).click();
   const shown = await page.locator('pre[data-part="response"]').textContent();
   const archived = await (
     await fetch(`${env("API_URL")}/api/v1/llm/exchanges/${id}?raw=response`, { headers: { Authorization: `Bearer ${key}` } })
@@ -381,7 +381,7 @@ test("a submission's matrix: a cell per agent and model, a cell's runs, two tran
   await page.goto(`${consoleURL}/runs?batch=${b.id}`);
   await page.getByRole("link", { name: "Compare agents × models" }).click();
   const matrix = page.getByRole("table", { name: "agents by models" });
-  const cell = (model) => matrix.getByRole("link", { name: `custom × ${model}` });
+  const cell = (model) => matrix.getByRole("link", { name: `custom × ${model}`, exact: true });
   // Live until every run ended: then the figures are final.
   await matrix.locator("td.cell").filter({ hasText: "2/2 passed" }).waitFor({ timeout: 180_000 });
   await matrix.locator("td.cell").filter({ hasText: "0/2 passed" }).waitFor({ timeout: 180_000 });
@@ -409,7 +409,7 @@ test("the LLM archive: every exchange, a transcript opened on demand, new ones a
   await nav("LLM").click();
   await page.getByRole("heading", { name: "LLM archive" }).waitFor();
   await page.getByRole("status").getByText("live").waitFor();
-  const rows = page.locator("table.exchanges tbody tr:not(.origin)");
+  const rows = page.locator("table.exchanges tbody tr.x");
   await rows.first().waitFor();
   const before = await rows.count();
   assert.ok(before >= 6, `${before} exchanges listed`);
@@ -430,16 +430,29 @@ test("the LLM archive: every exchange, a transcript opened on demand, new ones a
     "end: {timeout: 2m, success_file: /workspace/done.txt}",
   ].join("\n");
   const run = (await api("POST", "/api/v1/runs", { task })).runs[0];
-  await page.locator("tr.origin").filter({ hasText: `run ${run.id}` }).nth(1).waitFor({ timeout: 120_000 });
+  const ofRun = rows.filter({ hasText: `run ${run.id}` });
+  await ofRun.nth(1).waitFor({ timeout: 120_000 });
   assert.equal(await rows.count(), before + 2);
-  const last = page.locator("tr.origin").filter({ hasText: `run ${run.id}` }).last();
-  await last.getByRole("button", { name: /^transcript of/ }).click();
-  await last.getByRole("list", { name: "transcript" }).getByText(env("MODEL_SAYS"), { exact: true }).waitFor();
+  await ofRun.last().getByRole("button", { name: /^transcript of/ }).click();
+  await page.getByRole("list", { name: "transcript" }).getByText(env("MODEL_SAYS"), { exact: true }).waitFor();
   assert.equal(perRow.length, 1, perRow.join("\n"));
   // Filtered on the server: a model no exchange used.
   await page.getByLabel("Model").fill("no-such-model");
   await page.getByRole("button", { name: "Filter" }).click();
   await page.getByText("No exchange matches the filters").waitFor();
+});
+
+test("the overview: its warm pool, and the runs that failed with their reasons", async () => {
+  await nav("Overview").click();
+  const pools = page.getByRole("table", { name: "warm pools" });
+  await pools.locator("tr").filter({ hasText: "python" }).filter({ hasText: "1 of 1" }).waitFor({ timeout: 180_000 });
+  // The compare test's two runs of the model that fails.
+  const failures = page.getByRole("table", { name: "recent failures" });
+  await failures.locator("tr").filter({ hasText: "console-compare" }).first().waitFor();
+  assert.equal(await failures.locator("tr").filter({ hasText: "console-compare" }).locator(".status-failed").count(), 2);
+  // Its reason, as the run has it.
+  await failures.getByText("the agent exited 3, not 0").first().waitFor();
+  await shot("overview-pools-failures");
 });
 
 test("keyboard first: the skip link, then the navigation", async () => {

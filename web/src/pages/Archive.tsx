@@ -5,7 +5,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { get, stream, type LLMExchange, type LLMExchangeList } from "../api";
 import { navigate } from "../router";
-import { ExchangeRow, Transcript } from "./Conversations";
+import { ExchangeRow } from "./Conversations";
 import { Empty, ErrorBox, useAsync } from "../ui";
 
 const pageSize = 100;
@@ -31,7 +31,6 @@ export function Archive({ url }: { url: URL }) {
   if (since) q.set("since", since);
   const list = useAsync((s) => get<LLMExchangeList>(`/api/v1/llm/exchanges?${q}`, s), [q.toString()]);
   const tail = useTail(list.data && !list.data.nextCursor ? list.data.followCursor : undefined, model, status);
-  const [open, setOpen] = useState<string>();
   const link = (k: string, v: string) => {
     const u = new URL(url);
     if (k !== "cursor") u.searchParams.delete("cursor");
@@ -107,7 +106,7 @@ export function Archive({ url }: { url: URL }) {
           </thead>
           <tbody>
             {items.map((x) => (
-              <ArchiveRow key={x.id} x={x} open={open === x.id} onOpen={() => setOpen(open === x.id ? undefined : x.id)} />
+              <ExchangeRow key={x.id} x={x} withOrigin />
             ))}
           </tbody>
         </table>
@@ -118,30 +117,6 @@ export function Archive({ url }: { url: URL }) {
         {list.data?.nextCursor && <a href={link("cursor", list.data.nextCursor)}>Next page</a>}
       </nav>
     </section>
-  );
-}
-
-/** An exchange's row, where it came from, and its transcript when opened. */
-function ArchiveRow({ x, open, onOpen }: { x: LLMExchange; open: boolean; onOpen: () => void }) {
-  return (
-    <>
-      <ExchangeRow x={x} />
-      <tr class="origin">
-        <td colSpan={7}>
-          {x.runId ? (
-            <a href={`/runs/${encodeURIComponent(x.runId)}`}>run {x.runId}</a>
-          ) : x.sandboxId ? (
-            <a href={`/sandboxes/${encodeURIComponent(x.sandboxId)}/conversations`}>sandbox {x.sandboxId}</a>
-          ) : (
-            <span class="reason">no sandbox</span>
-          )}{" "}
-          <button type="button" aria-expanded={open} aria-label={`transcript of ${x.id}`} onClick={onOpen}>
-            {open ? "Hide transcript" : "Transcript"}
-          </button>
-          {open && <Transcript exchange={x} />}
-        </td>
-      </tr>
-    </>
   );
 }
 

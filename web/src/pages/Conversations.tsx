@@ -62,7 +62,6 @@ function Conversation({ c }: { c: LLMConversation }) {
             <th>Tokens</th>
             <th>First byte</th>
             <th>Duration</th>
-            <th />
           </tr>
         </thead>
         <tbody>
@@ -75,14 +74,50 @@ function Conversation({ c }: { c: LLMConversation }) {
   );
 }
 
-export function ExchangeRow({ x }: { x: LLMExchange }) {
-  const [raw, setRaw] = useState(false);
+/**
+ * An exchange's row; its raw parts and, with withOrigin (the archive), where
+ * it came from and its transcript, fetched when opened.
+ */
+export function ExchangeRow({ x, withOrigin }: { x: LLMExchange; withOrigin?: boolean }) {
+  const [open, setOpen] = useState<"" | "raw" | "transcript">("");
+  const toggle = (what: "raw" | "transcript") => setOpen(open === what ? "" : what);
   return (
     <>
-      <tr>
+      <tr class="x">
         <td>
           <code>{x.id}</code>
-          <div class="reason">{x.format}</div>
+          <div class="reason">
+            {x.format}
+            {withOrigin &&
+              (x.runId ? (
+                <>
+                  {" of "}
+                  <a href={`/runs/${encodeURIComponent(x.runId)}`}>run {x.runId}</a>
+                </>
+              ) : x.sandboxId ? (
+                <>
+                  {" of "}
+                  <a href={`/sandboxes/${encodeURIComponent(x.sandboxId)}/conversations`}>sandbox {x.sandboxId}</a>
+                </>
+              ) : (
+                ""
+              ))}
+          </div>
+          <div class="row-actions">
+            <button type="button" aria-pressed={open === "raw"} aria-label={`raw parts of ${x.id}`} onClick={() => toggle("raw")}>
+              Raw
+            </button>
+            {withOrigin && (
+              <button
+                type="button"
+                aria-expanded={open === "transcript"}
+                aria-label={`transcript of ${x.id}`}
+                onClick={() => toggle("transcript")}
+              >
+                Transcript
+              </button>
+            )}
+          </div>
         </td>
         <td>{x.model}</td>
         <td>
@@ -92,17 +127,10 @@ export function ExchangeRow({ x }: { x: LLMExchange }) {
         <td>{tokens(x.usage)}</td>
         <td>{Math.round(x.timeToFirstByteMs)} ms</td>
         <td>{Math.round(x.durationMs)} ms</td>
-        <td>
-          <button type="button" aria-pressed={raw} onClick={() => setRaw(!raw)}>
-            Raw
-          </button>
-        </td>
       </tr>
-      {raw && (
+      {open && (
         <tr>
-          <td colSpan={7}>
-            <Raw id={x.id} />
-          </td>
+          <td colSpan={6}>{open === "raw" ? <Raw id={x.id} /> : <Transcript exchange={x} />}</td>
         </tr>
       )}
     </>
