@@ -505,3 +505,120 @@ test("a dark theme, and no error or CSP violation on any page", async () => {
   await shot("overview-dark");
   assert.deepEqual(problems, []);
 });
+
+// Performance: what the issue asks of the console's pages, from answers the
+// test gives the page itself (page.route): a submission of 10,000 runs (its
+// runs list's first page, and its compare matrix, which reads them all, a
+// page of 1,000 a request) and a conversation of 500 exchanges (its
+// exchanges listed, then its transcript: 1,000 turns with 499 tool calls,
+// each paired with its result). Each figure is the time from asking for the
+// page to its last row shown, printed as a benchmark line.
+test("10,000 runs and a conversation of 500 exchanges render within a second", async () => {
+  const t0 = Date.parse("2026-01-01T00:00:00Z");
+  const iso = (ms) => new Date(t0 + ms).toISOString();
+  const runs = Array.from({ length: 10_000 }, (_, i) => ({
+    id: `run-perf-${String(i).padStart(5, "0")}`,
+    batch_id: "b-perf",
+    task: "perf",
+    agent: `agent-${i % 4}`,
+    model: `model-${i % 5}`,
+    repeat: Math.floor(i / 20),
+    status: i % 3 ? "succeeded" : "failed",
+    phase: "done",
+    reason: i % 3 ? undefined : "the agent exited 1, not 0",
+    created_at: iso(i * 1000),
+    started_at: iso(i * 1000 + 10),
+    ended_at: iso(i * 1000 + 5000),
+    llm: { requests: 3, input_tokens: 1000 + i, output_tokens: 200, cached_tokens: 0 },
+  }));
+  await page.route(/\/api\/v1\/runs\?.*batch=b-perf/, (route) => {
+    const q = new URL(route.request().url()).searchParams;
+    const from = Number(q.get("cursor") ?? 0);
+    const limit = Number(q.get("limit"));
+    const to = Math.min(runs.length, from + limit);
+    const body = { items: runs.slice(from, to), next_cursor: to < runs.length ? String(to) : undefined };
+    return route.fulfill({ contentType: "application/json", body: JSON.stringify(body) });
+  });
+  const exchanges = Array.from({ length: 500 }, (_, i) => ({
+    id: `llx_perf${String(i).padStart(3, "0")}`,
+    sandboxId: "sb-perf",
+    conversationId: "conv-perf",
+    format: "openai",
+    path: "/v1/chat/completions",
+    model: "coder",
+    stream: false,
+    status: 200,
+    state: "complete",
+    usage: { inputTokens: 100 * i, outputTokens: 20 },
+    timeToFirstByteMs: 120,
+    durationMs: 900,
+    createdAt: iso(i * 2000),
+  }));
+  const messages = [{ role: "user", content: "fix the bug" }];
+  for (let i = 0; i < 499; i++) {
+    const call = { id: `call_${i}`, type: "function", function: { name: "run", arguments: JSON.stringify({ cmd: `grep -n bug file${i}.py` }) } };
+    messages.push({ role: "assistant", content: `step ${i}: look at file${i}.py`, tool_calls: [call] });
+    messages.push({ role: "tool", tool_call_id: call.id, content: `file${i}.py:${i}: <b>bug</b> here\n`.repeat(3) });
+  }
+  const last = exchanges[499];
+  const detail = {
+    ...last,
+    request: { body: JSON.stringify({ model: "coder", messages }) },
+    response: { status: 200, body: JSON.stringify({ choices: [{ message: { role: "assistant", content: "fixed it" } }] }) },
+  };
+  await page.route(/\/api\/v1\/sandboxes\/sb-perf\/conversations$/, (route) =>
+    route.fulfill({
+      contentType: "application/json",
+      body: JSON.stringify({
+        items: [{ id: "conv-perf", sandboxId: "sb-perf", startedAt: iso(0), lastAt: iso(998000), usage: {}, exchanges }],
+      }),
+    }),
+  );
+  await page.route(/\/api\/v1\/llm\/exchanges\/llx_perf499$/, (route) =>
+    route.fulfill({ contentType: "application/json", body: JSON.stringify(detail) }),
+  );
+
+  const figures = {};
+  const time = async (name, go, done) => {
+    const start = performance.now();
+    await go();
+    await done();
+    figures[name] = performance.now() - start;
+    console.log(`Benchmark${name}\t1\t${Math.round(figures[name] * 1e6)} ns/op`);
+  };
+  await page.goto(consoleURL + "/");
+  await page.getByText("Capacity").waitFor();
+  // In the app, as its links navigate: no reload.
+  const go = (path) =>
+    page.evaluate((p) => {
+      history.pushState(null, "", p);
+      dispatchEvent(new PopStateEvent("popstate"));
+    }, path);
+  await time(
+    "ConsoleRunsList10000Runs",
+    () => go("/runs?batch=b-perf"),
+    () => page.getByRole("link", { name: "run-perf-00099" }).waitFor(),
+  );
+  await time(
+    "ConsoleCompare10000Runs",
+    () => go("/runs/compare?batch=b-perf"),
+    () => page.locator("td.cell").nth(19).filter({ hasText: "pass@1" }).waitFor(),
+  );
+  assert.equal(await page.locator("td.cell").count(), 20);
+  await shot("perf-compare");
+  await time(
+    "ConsoleConversation500Exchanges",
+    () => go("/sandboxes/sb-perf/conversations"),
+    () => page.locator("table.exchanges tbody tr.x").nth(499).waitFor(),
+  );
+  await time(
+    "ConsoleTranscript500Exchanges",
+    () => page.getByRole("button", { name: "Show transcript" }).click(),
+    () => page.getByRole("list", { name: "transcript" }).getByText("fixed it", { exact: true }).waitFor(),
+  );
+  assert.equal(await page.locator(".part-tool").count(), 499);
+  assert.equal(await page.locator(".part-tool .tool-result").count(), 499);
+  await shot("perf-transcript");
+  await page.unrouteAll();
+  for (const [name, ms] of Object.entries(figures)) assert.ok(ms <= 1000, `${name}: ${Math.round(ms)} ms, want at most 1 s`);
+});
