@@ -32,12 +32,24 @@ export function Conversations({ sandbox }: { sandbox: string }) {
   );
 }
 
+/** The transcript behind a button: opening it renders nothing else again. */
+function TranscriptToggle({ exchange }: { exchange: LLMExchange }) {
+  const [open, setOpen] = useState(false);
+  return (
+    <>
+      <button type="button" aria-expanded={open} onClick={() => setOpen(!open)}>
+        {open ? "Hide transcript" : "Show transcript"}
+      </button>
+      {open && <Transcript exchange={exchange} />}
+    </>
+  );
+}
+
 export function tokens(u: { inputTokens?: number; outputTokens?: number }) {
   return `${u.inputTokens ?? 0} in, ${u.outputTokens ?? 0} out`;
 }
 
 function Conversation({ c }: { c: LLMConversation }) {
-  const [open, setOpen] = useState(false);
   const last = c.exchanges[c.exchanges.length - 1];
   return (
     <article class="conversation">
@@ -48,11 +60,8 @@ function Conversation({ c }: { c: LLMConversation }) {
           <Time iso={c.startedAt} />
         </span>
         {c.runId && <a href={`/runs/${encodeURIComponent(c.runId)}`}>its run</a>}
-        <button type="button" aria-expanded={open} onClick={() => setOpen(!open)}>
-          {open ? "Hide transcript" : "Show transcript"}
-        </button>
       </header>
-      {open && last && <Transcript exchange={last} />}
+      {last && <TranscriptToggle exchange={last} />}
       <table class="list exchanges">
         <thead>
           <tr>
