@@ -46,4 +46,3 @@ export function passAtK(n: number, c: number, k: number): number {
   for (let i = n - c + 1; i <= n; i++) fail *= 1 - k / i;
   return 1 - fail;
 }
-

@@ -21,6 +21,17 @@ import { Empty } from "./ui";
 
 const themeItem = "agent2env.theme";
 
+/** The main navigation's pages: path and name. */
+const pages = [
+  ["/", "Overview"],
+  ["/sandboxes", "Sandboxes"],
+  ["/runs", "Runs"],
+  ["/llm", "LLM"],
+  ["/templates", "Templates"],
+  ["/images", "Images"],
+  ["/sessions", "Sessions"],
+];
+
 function applyTheme(t: string) {
   if (t) document.documentElement.dataset.theme = t;
   else delete document.documentElement.dataset.theme;
@@ -87,7 +98,8 @@ function App() {
   const [theme, setTheme] = useState(localStorage.getItem(themeItem) ?? "");
   if (needKey === undefined) return <p class="loading">Connecting…</p>;
   if (needKey) return <Login refused={refused} onKey={check} />;
-  const here = (p: string) => (url.pathname === p || (p !== "/" && url.pathname.startsWith(p + "/")) ? "page" : undefined);
+  const here = (p: string) =>
+    url.pathname === p || (p !== "/" && url.pathname.startsWith(p + "/")) ? "page" : undefined;
   return (
     <>
       <a class="skip" href="#main">
@@ -98,27 +110,11 @@ function App() {
           <a class="brand" href="/">
             agent2env
           </a>
-          <a href="/" aria-current={here("/")}>
-            Overview
-          </a>
-          <a href="/sandboxes" aria-current={here("/sandboxes")}>
-            Sandboxes
-          </a>
-          <a href="/runs" aria-current={here("/runs")}>
-            Runs
-          </a>
-          <a href="/llm" aria-current={here("/llm")}>
-            LLM
-          </a>
-          <a href="/templates" aria-current={here("/templates")}>
-            Templates
-          </a>
-          <a href="/images" aria-current={here("/images")}>
-            Images
-          </a>
-          <a href="/sessions" aria-current={here("/sessions")}>
-            Sessions
-          </a>
+          {pages.map(([path, name]) => (
+            <a key={path} href={path} aria-current={here(path)}>
+              {name}
+            </a>
+          ))}
         </nav>
         <div class="tools">
           <select

@@ -225,23 +225,21 @@ print(ask(messages)["content"])
 open("/workspace/done.txt", "w").write("ok")
 `;
 
-test("a run's conversation: the tool call paired with its result, the model's markup as text, the raw parts", async () => {
-  const task = [
-    "name: console-ask",
+/** A task whose custom agent runs askScript with the model MODEL, then the shell command then, if given. */
+function askTask(name, then = "") {
+  return [
+    `name: ${name}`,
     `image: ${image}`,
     "agent: custom",
     `model: ${env("MODEL")}`,
     "goal: ask the model",
-    `entrypoint: ${JSON.stringify(`python3 -c ${shellQuote(askScript)}`)}`,
+    `entrypoint: ${JSON.stringify(`python3 -c ${shellQuote(askScript)}${then ? ` && ${then}` : ""}`)}`,
     "end: {timeout: 2m, success_file: /workspace/done.txt}",
   ].join("\n");
-  const resp = await fetch(env("API_URL") + "/api/v1/runs", {
-    method: "POST",
-    headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
-    body: JSON.stringify({ task }),
-  });
-  assert.equal(resp.status, 201, await resp.clone().text());
-  const run = (await resp.json()).runs[0];
+}
+
+test("a run's conversation: the tool call paired with its result, the model's markup as text, the raw parts", async () => {
+  const run = (await api("POST", "/api/v1/runs", { task: askTask("console-ask") })).runs[0];
   await page.goto(`${consoleURL}/runs/${run.id}`);
   await page.locator(".ev-end").waitFor({ timeout: 120_000 });
   await page.locator(".status-succeeded").first().waitFor({ timeout: 10_000 });
@@ -368,14 +366,7 @@ test("a submission's matrix: a cell per agent and model, a cell's runs, two tran
   // One agent with two models, two runs each: the model coder passes,
   // the other fails after the same conversation.
   const [good, bad] = [env("MODEL"), env("MODEL_B")];
-  const task = [
-    "name: console-compare",
-    `image: ${image}`,
-    "agent: custom",
-    "goal: ask the model",
-    `entrypoint: ${JSON.stringify(`python3 -c ${shellQuote(askScript)} && [ "$AGENT2ENV_MODEL" = ${good} ] || { rm -f /workspace/done.txt; exit 3; }`)}`,
-    "end: {timeout: 2m, success_file: /workspace/done.txt}",
-  ].join("\n");
+  const task = askTask("console-compare", `[ "$AGENT2ENV_MODEL" = ${good} ] || { rm -f /workspace/done.txt; exit 3; }`);
   const b = await api("POST", "/api/v1/runs", { task, models: [good, bad], repeats: 2 });
   assert.equal(b.runs.length, 4);
   await page.goto(`${consoleURL}/runs?batch=${b.id}`);
@@ -420,16 +411,7 @@ test("the LLM archive: every exchange, a transcript opened on demand, new ones a
   assert.deepEqual(perRow, []);
   await shot("archive");
   // A new exchange arrives on the page while it is shown.
-  const task = [
-    "name: console-tail",
-    `image: ${image}`,
-    "agent: custom",
-    `model: ${env("MODEL")}`,
-    "goal: ask the model",
-    `entrypoint: ${JSON.stringify(`python3 -c ${shellQuote(askScript)}`)}`,
-    "end: {timeout: 2m, success_file: /workspace/done.txt}",
-  ].join("\n");
-  const run = (await api("POST", "/api/v1/runs", { task })).runs[0];
+  const run = (await api("POST", "/api/v1/runs", { task: askTask("console-tail") })).runs[0];
   const ofRun = rows.filter({ hasText: `run ${run.id}` });
   await ofRun.nth(1).waitFor({ timeout: 120_000 });
   assert.equal(await rows.count(), before + 2);

@@ -4,9 +4,9 @@
 // exchanges from the archive's event stream, read with fetch.
 import { useEffect, useState } from "preact/hooks";
 import { get, stream, type LLMExchange, type LLMExchangeList } from "../api";
-import { navigate } from "../router";
-import { ExchangeRow } from "./Conversations";
-import { Empty, ErrorBox, useAsync } from "../ui";
+import { navigate, withParam } from "../router";
+import { ExchangeTable } from "./Conversations";
+import { ErrorBox, Loaded, useAsync } from "../ui";
 
 const pageSize = 100;
 const windows: [string, number][] = [
@@ -31,13 +31,7 @@ export function Archive({ url }: { url: URL }) {
   if (since) q.set("since", since);
   const list = useAsync((s) => get<LLMExchangeList>(`/api/v1/llm/exchanges?${q}`, s), [q.toString()]);
   const tail = useTail(list.data && !list.data.nextCursor ? list.data.followCursor : undefined, model, status);
-  const link = (k: string, v: string) => {
-    const u = new URL(url);
-    if (k !== "cursor") u.searchParams.delete("cursor");
-    if (v) u.searchParams.set(k, v);
-    else u.searchParams.delete(k);
-    return u.pathname + u.search;
-  };
+  const link = (k: string, v: string) => withParam(url, k, v);
   const seen = new Set(list.data?.items.map((x) => x.id));
   const items = [...(list.data?.items ?? []), ...tail.items.filter((x) => !seen.has(x.id))];
   return (
@@ -82,35 +76,19 @@ export function Archive({ url }: { url: URL }) {
           </span>
         )}
       </form>
-      {list.error ? (
-        <ErrorBox error={list.error} retry={list.reload} />
-      ) : !list.data ? (
-        <p class="loading">Loading…</p>
-      ) : items.length === 0 ? (
-        <Empty>
-          No exchange {model || status ? "matches the filters" : "in this time"}. Agents call models through the daemon's
-          /llm base URL; without models configured, start the daemon with --llm-config.
-        </Empty>
-      ) : (
-        <table class="list exchanges">
-          <thead>
-            <tr>
-              <th>Exchange</th>
-              <th>Model</th>
-              <th>Status</th>
-              <th>Tokens</th>
-              <th>First byte</th>
-              <th>Duration</th>
-              <th />
-            </tr>
-          </thead>
-          <tbody>
-            {items.map((x) => (
-              <ExchangeRow key={x.id} x={x} withOrigin />
-            ))}
-          </tbody>
-        </table>
-      )}
+      <Loaded
+        state={list}
+        empty={() =>
+          items.length === 0 && (
+            <>
+              No exchange {model || status ? "matches the filters" : "in this time"}. Agents call models through the
+              daemon's /llm base URL; without models configured, start the daemon with --llm-config.
+            </>
+          )
+        }
+      >
+        {() => <ExchangeTable items={items} withOrigin />}
+      </Loaded>
       {tail.error !== undefined && <ErrorBox error={tail.error} />}
       <nav class="pager" aria-label="pages">
         {cursor && <a href={link("cursor", "")}>First page</a>}

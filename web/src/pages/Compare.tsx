@@ -5,8 +5,9 @@
 import { useState } from "preact/hooks";
 import { get, type LLMExchangeList, type Run, type RunList } from "../api";
 import { cellKey, ended, matrix, passAtK } from "../compare";
+import { withParam } from "../router";
 import { Transcript } from "./Conversations";
-import { Empty, ErrorBox, Status, useAsync, useInterval } from "../ui";
+import { Empty, ErrorBox, Loaded, Status, useAsync, useInterval } from "../ui";
 
 /** Every run of batch: the list's pages, one request each. */
 async function batchRuns(batch: string, signal: AbortSignal): Promise<Run[]> {
@@ -36,11 +37,6 @@ export function Compare({ url }: { url: URL }) {
   if (runs.data.length === 0) return <Empty>Submission {batch} has no runs.</Empty>;
   const m = matrix(runs.data);
   const k = Math.max(...[...m.cells.values()].map((c) => c.ended));
-  const cellLink = (key: string) => {
-    const u = new URL(url);
-    u.searchParams.set("cell", key);
-    return u.pathname + u.search;
-  };
   const cell = m.cells.get(open);
   const byID = new Map(runs.data.map((r) => [r.id, r]));
   return (
@@ -71,7 +67,7 @@ export function Compare({ url }: { url: URL }) {
                   if (!c) return <td key={mo} />;
                   return (
                     <td key={mo} class="cell" aria-current={open === cellKey(a, mo) ? "true" : undefined}>
-                      <a href={cellLink(cellKey(a, mo))} aria-label={`${a} × ${mo || "no model"}`}>
+                      <a href={withParam(url, "cell", cellKey(a, mo))} aria-label={`${a} × ${mo || "no model"}`}>
                         <div class="big">{c.ended ? pct(c.passed / c.ended) : "…"}</div>
                       </a>
                       <div>
@@ -109,7 +105,9 @@ export function Compare({ url }: { url: URL }) {
                       aria-label={`choose ${r.id}`}
                       checked={picked.includes(r.id)}
                       onChange={(e) =>
-                        setPicked(e.currentTarget.checked ? [...picked, r.id].slice(-2) : picked.filter((x) => x !== r.id))
+                        setPicked(
+                          e.currentTarget.checked ? [...picked, r.id].slice(-2) : picked.filter((x) => x !== r.id),
+                        )
                       }
                     />
                   </td>
@@ -119,8 +117,7 @@ export function Compare({ url }: { url: URL }) {
                     </a>
                   </td>
                   <td>
-                    <Status status={r.status} />
-                    {r.reason && <div class="reason">{r.reason}</div>}
+                    <Status status={r.status} reason={r.reason} />
                   </td>
                   <td>#{r.repeat}</td>
                 </tr>
@@ -146,7 +143,6 @@ function RunTranscript({ run }: { run: Run }) {
     (s) => get<LLMExchangeList>(`/api/v1/llm/exchanges?run=${encodeURIComponent(run.id)}&limit=1000`, s),
     [run.id],
   );
-  const xs = last.data?.items ?? [];
   return (
     <article class="side" aria-label={`transcript of ${run.id}`}>
       <h3>
@@ -155,15 +151,9 @@ function RunTranscript({ run }: { run: Run }) {
         </a>{" "}
         <Status status={run.status} />
       </h3>
-      {last.error ? (
-        <ErrorBox error={last.error} retry={last.reload} />
-      ) : !last.data ? (
-        <p class="loading">Loading…</p>
-      ) : xs.length === 0 ? (
-        <Empty>This run called no model.</Empty>
-      ) : (
-        <Transcript exchange={xs[xs.length - 1]} />
-      )}
+      <Loaded state={last} empty={(d) => d.items.length === 0 && "This run called no model."}>
+        {(d) => <Transcript exchange={d.items[d.items.length - 1]} />}
+      </Loaded>
     </article>
   );
 }

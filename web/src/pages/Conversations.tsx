@@ -4,7 +4,7 @@
 import { useState } from "preact/hooks";
 import { get, getText, type LLMConversation, type LLMExchange, type LLMExchangeDetail } from "../api";
 import { parseJSON, requestTurns, responseTurns, type Part, type Turn } from "../transcript";
-import { CopyID, Empty, ErrorBox, Time, useAsync } from "../ui";
+import { CopyID, ErrorBox, Loaded, Time, useAsync } from "../ui";
 
 export function Conversations({ sandbox }: { sandbox: string }) {
   const list = useAsync(
@@ -16,18 +16,19 @@ export function Conversations({ sandbox }: { sandbox: string }) {
       <h1>
         Conversations of <a href={`/sandboxes/${encodeURIComponent(sandbox)}`}>{sandbox}</a>
       </h1>
-      {list.error ? (
-        <ErrorBox error={list.error} retry={list.reload} />
-      ) : !list.data ? (
-        <p class="loading">Loading…</p>
-      ) : list.data.items.length === 0 ? (
-        <Empty>
-          This sandbox has called no model through the LLM proxy. Agents reach it at the daemon's /llm base URL; without
-          models configured, start the daemon with --llm-config.
-        </Empty>
-      ) : (
-        list.data.items.map((c) => <Conversation key={c.id} c={c} />)
-      )}
+      <Loaded
+        state={list}
+        empty={(d) =>
+          d.items.length === 0 && (
+            <>
+              This sandbox has called no model through the LLM proxy. Agents reach it at the daemon's /llm base URL;
+              without models configured, start the daemon with --llm-config.
+            </>
+          )
+        }
+      >
+        {(d) => d.items.map((c) => <Conversation key={c.id} c={c} />)}
+      </Loaded>
     </section>
   );
 }
@@ -62,24 +63,31 @@ function Conversation({ c }: { c: LLMConversation }) {
         {c.runId && <a href={`/runs/${encodeURIComponent(c.runId)}`}>its run</a>}
       </header>
       {last && <TranscriptToggle exchange={last} />}
-      <table class="list exchanges">
-        <thead>
-          <tr>
-            <th>Exchange</th>
-            <th>Model</th>
-            <th>Status</th>
-            <th>Tokens</th>
-            <th>First byte</th>
-            <th>Duration</th>
-          </tr>
-        </thead>
-        <tbody>
-          {c.exchanges.map((x) => (
-            <ExchangeRow key={x.id} x={x} />
-          ))}
-        </tbody>
-      </table>
+      <ExchangeTable items={c.exchanges} />
     </article>
+  );
+}
+
+/** Exchanges, a row each; withOrigin: each with where it came from and its transcript. */
+export function ExchangeTable({ items, withOrigin }: { items: LLMExchange[]; withOrigin?: boolean }) {
+  return (
+    <table class="list exchanges">
+      <thead>
+        <tr>
+          <th>Exchange</th>
+          <th>Model</th>
+          <th>Status</th>
+          <th>Tokens</th>
+          <th>First byte</th>
+          <th>Duration</th>
+        </tr>
+      </thead>
+      <tbody>
+        {items.map((x) => (
+          <ExchangeRow key={x.id} x={x} withOrigin={withOrigin} />
+        ))}
+      </tbody>
+    </table>
   );
 }
 
@@ -87,7 +95,7 @@ function Conversation({ c }: { c: LLMConversation }) {
  * An exchange's row; its raw parts and, with withOrigin (the archive), where
  * it came from and its transcript, fetched when opened.
  */
-export function ExchangeRow({ x, withOrigin }: { x: LLMExchange; withOrigin?: boolean }) {
+function ExchangeRow({ x, withOrigin }: { x: LLMExchange; withOrigin?: boolean }) {
   const [open, setOpen] = useState<"" | "raw" | "transcript">("");
   const toggle = (what: "raw" | "transcript") => setOpen(open === what ? "" : what);
   return (
@@ -113,7 +121,12 @@ export function ExchangeRow({ x, withOrigin }: { x: LLMExchange; withOrigin?: bo
               ))}
           </div>
           <div class="row-actions">
-            <button type="button" aria-pressed={open === "raw"} aria-label={`raw parts of ${x.id}`} onClick={() => toggle("raw")}>
+            <button
+              type="button"
+              aria-pressed={open === "raw"}
+              aria-label={`raw parts of ${x.id}`}
+              onClick={() => toggle("raw")}
+            >
               Raw
             </button>
             {withOrigin && (
@@ -182,7 +195,10 @@ function Raw({ id }: { id: string }) {
 
 /** The conversation up to exchange x: its request's turns and its answer. */
 export function Transcript({ exchange }: { exchange: LLMExchange }) {
-  const d = useAsync((s) => get<LLMExchangeDetail>(`/api/v1/llm/exchanges/${encodeURIComponent(exchange.id)}`, s), [exchange.id]);
+  const d = useAsync(
+    (s) => get<LLMExchangeDetail>(`/api/v1/llm/exchanges/${encodeURIComponent(exchange.id)}`, s),
+    [exchange.id],
+  );
   if (d.error) return <ErrorBox error={d.error} retry={d.reload} />;
   if (!d.data) return <p class="loading">Loading…</p>;
   const x = d.data;
@@ -191,7 +207,11 @@ export function Transcript({ exchange }: { exchange: LLMExchange }) {
   const resp = body(x.response);
   const turns: Turn[] = req ? requestTurns(x.format, req) : [];
   if (resp && x.status < 400) turns.push(...responseTurns(x.format, resp));
-  else if (x.error || x.status >= 400) turns.push({ role: "error", parts: [{ kind: "error", text: x.error || x.response?.body || `status ${x.status}` }] });
+  else if (x.error || x.status >= 400)
+    turns.push({
+      role: "error",
+      parts: [{ kind: "error", text: x.error || x.response?.body || `status ${x.status}` }],
+    });
   else if (x.stream) turns.push({ role: "assistant", parts: [{ kind: "text", text: "(a streamed answer: see Raw)" }] });
   // A tool call's result is shown under the call.
   const results = new Map<string, Part>();

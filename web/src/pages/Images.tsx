@@ -4,7 +4,7 @@
 import { useState } from "preact/hooks";
 import { call, get, type Image, type PrepullTask } from "../api";
 import { bytes } from "../format";
-import { Empty, ErrorBox, Status, Time, useAsync, useInterval } from "../ui";
+import { ErrorBox, Loaded, Status, Time, useAsync, useInterval } from "../ui";
 
 const active = (st?: string) => st === "pending" || st === "pulling" || st === "building";
 
@@ -12,10 +12,13 @@ export function Images() {
   const images = useAsync((s) => get<{ items: Image[] }>("/api/v1/images", s), []);
   const tasks = useAsync((s) => get<{ items: PrepullTask[] }>("/api/v1/images/prepull", s), []);
   const busy = tasks.data?.items.some((t) => active(t.status)) || images.data?.items.some((i) => active(i.status));
-  useInterval(() => {
-    tasks.reload();
-    images.reload();
-  }, busy ? 1000 : 5000);
+  useInterval(
+    () => {
+      tasks.reload();
+      images.reload();
+    },
+    busy ? 1000 : 5000,
+  );
   return (
     <section>
       <h1>Images</h1>
@@ -26,73 +29,79 @@ export function Images() {
         }}
       />
       <h2>Prepull tasks</h2>
-      {tasks.error ? (
-        <ErrorBox error={tasks.error} retry={tasks.reload} />
-      ) : !tasks.data ? (
-        <p class="loading">Loading…</p>
-      ) : tasks.data.items.length === 0 ? (
-        <Empty>No prepull tasks. Start one above to have an image ready before sandboxes need it.</Empty>
-      ) : (
-        <table class="list prepulls">
-          <thead>
-            <tr>
-              <th>Image</th>
-              <th>Status</th>
-              <th>Progress</th>
-              <th>Started</th>
-              <th />
-            </tr>
-          </thead>
-          <tbody>
-            {tasks.data.items.map((t) => (
-              <PrepullRow key={t.id} t={t} onDeleted={tasks.reload} />
-            ))}
-          </tbody>
-        </table>
-      )}
-      <h2>Stored images</h2>
-      {images.error ? (
-        <ErrorBox error={images.error} retry={images.reload} />
-      ) : !images.data ? (
-        <p class="loading">Loading…</p>
-      ) : images.data.items.length === 0 ? (
-        <Empty>No images yet. Prepull one above, or create a sandbox: its image is pulled then.</Empty>
-      ) : (
-        <table class="list images">
-          <thead>
-            <tr>
-              <th>Image</th>
-              <th>Status</th>
-              <th>Size</th>
-              <th>Layers</th>
-              <th>Created</th>
-            </tr>
-          </thead>
-          <tbody>
-            {images.data.items.map((i) => (
-              <tr key={i.ref}>
-                <td>
-                  <code>{i.ref}</code>
-                  {i.digest && <div class="reason">{i.digest.slice(0, 19)}</div>}
-                </td>
-                <td>
-                  <Status status={i.status || "ready"} />
-                  {i.progress && active(i.status) && (
-                    <div class="reason">
-                      {i.progress.phase} {i.progress.item}
-                      {i.progress.total ? ` ${Math.round(((i.progress.current ?? 0) / i.progress.total) * 100)}%` : ""}
-                    </div>
-                  )}
-                  {i.error && <div class="reason">{i.error}</div>}
-                </td>
-                <td>{i.size ? bytes(i.size) : ""}</td>
-                <td>{i.layers || ""}</td>
-                <td>{i.digest && <Time iso={i.created} />}</td>
+      <Loaded
+        state={tasks}
+        empty={(d) =>
+          d.items.length === 0 && (
+            <>No prepull tasks. Start one above to have an image ready before sandboxes need it.</>
+          )
+        }
+      >
+        {(d) => (
+          <table class="list prepulls">
+            <thead>
+              <tr>
+                <th>Image</th>
+                <th>Status</th>
+                <th>Progress</th>
+                <th>Started</th>
+                <th />
               </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+            </thead>
+            <tbody>
+              {d.items.map((t) => (
+                <PrepullRow key={t.id} t={t} onDeleted={tasks.reload} />
+              ))}
+            </tbody>
+          </table>
+        )}
+      </Loaded>
+      <h2>Stored images</h2>
+      <Loaded
+        state={images}
+        empty={(d) =>
+          d.items.length === 0 && <>No images yet. Prepull one above, or create a sandbox: its image is pulled then.</>
+        }
+      >
+        {(d) => (
+          <table class="list images">
+            <thead>
+              <tr>
+                <th>Image</th>
+                <th>Status</th>
+                <th>Size</th>
+                <th>Layers</th>
+                <th>Created</th>
+              </tr>
+            </thead>
+            <tbody>
+              {d.items.map((i) => (
+                <tr key={i.ref}>
+                  <td>
+                    <code>{i.ref}</code>
+                    {i.digest && <div class="reason">{i.digest.slice(0, 19)}</div>}
+                  </td>
+                  <td>
+                    <Status status={i.status || "ready"} />
+                    {i.progress && active(i.status) && (
+                      <div class="reason">
+                        {i.progress.phase} {i.progress.item}
+                        {i.progress.total
+                          ? ` ${Math.round(((i.progress.current ?? 0) / i.progress.total) * 100)}%`
+                          : ""}
+                      </div>
+                    )}
+                    {i.error && <div class="reason">{i.error}</div>}
+                  </td>
+                  <td>{i.size ? bytes(i.size) : ""}</td>
+                  <td>{i.layers || ""}</td>
+                  <td>{i.digest && <Time iso={i.created} />}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </Loaded>
     </section>
   );
 }
@@ -120,9 +129,7 @@ function PrepullRow({ t, onDeleted }: { t: PrepullTask; onDeleted: () => void })
         <button
           type="button"
           aria-label={`remove the prepull of ${t.image}`}
-          onClick={() =>
-            call("DELETE", `/api/v1/images/prepull/${encodeURIComponent(t.id)}`).then(onDeleted, setError)
-          }
+          onClick={() => call("DELETE", `/api/v1/images/prepull/${encodeURIComponent(t.id)}`).then(onDeleted, setError)}
         >
           Remove
         </button>

@@ -27,14 +27,8 @@ async function newest<T>(path: string, cursorKey: "next_cursor" | "nextCursor", 
 }
 
 function Failures() {
-  const runs = useAsync(
-    (s) => newest<Run>(`/api/v1/runs?status=${failedRuns}&limit=1000`, "next_cursor", s),
-    [],
-  );
-  const sandboxes = useAsync(
-    (s) => newest<Sandbox>("/api/v1/sandboxes?status=failed&limit=1000", "nextCursor", s),
-    [],
-  );
+  const runs = useAsync((s) => newest<Run>(`/api/v1/runs?status=${failedRuns}&limit=1000`, "next_cursor", s), []);
+  const sandboxes = useAsync((s) => newest<Sandbox>("/api/v1/sandboxes?status=failed&limit=1000", "nextCursor", s), []);
   useInterval(() => {
     runs.reload();
     sandboxes.reload();
@@ -63,8 +57,7 @@ function Failures() {
                   </div>
                 </td>
                 <td>
-                  <Status status={r.status} />
-                  {r.reason && <div class="reason">{r.reason}</div>}
+                  <Status status={r.status} reason={r.reason} />
                 </td>
                 <td>
                   <Time iso={r.ended_at ?? r.created_at} />
@@ -78,8 +71,7 @@ function Failures() {
                   <div class="reason">{sb.template ?? sb.image}</div>
                 </td>
                 <td>
-                  <Status status={sb.status} />
-                  {sb.reason && <div class="reason">{sb.reason}</div>}
+                  <Status status={sb.status} reason={sb.reason} />
                 </td>
                 <td>
                   <Time iso={sb.updated_at} />

@@ -1,8 +1,8 @@
 // The task runs: one page of the list per request, filtered by status on
 // the server, newest state every few seconds.
 import { get, type RunList } from "../api";
-import { navigate } from "../router";
-import { Empty, ErrorBox, Status, Time, useAsync, useInterval } from "../ui";
+import { navigate, withParam } from "../router";
+import { Loaded, Status, Time, useAsync, useInterval } from "../ui";
 
 const pageSize = 100;
 const statuses = ["", "queued", "running", "succeeded", "failed", "hung", "timeout", "sandbox_lost", "cancelled"];
@@ -17,13 +17,7 @@ export function Runs({ url }: { url: URL }) {
   if (status) q.set("status", status);
   const list = useAsync((s) => get<RunList>(`/api/v1/runs?${q}`, s), [q.toString()]);
   useInterval(list.reload, 3000);
-  const link = (k: string, v: string) => {
-    const u = new URL(url);
-    if (k !== "cursor") u.searchParams.delete("cursor");
-    if (v) u.searchParams.set(k, v);
-    else u.searchParams.delete(k);
-    return u.pathname + u.search;
-  };
+  const link = (k: string, v: string) => withParam(url, k, v);
   const items = list.data?.items ?? [];
   return (
     <section>
@@ -42,56 +36,58 @@ export function Runs({ url }: { url: URL }) {
         {batch && <a href={`/runs/compare?batch=${encodeURIComponent(batch)}`}>Compare agents × models</a>}
         {batch && <a href={link("batch", "")}>All submissions</a>}
       </div>
-      {list.error ? (
-        <ErrorBox error={list.error} retry={list.reload} />
-      ) : !list.data ? (
-        <p class="loading">Loading…</p>
-      ) : items.length === 0 ? (
-        <Empty>
-          {status || batch
-            ? `No run${batch ? " of this submission" : ""}${status ? ` is ${status}` : ""}.`
-            : "No task runs yet. Submit a task with: agent2env run submit TASK.yaml"}
-        </Empty>
-      ) : (
-        <table class="list">
-          <thead>
-            <tr>
-              <th>Run</th>
-              <th>Status</th>
-              <th>Task</th>
-              <th>Agent × model</th>
-              <th>Tokens</th>
-              <th>Created</th>
-            </tr>
-          </thead>
-          <tbody>
-            {items.map((r) => (
-              <tr key={r.id}>
-                <td>
-                  <a href={`/runs/${encodeURIComponent(r.id)}`}>
-                    <code>{r.id}</code>
-                  </a>
-                </td>
-                <td>
-                  <Status status={r.status} />
-                  {r.reason && <div class="reason">{r.reason}</div>}
-                </td>
-                <td>
-                  {r.task} <a href={link("batch", r.batch_id)}>#{r.repeat}</a>
-                </td>
-                <td>
-                  {r.agent}
-                  {r.model ? ` × ${r.model}` : ""}
-                </td>
-                <td>{r.llm.input_tokens + r.llm.output_tokens || ""}</td>
-                <td>
-                  <Time iso={r.created_at} />
-                </td>
+      <Loaded
+        state={list}
+        empty={() =>
+          items.length === 0 && (
+            <>
+              {status || batch
+                ? `No run${batch ? " of this submission" : ""}${status ? ` is ${status}` : ""}.`
+                : "No task runs yet. Submit a task with: agent2env run submit TASK.yaml"}
+            </>
+          )
+        }
+      >
+        {() => (
+          <table class="list">
+            <thead>
+              <tr>
+                <th>Run</th>
+                <th>Status</th>
+                <th>Task</th>
+                <th>Agent × model</th>
+                <th>Tokens</th>
+                <th>Created</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+            </thead>
+            <tbody>
+              {items.map((r) => (
+                <tr key={r.id}>
+                  <td>
+                    <a href={`/runs/${encodeURIComponent(r.id)}`}>
+                      <code>{r.id}</code>
+                    </a>
+                  </td>
+                  <td>
+                    <Status status={r.status} reason={r.reason} />
+                  </td>
+                  <td>
+                    {r.task} <a href={link("batch", r.batch_id)}>#{r.repeat}</a>
+                  </td>
+                  <td>
+                    {r.agent}
+                    {r.model ? ` × ${r.model}` : ""}
+                  </td>
+                  <td>{r.llm.input_tokens + r.llm.output_tokens || ""}</td>
+                  <td>
+                    <Time iso={r.created_at} />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </Loaded>
       <nav class="pager" aria-label="pages">
         {cursor && <a href={link("cursor", "")}>First page</a>}
         {list.data?.next_cursor && <a href={link("cursor", list.data.next_cursor)}>Next page</a>}

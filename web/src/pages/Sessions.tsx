@@ -4,7 +4,7 @@
 import { useState } from "preact/hooks";
 import { call, get, type Context, type Session } from "../api";
 import { navigate } from "../router";
-import { CopyID, Empty, ErrorBox, Status, Time, useAsync, useInterval, type Async } from "../ui";
+import { CopyID, Empty, ErrorBox, Loaded, Status, Time, useAsync, useInterval, type Async } from "../ui";
 
 export function Sessions() {
   const sessions = useAsync((s) => get<{ items: Session[] }>("/api/v1/sessions", s), []);
@@ -13,56 +13,59 @@ export function Sessions() {
   return (
     <section>
       <h1>Sessions</h1>
-      {sessions.error ? (
-        <ErrorBox error={sessions.error} retry={sessions.reload} />
-      ) : !sessions.data ? (
-        <p class="loading">Loading…</p>
-      ) : sessions.data.items.length === 0 ? (
-        <Empty>No sessions. A session starts with the first code run through POST /api/v1/sessions/execute, or an SDK.</Empty>
-      ) : (
-        <table class="list sessions">
-          <thead>
-            <tr>
-              <th>Session</th>
-              <th>Flavor</th>
-              <th>Executions</th>
-              <th>Sandbox</th>
-              <th>Last used</th>
-              <th>Ends</th>
-            </tr>
-          </thead>
-          <tbody>
-            {sessions.data.items.map((x) => (
-              <tr key={x.session_id}>
-                <td>
-                  <a href={`/sessions/${encodeURIComponent(x.session_id)}`}>
-                    <code>{x.session_id}</code>
-                  </a>
-                  {x.busy > 0 && <div class="reason">busy</div>}
-                </td>
-                <td>
-                  {x.flavor} <span class="reason">{x.languages.join(", ")}</span>
-                </td>
-                <td>
-                  {x.execution_count}
-                  {x.error_count > 0 && <span class="reason"> ({x.error_count} failed)</span>}
-                </td>
-                <td>
-                  <a href={`/sandboxes/${encodeURIComponent(x.sandbox_id)}`}>
-                    <code>{x.sandbox_id}</code>
-                  </a>
-                </td>
-                <td>
-                  <Time iso={x.last_used_at} />
-                </td>
-                <td>
-                  <Time iso={x.expires_at} />
-                </td>
+      <Loaded
+        state={sessions}
+        empty={(d) =>
+          d.items.length === 0 && (
+            <>No sessions. A session starts with the first code run through POST /api/v1/sessions/execute, or an SDK.</>
+          )
+        }
+      >
+        {(d) => (
+          <table class="list sessions">
+            <thead>
+              <tr>
+                <th>Session</th>
+                <th>Flavor</th>
+                <th>Executions</th>
+                <th>Sandbox</th>
+                <th>Last used</th>
+                <th>Ends</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+            </thead>
+            <tbody>
+              {d.items.map((x) => (
+                <tr key={x.session_id}>
+                  <td>
+                    <a href={`/sessions/${encodeURIComponent(x.session_id)}`}>
+                      <code>{x.session_id}</code>
+                    </a>
+                    {x.busy > 0 && <div class="reason">busy</div>}
+                  </td>
+                  <td>
+                    {x.flavor} <span class="reason">{x.languages.join(", ")}</span>
+                  </td>
+                  <td>
+                    {x.execution_count}
+                    {x.error_count > 0 && <span class="reason"> ({x.error_count} failed)</span>}
+                  </td>
+                  <td>
+                    <a href={`/sandboxes/${encodeURIComponent(x.sandbox_id)}`}>
+                      <code>{x.sandbox_id}</code>
+                    </a>
+                  </td>
+                  <td>
+                    <Time iso={x.last_used_at} />
+                  </td>
+                  <td>
+                    <Time iso={x.expires_at} />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </Loaded>
       <h2>Contexts</h2>
       <ContextTable list={contexts} />
     </section>
@@ -74,12 +77,17 @@ function ContextTable({ list }: { list: Async<{ items: Context[] }> }) {
   if (list.error) return <ErrorBox error={list.error} retry={list.reload} />;
   if (!list.data) return <p class="loading">Loading…</p>;
   if (list.data.items.length === 0)
-    return <Empty>No execution contexts. Create one with POST /api/v1/contexts, or an SDK's create_code_context.</Empty>;
+    return (
+      <Empty>No execution contexts. Create one with POST /api/v1/contexts, or an SDK's create_code_context.</Empty>
+    );
   const remove = async (c: Context) => {
     if (!confirm(`Delete context ${c.context_id}?`)) return;
     setError(undefined);
     try {
-      await call("DELETE", `/api/v1/sandboxes/${encodeURIComponent(c.sandbox_id)}/contexts/${encodeURIComponent(c.context_id)}`);
+      await call(
+        "DELETE",
+        `/api/v1/sandboxes/${encodeURIComponent(c.sandbox_id)}/contexts/${encodeURIComponent(c.context_id)}`,
+      );
       list.reload();
     } catch (e) {
       setError(e);

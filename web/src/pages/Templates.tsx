@@ -1,9 +1,18 @@
 // Templates: the list (one page per request), a template's versions and
 // its YAML as exported, rollback to a version, and import from YAML.
 import { useState } from "preact/hooks";
-import { call, get, getText, postForm, type ImportResult, type Template, type TemplateList, type TemplateVersion } from "../api";
+import {
+  call,
+  get,
+  getText,
+  postForm,
+  type ImportResult,
+  type Template,
+  type TemplateList,
+  type TemplateVersion,
+} from "../api";
 import { navigate } from "../router";
-import { CopyID, Empty, ErrorBox, Time, useAsync } from "../ui";
+import { CopyID, ErrorBox, Loaded, Time, useAsync } from "../ui";
 
 const pageSize = 50;
 
@@ -14,41 +23,42 @@ export function Templates({ url }: { url: URL }) {
     <section>
       <h1>Templates</h1>
       <Import onDone={list.reload} />
-      {list.error ? (
-        <ErrorBox error={list.error} retry={list.reload} />
-      ) : !list.data ? (
-        <p class="loading">Loading…</p>
-      ) : list.data.items.length === 0 ? (
-        <Empty>No templates yet. Import one above, or with: agent2env template import FILE.yaml</Empty>
-      ) : (
-        <table class="list">
-          <thead>
-            <tr>
-              <th>Name</th>
-              <th>Latest</th>
-              <th>Image</th>
-              <th>Resources</th>
-              <th>Updated</th>
-            </tr>
-          </thead>
-          <tbody>
-            {list.data.items.map((t) => (
-              <tr key={t.id}>
-                <td>
-                  <a href={`/templates/${encodeURIComponent(t.name)}`}>{t.name}</a>
-                  {t.description && <div class="reason">{t.description}</div>}
-                </td>
-                <td>v{t.latestVersion}</td>
-                <td>{t.spec?.image}</td>
-                <td>{t.spec && `${t.spec.resources.cpu} cpu, ${t.spec.resources.memory}`}</td>
-                <td>
-                  <Time iso={t.updatedAt} />
-                </td>
+      <Loaded
+        state={list}
+        empty={(d) =>
+          d.items.length === 0 && <>No templates yet. Import one above, or with: agent2env template import FILE.yaml</>
+        }
+      >
+        {(d) => (
+          <table class="list">
+            <thead>
+              <tr>
+                <th>Name</th>
+                <th>Latest</th>
+                <th>Image</th>
+                <th>Resources</th>
+                <th>Updated</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+            </thead>
+            <tbody>
+              {d.items.map((t) => (
+                <tr key={t.id}>
+                  <td>
+                    <a href={`/templates/${encodeURIComponent(t.name)}`}>{t.name}</a>
+                    {t.description && <div class="reason">{t.description}</div>}
+                  </td>
+                  <td>v{t.latestVersion}</td>
+                  <td>{t.spec?.image}</td>
+                  <td>{t.spec && `${t.spec.resources.cpu} cpu, ${t.spec.resources.memory}`}</td>
+                  <td>
+                    <Time iso={t.updatedAt} />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </Loaded>
       <nav class="pager" aria-label="pages">
         {page > 1 && <a href={`/templates?page=${page - 1}`}>Previous page</a>}
         {list.data && page * pageSize < list.data.total && <a href={`/templates?page=${page + 1}`}>Next page</a>}
@@ -89,7 +99,9 @@ function Import({ onDone }: { onDone: () => void }) {
           aria-label="template YAML"
           rows={10}
           spellcheck={false}
-          placeholder={"apiVersion: liteboxd/v1\nkind: SandboxTemplate\nmetadata:\n  name: python\nspec:\n  image: agent2env/python"}
+          placeholder={
+            "apiVersion: liteboxd/v1\nkind: SandboxTemplate\nmetadata:\n  name: python\nspec:\n  image: agent2env/python"
+          }
           value={yaml}
           onInput={(e) => setYAML(e.currentTarget.value)}
         />
@@ -184,45 +196,43 @@ export function TemplatePage({ name }: { name: string }) {
       </div>
       {actionError !== undefined && <ErrorBox error={actionError} />}
       <h2>Versions</h2>
-      {versions.error ? (
-        <ErrorBox error={versions.error} retry={versions.reload} />
-      ) : !versions.data ? (
-        <p class="loading">Loading…</p>
-      ) : (
-        <table class="list versions">
-          <thead>
-            <tr>
-              <th>Version</th>
-              <th>Changelog</th>
-              <th>Image</th>
-              <th>Made</th>
-              <th />
-            </tr>
-          </thead>
-          <tbody>
-            {versions.data.items.map((v) => (
-              <tr key={v.id} aria-current={(shown || tpl.latestVersion) === v.version ? "true" : undefined}>
-                <td>v{v.version}</td>
-                <td>{v.changelog}</td>
-                <td>{v.spec.image}</td>
-                <td>
-                  <Time iso={v.createdAt} />
-                </td>
-                <td class="row-actions">
-                  <button type="button" onClick={() => setShown(v.version)}>
-                    YAML
-                  </button>
-                  {v.version !== tpl.latestVersion && (
-                    <button type="button" onClick={() => rollback(v.version)}>
-                      Roll back to v{v.version}
-                    </button>
-                  )}
-                </td>
+      <Loaded state={versions}>
+        {(d) => (
+          <table class="list versions">
+            <thead>
+              <tr>
+                <th>Version</th>
+                <th>Changelog</th>
+                <th>Image</th>
+                <th>Made</th>
+                <th />
               </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+            </thead>
+            <tbody>
+              {d.items.map((v) => (
+                <tr key={v.id} aria-current={(shown || tpl.latestVersion) === v.version ? "true" : undefined}>
+                  <td>v{v.version}</td>
+                  <td>{v.changelog}</td>
+                  <td>{v.spec.image}</td>
+                  <td>
+                    <Time iso={v.createdAt} />
+                  </td>
+                  <td class="row-actions">
+                    <button type="button" onClick={() => setShown(v.version)}>
+                      YAML
+                    </button>
+                    {v.version !== tpl.latestVersion && (
+                      <button type="button" onClick={() => rollback(v.version)}>
+                        Roll back to v{v.version}
+                      </button>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </Loaded>
       <h2>YAML of v{shown || tpl.latestVersion}</h2>
       {yaml.error ? (
         <ErrorBox error={yaml.error} retry={yaml.reload} />
