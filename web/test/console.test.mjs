@@ -311,8 +311,15 @@ test("templates: imported from YAML, their versions, each version's YAML, a roll
   await v1.getByRole("button", { name: "YAML" }).click();
   await yaml.filter({ hasText: "ttl: 600" }).waitFor();
   await shot("template");
+  // What changed from v1 to v2, line by line.
+  await v1.getByRole("button", { name: "Diff v1 with v2" }).click();
+  const diff = page.getByLabel("template YAML diff");
+  await diff.locator(".diff-del").filter({ hasText: "ttl: 600" }).waitFor();
+  await diff.locator(".diff-add").filter({ hasText: "ttl: 900" }).waitFor();
+  assert.equal(await diff.locator(".diff-del, .diff-add").count(), 2);
+  await shot("template-diff");
   await v1.getByRole("button", { name: "Roll back to v1" }).click();
-  await page.locator("table.versions tbody tr").filter({ hasText: "v3" }).waitFor();
+  await page.locator("table.versions tbody td:first-child").getByText("v3", { exact: true }).waitFor();
   await page.getByText("v3", { exact: true }).first().waitFor();
   await yaml.filter({ hasText: "ttl: 600" }).waitFor();
   // A document that is not YAML is refused, saying why.

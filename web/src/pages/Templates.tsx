@@ -11,6 +11,7 @@ import {
   type TemplateList,
   type TemplateVersion,
 } from "../api";
+import { lineDiff } from "../diff";
 import { navigate } from "../router";
 import { CopyID, ErrorBox, Loaded, Time, useAsync } from "../ui";
 
@@ -142,6 +143,9 @@ export function TemplatePage({ name }: { name: string }) {
   const versions = useAsync((s) => get<{ items: TemplateVersion[] }>(path + "/versions", s), [path]);
   const [shown, setShown] = useState(0); // 0: the latest
   const yaml = useAsync((s) => getText(`${path}/export${shown ? `?version=${shown}` : ""}`, s), [path, shown]);
+  // Diffed against the latest: the shown version's YAML and the latest's.
+  const [diff, setDiff] = useState(false);
+  const latest = useAsync((s) => (diff ? getText(`${path}/export`, s) : Promise.resolve("")), [path, diff]);
   const [actionError, setActionError] = useState<unknown>();
   if (t.error) return <ErrorBox error={t.error} retry={t.reload} />;
   if (!t.data) return <p class="loading">Loading…</p>;
@@ -154,6 +158,7 @@ export function TemplatePage({ name }: { name: string }) {
       t.reload();
       versions.reload();
       setShown(0);
+      setDiff(false);
     } catch (e) {
       setActionError(e);
     }
@@ -218,9 +223,26 @@ export function TemplatePage({ name }: { name: string }) {
                     <Time iso={v.createdAt} />
                   </td>
                   <td class="row-actions">
-                    <button type="button" onClick={() => setShown(v.version)}>
+                    <button
+                      type="button"
+                      onClick={() => {
+                        setShown(v.version);
+                        setDiff(false);
+                      }}
+                    >
                       YAML
                     </button>
+                    {v.version !== tpl.latestVersion && (
+                      <button
+                        type="button"
+                        onClick={() => {
+                          setShown(v.version);
+                          setDiff(true);
+                        }}
+                      >
+                        Diff v{v.version} with v{tpl.latestVersion}
+                      </button>
+                    )}
                     {v.version !== tpl.latestVersion && (
                       <button type="button" onClick={() => rollback(v.version)}>
                         Roll back to v{v.version}
@@ -233,12 +255,33 @@ export function TemplatePage({ name }: { name: string }) {
           </table>
         )}
       </Loaded>
-      <h2>YAML of v{shown || tpl.latestVersion}</h2>
-      {yaml.error ? (
-        <ErrorBox error={yaml.error} retry={yaml.reload} />
+      {diff && shown ? (
+        <>
+          <h2>
+            v{shown} → v{tpl.latestVersion}
+          </h2>
+          <Loaded state={latest}>{(to) => <Loaded state={yaml}>{(from) => <Diff from={from} to={to} />}</Loaded>}</Loaded>
+        </>
       ) : (
-        <pre aria-label="template YAML export">{yaml.data ?? "Loading…"}</pre>
+        <>
+          <h2>YAML of v{shown || tpl.latestVersion}</h2>
+          <Loaded state={yaml}>{(text) => <pre aria-label="template YAML export">{text}</pre>}</Loaded>
+        </>
       )}
     </section>
+  );
+}
+
+/** The lines from removed and to added, marked, the rest as they are. */
+function Diff({ from, to }: { from: string; to: string }) {
+  return (
+    <pre class="diff" aria-label="template YAML diff">
+      {lineDiff(from, to).map((l, i) => (
+        <span key={i} class={l.op === "-" ? "diff-del" : l.op === "+" ? "diff-add" : undefined}>
+          {l.op} {l.text}
+          {"\n"}
+        </span>
+      ))}
+    </pre>
   );
 }
