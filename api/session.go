@@ -235,6 +235,20 @@ type Stats struct {
 	// and used (measured now) against capacity.
 	Resources  ResourceStats  `json:"resources"`
 	Executions ExecutionStats `json:"executions"`
+	// WarmPools are the daemon's warm pools, by name (agent2env
+	// addition); empty without any.
+	WarmPools []WarmPool `json:"warm_pools"`
+}
+
+// WarmPool is the state of one warm pool: Ready sandboxes of the Size it
+// keeps, and the requests it served (Hits) and could not (Misses) since
+// the daemon started.
+type WarmPool struct {
+	Name   string `json:"name"`
+	Ready  int    `json:"ready"`
+	Size   int    `json:"size"`
+	Hits   uint64 `json:"hits"`
+	Misses uint64 `json:"misses"`
 }
 
 // SessionStats counts sessions.

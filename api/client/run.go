@@ -48,6 +48,8 @@ func (s *RunService) Submit(ctx context.Context, req api.RunSubmitRequest) (*api
 type ListRunsOptions struct {
 	// Batch selects one submission's runs.
 	Batch string
+	// Statuses, when not empty, selects the runs in one of them.
+	Statuses []api.RunStatus
 	// Limit and Cursor ask for one page (Limit 0: every run).
 	Limit  int
 	Cursor string
@@ -58,6 +60,9 @@ func (s *RunService) List(ctx context.Context, opts ListRunsOptions) (*api.RunLi
 	q := url.Values{}
 	if opts.Batch != "" {
 		q.Set("batch", opts.Batch)
+	}
+	for _, st := range opts.Statuses {
+		q.Add("status", string(st))
 	}
 	if opts.Limit > 0 {
 		q.Set("limit", strconv.Itoa(opts.Limit))

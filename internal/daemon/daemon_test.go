@@ -246,6 +246,10 @@ func TestRestartKeepsState(t *testing.T) {
 		t.Errorf("pool stats after a create from its template: %+v, want one hit", st)
 	}
 	waitPool(t, d.sys, "tiny", 1) // refilled
+	// The API's stats report the pool (the console's overview shows it).
+	if st, err := d.api.Stats(ctx); err != nil || !cmp.Equal(st.WarmPools, []api.WarmPool{{Name: "tiny", Ready: 1, Size: 1, Hits: 1}}) {
+		t.Errorf("stats' warm pools: %+v, %v; want tiny with 1 of 1 ready and one hit", st, err)
+	}
 	if err := d.stop(); err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}

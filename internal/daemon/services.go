@@ -144,7 +144,13 @@ func buildCode(cfg Config, st state, mgr *manager.Manager, pools *pool.Pools, m 
 	// Buffered output of commands and of code counts against one budget.
 	cfg.Contexts.Outputs = mgr.OutputBudget()
 	ctxs := contexts.New(cfg.Contexts, mgr, st.Store, pools, cfg.Log, contexts.WithMetrics(m))
-	var opts []session.Option
+	opts := []session.Option{session.WithWarmPools(func() []api.WarmPool {
+		var out []api.WarmPool
+		for _, p := range pools.Stats() {
+			out = append(out, api.WarmPool{Name: p.Name, Ready: p.Ready, Size: p.Size, Hits: p.Hits, Misses: p.Misses})
+		}
+		return out
+	})}
 	if u, ok := st.Runtime.(sandbox.UsageReader); ok { // optional: a runtime may not measure usage
 		opts = append(opts, session.WithUsage(u))
 	}

@@ -28,8 +28,10 @@ const chromium = "/usr/bin/chromium"
 // Node's test runner) against a daemon with API keys on and a fake model:
 // the key prompt, a sandbox created from the console, its terminal, a task
 // run followed live, a conversation's transcript with its tool call paired
-// with its result and its raw parts, and text an agent or a model wrote
-// shown as text. The screenshots of its pages stay in a temporary
+// with its result and its raw parts, templates, images and prepulls,
+// sessions and contexts, a submission's compare matrix, the LLM archive's
+// live tail, the overview's warm pool (python, of one sandbox) and recent
+// failures, and text an agent or a model wrote shown as text. The screenshots of its pages stay in a temporary
 // directory, whose files the test logs.
 func TestConsoleInBrowser(t *testing.T) {
 	nodeBin := os.Getenv("AGENT2ENV_NODE_BIN")
@@ -49,14 +51,15 @@ func TestConsoleInBrowser(t *testing.T) {
 			Content: []llm.Part{llm.Text(consoleModelSays)}}, nil
 	})
 	llmConfig := filepath.Join(t.TempDir(), "llm.yaml")
-	if err := os.WriteFile(llmConfig, []byte("providers:\n  - {name: fake, type: openai, base_url: "+up.URL+"}\nmodels:\n  - {name: coder, provider: fake, model: qwen}\n"), 0o600); err != nil {
+	if err := os.WriteFile(llmConfig, []byte("providers:\n  - {name: fake, type: openai, base_url: "+up.URL+"}\nmodels:\n  - {name: coder, provider: fake, model: qwen}\n  - {name: coder-b, provider: fake, model: qwen}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	const key = "console-browser-test-key"
 	consoleAddr := freeAddr(t)
 	d := startDaemon(t, "", func(c *exec.Cmd) {
 		c.Env = append(os.Environ(), "AGENT2ENV_API_KEYS="+key)
-		c.Args = append(c.Args, "--console-listen", consoleAddr, "--prebuild-images=false", "--llm-config", llmConfig)
+		c.Args = append(c.Args, "--console-listen", consoleAddr, "--prebuild-images=false", "--llm-config", llmConfig,
+			"--warm-pools", "python=1")
 	})
 	d.key = key
 	// The image is built or unpacked once, here, not while the browser
@@ -68,7 +71,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	web, err := filepath.Abs("../../web")
 	if err != nil {
@@ -84,6 +87,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		"CHROMIUM="+chromium,
 		"SCREENSHOT_DIR="+shots,
 		"MODEL=coder",
+		"MODEL_B=coder-b",
 		"MODEL_SAYS="+consoleModelSays,
 	)
 	out, err := cmd.CombinedOutput()

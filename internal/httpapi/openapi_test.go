@@ -375,6 +375,7 @@ func TestOpenAPISchemas(t *testing.T) {
 		{"SessionStats", api.SessionStats{}, out},
 		{"ResourceStats", api.ResourceStats{}, out},
 		{"ExecutionStats", api.ExecutionStats{}, out},
+		{"WarmPool", api.WarmPool{}, out},
 		{"LLMUsage", api.LLMUsage{}, out},
 		{"LLMExchange", api.LLMExchange{}, out},
 		{"LLMExchangeList", api.LLMExchangeList{}, out},

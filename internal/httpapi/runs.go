@@ -54,13 +54,13 @@ func (s *RunRoutes) submit(w http.ResponseWriter, r *http.Request) {
 func (s *RunRoutes) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	opts := run.ListOptions{BatchID: q.Get("batch"), Cursor: q.Get("cursor")}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			writeError(w, errdefs.Invalid("limit %q: want a number from 1 to %d", v, api.MaxPageSize))
-			return
-		}
-		opts.Limit = &n
+	var err error
+	if opts.Limit, err = limitParam(r); err == nil {
+		opts.Statuses, err = statusParam(r, runStatuses)
+	}
+	if err != nil {
+		writeError(w, err)
+		return
 	}
 	out, err := s.svc.List(r.Context(), opts)
 	if err != nil {
@@ -69,6 +69,11 @@ func (s *RunRoutes) list(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
+
+// runStatuses are the statuses the status parameter of the run list
+// takes.
+var runStatuses = []api.RunStatus{api.RunQueued, api.RunRunning, api.RunSucceeded, api.RunFailed, api.RunHung,
+	api.RunTimeout, api.RunSandboxLost, api.RunCancelled}
 
 func (s *RunRoutes) get(w http.ResponseWriter, r *http.Request) {
 	out, err := s.svc.Get(r.Context(), r.PathValue("id"))

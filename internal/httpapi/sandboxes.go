@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -33,6 +34,9 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	opts, err := listOptions(r)
+	if err == nil {
+		opts.Statuses, err = statusParam(r, sandboxStatuses)
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -47,16 +51,54 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 
 // listOptions reads the limit and cursor query parameters.
 func listOptions(r *http.Request) (service.ListOptions, error) {
-	q := r.URL.Query()
-	opts := service.ListOptions{Cursor: q.Get("cursor")}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return opts, errdefs.Invalid("limit %q: want a number from 1 to %d", v, api.MaxPageSize)
-		}
-		opts.Limit = &n
+	opts := service.ListOptions{Cursor: r.URL.Query().Get("cursor")}
+	var err error
+	opts.Limit, err = limitParam(r)
+	return opts, err
+}
+
+// sandboxStatuses are the statuses the status parameter of the sandbox
+// list takes.
+var sandboxStatuses = []api.SandboxStatus{api.StatusPending, api.StatusRunning, api.StatusPaused, api.StatusSucceeded,
+	api.StatusFailed, api.StatusTerminating, api.StatusUnknown}
+
+// limitParam reads the limit query parameter; nil when there is none.
+func limitParam(r *http.Request) (*int, error) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return nil, nil
 	}
-	return opts, nil
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return nil, errdefs.Invalid("limit %q: want a number from 1 to %d", v, api.MaxPageSize)
+	}
+	return &n, nil
+}
+
+// statusParam reads the status query parameter: statuses separated by
+// commas, or the parameter repeated; each one of known.
+func statusParam[S ~string](r *http.Request, known []S) ([]S, error) {
+	var out []S
+	for _, v := range r.URL.Query()["status"] {
+		for _, name := range strings.Split(v, ",") {
+			st := S(strings.TrimSpace(name))
+			if !slices.Contains(known, st) {
+				return nil, errdefs.Invalid("status %q: want one of %s", name, joinStrings(known))
+			}
+			if !slices.Contains(out, st) {
+				out = append(out, st)
+			}
+		}
+	}
+	return out, nil
+}
+
+func joinStrings[S ~string](list []S) string {
+	parts := make([]string, len(list))
+	for i, s := range list {
+		parts[i] = string(s)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {

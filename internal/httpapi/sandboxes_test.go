@@ -681,3 +681,85 @@ func TestSandboxMetadata(t *testing.T) {
 		t.Errorf("metadata value not a string: %d %s", resp.status, resp.body)
 	}
 }
+
+// TestListSandboxStatus lists the sandboxes of some statuses, paged: the
+// page holds only those, and a status the API does not know is refused.
+func TestListSandboxStatus(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	var running, stopped []string
+	for i := range 5 {
+		sb := e.createSandbox(t, `{"image":"alpine"}`)
+		waitStatus(t, e, sb.ID, is(api.StatusRunning))
+		if i%2 == 1 {
+			resp := e.do(t, http.MethodPost, "/api/v1/sandboxes/"+sb.ID+"/stop", "", nil)
+			if resp.status != http.StatusOK {
+				t.Fatalf("stop: %d %s", resp.status, resp.body)
+			}
+			stopped = append(stopped, sb.ID)
+			continue
+		}
+		running = append(running, sb.ID)
+	}
+	stoppedStatus := waitStatus(t, e, stopped[0], func(st api.SandboxStatus) bool { return st != api.StatusRunning })
+	for _, id := range stopped[1:] {
+		waitStatus(t, e, id, is(stoppedStatus))
+	}
+	tests := []struct {
+		query string
+		want  []string
+	}{
+		{"status=running", running},
+		{"status=" + string(stoppedStatus), stopped},
+		{"status=running," + string(stoppedStatus), e.ids(t)},
+		{"status=running&status=" + string(stoppedStatus), e.ids(t)},
+		{"status=failed", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.query, func(t *testing.T) {
+			var got []string
+			for query := "?limit=1&" + tt.query; ; {
+				resp := e.do(t, http.MethodGet, "/api/v1/sandboxes"+query, "", nil)
+				if resp.status != http.StatusOK {
+					t.Fatalf("list %s: %d %s", query, resp.status, resp.body)
+				}
+				l := decodeInto[api.SandboxList](t, resp)
+				for _, sb := range l.Items {
+					got = append(got, sb.ID)
+				}
+				if l.NextCursor == "" {
+					break
+				}
+				query = "?limit=1&" + tt.query + "&cursor=" + url.QueryEscape(l.NextCursor)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ids (-want +got):\n%s", diff)
+			}
+		})
+	}
+	for _, query := range []string{"?status=stopped", "?status=", "?status=running,", "?status=RUNNING"} {
+		checkError(t, e.do(t, http.MethodGet, "/api/v1/sandboxes"+query, "", nil), http.StatusBadRequest, api.CodeInvalidRequest)
+	}
+}
+
+// waitStatus waits until sandbox id has a status ok takes, and returns it.
+func waitStatus(t *testing.T, e *env, id string, ok func(api.SandboxStatus) bool) api.SandboxStatus {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var sb api.Sandbox
+		if err := json.Unmarshal(e.do(t, http.MethodGet, "/api/v1/sandboxes/"+id, "", nil).body, &sb); err != nil {
+			t.Fatal(err)
+		}
+		if ok(sb.Status) {
+			return sb.Status
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox %s stays %s (%s)", id, sb.Status, sb.Reason)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func is(want api.SandboxStatus) func(api.SandboxStatus) bool {
+	return func(st api.SandboxStatus) bool { return st == want }
+}

@@ -64,6 +64,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -355,31 +356,59 @@ func (s *Service) Get(ctx context.Context, id string) (*api.Run, error) {
 type ListOptions struct {
 	// BatchID selects one submission's runs.
 	BatchID string
+	// Statuses, when not empty, selects the runs in one of them.
+	Statuses []api.RunStatus
 	// Limit is the most runs a page holds, from 1 to api.MaxPageSize;
 	// nil: all.
 	Limit  *int
 	Cursor string
 }
 
+// statusScanPage is how many runs List reads from the store at a time
+// while it looks for runs of the statuses asked for.
+const statusScanPage = 500
+
 // List returns a page of the runs the tenant of ctx submitted, oldest
-// first.
+// first. With statuses it reads the store's pages until its page is full:
+// the page holds the runs of those statuses, and its cursor follows its
+// last run.
 func (s *Service) List(ctx context.Context, opts ListOptions) (*api.RunList, error) {
-	p := store.Page{After: opts.Cursor}
+	limit := 0
 	if opts.Limit != nil {
 		if n := *opts.Limit; n < 1 || n > api.MaxPageSize {
 			return nil, errdefs.Invalid("limit %s: want a number from 1 to %d", strconv.Itoa(n), api.MaxPageSize)
 		}
-		p.Limit = *opts.Limit
+		limit = *opts.Limit
 	}
-	recs, next, err := s.store.ListRunPage(ctx, store.RunFilter{BatchID: opts.BatchID, ByTenant: true, Tenant: auth.TenantOf(ctx)}, p)
-	if err != nil {
-		return nil, err
+	f := store.RunFilter{BatchID: opts.BatchID, ByTenant: true, Tenant: auth.TenantOf(ctx)}
+	p := store.Page{After: opts.Cursor, Limit: limit}
+	if len(opts.Statuses) > 0 && limit > 0 {
+		p.Limit = max(limit, statusScanPage)
 	}
-	out := &api.RunList{Items: make([]api.Run, 0, len(recs)), NextCursor: next}
-	for _, r := range recs {
-		out.Items = append(out.Items, *view(r))
+	out := &api.RunList{Items: []api.Run{}}
+	for {
+		recs, next, err := s.store.ListRunPage(ctx, f, p)
+		if err != nil {
+			return nil, err
+		}
+		for i, r := range recs {
+			if len(opts.Statuses) > 0 && !slices.Contains(opts.Statuses, api.RunStatus(r.Status)) {
+				continue
+			}
+			out.Items = append(out.Items, *view(r))
+			if limit > 0 && len(out.Items) == limit {
+				if i < len(recs)-1 || next != "" {
+					out.NextCursor = store.Cursor(r.CreatedAt, r.ID)
+				}
+				return out, nil
+			}
+		}
+		if next == "" || len(opts.Statuses) == 0 {
+			out.NextCursor = next
+			return out, nil
+		}
+		p.After = next
 	}
-	return out, nil
 }
 
 // Cancel ends run id as cancelled: a queued run at once, a running one

@@ -92,6 +92,8 @@ type Service struct {
 	now   func() time.Time
 	// usageReader measures sandboxes' use for Stats; nil measures none.
 	usageReader sandbox.UsageReader
+	// warmPools reports on the warm pools for Stats; nil: there are none.
+	warmPools func() []api.WarmPool
 
 	// locks serializes what changes one session (its making, reuse and
 	// removal); kernels serializes the start of one language's kernel in

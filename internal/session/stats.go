@@ -55,6 +55,11 @@ func (r *recorder) stats() api.ExecutionStats {
 // WithUsage makes Stats measure the cpu and memory running sandboxes use.
 func WithUsage(u sandbox.UsageReader) Option { return func(s *Service) { s.usageReader = u } }
 
+// WithWarmPools makes Stats report the warm pools pools returns.
+func WithWarmPools(pools func() []api.WarmPool) Option {
+	return func(s *Service) { s.warmPools = pools }
+}
+
 // Stats reports on sessions, sandboxes, resources and executions.
 func (s *Service) Stats(ctx context.Context) (*api.Stats, error) {
 	counts, err := s.store.CountSandboxesByStatus(ctx)
@@ -77,6 +82,10 @@ func (s *Service) Stats(ctx context.Context) (*api.Stats, error) {
 			MemoryBytesCommitted: u.MemoryBytes, MemoryBytesCapacity: u.MemoryBytesCapacity,
 		},
 		Executions: s.execs.stats(),
+		WarmPools:  []api.WarmPool{},
+	}
+	if s.warmPools != nil {
+		st.WarmPools = append(st.WarmPools, s.warmPools()...)
 	}
 	for status, n := range counts.ByStatus {
 		st.Sandboxes[status] = n

@@ -118,6 +118,7 @@ export interface Stats {
     memory_bytes_capacity: number;
   };
   executions: Record<string, number>;
+  warm_pools?: { name: string; ready: number; size: number; hits: number; misses: number }[];
 }
 
 export interface ExecResponse {
@@ -282,4 +283,108 @@ export async function getBlob(path: string): Promise<Blob> {
   const resp = await fetch(apiOrigin + path, { headers: headers(false), credentials: "omit", referrerPolicy: "no-referrer" });
   if (!resp.ok) return fail(resp);
   return resp.blob();
+}
+
+export interface TemplateSpec {
+  image: string;
+  resources: { cpu: string; memory: string };
+  ttl: number;
+  [more: string]: unknown;
+}
+
+export interface Template {
+  id: string;
+  name: string;
+  displayName: string;
+  description: string;
+  tags: string[] | null;
+  latestVersion: number;
+  createdAt: string;
+  updatedAt: string;
+  spec?: TemplateSpec;
+}
+
+export interface TemplateList {
+  items: Template[];
+  total: number;
+  page: number;
+  pageSize: number;
+}
+
+export interface TemplateVersion {
+  id: string;
+  version: number;
+  spec: TemplateSpec;
+  changelog: string;
+  createdBy: string;
+  createdAt: string;
+}
+
+export interface ImportResult {
+  total: number;
+  created: number;
+  updated: number;
+  skipped: number;
+  failed: number;
+  results: { name: string; action: string; version?: number; error?: string }[];
+}
+
+export interface Image {
+  ref: string;
+  digest: string;
+  size: number;
+  layers: number;
+  created: string;
+  status?: string;
+  progress?: { phase: string; item?: string; current?: number; total?: number };
+  error?: string;
+}
+
+export interface PrepullTask {
+  id: string;
+  image: string;
+  status: string;
+  progress: { ready: number; total: number };
+  template?: string;
+  error?: string;
+  startedAt: string;
+  completedAt?: string;
+}
+
+export interface Session {
+  session_id: string;
+  flavor: string;
+  cpu: string;
+  memory: string;
+  sandbox_id: string;
+  languages: string[];
+  created_at: string;
+  last_used_at: string;
+  expires_at: string;
+  idle_timeout: number;
+  busy: number;
+  execution_count: number;
+  error_count: number;
+  made_by_sandbox?: string;
+  made_by_run?: string;
+}
+
+export interface Context {
+  context_id: string;
+  type: string;
+  status: string;
+  created_at: string;
+  language: string;
+  session_name?: string;
+  working_dir: string;
+  sandbox_id: string;
+  last_used_at: string;
+  execution_count: number;
+  name?: string;
+}
+
+export interface LLMExchangeList {
+  items: LLMExchange[];
+  nextCursor?: string;
+  followCursor?: string;
 }

@@ -4,17 +4,33 @@ import "./style.css";
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { apiKey, get, onUnauthorized, setAPIKey, APIError } from "./api";
+import { Archive } from "./pages/Archive";
+import { Compare } from "./pages/Compare";
 import { Conversations } from "./pages/Conversations";
+import { Images } from "./pages/Images";
 import { Login } from "./pages/Login";
 import { Overview } from "./pages/Overview";
 import { Run } from "./pages/Run";
 import { Runs } from "./pages/Runs";
 import { Sandbox } from "./pages/Sandbox";
 import { Sandboxes } from "./pages/Sandboxes";
+import { SessionPage, Sessions } from "./pages/Sessions";
+import { TemplatePage, Templates } from "./pages/Templates";
 import { useLocation } from "./router";
 import { Empty } from "./ui";
 
 const themeItem = "agent2env.theme";
+
+/** The main navigation's pages: path and name. */
+const pages = [
+  ["/", "Overview"],
+  ["/sandboxes", "Sandboxes"],
+  ["/runs", "Runs"],
+  ["/llm", "LLM"],
+  ["/templates", "Templates"],
+  ["/images", "Images"],
+  ["/sessions", "Sessions"],
+];
 
 function applyTheme(t: string) {
   if (t) document.documentElement.dataset.theme = t;
@@ -35,8 +51,22 @@ function Page({ url }: { url: URL }) {
       return <Conversations key={parts[1]} sandbox={parts[1]} />;
     case parts[0] === "runs" && parts.length === 1:
       return <Runs url={url} />;
+    case parts[0] === "runs" && parts.length === 2 && parts[1] === "compare":
+      return <Compare url={url} />;
     case parts[0] === "runs" && parts.length === 2:
       return <Run key={parts[1]} id={parts[1]} />;
+    case parts[0] === "templates" && parts.length === 1:
+      return <Templates url={url} />;
+    case parts[0] === "templates" && parts.length === 2:
+      return <TemplatePage key={parts[1]} name={parts[1]} />;
+    case parts[0] === "llm" && parts.length === 1:
+      return <Archive key={url.search} url={url} />;
+    case parts[0] === "images" && parts.length === 1:
+      return <Images />;
+    case parts[0] === "sessions" && parts.length === 1:
+      return <Sessions />;
+    case parts[0] === "sessions" && parts.length === 2:
+      return <SessionPage key={parts[1]} id={parts[1]} />;
   }
   return (
     <Empty>
@@ -68,7 +98,8 @@ function App() {
   const [theme, setTheme] = useState(localStorage.getItem(themeItem) ?? "");
   if (needKey === undefined) return <p class="loading">Connecting…</p>;
   if (needKey) return <Login refused={refused} onKey={check} />;
-  const here = (p: string) => (url.pathname === p || (p !== "/" && url.pathname.startsWith(p + "/")) ? "page" : undefined);
+  const here = (p: string) =>
+    url.pathname === p || (p !== "/" && url.pathname.startsWith(p + "/")) ? "page" : undefined;
   return (
     <>
       <a class="skip" href="#main">
@@ -79,15 +110,11 @@ function App() {
           <a class="brand" href="/">
             agent2env
           </a>
-          <a href="/" aria-current={here("/")}>
-            Overview
-          </a>
-          <a href="/sandboxes" aria-current={here("/sandboxes")}>
-            Sandboxes
-          </a>
-          <a href="/runs" aria-current={here("/runs")}>
-            Runs
-          </a>
+          {pages.map(([path, name]) => (
+            <a key={path} href={path} aria-current={here(path)}>
+              {name}
+            </a>
+          ))}
         </nav>
         <div class="tools">
           <select

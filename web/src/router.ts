@@ -30,3 +30,15 @@ export function useLocation(): URL {
   }, []);
   return new URL(location.href);
 }
+
+/**
+ * The path of url with query parameter k set to v (removed when v is
+ * empty). Any other change than the page's cursor starts at the first page.
+ */
+export function withParam(url: URL, k: string, v: string): string {
+  const u = new URL(url);
+  if (k !== "cursor") u.searchParams.delete("cursor");
+  if (v) u.searchParams.set(k, v);
+  else u.searchParams.delete(k);
+  return u.pathname + u.search;
+}

@@ -32,8 +32,14 @@ export function CopyID({ id }: { id: string }) {
   );
 }
 
-export function Status({ status }: { status: string }) {
-  return <span class={`status status-${status}`}>{status}</span>;
+/** A status, and under it the reason for it when there is one. */
+export function Status({ status, reason }: { status: string; reason?: string }) {
+  return (
+    <>
+      <span class={`status status-${status}`}>{status}</span>
+      {reason && <div class="reason">{reason}</div>}
+    </>
+  );
 }
 
 /** What went wrong and what to do about it. */
@@ -66,6 +72,25 @@ export interface Async<T> {
   error?: unknown;
   loading: boolean;
   reload: () => void;
+}
+
+/**
+ * What an async load has come to: its error (with a retry), "Loading…",
+ * its empty state when empty says it is empty, else children of its data.
+ */
+export function Loaded<T>({
+  state,
+  empty,
+  children,
+}: {
+  state: Async<T>;
+  empty?: (data: T) => ComponentChildren;
+  children: (data: T) => ComponentChildren;
+}) {
+  if (state.error) return <ErrorBox error={state.error} retry={state.reload} />;
+  if (state.data === undefined) return <p class="loading">Loading…</p>;
+  const none = empty?.(state.data);
+  return none ? <Empty>{none}</Empty> : <>{children(state.data)}</>;
 }
 
 /** Runs load when deps change (aborting the previous one) and on reload. */

@@ -143,6 +143,14 @@ test("the sandboxes list shows it; it is paused, resumed, stopped, started and d
   await nav("Sandboxes").click();
   await page.getByRole("link", { name: id }).waitFor();
   await shot("sandboxes");
+  // The status filter is the server's: one request a page, with status.
+  const asked = page.waitForRequest((r) => /\/api\/v1\/sandboxes\?.*status=failed/.test(r.url()));
+  await page.getByLabel("Status").selectOption("failed");
+  await asked;
+  await page.getByText("No sandbox is failed.").waitFor();
+  await page.getByLabel("Status").selectOption("running");
+  await page.getByRole("link", { name: id }).waitFor();
+  assert.match(page.url(), /status=running/);
   await page.getByRole("link", { name: id }).click();
   await page.getByRole("button", { name: "Pause" }).click();
   await page.locator(".status-paused").first().waitFor({ timeout: 30_000 });
@@ -192,6 +200,13 @@ test("a task run's events arrive live, and what its agent wrote is text", async 
   await nav("Runs").click();
   await page.getByRole("link", { name: run.id }).waitFor();
   await shot("runs");
+  // Filtered by status on the server.
+  const asked = page.waitForRequest((r) => /\/api\/v1\/runs\?.*status=failed/.test(r.url()));
+  await page.getByLabel("Status").selectOption("failed");
+  await asked;
+  await page.getByText("No run is failed.").waitFor();
+  await page.getByLabel("Status").selectOption("succeeded");
+  await page.getByRole("link", { name: run.id }).waitFor();
 });
 
 // The agent: two turns of one conversation with the run's model through
@@ -210,23 +225,21 @@ print(ask(messages)["content"])
 open("/workspace/done.txt", "w").write("ok")
 `;
 
-test("a run's conversation: the tool call paired with its result, the model's markup as text, the raw parts", async () => {
-  const task = [
-    "name: console-ask",
+/** A task whose custom agent runs askScript with the model MODEL, then the shell command then, if given. */
+function askTask(name, then = "") {
+  return [
+    `name: ${name}`,
     `image: ${image}`,
     "agent: custom",
     `model: ${env("MODEL")}`,
     "goal: ask the model",
-    `entrypoint: ${JSON.stringify(`python3 -c ${shellQuote(askScript)}`)}`,
+    `entrypoint: ${JSON.stringify(`python3 -c ${shellQuote(askScript)}${then ? ` && ${then}` : ""}`)}`,
     "end: {timeout: 2m, success_file: /workspace/done.txt}",
   ].join("\n");
-  const resp = await fetch(env("API_URL") + "/api/v1/runs", {
-    method: "POST",
-    headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
-    body: JSON.stringify({ task }),
-  });
-  assert.equal(resp.status, 201, await resp.clone().text());
-  const run = (await resp.json()).runs[0];
+}
+
+test("a run's conversation: the tool call paired with its result, the model's markup as text, the raw parts", async () => {
+  const run = (await api("POST", "/api/v1/runs", { task: askTask("console-ask") })).runs[0];
   await page.goto(`${consoleURL}/runs/${run.id}`);
   await page.locator(".ev-end").waitFor({ timeout: 120_000 });
   await page.locator(".status-succeeded").first().waitFor({ timeout: 10_000 });
@@ -244,9 +257,9 @@ test("a run's conversation: the tool call paired with its result, the model's ma
   assert.equal(await page.locator("main script, main i").count(), 0);
   await shot("conversation");
   // Raw: the answer the client got, byte for byte as the archive has it.
-  const last = page.locator("table.exchanges tbody tr").filter({ hasText: "llx_" }).last();
+  const last = page.locator("table.exchanges tbody tr.x").last();
   const id = (await last.locator("code").textContent()).trim();
-  await last.getByRole("button", { name: "Raw" }).click();
+  await last.getByRole("button", { name: `raw parts of ${id}` }).click();
   const shown = await page.locator('pre[data-part="response"]').textContent();
   const archived = await (
     await fetch(`${env("API_URL")}/api/v1/llm/exchanges/${id}?raw=response`, { headers: { Authorization: `Bearer ${key}` } })
@@ -260,6 +273,176 @@ test("a run's conversation: the tool call paired with its result, the model's ma
 function shellQuote(s) {
   return "'" + s.replaceAll("'", "'\\''") + "'";
 }
+
+/** The API's answer to a request of the test's own (not the console's). */
+async function api(method, path, body) {
+  const resp = await fetch(env("API_URL") + path, {
+    method,
+    headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await resp.text();
+  assert.ok(resp.ok, `${method} ${path}: ${resp.status} ${text}`);
+  return text ? JSON.parse(text) : undefined;
+}
+
+test("templates: imported from YAML, their versions, each version's YAML, a rollback", async () => {
+  await nav("Templates").click();
+  await page.getByText("No templates yet").waitFor();
+  const doc = (ttl) =>
+    `apiVersion: liteboxd/v1\nkind: SandboxTemplate\nmetadata:\n  name: console-tpl\n  description: made in the console\nspec:\n  image: ${image}\n  ttl: ${ttl}\n`;
+  await page.getByText("Import from YAML").click();
+  const importAs = async (ttl, result) => {
+    await page.getByLabel("template YAML", { exact: true }).fill(doc(ttl));
+    await page.getByRole("button", { name: "Import", exact: true }).click();
+    await page.getByRole("status").filter({ hasText: result }).waitFor();
+  };
+  await importAs(600, "console-tpl: created (v1)");
+  await importAs(900, "console-tpl: updated (v2)");
+  await page.getByRole("link", { name: "console-tpl" }).first().waitFor();
+  await shot("templates");
+  await page.locator("table.list").getByRole("link", { name: "console-tpl" }).click();
+  await page.getByRole("heading", { name: /^Template console-tpl/ }).waitFor();
+  const yaml = page.getByLabel("template YAML export");
+  await yaml.filter({ hasText: "ttl: 900" }).waitFor();
+  assert.match(await yaml.textContent(), /name: console-tpl[\s\S]*image: agent2env\/python/);
+  // The first version's YAML, then back to it.
+  const v1 = page.locator("table.versions tbody tr").filter({ hasText: "v1" });
+  await v1.getByRole("button", { name: "YAML" }).click();
+  await yaml.filter({ hasText: "ttl: 600" }).waitFor();
+  await shot("template");
+  // What changed from v1 to v2, line by line.
+  await v1.getByRole("button", { name: "Diff v1 with v2" }).click();
+  const diff = page.getByLabel("template YAML diff");
+  await diff.locator(".diff-del").filter({ hasText: "ttl: 600" }).waitFor();
+  await diff.locator(".diff-add").filter({ hasText: "ttl: 900" }).waitFor();
+  assert.equal(await diff.locator(".diff-del, .diff-add").count(), 2);
+  await shot("template-diff");
+  await v1.getByRole("button", { name: "Roll back to v1" }).click();
+  await page.locator("table.versions tbody td:first-child").getByText("v3", { exact: true }).waitFor();
+  await page.getByText("v3", { exact: true }).first().waitFor();
+  await yaml.filter({ hasText: "ttl: 600" }).waitFor();
+  // A document that is not YAML is refused, saying why.
+  await nav("Templates").click();
+  await page.getByText("Import from YAML").click();
+  await page.getByLabel("template YAML", { exact: true }).fill("{not yaml");
+  const logged = problems.length;
+  await page.getByRole("button", { name: "Import", exact: true }).click();
+  await page.getByRole("alert").getByText("INVALID_YAML").waitFor();
+  assert.deepEqual(problems.splice(logged), ["Failed to load resource: the server responded with a status of 400 (Bad Request)"]);
+});
+
+test("images: the stored ones, and a prepull followed to its end", async () => {
+  await nav("Images").click();
+  await page.locator("table.images").getByText(`${image}:latest`, { exact: true }).waitFor();
+  await page.getByText("No prepull tasks").waitFor();
+  await page.getByLabel("image to prepull").fill(image);
+  await page.getByRole("button", { name: "Prepull" }).click();
+  const row = page.locator("table.prepulls tbody tr").filter({ hasText: image });
+  await row.locator(".status-completed").waitFor({ timeout: 60_000 });
+  const bar = row.getByRole("progressbar");
+  assert.equal(await bar.getAttribute("value"), "100");
+  await shot("images");
+  await row.getByRole("button", { name: `remove the prepull of ${image}` }).click();
+  await page.getByText("No prepull tasks").waitFor();
+});
+
+test("sessions and contexts: listed, a session's contexts, a context deleted, a session stopped", async () => {
+  // A session as an SDK makes one, and a context in its sandbox.
+  const ran = await api("POST", "/api/v1/sessions/execute", { code: "print(6 * 7)", language: "python" });
+  const sid = ran.session_id;
+  assert.ok(sid, JSON.stringify(ran));
+  const sess = await api("GET", `/api/v1/sessions/${sid}`);
+  const ctx = await api("POST", `/api/v1/sandboxes/${sess.sandbox_id}/contexts`, { language: "python", name: "console-ctx" });
+  await nav("Sessions").click();
+  await page.getByRole("link", { name: sid }).waitFor();
+  await page.locator("table.contexts").getByText(ctx.context_id).waitFor();
+  await shot("sessions");
+  await page.getByRole("link", { name: sid }).click();
+  await page.getByRole("heading", { name: /^Session/ }).waitFor();
+  await page.locator("table.contexts").getByText(ctx.context_id).waitFor();
+  await shot("session");
+  await page.getByRole("button", { name: `delete context ${ctx.context_id}` }).click();
+  await page.locator("table.contexts").getByText(ctx.context_id).waitFor({ state: "detached" });
+  await page.getByRole("button", { name: "Stop session" }).click();
+  await page.waitForURL(/\/sessions$/);
+  await page.getByText("No sessions.").waitFor();
+});
+
+test("a submission's matrix: a cell per agent and model, a cell's runs, two transcripts side by side", async () => {
+  // One agent with two models, two runs each: the model coder passes,
+  // the other fails after the same conversation.
+  const [good, bad] = [env("MODEL"), env("MODEL_B")];
+  const task = askTask("console-compare", `[ "$AGENT2ENV_MODEL" = ${good} ] || { rm -f /workspace/done.txt; exit 3; }`);
+  const b = await api("POST", "/api/v1/runs", { task, models: [good, bad], repeats: 2 });
+  assert.equal(b.runs.length, 4);
+  await page.goto(`${consoleURL}/runs?batch=${b.id}`);
+  await page.getByRole("link", { name: "Compare agents × models" }).click();
+  const matrix = page.getByRole("table", { name: "agents by models" });
+  const cell = (model) => matrix.getByRole("link", { name: `custom × ${model}`, exact: true });
+  // Live until every run ended: then the figures are final.
+  await matrix.locator("td.cell").filter({ hasText: "2/2 passed" }).waitFor({ timeout: 180_000 });
+  await matrix.locator("td.cell").filter({ hasText: "0/2 passed" }).waitFor({ timeout: 180_000 });
+  assert.equal(await cell(good).textContent(), "100%");
+  assert.equal(await cell(bad).textContent(), "0%");
+  assert.match(await matrix.locator("td.cell").filter({ hasText: "0/2 passed" }).textContent(), /pass@1 0%, pass@2 0%/);
+  await shot("compare");
+  await cell(bad).click();
+  const runs = page.locator("table.cell-runs tbody tr");
+  await runs.first().waitFor();
+  assert.equal(await runs.count(), 2);
+  assert.equal(await runs.locator(".status-failed").count(), 2);
+  const ids = await runs.locator("code").allTextContents();
+  for (const id of ids) await page.getByLabel(`choose ${id}`).check();
+  for (const id of ids) {
+    const side = page.getByRole("article", { name: `transcript of ${id}` });
+    await side.locator(".part-tool").getByText("tool call read_file").waitFor();
+    await side.getByText(env("MODEL_SAYS"), { exact: true }).waitFor();
+  }
+  assert.equal(await page.evaluate(() => window.__xss), undefined);
+  await shot("compare-transcripts");
+});
+
+test("the LLM archive: every exchange, a transcript opened on demand, new ones arriving live", async () => {
+  await nav("LLM").click();
+  await page.getByRole("heading", { name: "LLM archive" }).waitFor();
+  await page.getByRole("status").getByText("live").waitFor();
+  const rows = page.locator("table.exchanges tbody tr.x");
+  await rows.first().waitFor();
+  const before = await rows.count();
+  assert.ok(before >= 6, `${before} exchanges listed`);
+  // One request for the page: no request per row; bodies when opened.
+  const perRow = [];
+  page.on("request", (r) => /\/llm\/exchanges\/llx_/.test(r.url()) && perRow.push(r.url()));
+  await page.waitForTimeout(500);
+  assert.deepEqual(perRow, []);
+  await shot("archive");
+  // A new exchange arrives on the page while it is shown.
+  const run = (await api("POST", "/api/v1/runs", { task: askTask("console-tail") })).runs[0];
+  const ofRun = rows.filter({ hasText: `run ${run.id}` });
+  await ofRun.nth(1).waitFor({ timeout: 120_000 });
+  assert.equal(await rows.count(), before + 2);
+  await ofRun.last().getByRole("button", { name: /^transcript of/ }).click();
+  await page.getByRole("list", { name: "transcript" }).getByText(env("MODEL_SAYS"), { exact: true }).waitFor();
+  assert.equal(perRow.length, 1, perRow.join("\n"));
+  // Filtered on the server: a model no exchange used.
+  await page.getByLabel("Model").fill("no-such-model");
+  await page.getByRole("button", { name: "Filter" }).click();
+  await page.getByText("No exchange matches the filters").waitFor();
+});
+
+test("the overview: its warm pool, and the runs that failed with their reasons", async () => {
+  await nav("Overview").click();
+  const pools = page.getByRole("table", { name: "warm pools" });
+  await pools.locator("tr").filter({ hasText: "python" }).filter({ hasText: "1 of 1" }).waitFor({ timeout: 180_000 });
+  // The compare test's two runs of the model that fails.
+  const failures = page.getByRole("table", { name: "recent failures" });
+  await failures.locator("tr").filter({ hasText: "console-compare" }).first().waitFor();
+  assert.equal(await failures.locator("tr").filter({ hasText: "console-compare" }).locator(".status-failed").count(), 2);
+  // Its reason, as the run has it.
+  await failures.getByText("the agent exited 3, not 0").first().waitFor();
+  await shot("overview-pools-failures");
+});
 
 test("keyboard first: the skip link, then the navigation", async () => {
   await page.goto(consoleURL + "/runs");
@@ -280,6 +463,10 @@ test("a phone-width screen scrolls no page sideways", async () => {
     ["overview", "/"],
     ["sandboxes", "/sandboxes"],
     ["runs", "/runs"],
+    ["templates", "/templates"],
+    ["images", "/images"],
+    ["sessions", "/sessions"],
+    ["llm", "/llm"],
   ]) {
     await page.goto(consoleURL + path);
     await page.locator("main h1").waitFor();
@@ -306,4 +493,115 @@ test("a dark theme, and no error or CSP violation on any page", async () => {
   await page.getByText("Capacity").waitFor();
   await shot("overview-dark");
   assert.deepEqual(problems, []);
+});
+
+// Performance: what the issue asks of the console's pages, from answers the
+// test gives the page itself (page.route): a submission of 10,000 runs (its
+// runs list's first page, and its compare matrix, which reads them all, a
+// page of 1,000 a request) and a conversation of 500 exchanges (its
+// exchanges listed, then its transcript: 1,000 turns with 499 tool calls,
+// each paired with its result). Each figure is the time from asking for the
+// page to its last row shown, printed as a benchmark line.
+test("10,000 runs and a conversation of 500 exchanges render within a second", async () => {
+  const t0 = Date.parse("2026-01-01T00:00:00Z");
+  const iso = (ms) => new Date(t0 + ms).toISOString();
+  const runs = Array.from({ length: 10_000 }, (_, i) => ({
+    id: `run-perf-${String(i).padStart(5, "0")}`,
+    batch_id: "b-perf",
+    task: "perf",
+    agent: `agent-${i % 4}`,
+    model: `model-${i % 5}`,
+    repeat: Math.floor(i / 20),
+    status: i % 3 ? "succeeded" : "failed",
+    phase: "done",
+    reason: i % 3 ? undefined : "the agent exited 1, not 0",
+    created_at: iso(i * 1000),
+    started_at: iso(i * 1000 + 10),
+    ended_at: iso(i * 1000 + 5000),
+    llm: { requests: 3, input_tokens: 1000 + i, output_tokens: 200, cached_tokens: 0 },
+  }));
+  await page.route(/\/api\/v1\/runs\?.*batch=b-perf/, (route) => {
+    const q = new URL(route.request().url()).searchParams;
+    const from = Number(q.get("cursor") ?? 0);
+    const limit = Number(q.get("limit"));
+    const to = Math.min(runs.length, from + limit);
+    const body = { items: runs.slice(from, to), next_cursor: to < runs.length ? String(to) : undefined };
+    return route.fulfill({ contentType: "application/json", body: JSON.stringify(body) });
+  });
+  const exchanges = Array.from({ length: 500 }, (_, i) => ({
+    id: `llx_perf${String(i).padStart(3, "0")}`,
+    sandboxId: "sb-perf",
+    conversationId: "conv-perf",
+    format: "openai",
+    path: "/v1/chat/completions",
+    model: "coder",
+    stream: false,
+    status: 200,
+    state: "complete",
+    usage: { inputTokens: 100 * i, outputTokens: 20 },
+    timeToFirstByteMs: 120,
+    durationMs: 900,
+    createdAt: iso(i * 2000),
+  }));
+  const messages = [{ role: "user", content: "fix the bug" }];
+  for (let i = 0; i < 499; i++) {
+    const call = { id: `call_${i}`, type: "function", function: { name: "run", arguments: JSON.stringify({ cmd: `grep -n bug file${i}.py` }) } };
+    messages.push({ role: "assistant", content: `step ${i}: look at file${i}.py`, tool_calls: [call] });
+    messages.push({ role: "tool", tool_call_id: call.id, content: `file${i}.py:${i}: <b>bug</b> here\n`.repeat(3) });
+  }
+  const last = exchanges[499];
+  const detail = {
+    ...last,
+    request: { body: JSON.stringify({ model: "coder", messages }) },
+    response: { status: 200, body: JSON.stringify({ choices: [{ message: { role: "assistant", content: "fixed it" } }] }) },
+  };
+  await page.route(/\/api\/v1\/sandboxes\/sb-perf\/conversations$/, (route) =>
+    route.fulfill({
+      contentType: "application/json",
+      body: JSON.stringify({
+        items: [{ id: "conv-perf", sandboxId: "sb-perf", startedAt: iso(0), lastAt: iso(998000), usage: {}, exchanges }],
+      }),
+    }),
+  );
+  await page.route(/\/api\/v1\/llm\/exchanges\/llx_perf499$/, (route) =>
+    route.fulfill({ contentType: "application/json", body: JSON.stringify(detail) }),
+  );
+
+  // Timed in the page: from the navigation (or the click) to the frame
+  // after the last element is there, polled every frame.
+  const figures = {};
+  const time = async (name, how) => {
+    figures[name] = await page.evaluate(async ({ path, click, sel, count, text }) => {
+      const start = performance.now();
+      if (path) {
+        history.pushState(null, "", path);
+        dispatchEvent(new PopStateEvent("popstate"));
+      } else {
+        [...document.querySelectorAll("button")].find((b) => b.textContent === click).click();
+      }
+      const done = () => {
+        const els = document.querySelectorAll(sel);
+        return els.length >= count && (!text || [...els].some((e) => e.textContent === text));
+      };
+      await new Promise((resolve) => {
+        const check = () => (done() ? requestAnimationFrame(() => setTimeout(resolve)) : requestAnimationFrame(check));
+        check();
+      });
+      return performance.now() - start;
+    }, how);
+    console.log(`Benchmark${name}\t1\t${Math.round(figures[name] * 1e6)} ns/op`);
+  };
+  await page.goto(consoleURL + "/");
+  await page.getByText("Capacity").waitFor();
+  await time("ConsoleRunsList10000Runs", { path: "/runs?batch=b-perf", sel: 'a[href="/runs/run-perf-00099"]', count: 1 });
+  await time("ConsoleCompare10000Runs", { path: "/runs/compare?batch=b-perf", sel: "td.cell", count: 20 });
+  assert.equal(await page.locator("td.cell").filter({ hasText: "pass@1" }).count(), 20);
+  await shot("perf-compare");
+  await time("ConsoleConversation500Exchanges", { path: "/sandboxes/sb-perf/conversations", sel: "table.exchanges tbody tr.x", count: 500 });
+  await time("ConsoleTranscript500Exchanges", { click: "Show transcript", sel: "pre.part-text", count: 1, text: "fixed it" });
+  assert.equal(await page.locator(".part-tool").count(), 499);
+  assert.equal(await page.locator(".part-tool .tool-result").count(), 499);
+  await shot("perf-transcript");
+  await page.unrouteAll();
+  for (const [name, ms] of Object.entries(figures)) assert.ok(ms <= 1000, `${name}: ${Math.round(ms)} ms, want at most 1 s`);
 });

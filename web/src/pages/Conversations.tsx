@@ -4,7 +4,7 @@
 import { useState } from "preact/hooks";
 import { get, getText, type LLMConversation, type LLMExchange, type LLMExchangeDetail } from "../api";
 import { parseJSON, requestTurns, responseTurns, type Part, type Turn } from "../transcript";
-import { CopyID, Empty, ErrorBox, Time, useAsync } from "../ui";
+import { CopyID, ErrorBox, Loaded, Time, useAsync } from "../ui";
 
 export function Conversations({ sandbox }: { sandbox: string }) {
   const list = useAsync(
@@ -16,28 +16,41 @@ export function Conversations({ sandbox }: { sandbox: string }) {
       <h1>
         Conversations of <a href={`/sandboxes/${encodeURIComponent(sandbox)}`}>{sandbox}</a>
       </h1>
-      {list.error ? (
-        <ErrorBox error={list.error} retry={list.reload} />
-      ) : !list.data ? (
-        <p class="loading">Loading…</p>
-      ) : list.data.items.length === 0 ? (
-        <Empty>
-          This sandbox has called no model through the LLM proxy. Agents reach it at the daemon's /llm base URL; without
-          models configured, start the daemon with --llm-config.
-        </Empty>
-      ) : (
-        list.data.items.map((c) => <Conversation key={c.id} c={c} />)
-      )}
+      <Loaded
+        state={list}
+        empty={(d) =>
+          d.items.length === 0 && (
+            <>
+              This sandbox has called no model through the LLM proxy. Agents reach it at the daemon's /llm base URL;
+              without models configured, start the daemon with --llm-config.
+            </>
+          )
+        }
+      >
+        {(d) => d.items.map((c) => <Conversation key={c.id} c={c} />)}
+      </Loaded>
     </section>
   );
 }
 
-function tokens(u: { inputTokens?: number; outputTokens?: number }) {
+/** The transcript behind a button: opening it renders nothing else again. */
+function TranscriptToggle({ exchange }: { exchange: LLMExchange }) {
+  const [open, setOpen] = useState(false);
+  return (
+    <>
+      <button type="button" aria-expanded={open} onClick={() => setOpen(!open)}>
+        {open ? "Hide transcript" : "Show transcript"}
+      </button>
+      {open && <Transcript exchange={exchange} />}
+    </>
+  );
+}
+
+export function tokens(u: { inputTokens?: number; outputTokens?: number }) {
   return `${u.inputTokens ?? 0} in, ${u.outputTokens ?? 0} out`;
 }
 
 function Conversation({ c }: { c: LLMConversation }) {
-  const [open, setOpen] = useState(false);
   const last = c.exchanges[c.exchanges.length - 1];
   return (
     <article class="conversation">
@@ -48,41 +61,85 @@ function Conversation({ c }: { c: LLMConversation }) {
           <Time iso={c.startedAt} />
         </span>
         {c.runId && <a href={`/runs/${encodeURIComponent(c.runId)}`}>its run</a>}
-        <button type="button" aria-expanded={open} onClick={() => setOpen(!open)}>
-          {open ? "Hide transcript" : "Show transcript"}
-        </button>
       </header>
-      {open && last && <Transcript exchange={last} />}
-      <table class="list exchanges">
-        <thead>
-          <tr>
-            <th>Exchange</th>
-            <th>Model</th>
-            <th>Status</th>
-            <th>Tokens</th>
-            <th>First byte</th>
-            <th>Duration</th>
-            <th />
-          </tr>
-        </thead>
-        <tbody>
-          {c.exchanges.map((x) => (
-            <ExchangeRow key={x.id} x={x} />
-          ))}
-        </tbody>
-      </table>
+      {last && <TranscriptToggle exchange={last} />}
+      <ExchangeTable items={c.exchanges} />
     </article>
   );
 }
 
-function ExchangeRow({ x }: { x: LLMExchange }) {
-  const [raw, setRaw] = useState(false);
+/** Exchanges, a row each; withOrigin: each with where it came from and its transcript. */
+export function ExchangeTable({ items, withOrigin }: { items: LLMExchange[]; withOrigin?: boolean }) {
+  return (
+    <table class="list exchanges">
+      <thead>
+        <tr>
+          <th>Exchange</th>
+          <th>Model</th>
+          <th>Status</th>
+          <th>Tokens</th>
+          <th>First byte</th>
+          <th>Duration</th>
+        </tr>
+      </thead>
+      <tbody>
+        {items.map((x) => (
+          <ExchangeRow key={x.id} x={x} withOrigin={withOrigin} />
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+/**
+ * An exchange's row; its raw parts and, with withOrigin (the archive), where
+ * it came from and its transcript, fetched when opened.
+ */
+function ExchangeRow({ x, withOrigin }: { x: LLMExchange; withOrigin?: boolean }) {
+  const [open, setOpen] = useState<"" | "raw" | "transcript">("");
+  const toggle = (what: "raw" | "transcript") => setOpen(open === what ? "" : what);
   return (
     <>
-      <tr>
+      <tr class="x">
         <td>
           <code>{x.id}</code>
-          <div class="reason">{x.format}</div>
+          <div class="reason">
+            {x.format}
+            {withOrigin &&
+              (x.runId ? (
+                <>
+                  {" of "}
+                  <a href={`/runs/${encodeURIComponent(x.runId)}`}>run {x.runId}</a>
+                </>
+              ) : x.sandboxId ? (
+                <>
+                  {" of "}
+                  <a href={`/sandboxes/${encodeURIComponent(x.sandboxId)}/conversations`}>sandbox {x.sandboxId}</a>
+                </>
+              ) : (
+                ""
+              ))}
+          </div>
+          <div class="row-actions">
+            <button
+              type="button"
+              aria-pressed={open === "raw"}
+              aria-label={`raw parts of ${x.id}`}
+              onClick={() => toggle("raw")}
+            >
+              Raw
+            </button>
+            {withOrigin && (
+              <button
+                type="button"
+                aria-expanded={open === "transcript"}
+                aria-label={`transcript of ${x.id}`}
+                onClick={() => toggle("transcript")}
+              >
+                Transcript
+              </button>
+            )}
+          </div>
         </td>
         <td>{x.model}</td>
         <td>
@@ -92,17 +149,10 @@ function ExchangeRow({ x }: { x: LLMExchange }) {
         <td>{tokens(x.usage)}</td>
         <td>{Math.round(x.timeToFirstByteMs)} ms</td>
         <td>{Math.round(x.durationMs)} ms</td>
-        <td>
-          <button type="button" aria-pressed={raw} onClick={() => setRaw(!raw)}>
-            Raw
-          </button>
-        </td>
       </tr>
-      {raw && (
+      {open && (
         <tr>
-          <td colSpan={7}>
-            <Raw id={x.id} />
-          </td>
+          <td colSpan={6}>{open === "raw" ? <Raw id={x.id} /> : <Transcript exchange={x} />}</td>
         </tr>
       )}
     </>
@@ -144,8 +194,11 @@ function Raw({ id }: { id: string }) {
 }
 
 /** The conversation up to exchange x: its request's turns and its answer. */
-function Transcript({ exchange }: { exchange: LLMExchange }) {
-  const d = useAsync((s) => get<LLMExchangeDetail>(`/api/v1/llm/exchanges/${encodeURIComponent(exchange.id)}`, s), [exchange.id]);
+export function Transcript({ exchange }: { exchange: LLMExchange }) {
+  const d = useAsync(
+    (s) => get<LLMExchangeDetail>(`/api/v1/llm/exchanges/${encodeURIComponent(exchange.id)}`, s),
+    [exchange.id],
+  );
   if (d.error) return <ErrorBox error={d.error} retry={d.reload} />;
   if (!d.data) return <p class="loading">Loading…</p>;
   const x = d.data;
@@ -154,7 +207,11 @@ function Transcript({ exchange }: { exchange: LLMExchange }) {
   const resp = body(x.response);
   const turns: Turn[] = req ? requestTurns(x.format, req) : [];
   if (resp && x.status < 400) turns.push(...responseTurns(x.format, resp));
-  else if (x.error || x.status >= 400) turns.push({ role: "error", parts: [{ kind: "error", text: x.error || x.response?.body || `status ${x.status}` }] });
+  else if (x.error || x.status >= 400)
+    turns.push({
+      role: "error",
+      parts: [{ kind: "error", text: x.error || x.response?.body || `status ${x.status}` }],
+    });
   else if (x.stream) turns.push({ role: "assistant", parts: [{ kind: "text", text: "(a streamed answer: see Raw)" }] });
   // A tool call's result is shown under the call.
   const results = new Map<string, Part>();

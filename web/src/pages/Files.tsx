@@ -50,7 +50,12 @@ export function Files({ path, disabled }: { path: string; disabled: boolean }) {
         }}
       >
         <input type="file" ref={file} aria-label="file to upload" disabled={disabled} />
-        <input aria-label="into directory" value={dir} disabled={disabled} onInput={(e) => setDir(e.currentTarget.value)} />
+        <input
+          aria-label="into directory"
+          value={dir}
+          disabled={disabled}
+          onInput={(e) => setDir(e.currentTarget.value)}
+        />
         <button type="submit" disabled={disabled}>
           Upload
         </button>

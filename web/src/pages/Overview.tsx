@@ -1,7 +1,89 @@
-// Counts and capacity from the stats endpoint.
-import { get, type Stats } from "../api";
+// Counts, capacity and warm pools from the stats endpoint, and the recent
+// failures: runs and sandboxes that failed, from their lists filtered by
+// status on the server.
+import { get, type Run, type Sandbox, type Stats } from "../api";
 import { bytes } from "../format";
-import { ErrorBox, useAsync, useInterval } from "../ui";
+import { Empty, ErrorBox, Status, Time, useAsync, useInterval } from "../ui";
+
+const failedRuns = "failed,hung,timeout,sandbox_lost";
+const shown = 8;
+
+/**
+ * The newest items of a list the server filtered (oldest first): its
+ * pages, one request each, keeping the last seen. The run list names its
+ * cursor next_cursor, the sandbox list nextCursor.
+ */
+async function newest<T>(path: string, cursorKey: "next_cursor" | "nextCursor", signal: AbortSignal): Promise<T[]> {
+  let out: T[] = [];
+  for (let cursor = ""; ; ) {
+    const page = await get<{ items: T[]; next_cursor?: string; nextCursor?: string }>(
+      path + (cursor ? "&cursor=" + encodeURIComponent(cursor) : ""),
+      signal,
+    );
+    out = [...out, ...page.items].slice(-shown);
+    cursor = page[cursorKey] ?? "";
+    if (!cursor) return out.reverse();
+  }
+}
+
+function Failures() {
+  const runs = useAsync((s) => newest<Run>(`/api/v1/runs?status=${failedRuns}&limit=1000`, "next_cursor", s), []);
+  const sandboxes = useAsync((s) => newest<Sandbox>("/api/v1/sandboxes?status=failed&limit=1000", "nextCursor", s), []);
+  useInterval(() => {
+    runs.reload();
+    sandboxes.reload();
+  }, 15000);
+  return (
+    <>
+      <h2>Recent failures</h2>
+      {runs.error ? (
+        <ErrorBox error={runs.error} retry={runs.reload} />
+      ) : sandboxes.error ? (
+        <ErrorBox error={sandboxes.error} retry={sandboxes.reload} />
+      ) : !runs.data || !sandboxes.data ? (
+        <p class="loading">Loading…</p>
+      ) : runs.data.length + sandboxes.data.length === 0 ? (
+        <Empty>No run or sandbox has failed.</Empty>
+      ) : (
+        <table class="list failures" aria-label="recent failures">
+          <tbody>
+            {runs.data.map((r) => (
+              <tr key={r.id}>
+                <td>
+                  <a href={`/runs/${encodeURIComponent(r.id)}`}>run {r.id}</a>
+                  <div class="reason">
+                    {r.task}, {r.agent}
+                    {r.model ? ` × ${r.model}` : ""}
+                  </div>
+                </td>
+                <td>
+                  <Status status={r.status} reason={r.reason} />
+                </td>
+                <td>
+                  <Time iso={r.ended_at ?? r.created_at} />
+                </td>
+              </tr>
+            ))}
+            {sandboxes.data.map((sb) => (
+              <tr key={sb.id}>
+                <td>
+                  <a href={`/sandboxes/${encodeURIComponent(sb.id)}`}>sandbox {sb.id}</a>
+                  <div class="reason">{sb.template ?? sb.image}</div>
+                </td>
+                <td>
+                  <Status status={sb.status} reason={sb.reason} />
+                </td>
+                <td>
+                  <Time iso={sb.updated_at} />
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </>
+  );
+}
 
 function Meter({ label, used, cap, fmt }: { label: string; used: number; cap: number; fmt: (n: number) => string }) {
   const pct = cap > 0 ? Math.min(100, Math.round((used / cap) * 100)) : 0;
@@ -52,6 +134,37 @@ export function Overview() {
         cap={st.resources.memory_bytes_capacity}
         fmt={bytes}
       />
+      <h2>Warm pools</h2>
+      {st.warm_pools?.length ? (
+        <table class="list pools" aria-label="warm pools">
+          <thead>
+            <tr>
+              <th>Pool</th>
+              <th>Ready</th>
+              <th>Served</th>
+              <th>Missed</th>
+            </tr>
+          </thead>
+          <tbody>
+            {st.warm_pools.map((p) => (
+              <tr key={p.name}>
+                <td>{p.name}</td>
+                <td>
+                  {p.ready} of {p.size}
+                </td>
+                <td>{p.hits}</td>
+                <td>{p.misses}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      ) : (
+        <Empty>
+          No warm pools. Keep sandboxes ready for a language or a template with: agent2env serve --warm-pools
+          python=2,mytemplate=1
+        </Empty>
+      )}
+      <Failures />
     </section>
   );
 }

@@ -1,8 +1,8 @@
-// The task runs: one page of the list per request, newest state every few
-// seconds, filtered by status.
+// The task runs: one page of the list per request, filtered by status on
+// the server, newest state every few seconds.
 import { get, type RunList } from "../api";
-import { navigate } from "../router";
-import { Empty, ErrorBox, Status, Time, useAsync, useInterval } from "../ui";
+import { navigate, withParam } from "../router";
+import { Loaded, Status, Time, useAsync, useInterval } from "../ui";
 
 const pageSize = 100;
 const statuses = ["", "queued", "running", "succeeded", "failed", "hung", "timeout", "sandbox_lost", "cancelled"];
@@ -14,15 +14,11 @@ export function Runs({ url }: { url: URL }) {
   const q = new URLSearchParams({ limit: String(pageSize) });
   if (cursor) q.set("cursor", cursor);
   if (batch) q.set("batch", batch);
+  if (status) q.set("status", status);
   const list = useAsync((s) => get<RunList>(`/api/v1/runs?${q}`, s), [q.toString()]);
   useInterval(list.reload, 3000);
-  const link = (k: string, v: string) => {
-    const u = new URL(url);
-    if (v) u.searchParams.set(k, v);
-    else u.searchParams.delete(k);
-    return u.pathname + u.search;
-  };
-  const items = (list.data?.items ?? []).filter((r) => !status || r.status === status);
+  const link = (k: string, v: string) => withParam(url, k, v);
+  const items = list.data?.items ?? [];
   return (
     <section>
       <h1>Task runs{batch && <small> of submission {batch}</small>}</h1>
@@ -37,58 +33,61 @@ export function Runs({ url }: { url: URL }) {
             ))}
           </select>
         </label>
+        {batch && <a href={`/runs/compare?batch=${encodeURIComponent(batch)}`}>Compare agents × models</a>}
         {batch && <a href={link("batch", "")}>All submissions</a>}
       </div>
-      {list.error ? (
-        <ErrorBox error={list.error} retry={list.reload} />
-      ) : !list.data ? (
-        <p class="loading">Loading…</p>
-      ) : items.length === 0 ? (
-        <Empty>
-          {list.data.items.length === 0
-            ? "No task runs yet. Submit a task with: agent2env run submit TASK.yaml"
-            : "No run on this page matches the filter."}
-        </Empty>
-      ) : (
-        <table class="list">
-          <thead>
-            <tr>
-              <th>Run</th>
-              <th>Status</th>
-              <th>Task</th>
-              <th>Agent × model</th>
-              <th>Tokens</th>
-              <th>Created</th>
-            </tr>
-          </thead>
-          <tbody>
-            {items.map((r) => (
-              <tr key={r.id}>
-                <td>
-                  <a href={`/runs/${encodeURIComponent(r.id)}`}>
-                    <code>{r.id}</code>
-                  </a>
-                </td>
-                <td>
-                  <Status status={r.status} />
-                  {r.reason && <div class="reason">{r.reason}</div>}
-                </td>
-                <td>
-                  {r.task} <a href={link("batch", r.batch_id)}>#{r.repeat}</a>
-                </td>
-                <td>
-                  {r.agent}
-                  {r.model ? ` × ${r.model}` : ""}
-                </td>
-                <td>{r.llm.input_tokens + r.llm.output_tokens || ""}</td>
-                <td>
-                  <Time iso={r.created_at} />
-                </td>
+      <Loaded
+        state={list}
+        empty={() =>
+          items.length === 0 && (
+            <>
+              {status || batch
+                ? `No run${batch ? " of this submission" : ""}${status ? ` is ${status}` : ""}.`
+                : "No task runs yet. Submit a task with: agent2env run submit TASK.yaml"}
+            </>
+          )
+        }
+      >
+        {() => (
+          <table class="list">
+            <thead>
+              <tr>
+                <th>Run</th>
+                <th>Status</th>
+                <th>Task</th>
+                <th>Agent × model</th>
+                <th>Tokens</th>
+                <th>Created</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+            </thead>
+            <tbody>
+              {items.map((r) => (
+                <tr key={r.id}>
+                  <td>
+                    <a href={`/runs/${encodeURIComponent(r.id)}`}>
+                      <code>{r.id}</code>
+                    </a>
+                  </td>
+                  <td>
+                    <Status status={r.status} reason={r.reason} />
+                  </td>
+                  <td>
+                    {r.task} <a href={link("batch", r.batch_id)}>#{r.repeat}</a>
+                  </td>
+                  <td>
+                    {r.agent}
+                    {r.model ? ` × ${r.model}` : ""}
+                  </td>
+                  <td>{r.llm.input_tokens + r.llm.output_tokens || ""}</td>
+                  <td>
+                    <Time iso={r.created_at} />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </Loaded>
       <nav class="pager" aria-label="pages">
         {cursor && <a href={link("cursor", "")}>First page</a>}
         {list.data?.next_cursor && <a href={link("cursor", list.data.next_cursor)}>Next page</a>}

@@ -177,8 +177,14 @@ function Exec({ path, disabled }: { path: string; disabled: boolean }) {
             {out.truncated ? ", output truncated" : ""}
             {out.reason ? ` (${out.reason})` : ""}
           </div>
-          <pre class="stdout" aria-label="stdout">{out.stdout}</pre>
-          {out.stderr && <pre class="stderr" aria-label="stderr">{out.stderr}</pre>}
+          <pre class="stdout" aria-label="stdout">
+            {out.stdout}
+          </pre>
+          {out.stderr && (
+            <pre class="stderr" aria-label="stderr">
+              {out.stderr}
+            </pre>
+          )}
         </div>
       )}
     </form>

@@ -1,9 +1,10 @@
-// The sandboxes: one page of the list per request, filtered by status and
-// text, and a form that creates one from an image or a template.
+// The sandboxes: one page of the list per request, filtered by status on
+// the server (and by text on the page), and a form that creates one from an
+// image or a template.
 import { useState } from "preact/hooks";
 import { call, get, type Sandbox, type SandboxList } from "../api";
-import { navigate } from "../router";
-import { Empty, ErrorBox, Status, Time, useAsync, useInterval } from "../ui";
+import { navigate, withParam } from "../router";
+import { ErrorBox, Loaded, Status, Time, useAsync, useInterval } from "../ui";
 
 const pageSize = 50;
 const statuses = ["", "pending", "running", "paused", "succeeded", "failed", "terminating", "unknown"];
@@ -12,32 +13,26 @@ export function Sandboxes({ url }: { url: URL }) {
   const cursor = url.searchParams.get("cursor") ?? "";
   const status = url.searchParams.get("status") ?? "";
   const [text, setText] = useState("");
-  const list = useAsync(
-    (s) =>
-      get<SandboxList>(`/api/v1/sandboxes?limit=${pageSize}${cursor ? "&cursor=" + encodeURIComponent(cursor) : ""}`, s),
-    [cursor],
-  );
+  const q = new URLSearchParams({ limit: String(pageSize) });
+  if (cursor) q.set("cursor", cursor);
+  if (status) q.set("status", status);
+  const list = useAsync((s) => get<SandboxList>(`/api/v1/sandboxes?${q}`, s), [q.toString()]);
   useInterval(list.reload, 5000);
-  const q = text.trim().toLowerCase();
+  const find = text.trim().toLowerCase();
   const items = (list.data?.items ?? []).filter(
-    (sb) =>
-      (!status || sb.status === status) &&
-      (!q || [sb.id, sb.image, sb.template ?? "", sb.reason ?? ""].some((f) => f.toLowerCase().includes(q))),
+    (sb) => !find || [sb.id, sb.image, sb.template ?? "", sb.reason ?? ""].some((f) => f.toLowerCase().includes(find)),
   );
-  const withStatus = (st: string) => {
-    const u = new URL(url);
-    if (st) u.searchParams.set("status", st);
-    else u.searchParams.delete("status");
-    return u.pathname + u.search;
-  };
   return (
     <section>
       <h1>Sandboxes</h1>
-      <CreateForm onCreated={(sb) => navigate(`/sandboxes/${encodeURIComponent(sb.id)}`)} />
+      <CreateForm
+        template={url.searchParams.get("template") ?? ""}
+        onCreated={(sb) => navigate(`/sandboxes/${encodeURIComponent(sb.id)}`)}
+      />
       <div class="filters">
         <label>
           Status{" "}
-          <select value={status} onChange={(e) => navigate(withStatus(e.currentTarget.value))}>
+          <select value={status} onChange={(e) => navigate(withParam(url, "status", e.currentTarget.value))}>
             {statuses.map((s) => (
               <option key={s} value={s}>
                 {s || "any"}
@@ -46,76 +41,80 @@ export function Sandboxes({ url }: { url: URL }) {
           </select>
         </label>
         <label>
-          Find <input type="search" value={text} placeholder="id, image, template, reason" onInput={(e) => setText(e.currentTarget.value)} />
+          Find{" "}
+          <input
+            type="search"
+            value={text}
+            placeholder="on this page: id, image, reason"
+            onInput={(e) => setText(e.currentTarget.value)}
+          />
         </label>
       </div>
-      {list.error ? (
-        <ErrorBox error={list.error} retry={list.reload} />
-      ) : !list.data ? (
-        <p class="loading">Loading…</p>
-      ) : items.length === 0 ? (
-        <Empty>
-          {list.data.items.length === 0
-            ? "No sandboxes yet. Create one above, or with: agent2env sandbox create --image IMAGE"
-            : "No sandbox on this page matches the filters."}
-        </Empty>
-      ) : (
-        <table class="list">
-          <thead>
-            <tr>
-              <th>ID</th>
-              <th>Status</th>
-              <th>Image or template</th>
-              <th>Resources</th>
-              <th>Created</th>
-              <th>Expires</th>
-            </tr>
-          </thead>
-          <tbody>
-            {items.map((sb) => (
-              <tr key={sb.id}>
-                <td>
-                  <a href={`/sandboxes/${encodeURIComponent(sb.id)}`}>
-                    <code>{sb.id}</code>
-                  </a>
-                </td>
-                <td>
-                  <Status status={sb.status} />
-                  {sb.reason && <div class="reason">{sb.reason}</div>}
-                </td>
-                <td>{sb.template ? `${sb.template} v${sb.templateVersion ?? ""}` : sb.image}</td>
-                <td>
-                  {sb.cpu} cpu, {sb.memory}
-                </td>
-                <td>
-                  <Time iso={sb.created_at} />
-                </td>
-                <td>
-                  <Time iso={sb.expires_at} />
-                </td>
+      <Loaded
+        state={list}
+        empty={(d) =>
+          items.length === 0 && (
+            <>
+              {d.items.length > 0
+                ? "No sandbox on this page matches the text."
+                : status
+                  ? `No sandbox is ${status}.`
+                  : "No sandboxes yet. Create one above, or with: agent2env sandbox create --image IMAGE"}
+            </>
+          )
+        }
+      >
+        {() => (
+          <table class="list">
+            <thead>
+              <tr>
+                <th>ID</th>
+                <th>Status</th>
+                <th>Image or template</th>
+                <th>Resources</th>
+                <th>Created</th>
+                <th>Expires</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+            </thead>
+            <tbody>
+              {items.map((sb) => (
+                <tr key={sb.id}>
+                  <td>
+                    <a href={`/sandboxes/${encodeURIComponent(sb.id)}`}>
+                      <code>{sb.id}</code>
+                    </a>
+                  </td>
+                  <td>
+                    <Status status={sb.status} reason={sb.reason} />
+                  </td>
+                  <td>{sb.template ? `${sb.template} v${sb.templateVersion ?? ""}` : sb.image}</td>
+                  <td>
+                    {sb.cpu} cpu, {sb.memory}
+                  </td>
+                  <td>
+                    <Time iso={sb.created_at} />
+                  </td>
+                  <td>
+                    <Time iso={sb.expires_at} />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </Loaded>
       <nav class="pager" aria-label="pages">
-        {cursor && <a href={withCursor(url, "")}>First page</a>}
-        {list.data?.nextCursor && <a href={withCursor(url, list.data.nextCursor)}>Next page</a>}
+        {cursor && <a href={withParam(url, "cursor", "")}>First page</a>}
+        {list.data?.nextCursor && <a href={withParam(url, "cursor", list.data.nextCursor)}>Next page</a>}
       </nav>
     </section>
   );
 }
 
-function withCursor(url: URL, cursor: string): string {
-  const u = new URL(url);
-  if (cursor) u.searchParams.set("cursor", cursor);
-  else u.searchParams.delete("cursor");
-  return u.pathname + u.search;
-}
-
-function CreateForm({ onCreated }: { onCreated: (sb: Sandbox) => void }) {
-  const [from, setFrom] = useState<"image" | "template">("image");
-  const [name, setName] = useState("");
+/** The form; template names one to start from (the template page's link). */
+function CreateForm({ template, onCreated }: { template: string; onCreated: (sb: Sandbox) => void }) {
+  const [from, setFrom] = useState<"image" | "template">(template ? "template" : "image");
+  const [name, setName] = useState(template);
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>();
   return (
@@ -135,7 +134,11 @@ function CreateForm({ onCreated }: { onCreated: (sb: Sandbox) => void }) {
         }
       }}
     >
-      <select aria-label="create from" value={from} onChange={(e) => setFrom(e.currentTarget.value as "image" | "template")}>
+      <select
+        aria-label="create from"
+        value={from}
+        onChange={(e) => setFrom(e.currentTarget.value as "image" | "template")}
+      >
         <option value="image">Image</option>
         <option value="template">Template</option>
       </select>

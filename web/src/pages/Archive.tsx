@@ -1,0 +1,131 @@
+// The LLM archive, overall: one page of exchanges per request (filtered by
+// model, status and time on the server), each exchange's transcript and
+// raw parts fetched when opened, and on the last page the live tail: new
+// exchanges from the archive's event stream, read with fetch.
+import { useEffect, useState } from "preact/hooks";
+import { get, stream, type LLMExchange, type LLMExchangeList } from "../api";
+import { navigate, withParam } from "../router";
+import { ExchangeTable } from "./Conversations";
+import { ErrorBox, Loaded, useAsync } from "../ui";
+
+const pageSize = 100;
+const windows: [string, number][] = [
+  ["the last hour", 3600],
+  ["the last day", 86400],
+  ["the last week", 7 * 86400],
+  ["all time", 0],
+];
+
+export function Archive({ url }: { url: URL }) {
+  const p = url.searchParams;
+  const cursor = p.get("cursor") ?? "";
+  const model = p.get("model") ?? "";
+  const status = p.get("status") ?? "";
+  const within = Number(p.get("within") ?? 86400);
+  // The window's start, fixed while the page is shown: its pages hold.
+  const [since] = useState(() => (within ? new Date(Date.now() - within * 1000).toISOString() : ""));
+  const q = new URLSearchParams({ limit: String(pageSize) });
+  if (cursor) q.set("cursor", cursor);
+  if (model) q.set("model", model);
+  if (status) q.set("status", status);
+  if (since) q.set("since", since);
+  const list = useAsync((s) => get<LLMExchangeList>(`/api/v1/llm/exchanges?${q}`, s), [q.toString()]);
+  const tail = useTail(list.data && !list.data.nextCursor ? list.data.followCursor : undefined, model, status);
+  const link = (k: string, v: string) => withParam(url, k, v);
+  const seen = new Set(list.data?.items.map((x) => x.id));
+  const items = [...(list.data?.items ?? []), ...tail.items.filter((x) => !seen.has(x.id))];
+  return (
+    <section>
+      <h1>LLM archive</h1>
+      <form
+        class="filters"
+        aria-label="filters"
+        onSubmit={(e) => {
+          e.preventDefault();
+          const f = new FormData(e.currentTarget);
+          const u = new URL(url);
+          u.searchParams.delete("cursor");
+          for (const k of ["model", "status"]) {
+            const v = String(f.get(k) ?? "").trim();
+            if (v) u.searchParams.set(k, v);
+            else u.searchParams.delete(k);
+          }
+          navigate(u.pathname + u.search);
+        }}
+      >
+        <label>
+          Model <input name="model" defaultValue={model} placeholder="any" />
+        </label>
+        <label>
+          Status <input name="status" defaultValue={status} placeholder="429, 5xx, complete…" />
+        </label>
+        <button type="submit">Filter</button>
+        <label>
+          Ended within{" "}
+          <select value={String(within)} onChange={(e) => navigate(link("within", e.currentTarget.value))}>
+            {windows.map(([label, s]) => (
+              <option key={s} value={String(s)}>
+                {label}
+              </option>
+            ))}
+          </select>
+        </label>
+        {tail.live && (
+          <span class="live" role="status">
+            live: new exchanges appear below
+          </span>
+        )}
+      </form>
+      <Loaded
+        state={list}
+        empty={() =>
+          items.length === 0 && (
+            <>
+              No exchange {model || status ? "matches the filters" : "in this time"}. Agents call models through the
+              daemon's /llm base URL; without models configured, start the daemon with --llm-config.
+            </>
+          )
+        }
+      >
+        {() => <ExchangeTable items={items} withOrigin />}
+      </Loaded>
+      {tail.error !== undefined && <ErrorBox error={tail.error} />}
+      <nav class="pager" aria-label="pages">
+        {cursor && <a href={link("cursor", "")}>First page</a>}
+        {list.data?.nextCursor && <a href={link("cursor", list.data.nextCursor)}>Next page</a>}
+      </nav>
+    </section>
+  );
+}
+
+/**
+ * The exchanges that end from cursor on, as the archive's stream sends
+ * them; following stops when cursor is undefined or the page goes.
+ */
+function useTail(cursor: string | undefined, model: string, status: string) {
+  const [items, setItems] = useState<LLMExchange[]>([]);
+  const [error, setError] = useState<unknown>();
+  const [live, setLive] = useState(false);
+  useEffect(() => {
+    setItems([]);
+    setError(undefined);
+    if (cursor === undefined) return;
+    const ctl = new AbortController();
+    const q = new URLSearchParams({ after: cursor });
+    if (model) q.set("model", model);
+    if (status) q.set("status", status);
+    setLive(true);
+    stream(
+      `/api/v1/llm/exchanges/stream?${q}`,
+      (e) => {
+        if (e.event === "exchange") setItems((xs) => [...xs, e.data as LLMExchange]);
+        else if (e.event === "error") setError(e.data);
+      },
+      ctl.signal,
+    )
+      .catch((e) => (e as Error).name !== "AbortError" && setError(e))
+      .finally(() => setLive(false));
+    return () => ctl.abort();
+  }, [cursor, model, status]);
+  return { items, error, live };
+}
