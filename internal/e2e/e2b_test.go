@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,24 @@ func TestE2BSDK(t *testing.T) {
 		var res map[string]any
 		if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &res) != nil {
 			t.Fatalf("e2b_flow.py %s: %v\nstdout: %s\nstderr: %s", mode, err, out, stderr)
+		}
+		return res
+	}
+	clients := stockClients(t)
+	// node runs testdata/e2b_quickstart.mjs in mode on the SDKs in
+	// modules.
+	node := func(t *testing.T, modules, mode string) map[string]any {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(clients.nodeBin, "node"), "testdata/e2b_quickstart.mjs", modules, mode)
+		url := "http://" + d.addr
+		cmd.Env = append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key)
+		out, err := cmd.CombinedOutput()
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		var res map[string]any
+		if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &res) != nil || res["error"] != nil {
+			t.Fatalf("e2b_quickstart.mjs %s: %v\n%s", mode, err, out)
 		}
 		return res
 	}
@@ -160,6 +179,56 @@ func TestE2BSDK(t *testing.T) {
 		if s, _ := res["read_while_paused_seconds"].(float64); s > 3 {
 			t.Errorf("a read from a paused sandbox took %.1f s to fail", s)
 		}
+		noSandboxes(t)
+	})
+	t.Run("js quickstart", func(t *testing.T) {
+		res := node(t, clients.e2bJS, "quickstart")
+		checkResult(t, res, map[string]string{
+			"text":               "2",
+			"png_prefix":         "iVBORw0K",
+			"read":               "Hello World",
+			"stdout":             "hi\n",
+			"connected_stdout":   "true",
+			"killed":             "true",
+			"killed_wait":        "CommandExitError -1",
+			"listed_after":       "0",
+			"exit":               "[true 3 bad\n]",
+			"listed":             "[true]",
+			"listed_other":       "0",
+			"timeout_extended":   "true",
+			"info_metadata":      "map[suite:e2e-e2b-js]",
+			"info_template":      "code-interpreter-v1",
+			"paused":             "true",
+			"state":              "paused",
+			"resumed_state":      "running",
+			"x_after_resume":     "2",
+			"file_after_resume":  "Hello World",
+			"kill":               "true",
+			"running_after_kill": "false",
+		})
+		noSandboxes(t)
+	})
+	t.Run("js base", func(t *testing.T) {
+		res := node(t, clients.e2bJS, "base")
+		checkResult(t, res, map[string]string{"run": "[hi\n/home/sandbox\n 0]", "read": "hello", "kill": "true"})
+		noSandboxes(t)
+	})
+	t.Run("js wrong key", func(t *testing.T) {
+		res := node(t, clients.e2bJS, "badkey")
+		if res["name"] != "AuthenticationError" {
+			t.Errorf("create with a wrong key: %v, want AuthenticationError", res)
+		}
+		if s, _ := res["seconds"].(float64); s > 3 {
+			t.Errorf("a wrong key took %.1f s to fail", s)
+		}
+		noSandboxes(t)
+	})
+	t.Run("js unknown template", func(t *testing.T) {
+		res := node(t, clients.e2bJS, "badtemplate")
+		if res["name"] == nil || !strings.Contains(fmt.Sprint(res["message"]), "no-such-template") {
+			t.Errorf("create of an unknown template: %v, want an error naming it", res)
+		}
+		t.Logf("an unknown template failed in %.3f s: %v: %v", res["seconds"], res["name"], res["message"])
 		noSandboxes(t)
 	})
 	t.Run("readme", func(t *testing.T) {
