@@ -56,7 +56,7 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 			http.MethodGet:  func(w http.ResponseWriter, r *http.Request) { h.list(w, r, v2) },
 		})
 	case n == 1 && seg[0] == "metrics":
-		writeError(w, errdefs.NotImplemented("sandbox metrics are not supported by agent2env yet"))
+		methods(w, r, map[string]http.HandlerFunc{http.MethodGet: h.manyMetrics})
 	case n == 1:
 		id := seg[0]
 		methods(w, r, map[string]http.HandlerFunc{
@@ -89,7 +89,11 @@ func (h *Handler) routeSandbox(w http.ResponseWriter, r *http.Request, id, op st
 	case "resume":
 		// E2B's deprecated resume; its SDKs resume by connect.
 		writeError(w, errdefs.NotImplemented("resume: resume a paused sandbox by connect (POST /sandboxes/{id}/connect)"))
-	case "metrics", "logs", "snapshots", "fork", "network":
+	case "metrics":
+		methods(w, r, map[string]http.HandlerFunc{
+			http.MethodGet: func(w http.ResponseWriter, r *http.Request) { h.metrics(w, r, id) },
+		})
+	case "logs", "snapshots", "fork", "network":
 		writeError(w, errdefs.NotImplemented("sandbox %s are not supported by agent2env yet", op))
 	default:
 		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
@@ -337,6 +341,16 @@ func alive(sb *api.Sandbox) bool {
 	return sb.Status == api.StatusPending || sb.Status == api.StatusRunning || sb.Status == api.StatusPaused
 }
 
+// live returns sandbox id when it is alive: an ended one is not found,
+// as E2B forgets it.
+func (h *Handler) live(ctx context.Context, id string) (*api.Sandbox, error) {
+	sb, err := h.cfg.Sandboxes.Get(ctx, id)
+	if err == nil && !alive(sb) {
+		err = errdefs.NotFound("sandbox %s has ended", id)
+	}
+	return sb, err
+}
+
 // e2bState is E2B's state of a sandbox that is alive.
 func e2bState(sb *api.Sandbox) string {
 	if sb.Status == api.StatusPaused {
@@ -388,10 +402,7 @@ func (h *Handler) created(ctx context.Context, req api.CreateSandboxRequest) (*a
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request, id string) {
-	sb, err := h.cfg.Sandboxes.Get(r.Context(), id)
-	if err == nil && !alive(sb) {
-		err = errdefs.NotFound("sandbox %s has ended", id)
-	}
+	sb, err := h.live(r.Context(), id)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -480,10 +491,7 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	status := http.StatusOK
-	sb, err := h.cfg.Sandboxes.Get(r.Context(), id)
-	if err == nil && !alive(sb) {
-		err = errdefs.NotFound("sandbox %s has ended", id)
-	}
+	sb, err := h.live(r.Context(), id)
 	if err == nil && sb.Status == api.StatusPaused {
 		sb, err = h.cfg.Sandboxes.Resume(r.Context(), id)
 		status = http.StatusCreated

@@ -106,6 +106,8 @@ type Sandboxes interface {
 	// on.
 	Pause(ctx context.Context, id string) (*api.Sandbox, error)
 	Resume(ctx context.Context, id string) (*api.Sandbox, error)
+	// Usage measures a running sandbox (GET …/metrics).
+	Usage(ctx context.Context, id string) (service.SandboxUsage, error)
 }
 
 var _ Sandboxes = (*service.Sandboxes)(nil)

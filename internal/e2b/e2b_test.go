@@ -45,6 +45,7 @@ type fakeSandboxes struct {
 	failWith string
 	slow     bool
 	n        int
+	cpuTime  time.Duration
 }
 
 func newFakeSandboxes(sbs ...api.Sandbox) *fakeSandboxes {
@@ -158,6 +159,22 @@ func (f *fakeSandboxes) Renew(_ context.Context, id string, at time.Time) (*api.
 	sb.ExpiresAt = at
 	out := *sb
 	return &out, nil
+}
+
+// Usage measures a running sandbox: 1 GiB of memory limit, 100 MiB used,
+// and 50 ms more CPU time at each call.
+func (f *fakeSandboxes) Usage(_ context.Context, id string) (service.SandboxUsage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, ok := f.byID[id]
+	switch {
+	case !ok:
+		return service.SandboxUsage{}, errdefs.NotFound("sandbox %s not found", id)
+	case sb.Status != api.StatusRunning:
+		return service.SandboxUsage{}, errdefs.Precondition("sandbox %s is %s, not running", id, sb.Status)
+	}
+	f.cpuTime += 50 * time.Millisecond
+	return service.SandboxUsage{MilliCPU: 500, MemoryLimit: 1 << 30, CPUTime: f.cpuTime, MemoryBytes: 100 << 20, At: time.Now()}, nil
 }
 
 // Pause and Resume move a sandbox between running and paused; from any
@@ -653,7 +670,7 @@ func TestSandboxOps(t *testing.T) {
 	if code, _, _ := e.api(t, "POST", "/v2/sandboxes/sbdone/connect", `{"timeout":60}`); code != 404 {
 		t.Errorf("connect to an ended sandbox: %d, want 404", code)
 	}
-	for op, method := range map[string]string{"resume": "POST", "metrics": "GET"} {
+	for op, method := range map[string]string{"resume": "POST", "logs": "GET"} {
 		if code, _, body := e.api(t, method, "/sandboxes/sba/"+op, ""); code != 501 || !strings.Contains(body, `"code":501`) {
 			t.Errorf("%s: %d %s, want 501", op, code, body)
 		}

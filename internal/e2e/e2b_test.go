@@ -23,7 +23,7 @@ import (
 // keys, configured by environment variables alone as the README says:
 // create, run_code keeping state, a matplotlib chart as a png, an error,
 // code contexts, files written and read, commands.run, set_timeout,
-// get_info, list by metadata, kill and is_running() after; the base SDK
+// get_info, get_metrics, list by metadata, kill and is_running() after; the base SDK
 // (template base) on envd's process and filesystem services: commands,
 // exit codes, a background command connected to, fed and killed, a PTY
 // session with a resize, files listed, made, renamed, removed and
@@ -111,6 +111,8 @@ func TestE2BSDK(t *testing.T) {
 			"timeout_extended":      "true",
 			"info_metadata":         "map[suite:e2e-e2b]",
 			"info_template":         "code-interpreter-v1",
+			"metrics":               "[[true true true]]",
+			"metrics_by_id":         "1",
 			"listed":                "[true]",
 			"listed_other":          "0",
 			"running_after_kill":    "false",
@@ -198,6 +200,7 @@ func TestE2BSDK(t *testing.T) {
 			"timeout_extended":   "true",
 			"info_metadata":      "map[suite:e2e-e2b-js]",
 			"info_template":      "code-interpreter-v1",
+			"metrics":            "[[true true]]",
 			"paused":             "true",
 			"state":              "paused",
 			"resumed_state":      "running",

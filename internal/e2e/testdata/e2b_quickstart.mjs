@@ -12,6 +12,7 @@
 //                chart as a png, files write/read, commands.run), then
 //                a background command connected to by pid and killed, a
 //                non-zero exit, list by metadata, setTimeout, getInfo,
+//                getMetrics,
 //                pause and resume by connect, kill
 //   base         the base SDK's quickstart on template base (create,
 //                commands.run, files write/read, kill)
@@ -72,6 +73,7 @@ async function quickstart() {
     out.timeout_extended = info.endAt - info.startedAt > 300_000;
     out.info_metadata = info.metadata;
     out.info_template = info.templateId;
+    out.metrics = (await sbx.getMetrics()).map((m) => [m.cpuCount >= 1, m.memUsed > 0 && m.memUsed < m.memTotal]);
 
     out.paused = await sbx.pause();
     out.state = (await sbx.getInfo()).state;
