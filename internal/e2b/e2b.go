@@ -16,9 +16,12 @@
 //     interpreter, any other the port gateway; it authenticates with the
 //     sandbox's access token (X-Access-Token, or E2B-Traffic-Access-Token
 //     that the code interpreter's SDK sends on every call);
-//  3. anything else is agent2env's.
+//  3. a request that names no sandbox but carries an access token, on a
+//     path of envd's or the code interpreter's, is for the sandbox whose
+//     token it is (SDK versions that send no E2b-Sandbox-Id);
+//  4. anything else is agent2env's.
 //
-// Before all three, a Host of E2B's form "<port>-<id>.<domain>" (a
+// Before all four, a Host of E2B's form "<port>-<id>.<domain>" (a
 // wildcard DNS name in front of the daemon) names the sandbox and port as
 // the headers would, whatever the path.
 //
@@ -154,8 +157,9 @@ type Config struct {
 
 // Handler serves the E2B API. Make one with New.
 type Handler struct {
-	cfg Config
-	rpc http.Handler // envd's Connect services
+	cfg    Config
+	rpc    http.Handler // envd's Connect services
+	tokens tokenIndex   // sandboxes by access token, for requests that name none
 }
 
 // New returns the handler of cfg.
@@ -193,6 +197,10 @@ func (h *Handler) Wrap(next http.Handler) http.Handler {
 		case IsSandboxRequest(r):
 			h.serveSandbox(w, r)
 		default:
+			if port, ok := tokenOnlyPort(r); ok {
+				h.serveByToken(w, r, port)
+				return
+			}
 			next.ServeHTTP(w, r)
 		}
 	})
@@ -335,11 +343,9 @@ func (h *Handler) serveSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	token := r.Header.Get(HeaderAccessToken)
-	if token == "" {
-		token = r.Header.Get(HeaderTrafficToken)
-	}
+	token := requestToken(r)
 	if err := h.cfg.Sandboxes.Authorize(r.Context(), id, token); err != nil {
+		h.tokens.forget(token)
 		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition) {
 			writeSandboxGone(w, id)
 			return

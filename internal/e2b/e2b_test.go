@@ -446,16 +446,37 @@ func (e *env) in(t *testing.T, id string, port int, method, path, body string) (
 	return code, b
 }
 
+// routeCase is a request and what it must answer.
+type routeCase struct {
+	name    string
+	method  string
+	path    string
+	headers []string
+	status  int
+	body    string // a part of the body
+}
+
+// checkRoutes sends each case's request (with "{}" when it is JSON) and
+// checks its answer.
+func (e *env) checkRoutes(t *testing.T, cases []routeCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var reqBody string
+			if slices.Contains(tc.headers, "application/json") {
+				reqBody = "{}"
+			}
+			code, _, body := e.do(t, tc.method, tc.path, reqBody, tc.headers...)
+			if code != tc.status || !strings.Contains(body, tc.body) {
+				t.Errorf("%s %s: %d %s, want %d with %q", tc.method, tc.path, code, body, tc.status, tc.body)
+			}
+		})
+	}
+}
+
 func TestRouting(t *testing.T) {
 	e := newEnv(t, running("sba", nil), api.Sandbox{ID: "sbdone", Status: api.StatusSucceeded, AccessToken: token})
-	for _, tc := range []struct {
-		name    string
-		method  string
-		path    string
-		headers []string
-		status  int
-		body    string // a part of the body
-	}{
+	e.checkRoutes(t, []routeCase{
 		{"own route", "GET", "/health", nil, 299, ""},
 		{"own api", "GET", "/api/v1/sandboxes", nil, 299, ""},
 		{"own look-alike", "GET", "/sandboxesx", nil, 299, ""},
@@ -478,18 +499,7 @@ func TestRouting(t *testing.T) {
 		{"process API, binary", "POST", "/process.Process/List", []string{HeaderSandboxID, "sba", HeaderAccessToken, token, "Content-Type", "application/proto"}, 200, ``},
 		{"unknown envd service", "POST", "/process.Nope/List", []string{HeaderSandboxID, "sba", HeaderAccessToken, token}, 404, "no such route"},
 		{"user port", "GET", "/app/x", []string{HeaderSandboxID, "sba", HeaderSandboxPort, "8080", HeaderAccessToken, token}, 298, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var reqBody string
-			if slices.Contains(tc.headers, "application/json") {
-				reqBody = "{}"
-			}
-			code, _, body := e.do(t, tc.method, tc.path, reqBody, tc.headers...)
-			if code != tc.status || !strings.Contains(body, tc.body) {
-				t.Errorf("%s %s: %d %s, want %d with %q", tc.method, tc.path, code, body, tc.status, tc.body)
-			}
-		})
-	}
+	})
 	// The user port's request reached the gateway's own path, with the
 	// token the gateway checks and without E2B's headers.
 	if len(e.port) != 1 {

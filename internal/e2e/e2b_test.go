@@ -308,11 +308,12 @@ func TestE2BSDK(t *testing.T) {
 			headers []string
 			want    int
 		}{
-			"headers":      {d.addr, []string{"E2b-Sandbox-Id", sb.ID, "E2b-Sandbox-Port", "49983", "X-Access-Token", sb.AccessToken}, http.StatusNoContent},
-			"host":         {"49983-" + sb.ID + ".localhost", []string{"X-Access-Token", sb.AccessToken}, http.StatusNoContent},
-			"wrong token":  {d.addr, []string{"E2b-Sandbox-Id", sb.ID, "X-Access-Token", "nope"}, http.StatusUnauthorized},
-			"unknown":      {d.addr, []string{"E2b-Sandbox-Id", "nosuchsandbox", "X-Access-Token", sb.AccessToken}, http.StatusBadGateway},
-			"daemon's own": {d.addr, nil, http.StatusOK},
+			"headers":           {d.addr, []string{"E2b-Sandbox-Id", sb.ID, "E2b-Sandbox-Port", "49983", "X-Access-Token", sb.AccessToken}, http.StatusNoContent},
+			"host":              {"49983-" + sb.ID + ".localhost", []string{"X-Access-Token", sb.AccessToken}, http.StatusNoContent},
+			"token only, no id": {d.addr, []string{"X-Access-Token", sb.AccessToken}, http.StatusNoContent},
+			"wrong token":       {d.addr, []string{"E2b-Sandbox-Id", sb.ID, "X-Access-Token", "nope"}, http.StatusUnauthorized},
+			"unknown":           {d.addr, []string{"E2b-Sandbox-Id", "nosuchsandbox", "X-Access-Token", sb.AccessToken}, http.StatusBadGateway},
+			"daemon's own":      {d.addr, nil, http.StatusOK},
 		} {
 			if got := get(tc.host, tc.headers...); got != tc.want {
 				t.Errorf("%s: status %d, want %d", name, got, tc.want)
