@@ -57,6 +57,23 @@ if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
 	touch "$venv/.complete"
 fi
 
+# E2B's oldest supported Python SDKs, each in a venv of its own (the
+# oldest code interpreter needs an e2b newer than the oldest e2b).
+e2b_venv() { # package==version...
+	local dir
+	dir="$cache/py-$( (echo "$*"; "$python" -VV) | sha256sum | cut -c1-16)"
+	if [ ! -f "$dir/.complete" ]; then
+		echo "test-peers: creating $dir for $*" >&2
+		rm -rf "$dir"
+		"$python" -m venv "$dir"
+		"$dir/bin/python" -m pip install --quiet --no-input --disable-pip-version-check "$@" >&2
+		touch "$dir/.complete"
+	fi
+	echo "$dir/bin/python"
+}
+python_e2b_oldest=$(e2b_venv e2b==2.7.0)
+python_e2b_ci_oldest=$(e2b_venv e2b-code-interpreter==2.9.0 e2b==2.26.0)
+
 # Node.js and the MCP Inspector, each by its version.
 npm_install() { # prefix, package@version...
 	if [ ! -e "$1/.done" ]; then
@@ -93,6 +110,8 @@ OPENSANDBOX_JS=$opensandbox_js_dir/node_modules
 E2B_JS=$e2b_js/node_modules
 E2B_JS_OLDEST=$e2b_js_oldest/node_modules
 E2B_CI_JS_OLDEST=$e2b_ci_js_oldest/node_modules
+PYTHON_E2B_OLDEST=$python_e2b_oldest
+PYTHON_E2B_CI_OLDEST=$python_e2b_ci_oldest
 ENV
 mv "$cache/clients.env.partial" "$cache/clients.env"
 echo "$venv/bin/python"

@@ -150,14 +150,21 @@ type createRequest struct {
 	EnvVars             map[string]string `json:"envVars"`
 	AllowInternetAccess *bool             `json:"allow_internet_access"`
 	AutoPause           *bool             `json:"autoPause"`
+	AutoResume          *autoResume       `json:"autoResume"`
 	Secure              *bool             `json:"secure"`
+}
+
+// autoResume is SandboxAutoResumeConfig, which some SDK versions (e2b
+// 2.26 on PyPI, 2.28 on npm) send on every create: {"enabled": false}
+// unless asked.
+type autoResume struct {
+	Enabled bool `json:"enabled"`
 }
 
 // unsupportedFields are the create fields agent2env cannot honour yet,
 // refused by name unless null (or, for the lists, empty).
 var unsupportedFields = map[string]string{
 	"autoPauseMemory": "pausing on timeout is not supported yet",
-	"autoResume":      "pausing on timeout is not supported yet",
 	"network":         "egress rules per sandbox are not supported yet",
 	"mcp":             "MCP gateways in sandboxes are not supported",
 	"iam":             "workload identities are not supported",
@@ -165,7 +172,7 @@ var unsupportedFields = map[string]string{
 }
 
 // knownFields are every create field createRequest reads.
-var knownFields = []string{"templateID", "timeout", "metadata", "envVars", "allow_internet_access", "autoPause", "secure"}
+var knownFields = []string{"templateID", "timeout", "metadata", "envVars", "allow_internet_access", "autoPause", "autoResume", "secure"}
 
 // parseCreate reads a create body: known fields into req, and refuses every
 // other field that is not null or empty, by name.
@@ -199,6 +206,9 @@ func (req *createRequest) toAPI() (api.CreateSandboxRequest, error) {
 	var out api.CreateSandboxRequest
 	if req.TemplateID == "" {
 		return out, errdefs.Invalid("templateID is required")
+	}
+	if req.AutoResume != nil && req.AutoResume.Enabled {
+		return out, errdefs.Invalid("autoResume: pausing on timeout, and so resuming on traffic, is not supported yet")
 	}
 	if req.AutoPause != nil && *req.AutoPause {
 		return out, errdefs.Invalid("autoPause: pausing on timeout is not supported yet; a sandbox is killed when it times out (pause it yourself: POST /sandboxes/{id}/pause)")
@@ -369,6 +379,10 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	if a := req.AllowInternetAccess; a != nil && *a && sendsInternetByDefault(r.UserAgent()) {
+		// Its SDK's default, not the caller's ask: as if left out.
+		req.AllowInternetAccess = nil
 	}
 	areq, err := req.toAPI()
 	if err != nil {

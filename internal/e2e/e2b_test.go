@@ -35,7 +35,7 @@ func TestE2BSDK(t *testing.T) {
 		testenv.Missing(t, "set AGENT2ENV_PYTHON to the python of scripts/test-peers.sh (make test does) to run the E2B SDK")
 	}
 	const (
-		key   = "e2b_a2e-e2e-key-0123456789abcdef"
+		key   = "e2b_a2e0e2e00123456789abcdef0123456789abcdef" // hex: some SDK versions check the form
 		image = "agent2env/code-interpreter"
 	)
 	d := startDaemon(t, "", func(c *exec.Cmd) { c.Env = append(os.Environ(), "AGENT2ENV_API_KEYS="+key) })
@@ -49,11 +49,12 @@ func TestE2BSDK(t *testing.T) {
 		}
 	}
 
-	python := func(t *testing.T, mode string) map[string]any {
+	// pythonScript runs script in mode with the interpreter bin.
+	pythonScript := func(t *testing.T, bin, script, mode string) map[string]any {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, pythonBin, "testdata/e2b_flow.py", mode)
+		cmd := exec.CommandContext(ctx, bin, script, mode)
 		url := "http://" + d.addr
 		cmd.Env = append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key)
 		out, err := cmd.Output()
@@ -64,9 +65,13 @@ func TestE2BSDK(t *testing.T) {
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		var res map[string]any
 		if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &res) != nil {
-			t.Fatalf("e2b_flow.py %s: %v\nstdout: %s\nstderr: %s", mode, err, out, stderr)
+			t.Fatalf("%s %s: %v\nstdout: %s\nstderr: %s", script, mode, err, out, stderr)
 		}
 		return res
+	}
+	python := func(t *testing.T, mode string) map[string]any {
+		t.Helper()
+		return pythonScript(t, pythonBin, "testdata/e2b_flow.py", mode)
 	}
 	clients := stockClients(t)
 	// node runs testdata/e2b_quickstart.mjs in mode on the SDKs in
@@ -213,7 +218,7 @@ func TestE2BSDK(t *testing.T) {
 	})
 	t.Run("js base", func(t *testing.T) {
 		res := node(t, clients.e2bJS, "base")
-		checkResult(t, res, map[string]string{"run": "[hi\n/home/sandbox\n 0]", "read": "hello", "kill": "true"})
+		checkResult(t, res, map[string]string{"run": "[hi\n/home/sandbox\n 0]", "read": "hello", "kill": "true", "running_after_kill": "false"})
 		noSandboxes(t)
 	})
 	t.Run("js wrong key", func(t *testing.T) {
@@ -232,6 +237,27 @@ func TestE2BSDK(t *testing.T) {
 			t.Errorf("create of an unknown template: %v, want an error naming it", res)
 		}
 		t.Logf("an unknown template failed in %.3f s: %v: %v", res["seconds"], res["name"], res["message"])
+		noSandboxes(t)
+	})
+	// The oldest SDKs supported, their quickstarts.
+	t.Run("oldest python e2b", func(t *testing.T) {
+		res := pythonScript(t, clients.pythonE2BOldest, "testdata/e2b_oldest.py", "base")
+		checkResult(t, res, map[string]string{"run": "[hi\n/home/sandbox\n 0]", "exit": "3", "read": "hello", "killed": "true", "running_after_kill": "false"})
+		noSandboxes(t)
+	})
+	t.Run("oldest python code interpreter", func(t *testing.T) {
+		res := pythonScript(t, clients.pythonE2BCIOldest, "testdata/e2b_oldest.py", "interpreter")
+		checkResult(t, res, map[string]string{"text": "2", "png_prefix": "iVBORw0K", "read": "Hello World", "commands_run": "hi\n", "killed": "true", "running_after_kill": "false"})
+		noSandboxes(t)
+	})
+	t.Run("oldest js e2b", func(t *testing.T) {
+		res := node(t, clients.e2bJSOldest, "base")
+		checkResult(t, res, map[string]string{"run": "[hi\n/home/sandbox\n 0]", "read": "hello", "running_after_kill": "false"})
+		noSandboxes(t)
+	})
+	t.Run("oldest js code interpreter", func(t *testing.T) {
+		res := node(t, clients.e2bCIJSOldest, "interpreter")
+		checkResult(t, res, map[string]string{"text": "2", "png_prefix": "iVBORw0K", "read": "Hello World", "stdout": "hi\n", "running_after_kill": "false"})
 		noSandboxes(t)
 	})
 	t.Run("readme", func(t *testing.T) {

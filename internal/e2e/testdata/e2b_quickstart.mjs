@@ -14,6 +14,7 @@
 //                non-zero exit, list by metadata, setTimeout, getInfo,
 //                getMetrics,
 //                pause and resume by connect, kill
+//   interpreter  the code interpreter's quickstart alone
 //   base         the base SDK's quickstart on template base (create,
 //                commands.run, files write/read, kill)
 //   badkey       create with a wrong API key
@@ -34,15 +35,7 @@ async function quickstart() {
   const out = {};
   const sbx = await Sandbox.create({ metadata: { suite: "e2e-e2b-js" }, timeoutMs: 120_000 });
   try {
-    await sbx.runCode("x = 1");
-    out.text = (await sbx.runCode("x+=1; x")).text;
-    const chart = await sbx.runCode(
-      "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()",
-    );
-    out.png_prefix = chart.results.find((r) => r.png)?.png.slice(0, 8) ?? null;
-    await sbx.files.write("hello.txt", "Hello World");
-    out.read = await sbx.files.read("hello.txt");
-    out.stdout = (await sbx.commands.run("echo hi")).stdout;
+    await interpreterQuickstart(sbx, out);
 
     // A background command, connected to by pid (which streams its
     // output from then on, as E2B's) and killed.
@@ -88,6 +81,35 @@ async function quickstart() {
   return out;
 }
 
+// interpreterQuickstart runs the code interpreter's README quickstart in
+// sbx.
+async function interpreterQuickstart(sbx, out) {
+  await sbx.runCode("x = 1");
+  out.text = (await sbx.runCode("x+=1; x")).text;
+  const chart = await sbx.runCode(
+    "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()",
+  );
+  out.png_prefix = chart.results.find((r) => r.png)?.png.slice(0, 8) ?? null;
+  await sbx.files.write("hello.txt", "Hello World");
+  out.read = await sbx.files.read("hello.txt");
+  out.stdout = (await sbx.commands.run("echo hi")).stdout;
+}
+
+// interpreter runs only the code interpreter's quickstart (the oldest
+// @e2b/code-interpreter).
+async function interpreter() {
+  const { Sandbox } = require("@e2b/code-interpreter");
+  const out = {};
+  const sbx = await Sandbox.create({ timeoutMs: 120_000 });
+  try {
+    await interpreterQuickstart(sbx, out);
+  } finally {
+    out.kill = await sbx.kill(); // the oldest SDKs answer nothing
+  }
+  out.running_after_kill = await sbx.isRunning();
+  return out;
+}
+
 // base runs the base SDK's quickstart.
 async function base() {
   const out = {};
@@ -98,8 +120,9 @@ async function base() {
     await sbx.files.write("/tmp/a.txt", "hello");
     out.read = await sbx.files.read("/tmp/a.txt");
   } finally {
-    out.kill = await sbx.kill();
+    out.kill = await sbx.kill(); // the oldest SDKs answer nothing
   }
+  out.running_after_kill = await sbx.isRunning();
   return out;
 }
 
@@ -117,6 +140,7 @@ async function failure(opts) {
 
 const modes = {
   quickstart,
+  interpreter,
   base,
   badkey: () => failure({ apiKey: "e2b_wrong-key-0123456789" }),
   badtemplate: () => failure({ template: "no-such-template" }),
