@@ -145,7 +145,7 @@ test-python: deps build
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) scripts/test-python.sh
 
 bench: test-deps build
-	AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/bench
+	AGENT2ENV_PYTHON=$$(scripts/test-peers.sh) AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/bench
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/bench -agent-memory 4
 	@$(MAKE) --no-print-directory bench-kube
 

@@ -160,6 +160,9 @@ type Handler struct {
 	cfg    Config
 	rpc    http.Handler // envd's Connect services
 	tokens tokenIndex   // sandboxes by access token, for requests that name none
+	// defaults remembers the default contexts' ids: sandbox id + "\x00" +
+	// language -> context id.
+	defaults memo
 }
 
 // New returns the handler of cfg.

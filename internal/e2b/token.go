@@ -12,28 +12,50 @@ import (
 	"github.com/agent2env/agent2env/internal/service"
 )
 
-// maxTokenCache bounds the access tokens tokenIndex remembers; past it,
-// it starts again empty (a forgotten token costs one lookup).
-const maxTokenCache = 4096
+// maxRemembered bounds what a memo holds; past it, it starts again empty
+// (a forgotten entry costs one lookup).
+const maxRemembered = 4096
+
+// memo remembers string values by key, at most maxRemembered of them.
+type memo struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (x *memo) get(key string) (string, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	v, ok := x.m[key]
+	return v, ok
+}
+
+func (x *memo) remember(key, v string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.m == nil || len(x.m) >= maxRemembered {
+		x.m = map[string]string{}
+	}
+	x.m[key] = v
+}
+
+func (x *memo) forget(key string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.m, key)
+}
 
 // tokenIndex finds the sandbox an access token belongs to, for SDK
 // versions that name no sandbox in their envd and code-interpreter calls
 // (no E2b-Sandbox-Id, no sandbox host), only its token. A token is
 // checked against its sandbox's on every request (Authorize), so what it
 // remembers is only where to look.
-type tokenIndex struct {
-	mu   sync.Mutex
-	byTo map[string]string // token -> sandbox id
-}
+type tokenIndex struct{ memo }
 
 // lookup returns the id of the live sandbox whose access token is token,
 // or "" when none has it: the remembered one, else a scan of the live
 // sandboxes (one list of them: the store keeps no index by token).
 func (x *tokenIndex) lookup(ctx context.Context, sbs Sandboxes, token string) (string, error) {
-	x.mu.Lock()
-	id, ok := x.byTo[token]
-	x.mu.Unlock()
-	if ok {
+	if id, ok := x.get(token); ok {
 		return id, nil
 	}
 	opts := service.ListOptions{Statuses: []api.SandboxStatus{api.StatusPending, api.StatusRunning, api.StatusPaused}}
@@ -53,22 +75,6 @@ func (x *tokenIndex) lookup(ctx context.Context, sbs Sandboxes, token string) (s
 		}
 		opts.Cursor = page.NextCursor
 	}
-}
-
-func (x *tokenIndex) remember(token, id string) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.byTo == nil || len(x.byTo) >= maxTokenCache {
-		x.byTo = map[string]string{}
-	}
-	x.byTo[token] = id
-}
-
-// forget drops token, whose sandbox has ended or refused it.
-func (x *tokenIndex) forget(token string) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	delete(x.byTo, token)
 }
 
 // requestToken returns r's sandbox access token: X-Access-Token, else
