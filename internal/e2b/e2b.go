@@ -328,11 +328,18 @@ func sandboxPort(r *http.Request) (int, error) {
 // writeSandboxGone answers 502 "The sandbox was not found", as E2B's proxy
 // does for a sandbox that does not exist or no longer runs.
 func writeSandboxGone(w http.ResponseWriter, id string) {
+	writeSandboxUnavailable(w, id, sandboxNotFoundText)
+}
+
+// writeSandboxUnavailable answers 502 with message, which must hold "was
+// not found" for the SDKs to raise their not-running exception (and
+// is_running() to say false).
+func writeSandboxUnavailable(w http.ResponseWriter, id, message string) {
 	writeJSON(w, http.StatusBadGateway, struct {
 		SandboxID string `json:"sandboxId"`
 		Message   string `json:"message"`
 		Code      int    `json:"code"`
-	}{id, sandboxNotFoundText, http.StatusBadGateway})
+	}{id, message, http.StatusBadGateway})
 }
 
 // serveSandbox routes a request for an in-sandbox server by its headers.
@@ -349,6 +356,14 @@ func (h *Handler) serveSandbox(w http.ResponseWriter, r *http.Request) {
 	token := requestToken(r)
 	if err := h.cfg.Sandboxes.Authorize(r.Context(), id, token); err != nil {
 		h.tokens.forget(token)
+		if errors.Is(err, errdefs.ErrFailedPrecondition) {
+			// The token is right; say why the sandbox does not answer
+			// when it is paused, as E2B's proxy cannot.
+			if sb, gerr := h.cfg.Sandboxes.Get(r.Context(), id); gerr == nil && sb.Status == api.StatusPaused {
+				writeSandboxUnavailable(w, id, sandboxNotFoundText+": sandbox "+id+" is paused; connect to it (Sandbox.connect) to resume it")
+				return
+			}
+		}
 		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition) {
 			writeSandboxGone(w, id)
 			return

@@ -176,6 +176,7 @@ func TestE2BSDK(t *testing.T) {
 			"listed_paused": "[true]", "listed_running": "0",
 			// The files of a paused sandbox are out of reach until it resumes.
 			"read_while_paused": "SandboxNotRunningException",
+			"paused_says_so":    "true",
 			"resumed_state":     "running", "x_plus_1": "42", "file": "kept", "killed": "true",
 		}
 		for k, v := range want {

@@ -272,6 +272,7 @@ def pause() -> dict:
             out["read_while_paused"] = "read"
         except Exception as e:
             out["read_while_paused"] = type(e).__name__
+            out["paused_says_so"] = "is paused; connect to it" in str(e)
         out["read_while_paused_seconds"] = time.monotonic() - start
         resumed = Sandbox.connect(sbx.sandbox_id)
         out["resumed_state"] = str(resumed.get_info().state)
