@@ -19,6 +19,12 @@ cd "$(dirname "$0")"
 NODE_VERSION=22.23.3      # the Inspector needs Node.js >= 22.7.5
 INSPECTOR_VERSION=2.12.0  # @modelcontextprotocol/inspector
 OPENSANDBOX_JS_VERSION=0.1.11  # @alibaba-group/opensandbox
+# E2B's JS SDKs (e2b, @e2b/code-interpreter): the newest and the oldest
+# the E2B-compatible API supports (the oldest code interpreter needs e2b
+# >= 2.28, so it has a prefix of its own).
+E2B_JS="e2b@2.51.0 @e2b/code-interpreter@2.8.0"
+E2B_JS_OLDEST="e2b@2.7.0"
+E2B_CI_JS_OLDEST="e2b@2.28.0 @e2b/code-interpreter@2.7.0"
 
 cache="${AGENT2ENV_CACHE_DIR:-/var/cache/agent2env}/peers"
 mkdir -p "$cache"
@@ -51,12 +57,29 @@ if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
 	touch "$venv/.complete"
 fi
 
+# E2B's oldest supported Python SDKs, each in a venv of its own (the
+# oldest code interpreter needs an e2b newer than the oldest e2b).
+e2b_venv() { # package==version...
+	local dir
+	dir="$cache/py-$( (echo "$*"; "$python" -VV) | sha256sum | cut -c1-16)"
+	if [ ! -f "$dir/.complete" ]; then
+		echo "test-peers: creating $dir for $*" >&2
+		rm -rf "$dir"
+		"$python" -m venv "$dir"
+		"$dir/bin/python" -m pip install --quiet --no-input --disable-pip-version-check "$@" >&2
+		touch "$dir/.complete"
+	fi
+	echo "$dir/bin/python"
+}
+python_e2b_oldest=$(e2b_venv e2b==2.7.0)
+python_e2b_ci_oldest=$(e2b_venv e2b-code-interpreter==2.9.0 e2b==2.26.0)
+
 # Node.js and the MCP Inspector, each by its version.
-npm_install() { # prefix, package@version
+npm_install() { # prefix, package@version...
 	if [ ! -e "$1/.done" ]; then
-		echo "test-peers: installing $2" >&2
+		echo "test-peers: installing ${*:2}" >&2
 		rm -rf "$1.partial"
-		npm install --prefix "$1.partial" --no-audit --no-fund --no-update-notifier --loglevel=error "$2" >&2
+		npm install --prefix "$1.partial" --no-audit --no-fund --no-update-notifier --loglevel=error "${@:2}" >&2
 		rm -rf "$1" && mv "$1.partial" "$1"
 		touch "$1/.done"
 	fi
@@ -69,12 +92,26 @@ inspector_dir="$cache/inspector-$INSPECTOR_VERSION"
 npm_install "$inspector_dir" "@modelcontextprotocol/inspector@$INSPECTOR_VERSION"
 opensandbox_js_dir="$cache/opensandbox-js-$OPENSANDBOX_JS_VERSION"
 npm_install "$opensandbox_js_dir" "@alibaba-group/opensandbox@$OPENSANDBOX_JS_VERSION"
+npm_prefix() { # package@version... -> a prefix keyed by them
+	echo "$cache/npm-$(echo "$*" | sha256sum | cut -c1-16)"
+}
+# shellcheck disable=SC2086 # the lists split into packages
+{
+	e2b_js=$(npm_prefix $E2B_JS) && npm_install "$e2b_js" $E2B_JS
+	e2b_js_oldest=$(npm_prefix $E2B_JS_OLDEST) && npm_install "$e2b_js_oldest" $E2B_JS_OLDEST
+	e2b_ci_js_oldest=$(npm_prefix $E2B_CI_JS_OLDEST) && npm_install "$e2b_ci_js_oldest" $E2B_CI_JS_OLDEST
+}
 
 cat >"$cache/clients.env.partial" <<ENV
 NODE_BIN=$node_bin
 INSPECTOR=$inspector_dir/node_modules/.bin/mcp-inspector
 PYTHON=$venv/bin/python
 OPENSANDBOX_JS=$opensandbox_js_dir/node_modules
+E2B_JS=$e2b_js/node_modules
+E2B_JS_OLDEST=$e2b_js_oldest/node_modules
+E2B_CI_JS_OLDEST=$e2b_ci_js_oldest/node_modules
+PYTHON_E2B_OLDEST=$python_e2b_oldest
+PYTHON_E2B_CI_OLDEST=$python_e2b_ci_oldest
 ENV
 mv "$cache/clients.env.partial" "$cache/clients.env"
 echo "$venv/bin/python"

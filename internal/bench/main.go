@@ -30,6 +30,10 @@
 //   - Sandbox.create → first commands.run through the stock OpenSandbox
 //     Python SDK, cold and from a warm pool, against agent2env's own create
 //     → exec through its Go client (-opensandbox-only: that alone);
+//   - the E2B-compatible API through the stock Python SDK: create →
+//     first commands.run("true"), cold and from a warm pool, and
+//     run_code("1"), against the Go client (api/client) in the same run
+//     (-e2b-only: that alone);
 //   - (-agent-memory N only) the memory of a sandbox whose claude-code
 //     waits on a model turn, against an idle sandbox of the same image.
 //
@@ -77,6 +81,7 @@ func main() {
 	storeOnly := flag.Bool("store-only", false, "measure create → ready, exec true and run_code through a daemon on the PostgreSQL store against one on SQLite only")
 	pauseOnly := flag.Bool("pause-only", false, "measure create → ready, exec true, and pause and resume only")
 	openSandboxOnly := flag.Bool("opensandbox-only", false, "measure the OpenSandbox Python SDK's create → first run against the Go client's create → exec only (needs AGENT2ENV_PYTHON)")
+	e2bOnly := flag.Bool("e2b-only", false, "measure the E2B-compatible API through the stock Python SDK against the Go client only")
 	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only)")
 	flag.Parse()
 	var err error
@@ -93,6 +98,8 @@ func main() {
 		err = benchOpenSandboxOnly(*n, *img)
 	case *vs != "":
 		err = compareCreate(*n, *img, os.Getenv("AGENT2ENV_BIN"), *vs)
+	case *e2bOnly:
+		err = benchE2BOnly(*n, *img)
 	default:
 		err = run(*n, *concurrent, *idle, *img, *createOnly, *runsOnly, *terminalOnly, *pauseOnly)
 	}
@@ -246,6 +253,9 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 	}
 	if err := benchAllRuns(d, warm, n, img, create); err != nil {
 		return err
+	}
+	if err := benchE2B(d, warm, n, img); err != nil {
+		return fmt.Errorf("e2b: %w", err)
 	}
 	for _, id := range ids {
 		if err := d.delete(id); err != nil {

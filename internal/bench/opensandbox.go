@@ -107,32 +107,6 @@ func (s *sdkDriver) stop() {
 	os.RemoveAll(s.dir)
 }
 
-// goCreateExec creates a sandbox of img through agent2env's Go client,
-// waits for it to run, runs `true` in it, and returns how long that took;
-// the delete that follows is not timed.
-func goCreateExec(c *client.Client, img, cpu, memory string) (time.Duration, error) {
-	ctx := context.Background()
-	start := time.Now()
-	sb, err := c.Sandbox.Create(ctx, api.CreateSandboxRequest{Image: img, CPU: cpu, Memory: memory})
-	if err != nil {
-		return 0, err
-	}
-	defer c.Sandbox.Delete(ctx, sb.ID)
-	if sb.Status == api.StatusPending {
-		if sb, err = c.Sandbox.WaitForReady(ctx, sb.ID, 10*time.Millisecond); err != nil {
-			return 0, err
-		}
-	}
-	res, err := c.Sandbox.Execute(ctx, sb.ID, api.ExecRequest{Command: []string{"true"}})
-	if err != nil {
-		return 0, err
-	}
-	took := time.Since(start)
-	if res.ExitCode != 0 {
-		return 0, fmt.Errorf("exec true exited %d", res.ExitCode)
-	}
-	return took, nil
-}
 
 // replaySDK makes, with a Go HTTP client, the exchanges the Python SDK
 // makes for Sandbox.create → commands.run("true") (its create request, the
@@ -257,7 +231,7 @@ func compareOpenSandbox(d *daemon, n int, name, img, cpu, memory string, before 
 	if _, err := sdk.once(); err != nil {
 		return err
 	}
-	if _, err := goCreateExec(c, img, cpu, memory); err != nil {
+	if _, err := goCreateExec(c, api.CreateSandboxRequest{Image: img, CPU: cpu, Memory: memory}, []string{"true"}); err != nil {
 		return err
 	}
 	var ours, theirs, wire, ratios []time.Duration
@@ -279,7 +253,7 @@ func compareOpenSandbox(d *daemon, n int, name, img, cpu, memory string, before 
 				return err
 			},
 			func() error {
-				t, err := goCreateExec(c, img, cpu, memory)
+				t, err := goCreateExec(c, api.CreateSandboxRequest{Image: img, CPU: cpu, Memory: memory}, []string{"true"})
 				ours = append(ours, t)
 				return err
 			},

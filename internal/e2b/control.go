@@ -56,7 +56,7 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 			http.MethodGet:  func(w http.ResponseWriter, r *http.Request) { h.list(w, r, v2) },
 		})
 	case n == 1 && seg[0] == "metrics":
-		writeError(w, errdefs.NotImplemented("sandbox metrics are not supported by agent2env yet"))
+		methods(w, r, map[string]http.HandlerFunc{http.MethodGet: h.manyMetrics})
 	case n == 1:
 		id := seg[0]
 		methods(w, r, map[string]http.HandlerFunc{
@@ -89,7 +89,11 @@ func (h *Handler) routeSandbox(w http.ResponseWriter, r *http.Request, id, op st
 	case "resume":
 		// E2B's deprecated resume; its SDKs resume by connect.
 		writeError(w, errdefs.NotImplemented("resume: resume a paused sandbox by connect (POST /sandboxes/{id}/connect)"))
-	case "metrics", "logs", "snapshots", "fork", "network":
+	case "metrics":
+		methods(w, r, map[string]http.HandlerFunc{
+			http.MethodGet: func(w http.ResponseWriter, r *http.Request) { h.metrics(w, r, id) },
+		})
+	case "logs", "snapshots", "fork", "network":
 		writeError(w, errdefs.NotImplemented("sandbox %s are not supported by agent2env yet", op))
 	default:
 		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
@@ -146,14 +150,21 @@ type createRequest struct {
 	EnvVars             map[string]string `json:"envVars"`
 	AllowInternetAccess *bool             `json:"allow_internet_access"`
 	AutoPause           *bool             `json:"autoPause"`
+	AutoResume          *autoResume       `json:"autoResume"`
 	Secure              *bool             `json:"secure"`
+}
+
+// autoResume is SandboxAutoResumeConfig, which some SDK versions (e2b
+// 2.26 on PyPI, 2.28 on npm) send on every create: {"enabled": false}
+// unless asked.
+type autoResume struct {
+	Enabled bool `json:"enabled"`
 }
 
 // unsupportedFields are the create fields agent2env cannot honour yet,
 // refused by name unless null (or, for the lists, empty).
 var unsupportedFields = map[string]string{
 	"autoPauseMemory": "pausing on timeout is not supported yet",
-	"autoResume":      "pausing on timeout is not supported yet",
 	"network":         "egress rules per sandbox are not supported yet",
 	"mcp":             "MCP gateways in sandboxes are not supported",
 	"iam":             "workload identities are not supported",
@@ -161,7 +172,7 @@ var unsupportedFields = map[string]string{
 }
 
 // knownFields are every create field createRequest reads.
-var knownFields = []string{"templateID", "timeout", "metadata", "envVars", "allow_internet_access", "autoPause", "secure"}
+var knownFields = []string{"templateID", "timeout", "metadata", "envVars", "allow_internet_access", "autoPause", "autoResume", "secure"}
 
 // parseCreate reads a create body: known fields into req, and refuses every
 // other field that is not null or empty, by name.
@@ -195,6 +206,9 @@ func (req *createRequest) toAPI() (api.CreateSandboxRequest, error) {
 	var out api.CreateSandboxRequest
 	if req.TemplateID == "" {
 		return out, errdefs.Invalid("templateID is required")
+	}
+	if req.AutoResume != nil && req.AutoResume.Enabled {
+		return out, errdefs.Invalid("autoResume: pausing on timeout, and so resuming on traffic, is not supported yet")
 	}
 	if req.AutoPause != nil && *req.AutoPause {
 		return out, errdefs.Invalid("autoPause: pausing on timeout is not supported yet; a sandbox is killed when it times out (pause it yourself: POST /sandboxes/{id}/pause)")
@@ -337,6 +351,16 @@ func alive(sb *api.Sandbox) bool {
 	return sb.Status == api.StatusPending || sb.Status == api.StatusRunning || sb.Status == api.StatusPaused
 }
 
+// live returns sandbox id when it is alive: an ended one is not found,
+// as E2B forgets it.
+func (h *Handler) live(ctx context.Context, id string) (*api.Sandbox, error) {
+	sb, err := h.cfg.Sandboxes.Get(ctx, id)
+	if err == nil && !alive(sb) {
+		err = errdefs.NotFound("sandbox %s has ended", id)
+	}
+	return sb, err
+}
+
 // e2bState is E2B's state of a sandbox that is alive.
 func e2bState(sb *api.Sandbox) string {
 	if sb.Status == api.StatusPaused {
@@ -355,6 +379,10 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	if a := req.AllowInternetAccess; a != nil && *a && sendsInternetByDefault(r.UserAgent()) {
+		// Its SDK's default, not the caller's ask: as if left out.
+		req.AllowInternetAccess = nil
 	}
 	areq, err := req.toAPI()
 	if err != nil {
@@ -388,10 +416,7 @@ func (h *Handler) created(ctx context.Context, req api.CreateSandboxRequest) (*a
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request, id string) {
-	sb, err := h.cfg.Sandboxes.Get(r.Context(), id)
-	if err == nil && !alive(sb) {
-		err = errdefs.NotFound("sandbox %s has ended", id)
-	}
+	sb, err := h.live(r.Context(), id)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -480,10 +505,7 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	status := http.StatusOK
-	sb, err := h.cfg.Sandboxes.Get(r.Context(), id)
-	if err == nil && !alive(sb) {
-		err = errdefs.NotFound("sandbox %s has ended", id)
-	}
+	sb, err := h.live(r.Context(), id)
 	if err == nil && sb.Status == api.StatusPaused {
 		sb, err = h.cfg.Sandboxes.Resume(r.Context(), id)
 		status = http.StatusCreated

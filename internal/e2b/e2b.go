@@ -16,9 +16,12 @@
 //     interpreter, any other the port gateway; it authenticates with the
 //     sandbox's access token (X-Access-Token, or E2B-Traffic-Access-Token
 //     that the code interpreter's SDK sends on every call);
-//  3. anything else is agent2env's.
+//  3. a request that names no sandbox but carries an access token, on a
+//     path of envd's or the code interpreter's, is for the sandbox whose
+//     token it is (SDK versions that send no E2b-Sandbox-Id);
+//  4. anything else is agent2env's.
 //
-// Before all three, a Host of E2B's form "<port>-<id>.<domain>" (a
+// Before all four, a Host of E2B's form "<port>-<id>.<domain>" (a
 // wildcard DNS name in front of the daemon) names the sandbox and port as
 // the headers would, whatever the path.
 //
@@ -106,6 +109,8 @@ type Sandboxes interface {
 	// on.
 	Pause(ctx context.Context, id string) (*api.Sandbox, error)
 	Resume(ctx context.Context, id string) (*api.Sandbox, error)
+	// Usage measures a running sandbox (GET …/metrics).
+	Usage(ctx context.Context, id string) (service.SandboxUsage, error)
 }
 
 var _ Sandboxes = (*service.Sandboxes)(nil)
@@ -152,8 +157,12 @@ type Config struct {
 
 // Handler serves the E2B API. Make one with New.
 type Handler struct {
-	cfg Config
-	rpc http.Handler // envd's Connect services
+	cfg    Config
+	rpc    http.Handler // envd's Connect services
+	tokens tokenIndex   // sandboxes by access token, for requests that name none
+	// defaults remembers the default contexts' ids: sandbox id + "\x00" +
+	// language -> context id.
+	defaults memo
 }
 
 // New returns the handler of cfg.
@@ -191,6 +200,10 @@ func (h *Handler) Wrap(next http.Handler) http.Handler {
 		case IsSandboxRequest(r):
 			h.serveSandbox(w, r)
 		default:
+			if port, ok := tokenOnlyPort(r); ok {
+				h.serveByToken(w, r, port)
+				return
+			}
 			next.ServeHTTP(w, r)
 		}
 	})
@@ -315,11 +328,18 @@ func sandboxPort(r *http.Request) (int, error) {
 // writeSandboxGone answers 502 "The sandbox was not found", as E2B's proxy
 // does for a sandbox that does not exist or no longer runs.
 func writeSandboxGone(w http.ResponseWriter, id string) {
+	writeSandboxUnavailable(w, id, sandboxNotFoundText)
+}
+
+// writeSandboxUnavailable answers 502 with message, which must hold "was
+// not found" for the SDKs to raise their not-running exception (and
+// is_running() to say false).
+func writeSandboxUnavailable(w http.ResponseWriter, id, message string) {
 	writeJSON(w, http.StatusBadGateway, struct {
 		SandboxID string `json:"sandboxId"`
 		Message   string `json:"message"`
 		Code      int    `json:"code"`
-	}{id, sandboxNotFoundText, http.StatusBadGateway})
+	}{id, message, http.StatusBadGateway})
 }
 
 // serveSandbox routes a request for an in-sandbox server by its headers.
@@ -333,11 +353,17 @@ func (h *Handler) serveSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	token := r.Header.Get(HeaderAccessToken)
-	if token == "" {
-		token = r.Header.Get(HeaderTrafficToken)
-	}
+	token := requestToken(r)
 	if err := h.cfg.Sandboxes.Authorize(r.Context(), id, token); err != nil {
+		h.tokens.forget(token)
+		if errors.Is(err, errdefs.ErrFailedPrecondition) {
+			// The token is right; say why the sandbox does not answer
+			// when it is paused, as E2B's proxy cannot.
+			if sb, gerr := h.cfg.Sandboxes.Get(r.Context(), id); gerr == nil && sb.Status == api.StatusPaused {
+				writeSandboxUnavailable(w, id, sandboxNotFoundText+": sandbox "+id+" is paused; connect to it (Sandbox.connect) to resume it")
+				return
+			}
+		}
 		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition) {
 			writeSandboxGone(w, id)
 			return

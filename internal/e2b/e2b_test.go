@@ -45,6 +45,7 @@ type fakeSandboxes struct {
 	failWith string
 	slow     bool
 	n        int
+	cpuTime  time.Duration
 }
 
 func newFakeSandboxes(sbs ...api.Sandbox) *fakeSandboxes {
@@ -158,6 +159,22 @@ func (f *fakeSandboxes) Renew(_ context.Context, id string, at time.Time) (*api.
 	sb.ExpiresAt = at
 	out := *sb
 	return &out, nil
+}
+
+// Usage measures a running sandbox: 1 GiB of memory limit, 100 MiB used,
+// and 50 ms more CPU time at each call.
+func (f *fakeSandboxes) Usage(_ context.Context, id string) (service.SandboxUsage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, ok := f.byID[id]
+	switch {
+	case !ok:
+		return service.SandboxUsage{}, errdefs.NotFound("sandbox %s not found", id)
+	case sb.Status != api.StatusRunning:
+		return service.SandboxUsage{}, errdefs.Precondition("sandbox %s is %s, not running", id, sb.Status)
+	}
+	f.cpuTime += 50 * time.Millisecond
+	return service.SandboxUsage{MilliCPU: 500, MemoryLimit: 1 << 30, CPUTime: f.cpuTime, MemoryBytes: 100 << 20, At: time.Now()}, nil
 }
 
 // Pause and Resume move a sandbox between running and paused; from any
@@ -429,16 +446,37 @@ func (e *env) in(t *testing.T, id string, port int, method, path, body string) (
 	return code, b
 }
 
+// routeCase is a request and what it must answer.
+type routeCase struct {
+	name    string
+	method  string
+	path    string
+	headers []string
+	status  int
+	body    string // a part of the body
+}
+
+// checkRoutes sends each case's request (with "{}" when it is JSON) and
+// checks its answer.
+func (e *env) checkRoutes(t *testing.T, cases []routeCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var reqBody string
+			if slices.Contains(tc.headers, "application/json") {
+				reqBody = "{}"
+			}
+			code, _, body := e.do(t, tc.method, tc.path, reqBody, tc.headers...)
+			if code != tc.status || !strings.Contains(body, tc.body) {
+				t.Errorf("%s %s: %d %s, want %d with %q", tc.method, tc.path, code, body, tc.status, tc.body)
+			}
+		})
+	}
+}
+
 func TestRouting(t *testing.T) {
 	e := newEnv(t, running("sba", nil), api.Sandbox{ID: "sbdone", Status: api.StatusSucceeded, AccessToken: token})
-	for _, tc := range []struct {
-		name    string
-		method  string
-		path    string
-		headers []string
-		status  int
-		body    string // a part of the body
-	}{
+	e.checkRoutes(t, []routeCase{
 		{"own route", "GET", "/health", nil, 299, ""},
 		{"own api", "GET", "/api/v1/sandboxes", nil, 299, ""},
 		{"own look-alike", "GET", "/sandboxesx", nil, 299, ""},
@@ -461,18 +499,7 @@ func TestRouting(t *testing.T) {
 		{"process API, binary", "POST", "/process.Process/List", []string{HeaderSandboxID, "sba", HeaderAccessToken, token, "Content-Type", "application/proto"}, 200, ``},
 		{"unknown envd service", "POST", "/process.Nope/List", []string{HeaderSandboxID, "sba", HeaderAccessToken, token}, 404, "no such route"},
 		{"user port", "GET", "/app/x", []string{HeaderSandboxID, "sba", HeaderSandboxPort, "8080", HeaderAccessToken, token}, 298, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var reqBody string
-			if slices.Contains(tc.headers, "application/json") {
-				reqBody = "{}"
-			}
-			code, _, body := e.do(t, tc.method, tc.path, reqBody, tc.headers...)
-			if code != tc.status || !strings.Contains(body, tc.body) {
-				t.Errorf("%s %s: %d %s, want %d with %q", tc.method, tc.path, code, body, tc.status, tc.body)
-			}
-		})
-	}
+	})
 	// The user port's request reached the gateway's own path, with the
 	// token the gateway checks and without E2B's headers.
 	if len(e.port) != 1 {
@@ -504,6 +531,9 @@ func TestCreate(t *testing.T) {
 			api.CreateSandboxRequest{Image: "python:3.12", TTL: ttl(DefaultTimeout)}, ""},
 		{"no template", `{"timeout":60}`, 400, api.CreateSandboxRequest{}, "templateID is required"},
 		{"auto pause", `{"templateID":"base","autoPause":true}`, 400, api.CreateSandboxRequest{}, "autoPause"},
+		{"auto resume", `{"templateID":"base","autoResume":{"enabled":true}}`, 400, api.CreateSandboxRequest{}, "autoResume"},
+		{"auto resume off (older SDKs)", `{"templateID":"base","autoResume":{"enabled":false}}`, 201,
+			api.CreateSandboxRequest{Image: "agent2env/python", TTL: ttl(DefaultTimeout)}, ""},
 		{"internet", `{"templateID":"base","allow_internet_access":true}`, 400, api.CreateSandboxRequest{}, "allow_internet_access"},
 		{"internet of a template", `{"templateID":"mytpl","allow_internet_access":false}`, 400, api.CreateSandboxRequest{}, "allow_internet_access"},
 		{"network", `{"templateID":"base","network":{"allowOut":["x"]}}`, 400, api.CreateSandboxRequest{}, "network: egress"},
@@ -653,7 +683,7 @@ func TestSandboxOps(t *testing.T) {
 	if code, _, _ := e.api(t, "POST", "/v2/sandboxes/sbdone/connect", `{"timeout":60}`); code != 404 {
 		t.Errorf("connect to an ended sandbox: %d, want 404", code)
 	}
-	for op, method := range map[string]string{"resume": "POST", "metrics": "GET"} {
+	for op, method := range map[string]string{"resume": "POST", "logs": "GET"} {
 		if code, _, body := e.api(t, method, "/sandboxes/sba/"+op, ""); code != 501 || !strings.Contains(body, `"code":501`) {
 			t.Errorf("%s: %d %s, want 501", op, code, body)
 		}

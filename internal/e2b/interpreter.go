@@ -3,6 +3,7 @@ package e2b
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -148,14 +149,19 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request, id string) {
 		if language == "" {
 			language = api.LanguagePython
 		}
-		var def *api.Context
-		if def, err = h.cfg.Contexts.Default(r.Context(), id, language, defaultContextName); err == nil {
-			ctxID = def.ContextID
-		}
+		ctxID, err = h.defaultContext(r.Context(), id, language)
 	}
 	var run func(context.Context, service.Sink) (*api.ExecuteResponse, error)
 	if err == nil {
 		run, err = h.cfg.Contexts.Stream(r.Context(), id, ctxID, api.ExecuteRequest{Code: req.Code, Timeout: ExecuteTimeout})
+		if errors.Is(err, errdefs.ErrNotFound) && req.ContextID == nil {
+			// The remembered default context is gone (deleted through
+			// /contexts or agent2env's API): find or make it afresh.
+			h.defaults.forget(id + "\x00" + language)
+			if ctxID, err = h.defaultContext(r.Context(), id, language); err == nil {
+				run, err = h.cfg.Contexts.Stream(r.Context(), id, ctxID, api.ExecuteRequest{Code: req.Code, Timeout: ExecuteTimeout})
+			}
+		}
 	}
 	if err != nil {
 		writeText(w, err)
@@ -221,4 +227,20 @@ func (s *ndjsonSink) Result(r api.ExecutionResult) error {
 	m["type"] = "result"
 	m["is_main_result"] = r.IsMainResult
 	return s.line(m)
+}
+
+// defaultContext returns the id of sandbox id's default context of
+// language (service.Contexts.Default), remembered after the first call so
+// that a run_code does not list the sandbox's contexts each time.
+func (h *Handler) defaultContext(ctx context.Context, id, language string) (string, error) {
+	key := id + "\x00" + language
+	if v, ok := h.defaults.get(key); ok {
+		return v, nil
+	}
+	def, err := h.cfg.Contexts.Default(ctx, id, language, defaultContextName)
+	if err != nil {
+		return "", err
+	}
+	h.defaults.remember(key, def.ContextID)
+	return def.ContextID, nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ import (
 // keys, configured by environment variables alone as the README says:
 // create, run_code keeping state, a matplotlib chart as a png, an error,
 // code contexts, files written and read, commands.run, set_timeout,
-// get_info, list by metadata, kill and is_running() after; the base SDK
+// get_info, get_metrics, list by metadata, kill and is_running() after; the base SDK
 // (template base) on envd's process and filesystem services: commands,
 // exit codes, a background command connected to, fed and killed, a PTY
 // session with a resize, files listed, made, renamed, removed and
@@ -34,7 +35,7 @@ func TestE2BSDK(t *testing.T) {
 		testenv.Missing(t, "set AGENT2ENV_PYTHON to the python of scripts/test-peers.sh (make test does) to run the E2B SDK")
 	}
 	const (
-		key   = "e2b_a2e-e2e-key-0123456789abcdef"
+		key   = "e2b_a2e0e2e00123456789abcdef0123456789abcdef" // hex: some SDK versions check the form
 		image = "agent2env/code-interpreter"
 	)
 	d := startDaemon(t, "", func(c *exec.Cmd) { c.Env = append(os.Environ(), "AGENT2ENV_API_KEYS="+key) })
@@ -48,11 +49,12 @@ func TestE2BSDK(t *testing.T) {
 		}
 	}
 
-	python := func(t *testing.T, mode string) map[string]any {
+	// pythonScript runs script in mode with the interpreter bin.
+	pythonScript := func(t *testing.T, bin, script, mode string) map[string]any {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, pythonBin, "testdata/e2b_flow.py", mode)
+		cmd := exec.CommandContext(ctx, bin, script, mode)
 		url := "http://" + d.addr
 		cmd.Env = append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key)
 		out, err := cmd.Output()
@@ -63,7 +65,29 @@ func TestE2BSDK(t *testing.T) {
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		var res map[string]any
 		if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &res) != nil {
-			t.Fatalf("e2b_flow.py %s: %v\nstdout: %s\nstderr: %s", mode, err, out, stderr)
+			t.Fatalf("%s %s: %v\nstdout: %s\nstderr: %s", script, mode, err, out, stderr)
+		}
+		return res
+	}
+	python := func(t *testing.T, mode string) map[string]any {
+		t.Helper()
+		return pythonScript(t, pythonBin, "testdata/e2b_flow.py", mode)
+	}
+	clients := stockClients(t)
+	// node runs testdata/e2b_quickstart.mjs in mode on the SDKs in
+	// modules.
+	node := func(t *testing.T, modules, mode string) map[string]any {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(clients.nodeBin, "node"), "testdata/e2b_quickstart.mjs", modules, mode)
+		url := "http://" + d.addr
+		cmd.Env = append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY="+key)
+		out, err := cmd.CombinedOutput()
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		var res map[string]any
+		if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &res) != nil || res["error"] != nil {
+			t.Fatalf("e2b_quickstart.mjs %s: %v\n%s", mode, err, out)
 		}
 		return res
 	}
@@ -92,6 +116,8 @@ func TestE2BSDK(t *testing.T) {
 			"timeout_extended":      "true",
 			"info_metadata":         "map[suite:e2e-e2b]",
 			"info_template":         "code-interpreter-v1",
+			"metrics":               "[[true true true]]",
+			"metrics_by_id":         "1",
 			"listed":                "[true]",
 			"listed_other":          "0",
 			"running_after_kill":    "false",
@@ -150,6 +176,7 @@ func TestE2BSDK(t *testing.T) {
 			"listed_paused": "[true]", "listed_running": "0",
 			// The files of a paused sandbox are out of reach until it resumes.
 			"read_while_paused": "SandboxNotRunningException",
+			"paused_says_so":    "true",
 			"resumed_state":     "running", "x_plus_1": "42", "file": "kept", "killed": "true",
 		}
 		for k, v := range want {
@@ -160,6 +187,78 @@ func TestE2BSDK(t *testing.T) {
 		if s, _ := res["read_while_paused_seconds"].(float64); s > 3 {
 			t.Errorf("a read from a paused sandbox took %.1f s to fail", s)
 		}
+		noSandboxes(t)
+	})
+	t.Run("js quickstart", func(t *testing.T) {
+		res := node(t, clients.e2bJS, "quickstart")
+		checkResult(t, res, map[string]string{
+			"text":               "2",
+			"png_prefix":         "iVBORw0K",
+			"read":               "Hello World",
+			"stdout":             "hi\n",
+			"connected_stdout":   "true",
+			"killed":             "true",
+			"killed_wait":        "CommandExitError -1",
+			"listed_after":       "0",
+			"exit":               "[true 3 bad\n]",
+			"listed":             "[true]",
+			"listed_other":       "0",
+			"timeout_extended":   "true",
+			"info_metadata":      "map[suite:e2e-e2b-js]",
+			"info_template":      "code-interpreter-v1",
+			"metrics":            "[[true true]]",
+			"paused":             "true",
+			"state":              "paused",
+			"resumed_state":      "running",
+			"x_after_resume":     "2",
+			"file_after_resume":  "Hello World",
+			"kill":               "true",
+			"running_after_kill": "false",
+		})
+		noSandboxes(t)
+	})
+	t.Run("js base", func(t *testing.T) {
+		res := node(t, clients.e2bJS, "base")
+		checkResult(t, res, map[string]string{"run": "[hi\n/home/sandbox\n 0]", "read": "hello", "kill": "true", "running_after_kill": "false"})
+		noSandboxes(t)
+	})
+	t.Run("js wrong key", func(t *testing.T) {
+		res := node(t, clients.e2bJS, "badkey")
+		if res["name"] != "AuthenticationError" {
+			t.Errorf("create with a wrong key: %v, want AuthenticationError", res)
+		}
+		if s, _ := res["seconds"].(float64); s > 3 {
+			t.Errorf("a wrong key took %.1f s to fail", s)
+		}
+		noSandboxes(t)
+	})
+	t.Run("js unknown template", func(t *testing.T) {
+		res := node(t, clients.e2bJS, "badtemplate")
+		if res["name"] == nil || !strings.Contains(fmt.Sprint(res["message"]), "no-such-template") {
+			t.Errorf("create of an unknown template: %v, want an error naming it", res)
+		}
+		t.Logf("an unknown template failed in %.3f s: %v: %v", res["seconds"], res["name"], res["message"])
+		noSandboxes(t)
+	})
+	// The oldest SDKs supported, their quickstarts.
+	t.Run("oldest python e2b", func(t *testing.T) {
+		res := pythonScript(t, clients.pythonE2BOldest, "testdata/e2b_oldest.py", "base")
+		checkResult(t, res, map[string]string{"run": "[hi\n/home/sandbox\n 0]", "exit": "3", "read": "hello", "killed": "true", "running_after_kill": "false"})
+		noSandboxes(t)
+	})
+	t.Run("oldest python code interpreter", func(t *testing.T) {
+		res := pythonScript(t, clients.pythonE2BCIOldest, "testdata/e2b_oldest.py", "interpreter")
+		checkResult(t, res, map[string]string{"text": "2", "png_prefix": "iVBORw0K", "read": "Hello World", "commands_run": "hi\n", "killed": "true", "running_after_kill": "false"})
+		noSandboxes(t)
+	})
+	t.Run("oldest js e2b", func(t *testing.T) {
+		res := node(t, clients.e2bJSOldest, "base")
+		checkResult(t, res, map[string]string{"run": "[hi\n/home/sandbox\n 0]", "read": "hello", "running_after_kill": "false"})
+		noSandboxes(t)
+	})
+	t.Run("oldest js code interpreter", func(t *testing.T) {
+		res := node(t, clients.e2bCIJSOldest, "interpreter")
+		checkResult(t, res, map[string]string{"text": "2", "png_prefix": "iVBORw0K", "read": "Hello World", "stdout": "hi\n", "running_after_kill": "false"})
 		noSandboxes(t)
 	})
 	t.Run("readme", func(t *testing.T) {
@@ -236,11 +335,12 @@ func TestE2BSDK(t *testing.T) {
 			headers []string
 			want    int
 		}{
-			"headers":      {d.addr, []string{"E2b-Sandbox-Id", sb.ID, "E2b-Sandbox-Port", "49983", "X-Access-Token", sb.AccessToken}, http.StatusNoContent},
-			"host":         {"49983-" + sb.ID + ".localhost", []string{"X-Access-Token", sb.AccessToken}, http.StatusNoContent},
-			"wrong token":  {d.addr, []string{"E2b-Sandbox-Id", sb.ID, "X-Access-Token", "nope"}, http.StatusUnauthorized},
-			"unknown":      {d.addr, []string{"E2b-Sandbox-Id", "nosuchsandbox", "X-Access-Token", sb.AccessToken}, http.StatusBadGateway},
-			"daemon's own": {d.addr, nil, http.StatusOK},
+			"headers":           {d.addr, []string{"E2b-Sandbox-Id", sb.ID, "E2b-Sandbox-Port", "49983", "X-Access-Token", sb.AccessToken}, http.StatusNoContent},
+			"host":              {"49983-" + sb.ID + ".localhost", []string{"X-Access-Token", sb.AccessToken}, http.StatusNoContent},
+			"token only, no id": {d.addr, []string{"X-Access-Token", sb.AccessToken}, http.StatusNoContent},
+			"wrong token":       {d.addr, []string{"E2b-Sandbox-Id", sb.ID, "X-Access-Token", "nope"}, http.StatusUnauthorized},
+			"unknown":           {d.addr, []string{"E2b-Sandbox-Id", "nosuchsandbox", "X-Access-Token", sb.AccessToken}, http.StatusBadGateway},
+			"daemon's own":      {d.addr, nil, http.StatusOK},
 		} {
 			if got := get(tc.host, tc.headers...); got != tc.want {
 				t.Errorf("%s: status %d, want %d", name, got, tc.want)

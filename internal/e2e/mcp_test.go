@@ -25,6 +25,11 @@ import (
 // the node_modules holding the OpenSandbox JS SDK.
 type mcpClients struct {
 	nodeBin, inspector, python, opensandboxJS string
+	// e2bJS, e2bJSOldest and e2bCIJSOldest hold E2B's JS SDKs: the
+	// newest e2b and @e2b/code-interpreter, the oldest e2b, the oldest
+	// code interpreter; pythonE2BOldest and pythonE2BCIOldest are the
+	// interpreters of the oldest Python ones.
+	e2bJS, e2bJSOldest, e2bCIJSOldest, pythonE2BOldest, pythonE2BCIOldest string
 }
 
 // stockClients returns the installed clients: a missing install is a
@@ -48,7 +53,9 @@ func stockClients(t *testing.T) mcpClients {
 		}
 	}
 	c := mcpClients{nodeBin: env["NODE_BIN"], inspector: env["INSPECTOR"], python: env["PYTHON"], opensandboxJS: env["OPENSANDBOX_JS"]}
-	for _, p := range []string{c.inspector, c.python, c.opensandboxJS} {
+	c.e2bJS, c.e2bJSOldest, c.e2bCIJSOldest = env["E2B_JS"], env["E2B_JS_OLDEST"], env["E2B_CI_JS_OLDEST"]
+	c.pythonE2BOldest, c.pythonE2BCIOldest = env["PYTHON_E2B_OLDEST"], env["PYTHON_E2B_CI_OLDEST"]
+	for _, p := range []string{c.inspector, c.python, c.opensandboxJS, c.e2bJS, c.e2bJSOldest, c.e2bCIJSOldest, c.pythonE2BOldest, c.pythonE2BCIOldest} {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("clients.env names a missing client: %v", err)
 		}

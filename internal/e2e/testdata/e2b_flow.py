@@ -7,7 +7,7 @@ last line, which the Go test checks:
 
   quickstart        Sandbox.create, run_code('x = 1'), run_code('x+=1; x'),
                     a matplotlib chart, an error, stdout; set_timeout,
-                    get_info, Sandbox.list with a metadata filter, the
+                    get_info, get_metrics, Sandbox.list with a metadata filter, the
                     code contexts, files.write/read; kill and is_running()
                     after
   envd              the base SDK's commands (run, exit codes, background,
@@ -84,6 +84,9 @@ def quickstart() -> dict:
         out["timeout_extended"] = left > 300
         out["info_metadata"] = info.metadata
         out["info_template"] = info.template_id
+        metrics = sbx.get_metrics()
+        out["metrics"] = [[m.cpu_count >= 1, 0 <= m.cpu_used_pct <= 100, 0 < m.mem_used < m.mem_total] for m in metrics]
+        out["metrics_by_id"] = len(Sandbox.get_metrics(sbx.sandbox_id))
 
         mine = Sandbox.list(query=SandboxQuery(metadata={"suite": "e2e-e2b"})).next_items()
         out["listed"] = [s.sandbox_id == sbx.sandbox_id for s in mine]
@@ -269,6 +272,7 @@ def pause() -> dict:
             out["read_while_paused"] = "read"
         except Exception as e:
             out["read_while_paused"] = type(e).__name__
+            out["paused_says_so"] = "is paused; connect to it" in str(e)
         out["read_while_paused_seconds"] = time.monotonic() - start
         resumed = Sandbox.connect(sbx.sandbox_id)
         out["resumed_state"] = str(resumed.get_info().state)

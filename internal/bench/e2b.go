@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/client"
+)
+
+//go:embed e2b_driver.py
+var e2bDriver []byte
+
+// e2bCloudReady is what E2B reports for its cloud: about 150 ms from
+// create to a ready sandbox (printed beside ours; not measured here).
+const e2bCloudReady = 150 * time.Millisecond
+
+// e2bSDK is the Python driver of the stock E2B SDKs (e2b_driver.py)
+// running against one daemon.
+type e2bSDK struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
+	dir string
+}
+
+// startE2BSDK starts the driver with python (a venv with e2b and
+// e2b-code-interpreter: scripts/test-peers.sh's), pointed at d.
+func startE2BSDK(python string, d *daemon) (*e2bSDK, error) {
+	dir, err := os.MkdirTemp("", "a2e-bench-e2b-")
+	if err != nil {
+		return nil, err
+	}
+	script := filepath.Join(dir, "e2b_driver.py")
+	if err := os.WriteFile(script, e2bDriver, 0o644); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	cmd := exec.Command(python, "-u", script)
+	url := "http://" + d.addr
+	// The bench daemon has no API keys: any key of E2B's form does.
+	cmd.Env = append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY=e2b_"+fmt.Sprintf("%040x", 0))
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start the E2B SDK driver: %w", err)
+	}
+	return &e2bSDK{cmd: cmd, in: in, out: bufio.NewScanner(out), dir: dir}, nil
+}
+
+// do sends one command and returns the durations the driver timed.
+func (s *e2bSDK) do(command string) ([]time.Duration, error) {
+	if _, err := fmt.Fprintln(s.in, command); err != nil {
+		return nil, fmt.Errorf("e2b driver %q: %w", command, err)
+	}
+	if !s.out.Scan() {
+		return nil, fmt.Errorf("e2b driver %q: no answer (%v)", command, s.out.Err())
+	}
+	var res struct{ MS []float64 }
+	if err := json.Unmarshal(s.out.Bytes(), &res); err != nil {
+		return nil, fmt.Errorf("e2b driver %q: %w: %s", command, err, s.out.Bytes())
+	}
+	ds := make([]time.Duration, len(res.MS))
+	for i, v := range res.MS {
+		ds[i] = time.Duration(v * float64(time.Millisecond))
+	}
+	return ds, nil
+}
+
+func (s *e2bSDK) stop() {
+	s.in.Close()
+	s.cmd.Wait()
+	os.RemoveAll(s.dir)
+}
+
+// benchE2B measures the E2B-compatible API through the stock Python SDK
+// against agent2env's own Go client (api/client) in the same run:
+// Sandbox.create() → its first commands.run("true") against Create (and
+// the wait for running) → Execute of the same bash -l -c true, on d (cold, template base =
+// image img) and on warm, whose python pool holds code-interpreter
+// sandboxes (template code-interpreter-v1), each create timed once the
+// pool is full; then run_code("1") against a context's execute of 1.
+func benchE2B(d, warm *daemon, n int, img string) error {
+	python := os.Getenv("AGENT2ENV_PYTHON")
+	if python == "" {
+		return fmt.Errorf("set AGENT2ENV_PYTHON to the python of scripts/test-peers.sh (make bench does): the E2B benchmarks drive the stock E2B SDK")
+	}
+	for _, tc := range []struct {
+		name, template, image string
+		d                     *daemon
+		pooled                bool
+	}{
+		{"E2B create → commands.run, cold", "base", img, d, false},
+		{"E2B create → commands.run, warm", "code-interpreter-v1", "agent2env/code-interpreter", warm, true},
+	} {
+		sdk, err := startE2BSDK(python, tc.d)
+		if err != nil {
+			return err
+		}
+		ours, theirs, created, err := e2bCreatePair(sdk, tc.d, n, tc.template, tc.image, tc.pooled)
+		sdk.stop()
+		if err != nil {
+			return fmt.Errorf("%s: %w", tc.name, err)
+		}
+		report(tc.name, theirs, "Go client", ours, "≤ 1.3x; warm ≤ 50 ms p50")
+		fmt.Printf("%-34s of which Sandbox.create p50 %s; E2B's cloud reports ≈ %s to a ready sandbox\n", "", ms(created.p50), ms(e2bCloudReady))
+	}
+	sdk, err := startE2BSDK(python, d)
+	if err != nil {
+		return err
+	}
+	defer sdk.stop()
+	ds, err := sdk.do(fmt.Sprintf("runcode %d", n*4))
+	if err != nil {
+		return err
+	}
+	theirs := summarize(ds)
+	ours, err := goExecuteOne(d, n*4)
+	if err != nil {
+		return err
+	}
+	report("E2B run_code('1')", theirs, "Go client execute", ours, "≤ 1.5x")
+	return nil
+}
+
+// e2bCreatePair times n creates through the Go client and n through the
+// SDK (to the first command, and the create alone), interleaved, after
+// one untimed of each (connections, imports).
+func e2bCreatePair(sdk *e2bSDK, d *daemon, n int, template, image string, pooled bool) (ours, theirs, created stats, err error) {
+	c, err := client.New("http://" + d.addr)
+	if err != nil {
+		return stats{}, stats{}, stats{}, err
+	}
+	var goDs, sdkDs, createDs []time.Duration
+	for i := range n + 1 {
+		if pooled {
+			if err := d.waitPool("python"); err != nil {
+				return stats{}, stats{}, stats{}, err
+			}
+		}
+		ds, err := sdk.do("create " + template)
+		if err == nil && len(ds) != 2 {
+			err = fmt.Errorf("create answered %d figures, want 2", len(ds))
+		}
+		if err != nil {
+			return stats{}, stats{}, stats{}, err
+		}
+		if pooled {
+			if err := d.waitPool("python"); err != nil {
+				return stats{}, stats{}, stats{}, err
+			}
+		}
+		took, err := goCreateExec(c, api.CreateSandboxRequest{Image: image}, sdkTrue)
+		if err != nil {
+			return stats{}, stats{}, stats{}, err
+		}
+		if i > 0 {
+			goDs, sdkDs, createDs = append(goDs, took), append(sdkDs, ds[0]), append(createDs, ds[1])
+		}
+	}
+	return summarize(goDs), summarize(sdkDs), summarize(createDs), nil
+}
+
+// sdkTrue is the process E2B's commands.run("true") asks envd for: a
+// login shell running the command. The Go client runs the same, so the
+// ratio is the surface's and the SDK's cost, not bash's.
+var sdkTrue = []string{"/bin/bash", "-l", "-c", "true"}
+
+
+// goExecuteOne times n executes of "1" through the Go client in a
+// python context of a code-interpreter sandbox, after an untimed one.
+func goExecuteOne(d *daemon, n int) (stats, error) {
+	c, err := client.New("http://" + d.addr)
+	if err != nil {
+		return stats{}, err
+	}
+	ctx := context.Background()
+	id, err := d.create("agent2env/code-interpreter")
+	if err != nil {
+		return stats{}, err
+	}
+	defer d.delete(id)
+	cx, err := c.Contexts().CreateIn(ctx, id, api.CreateContextRequest{Language: "python"})
+	if err != nil {
+		return stats{}, err
+	}
+	run := func() error {
+		res, err := c.Contexts().Execute(ctx, cx.ContextID, api.ExecuteRequest{Code: "1"})
+		if err == nil && res.Result != "1" {
+			err = fmt.Errorf("execute 1 gave %q", res.Result)
+		}
+		return err
+	}
+	if err := run(); err != nil {
+		return stats{}, err
+	}
+	return measure(n, run)
+}
+
+// benchE2BOnly runs benchE2B alone, on a daemon and one with a warm pool.
+func benchE2BOnly(n int, img string) error {
+	bin, d, err := startFirst()
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	warm, err := startDaemon(bin, "--warm-pools", "python=3")
+	if err != nil {
+		return err
+	}
+	defer warm.stop()
+	fmt.Printf("agent2env E2B benchmarks (%d iterations; ratios are the E2B SDK's / the Go client's)\n\n", n)
+	return benchE2B(d, warm, n, img)
+}
