@@ -184,7 +184,6 @@ func e2bCreatePair(sdk *e2bSDK, d *daemon, n int, template, image string, pooled
 // ratio is the surface's and the SDK's cost, not bash's.
 var sdkTrue = []string{"/bin/bash", "-l", "-c", "true"}
 
-
 // goExecuteOne times n executes of "1" through the Go client in a
 // python context of a code-interpreter sandbox, after an untimed one.
 func goExecuteOne(d *daemon, n int) (stats, error) {

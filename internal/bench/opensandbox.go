@@ -107,7 +107,6 @@ func (s *sdkDriver) stop() {
 	os.RemoveAll(s.dir)
 }
 
-
 // replaySDK makes, with a Go HTTP client, the exchanges the Python SDK
 // makes for Sandbox.create → commands.run("true") (its create request, the
 // execd and egress endpoints, execd's ping, the command's stream to its
