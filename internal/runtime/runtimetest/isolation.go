@@ -226,10 +226,30 @@ func (s *suite) testHostLoopback(t *testing.T) {
 	mustSh(t, c, "nc -l -p 8080 >/tmp/got & sleep 0.2; echo hi | nc -w 1 127.0.0.1 8080; sleep 0.2; cat /tmp/got")
 }
 
+// testNoNetwork checks that a sandbox has no way out: no interface but
+// loopback or, on a runtime whose sandboxes have one under a policy
+// (Capabilities.LoopbackOnly false), none of the factory's EgressTargets
+// reachable.
 func (s *suite) testNoNetwork(t *testing.T) {
-	rt, _, c := s.sandboxWith(t, nil)
+	rt, sp, c := s.sandboxWith(t, nil)
 	if !rt.Capabilities().LoopbackOnly {
-		testenv.Skip(t, "%s gives sandboxes a network interface under a policy (Capabilities.LoopbackOnly false)", rt.Name())
+		if s.f.EgressTargets == nil {
+			t.Fatalf("%s gives sandboxes a network interface (Capabilities.LoopbackOnly false): "+
+				"the factory must prove its policy denies egress (Factory.EgressTargets)", rt.Name())
+		}
+		targets := s.f.EgressTargets(t, sp.ID)
+		if len(targets) == 0 {
+			t.Fatal("Factory.EgressTargets gave no target")
+		}
+		for _, tg := range targets {
+			if got := probeConnect(t, c, tg.Addr); got == "ok" {
+				t.Errorf("the sandbox reached %s at %s", tg.Name, tg.Addr)
+			} else {
+				t.Logf("%s at %s: %s", tg.Name, tg.Addr, got)
+			}
+		}
+		assertUsable(t, c)
+		return
 	}
 	out := mustSh(t, c, "cat /proc/net/dev")
 	for _, l := range lines(out)[2:] {
@@ -256,6 +276,17 @@ func (s *suite) testPtrace(t *testing.T) {
 		t.Errorf("ptrace(PTRACE_TRACEME) = %s, want EPERM", got)
 	}
 	assertUsable(t, c)
+}
+
+// probeConnect runs the probe's attempt at a TCP connection to addr and
+// returns its outcome: "ok", "timeout" or an errno name.
+func probeConnect(t *testing.T, c *agent.Client, addr string) string {
+	t.Helper()
+	r := sh(t, c, ProbePath+" connect "+addr, 10*time.Second)
+	if r.ExitCode != 0 {
+		t.Fatalf("probe connect %s: exit %d stderr %q", addr, r.ExitCode, r.stderr)
+	}
+	return strings.TrimSpace(r.stdout)
 }
 
 // probeCall runs the probe's attempt at a system call and returns its
