@@ -15,7 +15,6 @@ import (
 
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/sandbox"
-	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 // testIsolation runs each abuse in a sandbox of its own: the abuse must
@@ -83,23 +82,26 @@ func (s *suite) testMemoryBomb(t *testing.T) {
 	}
 }
 
+// hostFree is the free space of the host's root file system.
+func hostFree(t *testing.T) uint64 {
+	var st unix.Statfs_t
+	if err := unix.Statfs("/", &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Bavail * uint64(st.Bsize)
+}
+
 func (s *suite) testDiskFill(t *testing.T) {
 	rt := s.f.New(t)
 	if !rt.Capabilities().DiskQuota {
-		// Filling the disk would fill the node's until the eviction.
-		testenv.Skip(t, "%s enforces the disk limit otherwise than by ENOSPC (Capabilities.DiskQuota false)", rt.Name())
+		s.testDiskEviction(t, rt)
+		return
 	}
 	other := s.spec(t)
 	oc := started(t, rt, other)
 	sp := s.spec(t)
 	c := started(t, rt, sp)
-	hostFree := func() uint64 {
-		var st unix.Statfs_t
-		if err := unix.Statfs("/", &st); err != nil {
-			t.Fatal(err)
-		}
-		return st.Bavail * uint64(st.Bsize)
-	}
+	hostFree := func() uint64 { return hostFree(t) }
 	before := hostFree()
 
 	r := sh(t, c, "dd if=/dev/zero of=/workspace/fill bs=1M", time.Minute)
@@ -117,6 +119,72 @@ func (s *suite) testDiskFill(t *testing.T) {
 	mustSh(t, oc, "dd if=/dev/zero of=/workspace/ok bs=1M count=8")
 	mustSh(t, c, "rm /workspace/fill /tmp/more $HOME/more 2>/dev/null; echo again > /workspace/f")
 	assertUsable(t, c)
+}
+
+// diskEvictionTimeout bounds how long a runtime without DiskQuota may
+// take to stop a sandbox over its disk limit (the kubelet looks every 10
+// seconds, and measures the emptyDirs with du).
+const diskEvictionTimeout = 3 * time.Minute
+
+// testDiskEviction is the disk limit of a runtime that enforces it by
+// stopping the sandbox that went over it rather than by ENOSPC
+// (Kubernetes evicts a Pod over its ephemeral-storage limit): writing
+// three times the limit, not until the disk is full (the runtime notices
+// after the fact, and the host must not pay for it), either fails with
+// ENOSPC or stops the sandbox with a Status.Reason saying "disk limit";
+// another sandbox of the runtime goes on, and the host lost no more than
+// was written.
+func (s *suite) testDiskEviction(t *testing.T, rt sandbox.Runtime) {
+	oc := started(t, rt, s.spec(t))
+	sp := s.spec(t)
+	c := started(t, rt, sp)
+	before := hostFree(t)
+	written := 3 * testResources.DiskBytes
+	script := fmt.Sprintf("dd if=/dev/zero of=/workspace/fill bs=1M count=%d && sync && sleep %d",
+		written>>20, int(diskEvictionTimeout.Seconds()))
+	done := make(chan result, 1)
+	go func() {
+		// The sandbox stopping ends the exec with an error: not the test's.
+		var out, errb strings.Builder
+		res, err := c.Exec(context.Background(), agent.ExecRequest{Shell: script, Timeout: diskEvictionTimeout}, nil, &out, &errb)
+		if err != nil {
+			res.ExitCode = -1
+		}
+		done <- result{ExecResult: res, stdout: out.String(), stderr: errb.String()}
+	}()
+	deadline := time.Now().Add(diskEvictionTimeout)
+	for {
+		select {
+		case r := <-done:
+			if r.ExitCode > 0 && strings.Contains(r.stderr, "No space left") {
+				t.Logf("the write past the disk limit failed with ENOSPC")
+				assertUsable(t, c)
+				return
+			}
+			done = nil // the sandbox stopped under it: see its status
+		case <-time.After(time.Second):
+		}
+		st, err := rt.Status(ctxFor(t), sp.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.State != sandbox.StateRunning {
+			if !strings.Contains(st.Reason, "disk limit") {
+				t.Errorf("the sandbox over its disk limit: %s, reason %q; want a reason saying disk limit", st.State, st.Reason)
+			}
+			t.Logf("the sandbox over its disk limit: %s (%s) %v after the write began", st.State, st.Reason,
+				diskEvictionTimeout-time.Until(deadline))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sandbox wrote %d bytes on a %d-byte disk and runs on after %v", written, testResources.DiskBytes, diskEvictionTimeout)
+		}
+	}
+	if used := int64(before) - int64(hostFree(t)); used > 2*written {
+		t.Errorf("host lost %d bytes for %d written", used, written)
+	}
+	mustSh(t, oc, "dd if=/dev/zero of=/workspace/ok bs=1M count=8")
+	assertUsable(t, oc)
 }
 
 func (s *suite) testOutputFlood(t *testing.T) {
