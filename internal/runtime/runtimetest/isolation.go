@@ -130,15 +130,16 @@ const diskEvictionTimeout = 3 * time.Minute
 // stopping the sandbox that went over it rather than by ENOSPC
 // (Kubernetes evicts a Pod over its ephemeral-storage limit): writing
 // three times the limit, not until the disk is full (the runtime notices
-// after the fact, and the host must not pay for it), either fails with
-// ENOSPC or stops the sandbox with a Status.Reason saying "disk limit";
-// another sandbox of the runtime goes on, and the host lost no more than
-// was written.
+// after the fact: until then a sandbox writes at the disk's speed, on the
+// node's disk, which is why the amount is the test's), either fails with
+// ENOSPC or stops that sandbox, not the node: its Status.Reason says
+// "disk limit", and another sandbox of the runtime goes on. (The host's
+// free space is no measure here: the write is bounded by the test, and
+// a minute of a shared host's other work moves it by more.)
 func (s *suite) testDiskEviction(t *testing.T, rt sandbox.Runtime) {
 	oc := started(t, rt, s.spec(t))
 	sp := s.spec(t)
 	c := started(t, rt, sp)
-	before := hostFree(t)
 	written := 3 * testResources.DiskBytes
 	script := fmt.Sprintf("dd if=/dev/zero of=/workspace/fill bs=1M count=%d && sync && sleep %d",
 		written>>20, int(diskEvictionTimeout.Seconds()))
@@ -179,9 +180,6 @@ func (s *suite) testDiskEviction(t *testing.T, rt sandbox.Runtime) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the sandbox wrote %d bytes on a %d-byte disk and runs on after %v", written, testResources.DiskBytes, diskEvictionTimeout)
 		}
-	}
-	if used := int64(before) - int64(hostFree(t)); used > 2*written {
-		t.Errorf("host lost %d bytes for %d written", used, written)
 	}
 	mustSh(t, oc, "dd if=/dev/zero of=/workspace/ok bs=1M count=8")
 	assertUsable(t, oc)
