@@ -348,20 +348,22 @@ func (s *suite) testPtrace(t *testing.T) {
 // returns its outcome: "ok", "timeout" or an errno name.
 func probeConnect(t *testing.T, c *agent.Client, addr string) string {
 	t.Helper()
-	r := sh(t, c, ProbePath+" connect "+addr, 10*time.Second)
-	if r.ExitCode != 0 {
-		t.Fatalf("probe connect %s: exit %d stderr %q", addr, r.ExitCode, r.stderr)
-	}
-	return strings.TrimSpace(r.stdout)
+	return probe(t, c, "connect", addr)
 }
 
 // probeCall runs the probe's attempt at a system call and returns its
 // outcome: "ok" or an errno name.
 func probeCall(t *testing.T, c *agent.Client, name string) string {
 	t.Helper()
-	r := sh(t, c, ProbePath+" syscall "+name, 10*time.Second)
+	return probe(t, c, "syscall", name)
+}
+
+// probe runs the probe's command what on arg and returns what it printed.
+func probe(t *testing.T, c *agent.Client, what, arg string) string {
+	t.Helper()
+	r := sh(t, c, ProbePath+" "+what+" "+arg, 10*time.Second)
 	if r.ExitCode != 0 {
-		t.Fatalf("probe %s: exit %d stderr %q", name, r.ExitCode, r.stderr)
+		t.Fatalf("probe %s %s: exit %d stderr %q", what, arg, r.ExitCode, r.stderr)
 	}
 	return strings.TrimSpace(r.stdout)
 }
