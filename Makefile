@@ -142,7 +142,7 @@ kube-background:
 # runc and CNI plugins, and the static busybox the test images are made
 # of; installed when missing.
 kube-node:
-	@scripts/deps.sh containerd runc containernetworking-plugins busybox-static bash-static iproute2
+	@scripts/deps.sh containerd runc containernetworking-plugins busybox-static bash-static iproute2 iptables ipset
 
 # The Python SDK (sdk/python): ruff, mypy --strict, unit tests with coverage,
 # and its integration tests against $(BIN).

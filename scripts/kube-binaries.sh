@@ -15,14 +15,19 @@
 #                                    of it is going on, build nothing
 #
 # Tier a, a control plane with kwok's fake nodes: etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, kubectl, kwok. Tier b adds kubelet.
+# kube-controller-manager, kube-scheduler, kubectl, kwok. Tier b adds kubelet
+# and kube-router (only its NetworkPolicy firewall runs on the test node).
 #
 # Kubernetes and etcd are built from the wrapper modules in
 # scripts/kube-binaries/ (their go.mod says why and how to move to another
-# release); kwok is "go install"ed at KWOK_VERSION.
+# release); kwok is "go install"ed at KWOK_VERSION, kube-router at
+# KUBE_ROUTER_VERSION (its version is not in the cache key, which would
+# rebuild everything when it moves: kube-router.version beside it says
+# which one the binary is, and another is built over it).
 set -euo pipefail
 
 KWOK_VERSION=v0.8.0
+KUBE_ROUTER_VERSION=v2.1.0
 # Change RECIPE whenever the way the binaries are built changes (flags,
 # packages), so that the cache key changes with it.
 RECIPE=1
@@ -93,6 +98,9 @@ for b in "${kube[@]}"; do
 done
 [ -x "$bin/etcd" ] || missing+=(etcd)
 [ -x "$bin/kwok" ] || missing+=(kwok)
+if [ "$tier" = b ] && [ "$(cat "$bin/kube-router.version" 2>/dev/null)" != "$KUBE_ROUTER_VERSION" ]; then
+	missing+=(kube-router)
+fi
 if ((${#missing[@]} == 0)); then
 	echo "$bin"
 	exit 0
@@ -113,6 +121,10 @@ build() {
 			;;
 		kwok)
 			(cd "$tmp" && GOBIN=$tmp "$go" install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")
+			;;
+		kube-router)
+			(cd "$tmp" && GOBIN=$tmp "$go" install -trimpath -ldflags "-s -w" \
+				"github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION")
 			;;
 		*) pkgs+=("k8s.io/kubernetes/cmd/$b") ;;
 		esac
@@ -137,6 +149,9 @@ build() {
 	for b in "${missing[@]}"; do
 		mv "$tmp/$b" "$bin/$b"
 	done
+	if [[ " ${missing[*]} " == *" kube-router "* ]]; then
+		echo "$KUBE_ROUTER_VERSION" >"$bin/kube-router.version"
+	fi
 	echo "kube-binaries: built ${missing[*]} in $((SECONDS - start))s" >&2
 }
 

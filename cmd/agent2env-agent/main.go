@@ -8,6 +8,13 @@
 //	agent2env-agent [--uid N] [--gid N] [--cwd DIR]   run the agent
 //	agent2env-agent install DST                       copy this binary to DST
 //	agent2env-agent hold                              wait for SIGTERM, exit 0
+//	agent2env-agent netcheck listen PORT              accept TCP connections on PORT
+//	agent2env-agent netcheck connect ADDR SECONDS     connect to ADDR every second;
+//	                                                  exit 0 if the last one connected
+//
+// netcheck is the kubernetes runtime's probe of whether the cluster
+// enforces NetworkPolicies (a Pod pair of the agent2env image, which has
+// no other tools).
 package main
 
 import (
@@ -32,6 +39,9 @@ const usage = `usage:
   agent2env-agent [--uid N] [--gid N] [--cwd DIR]   run the in-sandbox agent (as "agent2env agent")
   agent2env-agent install DST                       copy this binary to DST and exit
   agent2env-agent hold                              wait for SIGTERM or SIGINT, then exit 0
+  agent2env-agent netcheck listen PORT              accept TCP connections on PORT, close them
+  agent2env-agent netcheck connect ADDR SECONDS     connect to ADDR every second for SECONDS;
+                                                    exit 0 if the last attempt connected
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -49,6 +59,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		case "hold":
 			return hold(nil)
+		case "netcheck":
+			return netcheck(args[1:], stdout, stderr)
 		case "help":
 			fmt.Fprint(stdout, usage)
 			return 0

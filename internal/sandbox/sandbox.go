@@ -233,7 +233,9 @@ type Capabilities struct {
 	// loopback; its only ways out are the agent's forwards to the daemon.
 	// Without it a sandbox has an interface whose traffic a policy
 	// restricts (a Pod's, under its NetworkPolicy, which the cluster's
-	// network plugin must enforce).
+	// network plugin must enforce); the conformance suite then proves
+	// the policy instead, with targets the sandbox must not reach
+	// (runtimetest.Factory.EgressTargets).
 	LoopbackOnly bool
 	// Persistence: the runtime honours Spec.Persistence's size and
 	// reclaim policy (a volume of the sandbox's own, kept after Delete

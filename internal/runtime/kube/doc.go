@@ -22,7 +22,9 @@
 //     that certificate alone for that sandbox (access.go), so neither the
 //     token nor the traffic crosses the cluster's network in the clear.
 //   - a default-deny NetworkPolicy a2e-<id>: ingress to the agent's port only from
-//     the daemon's Pods, no egress at all.
+//     the daemon's Pods, no egress at all. It holds only where the cluster's
+//     network plugin enforces policies: the daemon's runtime checks that at
+//     start (netcheck.go, Config.CheckNetworkPolicies) and warns when not.
 //   - for a sandbox with Spec.Persistence, a PersistentVolumeClaim a2e-<id>
 //     (its size and storage class, ReadWriteOnce, labelled with its
 //     reclaim policy, agent2env.io/reclaim-policy): its Pods mount the

@@ -73,7 +73,12 @@ type Config struct {
 	// sandbox whose spec sets Network.Egress, at its agent.EgressAddr;
 	// without it Create refuses such specs.
 	Egress runtime.EgressProxy
-	Logger *slog.Logger
+	// CheckNetworkPolicies, when set, has New start a check of whether
+	// the cluster enforces NetworkPolicies (CheckNetworkPolicies), in the
+	// background, logging a warning unless it does: the daemon's runtime
+	// does.
+	CheckNetworkPolicies bool
+	Logger               *slog.Logger
 }
 
 // DefaultDaemonLabels are the labels of the daemon's Pods in
@@ -204,6 +209,9 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		r.Close()
 		return nil, fmt.Errorf("kubernetes runtime: list the pods of namespace %s: %w", cfg.Namespace, errors.Join(errdefs.ErrUnavailable, syncCtx.Err()))
 	}
+	if cfg.CheckNetworkPolicies {
+		go r.warnUnenforcedPolicies(runCtx)
+	}
 	return r, nil
 }
 
@@ -230,7 +238,9 @@ func (r *Runtime) Name() string { return Name }
 // it has one (Config.Egress). What Kubernetes enforces its own way: the
 // kubelet evicts a Pod over its ephemeral-storage limit (no ENOSPC), a Pod
 // has an interface that its NetworkPolicy restricts (no egress at all: the
-// daemon dials in for the proxy and services). The sandbox's seccomp
+// daemon dials in for the proxy and services), which holds only where the
+// cluster's network plugin enforces NetworkPolicies
+// (CheckNetworkPolicies). The sandbox's seccomp
 // policy is the agent's, as on every runtime, under the container
 // runtime's RuntimeDefault profile.
 func (r *Runtime) Capabilities() sandbox.Capabilities {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -437,7 +438,11 @@ func ready(pod *corev1.Pod) bool {
 // OOM-killed, or its agent's exit.
 func failure(pod *corev1.Pod) string {
 	if pod.Status.Reason != "" {
-		return strings.TrimSpace("pod " + pod.Status.Reason + ": " + pod.Status.Message)
+		reason := strings.TrimSpace("pod " + pod.Status.Reason + ": " + pod.Status.Message)
+		if pod.Status.Reason == "Evicted" && overDiskLimit(pod.Status.Message) {
+			reason = "disk limit: " + reason
+		}
+		return reason
 	}
 	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
 		for _, cs := range list {
@@ -450,6 +455,22 @@ func failure(pod *corev1.Pod) string {
 		return fmt.Sprintf("agent exited: %s (exit code %d)", cs.State.Terminated.Reason, cs.State.Terminated.ExitCode)
 	}
 	return "pod " + strings.ToLower(string(pod.Status.Phase)) + disruption(pod)
+}
+
+// diskLimitMessages are what the kubelet's eviction message says when a
+// Pod wrote past its ephemeral-storage limit (the sandbox's disk limit),
+// for the Pod as a whole, one container or one emptyDir; not when the
+// node ran out of disk, which is no fault of the sandbox's.
+var diskLimitMessages = []string{
+	"ephemeral local storage usage exceeds the total limit",
+	"exceeded its local ephemeral storage limit",
+	"Usage of EmptyDir volume",
+}
+
+// overDiskLimit reports whether the kubelet's eviction message msg says
+// the Pod went over its disk limit.
+func overDiskLimit(msg string) bool {
+	return slices.ContainsFunc(diskLimitMessages, func(m string) bool { return strings.Contains(msg, m) })
 }
 
 // waiting says why a started Pod's containers do not run yet, when that

@@ -120,6 +120,14 @@ func TestPodState(t *testing.T) {
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: containerName, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
 	}
+	// evicted is a running Pod the kubelet evicted with message msg.
+	evicted := func(msg string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			running(p)
+			p.Status.Phase = corev1.PodFailed
+			p.Status.Reason, p.Status.Message = "Evicted", msg
+		}
+	}
 	for _, tc := range []struct {
 		name   string
 		edit   func(*corev1.Pod)
@@ -156,6 +164,9 @@ func TestPodState(t *testing.T) {
 			p.Status.Phase = corev1.PodFailed
 			p.Status.Reason, p.Status.Message = "Evicted", "ephemeral storage over its limit"
 		}, sandbox.StateStopped, "pod Evicted: ephemeral storage over its limit"},
+		{"evicted over its disk limit", evicted("Pod ephemeral local storage usage exceeds the total limit of containers 128Mi. "), sandbox.StateStopped, "disk limit: pod Evicted: Pod ephemeral local storage usage exceeds the total limit of containers 128Mi."},
+		{"evicted over an emptyDir's limit", evicted(`Usage of EmptyDir volume "workspace" exceeds the limit "64Mi". `), sandbox.StateStopped, `disk limit: pod Evicted: Usage of EmptyDir volume "workspace" exceeds the limit "64Mi".`},
+		{"evicted as the node ran out of disk", evicted("The node was low on resource: ephemeral-storage. "), sandbox.StateStopped, "pod Evicted: The node was low on resource: ephemeral-storage."},
 		{"agent exited", func(p *corev1.Pod) {
 			running(p)
 			p.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}

@@ -49,6 +49,7 @@ func init() {
 		}
 		cfg.Logger = opts.Logger
 		cfg.Services, cfg.Egress = opts.Services, opts.Egress
+		cfg.CheckNetworkPolicies = true
 		if cfg.AgentImage == "" {
 			if cfg.AgentImage, err = ownImage(ctx, cfg); err != nil {
 				return nil, err

@@ -15,7 +15,6 @@ import (
 
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/sandbox"
-	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 // testIsolation runs each abuse in a sandbox of its own: the abuse must
@@ -83,23 +82,26 @@ func (s *suite) testMemoryBomb(t *testing.T) {
 	}
 }
 
+// hostFree is the free space of the host's root file system.
+func hostFree(t *testing.T) uint64 {
+	var st unix.Statfs_t
+	if err := unix.Statfs("/", &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Bavail * uint64(st.Bsize)
+}
+
 func (s *suite) testDiskFill(t *testing.T) {
 	rt := s.f.New(t)
 	if !rt.Capabilities().DiskQuota {
-		// Filling the disk would fill the node's until the eviction.
-		testenv.Skip(t, "%s enforces the disk limit otherwise than by ENOSPC (Capabilities.DiskQuota false)", rt.Name())
+		s.testDiskEviction(t, rt)
+		return
 	}
 	other := s.spec(t)
 	oc := started(t, rt, other)
 	sp := s.spec(t)
 	c := started(t, rt, sp)
-	hostFree := func() uint64 {
-		var st unix.Statfs_t
-		if err := unix.Statfs("/", &st); err != nil {
-			t.Fatal(err)
-		}
-		return st.Bavail * uint64(st.Bsize)
-	}
+	hostFree := func() uint64 { return hostFree(t) }
 	before := hostFree()
 
 	r := sh(t, c, "dd if=/dev/zero of=/workspace/fill bs=1M", time.Minute)
@@ -117,6 +119,70 @@ func (s *suite) testDiskFill(t *testing.T) {
 	mustSh(t, oc, "dd if=/dev/zero of=/workspace/ok bs=1M count=8")
 	mustSh(t, c, "rm /workspace/fill /tmp/more $HOME/more 2>/dev/null; echo again > /workspace/f")
 	assertUsable(t, c)
+}
+
+// diskEvictionTimeout bounds how long a runtime without DiskQuota may
+// take to stop a sandbox over its disk limit (the kubelet looks every 10
+// seconds, and measures the emptyDirs with du).
+const diskEvictionTimeout = 3 * time.Minute
+
+// testDiskEviction is the disk limit of a runtime that enforces it by
+// stopping the sandbox that went over it rather than by ENOSPC
+// (Kubernetes evicts a Pod over its ephemeral-storage limit): writing
+// three times the limit, not until the disk is full (the runtime notices
+// after the fact: until then a sandbox writes at the disk's speed, on the
+// node's disk, which is why the amount is the test's), either fails with
+// ENOSPC or stops that sandbox, not the node: its Status.Reason says
+// "disk limit", and another sandbox of the runtime goes on. (The host's
+// free space is no measure here: the write is bounded by the test, and
+// a minute of a shared host's other work moves it by more.)
+func (s *suite) testDiskEviction(t *testing.T, rt sandbox.Runtime) {
+	oc := started(t, rt, s.spec(t))
+	sp := s.spec(t)
+	c := started(t, rt, sp)
+	written := 3 * testResources.DiskBytes
+	script := fmt.Sprintf("dd if=/dev/zero of=/workspace/fill bs=1M count=%d && sync && sleep %d",
+		written>>20, int(diskEvictionTimeout.Seconds()))
+	done := make(chan result, 1)
+	go func() {
+		// The sandbox stopping ends the exec with an error: not the test's.
+		var out, errb strings.Builder
+		res, err := c.Exec(context.Background(), agent.ExecRequest{Shell: script, Timeout: diskEvictionTimeout}, nil, &out, &errb)
+		if err != nil {
+			res.ExitCode = -1
+		}
+		done <- result{ExecResult: res, stdout: out.String(), stderr: errb.String()}
+	}()
+	deadline := time.Now().Add(diskEvictionTimeout)
+	for {
+		select {
+		case r := <-done:
+			if r.ExitCode > 0 && strings.Contains(r.stderr, "No space left") {
+				t.Logf("the write past the disk limit failed with ENOSPC")
+				assertUsable(t, c)
+				return
+			}
+			done = nil // the sandbox stopped under it: see its status
+		case <-time.After(time.Second):
+		}
+		st, err := rt.Status(ctxFor(t), sp.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.State != sandbox.StateRunning {
+			if !strings.Contains(st.Reason, "disk limit") {
+				t.Errorf("the sandbox over its disk limit: %s, reason %q; want a reason saying disk limit", st.State, st.Reason)
+			}
+			t.Logf("the sandbox over its disk limit: %s (%s) %v after the write began", st.State, st.Reason,
+				diskEvictionTimeout-time.Until(deadline))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sandbox wrote %d bytes on a %d-byte disk and runs on after %v", written, testResources.DiskBytes, diskEvictionTimeout)
+		}
+	}
+	mustSh(t, oc, "dd if=/dev/zero of=/workspace/ok bs=1M count=8")
+	assertUsable(t, oc)
 }
 
 func (s *suite) testOutputFlood(t *testing.T) {
@@ -226,10 +292,30 @@ func (s *suite) testHostLoopback(t *testing.T) {
 	mustSh(t, c, "nc -l -p 8080 >/tmp/got & sleep 0.2; echo hi | nc -w 1 127.0.0.1 8080; sleep 0.2; cat /tmp/got")
 }
 
+// testNoNetwork checks that a sandbox has no way out: no interface but
+// loopback or, on a runtime whose sandboxes have one under a policy
+// (Capabilities.LoopbackOnly false), none of the factory's EgressTargets
+// reachable.
 func (s *suite) testNoNetwork(t *testing.T) {
-	rt, _, c := s.sandboxWith(t, nil)
+	rt, sp, c := s.sandboxWith(t, nil)
 	if !rt.Capabilities().LoopbackOnly {
-		testenv.Skip(t, "%s gives sandboxes a network interface under a policy (Capabilities.LoopbackOnly false)", rt.Name())
+		if s.f.EgressTargets == nil {
+			t.Fatalf("%s gives sandboxes a network interface (Capabilities.LoopbackOnly false): "+
+				"the factory must prove its policy denies egress (Factory.EgressTargets)", rt.Name())
+		}
+		targets := s.f.EgressTargets(t, sp.ID)
+		if len(targets) == 0 {
+			t.Fatal("Factory.EgressTargets gave no target")
+		}
+		for _, tg := range targets {
+			if got := probeConnect(t, c, tg.Addr); got == "ok" {
+				t.Errorf("the sandbox reached %s at %s", tg.Name, tg.Addr)
+			} else {
+				t.Logf("%s at %s: %s", tg.Name, tg.Addr, got)
+			}
+		}
+		assertUsable(t, c)
+		return
 	}
 	out := mustSh(t, c, "cat /proc/net/dev")
 	for _, l := range lines(out)[2:] {
@@ -258,13 +344,26 @@ func (s *suite) testPtrace(t *testing.T) {
 	assertUsable(t, c)
 }
 
+// probeConnect runs the probe's attempt at a TCP connection to addr and
+// returns its outcome: "ok", "timeout" or an errno name.
+func probeConnect(t *testing.T, c *agent.Client, addr string) string {
+	t.Helper()
+	return probe(t, c, "connect", addr)
+}
+
 // probeCall runs the probe's attempt at a system call and returns its
 // outcome: "ok" or an errno name.
 func probeCall(t *testing.T, c *agent.Client, name string) string {
 	t.Helper()
-	r := sh(t, c, ProbePath+" syscall "+name, 10*time.Second)
+	return probe(t, c, "syscall", name)
+}
+
+// probe runs the probe's command what on arg and returns what it printed.
+func probe(t *testing.T, c *agent.Client, what, arg string) string {
+	t.Helper()
+	r := sh(t, c, ProbePath+" "+what+" "+arg, 10*time.Second)
 	if r.ExitCode != 0 {
-		t.Fatalf("probe %s: exit %d stderr %q", name, r.ExitCode, r.stderr)
+		t.Fatalf("probe %s %s: exit %d stderr %q", what, arg, r.ExitCode, r.stderr)
 	}
 	return strings.TrimSpace(r.stdout)
 }

@@ -56,6 +56,21 @@ type Factory struct {
 	// Kill ends the agent of a running sandbox the way a crash would
 	// (SIGKILL, an evicted pod), behind the runtime's back.
 	Kill func(t *testing.T, rt sandbox.Runtime, id string)
+	// EgressTargets prove the control that stands in for having no
+	// network, for a runtime whose sandboxes have an interface under a
+	// policy (Capabilities.LoopbackOnly false): once the policy of the
+	// running sandbox id is in force, they are addresses the sandbox must
+	// not reach, each of which answers a peer on the same network without
+	// that policy (the factory checks it): another sandbox, the node, the
+	// API server, a server of the test's own. Without them the suite's
+	// "no network" case fails for such a runtime.
+	EgressTargets func(t *testing.T, id string) []EgressTarget
+}
+
+// An EgressTarget is an address a sandbox must not reach.
+type EgressTarget struct {
+	Name string // what it is: "another pod", "the kubelet"
+	Addr string // host:port, TCP
 }
 
 // RequiresRoot is [testenv.RequireRoot]: a test that needs root fails

@@ -40,6 +40,9 @@ var portForwardCRD []byte
 // loaded two-core machine the API server alone can take half a minute.
 const startTimeout = 3 * time.Minute
 
+// serviceCIDR is the range of the Services' cluster IPs.
+const serviceCIDR = "10.96.0.0/16"
+
 const (
 	// fakeNodeAnnotation marks the nodes kwok is the kubelet of.
 	fakeNodeAnnotation = "kwok.x-k8s.io/node"
@@ -196,7 +199,7 @@ func (c *Cluster) start(ctx context.Context, t testing.TB, opts Options) error {
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file="+saPub,
 		"--service-account-signing-key-file="+saKey,
-		"--service-cluster-ip-range=10.96.0.0/16",
+		"--service-cluster-ip-range="+serviceCIDR,
 		"--authorization-mode=Node,RBAC",
 		"--kubelet-certificate-authority="+p.CAFile(),
 		"--kubelet-client-certificate="+kubeletClientCert,

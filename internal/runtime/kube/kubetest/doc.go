@@ -12,8 +12,11 @@
 // B): a kubelet on the host with a containerd of its own (runc, the CNI
 // bridge plugin, a private pod subnet on a bridge of its own) pulling from
 // a registry on loopback that holds a busybox image and, on request, the
-// agent2env image; the node's cleanup tears every Pod down and fails the
-// test for anything left behind.
+// agent2env image, and kube-router's firewall enforcing NetworkPolicies
+// (one node with a firewall at a time on a host); the node's cleanup
+// tears every Pod down and fails the test for anything left behind, the
+// firewall's iptables chains and ipsets included. [Node.EgressTargets]
+// proves a sandbox's policy from the inside.
 //
 // The binaries come from scripts/kube-binaries.sh (make kube-binaries),
 // cached under /var/cache/agent2env/kube; [Start] skips the test with that

@@ -36,7 +36,7 @@ import (
 
 // TierB are the binaries a [Node] runs besides those of the host's
 // packages (see [RequireNode]).
-var TierB = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet"}
+var TierB = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kubelet", "kube-router"}
 
 // NodeName is the name of a [Node]'s node (the kubelet's
 // --hostname-override).
@@ -47,10 +47,12 @@ const NodeName = "localhost"
 const nodeSetupCommand = "make kube-binaries kube-node"
 
 // hostTools are the programs of Debian's containerd, runc,
-// containernetworking-plugins and iproute2 packages a Node runs.
+// containernetworking-plugins, iproute2, iptables and ipset packages a
+// Node runs.
 var hostTools = []string{
 	"/usr/bin/containerd", "/usr/bin/containerd-shim-runc-v2", "/usr/sbin/runc",
 	"/usr/lib/cni/bridge", "/usr/lib/cni/host-local", "/usr/lib/cni/loopback", "/usr/sbin/ip",
+	"/usr/sbin/iptables", "/usr/sbin/iptables-save", "/usr/sbin/ipset",
 }
 
 // cniBinDir is where Debian's containernetworking-plugins puts the plugins.
@@ -81,14 +83,16 @@ type NodeOptions struct {
 // The Pods are on a bridge of their own with a private /24 chosen at
 // random (PodCIDR); the host is its gateway, HostIP, where the API server
 // and the kubelet listen, so the Pods reach the API server and the host
-// reaches the Pods' IPs. There is no kube-proxy and no cluster DNS:
+// reaches the Pods' IPs. kube-router's firewall enforces the Pods'
+// NetworkPolicies (see firewall.go). There is no kube-proxy and no cluster DNS:
 // in-cluster clients are told the API server's address
 // ([Node.APIServerEnv]) instead of finding it at the kubernetes
 // Service's ClusterIP.
 //
 // The test's cleanup deletes the Pods (the kubelet tears them down), stops
 // everything, and fails the test for anything left behind: a process,
-// a mount, a network namespace, a cgroup, the bridge.
+// a mount, a network namespace, a cgroup, the bridge, the firewall's
+// iptables chains and ipsets.
 type Node struct {
 	*Cluster
 	// Registry is the host:port of the registry on loopback.
@@ -104,6 +108,7 @@ type Node struct {
 	containerd  string // the containerd socket's path
 	shimsBefore map[string]bool
 	hostBefore  map[string]bool // which of hostPaths existed before
+	fw          *firewall
 }
 
 // SandboxNamespace is the namespace a node's tests run sandboxes in. It
@@ -150,6 +155,9 @@ func RequireNode(t testing.TB) string {
 		if fi, err := os.Stat(tool); err != nil || fi.Mode()&0o111 == 0 {
 			missing = append(missing, tool)
 		}
+	}
+	if _, err := os.Stat(bridgeNFCallIPTables); err != nil {
+		missing = append(missing, "br_netfilter (modprobe br_netfilter)")
 	}
 	if err := checkBusybox(); err != nil {
 		missing = append(missing, "a static busybox ("+err.Error()+")")
@@ -213,6 +221,17 @@ func StartNode(t testing.TB, opts NodeOptions) *Node {
 		}
 	}
 
+	lock, err := lockFirewall(t)
+	if err != nil {
+		t.Fatalf("kubetest: %v", err)
+	}
+	n.fw = &firewall{lock: lock}
+	// Registered before the node's: runs after it, once the Pods are gone.
+	t.Cleanup(func() {
+		for _, l := range n.stopFirewall() {
+			t.Errorf("kubetest: the node left %s behind", l)
+		}
+	})
 	n.Cluster = start(t, Options{apiAddress: n.HostIP, realNode: true}, bin)
 	controlPlane := time.Since(started)
 	n.dir = filepath.Join(n.Cluster.dir, "node")
@@ -383,7 +402,11 @@ func (n *Node) start(ctx context.Context, opts NodeOptions) error {
 	if err := makeCgroupRoot(n.cgroupRoot); err != nil {
 		return err
 	}
-	return n.startKubelet(ctx, opts)
+	if err := n.startKubelet(ctx, opts); err != nil {
+		return err
+	}
+	// kube-router reads the node's address from its Node.
+	return n.startFirewall(ctx)
 }
 
 // startContainerd writes containerd's config and CNI config and starts it.
@@ -399,13 +422,13 @@ func (n *Node) startContainerd(ctx context.Context) error {
     "ipMasq": false,
     "ipam": {
       "type": "host-local",
-      "ranges": [[{"subnet": %q, "gateway": %q}]],
+      "ranges": [[{"subnet": %q, "gateway": %q, "rangeEnd": %q}]],
       "routes": [{"dst": "0.0.0.0/0", "gw": %q}],
       "dataDir": %q
     }
   }]
 }
-`, n.bridge, n.PodCIDR, n.HostIP, n.HostIP, filepath.Join(n.dir, "ipam"))
+`, n.bridge, n.PodCIDR, n.HostIP, n.podRangeEnd(), n.HostIP, filepath.Join(n.dir, "ipam"))
 	if err := os.WriteFile(filepath.Join(n.dir, "net.d", "10-kubetest.conflist"), []byte(cni), 0o600); err != nil {
 		return err
 	}

@@ -32,7 +32,9 @@ import (
 // files, limits, escapes) against the kubernetes runtime on a real node:
 // real Pods, the agent copied in from the agent2env image, reached on the
 // Pod IP. What Kubernetes enforces its own way the runtime declares in
-// its Capabilities, and the suite says so where it checks less. The
+// its Capabilities, and the suite checks it that way: a Pod's network
+// interface under its NetworkPolicy, enforced by the node's firewall,
+// reaches none of n.EgressTargets. The
 // node's podPidsLimit is the suite's process limit: Kubernetes has no
 // per-Pod one.
 func TestNodeRuntime(t *testing.T) {
@@ -67,6 +69,7 @@ func TestNodeRuntime(t *testing.T) {
 			}
 			EvictSandbox(t, n.Client, ns, pods.Items[0].Name, rt, id)
 		},
+		EgressTargets: n.EgressTargets(t, testImage),
 	})
 	// The sandboxes above ran in a namespace enforcing the restricted Pod
 	// Security Standard; this proves the API server enforces it there, so
@@ -106,6 +109,25 @@ func TestNodeRuntime(t *testing.T) {
 		}
 		if tail, err := lr.Logs(ctx, sp.ID, 10); err != nil || len(tail) != 10 || !strings.HasSuffix(string(logs), string(tail)) {
 			t.Errorf("Logs limited to 10 bytes = %q, %v; want the last 10 of %q", tail, err, logs)
+		}
+	})
+	// The daemon's check of the cluster's NetworkPolicies, with the
+	// node's firewall and then without it: last, as it stops the firewall.
+	t.Run("PolicyCheck", func(t *testing.T) {
+		rt := newRuntime(t).(*kube.Runtime)
+		for _, tc := range []struct {
+			firewall bool
+			want     kube.Enforcement
+		}{{true, kube.PoliciesEnforced}, {false, kube.PoliciesNotEnforced}} {
+			if !tc.firewall {
+				n.StopFirewall(t)
+			}
+			start := time.Now()
+			got, err := rt.CheckNetworkPolicies(context.Background())
+			if err != nil || got != tc.want {
+				t.Fatalf("with the firewall %v: CheckNetworkPolicies = %v, %v; want %v", tc.firewall, got, err, tc.want)
+			}
+			t.Logf("with the firewall %v: %v in %v", tc.firewall, got, time.Since(start).Round(time.Millisecond))
 		}
 	})
 }

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/agent2env/agent2env/internal/runtime/kube"
 	"github.com/agent2env/agent2env/internal/sandbox"
 )
 
@@ -96,11 +97,14 @@ func startPodDispatcher(t testing.TB, config *rest.Config, nodes []string, opts 
 	return d, nil
 }
 
-// observe starts the PodFunc of a Pod newly on a fake node.
+// observe starts the PodFunc of a Pod newly on a fake node. The Pods of
+// a daemon's check of NetworkPolicies (kube.LabelNetcheck) are not
+// sandboxes: a fake node has no network to check, and they never run
+// (the check says it could not tell).
 func (d *podDispatcher) observe(obj any) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok || pod.DeletionTimestamp != nil || pod.Annotations[PodIPAnnotation] != "" ||
-		!slices.Contains(d.nodes, pod.Spec.NodeName) {
+		!slices.Contains(d.nodes, pod.Spec.NodeName) || pod.Labels[kube.LabelNetcheck] != "" {
 		return
 	}
 	d.mu.Lock()

@@ -3,12 +3,17 @@
 //
 //	probe syscall NAME   try system call NAME; print "ok" or the errno name
 //	probe ids            print "uid euid gid egid" after trying setuid(0)
+//	probe connect ADDR   connect to host:port over TCP within 3 s; print
+//	                     "ok", "timeout" or the errno name
 package main
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -16,7 +21,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: probe syscall NAME | ids")
+		fmt.Fprintln(os.Stderr, "usage: probe syscall NAME | ids | connect ADDR")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -34,8 +39,27 @@ func main() {
 			return
 		}
 		fmt.Println("ok")
+	case "connect":
+		fmt.Println(connect(os.Args[2]))
 	default:
 		os.Exit(2)
+	}
+}
+
+// connect tries a TCP connection to addr and says how it went.
+func connect(addr string) string {
+	conn, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	var errno syscall.Errno
+	switch {
+	case err == nil:
+		conn.Close()
+		return "ok"
+	case errors.As(err, &errno):
+		return unix.ErrnoName(errno)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return "timeout"
+	default:
+		return err.Error()
 	}
 }
 
