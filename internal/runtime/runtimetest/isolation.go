@@ -34,6 +34,7 @@ func (s *suite) testIsolation(t *testing.T) {
 	t.Run("setuid", s.testSetuid)
 	t.Run("kill agent", s.testKillAgent)
 	t.Run("unprivileged", s.testUnprivileged)
+	t.Run("no credentials", s.testNoCredentials)
 	t.Run("read-only root", s.testReadOnlyRoot)
 }
 
@@ -403,6 +404,9 @@ func (s *suite) testSeccomp(t *testing.T) {
 		{call: "settimeofday", want: "EPERM"},
 		{call: "clock_settime", want: "EPERM"},
 		{call: "io_uring_setup", want: "EPERM"},
+		// Not the filter's: no capability allows them.
+		{call: "socket-raw", want: "EPERM"},
+		{call: "socket-packet", want: "EPERM"},
 	} {
 		t.Run(tc.call, func(t *testing.T) {
 			if got := probeCall(t, c, tc.call); got != tc.want {
@@ -459,6 +463,18 @@ func (s *suite) testUnprivileged(t *testing.T) {
 	} {
 		if status[k] != want {
 			t.Errorf("%s = %q, want %q", k, status[k], want)
+		}
+	}
+}
+
+// testNoCredentials: nothing in a sandbox holds a credential of the
+// platform that runs it (a Kubernetes service account's token, or any
+// file of the daemon's).
+func (s *suite) testNoCredentials(t *testing.T) {
+	_, _, c := s.sandboxWith(t, nil)
+	for _, p := range []string{"/var/run/secrets/kubernetes.io", "/run/secrets/kubernetes.io"} {
+		if r := sh(t, c, "ls -A "+p, 5*time.Second); r.ExitCode == 0 {
+			t.Errorf("%s is in the sandbox: %s", p, r.stdout)
 		}
 	}
 }

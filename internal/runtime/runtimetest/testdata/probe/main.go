@@ -63,6 +63,15 @@ func connect(addr string) string {
 	}
 }
 
+// socket opens a socket of domain, type and protocol and closes it.
+func socket(domain, typ, proto int) error {
+	fd, err := unix.Socket(domain, typ, proto)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err
+}
+
 func errno(_, _ uintptr, e syscall.Errno) error {
 	if e != 0 {
 		return e
@@ -135,6 +144,10 @@ var calls = map[string]func() error{
 	"syslog":        func() error { return raw(unix.SYS_SYSLOG, 10, 0, 0) },
 	"settimeofday":  func() error { return raw(unix.SYS_SETTIMEOFDAY, 0, 0) },
 	"clock_settime": func() error { return raw(unix.SYS_CLOCK_SETTIME, 0, 0) },
+	// Raw and packet sockets need CAP_NET_RAW: with it, a sandbox could
+	// forge packets on whatever network it has.
+	"socket-raw":    func() error { return socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_ICMP) },
+	"socket-packet": func() error { return socket(unix.AF_PACKET, unix.SOCK_RAW, 0) },
 	"io_uring_setup": func() error {
 		var params [120]byte
 		return raw(unix.SYS_IO_URING_SETUP, 1, uintptr(unsafe.Pointer(&params[0])))
