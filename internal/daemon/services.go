@@ -154,6 +154,9 @@ func buildCode(cfg Config, st state, mgr *manager.Manager, pools *pool.Pools, m 
 	if u, ok := st.Runtime.(sandbox.UsageReader); ok { // optional: a runtime may not measure usage
 		opts = append(opts, session.WithUsage(u))
 	}
+	if st.KeyLocks != nil {
+		opts = append(opts, session.WithSharedLocks(st.KeyLocks("session"), st.KeyLocks("session kernel")))
+	}
 	sess, err := session.New(cfg.Sessions, mgr, st.Store, ctxs, cfg.Log, opts...)
 	if err != nil {
 		return nil, nil, err
