@@ -45,8 +45,13 @@ func (s *System) registerLoops() {
 		return ctx.Err()
 	}))
 	// Writes the LLM keys' usage to the store; the hot path only counts
-	// in memory.
-	s.Loops.Go("llm key usage", func(ctx context.Context) error { return s.LLM.Maintain(ctx, 5*time.Second) })
+	// in memory. On a shared store, every second, reading back the
+	// usage of the other daemons (gate.WithSharedStore).
+	usageEvery := 5 * time.Second
+	if s.KeyLocks != nil {
+		usageEvery = time.Second
+	}
+	s.Loops.Go("llm key usage", func(ctx context.Context) error { return s.LLM.Maintain(ctx, usageEvery) })
 	// Removes what the LLM archive keeps past its limits.
 	s.Loops.Go("llm archive retention", s.leaderOnly(func(ctx context.Context) error {
 		return s.LLMArchive.RunRetention(ctx, time.Minute)

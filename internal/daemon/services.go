@@ -154,6 +154,9 @@ func buildCode(cfg Config, st state, mgr *manager.Manager, pools *pool.Pools, m 
 	if u, ok := st.Runtime.(sandbox.UsageReader); ok { // optional: a runtime may not measure usage
 		opts = append(opts, session.WithUsage(u))
 	}
+	if st.KeyLocks != nil {
+		opts = append(opts, session.WithSharedLocks(st.KeyLocks("session"), st.KeyLocks("session kernel")))
+	}
 	sess, err := session.New(cfg.Sessions, mgr, st.Store, ctxs, cfg.Log, opts...)
 	if err != nil {
 		return nil, nil, err
@@ -166,7 +169,11 @@ func buildCode(cfg Config, st state, mgr *manager.Manager, pools *pool.Pools, m 
 // configuration file when there is one. Its calls are the runner's
 // liveness, and every exchange goes to the archive.
 func buildLLM(cfg Config, st state, runs *run.Service, a *archive.Archive, m *metrics.Metrics) (*gate.Gate, *gate.Keys, *http.Client, error) {
-	keys := gate.NewKeys(st.Store, gate.WithRuns(runs))
+	kopts := []gate.KeysOption{gate.WithRuns(runs)}
+	if st.KeyLocks != nil { // a store other daemons share
+		kopts = append(kopts, gate.WithSharedStore())
+	}
+	keys := gate.NewKeys(st.Store, kopts...)
 	gm := gate.NewMetrics()
 	if err := m.Register(gm); err != nil {
 		return nil, keys, nil, err

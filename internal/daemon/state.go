@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/keyedlock"
 	"github.com/agent2env/agent2env/internal/leader"
 	"github.com/agent2env/agent2env/internal/llm/gate"
 	"github.com/agent2env/agent2env/internal/netproxy"
@@ -31,6 +32,10 @@ type state struct {
 	// Notes carries notifications between the daemons sharing Store:
 	// the events of the runs each carries out.
 	Notes store.Notifier
+	// KeyLocks locks keys of a space (sessions, kernels) among the
+	// daemons sharing Store; nil when Store is one daemon's, whose
+	// locks in memory suffice.
+	KeyLocks func(space string) keyedlock.Remote
 	// hostRuntime is held, on a shared store, by the daemon whose
 	// runtime keeps its sandboxes on its machine (holdHostRuntime).
 	hostRuntime leader.Held
@@ -49,7 +54,7 @@ func openState(ctx context.Context, cfg Config, svc runtime.Services) (st state,
 	if st.Store, sh, err = openStore(ctx, cfg); err != nil {
 		return st, err
 	}
-	st.Leader, st.Notes = leader.New(sh.lock, cfg.Log), sh.notes
+	st.Leader, st.Notes, st.KeyLocks = leader.New(sh.lock, cfg.Log), sh.notes, sh.keyLocks
 	if sh.hostRuntime != nil && cfg.Runtime != kube.Name {
 		if st.hostRuntime, err = holdHostRuntime(ctx, cfg, sh.hostRuntime); err != nil {
 			return st, err
@@ -70,13 +75,14 @@ type recordStore interface {
 }
 
 // sharing is how the daemons of one store work together: the lock they
-// elect their leader with, the notifications between them, and the lock
-// of the one daemon whose runtime is its machine's (nil: the store is one
-// daemon's anyway).
+// elect their leader with, the notifications between them, the lock
+// of the one daemon whose runtime is its machine's and the locks of
+// keys (both nil: the store is one daemon's anyway).
 type sharing struct {
 	lock        leader.Lock
 	notes       store.Notifier
 	hostRuntime leader.Lock
+	keyLocks    func(space string) keyedlock.Remote
 }
 
 // openStore opens the store cfg.Store names, and returns it with how its
@@ -97,7 +103,7 @@ func openStore(ctx context.Context, cfg Config) (recordStore, sharing, error) {
 		if err != nil {
 			return nil, sharing{}, err
 		}
-		return st, sharing{lock: st.Leadership(), notes: st, hostRuntime: st.HostRuntime()}, nil
+		return st, sharing{lock: st.Leadership(), notes: st, hostRuntime: st.HostRuntime(), keyLocks: st.KeyLocks}, nil
 	}
 	return nil, sharing{}, fmt.Errorf("store %q: want sqlite or a PostgreSQL URL (postgres://user@host:5432/database)", postgres.Redact(cfg.Store))
 }

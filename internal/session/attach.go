@@ -41,7 +41,13 @@ func (s *Service) Use(ctx context.Context, key string) func(d time.Duration, fai
 	if key == "" {
 		return func(d time.Duration, failed bool) { s.execs.observe(d, failed) }
 	}
-	unlock := s.locks.Lock(key) // not while the reaper decides on it
+	// Not while the reaper decides on it: a lock that fails (the store
+	// out of reach) leaves the reaper to see the session busy here only.
+	unlock, err := s.locks.LockContext(ctx, key)
+	if err != nil {
+		s.log.Warn("lock a session for an execution", "session", key, "err", err)
+		unlock = func() {}
+	}
 	s.enter(key)
 	if s.cfg.PauseAfter > 0 {
 		// The context's execution reaches the sandbox directly: a pause
@@ -67,7 +73,11 @@ func (s *Service) Use(ctx context.Context, key string) func(d time.Duration, fai
 // runs in it (contexts.Sessions): as with contexts in no session, deleting
 // the last context of a session frees its sandbox.
 func (s *Service) Left(ctx context.Context, key string) {
-	unlock := s.locks.Lock(key)
+	unlock, err := s.locks.LockContext(ctx, key)
+	if err != nil { // the reaper ends it once idle
+		s.log.Warn("lock a session its last context left", "session", key, "err", err)
+		return
+	}
 	defer unlock()
 	if s.busy(key) > 0 {
 		return

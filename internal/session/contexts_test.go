@@ -237,7 +237,10 @@ func TestSessionLocksBounded(t *testing.T) {
 // A create that waits for its session gives up when its request does.
 func TestSessionWaitCancelled(t *testing.T) {
 	e := newEnv(t)
-	unlock := e.svc.locks.Lock(store.SessionKey("", "s"))
+	unlock, err := e.svc.locks.LockContext(bg, store.SessionKey("", "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer unlock()
 	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
 	defer cancel()

@@ -124,7 +124,11 @@ func (s *Service) pauseIdle(ctx context.Context, now time.Time) (int, error) {
 // pauseSession pauses the sandbox of session key if it is still idle past
 // PauseAfter and running, and reports whether it did.
 func (s *Service) pauseSession(ctx context.Context, key string, now time.Time) bool {
-	unlock := s.locks.Lock(key)
+	unlock, err := s.locks.LockContext(ctx, key)
+	if err != nil {
+		s.log.Warn("lock an idle session to pause it", "session", key, "err", err)
+		return false
+	}
 	defer unlock()
 	sess, err := s.store.GetSession(ctx, key)
 	if err != nil || now.Before(sess.LastUsedAt.Add(s.cfg.PauseAfter)) || s.busy(key) > 0 {
@@ -145,7 +149,11 @@ func (s *Service) pauseSession(ctx context.Context, key string, now time.Time) b
 
 // reapSession removes session key if it is still due, and says why.
 func (s *Service) reapSession(ctx context.Context, key string, now time.Time) string {
-	unlock := s.locks.Lock(key)
+	unlock, err := s.locks.LockContext(ctx, key)
+	if err != nil {
+		s.log.Warn("lock a session to reap it", "session", key, "err", err)
+		return ""
+	}
 	defer unlock()
 	sess, err := s.store.GetSession(ctx, key)
 	if err != nil {

@@ -97,8 +97,9 @@ type Service struct {
 
 	// locks serializes what changes one session (its making, reuse and
 	// removal); kernels serializes the start of one language's kernel in
-	// one session.
-	locks, kernels keyedlock.Locks
+	// one session. Both hold among the daemons of a shared store when
+	// given their Remote (WithSharedLocks).
+	locks, kernels keyedlock.Shared
 
 	mu sync.Mutex
 	// active holds the sessions with requests running in them.
@@ -117,6 +118,13 @@ type activity struct {
 
 // Option configures a Service.
 type Option func(*Service)
+
+// WithSharedLocks locks sessions (in sessions) and their kernels (in
+// kernels) among the daemons sharing the store too, so that two daemons
+// never make one session twice, nor two kernels of one language in it.
+func WithSharedLocks(sessions, kernels keyedlock.Remote) Option {
+	return func(s *Service) { s.locks.Remote, s.kernels.Remote = sessions, kernels }
+}
 
 // WithClock makes the service read the time from now (tests).
 func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
@@ -356,7 +364,11 @@ func (l *lease) release(ctx context.Context, ok bool, add activity) {
 		}
 		l.s.exit(ctx, l.sess.Key, add)
 		if l.created && !ok {
-			unlock := l.s.locks.Lock(l.sess.Key)
+			unlock, err := l.s.locks.LockContext(ctx, l.sess.Key)
+			if err != nil { // the reaper removes it once idle
+				l.s.log.Warn("remove a session its request failed to make", "session", l.sess.ID, "err", err)
+				return
+			}
 			defer unlock()
 			if l.s.busy(l.sess.Key) == 0 {
 				l.s.remove(ctx, l.sess, "the request that made it failed")

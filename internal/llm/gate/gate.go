@@ -281,8 +281,9 @@ func (g *Gate) observe(ex *proxy.Exchange) {
 	g.cfg.Metrics.observe(ex)
 }
 
-// Maintain flushes key usage to the store and forgets idle counts, every
-// interval until ctx ends (then flushes once more): a supervisor loop.
+// Maintain syncs key usage with the store (Keys.Sync) and forgets idle
+// counts, every interval until ctx ends (then flushes once more): a
+// supervisor loop.
 func (g *Gate) Maintain(ctx context.Context, interval time.Duration) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -298,8 +299,8 @@ func (g *Gate) Maintain(ctx context.Context, interval time.Duration) error {
 		case <-t.C:
 		}
 		if g.cfg.Keys != nil {
-			if err := g.cfg.Keys.Flush(ctx); err != nil {
-				g.cfg.Log.Warn("flush llm key usage", "err", err)
+			if err := g.cfg.Keys.Sync(ctx); err != nil {
+				g.cfg.Log.Warn("sync llm key usage", "err", err)
 			}
 		}
 		g.limiter.prune(24 * time.Hour)

@@ -51,19 +51,29 @@ type KeysOption func(*Keys)
 // its maker. Without it the run a key names is not checked.
 func WithRuns(runs Runs) KeysOption { return func(k *Keys) { k.runs = runs } }
 
+// WithSharedStore says other daemons use the store's keys too: Sync
+// then reads back the keys this one has used, so that their usage counts
+// against their budgets here and a key another daemon revoked is refused.
+func WithSharedStore() KeysOption { return func(k *Keys) { k.shared = true } }
+
 // Keys are the per-run LLM keys: made, listed and revoked through the API,
 // checked on every call with one (from memory after the first), their
-// usage counted in memory and written to the store by Flush. It is safe
+// usage counted in memory and written to the store by Flush (and read
+// back by Sync, on a store other daemons share). It is safe
 // for concurrent use.
 type Keys struct {
 	st   KeyStore
 	runs Runs // nil: a key's run is not checked
 	now  func() time.Time
+	// shared: other daemons use the keys too (WithSharedStore).
+	shared bool
 
 	mu      sync.Mutex
 	byHash  map[string]*store.LLMKey // keys seen, as loaded; UsedTokens kept current
 	byID    map[string]*store.LLMKey // the same, by id
 	pending map[string]int64         // tokens used since the last Flush, by id
+	// flushing holds the tokens a Flush is writing, until it has.
+	flushing map[string]int64
 }
 
 // NewKeys returns the keys kept in st.
@@ -254,20 +264,59 @@ func (k *Keys) charge(id string, tokens int64) {
 func (k *Keys) Flush(ctx context.Context) error {
 	k.mu.Lock()
 	pending := k.pending
-	k.pending = map[string]int64{}
+	k.pending, k.flushing = map[string]int64{}, pending
 	k.mu.Unlock()
 	if len(pending) == 0 {
 		return nil
 	}
-	if err := k.st.AddLLMKeyUsage(ctx, pending); err != nil {
-		k.mu.Lock()
+	err := k.st.AddLLMKeyUsage(ctx, pending)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.flushing = nil
+	if err != nil {
 		for id, n := range pending {
 			k.pending[id] += n
 		}
-		k.mu.Unlock()
-		return err
 	}
-	return nil
+	return err
+}
+
+// Sync flushes, then, on a shared store (WithSharedStore), reads back
+// the valid keys this daemon has used: each one's usage becomes the
+// stored one (every daemon's, as flushed) and what this daemon has not
+// written yet; a key revoked or expired meanwhile is forgotten, and
+// refused from then on.
+func (k *Keys) Sync(ctx context.Context) error {
+	ferr := k.Flush(ctx)
+	if !k.shared {
+		return ferr
+	}
+	k.mu.Lock()
+	seen := make([]*store.LLMKey, 0, len(k.byID))
+	for _, r := range k.byID {
+		seen = append(seen, r)
+	}
+	k.mu.Unlock()
+	for _, r := range seen {
+		stored, err := k.st.LLMKeyByHash(ctx, r.Hash)
+		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return errors.Join(ferr, fmt.Errorf("read back llm key %s: %w", r.ID, err))
+		}
+		k.mu.Lock()
+		if k.byID[r.ID] == r { // not revoked here meanwhile
+			if err != nil || stored.RevokedAt != nil || !k.now().Before(stored.ExpiresAt) {
+				delete(k.byHash, r.Hash)
+				delete(k.byID, r.ID)
+			} else {
+				fresh := *r // readers hold r: a copy takes its place
+				fresh.RevokedAt = stored.RevokedAt
+				fresh.UsedTokens = stored.UsedTokens + k.flushing[r.ID] + k.pending[r.ID]
+				k.byHash[r.Hash], k.byID[r.ID] = &fresh, &fresh
+			}
+		}
+		k.mu.Unlock()
+	}
+	return ferr
 }
 
 // record is the loaded record of key id, nil if it was not loaded.

@@ -104,9 +104,11 @@ func (l *limiter) admit(scopes []scope, used map[string]int64) (string, *llm.Err
 		}
 		c := l.counter(s, used[s.id])
 		reqs, toks := c.minute(sec)
+		// A key's usage may have grown on other daemons (Keys.Sync).
+		total := max(c.total, used[s.id])
 		switch {
-		case s.limit.BudgetTokens > 0 && c.total >= s.limit.BudgetTokens:
-			return s.kind, limitError("%s %s has used its budget of %d tokens (%d used)", s.kind, s.id, s.limit.BudgetTokens, c.total)
+		case s.limit.BudgetTokens > 0 && total >= s.limit.BudgetTokens:
+			return s.kind, limitError("%s %s has used its budget of %d tokens (%d used)", s.kind, s.id, s.limit.BudgetTokens, total)
 		case s.limit.RequestsPerMinute > 0 && reqs >= int64(s.limit.RequestsPerMinute):
 			return s.kind, limitError("%s %s is over its rate limit of %d requests per minute; try again in a minute", s.kind, s.id, s.limit.RequestsPerMinute)
 		case s.limit.TokensPerMinute > 0 && toks >= int64(s.limit.TokensPerMinute):

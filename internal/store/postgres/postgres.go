@@ -17,7 +17,9 @@
 //
 // For daemons sharing the store it also gives the leadership lock
 // (Leadership, a session-level advisory lock on a connection of its own,
-// leader.go), runs claimed FOR UPDATE SKIP LOCKED (ClaimRuns), and
+// leader.go), locks by key (KeyLocks: a session or a kernel, session-level
+// advisory locks on pooled connections held while locked, keylocks.go),
+// runs claimed FOR UPDATE SKIP LOCKED (ClaimRuns), and
 // notifications between daemons through LISTEN/NOTIFY (notify.go).
 package postgres
 
@@ -50,6 +52,10 @@ import (
 type Store struct {
 	w, r  *pgxpool.Pool
 	notes *notifier
+	// k holds the connections of the keys locked among daemons
+	// (KeyLocks); schema is the store's, which their hashes include.
+	k      *pgxpool.Pool
+	schema string
 }
 
 var (
@@ -87,6 +93,13 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		s.w.Close()
 		return nil, fmt.Errorf("postgres store %s: %w", where, err)
 	}
+	kcfg := cfg.Copy()
+	kcfg.MaxConns = keyLockConns
+	if s.k, err = pgxpool.NewWithConfig(ctx, kcfg); err != nil {
+		s.r.Close()
+		s.w.Close()
+		return nil, fmt.Errorf("postgres store %s: %w", where, err)
+	}
 	// The pools connect lazily: a server that is not there is found
 	// here, at start, rather than by the first request.
 	if err := s.w.Ping(ctx); err != nil {
@@ -102,7 +115,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("postgres store %s: %w", where, err)
 	}
-	s.notes = newNotifier(s, current)
+	s.notes, s.schema = newNotifier(s, current), current
 	return s, nil
 }
 
@@ -111,6 +124,7 @@ func (s *Store) Close() error {
 	if s.notes != nil {
 		s.notes.close()
 	}
+	s.k.Close()
 	s.r.Close()
 	s.w.Close()
 	return nil
