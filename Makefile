@@ -95,6 +95,7 @@ test-go: kube-background test-deps build vet web-check test-python mcp-clients k
 	cd api && $(GO) test -count=1 ./...
 	skips=$$(mktemp) && trap 'rm -f "$$skips"' EXIT && \
 	AGENT2ENV_PYTHON=$$(scripts/test-peers.sh) && export AGENT2ENV_PYTHON && \
+	AGENT2ENV_CLIENTS=$$(scripts/test-peers.sh --env) && export AGENT2ENV_CLIENTS && \
 	AGENT2ENV_NODE_BIN=$$(scripts/web.sh deps) && export AGENT2ENV_NODE_BIN && \
 	status=0 && \
 	AGENT2ENV_SKIP_LOG=$$skips AGENT2ENV_BUILD_TESTS=1 AGENT2ENV_BIN=$(CURDIR)/$(BIN) \
@@ -110,6 +111,7 @@ RACE_PKGS := ./internal/manager ./internal/contexts ./internal/session ./interna
 	./internal/llm/gate ./internal/llm/archive ./internal/llm/proxy ./internal/runtime/kube
 test-race: kube-background test-deps build mcp-clients
 	AGENT2ENV_PYTHON=$$(scripts/test-peers.sh) && export AGENT2ENV_PYTHON && \
+	AGENT2ENV_CLIENTS=$$(scripts/test-peers.sh --env) && export AGENT2ENV_CLIENTS && \
 	CGO_ENABLED=1 AGENT2ENV_BUILD_TESTS=1 AGENT2ENV_BIN=$(CURDIR)/$(BIN) \
 		$(GO) test -race -count=1 -timeout 30m -skip '^TestScale$$' $(RACE_PKGS)
 

@@ -12,7 +12,8 @@
 # second run installs nothing and runs offline. It writes clients.env
 # there (NODE_BIN, INSPECTOR, PYTHON, OPENSANDBOX_JS: the node_modules
 # holding @alibaba-group/opensandbox), the paths the end-to-end tests read. make test runs it (AGENT2ENV_PYTHON=$(scripts/test-peers.sh));
-# make mcp-clients too.
+# make mcp-clients too. With --env it prints the path of its clients-KEY.env
+# instead (below).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -102,6 +103,12 @@ npm_prefix() { # package@version... -> a prefix keyed by them
 	e2b_ci_js_oldest=$(npm_prefix $E2B_CI_JS_OLDEST) && npm_install "$e2b_ci_js_oldest" $E2B_CI_JS_OLDEST
 }
 
+# clients.env is the last run's, whatever checkout ran it; clients-KEY.env
+# is this script's own (KEY: a hash of it, its requirements and the
+# interpreter), which `--env` prints and make test passes to the tests as
+# AGENT2ENV_CLIENTS, so that checkouts of other versions on one machine
+# never read each other's.
+key=$(cat "$(basename "$0")" peers-requirements.txt <("$python" -VV) | sha256sum | cut -c1-16)
 cat >"$cache/clients.env.partial" <<ENV
 NODE_BIN=$node_bin
 INSPECTOR=$inspector_dir/node_modules/.bin/mcp-inspector
@@ -113,5 +120,10 @@ E2B_CI_JS_OLDEST=$e2b_ci_js_oldest/node_modules
 PYTHON_E2B_OLDEST=$python_e2b_oldest
 PYTHON_E2B_CI_OLDEST=$python_e2b_ci_oldest
 ENV
+cp "$cache/clients.env.partial" "$cache/clients-$key.env"
 mv "$cache/clients.env.partial" "$cache/clients.env"
-echo "$venv/bin/python"
+if [ "${1:-}" = "--env" ]; then
+	echo "$cache/clients-$key.env"
+else
+	echo "$venv/bin/python"
+fi

@@ -36,11 +36,17 @@ type mcpClients struct {
 // failure under CI, else a skip that says how to install them.
 func stockClients(t *testing.T) mcpClients {
 	t.Helper()
-	cache := os.Getenv("AGENT2ENV_CACHE_DIR")
-	if cache == "" {
-		cache = "/var/cache/agent2env"
+	// This checkout's list (make test sets it), else the last run's on
+	// the machine, whichever checkout ran it.
+	path := os.Getenv("AGENT2ENV_CLIENTS")
+	if path == "" {
+		cache := os.Getenv("AGENT2ENV_CACHE_DIR")
+		if cache == "" {
+			cache = "/var/cache/agent2env"
+		}
+		path = filepath.Join(cache, "peers", "clients.env")
 	}
-	f, err := os.Open(filepath.Join(cache, "peers", "clients.env"))
+	f, err := os.Open(path)
 	if err != nil {
 		testenv.Missing(t, "the stock MCP clients are not installed: run scripts/test-peers.sh, as make test does (%v)", err)
 	}
