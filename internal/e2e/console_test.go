@@ -23,6 +23,11 @@ const consoleModelSays = "<script>window.__xss = 4</script><i>fixed</i>"
 // the console's browser tests drive: nothing downloads a browser.
 const chromium = "/usr/bin/chromium"
 
+// consolePages are the screenshots the browser tests must leave: one of
+// every page a person looks at.
+var consolePages = []string{"overview", "sandboxes", "sandbox", "terminal", "files", "templates", "template",
+	"images", "sessions", "runs", "run", "compare", "compare-transcripts", "conversations", "conversation", "archive"}
+
 // TestConsoleInBrowser drives the web console in a real browser
 // (web/test/console.test.mjs: playwright-core on Debian's chromium, under
 // Node's test runner) against a daemon with API keys on and a fake model:
@@ -107,6 +112,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	if len(pngs) == 0 {
 		t.Errorf("no screenshot in %s", shots)
 		os.RemoveAll(shots)
+	}
+	for _, name := range consolePages {
+		if _, err := os.Stat(filepath.Join(shots, name+".png")); err != nil {
+			t.Errorf("no screenshot of the page %s: %v", name, err)
+		}
 	}
 	d.deleteAll()
 }

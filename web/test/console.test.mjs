@@ -188,7 +188,18 @@ test("the sandboxes list shows it; it is paused, resumed, stopped, started and d
   await page.getByRole("link", { name: id }).waitFor();
   assert.match(page.url(), /status=running/);
   await page.getByRole("link", { name: id }).click();
-  await page.getByRole("button", { name: "Pause" }).click();
+  // Its id is copied by a button; its times are relative, absolute on hover.
+  await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: consoleURL });
+  await page.getByRole("button", { name: `copy ${id}` }).click();
+  await page.getByRole("button", { name: `copy ${id}` }).getByText("copied").waitFor();
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), id);
+  const created = page.locator("dl.info time").first();
+  assert.match(await created.textContent(), /ago|now/);
+  assert.match(await created.getAttribute("title"), /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
+  const restarted = page.waitForResponse((r) => r.url().endsWith(`/sandboxes/${id}/restart`) && r.request().method() === "POST");
+  await page.getByRole("button", { name: "Restart" }).click();
+  assert.equal((await restarted).status(), 200);
+  await page.getByRole("button", { name: "Pause" }).click({ timeout: 30_000 });
   await page.locator(".status-paused").first().waitFor({ timeout: 30_000 });
   await page.getByRole("button", { name: "Resume" }).click();
   await page.locator(".status-running").first().waitFor({ timeout: 30_000 });
@@ -489,6 +500,8 @@ test("the LLM archive: every exchange, a transcript opened on demand, new ones a
   await page.getByLabel("Model").fill("no-such-model");
   await page.getByRole("button", { name: "Filter" }).click();
   await page.getByText("No exchange matches the filters").waitFor();
+  // The empty state says what to do.
+  assert.match(await page.locator(".empty").textContent(), /without models configured, start the daemon with --llm-config/);
 });
 
 test("the overview: its warm pool, and the runs that failed with their reasons", async () => {
