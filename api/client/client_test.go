@@ -178,6 +178,16 @@ func TestRequests(t *testing.T) {
 			out:  "\x00bytes\xff",
 		},
 		{
+			name:  "list files",
+			reply: jsonReply(`{"items":[{"name":"sub","path":"/workspace/sub","size":4096,"mode":"0755","mod_time":"2026-01-02T03:04:05Z","is_dir":true}]}`),
+			call: func(ctx context.Context, c *client.Client) (any, error) {
+				return c.Sandbox.ListFiles(ctx, "sb1", "/workspace")
+			},
+			want: recorded{Method: "GET", Path: "/api/v1/sandboxes/sb1/files/list", Query: "path=%2Fworkspace"},
+			out: []api.FileInfo{{Name: "sub", Path: "/workspace/sub", Size: 4096, Mode: "0755",
+				ModTime: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), IsDir: true}},
+		},
+		{
 			name:  "image list",
 			reply: jsonReply(`{"items":[` + imageJSON + `]}`),
 			call:  func(ctx context.Context, c *client.Client) (any, error) { return c.Image.List(ctx) },

@@ -335,3 +335,18 @@ func (s *SandboxService) WaitForReady(ctx context.Context, id string, pollInterv
 		}
 	}
 }
+
+// ListFiles describes the entries of the directory at dirPath in sandbox
+// id, by name; "" lists its working directory. A missing directory is
+// ErrNotFound, a path that is not a directory an invalid-argument error.
+func (s *SandboxService) ListFiles(ctx context.Context, id, dirPath string) ([]api.FileInfo, error) {
+	p, err := sandboxPath(id, "/files/list")
+	var list api.List[api.FileInfo]
+	if err == nil {
+		err = s.c.doJSONQuery(ctx, http.MethodGet, p, url.Values{"path": {dirPath}}, nil, &list)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s in sandbox %s: %w", dirPath, id, err)
+	}
+	return list.Items, nil
+}

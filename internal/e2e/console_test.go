@@ -23,16 +23,26 @@ const consoleModelSays = "<script>window.__xss = 4</script><i>fixed</i>"
 // the console's browser tests drive: nothing downloads a browser.
 const chromium = "/usr/bin/chromium"
 
+// consolePages are the screenshots the browser tests must leave: one of
+// every page a person looks at.
+var consolePages = []string{"overview", "sandboxes", "sandbox", "terminal", "files", "templates", "template",
+	"images", "sessions", "runs", "run", "compare", "compare-transcripts", "conversations", "conversation", "archive"}
+
 // TestConsoleInBrowser drives the web console in a real browser
 // (web/test/console.test.mjs: playwright-core on Debian's chromium, under
 // Node's test runner) against a daemon with API keys on and a fake model:
-// the key prompt, a sandbox created from the console, its terminal, a task
-// run followed live, a conversation's transcript with its tool call paired
+// the key prompt, a sandbox created from the console, its terminal, its
+// files browsed folder by folder with an upload and a download, a task run
+// followed live, a conversation's transcript with its tool call paired
 // with its result and its raw parts, templates, images and prepulls,
-// sessions and contexts, a submission's compare matrix, the LLM archive's
-// live tail, the overview's warm pool (python, of one sandbox) and recent
-// failures, and text an agent or a model wrote shown as text. The screenshots of its pages stay in a temporary
-// directory, whose files the test logs.
+// sessions and contexts, a submission's compare matrix of two agents
+// (custom, and opencode's CLI, absent from the python image, failing with
+// its reason) by two models, the LLM archive's live tail, the overview's
+// warm pool (python, of one sandbox) and recent failures, and text an
+// agent or a model wrote shown as text. The screenshots of its pages (every
+// page of the navigation, a sandbox with its terminal and its files, a run,
+// a submission's matrix, conversations) stay in a temporary directory,
+// whose files the test logs.
 func TestConsoleInBrowser(t *testing.T) {
 	nodeBin := os.Getenv("AGENT2ENV_NODE_BIN")
 	if nodeBin == "" {
@@ -102,6 +112,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	if len(pngs) == 0 {
 		t.Errorf("no screenshot in %s", shots)
 		os.RemoveAll(shots)
+	}
+	for _, name := range consolePages {
+		if _, err := os.Stat(filepath.Join(shots, name+".png")); err != nil {
+			t.Errorf("no screenshot of the page %s: %v", name, err)
+		}
 	}
 	d.deleteAll()
 }

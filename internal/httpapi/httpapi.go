@@ -96,6 +96,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/sandboxes/{id}/exec/interactive", s.terminal)
 	mux.HandleFunc("POST /api/v1/sandboxes/{id}/exec/interactive/ticket", s.terminalTicket)
 	s.registerTerminals(mux)
+	s.registerFileList(mux)
 	mux.HandleFunc("POST /api/v1/sandboxes/{id}/files", s.upload)
 	mux.HandleFunc("GET /api/v1/sandboxes/{id}/files", s.download)
 	mux.HandleFunc("GET /api/v1/sandboxes/{id}/logs", s.logs)

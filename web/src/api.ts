@@ -388,3 +388,13 @@ export interface LLMExchangeList {
   nextCursor?: string;
   followCursor?: string;
 }
+
+/** A file or directory of a sandbox, as GET .../files/list describes it. */
+export interface FileInfo {
+  name: string;
+  path: string;
+  size: number;
+  mode: string;
+  mod_time: string;
+  is_dir: boolean;
+}

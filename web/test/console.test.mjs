@@ -38,6 +38,15 @@ after(async () => {
 /** A link of the main navigation. */
 const nav = (name) => page.getByRole("navigation", { name: "main" }).getByRole("link", { name, exact: true });
 
+/** Waits until locator matches exactly n elements. */
+async function expectCount(locator, n, timeout = 180_000) {
+  const until = Date.now() + timeout;
+  while ((await locator.count()) !== n) {
+    if (Date.now() > until) assert.fail(`${n} elements expected, ${await locator.count()} found`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
 async function shot(name) {
   const path = join(shots, `${name}.png`);
   await page.screenshot({ path, fullPage: true });
@@ -116,26 +125,53 @@ test("the terminal runs echo hi, and follows the page's size", async () => {
   await page.getByRole("button", { name: "Close" }).click();
 });
 
-test("a file uploaded from the console is downloaded with the same bytes", async () => {
+test("files: folders opened by a click, a file uploaded into the folder shown and downloaded with the same bytes", async () => {
+  await page.getByLabel("command").fill("mkdir -p /workspace/sub/deep && printf x > /workspace/sub/a.txt");
+  await page.getByRole("button", { name: "Run", exact: true }).click();
+  await page.getByLabel("stdout").waitFor();
+  await page.getByLabel("directory", { exact: true }).fill("/workspace");
+  await page.getByRole("button", { name: "Go", exact: true }).click();
+  const listing = (dir) => page.getByRole("table", { name: `files in ${dir}` });
+  await listing("/workspace").getByRole("button", { name: "open folder sub" }).click();
+  const sub = listing("/workspace/sub");
+  await sub.getByRole("button", { name: "open folder deep" }).waitFor();
+  await sub.getByText("a.txt", { exact: true }).waitFor();
+  assert.equal(await page.getByLabel("directory", { exact: true }).inputValue(), "/workspace/sub");
+
   const content = Buffer.from("hello from the console\n\u00e9\u0000\xff");
   await page.getByLabel("file to upload").setInputFiles({ name: "hello.bin", mimeType: "application/octet-stream", buffer: content });
-  await page.getByRole("button", { name: "Upload", exact: true }).click();
-  await page.getByRole("status").getByText("Uploaded /workspace/hello.bin.").waitFor();
-  await page.getByLabel("file to download").fill("/workspace/hello.bin");
+  await page.getByRole("button", { name: "Upload into /workspace/sub", exact: true }).click();
+  await page.getByRole("status").getByText("Uploaded /workspace/sub/hello.bin.").waitFor();
+  const row = sub.locator("tr").filter({ hasText: "hello.bin" });
+  await row.getByText(`${content.length} B`).waitFor();
+  await shot("files");
   const [download] = await Promise.all([
     page.waitForEvent("download"),
-    page.getByRole("button", { name: "Download", exact: true }).click(),
+    row.getByRole("button", { name: "download hello.bin" }).click(),
   ]);
   assert.equal(download.suggestedFilename(), "hello.bin");
   const chunks = [];
   for await (const c of await download.createReadStream()) chunks.push(c);
   assert.deepEqual(Buffer.concat(chunks), content);
-  // A file that is not there says so (and the browser logs the 404).
+
+  await page.getByRole("button", { name: "Up", exact: true }).click();
+  await listing("/workspace").getByRole("button", { name: "open folder sub" }).waitFor();
+  // A directory that is not there, and a file that is not a directory,
+  // say so (and the browser logs the 404 and the 400).
   const logged = problems.length;
-  await page.getByLabel("file to download").fill("/workspace/nothing");
-  await page.getByRole("button", { name: "Download", exact: true }).click();
+  await page.getByLabel("directory", { exact: true }).fill("/workspace/nothing");
+  await page.getByRole("button", { name: "Go", exact: true }).click();
   await page.getByRole("alert").getByText("FILE_NOT_FOUND").waitFor();
-  assert.deepEqual(problems.splice(logged), ["Failed to load resource: the server responded with a status of 404 (Not Found)"]);
+  await page.getByLabel("directory", { exact: true }).fill("/workspace/sub/a.txt");
+  await page.getByRole("button", { name: "Go", exact: true }).click();
+  await page.getByRole("alert").filter({ hasText: "not a directory" }).waitFor();
+  assert.deepEqual(problems.splice(logged), [
+    "Failed to load resource: the server responded with a status of 404 (Not Found)",
+    "Failed to load resource: the server responded with a status of 400 (Bad Request)",
+  ]);
+  await page.getByLabel("directory", { exact: true }).fill("/workspace");
+  await page.getByRole("button", { name: "Go", exact: true }).click();
+  await listing("/workspace").waitFor();
 });
 
 test("the sandboxes list shows it; it is paused, resumed, stopped, started and deleted from its page", async () => {
@@ -152,7 +188,18 @@ test("the sandboxes list shows it; it is paused, resumed, stopped, started and d
   await page.getByRole("link", { name: id }).waitFor();
   assert.match(page.url(), /status=running/);
   await page.getByRole("link", { name: id }).click();
-  await page.getByRole("button", { name: "Pause" }).click();
+  // Its id is copied by a button; its times are relative, absolute on hover.
+  await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: consoleURL });
+  await page.getByRole("button", { name: `copy ${id}` }).click();
+  await page.getByRole("button", { name: `copy ${id}` }).getByText("copied").waitFor();
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), id);
+  const created = page.locator("dl.info time").first();
+  assert.match(await created.textContent(), /ago|now/);
+  assert.match(await created.getAttribute("title"), /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
+  const restarted = page.waitForResponse((r) => r.url().endsWith(`/sandboxes/${id}/restart`) && r.request().method() === "POST");
+  await page.getByRole("button", { name: "Restart" }).click();
+  assert.equal((await restarted).status(), 200);
+  await page.getByRole("button", { name: "Pause" }).click({ timeout: 30_000 });
   await page.locator(".status-paused").first().waitFor({ timeout: 30_000 });
   await page.getByRole("button", { name: "Resume" }).click();
   await page.locator(".status-running").first().waitFor({ timeout: 30_000 });
@@ -225,7 +272,12 @@ print(ask(messages)["content"])
 open("/workspace/done.txt", "w").write("ok")
 `;
 
-/** A task whose custom agent runs askScript with the model MODEL, then the shell command then, if given. */
+/**
+ * A task whose custom agent runs askScript with the model MODEL, then the
+ * shell command then, if given. For another agent the entrypoint is a
+ * start script run before the agent's CLI, without AGENT2ENV_MODEL: it
+ * does nothing.
+ */
 function askTask(name, then = "") {
   return [
     `name: ${name}`,
@@ -233,7 +285,7 @@ function askTask(name, then = "") {
     "agent: custom",
     `model: ${env("MODEL")}`,
     "goal: ask the model",
-    `entrypoint: ${JSON.stringify(`python3 -c ${shellQuote(askScript)}${then ? ` && ${then}` : ""}`)}`,
+    `entrypoint: ${JSON.stringify(`[ -n "\${AGENT2ENV_MODEL-}" ] || exit 0; python3 -c ${shellQuote(askScript)}${then ? ` && ${then}` : ""}`)}`,
     "end: {timeout: 2m, success_file: /workspace/done.txt}",
   ].join("\n");
 }
@@ -244,6 +296,8 @@ test("a run's conversation: the tool call paired with its result, the model's ma
   await page.locator(".ev-end").waitFor({ timeout: 120_000 });
   await page.locator(".status-succeeded").first().waitFor({ timeout: 10_000 });
   await page.getByRole("link", { name: "its conversations" }).click();
+  await page.locator("table.exchanges tbody tr.x").first().waitFor();
+  await shot("conversations");
   await page.getByRole("button", { name: "Show transcript" }).click();
   const transcript = page.getByRole("list", { name: "transcript" });
   await transcript.waitFor();
@@ -369,25 +423,42 @@ test("sessions and contexts: listed, a session's contexts, a context deleted, a 
   await page.getByText("No sessions.").waitFor();
 });
 
-test("a submission's matrix: a cell per agent and model, a cell's runs, two transcripts side by side", async () => {
-  // One agent with two models, two runs each: the model coder passes,
-  // the other fails after the same conversation.
+test("a submission's matrix: a row per agent, a cell per agent and model, a cell's runs, two transcripts side by side", async () => {
+  // Two agents × two models, two runs each. The custom agent passes with
+  // the model coder and fails with the other after the same conversation.
+  // opencode is a real agent CLI, but not in this image (agent2env/agent
+  // has it, and takes minutes to build): its runs fail at once, with the
+  // reason (its CLI is not there) shown.
   const [good, bad] = [env("MODEL"), env("MODEL_B")];
   const task = askTask("console-compare", `[ "$AGENT2ENV_MODEL" = ${good} ] || { rm -f /workspace/done.txt; exit 3; }`);
-  const b = await api("POST", "/api/v1/runs", { task, models: [good, bad], repeats: 2 });
-  assert.equal(b.runs.length, 4);
+  const b = await api("POST", "/api/v1/runs", { task, agents: ["custom", "opencode"], models: [good, bad], repeats: 2 });
+  assert.equal(b.runs.length, 8);
   await page.goto(`${consoleURL}/runs?batch=${b.id}`);
   await page.getByRole("link", { name: "Compare agents × models" }).click();
   const matrix = page.getByRole("table", { name: "agents by models" });
-  const cell = (model) => matrix.getByRole("link", { name: `custom × ${model}`, exact: true });
+  const row = (agent) => matrix.locator("tbody tr").filter({ has: page.getByRole("rowheader", { name: agent, exact: true }) });
+  const cell = (agent, model) => matrix.getByRole("link", { name: `${agent} × ${model}`, exact: true });
   // Live until every run ended: then the figures are final.
-  await matrix.locator("td.cell").filter({ hasText: "2/2 passed" }).waitFor({ timeout: 180_000 });
-  await matrix.locator("td.cell").filter({ hasText: "0/2 passed" }).waitFor({ timeout: 180_000 });
-  assert.equal(await cell(good).textContent(), "100%");
-  assert.equal(await cell(bad).textContent(), "0%");
-  assert.match(await matrix.locator("td.cell").filter({ hasText: "0/2 passed" }).textContent(), /pass@1 0%, pass@2 0%/);
+  await row("custom").locator("td.cell").filter({ hasText: "2/2 passed" }).waitFor({ timeout: 180_000 });
+  await row("custom").locator("td.cell").filter({ hasText: "0/2 passed" }).waitFor({ timeout: 180_000 });
+  await expectCount(row("opencode").locator("td.cell").filter({ hasText: "0/2 passed" }), 2);
+  assert.equal(await matrix.locator("tbody tr").count(), 2);
+  assert.equal(await cell("custom", good).textContent(), "100%");
+  assert.equal(await cell("custom", bad).textContent(), "0%");
+  assert.equal(await cell("opencode", good).textContent(), "0%");
+  assert.equal(await cell("opencode", bad).textContent(), "0%");
+  assert.match(await row("custom").locator("td.cell").filter({ hasText: "0/2 passed" }).textContent(), /pass@1 0%, pass@2 0%/);
+  assert.match(await row("custom").locator("td.cell").filter({ hasText: "2/2 passed" }).textContent(), /pass@1 100%, pass@2 100%/);
   await shot("compare");
-  await cell(bad).click();
+  await cell("opencode", good).click();
+  const failed = page.locator("table.cell-runs tbody tr");
+  await failed.first().waitFor();
+  assert.equal(await failed.locator(".status-failed").count(), 2);
+  const why = await failed.locator(".reason").first().textContent();
+  console.log(`opencode's runs failed: ${why}`);
+  assert.match(why, /opencode|exited 127/);
+  await page.goto(`${consoleURL}/runs/compare?batch=${b.id}`);
+  await cell("custom", bad).click();
   const runs = page.locator("table.cell-runs tbody tr");
   await runs.first().waitFor();
   assert.equal(await runs.count(), 2);
@@ -429,16 +500,19 @@ test("the LLM archive: every exchange, a transcript opened on demand, new ones a
   await page.getByLabel("Model").fill("no-such-model");
   await page.getByRole("button", { name: "Filter" }).click();
   await page.getByText("No exchange matches the filters").waitFor();
+  // The empty state says what to do.
+  assert.match(await page.locator(".empty").textContent(), /without models configured, start the daemon with --llm-config/);
 });
 
 test("the overview: its warm pool, and the runs that failed with their reasons", async () => {
   await nav("Overview").click();
   const pools = page.getByRole("table", { name: "warm pools" });
   await pools.locator("tr").filter({ hasText: "python" }).filter({ hasText: "1 of 1" }).waitFor({ timeout: 180_000 });
-  // The compare test's two runs of the model that fails.
+  // The compare test's six failed runs: custom's two of the model that
+  // fails, and opencode's four.
   const failures = page.getByRole("table", { name: "recent failures" });
   await failures.locator("tr").filter({ hasText: "console-compare" }).first().waitFor();
-  assert.equal(await failures.locator("tr").filter({ hasText: "console-compare" }).locator(".status-failed").count(), 2);
+  assert.equal(await failures.locator("tr").filter({ hasText: "console-compare" }).locator(".status-failed").count(), 6);
   // Its reason, as the run has it.
   await failures.getByText("the agent exited 3, not 0").first().waitFor();
   await shot("overview-pools-failures");

@@ -1,16 +1,37 @@
-// A sandbox's files: upload one into a directory, download one by its
-// path. The key goes as Authorization, so a download is fetched and then
-// saved from memory.
+// A sandbox's files: a directory's entries (one request per directory),
+// folders opened by a click, a file downloaded, one uploaded into the
+// directory shown. The key goes as Authorization, so a download is
+// fetched and then saved from memory.
 import { useRef, useState } from "preact/hooks";
-import { getBlob, postForm } from "../api";
-import { ErrorBox } from "../ui";
+import { get, getBlob, postForm, type FileInfo } from "../api";
+import { bytes } from "../format";
+import { ErrorBox, Loaded, Time, useAsync } from "../ui";
+
+const home = "/workspace";
+
+/** The directory holding p ("/" for "/"). */
+function parent(p: string): string {
+  const i = p.replace(/\/+$/, "").lastIndexOf("/");
+  return i <= 0 ? "/" : p.slice(0, i);
+}
 
 export function Files({ path, disabled }: { path: string; disabled: boolean }) {
-  const [dir, setDir] = useState("/workspace");
-  const [name, setName] = useState("");
+  const [dir, setDir] = useState(home);
+  const [typed, setTyped] = useState(home);
   const [done, setDone] = useState("");
   const [error, setError] = useState<unknown>();
   const file = useRef<HTMLInputElement>(null);
+  const list = useAsync(
+    (s) => (disabled ? Promise.resolve([]) : get<{ items: FileInfo[] }>(`${path}/files/list?path=${encodeURIComponent(dir)}`, s).then((l) => l.items)),
+    [path, dir, disabled],
+  );
+  const open = (d: string) => {
+    setDone("");
+    setError(undefined);
+    setDir(d);
+    setTyped(d);
+    list.reload(); // the same directory again: read anew
+  };
   const run = async (f: () => Promise<string>) => {
     setError(undefined);
     setDone("");
@@ -22,15 +43,16 @@ export function Files({ path, disabled }: { path: string; disabled: boolean }) {
   };
   const upload = async () => {
     const f = file.current?.files?.[0];
-    if (!f) return "";
+    if (!f) return "Choose a file to upload first.";
     const form = new FormData();
     const dest = dir.replace(/\/+$/, "") + "/" + f.name;
     form.set("path", dest);
     form.set("file", f);
     await postForm(path + "/files", form);
+    list.reload();
     return `Uploaded ${dest}.`;
   };
-  const download = async () => {
+  const download = async (name: string) => {
     const blob = await getBlob(`${path}/files?path=${encodeURIComponent(name)}`);
     const a = document.createElement("a");
     a.href = URL.createObjectURL(blob);
@@ -39,8 +61,67 @@ export function Files({ path, disabled }: { path: string; disabled: boolean }) {
     setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
     return `Downloaded ${name}.`;
   };
+  if (disabled) return <p class="hint">The files can be browsed while the sandbox runs: start it first.</p>;
   return (
     <div class="files">
+      <form
+        class="exec"
+        aria-label="go to a directory"
+        onSubmit={(e) => {
+          e.preventDefault();
+          open(typed.trim() || home);
+        }}
+      >
+        <button type="button" disabled={dir === "/"} onClick={() => open(parent(dir))}>
+          Up
+        </button>
+        <input aria-label="directory" value={typed} onInput={(e) => setTyped(e.currentTarget.value)} />
+        <button type="submit">Go</button>
+      </form>
+      <Loaded state={list} empty={(l) => l.length === 0 && `${dir} is empty: upload a file into it below.`}>
+        {(items) => (
+          <table class="list" aria-label={`files in ${dir}`}>
+            <thead>
+              <tr>
+                <th>Name</th>
+                <th>Size</th>
+                <th>Mode</th>
+                <th>Modified</th>
+                <th />
+              </tr>
+            </thead>
+            <tbody>
+              {items.map((f) => (
+                <tr key={f.path}>
+                  <td>
+                    {f.is_dir ? (
+                      <button type="button" class="link" aria-label={`open folder ${f.name}`} onClick={() => open(f.path)}>
+                        {f.name}/
+                      </button>
+                    ) : (
+                      f.name
+                    )}
+                  </td>
+                  <td>{f.is_dir ? "" : bytes(f.size)}</td>
+                  <td>
+                    <code>{f.mode}</code>
+                  </td>
+                  <td>
+                    <Time iso={f.mod_time} />
+                  </td>
+                  <td>
+                    {!f.is_dir && (
+                      <button type="button" aria-label={`download ${f.name}`} onClick={() => run(() => download(f.path))}>
+                        Download
+                      </button>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </Loaded>
       <form
         class="exec"
         aria-label="upload a file"
@@ -49,35 +130,8 @@ export function Files({ path, disabled }: { path: string; disabled: boolean }) {
           run(upload);
         }}
       >
-        <input type="file" ref={file} aria-label="file to upload" disabled={disabled} />
-        <input
-          aria-label="into directory"
-          value={dir}
-          disabled={disabled}
-          onInput={(e) => setDir(e.currentTarget.value)}
-        />
-        <button type="submit" disabled={disabled}>
-          Upload
-        </button>
-      </form>
-      <form
-        class="exec"
-        aria-label="download a file"
-        onSubmit={(e) => {
-          e.preventDefault();
-          run(download);
-        }}
-      >
-        <input
-          aria-label="file to download"
-          placeholder="a path, e.g. /workspace/out.txt"
-          value={name}
-          disabled={disabled}
-          onInput={(e) => setName(e.currentTarget.value)}
-        />
-        <button type="submit" disabled={disabled || !name.trim()}>
-          Download
-        </button>
+        <input type="file" ref={file} aria-label="file to upload" />
+        <button type="submit">Upload into {dir}</button>
       </form>
       {done && (
         <p class="hint" role="status">
