@@ -156,6 +156,11 @@ bench: test-deps build
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) AGENT2ENV_PYTHON=$$(scripts/test-peers.sh) $(GO) run ./internal/bench
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/bench -agent-memory 4
 	$(GO) test -run '^$$' -bench 'BenchmarkCheckpointRestore|BenchmarkCreateStart/runc' -benchtime 10x ./internal/runtime/oci
+	out=$$(mktemp) && trap 'rm -f "$$out"' EXIT && status=0 && \
+	AGENT2ENV_NODE_BIN=$$(scripts/web.sh deps) AGENT2ENV_BIN=$(CURDIR)/$(BIN) \
+		$(GO) test -count=1 -run TestConsoleInBrowser -v ./internal/e2e >"$$out" 2>&1 || status=$$?; \
+	grep -e '^ *BenchmarkConsole' -e 'over the 1 s target' "$$out"; \
+	[ $$status -eq 0 ] || { cat "$$out"; exit $$status; }
 	@$(MAKE) --no-print-directory bench-kube
 
 # The kubernetes runtime on a real node (tier B) against oci in the same
