@@ -71,6 +71,17 @@ for i in $(seq 100); do python3 /tmp/get.py http://127.0.0.1:8000/ 2>/dev/null &
 		t.Fatalf("services before the snapshot: %+v", res)
 	}
 
+	// A context of the parent: its kernel is in the snapshot too, and the
+	// parent's context goes on after it.
+	var ctxInfo api.Context
+	if code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/contexts", api.CreateContextRequest{Language: "python"}, &ctxInfo); code != http.StatusCreated && code != http.StatusOK {
+		t.Fatalf("create context: %d %+v", code, ctxInfo)
+	}
+	var ran api.ExecuteResponse
+	if code := d.do("POST", "/api/v1/contexts/"+ctxInfo.ContextID+"/execute", api.ExecuteRequest{Code: "x = 41"}, &ran); code != http.StatusOK || !ran.Success {
+		t.Fatalf("execute in the context: %d %+v", code, ran)
+	}
+
 	var snap api.Snapshot
 	start := time.Now()
 	if code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/snapshots", api.CreateSnapshotRequest{}, &snap); code != http.StatusCreated {
@@ -86,6 +97,10 @@ for i in $(seq 100); do python3 /tmp/get.py http://127.0.0.1:8000/ 2>/dev/null &
 	}
 	if res := d.exec(sb.ID, "bash", "-c", "echo changed > /workspace/f; python3 /tmp/get.py http://127.0.0.1:8000/"); res.Stdout != "42" {
 		t.Errorf("parent after the snapshot: %+v", res)
+	}
+
+	if code := d.do("POST", "/api/v1/contexts/"+ctxInfo.ContextID+"/execute", api.ExecuteRequest{Code: "x + 1"}, &ran); code != http.StatusOK || ran.Result != "42" {
+		t.Errorf("the parent's context after the snapshot: %d %+v, want 42", code, ran)
 	}
 
 	restore := func(d *daemon) api.Sandbox {
@@ -104,6 +119,12 @@ for i in $(seq 100); do python3 /tmp/get.py http://127.0.0.1:8000/ 2>/dev/null &
 for i in $(seq 50); do [ -s /workspace/v ] && break; sleep 0.1; done; cat /workspace/v; ` + services
 		if res := d.exec(r.ID, "bash", "-c", check); res.ExitCode != 0 || res.Stdout != "42\nhello\nfrom-memory\n404" {
 			t.Errorf("restored sandbox: %+v; want the process's 42, the file, the shell's variable and the services", res)
+		}
+		ps := d.exec(r.ID, "bash", "-c", `for p in /proc/[0-9]*; do echo "${p#/proc/} $(tr '\0' ' ' <$p/cmdline | head -c 60)"; done`)
+		// The context's kernel is there, with its memory; the daemon's
+		// context records name the parent only.
+		if !strings.Contains(ps.Stdout, "agent2env Python kernel driver") {
+			t.Errorf("no Python kernel in the restored sandbox; its processes:\n%s", ps.Stdout)
 		}
 		return r
 	}
