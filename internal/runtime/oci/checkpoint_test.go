@@ -349,20 +349,31 @@ func (echoServices) ServeSandbox(ctx context.Context, l net.Listener, id string)
 }
 
 // TestCheckpointRestoreServices checkpoints a sandbox that has the
-// daemon's services, as every sandbox the daemon makes has: refused while
-// a connection to them is open, done once it is closed, and the restored
-// sandbox reaches its own services at 127.0.0.1:4000.
+// daemon's services, as every sandbox the daemon makes has, and egress:
+// refused while a connection to the services is open, done once it is
+// closed, and the restored sandbox reaches its own services at
+// 127.0.0.1:4000 and the proxy at 127.0.0.1:3128 under the parent's
+// policy.
 func TestCheckpointRestoreServices(t *testing.T) {
 	runtimetest.RequiresRoot(t)
 	root := newRoot(t)
+	in := newTestInternet(t)
 	rt, err := New(Config{Root: root, AgentBinary: agentBin, Images: testImages{}, CRIU: testCRIU(t), Services: echoServices{},
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Egress: in.proxy, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	startSandbox(t, rt, "parent")
-	if code, out := run(t, rt.client("parent"), `wget -qO- http://127.0.0.1:4000/before`); code != 0 || out != "parent /before" {
+	sp := newSpec(t, "parent")
+	sp.Resources.DiskBytes = 32 << 20
+	sp.Network.Egress = &sandbox.Egress{AllowedDomains: []string{"allowed.test"}}
+	if err := rt.Create(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(ctx, sp.ID); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := run(t, rt.client("parent"), `wget -Y off -qO- http://127.0.0.1:4000/before`); code != 0 || out != "parent /before" {
 		t.Fatalf("services before: %d %q", code, out)
 	}
 	// A connection held open: the dump would fail on it, so Checkpoint
@@ -380,7 +391,7 @@ for i in $(seq 50); do netstat -tn 2>/dev/null | grep -q '127.0.0.1:4000 *ESTABL
 	if _, err := os.Stat(snap); !os.IsNotExist(err) {
 		t.Errorf("a refused checkpoint left %s: %v", snap, err)
 	}
-	if code, out := run(t, rt.client("parent"), `kill -- -$(cat /tmp/nc); wget -qO- http://127.0.0.1:4000/still`); code != 0 || out != "parent /still" {
+	if code, out := run(t, rt.client("parent"), `kill -- -$(cat /tmp/nc); wget -Y off -qO- http://127.0.0.1:4000/still`); code != 0 || out != "parent /still" {
 		t.Fatalf("parent after a refused checkpoint: %d %q", code, out)
 	}
 	if err := rt.Checkpoint(ctx, "parent", snap, true); err != nil {
@@ -390,8 +401,11 @@ for i in $(seq 50); do netstat -tn 2>/dev/null | grep -q '127.0.0.1:4000 *ESTABL
 		t.Fatal(err)
 	}
 	for _, id := range []string{"parent", "child"} {
-		if code, out := run(t, rt.client(id), `wget -qO- http://127.0.0.1:4000/after`); code != 0 || out != id+" /after" {
+		if code, out := run(t, rt.client(id), `wget -Y off -qO- http://127.0.0.1:4000/after`); code != 0 || out != id+" /after" {
 			t.Errorf("%s after the checkpoint: %d %q; want its own services", id, code, out)
+		}
+		if code, out := run(t, rt.client(id), `wget -qO- http://allowed.test/; env -u NO_PROXY -u no_proxy wget -qO- http://denied.test/ 2>&1`); code == 0 || !strings.HasPrefix(out, "hello from allowed.test") || !strings.Contains(out, "403") {
+			t.Errorf("%s after the checkpoint: egress %d %q; want allowed.test and a 403 for denied.test", id, code, out)
 		}
 	}
 	for _, id := range []string{"parent", "child"} {
