@@ -33,10 +33,12 @@ func resolveCRIU(setting, cacheDir string, log *slog.Logger) string {
 		if cacheDir == "" {
 			cacheDir = defaultCacheDir
 		}
-		if p := newestFile(filepath.Join(cacheDir, "criu-*", "criu")); p != "" {
-			return p
+		p := newestFile(filepath.Join(cacheDir, "criu-*", "criu"))
+		if p == "" {
+			p, _ = exec.LookPath("criu")
 		}
-		if p, err := exec.LookPath("criu"); err == nil {
+		if p != "" {
+			log.Info("snapshots: the oci runtime checks criu (--criu auto)", "criu", p)
 			return p
 		}
 		log.Warn(fmt.Sprintf("snapshots are off: no criu under %s (make criu builds one) nor on PATH", cacheDir))
