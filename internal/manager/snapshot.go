@@ -163,6 +163,31 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, id string) error {
 	return m.store.DeleteSnapshot(ctx, id)
 }
 
+// sweepSnapshots removes, at Recover, the snapshot directories that have
+// no record: a daemon that died while it saved a sandbox leaves one.
+func (m *Manager) sweepSnapshots(ctx context.Context) {
+	if m.cfg.SnapshotDir == "" {
+		return
+	}
+	entries, err := os.ReadDir(m.cfg.SnapshotDir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			m.log.Error("recover snapshots", "err", err)
+		}
+		return
+	}
+	for _, e := range entries {
+		if _, err := m.store.GetSnapshot(ctx, e.Name()); !errors.Is(err, errdefs.ErrNotFound) {
+			continue
+		}
+		if err := os.RemoveAll(m.snapshotDir(e.Name())); err != nil {
+			m.log.Error("recover: remove the files of an unrecorded snapshot", "snapshot", e.Name(), "err", err)
+			continue
+		}
+		m.log.Info("recover: removed the files of an unrecorded snapshot", "snapshot", e.Name())
+	}
+}
+
 // snapshotDir is where snapshot id's files are.
 func (m *Manager) snapshotDir(id string) string { return filepath.Join(m.cfg.SnapshotDir, id) }
 

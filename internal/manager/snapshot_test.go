@@ -164,3 +164,27 @@ func TestSnapshotRuntimeFailure(t *testing.T) {
 	}
 	e.waitStatus(t, id, api.StatusRunning)
 }
+
+// Recover removes the files of a snapshot that has no record (a daemon
+// that died while it saved one) and keeps the recorded ones'.
+func TestSnapshotRecoverSweeps(t *testing.T) {
+	e, _ := newSnapshotEnv(t)
+	ctx := context.Background()
+	snap, err := e.m.Snapshot(ctx, e.running(t), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stray := e.m.snapshotDir("snap-stray")
+	if err := os.MkdirAll(filepath.Join(stray, "images"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stray); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("unrecorded snapshot files after Recover: %v", err)
+	}
+	if _, err := os.Stat(e.m.snapshotDir(snap.ID)); err != nil {
+		t.Errorf("recorded snapshot files after Recover: %v", err)
+	}
+}
