@@ -83,6 +83,10 @@ type CreateSandboxRequest struct {
 	// section gives it (agent2env addition); a template's sandboxes have
 	// the template's.
 	Network *NetworkSpec `json:"network,omitempty"`
+	// FromSnapshot makes the sandbox from a snapshot (agent2env addition):
+	// its processes, memory and files as they were saved, under a new id,
+	// with TTL and Metadata from this request; nothing else may be given.
+	FromSnapshot string `json:"from_snapshot,omitempty"`
 }
 
 // ExecRequest is the body of POST /sandboxes/{id}/exec.

@@ -64,6 +64,9 @@ const maxForwards = 512
 // command can take the address first.
 func startForward(ctx context.Context, addr, sock, name string, log *slog.Logger) error {
 	var lc net.ListenConfig
+	// Plain TCP, not Go's default multipath TCP, which CRIU cannot dump: a
+	// sandbox must stay checkpointable.
+	lc.SetMultipathTCP(false)
 	l, err := lc.Listen(ctx, "tcp4", addr)
 	if err != nil {
 		return err

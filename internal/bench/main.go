@@ -6,6 +6,8 @@
 //   - sandbox create → ready through REST, against
 //     `unshare --mount --pid --fork --net --uts --ipc true`;
 //   - `exec true` round trip through REST, against a direct fork/exec;
+//   - a live snapshot and a restore through REST, against the same run's
+//     create (-snapshot-only: those and what they need alone);
 //   - pause and resume through REST, against the same run's create (-pause-only:
 //     those and what they need alone);
 //   - the terminal: a keystroke's echo against the same run's exec true, and
@@ -80,6 +82,7 @@ func main() {
 	terminalOnly := flag.Bool("terminal-only", false, "measure create → ready, exec true and the terminal's keystroke echo and output throughput only")
 	storeOnly := flag.Bool("store-only", false, "measure create → ready, exec true and run_code through a daemon on the PostgreSQL store against one on SQLite only")
 	pauseOnly := flag.Bool("pause-only", false, "measure create → ready, exec true, and pause and resume only")
+	snapshotOnly := flag.Bool("snapshot-only", false, "measure create → ready, exec true, and a live snapshot and a restore only")
 	openSandboxOnly := flag.Bool("opensandbox-only", false, "measure the OpenSandbox Python SDK's create → first run against the Go client's create → exec only (needs AGENT2ENV_PYTHON)")
 	e2bOnly := flag.Bool("e2b-only", false, "measure the E2B-compatible API through the stock Python SDK against the Go client only")
 	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only)")
@@ -101,7 +104,7 @@ func main() {
 	case *e2bOnly:
 		err = benchE2BOnly(*n, *img)
 	default:
-		err = run(*n, *concurrent, *idle, *img, *createOnly, *runsOnly, *terminalOnly, *pauseOnly)
+		err = run(*n, *concurrent, *idle, *img, *createOnly, *runsOnly, *terminalOnly, *pauseOnly, *snapshotOnly)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -148,7 +151,7 @@ func startFirst() (string, *daemon, error) {
 	return bin, d, err
 }
 
-func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly, pauseOnly bool) error {
+func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly, pauseOnly, snapshotOnly bool) error {
 	bin, d, err := startFirst()
 	if err != nil {
 		return err
@@ -158,7 +161,7 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 	// measured.
 	const poolSize = 3
 	var warm *daemon
-	if !createOnly && !terminalOnly && !pauseOnly {
+	if !createOnly && !terminalOnly && !pauseOnly && !snapshotOnly {
 		if warm, err = startDaemon(bin, "--warm-pools", fmt.Sprintf("python=%d", poolSize)); err != nil {
 			return err
 		}
@@ -210,6 +213,14 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 		return err
 	}
 	report("exec `true` round trip (REST)", execTrue, "fork/exec true", direct, "≤ 3 ms p50")
+	if !pauseOnly && !terminalOnly {
+		if err := benchSnapshot(d, ids[0], n, create); err != nil {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		if snapshotOnly {
+			return d.deleteAll(ids)
+		}
+	}
 	if err := benchPause(d, ids[0], n, create); err != nil {
 		return fmt.Errorf("pause: %w", err)
 	}

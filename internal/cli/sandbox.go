@@ -36,6 +36,7 @@ func newSandboxCmd(e env, cc *clientConfig) *cobra.Command {
 		newSandboxControlCmd(e, cc, "restart", "stop and start sandboxes again"),
 		newSandboxControlCmd(e, cc, "pause", "pause running sandboxes: their processes frozen in memory, using no CPU"),
 		newSandboxControlCmd(e, cc, "resume", "resume paused sandboxes where they were"),
+		newSandboxSnapshotCmd(e, cc),
 	)
 }
 
@@ -69,7 +70,7 @@ func newSandboxCreateCmd(e env, cc *clientConfig) *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "create [flags]",
-		Short: "create a sandbox from --image or --template, wait until it runs and print its id",
+		Short: "create a sandbox from --image, --template or --from-snapshot, wait until it runs and print its id",
 		Example: `  agent2env sandbox create --image agent2env/python --memory 1Gi --ttl 3600
   agent2env sandbox create --template python-data-science --env DEBUG=true -o json`,
 		Args: noArgs,
@@ -80,6 +81,7 @@ func newSandboxCreateCmd(e env, cc *clientConfig) *cobra.Command {
 	f := c.Flags()
 	f.StringVar(&req.Image, "image", "", "image to run, such as agent2env/python or alpine:3.20")
 	f.StringVar(&req.Template, "template", "", "template to make the sandbox from; --cpu, --memory, --ttl and --env override its values")
+	f.StringVar(&req.FromSnapshot, "from-snapshot", "", "make the sandbox from snapshot `ID` (sandbox snapshot create): its processes, memory and files as saved; only --ttl may be given besides")
 	f.IntVar(&req.TemplateVersion, "template-version", 0, "template version `N` to use (default: the latest)")
 	f.StringVar(&req.CPU, "cpu", "", "CPU limit, such as 1 or 500m (default: the template's or the daemon's)")
 	f.StringVar(&req.Memory, "memory", "", "memory limit, such as 512Mi (default: the template's or the daemon's)")
@@ -95,6 +97,8 @@ func newSandboxCreateCmd(e env, cc *clientConfig) *cobra.Command {
 func createSandbox(c *cobra.Command, e env, cc *clientConfig, req api.CreateSandboxRequest, ttlSet bool, ttl int,
 	env envFlag, wait bool, out *output) error {
 	switch {
+	case req.FromSnapshot != "" && (req.Image != "" || req.Template != "" || req.CPU != "" || req.Memory != "" || len(env) > 0):
+		return usageErrorf(c, "--from-snapshot takes only --ttl besides: the rest is the snapshot's")
 	case req.Image != "" && req.Template != "":
 		return usageErrorf(c, "give --image or --template, not both")
 	case req.TemplateVersion < 0:

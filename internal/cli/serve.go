@@ -88,6 +88,11 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
+	if s.runtime == "oci" {
+		if p := resolveCRIU(cfg.CRIU, cfg.CacheDir, log); p != "" {
+			s.runtimeSettings["oci.criu"] = p
+		}
+	}
 	consoleL, err := listenConsole(cfg.ConsoleListen, l.Addr())
 	if err != nil {
 		l.Close()

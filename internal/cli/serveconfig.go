@@ -75,6 +75,7 @@ type serveConfig struct {
 	KubeAgentImage     string        `yaml:"kube-agent-image"`
 	KubeRuntimeClass   string        `yaml:"kube-runtime-class"`
 	KubePullSecrets    string        `yaml:"kube-pull-secrets"`
+	CRIU               string        `yaml:"criu"`
 }
 
 // register adds a flag for each field of cfg, with its default.
@@ -127,6 +128,7 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.StringVar(&cfg.KubeAgentImage, "kube-agent-image", "", "kubernetes runtime: the agent2env image Pods copy the agent from (default: the daemon's own, when it runs in a Pod with $POD_NAME set; else agent2env/agent2env:<this version>, make image)")
 	f.StringVar(&cfg.KubeRuntimeClass, "kube-runtime-class", "", "kubernetes runtime: runtimeClassName of the sandboxes' Pods (gVisor, Kata)")
 	f.StringVar(&cfg.KubePullSecrets, "kube-pull-secrets", "", "kubernetes runtime: comma-separated imagePullSecrets of the sandboxes' Pods")
+	f.StringVar(&cfg.CRIU, "criu", criuAuto, "oci runtime: the criu program snapshots (checkpoint and restore) use: auto (the one make criu cached under the cache dir, else criu on PATH, if criu check passes; otherwise snapshots are off, with the reason logged), off, or a path")
 	f.Int64Var(&cfg.OutputBudget, "output-budget", 256<<20, "bytes of command and code output the daemon buffers across all executions; past it output is dropped and results say truncated")
 }
 

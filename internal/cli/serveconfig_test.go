@@ -31,7 +31,7 @@ var defaultServeConfig = serveConfig{Listen: "127.0.0.1:8080", ConsoleListen: co
 	ContextOutputLimit: 10 << 20, LogLevel: "info", HTTPHeaderTimeout: 10 * time.Second, HTTPIdleTimeout: 2 * time.Minute,
 	HTTPStallTimeout: time.Minute, HTTPMaxHeaderBytes: 64 << 10, MaxConns: 4096, MaxConnsPerClient: 1024, KubeConnect: "direct",
 	OutputBudget: 256 << 20, CPUOvercommit: 16, MemoryOvercommit: 2, MaxRuns: 16,
-	ContextIdleTimeout: 30 * time.Minute, OwnedSandboxes: 4, PrebuildImages: true}
+	ContextIdleTimeout: 30 * time.Minute, OwnedSandboxes: 4, PrebuildImages: true, CRIU: "auto"}
 
 // TestServeConfig checks the precedence flag > environment > file >
 // default through --print-config, which stops before the daemon starts.

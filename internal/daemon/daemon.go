@@ -198,6 +198,9 @@ func (cfg Config) complete() (Config, error) {
 	if cfg.ImageDir == "" {
 		cfg.ImageDir = filepath.Join(cfg.DataDir, "images")
 	}
+	if cfg.Manager.SnapshotDir == "" {
+		cfg.Manager.SnapshotDir = filepath.Join(cfg.DataDir, "snapshots")
+	}
 	if cfg.Runtime == "" {
 		cfg.Runtime = "oci"
 	}

@@ -105,6 +105,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /api/v1/sandboxes/{id}/restart", s.control("restart", s.sandboxes.Restart))
 	mux.HandleFunc("POST /api/v1/sandboxes/{id}/pause", s.sandboxOp(s.sandboxes.Pause))
 	mux.HandleFunc("POST /api/v1/sandboxes/{id}/resume", s.sandboxOp(s.sandboxes.Resume))
+	s.registerSnapshots(mux)
 
 	mux.HandleFunc("GET /api/v1/images", s.listImages)
 	mux.HandleFunc("POST /api/v1/images/pull", s.imageOp(s.images.Pull))

@@ -309,6 +309,9 @@ func TestOpenAPISchemas(t *testing.T) {
 		{"SandboxList", api.SandboxList{}, out},
 		{"SandboxOverrides", api.SandboxOverrides{}, in},
 		{"CreateSandboxRequest", api.CreateSandboxRequest{}, in},
+		{"CreateSnapshotRequest", api.CreateSnapshotRequest{}, in},
+		{"Snapshot", api.Snapshot{}, out},
+		{"SnapshotList", api.SnapshotList{}, out},
 		{"ExecRequest", api.ExecRequest{}, in},
 		{"ExecResponse", api.ExecResponse{}, out},
 		{"ExecEvent", api.ExecEvent{}, out},
@@ -1346,6 +1349,16 @@ items:
 	e.rt.SetCapabilities(sandbox.Capabilities{LocalFiles: true})
 	run(exchange{method: "POST", target: sbPath + "/pause", status: http.StatusNotImplemented})
 	e.rt.SetCapabilities(caps)
+
+	// Snapshots: this runtime has none (the e2e test takes real ones).
+	run(
+		post(sbPath+"/snapshots", `{"stop":false}`, http.StatusNotImplemented),
+		post("/api/v1/sandboxes/nosuchsandbox/snapshots", `{}`, notFound),
+		get("/api/v1/snapshots", ok),
+		get("/api/v1/snapshots?sandbox_id="+sb.ID, ok),
+		get("/api/v1/snapshots/snap-none", notFound),
+		exchange{method: "DELETE", target: "/api/v1/snapshots/snap-none", status: notFound},
+	)
 
 	// Sessions: one sandbox is free for one.
 	run(

@@ -126,6 +126,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		}
 	}
 	m.log.Info("recovered sandboxes", "adopted", adopted, "cleaned", cleaned, "failed", failed, "errors", errs)
+	m.sweepSnapshots(ctx)
 	return nil
 }
 

@@ -101,6 +101,9 @@ type Config struct {
 	// Owned bounds the sandboxes each sandbox's code makes through the
 	// daemon's services (see OwnedLimits).
 	Owned OwnedLimits
+	// SnapshotDir holds the snapshots' files, one directory each (see
+	// Snapshot); empty: snapshots are refused.
+	SnapshotDir string
 }
 
 func (c *Config) setDefaults() {

@@ -80,6 +80,9 @@ func (s *Sandboxes) viewOf(sb *store.Sandbox, err error) (*api.Sandbox, error) {
 // manager.Manager.Create). Overrides apply to templates only: with an
 // image, CPU, memory, TTL and env are given at the top level.
 func (s *Sandboxes) Create(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
+	if req.FromSnapshot != "" {
+		return s.restore(ctx, req)
+	}
 	mreq, err := createRequest(req)
 	if err != nil {
 		return nil, err

@@ -83,6 +83,7 @@ type Store interface {
 	Sessions
 	LLMExchanges
 	Runs
+	Snapshots
 	Close() error
 }
 

@@ -97,11 +97,6 @@ func (r *Runtime) checkpointable(id string) (*meta, int, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("checkpoint sandbox %s: %w", id, err)
 	}
-	if m.Egress != nil || m.Services {
-		// The agent's connections to the host's egress and services
-		// sockets cannot be dumped yet.
-		return nil, 0, fmt.Errorf("checkpoint sandbox %s: sandboxes with egress or the daemon's services cannot be checkpointed yet: %w", id, errdefs.ErrNotImplemented)
-	}
 	if _, err := os.Stat(filepath.Join(r.dir(id), fileNetns)); err != nil {
 		return nil, 0, errdefs.Precondition("checkpoint sandbox %s: it was made before CRIU was configured", id)
 	}
@@ -224,13 +219,20 @@ func (r *Runtime) dump(ctx context.Context, id, sdir, dir string, leaveRunning b
 }
 
 // waitConnsClosed closes the daemon's idle connections to the agent of
-// sandbox id and waits until the agent holds none: CRIU cannot dump a
-// connection whose other end is outside the sandbox, and the kernel makes
-// the accepting end of a unix connection in the connecting end's network
-// namespace, the host's here, where CRIU, dumping the sandbox's, does not
-// even find it. The agent closes its ends when it sees them end; a request
-// still in flight (a command's output streaming, an attached terminal)
-// makes the checkpoint fail after connsClosedTimeout.
+// sandbox id and waits until no connection crosses the sandbox's edge:
+// CRIU cannot dump a connection whose other end is outside the sandbox.
+// Both kinds are unix connections, whose accepting end the kernel makes in
+// the connecting end's network namespace. The daemon's connections to the
+// agent are the daemon's (the agent's accepting ends are in the host's
+// namespace, where CRIU, dumping the sandbox's, does not even find them):
+// the agent closes its ends when it sees the daemon's end. The agent's
+// connections to the daemon's services and egress proxy (the forwards of
+// 127.0.0.1:4000 and :3128, one per connection a process of the sandbox
+// makes) are the sandbox's (the daemon's accepting ends are in the
+// sandbox's namespace): the sandbox's processes end those. A request still
+// in flight on either (a command's output streaming, an attached terminal,
+// an LLM call, a keep-alive connection kept open) makes the checkpoint
+// fail after connsClosedTimeout.
 func (r *Runtime) waitConnsClosed(ctx context.Context, id string, pid int) error {
 	ctx, cancel := context.WithTimeout(ctx, connsClosedTimeout)
 	defer cancel()
@@ -238,36 +240,56 @@ func (r *Runtime) waitConnsClosed(ctx context.Context, id string, pid int) error
 		if c := r.cachedClient(id); c != nil {
 			c.Close()
 		}
-		n, err := hostConns(pid)
-		if err != nil || n == 0 {
+		host, inner, err := edgeConns(pid)
+		if err != nil || host+inner == 0 {
 			return err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the agent still holds %d connections from the daemon: %w", n, errdefs.ErrUnavailable)
+			if inner > 0 {
+				return fmt.Errorf("the sandbox holds %d open connections to the daemon's services or egress proxy (127.0.0.1:4000, 127.0.0.1:3128; a request in flight or a client keeping its connection alive): %w", inner, errdefs.ErrUnavailable)
+			}
+			return fmt.Errorf("the agent still holds %d connections from the daemon: %w", host, errdefs.ErrUnavailable)
 		case <-time.After(time.Millisecond):
 		}
 	}
 }
 
-// hostConns counts the open unix sockets of process pid that belong to
-// the daemon's network namespace.
-func hostConns(pid int) (int, error) {
-	host, err := unixInodes("/proc/self/net/unix")
+// edgeConns counts the unix sockets that join the sandbox of agent pid to
+// the daemon: host, the agent's sockets of the daemon's network namespace,
+// and inner, the daemon's sockets of the sandbox's.
+func edgeConns(pid int) (host, inner int, err error) {
+	hostInodes, err := unixInodes("/proc/self/net/unix")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	innerInodes, err := unixInodes(fmt.Sprintf("/proc/%d/net/unix", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	if host, err = socketsOf(strconv.Itoa(pid), hostInodes); err != nil {
+		return 0, 0, err
+	}
+	if inner, err = socketsOf("self", innerInodes); err != nil {
+		return 0, 0, err
+	}
+	return host, inner, nil
+}
+
+// socketsOf counts the open sockets of process proc ("self" or a pid)
+// whose inodes are in inodes.
+func socketsOf(proc string, inodes map[string]bool) (int, error) {
+	fds, err := os.ReadDir("/proc/" + proc + "/fd")
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, fd := range fds {
-		link, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		link, err := os.Readlink("/proc/" + proc + "/fd/" + fd.Name())
 		if err != nil {
 			continue // closed meanwhile
 		}
-		if ino, ok := strings.CutPrefix(link, "socket:["); ok && host[strings.TrimSuffix(ino, "]")] {
+		if ino, ok := strings.CutPrefix(link, "socket:["); ok && inodes[strings.TrimSuffix(ino, "]")] {
 			n++
 		}
 	}
@@ -382,6 +404,25 @@ func (r *Runtime) restore(ctx context.Context, id, dir, ndir string, snap *snaps
 	}
 	m := snap.Meta
 	m.ID, m.Labels, m.CreatedAt = id, labels, time.Now().UTC()
+	// The restored agent forwards to its own sockets (the bundle mounts the
+	// new sandbox's directories), served before it runs.
+	if m.Egress != nil {
+		if r.cfg.Egress == nil {
+			return errdefs.Invalid("the snapshot's sandbox has network egress, which this runtime is not configured for")
+		}
+		if err := r.serveEgress(id, m.Egress); err != nil {
+			return err
+		}
+	}
+	if m.Services {
+		if r.cfg.Services == nil { // the bundle mounts the directory all the same
+			if err := os.Mkdir(filepath.Join(ndir, dirServices), 0o700); err != nil {
+				return err
+			}
+		} else if err := r.serveServices(id); err != nil {
+			return err
+		}
+	}
 	prepared := time.Now()
 	pidFile := filepath.Join(ndir, filePid)
 	cmd := r.oci.criu(ctx, r.cfg.CRIU, "restore", "--detach", "--bundle", ndir,

@@ -2,8 +2,11 @@ package oci
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
 	"github.com/agent2env/agent2env/internal/sandbox"
@@ -325,6 +329,89 @@ func TestRestoreParallel(t *testing.T) {
 	}
 	if err := rt.Delete(ctx, "parent"); err != nil {
 		t.Error(err)
+	}
+	runtimetest.AssertNoLeaks(t, root)
+}
+
+// echoServices answers every request of a sandbox with its id and path.
+type echoServices struct{}
+
+func (echoServices) ServeSandbox(ctx context.Context, l net.Listener, id string) error {
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "%s %s", id, r.URL.Path)
+	})}
+	stop := context.AfterFunc(ctx, func() { srv.Close() })
+	defer stop()
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// TestCheckpointRestoreServices checkpoints a sandbox that has the
+// daemon's services, as every sandbox the daemon makes has, and egress:
+// refused while a connection to the services is open, done once it is
+// closed, and the restored sandbox reaches its own services at
+// 127.0.0.1:4000 and the proxy at 127.0.0.1:3128 under the parent's
+// policy.
+func TestCheckpointRestoreServices(t *testing.T) {
+	runtimetest.RequiresRoot(t)
+	root := newRoot(t)
+	in := newTestInternet(t)
+	rt, err := New(Config{Root: root, AgentBinary: agentBin, Images: testImages{}, CRIU: testCRIU(t), Services: echoServices{},
+		Egress: in.proxy, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sp := newSpec(t, "parent")
+	sp.Resources.DiskBytes = 32 << 20
+	sp.Network.Egress = &sandbox.Egress{AllowedDomains: []string{"allowed.test"}}
+	if err := rt.Create(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(ctx, sp.ID); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := run(t, rt.client("parent"), `wget -Y off -qO- http://127.0.0.1:4000/before`); code != 0 || out != "parent /before" {
+		t.Fatalf("services before: %d %q", code, out)
+	}
+	// A connection held open: the dump would fail on it, so Checkpoint
+	// refuses, and the parent runs on.
+	if code, out := run(t, rt.client("parent"), `setsid sh -c 'sleep 60 | nc 127.0.0.1 4000' </dev/null >/dev/null 2>&1 &
+echo $! > /tmp/nc
+for i in $(seq 50); do netstat -tn 2>/dev/null | grep -q '127.0.0.1:4000 *ESTABLISHED' && exit 0; sleep 0.1; done; exit 1`); code != 0 {
+		t.Fatalf("open a connection to the services: %d %q", code, out)
+	}
+	snap := filepath.Join(t.TempDir(), "snap")
+	err = rt.Checkpoint(ctx, "parent", snap, true)
+	if !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "services") {
+		t.Fatalf("Checkpoint with a connection to the services open = %v; want ErrUnavailable naming the services", err)
+	}
+	if _, err := os.Stat(snap); !os.IsNotExist(err) {
+		t.Errorf("a refused checkpoint left %s: %v", snap, err)
+	}
+	if code, out := run(t, rt.client("parent"), `kill -- -$(cat /tmp/nc); wget -Y off -qO- http://127.0.0.1:4000/still`); code != 0 || out != "parent /still" {
+		t.Fatalf("parent after a refused checkpoint: %d %q", code, out)
+	}
+	if err := rt.Checkpoint(ctx, "parent", snap, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Restore(ctx, "child", snap, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"parent", "child"} {
+		if code, out := run(t, rt.client(id), `wget -Y off -qO- http://127.0.0.1:4000/after`); code != 0 || out != id+" /after" {
+			t.Errorf("%s after the checkpoint: %d %q; want its own services", id, code, out)
+		}
+		if code, out := run(t, rt.client(id), `wget -qO- http://allowed.test/; env -u NO_PROXY -u no_proxy wget -qO- http://denied.test/ 2>&1`); code == 0 || !strings.HasPrefix(out, "hello from allowed.test") || !strings.Contains(out, "403") {
+			t.Errorf("%s after the checkpoint: egress %d %q; want allowed.test and a 403 for denied.test", id, code, out)
+		}
+	}
+	for _, id := range []string{"parent", "child"} {
+		if err := rt.Delete(ctx, id); err != nil {
+			t.Error(err)
+		}
 	}
 	runtimetest.AssertNoLeaks(t, root)
 }

@@ -99,7 +99,6 @@
 // snapshot.json: the sandbox's metadata and bundle config, and what
 // Restore must hand CRIU. What it took, each found by a failing dump or
 // restore:
-//
 //   - The agent's listening socket must belong to the sandbox's network
 //     namespace: CRIU looks sockets up with sock_diag in the namespaces it
 //     dumps, and one made in the daemon's is "not found". So the daemon
@@ -141,11 +140,19 @@
 //     processes' memory, pipes, ptys and loopback sockets are CRIU's own
 //     business and come back as they were. The restored sandbox keeps the
 //     snapshot's hostname (CRIU restores the UTS namespace).
+//   - The forwards of the daemon's services and egress proxy (the agent
+//     listens on the sandbox's 127.0.0.1:4000 and :3128 and makes one unix
+//     connection to svc/daemon.sock or egress/proxy.sock per connection it
+//     accepts) hold nothing at rest: their listeners are the sandbox's and
+//     plain TCP (Go's default multipath TCP is "Unsupported proto 262" to
+//     CRIU). A connection open through them has its daemon end in the
+//     sandbox's namespace, held by the daemon, which CRIU cannot dump:
+//     Checkpoint waits for those to end like the daemon's own, and fails
+//     naming them (ErrUnavailable) after 5 s. Restore serves the new
+//     sandbox's sockets before runc runs, and the restored forwards dial
+//     them (the bundle mounts the new sandbox's directories).
 //
-// Not yet: sandboxes with egress or the daemon's services (the agent's
-// connections to their host sockets) are refused with ErrNotImplemented;
-// the daemon does not configure CRIU yet (no REST surface), and crun and
-// runsc are not tried.
+// Not yet: crun and runsc are not tried.
 //
 // Figures (BenchmarkCheckpointRestore beside BenchmarkCreateStart/runc in
 // the same run, 2 cores shared with other builds; busybox image, one shell

@@ -1,0 +1,93 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/agent2env/agent2env/api"
+)
+
+// SnapshotService holds the snapshot endpoints: sandboxes saved with their
+// memory, and sandboxes made from them. Use it as Client.Snapshots().
+type SnapshotService struct {
+	c *Client
+}
+
+// Snapshots returns the snapshot endpoints.
+func (c *Client) Snapshots() *SnapshotService { return &SnapshotService{c: c} }
+
+// snapshotPath returns the escaped API path of snapshot id.
+func snapshotPath(id string) (string, error) {
+	if id == "" {
+		return "", errors.New("snapshot id is empty")
+	}
+	return "/snapshots/" + url.PathEscape(id), nil
+}
+
+// Create saves running (or paused) sandbox id whole: its processes with
+// their memory, its files and its spec. Live (stop false) the sandbox is
+// frozen only while saved; with stop it is stopped once saved. A sandbox
+// that is not running gives ErrConflict; a daemon whose runtime cannot
+// ErrNotImplemented.
+func (s *SnapshotService) Create(ctx context.Context, sandboxID string, stop bool) (*api.Snapshot, error) {
+	p, err := sandboxPath(sandboxID, "/snapshots")
+	var snap api.Snapshot
+	if err == nil {
+		err = s.c.doJSON(ctx, http.MethodPost, p, api.CreateSnapshotRequest{Stop: stop}, &snap)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("snapshot sandbox %s: %w", sandboxID, err)
+	}
+	return &snap, nil
+}
+
+// List returns the snapshots, newest first; of sandbox sandboxID only
+// when it is not empty.
+func (s *SnapshotService) List(ctx context.Context, sandboxID string) ([]api.Snapshot, error) {
+	q := url.Values{}
+	if sandboxID != "" {
+		q.Set("sandbox_id", sandboxID)
+	}
+	var l api.SnapshotList
+	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/snapshots", q, nil, &l); err != nil {
+		return nil, fmt.Errorf("list snapshots: %w", err)
+	}
+	return l.Items, nil
+}
+
+// Get returns snapshot id.
+func (s *SnapshotService) Get(ctx context.Context, id string) (*api.Snapshot, error) {
+	p, err := snapshotPath(id)
+	var snap api.Snapshot
+	if err == nil {
+		err = s.c.doJSON(ctx, http.MethodGet, p, nil, &snap)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get snapshot %s: %w", id, err)
+	}
+	return &snap, nil
+}
+
+// Delete removes snapshot id and its files; sandboxes made from it stay.
+func (s *SnapshotService) Delete(ctx context.Context, id string) error {
+	p, err := snapshotPath(id)
+	if err == nil {
+		err = s.c.doJSON(ctx, http.MethodDelete, p, nil, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("delete snapshot %s: %w", id, err)
+	}
+	return nil
+}
+
+// Restore makes a new sandbox from snapshot id, running, with ttl (nil:
+// the daemon's default) and metadata; the rest is the snapshot's.
+func (s *SnapshotService) Restore(ctx context.Context, id string, ttl *int, metadata map[string]string) (*api.Sandbox, error) {
+	if id == "" {
+		return nil, errors.New("restore: snapshot id is empty")
+	}
+	return s.c.Sandbox.Create(ctx, api.CreateSandboxRequest{FromSnapshot: id, TTL: ttl, Metadata: metadata})
+}

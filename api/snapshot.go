@@ -1,0 +1,45 @@
+package api
+
+import "time"
+
+// Snapshots (agent2env addition): a running or paused sandbox saved whole,
+// its processes with their memory, its writable files and its spec, from
+// which new sandboxes are made (CreateSandboxRequest.FromSnapshot). A
+// snapshot outlives the sandbox it was taken of and a daemon restart.
+
+// SnapshotStatus is where a snapshot is in its life.
+type SnapshotStatus string
+
+// SnapshotReady: saved; sandboxes can be made from it. (A snapshot is
+// recorded once saved: a failed save leaves no record.)
+const SnapshotReady SnapshotStatus = "ready"
+
+// CreateSnapshotRequest is the body of POST /sandboxes/{id}/snapshots.
+type CreateSnapshotRequest struct {
+	// Stop stops the sandbox once saved, freeing its memory; by default
+	// it is frozen only while saved and runs on (live).
+	Stop bool `json:"stop,omitempty"`
+}
+
+// Snapshot is a saved sandbox.
+type Snapshot struct {
+	ID string `json:"id"`
+	// SandboxID is the sandbox it was taken of, which may be gone.
+	SandboxID string         `json:"sandbox_id"`
+	Image     string         `json:"image"`
+	Template  string         `json:"template,omitempty"`
+	CPU       string         `json:"cpu"`
+	Memory    string         `json:"memory"`
+	Runtime   string         `json:"runtime"`
+	Status    SnapshotStatus `json:"status"`
+	// Stopped: the sandbox was stopped once saved.
+	Stopped bool `json:"stopped,omitempty"`
+	// SizeBytes is what its files take on the daemon's disk.
+	SizeBytes int64     `json:"size_bytes"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// SnapshotList is the answer of GET /snapshots, newest first.
+type SnapshotList struct {
+	Items []Snapshot `json:"items"`
+}

@@ -1,0 +1,176 @@
+package e2e
+
+import (
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/testenv"
+)
+
+// withCRIU has the daemon snapshot with the project's criu (make criu,
+// scripts/criu.sh): a test of snapshots fails under CI without it.
+func withCRIU(t *testing.T) func(*exec.Cmd) {
+	t.Helper()
+	out, err := exec.Command("../../scripts/criu.sh", "--path").Output()
+	path := strings.TrimSpace(string(out))
+	if err != nil || path == "" {
+		testenv.Missing(t, "the project's criu is not built: run make criu (scripts/criu.sh)")
+	}
+	return func(c *exec.Cmd) { c.Args = append(c.Args, "--criu", path) }
+}
+
+// TestSnapshot snapshots a sandbox through the REST API, live, and makes
+// sandboxes from the snapshot: a Python process holding x = 41 in memory
+// (serving it on the sandbox's loopback), a shell holding a variable, a
+// file, and the daemon's services at 127.0.0.1:4000 are all there in the
+// restored sandbox, while the parent runs on and its later writes stay its
+// own. The snapshot outlives its sandbox and a restart of the daemon, and
+// its deletion leaves nothing behind.
+func TestSnapshot(t *testing.T) {
+	criu := withCRIU(t)
+	d := startDaemon(t, "", criu)
+	sb := d.create(api.CreateSandboxRequest{Image: "agent2env/python"})
+	// get prints what a GET of its URL answers: the body, or the status
+	// of an error. (The image has no curl.)
+	setup := `echo hello > /workspace/f
+cat > /tmp/get.py <<'PY'
+import sys, urllib.error, urllib.request
+try:
+    print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode(), end="")
+except urllib.error.HTTPError as e:
+    print(e.code, end="")
+PY
+cat > /tmp/hold.py <<'PY'
+import http.server
+x = 41
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = str(x + 1).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+http.server.HTTPServer(("127.0.0.1", 8000), H).serve_forever()
+PY
+setsid python3 /tmp/hold.py </dev/null >/dev/null 2>&1 &
+setsid bash -c 'v=from-memory; trap "echo \$v > /workspace/v" USR1; while :; do sleep 0.1; done' </dev/null >/dev/null 2>&1 &
+echo $! > /workspace/shell.pid
+for i in $(seq 100); do python3 /tmp/get.py http://127.0.0.1:8000/ 2>/dev/null && exit 0; sleep 0.1; done; exit 1`
+	if res := d.exec(sb.ID, "bash", "-c", setup); res.ExitCode != 0 || res.Stdout != "42" {
+		t.Fatalf("setup: %+v", res)
+	}
+	// The daemon's services answer (a path it has nothing at: its 404).
+	services := `python3 /tmp/get.py http://127.0.0.1:4000/nothing`
+	if res := d.exec(sb.ID, "bash", "-c", services); res.Stdout != "404" {
+		t.Fatalf("services before the snapshot: %+v", res)
+	}
+
+	// A context of the parent: its kernel is in the snapshot too, and the
+	// parent's context goes on after it.
+	var ctxInfo api.Context
+	if code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/contexts", api.CreateContextRequest{Language: "python"}, &ctxInfo); code != http.StatusCreated && code != http.StatusOK {
+		t.Fatalf("create context: %d %+v", code, ctxInfo)
+	}
+	var ran api.ExecuteResponse
+	if code := d.do("POST", "/api/v1/contexts/"+ctxInfo.ContextID+"/execute", api.ExecuteRequest{Code: "x = 41"}, &ran); code != http.StatusOK || !ran.Success {
+		t.Fatalf("execute in the context: %d %+v", code, ran)
+	}
+
+	var snap api.Snapshot
+	start := time.Now()
+	if code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/snapshots", api.CreateSnapshotRequest{}, &snap); code != http.StatusCreated {
+		t.Fatalf("snapshot: %d %+v", code, snap)
+	}
+	t.Logf("live snapshot through REST: %v, %d bytes", time.Since(start), snap.SizeBytes)
+	if snap.SandboxID != sb.ID || snap.Image != "agent2env/python" || snap.Status != api.SnapshotReady || snap.SizeBytes <= 0 || snap.CPU != sb.CPU {
+		t.Errorf("snapshot = %+v", snap)
+	}
+	var got api.Sandbox
+	if d.do("GET", "/api/v1/sandboxes/"+sb.ID, nil, &got); got.Status != api.StatusRunning {
+		t.Errorf("parent after a live snapshot: %s (%s), want running", got.Status, got.Reason)
+	}
+	if res := d.exec(sb.ID, "bash", "-c", "echo changed > /workspace/f; python3 /tmp/get.py http://127.0.0.1:8000/"); res.Stdout != "42" {
+		t.Errorf("parent after the snapshot: %+v", res)
+	}
+
+	if code := d.do("POST", "/api/v1/contexts/"+ctxInfo.ContextID+"/execute", api.ExecuteRequest{Code: "x + 1"}, &ran); code != http.StatusOK || ran.Result != "42" {
+		t.Errorf("the parent's context after the snapshot: %d %+v, want 42", code, ran)
+	}
+
+	restore := func(d *daemon) api.Sandbox {
+		t.Helper()
+		var r api.Sandbox
+		start := time.Now()
+		code := d.do("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{FromSnapshot: snap.ID, Metadata: map[string]string{"rollout": "1"}}, &r)
+		if code != http.StatusCreated && code != http.StatusOK {
+			t.Fatalf("restore: %d %+v", code, r)
+		}
+		t.Logf("restore through REST to a running sandbox: %v", time.Since(start))
+		if r.ID == sb.ID || r.Status != api.StatusRunning || r.Metadata["rollout"] != "1" {
+			t.Errorf("restored sandbox = %+v", r)
+		}
+		check := `python3 /tmp/get.py http://127.0.0.1:8000/; echo; cat /workspace/f; kill -USR1 $(cat /workspace/shell.pid)
+for i in $(seq 50); do [ -s /workspace/v ] && break; sleep 0.1; done; cat /workspace/v; ` + services
+		if res := d.exec(r.ID, "bash", "-c", check); res.ExitCode != 0 || res.Stdout != "42\nhello\nfrom-memory\n404" {
+			t.Errorf("restored sandbox: %+v; want the process's 42, the file, the shell's variable and the services", res)
+		}
+		ps := d.exec(r.ID, "bash", "-c", `for p in /proc/[0-9]*; do echo "${p#/proc/} $(tr '\0' ' ' <$p/cmdline | head -c 60)"; done`)
+		// The context's kernel is there, with its memory; the daemon's
+		// context records name the parent only.
+		if !strings.Contains(ps.Stdout, "agent2env Python kernel driver") {
+			t.Errorf("no Python kernel in the restored sandbox; its processes:\n%s", ps.Stdout)
+		}
+		return r
+	}
+	child := restore(d)
+	if res := d.exec(sb.ID, "cat", "/workspace/f"); res.Stdout != "changed\n" {
+		t.Errorf("parent's file: %q; a child's writes must not reach it", res.Stdout)
+	}
+
+	// Errors: a snapshot's sandbox takes nothing but ttl and metadata; an
+	// unknown snapshot is 404; a stopped sandbox is 409.
+	var e api.Error
+	if code := d.do("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{FromSnapshot: snap.ID, Image: "agent2env/python"}, &e); code != http.StatusBadRequest {
+		t.Errorf("from_snapshot with an image: %d %+v, want 400", code, e)
+	}
+	if code := d.do("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{FromSnapshot: "snap-none"}, &e); code != http.StatusNotFound {
+		t.Errorf("from an unknown snapshot: %d %+v, want 404", code, e)
+	}
+	if code := d.do("POST", "/api/v1/sandboxes/"+child.ID+"/stop", nil, &got); code != http.StatusOK {
+		t.Fatalf("stop: %d", code)
+	}
+	if code := d.do("POST", "/api/v1/sandboxes/"+child.ID+"/snapshots", nil, &e); code != http.StatusConflict {
+		t.Errorf("snapshot of a stopped sandbox: %d %+v, want 409", code, e)
+	}
+
+	// The snapshot outlives its sandbox and the daemon.
+	if code := d.do("DELETE", "/api/v1/sandboxes/"+sb.ID, nil, nil); code != http.StatusNoContent {
+		t.Fatalf("delete parent: %d", code)
+	}
+	d.stop()
+	d = startDaemon(t, d.dataDir, criu)
+	var list api.SnapshotList
+	if d.do("GET", "/api/v1/snapshots?sandbox_id="+sb.ID, nil, &list); len(list.Items) != 1 || list.Items[0].ID != snap.ID {
+		t.Fatalf("snapshots after the parent's deletion and a restart: %+v", list)
+	}
+	restore(d)
+
+	if code := d.do("DELETE", "/api/v1/snapshots/"+snap.ID, nil, nil); code != http.StatusNoContent {
+		t.Fatalf("delete snapshot: %d", code)
+	}
+	if code := d.do("GET", "/api/v1/snapshots/"+snap.ID, nil, &e); code != http.StatusNotFound {
+		t.Errorf("deleted snapshot: %d, want 404", code)
+	}
+	if entries, err := os.ReadDir(filepath.Join(d.dataDir, "snapshots")); err != nil || len(entries) != 0 {
+		t.Errorf("snapshot files after the deletion: %v, %v", entries, err)
+	}
+	d.deleteAll()
+	d.stop()
+	d.assertNoLeaks()
+}

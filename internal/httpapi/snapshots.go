@@ -1,0 +1,60 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/agent2env/agent2env/api"
+)
+
+// registerSnapshots adds the snapshot routes; a sandbox is made from a
+// snapshot by POST /api/v1/sandboxes with from_snapshot.
+func (s *Server) registerSnapshots(mux *http.ServeMux) {
+	mux.HandleFunc("POST /api/v1/sandboxes/{id}/snapshots", s.createSnapshot)
+	mux.HandleFunc("GET /api/v1/snapshots", s.listSnapshots)
+	mux.HandleFunc("GET /api/v1/snapshots/{id}", s.getSnapshot)
+	mux.HandleFunc("DELETE /api/v1/snapshots/{id}", s.deleteSnapshot)
+}
+
+// createSnapshot takes a snapshot; the body is optional (live).
+func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
+	var req api.CreateSnapshotRequest
+	if r.ContentLength != 0 {
+		if err := decode(w, r, &req); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	snap, err := s.sandboxes.Snapshot(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, snap)
+}
+
+// listSnapshots lists snapshots, of ?sandbox_id= only when given.
+func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
+	list, err := s.sandboxes.Snapshots(r.Context(), r.URL.Query().Get("sandbox_id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
+	snap, err := s.sandboxes.GetSnapshot(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, snap)
+}
+
+func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
+	if err := s.sandboxes.DeleteSnapshot(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

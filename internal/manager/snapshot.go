@@ -1,0 +1,230 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+// snapshotPrefix starts every snapshot id.
+const snapshotPrefix = "snap-"
+
+// Snapshot saves running (or paused) sandbox id whole with the runtime's
+// sandbox.Checkpointer: its processes with their memory, its writable
+// files and its spec, in a directory of its own under
+// Config.SnapshotDir, recorded once saved. Live (stop false), the sandbox
+// is frozen only while saved and runs on; with stop it is stopped once
+// saved (succeeded, "stopped by a snapshot"), its memory freed and its
+// files kept. The snapshot outlives the sandbox. A runtime that cannot is
+// 501; a sandbox in another state, 409.
+func (m *Manager) Snapshot(ctx context.Context, id string, stop bool) (*store.Snapshot, error) {
+	unlock := m.lock(id)
+	defer unlock()
+	ctx = context.WithoutCancel(ctx)
+	sb, err := m.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := m.checkpointer("snapshot sandbox " + id)
+	if err != nil {
+		return nil, err
+	}
+	if !alive(sb) {
+		return nil, notNow("snapshot", sb)
+	}
+	snap := &store.Snapshot{ID: snapshotPrefix + newID(), SandboxID: id, Image: sb.Image, Template: sb.Template,
+		CPU: sb.CPU, Memory: sb.Memory, Runtime: sb.Runtime, Status: string(api.SnapshotReady), Stopped: stop,
+		Tenant: sb.Tenant, Spec: sb.Spec}
+	dir := m.snapshotDir(snap.ID)
+	if err := os.MkdirAll(m.cfg.SnapshotDir, 0o700); err != nil {
+		return nil, fmt.Errorf("snapshot sandbox %s: %w", id, err)
+	}
+	start := time.Now()
+	if err := cp.Checkpoint(ctx, id, dir, !stop); err != nil {
+		return nil, fmt.Errorf("snapshot sandbox %s: %w", id, err)
+	}
+	took := time.Since(start)
+	snap.CreatedAt = m.now().UTC()
+	if snap.SizeBytes, err = diskUsage(dir); err == nil {
+		err = m.store.CreateSnapshot(ctx, snap)
+	}
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("record snapshot of sandbox %s: %w", id, err), os.RemoveAll(dir))
+	}
+	m.log.Info("sandbox snapshot taken", "sandbox", id, "snapshot", snap.ID, "stop", stop, "took", took, "bytes", snap.SizeBytes)
+	if stop {
+		_, err = m.setStatus(ctx, id, api.StatusSucceeded, "stopped by snapshot "+snap.ID)
+	} else {
+		m.event(ctx, id, sb.Status, "snapshot "+snap.ID+" taken")
+	}
+	return snap, err
+}
+
+// RestoreRequest is what a sandbox made from a snapshot takes from its
+// request: the rest is the snapshot's.
+type RestoreRequest struct {
+	// TTL in seconds; nil means the default, 0 never expires.
+	TTL      *int
+	Metadata map[string]string
+}
+
+// Restore makes a new sandbox from snapshot snapID: its processes, memory
+// and files as they were saved, under a new id with its own network
+// namespace and control channel, admitted like any new sandbox with the
+// snapshot's cpu and memory. It returns the sandbox running; a restore
+// that fails leaves no sandbox.
+func (m *Manager) Restore(ctx context.Context, snapID string, req RestoreRequest) (*store.Sandbox, error) {
+	snap, err := m.GetSnapshot(ctx, snapID)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := m.checkpointer("make a sandbox from snapshot " + snapID)
+	if err != nil {
+		return nil, err
+	}
+	if snap.Runtime != m.rt.Name() {
+		return nil, errdefs.WithCode(errdefs.Precondition("snapshot %s was taken by runtime %s, not this daemon's %s", snapID, snap.Runtime, m.rt.Name()), api.CodeConflict)
+	}
+	r, err := m.resolve(CreateRequest{Image: snap.Image, Template: snap.Template, CPU: snap.CPU, Memory: snap.Memory,
+		TTL: req.TTL, Metadata: req.Metadata})
+	if err != nil {
+		return nil, err
+	}
+	sb, err := m.createRecord(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	m.event(ctx, sb.ID, string(api.StatusPending), "restoring snapshot "+snapID+" of sandbox "+snap.SandboxID)
+	unlock := m.lock(sb.ID)
+	defer unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StartTimeout)
+	defer cancel()
+	start := time.Now()
+	labels := map[string]string{"agent2env.image": snap.Image, "agent2env.snapshot": snapID}
+	if err := cp.Restore(ctx, sb.ID, m.snapshotDir(snapID), labels); err != nil {
+		if derr := m.store.DeleteSandbox(ctx, sb.ID); derr != nil {
+			m.log.Warn("remove the record of a sandbox whose restore failed", "sandbox", sb.ID, "err", derr)
+		}
+		return nil, fmt.Errorf("make a sandbox from snapshot %s: %w", snapID, err)
+	}
+	m.log.Info("sandbox restored", "sandbox", sb.ID, "snapshot", snapID, "took", time.Since(start))
+	reason := "restored from snapshot " + snapID
+	sb, err = m.store.UpdateSandbox(ctx, sb.ID, func(sb *store.Sandbox) error {
+		sb.Spec, sb.Status, sb.Reason, sb.UpdatedAt = snap.Spec, string(api.StatusRunning), reason, m.now().UTC()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record sandbox restored from snapshot %s: %w", snapID, err)
+	}
+	m.event(ctx, sb.ID, string(api.StatusRunning), reason)
+	return sb, nil
+}
+
+// GetSnapshot returns snapshot id, if the caller's tenant may see it.
+func (m *Manager) GetSnapshot(ctx context.Context, id string) (*store.Snapshot, error) {
+	snap, err := m.store.GetSnapshot(ctx, id)
+	if err == nil {
+		if t := auth.TenantOf(ctx); t != "" && snap.Tenant != t {
+			err = errdefs.NotFound("snapshot %s not found", id)
+		}
+	}
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil, errdefs.WithCode(err, api.CodeNotFound)
+	}
+	return snap, err
+}
+
+// ListSnapshots returns the snapshots the caller's tenant may see, of
+// sandbox sandboxID when it is not empty, newest first.
+func (m *Manager) ListSnapshots(ctx context.Context, sandboxID string) ([]*store.Snapshot, error) {
+	return m.store.ListSnapshots(ctx, store.SnapshotFilter{SandboxID: sandboxID, Tenant: auth.TenantOf(ctx)})
+}
+
+// DeleteSnapshot removes snapshot id: its files, then its record.
+// Sandboxes made from it are not affected.
+func (m *Manager) DeleteSnapshot(ctx context.Context, id string) error {
+	if _, err := m.GetSnapshot(ctx, id); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(m.snapshotDir(id)); err != nil {
+		return fmt.Errorf("delete snapshot %s: %w", id, err)
+	}
+	return m.store.DeleteSnapshot(ctx, id)
+}
+
+// sweepSnapshots removes, at Recover, the snapshot directories that have
+// no record: a daemon that died while it saved a sandbox leaves one.
+func (m *Manager) sweepSnapshots(ctx context.Context) {
+	if m.cfg.SnapshotDir == "" {
+		return
+	}
+	entries, err := os.ReadDir(m.cfg.SnapshotDir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			m.log.Error("recover snapshots", "err", err)
+		}
+		return
+	}
+	for _, e := range entries {
+		if _, err := m.store.GetSnapshot(ctx, e.Name()); !errors.Is(err, errdefs.ErrNotFound) {
+			continue
+		}
+		if err := os.RemoveAll(m.snapshotDir(e.Name())); err != nil {
+			m.log.Error("recover: remove the files of an unrecorded snapshot", "snapshot", e.Name(), "err", err)
+			continue
+		}
+		m.log.Info("recover: removed the files of an unrecorded snapshot", "snapshot", e.Name())
+	}
+}
+
+// snapshotDir is where snapshot id's files are.
+func (m *Manager) snapshotDir(id string) string { return filepath.Join(m.cfg.SnapshotDir, id) }
+
+// checkpointer returns the runtime as a sandbox.Checkpointer, or a 501
+// naming why it cannot do what (op).
+func (m *Manager) checkpointer(op string) (sandbox.Checkpointer, error) {
+	cp, ok := m.rt.(sandbox.Checkpointer)
+	if ok && m.rt.Capabilities().Checkpoint && m.cfg.SnapshotDir != "" {
+		return cp, nil
+	}
+	why := "it has no working CRIU (serve --criu; make criu builds one)"
+	switch {
+	case !ok && !m.rt.Capabilities().LocalFiles:
+		why = "its sandboxes run on other machines (a cluster's nodes), which it has no checkpoint API for"
+	case !ok:
+		why = "it cannot checkpoint sandboxes"
+	}
+	err := fmt.Errorf("cannot %s: runtime %s has no snapshots: %s: %w", op, m.rt.Name(), why, errdefs.ErrNotImplemented)
+	return nil, errdefs.WithCode(err, api.CodeNotImplemented)
+}
+
+// diskUsage is what the files under dir take on disk (sparse files count
+// their allocated blocks).
+func diskUsage(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			n += st.Blocks * 512
+		}
+		return nil
+	})
+	return n, err
+}

@@ -1,0 +1,76 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+var snapshots = newTable(table[store.Snapshot]{
+	kind: "snapshot", name: "snapshots",
+	columns: `id, sandbox_id, image, template, cpu, memory, runtime, status, error, stopped, size_bytes, tenant, spec, created_at`,
+	scan:    scanSnapshot,
+	values: func(s *store.Snapshot) ([]any, error) {
+		return []any{s.ID, s.SandboxID, s.Image, s.Template, s.CPU, s.Memory, s.Runtime, s.Status, s.Error,
+			s.Stopped, s.SizeBytes, s.Tenant, bytesOrEmpty(s.Spec), s.CreatedAt}, nil
+	},
+	setKey: func(s *store.Snapshot, id string) { s.ID = id },
+})
+
+func scanSnapshot(row scanner) (*store.Snapshot, error) {
+	var s store.Snapshot
+	if err := row.Scan(&s.ID, &s.SandboxID, &s.Image, &s.Template, &s.CPU, &s.Memory, &s.Runtime, &s.Status, &s.Error,
+		&s.Stopped, &s.SizeBytes, &s.Tenant, &s.Spec, &s.CreatedAt); err != nil {
+		return nil, err
+	}
+	s.Spec, s.CreatedAt = nilIfEmpty(s.Spec), s.CreatedAt.UTC()
+	return &s, nil
+}
+
+// CreateSnapshot stores snap; a taken id is ErrConflict.
+func (s *Store) CreateSnapshot(ctx context.Context, snap *store.Snapshot) error {
+	err := snapshots.insert(ctx, s.w, snap)
+	switch {
+	case err == nil:
+		return nil
+	case isUnique(err):
+		return errdefs.Conflict("snapshot %s already exists", snap.ID)
+	}
+	return fmt.Errorf("insert snapshot %s: %w", snap.ID, err)
+}
+
+// GetSnapshot returns the snapshot id; ErrNotFound if there is none.
+func (s *Store) GetSnapshot(ctx context.Context, id string) (*store.Snapshot, error) {
+	return snapshots.get(ctx, s.r, id, "")
+}
+
+// ListSnapshots returns the snapshots f selects, newest first.
+func (s *Store) ListSnapshots(ctx context.Context, f store.SnapshotFilter) ([]*store.Snapshot, error) {
+	var a args
+	cond := ""
+	if f.SandboxID != "" {
+		cond += ` AND sandbox_id = ` + a.add(f.SandboxID)
+	}
+	if f.Tenant != "" {
+		cond += ` AND tenant = ` + a.add(f.Tenant)
+	}
+	out, err := list(ctx, s.r, scanSnapshot,
+		`SELECT `+snapshots.columns+` FROM snapshots WHERE true`+cond+` ORDER BY created_at DESC, id DESC`, a...)
+	if err != nil {
+		return nil, fmt.Errorf("list snapshots: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateSnapshot applies fn to the snapshot id and stores the result, with
+// the row locked from the read to the write; fn's error aborts it and is returned as is.
+func (s *Store) UpdateSnapshot(ctx context.Context, id string, fn func(*store.Snapshot) error) (*store.Snapshot, error) {
+	return snapshots.update(ctx, s.w, id, fn)
+}
+
+// DeleteSnapshot deletes the snapshot id; ErrNotFound if there is none.
+func (s *Store) DeleteSnapshot(ctx context.Context, id string) error {
+	return snapshots.remove(ctx, s.w, id)
+}

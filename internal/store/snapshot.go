@@ -1,0 +1,59 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// Snapshot is the record of one snapshot of a sandbox: its processes with
+// their memory, its writable files and its spec, saved by the runtime in a
+// directory of the daemon's data dir. It outlives the sandbox it was taken
+// of (no cascade).
+type Snapshot struct {
+	// ID is "snap-" and 12 hex digits.
+	ID string
+	// SandboxID is the sandbox it was taken of, which may be gone.
+	SandboxID string
+	Image     string
+	Template  string
+	// CPU and Memory are the sandbox's, as requested.
+	CPU     string
+	Memory  string
+	Runtime string
+	// Status is one of the api.Snapshot* statuses.
+	Status string
+	// Error says why a failed snapshot failed.
+	Error string
+	// Stopped: the sandbox was stopped once saved (api's stop), rather
+	// than left running.
+	Stopped bool
+	// SizeBytes is the size of its files on disk.
+	SizeBytes int64
+	// Tenant is the tenant of the API key that took it; "" without keys.
+	Tenant string
+	// Spec is the manager's record of how the sandbox was made (JSON),
+	// which sandboxes restored from the snapshot start from; opaque here.
+	Spec      []byte
+	CreatedAt time.Time
+}
+
+// SnapshotFilter selects snapshots; each field that is set must match.
+type SnapshotFilter struct {
+	SandboxID string
+	Tenant    string
+}
+
+// Snapshots keeps snapshot records.
+type Snapshots interface {
+	// CreateSnapshot stores a new snapshot; ErrAlreadyExists if its ID is
+	// taken.
+	CreateSnapshot(ctx context.Context, s *Snapshot) error
+	GetSnapshot(ctx context.Context, id string) (*Snapshot, error)
+	// ListSnapshots returns the snapshots f selects, newest CreatedAt
+	// first.
+	ListSnapshots(ctx context.Context, f SnapshotFilter) ([]*Snapshot, error)
+	// UpdateSnapshot applies fn to the stored snapshot atomically and
+	// stores the result; fn's error aborts the update and is returned.
+	UpdateSnapshot(ctx context.Context, id string, fn func(*Snapshot) error) (*Snapshot, error)
+	DeleteSnapshot(ctx context.Context, id string) error
+}

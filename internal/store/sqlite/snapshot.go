@@ -1,0 +1,84 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
+)
+
+var snapshots = newTable(table[store.Snapshot]{
+	kind: "snapshot", name: "snapshots",
+	columns: `id, sandbox_id, image, template, cpu, memory, runtime, status, error, stopped, size_bytes, tenant, spec, created_at`,
+	scan:    scanSnapshot,
+	values: func(s *store.Snapshot) ([]any, error) {
+		return []any{s.ID, s.SandboxID, s.Image, s.Template, s.CPU, s.Memory, s.Runtime, s.Status, s.Error,
+			s.Stopped, s.SizeBytes, s.Tenant, string(s.Spec), toUnix(s.CreatedAt)}, nil
+	},
+	setID: func(s *store.Snapshot, id string) { s.ID = id },
+})
+
+func scanSnapshot(row scanner) (*store.Snapshot, error) {
+	var (
+		s       store.Snapshot
+		spec    string
+		created int64
+	)
+	if err := row.Scan(&s.ID, &s.SandboxID, &s.Image, &s.Template, &s.CPU, &s.Memory, &s.Runtime, &s.Status, &s.Error,
+		&s.Stopped, &s.SizeBytes, &s.Tenant, &spec, &created); err != nil {
+		return nil, err
+	}
+	if spec != "" {
+		s.Spec = []byte(spec)
+	}
+	s.CreatedAt = fromUnix(created)
+	return &s, nil
+}
+
+// CreateSnapshot stores snap; a taken id is ErrConflict.
+func (s *Store) CreateSnapshot(ctx context.Context, snap *store.Snapshot) error {
+	err := snapshots.insert(ctx, s.w, snap)
+	switch {
+	case err == nil:
+		return nil
+	case isUnique(err):
+		return errdefs.Conflict("snapshot %s already exists", snap.ID)
+	}
+	return fmt.Errorf("insert snapshot %s: %w", snap.ID, err)
+}
+
+// GetSnapshot returns the snapshot id; ErrNotFound if there is none.
+func (s *Store) GetSnapshot(ctx context.Context, id string) (*store.Snapshot, error) {
+	return snapshots.get(ctx, s.r, id)
+}
+
+// ListSnapshots returns the snapshots f selects, newest first.
+func (s *Store) ListSnapshots(ctx context.Context, f store.SnapshotFilter) ([]*store.Snapshot, error) {
+	q := `SELECT ` + snapshots.columns + ` FROM snapshots WHERE 1=1`
+	var args []any
+	if f.SandboxID != "" {
+		q += ` AND sandbox_id = ?`
+		args = append(args, f.SandboxID)
+	}
+	if f.Tenant != "" {
+		q += ` AND tenant = ?`
+		args = append(args, f.Tenant)
+	}
+	out, err := list(ctx, s.r, scanSnapshot, q+` ORDER BY created_at DESC, id DESC`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list snapshots: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateSnapshot applies fn to the snapshot id and stores the result, in
+// one write transaction; fn's error aborts it and is returned as is.
+func (s *Store) UpdateSnapshot(ctx context.Context, id string, fn func(*store.Snapshot) error) (*store.Snapshot, error) {
+	return snapshots.update(ctx, s.w, id, fn)
+}
+
+// DeleteSnapshot deletes the snapshot id; ErrNotFound if there is none.
+func (s *Store) DeleteSnapshot(ctx context.Context, id string) error {
+	return snapshots.remove(ctx, s.w, id)
+}
