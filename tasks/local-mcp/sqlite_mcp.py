@@ -7,6 +7,7 @@ Usage: sqlite_mcp.py DATABASE
 Tools: list_tables, describe_table, query. Python standard library only,
 so that it runs in a sandbox with no network.
 """
+
 import json
 import sqlite3
 import sys
@@ -105,7 +106,11 @@ def main():
         try:
             msg = json.loads(line)
         except ValueError:
-            reply = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error"}}
+            reply = {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {"code": -32700, "message": "parse error"},
+            }
         else:
             if "id" not in msg:
                 continue  # a notification

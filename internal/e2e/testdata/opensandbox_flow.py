@@ -103,7 +103,9 @@ async def quickstart(image: str) -> dict:
 
 
 async def lifecycle(image: str) -> dict:
-    sandbox = await Sandbox.create(image, metadata={"suite": "e2e", "run": "1"}, connection_config=ConnectionConfig())
+    sandbox = await Sandbox.create(
+        image, metadata={"suite": "e2e", "run": "1"}, connection_config=ConnectionConfig()
+    )
     manager = await SandboxManager.create(ConnectionConfig())
     out: dict = {}
     try:
@@ -112,10 +114,16 @@ async def lifecycle(image: str) -> dict:
 
         async def listed(f: SandboxFilter) -> dict:
             page = await manager.list_sandbox_infos(f)
-            return {"ids": [i.id == sandbox.id for i in page.sandbox_infos], "total": page.pagination.total_items,
-                    "pages": page.pagination.total_pages, "next": page.pagination.has_next_page}
+            return {
+                "ids": [i.id == sandbox.id for i in page.sandbox_infos],
+                "total": page.pagination.total_items,
+                "pages": page.pagination.total_pages,
+                "next": page.pagination.has_next_page,
+            }
 
-        out["by_state_and_metadata"] = await listed(SandboxFilter(states=["Running"], metadata={"suite": "e2e"}))
+        out["by_state_and_metadata"] = await listed(
+            SandboxFilter(states=["Running"], metadata={"suite": "e2e"})
+        )
         out["by_other_metadata"] = await listed(SandboxFilter(metadata={"suite": "other"}))
         out["by_other_state"] = await listed(SandboxFilter(states=["Paused"]))
         renewed = await sandbox.renew(timedelta(hours=2))
@@ -124,7 +132,9 @@ async def lifecycle(image: str) -> dict:
         info = await sandbox.patch_metadata({"run": None, "owner": "ci"})
         out["patched"] = info.metadata
         info = await manager.get_sandbox_info(sandbox.id)
-        out["expires_in_hours"] = round((info.expires_at - datetime.now(timezone.utc)).total_seconds() / 3600, 1)
+        out["expires_in_hours"] = round(
+            (info.expires_at - datetime.now(timezone.utc)).total_seconds() / 3600, 1
+        )
     finally:
         await sandbox.destroy()
         await manager.close()
@@ -166,7 +176,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 async def raw_results(sandbox: Sandbox, code: str, context_id: str) -> list[dict]:
     """POST /code as the JS SDK does, keeping every result's MIME bundle
-    (the Python SDK keeps only results.text)."""
+    (the Python SDK keeps only results.text).
+    """
     endpoint = await sandbox.get_endpoint(44772)
     config = ConnectionConfig()
     async with httpx.AsyncClient(timeout=120) as client:
@@ -202,7 +213,9 @@ async def code(image: str) -> dict:
         failed = await codes.run("1 / 0", context=ctx)
         out["error_name"] = failed.error.name if failed.error else None
         out["error_value"] = failed.error.value if failed.error else None
-        out["traceback_mentions"] = any("ZeroDivisionError" in line for line in (failed.error.traceback if failed.error else []))
+        out["traceback_mentions"] = any(
+            "ZeroDivisionError" in line for line in (failed.error.traceback if failed.error else [])
+        )
         printed = await codes.run("print('hello from python')", context=ctx)
         out["stdout"] = "".join(m.text for m in printed.logs.stdout)
         chart = await codes.run(CHART, context=ctx)
@@ -268,7 +281,13 @@ async def files(image: str) -> dict:
         await fs.write_file("/workspace/notes/a.txt", "one two one\nline 2\nline 3\n", mode=644)
         await fs.write_file("/workspace/notes/b.py", "print(1)\n")
         info = (await fs.get_file_info(["/workspace/notes/a.txt"]))["/workspace/notes/a.txt"]
-        out["info"] = {"size": info.size, "mode": info.mode, "type": info.entry_type, "owner": info.owner, "group": info.group}
+        out["info"] = {
+            "size": info.size,
+            "mode": info.mode,
+            "type": info.entry_type,
+            "owner": info.owner,
+            "group": info.group,
+        }
         found = await fs.search(SearchEntry(path="/workspace", pattern="*.txt"))
         out["search"] = sorted(e.path for e in found)
         listed = await fs.list_directory(DirectoryListEntry(path="/workspace/notes"))
@@ -278,7 +297,9 @@ async def files(image: str) -> dict:
         )
         out["replaced"] = [r.replaced_count for r in replaced]
         out["after_replace"] = await fs.read_file("/workspace/notes/a.txt")
-        out["range"] = (await fs.read_bytes("/workspace/notes/a.txt", range_header="bytes=2-4")).decode()
+        out["range"] = (
+            await fs.read_bytes("/workspace/notes/a.txt", range_header="bytes=2-4")
+        ).decode()
         out["lines"] = await fs.read_file("/workspace/notes/a.txt", offset=2, limit=1)
         await fs.move_files([MoveEntry(src="/workspace/notes/a.txt", dest="/workspace/moved.txt")])
         out["moved"] = await fs.read_file("/workspace/moved.txt")
@@ -286,7 +307,9 @@ async def files(image: str) -> dict:
         moved = (await fs.get_file_info(["/workspace/moved.txt"]))["/workspace/moved.txt"]
         out["mode_after_chmod"] = moved.mode
         try:
-            await fs.set_permissions([SetPermissionEntry(path="/workspace/moved.txt", mode=600, owner="root")])
+            await fs.set_permissions(
+                [SetPermissionEntry(path="/workspace/moved.txt", mode=600, owner="root")]
+            )
             out["chown_root"] = "allowed"
         except SandboxApiException as e:
             out["chown_root"] = e.status_code
@@ -307,9 +330,13 @@ async def files(image: str) -> dict:
         big = bytes(i % 251 for i in range(10 << 20))
         await fs.write_file("/workspace/big.bin", big)
         size = len(big)
-        tail = await fs.read_bytes("/workspace/big.bin", range_header=f"bytes={size - 10}-{size - 1}")
+        tail = await fs.read_bytes(
+            "/workspace/big.bin", range_header=f"bytes={size - 10}-{size - 1}"
+        )
         out["big_tail"] = tail == big[-10:]
-        out["big_size"] = str((await fs.get_file_info(["/workspace/big.bin"]))["/workspace/big.bin"].size)
+        out["big_size"] = str(
+            (await fs.get_file_info(["/workspace/big.bin"]))["/workspace/big.bin"].size
+        )
     finally:
         await sandbox.destroy()
     return out
@@ -320,7 +347,9 @@ async def background(image: str) -> dict:
     out: dict = {}
     bg = RunCommandOpts(background=True)
     try:
-        execution = await sandbox.commands.run("echo first; sleep 1; echo second >&2; exit 4", opts=bg)
+        execution = await sandbox.commands.run(
+            "echo first; sleep 1; echo second >&2; exit 4", opts=bg
+        )
         cid = execution.id
         status = await sandbox.commands.get_command_status(cid)
         out["content"] = status.content
@@ -421,12 +450,16 @@ async def session(image: str) -> dict:
         failed = await cmds.run_in_session(sid, "echo before; exit 3; echo after")
         out["failed"], out["failed_exit_code"] = stdout(failed), failed.exit_code
         out["after_exit"] = stdout(await cmds.run_in_session(sid, 'echo "$A $PWD"'))
-        out["own_cwd"] = stdout(await cmds.run_in_session(sid, "pwd", working_directory="/workspace"))
+        out["own_cwd"] = stdout(
+            await cmds.run_in_session(sid, "pwd", working_directory="/workspace")
+        )
         start = time.monotonic()
         slow = await cmds.run_in_session(sid, "sleep 30", timeout=timedelta(seconds=1))
         out["timeout_exit_code"], out["timeout_seconds"] = slow.exit_code, time.monotonic() - start
         # Two runs at once take turns, in order of arrival.
-        first = asyncio.create_task(cmds.run_in_session(sid, "sleep 0.5; echo $SECONDS > /tmp/first; echo one"))
+        first = asyncio.create_task(
+            cmds.run_in_session(sid, "sleep 0.5; echo $SECONDS > /tmp/first; echo one")
+        )
         await asyncio.sleep(0.1)
         second = await cmds.run_in_session(sid, "cat /tmp/first >/dev/null && echo two")
         out["turns"] = [stdout(await first), stdout(second)]
@@ -442,12 +475,16 @@ async def session(image: str) -> dict:
 
 
 async def metrics(image: str) -> dict:
-    deny = NetworkPolicy(defaultAction="deny", egress=[NetworkRule(action="deny", target="*.example.com")])
+    deny = NetworkPolicy(
+        defaultAction="deny", egress=[NetworkRule(action="deny", target="*.example.com")]
+    )
     sandbox = await Sandbox.create(image, network_policy=deny, connection_config=ConnectionConfig())
     out: dict = {}
     try:
         idle = await sandbox.get_metrics()
-        await sandbox.commands.run("timeout 5 sh -c 'while :; do :; done'", opts=RunCommandOpts(background=True))
+        await sandbox.commands.run(
+            "timeout 5 sh -c 'while :; do :; done'", opts=RunCommandOpts(background=True)
+        )
         await asyncio.sleep(0.5)
         m = await sandbox.get_metrics()
         out["cpu_count"], out["memory_total_in_mib"] = m.cpu_count, m.memory_total_in_mib
@@ -486,18 +523,27 @@ except Exception as e:
 async def egress(image: str) -> dict:
     policy = NetworkPolicy(
         defaultAction="deny",
-        egress=[NetworkRule(action="allow", target="*.allowed.test"), NetworkRule(action="deny", target="pypi.org")],
+        egress=[
+            NetworkRule(action="allow", target="*.allowed.test"),
+            NetworkRule(action="deny", target="pypi.org"),
+        ],
     )
-    sandbox = await Sandbox.create(image, network_policy=policy, connection_config=ConnectionConfig())
+    sandbox = await Sandbox.create(
+        image, network_policy=policy, connection_config=ConnectionConfig()
+    )
     out: dict = {}
     try:
+
         async def fetch(url: str) -> str:
             return (await sandbox.commands.run(f"python3 -c '{PROBE}' {url}")).text.strip()
 
         out["denied"] = await fetch("http://denied.example/")
         out["allowed"] = await fetch("http://a.allowed.test/")
         read = await sandbox.get_egress_policy()
-        out["policy"] = {"default": read.default_action, "egress": [f"{r.action} {r.target}" for r in read.egress]}
+        out["policy"] = {
+            "default": read.default_action,
+            "egress": [f"{r.action} {r.target}" for r in read.egress],
+        }
         await sandbox.patch_egress_rules([NetworkRule(action="allow", target="b.allowed.test")])
         out["patch_held"] = "ok"
         try:
@@ -509,13 +555,19 @@ async def egress(image: str) -> dict:
         await sandbox.destroy()
     start = time.monotonic()
     try:
-        cidr = NetworkPolicy(defaultAction="deny", egress=[NetworkRule(action="allow", target="10.0.0.0/8")])
-        other = await Sandbox.create(image, network_policy=cidr, connection_config=ConnectionConfig())
+        cidr = NetworkPolicy(
+            defaultAction="deny", egress=[NetworkRule(action="allow", target="10.0.0.0/8")]
+        )
+        other = await Sandbox.create(
+            image, network_policy=cidr, connection_config=ConnectionConfig()
+        )
         await other.destroy()
         out["cidr"] = "created"
     except SandboxApiException as e:
         out["cidr"] = e.status_code
-        out["cidr_names_field"] = "networkPolicy.egress[0].target" in (e.error.message if e.error else "")
+        out["cidr_names_field"] = "networkPolicy.egress[0].target" in (
+            e.error.message if e.error else ""
+        )
     out["cidr_seconds"] = time.monotonic() - start
     return out
 

@@ -33,15 +33,27 @@ def result_of(res) -> object:
 async def flow(image: str) -> dict:
     server = StdioServerParameters(
         command=os.path.join(os.path.dirname(sys.executable), "opensandbox-mcp"),
-        args=["--domain", os.environ["OPEN_SANDBOX_DOMAIN"], "--api-key", os.environ["OPEN_SANDBOX_API_KEY"]],
+        args=[
+            "--domain",
+            os.environ["OPEN_SANDBOX_DOMAIN"],
+            "--api-key",
+            os.environ["OPEN_SANDBOX_API_KEY"],
+        ],
     )
     out: dict = {}
     async with stdio_client(server) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             tools = {t.name for t in (await session.list_tools()).tools}
-            want = {"sandbox_create", "command_run", "file_write", "file_read", "file_replace_contents",
-                    "sandbox_list", "sandbox_kill"}
+            want = {
+                "sandbox_create",
+                "command_run",
+                "file_write",
+                "file_read",
+                "file_replace_contents",
+                "sandbox_list",
+                "sandbox_kill",
+            }
             out["tools_missing"] = sorted(want - tools)
 
             async def call(name: str, **args) -> object:
@@ -51,18 +63,37 @@ async def flow(image: str) -> dict:
             sid = created["sandbox_id"]
             out["state"] = created["info"]["status"]["state"]
             try:
-                ran = await call("command_run", sandbox_id=sid, command="echo hi from mcp; echo err >&2")
+                ran = await call(
+                    "command_run", sandbox_id=sid, command="echo hi from mcp; echo err >&2"
+                )
                 out["stdout"] = "".join(m["text"] for m in ran["logs"]["stdout"])
                 out["stderr"] = "".join(m["text"] for m in ran["logs"]["stderr"])
                 out["exit_code"] = ran.get("exit_code")
                 failed = await call("command_run", sandbox_id=sid, command="exit 7")
                 out["failed_exit_code"] = failed.get("exit_code")
-                out["write"] = await call("file_write", sandbox_id=sid, path="/workspace/m.txt", content="one two one\n", mode=644)
-                out["read"] = (await call("file_read", sandbox_id=sid, path="/workspace/m.txt"))["content"]
-                replaced = await call("file_replace_contents", sandbox_id=sid,
-                                      entries=[{"path": "/workspace/m.txt", "old_content": "one", "new_content": "1"}])
-                out["replaced"] = [r.get("replaced_count", r.get("replacedCount")) for r in replaced]
-                out["after_replace"] = (await call("file_read", sandbox_id=sid, path="/workspace/m.txt"))["content"]
+                out["write"] = await call(
+                    "file_write",
+                    sandbox_id=sid,
+                    path="/workspace/m.txt",
+                    content="one two one\n",
+                    mode=644,
+                )
+                out["read"] = (await call("file_read", sandbox_id=sid, path="/workspace/m.txt"))[
+                    "content"
+                ]
+                replaced = await call(
+                    "file_replace_contents",
+                    sandbox_id=sid,
+                    entries=[
+                        {"path": "/workspace/m.txt", "old_content": "one", "new_content": "1"}
+                    ],
+                )
+                out["replaced"] = [
+                    r.get("replaced_count", r.get("replacedCount")) for r in replaced
+                ]
+                out["after_replace"] = (
+                    await call("file_read", sandbox_id=sid, path="/workspace/m.txt")
+                )["content"]
                 listed = await call("sandbox_list", filter={"metadata": {"via": "mcp"}})
                 out["listed"] = [i["id"] == sid for i in listed["sandbox_infos"]]
             finally:

@@ -10,7 +10,8 @@ def mean(values):
 
 def median(values):
     """The middle value of a non-empty sequence (the mean of the two
-    middle values when there is an even number of them)."""
+    middle values when there is an even number of them).
+    """
     if not values:
         raise ValueError("median of an empty sequence")
     ordered = sorted(values)
