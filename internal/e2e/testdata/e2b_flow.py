@@ -243,7 +243,7 @@ with Sandbox.create() as sandbox:                  # template code-interpreter-v
 
 
 def readme() -> dict:
-    """The README's example, word for word, its printed lines."""
+    """Run the README's example, word for word, and return its printed lines."""
     import contextlib
     import io
 

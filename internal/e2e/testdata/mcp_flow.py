@@ -1,4 +1,4 @@
-"""Drives agent2env's MCP server with the official Python SDK (`mcp` on PyPI).
+r"""Drives agent2env's MCP server with the official Python SDK (`mcp` on PyPI).
 
     python mcp_flow.py stdio COMMAND [ARG...]   # the server on stdio (agent2env mcp)
     python mcp_flow.py http URL                 # the server at URL (/mcp)
@@ -15,27 +15,31 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
 
 
-def check(cond, what, got=None):
+def check(cond: bool, what: str, got: object = None) -> None:
     if not cond:
         raise AssertionError(f"{what}: got {got!r}")
     print("ok", what, flush=True)
 
 
-def text_json(result):
+def text_json(result: CallToolResult) -> Any:
     return json.loads(result.content[0].text)
 
 
-async def call(session, name, args=None, **kw):
+async def call(
+    session: ClientSession, name: str, args: dict[str, Any] | None = None, **kw: Any
+) -> CallToolResult:
     return await session.call_tool(name, args or {}, **kw)
 
 
-async def flow(session):
+async def flow(session: ClientSession) -> None:
     await session.initialize()
     tools = {t.name for t in (await session.list_tools()).tools}
     check(
@@ -162,7 +166,7 @@ async def flow(session):
     # Output as progress notifications while the code runs.
     messages = []
 
-    async def on_progress(progress, total, message):
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         messages.append((time.monotonic(), message))
 
     start = time.monotonic()
@@ -170,7 +174,8 @@ async def flow(session):
         session,
         "execute_code",
         {
-            "code": "import time\nfor i in range(3):\n    print('step', i, flush=True)\n    time.sleep(0.5)",
+            "code": "import time\n"
+            "for i in range(3):\n    print('step', i, flush=True)\n    time.sleep(0.5)",
             "session_id": sid,
         },
         progress_callback=on_progress,
@@ -193,7 +198,8 @@ async def flow(session):
             session,
             "execute_code",
             {
-                "code": "import time\nfor i in range(300):\n    print('tick', i, flush=True)\n    time.sleep(0.1)",
+                "code": "import time\n"
+                "for i in range(300):\n    print('tick', i, flush=True)\n    time.sleep(0.1)",
                 "session_id": sid,
             },
             progress_callback=on_progress,
@@ -210,7 +216,7 @@ async def flow(session):
     print("done", flush=True)
 
 
-async def main():
+async def main() -> None:
     mode = sys.argv[1]
     if mode == "stdio":
         params = StdioServerParameters(command=sys.argv[2], args=sys.argv[3:], env=dict(os.environ))

@@ -59,7 +59,7 @@ from code_interpreter.models.code import SupportedLanguage
 from opensandbox.config import ConnectionConfig
 from opensandbox.exceptions import SandboxApiException, SandboxException
 from opensandbox.manager import SandboxManager
-from opensandbox.models.execd import ExecutionHandlers, RunCommandOpts
+from opensandbox.models.execd import Execution, ExecutionHandlers, ExecutionInit, RunCommandOpts
 from opensandbox.models.filesystem import (
     ContentReplaceEntry,
     DirectoryListEntry,
@@ -175,8 +175,9 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 async def raw_results(sandbox: Sandbox, code: str, context_id: str) -> list[dict]:
-    """POST /code as the JS SDK does, keeping every result's MIME bundle
-    (the Python SDK keeps only results.text).
+    """POST /code as the JS SDK does, keeping every result's MIME bundle.
+
+    The Python SDK keeps only results.text.
     """
     endpoint = await sandbox.get_endpoint(44772)
     config = ConnectionConfig()
@@ -229,7 +230,7 @@ async def code(image: str) -> dict:
         # is kept.
         started: asyncio.Queue = asyncio.Queue()
 
-        async def on_init(init) -> None:
+        async def on_init(init: ExecutionInit) -> None:
             await started.put(init.id)
 
         loop = asyncio.create_task(
@@ -388,7 +389,10 @@ async def background(image: str) -> dict:
 
 
 # Counts into /tmp/count, one line a turn: the turn and the kernel's clock.
-COUNTER = 'i=0; while :; do i=$((i+1)); read up _ </proc/uptime; echo "$i $up" >>/tmp/count; sleep 0.05; done'
+COUNTER = (
+    "i=0; while :; do i=$((i+1)); read up _ </proc/uptime; "
+    'echo "$i $up" >>/tmp/count; sleep 0.05; done'
+)
 
 # Checks /tmp/count: its lines, whether each counts one more than the last
 # (no restart: the loop's memory kept), and the longest gap between turns.
@@ -438,7 +442,7 @@ async def session(image: str) -> dict:
     out: dict = {}
     cmds = sandbox.commands
 
-    def stdout(execution) -> str:
+    def stdout(execution: Execution) -> str:
         return "".join(m.text for m in execution.logs.stdout)
 
     try:

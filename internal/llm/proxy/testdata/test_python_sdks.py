@@ -1,5 +1,6 @@
-"""The official Python SDKs (openai, anthropic, google-genai) against the
-LLM proxy, driven by TestPythonSDKs: every client format against every
+"""The official Python SDKs (openai, anthropic, google-genai) against the LLM proxy.
+
+Driven by TestPythonSDKs: every client format against every
 upstream model the Go test configured (LLM_MODELS), plain and streaming,
 each a two-turn tool-call round trip. The SDKs' own stream helpers must
 produce the expected message: text, tool calls with complete JSON
