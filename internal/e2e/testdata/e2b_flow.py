@@ -27,6 +27,7 @@ import io
 import json
 import sys
 import time
+from typing import Any
 
 import e2b
 from e2b import CommandExitException, FileType, PtySize, SandboxQuery, SandboxState
@@ -39,9 +40,9 @@ from e2b.exceptions import (
 from e2b_code_interpreter import Sandbox
 
 
-def quickstart() -> dict:
+def quickstart() -> dict[str, Any]:
     sbx = Sandbox.create(metadata={"suite": "e2e-e2b"}, timeout=120)
-    out: dict = {"id": sbx.sandbox_id, "running": sbx.is_running()}
+    out: dict[str, Any] = {"id": sbx.sandbox_id, "running": sbx.is_running()}
     try:
         sbx.run_code("x = 1")
         execution = sbx.run_code("x+=1; x")
@@ -106,10 +107,10 @@ def quickstart() -> dict:
     return out
 
 
-def envd() -> dict:
+def envd() -> dict[str, Any]:
     """E2B's base SDK on its in-sandbox daemon's process and filesystem APIs."""
     sbx = e2b.Sandbox.create(template="base", timeout=120)
-    out: dict = {}
+    out: dict[str, Any] = {}
     try:
         # The quickstart of the base SDK.
         ran = sbx.commands.run("echo hi; echo oops >&2; pwd")
@@ -207,7 +208,7 @@ def envd() -> dict:
         out["exists"] = [sbx.files.exists("dir/a.txt"), sbx.files.exists("dir/nope")]
         out["make_dir"] = [sbx.files.make_dir("dir/sub"), sbx.files.make_dir("dir/sub")]
         out["list"] = sorted(
-            [e.name, e.type.value, e.path, e.size, e.permissions, e.owner]
+            [e.name, e.type.value if e.type else None, e.path, e.size, e.permissions, e.owner]
             for e in sbx.files.list("dir")
         )
         out["list_deep"] = sorted(e.path for e in sbx.files.list("/home/sandbox/dir", depth=2))
@@ -242,7 +243,7 @@ with Sandbox.create() as sandbox:                  # template code-interpreter-v
 """
 
 
-def readme() -> dict:
+def readme() -> dict[str, Any]:
     """Run the README's example, word for word, and return its printed lines."""
     import contextlib
     import io
@@ -253,7 +254,7 @@ def readme() -> dict:
     return {"printed": buf.getvalue().splitlines()}
 
 
-def badkey() -> dict:
+def badkey() -> dict[str, Any]:
     start = time.monotonic()
     try:
         Sandbox.create(api_key="e2b_wrong-key-0123456789")
@@ -262,7 +263,7 @@ def badkey() -> dict:
     return {"type": None}
 
 
-def badtemplate() -> dict:
+def badtemplate() -> dict[str, Any]:
     start = time.monotonic()
     try:
         Sandbox.create(template="no-such-template")
@@ -276,9 +277,9 @@ def badtemplate() -> dict:
     return {"type": None}
 
 
-def pause() -> dict:
+def pause() -> dict[str, Any]:
     sbx = Sandbox.create(metadata={"suite": "e2e-e2b-pause"}, timeout=120)
-    out: dict = {}
+    out: dict[str, Any] = {}
     mine = {"suite": "e2e-e2b-pause"}
     try:
         sbx.run_code("x = 41")

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, TextContent
 
 
 def check(cond: bool, what: str, got: object = None) -> None:
@@ -29,14 +29,23 @@ def check(cond: bool, what: str, got: object = None) -> None:
     print("ok", what, flush=True)
 
 
+def first_text(result: CallToolResult) -> str:
+    content = result.content[0]
+    if not isinstance(content, TextContent):
+        raise TypeError(f"not text content: {content!r}")
+    text: str = content.text  # str, typed or not (mcp's types may be absent)
+    return text
+
+
 def text_json(result: CallToolResult) -> Any:
-    return json.loads(result.content[0].text)
+    return json.loads(first_text(result))
 
 
 async def call(
     session: ClientSession, name: str, args: dict[str, Any] | None = None, **kw: Any
 ) -> CallToolResult:
-    return await session.call_tool(name, args or {}, **kw)
+    result: CallToolResult = await session.call_tool(name, args or {}, **kw)
+    return result
 
 
 async def flow(session: ClientSession) -> None:
@@ -98,13 +107,13 @@ async def flow(session: ClientSession) -> None:
     check(
         gone.is_error and text_json(gone)["code"] == "CONTEXT_NOT_FOUND",
         "run_code after stop: CONTEXT_NOT_FOUND",
-        gone.content[0].text,
+        first_text(gone),
     )
     bad_lang = await call(session, "create_context", {"name": "r", "language": "ruby"})
     check(
         bad_lang.is_error and text_json(bad_lang)["code"] == "INVALID_LANGUAGE",
         "INVALID_LANGUAGE",
-        bad_lang.content[0].text,
+        first_text(bad_lang),
     )
 
     # Sessions.
@@ -148,7 +157,7 @@ async def flow(session: ClientSession) -> None:
     check(
         bad.is_error and text_json(bad)["code"] == "INVALID_PARAMS",
         "a bad argument: INVALID_PARAMS",
-        bad.content[0].text,
+        first_text(bad),
     )
     failed = await call(
         session, "execute_code", {"code": "raise ValueError('nope')", "session_id": sid}
@@ -160,7 +169,7 @@ async def flow(session: ClientSession) -> None:
         and err["value"] == "nope"
         and "Traceback" in err["traceback"],
         "a failed execution: a tool error with name, value, traceback",
-        failed.content[0].text,
+        first_text(failed),
     )
 
     # Output as progress notifications while the code runs.
@@ -181,7 +190,7 @@ async def flow(session: ClientSession) -> None:
         progress_callback=on_progress,
     )
     end = time.monotonic()
-    streamed = "".join(m for _, m in messages)
+    streamed = "".join(m for _, m in messages if m)
     check(
         not res.is_error
         and "step 0" in streamed

@@ -52,6 +52,7 @@ import json
 import sys
 import time
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import httpx
 from code_interpreter import CodeInterpreter
@@ -72,7 +73,7 @@ from opensandbox.models.sandboxes import NetworkPolicy, NetworkRule, SandboxFilt
 from opensandbox.sandbox import Sandbox
 
 
-def failure(e: SandboxException, seconds: float) -> dict:
+def failure(e: SandboxException, seconds: float) -> dict[str, Any]:
     return {
         "type": type(e).__name__,
         "status": e.status_code if isinstance(e, SandboxApiException) else None,
@@ -82,9 +83,9 @@ def failure(e: SandboxException, seconds: float) -> dict:
     }
 
 
-async def quickstart(image: str) -> dict:
+async def quickstart(image: str) -> dict[str, Any]:
     sandbox = await Sandbox.create(image, connection_config=ConnectionConfig())
-    out: dict = {"id": sandbox.id}
+    out: dict[str, Any] = {"id": sandbox.id}
     try:
         execution = await sandbox.commands.run("echo 'Hello Sandbox!'")
         out["stdout"] = execution.logs.stdout[0].text
@@ -102,17 +103,17 @@ async def quickstart(image: str) -> dict:
     return out
 
 
-async def lifecycle(image: str) -> dict:
+async def lifecycle(image: str) -> dict[str, Any]:
     sandbox = await Sandbox.create(
         image, metadata={"suite": "e2e", "run": "1"}, connection_config=ConnectionConfig()
     )
     manager = await SandboxManager.create(ConnectionConfig())
-    out: dict = {}
+    out: dict[str, Any] = {}
     try:
         info = await sandbox.get_info()
         out["metadata"] = info.metadata
 
-        async def listed(f: SandboxFilter) -> dict:
+        async def listed(f: SandboxFilter) -> dict[str, Any]:
             page = await manager.list_sandbox_infos(f)
             return {
                 "ids": [i.id == sandbox.id for i in page.sandbox_infos],
@@ -141,7 +142,7 @@ async def lifecycle(image: str) -> dict:
     return out
 
 
-async def create_fails(image: str, config: ConnectionConfig) -> dict:
+async def create_fails(image: str, config: ConnectionConfig) -> dict[str, Any]:
     start = time.monotonic()
     try:
         sandbox = await Sandbox.create(image, connection_config=config)
@@ -151,7 +152,7 @@ async def create_fails(image: str, config: ConnectionConfig) -> dict:
     return {"type": None, "seconds": time.monotonic() - start}
 
 
-async def unknown() -> dict:
+async def unknown() -> dict[str, Any]:
     manager = await SandboxManager.create(ConnectionConfig())
     start = time.monotonic()
     try:
@@ -174,7 +175,7 @@ plt.show()
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-async def raw_results(sandbox: Sandbox, code: str, context_id: str) -> list[dict]:
+async def raw_results(sandbox: Sandbox, code: str, context_id: str) -> list[dict[str, Any]]:
     """POST /code as the JS SDK does, keeping every result's MIME bundle.
 
     The Python SDK keeps only results.text.
@@ -192,13 +193,13 @@ async def raw_results(sandbox: Sandbox, code: str, context_id: str) -> list[dict
     return [e["results"] for e in events if e["type"] == "result"]
 
 
-async def code(image: str) -> dict:
+async def code(image: str) -> dict[str, Any]:
     sandbox = await Sandbox.create(
         image,
         entrypoint=["/opt/code-interpreter/code-interpreter.sh"],
         connection_config=ConnectionConfig(),
     )
-    out: dict = {}
+    out: dict[str, Any] = {}
     try:
         start = time.monotonic()
         interpreter = await CodeInterpreter.create(sandbox)
@@ -274,9 +275,9 @@ async def code(image: str) -> dict:
     return out
 
 
-async def files(image: str) -> dict:
+async def files(image: str) -> dict[str, Any]:
     sandbox = await Sandbox.create(image, connection_config=ConnectionConfig())
-    out: dict = {}
+    out: dict[str, Any] = {}
     fs = sandbox.files
     try:
         await fs.write_file("/workspace/notes/a.txt", "one two one\nline 2\nline 3\n", mode=644)
@@ -343,9 +344,9 @@ async def files(image: str) -> dict:
     return out
 
 
-async def background(image: str) -> dict:
+async def background(image: str) -> dict[str, Any]:
     sandbox = await Sandbox.create(image, connection_config=ConnectionConfig())
-    out: dict = {}
+    out: dict[str, Any] = {}
     bg = RunCommandOpts(background=True)
     try:
         execution = await sandbox.commands.run(
@@ -403,10 +404,10 @@ gap = max(float(b[1]) - float(a[1]) for a, b in zip(lines, lines[1:]))
 print(len(lines), ok, round(gap, 2))'"""
 
 
-async def pause(image: str) -> dict:
+async def pause(image: str) -> dict[str, Any]:
     sandbox = await Sandbox.create(image, connection_config=ConnectionConfig())
     manager = await SandboxManager.create(ConnectionConfig())
-    out: dict = {}
+    out: dict[str, Any] = {}
     try:
         await sandbox.files.write_file("/workspace/kept.txt", "kept")
         counter = await sandbox.commands.run(COUNTER, opts=RunCommandOpts(background=True))
@@ -437,9 +438,9 @@ async def pause(image: str) -> dict:
     return out
 
 
-async def session(image: str) -> dict:
+async def session(image: str) -> dict[str, Any]:
     sandbox = await Sandbox.create(image, connection_config=ConnectionConfig())
-    out: dict = {}
+    out: dict[str, Any] = {}
     cmds = sandbox.commands
 
     def stdout(execution: Execution) -> str:
@@ -478,12 +479,12 @@ async def session(image: str) -> dict:
     return out
 
 
-async def metrics(image: str) -> dict:
+async def metrics(image: str) -> dict[str, Any]:
     deny = NetworkPolicy(
         defaultAction="deny", egress=[NetworkRule(action="deny", target="*.example.com")]
     )
     sandbox = await Sandbox.create(image, network_policy=deny, connection_config=ConnectionConfig())
-    out: dict = {}
+    out: dict[str, Any] = {}
     try:
         idle = await sandbox.get_metrics()
         await sandbox.commands.run(
@@ -524,7 +525,7 @@ except Exception as e:
     print(type(e).__name__)"""
 
 
-async def egress(image: str) -> dict:
+async def egress(image: str) -> dict[str, Any]:
     policy = NetworkPolicy(
         defaultAction="deny",
         egress=[
@@ -535,7 +536,7 @@ async def egress(image: str) -> dict:
     sandbox = await Sandbox.create(
         image, network_policy=policy, connection_config=ConnectionConfig()
     )
-    out: dict = {}
+    out: dict[str, Any] = {}
     try:
 
         async def fetch(url: str) -> str:
@@ -576,7 +577,7 @@ async def egress(image: str) -> dict:
     return out
 
 
-async def main() -> dict:
+async def main() -> dict[str, Any]:
     mode = sys.argv[1]
     if mode == "quickstart":
         return await quickstart(sys.argv[2])

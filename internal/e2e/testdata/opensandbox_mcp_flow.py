@@ -19,21 +19,29 @@ import sys
 from typing import Any
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, TextContent
+
+
+def first_text(result: CallToolResult) -> str:
+    content = result.content[0]
+    if not isinstance(content, TextContent):
+        raise TypeError(f"not text content: {content!r}")
+    text: str = content.text  # str, typed or not (mcp's types may be absent)
+    return text
 
 
 def result_of(res: CallToolResult) -> Any:
     """Return a tool call's structured result, or its error text."""
     if res.is_error:
-        return {"error": res.content[0].text if res.content else "?"}
+        return {"error": first_text(res) if res.content else "?"}
     if res.structured_content is not None:
         out = res.structured_content
         # A list (or other non-object) result comes wrapped.
         return out.get("result", out) if set(out) == {"result"} else out
-    return json.loads(res.content[0].text)
+    return json.loads(first_text(res))
 
 
-async def flow(image: str) -> dict:
+async def flow(image: str) -> dict[str, Any]:
     server = StdioServerParameters(
         command=os.path.join(os.path.dirname(sys.executable), "opensandbox-mcp"),
         args=[
@@ -43,7 +51,7 @@ async def flow(image: str) -> dict:
             os.environ["OPEN_SANDBOX_API_KEY"],
         ],
     )
-    out: dict = {}
+    out: dict[str, Any] = {}
     async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         tools = {t.name for t in (await session.list_tools()).tools}
