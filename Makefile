@@ -147,7 +147,8 @@ kube-node:
 	@scripts/deps.sh containerd runc containernetworking-plugins busybox-static bash-static iproute2 iptables ipset
 
 # The Python SDK (sdk/python): ruff, mypy --strict, unit tests with coverage,
-# and its integration tests against $(BIN).
+# and its integration tests against $(BIN); with the SDK's ruff and mypy, the
+# repository's other Python too (scripts/lint-python.sh, ruff.toml, mypy.ini).
 .PHONY: test-python
 test-python: deps build
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) scripts/test-python.sh

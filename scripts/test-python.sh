@@ -2,7 +2,8 @@
 # Checks and tests the Python SDK (make test-python): a virtualenv in
 # sdk/python/.venv, made from the first Python >= 3.10 found and remade only
 # when pyproject.toml or constraints.txt change; the SDK installed editable
-# with its pinned dev tools; then ruff, mypy --strict, the unit tests with
+# with its pinned dev tools; then ruff, mypy --strict (and the same on the
+# repository's other Python, scripts/lint-python.sh), the unit tests with
 # coverage >= 80 %, and the integration tests against $AGENT2ENV_BIN (default
 # bin/agent2env), which need root (under CI a missing one is a failure:
 # tests/integration/conftest.py reads CI as internal/testenv does).
@@ -52,6 +53,7 @@ step() {
 step "$bin/ruff" check --quiet .
 step "$bin/ruff" format --check --quiet .
 step "$bin/mypy"
+step ../../scripts/lint-python.sh  # the repository's other Python
 step "$bin/pytest" -q -m "not integration" --cov --cov-report=term --cov-fail-under=80 tests
 export AGENT2ENV_BIN="${AGENT2ENV_BIN:-$(cd ../.. && pwd)/bin/agent2env}"
 step "$bin/pytest" -q -m integration tests/integration

@@ -1,5 +1,6 @@
-"""One Sandbox.create → first commands.run through the stock OpenSandbox
-Python SDK (PyPI opensandbox) per line read on stdin, for make bench
+"""Times the stock OpenSandbox Python SDK (PyPI opensandbox) for make bench.
+
+One Sandbox.create → first commands.run per line read on stdin
 (internal/bench/opensandbox.go).
 
   python opensandbox_sdk.py IMAGE [CPU MEMORY]
@@ -26,7 +27,9 @@ from opensandbox.config import ConnectionConfig
 from opensandbox.sandbox import Sandbox
 
 
-async def once(image: str, resource: dict[str, str] | None, config: ConnectionConfig) -> dict:
+async def once(
+    image: str, resource: dict[str, str] | None, config: ConnectionConfig
+) -> dict[str, object]:
     start = time.perf_counter()
     sandbox = await Sandbox.create(image, resource=resource, connection_config=config)
     try:

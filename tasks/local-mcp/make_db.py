@@ -1,16 +1,27 @@
 #!/usr/bin/env python3
 """Creates the example shop database of the local-mcp task: make_db.py PATH."""
+
 import sqlite3
 import sys
 
 CUSTOMERS = [
-    (1, "Ana", "Lisbon"), (2, "Bruno", "Porto"), (3, "Carla", "Lisbon"),
-    (4, "Diogo", "Faro"), (5, "Eva", "Lisbon"), (6, "Filipe", "Porto"),
+    (1, "Ana", "Lisbon"),
+    (2, "Bruno", "Porto"),
+    (3, "Carla", "Lisbon"),
+    (4, "Diogo", "Faro"),
+    (5, "Eva", "Lisbon"),
+    (6, "Filipe", "Porto"),
 ]
 ORDERS = [
-    (1, 1, "shipped", 120), (2, 1, "pending", 80), (3, 2, "shipped", 45),
-    (4, 3, "shipped", 200), (5, 3, "cancelled", 60), (6, 4, "shipped", 75),
-    (7, 5, "shipped", 33), (8, 5, "pending", 18), (9, 6, "shipped", 99),
+    (1, 1, "shipped", 120),
+    (2, 1, "pending", 80),
+    (3, 2, "shipped", 45),
+    (4, 3, "shipped", 200),
+    (5, 3, "cancelled", 60),
+    (6, 4, "shipped", 75),
+    (7, 5, "shipped", 33),
+    (8, 5, "pending", 18),
+    (9, 6, "shipped", 99),
     (10, 3, "shipped", 7),
 ]
 

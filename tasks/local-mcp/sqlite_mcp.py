@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""A small MCP server over stdio (newline-delimited JSON-RPC 2.0) that
-answers read-only SQL queries on one SQLite database.
+"""A small MCP server that answers read-only SQL queries on one SQLite database.
+
+It speaks newline-delimited JSON-RPC 2.0 over stdio.
 
 Usage: sqlite_mcp.py DATABASE
 
 Tools: list_tables, describe_table, query. Python standard library only,
 so that it runs in a sandbox with no network.
 """
+
 import json
 import sqlite3
 import sys
+from typing import Any
 
 PROTOCOL_VERSIONS = ("2025-06-18", "2025-03-26", "2024-11-05")
 
@@ -40,13 +43,13 @@ TOOLS = [
 ]
 
 
-def rows(db, sql, params=()):
+def rows(db: sqlite3.Connection, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
     cur = db.execute(sql, params)
     cols = [d[0] for d in cur.description or ()]
-    return [dict(zip(cols, r)) for r in cur.fetchmany(1000)]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchmany(1000)]
 
 
-def call_tool(db, name, args):
+def call_tool(db: sqlite3.Connection, name: str, args: dict[str, Any]) -> list[dict[str, Any]]:
     if name == "list_tables":
         return rows(db, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
     if name == "describe_table":
@@ -56,7 +59,7 @@ def call_tool(db, name, args):
     raise KeyError(name)
 
 
-def handle(db, msg):
+def handle(db: sqlite3.Connection, msg: dict[str, Any]) -> dict[str, Any]:
     method, params = msg.get("method"), msg.get("params") or {}
     if method == "initialize":
         asked = params.get("protocolVersion")
@@ -78,11 +81,11 @@ def handle(db, msg):
     if method == "tools/call":
         name = params.get("name")
         if name not in {t["name"] for t in TOOLS}:
-            raise LookupError("unknown tool %r" % name)
+            raise LookupError(f"unknown tool {name!r}")
         try:
             result = call_tool(db, name, params.get("arguments") or {})
         except sqlite3.Error as e:
-            return {"content": [{"type": "text", "text": "SQL error: %s" % e}], "isError": True}
+            return {"content": [{"type": "text", "text": f"SQL error: {e}"}], "isError": True}
         # The rows as text, and as structured content (an object, as MCP
         # wants it): without it gemini-cli's stdio client makes structured
         # content of the text's JSON, an array, and then rejects it.
@@ -94,18 +97,22 @@ def handle(db, msg):
     raise NotImplementedError(method)
 
 
-def main():
+def main() -> None:
     if len(sys.argv) != 2:
         sys.exit("usage: sqlite_mcp.py DATABASE")
     # Read-only: the URI mode refuses writes whatever the SQL says.
-    db = sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True)
+    db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
     for line in sys.stdin:
         if not line.strip():
             continue
         try:
             msg = json.loads(line)
         except ValueError:
-            reply = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error"}}
+            reply = {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {"code": -32700, "message": "parse error"},
+            }
         else:
             if "id" not in msg:
                 continue  # a notification
@@ -113,7 +120,7 @@ def main():
             try:
                 reply["result"] = handle(db, msg)
             except NotImplementedError as e:
-                reply["error"] = {"code": -32601, "message": "method not found: %s" % e}
+                reply["error"] = {"code": -32601, "message": f"method not found: {e}"}
             except LookupError as e:
                 reply["error"] = {"code": -32602, "message": str(e)}
         sys.stdout.write(json.dumps(reply) + "\n")

@@ -1,10 +1,15 @@
-# agent2env Python kernel driver, run as `python3 -c "<this file>"`.
-# Requests arrive on fd 3, each a "<marker> <n>\n" line and n bytes of UTF-8 code.
-# JSON lines go to fd 4: "ready" once at start, "display" for rich output during a
-# run, and "done" (result bundle, error) at its end, after the marker has been
-# written raw to fd 1 and then fd 2. SIGINT interrupts a run with KeyboardInterrupt
-# and is ignored between runs.
+r"""The agent2env Python kernel driver, run as `python3 -c "<this file>"`.
 
+Requests arrive on fd 3, each a "<marker> <n>\n" line and n bytes of UTF-8 code.
+JSON lines go to fd 4: "ready" once at start, "display" for rich output during a
+run, and "done" (result bundle, error) at its end, after the marker has been
+written raw to fd 1 and then fd 2. SIGINT interrupts a run with KeyboardInterrupt
+and is ignored between runs.
+"""
+
+from __future__ import annotations  # annotations stay unevaluated on Python 3.8
+
+import _thread
 import ast
 import binascii
 import builtins
@@ -15,7 +20,18 @@ import os
 import signal
 import sys
 import traceback
-import _thread
+
+# Types for mypy only: the driver imports no more at run time than it needs.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Callable, Coroutine, Sequence
+    from importlib.machinery import ModuleSpec
+    from types import CodeType, FrameType, ModuleType, TracebackType
+    from typing import Any
+
+    Bundle = dict[str, Any]  # a MIME bundle: MIME type to str or JSON value
+    Error = dict[str, str]
 
 REQUESTS, CONTROL = 3, 4
 CO_COROUTINE = 0x80  # inspect.CO_COROUTINE, without importing inspect
@@ -34,21 +50,22 @@ REPR_METHODS = (
 
 
 class Kernel:
-    def __init__(self):
-        self.namespace = new_main_module().__dict__
+    def __init__(self) -> None:
+        self.namespace: dict[str, Any] = new_main_module().__dict__
         self.cells = 0
-        self.loop = None  # asyncio event loop for top-level await, made on first use
+        # The asyncio event loop for top-level await, made on first use.
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.interruptible = False  # SIGINT raises KeyboardInterrupt: user code runs
         self.interrupted = False  # SIGINT came while a run held interrupts back
         self.main_thread = _thread.get_ident()
         self.control_lock = _thread.allocate_lock()
         signal.signal(signal.SIGINT, self.on_sigint)
-        builtins.display = self.display
+        builtins.display = self.display  # type: ignore[attr-defined]
         sys.meta_path.insert(0, PyplotHook(self.show_figures))
 
-    def serve(self):
+    def serve(self) -> None:
         requests = os.fdopen(REQUESTS, "rb")
-        version = "%d.%d.%d" % sys.version_info[:3]
+        version = "{}.{}.{}".format(*sys.version_info[:3])
         self.send({"type": "ready", "language": "python", "version": version})
         while True:
             header = requests.readline()
@@ -62,8 +79,8 @@ class Kernel:
             write_all(2, marker)
             self.send({"type": "done", "result": result, "error": error})
 
-    def run(self, source):
-        """Runs one cell: returns its result bundle and error, either may be None."""
+    def run(self, source: str) -> tuple[Bundle | None, Error | None]:
+        """Run one cell: return its result bundle and error, either may be None."""
         self.cells += 1
         filename = f"<cell-{self.cells}>"
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
@@ -88,7 +105,7 @@ class Kernel:
             text = "".join(traceback.format_exception(type(exc), exc, tb))
             return None, error_info(exc, text, "runtime")
 
-    def execute(self, body, last):
+    def execute(self, body: CodeType, last: CodeType | None) -> Bundle | None:
         try:
             self.evaluate(body)
             value = None if last is None else self.evaluate(last)
@@ -99,12 +116,12 @@ class Kernel:
         finally:
             self.show_figures()
 
-    def evaluate(self, code):
+    def evaluate(self, code: CodeType) -> Any:
         if code.co_flags & CO_COROUTINE:  # top-level await
             return self.run_coroutine(eval(code, self.namespace))
         return eval(code, self.namespace)
 
-    def run_coroutine(self, coroutine):
+    def run_coroutine(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         import asyncio
 
         if self.loop is None:
@@ -120,17 +137,17 @@ class Kernel:
         finally:
             task.cancel()  # an interrupted cell must not carry on in a later one
 
-    def on_sigint(self, signum, frame):
+    def on_sigint(self, signum: int, frame: FrameType | None) -> None:
         if self.interruptible:
             raise KeyboardInterrupt
         self.interrupted = True
 
-    def display(self, *objs):
-        """Shows each object as rich output: its MIME bundle, as for a cell's result."""
+    def display(self, *objs: object) -> None:
+        """Show each object as rich output: its MIME bundle, as for a cell's result."""
         for obj in objs:
             self.display_bundle(mime_bundle(obj))
 
-    def display_bundle(self, bundle):
+    def display_bundle(self, bundle: Bundle) -> None:
         message = {"type": "display", "data": bundle}
         if _thread.get_ident() != self.main_thread:
             self.send(message)
@@ -144,8 +161,8 @@ class Kernel:
         if self.interrupted:
             raise KeyboardInterrupt
 
-    def show_figures(self, *args, **kwargs):
-        """Displays each open pyplot figure as a PNG image, then closes it.
+    def show_figures(self, *args: object, **kwargs: object) -> None:
+        """Display each open pyplot figure as a PNG image, then close it.
 
         This is matplotlib.pyplot.show in the kernel; it also runs after each cell.
         """
@@ -157,10 +174,12 @@ class Kernel:
             if figure.axes or figure.lines:
                 png = io.BytesIO()
                 figure.savefig(png, format="png", bbox_inches="tight")
-                self.display_bundle({"text/plain": safe_repr(figure), "image/png": base64(png.getvalue())})
+                self.display_bundle(
+                    {"text/plain": safe_repr(figure), "image/png": base64(png.getvalue())}
+                )
             plt.close(figure)
 
-    def send(self, message):
+    def send(self, message: dict[str, Any]) -> None:
         line = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
         # Lone surrogates, which can only occur inside JSON strings, become \udXXX escapes.
         data = line.encode("utf-8", "backslashreplace") + b"\n"
@@ -172,43 +191,45 @@ class Kernel:
 class PyplotHook:
     """Import hook that makes matplotlib.pyplot.show the kernel's as pyplot loads."""
 
-    def __init__(self, show):
+    def __init__(self, show: Callable[..., None]) -> None:
         # A plain function, not a bound method: pyplot.switch_backend sets
         # show.__signature__, which a method does not allow.
-        def kernel_show(*args, **kwargs):
+        def kernel_show(*args: object, **kwargs: object) -> None:
             return show(*args, **kwargs)
 
         self.show = kernel_show
 
-    def find_spec(self, name, path, target=None):
+    def find_spec(
+        self, name: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
         if name != "matplotlib.pyplot":
             return None
         from importlib.machinery import PathFinder
 
         spec = PathFinder.find_spec(name, path, target)
-        if spec is None:
+        if spec is None or spec.loader is None:
             return None
         exec_module = spec.loader.exec_module
 
-        def exec_and_patch(module):
+        def exec_and_patch(module: ModuleType) -> None:
             exec_module(module)
-            module.show = self.show
+            module.show = self.show  # type: ignore[attr-defined]
             sys.meta_path.remove(self)
 
-        spec.loader.exec_module = exec_and_patch
+        spec.loader.exec_module = exec_and_patch  # type: ignore[method-assign]
         return spec
 
 
-def new_main_module():
-    """A fresh __main__ module for user code; the driver's globals stay out of it."""
+def new_main_module() -> ModuleType:
+    """Make a fresh __main__ module for user code; the driver's globals stay out of it."""
     main = type(sys)("__main__")
-    main.__builtins__ = builtins
+    main.__builtins__ = builtins  # type: ignore[attr-defined]
     sys.modules["__main__"] = main
     return main
 
 
-def compile_cell(source, filename):
-    """Code for the cell's statements, and for its last one when that is an expression."""
+def compile_cell(source: str, filename: str) -> tuple[CodeType, CodeType | None]:
+    """Compile the cell's statements, and its last one apart when that is an expression."""
     tree = compile(source, filename, "exec", COMPILE_FLAGS | ast.PyCF_ONLY_AST, dont_inherit=True)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
@@ -217,8 +238,8 @@ def compile_cell(source, filename):
     return compile(tree, filename, "exec", COMPILE_FLAGS, dont_inherit=True), last
 
 
-def user_traceback(tb, filename):
-    """tb without the driver's frames, starting at the cell's own frame if it has one."""
+def user_traceback(tb: TracebackType | None, filename: str) -> TracebackType | None:
+    """Drop the driver's frames from tb, starting at the cell's own frame if it has one."""
     entries = []
     while tb is not None:
         if tb.tb_frame.f_globals is not DRIVER_GLOBALS:
@@ -228,22 +249,27 @@ def user_traceback(tb, filename):
         if entry.tb_frame.f_code.co_filename == filename:
             entries = entries[i:]
             break
-    for entry, following in zip(entries, entries[1:] + [None]):
+    for entry, following in zip(entries, [*entries[1:], None]):
         entry.tb_next = following
     return entries[0] if entries else None
 
 
-def error_info(exc, text, kind):
+def error_info(exc: BaseException, text: str, kind: str) -> Error:
     try:
         value = str(exc)
     except Exception:
         value = "<exception str() failed>"
-    return {"name": type(exc).__name__, "value": value, "traceback": text.rstrip("\n"), "kind": kind}
+    return {
+        "name": type(exc).__name__,
+        "value": value,
+        "traceback": text.rstrip("\n"),
+        "kind": kind,
+    }
 
 
-def mime_bundle(obj):
-    """repr(obj) as text/plain, with whatever obj's _repr_*_ methods give."""
-    bundle = {}
+def mime_bundle(obj: object) -> Bundle:
+    """Bundle repr(obj) as text/plain with whatever obj's _repr_*_ methods give."""
+    bundle: Bundle = {}
     if not isinstance(obj, type):  # on a class, the _repr_*_ are unbound methods
         data = call_repr(obj, "_repr_mimebundle_", include=None, exclude=None)
         if isinstance(data, tuple) and len(data) == 2:  # (data, metadata)
@@ -259,15 +285,15 @@ def mime_bundle(obj):
     return bundle
 
 
-def call_repr(obj, method, **kwargs):
+def call_repr(obj: object, method: str, **kwargs: object) -> object:
     try:
         return getattr(obj, method)(**kwargs)
     except Exception:  # a broken _repr_*_ method just adds nothing
         return None
 
 
-def add_mime(bundle, mime, value):
-    """Adds value under mime if it fits: text as str, binary as base64, JSON as JSON."""
+def add_mime(bundle: Bundle, mime: object, value: object) -> None:
+    """Add value under mime if it fits: text as str, binary as base64, JSON as JSON."""
     if isinstance(value, tuple) and len(value) == 2:  # (data, metadata)
         value = value[0]
     if value is None or not isinstance(mime, str):
@@ -284,36 +310,38 @@ def add_mime(bundle, mime, value):
         bundle[mime] = "".join(value.split()) if mime in ("image/png", "image/jpeg") else value
 
 
-def safe_repr(obj):
+def safe_repr(obj: object) -> str:
     try:
         return repr(obj)
     except Exception as exc:
         return f"<{type(obj).__qualname__} object; repr() raised {type(exc).__name__}>"
 
 
-def base64(data):
+def base64(data: bytes | bytearray) -> str:
     return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
-def flush_std():
+def flush_std() -> None:
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
-            stream.flush()
+            stream.flush()  # type: ignore[union-attr]  # None too: the except covers it
         except Exception:  # user code may have replaced or closed them
             pass
 
 
-def write_all(fd, data):
+def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
 
 
-def main():
+def main() -> None:
     for fd in (REQUESTS, CONTROL):
         os.set_inheritable(fd, False)  # not for the processes user code starts
     for stream in (sys.stdout, sys.stderr):
-        stream.reconfigure(encoding="utf-8", errors="backslashreplace", line_buffering=True)
+        stream.reconfigure(  # type: ignore[union-attr]  # a TextIOWrapper
+            encoding="utf-8", errors="backslashreplace", line_buffering=True
+        )
     os.environ.setdefault("MPLBACKEND", "Agg")
     Kernel().serve()
 

@@ -27,16 +27,22 @@ import io
 import json
 import sys
 import time
+from typing import Any
 
 import e2b
 from e2b import CommandExitException, FileType, PtySize, SandboxQuery, SandboxState
-from e2b.exceptions import AuthenticationException, NotFoundException, SandboxException, TimeoutException
+from e2b.exceptions import (
+    AuthenticationException,
+    NotFoundException,
+    SandboxException,
+    TimeoutException,
+)
 from e2b_code_interpreter import Sandbox
 
 
-def quickstart() -> dict:
+def quickstart() -> dict[str, Any]:
     sbx = Sandbox.create(metadata={"suite": "e2e-e2b"}, timeout=120)
-    out: dict = {"id": sbx.sandbox_id, "running": sbx.is_running()}
+    out: dict[str, Any] = {"id": sbx.sandbox_id, "running": sbx.is_running()}
     try:
         sbx.run_code("x = 1")
         execution = sbx.run_code("x+=1; x")
@@ -85,7 +91,10 @@ def quickstart() -> dict:
         out["info_metadata"] = info.metadata
         out["info_template"] = info.template_id
         metrics = sbx.get_metrics()
-        out["metrics"] = [[m.cpu_count >= 1, 0 <= m.cpu_used_pct <= 100, 0 < m.mem_used < m.mem_total] for m in metrics]
+        out["metrics"] = [
+            [m.cpu_count >= 1, 0 <= m.cpu_used_pct <= 100, 0 < m.mem_used < m.mem_total]
+            for m in metrics
+        ]
         out["metrics_by_id"] = len(Sandbox.get_metrics(sbx.sandbox_id))
 
         mine = Sandbox.list(query=SandboxQuery(metadata={"suite": "e2e-e2b"})).next_items()
@@ -98,10 +107,10 @@ def quickstart() -> dict:
     return out
 
 
-def envd() -> dict:
+def envd() -> dict[str, Any]:
     """E2B's base SDK on its in-sandbox daemon's process and filesystem APIs."""
     sbx = e2b.Sandbox.create(template="base", timeout=120)
-    out: dict = {}
+    out: dict[str, Any] = {}
     try:
         # The quickstart of the base SDK.
         ran = sbx.commands.run("echo hi; echo oops >&2; pwd")
@@ -111,7 +120,9 @@ def envd() -> dict:
             out["exit"] = None
         except CommandExitException as e:
             out["exit"] = [type(e).__name__, e.exit_code, e.stderr]
-        out["env_cwd"] = sbx.commands.run("echo $GREETING; pwd", envs={"GREETING": "hey"}, cwd="/tmp").stdout
+        out["env_cwd"] = sbx.commands.run(
+            "echo $GREETING; pwd", envs={"GREETING": "hey"}, cwd="/tmp"
+        ).stdout
         try:
             sbx.commands.run("id", user="root")
             out["root"] = None
@@ -151,7 +162,10 @@ def envd() -> dict:
             out["timed_out"] = [type(e).__name__, time.monotonic() - start < 10]
         # The timeout ends the command too.
         deadline = time.monotonic() + 10
-        while any("sleep 30" in " ".join(p.args) for p in sbx.commands.list()) and time.monotonic() < deadline:
+        while (
+            any("sleep 30" in " ".join(p.args) for p in sbx.commands.list())
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.1)
         out["after_timeout"] = [" ".join(p.args) for p in sbx.commands.list()]
         try:
@@ -185,17 +199,24 @@ def envd() -> dict:
         # compressed when asked.
         sbx.files.write("dir/raw.bin", io.BytesIO(b"\x00raw"))
         sbx.files.write("dir/zipped.txt", "zipped " * 100, gzip=True)
-        out["octet"] = [sbx.files.read("dir/raw.bin", format="bytes") == b"\x00raw",
-                        sbx.files.read("dir/zipped.txt") == "zipped " * 100]
+        out["octet"] = [
+            sbx.files.read("dir/raw.bin", format="bytes") == b"\x00raw",
+            sbx.files.read("dir/zipped.txt") == "zipped " * 100,
+        ]
         sbx.files.remove("dir/raw.bin")
         sbx.files.remove("dir/zipped.txt")
         out["exists"] = [sbx.files.exists("dir/a.txt"), sbx.files.exists("dir/nope")]
         out["make_dir"] = [sbx.files.make_dir("dir/sub"), sbx.files.make_dir("dir/sub")]
-        out["list"] = sorted([e.name, e.type.value, e.path, e.size, e.permissions, e.owner]
-                             for e in sbx.files.list("dir"))
+        out["list"] = sorted(
+            [e.name, e.type.value if e.type else None, e.path, e.size, e.permissions, e.owner]
+            for e in sbx.files.list("dir")
+        )
         out["list_deep"] = sorted(e.path for e in sbx.files.list("/home/sandbox/dir", depth=2))
         out["renamed"] = sbx.files.rename("dir/a.txt", "dir/sub/b.txt").path
-        out["info"] = [sbx.files.get_info("dir/sub").type == FileType.DIR, sbx.files.get_info("dir/sub/b.txt").size]
+        out["info"] = [
+            sbx.files.get_info("dir/sub").type == FileType.DIR,
+            sbx.files.get_info("dir/sub/b.txt").size,
+        ]
         sbx.files.remove("dir/sub")
         out["removed"] = sbx.files.exists("dir/sub/b.txt")
         watch = sbx.files.watch_dir("dir")
@@ -222,8 +243,8 @@ with Sandbox.create() as sandbox:                  # template code-interpreter-v
 """
 
 
-def readme() -> dict:
-    """The README's example, word for word, its printed lines."""
+def readme() -> dict[str, Any]:
+    """Run the README's example, word for word, and return its printed lines."""
     import contextlib
     import io
 
@@ -233,7 +254,7 @@ def readme() -> dict:
     return {"printed": buf.getvalue().splitlines()}
 
 
-def badkey() -> dict:
+def badkey() -> dict[str, Any]:
     start = time.monotonic()
     try:
         Sandbox.create(api_key="e2b_wrong-key-0123456789")
@@ -242,19 +263,23 @@ def badkey() -> dict:
     return {"type": None}
 
 
-def badtemplate() -> dict:
+def badtemplate() -> dict[str, Any]:
     start = time.monotonic()
     try:
         Sandbox.create(template="no-such-template")
     except SandboxException as e:
-        return {"type": type(e).__name__, "status": getattr(e, "status_code", None), "message": str(e),
-                "seconds": time.monotonic() - start}
+        return {
+            "type": type(e).__name__,
+            "status": getattr(e, "status_code", None),
+            "message": str(e),
+            "seconds": time.monotonic() - start,
+        }
     return {"type": None}
 
 
-def pause() -> dict:
+def pause() -> dict[str, Any]:
     sbx = Sandbox.create(metadata={"suite": "e2e-e2b-pause"}, timeout=120)
-    out: dict = {}
+    out: dict[str, Any] = {}
     mine = {"suite": "e2e-e2b-pause"}
     try:
         sbx.run_code("x = 41")
@@ -262,9 +287,13 @@ def pause() -> dict:
         out["paused"] = sbx.pause()
         out["paused_again"] = sbx.pause()
         out["state"] = str(sbx.get_info().state)
-        paused = Sandbox.list(query=SandboxQuery(metadata=mine, state=[SandboxState.PAUSED])).next_items()
+        paused = Sandbox.list(
+            query=SandboxQuery(metadata=mine, state=[SandboxState.PAUSED])
+        ).next_items()
         out["listed_paused"] = [s.sandbox_id == sbx.sandbox_id for s in paused]
-        running = Sandbox.list(query=SandboxQuery(metadata=mine, state=[SandboxState.RUNNING])).next_items()
+        running = Sandbox.list(
+            query=SandboxQuery(metadata=mine, state=[SandboxState.RUNNING])
+        ).next_items()
         out["listed_running"] = len(running)
         start = time.monotonic()
         try:
@@ -285,6 +314,12 @@ def pause() -> dict:
 
 if __name__ == "__main__":
     mode = sys.argv[1]
-    modes = {"quickstart": quickstart, "envd": envd, "readme": readme, "badkey": badkey,
-             "badtemplate": badtemplate, "pause": pause}
+    modes = {
+        "quickstart": quickstart,
+        "envd": envd,
+        "readme": readme,
+        "badkey": badkey,
+        "badtemplate": badtemplate,
+        "pause": pause,
+    }
     print(json.dumps(modes[mode]()))

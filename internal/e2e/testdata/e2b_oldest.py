@@ -15,13 +15,14 @@ e2b_flow.py. Each mode prints one JSON object on its last line:
 
 import json
 import sys
+from typing import Any
 
 
-def base() -> dict:
+def base() -> dict[str, Any]:
     import e2b
 
     sbx = e2b.Sandbox.create(template="base", timeout=120)
-    out: dict = {}
+    out: dict[str, Any] = {}
     try:
         ran = sbx.commands.run("echo hi; pwd")
         out["run"] = [ran.stdout, ran.exit_code]
@@ -38,11 +39,11 @@ def base() -> dict:
     return out
 
 
-def interpreter() -> dict:
+def interpreter() -> dict[str, Any]:
     from e2b_code_interpreter import Sandbox
 
     sbx = Sandbox.create(timeout=120)
-    out: dict = {}
+    out: dict[str, Any] = {}
     try:
         sbx.run_code("x = 1")
         out["text"] = sbx.run_code("x+=1; x").text

@@ -52,6 +52,7 @@ import json
 import sys
 import time
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import httpx
 from code_interpreter import CodeInterpreter
@@ -59,7 +60,7 @@ from code_interpreter.models.code import SupportedLanguage
 from opensandbox.config import ConnectionConfig
 from opensandbox.exceptions import SandboxApiException, SandboxException
 from opensandbox.manager import SandboxManager
-from opensandbox.models.execd import ExecutionHandlers, RunCommandOpts
+from opensandbox.models.execd import Execution, ExecutionHandlers, ExecutionInit, RunCommandOpts
 from opensandbox.models.filesystem import (
     ContentReplaceEntry,
     DirectoryListEntry,
@@ -72,7 +73,7 @@ from opensandbox.models.sandboxes import NetworkPolicy, NetworkRule, SandboxFilt
 from opensandbox.sandbox import Sandbox
 
 
-def failure(e: SandboxException, seconds: float) -> dict:
+def failure(e: SandboxException, seconds: float) -> dict[str, Any]:
     return {
         "type": type(e).__name__,
         "status": e.status_code if isinstance(e, SandboxApiException) else None,
@@ -82,9 +83,9 @@ def failure(e: SandboxException, seconds: float) -> dict:
     }
 
 
-async def quickstart(image: str) -> dict:
+async def quickstart(image: str) -> dict[str, Any]:
     sandbox = await Sandbox.create(image, connection_config=ConnectionConfig())
-    out: dict = {"id": sandbox.id}
+    out: dict[str, Any] = {"id": sandbox.id}
     try:
         execution = await sandbox.commands.run("echo 'Hello Sandbox!'")
         out["stdout"] = execution.logs.stdout[0].text
@@ -102,20 +103,28 @@ async def quickstart(image: str) -> dict:
     return out
 
 
-async def lifecycle(image: str) -> dict:
-    sandbox = await Sandbox.create(image, metadata={"suite": "e2e", "run": "1"}, connection_config=ConnectionConfig())
+async def lifecycle(image: str) -> dict[str, Any]:
+    sandbox = await Sandbox.create(
+        image, metadata={"suite": "e2e", "run": "1"}, connection_config=ConnectionConfig()
+    )
     manager = await SandboxManager.create(ConnectionConfig())
-    out: dict = {}
+    out: dict[str, Any] = {}
     try:
         info = await sandbox.get_info()
         out["metadata"] = info.metadata
 
-        async def listed(f: SandboxFilter) -> dict:
+        async def listed(f: SandboxFilter) -> dict[str, Any]:
             page = await manager.list_sandbox_infos(f)
-            return {"ids": [i.id == sandbox.id for i in page.sandbox_infos], "total": page.pagination.total_items,
-                    "pages": page.pagination.total_pages, "next": page.pagination.has_next_page}
+            return {
+                "ids": [i.id == sandbox.id for i in page.sandbox_infos],
+                "total": page.pagination.total_items,
+                "pages": page.pagination.total_pages,
+                "next": page.pagination.has_next_page,
+            }
 
-        out["by_state_and_metadata"] = await listed(SandboxFilter(states=["Running"], metadata={"suite": "e2e"}))
+        out["by_state_and_metadata"] = await listed(
+            SandboxFilter(states=["Running"], metadata={"suite": "e2e"})
+        )
         out["by_other_metadata"] = await listed(SandboxFilter(metadata={"suite": "other"}))
         out["by_other_state"] = await listed(SandboxFilter(states=["Paused"]))
         renewed = await sandbox.renew(timedelta(hours=2))
@@ -124,14 +133,16 @@ async def lifecycle(image: str) -> dict:
         info = await sandbox.patch_metadata({"run": None, "owner": "ci"})
         out["patched"] = info.metadata
         info = await manager.get_sandbox_info(sandbox.id)
-        out["expires_in_hours"] = round((info.expires_at - datetime.now(timezone.utc)).total_seconds() / 3600, 1)
+        out["expires_in_hours"] = round(
+            (info.expires_at - datetime.now(timezone.utc)).total_seconds() / 3600, 1
+        )
     finally:
         await sandbox.destroy()
         await manager.close()
     return out
 
 
-async def create_fails(image: str, config: ConnectionConfig) -> dict:
+async def create_fails(image: str, config: ConnectionConfig) -> dict[str, Any]:
     start = time.monotonic()
     try:
         sandbox = await Sandbox.create(image, connection_config=config)
@@ -141,7 +152,7 @@ async def create_fails(image: str, config: ConnectionConfig) -> dict:
     return {"type": None, "seconds": time.monotonic() - start}
 
 
-async def unknown() -> dict:
+async def unknown() -> dict[str, Any]:
     manager = await SandboxManager.create(ConnectionConfig())
     start = time.monotonic()
     try:
@@ -164,9 +175,11 @@ plt.show()
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-async def raw_results(sandbox: Sandbox, code: str, context_id: str) -> list[dict]:
-    """POST /code as the JS SDK does, keeping every result's MIME bundle
-    (the Python SDK keeps only results.text)."""
+async def raw_results(sandbox: Sandbox, code: str, context_id: str) -> list[dict[str, Any]]:
+    """POST /code as the JS SDK does, keeping every result's MIME bundle.
+
+    The Python SDK keeps only results.text.
+    """
     endpoint = await sandbox.get_endpoint(44772)
     config = ConnectionConfig()
     async with httpx.AsyncClient(timeout=120) as client:
@@ -180,13 +193,13 @@ async def raw_results(sandbox: Sandbox, code: str, context_id: str) -> list[dict
     return [e["results"] for e in events if e["type"] == "result"]
 
 
-async def code(image: str) -> dict:
+async def code(image: str) -> dict[str, Any]:
     sandbox = await Sandbox.create(
         image,
         entrypoint=["/opt/code-interpreter/code-interpreter.sh"],
         connection_config=ConnectionConfig(),
     )
-    out: dict = {}
+    out: dict[str, Any] = {}
     try:
         start = time.monotonic()
         interpreter = await CodeInterpreter.create(sandbox)
@@ -202,7 +215,9 @@ async def code(image: str) -> dict:
         failed = await codes.run("1 / 0", context=ctx)
         out["error_name"] = failed.error.name if failed.error else None
         out["error_value"] = failed.error.value if failed.error else None
-        out["traceback_mentions"] = any("ZeroDivisionError" in line for line in (failed.error.traceback if failed.error else []))
+        out["traceback_mentions"] = any(
+            "ZeroDivisionError" in line for line in (failed.error.traceback if failed.error else [])
+        )
         printed = await codes.run("print('hello from python')", context=ctx)
         out["stdout"] = "".join(m.text for m in printed.logs.stdout)
         chart = await codes.run(CHART, context=ctx)
@@ -216,7 +231,7 @@ async def code(image: str) -> dict:
         # is kept.
         started: asyncio.Queue = asyncio.Queue()
 
-        async def on_init(init) -> None:
+        async def on_init(init: ExecutionInit) -> None:
             await started.put(init.id)
 
         loop = asyncio.create_task(
@@ -260,15 +275,21 @@ async def code(image: str) -> dict:
     return out
 
 
-async def files(image: str) -> dict:
+async def files(image: str) -> dict[str, Any]:
     sandbox = await Sandbox.create(image, connection_config=ConnectionConfig())
-    out: dict = {}
+    out: dict[str, Any] = {}
     fs = sandbox.files
     try:
         await fs.write_file("/workspace/notes/a.txt", "one two one\nline 2\nline 3\n", mode=644)
         await fs.write_file("/workspace/notes/b.py", "print(1)\n")
         info = (await fs.get_file_info(["/workspace/notes/a.txt"]))["/workspace/notes/a.txt"]
-        out["info"] = {"size": info.size, "mode": info.mode, "type": info.entry_type, "owner": info.owner, "group": info.group}
+        out["info"] = {
+            "size": info.size,
+            "mode": info.mode,
+            "type": info.entry_type,
+            "owner": info.owner,
+            "group": info.group,
+        }
         found = await fs.search(SearchEntry(path="/workspace", pattern="*.txt"))
         out["search"] = sorted(e.path for e in found)
         listed = await fs.list_directory(DirectoryListEntry(path="/workspace/notes"))
@@ -278,7 +299,9 @@ async def files(image: str) -> dict:
         )
         out["replaced"] = [r.replaced_count for r in replaced]
         out["after_replace"] = await fs.read_file("/workspace/notes/a.txt")
-        out["range"] = (await fs.read_bytes("/workspace/notes/a.txt", range_header="bytes=2-4")).decode()
+        out["range"] = (
+            await fs.read_bytes("/workspace/notes/a.txt", range_header="bytes=2-4")
+        ).decode()
         out["lines"] = await fs.read_file("/workspace/notes/a.txt", offset=2, limit=1)
         await fs.move_files([MoveEntry(src="/workspace/notes/a.txt", dest="/workspace/moved.txt")])
         out["moved"] = await fs.read_file("/workspace/moved.txt")
@@ -286,7 +309,9 @@ async def files(image: str) -> dict:
         moved = (await fs.get_file_info(["/workspace/moved.txt"]))["/workspace/moved.txt"]
         out["mode_after_chmod"] = moved.mode
         try:
-            await fs.set_permissions([SetPermissionEntry(path="/workspace/moved.txt", mode=600, owner="root")])
+            await fs.set_permissions(
+                [SetPermissionEntry(path="/workspace/moved.txt", mode=600, owner="root")]
+            )
             out["chown_root"] = "allowed"
         except SandboxApiException as e:
             out["chown_root"] = e.status_code
@@ -307,20 +332,26 @@ async def files(image: str) -> dict:
         big = bytes(i % 251 for i in range(10 << 20))
         await fs.write_file("/workspace/big.bin", big)
         size = len(big)
-        tail = await fs.read_bytes("/workspace/big.bin", range_header=f"bytes={size - 10}-{size - 1}")
+        tail = await fs.read_bytes(
+            "/workspace/big.bin", range_header=f"bytes={size - 10}-{size - 1}"
+        )
         out["big_tail"] = tail == big[-10:]
-        out["big_size"] = str((await fs.get_file_info(["/workspace/big.bin"]))["/workspace/big.bin"].size)
+        out["big_size"] = str(
+            (await fs.get_file_info(["/workspace/big.bin"]))["/workspace/big.bin"].size
+        )
     finally:
         await sandbox.destroy()
     return out
 
 
-async def background(image: str) -> dict:
+async def background(image: str) -> dict[str, Any]:
     sandbox = await Sandbox.create(image, connection_config=ConnectionConfig())
-    out: dict = {}
+    out: dict[str, Any] = {}
     bg = RunCommandOpts(background=True)
     try:
-        execution = await sandbox.commands.run("echo first; sleep 1; echo second >&2; exit 4", opts=bg)
+        execution = await sandbox.commands.run(
+            "echo first; sleep 1; echo second >&2; exit 4", opts=bg
+        )
         cid = execution.id
         status = await sandbox.commands.get_command_status(cid)
         out["content"] = status.content
@@ -359,7 +390,10 @@ async def background(image: str) -> dict:
 
 
 # Counts into /tmp/count, one line a turn: the turn and the kernel's clock.
-COUNTER = 'i=0; while :; do i=$((i+1)); read up _ </proc/uptime; echo "$i $up" >>/tmp/count; sleep 0.05; done'
+COUNTER = (
+    "i=0; while :; do i=$((i+1)); read up _ </proc/uptime; "
+    'echo "$i $up" >>/tmp/count; sleep 0.05; done'
+)
 
 # Checks /tmp/count: its lines, whether each counts one more than the last
 # (no restart: the loop's memory kept), and the longest gap between turns.
@@ -370,10 +404,10 @@ gap = max(float(b[1]) - float(a[1]) for a, b in zip(lines, lines[1:]))
 print(len(lines), ok, round(gap, 2))'"""
 
 
-async def pause(image: str) -> dict:
+async def pause(image: str) -> dict[str, Any]:
     sandbox = await Sandbox.create(image, connection_config=ConnectionConfig())
     manager = await SandboxManager.create(ConnectionConfig())
-    out: dict = {}
+    out: dict[str, Any] = {}
     try:
         await sandbox.files.write_file("/workspace/kept.txt", "kept")
         counter = await sandbox.commands.run(COUNTER, opts=RunCommandOpts(background=True))
@@ -404,12 +438,12 @@ async def pause(image: str) -> dict:
     return out
 
 
-async def session(image: str) -> dict:
+async def session(image: str) -> dict[str, Any]:
     sandbox = await Sandbox.create(image, connection_config=ConnectionConfig())
-    out: dict = {}
+    out: dict[str, Any] = {}
     cmds = sandbox.commands
 
-    def stdout(execution) -> str:
+    def stdout(execution: Execution) -> str:
         return "".join(m.text for m in execution.logs.stdout)
 
     try:
@@ -421,12 +455,16 @@ async def session(image: str) -> dict:
         failed = await cmds.run_in_session(sid, "echo before; exit 3; echo after")
         out["failed"], out["failed_exit_code"] = stdout(failed), failed.exit_code
         out["after_exit"] = stdout(await cmds.run_in_session(sid, 'echo "$A $PWD"'))
-        out["own_cwd"] = stdout(await cmds.run_in_session(sid, "pwd", working_directory="/workspace"))
+        out["own_cwd"] = stdout(
+            await cmds.run_in_session(sid, "pwd", working_directory="/workspace")
+        )
         start = time.monotonic()
         slow = await cmds.run_in_session(sid, "sleep 30", timeout=timedelta(seconds=1))
         out["timeout_exit_code"], out["timeout_seconds"] = slow.exit_code, time.monotonic() - start
         # Two runs at once take turns, in order of arrival.
-        first = asyncio.create_task(cmds.run_in_session(sid, "sleep 0.5; echo $SECONDS > /tmp/first; echo one"))
+        first = asyncio.create_task(
+            cmds.run_in_session(sid, "sleep 0.5; echo $SECONDS > /tmp/first; echo one")
+        )
         await asyncio.sleep(0.1)
         second = await cmds.run_in_session(sid, "cat /tmp/first >/dev/null && echo two")
         out["turns"] = [stdout(await first), stdout(second)]
@@ -441,13 +479,17 @@ async def session(image: str) -> dict:
     return out
 
 
-async def metrics(image: str) -> dict:
-    deny = NetworkPolicy(defaultAction="deny", egress=[NetworkRule(action="deny", target="*.example.com")])
+async def metrics(image: str) -> dict[str, Any]:
+    deny = NetworkPolicy(
+        defaultAction="deny", egress=[NetworkRule(action="deny", target="*.example.com")]
+    )
     sandbox = await Sandbox.create(image, network_policy=deny, connection_config=ConnectionConfig())
-    out: dict = {}
+    out: dict[str, Any] = {}
     try:
         idle = await sandbox.get_metrics()
-        await sandbox.commands.run("timeout 5 sh -c 'while :; do :; done'", opts=RunCommandOpts(background=True))
+        await sandbox.commands.run(
+            "timeout 5 sh -c 'while :; do :; done'", opts=RunCommandOpts(background=True)
+        )
         await asyncio.sleep(0.5)
         m = await sandbox.get_metrics()
         out["cpu_count"], out["memory_total_in_mib"] = m.cpu_count, m.memory_total_in_mib
@@ -483,21 +525,30 @@ except Exception as e:
     print(type(e).__name__)"""
 
 
-async def egress(image: str) -> dict:
+async def egress(image: str) -> dict[str, Any]:
     policy = NetworkPolicy(
         defaultAction="deny",
-        egress=[NetworkRule(action="allow", target="*.allowed.test"), NetworkRule(action="deny", target="pypi.org")],
+        egress=[
+            NetworkRule(action="allow", target="*.allowed.test"),
+            NetworkRule(action="deny", target="pypi.org"),
+        ],
     )
-    sandbox = await Sandbox.create(image, network_policy=policy, connection_config=ConnectionConfig())
-    out: dict = {}
+    sandbox = await Sandbox.create(
+        image, network_policy=policy, connection_config=ConnectionConfig()
+    )
+    out: dict[str, Any] = {}
     try:
+
         async def fetch(url: str) -> str:
             return (await sandbox.commands.run(f"python3 -c '{PROBE}' {url}")).text.strip()
 
         out["denied"] = await fetch("http://denied.example/")
         out["allowed"] = await fetch("http://a.allowed.test/")
         read = await sandbox.get_egress_policy()
-        out["policy"] = {"default": read.default_action, "egress": [f"{r.action} {r.target}" for r in read.egress]}
+        out["policy"] = {
+            "default": read.default_action,
+            "egress": [f"{r.action} {r.target}" for r in read.egress],
+        }
         await sandbox.patch_egress_rules([NetworkRule(action="allow", target="b.allowed.test")])
         out["patch_held"] = "ok"
         try:
@@ -509,18 +560,24 @@ async def egress(image: str) -> dict:
         await sandbox.destroy()
     start = time.monotonic()
     try:
-        cidr = NetworkPolicy(defaultAction="deny", egress=[NetworkRule(action="allow", target="10.0.0.0/8")])
-        other = await Sandbox.create(image, network_policy=cidr, connection_config=ConnectionConfig())
+        cidr = NetworkPolicy(
+            defaultAction="deny", egress=[NetworkRule(action="allow", target="10.0.0.0/8")]
+        )
+        other = await Sandbox.create(
+            image, network_policy=cidr, connection_config=ConnectionConfig()
+        )
         await other.destroy()
         out["cidr"] = "created"
     except SandboxApiException as e:
         out["cidr"] = e.status_code
-        out["cidr_names_field"] = "networkPolicy.egress[0].target" in (e.error.message if e.error else "")
+        out["cidr_names_field"] = "networkPolicy.egress[0].target" in (
+            e.error.message if e.error else ""
+        )
     out["cidr_seconds"] = time.monotonic() - start
     return out
 
 
-async def main() -> dict:
+async def main() -> dict[str, Any]:
     mode = sys.argv[1]
     if mode == "quickstart":
         return await quickstart(sys.argv[2])

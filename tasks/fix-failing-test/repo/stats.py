@@ -1,16 +1,20 @@
 """Small statistics helpers."""
 
+from collections.abc import Sequence
 
-def mean(values):
-    """The arithmetic mean of a non-empty sequence."""
+
+def mean(values: Sequence[float]) -> float:
+    """Return the arithmetic mean of a non-empty sequence."""
     if not values:
         raise ValueError("mean of an empty sequence")
     return sum(values) / len(values)
 
 
-def median(values):
-    """The middle value of a non-empty sequence (the mean of the two
-    middle values when there is an even number of them)."""
+def median(values: Sequence[float]) -> float:
+    """Return the middle value of a non-empty sequence.
+
+    That is the mean of the two middle values when there is an even number of them.
+    """
     if not values:
         raise ValueError("median of an empty sequence")
     ordered = sorted(values)

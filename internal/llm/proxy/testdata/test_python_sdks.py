@@ -1,5 +1,6 @@
-"""The official Python SDKs (openai, anthropic, google-genai) against the
-LLM proxy, driven by TestPythonSDKs: every client format against every
+"""The official Python SDKs (openai, anthropic, google-genai) against the LLM proxy.
+
+Driven by TestPythonSDKs: every client format against every
 upstream model the Go test configured (LLM_MODELS), plain and streaming,
 each a two-turn tool-call round trip. The SDKs' own stream helpers must
 produce the expected message: text, tool calls with complete JSON
@@ -27,7 +28,10 @@ SCHEMA = {
 }
 TURN1 = (
     "Let me look.",
-    [("get_weather", {"city": "Paris", "units": {"temp": "C", "days": [1, 2]}}), ("get_weather", {"city": "Tokyo"})],
+    [
+        ("get_weather", {"city": "Paris", "units": {"temp": "C", "days": [1, 2]}}),
+        ("get_weather", {"city": "Tokyo"}),
+    ],
     "tool_use",
     (40, 30),
 )
@@ -59,7 +63,10 @@ def openai_chat(model, stream):
         else:
             r = c.chat.completions.create(model=model, messages=msgs, tools=tools)
         ch = r.choices[0]
-        calls = [(tc.id, tc.function.name, json.loads(tc.function.arguments)) for tc in ch.message.tool_calls or []]
+        calls = [
+            (tc.id, tc.function.name, json.loads(tc.function.arguments))
+            for tc in ch.message.tool_calls or []
+        ]
         stop = {"tool_calls": "tool_use", "stop": "end_turn"}[ch.finish_reason]
         msgs.append(
             {
@@ -68,7 +75,11 @@ def openai_chat(model, stream):
                 **(
                     {
                         "tool_calls": [
-                            {"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+                            {
+                                "id": i,
+                                "type": "function",
+                                "function": {"name": n, "arguments": json.dumps(a)},
+                            }
                             for i, n, a in calls
                         ]
                     }
@@ -79,7 +90,12 @@ def openai_chat(model, stream):
         )
         for call_id, _, args in calls:
             msgs.append({"role": "tool", "tool_call_id": call_id, "content": RESULTS[args["city"]]})
-        return ch.message.content or "", calls, stop, (r.usage.prompt_tokens, r.usage.completion_tokens)
+        return (
+            ch.message.content or "",
+            calls,
+            stop,
+            (r.usage.prompt_tokens, r.usage.completion_tokens),
+        )
 
     return ask(), ask()
 
@@ -102,11 +118,24 @@ def openai_responses(model, stream):
         for it in r.output:
             if it.type == "function_call":
                 calls.append((it.call_id, it.name, json.loads(it.arguments)))
-                inp.append({"type": "function_call", "call_id": it.call_id, "name": it.name, "arguments": it.arguments})
+                inp.append(
+                    {
+                        "type": "function_call",
+                        "call_id": it.call_id,
+                        "name": it.name,
+                        "arguments": it.arguments,
+                    }
+                )
             elif it.type == "message":
                 inp.append({"role": "assistant", "content": "".join(p.text for p in it.content)})
         for call_id, _, args in calls:
-            inp.append({"type": "function_call_output", "call_id": call_id, "output": RESULTS[args["city"]]})
+            inp.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": call_id,
+                    "output": RESULTS[args["city"]],
+                }
+            )
         stop = "tool_use" if calls else "end_turn"
         return r.output_text, calls, stop, (r.usage.input_tokens, r.usage.output_tokens)
 
@@ -128,13 +157,16 @@ def anthropic_messages(model, stream):
             m = c.messages.create(model=model, max_tokens=1024, messages=msgs, tools=tools)
         text = "".join(b.text for b in m.content if b.type == "text")
         calls = [(b.id, b.name, b.input) for b in m.content if b.type == "tool_use"]
-        msgs.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in m.content]})
+        msgs.append(
+            {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in m.content]}
+        )
         if calls:
             msgs.append(
                 {
                     "role": "user",
                     "content": [
-                        {"type": "tool_result", "tool_use_id": i, "content": RESULTS[a["city"]]} for i, _, a in calls
+                        {"type": "tool_result", "tool_use_id": i, "content": RESULTS[a["city"]]}
+                        for i, _, a in calls
                     ],
                 }
             )
@@ -146,7 +178,13 @@ def anthropic_messages(model, stream):
 def gemini_generate(model, stream):
     c = genai.Client(api_key=KEY, http_options=types.HttpOptions(base_url=BASE + "/"))
     config = types.GenerateContentConfig(
-        tools=[types.Tool(function_declarations=[types.FunctionDeclaration(name="get_weather", parameters_json_schema=SCHEMA)])],
+        tools=[
+            types.Tool(
+                function_declarations=[
+                    types.FunctionDeclaration(name="get_weather", parameters_json_schema=SCHEMA)
+                ]
+            )
+        ],
         automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
     )
     contents = [types.Content(role="user", parts=[types.Part(text=QUESTION)])]
@@ -160,19 +198,27 @@ def gemini_generate(model, stream):
         )
         for r in chunks:
             cand = r.candidates[0]
-            parts += (cand.content.parts if cand.content and cand.content.parts else [])
+            parts += cand.content.parts if cand.content and cand.content.parts else []
             finish = cand.finish_reason or finish
             usage = r.usage_metadata or usage
         assert finish == types.FinishReason.STOP
         text = "".join(p.text for p in parts if p.text and not p.thought)
-        calls = [(p.function_call.id, p.function_call.name, dict(p.function_call.args)) for p in parts if p.function_call]
+        calls = [
+            (p.function_call.id, p.function_call.name, dict(p.function_call.args))
+            for p in parts
+            if p.function_call
+        ]
         contents.append(types.Content(role="model", parts=parts))
         if calls:
             contents.append(
                 types.Content(
                     role="user",
                     parts=[
-                        types.Part(function_response=types.FunctionResponse(id=i, name=n, response={"output": RESULTS[a["city"]]}))
+                        types.Part(
+                            function_response=types.FunctionResponse(
+                                id=i, name=n, response={"output": RESULTS[a["city"]]}
+                            )
+                        )
                         for i, n, a in calls
                     ],
                 )
