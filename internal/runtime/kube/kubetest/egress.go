@@ -210,8 +210,12 @@ func (n *Node) netnsServer(t *testing.T) (string, error) {
 }
 
 // listenIn listens on addr in the network namespace at path: a socket
-// stays in the namespace it was made in. The thread that made it, in
-// that namespace, ends with its goroutine.
+// stays in the namespace it was made in. The thread that makes it goes
+// back to its own namespace before it is unlocked; one that cannot is
+// left to end with its goroutine. That must stay the exception: a thread
+// that ends sends SIGKILL to every process it started with Pdeathsig (the
+// node's kubelet, kube-router… are started so; see runPath), which is how
+// a thread ended here once killed the node's firewall mid-test.
 func listenIn(path, addr string) (net.Listener, error) {
 	type result struct {
 		l   net.Listener
@@ -219,18 +223,30 @@ func listenIn(path, addr string) (net.Listener, error) {
 	}
 	ch := make(chan result, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread goes with the goroutine
+		runtime.LockOSThread()
+		own, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: err}
+			return
+		}
+		defer unix.Close(own)
 		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
+			runtime.UnlockOSThread()
 			ch <- result{err: err}
 			return
 		}
 		defer unix.Close(fd)
 		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			ch <- result{err: fmt.Errorf("setns %s: %w", path, err)}
 			return
 		}
 		l, err := net.Listen("tcp", addr)
+		if unix.Setns(own, unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
 		ch <- result{l, err}
 	}()
 	r := <-ch
