@@ -138,8 +138,9 @@
 //     (live) or runc ends the container (stop).
 //   - The agent's seccomp filter, no_new_privs and capabilities, the
 //     processes' memory, pipes, ptys and loopback sockets are CRIU's own
-//     business and come back as they were. The restored sandbox keeps the
-//     snapshot's hostname (CRIU restores the UTS namespace).
+//     business and come back as they were. CRIU restores the UTS namespace
+//     with the snapshot's hostname, which Restore then sets to the new
+//     sandbox's id (setns from a thread of its own, ended after).
 //   - The forwards of the daemon's services and egress proxy (the agent
 //     listens on the sandbox's 127.0.0.1:4000 and :3128 and makes one unix
 //     connection to svc/daemon.sock or egress/proxy.sock per connection it
