@@ -71,6 +71,7 @@ func buildServices(ctx context.Context, cfg Config, st state) (svc services, err
 	if u, ok := st.Runtime.(sandbox.UsageReader); ok { // the runner's liveness counts CPU time where the runtime measures it
 		sandboxOpts = append(sandboxOpts, service.WithUsage(u))
 	}
+	sandboxOpts = append(sandboxOpts, service.WithContextRecords(st.Store)) // snapshots and forks carry contexts
 	svc.Sandboxes = service.NewSandboxes(svc.Manager, cfg.PublicURL, sandboxOpts...)
 	if svc.Contexts, svc.Sessions, err = buildCode(cfg, st, svc.Manager, svc.Pools, svc.Metrics); err != nil {
 		return svc, err
