@@ -80,9 +80,11 @@ func buildServices(ctx context.Context, cfg Config, st state) (svc services, err
 	}
 	// The archive opens before the runner, which takes the tokens of its
 	// runs from it, re-indexing what a killed daemon left unindexed.
-	if svc.LLMArchive, err = archive.Open(ctx, archive.Config{
-		Dir: cfg.LLMArchive.Dir, MaxAge: cfg.LLMArchive.MaxAge, MaxSize: cfg.LLMArchive.MaxSize, Log: cfg.Log,
-	}, st.Store); err != nil {
+	acfg := archive.Config{Dir: cfg.LLMArchive.Dir, MaxAge: cfg.LLMArchive.MaxAge, MaxSize: cfg.LLMArchive.MaxSize, Log: cfg.Log}
+	if b, ok := st.Store.(store.LLMBodies); ok && st.KeyLocks != nil { // a store other daemons share
+		acfg.Bodies = b
+	}
+	if svc.LLMArchive, err = archive.Open(ctx, acfg, st.Store); err != nil {
 		return svc, err
 	}
 	svc.llmIndex = newSharedIndex(svc.LLMArchive)

@@ -122,3 +122,25 @@ type LLMExchanges interface {
 	// segment and returns how many.
 	DeleteLLMExchanges(ctx context.Context, segment int64) (int, error)
 }
+
+// LLMBodies keeps the records of the LLM proxy's ended exchanges where
+// every daemon of a shared store reads them: a store several daemons
+// share (PostgreSQL) implements it; one daemon's store (SQLite) does not,
+// its archive's log files being the records.
+type LLMBodies interface {
+	// PutLLMBody stores the records of exchange id, created at created
+	// (replacing those stored before).
+	PutLLMBody(ctx context.Context, id string, created time.Time, records []byte) error
+	// LLMBody returns the records of exchange id; ErrNotFound if there
+	// are none.
+	LLMBody(ctx context.Context, id string) ([]byte, error)
+	// UnindexedLLMBodies returns, by id, up to limit records stored more
+	// than age ago whose exchange the index lacks or has in progress:
+	// their daemon stopped after they were stored, before it indexed
+	// their end.
+	UnindexedLLMBodies(ctx context.Context, age time.Duration, limit int) (map[string][]byte, error)
+	// DeleteLLMArchived deletes the exchanges (index and records) created
+	// before before, then the oldest while the records stored total more
+	// than maxSize (0: no bound), and returns how many.
+	DeleteLLMArchived(ctx context.Context, before time.Time, maxSize int64) (int, error)
+}
