@@ -135,7 +135,11 @@ func buildSandboxes(cfg Config, st state, sources *netguard.Guard, templates *te
 		manager.WithWarmPool(manager.WarmPoolFunc(func(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, bool) {
 			return pools.TakeSandbox(ctx, req)
 		})))
-	pools, err := pool.New(mgr, pool.Specs(cfg.WarmPools, cfg.Contexts.Defaults), cfg.Log)
+	var opts []pool.Option
+	if st.KeyLocks != nil { // a store other daemons share
+		opts = append(opts, pool.WithSharedStore(st.Store))
+	}
+	pools, err := pool.New(mgr, pool.Specs(cfg.WarmPools, cfg.Contexts.Defaults), cfg.Log, opts...)
 	return mgr, pools, err
 }
 
