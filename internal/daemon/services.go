@@ -129,12 +129,15 @@ func buildCatalog(cfg Config, st state, sources *netguard.Guard) (*prepull.Servi
 // are fetched within sources.
 func buildSandboxes(cfg Config, st state, sources *netguard.Guard, templates *template.Service, m *metrics.Metrics) (*manager.Manager, *pool.Pools, error) {
 	var pools *pool.Pools
-	mgr := manager.New(cfg.Manager, st.Runtime, st.Store, cfg.Log,
-		manager.WithTemplates(templates), manager.WithMetrics(m),
+	mopts := []manager.Option{manager.WithTemplates(templates), manager.WithMetrics(m),
 		manager.WithFetcher(netguard.NewFetcher(netguard.FetchConfig{Guard: sources})),
 		manager.WithWarmPool(manager.WarmPoolFunc(func(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, bool) {
 			return pools.TakeSandbox(ctx, req)
-		})))
+		}))}
+	if st.KeyLeases != nil { // a store other daemons share
+		mopts = append(mopts, manager.WithSharedLocks(st.KeyLeases("sandbox")))
+	}
+	mgr := manager.New(cfg.Manager, st.Runtime, st.Store, cfg.Log, mopts...)
 	var opts []pool.Option
 	if st.KeyLocks != nil { // a store other daemons share
 		opts = append(opts, pool.WithSharedStore(st.Store))
