@@ -179,8 +179,10 @@ func buildCode(cfg Config, st state, mgr *manager.Manager, pools *pool.Pools, m 
 // liveness, and every exchange goes to the archive.
 func buildLLM(cfg Config, st state, runs *run.Service, a *archive.Archive, m *metrics.Metrics) (*gate.Gate, *gate.Keys, *http.Client, error) {
 	kopts := []gate.KeysOption{gate.WithRuns(runs)}
+	var usage store.LLMUsage
 	if st.KeyLocks != nil { // a store other daemons share
 		kopts = append(kopts, gate.WithSharedStore())
+		usage, _ = st.Store.(store.LLMUsage)
 	}
 	keys := gate.NewKeys(st.Store, kopts...)
 	gm := gate.NewMetrics()
@@ -188,7 +190,7 @@ func buildLLM(cfg Config, st state, runs *run.Service, a *archive.Archive, m *me
 		return nil, keys, nil, err
 	}
 	client := &http.Client{Transport: proxy.DefaultTransport()}
-	g := gate.New(gate.Config{APIKeys: cfg.apiKeys(), Keys: keys, Metrics: gm, Progress: runs.Progress, Log: cfg.Log})
+	g := gate.New(gate.Config{APIKeys: cfg.apiKeys(), Keys: keys, Metrics: gm, Progress: runs.Progress, Usage: usage, Log: cfg.Log})
 	if cfg.LLMConfig == "" {
 		return g, keys, client, nil
 	}

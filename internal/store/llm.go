@@ -144,3 +144,24 @@ type LLMBodies interface {
 	// than maxSize (0: no bound), and returns how many.
 	DeleteLLMArchived(ctx context.Context, before time.Time, maxSize int64) (int, error)
 }
+
+// LLMUsageCount is what the LLM proxy's callers of one scope ("key/…",
+// "sandbox/…", "run/…") used in one second (Unix), or added to it.
+type LLMUsageCount struct {
+	Scope    string
+	Sec      int64
+	Requests int64
+	Tokens   int64
+}
+
+// LLMUsage is the LLM proxy's usage per scope shared by the daemons of a
+// store (PostgreSQL), so that rate limits and budgets hold across them:
+// each daemon adds what its callers used, and reads back the sums.
+type LLMUsage interface {
+	// AddLLMUsage adds counts to the stored ones of their scope and
+	// second, and their tokens to their scope's total.
+	AddLLMUsage(ctx context.Context, counts []LLMUsageCount) error
+	// LLMUsageOf returns, of each of scopes, the stored counts of the
+	// seconds after since, and its total tokens.
+	LLMUsageOf(ctx context.Context, scopes []string, since int64) (counts []LLMUsageCount, totals map[string]int64, err error)
+}
