@@ -20,13 +20,7 @@ import (
 // refused past the limit on either.
 func TestLLMRateLimitAcrossDaemons(t *testing.T) {
 	ctx := context.Background()
-	up := llmtest.NewFakeUpstream(t, proxy.Codecs[llm.FormatOpenAI], "", func(*llm.Request) (*llm.Response, *llm.Error) {
-		return &llm.Response{ID: "r", Model: "m", Content: []llm.Part{llm.Text("hi")}, StopReason: llm.StopEndTurn,
-			Usage: llm.Usage{InputTokens: 1, OutputTokens: 1}}, nil
-	})
-	path := filepath.Join(t.TempDir(), "llm.yaml")
-	writeLLMConfig(t, path, up.URL)
-	ds := startShared(t, func(cfg *Config) { cfg.LLMConfig = path })
+	ds := startSharedLLM(t, llm.Usage{InputTokens: 1, OutputTokens: 1})
 	k, err := ds[0].api.LLMKeys().Create(ctx, api.LLMKeyRequest{Name: "rl", RequestsPerMinute: 3, ExpiresIn: 600})
 	if err != nil {
 		t.Fatal(err)
@@ -44,4 +38,16 @@ func TestLLMRateLimitAcrossDaemons(t *testing.T) {
 			t.Errorf("daemon %d, a fourth call in the minute: %d %s; want 429, the key's rate limit", i, code, body)
 		}
 	}
+}
+
+// startSharedLLM starts two daemons of one PostgreSQL store whose LLM
+// proxy has model m, answering "hi" with usage.
+func startSharedLLM(t *testing.T, usage llm.Usage) [2]*testDaemon {
+	t.Helper()
+	up := llmtest.NewFakeUpstream(t, proxy.Codecs[llm.FormatOpenAI], "", func(*llm.Request) (*llm.Response, *llm.Error) {
+		return &llm.Response{ID: "r", Model: "m", Content: []llm.Part{llm.Text("hi")}, StopReason: llm.StopEndTurn, Usage: usage}, nil
+	})
+	path := filepath.Join(t.TempDir(), "llm.yaml")
+	writeLLMConfig(t, path, up.URL)
+	return startShared(t, func(cfg *Config) { cfg.LLMConfig = path })
 }
