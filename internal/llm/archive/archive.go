@@ -329,16 +329,17 @@ func (rec *recording) End(ex *proxy.Exchange) {
 		x.Error = redact.Text(ex.Err.Error()) // a failed call's error quotes its URL
 	}
 	rec.put(kindEnd, appendExMeta(nil, x), nil, true)
-	rec.commit() // in the log before the client has the end of the answer
 	if b := rec.a.cfg.Bodies; b != nil && !rec.dead {
-		// In the shared store too: off this machine before the client
-		// has the end.
+		// In the shared store too, off this machine before the client
+		// has the end, and before the index (which commit feeds) says
+		// the exchange ended.
 		ctx, cancel := context.WithTimeout(context.Background(), storeBodyTimeout)
-		if err := b.PutLLMBody(ctx, rec.id, rec.start, rec.all); err != nil {
+		if err := b.PutLLMBody(ctx, rec.id, rec.start, append(rec.all, rec.pend...)); err != nil {
 			rec.a.slog.Warn("llm archive: exchange kept in this daemon's log only", "id", rec.id, "err", err)
 		}
 		cancel()
 	}
+	rec.commit() // in the log before the client has the end of the answer
 	rec.all = nil
 	for _, b := range [][]byte{rec.pend, rec.up.buf, rec.down.buf} {
 		putBuf(b)
