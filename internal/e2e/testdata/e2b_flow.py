@@ -320,7 +320,7 @@ SLOW_BYTES = 16 << 20
 
 
 def slowreader() -> dict[str, Any]:
-    """A command writing faster than its reader takes: nothing is lost."""
+    """Read a command that writes faster than its reader takes: nothing is lost."""
     sbx = e2b.Sandbox.create(template="base", timeout=120)
     out: dict[str, Any] = {}
     try:
