@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -34,17 +35,7 @@ func TestDeployManifests(t *testing.T) {
 	if _, err := c.Kubectl(ctx, "apply", "-f", filepath.Join(dir, "base", "namespace.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Kubectl(ctx, "apply", "-k", dir, "--dry-run=server"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Kubectl(ctx, "apply", "-k", dir); err != nil {
-		t.Fatal(err)
-	}
-
-	d, err := c.Client.AppsV1().Deployments("agent2env").Get(ctx, "agent2env", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := applyDeploy(ctx, t, c, dir)
 	pod := d.Spec.Template.Spec
 	main := pod.Containers[0]
 	got := map[string]any{
@@ -113,9 +104,6 @@ func TestDeployManifests(t *testing.T) {
 // URL from a Secret, readiness on /readyz, scratch data directories.
 func checkHA(ctx context.Context, t *testing.T, c *Cluster, dir string) {
 	t.Helper()
-	if _, err := c.Kubectl(ctx, "apply", "-k", dir, "--dry-run=server"); err != nil {
-		t.Fatal(err)
-	}
 	out, err := c.Kubectl(ctx, "kustomize", dir)
 	if err != nil {
 		t.Fatal(err)
@@ -123,13 +111,7 @@ func checkHA(ctx context.Context, t *testing.T, c *Cluster, dir string) {
 	if strings.Contains(string(out), "kind: PersistentVolumeClaim") {
 		t.Error("the HA variant has a PersistentVolumeClaim: its daemons keep their records in PostgreSQL")
 	}
-	if _, err := c.Kubectl(ctx, "apply", "-k", dir); err != nil {
-		t.Fatal(err)
-	}
-	d, err := c.Client.AppsV1().Deployments("agent2env").Get(ctx, "agent2env", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := applyDeploy(ctx, t, c, dir)
 	pod := d.Spec.Template.Spec
 	main := pod.Containers[0]
 	var storeFrom string
@@ -175,4 +157,21 @@ func checkHA(ctx context.Context, t *testing.T, c *Cluster, dir string) {
 	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.String() != "1" || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
 		t.Errorf("PodDisruptionBudget %+v: want at most one of the daemon's Pods unavailable", pdb.Spec)
 	}
+}
+
+// applyDeploy applies the kustomization at dir, as a server-side dry run
+// and then for real, and returns the daemon's Deployment as stored.
+func applyDeploy(ctx context.Context, t *testing.T, c *Cluster, dir string) *appsv1.Deployment {
+	t.Helper()
+	if _, err := c.Kubectl(ctx, "apply", "-k", dir, "--dry-run=server"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Kubectl(ctx, "apply", "-k", dir); err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.Client.AppsV1().Deployments("agent2env").Get(ctx, "agent2env", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
