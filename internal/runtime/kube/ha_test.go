@@ -38,7 +38,7 @@ type haDaemon struct {
 // build), on the tier-A cluster k and the PostgreSQL store at storeURL,
 // each with its own data directory and extra as more flags, and waits
 // until every one is ready (its /readyz: store and cluster reached).
-func startDaemons(t *testing.T, k *tierA, storeURL string, n int, extra ...string) []*haDaemon {
+func startDaemons(t testing.TB, k *tierA, storeURL string, n int, extra ...string) []*haDaemon {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -139,7 +139,7 @@ func (d *haDaemon) leads() bool {
 }
 
 // leader waits up to within for exactly one of ds to lead, and returns it.
-func leader(t *testing.T, ds []*haDaemon, within time.Duration) *haDaemon {
+func leader(t testing.TB, ds []*haDaemon, within time.Duration) *haDaemon {
 	t.Helper()
 	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		var leaders []*haDaemon

@@ -50,7 +50,7 @@ type tierA struct {
 
 // startTierA starts the cluster, of one node or nodes[0]; its agents need
 // root (namespaces, mounts, chroot).
-func startTierA(t *testing.T, nodes ...int) *tierA {
+func startTierA(t testing.TB, nodes ...int) *tierA {
 	runtimetest.RequiresRoot(t)
 	a := newAgents(t)
 	var (
