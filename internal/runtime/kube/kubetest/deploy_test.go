@@ -95,6 +95,15 @@ func TestDeployManifests(t *testing.T) {
 			t.Errorf("%s %s %s/%s in %q: allowed %v, want %v", tc.verb, tc.group, tc.resource, tc.sub, tc.ns, res.Status.Allowed, tc.allowed)
 		}
 	}
+	// The daemon's readiness asks the API server's /readyz (kube.Runtime.Ping).
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:                  "system:serviceaccount:agent2env:agent2env",
+		Groups:                []string{"system:serviceaccounts", "system:serviceaccounts:agent2env", "system:authenticated"},
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/readyz", Verb: "get"},
+	}}
+	if res, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{}); err != nil || !res.Status.Allowed {
+		t.Errorf("the daemon may not read the API server's /readyz: %+v, %v", res, err)
+	}
 	checkHA(ctx, t, c, filepath.Join(dir, "ha"))
 }
 
