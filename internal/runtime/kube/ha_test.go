@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -159,7 +160,8 @@ func leader(t testing.TB, ds []*haDaemon, within time.Duration) *haDaemon {
 // TestKillLeader runs three daemon processes on one PostgreSQL store and
 // the tier-A cluster, spreads a client's sessions and task runs over them,
 // and kills the leader with SIGKILL while it carries out a run and has
-// another queued: another daemon leads within 15 s, every run ends (the
+// another queued: another daemon leads within 15 s and sweeps (a sandbox
+// whose TTL ends after the kill goes), every run ends (the
 // dead daemon's failed, with the reason, once their lease lapses; the
 // others' succeeded), and each session exists once, still usable through
 // the survivors.
@@ -228,6 +230,14 @@ func TestKillLeader(t *testing.T) {
 		t.Fatalf("run %s behind the running one: %+v, %v; want queued", queued, r, err)
 	}
 
+	// A sandbox whose TTL ends after the kill: only a leader's sweep
+	// expires it, so its going shows the loops taken over.
+	ttl := 5
+	expiring, err := survivors[0].api.Sandbox.Create(ctx, api.CreateSandboxRequest{Image: testImage, TTL: &ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	killed := time.Now()
 	if err := lead.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -236,6 +246,19 @@ func TestKillLeader(t *testing.T) {
 	next := leader(t, survivors, 15*time.Second)
 	took := time.Since(killed)
 	t.Logf("leader %s killed; %s leads %v later", lead.name, next.name, took.Round(10*time.Millisecond))
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, err := survivors[1].api.Sandbox.Get(ctx, expiring.ID)
+		if errors.Is(err, client.ErrNotFound) {
+			t.Logf("sandbox %s (ttl %d s) expired by the new leader's sweep %v after the kill", expiring.ID, ttl, time.Since(killed).Round(100*time.Millisecond))
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox %s still there %v after its TTL of %d s: no leader sweeps", expiring.ID, time.Since(killed), ttl)
+		}
+	}
 
 	// Every run ends: the survivors take the dead daemon's runs once their
 	// lease lapses (30 s, then their next check). The queued one as well
