@@ -106,14 +106,15 @@ test-go: kube-background test-deps build vet web-check test-python mcp-clients k
 # The packages whose code runs concurrently, again under the race detector
 # (it needs cgo: gcc, CGO_ENABLED=1), as the same user and with the same
 # prerequisites as make test. Left out: TestScale, a measurement of a
-# thousand Pods that the race detector would only slow down.
+# thousand Pods that the race detector would only slow down, and
+# TestKillLeader, whose daemons are processes of their own (not raced).
 RACE_PKGS := ./internal/manager ./internal/contexts ./internal/session ./internal/run ./internal/pool \
 	./internal/llm/gate ./internal/llm/archive ./internal/llm/proxy ./internal/runtime/kube
 test-race: kube-background test-deps build mcp-clients
 	AGENT2ENV_PYTHON=$$(scripts/test-peers.sh) && export AGENT2ENV_PYTHON && \
 	AGENT2ENV_CLIENTS=$$(scripts/test-peers.sh --env) && export AGENT2ENV_CLIENTS && \
 	CGO_ENABLED=1 AGENT2ENV_BUILD_TESTS=1 AGENT2ENV_BIN=$(CURDIR)/$(BIN) \
-		$(GO) test -race -count=1 -timeout 30m -skip '^TestScale$$' $(RACE_PKGS)
+		$(GO) test -race -count=1 -timeout 30m -skip '^(TestScale|TestKillLeader)$$' $(RACE_PKGS)
 
 # The agent2env image (the static binary, the agent alone, CA roots, a
 # nonroot user) as a `docker save` tarball that docker/podman load, skopeo,

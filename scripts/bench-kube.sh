@@ -7,7 +7,8 @@
 # through the daemon's REST API on both (internal/bench -create-only for
 # oci, BenchmarkNodeRuntime/rest for kubernetes: the same request and the
 # same ready), beside the runtime's own start. docs/PERFORMANCE.md says
-# what the figures mean.
+# what the figures mean. Last, BenchmarkDaemons: throughput of one daemon
+# against three on one PostgreSQL store, on the tier-A control plane.
 #
 #   AGENT2ENV_BIN=bin/agent2env scripts/bench-kube.sh   (make bench-kube)
 #
@@ -110,3 +111,14 @@ END {
 		printf "  %-60s p50 %8.2f×     p90 %8.2f×\n", "kubernetes, through REST / the runtime'"'"'s own start", kube[r] / kube[s], kube90[r] / kube90[s]
 	}
 }' "$ociout" "$out"
+
+# Several daemons (issue 29): one against three on one PostgreSQL store and
+# the tier-A control plane (kwok), the same client load spread over them;
+# the ratios and where the CPU went (BenchmarkDaemons).
+echo
+echo "throughput, 1 daemon against 3 on one PostgreSQL store (tier A: kube-apiserver, etcd, kwok), $((3 * n)) sandboxes each"
+if ! KUBE_BENCH_N="$n" go test -count=1 -timeout 20m -run '^$' -bench '^BenchmarkDaemons$' -benchtime 1x ./internal/runtime/kube/ 2>&1 |
+	grep --line-buffered -v 'cert_rotation.go' | grep -e '^BenchmarkDaemons' -e 'daemon(s):' -e '^FAIL' -e '^---'; then
+	echo "bench: BenchmarkDaemons failed"
+	exit 1
+fi

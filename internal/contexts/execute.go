@@ -235,13 +235,9 @@ func (s *Service) execute(ctx context.Context, c *store.Context, req api.Execute
 	if errors.Is(err, errSandboxGone) { // nothing ran
 		return resp, nil
 	}
-	updated, err := s.store.UpdateContext(context.WithoutCancel(ctx), c.ID, func(c *store.Context) error {
-		c.ExecutionCount++
-		c.LastUsedAt = s.now().UTC()
-		return nil
-	})
+	count, err := s.store.CountContextExecution(context.WithoutCancel(ctx), c.ID, s.now().UTC())
 	if err == nil {
-		resp.ExecutionCount = updated.ExecutionCount
+		resp.ExecutionCount = count
 	} else if !errors.Is(err, errdefs.ErrNotFound) { // deleted meanwhile
 		s.log.Warn("record execution", "context", c.ID, "err", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/agent2env/agent2env/internal/httpapi"
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/keyedlock"
 	"github.com/agent2env/agent2env/internal/leader"
@@ -75,6 +76,19 @@ func openState(ctx context.Context, cfg Config, svc runtime.Services) (st state,
 type recordStore interface {
 	store.Store
 	gate.KeyStore
+	// Ping checks that the store answers (readiness).
+	Ping(ctx context.Context) error
+}
+
+// readyChecks are what the API's /readyz checks on st besides recovery:
+// the store, and the cluster of a runtime that has one (kubernetes). A
+// replica that loses either leaves its Service's endpoints.
+func readyChecks(st state) []httpapi.ReadyCheck {
+	checks := []httpapi.ReadyCheck{{Name: "store", Check: st.Store.Ping}}
+	if p, ok := st.Runtime.(interface{ Ping(context.Context) error }); ok {
+		checks = append(checks, httpapi.ReadyCheck{Name: "cluster", Check: p.Ping})
+	}
+	return checks
 }
 
 // sharing is how the daemons of one store work together: the lock they

@@ -80,6 +80,7 @@ func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) 
 		httpapi.WithRoutes(httpapi.NewLLMRoutes(svc.LLMKeys)),
 		httpapi.WithRoutes(httpapi.NewRunRoutes(svc.Runs)),
 		httpapi.WithMetrics(svc.Metrics),
+		httpapi.WithReadyChecks(readyChecks(st)...),
 	}
 	var cors func(http.Handler) http.Handler
 	sf.Console, cors, err = buildConsole(cfg)

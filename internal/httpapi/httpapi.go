@@ -29,7 +29,7 @@ import (
 const maxJSONBody = 1 << 20
 
 // Server serves the REST API. Set Ready once the daemon has recovered its
-// state; until then /readyz answers 503.
+// state; until then, and while a ReadyCheck fails, /readyz answers 503.
 type Server struct {
 	sandboxes  *service.Sandboxes
 	images     *service.Images
@@ -38,6 +38,8 @@ type Server struct {
 	routes     []Routes
 	middleware []func(http.Handler) http.Handler
 	metrics    *metrics.Metrics // nil: /metrics not served, nothing recorded
+	// readyChecks are what /readyz checks besides ready (readiness.go).
+	readyChecks []ReadyCheck
 }
 
 // Routes is a group of API routes served beside the sandbox routes, such
@@ -126,15 +128,6 @@ func (s *Server) Handler() http.Handler {
 		h = s.middleware[i](h)
 	}
 	return s.instrument(mux, s.recoverPanics(h))
-}
-
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if !s.ready.Load() {
-		writeError(w, fmt.Errorf("daemon is still recovering: %w", errdefs.ErrUnavailable))
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	io.WriteString(w, "ready")
 }
 
 // recoverPanics turns a handler panic into a 500 instead of a dropped

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"slices"
@@ -27,7 +28,7 @@ func (s *Service) recover(ctx context.Context) {
 		s.log.Error("recover runs", "err", err)
 		return
 	}
-	s.takeOver(ctx, recs, ReasonRestarted)
+	s.takeOver(ctx, recs, ReasonRestarted, false)
 	s.mu.Lock()
 	keep := maps.Clone(s.batches)
 	s.mu.Unlock()
@@ -68,7 +69,7 @@ func (s *Service) renew(ctx context.Context) {
 	if len(recs) > 0 {
 		s.log.Info("runs whose daemon stopped taken over", "runs", len(recs))
 	}
-	s.takeOver(ctx, recs, ReasonOrphaned)
+	s.takeOver(ctx, recs, ReasonOrphaned, true)
 }
 
 // dropClaims ends the runs this daemon carries out, whose claims it has
@@ -88,12 +89,14 @@ func (s *Service) dropClaims(since time.Duration) {
 // takeOver carries on with recs, runs this daemon has just claimed that
 // it is not carrying out. A queued run, which never started, is queued
 // again, with its submission's parallelism and inputs (its batchRecord,
-// in this daemon's directory); one whose submission has no record here
+// in this daemon's directory); with orphans (runs of a daemon that died,
+// whose records are in its directory), one whose task reads no inputs
+// is queued again without its record (adoptBatch). Any other queued run
 // ends as a running one does: failed with reason, after its artifacts
 // are collected where its sandbox still runs, and its sandbox deleted.
 // (An agent's command ends with its daemon's connection to it, so there
 // is nothing to re-adopt.)
-func (s *Service) takeOver(ctx context.Context, recs []*store.Run, reason string) {
+func (s *Service) takeOver(ctx context.Context, recs []*store.Run, reason string, orphans bool) {
 	var again []*batch
 	byID := map[string]*batch{}
 	for _, r := range recs {
@@ -107,7 +110,11 @@ func (s *Service) takeOver(ctx context.Context, recs []*store.Run, reason string
 			var err error
 			b := byID[r.BatchID]
 			if b == nil {
-				if b, err = s.readBatch(r.BatchID); err == nil {
+				b, err = s.readBatch(r.BatchID)
+				if errors.Is(err, fs.ErrNotExist) && orphans {
+					b, err = s.adoptBatch(r), nil
+				}
+				if err == nil {
 					byID[b.id] = b
 					again = append(again, b)
 				}
@@ -134,11 +141,26 @@ func (s *Service) takeOver(ctx context.Context, recs []*store.Run, reason string
 	}
 }
 
-// requeue makes queued run r a job of b again.
+// adoptBatch returns the batch to queue queued run r again in, on a
+// daemon other than the one it was submitted to, which had its
+// submission's record: one of no inputs (requeue refuses the runs whose
+// task reads some: they were in that daemon's directory), whose runs go
+// as many at once as the daemon runs (its submission's parallelism is
+// not known here).
+func (s *Service) adoptBatch(r *store.Run) *batch {
+	s.keepBatch(r.BatchID)
+	return &batch{id: r.BatchID}
+}
+
+// requeue makes queued run r a job of b again, unless its task reads
+// inputs and b has none.
 func (s *Service) requeue(r *store.Run, b *batch) error {
 	t, err := runTask(r)
 	if err != nil {
 		return err
+	}
+	if len(t.Inputs) > 0 && b.inputs == "" {
+		return fmt.Errorf("its inputs were in the directory of the daemon it was submitted to")
 	}
 	j := &job{id: r.ID, batch: b.id, task: t, dir: b.inputs, repeat: r.Repeat}
 	s.mu.Lock()

@@ -32,7 +32,8 @@
 // lease the loop takes over the runs whose lease lapsed, those of a
 // daemon that died. A run taken over that is still queued is queued
 // again, with its submission's parallelism and inputs when they are in
-// this daemon's directory; any other ends failed (ReasonRestarted,
+// this daemon's directory, or, a dead daemon's run whose task reads no
+// inputs, without them; any other ends failed (ReasonRestarted,
 // ReasonOrphaned), after its artifacts are collected where its sandbox
 // survived, and its sandbox is deleted. A Service is safe for concurrent
 // use.

@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -826,19 +827,35 @@ func TestRecoverRequeues(t *testing.T) {
 }
 
 // A daemon sharing the store takes over the runs whose claim lapsed (their
-// daemon died) and ends them, collecting the artifacts of those whose
-// sandbox survived; it leaves alone the runs another daemon holds, even
-// at its start.
+// daemon died): it ends the running ones, collecting the artifacts of
+// those whose sandbox survived, and the queued ones whose inputs were in
+// the dead daemon's directory; it carries out the other queued ones. It
+// leaves alone the runs another daemon holds, even at its start.
 func TestTakeOver(t *testing.T) {
 	e := newEnv(t, Config{Lease: 600 * time.Millisecond})
 	sb := e.leftSandbox(t)
 	now := time.Now().UTC()
 	lapsed, held := now.Add(-time.Second), now.Add(time.Hour)
 	spec := []byte(leftSpec)
+	queued, err := tasks.Load("t", []byte(taskYAML("echo done > done.txt", "1m", "true", "1m", "30s")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queuedSpec, err := json.Marshal(queued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued.Inputs = []tasks.Input{{Source: "data.txt", Destination: "/workspace/data.txt"}}
+	withInputs, err := json.Marshal(queued)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, r := range []*store.Run{
 		{ID: "run-a", BatchID: "b", Task: "t", Spec: spec, Agent: "custom", Status: "running", Phase: "agent", SandboxID: sb.ID,
 			CreatedAt: now, UpdatedAt: now, StartedAt: &now, ClaimedBy: "dead", LeaseUntil: &lapsed},
-		{ID: "run-b", BatchID: "b", Task: "t", Spec: spec, Agent: "custom", Status: "queued", Phase: "queued",
+		{ID: "run-b", BatchID: "b", Task: "t", Spec: queuedSpec, Agent: "custom", Status: "queued", Phase: "queued",
+			CreatedAt: now, UpdatedAt: now, ClaimedBy: "dead", LeaseUntil: &lapsed},
+		{ID: "run-d", BatchID: "b", Task: "t", Spec: withInputs, Agent: "custom", Status: "queued", Phase: "queued",
 			CreatedAt: now, UpdatedAt: now, ClaimedBy: "dead", LeaseUntil: &lapsed},
 		{ID: "run-c", BatchID: "c", Task: "t", Spec: spec, Agent: "custom", Status: "running", Phase: "agent", SandboxID: "elsewhere",
 			CreatedAt: now, UpdatedAt: now, StartedAt: &now, ClaimedBy: "alive", LeaseUntil: &held},
@@ -847,14 +864,19 @@ func TestTakeOver(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	runs := e.wait(t, &api.RunBatch{ID: "b", Runs: make([]api.Run, 2)}, 10*time.Second)
+	runs := e.wait(t, &api.RunBatch{ID: "b", Runs: make([]api.Run, 3)}, 10*time.Second)
+	byID := map[string]api.Run{}
 	for _, r := range runs {
-		if r.Status != api.RunFailed || r.Reason != ReasonOrphaned {
-			t.Errorf("%s: %s %q, want failed %q", r.ID, r.Status, r.Reason, ReasonOrphaned)
+		byID[r.ID] = r
+	}
+	for id, want := range map[string]api.RunStatus{"run-a": api.RunFailed, "run-b": api.RunSucceeded, "run-d": api.RunFailed} {
+		r := byID[id]
+		if r.Status != want || want == api.RunFailed && r.Reason != ReasonOrphaned {
+			t.Errorf("%s: %s %q, want %s", id, r.Status, r.Reason, want)
 		}
 	}
-	if len(runs[0].Artifacts) != 1 || runs[0].Artifacts[0].Path != "/workspace/report.txt" {
-		t.Errorf("artifacts of the run whose sandbox survived: %+v", runs[0].Artifacts)
+	if a := byID["run-a"].Artifacts; len(a) != 1 || a[0].Path != "/workspace/report.txt" {
+		t.Errorf("artifacts of the run whose sandbox survived: %+v", a)
 	}
 	// Another daemon starting on the store leaves the held run too.
 	cfg := e.svc.cfg

@@ -64,5 +64,10 @@ type Contexts interface {
 	// CountContexts counts the contexts f selects.
 	CountContexts(ctx context.Context, f ContextFilter) (int, error)
 	UpdateContext(ctx context.Context, id string, fn func(*Context) error) (*Context, error)
+	// CountContextExecution adds one to context id's ExecutionCount and
+	// sets its LastUsedAt to at, in one statement (every execution does
+	// it: one round trip to a server), and returns the new count;
+	// ErrNotFound if there is none.
+	CountContextExecution(ctx context.Context, id string, at time.Time) (int, error)
 	DeleteContext(ctx context.Context, id string) error
 }

@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(postgresServer.Run(m))
 }
 
 // runAgent plays a container runtime and then the agent, in the new mount

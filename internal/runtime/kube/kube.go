@@ -222,6 +222,16 @@ func stripManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
+// Ping checks that the cluster's API server answers and is ready (its
+// /readyz, which every authenticated client may read): the daemon's
+// readiness check.
+func (r *Runtime) Ping(ctx context.Context) error {
+	if _, err := r.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+		return fmt.Errorf("kubernetes API server: %w", err)
+	}
+	return nil
+}
+
 // Close stops serving sandboxes and the informer, and waits for them.
 // Sandboxes keep running; a new Runtime's Recover serves them again.
 func (r *Runtime) Close() {

@@ -50,7 +50,7 @@ type tierA struct {
 
 // startTierA starts the cluster, of one node or nodes[0]; its agents need
 // root (namespaces, mounts, chroot).
-func startTierA(t *testing.T, nodes ...int) *tierA {
+func startTierA(t testing.TB, nodes ...int) *tierA {
 	runtimetest.RequiresRoot(t)
 	a := newAgents(t)
 	var (
@@ -150,7 +150,7 @@ func TestContractLeastPrivilege(t *testing.T) {
 	k := startTierA(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	deploy := filepath.Join("..", "..", "..", "deploy", "kubernetes")
+	deploy := filepath.Join("..", "..", "..", "deploy", "kubernetes", "base")
 	for _, f := range []string{"namespace.yaml", "rbac.yaml"} {
 		if _, err := k.c.Kubectl(ctx, "apply", "-n", "agent2env", "-f", filepath.Join(deploy, f)); err != nil {
 			t.Fatal(err)

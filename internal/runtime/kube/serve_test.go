@@ -27,7 +27,7 @@ const nonroot = 65532
 // daemonBinary puts the daemon into dir, which its user can enter (a
 // checkout under a directory only root may enter, such as mktemp -d's,
 // would not do): a copy of $AGENT2ENV_BIN, or a build.
-func daemonBinary(t *testing.T, dir string) string {
+func daemonBinary(t testing.TB, dir string) string {
 	bin := filepath.Join(dir, "agent2env")
 	if src := os.Getenv("AGENT2ENV_BIN"); src != "" {
 		b, err := os.ReadFile(src)

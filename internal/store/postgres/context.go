@@ -3,8 +3,11 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/store"
@@ -127,6 +130,21 @@ func (s *Store) CountContexts(ctx context.Context, f store.ContextFilter) (int, 
 // returned as is.
 func (s *Store) UpdateContext(ctx context.Context, id string, fn func(*store.Context) error) (*store.Context, error) {
 	return contexts.update(ctx, s.w, id, fn)
+}
+
+// CountContextExecution counts an execution of context id at at and
+// returns its new count; ErrNotFound if there is none.
+func (s *Store) CountContextExecution(ctx context.Context, id string, at time.Time) (int, error) {
+	var n int
+	err := s.w.QueryRow(ctx, `UPDATE contexts SET execution_count = execution_count + 1, last_used_at = $1 WHERE id = $2 RETURNING execution_count`,
+		micro(at), id).Scan(&n)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, errdefs.NotFound("context %s not found", id)
+	case err != nil:
+		return 0, fmt.Errorf("count an execution of context %s: %w", id, err)
+	}
+	return n, nil
 }
 
 // DeleteContext deletes the context id; ErrNotFound if there is none.

@@ -119,6 +119,16 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	return s, nil
 }
 
+// Ping checks that the server answers, on a connection of the read pool
+// (a round trip, not just a pooled connection): the daemon's readiness
+// check.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.r.Ping(ctx); err != nil {
+		return fmt.Errorf("postgres store: %w", err)
+	}
+	return nil
+}
+
 // Close closes the pools' connections, once the ones in use are back.
 func (s *Store) Close() error {
 	if s.notes != nil {

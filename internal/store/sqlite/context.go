@@ -2,7 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -135,6 +137,21 @@ func (s *Store) CountContexts(ctx context.Context, f store.ContextFilter) (int, 
 // write transaction; fn's error aborts it and is returned as is.
 func (s *Store) UpdateContext(ctx context.Context, id string, fn func(*store.Context) error) (*store.Context, error) {
 	return contexts.update(ctx, s.w, id, fn)
+}
+
+// CountContextExecution counts an execution of context id at at and
+// returns its new count; ErrNotFound if there is none.
+func (s *Store) CountContextExecution(ctx context.Context, id string, at time.Time) (int, error) {
+	var n int
+	err := s.w.QueryRowContext(ctx, `UPDATE contexts SET execution_count = execution_count + 1, last_used_at = ? WHERE id = ? RETURNING execution_count`,
+		toUnix(at), id).Scan(&n)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, errdefs.NotFound("context %s not found", id)
+	case err != nil:
+		return 0, fmt.Errorf("count an execution of context %s: %w", id, err)
+	}
+	return n, nil
 }
 
 // DeleteContext deletes the context id; ErrNotFound if there is none.

@@ -95,6 +95,15 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	return s, nil
 }
 
+// Ping checks that the database answers, through a reader: the daemon's
+// readiness check.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.r.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite store: %w", err)
+	}
+	return nil
+}
+
 // Close closes the database: the readers, then the writer, whose close
 // checkpoints the WAL into the database file.
 func (s *Store) Close() error {

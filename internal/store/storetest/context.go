@@ -26,6 +26,7 @@ var contextTests = []struct {
 	{"ContextUpdate", testContextUpdate},
 	{"ContextUpdateAbort", testContextUpdateAbort},
 	{"ContextConcurrentUpdates", testContextConcurrentUpdates},
+	{"ContextCountExecution", testContextCountExecution},
 	{"ContextDeletedWithSandbox", testContextDeletedWithSandbox},
 }
 
@@ -294,6 +295,43 @@ func testContextConcurrentUpdates(t *testing.T, s store.Store) {
 		}
 		return got.ExecutionCount, nil
 	})
+}
+
+// CountContextExecution adds one to the count and sets the last use, and
+// changes nothing else; concurrent ones are all counted; an unknown id is
+// not found.
+func testContextCountExecution(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	mustCreateSandbox(t, s, "sb")
+	c := sampleContext("c", "sb", time.Now())
+	mustCreateContext(t, s, c)
+	at := c.LastUsedAt.Add(time.Minute)
+	n, err := s.CountContextExecution(ctx, "c", at)
+	if err != nil || n != c.ExecutionCount+1 {
+		t.Fatalf("CountContextExecution = %d, %v; want %d", n, err, c.ExecutionCount+1)
+	}
+	got, err := s.GetContext(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := *c
+	want.ExecutionCount, want.LastUsedAt = n, at
+	if diff := cmp.Diff(&want, got); diff != "" {
+		t.Errorf("after CountContextExecution (-want +got):\n%s", diff)
+	}
+	checkNoLostUpdates(t, func() error {
+		_, err := s.CountContextExecution(ctx, "c", at)
+		return err
+	}, func() (int, error) {
+		got, err := s.GetContext(ctx, "c")
+		if err != nil {
+			return 0, err
+		}
+		return got.ExecutionCount - n, nil
+	})
+	if _, err := s.CountContextExecution(ctx, "nope", at); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("unknown id: %v, want not found", err)
+	}
 }
 
 // checkNoLostUpdates runs increment concurrently and checks that count

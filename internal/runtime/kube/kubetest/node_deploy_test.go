@@ -63,7 +63,7 @@ func TestNodeDeploy(t *testing.T) {
 	if _, err := n.Client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Kubectl(ctx, "apply", "-f", filepath.Join(root, "deploy", "kubernetes", "namespace.yaml")); err != nil {
+	if _, err := n.Kubectl(ctx, "apply", "-f", filepath.Join(root, "deploy", "kubernetes", "base", "namespace.yaml")); err != nil {
 		t.Fatal(err)
 	}
 	key := auth.NewKey()
