@@ -85,6 +85,7 @@ func main() {
 	snapshotOnly := flag.Bool("snapshot-only", false, "measure create → ready, exec true, and a live snapshot and a restore only")
 	openSandboxOnly := flag.Bool("opensandbox-only", false, "measure the OpenSandbox Python SDK's create → first run against the Go client's create → exec only (needs AGENT2ENV_PYTHON)")
 	e2bOnly := flag.Bool("e2b-only", false, "measure the E2B-compatible API through the stock Python SDK against the Go client only")
+	concurrentOnly := flag.Bool("concurrent-only", false, "measure -concurrent creates at once (and their baseline) only")
 	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only)")
 	flag.Parse()
 	var err error
@@ -99,6 +100,8 @@ func main() {
 		err = benchStoreOnly(*n, *img)
 	case *openSandboxOnly:
 		err = benchOpenSandboxOnly(*n, *img)
+	case *concurrentOnly:
+		err = benchConcurrentOnly(*concurrent, *img)
 	case *vs != "":
 		err = compareCreate(*n, *img, os.Getenv("AGENT2ENV_BIN"), *vs)
 	case *e2bOnly:
@@ -274,8 +277,45 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 		}
 	}
 
-	// Concurrent creates, beside the same number of `unshare … true` at
-	// once: the machine's own floor for starting that many namespaces.
+	if err := benchConcurrent(d, concurrent, img); err != nil {
+		return err
+	}
+
+	// Memory per idle sandbox: host-wide MemAvailable delta, and the
+	// sandboxes' own cgroup charge.
+	time.Sleep(time.Second)
+	before := memAvailable()
+	ids = nil
+	for range idle {
+		id, err := d.create(img)
+		if err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	time.Sleep(2 * time.Second)
+	after := memAvailable()
+	var charged int64
+	for _, id := range ids {
+		charged += cgroupMemory(id)
+	}
+	pss, agents := agentPss(ids)
+	// There is no same-run baseline for memory: the figures are absolute.
+	fmt.Printf("%-34s agent PSS %.1f MiB (%d agents), cgroup charge %.1f MiB, host MemAvailable delta %.1f MiB | no baseline (absolute)\n",
+		"memory per idle sandbox", float64(pss)/float64(max(agents, 1))/(1<<20), agents,
+		float64(charged)/float64(idle)/(1<<20), float64(before-after)/float64(idle)/(1<<20))
+	for _, id := range ids {
+		if err := d.delete(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// benchConcurrent creates concurrent sandboxes at once and prints the wall
+// time until all are running, beside the same number of `unshare … true`
+// at once: the machine's own floor for starting that many namespaces.
+func benchConcurrent(d *daemon, concurrent int, img string) error {
 	baseWall, err := concurrently(concurrent, func() error {
 		return exec.Command("unshare", "--mount", "--pid", "--fork", "--net", "--uts", "--ipc", "true").Run()
 	})
@@ -285,10 +325,10 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 	var (
 		mu   sync.Mutex
 		ds   []time.Duration
+		ids  []string
 		errs []error
 		wg   sync.WaitGroup
 	)
-	ids = ids[:0]
 	start := time.Now()
 	for range concurrent {
 		wg.Add(1)
@@ -317,41 +357,25 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 	for _, err := range errs {
 		fmt.Println("  create failed:", err)
 	}
-	for _, id := range ids {
-		if err := d.delete(id); err != nil {
-			return err
-		}
-	}
+	return d.deleteAll(ids)
+}
 
-	// Memory per idle sandbox: host-wide MemAvailable delta, and the
-	// sandboxes' own cgroup charge.
-	time.Sleep(time.Second)
-	before := memAvailable()
-	ids = ids[:0]
-	for range idle {
-		id, err := d.create(img)
-		if err != nil {
-			return err
-		}
-		ids = append(ids, id)
+// benchConcurrentOnly starts a daemon, makes the image with an untimed
+// create, and measures concurrent creates alone.
+func benchConcurrentOnly(concurrent int, img string) error {
+	_, d, err := startFirst()
+	if err != nil {
+		return err
 	}
-	time.Sleep(2 * time.Second)
-	after := memAvailable()
-	var charged int64
-	for _, id := range ids {
-		charged += cgroupMemory(id)
+	defer d.stop()
+	id, err := d.create(img)
+	if err != nil {
+		return err
 	}
-	pss, agents := agentPss(ids)
-	// There is no same-run baseline for memory: the figures are absolute.
-	fmt.Printf("%-34s agent PSS %.1f MiB (%d agents), cgroup charge %.1f MiB, host MemAvailable delta %.1f MiB | no baseline (absolute)\n",
-		"memory per idle sandbox", float64(pss)/float64(max(agents, 1))/(1<<20), agents,
-		float64(charged)/float64(idle)/(1<<20), float64(before-after)/float64(idle)/(1<<20))
-	for _, id := range ids {
-		if err := d.delete(id); err != nil {
-			return err
-		}
+	if err := d.delete(id); err != nil {
+		return err
 	}
-	return nil
+	return benchConcurrent(d, concurrent, img)
 }
 
 // compareCreate measures create → ready on daemons of two binaries and the

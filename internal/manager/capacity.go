@@ -54,10 +54,14 @@ const (
 // the pending, running and paused ones, warm pools' included, against the host's
 // capacity times the overcommit ratios. Its session counts are left zero.
 func (m *Manager) Usage(ctx context.Context) (api.Usage, error) {
+	// The reservations first: one stored in between is then in both lists,
+	// and counted once.
+	reserved := m.reserved.list()
 	sbs, _, err := m.store.ListSandboxPage(ctx, store.SandboxFilter{}, store.Page{})
 	if err != nil {
 		return api.Usage{}, fmt.Errorf("count committed resources: %w", err)
 	}
+	sbs = withReserved(sbs, reserved)
 	u := api.Usage{
 		Sandboxes: len(sbs), MaxSandboxes: m.cfg.MaxSandboxes,
 		MilliCPUCapacity:    int64(float64(m.cfg.Host.MilliCPU) * m.cfg.CPUOvercommit),

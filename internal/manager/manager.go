@@ -153,7 +153,9 @@ type Manager struct {
 	locks keyedlock.Locks // by sandbox id
 	// admitMu serializes admission (admit) with the record that commits
 	// what was admitted.
-	admitMu   sync.Mutex
+	admitMu sync.Mutex
+	// reserved are the records admitted and not stored yet.
+	reserved  reservations
 	templates TemplateResolver
 	pool      WarmPool
 	metrics   *metrics.Metrics // nil: none recorded
