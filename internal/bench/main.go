@@ -13,7 +13,14 @@
 //   - the terminal: a keystroke's echo against the same run's exec true, and
 //     the output of a cat of 100 MB against the same cat on a bare pty of the
 //     host (-terminal-only: those and what they need alone);
-//   - 100 concurrent creates, against 100 `unshare … true` at once;
+//   - 100 concurrent creates, against 100 `unshare … true` at once
+//     (-concurrent-only: that alone; -cold-only: create → ready, the first
+//     execute_code of a new session without a pool and the concurrent
+//     creates alone, issue 30's rows);
+//   - (-density N only, not in make bench: minutes for N in the hundreds)
+//     N idle sandboxes each with a live Python kernel: memory per sandbox
+//     against an idle python3 of the host, projected to 2,000 against
+//     16 GiB, and what their delete leaves behind;
 //   - memory per idle sandbox (absolute: no baseline);
 //   - code-interpreter contexts: create cold and from a warm pool, and a
 //     run_code print(1) round trip, against python over a pipe;
@@ -85,6 +92,8 @@ func main() {
 	snapshotOnly := flag.Bool("snapshot-only", false, "measure create → ready, exec true, and a live snapshot and a restore only")
 	openSandboxOnly := flag.Bool("opensandbox-only", false, "measure the OpenSandbox Python SDK's create → first run against the Go client's create → exec only (needs AGENT2ENV_PYTHON)")
 	e2bOnly := flag.Bool("e2b-only", false, "measure the E2B-compatible API through the stock Python SDK against the Go client only")
+	density := flag.Int("density", 0, "measure only this many idle sandboxes each with a live Python kernel (a code context of its own), their memory against the 2,000-in-16-GiB target, and what their delete leaves behind")
+	coldOnly := flag.Bool("cold-only", false, "measure the cold paths only: create → ready, the first execute_code of a new session without a warm pool, and -concurrent creates at once, each beside its baseline")
 	concurrentOnly := flag.Bool("concurrent-only", false, "measure -concurrent creates at once (and their baseline) only")
 	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only)")
 	flag.Parse()
@@ -100,6 +109,10 @@ func main() {
 		err = benchStoreOnly(*n, *img)
 	case *openSandboxOnly:
 		err = benchOpenSandboxOnly(*n, *img)
+	case *density > 0:
+		err = benchDensity(*density)
+	case *coldOnly:
+		err = benchCold(*n, *concurrent, *img)
 	case *concurrentOnly:
 		err = benchConcurrentOnly(*concurrent, *img)
 	case *vs != "":
@@ -170,7 +183,7 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 		}
 		defer warm.stop()
 	}
-	fmt.Printf("agent2env benchmarks (%s, %d iterations; ratios are ours / baseline)\n\n", img, n)
+	fmt.Printf("agent2env benchmarks (%s, %d iterations; ratios are ours / baseline; load average %s)\n\n", img, n, loadAvg())
 
 	// Warm up: the first create may build the image.
 	id, err := d.create(img)
@@ -181,22 +194,10 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 		return err
 	}
 
-	base, err := measure(n, func() error {
-		return exec.Command("unshare", "--mount", "--pid", "--fork", "--net", "--uts", "--ipc", "true").Run()
-	})
-	if err != nil {
-		return fmt.Errorf("unshare baseline: %w", err)
-	}
-	var ids []string
-	create, err := measure(n, func() error {
-		id, err := d.create(img)
-		ids = append(ids, id)
-		return err
-	})
+	create, ids, err := benchCreate(d, n, img)
 	if err != nil {
 		return err
 	}
-	report("sandbox create → ready (REST)", create, "unshare … true", base, "≤ 25 ms p50")
 	if createOnly {
 		return d.deleteAll(ids)
 	}
@@ -358,6 +359,76 @@ func benchConcurrent(d *daemon, concurrent int, img string) error {
 		fmt.Println("  create failed:", err)
 	}
 	return d.deleteAll(ids)
+}
+
+// benchCold measures the cold paths of issue 30 alone, each beside its
+// baseline in the same run: create → ready against unshare, a new
+// session's first execute_code against that create, and concurrent
+// creates against as many unshares at once.
+func benchCold(n, concurrent int, img string) error {
+	_, d, err := startFirst()
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	fmt.Printf("agent2env cold paths (%s, %d iterations; ratios are ours / baseline; load average %s)\n\n", img, n, loadAvg())
+	id, err := d.create(img) // untimed: it may make the image
+	if err != nil {
+		return err
+	}
+	if err := d.delete(id); err != nil {
+		return err
+	}
+	// Untimed: the first session makes the sessions' image.
+	if err := d.post("/api/v1/sessions/execute", api.SessionExecuteRequest{Code: "1", SessionID: "bench-warmup"}, &api.SessionExecuteResponse{}); err != nil {
+		return err
+	}
+	if err := d.del("/api/v1/sessions/bench-warmup"); err != nil {
+		return err
+	}
+	create, ids, err := benchCreate(d, n, img)
+	if err != nil {
+		return err
+	}
+	if err := d.deleteAll(ids); err != nil {
+		return err
+	}
+	if err := benchColdSession(d, n, create); err != nil {
+		return err
+	}
+	return benchConcurrent(d, concurrent, img)
+}
+
+// benchCreate measures create → ready beside `unshare … true`; it
+// returns the sandboxes it made.
+func benchCreate(d *daemon, n int, img string) (stats, []string, error) {
+	base, err := measure(n, func() error {
+		return exec.Command("unshare", "--mount", "--pid", "--fork", "--net", "--uts", "--ipc", "true").Run()
+	})
+	if err != nil {
+		return stats{}, nil, fmt.Errorf("unshare baseline: %w", err)
+	}
+	var ids []string
+	create, err := measure(n, func() error {
+		id, err := d.create(img)
+		ids = append(ids, id)
+		return err
+	})
+	if err != nil {
+		return stats{}, nil, errors.Join(err, d.deleteAll(ids))
+	}
+	report("sandbox create → ready (REST)", create, "unshare … true", base, "≤ 25 ms p50 and ≤ 8x unshare")
+	return create, ids, nil
+}
+
+// loadAvg is the host's load average over 1, 5 and 15 minutes.
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // benchConcurrentOnly starts a daemon, makes the image with an untimed
