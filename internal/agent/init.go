@@ -26,10 +26,7 @@ import (
 type Options struct {
 	UID, GID int
 	Cwd      string
-	// SpareKernel is the language of a kernel to start at once, for the
-	// first kernel request to adopt; empty is none.
-	SpareKernel string
-	Log         *slog.Logger
+	Log      *slog.Logger
 }
 
 // Run is the agent's main: it prepares the sandbox (loopback up, spare
@@ -108,8 +105,6 @@ func Run(ctx context.Context, opts Options) error {
 		Token:  os.Getenv(EnvToken),
 		Accept: accept,
 		Log:    log,
-
-		SpareKernel: opts.SpareKernel,
 	})
 	for _, secret := range []string{EnvToken, EnvTLSCert, EnvTLSKey} {
 		os.Unsetenv(secret)

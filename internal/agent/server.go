@@ -63,9 +63,6 @@ type ServerConfig struct {
 	// daemon accepts through GET /v1/accept?name=<key>, served by Serve.
 	Accept map[string]net.Listener
 	Log    *slog.Logger
-	// SpareKernel, when set, is the language of a kernel NewServer starts
-	// at once, for the first kernel request to adopt.
-	SpareKernel string
 }
 
 // NewServer returns a Server. It starts reaping children at once.
@@ -78,9 +75,6 @@ func NewServer(cfg ServerConfig) *Server {
 		started: time.Now(), reaper: processReaper(), log: cfg.Log,
 	}
 	s.kernels = newKernels(s)
-	if cfg.SpareKernel != "" {
-		s.kernels.startSpare(cfg.SpareKernel)
-	}
 	s.procs = newProcs(s)
 	s.accepts = make(map[string]*acceptor, len(cfg.Accept))
 	for name, l := range cfg.Accept {
