@@ -95,7 +95,7 @@ func main() {
 	density := flag.Int("density", 0, "measure only this many idle sandboxes each with a live Python kernel (a code context of its own), their memory against the 2,000-in-16-GiB target, and what their delete leaves behind")
 	coldOnly := flag.Bool("cold-only", false, "measure the cold paths only: create → ready, the first execute_code of a new session without a warm pool, and -concurrent creates at once, each beside its baseline")
 	concurrentOnly := flag.Bool("concurrent-only", false, "measure -concurrent creates at once (and their baseline) only")
-	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only)")
+	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only; with -concurrent-only, -n bursts of concurrent creates of each in turn; with -cold-only, -n first execute_code of new sessions of each in turn)")
 	flag.Parse()
 	var err error
 	switch {
@@ -111,8 +111,12 @@ func main() {
 		err = benchOpenSandboxOnly(*n, *img)
 	case *density > 0:
 		err = benchDensity(*density)
+	case *coldOnly && *vs != "":
+		err = compareColdSession(*n, os.Getenv("AGENT2ENV_BIN"), *vs)
 	case *coldOnly:
 		err = benchCold(*n, *concurrent, *img)
+	case *concurrentOnly && *vs != "":
+		err = compareConcurrent(*n, *concurrent, *img, os.Getenv("AGENT2ENV_BIN"), *vs)
 	case *concurrentOnly:
 		err = benchConcurrentOnly(*concurrent, *img)
 	case *vs != "":
@@ -278,7 +282,7 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 		}
 	}
 
-	if err := benchConcurrent(d, concurrent, img); err != nil {
+	if _, err := benchConcurrent(d, concurrent, img); err != nil {
 		return err
 	}
 
@@ -315,13 +319,14 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 
 // benchConcurrent creates concurrent sandboxes at once and prints the wall
 // time until all are running, beside the same number of `unshare … true`
-// at once: the machine's own floor for starting that many namespaces.
-func benchConcurrent(d *daemon, concurrent int, img string) error {
+// at once: the machine's own floor for starting that many namespaces. It
+// returns the wall time.
+func benchConcurrent(d *daemon, concurrent int, img string) (time.Duration, error) {
 	baseWall, err := concurrently(concurrent, func() error {
 		return exec.Command("unshare", "--mount", "--pid", "--fork", "--net", "--uts", "--ipc", "true").Run()
 	})
 	if err != nil {
-		return fmt.Errorf("concurrent unshare baseline: %w", err)
+		return 0, fmt.Errorf("concurrent unshare baseline: %w", err)
 	}
 	var (
 		mu   sync.Mutex
@@ -358,7 +363,7 @@ func benchConcurrent(d *daemon, concurrent int, img string) error {
 	for _, err := range errs {
 		fmt.Println("  create failed:", err)
 	}
-	return d.deleteAll(ids)
+	return wall, d.deleteAll(ids)
 }
 
 // benchCold measures the cold paths of issue 30 alone, each beside its
@@ -396,7 +401,8 @@ func benchCold(n, concurrent int, img string) error {
 	if err := benchColdSession(d, n, create); err != nil {
 		return err
 	}
-	return benchConcurrent(d, concurrent, img)
+	_, err = benchConcurrent(d, concurrent, img)
+	return err
 }
 
 // benchCreate measures create → ready beside `unshare … true`; it
@@ -446,7 +452,87 @@ func benchConcurrentOnly(concurrent int, img string) error {
 	if err := d.delete(id); err != nil {
 		return err
 	}
-	return benchConcurrent(d, concurrent, img)
+	_, err = benchConcurrent(d, concurrent, img)
+	return err
+}
+
+// compareConcurrent runs rounds bursts of concurrent creates on daemons
+// of two binaries in turn (who goes first alternates) and prints the
+// median of the per-round ratio of their wall times.
+func compareConcurrent(rounds, concurrent int, img, binA, binB string) error {
+	ds, stop, err := startPair(binA, binB, func(d *daemon) error {
+		id, err := d.create(img) // the first create may build the image
+		if err != nil {
+			return err
+		}
+		return d.delete(id)
+	})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	a, b, ratio, err := inTurn(rounds, ds, func(j, _ int) (time.Duration, error) {
+		time.Sleep(time.Second) // the previous burst's deletes settle
+		fmt.Printf("%s: ", []string{"A", "B"}[j])
+		return benchConcurrent(ds[j], concurrent, img)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d concurrent creates, %d rounds in turn (load average %s)\n  A %s wall p50 %s\n  B %s wall p50 %s\n  A/B per round: median %.2f\n",
+		concurrent, rounds, loadAvg(), binA, ms(a.p50), binB, ms(b.p50), ratio)
+	return nil
+}
+
+// startPair starts a daemon of each binary and readies each with warm; stop
+// stops both.
+func startPair(binA, binB string, warm func(*daemon) error) (ds []*daemon, stop func(), err error) {
+	if binA == "" {
+		return nil, nil, fmt.Errorf("set AGENT2ENV_BIN to the agent2env binary")
+	}
+	if os.Geteuid() != 0 {
+		return nil, nil, fmt.Errorf("must run as root")
+	}
+	stop = func() {
+		for _, d := range ds {
+			d.stop()
+		}
+	}
+	for _, bin := range []string{binA, binB} {
+		d, err := startDaemon(bin)
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		ds = append(ds, d)
+		if err := warm(d); err != nil {
+			stop()
+			return nil, nil, err
+		}
+	}
+	return ds, stop, nil
+}
+
+// inTurn runs fn on the daemons 0 and 1 in turn n times, who goes first
+// alternating, and returns each one's figures and the median of their
+// per-iteration ratio.
+func inTurn(n int, ds []*daemon, fn func(j, i int) (time.Duration, error)) (a, b stats, ratio float64, err error) {
+	var as, bs, ratios []time.Duration
+	for i := range n {
+		order := []int{0, 1}
+		if i%2 == 1 {
+			order = []int{1, 0}
+		}
+		var took [2]time.Duration
+		for _, j := range order {
+			if took[j], err = fn(j, i); err != nil {
+				return stats{}, stats{}, 0, err
+			}
+		}
+		as, bs = append(as, took[0]), append(bs, took[1])
+		ratios = append(ratios, time.Duration(float64(time.Millisecond)*float64(took[0])/float64(took[1])))
+	}
+	return summarize(as), summarize(bs), float64(summarize(ratios).p50) / float64(time.Millisecond), nil
 }
 
 // compareCreate measures create → ready on daemons of two binaries and the

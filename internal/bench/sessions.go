@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -121,5 +123,35 @@ func (d *daemon) firstExecute(id string) error {
 	if !res.Created || res.Output.Stdout != "1\n" {
 		return fmt.Errorf("first execute_code of session %s: %+v", id, res)
 	}
+	return nil
+}
+
+// compareColdSession measures the first execute_code of new sessions on
+// daemons of two binaries in turn, iteration by iteration (who goes first
+// alternates), and prints the median of the per-iteration ratio.
+func compareColdSession(n int, binA, binB string) error {
+	ds, stop, err := startPair(binA, binB, func(d *daemon) error {
+		if err := d.firstExecute("bench-warmup"); err != nil { // makes the image
+			return err
+		}
+		return d.del("/api/v1/sessions/bench-warmup")
+	})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	a, b, ratio, err := inTurn(n, ds, func(j, i int) (time.Duration, error) {
+		time.Sleep(100 * time.Millisecond)
+		id := fmt.Sprintf("bench-cold-%d", i)
+		start := time.Now()
+		err := ds[j].firstExecute(id)
+		took := time.Since(start)
+		return took, errors.Join(err, ds[j].del("/api/v1/sessions/"+id))
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("first execute_code of a new session, no pool, %d iterations in turn (load average %s)\n  A %s p50 %s p95 %s\n  B %s p50 %s p95 %s\n  A/B per iteration: median %.2f\n",
+		n, loadAvg(), binA, ms(a.p50), ms(a.p95), binB, ms(b.p50), ms(b.p95), ratio)
 	return nil
 }
