@@ -13,7 +13,14 @@
 //   - the terminal: a keystroke's echo against the same run's exec true, and
 //     the output of a cat of 100 MB against the same cat on a bare pty of the
 //     host (-terminal-only: those and what they need alone);
-//   - 100 concurrent creates, against 100 `unshare … true` at once;
+//   - 100 concurrent creates, against 100 `unshare … true` at once
+//     (-concurrent-only: that alone; -cold-only: create → ready, the first
+//     execute_code of a new session without a pool and the concurrent
+//     creates alone, issue 30's rows);
+//   - (-density N only, not in make bench: minutes for N in the hundreds)
+//     N idle sandboxes each with a live Python kernel: memory per sandbox
+//     against an idle python3 of the host, projected to 2,000 against
+//     16 GiB, and what their delete leaves behind;
 //   - memory per idle sandbox (absolute: no baseline);
 //   - code-interpreter contexts: create cold and from a warm pool, and a
 //     run_code print(1) round trip, against python over a pipe;
@@ -85,7 +92,10 @@ func main() {
 	snapshotOnly := flag.Bool("snapshot-only", false, "measure create → ready, exec true, and a live snapshot and a restore only")
 	openSandboxOnly := flag.Bool("opensandbox-only", false, "measure the OpenSandbox Python SDK's create → first run against the Go client's create → exec only (needs AGENT2ENV_PYTHON)")
 	e2bOnly := flag.Bool("e2b-only", false, "measure the E2B-compatible API through the stock Python SDK against the Go client only")
-	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only)")
+	density := flag.Int("density", 0, "measure only this many idle sandboxes each with a live Python kernel (a code context of its own), their memory against the 2,000-in-16-GiB target, and what their delete leaves behind")
+	coldOnly := flag.Bool("cold-only", false, "measure the cold paths only: create → ready, the first execute_code of a new session without a warm pool, and -concurrent creates at once, each beside its baseline")
+	concurrentOnly := flag.Bool("concurrent-only", false, "measure -concurrent creates at once (and their baseline) only")
+	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only; with -concurrent-only, -n bursts of concurrent creates of each in turn; with -cold-only, -n first execute_code of new sessions of each in turn)")
 	flag.Parse()
 	var err error
 	switch {
@@ -99,6 +109,16 @@ func main() {
 		err = benchStoreOnly(*n, *img)
 	case *openSandboxOnly:
 		err = benchOpenSandboxOnly(*n, *img)
+	case *density > 0:
+		err = benchDensity(*density)
+	case *coldOnly && *vs != "":
+		err = compareColdSession(*n, os.Getenv("AGENT2ENV_BIN"), *vs)
+	case *coldOnly:
+		err = benchCold(*n, *concurrent, *img)
+	case *concurrentOnly && *vs != "":
+		err = compareConcurrent(*n, *concurrent, *img, os.Getenv("AGENT2ENV_BIN"), *vs)
+	case *concurrentOnly:
+		err = benchConcurrentOnly(*concurrent, *img)
 	case *vs != "":
 		err = compareCreate(*n, *img, os.Getenv("AGENT2ENV_BIN"), *vs)
 	case *e2bOnly:
@@ -167,7 +187,7 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 		}
 		defer warm.stop()
 	}
-	fmt.Printf("agent2env benchmarks (%s, %d iterations; ratios are ours / baseline)\n\n", img, n)
+	fmt.Printf("agent2env benchmarks (%s, %d iterations; ratios are ours / baseline; load average %s)\n\n", img, n, loadAvg())
 
 	// Warm up: the first create may build the image.
 	id, err := d.create(img)
@@ -178,22 +198,10 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 		return err
 	}
 
-	base, err := measure(n, func() error {
-		return exec.Command("unshare", "--mount", "--pid", "--fork", "--net", "--uts", "--ipc", "true").Run()
-	})
-	if err != nil {
-		return fmt.Errorf("unshare baseline: %w", err)
-	}
-	var ids []string
-	create, err := measure(n, func() error {
-		id, err := d.create(img)
-		ids = append(ids, id)
-		return err
-	})
+	create, ids, err := benchCreate(d, n, img)
 	if err != nil {
 		return err
 	}
-	report("sandbox create → ready (REST)", create, "unshare … true", base, "≤ 25 ms p50")
 	if createOnly {
 		return d.deleteAll(ids)
 	}
@@ -274,21 +282,59 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 		}
 	}
 
-	// Concurrent creates, beside the same number of `unshare … true` at
-	// once: the machine's own floor for starting that many namespaces.
+	if _, err := benchConcurrent(d, concurrent, img); err != nil {
+		return err
+	}
+
+	// Memory per idle sandbox: host-wide MemAvailable delta, and the
+	// sandboxes' own cgroup charge.
+	time.Sleep(time.Second)
+	before := memAvailable()
+	ids = nil
+	for range idle {
+		id, err := d.create(img)
+		if err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	time.Sleep(2 * time.Second)
+	after := memAvailable()
+	var charged int64
+	for _, id := range ids {
+		charged += cgroupMemory(id)
+	}
+	pss, agents := agentPss(ids)
+	// There is no same-run baseline for memory: the figures are absolute.
+	fmt.Printf("%-34s agent PSS %.1f MiB (%d agents), cgroup charge %.1f MiB, host MemAvailable delta %.1f MiB | no baseline (absolute)\n",
+		"memory per idle sandbox", float64(pss)/float64(max(agents, 1))/(1<<20), agents,
+		float64(charged)/float64(idle)/(1<<20), float64(before-after)/float64(idle)/(1<<20))
+	for _, id := range ids {
+		if err := d.delete(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// benchConcurrent creates concurrent sandboxes at once and prints the wall
+// time until all are running, beside the same number of `unshare … true`
+// at once: the machine's own floor for starting that many namespaces. It
+// returns the wall time.
+func benchConcurrent(d *daemon, concurrent int, img string) (time.Duration, error) {
 	baseWall, err := concurrently(concurrent, func() error {
 		return exec.Command("unshare", "--mount", "--pid", "--fork", "--net", "--uts", "--ipc", "true").Run()
 	})
 	if err != nil {
-		return fmt.Errorf("concurrent unshare baseline: %w", err)
+		return 0, fmt.Errorf("concurrent unshare baseline: %w", err)
 	}
 	var (
 		mu   sync.Mutex
 		ds   []time.Duration
+		ids  []string
 		errs []error
 		wg   sync.WaitGroup
 	)
-	ids = ids[:0]
 	start := time.Now()
 	for range concurrent {
 		wg.Add(1)
@@ -317,41 +363,176 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 	for _, err := range errs {
 		fmt.Println("  create failed:", err)
 	}
-	for _, id := range ids {
-		if err := d.delete(id); err != nil {
-			return err
-		}
-	}
+	return wall, d.deleteAll(ids)
+}
 
-	// Memory per idle sandbox: host-wide MemAvailable delta, and the
-	// sandboxes' own cgroup charge.
-	time.Sleep(time.Second)
-	before := memAvailable()
-	ids = ids[:0]
-	for range idle {
+// benchCold measures the cold paths of issue 30 alone, each beside its
+// baseline in the same run: create → ready against unshare, a new
+// session's first execute_code against that create, and concurrent
+// creates against as many unshares at once.
+func benchCold(n, concurrent int, img string) error {
+	_, d, err := startFirst()
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	fmt.Printf("agent2env cold paths (%s, %d iterations; ratios are ours / baseline; load average %s)\n\n", img, n, loadAvg())
+	id, err := d.create(img) // untimed: it may make the image
+	if err != nil {
+		return err
+	}
+	if err := d.delete(id); err != nil {
+		return err
+	}
+	// Untimed: the first session makes the sessions' image.
+	if err := d.post("/api/v1/sessions/execute", api.SessionExecuteRequest{Code: "1", SessionID: "bench-warmup"}, &api.SessionExecuteResponse{}); err != nil {
+		return err
+	}
+	if err := d.del("/api/v1/sessions/bench-warmup"); err != nil {
+		return err
+	}
+	create, ids, err := benchCreate(d, n, img)
+	if err != nil {
+		return err
+	}
+	if err := d.deleteAll(ids); err != nil {
+		return err
+	}
+	if err := benchColdSession(d, n, create); err != nil {
+		return err
+	}
+	_, err = benchConcurrent(d, concurrent, img)
+	return err
+}
+
+// benchCreate measures create → ready beside `unshare … true`; it
+// returns the sandboxes it made.
+func benchCreate(d *daemon, n int, img string) (stats, []string, error) {
+	base, err := measure(n, func() error {
+		return exec.Command("unshare", "--mount", "--pid", "--fork", "--net", "--uts", "--ipc", "true").Run()
+	})
+	if err != nil {
+		return stats{}, nil, fmt.Errorf("unshare baseline: %w", err)
+	}
+	var ids []string
+	create, err := measure(n, func() error {
 		id, err := d.create(img)
+		ids = append(ids, id)
+		return err
+	})
+	if err != nil {
+		return stats{}, nil, errors.Join(err, d.deleteAll(ids))
+	}
+	report("sandbox create → ready (REST)", create, "unshare … true", base, "≤ 25 ms p50 and ≤ 8x unshare")
+	return create, ids, nil
+}
+
+// loadAvg is the host's load average over 1, 5 and 15 minutes.
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// benchConcurrentOnly starts a daemon, makes the image with an untimed
+// create, and measures concurrent creates alone.
+func benchConcurrentOnly(concurrent int, img string) error {
+	_, d, err := startFirst()
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	id, err := d.create(img)
+	if err != nil {
+		return err
+	}
+	if err := d.delete(id); err != nil {
+		return err
+	}
+	_, err = benchConcurrent(d, concurrent, img)
+	return err
+}
+
+// compareConcurrent runs rounds bursts of concurrent creates on daemons
+// of two binaries in turn (who goes first alternates) and prints the
+// median of the per-round ratio of their wall times.
+func compareConcurrent(rounds, concurrent int, img, binA, binB string) error {
+	ds, stop, err := startPair(binA, binB, func(d *daemon) error {
+		id, err := d.create(img) // the first create may build the image
 		if err != nil {
 			return err
 		}
-		ids = append(ids, id)
+		return d.delete(id)
+	})
+	if err != nil {
+		return err
 	}
-	time.Sleep(2 * time.Second)
-	after := memAvailable()
-	var charged int64
-	for _, id := range ids {
-		charged += cgroupMemory(id)
+	defer stop()
+	a, b, ratio, err := inTurn(rounds, ds, func(j, _ int) (time.Duration, error) {
+		time.Sleep(time.Second) // the previous burst's deletes settle
+		fmt.Printf("%s: ", []string{"A", "B"}[j])
+		return benchConcurrent(ds[j], concurrent, img)
+	})
+	if err != nil {
+		return err
 	}
-	pss, agents := agentPss(ids)
-	// There is no same-run baseline for memory: the figures are absolute.
-	fmt.Printf("%-34s agent PSS %.1f MiB (%d agents), cgroup charge %.1f MiB, host MemAvailable delta %.1f MiB | no baseline (absolute)\n",
-		"memory per idle sandbox", float64(pss)/float64(max(agents, 1))/(1<<20), agents,
-		float64(charged)/float64(idle)/(1<<20), float64(before-after)/float64(idle)/(1<<20))
-	for _, id := range ids {
-		if err := d.delete(id); err != nil {
-			return err
+	fmt.Printf("%d concurrent creates, %d rounds in turn (load average %s)\n  A %s wall p50 %s\n  B %s wall p50 %s\n  A/B per round: median %.2f\n",
+		concurrent, rounds, loadAvg(), binA, ms(a.p50), binB, ms(b.p50), ratio)
+	return nil
+}
+
+// startPair starts a daemon of each binary and readies each with warm; stop
+// stops both.
+func startPair(binA, binB string, warm func(*daemon) error) (ds []*daemon, stop func(), err error) {
+	if binA == "" {
+		return nil, nil, fmt.Errorf("set AGENT2ENV_BIN to the agent2env binary")
+	}
+	if os.Geteuid() != 0 {
+		return nil, nil, fmt.Errorf("must run as root")
+	}
+	stop = func() {
+		for _, d := range ds {
+			d.stop()
 		}
 	}
-	return nil
+	for _, bin := range []string{binA, binB} {
+		d, err := startDaemon(bin)
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		ds = append(ds, d)
+		if err := warm(d); err != nil {
+			stop()
+			return nil, nil, err
+		}
+	}
+	return ds, stop, nil
+}
+
+// inTurn runs fn on the daemons 0 and 1 in turn n times, who goes first
+// alternating, and returns each one's figures and the median of their
+// per-iteration ratio.
+func inTurn(n int, ds []*daemon, fn func(j, i int) (time.Duration, error)) (a, b stats, ratio float64, err error) {
+	var as, bs, ratios []time.Duration
+	for i := range n {
+		order := []int{0, 1}
+		if i%2 == 1 {
+			order = []int{1, 0}
+		}
+		var took [2]time.Duration
+		for _, j := range order {
+			if took[j], err = fn(j, i); err != nil {
+				return stats{}, stats{}, 0, err
+			}
+		}
+		as, bs = append(as, took[0]), append(bs, took[1])
+		ratios = append(ratios, time.Duration(float64(time.Millisecond)*float64(took[0])/float64(took[1])))
+	}
+	return summarize(as), summarize(bs), float64(summarize(ratios).p50) / float64(time.Millisecond), nil
 }
 
 // compareCreate measures create → ready on daemons of two binaries and the

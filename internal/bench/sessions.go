@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -69,11 +71,18 @@ func benchSessions(d *daemon, n int, create stats) error {
 	}
 	report("execute_code print(1), reused (MCP)", mcpRun, "context execute", ctxRun, "≤ 5 ms p50")
 
+	return benchColdSession(d, n, create)
+}
+
+// benchColdSession measures the first execute_code print(1) of new
+// sessions on d, which has no warm pool, beside create, the sandbox create
+// → ready of the same run.
+func benchColdSession(d *daemon, n int, create stats) error {
 	var ids []string
 	cold, err := measure(max(n/2, 5), func() error {
 		id := fmt.Sprintf("bench-cold-%d", len(ids))
 		ids = append(ids, id)
-		return execute("/api/v1/sessions/execute", api.SessionExecuteRequest{Code: "print(1)", SessionID: id})()
+		return d.firstExecute(id)
 	})
 	for _, id := range ids { // untimed
 		d.del("/api/v1/sessions/" + id)
@@ -81,7 +90,7 @@ func benchSessions(d *daemon, n int, create stats) error {
 	if err != nil {
 		return err
 	}
-	report("new session, no warm pool", cold, "sandbox create → ready", create, "≤ 40 ms p50")
+	report("new session, no warm pool", cold, "sandbox create → ready", create, "≤ 40 ms p50 and ≤ 1.5x create")
 	return nil
 }
 
@@ -92,14 +101,7 @@ func benchWarmSession(d *daemon, n int, baseline stats) error {
 	first, err := measureRefilled(d, n, func() error {
 		id := fmt.Sprintf("bench-warm-%d", len(ids))
 		ids = append(ids, id)
-		var res api.SessionExecuteResponse
-		if err := d.post("/api/v1/sessions/execute", api.SessionExecuteRequest{Code: "print(1)", SessionID: id}, &res); err != nil {
-			return err
-		}
-		if !res.Created || res.Output.Stdout != "1\n" {
-			return fmt.Errorf("first execute_code of session %s: %+v", id, res)
-		}
-		return nil
+		return d.firstExecute(id)
 	})
 	for _, id := range ids { // untimed
 		d.del("/api/v1/sessions/" + id)
@@ -108,5 +110,48 @@ func benchWarmSession(d *daemon, n int, baseline stats) error {
 		return err
 	}
 	report("new session, warm pool", first, "python over a pipe", baseline, "≤ 5 ms p50")
+	return nil
+}
+
+// firstExecute runs print(1) as the first execute_code of the new session
+// id.
+func (d *daemon) firstExecute(id string) error {
+	var res api.SessionExecuteResponse
+	if err := d.post("/api/v1/sessions/execute", api.SessionExecuteRequest{Code: "print(1)", SessionID: id}, &res); err != nil {
+		return err
+	}
+	if !res.Created || res.Output.Stdout != "1\n" {
+		return fmt.Errorf("first execute_code of session %s: %+v", id, res)
+	}
+	return nil
+}
+
+// compareColdSession measures the first execute_code of new sessions on
+// daemons of two binaries in turn, iteration by iteration (who goes first
+// alternates), and prints the median of the per-iteration ratio.
+func compareColdSession(n int, binA, binB string) error {
+	ds, stop, err := startPair(binA, binB, func(d *daemon) error {
+		if err := d.firstExecute("bench-warmup"); err != nil { // makes the image
+			return err
+		}
+		return d.del("/api/v1/sessions/bench-warmup")
+	})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	a, b, ratio, err := inTurn(n, ds, func(j, i int) (time.Duration, error) {
+		time.Sleep(100 * time.Millisecond)
+		id := fmt.Sprintf("bench-cold-%d", i)
+		start := time.Now()
+		err := ds[j].firstExecute(id)
+		took := time.Since(start)
+		return took, errors.Join(err, ds[j].del("/api/v1/sessions/"+id))
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("first execute_code of a new session, no pool, %d iterations in turn (load average %s)\n  A %s p50 %s p95 %s\n  B %s p50 %s p95 %s\n  A/B per iteration: median %.2f\n",
+		n, loadAvg(), binA, ms(a.p50), ms(a.p95), binB, ms(b.p50), ms(b.p95), ratio)
 	return nil
 }

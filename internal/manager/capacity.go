@@ -54,10 +54,14 @@ const (
 // the pending, running and paused ones, warm pools' included, against the host's
 // capacity times the overcommit ratios. Its session counts are left zero.
 func (m *Manager) Usage(ctx context.Context) (api.Usage, error) {
+	// The reservations first: one stored in between is then in both lists,
+	// and counted once.
+	reserved := m.reserved.list()
 	sbs, _, err := m.store.ListSandboxPage(ctx, store.SandboxFilter{}, store.Page{})
 	if err != nil {
 		return api.Usage{}, fmt.Errorf("count committed resources: %w", err)
 	}
+	sbs = withReserved(sbs, reserved)
 	u := api.Usage{
 		Sandboxes: len(sbs), MaxSandboxes: m.cfg.MaxSandboxes,
 		MilliCPUCapacity:    int64(float64(m.cfg.Host.MilliCPU) * m.cfg.CPUOvercommit),
@@ -91,9 +95,9 @@ func committing(sb *store.Sandbox) bool {
 // start of a stopped one: it refuses with 429 RESOURCE_LIMIT when
 // MaxSandboxes exist (newRecord set) and with 507 INSUFFICIENT_CAPACITY
 // when cpu or memory would pass the capacity. Both errors carry the
-// usage and a suggestion. Callers hold m.admitMu until the sandbox's
-// record commits what it asked for, so concurrent creates cannot pass
-// the limits together.
+// usage and a suggestion. Callers hold m.admitMu until what they admitted
+// is counted by Usage (a reserved or stored record, a status of pending),
+// so concurrent creates cannot pass the limits together.
 func (m *Manager) admit(ctx context.Context, milliCPU, memBytes int64, newRecord bool) error {
 	u, err := m.Usage(ctx)
 	if err != nil {

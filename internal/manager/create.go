@@ -328,22 +328,22 @@ func (m *Manager) createRecord(ctx context.Context, r *resolved) (*store.Sandbox
 		sb.ExpiresAt = &exp
 	}
 	m.admitMu.Lock()
-	defer m.admitMu.Unlock()
-	if err := m.admit(ctx, r.milliCPU, r.memBytes, true); err != nil {
+	if err := m.admitRecord(ctx, r, sb); err != nil {
+		m.admitMu.Unlock()
 		return nil, err
 	}
-	sb.Tenant = auth.TenantOf(ctx)
-	if r.pool == "" {
-		owner, err := m.owner(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if owner != nil {
-			if err := m.admitOwned(ctx, owner, r.milliCPU, r.memBytes); err != nil {
-				return nil, err
-			}
-			sb.Owner, sb.Tenant = owner.ID, owner.Tenant
-		}
+	if sb.Owner == "" {
+		// Admitted: the record is reserved and admitMu let go, so that
+		// concurrent creates wait for the store's writer side by side
+		// instead of one after another; admission counts the
+		// reservation until the record is stored.
+		m.reserved.add(sb)
+		m.admitMu.Unlock()
+		defer m.reserved.remove(sb.ID)
+	} else {
+		// An owned sandbox's record is stored under admitMu, which
+		// removeOwned relies on.
+		defer m.admitMu.Unlock()
 	}
 	if err := m.store.CreateSandboxLimited(ctx, sb, m.cfg.MaxSandboxes); err != nil {
 		var limit *store.LimitError
@@ -357,6 +357,27 @@ func (m *Manager) createRecord(ctx context.Context, r *resolved) (*store.Sandbox
 		return nil, err
 	}
 	return sb, nil
+}
+
+// admitRecord admits sb, the record createRecord is about to store for r,
+// and gives it its tenant and owner. The caller holds admitMu.
+func (m *Manager) admitRecord(ctx context.Context, r *resolved, sb *store.Sandbox) error {
+	if err := m.admit(ctx, r.milliCPU, r.memBytes, true); err != nil {
+		return err
+	}
+	sb.Tenant = auth.TenantOf(ctx)
+	if r.pool != "" {
+		return nil
+	}
+	owner, err := m.owner(ctx)
+	if err != nil || owner == nil {
+		return err
+	}
+	if err := m.admitOwned(ctx, owner, r.milliCPU, r.memBytes); err != nil {
+		return err
+	}
+	sb.Owner, sb.Tenant = owner.ID, owner.Tenant
+	return nil
 }
 
 // start creates and starts the runtime side of a pending sandbox, runs its

@@ -152,9 +152,12 @@ type Manager struct {
 	outputs *outbuf.Budget
 
 	locks keyedlock.Shared // by sandbox id; among daemons too with WithSharedLocks
-	// admitMu serializes admission (admit) with the record that commits
-	// what was admitted.
-	admitMu   sync.Mutex
+	// admitMu serializes admission (admit) with what commits what was
+	// admitted: the new record's reservation (reserved), or for an owned
+	// sandbox the stored record.
+	admitMu sync.Mutex
+	// reserved are the records admitted and not stored yet.
+	reserved  reservations
 	templates TemplateResolver
 	pool      WarmPool
 	metrics   *metrics.Metrics // nil: none recorded
