@@ -29,6 +29,7 @@ from .services import (
     AsyncPrepullService,
     AsyncSandboxService,
     AsyncSessionService,
+    AsyncSnapshotService,
     AsyncStatsService,
     AsyncTemplateService,
     ContextService,
@@ -39,6 +40,7 @@ from .services import (
     PrepullService,
     SandboxService,
     SessionService,
+    SnapshotService,
     StatsService,
     TemplateService,
 )
@@ -78,6 +80,9 @@ class Client:
         contexts: Code-interpreter contexts (agent2env addition).
         sessions: Sessions: code and commands in sandboxes made on first
             use (agent2env addition; see also :mod:`agent2env.sessions`).
+        snapshots: Saved sandboxes, processes and memory included; taken
+            with ``sandbox.snapshot`` and restored with
+            ``sandbox.create_from_snapshot`` (agent2env addition).
         stats: The daemon's statistics (agent2env addition).
         images: The daemon's image store (agent2env addition).
         llm: The LLM proxy's archive: every call sandboxes and runs made to a
@@ -111,6 +116,7 @@ class Client:
         self.import_export: Final = ImportExportService(self._api)
         self.contexts: Final = ContextService(self._api)
         self.sessions: Final = SessionService(self._api)
+        self.snapshots: Final = SnapshotService(self._api)
         self.stats: Final = StatsService(self._api)
         self.images: Final = ImageService(self._api)
         self.llm: Final = LLMService(self._api)
@@ -179,6 +185,7 @@ class AsyncClient:
         self.import_export: Final = AsyncImportExportService(self._api)
         self.contexts: Final = AsyncContextService(self._api)
         self.sessions: Final = AsyncSessionService(self._api)
+        self.snapshots: Final = AsyncSnapshotService(self._api)
         self.stats: Final = AsyncStatsService(self._api)
         self.images: Final = AsyncImageService(self._api)
         self.llm: Final = AsyncLLMService(self._api)

@@ -55,6 +55,7 @@ from .session import (
     Stats,
     Usage,
 )
+from .snapshot import Snapshot, SnapshotStatus
 from .template import (
     CreateTemplateRequest,
     ExecAction,
@@ -126,6 +127,8 @@ __all__ = [
     "SessionExecuteResult",
     "SessionInfo",
     "SessionStats",
+    "Snapshot",
+    "SnapshotStatus",
     "Stats",
     "StrEnum",
     "Template",
