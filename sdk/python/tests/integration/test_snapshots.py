@@ -17,7 +17,7 @@ import pytest
 from agent2env import AsyncClient, Client, ConflictError, NotFoundError
 from agent2env.models import SandboxStatus, SnapshotStatus
 
-from .conftest import IMAGE, Daemon
+from .conftest import IMAGE, REPO, Daemon
 from .test_daemon import readme_code, run_script
 
 pytestmark = pytest.mark.integration
@@ -181,3 +181,9 @@ def test_async_snapshot(criu_daemon: Daemon) -> None:
 def test_readme_snapshots(criu_daemon: Daemon) -> None:
     out = run_script(criu_daemon, readme_code("### Snapshots"))
     assert out == "0 prepared True\n1 prepared True\n2 prepared True\nTrue\n", out
+
+
+def test_repository_readme_snapshots(criu_daemon: Daemon) -> None:
+    """The Python example of the repository's README, section Snapshots."""
+    out = run_script(criu_daemon, readme_code("### Snapshots", REPO / "README.md"))
+    assert out == "{'prepared'}\n1\n", out
