@@ -1,10 +1,12 @@
-// One sandbox: what it is, its actions, its logs (refreshed while shown),
-// a one-off command, and a terminal (loaded when opened).
+// One sandbox: what it is, its actions (pause, resume and snapshots among
+// them), its snapshots, its logs (refreshed while shown), a one-off
+// command, and a terminal (loaded when opened).
 import type { FunctionComponent } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { call, get, type ExecResponse, type Logs, type Sandbox as SandboxT } from "../api";
 import { navigate } from "../router";
 import { Files } from "./Files";
+import { SnapshotList } from "./Snapshots";
 import { CopyID, ErrorBox, Status, Time, useAsync, useInterval } from "../ui";
 
 type TerminalProps = { sandbox: string; onClose: () => void };
@@ -26,6 +28,8 @@ export function Sandbox({ id }: { id: string }) {
   const logs = useAsync((s) => get<Logs>(path + "/logs", s), [path]);
   const [actionError, setActionError] = useState<unknown>();
   const [term, setTerm] = useState(false);
+  const [snapshots, setSnapshots] = useState(0);
+  const [saving, setSaving] = useState(false);
   useInterval(sb.reload, 3000);
   useInterval(logs.reload, 3000);
   if (sb.error) return <ErrorBox error={sb.error} retry={sb.reload} />;
@@ -40,10 +44,18 @@ export function Sandbox({ id }: { id: string }) {
         navigate("/sandboxes");
         return;
       }
-      await call("POST", `${path}/${verb}`);
+      if (verb === "snapshot" || verb === "snapshot-stop") {
+        setSaving(true);
+        await call("POST", `${path}/snapshots`, { stop: verb === "snapshot-stop" });
+        setSnapshots((n) => n + 1);
+      } else {
+        await call("POST", `${path}/${verb}`);
+      }
       sb.reload();
     } catch (e) {
       setActionError(e);
+    } finally {
+      setSaving(false);
     }
   };
   return (
@@ -99,12 +111,29 @@ export function Sandbox({ id }: { id: string }) {
             Restart
           </button>
         )}
+        {(s.status === "running" || s.status === "paused") && (
+          <>
+            <button type="button" disabled={saving} onClick={() => act("snapshot")}>
+              {saving ? "Saving…" : "Snapshot"}
+            </button>
+            <button
+              type="button"
+              disabled={saving}
+              title="Save it, then stop it: its memory is freed, its files kept"
+              onClick={() => act("snapshot-stop")}
+            >
+              Snapshot to disk
+            </button>
+          </>
+        )}
         <button type="button" class="danger" onClick={() => act("delete")}>
           Delete
         </button>
         <a href={`/sandboxes/${encodeURIComponent(id)}/conversations`}>Conversations</a>
       </div>
       {actionError !== undefined && <ErrorBox error={actionError} />}
+      <h2>Snapshots</h2>
+      <SnapshotList sandbox={id} version={snapshots} />
       <h2>Terminal</h2>
       {s.status !== "running" ? (
         <p class="hint">The terminal opens on a running sandbox.</p>
