@@ -103,6 +103,13 @@ export interface Sandbox {
   metadata?: Record<string, string>;
 }
 
+/** What the daemon's runtime can do where runtimes differ (GET /api/v1/capabilities). */
+export interface Capabilities {
+  runtime: string;
+  pause: boolean;
+  snapshots: boolean;
+}
+
 /** A sandbox saved with its memory (POST /api/v1/sandboxes/{id}/snapshots). */
 export interface Snapshot {
   id: string;

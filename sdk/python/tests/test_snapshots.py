@@ -140,3 +140,13 @@ def test_get_and_delete(client: Any, httpx_mock: HTTPXMock) -> None:
         client.snapshots.get("a/b")
     with pytest.raises(ValueError, match="snapshot id is empty"):
         client.snapshots.delete("")
+
+
+def test_capabilities(client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(
+        method="GET",
+        url=f"{BASE}/capabilities",
+        json={"runtime": "kubernetes", "pause": False, "snapshots": False},
+    )
+    caps = client.capabilities()
+    assert (caps.runtime, caps.pause, caps.snapshots) == ("kubernetes", False, False)

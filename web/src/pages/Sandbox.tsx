@@ -3,7 +3,7 @@
 // command, and a terminal (loaded when opened).
 import type { FunctionComponent } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { call, get, type ExecResponse, type Logs, type Sandbox as SandboxT } from "../api";
+import { call, get, type Capabilities, type ExecResponse, type Logs, type Sandbox as SandboxT } from "../api";
 import { navigate } from "../router";
 import { Files } from "./Files";
 import { SnapshotList } from "./Snapshots";
@@ -26,6 +26,7 @@ export function Sandbox({ id }: { id: string }) {
   const path = `/api/v1/sandboxes/${encodeURIComponent(id)}`;
   const sb = useAsync((s) => get<SandboxT>(path, s), [path]);
   const logs = useAsync((s) => get<Logs>(path + "/logs", s), [path]);
+  const caps = useAsync((s) => get<Capabilities>("/api/v1/capabilities", s), []).data;
   const [actionError, setActionError] = useState<unknown>();
   const [term, setTerm] = useState(false);
   const [snapshots, setSnapshots] = useState(0);
@@ -96,7 +97,7 @@ export function Sandbox({ id }: { id: string }) {
             </button>
           )
         )}
-        {s.status === "running" && (
+        {s.status === "running" && caps?.pause && (
           <button type="button" onClick={() => act("pause")}>
             Pause
           </button>
@@ -111,7 +112,7 @@ export function Sandbox({ id }: { id: string }) {
             Restart
           </button>
         )}
-        {(s.status === "running" || s.status === "paused") && (
+        {(s.status === "running" || s.status === "paused") && caps?.snapshots && (
           <>
             <button type="button" disabled={saving} onClick={() => act("snapshot")}>
               {saving ? "Saving…" : "Snapshot"}
@@ -132,6 +133,13 @@ export function Sandbox({ id }: { id: string }) {
         <a href={`/sandboxes/${encodeURIComponent(id)}/conversations`}>Conversations</a>
       </div>
       {actionError !== undefined && <ErrorBox error={actionError} />}
+      {caps && (!caps.pause || !caps.snapshots) && (
+        <p class="hint">
+          The daemon's runtime ({caps.runtime}) cannot {!caps.pause && "pause sandboxes"}
+          {!caps.pause && !caps.snapshots && " nor "}
+          {!caps.snapshots && "take snapshots (serve --criu: make criu builds one)"}.
+        </p>
+      )}
       <h2>Snapshots</h2>
       <SnapshotList sandbox={id} version={snapshots} />
       <h2>Terminal</h2>

@@ -18,8 +18,10 @@ from ._base import (
     Request,
     SyncAPIClient,
     call,
+    parse_model,
     parse_none,
 )
+from .models.snapshot import Capabilities
 from .services import (
     AsyncContextService,
     AsyncImageService,
@@ -50,6 +52,10 @@ __all__ = ["AsyncClient", "Client"]
 
 def _health() -> Op[None]:
     return call(Request("GET", "/health", api=False), parse_none)
+
+
+def _capabilities() -> Op[Capabilities]:
+    return call(Request("GET", "/capabilities"), parse_model(Capabilities))
 
 
 class Client:
@@ -131,6 +137,10 @@ class Client:
         """Check that the daemon answers; raise ConnectionError or APIError if not."""
         self._api.run(_health())
 
+    def capabilities(self) -> Capabilities:
+        """Return what the daemon's runtime can do: pause, snapshots (agent2env addition)."""
+        return self._api.run(_capabilities())
+
     def close(self) -> None:
         """Close the HTTP connections (not those of an ``http_client`` given to the constructor)."""
         self._api.close()
@@ -199,6 +209,10 @@ class AsyncClient:
     async def health(self) -> None:
         """Check that the daemon answers; raise ConnectionError or APIError if not."""
         await self._api.run(_health())
+
+    async def capabilities(self) -> Capabilities:
+        """Return what the daemon's runtime can do; see :meth:`Client.capabilities`."""
+        return await self._api.run(_capabilities())
 
     async def close(self) -> None:
         """Close the HTTP connections (not those of an ``http_client`` given to the constructor)."""

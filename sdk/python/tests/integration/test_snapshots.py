@@ -61,6 +61,8 @@ CHECK = textwrap.dedent("""\
 
 def test_pause_snapshot_restore(criu_daemon: Daemon) -> None:
     with Client(criu_daemon.url, timeout=60) as client:
+        caps = client.capabilities()
+        assert (caps.runtime, caps.pause, caps.snapshots) == ("oci", True, True)
         sb = client.sandbox.create_from_image(IMAGE, metadata={"role": "parent"})
         made = [sb.id]
         try:

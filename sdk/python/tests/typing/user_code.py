@@ -194,6 +194,8 @@ def files_and_contexts(client: Client, sandbox_id: str) -> None:
 
 
 def snapshots(client: Client, sandbox_id: str) -> None:
+    if client.capabilities().snapshots:
+        print("this daemon snapshots")
     paused: Sandbox = client.sandbox.pause(sandbox_id)
     snap: Snapshot = client.sandbox.snapshot(sandbox_id, stop=True)
     size: int = snap.size_bytes

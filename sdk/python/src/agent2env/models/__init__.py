@@ -55,7 +55,7 @@ from .session import (
     Stats,
     Usage,
 )
-from .snapshot import Snapshot, SnapshotStatus
+from .snapshot import Capabilities, Snapshot, SnapshotStatus
 from .template import (
     CreateTemplateRequest,
     ExecAction,
@@ -75,6 +75,7 @@ from .template import (
 
 __all__ = [
     "APIModel",
+    "Capabilities",
     "Context",
     "CreateTemplateRequest",
     "DeleteContextResult",

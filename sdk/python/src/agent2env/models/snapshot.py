@@ -6,7 +6,7 @@ from datetime import datetime
 
 from .common import APIModel, StrEnum
 
-__all__ = ["Snapshot", "SnapshotStatus"]
+__all__ = ["Capabilities", "Snapshot", "SnapshotStatus"]
 
 
 class SnapshotStatus(StrEnum):
@@ -38,3 +38,17 @@ class Snapshot(APIModel):
     size_bytes: int
     """What its files take on the daemon's disk."""
     created_at: datetime
+
+
+class Capabilities(APIModel):
+    """What the daemon's runtime can do where runtimes differ (agent2env addition).
+
+    What it cannot do raises :class:`~agent2env.APIError` with code ``NOT_IMPLEMENTED``.
+    """
+
+    runtime: str
+    """The runtime's name: ``oci``, ``kubernetes``."""
+    pause: bool
+    """Sandboxes can be paused and resumed."""
+    snapshots: bool
+    """Sandboxes can be snapshotted and made from snapshots (oci with criu)."""
