@@ -43,3 +43,34 @@ type Snapshot struct {
 type SnapshotList struct {
 	Items []Snapshot `json:"items"`
 }
+
+// MaxForkCount bounds ForkRequest.Count.
+const MaxForkCount = 32
+
+// ForkRequest is the body of POST /sandboxes/{id}/fork (a live snapshot
+// of the sandbox, which runs on, then the copies) and POST
+// /snapshots/{id}/fork (copies of an existing snapshot).
+type ForkRequest struct {
+	// Count is how many sandboxes to make, 1 to MaxForkCount.
+	Count int `json:"count"`
+	// TTL and Metadata are every copy's, as in CreateSandboxRequest.
+	TTL      *int              `json:"ttl,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// ForkedSandbox is one sandbox a fork made.
+type ForkedSandbox struct {
+	Sandbox
+	// Contexts maps the id of each code-interpreter context of the
+	// snapshot to the id of the same context (its kernel, with its
+	// variables) in this sandbox.
+	Contexts map[string]string `json:"contexts"`
+}
+
+// ForkResponse is the answer of a fork: the snapshot the sandboxes were
+// made from (taken by the call for a sandbox's fork, and kept) and the
+// sandboxes, running.
+type ForkResponse struct {
+	SnapshotID string          `json:"snapshot_id"`
+	Sandboxes  []ForkedSandbox `json:"sandboxes"`
+}

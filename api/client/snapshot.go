@@ -91,3 +91,34 @@ func (s *SnapshotService) Restore(ctx context.Context, id string, ttl *int, meta
 	}
 	return s.c.Sandbox.Create(ctx, api.CreateSandboxRequest{FromSnapshot: id, TTL: ttl, Metadata: metadata})
 }
+
+// ForkSandbox takes a live snapshot of sandbox id, which runs on, and
+// makes req.Count sandboxes from it in parallel, running, each with the
+// sandbox's contexts under new ids (ForkedSandbox.Contexts). The snapshot
+// is kept (ForkResponse.SnapshotID). A count out of range is
+// ErrInvalidArgument; a fork past the daemon's capacity makes none.
+func (s *SnapshotService) ForkSandbox(ctx context.Context, id string, req api.ForkRequest) (*api.ForkResponse, error) {
+	p, err := sandboxPath(id, "/fork")
+	var out api.ForkResponse
+	if err == nil {
+		err = s.c.doJSON(ctx, http.MethodPost, p, req, &out)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fork sandbox %s: %w", id, err)
+	}
+	return &out, nil
+}
+
+// Fork makes req.Count sandboxes from snapshot id in parallel, as
+// ForkSandbox does.
+func (s *SnapshotService) Fork(ctx context.Context, id string, req api.ForkRequest) (*api.ForkResponse, error) {
+	p, err := snapshotPath(id)
+	var out api.ForkResponse
+	if err == nil {
+		err = s.c.doJSON(ctx, http.MethodPost, p+"/fork", req, &out)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fork snapshot %s: %w", id, err)
+	}
+	return &out, nil
+}

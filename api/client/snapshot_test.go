@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/agent2env/agent2env/api"
@@ -26,6 +27,9 @@ func TestSnapshots(t *testing.T) {
 			json.NewEncoder(w).Encode(api.SnapshotList{Items: []api.Snapshot{{ID: "snap-1"}}})
 		case r.URL.Path == "/api/v1/sandboxes":
 			json.NewEncoder(w).Encode(api.Sandbox{ID: "new"})
+		case strings.HasSuffix(r.URL.Path, "/fork"):
+			json.NewEncoder(w).Encode(api.ForkResponse{SnapshotID: "snap-1", Sandboxes: []api.ForkedSandbox{
+				{Sandbox: api.Sandbox{ID: "f1"}, Contexts: map[string]string{"ctx-a": "ctx-b"}}}})
 		default:
 			json.NewEncoder(w).Encode(api.Snapshot{ID: "snap-1", SandboxID: "sb"})
 		}
@@ -53,6 +57,13 @@ func TestSnapshots(t *testing.T) {
 	if sb, err := s.Restore(ctx, "snap-1", &ttl, nil); err != nil || sb.ID != "new" {
 		t.Errorf("Restore = %+v, %v", sb, err)
 	}
+	if res, err := s.ForkSandbox(ctx, "sb", api.ForkRequest{Count: 2, TTL: &ttl}); err != nil || res.SnapshotID != "snap-1" ||
+		len(res.Sandboxes) != 1 || res.Sandboxes[0].ID != "f1" || res.Sandboxes[0].Contexts["ctx-a"] != "ctx-b" {
+		t.Errorf("ForkSandbox = %+v, %v", res, err)
+	}
+	if res, err := s.Fork(ctx, "snap-1", api.ForkRequest{Count: 1}); err != nil || len(res.Sandboxes) != 1 {
+		t.Errorf("Fork = %+v, %v", res, err)
+	}
 	if _, err := s.Get(ctx, ""); err == nil {
 		t.Error("Get of an empty id: no error")
 	}
@@ -62,6 +73,8 @@ func TestSnapshots(t *testing.T) {
 		"GET /api/v1/snapshots/snap-1 ",
 		"DELETE /api/v1/snapshots/snap-1 ",
 		`POST /api/v1/sandboxes {"ttl":60,"from_snapshot":"snap-1"}`,
+		`POST /api/v1/sandboxes/sb/fork {"count":2,"ttl":60}`,
+		`POST /api/v1/snapshots/snap-1/fork {"count":1}`,
 	}
 	if len(got) != len(want) {
 		t.Fatalf("requests %q, want %q", got, want)

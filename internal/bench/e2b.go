@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	_ "embed"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
@@ -25,70 +20,32 @@ const e2bCloudReady = 150 * time.Millisecond
 
 // e2bSDK is the Python driver of the stock E2B SDKs (e2b_driver.py)
 // running against one daemon.
-type e2bSDK struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Scanner
-	dir string
-}
+type e2bSDK struct{ *pyDriver }
 
 // startE2BSDK starts the driver with python (a venv with e2b and
 // e2b-code-interpreter: scripts/test-peers.sh's), pointed at d.
 func startE2BSDK(python string, d *daemon) (*e2bSDK, error) {
-	dir, err := os.MkdirTemp("", "a2e-bench-e2b-")
-	if err != nil {
-		return nil, err
-	}
-	script := filepath.Join(dir, "e2b_driver.py")
-	if err := os.WriteFile(script, e2bDriver, 0o644); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	cmd := exec.Command(python, "-u", script)
 	url := "http://" + d.addr
 	// The bench daemon has no API keys: any key of E2B's form does.
-	cmd.Env = append(os.Environ(), "E2B_API_URL="+url, "E2B_SANDBOX_URL="+url, "E2B_API_KEY=e2b_"+fmt.Sprintf("%040x", 0))
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
+	env := []string{"E2B_API_URL=" + url, "E2B_SANDBOX_URL=" + url, "E2B_API_KEY=e2b_" + fmt.Sprintf("%040x", 0)}
+	pd, err := startPyDriver("E2B SDK driver", python, "e2b_driver.py", e2bDriver, nil, env)
 	if err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start the E2B SDK driver: %w", err)
-	}
-	return &e2bSDK{cmd: cmd, in: in, out: bufio.NewScanner(out), dir: dir}, nil
+	return &e2bSDK{pd}, nil
 }
 
 // do sends one command and returns the durations the driver timed.
 func (s *e2bSDK) do(command string) ([]time.Duration, error) {
-	if _, err := fmt.Fprintln(s.in, command); err != nil {
-		return nil, fmt.Errorf("e2b driver %q: %w", command, err)
-	}
-	if !s.out.Scan() {
-		return nil, fmt.Errorf("e2b driver %q: no answer (%v)", command, s.out.Err())
-	}
 	var res struct{ MS []float64 }
-	if err := json.Unmarshal(s.out.Bytes(), &res); err != nil {
-		return nil, fmt.Errorf("e2b driver %q: %w: %s", command, err, s.out.Bytes())
+	if err := s.ask(command, &res); err != nil {
+		return nil, err
 	}
 	ds := make([]time.Duration, len(res.MS))
 	for i, v := range res.MS {
 		ds[i] = time.Duration(v * float64(time.Millisecond))
 	}
 	return ds, nil
-}
-
-func (s *e2bSDK) stop() {
-	s.in.Close()
-	s.cmd.Wait()
-	os.RemoveAll(s.dir)
 }
 
 // benchE2B measures the E2B-compatible API through the stock Python SDK
@@ -147,6 +104,11 @@ func benchE2B(d, warm *daemon, n int, img string) error {
 func e2bCreatePair(sdk *e2bSDK, d *daemon, n int, template, image string, pooled bool) (ours, theirs, created stats, err error) {
 	c, err := client.New("http://" + d.addr)
 	if err != nil {
+		return stats{}, stats{}, stats{}, err
+	}
+	// The image first, untimed, through the Go client: a create that has
+	// to make it takes longer than the SDK's create waits.
+	if _, err := goCreateExec(c, api.CreateSandboxRequest{Image: image}, sdkTrue); err != nil {
 		return stats{}, stats{}, stats{}, err
 	}
 	var goDs, sdkDs, createDs []time.Duration

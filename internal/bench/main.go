@@ -6,8 +6,8 @@
 //   - sandbox create → ready through REST, against
 //     `unshare --mount --pid --fork --net --uts --ipc true`;
 //   - `exec true` round trip through REST, against a direct fork/exec;
-//   - a live snapshot and a restore through REST, against the same run's
-//     create (-snapshot-only: those and what they need alone);
+//   - a live snapshot, a restore and a fork ×8 through REST, against the
+//     same run's create (-snapshot-only: those and what they need alone);
 //   - pause and resume through REST, against the same run's create (-pause-only:
 //     those and what they need alone);
 //   - the terminal: a keystroke's echo against the same run's exec true, and

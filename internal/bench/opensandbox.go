@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	_ "embed"
@@ -10,8 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
@@ -29,12 +26,7 @@ var openSandboxDriver []byte
 const stockOpenSandbox = "stock OpenSandbox on Docker: 1–5 s to a ready sandbox"
 
 // sdkDriver is a running opensandbox_sdk.py.
-type sdkDriver struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Scanner
-	dir string
-}
+type sdkDriver struct{ *pyDriver }
 
 // startSDKDriver starts opensandbox_sdk.py on $AGENT2ENV_PYTHON (the
 // interpreter of scripts/test-peers.sh, which has the SDK) against the
@@ -45,66 +37,33 @@ func startSDKDriver(addr, img, cpu, memory string) (*sdkDriver, error) {
 	if python == "" {
 		return nil, fmt.Errorf("set AGENT2ENV_PYTHON to the python of scripts/test-peers.sh (make bench does), which has the OpenSandbox SDK")
 	}
-	dir, err := os.MkdirTemp("", "a2e-bench-opensandbox-")
-	if err != nil {
-		return nil, err
-	}
-	script := filepath.Join(dir, "opensandbox_sdk.py")
-	if err := os.WriteFile(script, openSandboxDriver, 0o600); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	args := []string{script, img}
+	args := []string{img}
 	if cpu != "" {
 		args = append(args, cpu, memory)
 	}
-	cmd := exec.Command(python, args...)
 	// The daemon has no API keys: any key is let in.
-	cmd.Env = append(os.Environ(), "OPEN_SANDBOX_DOMAIN="+addr, "OPEN_SANDBOX_API_KEY=bench")
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
+	env := []string{"OPEN_SANDBOX_DOMAIN=" + addr, "OPEN_SANDBOX_API_KEY=bench"}
+	pd, err := startPyDriver("OpenSandbox SDK driver", python, "opensandbox_sdk.py", openSandboxDriver, args, env)
 	if err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("start the OpenSandbox SDK driver: %w", err)
-	}
-	return &sdkDriver{cmd: cmd, in: in, out: bufio.NewScanner(out), dir: dir}, nil
+	return &sdkDriver{pd}, nil
 }
 
 // once has the driver create a sandbox and run `true` in it, and returns
 // how long that took, as the driver timed it.
 func (s *sdkDriver) once() (time.Duration, error) {
-	if _, err := io.WriteString(s.in, "go\n"); err != nil {
-		return 0, fmt.Errorf("OpenSandbox SDK driver: %w", err)
-	}
-	if !s.out.Scan() {
-		return 0, fmt.Errorf("OpenSandbox SDK driver ended: %v", s.out.Err())
-	}
 	var res struct {
 		Seconds float64 `json:"seconds"`
 		Error   string  `json:"error"`
 	}
-	if err := json.Unmarshal(s.out.Bytes(), &res); err != nil {
-		return 0, fmt.Errorf("OpenSandbox SDK driver: %q: %w", s.out.Text(), err)
+	if err := s.ask("go", &res); err != nil {
+		return 0, err
 	}
 	if res.Error != "" {
 		return 0, fmt.Errorf("OpenSandbox SDK: %s", res.Error)
 	}
 	return time.Duration(res.Seconds * float64(time.Second)), nil
-}
-
-func (s *sdkDriver) stop() {
-	s.in.Close()
-	s.cmd.Wait()
-	os.RemoveAll(s.dir)
 }
 
 // replaySDK makes, with a Go HTTP client, the exchanges the Python SDK
@@ -226,11 +185,12 @@ func compareOpenSandbox(d *daemon, n int, name, img, cpu, memory string, before 
 	if err != nil {
 		return err
 	}
-	// Once each, untimed: Python's imports, the first connections.
-	if _, err := sdk.once(); err != nil {
+	// Once each, untimed: Python's imports, the first connections; the
+	// Go client's first, to make the image outside the SDK's wait.
+	if _, err := goCreateExec(c, api.CreateSandboxRequest{Image: img, CPU: cpu, Memory: memory}, []string{"true"}); err != nil {
 		return err
 	}
-	if _, err := goCreateExec(c, api.CreateSandboxRequest{Image: img, CPU: cpu, Memory: memory}, []string{"true"}); err != nil {
+	if _, err := sdk.once(); err != nil {
 		return err
 	}
 	var ours, theirs, wire, ratios []time.Duration

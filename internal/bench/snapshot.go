@@ -3,7 +3,11 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
@@ -13,7 +17,7 @@ import (
 // through REST (the request until its answer: the sandbox saved and
 // running again) and a restore from it (POST /sandboxes with
 // from_snapshot until the sandbox runs, then its first exec), beside
-// create, the same run's cold create → ready. A daemon without snapshots
+// create, the same run's cold create → ready; then a fork (benchFork). A daemon without snapshots
 // (no working criu) is reported, not failed.
 func benchSnapshot(d *daemon, id string, n int, create stats) error {
 	var snaps, restores, firstExecs []time.Duration
@@ -59,7 +63,101 @@ func benchSnapshot(d *daemon, id string, n int, create stats) error {
 			l.name, ms(st.p50), ms(st.p90), ms(st.p95), ms(create.p50), float64(st.p50)/float64(create.p50), orNone(l.target))
 	}
 	fmt.Printf("%-34s %.1f MB on disk\n", "snapshot size", float64(size)/(1<<20))
-	return nil
+	return benchFork(d, id, create)
+}
+
+// forkCount is how many sandboxes the fork bench makes at once.
+const forkCount = 8
+
+// benchFork forks sandbox id into forkCount sandboxes through REST (a live
+// snapshot, then the restores in parallel: the request until its answer,
+// every copy running with its agent answering) and then runs a first exec
+// in every copy at once, then forks the snapshot it kept as many times
+// (the restores alone); it reports what each copy takes beside the
+// parent: memory (the anonymous memory of its cgroup: its processes'
+// pages, not the page cache) and disk (what its writable layer's image
+// holds allocated).
+func benchFork(d *daemon, id string, create stats) error {
+	var res api.ForkResponse
+	start := time.Now()
+	if err := d.post("/api/v1/sandboxes/"+id+"/fork", api.ForkRequest{Count: forkCount}, &res); err != nil {
+		return err
+	}
+	forked := time.Since(start)
+	errs := make(chan error, len(res.Sandboxes))
+	for _, sb := range res.Sandboxes {
+		go func() { errs <- d.execTrue(sb.ID) }()
+	}
+	for range res.Sandboxes {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	firstExecs := time.Since(start)
+	// Again from the snapshot the fork kept: the restores alone.
+	var again api.ForkResponse
+	start = time.Now()
+	if err := d.post("/api/v1/snapshots/"+res.SnapshotID+"/fork", api.ForkRequest{Count: forkCount}, &again); err != nil {
+		return err
+	}
+	ofSnapshot := time.Since(start)
+	for _, sb := range again.Sandboxes {
+		if err := d.delete(sb.ID); err != nil {
+			return err
+		}
+	}
+	for _, l := range []struct {
+		name, target string
+		took         time.Duration
+	}{
+		{fmt.Sprintf("fork ×%d → running (REST)", forkCount), "≤ 500 ms wall", forked},
+		{fmt.Sprintf("fork ×%d → every first exec", forkCount), "", firstExecs},
+		{fmt.Sprintf("fork ×%d of the snapshot", forkCount), "", ofSnapshot},
+	} {
+		fmt.Printf("%-34s wall %s   | cold create p50 %s | %.1f× a create | target %s\n",
+			l.name, ms(l.took), ms(create.p50), float64(l.took)/float64(create.p50), orNone(l.target))
+	}
+	var mem, disk int64
+	for _, sb := range res.Sandboxes {
+		m, dk := d.footprint(sb.ID)
+		mem, disk = mem+m, disk+dk
+	}
+	pm, pd := d.footprint(id)
+	n := int64(len(res.Sandboxes))
+	fmt.Printf("%-34s memory %.1f MB, disk %.1f MB each (mean) | the parent: memory %.1f MB, disk %.1f MB\n",
+		"per fork", float64(mem/n)/(1<<20), float64(disk/n)/(1<<20), float64(pm)/(1<<20), float64(pd)/(1<<20))
+	for _, sb := range res.Sandboxes {
+		if err := d.delete(sb.ID); err != nil {
+			return err
+		}
+	}
+	return d.deleteSnapshot(res.SnapshotID)
+}
+
+// footprint returns the anonymous memory of sandbox id's cgroup (cgroup v1
+// or v2, the oci runtime's) and the bytes allocated to its disk image; 0
+// for what it cannot read.
+func (d *daemon) footprint(id string) (mem, disk int64) {
+	for _, pattern := range []string{"/sys/fs/cgroup/memory/agent2env/*/" + id + "/memory.stat",
+		"/sys/fs/cgroup/agent2env/*/" + id + "/memory.stat"} {
+		matches, _ := filepath.Glob(pattern)
+		for _, m := range matches {
+			b, err := os.ReadFile(m)
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if f := strings.Fields(line); len(f) == 2 && (f[0] == "total_rss" || f[0] == "anon") {
+					mem, _ = strconv.ParseInt(f[1], 10, 64)
+				}
+			}
+		}
+	}
+	var st syscall.Stat_t
+	if syscall.Stat(filepath.Join(d.dataDir, "oci", id, "disk.img"), &st) == nil {
+		disk = st.Blocks * 512
+	}
+	return mem, disk
 }
 
 func orNone(s string) string {

@@ -36,7 +36,7 @@ func newSandboxCmd(e env, cc *clientConfig) *cobra.Command {
 		newSandboxControlCmd(e, cc, "restart", "stop and start sandboxes again"),
 		newSandboxControlCmd(e, cc, "pause", "pause running sandboxes: their processes frozen in memory, using no CPU"),
 		newSandboxControlCmd(e, cc, "resume", "resume paused sandboxes where they were"),
-		newSandboxSnapshotCmd(e, cc),
+		newSandboxSnapshotCmd(e, cc), newSandboxForkCmd(e, cc),
 	)
 }
 

@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"net/http"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,8 +14,6 @@ import (
 	"github.com/agent2env/agent2env/api/client"
 	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/llm"
-	"github.com/agent2env/agent2env/internal/llm/llmtest"
-	"github.com/agent2env/agent2env/internal/llm/proxy"
 )
 
 // Executions of one session sent to two daemons of one PostgreSQL store
@@ -106,13 +103,7 @@ func TestSessionAcrossDaemons(t *testing.T) {
 // within the same bound.
 func TestLLMBudgetAcrossDaemons(t *testing.T) {
 	ctx := context.Background()
-	up := llmtest.NewFakeUpstream(t, proxy.Codecs[llm.FormatOpenAI], "", func(*llm.Request) (*llm.Response, *llm.Error) {
-		return &llm.Response{ID: "r", Model: "m", Content: []llm.Part{llm.Text("hi")}, StopReason: llm.StopEndTurn,
-			Usage: llm.Usage{InputTokens: 11, OutputTokens: 7}}, nil
-	})
-	path := filepath.Join(t.TempDir(), "llm.yaml")
-	writeLLMConfig(t, path, up.URL)
-	ds := startShared(t, func(cfg *Config) { cfg.LLMConfig = path })
+	ds := startSharedLLM(t, llm.Usage{InputTokens: 11, OutputTokens: 7})
 	// 18 tokens a call: two calls on one daemon and one on the other
 	// spend 54, past the budget, while each daemon counted less.
 	k, err := ds[0].api.LLMKeys().Create(ctx, api.LLMKeyRequest{Name: "b", BudgetTokens: 50, ExpiresIn: 600})

@@ -52,10 +52,22 @@ func (s *System) registerLoops() {
 		usageEvery = time.Second
 	}
 	s.Loops.Go("llm key usage", func(ctx context.Context) error { return s.LLM.Maintain(ctx, usageEvery) })
-	// Removes what the LLM archive keeps past its limits.
-	s.Loops.Go("llm archive retention", s.leaderOnly(func(ctx context.Context) error {
-		return s.LLMArchive.RunRetention(ctx, time.Minute)
-	}))
+	// Removes what the LLM archive keeps past its limits. On a shared
+	// store the leader applies them to every daemon's exchanges (and
+	// indexes what stopped daemons left), and each daemon removes its own
+	// old log segments.
+	if s.KeyLocks == nil {
+		s.Loops.Go("llm archive retention", s.leaderOnly(func(ctx context.Context) error {
+			return s.LLMArchive.RunRetention(ctx, time.Minute, s.LLMArchive.Sweep)
+		}))
+	} else {
+		s.Loops.Go("llm archive retention", s.leaderOnly(func(ctx context.Context) error {
+			return s.LLMArchive.RunRetention(ctx, time.Minute, s.LLMArchive.SweepShared)
+		}))
+		s.Loops.Go("llm archive log segments", func(ctx context.Context) error {
+			return s.LLMArchive.RunRetention(ctx, time.Minute, s.LLMArchive.Sweep)
+		})
+	}
 	// Wakes the LLM exchange stream's follows when any daemon of the
 	// store indexed exchanges.
 	s.Loops.Go("llm index notifications", func(ctx context.Context) error {

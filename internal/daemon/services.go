@@ -71,6 +71,7 @@ func buildServices(ctx context.Context, cfg Config, st state) (svc services, err
 	if u, ok := st.Runtime.(sandbox.UsageReader); ok { // the runner's liveness counts CPU time where the runtime measures it
 		sandboxOpts = append(sandboxOpts, service.WithUsage(u))
 	}
+	sandboxOpts = append(sandboxOpts, service.WithContextRecords(st.Store)) // snapshots and forks carry contexts
 	svc.Sandboxes = service.NewSandboxes(svc.Manager, cfg.PublicURL, sandboxOpts...)
 	if svc.Contexts, svc.Sessions, err = buildCode(cfg, st, svc.Manager, svc.Pools, svc.Metrics); err != nil {
 		return svc, err
@@ -80,9 +81,11 @@ func buildServices(ctx context.Context, cfg Config, st state) (svc services, err
 	}
 	// The archive opens before the runner, which takes the tokens of its
 	// runs from it, re-indexing what a killed daemon left unindexed.
-	if svc.LLMArchive, err = archive.Open(ctx, archive.Config{
-		Dir: cfg.LLMArchive.Dir, MaxAge: cfg.LLMArchive.MaxAge, MaxSize: cfg.LLMArchive.MaxSize, Log: cfg.Log,
-	}, st.Store); err != nil {
+	acfg := archive.Config{Dir: cfg.LLMArchive.Dir, MaxAge: cfg.LLMArchive.MaxAge, MaxSize: cfg.LLMArchive.MaxSize, Log: cfg.Log}
+	if b, ok := st.Store.(store.LLMBodies); ok && st.KeyLocks != nil { // a store other daemons share
+		acfg.Bodies = b
+	}
+	if svc.LLMArchive, err = archive.Open(ctx, acfg, st.Store); err != nil {
 		return svc, err
 	}
 	svc.llmIndex = newSharedIndex(svc.LLMArchive)
@@ -127,13 +130,20 @@ func buildCatalog(cfg Config, st state, sources *netguard.Guard) (*prepull.Servi
 // are fetched within sources.
 func buildSandboxes(cfg Config, st state, sources *netguard.Guard, templates *template.Service, m *metrics.Metrics) (*manager.Manager, *pool.Pools, error) {
 	var pools *pool.Pools
-	mgr := manager.New(cfg.Manager, st.Runtime, st.Store, cfg.Log,
-		manager.WithTemplates(templates), manager.WithMetrics(m),
+	mopts := []manager.Option{manager.WithTemplates(templates), manager.WithMetrics(m),
 		manager.WithFetcher(netguard.NewFetcher(netguard.FetchConfig{Guard: sources})),
 		manager.WithWarmPool(manager.WarmPoolFunc(func(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, bool) {
 			return pools.TakeSandbox(ctx, req)
-		})))
-	pools, err := pool.New(mgr, pool.Specs(cfg.WarmPools, cfg.Contexts.Defaults), cfg.Log)
+		}))}
+	if st.KeyLeases != nil { // a store other daemons share
+		mopts = append(mopts, manager.WithSharedLocks(st.KeyLeases("sandbox")))
+	}
+	mgr := manager.New(cfg.Manager, st.Runtime, st.Store, cfg.Log, mopts...)
+	var opts []pool.Option
+	if st.KeyLocks != nil { // a store other daemons share
+		opts = append(opts, pool.WithSharedStore(st.Store))
+	}
+	pools, err := pool.New(mgr, pool.Specs(cfg.WarmPools, cfg.Contexts.Defaults), cfg.Log, opts...)
 	return mgr, pools, err
 }
 
@@ -170,8 +180,10 @@ func buildCode(cfg Config, st state, mgr *manager.Manager, pools *pool.Pools, m 
 // liveness, and every exchange goes to the archive.
 func buildLLM(cfg Config, st state, runs *run.Service, a *archive.Archive, m *metrics.Metrics) (*gate.Gate, *gate.Keys, *http.Client, error) {
 	kopts := []gate.KeysOption{gate.WithRuns(runs)}
+	var usage store.LLMUsage
 	if st.KeyLocks != nil { // a store other daemons share
 		kopts = append(kopts, gate.WithSharedStore())
+		usage, _ = st.Store.(store.LLMUsage)
 	}
 	keys := gate.NewKeys(st.Store, kopts...)
 	gm := gate.NewMetrics()
@@ -179,7 +191,7 @@ func buildLLM(cfg Config, st state, runs *run.Service, a *archive.Archive, m *me
 		return nil, keys, nil, err
 	}
 	client := &http.Client{Transport: proxy.DefaultTransport()}
-	g := gate.New(gate.Config{APIKeys: cfg.apiKeys(), Keys: keys, Metrics: gm, Progress: runs.Progress, Log: cfg.Log})
+	g := gate.New(gate.Config{APIKeys: cfg.apiKeys(), Keys: keys, Metrics: gm, Progress: runs.Progress, Usage: usage, Log: cfg.Log})
 	if cfg.LLMConfig == "" {
 		return g, keys, client, nil
 	}

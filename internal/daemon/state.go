@@ -36,6 +36,9 @@ type state struct {
 	// daemons sharing Store; nil when Store is one daemon's, whose
 	// locks in memory suffice.
 	KeyLocks func(space string) keyedlock.Remote
+	// KeyLeases is KeyLocks for keys taken often, held long or nested
+	// (sandboxes), which hold no connection; nil with KeyLocks.
+	KeyLeases func(space string) keyedlock.Remote
 	// hostRuntime is held, on a shared store, by the daemon whose
 	// runtime keeps its sandboxes on its machine (holdHostRuntime).
 	hostRuntime leader.Held
@@ -54,7 +57,7 @@ func openState(ctx context.Context, cfg Config, svc runtime.Services) (st state,
 	if st.Store, sh, err = openStore(ctx, cfg); err != nil {
 		return st, err
 	}
-	st.Leader, st.Notes, st.KeyLocks = leader.New(sh.lock, cfg.Log), sh.notes, sh.keyLocks
+	st.Leader, st.Notes, st.KeyLocks, st.KeyLeases = leader.New(sh.lock, cfg.Log), sh.notes, sh.keyLocks, sh.keyLeases
 	if sh.hostRuntime != nil && cfg.Runtime != kube.Name {
 		if st.hostRuntime, err = holdHostRuntime(ctx, cfg, sh.hostRuntime); err != nil {
 			return st, err
@@ -83,6 +86,7 @@ type sharing struct {
 	notes       store.Notifier
 	hostRuntime leader.Lock
 	keyLocks    func(space string) keyedlock.Remote
+	keyLeases   func(space string) keyedlock.Remote
 }
 
 // openStore opens the store cfg.Store names, and returns it with how its
@@ -103,7 +107,8 @@ func openStore(ctx context.Context, cfg Config) (recordStore, sharing, error) {
 		if err != nil {
 			return nil, sharing{}, err
 		}
-		return st, sharing{lock: st.Leadership(), notes: st, hostRuntime: st.HostRuntime(), keyLocks: st.KeyLocks}, nil
+		return st, sharing{lock: st.Leadership(), notes: st, hostRuntime: st.HostRuntime(), keyLocks: st.KeyLocks,
+			keyLeases: st.KeyLeases}, nil
 	}
 	return nil, sharing{}, fmt.Errorf("store %q: want sqlite or a PostgreSQL URL (postgres://user@host:5432/database)", postgres.Redact(cfg.Store))
 }

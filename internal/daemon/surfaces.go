@@ -42,7 +42,11 @@ func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) 
 	sf.Gateway = gateway.New(svc.Sandboxes, cfg.Log)
 	sf.llmExchanges = service.NewLLMExchanges(svc.llmIndex)
 	// REST and MCP share one view of the contexts.
-	contextsView := service.NewContexts(svc.Contexts)
+	var copts []service.ContextsOption
+	if st.KeyLocks != nil { // a store other daemons share
+		copts = append(copts, service.WithSharedDefaults(st.KeyLocks("default context")))
+	}
+	contextsView := service.NewContexts(svc.Contexts, copts...)
 	sf.MCP = mcpserver.New(mcpserver.Config{ScopeByKey: cfg.authOn(), Log: cfg.Log}, contextsView, svc.Sessions)
 	sf.OpenSandbox, err = opensandbox.New(opensandbox.Config{
 		Sandboxes: svc.Sandboxes, Execd: svc.Sandboxes, Commands: svc.Sandboxes, Files: svc.Sandboxes, Codes: contextsView,

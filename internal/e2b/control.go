@@ -394,6 +394,7 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	h.tokens.remember(sb.AccessToken, sb.ID)
 	writeJSON(w, http.StatusCreated, view(sb))
 }
 
@@ -421,6 +422,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, id string) {
 		writeError(w, err)
 		return
 	}
+	h.tokens.remember(sb.AccessToken, sb.ID)
 	writeJSON(w, http.StatusOK, detailView{listedView: listed(sb), EnvdAccessToken: sb.AccessToken})
 }
 
@@ -517,6 +519,7 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, id string) {
 		writeError(w, err)
 		return
 	}
+	h.tokens.remember(sb.AccessToken, sb.ID)
 	writeJSON(w, status, view(sb))
 }
 

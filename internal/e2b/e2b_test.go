@@ -337,6 +337,7 @@ type env struct {
 	files *fakeFiles
 	procs *fakeProcs
 	port  []*http.Request // the requests the ports handler had
+	h     *Handler
 	srv   *httptest.Server
 }
 
@@ -398,6 +399,7 @@ func newEnv(t *testing.T, sbs ...api.Sandbox) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.h = h
 	e.srv = httptest.NewServer(h.Wrap(next))
 	t.Cleanup(e.srv.Close)
 	return e

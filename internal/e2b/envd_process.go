@@ -15,6 +15,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/e2b/envdpb/process"
 	"github.com/agent2env/agent2env/internal/e2b/envdpb/process/processconnect"
 	"github.com/agent2env/agent2env/internal/errdefs"
@@ -26,7 +27,7 @@ import (
 type Procs interface {
 	StartProcIO(ctx context.Context, id string, req service.ProcRequest, pio service.ProcIO) (service.ProcDetail, error)
 	Procs(ctx context.Context, id string) ([]service.ProcDetail, error)
-	ProcOutput(ctx context.Context, id, pid string, opts service.ProcOutputOptions, stdout, stderr io.Writer) (service.ProcOutputResult, error)
+	FollowProc(ctx context.Context, id, pid string, since int64, out service.TerminalOutput) (service.ProcOutputResult, error)
 	ProcInput(ctx context.Context, id, pid string, r io.Reader) error
 	CloseProcInput(ctx context.Context, id, pid string) error
 	SignalProc(ctx context.Context, id, pid, sig string) error
@@ -112,6 +113,9 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[process
 		return rpcError(err)
 	}
 	id := sandboxOf(ctx)
+	// The output waits for this stream, as envd's does for its clients:
+	// one that reads slowly holds the process back and misses nothing.
+	pio.FlowControl = true
 	p, err := s.procs.StartProcIO(ctx, id, preq, pio)
 	if err != nil {
 		return rpcError(err)
@@ -134,6 +138,11 @@ func (s *processService) Connect(ctx context.Context, req *connect.Request[proce
 // follow streams process p of sandbox id: its start, its output from
 // offset since, keepalives every keepalive while it is quiet, and its
 // end. The client's going away ends the stream, not the process.
+//
+// The output of a process started with flow control (Start) waits for
+// the stream while it is the process's writer (service.Sandboxes.
+// FollowProc) rather than overwrite what the client has not read, as
+// envd's output waits for its clients.
 func (s *processService) follow(ctx context.Context, id string, p service.ProcDetail, since int64, keepalive time.Duration, send func(*process.ProcessEvent) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	var keepalives sync.WaitGroup
@@ -177,25 +186,19 @@ func (s *processService) follow(ctx context.Context, id string, p service.ProcDe
 			}
 		})
 	}
-	data := func(kind func([]byte) *process.ProcessEvent_DataEvent) io.Writer {
-		return writerFunc(func(b []byte) (int, error) {
-			ev := &process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: kind(slices.Clone(b))}}
-			if err := emit(ev); err != nil {
-				return 0, err
-			}
-			return len(b), nil
-		})
-	}
-	stdout := data(func(b []byte) *process.ProcessEvent_DataEvent {
-		if p.TTY {
-			return &process.ProcessEvent_DataEvent{Output: &process.ProcessEvent_DataEvent_Pty{Pty: b}}
+	out := func(stream byte, _ int64, b []byte) error {
+		data := &process.ProcessEvent_DataEvent{}
+		switch b = slices.Clone(b); {
+		case p.TTY:
+			data.Output = &process.ProcessEvent_DataEvent_Pty{Pty: b}
+		case stream == api.TerminalStreamStderr:
+			data.Output = &process.ProcessEvent_DataEvent_Stderr{Stderr: b}
+		default:
+			data.Output = &process.ProcessEvent_DataEvent_Stdout{Stdout: b}
 		}
-		return &process.ProcessEvent_DataEvent{Output: &process.ProcessEvent_DataEvent_Stdout{Stdout: b}}
-	})
-	stderr := data(func(b []byte) *process.ProcessEvent_DataEvent {
-		return &process.ProcessEvent_DataEvent{Output: &process.ProcessEvent_DataEvent_Stderr{Stderr: b}}
-	})
-	res, err := s.procs.ProcOutput(ctx, id, p.ID, service.ProcOutputOptions{Since: since, Follow: true}, stdout, stderr)
+		return emit(&process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: data}})
+	}
+	res, err := s.procs.FollowProc(ctx, id, p.ID, since, out)
 	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
 		err = cause // the keepalive's send failed
 	}
@@ -218,11 +221,6 @@ func endEvent(p service.Proc) *process.ProcessEvent_EndEvent {
 	}
 	return ev
 }
-
-// writerFunc is an io.Writer of a function.
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // find returns the process sel names in sandbox id: by pid, the running
 // one of that pid (or the newest that ended); by tag, the one of that

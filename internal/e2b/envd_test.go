@@ -19,6 +19,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/e2b/envdpb/filesystem"
 	"github.com/agent2env/agent2env/internal/e2b/envdpb/filesystem/filesystemconnect"
 	"github.com/agent2env/agent2env/internal/e2b/envdpb/process"
@@ -66,8 +67,8 @@ func (f *fakeProcs) add(p service.ProcDetail, end service.Proc, out ...chunk) {
 func (f *fakeProcs) StartProcIO(_ context.Context, id string, req service.ProcRequest, pio service.ProcIO) (service.ProcDetail, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.starts = append(f.starts, fmt.Sprintf("%s %q env=%v cwd=%s timeout=%s tag=%s tty=%t %dx%d stdin=%t",
-		id, req.Command, req.Env, req.Cwd, req.Timeout, pio.Tag, pio.TTY, pio.Rows, pio.Cols, pio.Stdin))
+	f.starts = append(f.starts, fmt.Sprintf("%s %q env=%v cwd=%s timeout=%s tag=%s tty=%t %dx%d stdin=%t flow=%t",
+		id, req.Command, req.Env, req.Cwd, req.Timeout, pio.Tag, pio.TTY, pio.Rows, pio.Cols, pio.Stdin, pio.FlowControl))
 	if req.Command[0] == "/no/such" {
 		return service.ProcDetail{}, errdefs.Invalid("executable /no/such not found")
 	}
@@ -80,19 +81,21 @@ func (f *fakeProcs) Procs(context.Context, string) ([]service.ProcDetail, error)
 	return slices.Clone(f.procs), nil
 }
 
-func (f *fakeProcs) ProcOutput(ctx context.Context, _, pid string, opts service.ProcOutputOptions, stdout, stderr io.Writer) (service.ProcOutputResult, error) {
+func (f *fakeProcs) FollowProc(ctx context.Context, _, pid string, since int64, out service.TerminalOutput) (service.ProcOutputResult, error) {
 	f.mu.Lock()
-	f.since = append(f.since, opts.Since)
-	out, end, hold := f.output[pid], f.end[pid], f.hold
+	f.since = append(f.since, since)
+	chunks, end, hold := f.output[pid], f.end[pid], f.hold
 	f.mu.Unlock()
-	for _, c := range out {
-		w := stdout
+	at := since
+	for _, c := range chunks {
+		stream := api.TerminalStreamStdout
 		if c.stderr {
-			w = stderr
+			stream = api.TerminalStreamStderr
 		}
-		if _, err := io.WriteString(w, c.text); err != nil {
+		if err := out(stream, at, []byte(c.text)); err != nil {
 			return service.ProcOutputResult{}, err
 		}
+		at += int64(len(c.text))
 	}
 	if hold != nil {
 		select {
@@ -101,7 +104,7 @@ func (f *fakeProcs) ProcOutput(ctx context.Context, _, pid string, opts service.
 			return service.ProcOutputResult{}, ctx.Err()
 		}
 	}
-	return service.ProcOutputResult{Proc: end}, nil
+	return service.ProcOutputResult{Next: at, Proc: end}, nil
 }
 
 func (f *fakeProcs) ProcInput(_ context.Context, _, pid string, r io.Reader) error {
@@ -482,7 +485,7 @@ func TestProcessStartWire(t *testing.T) {
 	if _, err := startEvents(t, e.processClient(), &process.StartRequest{Process: bash("true"), Stdin: ptr(false)}, h); err != nil {
 		t.Fatal(err)
 	}
-	want := `sba ["/bin/bash" "-l" "-c" "true"] env=map[] cwd=` + service.HomeDir + ` timeout=1m0s tag= tty=false 0x0 stdin=false`
+	want := `sba ["/bin/bash" "-l" "-c" "true"] env=map[] cwd=` + service.HomeDir + ` timeout=1m0s tag= tty=false 0x0 stdin=false flow=true`
 	if len(e.procs.starts) != 1 || e.procs.starts[0] != want {
 		t.Errorf("started %q, want %q", e.procs.starts, want)
 	}

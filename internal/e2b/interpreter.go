@@ -186,18 +186,27 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request, id string) {
 }
 
 // ndjsonSink writes an execution's output as the code interpreter's
-// NDJSON lines, flushing each.
+// NDJSON lines: what comes while the code runs (output, results) is
+// flushed line by line; the closing lines (error, count, end) go out
+// together when the handler returns, in one write.
 type ndjsonSink struct {
 	w   http.ResponseWriter
 	now func() time.Time
 }
 
+// line writes v as a line, unflushed.
 func (s *ndjsonSink) line(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	if _, err := s.w.Write(append(b, '\n')); err != nil {
+	_, err = s.w.Write(append(b, '\n'))
+	return err
+}
+
+// flushed writes v as a line and flushes it.
+func (s *ndjsonSink) flushed(v any) error {
+	if err := s.line(v); err != nil {
 		return err
 	}
 	if f, ok := s.w.(http.Flusher); ok {
@@ -207,7 +216,7 @@ func (s *ndjsonSink) line(v any) error {
 }
 
 func (s *ndjsonSink) output(kind, text string) error {
-	return s.line(map[string]any{"type": kind, "text": text, "timestamp": s.now().UTC().Format(time.RFC3339Nano)})
+	return s.flushed(map[string]any{"type": kind, "text": text, "timestamp": s.now().UTC().Format(time.RFC3339Nano)})
 }
 
 func (s *ndjsonSink) Stdout(text string) error { return s.output("stdout", text) }
@@ -226,7 +235,7 @@ func (s *ndjsonSink) Result(r api.ExecutionResult) error {
 	}
 	m["type"] = "result"
 	m["is_main_result"] = r.IsMainResult
-	return s.line(m)
+	return s.flushed(m)
 }
 
 // defaultContext returns the id of sandbox id's default context of

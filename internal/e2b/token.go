@@ -2,11 +2,13 @@ package e2b
 
 import (
 	"context"
-	"crypto/subtle"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/service"
@@ -48,30 +50,162 @@ func (x *memo) forget(key string) {
 // versions that name no sandbox in their envd and code-interpreter calls
 // (no E2b-Sandbox-Id, no sandbox host), only its token. A token is
 // checked against its sandbox's on every request (Authorize), so what it
-// remembers is only where to look.
-type tokenIndex struct{ memo }
+// keeps is only where to look.
+//
+// It learns a token when the surface hands it out (create, connect, get:
+// the only ways an E2B SDK gets one) and from scans of the live
+// sandboxes, for tokens handed out before the daemon started or by
+// another replica. A scan costs one list of the live sandboxes (the store
+// keeps no index by token), so a token it does not know never starts one
+// of its own: it waits for the next scan, which starts at most once per
+// rescanEvery and answers every request waiting for it. Requests with
+// unknown tokens, however many, cost at most one scan per rescanEvery,
+// and each still gets a right answer: a scan that started after it came.
+type tokenIndex struct {
+	mu   sync.Mutex
+	ids  map[string]string // token -> sandbox id, at most maxRemembered
+	scan *tokenScan        // the scan under way or waited for, if any
+	last time.Time         // when the last scan started
+	// every is the least time between two scans' starts; 0: rescanEvery.
+	every time.Duration
+	// scans counts the scans started (tests).
+	scans atomic.Int64
+}
+
+// rescanEvery is the least time between two scans of the live sandboxes
+// for tokens (tokenIndex).
+const rescanEvery = 250 * time.Millisecond
+
+// scanTimeout bounds one scan.
+const scanTimeout = 30 * time.Second
+
+// tokenScan is one scan of the live sandboxes' tokens; done is closed when
+// found or err is set.
+type tokenScan struct {
+	start time.Time
+	done  chan struct{}
+	found map[string]string
+	err   error
+}
+
+// remember records that token is sandbox id's.
+func (x *tokenIndex) remember(token, id string) {
+	if token == "" {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.put(token, id)
+}
+
+// put records token as id's; x.mu is held.
+func (x *tokenIndex) put(token, id string) {
+	if x.ids == nil || len(x.ids) >= maxRemembered {
+		x.ids = map[string]string{}
+	}
+	x.ids[token] = id
+}
+
+// forget drops token, whose sandbox did not take it.
+func (x *tokenIndex) forget(token string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.ids, token)
+}
 
 // lookup returns the id of the live sandbox whose access token is token,
-// or "" when none has it: the remembered one, else a scan of the live
-// sandboxes (one list of them: the store keeps no index by token).
+// or "" when none has it: the known one, else what a scan that starts
+// after the call finds.
 func (x *tokenIndex) lookup(ctx context.Context, sbs Sandboxes, token string) (string, error) {
-	if id, ok := x.get(token); ok {
-		return id, nil
+	came := time.Now()
+	x.mu.Lock()
+	for {
+		if id, ok := x.ids[token]; ok {
+			x.mu.Unlock()
+			return id, nil
+		}
+		s := x.scan
+		if s == nil || (s.start.Before(came) && isDone(s)) {
+			s = x.startScan(sbs)
+		}
+		x.mu.Unlock()
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		if s.err != nil {
+			return "", s.err
+		}
+		x.mu.Lock()
+		if !s.start.Before(came) {
+			// A scan that started after the call has answered (the
+			// token may also have been handed out meanwhile).
+			id, ok := x.ids[token]
+			if !ok {
+				id = s.found[token]
+			}
+			x.mu.Unlock()
+			return id, nil
+		}
+		// The scan started before the call: wait for the next one.
 	}
+}
+
+func isDone(s *tokenScan) bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// startScan starts a scan, no sooner than every after the last one
+// started, and returns it; x.mu is held.
+func (x *tokenIndex) startScan(sbs Sandboxes) *tokenScan {
+	every := x.every
+	if every == 0 {
+		every = rescanEvery
+	}
+	start := time.Now()
+	if next := x.last.Add(every); start.Before(next) {
+		start = next
+	}
+	s := &tokenScan{start: start, done: make(chan struct{})}
+	x.scan, x.last = s, start
+	go func() {
+		time.Sleep(time.Until(start))
+		x.scans.Add(1)
+		ctx, cancel := context.WithTimeout(context.Background(), scanTimeout)
+		defer cancel()
+		s.found, s.err = scanTokens(ctx, sbs)
+		x.mu.Lock()
+		for token, id := range s.found {
+			x.put(token, id)
+		}
+		x.mu.Unlock()
+		close(s.done)
+	}()
+	return s
+}
+
+// scanTokens returns the tokens of the live sandboxes, by token.
+func scanTokens(ctx context.Context, sbs Sandboxes) (map[string]string, error) {
+	found := map[string]string{}
 	opts := service.ListOptions{Statuses: []api.SandboxStatus{api.StatusPending, api.StatusRunning, api.StatusPaused}}
 	for {
 		page, err := sbs.List(ctx, opts)
 		if err != nil {
-			return "", err
+			return nil, fmt.Errorf("list the sandboxes for their access tokens: %w", err)
 		}
 		for _, sb := range page.Items {
-			if sb.AccessToken != "" && subtle.ConstantTimeCompare([]byte(sb.AccessToken), []byte(token)) == 1 {
-				x.remember(token, sb.ID)
-				return sb.ID, nil
+			if sb.AccessToken != "" {
+				found[sb.AccessToken] = sb.ID
 			}
 		}
 		if page.NextCursor == "" {
-			return "", nil
+			return found, nil
 		}
 		opts.Cursor = page.NextCursor
 	}

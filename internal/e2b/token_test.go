@@ -1,7 +1,10 @@
 package e2b
 
 import (
+	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/agent2env/agent2env/api"
 )
@@ -37,5 +40,66 @@ func TestTokenOnly(t *testing.T) {
 	e.sb.mu.Unlock()
 	if code, _, body := e.do(t, "GET", "/health", "", HeaderAccessToken, "tok-mine"); code != 502 {
 		t.Errorf("the token of an ended sandbox: %d %s, want 502", code, body)
+	}
+}
+
+// TestTokenUnknownScansBounded: requests with unknown tokens, however
+// many, cost at most one scan of the live sandboxes per rescanEvery, not
+// one each, and each still answers 502.
+func TestTokenUnknownScansBounded(t *testing.T) {
+	e := newEnv(t, running("sba", nil), running("sbb", nil), running("sbc", nil))
+	const n = 64
+	begin := time.Now()
+	var wg sync.WaitGroup
+	codes := make(chan int, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, _, _ := e.do(t, "GET", "/health", "", HeaderAccessToken, fmt.Sprintf("tok-unknown-%d", i))
+			codes <- code
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	for code := range codes {
+		if code != 502 {
+			t.Errorf("an unknown token: %d, want 502", code)
+		}
+	}
+	scans := e.h.tokens.scans.Load()
+	if most := int64(time.Since(begin)/rescanEvery) + 2; scans > most {
+		t.Errorf("%d requests with unknown tokens made %d scans in %v, want at most %d", n, scans, time.Since(begin), most)
+	}
+	t.Logf("%d unknown-token requests: %d scans in %v", n, scans, time.Since(begin))
+}
+
+// TestTokenAfterCreate: the token of a sandbox just made works at once:
+// handed out by the surface, without a scan; made behind its back (by
+// another surface or replica), found by the next scan even right after
+// one.
+func TestTokenAfterCreate(t *testing.T) {
+	e := newEnv(t)
+	if code, _, body := e.api(t, "POST", "/sandboxes", `{"templateID":"base"}`); code != 201 {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	if code, _, body := e.do(t, "GET", "/health", "", HeaderAccessToken, token); code != 204 {
+		t.Errorf("the new sandbox's token: %d %s, want 204", code, body)
+	}
+	if scans := e.h.tokens.scans.Load(); scans != 0 {
+		t.Errorf("a token handed out by create took %d scans, want 0", scans)
+	}
+	// A scan now (an unknown token), then a sandbox made elsewhere.
+	if code, _, _ := e.do(t, "GET", "/health", "", HeaderAccessToken, "tok-unknown"); code != 502 {
+		t.Errorf("an unknown token: %d, want 502", code)
+	}
+	other := running("sbother", nil)
+	other.AccessToken = "tok-other"
+	e.sb.mu.Lock()
+	e.sb.byID[other.ID] = &other
+	e.sb.order = append(e.sb.order, other.ID)
+	e.sb.mu.Unlock()
+	if code, _, body := e.do(t, "GET", "/health", "", HeaderAccessToken, "tok-other"); code != 204 {
+		t.Errorf("the token of a sandbox made right after a scan: %d %s, want 204", code, body)
 	}
 }

@@ -169,6 +169,16 @@ func TestE2BSDK(t *testing.T) {
 		checkResult(t, res, want)
 		noSandboxes(t)
 	})
+	t.Run("slow reader", func(t *testing.T) {
+		// 16 MiB written at once, read slowly: the output waits for the
+		// reader rather than overwrite what it has not read.
+		const n = 16 << 20
+		res := python(t, "slowreader")
+		checkResult(t, res, map[string]string{
+			"bytes": fmt.Sprint(n), "stdout": fmt.Sprintf("%d %d", n, n), "stderr": "done\n", "exit": "0", "killed": "true",
+		})
+		noSandboxes(t)
+	})
 	t.Run("pause and resume", func(t *testing.T) {
 		res := python(t, "pause")
 		want := map[string]string{

@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -121,10 +123,18 @@ for i in $(seq 50); do [ -s /workspace/v ] && break; sleep 0.1; done; cat /works
 			t.Errorf("restored sandbox: %+v; want the process's 42, the file, the shell's variable and the services", res)
 		}
 		ps := d.exec(r.ID, "bash", "-c", `for p in /proc/[0-9]*; do echo "${p#/proc/} $(tr '\0' ' ' <$p/cmdline | head -c 60)"; done`)
-		// The context's kernel is there, with its memory; the daemon's
-		// context records name the parent only.
+		// The context's kernel is there, with its memory, as a context of
+		// the restored sandbox under a new id.
 		if !strings.Contains(ps.Stdout, "agent2env Python kernel driver") {
 			t.Errorf("no Python kernel in the restored sandbox; its processes:\n%s", ps.Stdout)
+		}
+		var cs api.ContextList
+		if code := d.do("GET", "/api/v1/sandboxes/"+r.ID+"/contexts", nil, &cs); code != http.StatusOK || len(cs.Items) != 1 || cs.Items[0].ContextID == ctxInfo.ContextID {
+			t.Fatalf("contexts of the restored sandbox: %d %+v; want the parent's one under a new id", code, cs)
+		}
+		var ran api.ExecuteResponse
+		if code := d.do("POST", "/api/v1/contexts/"+cs.Items[0].ContextID+"/execute", api.ExecuteRequest{Code: "x + 1"}, &ran); code != http.StatusOK || ran.Result != "42" {
+			t.Errorf("the restored sandbox's context: %d %+v, want 42", code, ran)
 		}
 		return r
 	}
@@ -169,6 +179,105 @@ for i in $(seq 50); do [ -s /workspace/v ] && break; sleep 0.1; done; cat /works
 	}
 	if entries, err := os.ReadDir(filepath.Join(d.dataDir, "snapshots")); err != nil || len(entries) != 0 {
 		t.Errorf("snapshot files after the deletion: %v, %v", entries, err)
+	}
+	d.deleteAll()
+	d.stop()
+	d.assertNoLeaks()
+}
+
+// TestFork forks a sandbox through the REST API into 8 running sandboxes:
+// each has the parent's Python context (x = 41) under the new id the
+// answer maps it to, diverges on its own (its context's variable, its
+// files, its hostname), and draws other random numbers than the others
+// and the parent; the parent runs on, unchanged. Bad counts and ids are
+// 4xx; a fork of a snapshot makes sandboxes too; deletion leaves nothing.
+func TestFork(t *testing.T) {
+	d := startDaemon(t, "", withCRIU(t))
+	sb := d.create(api.CreateSandboxRequest{Image: "agent2env/python"})
+	var parentCtx api.Context
+	if code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/contexts", api.CreateContextRequest{Language: "python"}, &parentCtx); code != http.StatusCreated && code != http.StatusOK {
+		t.Fatalf("create context: %d %+v", code, parentCtx)
+	}
+	execute := func(ctxID, code string) api.ExecuteResponse {
+		t.Helper()
+		var ran api.ExecuteResponse
+		if status := d.do("POST", "/api/v1/contexts/"+ctxID+"/execute", api.ExecuteRequest{Code: code}, &ran); status != http.StatusOK || !ran.Success {
+			t.Fatalf("execute %q in %s: %d %+v", code, ctxID, status, ran)
+		}
+		return ran
+	}
+	execute(parentCtx.ContextID, "import random\nx = 41")
+	if res := d.exec(sb.ID, "bash", "-c", "echo parent > /workspace/f"); res.ExitCode != 0 {
+		t.Fatalf("write: %+v", res)
+	}
+
+	var e api.Error
+	for _, n := range []int{0, api.MaxForkCount + 1} {
+		if code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/fork", api.ForkRequest{Count: n}, &e); code != http.StatusBadRequest {
+			t.Errorf("fork with count %d: %d %+v, want 400", n, code, e)
+		}
+	}
+	if code := d.do("POST", "/api/v1/sandboxes/nosuchsandbox/fork", api.ForkRequest{Count: 1}, &e); code != http.StatusNotFound {
+		t.Errorf("fork of an unknown sandbox: %d %+v, want 404", code, e)
+	}
+	if code := d.do("POST", "/api/v1/snapshots/snap-none/fork", api.ForkRequest{Count: 1}, &e); code != http.StatusNotFound {
+		t.Errorf("fork of an unknown snapshot: %d %+v, want 404", code, e)
+	}
+
+	const n = 8
+	var forked api.ForkResponse
+	start := time.Now()
+	if code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/fork", api.ForkRequest{Count: n, Metadata: map[string]string{"rollout": "yes"}}, &forked); code != http.StatusCreated {
+		t.Fatalf("fork: %d %+v", code, forked)
+	}
+	t.Logf("fork x%d through REST (live snapshot and %d restores): %v", n, n, time.Since(start))
+	if len(forked.Sandboxes) != n || forked.SnapshotID == "" {
+		t.Fatalf("fork answer: %+v", forked)
+	}
+	draws := map[string]string{strings.TrimSpace(execute(parentCtx.ContextID, "print(random.random())").Output.Stdout): sb.ID}
+	for i, f := range forked.Sandboxes {
+		ctxID := f.Contexts[parentCtx.ContextID]
+		if f.Status != api.StatusRunning || f.Metadata["rollout"] != "yes" || ctxID == "" || ctxID == parentCtx.ContextID {
+			t.Fatalf("forked sandbox %d: %+v", i, f)
+		}
+		ran := execute(ctxID, fmt.Sprintf("x += %d\nprint(x)\nprint(random.random())", i))
+		lines := strings.Split(ran.Output.Stdout, "\n")
+		if len(lines) < 2 || lines[0] != strconv.Itoa(41+i) {
+			t.Errorf("%s's context: %q, want x = %d first", f.ID, ran.Output.Stdout, 41+i)
+			continue
+		}
+		if other, ok := draws[lines[1]]; ok {
+			t.Errorf("%s drew %s, as %s did: its random generator was not reseeded", f.ID, lines[1], other)
+		}
+		draws[lines[1]] = f.ID
+		if res := d.exec(f.ID, "bash", "-c", "echo "+f.ID+" > /workspace/f; hostname"); res.ExitCode != 0 || res.Stdout != f.ID+"\n" {
+			t.Errorf("%s: %+v, want its own hostname", f.ID, res)
+		}
+	}
+	for _, f := range forked.Sandboxes {
+		if res := d.exec(f.ID, "cat", "/workspace/f"); res.Stdout != f.ID+"\n" {
+			t.Errorf("%s's file: %q, want its own write only", f.ID, res.Stdout)
+		}
+	}
+	if res := d.exec(sb.ID, "cat", "/workspace/f"); res.Stdout != "parent\n" {
+		t.Errorf("parent's file: %q, the forks' writes must not reach it", res.Stdout)
+	}
+	if ran := execute(parentCtx.ContextID, "x"); ran.Result != "41" {
+		t.Errorf("parent's x after the forks: %+v, want 41", ran)
+	}
+
+	// From the fork's snapshot, which was kept.
+	var again api.ForkResponse
+	if code := d.do("POST", "/api/v1/snapshots/"+forked.SnapshotID+"/fork", api.ForkRequest{Count: 2}, &again); code != http.StatusCreated || len(again.Sandboxes) != 2 {
+		t.Fatalf("fork of the snapshot: %d %+v", code, again)
+	}
+	for _, f := range again.Sandboxes {
+		if ran := execute(f.Contexts[parentCtx.ContextID], "x"); ran.Result != "41" {
+			t.Errorf("%s (of the snapshot): x = %+v, want 41", f.ID, ran)
+		}
+	}
+	if code := d.do("DELETE", "/api/v1/snapshots/"+forked.SnapshotID, nil, nil); code != http.StatusNoContent {
+		t.Fatalf("delete snapshot: %d", code)
 	}
 	d.deleteAll()
 	d.stop()

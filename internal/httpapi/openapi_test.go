@@ -313,6 +313,9 @@ func TestOpenAPISchemas(t *testing.T) {
 		{"CreateSnapshotRequest", api.CreateSnapshotRequest{}, in},
 		{"Snapshot", api.Snapshot{}, out},
 		{"SnapshotList", api.SnapshotList{}, out},
+		{"ForkRequest", api.ForkRequest{}, in},
+		{"ForkedSandbox", api.ForkedSandbox{}, out},
+		{"ForkResponse", api.ForkResponse{}, out},
 		{"ExecRequest", api.ExecRequest{}, in},
 		{"ExecResponse", api.ExecResponse{}, out},
 		{"ExecEvent", api.ExecEvent{}, out},
@@ -1359,6 +1362,8 @@ items:
 		get("/api/v1/snapshots", ok),
 		get("/api/v1/snapshots?sandbox_id="+sb.ID, ok),
 		get("/api/v1/snapshots/snap-none", notFound),
+		post(sbPath+"/fork", `{"count":2}`, http.StatusNotImplemented),
+		post("/api/v1/snapshots/snap-none/fork", `{"count":1}`, notFound),
 		exchange{method: "DELETE", target: "/api/v1/snapshots/snap-none", status: notFound},
 	)
 

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/agent2env/agent2env/api"
@@ -13,6 +14,8 @@ func (s *Server) registerSnapshots(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/snapshots", s.listSnapshots)
 	mux.HandleFunc("GET /api/v1/snapshots/{id}", s.getSnapshot)
 	mux.HandleFunc("DELETE /api/v1/snapshots/{id}", s.deleteSnapshot)
+	mux.HandleFunc("POST /api/v1/sandboxes/{id}/fork", forkHandler(s.sandboxes.Fork))
+	mux.HandleFunc("POST /api/v1/snapshots/{id}/fork", forkHandler(s.sandboxes.ForkSnapshot))
 }
 
 // createSnapshot takes a snapshot; the body is optional (live).
@@ -57,4 +60,22 @@ func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// forkHandler serves a fork: of a sandbox (a live snapshot of it, then
+// the copies) or of a snapshot, as fork does.
+func forkHandler(fork func(context.Context, string, api.ForkRequest) (*api.ForkResponse, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req api.ForkRequest
+		if err := decode(w, r, &req); err != nil {
+			writeError(w, err)
+			return
+		}
+		out, err := fork(r.Context(), r.PathValue("id"), req)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, out)
+	}
 }

@@ -37,7 +37,8 @@
 // no leak whenever the daemon died.
 //
 // Every operation on one sandbox id is serialized by a per-id lock (package
-// keyedlock); no lock spans sandboxes, and creates are bounded by the
+// keyedlock), among the daemons of a shared store too (WithSharedLocks);
+// no lock spans sandboxes, and creates are bounded by the
 // store's atomic count-and-insert. The store is the source of truth for what
 // exists, the runtime for what runs.
 package manager
@@ -150,7 +151,7 @@ type Manager struct {
 	// outputs is what buffered executions' output may take.
 	outputs *outbuf.Budget
 
-	locks keyedlock.Locks // by sandbox id
+	locks keyedlock.Shared // by sandbox id; among daemons too with WithSharedLocks
 	// admitMu serializes admission (admit) with the record that commits
 	// what was admitted.
 	admitMu   sync.Mutex
@@ -194,8 +195,32 @@ func (m *Manager) Close() {
 	m.bg.Wait()
 }
 
-// lock takes sandbox id's lock and returns its release.
-func (m *Manager) lock(id string) func() { return m.locks.Lock(id) }
+// WithSharedLocks makes the per-sandbox locks hold among the daemons that
+// share the store too, through remote (on a store several daemons
+// share): an operation on a sandbox through one daemon waits for another
+// daemon's on it.
+func WithSharedLocks(remote keyedlock.Remote) Option {
+	return func(m *Manager) { m.locks.Remote = remote }
+}
+
+// lockRetryMax bounds the wait between tries of a shared lock the store
+// failed to give.
+const lockRetryMax = 5 * time.Second
+
+// lock takes sandbox id's lock and returns its release. A shared lock the
+// store fails to give is asked for again until it is given: an operation
+// on the sandbox waits, rather than going on unguarded, while the store
+// is away (its own writes would fail then too).
+func (m *Manager) lock(id string) func() {
+	for delay := 50 * time.Millisecond; ; delay = min(2*delay, lockRetryMax) {
+		unlock, err := m.locks.LockContext(context.Background(), id)
+		if err == nil {
+			return unlock
+		}
+		m.log.Warn("lock sandbox", "sandbox", id, "err", err, "retry_in", delay)
+		time.Sleep(delay)
+	}
+}
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 

@@ -17,6 +17,10 @@ type ProcIO struct {
 	TTY        bool
 	Rows, Cols uint16
 	Stdin      bool
+	// FlowControl makes the output wait for the writer attachment
+	// (AttachProc), from the start, rather than overwrite what it has not
+	// read: the caller must attach next (or kill the process).
+	FlowControl bool
 }
 
 // StartProcIO is StartProc with the input and output pio describes.
@@ -26,6 +30,7 @@ func (m *Manager) StartProcIO(ctx context.Context, id string, req ProcRequest, p
 		return agent.ProcInfo{}, err
 	}
 	preq.Tag, preq.TTY, preq.Rows, preq.Cols, preq.Stdin = pio.Tag, pio.TTY, pio.Rows, pio.Cols, pio.Stdin
+	preq.FlowControl, preq.AwaitWriter = pio.FlowControl, pio.FlowControl
 	if err := preq.Validate(); err != nil {
 		return agent.ProcInfo{}, errdefs.Invalid("process: %v", err)
 	}
@@ -38,6 +43,18 @@ func (m *Manager) StartProcIO(ctx context.Context, id string, req ProcRequest, p
 		return agent.ProcInfo{}, fmt.Errorf("start process in sandbox %s: %w", id, err)
 	}
 	return info, nil
+}
+
+// AttachProc attaches to process pid of sandbox id, its output from
+// opts.Since on; a writer attachment is an ErrFailedPrecondition while
+// another is attached, unless opts.Takeover.
+func (m *Manager) AttachProc(ctx context.Context, id, pid string, opts agent.AttachOptions) (*agent.ProcAttachment, error) {
+	c, err := m.Agent(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	a, err := c.AttachProc(ctx, pid, opts)
+	return a, procErr(err, id, pid)
 }
 
 // Procs returns the background processes of sandbox id, running and

@@ -20,6 +20,14 @@ import (
 // snapshotPrefix starts every snapshot id.
 const snapshotPrefix = "snap-"
 
+// SnapshotRequest is how a sandbox is saved.
+type SnapshotRequest struct {
+	// Stop stops the sandbox once saved; else it runs on.
+	Stop bool
+	// Contexts are recorded with the snapshot (store.Snapshot.Contexts).
+	Contexts []byte
+}
+
 // Snapshot saves running (or paused) sandbox id whole with the runtime's
 // sandbox.Checkpointer: its processes with their memory, its writable
 // files and its spec, in a directory of its own under
@@ -28,7 +36,8 @@ const snapshotPrefix = "snap-"
 // saved (succeeded, "stopped by a snapshot"), its memory freed and its
 // files kept. The snapshot outlives the sandbox. A runtime that cannot is
 // 501; a sandbox in another state, 409.
-func (m *Manager) Snapshot(ctx context.Context, id string, stop bool) (*store.Snapshot, error) {
+func (m *Manager) Snapshot(ctx context.Context, id string, req SnapshotRequest) (*store.Snapshot, error) {
+	stop := req.Stop
 	unlock := m.lock(id)
 	defer unlock()
 	ctx = context.WithoutCancel(ctx)
@@ -45,7 +54,7 @@ func (m *Manager) Snapshot(ctx context.Context, id string, stop bool) (*store.Sn
 	}
 	snap := &store.Snapshot{ID: snapshotPrefix + newID(), SandboxID: id, Image: sb.Image, Template: sb.Template,
 		CPU: sb.CPU, Memory: sb.Memory, Runtime: sb.Runtime, Status: string(api.SnapshotReady), Stopped: stop,
-		Tenant: sb.Tenant, Spec: sb.Spec}
+		Tenant: sb.Tenant, Spec: sb.Spec, Contexts: req.Contexts}
 	dir := m.snapshotDir(snap.ID)
 	if err := os.MkdirAll(m.cfg.SnapshotDir, 0o700); err != nil {
 		return nil, fmt.Errorf("snapshot sandbox %s: %w", id, err)
@@ -69,66 +78,6 @@ func (m *Manager) Snapshot(ctx context.Context, id string, stop bool) (*store.Sn
 		m.event(ctx, id, sb.Status, "snapshot "+snap.ID+" taken")
 	}
 	return snap, err
-}
-
-// RestoreRequest is what a sandbox made from a snapshot takes from its
-// request: the rest is the snapshot's.
-type RestoreRequest struct {
-	// TTL in seconds; nil means the default, 0 never expires.
-	TTL      *int
-	Metadata map[string]string
-}
-
-// Restore makes a new sandbox from snapshot snapID: its processes, memory
-// and files as they were saved, under a new id with its own network
-// namespace and control channel, admitted like any new sandbox with the
-// snapshot's cpu and memory. It returns the sandbox running; a restore
-// that fails leaves no sandbox.
-func (m *Manager) Restore(ctx context.Context, snapID string, req RestoreRequest) (*store.Sandbox, error) {
-	snap, err := m.GetSnapshot(ctx, snapID)
-	if err != nil {
-		return nil, err
-	}
-	cp, err := m.checkpointer("make a sandbox from snapshot " + snapID)
-	if err != nil {
-		return nil, err
-	}
-	if snap.Runtime != m.rt.Name() {
-		return nil, errdefs.WithCode(errdefs.Precondition("snapshot %s was taken by runtime %s, not this daemon's %s", snapID, snap.Runtime, m.rt.Name()), api.CodeConflict)
-	}
-	r, err := m.resolve(CreateRequest{Image: snap.Image, Template: snap.Template, CPU: snap.CPU, Memory: snap.Memory,
-		TTL: req.TTL, Metadata: req.Metadata})
-	if err != nil {
-		return nil, err
-	}
-	sb, err := m.createRecord(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	m.event(ctx, sb.ID, string(api.StatusPending), "restoring snapshot "+snapID+" of sandbox "+snap.SandboxID)
-	unlock := m.lock(sb.ID)
-	defer unlock()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StartTimeout)
-	defer cancel()
-	start := time.Now()
-	labels := map[string]string{"agent2env.image": snap.Image, "agent2env.snapshot": snapID}
-	if err := cp.Restore(ctx, sb.ID, m.snapshotDir(snapID), labels); err != nil {
-		if derr := m.store.DeleteSandbox(ctx, sb.ID); derr != nil {
-			m.log.Warn("remove the record of a sandbox whose restore failed", "sandbox", sb.ID, "err", derr)
-		}
-		return nil, fmt.Errorf("make a sandbox from snapshot %s: %w", snapID, err)
-	}
-	m.log.Info("sandbox restored", "sandbox", sb.ID, "snapshot", snapID, "took", time.Since(start))
-	reason := "restored from snapshot " + snapID
-	sb, err = m.store.UpdateSandbox(ctx, sb.ID, func(sb *store.Sandbox) error {
-		sb.Spec, sb.Status, sb.Reason, sb.UpdatedAt = snap.Spec, string(api.StatusRunning), reason, m.now().UTC()
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("record sandbox restored from snapshot %s: %w", snapID, err)
-	}
-	m.event(ctx, sb.ID, string(api.StatusRunning), reason)
-	return sb, nil
 }
 
 // GetSnapshot returns snapshot id, if the caller's tenant may see it.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agent2env/agent2env/api"
@@ -20,6 +21,9 @@ import (
 type checkpointing struct {
 	*fakeruntime.Runtime
 	fail error
+	// failRestore, when set, makes the restore of that number (1: the
+	// first since set) fail.
+	failRestore, restores atomic.Int32
 }
 
 func (c *checkpointing) Capabilities() sandbox.Capabilities {
@@ -50,6 +54,9 @@ func (c *checkpointing) Restore(ctx context.Context, newID, dir string, labels m
 	if _, err := os.ReadFile(filepath.Join(dir, "of")); err != nil {
 		return err
 	}
+	if n := c.failRestore.Load(); n > 0 && c.restores.Add(1) == n {
+		return errdefs.Unavailable("restore %d failed", n)
+	}
 	if err := c.Create(ctx, &sandbox.Spec{ID: newID, Image: "alpine", Labels: labels}); err != nil {
 		return err
 	}
@@ -73,7 +80,7 @@ func TestSnapshotRestore(t *testing.T) {
 	e, _ := newSnapshotEnv(t)
 	ctx := context.Background()
 	id := e.running(t)
-	snap, err := e.m.Snapshot(ctx, id, false)
+	snap, err := e.m.Snapshot(ctx, id, SnapshotRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,12 +125,12 @@ func TestSnapshotStop(t *testing.T) {
 	e, _ := newSnapshotEnv(t)
 	ctx := context.Background()
 	id := e.running(t)
-	snap, err := e.m.Snapshot(ctx, id, true)
+	snap, err := e.m.Snapshot(ctx, id, SnapshotRequest{Stop: true})
 	if err != nil || !snap.Stopped {
 		t.Fatalf("Snapshot(stop) = %+v, %v", snap, err)
 	}
 	e.waitStatus(t, id, api.StatusSucceeded)
-	_, err = e.m.Snapshot(ctx, id, false)
+	_, err = e.m.Snapshot(ctx, id, SnapshotRequest{})
 	checkErr(t, err, errdefs.ErrFailedPrecondition, api.CodeConflict)
 }
 
@@ -132,7 +139,7 @@ func TestSnapshotNotImplemented(t *testing.T) {
 	e := newEnv(t, Config{SnapshotDir: t.TempDir()})
 	ctx := context.Background()
 	id := e.running(t)
-	_, err := e.m.Snapshot(ctx, id, false)
+	_, err := e.m.Snapshot(ctx, id, SnapshotRequest{})
 	checkErr(t, err, errdefs.ErrNotImplemented, api.CodeNotImplemented)
 	if list, err := e.m.ListSnapshots(ctx, ""); err != nil || len(list) != 0 {
 		t.Errorf("snapshots after a refusal: %+v, %v", list, err)
@@ -145,12 +152,12 @@ func TestSnapshotRuntimeFailure(t *testing.T) {
 	e, cp := newSnapshotEnv(t)
 	ctx := context.Background()
 	id := e.running(t)
-	snap, err := e.m.Snapshot(ctx, id, false)
+	snap, err := e.m.Snapshot(ctx, id, SnapshotRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cp.fail = errdefs.Unavailable("criu stuck")
-	if _, err := e.m.Snapshot(ctx, id, false); !errors.Is(err, errdefs.ErrUnavailable) {
+	if _, err := e.m.Snapshot(ctx, id, SnapshotRequest{}); !errors.Is(err, errdefs.ErrUnavailable) {
 		t.Errorf("Snapshot = %v, want the runtime's error", err)
 	}
 	if _, err := e.m.Restore(ctx, snap.ID, RestoreRequest{}); !errors.Is(err, errdefs.ErrUnavailable) {
@@ -170,7 +177,7 @@ func TestSnapshotRuntimeFailure(t *testing.T) {
 func TestSnapshotRecoverSweeps(t *testing.T) {
 	e, _ := newSnapshotEnv(t)
 	ctx := context.Background()
-	snap, err := e.m.Snapshot(ctx, e.running(t), false)
+	snap, err := e.m.Snapshot(ctx, e.running(t), SnapshotRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,5 +193,79 @@ func TestSnapshotRecoverSweeps(t *testing.T) {
 	}
 	if _, err := os.Stat(e.m.snapshotDir(snap.ID)); err != nil {
 		t.Errorf("recorded snapshot files after Recover: %v", err)
+	}
+}
+
+// A fork makes its sandboxes from a live snapshot of the parent, which
+// runs on; bad counts are 400; a capacity refusal makes none, and a fork
+// that fails part-way leaves none of its sandboxes.
+func TestFork(t *testing.T) {
+	e, cp := newSnapshotEnv(t)
+	ctx := context.Background()
+	id := e.running(t)
+	reqs := func(n int) []RestoreRequest { return make([]RestoreRequest, n) }
+	for _, n := range []int{0, MaxForkCount + 1} {
+		_, _, err := e.m.ForkSandbox(ctx, id, nil, reqs(n))
+		checkErr(t, err, errdefs.ErrInvalidArgument, "")
+		_, err = e.m.Fork(ctx, "snap-none", reqs(n))
+		checkErr(t, err, errdefs.ErrInvalidArgument, "")
+	}
+	_, _, err := e.m.ForkSandbox(ctx, "nope", nil, reqs(1))
+	checkErr(t, err, errdefs.ErrNotFound, api.CodeSandboxNotFound)
+	_, err = e.m.Fork(ctx, "snap-none", reqs(1))
+	checkErr(t, err, errdefs.ErrNotFound, api.CodeNotFound)
+
+	snap, sbs, err := e.m.ForkSandbox(ctx, id, []byte(`[]`), reqs(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{id: true}
+	for _, sb := range sbs {
+		if seen[sb.ID] || sb.Status != string(api.StatusRunning) {
+			t.Errorf("forked sandbox %+v: a repeated id or not running", sb)
+		}
+		seen[sb.ID] = true
+	}
+	if snap.SandboxID != id || string(snap.Contexts) != `[]` {
+		t.Errorf("fork's snapshot = %+v", snap)
+	}
+	e.waitStatus(t, id, api.StatusRunning)
+	count := func() int {
+		t.Helper()
+		list, err := e.m.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt, err := e.rt.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rt) != len(list) {
+			t.Errorf("%d runtime sandboxes, %d records", len(rt), len(list))
+		}
+		return len(list)
+	}
+	if n := count(); n != 4 {
+		t.Fatalf("%d sandboxes after a fork of 3, want 4", n)
+	}
+	e.m.cfg.MaxSandboxes = 5
+	_, err = e.m.Fork(ctx, snap.ID, reqs(2))
+	if !IsResourceError(err) {
+		t.Errorf("fork past the limit: %v, want a capacity refusal", err)
+	}
+	e.m.cfg.MaxSandboxes = 0
+	cp.failRestore.Store(2)
+	if _, err := e.m.Fork(ctx, snap.ID, reqs(3)); !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Errorf("fork with a failing restore: %v, want the runtime's error", err)
+	}
+	cp.restores.Store(0)
+	if _, _, err := e.m.ForkSandbox(ctx, id, nil, reqs(3)); err == nil {
+		t.Error("fork of the sandbox with a failing restore succeeded")
+	}
+	if n := count(); n != 4 {
+		t.Errorf("%d sandboxes after refused and failed forks, want 4", n)
+	}
+	if list, _ := e.m.ListSnapshots(ctx, ""); len(list) != 1 {
+		t.Errorf("%d snapshots after a failed fork of the sandbox, want the first one's only", len(list))
 	}
 }

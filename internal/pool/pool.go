@@ -58,6 +58,9 @@ type Pools struct {
 	mgr   Manager
 	log   *slog.Logger
 	pools map[string]*warmPool
+	// shared, when set, is the store several daemons share, which holds
+	// the pools' ready sandboxes (WithSharedStore).
+	shared Lister
 
 	wg sync.WaitGroup
 	// stops tracks kernels of claimed sandboxes being stopped, off the
@@ -77,6 +80,9 @@ type warmPool struct {
 	// made is the last sandbox the pool made: its resources are every
 	// one's (nil before the first).
 	made *store.Sandbox
+	// seen is, on a shared store, how many the pool had when last
+	// counted.
+	seen int
 }
 
 // entry is a ready sandbox and its kernel.
@@ -89,11 +95,14 @@ type entry struct {
 const retryMax = 30 * time.Second
 
 // New returns the pools of specs; Run fills them.
-func New(mgr Manager, specs []Spec, log *slog.Logger) (*Pools, error) {
+func New(mgr Manager, specs []Spec, log *slog.Logger, opts ...Option) (*Pools, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	p := &Pools{mgr: mgr, log: log, pools: make(map[string]*warmPool)}
+	for _, o := range opts {
+		o(p)
+	}
 	for _, s := range specs {
 		if s.Name == "" || s.Size < 0 {
 			return nil, fmt.Errorf("warm pool %q: a name and a size of 0 or more are required", s.Name)
@@ -136,6 +145,10 @@ func (p *Pools) Fill(ctx context.Context, name string) error {
 
 // fill keeps one pool at its size.
 func (p *Pools) fill(ctx context.Context, wp *warmPool) {
+	if p.shared != nil {
+		p.fillShared(ctx, wp)
+		return
+	}
 	delay := time.Second
 	for {
 		for wp.size() < wp.spec.Size && ctx.Err() == nil {
@@ -212,6 +225,17 @@ func (p *Pools) take(ctx context.Context, name string, c manager.Claim) (*warmPo
 		default:
 		}
 	}()
+	if p.shared != nil {
+		e, ok := p.takeShared(ctx, wp, c)
+		wp.mu.Lock()
+		if ok {
+			wp.hits++
+		} else {
+			wp.misses++
+		}
+		wp.mu.Unlock()
+		return wp, e, ok
+	}
 	for {
 		wp.mu.Lock()
 		if len(wp.ready) == 0 {
@@ -265,14 +289,23 @@ func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*st
 		if r.Template != req.Template || r.Image != req.Image || wp.spec.Size == 0 {
 			continue
 		}
-		wp.mu.Lock()
-		made := wp.made
-		if made == nil {
-			made = &store.Sandbox{}
+		var serves, fits bool
+		if p.shared != nil {
+			// The oldest ready, which a take claims first, if no other
+			// daemon does.
+			first := p.firstReady(ctx, wp)
+			serves = first != nil && req.Fits(first)
+			fits = serves && (req.TemplateVersion == 0 || req.TemplateVersion == first.TemplateVersion)
+		} else {
+			wp.mu.Lock()
+			made := wp.made
+			if made == nil {
+				made = &store.Sandbox{}
+			}
+			serves = req.Fits(made)
+			fits = serves && len(wp.ready) > 0 && (req.TemplateVersion == 0 || req.TemplateVersion == wp.ready[0].sandbox.TemplateVersion)
+			wp.mu.Unlock()
 		}
-		serves := req.Fits(made)
-		fits := serves && len(wp.ready) > 0 && (req.TemplateVersion == 0 || req.TemplateVersion == wp.ready[0].sandbox.TemplateVersion)
-		wp.mu.Unlock()
 		if !serves {
 			continue
 		}
@@ -319,10 +352,13 @@ func (p *Pools) stopKernel(ctx context.Context, e entry) {
 	}
 }
 
-// Close deletes the sandboxes still waiting in the pools. Call it after Run
-// (or every Fill) has returned.
+// Close deletes the sandboxes still waiting in the pools (on a shared
+// store, none). Call it after Run (or every Fill) has returned.
 func (p *Pools) Close(ctx context.Context) error {
 	p.stops.Wait()
+	if p.shared != nil {
+		return nil // the other daemons' too: the last one's Recover deletes them
+	}
 	var errs []error
 	for _, wp := range p.pools {
 		wp.mu.Lock()
@@ -350,7 +386,11 @@ func (p *Pools) Stats() []Stats {
 	out := make([]Stats, 0, len(p.pools))
 	for _, wp := range p.pools {
 		wp.mu.Lock()
-		out = append(out, Stats{Name: wp.spec.Name, Ready: len(wp.ready), Size: wp.spec.Size, Hits: wp.hits, Misses: wp.misses})
+		ready := len(wp.ready)
+		if p.shared != nil {
+			ready = wp.seen
+		}
+		out = append(out, Stats{Name: wp.spec.Name, Ready: ready, Size: wp.spec.Size, Hits: wp.hits, Misses: wp.misses})
 		wp.mu.Unlock()
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

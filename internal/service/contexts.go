@@ -18,7 +18,7 @@ import (
 // for concurrent use.
 type Contexts struct {
 	svc      *contexts.Service
-	defaults keyedlock.Locks // one per sandbox, language and name (Default)
+	defaults keyedlock.Shared // one per sandbox, language and name (Default)
 }
 
 // MaxCodeBytes bounds the code of one execution, for the surfaces'
@@ -39,8 +39,24 @@ func NewRecorder(next Sink) *contexts.Recorder { return contexts.NewRecorder(nex
 // (INVALID_LANGUAGE).
 func Language(name string) (string, error) { return contexts.Language(name) }
 
+// ContextsOption configures Contexts.
+type ContextsOption func(*Contexts)
+
+// WithSharedDefaults makes the first uses of a default context through
+// several daemons of one store make one context too: remote locks them
+// among the daemons.
+func WithSharedDefaults(remote keyedlock.Remote) ContextsOption {
+	return func(c *Contexts) { c.defaults.Remote = remote }
+}
+
 // NewContexts returns the context service of svc.
-func NewContexts(svc *contexts.Service) *Contexts { return &Contexts{svc: svc} }
+func NewContexts(svc *contexts.Service, opts ...ContextsOption) *Contexts {
+	c := &Contexts{svc: svc}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
 
 // Create makes a context, in sandboxID when it is set (req.SandboxID may
 // repeat it, not contradict it), and a sandbox for it when neither names

@@ -10,14 +10,18 @@ import (
 // sandboxID, making it on first use: the context a run that names none
 // uses on the surfaces that have one per sandbox and language (execd's
 // and E2B's default contexts). Calls for one sandbox, language and name
-// are serialized, so concurrent first runs make one context. An unknown
+// are serialized (among daemons too, NewContexts), so concurrent first
+// runs make one context. An unknown
 // language is ErrInvalidArgument (INVALID_LANGUAGE).
 func (c *Contexts) Default(ctx context.Context, sandboxID, language, name string) (*api.Context, error) {
 	lang, err := Language(language)
 	if err != nil {
 		return nil, err
 	}
-	unlock := c.defaults.Lock(sandboxID + "\x00" + lang + "\x00" + name)
+	unlock, err := c.defaults.LockContext(ctx, sandboxID+"\x00"+lang+"\x00"+name)
+	if err != nil {
+		return nil, err
+	}
 	defer unlock()
 	list, err := c.List(ctx, sandboxID, "")
 	if err != nil {

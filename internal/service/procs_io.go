@@ -5,9 +5,11 @@ package service
 
 import (
 	"context"
+	"errors"
 	"io"
 
 	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/manager"
 )
 
@@ -15,12 +17,16 @@ import (
 // names it beside its id (letters, digits, '.', '_', '-'); TTY runs it on
 // a pseudo-terminal of Rows x Cols (24 x 80 when zero), whose output is
 // one stream and which always takes input; Stdin gives one without TTY a
-// pipe as its input (otherwise it reads /dev/null).
+// pipe as its input (otherwise it reads /dev/null). FlowControl makes
+// its output wait for the client attached as its writer (AttachProc)
+// rather than overwrite what that client has not read, from the start:
+// the caller must attach next, or kill the process.
 type ProcIO struct {
-	Tag        string
-	TTY        bool
-	Rows, Cols uint16
-	Stdin      bool
+	Tag         string
+	TTY         bool
+	Rows, Cols  uint16
+	Stdin       bool
+	FlowControl bool
 }
 
 // ProcDetail is a background command with what interactive clients show
@@ -42,11 +48,43 @@ func procDetailOf(info agent.ProcInfo) ProcDetail {
 func (s *Sandboxes) StartProcIO(ctx context.Context, id string, req ProcRequest, pio ProcIO) (ProcDetail, error) {
 	info, err := s.m.StartProcIO(ctx, id,
 		manager.ProcRequest{Command: req.Command, Shell: req.Shell, Env: req.Env, Cwd: req.Cwd, Timeout: req.Timeout},
-		manager.ProcIO{Tag: pio.Tag, TTY: pio.TTY, Rows: pio.Rows, Cols: pio.Cols, Stdin: pio.Stdin})
+		manager.ProcIO{Tag: pio.Tag, TTY: pio.TTY, Rows: pio.Rows, Cols: pio.Cols, Stdin: pio.Stdin, FlowControl: pio.FlowControl})
 	if err != nil {
 		return ProcDetail{}, err
 	}
 	return procDetailOf(info), nil
+}
+
+// FollowProc sends the output of background command pid of sandbox id,
+// from offset since to its end, to out and returns where it ended, as
+// ProcOutput with Follow does; but it attaches to the command as its
+// writer when no other client is (else as a reader), so that the output
+// of a command started with FlowControl waits while out blocks rather
+// than overwrite what out has not taken. The end of ctx ends the read,
+// not the command.
+func (s *Sandboxes) FollowProc(ctx context.Context, id, pid string, since int64, out TerminalOutput) (ProcOutputResult, error) {
+	if since < 0 {
+		return ProcOutputResult{}, errdefs.Invalid("offset %d is negative", since)
+	}
+	opts := agent.AttachOptions{Since: since, Output: agentOutput(out)}
+	a, err := s.m.AttachProc(ctx, id, pid, opts)
+	if errors.Is(err, errdefs.ErrFailedPrecondition) {
+		opts.ReadOnly = true // another client is its writer
+		a, err = s.m.AttachProc(ctx, id, pid, opts)
+	}
+	if err != nil {
+		return ProcOutputResult{}, err
+	}
+	defer a.Close()
+	defer context.AfterFunc(ctx, func() { a.Close() })()
+	res, err := a.Wait()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ProcOutputResult{}, context.Cause(ctx)
+		}
+		return ProcOutputResult{}, err
+	}
+	return ProcOutputResult{Next: res.Next, Missed: res.Missed, Proc: procOf(res.Proc)}, nil
 }
 
 // Procs returns the background commands of sandbox id, running and

@@ -27,6 +27,8 @@ type Sandboxes struct {
 	usage     sandbox.UsageReader // nil: the runtime measures nothing
 	rt        sandbox.Runtime     // nil: no capabilities claimed
 	tickets   terminalTickets
+	// contexts are the context records snapshots carry; nil: none.
+	contexts store.Contexts
 }
 
 // SandboxesOption configures a Sandboxes.
@@ -35,6 +37,13 @@ type SandboxesOption func(*Sandboxes)
 // WithUsage makes CPUTime read the runtime's measures; without it a
 // sandbox's CPU time is unknown.
 func WithUsage(u sandbox.UsageReader) SandboxesOption { return func(s *Sandboxes) { s.usage = u } }
+
+// WithContextRecords makes snapshots record their sandbox's
+// code-interpreter contexts, and the sandboxes made from them have the
+// same contexts under new ids; without it they have none.
+func WithContextRecords(st store.Contexts) SandboxesOption {
+	return func(s *Sandboxes) { s.contexts = st }
+}
 
 // NewSandboxes returns the sandbox service of m. publicURL is the base URL
 // clients reach the daemon at (e.g. http://sandbox.example.com:8080), from

@@ -122,3 +122,46 @@ type LLMExchanges interface {
 	// segment and returns how many.
 	DeleteLLMExchanges(ctx context.Context, segment int64) (int, error)
 }
+
+// LLMBodies keeps the records of the LLM proxy's ended exchanges where
+// every daemon of a shared store reads them: a store several daemons
+// share (PostgreSQL) implements it; one daemon's store (SQLite) does not,
+// its archive's log files being the records.
+type LLMBodies interface {
+	// PutLLMBody stores the records of exchange id, created at created
+	// (replacing those stored before).
+	PutLLMBody(ctx context.Context, id string, created time.Time, records []byte) error
+	// LLMBody returns the records of exchange id; ErrNotFound if there
+	// are none.
+	LLMBody(ctx context.Context, id string) ([]byte, error)
+	// UnindexedLLMBodies returns, by id, up to limit records stored more
+	// than age ago whose exchange the index lacks or has in progress:
+	// their daemon stopped after they were stored, before it indexed
+	// their end.
+	UnindexedLLMBodies(ctx context.Context, age time.Duration, limit int) (map[string][]byte, error)
+	// DeleteLLMArchived deletes the exchanges (index and records) created
+	// before before, then the oldest while the records stored total more
+	// than maxSize (0: no bound), and returns how many.
+	DeleteLLMArchived(ctx context.Context, before time.Time, maxSize int64) (int, error)
+}
+
+// LLMUsageCount is what the LLM proxy's callers of one scope ("key/…",
+// "sandbox/…", "run/…") used in one second (Unix), or added to it.
+type LLMUsageCount struct {
+	Scope    string
+	Sec      int64
+	Requests int64
+	Tokens   int64
+}
+
+// LLMUsage is the LLM proxy's usage per scope shared by the daemons of a
+// store (PostgreSQL), so that rate limits and budgets hold across them:
+// each daemon adds what its callers used, and reads back the sums.
+type LLMUsage interface {
+	// AddLLMUsage adds counts to the stored ones of their scope and
+	// second, and their tokens to their scope's total.
+	AddLLMUsage(ctx context.Context, counts []LLMUsageCount) error
+	// LLMUsageOf returns, of each of scopes, the stored counts of the
+	// seconds after since, and its total tokens.
+	LLMUsageOf(ctx context.Context, scopes []string, since int64) (counts []LLMUsageCount, totals map[string]int64, err error)
+}

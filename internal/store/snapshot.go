@@ -33,7 +33,11 @@ type Snapshot struct {
 	Tenant string
 	// Spec is the manager's record of how the sandbox was made (JSON),
 	// which sandboxes restored from the snapshot start from; opaque here.
-	Spec      []byte
+	Spec []byte
+	// Contexts are the code-interpreter contexts the sandbox had when
+	// saved (JSON, the context service's), which sandboxes made from the
+	// snapshot get under new ids; opaque here.
+	Contexts  []byte
 	CreatedAt time.Time
 }
 

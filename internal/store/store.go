@@ -91,6 +91,8 @@ type Store interface {
 type SandboxFilter struct {
 	// ExcludePooled leaves out the sandboxes waiting in warm pools.
 	ExcludePooled bool
+	// Pool, when set, selects the sandboxes waiting in that warm pool.
+	Pool string
 	// Owner, when set, selects the sandboxes that sandbox owns.
 	Owner string
 	// Statuses, when not empty, selects the sandboxes in one of them.

@@ -14,6 +14,8 @@ last line, which the Go test checks:
                     connect, stdin, kill, list), a PTY session and its
                     resize, and files (write/read/list/exists/make_dir/
                     rename/remove/watch_dir), on template base
+  slowreader        a command writing 16 MiB to a reader slower than it
+                    (on_stdout sleeps at first): every byte arrives
   readme            the README's example, word for word
   badkey            Sandbox.create with a wrong API key: the error and how
                     long it took
@@ -312,11 +314,45 @@ def pause() -> dict[str, Any]:
     return out
 
 
+# SLOW_BYTES is what the slow reader's command writes: far past the
+# agent's 1 MiB of kept output and the sockets' buffers on the way.
+SLOW_BYTES = 16 << 20
+
+
+def slowreader() -> dict[str, Any]:
+    """Read a command that writes faster than its reader takes: nothing is lost."""
+    sbx = e2b.Sandbox.create(template="base", timeout=120)
+    out: dict[str, Any] = {}
+    try:
+        seen = {"chunks": 0, "bytes": 0}
+
+        def slow(chunk: str) -> None:
+            seen["chunks"] += 1
+            seen["bytes"] += len(chunk)
+            if seen["chunks"] <= 40:
+                time.sleep(0.05)  # 2 s in all: the command is long done
+
+        ran = sbx.commands.run(
+            f"head -c {SLOW_BYTES} /dev/zero | tr '\\0' a; echo done >&2",
+            on_stdout=slow,
+            timeout=120,
+        )
+        # As text: the Go test reads numbers as floats.
+        out["bytes"] = str(seen["bytes"])
+        out["stdout"] = f"{len(ran.stdout)} {ran.stdout.count('a')}"
+        out["stderr"] = ran.stderr
+        out["exit"] = ran.exit_code
+    finally:
+        out["killed"] = sbx.kill()
+    return out
+
+
 if __name__ == "__main__":
     mode = sys.argv[1]
     modes = {
         "quickstart": quickstart,
         "envd": envd,
+        "slowreader": slowreader,
         "readme": readme,
         "badkey": badkey,
         "badtemplate": badtemplate,

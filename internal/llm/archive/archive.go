@@ -23,6 +23,18 @@
 // redacted by pattern where the metadata is written (package redact),
 // which fails closed.
 //
+// On a store several daemons share (Config.Bodies), each daemon still
+// writes its own log, and the end of an exchange also stores all its
+// records, as the log has them, in the store (one write, before the
+// client sees the end): any daemon reads any ended exchange from there,
+// and none is lost with the daemon or the machine that proxied it. Such
+// an archive does not re-index its log at Open (the store's mark and its
+// exchanges in progress are every daemon's); SweepShared, on the leader,
+// indexes the exchanges whose daemon stopped before indexing their end,
+// marks those in progress with no records for an hour interrupted, and
+// applies the retention to every daemon's exchanges; Sweep then removes
+// only this daemon's old log segments.
+//
 // An Archive is safe for concurrent use.
 package archive
 
@@ -64,6 +76,9 @@ type Config struct {
 	FlushBytes    int
 	FlushInterval time.Duration
 	Log           *slog.Logger
+	// Bodies, when set, is the store several daemons share: every ended
+	// exchange's records go there too, and are read from there.
+	Bodies store.LLMBodies
 }
 
 // Archive is the archive of the LLM proxy's exchanges.
@@ -106,9 +121,12 @@ func Open(ctx context.Context, cfg Config, st store.LLMExchanges) (*Archive, err
 		return nil, fmt.Errorf("open LLM archive: %w", err)
 	}
 	// Recover before opening the log: the log's new segment begins after
-	// everything recovery reads.
-	if err := a.recover(ctx); err != nil {
-		return nil, fmt.Errorf("open LLM archive: %w", err)
+	// everything recovery reads. A shared store's index is mended by
+	// SweepShared instead.
+	if cfg.Bodies == nil {
+		if err := a.recover(ctx); err != nil {
+			return nil, fmt.Errorf("open LLM archive: %w", err)
+		}
 	}
 	l, err := openLog(cfg.Dir, cfg.SegmentSize, cfg.SegmentAge)
 	if err != nil {
@@ -167,6 +185,7 @@ type recording struct {
 	up    batch
 	down  batch
 	pend  []byte // records waiting to be written (a pooled buffer while any do)
+	all   []byte // on a shared store, every record written, for the store at the end
 	parts []part // where each begins and ends in pend
 	dead  bool   // a write failed: the rest is not recorded
 }
@@ -235,6 +254,9 @@ func (rec *recording) commit() {
 			rec.a.idx.add(item)
 		}
 	})
+	if rec.a.cfg.Bodies != nil && err == nil {
+		rec.all = append(rec.all, rec.pend...)
+	}
 	putBuf(rec.pend) // a stream held open holds no buffer it does not need
 	rec.pend, rec.parts = nil, rec.parts[:0]
 	if err != nil {
@@ -307,7 +329,18 @@ func (rec *recording) End(ex *proxy.Exchange) {
 		x.Error = redact.Text(ex.Err.Error()) // a failed call's error quotes its URL
 	}
 	rec.put(kindEnd, appendExMeta(nil, x), nil, true)
+	if b := rec.a.cfg.Bodies; b != nil && !rec.dead {
+		// In the shared store too, off this machine before the client
+		// has the end, and before the index (which commit feeds) says
+		// the exchange ended.
+		ctx, cancel := context.WithTimeout(context.Background(), storeBodyTimeout)
+		if err := b.PutLLMBody(ctx, rec.id, rec.start, append(rec.all, rec.pend...)); err != nil {
+			rec.a.slog.Warn("llm archive: exchange kept in this daemon's log only", "id", rec.id, "err", err)
+		}
+		cancel()
+	}
 	rec.commit() // in the log before the client has the end of the answer
+	rec.all = nil
 	for _, b := range [][]byte{rec.pend, rec.up.buf, rec.down.buf} {
 		putBuf(b)
 	}
@@ -332,10 +365,23 @@ func putBuf(b []byte) {
 	}
 }
 
+// storeBodyTimeout bounds how long the end of an exchange waits for the
+// shared store to take its records.
+const storeBodyTimeout = 10 * time.Second
+
 // Sweep removes the segments past the retention limits and the index
-// records of the exchanges that began in them.
+// records of the exchanges that began in them. On a shared store it
+// removes this daemon's segments older than SegmentAge but the one taking
+// appends, and nothing else: the exchanges in them ended long ago and
+// are in the store (SweepShared applies the limits).
 func (a *Archive) Sweep(ctx context.Context) error {
 	active := a.log.active()
+	if a.cfg.Bodies != nil {
+		if _, err := sweep(a.cfg.Dir, active, a.cfg.SegmentAge, 0, time.Now()); err != nil {
+			return fmt.Errorf("sweep LLM archive: %w", err)
+		}
+		return nil
+	}
 	keep, err := sweep(a.cfg.Dir, active, a.cfg.MaxAge, a.cfg.MaxSize, time.Now())
 	if err != nil {
 		return fmt.Errorf("sweep LLM archive: %w", err)
@@ -346,12 +392,13 @@ func (a *Archive) Sweep(ctx context.Context) error {
 	return nil
 }
 
-// RunRetention sweeps every interval until ctx ends.
-func (a *Archive) RunRetention(ctx context.Context, interval time.Duration) error {
+// RunRetention sweeps every interval until ctx ends, with sweep (Sweep
+// or SweepShared).
+func (a *Archive) RunRetention(ctx context.Context, interval time.Duration, sweep func(context.Context) error) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if err := a.Sweep(ctx); err != nil {
+		if err := sweep(ctx); err != nil {
 			a.slog.Warn("llm archive retention", "err", err)
 		}
 		select {

@@ -175,37 +175,26 @@ func (a *Archive) EndedMark(ctx context.Context, f store.LLMExchangeFilter, skip
 // asking, so that nothing stored in between goes unnoticed.
 func (a *Archive) Indexed() <-chan struct{} { return a.idx.stored() }
 
-// Read reads x's records back.
+// Read reads x's records back: on a shared store from the store once x
+// has ended (by whichever daemon), else from this daemon's log.
 func (a *Archive) Read(ctx context.Context, x *store.LLMExchange) (*Exchange, error) {
-	locs, err := decodeLocations(x.Locations)
+	rs, err := a.records(ctx, x)
 	if err != nil {
-		return nil, fmt.Errorf("read LLM exchange %s: locations: %w", x.ID, err)
+		return nil, err
 	}
 	out := &Exchange{LLMExchange: x}
-	files := &segFiles{dir: a.cfg.Dir}
-	defer files.close()
-	for _, p := range locs {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		r, err := files.readAt(p)
-		if errors.Is(err, os.ErrNotExist) { // swept since the index was read
-			return nil, errdefs.NotFound("LLM exchange %s was removed by the archive's retention", x.ID)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read LLM exchange %s: %w", x.ID, err)
-		}
+	for i, r := range rs {
 		if r.id != x.ID {
-			return nil, fmt.Errorf("read LLM exchange %s: record %s is %s's", x.ID, p, r.id)
+			return nil, fmt.Errorf("read LLM exchange %s: record %d is %s's", x.ID, i, r.id)
 		}
 		data, err := r.body()
 		if err != nil {
-			return nil, fmt.Errorf("read LLM exchange %s: record %s: %w", x.ID, p, err)
+			return nil, fmt.Errorf("read LLM exchange %s: record %d: %w", x.ID, i, err)
 		}
 		var m httpMeta
 		if r.kind != kindBegin && len(r.meta) > 0 {
 			if err := json.Unmarshal(r.meta, &m); err != nil {
-				return nil, fmt.Errorf("read LLM exchange %s: record %s: %w", x.ID, p, err)
+				return nil, fmt.Errorf("read LLM exchange %s: record %d: %w", x.ID, i, err)
 			}
 			// Redacted again: a log written before redaction failed
 			// closed may hold credentials.
@@ -215,7 +204,7 @@ func (a *Archive) Read(ctx context.Context, x *store.LLMExchange) (*Exchange, er
 		case kindBegin:
 			var b beginMeta
 			if err := json.Unmarshal(r.meta, &b); err != nil {
-				return nil, fmt.Errorf("read LLM exchange %s: record %s: %w", x.ID, p, err)
+				return nil, fmt.Errorf("read LLM exchange %s: record %d: %w", x.ID, i, err)
 			}
 			out.Request = Message{Method: b.Exchange.Method, URL: redact.URL(b.Exchange.Path), Header: redact.Header(b.Header), Body: data}
 		case kindUpstreamRequest:
@@ -230,7 +219,7 @@ func (a *Archive) Read(ctx context.Context, x *store.LLMExchange) (*Exchange, er
 		case kindUpstreamData:
 			if up := out.Upstream(); up != nil && up.Response != nil {
 				if err := addChunks(up.Response, data); err != nil {
-					return nil, fmt.Errorf("read LLM exchange %s: record %s: %w", x.ID, p, err)
+					return nil, fmt.Errorf("read LLM exchange %s: record %d: %w", x.ID, i, err)
 				}
 			}
 		case kindResponse:
@@ -238,12 +227,61 @@ func (a *Archive) Read(ctx context.Context, x *store.LLMExchange) (*Exchange, er
 		case kindResponseData:
 			if out.Response != nil {
 				if err := addChunks(out.Response, data); err != nil {
-					return nil, fmt.Errorf("read LLM exchange %s: record %s: %w", x.ID, p, err)
+					return nil, fmt.Errorf("read LLM exchange %s: record %d: %w", x.ID, i, err)
 				}
 			}
 		}
 	}
 	return out, nil
+}
+
+// records reads x's records: from the shared store when it has them,
+// else from this daemon's log at x's locations.
+func (a *Archive) records(ctx context.Context, x *store.LLMExchange) ([]*record, error) {
+	if a.cfg.Bodies != nil {
+		b, err := a.cfg.Bodies.LLMBody(ctx, x.ID)
+		switch {
+		case err == nil:
+			rs, err := splitRecords(b)
+			if err != nil {
+				return nil, fmt.Errorf("read LLM exchange %s from the store: %w", x.ID, err)
+			}
+			return rs, nil
+		case !errors.Is(err, errdefs.ErrNotFound):
+			return nil, fmt.Errorf("read LLM exchange %s: %w", x.ID, err)
+		case x.State != store.LLMInProgress:
+			// Ended with no records in the store: deleted by the
+			// retention, or kept in its daemon's log only (the store
+			// failed then).
+			return nil, errdefs.NotFound("LLM exchange %s has no records in the store: removed by the archive's retention, "+
+				"or kept by the daemon that proxied it only", x.ID)
+		}
+		// In progress: readable so far on the daemon proxying it.
+	}
+	locs, err := decodeLocations(x.Locations)
+	if err != nil {
+		return nil, fmt.Errorf("read LLM exchange %s: locations: %w", x.ID, err)
+	}
+	files := &segFiles{dir: a.cfg.Dir}
+	defer files.close()
+	rs := make([]*record, 0, len(locs))
+	for _, p := range locs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		r, err := files.readAt(p)
+		if a.cfg.Bodies != nil && (errors.Is(err, os.ErrNotExist) || err == nil && r.id != x.ID) {
+			return nil, errdefs.NotFound("LLM exchange %s is in progress on another daemon: its records are readable once it ends", x.ID)
+		}
+		if errors.Is(err, os.ErrNotExist) { // swept since the index was read
+			return nil, errdefs.NotFound("LLM exchange %s was removed by the archive's retention", x.ID)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read LLM exchange %s: %w", x.ID, err)
+		}
+		rs = append(rs, r)
+	}
+	return rs, nil
 }
 
 func addChunks(m *Message, b []byte) error {

@@ -24,6 +24,7 @@ import (
 	"github.com/agent2env/agent2env/internal/llm"
 	"github.com/agent2env/agent2env/internal/llm/caller"
 	"github.com/agent2env/agent2env/internal/llm/proxy"
+	"github.com/agent2env/agent2env/internal/store"
 )
 
 // Limits are the default budgets and rate limits. A key's own limits
@@ -47,7 +48,12 @@ type Config struct {
 	// progress: when it starts, every ProgressEvery while it goes on, and
 	// when it ends (the task runner's liveness). It must be cheap.
 	Progress func(caller.Caller)
-	Log      *slog.Logger
+	// Usage, when set, is the store several daemons share: the rate
+	// limits and the budgets of sandboxes and runs count every daemon's
+	// calls, shared at each Maintain interval (a key's budget is its
+	// Keys'). Nil counts this daemon's calls only.
+	Usage store.LLMUsage
+	Log   *slog.Logger
 }
 
 // ProgressEvery is how often Config.Progress hears of a call in flight.
@@ -281,7 +287,8 @@ func (g *Gate) observe(ex *proxy.Exchange) {
 	g.cfg.Metrics.observe(ex)
 }
 
-// Maintain syncs key usage with the store (Keys.Sync) and forgets idle
+// Maintain syncs key usage with the store (Keys.Sync), shares the counts
+// of the limits with the other daemons (Config.Usage) and forgets idle
 // counts, every interval until ctx ends (then flushes once more): a
 // supervisor loop.
 func (g *Gate) Maintain(ctx context.Context, interval time.Duration) error {
@@ -290,17 +297,26 @@ func (g *Gate) Maintain(ctx context.Context, interval time.Duration) error {
 	for {
 		select {
 		case <-ctx.Done():
-			if g.cfg.Keys == nil {
-				return ctx.Err()
-			}
 			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			return errors.Join(ctx.Err(), g.cfg.Keys.Flush(fctx))
+			errs := []error{ctx.Err()}
+			if g.cfg.Keys != nil {
+				errs = append(errs, g.cfg.Keys.Flush(fctx))
+			}
+			if g.cfg.Usage != nil {
+				errs = append(errs, g.limiter.share(fctx, g.cfg.Usage))
+			}
+			return errors.Join(errs...)
 		case <-t.C:
 		}
 		if g.cfg.Keys != nil {
 			if err := g.cfg.Keys.Sync(ctx); err != nil {
 				g.cfg.Log.Warn("sync llm key usage", "err", err)
+			}
+		}
+		if g.cfg.Usage != nil {
+			if err := g.limiter.share(ctx, g.cfg.Usage); err != nil {
+				g.cfg.Log.Warn("share llm usage with the other daemons", "err", err)
 			}
 		}
 		g.limiter.prune(24 * time.Hour)

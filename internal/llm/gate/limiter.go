@@ -1,10 +1,13 @@
 package gate
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/agent2env/agent2env/internal/llm"
+	"github.com/agent2env/agent2env/internal/store"
 )
 
 // Limit bounds one caller: requests and tokens in the last minute, and
@@ -38,7 +41,11 @@ type scope struct {
 }
 
 // limiter counts requests and tokens per scope over a sliding minute of
-// one-second buckets, and tokens in all. It is safe for concurrent use.
+// one-second buckets, and tokens in all. On a store other daemons share,
+// share adds what it counted to the store and reads back the others'
+// counts, which admit adds to its own: the limits hold across daemons,
+// each seeing the others' use about two sharing intervals late. It is
+// safe for concurrent use.
 type limiter struct {
 	mu     sync.Mutex
 	now    func() time.Time
@@ -49,6 +56,14 @@ type counter struct {
 	buckets [60]bucket
 	total   int64
 	last    time.Time // last use, for pruning
+	// pending is what was counted since share last added it to the
+	// store; local the tokens charged here in all.
+	pending [60]bucket
+	local   int64
+	// others and othersTotal are the other daemons' counts, as share
+	// last read them.
+	others      [60]bucket
+	othersTotal int64
 }
 
 type bucket struct {
@@ -60,20 +75,32 @@ func newLimiter() *limiter {
 	return &limiter{now: time.Now, counts: map[string]*counter{}}
 }
 
-func (c *counter) bucket(sec int64) *bucket {
-	b := &c.buckets[sec%60]
+// at is the bucket of second sec in ring.
+func at(ring *[60]bucket, sec int64) *bucket {
+	b := &ring[sec%60]
 	if b.sec != sec {
 		*b = bucket{sec: sec}
 	}
 	return b
 }
 
-// minute sums the buckets of the last 60 seconds.
+// add counts requests and tokens in second sec.
+func (c *counter) add(sec, requests, tokens int64) {
+	for _, b := range []*bucket{at(&c.buckets, sec), at(&c.pending, sec)} {
+		b.requests += requests
+		b.toks += tokens
+	}
+}
+
+// minute sums the buckets of the last 60 seconds, the other daemons'
+// too.
 func (c *counter) minute(sec int64) (requests, tokens int64) {
-	for _, b := range c.buckets {
-		if b.sec > sec-60 {
-			requests += b.requests
-			tokens += b.toks
+	for _, ring := range []*[60]bucket{&c.buckets, &c.others} {
+		for _, b := range ring {
+			if b.sec > sec-60 {
+				requests += b.requests
+				tokens += b.toks
+			}
 		}
 	}
 	return requests, tokens
@@ -104,8 +131,12 @@ func (l *limiter) admit(scopes []scope, used map[string]int64) (string, *llm.Err
 		}
 		c := l.counter(s, used[s.id])
 		reqs, toks := c.minute(sec)
-		// A key's usage may have grown on other daemons (Keys.Sync).
+		// A key's usage may have grown on other daemons (Keys.Sync);
+		// a sandbox's or a run's is shared here.
 		total := max(c.total, used[s.id])
+		if s.kind != "key" {
+			total += c.othersTotal
+		}
 		switch {
 		case s.limit.BudgetTokens > 0 && total >= s.limit.BudgetTokens:
 			return s.kind, limitError("%s %s has used its budget of %d tokens (%d used)", s.kind, s.id, s.limit.BudgetTokens, total)
@@ -117,7 +148,7 @@ func (l *limiter) admit(scopes []scope, used map[string]int64) (string, *llm.Err
 	}
 	for _, s := range scopes {
 		c := l.counter(s, used[s.id])
-		c.bucket(sec).requests++
+		c.add(sec, 1, 0)
 		c.last = now
 	}
 	return "", nil
@@ -139,8 +170,9 @@ func (l *limiter) charge(scopes []scope, used map[string]int64, tokens int64) {
 	defer l.mu.Unlock()
 	for _, s := range scopes {
 		c := l.counter(s, used[s.id])
-		c.bucket(now.Unix()).toks += tokens
+		c.add(now.Unix(), 0, tokens)
 		c.total += tokens
+		c.local += tokens
 		c.last = now
 	}
 }
@@ -156,4 +188,75 @@ func (l *limiter) prune(idle time.Duration) {
 			delete(l.counts, k)
 		}
 	}
+}
+
+// share adds what was counted since the last share to st, then reads
+// back every scope's counts of the last minute and total, of which the
+// other daemons' are the stored ones less what this one added. What st
+// refuses is kept for the next share.
+func (l *limiter) share(ctx context.Context, st store.LLMUsage) error {
+	sec := l.now().Unix()
+	l.mu.Lock()
+	var adds []store.LLMUsageCount
+	scopes := make([]string, 0, len(l.counts))
+	for k, c := range l.counts {
+		scopes = append(scopes, k)
+		for i := range c.pending {
+			if p := &c.pending[i]; p.requests != 0 || p.toks != 0 {
+				adds = append(adds, store.LLMUsageCount{Scope: k, Sec: p.sec, Requests: p.requests, Tokens: p.toks})
+			}
+			c.pending[i] = bucket{}
+		}
+	}
+	l.mu.Unlock()
+	if err := st.AddLLMUsage(ctx, adds); err != nil {
+		l.mu.Lock()
+		for _, a := range adds {
+			if c := l.counts[a.Scope]; c != nil {
+				p := at(&c.pending, a.Sec)
+				p.requests += a.Requests
+				p.toks += a.Tokens
+			}
+		}
+		l.mu.Unlock()
+		return fmt.Errorf("share llm usage: %w", err)
+	}
+	if len(scopes) == 0 {
+		return nil
+	}
+	counts, totals, err := st.LLMUsageOf(ctx, scopes, sec-60)
+	if err != nil {
+		return fmt.Errorf("share llm usage: %w", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, k := range scopes {
+		if c := l.counts[k]; c != nil {
+			c.others = [60]bucket{}
+			var pending int64
+			for _, p := range c.pending {
+				pending += p.toks
+			}
+			c.othersTotal = max(0, totals[k]-(c.local-pending))
+		}
+	}
+	for _, u := range counts {
+		c := l.counts[u.Scope]
+		if c == nil {
+			continue
+		}
+		// This daemon's part of the stored second: what it counted, less
+		// what it has not added yet.
+		var mine bucket
+		if b := c.buckets[u.Sec%60]; b.sec == u.Sec {
+			mine = b
+		}
+		if p := c.pending[u.Sec%60]; p.sec == u.Sec {
+			mine.requests -= p.requests
+			mine.toks -= p.toks
+		}
+		o := at(&c.others, u.Sec)
+		o.requests, o.toks = max(0, u.Requests-mine.requests), max(0, u.Tokens-mine.toks)
+	}
+	return nil
 }

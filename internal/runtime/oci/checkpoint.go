@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -437,6 +438,11 @@ func (r *Runtime) restore(ctx context.Context, id, dir, ndir string, snap *snaps
 	if err := writePid(pidFile, filepath.Join(ndir, fileLog)); err != nil {
 		return err
 	}
+	if pid, _ := r.agentState(ndir); pid == 0 {
+		return fmt.Errorf("the restored agent is gone%s", logTail(filepath.Join(ndir, fileLog)))
+	} else if err := setHostname(pid, id); err != nil {
+		return fmt.Errorf("name the restored sandbox: %w", err)
+	}
 	if err := writeJSONFile(filepath.Join(ndir, fileMeta), m); err != nil {
 		return fmt.Errorf("write metadata: %w", err)
 	}
@@ -447,6 +453,29 @@ func (r *Runtime) restore(ctx context.Context, id, dir, ndir string, snap *snaps
 	r.log.Debug("sandbox restored", "sandbox", id, "prepare", prepared.Sub(start),
 		"restore", restored.Sub(prepared), "agent", time.Since(restored))
 	return nil
+}
+
+// setHostname names the UTS namespace of process pid host: CRIU restores
+// the snapshot's, the parent sandbox's id. The thread that joins the
+// namespace stays locked, so Go ends it with its goroutine and no other
+// goroutine runs in it.
+func setHostname(pid int, host string) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: see above
+		ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/uts", pid))
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer ns.Close()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWUTS); err != nil {
+			errc <- fmt.Errorf("setns: %w", err)
+			return
+		}
+		errc <- unix.Sethostname([]byte(host))
+	}()
+	return <-errc
 }
 
 // rebase returns a copy of config with every path under dir moved under

@@ -11,12 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
@@ -283,15 +283,19 @@ func BenchmarkCheckpointRestore(b *testing.B) {
 }
 
 // TestRestoreParallel restores one snapshot into 8 sandboxes at once (a
-// fork): each has the snapshot's state, and what one writes the others do
-// not see.
+// fork): each has the snapshot's state (a file, and a variable a process
+// holds in memory only) and a hostname of its own, what one writes neither
+// the others nor the parent see, its agent takes the restored call, and
+// each is deleted without leaks.
 func TestRestoreParallel(t *testing.T) {
 	runtimetest.RequiresRoot(t)
 	root := newRoot(t)
 	rt := newCRIURuntime(t, root)
 	ctx := context.Background()
 	startSandbox(t, rt, "parent")
-	if code, out := run(t, rt.client("parent"), `echo 7 > /workspace/n`); code != 0 {
+	if code, out := run(t, rt.client("parent"), `echo 7 > /workspace/n
+setsid sh -c 'x=41; trap "echo \$x > /workspace/out" USR1; while :; do sleep 0.1; done' </dev/null >/dev/null 2>&1 &
+echo $! > /workspace/pid`); code != 0 {
 		t.Fatalf("setup: %d %s", code, out)
 	}
 	snap := filepath.Join(t.TempDir(), "snap")
@@ -317,10 +321,19 @@ func TestRestoreParallel(t *testing.T) {
 		}
 	}
 	for i := range n {
-		script := fmt.Sprintf(`read n < /workspace/n; echo $((n + %d)) > /workspace/n; cat /workspace/n`, i)
-		if code, out := run(t, rt.client(fmt.Sprintf("fork%d", i)), script); code != 0 || out != strconv.Itoa(7+i)+"\n" {
-			t.Errorf("fork%d: exit %d, output %q; want %d (its own write on the snapshot's 7)", i, code, out, 7+i)
+		id := fmt.Sprintf("fork%d", i)
+		if _, err := rt.client(id).Restored(ctx, agent.RestoredRequest{}); err != nil {
+			t.Errorf("%s: restored call: %v", id, err)
 		}
+		script := fmt.Sprintf(`read n < /workspace/n; echo $((n + %d)) > /workspace/n; cat /workspace/n; hostname
+kill -USR1 $(cat /workspace/pid); for i in $(seq 50); do [ -s /workspace/out ] && break; sleep 0.1; done; cat /workspace/out`, i)
+		want := fmt.Sprintf("%d\n%s\n41\n", 7+i, id)
+		if code, out := run(t, rt.client(id), script); code != 0 || out != want {
+			t.Errorf("%s: exit %d, output %q; want %q (its own write on the snapshot's 7, its own hostname, the variable)", id, code, out, want)
+		}
+	}
+	if code, out := run(t, rt.client("parent"), `cat /workspace/n; hostname`); code != 0 || out != "7\nparent\n" {
+		t.Errorf("parent: exit %d, output %q; want its own 7 and hostname", code, out)
 	}
 	for i := range n {
 		if err := rt.Delete(ctx, fmt.Sprintf("fork%d", i)); err != nil {

@@ -138,8 +138,9 @@
 //     (live) or runc ends the container (stop).
 //   - The agent's seccomp filter, no_new_privs and capabilities, the
 //     processes' memory, pipes, ptys and loopback sockets are CRIU's own
-//     business and come back as they were. The restored sandbox keeps the
-//     snapshot's hostname (CRIU restores the UTS namespace).
+//     business and come back as they were. CRIU restores the UTS namespace
+//     with the snapshot's hostname, which Restore then sets to the new
+//     sandbox's id (setns from a thread of its own, ended after).
 //   - The forwards of the daemon's services and egress proxy (the agent
 //     listens on the sandbox's 127.0.0.1:4000 and :3128 and makes one unix
 //     connection to svc/daemon.sock or egress/proxy.sock per connection it
@@ -151,6 +152,22 @@
 //     naming them (ErrUnavailable) after 5 s. Restore serves the new
 //     sandbox's sockets before runc runs, and the restored forwards dial
 //     them (the bundle mounts the new sandbox's directories).
+//
+// A fork (manager.Fork) is several restores of one snapshot at once, each
+// its own sandbox: a network namespace, listener, cgroup and hostname of
+// its own and a copy of the snapshot's disk image (its writable layer).
+// That copy is copySparse's copy_file_range over the image's data extents,
+// which the kernel makes a reflink (shared extents, copy-on-write) where
+// the data dir's file system has them (xfs, btrfs) and a copy of the data
+// elsewhere (ext4). Measured (2 cores, load 9-14): copy_file_range of 300
+// MB on xfs with reflink=1 0.2 ms and no space taken; an image holding
+// 165 MB, cp --reflink=always 10-23 ms on xfs against a sparse data copy
+// 95-163 ms on xfs and 115-178 ms on ext4 (this machine's data dir). A
+// fresh agent2env/python sandbox's image holds 0.7 MB (go run
+// ./internal/bench -snapshot-only). Overlay stacking does not apply: the
+// writable layer is an ext4 image (the disk's hard limit), not a
+// directory. Memory is not shared: CRIU restores every page into each
+// copy.
 //
 // Not yet: crun and runsc are not tried.
 //

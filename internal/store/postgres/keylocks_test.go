@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/agent2env/agent2env/internal/keyedlock"
 )
 
 // A key locked by one store (daemon) makes another's lock of it wait
@@ -26,27 +28,7 @@ func TestKeyLocks(t *testing.T) {
 		}
 		u()
 	}
-	// Held: a wait ends with its context, holding nothing.
-	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	defer cancel()
-	if _, err := b.KeyLocks("session").LockKey(short, "k"); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("lock of a held key past its deadline: %v, want deadline exceeded", err)
-	}
-	got := make(chan time.Time, 1)
-	go func() {
-		u, err := b.KeyLocks("session").LockKey(ctx, "k")
-		if err != nil {
-			t.Error(err)
-		}
-		got <- time.Now()
-		u()
-	}()
-	time.Sleep(300 * time.Millisecond)
-	released := time.Now()
-	unlock()
-	if at := <-got; at.Before(released) {
-		t.Fatalf("the other store took the key %v before its release", released.Sub(at))
-	}
+	waitsForRelease(t, b.KeyLocks("session"), "k", unlock)
 
 	// A holder whose connection ends (its daemon died) releases its keys.
 	c := open(t, url)
@@ -76,5 +58,38 @@ func TestKeyLocks(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the key of a store whose connections ended is still held")
+	}
+}
+
+// waitsForRelease checks that key, held by another store until unlock,
+// is not had from other: a wait ends with its context, holding nothing,
+// and one that goes on gets the key once unlock has let it go.
+func waitsForRelease(t *testing.T, other keyedlock.Remote, key string, unlock func()) {
+	t.Helper()
+	ctx := context.Background()
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if _, err := other.LockKey(short, key); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("lock of a held key past its deadline: %v, want deadline exceeded", err)
+	}
+	got := make(chan time.Time, 1)
+	go func() {
+		u, err := other.LockKey(ctx, key)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- time.Now()
+		u()
+	}()
+	time.Sleep(300 * time.Millisecond)
+	released := time.Now()
+	unlock()
+	select {
+	case at := <-got:
+		if at.Before(released) {
+			t.Fatalf("the other store took the key %v before its release", released.Sub(at))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the key let go is still held")
 	}
 }

@@ -157,6 +157,9 @@ func sandboxFilter(f store.SandboxFilter, a *args) (string, error) {
 		// With the page's order, the index sandboxes_pool_created.
 		cond += ` AND pool = ''`
 	}
+	if f.Pool != "" {
+		cond += ` AND pool = ` + a.add(f.Pool) // the index sandboxes_pool_created
+	}
 	if f.Owner != "" {
 		// owner <> '' matches the partial index sandboxes_owner.
 		cond += ` AND owner = ` + a.add(f.Owner) + ` AND owner <> ''`

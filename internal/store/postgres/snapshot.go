@@ -10,11 +10,11 @@ import (
 
 var snapshots = newTable(table[store.Snapshot]{
 	kind: "snapshot", name: "snapshots",
-	columns: `id, sandbox_id, image, template, cpu, memory, runtime, status, error, stopped, size_bytes, tenant, spec, created_at`,
+	columns: `id, sandbox_id, image, template, cpu, memory, runtime, status, error, stopped, size_bytes, tenant, spec, contexts, created_at`,
 	scan:    scanSnapshot,
 	values: func(s *store.Snapshot) ([]any, error) {
 		return []any{s.ID, s.SandboxID, s.Image, s.Template, s.CPU, s.Memory, s.Runtime, s.Status, s.Error,
-			s.Stopped, s.SizeBytes, s.Tenant, bytesOrEmpty(s.Spec), s.CreatedAt}, nil
+			s.Stopped, s.SizeBytes, s.Tenant, bytesOrEmpty(s.Spec), bytesOrEmpty(s.Contexts), s.CreatedAt}, nil
 	},
 	setKey: func(s *store.Snapshot, id string) { s.ID = id },
 })
@@ -22,10 +22,10 @@ var snapshots = newTable(table[store.Snapshot]{
 func scanSnapshot(row scanner) (*store.Snapshot, error) {
 	var s store.Snapshot
 	if err := row.Scan(&s.ID, &s.SandboxID, &s.Image, &s.Template, &s.CPU, &s.Memory, &s.Runtime, &s.Status, &s.Error,
-		&s.Stopped, &s.SizeBytes, &s.Tenant, &s.Spec, &s.CreatedAt); err != nil {
+		&s.Stopped, &s.SizeBytes, &s.Tenant, &s.Spec, &s.Contexts, &s.CreatedAt); err != nil {
 		return nil, err
 	}
-	s.Spec, s.CreatedAt = nilIfEmpty(s.Spec), s.CreatedAt.UTC()
+	s.Spec, s.Contexts, s.CreatedAt = nilIfEmpty(s.Spec), nilIfEmpty(s.Contexts), s.CreatedAt.UTC()
 	return &s, nil
 }
 

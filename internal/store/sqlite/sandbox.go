@@ -165,6 +165,10 @@ func sandboxFilter(f store.SandboxFilter) (string, []any) {
 		// never read.
 		cond += ` AND pool = ''`
 	}
+	if f.Pool != "" {
+		cond += ` AND pool = ?` // the index sandboxes_pool_created
+		args = append(args, f.Pool)
+	}
 	if f.Owner != "" {
 		// owner != '' lets SQLite use the partial index sandboxes_owner
 		// (it cannot tell a bound value is not ''): a lookup on every

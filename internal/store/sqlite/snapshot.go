@@ -10,11 +10,11 @@ import (
 
 var snapshots = newTable(table[store.Snapshot]{
 	kind: "snapshot", name: "snapshots",
-	columns: `id, sandbox_id, image, template, cpu, memory, runtime, status, error, stopped, size_bytes, tenant, spec, created_at`,
+	columns: `id, sandbox_id, image, template, cpu, memory, runtime, status, error, stopped, size_bytes, tenant, spec, contexts, created_at`,
 	scan:    scanSnapshot,
 	values: func(s *store.Snapshot) ([]any, error) {
 		return []any{s.ID, s.SandboxID, s.Image, s.Template, s.CPU, s.Memory, s.Runtime, s.Status, s.Error,
-			s.Stopped, s.SizeBytes, s.Tenant, string(s.Spec), toUnix(s.CreatedAt)}, nil
+			s.Stopped, s.SizeBytes, s.Tenant, string(s.Spec), string(s.Contexts), toUnix(s.CreatedAt)}, nil
 	},
 	setID: func(s *store.Snapshot, id string) { s.ID = id },
 })
@@ -23,14 +23,18 @@ func scanSnapshot(row scanner) (*store.Snapshot, error) {
 	var (
 		s       store.Snapshot
 		spec    string
+		ctxs    string
 		created int64
 	)
 	if err := row.Scan(&s.ID, &s.SandboxID, &s.Image, &s.Template, &s.CPU, &s.Memory, &s.Runtime, &s.Status, &s.Error,
-		&s.Stopped, &s.SizeBytes, &s.Tenant, &spec, &created); err != nil {
+		&s.Stopped, &s.SizeBytes, &s.Tenant, &spec, &ctxs, &created); err != nil {
 		return nil, err
 	}
 	if spec != "" {
 		s.Spec = []byte(spec)
+	}
+	if ctxs != "" {
+		s.Contexts = []byte(ctxs)
 	}
 	s.CreatedAt = fromUnix(created)
 	return &s, nil

@@ -61,8 +61,8 @@ func equalMaps(a, b map[string]string) bool {
 	return true
 }
 
-// testSandboxFilters: Statuses and Metadata select in lists and counts,
-// with ExcludePooled, and pages follow the filter.
+// testSandboxFilters: Statuses, Metadata and Pool select in lists and
+// counts, with ExcludePooled, and pages follow the filter.
 func testSandboxFilters(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	for _, r := range []struct {
@@ -97,6 +97,9 @@ func testSandboxFilters(t *testing.T, s store.Store) {
 		{"a key no one has", store.SandboxFilter{Metadata: map[string]string{"nope": "x"}}, nil},
 		{"quotes are values", store.SandboxFilter{Metadata: map[string]string{"team": "x'); DROP TABLE sandboxes; --"}}, []string{"f"}},
 		{"unknown status", store.SandboxFilter{Statuses: []string{"nope"}}, nil},
+		{"one pool", store.SandboxFilter{Pool: "warm"}, []string{"e"}},
+		{"one pool, running", store.SandboxFilter{Pool: "warm", Statuses: []string{"running"}}, []string{"e"}},
+		{"a pool no one is in", store.SandboxFilter{Pool: "cold"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, _, err := s.ListSandboxPage(ctx, tc.f, store.Page{})

@@ -389,7 +389,7 @@ func (c *Cluster) waitFor(ctx context.Context, what string, cond func(context.Co
 		}
 		for _, p := range c.procs {
 			if p.exited() {
-				return fmt.Errorf("wait for %s: %s exited: %v", what, p.name, p.err)
+				return fmt.Errorf("wait for %s: %s exited: %v", what, p.name, p.cmd.ProcessState)
 			}
 		}
 		select {
@@ -415,7 +415,7 @@ func (c *Cluster) stop(t testing.TB) {
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		p := c.procs[i]
 		if p.exited() {
-			t.Errorf("kubetest: %s exited while the cluster ran: %v", p.name, p.err)
+			t.Errorf("kubetest: %s exited while the cluster ran: %v", p.name, p.cmd.ProcessState)
 		}
 		p.stop()
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/agent2env/agent2env/internal/runtime/kube"
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
+	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 // peerNamespace holds the Pods the egress checks talk to and from: no
@@ -156,15 +157,15 @@ func (n *Node) runPeer(ctx context.Context, t *testing.T) (string, error) {
 // which could then not be removed.
 func (n *Node) netnsServer(t *testing.T) (string, error) {
 	holder := exec.Command("unshare", "--net", "--", "sleep", "infinity")
-	holder.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := holder.Start(); err != nil {
+	exited, err := testenv.StartBound(holder, syscall.SIGKILL)
+	if err != nil {
 		return "", fmt.Errorf("unshare: %w", err)
 	}
 	t.Cleanup(func() {
 		// The namespace, and the veth in it, go with the holder and the
 		// listener.
 		_ = holder.Process.Kill()
-		_ = holder.Wait()
+		<-exited
 	})
 	pid := strconv.Itoa(holder.Process.Pid)
 	nsPath := "/proc/" + pid + "/ns/net"
@@ -212,10 +213,8 @@ func (n *Node) netnsServer(t *testing.T) (string, error) {
 // listenIn listens on addr in the network namespace at path: a socket
 // stays in the namespace it was made in. The thread that makes it goes
 // back to its own namespace before it is unlocked; one that cannot is
-// left to end with its goroutine. That must stay the exception: a thread
-// that ends sends SIGKILL to every process it started with Pdeathsig (the
-// node's kubelet, kube-router… are started so; see runPath), which is how
-// a thread ended here once killed the node's firewall mid-test.
+// left to end with its goroutine, which the node's processes survive:
+// they are started by testenv.StartBound, not by whichever thread runs.
 func listenIn(path, addr string) (net.Listener, error) {
 	type result struct {
 		l   net.Listener

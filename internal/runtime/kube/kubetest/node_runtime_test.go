@@ -26,6 +26,7 @@ import (
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest/poolbench"
 	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 // TestNodeRuntime runs the whole runtimetest conformance suite (exec,
@@ -222,13 +223,10 @@ func serveKube(b testing.TB, n *Node, agentImage string) string {
 		"--listen", addr, "--data-dir", filepath.Join(dir, "data"), "--cache-dir", filepath.Join(dir, "cache"),
 		"--log-level", "warn", "--cpu-overcommit", "1000", "--memory-overcommit", "1000", "--prebuild-images=false")
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	exited, err := testenv.StartBound(cmd, syscall.SIGKILL)
+	if err != nil {
 		b.Fatal(err)
 	}
-	var waitErr error
-	exited := make(chan struct{})
-	go func() { waitErr = cmd.Wait(); close(exited) }()
 	b.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -249,7 +247,7 @@ func serveKube(b testing.TB, n *Node, agentImage string) string {
 		}
 		select {
 		case <-exited:
-			b.Fatalf("the daemon exited: %v\n%s", waitErr, log())
+			b.Fatalf("the daemon exited: %v\n%s", cmd.ProcessState, log())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 // A process is one component of the cluster, in a process group of its
@@ -17,8 +19,7 @@ type process struct {
 	name     string
 	log      string
 	cmd      *exec.Cmd
-	done     chan struct{} // closed when the process has been waited for
-	err      error         // its exit, once done is closed
+	done     <-chan struct{} // closed when the process has been waited for
 	stopping atomic.Bool
 }
 
@@ -39,17 +40,14 @@ func (c *Cluster) runPath(name, path string, args ...string) error {
 	cmd.Dir = c.dir
 	cmd.Stdout, cmd.Stderr = out, out
 	// Its own group, so that stop reaches anything it forks; and killed
-	// with the test binary, should that die without cleaning up.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	// with the test binary, should that die without cleaning up (bound to a
+	// thread of its own: see testenv.StartBound).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	done, err := testenv.StartBound(cmd, syscall.SIGKILL)
+	if err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, log: log, cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	c.procs = append(c.procs, p)
+	c.procs = append(c.procs, &process{name: name, log: log, cmd: cmd, done: done})
 	return nil
 }
 

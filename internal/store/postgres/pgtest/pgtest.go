@@ -24,7 +24,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,9 +52,9 @@ const port = 5432
 type Server struct {
 	dir    string // private: the data directory and the socket
 	cmd    *exec.Cmd
-	exited chan struct{} // closed when the server process has ended
-	admin  *pgxpool.Pool // the database postgres, to make others
-	n      atomic.Int64  // databases made
+	exited <-chan struct{} // closed when the server process has ended
+	admin  *pgxpool.Pool   // the database postgres, to make others
+	n      atomic.Int64    // databases made
 }
 
 // Start initializes a data directory in a new temporary directory and
@@ -74,7 +73,7 @@ func Start(ctx context.Context) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{dir: dir, exited: make(chan struct{})}
+	s := &Server{dir: dir}
 	defer func() {
 		if err != nil {
 			s.Stop()
@@ -101,24 +100,9 @@ func Start(ctx context.Context) (_ *Server, err error) {
 		"-p", strconv.Itoa(port), "-c", "listen_addresses=", "-c", "fsync=off", "-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off", "-c", "max_connections=300", "-c", "shared_buffers=32MB")
 	s.cmd.Stdout, s.cmd.Stderr = log, log
-	// The parent-death signal comes when the thread that started the
-	// server ends, not the process, and the Go runtime ends threads (one
-	// a goroutine locked and left). So the server is started and waited
-	// for on a thread locked for as long as it runs, ended only after.
-	s.cmd.SysProcAttr.Pdeathsig = syscall.SIGQUIT
-	started := make(chan error, 1)
-	go func() {
-		defer close(s.exited)
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		if err := s.cmd.Start(); err != nil {
-			started <- fmt.Errorf("start postgres: %w", err)
-			return
-		}
-		started <- nil
-		s.cmd.Wait()
-	}()
-	if err := <-started; err != nil {
-		return nil, err
+	// Killed with the test binary, should that die without stopping it.
+	if s.exited, err = testenv.StartBound(s.cmd, syscall.SIGQUIT); err != nil {
+		return nil, fmt.Errorf("start postgres: %w", err)
 	}
 	if s.admin, err = s.waitReady(ctx); err != nil {
 		return nil, err
