@@ -18,12 +18,12 @@
 // A session's files are resources: sandbox://{session}/files/{path}.
 //
 // Pause and snapshots are not tools. The tools address sessions, and a
-// session pauses by itself when idle (--session-pause-after). A snapshot
-// tool is worth adding only with a restore that gives back a session whose
-// contexts hold their state under new ids (issue 27's fork): a restored
-// bare sandbox could only be reached by the file tools, since
-// execute_code and execute_command take sessions. fork_session belongs
-// here once forks carry their contexts.
+// session pauses by itself when idle (--session-pause-after). A restored
+// or forked sandbox is no session (its contexts come back under new ids,
+// but no session names them), so execute_code and execute_command could
+// not reach it, only the file tools by sandbox_id: snapshot and
+// fork_session tools wait for the session service to adopt such a sandbox
+// as a session of its own.
 //
 // A call on a sandbox's own channel (127.0.0.1:4000/mcp inside it) has the
 // tenant run:<id> for a task run's sandbox, else sandbox:<id>, and the
