@@ -149,9 +149,10 @@ kube-node:
 
 # The Python SDK (sdk/python): ruff, mypy --strict, unit tests with coverage,
 # and its integration tests against $(BIN); with the SDK's ruff and mypy, the
-# repository's other Python too (scripts/lint-python.sh, ruff.toml, mypy.ini).
+# repository's other Python too (scripts/lint-python.sh, ruff.toml, mypy.ini);
+# its snapshot tests run a daemon with the project's criu.
 .PHONY: test-python
-test-python: deps build
+test-python: deps build criu
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) scripts/test-python.sh
 
 bench: test-deps build

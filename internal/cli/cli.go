@@ -167,7 +167,7 @@ func addCommands(e env, root *cobra.Command) {
 	cc := &clientConfig{}
 	cc.register(root)
 	for _, c := range []*cobra.Command{
-		newSandboxCmd(e, cc), newContextCmd(e, cc), newTemplateCmd(e, cc), newImageCmd(e, cc),
+		newSandboxCmd(e, cc), newSnapshotCmd(e, cc), newContextCmd(e, cc), newTemplateCmd(e, cc), newImageCmd(e, cc),
 		newPrepullCmd(e, cc), newImportCmd(e, cc), newExportCmd(e, cc), newSessionCmd(e, cc), newStatsCmd(e, cc), newMCPCmd(e, cc),
 		newLLMCmd(e, cc),
 		newTaskCmd(e, cc),

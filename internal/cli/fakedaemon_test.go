@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -82,6 +83,30 @@ func newFakeDaemon(t *testing.T) *fakeDaemon {
 	t.Setenv(client.EnvURL, srv.URL)
 	t.Setenv(client.EnvToken, "")
 	return d
+}
+
+// serveRecorded serves mux as the daemon at AGENT2ENV_URL until the test
+// ends, appending each request to *requests (under mu) as "METHOD
+// PATH?QUERY BODY".
+func serveRecorded(t *testing.T, mux *http.ServeMux, mu *sync.Mutex, requests *[]string) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		line := r.Method + " " + r.URL.Path
+		if r.URL.RawQuery != "" {
+			line += "?" + r.URL.RawQuery
+		}
+		if len(b) > 0 {
+			line += " " + string(b)
+		}
+		mu.Lock()
+		*requests = append(*requests, line)
+		mu.Unlock()
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	t.Setenv(client.EnvURL, srv.URL)
+	t.Setenv(client.EnvToken, "")
 }
 
 func fail(w http.ResponseWriter, status int, code, msg string) {

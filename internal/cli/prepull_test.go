@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -40,24 +38,7 @@ func newFakePrepullDaemon(t *testing.T) *fakePrepullDaemon {
 	mux.HandleFunc("GET /api/v1/images/prepull", d.list)
 	mux.HandleFunc("GET /api/v1/images/prepull/{id}", d.get)
 	mux.HandleFunc("DELETE /api/v1/images/prepull/{id}", d.remove)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(b))
-		line := r.Method + " " + r.URL.Path
-		if r.URL.RawQuery != "" {
-			line += "?" + r.URL.RawQuery
-		}
-		if len(b) > 0 {
-			line += " " + string(b)
-		}
-		d.mu.Lock()
-		d.requests = append(d.requests, line)
-		d.mu.Unlock()
-		mux.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	t.Setenv(client.EnvURL, srv.URL)
-	t.Setenv(client.EnvToken, "")
+	serveRecorded(t, mux, &d.mu, &d.requests)
 	return d
 }
 

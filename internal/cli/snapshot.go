@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -9,14 +10,29 @@ import (
 	"github.com/agent2env/agent2env/api/client"
 )
 
+// newSandboxSnapshotCmd is "sandbox snapshot": snapshots as a verb on a
+// sandbox.
 func newSandboxSnapshotCmd(e env, cc *clientConfig) *cobra.Command {
+	return newSnapshotGroup(e, cc, "sandbox snapshot")
+}
+
+// newSnapshotCmd is the top-level "snapshot": snapshots as a resource of
+// their own (GET /api/v1/snapshots), the same commands as "sandbox
+// snapshot".
+func newSnapshotCmd(e env, cc *clientConfig) *cobra.Command {
+	return newSnapshotGroup(e, cc, "snapshot")
+}
+
+// newSnapshotGroup makes the snapshot commands under path (what the
+// examples call them by).
+func newSnapshotGroup(e env, cc *clientConfig, path string) *cobra.Command {
 	return group("snapshot <command>", "save sandboxes with their memory, and list and remove the saves (sandbox create --from-snapshot makes sandboxes of them)",
-		`  SNAP=$(agent2env sandbox snapshot create "$ID")
+		fmt.Sprintf(`  SNAP=$(agent2env %[1]s create "$ID")
   agent2env sandbox create --from-snapshot "$SNAP"
-  agent2env sandbox snapshot rm "$SNAP"`,
-		newSnapshotCreateCmd(e, cc), newSnapshotListCmd(e, cc),
+  agent2env %[1]s rm "$SNAP"`, path),
+		newSnapshotCreateCmd(e, cc, path), newSnapshotListCmd(e, cc, path),
 		removeCmd(e, cc, "SNAPSHOT", "snapshot id", "remove snapshots and their files",
-			`  agent2env sandbox snapshot rm $(agent2env sandbox snapshot ls -q --sandbox "$ID")`, snapshotIDs,
+			fmt.Sprintf(`  agent2env %[1]s rm $(agent2env %[1]s ls -q --sandbox "$ID")`, path), snapshotIDs,
 			func(ctx context.Context, cl *client.Client, id string) error { return cl.Snapshots().Delete(ctx, id) }),
 	)
 }
@@ -37,7 +53,7 @@ func snapshotView(v any, snaps []api.Snapshot) view {
 	return view{value: v, ids: ids, table: t}
 }
 
-func newSnapshotCreateCmd(e env, cc *clientConfig) *cobra.Command {
+func newSnapshotCreateCmd(e env, cc *clientConfig, path string) *cobra.Command {
 	var (
 		stop bool
 		out  output
@@ -45,8 +61,8 @@ func newSnapshotCreateCmd(e env, cc *clientConfig) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "create ID [flags]",
 		Short: "save a running or paused sandbox with its memory (live: it runs on) and print the snapshot's id",
-		Example: `  agent2env sandbox snapshot create "$ID"
-  agent2env sandbox snapshot create "$ID" --stop -o json`,
+		Example: fmt.Sprintf(`  agent2env %[1]s create "$ID"
+  agent2env %[1]s create "$ID" --stop -o json`, path),
 		Args:              exactArgs(1, "need one sandbox ID"),
 		ValidArgsFunction: cc.complete(e, sandboxIDs, false),
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, args []string) (view, error) {
@@ -64,7 +80,7 @@ func newSnapshotCreateCmd(e env, cc *clientConfig) *cobra.Command {
 	return c
 }
 
-func newSnapshotListCmd(e env, cc *clientConfig) *cobra.Command {
+func newSnapshotListCmd(e env, cc *clientConfig, path string) *cobra.Command {
 	var (
 		sandbox string
 		out     output
@@ -73,7 +89,7 @@ func newSnapshotListCmd(e env, cc *clientConfig) *cobra.Command {
 		Use:     "ls [flags]",
 		Aliases: []string{"list"},
 		Short:   "list snapshots, newest first",
-		Example: `  agent2env sandbox snapshot ls --sandbox "$ID"`,
+		Example: fmt.Sprintf(`  agent2env %s ls --sandbox "$ID"`, path),
 		Args:    noArgs,
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
 			snaps, err := cl.Snapshots().List(ctx, sandbox)

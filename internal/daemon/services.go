@@ -67,7 +67,7 @@ func buildServices(ctx context.Context, cfg Config, st state) (svc services, err
 	if svc.Manager, svc.Pools, err = buildSandboxes(cfg, st, sources, svc.Templates, svc.Metrics); err != nil {
 		return svc, err
 	}
-	var sandboxOpts []service.SandboxesOption
+	sandboxOpts := []service.SandboxesOption{service.WithRuntime(st.Runtime)}
 	if u, ok := st.Runtime.(sandbox.UsageReader); ok { // the runner's liveness counts CPU time where the runtime measures it
 		sandboxOpts = append(sandboxOpts, service.WithUsage(u))
 	}

@@ -25,14 +25,16 @@ const chromium = "/usr/bin/chromium"
 
 // consolePages are the screenshots the browser tests must leave: one of
 // every page a person looks at.
-var consolePages = []string{"overview", "sandboxes", "sandbox", "terminal", "files", "templates", "template",
+var consolePages = []string{"overview", "sandboxes", "sandbox", "terminal", "files", "sandbox-snapshots", "snapshots", "templates", "template",
 	"images", "sessions", "runs", "run", "compare", "compare-transcripts", "conversations", "conversation", "archive"}
 
 // TestConsoleInBrowser drives the web console in a real browser
 // (web/test/console.test.mjs: playwright-core on Debian's chromium, under
 // Node's test runner) against a daemon with API keys on and a fake model:
 // the key prompt, a sandbox created from the console, its terminal, its
-// files browsed folder by folder with an upload and a download, a task run
+// files browsed folder by folder with an upload and a download, a snapshot
+// of it taken on its page, a new sandbox made from it (with the project's
+// criu: withCRIU) and the snapshots listed, a task run
 // followed live, a conversation's transcript with its tool call paired
 // with its result and its raw parts, templates, images and prepulls,
 // sessions and contexts, a submission's compare matrix of two agents
@@ -66,7 +68,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	const key = "console-browser-test-key"
 	consoleAddr := freeAddr(t)
-	d := startDaemon(t, "", func(c *exec.Cmd) {
+	d := startDaemon(t, "", withCRIU(t), func(c *exec.Cmd) {
 		c.Env = append(os.Environ(), "AGENT2ENV_API_KEYS="+key)
 		c.Args = append(c.Args, "--console-listen", consoleAddr, "--prebuild-images=false", "--llm-config", llmConfig,
 			"--warm-pools", "python=1")

@@ -247,7 +247,7 @@ func openEnv(dir string, opts envOptions) (e *env, closeEnv func(), err error) {
 		sopts = append(sopts, WithRoutes(NewTemplateRoutes(tpl)))
 	}
 	m := manager.New(opts.cfg, rt, st, log, mopts...)
-	var svcOpts []service.SandboxesOption
+	svcOpts := []service.SandboxesOption{service.WithRuntime(rt)}
 	if opts.now != nil {
 		svcOpts = append(svcOpts, service.WithClock(opts.now))
 	}

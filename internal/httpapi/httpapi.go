@@ -88,6 +88,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/version", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, buildinfo.Get())
 	})
+	mux.HandleFunc("GET /api/v1/capabilities", s.capabilities)
 
 	mux.HandleFunc("POST /api/v1/sandboxes", s.createSandbox)
 	mux.HandleFunc("GET /api/v1/sandboxes", s.listSandboxes)

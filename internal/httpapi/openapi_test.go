@@ -305,6 +305,7 @@ func TestOpenAPISchemas(t *testing.T) {
 	}{
 		{"Error", api.Error{}, out},
 		{"Version", api.Version{}, out},
+		{"Capabilities", api.Capabilities{}, out},
 		{"Sandbox", api.Sandbox{}, out},
 		{"SandboxList", api.SandboxList{}, out},
 		{"SandboxOverrides", api.SandboxOverrides{}, in},
@@ -1074,6 +1075,7 @@ func TestOpenAPIConformance(t *testing.T) {
 		exchange{method: "GET", target: "/api/v1/health", noKey: true, status: ok},
 		exchange{method: "GET", target: "/readyz", noKey: true, status: ok},
 		exchange{method: "GET", target: "/api/v1/version", status: ok},
+		exchange{method: "GET", target: "/api/v1/capabilities", status: ok},
 	)
 	e.srv.SetReady(false)
 	run(exchange{method: "GET", target: "/readyz", noKey: true, status: http.StatusServiceUnavailable})

@@ -17,6 +17,14 @@
 // run, and a cancellation interrupts the running code (its context stays).
 // A session's files are resources: sandbox://{session}/files/{path}.
 //
+// Pause and snapshots are not tools. The tools address sessions, and a
+// session pauses by itself when idle (--session-pause-after). A restored
+// or forked sandbox is no session (its contexts come back under new ids,
+// but no session names them), so execute_code and execute_command could
+// not reach it, only the file tools by sandbox_id: snapshot and
+// fork_session tools wait for the session service to adopt such a sandbox
+// as a session of its own.
+//
 // A call on a sandbox's own channel (127.0.0.1:4000/mcp inside it) has the
 // tenant run:<id> for a task run's sandbox, else sandbox:<id>, and the
 // sandbox owns what the call makes (auth.WithOwner): the manager admits it

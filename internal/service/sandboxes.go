@@ -25,6 +25,7 @@ type Sandboxes struct {
 	// slash; empty: sandboxes have no accessUrl.
 	publicURL string
 	usage     sandbox.UsageReader // nil: the runtime measures nothing
+	rt        sandbox.Runtime     // nil: no capabilities claimed
 	tickets   terminalTickets
 	// contexts are the context records snapshots carry; nil: none.
 	contexts store.Contexts

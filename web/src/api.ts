@@ -103,6 +103,28 @@ export interface Sandbox {
   metadata?: Record<string, string>;
 }
 
+/** What the daemon's runtime can do where runtimes differ (GET /api/v1/capabilities). */
+export interface Capabilities {
+  runtime: string;
+  pause: boolean;
+  snapshots: boolean;
+}
+
+/** A sandbox saved with its memory (POST /api/v1/sandboxes/{id}/snapshots). */
+export interface Snapshot {
+  id: string;
+  sandbox_id: string;
+  image: string;
+  template?: string;
+  cpu: string;
+  memory: string;
+  runtime: string;
+  status: string;
+  stopped?: boolean;
+  size_bytes: number;
+  created_at: string;
+}
+
 export interface SandboxList {
   items: Sandbox[];
   nextCursor?: string;

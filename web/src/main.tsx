@@ -15,6 +15,7 @@ import { Runs } from "./pages/Runs";
 import { Sandbox } from "./pages/Sandbox";
 import { Sandboxes } from "./pages/Sandboxes";
 import { SessionPage, Sessions } from "./pages/Sessions";
+import { Snapshots } from "./pages/Snapshots";
 import { TemplatePage, Templates } from "./pages/Templates";
 import { useLocation } from "./router";
 import { Empty } from "./ui";
@@ -25,6 +26,7 @@ const themeItem = "agent2env.theme";
 const pages = [
   ["/", "Overview"],
   ["/sandboxes", "Sandboxes"],
+  ["/snapshots", "Snapshots"],
   ["/runs", "Runs"],
   ["/llm", "LLM"],
   ["/templates", "Templates"],
@@ -49,6 +51,8 @@ function Page({ url }: { url: URL }) {
       return <Sandbox key={parts[1]} id={parts[1]} />;
     case parts[0] === "sandboxes" && parts.length === 3 && parts[2] === "conversations":
       return <Conversations key={parts[1]} sandbox={parts[1]} />;
+    case parts[0] === "snapshots" && parts.length === 1:
+      return <Snapshots />;
     case parts[0] === "runs" && parts.length === 1:
       return <Runs url={url} />;
     case parts[0] === "runs" && parts.length === 2 && parts[1] === "compare":

@@ -175,6 +175,49 @@ test("files: folders opened by a click, a file uploaded into the folder shown an
   await listing("/workspace").waitFor();
 });
 
+test("a snapshot taken on the sandbox's page makes a new sandbox that runs on from it; the snapshots page lists it", async () => {
+  const parentURL = page.url();
+  const parent = decodeURIComponent(new URL(parentURL).pathname.split("/").pop());
+  await page.getByLabel("command").fill("echo saved > /workspace/snap.txt; setsid sleep 1000 </dev/null >/dev/null 2>&1 &");
+  await page.getByRole("button", { name: "Run", exact: true }).click();
+  await page.getByLabel("stdout").waitFor();
+  const mine = page.getByRole("table", { name: "snapshots" }).locator("tbody tr");
+  await page.getByText("No snapshots of this sandbox.").waitFor();
+  await page.getByRole("button", { name: "Snapshot", exact: true }).click();
+  await expectCount(mine, 1, 60_000);
+  const snap = (await mine.locator("code").first().textContent()).trim();
+  // Live: the sandbox runs on.
+  await page.locator(".status-running").first().waitFor();
+  await shot("sandbox-snapshots");
+
+  await mine.getByRole("button", { name: `new sandbox from ${snap}` }).click();
+  await page.waitForURL((u) => /\/sandboxes\/[^/]+$/.test(u.pathname) && !u.pathname.endsWith("/" + parent));
+  const child = decodeURIComponent(new URL(page.url()).pathname.split("/").pop());
+  await page.locator(".status-running").first().waitFor({ timeout: 60_000 });
+  // Its file, and the process the parent had started, are there.
+  await page.getByLabel("command").fill("cat /workspace/snap.txt; grep -lx sleep /proc/[0-9]*/comm >/dev/null && echo sleeping");
+  await page.getByRole("button", { name: "Run", exact: true }).click();
+  await page.getByLabel("stdout").waitFor();
+  assert.equal(await page.getByLabel("stdout").textContent(), "saved\nsleeping\n");
+
+  await nav("Snapshots").click();
+  const all = page.getByRole("table", { name: "snapshots" });
+  const row = all.locator("tbody tr").filter({ hasText: snap });
+  await row.getByRole("link", { name: parent }).waitFor();
+  await shot("snapshots");
+  // The new sandbox goes; the snapshot stays until it is deleted, from
+  // its sandbox's page.
+  await api("DELETE", `/api/v1/sandboxes/${child}`);
+  await row.getByRole("link", { name: parent }).click();
+  await page.waitForURL(parentURL);
+  await mine.getByRole("button", { name: `delete ${snap}` }).click();
+  await page.getByText("No snapshots of this sandbox.").waitFor();
+  await nav("Snapshots").click();
+  await page.getByText("No snapshots yet").waitFor();
+  await page.goto(parentURL);
+  await page.locator(".status-running").first().waitFor();
+});
+
 test("the sandboxes list shows it; it is paused, resumed, stopped, started and deleted from its page", async () => {
   const id = decodeURIComponent(new URL(page.url()).pathname.split("/").pop());
   await nav("Sandboxes").click();

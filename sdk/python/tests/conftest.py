@@ -128,6 +128,17 @@ sandbox_json = payload(
     accessToken="ab" * 32,
     accessUrl="http://daemon.test/api/v1/sandbox/sb1234567890",
 )
+snapshot_json = payload(
+    id="snap-0123abcd",
+    sandbox_id="sb1234567890",
+    image="agent2env/python",
+    cpu="500m",
+    memory="512Mi",
+    runtime="oci",
+    status="ready",
+    size_bytes=52428800,
+    created_at=T0,
+)
 # A stored template spec, defaults applied.
 spec_json = payload(
     image="agent2env/python",

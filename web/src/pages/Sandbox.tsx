@@ -1,10 +1,12 @@
-// One sandbox: what it is, its actions, its logs (refreshed while shown),
-// a one-off command, and a terminal (loaded when opened).
+// One sandbox: what it is, its actions (pause, resume and snapshots among
+// them), its snapshots, its logs (refreshed while shown), a one-off
+// command, and a terminal (loaded when opened).
 import type { FunctionComponent } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { call, get, type ExecResponse, type Logs, type Sandbox as SandboxT } from "../api";
+import { call, get, type Capabilities, type ExecResponse, type Logs, type Sandbox as SandboxT } from "../api";
 import { navigate } from "../router";
 import { Files } from "./Files";
+import { SnapshotList } from "./Snapshots";
 import { CopyID, ErrorBox, Status, Time, useAsync, useInterval } from "../ui";
 
 type TerminalProps = { sandbox: string; onClose: () => void };
@@ -24,8 +26,11 @@ export function Sandbox({ id }: { id: string }) {
   const path = `/api/v1/sandboxes/${encodeURIComponent(id)}`;
   const sb = useAsync((s) => get<SandboxT>(path, s), [path]);
   const logs = useAsync((s) => get<Logs>(path + "/logs", s), [path]);
+  const caps = useAsync((s) => get<Capabilities>("/api/v1/capabilities", s), []).data;
   const [actionError, setActionError] = useState<unknown>();
   const [term, setTerm] = useState(false);
+  const [snapshots, setSnapshots] = useState(0);
+  const [saving, setSaving] = useState(false);
   useInterval(sb.reload, 3000);
   useInterval(logs.reload, 3000);
   if (sb.error) return <ErrorBox error={sb.error} retry={sb.reload} />;
@@ -40,10 +45,18 @@ export function Sandbox({ id }: { id: string }) {
         navigate("/sandboxes");
         return;
       }
-      await call("POST", `${path}/${verb}`);
+      if (verb === "snapshot" || verb === "snapshot-stop") {
+        setSaving(true);
+        await call("POST", `${path}/snapshots`, { stop: verb === "snapshot-stop" });
+        setSnapshots((n) => n + 1);
+      } else {
+        await call("POST", `${path}/${verb}`);
+      }
       sb.reload();
     } catch (e) {
       setActionError(e);
+    } finally {
+      setSaving(false);
     }
   };
   return (
@@ -84,7 +97,7 @@ export function Sandbox({ id }: { id: string }) {
             </button>
           )
         )}
-        {s.status === "running" && (
+        {s.status === "running" && caps?.pause && (
           <button type="button" onClick={() => act("pause")}>
             Pause
           </button>
@@ -99,12 +112,36 @@ export function Sandbox({ id }: { id: string }) {
             Restart
           </button>
         )}
+        {(s.status === "running" || s.status === "paused") && caps?.snapshots && (
+          <>
+            <button type="button" disabled={saving} onClick={() => act("snapshot")}>
+              {saving ? "Saving…" : "Snapshot"}
+            </button>
+            <button
+              type="button"
+              disabled={saving}
+              title="Save it, then stop it: its memory is freed, its files kept"
+              onClick={() => act("snapshot-stop")}
+            >
+              Snapshot to disk
+            </button>
+          </>
+        )}
         <button type="button" class="danger" onClick={() => act("delete")}>
           Delete
         </button>
         <a href={`/sandboxes/${encodeURIComponent(id)}/conversations`}>Conversations</a>
       </div>
       {actionError !== undefined && <ErrorBox error={actionError} />}
+      {caps && (!caps.pause || !caps.snapshots) && (
+        <p class="hint">
+          The daemon's runtime ({caps.runtime}) cannot {!caps.pause && "pause sandboxes"}
+          {!caps.pause && !caps.snapshots && " nor "}
+          {!caps.snapshots && "take snapshots (serve --criu: make criu builds one)"}.
+        </p>
+      )}
+      <h2>Snapshots</h2>
+      <SnapshotList sandbox={id} version={snapshots} />
       <h2>Terminal</h2>
       {s.status !== "running" ? (
         <p class="hint">The terminal opens on a running sandbox.</p>

@@ -18,8 +18,10 @@ from ._base import (
     Request,
     SyncAPIClient,
     call,
+    parse_model,
     parse_none,
 )
+from .models.snapshot import Capabilities
 from .services import (
     AsyncContextService,
     AsyncImageService,
@@ -29,6 +31,7 @@ from .services import (
     AsyncPrepullService,
     AsyncSandboxService,
     AsyncSessionService,
+    AsyncSnapshotService,
     AsyncStatsService,
     AsyncTemplateService,
     ContextService,
@@ -39,6 +42,7 @@ from .services import (
     PrepullService,
     SandboxService,
     SessionService,
+    SnapshotService,
     StatsService,
     TemplateService,
 )
@@ -48,6 +52,10 @@ __all__ = ["AsyncClient", "Client"]
 
 def _health() -> Op[None]:
     return call(Request("GET", "/health", api=False), parse_none)
+
+
+def _capabilities() -> Op[Capabilities]:
+    return call(Request("GET", "/capabilities"), parse_model(Capabilities))
 
 
 class Client:
@@ -78,6 +86,9 @@ class Client:
         contexts: Code-interpreter contexts (agent2env addition).
         sessions: Sessions: code and commands in sandboxes made on first
             use (agent2env addition; see also :mod:`agent2env.sessions`).
+        snapshots: Saved sandboxes, processes and memory included; taken
+            with ``sandbox.snapshot`` and restored with
+            ``sandbox.create_from_snapshot`` (agent2env addition).
         stats: The daemon's statistics (agent2env addition).
         images: The daemon's image store (agent2env addition).
         llm: The LLM proxy's archive: every call sandboxes and runs made to a
@@ -111,6 +122,7 @@ class Client:
         self.import_export: Final = ImportExportService(self._api)
         self.contexts: Final = ContextService(self._api)
         self.sessions: Final = SessionService(self._api)
+        self.snapshots: Final = SnapshotService(self._api)
         self.stats: Final = StatsService(self._api)
         self.images: Final = ImageService(self._api)
         self.llm: Final = LLMService(self._api)
@@ -124,6 +136,10 @@ class Client:
     def health(self) -> None:
         """Check that the daemon answers; raise ConnectionError or APIError if not."""
         self._api.run(_health())
+
+    def capabilities(self) -> Capabilities:
+        """Return what the daemon's runtime can do: pause, snapshots (agent2env addition)."""
+        return self._api.run(_capabilities())
 
     def close(self) -> None:
         """Close the HTTP connections (not those of an ``http_client`` given to the constructor)."""
@@ -179,6 +195,7 @@ class AsyncClient:
         self.import_export: Final = AsyncImportExportService(self._api)
         self.contexts: Final = AsyncContextService(self._api)
         self.sessions: Final = AsyncSessionService(self._api)
+        self.snapshots: Final = AsyncSnapshotService(self._api)
         self.stats: Final = AsyncStatsService(self._api)
         self.images: Final = AsyncImageService(self._api)
         self.llm: Final = AsyncLLMService(self._api)
@@ -192,6 +209,10 @@ class AsyncClient:
     async def health(self) -> None:
         """Check that the daemon answers; raise ConnectionError or APIError if not."""
         await self._api.run(_health())
+
+    async def capabilities(self) -> Capabilities:
+        """Return what the daemon's runtime can do; see :meth:`Client.capabilities`."""
+        return await self._api.run(_capabilities())
 
     async def close(self) -> None:
         """Close the HTTP connections (not those of an ``http_client`` given to the constructor)."""

@@ -189,6 +189,28 @@ def limited_daemon(daemon: Daemon, shared_dir: Path) -> Iterator[Daemon]:
         _no_sandboxes_left(d.url)
 
 
+def _criu() -> str:
+    """The project's criu (``make criu``, scripts/criu.sh): snapshots need it."""
+    out = subprocess.run(
+        [str(REPO / "scripts" / "criu.sh"), "--path"], capture_output=True, text=True, check=False
+    )
+    path = out.stdout.strip()
+    if out.returncode != 0 or not path:
+        why = "the snapshot tests need the project's criu: run make criu (scripts/criu.sh)"
+        if _ci():
+            pytest.fail(why + f", and CI={os.environ['CI']}", pytrace=False)
+        pytest.skip(why)
+    return path
+
+
+@pytest.fixture(scope="session")
+def criu_daemon(daemon: Daemon) -> Iterator[Daemon]:
+    """A daemon that snapshots sandboxes (``serve --criu``), on the first one's image store."""
+    with _serve(_require(), "--criu", _criu()) as d:
+        yield d
+        _no_sandboxes_left(d.url)
+
+
 @pytest.fixture(scope="session")
 def cramped_daemon(daemon: Daemon) -> Iterator[Daemon]:
     """A daemon whose cpu capacity fits one ``large`` session (4 cpus) but not two.

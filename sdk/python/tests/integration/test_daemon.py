@@ -104,9 +104,9 @@ def test_seed_copies_are_the_seed() -> None:
         assert hashlib.sha256(kept.encode()).hexdigest() == want, f"{name} is no longer the seed's"
 
 
-def readme_code(section: str) -> str:
-    """Return the first Python block of a section of the README."""
-    readme = (SDK / "README.md").read_text()
+def readme_code(section: str, path: Path = SDK / "README.md") -> str:
+    """Return the first Python block of a section of a README, the SDK's by default."""
+    readme = path.read_text()
     code = re.search(r"```python\n(.*?)```", readme[readme.index(section) :], re.S)
     assert code is not None
     return code.group(1)

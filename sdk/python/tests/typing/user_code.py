@@ -58,6 +58,8 @@ from agent2env.models import (
     Session,
     SessionCommandResult,
     SessionExecuteResult,
+    Snapshot,
+    SnapshotStatus,
     Stats,
     Template,
     TemplateListResult,
@@ -189,6 +191,33 @@ def files_and_contexts(client: Client, sandbox_id: str) -> None:
     client.contexts.delete(ctx.context_id)
     client.sandbox.create("t", overrides=SandboxOverrides(ttl=0))
     client.sandbox.execute(sandbox_id, "ls")  # type: ignore[arg-type]
+
+
+def snapshots(client: Client, sandbox_id: str) -> None:
+    if client.capabilities().snapshots:
+        print("this daemon snapshots")
+    paused: Sandbox = client.sandbox.pause(sandbox_id)
+    snap: Snapshot = client.sandbox.snapshot(sandbox_id, stop=True)
+    size: int = snap.size_bytes
+    ready: bool = snap.status is SnapshotStatus.READY
+    print(paused.status, size, ready, snap.sandbox_id, snap.stopped, snap.created_at)
+    copies: list[Sandbox] = [
+        client.sandbox.create_from_snapshot(snap.id, ttl=600, metadata={"rollout": str(i)})
+        for i in range(8)
+    ]
+    mine: list[Snapshot] = client.snapshots.list(sandbox_id=sandbox_id)
+    print(copies, mine, client.snapshots.get(snap.id).runtime)
+    client.snapshots.delete(snap.id)
+    client.sandbox.snapshot(sandbox_id, True)  # type: ignore[call-arg]
+    client.sandbox.create_from_snapshot(snap.id, image="x")  # type: ignore[call-arg]
+
+
+async def async_snapshots(client: AsyncClient, sandbox_id: str) -> None:
+    snap: Snapshot = await client.sandbox.snapshot(sandbox_id)
+    sb: Sandbox = await client.sandbox.create_from_snapshot(snap.id)
+    all_: list[Snapshot] = await client.snapshots.list()
+    print(sb.id, all_, await client.sandbox.resume(sandbox_id))
+    await client.snapshots.delete(snap.id)
 
 
 def errors(client: Client) -> None:

@@ -55,6 +55,7 @@ from .session import (
     Stats,
     Usage,
 )
+from .snapshot import Capabilities, Snapshot, SnapshotStatus
 from .template import (
     CreateTemplateRequest,
     ExecAction,
@@ -74,6 +75,7 @@ from .template import (
 
 __all__ = [
     "APIModel",
+    "Capabilities",
     "Context",
     "CreateTemplateRequest",
     "DeleteContextResult",
@@ -126,6 +128,8 @@ __all__ = [
     "SessionExecuteResult",
     "SessionInfo",
     "SessionStats",
+    "Snapshot",
+    "SnapshotStatus",
     "Stats",
     "StrEnum",
     "Template",

@@ -7,6 +7,7 @@ from .llm import AsyncLLMKeyService, AsyncLLMService, LLMKeyService, LLMService
 from .prepull import AsyncPrepullService, PrepullService
 from .sandbox import AsyncSandboxService, SandboxService
 from .session import AsyncSessionService, AsyncStatsService, SessionService, StatsService
+from .snapshot import AsyncSnapshotService, SnapshotService
 from .template import AsyncTemplateService, TemplateService
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "AsyncPrepullService",
     "AsyncSandboxService",
     "AsyncSessionService",
+    "AsyncSnapshotService",
     "AsyncStatsService",
     "AsyncTemplateService",
     "ContextService",
@@ -28,6 +30,7 @@ __all__ = [
     "PrepullService",
     "SandboxService",
     "SessionService",
+    "SnapshotService",
     "StatsService",
     "TemplateService",
 ]

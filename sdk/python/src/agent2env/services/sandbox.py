@@ -40,6 +40,7 @@ from ..models.sandbox import (
     SandboxStatus,
     TerminalInfo,
 )
+from ..models.snapshot import Snapshot
 from ..terminal import AsyncTerminal, Terminal, interactive_query
 
 __all__ = ["AsyncSandboxService", "SandboxService"]
@@ -47,6 +48,9 @@ __all__ = ["AsyncSandboxService", "SandboxService"]
 Overrides = SandboxOverrides | Mapping[str, Any] | None
 Content = bytes | str | IO[bytes]
 Destination = str | os.PathLike[str] | IO[bytes]
+
+SNAPSHOT_TIMEOUT = 300.0
+"""Seconds a snapshot or a restore may take: saving and loading memory scale with its size."""
 
 _FINAL = (SandboxStatus.FAILED, SandboxStatus.SUCCEEDED, SandboxStatus.TERMINATING)
 
@@ -89,6 +93,28 @@ def _create_from_image(
     }
     body = {k: v for k, v in body.items() if v is not None}
     return call(Request("POST", "/sandboxes", json=body), parse_model(Sandbox))
+
+
+def _create_from_snapshot(
+    snapshot_id: str, ttl: int | None, metadata: Mapping[str, str] | None
+) -> Op[Sandbox]:
+    if not snapshot_id:
+        raise ValueError("snapshot id is empty")
+    body: dict[str, Any] = {"from_snapshot": snapshot_id}
+    if ttl is not None:
+        body["ttl"] = ttl
+    if metadata is not None:
+        body["metadata"] = dict(metadata)
+    req = Request("POST", "/sandboxes", json=body, min_read_timeout=SNAPSHOT_TIMEOUT)
+    return call(req, parse_model(Sandbox))
+
+
+def _snapshot(sandbox_id: str, stop: bool) -> Op[Snapshot]:
+    body = {"stop": True} if stop else {}
+    req = Request(
+        "POST", _path(sandbox_id, "/snapshots"), json=body, min_read_timeout=SNAPSHOT_TIMEOUT
+    )
+    return call(req, parse_model(Snapshot))
 
 
 def _exec_request(
@@ -229,7 +255,7 @@ def _attach_query(since: int, read_only: bool, takeover: bool) -> list[tuple[str
 
 
 class SandboxService:
-    """Sandbox operations: lifecycle (stop, start, restart, pause, resume), exec, files, logs.
+    """Sandbox operations: lifecycle (stop, start, restart, pause, resume), snapshots, exec, files.
 
     Get it as :attr:`agent2env.Client.sandbox`.
     """
@@ -327,6 +353,53 @@ class SandboxService:
         Raises ConflictError when the sandbox is not paused.
         """
         return self._c.run(_control_sandbox(sandbox_id, "/resume"))
+
+    def snapshot(self, sandbox_id: str, *, stop: bool = False) -> Snapshot:
+        """Save a running or paused sandbox whole: its processes with their memory, files, spec.
+
+        Live by default: the sandbox is frozen only while it is saved and
+        runs on (a paused one stays paused); with ``stop=True`` it is stopped
+        once saved (status ``succeeded``), its memory freed. The snapshot
+        outlives the sandbox and a restart of the daemon; make sandboxes
+        from it with :meth:`create_from_snapshot`, list and delete it with
+        :attr:`agent2env.Client.snapshots` (agent2env addition).
+
+        Raises:
+            ConflictError: The sandbox is neither running nor paused.
+            ServiceUnavailableError: A connection through the sandbox's
+                services or a request to its agent was still open after 5 s;
+                the sandbox is left as it was.
+            APIError: Code ``NOT_IMPLEMENTED`` (501): the runtime cannot
+                snapshot (the kubernetes runtime, or the daemon has no
+                working criu: ``serve --criu``).
+
+        """
+        return self._c.run(_snapshot(sandbox_id, stop))
+
+    def create_from_snapshot(
+        self,
+        snapshot_id: str,
+        *,
+        ttl: int | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Sandbox:
+        """Make a sandbox from a snapshot, its processes and files as saved (agent2env addition).
+
+        The new sandbox has its own id and the snapshot's image, resources,
+        environment and network; it is ``running`` when returned. Each call
+        makes another independent copy.
+
+        Args:
+            snapshot_id: The snapshot.
+            ttl: Seconds until it expires (``0``: never); the daemon's default when unset.
+            metadata: Labels, as in :meth:`create`.
+
+        Raises:
+            NotFoundError: The snapshot does not exist.
+            APIError: Code ``NOT_IMPLEMENTED`` (501): the runtime cannot restore.
+
+        """
+        return self._c.run(_create_from_snapshot(snapshot_id, ttl, metadata))
 
     def execute(
         self,
@@ -610,6 +683,20 @@ class AsyncSandboxService:
     async def resume(self, sandbox_id: str) -> Sandbox:
         """Let a paused sandbox run again; see :meth:`SandboxService.resume`."""
         return await self._c.run(_control_sandbox(sandbox_id, "/resume"))
+
+    async def snapshot(self, sandbox_id: str, *, stop: bool = False) -> Snapshot:
+        """Save a sandbox whole; see :meth:`SandboxService.snapshot`."""
+        return await self._c.run(_snapshot(sandbox_id, stop))
+
+    async def create_from_snapshot(
+        self,
+        snapshot_id: str,
+        *,
+        ttl: int | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Sandbox:
+        """Make a sandbox from a snapshot; see :meth:`SandboxService.create_from_snapshot`."""
+        return await self._c.run(_create_from_snapshot(snapshot_id, ttl, metadata))
 
     async def execute(
         self,

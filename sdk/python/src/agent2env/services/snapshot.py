@@ -1,0 +1,67 @@
+"""The snapshots service: the saved sandboxes the daemon keeps (agent2env addition).
+
+A snapshot is taken with :meth:`SandboxService.snapshot
+<agent2env.services.sandbox.SandboxService.snapshot>` and sandboxes are made
+from it with :meth:`SandboxService.create_from_snapshot
+<agent2env.services.sandbox.SandboxService.create_from_snapshot>`; this service
+lists, reads and deletes them.
+"""
+
+from __future__ import annotations
+
+from .._async_base import AsyncAPIClient
+from .._base import Op, Request, SyncAPIClient, call, parse_items, parse_model, parse_none, segment
+from ..models.snapshot import Snapshot
+
+__all__ = ["AsyncSnapshotService", "SnapshotService"]
+
+
+def _path(snapshot_id: str) -> str:
+    return f"/snapshots/{segment(snapshot_id, 'snapshot id')}"
+
+
+def _list(sandbox_id: str | None) -> Op[list[Snapshot]]:
+    params = {}
+    if sandbox_id is not None:
+        if not sandbox_id:
+            raise ValueError("sandbox id is empty")
+        params["sandbox_id"] = sandbox_id
+    return call(Request("GET", "/snapshots", params=params), parse_items(Snapshot))
+
+
+class SnapshotService:
+    """Snapshot operations; get it as :attr:`agent2env.Client.snapshots`."""
+
+    def __init__(self, client: SyncAPIClient) -> None:
+        self._c = client
+
+    def list(self, *, sandbox_id: str | None = None) -> list[Snapshot]:
+        """Return the snapshots, newest first; only those of ``sandbox_id`` when given."""
+        return self._c.run(_list(sandbox_id))
+
+    def get(self, snapshot_id: str) -> Snapshot:
+        """Return a snapshot; an unknown id raises NotFoundError."""
+        return self._c.run(call(Request("GET", _path(snapshot_id)), parse_model(Snapshot)))
+
+    def delete(self, snapshot_id: str) -> None:
+        """Delete a snapshot and its files; sandboxes made from it are not affected."""
+        self._c.run(call(Request("DELETE", _path(snapshot_id)), parse_none))
+
+
+class AsyncSnapshotService:
+    """The async twin of :class:`SnapshotService`: ``AsyncClient.snapshots``."""
+
+    def __init__(self, client: AsyncAPIClient) -> None:
+        self._c = client
+
+    async def list(self, *, sandbox_id: str | None = None) -> list[Snapshot]:
+        """Return the snapshots, newest first; see :meth:`SnapshotService.list`."""
+        return await self._c.run(_list(sandbox_id))
+
+    async def get(self, snapshot_id: str) -> Snapshot:
+        """Return a snapshot; an unknown id raises NotFoundError."""
+        return await self._c.run(call(Request("GET", _path(snapshot_id)), parse_model(Snapshot)))
+
+    async def delete(self, snapshot_id: str) -> None:
+        """Delete a snapshot and its files; sandboxes made from it are not affected."""
+        await self._c.run(call(Request("DELETE", _path(snapshot_id)), parse_none))

@@ -1,0 +1,152 @@
+"""Snapshots: taking one, making sandboxes from it, listing, reading and deleting them."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+from pytest_httpx import HTTPXMock
+
+from agent2env import APIError, BadRequestError, ConflictError, NotFoundError
+from agent2env.models import SandboxStatus, SnapshotStatus
+
+from .conftest import BASE, sandbox_json, snapshot_json
+
+SB = f"{BASE}/sandboxes/sb1234567890"
+SNAP = f"{BASE}/snapshots/snap-0123abcd"
+
+
+def sent(httpx_mock: HTTPXMock) -> Any:
+    return json.loads(httpx_mock.get_requests()[-1].content)
+
+
+@pytest.mark.parametrize(("kwargs", "want"), [({}, {}), ({"stop": True}, {"stop": True})])
+def test_snapshot(
+    client: Any, httpx_mock: HTTPXMock, kwargs: dict[str, Any], want: dict[str, Any]
+) -> None:
+    stopped = kwargs.get("stop", False)
+    httpx_mock.add_response(
+        method="POST", url=f"{SB}/snapshots", status_code=201, json=snapshot_json(stopped=stopped)
+    )
+    snap = client.sandbox.snapshot("sb1234567890", **kwargs)
+    assert sent(httpx_mock) == want
+    assert snap.id == "snap-0123abcd"
+    assert snap.sandbox_id == "sb1234567890"
+    assert snap.status is SnapshotStatus.READY
+    assert snap.stopped is stopped
+    assert snap.size_bytes == 52428800
+    assert snap.template is None
+    assert snap.created_at == datetime(2025, 1, 1, 12, tzinfo=timezone.utc)
+    # Saving memory takes time: the read timeout is raised for it.
+    assert httpx_mock.get_requests()[0].extensions["timeout"]["read"] == 300
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "exc"),
+    [
+        (409, "CONFLICT", ConflictError),
+        (404, "SANDBOX_NOT_FOUND", NotFoundError),
+        (501, "NOT_IMPLEMENTED", APIError),
+    ],
+)
+def test_snapshot_refused(
+    client: Any, httpx_mock: HTTPXMock, status: int, code: str, exc: type[APIError]
+) -> None:
+    httpx_mock.add_response(status_code=status, json={"error": "cannot snapshot", "code": code})
+    with pytest.raises(exc, match="cannot snapshot") as info:
+        client.sandbox.snapshot("sb1234567890")
+    assert info.value.code == code
+    assert info.value.status_code == status
+    # A POST is never retried.
+    assert len(httpx_mock.get_requests()) == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "want"),
+    [
+        ({}, {"from_snapshot": "snap-0123abcd"}),
+        (
+            {"ttl": 0, "metadata": {"rollout": "3"}},
+            {"from_snapshot": "snap-0123abcd", "ttl": 0, "metadata": {"rollout": "3"}},
+        ),
+    ],
+)
+def test_create_from_snapshot(
+    client: Any, httpx_mock: HTTPXMock, kwargs: dict[str, Any], want: dict[str, Any]
+) -> None:
+    httpx_mock.add_response(
+        method="POST",
+        url=f"{BASE}/sandboxes",
+        status_code=201,
+        json=sandbox_json(id="sb0000000002", template=None, templateVersion=None),
+    )
+    sb = client.sandbox.create_from_snapshot("snap-0123abcd", **kwargs)
+    assert sent(httpx_mock) == want
+    assert sb.id == "sb0000000002"
+    assert sb.status is SandboxStatus.RUNNING
+    assert httpx_mock.get_requests()[0].extensions["timeout"]["read"] == 300
+
+
+def test_create_from_snapshot_errors(client: Any, httpx_mock: HTTPXMock) -> None:
+    with pytest.raises(ValueError, match="snapshot id is empty"):
+        client.sandbox.create_from_snapshot("")
+    httpx_mock.add_response(
+        status_code=404, json={"error": "snapshot snap-x not found", "code": "NOT_FOUND"}
+    )
+    with pytest.raises(NotFoundError, match="snap-x"):
+        client.sandbox.create_from_snapshot("snap-x")
+    httpx_mock.add_response(
+        status_code=400, json={"error": "from_snapshot: give only ttl", "code": "BAD_REQUEST"}
+    )
+    with pytest.raises(BadRequestError, match="only ttl"):
+        client.sandbox.create_from_snapshot("snap-0123abcd")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "query"), [({}, ""), ({"sandbox_id": "sb1234567890"}, "?sandbox_id=sb1234567890")]
+)
+def test_list(client: Any, httpx_mock: HTTPXMock, kwargs: dict[str, Any], query: str) -> None:
+    httpx_mock.add_response(
+        method="GET",
+        url=f"{BASE}/snapshots{query}",
+        json={"items": [snapshot_json(), snapshot_json(id="snap-older", stopped=True)]},
+    )
+    snaps = client.snapshots.list(**kwargs)
+    assert [s.id for s in snaps] == ["snap-0123abcd", "snap-older"]
+    assert snaps[1].stopped is True
+
+
+def test_list_empty(client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(method="GET", url=f"{BASE}/snapshots", json={"items": []})
+    assert client.snapshots.list() == []
+    with pytest.raises(ValueError, match="sandbox id is empty"):
+        client.snapshots.list(sandbox_id="")
+
+
+def test_get_and_delete(client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(method="GET", url=SNAP, json=snapshot_json(template="py"))
+    assert client.snapshots.get("snap-0123abcd").template == "py"
+    httpx_mock.add_response(method="DELETE", url=SNAP, status_code=204)
+    assert client.snapshots.delete("snap-0123abcd") is None
+    httpx_mock.add_response(
+        method="GET",
+        url=f"{BASE}/snapshots/a%2Fb",
+        status_code=404,
+        json={"error": "snapshot a/b not found", "code": "NOT_FOUND"},
+    )
+    with pytest.raises(NotFoundError):
+        client.snapshots.get("a/b")
+    with pytest.raises(ValueError, match="snapshot id is empty"):
+        client.snapshots.delete("")
+
+
+def test_capabilities(client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(
+        method="GET",
+        url=f"{BASE}/capabilities",
+        json={"runtime": "kubernetes", "pause": False, "snapshots": False},
+    )
+    caps = client.capabilities()
+    assert (caps.runtime, caps.pause, caps.snapshots) == ("kubernetes", False, False)
