@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -51,19 +52,35 @@ def test_snapshot(
 
 
 @pytest.mark.parametrize(
+    "op",
+    [
+        lambda c: c.sandbox.snapshot("sb1234567890"),
+        lambda c: c.sandbox.fork("sb1234567890", count=2),
+        lambda c: c.snapshots.fork("snap-0123abcd", count=2),
+    ],
+    ids=["snapshot", "fork", "fork-snapshot"],
+)
+@pytest.mark.parametrize(
     ("status", "code", "exc"),
     [
         (409, "CONFLICT", ConflictError),
         (404, "SANDBOX_NOT_FOUND", NotFoundError),
         (501, "NOT_IMPLEMENTED", APIError),
+        (429, "RESOURCE_LIMIT", ResourceLimitError),
+        (507, "INSUFFICIENT_CAPACITY", InsufficientCapacityError),
     ],
 )
 def test_snapshot_refused(
-    client: Any, httpx_mock: HTTPXMock, status: int, code: str, exc: type[APIError]
+    client: Any,
+    httpx_mock: HTTPXMock,
+    op: Callable[[Any], object],
+    status: int,
+    code: str,
+    exc: type[APIError],
 ) -> None:
     httpx_mock.add_response(status_code=status, json={"error": "cannot snapshot", "code": code})
     with pytest.raises(exc, match="cannot snapshot") as info:
-        client.sandbox.snapshot("sb1234567890")
+        op(client)
     assert info.value.code == code
     assert info.value.status_code == status
     # A POST is never retried.
@@ -224,28 +241,6 @@ def test_fork_count_is_the_daemons_to_check(client: Any, httpx_mock: HTTPXMock, 
         client.sandbox.fork("sb1234567890", count=count)
     assert sent(httpx_mock) == {"count": count}
     assert info.value.status_code == 400
-
-
-@pytest.mark.parametrize(
-    ("status", "code", "exc"),
-    [
-        (400, "BAD_REQUEST", BadRequestError),
-        (404, "SANDBOX_NOT_FOUND", NotFoundError),
-        (409, "SANDBOX_NOT_READY", ConflictError),
-        (429, "RESOURCE_LIMIT", ResourceLimitError),
-        (507, "INSUFFICIENT_CAPACITY", InsufficientCapacityError),
-        (501, "NOT_IMPLEMENTED", APIError),
-    ],
-)
-def test_fork_refused(
-    client: Any, httpx_mock: HTTPXMock, status: int, code: str, exc: type[APIError]
-) -> None:
-    httpx_mock.add_response(status_code=status, json={"error": "cannot fork", "code": code})
-    with pytest.raises(exc, match="cannot fork") as info:
-        client.sandbox.fork("sb1234567890", count=2)
-    assert (info.value.code, info.value.status_code) == (code, status)
-    # A POST is never retried.
-    assert len(httpx_mock.get_requests()) == 1
 
 
 def test_fork_ids_checked(client: Any, httpx_mock: HTTPXMock) -> None:
