@@ -1,15 +1,23 @@
-"""Snapshots: taking one, making sandboxes from it, listing, reading and deleting them."""
+"""Snapshots: taking one, making sandboxes from it, forking, listing, reading and deleting them."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 from pytest_httpx import HTTPXMock
 
-from agent2env import APIError, BadRequestError, ConflictError, NotFoundError
+from agent2env import (
+    APIError,
+    BadRequestError,
+    ConflictError,
+    InsufficientCapacityError,
+    NotFoundError,
+    ResourceLimitError,
+)
 from agent2env.models import SandboxStatus, SnapshotStatus
 
 from .conftest import BASE, sandbox_json, snapshot_json
@@ -44,19 +52,35 @@ def test_snapshot(
 
 
 @pytest.mark.parametrize(
+    "op",
+    [
+        lambda c: c.sandbox.snapshot("sb1234567890"),
+        lambda c: c.sandbox.fork("sb1234567890", count=2),
+        lambda c: c.snapshots.fork("snap-0123abcd", count=2),
+    ],
+    ids=["snapshot", "fork", "fork-snapshot"],
+)
+@pytest.mark.parametrize(
     ("status", "code", "exc"),
     [
         (409, "CONFLICT", ConflictError),
         (404, "SANDBOX_NOT_FOUND", NotFoundError),
         (501, "NOT_IMPLEMENTED", APIError),
+        (429, "RESOURCE_LIMIT", ResourceLimitError),
+        (507, "INSUFFICIENT_CAPACITY", InsufficientCapacityError),
     ],
 )
 def test_snapshot_refused(
-    client: Any, httpx_mock: HTTPXMock, status: int, code: str, exc: type[APIError]
+    client: Any,
+    httpx_mock: HTTPXMock,
+    op: Callable[[Any], object],
+    status: int,
+    code: str,
+    exc: type[APIError],
 ) -> None:
     httpx_mock.add_response(status_code=status, json={"error": "cannot snapshot", "code": code})
     with pytest.raises(exc, match="cannot snapshot") as info:
-        client.sandbox.snapshot("sb1234567890")
+        op(client)
     assert info.value.code == code
     assert info.value.status_code == status
     # A POST is never retried.
@@ -150,3 +174,85 @@ def test_capabilities(client: Any, httpx_mock: HTTPXMock) -> None:
     )
     caps = client.capabilities()
     assert (caps.runtime, caps.pause, caps.snapshots) == ("kubernetes", False, False)
+
+
+def fork_json(snapshot_id: str, count: int) -> dict[str, Any]:
+    return {
+        "snapshot_id": snapshot_id,
+        "sandboxes": [
+            {
+                **sandbox_json(id=f"sb000000000{i}", template=None, templateVersion=None),
+                "contexts": {"ctx-parent": f"ctx-fork{i}"},
+            }
+            for i in range(count)
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "want"),
+    [
+        ({"count": 3}, {"count": 3}),
+        (
+            {"count": 2, "ttl": 0, "metadata": {"run": "7"}},
+            {"count": 2, "ttl": 0, "metadata": {"run": "7"}},
+        ),
+    ],
+)
+def test_fork_sandbox(
+    client: Any, httpx_mock: HTTPXMock, kwargs: dict[str, Any], want: dict[str, Any]
+) -> None:
+    count = kwargs["count"]
+    httpx_mock.add_response(
+        method="POST", url=f"{SB}/fork", status_code=201, json=fork_json("snap-new", count)
+    )
+    res = client.sandbox.fork("sb1234567890", **kwargs)
+    assert sent(httpx_mock) == want
+    assert res.snapshot_id == "snap-new"
+    assert [s.id for s in res.sandboxes] == [f"sb000000000{i}" for i in range(count)]
+    for i, sb in enumerate(res.sandboxes):
+        assert sb.status is SandboxStatus.RUNNING
+        assert sb.contexts == {"ctx-parent": f"ctx-fork{i}"}
+    # A fork saves memory and restores it N times: the read timeout is raised for it.
+    assert httpx_mock.get_requests()[0].extensions["timeout"]["read"] == 300
+
+
+def test_fork_snapshot(client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(
+        method="POST", url=f"{SNAP}/fork", status_code=201, json=fork_json("snap-0123abcd", 1)
+    )
+    res = client.snapshots.fork("snap-0123abcd", count=1, metadata={"rollout": "0"})
+    assert sent(httpx_mock) == {"count": 1, "metadata": {"rollout": "0"}}
+    assert res.snapshot_id == "snap-0123abcd"
+    assert res.sandboxes[0].contexts == {"ctx-parent": "ctx-fork0"}
+    assert httpx_mock.get_requests()[0].extensions["timeout"]["read"] == 300
+
+
+@pytest.mark.parametrize("count", [0, 33])
+def test_fork_count_is_the_daemons_to_check(client: Any, httpx_mock: HTTPXMock, count: int) -> None:
+    # The bound is the daemon's (api.MaxForkCount): sent as given, refused there.
+    httpx_mock.add_response(
+        method="POST",
+        url=f"{SB}/fork",
+        status_code=400,
+        json={"error": f"count must be 1 to 32, not {count}", "code": "BAD_REQUEST"},
+    )
+    with pytest.raises(BadRequestError, match="count must be 1 to 32") as info:
+        client.sandbox.fork("sb1234567890", count=count)
+    assert sent(httpx_mock) == {"count": count}
+    assert info.value.status_code == 400
+
+
+def test_fork_ids_checked(client: Any, httpx_mock: HTTPXMock) -> None:
+    with pytest.raises(ValueError, match="sandbox id is empty"):
+        client.sandbox.fork("", count=1)
+    with pytest.raises(ValueError, match="snapshot id is empty"):
+        client.snapshots.fork("", count=1)
+    httpx_mock.add_response(
+        method="POST",
+        url=f"{BASE}/snapshots/a%2Fb/fork",
+        status_code=404,
+        json={"error": "snapshot a/b not found", "code": "NOT_FOUND"},
+    )
+    with pytest.raises(NotFoundError, match="a/b"):
+        client.snapshots.fork("a/b", count=1)

@@ -41,6 +41,8 @@ from agent2env.models import (
     ExecutionResult,
     FileInfo,
     Flavor,
+    ForkedSandbox,
+    ForkResult,
     Image,
     ImageProgress,
     ImportResult,
@@ -218,6 +220,26 @@ async def async_snapshots(client: AsyncClient, sandbox_id: str) -> None:
     all_: list[Snapshot] = await client.snapshots.list()
     print(sb.id, all_, await client.sandbox.resume(sandbox_id))
     await client.snapshots.delete(snap.id)
+
+
+def fork(client: Client, sandbox_id: str) -> None:
+    made: ForkResult = client.sandbox.fork(sandbox_id, count=8, ttl=600, metadata={"run": "1"})
+    kept: str = made.snapshot_id
+    copies: list[ForkedSandbox] = made.sandboxes
+    as_sandbox: Sandbox = copies[0]  # a ForkedSandbox is a Sandbox
+    new_context: str = copies[0].contexts["ctx-old"]
+    print(kept, as_sandbox.status, new_context)
+    again: ForkResult = client.snapshots.fork(kept, count=2)
+    print(again.sandboxes)
+    client.sandbox.fork(sandbox_id, 8)  # type: ignore[call-arg]
+    client.sandbox.fork(sandbox_id)  # type: ignore[call-arg]
+    client.snapshots.fork(kept, count="2")  # type: ignore[arg-type]
+
+
+async def async_fork(client: AsyncClient, sandbox_id: str) -> None:
+    made: ForkResult = await client.sandbox.fork(sandbox_id, count=2)
+    again: ForkResult = await client.snapshots.fork(made.snapshot_id, count=1, ttl=0)
+    print(again.sandboxes[0].contexts)
 
 
 def errors(client: Client) -> None:

@@ -55,7 +55,7 @@ from .session import (
     Stats,
     Usage,
 )
-from .snapshot import Capabilities, Snapshot, SnapshotStatus
+from .snapshot import Capabilities, ForkedSandbox, ForkResult, Snapshot, SnapshotStatus
 from .template import (
     CreateTemplateRequest,
     ExecAction,
@@ -92,6 +92,8 @@ __all__ = [
     "FileInfo",
     "FileSpec",
     "Flavor",
+    "ForkResult",
+    "ForkedSandbox",
     "Image",
     "ImageProgress",
     "ImageStatus",

@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from .common import APIModel, StrEnum
+from .sandbox import Sandbox
 
-__all__ = ["Capabilities", "Snapshot", "SnapshotStatus"]
+__all__ = ["Capabilities", "ForkResult", "ForkedSandbox", "Snapshot", "SnapshotStatus"]
 
 
 class SnapshotStatus(StrEnum):
@@ -38,6 +39,25 @@ class Snapshot(APIModel):
     size_bytes: int
     """What its files take on the daemon's disk."""
     created_at: datetime
+
+
+class ForkedSandbox(Sandbox):
+    """A sandbox a fork made: a sandbox, and where the snapshot's contexts are in it."""
+
+    contexts: dict[str, str]
+    """The id of each code-interpreter context of the snapshot, to the id of the
+    same context (its interpreter, with its variables) in this sandbox."""
+
+
+class ForkResult(APIModel):
+    """What a fork made: the snapshot the sandboxes were made from, and the sandboxes, running.
+
+    A sandbox's fork takes the snapshot and keeps it: delete it with
+    :meth:`~agent2env.services.snapshot.SnapshotService.delete` when done.
+    """
+
+    snapshot_id: str
+    sandboxes: list[ForkedSandbox]
 
 
 class Capabilities(APIModel):

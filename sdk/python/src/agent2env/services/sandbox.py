@@ -40,7 +40,7 @@ from ..models.sandbox import (
     SandboxStatus,
     TerminalInfo,
 )
-from ..models.snapshot import Snapshot
+from ..models.snapshot import ForkResult, Snapshot
 from ..terminal import AsyncTerminal, Terminal, interactive_query
 
 __all__ = ["AsyncSandboxService", "SandboxService"]
@@ -115,6 +115,19 @@ def _snapshot(sandbox_id: str, stop: bool) -> Op[Snapshot]:
         "POST", _path(sandbox_id, "/snapshots"), json=body, min_read_timeout=SNAPSHOT_TIMEOUT
     )
     return call(req, parse_model(Snapshot))
+
+
+def _fork(
+    path: str, count: int, ttl: int | None, metadata: Mapping[str, str] | None
+) -> Op[ForkResult]:
+    """Fork a sandbox or a snapshot: ``path`` ends in ``/fork``."""
+    body: dict[str, Any] = {"count": count}
+    if ttl is not None:
+        body["ttl"] = ttl
+    if metadata is not None:
+        body["metadata"] = dict(metadata)
+    req = Request("POST", path, json=body, min_read_timeout=SNAPSHOT_TIMEOUT)
+    return call(req, parse_model(ForkResult))
 
 
 def _exec_request(
@@ -400,6 +413,47 @@ class SandboxService:
 
         """
         return self._c.run(_create_from_snapshot(snapshot_id, ttl, metadata))
+
+    def fork(
+        self,
+        sandbox_id: str,
+        *,
+        count: int,
+        ttl: int | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> ForkResult:
+        """Make ``count`` copies of a running sandbox in parallel, processes and memory included.
+
+        One prepared state, N rollouts (agent2env addition). The call takes
+        a live snapshot of the sandbox (frozen only while saved, it runs
+        on), kept as ``snapshot_id`` (delete it with
+        :meth:`SnapshotService.delete <agent2env.services.snapshot.SnapshotService.delete>`),
+        and makes the copies from it, ``running`` when returned. Each has
+        its own id, hostname, network and files, and the sandbox's
+        code-interpreter contexts under new ids (``ForkedSandbox.contexts``:
+        old id to new id) with their variables; every interpreter's random
+        generators are reseeded, so copies do not draw the same numbers.
+        All copies are admitted before any is made, and a fork that fails
+        part-way deletes what it made.
+
+        Args:
+            sandbox_id: The sandbox, running or paused.
+            count: How many copies, 1 to 32 (the daemon's bound; BadRequestError
+                otherwise).
+            ttl: Every copy's seconds until it expires (``0``: never); the
+                daemon's default when unset.
+            metadata: Every copy's labels, as in :meth:`create`.
+
+        Raises:
+            BadRequestError: ``count`` is out of bounds.
+            NotFoundError: The sandbox does not exist.
+            ConflictError: The sandbox is neither running nor paused.
+            ResourceLimitError: The copies do not fit the daemon's limits (none is made).
+            InsufficientCapacityError: The copies do not fit the host (none is made).
+            APIError: Code ``NOT_IMPLEMENTED`` (501): the runtime cannot snapshot.
+
+        """
+        return self._c.run(_fork(_path(sandbox_id, "/fork"), count, ttl, metadata))
 
     def execute(
         self,
@@ -697,6 +751,17 @@ class AsyncSandboxService:
     ) -> Sandbox:
         """Make a sandbox from a snapshot; see :meth:`SandboxService.create_from_snapshot`."""
         return await self._c.run(_create_from_snapshot(snapshot_id, ttl, metadata))
+
+    async def fork(
+        self,
+        sandbox_id: str,
+        *,
+        count: int,
+        ttl: int | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> ForkResult:
+        """Make ``count`` copies of a running sandbox; see :meth:`SandboxService.fork`."""
+        return await self._c.run(_fork(_path(sandbox_id, "/fork"), count, ttl, metadata))
 
     async def execute(
         self,

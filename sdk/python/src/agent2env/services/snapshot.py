@@ -4,14 +4,17 @@ A snapshot is taken with :meth:`SandboxService.snapshot
 <agent2env.services.sandbox.SandboxService.snapshot>` and sandboxes are made
 from it with :meth:`SandboxService.create_from_snapshot
 <agent2env.services.sandbox.SandboxService.create_from_snapshot>`; this service
-lists, reads and deletes them.
+lists, reads and deletes them, and forks them (N sandboxes at once).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from .._async_base import AsyncAPIClient
 from .._base import Op, Request, SyncAPIClient, call, parse_items, parse_model, parse_none, segment
-from ..models.snapshot import Snapshot
+from ..models.snapshot import ForkResult, Snapshot
+from .sandbox import _fork
 
 __all__ = ["AsyncSnapshotService", "SnapshotService"]
 
@@ -47,6 +50,35 @@ class SnapshotService:
         """Delete a snapshot and its files; sandboxes made from it are not affected."""
         self._c.run(call(Request("DELETE", _path(snapshot_id)), parse_none))
 
+    def fork(
+        self,
+        snapshot_id: str,
+        *,
+        count: int,
+        ttl: int | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> ForkResult:
+        """Make ``count`` sandboxes from a snapshot in parallel, each with its contexts.
+
+        As :meth:`SandboxService.fork <agent2env.services.sandbox.SandboxService.fork>`
+        from an existing snapshot (``snapshot_id`` of the result is this one):
+        copies running where the save was, the snapshot's code-interpreter
+        contexts under new ids, fresh randomness in each.
+
+        Args:
+            snapshot_id: The snapshot.
+            count: How many sandboxes, 1 to 32 (BadRequestError otherwise).
+            ttl: Every sandbox's seconds until it expires (``0``: never).
+            metadata: Every sandbox's labels.
+
+        Raises:
+            NotFoundError: The snapshot does not exist.
+            ResourceLimitError: The sandboxes do not fit the daemon's limits (none is made).
+            APIError: Code ``NOT_IMPLEMENTED`` (501): the runtime cannot restore.
+
+        """
+        return self._c.run(_fork(f"{_path(snapshot_id)}/fork", count, ttl, metadata))
+
 
 class AsyncSnapshotService:
     """The async twin of :class:`SnapshotService`: ``AsyncClient.snapshots``."""
@@ -65,3 +97,14 @@ class AsyncSnapshotService:
     async def delete(self, snapshot_id: str) -> None:
         """Delete a snapshot and its files; sandboxes made from it are not affected."""
         await self._c.run(call(Request("DELETE", _path(snapshot_id)), parse_none))
+
+    async def fork(
+        self,
+        snapshot_id: str,
+        *,
+        count: int,
+        ttl: int | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> ForkResult:
+        """Make ``count`` sandboxes from a snapshot; see :meth:`SnapshotService.fork`."""
+        return await self._c.run(_fork(f"{_path(snapshot_id)}/fork", count, ttl, metadata))
