@@ -107,14 +107,18 @@ func (h *held) watch() {
 	}
 }
 
-// Unlock stops the watch and closes the connection, which releases the
-// lock on the server.
+// Unlock stops the watch, releases the lock and closes the connection.
+// The release is a statement of its own, answered before Unlock returns:
+// a closed connection releases it too, but only once the server has
+// noticed, so a daemon started right after another stopped could find
+// the lock still held.
 func (h *held) Unlock() {
 	h.once.Do(func() {
 		close(h.stop)
 		<-h.done
 		ctx, cancel := context.WithTimeout(context.Background(), leaderPingTimeout)
 		defer cancel()
+		_, _ = h.conn.Exec(ctx, `SELECT pg_advisory_unlock_all()`) // on failure, the close releases it
 		h.conn.Close(ctx)
 	})
 }

@@ -67,6 +67,36 @@ func TestLeaderHandover(t *testing.T) {
 	t.Logf("handover: the follower led %v after the leader's connection ended; the old leader stopped after %v", took.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
 }
 
+// A lock that one store unlocked is another's at once: a daemon started
+// right after another stopped must not find it still held (the server
+// releases a closed connection's locks only once it notices the close).
+func TestUnlockReleasesAtOnce(t *testing.T) {
+	url := server.URL(t)
+	a, b := open(t, url), open(t, url)
+	ctx := context.Background()
+	held := func() (n int) {
+		if err := b.w.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
+			AND classid = $1 AND objid = hashtext(current_schema())::oid`, int64(lockHostRuntime)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for i := range 20 {
+		h, err := a.HostRuntime().TryLock(ctx)
+		if err != nil || h == nil {
+			t.Fatalf("round %d: the first store's lock: %v, %v", i, h, err)
+		}
+		h.Unlock()
+		if n := held(); n != 0 {
+			t.Fatalf("round %d: the lock is still held right after Unlock returned", i)
+		}
+		if h, err = b.HostRuntime().TryLock(ctx); err != nil || h == nil {
+			t.Fatalf("round %d: the second store cannot take the lock after Unlock: %v", i, err)
+		}
+		h.Unlock()
+	}
+}
+
 // waitLeader waits until one of electors leads and returns its index.
 func waitLeader(t *testing.T, electors []*leader.Elector, within time.Duration) int {
 	t.Helper()
