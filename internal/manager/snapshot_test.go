@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -108,8 +109,17 @@ func TestSnapshotRestore(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].ID != snap.ID {
 		t.Errorf("ListSnapshots(%s) = %+v, %v", id, list, err)
 	}
+	// The snapshot pins its image (any spelling of it), no other.
+	for ref, want := range map[string][]string{"alpine": {snap.ID}, "docker.io/library/alpine:latest": {snap.ID}, "busybox": nil} {
+		if got, err := e.m.SnapshotsOfImage(ctx, ref); err != nil || !slices.Equal(got, want) {
+			t.Errorf("SnapshotsOfImage(%s) = %v, %v; want %v", ref, got, err, want)
+		}
+	}
 	if err := e.m.DeleteSnapshot(ctx, snap.ID); err != nil {
 		t.Fatal(err)
+	}
+	if got, err := e.m.SnapshotsOfImage(ctx, "alpine"); err != nil || len(got) != 0 {
+		t.Errorf("SnapshotsOfImage(alpine) after DeleteSnapshot = %v, %v", got, err)
 	}
 	if _, err := os.Stat(e.m.snapshotDir(snap.ID)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("snapshot dir after DeleteSnapshot: %v", err)
