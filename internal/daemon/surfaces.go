@@ -103,7 +103,7 @@ func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) 
 		// Sessions are scoped by the key that passed the auth.
 		opts = append(opts, httpapi.WithMiddleware(httpapi.AuthMiddlewareWithTickets(cfg.Keys, svc.Sandboxes, opensandbox.Prefixes...)), httpapi.WithMiddleware(httpapi.TenantMiddleware))
 	}
-	sf.API = httpapi.New(svc.Sandboxes, service.NewImages(st.Images, imagesOptions(st.Runtime)...), cfg.Log, opts...)
+	sf.API = httpapi.New(svc.Sandboxes, service.NewImages(st.Images, append(imagesOptions(st.Runtime), service.WithPins(svc.Sandboxes.SnapshotsOfImage))...), cfg.Log, opts...)
 	return sf, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
 )
@@ -98,6 +99,27 @@ func (m *Manager) GetSnapshot(ctx context.Context, id string) (*store.Snapshot, 
 // sandbox sandboxID when it is not empty, newest first.
 func (m *Manager) ListSnapshots(ctx context.Context, sandboxID string) ([]*store.Snapshot, error) {
 	return m.store.ListSnapshots(ctx, store.SnapshotFilter{SandboxID: sandboxID, Tenant: auth.TenantOf(ctx)})
+}
+
+// SnapshotsOfImage returns the ids of the snapshots, of every tenant, of
+// sandboxes of image ref (compared normalized): a restore mounts the
+// image's layers, so removing the image would break it.
+func (m *Manager) SnapshotsOfImage(ctx context.Context, ref string) ([]string, error) {
+	key, err := image.Normalize(ref)
+	if err != nil {
+		return nil, err
+	}
+	snaps, err := m.store.ListSnapshots(ctx, store.SnapshotFilter{})
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, s := range snaps {
+		if k, err := image.Normalize(s.Image); err == nil && k == key {
+			ids = append(ids, s.ID)
+		}
+	}
+	return ids, nil
 }
 
 // DeleteSnapshot removes snapshot id: its files, then its record.

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -107,8 +109,17 @@ func TestSnapshotRestore(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].ID != snap.ID {
 		t.Errorf("ListSnapshots(%s) = %+v, %v", id, list, err)
 	}
+	// The snapshot pins its image (any spelling of it), no other.
+	for ref, want := range map[string][]string{"alpine": {snap.ID}, "docker.io/library/alpine:latest": {snap.ID}, "busybox": nil} {
+		if got, err := e.m.SnapshotsOfImage(ctx, ref); err != nil || !slices.Equal(got, want) {
+			t.Errorf("SnapshotsOfImage(%s) = %v, %v; want %v", ref, got, err, want)
+		}
+	}
 	if err := e.m.DeleteSnapshot(ctx, snap.ID); err != nil {
 		t.Fatal(err)
+	}
+	if got, err := e.m.SnapshotsOfImage(ctx, "alpine"); err != nil || len(got) != 0 {
+		t.Errorf("SnapshotsOfImage(alpine) after DeleteSnapshot = %v, %v", got, err)
 	}
 	if _, err := os.Stat(e.m.snapshotDir(snap.ID)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("snapshot dir after DeleteSnapshot: %v", err)
@@ -134,15 +145,40 @@ func TestSnapshotStop(t *testing.T) {
 	checkErr(t, err, errdefs.ErrFailedPrecondition, api.CodeConflict)
 }
 
-// A runtime that cannot is 501, and nothing is recorded.
+// A runtime that cannot is 501 naming why (one of this host; a
+// cluster's, kubernetes, whose sandboxes run on other machines), for a
+// snapshot and a fork alike, and nothing is recorded.
 func TestSnapshotNotImplemented(t *testing.T) {
-	e := newEnv(t, Config{SnapshotDir: t.TempDir()})
-	ctx := context.Background()
-	id := e.running(t)
-	_, err := e.m.Snapshot(ctx, id, SnapshotRequest{})
-	checkErr(t, err, errdefs.ErrNotImplemented, api.CodeNotImplemented)
-	if list, err := e.m.ListSnapshots(ctx, ""); err != nil || len(list) != 0 {
-		t.Errorf("snapshots after a refusal: %+v, %v", list, err)
+	for _, tc := range []struct {
+		name string
+		caps sandbox.Capabilities
+		why  string
+	}{
+		{"this host", sandbox.Capabilities{LocalFiles: true, StopKeepsFiles: true}, "cannot checkpoint sandboxes"},
+		{"remote nodes", sandbox.Capabilities{Persistence: true}, "run on other machines"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{SnapshotDir: t.TempDir()})
+			ctx := context.Background()
+			id := e.running(t)
+			e.rt.SetCapabilities(tc.caps)
+			for _, op := range []func() error{
+				func() error { _, err := e.m.Snapshot(ctx, id, SnapshotRequest{}); return err },
+				func() error { _, _, err := e.m.ForkSandbox(ctx, id, nil, make([]RestoreRequest, 2)); return err },
+			} {
+				err := op()
+				checkErr(t, err, errdefs.ErrNotImplemented, api.CodeNotImplemented)
+				if err != nil && !strings.Contains(err.Error(), tc.why) {
+					t.Errorf("error %q does not say %q", err, tc.why)
+				}
+			}
+			if list, err := e.m.ListSnapshots(ctx, ""); err != nil || len(list) != 0 {
+				t.Errorf("snapshots after a refusal: %+v, %v", list, err)
+			}
+			if list, err := e.m.List(ctx); err != nil || len(list) != 1 {
+				t.Errorf("sandboxes after a refused fork: %d, %v; want the parent alone", len(list), err)
+			}
+		})
 	}
 }
 

@@ -2,8 +2,10 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sort"
+	"strings"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
@@ -35,6 +37,7 @@ type ImageStore interface {
 type Images struct {
 	store    ImageStore
 	builtins []string
+	pins     func(ctx context.Context, ref string) ([]string, error)
 }
 
 // ImagesOption configures Images.
@@ -45,6 +48,12 @@ type ImagesOption func(*Images)
 // host's image store, those are the images that can be built here.
 func WithBuiltins(refs ...string) ImagesOption {
 	return func(i *Images) { i.builtins = refs }
+}
+
+// WithPins has Remove refuse an image that pins(ref) names anything for:
+// the snapshots whose restores need its layers.
+func WithPins(pins func(ctx context.Context, ref string) ([]string, error)) ImagesOption {
+	return func(i *Images) { i.pins = pins }
 }
 
 // NewImages returns the image service of st.
@@ -169,8 +178,21 @@ func (s *Images) Import(path string) ImageOp {
 	}
 }
 
-// Remove deletes the image ref; an unknown one is ErrNotFound.
-func (s *Images) Remove(ctx context.Context, ref string) error { return s.store.Remove(ctx, ref) }
+// Remove deletes the image ref; an unknown one is ErrNotFound, one that
+// snapshots still need (WithPins) a 409 naming them.
+func (s *Images) Remove(ctx context.Context, ref string) error {
+	if s.pins != nil {
+		ids, err := s.pins(ctx, ref)
+		if err != nil {
+			return fmt.Errorf("remove image %s: %w", ref, err)
+		}
+		if len(ids) > 0 {
+			return errdefs.WithCode(errdefs.Precondition("image %s is needed by snapshots %s (their restores run on its layers): delete them first",
+				ref, strings.Join(ids, ", ")), api.CodeConflict)
+		}
+	}
+	return s.store.Remove(ctx, ref)
+}
 
 // progressFunc passes the store's progress to p in the API's view.
 func progressFunc(p func(api.ImageProgress)) image.ProgressFunc {

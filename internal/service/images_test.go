@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,5 +200,41 @@ func TestImagesRemove(t *testing.T) {
 	checkErr(t, err, errdefs.ErrNotFound, "")
 	if diff := cmp.Diff([]string{"remove x"}, st.calls); diff != "" {
 		t.Errorf("store calls (-want +got):\n%s", diff)
+	}
+}
+
+// An image that snapshots need is refused (409, naming them) and left
+// stored; one that none needs is removed.
+func TestImagesRemovePinned(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		pinned    []string
+		wantCalls []string
+	}{
+		{"pinned", []string{"snap-a", "snap-b"}, nil},
+		{"free", nil, []string{"remove x"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &scriptedStore{}
+			var asked string
+			err := NewImages(st, WithPins(func(_ context.Context, ref string) ([]string, error) {
+				asked = ref
+				return tc.pinned, nil
+			})).Remove(context.Background(), "x")
+			if asked != "x" {
+				t.Errorf("pins asked for %q; want x", asked)
+			}
+			if tc.pinned != nil {
+				checkErr(t, err, errdefs.ErrFailedPrecondition, api.CodeConflict)
+				if err != nil && !strings.Contains(err.Error(), "snap-a, snap-b") {
+					t.Errorf("error %q does not name the snapshots", err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantCalls, st.calls); diff != "" {
+				t.Errorf("store calls (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -53,6 +53,12 @@ func (s *Sandboxes) GetSnapshot(ctx context.Context, id string) (*api.Snapshot, 
 	return snapshotView(snap), nil
 }
 
+// SnapshotsOfImage returns the ids of the snapshots, of every tenant,
+// whose restores need image ref's layers (WithPins).
+func (s *Sandboxes) SnapshotsOfImage(ctx context.Context, ref string) ([]string, error) {
+	return s.m.SnapshotsOfImage(ctx, ref)
+}
+
 // DeleteSnapshot removes snapshot id and its files.
 func (s *Sandboxes) DeleteSnapshot(ctx context.Context, id string) error {
 	return s.m.DeleteSnapshot(ctx, id)

@@ -92,5 +92,13 @@
 // whole runtimetest.Run on a real node (tier B, kubetest's
 // TestNodeRuntime).
 //
+// Snapshots with memory, and so fork, are not offered: the runtime is no
+// sandbox.Checkpointer and its Capabilities say Checkpoint false, so the
+// manager answers them 501 naming why (its sandboxes run on other
+// machines). The plan: the kubelet's checkpoint API (ContainerCheckpoint,
+// CRIU on the node) for the dump, and a restore from that archive as a new
+// Pod, once the node's CRI runtime restores; until then, files only
+// (persistent claims).
+//
 // A Runtime is safe for concurrent use; Close stops its informer.
 package kube

@@ -40,14 +40,17 @@ const (
 const connsClosedTimeout = 5 * time.Second
 
 // checkCRIU returns the path of the criu binary named by criu when `criu
-// check` passes with it, or "" (checkpoints off) with a warning saying why.
-func checkCRIU(criu string, log *slog.Logger) string {
+// check` passes with it (run with env added to the daemon's environment),
+// or "" (checkpoints off) with a warning saying why.
+func checkCRIU(criu string, env []string, log *slog.Logger) string {
 	path, err := exec.LookPath(criu)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		var out []byte
-		if out, err = exec.CommandContext(ctx, path, "check").CombinedOutput(); err != nil {
+		cmd := exec.CommandContext(ctx, path, "check")
+		cmd.Env = withEnv(env)
+		if out, err = cmd.CombinedOutput(); err != nil {
 			err = fmt.Errorf("%s check: %w: %s", path, err, strings.TrimSpace(string(out)))
 		}
 	}
@@ -84,9 +87,21 @@ type external struct {
 	Log bool `json:"log,omitempty"`
 }
 
-// criu returns a command of the runtime binary that drives CRIU at criu.
+// criu returns a command of the runtime binary that drives CRIU at criu,
+// with c.criuEnv added to its environment (which CRIU inherits).
 func (c ociCLI) criu(ctx context.Context, criu string, args ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, c.bin, append([]string{"--root", c.root, "--criu", criu}, args...)...)
+	cmd := exec.CommandContext(ctx, c.bin, append([]string{"--root", c.root, "--criu", criu}, args...)...)
+	cmd.Env = withEnv(c.criuEnv)
+	return cmd
+}
+
+// withEnv returns the daemon's environment plus env, or nil (the daemon's
+// own, for exec.Cmd) when env is empty.
+func withEnv(env []string) []string {
+	if len(env) == 0 {
+		return nil
+	}
+	return append(os.Environ(), env...)
 }
 
 // checkpointable checks that sandbox id can be checkpointed now.
@@ -170,17 +185,26 @@ func (r *Runtime) checkpoint(ctx context.Context, id, dir string, m *meta, pid i
 			return err
 		}
 	}
-	if err := r.waitConnsClosed(ctx, id, pid); err != nil {
+	parked, err := r.waitConnsClosed(ctx, id, pid)
+	if err == nil {
+		err = fz.freeze(ctx)
+	}
+	if err != nil {
+		if parked {
+			err = errors.Join(err, r.serveSockets(id, m))
+		}
 		if paused {
 			err = errors.Join(err, fz.freeze(ctx))
 		}
 		return err
 	}
-	if err := fz.freeze(ctx); err != nil {
-		return err
-	}
 	frozen := time.Now()
 	err = r.dump(ctx, id, sdir, dir, leaveRunning)
+	if parked && (leaveRunning || err != nil) {
+		// Served again before the sandbox thaws: its forwards dial them
+		// afresh.
+		err = errors.Join(err, r.serveSockets(id, m))
+	}
 	if !paused { // a paused sandbox stays paused
 		if thawErr := fz.thaw(); thawErr != nil && leaveRunning {
 			err = errors.Join(err, thawErr)
@@ -230,11 +254,14 @@ func (r *Runtime) dump(ctx context.Context, id, sdir, dir string, leaveRunning b
 // connections to the daemon's services and egress proxy (the forwards of
 // 127.0.0.1:4000 and :3128, one per connection a process of the sandbox
 // makes) are the sandbox's (the daemon's accepting ends are in the
-// sandbox's namespace): the sandbox's processes end those. A request still
-// in flight on either (a command's output streaming, an attached terminal,
-// an LLM call, a keep-alive connection kept open) makes the checkpoint
-// fail after connsClosedTimeout.
-func (r *Runtime) waitConnsClosed(ctx context.Context, id string, pid int) error {
+// sandbox's namespace): when there are any, the daemon parks the sockets
+// it serves the sandbox (stopSockets, which ends those connections: their
+// clients in the sandbox see them reset, as in a network blip, and a
+// connection made meanwhile is refused) and parked is true; the caller
+// serves them again (serveSockets) once the dump is done. A request of the
+// daemon's own still in flight (a command's output streaming, an attached
+// terminal) makes the checkpoint fail after connsClosedTimeout.
+func (r *Runtime) waitConnsClosed(ctx context.Context, id string, pid int) (parked bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, connsClosedTimeout)
 	defer cancel()
 	for {
@@ -243,17 +270,35 @@ func (r *Runtime) waitConnsClosed(ctx context.Context, id string, pid int) error
 		}
 		host, inner, err := edgeConns(pid)
 		if err != nil || host+inner == 0 {
-			return err
+			return parked, err
+		}
+		if inner > 0 && !parked {
+			r.stopSockets(id)
+			parked = true
 		}
 		select {
 		case <-ctx.Done():
 			if inner > 0 {
-				return fmt.Errorf("the sandbox holds %d open connections to the daemon's services or egress proxy (127.0.0.1:4000, 127.0.0.1:3128; a request in flight or a client keeping its connection alive): %w", inner, errdefs.ErrUnavailable)
+				return parked, fmt.Errorf("the sandbox still holds %d connections to the daemon's services or egress proxy (127.0.0.1:4000, 127.0.0.1:3128) after they were closed: %w", inner, errdefs.ErrUnavailable)
 			}
-			return fmt.Errorf("the agent still holds %d connections from the daemon: %w", host, errdefs.ErrUnavailable)
+			return parked, fmt.Errorf("the agent still holds %d connections from the daemon (a command's output streaming, an attached terminal): %w", host, errdefs.ErrUnavailable)
 		case <-time.After(time.Millisecond):
 		}
 	}
+}
+
+// serveSockets serves sandbox id the sockets its metadata m asks for (its
+// egress proxy, the daemon's services) that the runtime has.
+func (r *Runtime) serveSockets(id string, m *meta) error {
+	if m.Egress != nil && r.cfg.Egress != nil {
+		if err := r.serveEgress(id, m.Egress); err != nil {
+			return err
+		}
+	}
+	if m.Services && r.cfg.Services != nil {
+		return r.serveServices(id)
+	}
+	return nil
 }
 
 // edgeConns counts the unix sockets that join the sandbox of agent pid to

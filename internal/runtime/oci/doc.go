@@ -148,10 +148,22 @@
 //     plain TCP (Go's default multipath TCP is "Unsupported proto 262" to
 //     CRIU). A connection open through them has its daemon end in the
 //     sandbox's namespace, held by the daemon, which CRIU cannot dump:
-//     Checkpoint waits for those to end like the daemon's own, and fails
-//     naming them (ErrUnavailable) after 5 s. Restore serves the new
-//     sandbox's sockets before runc runs, and the restored forwards dial
-//     them (the bundle mounts the new sandbox's directories).
+//     when there is one, Checkpoint parks the sandbox's sockets (stops
+//     serving them, which ends every connection through them: a client in
+//     the sandbox, e.g. an HTTP client keeping its connection to
+//     127.0.0.1:4000 alive, sees it reset, as in a network blip, and one
+//     that connects meanwhile is refused), dumps, and serves them again
+//     before the sandbox thaws. Restore serves the new sandbox's sockets
+//     before runc runs, and the restored forwards dial them (the bundle
+//     mounts the new sandbox's directories).
+//   - CRIU probes the kernel at the start of every run (kerndat: 100-150
+//     ms on 2 loaded cores) unless it finds its cache, criu.kdat, which it
+//     keeps only on a tmpfs (a reboot must clear it) and looks for in /run.
+//     Where /run is not a tmpfs (this project's machines), the runtime
+//     mounts a 1 MB tmpfs at /run/agent2env-criu, shared by the host's
+//     daemons and left mounted, and names it to CRIU in $CRIU_KDAT_DIR
+//     (patch 0004), which runc passes on: one probe per boot instead of one
+//     per dump and per restore.
 //
 // A fork (manager.Fork) is several restores of one snapshot at once, each
 // its own sandbox: a network namespace, listener, cgroup and hostname of

@@ -14,6 +14,9 @@ import (
 type ociCLI struct {
 	bin  string
 	root string
+	// criuEnv is added to the environment of the commands that drive
+	// CRIU (criuKdatEnv).
+	criuEnv []string
 }
 
 func (c ociCLI) command(ctx context.Context, args ...string) *exec.Cmd {

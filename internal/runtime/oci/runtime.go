@@ -164,8 +164,10 @@ func New(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oci runtime: %w: %w (install e2fsprogs)", errdefs.ErrUnavailable, err)
 	}
+	var criuEnv []string
 	if cfg.CRIU != "" {
-		cfg.CRIU = checkCRIU(cfg.CRIU, cfg.Logger)
+		criuEnv = criuKdatEnv(cfg.Logger)
+		cfg.CRIU = checkCRIU(cfg.CRIU, criuEnv, cfg.Logger)
 	}
 	cg, err := readCgroups(cgroupParent(root))
 	if err != nil {
@@ -201,7 +203,7 @@ func New(cfg Config) (*Runtime, error) {
 		cfg:       cfg,
 		oomAdjust: oomAdjust,
 		nofile:    nofile,
-		oci:       ociCLI{bin: bin, root: state},
+		oci:       ociCLI{bin: bin, root: state, criuEnv: criuEnv},
 		cgroups:   cg,
 		swapLimit: cg.swapLimitable(),
 		canPause:  cg.hasFreezer(),
