@@ -31,6 +31,13 @@ export function Sandbox({ id }: { id: string }) {
   const [term, setTerm] = useState(false);
   const [snapshots, setSnapshots] = useState(0);
   const [saving, setSaving] = useState(false);
+  // From an action until the sandbox is read again, its buttons are off:
+  // the page still shows the state before the action, whose buttons may
+  // no longer apply (Pause just after Restart, while it starts again).
+  const [busy, setBusy] = useState(false);
+  useEffect(() => {
+    if (!sb.loading) setBusy(false);
+  }, [sb.loading]);
   useInterval(sb.reload, 3000);
   useInterval(logs.reload, 3000);
   if (sb.error) return <ErrorBox error={sb.error} retry={sb.reload} />;
@@ -38,6 +45,7 @@ export function Sandbox({ id }: { id: string }) {
   if (!s) return <p class="loading">Loading…</p>;
   const act = async (verb: string) => {
     setActionError(undefined);
+    setBusy(true);
     try {
       if (verb === "delete") {
         if (!confirm(`Delete sandbox ${id}?`)) return;
@@ -55,6 +63,7 @@ export function Sandbox({ id }: { id: string }) {
       sb.reload();
     } catch (e) {
       setActionError(e);
+      setBusy(false);
     } finally {
       setSaving(false);
     }
@@ -84,7 +93,7 @@ export function Sandbox({ id }: { id: string }) {
           <Time iso={s.expires_at} />
         </dd>
       </dl>
-      <div class="actions">
+      <fieldset class="actions" disabled={busy}>
         {s.status === "paused" ? (
           <button type="button" onClick={() => act("resume")}>
             Resume
@@ -131,7 +140,7 @@ export function Sandbox({ id }: { id: string }) {
           Delete
         </button>
         <a href={`/sandboxes/${encodeURIComponent(id)}/conversations`}>Conversations</a>
-      </div>
+      </fieldset>
       {actionError !== undefined && <ErrorBox error={actionError} />}
       {caps && (!caps.pause || !caps.snapshots) && (
         <p class="hint">
