@@ -112,7 +112,7 @@ func keyed(t *testing.T, key, method, url string, body, out any) int {
 // pushBuiltins pushes the built-in images names (agent2env/python, ...:
 // image.Store.BuiltinOCI, from the build cache, as the oci runtime's
 // daemon builds them) to the node's registry under their own names, and
-// makes the registry docker.io's mirror on the node, so that a Pod naming
+// makes the registry docker.io's on the node, so that a Pod naming
 // an image as the daemon does ("agent2env/python") runs it.
 func (n *Node) pushBuiltins(t *testing.T, names ...string) {
 	t.Helper()
@@ -131,9 +131,12 @@ func (n *Node) pushBuiltins(t *testing.T, names ...string) {
 		n.Push(t, name+":latest", img)
 		t.Logf("kubetest: pushed %s in %v", name, time.Since(start).Round(time.Millisecond))
 	}
-	// containerd reads a registry's hosts.toml at each pull.
+	// containerd reads a registry's hosts.toml at each pull. The node's
+	// registry is docker.io's only server: an image it lacks fails at
+	// once, as on a cluster that reaches docker.io, rather than when a
+	// dial to docker.io, out of reach here, times out.
 	dir := filepath.Join(n.dir, "registries", "docker.io")
-	hosts := fmt.Sprintf("server = \"https://registry-1.docker.io\"\n\n[host.\"http://%s\"]\n  capabilities = [\"pull\", \"resolve\"]\n", n.Registry)
+	hosts := fmt.Sprintf("server = \"http://%[1]s\"\n\n[host.\"http://%[1]s\"]\n  capabilities = [\"pull\", \"resolve\"]\n", n.Registry)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
