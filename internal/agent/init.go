@@ -124,17 +124,20 @@ func Run(ctx context.Context, opts Options) error {
 // they do (a Pod's container: --uid=-1), so that the kernel's permission
 // check does not protect it. The kernel drops a signal to a namespace's
 // init from inside the namespace unless init handles it; Go handles the
-// terminating ones, so they are ignored instead: SIG_IGN for those Go lets
-// a program ignore, a discarded notification for the rest (sent ones only:
-// a real fault still crashes). The cost: the runtime's SIGTERM is ignored
-// too, and the container ends at the SIGKILL after its grace period, which
-// takes every process of the namespace with it, as the agent would have.
+// terminating ones, so the agent takes them and discards them (sent ones
+// only: a real fault still crashes). Not SIG_IGN: an ignored signal stays
+// ignored across fork and exec, so every command would start with SIGINT,
+// SIGTERM and SIGHUP ignored (an interrupt would not end it, Python would
+// have no KeyboardInterrupt); a handled one is the default again in the
+// child. The cost: the runtime's SIGTERM is discarded too, and the
+// container ends at the SIGKILL after its grace period, which takes every
+// process of the namespace with it, as the agent would have.
 func shieldSignals() {
-	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGABRT, syscall.SIGTERM,
-		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGXCPU, syscall.SIGXFSZ,
-		syscall.SIGVTALRM, syscall.SIGIO, syscall.SIGPWR)
 	sent := make(chan os.Signal, 1)
-	signal.Notify(sent, syscall.SIGILL, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE,
+	signal.Notify(sent, syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGABRT, syscall.SIGTERM,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGXCPU, syscall.SIGXFSZ,
+		syscall.SIGVTALRM, syscall.SIGIO, syscall.SIGPWR,
+		syscall.SIGILL, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGFPE,
 		syscall.SIGSEGV, syscall.SIGSTKFLT, syscall.SIGSYS)
 	go func() {
 		for range sent {

@@ -1,14 +1,12 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,47 +19,19 @@ import (
 // bridge `agent2env mcp` serves) and over the daemon's /mcp. make test
 // installs them (scripts/test-peers.sh).
 
-// mcpClients are the paths scripts/test-peers.sh wrote; opensandboxJS is
-// the node_modules holding the OpenSandbox JS SDK.
+// mcpClients are the paths scripts/test-peers.sh wrote for the MCP
+// clients (the SDKs' are stocksdk's).
 type mcpClients struct {
-	nodeBin, inspector, python, opensandboxJS string
-	// e2bJS, e2bJSOldest and e2bCIJSOldest hold E2B's JS SDKs: the
-	// newest e2b and @e2b/code-interpreter, the oldest e2b, the oldest
-	// code interpreter; pythonE2BOldest and pythonE2BCIOldest are the
-	// interpreters of the oldest Python ones.
-	e2bJS, e2bJSOldest, e2bCIJSOldest, pythonE2BOldest, pythonE2BCIOldest string
+	nodeBin, inspector, python string
 }
 
 // stockClients returns the installed clients: a missing install is a
 // failure under CI, else a skip that says how to install them.
 func stockClients(t *testing.T) mcpClients {
 	t.Helper()
-	// This checkout's list (make test sets it), else the last run's on
-	// the machine, whichever checkout ran it.
-	path := os.Getenv("AGENT2ENV_CLIENTS")
-	if path == "" {
-		cache := os.Getenv("AGENT2ENV_CACHE_DIR")
-		if cache == "" {
-			cache = "/var/cache/agent2env"
-		}
-		path = filepath.Join(cache, "peers", "clients.env")
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		testenv.Missing(t, "the stock MCP clients are not installed: run scripts/test-peers.sh, as make test does (%v)", err)
-	}
-	defer f.Close()
-	env := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
-			env[k] = v
-		}
-	}
-	c := mcpClients{nodeBin: env["NODE_BIN"], inspector: env["INSPECTOR"], python: env["PYTHON"], opensandboxJS: env["OPENSANDBOX_JS"]}
-	c.e2bJS, c.e2bJSOldest, c.e2bCIJSOldest = env["E2B_JS"], env["E2B_JS_OLDEST"], env["E2B_CI_JS_OLDEST"]
-	c.pythonE2BOldest, c.pythonE2BCIOldest = env["PYTHON_E2B_OLDEST"], env["PYTHON_E2B_CI_OLDEST"]
-	for _, p := range []string{c.inspector, c.python, c.opensandboxJS, c.e2bJS, c.e2bJSOldest, c.e2bCIJSOldest, c.pythonE2BOldest, c.pythonE2BCIOldest} {
+	env := testenv.StockClients(t)
+	c := mcpClients{nodeBin: env["NODE_BIN"], inspector: env["INSPECTOR"], python: env["PYTHON"]}
+	for _, p := range []string{c.inspector, c.python} {
 		if _, err := os.Stat(p); err != nil {
 			t.Fatalf("clients.env names a missing client: %v", err)
 		}

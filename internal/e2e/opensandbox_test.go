@@ -1,23 +1,19 @@
 package e2e
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/agent2env/agent2env/api"
-	"github.com/agent2env/agent2env/internal/testenv"
+	"github.com/agent2env/agent2env/internal/e2e/stocksdk"
 )
 
-// TestOpenSandboxSDK runs the stock OpenSandbox clients, unchanged,
-// against a daemon with API keys: the Python SDK (PyPI opensandbox, pinned
+// TestOpenSandboxSDK runs the stock OpenSandbox clients, unchanged
+// (stocksdk.RunOpenSandbox, which kubetest's TestNodeOpenSandbox runs on
+// the kubernetes runtime), against a daemon on the oci runtime with API
+// keys: the Python SDK (PyPI opensandbox, pinned
 // in scripts/peers-requirements.txt, as are its code interpreter and MCP
 // server) and the JS SDK (npm, installed by scripts/test-peers.sh). The
 // Python SDK's README quickstart (Sandbox.create, commands.run, destroy)
@@ -34,14 +30,8 @@ import (
 // for this run (make test sets it): not clients.env's, which the last run
 // of the script on the machine names, whatever its requirements were.
 func TestOpenSandboxSDK(t *testing.T) {
-	pythonBin := os.Getenv("AGENT2ENV_PYTHON")
-	if pythonBin == "" {
-		testenv.Missing(t, "set AGENT2ENV_PYTHON to the python of scripts/test-peers.sh (make test does) to run the OpenSandbox SDK")
-	}
-	const (
-		key   = "a2e_e2e-opensandbox-key-0123456789"
-		image = "agent2env/python"
-	)
+	pythonBin := stocksdk.Python(t)
+	const key = stocksdk.OpenSandboxKey
 	// The clients reach the daemon through a proxy that checks the wire
 	// rules on every exchange ("wire rules" below): the daemon's public
 	// URL, which its endpoints lead to.
@@ -54,280 +44,22 @@ func TestOpenSandboxSDK(t *testing.T) {
 	wire.start(d.addr)
 	// The first sandbox of an image waits for the image to be built, longer
 	// than the SDK's 30 s readiness budget: build it first.
-	// So is the code-interpreter SDK's default image, served by agent2env's
-	// (the code interpreter, and the JS SDK's code).
-	for _, img := range []string{image, "agent2env/code-interpreter"} {
+	for _, img := range stocksdk.OpenSandboxImages {
 		warm := d.create(api.CreateSandboxRequest{Image: img, CPU: "1", Memory: "512Mi"})
 		if code := d.do("DELETE", "/api/v1/sandboxes/"+warm.ID, nil, nil); code != http.StatusNoContent {
 			t.Fatalf("delete the warm-up sandbox: status %d", code)
 		}
 	}
 
-	// script runs a Python script of testdata and returns the JSON object
-	// of its last line.
-	script := func(t *testing.T, name string, args ...string) map[string]any {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, pythonBin, append([]string{"testdata/" + name}, args...)...)
-		cmd.Env = append(os.Environ(), "OPEN_SANDBOX_DOMAIN="+wire.addr, "OPEN_SANDBOX_API_KEY="+key)
-		out, err := cmd.Output()
-		var stderr string
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = string(ee.Stderr)
-		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		var res map[string]any
-		if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &res) != nil {
-			t.Fatalf("%s %v: %v\nstdout: %s\nstderr: %s", name, args, err, out, stderr)
-		}
-		return res
-	}
-	python := func(t *testing.T, args ...string) map[string]any {
-		t.Helper()
-		return script(t, "opensandbox_flow.py", args...)
-	}
-	// expect checks res's values, as fmt.Sprint shows them.
-	expect := func(t *testing.T, res map[string]any, want map[string]string) {
-		t.Helper()
-		for k, v := range want {
-			if got := fmt.Sprint(res[k]); got != v {
-				t.Errorf("%s = %q, want %q (all: %v)", k, got, v, res)
+	stocksdk.RunOpenSandbox(t, stocksdk.OpenSandbox{
+		Domain: wire.addr, Python: pythonBin, Clients: stocksdk.OpenSandboxStockClients(t), Pause: true,
+		NoSandboxes: func(t *testing.T) {
+			t.Helper()
+			var list api.List[api.Sandbox]
+			if code := d.do("GET", "/api/v1/sandboxes", nil, &list); code != http.StatusOK || len(list.Items) != 0 {
+				t.Errorf("sandboxes left: status %d, %+v", code, list.Items)
 			}
-		}
-	}
-	noSandboxes := func(t *testing.T) {
-		t.Helper()
-		var list api.List[api.Sandbox]
-		if code := d.do("GET", "/api/v1/sandboxes", nil, &list); code != http.StatusOK || len(list.Items) != 0 {
-			t.Errorf("sandboxes left: status %d, %+v", code, list.Items)
-		}
-	}
-
-	t.Run("quickstart", func(t *testing.T) {
-		res := python(t, "quickstart", image)
-		want := map[string]any{
-			// Output events carry their line endings (the SDK's text
-			// joins them as it joins stock execd's).
-			"stdout": "Hello Sandbox!\n", "text": "Hello Sandbox!", "exit_code": float64(0),
-			"failed_exit_code": float64(3), "failed_stderr": "oops\n",
-			"read": "Hello World", "state": "Running",
-		}
-		for k, v := range want {
-			if res[k] != v {
-				t.Errorf("%s = %#v, want %#v (all: %v)", k, res[k], v, res)
-			}
-		}
-		if id, _ := res["id"].(string); id == "" {
-			t.Errorf("no sandbox id: %v", res)
-		}
-		noSandboxes(t) // destroy killed it
-	})
-	t.Run("lifecycle", func(t *testing.T) {
-		res := python(t, "lifecycle", image)
-		want := map[string]string{
-			"metadata":              "map[run:1 suite:e2e]",
-			"by_state_and_metadata": "map[ids:[true] next:false pages:1 total:1]",
-			"by_other_metadata":     "map[ids:[] next:false pages:0 total:0]",
-			"by_other_state":        "map[ids:[] next:false pages:0 total:0]",
-			"renewed_hours":         "2",
-			"patched":               "map[owner:ci suite:e2e]",
-			"expires_in_hours":      "2",
-		}
-		expect(t, res, want)
-		noSandboxes(t)
-	})
-	t.Run("pause and resume", func(t *testing.T) {
-		res := python(t, "pause", image)
-		want := map[string]string{
-			"state": "Paused", "listed_paused": "[true]", "run_while_paused": "SandboxApiException",
-			"resumed_state": "Running", "file": "kept",
-			"counter_running": "true", "counting_on": "true", "count_kept": "True",
-		}
-		expect(t, res, want)
-		// The loop turns every 50 ms, and made no turn for the second the
-		// sandbox was paused.
-		if gap, _ := res["gap"].(float64); gap < 0.9 {
-			t.Errorf("longest gap of the counting loop %.2f s, want about the 1 s it was paused", gap)
-		}
-		noSandboxes(t)
-	})
-	t.Run("background commands", func(t *testing.T) {
-		res := python(t, "background", image)
-		want := map[string]string{
-			"content": "echo first; sleep 1; echo second >&2; exit 4",
-			"running": "true", "running_exit_code": "<nil>", "running_finished": "false",
-			// The cursor is a byte offset into stdout and stderr together.
-			"logs1": "first\n", "cursor1": "6",
-			"ended_running": "false", "exit_code": "4", "finished": "true",
-			"logs2": "second\n", "cursor2": "13",
-			// SIGINT ends the sleep; the interrupt answers once it has.
-			"interrupted_running": "false", "interrupted_exit_code": "130",
-			"unknown_status": "404",
-		}
-		expect(t, res, want)
-		if s, _ := res["interrupt_seconds"].(float64); s > 2 {
-			t.Errorf("interrupt took %.1f s, want well under the 3 s before SIGKILL", s)
-		}
-		noSandboxes(t)
-	})
-	t.Run("files", func(t *testing.T) {
-		res := python(t, "files", image)
-		want := map[string]string{
-			"info":             "map[group:sandbox mode:644 owner:sandbox size:26 type:file]",
-			"search":           "[/workspace/notes/a.txt]",
-			"list":             "[/workspace/notes/a.txt /workspace/notes/b.py]",
-			"replaced":         "[2]",
-			"after_replace":    "1 two 1\nline 2\nline 3\n",
-			"range":            "two",
-			"lines":            "line 2\n",
-			"moved":            "1 two 1\nline 2\nline 3\n",
-			"mode_after_chmod": "600",
-			"chown_root":       "403",
-			"dir":              "map[mode:700 type:directory]",
-			"remaining":        "[/workspace/notes]",
-			"deleted_info":     "404",
-			"big_tail":         "true",
-			"big_size":         "10485760",
-		}
-		expect(t, res, want)
-		noSandboxes(t)
-	})
-	t.Run("metrics and egress", func(t *testing.T) {
-		res := python(t, "metrics", image)
-		want := map[string]string{
-			// The SDK's default limits: 1 CPU, 2 GiB.
-			"cpu_count": "1", "memory_total_in_mib": "2048",
-			"busy": "true", "memory_used": "true", "timestamp_now": "true",
-			"policy": "map[default:deny egress:[]]",
-			"allow":  "400", "deleted": "true",
-		}
-		expect(t, res, want)
-		t.Logf("cpu_used_percentage: %v idle, %v with a busy loop", res["idle_pct"], res["busy_pct"])
-		noSandboxes(t)
-	})
-	t.Run("network policy", func(t *testing.T) {
-		// As TestEgressPolicy proves a template's allow-list, on loopback
-		// only: the proxy answers a denied host 403 itself, and dials an
-		// allowed one, which does not resolve here: 502.
-		res := python(t, "egress", image)
-		want := map[string]string{
-			"denied": "403", "allowed": "502",
-			"policy":     "map[default:deny egress:[allow *.allowed.test]]",
-			"patch_held": "ok", "patch_new": "400",
-			"cidr": "400", "cidr_names_field": "true",
-		}
-		expect(t, res, want)
-		if s, _ := res["cidr_seconds"].(float64); s > 3 {
-			t.Errorf("a create with a CIDR target took %.1f s to fail", s)
-		}
-		noSandboxes(t)
-	})
-	t.Run("js sdk", func(t *testing.T) {
-		clients := stockClients(t)
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, filepath.Join(clients.nodeBin, "node"), "testdata/opensandbox_quickstart.mjs", clients.opensandboxJS, image,
-			"opensandbox/code-interpreter:v1.1.0")
-		cmd.Env = append(os.Environ(), "OPEN_SANDBOX_DOMAIN="+wire.addr, "OPEN_SANDBOX_API_KEY="+key)
-		out, err := cmd.CombinedOutput()
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		var res map[string]any
-		if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &res) != nil {
-			t.Fatalf("opensandbox_quickstart.mjs: %v\n%s", err, out)
-		}
-		want := map[string]string{
-			"stdout": "Hello Sandbox!\n", "exitCode": "0", "failedExitCode": "3", "failedStderr": "oops\n",
-			"read": "Hello World", "error": "<nil>",
-			// The code-interpreter quickstart, through the SDK's execd client.
-			"firstErrors": "0", "xPlus1": "2", "errorName": "ZeroDivisionError", "errorValue": "division by zero",
-			"chartErrors": "0", "chartPng": "true", "lastEvent": "execution_complete",
-		}
-		expect(t, res, want)
-		if ep, _ := res["endpoint"].(string); !strings.HasPrefix(ep, wire.addr+"/opensandbox/") {
-			t.Errorf("execd endpoint %q, want %s/opensandbox/… without a scheme", ep, wire.addr)
-		}
-		noSandboxes(t)
-	})
-	t.Run("mcp server", func(t *testing.T) {
-		// The stock opensandbox-mcp over stdio, driven by the official MCP
-		// client.
-		res := script(t, "opensandbox_mcp_flow.py", image)
-		want := map[string]string{
-			"tools_missing": "[]", "state": "Running",
-			"stdout": "hi from mcp\n", "stderr": "err\n", "exit_code": "0", "failed_exit_code": "7",
-			"write": "map[status:written]", "read": "one two one\n",
-			"replaced": "[2]", "after_replace": "1 two 1\n",
-			"listed": "[true]", "kill": "map[status:killed]", "listed_after_kill": "0",
-		}
-		expect(t, res, want)
-		noSandboxes(t)
-	})
-	t.Run("session", func(t *testing.T) {
-		res := python(t, "session", image)
-		want := map[string]string{
-			"pwd":  "/workspace/sess\n",
-			"kept": "1 2 /tmp f3\n", "kept_exit_code": "0",
-			// exit ends the run, not the session's shell.
-			"failed": "before\n", "failed_exit_code": "3", "after_exit": "1 /tmp\n",
-			"own_cwd":           "/workspace\n",
-			"timeout_exit_code": "-1",
-			"turns":             "[one\n two\n]",
-			"deleted_run":       "404",
-		}
-		expect(t, res, want)
-		if s, _ := res["timeout_seconds"].(float64); s > 10 {
-			t.Errorf("a run with a 1 s timeout took %.1f s", s)
-		}
-		noSandboxes(t)
-	})
-	t.Run("code interpreter", func(t *testing.T) {
-		res := python(t, "code", "opensandbox/code-interpreter:v1.1.0")
-		want := map[string]string{
-			"context_language": "python", "first_error": "<nil>", "x_plus_1": "2", "execution_count": "2",
-			"error_name": "ZeroDivisionError", "error_value": "division by zero", "traceback_mentions": "true",
-			"stdout": "hello from python\n", "chart_error": "<nil>", "saved_png": "true", "raw_png": "true",
-			"default_context": "42", "bash_stdout": "hi from bash\n", "java": "400",
-			"listed_has_ctx": "true", "deleted": "true", "bash_left": "0",
-			"interrupted_error": "KeyboardInterrupt", "after_interrupt": "1",
-		}
-		expect(t, res, want)
-		// The readiness probe succeeds at once: not after the SDK's 30 s.
-		if s, _ := res["ready_seconds"].(float64); s > 10 {
-			t.Errorf("CodeInterpreter.create took %.1f s", s)
-		}
-		t.Logf("CodeInterpreter.create took %.3f s", res["ready_seconds"])
-		noSandboxes(t)
-	})
-	t.Run("wrong key", func(t *testing.T) {
-		res := python(t, "badkey", image)
-		if res["status"] != float64(http.StatusUnauthorized) || res["code"] != "INVALID_API_KEY" {
-			t.Errorf("create with a wrong key: %v, want 401 INVALID_API_KEY", res)
-		}
-		// At once: well under the SDK's 30 s readiness loop.
-		if s, _ := res["seconds"].(float64); s > 3 {
-			t.Errorf("a wrong key took %.1f s to fail", s)
-		}
-		t.Logf("a wrong key failed in %.3f s", res["seconds"])
-		noSandboxes(t)
-	})
-	t.Run("unknown id", func(t *testing.T) {
-		res := python(t, "unknown")
-		if res["status"] != float64(http.StatusNotFound) || res["code"] != api.CodeSandboxNotFound {
-			t.Errorf("info of an unknown id: %v, want 404 %s", res, api.CodeSandboxNotFound)
-		}
-	})
-	t.Run("missing image", func(t *testing.T) {
-		res := python(t, "badimage", "agent2env/no-such-image")
-		status, _ := res["status"].(float64)
-		if status < 400 || status >= 500 || res["code"] == nil {
-			t.Errorf("create of a missing image: %v, want a 4xx with a code", res)
-		}
-		if s, _ := res["seconds"].(float64); s > 25 {
-			t.Errorf("a missing image took %.1f s to fail", s)
-		}
-		t.Logf("a missing image failed in %.3f s: %v", res["seconds"], res["message"])
-		noSandboxes(t)
+		},
 	})
 	t.Run("wire rules", func(t *testing.T) { wire.assert(t) })
 	d.assertNoLeaks()

@@ -148,9 +148,21 @@ func (rc recipe) hash() string {
 // Pull, Ensure and Build calls for the same ref share one operation, and
 // builds of one recipe by several processes wait for each other.
 func (s *Store) Build(ctx context.Context, name string, p ProgressFunc) (*Image, error) {
-	r, err := parseRef(name)
+	r, rc, err := builtinRecipe(name)
 	if err != nil {
 		return nil, fmt.Errorf("build image %s: %w", name, err)
+	}
+	return s.do(ctx, r.key, p, func(ctx context.Context, p ProgressFunc) (*Image, error) {
+		return s.build(ctx, r, rc, p)
+	})
+}
+
+// builtinRecipe returns the reference and recipe of the built-in image
+// name ("agent2env/python", or "python" for short).
+func builtinRecipe(name string) (reference, recipe, error) {
+	r, err := parseRef(name)
+	if err != nil {
+		return r, recipe{}, err
 	}
 	rc, ok := recipes[r.key]
 	if !ok && !strings.ContainsAny(name, "/:@") {
@@ -161,11 +173,9 @@ func (s *Store) Build(ctx context.Context, name string, p ProgressFunc) (*Image,
 		}
 	}
 	if !ok {
-		return nil, fmt.Errorf("build image %s: %w", name, errdefs.Invalid("no built-in recipe for %s (have %s)", r.key, strings.Join(builtinNames(), ", ")))
+		return r, recipe{}, errdefs.Invalid("no built-in recipe for %s (have %s)", r.key, strings.Join(builtinNames(), ", "))
 	}
-	return s.do(ctx, r.key, p, func(ctx context.Context, p ProgressFunc) (*Image, error) {
-		return s.build(ctx, r, rc, p)
-	})
+	return r, rc, nil
 }
 
 func builtinNames() []string {

@@ -121,3 +121,31 @@ func packageDir() string {
 		}
 	}
 }
+
+// StockClients returns the paths of the stock clients that
+// scripts/test-peers.sh installed, by the names of its clients.env
+// (NODE_BIN, E2B_JS, ...): the file AGENT2ENV_CLIENTS names (make test
+// sets it to this checkout's), else the last run's on the machine,
+// whichever checkout ran it. Without one it stops t as [Missing] does.
+func StockClients(t testing.TB) map[string]string {
+	t.Helper()
+	path := os.Getenv("AGENT2ENV_CLIENTS")
+	if path == "" {
+		cache := os.Getenv("AGENT2ENV_CACHE_DIR")
+		if cache == "" {
+			cache = "/var/cache/agent2env"
+		}
+		path = filepath.Join(cache, "peers", "clients.env")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		Missing(t, "the stock clients are not installed: run scripts/test-peers.sh, as make test does (%v)", err)
+	}
+	env := map[string]string{}
+	for line := range strings.Lines(string(b)) {
+		if k, v, ok := strings.Cut(strings.TrimRight(line, "\n"), "="); ok {
+			env[k] = v
+		}
+	}
+	return env
+}

@@ -14,6 +14,8 @@
 //                non-zero exit, list by metadata, setTimeout, getInfo,
 //                getMetrics,
 //                pause and resume by connect, kill
+//   quickstart-nopause  the same without pause and resume (a runtime
+//                that cannot pause: kubernetes)
 //   interpreter  the code interpreter's quickstart alone
 //   base         the base SDK's quickstart on template base (create,
 //                commands.run, files write/read, kill)
@@ -30,7 +32,7 @@ const e2b = require("e2b");
 
 // quickstart runs the code interpreter's quickstart and the SDK's
 // lifecycle calls.
-async function quickstart() {
+async function quickstart(pause = true) {
   const { Sandbox } = require("@e2b/code-interpreter");
   const out = {};
   const sbx = await Sandbox.create({ metadata: { suite: "e2e-e2b-js" }, timeoutMs: 120_000 });
@@ -68,12 +70,14 @@ async function quickstart() {
     out.info_template = info.templateId;
     out.metrics = (await sbx.getMetrics()).map((m) => [m.cpuCount >= 1, m.memUsed > 0 && m.memUsed < m.memTotal]);
 
-    out.paused = await sbx.pause();
-    out.state = (await sbx.getInfo()).state;
-    const resumed = await Sandbox.connect(sbx.sandboxId);
-    out.resumed_state = (await resumed.getInfo()).state;
-    out.x_after_resume = (await resumed.runCode("x")).text;
-    out.file_after_resume = await resumed.files.read("hello.txt");
+    if (pause) {
+      out.paused = await sbx.pause();
+      out.state = (await sbx.getInfo()).state;
+      const resumed = await Sandbox.connect(sbx.sandboxId);
+      out.resumed_state = (await resumed.getInfo()).state;
+      out.x_after_resume = (await resumed.runCode("x")).text;
+      out.file_after_resume = await resumed.files.read("hello.txt");
+    }
   } finally {
     out.kill = await sbx.kill();
   }
@@ -140,6 +144,7 @@ async function failure(opts) {
 
 const modes = {
   quickstart,
+  "quickstart-nopause": () => quickstart(false),
   interpreter,
   base,
   badkey: () => failure({ apiKey: "e2b_wrong-key-0123456789" }),
