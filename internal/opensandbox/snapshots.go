@@ -16,7 +16,7 @@ import (
 // Snapshots is what the snapshot routes need of the sandbox service:
 // agent2env's snapshots (a sandbox saved whole, its memory with it),
 // which OpenSandbox's /snapshots API and a create with snapshotId map
-// onto (docs/opensandbox.md §4.8).
+// onto (docs/opensandbox.md §4.11).
 type Snapshots interface {
 	// Snapshot saves sandbox id; it is done (ready) when it returns.
 	Snapshot(ctx context.Context, id string, req api.CreateSnapshotRequest) (*api.Snapshot, error)
@@ -153,7 +153,8 @@ func (h *Handler) deleteSnapshot(w http.ResponseWriter, r *http.Request, id stri
 
 // listSnapshots answers GET /v1/snapshots: the snapshots of sandboxId (if
 // given) in the states asked for (any case; several: any of them),
-// newest first, a page at a time.
+// newest first, a page at a time. A name filter (the SDKs send one)
+// selects none: agent2env's snapshots have no name.
 func (h *Handler) listSnapshots(w http.ResponseWriter, r *http.Request) {
 	svc, err := h.snapshots()
 	if err != nil {
@@ -178,7 +179,7 @@ func (h *Handler) listSnapshots(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var all []api.Snapshot
-	if ready {
+	if ready && !q.Has("name") {
 		list, err := svc.Snapshots(r.Context(), q.Get("sandboxId"))
 		if err != nil {
 			writeError(w, err)

@@ -168,6 +168,7 @@ func TestListSnapshots(t *testing.T) {
 		{"?state=ready&sandboxId=b", 200, "s5 s2", "1 20 2 1 false"},
 		{"?state=Creating&state=Failed", 200, "", "1 20 0 0 false"},
 		{"?state=Failed&state=Ready", 200, "s5 s4 s3 s2 s1", "1 20 5 1 false"},
+		{"?name=before-import", 200, "", "1 20 0 0 false"},
 		{"?state=Sleeping", 400, "", ""},
 		{"?page=0", 400, "", ""},
 		{"?pageSize=201", 400, "", ""},
