@@ -67,21 +67,7 @@ func TestOpenSandboxSDK(t *testing.T) {
 	// of its last line.
 	script := func(t *testing.T, name string, args ...string) map[string]any {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, pythonBin, append([]string{"testdata/" + name}, args...)...)
-		cmd.Env = append(os.Environ(), "OPEN_SANDBOX_DOMAIN="+wire.addr, "OPEN_SANDBOX_API_KEY="+key)
-		out, err := cmd.Output()
-		var stderr string
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = string(ee.Stderr)
-		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		var res map[string]any
-		if err != nil || json.Unmarshal([]byte(lines[len(lines)-1]), &res) != nil {
-			t.Fatalf("%s %v: %v\nstdout: %s\nstderr: %s", name, args, err, out, stderr)
-		}
-		return res
+		return openSandboxScript(t, pythonBin, wire.addr, key, name, args...)
 	}
 	python := func(t *testing.T, args ...string) map[string]any {
 		t.Helper()
