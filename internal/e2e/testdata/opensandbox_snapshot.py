@@ -1,7 +1,6 @@
-"""The stock OpenSandbox Python SDK's snapshots against agent2env
-(TestOpenSandboxSnapshots).
+"""The stock OpenSandbox Python SDK's snapshots against agent2env.
 
-The connection comes from the environment: OPEN_SANDBOX_DOMAIN and
+TestOpenSandboxSnapshots runs it. The connection comes from the environment: OPEN_SANDBOX_DOMAIN and
 OPEN_SANDBOX_API_KEY. `opensandbox_snapshot.py IMAGE` makes a sandbox with
 a file and a background loop counting into /tmp/n, snapshots it with
 Sandbox.create_snapshot, refuses a named one, reads the snapshot back
@@ -24,7 +23,11 @@ from opensandbox.models.execd import RunCommandOpts
 from opensandbox.models.sandboxes import SnapshotFilter
 from opensandbox.sandbox import Sandbox
 
-COUNTER = "python3 -c 'import time\nn = 0\nwhile True:\n    n += 1\n    open(\"/tmp/n\", \"w\").write(str(n))\n    time.sleep(0.05)'"
+# A loop counting into /tmp/n, its count held in memory.
+COUNTER = (
+    "python3 -c 'import time\nn = 0\nwhile True:\n    n += 1\n"
+    '    open("/tmp/n", "w").write(str(n))\n    time.sleep(0.05)\''
+)
 
 
 def refusal(e: SandboxException) -> str:
@@ -72,7 +75,9 @@ async def flow(image: str) -> dict[str, Any]:
         out["count_restored"] = first >= before
         try:
             other = await Sandbox.create(
-                snapshot_id=snap.id, resource={"cpu": "2", "memory": "2Gi"}, connection_config=ConnectionConfig()
+                snapshot_id=snap.id,
+                resource={"cpu": "2", "memory": "2Gi"},
+                connection_config=ConnectionConfig(),
             )
             await other.destroy()
             out["other_resources"] = "made"
