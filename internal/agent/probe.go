@@ -37,6 +37,9 @@ func startProbe(ctx context.Context, addr string, log *slog.Logger) (net.Addr, e
 		return nil, fmt.Errorf("%s: %q is not a loopback address", EnvJupyterProbe, addr)
 	}
 	var lc net.ListenConfig
+	// Plain TCP, not Go's default multipath TCP, which CRIU cannot dump: a
+	// sandbox made through OpenSandbox's API must stay checkpointable.
+	lc.SetMultipathTCP(false)
 	l, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvJupyterProbe, err)

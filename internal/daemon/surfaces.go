@@ -50,7 +50,7 @@ func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) 
 	sf.MCP = mcpserver.New(mcpserver.Config{ScopeByKey: cfg.authOn(), Log: cfg.Log}, contextsView, svc.Sessions)
 	sf.OpenSandbox, err = opensandbox.New(opensandbox.Config{
 		Sandboxes: svc.Sandboxes, Execd: svc.Sandboxes, Commands: svc.Sandboxes, Files: svc.Sandboxes, Codes: contextsView,
-		Metrics: svc.Sandboxes, Keys: cfg.Keys, RequireKey: cfg.authOn(),
+		Metrics: svc.Sandboxes, Snapshots: svc.Sandboxes, Keys: cfg.Keys, RequireKey: cfg.authOn(),
 		PublicHost: publicHost(cfg.PublicURL), GatewayPrefix: service.GatewayPrefix,
 	})
 	if err != nil {

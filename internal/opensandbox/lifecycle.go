@@ -65,9 +65,6 @@ func isNull(raw json.RawMessage) bool {
 // name every field it cannot honour (docs/opensandbox.md §4.1).
 func (req *createRequest) toAPI() (api.CreateSandboxRequest, error) {
 	var out api.CreateSandboxRequest
-	if req.SnapshotID != "" {
-		return out, unsupported("snapshotId", "agent2env has no snapshots; give image")
-	}
 	switch {
 	case req.TemplateID != "" && req.Image != nil:
 		return out, errdefs.Invalid("give one of image and templateId, not both")
@@ -212,7 +209,15 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	areq, err := req.toAPI()
+	var (
+		areq api.CreateSandboxRequest
+		err  error
+	)
+	if req.SnapshotID != "" {
+		areq, err = h.restoreRequest(r.Context(), &req)
+	} else {
+		areq, err = req.toAPI()
+	}
 	if err == nil && len(req.Metadata) > 0 {
 		err = checkLabels(metadataPatch(req.Metadata))
 		areq.Metadata = req.Metadata
@@ -288,7 +293,7 @@ type listQuery struct {
 
 // parseListQuery reads q (docs/opensandbox.md §4.3).
 func parseListQuery(q url.Values) (listQuery, error) {
-	lq := listQuery{page: 1, pageSize: 20}
+	var lq listQuery
 	if states := q["state"]; len(states) > 0 {
 		for _, st := range states {
 			lq.opts.Statuses = append(lq.opts.Statuses, statuses(st)...)
@@ -305,11 +310,19 @@ func parseListQuery(q url.Values) (listQuery, error) {
 			lq.opts.Metadata[k] = vs[len(vs)-1]
 		}
 	}
+	var err error
+	lq.page, lq.pageSize, err = parsePage(q)
+	return lq, err
+}
+
+// parsePage reads a list's page and pageSize: 1 and 20 when absent.
+func parsePage(q url.Values) (page, pageSize int, err error) {
+	page, pageSize = 1, 20
 	for _, p := range []struct {
 		name string
 		dst  *int
 		max  int
-	}{{"page", &lq.page, 0}, {"pageSize", &lq.pageSize, maxPageSize}} {
+	}{{"page", &page, 0}, {"pageSize", &pageSize, maxPageSize}} {
 		raw := q.Get(p.name)
 		if raw == "" {
 			continue
@@ -320,11 +333,11 @@ func parseListQuery(q url.Values) (listQuery, error) {
 			if p.max > 0 {
 				limit = " to " + strconv.Itoa(p.max)
 			}
-			return lq, errdefs.Invalid("%s %q: want a whole number from 1%s", p.name, raw, limit)
+			return 0, 0, errdefs.Invalid("%s %q: want a whole number from 1%s", p.name, raw, limit)
 		}
 		*p.dst = n
 	}
-	return lq, nil
+	return page, pageSize, nil
 }
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {

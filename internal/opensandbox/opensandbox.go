@@ -1,7 +1,8 @@
 // Package opensandbox serves agent2env's OpenSandbox-compatible lifecycle
 // API, the third surface beside the LiteBoxd-compatible REST API and MCP
 // (issue 23): `/v1/sandboxes` create, get, list, delete, pause, resume,
-// renew-expiration, endpoints and metadata, and `/v1/metrics/events`, as the stock
+// renew-expiration, endpoints, metadata and snapshots, `/v1/snapshots`
+// (Snapshots), and `/v1/metrics/events`, as the stock
 // OpenSandbox SDKs and MCP server call them (docs/opensandbox.md says
 // exactly what they send and need back).
 //
@@ -86,6 +87,10 @@ type Config struct {
 	// Metrics measures sandboxes for execd's /metrics; nil: it answers
 	// 501.
 	Metrics Metrics
+	// Snapshots saves sandboxes and lists, gets and deletes their
+	// snapshots for /snapshots and a create with snapshotId; nil: they
+	// answer 501.
+	Snapshots Snapshots
 	// Keys are the daemon's API keys.
 	Keys *auth.Keys
 	// RequireKey says requests must carry a valid key (auth.Required).
@@ -183,7 +188,15 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, seg []string) {
 		})
 	case n == 2 && seg[0] == "metrics" && seg[1] == "events":
 		methods(w, r, map[string]http.HandlerFunc{http.MethodPost: h.metricsEvent})
-	case seg[0] == "snapshots" || seg[0] == "templates" || seg[0] == "pools":
+	case n == 1 && seg[0] == "snapshots":
+		methods(w, r, map[string]http.HandlerFunc{http.MethodGet: h.listSnapshots})
+	case n == 2 && seg[0] == "snapshots":
+		id := seg[1]
+		methods(w, r, map[string]http.HandlerFunc{
+			http.MethodGet:    func(w http.ResponseWriter, r *http.Request) { h.getSnapshot(w, r, id) },
+			http.MethodDelete: func(w http.ResponseWriter, r *http.Request) { h.deleteSnapshot(w, r, id) },
+		})
+	case seg[0] == "templates" || seg[0] == "pools":
 		writeError(w, errdefs.NotImplemented("OpenSandbox %s are not supported by agent2env", seg[0]))
 	default:
 		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
@@ -209,7 +222,11 @@ func (h *Handler) routeSandbox(w http.ResponseWriter, r *http.Request, id, op st
 		methods(w, r, map[string]http.HandlerFunc{
 			http.MethodPost: func(w http.ResponseWriter, r *http.Request) { h.freeze(w, r, id, h.cfg.Sandboxes.Resume) },
 		})
-	case "snapshots", "networkpolicy", "diagnostics":
+	case "snapshots":
+		methods(w, r, map[string]http.HandlerFunc{
+			http.MethodPost: func(w http.ResponseWriter, r *http.Request) { h.createSnapshot(w, r, id) },
+		})
+	case "networkpolicy", "diagnostics":
 		writeError(w, errdefs.NotImplemented("sandbox %s are not supported by agent2env", op))
 	default:
 		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))

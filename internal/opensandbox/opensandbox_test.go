@@ -204,8 +204,9 @@ const goodKey = "a2e_0123456789abcdef"
 
 // setup is a handler over fakes.
 type setup struct {
-	h   *Handler
-	sbs *fakeSandboxes
+	h     *Handler
+	sbs   *fakeSandboxes
+	snaps *fakeSnapshots
 }
 
 // newSetup makes a handler over sandboxes sbs.
@@ -215,8 +216,8 @@ func newSetup(t *testing.T, sbs ...api.Sandbox) *setup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &setup{sbs: newFakeSandboxes(sbs...)}
-	cfg := Config{Sandboxes: s.sbs, Keys: keys, RequireKey: true, PublicHost: "daemon.example:8080",
+	s := &setup{sbs: newFakeSandboxes(sbs...), snaps: newFakeSnapshots()}
+	cfg := Config{Sandboxes: s.sbs, Snapshots: s.snaps, Keys: keys, RequireKey: true, PublicHost: "daemon.example:8080",
 		GatewayPrefix: "/api/v1/sandbox/", Now: func() time.Time { return now }, CreateWait: -1}
 	if s.h, err = New(cfg); err != nil {
 		t.Fatal(err)
@@ -412,7 +413,6 @@ func TestCreate(t *testing.T) {
 		{name: "reserved metadata key", body: `{"image":{"uri":"ubuntu"},"metadata":{"opensandbox.io/x":"b"}}`,
 			wantStatus: http.StatusBadRequest, wantInMsg: "reserved"},
 		{name: "no image", body: `{"timeout":60}`, wantStatus: http.StatusBadRequest, wantInMsg: "image.uri"},
-		{name: "snapshot", body: `{"snapshotId":"snap"}`, wantStatus: http.StatusBadRequest, wantInMsg: "snapshotId"},
 		{name: "image auth", body: `{"image":{"uri":"x","auth":{"username":"u","password":"p"}}}`,
 			wantStatus: http.StatusBadRequest, wantInMsg: "image.auth"},
 		{name: "gpu", body: `{"image":{"uri":"x"},"resourceLimits":{"gpu":"1"}}`,
@@ -763,7 +763,11 @@ func TestRoutes(t *testing.T) {
 		{"POST", "/v1/metrics/events", `{"eventType":"sandbox.create"}`, 400, ""},
 		{"GET", "/v1/sandboxes/a/pause", "", 405, "POST"},
 		{"GET", "/v1/sandboxes/a/resume", "", 405, "POST"},
-		{"GET", "/v1/snapshots", "", 501, ""},
+		{"GET", "/v1/snapshots", "", 200, ""},
+		{"PUT", "/v1/snapshots", "", 405, "GET"},
+		{"POST", "/v1/snapshots/x", "", 405, "GET, DELETE"},
+		{"GET", "/v1/sandboxes/a/snapshots", "", 405, "POST"},
+		{"GET", "/v1/templates", "", 501, ""},
 		{"GET", "/v1/sandboxes/a/networkpolicy", "", 501, ""},
 		{"GET", "/v1/nothing", "", 404, ""},
 		{"GET", "/v1/", "", 404, ""},

@@ -106,7 +106,11 @@ func (s *Sandboxes) Create(ctx context.Context, req api.CreateSandboxRequest) (*
 // left half-made, and refused with its failure classified (ErrStartFailed,
 // ErrImageUnavailable). One still pending
 // when wait is up or ctx ends is returned as it is: the caller decides.
+// One made from a snapshot (FromSnapshot) runs when it is made.
 func (s *Sandboxes) CreateAndWait(ctx context.Context, req api.CreateSandboxRequest, wait time.Duration) (*api.Sandbox, error) {
+	if req.FromSnapshot != "" {
+		return s.restore(ctx, req)
+	}
 	mreq, err := createRequest(req)
 	if err != nil {
 		return nil, err
