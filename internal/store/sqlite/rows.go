@@ -83,6 +83,19 @@ func (t *table[T]) update(ctx context.Context, db *sql.DB, id string, fn func(*T
 		return nil, fmt.Errorf("update %s %s: %w", t.kind, id, err)
 	}
 	defer tx.Rollback()
+	v, err := t.updateIn(ctx, tx, id, fn)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("update %s %s: %w", t.kind, id, err)
+	}
+	return v, nil
+}
+
+// updateIn is update's read, fn and write inside tx, which the caller
+// commits.
+func (t *table[T]) updateIn(ctx context.Context, tx querier, id string, fn func(*T) error) (*T, error) {
 	v, err := t.get(ctx, tx, id)
 	if err != nil {
 		return nil, err
@@ -97,9 +110,6 @@ func (t *table[T]) update(ctx context.Context, db *sql.DB, id string, fn func(*T
 	args, err := t.values(v)
 	if err == nil {
 		_, err = tx.ExecContext(ctx, t.updateSQL, append(args[1:], id)...)
-	}
-	if err == nil {
-		err = tx.Commit()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("update %s %s: %w", t.kind, id, err)

@@ -79,9 +79,40 @@ func scanSandbox(row scanner) (*store.Sandbox, error) {
 	return &sb, nil
 }
 
-// CreateSandbox stores sb, rounding its times to microseconds in place.
-func (s *Store) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
-	return insertSandbox(ctx, s.w, sb)
+// CreateSandbox stores sb, rounding its times to microseconds in place,
+// and evs with it in one write transaction.
+func (s *Store) CreateSandbox(ctx context.Context, sb *store.Sandbox, evs ...store.Event) error {
+	return s.CreateSandboxLimited(ctx, sb, 0, evs...)
+}
+
+// CreateSandboxLimited counts, inserts sb and adds evs in one write
+// transaction, which the single writer connection serializes with every
+// other write.
+func (s *Store) CreateSandboxLimited(ctx context.Context, sb *store.Sandbox, limit int, evs ...store.Event) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
+	}
+	defer tx.Rollback()
+	if limit > 0 {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM sandboxes`).Scan(&n); err != nil {
+			return fmt.Errorf("count sandboxes: %w", err)
+		}
+		if n >= limit {
+			return &store.LimitError{Count: n, Limit: limit}
+		}
+	}
+	if err := insertSandbox(ctx, tx, sb); err != nil {
+		return err
+	}
+	if err := addEvents(ctx, tx, sb.ID, evs); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
+	}
+	return nil
 }
 
 func insertSandbox(ctx context.Context, q querier, sb *store.Sandbox) error {
@@ -93,33 +124,6 @@ func insertSandbox(ctx context.Context, q querier, sb *store.Sandbox) error {
 		return errdefs.Conflict("sandbox %s already exists", sb.ID)
 	}
 	return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
-}
-
-// CreateSandboxLimited counts and inserts in one write transaction, which
-// the single writer connection serializes with every other write.
-func (s *Store) CreateSandboxLimited(ctx context.Context, sb *store.Sandbox, limit int) error {
-	if limit <= 0 {
-		return s.CreateSandbox(ctx, sb)
-	}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
-	}
-	defer tx.Rollback()
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM sandboxes`).Scan(&n); err != nil {
-		return fmt.Errorf("count sandboxes: %w", err)
-	}
-	if n >= limit {
-		return &store.LimitError{Count: n, Limit: limit}
-	}
-	if err := insertSandbox(ctx, tx, sb); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
-	}
-	return nil
 }
 
 // GetSandbox returns the sandbox id; ErrNotFound if there is none.
@@ -233,10 +237,26 @@ func (s *Store) CountSandboxesByStatus(ctx context.Context) (store.SandboxCounts
 	return c, nil
 }
 
-// UpdateSandbox applies fn to the sandbox id and stores the result, in one
-// write transaction; fn's error aborts it and is returned as is.
-func (s *Store) UpdateSandbox(ctx context.Context, id string, fn func(*store.Sandbox) error) (*store.Sandbox, error) {
-	return sandboxes.update(ctx, s.w, id, fn)
+// UpdateSandbox applies fn to the sandbox id, stores the result and adds
+// evs, in one write transaction; fn's error aborts it and is returned as
+// is.
+func (s *Store) UpdateSandbox(ctx context.Context, id string, fn func(*store.Sandbox) error, evs ...store.Event) (*store.Sandbox, error) {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("update sandbox %s: %w", id, err)
+	}
+	defer tx.Rollback()
+	sb, err := sandboxes.updateIn(ctx, tx, id, fn)
+	if err != nil {
+		return nil, err
+	}
+	if err := addEvents(ctx, tx, id, evs); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("update sandbox %s: %w", id, err)
+	}
+	return sb, nil
 }
 
 // DeleteSandbox deletes the sandbox id, and by ON DELETE CASCADE its
@@ -248,15 +268,24 @@ func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
 // AddEvent appends ev to its sandbox's history; an unknown sandbox is
 // ErrNotFound (the foreign key refuses the row).
 func (s *Store) AddEvent(ctx context.Context, ev store.Event) error {
-	_, err := s.w.ExecContext(ctx, `INSERT INTO events (sandbox_id, at, status, message) VALUES (?,?,?,?)`,
-		ev.SandboxID, toUnix(ev.At), ev.Status, ev.Message)
-	switch {
-	case err == nil:
-		return nil
-	case isForeignKey(err):
-		return errdefs.NotFound("sandbox %s not found", ev.SandboxID)
+	return addEvents(ctx, s.w, ev.SandboxID, []store.Event{ev})
+}
+
+// addEvents appends evs to the history of sandbox id, whatever their own
+// SandboxID.
+func addEvents(ctx context.Context, q querier, id string, evs []store.Event) error {
+	for _, ev := range evs {
+		_, err := q.ExecContext(ctx, `INSERT INTO events (sandbox_id, at, status, message) VALUES (?,?,?,?)`,
+			id, toUnix(ev.At), ev.Status, ev.Message)
+		switch {
+		case err == nil:
+		case isForeignKey(err):
+			return errdefs.NotFound("sandbox %s not found", id)
+		default:
+			return fmt.Errorf("add event to sandbox %s: %w", id, err)
+		}
 	}
-	return fmt.Errorf("add event to sandbox %s: %w", ev.SandboxID, err)
+	return nil
 }
 
 // Events returns the history of sandbox sandboxID in the order it was
