@@ -118,14 +118,14 @@ func (t *table[T]) updateIn(ctx context.Context, tx querier, id string, fn func(
 }
 
 // remove deletes the record id; ErrNotFound if there is none.
-func (t *table[T]) remove(ctx context.Context, db *sql.DB, id string) error {
-	return deleteWhere(ctx, db, t.kind, t.name, strings.Split(t.columns, ", ")[0], id)
+func (t *table[T]) remove(ctx context.Context, q querier, id string) error {
+	return deleteWhere(ctx, q, t.kind, t.name, strings.Split(t.columns, ", ")[0], id)
 }
 
 // deleteWhere deletes the rows of table whose column key is value, and
 // says the kind of record named value is not found when there are none.
-func deleteWhere(ctx context.Context, db *sql.DB, kind, table, key, value string) error {
-	res, err := db.ExecContext(ctx, `DELETE FROM `+table+` WHERE `+key+` = ?`, value)
+func deleteWhere(ctx context.Context, q querier, kind, table, key, value string) error {
+	res, err := q.ExecContext(ctx, `DELETE FROM `+table+` WHERE `+key+` = ?`, value)
 	if err != nil {
 		return fmt.Errorf("delete %s %s: %w", kind, value, err)
 	}

@@ -86,33 +86,25 @@ func (s *Store) CreateSandbox(ctx context.Context, sb *store.Sandbox, evs ...sto
 }
 
 // CreateSandboxLimited counts, inserts sb and adds evs in one write
-// transaction, which the single writer connection serializes with every
-// other write.
+// transaction (a savepoint of one the batcher commits with the writes
+// queued beside it), which the single writer connection serializes with
+// every other write.
 func (s *Store) CreateSandboxLimited(ctx context.Context, sb *store.Sandbox, limit int, evs ...store.Event) error {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
-	}
-	defer tx.Rollback()
-	if limit > 0 {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM sandboxes`).Scan(&n); err != nil {
-			return fmt.Errorf("count sandboxes: %w", err)
+	return s.b.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if limit > 0 {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM sandboxes`).Scan(&n); err != nil {
+				return fmt.Errorf("count sandboxes: %w", err)
+			}
+			if n >= limit {
+				return &store.LimitError{Count: n, Limit: limit}
+			}
 		}
-		if n >= limit {
-			return &store.LimitError{Count: n, Limit: limit}
+		if err := insertSandbox(ctx, tx, sb); err != nil {
+			return err
 		}
-	}
-	if err := insertSandbox(ctx, tx, sb); err != nil {
-		return err
-	}
-	if err := addEvents(ctx, tx, sb.ID, evs); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
-	}
-	return nil
+		return addEvents(ctx, tx, sb.ID, evs)
+	})
 }
 
 func insertSandbox(ctx context.Context, q querier, sb *store.Sandbox) error {
@@ -238,37 +230,38 @@ func (s *Store) CountSandboxesByStatus(ctx context.Context) (store.SandboxCounts
 }
 
 // UpdateSandbox applies fn to the sandbox id, stores the result and adds
-// evs, in one write transaction; fn's error aborts it and is returned as
-// is.
+// evs, in one write transaction (or savepoint, see batcher); fn's error
+// aborts it and is returned as is. fn runs on the batcher's goroutine.
 func (s *Store) UpdateSandbox(ctx context.Context, id string, fn func(*store.Sandbox) error, evs ...store.Event) (*store.Sandbox, error) {
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("update sandbox %s: %w", id, err)
-	}
-	defer tx.Rollback()
-	sb, err := sandboxes.updateIn(ctx, tx, id, fn)
+	var out *store.Sandbox
+	err := s.b.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		sb, err := sandboxes.updateIn(ctx, tx, id, fn)
+		if err != nil {
+			return err
+		}
+		out = sb
+		return addEvents(ctx, tx, id, evs)
+	})
 	if err != nil {
 		return nil, err
 	}
-	if err := addEvents(ctx, tx, id, evs); err != nil {
-		return nil, err
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("update sandbox %s: %w", id, err)
-	}
-	return sb, nil
+	return out, nil
 }
 
 // DeleteSandbox deletes the sandbox id, and by ON DELETE CASCADE its
 // events and the contexts and sessions in it; ErrNotFound if there is none.
 func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
-	return sandboxes.remove(ctx, s.w, id)
+	return s.b.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		return sandboxes.remove(ctx, tx, id)
+	})
 }
 
 // AddEvent appends ev to its sandbox's history; an unknown sandbox is
 // ErrNotFound (the foreign key refuses the row).
 func (s *Store) AddEvent(ctx context.Context, ev store.Event) error {
-	return addEvents(ctx, s.w, ev.SandboxID, []store.Event{ev})
+	return s.b.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		return addEvents(ctx, tx, ev.SandboxID, []store.Event{ev})
+	})
 }
 
 // addEvents appends evs to the history of sandbox id, whatever their own
