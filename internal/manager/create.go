@@ -234,11 +234,10 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	if err := m.supported(r); err != nil {
 		return nil, err
 	}
-	sb, err := m.createRecord(ctx, r)
+	sb, err := m.createRecord(ctx, r, store.Event{Status: string(api.StatusPending), Message: "created from " + origin})
 	if err != nil {
 		return nil, err
 	}
-	m.event(ctx, sb.ID, string(api.StatusPending), "created from "+origin)
 
 	ready := true
 	preparer, _ := m.rt.(sandbox.ImagePreparer)
@@ -293,10 +292,14 @@ func egress(n *api.NetworkSpec) *sandbox.Egress {
 }
 
 // createRecord stores the pending record of a new sandbox once admit lets
-// it in (MaxSandboxes, capacity). The store also counts and inserts
-// atomically, a backstop for a limit passed outside admission.
-func (m *Manager) createRecord(ctx context.Context, r *resolved) (*store.Sandbox, error) {
+// it in (MaxSandboxes, capacity), with evs (each dated now) in the same
+// write. The store also counts and inserts atomically, a backstop for a
+// limit passed outside admission.
+func (m *Manager) createRecord(ctx context.Context, r *resolved, evs ...store.Event) (*store.Sandbox, error) {
 	now := m.now().UTC()
+	for i := range evs {
+		evs[i].At = now
+	}
 	if r.persistence != nil {
 		if r.startup == nil {
 			r.startup = &startup{}
@@ -345,7 +348,7 @@ func (m *Manager) createRecord(ctx context.Context, r *resolved) (*store.Sandbox
 		// removeOwned relies on.
 		defer m.admitMu.Unlock()
 	}
-	if err := m.store.CreateSandboxLimited(ctx, sb, m.cfg.MaxSandboxes); err != nil {
+	if err := m.store.CreateSandboxLimited(ctx, sb, m.cfg.MaxSandboxes, evs...); err != nil {
 		var limit *store.LimitError
 		if errors.As(err, &limit) {
 			u, uerr := m.Usage(ctx)

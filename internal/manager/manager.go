@@ -250,16 +250,17 @@ func (m *Manager) event(ctx context.Context, id, status, msg string) {
 	}
 }
 
-// setStatus stores a new status with its reason and records the event.
+// setStatus stores a new status with its reason and, in the same write,
+// the event that records it.
 func (m *Manager) setStatus(ctx context.Context, id string, status api.SandboxStatus, reason string) (*store.Sandbox, error) {
+	now := m.now().UTC()
 	sb, err := m.store.UpdateSandbox(context.WithoutCancel(ctx), id, func(sb *store.Sandbox) error {
-		sb.Status, sb.Reason, sb.UpdatedAt = string(status), reason, m.now().UTC()
+		sb.Status, sb.Reason, sb.UpdatedAt = string(status), reason, now
 		return nil
-	})
+	}, store.Event{At: now, Status: string(status), Message: reason})
 	if err != nil {
 		return nil, fmt.Errorf("set sandbox %s %s: %w", id, status, err)
 	}
-	m.event(ctx, id, string(status), reason)
 	return sb, nil
 }
 

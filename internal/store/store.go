@@ -112,14 +112,18 @@ type SandboxCounts struct {
 	Pooled int
 }
 
-// Sandboxes keeps sandbox records and their event history.
+// Sandboxes keeps sandbox records and their event history. Each write of
+// a record takes the events that record it (evs), appended to its history
+// in the same transaction, whatever their own SandboxID: the change and
+// its events are stored together or not at all, in one round trip to the
+// database.
 type Sandboxes interface {
-	CreateSandbox(ctx context.Context, sb *Sandbox) error
+	CreateSandbox(ctx context.Context, sb *Sandbox, evs ...Event) error
 	// CreateSandboxLimited stores sb unless limit sandboxes (warm pools'
 	// included) already exist: then it returns a *LimitError. Counting
 	// and storing are one atomic step, so concurrent calls never exceed
 	// limit. A limit <= 0 is no limit.
-	CreateSandboxLimited(ctx context.Context, sb *Sandbox, limit int) error
+	CreateSandboxLimited(ctx context.Context, sb *Sandbox, limit int, evs ...Event) error
 	GetSandbox(ctx context.Context, id string) (*Sandbox, error)
 	// ListSandboxes returns every sandbox, oldest first.
 	ListSandboxes(ctx context.Context) ([]*Sandbox, error)
@@ -132,11 +136,14 @@ type Sandboxes interface {
 	// CountSandboxesByStatus counts the sandboxes by status.
 	CountSandboxesByStatus(ctx context.Context) (SandboxCounts, error)
 	// UpdateSandbox applies fn to the stored record atomically and stores
-	// the result; fn's error aborts the update and is returned.
-	UpdateSandbox(ctx context.Context, id string, fn func(*Sandbox) error) (*Sandbox, error)
+	// the result; fn's error aborts the update, evs included, and is
+	// returned.
+	UpdateSandbox(ctx context.Context, id string, fn func(*Sandbox) error, evs ...Event) (*Sandbox, error)
 	// DeleteSandbox removes the record and its events.
 	DeleteSandbox(ctx context.Context, id string) error
 
+	// AddEvent appends ev, an occurrence that changes no record, to its
+	// sandbox's history.
 	AddEvent(ctx context.Context, ev Event) error
 	// Events returns a sandbox's events, oldest first.
 	Events(ctx context.Context, sandboxID string) ([]Event, error)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -73,44 +74,47 @@ func scanSandbox(row scanner) (*store.Sandbox, error) {
 // CreateSandbox stores sb, rounding its times to microseconds in place.
 // It takes the sandbox count's lock in shared mode, so that it never falls
 // between a bounded create's count and insert.
-func (s *Store) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
-	return s.createSandbox(ctx, sb, 0)
+func (s *Store) CreateSandbox(ctx context.Context, sb *store.Sandbox, evs ...store.Event) error {
+	return s.CreateSandboxLimited(ctx, sb, 0, evs...)
 }
 
 // CreateSandboxLimited counts and inserts under the sandbox count's lock,
 // held exclusively: no other create, by this daemon or another, comes
 // between them. A limit <= 0 is no limit.
-func (s *Store) CreateSandboxLimited(ctx context.Context, sb *store.Sandbox, limit int) error {
-	return s.createSandbox(ctx, sb, limit)
-}
-
-func (s *Store) createSandbox(ctx context.Context, sb *store.Sandbox, limit int) error {
+func (s *Store) CreateSandboxLimited(ctx context.Context, sb *store.Sandbox, limit int, evs ...store.Event) error {
 	var full *store.LimitError
+	var inserted bool
 	err := pgx.BeginFunc(ctx, s.w, func(tx pgx.Tx) error {
 		if limit <= 0 {
 			if err := lockShared(ctx, tx, lockSandboxCount); err != nil {
 				return err
 			}
-			return sandboxes.insert(ctx, tx, sb)
+		} else {
+			if err := lock(ctx, tx, lockSandboxCount); err != nil {
+				return err
+			}
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM sandboxes`).Scan(&n); err != nil {
+				return fmt.Errorf("count sandboxes: %w", err)
+			}
+			if n >= limit {
+				full = &store.LimitError{Count: n, Limit: limit}
+				return full
+			}
 		}
-		if err := lock(ctx, tx, lockSandboxCount); err != nil {
+		if err := sandboxes.insert(ctx, tx, sb); err != nil {
 			return err
 		}
-		var n int
-		if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM sandboxes`).Scan(&n); err != nil {
-			return fmt.Errorf("count sandboxes: %w", err)
-		}
-		if n >= limit {
-			full = &store.LimitError{Count: n, Limit: limit}
-			return full
-		}
-		return sandboxes.insert(ctx, tx, sb)
+		inserted = true
+		return addEvents(ctx, tx, sb.ID, evs)
 	})
 	switch {
 	case err == nil:
 		return nil
 	case full != nil:
 		return full
+	case inserted:
+		return err // addEvents' own
 	case isUnique(err):
 		return errdefs.Conflict("sandbox %s already exists", sb.ID)
 	}
@@ -228,8 +232,20 @@ func (s *Store) CountSandboxesByStatus(ctx context.Context) (store.SandboxCounts
 // UpdateSandbox applies fn to the sandbox id and stores the result, with
 // the row locked from the read to the write; fn's error aborts it and is
 // returned as is.
-func (s *Store) UpdateSandbox(ctx context.Context, id string, fn func(*store.Sandbox) error) (*store.Sandbox, error) {
-	return sandboxes.update(ctx, s.w, id, fn)
+func (s *Store) UpdateSandbox(ctx context.Context, id string, fn func(*store.Sandbox) error, evs ...store.Event) (*store.Sandbox, error) {
+	var out *store.Sandbox
+	err := pgx.BeginFunc(ctx, s.w, func(tx pgx.Tx) error {
+		sb, err := sandboxes.updateIn(ctx, tx, id, fn)
+		if err != nil {
+			return err
+		}
+		out = sb
+		return addEvents(ctx, tx, id, evs)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // DeleteSandbox deletes the sandbox id, and by ON DELETE CASCADE its
@@ -241,15 +257,36 @@ func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
 // AddEvent appends ev to its sandbox's history; an unknown sandbox is
 // ErrNotFound (the foreign key refuses the row).
 func (s *Store) AddEvent(ctx context.Context, ev store.Event) error {
-	_, err := s.w.Exec(ctx, `INSERT INTO events (sandbox_id, at, status, message) VALUES ($1, $2, $3, $4)`,
-		ev.SandboxID, ev.At, ev.Status, ev.Message)
+	return addEvents(ctx, s.w, ev.SandboxID, []store.Event{ev})
+}
+
+// addEvents appends evs to the history of sandbox id, whatever their own
+// SandboxID, in one statement.
+func addEvents(ctx context.Context, q querier, id string, evs []store.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	var (
+		sql  strings.Builder
+		args = []any{id}
+	)
+	sql.WriteString(`INSERT INTO events (sandbox_id, at, status, message) VALUES `)
+	for i, ev := range evs {
+		if i > 0 {
+			sql.WriteString(", ")
+		}
+		n := len(args)
+		fmt.Fprintf(&sql, "($1, $%d, $%d, $%d)", n+1, n+2, n+3)
+		args = append(args, ev.At, ev.Status, ev.Message)
+	}
+	_, err := q.Exec(ctx, sql.String(), args...)
 	switch {
 	case err == nil:
 		return nil
 	case isForeignKey(err):
-		return errdefs.NotFound("sandbox %s not found", ev.SandboxID)
+		return errdefs.NotFound("sandbox %s not found", id)
 	}
-	return fmt.Errorf("add event to sandbox %s: %w", ev.SandboxID, badText(err))
+	return fmt.Errorf("add event to sandbox %s: %w", id, badText(err))
 }
 
 // Events returns the history of sandbox sandboxID in the order it was

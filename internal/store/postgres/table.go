@@ -87,31 +87,38 @@ func (t *table[T]) get(ctx context.Context, q querier, key, suffix string) (*T, 
 func (t *table[T]) update(ctx context.Context, db *pgxpool.Pool, key string, fn func(*T) error) (*T, error) {
 	var out *T
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		v, err := t.get(ctx, tx, key, ` FOR UPDATE`)
-		if err != nil {
-			return err
-		}
-		if err := fn(v); err != nil {
-			return err
-		}
-		t.setKey(v, key) // the key is the record's, not fn's to change
-		if t.normalize != nil {
-			t.normalize(v)
-		}
-		args, err := t.values(v)
-		if err != nil {
-			return fmt.Errorf("update %s %s: %w", t.kind, key, err)
-		}
-		if _, err := tx.Exec(ctx, t.updateSQL, args...); err != nil {
-			return fmt.Errorf("update %s %s: %w", t.kind, key, badText(err))
-		}
+		v, err := t.updateIn(ctx, tx, key, fn)
 		out = v
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// updateIn is update's locked read, fn and write inside tx, which the
+// caller commits.
+func (t *table[T]) updateIn(ctx context.Context, tx pgx.Tx, key string, fn func(*T) error) (*T, error) {
+	v, err := t.get(ctx, tx, key, ` FOR UPDATE`)
+	if err != nil {
+		return nil, err
+	}
+	if err := fn(v); err != nil {
+		return nil, err
+	}
+	t.setKey(v, key) // the key is the record's, not fn's to change
+	if t.normalize != nil {
+		t.normalize(v)
+	}
+	args, err := t.values(v)
+	if err != nil {
+		return nil, fmt.Errorf("update %s %s: %w", t.kind, key, err)
+	}
+	if _, err := tx.Exec(ctx, t.updateSQL, args...); err != nil {
+		return nil, fmt.Errorf("update %s %s: %w", t.kind, key, badText(err))
+	}
+	return v, nil
 }
 
 // remove deletes the record key; ErrNotFound if there is none.

@@ -83,6 +83,19 @@ func (t *table[T]) update(ctx context.Context, db *sql.DB, id string, fn func(*T
 		return nil, fmt.Errorf("update %s %s: %w", t.kind, id, err)
 	}
 	defer tx.Rollback()
+	v, err := t.updateIn(ctx, tx, id, fn)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("update %s %s: %w", t.kind, id, err)
+	}
+	return v, nil
+}
+
+// updateIn is update's read, fn and write inside tx, which the caller
+// commits.
+func (t *table[T]) updateIn(ctx context.Context, tx querier, id string, fn func(*T) error) (*T, error) {
 	v, err := t.get(ctx, tx, id)
 	if err != nil {
 		return nil, err
@@ -98,9 +111,6 @@ func (t *table[T]) update(ctx context.Context, db *sql.DB, id string, fn func(*T
 	if err == nil {
 		_, err = tx.ExecContext(ctx, t.updateSQL, append(args[1:], id)...)
 	}
-	if err == nil {
-		err = tx.Commit()
-	}
 	if err != nil {
 		return nil, fmt.Errorf("update %s %s: %w", t.kind, id, err)
 	}
@@ -108,14 +118,14 @@ func (t *table[T]) update(ctx context.Context, db *sql.DB, id string, fn func(*T
 }
 
 // remove deletes the record id; ErrNotFound if there is none.
-func (t *table[T]) remove(ctx context.Context, db *sql.DB, id string) error {
-	return deleteWhere(ctx, db, t.kind, t.name, strings.Split(t.columns, ", ")[0], id)
+func (t *table[T]) remove(ctx context.Context, q querier, id string) error {
+	return deleteWhere(ctx, q, t.kind, t.name, strings.Split(t.columns, ", ")[0], id)
 }
 
 // deleteWhere deletes the rows of table whose column key is value, and
 // says the kind of record named value is not found when there are none.
-func deleteWhere(ctx context.Context, db *sql.DB, kind, table, key, value string) error {
-	res, err := db.ExecContext(ctx, `DELETE FROM `+table+` WHERE `+key+` = ?`, value)
+func deleteWhere(ctx context.Context, q querier, kind, table, key, value string) error {
+	res, err := q.ExecContext(ctx, `DELETE FROM `+table+` WHERE `+key+` = ?`, value)
 	if err != nil {
 		return fmt.Errorf("delete %s %s: %w", kind, value, err)
 	}

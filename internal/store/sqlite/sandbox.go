@@ -79,9 +79,32 @@ func scanSandbox(row scanner) (*store.Sandbox, error) {
 	return &sb, nil
 }
 
-// CreateSandbox stores sb, rounding its times to microseconds in place.
-func (s *Store) CreateSandbox(ctx context.Context, sb *store.Sandbox) error {
-	return insertSandbox(ctx, s.w, sb)
+// CreateSandbox stores sb, rounding its times to microseconds in place,
+// and evs with it in one write transaction.
+func (s *Store) CreateSandbox(ctx context.Context, sb *store.Sandbox, evs ...store.Event) error {
+	return s.CreateSandboxLimited(ctx, sb, 0, evs...)
+}
+
+// CreateSandboxLimited counts, inserts sb and adds evs in one write
+// transaction (a savepoint of one the batcher commits with the writes
+// queued beside it), which the single writer connection serializes with
+// every other write.
+func (s *Store) CreateSandboxLimited(ctx context.Context, sb *store.Sandbox, limit int, evs ...store.Event) error {
+	return s.b.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if limit > 0 {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM sandboxes`).Scan(&n); err != nil {
+				return fmt.Errorf("count sandboxes: %w", err)
+			}
+			if n >= limit {
+				return &store.LimitError{Count: n, Limit: limit}
+			}
+		}
+		if err := insertSandbox(ctx, tx, sb); err != nil {
+			return err
+		}
+		return addEvents(ctx, tx, sb.ID, evs)
+	})
 }
 
 func insertSandbox(ctx context.Context, q querier, sb *store.Sandbox) error {
@@ -93,33 +116,6 @@ func insertSandbox(ctx context.Context, q querier, sb *store.Sandbox) error {
 		return errdefs.Conflict("sandbox %s already exists", sb.ID)
 	}
 	return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
-}
-
-// CreateSandboxLimited counts and inserts in one write transaction, which
-// the single writer connection serializes with every other write.
-func (s *Store) CreateSandboxLimited(ctx context.Context, sb *store.Sandbox, limit int) error {
-	if limit <= 0 {
-		return s.CreateSandbox(ctx, sb)
-	}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
-	}
-	defer tx.Rollback()
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM sandboxes`).Scan(&n); err != nil {
-		return fmt.Errorf("count sandboxes: %w", err)
-	}
-	if n >= limit {
-		return &store.LimitError{Count: n, Limit: limit}
-	}
-	if err := insertSandbox(ctx, tx, sb); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
-	}
-	return nil
 }
 
 // GetSandbox returns the sandbox id; ErrNotFound if there is none.
@@ -233,30 +229,56 @@ func (s *Store) CountSandboxesByStatus(ctx context.Context) (store.SandboxCounts
 	return c, nil
 }
 
-// UpdateSandbox applies fn to the sandbox id and stores the result, in one
-// write transaction; fn's error aborts it and is returned as is.
-func (s *Store) UpdateSandbox(ctx context.Context, id string, fn func(*store.Sandbox) error) (*store.Sandbox, error) {
-	return sandboxes.update(ctx, s.w, id, fn)
+// UpdateSandbox applies fn to the sandbox id, stores the result and adds
+// evs, in one write transaction (or savepoint, see batcher); fn's error
+// aborts it and is returned as is. fn runs on the batcher's goroutine.
+func (s *Store) UpdateSandbox(ctx context.Context, id string, fn func(*store.Sandbox) error, evs ...store.Event) (*store.Sandbox, error) {
+	var out *store.Sandbox
+	err := s.b.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		sb, err := sandboxes.updateIn(ctx, tx, id, fn)
+		if err != nil {
+			return err
+		}
+		out = sb
+		return addEvents(ctx, tx, id, evs)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // DeleteSandbox deletes the sandbox id, and by ON DELETE CASCADE its
 // events and the contexts and sessions in it; ErrNotFound if there is none.
 func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
-	return sandboxes.remove(ctx, s.w, id)
+	return s.b.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		return sandboxes.remove(ctx, tx, id)
+	})
 }
 
 // AddEvent appends ev to its sandbox's history; an unknown sandbox is
 // ErrNotFound (the foreign key refuses the row).
 func (s *Store) AddEvent(ctx context.Context, ev store.Event) error {
-	_, err := s.w.ExecContext(ctx, `INSERT INTO events (sandbox_id, at, status, message) VALUES (?,?,?,?)`,
-		ev.SandboxID, toUnix(ev.At), ev.Status, ev.Message)
-	switch {
-	case err == nil:
-		return nil
-	case isForeignKey(err):
-		return errdefs.NotFound("sandbox %s not found", ev.SandboxID)
+	return s.b.do(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		return addEvents(ctx, tx, ev.SandboxID, []store.Event{ev})
+	})
+}
+
+// addEvents appends evs to the history of sandbox id, whatever their own
+// SandboxID.
+func addEvents(ctx context.Context, q querier, id string, evs []store.Event) error {
+	for _, ev := range evs {
+		_, err := q.ExecContext(ctx, `INSERT INTO events (sandbox_id, at, status, message) VALUES (?,?,?,?)`,
+			id, toUnix(ev.At), ev.Status, ev.Message)
+		switch {
+		case err == nil:
+		case isForeignKey(err):
+			return errdefs.NotFound("sandbox %s not found", id)
+		default:
+			return fmt.Errorf("add event to sandbox %s: %w", id, err)
+		}
 	}
-	return fmt.Errorf("add event to sandbox %s: %w", ev.SandboxID, err)
+	return nil
 }
 
 // Events returns the history of sandbox sandboxID in the order it was

@@ -5,7 +5,8 @@
 // (SQLite allows one writer at a time, and one connection keeps write
 // transactions from failing on each other's locks), while a pool of
 // read-only connections answers reads beside it, each from the last
-// committed state. The schema's versions are the files in migrations/
+// committed state. The sandbox writes, several per create, queue for the
+// writer in a batcher that commits those waiting together (group commit). The schema's versions are the files in migrations/
 // (NNNN_what.sql: a new table or column is one new file), applied in order
 // when the database is opened.
 package sqlite
@@ -26,6 +27,9 @@ import (
 type Store struct {
 	w *sql.DB // the one writer connection: writes and read-modify-writes
 	r *sql.DB // read-only connections; the writer itself when in memory
+	// b groups the sandbox writes (records and their events, the writes
+	// of every create) that wait for w into shared transactions.
+	b *batcher
 }
 
 var _ store.Store = (*Store)(nil)
@@ -63,11 +67,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
 	w.SetConnMaxLifetime(0)
-	s := &Store{w: w, r: w}
 	if err := migrate(ctx, w, ms); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("migrate database %s: %w", path, err)
 	}
+	s := &Store{w: w, r: w, b: newBatcher(w)}
 	if path == ":memory:" {
 		return s, nil // another connection would be another database
 	}
@@ -78,6 +82,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	// write lock by mistake.
 	r, err := sql.Open("sqlite", "file:"+path+"?mode=ro&"+busyTimeout+"&_pragma=query_only(1)")
 	if err != nil {
+		s.b.close()
 		w.Close()
 		return nil, fmt.Errorf("open database %s for reading: %w", path, err)
 	}
@@ -88,6 +93,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	r.SetMaxIdleConns(n)
 	if err := r.PingContext(ctx); err != nil {
 		r.Close()
+		s.b.close()
 		w.Close()
 		return nil, fmt.Errorf("open database %s for reading: %w", path, err)
 	}
@@ -105,8 +111,10 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Close closes the database: the readers, then the writer, whose close
-// checkpoints the WAL into the database file.
+// checkpoints the WAL into the database file, once the batch of writes
+// under way is committed.
 func (s *Store) Close() error {
+	s.b.close()
 	var err error
 	if s.r != s.w {
 		err = s.r.Close()

@@ -41,6 +41,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	tests = append(tests, ownerTests...)
 	tests = append(tests, metadataTests...)
 	tests = append(tests, snapshotTests...)
+	tests = append(tests, eventTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStore(t)
