@@ -23,12 +23,17 @@ import (
 // but those of this one's and of those queued again.
 func (s *Service) recover(ctx context.Context) {
 	now := s.now().UTC()
-	recs, err := s.store.ClaimRuns(ctx, store.RunClaim{Owner: s.cfg.Owner, Until: now.Add(s.cfg.Lease), Now: now, Mine: true})
+	// Now is left zero: no lease has lapsed before it, so the claim takes
+	// this daemon's runs and those never claimed, not another daemon's
+	// whose claim lapsed: those are orphans (takeOverLapsed), whether the
+	// daemon that left them stopped before or after this one started.
+	recs, err := s.store.ClaimRuns(ctx, store.RunClaim{Owner: s.cfg.Owner, Until: now.Add(s.cfg.Lease), Mine: true})
 	if err != nil {
 		s.log.Error("recover runs", "err", err)
 		return
 	}
 	s.takeOver(ctx, recs, ReasonRestarted, false)
+	s.takeOverLapsed(ctx, now)
 	s.mu.Lock()
 	keep := maps.Clone(s.batches)
 	s.mu.Unlock()
@@ -59,6 +64,12 @@ func (s *Service) renew(ctx context.Context) {
 	} else {
 		s.renewed = now
 	}
+	s.takeOverLapsed(ctx, now)
+}
+
+// takeOverLapsed claims the runs whose claim lapsed before now (their
+// daemon died) and takes them over as orphans.
+func (s *Service) takeOverLapsed(ctx context.Context, now time.Time) {
 	recs, err := s.store.ClaimRuns(ctx, store.RunClaim{Owner: s.cfg.Owner, Until: now.Add(s.cfg.Lease), Now: now})
 	if err != nil {
 		if ctx.Err() == nil {

@@ -830,10 +830,22 @@ func TestRecoverRequeues(t *testing.T) {
 // daemon died): it ends the running ones, collecting the artifacts of
 // those whose sandbox survived, and the queued ones whose inputs were in
 // the dead daemon's directory; it carries out the other queued ones. It
-// leaves alone the runs another daemon holds, even at its start.
+// leaves alone the runs another daemon holds, even at its start. The
+// same whether the claims lapsed while it ran or before it started.
 func TestTakeOver(t *testing.T) {
+	for _, atStart := range []bool{false, true} {
+		t.Run(map[bool]string{false: "while running", true: "at start"}[atStart], func(t *testing.T) {
+			testTakeOver(t, atStart)
+		})
+	}
+}
+
+func testTakeOver(t *testing.T, atStart bool) {
 	e := newEnv(t, Config{Lease: 600 * time.Millisecond})
 	sb := e.leftSandbox(t)
+	if atStart {
+		e.stop()
+	}
 	now := time.Now().UTC()
 	lapsed, held := now.Add(-time.Second), now.Add(time.Hour)
 	spec := []byte(leftSpec)
@@ -863,6 +875,14 @@ func TestTakeOver(t *testing.T) {
 		if err := e.St.CreateRun(bg, r); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if atStart {
+		svc, err := New(e.svc.cfg, service.NewSandboxes(e.M, ""), e.St, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.svc = svc
+		e.start(t)
 	}
 	runs := e.wait(t, &api.RunBatch{ID: "b", Runs: make([]api.Run, 3)}, 10*time.Second)
 	byID := map[string]api.Run{}

@@ -48,7 +48,9 @@ type RunClaim struct {
 	// Owner is the daemon claiming; Until is when its claims lapse.
 	Owner string
 	Until time.Time
-	// Now is the time a claim must have lapsed before to be taken over.
+	// Now is the time a claim must have lapsed before to be taken over;
+	// zero takes over no claim, only runs never claimed (and, with Mine,
+	// Owner's).
 	Now time.Time
 	// Mine claims also the active runs Owner holds, lapsed or not: a
 	// daemon that restarted under the same name takes its runs back.
