@@ -159,6 +159,7 @@ bench: test-deps build
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) AGENT2ENV_PYTHON=$$(scripts/test-peers.sh) $(GO) run ./internal/bench
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/bench -agent-memory 4
 	$(GO) test -run '^$$' -bench 'BenchmarkCheckpointRestore|BenchmarkCreateStart/runc' -benchtime 10x ./internal/runtime/oci
+	$(GO) test -run '^$$' -bench '^BenchmarkCreateBurst$$' -benchtime 5x ./internal/store/sqlite
 	out=$$(mktemp) && trap 'rm -f "$$out"' EXIT && status=0 && \
 	AGENT2ENV_NODE_BIN=$$(scripts/web.sh deps) AGENT2ENV_BIN=$(CURDIR)/$(BIN) \
 		$(GO) test -count=1 -run TestConsoleInBrowser -v ./internal/e2e >"$$out" 2>&1 || status=$$?; \
