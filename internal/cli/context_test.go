@@ -5,15 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
-	"github.com/agent2env/agent2env/api/client"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -21,8 +18,7 @@ import (
 // exists; contexts made without a sandbox go into sb-auto. Execution
 // understands a few programs (see execution).
 type fakeContextDaemon struct {
-	mu       sync.Mutex
-	requests int
+	recorder
 	nextID   int
 	contexts map[string]*api.Context
 	creates  []string // "PATH BODY"
@@ -39,15 +35,7 @@ func newFakeContextDaemon(t *testing.T) *fakeContextDaemon {
 	mux.HandleFunc("DELETE /api/v1/contexts/{id}", d.remove)
 	mux.HandleFunc("POST /api/v1/contexts/{id}/execute", d.execute)
 	mux.HandleFunc("POST /api/v1/contexts/{id}/execute/stream", d.execute)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d.mu.Lock()
-		d.requests++
-		d.mu.Unlock()
-		mux.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	t.Setenv(client.EnvURL, srv.URL)
-	t.Setenv(client.EnvToken, "")
+	d.serve(t, mux)
 	return d
 }
 
@@ -255,13 +243,7 @@ func TestContextUsageErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			d := newFakeContextDaemon(t)
-			code, stdout, stderr := run(t, tt.args...)
-			if code != 2 || stdout != "" || !strings.Contains(stderr, tt.stderr) || !strings.Contains(stderr, "usage: agent2env") {
-				t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 2, usage and %q", code, stdout, stderr, tt.stderr)
-			}
-			if d.requests != 0 {
-				t.Errorf("%d requests reached the daemon", d.requests)
-			}
+			checkUsageError(t, &d.recorder, tt.args, tt.stderr)
 		})
 	}
 	if _, _, stderr := run(t); !strings.Contains(stderr, "  context ") {

@@ -27,8 +27,7 @@ import (
 type fakeDaemon struct {
 	token string // required bearer token, if not empty
 
-	mu        sync.Mutex
-	requests  int
+	recorder
 	nextID    int
 	sandboxes map[string]*api.Sandbox
 	files     map[string]fakeFile // by "id:path"
@@ -68,9 +67,8 @@ func newFakeDaemon(t *testing.T) *fakeDaemon {
 	mux.HandleFunc("GET /api/v1/templates", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusOK, api.TemplateList{Items: []api.Template{}, Page: 1, PageSize: 1})
 	})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	d.serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d.mu.Lock()
-		d.requests++
 		token := d.token
 		d.mu.Unlock()
 		if token != "" && r.Header.Get("Authorization") != "Bearer "+token {
@@ -79,16 +77,20 @@ func newFakeDaemon(t *testing.T) *fakeDaemon {
 		}
 		mux.ServeHTTP(w, r)
 	}))
-	t.Cleanup(srv.Close)
-	t.Setenv(client.EnvURL, srv.URL)
-	t.Setenv(client.EnvToken, "")
 	return d
 }
 
-// serveRecorded serves mux as the daemon at AGENT2ENV_URL until the test
-// ends, appending each request to *requests (under mu) as "METHOD
-// PATH?QUERY BODY".
-func serveRecorded(t *testing.T, mux *http.ServeMux, mu *sync.Mutex, requests *[]string) {
+// recorder is the part the fake daemons share: it serves one as the
+// daemon at AGENT2ENV_URL and records the requests it gets, as "METHOD
+// PATH?QUERY BODY". A fake keeps its own state under mu as well.
+type recorder struct {
+	mu       sync.Mutex
+	requests []string
+}
+
+// serve serves h as the daemon at AGENT2ENV_URL until the test ends,
+// recording each request.
+func (rec *recorder) serve(t *testing.T, h http.Handler) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(b))
@@ -99,14 +101,30 @@ func serveRecorded(t *testing.T, mux *http.ServeMux, mu *sync.Mutex, requests *[
 		if len(b) > 0 {
 			line += " " + string(b)
 		}
-		mu.Lock()
-		*requests = append(*requests, line)
-		mu.Unlock()
-		mux.ServeHTTP(w, r)
+		rec.mu.Lock()
+		rec.requests = append(rec.requests, line)
+		rec.mu.Unlock()
+		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
 	t.Setenv(client.EnvURL, srv.URL)
 	t.Setenv(client.EnvToken, "")
+}
+
+// checkUsageError runs args, a command line the CLI refuses, and checks
+// that it exits 2 with want and the usage on stderr, and that no request
+// reached the daemon rec serves.
+func checkUsageError(t *testing.T, rec *recorder, args []string, want string) {
+	t.Helper()
+	code, stdout, stderr := run(t, args...)
+	if code != 2 || stdout != "" || !strings.Contains(stderr, want) || !strings.Contains(stderr, "usage: agent2env") {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 2, usage and %q", code, stdout, stderr, want)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.requests) != 0 {
+		t.Errorf("requests reached the daemon: %q", rec.requests)
+	}
 }
 
 func fail(w http.ResponseWriter, status int, code, msg string) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,11 +20,10 @@ import (
 // each GET of it moves it one step on: pulling 1/2, then completed 2/2, or
 // failed for the image "broken". Tasks started five minutes ago.
 type fakePrepullDaemon struct {
-	mu       sync.Mutex
-	requests []string
-	nextID   int
-	tasks    map[string]*api.PrepullTask
-	order    []string
+	recorder
+	nextID int
+	tasks  map[string]*api.PrepullTask
+	order  []string
 }
 
 var prepullStart = time.Now().Add(-5 * time.Minute).UTC()
@@ -38,7 +36,7 @@ func newFakePrepullDaemon(t *testing.T) *fakePrepullDaemon {
 	mux.HandleFunc("GET /api/v1/images/prepull", d.list)
 	mux.HandleFunc("GET /api/v1/images/prepull/{id}", d.get)
 	mux.HandleFunc("DELETE /api/v1/images/prepull/{id}", d.remove)
-	serveRecorded(t, mux, &d.mu, &d.requests)
+	d.serve(t, mux)
 	return d
 }
 
@@ -343,13 +341,7 @@ func TestPrepullUsageErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			d := newFakePrepullDaemon(t)
-			code, stdout, stderr := run(t, tt.args...)
-			if code != 2 || stdout != "" || !strings.Contains(stderr, tt.stderr) || !strings.Contains(stderr, "usage: agent2env") {
-				t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 2, usage and %q", code, stdout, stderr, tt.stderr)
-			}
-			if len(d.requests) != 0 {
-				t.Errorf("requests reached the daemon: %q", d.requests)
-			}
+			checkUsageError(t, &d.recorder, tt.args, tt.stderr)
 		})
 	}
 }

@@ -82,13 +82,7 @@ func TestUsageErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			d := newFakeDaemon(t)
-			code, stdout, stderr := run(t, tt.args...)
-			if code != 2 || stdout != "" || !strings.Contains(stderr, tt.stderr) || !strings.Contains(stderr, "usage: agent2env") {
-				t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 2, usage and %q", code, stdout, stderr, tt.stderr)
-			}
-			if d.requests != 0 {
-				t.Errorf("%d requests reached the daemon", d.requests)
-			}
+			checkUsageError(t, &d.recorder, tt.args, tt.stderr)
 		})
 	}
 }

@@ -4,13 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/agent2env/agent2env/api"
-	"github.com/agent2env/agent2env/api/client"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -21,8 +18,7 @@ import (
 // takes either; pause takes a running one and resume a paused one. A pending
 // sandbox runs at its next GET, unless its template is "broken".
 type fakeControlDaemon struct {
-	mu        sync.Mutex
-	requests  int
+	recorder
 	sandboxes map[string]*api.Sandbox
 	creates   []api.CreateSandboxRequest
 	controls  []string // "op id"
@@ -34,15 +30,7 @@ func newFakeControlDaemon(t *testing.T) *fakeControlDaemon {
 	mux.HandleFunc("POST /api/v1/sandboxes", d.create)
 	mux.HandleFunc("GET /api/v1/sandboxes/{id}", d.get)
 	mux.HandleFunc("POST /api/v1/sandboxes/{id}/{op}", d.control)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d.mu.Lock()
-		d.requests++
-		d.mu.Unlock()
-		mux.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	t.Setenv(client.EnvURL, srv.URL)
-	t.Setenv(client.EnvToken, "")
+	d.serve(t, mux)
 	return d
 }
 
@@ -287,13 +275,7 @@ func TestSandboxTemplateUsageErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			d := newFakeControlDaemon(t)
-			code, stdout, stderr := run(t, tt.args...)
-			if code != 2 || stdout != "" || !strings.Contains(stderr, tt.stderr) || !strings.Contains(stderr, "usage: agent2env") {
-				t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 2, usage and %q", code, stdout, stderr, tt.stderr)
-			}
-			if d.requests != 0 {
-				t.Errorf("%d requests reached the daemon", d.requests)
-			}
+			checkUsageError(t, &d.recorder, tt.args, tt.stderr)
 		})
 	}
 }

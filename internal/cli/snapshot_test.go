@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,8 +17,7 @@ import (
 // "METHOD PATH?QUERY BODY". Sandbox "run1" runs and "off1" is stopped;
 // snapshots "snap-a" (of run1) and "snap-b" (of gone1) exist.
 type fakeSnapshotDaemon struct {
-	mu        sync.Mutex
-	requests  []string
+	recorder
 	sandboxes map[string]*api.Sandbox
 	snapshots []api.Snapshot // newest first
 }
@@ -45,7 +43,7 @@ func newFakeSnapshotDaemon(t *testing.T) *fakeSnapshotDaemon {
 	mux.HandleFunc("DELETE /api/v1/snapshots/{id}", d.remove)
 	mux.HandleFunc("POST /api/v1/sandboxes", d.restore)
 	mux.HandleFunc("GET /api/v1/sandboxes/{id}", d.get)
-	serveRecorded(t, mux, &d.mu, &d.requests)
+	d.serve(t, mux)
 	return d
 }
 
@@ -250,13 +248,7 @@ func TestSnapshotUsageErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			d := newFakeSnapshotDaemon(t)
-			code, stdout, stderr := run(t, tt.args...)
-			if code != 2 || stdout != "" || !strings.Contains(stderr, tt.stderr) {
-				t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 2 and %q", code, stdout, stderr, tt.stderr)
-			}
-			if len(d.requests) != 0 {
-				t.Errorf("requests reached the daemon: %v", d.requests)
-			}
+			checkUsageError(t, &d.recorder, tt.args, tt.stderr)
 		})
 	}
 }

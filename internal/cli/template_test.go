@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,8 +28,8 @@ import (
 // decoding. Templates are stamped three hours ago, so that their age
 // prints as 3h.
 type templateDaemon struct {
-	requests atomic.Int32
-	cl       *client.Client
+	recorder
+	cl *client.Client
 }
 
 func newTemplateDaemon(t *testing.T) *templateDaemon {
@@ -52,18 +50,12 @@ func newTemplateDaemon(t *testing.T) *templateDaemon {
 	httpapi.NewTemplateRoutes(svc).Register(mux)
 	httpapi.NewPrepullRoutes(pp).Register(mux)
 	d := &templateDaemon{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d.requests.Add(1)
-		mux.ServeHTTP(w, r)
-	}))
 	t.Cleanup(func() {
-		srv.Close()
 		pp.Close()
 		st.Close()
 	})
-	t.Setenv(client.EnvURL, srv.URL)
-	t.Setenv(client.EnvToken, "")
-	if d.cl, err = client.New(srv.URL); err != nil {
+	d.serve(t, mux) // closed before the services: cleanups run last first
+	if d.cl, err = client.New(os.Getenv(client.EnvURL)); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -436,13 +428,7 @@ func TestTemplateUsageErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			d := newTemplateDaemon(t)
-			code, stdout, stderr := run(t, tt.args...)
-			if code != 2 || stdout != "" || !strings.Contains(stderr, tt.stderr) || !strings.Contains(stderr, "usage: agent2env") {
-				t.Errorf("exit %d, stdout %q, stderr:\n%s\nwant exit 2, usage and %q", code, stdout, stderr, tt.stderr)
-			}
-			if n := d.requests.Load(); n != 0 {
-				t.Errorf("%d requests reached the daemon", n)
-			}
+			checkUsageError(t, &d.recorder, tt.args, tt.stderr)
 		})
 	}
 }

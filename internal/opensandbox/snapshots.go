@@ -2,6 +2,8 @@ package opensandbox
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -81,9 +83,31 @@ func (h *Handler) snapshots() (Snapshots, error) {
 	return h.cfg.Snapshots, nil
 }
 
-// createSnapshotRequest is CreateSnapshotRequest.
+// createSnapshotRequest is CreateSnapshotRequest, whose one field is
+// name.
 type createSnapshotRequest struct {
 	Name *string `json:"name"`
+}
+
+// decodeSnapshotRequest reads the create-snapshot body into req,
+// refusing with a 400 naming it a field the spec does not have, rather
+// than ignoring it: the caller would think it honoured.
+func decodeSnapshotRequest(w http.ResponseWriter, r *http.Request, req *createSnapshotRequest) error {
+	var fields map[string]json.RawMessage
+	if err := decodeJSON(w, r, &fields); err != nil {
+		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		if k != "name" {
+			return unsupported(k, "not a field of CreateSnapshotRequest, whose one field is name")
+		}
+	}
+	if raw, ok := fields["name"]; ok {
+		if err := json.Unmarshal(raw, &req.Name); err != nil {
+			return errdefs.Invalid("name: %v", err)
+		}
+	}
+	return nil
 }
 
 // createSnapshot saves sandbox id, which must be Running (the spec's
@@ -97,7 +121,7 @@ func (h *Handler) createSnapshot(w http.ResponseWriter, r *http.Request, id stri
 	}
 	var req createSnapshotRequest
 	if r.ContentLength != 0 { // the body is optional
-		if err := decodeJSON(w, r, &req); err != nil {
+		if err := decodeSnapshotRequest(w, r, &req); err != nil {
 			writeError(w, err)
 			return
 		}

@@ -90,11 +90,22 @@ func TestCreateSnapshot(t *testing.T) {
 		name, target, body string
 		wantStatus         int
 		wantCode           string
+		wantInMsg          string
 	}{
 		{name: "no body", target: "/v1/sandboxes/a/snapshots", wantStatus: 202},
 		{name: "empty object, as the SDK sends", target: "/v1/sandboxes/a/snapshots", body: `{}`, wantStatus: 202},
 		{name: "name", target: "/v1/sandboxes/a/snapshots", body: `{"name":"before-import"}`, wantStatus: 400, wantCode: api.CodeInvalidRequest},
+		{name: "name null", target: "/v1/sandboxes/a/snapshots", body: `{"name":null}`, wantStatus: 202},
+		{name: "unknown field", target: "/v1/sandboxes/a/snapshots", body: `{"description":"x"}`,
+			wantStatus: 400, wantCode: api.CodeInvalidRequest, wantInMsg: "description"},
+		{name: "unknown fields, the first named", target: "/v1/sandboxes/a/snapshots", body: `{"ttl":60,"labels":{}}`,
+			wantStatus: 400, wantCode: api.CodeInvalidRequest, wantInMsg: "labels"},
+		{name: "name of another case", target: "/v1/sandboxes/a/snapshots", body: `{"Name":"x"}`,
+			wantStatus: 400, wantCode: api.CodeInvalidRequest, wantInMsg: "Name"},
+		{name: "name not a string", target: "/v1/sandboxes/a/snapshots", body: `{"name":1}`,
+			wantStatus: 400, wantCode: api.CodeInvalidRequest, wantInMsg: "name"},
 		{name: "not JSON", target: "/v1/sandboxes/a/snapshots", body: `{`, wantStatus: 400},
+		{name: "not an object", target: "/v1/sandboxes/a/snapshots", body: `[]`, wantStatus: 400},
 		{name: "paused sandbox", target: "/v1/sandboxes/p/snapshots", body: `{}`, wantStatus: 409, wantCode: "SANDBOX_NOT_RUNNING"},
 		{name: "unknown sandbox", target: "/v1/sandboxes/nope/snapshots", body: `{}`, wantStatus: 404, wantCode: api.CodeSandboxNotFound},
 		{name: "runtime without snapshots", target: "/v1/sandboxes/nosnap/snapshots", body: `{}`, wantStatus: 501, wantCode: api.CodeNotImplemented},
@@ -107,6 +118,9 @@ func TestCreateSnapshot(t *testing.T) {
 			}
 			if tc.wantCode != "" && body["code"] != tc.wantCode {
 				t.Errorf("code %v, want %s", body["code"], tc.wantCode)
+			}
+			if msg, _ := body["message"].(string); !strings.Contains(msg, tc.wantInMsg) {
+				t.Errorf("message %q does not name %q", msg, tc.wantInMsg)
 			}
 			if rec.Code != http.StatusAccepted {
 				if len(s.snaps.taken) > 0 {

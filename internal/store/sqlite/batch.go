@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 )
 
@@ -35,6 +36,29 @@ type job struct {
 	ctx context.Context
 	fn  func(ctx context.Context, tx *sql.Tx) error
 	err chan error
+	// panicked is fn's panic, set before err is answered; do raises it
+	// again in the caller's goroutine.
+	panicked *writePanic
+}
+
+// writePanic is a write's panic, recovered on the batch goroutine (where
+// it would end the process, whoever the write's caller) and raised again
+// by do in the caller's. It keeps the value fn panicked with, and the
+// stack where it did, which the panic raised again would not show.
+type writePanic struct {
+	value any
+	stack []byte
+}
+
+func (p *writePanic) Error() string {
+	return fmt.Sprintf("sqlite write panicked: %v\n\ngoroutine of the write batch:\n%s", p.value, p.stack)
+}
+
+// Unwrap returns the value fn panicked with when it is an error, so that
+// errors.Is and errors.As on the value recovered in the caller see it.
+func (p *writePanic) Unwrap() error {
+	err, _ := p.value.(error)
+	return err
 }
 
 func newBatcher(db *sql.DB) *batcher {
@@ -47,12 +71,18 @@ func newBatcher(db *sql.DB) *batcher {
 // returns fn's error, or the commit's. fn's ctx carries ctx's values but
 // not its cancellation: interrupting a statement would roll back the
 // whole transaction, other callers' writes included. ctx bounds the wait
-// in the queue.
+// in the queue. Should fn panic, its writes are rolled back, the others
+// of its batch kept, and do panics with a *writePanic holding fn's
+// panic: in the caller's goroutine, as a write done there would.
 func (b *batcher) do(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	j := &job{ctx: ctx, fn: fn, err: make(chan error, 1)}
 	select {
 	case b.jobs <- j:
-		return <-j.err
+		err := <-j.err
+		if j.panicked != nil {
+			panic(j.panicked)
+		}
+		return err
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-b.quit:
@@ -102,7 +132,7 @@ func (b *batcher) commit(batch []*job) {
 	}
 	if len(batch) == 1 { // alone: no savepoint needed
 		j := batch[0]
-		if err := j.fn(context.WithoutCancel(j.ctx), tx); err != nil {
+		if err := j.call(tx); err != nil {
 			_ = tx.Rollback()
 			j.err <- err
 			return
@@ -120,7 +150,7 @@ func (b *batcher) commit(batch []*job) {
 			abort(tx, append(kept, batch[i:]...), err)
 			return
 		}
-		if err := j.fn(context.WithoutCancel(j.ctx), tx); err != nil {
+		if err := j.call(tx); err != nil {
 			// Only j's writes go; if the transaction itself is gone (SQLite
 			// rolls back all on some errors), so are the others'.
 			if rerr := rollbackTo(ctx, tx); rerr != nil {
@@ -141,6 +171,19 @@ func (b *batcher) commit(batch []*job) {
 	for _, j := range kept {
 		j.err <- err
 	}
+}
+
+// call runs j's write in tx. A panic ends the write with an error (its
+// writes go as a failing one's do) and is kept in j.panicked.
+func (j *job) call(tx *sql.Tx) (err error) {
+	defer func() {
+		// Since Go 1.21 even panic(nil) recovers a non-nil value.
+		if v := recover(); v != nil {
+			j.panicked = &writePanic{value: v, stack: debug.Stack()}
+			err = j.panicked
+		}
+	}()
+	return j.fn(context.WithoutCancel(j.ctx), tx)
 }
 
 // rollbackTo undoes the writes since the savepoint w and ends it.

@@ -28,6 +28,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"List", testList},
 		{"Update", testUpdate},
 		{"UpdateAbort", testUpdateAbort},
+		{"UpdatePanic", testUpdatePanic},
 		{"ConcurrentUpdates", testConcurrentUpdates},
 		{"EventsDeletedWithSandbox", testEvents},
 	}
