@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced, not run: cache_prune, which the scripts that cache builds under
 # $AGENT2ENV_CACHE_DIR (criu.sh, kube-binaries.sh, test-peers.sh) call once
 # they have made their current version, to remove other versions' entries
