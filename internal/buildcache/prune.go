@@ -130,10 +130,11 @@ func removeVersion(dir string, files []string, now time.Time) (bool, error) {
 
 // tryLock returns the lock file path locked, or nil if another process
 // holds it (or it is not a regular file: a symbolic link is not
-// followed, and stands for a lock held).
+// followed, and stands for a lock held; or it is gone: another process
+// is pruning).
 func tryLock(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
-	if errors.Is(err, unix.ELOOP) {
+	if errors.Is(err, unix.ELOOP) || errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
