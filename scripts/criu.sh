@@ -21,7 +21,8 @@
 # project's machines (CI's too); and an inherit-fd of runc's CRIU
 # configuration file (org.criu.config), which CRIU's RPC mode parses twice,
 # counted once. Only `make criu` is built: no documentation, no Python
-# library, no plugins.
+# library, no plugins. Each run marks its version used and prunes the
+# others, unused for an hour (scripts/cache-prune.sh).
 set -euo pipefail
 
 VERSION=4.1.1
@@ -34,15 +35,26 @@ BUILD_DEPS=(gcc make pkg-config curl xz-utils patch libprotobuf-c-dev protobuf-c
 	libaio-dev libgnutls28-dev libbsd-dev libnftables-dev uuid-dev iptables)
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=cache-prune.sh
+. "$here/cache-prune.sh"
 key=$( { echo "recipe $RECIPE $ORIG_SHA256"; cat "$here"/criu/*.patch; } | sha256sum | cut -c1-12)
-cache=${AGENT2ENV_CACHE_DIR:-/var/cache/agent2env}/criu-$VERSION-$key
+root=${AGENT2ENV_CACHE_DIR:-/var/cache/agent2env}
+cache=$root/criu-$VERSION-$key
 bin=$cache/criu
 
 log() { echo "criu: $*" >&2; }
 
 if [ "${1:-}" = --path ]; then
-	[ -x "$bin" ] && echo "$bin"
+	[ -x "$bin" ] || exit 1
+	touch -c "$cache" 2>/dev/null || true # used
+	echo "$bin"
 	exit
+fi
+if [ ! -x "$bin" ]; then
+	# Held while building: another build waits, and pruning leaves it.
+	mkdir -p "$cache"
+	exec 9>"$cache/.lock"
+	flock 9
 fi
 if [ ! -x "$bin" ]; then
 	log "building CRIU $VERSION into $cache (once; later runs reuse it)"
@@ -67,12 +79,13 @@ if [ ! -x "$bin" ]; then
 		log "build failed"
 		exit 1
 	}
-	mkdir -p "$cache.tmp.$$"
-	install -m 0755 "$src/criu/criu" "$cache.tmp.$$/criu"
-	rm -rf "$cache"
-	mv "$cache.tmp.$$" "$cache"
+	install -m 0755 "$src/criu/criu" "$bin.tmp.$$"
+	mv "$bin.tmp.$$" "$bin"
 	log "built $bin"
 fi
+exec 9>&-
+touch -c "$cache" 2>/dev/null || true # used
+cache_prune "$root" 'criu-*' "criu-$VERSION-$key"
 if [ "${1:-}" = --check ]; then
 	"$bin" check >&2
 fi

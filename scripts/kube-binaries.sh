@@ -24,6 +24,9 @@
 # KUBE_ROUTER_VERSION (its version is not in the cache key, which would
 # rebuild everything when it moves: kube-router.version beside it says
 # which one the binary is, and another is built over it).
+#
+# Each run marks its key used; a build, warm or cold, then prunes the other
+# keys' directories, unused for an hour (scripts/cache-prune.sh).
 set -euo pipefail
 
 KWOK_VERSION=v0.8.0
@@ -33,6 +36,8 @@ KUBE_ROUTER_VERSION=v2.1.0
 RECIPE=1
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=cache-prune.sh
+. "$here/cache-prune.sh"
 kubemod=$here/kube-binaries/kubernetes
 etcdmod=$here/kube-binaries/etcd
 go=${GO:-go}
@@ -56,8 +61,16 @@ key=$(
 		"$go" version
 	} | sha256sum | cut -c1-12
 )
-cache=${AGENT2ENV_CACHE_DIR:-/var/cache/agent2env}/kube/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-$key
+root=${AGENT2ENV_CACHE_DIR:-/var/cache/agent2env}/kube
+cache=$root/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-$key
 bin=$cache/bin
+
+# finish marks this key used, prunes the others and prints the bin directory.
+finish() {
+	touch -c "$cache"
+	cache_prune "$root" 'k8s-*' "${cache##*/}"
+	echo "$bin"
+}
 
 tier=a
 background=
@@ -72,6 +85,7 @@ case "${1:-a}" in
 		exec 9<"$cache/.lock"
 		flock -s 9
 	fi
+	touch -c "$cache" 2>/dev/null || true # used
 	echo "$bin"
 	exit 0
 	;;
@@ -102,7 +116,7 @@ if [ "$tier" = b ] && [ "$(cat "$bin/kube-router.version" 2>/dev/null)" != "$KUB
 	missing+=(kube-router)
 fi
 if ((${#missing[@]} == 0)); then
-	echo "$bin"
+	finish
 	exit 0
 fi
 
@@ -162,9 +176,9 @@ if [ -n "$background" ]; then
 	(
 		renice -n 19 -p "$BASHPID" >/dev/null
 		build
-		echo "$bin"
+		finish
 	) </dev/null >"$cache/build.log" 2>&1 &
 	exit 0
 fi
 build
-echo "$bin"
+finish

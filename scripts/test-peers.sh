@@ -13,9 +13,14 @@
 # there (NODE_BIN, INSPECTOR, PYTHON, OPENSANDBOX_JS: the node_modules
 # holding @alibaba-group/opensandbox), the paths the end-to-end tests read. make test runs it (AGENT2ENV_PYTHON=$(scripts/test-peers.sh));
 # make mcp-clients too. With --env it prints the path of its clients-KEY.env
-# instead (below).
+# instead (below). Each run marks what it installed used and prunes the
+# rest of $AGENT2ENV_CACHE_DIR/peers (other versions' venvs and prefixes,
+# other checkouts' clients-KEY.env), unused for an hour
+# (scripts/cache-prune.sh); scripts/web.sh marks its Node.js used too.
 set -euo pipefail
 cd "$(dirname "$0")"
+# shellcheck source-path=SCRIPTDIR source=cache-prune.sh
+. ./cache-prune.sh
 
 NODE_VERSION=22.23.3      # the Inspector needs Node.js >= 22.7.5
 INSPECTOR_VERSION=2.12.0  # @modelcontextprotocol/inspector
@@ -122,6 +127,10 @@ PYTHON_E2B_CI_OLDEST=$python_e2b_ci_oldest
 ENV
 cp "$cache/clients.env.partial" "$cache/clients-$key.env"
 mv "$cache/clients.env.partial" "$cache/clients.env"
+used=("$venv" "${python_e2b_oldest%/bin/python}" "${python_e2b_ci_oldest%/bin/python}" "$node_dir" "$inspector_dir"
+	"$opensandbox_js_dir" "$e2b_js" "$e2b_js_oldest" "$e2b_ci_js_oldest" "$cache/clients-$key.env" "$cache/clients.env")
+touch -c "${used[@]}"
+cache_prune "$cache" '*' "${used[@]##*/}"
 if [ "${1:-}" = "--env" ]; then
 	echo "$cache/clients-$key.env"
 else

@@ -41,6 +41,7 @@ deps() {
 			rm -rf "$node_dir" && mv "$node_dir.partial" "$node_dir"
 			touch "$node_dir/.done"
 		fi
+		touch -c "$node_dir" # used: scripts/test-peers.sh prunes the rest
 	) 9>"$cache/peers/.lock"
 	node_bin="$node_dir/node_modules/.bin"
 	export PATH="$node_bin:$PATH"

@@ -112,6 +112,7 @@ const quietSettings = `{
 // unpacked next to it once (the layer's hash names both). It is for tests
 // that run the CLIs outside a sandbox (package agents/all's TestRealCLIs)
 // exactly as the image has them; their shell tools then run on the host.
+// Then it prunes other versions' builds from the cache dir.
 func (s *Store) AgentCLIs(ctx context.Context, p ProgressFunc) (string, error) {
 	n := recipes["agent2env/agent:latest"].npm
 	layer, err := s.buildNPM(ctx, n, p)
@@ -141,5 +142,6 @@ func (s *Store) AgentCLIs(ctx context.Context, p ProgressFunc) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("agent CLIs: unpack %s: %w", layer, err)
 	}
+	s.pruneCache()
 	return filepath.Join(dir, n.prefix, "node_modules", ".bin"), nil
 }

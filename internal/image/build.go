@@ -22,10 +22,10 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
+	"github.com/agent2env/agent2env/internal/buildcache"
 	"github.com/agent2env/agent2env/internal/errdefs"
 )
 
@@ -227,8 +227,17 @@ func (s *Store) build(ctx context.Context, r reference, rc recipe, p ProgressFun
 // buildLayers returns the recipe's layer tars, bottom first: the Debian
 // root filesystem and, when the recipe has one, the npm layer, built side
 // by side (one waits on the Debian mirror and dpkg, the other on the npm
-// registry).
+// registry). Then it prunes other versions' builds from the cache dir.
 func (s *Store) buildLayers(ctx context.Context, rc recipe, p ProgressFunc) ([]string, error) {
+	tars, err := s.buildLayerTars(ctx, rc, p)
+	if err == nil {
+		s.pruneCache()
+	}
+	return tars, err
+}
+
+// buildLayerTars is buildLayers without the pruning.
+func (s *Store) buildLayerTars(ctx context.Context, rc recipe, p ProgressFunc) ([]string, error) {
 	if rc.npm == nil {
 		tarPath, err := s.buildTar(ctx, rc, p)
 		if err != nil {
@@ -269,9 +278,10 @@ func (s *Store) buildTar(ctx context.Context, rc recipe, p ProgressFunc) (string
 }
 
 // cached runs build to make out, a file in the cache dir, unless out is
-// there already. It holds out's build lock meanwhile, which build is
-// given, so that builds of the same file by several processes wait for
-// each other.
+// there already, which it then marks used (its time), so that pruning by
+// other versions keeps it. It holds out's build lock meanwhile, which
+// build is given, so that builds of the same file by several processes
+// wait for each other.
 func (s *Store) cached(ctx context.Context, out, what string, p ProgressFunc, build func(lock *os.File) error) error {
 	if err := os.MkdirAll(s.cacheDir, 0o755); err != nil {
 		return fmt.Errorf("create cache dir: %w", err)
@@ -285,6 +295,9 @@ func (s *Store) cached(ctx context.Context, out, what string, p ProgressFunc, bu
 	defer lock.Close()
 	if _, err := os.Stat(out); err == nil {
 		report(p, Progress{Phase: PhaseBuild, Item: "using cached " + out})
+		if err := buildcache.MarkUsed(out); err != nil {
+			s.log.Debug("cannot mark the cached build used", logPath, out, "err", err)
+		}
 		return nil
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -452,7 +465,7 @@ func fileDigest(ctx context.Context, path, item string, p ProgressFunc) (v1.Hash
 // would touch the host, so they are detached first; if any remains the
 // dir is left alone.
 func removeBuildDir(dir string) error {
-	mounts, err := mountsUnder(dir)
+	mounts, err := buildcache.MountsUnder(dir)
 	if err != nil {
 		return err
 	}
@@ -463,25 +476,10 @@ func removeBuildDir(dir string) error {
 			return fmt.Errorf("unmount %s: %w", m, err)
 		}
 	}
-	if left, err := mountsUnder(dir); err != nil {
+	if left, err := buildcache.MountsUnder(dir); err != nil {
 		return err
 	} else if len(left) > 0 {
 		return fmt.Errorf("%s still has mounts (%s); not removing it", dir, strings.Join(left, ", "))
 	}
 	return os.RemoveAll(dir)
-}
-
-// mountsUnder lists the mount points below dir in this mount namespace.
-func mountsUnder(dir string) ([]string, error) {
-	mounts, err := mountinfo.GetMounts(func(m *mountinfo.Info) (skip, stop bool) {
-		return !strings.HasPrefix(m.Mountpoint, dir+"/"), false
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read mountinfo: %w", err)
-	}
-	out := make([]string, len(mounts))
-	for i, m := range mounts {
-		out[i] = m.Mountpoint
-	}
-	return out, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"golang.org/x/sys/unix"
 
+	"github.com/agent2env/agent2env/internal/buildcache"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
 	"github.com/agent2env/agent2env/internal/testenv"
@@ -248,7 +249,8 @@ func TestBuildNode(t *testing.T) {
 	}
 }
 
-// TestMountsUnder mounts below a directory whose names mountinfo escapes.
+// TestMountsUnder mounts below a directory whose names mountinfo escapes
+// (buildcache.MountsUnder is what removeBuildDir reads).
 func TestMountsUnder(t *testing.T) {
 	runtimetest.RequiresRoot(t)
 	dir := t.TempDir()
@@ -269,12 +271,12 @@ func TestMountsUnder(t *testing.T) {
 		{sub, nil}, // the mount point itself is not below it
 		{dir + "/with", nil},
 	} {
-		got, err := mountsUnder(tt.dir)
+		got, err := buildcache.MountsUnder(tt.dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty()); diff != "" {
-			t.Errorf("mountsUnder(%q) (-want +got):\n%s", tt.dir, diff)
+			t.Errorf("buildcache.MountsUnder(%q) (-want +got):\n%s", tt.dir, diff)
 		}
 	}
 }
@@ -289,7 +291,7 @@ func TestBuildCancel(t *testing.T) {
 	// deleting the temp dir would reach into the host's: detach them
 	// first (cleanups run last-registered first).
 	t.Cleanup(func() {
-		mounts, _ := mountsUnder(cache)
+		mounts, _ := buildcache.MountsUnder(cache)
 		slices.Sort(mounts)
 		for _, m := range slices.Backward(mounts) {
 			unix.Unmount(m, unix.MNT_DETACH)
@@ -311,7 +313,7 @@ func TestBuildCancel(t *testing.T) {
 	if left := dirEntries(t, cache); slices.ContainsFunc(left, func(n string) bool { return !strings.HasSuffix(n, ".lock") }) {
 		t.Errorf("cache dir holds %v after a cancelled build", left)
 	}
-	if m, err := mountsUnder(cache); err != nil || len(m) > 0 {
+	if m, err := buildcache.MountsUnder(cache); err != nil || len(m) > 0 {
 		t.Errorf("mounts left under the cache dir: %v, %v", m, err)
 	}
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")

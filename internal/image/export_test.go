@@ -14,7 +14,6 @@ import (
 	"runtime"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -163,100 +162,6 @@ func TestBuiltinOCI(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestPruneZstd fills a cache dir with the compressed copies of this
-// version's layers and of others', with their locks and partial files,
-// and checks which pruneZstd removes: the other versions' unused for
-// zstdGrace and not being made, and nothing else. It checks as well that
-// BuiltinOCI prunes.
-func TestPruneZstd(t *testing.T) {
-	python := recipes["agent2env/python:latest"].hash() + ".tar"
-	npm := recipes["agent2env/agent:latest"].npm.hash() + ".npm.tar"
-	old := sha256Hash([]byte("an older recipe")).Hex + ".tar"
-	oldNPM := sha256Hash([]byte("an older npm part")).Hex + ".npm.tar"
-	now := time.Now()
-	long, lately := now.Add(-2*zstdGrace), now.Add(-zstdGrace/2)
-	for _, tc := range []struct {
-		name   string
-		files  map[string]time.Time // name in the cache dir → its time
-		locked string               // a lock another build holds
-		want   []string             // what is left
-	}{
-		{name: "current copies stay, however old",
-			files: map[string]time.Time{python: long, python + ".zst": long, python + ".zst.lock": long, npm + ".zst": long, npm + ".zst.lock": long},
-			want:  []string{npm + ".zst", npm + ".zst.lock", python, python + ".zst", python + ".zst.lock"}},
-		{name: "other versions' copies go, with their locks and partial files; their tars stay",
-			files: map[string]time.Time{
-				old: long, old + ".lock": long, old + ".zst": long, old + ".zst.lock": long, old + ".zst.tmp123": long,
-				oldNPM + ".zst": long, python + ".zst": long,
-			},
-			want: []string{old, old + ".lock", python + ".zst"}},
-		{name: "a copy used lately stays",
-			files: map[string]time.Time{old + ".zst": lately, old + ".zst.lock": long, oldNPM + ".zst": long, oldNPM + ".zst.lock": long},
-			want:  []string{old + ".zst", old + ".zst.lock"}},
-		{name: "a copy being made stays",
-			files:  map[string]time.Time{old + ".zst.tmp9": long, old + ".zst.lock": long},
-			locked: old + ".zst.lock",
-			want:   []string{old + ".zst.lock", old + ".zst.tmp9"}},
-		{name: "a copy being made lately, its lock free, stays",
-			files: map[string]time.Time{old + ".zst.tmp9": lately, old + ".zst.lock": long},
-			want:  []string{old + ".zst.lock", old + ".zst.tmp9"}},
-		{name: "other files stay",
-			files: map[string]time.Time{"criu-4.1.1-abc": long, "notes.zst": long, old + ".zstd": long},
-			want:  []string{"criu-4.1.1-abc", "notes.zst", old + ".zstd"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			cache := t.TempDir()
-			for f, at := range tc.files {
-				path := filepath.Join(cache, f)
-				if err := os.WriteFile(path, []byte(f), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.Chtimes(path, at, at); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if tc.locked != "" {
-				lock, err := lockFile(context.Background(), filepath.Join(cache, tc.locked), func() {})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer lock.Close()
-			}
-			s := newTestStore(t, WithCacheDir(cache))
-			if err := s.pruneZstd(now); err != nil {
-				t.Fatalf("pruneZstd: %v", err)
-			}
-			if diff := cmp.Diff(slices.Sorted(slices.Values(tc.want)), dirEntries(t, cache)); diff != "" {
-				t.Errorf("left in the cache dir (-want +got):\n%s", diff)
-			}
-		})
-	}
-
-	t.Run("by BuiltinOCI", func(t *testing.T) {
-		cache := t.TempDir()
-		for f, b := range map[string][]byte{
-			python: tarBytes(t, entry{name: "./etc/hostname", body: "sandbox\n"}),
-			old:    []byte("an older layer"), old + ".zst": []byte("an older layer, compressed"),
-		} {
-			if err := os.WriteFile(filepath.Join(cache, f), b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := os.Chtimes(filepath.Join(cache, old+".zst"), long, long); err != nil {
-			t.Fatal(err)
-		}
-		t.Setenv("PATH", "")
-		s := newTestStore(t, WithCacheDir(cache))
-		if _, err := s.BuiltinOCI(context.Background(), "agent2env/python", nil); err != nil {
-			t.Fatalf("BuiltinOCI: %v", err)
-		}
-		want := []string{old, python, python + ".lock", python + ".zst", python + ".zst.lock"}
-		if diff := cmp.Diff(want, dirEntries(t, cache)); diff != "" {
-			t.Errorf("left in the cache dir (-want +got):\n%s", diff)
-		}
-	})
 }
 
 func sha256Hash(b []byte) v1.Hash {
