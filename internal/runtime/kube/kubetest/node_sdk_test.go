@@ -58,9 +58,8 @@ func TestNodeSDKs(t *testing.T) {
 
 // serveSDKs starts a node and the daemon on it (serveKube) accepting the
 // API keys keys, pushes the built-in images (pushBuiltins) and makes a
-// sandbox of each of images, side by side (subtests of pull), so that the
-// node has pulled them before the SDKs' request timeouts run; it returns
-// the daemon's base URL.
+// sandbox of each of images, so that the node has pulled them before the
+// SDKs' request timeouts run; it returns the daemon's base URL.
 func serveSDKs(t *testing.T, keys, images []string) string {
 	t.Helper()
 	n := StartNode(t, NodeOptions{})
@@ -68,34 +67,25 @@ func serveSDKs(t *testing.T, keys, images []string) string {
 	n.pushBuiltins(t, images...)
 	t.Setenv("AGENT2ENV_API_KEYS", strings.Join(keys, ","))
 	base := serveKube(t, n, agentImage)
-	// A create answers once its sandbox runs, its image pulled: the
-	// creates run side by side, as subtests.
-	start := time.Now()
-	pulled := t.Run("pull", func(t *testing.T) {
-		for _, img := range images {
-			t.Run(img, func(t *testing.T) {
-				t.Parallel()
-				var sb api.Sandbox
-				if code := keyed(t, keys[0], "POST", base+"/api/v1/sandboxes", api.CreateSandboxRequest{Image: img, CPU: "1", Memory: "1Gi"}, &sb); code/100 != 2 {
-					t.Fatalf("create a sandbox of %s: status %d", img, code)
-				}
-				for deadline := time.Now().Add(10 * time.Minute); sb.Status == api.StatusPending && time.Now().Before(deadline); {
-					time.Sleep(time.Second)
-					keyed(t, keys[0], "GET", base+"/api/v1/sandboxes/"+sb.ID, nil, &sb)
-				}
-				if sb.Status != api.StatusRunning {
-					t.Fatalf("a sandbox of %s is %s: %s", img, sb.Status, sb.Reason)
-				}
-				if code := keyed(t, keys[0], "DELETE", base+"/api/v1/sandboxes/"+sb.ID, nil, nil); code != http.StatusNoContent {
-					t.Fatalf("delete the warm-up sandbox: status %d", code)
-				}
-			})
+	key := keys[0]
+	for _, img := range images {
+		start := time.Now()
+		var sb api.Sandbox
+		if code := keyed(t, key, "POST", base+"/api/v1/sandboxes", api.CreateSandboxRequest{Image: img, CPU: "1", Memory: "1Gi"}, &sb); code/100 != 2 {
+			t.Fatalf("create a sandbox of %s: status %d", img, code)
 		}
-	})
-	if !pulled {
-		t.FailNow()
+		for deadline := time.Now().Add(10 * time.Minute); sb.Status == api.StatusPending && time.Now().Before(deadline); {
+			time.Sleep(time.Second)
+			keyed(t, key, "GET", base+"/api/v1/sandboxes/"+sb.ID, nil, &sb)
+		}
+		if sb.Status != api.StatusRunning {
+			t.Fatalf("a sandbox of %s is %s: %s", img, sb.Status, sb.Reason)
+		}
+		if code := keyed(t, key, "DELETE", base+"/api/v1/sandboxes/"+sb.ID, nil, nil); code != http.StatusNoContent {
+			t.Fatalf("delete the warm-up sandbox: status %d", code)
+		}
+		t.Logf("kubetest: the node pulled %s and ran a sandbox of it in %v", img, time.Since(start).Round(time.Millisecond))
 	}
-	t.Logf("kubetest: the node pulled %s and ran a sandbox of each in %v", strings.Join(images, ", "), time.Since(start).Round(time.Millisecond))
 	return base
 }
 
