@@ -91,17 +91,27 @@ envd-proto:
 # binaries, which a cold run builds in the background meanwhile.
 test: test-go test-race
 
+# The longest package, $(FIRST_PKG) (its real node), would start among the
+# last of go test ./..., which runs packages in order: it runs in a go test
+# of its own, started first, beside the go test of every other package. Its
+# output is printed after theirs; either failing fails the target.
+FIRST_PKG := ./internal/runtime/kube/kubetest
 test-go: kube-background test-deps build vet web-check test-python mcp-clients kube-node
 	cd api && $(GO) test -count=1 ./...
-	skips=$$(mktemp) && trap 'rm -f "$$skips"' EXIT && \
+	status=1 && firststatus=1 && \
+	skips=$$(mktemp) && first=$$(mktemp) && trap 'rm -f "$$skips" "$$first"' EXIT && \
 	AGENT2ENV_PYTHON=$$(scripts/test-peers.sh) && export AGENT2ENV_PYTHON && \
 	AGENT2ENV_CLIENTS=$$(scripts/test-peers.sh --env) && export AGENT2ENV_CLIENTS && \
 	AGENT2ENV_NODE_BIN=$$(scripts/web.sh deps) && export AGENT2ENV_NODE_BIN && \
-	status=0 && \
-	AGENT2ENV_SKIP_LOG=$$skips AGENT2ENV_BUILD_TESTS=1 AGENT2ENV_BIN=$(CURDIR)/$(BIN) \
-		$(GO) test -count=1 -timeout 40m ./... || status=$$?; \
+	export AGENT2ENV_SKIP_LOG=$$skips AGENT2ENV_BUILD_TESTS=1 AGENT2ENV_BIN=$(CURDIR)/$(BIN) && \
+	firstpkg=$$($(GO) list $(FIRST_PKG)) && pkgs=$$($(GO) list ./... | grep -vxF "$$firstpkg") && \
+	{ $(GO) test -count=1 -timeout 40m $(FIRST_PKG) >"$$first" 2>&1 & pid=$$!; } && \
+	{ $(GO) test -count=1 -timeout 40m $$pkgs && status=0 || status=$$?; } && \
+	{ wait $$pid && firststatus=0 || firststatus=$$?; } && \
+	cat "$$first"; \
 	if [ -s "$$skips" ]; then echo "skipped (no install changes these):"; sort "$$skips" | sed 's/^/  /'; fi; \
-	exit $$status
+	if [ $$firststatus -ne 0 ]; then echo "FAIL: $(FIRST_PKG) (go test exit $$firststatus, its output above)"; fi; \
+	[ $$status -eq 0 ] && [ $$firststatus -eq 0 ]
 
 # The packages whose code runs concurrently, again under the race detector
 # (it needs cgo: gcc, CGO_ENABLED=1), as the same user and with the same

@@ -19,7 +19,7 @@ import (
 // against a daemon on the oci runtime with API keys, configured by
 // environment variables alone as the README says, pause and resume
 // included; then the README's example word for word and E2B's routes
-// (issue 25). kubetest's TestNodeE2B runs the same stocksdk.RunE2B on the
+// (issue 25). kubetest's TestNodeSDKs runs the same stocksdk.RunE2B on the
 // kubernetes runtime.
 func TestE2BSDK(t *testing.T) {
 	pythonBin := stocksdk.Python(t)

@@ -11,7 +11,7 @@ import (
 )
 
 // TestOpenSandboxSDK runs the stock OpenSandbox clients, unchanged
-// (stocksdk.RunOpenSandbox, which kubetest's TestNodeOpenSandbox runs on
+// (stocksdk.RunOpenSandbox, which kubetest's TestNodeSDKs runs on
 // the kubernetes runtime), against a daemon on the oci runtime with API
 // keys: the Python SDK (PyPI opensandbox, pinned
 // in scripts/peers-requirements.txt, as are its code interpreter and MCP

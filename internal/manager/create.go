@@ -466,6 +466,9 @@ func (m *Manager) launch(ctx context.Context, id string, r *resolved) (*store.Sa
 		if derr := m.rt.Delete(context.WithoutCancel(ctx), id); derr != nil {
 			m.log.Warn("clean up sandbox after failed start", "sandbox", id, "err", derr)
 		}
+		if errors.Is(err, sandbox.ErrImageNotFound) {
+			return m.fail(ctx, id, reasonPullImage+r.Image+": "+err.Error())
+		}
 		return m.fail(ctx, id, fmt.Sprintf("start sandbox: %v", err))
 	}
 	return m.store.GetSandbox(ctx, id)
@@ -488,11 +491,14 @@ func sandboxEnv(env map[string]string) []string {
 	return out
 }
 
-// The reasons a sandbox fails with when its image could not be had, before
-// its runtime was asked to start it; StartFailure tells them apart.
+// The reasons a sandbox fails with when its image could not be had: before
+// its runtime was asked to start it, or, for a runtime that pulls images
+// itself, by its start (sandbox.ErrImageNotFound); StartFailure tells them
+// apart.
 const (
 	reasonLookUpImage  = "look up image "
 	reasonPrepareImage = "prepare image "
+	reasonPullImage    = "pull image "
 )
 
 // The classes of StartFailure's errors: every one is ErrStartFailed, and
@@ -505,7 +511,8 @@ var (
 
 // StartFailure is why failed sandbox sb did not start, classified.
 func StartFailure(sb *store.Sandbox) error {
-	if strings.HasPrefix(sb.Reason, reasonLookUpImage) || strings.HasPrefix(sb.Reason, reasonPrepareImage) {
+	if strings.HasPrefix(sb.Reason, reasonLookUpImage) || strings.HasPrefix(sb.Reason, reasonPrepareImage) ||
+		strings.HasPrefix(sb.Reason, reasonPullImage) {
 		return startError{errdefs.Invalid("%s", sb.Reason), true}
 	}
 	return startError{fmt.Errorf("sandbox %s failed to start: %s", sb.ID, sb.Reason), false}

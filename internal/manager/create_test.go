@@ -152,6 +152,7 @@ func TestCreateFailures(t *testing.T) {
 		getErr     error
 		startLimit time.Duration
 		wantReason string
+		wantImage  bool // StartFailure is ErrImageUnavailable
 		wantCalls  fakeruntime.Calls
 	}{
 		{
@@ -166,6 +167,15 @@ func TestCreateFailures(t *testing.T) {
 			wantReason: "start sandbox: boom",
 			// The created sandbox is deleted again.
 			wantCalls: fakeruntime.Calls{ImageReady: 1, Create: 1, Start: 1, Delete: 1},
+		},
+		{
+			name: "runtime start, image not found",
+			hooks: fakeruntime.Hooks{Start: func(context.Context, string) error {
+				return fmt.Errorf("%w: alpine (ErrImagePull: not found)", sandbox.ErrImageNotFound)
+			}},
+			wantReason: "pull image alpine: image not found: alpine (ErrImagePull: not found)",
+			wantImage:  true,
+			wantCalls:  fakeruntime.Calls{ImageReady: 1, Create: 1, Start: 1, Delete: 1},
 		},
 		{
 			name: "runtime start hangs",
@@ -185,6 +195,7 @@ func TestCreateFailures(t *testing.T) {
 			name:       "image lookup",
 			getErr:     fmt.Errorf("read image index: %w", errdefs.ErrUnavailable),
 			wantReason: "look up image alpine: read image index: unavailable",
+			wantImage:  true,
 			wantCalls:  fakeruntime.Calls{ImageReady: 1},
 		},
 	}
@@ -202,6 +213,9 @@ func TestCreateFailures(t *testing.T) {
 			}
 			if got := e.waitStatus(t, sb.ID, api.StatusFailed); got.Reason != tt.wantReason {
 				t.Errorf("stored reason %q, want %q", got.Reason, tt.wantReason)
+			}
+			if err := StartFailure(sb); errors.Is(err, ErrImageUnavailable) != tt.wantImage {
+				t.Errorf("StartFailure = %v, image unavailable %v; want %v", err, !tt.wantImage, tt.wantImage)
 			}
 			if ids := e.rt.IDs(); len(ids) != 0 {
 				t.Errorf("runtime still holds %v", ids)

@@ -305,7 +305,9 @@ type Runtime interface {
 	// is left behind.
 	Create(ctx context.Context, spec *Spec) error
 	// Start starts the in-sandbox agent and returns once it accepts
-	// connections.
+	// connections. A runtime that gets images itself as sandboxes start
+	// (a cluster's kubelet pulls) fails with ErrImageNotFound when the
+	// image cannot be had.
 	Start(ctx context.Context, id string) error
 	// Stop ends every process of the sandbox, waiting up to timeout for a
 	// graceful exit before killing. Files survive when
@@ -329,6 +331,12 @@ type Runtime interface {
 	// cleans up what a crash left half-made and returns what still exists.
 	Recover(ctx context.Context) ([]Status, error)
 }
+
+// ErrImageNotFound is the class of a Start's error when the sandbox's
+// image cannot be had (no registry has it, or its name is not one's): the
+// daemon fails such a sandbox as its image's, as it does one whose
+// PrepareImage failed. It is an errdefs.ErrNotFound too.
+var ErrImageNotFound = errdefs.NotFound("image not found")
 
 // ImagePreparer is implemented by runtimes that must fetch an image before
 // Create can use it quickly: the oci runtime pulls or builds it into the

@@ -35,10 +35,6 @@ type OpenSandbox struct {
 	Clients *OpenSandboxClients
 	// Pause runs the pause and resume checks: the runtime pauses.
 	Pause bool
-	// MissingImageGap, when set, is why the runtime does not answer a
-	// create of a missing image with a 4xx at once: the "missing image"
-	// check is skipped with it (testenv.Skip, which CI lists).
-	MissingImageGap string
 	// NoSandboxes fails t when the daemon has sandboxes left.
 	NoSandboxes func(t *testing.T)
 }
@@ -293,9 +289,6 @@ func RunOpenSandbox(t *testing.T, tg OpenSandbox) {
 		}
 	})
 	t.Run("missing image", func(t *testing.T) {
-		if tg.MissingImageGap != "" {
-			testenv.Skip(t, "%s", tg.MissingImageGap)
-		}
 		res := tg.flow(t, "badimage", "agent2env/no-such-image")
 		status, _ := res["status"].(float64)
 		if status < 400 || status >= 500 || res["code"] == nil {

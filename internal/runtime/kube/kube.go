@@ -522,6 +522,9 @@ func (r *Runtime) start(ctx context.Context, id string) error {
 		if gated(p) {
 			return false, nil // the informer has not seen the patch yet
 		}
+		if err := imageMissing(p); err != nil {
+			return false, err
+		}
 		switch state, why := podState(p); {
 		case state == sandbox.StateRunning:
 			return p.Status.PodIP != "", nil

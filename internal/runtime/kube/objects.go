@@ -480,19 +480,56 @@ func waiting(pod *corev1.Pod) string {
 	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
 		for _, cs := range list {
 			if w := cs.State.Waiting; w != nil {
-				switch w.Reason {
-				// Not ErrImagePull: the kubelet tries again before it
-				// backs off.
+				switch {
 				// CrashLoopBackOff: the agent container's start hook
 				// (the agent's copy) failed twice.
-				case "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull",
-					"CreateContainerConfigError", "CreateContainerError", "RunContainerError", "CrashLoopBackOff":
+				case pullFailed(w), w.Reason == "CreateContainerConfigError", w.Reason == "CreateContainerError",
+					w.Reason == "RunContainerError", w.Reason == "CrashLoopBackOff":
 					return fmt.Sprintf("container %s: %s: %s", cs.Name, w.Reason, w.Message)
 				}
 			}
 		}
 	}
 	return ""
+}
+
+// pullFailed reports whether a container waits because its image cannot
+// be had: its name is not one's, it is not on the node and may not be
+// pulled, the kubelet backs off after failed pulls, or a pull failed
+// because the registry has no such image (not found, as containerd says
+// for a registry's 404, or Docker Hub's "repository does not exist"). A
+// pull that failed otherwise (a registry out of reach, say) is tried again
+// before the kubelet backs off.
+func pullFailed(w *corev1.ContainerStateWaiting) bool {
+	switch w.Reason {
+	case "InvalidImageName", "ErrImageNeverPull", "ImagePullBackOff":
+		return true
+	case "ErrImagePull":
+		msg := strings.ToLower(w.Message)
+		return strings.Contains(msg, "not found") || strings.Contains(msg, "notfound") ||
+			strings.Contains(msg, "manifest unknown") || strings.Contains(msg, "does not exist")
+	}
+	return false
+}
+
+// imageMissing is the error of a Pod whose sandbox container's image
+// cannot be had (pullFailed): a sandbox.ErrImageNotFound naming the
+// image, as the oci runtime's image store answers for a missing one, so
+// that the daemon fails the sandbox as its image's. Nil otherwise, and
+// for the agent's init container, whose image is the daemon's own.
+func imageMissing(pod *corev1.Pod) error {
+	cs := sandboxContainer(pod)
+	if cs == nil || cs.State.Waiting == nil || !pullFailed(cs.State.Waiting) {
+		return nil
+	}
+	img := cs.Image
+	for _, c := range pod.Spec.Containers {
+		if c.Name == containerName {
+			img = c.Image
+		}
+	}
+	w := cs.State.Waiting
+	return fmt.Errorf("%w: %s (%s: %s)", sandbox.ErrImageNotFound, img, w.Reason, w.Message)
 }
 
 // disruption is the Pod's DisruptionTarget condition (eviction,

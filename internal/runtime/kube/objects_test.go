@@ -188,6 +188,65 @@ func TestPodState(t *testing.T) {
 	}
 }
 
+// TestImageMissing checks which waiting reasons of a Pod's containers are
+// its image's failure, which Start reports as sandbox.ErrImageNotFound
+// naming the image at once, and which are waited out: a pull that failed
+// for another reason than a missing image is tried again, and the agent's
+// init container's image is the daemon's, not the sandbox's.
+func TestImageMissing(t *testing.T) {
+	waiting := func(init bool, reason, msg string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			cs := []corev1.ContainerStatus{{Name: containerName, Image: "docker.io/library/busybox:latest",
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}}
+			if init {
+				cs[0].Name = "agent-install"
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: containerName,
+					State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}
+				p.Status.InitContainerStatuses = cs
+				return
+			}
+			p.Status.ContainerStatuses = cs
+		}
+	}
+	notFound := `rpc error: code = NotFound desc = failed to pull and unpack image "docker.io/library/busybox:latest": ` +
+		`failed to resolve reference "docker.io/library/busybox:latest": docker.io/library/busybox:latest: not found`
+	for _, tc := range []struct {
+		name    string
+		edit    func(*corev1.Pod)
+		missing bool
+		// reason is podState's, "" when the Pod is still waited for.
+		reason string
+	}{
+		{"pull: not found", waiting(false, "ErrImagePull", notFound), true, "container sandbox: ErrImagePull: " + notFound},
+		{"pull: no such repository", waiting(false, "ErrImagePull", "failed to resolve reference: pull access denied, repository does not exist or may require authorization"), true,
+			"container sandbox: ErrImagePull: failed to resolve reference: pull access denied, repository does not exist or may require authorization"},
+		{"pull: registry out of reach", waiting(false, "ErrImagePull", "dial tcp 10.0.0.1:443: i/o timeout"), false, ""},
+		{"backing off", waiting(false, "ImagePullBackOff", `Back-off pulling image "busybox"`), true, `container sandbox: ImagePullBackOff: Back-off pulling image "busybox"`},
+		{"invalid name", waiting(false, "InvalidImageName", `couldn't parse image name "Busybox"`), true, `container sandbox: InvalidImageName: couldn't parse image name "Busybox"`},
+		{"never pulled", waiting(false, "ErrImageNeverPull", "image is not present with pull policy of Never"), true, "container sandbox: ErrImageNeverPull: image is not present with pull policy of Never"},
+		{"creating", waiting(false, "ContainerCreating", ""), false, ""},
+		{"agent's image", waiting(true, "ImagePullBackOff", "no such image"), false, "container agent-install: ImagePullBackOff: no such image"},
+		{"agent's copy failing", waiting(true, "CrashLoopBackOff", "back-off"), false, "container agent-install: CrashLoopBackOff: back-off"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := testPod(t)
+			pod.Spec.SchedulingGates = nil
+			pod.Status.Phase = corev1.PodPending
+			tc.edit(pod)
+			err := imageMissing(pod)
+			if got := errors.Is(err, sandbox.ErrImageNotFound); got != tc.missing {
+				t.Fatalf("imageMissing = %v; want an image not found: %v", err, tc.missing)
+			}
+			if tc.missing && (!errors.Is(err, errdefs.ErrNotFound) || !strings.Contains(err.Error(), "image not found: busybox (")) {
+				t.Errorf("imageMissing = %v; want an ErrNotFound naming the image busybox", err)
+			}
+			if state, reason := podState(pod); state != sandbox.StateCreated || reason != tc.reason {
+				t.Errorf("podState = %s, %q; want created, %q", state, reason, tc.reason)
+			}
+		})
+	}
+}
+
 // TestAcceptEnv checks where a Pod's agent listens for the daemon to
 // accept: the services when the daemon serves them, the egress proxy when
 // the sandbox has egress.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,38 +17,59 @@ import (
 	"github.com/agent2env/agent2env/internal/image"
 )
 
-// TestNodeE2B runs the stock E2B SDKs' checks (stocksdk.RunE2B, the same as
-// internal/e2e's TestE2BSDK on the oci runtime) against the daemon
-// ($AGENT2ENV_BIN serve --runtime kubernetes) on a real node: each
-// sandbox a Pod of the built-in images, which the node's containerd pulls
-// by their own names from the node's registry (a mirror of docker.io).
-// Pause and resume are left out: the kubernetes runtime cannot pause.
-// Directories in the home have the setgid bit there (stocksdk.E2B's
-// SetgidDirs). The newest Python SDKs run here, every check of theirs;
-// the JavaScript SDKs and the oldest supported versions speak the same
-// protocol to the same surface, whatever the runtime, and run on oci
-// only (TestE2BSDK), which keeps this test within CI's time.
-func TestNodeE2B(t *testing.T) {
+// TestNodeSDKs runs the stock SDKs' checks against the daemon
+// ($AGENT2ENV_BIN serve --runtime kubernetes) on a real node, the E2B
+// SDKs' (E2B) and the OpenSandbox clients' (OpenSandbox), as internal/e2e's
+// TestE2BSDK and TestOpenSandboxSDK do on the oci runtime. Both run on one
+// node and one daemon accepting both SDKs' keys: the node's start, the
+// built-in images' push and their first pull are made once (serveSDKs).
+// Each sandbox is a Pod of the built-in images, which the node's
+// containerd pulls by their own names from the node's registry (a mirror
+// of docker.io). Pause and resume are left out: the kubernetes runtime
+// cannot pause.
+func TestNodeSDKs(t *testing.T) {
 	pythonBin := stocksdk.Python(t)
-	base := serveSDKs(t, stocksdk.E2BKey, stocksdk.E2BImages)
-	stocksdk.RunE2B(t, stocksdk.E2B{
-		URL: base, Python: pythonBin, SetgidDirs: true,
-		NoSandboxes: func(t *testing.T) { noSandboxes(t, base, stocksdk.E2BKey) },
+	clients := stocksdk.OpenSandboxStockClients(t)
+	images := slices.Clone(stocksdk.E2BImages)
+	for _, img := range stocksdk.OpenSandboxImages {
+		if !slices.Contains(images, img) {
+			images = append(images, img)
+		}
+	}
+	base := serveSDKs(t, []string{stocksdk.E2BKey, stocksdk.OpenSandboxKey}, images)
+	// Directories in the home have the setgid bit there (stocksdk.E2B's
+	// SetgidDirs). The newest Python SDKs run here, every check of
+	// theirs; the JavaScript SDKs and the oldest supported versions speak
+	// the same protocol to the same surface, whatever the runtime, and run
+	// on oci only (TestE2BSDK), which keeps this test within CI's time.
+	t.Run("E2B", func(t *testing.T) {
+		stocksdk.RunE2B(t, stocksdk.E2B{
+			URL: base, Python: pythonBin, SetgidDirs: true,
+			NoSandboxes: func(t *testing.T) { noSandboxes(t, base, stocksdk.E2BKey) },
+		})
+	})
+	t.Run("OpenSandbox", func(t *testing.T) {
+		stocksdk.RunOpenSandbox(t, stocksdk.OpenSandbox{
+			Domain: strings.TrimPrefix(base, "http://"), Python: pythonBin, Clients: clients,
+			NoSandboxes: func(t *testing.T) { noSandboxes(t, base, stocksdk.OpenSandboxKey) },
+		})
 	})
 }
 
 // serveSDKs starts a node and the daemon on it (serveKube) accepting the
-// API key key, pushes the built-in images (pushBuiltins) and makes a
+// API keys keys, pushes the built-in images (pushBuiltins) and makes a
 // sandbox of each of images, so that the node has pulled them before the
 // SDKs' request timeouts run; it returns the daemon's base URL.
-func serveSDKs(t *testing.T, key string, images []string) string {
+func serveSDKs(t *testing.T, keys, images []string) string {
 	t.Helper()
 	n := StartNode(t, NodeOptions{})
 	agentImage := n.SelfImage(t)
 	n.pushBuiltins(t, images...)
-	t.Setenv("AGENT2ENV_API_KEYS", key)
+	t.Setenv("AGENT2ENV_API_KEYS", strings.Join(keys, ","))
 	base := serveKube(t, n, agentImage)
+	key := keys[0]
 	for _, img := range images {
+		start := time.Now()
 		var sb api.Sandbox
 		if code := keyed(t, key, "POST", base+"/api/v1/sandboxes", api.CreateSandboxRequest{Image: img, CPU: "1", Memory: "1Gi"}, &sb); code/100 != 2 {
 			t.Fatalf("create a sandbox of %s: status %d", img, code)
@@ -62,6 +84,7 @@ func serveSDKs(t *testing.T, key string, images []string) string {
 		if code := keyed(t, key, "DELETE", base+"/api/v1/sandboxes/"+sb.ID, nil, nil); code != http.StatusNoContent {
 			t.Fatalf("delete the warm-up sandbox: status %d", code)
 		}
+		t.Logf("kubetest: the node pulled %s and ran a sandbox of it in %v", img, time.Since(start).Round(time.Millisecond))
 	}
 	return base
 }
@@ -145,23 +168,4 @@ func (n *Node) pushBuiltins(t *testing.T, names ...string) {
 	if err := os.WriteFile(filepath.Join(dir, "hosts.toml"), []byte(hosts), 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// TestNodeOpenSandbox runs the stock OpenSandbox clients' checks
-// (stocksdk.RunOpenSandbox, the same as internal/e2e's TestOpenSandboxSDK
-// on the oci runtime) against the daemon on the kubernetes runtime on a
-// real node, as TestNodeE2B does the E2B SDKs'. Pause and resume are left
-// out: the kubernetes runtime cannot pause; so is the missing image's
-// check, which that runtime does not pass yet (MissingImageGap).
-func TestNodeOpenSandbox(t *testing.T) {
-	pythonBin := stocksdk.Python(t)
-	clients := stocksdk.OpenSandboxStockClients(t)
-	base := serveSDKs(t, stocksdk.OpenSandboxKey, stocksdk.OpenSandboxImages)
-	stocksdk.RunOpenSandbox(t, stocksdk.OpenSandbox{
-		Domain: strings.TrimPrefix(base, "http://"), Python: pythonBin, Clients: clients,
-		MissingImageGap: "kubernetes runtime: a create of an image no registry has waits for the Pod " +
-			"(ErrImagePull, then ImagePullBackOff) past the SDK's 30 s request timeout and leaves the " +
-			"sandbox pending, where the oci runtime answers 4xx at once",
-		NoSandboxes: func(t *testing.T) { noSandboxes(t, base, stocksdk.OpenSandboxKey) },
-	})
 }
