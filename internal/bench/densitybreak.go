@@ -42,7 +42,7 @@ func densityBreakdown(ids []string, daemonPid int, daemonPssBefore int64) {
 			switch {
 			case strings.HasPrefix(string(cmdline), "/.agent2env/"):
 				kinds["agent"].add(pid)
-			case strings.HasPrefix(string(cmdline), "python3\x00"):
+			case strings.Contains(strings.Split(string(cmdline), "\x00")[0], "python"):
 				kinds["kernel"].add(pid)
 			default:
 				kinds["other"].add(pid)

@@ -9,8 +9,8 @@ and is ignored between runs.
 
 from __future__ import annotations  # annotations stay unevaluated on Python 3.8
 
+import _ast  # ast's node types and flags, without ast.py's helpers (some 300 KB idle)
 import _thread
-import ast
 import binascii
 import builtins
 import io
@@ -19,7 +19,6 @@ import linecache
 import os
 import signal
 import sys
-import traceback
 
 # Types for mypy only: the driver imports no more at run time than it needs.
 TYPE_CHECKING = False
@@ -35,7 +34,7 @@ if TYPE_CHECKING:
 
 REQUESTS, CONTROL = 3, 4
 CO_COROUTINE = 0x80  # inspect.CO_COROUTINE, without importing inspect
-COMPILE_FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+COMPILE_FLAGS = _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 DRIVER_GLOBALS = globals()
 REPR_METHODS = (
     ("text/html", "_repr_html_"),
@@ -88,7 +87,7 @@ class Kernel:
         try:
             body, last = compile_cell(source, filename)
         except Exception as exc:  # SyntaxError and subclasses; ValueError for NUL bytes
-            text = "".join(traceback.format_exception_only(type(exc), exc))
+            text = "".join(format_exception(exc, None, only=True))
             return None, error_info(exc, text, "syntax")
         # The handler raises KeyboardInterrupt only between these two assignments,
         # so an interrupt can never escape into the driver.
@@ -102,7 +101,7 @@ class Kernel:
                 self.interruptible = False
         except BaseException as exc:  # SystemExit and KeyboardInterrupt too
             tb = user_traceback(exc.__traceback__, filename)
-            text = "".join(traceback.format_exception(type(exc), exc, tb))
+            text = "".join(format_exception(exc, tb))
             return None, error_info(exc, text, "runtime")
 
     def execute(self, body: CodeType, last: CodeType | None) -> Bundle | None:
@@ -230,12 +229,25 @@ def new_main_module() -> ModuleType:
 
 def compile_cell(source: str, filename: str) -> tuple[CodeType, CodeType | None]:
     """Compile the cell's statements, and its last one apart when that is an expression."""
-    tree = compile(source, filename, "exec", COMPILE_FLAGS | ast.PyCF_ONLY_AST, dont_inherit=True)
+    tree = compile(source, filename, "exec", COMPILE_FLAGS | _ast.PyCF_ONLY_AST, dont_inherit=True)
     last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        expression = ast.Expression(tree.body.pop().value)
+    if tree.body and isinstance(tree.body[-1], _ast.Expr):
+        expression = _ast.Expression(tree.body.pop().value)
         last = compile(expression, filename, "eval", COMPILE_FLAGS, dont_inherit=True)
     return compile(tree, filename, "exec", COMPILE_FLAGS, dont_inherit=True), last
+
+
+def format_exception(exc: BaseException, tb: TracebackType | None, only: bool = False) -> list[str]:
+    """Format exc as traceback does, importing traceback on the first error.
+
+    An idle kernel, one in each of thousands of sandboxes, holds no traceback
+    module (some 200 KB).
+    """
+    import traceback
+
+    if only:
+        return traceback.format_exception_only(type(exc), exc)
+    return traceback.format_exception(type(exc), exc, tb)
 
 
 def user_traceback(tb: TracebackType | None, filename: str) -> TracebackType | None:
