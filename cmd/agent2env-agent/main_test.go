@@ -32,6 +32,9 @@ func TestRun(t *testing.T) {
 		{"an unknown flag", []string{"--listen=:1"}, 2, "", "flag provided but not defined"},
 		// The agent itself, without its listener: the error says so.
 		{"agent without a listener", []string{"--uid=-1"}, 1, "", "neither AGENT2ENV_AGENT_FD nor AGENT2ENV_AGENT_LISTEN is set"},
+		// The oci runtime's command line, that of "agent2env agent".
+		{"agent2env agent's arguments", []string{"agent", "--uid=-1", "--gid=0", "--cwd=/"}, 1, "", "neither AGENT2ENV_AGENT_FD nor AGENT2ENV_AGENT_LISTEN is set"},
+		{"agent and an argument", []string{"agent", "serve"}, 2, "", `unexpected argument "serve"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

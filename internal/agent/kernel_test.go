@@ -417,3 +417,30 @@ func BenchmarkKernelStart(b *testing.B) {
 	b.ReportMetric(median(floors), "floor-ms")
 	b.ReportMetric(median(ratios), "driver/floor")
 }
+
+// TestKernelPythonIdleModules checks what an idle Python kernel holds: of
+// the modules the driver uses only now and then (json's package and re,
+// linecache and tokenize, ast, traceback), none that a bare interpreter of
+// the host does not hold too — a kernel idles in each of thousands of
+// sandboxes. Cells' lines still show in tracebacks that user code prints.
+func TestKernelPythonIdleModules(t *testing.T) {
+	c := startKernelAgent(t)
+	newKernel(t, c, "idle", LangPython)
+	const held = "import sys\nprint(sorted(m for m in ('json', 're', 'linecache', 'tokenize', 'ast', 'traceback') if m in sys.modules))"
+	bare, err := exec.Command("python3", "-c", held).Output()
+	if err != nil {
+		t.Fatalf("bare python3: %v", err)
+	}
+	execute(t, c, "idle", `print({"a": [1.5, None, "é"]})`, 0)
+	if out := execute(t, c, "idle", held, 0); out.stdout != string(bare) {
+		t.Errorf("an idle kernel holds %s; a bare python3 %s", out.stdout, bare)
+	}
+	execute(t, c, "idle", "def f():\n    return 1/0", 0)
+	out := execute(t, c, "idle", "import traceback\ntry:\n    f()\nexcept ZeroDivisionError:\n    traceback.print_exc()", 0)
+	if !strings.Contains(out.stderr, "return 1/0") || !strings.Contains(out.stderr, "    f()") {
+		t.Errorf("traceback.print_exc() printed %q, want the cells' lines", out.stderr)
+	}
+	if got := resultText(execute(t, c, "idle", `{"x": [float("inf"), "\u2028"]}`, 0).res); got != `{'x': [inf, '\u2028']}` {
+		t.Errorf("result %q", got)
+	}
+}

@@ -45,6 +45,7 @@ func benchDensity(n int) error {
 		return fmt.Errorf("python baseline: %w", err)
 	}
 	time.Sleep(time.Second)
+	daemonPss := kbField(fmt.Sprintf("/proc/%d/smaps_rollup", d.cmd.Process.Pid), "Pss:")
 	before := memAvailable()
 	start := time.Now()
 	var ctxs []api.Context
@@ -79,6 +80,7 @@ func benchDensity(n int) error {
 		"idle sandboxes with a python kernel", n, made.Round(time.Millisecond), perSandbox/(1<<20),
 		float64(charged)/float64(n)/(1<<20), float64(pss)/float64(n)/(1<<20), float64(basePss)/(1<<20),
 		float64(pss)/float64(n)/float64(basePss), densityTarget, projected/(1<<30), densityTarget, densityBudget>>30)
+	densityBreakdown(ids, d.cmd.Process.Pid, daemonPss)
 
 	for len(ctxs) > 0 {
 		if err := d.del("/api/v1/contexts/" + ctxs[0].ContextID); err != nil {

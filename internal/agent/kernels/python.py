@@ -9,17 +9,14 @@ and is ignored between runs.
 
 from __future__ import annotations  # annotations stay unevaluated on Python 3.8
 
+import _ast  # ast's node types and flags, without ast.py's helpers (some 300 KB idle)
 import _thread
-import ast
 import binascii
 import builtins
 import io
-import json
-import linecache
 import os
 import signal
 import sys
-import traceback
 
 # Types for mypy only: the driver imports no more at run time than it needs.
 TYPE_CHECKING = False
@@ -35,7 +32,7 @@ if TYPE_CHECKING:
 
 REQUESTS, CONTROL = 3, 4
 CO_COROUTINE = 0x80  # inspect.CO_COROUTINE, without importing inspect
-COMPILE_FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+COMPILE_FLAGS = _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 DRIVER_GLOBALS = globals()
 REPR_METHODS = (
     ("text/html", "_repr_html_"),
@@ -62,6 +59,7 @@ class Kernel:
         signal.signal(signal.SIGINT, self.on_sigint)
         builtins.display = self.display  # type: ignore[attr-defined]
         sys.meta_path.insert(0, PyplotHook(self.show_figures))
+        self.sources = CellSources()
 
     def serve(self) -> None:
         requests = os.fdopen(REQUESTS, "rb")
@@ -83,12 +81,12 @@ class Kernel:
         """Run one cell: return its result bundle and error, either may be None."""
         self.cells += 1
         filename = f"<cell-{self.cells}>"
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        self.sources.add(filename, source)
         self.interrupted = False
         try:
             body, last = compile_cell(source, filename)
         except Exception as exc:  # SyntaxError and subclasses; ValueError for NUL bytes
-            text = "".join(traceback.format_exception_only(type(exc), exc))
+            text = "".join(format_exception(exc, None, only=True))
             return None, error_info(exc, text, "syntax")
         # The handler raises KeyboardInterrupt only between these two assignments,
         # so an interrupt can never escape into the driver.
@@ -102,7 +100,7 @@ class Kernel:
                 self.interruptible = False
         except BaseException as exc:  # SystemExit and KeyboardInterrupt too
             tb = user_traceback(exc.__traceback__, filename)
-            text = "".join(traceback.format_exception(type(exc), exc, tb))
+            text = "".join(format_exception(exc, tb))
             return None, error_info(exc, text, "runtime")
 
     def execute(self, body: CodeType, last: CodeType | None) -> Bundle | None:
@@ -180,7 +178,7 @@ class Kernel:
             plt.close(figure)
 
     def send(self, message: dict[str, Any]) -> None:
-        line = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+        line = json_dumps(message, allow_nan=True)
         # Lone surrogates, which can only occur inside JSON strings, become \udXXX escapes.
         data = line.encode("utf-8", "backslashreplace") + b"\n"
         flush_std()
@@ -220,6 +218,99 @@ class PyplotHook:
         return spec
 
 
+class CellSources:
+    """The cells' sources for linecache (tracebacks, inspect), without importing it.
+
+    linecache imports tokenize and re: some 0.4 MB that an idle kernel, one in
+    each of thousands of sandboxes, would hold for nothing. Until something
+    imports linecache, the sources wait here; they go into its cache as it loads.
+    """
+
+    def __init__(self) -> None:
+        self.pending: dict[str, tuple[int, None, list[str], str]] = {}
+        if "linecache" not in sys.modules:
+            sys.meta_path.insert(0, self)
+
+    def add(self, filename: str, source: str) -> None:
+        entry = (len(source), None, source.splitlines(True), filename)
+        linecache = sys.modules.get("linecache")
+        if linecache is None:
+            self.pending[filename] = entry
+        else:
+            linecache.cache[filename] = entry
+
+    def find_spec(
+        self, name: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if name != "linecache":
+            return None
+        sys.meta_path.remove(self)
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec: ModuleSpec | None = None if find is None else find(name, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = FillingLoader(spec.loader, self.pending)  # type: ignore[assignment]
+                return spec
+        return None
+
+
+class FillingLoader:
+    """A module's loader that puts entries into the module's cache once it ran."""
+
+    def __init__(self, loader: Any, entries: dict[str, Any]) -> None:
+        self.loader = loader
+        self.entries = entries
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        module: ModuleType | None = self.loader.create_module(spec)
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        self.loader.exec_module(module)
+        module.cache.update(self.entries)
+        self.entries.clear()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loader, name)
+
+
+def json_dumps(value: object, allow_nan: bool) -> str:
+    """Return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=...).
+
+    With _json's encoder alone where there is one: the json package imports re,
+    which an idle kernel would hold for nothing.
+    """
+    if JSON_ENCODER is None:
+        import json
+
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=allow_nan)
+    make_encoder, encode_string = JSON_ENCODER
+    # Fresh markers (the circular reference check) each time, as json.dumps.
+    encode = make_encoder(
+        {}, not_serializable, encode_string, None, ":", ",", False, False, allow_nan
+    )
+    return "".join(encode(value, 0))
+
+
+def not_serializable(value: object) -> object:
+    """Refuse value as json.JSONEncoder.default does."""
+    raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
+
+
+def json_encoder() -> tuple[Any, Any] | None:
+    """Return _json's make_encoder and encode_basestring; None without them."""
+    try:
+        from _json import encode_basestring, make_encoder
+
+        make_encoder({}, not_serializable, encode_basestring, None, ":", ",", False, False, True)
+    except (ImportError, TypeError):  # another interpreter, another signature
+        return None
+    return make_encoder, encode_basestring
+
+
+JSON_ENCODER = json_encoder()
+
+
 def new_main_module() -> ModuleType:
     """Make a fresh __main__ module for user code; the driver's globals stay out of it."""
     main = type(sys)("__main__")
@@ -230,12 +321,25 @@ def new_main_module() -> ModuleType:
 
 def compile_cell(source: str, filename: str) -> tuple[CodeType, CodeType | None]:
     """Compile the cell's statements, and its last one apart when that is an expression."""
-    tree = compile(source, filename, "exec", COMPILE_FLAGS | ast.PyCF_ONLY_AST, dont_inherit=True)
+    tree = compile(source, filename, "exec", COMPILE_FLAGS | _ast.PyCF_ONLY_AST, dont_inherit=True)
     last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        expression = ast.Expression(tree.body.pop().value)
+    if tree.body and isinstance(tree.body[-1], _ast.Expr):
+        expression = _ast.Expression(tree.body.pop().value)
         last = compile(expression, filename, "eval", COMPILE_FLAGS, dont_inherit=True)
     return compile(tree, filename, "exec", COMPILE_FLAGS, dont_inherit=True), last
+
+
+def format_exception(exc: BaseException, tb: TracebackType | None, only: bool = False) -> list[str]:
+    """Format exc as traceback does, importing traceback on the first error.
+
+    An idle kernel, one in each of thousands of sandboxes, holds no traceback
+    module (some 200 KB).
+    """
+    import traceback
+
+    if only:
+        return traceback.format_exception_only(type(exc), exc)
+    return traceback.format_exception(type(exc), exc, tb)
 
 
 def user_traceback(tb: TracebackType | None, filename: str) -> TracebackType | None:
@@ -300,7 +404,7 @@ def add_mime(bundle: Bundle, mime: object, value: object) -> None:
         return
     if mime == "application/json" or mime.endswith("+json"):
         try:
-            json.dumps(value, allow_nan=False)
+            json_dumps(value, allow_nan=False)
         except Exception:
             return
         bundle[mime] = value

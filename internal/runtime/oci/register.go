@@ -2,6 +2,7 @@ package oci
 
 import (
 	"context"
+	"os"
 
 	"github.com/agent2env/agent2env/internal/runtime"
 	"github.com/agent2env/agent2env/internal/sandbox"
@@ -22,8 +23,15 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
+		// The agent alone when it is beside this binary (agentbin.go),
+		// else this binary (New's default).
+		var agent string
+		if exe, err := os.Executable(); err == nil {
+			agent = agentBeside(exe)
+		}
 		return New(Config{
 			Root:          opts.Root,
+			AgentBinary:   agent,
 			RuntimeBinary: settings[settingBinary],
 			CRIU:          settings[settingCRIU],
 			Images:        opts.Images,
