@@ -45,6 +45,9 @@ mcp-clients:
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/agent2env
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(AGENT_BIN) ./cmd/agent2env-agent
+	@# go build leaves an up-to-date binary untouched; the daemon takes the agent
+	@# beside it only when it is no older than itself (internal/runtime/oci/agentbin.go).
+	touch $(AGENT_BIN)
 
 run: deps build
 	$(SUDO) AGENT2ENV_CACHE_DIR=$(AGENT2ENV_CACHE_DIR) $(BIN) serve --listen $(LISTEN) --data-dir $(DATA_DIR)

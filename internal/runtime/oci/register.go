@@ -29,6 +29,9 @@ func init() {
 		if exe, err := os.Executable(); err == nil {
 			agent = agentBeside(exe)
 		}
+		if agent == "" && opts.Logger != nil {
+			opts.Logger.Info("oci runtime: no " + agentBesideName + " of this build beside the daemon; sandboxes run the daemon's own binary as their agent, ≈ 6 MiB more memory each")
+		}
 		return New(Config{
 			Root:          opts.Root,
 			AgentBinary:   agent,
