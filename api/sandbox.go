@@ -49,6 +49,11 @@ type Sandbox struct {
 	// proxy (agent2env addition): its template's network section, or the
 	// network it was created with; absent: nothing.
 	Network *NetworkSpec `json:"network,omitempty"`
+	// Contexts, in the answer of a create with FromSnapshot only
+	// (agent2env addition), maps the id of each code-interpreter context
+	// of the snapshot to the id of the same context in this sandbox, as
+	// ForkedSandbox.Contexts does; absent when the snapshot holds none.
+	Contexts map[string]string `json:"contexts,omitempty"`
 }
 
 // Never is the expires_at of a sandbox whose ttl is 0.

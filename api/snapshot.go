@@ -63,7 +63,8 @@ type ForkedSandbox struct {
 	Sandbox
 	// Contexts maps the id of each code-interpreter context of the
 	// snapshot to the id of the same context (its kernel, with its
-	// variables) in this sandbox.
+	// variables) in this sandbox; always present, {} when none (it
+	// shadows Sandbox.Contexts, which a fork leaves unset).
 	Contexts map[string]string `json:"contexts"`
 }
 

@@ -84,7 +84,9 @@ func (s *SnapshotService) Delete(ctx context.Context, id string) error {
 }
 
 // Restore makes a new sandbox from snapshot id, running, with ttl (nil:
-// the daemon's default) and metadata; the rest is the snapshot's.
+// the daemon's default) and metadata; the rest is the snapshot's. Its
+// Contexts maps each of the snapshot's contexts to its id in the new
+// sandbox.
 func (s *SnapshotService) Restore(ctx context.Context, id string, ttl *int, metadata map[string]string) (*api.Sandbox, error) {
 	if id == "" {
 		return nil, errors.New("restore: snapshot id is empty")

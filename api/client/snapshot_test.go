@@ -26,7 +26,7 @@ func TestSnapshots(t *testing.T) {
 		case r.URL.Path == "/api/v1/snapshots":
 			json.NewEncoder(w).Encode(api.SnapshotList{Items: []api.Snapshot{{ID: "snap-1"}}})
 		case r.URL.Path == "/api/v1/sandboxes":
-			json.NewEncoder(w).Encode(api.Sandbox{ID: "new"})
+			io.WriteString(w, `{"id":"new","contexts":{"ctx-a":"ctx-c"}}`)
 		case strings.HasSuffix(r.URL.Path, "/fork"):
 			json.NewEncoder(w).Encode(api.ForkResponse{SnapshotID: "snap-1", Sandboxes: []api.ForkedSandbox{
 				{Sandbox: api.Sandbox{ID: "f1"}, Contexts: map[string]string{"ctx-a": "ctx-b"}}}})
@@ -54,7 +54,7 @@ func TestSnapshots(t *testing.T) {
 		t.Error(err)
 	}
 	ttl := 60
-	if sb, err := s.Restore(ctx, "snap-1", &ttl, nil); err != nil || sb.ID != "new" {
+	if sb, err := s.Restore(ctx, "snap-1", &ttl, nil); err != nil || sb.ID != "new" || sb.Contexts["ctx-a"] != "ctx-c" {
 		t.Errorf("Restore = %+v, %v", sb, err)
 	}
 	if res, err := s.ForkSandbox(ctx, "sb", api.ForkRequest{Count: 2, TTL: &ttl}); err != nil || res.SnapshotID != "snap-1" ||

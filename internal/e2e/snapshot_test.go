@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -131,6 +132,10 @@ for i in $(seq 50); do [ -s /workspace/v ] && break; sleep 0.1; done; cat /works
 		var cs api.ContextList
 		if code := d.do("GET", "/api/v1/sandboxes/"+r.ID+"/contexts", nil, &cs); code != http.StatusOK || len(cs.Items) != 1 || cs.Items[0].ContextID == ctxInfo.ContextID {
 			t.Fatalf("contexts of the restored sandbox: %d %+v; want the parent's one under a new id", code, cs)
+		}
+		// The answer says where the snapshot's context is, as a fork's does.
+		if want := map[string]string{ctxInfo.ContextID: cs.Items[0].ContextID}; !maps.Equal(r.Contexts, want) {
+			t.Errorf("restore's contexts = %v, want %v", r.Contexts, want)
 		}
 		var ran api.ExecuteResponse
 		if code := d.do("POST", "/api/v1/contexts/"+cs.Items[0].ContextID+"/execute", api.ExecuteRequest{Code: "x + 1"}, &ran); code != http.StatusOK || ran.Result != "42" {

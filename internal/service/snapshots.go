@@ -66,7 +66,7 @@ func (s *Sandboxes) DeleteSnapshot(ctx context.Context, id string) error {
 
 // restore makes the sandbox req asks for from its snapshot (FromSnapshot):
 // the request may give its TTL and metadata, nothing else. The sandbox has
-// the snapshot's contexts under new ids.
+// the snapshot's contexts under new ids, which it returns (Contexts).
 func (s *Sandboxes) restore(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
 	if req.Image != "" || req.Template != "" || req.CPU != "" || req.Memory != "" || len(req.Env) > 0 ||
 		req.Overrides != nil || req.Network != nil || req.TemplateVersion != 0 {
@@ -76,7 +76,11 @@ func (s *Sandboxes) restore(ctx context.Context, req api.CreateSandboxRequest) (
 	if err != nil {
 		return nil, err
 	}
-	return &out.Sandboxes[0].Sandbox, nil
+	sb := out.Sandboxes[0].Sandbox
+	if len(out.Sandboxes[0].Contexts) > 0 {
+		sb.Contexts = out.Sandboxes[0].Contexts
+	}
+	return &sb, nil
 }
 
 // Fork takes a live snapshot of sandbox id, which runs on, and makes

@@ -110,7 +110,19 @@ def test_create_from_snapshot(
     assert sent(httpx_mock) == want
     assert sb.id == "sb0000000002"
     assert sb.status is SandboxStatus.RUNNING
+    assert sb.contexts is None
     assert httpx_mock.get_requests()[0].extensions["timeout"]["read"] == 300
+
+
+def test_create_from_snapshot_contexts(client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(
+        method="POST",
+        url=f"{BASE}/sandboxes",
+        status_code=201,
+        json=sandbox_json(id="sb0000000002", contexts={"ctx-old": "ctx-new"}),
+    )
+    sb = client.sandbox.create_from_snapshot("snap-0123abcd")
+    assert sb.contexts == {"ctx-old": "ctx-new"}
 
 
 def test_create_from_snapshot_errors(client: Any, httpx_mock: HTTPXMock) -> None:

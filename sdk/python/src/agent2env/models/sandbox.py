@@ -94,6 +94,10 @@ class Sandbox(APIModel):
     """The labels its client gave it (agent2env addition; the OpenSandbox API's metadata)."""
     terminals: list[TerminalInfo] | None = None
     """Its persistent terminals, when it runs (agent2env addition)."""
+    contexts: dict[str, str] | None = None
+    """In the answer of ``create_from_snapshot`` only (agent2env addition): the id of each
+    code-interpreter context of the snapshot, to the id of the same context (its interpreter,
+    with its variables) in this sandbox, as a fork's; ``None`` when the snapshot holds none."""
 
 
 class SandboxOverrides(APIModel):

@@ -400,7 +400,8 @@ class SandboxService:
 
         The new sandbox has its own id and the snapshot's image, resources,
         environment and network; it is ``running`` when returned. Each call
-        makes another independent copy.
+        makes another independent copy. Its ``contexts`` maps the id of each
+        context of the snapshot to the id of the same context in it.
 
         Args:
             snapshot_id: The snapshot.
