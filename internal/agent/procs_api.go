@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -13,10 +14,15 @@ import (
 )
 
 // handleProcStart starts a detached process and answers its ProcInfo at
-// once.
+// once; or, asked to upgrade to procProtocol, starts it and turns the
+// connection into its writer attachment from its first byte (as
+// handleProcAttach does), whose first frame is its ProcInfo
+// (frameStarted): the start and the attach of a one-shot client in one
+// exchange, with no moment in which another client could attach first.
 func (s *Server) handleProcStart(w http.ResponseWriter, r *http.Request) {
 	var req ProcRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxExecHeader)).Decode(&req); err != nil {
+	body := http.MaxBytesReader(w, r.Body, maxExecHeader)
+	if err := json.NewDecoder(body).Decode(&req); err != nil {
 		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Errorf("decode process request: %w", err))
 		return
 	}
@@ -24,12 +30,29 @@ func (s *Server) handleProcStart(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", err)
 		return
 	}
+	attach := r.Header.Get("Upgrade") != ""
+	if attach {
+		if !upgrading(w, r, procProtocol) {
+			return
+		}
+		// What follows the body on the connection is the attachment's.
+		if _, err := io.Copy(io.Discard, body); err != nil {
+			writeError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Errorf("read process request: %w", err))
+			return
+		}
+	}
 	p, err := s.procs.start(&req)
 	if err != nil {
 		writeProcError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, p.info())
+	if !attach {
+		writeJSON(w, http.StatusCreated, p.info())
+		return
+	}
+	if !s.attachProc(w, p, 0, false, false, true) {
+		s.procs.remove(p) // nobody could attach: it must not wait for one
+	}
 }
 
 func (s *Server) handleProcList(w http.ResponseWriter, r *http.Request) {

@@ -135,6 +135,15 @@ func (s *Server) handleProcAttach(w http.ResponseWriter, r *http.Request) {
 	if !upgrading(w, r, procProtocol) {
 		return
 	}
+	s.attachProc(w, p, since, readOnly, takeover, false)
+}
+
+// attachProc attaches the client of w, whose request asked to upgrade to
+// procProtocol, to p, its output from offset since (see
+// handleProcAttach); started first sends p's ProcInfo (frameStarted). It
+// reports whether the client was attached: false when the answer is an
+// error (another writer is attached) or the connection failed first.
+func (s *Server) attachProc(w http.ResponseWriter, p *detachedProc, since int64, readOnly, takeover, started bool) bool {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	a := &attachment{cancel: cancel}
@@ -142,7 +151,7 @@ func (s *Server) handleProcAttach(w http.ResponseWriter, r *http.Request) {
 	if !readOnly {
 		if err := p.claimWriter(a, takeover); err != nil {
 			writeProcError(w, err)
-			return
+			return false
 		}
 		defer p.releaseWriter(a)
 		if p.flow {
@@ -153,21 +162,31 @@ func (s *Server) handleProcAttach(w http.ResponseWriter, r *http.Request) {
 	}
 	conn, err := switchProtocols(w, procProtocol)
 	if err != nil {
-		return
+		return false
 	}
 	defer conn.Close()
+	fw := &frameWriter{w: conn, flush: func() error { return nil }}
+	if started {
+		info, err := json.Marshal(p.info())
+		if err == nil {
+			err = fw.frame(frameStarted, info)
+		}
+		if err != nil {
+			return false
+		}
+	}
 	input := make(chan struct{})
 	go func() {
 		defer close(input)
 		p.readInput(ctx, a, conn)
 		cancel(errClientGone)
 	}()
-	fw := &frameWriter{w: conn, flush: func() error { return nil }}
 	if err := p.streamOutput(ctx, since, true, fw, holder); errors.Is(err, ErrTakenOver) {
 		_ = fw.frame(frameTakenOver, []byte(ErrTakenOver.Error()))
 	}
 	conn.Close()
 	<-input
+	return true
 }
 
 // readInput takes an attachment's frames until its connection ends,

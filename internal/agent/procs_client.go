@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -219,6 +220,62 @@ func (c *Client) AttachProc(ctx context.Context, id string, opts AttachOptions) 
 	if err != nil {
 		return nil, err
 	}
+	return newAttachment(conn, opts), nil
+}
+
+// StartAttachProc starts a detached process, as StartProc does, and
+// attaches to it as its writer from its first byte, as AttachProc does,
+// in one exchange with the agent: no round trip between the two, and no
+// moment in which another client could attach first. The attachment's
+// options are opts' Stderr and Output; Since, ReadOnly and Takeover must
+// be unset. ctx bounds the start and the attaching only.
+func (c *Client) StartAttachProc(ctx context.Context, req ProcRequest, opts AttachOptions) (ProcInfo, *ProcAttachment, error) {
+	if opts.Since != 0 || opts.ReadOnly || opts.Takeover {
+		return ProcInfo{}, nil, errdefs.Invalid("start and attach: the attachment is the writer's, from the start")
+	}
+	if err := req.Validate(); err != nil {
+		return ProcInfo{}, nil, errdefs.Invalid("start process: %v", err)
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return ProcInfo{}, nil, fmt.Errorf("encode process request: %w", err)
+	}
+	conn, resp, err := c.openRequest(ctx, http.MethodPost, "/v1/procs", b, procProtocol, "start process")
+	if err != nil {
+		return ProcInfo{}, nil, err
+	}
+	var info ProcInfo
+	if resp != nil {
+		// An agent from before the combined call started it only.
+		if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
+			return ProcInfo{}, nil, fmt.Errorf("decode process info: %w: %w", errdefs.ErrUnavailable, err)
+		}
+		a, err := c.AttachProc(ctx, info.ID, opts)
+		if err != nil {
+			_, _ = c.KillProc(context.WithoutCancel(ctx), info.ID) // it must not wait for a writer
+			return ProcInfo{}, nil, err
+		}
+		return info, a, nil
+	}
+	// Its first frame is the process's ProcInfo.
+	br := bufio.NewReader(conn)
+	kind, p, err := readFrame(br, nil)
+	if err == nil && kind != frameStarted {
+		err = fmt.Errorf("first frame %q, want the process's start", kind)
+	}
+	if err == nil {
+		err = json.Unmarshal(p, &info)
+	}
+	if err != nil {
+		conn.Close()
+		return ProcInfo{}, nil, fmt.Errorf("start process: %w: %w", errdefs.ErrUnavailable, err)
+	}
+	return info, newAttachment(withBuffered(conn, br), opts), nil
+}
+
+// newAttachment is the attachment on conn, switched to procProtocol,
+// that opts describe.
+func newAttachment(conn net.Conn, opts AttachOptions) *ProcAttachment {
 	pr, pw := io.Pipe()
 	a := &ProcAttachment{conn: conn, out: pr, readOnly: opts.ReadOnly, done: make(chan struct{})}
 	a.res.Next = opts.Since
@@ -233,7 +290,7 @@ func (c *Client) AttachProc(ctx context.Context, id string, opts AttachOptions) 
 		pw.Close()
 	}
 	go a.receive(pw, emit)
-	return a, nil
+	return a
 }
 
 // ProcAttachment is a client attached to a process. Read, Write, Resize

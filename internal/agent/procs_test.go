@@ -1,12 +1,16 @@
 package agent
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -681,6 +685,133 @@ func TestParseSignal(t *testing.T) {
 	for _, in := range []string{"", "0", "65", "NOPE"} {
 		if _, err := parseSignal(in); err == nil {
 			t.Errorf("parseSignal(%q) succeeded", in)
+		}
+	}
+}
+
+// StartAttachProc starts a process and attaches to it as its writer in
+// one exchange: the output from the first byte, held for it with flow
+// control (nothing missed), and its input; a request the agent refuses
+// starts nothing. Against an agent from before the combined call (which
+// only starts the process), it starts and then attaches.
+func TestProcStartAttach(t *testing.T) {
+	const total = 20 << 20
+	current, _ := startAgent(t)
+	for _, agent := range []struct {
+		name string
+		c    *Client
+	}{
+		{"current agent", current},
+		{"agent without the combined call", startOldAgent(t)},
+	} {
+		t.Run(agent.name, func(t *testing.T) {
+			c, ctx := agent.c, context.Background()
+			info, a, err := c.StartAttachProc(ctx, ProcRequest{Shell: "head -c " + strconv.Itoa(total) + " /dev/zero", FlowControl: true, AwaitWriter: true}, AttachOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.ID == "" || info.Pid == 0 || info.Started.IsZero() {
+				t.Errorf("started %+v", info)
+			}
+			time.Sleep(300 * time.Millisecond) // the process would outrun the ring meanwhile, unless held
+			n, err := io.Copy(io.Discard, a)
+			res, werr := a.Wait()
+			if err != nil || werr != nil || res.Proc.Running || n != total || res.Missed != 0 {
+				t.Errorf("read %d bytes, %v; end %+v, %v; want all %d", n, err, res, werr, total)
+			}
+
+			info, a, err = c.StartAttachProc(ctx, ProcRequest{Command: []string{"cat"}, Stdin: true}, AttachOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p, err := c.Proc(ctx, info.ID); err != nil || !p.Writer {
+				t.Errorf("the process after the start: %+v, %v; want a writer", p, err)
+			}
+			if _, err := a.Write([]byte("hello")); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.CloseWrite(); err != nil {
+				t.Fatal(err)
+			}
+			out, _ := io.ReadAll(a)
+			if res, err := a.Wait(); string(out) != "hello" || err != nil || res.Proc.ExitCode != 0 {
+				t.Errorf("cat: %q, %+v, %v", out, res.Proc, err)
+			}
+
+			before, err := c.Procs(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := c.StartAttachProc(ctx, ProcRequest{Command: []string{"true"}, Cwd: "/nonexistent"}, AttachOptions{}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+				t.Errorf("a bad cwd: %v, want invalid argument", err)
+			}
+			if _, _, err := c.StartAttachProc(ctx, ProcRequest{Command: []string{"true"}}, AttachOptions{ReadOnly: true}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+				t.Errorf("a read-only start: %v, want invalid argument", err)
+			}
+			if after, err := c.Procs(ctx); err != nil || len(after) != len(before) {
+				t.Errorf("refused starts left %d processes, had %d (%v)", len(after), len(before), err)
+			}
+		})
+	}
+}
+
+// startOldAgent is startAgent behind a proxy that drops the upgrade of
+// every POST: an agent from before the combined start and attach.
+func startOldAgent(t *testing.T) *Client {
+	t.Helper()
+	sock, _, _ := serveAgent(t, func(dir string) ServerConfig {
+		return ServerConfig{Env: []string{"PATH=" + os.Getenv("PATH")}, Cwd: dir, UID: -1, GID: -1}
+	})
+	front := filepath.Join(t.TempDir(), "front.sock")
+	l, err := net.Listen("unix", front)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go proxyNoPostUpgrade(conn, sock)
+		}
+	}()
+	c := NewClient(UnixDialer(front), "")
+	t.Cleanup(c.Close)
+	return c
+}
+
+// proxyNoPostUpgrade relays conn to the agent at sock, without the
+// upgrade of a POST; after the upgrade of another request, it relays
+// the bytes as they are.
+func proxyNoPostUpgrade(conn net.Conn, sock string) {
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	up, err := net.Dial("unix", sock)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	go func() {
+		_, _ = io.Copy(conn, up)
+		conn.Close()
+	}()
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		if req.Method == http.MethodPost {
+			req.Header.Del("Upgrade")
+			req.Header.Del("Connection")
+		}
+		if err := req.Write(up); err != nil {
+			return
+		}
+		if req.Header.Get("Upgrade") != "" {
+			_, _ = io.Copy(up, br) // switched: the rest is the protocol's
+			return
 		}
 	}
 }
