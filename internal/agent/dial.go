@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -138,90 +137,59 @@ func (c *Client) DialPort(ctx context.Context, port int) (net.Conn, error) {
 // protocol. ctx bounds the wait for the switch; what names the request in
 // errors.
 func (c *Client) open(ctx context.Context, path, protocol, what string) (net.Conn, error) {
-	conn, resp, err := c.openRequest(ctx, http.MethodGet, path, nil, protocol, what)
-	if err == nil && resp != nil {
-		err = fmt.Errorf("%s: %w: agent answered %s, not a switch to %s", what, errdefs.ErrUnavailable, resp.Status, protocol)
-	}
-	return conn, err
-}
-
-// openRequest is open for a request of any method, with body (nil: none),
-// that the agent may also answer without switching: then it returns that
-// answer, a success, with its body read (the connection is closed) in
-// place of a connection. An answer that is an error is its error.
-func (c *Client) openRequest(ctx context.Context, method, path string, body []byte, protocol, what string) (net.Conn, *http.Response, error) {
 	// The transport's dialer is the client's DialFunc; the connection is
 	// taken out of HTTP, so it must not come from the pool.
 	conn, err := c.tr.DialContext(ctx, "unix", "agent")
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, nil, ctx.Err()
+			return nil, ctx.Err()
 		}
-		return nil, nil, fmt.Errorf("reach agent: %w: %w", errdefs.ErrUnavailable, err)
+		return nil, fmt.Errorf("reach agent: %w: %w", errdefs.ErrUnavailable, err)
 	}
 	// A cancelled ctx interrupts the exchange below.
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	nc, resp, err := c.upgrade(conn, method, path, body, protocol, what)
+	nc, err := c.upgrade(conn, path, protocol, what)
 	if !stop() {
 		if nc != nil {
 			nc.Close()
 		} else {
 			conn.Close()
 		}
-		return nil, nil, ctx.Err()
+		return nil, ctx.Err()
 	}
-	if err != nil || resp != nil {
+	if err != nil {
 		conn.Close()
-		return nil, resp, err
+		return nil, err
 	}
-	return nc, nil, nil
+	return nc, nil
 }
 
 // upgrade sends the upgrade request on conn and returns conn as the pipe
-// the agent switched it to, or the agent's answer without a switch (see
-// openRequest).
-func (c *Client) upgrade(conn net.Conn, method, path string, body []byte, protocol, what string) (net.Conn, *http.Response, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequest(method, base+path, rd)
+// the agent switched it to.
+func (c *Client) upgrade(conn net.Conn, path, protocol, what string) (net.Conn, error) {
+	req, err := http.NewRequest(http.MethodGet, base+path, nil)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", protocol)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	if err := req.Write(conn); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w: %w", what, errdefs.ErrUnavailable, err)
+		return nil, fmt.Errorf("%s: %w: %w", what, errdefs.ErrUnavailable, err)
 	}
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, req)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w: %w", what, errdefs.ErrUnavailable, err)
+		return nil, fmt.Errorf("%s: %w: %w", what, errdefs.ErrUnavailable, err)
 	}
-	if resp.StatusCode == http.StatusSwitchingProtocols {
-		return withBuffered(conn, br), nil, nil
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		defer resp.Body.Close()
+		return nil, fmt.Errorf("%s: %w", what, decodeError(resp))
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return nil, nil, fmt.Errorf("%s: %w", what, decodeError(resp))
-	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w: %w", what, errdefs.ErrUnavailable, err)
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(b))
-	return nil, resp, nil
+	return withBuffered(conn, br), nil
 }
-
-// maxAnswer bounds the body of an answer that is not a switch.
-const maxAnswer = 1 << 20
 
 // withBuffered returns c reading first what br (a reader on c) holds.
 func withBuffered(c net.Conn, br *bufio.Reader) net.Conn {

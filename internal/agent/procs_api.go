@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -14,15 +13,12 @@ import (
 )
 
 // handleProcStart starts a detached process and answers its ProcInfo at
-// once; or, asked to upgrade to procProtocol, starts it and turns the
-// connection into its writer attachment from its first byte (as
-// handleProcAttach does), whose first frame is its ProcInfo
-// (frameStarted): the start and the attach of a one-shot client in one
-// exchange, with no moment in which another client could attach first.
+// once; with ?follow=1, it answers the process's output stream instead
+// (followStarted): the start and the output of a client that reads a
+// process to its end, in one exchange.
 func (s *Server) handleProcStart(w http.ResponseWriter, r *http.Request) {
 	var req ProcRequest
-	body := http.MaxBytesReader(w, r.Body, maxExecHeader)
-	if err := json.NewDecoder(body).Decode(&req); err != nil {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxExecHeader)).Decode(&req); err != nil {
 		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Errorf("decode process request: %w", err))
 		return
 	}
@@ -30,29 +26,21 @@ func (s *Server) handleProcStart(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", err)
 		return
 	}
-	attach := r.Header.Get("Upgrade") != ""
-	if attach {
-		if !upgrading(w, r, procProtocol) {
-			return
-		}
-		// What follows the body on the connection is the attachment's.
-		if _, err := io.Copy(io.Discard, body); err != nil {
-			writeError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Errorf("read process request: %w", err))
-			return
-		}
+	follow, err := strconv.ParseBool(cmp.Or(r.URL.Query().Get("follow"), "0"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Errorf("follow: %w", err))
+		return
 	}
 	p, err := s.procs.start(&req)
 	if err != nil {
 		writeProcError(w, err)
 		return
 	}
-	if !attach {
-		writeJSON(w, http.StatusCreated, p.info())
+	if follow {
+		s.followStarted(w, r, p)
 		return
 	}
-	if !s.attachProc(w, p, 0, false, false, true) {
-		s.procs.remove(p) // nobody could attach: it must not wait for one
-	}
+	writeJSON(w, http.StatusCreated, p.info())
 }
 
 func (s *Server) handleProcList(w http.ResponseWriter, r *http.Request) {

@@ -36,19 +36,20 @@ func (m *Manager) StartProcIO(ctx context.Context, id string, req ProcRequest, p
 	return info, nil
 }
 
-// StartAttachProc is StartProcIO then AttachProc as the process's writer
-// from its first byte, in one exchange with the agent; opts' Since,
-// ReadOnly and Takeover must be unset.
-func (m *Manager) StartAttachProc(ctx context.Context, id string, req ProcRequest, pio ProcIO, opts agent.AttachOptions) (agent.ProcInfo, *agent.ProcAttachment, error) {
+// StartFollowProc is StartProcIO then a read of the process's output from
+// its first byte to its end as its writer, in one exchange with the agent
+// (agent.Client.StartFollowProc): started is called with the process
+// before output gets any of its output.
+func (m *Manager) StartFollowProc(ctx context.Context, id string, req ProcRequest, pio ProcIO, started func(agent.ProcInfo) error, output agent.OutputFunc) (agent.ProcOutputResult, error) {
 	c, preq, err := m.procIO(ctx, id, req, pio)
 	if err != nil {
-		return agent.ProcInfo{}, nil, err
+		return agent.ProcOutputResult{}, err
 	}
-	info, a, err := c.StartAttachProc(ctx, preq, opts)
+	res, err := c.StartFollowProc(ctx, preq, started, output)
 	if err != nil {
-		return agent.ProcInfo{}, nil, fmt.Errorf("start process in sandbox %s: %w", id, err)
+		return agent.ProcOutputResult{}, fmt.Errorf("process in sandbox %s: %w", id, err)
 	}
-	return info, a, nil
+	return res, nil
 }
 
 // procIO checks req and pio and returns the agent's request and the

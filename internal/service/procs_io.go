@@ -61,31 +61,19 @@ func (s *Sandboxes) StartProcIO(ctx context.Context, id string, req ProcRequest,
 // streams it to its end (E2B's process Start) needs, at the cost of one
 // round trip where the two calls take two. started is called with the
 // command, once it runs, before any of its output goes to out; an error
-// from it ends the read, not the command.
+// from it, or the end of ctx, ends the read, not the command.
 func (s *Sandboxes) StartFollowProc(ctx context.Context, id string, req ProcRequest, pio ProcIO, started func(ProcDetail) error, out TerminalOutput) (ProcOutputResult, error) {
-	gate := make(chan struct{}) // closed once started has returned
-	var startErr error          // what started returned, once gate is closed
-	emit := agentOutput(out)
-	opts := agent.AttachOptions{Output: func(stream byte, at int64, p []byte) error {
-		<-gate
-		if startErr != nil {
-			return startErr
-		}
-		return emit(stream, at, p)
-	}}
-	info, a, err := s.m.StartAttachProc(ctx, id,
+	res, err := s.m.StartFollowProc(ctx, id,
 		manager.ProcRequest{Command: req.Command, Shell: req.Shell, Env: req.Env, Cwd: req.Cwd, Timeout: req.Timeout},
-		manager.ProcIO{Tag: pio.Tag, TTY: pio.TTY, Rows: pio.Rows, Cols: pio.Cols, Stdin: pio.Stdin, FlowControl: pio.FlowControl}, opts)
+		manager.ProcIO{Tag: pio.Tag, TTY: pio.TTY, Rows: pio.Rows, Cols: pio.Cols, Stdin: pio.Stdin, FlowControl: pio.FlowControl},
+		func(info agent.ProcInfo) error { return started(procDetailOf(info)) }, agentOutput(out))
 	if err != nil {
+		if ctx.Err() != nil {
+			return ProcOutputResult{}, context.Cause(ctx)
+		}
 		return ProcOutputResult{}, err
 	}
-	defer a.Close()
-	startErr = started(procDetailOf(info))
-	close(gate)
-	if startErr != nil {
-		return ProcOutputResult{}, startErr
-	}
-	return waitAttachment(ctx, a)
+	return ProcOutputResult{Next: res.Next, Missed: res.Missed, Proc: procOf(res.Proc)}, nil
 }
 
 // FollowProc sends the output of background command pid of sandbox id,
@@ -109,11 +97,6 @@ func (s *Sandboxes) FollowProc(ctx context.Context, id, pid string, since int64,
 		return ProcOutputResult{}, err
 	}
 	defer a.Close()
-	return waitAttachment(ctx, a)
-}
-
-// waitAttachment waits for the end of attachment a, or of ctx, which closes it.
-func waitAttachment(ctx context.Context, a *agent.ProcAttachment) (ProcOutputResult, error) {
 	defer context.AfterFunc(ctx, func() { a.Close() })()
 	res, err := a.Wait()
 	if err != nil {
