@@ -220,7 +220,21 @@ func (c *Client) AttachProc(ctx context.Context, id string, opts AttachOptions) 
 	if err != nil {
 		return nil, err
 	}
-	return newAttachment(conn, opts), nil
+	pr, pw := io.Pipe()
+	a := &ProcAttachment{conn: conn, out: pr, readOnly: opts.ReadOnly, done: make(chan struct{})}
+	a.res.Next = opts.Since
+	emit := opts.Output
+	if emit == nil {
+		stderr := opts.Stderr
+		if stderr == nil {
+			stderr = pw
+		}
+		emit = toWriters(pw, stderr)
+	} else {
+		pw.Close()
+	}
+	go a.receive(pw, emit)
+	return a, nil
 }
 
 // StartFollowProc starts a detached process, as StartProc does, and
@@ -304,26 +318,6 @@ func (c *Client) followStarted(ctx context.Context, body io.Reader, started func
 		err = ctx.Err()
 	}
 	return res, err
-}
-
-// newAttachment is the attachment on conn, switched to procProtocol,
-// that opts describe.
-func newAttachment(conn net.Conn, opts AttachOptions) *ProcAttachment {
-	pr, pw := io.Pipe()
-	a := &ProcAttachment{conn: conn, out: pr, readOnly: opts.ReadOnly, done: make(chan struct{})}
-	a.res.Next = opts.Since
-	emit := opts.Output
-	if emit == nil {
-		stderr := opts.Stderr
-		if stderr == nil {
-			stderr = pw
-		}
-		emit = toWriters(pw, stderr)
-	} else {
-		pw.Close()
-	}
-	go a.receive(pw, emit)
-	return a
 }
 
 // ProcAttachment is a client attached to a process. Read, Write, Resize
