@@ -13,7 +13,9 @@ import (
 )
 
 // handleProcStart starts a detached process and answers its ProcInfo at
-// once.
+// once; with ?follow=1, it answers the process's output stream instead
+// (followStarted): the start and the output of a client that reads a
+// process to its end, in one exchange.
 func (s *Server) handleProcStart(w http.ResponseWriter, r *http.Request) {
 	var req ProcRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxExecHeader)).Decode(&req); err != nil {
@@ -24,9 +26,18 @@ func (s *Server) handleProcStart(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", err)
 		return
 	}
+	follow, err := strconv.ParseBool(cmp.Or(r.URL.Query().Get("follow"), "0"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Errorf("follow: %w", err))
+		return
+	}
 	p, err := s.procs.start(&req)
 	if err != nil {
 		writeProcError(w, err)
+		return
+	}
+	if follow {
+		s.followStarted(w, r, p)
 		return
 	}
 	writeJSON(w, http.StatusCreated, p.info())

@@ -118,6 +118,45 @@ func (s *Server) handleProcOutput(w http.ResponseWriter, r *http.Request) {
 	_ = p.streamOutput(r.Context(), since, follow, fw, nil)
 }
 
+// followStarted answers the output stream of p, just started: a
+// frameStarted with its ProcInfo, then its output from its first byte and
+// its end as handleProcOutput's follow gives them. The stream holds p's
+// writer place, as an attachment does, but takes no input (that goes
+// through POST /v1/procs/{id}/stdin): with flow control, p's output
+// waits for it rather than overwrite what it has not sent, until the
+// client leaves (the end of r's context), which ends the stream and not
+// the process; a takeover ends it with frameTakenOver.
+func (s *Server) followStarted(w http.ResponseWriter, r *http.Request, p *detachedProc) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	a := &attachment{cancel: cancel}
+	if err := p.claimWriter(a, false); err != nil {
+		s.procs.remove(p) // nobody follows it: it must not wait for one
+		writeProcError(w, err)
+		return
+	}
+	defer p.releaseWriter(a)
+	var holder *attachment
+	if p.flow {
+		holder = a
+		p.out.hold(a, 0)
+		defer p.out.release(a)
+	}
+	w.Header().Set("Content-Type", "application/x-agent2env-frames")
+	w.WriteHeader(http.StatusCreated)
+	fw := &frameWriter{w: w, flush: http.NewResponseController(w).Flush}
+	info, err := json.Marshal(p.info())
+	if err == nil {
+		err = fw.frame(frameStarted, info)
+	}
+	if err == nil {
+		err = p.streamOutput(ctx, 0, true, fw, holder)
+	}
+	if errors.Is(err, ErrTakenOver) {
+		_ = fw.frame(frameTakenOver, []byte(ErrTakenOver.Error()))
+	}
+}
+
 // handleProcAttach turns the request's connection into a two-way stream
 // of frames with a process (?since=N&readonly=1&takeover=1): its output
 // from offset since, then its ProcInfo, one way; input, resizes and the

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -234,6 +235,89 @@ func (c *Client) AttachProc(ctx context.Context, id string, opts AttachOptions) 
 	}
 	go a.receive(pw, emit)
 	return a, nil
+}
+
+// StartFollowProc starts a detached process, as StartProc does, and
+// reads its output from its first byte to its end, as ProcOutput with
+// Follow does, in one exchange with the agent: started is called with the
+// process once it runs, then output with its output as it comes. The
+// read holds the process's writer place, as a writer attachment does
+// (the output of a process with FlowControl waits for output rather than
+// overwrite what it has not taken; a takeover ends the read with an
+// ErrTakenOver), but sends no input: ProcStdin does. An error from
+// started or output, or the end of ctx, ends the read, not the process.
+func (c *Client) StartFollowProc(ctx context.Context, req ProcRequest, started func(ProcInfo) error, output OutputFunc) (ProcOutputResult, error) {
+	if err := req.Validate(); err != nil {
+		return ProcOutputResult{}, errdefs.Invalid("start process: %v", err)
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return ProcOutputResult{}, fmt.Errorf("encode process request: %w", err)
+	}
+	resp, err := c.do(ctx, http.MethodPost, "/v1/procs", url.Values{"follow": {"true"}}, bytes.NewReader(b))
+	if err != nil {
+		return ProcOutputResult{}, err
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("Content-Type") == "application/json" {
+		// An agent from before ?follow started it only.
+		return c.followStarted(ctx, resp.Body, started, output)
+	}
+	var res ProcOutputResult
+	first := true
+	err = readFrames(ctx, resp.Body, "process output", func(kind byte, p []byte) (bool, error) {
+		switch {
+		case first != (kind == frameStarted):
+			return true, fmt.Errorf("%w: frame %q out of place", errdefs.ErrUnavailable, kind)
+		case first:
+			first = false
+			var info ProcInfo
+			if err := json.Unmarshal(p, &info); err != nil {
+				return true, fmt.Errorf("decode process info: %w", err)
+			}
+			return false, started(info)
+		case kind == frameTakenOver:
+			return true, fmt.Errorf("%w: %w", errdefs.ErrFailedPrecondition, ErrTakenOver)
+		}
+		return res.frame(kind, p, output)
+	})
+	return res, err
+}
+
+// followStarted is StartFollowProc's read of the process whose ProcInfo
+// body holds, which an older agent started: a writer attachment.
+func (c *Client) followStarted(ctx context.Context, body io.Reader, started func(ProcInfo) error, output OutputFunc) (ProcOutputResult, error) {
+	var info ProcInfo
+	if err := json.NewDecoder(body).Decode(&info); err != nil {
+		return ProcOutputResult{}, fmt.Errorf("decode process info: %w: %w", errdefs.ErrUnavailable, err)
+	}
+	gate := make(chan struct{}) // closed once started has returned
+	var startErr error          // what started returned, once gate is closed
+	a, err := c.AttachProc(ctx, info.ID, AttachOptions{Output: func(stream byte, at int64, p []byte) error {
+		<-gate
+		if startErr != nil {
+			return startErr
+		}
+		return output(stream, at, p)
+	}})
+	if err != nil {
+		if !errors.Is(err, errdefs.ErrFailedPrecondition) { // no other writer: it would wait for one
+			_, _ = c.KillProc(context.WithoutCancel(ctx), info.ID)
+		}
+		return ProcOutputResult{}, err
+	}
+	defer a.Close()
+	startErr = started(info)
+	close(gate)
+	if startErr != nil {
+		return ProcOutputResult{}, startErr
+	}
+	defer context.AfterFunc(ctx, func() { a.Close() })()
+	res, err := a.Wait()
+	if err != nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	return res, err
 }
 
 // ProcAttachment is a client attached to a process. Read, Write, Resize

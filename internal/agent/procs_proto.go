@@ -144,6 +144,10 @@ const (
 	// frameTakenOver ends the output to an attachment whose input another
 	// one took over; its payload says so in words.
 	frameTakenOver byte = 'k'
+	// frameStarted carries the ProcInfo of a process started and followed
+	// in one exchange (POST /v1/procs?follow=1): the first frame of its
+	// stream.
+	frameStarted byte = 'p'
 	// From the client on an attachment: input bytes, a resize (2-byte
 	// big-endian rows then cols), end of input.
 	frameStdin  byte = 'i'

@@ -1,12 +1,16 @@
 package agent
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -681,6 +685,148 @@ func TestParseSignal(t *testing.T) {
 	for _, in := range []string{"", "0", "65", "NOPE"} {
 		if _, err := parseSignal(in); err == nil {
 			t.Errorf("parseSignal(%q) succeeded", in)
+		}
+	}
+}
+
+// StartFollowProc starts a process and reads it to its end in one
+// exchange: its start first, then its output from the first byte, held
+// for the read with flow control (nothing missed), while it holds the
+// writer's place; a request the agent refuses starts nothing. Against an
+// agent from before ?follow (which only starts the process), it starts
+// and then attaches, to the same effect.
+func TestProcStartFollow(t *testing.T) {
+	const total = 20 << 20
+	current, _ := startAgent(t)
+	for _, agent := range []struct {
+		name string
+		c    *Client
+	}{
+		{"current agent", current},
+		{"agent without follow", startOldAgent(t)},
+	} {
+		t.Run(agent.name, func(t *testing.T) {
+			c, ctx := agent.c, context.Background()
+			var info ProcInfo
+			var n int64
+			started := func(p ProcInfo) error {
+				if n > 0 {
+					t.Errorf("started after %d bytes of output", n)
+				}
+				info = p
+				return nil
+			}
+			count := func(_ byte, _ int64, p []byte) error {
+				if n == 0 {
+					time.Sleep(300 * time.Millisecond) // the process would outrun the ring meanwhile, unless held
+				}
+				n += int64(len(p))
+				return nil
+			}
+			res, err := c.StartFollowProc(ctx, ProcRequest{Shell: "head -c " + strconv.Itoa(total) + " /dev/zero", FlowControl: true, AwaitWriter: true}, started, count)
+			if err != nil || res.Proc.Running || n != total || res.Missed != 0 || res.Next != total {
+				t.Errorf("read %d bytes; end %+v, %v; want all %d", n, res, err, total)
+			}
+			if info.ID == "" || info.Pid == 0 || info.Started.IsZero() {
+				t.Errorf("started %+v", info)
+			}
+
+			// It holds the writer's place; its input goes through ProcStdin.
+			var out bytes.Buffer
+			res, err = c.StartFollowProc(ctx, ProcRequest{Command: []string{"cat"}, Stdin: true, FlowControl: true, AwaitWriter: true}, func(p ProcInfo) error {
+				if _, err := c.AttachProc(ctx, p.ID, AttachOptions{}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+					t.Errorf("a second writer: %v, want failed precondition", err)
+				}
+				return c.ProcStdin(ctx, p.ID, strings.NewReader("hello"), true)
+			}, toWriters(&out, &out))
+			if out.String() != "hello" || err != nil || res.Proc.ExitCode != 0 {
+				t.Errorf("cat: %q, %+v, %v", out.String(), res.Proc, err)
+			}
+
+			// A client that leaves ends the read, not the process.
+			cctx, cancel := context.WithCancel(ctx)
+			_, err = c.StartFollowProc(cctx, ProcRequest{Shell: "sleep 0.3; echo done", FlowControl: true, AwaitWriter: true}, func(p ProcInfo) error {
+				info = p
+				cancel()
+				return nil
+			}, toWriters(io.Discard, io.Discard))
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("a read whose context ended: %v, want canceled", err)
+			}
+			if o := follow(t, c, info.ID, 0); o.res.Proc.ExitCode != 0 || o.stdout != "done\n" {
+				t.Errorf("the process after its reader left: %+v, %q", o.res.Proc, o.stdout)
+			}
+
+			before, err := c.Procs(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			none := func(ProcInfo) error { t.Error("a refused start started"); return nil }
+			if _, err := c.StartFollowProc(ctx, ProcRequest{Command: []string{"true"}, Cwd: "/nonexistent"}, none, toWriters(nil, nil)); !errors.Is(err, errdefs.ErrInvalidArgument) {
+				t.Errorf("a bad cwd: %v, want invalid argument", err)
+			}
+			if after, err := c.Procs(ctx); err != nil || len(after) != len(before) {
+				t.Errorf("a refused start left %d processes, had %d (%v)", len(after), len(before), err)
+			}
+		})
+	}
+}
+
+// startOldAgent is startAgent behind a proxy that drops the query of
+// POST /v1/procs: an agent from before its ?follow.
+func startOldAgent(t *testing.T) *Client {
+	t.Helper()
+	sock, _, _ := serveAgent(t, func(dir string) ServerConfig {
+		return ServerConfig{Env: []string{"PATH=" + os.Getenv("PATH")}, Cwd: dir, UID: -1, GID: -1}
+	})
+	front := filepath.Join(t.TempDir(), "front.sock")
+	l, err := net.Listen("unix", front)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go proxyNoPostQuery(conn, sock)
+		}
+	}()
+	c := NewClient(UnixDialer(front), "")
+	t.Cleanup(c.Close)
+	return c
+}
+
+// proxyNoPostQuery relays conn to the agent at sock, without the query of
+// POST /v1/procs; after an upgrade, it relays the bytes as they are.
+func proxyNoPostQuery(conn net.Conn, sock string) {
+	defer conn.Close()
+	br := bufio.NewReader(conn)
+	up, err := net.Dial("unix", sock)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	go func() {
+		_, _ = io.Copy(conn, up)
+		conn.Close()
+	}()
+	for {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		if req.Method == http.MethodPost && req.URL.Path == "/v1/procs" {
+			req.URL.RawQuery = ""
+		}
+		if err := req.Write(up); err != nil {
+			return
+		}
+		if req.Header.Get("Upgrade") != "" {
+			_, _ = io.Copy(up, br) // switched: the rest is the protocol's
+			return
 		}
 	}
 }

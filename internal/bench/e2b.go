@@ -54,7 +54,8 @@ func (s *e2bSDK) do(command string) ([]time.Duration, error) {
 // the wait for running) → Execute of the same bash -l -c true, on d (cold, template base =
 // image img) and on warm, whose python pool holds code-interpreter
 // sandboxes (template code-interpreter-v1), each create timed once the
-// pool is full; then run_code("1") against a context's execute of 1.
+// pool is full; then run_code("1") against a context's execute of 1; then
+// envd's process Start without the SDK (e2bEnvdStart).
 func benchE2B(d, warm *daemon, n int, img string) error {
 	python := os.Getenv("AGENT2ENV_PYTHON")
 	if python == "" {
@@ -95,6 +96,11 @@ func benchE2B(d, warm *daemon, n int, img string) error {
 		return err
 	}
 	report("E2B run_code('1')", theirs, "Go client execute", ours, "≤ 1.5x")
+	start, exec, err := e2bEnvdStart(d, n*4)
+	if err != nil {
+		return fmt.Errorf("E2B envd Start: %w", err)
+	}
+	report("E2B envd Start, sent by Go", start, "Go client execute", exec, "reported (the surface's share)")
 	return nil
 }
 

@@ -25,7 +25,7 @@ import (
 // Procs is what envd's process service needs of the sandbox service: the
 // sandbox's background processes, with their input and terminal.
 type Procs interface {
-	StartProcIO(ctx context.Context, id string, req service.ProcRequest, pio service.ProcIO) (service.ProcDetail, error)
+	StartFollowProc(ctx context.Context, id string, req service.ProcRequest, pio service.ProcIO, started func(service.ProcDetail) error, out service.TerminalOutput) (service.ProcOutputResult, error)
 	Procs(ctx context.Context, id string) ([]service.ProcDetail, error)
 	FollowProc(ctx context.Context, id, pid string, since int64, out service.TerminalOutput) (service.ProcOutputResult, error)
 	ProcInput(ctx context.Context, id, pid string, r io.Reader) error
@@ -116,12 +116,11 @@ func (s *processService) Start(ctx context.Context, req *connect.Request[process
 	// The output waits for this stream, as envd's does for its clients:
 	// one that reads slowly holds the process back and misses nothing.
 	pio.FlowControl = true
-	p, err := s.procs.StartProcIO(ctx, id, preq, pio)
-	if err != nil {
-		return rpcError(err)
-	}
 	send := func(ev *process.ProcessEvent) error { return stream.Send(&process.StartResponse{Event: ev}) }
-	return s.follow(ctx, id, p, 0, keepaliveInterval(req.Header()), send)
+	// The start and the stream are one exchange with the sandbox.
+	return s.follow(ctx, keepaliveInterval(req.Header()), send, func(ctx context.Context, started func(service.ProcDetail) error, out service.TerminalOutput) (service.ProcOutputResult, error) {
+		return s.procs.StartFollowProc(ctx, id, preq, pio, started, out)
+	})
 }
 
 func (s *processService) Connect(ctx context.Context, req *connect.Request[process.ConnectRequest], stream *connect.ServerStream[process.ConnectResponse]) error {
@@ -132,18 +131,27 @@ func (s *processService) Connect(ctx context.Context, req *connect.Request[proce
 	}
 	// As envd does, a connection gets the output from now on.
 	send := func(ev *process.ProcessEvent) error { return stream.Send(&process.ConnectResponse{Event: ev}) }
-	return s.follow(ctx, id, p, p.Output, keepaliveInterval(req.Header()), send)
+	return s.follow(ctx, keepaliveInterval(req.Header()), send, func(ctx context.Context, started func(service.ProcDetail) error, out service.TerminalOutput) (service.ProcOutputResult, error) {
+		if err := started(p); err != nil {
+			return service.ProcOutputResult{}, err
+		}
+		return s.procs.FollowProc(ctx, id, p.ID, p.Output, out)
+	})
 }
 
-// follow streams process p of sandbox id: its start, its output from
-// offset since, keepalives every keepalive while it is quiet, and its
-// end. The client's going away ends the stream, not the process.
+// followFunc reads a process to its end: it calls started with the
+// process before it sends any output to out.
+type followFunc func(ctx context.Context, started func(service.ProcDetail) error, out service.TerminalOutput) (service.ProcOutputResult, error)
+
+// follow streams the process run reads: its start, its output,
+// keepalives every keepalive while it is quiet, and its end. The
+// client's going away ends the stream, not the process.
 //
 // The output of a process started with flow control (Start) waits for
 // the stream while it is the process's writer (service.Sandboxes.
-// FollowProc) rather than overwrite what the client has not read, as
-// envd's output waits for its clients.
-func (s *processService) follow(ctx context.Context, id string, p service.ProcDetail, since int64, keepalive time.Duration, send func(*process.ProcessEvent) error) error {
+// StartFollowProc, FollowProc) rather than overwrite what the client has
+// not read, as envd's output waits for its clients.
+func (s *processService) follow(ctx context.Context, keepalive time.Duration, send func(*process.ProcessEvent) error, run followFunc) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	var keepalives sync.WaitGroup
 	// The keepalives end before the handler does: nothing is sent after.
@@ -168,23 +176,28 @@ func (s *processService) follow(ctx context.Context, id string, p service.ProcDe
 		}
 		return send(ev)
 	}
-	if err := emit(&process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: uint32(p.Pid)}}}); err != nil {
-		return err
-	}
-	if quiet != nil {
-		keepalives.Go(func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-quiet.C:
+	var p service.ProcDetail // the process, once started
+	started := func(sp service.ProcDetail) error {
+		p = sp
+		if err := emit(&process.ProcessEvent{Event: &process.ProcessEvent_Start{Start: &process.ProcessEvent_StartEvent{Pid: uint32(p.Pid)}}}); err != nil {
+			return err
+		}
+		if quiet != nil {
+			keepalives.Go(func() {
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-quiet.C:
+					}
+					if err := emit(&process.ProcessEvent{Event: &process.ProcessEvent_Keepalive{Keepalive: &process.ProcessEvent_KeepAlive{}}}); err != nil {
+						cancel(err)
+						return
+					}
 				}
-				if err := emit(&process.ProcessEvent{Event: &process.ProcessEvent_Keepalive{Keepalive: &process.ProcessEvent_KeepAlive{}}}); err != nil {
-					cancel(err)
-					return
-				}
-			}
-		})
+			})
+		}
+		return nil
 	}
 	out := func(stream byte, _ int64, b []byte) error {
 		data := &process.ProcessEvent_DataEvent{}
@@ -198,11 +211,14 @@ func (s *processService) follow(ctx context.Context, id string, p service.ProcDe
 		}
 		return emit(&process.ProcessEvent{Event: &process.ProcessEvent_Data{Data: data}})
 	}
-	res, err := s.procs.FollowProc(ctx, id, p.ID, since, out)
+	res, err := run(ctx, started, out)
 	if cause := context.Cause(ctx); err != nil && cause != nil && !errors.Is(cause, context.Canceled) {
 		err = cause // the keepalive's send failed
 	}
 	if err != nil {
+		if p.ID == "" {
+			return rpcError(err) // it did not start
+		}
 		return rpcError(fmt.Errorf("follow process %d: %w", p.Pid, err))
 	}
 	return emit(&process.ProcessEvent{Event: &process.ProcessEvent_End{End: endEvent(res.Proc)}})

@@ -36,14 +36,14 @@ type chunk struct {
 
 // fakeProcs is the sandbox's background processes in memory. A process's
 // output is its chunks; its output read ends as end says, after hold is
-// closed when hold is set. StartProcIO "starts" the first process added.
+// closed when hold is set. StartFollowProc "starts" the first process added.
 type fakeProcs struct {
 	mu      sync.Mutex
 	procs   []service.ProcDetail
 	output  map[string][]chunk
 	end     map[string]service.Proc
 	hold    chan struct{}
-	starts  []string // each StartProcIO's request, as text
+	starts  []string // each StartFollowProc's request, as text
 	since   []int64  // each ProcOutput's offset
 	inputs  map[string]string
 	closed  []string
@@ -64,15 +64,21 @@ func (f *fakeProcs) add(p service.ProcDetail, end service.Proc, out ...chunk) {
 	f.end[p.ID] = end
 }
 
-func (f *fakeProcs) StartProcIO(_ context.Context, id string, req service.ProcRequest, pio service.ProcIO) (service.ProcDetail, error) {
+func (f *fakeProcs) StartFollowProc(ctx context.Context, id string, req service.ProcRequest, pio service.ProcIO, started func(service.ProcDetail) error, out service.TerminalOutput) (service.ProcOutputResult, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.starts = append(f.starts, fmt.Sprintf("%s %q env=%v cwd=%s timeout=%s tag=%s tty=%t %dx%d stdin=%t flow=%t",
 		id, req.Command, req.Env, req.Cwd, req.Timeout, pio.Tag, pio.TTY, pio.Rows, pio.Cols, pio.Stdin, pio.FlowControl))
+	f.mu.Unlock()
 	if req.Command[0] == "/no/such" {
-		return service.ProcDetail{}, errdefs.Invalid("executable /no/such not found")
+		return service.ProcOutputResult{}, errdefs.Invalid("executable /no/such not found")
 	}
-	return f.procs[0], nil // the tests that start add one process
+	f.mu.Lock()
+	p := f.procs[0] // the tests that start add one process
+	f.mu.Unlock()
+	if err := started(p); err != nil {
+		return service.ProcOutputResult{}, err
+	}
+	return f.FollowProc(ctx, id, p.ID, 0, out)
 }
 
 func (f *fakeProcs) Procs(context.Context, string) ([]service.ProcDetail, error) {

@@ -62,10 +62,10 @@ func (x *memo) forget(key string) {
 // unknown tokens, however many, cost at most one scan per rescanEvery,
 // and each still gets a right answer: a scan that started after it came.
 type tokenIndex struct {
+	ids  memo // token -> sandbox id
 	mu   sync.Mutex
-	ids  map[string]string // token -> sandbox id, at most maxRemembered
-	scan *tokenScan        // the scan under way or waited for, if any
-	last time.Time         // when the last scan started
+	scan *tokenScan // the scan under way or waited for, if any
+	last time.Time  // when the last scan started
 	// every is the least time between two scans' starts; 0: rescanEvery.
 	every time.Duration
 	// scans counts the scans started (tests).
@@ -90,40 +90,24 @@ type tokenScan struct {
 
 // remember records that token is sandbox id's.
 func (x *tokenIndex) remember(token, id string) {
-	if token == "" {
-		return
+	if token != "" {
+		x.ids.remember(token, id)
 	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.put(token, id)
-}
-
-// put records token as id's; x.mu is held.
-func (x *tokenIndex) put(token, id string) {
-	if x.ids == nil || len(x.ids) >= maxRemembered {
-		x.ids = map[string]string{}
-	}
-	x.ids[token] = id
 }
 
 // forget drops token, whose sandbox did not take it.
-func (x *tokenIndex) forget(token string) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	delete(x.ids, token)
-}
+func (x *tokenIndex) forget(token string) { x.ids.forget(token) }
 
 // lookup returns the id of the live sandbox whose access token is token,
 // or "" when none has it: the known one, else what a scan that starts
 // after the call finds.
 func (x *tokenIndex) lookup(ctx context.Context, sbs Sandboxes, token string) (string, error) {
 	came := time.Now()
+	if id, ok := x.ids.get(token); ok {
+		return id, nil
+	}
 	x.mu.Lock()
 	for {
-		if id, ok := x.ids[token]; ok {
-			x.mu.Unlock()
-			return id, nil
-		}
 		s := x.scan
 		if s == nil || (s.start.Before(came) && isDone(s)) {
 			s = x.startScan(sbs)
@@ -141,14 +125,19 @@ func (x *tokenIndex) lookup(ctx context.Context, sbs Sandboxes, token string) (s
 		if !s.start.Before(came) {
 			// A scan that started after the call has answered (the
 			// token may also have been handed out meanwhile).
-			id, ok := x.ids[token]
+			id, ok := x.ids.get(token)
 			if !ok {
 				id = s.found[token]
 			}
 			x.mu.Unlock()
 			return id, nil
 		}
-		// The scan started before the call: wait for the next one.
+		// The scan started before the call: wait for the next one,
+		// unless the token has been handed out meanwhile.
+		if id, ok := x.ids.get(token); ok {
+			x.mu.Unlock()
+			return id, nil
+		}
 	}
 }
 
@@ -180,11 +169,9 @@ func (x *tokenIndex) startScan(sbs Sandboxes) *tokenScan {
 		ctx, cancel := context.WithTimeout(context.Background(), scanTimeout)
 		defer cancel()
 		s.found, s.err = scanTokens(ctx, sbs)
-		x.mu.Lock()
 		for token, id := range s.found {
-			x.put(token, id)
+			x.ids.remember(token, id)
 		}
-		x.mu.Unlock()
 		close(s.done)
 	}()
 	return s

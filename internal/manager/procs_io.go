@@ -25,16 +25,7 @@ type ProcIO struct {
 
 // StartProcIO is StartProc with the input and output pio describes.
 func (m *Manager) StartProcIO(ctx context.Context, id string, req ProcRequest, pio ProcIO) (agent.ProcInfo, error) {
-	preq, err := procRequest(req)
-	if err != nil {
-		return agent.ProcInfo{}, err
-	}
-	preq.Tag, preq.TTY, preq.Rows, preq.Cols, preq.Stdin = pio.Tag, pio.TTY, pio.Rows, pio.Cols, pio.Stdin
-	preq.FlowControl, preq.AwaitWriter = pio.FlowControl, pio.FlowControl
-	if err := preq.Validate(); err != nil {
-		return agent.ProcInfo{}, errdefs.Invalid("process: %v", err)
-	}
-	c, err := m.Agent(ctx, id)
+	c, preq, err := m.procIO(ctx, id, req, pio)
 	if err != nil {
 		return agent.ProcInfo{}, err
 	}
@@ -43,6 +34,41 @@ func (m *Manager) StartProcIO(ctx context.Context, id string, req ProcRequest, p
 		return agent.ProcInfo{}, fmt.Errorf("start process in sandbox %s: %w", id, err)
 	}
 	return info, nil
+}
+
+// StartFollowProc is StartProcIO then a read of the process's output from
+// its first byte to its end as its writer, in one exchange with the agent
+// (agent.Client.StartFollowProc): started is called with the process
+// before output gets any of its output.
+func (m *Manager) StartFollowProc(ctx context.Context, id string, req ProcRequest, pio ProcIO, started func(agent.ProcInfo) error, output agent.OutputFunc) (agent.ProcOutputResult, error) {
+	c, preq, err := m.procIO(ctx, id, req, pio)
+	if err != nil {
+		return agent.ProcOutputResult{}, err
+	}
+	res, err := c.StartFollowProc(ctx, preq, started, output)
+	if err != nil {
+		return agent.ProcOutputResult{}, fmt.Errorf("process in sandbox %s: %w", id, err)
+	}
+	return res, nil
+}
+
+// procIO checks req and pio and returns the agent's request and the
+// agent of running sandbox id.
+func (m *Manager) procIO(ctx context.Context, id string, req ProcRequest, pio ProcIO) (*agent.Client, agent.ProcRequest, error) {
+	preq, err := procRequest(req)
+	if err != nil {
+		return nil, agent.ProcRequest{}, err
+	}
+	preq.Tag, preq.TTY, preq.Rows, preq.Cols, preq.Stdin = pio.Tag, pio.TTY, pio.Rows, pio.Cols, pio.Stdin
+	preq.FlowControl, preq.AwaitWriter = pio.FlowControl, pio.FlowControl
+	if err := preq.Validate(); err != nil {
+		return nil, agent.ProcRequest{}, errdefs.Invalid("process: %v", err)
+	}
+	c, err := m.Agent(ctx, id)
+	if err != nil {
+		return nil, agent.ProcRequest{}, err
+	}
+	return c, preq, nil
 }
 
 // AttachProc attaches to process pid of sandbox id, its output from

@@ -55,6 +55,27 @@ func (s *Sandboxes) StartProcIO(ctx context.Context, id string, req ProcRequest,
 	return procDetailOf(info), nil
 }
 
+// StartFollowProc starts a background command as StartProcIO does and
+// follows it as FollowProc does, as its writer from its first byte, in
+// one exchange with the sandbox: what a client that starts a command and
+// streams it to its end (E2B's process Start) needs, at the cost of one
+// round trip where the two calls take two. started is called with the
+// command, once it runs, before any of its output goes to out; an error
+// from it, or the end of ctx, ends the read, not the command.
+func (s *Sandboxes) StartFollowProc(ctx context.Context, id string, req ProcRequest, pio ProcIO, started func(ProcDetail) error, out TerminalOutput) (ProcOutputResult, error) {
+	res, err := s.m.StartFollowProc(ctx, id,
+		manager.ProcRequest{Command: req.Command, Shell: req.Shell, Env: req.Env, Cwd: req.Cwd, Timeout: req.Timeout},
+		manager.ProcIO{Tag: pio.Tag, TTY: pio.TTY, Rows: pio.Rows, Cols: pio.Cols, Stdin: pio.Stdin, FlowControl: pio.FlowControl},
+		func(info agent.ProcInfo) error { return started(procDetailOf(info)) }, agentOutput(out))
+	if err != nil {
+		if ctx.Err() != nil {
+			return ProcOutputResult{}, context.Cause(ctx)
+		}
+		return ProcOutputResult{}, err
+	}
+	return ProcOutputResult{Next: res.Next, Missed: res.Missed, Proc: procOf(res.Proc)}, nil
+}
+
 // FollowProc sends the output of background command pid of sandbox id,
 // from offset since to its end, to out and returns where it ended, as
 // ProcOutput with Follow does; but it attaches to the command as its
