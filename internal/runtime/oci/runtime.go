@@ -296,7 +296,8 @@ func (r *Runtime) Name() string { return Name }
 // keeps it after Delete; there are no storage classes, and one runtime
 // binary runs every sandbox (no runtime classes). Sandboxes pause where the
 // host has a cgroup freezer (see freezer.go), and are checkpointed when the
-// runtime has a working CRIU (checkpoint.go).
+// runtime has a working CRIU (checkpoint.go) and a binary that drives it:
+// runc, or a crun built with CRIU (New logs why not otherwise).
 func (r *Runtime) Capabilities() sandbox.Capabilities {
 	return sandbox.Capabilities{
 		StopKeepsFiles: true, LocalFiles: true, NetworkPolicy: r.cfg.Egress != nil,
