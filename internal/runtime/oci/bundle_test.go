@@ -374,3 +374,27 @@ func TestCrunHybrid(t *testing.T) {
 		})
 	}
 }
+
+// criuBuiltIn tells a crun built with CRIU from one without, by its
+// --version's feature list.
+func TestCriuBuiltIn(t *testing.T) {
+	tests := []struct {
+		name, version string
+		ok            bool
+	}{
+		{"debian 12's crun 1.8.1", "crun version 1.8.1\nspec: 1.0.0\n+SYSTEMD +SELINUX +APPARMOR +CAP +SECCOMP +EBPF +YAJL\n", false},
+		{"with CRIU", "crun version 1.14\nspec: 1.0.0\n+SYSTEMD +SELINUX +APPARMOR +CAP +SECCOMP +EBPF +CRIU +YAJL\n", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bin := filepath.Join(t.TempDir(), "crun")
+			script := "#!/bin/sh\nprintf '" + strings.ReplaceAll(tt.version, "\n", `\n`) + "'\n"
+			if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := criuBuiltIn(bin); (err == nil) != tt.ok {
+				t.Errorf("criuBuiltIn = %v, want ok %v", err, tt.ok)
+			}
+		})
+	}
+}
