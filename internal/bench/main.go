@@ -371,7 +371,7 @@ func benchConcurrent(d *daemon, concurrent int, img string) (time.Duration, erro
 // session's first execute_code against that create, and concurrent
 // creates against as many unshares at once.
 func benchCold(n, concurrent int, img string) error {
-	_, d, err := startFirst()
+	bin, d, err := startFirst()
 	if err != nil {
 		return err
 	}
@@ -391,7 +391,7 @@ func benchCold(n, concurrent int, img string) error {
 	if err := d.del("/api/v1/sessions/bench-warmup"); err != nil {
 		return err
 	}
-	create, ids, err := benchCreate(d, n, img)
+	create, ids, err := benchCreateRuntimes(d, bin, n, img)
 	if err != nil {
 		return err
 	}
@@ -425,6 +425,66 @@ func benchCreate(d *daemon, n int, img string) (stats, []string, error) {
 	}
 	report("sandbox create → ready (REST)", create, "unshare … true", base, "≤ 25 ms p50 and ≤ 8x unshare")
 	return create, ids, nil
+}
+
+// benchCreateRuntimes measures create → ready on d (runc) and on a daemon
+// of bin with --runtime crun, beside `unshare … true`, the three in turn
+// iteration by iteration (who of runc and crun goes first alternates; each
+// create 100 ms after the last, so that one's moves into its cgroups do not
+// spare the next the kernel's wait, see oci's warmAttach). It prints the
+// runc row as benchCreate does, then crun's, and returns runc's figures and
+// the sandboxes made on d. Without crun it says so and measures runc alone.
+func benchCreateRuntimes(d *daemon, bin string, n int, img string) (stats, []string, error) {
+	if _, err := exec.LookPath("crun"); err != nil {
+		fmt.Println("crun is not installed: create → ready with runc alone")
+		return benchCreate(d, n, img)
+	}
+	dc, err := startDaemon(bin, "--runtime", "crun")
+	if err != nil {
+		return stats{}, nil, fmt.Errorf("daemon with crun: %w", err)
+	}
+	defer dc.stop()
+	id, err := dc.create(img) // untimed, as on d
+	if err != nil {
+		return stats{}, nil, fmt.Errorf("create with crun: %w", err)
+	}
+	if err := dc.delete(id); err != nil {
+		return stats{}, nil, err
+	}
+	ds := []*daemon{d, dc}
+	ids := make([][]string, 2)
+	durs := make([][]time.Duration, 2)
+	var base, ratios []time.Duration
+	timeCreate := func(i int) error {
+		time.Sleep(100 * time.Millisecond)
+		start := time.Now()
+		id, err := ds[i].create(img)
+		durs[i] = append(durs[i], time.Since(start))
+		ids[i] = append(ids[i], id)
+		return err
+	}
+	for i := range n {
+		start := time.Now()
+		if err := exec.Command("unshare", "--mount", "--pid", "--fork", "--net", "--uts", "--ipc", "true").Run(); err != nil {
+			return stats{}, ids[0], errors.Join(fmt.Errorf("unshare baseline: %w", err), dc.deleteAll(ids[1]))
+		}
+		base = append(base, time.Since(start))
+		order := []int{0, 1}
+		if i%2 == 1 {
+			order = []int{1, 0}
+		}
+		for _, j := range order {
+			if err := timeCreate(j); err != nil {
+				return stats{}, ids[0], errors.Join(err, dc.deleteAll(ids[1]))
+			}
+		}
+		ratios = append(ratios, time.Duration(float64(time.Millisecond)*float64(durs[1][i])/float64(durs[0][i])))
+	}
+	sbase, runc, crun := summarize(base), summarize(durs[0]), summarize(durs[1])
+	report("sandbox create → ready (REST)", runc, "unshare … true", sbase, "≤ 25 ms p50 and ≤ 8x unshare")
+	report("  the same with crun", crun, "unshare … true", sbase, "≤ 25 ms p50 and ≤ 8x unshare")
+	fmt.Printf("  crun/runc per iteration: median %.2f\n", float64(summarize(ratios).p50)/float64(time.Millisecond))
+	return runc, ids[0], dc.deleteAll(ids[1])
 }
 
 // loadAvg is the host's load average over 1, 5 and 15 minutes.

@@ -264,13 +264,15 @@ func TestCgroupParent(t *testing.T) {
 
 func TestCgroupsOf(t *testing.T) {
 	const (
-		root    = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
-		v2      = "30 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate\n"
-		cpu     = "25 24 0:22 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid shared:8 - cgroup cgroup rw,cpu,cpuacct\n"
-		memory  = "26 24 0:23 / /sys/fs/cgroup/memory rw,nosuid shared:9 - cgroup cgroup rw,memory\n"
-		systemd = "27 24 0:24 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,xattr,name=systemd\n"
-		unified = "28 24 0:25 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw,nsdelegate\n"
-		escaped = "31 23 0:27 / /mnt/my\\040cgroups\\011v1 rw - cgroup cgroup\\040fs rw,memory\n"
+		root        = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+		v2          = "30 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate\n"
+		cpu         = "25 24 0:22 / /sys/fs/cgroup/cpu,cpuacct rw,nosuid shared:8 - cgroup cgroup rw,cpu,cpuacct\n"
+		memory      = "26 24 0:23 / /sys/fs/cgroup/memory rw,nosuid shared:9 - cgroup cgroup rw,memory\n"
+		systemd     = "27 24 0:24 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,xattr,name=systemd\n"
+		unified     = "28 24 0:25 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw,nsdelegate\n"
+		yardMemory  = "40 22 0:23 / /tmp/w/.criu.cgyard.x/memory rw - cgroup cgroup rw,memory\n"
+		yardUnified = "41 22 0:25 / /tmp/w/.criu.cgyard.x/unified rw - cgroup2 cgroup2 rw\n"
+		escaped     = "31 23 0:27 / /mnt/my\\040cgroups\\011v1 rw - cgroup cgroup\\040fs rw,memory\n"
 	)
 	tests := []struct {
 		name       string
@@ -286,6 +288,14 @@ func TestCgroupsOf(t *testing.T) {
 				{dir: "/sys/fs/cgroup/cpu,cpuacct", controllers: []string{"cpu", "cpuacct"}},
 				{dir: "/sys/fs/cgroup/memory", controllers: []string{"memory"}},
 				{dir: "/sys/fs/cgroup/systemd", controllers: []string{"xattr", "name=systemd"}},
+				{dir: "/sys/fs/cgroup/unified", v2: true},
+			},
+			"/sys/fs/cgroup/memory", false,
+		},
+		{
+			"hierarchies mounted again elsewhere (CRIU's cgyard): the first mounts", root + memory + unified + yardMemory + yardUnified,
+			[]hierarchy{
+				{dir: "/sys/fs/cgroup/memory", controllers: []string{"memory"}},
 				{dir: "/sys/fs/cgroup/unified", v2: true},
 			},
 			"/sys/fs/cgroup/memory", false,
@@ -320,5 +330,71 @@ func TestCgroupsOf(t *testing.T) {
 	}
 	if _, err := cgroupsOf("agent2env/x", mounts); err == nil {
 		t.Error("cgroupsOf without cgroup mounts = nil error")
+	}
+}
+
+// crunHybrid names the cgroup2 to hide from crun on hybrid hosts whose
+// cgroup2 holds a controller, and nothing on pure v1 or v2 hosts.
+func TestCrunHybrid(t *testing.T) {
+	const root, unified = "/sys/fs/cgroup", "/sys/fs/cgroup/unified"
+	tests := []struct {
+		name        string
+		types       map[string]int64 // file system types; a missing path is ENOENT
+		controllers string           // of the cgroup2; "-" when it cannot be read
+		want        string
+	}{
+		{"hybrid, cgroup2 holds hugetlb", map[string]int64{root: unix.TMPFS_MAGIC, unified: unix.CGROUP2_SUPER_MAGIC}, "hugetlb\n", unified},
+		{"hybrid, cgroup2 empty", map[string]int64{root: unix.TMPFS_MAGIC, unified: unix.CGROUP2_SUPER_MAGIC}, "\n", ""},
+		{"hybrid, cgroup2 unreadable", map[string]int64{root: unix.TMPFS_MAGIC, unified: unix.CGROUP2_SUPER_MAGIC}, "-", ""},
+		{"pure v2", map[string]int64{root: unix.CGROUP2_SUPER_MAGIC}, "cpu memory pids\n", ""},
+		{"pure v1", map[string]int64{root: unix.TMPFS_MAGIC}, "-", ""},
+		{"pure v1, unified already hidden", map[string]int64{root: unix.TMPFS_MAGIC, unified: unix.TMPFS_MAGIC}, "hugetlb\n", ""},
+		{"no cgroups", map[string]int64{}, "-", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fsType := func(path string) (int64, error) {
+				if ty, ok := tt.types[path]; ok {
+					return ty, nil
+				}
+				return 0, os.ErrNotExist
+			}
+			read := func(path string) ([]byte, error) {
+				if path != filepath.Join(unified, "cgroup.controllers") {
+					t.Errorf("read %s", path)
+				}
+				if tt.controllers == "-" {
+					return nil, os.ErrNotExist
+				}
+				return []byte(tt.controllers), nil
+			}
+			if got := crunHybrid(root, fsType, read); got != tt.want {
+				t.Errorf("crunHybrid = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// criuBuiltIn tells a crun built with CRIU from one without, by its
+// --version's feature list.
+func TestCriuBuiltIn(t *testing.T) {
+	tests := []struct {
+		name, version string
+		ok            bool
+	}{
+		{"debian 12's crun 1.8.1", "crun version 1.8.1\nspec: 1.0.0\n+SYSTEMD +SELINUX +APPARMOR +CAP +SECCOMP +EBPF +YAJL\n", false},
+		{"with CRIU", "crun version 1.14\nspec: 1.0.0\n+SYSTEMD +SELINUX +APPARMOR +CAP +SECCOMP +EBPF +CRIU +YAJL\n", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bin := filepath.Join(t.TempDir(), "crun")
+			script := "#!/bin/sh\nprintf '" + strings.ReplaceAll(tt.version, "\n", `\n`) + "'\n"
+			if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := criuBuiltIn(bin); (err == nil) != tt.ok {
+				t.Errorf("criuBuiltIn = %v, want ok %v", err, tt.ok)
+			}
+		})
 	}
 }

@@ -62,6 +62,9 @@ func cgroupsOf(parent string, mounts []*mountinfo.Info) (*cgroups, error) {
 	for _, m := range mounts {
 		switch m.FSType {
 		case "cgroup2":
+			if slices.ContainsFunc(cg.all, func(h hierarchy) bool { return h.v2 }) {
+				continue // mounted again elsewhere (CRIU's cgyard): the first is the host's
+			}
 			cg.all = append(cg.all, hierarchy{dir: m.Mountpoint, v2: true})
 		case "cgroup":
 			var ctrls []string
@@ -69,6 +72,9 @@ func cgroupsOf(parent string, mounts []*mountinfo.Info) (*cgroups, error) {
 				if o != "rw" && o != "ro" && !strings.Contains(o, "=") || strings.HasPrefix(o, "name=") {
 					ctrls = append(ctrls, o)
 				}
+			}
+			if slices.ContainsFunc(cg.all, func(h hierarchy) bool { return !h.v2 && sameSet(h.controllers, ctrls) }) {
+				continue
 			}
 			cg.all = append(cg.all, hierarchy{dir: m.Mountpoint, controllers: ctrls})
 		}
@@ -100,6 +106,38 @@ func (cg *cgroups) path(id string) string { return "/" + cg.parent + "/" + id }
 func (cg *cgroups) dir(controller, id string) (dir string, v2 bool) {
 	root, v2 := cg.root(controller)
 	return filepath.Join(root, cg.parent, id), v2
+}
+
+// crunHybrid returns root/unified (root: /sys/fs/cgroup) when crun 1.8
+// takes the host for a hybrid one and refuses it: root is a tmpfs, root/unified
+// a cgroup2, and that cgroup2 holds a controller, as read of its
+// cgroup.controllers says. These are the checks crun itself makes, at these
+// fixed paths, before anything else. Else "": crun runs as it is on pure v1
+// and pure v2 hosts, and on hybrid ones whose cgroup2 is empty. crun runs
+// with the returned dir hidden (ociCLI.exec), and manages the v1
+// hierarchies, which hold the sandbox's limits.
+func crunHybrid(root string, fsType func(string) (int64, error), read func(string) ([]byte, error)) string {
+	unified := filepath.Join(root, "unified")
+	if t, err := fsType(root); err != nil || t != unix.TMPFS_MAGIC {
+		return ""
+	}
+	if t, err := fsType(unified); err != nil || t != unix.CGROUP2_SUPER_MAGIC {
+		return ""
+	}
+	b, err := read(filepath.Join(unified, "cgroup.controllers"))
+	if err != nil || strings.TrimSpace(string(b)) == "" {
+		return ""
+	}
+	return unified
+}
+
+// fsType returns the type of the file system at path (statfs).
+func fsType(path string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, err
+	}
+	return st.Type, nil
 }
 
 // swapLimitable reports whether a memory+swap limit can be set: on v1 the

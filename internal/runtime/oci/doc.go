@@ -60,8 +60,24 @@
 // cgroup_threadgroup_rwsem. Start overlaps that wait with runc's own start
 // by moving the daemon into its own cgroup as runc starts (warmAttach): the
 // kernel lets writers within a grace period of each other through without
-// waiting again. crun, where the host's cgroup layout allows it, saves the
-// Go starts.
+// waiting again.
+//
+// crun (RuntimeBinary "crun", `serve --runtime crun`) starts the same
+// bundle without the Go starts. crun 1.8 refuses every command on a hybrid
+// host whose cgroup2 (/sys/fs/cgroup/unified) holds a controller ("cgroups
+// in hybrid mode not supported"), even with its cgroup manager disabled and
+// no cgroup in the bundle: it checks the layout as it starts. There the
+// runtime runs each crun command from a mount namespace of its own, made
+// per command on a locked thread, in which an empty tmpfs covers that
+// cgroup2 (ociCLI.exec): crun takes the host for a v1 one and makes and
+// limits the sandbox's v1 cgroups (cpu, memory, pids, devices, freezer)
+// itself, as runc does; the sandbox stays in the daemon's cgroup2 cgroup,
+// where no limit of the sandbox's is (hugetlb, the only controller there,
+// is limited by neither runtime). On pure v1 and pure v2 hosts crun runs
+// as it is and manages the cgroups itself. The conformance suite runs with
+// both binaries (TestConformance). crun 1.8.1 of Debian 12 has no CRIU
+// (+CRIU is missing from `crun --version`): with it the runtime reports no
+// Checkpoint capability, and snapshots need runc.
 //
 // Stop and Delete signal the agent through a pidfd rather than with
 // `runc kill`: no exec, no pid reuse, and no 100 ms polling step as in
@@ -181,7 +197,8 @@
 // directory. Memory is not shared: CRIU restores every page into each
 // copy.
 //
-// Not yet: crun and runsc are not tried.
+// Checkpoint and restore are runc's: crun is refused them unless built
+// with CRIU (not tried), runsc is not tried.
 //
 // Figures (BenchmarkCheckpointRestore beside BenchmarkCreateStart/runc in
 // the same run, 2 cores shared with other builds; busybox image, one shell

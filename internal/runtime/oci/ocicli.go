@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // ociCLI runs the OCI runtime binary (runc, crun, runsc) with its state
@@ -17,6 +20,56 @@ type ociCLI struct {
 	// criuEnv is added to the environment of the commands that drive
 	// CRIU (criuKdatEnv).
 	criuEnv []string
+	// hide is a cgroup2 mount point that the binary must not see, or "":
+	// see exec.
+	hide string
+}
+
+// exec runs cmd with run (cmd.Run, or a caller's wrapper of it). With
+// c.hide set it does so from a mount namespace of its own, made on a
+// thread locked for it, in which an empty tmpfs covers c.hide.
+// crun 1.8 refuses to run anything at all on a hybrid host, one whose
+// cgroup2 holds a controller beside the v1 hierarchies ("cgroups in hybrid
+// mode not supported"), even with its cgroup manager disabled; without
+// that cgroup2 in sight it takes the host for a v1 one and manages the
+// sandbox's v1 cgroups as runc does (limits, devices, freezer); what it
+// makes for the sandbox in the tmpfs (a directory and a plain
+// cgroup.procs file) goes with the namespace, and the sandbox stays in the
+// daemon's cgroup2 cgroup, which holds no limit of the sandbox's. The
+// namespace is a copy of the daemon's, slave to it, made per command (a
+// copy of the mount table: tens of µs) so that it holds every mount the
+// daemon made before; the container's own mount namespace is a copy of it,
+// which pivot_root leaves behind. The thread is never unlocked: Go ends it
+// with the goroutine, and its namespace with it.
+func (c ociCLI) exec(cmd *exec.Cmd, run func() error) error {
+	if c.hide == "" {
+		return run()
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := hideMount(c.hide); err != nil {
+			errc <- fmt.Errorf("%s: %w", c.bin, err)
+			return
+		}
+		errc <- run()
+	}()
+	return <-errc
+}
+
+// hideMount moves the calling thread into a new mount namespace, slave to
+// its old one, where an empty tmpfs covers dir.
+func hideMount(dir string) error {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("unshare mount namespace: %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+		return fmt.Errorf("make mounts slave: %w", err)
+	}
+	if err := unix.Mount("agent2env-hidden", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=64k,mode=0700"); err != nil {
+		return fmt.Errorf("hide %s: %w", dir, err)
+	}
+	return nil
 }
 
 func (c ociCLI) command(ctx context.Context, args ...string) *exec.Cmd {
@@ -29,7 +82,7 @@ func (c ociCLI) output(ctx context.Context, args ...string) ([]byte, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := c.command(ctx, args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	if err := c.exec(cmd, cmd.Run); err != nil {
 		return nil, fmt.Errorf("%s %s: %w: %s", c.bin, args[0], err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.Bytes(), nil
@@ -43,7 +96,7 @@ func (c ociCLI) run(ctx context.Context, id, bundle, pidFile string, listener, l
 		"--preserve-fds", "1", "--pid-file", pidFile, id)
 	cmd.ExtraFiles = []*os.File{listener}
 	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Run(); err != nil {
+	if err := c.exec(cmd, cmd.Run); err != nil {
 		return fmt.Errorf("%s run: %w", c.bin, err)
 	}
 	return nil

@@ -164,16 +164,30 @@ func New(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oci runtime: %w: %w (install e2fsprogs)", errdefs.ErrUnavailable, err)
 	}
+	cg, err := readCgroups(cgroupParent(root))
+	if err != nil {
+		return nil, fmt.Errorf("oci runtime: %w", err)
+	}
+	cli := ociCLI{bin: bin}
+	if filepath.Base(bin) == "crun" {
+		if cli.hide = crunHybrid("/sys/fs/cgroup", fsType, os.ReadFile); cli.hide != "" {
+			cfg.Logger.Info("crun runs with the host's cgroup2 hidden: it refuses hybrid hosts whose cgroup2 holds a controller; the sandboxes' limits are in the v1 hierarchies", "cgroup2", cli.hide)
+		}
+		if cfg.CRIU != "" {
+			if err := criuBuiltIn(bin); err != nil {
+				cfg.Logger.Warn("no checkpoint or restore with this runtime binary; use runc for snapshots", "binary", bin, "reason", err)
+				cfg.CRIU = ""
+			}
+		}
+	}
 	var criuEnv []string
 	if cfg.CRIU != "" {
 		criuEnv = criuKdatEnv(cfg.Logger)
 		cfg.CRIU = checkCRIU(cfg.CRIU, criuEnv, cfg.Logger)
 	}
-	cg, err := readCgroups(cgroupParent(root))
-	if err != nil {
-		return nil, fmt.Errorf("oci runtime: %w", err)
-	}
+	cli.criuEnv = criuEnv
 	state := filepath.Join(root, "_"+filepath.Base(bin))
+	cli.root = state
 	for _, d := range []string{root, state, filepath.Join(root, dirTemplates), filepath.Join(root, dirRetained)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("oci runtime: %w", err)
@@ -203,7 +217,7 @@ func New(cfg Config) (*Runtime, error) {
 		cfg:       cfg,
 		oomAdjust: oomAdjust,
 		nofile:    nofile,
-		oci:       ociCLI{bin: bin, root: state, criuEnv: criuEnv},
+		oci:       cli,
 		cgroups:   cg,
 		swapLimit: cg.swapLimitable(),
 		canPause:  cg.hasFreezer(),
@@ -213,6 +227,20 @@ func New(cfg Config) (*Runtime, error) {
 		clients:   make(map[string]*agent.Client),
 		egress:    make(map[string]func()),
 	}, nil
+}
+
+// criuBuiltIn reports, for crun, whether it was built with CRIU, without
+// which it cannot checkpoint or restore: `crun --version` lists +CRIU
+// among its features then (crun 1.8.1 of Debian 12 does not).
+func criuBuiltIn(bin string) error {
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return fmt.Errorf("%s --version: %w", bin, err)
+	}
+	if !strings.Contains(string(out), "+CRIU") {
+		return fmt.Errorf("%s was built without CRIU (its --version lists no +CRIU)", bin)
+	}
+	return nil
 }
 
 // hasCapability reports whether the daemon has capability c in effect.
@@ -268,7 +296,8 @@ func (r *Runtime) Name() string { return Name }
 // keeps it after Delete; there are no storage classes, and one runtime
 // binary runs every sandbox (no runtime classes). Sandboxes pause where the
 // host has a cgroup freezer (see freezer.go), and are checkpointed when the
-// runtime has a working CRIU (checkpoint.go).
+// runtime has a working CRIU (checkpoint.go) and a binary that drives it:
+// runc, or a crun built with CRIU (New logs why not otherwise).
 func (r *Runtime) Capabilities() sandbox.Capabilities {
 	return sandbox.Capabilities{
 		StopKeepsFiles: true, LocalFiles: true, NetworkPolicy: r.cfg.Egress != nil,
