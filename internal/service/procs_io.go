@@ -43,20 +43,8 @@ func procDetailOf(info agent.ProcInfo) ProcDetail {
 	return ProcDetail{Proc: procOf(info), Pid: info.Pid, Tag: info.Tag, TTY: info.TTY}
 }
 
-// StartProcIO starts a background command as StartProc does, with the
-// input and output pio describes.
-func (s *Sandboxes) StartProcIO(ctx context.Context, id string, req ProcRequest, pio ProcIO) (ProcDetail, error) {
-	info, err := s.m.StartProcIO(ctx, id,
-		manager.ProcRequest{Command: req.Command, Shell: req.Shell, Env: req.Env, Cwd: req.Cwd, Timeout: req.Timeout},
-		manager.ProcIO{Tag: pio.Tag, TTY: pio.TTY, Rows: pio.Rows, Cols: pio.Cols, Stdin: pio.Stdin, FlowControl: pio.FlowControl})
-	if err != nil {
-		return ProcDetail{}, err
-	}
-	return procDetailOf(info), nil
-}
-
-// StartFollowProc starts a background command as StartProcIO does and
-// follows it as FollowProc does, as its writer from its first byte, in
+// StartFollowProc starts a background command as StartProc does, with the
+// input and output pio describes, and follows it as FollowProc does, as its writer from its first byte, in
 // one exchange with the sandbox: what a client that starts a command and
 // streams it to its end (E2B's process Start) needs, at the cost of one
 // round trip where the two calls take two. started is called with the

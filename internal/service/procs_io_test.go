@@ -3,6 +3,7 @@ package service
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -17,14 +18,14 @@ func TestProcIO(t *testing.T) {
 	id := e.running(t).ID
 	ctx := context.Background()
 
-	cat, err := e.sb.StartProcIO(ctx, id, ProcRequest{Command: []string{"cat"}}, ProcIO{Tag: "cat", Stdin: true})
+	cat, err := startProcIO(ctx, e.sb, id, ProcRequest{Command: []string{"cat"}}, ProcIO{Tag: "cat", Stdin: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cat.Pid <= 0 || cat.Tag != "cat" || cat.TTY || !cat.Running {
 		t.Errorf("started %+v", cat)
 	}
-	tty, err := e.sb.StartProcIO(ctx, id, ProcRequest{Shell: "read line; stty size; echo got $line"}, ProcIO{TTY: true, Rows: 24, Cols: 80})
+	tty, err := startProcIO(ctx, e.sb, id, ProcRequest{Shell: "read line; stty size; echo got $line"}, ProcIO{TTY: true, Rows: 24, Cols: 80})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,17 +61,33 @@ func TestProcIO(t *testing.T) {
 
 	// What cannot be done: input to a command without stdin, a resize
 	// without a terminal, a taken tag, an unknown command.
-	quiet, err := e.sb.StartProcIO(ctx, id, ProcRequest{Command: []string{"sleep", "10"}}, ProcIO{})
+	quiet, err := startProcIO(ctx, e.sb, id, ProcRequest{Command: []string{"sleep", "10"}}, ProcIO{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkErr(t, e.sb.ProcInput(ctx, id, quiet.ID, strings.NewReader("x")), errdefs.ErrFailedPrecondition, "")
 	checkErr(t, e.sb.ResizeProc(ctx, id, quiet.ID, 10, 10), errdefs.ErrInvalidArgument, "")
-	_, err = e.sb.StartProcIO(ctx, id, ProcRequest{Command: []string{"sleep", "10"}}, ProcIO{Tag: "busy"})
+	_, err = startProcIO(ctx, e.sb, id, ProcRequest{Command: []string{"sleep", "10"}}, ProcIO{Tag: "busy"})
 	checkErr(t, err, nil, "")
-	_, err = e.sb.StartProcIO(ctx, id, ProcRequest{Command: []string{"sleep", "10"}}, ProcIO{Tag: "busy"})
+	_, err = startProcIO(ctx, e.sb, id, ProcRequest{Command: []string{"sleep", "10"}}, ProcIO{Tag: "busy"})
 	checkErr(t, err, errdefs.ErrAlreadyExists, "")
-	_, err = e.sb.StartProcIO(ctx, id, ProcRequest{Command: []string{"sleep"}}, ProcIO{Tag: "bad tag"})
+	_, err = startProcIO(ctx, e.sb, id, ProcRequest{Command: []string{"sleep"}}, ProcIO{Tag: "bad tag"})
 	checkErr(t, err, errdefs.ErrInvalidArgument, "")
 	checkErr(t, e.sb.ProcInput(ctx, id, "proc-99", strings.NewReader("x")), errdefs.ErrNotFound, "")
+}
+
+// startProcIO starts a background command with pio through
+// StartFollowProc and leaves it running once it has started: its started
+// callback ends the read, not the command.
+func startProcIO(ctx context.Context, sb *Sandboxes, id string, req ProcRequest, pio ProcIO) (ProcDetail, error) {
+	var detail ProcDetail
+	errStarted := errors.New("started")
+	_, err := sb.StartFollowProc(ctx, id, req, pio, func(d ProcDetail) error {
+		detail = d
+		return errStarted
+	}, func(byte, int64, []byte) error { return nil })
+	if errors.Is(err, errStarted) {
+		return detail, nil
+	}
+	return detail, err
 }

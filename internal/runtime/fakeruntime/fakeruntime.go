@@ -714,6 +714,8 @@ func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.next.ServeHTTP(w, r) // a raw byte pipe after the upgrade
 	case strings.HasPrefix(r.URL.Path, "/v1/procs/") && strings.HasSuffix(r.URL.Path, "/attach"):
 		s.next.ServeHTTP(w, r) // a two-way stream after the upgrade
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/procs" && q.Get("follow") != "":
+		s.next.ServeHTTP(w, r) // the started process's output stream
 	case r.URL.Path == "/v1/watch":
 		s.next.ServeHTTP(w, r) // a stream of names relative to the watched directory
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/kernels":
