@@ -60,17 +60,28 @@ func (l sessionLock) TryLock(ctx context.Context) (leader.Held, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lock %#x: connect: %w", l.key, err)
 	}
+	// The try is not cancelled with ctx: pgx answers a cancellation by
+	// closing the connection, and a lock the server granted just before
+	// would stay held until the server noticed the close, past the end of
+	// this daemon (a daemon started right after it found the store led).
+	// It never waits for the lock; it is bounded like a ping.
+	tryCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaderPingTimeout)
+	defer cancel()
 	var got bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, hashtext(current_schema()))`, l.key).Scan(&got); err != nil {
-		conn.Close(context.WithoutCancel(ctx))
+	if err := conn.QueryRow(tryCtx, `SELECT pg_try_advisory_lock($1, hashtext(current_schema()))`, l.key).Scan(&got); err != nil {
+		conn.Close(tryCtx)
 		return nil, fmt.Errorf("lock %#x: %w", l.key, err)
 	}
 	if !got {
-		conn.Close(ctx)
+		conn.Close(tryCtx)
 		return nil, nil
 	}
 	h := &held{conn: conn, lost: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	go h.watch()
+	if err := ctx.Err(); err != nil { // ended while the lock was tried: give it back now
+		h.Unlock()
+		return nil, fmt.Errorf("lock %#x: %w", l.key, context.Cause(ctx))
+	}
 	return h, nil
 }
 
