@@ -422,7 +422,15 @@ func TestProcFlowControl(t *testing.T) {
 		{name: "late writer, not awaited", flow: true, late: true, missed: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req := ProcRequest{Shell: "head -c " + strconv.Itoa(total) + " /dev/zero", Stdin: true, FlowControl: tc.flow, AwaitWriter: tc.await}
+			// An attachment that is not late comes before the first byte:
+			// the process waits for a line that is sent once it is there
+			// (on a loaded host an attachment can take longer than the
+			// process takes to outrun the ring).
+			shell := "head -c " + strconv.Itoa(total) + " /dev/zero"
+			if !tc.late {
+				shell = "read _; " + shell
+			}
+			req := ProcRequest{Shell: shell, Stdin: true, FlowControl: tc.flow, AwaitWriter: tc.await}
 			info := startProc(t, c, req)
 			if tc.late {
 				time.Sleep(500 * time.Millisecond)
@@ -432,6 +440,11 @@ func TestProcFlowControl(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer a.Close()
+			if !tc.late {
+				if err := c.ProcStdin(context.Background(), info.ID, strings.NewReader("go\n"), false); err != nil {
+					t.Fatal(err)
+				}
+			}
 			time.Sleep(500 * time.Millisecond) // the process outruns the ring meanwhile, unless held
 			n, err := io.Copy(io.Discard, a)
 			res, werr := a.Wait()
