@@ -2,6 +2,7 @@ package cli
 
 import (
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -9,12 +10,8 @@ import (
 func TestListenConsole(t *testing.T) {
 	// An API on a port whose next one is free, and one whose next one is
 	// taken.
-	api, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	api, next := apiBeforeFreePort(t)
 	defer api.Close()
-	next := api.Addr().(*net.TCPAddr).Port + 1
 	taken, takenErr := net.Listen("tcp", "127.0.0.1:0")
 	if takenErr != nil {
 		t.Fatal(takenErr)
@@ -66,4 +63,24 @@ func TestListenConsole(t *testing.T) {
 			}
 		})
 	}
+}
+
+// apiBeforeFreePort listens on a loopback port whose next port is free
+// when it returns: other tests' connections take ephemeral ports too.
+func apiBeforeFreePort(t *testing.T) (net.Listener, int) {
+	t.Helper()
+	for range 50 {
+		api, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := api.Addr().(*net.TCPAddr).Port + 1
+		if probe, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(next))); err == nil {
+			probe.Close()
+			return api, next
+		}
+		api.Close()
+	}
+	t.Fatal("no loopback port with a free next port in 50 tries")
+	return nil, 0
 }
