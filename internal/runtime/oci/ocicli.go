@@ -25,8 +25,7 @@ type ociCLI struct {
 	hide string
 }
 
-// exec runs cmd with run (cmd.Run, or a caller's wrapper of it). With
-// c.hide set it does so from a mount namespace of its own, made on a
+// exec runs cmd. With c.hide set it does so from a mount namespace of its own, made on a
 // thread locked for it, in which an empty tmpfs covers c.hide.
 // crun 1.8 refuses to run anything at all on a hybrid host, one whose
 // cgroup2 holds a controller beside the v1 hierarchies ("cgroups in hybrid
@@ -41,9 +40,9 @@ type ociCLI struct {
 // daemon made before; the container's own mount namespace is a copy of it,
 // which pivot_root leaves behind. The thread is never unlocked: Go ends it
 // with the goroutine, and its namespace with it.
-func (c ociCLI) exec(cmd *exec.Cmd, run func() error) error {
+func (c ociCLI) exec(cmd *exec.Cmd) error {
 	if c.hide == "" {
-		return run()
+		return cmd.Run()
 	}
 	errc := make(chan error, 1)
 	go func() {
@@ -52,7 +51,7 @@ func (c ociCLI) exec(cmd *exec.Cmd, run func() error) error {
 			errc <- fmt.Errorf("%s: %w", c.bin, err)
 			return
 		}
-		errc <- run()
+		errc <- cmd.Run()
 	}()
 	return <-errc
 }
@@ -82,7 +81,7 @@ func (c ociCLI) output(ctx context.Context, args ...string) ([]byte, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := c.command(ctx, args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := c.exec(cmd, cmd.Run); err != nil {
+	if err := c.exec(cmd); err != nil {
 		return nil, fmt.Errorf("%s %s: %w: %s", c.bin, args[0], err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.Bytes(), nil
@@ -96,7 +95,7 @@ func (c ociCLI) run(ctx context.Context, id, bundle, pidFile string, listener, l
 		"--preserve-fds", "1", "--pid-file", pidFile, id)
 	cmd.ExtraFiles = []*os.File{listener}
 	cmd.Stdout, cmd.Stderr = log, log
-	if err := c.exec(cmd, cmd.Run); err != nil {
+	if err := c.exec(cmd); err != nil {
 		return fmt.Errorf("%s run: %w", c.bin, err)
 	}
 	return nil
