@@ -74,8 +74,11 @@ func TestCheckpointRestore(t *testing.T) {
 	startSandbox(t, rt, "parent")
 	c := rt.client("parent")
 	// A process holding a variable in memory only, which it writes out on
-	// SIGUSR1; and a file.
+	// SIGUSR1; a file; and a file in /dev/shm, a tmpfs of the sandbox's
+	// own, which CRIU saves (as the other tmpfs mounts: /dev, the cgroup
+	// mounts' parent, the empty masked directories).
 	if code, out := run(t, c, `echo hello > /workspace/f
+echo shm > /dev/shm/f
 setsid sh -c 'x=41; trap "echo \$x > /workspace/out" USR1; while :; do sleep 0.1; done' </dev/null >/dev/null 2>&1 &
 echo $! > /workspace/pid`); code != 0 {
 		t.Fatalf("setup: %d %s", code, out)
@@ -96,9 +99,9 @@ echo $! > /workspace/pid`); code != 0 {
 			t.Fatal(err)
 		}
 		t.Logf("restore %s to an answering agent took %v", id, time.Since(start))
-		code, out := run(t, rt.client(id), `cat /workspace/f; kill -USR1 $(cat /workspace/pid); sleep 0.5; cat /workspace/out`)
-		if code != 0 || out != "hello\n41\n" {
-			t.Errorf("%s: exit %d, output %q; want the snapshot's file and variable (hello, 41)", id, code, out)
+		code, out := run(t, rt.client(id), `cat /workspace/f /dev/shm/f; test -c /dev/null && echo null; kill -USR1 $(cat /workspace/pid); sleep 0.5; cat /workspace/out`)
+		if code != 0 || out != "hello\nshm\nnull\n41\n" {
+			t.Errorf("%s: exit %d, output %q; want the snapshot's files, /dev, and variable (hello, shm, null, 41)", id, code, out)
 		}
 		st, err := rt.Status(ctx, id)
 		if err != nil || st.Labels["from"] != "parent" {

@@ -107,7 +107,7 @@
 // # Checkpoint and restore
 //
 // With Config.CRIU (the criu that scripts/criu.sh builds: CRIU 4.1.1 from
-// Debian's source with three patches, see there) a running sandbox is
+// Debian's source with five patches, see there) a running sandbox is
 // saved whole by `runc checkpoint` and new sandboxes are made from the
 // save by `runc restore` (checkpoint.go, sandbox.Checkpointer). A snapshot
 // dir holds CRIU's images (images/), a copy of the sandbox's disk.img (its
@@ -148,6 +148,11 @@
 //   - Kernels >= 6.16 refuse SO_PASSCRED on TCP sockets, and Debian 12's
 //     CRIU 3.17 fails `criu check` on 6.x kernels: 4.1.1 plus upstream's
 //     fix (patch 0001).
+//   - What CRIU ran besides itself took half of a small sandbox's dump and
+//     restore: the network lock by iptables (five processes to unlock) and
+//     tar with gzip for each of the sandbox's five tmpfs mounts. The
+//     project's CRIU locks with nftables in process and saves an empty
+//     tmpfs without tar and the others without gzip (patch 0005).
 //   - The disk is copied (sparse, copy_file_range) while the sandbox is
 //     frozen by its freezer, after a syncfs, so files and memory agree;
 //     CRIU, finding the cgroup frozen, leaves it so, and Checkpoint thaws it
