@@ -183,3 +183,21 @@ func MarkUsed(path string) error {
 	now := unix.NsecToTimespec(time.Now().UnixNano())
 	return unix.UtimesNanoAt(unix.AT_FDCWD, path, []unix.Timespec{now, now}, unix.AT_SYMLINK_NOFOLLOW)
 }
+
+// Hold takes a shared lock on lock, the lock file of a cache entry, for as
+// long as a process uses the entry (a daemon running the CRIU the cache
+// holds): neither Prune nor scripts/cache-prune.sh removes an entry whose
+// lock is held, however long ago it was last marked used. release lets it
+// go. A symbolic link is not followed. It fails when the lock is held
+// exclusively (the entry is being made or pruned) or cannot be opened.
+func Hold(lock string) (release func(), err error) {
+	f, err := os.OpenFile(lock, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, fmt.Errorf("hold %s: %w", lock, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("hold %s: %w", lock, err)
+	}
+	return func() { f.Close() }, nil
+}

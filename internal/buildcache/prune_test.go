@@ -306,3 +306,50 @@ func TestPruneMounted(t *testing.T) {
 		})
 	}
 }
+
+// TestHold checks that an entry held by a process using it stays through
+// both prunes, however old, and goes once let go: Go's (an image's file
+// beside its lock) and the scripts' (a directory with its lock inside).
+func TestHold(t *testing.T) {
+	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "cache-prune.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(t.TempDir(), "cache")
+	makeFiles(t, cache, map[string]file{
+		"v2.tar": {at: long}, "v2.tar.lock": {at: long},
+		"criu-0-b": {dir: true, at: long}, "criu-0-b/criu": {at: long}, "criu-0-b/.lock": {at: long},
+	})
+	if _, err := Hold(filepath.Join(cache, "criu-0-a", ".lock")); err == nil {
+		t.Error("Hold of a missing lock succeeded")
+	}
+	var releases []func()
+	for _, lock := range []string{"v2.tar.lock", "criu-0-b/.lock"} {
+		release, err := Hold(filepath.Join(cache, lock))
+		if err != nil {
+			t.Fatal(err)
+		}
+		releases = append(releases, release)
+	}
+	prune := func() {
+		t.Helper()
+		if _, err := Prune(cache, hashVersion, map[string]bool{"v3": true}, now); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("bash", "-euo", "pipefail", "-c", `source "$1"; cache_prune "$2" 'criu-*' criu-1-a`, "test", script, cache)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("cache_prune: %v\n%s", err, out)
+		}
+	}
+	prune()
+	if diff := cmp.Diff([]string{"criu-0-b/", "criu-0-b/.lock", "criu-0-b/criu", "v2.tar", "v2.tar.lock"}, tree(t, cache)); diff != "" {
+		t.Errorf("held, left in the cache dir (-want +got):\n%s", diff)
+	}
+	for _, release := range releases {
+		release()
+	}
+	prune()
+	if diff := cmp.Diff([]string(nil), tree(t, cache)); diff != "" {
+		t.Errorf("let go, left in the cache dir (-want +got):\n%s", diff)
+	}
+}

@@ -89,7 +89,9 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	if s.runtime == "oci" {
-		if p := resolveCRIU(cfg.CRIU, cfg.CacheDir, log); p != "" {
+		p, release := resolveCRIU(cfg.CRIU, cfg.CacheDir, log)
+		defer release()
+		if p != "" {
 			s.runtimeSettings["oci.criu"] = p
 		}
 	}
