@@ -55,7 +55,8 @@ func (s *e2bSDK) do(command string) ([]time.Duration, error) {
 // image img) and on warm, whose python pool holds code-interpreter
 // sandboxes (template code-interpreter-v1), each create timed once the
 // pool is full; then run_code("1") against a context's execute of 1; then
-// envd's process Start without the SDK (e2bEnvdStart).
+// envd's process Start and the code interpreter's /execute without the
+// SDK (e2bEnvdStart, e2bExecuteByGo).
 func benchE2B(d, warm *daemon, n int, img string) error {
 	python := os.Getenv("AGENT2ENV_PYTHON")
 	if python == "" {
@@ -101,6 +102,11 @@ func benchE2B(d, warm *daemon, n int, img string) error {
 		return fmt.Errorf("E2B envd Start: %w", err)
 	}
 	report("E2B envd Start, sent by Go", start, "Go client execute", exec, "reported (the surface's share)")
+	execute, goExec, err := e2bExecuteByGo(d, n*4)
+	if err != nil {
+		return fmt.Errorf("E2B /execute: %w", err)
+	}
+	report("E2B /execute of 1, sent by Go", execute, "Go client execute", goExec, "reported (the surface's share)")
 	return nil
 }
 
