@@ -159,9 +159,8 @@ var sdkTrue = []string{"/bin/bash", "-l", "-c", "true"}
 // shared machine, which moves within a run, weighs on both alike.
 const runCodeChunk = 20
 
-// e2bRunCodePair times n run_code("1") round trips through the SDK (each
-// chunk in a new code-interpreter sandbox, after an untimed run_code)
-// and n executes of "1" through the Go client in a python context of a
+// e2bRunCodePair times n run_code("1") round trips through the SDK (in
+// one code-interpreter sandbox, after an untimed run_code) and n executes of "1" through the Go client in a python context of a
 // code-interpreter sandbox (after an untimed one), alternated by chunks.
 func e2bRunCodePair(sdk *e2bSDK, d *daemon, n int) (theirs, ours stats, err error) {
 	c, err := client.New("http://" + d.addr)
