@@ -54,8 +54,10 @@ func (s *e2bSDK) do(command string) ([]time.Duration, error) {
 // the wait for running) → Execute of the same bash -l -c true, on d (cold, template base =
 // image img) and on warm, whose python pool holds code-interpreter
 // sandboxes (template code-interpreter-v1), each create timed once the
-// pool is full; then run_code("1") against a context's execute of 1; then
-// envd's process Start without the SDK (e2bEnvdStart).
+// pool is full; then run_code("1") against a context's execute of 1
+// (alternated by chunks); then
+// envd's process Start and the code interpreter's /execute without the
+// SDK (e2bEnvdStart, e2bExecuteByGo).
 func benchE2B(d, warm *daemon, n int, img string) error {
 	python := os.Getenv("AGENT2ENV_PYTHON")
 	if python == "" {
@@ -86,12 +88,7 @@ func benchE2B(d, warm *daemon, n int, img string) error {
 		return err
 	}
 	defer sdk.stop()
-	ds, err := sdk.do(fmt.Sprintf("runcode %d", n*4))
-	if err != nil {
-		return err
-	}
-	theirs := summarize(ds)
-	ours, err := goExecuteOne(d, n*4)
+	theirs, ours, err := e2bRunCodePair(sdk, d, n*4)
 	if err != nil {
 		return err
 	}
@@ -101,6 +98,11 @@ func benchE2B(d, warm *daemon, n int, img string) error {
 		return fmt.Errorf("E2B envd Start: %w", err)
 	}
 	report("E2B envd Start, sent by Go", start, "Go client execute", exec, "reported (the surface's share)")
+	execute, goExec, err := e2bExecuteByGo(d, n*4)
+	if err != nil {
+		return fmt.Errorf("E2B /execute: %w", err)
+	}
+	report("E2B /execute of 1, sent by Go", execute, "Go client execute", goExec, "reported (the surface's share)")
 	return nil
 }
 
@@ -152,22 +154,28 @@ func e2bCreatePair(sdk *e2bSDK, d *daemon, n int, template, image string, pooled
 // ratio is the surface's and the SDK's cost, not bash's.
 var sdkTrue = []string{"/bin/bash", "-l", "-c", "true"}
 
-// goExecuteOne times n executes of "1" through the Go client in a
-// python context of a code-interpreter sandbox, after an untimed one.
-func goExecuteOne(d *daemon, n int) (stats, error) {
+// runCodeChunk is how many run_code("1") the SDK and the Go client time
+// in turn: the two sides alternate in chunks, so that the load of the
+// shared machine, which moves within a run, weighs on both alike.
+const runCodeChunk = 20
+
+// e2bRunCodePair times n run_code("1") round trips through the SDK (in
+// one code-interpreter sandbox, after an untimed run_code) and n executes of "1" through the Go client in a python context of a
+// code-interpreter sandbox (after an untimed one), alternated by chunks.
+func e2bRunCodePair(sdk *e2bSDK, d *daemon, n int) (theirs, ours stats, err error) {
 	c, err := client.New("http://" + d.addr)
 	if err != nil {
-		return stats{}, err
+		return stats{}, stats{}, err
 	}
 	ctx := context.Background()
 	id, err := d.create("agent2env/code-interpreter")
 	if err != nil {
-		return stats{}, err
+		return stats{}, stats{}, err
 	}
 	defer d.delete(id)
 	cx, err := c.Contexts().CreateIn(ctx, id, api.CreateContextRequest{Language: "python"})
 	if err != nil {
-		return stats{}, err
+		return stats{}, stats{}, err
 	}
 	run := func() error {
 		res, err := c.Contexts().Execute(ctx, cx.ContextID, api.ExecuteRequest{Code: "1"})
@@ -177,9 +185,25 @@ func goExecuteOne(d *daemon, n int) (stats, error) {
 		return err
 	}
 	if err := run(); err != nil {
-		return stats{}, err
+		return stats{}, stats{}, err
 	}
-	return measure(n, run)
+	var sdkDs, goDs []time.Duration
+	for left := n; left > 0; left -= runCodeChunk {
+		k := min(left, runCodeChunk)
+		ds, err := sdk.do(fmt.Sprintf("runcode %d", k))
+		if err != nil {
+			return stats{}, stats{}, err
+		}
+		sdkDs = append(sdkDs, ds...)
+		for range k {
+			t := time.Now()
+			if err := run(); err != nil {
+				return stats{}, stats{}, err
+			}
+			goDs = append(goDs, time.Since(t))
+		}
+	}
+	return summarize(sdkDs), summarize(goDs), nil
 }
 
 // benchE2BOnly runs benchE2B alone, on a daemon and one with a warm pool.

@@ -47,6 +47,9 @@ type Sandboxes interface {
 	Get(ctx context.Context, id string) (*store.Sandbox, error)
 	Delete(ctx context.Context, id string) error
 	Agent(ctx context.Context, id string) (*agent.Client, error)
+	// RunningAgent is Agent for a sandbox the caller has just found
+	// running: it does not read the sandbox again.
+	RunningAgent(ctx context.Context, id string) (*agent.Client, error)
 	WaitRunning(ctx context.Context, sb *store.Sandbox) (*store.Sandbox, error)
 }
 

@@ -277,6 +277,8 @@ func TestNotInSandbox(t *testing.T) {
 		{"DeleteIn other", func() error { return e.svc.DeleteIn(bg, b.ID, c.ContextID) }, api.CodeContextNotFound},
 		{"ExecuteIn other", func() error { _, err := e.svc.ExecuteIn(bg, b.ID, c.ContextID, req); return err }, api.CodeContextNotFound},
 		{"Stream other", func() error { _, err := e.svc.Stream(bg, b.ID, c.ContextID, req); return err }, api.CodeContextNotFound},
+		{"StreamChecked other", func() error { _, err := e.svc.StreamChecked(bg, b.ID, c.ContextID, req); return err }, api.CodeContextNotFound},
+		{"StreamChecked unknown", func() error { _, err := e.svc.StreamChecked(bg, a.ID, "ctx-nosuch", req); return err }, api.CodeContextNotFound},
 		{"GetIn unknown sandbox", func() error { _, err := e.svc.GetIn(bg, "nosuchsandbox", c.ContextID); return err }, api.CodeSandboxNotFound},
 		{"DeleteIn unknown sandbox", func() error { return e.svc.DeleteIn(bg, "nosuchsandbox", c.ContextID) }, api.CodeSandboxNotFound},
 		{"Get unknown", func() error { _, err := e.svc.Get(bg, "ctx-nosuch"); return err }, api.CodeContextNotFound},
@@ -561,6 +563,16 @@ func TestExecuteSandboxStopped(t *testing.T) {
 	if err != nil || sr.Error == nil || sr.Error.Name != api.ErrorNameSandboxGone {
 		t.Errorf("stream in a stopped sandbox: %+v %v", sr, err)
 	}
+	// So does the form for a caller that found the sandbox running just
+	// before it stopped.
+	run, err = e.svc.StreamChecked(bg, c.SandboxID, c.ContextID, api.ExecuteRequest{Code: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr, err = run(bg, &recSink{})
+	if err != nil || sr.Error == nil || sr.Error.Name != api.ErrorNameSandboxGone {
+		t.Errorf("checked stream in a stopped sandbox: %+v %v", sr, err)
+	}
 	// The context (and its own sandbox) can still be deleted.
 	if err := e.svc.Delete(bg, c.ContextID); err != nil {
 		t.Fatal(err)
@@ -711,6 +723,18 @@ time.sleep(0.15)
 	}
 	if len(sink.events) != 0 {
 		t.Errorf("sink got %q for an error", sink.events)
+	}
+
+	// The form for a caller that has just found the sandbox running runs
+	// the same, in the same kernel.
+	run, err = e.svc.StreamChecked(bg, c.SandboxID, c.ContextID, api.ExecuteRequest{Code: "x = 6 * 7; x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink = &recSink{}
+	got, err = run(bg, sink)
+	if err != nil || !got.Success || got.Result != "42" || got.ExecutionCount != 4 || fmt.Sprint(sink.events) != "[result:42]" {
+		t.Errorf("checked stream: %+v %q %v", got, sink.events, err)
 	}
 }
 

@@ -120,7 +120,7 @@ func (s *Service) executeBuffered(ctx context.Context, c *store.Context, req api
 	limit := s.cfg.OutputLimit + outbuf.NoteRoom
 	col := &collector{out: [2]*outbuf.Buffer{s.cfg.Outputs.NewBuffer(limit), s.cfg.Outputs.NewBuffer(limit)}}
 	exe := &Execution{out: col.out}
-	resp, err := s.execute(ctx, c, req, col)
+	resp, err := s.execute(ctx, c, req, col, false)
 	if err != nil {
 		exe.Release()
 		return nil, err
@@ -145,11 +145,36 @@ func (s *Service) Stream(ctx context.Context, sandboxID, id string, req api.Exec
 	if err != nil {
 		return nil, err
 	}
+	return s.stream(c, req, false)
+}
+
+// StreamChecked is Stream in sandbox sandboxID for a caller that has just
+// read that sandbox and found it running (an access check, as the E2B
+// surface makes for every request): neither it nor its run reads the
+// sandbox again, where Stream reads it twice (that it exists, then that it
+// runs, before reaching its agent). Context id must be in the sandbox. A
+// sandbox deleted or paused since the caller's read is found as Execute
+// finds one gone while it runs: the execution's error is
+// api.ErrorNameSandboxGone.
+func (s *Service) StreamChecked(ctx context.Context, sandboxID, id string, req api.ExecuteRequest) (func(ctx context.Context, sink Sink) (*api.ExecuteResponse, error), error) {
+	c, err := s.get(ctx, id)
+	if err != nil {
+		return nil, contextErr(err)
+	}
+	if c.SandboxID != sandboxID {
+		return nil, errdefs.WithCode(errdefs.NotFound("context %s is not in sandbox %s", id, sandboxID), api.CodeContextNotFound)
+	}
+	return s.stream(c, req, true)
+}
+
+// stream validates req and returns the function that runs it in c;
+// checked says the caller found c's sandbox running just now.
+func (s *Service) stream(c *store.Context, req api.ExecuteRequest, checked bool) (func(ctx context.Context, sink Sink) (*api.ExecuteResponse, error), error) {
 	if _, err := execRequest(req, 0); err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context, sink Sink) (*api.ExecuteResponse, error) {
-		return s.execute(ctx, c, req, &collector{sink: sink})
+		return s.execute(ctx, c, req, &collector{sink: sink}, checked)
 	}, nil
 }
 
@@ -181,8 +206,9 @@ func execRequest(req api.ExecuteRequest, limit int64) (agent.KernelExecRequest, 
 	return agent.KernelExecRequest{Code: req.Code, Timeout: timeout, OutputLimit: limit}, nil
 }
 
-// execute runs req in c, delivering its output to col.
-func (s *Service) execute(ctx context.Context, c *store.Context, req api.ExecuteRequest, col *collector) (*api.ExecuteResponse, error) {
+// execute runs req in c, delivering its output to col; checked says the
+// caller found c's sandbox running just now (run does not read it again).
+func (s *Service) execute(ctx context.Context, c *store.Context, req api.ExecuteRequest, col *collector, checked bool) (*api.ExecuteResponse, error) {
 	kreq, err := execRequest(req, s.cfg.OutputLimit)
 	if err != nil {
 		return nil, err
@@ -193,7 +219,7 @@ func (s *Service) execute(ctx context.Context, c *store.Context, req api.Execute
 	leave := s.enter(c.ID)
 	defer leave()
 	start := time.Now()
-	res, err := s.run(ctx, c, kreq, col)
+	res, err := s.run(ctx, c, kreq, col, checked)
 	elapsed := time.Since(start)
 	label := executionLabel(res, err)
 	s.metrics.ObserveExecution(c.Language, label, elapsed)
@@ -271,8 +297,14 @@ var errSandboxGone = errors.New("sandbox gone")
 
 // run executes in the context's kernel; a kernel the agent no longer has
 // (the sandbox was restarted) is started again, with its state lost.
-func (s *Service) run(ctx context.Context, c *store.Context, req agent.KernelExecRequest, col *collector) (agent.KernelResult, error) {
-	ac, err := s.sbx.Agent(ctx, c.SandboxID)
+// Checked says the caller found the sandbox running just now: its agent is
+// reached without reading the sandbox again.
+func (s *Service) run(ctx context.Context, c *store.Context, req agent.KernelExecRequest, col *collector, checked bool) (agent.KernelResult, error) {
+	agentOf := s.sbx.Agent
+	if checked {
+		agentOf = s.sbx.RunningAgent
+	}
+	ac, err := agentOf(ctx, c.SandboxID)
 	if err != nil {
 		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition) {
 			return agent.KernelResult{}, fmt.Errorf("%w: %v", errSandboxGone, err)

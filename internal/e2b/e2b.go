@@ -122,7 +122,12 @@ type Contexts interface {
 	Delete(ctx context.Context, sandboxID, id string) (*api.DeleteContextResponse, error)
 	Default(ctx context.Context, sandboxID, language, name string) (*api.Context, error)
 	Restart(ctx context.Context, sandboxID, id string) error
-	Stream(ctx context.Context, sandboxID, id string, req api.ExecuteRequest) (func(context.Context, service.Sink) (*api.ExecuteResponse, error), error)
+	// StreamChecked checks that context id is in sandboxID and req is
+	// valid, and returns the function that runs the code, passing its
+	// output to the sink as it comes; the sandbox is one the request's
+	// access check (Sandboxes.Authorize) has just found running, which it
+	// does not read again.
+	StreamChecked(ctx context.Context, sandboxID, id string, req api.ExecuteRequest) (func(context.Context, service.Sink) (*api.ExecuteResponse, error), error)
 }
 
 var _ Contexts = (*service.Contexts)(nil)

@@ -219,9 +219,10 @@ func (f *fakeSandboxes) Authorize(_ context.Context, id, tok string) error {
 	return nil
 }
 
-// fakeContexts is the context service in memory; Stream's run reports
-// stdout "out\n", a display result and the code as the main result, or
-// the error of code "1/0".
+// fakeContexts is the context service in memory; StreamChecked's run
+// reports stdout "out\n", a display result and the code as the main
+// result, or the error of code "1/0", or for code "quiet" only the main
+// result.
 type fakeContexts struct {
 	mu       sync.Mutex
 	byID     map[string]api.Context
@@ -297,7 +298,7 @@ func (f *fakeContexts) Restart(_ context.Context, sandboxID, id string) error {
 	return nil
 }
 
-func (f *fakeContexts) Stream(_ context.Context, sandboxID, id string, req api.ExecuteRequest) (func(context.Context, service.Sink) (*api.ExecuteResponse, error), error) {
+func (f *fakeContexts) StreamChecked(_ context.Context, sandboxID, id string, req api.ExecuteRequest) (func(context.Context, service.Sink) (*api.ExecuteResponse, error), error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if c, ok := f.byID[id]; !ok || c.SandboxID != sandboxID {
@@ -308,7 +309,10 @@ func (f *fakeContexts) Stream(_ context.Context, sandboxID, id string, req api.E
 	}
 	f.streams = append(f.streams, sandboxID+"/"+id)
 	return func(_ context.Context, sink service.Sink) (*api.ExecuteResponse, error) {
-		if req.Code == "1/0" {
+		switch req.Code {
+		case "quiet":
+			return &api.ExecuteResponse{ExecutionCount: 4, Success: true}, sink.Result(api.ExecutionResult{Text: "1", IsMainResult: true})
+		case "1/0":
 			_ = sink.Stderr("warn\n")
 			return &api.ExecuteResponse{ExecutionCount: 3, Error: &api.ExecutionError{
 				Name: "ZeroDivisionError", Value: "division by zero", Traceback: "Traceback…"}}, nil
@@ -799,6 +803,26 @@ func TestExecute(t *testing.T) {
 	e.in(t, "sbb", InterpreterPort, "POST", "/execute", `{"code":"y","language":"python"}`)
 	if e.ctx.creates != 2 || fmt.Sprint(e.ctx.streams) != "[sba/ctx1 sba/ctx1 sbb/ctx2]" {
 		t.Errorf("creates %d, streams %v", e.ctx.creates, e.ctx.streams)
+	}
+
+	// Output while the code runs is flushed as it comes (chunked); an
+	// execution whose only output is its main result answers in one
+	// write, with a Content-Length.
+	for _, tc := range []struct {
+		code  string
+		sized bool
+	}{{"x", false}, {"quiet", true}} {
+		code, hdr, body := e.do(t, "POST", "/execute", `{"code":"`+tc.code+`"}`,
+			HeaderSandboxID, "sba", HeaderSandboxPort, fmt.Sprint(InterpreterPort), HeaderAccessToken, token)
+		if sized := hdr.Get("Content-Length") != ""; code != 200 || sized != tc.sized {
+			t.Errorf("execute %s: %d, Content-Length %q, want one: %v", tc.code, code, hdr.Get("Content-Length"), tc.sized)
+		}
+		if tc.code == "quiet" && body != `{"type":"result","text":"1","is_main_result":true}
+{"type":"number_of_executions","execution_count":4}
+{"type":"end_of_execution"}
+` {
+			t.Errorf("execute quiet: %s", body)
+		}
 	}
 
 	code, body = e.in(t, "sba", InterpreterPort, "POST", "/execute", `{"code":"1/0","context_id":"ctx1"}`)

@@ -151,15 +151,17 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request, id string) {
 		}
 		ctxID, err = h.defaultContext(r.Context(), id, language)
 	}
+	// serveSandbox's access check has just read the sandbox and found it
+	// running: the execution does not read it again.
 	var run func(context.Context, service.Sink) (*api.ExecuteResponse, error)
 	if err == nil {
-		run, err = h.cfg.Contexts.Stream(r.Context(), id, ctxID, api.ExecuteRequest{Code: req.Code, Timeout: ExecuteTimeout})
+		run, err = h.cfg.Contexts.StreamChecked(r.Context(), id, ctxID, api.ExecuteRequest{Code: req.Code, Timeout: ExecuteTimeout})
 		if errors.Is(err, errdefs.ErrNotFound) && req.ContextID == nil {
 			// The remembered default context is gone (deleted through
 			// /contexts or agent2env's API): find or make it afresh.
 			h.defaults.forget(id + "\x00" + language)
 			if ctxID, err = h.defaultContext(r.Context(), id, language); err == nil {
-				run, err = h.cfg.Contexts.Stream(r.Context(), id, ctxID, api.ExecuteRequest{Code: req.Code, Timeout: ExecuteTimeout})
+				run, err = h.cfg.Contexts.StreamChecked(r.Context(), id, ctxID, api.ExecuteRequest{Code: req.Code, Timeout: ExecuteTimeout})
 			}
 		}
 	}
@@ -175,20 +177,52 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request, id string) {
 	case err != nil && r.Context().Err() != nil:
 		return // the client is gone
 	case err != nil:
-		_ = s.line(map[string]any{"type": "error", "name": "SystemError", "value": err.Error(), "traceback": ""})
+		_ = s.line(errorLine{Type: "error", Name: "SystemError", Value: err.Error()})
 	default:
 		if resp.Error != nil {
-			_ = s.line(map[string]any{"type": "error", "name": resp.Error.Name, "value": resp.Error.Value, "traceback": resp.Error.Traceback})
+			_ = s.line(errorLine{Type: "error", Name: resp.Error.Name, Value: resp.Error.Value, Traceback: resp.Error.Traceback})
 		}
-		_ = s.line(map[string]any{"type": "number_of_executions", "execution_count": resp.ExecutionCount})
+		_ = s.line(countLine{Type: "number_of_executions", ExecutionCount: resp.ExecutionCount})
 	}
-	_ = s.line(map[string]any{"type": "end_of_execution"})
+	_ = s.line(endLine{Type: "end_of_execution"})
 }
 
+// The code interpreter's NDJSON lines.
+type (
+	outputLine struct {
+		Type      string `json:"type"`
+		Text      string `json:"text"`
+		Timestamp string `json:"timestamp"`
+	}
+	// resultLine is a result: the MIME bundle's fields, which have the
+	// code interpreter's names, its type, and is_main_result always (the
+	// bundle's own is omitted when false; this one, shallower, wins).
+	resultLine struct {
+		Type string `json:"type"`
+		api.ExecutionResult
+		IsMainResult bool `json:"is_main_result"`
+	}
+	errorLine struct {
+		Type      string `json:"type"`
+		Name      string `json:"name"`
+		Value     string `json:"value"`
+		Traceback string `json:"traceback"`
+	}
+	countLine struct {
+		Type           string `json:"type"`
+		ExecutionCount int    `json:"execution_count"`
+	}
+	endLine struct {
+		Type string `json:"type"`
+	}
+)
+
 // ndjsonSink writes an execution's output as the code interpreter's
-// NDJSON lines: what comes while the code runs (output, results) is
-// flushed line by line; the closing lines (error, count, end) go out
-// together when the handler returns, in one write.
+// NDJSON lines: what comes while the code runs (output, display results)
+// is flushed line by line; the main result, which comes once the code has
+// run, and the closing lines (error, count, end) go out together when the
+// handler returns, in one write (and with a Content-Length rather than
+// chunked when nothing was flushed before: what run_code("1") answers).
 type ndjsonSink struct {
 	w   http.ResponseWriter
 	now func() time.Time
@@ -216,26 +250,21 @@ func (s *ndjsonSink) flushed(v any) error {
 }
 
 func (s *ndjsonSink) output(kind, text string) error {
-	return s.flushed(map[string]any{"type": kind, "text": text, "timestamp": s.now().UTC().Format(time.RFC3339Nano)})
+	return s.flushed(outputLine{Type: kind, Text: text, Timestamp: s.now().UTC().Format(time.RFC3339Nano)})
 }
 
 func (s *ndjsonSink) Stdout(text string) error { return s.output("stdout", text) }
 func (s *ndjsonSink) Stderr(text string) error { return s.output("stderr", text) }
 
-// Result writes a result line: the MIME bundle's fields, which have the
-// code interpreter's names, and its type.
+// Result writes a result line; a display result (a chart shown while the
+// code runs) is flushed, the main result is not (the closing lines follow
+// it at once).
 func (s *ndjsonSink) Result(r api.ExecutionResult) error {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return err
+	line := resultLine{Type: "result", ExecutionResult: r, IsMainResult: r.IsMainResult}
+	if r.IsMainResult {
+		return s.line(line)
 	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return err
-	}
-	m["type"] = "result"
-	m["is_main_result"] = r.IsMainResult
-	return s.flushed(m)
+	return s.flushed(line)
 }
 
 // defaultContext returns the id of sandbox id's default context of

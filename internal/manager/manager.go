@@ -327,6 +327,14 @@ func (m *Manager) Agent(ctx context.Context, id string) (*agent.Client, error) {
 	if _, err := m.running(ctx, id); err != nil {
 		return nil, err
 	}
+	return m.RunningAgent(ctx, id)
+}
+
+// RunningAgent returns a client for the agent of sandbox id, which the
+// caller has just read from the store and found running (an access check
+// of the same request): Agent without its store read. The runtime still
+// answers ErrNotFound for a sandbox it no longer has.
+func (m *Manager) RunningAgent(ctx context.Context, id string) (*agent.Client, error) {
 	c, err := m.rt.Agent(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("reach agent of sandbox %s: %w", id, err)

@@ -121,3 +121,11 @@ func (c *Contexts) Execute(ctx context.Context, sandboxID, id string, req api.Ex
 func (c *Contexts) Stream(ctx context.Context, sandboxID, id string, req api.ExecuteRequest) (func(context.Context, Sink) (*api.ExecuteResponse, error), error) {
 	return c.svc.Stream(ctx, sandboxID, id, req)
 }
+
+// StreamChecked is Stream in sandbox sandboxID for a caller that has just
+// checked that the sandbox runs, as Sandboxes.Authorize does: the
+// execution reads the context, not the sandbox again (see
+// contexts.Service.StreamChecked).
+func (c *Contexts) StreamChecked(ctx context.Context, sandboxID, id string, req api.ExecuteRequest) (func(context.Context, Sink) (*api.ExecuteResponse, error), error) {
+	return c.svc.StreamChecked(ctx, sandboxID, id, req)
+}
