@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -235,9 +236,11 @@ func (r *Runtime) dump(ctx context.Context, id, sdir, dir string, leaveRunning b
 	if leaveRunning {
 		args = append(args, "--leave-running")
 	}
+	var out bytes.Buffer
 	cmd := r.oci.criu(ctx, r.cfg.CRIU, append(args, id)...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%s checkpoint: %w: %s%s", r.oci.bin, err, strings.TrimSpace(string(out)),
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := runTracked(cmd); err != nil {
+		return fmt.Errorf("%s checkpoint: %w: %s%s", r.oci.bin, err, strings.TrimSpace(out.String()),
 			logTail(filepath.Join(dir, dirCRIUWork, "dump.log")))
 	}
 	return nil
@@ -476,7 +479,7 @@ func (r *Runtime) restore(ctx context.Context, id, dir, ndir string, snap *snaps
 		"--manage-cgroups-mode", "soft", "--pid-file", pidFile, id)
 	cmd.ExtraFiles = extra
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Run(); err != nil {
+	if err := runTracked(cmd); err != nil {
 		return fmt.Errorf("%s restore: %w%s%s", r.oci.bin, err, logTail(filepath.Join(ndir, fileLog)),
 			logTail(filepath.Join(ndir, dirCRIUWork, "restore.log")))
 	}

@@ -236,5 +236,8 @@
 // `runc state`, so listing hundreds of sandboxes costs no exec.
 //
 // New makes the daemon a child subreaper, so that agents, whose parent the
-// runtime binary was, become its children and their exit is reaped.
+// runtime binary was, become its children and their exit is reaped. The
+// runtime binary's own helpers become its children too: crun leaves one
+// zombie per container, which each later runtime command collects
+// (orphans.go), never an exit os/exec waits for.
 package oci

@@ -534,3 +534,55 @@ func BenchmarkWarmPool(b *testing.B) {
 	testLayers(b)
 	poolbench.Benchmark(b, rt, testImage)
 }
+
+// TestNoZombies checks that the daemon (here the test process, a
+// subreaper since New) is left no zombie of the runtime binary's: crun run
+// --detach leaves it one per container, which reapOrphans collects.
+func TestNoZombies(t *testing.T) {
+	runtimetest.RequiresRoot(t)
+	for _, bin := range []string{"runc", "crun"} {
+		t.Run(bin, func(t *testing.T) {
+			if _, err := exec.LookPath(bin); err != nil {
+				testenv.Missing(t, "%s is not installed: scripts/deps.sh installs it", bin)
+			}
+			root := newRoot(t)
+			rt := newRuntime(t, root, bin)
+			ctx := context.Background()
+			for _, id := range []string{"z1", "z2", "z3"} {
+				startSandbox(t, rt, id)
+			}
+			// A later command collects what the last run left, once
+			// its helper has exited.
+			var left []int
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				if _, err := rt.oci.list(ctx); err != nil {
+					t.Fatal(err)
+				}
+				left = zombieChildren(filepath.Base(bin))
+				if len(left) == 0 || time.Now().After(deadline) {
+					break
+				}
+			}
+			if len(left) > 0 {
+				t.Errorf("zombie children of the daemon named %s: %v", bin, left)
+			}
+			for _, id := range []string{"z1", "z2", "z3"} {
+				if err := rt.Delete(ctx, id); err != nil {
+					t.Error(err)
+				}
+			}
+			runtimetest.AssertNoLeaks(t, root)
+		})
+	}
+}
+
+// zombieChildren returns the zombie children of this process named name.
+func zombieChildren(name string) []int {
+	var pids []int
+	for _, pid := range childPids() {
+		if comm, state, ok := procState(pid); ok && comm == name && state == "Z" {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}

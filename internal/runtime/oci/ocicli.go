@@ -40,9 +40,13 @@ type ociCLI struct {
 // daemon made before; the container's own mount namespace is a copy of it,
 // which pivot_root leaves behind. The thread is never unlocked: Go ends it
 // with the goroutine, and its namespace with it.
+//
+// Then it collects the zombies the binary's helpers leave to the daemon
+// (reapOrphans): crun leaves one per run.
 func (c ociCLI) exec(cmd *exec.Cmd) error {
+	defer reapOrphans(c.bin)
 	if c.hide == "" {
-		return cmd.Run()
+		return runTracked(cmd)
 	}
 	errc := make(chan error, 1)
 	go func() {
@@ -51,7 +55,7 @@ func (c ociCLI) exec(cmd *exec.Cmd) error {
 			errc <- fmt.Errorf("%s: %w", c.bin, err)
 			return
 		}
-		errc <- cmd.Run()
+		errc <- runTracked(cmd)
 	}()
 	return <-errc
 }

@@ -233,7 +233,7 @@ func New(cfg Config) (*Runtime, error) {
 // which it cannot checkpoint or restore: `crun --version` lists +CRIU
 // among its features then (crun 1.8.1 of Debian 12 does not).
 func criuBuiltIn(bin string) error {
-	out, err := exec.Command(bin, "--version").Output()
+	out, err := outputTracked(exec.Command(bin, "--version"))
 	if err != nil {
 		return fmt.Errorf("%s --version: %w", bin, err)
 	}
