@@ -95,6 +95,10 @@ func main() {
 	density := flag.Int("density", 0, "measure only this many idle sandboxes each with a live Python kernel (a code context of its own), their memory against the 2,000-in-16-GiB target, and what their delete leaves behind")
 	coldOnly := flag.Bool("cold-only", false, "measure the cold paths only: create → ready, the first execute_code of a new session without a warm pool, and -concurrent creates at once, each beside its baseline")
 	concurrentOnly := flag.Bool("concurrent-only", false, "measure -concurrent creates at once (and their baseline) only")
+	flag.Func("daemon-args", "extra arguments of every daemon the bench starts, split at spaces (e.g. \"--runtime crun\")", func(v string) error {
+		daemonArgs = append(daemonArgs, strings.Fields(v)...)
+		return nil
+	})
 	vs := flag.String("vs", "", "another agent2env binary: compare create → ready of both, interleaved (implies -create-only; with -concurrent-only, -n bursts of concurrent creates of each in turn; with -cold-only, -n first execute_code of new sessions of each in turn)")
 	flag.Parse()
 	var err error
@@ -756,7 +760,11 @@ type daemon struct {
 	hc      *http.Client
 }
 
+// daemonArgs are added to every daemon's command line (-daemon-args).
+var daemonArgs []string
+
 func startDaemon(bin string, args ...string) (*daemon, error) {
+	args = append(args, daemonArgs...)
 	dataDir, err := os.MkdirTemp("", "a2e-bench-")
 	if err != nil {
 		return nil, err

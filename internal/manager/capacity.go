@@ -97,12 +97,31 @@ func committing(sb *store.Sandbox) bool {
 // when cpu or memory would pass the capacity. Both errors carry the
 // usage and a suggestion. Callers hold m.admitMu until what they admitted
 // is counted by Usage (a reserved or stored record, a status of pending),
-// so concurrent creates cannot pass the limits together.
-func (m *Manager) admit(ctx context.Context, milliCPU, memBytes int64, newRecord bool) error {
+// so concurrent creates cannot pass the limits together. arrived is
+// m.usageReads as the caller found it before it took admitMu (see
+// usageBound).
+func (m *Manager) admit(ctx context.Context, arrived uint64, milliCPU, memBytes int64, newRecord bool) error {
+	if b := &m.bound; b.gen > arrived && m.refusal(b.u, milliCPU, memBytes, newRecord) == nil {
+		b.add(milliCPU, memBytes, newRecord)
+		return nil
+	}
+	gen := m.usageReads.Add(1)
 	u, err := m.Usage(ctx)
 	if err != nil {
+		m.bound = usageBound{}
 		return err
 	}
+	m.bound = usageBound{u: u, gen: gen}
+	if err := m.refusal(u, milliCPU, memBytes, newRecord); err != nil {
+		return err
+	}
+	m.bound.add(milliCPU, memBytes, newRecord)
+	return nil
+}
+
+// refusal is admit's error for a sandbox of milliCPU and memBytes (a new
+// record when newRecord is set) against usage u, or nil when it fits.
+func (m *Manager) refusal(u api.Usage, milliCPU, memBytes int64, newRecord bool) error {
 	if newRecord && m.cfg.MaxSandboxes > 0 && u.Sandboxes >= m.cfg.MaxSandboxes {
 		return limitError(u)
 	}
@@ -113,6 +132,31 @@ func (m *Manager) admit(ctx context.Context, milliCPU, memBytes int64, newRecord
 		return ResourceError(errdefs.WithCode(err, api.CodeInsufficientCapacity), u, SuggestLessResources)
 	}
 	return nil
+}
+
+// usageBound is an upper bound of Usage that admission keeps between its
+// reads of the store: the last read plus what admit let in since. Without
+// it every create of a burst read all the records while holding admitMu,
+// one create after another, behind the burst's other reads of the store
+// (docs/PERFORMANCE.md, "one read of the records per burst"). A caller
+// reuses the bound only when its read began after the caller arrived
+// (gen > arrived): the store as of a moment during the caller's own
+// request, as when it read it itself. Every increase of what Usage counts
+// goes through admit under admitMu and is added to the bound; what was
+// deleted or stopped since only leaves the bound above the truth, and a
+// sandbox the bound would refuse is refused only after a read of its own.
+type usageBound struct {
+	u   api.Usage
+	gen uint64 // the read's number in m.usageReads; 0: no read
+}
+
+// add counts a sandbox admit let in.
+func (b *usageBound) add(milliCPU, memBytes int64, newRecord bool) {
+	if newRecord {
+		b.u.Sandboxes++
+	}
+	b.u.MilliCPU += milliCPU
+	b.u.MemoryBytes += memBytes
 }
 
 func cpus(milli int64) string { return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64) }

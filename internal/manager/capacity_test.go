@@ -78,6 +78,46 @@ func TestAdmission(t *testing.T) {
 	e.create(t, CreateRequest{CPU: "1", Memory: "1Gi"})
 }
 
+// TestAdmissionBound: a caller that arrived before admit's last read of
+// the store is admitted against that read plus what was admitted since,
+// without a read of its own; a later caller reads again, and so does one
+// the bound would refuse, which is refused only by what the store holds.
+func TestAdmissionBound(t *testing.T) {
+	e := newEnv(t, Config{MaxSandboxes: 3, Host: Host{MilliCPU: 2000, MemoryBytes: 4 << 30}, CPUOvercommit: 1, MemoryOvercommit: 1})
+	ctx := context.Background()
+	e.create(t, CreateRequest{CPU: "1", Memory: "1Gi"}) // the one stored record: 1 of 2 cpus
+	e.m.admitMu.Lock()
+	defer e.m.admitMu.Unlock()
+	r := e.m.usageReads.Load()
+	for _, s := range []struct {
+		name      string
+		arrived   uint64 // m.usageReads when the caller arrived
+		milliCPU  int64
+		newRecord bool
+		wantReads uint64 // m.usageReads after the call
+		wantCode  string // "": admitted
+	}{
+		{"the first reads the store", r, 500, true, r + 1, ""},
+		{"arrived before that read: the bound alone", r, 250, true, r + 1, ""},
+		{"the bound (1.75 cpus) would refuse: a read, admitted by the store", r, 500, false, r + 2, ""},
+		{"refused after a read", r + 1, 1100, false, r + 3, api.CodeInsufficientCapacity},
+		{"arrived after the last read: reads again", r + 3, 0, true, r + 4, ""},
+		{"arrived before it: the bound's record count, 3 of 3", r + 3, 0, true, r + 4, ""},
+		{"the bound would refuse the 4th record: a read, admitted by the store", r + 3, 0, true, r + 5, ""},
+	} {
+		err := e.m.admit(ctx, s.arrived, s.milliCPU, 0, s.newRecord)
+		if got := e.m.usageReads.Load(); got != s.wantReads {
+			t.Errorf("%s: %d reads, want %d", s.name, got-r, s.wantReads-r)
+		}
+		switch {
+		case s.wantCode == "" && err != nil:
+			t.Errorf("%s: %v", s.name, err)
+		case s.wantCode != "" && errdefs.Code(err) != s.wantCode:
+			t.Errorf("%s: error %v, want code %s", s.name, err, s.wantCode)
+		}
+	}
+}
+
 // TestAdmissionConcurrent: concurrent creates cannot pass the capacity
 // together.
 func TestAdmissionConcurrent(t *testing.T) {

@@ -87,9 +87,10 @@ func (m *Manager) Start(ctx context.Context, id string) (*store.Sandbox, error) 
 func (m *Manager) admitStart(ctx context.Context, sb *store.Sandbox) (*store.Sandbox, error) {
 	cpu, _ := quantity.ParseCPU(sb.CPU) // records were parsed when made
 	mem, _ := quantity.ParseBytes(sb.Memory)
+	arrived := m.usageReads.Load()
 	m.admitMu.Lock()
 	defer m.admitMu.Unlock()
-	if err := m.admit(ctx, cpu, mem, false); err != nil {
+	if err := m.admit(ctx, arrived, cpu, mem, false); err != nil {
 		return nil, fmt.Errorf("start sandbox %s: %w", sb.ID, err)
 	}
 	return m.setStatus(ctx, sb.ID, api.StatusPending, "start requested")

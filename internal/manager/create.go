@@ -330,8 +330,9 @@ func (m *Manager) createRecord(ctx context.Context, r *resolved, evs ...store.Ev
 		exp := now.Add(time.Duration(r.ttl) * time.Second)
 		sb.ExpiresAt = &exp
 	}
+	arrived := m.usageReads.Load()
 	m.admitMu.Lock()
-	if err := m.admitRecord(ctx, r, sb); err != nil {
+	if err := m.admitRecord(ctx, arrived, r, sb); err != nil {
 		m.admitMu.Unlock()
 		return nil, err
 	}
@@ -363,9 +364,10 @@ func (m *Manager) createRecord(ctx context.Context, r *resolved, evs ...store.Ev
 }
 
 // admitRecord admits sb, the record createRecord is about to store for r,
-// and gives it its tenant and owner. The caller holds admitMu.
-func (m *Manager) admitRecord(ctx context.Context, r *resolved, sb *store.Sandbox) error {
-	if err := m.admit(ctx, r.milliCPU, r.memBytes, true); err != nil {
+// and gives it its tenant and owner. The caller holds admitMu, and found
+// m.usageReads at arrived before it took it.
+func (m *Manager) admitRecord(ctx context.Context, arrived uint64, r *resolved, sb *store.Sandbox) error {
+	if err := m.admit(ctx, arrived, r.milliCPU, r.memBytes, true); err != nil {
 		return err
 	}
 	sb.Tenant = auth.TenantOf(ctx)

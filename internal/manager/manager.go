@@ -54,6 +54,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
@@ -157,10 +158,14 @@ type Manager struct {
 	// sandbox the stored record.
 	admitMu sync.Mutex
 	// reserved are the records admitted and not stored yet.
-	reserved  reservations
-	templates TemplateResolver
-	pool      WarmPool
-	metrics   *metrics.Metrics // nil: none recorded
+	reserved reservations
+	// usageReads numbers admit's reads of Usage; bound, guarded by
+	// admitMu, is the last one plus what was admitted since.
+	usageReads atomic.Uint64
+	bound      usageBound
+	templates  TemplateResolver
+	pool       WarmPool
+	metrics    *metrics.Metrics // nil: none recorded
 	// fetcher downloads template files' sources.
 	fetcher *netguard.Fetcher
 	// starting holds the cancel func of each startup in progress, so that
