@@ -454,20 +454,21 @@ func TestKernelPythonIdleModules(t *testing.T) {
 
 // TestKernelPythonDriverOnStdin checks that the Python kernel took its
 // driver on stdin, not on its command line (which it would hold for good),
-// and that user code and the processes it starts still read /dev/null as
-// stdin. (TestKernelCancelInterrupts covers SIGINT, set through _signal.)
+// that user code sees sys.argv and sys.path[0] as before, and that it and
+// the processes it starts still read /dev/null as stdin.
+// (TestKernelCancelInterrupts covers SIGINT, set through _signal.)
 func TestKernelPythonDriverOnStdin(t *testing.T) {
 	c := startKernelAgent(t)
 	newKernel(t, c, "stdin", LangPython)
 	out := execute(t, c, "stdin", `import os, subprocess, sys
-print(len(open("/proc/self/cmdline", "rb").read()) < 200, sys.argv)
+print(len(open("/proc/self/cmdline", "rb").read()) < 200, sys.argv, repr(sys.path[0]))
 print(os.path.samestat(os.fstat(0), os.stat(os.devnull)), repr(sys.stdin.read()))
 print(repr(subprocess.run(["cat"], capture_output=True).stdout))
 try:
     input()
 except EOFError:
     print("EOF")`, 0)
-	if want := "True ['-']\nTrue ''\nb''\nEOF\n"; out.stdout != want || out.res.Error != nil {
+	if want := "True ['-c'] ''\nTrue ''\nb''\nEOF\n"; out.stdout != want || out.res.Error != nil {
 		t.Errorf("stdout %q, error %+v; want %q", out.stdout, out.res.Error, want)
 	}
 }

@@ -1,4 +1,4 @@
-r"""The agent2env Python kernel driver, run as `python3 -` with this file on stdin.
+r"""The agent2env Python kernel driver, read on stdin by `python3 -c <bootstrap>`.
 
 Requests arrive on fd 3, each a "<marker> <n>\n" line and n bytes of UTF-8 code.
 JSON lines go to fd 4: "ready" once at start, "display" for rich output during a
