@@ -154,6 +154,24 @@ pd.DataFrame({"a": [1, 2]})`, 60)
 		}
 	})
 
+	t.Run("idle kernel without matplotlib's namespace shim; mplot3d", func(t *testing.T) {
+		// matplotlib's nspkg.pth, which the image drops, would import these
+		// in every Python process as it starts.
+		idle := "/api/v1/contexts/" + d.newContext(sbPath+"/contexts", api.CreateContextRequest{Language: "python"}).ContextID
+		held := d.execute(idle, `import sys
+sorted(m for m in ("importlib.util", "contextlib", "functools", "collections", "enum") if m in sys.modules)`, 0)
+		if held.Result != "[]" {
+			t.Errorf("an idle kernel holds %s (%+v)", held.Result, held.Error)
+		}
+		res := d.execute(idle, `import sys, matplotlib.pyplot as plt
+from mpl_toolkits.axes_grid1 import make_axes_locatable
+ax = plt.figure().add_subplot(projection="3d")
+ax.name, "pkg_resources" in sys.modules`, 60)
+		if res.Result != "('3d', False)" {
+			t.Errorf("3d axes: %+v %+v", res, res.Error)
+		}
+	})
+
 	t.Run("1 MB of output", func(t *testing.T) {
 		res := d.execute(pyPath, "print('z' * (1 << 20), end='')", 0)
 		if len(res.Output.Stdout) != 1<<20 || res.Truncated {

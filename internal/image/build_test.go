@@ -100,6 +100,20 @@ func TestMmdebstrapArgs(t *testing.T) {
 	}
 }
 
+// TestMatplotlibHook checks that the images with Debian's matplotlib drop
+// its namespace shim, and only they.
+func TestMatplotlibHook(t *testing.T) {
+	for name, rc := range recipes {
+		var has bool
+		for _, a := range rc.options() {
+			has = has || a == "--customize-hook="+matplotlibHook
+		}
+		if want := slices.Contains(rc.packages, "python3-matplotlib"); has != want {
+			t.Errorf("%s: matplotlib hook %v, want %v", name, has, want)
+		}
+	}
+}
+
 func TestBuildStep(t *testing.T) {
 	tests := []struct {
 		line, want string

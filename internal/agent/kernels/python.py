@@ -1,4 +1,4 @@
-r"""The agent2env Python kernel driver, run as `python3 -c "<this file>"`.
+r"""The agent2env Python kernel driver, read on stdin by `python3 -c <bootstrap>`.
 
 Requests arrive on fd 3, each a "<marker> <n>\n" line and n bytes of UTF-8 code.
 JSON lines go to fd 4: "ready" once at start, "display" for rich output during a
@@ -15,8 +15,15 @@ import binascii
 import builtins
 import io
 import os
-import signal
 import sys
+
+try:
+    # signal.py makes enums of the signals: it imports enum, functools and
+    # collections, which an idle kernel, one in each of thousands of
+    # sandboxes, would hold for nothing. _signal is the same functions.
+    import _signal as signal  # type: ignore[import-not-found]
+except ImportError:  # an interpreter without CPython's _signal
+    import signal
 
 # Types for mypy only: the driver imports no more at run time than it needs.
 TYPE_CHECKING = False
@@ -442,6 +449,10 @@ def write_all(fd: int, data: bytes) -> None:
 def main() -> None:
     for fd in (REQUESTS, CONTROL):
         os.set_inheritable(fd, False)  # not for the processes user code starts
+    # This file came on stdin, now at its end: user code reads /dev/null instead.
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
     for stream in (sys.stdout, sys.stderr):
         stream.reconfigure(  # type: ignore[union-attr]  # a TextIOWrapper
             encoding="utf-8", errors="backslashreplace", line_buffering=True
