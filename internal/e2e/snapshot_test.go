@@ -123,10 +123,11 @@ for i in $(seq 50); do [ -s /workspace/v ] && break; sleep 0.1; done; cat /works
 		if res := d.exec(r.ID, "bash", "-c", check); res.ExitCode != 0 || res.Stdout != "42\nhello\nfrom-memory\n404" {
 			t.Errorf("restored sandbox: %+v; want the process's 42, the file, the shell's variable and the services", res)
 		}
-		ps := d.exec(r.ID, "bash", "-c", `for p in /proc/[0-9]*; do echo "${p#/proc/} $(tr '\0' ' ' <$p/cmdline | head -c 60)"; done`)
-		// The context's kernel is there, with its memory, as a context of
-		// the restored sandbox under a new id.
-		if !strings.Contains(ps.Stdout, "agent2env Python kernel driver") {
+		ps := d.exec(r.ID, "bash", "-c", `for p in /proc/[0-9]*; do echo "${p#/proc/} $(tr '\0' ' ' <$p/cmdline | head -c 160)"; done`)
+		// The context's kernel is there (python3 -c and the agent's
+		// bootstrap, which names the driver's code), with its memory, as a
+		// context of the restored sandbox under a new id.
+		if !strings.Contains(ps.Stdout, "<agent2env kernel>") {
 			t.Errorf("no Python kernel in the restored sandbox; its processes:\n%s", ps.Stdout)
 		}
 		var cs api.ContextList
