@@ -170,8 +170,8 @@ func benchFork(d *daemon, id, suffix string, create stats) error {
 		fmt.Printf("%-36s wall %s   | cold create p50 %s | %.1f× a create | target %s\n",
 			l.name, ms(l.took), ms(create.p50), float64(l.took)/float64(create.p50), orNone(l.target))
 	}
-	fmt.Printf("%-36s E2B pauses ≈ %s per GB and resumes in ≈ %s; CodeSandbox clones a running VM in ≈ %s (their published figures)\n",
-		"", ms(e2bPausePerGB), ms(e2bResume), ms(codeSandboxCloneRun))
+	fmt.Printf("%-36s E2B pauses ≈ %v per GB and resumes in ≈ %v; CodeSandbox clones a running VM in ≈ %v (their published figures)\n",
+		"", e2bPausePerGB, e2bResume, codeSandboxCloneRun)
 	var mem, disk int64
 	for _, sb := range res.Sandboxes {
 		m, dk := d.footprint(sb.ID)
