@@ -238,6 +238,7 @@
 // New makes the daemon a child subreaper, so that agents, whose parent the
 // runtime binary was, become its children and their exit is reaped. The
 // runtime binary's own helpers become its children too: crun leaves one
-// zombie per container, which each later runtime command collects
-// (orphans.go), never an exit os/exec waits for.
+// zombie per container, which a reap scheduled by each runtime command
+// collects shortly after, off the command's path (orphans.go), never an
+// exit os/exec waits for.
 package oci

@@ -537,7 +537,8 @@ func BenchmarkWarmPool(b *testing.B) {
 
 // TestNoZombies checks that the daemon (here the test process, a
 // subreaper since New) is left no zombie of the runtime binary's: crun run
-// --detach leaves it one per container, which reapOrphans collects.
+// --detach leaves it one per container, which the reap each runtime
+// command schedules collects.
 func TestNoZombies(t *testing.T) {
 	runtimetest.RequiresRoot(t)
 	for _, bin := range []string{"runc", "crun"} {
@@ -551,8 +552,8 @@ func TestNoZombies(t *testing.T) {
 			for _, id := range []string{"z1", "z2", "z3"} {
 				startSandbox(t, rt, id)
 			}
-			// A later command collects what the last run left, once
-			// its helper has exited.
+			// The reap a command schedules collects what the runs left
+			// once their helpers have exited; each list schedules one.
 			var left []int
 			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 				if _, err := rt.oci.list(ctx); err != nil {

@@ -41,10 +41,10 @@ type ociCLI struct {
 // which pivot_root leaves behind. The thread is never unlocked: Go ends it
 // with the goroutine, and its namespace with it.
 //
-// Then it collects the zombies the binary's helpers leave to the daemon
-// (reapOrphans): crun leaves one per run.
+// Then it has the zombies the binary's helpers leave to the daemon
+// collected (scheduleReap): crun leaves one per run.
 func (c ociCLI) exec(cmd *exec.Cmd) error {
-	defer reapOrphans(c.bin)
+	defer scheduleReap(c.bin)
 	if c.hide == "" {
 		return runTracked(cmd)
 	}

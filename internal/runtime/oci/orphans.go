@@ -1,13 +1,14 @@
 package oci
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,27 +21,40 @@ import (
 // waits for: one pid per create, for as long as the daemon runs. runc's
 // helpers are waited for by runc itself.
 //
-// reapOrphans collects those. What it must not collect is an exit that
-// os/exec is about to wait for: a runtime command the daemon started
-// itself, or another package's command. So it takes only zombie children
-// named as the runtime binary (only this package runs it) that are not
-// among started, the pids of the runtime commands this process has
-// started and not yet waited for (every Runtime of the process: tests
-// run several), registered under startedMu between fork and wait.
+// reapOrphans collects those, off the command's path: a runtime command
+// schedules it (scheduleReap), and it runs reapDelay later, once for all
+// the commands of that while, when their helpers have exited. What it
+// must not collect is an exit that os/exec is about to wait for: a
+// runtime command the daemon started itself, or another package's
+// command. So it takes only zombie children named as the runtime binary
+// (only this package runs it) that are not in started, the pids of the
+// runtime commands this process has started and not yet waited for (every
+// Runtime of the process: tests run several). A command is registered
+// between its fork and its wait, its start under reapMu read-locked (so
+// starts run side by side), the scan under reapMu locked.
 var (
+	reapMu    sync.RWMutex
 	startedMu sync.Mutex
 	started   = map[int]bool{}
+	// reapPending holds, per runtime binary, whether a reap is scheduled.
+	reapPending sync.Map // string → *atomic.Bool
 )
+
+// reapDelay is how long after a runtime command its helpers are looked
+// for.
+const reapDelay = 100 * time.Millisecond
 
 // runTracked runs cmd, its pid registered in started from its start
 // until it has been waited for.
 func runTracked(cmd *exec.Cmd) error {
-	startedMu.Lock()
+	reapMu.RLock()
 	err := cmd.Start()
 	if err == nil {
+		startedMu.Lock()
 		started[cmd.Process.Pid] = true
+		startedMu.Unlock()
 	}
-	startedMu.Unlock()
+	reapMu.RUnlock()
 	if err != nil {
 		return err
 	}
@@ -51,39 +65,37 @@ func runTracked(cmd *exec.Cmd) error {
 	return err
 }
 
-// outputTracked is cmd.Output through runTracked.
-func outputTracked(cmd *exec.Cmd) ([]byte, error) {
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := runTracked(cmd)
-	if ee, ok := err.(*exec.ExitError); ok {
-		ee.Stderr = stderr.Bytes()
+// scheduleReap has reapOrphans(bin) run reapDelay from now, unless it is
+// already due.
+func scheduleReap(bin string) {
+	v, _ := reapPending.LoadOrStore(bin, new(atomic.Bool))
+	pending := v.(*atomic.Bool)
+	if pending.Swap(true) {
+		return
 	}
-	return stdout.Bytes(), err
+	time.AfterFunc(reapDelay, func() {
+		pending.Store(false)
+		reapOrphans(bin)
+	})
 }
 
 // reapOrphans waits for the zombie children of the daemon named bin's
-// base name that it did not start itself (see above), and returns how many
-// it collected.
-func reapOrphans(bin string) int {
+// base name that it did not start itself (see above).
+func reapOrphans(bin string) {
 	name := filepath.Base(bin)
+	reapMu.Lock()
+	defer reapMu.Unlock()
 	startedMu.Lock()
 	defer startedMu.Unlock()
-	n := 0
 	for _, pid := range childPids() {
 		if started[pid] {
 			continue
 		}
-		comm, state, ok := procState(pid)
-		if !ok || comm != name || state != "Z" {
-			continue
-		}
-		var ws unix.WaitStatus
-		if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err == nil && got == pid {
-			n++
+		if comm, state, ok := procState(pid); ok && comm == name && state == "Z" {
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
 		}
 	}
-	return n
 }
 
 // childPids returns the children of every thread of this process.

@@ -233,11 +233,13 @@ func New(cfg Config) (*Runtime, error) {
 // which it cannot checkpoint or restore: `crun --version` lists +CRIU
 // among its features then (crun 1.8.1 of Debian 12 does not).
 func criuBuiltIn(bin string) error {
-	out, err := outputTracked(exec.Command(bin, "--version"))
-	if err != nil {
+	var out strings.Builder
+	cmd := exec.Command(bin, "--version")
+	cmd.Stdout = &out
+	if err := runTracked(cmd); err != nil {
 		return fmt.Errorf("%s --version: %w", bin, err)
 	}
-	if !strings.Contains(string(out), "+CRIU") {
+	if !strings.Contains(out.String(), "+CRIU") {
 		return fmt.Errorf("%s was built without CRIU (its --version lists no +CRIU)", bin)
 	}
 	return nil
