@@ -23,10 +23,13 @@ from opensandbox.models.execd import RunCommandOpts
 from opensandbox.models.sandboxes import SnapshotFilter
 from opensandbox.sandbox import Sandbox
 
-# A loop counting into /tmp/n, its count held in memory.
+# A loop counting into /tmp/n, its count held in memory. Each count is
+# renamed into place: a snapshot taken between a truncation and its write
+# would keep an empty file.
 COUNTER = (
-    "python3 -c 'import time\nn = 0\nwhile True:\n    n += 1\n"
-    '    open("/tmp/n", "w").write(str(n))\n    time.sleep(0.05)\''
+    "python3 -c 'import os, time\nn = 0\nwhile True:\n    n += 1\n"
+    '    open("/tmp/n.new", "w").write(str(n))\n    os.replace("/tmp/n.new", "/tmp/n")\n'
+    "    time.sleep(0.05)'"
 )
 
 
