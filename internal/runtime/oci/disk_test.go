@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
 )
 
@@ -70,5 +72,31 @@ func TestAttachLoopConcurrent(t *testing.T) {
 		if want := filepath.Join(dir, strconv.Itoa(i)+".img"); err != nil || strings.TrimSpace(string(back)) != want {
 			t.Errorf("%s is backed by %q (%v), want %s", d.Name(), back, err, want)
 		}
+	}
+}
+
+// TestSpreadSubdirs marks a directory on ext4 as a top directory, once.
+func TestSpreadSubdirs(t *testing.T) {
+	dir := t.TempDir()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Type != unix.EXT4_SUPER_MAGIC {
+		t.Skipf("%s is not on ext2/3/4 (file system magic %#x): FS_TOPDIR_FL is theirs", dir, st.Type)
+	}
+	for range 2 {
+		if err := spreadSubdirs(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	flags, err := unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS)
+	if err != nil || flags&fsTopdirFL == 0 {
+		t.Fatalf("flags %#x, %v: want FS_TOPDIR_FL set", flags, err)
 	}
 }
