@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -187,7 +188,7 @@ func mountDisk(img, dir string) error {
 }
 
 // attachLoop binds f to a free loop device with LOOP_CONFIGURE, retrying
-// when another process claims the same free device first.
+// when another process claims the same device first.
 func attachLoop(f *os.File) (*os.File, error) {
 	ctl, err := os.OpenFile("/dev/loop-control", os.O_RDWR, 0)
 	if err != nil {
@@ -195,26 +196,79 @@ func attachLoop(f *os.File) (*os.File, error) {
 	}
 	defer ctl.Close()
 	for range 100 {
-		n, err := unix.IoctlRetInt(int(ctl.Fd()), unix.LOOP_CTL_GET_FREE)
-		if err != nil {
-			return nil, fmt.Errorf("get free loop device: %w", err)
-		}
-		loop, err := os.OpenFile("/dev/loop"+strconv.Itoa(n), os.O_RDWR, 0)
+		n, err := loops.claim(int(ctl.Fd()))
 		if err != nil {
 			return nil, err
 		}
-		cfg := unix.LoopConfig{Fd: uint32(f.Fd())}
-		cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
-		err = unix.IoctlLoopConfigure(int(loop.Fd()), &cfg)
-		if err == nil {
-			return loop, nil
-		}
-		loop.Close()
-		if !errors.Is(err, unix.EBUSY) {
-			return nil, fmt.Errorf("configure %s: %w", loop.Name(), err)
+		loop, err := configureLoop(n, f)
+		loops.release(n)
+		if err == nil || !errors.Is(err, unix.EBUSY) {
+			return loop, err
 		}
 	}
 	return nil, fmt.Errorf("no free loop device: %w", unix.EBUSY)
+}
+
+func configureLoop(n int, f *os.File) (*os.File, error) {
+	loop, err := os.OpenFile("/dev/loop"+strconv.Itoa(n), os.O_RDWR, 0)
+	if err != nil {
+		return nil, err
+	}
+	cfg := unix.LoopConfig{Fd: uint32(f.Fd())}
+	cfg.Info.Flags = unix.LO_FLAGS_AUTOCLEAR
+	if err := unix.IoctlLoopConfigure(int(loop.Fd()), &cfg); err != nil {
+		loop.Close()
+		return nil, fmt.Errorf("configure %s: %w", loop.Name(), err)
+	}
+	return loop, nil
+}
+
+// loops hands this process's concurrent attaches distinct loop devices.
+// The kernel calls a device free (LOOP_CTL_GET_FREE) until LOOP_CONFIGURE
+// on it returns, and since Linux 6.15 that waits for an fsync of the
+// backing file while holding the device's lock: attaches started together
+// were all offered the same device, queued on its lock to open it, found
+// it taken and asked again, one fsync after another (a burst of 100
+// creates, docs/PERFORMANCE.md).
+var loops = loopClaims{busy: map[int]bool{}}
+
+type loopClaims struct {
+	mu   sync.Mutex
+	busy map[int]bool // being configured by this process
+}
+
+// claim returns the number of a loop device that is not bound and that no
+// other attach of this process is configuring, making the device if the
+// kernel has none such. Another process may still bind it first: its
+// LOOP_CONFIGURE then fails with EBUSY.
+func (c *loopClaims) claim(ctl int) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, err := unix.IoctlRetInt(ctl, unix.LOOP_CTL_GET_FREE)
+	if err != nil {
+		return 0, fmt.Errorf("get free loop device: %w", err)
+	}
+	for c.busy[n] || loopBound(n) {
+		n++
+	}
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(ctl), unix.LOOP_CTL_ADD, uintptr(n)); errno != 0 && errno != unix.EEXIST {
+		return 0, fmt.Errorf("add loop device %d: %w", n, errno)
+	}
+	c.busy[n] = true
+	return n, nil
+}
+
+func (c *loopClaims) release(n int) {
+	c.mu.Lock()
+	delete(c.busy, n)
+	c.mu.Unlock()
+}
+
+// loopBound reports whether loop device n has a backing file, without
+// taking the device's lock (sysfs has its loop/ attributes only then).
+func loopBound(n int) bool {
+	_, err := os.Stat("/sys/block/loop" + strconv.Itoa(n) + "/loop/backing_file")
+	return err == nil
 }
 
 // mountRootfs mounts the overlay root file system at dir. layers are lowest

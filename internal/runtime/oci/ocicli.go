@@ -23,6 +23,11 @@ type ociCLI struct {
 	// hide is a cgroup2 mount point that the binary must not see, or "":
 	// see exec.
 	hide string
+	// reap says whether the binary's helpers outlive it as zombies of the
+	// daemon's, to be collected (scheduleReap): crun's do; runc waits for
+	// its own (TestNoZombies), so its commands skip the scan of the
+	// daemon's children.
+	reap bool
 }
 
 // exec runs cmd. With c.hide set it does so from a mount namespace of its own, made on a
@@ -44,7 +49,9 @@ type ociCLI struct {
 // Then it has the zombies the binary's helpers leave to the daemon
 // collected (scheduleReap): crun leaves one per run.
 func (c ociCLI) exec(cmd *exec.Cmd) error {
-	defer scheduleReap(c.bin)
+	if c.reap {
+		defer scheduleReap(c.bin)
+	}
 	if c.hide == "" {
 		return runTracked(cmd)
 	}

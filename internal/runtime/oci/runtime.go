@@ -168,7 +168,7 @@ func New(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oci runtime: %w", err)
 	}
-	cli := ociCLI{bin: bin}
+	cli := ociCLI{bin: bin, reap: filepath.Base(bin) != "runc"}
 	if filepath.Base(bin) == "crun" {
 		if cli.hide = crunHybrid("/sys/fs/cgroup", fsType, os.ReadFile); cli.hide != "" {
 			cfg.Logger.Info("crun runs with the host's cgroup2 hidden: it refuses hybrid hosts whose cgroup2 holds a controller; the sandboxes' limits are in the v1 hierarchies", "cgroup2", cli.hide)
@@ -192,6 +192,9 @@ func New(cfg Config) (*Runtime, error) {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("oci runtime: %w", err)
 		}
+	}
+	if err := spreadSubdirs(root); err != nil {
+		cfg.Logger.Debug("sandbox directories are not spread over the file system's block groups", "root", root, "err", err)
 	}
 	maxDisk, err := maxDiskBytes(root)
 	if err != nil {
@@ -227,6 +230,31 @@ func New(cfg Config) (*Runtime, error) {
 		clients:   make(map[string]*agent.Client),
 		egress:    make(map[string]func()),
 	}, nil
+}
+
+// fsTopdirFL is FS_TOPDIR_FL of linux/fs.h (chattr +T).
+const fsTopdirFL = 0x00020000
+
+// spreadSubdirs marks dir, on ext2/3/4, as the top of a directory
+// hierarchy: its new subdirectories (the sandboxes' dirs) are spread over
+// the file system's block groups, as top-level ones are, rather than put
+// in dir's own group with their files. Where the file system has no
+// journal (as on some VMs' root file systems), ext4 allocating an inode
+// skips, one by one, every inode of the group freed in the last minutes
+// (recently_deleted); with every sandbox's files in one group, a burst of
+// creates and deletes made each new inode a walk over hundreds of freed
+// ones (docs/PERFORMANCE.md). Other file systems refuse or ignore it.
+func spreadSubdirs(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	flags, err := unix.IoctlGetUint32(int(f.Fd()), unix.FS_IOC_GETFLAGS)
+	if err != nil || flags&fsTopdirFL != 0 {
+		return err
+	}
+	return unix.IoctlSetPointerInt(int(f.Fd()), unix.FS_IOC_SETFLAGS, int(flags|fsTopdirFL))
 }
 
 // criuBuiltIn reports, for crun, whether it was built with CRIU, without
