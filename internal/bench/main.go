@@ -64,6 +64,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -326,6 +327,15 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 // at once: the machine's own floor for starting that many namespaces. It
 // returns the wall time.
 func benchConcurrent(d *daemon, concurrent int, img string) (time.Duration, error) {
+	return benchConcurrentAs(d, fmt.Sprintf("%d concurrent creates", concurrent), concurrent, img)
+}
+
+// benchConcurrentAs is benchConcurrent with the row named name. Under the
+// row it prints the host's CPU time during the burst per create (user and
+// system, every process: the daemon, the runtime binary, the agents, and
+// whatever else runs), beside what the host's cores give a create when
+// the burst takes 1 s: the burst's floor when the CPUs are its bound.
+func benchConcurrentAs(d *daemon, name string, concurrent int, img string) (time.Duration, error) {
 	baseWall, err := concurrently(concurrent, func() error {
 		return exec.Command("unshare", "--mount", "--pid", "--fork", "--net", "--uts", "--ipc", "true").Run()
 	})
@@ -339,6 +349,7 @@ func benchConcurrent(d *daemon, concurrent int, img string) (time.Duration, erro
 		errs []error
 		wg   sync.WaitGroup
 	)
+	cpu0 := hostCPU()
 	start := time.Now()
 	for range concurrent {
 		wg.Add(1)
@@ -358,11 +369,14 @@ func benchConcurrent(d *daemon, concurrent int, img string) (time.Duration, erro
 	}
 	wg.Wait()
 	wall := time.Since(start)
+	cpu := hostCPU() - cpu0
 	if len(ds) > 0 {
 		s := summarize(ds)
 		fmt.Printf("%-34s %d/%d ready in %s wall; per create p50 %s p95 %s (%.1f creates/s) | %d × unshare … true at once %s wall | ratio %.1fx | target ≤ 1 s wall\n",
-			fmt.Sprintf("%d concurrent creates", concurrent), len(ds), concurrent, ms(wall), ms(s.p50), ms(s.p95),
+			name, len(ds), concurrent, ms(wall), ms(s.p50), ms(s.p95),
 			float64(len(ds))/wall.Seconds(), concurrent, ms(baseWall), float64(wall)/float64(baseWall))
+		fmt.Printf("%-34s host CPU during the burst %s per create (user+system, all processes); %d cores give %s per create in 1 s\n",
+			"", ms(cpu/time.Duration(len(ds))), runtime.NumCPU(), ms(time.Duration(runtime.NumCPU())*time.Second/time.Duration(concurrent)))
 	}
 	for _, err := range errs {
 		fmt.Println("  create failed:", err)
@@ -405,7 +419,33 @@ func benchCold(n, concurrent int, img string) error {
 	if err := benchColdSession(d, n, create); err != nil {
 		return err
 	}
-	_, err = benchConcurrent(d, concurrent, img)
+	if _, err = benchConcurrent(d, concurrent, img); err != nil {
+		return err
+	}
+	return benchConcurrentCrun(bin, concurrent, img)
+}
+
+// benchConcurrentCrun measures concurrent creates on a daemon of bin with
+// --runtime crun, as benchConcurrent does on the default one; without
+// crun it says so.
+func benchConcurrentCrun(bin string, concurrent int, img string) error {
+	if _, err := exec.LookPath("crun"); err != nil {
+		fmt.Println("crun is not installed: concurrent creates with runc alone")
+		return nil
+	}
+	dc, err := startDaemon(bin, "--runtime", "crun")
+	if err != nil {
+		return fmt.Errorf("daemon with crun: %w", err)
+	}
+	defer dc.stop()
+	id, err := dc.create(img) // untimed, as on the default daemon
+	if err != nil {
+		return fmt.Errorf("create with crun: %w", err)
+	}
+	if err := dc.delete(id); err != nil {
+		return err
+	}
+	_, err = benchConcurrentAs(dc, "  the same with crun", concurrent, img)
 	return err
 }
 
@@ -489,6 +529,25 @@ func benchCreateRuntimes(d *daemon, bin string, n int, img string) (stats, []str
 	report("  the same with crun", crun, "unshare … true", sbase, "≤ 25 ms p50 and ≤ 8x unshare")
 	fmt.Printf("  crun/runc per iteration: median %.2f\n", float64(summarize(ratios).p50)/float64(time.Millisecond))
 	return runc, ids[0], dc.deleteAll(ids[1])
+}
+
+// hostCPU is the CPU time the host has spent in user and system mode
+// (user, nice, system, irq, softirq of /proc/stat), all CPUs together.
+func hostCPU() time.Duration {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq ...
+	var ticks int64
+	for _, i := range []int{1, 2, 3, 6, 7} {
+		if i < len(f) {
+			n, _ := strconv.ParseInt(f[i], 10, 64)
+			ticks += n
+		}
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
 }
 
 // loadAvg is the host's load average over 1, 5 and 15 minutes.
