@@ -33,7 +33,9 @@
 // copy_file_range) in a sparse file, well under a millisecond. The copies
 // share the template's file-system UUID, which ext4 does not mind. The image
 // is attached with LOOP_CONFIGURE and LO_FLAGS_AUTOCLEAR, so unmounting it
-// detaches the loop device.
+// detaches the loop device; concurrent attaches take distinct devices
+// (disk.go). Config.Root is marked a top directory (FS_TOPDIR_FL) so that
+// ext4 spreads the sandbox directories over its block groups.
 //
 // A spec's Persistence sizes the disk instead of Resources.DiskBytes (up to
 // the size of Root's file system); with Retain, Delete moves the unmounted
@@ -238,7 +240,7 @@
 // New makes the daemon a child subreaper, so that agents, whose parent the
 // runtime binary was, become its children and their exit is reaped. The
 // runtime binary's own helpers become its children too: crun leaves one
-// zombie per container, which a reap scheduled by each runtime command
-// collects shortly after, off the command's path (orphans.go), never an
+// zombie per container, which a reap scheduled by each crun command
+// collects shortly after (runc waits for its own), off the command's path (orphans.go), never an
 // exit os/exec waits for.
 package oci
