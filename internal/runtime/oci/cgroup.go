@@ -188,8 +188,9 @@ func (cg *cgroups) ids() []string {
 // sandbox into its cgroups costs: the kernel's cgroup_threadgroup_rwsem
 // makes the first writer after a quiet spell wait one RCU grace period
 // (6-20 ms measured), and writers within about a grace period after that
-// wait for nothing. Start calls it as it runs the runtime binary, whose
-// own start-up (about 10 ms) then covers the wait. On a kernel whose
+// wait for nothing. Create calls it as it begins and Start as it runs the
+// runtime binary, so that the disk, the mounts and the binary's own
+// start-up (about 10 ms for runc, 1 ms for crun) cover the wait. On a kernel whose
 // cgroups favour dynamic changes (favordynmods) nobody waits; a failure
 // only loses the overlap.
 func (cg *cgroups) warmAttach() {

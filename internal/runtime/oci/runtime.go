@@ -482,6 +482,10 @@ func (r *Runtime) create(ctx context.Context, spec *sandbox.Spec, img *image.Ima
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// The grace period the runtime binary's first cgroup move waits for
+	// (warmAttach) runs during the disk and mounts too: crun, whose move
+	// comes a millisecond into its start, waits for what is left of it.
+	go r.cgroups.warmAttach()
 	start := time.Now()
 	tmpl, err := r.templatePath(res.DiskBytes)
 	if err != nil {
