@@ -395,58 +395,88 @@ func benchCold(n, concurrent int, img string) error {
 	}
 	defer d.stop()
 	fmt.Printf("agent2env cold paths (%s, %d iterations; ratios are ours / baseline; load average %s)\n\n", img, n, loadAvg())
-	id, err := d.create(img) // untimed: it may make the image
+	dc, err := startCrun(bin)
 	if err != nil {
 		return err
 	}
-	if err := d.delete(id); err != nil {
+	if dc != nil {
+		defer dc.stop()
+	}
+	if err := warmUp(d, img); err != nil {
 		return err
 	}
-	// Untimed: the first session makes the sessions' image.
-	if err := d.post("/api/v1/sessions/execute", api.SessionExecuteRequest{Code: "1", SessionID: "bench-warmup"}, &api.SessionExecuteResponse{}); err != nil {
+	if err := warmUpSession(d); err != nil {
 		return err
 	}
-	if err := d.del("/api/v1/sessions/bench-warmup"); err != nil {
-		return err
+	if dc != nil {
+		if err := warmUp(dc, img); err != nil {
+			return err
+		}
 	}
-	create, ids, err := benchCreateRuntimes(d, bin, n, img)
+	var create, crunCreate stats
+	if dc == nil {
+		fmt.Println("crun is not installed: the cold paths with runc alone")
+		var ids []string
+		if create, ids, err = benchCreate(d, n, img); err != nil {
+			return err
+		}
+		err = d.deleteAll(ids)
+	} else {
+		create, crunCreate, err = benchCreateRuntimes(d, dc, n, img)
+	}
 	if err != nil {
 		return err
 	}
-	if err := d.deleteAll(ids); err != nil {
+	if err := benchColdSession(d, "new session, no warm pool", n, create); err != nil {
 		return err
 	}
-	if err := benchColdSession(d, n, create); err != nil {
-		return err
+	if dc != nil {
+		if err := warmUpSession(dc); err != nil {
+			return err
+		}
+		if err := benchColdSession(dc, "  the same with crun", n, crunCreate); err != nil {
+			return err
+		}
 	}
 	if _, err = benchConcurrent(d, concurrent, img); err != nil {
 		return err
 	}
-	return benchConcurrentCrun(bin, concurrent, img)
+	if dc != nil {
+		_, err = benchConcurrentAs(dc, "  the same with crun", concurrent, img)
+	}
+	return err
 }
 
-// benchConcurrentCrun measures concurrent creates on a daemon of bin with
-// --runtime crun, as benchConcurrent does on the default one; without
-// crun it says so.
-func benchConcurrentCrun(bin string, concurrent int, img string) error {
+// startCrun starts a daemon of bin with --runtime crun, or returns nil
+// when crun is not installed.
+func startCrun(bin string) (*daemon, error) {
 	if _, err := exec.LookPath("crun"); err != nil {
-		fmt.Println("crun is not installed: concurrent creates with runc alone")
-		return nil
+		return nil, nil
 	}
 	dc, err := startDaemon(bin, "--runtime", "crun")
 	if err != nil {
-		return fmt.Errorf("daemon with crun: %w", err)
+		return nil, fmt.Errorf("daemon with crun: %w", err)
 	}
-	defer dc.stop()
-	id, err := dc.create(img) // untimed, as on the default daemon
+	return dc, nil
+}
+
+// warmUp makes, untimed, what the first create on d would make (img) and
+// deletes the sandbox.
+func warmUp(d *daemon, img string) error {
+	id, err := d.create(img)
 	if err != nil {
-		return fmt.Errorf("create with crun: %w", err)
-	}
-	if err := dc.delete(id); err != nil {
 		return err
 	}
-	_, err = benchConcurrentAs(dc, "  the same with crun", concurrent, img)
-	return err
+	return d.delete(id)
+}
+
+// warmUpSession makes, untimed, what the first session on d would make
+// (the sessions' image) and deletes the session.
+func warmUpSession(d *daemon) error {
+	if err := d.post("/api/v1/sessions/execute", api.SessionExecuteRequest{Code: "1", SessionID: "bench-warmup"}, &api.SessionExecuteResponse{}); err != nil {
+		return err
+	}
+	return d.del("/api/v1/sessions/bench-warmup")
 }
 
 // benchCreate measures create → ready beside `unshare … true`; it
@@ -471,32 +501,19 @@ func benchCreate(d *daemon, n int, img string) (stats, []string, error) {
 	return create, ids, nil
 }
 
-// benchCreateRuntimes measures create → ready on d (runc) and on a daemon
-// of bin with --runtime crun, beside `unshare … true`, the three in turn
-// iteration by iteration (who of runc and crun goes first alternates; each
-// create 100 ms after the last, so that one's moves into its cgroups do not
+// benchCreateRuntimes measures create → ready on d (runc) and on dc
+// (crun), beside `unshare … true`, the three in turn iteration by
+// iteration (who of runc and crun goes first alternates; each create
+// 100 ms after the last, so that one's moves into its cgroups do not
 // spare the next the kernel's wait, see oci's warmAttach). It prints the
-// runc row as benchCreate does, then crun's, and returns runc's figures and
-// the sandboxes made on d. Without crun it says so and measures runc alone.
-func benchCreateRuntimes(d *daemon, bin string, n int, img string) (stats, []string, error) {
-	if _, err := exec.LookPath("crun"); err != nil {
-		fmt.Println("crun is not installed: create → ready with runc alone")
-		return benchCreate(d, n, img)
-	}
-	dc, err := startDaemon(bin, "--runtime", "crun")
-	if err != nil {
-		return stats{}, nil, fmt.Errorf("daemon with crun: %w", err)
-	}
-	defer dc.stop()
-	id, err := dc.create(img) // untimed, as on d
-	if err != nil {
-		return stats{}, nil, fmt.Errorf("create with crun: %w", err)
-	}
-	if err := dc.delete(id); err != nil {
-		return stats{}, nil, err
-	}
+// runc row as benchCreate does, then crun's, returns both runtimes'
+// figures and deletes the sandboxes it made.
+func benchCreateRuntimes(d, dc *daemon, n int, img string) (runc, crun stats, err error) {
 	ds := []*daemon{d, dc}
 	ids := make([][]string, 2)
+	defer func() {
+		err = errors.Join(err, d.deleteAll(ids[0]), dc.deleteAll(ids[1]))
+	}()
 	durs := make([][]time.Duration, 2)
 	var base, ratios []time.Duration
 	timeCreate := func(i int) error {
@@ -504,13 +521,15 @@ func benchCreateRuntimes(d *daemon, bin string, n int, img string) (stats, []str
 		start := time.Now()
 		id, err := ds[i].create(img)
 		durs[i] = append(durs[i], time.Since(start))
-		ids[i] = append(ids[i], id)
+		if id != "" {
+			ids[i] = append(ids[i], id)
+		}
 		return err
 	}
 	for i := range n {
 		start := time.Now()
 		if err := exec.Command("unshare", "--mount", "--pid", "--fork", "--net", "--uts", "--ipc", "true").Run(); err != nil {
-			return stats{}, ids[0], errors.Join(fmt.Errorf("unshare baseline: %w", err), dc.deleteAll(ids[1]))
+			return stats{}, stats{}, fmt.Errorf("unshare baseline: %w", err)
 		}
 		base = append(base, time.Since(start))
 		order := []int{0, 1}
@@ -519,16 +538,17 @@ func benchCreateRuntimes(d *daemon, bin string, n int, img string) (stats, []str
 		}
 		for _, j := range order {
 			if err := timeCreate(j); err != nil {
-				return stats{}, ids[0], errors.Join(err, dc.deleteAll(ids[1]))
+				return stats{}, stats{}, err
 			}
 		}
 		ratios = append(ratios, time.Duration(float64(time.Millisecond)*float64(durs[1][i])/float64(durs[0][i])))
 	}
-	sbase, runc, crun := summarize(base), summarize(durs[0]), summarize(durs[1])
+	sbase := summarize(base)
+	runc, crun = summarize(durs[0]), summarize(durs[1])
 	report("sandbox create → ready (REST)", runc, "unshare … true", sbase, "≤ 25 ms p50 and ≤ 8x unshare")
 	report("  the same with crun", crun, "unshare … true", sbase, "≤ 25 ms p50 and ≤ 8x unshare")
 	fmt.Printf("  crun/runc per iteration: median %.2f\n", float64(summarize(ratios).p50)/float64(time.Millisecond))
-	return runc, ids[0], dc.deleteAll(ids[1])
+	return runc, crun, nil
 }
 
 // hostCPU is the CPU time the host has spent in user and system mode

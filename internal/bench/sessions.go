@@ -71,13 +71,13 @@ func benchSessions(d *daemon, n int, create stats) error {
 	}
 	report("execute_code print(1), reused (MCP)", mcpRun, "context execute", ctxRun, "≤ 5 ms p50")
 
-	return benchColdSession(d, n, create)
+	return benchColdSession(d, "new session, no warm pool", n, create)
 }
 
 // benchColdSession measures the first execute_code print(1) of new
 // sessions on d, which has no warm pool, beside create, the sandbox create
-// → ready of the same run.
-func benchColdSession(d *daemon, n int, create stats) error {
+// → ready on d in the same run, and prints it as the row name.
+func benchColdSession(d *daemon, name string, n int, create stats) error {
 	var ids []string
 	cold, err := measure(max(n/2, 5), func() error {
 		id := fmt.Sprintf("bench-cold-%d", len(ids))
@@ -90,7 +90,7 @@ func benchColdSession(d *daemon, n int, create stats) error {
 	if err != nil {
 		return err
 	}
-	report("new session, no warm pool", cold, "sandbox create → ready", create, "≤ 40 ms p50 and ≤ 1.5x create")
+	report(name, cold, "sandbox create → ready", create, "≤ 40 ms p50 and ≤ 1.5x create")
 	return nil
 }
 
