@@ -169,11 +169,11 @@ func (m *Manager) checkpointer(op string) (sandbox.Checkpointer, error) {
 	if ok && m.rt.Capabilities().Checkpoint && m.cfg.SnapshotDir != "" {
 		return cp, nil
 	}
-	why := "it has no working CRIU (serve --criu; make criu builds one)"
+	why := m.rt.Capabilities().NoCheckpoint
 	switch {
 	case !ok && !m.rt.Capabilities().LocalFiles:
 		why = "its sandboxes run on other machines (a cluster's nodes), which it has no checkpoint API for"
-	case !ok:
+	case !ok || why == "":
 		why = "it cannot checkpoint sandboxes"
 	}
 	err := fmt.Errorf("cannot %s: runtime %s has no snapshots: %s: %w", op, m.rt.Name(), why, errdefs.ErrNotImplemented)

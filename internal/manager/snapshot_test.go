@@ -182,6 +182,33 @@ func TestSnapshotNotImplemented(t *testing.T) {
 	}
 }
 
+// unable is a Checkpointer that cannot checkpoint on this host, and says
+// why (the oci runtime on crun without CRIU, or without a working criu).
+type unable struct {
+	*checkpointing
+	why string
+}
+
+func (u unable) Capabilities() sandbox.Capabilities {
+	caps := u.checkpointing.Capabilities()
+	caps.Checkpoint, caps.NoCheckpoint = false, u.why
+	return caps
+}
+
+// A Checkpointer that cannot checkpoint here is 501 with its own reason.
+func TestSnapshotNotImplementedSaysWhy(t *testing.T) {
+	e, cp := newSnapshotEnv(t)
+	const why = "crun was built without CRIU (serve --runtime runc has snapshots)"
+	e.m.Close()
+	e.m = New(Config{SnapshotDir: t.TempDir()}, unable{cp, why}, e.st, slog.New(slog.DiscardHandler))
+	id := e.running(t)
+	_, err := e.m.Snapshot(context.Background(), id, SnapshotRequest{})
+	checkErr(t, err, errdefs.ErrNotImplemented, api.CodeNotImplemented)
+	if err != nil && !strings.Contains(err.Error(), why) {
+		t.Errorf("error %q does not say %q", err, why)
+	}
+}
+
 // A checkpoint or a restore the runtime fails leaves nothing: no snapshot
 // record, no sandbox.
 func TestSnapshotRuntimeFailure(t *testing.T) {

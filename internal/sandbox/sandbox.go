@@ -258,6 +258,9 @@ type Capabilities struct {
 	// Checkpoint: the runtime is a Checkpointer that works on this host
 	// (the oci runtime given a criu that passes `criu check`).
 	Checkpoint bool
+	// NoCheckpoint says, when a Checkpointer's Checkpoint is false, why:
+	// what a refused snapshot tells its user to change.
+	NoCheckpoint string
 	// MaxVolumeBytes is the largest Persistence.SizeBytes the runtime can
 	// give; zero is no limit of its own.
 	MaxVolumeBytes int64

@@ -81,9 +81,11 @@ type Runtime struct {
 	canPause  bool   // the host has a cgroup freezer (freezer.go)
 	oomAdjust bool   // may lower the agent's oom_score_adj (CAP_SYS_RESOURCE)
 	nofile    uint64 // hard RLIMIT_NOFILE of the agent
-	mkfs      string // mkfs.ext4
-	maxDisk   int64  // the largest disk: Root's file system's size
-	log       *slog.Logger
+	// noCheckpoint says why the runtime has no checkpoint (Capabilities).
+	noCheckpoint string
+	mkfs         string // mkfs.ext4
+	maxDisk      int64  // the largest disk: Root's file system's size
+	log          *slog.Logger
 
 	tmplMu sync.Mutex // making templates
 
@@ -169,6 +171,7 @@ func New(cfg Config) (*Runtime, error) {
 		return nil, fmt.Errorf("oci runtime: %w", err)
 	}
 	cli := ociCLI{bin: bin, reap: filepath.Base(bin) != "runc"}
+	noCheckpoint := "it has no working CRIU (serve --criu; make criu builds one)"
 	if filepath.Base(bin) == "crun" {
 		if cli.hide = crunHybrid("/sys/fs/cgroup", fsType, os.ReadFile); cli.hide != "" {
 			cfg.Logger.Info("crun runs with the host's cgroup2 hidden: it refuses hybrid hosts whose cgroup2 holds a controller; the sandboxes' limits are in the v1 hierarchies", "cgroup2", cli.hide)
@@ -177,6 +180,7 @@ func New(cfg Config) (*Runtime, error) {
 			if err := criuBuiltIn(bin); err != nil {
 				cfg.Logger.Warn("no checkpoint or restore with this runtime binary; use runc for snapshots", "binary", bin, "reason", err)
 				cfg.CRIU = ""
+				noCheckpoint = fmt.Sprintf("%s was built without CRIU (serve --runtime runc has snapshots)", bin)
 			}
 		}
 	}
@@ -217,18 +221,19 @@ func New(cfg Config) (*Runtime, error) {
 		}
 	}
 	return &Runtime{
-		cfg:       cfg,
-		oomAdjust: oomAdjust,
-		nofile:    nofile,
-		oci:       cli,
-		cgroups:   cg,
-		swapLimit: cg.swapLimitable(),
-		canPause:  cg.hasFreezer(),
-		mkfs:      mkfs,
-		maxDisk:   maxDisk,
-		log:       cfg.Logger,
-		clients:   make(map[string]*agent.Client),
-		egress:    make(map[string]func()),
+		cfg:          cfg,
+		oomAdjust:    oomAdjust,
+		nofile:       nofile,
+		noCheckpoint: noCheckpoint,
+		oci:          cli,
+		cgroups:      cg,
+		swapLimit:    cg.swapLimitable(),
+		canPause:     cg.hasFreezer(),
+		mkfs:         mkfs,
+		maxDisk:      maxDisk,
+		log:          cfg.Logger,
+		clients:      make(map[string]*agent.Client),
+		egress:       make(map[string]func()),
 	}, nil
 }
 
@@ -333,7 +338,7 @@ func (r *Runtime) Capabilities() sandbox.Capabilities {
 		StopKeepsFiles: true, LocalFiles: true, NetworkPolicy: r.cfg.Egress != nil,
 		DiskQuota: true, LoopbackOnly: true,
 		Persistence: true, MaxVolumeBytes: r.maxDisk, Pause: r.canPause,
-		Checkpoint: r.cfg.CRIU != "",
+		Checkpoint: r.cfg.CRIU != "", NoCheckpoint: r.noCheckpoint,
 	}
 }
 
