@@ -230,37 +230,44 @@ func configureLoop(n int, f *os.File) (*os.File, error) {
 // were all offered the same device, queued on its lock to open it, found
 // it taken and asked again, one fsync after another (a burst of 100
 // creates, docs/PERFORMANCE.md).
-var loops = loopClaims{busy: map[int]bool{}}
+var loops = loopClaims{busy: map[int]int{}}
 
 type loopClaims struct {
 	mu   sync.Mutex
-	busy map[int]bool // being configured by this process
+	busy map[int]int // attaches of this process configuring each device
 }
 
 // claim returns the number of a loop device that is not bound and that no
 // other attach of this process is configuring, making the device if the
-// kernel has none such. Another process may still bind it first: its
-// LOOP_CONFIGURE then fails with EBUSY.
+// kernel has none such. Where the kernel makes no more devices (max_loop),
+// it returns the kernel's free one, which concurrent attaches may then
+// share: LOOP_CONFIGURE lets one have it and fails the others with EBUSY,
+// as it does when another process binds a device first.
 func (c *loopClaims) claim(ctl int) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n, err := unix.IoctlRetInt(ctl, unix.LOOP_CTL_GET_FREE)
+	free, err := unix.IoctlRetInt(ctl, unix.LOOP_CTL_GET_FREE)
 	if err != nil {
 		return 0, fmt.Errorf("get free loop device: %w", err)
 	}
-	for c.busy[n] || loopBound(n) {
+	n := free
+	for c.busy[n] > 0 || loopBound(n) {
 		n++
 	}
-	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(ctl), unix.LOOP_CTL_ADD, uintptr(n)); errno != 0 && errno != unix.EEXIST {
-		return 0, fmt.Errorf("add loop device %d: %w", n, errno)
+	if n != free {
+		if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(ctl), unix.LOOP_CTL_ADD, uintptr(n)); errno != 0 && errno != unix.EEXIST {
+			n = free
+		}
 	}
-	c.busy[n] = true
+	c.busy[n]++
 	return n, nil
 }
 
 func (c *loopClaims) release(n int) {
 	c.mu.Lock()
-	delete(c.busy, n)
+	if c.busy[n]--; c.busy[n] <= 0 {
+		delete(c.busy, n)
+	}
 	c.mu.Unlock()
 }
 
