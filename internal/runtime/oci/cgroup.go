@@ -190,9 +190,9 @@ func (cg *cgroups) ids() []string {
 // (6-20 ms measured), and writers within about a grace period after that
 // wait for nothing. Create calls it as it begins and Start as it runs the
 // runtime binary, so that the disk, the mounts and the binary's own
-// start-up (about 10 ms for runc, 1 ms for crun) cover the wait. On a kernel whose
-// cgroups favour dynamic changes (favordynmods) nobody waits; a failure
-// only loses the overlap.
+// start-up (about 10 ms for runc, 1 ms for crun) cover the wait. On a
+// kernel whose cgroups favour dynamic changes (favordynmods) nobody waits;
+// a failure only loses the overlap.
 func (cg *cgroups) warmAttach() {
 	procs := cg.ownProcs()
 	if procs == "" {

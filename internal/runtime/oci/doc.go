@@ -241,6 +241,6 @@
 // runtime binary was, become its children and their exit is reaped. The
 // runtime binary's own helpers become its children too: crun leaves one
 // zombie per container, which a reap scheduled by each crun command
-// collects shortly after (runc waits for its own), off the command's path (orphans.go), never an
-// exit os/exec waits for.
+// collects shortly after, off the command's path (orphans.go), never an
+// exit os/exec waits for; runc waits for its own.
 package oci

@@ -180,7 +180,7 @@ func New(cfg Config) (*Runtime, error) {
 			if err := criuBuiltIn(bin); err != nil {
 				cfg.Logger.Warn("no checkpoint or restore with this runtime binary; use runc for snapshots", "binary", bin, "reason", err)
 				cfg.CRIU = ""
-				noCheckpoint = fmt.Sprintf("%s was built without CRIU (serve --runtime runc has snapshots)", bin)
+				noCheckpoint = err.Error() + "; serve --runtime runc has snapshots"
 			}
 		}
 	}
