@@ -4,8 +4,10 @@
 # --tests, also the tools only the tests use (make test): tmux (the
 # terminal tests drive the CLI under a real terminal), postgresql (the
 # PostgreSQL store's tests start a server of their own, on a private
-# socket, from its binaries) and chromium (the web console's browser
-# tests) — none of which running the daemon needs.
+# socket, from its binaries), chromium (the web console's browser
+# tests), the assemblers and the user-mode qemu that check the agent's
+# OOM trampoline for both architectures — none of which running the
+# daemon needs.
 # Idempotent: installs only what is missing.
 #
 #   scripts/deps.sh [--tests]      the daemon's packages [and the tests']
@@ -14,7 +16,7 @@ set -euo pipefail
 
 packages=(runc crun mmdebstrap e2fsprogs busybox-static iproute2 ca-certificates util-linux)
 if [ "${1:-}" = "--tests" ]; then
-	packages+=(tmux postgresql chromium)
+	packages+=(tmux postgresql chromium binutils-x86-64-linux-gnu binutils-aarch64-linux-gnu qemu-user)
 elif (($# > 0)); then
 	packages=("$@")
 fi

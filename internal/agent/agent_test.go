@@ -9,14 +9,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
-	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 // startAgent serves an agent running commands as the test's own user on a
@@ -445,33 +443,5 @@ func TestExecOutputAfterExit(t *testing.T) {
 	res := s.run(context.Background(), req, t.TempDir(), nil, fw)
 	if res.ExitCode != 0 || !strings.Contains(out.buf.String(), "second") {
 		t.Errorf("exec = %+v with output %q, want first and second", res, out.buf.String())
-	}
-}
-
-// A command has the commands' out-of-memory score from its first
-// instruction, and the agent keeps its own.
-func TestCommandOOMScore(t *testing.T) {
-	testenv.RequireRoot(t)
-	own, err := os.ReadFile(procOOMScore)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock, _, _ := serveAgent(t, func(string) ServerConfig {
-		return ServerConfig{Cwd: "/", UID: 65534, GID: 65534}
-	})
-	c := NewClient(UnixDialer(sock), "")
-	t.Cleanup(c.Close)
-	for range 3 {
-		var stdout bytes.Buffer
-		res, err := c.Exec(context.Background(), ExecRequest{Command: []string{"cat", "/proc/self/oom_score_adj"}}, nil, &stdout, nil)
-		if err != nil || res.ExitCode != 0 {
-			t.Fatalf("exec: %v %+v", err, res)
-		}
-		if got := strings.TrimSpace(stdout.String()); got != strconv.Itoa(userOOMScore) {
-			t.Errorf("the command's oom_score_adj is %s, want %d", got, userOOMScore)
-		}
-		if now, _ := os.ReadFile(procOOMScore); !bytes.Equal(now, own) {
-			t.Errorf("the agent's oom_score_adj is %s after a command, want %s", now, own)
-		}
 	}
 }

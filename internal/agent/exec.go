@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -293,66 +292,6 @@ func (s *Server) procAttr() *syscall.SysProcAttr {
 		attr.Credential = &syscall.Credential{Uid: uint32(s.uid), Gid: uint32(s.gid), Groups: []uint32{}}
 	}
 	return attr
-}
-
-// userOOMScore is the oom_score_adj of every user command: whatever the
-// agent's own, the out-of-memory killer takes a command before the agent.
-// The killer's score of a process is its resident pages plus adj/1000 of
-// the cgroup's limit: at 1000 a command always outscores the agent, whose
-// resident size (its binary's mapped pages included, ≈ 50 MB) is below the
-// limit; at 500 the agent of a 64 MiB sandbox outscored commands of 16 MB
-// and was killed (seen in CI once the binary grew).
-const userOOMScore = 1000
-
-// procOOMScore is the agent's own out-of-memory score adjustment.
-const procOOMScore = "/proc/self/oom_score_adj"
-
-// startUser starts a user command (a command, a kernel, the main process)
-// through the reaper. The command has userOOMScore from its first
-// instruction: the agent raises its own score for the fork, which the child
-// inherits, and lowers it back after. Setting the child's score after the
-// fork left a window in which a quick command forked helpers with the
-// agent's score, and the killer took the agent instead of them (seen under
-// load). Lowering back needs no privilege, as the kernel lets a process
-// return to the lowest score a privileged writer gave it; forks are one at
-// a time under the reaper's lock, so the agent's own score is raised only
-// for the instant of a fork. An agent whose score is already at least
-// userOOMScore (a best-effort Pod) leaves it: its commands inherit it.
-func (s *Server) startUser(path string, argv []string, attr *syscall.ProcAttr) (int, <-chan syscall.WaitStatus, error) {
-	return s.reaper.start(func() (int, error) {
-		if s.uid < 0 {
-			return syscall.ForkExec(path, argv, attr)
-		}
-		own, raised := s.raiseOOMScore()
-		pid, err := syscall.ForkExec(path, argv, attr)
-		if raised {
-			if err := os.WriteFile(procOOMScore, own, 0); err != nil {
-				// The command runs; the agent is now as likely a victim as
-				// a command, which its operator must hear of.
-				s.log.Error("restore the agent's own oom_score_adj", "err", err)
-			}
-		}
-		return pid, err
-	})
-}
-
-// raiseOOMScore sets the agent's score to userOOMScore when it is lower and
-// returns the score to restore.
-func (s *Server) raiseOOMScore() (own []byte, raised bool) {
-	own, err := os.ReadFile(procOOMScore)
-	if err != nil {
-		s.log.Warn("read the agent's oom_score_adj", "err", err)
-		return nil, false
-	}
-	own = bytes.TrimSpace(own)
-	if n, err := strconv.Atoi(string(own)); err != nil || n >= userOOMScore {
-		return nil, false
-	}
-	if err := os.WriteFile(procOOMScore, []byte(strconv.Itoa(userOOMScore)), 0); err != nil {
-		s.log.Warn("raise the oom_score_adj for a command", "err", err)
-		return nil, false
-	}
-	return own, true
 }
 
 // frameWriter serializes frames from several goroutines onto one response.

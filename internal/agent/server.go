@@ -27,6 +27,7 @@ type Server struct {
 	token   string
 	started time.Time
 	reaper  *reaper
+	oomExec *oomExec // nil: commands start through forkRaised
 	running atomic.Int64
 	log     *slog.Logger
 
@@ -73,6 +74,12 @@ func NewServer(cfg ServerConfig) *Server {
 	s := &Server{
 		env: cfg.Env, cwd: cfg.Cwd, uid: cfg.UID, gid: cfg.GID, token: cfg.Token,
 		started: time.Now(), reaper: processReaper(), log: cfg.Log,
+	}
+	if s.uid >= 0 {
+		var err error
+		if s.oomExec, err = newOOMExec(); err != nil {
+			s.log.Warn("commands start with the agent's own oom_score_adj raised around their fork", "err", err)
+		}
 	}
 	s.kernels = newKernels(s)
 	s.procs = newProcs(s)

@@ -3,10 +3,12 @@ package runtimetest
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,10 +70,35 @@ func (s *suite) testMemoryBomb(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Commands start all the while: a sandbox at its limit is where a
+	// start must not leave the agent the killer's choice.
+	done := make(chan struct{})
+	var starts int
+	var startErr error
+	var wg sync.WaitGroup
+	ctx := ctxFor(t)
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			starts++
+			if _, startErr = c.Exec(ctx, agent.ExecRequest{Command: []string{"true"}}, nil, io.Discard, io.Discard); startErr != nil {
+				return
+			}
+		}
+	})
 	// Several allocators at once, each under the limit, together over it.
 	r := sh(t, c, "for i in 1 2 3 4; do dd if=/dev/zero of=/dev/null bs=40M count=20 & done; wait; tail /dev/zero", 20*time.Second)
+	close(done)
+	wg.Wait()
 	if r.ExitCode == 0 {
 		t.Errorf("memory bomb exited 0: %+v", r.ExecResult)
+	}
+	if startErr != nil {
+		t.Errorf("command %d started during the memory bomb: %v", starts, startErr)
 	}
 	assertUsable(t, c)
 	after, err := rt.Status(ctxFor(t), sp.ID)

@@ -1,0 +1,251 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/testenv"
+)
+
+// qemuUser names the qemu user-mode emulator of each GOARCH.
+var qemuUser = map[string]string{"amd64": "qemu-x86_64", "arm64": "qemu-aarch64"}
+
+// The trampoline of every architecture raises its score and execs the
+// command, or reports what failed on its report fd; the host's own runs
+// natively, the others under qemu's user-mode emulator.
+func TestOOMExecTrampoline(t *testing.T) {
+	testenv.RequireRoot(t) // the missing /proc is a mount namespace's
+	if own := strings.TrimSpace(readFile(t, procOOMScore)); own == strconv.Itoa(userOOMScore) {
+		testenv.Skip(t, "this test runs at oom_score_adj %s already: a raise cannot be seen", own)
+	}
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "not-executable")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for arch := range oomexecCode {
+		t.Run(arch, func(t *testing.T) {
+			file, ok := oomExecELF(arch)
+			if !ok {
+				t.Fatalf("no ELF for %s", arch)
+			}
+			tramp := filepath.Join(dir, "oomexec-"+arch)
+			if err := os.WriteFile(tramp, file, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			// start runs the trampoline on path and argv, its report fd 3.
+			start := func(path string, argv ...string) *exec.Cmd {
+				args := append([]string{"3", path}, argv...)
+				if arch == runtime.GOARCH {
+					return &exec.Cmd{Path: tramp, Args: args}
+				}
+				qemu, err := exec.LookPath(qemuUser[arch])
+				if err != nil {
+					qemu, err = exec.LookPath(qemuUser[arch] + "-static")
+				}
+				if err != nil {
+					testenv.Missing(t, "%s runs the %s trampoline: scripts/deps.sh --tests installs qemu-user", qemuUser[arch], arch)
+				}
+				return exec.Command(qemu, append([]string{"-0", "3", tramp}, args[1:]...)...)
+			}
+			for _, tc := range []struct {
+				name      string
+				cmd       *exec.Cmd
+				noProc    bool   // run with an empty /proc
+				wantOut   string // the command's output
+				wantStage uint32 // 0: the exec succeeds
+				wantErrno syscall.Errno
+			}{
+				{name: "runs the command", wantOut: "1000\nname bar\n",
+					cmd: start("/bin/sh", "name", "-c", `cat /proc/self/oom_score_adj; echo "$0 $FOO"`)},
+				{name: "no such command", cmd: start("/nonexistent/cmd", "cmd"), wantStage: oomStageExec, wantErrno: syscall.ENOENT},
+				{name: "not executable", cmd: start(notExec, "x"), wantStage: oomStageExec, wantErrno: syscall.EACCES},
+				{name: "a directory", cmd: start("/", "/"), wantStage: oomStageExec, wantErrno: syscall.EACCES},
+				{name: "no /proc", cmd: start("/bin/true", "true"), noProc: true, wantStage: oomStageScore, wantErrno: syscall.ENOENT},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					cmd := tc.cmd
+					if tc.noProc {
+						// The trampoline (qemu too) under a mount of its
+						// own, over an empty /proc.
+						script := `mount -t tmpfs none /proc && exec -a "$0" "$@"`
+						args := append([]string{"-m", "bash", "-c", script, cmd.Args[0], cmd.Path}, cmd.Args[1:]...)
+						cmd = exec.Command("unshare", args...)
+					}
+					cmd.Env = []string{"FOO=bar", "PATH=/usr/bin:/bin"}
+					var out bytes.Buffer
+					cmd.Stdout, cmd.Stderr = &out, &out
+					r, w, err := os.Pipe()
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer r.Close()
+					cmd.ExtraFiles = []*os.File{w}
+					if err := cmd.Start(); err != nil {
+						t.Fatal(err)
+					}
+					w.Close()
+					report, err := io.ReadAll(r)
+					if err != nil {
+						t.Fatal(err)
+					}
+					// Not its exit status: the reaper of this package's
+					// servers may take it first.
+					_ = cmd.Wait()
+					if tc.wantStage == 0 {
+						if len(report) != 0 || out.String() != tc.wantOut {
+							t.Errorf("report %x, output %q; want no report and %q", report, out.String(), tc.wantOut)
+						}
+						return
+					}
+					if len(report) != 8 {
+						t.Fatalf("report %x (output %q), want 8 bytes", report, out.String())
+					}
+					stage, errno := binary.LittleEndian.Uint32(report), syscall.Errno(binary.LittleEndian.Uint32(report[4:]))
+					if stage != tc.wantStage || errno != tc.wantErrno {
+						t.Errorf("report stage %d errno %v, want %d %v", stage, errno, tc.wantStage, tc.wantErrno)
+					}
+				})
+			}
+		})
+	}
+}
+
+// The machine code in oomexec_code.go is what oomexec/gen.sh makes of the
+// sources in oomexec/.
+func TestOOMExecCode(t *testing.T) {
+	for _, as := range []string{"x86_64-linux-gnu-as", "aarch64-linux-gnu-as"} {
+		if _, err := exec.LookPath(as); err != nil {
+			testenv.Missing(t, "%s assembles the OOM trampoline: scripts/deps.sh --tests installs binutils-x86-64-linux-gnu and binutils-aarch64-linux-gnu", as)
+		}
+	}
+	out, err := exec.Command("oomexec/gen.sh").Output()
+	if err != nil {
+		t.Fatalf("oomexec/gen.sh: %v", err)
+	}
+	if want := readFile(t, "oomexec_code.go"); string(out) != want {
+		t.Errorf("oomexec_code.go is not what oomexec/gen.sh makes of oomexec/*.asm: run go generate ./internal/agent")
+	}
+}
+
+// Every way a command starts gives it userOOMScore, and the agent never
+// holds that score itself while commands start (with the trampoline; the
+// fallback raises it around each fork).
+func TestCommandOOMScore(t *testing.T) {
+	testenv.RequireRoot(t)
+	own := readFile(t, procOOMScore)
+	if strings.TrimSpace(own) == strconv.Itoa(userOOMScore) {
+		testenv.Skip(t, "this test runs at oom_score_adj %s already: a raise cannot be seen", own)
+	}
+	for _, tc := range []struct {
+		name       string
+		trampoline bool
+	}{
+		{"trampoline", true},
+		{"fallback", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewServer(ServerConfig{Cwd: "/", UID: 65534, GID: 65534, Env: []string{"PATH=/usr/bin:/bin"}})
+			if (s.oomExec != nil) != tc.trampoline {
+				if !tc.trampoline {
+					s.oomExec = nil
+				} else {
+					t.Fatalf("no OOM trampoline on %s", runtime.GOARCH)
+				}
+			}
+			// Watch the agent's own score while commands start.
+			var raised atomic.Bool
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					if b, err := os.ReadFile(procOOMScore); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(userOOMScore) {
+						raised.Store(true)
+					}
+				}
+			})
+			for range 20 {
+				var out bytes.Buffer
+				fw := &frameWriter{w: &out, flush: func() error { return nil }}
+				res := s.run(ctx, &ExecRequest{Command: []string{"cat", "/proc/self/oom_score_adj"}}, "/", nil, fw)
+				if res.ExitCode != 0 {
+					t.Fatalf("exec: %+v", res)
+				}
+				if !strings.Contains(out.String(), strconv.Itoa(userOOMScore)) {
+					t.Fatalf("the command's output %q has no oom_score_adj %d", out.String(), userOOMScore)
+				}
+			}
+			cancel()
+			wg.Wait()
+			if now := readFile(t, procOOMScore); now != own {
+				t.Errorf("the agent's oom_score_adj is %s after the commands, want %s", now, own)
+			}
+			if tc.trampoline && raised.Load() {
+				t.Errorf("the agent's own oom_score_adj was %d while commands started", userOOMScore)
+			}
+		})
+	}
+}
+
+// A trampoline that cannot run is found out on the first command, which
+// then starts as before; a command whose own start fails leaves a working
+// trampoline on.
+func TestOOMExecFallback(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, tc := range []struct {
+		name     string
+		path     string // the trampoline's; "" the real one
+		cwd      string
+		wantExit int
+		wantOff  bool
+	}{
+		{name: "cannot run", path: "/nonexistent/oomexec", cwd: "/", wantExit: 0, wantOff: true},
+		{name: "the command's cwd is missing", cwd: "/nonexistent", wantExit: 127, wantOff: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewServer(ServerConfig{Cwd: "/", UID: 65534, GID: 65534, Env: []string{"PATH=/usr/bin:/bin"}})
+			if s.oomExec == nil {
+				t.Fatalf("no OOM trampoline on %s", runtime.GOARCH)
+			}
+			if tc.path != "" {
+				s.oomExec = &oomExec{path: tc.path}
+			}
+			var out bytes.Buffer
+			fw := &frameWriter{w: &out, flush: func() error { return nil }}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			res := s.run(ctx, &ExecRequest{Command: []string{"cat", "/proc/self/oom_score_adj"}}, tc.cwd, nil, fw)
+			if res.ExitCode != tc.wantExit {
+				t.Fatalf("exec: %+v, want exit %d", res, tc.wantExit)
+			}
+			if tc.wantExit == 0 && !strings.Contains(out.String(), strconv.Itoa(userOOMScore)) {
+				t.Errorf("the command's output %q has no oom_score_adj %d", out.String(), userOOMScore)
+			}
+			if got := s.oomExec.off.Load(); got != tc.wantOff {
+				t.Errorf("trampoline off = %v, want %v", got, tc.wantOff)
+			}
+		})
+	}
+}
+
+func readFile(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
