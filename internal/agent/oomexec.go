@@ -72,7 +72,7 @@ const (
 const oomExecFD = 256
 
 // newOOMExec loads the trampoline for this architecture into a sealed
-// memfd.
+// memfd (on the first command: a sandbox's start has no use for it).
 func newOOMExec() (*oomExec, error) {
 	elfFile, ok := oomExecELF(runtime.GOARCH)
 	if !ok {
@@ -194,7 +194,7 @@ func (s *Server) startUser(path string, argv []string, attr *syscall.ProcAttr) (
 		if s.uid < 0 {
 			return syscall.ForkExec(path, argv, attr)
 		}
-		o := s.oomExec
+		o := s.oomExec()
 		if o == nil || o.off.Load() {
 			return s.forkRaised(path, argv, attr)
 		}

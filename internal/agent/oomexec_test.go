@@ -159,12 +159,11 @@ func TestCommandOOMScore(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewServer(ServerConfig{Cwd: "/", UID: 65534, GID: 65534, Env: []string{"PATH=/usr/bin:/bin"}})
-			if (s.oomExec != nil) != tc.trampoline {
-				if !tc.trampoline {
-					s.oomExec = nil
-				} else {
-					t.Fatalf("no OOM trampoline on %s", runtime.GOARCH)
-				}
+			switch {
+			case !tc.trampoline:
+				s.oomExec = func() *oomExec { return nil }
+			case s.oomExec() == nil:
+				t.Fatalf("no OOM trampoline on %s", runtime.GOARCH)
 			}
 			// Watch the agent's own score while commands start.
 			var raised atomic.Bool
@@ -217,11 +216,13 @@ func TestOOMExecFallback(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := NewServer(ServerConfig{Cwd: "/", UID: 65534, GID: 65534, Env: []string{"PATH=/usr/bin:/bin"}})
-			if s.oomExec == nil {
+			o := s.oomExec()
+			if o == nil {
 				t.Fatalf("no OOM trampoline on %s", runtime.GOARCH)
 			}
 			if tc.path != "" {
-				s.oomExec = &oomExec{path: tc.path}
+				o = &oomExec{path: tc.path}
+				s.oomExec = func() *oomExec { return o }
 			}
 			var out bytes.Buffer
 			fw := &frameWriter{w: &out, flush: func() error { return nil }}
@@ -234,7 +235,7 @@ func TestOOMExecFallback(t *testing.T) {
 			if tc.wantExit == 0 && !strings.Contains(out.String(), strconv.Itoa(userOOMScore)) {
 				t.Errorf("the command's output %q has no oom_score_adj %d", out.String(), userOOMScore)
 			}
-			if got := s.oomExec.off.Load(); got != tc.wantOff {
+			if got := o.off.Load(); got != tc.wantOff {
 				t.Errorf("trampoline off = %v, want %v", got, tc.wantOff)
 			}
 		})

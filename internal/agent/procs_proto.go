@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -32,8 +33,11 @@ const (
 // with it, so that a path names a process by id or by tag unambiguously.
 const procIDPrefix = "proc-"
 
-// procTag is what a tag may be.
-var procTag = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+// procTag is what a tag may be. Like every pattern of the agent, it is
+// compiled on first use: compiling at init was 3 % of an agent's start.
+var procTag = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+})
 
 // ProcRequest describes a detached process to start (POST /v1/procs).
 type ProcRequest struct {
@@ -88,7 +92,7 @@ func (r *ProcRequest) Validate() error {
 		return errors.New("command and shell are exclusive")
 	case len(r.Command) > 0 && r.Command[0] == "":
 		return errors.New("command[0] is empty")
-	case r.Tag != "" && (!procTag.MatchString(r.Tag) || strings.HasPrefix(r.Tag, procIDPrefix)):
+	case r.Tag != "" && (!procTag().MatchString(r.Tag) || strings.HasPrefix(r.Tag, procIDPrefix)):
 		return fmt.Errorf("tag %q is not 1-64 letters, digits, '.', '_' or '-' (first a letter or digit, not starting with %q)", r.Tag, procIDPrefix)
 	case !r.TTY && (r.Rows != 0 || r.Cols != 0):
 		return errors.New("rows and cols need tty")

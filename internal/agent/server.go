@@ -27,7 +27,9 @@ type Server struct {
 	token   string
 	started time.Time
 	reaper  *reaper
-	oomExec *oomExec // nil: commands start through forkRaised
+	// oomExec makes the OOM trampoline on the first command; nil when
+	// commands run as the agent's own user.
+	oomExec func() *oomExec
 	running atomic.Int64
 	log     *slog.Logger
 
@@ -76,10 +78,13 @@ func NewServer(cfg ServerConfig) *Server {
 		started: time.Now(), reaper: processReaper(), log: cfg.Log,
 	}
 	if s.uid >= 0 {
-		var err error
-		if s.oomExec, err = newOOMExec(); err != nil {
-			s.log.Warn("commands start with the agent's own oom_score_adj raised around their fork", "err", err)
-		}
+		s.oomExec = sync.OnceValue(func() *oomExec {
+			o, err := newOOMExec()
+			if err != nil {
+				s.log.Warn("commands start with the agent's own oom_score_adj raised around their fork", "err", err)
+			}
+			return o
+		})
 	}
 	s.kernels = newKernels(s)
 	s.procs = newProcs(s)

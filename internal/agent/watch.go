@@ -66,7 +66,7 @@ var watchOps = []struct {
 // uploadTemp matches the temporary files of uploads (handleUpload), which
 // a watch does not report: an upload is a create of its file, or a write
 // when it replaces one, as if it wrote the file in place.
-var uploadTemp = regexp.MustCompile(`^\.upload-[0-9]+$`)
+var uploadTemp = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\.upload-[0-9]+$`) })
 
 // handleWatch streams the changes under a directory (?path=&recursive=)
 // with inotify until the client goes away: a start frame once the
@@ -205,7 +205,7 @@ func (dw *dirWatch) run(ctx context.Context, emit func(WatchEvent) error) error 
 				return nil
 			}
 			name, err := filepath.Rel(dw.root, ev.Name)
-			if err != nil || name == "." || strings.HasPrefix(name, "../") || uploadTemp.MatchString(filepath.Base(name)) {
+			if err != nil || name == "." || strings.HasPrefix(name, "../") || uploadTemp().MatchString(filepath.Base(name)) {
 				continue // the root itself, or an upload's temporary file
 			}
 			for _, o := range watchOps {
