@@ -110,7 +110,7 @@ func Run(ctx context.Context, opts Options) error {
 		os.Unsetenv(secret)
 	}
 
-	log.Debug("agent serving", "version", Version, "pid", os.Getpid())
+	log.Info("agent serving", "version", Version, "pid", os.Getpid())
 	err = srv.Serve(ctx, l)
 	if os.Getpid() == 1 {
 		// Everything else in the pid namespace; PID 1 itself is spared.
