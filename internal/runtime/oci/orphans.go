@@ -41,8 +41,11 @@ var (
 )
 
 // reapDelay is how long after a runtime command its helpers are looked
-// for.
-const reapDelay = 100 * time.Millisecond
+// for: a second, so that a burst of creates scans once a second, not ten
+// times (a scan reads the state of every child, hundreds of agents among
+// them, and holds off new runtime commands while it does; at 100 ms the
+// scans were 1 % of a crun burst's CPU). A zombie costs a pid meanwhile.
+const reapDelay = time.Second
 
 // runTracked runs cmd, its pid registered in started from its start
 // until it has been waited for.
