@@ -67,9 +67,12 @@ const (
 )
 
 // oomExecFD is the lowest descriptor the trampoline's memfd takes: above
-// those a child's fork renumbers (its files and Go's own pipe), so that it
-// survives until the child's exec.
-const oomExecFD = 256
+// those a child's fork renumbers, so that it survives until the child's
+// exec (Go's child moves its at most 10 files and its own pipe to 10–20),
+// and below 64, the size of a process's first descriptor table: growing
+// the table of a process with threads waits for an RCU grace period (9 ms
+// here; at 256 it made every sandbox's first command that much slower).
+const oomExecFD = 32
 
 // newOOMExec loads the trampoline for this architecture into a sealed
 // memfd (on the first command: a sandbox's start has no use for it).
