@@ -133,8 +133,16 @@ func TestTerminalPersistent(t *testing.T) {
 	if _, err := cl.Sandbox.CreateTerminal(ctx, sb.ID, api.CreateTerminalRequest{Name: "bg", Command: []string{"sh", "-c", "sleep 1001 & sleep 1002"}}); err != nil {
 		t.Fatal(err)
 	}
-	if n := d.sandboxSleeps(sb.ID, "100"); n != "2" {
-		t.Errorf("%s sleeps running in the terminal, want 2", n)
+	// The shell forks its sleeps after the terminal has started: wait for
+	// both to have exec'd (counting at once missed one once, under load).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		n := d.sandboxSleeps(sb.ID, "100")
+		if n == "2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s sleeps running in the terminal, want 2", n)
+		}
 	}
 	if info, err := cl.Sandbox.DeleteTerminal(ctx, sb.ID, "bg"); err != nil || info.Running {
 		t.Errorf("delete: %+v, %v", info, err)
