@@ -98,11 +98,11 @@ func newOOMExec() (*oomExec, error) {
 	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, seals); err != nil {
 		return nil, fmt.Errorf("seal the OOM trampoline: %w", err)
 	}
-	high, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, oomExecFD)
+	moved, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, oomExecFD)
 	if err != nil {
 		return nil, fmt.Errorf("move the OOM trampoline's memfd: %w", err)
 	}
-	return &oomExec{path: "/proc/self/fd/" + strconv.Itoa(high)}, nil
+	return &oomExec{path: "/proc/self/fd/" + strconv.Itoa(moved)}, nil
 }
 
 // oomExecMachine is the ELF machine of each GOARCH oomexecCode has.
@@ -189,6 +189,14 @@ type oomExecError struct{ err error }
 func (e *oomExecError) Error() string { return "exec the OOM trampoline: " + e.err.Error() }
 func (e *oomExecError) Unwrap() error { return e.err }
 
+// trampolineFailed reports whether err says the trampoline's own exec
+// failed; not a fork refused for want of pids or memory, which says
+// nothing of the trampoline.
+func trampolineFailed(err error) bool {
+	var te *oomExecError
+	return errors.As(err, &te) && !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.ENOMEM)
+}
+
 // startUser starts a user command (a command, a kernel, the main process)
 // through the reaper, with userOOMScore from its first instruction (see
 // oomExec) when the agent runs commands as another user.
@@ -202,14 +210,13 @@ func (s *Server) startUser(path string, argv []string, attr *syscall.ProcAttr) (
 			return s.forkRaised(path, argv, attr)
 		}
 		pid, err := o.forkExec(path, argv, attr)
-		var te *oomExecError
-		if !errors.As(err, &te) || errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.ENOMEM) {
+		if !trampolineFailed(err) {
 			return pid, err // started, failed for the command's reasons, or no fork
 		}
 		// A child's steps before its exec (its directory, its user) fail
 		// as an exec can: whether the trampoline runs at all is told by
 		// one that must run it and fail on the command's exec.
-		if _, perr := o.forkExec("/", []string{"/"}, &syscall.ProcAttr{Dir: "/", Sys: s.procAttr()}); !errors.As(perr, &te) {
+		if _, perr := o.forkExec("/", []string{"/"}, &syscall.ProcAttr{Dir: "/", Sys: s.procAttr()}); !trampolineFailed(perr) {
 			return 0, err
 		}
 		o.off.Store(true)

@@ -79,6 +79,9 @@ func Program(goarch string) ([]bpf.Instruction, error) {
 		}
 	}
 	slices.Sort(denied)
+	if len(denied) > 255 { // a jump skips at most 255 instructions
+		return nil, fmt.Errorf("seccomp policy: %d denied calls for %s, more than one jump spans", len(denied), goarch)
+	}
 	var nsFlags uint32
 	for _, f := range NamespaceCloneFlags {
 		nsFlags |= uint32(f)
