@@ -57,7 +57,7 @@ func newAcceptor(l net.Listener) *acceptor {
 // listener and every relayed connection. A local connection waits up to
 // dialTimeout for a request of the daemon, else it is closed.
 func (a *acceptor) serve(ctx context.Context) error {
-	return forward(ctx, a.l, a.next)
+	return Forward(ctx, a.l, a.next)
 }
 
 // next returns the connection of the next request of the daemon.

@@ -320,7 +320,7 @@ func BenchmarkServicesPath(b *testing.B) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		go forward(ctx, l, unixDialer(sock))
+		go Forward(ctx, l, unixDialer(sock))
 		get(b, l.Addr().String())
 	})
 	b.Run("accept", func(b *testing.B) {

@@ -225,7 +225,7 @@ func TestForward(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- forward(ctx, l, unixDialer(sock)) }()
+	go func() { done <- Forward(ctx, l, unixDialer(sock)) }()
 
 	c, err := net.Dial("tcp4", l.Addr().String())
 	if err != nil {
@@ -268,7 +268,7 @@ func TestForwardNoProxy(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go forward(ctx, l, unixDialer(filepath.Join(t.TempDir(), "missing.sock")))
+	go Forward(ctx, l, unixDialer(filepath.Join(t.TempDir(), "missing.sock")))
 	c, err := net.Dial("tcp4", l.Addr().String())
 	if err != nil {
 		t.Fatal(err)

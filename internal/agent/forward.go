@@ -72,7 +72,7 @@ func startForward(ctx context.Context, addr, sock, name string, log *slog.Logger
 		return err
 	}
 	go func() {
-		if err := forward(ctx, l, unixDialer(sock)); err != nil {
+		if err := Forward(ctx, l, unixDialer(sock)); err != nil {
 			log.Warn(name+" forwarder stopped", "err", err)
 		}
 	}()
@@ -86,11 +86,12 @@ func unixDialer(sock string) func(context.Context) (net.Conn, error) {
 	}
 }
 
-// forward accepts connections on l and relays each to a connection from
+// Forward accepts connections on l and relays each to a connection from
 // dial until ctx is done, when it closes l and every relayed connection.
-// The proxy behind dial enforces the policy: the forwarder only carries
-// bytes, and a client that cannot reach the proxy is disconnected.
-func forward(ctx context.Context, l net.Listener, dial func(context.Context) (net.Conn, error)) error {
+// It only carries bytes: a client whose connection dial cannot make is
+// disconnected. In the agent, the proxy behind dial enforces the policy;
+// the e2e tests' browser reaches the daemon through it.
+func Forward(ctx context.Context, l net.Listener, dial func(context.Context) (net.Conn, error)) error {
 	var (
 		mu     sync.Mutex
 		closed bool // set by closeAll: no relay may start after it

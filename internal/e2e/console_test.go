@@ -2,13 +2,16 @@ package e2e
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/llm"
 	"github.com/agent2env/agent2env/internal/llm/llmtest"
 	"github.com/agent2env/agent2env/internal/llm/proxy"
@@ -44,7 +47,8 @@ var consolePages = []string{"overview", "sandboxes", "sandbox", "terminal", "fil
 // agent or a model wrote shown as text. The screenshots of its pages (every
 // page of the navigation, a sandbox with its terminal and its files, a run,
 // a submission's matrix, conversations) stay in a temporary directory,
-// whose files the test logs.
+// whose files the test logs. The browser tests run in a network namespace
+// of their own (browserNetns).
 func TestConsoleInBrowser(t *testing.T) {
 	nodeBin := os.Getenv("AGENT2ENV_NODE_BIN")
 	if nodeBin == "" {
@@ -89,7 +93,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(nodeBin, "node"), "--test", "--test-reporter=spec", "test/console.test.mjs")
+	// The browser tests run in a network namespace of their own: Chromium
+	// fails requests, loopback ones too, with ERR_NETWORK_CHANGED when the
+	// host's interfaces and addresses change, as tests running beside this
+	// one (the Kubernetes node tests') change them all the time.
+	ns := browserNetns(t, consoleAddr, d.addr)
+	cmd := exec.CommandContext(ctx, "nsenter", "--net="+ns, "--", filepath.Join(nodeBin, "node"), "--test", "--test-reporter=spec", "test/console.test.mjs")
 	cmd.Dir = web
 	cmd.Env = append(os.Environ(),
 		"CONSOLE_URL=http://"+consoleAddr,
@@ -121,4 +130,39 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	}
 	d.deleteAll()
+}
+
+// browserNetns makes a network namespace for the browser tests, where no
+// change to the host's interfaces is seen, and returns its path. Each of
+// addrs, the daemon's on the host's loopback, is forwarded from the same
+// address on the namespace's: the page's origins, which the daemon's CORS
+// and the console's Content-Security-Policy name, are the same there.
+func browserNetns(t *testing.T, addrs ...string) string {
+	t.Helper()
+	ns, err := testenv.Netns(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	for _, addr := range addrs {
+		l, err := testenv.ListenIn(ns, addr)
+		if err != nil {
+			t.Fatalf("listen on %s in the browser's network namespace: %v", addr, err)
+		}
+		var d net.Dialer
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := agent.Forward(ctx, l, func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) })
+			if err != nil {
+				t.Errorf("forward %s to the browser's network namespace: %v", addr, err)
+			}
+		}()
+	}
+	return ns
 }

@@ -7,17 +7,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -149,50 +145,27 @@ func (n *Node) runPeer(ctx context.Context, t *testing.T) (string, error) {
 	return ip, err
 }
 
-// netnsServer makes a network namespace with a veth on the Pods' bridge
-// at NetnsAddr and a TCP server in it, answering every connection, and
-// returns its address. The namespace is a process's (unshare), not one
-// of "ip netns add": that would make /run/netns a mount point of its
-// own, on top of the Pods' namespaces that containerd mounted there,
-// which could then not be removed.
+// netnsServer makes a network namespace ([testenv.Netns]) with a veth on
+// the Pods' bridge at NetnsAddr and a TCP server in it, answering every
+// connection, and returns its address.
 func (n *Node) netnsServer(t *testing.T) (string, error) {
-	holder := exec.Command("unshare", "--net", "--", "sleep", "infinity")
-	exited, err := testenv.StartBound(holder, syscall.SIGKILL)
+	nsPath, err := testenv.Netns(t)
 	if err != nil {
-		return "", fmt.Errorf("unshare: %w", err)
-	}
-	t.Cleanup(func() {
-		// The namespace, and the veth in it, go with the holder and the
-		// listener.
-		_ = holder.Process.Kill()
-		<-exited
-	})
-	pid := strconv.Itoa(holder.Process.Pid)
-	nsPath := "/proc/" + pid + "/ns/net"
-	// unshare execs sleep once the namespace is made.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		self, _ := os.Readlink("/proc/self/ns/net")
-		if got, err := os.Readlink(nsPath); err == nil && got != self {
-			break
-		}
-		if time.Now().After(deadline) {
-			return "", errors.New("unshare did not make a network namespace")
-		}
+		return "", err
 	}
 	veth := n.bridge + "s"
 	for _, args := range [][]string{
-		{"ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", pid},
+		{"ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", nsPath},
 		{"ip", "link", "set", veth, "master", n.bridge, "up"},
 		{"nsenter", "--net=" + nsPath, "ip", "addr", "add", netip.PrefixFrom(n.NetnsAddr(), n.PodCIDR.Bits()).String(), "dev", "eth0"},
 		{"nsenter", "--net=" + nsPath, "ip", "link", "set", "eth0", "up"},
-		{"nsenter", "--net=" + nsPath, "ip", "link", "set", "lo", "up"},
 	} {
 		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
 			return "", fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
 		}
 	}
 	addr := net.JoinHostPort(n.NetnsAddr().String(), strconv.Itoa(peerPort))
-	l, err := listenIn(nsPath, addr)
+	l, err := testenv.ListenIn(nsPath, addr)
 	if err != nil {
 		return "", err
 	}
@@ -208,48 +181,6 @@ func (n *Node) netnsServer(t *testing.T) (string, error) {
 		}
 	}()
 	return addr, nil
-}
-
-// listenIn listens on addr in the network namespace at path: a socket
-// stays in the namespace it was made in. The thread that makes it goes
-// back to its own namespace before it is unlocked; one that cannot is
-// left to end with its goroutine, which the node's processes survive:
-// they are started by testenv.StartBound, not by whichever thread runs.
-func listenIn(path, addr string) (net.Listener, error) {
-	type result struct {
-		l   net.Listener
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread()
-		own, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		defer unix.Close(own)
-		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("setns %s: %w", path, err)}
-			return
-		}
-		l, err := net.Listen("tcp", addr)
-		if unix.Setns(own, unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		}
-		ch <- result{l, err}
-	}()
-	r := <-ch
-	return r.l, r.err
 }
 
 // checkReachable runs a Pod of image in peerNamespace, which no policy
