@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,8 +24,14 @@ import (
 
 // criuConfigAnnotation names, in a bundle, the CRIU configuration file that
 // runc gives CRIU on checkpoint and restore: the one way through runc to
-// CRIU's --external and --inherit-fd, which runc has no flags for.
+// CRIU's --external and --inherit-fd, which runc has no flags for. crun
+// has no such way (before CRIU 4.2): its CRIU reads the file named by
+// CRIU_CONFIG_FILE in its environment (ociCLI.criu).
 const criuConfigAnnotation = "org.criu.config"
+
+// criuLibDir is the directory beside the criu binary where scripts/criu.sh
+// puts the libcriu.so.2 of the same build, which crun loads to drive it.
+const criuLibDir = "lib"
 
 // Files of checkpoints: fileCRIUConf in the sandbox dir; the others in a
 // snapshot dir.
@@ -88,12 +95,39 @@ type external struct {
 	Log bool `json:"log,omitempty"`
 }
 
-// criu returns a command of the runtime binary that drives CRIU at criu,
-// with c.criuEnv added to its environment (which CRIU inherits).
-func (c ociCLI) criu(ctx context.Context, criu string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, c.bin, append([]string{"--root", c.root, "--criu", criu}, args...)...)
-	cmd.Env = withEnv(c.criuEnv)
+// criu returns a command of the runtime binary that drives CRIU at criu
+// with the options of the CRIU configuration file conf (externals and
+// inherited descriptors) and c.criuEnv added to its environment (which CRIU
+// inherits). runc takes criu's path as a flag and conf from the bundle's
+// annotation; crun runs the first criu on PATH through libcriu, loaded
+// from LD_LIBRARY_PATH, and its CRIU reads conf from CRIU_CONFIG_FILE. CRIU
+// reads that file before the runtime's own options, which would undo
+// the booleans in it: they are flags of both runtimes (criuFlags).
+func (c ociCLI) criu(ctx context.Context, criu, conf string, args ...string) *exec.Cmd {
+	env := c.criuEnv
+	head := []string{"--root", c.root}
+	if c.annotateCRIU() {
+		head = append(head, "--criu", criu)
+	} else {
+		dir := filepath.Dir(criu)
+		env = append(slices.Clip(env), "CRIU_CONFIG_FILE="+conf, "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+		if _, err := os.Stat(filepath.Join(dir, criuLibDir, "libcriu.so.2")); err == nil {
+			env = append(env, "LD_LIBRARY_PATH="+filepath.Join(dir, criuLibDir))
+		}
+	}
+	cmd := exec.CommandContext(ctx, c.bin, append(head, args...)...)
+	cmd.Env = withEnv(env)
 	return cmd
+}
+
+// criuFlags are the CRIU options every checkpoint and restore takes: the
+// agent's and its commands' TCP connections and file locks are saved.
+var criuFlags = []string{"--tcp-established", "--file-locks", "--manage-cgroups-mode", "soft"}
+
+// annotateCRIU says whether the runtime binary takes the CRIU
+// configuration file from the bundle's criuConfigAnnotation (runc).
+func (c ociCLI) annotateCRIU() bool {
+	return filepath.Base(c.bin) != "crun"
 }
 
 // withEnv returns the daemon's environment plus env, or nil (the daemon's
@@ -157,7 +191,7 @@ func (r *Runtime) checkpoint(ctx context.Context, id, dir string, m *meta, pid i
 	if err != nil {
 		return err
 	}
-	conf := []string{"tcp-established", "file-locks"}
+	var conf []string
 	seen := map[string]bool{}
 	for fd := 0; fd <= 2; fd++ {
 		key, ino, err := fdKey(pid, fd)
@@ -231,15 +265,19 @@ func (r *Runtime) dump(ctx context.Context, id, sdir, dir string, leaveRunning b
 	if err := copySparse(filepath.Join(sdir, fileDisk), filepath.Join(dir, fileDisk)); err != nil {
 		return fmt.Errorf("copy disk: %w", err)
 	}
-	args := []string{"checkpoint", "--image-path", filepath.Join(dir, dirCRIUImages),
-		"--work-path", filepath.Join(dir, dirCRIUWork), "--manage-cgroups-mode", "soft"}
+	// runc makes the work directory itself; crun needs it made.
+	if err := os.Mkdir(filepath.Join(dir, dirCRIUWork), 0o700); err != nil {
+		return err
+	}
+	args := append([]string{"checkpoint", "--image-path", filepath.Join(dir, dirCRIUImages),
+		"--work-path", filepath.Join(dir, dirCRIUWork)}, criuFlags...)
 	if leaveRunning {
 		args = append(args, "--leave-running")
 	}
 	var out bytes.Buffer
-	cmd := r.oci.criu(ctx, r.cfg.CRIU, append(args, id)...)
+	cmd := r.oci.criu(ctx, r.cfg.CRIU, filepath.Join(sdir, fileCRIUConf), append(args, id)...)
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := runTracked(cmd); err != nil {
+	if err := r.oci.exec(cmd); err != nil {
 		return fmt.Errorf("%s checkpoint: %w: %s%s", r.oci.bin, err, strings.TrimSpace(out.String()),
 			logTail(filepath.Join(dir, dirCRIUWork, "dump.log")))
 	}
@@ -399,7 +437,7 @@ func (r *Runtime) restore(ctx context.Context, id, dir, ndir string, snap *snaps
 	if err := copySparse(filepath.Join(dir, fileDisk), filepath.Join(ndir, fileDisk)); err != nil {
 		return fmt.Errorf("copy disk: %w", err)
 	}
-	for _, d := range []string{disk, rootfs} {
+	for _, d := range []string{disk, rootfs, filepath.Join(ndir, dirCRIUWork)} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return err
 		}
@@ -438,8 +476,7 @@ func (r *Runtime) restore(ctx context.Context, id, dir, ndir string, snap *snaps
 	// at firstInheritedFD and up, past the ones runc passes it.
 	extra := make([]*os.File, firstInheritedFD-3)
 	extra = append(extra, lf)
-	conf := []string{"tcp-established", "file-locks",
-		fmt.Sprintf("inherit-fd fd[%d]:socket:[%d]", firstInheritedFD, snap.ListenerIno)}
+	conf := []string{fmt.Sprintf("inherit-fd fd[%d]:socket:[%d]", firstInheritedFD, snap.ListenerIno)}
 	for _, e := range snap.Externals {
 		f := null
 		if e.Log {
@@ -474,12 +511,13 @@ func (r *Runtime) restore(ctx context.Context, id, dir, ndir string, snap *snaps
 	}
 	prepared := time.Now()
 	pidFile := filepath.Join(ndir, filePid)
-	cmd := r.oci.criu(ctx, r.cfg.CRIU, "restore", "--detach", "--bundle", ndir,
+	args := append([]string{"restore", "--detach", "--bundle", ndir,
 		"--image-path", filepath.Join(dir, dirCRIUImages), "--work-path", filepath.Join(ndir, dirCRIUWork),
-		"--manage-cgroups-mode", "soft", "--pid-file", pidFile, id)
+		"--pid-file", pidFile}, criuFlags...)
+	cmd := r.oci.criu(ctx, r.cfg.CRIU, filepath.Join(ndir, fileCRIUConf), append(args, id)...)
 	cmd.ExtraFiles = extra
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := runTracked(cmd); err != nil {
+	if err := r.oci.exec(cmd); err != nil {
 		return fmt.Errorf("%s restore: %w%s%s", r.oci.bin, err, logTail(filepath.Join(ndir, fileLog)),
 			logTail(filepath.Join(ndir, dirCRIUWork, "restore.log")))
 	}

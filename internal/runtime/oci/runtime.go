@@ -592,7 +592,7 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 	}
 	if started {
 		// The stopped container still holds the id.
-		if err := r.oci.delete(ctx, id); err != nil {
+		if err := r.deleteContainer(ctx, id); err != nil {
 			return fmt.Errorf("start sandbox %s: %w", id, err)
 		}
 	}
@@ -810,6 +810,37 @@ func (r *Runtime) stop(ctx context.Context, id string, timeout time.Duration) er
 	return err
 }
 
+// deleteContainer removes container id from the runtime binary's state,
+// and from that of the other binaries a daemon on the same Root may have
+// run before (serve --runtime changed, or auto finding a crun built since):
+// a sandbox made by runc and deleted or restarted on crun leaves nothing
+// under Root/_runc. A binary no longer installed has its state of the
+// container removed by hand (its processes are gone: the agent, which
+// stop kills first, is the pid namespace's init).
+func (r *Runtime) deleteContainer(ctx context.Context, id string) error {
+	errs := []error{r.oci.delete(ctx, id)}
+	for _, name := range []string{"runc", "crun", "runsc"} {
+		root := filepath.Join(r.cfg.Root, "_"+name)
+		if root == r.oci.root {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(root, id)); err != nil {
+			continue
+		}
+		bin, err := exec.LookPath(name)
+		if err != nil {
+			errs = append(errs, os.RemoveAll(filepath.Join(root, id)))
+			continue
+		}
+		other := ociCLI{bin: bin, root: root, reap: name != "runc"}
+		if name == "crun" {
+			other.hide = crunHybrid("/sys/fs/cgroup", fsType, os.ReadFile)
+		}
+		errs = append(errs, other.delete(ctx, id))
+	}
+	return errors.Join(errs...)
+}
+
 // Delete removes the sandbox and everything held for it.
 func (r *Runtime) Delete(ctx context.Context, id string) error {
 	if !validID.MatchString(id) {
@@ -843,7 +874,7 @@ func (r *Runtime) destroy(ctx context.Context, id string, container bool) error 
 		if err := r.stop(ctx, id, 0); err != nil {
 			errs = append(errs, err)
 		}
-		if err := r.oci.delete(ctx, id); err != nil {
+		if err := r.deleteContainer(ctx, id); err != nil {
 			errs = append(errs, err)
 		}
 	}
