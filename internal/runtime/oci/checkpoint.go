@@ -2,6 +2,7 @@ package oci
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -180,6 +181,7 @@ func (r *Runtime) checkpoint(ctx context.Context, id, dir string, m *meta, pid i
 	start := time.Now()
 	sdir := r.dir(id)
 	snap := snapshot{Meta: *m, Dir: sdir}
+	snap.Meta.Binary = r.binaryOf(id, m)
 	if err := readJSONFile(filepath.Join(sdir, fileConfig), &snap.Config); err != nil {
 		return err
 	}
@@ -234,7 +236,7 @@ func (r *Runtime) checkpoint(ctx context.Context, id, dir string, m *meta, pid i
 		return err
 	}
 	frozen := time.Now()
-	err = r.dump(ctx, id, sdir, dir, leaveRunning)
+	err = r.dump(ctx, id, snap.Meta.Binary, sdir, dir, leaveRunning)
 	if parked && (leaveRunning || err != nil) {
 		// Served again before the sandbox thaws: its forwards dial them
 		// afresh.
@@ -258,7 +260,11 @@ func (r *Runtime) checkpoint(ctx context.Context, id, dir string, m *meta, pid i
 }
 
 // dump copies the disk of frozen sandbox id and runs runc checkpoint.
-func (r *Runtime) dump(ctx context.Context, id, sdir, dir string, leaveRunning bool) error {
+func (r *Runtime) dump(ctx context.Context, id, bin, sdir, dir string, leaveRunning bool) error {
+	cli, err := r.cliFor(bin)
+	if err != nil {
+		return err
+	}
 	if err := syncDir(filepath.Join(sdir, dirDisk)); err != nil {
 		return err
 	}
@@ -275,10 +281,10 @@ func (r *Runtime) dump(ctx context.Context, id, sdir, dir string, leaveRunning b
 		args = append(args, "--leave-running")
 	}
 	var out bytes.Buffer
-	cmd := r.oci.criu(ctx, r.cfg.CRIU, filepath.Join(sdir, fileCRIUConf), append(args, id)...)
+	cmd := cli.criu(ctx, r.cfg.CRIU, filepath.Join(sdir, fileCRIUConf), append(args, id)...)
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := r.oci.exec(cmd); err != nil {
-		return fmt.Errorf("%s checkpoint: %w: %s%s", r.oci.bin, err, strings.TrimSpace(out.String()),
+	if err := cli.exec(cmd); err != nil {
+		return fmt.Errorf("%s checkpoint: %w: %s%s", cli.bin, err, strings.TrimSpace(out.String()),
 			logTail(filepath.Join(dir, dirCRIUWork, "dump.log")))
 	}
 	return nil
@@ -514,11 +520,18 @@ func (r *Runtime) restore(ctx context.Context, id, dir, ndir string, snap *snaps
 	args := append([]string{"restore", "--detach", "--bundle", ndir,
 		"--image-path", filepath.Join(dir, dirCRIUImages), "--work-path", filepath.Join(ndir, dirCRIUWork),
 		"--pid-file", pidFile}, criuFlags...)
-	cmd := r.oci.criu(ctx, r.cfg.CRIU, filepath.Join(ndir, fileCRIUConf), append(args, id)...)
+	// Snapshots taken before they recorded their binary are runc's: no
+	// other binary could take one then.
+	cli, err := r.cliFor(cmp.Or(snap.Meta.Binary, "runc"))
+	if err != nil {
+		return err
+	}
+	m.Binary = cli.bin
+	cmd := cli.criu(ctx, r.cfg.CRIU, filepath.Join(ndir, fileCRIUConf), append(args, id)...)
 	cmd.ExtraFiles = extra
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := r.oci.exec(cmd); err != nil {
-		return fmt.Errorf("%s restore: %w%s%s", r.oci.bin, err, logTail(filepath.Join(ndir, fileLog)),
+	if err := cli.exec(cmd); err != nil {
+		return fmt.Errorf("%s restore: %w%s%s", cli.bin, err, logTail(filepath.Join(ndir, fileLog)),
 			logTail(filepath.Join(ndir, dirCRIUWork, "restore.log")))
 	}
 	if err := writePid(pidFile, filepath.Join(ndir, fileLog)); err != nil {

@@ -217,7 +217,14 @@
 // copy.
 //
 // Checkpoint and restore work with runc and with a crun built with CRIU
-// (both in the checkpoint tests); runsc is not tried.
+// (both in the checkpoint tests); runsc is not tried. CRIU's images of one
+// binary do not restore with the other (each marks the bundle's mounts
+// external under its own keys), so a snapshot records the binary that took
+// it and restores with it, and a sandbox's meta.json the binary that runs
+// it (a restored copy, or one made before --runtime changed, is
+// checkpointed with that one; Start moves a stopped one to the runtime's
+// own); any binary's state of a deleted sandbox is removed
+// (TestSwitchBinary).
 //
 // Figures (runc; BenchmarkCheckpointRestore beside BenchmarkCreateStart in
 // the same run, 2 cores shared with other builds; busybox image, one shell

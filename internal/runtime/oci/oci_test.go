@@ -612,32 +612,71 @@ func zombieChildren(name string) []int {
 // TestSwitchBinary runs sandboxes a runtime of one binary made with a
 // runtime of the other on the same root, as a daemon does after its
 // --runtime changed (or auto found a crun built since): a running one
-// answers and is deleted, a stopped one starts again, and neither binary's
-// state keeps anything of them.
+// answers, is snapshotted and deleted; a stopped one starts again (on the
+// new binary); a snapshot taken before restores, and its copy snapshots
+// again, each through the binary that took the snapshot (CRIU's images of
+// one are not the other's); and no binary's state keeps anything of them.
 func TestSwitchBinary(t *testing.T) {
 	runtimetest.RequiresRoot(t)
 	for _, tc := range []struct{ from, to string }{{"runc", "crun"}, {"crun", "runc"}} {
 		t.Run(tc.from+"→"+tc.to, func(t *testing.T) {
 			ctx := context.Background()
 			root := newRoot(t)
-			before := newRuntime(t, root, tc.from)
+			before := newCRIURuntime(t, root, tc.from)
 			startSandbox(t, before, "running")
 			startSandbox(t, before, "stopped")
+			if code, _ := run(t, before.client("running"), "echo 5 > /workspace/n"); code != 0 {
+				t.Fatal("write /workspace/n")
+			}
+			if err := before.Checkpoint(ctx, "running", filepath.Join(root, "_snap1"), true); err != nil {
+				t.Fatal(err)
+			}
+			if tc.from == "runc" { // as a snapshot taken before snapshots recorded their binary
+				var snap snapshot
+				f := filepath.Join(root, "_snap1", fileSnapshot)
+				if err := readJSONFile(f, &snap); err != nil {
+					t.Fatal(err)
+				}
+				snap.Meta.Binary = ""
+				if err := writeJSONFile(f, snap); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if err := before.Stop(ctx, "stopped", 0); err != nil {
 				t.Fatal(err)
 			}
-			after := newRuntime(t, root, tc.to)
+			after := newCRIURuntime(t, root, tc.to)
 			if _, err := after.Recover(ctx); err != nil {
 				t.Fatal(err)
 			}
 			if err := after.Start(ctx, "stopped"); err != nil {
 				t.Fatal(err)
 			}
-			for _, id := range []string{"running", "stopped"} {
-				if code, out := run(t, after.client(id), "echo ok"); code != 0 || out != "ok\n" {
-					t.Errorf("%s: echo ok = %d %q", id, code, out)
+			if err := after.Checkpoint(ctx, "running", filepath.Join(root, "_snap2"), true); err != nil {
+				t.Fatal(err)
+			}
+			for i, snap := range []string{"_snap1", "_snap2"} {
+				id := fmt.Sprintf("copy%d", i)
+				if err := after.Restore(ctx, id, filepath.Join(root, snap), nil); err != nil {
+					t.Fatal(err)
+				}
+				if err := after.Checkpoint(ctx, id, filepath.Join(root, snap+"again"), true); err != nil {
+					t.Fatal(err)
+				}
+				if err := after.Restore(ctx, id+"again", filepath.Join(root, snap+"again"), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, id := range []string{"running", "stopped", "copy0", "copy1", "copy0again", "copy1again"} {
+				if code, out := run(t, after.client(id), "cat /workspace/n 2>/dev/null || echo none"); code != 0 || (id != "stopped" && out != "5\n") {
+					t.Errorf("%s: cat /workspace/n = %d %q", id, code, out)
 				}
 				if err := after.Delete(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, snap := range []string{"_snap1", "_snap2", "_snap1again", "_snap2again"} {
+				if err := os.RemoveAll(filepath.Join(root, snap)); err != nil {
 					t.Fatal(err)
 				}
 			}
