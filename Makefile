@@ -17,7 +17,7 @@ COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS   := -X github.com/agent2env/agent2env/internal/buildinfo.version=$(VERSION) \
              -X github.com/agent2env/agent2env/internal/buildinfo.commit=$(COMMIT)
 
-.PHONY: all build deps test-deps criu mcp-clients run test test-go test-race bench vet tidy docs envd-proto clean kube-binaries kube-background kube-node image web web-check
+.PHONY: all build deps test-deps criu crun mcp-clients run test test-go test-race bench vet tidy docs envd-proto clean kube-binaries kube-background kube-node image web web-check
 
 all: build
 
@@ -26,7 +26,7 @@ deps:
 
 # The daemon's packages and those only the tests and benchmarks use (tmux,
 # postgresql, chromium): make run installs none of the latter.
-test-deps: criu
+test-deps: crun
 	@scripts/deps.sh --tests
 
 # CRIU 4.1.1 with the fix for kernels >= 6.16, built once from Debian's
@@ -34,6 +34,12 @@ test-deps: criu
 # (scripts/criu.sh says why): the oci runtime's checkpoint and restore.
 criu:
 	@scripts/criu.sh >/dev/null
+
+# crun 1.21 built with CRIU against the CRIU above (which it builds first),
+# cached under $(AGENT2ENV_CACHE_DIR)/crun-<version>-<key> (scripts/crun.sh
+# says why): the OCI runtime binary serve runs sandboxes with by default.
+crun:
+	@scripts/crun.sh >/dev/null
 
 # The stock clients the tests drive agent2env with (MCP Inspector on Node.js;
 # in one Python venv: mcp, openai, anthropic, google-genai, pytest), cached
@@ -49,7 +55,7 @@ build:
 	@# beside it only when it is no older than itself (internal/runtime/oci/agentbin.go).
 	touch $(AGENT_BIN)
 
-run: deps build
+run: deps build crun
 	$(SUDO) AGENT2ENV_CACHE_DIR=$(AGENT2ENV_CACHE_DIR) $(BIN) serve --listen $(LISTEN) --data-dir $(DATA_DIR)
 
 vet: tidy
@@ -163,15 +169,15 @@ kube-node:
 # The Python SDK (sdk/python): ruff, mypy --strict, unit tests with coverage,
 # and its integration tests against $(BIN); with the SDK's ruff and mypy, the
 # repository's other Python too (scripts/lint-python.sh, ruff.toml, mypy.ini);
-# its snapshot tests run a daemon with the project's criu.
+# its snapshot tests run a daemon with the project's crun and criu.
 .PHONY: test-python
-test-python: deps build criu
+test-python: deps build crun
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) scripts/test-python.sh
 
 bench: test-deps build
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) AGENT2ENV_PYTHON=$$(scripts/test-peers.sh) $(GO) run ./internal/bench
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/bench -agent-memory 4
-	$(GO) test -run '^$$' -bench 'BenchmarkCheckpointRestore|BenchmarkCreateStart/runc' -benchtime 10x ./internal/runtime/oci
+	$(GO) test -run '^$$' -bench 'BenchmarkCheckpointRestore|BenchmarkCreateStart' -benchtime 10x ./internal/runtime/oci
 	$(GO) test -run '^$$' -bench '^BenchmarkCreateBurst$$' -benchtime 5x ./internal/store/sqlite
 	out=$$(mktemp) && trap 'rm -f "$$out"' EXIT && status=0 && \
 	AGENT2ENV_NODE_BIN=$$(scripts/web.sh deps) AGENT2ENV_BIN=$(CURDIR)/$(BIN) \

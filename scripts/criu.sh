@@ -2,7 +2,10 @@
 # Builds the CRIU that the oci runtime's checkpoint and restore drive, and
 # caches it under $AGENT2ENV_CACHE_DIR/criu-<version>-<key>/ (default
 # /var/cache/agent2env), where <key> hashes the recipe and the patches. A
-# warm run builds nothing. Prints the path of the criu binary.
+# warm run builds nothing. Prints the path of the criu binary. Beside it:
+# lib/libcriu.so.2 of the same build, which crun loads to drive CRIU, and
+# include/ and lib/pkgconfig/criu.pc, which scripts/crun.sh builds crun
+# against.
 #
 #   scripts/criu.sh           build (or reuse) criu and print its path
 #   scripts/criu.sh --check   the same, then run `criu check` with it, and
@@ -41,7 +44,7 @@ VERSION=4.1.1
 ORIG_URL=http://deb.debian.org/debian/pool/main/c/criu/criu_${VERSION}.orig.tar.xz
 ORIG_SHA256=f80a66cb3726bb2116266d4759ce3bcbfab7abdb6b6d430bf20dd41911717afe
 # Change RECIPE whenever the way criu is built changes, so the key changes.
-RECIPE=2
+RECIPE=3
 BUILD_DEPS=(gcc make pkg-config curl xz-utils patch libprotobuf-c-dev protobuf-c-compiler
 	libprotobuf-dev protobuf-compiler python3-protobuf libnl-3-dev libnet1-dev libcap-dev
 	libaio-dev libgnutls28-dev libbsd-dev libnftables-dev uuid-dev iptables)
@@ -49,6 +52,8 @@ BUILD_DEPS=(gcc make pkg-config curl xz-utils patch libprotobuf-c-dev protobuf-c
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=cache-prune.sh
 . "$here/cache-prune.sh"
+# shellcheck source-path=SCRIPTDIR source=source-build.sh
+. "$here/source-build.sh"
 key=$( { echo "recipe $RECIPE $ORIG_SHA256"; cat "$here"/criu/*.patch; } | sha256sum | cut -c1-12)
 root=${AGENT2ENV_CACHE_DIR:-/var/cache/agent2env}
 cache=$root/criu-$VERSION-$key
@@ -57,40 +62,36 @@ bin=$cache/criu
 log() { echo "criu: $*" >&2; }
 
 if [ "${1:-}" = --path ]; then
-	[ -x "$bin" ] || exit 1
-	touch -c "$cache" 2>/dev/null || true # used
-	echo "$bin"
+	cached_path "$bin" "$cache"
 	exit
 fi
-if [ ! -x "$bin" ]; then
-	# Held while building: another build waits, and pruning leaves it.
-	mkdir -p "$cache"
-	exec 9>"$cache/.lock"
-	flock 9
-fi
+build_lock "$bin" "$cache"
 if [ ! -x "$bin" ]; then
 	log "building CRIU $VERSION into $cache (once; later runs reuse it)"
 	"$here/deps.sh" "${BUILD_DEPS[@]}"
 	work=$(mktemp -d)
 	trap 'rm -rf "$work"' EXIT
-	log "downloading $ORIG_URL"
-	curl -fsSL --retry 3 -o "$work/criu.tar.xz" "$ORIG_URL"
-	echo "$ORIG_SHA256  $work/criu.tar.xz" | sha256sum -c --quiet - || {
-		log "checksum mismatch for $ORIG_URL"
-		exit 1
-	}
+	fetch_source "$ORIG_URL" "$ORIG_SHA256" "$work/criu.tar.xz"
 	tar -C "$work" -xJf "$work/criu.tar.xz"
 	src=$work/criu-$VERSION
 	for p in "$here"/criu/*.patch; do
 		log "applying $(basename "$p")"
 		patch -s -p1 -d "$src" <"$p"
 	done
-	log "compiling (make criu, $(nproc) jobs)"
-	make -s -C "$src" -j"$(nproc)" NETWORK_LOCK_DEFAULT=NETWORK_LOCK_NFTABLES criu >"$work/build.log" 2>&1 || {
+	log "compiling (make criu lib/c/libcriu.so, $(nproc) jobs)"
+	make -s -C "$src" -j"$(nproc)" NETWORK_LOCK_DEFAULT=NETWORK_LOCK_NFTABLES criu lib/c/libcriu.so >"$work/build.log" 2>&1 || {
 		tail -n 40 "$work/build.log" >&2
 		log "build failed"
 		exit 1
 	}
+	# What lib/Makefile's install target installs, less the Python library.
+	rm -rf "$cache/lib" "$cache/include"
+	install -D -m 0755 "$src/lib/c/libcriu.so" "$cache/lib/libcriu.so.2"
+	ln -s libcriu.so.2 "$cache/lib/libcriu.so"
+	install -D -m 0644 -t "$cache/include/criu" "$src/lib/c/criu.h" "$src/images/rpc.pb-c.h" "$src/criu/include/version.h"
+	mkdir -p "$cache/lib/pkgconfig"
+	sed -e "s,@version@,$VERSION," -e "s,@libdir@,$cache/lib," -e "s,@includedir@,$cache/include," \
+		"$src/lib/c/criu.pc.in" >"$cache/lib/pkgconfig/criu.pc"
 	install -m 0755 "$src/criu/criu" "$bin.tmp.$$"
 	mv "$bin.tmp.$$" "$bin"
 	log "built $bin"

@@ -14,7 +14,7 @@
 #   scripts/deps.sh package...     those packages instead (make kube-node)
 set -euo pipefail
 
-packages=(runc crun mmdebstrap e2fsprogs busybox-static iproute2 ca-certificates util-linux)
+packages=(runc mmdebstrap e2fsprogs busybox-static iproute2 ca-certificates util-linux)
 if [ "${1:-}" = "--tests" ]; then
 	packages+=(tmux postgresql chromium binutils-x86-64-linux-gnu binutils-aarch64-linux-gnu qemu-user)
 elif (($# > 0)); then

@@ -65,6 +65,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -96,7 +97,7 @@ func main() {
 	density := flag.Int("density", 0, "measure only this many idle sandboxes each with a live Python kernel (a code context of its own), their memory against the 2,000-in-16-GiB target, and what their delete leaves behind")
 	coldOnly := flag.Bool("cold-only", false, "measure the cold paths only: create → ready, the first execute_code of a new session without a warm pool, and -concurrent creates at once, each beside its baseline")
 	concurrentOnly := flag.Bool("concurrent-only", false, "measure -concurrent creates at once (and their baseline) only")
-	flag.Func("daemon-args", "extra arguments of every daemon the bench starts, split at spaces (e.g. \"--runtime crun\")", func(v string) error {
+	flag.Func("daemon-args", "extra arguments of every daemon the bench starts, split at spaces (e.g. \"--runtime runc\")", func(v string) error {
 		daemonArgs = append(daemonArgs, strings.Fields(v)...)
 		return nil
 	})
@@ -394,8 +395,10 @@ func benchCold(n, concurrent int, img string) error {
 		return err
 	}
 	defer d.stop()
-	fmt.Printf("agent2env cold paths (%s, %d iterations; ratios are ours / baseline; load average %s)\n\n", img, n, loadAvg())
-	dc, err := startCrun(bin)
+	fmt.Printf("agent2env cold paths (%s, %d iterations; ratios are ours / baseline; load average %s)\n", img, n, loadAvg())
+	def := defaultRuntime()
+	fmt.Printf("the daemon's OCI runtime: %s\n\n", def)
+	dc, err := startRunc(bin, def)
 	if err != nil {
 		return err
 	}
@@ -413,16 +416,15 @@ func benchCold(n, concurrent int, img string) error {
 			return err
 		}
 	}
-	var create, crunCreate stats
+	var create, runcCreate stats
 	if dc == nil {
-		fmt.Println("crun is not installed: the cold paths with runc alone")
 		var ids []string
 		if create, ids, err = benchCreate(d, n, img); err != nil {
 			return err
 		}
 		err = d.deleteAll(ids)
 	} else {
-		create, crunCreate, err = benchCreateRuntimes(d, dc, n, img)
+		create, runcCreate, err = benchCreateRuntimes(d, dc, n, img)
 	}
 	if err != nil {
 		return err
@@ -434,7 +436,7 @@ func benchCold(n, concurrent int, img string) error {
 		if err := warmUpSession(dc); err != nil {
 			return err
 		}
-		if err := benchColdSession(dc, "  the same with crun", n, crunCreate); err != nil {
+		if err := benchColdSession(dc, "  the same with runc", n, runcCreate); err != nil {
 			return err
 		}
 	}
@@ -442,20 +444,33 @@ func benchCold(n, concurrent int, img string) error {
 		return err
 	}
 	if dc != nil {
-		_, err = benchConcurrentAs(dc, "  the same with crun", concurrent, img)
+		_, err = benchConcurrentAs(dc, "  the same with runc", concurrent, img)
 	}
 	return err
 }
 
-// startCrun starts a daemon of bin with --runtime crun, or returns nil
-// when crun is not installed.
-func startCrun(bin string) (*daemon, error) {
-	if _, err := exec.LookPath("crun"); err != nil {
+// defaultRuntime says which OCI runtime binary a daemon started without
+// --runtime runs (serve --runtime auto): the crun make crun built, when
+// there is one, else runc; or what -daemon-args say.
+func defaultRuntime() string {
+	if i := slices.Index(daemonArgs, "--runtime"); i >= 0 && i+1 < len(daemonArgs) {
+		return daemonArgs[i+1] + " (-daemon-args)"
+	}
+	if out, err := exec.Command("scripts/crun.sh", "--path").Output(); err == nil {
+		return "crun " + strings.TrimSpace(string(out)) + " (serve --runtime auto; make crun built it)"
+	}
+	return "runc (serve --runtime auto: make crun has built no crun)"
+}
+
+// startRunc starts a daemon of bin with --runtime runc, to compare with
+// the default runtime def, or returns nil when that is runc already.
+func startRunc(bin, def string) (*daemon, error) {
+	if strings.HasPrefix(def, "runc") {
 		return nil, nil
 	}
-	dc, err := startDaemon(bin, "--runtime", "crun")
+	dc, err := startDaemon(bin, "--runtime", "runc")
 	if err != nil {
-		return nil, fmt.Errorf("daemon with crun: %w", err)
+		return nil, fmt.Errorf("daemon with runc: %w", err)
 	}
 	return dc, nil
 }
@@ -501,14 +516,14 @@ func benchCreate(d *daemon, n int, img string) (stats, []string, error) {
 	return create, ids, nil
 }
 
-// benchCreateRuntimes measures create → ready on d (runc) and on dc
-// (crun), beside `unshare … true`, the three in turn iteration by
-// iteration (who of runc and crun goes first alternates; each create
-// 100 ms after the last, so that one's moves into its cgroups do not
-// spare the next the kernel's wait, see oci's warmAttach). It prints the
-// runc row as benchCreate does, then crun's, returns both runtimes'
-// figures and deletes the sandboxes it made.
-func benchCreateRuntimes(d, dc *daemon, n int, img string) (runc, crun stats, err error) {
+// benchCreateRuntimes measures create → ready on d (the default runtime)
+// and on dc (runc), beside `unshare … true`, the three in turn iteration
+// by iteration (who of the two goes first alternates; each create 100 ms
+// after the last, so that one's moves into its cgroups do not spare the
+// next the kernel's wait, see oci's warmAttach). It prints the default's
+// row as benchCreate does, then runc's, returns both runtimes' figures
+// and deletes the sandboxes it made.
+func benchCreateRuntimes(d, dc *daemon, n int, img string) (def, runc stats, err error) {
 	ds := []*daemon{d, dc}
 	ids := make([][]string, 2)
 	defer func() {
@@ -544,11 +559,11 @@ func benchCreateRuntimes(d, dc *daemon, n int, img string) (runc, crun stats, er
 		ratios = append(ratios, time.Duration(float64(time.Millisecond)*float64(durs[1][i])/float64(durs[0][i])))
 	}
 	sbase := summarize(base)
-	runc, crun = summarize(durs[0]), summarize(durs[1])
-	report("sandbox create → ready (REST)", runc, "unshare … true", sbase, "≤ 25 ms p50 and ≤ 8x unshare")
-	report("  the same with crun", crun, "unshare … true", sbase, "≤ 25 ms p50 and ≤ 8x unshare")
-	fmt.Printf("  crun/runc per iteration: median %.2f\n", float64(summarize(ratios).p50)/float64(time.Millisecond))
-	return runc, crun, nil
+	def, runc = summarize(durs[0]), summarize(durs[1])
+	report("sandbox create → ready (REST)", def, "unshare … true", sbase, "≤ 25 ms p50 and ≤ 8x unshare")
+	report("  the same with runc", runc, "unshare … true", sbase, "≤ 25 ms p50 and ≤ 8x unshare")
+	fmt.Printf("  runc/default per iteration: median %.2f\n", float64(summarize(ratios).p50)/float64(time.Millisecond))
+	return def, runc, nil
 }
 
 // hostCPU is the CPU time the host has spent in user and system mode

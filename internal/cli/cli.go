@@ -137,7 +137,7 @@ func newBareRoot(e env) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "agent2env <command>",
 		Short: "AI-agent sandboxes as OCI containers: the daemon, its CLI and the in-sandbox agent",
-		Long: `agent2env runs sandboxes for AI agents as OCI containers (runc, no Docker engine).
+		Long: `agent2env runs sandboxes for AI agents as OCI containers (crun or runc, no Docker engine).
 The same binary is the daemon ("agent2env serve"), the client commands below, which talk
 to a daemon over its REST API, and the agent inside every sandbox.
 

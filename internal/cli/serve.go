@@ -89,6 +89,9 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	if s.runtime == "oci" {
+		bin, releaseBin := resolveOCIBinary(s.runtimeSettings["oci.binary"], cfg.CacheDir, log)
+		defer releaseBin()
+		s.runtimeSettings["oci.binary"] = bin
 		p, release := resolveCRIU(cfg.CRIU, cfg.CacheDir, log)
 		defer release()
 		if p != "" {

@@ -84,7 +84,7 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.StringVar(&cfg.ConsoleListen, "console-listen", consoleAuto, "address to serve the web console on, an origin of its own; "+consoleAuto+": loopback, the API's port + 1 (another free port when that one is taken); empty: no console")
 	f.StringVar(&cfg.DataDir, "data-dir", "/var/lib/agent2env", "state directory")
 	f.StringVar(&cfg.Store, "store", "sqlite", "where the records are kept: sqlite (the file <data-dir>/state.db) or a PostgreSQL URL, postgres://user@host:5432/database (a password also from PGPASSWORD or ~/.pgpass)")
-	f.StringVar(&cfg.Runtime, "runtime", "runc", "OCI runtime binary: runc, crun, runsc or a path; or, for short, another sandbox runtime (--runtime kubernetes is --runtime-kind kubernetes)")
+	f.StringVar(&cfg.Runtime, "runtime", runtimeAuto, "OCI runtime binary: auto (the crun make crun built, cached under the cache dir, else runc), runc, crun (that one, else crun on PATH), runsc or a path; or, for short, another sandbox runtime (--runtime kubernetes is --runtime-kind kubernetes)")
 	f.StringVar(&cfg.RuntimeKind, "runtime-kind", "oci", "the sandbox runtime: "+strings.Join(runtime.Names(), ", "))
 	f.StringVar(&cfg.PublicURL, "public-url", "", "base URL clients reach the daemon at, for sandboxes' accessUrl (default http://<listen>)")
 	f.StringVar(&cfg.ImageDir, "image-dir", "", "image store (default <data-dir>/images)")

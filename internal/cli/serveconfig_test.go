@@ -27,7 +27,7 @@ func runServe(t *testing.T, vars map[string]string, args ...string) (code int, s
 }
 
 // defaultServeConfig is what serve runs with when nothing is set.
-var defaultServeConfig = serveConfig{Listen: "127.0.0.1:8080", ConsoleListen: consoleAuto, DataDir: "/var/lib/agent2env", Store: "sqlite", Runtime: "runc", RuntimeKind: "oci",
+var defaultServeConfig = serveConfig{Listen: "127.0.0.1:8080", ConsoleListen: consoleAuto, DataDir: "/var/lib/agent2env", Store: "sqlite", Runtime: "auto", RuntimeKind: "oci",
 	ContextOutputLimit: 10 << 20, LogLevel: "info", HTTPHeaderTimeout: 10 * time.Second, HTTPIdleTimeout: 2 * time.Minute,
 	HTTPStallTimeout: time.Minute, HTTPMaxHeaderBytes: 64 << 10, MaxConns: 4096, MaxConnsPerClient: 1024, KubeConnect: "direct",
 	OutputBudget: 256 << 20, CPUOvercommit: 16, MemoryOvercommit: 2, MaxRuns: 16,
@@ -239,7 +239,7 @@ func TestServeRuntime(t *testing.T) {
 		runtime  string
 		settings map[string]string
 	}{
-		{"default", func(*serveConfig) {}, "oci", map[string]string{"oci.binary": "runc"}},
+		{"default", func(*serveConfig) {}, "oci", map[string]string{"oci.binary": "auto"}},
 		{"crun", func(c *serveConfig) { c.Runtime = "crun" }, "oci", map[string]string{"oci.binary": "crun"}},
 		{"runtime kubernetes", func(c *serveConfig) { c.Runtime = "kubernetes"; c.KubeNamespace = "sb" }, "kubernetes",
 			map[string]string{"kubernetes.namespace": "sb", "kubernetes.connect": "direct"}},

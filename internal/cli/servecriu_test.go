@@ -4,54 +4,68 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-func TestResolveCRIU(t *testing.T) {
+// TestResolveCached resolves serve's --criu and --runtime against a cache
+// holding two criu builds and a crun build, and an empty one, with
+// nothing on PATH.
+func TestResolveCached(t *testing.T) {
 	cache, empty := t.TempDir(), t.TempDir()
-	var newest string
-	for i, v := range []string{"4.1.0-aa", "4.1.1-bb"} {
-		dir := filepath.Join(cache, "criu-"+v)
+	entry := func(name string, age time.Duration) (path, lock string) {
+		dir := filepath.Join(cache, name)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		newest = filepath.Join(dir, "criu")
-		if err := os.WriteFile(newest, nil, 0o755); err != nil {
+		path, lock = filepath.Join(dir, strings.Split(name, "-")[0]), filepath.Join(dir, ".lock")
+		for _, f := range []string{path, lock} {
+			if err := os.WriteFile(f, nil, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		at := time.Now().Add(-age)
+		if err := os.Chtimes(path, at, at); err != nil {
 			t.Fatal(err)
 		}
-		at := time.Now().Add(time.Duration(i-2) * time.Hour)
-		if err := os.Chtimes(newest, at, at); err != nil {
-			t.Fatal(err)
-		}
+		return path, lock
 	}
+	entry("criu-4.1.0-aa", 2*time.Hour)
+	criu, criuLock := entry("criu-4.1.1-bb", time.Hour)
+	crun, crunLock := entry("crun-1.21-cc", time.Hour)
 	t.Setenv("PATH", empty)
 	log := slog.New(slog.DiscardHandler)
-	lock := filepath.Join(filepath.Dir(newest), ".lock")
-	if err := os.WriteFile(lock, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct {
+		resolve              func(setting, cacheDir string, log *slog.Logger) (string, func())
 		setting, cache, want string
-		holds                bool // the cache entry's lock, until release
+		lock                 string // the cache entry's, held until release; "" none
 	}{
-		{"off", cache, "", false},
-		{"auto", cache, newest, true},
-		{"auto", empty, "", false},
-		{"/opt/criu", cache, "/opt/criu", false},
+		{resolveCRIU, "off", cache, "", ""},
+		{resolveCRIU, "auto", cache, criu, criuLock},
+		{resolveCRIU, "auto", empty, "", ""},
+		{resolveCRIU, "/opt/criu", cache, "/opt/criu", ""},
+		{resolveOCIBinary, "auto", cache, crun, crunLock},
+		{resolveOCIBinary, "crun", cache, crun, crunLock},
+		{resolveOCIBinary, "runc", cache, "runc", ""},
+		{resolveOCIBinary, "/opt/crun", cache, "/opt/crun", ""},
+		{resolveOCIBinary, "auto", empty, "runc", ""},
+		{resolveOCIBinary, "crun", empty, "crun", ""},
 	} {
-		got, release := resolveCRIU(tc.setting, tc.cache, log)
+		got, release := tc.resolve(tc.setting, tc.cache, log)
 		if got != tc.want {
-			t.Errorf("resolveCRIU(%q, %s) = %q; want %q", tc.setting, tc.cache, got, tc.want)
+			t.Errorf("%q, %s resolves to %q; want %q", tc.setting, tc.cache, got, tc.want)
 		}
-		if held := !lockable(t, lock); held != tc.holds {
-			t.Errorf("resolveCRIU(%q, %s): the entry's lock held %v; want %v", tc.setting, tc.cache, held, tc.holds)
+		for _, lock := range []string{criuLock, crunLock} {
+			if held := !lockable(t, lock); held != (lock == tc.lock) {
+				t.Errorf("%q, %s: %s held %v; want %v", tc.setting, tc.cache, lock, held, !held)
+			}
 		}
 		release()
-		if !lockable(t, lock) {
-			t.Errorf("resolveCRIU(%q, %s): the entry's lock still held after release", tc.setting, tc.cache)
+		if tc.lock != "" && !lockable(t, tc.lock) {
+			t.Errorf("%q, %s: the entry's lock still held after release", tc.setting, tc.cache)
 		}
 	}
 }

@@ -56,7 +56,8 @@ type Config struct {
 	// runtime; default "oci". Its state is in <DataDir>/<Runtime>.
 	Runtime string
 	// RuntimeBinary is the oci runtime's binary (its setting
-	// "oci.binary"): "runc" (default), "crun", "runsc" or a path.
+	// "oci.binary"): "runc" (default), "crun", "runsc" or a path; serve
+	// resolves its --runtime auto to one of these.
 	RuntimeBinary string
 	// RuntimeSettings are more settings of the runtimes
 	// (runtime.Options.Settings: "kubernetes.namespace").

@@ -145,14 +145,16 @@ func (r *Runtime) bundleSpec(spec *sandbox.Spec, env []string, res sandbox.Resou
 	}
 	if r.cfg.CRIU != "" {
 		// The daemon makes the network namespace (checkpoint.go), and
-		// runc hands CRIU the options Checkpoint and Restore write.
+		// the runtime hands CRIU the options Checkpoint and Restore write.
 		dir := r.dir(spec.ID)
 		for i := range s.Linux.Namespaces {
 			if s.Linux.Namespaces[i].Type == specs.NetworkNamespace {
 				s.Linux.Namespaces[i].Path = filepath.Join(dir, fileNetns)
 			}
 		}
-		s.Annotations = map[string]string{criuConfigAnnotation: filepath.Join(dir, fileCRIUConf)}
+		if r.oci.annotateCRIU() {
+			s.Annotations = map[string]string{criuConfigAnnotation: filepath.Join(dir, fileCRIUConf)}
+		}
 	}
 	if r.oomAdjust {
 		// The OOM killer never picks the agent; lowering the score needs

@@ -2,6 +2,7 @@ package oci
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,8 +25,14 @@ import (
 
 // criuConfigAnnotation names, in a bundle, the CRIU configuration file that
 // runc gives CRIU on checkpoint and restore: the one way through runc to
-// CRIU's --external and --inherit-fd, which runc has no flags for.
+// CRIU's --external and --inherit-fd, which runc has no flags for. crun
+// has no such way (before CRIU 4.2): its CRIU reads the file named by
+// CRIU_CONFIG_FILE in its environment (ociCLI.criu).
 const criuConfigAnnotation = "org.criu.config"
+
+// criuLibDir is the directory beside the criu binary where scripts/criu.sh
+// puts the libcriu.so.2 of the same build, which crun loads to drive it.
+const criuLibDir = "lib"
 
 // Files of checkpoints: fileCRIUConf in the sandbox dir; the others in a
 // snapshot dir.
@@ -88,12 +96,39 @@ type external struct {
 	Log bool `json:"log,omitempty"`
 }
 
-// criu returns a command of the runtime binary that drives CRIU at criu,
-// with c.criuEnv added to its environment (which CRIU inherits).
-func (c ociCLI) criu(ctx context.Context, criu string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, c.bin, append([]string{"--root", c.root, "--criu", criu}, args...)...)
-	cmd.Env = withEnv(c.criuEnv)
+// criu returns a command of the runtime binary that drives CRIU at criu
+// with the options of the CRIU configuration file conf (externals and
+// inherited descriptors) and c.criuEnv added to its environment (which CRIU
+// inherits). runc takes criu's path as a flag and conf from the bundle's
+// annotation; crun runs the first criu on PATH through libcriu, loaded
+// from LD_LIBRARY_PATH, and its CRIU reads conf from CRIU_CONFIG_FILE. CRIU
+// reads that file before the runtime's own options, which would undo
+// the booleans in it: they are flags of both runtimes (criuFlags).
+func (c ociCLI) criu(ctx context.Context, criu, conf string, args ...string) *exec.Cmd {
+	env := c.criuEnv
+	head := []string{"--root", c.root}
+	if c.annotateCRIU() {
+		head = append(head, "--criu", criu)
+	} else {
+		dir := filepath.Dir(criu)
+		env = append(slices.Clip(env), "CRIU_CONFIG_FILE="+conf, "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+		if _, err := os.Stat(filepath.Join(dir, criuLibDir, "libcriu.so.2")); err == nil {
+			env = append(env, "LD_LIBRARY_PATH="+filepath.Join(dir, criuLibDir))
+		}
+	}
+	cmd := exec.CommandContext(ctx, c.bin, append(head, args...)...)
+	cmd.Env = withEnv(env)
 	return cmd
+}
+
+// criuFlags are the CRIU options every checkpoint and restore takes: the
+// agent's and its commands' TCP connections and file locks are saved.
+var criuFlags = []string{"--tcp-established", "--file-locks", "--manage-cgroups-mode", "soft"}
+
+// annotateCRIU says whether the runtime binary takes the CRIU
+// configuration file from the bundle's criuConfigAnnotation (runc).
+func (c ociCLI) annotateCRIU() bool {
+	return filepath.Base(c.bin) != "crun"
 }
 
 // withEnv returns the daemon's environment plus env, or nil (the daemon's
@@ -146,6 +181,7 @@ func (r *Runtime) checkpoint(ctx context.Context, id, dir string, m *meta, pid i
 	start := time.Now()
 	sdir := r.dir(id)
 	snap := snapshot{Meta: *m, Dir: sdir}
+	snap.Meta.Binary = r.binaryOf(id, m)
 	if err := readJSONFile(filepath.Join(sdir, fileConfig), &snap.Config); err != nil {
 		return err
 	}
@@ -157,7 +193,7 @@ func (r *Runtime) checkpoint(ctx context.Context, id, dir string, m *meta, pid i
 	if err != nil {
 		return err
 	}
-	conf := []string{"tcp-established", "file-locks"}
+	var conf []string
 	seen := map[string]bool{}
 	for fd := 0; fd <= 2; fd++ {
 		key, ino, err := fdKey(pid, fd)
@@ -200,7 +236,7 @@ func (r *Runtime) checkpoint(ctx context.Context, id, dir string, m *meta, pid i
 		return err
 	}
 	frozen := time.Now()
-	err = r.dump(ctx, id, sdir, dir, leaveRunning)
+	err = r.dump(ctx, id, snap.Meta.Binary, sdir, dir, leaveRunning)
 	if parked && (leaveRunning || err != nil) {
 		// Served again before the sandbox thaws: its forwards dial them
 		// afresh.
@@ -224,23 +260,31 @@ func (r *Runtime) checkpoint(ctx context.Context, id, dir string, m *meta, pid i
 }
 
 // dump copies the disk of frozen sandbox id and runs runc checkpoint.
-func (r *Runtime) dump(ctx context.Context, id, sdir, dir string, leaveRunning bool) error {
+func (r *Runtime) dump(ctx context.Context, id, bin, sdir, dir string, leaveRunning bool) error {
+	cli, err := r.cliFor(bin)
+	if err != nil {
+		return err
+	}
 	if err := syncDir(filepath.Join(sdir, dirDisk)); err != nil {
 		return err
 	}
 	if err := copySparse(filepath.Join(sdir, fileDisk), filepath.Join(dir, fileDisk)); err != nil {
 		return fmt.Errorf("copy disk: %w", err)
 	}
-	args := []string{"checkpoint", "--image-path", filepath.Join(dir, dirCRIUImages),
-		"--work-path", filepath.Join(dir, dirCRIUWork), "--manage-cgroups-mode", "soft"}
+	// runc makes the work directory itself; crun needs it made.
+	if err := os.Mkdir(filepath.Join(dir, dirCRIUWork), 0o700); err != nil {
+		return err
+	}
+	args := append([]string{"checkpoint", "--image-path", filepath.Join(dir, dirCRIUImages),
+		"--work-path", filepath.Join(dir, dirCRIUWork)}, criuFlags...)
 	if leaveRunning {
 		args = append(args, "--leave-running")
 	}
 	var out bytes.Buffer
-	cmd := r.oci.criu(ctx, r.cfg.CRIU, append(args, id)...)
+	cmd := cli.criu(ctx, r.cfg.CRIU, filepath.Join(sdir, fileCRIUConf), append(args, id)...)
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := runTracked(cmd); err != nil {
-		return fmt.Errorf("%s checkpoint: %w: %s%s", r.oci.bin, err, strings.TrimSpace(out.String()),
+	if err := cli.exec(cmd); err != nil {
+		return fmt.Errorf("%s checkpoint: %w: %s%s", cli.bin, err, strings.TrimSpace(out.String()),
 			logTail(filepath.Join(dir, dirCRIUWork, "dump.log")))
 	}
 	return nil
@@ -399,7 +443,7 @@ func (r *Runtime) restore(ctx context.Context, id, dir, ndir string, snap *snaps
 	if err := copySparse(filepath.Join(dir, fileDisk), filepath.Join(ndir, fileDisk)); err != nil {
 		return fmt.Errorf("copy disk: %w", err)
 	}
-	for _, d := range []string{disk, rootfs} {
+	for _, d := range []string{disk, rootfs, filepath.Join(ndir, dirCRIUWork)} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return err
 		}
@@ -438,8 +482,7 @@ func (r *Runtime) restore(ctx context.Context, id, dir, ndir string, snap *snaps
 	// at firstInheritedFD and up, past the ones runc passes it.
 	extra := make([]*os.File, firstInheritedFD-3)
 	extra = append(extra, lf)
-	conf := []string{"tcp-established", "file-locks",
-		fmt.Sprintf("inherit-fd fd[%d]:socket:[%d]", firstInheritedFD, snap.ListenerIno)}
+	conf := []string{fmt.Sprintf("inherit-fd fd[%d]:socket:[%d]", firstInheritedFD, snap.ListenerIno)}
 	for _, e := range snap.Externals {
 		f := null
 		if e.Log {
@@ -474,13 +517,21 @@ func (r *Runtime) restore(ctx context.Context, id, dir, ndir string, snap *snaps
 	}
 	prepared := time.Now()
 	pidFile := filepath.Join(ndir, filePid)
-	cmd := r.oci.criu(ctx, r.cfg.CRIU, "restore", "--detach", "--bundle", ndir,
+	args := append([]string{"restore", "--detach", "--bundle", ndir,
 		"--image-path", filepath.Join(dir, dirCRIUImages), "--work-path", filepath.Join(ndir, dirCRIUWork),
-		"--manage-cgroups-mode", "soft", "--pid-file", pidFile, id)
+		"--pid-file", pidFile}, criuFlags...)
+	// Snapshots taken before they recorded their binary are runc's: no
+	// other binary could take one then.
+	cli, err := r.cliFor(cmp.Or(snap.Meta.Binary, "runc"))
+	if err != nil {
+		return err
+	}
+	m.Binary = cli.bin
+	cmd := cli.criu(ctx, r.cfg.CRIU, filepath.Join(ndir, fileCRIUConf), append(args, id)...)
 	cmd.ExtraFiles = extra
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := runTracked(cmd); err != nil {
-		return fmt.Errorf("%s restore: %w%s%s", r.oci.bin, err, logTail(filepath.Join(ndir, fileLog)),
+	if err := cli.exec(cmd); err != nil {
+		return fmt.Errorf("%s restore: %w%s%s", cli.bin, err, logTail(filepath.Join(ndir, fileLog)),
 			logTail(filepath.Join(ndir, dirCRIUWork, "restore.log")))
 	}
 	if err := writePid(pidFile, filepath.Join(ndir, fileLog)); err != nil {

@@ -37,12 +37,12 @@ func testCRIU(t testing.TB) string {
 	return strings.TrimSpace(string(out))
 }
 
-// newCRIURuntime returns a runc runtime in root with the project's criu,
-// checked by New.
-func newCRIURuntime(t testing.TB, root string) *Runtime {
+// newCRIURuntime returns a runtime of binary (testBinary) in root with the
+// project's criu, checked by New.
+func newCRIURuntime(t testing.TB, root, binary string) *Runtime {
 	t.Helper()
 	rt, err := New(Config{Root: root, AgentBinary: agentBin, Images: testImages{}, CRIU: testCRIU(t),
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		RuntimeBinary: testBinary(t, binary), Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,10 +66,12 @@ func TestCheckCRIU(t *testing.T) {
 	}
 }
 
-func TestCheckpointRestore(t *testing.T) {
+func TestCheckpointRestore(t *testing.T) { forBinaries(t, testCheckpointRestore) }
+
+func testCheckpointRestore(t *testing.T, bin string) {
 	runtimetest.RequiresRoot(t)
 	root := newRoot(t)
-	rt := newCRIURuntime(t, root)
+	rt := newCRIURuntime(t, root, bin)
 	ctx := context.Background()
 	startSandbox(t, rt, "parent")
 	c := rt.client("parent")
@@ -166,7 +168,9 @@ echo $! > /workspace/pid`); code != 0 {
 // TestCheckpointRestorePython checkpoints a sandbox of the real
 // agent2env/python image in which a Python process holds a variable and
 // 50 MB, and restores it: the process is there, with its memory.
-func TestCheckpointRestorePython(t *testing.T) {
+func TestCheckpointRestorePython(t *testing.T) { forBinaries(t, testCheckpointRestorePython) }
+
+func testCheckpointRestorePython(t *testing.T, bin string) {
 	runtimetest.RequiresRoot(t)
 	criu := testCRIU(t)
 	if os.Getenv("AGENT2ENV_BUILD_TESTS") != "1" {
@@ -184,7 +188,7 @@ func TestCheckpointRestorePython(t *testing.T) {
 	}
 	t.Logf("image ready in %v", time.Since(start))
 	root := newRoot(t)
-	rt, err := New(Config{Root: root, AgentBinary: agentBin, Images: images, CRIU: criu,
+	rt, err := New(Config{Root: root, AgentBinary: agentBin, Images: images, CRIU: criu, RuntimeBinary: testBinary(t, bin),
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
@@ -241,9 +245,15 @@ for i in $(seq 100); do [ -s /workspace/ready ] && break; sleep 0.1; done; cat /
 // agent; compare with BenchmarkCreateStart/runc of the same run.
 func BenchmarkCheckpointRestore(b *testing.B) {
 	runtimetest.RequiresRoot(b)
+	for _, bin := range testBinaries {
+		b.Run(bin, func(b *testing.B) { benchmarkCheckpointRestore(b, bin) })
+	}
+}
+
+func benchmarkCheckpointRestore(b *testing.B, bin string) {
 	ctx := context.Background()
 	root := newRoot(b)
-	rt := newCRIURuntime(b, root)
+	rt := newCRIURuntime(b, root, bin)
 	sp := newSpec(b, "parent")
 	if err := rt.Create(ctx, sp); err != nil {
 		b.Fatal(err)
@@ -289,10 +299,12 @@ func BenchmarkCheckpointRestore(b *testing.B) {
 // holds in memory only) and a hostname of its own, what one writes neither
 // the others nor the parent see, its agent takes the restored call, and
 // each is deleted without leaks.
-func TestRestoreParallel(t *testing.T) {
+func TestRestoreParallel(t *testing.T) { forBinaries(t, testRestoreParallel) }
+
+func testRestoreParallel(t *testing.T, bin string) {
 	runtimetest.RequiresRoot(t)
 	root := newRoot(t)
-	rt := newCRIURuntime(t, root)
+	rt := newCRIURuntime(t, root, bin)
 	ctx := context.Background()
 	startSandbox(t, rt, "parent")
 	if code, out := run(t, rt.client("parent"), `echo 7 > /workspace/n
@@ -369,11 +381,13 @@ func (echoServices) ServeSandbox(ctx context.Context, l net.Listener, id string)
 // the parent's services answer again after, and the restored sandbox reaches its own services at
 // 127.0.0.1:4000 and the proxy at 127.0.0.1:3128 under the parent's
 // policy.
-func TestCheckpointRestoreServices(t *testing.T) {
+func TestCheckpointRestoreServices(t *testing.T) { forBinaries(t, testCheckpointRestoreServices) }
+
+func testCheckpointRestoreServices(t *testing.T, bin string) {
 	runtimetest.RequiresRoot(t)
 	root := newRoot(t)
 	in := newTestInternet(t)
-	rt, err := New(Config{Root: root, AgentBinary: agentBin, Images: testImages{}, CRIU: testCRIU(t), Services: echoServices{},
+	rt, err := New(Config{Root: root, AgentBinary: agentBin, Images: testImages{}, CRIU: testCRIU(t), Services: echoServices{}, RuntimeBinary: testBinary(t, bin),
 		Egress: in.proxy, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)

@@ -48,8 +48,9 @@
 // # Startup
 //
 // Start creates the agent's listening unix socket on the host and runs
-// `runc run --detach --preserve-fds 1` with the socket as the container's fd
-// 3: one exec of the runtime binary per start (not create + start). Since
+// the runtime binary's `run --detach --preserve-fds 1` with the socket as
+// the container's fd 3: one exec of the runtime binary per start (not
+// create + start). Since
 // the socket listens before the agent runs, the first Info call simply
 // waits in the backlog until the agent answers, without polling. The socket
 // never appears inside the sandbox, and after a daemon restart a new client
@@ -64,8 +65,10 @@
 // kernel lets writers within a grace period of each other through without
 // waiting again.
 //
-// crun (RuntimeBinary "crun", `serve --runtime crun`) starts the same
-// bundle without the Go starts. crun 1.8 refuses every command on a hybrid
+// crun starts the same bundle without the Go starts, in about half the
+// CPU time. It is the daemon's default when make crun has built the
+// project's (scripts/crun.sh: crun 1.21 with CRIU; `serve --runtime auto`),
+// and runc otherwise. crun (1.8 and 1.21 alike) refuses every command on a hybrid
 // host whose cgroup2 (/sys/fs/cgroup/unified) holds a controller ("cgroups
 // in hybrid mode not supported"), even with its cgroup manager disabled and
 // no cgroup in the bundle: it checks the layout as it starts. There the
@@ -77,9 +80,9 @@
 // where no limit of the sandbox's is (hugetlb, the only controller there,
 // is limited by neither runtime). On pure v1 and pure v2 hosts crun runs
 // as it is and manages the cgroups itself. The conformance suite runs with
-// both binaries (TestConformance). crun 1.8.1 of Debian 12 has no CRIU
-// (+CRIU is missing from `crun --version`): with it the runtime reports no
-// Checkpoint capability, and snapshots need runc.
+// both binaries (TestConformance). A crun without CRIU (+CRIU missing
+// from `crun --version`, as with Debian 12's 1.8.1) gets no Checkpoint
+// capability.
 //
 // Stop and Delete signal the agent through a pidfd rather than with
 // `runc kill`: no exec, no pid reuse, and no 100 ms polling step as in
@@ -110,8 +113,9 @@
 //
 // With Config.CRIU (the criu that scripts/criu.sh builds: CRIU 4.1.1 from
 // Debian's source with five patches, see there) a running sandbox is
-// saved whole by `runc checkpoint` and new sandboxes are made from the
-// save by `runc restore` (checkpoint.go, sandbox.Checkpointer). A snapshot
+// saved whole by `runc checkpoint` or `crun checkpoint` and new sandboxes
+// are made from the save by `runc restore` or `crun restore`
+// (checkpoint.go, sandbox.Checkpointer). A snapshot
 // dir holds CRIU's images (images/), a copy of the sandbox's disk.img (its
 // writable layer, /workspace, /tmp and the home directory), and
 // snapshot.json: the sandbox's metadata and bundle config, and what
@@ -137,12 +141,20 @@
 //   - Restore gives the restored agent a new listener (a new namespace, a
 //     new path) with CRIU's --inherit-fd socket:[<old inode>], and its
 //     stdio, host files outside the sandbox's mounts, with --external
-//     file[mnt_id:inode] on dump and --inherit-fd on restore. runc has no
-//     flags for either: they go in a CRIU configuration file that the
-//     bundle names in the org.criu.config annotation, and reach CRIU's
-//     swrk process as fds 10 and up, which runc leaves open. CRIU parses
-//     that file twice in RPC mode, so each inherit-fd was added twice and
-//     the second failed ("Can't send fd 10 into store"): patch 0003.
+//     file[mnt_id:inode] on dump and --inherit-fd on restore. Neither
+//     runtime has flags for either: they go in a CRIU configuration file,
+//     and the files reach CRIU's swrk process as fds 10 and up, which
+//     both leave open. runc hands CRIU the file the bundle names in the
+//     org.criu.config annotation, which CRIU parses twice in RPC mode, so
+//     each inherit-fd was added twice and the second failed ("Can't send
+//     fd 10 into store"): patch 0003. crun (1.21, with the libcriu of CRIU
+//     4.1) has no such annotation: its CRIU reads the file named by
+//     $CRIU_CONFIG_FILE, before the options crun sends, which undo the
+//     booleans of the file (tcp-established, file-locks), so those are
+//     flags of both runtimes' commands instead (criuFlags). crun runs the
+//     criu on its PATH through the libcriu.so.2 on LD_LIBRARY_PATH: the
+//     daemon puts the project's first (scripts/criu.sh installs the
+//     library beside criu), and makes the work directory crun expects.
 //   - Root on this project's machines lacks CAP_SYS_RESOURCE, without
 //     which prlimit() refuses to read another user's limits, and the dump of
 //     every sandbox (user commands run as uid 1000) failed with "Can't get
@@ -204,10 +216,17 @@
 // directory. Memory is not shared: CRIU restores every page into each
 // copy.
 //
-// Checkpoint and restore are runc's: crun is refused them unless built
-// with CRIU (not tried), runsc is not tried.
+// Checkpoint and restore work with runc and with a crun built with CRIU
+// (both in the checkpoint tests); runsc is not tried. CRIU's images of one
+// binary do not restore with the other (each marks the bundle's mounts
+// external under its own keys), so a snapshot records the binary that took
+// it and restores with it, and a sandbox's meta.json the binary that runs
+// it (a restored copy, or one made before --runtime changed, is
+// checkpointed with that one; Start moves a stopped one to the runtime's
+// own); any binary's state of a deleted sandbox is removed
+// (TestSwitchBinary).
 //
-// Figures (BenchmarkCheckpointRestore beside BenchmarkCreateStart/runc in
+// Figures (runc; BenchmarkCheckpointRestore beside BenchmarkCreateStart in
 // the same run, 2 cores shared with other builds; busybox image, one shell
 // process): at load average 8-9, live checkpoint p50 206 ms and restore to
 // an answering agent p50 197 ms, 3.9 and 3.7 times create+start (53 ms); at

@@ -178,7 +178,7 @@ func newRuntime(t testing.TB, root, binary string) *Runtime {
 	t.Helper()
 	rt, err := New(Config{
 		Root:          root,
-		RuntimeBinary: binary,
+		RuntimeBinary: testBinary(t, binary),
 		AgentBinary:   agentBin,
 		Images:        testImages{},
 		Logger:        slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -195,16 +195,42 @@ func newSpec(t testing.TB, id string) *sandbox.Spec {
 	return &sandbox.Spec{ID: id, Image: testImage, Env: []string{"LANG=C.UTF-8"}}
 }
 
+// testBinaries are the OCI runtime binaries the suites run with, by the
+// names testBinary takes.
+var testBinaries = []string{"runc", "crun"}
+
+// testBinary returns the path of the OCI runtime binary name: crun is the
+// project's (scripts/crun.sh, the daemon's default), runc Debian's.
+func testBinary(t testing.TB, name string) string {
+	t.Helper()
+	if name == "crun" {
+		out, err := exec.Command("../../../scripts/crun.sh", "--path").Output()
+		if err != nil {
+			testenv.Missing(t, "the project's crun is not built: run make crun (scripts/crun.sh)")
+		}
+		return strings.TrimSpace(string(out))
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		testenv.Missing(t, "%s is not installed: scripts/deps.sh installs it", name)
+	}
+	return p
+}
+
+// forBinaries runs test once with each of testBinaries.
+func forBinaries(t *testing.T, test func(t *testing.T, bin string)) {
+	for _, bin := range testBinaries {
+		t.Run(bin, func(t *testing.T) { test(t, bin) })
+	}
+}
+
 // TestConformance runs the runtime conformance suite with each runtime
 // binary: runc, and crun (on a hybrid cgroup host, with the host's cgroup2
 // hidden from it; see ociCLI.exec).
 func TestConformance(t *testing.T) {
 	runtimetest.RequiresRoot(t)
-	for _, bin := range []string{"runc", "crun"} {
+	for _, bin := range testBinaries {
 		t.Run(bin, func(t *testing.T) {
-			if _, err := exec.LookPath(bin); err != nil {
-				testenv.Missing(t, "%s is not installed: scripts/deps.sh installs it", bin)
-			}
 			root := newRoot(t)
 			runtimetest.Run(t, runtimetest.Factory{
 				New:     func(t *testing.T) sandbox.Runtime { return newRuntime(t, root, bin) },
@@ -379,11 +405,8 @@ func TestRecoverCleansUp(t *testing.T) {
 // answered) and reports its percentiles.
 func BenchmarkCreateStart(b *testing.B) {
 	runtimetest.RequiresRoot(b)
-	for _, bin := range []string{"runc", "crun"} {
+	for _, bin := range testBinaries {
 		b.Run(bin, func(b *testing.B) {
-			if _, err := exec.LookPath(bin); err != nil {
-				testenv.Missing(b, "%s is not installed: scripts/deps.sh installs it", bin)
-			}
 			ctx := context.Background()
 			rt := newRuntime(b, newRoot(b), bin)
 			var durs []time.Duration
@@ -416,9 +439,6 @@ func BenchmarkCreateStart(b *testing.B) {
 // and reports each one's p50 and the median of crun/runc per iteration.
 func BenchmarkCrunVsRunc(b *testing.B) {
 	runtimetest.RequiresRoot(b)
-	if _, err := exec.LookPath("crun"); err != nil {
-		testenv.Missing(b, "crun is not installed: scripts/deps.sh installs it")
-	}
 	ctx := context.Background()
 	rts := []*Runtime{newRuntime(b, newRoot(b), "runc"), newRuntime(b, newRoot(b), "crun")}
 	durs := make([][]time.Duration, 2)
@@ -541,11 +561,8 @@ func BenchmarkWarmPool(b *testing.B) {
 // runc waits for its helpers itself, and its commands schedule no reap.
 func TestNoZombies(t *testing.T) {
 	runtimetest.RequiresRoot(t)
-	for _, bin := range []string{"runc", "crun"} {
+	for _, bin := range testBinaries {
 		t.Run(bin, func(t *testing.T) {
-			if _, err := exec.LookPath(bin); err != nil {
-				testenv.Missing(t, "%s is not installed: scripts/deps.sh installs it", bin)
-			}
 			root := newRoot(t)
 			rt := newRuntime(t, root, bin)
 			ctx := context.Background()
@@ -590,4 +607,80 @@ func zombieChildren(name string) []int {
 		}
 	}
 	return pids
+}
+
+// TestSwitchBinary runs sandboxes a runtime of one binary made with a
+// runtime of the other on the same root, as a daemon does after its
+// --runtime changed (or auto found a crun built since): a running one
+// answers, is snapshotted and deleted; a stopped one starts again (on the
+// new binary); a snapshot taken before restores, and its copy snapshots
+// again, each through the binary that took the snapshot (CRIU's images of
+// one are not the other's); and no binary's state keeps anything of them.
+func TestSwitchBinary(t *testing.T) {
+	runtimetest.RequiresRoot(t)
+	for _, tc := range []struct{ from, to string }{{"runc", "crun"}, {"crun", "runc"}} {
+		t.Run(tc.from+"→"+tc.to, func(t *testing.T) {
+			ctx := context.Background()
+			root := newRoot(t)
+			before := newCRIURuntime(t, root, tc.from)
+			startSandbox(t, before, "running")
+			startSandbox(t, before, "stopped")
+			if code, _ := run(t, before.client("running"), "echo 5 > /workspace/n"); code != 0 {
+				t.Fatal("write /workspace/n")
+			}
+			if err := before.Checkpoint(ctx, "running", filepath.Join(root, "_snap1"), true); err != nil {
+				t.Fatal(err)
+			}
+			if tc.from == "runc" { // as a snapshot taken before snapshots recorded their binary
+				var snap snapshot
+				f := filepath.Join(root, "_snap1", fileSnapshot)
+				if err := readJSONFile(f, &snap); err != nil {
+					t.Fatal(err)
+				}
+				snap.Meta.Binary = ""
+				if err := writeJSONFile(f, snap); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := before.Stop(ctx, "stopped", 0); err != nil {
+				t.Fatal(err)
+			}
+			after := newCRIURuntime(t, root, tc.to)
+			if _, err := after.Recover(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := after.Start(ctx, "stopped"); err != nil {
+				t.Fatal(err)
+			}
+			if err := after.Checkpoint(ctx, "running", filepath.Join(root, "_snap2"), true); err != nil {
+				t.Fatal(err)
+			}
+			for i, snap := range []string{"_snap1", "_snap2"} {
+				id := fmt.Sprintf("copy%d", i)
+				if err := after.Restore(ctx, id, filepath.Join(root, snap), nil); err != nil {
+					t.Fatal(err)
+				}
+				if err := after.Checkpoint(ctx, id, filepath.Join(root, snap+"again"), true); err != nil {
+					t.Fatal(err)
+				}
+				if err := after.Restore(ctx, id+"again", filepath.Join(root, snap+"again"), nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, id := range []string{"running", "stopped", "copy0", "copy1", "copy0again", "copy1again"} {
+				if code, out := run(t, after.client(id), "cat /workspace/n 2>/dev/null || echo none"); code != 0 || (id != "stopped" && out != "5\n") {
+					t.Errorf("%s: cat /workspace/n = %d %q", id, code, out)
+				}
+				if err := after.Delete(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, snap := range []string{"_snap1", "_snap2", "_snap1again", "_snap2again"} {
+				if err := os.RemoveAll(filepath.Join(root, snap)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			runtimetest.AssertNoLeaks(t, root)
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 
@@ -28,6 +29,22 @@ type ociCLI struct {
 	// its own (TestNoZombies), so its commands skip the scan of the
 	// daemon's children.
 	reap bool
+}
+
+// newOCICLI returns the ociCLI of runtime binary bin with its state
+// under Root/_<its name> (stateRoot).
+func newOCICLI(bin, root string) ociCLI {
+	c := ociCLI{bin: bin, root: stateRoot(root, bin), reap: filepath.Base(bin) != "runc"}
+	if filepath.Base(bin) == "crun" {
+		c.hide = crunHybrid("/sys/fs/cgroup", fsType, os.ReadFile)
+	}
+	return c
+}
+
+// stateRoot is where runtime binary bin keeps its containers' state: one
+// directory per binary name, so that two binaries' states never mix.
+func stateRoot(root, bin string) string {
+	return filepath.Join(root, "_"+filepath.Base(bin))
 }
 
 // exec runs cmd. With c.hide set it does so from a mount namespace of its own, made on a

@@ -170,10 +170,10 @@ func New(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oci runtime: %w", err)
 	}
-	cli := ociCLI{bin: bin, reap: filepath.Base(bin) != "runc"}
+	cli := newOCICLI(bin, root)
 	noCheckpoint := "it has no working CRIU (serve --criu; make criu builds one)"
 	if filepath.Base(bin) == "crun" {
-		if cli.hide = crunHybrid("/sys/fs/cgroup", fsType, os.ReadFile); cli.hide != "" {
+		if cli.hide != "" {
 			cfg.Logger.Info("crun runs with the host's cgroup2 hidden: it refuses hybrid hosts whose cgroup2 holds a controller; the sandboxes' limits are in the v1 hierarchies", "cgroup2", cli.hide)
 		}
 		if cfg.CRIU != "" {
@@ -190,9 +190,7 @@ func New(cfg Config) (*Runtime, error) {
 		cfg.CRIU = checkCRIU(cfg.CRIU, criuEnv, cfg.Logger)
 	}
 	cli.criuEnv = criuEnv
-	state := filepath.Join(root, "_"+filepath.Base(bin))
-	cli.root = state
-	for _, d := range []string{root, state, filepath.Join(root, dirTemplates), filepath.Join(root, dirRetained)} {
+	for _, d := range []string{root, cli.root, filepath.Join(root, dirTemplates), filepath.Join(root, dirRetained)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("oci runtime: %w", err)
 		}
@@ -387,6 +385,12 @@ type meta struct {
 	// Retain: Delete keeps the sandbox's disk (persistence's reclaim
 	// policy Retain).
 	Retain bool `json:"retain,omitempty"`
+	// Binary is the runtime binary that runs the sandbox's container (a
+	// snapshot's, which restores it): the runtime's own, unless it was
+	// restored from a snapshot another binary took; Start makes it the
+	// runtime's. Metadata written before it was recorded has none
+	// (binaryOf).
+	Binary string `json:"binary,omitempty"`
 }
 
 // readMeta returns the metadata of sandbox id, or an ErrNotFound when
@@ -533,7 +537,7 @@ func (r *Runtime) create(ctx context.Context, spec *sandbox.Spec, img *image.Ima
 		return fmt.Errorf("write bundle: %w", err)
 	}
 	m := meta{ID: spec.ID, Image: spec.Image, Layers: img.Layers, Labels: spec.Labels, CreatedAt: time.Now().UTC(), Egress: spec.Network.Egress,
-		Services: r.cfg.Services != nil, Retain: spec.Persistence != nil && spec.Persistence.Retain}
+		Services: r.cfg.Services != nil, Retain: spec.Persistence != nil && spec.Persistence.Retain, Binary: r.oci.bin}
 	if err := writeJSONFile(filepath.Join(dir, fileMeta), m); err != nil {
 		return fmt.Errorf("write metadata: %w", err)
 	}
@@ -592,7 +596,7 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 	}
 	if started {
 		// The stopped container still holds the id.
-		if err := r.oci.delete(ctx, id); err != nil {
+		if err := r.deleteContainer(ctx, id); err != nil {
 			return fmt.Errorf("start sandbox %s: %w", id, err)
 		}
 	}
@@ -614,6 +618,12 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 	if err := r.run(ctx, id, dir); err != nil {
 		r.stopSockets(id)
 		return fmt.Errorf("start sandbox %s: %w", id, err)
+	}
+	if m.Binary != r.oci.bin {
+		m.Binary = r.oci.bin
+		if err := writeJSONFile(filepath.Join(dir, fileMeta), m); err != nil {
+			return fmt.Errorf("start sandbox %s: write metadata: %w", id, err)
+		}
 	}
 	ran := time.Now()
 	if err := r.waitAgent(ctx, id, dir); err != nil {
@@ -810,6 +820,72 @@ func (r *Runtime) stop(ctx context.Context, id string, timeout time.Duration) er
 	return err
 }
 
+// deleteContainer removes container id from the runtime binary's state,
+// and from that of the other binaries a daemon on the same Root may have
+// run before (serve --runtime changed, or auto finding a crun built since):
+// a sandbox made by runc and deleted or restarted on crun leaves nothing
+// under Root/_runc. A binary no longer installed has its state of the
+// container removed by hand (its processes are gone: the agent, which
+// stop kills first, is the pid namespace's init).
+func (r *Runtime) deleteContainer(ctx context.Context, id string) error {
+	errs := []error{r.oci.delete(ctx, id)}
+	for _, name := range binaryNames {
+		root := stateRoot(r.cfg.Root, name)
+		if root == r.oci.root {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(root, id)); err != nil {
+			continue
+		}
+		bin, err := exec.LookPath(name)
+		if err != nil {
+			errs = append(errs, os.RemoveAll(filepath.Join(root, id)))
+			continue
+		}
+		errs = append(errs, newOCICLI(bin, r.cfg.Root).delete(ctx, id))
+	}
+	return errors.Join(errs...)
+}
+
+// binaryNames are the runtime binaries whose state deleteContainer and
+// binaryOf look in.
+var binaryNames = []string{"runc", "crun", "runsc"}
+
+// binaryOf returns the runtime binary that runs the container of sandbox
+// id: the one its metadata records, or, for a sandbox made before it
+// did, the one whose state holds the container, else this runtime's.
+func (r *Runtime) binaryOf(id string, m *meta) string {
+	if m.Binary != "" {
+		return m.Binary
+	}
+	for _, name := range binaryNames {
+		if _, err := os.Stat(filepath.Join(stateRoot(r.cfg.Root, name), id)); err == nil {
+			return name
+		}
+	}
+	return r.oci.bin
+}
+
+// cliFor returns the ociCLI that drives runtime binary bin (a path or a
+// name): this runtime's own for a binary of its name; else bin, or, when
+// that path is gone, the binary of its name on PATH. Checkpoints and
+// restores go through the binary that made the container or the
+// snapshot: CRIU's images of one are not the other's.
+func (r *Runtime) cliFor(bin string) (ociCLI, error) {
+	if filepath.Base(bin) == filepath.Base(r.oci.bin) {
+		return r.oci, nil
+	}
+	path := bin
+	if _, err := os.Stat(path); err != nil {
+		if path, err = exec.LookPath(filepath.Base(bin)); err != nil {
+			return ociCLI{}, fmt.Errorf("runtime binary %s: %w", bin, err)
+		}
+	}
+	c := newOCICLI(path, r.cfg.Root)
+	c.criuEnv = r.oci.criuEnv
+	return c, nil
+}
+
 // Delete removes the sandbox and everything held for it.
 func (r *Runtime) Delete(ctx context.Context, id string) error {
 	if !validID.MatchString(id) {
@@ -843,7 +919,7 @@ func (r *Runtime) destroy(ctx context.Context, id string, container bool) error 
 		if err := r.stop(ctx, id, 0); err != nil {
 			errs = append(errs, err)
 		}
-		if err := r.oci.delete(ctx, id); err != nil {
+		if err := r.deleteContainer(ctx, id); err != nil {
 			errs = append(errs, err)
 		}
 	}
