@@ -41,7 +41,7 @@ const (
 	fileSnapshot     = "snapshot.json"
 	dirCRIUImages    = "images"
 	dirCRIUWork      = "criu-work"
-	firstInheritedFD = 10 // runc's criu swrk child uses fds 3 and 4 itself
+	firstInheritedFD = 10 // the criu swrk child uses fds 3 and 4 itself (runc's)
 )
 
 // connsClosedTimeout bounds the wait for the agent to close the daemon's
@@ -259,7 +259,8 @@ func (r *Runtime) checkpoint(ctx context.Context, id, dir string, m *meta, pid i
 	return writeJSONFile(filepath.Join(dir, fileSnapshot), snap)
 }
 
-// dump copies the disk of frozen sandbox id and runs runc checkpoint.
+// dump copies the disk of frozen sandbox id and checkpoints it with
+// runtime binary bin (the sandbox's: binaryOf).
 func (r *Runtime) dump(ctx context.Context, id, bin, sdir, dir string, leaveRunning bool) error {
 	cli, err := r.cliFor(bin)
 	if err != nil {
@@ -478,8 +479,9 @@ func (r *Runtime) restore(ctx context.Context, id, dir, ndir string, snap *snaps
 		return err
 	}
 	defer null.Close()
-	// runc's criu swrk child keeps the fds it inherits from runc: ours go
-	// at firstInheritedFD and up, past the ones runc passes it.
+	// The criu swrk child of runc and of crun keeps the fds it inherits
+	// from the runtime binary: ours go at firstInheritedFD and up, past
+	// the ones runc passes it.
 	extra := make([]*os.File, firstInheritedFD-3)
 	extra = append(extra, lf)
 	conf := []string{fmt.Sprintf("inherit-fd fd[%d]:socket:[%d]", firstInheritedFD, snap.ListenerIno)}
