@@ -867,8 +867,8 @@ func (r *Runtime) binaryOf(id string, m *meta) string {
 }
 
 // cliFor returns the ociCLI that drives runtime binary bin (a path or a
-// name): this runtime's own for a binary of its name; else bin, or, when
-// that path is gone, the binary of its name on PATH. Checkpoints and
+// name): this runtime's own for a binary of its name; else bin, or, for a
+// name or a path that is gone, the binary of its name on PATH. Checkpoints and
 // restores go through the binary that made the container or the
 // snapshot: CRIU's images of one are not the other's.
 func (r *Runtime) cliFor(bin string) (ociCLI, error) {
@@ -876,7 +876,7 @@ func (r *Runtime) cliFor(bin string) (ociCLI, error) {
 		return r.oci, nil
 	}
 	path := bin
-	if _, err := os.Stat(path); err != nil {
+	if _, err := os.Stat(path); err != nil || !filepath.IsAbs(path) {
 		if path, err = exec.LookPath(filepath.Base(bin)); err != nil {
 			return ociCLI{}, fmt.Errorf("runtime binary %s: %w", bin, err)
 		}
