@@ -68,22 +68,14 @@ fi
 build_lock "$bin" "$cache"
 if [ ! -x "$bin" ]; then
 	log "building CRIU $VERSION into $cache (once; later runs reuse it)"
-	"$here/deps.sh" "${BUILD_DEPS[@]}"
-	work=$(mktemp -d)
-	trap 'rm -rf "$work"' EXIT
-	fetch_source "$ORIG_URL" "$ORIG_SHA256" "$work/criu.tar.xz"
-	tar -C "$work" -xJf "$work/criu.tar.xz"
+	unpack_source "$ORIG_URL" "$ORIG_SHA256" "${BUILD_DEPS[@]}"
 	src=$work/criu-$VERSION
 	for p in "$here"/criu/*.patch; do
 		log "applying $(basename "$p")"
 		patch -s -p1 -d "$src" <"$p"
 	done
 	log "compiling (make criu lib/c/libcriu.so, $(nproc) jobs)"
-	make -s -C "$src" -j"$(nproc)" NETWORK_LOCK_DEFAULT=NETWORK_LOCK_NFTABLES criu lib/c/libcriu.so >"$work/build.log" 2>&1 || {
-		tail -n 40 "$work/build.log" >&2
-		log "build failed"
-		exit 1
-	}
+	make -s -C "$src" -j"$(nproc)" NETWORK_LOCK_DEFAULT=NETWORK_LOCK_NFTABLES criu lib/c/libcriu.so >"$work/build.log" 2>&1 || build_failed
 	# What lib/Makefile's install target installs, less the Python library.
 	rm -rf "$cache/lib" "$cache/include"
 	install -D -m 0755 "$src/lib/c/libcriu.so" "$cache/lib/libcriu.so.2"

@@ -55,11 +55,7 @@ fi
 build_lock "$bin" "$cache"
 if [ ! -x "$bin" ]; then
 	log "building crun $VERSION into $cache (once; later runs reuse it)"
-	"$here/deps.sh" "${BUILD_DEPS[@]}"
-	work=$(mktemp -d)
-	trap 'rm -rf "$work"' EXIT
-	fetch_source "$ORIG_URL" "$ORIG_SHA256" "$work/crun.tar.gz"
-	tar -C "$work" -xzf "$work/crun.tar.gz"
+	unpack_source "$ORIG_URL" "$ORIG_SHA256" "${BUILD_DEPS[@]}"
 	src=$work/crun-$VERSION
 	log "configuring and compiling ($(nproc) jobs)"
 	(
@@ -70,11 +66,7 @@ if [ ! -x "$bin" ]; then
 		# writes it from .tarball-version.
 		make git-version.h
 		make -j"$(nproc)" CPPFLAGS="-I$criu_dir/include"
-	) >"$work/build.log" 2>&1 || {
-		tail -n 40 "$work/build.log" >&2
-		log "build failed"
-		exit 1
-	}
+	) >"$work/build.log" 2>&1 || build_failed
 	"$src/crun" --version | grep -q '+CRIU' || {
 		"$src/crun" --version >&2
 		log "built without CRIU"

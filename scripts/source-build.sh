@@ -21,12 +21,28 @@ build_lock() {
 	flock 9
 }
 
-# fetch_source URL SHA256 FILE downloads URL to FILE and checks its sha256.
-fetch_source() {
-	log "downloading $1"
-	curl -fsSL --retry 3 -o "$3" "$1"
-	echo "$2  $3" | sha256sum -c --quiet - || {
-		log "checksum mismatch for $1"
+# unpack_source URL SHA256 PACKAGE... installs the packages the build
+# needs (deps.sh), then downloads URL into a new temporary directory,
+# $work (removed when the script exits), checks its sha256 and unpacks it
+# there.
+unpack_source() {
+	local url=$1 sha=$2
+	shift 2
+	"$(dirname "${BASH_SOURCE[0]}")/deps.sh" "$@"
+	work=$(mktemp -d)
+	trap 'rm -rf "$work"' EXIT
+	log "downloading $url"
+	curl -fsSL --retry 3 -o "$work/source.tar" "$url"
+	echo "$sha  $work/source.tar" | sha256sum -c --quiet - || {
+		log "checksum mismatch for $url"
 		return 1
 	}
+	tar -C "$work" -xf "$work/source.tar"
+}
+
+# build_failed shows the end of $work/build.log and fails the script.
+build_failed() {
+	tail -n 40 "$work/build.log" >&2
+	log "build failed"
+	exit 1
 }
