@@ -10,7 +10,9 @@
 #                             if not): how the daemon and the tests find it
 #
 # Why not Debian 12's crun: 1.8.1 is built without CRIU, so it has no
-# checkpoint and restore (snapshots, fork), and refuses hybrid cgroup hosts.
+# checkpoint and restore (snapshots, fork). (Both refuse hybrid cgroup hosts
+# whose cgroup2 holds a controller; the daemon hides that cgroup2 from
+# them.)
 # This one is crun 1.21 (Debian trixie's source, pinned by sha256), built
 # with CRIU support against the headers of the project's CRIU
 # (scripts/criu.sh, built first); it loads that CRIU's libcriu.so.2 when it
