@@ -1,5 +1,8 @@
 r"""The agent2env Python kernel driver, read on stdin by `python3 -c <bootstrap>`.
 
+The agent sends it compiled by CPython 3.11 (python.marshal, which `go generate
+./internal/agent` writes from this file) and as source, for other interpreters.
+
 Requests arrive on fd 3, each a "<marker> <n>\n" line and n bytes of UTF-8 code.
 JSON lines go to fd 4: "ready" once at start, "display" for rich output during a
 run, and "done" (result bundle, error) at its end, after the marker has been
