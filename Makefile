@@ -182,6 +182,7 @@ test-python: deps build crun
 bench: test-deps build
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) AGENT2ENV_PYTHON=$$(scripts/test-peers.sh) $(GO) run ./internal/bench
 	AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/bench -agent-memory 4
+	AGENT2ENV_BIN=$(CURDIR)/$(BIN) $(GO) run ./internal/bench -density 2000
 	$(GO) test -run '^$$' -bench 'BenchmarkCheckpointRestore|BenchmarkCreateStart' -benchtime 10x ./internal/runtime/oci
 	$(GO) test -run '^$$' -bench '^BenchmarkCreateBurst$$' -benchtime 5x ./internal/store/sqlite
 	out=$$(mktemp) && trap 'rm -f "$$out"' EXIT && status=0 && \

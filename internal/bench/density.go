@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,6 +28,11 @@ const (
 // them and counts what stayed behind: mounts, cgroups and processes of the
 // deleted sandboxes, and the memory not given back.
 func benchDensity(n int) error {
+	restore, err := roomForPids(n)
+	if err != nil {
+		return err
+	}
+	defer restore()
 	_, d, err := startFirst()
 	if err != nil {
 		return err
@@ -93,6 +99,60 @@ func benchDensity(n int) error {
 	fmt.Printf("%-34s mounts %d, cgroups %d, processes %d of the %d deleted sandboxes; MemAvailable %.1f MiB below the start | target 0 leaks\n",
 		"  after deleting them", mounts, cgroups, procs, n, float64(before-memAvailable())/(1<<20))
 	return nil
+}
+
+// pidsPerSandbox is what the bench counts of process ids for an idle
+// sandbox with a kernel (its agent's threads and the kernel: 22 measured),
+// and pidMaxPath the host's limit of them.
+const (
+	pidsPerSandbox = 24
+	pidMaxPath     = "/proc/sys/kernel/pid_max"
+	systemdPidMax  = "4194304"
+)
+
+// roomForPids makes sure the host's process ids hold n idle sandboxes
+// more than there are threads now: where kernel.pid_max is lower, it sets
+// it to systemd's default (4,194,304, what most hosts run with; kernels
+// start at 32,768, which holds about 1,300) and says so, and restore puts
+// the old value back. The daemon would refuse the sandboxes past the
+// limit with 507 INSUFFICIENT_CAPACITY.
+func roomForPids(n int) (restore func(), err error) {
+	b, err := os.ReadFile(pidMaxPath)
+	if err != nil {
+		return nil, err
+	}
+	old := strings.TrimSpace(string(b))
+	pidMax, err := strconv.Atoi(old)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", pidMaxPath, err)
+	}
+	threads, err := hostThreads()
+	if err != nil {
+		return nil, err
+	}
+	if need := threads + n*pidsPerSandbox + 1024; need > pidMax {
+		if err := os.WriteFile(pidMaxPath, []byte(systemdPidMax), 0); err != nil {
+			return nil, fmt.Errorf("%d sandboxes need about %d process ids, kernel.pid_max is %d, and it cannot be raised: %w", n, need, pidMax, err)
+		}
+		fmt.Printf("kernel.pid_max raised from %s to %s (systemd's default) for this run: %d sandboxes need about %d process ids\n", old, systemdPidMax, n, need)
+		return func() { _ = os.WriteFile(pidMaxPath, []byte(old), 0) }, nil
+	}
+	return func() {}, nil
+}
+
+// hostThreads is the count of threads on the host (loadavg's fourth field
+// is "runnable/existing").
+func hostThreads() (int, error) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, err
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) < 4 {
+		return 0, fmt.Errorf("/proc/loadavg: %q", b)
+	}
+	_, existing, _ := strings.Cut(fields[3], "/")
+	return strconv.Atoi(existing)
 }
 
 // idlePythonPss is the PSS of an idle python3 of the host.

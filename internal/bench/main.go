@@ -17,10 +17,10 @@
 //     (-concurrent-only: that alone; -cold-only: create → ready, the first
 //     execute_code of a new session without a pool and the concurrent
 //     creates alone, issue 30's rows);
-//   - (-density N only, not in make bench: minutes for N in the hundreds)
-//     N idle sandboxes each with a live Python kernel: memory per sandbox
-//     against an idle python3 of the host, projected to 2,000 against
-//     16 GiB, and what their delete leaves behind;
+//   - (-density N only; make bench runs -density 2000, 4–5 minutes and
+//     13 GiB of memory here) N idle sandboxes each with a live Python
+//     kernel: memory per sandbox against an idle python3 of the host, for
+//     2,000 against 16 GiB, and what their delete leaves behind;
 //   - memory per idle sandbox (absolute: no baseline);
 //   - code-interpreter contexts: create cold and from a warm pool, and a
 //     run_code print(1) round trip, against python over a pipe;

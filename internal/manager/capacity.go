@@ -13,6 +13,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/quantity"
+	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
@@ -47,6 +48,7 @@ func ReadHost() Host {
 const (
 	SuggestFewerSandboxes = "delete sandboxes you no longer need (DELETE /api/v1/sandboxes/{id}), or raise --max-sandboxes"
 	SuggestLessResources  = "delete sandboxes you no longer need (DELETE /api/v1/sandboxes/{id}) or ask for less cpu and memory; the operator may raise --cpu-overcommit or --memory-overcommit"
+	SuggestHostRoom       = "delete sandboxes you no longer need (DELETE /api/v1/sandboxes/{id}); the operator may give the host more of what it lacks (the message says what)"
 )
 
 // Usage reports what new sandboxes are admitted against: every sandbox
@@ -101,6 +103,9 @@ func committing(sb *store.Sandbox) bool {
 // m.usageReads as the caller found it before it took admitMu (see
 // usageBound).
 func (m *Manager) admit(ctx context.Context, arrived uint64, milliCPU, memBytes int64, newRecord bool) error {
+	if err := m.checkHost(ctx); err != nil {
+		return err
+	}
 	if b := &m.bound; b.gen > arrived && m.refusal(b.u, milliCPU, memBytes, newRecord) == nil {
 		b.add(milliCPU, memBytes, newRecord)
 		return nil
@@ -117,6 +122,26 @@ func (m *Manager) admit(ctx context.Context, arrived uint64, milliCPU, memBytes 
 	}
 	m.bound.add(milliCPU, memBytes, newRecord)
 	return nil
+}
+
+// checkHost is admit's check of what the runtime's host has left that no
+// sandbox's limits count (sandbox.HostChecker; the oci runtime's process
+// ids): 507 INSUFFICIENT_CAPACITY with the usage and a suggestion, as
+// admit's other refusals.
+func (m *Manager) checkHost(ctx context.Context) error {
+	hc, ok := m.rt.(sandbox.HostChecker)
+	if !ok {
+		return nil
+	}
+	err := hc.CheckHost()
+	if err == nil {
+		return nil
+	}
+	u, uerr := m.Usage(ctx)
+	if uerr != nil {
+		return errors.Join(err, uerr)
+	}
+	return ResourceError(errdefs.WithCode(err, api.CodeInsufficientCapacity), u, SuggestHostRoom)
 }
 
 // refusal is admit's error for a sandbox of milliCPU and memBytes (a new

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 )
 
 // TestAdmission: every create passes one admission check. Past
@@ -76,6 +78,53 @@ func TestAdmission(t *testing.T) {
 		}
 	}
 	e.create(t, CreateRequest{CPU: "1", Memory: "1Gi"})
+}
+
+// TestAdmissionHost: a runtime whose host has no room left for a sandbox
+// (sandbox.HostChecker: the oci runtime's process ids) has creates and
+// starts refused with 507 INSUFFICIENT_CAPACITY, its message and the usage,
+// and nothing made or changed; once the host has room again they pass.
+func TestAdmissionHost(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	stopped := e.create(t, CreateRequest{})
+	if _, err := e.m.Stop(ctx, stopped.ID); err != nil {
+		t.Fatal(err)
+	}
+	short := fmt.Errorf("the host is out of process ids for another sandbox: %w", errdefs.ErrResourceExhausted)
+	e.rt.SetHooks(fakeruntime.Hooks{CheckHost: func() error { return short }})
+	calls := e.rt.Calls()
+	for name, call := range map[string]func() error{
+		"create": func() error { _, err := e.m.Create(ctx, CreateRequest{Image: "alpine"}); return err },
+		"start":  func() error { _, err := e.m.Start(ctx, stopped.ID); return err },
+	} {
+		err := call()
+		checkErr(t, err, errdefs.ErrResourceExhausted, api.CodeInsufficientCapacity)
+		if !strings.Contains(err.Error(), "out of process ids") {
+			t.Errorf("%s: %v, want the host's reason", name, err)
+		}
+		d := errdefs.Details(err)
+		if s, _ := d["suggestion"].(string); s != SuggestHostRoom {
+			t.Errorf("%s: suggestion %q", name, s)
+		}
+		if u, _ := d["usage"].(api.Usage); u.Sandboxes != 1 {
+			t.Errorf("%s: usage %+v, want the one sandbox", name, d["usage"])
+		}
+	}
+	if got := e.rt.Calls(); got.Create != calls.Create || got.Start != calls.Start {
+		t.Errorf("refused requests reached the runtime: %+v, before %+v", got, calls)
+	}
+	if recs := e.records(t); len(recs) != 1 {
+		t.Errorf("records after refusals: %v", recs)
+	}
+	if sb, _ := e.m.Get(ctx, stopped.ID); sb.Status != string(api.StatusSucceeded) {
+		t.Errorf("a refused start left the sandbox %s", sb.Status)
+	}
+	e.rt.SetHooks(fakeruntime.Hooks{})
+	if _, err := e.m.Start(ctx, stopped.ID); err != nil {
+		t.Errorf("start with room: %v", err)
+	}
+	e.create(t, CreateRequest{})
 }
 
 // TestAdmissionBound: a caller that arrived before admit's last read of

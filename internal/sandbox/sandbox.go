@@ -365,6 +365,16 @@ type NodePrepuller interface {
 	Prepull(ctx context.Context, ref string, progress func(ready, total int)) error
 }
 
+// HostChecker is implemented by runtimes whose sandboxes share something of
+// their host that no sandbox's limits bound and that the host can run out
+// of: the oci runtime's sandboxes share the machine's process ids. The
+// daemon asks before it makes or starts a sandbox; CheckHost returns nil
+// when one more fits, else an error wrapping errdefs.ErrResourceExhausted
+// that says what is short and how the operator adds to it.
+type HostChecker interface {
+	CheckHost() error
+}
+
 // UsageReader is implemented by runtimes that can measure resource use.
 type UsageReader interface {
 	Usage(ctx context.Context, id string) (Usage, error)

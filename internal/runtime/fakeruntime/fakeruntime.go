@@ -86,6 +86,9 @@ type Hooks struct {
 	Recover func(ctx context.Context) error
 	Pause   func(ctx context.Context, id string) error
 	Resume  func(ctx context.Context, id string) error
+	// CheckHost answers sandbox.HostChecker's CheckHost (nil: the host
+	// has room).
+	CheckHost func() error
 	// Exec sees every exec request an agent receives, with /workspace
 	// already mapped to the sandbox's directory. An error refuses the
 	// request: the agent answers 403 PERMISSION_DENIED with its message.
@@ -195,6 +198,17 @@ func (r *Runtime) count(c *int) Hooks {
 	defer r.mu.Unlock()
 	*c++
 	return r.hooks
+}
+
+// CheckHost implements sandbox.HostChecker with Hooks.CheckHost.
+func (r *Runtime) CheckHost() error {
+	r.mu.Lock()
+	check := r.hooks.CheckHost
+	r.mu.Unlock()
+	if check == nil {
+		return nil
+	}
+	return check()
 }
 
 // Name returns "fake".

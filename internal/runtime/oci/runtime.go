@@ -218,7 +218,7 @@ func New(cfg Config) (*Runtime, error) {
 			nofile = min(nofile, lim.Max)
 		}
 	}
-	return &Runtime{
+	r := &Runtime{
 		cfg:          cfg,
 		oomAdjust:    oomAdjust,
 		nofile:       nofile,
@@ -232,7 +232,9 @@ func New(cfg Config) (*Runtime, error) {
 		log:          cfg.Logger,
 		clients:      make(map[string]*agent.Client),
 		egress:       make(map[string]func()),
-	}, nil
+	}
+	r.logHostPids()
+	return r, nil
 }
 
 // fsTopdirFL is FS_TOPDIR_FL of linux/fs.h (chattr +T).
