@@ -47,8 +47,8 @@ var (
 
 // pythonBootstrap, the Python kernel's command line, reads its stdin to
 // the end and runs the loader at its head (pythonLoader, up to a NUL byte),
-// which finds the rest in d.
-const pythonBootstrap = "import os;l,_,d=b''.join(iter(lambda:os.read(0,65536),b'')).partition(b'\\0');exec(l)"
+// which finds the rest in d. Its comment tells the kernel in ps.
+const pythonBootstrap = "import os;l,_,d=b''.join(iter(lambda:os.read(0,65536),b'')).partition(b'\\0');exec(l)#<agent2env kernel>"
 
 // pythonLoader runs the driver: compiled ahead (pythonDriverCode) when the
 // interpreter's bytecode has its magic number, else from its source (the

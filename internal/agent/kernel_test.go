@@ -453,7 +453,8 @@ func TestKernelPythonIdleModules(t *testing.T) {
 }
 
 // TestKernelPythonDriverOnStdin checks that the Python kernel took its
-// driver on stdin, not on its command line (which it would hold for good),
+// driver on stdin, not on its command line (which it would hold for good;
+// the command line names the kernel for ps and tests),
 // that user code sees sys.argv and sys.path[0] as before, and that it and
 // the processes it starts still read /dev/null as stdin.
 // (TestKernelCancelInterrupts covers SIGINT, set through _signal.)
@@ -461,7 +462,8 @@ func TestKernelPythonDriverOnStdin(t *testing.T) {
 	c := startKernelAgent(t)
 	newKernel(t, c, "stdin", LangPython)
 	out := execute(t, c, "stdin", `import os, subprocess, sys
-print(len(open("/proc/self/cmdline", "rb").read()) < 200, sys.argv, repr(sys.path[0]))
+cmdline = open("/proc/self/cmdline", "rb").read()
+print(len(cmdline) < 200 and b"<agent2env kernel>" in cmdline, sys.argv, repr(sys.path[0]))
 print(os.path.samestat(os.fstat(0), os.stat(os.devnull)), repr(sys.stdin.read()))
 print(repr(subprocess.run(["cat"], capture_output=True).stdout))
 try:

@@ -125,7 +125,7 @@ for i in $(seq 50); do [ -s /workspace/v ] && break; sleep 0.1; done; cat /works
 		}
 		ps := d.exec(r.ID, "bash", "-c", `for p in /proc/[0-9]*; do echo "${p#/proc/} $(tr '\0' ' ' <$p/cmdline | head -c 160)"; done`)
 		// The context's kernel is there (python3 -c and the agent's
-		// bootstrap, which names the driver's code), with its memory, as a
+		// bootstrap, whose comment names it), with its memory, as a
 		// context of the restored sandbox under a new id.
 		if !strings.Contains(ps.Stdout, "<agent2env kernel>") {
 			t.Errorf("no Python kernel in the restored sandbox; its processes:\n%s", ps.Stdout)
