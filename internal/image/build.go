@@ -85,6 +85,14 @@ chroot "$1" useradd --uid 1000 --gid 1000 --home-dir /home/sandbox --create-home
 install -d -o 1000 -g 1000 -m 0755 "$1/workspace"
 find "$1/var/lib/apt/lists" "$1/var/cache/apt" -type f -delete`
 
+// profileHook runs after customizeHook in every image. Debian's
+// /etc/profile asks id(1) for the user's id, twice for an interactive
+// shell: a fork and an exec in every login shell, which the E2B SDKs start
+// for every command they run (bash -l -c). bash has the id as $EUID; sh
+// (dash), which has not, still asks id.
+const profileHook = `set -e
+sed -i 's/"$(id -u)"/"${EUID:-$(id -u)}"/' "$1/etc/profile"`
+
 // matplotlibHook runs after customizeHook in images with Debian's
 // matplotlib, whose matplotlib-*-nspkg.pth (a setuptools namespace shim for
 // mpl_toolkits) makes every Python process import importlib.util,
@@ -113,6 +121,7 @@ func (rc recipe) options() []string {
 		"--dpkgopt=path-exclude=/usr/share/info/*",
 		"--dpkgopt=path-exclude=/usr/share/locale/*",
 		"--customize-hook=" + customizeHook,
+		"--customize-hook=" + profileHook,
 	}
 	if slices.Contains(rc.packages, "python3-matplotlib") {
 		opts = append(opts, "--customize-hook="+matplotlibHook)

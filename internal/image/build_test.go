@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -83,7 +84,7 @@ func TestMmdebstrapArgs(t *testing.T) {
 			var hook string
 			for _, a := range args {
 				if h, ok := strings.CutPrefix(a, "--customize-hook="); ok {
-					hook = h
+					hook += h + "\n"
 				}
 			}
 			for _, want := range []string{
@@ -97,6 +98,51 @@ func TestMmdebstrapArgs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProfileHook runs profileHook on Debian bookworm's /etc/profile
+// (testdata/debian-profile, from base-files 12.4): no "$(id -u)" is left
+// for bash, and what the file sets (PATH, PS1) is the same as before, in
+// bash and in sh, in a login shell and an interactive one.
+func TestProfileHook(t *testing.T) {
+	orig, err := os.ReadFile("testdata/debian-profile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	profile := filepath.Join(root, "etc/profile")
+	if err := os.MkdirAll(filepath.Dir(profile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(profile, orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("sh", "-c", profileHook, "sh", root).CombinedOutput(); err != nil {
+		t.Fatalf("hook: %v: %s", err, out)
+	}
+	patched, err := os.ReadFile(profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(patched), `"${EUID:-$(id -u)}"`); n != 2 || strings.Contains(strings.ReplaceAll(string(patched), `${EUID:-$(id -u)}`, ""), "id -u") {
+		t.Fatalf("patched profile (%d uses of EUID):\n%s", n, patched)
+	}
+	for _, shell := range []string{"bash", "sh"} {
+		for _, ps1 := range []string{"", "> "} {
+			source := func(file string) string {
+				cmd := exec.Command(shell, "-c", `. "$0"; printf '%s|%s' "$PATH" "$PS1"`, file)
+				cmd.Env = []string{"PS1=" + ps1, "PATH=/usr/bin:/bin"}
+				out, err := cmd.Output()
+				if err != nil {
+					t.Fatalf("%s: . %s: %v", shell, file, err)
+				}
+				return string(out)
+			}
+			if got, want := source(profile), source("testdata/debian-profile"); got != want {
+				t.Errorf("%s, PS1 %q: the patched profile sets %q, Debian's %q", shell, ps1, got, want)
+			}
+		}
 	}
 }
 
