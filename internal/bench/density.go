@@ -112,8 +112,8 @@ const (
 
 // roomForPids makes sure the host's process ids hold n idle sandboxes
 // more than there are threads now: where kernel.pid_max is lower, it sets
-// it to systemd's default (4,194,304, what most hosts run with; kernels
-// start at 32,768, which holds about 1,300) and says so, and restore puts
+// it to systemd's default (4,194,304, what most hosts run with; Linux
+// starts at 32,768, which holds about 1,300) and says so, and restore puts
 // the old value back. The daemon would refuse the sandboxes past the
 // limit with 507 INSUFFICIENT_CAPACITY.
 func roomForPids(n int) (restore func(), err error) {

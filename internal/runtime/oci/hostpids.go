@@ -17,8 +17,8 @@ import (
 // its own share, not what all of them take together. An idle sandbox holds
 // about sandboxPids: its agent keeps spare threads (16, so that a sandbox
 // whose processes are used up cannot crash it) besides the Go runtime's,
-// and a code context holds a kernel. Kernels' default pid_max is 32,768 (or
-// 1,024 per cpu), which is spent at about 1,400 idle sandboxes; systemd
+// and a code context holds a kernel. Linux's default pid_max is 32,768 (or
+// 1,024 per cpu), which is spent at about 1,300 idle sandboxes; systemd
 // raises it to 4,194,304 (systemdPidMax) on 64-bit hosts. Past the limit a
 // new process of any sandbox, or of the host, fails to start, and a new
 // agent dies at its start. So the runtime refuses a sandbox that would
