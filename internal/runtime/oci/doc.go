@@ -251,7 +251,10 @@
 // memory (without swap, where the host accounts swap) and pids limits; both
 // cgroup v1 and v2 hosts work. The hash of Root in the path keeps runtimes
 // on different roots (two daemons, a daemon and tests) out of each other's
-// way: Recover removes stray cgroups of its own root only.
+// way: Recover removes stray cgroups of its own root only. What the pids
+// limits do not bound, the host's process ids shared by all sandboxes,
+// CheckHost does: a sandbox that would leave the host too few is refused
+// before it is made (hostpids.go).
 //
 // Status is read from the agent's pid and start time rather than by running
 // `runc state`, so listing hundreds of sandboxes costs no exec.
