@@ -21,6 +21,9 @@ const shots = env("SCREENSHOT_DIR");
 let browser, page;
 // What the page reports that a test must not see: CSP violations, errors.
 const problems = [];
+// The requests the daemon answered with a 5xx, which the page reports as a
+// bare "Failed to load resource": the final check names them.
+const failed = [];
 
 before(async () => {
   // --no-sandbox: the tests run as root, where chromium's own sandbox
@@ -29,6 +32,7 @@ before(async () => {
   page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
   page.on("console", (m) => m.type() === "error" && !/status of 401/.test(m.text()) && problems.push(m.text()));
   page.on("pageerror", (e) => problems.push(String(e)));
+  page.on("response", (r) => r.status() >= 500 && failed.push(`${r.request().method()} ${r.url()}: ${r.status()}`));
   page.on("dialog", (d) => d.accept());
 });
 
@@ -610,7 +614,7 @@ test("a dark theme, and no error or CSP violation on any page", async () => {
   await nav("Overview").click();
   await page.getByText("Capacity").waitFor();
   await shot("overview-dark");
-  assert.deepEqual(problems, []);
+  assert.deepEqual([...problems, ...failed], []);
 });
 
 // Performance: what the issue asks of the console's pages, from answers the
