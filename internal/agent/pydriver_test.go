@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -108,34 +109,55 @@ func TestPythonBootstrap(t *testing.T) {
 // bootKernel starts python3 with the bootstrap and input on its stdin,
 // the request pipe closed at once, and returns what it wrote on its
 // control pipe (the driver's ready message, then nothing: it ends at the
-// requests' end).
+// requests' end). It starts and waits through the process's reaper, as the
+// agent does: once an agent of these tests runs, the reaper takes every
+// child that exits, and os/exec's Wait would find none.
 func bootKernel(t *testing.T, input string) string {
 	t.Helper()
-	reqR, reqW, err := os.Pipe()
+	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctlR, ctlW, err := os.Pipe()
+	var pipes [8]*os.File // stdin, stderr, requests, control: read and write ends
+	for i := 0; i < len(pipes); i += 2 {
+		if pipes[i], pipes[i+1], err = os.Pipe(); err != nil {
+			t.Fatal(err)
+		}
+		defer pipes[i].Close()
+		defer pipes[i+1].Close()
+	}
+	stdinR, stdinW, stderrR, stderrW := pipes[0], pipes[1], pipes[2], pipes[3]
+	reqR, reqW, ctlR, ctlW := pipes[4], pipes[5], pipes[6], pipes[7]
+	attr := &syscall.ProcAttr{Env: os.Environ(), Files: []uintptr{stdinR.Fd(), stderrW.Fd(), stderrW.Fd(), reqR.Fd(), ctlW.Fd()}}
+	_, exited, err := processReaper().start(func() (int, error) {
+		return syscall.ForkExec(py, []string{py, "-c", pythonBootstrap}, attr)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ctlR.Close()
-	reqW.Close()
+	for _, f := range []*os.File{stdinR, stderrW, reqR, reqW, ctlW} { // the child's ends, and no requests
+		f.Close()
+	}
+	go func() {
+		_, _ = stdinW.WriteString(input)
+		stdinW.Close()
+	}()
 	var stderr bytes.Buffer
-	cmd := exec.Command("python3", "-c", pythonBootstrap)
-	cmd.Stdin = strings.NewReader(input)
-	cmd.Stderr = &stderr
-	cmd.ExtraFiles = []*os.File{reqR, ctlW} // fds 3 and 4
-	cmd.WaitDelay = 10 * time.Second
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	reqR.Close()
-	ctlW.Close()
+	read := make(chan struct{})
+	go func() {
+		_, _ = stderr.ReadFrom(stderrR)
+		close(read)
+	}()
 	var ctl bytes.Buffer
 	_, _ = ctl.ReadFrom(ctlR)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("kernel: %v: %s", err, stderr.String())
+	select {
+	case ws := <-exited:
+		if ws.ExitStatus() != 0 {
+			<-read
+			t.Fatalf("kernel exited with %d: %s", ws.ExitStatus(), stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the kernel did not exit once its requests ended")
 	}
 	return ctl.String()
 }
