@@ -228,8 +228,14 @@ func (a *agents) onPod(ctx context.Context, pod *corev1.Pod, ip netip.Addr) erro
 	a.mu.Unlock()
 	exited := make(chan struct{})
 	a.wg.Go(func() {
-		_ = cmd.Wait()
+		err := cmd.Wait()
 		removeCgroups(a.t, cgroups)
+		if ctx.Err() == nil {
+			// Nothing stops an agent but its Pod's deletion: say why this
+			// one ended, or the test sees only a refused connection.
+			out, _ := os.ReadFile(root + ".log")
+			a.t.Logf("agent of pod %s exited (%v) while its pod lives; its output:\n%s", pod.Name, err, out)
+		}
 		close(exited)
 	})
 	a.wg.Go(func() {

@@ -201,6 +201,46 @@ func TestIPRange(t *testing.T) {
 	}
 }
 
+// TestIPRangeLease checks that ranges held at once, as by clusters of
+// test processes running side by side, never share a B: each holds its
+// lease, which no one else can take until it is released. (It takes 40
+// of the 190, leaving the clusters of other packages running meanwhile
+// their room.)
+func TestIPRangeLease(t *testing.T) {
+	held := map[byte]bool{}
+	var ranges []ipRange
+	t.Cleanup(func() {
+		for i := range ranges {
+			ranges[i].release()
+		}
+	})
+	lease := func(b byte) string {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, b, 255, 254}), ipLeasePort).String()
+	}
+	for range 40 {
+		r, err := newIPRange()
+		if err != nil {
+			t.Fatalf("range %d: %v", len(ranges)+1, err)
+		}
+		if held[r.b] {
+			t.Fatalf("127.%d.0.0/16 handed out twice", r.b)
+		}
+		held[r.b] = true
+		ranges = append(ranges, r)
+		if l, err := net.Listen("tcp", lease(r.b)); err == nil {
+			l.Close()
+			t.Fatalf("the lease of 127.%d.0.0/16 could be taken while held", r.b)
+		}
+	}
+	b := ranges[0].b
+	ranges[0].release()
+	l, err := net.Listen("tcp", lease(b))
+	if err != nil {
+		t.Fatalf("the lease of 127.%d.0.0/16 after its release: %v", b, err)
+	}
+	l.Close()
+}
+
 func isReady(pod *corev1.Pod) bool {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady {

@@ -3,11 +3,14 @@ package kubetest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/netip"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,10 +71,14 @@ func startPodDispatcher(t testing.TB, config *rest.Config, nodes []string, opts 
 	if onPod == nil {
 		onPod = func(context.Context, *corev1.Pod, netip.Addr) error { return nil }
 	}
+	ips, err := newIPRange()
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &podDispatcher{
 		t: t, client: client, dynamic: dyn, nodes: nodes, onPod: onPod, ports: opts.ForwardPorts, cancel: cancel,
-		live: map[types.UID]context.CancelFunc{}, ips: newIPRange(), ctx: ctx,
+		live: map[types.UID]context.CancelFunc{}, ips: ips, ctx: ctx,
 	}
 	factory := informers.NewSharedInformerFactory(client, 0)
 	inf := factory.Core().V1().Pods().Informer()
@@ -81,12 +88,14 @@ func startPodDispatcher(t testing.TB, config *rest.Config, nodes []string, opts 
 		DeleteFunc: d.forget,
 	}); err != nil {
 		cancel()
+		ips.release()
 		return nil, err
 	}
 	factory.Start(ctx.Done())
 	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			cancel()
+			ips.release()
 			return nil, fmt.Errorf("sync the pod informer (%v)", typ)
 		}
 	}
@@ -194,18 +203,40 @@ func (d *podDispatcher) stop() {
 	d.cancel()
 	d.mu.Unlock()
 	d.wg.Wait()
+	d.ips.release()
 }
 
-// ipRange hands out the addresses of 127.B.0.0/16 in turn, B chosen at
-// random per cluster, so that clusters of tests running at once rarely
-// share an address. Every 127/8 address is local on Linux: a test can
-// listen on any of them with no setup.
+// ipRange hands out the addresses of 127.B.0.0/16 in turn. Every 127/8
+// address is local on Linux: a test can listen on any of them with no
+// setup. Clusters of tests running at once (packages, or two test runs,
+// on one machine) must not share a B, or one Pod's agent would take
+// another's address: a range holds its B by a listener of its own on
+// 127.B.255.254, which no Pod is given, for as long as it is used.
 type ipRange struct {
-	b byte
-	n int
+	b     byte
+	n     int
+	lease net.Listener
 }
 
-func newIPRange() ipRange { return ipRange{b: byte(64 + rand.IntN(190))} }
+// ipLeasePort is the port of a range's lease, above the ephemeral ports
+// (an outgoing connection never holds it) and unprivileged.
+const ipLeasePort = 65534
+
+// newIPRange takes a B no other range on this machine holds, trying them
+// in random order.
+func newIPRange() (ipRange, error) {
+	for _, i := range rand.Perm(190) {
+		b := byte(64 + i)
+		l, err := net.Listen("tcp", netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, b, 255, 254}), ipLeasePort).String())
+		if err == nil {
+			return ipRange{b: b, lease: l}, nil
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			return ipRange{}, fmt.Errorf("hold an address range for the pods: %w", err)
+		}
+	}
+	return ipRange{}, errors.New("every 127.B.0.0/16 range for pods is held by another cluster")
+}
 
 // next returns the next address, skipping those ending in .0 and .255.
 func (r *ipRange) next() netip.Addr {
@@ -213,6 +244,9 @@ func (r *ipRange) next() netip.Addr {
 	r.n++
 	return ip
 }
+
+// release lets another range take B.
+func (r *ipRange) release() { _ = r.lease.Close() }
 
 // EvictSandbox evicts the Pod named pod through the eviction API, as a
 // drain would, behind the runtime's back, and waits until rt no longer
