@@ -30,7 +30,11 @@ type notifier struct {
 	// listened has a channel per topic listened to, closed once the
 	// listening connection's LISTEN of it is in force; topics stay.
 	listened map[string]chan struct{}
-	// added wakes the listening connection to LISTEN a new topic.
+	// added wakes the listening connection to LISTEN a new topic: it
+	// connects again and LISTENs to all, so notifications of the topics
+	// already listened to that are sent during that reconnect are lost,
+	// as during one after a failure (a daemon adds its topics as it
+	// starts).
 	added chan struct{}
 	stop  context.CancelFunc // of the listening connection; nil before
 	done  chan struct{}
@@ -135,10 +139,15 @@ func (n *notifier) listen(ctx context.Context) error {
 	default:
 	}
 	n.mu.Unlock()
-	for topic, ready := range topics {
+	for topic := range topics {
 		if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{n.prefix + topic}.Sanitize()); err != nil {
 			return err
 		}
+	}
+	// Only now is every topic in force again: a Listen of a new topic
+	// returns after the old ones are listened to on this connection too,
+	// so what its caller notifies next on any of them is heard.
+	for _, ready := range topics {
 		select {
 		case <-ready:
 		default:
