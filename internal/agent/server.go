@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -193,15 +194,16 @@ func (s *Server) handleInfo(w http.ResponseWriter, r *http.Request) {
 }
 
 // countProcesses counts the numeric entries of /proc: in the sandbox's pid
-// namespace, every process of the sandbox.
+// namespace, every process of the sandbox but the OOM guard.
 func countProcesses() int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0
 	}
+	guard := strconv.Itoa(theOOMGuard.running())
 	n := 0
 	for _, e := range ents {
-		if name := e.Name(); name != "" && name[0] >= '0' && name[0] <= '9' {
+		if name := e.Name(); name != "" && name[0] >= '0' && name[0] <= '9' && name != guard {
 			n++
 		}
 	}
