@@ -379,6 +379,10 @@ func (s *Store) mmdebstrap(ctx context.Context, rc recipe, out string, lock *os.
 	cmd.Stderr = log
 	s.log.Info("running mmdebstrap", "args", cmd.Args)
 	if err := cmd.Run(); err != nil {
+		// WaitDelay kills mmdebstrap alone: what of its group outlives
+		// it (apt, dpkg) would write on in the work dir while the
+		// deferred removal runs, and leave it behind.
+		endGroup(cmd.Process.Pid)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -397,6 +401,19 @@ func (s *Store) mmdebstrap(ctx context.Context, rc recipe, out string, lock *os.
 		return err
 	}
 	return syncDir(filepath.Dir(out))
+}
+
+// endGroup kills what is left of process group pgid and waits, a few
+// seconds at most, for it to be gone.
+func endGroup(pgid int) {
+	if syscall.Kill(-pgid, syscall.SIGKILL) != nil {
+		return // nothing left
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if syscall.Kill(-pgid, 0) != nil {
+			return
+		}
+	}
 }
 
 // buildStep picks the progress out of a line of mmdebstrap output: its

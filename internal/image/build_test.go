@@ -371,7 +371,7 @@ func TestBuildCancel(t *testing.T) {
 		t.Fatalf("Build: %v, want context.Canceled", err)
 	}
 	if left := dirEntries(t, cache); slices.ContainsFunc(left, func(n string) bool { return !strings.HasSuffix(n, ".lock") }) {
-		t.Errorf("cache dir holds %v after a cancelled build", left)
+		t.Errorf("cache dir holds %v after a cancelled build (Build: %v)", left, err)
 	}
 	if m, err := buildcache.MountsUnder(cache); err != nil || len(m) > 0 {
 		t.Errorf("mounts left under the cache dir: %v, %v", m, err)
