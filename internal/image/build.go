@@ -381,8 +381,11 @@ func (s *Store) mmdebstrap(ctx context.Context, rc recipe, out string, lock *os.
 	if err := cmd.Run(); err != nil {
 		// WaitDelay kills mmdebstrap alone: what of its group outlives
 		// it (apt, dpkg) would write on in the work dir while the
-		// deferred removal runs, and leave it behind.
-		endGroup(cmd.Process.Pid)
+		// deferred removal runs, and leave it behind. (No process: it
+		// never started, a context cancelled first.)
+		if cmd.Process != nil {
+			endGroup(cmd.Process.Pid)
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
