@@ -48,6 +48,11 @@ const (
 // connections before a dump.
 const connsClosedTimeout = 5 * time.Second
 
+// forwardsSettle bounds the wait, once the daemon has closed its ends of
+// the sandbox's forwards, for the agent to close its own: the sandbox is
+// frozen next, and a frozen agent closes nothing.
+const forwardsSettle = 200 * time.Millisecond
+
 // checkCRIU returns the path of the criu binary named by criu when `criu
 // check` passes with it (run with env added to the daemon's environment),
 // or "" (checkpoints off) with a warning saying why.
@@ -306,21 +311,40 @@ func (r *Runtime) dump(ctx context.Context, id, bin, sdir, dir string, leaveRunn
 // it serves the sandbox (stopSockets, which ends those connections: their
 // clients in the sandbox see them reset, as in a network blip, and a
 // connection made meanwhile is refused) and parked is true; the caller
-// serves them again (serveSockets) once the dump is done. A request of the
+// serves them again (serveSockets) once the dump is done. The agent's
+// ends of the forwards the daemon closed go once the agent reads their
+// end: it is given forwardsSettle to close them (CI once froze it first,
+// and CRIU refused the dump: "External socket is used"). A request of the
 // daemon's own still in flight (a command's output streaming, an attached
 // terminal) makes the checkpoint fail after connsClosedTimeout.
 func (r *Runtime) waitConnsClosed(ctx context.Context, id string, pid int) (parked bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, connsClosedTimeout)
 	defer cancel()
+	var forwards map[string]bool // the agent's ends, when parked
+	var settle time.Time         // when the daemon's ends were found closed
 	for {
 		if c := r.cachedClient(id); c != nil {
 			c.Close()
 		}
 		host, inner, err := edgeConns(pid)
-		if err != nil || host+inner == 0 {
+		if err != nil {
 			return parked, err
 		}
+		if host+inner == 0 {
+			if settle.IsZero() {
+				settle = time.Now()
+			}
+			open, err := agentForwards(pid)
+			if err != nil || !anyOf(open, forwards) || time.Since(settle) > forwardsSettle {
+				return parked, err
+			}
+		} else {
+			settle = time.Time{}
+		}
 		if inner > 0 && !parked {
+			if forwards, err = agentForwards(pid); err != nil {
+				return false, err
+			}
 			r.stopSockets(id)
 			parked = true
 		}
@@ -370,24 +394,63 @@ func edgeConns(pid int) (host, inner int, err error) {
 	return host, inner, nil
 }
 
+// agentForwards returns the inodes of the connected unnamed unix sockets
+// that agent pid holds in the sandbox's network namespace: its ends of the
+// connections its forwards make to the daemon's services and egress proxy
+// (the connecting end of a unix connection has no name).
+func agentForwards(pid int) (map[string]bool, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/unix", pid))
+	if err != nil {
+		return nil, err
+	}
+	connected := map[string]bool{}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		// Num RefCount Protocol Flags Type St Inode [Path]; St 03 is
+		// SS_CONNECTED.
+		if f := strings.Fields(line); len(f) == 7 && f[5] == "03" {
+			connected[f[6]] = true
+		}
+	}
+	return socketSet(strconv.Itoa(pid), connected)
+}
+
+// anyOf reports whether any of want is in have.
+func anyOf(have, want map[string]bool) bool {
+	for ino := range want {
+		if have[ino] {
+			return true
+		}
+	}
+	return false
+}
+
 // socketsOf counts the open sockets of process proc ("self" or a pid)
 // whose inodes are in inodes.
 func socketsOf(proc string, inodes map[string]bool) (int, error) {
+	set, err := socketSet(proc, inodes)
+	return len(set), err
+}
+
+// socketSet returns the inodes of the open sockets of process proc that
+// are in inodes.
+func socketSet(proc string, inodes map[string]bool) (map[string]bool, error) {
 	fds, err := os.ReadDir("/proc/" + proc + "/fd")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	n := 0
+	set := map[string]bool{}
 	for _, fd := range fds {
 		link, err := os.Readlink("/proc/" + proc + "/fd/" + fd.Name())
 		if err != nil {
 			continue // closed meanwhile
 		}
-		if ino, ok := strings.CutPrefix(link, "socket:["); ok && inodes[strings.TrimSuffix(ino, "]")] {
-			n++
+		if ino, ok := strings.CutPrefix(link, "socket:["); ok {
+			if ino = strings.TrimSuffix(ino, "]"); inodes[ino] {
+				set[ino] = true
+			}
 		}
 	}
-	return n, nil
+	return set, nil
 }
 
 // unixInodes returns the inodes of the unix sockets listed in path, a
