@@ -199,19 +199,8 @@ func trampolineFailed(err error) bool {
 
 // startUser starts a user command (a command, a kernel, the main process)
 // through the reaper, with userOOMScore from its first instruction (see
-// oomExec) when the agent runs commands as another user; the first such
-// start also starts the OOM guard (oomguard.go).
+// oomExec) when the agent runs commands as another user.
 func (s *Server) startUser(path string, argv []string, attr *syscall.ProcAttr) (int, <-chan syscall.WaitStatus, error) {
-	pid, exited, err := s.startUserProcess(path, argv, attr)
-	if err == nil && s.uid >= 0 {
-		if o := s.oomExec(); o != nil && !o.off.Load() {
-			theOOMGuard.keep(s, o)
-		}
-	}
-	return pid, exited, err
-}
-
-func (s *Server) startUserProcess(path string, argv []string, attr *syscall.ProcAttr) (int, <-chan syscall.WaitStatus, error) {
 	return s.reaper.start(func() (int, error) {
 		if s.uid < 0 {
 			return syscall.ForkExec(path, argv, attr)

@@ -46,8 +46,9 @@ func TestOOMExecTrampoline(t *testing.T) {
 			if err := os.WriteFile(tramp, file, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			// command runs the trampoline with args, natively or under qemu.
-			command := func(args ...string) *exec.Cmd {
+			// start runs the trampoline on path and argv, its report fd 3.
+			start := func(path string, argv ...string) *exec.Cmd {
+				args := append([]string{"3", path}, argv...)
 				if arch == runtime.GOARCH {
 					return &exec.Cmd{Path: tramp, Args: args}
 				}
@@ -58,11 +59,7 @@ func TestOOMExecTrampoline(t *testing.T) {
 				if err != nil {
 					testenv.Missing(t, "%s runs the %s trampoline: scripts/deps.sh --tests installs qemu-user", qemuUser[arch], arch)
 				}
-				return exec.Command(qemu, append([]string{"-0", args[0], tramp}, args[1:]...)...)
-			}
-			// start runs the trampoline on path and argv, its report fd 3.
-			start := func(path string, argv ...string) *exec.Cmd {
-				return command(append([]string{"3", path}, argv...)...)
+				return exec.Command(qemu, append([]string{"-0", "3", tramp}, args[1:]...)...)
 			}
 			for _, tc := range []struct {
 				name      string
@@ -125,59 +122,6 @@ func TestOOMExecTrampoline(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestOOMGuard checks the agent's guard: started after a command where the
-// agent's own score lets the killer take it, started again when it dies,
-// in a process group of its own. (That Info does not count it among the
-// sandbox's processes, the runtimes' fork-bomb conformance test checks.)
-func TestOOMGuard(t *testing.T) {
-	testenv.RequireRoot(t)
-	s := NewServer(ServerConfig{Cwd: "/", UID: 65534, GID: 65534, Env: []string{"PATH=/usr/bin:/bin"}})
-	if s.oomExec() == nil {
-		t.Fatalf("no OOM trampoline on %s", runtime.GOARCH)
-	}
-	var out bytes.Buffer
-	fw := &frameWriter{w: &out, flush: func() error { return nil }}
-	if res := s.run(context.Background(), &ExecRequest{Command: []string{"true"}}, "/", nil, fw); res.ExitCode != 0 {
-		t.Fatalf("exec: %+v", res)
-	}
-	if strings.TrimSpace(readFile(t, procOOMScore)) == "-1000" {
-		time.Sleep(3 * guardRestart)
-		if pid := theOOMGuard.running(); pid != 0 {
-			t.Errorf("a guard (%d) runs beside an agent the killer cannot take", pid)
-		}
-		return
-	}
-	guard := func(not int) int {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if pid := theOOMGuard.running(); pid != 0 && pid != not {
-				return pid
-			}
-		}
-		t.Fatalf("no OOM guard (other than %d) 5 s after a command", not)
-		return 0
-	}
-	first := guard(0)
-	p, ok := readProc(first)
-	if !ok {
-		t.Fatalf("the guard %d is not in /proc", first)
-	}
-	if p.pgid != first {
-		t.Errorf("the guard %d is in process group %d, want its own", first, p.pgid)
-	}
-	proc := "/proc/" + strconv.Itoa(first)
-	if got := strings.TrimSpace(readFile(t, proc+"/oom_score_adj")); got != strconv.Itoa(userOOMScore) {
-		t.Errorf("the guard's oom_score_adj is %s, want %d", got, userOOMScore)
-	}
-	if got, want := readFile(t, proc+"/cmdline"), strings.Join(guardArgv, "\x00")+"\x00"; got != want {
-		t.Errorf("the guard runs %q, want %q", got, want)
-	}
-	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	guard(first)
 }
 
 // The machine code in oomexec_code.go is what oomexec/gen.sh makes of the

@@ -32,7 +32,7 @@ func (m *memParts) add(pid string) {
 // memory; v2: anon, file, kernel, sock, slab, pagetables) — and the
 // daemon's own memory beside the figure it had before the sandboxes.
 func densityBreakdown(ids []string, daemonPid int, daemonPssBefore int64) {
-	kinds := map[string]*memParts{"agent": {}, "kernel": {}, "OOM guard": {}, "other": {}}
+	kinds := map[string]*memParts{"agent": {}, "kernel": {}, "other": {}}
 	stat := map[string]int64{}
 	var kmem int64
 	for _, id := range ids {
@@ -44,8 +44,6 @@ func densityBreakdown(ids []string, daemonPid int, daemonPssBefore int64) {
 				kinds["agent"].add(pid)
 			case strings.Contains(strings.Split(string(cmdline), "\x00")[0], "python"):
 				kinds["kernel"].add(pid)
-			case strings.HasPrefix(string(cmdline), "agent2env-oom-guard\x00"):
-				kinds["OOM guard"].add(pid)
 			default:
 				kinds["other"].add(pid)
 			}
@@ -64,7 +62,7 @@ func densityBreakdown(ids []string, daemonPid int, daemonPssBefore int64) {
 		kmem += n
 	}
 	per := func(v int64) float64 { return float64(v) / float64(len(ids)) / (1 << 20) }
-	for _, k := range []string{"agent", "kernel", "OOM guard", "other"} {
+	for _, k := range []string{"agent", "kernel", "other"} {
 		m := kinds[k]
 		if m.procs == 0 {
 			continue

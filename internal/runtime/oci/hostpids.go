@@ -17,8 +17,7 @@ import (
 // its own share, not what all of them take together. An idle sandbox holds
 // about sandboxPids: its agent keeps spare threads (16, so that a sandbox
 // whose processes are used up cannot crash it) besides the Go runtime's,
-// a code context holds a kernel, and an agent the OOM killer could take
-// keeps its guard (internal/agent/oomguard.go). Linux's default pid_max is 32,768 (or
+// and a code context holds a kernel. Linux's default pid_max is 32,768 (or
 // 1,024 per cpu), which is spent at about 1,300 idle sandboxes; systemd
 // raises it to 4,194,304 (systemdPidMax) on 64-bit hosts. Past the limit a
 // new process of any sandbox, or of the host, fails to start, and a new
@@ -27,7 +26,7 @@ import (
 // create and start), and says at its start how many idle sandboxes the
 // host's ids allow when that is fewer than fewSandboxes.
 const (
-	sandboxPids   = 25
+	sandboxPids   = 24
 	systemdPidMax = 4194304
 	fewSandboxes  = 10000
 )

@@ -23,11 +23,11 @@ func TestHostPids(t *testing.T) {
 		wantRoom int64
 		wantErr  string // "" when a sandbox fits; a part of the error otherwise
 	}{
-		{"kernel default, idle host", "32768\n", "192739\n", "0.10 0.20 0.30 2/300 4242\n", (32768 - 512 - 300) / sandboxPids, ""},
-		{"kernel default, 1,300 sandboxes", "32768\n", "192739\n", "1.00 1.00 1.00 3/31500 999\n", (32768 - 512 - 31500) / sandboxPids, ""},
+		{"kernel default, idle host", "32768\n", "192739\n", "0.10 0.20 0.30 2/300 4242\n", (32768 - 512 - 300) / 24, ""},
+		{"kernel default, 1,300 sandboxes", "32768\n", "192739\n", "1.00 1.00 1.00 3/31500 999\n", (32768 - 512 - 31500) / 24, ""},
 		{"kernel default, full", "32768\n", "192739\n", "1.00 1.00 1.00 3/32250 999\n", 0, "32250 threads exist, the host allows 32768 (kernel.pid_max 32768"},
 		{"systemd's pid_max, threads-max lower", "4194304\n", "100000\n", "0 0 0 1/98500 1\n", 0, "the host allows 100000 (kernel.pid_max 4194304, kernel.threads-max 100000)"},
-		{"systemd's pid_max", "4194304\n", "192739\n", "0 0 0 1/50000 1\n", (192739 - 3011 - 50000) / sandboxPids, ""},
+		{"systemd's pid_max", "4194304\n", "192739\n", "0 0 0 1/50000 1\n", (192739 - 3011 - 50000) / 24, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			proc := fakeProc(t, tc.pidMax, tc.threads, tc.loadavg)
