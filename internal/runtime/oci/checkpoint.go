@@ -331,6 +331,9 @@ func (r *Runtime) waitConnsClosed(ctx context.Context, id string, pid int) (park
 			return parked, err
 		}
 		if host+inner == 0 {
+			if len(forwards) == 0 {
+				return parked, nil
+			}
 			if settle.IsZero() {
 				settle = time.Now()
 			}
@@ -399,17 +402,12 @@ func edgeConns(pid int) (host, inner int, err error) {
 // connections its forwards make to the daemon's services and egress proxy
 // (the connecting end of a unix connection has no name).
 func agentForwards(pid int) (map[string]bool, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/unix", pid))
+	// St 03 is SS_CONNECTED; seven fields, no path.
+	connected, err := unixInodesWhere(fmt.Sprintf("/proc/%d/net/unix", pid), func(f []string) bool {
+		return len(f) == 7 && f[5] == "03"
+	})
 	if err != nil {
 		return nil, err
-	}
-	connected := map[string]bool{}
-	for _, line := range strings.Split(string(b), "\n")[1:] {
-		// Num RefCount Protocol Flags Type St Inode [Path]; St 03 is
-		// SS_CONNECTED.
-		if f := strings.Fields(line); len(f) == 7 && f[5] == "03" {
-			connected[f[6]] = true
-		}
 	}
 	return socketSet(strconv.Itoa(pid), connected)
 }
@@ -456,13 +454,20 @@ func socketSet(proc string, inodes map[string]bool) (map[string]bool, error) {
 // unixInodes returns the inodes of the unix sockets listed in path, a
 // /proc/<pid>/net/unix.
 func unixInodes(path string) (map[string]bool, error) {
+	return unixInodesWhere(path, func([]string) bool { return true })
+}
+
+// unixInodesWhere returns the inodes of the unix sockets listed in path
+// whose fields (Num RefCount Protocol Flags Type St Inode [Path]) keep
+// accepts.
+func unixInodesWhere(path string, keep func(fields []string) bool) (map[string]bool, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	inodes := map[string]bool{}
 	for _, line := range strings.Split(string(b), "\n")[1:] {
-		if f := strings.Fields(line); len(f) >= 7 {
+		if f := strings.Fields(line); len(f) >= 7 && keep(f) {
 			inodes[f[6]] = true
 		}
 	}
