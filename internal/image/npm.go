@@ -136,6 +136,9 @@ func (s *Store) npmInstall(ctx context.Context, n *npmPart, root string, p Progr
 	cmd.Stdout, cmd.Stderr = log, log
 	s.log.Info("running npm", "args", cmd.Args, "dir", dir)
 	if err := cmd.Run(); err != nil {
+		if cmd.Process != nil { // as mmdebstrap's: WaitDelay kills npm alone
+			endGroup(cmd.Process.Pid)
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
