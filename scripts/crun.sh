@@ -22,6 +22,10 @@
 # linked in: it loads libc and libcap only, where Debian's crun loads six
 # libraries on every command. Each run marks its version used and prunes
 # the others, unused for an hour (scripts/cache-prune.sh).
+#
+# One patch (scripts/crun/*.patch): crun read all of /proc/mounts on every
+# container start to learn whether SELinux is on, a cost that grows with
+# each live sandbox's mounts; it now asks /proc/filesystems first.
 set -euo pipefail
 
 VERSION=1.21
@@ -29,7 +33,7 @@ ORIG_URL=http://deb.debian.org/debian/pool/main/c/crun/crun_${VERSION}.orig.tar.
 ORIG_SHA256=4bfb700e764a4804a4de3ecf07753f4c391005356d60356df65d80ae0914c486
 # Change RECIPE whenever the way crun is built changes, so the key changes.
 RECIPE=1
-BUILD_DEPS=(gcc make pkg-config curl libcap-dev)
+BUILD_DEPS=(gcc make pkg-config curl patch libcap-dev)
 
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=cache-prune.sh
@@ -46,7 +50,7 @@ else
 	criu=$("$here/criu.sh")
 fi
 criu_dir=$(dirname "$criu")
-key=$(echo "recipe $RECIPE $ORIG_SHA256 $(basename "$criu_dir")" | sha256sum | cut -c1-12)
+key=$( { echo "recipe $RECIPE $ORIG_SHA256 $(basename "$criu_dir")"; cat "$here"/crun/*.patch; } | sha256sum | cut -c1-12)
 cache=$root/crun-$VERSION-$key
 bin=$cache/crun
 
@@ -59,6 +63,10 @@ if [ ! -x "$bin" ]; then
 	log "building crun $VERSION into $cache (once; later runs reuse it)"
 	unpack_source "$ORIG_URL" "$ORIG_SHA256" "${BUILD_DEPS[@]}"
 	src=$work/crun-$VERSION
+	for p in "$here"/crun/*.patch; do
+		log "applying $(basename "$p")"
+		patch -s -p1 -d "$src" <"$p"
+	done
 	log "configuring and compiling ($(nproc) jobs)"
 	(
 		cd "$src"
