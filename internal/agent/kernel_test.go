@@ -430,7 +430,7 @@ func TestKernelPythonIdleModules(t *testing.T) {
 	const held = "import sys\nprint(*sorted(m for m in ('json', 're', 'linecache', 'tokenize', 'ast', 'traceback', 'signal', 'enum') if m in sys.modules))"
 	// Python 3.13's -c imports linecache (for the command's lines in
 	// tracebacks); the kernel, its driver on stdin, need not.
-	bare, err := exec.Command("python3", "-c", held).Output()
+	bare, err := withoutReaping(exec.Command("python3", "-c", held).Output)
 	if err != nil {
 		t.Fatalf("bare python3: %v", err)
 	}

@@ -94,17 +94,19 @@ func TestOOMExecTrampoline(t *testing.T) {
 					}
 					defer r.Close()
 					cmd.ExtraFiles = []*os.File{w}
-					if err := cmd.Start(); err != nil {
-						t.Fatal(err)
-					}
-					w.Close()
-					report, err := io.ReadAll(r)
+					report, err := withoutReaping(func() ([]byte, error) {
+						if err := cmd.Start(); err != nil {
+							return nil, err
+						}
+						w.Close()
+						report, err := io.ReadAll(r)
+						// Not its exit status: a failed exec exits 127.
+						_ = cmd.Wait()
+						return report, err
+					})
 					if err != nil {
 						t.Fatal(err)
 					}
-					// Not its exit status: the reaper of this package's
-					// servers may take it first.
-					_ = cmd.Wait()
 					if tc.wantStage == 0 {
 						if len(report) != 0 || out.String() != tc.wantOut {
 							t.Errorf("report %x, output %q; want no report and %q", report, out.String(), tc.wantOut)
@@ -132,7 +134,7 @@ func TestOOMExecCode(t *testing.T) {
 			testenv.Missing(t, "%s assembles the OOM trampoline: scripts/deps.sh --tests installs binutils-x86-64-linux-gnu and binutils-aarch64-linux-gnu", as)
 		}
 	}
-	out, err := exec.Command("oomexec/gen.sh").Output()
+	out, err := withoutReaping(exec.Command("oomexec/gen.sh").Output)
 	if err != nil {
 		t.Fatalf("oomexec/gen.sh: %v", err)
 	}

@@ -53,7 +53,7 @@ func TestPythonDriverCode(t *testing.T) {
 	if *update {
 		cmd := exec.Command(py, "-c", compileDriver)
 		cmd.Stdin = strings.NewReader(pythonDriver)
-		out, err := cmd.Output()
+		out, err := withoutReaping(cmd.Output)
 		if err != nil {
 			t.Fatalf("compile the driver: %v", err)
 		}
@@ -64,7 +64,7 @@ func TestPythonDriverCode(t *testing.T) {
 	}
 	cmd := exec.Command(py, "-c", sameCode, path)
 	cmd.Stdin = strings.NewReader(pythonDriver)
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := withoutReaping(cmd.CombinedOutput); err != nil {
 		t.Fatalf("%s: %s(run go generate ./internal/agent after changing kernels/python.py)", err, out)
 	}
 }
@@ -75,7 +75,7 @@ func TestPythonDriverCode(t *testing.T) {
 // source otherwise (the compiled code may then be anything).
 func TestPythonBootstrap(t *testing.T) {
 	requireInterpreters(t)
-	magic, err := exec.Command("python3", "-c", "import importlib.util; print(importlib.util.MAGIC_NUMBER.hex())").Output()
+	magic, err := withoutReaping(exec.Command("python3", "-c", "import importlib.util; print(importlib.util.MAGIC_NUMBER.hex())").Output)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestPythonBootstrap(t *testing.T) {
 		// this interpreter can load.
 		cmd := exec.Command("python3", "-c", compileDriver)
 		cmd.Stdin = strings.NewReader(pythonDriver)
-		out, err := cmd.Output()
+		out, err := withoutReaping(cmd.Output)
 		if err != nil {
 			t.Fatalf("compile the driver: %v", err)
 		}
