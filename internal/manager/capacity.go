@@ -14,7 +14,6 @@ import (
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/quantity"
 	"github.com/agent2env/agent2env/internal/sandbox"
-	"github.com/agent2env/agent2env/internal/store"
 )
 
 // Host is a machine's cpu and memory, before overcommit.
@@ -59,20 +58,20 @@ func (m *Manager) Usage(ctx context.Context) (api.Usage, error) {
 	// The reservations first: one stored in between is then in both lists,
 	// and counted once.
 	reserved := m.reserved.list()
-	sbs, _, err := m.store.ListSandboxPage(ctx, store.SandboxFilter{}, store.Page{})
+	stored, err := m.store.ListSandboxLimits(ctx)
 	if err != nil {
 		return api.Usage{}, fmt.Errorf("count committed resources: %w", err)
 	}
-	sbs = withReserved(sbs, reserved)
+	all := withReserved(stored, reserved)
 	u := api.Usage{
-		Sandboxes: len(sbs), MaxSandboxes: m.cfg.MaxSandboxes,
+		Sandboxes: len(all), MaxSandboxes: m.cfg.MaxSandboxes,
 		MilliCPUCapacity:    int64(float64(m.cfg.Host.MilliCPU) * m.cfg.CPUOvercommit),
 		MemoryBytesCapacity: int64(float64(m.cfg.Host.MemoryBytes) * m.cfg.MemoryOvercommit),
 	}
-	for _, sb := range sbs {
-		if committing(sb) {
-			cpu, _ := quantity.ParseCPU(sb.CPU) // records were parsed when made
-			mem, _ := quantity.ParseBytes(sb.Memory)
+	for _, l := range all {
+		if committing(l.Status) {
+			cpu, _ := quantity.ParseCPU(l.CPU) // records were parsed when made
+			mem, _ := quantity.ParseBytes(l.Memory)
 			u.MilliCPU += cpu
 			u.MemoryBytes += mem
 		}
@@ -80,12 +79,12 @@ func (m *Manager) Usage(ctx context.Context) (api.Usage, error) {
 	return u, nil
 }
 
-// committing reports whether sb's limits count against the capacity: it
-// is pending, running or paused (which holds its memory: resuming it
-// commits nothing new, so a resume is never refused), a warm pool's too
-// (taking one from the pool commits nothing new either).
-func committing(sb *store.Sandbox) bool {
-	switch api.SandboxStatus(sb.Status) {
+// committing reports whether the limits of a sandbox of this status count
+// against the capacity: it is pending, running or paused (which holds its
+// memory: resuming it commits nothing new, so a resume is never refused),
+// a warm pool's too (taking one from the pool commits nothing new either).
+func committing(status string) bool {
+	switch api.SandboxStatus(status) {
 	case api.StatusPending, api.StatusRunning, api.StatusPaused:
 		return true
 	}

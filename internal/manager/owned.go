@@ -93,7 +93,7 @@ func (m *Manager) admitOwned(ctx context.Context, owner *store.Sandbox, milliCPU
 		if sb.Status != string(api.StatusFailed) { // a failed one holds nothing, and the reaper takes it
 			u.Sandboxes++
 		}
-		if committing(sb) {
+		if committing(sb.Status) {
 			cpu, _ := quantity.ParseCPU(sb.CPU) // records were parsed when made
 			mem, _ := quantity.ParseBytes(sb.Memory)
 			u.MilliCPU += cpu

@@ -11,17 +11,16 @@ import (
 // not be held while a record waits for the store's writer.
 type reservations struct {
 	mu  sync.Mutex
-	sbs map[string]*store.Sandbox
+	sbs map[string]store.SandboxLimits
 }
 
 func (r *reservations) add(sb *store.Sandbox) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.sbs == nil {
-		r.sbs = map[string]*store.Sandbox{}
+		r.sbs = map[string]store.SandboxLimits{}
 	}
-	c := *sb // the store may round its times in place
-	r.sbs[sb.ID] = &c
+	r.sbs[sb.ID] = limitsOf(sb)
 }
 
 func (r *reservations) remove(id string) {
@@ -30,30 +29,35 @@ func (r *reservations) remove(id string) {
 	delete(r.sbs, id)
 }
 
-func (r *reservations) list() []*store.Sandbox {
+func (r *reservations) list() []store.SandboxLimits {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]*store.Sandbox, 0, len(r.sbs))
-	for _, sb := range r.sbs {
-		out = append(out, sb)
+	out := make([]store.SandboxLimits, 0, len(r.sbs))
+	for _, l := range r.sbs {
+		out = append(out, l)
 	}
 	return out
 }
 
-// withReserved adds to the stored records sbs the reserved ones not among
-// them.
-func withReserved(sbs, reserved []*store.Sandbox) []*store.Sandbox {
+// limitsOf is what admission counts of sb.
+func limitsOf(sb *store.Sandbox) store.SandboxLimits {
+	return store.SandboxLimits{ID: sb.ID, Status: sb.Status, CPU: sb.CPU, Memory: sb.Memory}
+}
+
+// withReserved adds to the stored sandboxes' limits those of the reserved
+// ones not among them.
+func withReserved(stored, reserved []store.SandboxLimits) []store.SandboxLimits {
 	if len(reserved) == 0 {
-		return sbs
+		return stored
 	}
-	stored := make(map[string]bool, len(sbs))
-	for _, sb := range sbs {
-		stored[sb.ID] = true
+	seen := make(map[string]bool, len(stored))
+	for _, l := range stored {
+		seen[l.ID] = true
 	}
-	for _, sb := range reserved {
-		if !stored[sb.ID] {
-			sbs = append(sbs, sb)
+	for _, l := range reserved {
+		if !seen[l.ID] {
+			stored = append(stored, l)
 		}
 	}
-	return sbs
+	return stored
 }

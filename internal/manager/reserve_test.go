@@ -8,15 +8,15 @@ import (
 )
 
 func TestWithReserved(t *testing.T) {
-	sb := func(id string) *store.Sandbox { return &store.Sandbox{ID: id} }
+	sb := func(id string) store.SandboxLimits { return store.SandboxLimits{ID: id} }
 	for _, tc := range []struct {
 		name             string
-		stored, reserved []*store.Sandbox
+		stored, reserved []store.SandboxLimits
 		want             []string
 	}{
-		{"none reserved", []*store.Sandbox{sb("a")}, nil, []string{"a"}},
-		{"reserved only", nil, []*store.Sandbox{sb("b")}, []string{"b"}},
-		{"stored meanwhile: counted once", []*store.Sandbox{sb("a"), sb("b")}, []*store.Sandbox{sb("b"), sb("c")}, []string{"a", "b", "c"}},
+		{"none reserved", []store.SandboxLimits{sb("a")}, nil, []string{"a"}},
+		{"reserved only", nil, []store.SandboxLimits{sb("b")}, []string{"b"}},
+		{"stored meanwhile: counted once", []store.SandboxLimits{sb("a"), sb("b")}, []store.SandboxLimits{sb("b"), sb("c")}, []string{"a", "b", "c"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var ids []string

@@ -112,6 +112,30 @@ type SandboxCounts struct {
 	Pooled int
 }
 
+// SandboxLimits is what admission counts of a sandbox: its status and
+// the cpu and memory it was made with, as its record has them.
+type SandboxLimits struct {
+	ID, Status, CPU, Memory string
+}
+
+// ReadSandboxLimits reads the rows of a query of id, status, cpu and memory,
+// in that order, from either backend's driver.
+func ReadSandboxLimits(rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}) ([]SandboxLimits, error) {
+	var out []SandboxLimits
+	for rows.Next() {
+		var l SandboxLimits
+		if err := rows.Scan(&l.ID, &l.Status, &l.CPU, &l.Memory); err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
 // Sandboxes keeps sandbox records and their event history. Each write of
 // a record takes the events that record it (evs), appended to its history
 // in the same transaction, whatever their own SandboxID: the change and
@@ -135,6 +159,10 @@ type Sandboxes interface {
 	CountSandboxes(ctx context.Context, f SandboxFilter) (int, error)
 	// CountSandboxesByStatus counts the sandboxes by status.
 	CountSandboxesByStatus(ctx context.Context) (SandboxCounts, error)
+	// ListSandboxLimits returns the status and limits of every sandbox,
+	// warm pools' included, in no order, without reading the rest of the
+	// records: admission reads it on every create.
+	ListSandboxLimits(ctx context.Context) ([]SandboxLimits, error)
 	// UpdateSandbox applies fn to the stored record atomically and stores
 	// the result; fn's error aborts the update, evs included, and is
 	// returned.

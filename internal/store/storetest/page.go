@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,6 +27,7 @@ var pageTests = []struct {
 	{"SandboxPageStable", testSandboxPageStable},
 	{"SandboxPageBadCursor", testSandboxPageBadCursor},
 	{"CountSandboxesByStatus", testCountSandboxes},
+	{"ListSandboxLimits", testListSandboxLimits},
 	{"CreateSandboxLimited", testCreateLimited},
 	{"CreateSandboxLimitedConcurrent", testCreateLimitedConcurrent},
 	{"ContextPage", testContextPage},
@@ -170,6 +173,45 @@ func testSandboxPageBadCursor(t *testing.T, s store.Store) {
 		if _, _, err := s.ListContextPage(ctx, store.ContextFilter{}, store.Page{After: c}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("context page after %q: %v, want invalid argument", c, err)
 		}
+	}
+}
+
+// ListSandboxLimits has every sandbox, warm pools' and every status
+// included, each with its own status and limits as stored and updated.
+func testListSandboxLimits(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	got, err := s.ListSandboxLimits(ctx)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("empty store: %v, %v; want none", got, err)
+	}
+	var want []store.SandboxLimits
+	for i, c := range []struct{ status, pool, cpu, memory string }{
+		{"running", "", "1", "1Gi"}, {"pending", "", "500m", "512Mi"}, {"failed", "", "2", "2Gi"},
+		{"paused", "", "250m", "256Mi"}, {"running", "python", "1", "1Gi"},
+	} {
+		sb := sample(fmt.Sprintf("l%d", i))
+		sb.Status, sb.Pool, sb.CPU, sb.Memory = c.status, c.pool, c.cpu, c.memory
+		if err := s.CreateSandbox(ctx, sb); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, store.SandboxLimits{ID: sb.ID, Status: c.status, CPU: c.cpu, Memory: c.memory})
+	}
+	if _, err := s.UpdateSandbox(ctx, "l1", func(sb *store.Sandbox) error { sb.Status = "running"; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	want[1].Status = "running"
+	if err := s.DeleteSandbox(ctx, "l2"); err != nil {
+		t.Fatal(err)
+	}
+	want = slices.Delete(want, 2, 3)
+	got, err = s.ListSandboxLimits(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := func(a, b store.SandboxLimits) int { return strings.Compare(a.ID, b.ID) }
+	slices.SortFunc(got, byID)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("limits (-want +got):\n%s", diff)
 	}
 }
 
