@@ -221,12 +221,7 @@ func (s *suite) testOutputFlood(t *testing.T) {
 	var n countWriter
 	res, err := c.Exec(ctxFor(t), agent.ExecRequest{Command: []string{"yes"}, Timeout: 2 * time.Second}, nil, &n, &n)
 	if err != nil {
-		logs := ""
-		if lr, ok := rt.(sandbox.LogReader); ok {
-			b, _ := lr.Logs(ctxFor(t), sp.ID, 4096)
-			logs = string(b)
-		}
-		t.Fatalf("exec after %d bytes: %v; sandbox logs:\n%s", n.n.Load(), err, logs)
+		t.Fatalf("exec after %d bytes: %v; %s", n.n.Load(), err, sandboxState(t, rt, sp.ID))
 	}
 	runtime.ReadMemStats(&after)
 	if !res.TimedOut || n.n.Load() < 1<<20 {
@@ -257,15 +252,19 @@ func (s *suite) testHostFiles(t *testing.T) {
 	t.Cleanup(func() { os.Remove(marker.Name()) })
 	fmt.Fprint(marker, "host secret")
 	marker.Close()
-	_, _, c := s.sandboxWith(t, nil)
+	rt, sp, c := s.sandboxWith(t, nil)
 	for _, p := range []string{marker.Name(), "/proc/1/root" + marker.Name(), "/proc/self/root" + marker.Name()} {
 		if r := sh(t, c, "cat "+p, 5*time.Second); r.ExitCode == 0 || strings.Contains(r.stdout, "host secret") {
 			t.Errorf("read host file through %s: %q", p, r.stdout)
 		}
 	}
 	name := marker.Name()[strings.LastIndex(marker.Name(), "/")+1:]
-	if out := sh(t, c, "find / -name "+name+" 2>/dev/null", 30*time.Second).stdout; out != "" {
-		t.Errorf("host marker visible in the sandbox at %q", out)
+	var out strings.Builder
+	if _, err := c.Exec(ctxFor(t), agent.ExecRequest{Shell: "find / -name " + name + " 2>/dev/null", Timeout: 30 * time.Second}, nil, &out, io.Discard); err != nil {
+		t.Fatalf("find: %v; %s", err, sandboxState(t, rt, sp.ID))
+	}
+	if out.Len() != 0 {
+		t.Errorf("host marker visible in the sandbox at %q", out.String())
 	}
 }
 
@@ -517,4 +516,23 @@ func (s *suite) testReadOnlyRoot(t *testing.T) {
 		}
 	}
 	mustSh(t, c, "touch /workspace/x /tmp/x $HOME/x /dev/shm/x")
+}
+
+// sandboxState says what the runtime knows of sandbox id, for a test whose
+// agent stopped answering: its state and reason, and its last output where
+// the runtime keeps it.
+func sandboxState(t *testing.T, rt sandbox.Runtime, id string) string {
+	st, err := rt.Status(ctxFor(t), id)
+	state := fmt.Sprintf("sandbox %s: %s (%s)", id, st.State, st.Reason)
+	if err != nil {
+		state = fmt.Sprintf("sandbox %s: status: %v", id, err)
+	}
+	if lr, ok := rt.(sandbox.LogReader); ok {
+		b, err := lr.Logs(ctxFor(t), id, 4096)
+		if err != nil {
+			return fmt.Sprintf("%s; logs: %v", state, err)
+		}
+		return fmt.Sprintf("%s; its logs:\n%s", state, b)
+	}
+	return state
 }
