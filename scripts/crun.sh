@@ -10,9 +10,7 @@
 #                             if not): how the daemon and the tests find it
 #
 # Why not Debian 12's crun: 1.8.1 is built without CRIU, so it has no
-# checkpoint and restore (snapshots, fork). (Both refuse hybrid cgroup hosts
-# whose cgroup2 holds a controller; the daemon hides that cgroup2 from
-# them.)
+# checkpoint and restore (snapshots, fork).
 # This one is crun 1.21 (Debian trixie's source, pinned by sha256), built
 # with CRIU support against the headers of the project's CRIU
 # (scripts/criu.sh, built first); it loads that CRIU's libcriu.so.2 when it
@@ -23,9 +21,12 @@
 # libraries on every command. Each run marks its version used and prunes
 # the others, unused for an hour (scripts/cache-prune.sh).
 #
-# One patch (scripts/crun/*.patch): crun read all of /proc/mounts on every
+# Two patches (scripts/crun/*.patch): crun read all of /proc/mounts on every
 # container start to learn whether SELinux is on, a cost that grows with
-# each live sandbox's mounts; it now asks /proc/filesystems first.
+# each live sandbox's mounts; it now asks /proc/filesystems first. And crun
+# refused hybrid cgroup hosts whose cgroup2 holds a controller (as this
+# machine's does: hugetlb); it now runs there as runc does, limits in the v1
+# hierarchies, so the daemon need not hide that cgroup2 from every command.
 set -euo pipefail
 
 VERSION=1.21

@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"golang.org/x/sys/unix"
+	"github.com/agent2env/agent2env/internal/memexec"
 )
 
 // userOOMScore is the oom_score_adj of every user command: whatever the
@@ -52,8 +52,9 @@ const procOOMScore = "/proc/self/oom_score_adj"
 // leaves it at EOF; when setting the score or the exec fails it writes 8
 // bytes, the stage and the errno as little-endian uint32s, and exits 127.
 type oomExec struct {
-	// path is /proc/self/fd/N of the trampoline's memfd, which every
-	// child sees until its exec closes it.
+	// file is the trampoline's sealed memfd, held open for every child
+	// to see at path, /proc/self/fd/N, until its exec closes it.
+	file *os.File
 	path string
 	// off is set once the trampoline was found not to run: from then on
 	// commands start through forkRaised.
@@ -81,28 +82,11 @@ func newOOMExec() (*oomExec, error) {
 	if !ok {
 		return nil, fmt.Errorf("no OOM trampoline for %s", runtime.GOARCH)
 	}
-	const flags = unix.MFD_CLOEXEC | unix.MFD_ALLOW_SEALING
-	fd, err := unix.MemfdCreate("agent2env-oomexec", flags|unix.MFD_EXEC)
-	if errors.Is(err, unix.EINVAL) { // before Linux 6.3, which has no MFD_EXEC
-		fd, err = unix.MemfdCreate("agent2env-oomexec", flags)
-	}
+	f, err := memexec.New("agent2env-oomexec", bytes.NewReader(elfFile), oomExecFD)
 	if err != nil {
-		return nil, fmt.Errorf("create the OOM trampoline's memfd: %w", err)
+		return nil, fmt.Errorf("load the OOM trampoline: %w", err)
 	}
-	f := os.NewFile(uintptr(fd), "agent2env-oomexec")
-	defer f.Close()
-	if _, err := f.Write(elfFile); err != nil {
-		return nil, fmt.Errorf("write the OOM trampoline: %w", err)
-	}
-	const seals = unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
-	if _, err := unix.FcntlInt(f.Fd(), unix.F_ADD_SEALS, seals); err != nil {
-		return nil, fmt.Errorf("seal the OOM trampoline: %w", err)
-	}
-	moved, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, oomExecFD)
-	if err != nil {
-		return nil, fmt.Errorf("move the OOM trampoline's memfd: %w", err)
-	}
-	return &oomExec{path: "/proc/self/fd/" + strconv.Itoa(moved)}, nil
+	return &oomExec{file: f, path: memexec.Path(f)}, nil
 }
 
 // oomExecMachine is the ELF machine of each GOARCH oomexecCode has.

@@ -333,48 +333,6 @@ func TestCgroupsOf(t *testing.T) {
 	}
 }
 
-// crunHybrid names the cgroup2 to hide from crun on hybrid hosts whose
-// cgroup2 holds a controller, and nothing on pure v1 or v2 hosts.
-func TestCrunHybrid(t *testing.T) {
-	const root, unified = "/sys/fs/cgroup", "/sys/fs/cgroup/unified"
-	tests := []struct {
-		name        string
-		types       map[string]int64 // file system types; a missing path is ENOENT
-		controllers string           // of the cgroup2; "-" when it cannot be read
-		want        string
-	}{
-		{"hybrid, cgroup2 holds hugetlb", map[string]int64{root: unix.TMPFS_MAGIC, unified: unix.CGROUP2_SUPER_MAGIC}, "hugetlb\n", unified},
-		{"hybrid, cgroup2 empty", map[string]int64{root: unix.TMPFS_MAGIC, unified: unix.CGROUP2_SUPER_MAGIC}, "\n", ""},
-		{"hybrid, cgroup2 unreadable", map[string]int64{root: unix.TMPFS_MAGIC, unified: unix.CGROUP2_SUPER_MAGIC}, "-", ""},
-		{"pure v2", map[string]int64{root: unix.CGROUP2_SUPER_MAGIC}, "cpu memory pids\n", ""},
-		{"pure v1", map[string]int64{root: unix.TMPFS_MAGIC}, "-", ""},
-		{"pure v1, unified already hidden", map[string]int64{root: unix.TMPFS_MAGIC, unified: unix.TMPFS_MAGIC}, "hugetlb\n", ""},
-		{"no cgroups", map[string]int64{}, "-", ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			fsType := func(path string) (int64, error) {
-				if ty, ok := tt.types[path]; ok {
-					return ty, nil
-				}
-				return 0, os.ErrNotExist
-			}
-			read := func(path string) ([]byte, error) {
-				if path != filepath.Join(unified, "cgroup.controllers") {
-					t.Errorf("read %s", path)
-				}
-				if tt.controllers == "-" {
-					return nil, os.ErrNotExist
-				}
-				return []byte(tt.controllers), nil
-			}
-			if got := crunHybrid(root, fsType, read); got != tt.want {
-				t.Errorf("crunHybrid = %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
 // criuBuiltIn tells a crun built with CRIU from one without, by its
 // --version's feature list.
 func TestCriuBuiltIn(t *testing.T) {

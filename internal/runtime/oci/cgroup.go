@@ -108,38 +108,6 @@ func (cg *cgroups) dir(controller, id string) (dir string, v2 bool) {
 	return filepath.Join(root, cg.parent, id), v2
 }
 
-// crunHybrid returns root/unified (root: /sys/fs/cgroup) when crun 1.8
-// takes the host for a hybrid one and refuses it: root is a tmpfs, root/unified
-// a cgroup2, and that cgroup2 holds a controller, as read of its
-// cgroup.controllers says. These are the checks crun itself makes, at these
-// fixed paths, before anything else. Else "": crun runs as it is on pure v1
-// and pure v2 hosts, and on hybrid ones whose cgroup2 is empty. crun runs
-// with the returned dir hidden (ociCLI.exec), and manages the v1
-// hierarchies, which hold the sandbox's limits.
-func crunHybrid(root string, fsType func(string) (int64, error), read func(string) ([]byte, error)) string {
-	unified := filepath.Join(root, "unified")
-	if t, err := fsType(root); err != nil || t != unix.TMPFS_MAGIC {
-		return ""
-	}
-	if t, err := fsType(unified); err != nil || t != unix.CGROUP2_SUPER_MAGIC {
-		return ""
-	}
-	b, err := read(filepath.Join(unified, "cgroup.controllers"))
-	if err != nil || strings.TrimSpace(string(b)) == "" {
-		return ""
-	}
-	return unified
-}
-
-// fsType returns the type of the file system at path (statfs).
-func fsType(path string) (int64, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(path, &st); err != nil {
-		return 0, err
-	}
-	return st.Type, nil
-}
-
 // swapLimitable reports whether a memory+swap limit can be set: on v1 the
 // memsw files exist only with swap accounting; on v2 memory.swap.max exists
 // in non-root cgroups only, with swap accounting.

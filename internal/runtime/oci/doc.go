@@ -68,21 +68,21 @@
 // crun starts the same bundle without the Go starts, in about half the
 // CPU time. It is the daemon's default when make crun has built the
 // project's (scripts/crun.sh: crun 1.21 with CRIU; `serve --runtime auto`),
-// and runc otherwise. crun (1.8 and 1.21 alike) refuses every command on a hybrid
-// host whose cgroup2 (/sys/fs/cgroup/unified) holds a controller ("cgroups
-// in hybrid mode not supported"), even with its cgroup manager disabled and
-// no cgroup in the bundle: it checks the layout as it starts. There the
-// runtime runs each crun command from a mount namespace of its own, made
-// per command on a locked thread, in which an empty tmpfs covers that
-// cgroup2 (ociCLI.exec): crun takes the host for a v1 one and makes and
-// limits the sandbox's v1 cgroups (cpu, memory, pids, devices, freezer)
-// itself, as runc does; the sandbox stays in the daemon's cgroup2 cgroup,
-// where no limit of the sandbox's is (hugetlb, the only controller there,
-// is limited by neither runtime). On pure v1 and pure v2 hosts crun runs
+// and runc otherwise. A stock crun refuses to start a container on a
+// hybrid host whose cgroup2 (/sys/fs/cgroup/unified) holds a controller
+// ("cgroups in hybrid mode not supported"); the project's is patched to run
+// there as it does on a hybrid host with an empty cgroup2, and as runc
+// does: it makes and limits the sandbox's v1 cgroups (cpu, memory, pids,
+// devices, freezer) and puts the sandbox in a cgroup2 cgroup of its own,
+// without limits (hugetlb, the only controller there on the hosts seen, is
+// limited by neither runtime). On pure v1 and pure v2 hosts crun runs
 // as it is and manages the cgroups itself. The conformance suite runs with
 // both binaries (TestConformance). A crun without CRIU (+CRIU missing
 // from `crun --version`, as with Debian 12's 1.8.1) gets no Checkpoint
-// capability.
+// capability. Either binary runs from a sealed copy in memory that the
+// runtime makes once (ociCLI.runFromMemory): both defend against a
+// container overwriting the host's binary by running from such a copy,
+// and otherwise make one themselves on every command.
 //
 // Stop and Delete signal the agent through a pidfd rather than with
 // `runc kill`: no exec, no pid reuse, and no 100 ms polling step as in

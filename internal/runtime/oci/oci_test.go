@@ -1,10 +1,12 @@
 package oci
 
 import (
+	"bytes"
 	"context"
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -22,6 +24,7 @@ import (
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/memexec"
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest/poolbench"
 	"github.com/agent2env/agent2env/internal/sandbox"
@@ -225,8 +228,7 @@ func forBinaries(t *testing.T, test func(t *testing.T, bin string)) {
 }
 
 // TestConformance runs the runtime conformance suite with each runtime
-// binary: runc, and crun (on a hybrid cgroup host, with the host's cgroup2
-// hidden from it; see ociCLI.exec).
+// binary: runc, and the project's crun.
 func TestConformance(t *testing.T) {
 	runtimetest.RequiresRoot(t)
 	for _, bin := range testBinaries {
@@ -509,6 +511,84 @@ func reportPercentiles(b *testing.B, durs []time.Duration) {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	b.ReportMetric(ms(durs[len(durs)/2]), "p50-ms")
 	b.ReportMetric(ms(durs[len(durs)*95/100]), "p95-ms")
+}
+
+// TestRunsFromMemory checks that the runtime executes its binary from a
+// sealed copy in memory, identical to the file, through a link named as
+// the binary: runc and crun then skip making a copy of their own on every
+// command, and a sandbox still starts.
+func TestRunsFromMemory(t *testing.T) {
+	runtimetest.RequiresRoot(t)
+	forBinaries(t, func(t *testing.T, bin string) {
+		root := newRoot(t)
+		rt := newRuntime(t, root, bin)
+		if want := filepath.Join(root, dirExe, bin); rt.oci.exe != want {
+			t.Fatalf("exe = %q, want %q", rt.oci.exe, want)
+		}
+		f, err := os.Open(rt.oci.exe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if seals, err := unix.FcntlInt(f.Fd(), unix.F_GET_SEALS, 0); err != nil || seals != memexec.Seals {
+			t.Errorf("seals of %s: %#x, %v; want %#x", rt.oci.exe, seals, err, memexec.Seals)
+		}
+		copied, _ := io.ReadAll(f)
+		file, err := os.ReadFile(testBinary(t, bin))
+		if err != nil || !bytes.Equal(copied, file) {
+			t.Errorf("the copy has %d bytes, the binary %d (%v)", len(copied), len(file), err)
+		}
+		id := "mem-" + bin
+		startSandbox(t, rt, id)
+		if err := rt.Delete(context.Background(), id); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestOwnCgroups checks that both binaries put a sandbox in a cgroup of
+// its own in every hierarchy the host mounts, cgroup2 included: on a hybrid
+// host whose cgroup2 holds a controller, the project's crun runs the
+// sandbox there as runc does (scripts/crun/0002-…) rather than refusing it.
+func TestOwnCgroups(t *testing.T) {
+	runtimetest.RequiresRoot(t)
+	forBinaries(t, func(t *testing.T, bin string) {
+		root := newRoot(t)
+		rt := newRuntime(t, root, bin)
+		cg, err := readCgroups(cgroupParent(root))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := "cg-" + bin
+		startSandbox(t, rt, id)
+		t.Cleanup(func() { _ = rt.Delete(context.Background(), id) })
+		st, err := rt.Status(context.Background(), id)
+		if err != nil || st.Pid <= 0 {
+			t.Fatalf("Status = %+v, %v", st, err)
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", st.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		joined := 0
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			// hierarchy-id:controllers:path; cgroup2's controllers are empty.
+			f := strings.SplitN(line, ":", 3)
+			mounted := slices.ContainsFunc(cg.all, func(h hierarchy) bool {
+				return h.v2 && f[1] == "" || !h.v2 && f[1] != "" && sameSet(strings.Split(f[1], ","), h.controllers)
+			})
+			if !mounted {
+				continue
+			}
+			joined++
+			if f[2] != cg.path(id) {
+				t.Errorf("the agent is in %s of hierarchy %q; want %s", f[2], f[1], cg.path(id))
+			}
+		}
+		if joined != len(cg.all) {
+			t.Errorf("the agent is in %d of the host's %d hierarchies:\n%s", joined, len(cg.all), b)
+		}
+	})
 }
 
 // warmAttach must leave the daemon where it is, in every hierarchy.

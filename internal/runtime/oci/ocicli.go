@@ -3,14 +3,15 @@ package oci
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/agent2env/agent2env/internal/memexec"
 )
 
 // ociCLI runs the OCI runtime binary (runc, crun, runsc) with its state
@@ -18,12 +19,13 @@ import (
 type ociCLI struct {
 	bin  string
 	root string
+	// exe is what its commands execute: bin, or a link named as bin to
+	// sealed, a copy of bin in memory (runFromMemory).
+	exe    string
+	sealed *os.File
 	// criuEnv is added to the environment of the commands that drive
 	// CRIU (criuKdatEnv).
 	criuEnv []string
-	// hide is a cgroup2 mount point that the binary must not see, or "":
-	// see exec.
-	hide string
 	// reap says whether the binary's helpers outlive it as zombies of the
 	// daemon's, to be collected (scheduleReap): crun's do; runc waits for
 	// its own (TestNoZombies), so its commands skip the scan of the
@@ -34,11 +36,56 @@ type ociCLI struct {
 // newOCICLI returns the ociCLI of runtime binary bin with its state
 // under Root/_<its name> (stateRoot).
 func newOCICLI(bin, root string) ociCLI {
-	c := ociCLI{bin: bin, root: stateRoot(root, bin), reap: filepath.Base(bin) != "runc"}
-	if filepath.Base(bin) == "crun" {
-		c.hide = crunHybrid("/sys/fs/cgroup", fsType, os.ReadFile)
+	return ociCLI{bin: bin, root: stateRoot(root, bin), exe: bin, reap: filepath.Base(bin) != "runc"}
+}
+
+// sealedFD is the lowest descriptor a sealed copy of a runtime binary
+// takes: above those the daemon's children renumber before their exec
+// (their files and Go's own pipe, at most a handful), so that each still
+// holds the copy when it execs it.
+const sealedFD = 32
+
+// runFromMemory makes c execute a sealed copy of its binary in memory
+// (memexec), made once, through a symbolic link to it in dir named as the
+// binary. runc and crun defend against a container overwriting the host's
+// binary (CVE-2019-5736) by running from such a copy; one that is not
+// started from one makes it itself on every command, before anything else
+// (crun: a read-only bind mount of itself, or a copy, and a second exec
+// with its dynamic loader's start: ≈ 0.6 ms of CPU a command here). With
+// the copy made here they find themselves sealed and skip that. The link
+// names the processes as the binary (an exec of /proc/self/fd/N is named
+// N), which ps shows and the zombie collection looks for (scheduleReap).
+// It resolves only in the daemon and its children, which hold the
+// descriptor until their exec closes it.
+func (c *ociCLI) runFromMemory(dir string) error {
+	path, err := exec.LookPath(c.bin)
+	if err != nil {
+		return err
 	}
-	return c
+	bin, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer bin.Close()
+	sealed, err := memexec.New(filepath.Base(path), bin, sealedFD)
+	if err != nil {
+		return err
+	}
+	link := filepath.Join(dir, filepath.Base(c.bin))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		sealed.Close()
+		return err
+	}
+	if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		sealed.Close()
+		return err
+	}
+	if err := os.Symlink(memexec.Path(sealed), link); err != nil {
+		sealed.Close()
+		return err
+	}
+	c.exe, c.sealed = link, sealed
+	return nil
 }
 
 // stateRoot is where runtime binary bin keeps its containers' state: one
@@ -47,60 +94,17 @@ func stateRoot(root, bin string) string {
 	return filepath.Join(root, "_"+filepath.Base(bin))
 }
 
-// exec runs cmd. With c.hide set it does so from a mount namespace of its own, made on a
-// thread locked for it, in which an empty tmpfs covers c.hide.
-// crun 1.8 refuses to run anything at all on a hybrid host, one whose
-// cgroup2 holds a controller beside the v1 hierarchies ("cgroups in hybrid
-// mode not supported"), even with its cgroup manager disabled; without
-// that cgroup2 in sight it takes the host for a v1 one and manages the
-// sandbox's v1 cgroups as runc does (limits, devices, freezer); what it
-// makes for the sandbox in the tmpfs (a directory and a plain
-// cgroup.procs file) goes with the namespace, and the sandbox stays in the
-// daemon's cgroup2 cgroup, which holds no limit of the sandbox's. The
-// namespace is a copy of the daemon's, slave to it, made per command (a
-// copy of the mount table: tens of µs) so that it holds every mount the
-// daemon made before; the container's own mount namespace is a copy of it,
-// which pivot_root leaves behind. The thread is never unlocked: Go ends it
-// with the goroutine, and its namespace with it.
-//
-// Then it has the zombies the binary's helpers leave to the daemon
-// collected (scheduleReap): crun leaves one per run.
+// exec runs cmd, then has the zombies the binary's helpers leave to the
+// daemon collected (scheduleReap): crun leaves one per run.
 func (c ociCLI) exec(cmd *exec.Cmd) error {
 	if c.reap {
 		defer scheduleReap(c.bin)
 	}
-	if c.hide == "" {
-		return runTracked(cmd)
-	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := hideMount(c.hide); err != nil {
-			errc <- fmt.Errorf("%s: %w", c.bin, err)
-			return
-		}
-		errc <- runTracked(cmd)
-	}()
-	return <-errc
-}
-
-// hideMount moves the calling thread into a new mount namespace, slave to
-// its old one, where an empty tmpfs covers dir.
-func hideMount(dir string) error {
-	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-		return fmt.Errorf("unshare mount namespace: %w", err)
-	}
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
-		return fmt.Errorf("make mounts slave: %w", err)
-	}
-	if err := unix.Mount("agent2env-hidden", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=64k,mode=0700"); err != nil {
-		return fmt.Errorf("hide %s: %w", dir, err)
-	}
-	return nil
+	return runTracked(cmd)
 }
 
 func (c ociCLI) command(ctx context.Context, args ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, c.bin, append([]string{"--root", c.root}, args...)...)
+	return exec.CommandContext(ctx, c.exe, append([]string{"--root", c.root}, args...)...)
 }
 
 // output runs a command and returns its standard output; the error carries

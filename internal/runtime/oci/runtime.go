@@ -101,6 +101,9 @@ const (
 	// dirRetained holds the disks of deleted sandboxes whose persistence
 	// says Retain, as <id>.img (retain.go).
 	dirRetained = "_retained"
+	// dirExe holds the link to the sealed copy of the runtime binary that
+	// its commands execute (ociCLI.runFromMemory).
+	dirExe = "_exe"
 )
 
 // Files in a sandbox dir.
@@ -173,9 +176,6 @@ func New(cfg Config) (*Runtime, error) {
 	cli := newOCICLI(bin, root)
 	noCheckpoint := "it has no working CRIU (serve --criu; make criu builds one)"
 	if filepath.Base(bin) == "crun" {
-		if cli.hide != "" {
-			cfg.Logger.Info("crun runs with the host's cgroup2 hidden: it refuses hybrid hosts whose cgroup2 holds a controller; the sandboxes' limits are in the v1 hierarchies", "cgroup2", cli.hide)
-		}
 		if cfg.CRIU != "" {
 			if err := criuBuiltIn(bin); err != nil {
 				cfg.Logger.Warn("no checkpoint or restore with this runtime binary; use runc for snapshots", "binary", bin, "reason", err)
@@ -194,6 +194,9 @@ func New(cfg Config) (*Runtime, error) {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("oci runtime: %w", err)
 		}
+	}
+	if err := cli.runFromMemory(filepath.Join(root, dirExe)); err != nil {
+		cfg.Logger.Info("the runtime binary runs from its file and copies itself on every command", "binary", bin, "reason", err)
 	}
 	if err := spreadSubdirs(root); err != nil {
 		cfg.Logger.Debug("sandbox directories are not spread over the file system's block groups", "root", root, "err", err)
