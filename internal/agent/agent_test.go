@@ -445,3 +445,31 @@ func TestExecOutputAfterExit(t *testing.T) {
 		t.Errorf("exec = %+v with output %q, want first and second", res, out.buf.String())
 	}
 }
+
+// TestNoCommandBeforeSpareThreads: a command waits for the agent to hold
+// its spare threads, which the agent starts beside serving (Run), so that
+// a fork bomb started at once cannot take them first.
+func TestNoCommandBeforeSpareThreads(t *testing.T) {
+	spare := make(chan struct{})
+	s := NewServer(ServerConfig{Env: []string{"PATH=" + os.Getenv("PATH")}, Cwd: t.TempDir(), UID: -1, GID: -1, Spare: spare})
+	done := make(chan ExecResult, 1)
+	go func() {
+		var out bytes.Buffer
+		fw := &frameWriter{w: &out, flush: func() error { return nil }}
+		done <- s.run(context.Background(), &ExecRequest{Shell: "true"}, t.TempDir(), nil, fw)
+	}()
+	select {
+	case res := <-done:
+		t.Fatalf("the command ran before the spare threads were held: %+v", res)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(spare)
+	select {
+	case res := <-done:
+		if res.ExitCode != 0 {
+			t.Errorf("exec = %+v, want exit 0", res)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the command did not run once the spare threads were held")
+	}
+}

@@ -182,9 +182,12 @@ func trampolineFailed(err error) bool {
 }
 
 // startUser starts a user command (a command, a kernel, the main process)
-// through the reaper, with userOOMScore from its first instruction (see
+// once the agent holds its spare threads, through the reaper, with userOOMScore from its first instruction (see
 // oomExec) when the agent runs commands as another user.
 func (s *Server) startUser(path string, argv []string, attr *syscall.ProcAttr) (int, <-chan syscall.WaitStatus, error) {
+	if s.spare != nil {
+		<-s.spare // a fork bomb must not take the threads the agent keeps
+	}
 	return s.reaper.start(func() (int, error) {
 		if s.uid < 0 {
 			return syscall.ForkExec(path, argv, attr)

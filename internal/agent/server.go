@@ -27,6 +27,9 @@ type Server struct {
 	token   string
 	started time.Time
 	reaper  *reaper
+	// spare is closed once the agent holds its spare OS threads; nil
+	// when it holds none (tests).
+	spare <-chan struct{}
 	// oomExec makes the OOM trampoline on the first command; nil when
 	// commands run as the agent's own user.
 	oomExec func() *oomExec
@@ -65,7 +68,10 @@ type ServerConfig struct {
 	// Accept are listeners on sandbox addresses whose connections the
 	// daemon accepts through GET /v1/accept?name=<key>, served by Serve.
 	Accept map[string]net.Listener
-	Log    *slog.Logger
+	// Spare, when set, is closed once the agent holds its spare OS
+	// threads (reserveThreads): no user process starts before.
+	Spare <-chan struct{}
+	Log   *slog.Logger
 }
 
 // NewServer returns a Server. It starts reaping children at once.
@@ -75,7 +81,7 @@ func NewServer(cfg ServerConfig) *Server {
 	}
 	s := &Server{
 		env: cfg.Env, cwd: cfg.Cwd, uid: cfg.UID, gid: cfg.GID, token: cfg.Token,
-		started: time.Now(), reaper: processReaper(), log: cfg.Log,
+		started: time.Now(), reaper: processReaper(), spare: cfg.Spare, log: cfg.Log,
 	}
 	if s.uid >= 0 {
 		s.oomExec = sync.OnceValue(func() *oomExec {
