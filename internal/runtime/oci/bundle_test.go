@@ -1,8 +1,10 @@
 package oci
 
 import (
+	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -354,5 +356,49 @@ func TestCriuBuiltIn(t *testing.T) {
 				t.Errorf("criuBuiltIn = %v, want ok %v", err, tt.ok)
 			}
 		})
+	}
+}
+
+// A command runs from the sealed copy of its binary when the child cannot
+// renumber a descriptor over the copy's before its exec, and from the
+// binary's file when it could (a restore of a snapshot with many external
+// pipes passes many files); either way it runs.
+func TestExecPathAndFiles(t *testing.T) {
+	bin, err := exec.LookPath("true")
+	if err != nil {
+		t.Fatalf("no true(1): %v", err)
+	}
+	c := newOCICLI(bin, t.TempDir())
+	if err := c.runFromMemory(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	defer c.sealed.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	fd := int(c.sealed.Fd())
+	tests := []struct {
+		extra int
+		want  string
+	}{
+		{0, c.exe},
+		{1, c.exe},
+		{(fd-1)/2 - 3, c.exe}, // the child renumbers up to fd-1 at most
+		{(fd-1)/2 - 2, ""},    // it could reach fd: the binary's file
+		{fd, ""},              // files past the copy's descriptor
+	}
+	for _, tt := range tests {
+		if got := c.execPath(3 + tt.extra); got != tt.want {
+			t.Errorf("execPath with %d extra files = %q, want %q", tt.extra, got, tt.want)
+		}
+		cmd := c.command(context.Background(), "--version")
+		for range tt.extra {
+			cmd.ExtraFiles = append(cmd.ExtraFiles, null)
+		}
+		if err := c.exec(cmd); err != nil {
+			t.Errorf("a command with %d extra files: %v", tt.extra, err)
+		}
 	}
 }

@@ -121,7 +121,7 @@ func (c ociCLI) criu(ctx context.Context, criu, conf string, args ...string) *ex
 			env = append(env, "LD_LIBRARY_PATH="+filepath.Join(dir, criuLibDir))
 		}
 	}
-	cmd := exec.CommandContext(ctx, c.exe, append(head, args...)...)
+	cmd := exec.CommandContext(ctx, c.bin, append(head, args...)...)
 	cmd.Env = withEnv(env)
 	return cmd
 }

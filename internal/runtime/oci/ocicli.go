@@ -19,8 +19,9 @@ import (
 type ociCLI struct {
 	bin  string
 	root string
-	// exe is what its commands execute: bin, or a link named as bin to
-	// sealed, a copy of bin in memory (runFromMemory).
+	// exe is a link named as bin to sealed, a copy of bin in memory
+	// (runFromMemory), which its commands execute in place of bin where
+	// they can (execPath); or "".
 	exe    string
 	sealed *os.File
 	// criuEnv is added to the environment of the commands that drive
@@ -36,14 +37,15 @@ type ociCLI struct {
 // newOCICLI returns the ociCLI of runtime binary bin with its state
 // under Root/_<its name> (stateRoot).
 func newOCICLI(bin, root string) ociCLI {
-	return ociCLI{bin: bin, root: stateRoot(root, bin), exe: bin, reap: filepath.Base(bin) != "runc"}
+	return ociCLI{bin: bin, root: stateRoot(root, bin), reap: filepath.Base(bin) != "runc"}
 }
 
 // sealedFD is the lowest descriptor a sealed copy of a runtime binary
-// takes: above those the daemon's children renumber before their exec
-// (their files and Go's own pipe, at most a handful), so that each still
-// holds the copy when it execs it.
-const sealedFD = 32
+// takes. A child of os/exec renumbers descriptors between its fork and its
+// exec, up to twice the count of its files (execPath): a restore passes
+// one file for each of the snapshot's external pipes, so the copy sits well
+// above what commands pass.
+const sealedFD = 256
 
 // runFromMemory makes c execute a sealed copy of its binary in memory
 // (memexec), made once, through a symbolic link to it in dir named as the
@@ -88,6 +90,19 @@ func (c *ociCLI) runFromMemory(dir string) error {
 	return nil
 }
 
+// execPath returns the sealed copy's link for a command of c with files
+// standard and extra files to execute, or "" for it to execute the
+// binary's file: when there is no copy, or when the child could renumber a
+// descriptor over the copy's before its exec (Go's child moves each of its
+// files that sits below its place to the count of its files and up, and
+// its own pipe).
+func (c ociCLI) execPath(files int) string {
+	if c.sealed == nil || int(c.sealed.Fd()) <= 2*files+1 {
+		return ""
+	}
+	return c.exe
+}
+
 // stateRoot is where runtime binary bin keeps its containers' state: one
 // directory per binary name, so that two binaries' states never mix.
 func stateRoot(root, bin string) string {
@@ -100,11 +115,15 @@ func (c ociCLI) exec(cmd *exec.Cmd) error {
 	if c.reap {
 		defer scheduleReap(c.bin)
 	}
+	if p := c.execPath(3 + len(cmd.ExtraFiles)); p != "" {
+		cmd.Path = p
+	}
 	return runTracked(cmd)
 }
 
+// command returns a command of the binary (see exec for what is executed).
 func (c ociCLI) command(ctx context.Context, args ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, c.exe, append([]string{"--root", c.root}, args...)...)
+	return exec.CommandContext(ctx, c.bin, append([]string{"--root", c.root}, args...)...)
 }
 
 // output runs a command and returns its standard output; the error carries
