@@ -63,6 +63,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -78,6 +79,11 @@ import (
 )
 
 func main() {
+	// A reader of the output that goes away (| head) must not kill the
+	// bench between a daemon's start and its stop: its sandboxes and the
+	// daemon would be left running. Writes fail instead, and the bench
+	// cleans up as it ends.
+	signal.Ignore(syscall.SIGPIPE)
 	n := flag.Int("n", 50, "iterations per latency measurement")
 	concurrent := flag.Int("concurrent", 100, "sandboxes created at once")
 	idle := flag.Int("idle", 50, "idle sandboxes for the memory measurement")
