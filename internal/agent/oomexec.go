@@ -182,8 +182,9 @@ func trampolineFailed(err error) bool {
 }
 
 // startUser starts a user command (a command, a kernel, the main process)
-// once the agent holds its spare threads, through the reaper, with userOOMScore from its first instruction (see
-// oomExec) when the agent runs commands as another user.
+// once the agent holds its spare threads, through the reaper, with
+// userOOMScore from its first instruction (see oomExec) when the agent
+// runs commands as another user.
 func (s *Server) startUser(path string, argv []string, attr *syscall.ProcAttr) (int, <-chan syscall.WaitStatus, error) {
 	if s.spare != nil {
 		<-s.spare // a fork bomb must not take the threads the agent keeps
