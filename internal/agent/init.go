@@ -26,7 +26,10 @@ import (
 type Options struct {
 	UID, GID int
 	Cwd      string
-	Log      *slog.Logger
+	// SpareKernel is the language of a kernel to start at once, for the
+	// first kernel request to adopt; empty is none.
+	SpareKernel string
+	Log         *slog.Logger
 }
 
 // Run is the agent's main: it prepares the sandbox (loopback up, spare
@@ -114,6 +117,8 @@ func Run(ctx context.Context, opts Options) error {
 		Accept: accept,
 		Spare:  spare,
 		Log:    log,
+
+		SpareKernel: opts.SpareKernel,
 	})
 	for _, secret := range []string{EnvToken, EnvTLSCert, EnvTLSKey} {
 		os.Unsetenv(secret)

@@ -137,6 +137,18 @@ type kernels struct {
 	srv *Server
 	mu  sync.Mutex
 	m   map[string]*kernel
+	// spare is a kernel started before it was asked for (startSpare);
+	// the first create takes it. Nil: none.
+	spare *spareKernel
+}
+
+// spareKernel is a driver started ahead of demand; done closes once its
+// start ended, with p or err set.
+type spareKernel struct {
+	lang string
+	done chan struct{}
+	p    *kernelProc
+	err  error
 }
 
 // kernel is one context's interpreter. Its process may be replaced
@@ -255,7 +267,11 @@ func (ks *kernels) create(ctx context.Context, spec KernelSpec) (KernelInfo, err
 	k := &kernel{spec: spec, startedAt: time.Now(), sem: make(chan struct{}, 1)}
 	ks.m[spec.ID] = k // reserved while it starts
 	ks.mu.Unlock()
-	p, err := ks.start(ctx, &k.spec)
+	p := ks.takeSpare(ctx, &k.spec)
+	var err error
+	if p == nil {
+		p, err = ks.start(ctx, &k.spec)
+	}
 	if err != nil {
 		ks.mu.Lock()
 		delete(ks.m, spec.ID)
@@ -266,6 +282,69 @@ func (ks *kernels) create(ctx context.Context, spec KernelSpec) (KernelInfo, err
 	k.proc = p
 	k.mu.Unlock()
 	return k.info(), nil
+}
+
+// startSpare starts a kernel of lang in the background, with the default
+// environment and working directory, for the first create to adopt: the
+// interpreter's start then overlaps whatever comes before that request.
+func (ks *kernels) startSpare(lang string) {
+	if kernelPrograms[lang] == nil {
+		ks.srv.log.Warn("no spare kernel: unknown language", "language", lang)
+		return
+	}
+	sp := &spareKernel{lang: lang, done: make(chan struct{})}
+	ks.mu.Lock()
+	ks.spare = sp
+	ks.mu.Unlock()
+	go func() {
+		defer close(sp.done)
+		sp.p, sp.err = ks.start(context.Background(), &KernelSpec{ID: "spare", Language: lang})
+		if sp.err != nil {
+			ks.srv.log.Warn("spare kernel did not start", "language", lang, "err", sp.err)
+		}
+	}()
+}
+
+// takeSpare takes the spare kernel, if any, for spec, waiting for its start
+// to end. It returns the spare's process when it fits spec (its language,
+// no environment of its own, the default directory) and is alive; nil
+// otherwise, having ended a spare that does not fit: only the first
+// create may adopt it.
+func (ks *kernels) takeSpare(ctx context.Context, spec *KernelSpec) *kernelProc {
+	ks.mu.Lock()
+	sp := ks.spare
+	ks.spare = nil
+	ks.mu.Unlock()
+	if sp == nil {
+		return nil
+	}
+	discard := func() {
+		go func() {
+			<-sp.done
+			if sp.p != nil {
+				sp.p.kill()
+			}
+		}()
+	}
+	if sp.lang != spec.Language || len(spec.Env) > 0 || (spec.Cwd != "" && spec.Cwd != ks.srv.cwd) {
+		discard()
+		return nil
+	}
+	select {
+	case <-sp.done:
+	case <-ctx.Done():
+		discard()
+		return nil
+	}
+	if sp.err != nil {
+		return nil
+	}
+	select {
+	case <-sp.p.exited:
+		return nil
+	default:
+		return sp.p
+	}
 }
 
 func (ks *kernels) get(id string) (*kernel, error) {
