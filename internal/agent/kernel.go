@@ -284,9 +284,10 @@ func (ks *kernels) create(ctx context.Context, spec KernelSpec) (KernelInfo, err
 	return k.info(), nil
 }
 
-// startSpare starts a kernel of lang in the background, with the default
-// environment and working directory, for the first create to adopt: the
-// interpreter's start then overlaps whatever comes before that request.
+// startSpare launches a kernel of lang at once, with the default
+// environment and working directory, and waits for it in the background,
+// for the first create to adopt: the interpreter's start then overlaps
+// the rest of the agent's start and whatever comes before that request.
 func (ks *kernels) startSpare(lang string) {
 	if kernelPrograms[lang] == nil {
 		ks.srv.log.Warn("no spare kernel: unknown language", "language", lang)
@@ -296,12 +297,20 @@ func (ks *kernels) startSpare(lang string) {
 	ks.mu.Lock()
 	ks.spare = sp
 	ks.mu.Unlock()
+	// Not after the spare threads: the driver runs no user code until a
+	// create adopts it, and takeSpare waits for them.
+	p, err := ks.launch(&KernelSpec{ID: "spare", Language: lang}, ks.srv.spawnUser)
 	go func() {
 		defer close(sp.done)
-		sp.p, sp.err = ks.start(context.Background(), &KernelSpec{ID: "spare", Language: lang})
-		if sp.err != nil {
-			ks.srv.log.Warn("spare kernel did not start", "language", lang, "err", sp.err)
+		if err == nil {
+			err = p.ready(context.Background(), lang)
 		}
+		if err != nil {
+			ks.srv.log.Warn("spare kernel did not start", "language", lang, "err", err)
+			sp.err = err
+			return
+		}
+		sp.p = p
 	}()
 }
 
@@ -339,6 +348,7 @@ func (ks *kernels) takeSpare(ctx context.Context, spec *KernelSpec) *kernelProc 
 	if sp.err != nil {
 		return nil
 	}
+	ks.srv.waitSpareThreads()
 	select {
 	case <-sp.p.exited:
 		return nil
@@ -407,6 +417,22 @@ func (k *kernel) info() KernelInfo {
 
 // start runs a driver and waits until it is ready.
 func (ks *kernels) start(ctx context.Context, spec *KernelSpec) (*kernelProc, error) {
+	p, err := ks.launch(spec, ks.srv.startUser)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.ready(ctx, spec.Language); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// spawnFunc starts a process: Server.startUser, or Server.spawnUser for
+// a driver that runs no user code yet.
+type spawnFunc func(path string, argv []string, attr *syscall.ProcAttr) (int, <-chan syscall.WaitStatus, error)
+
+// launch starts a driver's process, which ready then waits for.
+func (ks *kernels) launch(spec *KernelSpec, spawn spawnFunc) (*kernelProc, error) {
 	prog := kernelPrograms[spec.Language]
 	env := mergeEnv(mergeEnv(kernelEnv, ks.srv.env), spec.Env)
 	path, err := lookPath(prog.interpreter, env)
@@ -454,7 +480,7 @@ func (ks *kernels) start(ctx context.Context, spec *KernelSpec) (*kernelProc, er
 		Sys:   ks.srv.procAttr(),
 	}
 	since, oomBefore := nowTicks(), oomKills()
-	pid, waitc, err := ks.srv.startUser(path, prog.argv(path), attr)
+	pid, waitc, err := spawn(path, prog.argv(path), attr)
 	for _, i := range []int{1, 3, 4, 7, 8} { // the child's ends
 		if pipes[i] != nil {
 			pipes[i].Close()
@@ -485,31 +511,38 @@ func (ks *kernels) start(ctx context.Context, spec *KernelSpec) (*kernelProc, er
 		p.status = <-waitc
 		close(p.exited)
 	}()
+	// What the driver writes before it is ready is its start-up's
+	// output, which ready reports if it fails.
+	p.setCurrent(newExecution(nil, 0))
 	go p.pump(pipes[0], frameStdout, 0)
 	go p.pump(pipes[2], frameStderr, 1)
 	go p.readControl(pipes[6])
+	return p, nil
+}
 
-	boot := newExecution(nil, 0)
-	p.setCurrent(boot)
+// ready waits until the driver launch started says it is ready; otherwise
+// it ends the process.
+func (p *kernelProc) ready(ctx context.Context, lang string) error {
+	boot := p.current()
 	defer p.setCurrent(nil)
 	timer := time.NewTimer(kernelReadyTimeout)
 	defer timer.Stop()
 	select {
 	case msg, ok := <-p.ctl:
 		if ok && msg.Type == "ready" {
-			return p, nil
+			return nil
 		}
 		p.kill()
 		<-p.exited
-		return nil, fmt.Errorf("%s kernel did not start: %s", spec.Language, boot.tail())
+		return fmt.Errorf("%s kernel did not start: %s", lang, boot.tail())
 	case <-p.exited:
-		return nil, fmt.Errorf("%s kernel exited at start (%s): %s", spec.Language, describeExit(p.status), boot.tail())
+		return fmt.Errorf("%s kernel exited at start (%s): %s", lang, describeExit(p.status), boot.tail())
 	case <-timer.C:
 		p.kill()
-		return nil, fmt.Errorf("%s kernel not ready after %v", spec.Language, kernelReadyTimeout)
+		return fmt.Errorf("%s kernel not ready after %v", lang, kernelReadyTimeout)
 	case <-ctx.Done():
 		p.kill()
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 }
 

@@ -75,3 +75,45 @@ func TestSpareKernelDead(t *testing.T) {
 		t.Fatalf("kernel pid %d, the dead spare's %d", info.Pid, sp.p.pid)
 	}
 }
+
+// TestSpareKernelBeforeSpareThreads: the spare's interpreter starts before
+// the agent holds its spare threads (it runs no user code), and is ready;
+// the create that adopts it, after which user code runs, waits for them.
+func TestSpareKernelBeforeSpareThreads(t *testing.T) {
+	requireInterpreters(t)
+	spare := make(chan struct{})
+	s := NewServer(ServerConfig{Env: []string{"PATH=" + os.Getenv("PATH")}, Cwd: t.TempDir(), UID: -1, GID: -1,
+		Spare: spare, SpareKernel: LangPython})
+	sp := s.kernels.spare
+	select {
+	case <-sp.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the spare kernel did not start before the spare threads were held")
+	}
+	if sp.err != nil {
+		t.Fatalf("spare: %v", sp.err)
+	}
+	created := make(chan KernelInfo, 1)
+	go func() {
+		info, err := s.kernels.create(context.Background(), KernelSpec{ID: "k", Language: LangPython})
+		if err != nil {
+			t.Error(err)
+		}
+		created <- info
+	}()
+	select {
+	case info := <-created:
+		t.Fatalf("the spare was adopted before the spare threads were held: %+v", info)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(spare)
+	select {
+	case info := <-created:
+		defer s.kernels.remove("k")
+		if info.Pid != sp.p.pid {
+			t.Errorf("kernel pid %d, the spare's %d: not adopted", info.Pid, sp.p.pid)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the create did not end once the spare threads were held")
+	}
+}
