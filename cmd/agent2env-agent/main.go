@@ -81,6 +81,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&opts.UID, "uid", 1000, "user id commands run as (-1: the agent's own)")
 	fs.IntVar(&opts.GID, "gid", 1000, "group id commands run as")
 	fs.StringVar(&opts.Cwd, "cwd", "/workspace", "default working directory")
+	fs.StringVar(&opts.SpareKernel, "spare-kernel", "", "start a kernel of this language at once, for the first kernel request to adopt")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

@@ -26,7 +26,10 @@ import (
 type Options struct {
 	UID, GID int
 	Cwd      string
-	Log      *slog.Logger
+	// SpareKernel is the language of a kernel to start at once, for the
+	// first kernel request to adopt; empty is none.
+	SpareKernel string
+	Log         *slog.Logger
 }
 
 // Run is the agent's main: it prepares the sandbox (loopback up, spare
@@ -73,20 +76,13 @@ func Run(ctx context.Context, opts Options) error {
 		defer stop()
 	}
 	env := envForCommands(os.Environ())
-	if sock := os.Getenv(EnvEgress); sock != "" {
-		// Before any command runs, so that none can take the address.
-		if err := startForward(ctx, EgressAddr, sock, "egress", log); err != nil {
-			return fmt.Errorf("start egress forwarder: %w", err)
-		}
+	egress, services := os.Getenv(EnvEgress), os.Getenv(EnvServices)
+	if egress != "" {
 		env = mergeEnv(EgressEnv, env)
 	}
-	if sock := os.Getenv(EnvServices); sock != "" {
-		if err := startForward(ctx, ServicesAddr, sock, "services", log); err != nil {
-			return fmt.Errorf("start services forwarder: %w", err)
-		}
+	if services != "" {
 		env = mergeEnv(ServicesEnv, env)
 	}
-	startProbeFromEnv(ctx, log)
 	accept := map[string]net.Listener{}
 	for _, a := range []struct {
 		env, name string
@@ -105,16 +101,31 @@ func Run(ctx context.Context, opts Options) error {
 		accept[a.name] = l
 		env = mergeEnv(a.cmdEnv, env)
 	}
+	// A spare kernel's interpreter starts in NewServer, before the rest:
+	// it is the longest start of a sandbox made for code.
 	srv := NewServer(ServerConfig{
-		Env:    env,
-		Cwd:    opts.Cwd,
-		UID:    opts.UID,
-		GID:    opts.GID,
-		Token:  os.Getenv(EnvToken),
-		Accept: accept,
-		Spare:  spare,
-		Log:    log,
+		Env:         env,
+		Cwd:         opts.Cwd,
+		UID:         opts.UID,
+		GID:         opts.GID,
+		Token:       os.Getenv(EnvToken),
+		Accept:      accept,
+		Spare:       spare,
+		SpareKernel: opts.SpareKernel,
+		Log:         log,
 	})
+	// Before the agent serves, so that no command can take the addresses.
+	if egress != "" {
+		if err := startForward(ctx, EgressAddr, egress, "egress", log); err != nil {
+			return fmt.Errorf("start egress forwarder: %w", err)
+		}
+	}
+	if services != "" {
+		if err := startForward(ctx, ServicesAddr, services, "services", log); err != nil {
+			return fmt.Errorf("start services forwarder: %w", err)
+		}
+	}
+	startProbeFromEnv(ctx, log)
 	for _, secret := range []string{EnvToken, EnvTLSCert, EnvTLSKey} {
 		os.Unsetenv(secret)
 	}

@@ -137,6 +137,18 @@ type kernels struct {
 	srv *Server
 	mu  sync.Mutex
 	m   map[string]*kernel
+	// spare is a kernel started before it was asked for (startSpare);
+	// the first create takes it. Nil: none.
+	spare *spareKernel
+}
+
+// spareKernel is a driver started ahead of demand; done closes once its
+// start ended, with p or err set.
+type spareKernel struct {
+	lang string
+	done chan struct{}
+	p    *kernelProc
+	err  error
 }
 
 // kernel is one context's interpreter. Its process may be replaced
@@ -255,7 +267,11 @@ func (ks *kernels) create(ctx context.Context, spec KernelSpec) (KernelInfo, err
 	k := &kernel{spec: spec, startedAt: time.Now(), sem: make(chan struct{}, 1)}
 	ks.m[spec.ID] = k // reserved while it starts
 	ks.mu.Unlock()
-	p, err := ks.start(ctx, &k.spec)
+	p := ks.takeSpare(ctx, &k.spec)
+	var err error
+	if p == nil {
+		p, err = ks.start(ctx, &k.spec)
+	}
 	if err != nil {
 		ks.mu.Lock()
 		delete(ks.m, spec.ID)
@@ -266,6 +282,79 @@ func (ks *kernels) create(ctx context.Context, spec KernelSpec) (KernelInfo, err
 	k.proc = p
 	k.mu.Unlock()
 	return k.info(), nil
+}
+
+// startSpare launches a kernel of lang at once, with the default
+// environment and working directory, and waits for it in the background,
+// for the first create to adopt: the interpreter's start then overlaps
+// the rest of the agent's start and whatever comes before that request.
+func (ks *kernels) startSpare(lang string) {
+	if kernelPrograms[lang] == nil {
+		ks.srv.log.Warn("no spare kernel: unknown language", "language", lang)
+		return
+	}
+	sp := &spareKernel{lang: lang, done: make(chan struct{})}
+	ks.mu.Lock()
+	ks.spare = sp
+	ks.mu.Unlock()
+	// Not after the spare threads: the driver runs no user code until a
+	// create adopts it, and takeSpare waits for them.
+	p, err := ks.launch(&KernelSpec{ID: "spare", Language: lang}, ks.srv.spawnUser)
+	go func() {
+		defer close(sp.done)
+		if err == nil {
+			err = p.ready(context.Background(), lang)
+		}
+		if err != nil {
+			ks.srv.log.Warn("spare kernel did not start", "language", lang, "err", err)
+			sp.err = err
+			return
+		}
+		sp.p = p
+	}()
+}
+
+// takeSpare takes the spare kernel, if any, for spec, waiting for its start
+// to end. It returns the spare's process when it fits spec (its language,
+// no environment of its own, the default directory) and is alive; nil
+// otherwise, having ended a spare that does not fit: only the first
+// create may adopt it.
+func (ks *kernels) takeSpare(ctx context.Context, spec *KernelSpec) *kernelProc {
+	ks.mu.Lock()
+	sp := ks.spare
+	ks.spare = nil
+	ks.mu.Unlock()
+	if sp == nil {
+		return nil
+	}
+	discard := func() {
+		go func() {
+			<-sp.done
+			if sp.p != nil {
+				sp.p.kill()
+			}
+		}()
+	}
+	if sp.lang != spec.Language || len(spec.Env) > 0 || (spec.Cwd != "" && spec.Cwd != ks.srv.cwd) {
+		discard()
+		return nil
+	}
+	select {
+	case <-sp.done:
+	case <-ctx.Done():
+		discard()
+		return nil
+	}
+	if sp.err != nil {
+		return nil
+	}
+	ks.srv.waitSpareThreads()
+	select {
+	case <-sp.p.exited:
+		return nil
+	default:
+		return sp.p
+	}
 }
 
 func (ks *kernels) get(id string) (*kernel, error) {
@@ -328,6 +417,22 @@ func (k *kernel) info() KernelInfo {
 
 // start runs a driver and waits until it is ready.
 func (ks *kernels) start(ctx context.Context, spec *KernelSpec) (*kernelProc, error) {
+	p, err := ks.launch(spec, ks.srv.startUser)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.ready(ctx, spec.Language); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// spawnFunc starts a process: Server.startUser, or Server.spawnUser for
+// a driver that runs no user code yet.
+type spawnFunc func(path string, argv []string, attr *syscall.ProcAttr) (int, <-chan syscall.WaitStatus, error)
+
+// launch starts a driver's process, which ready then waits for.
+func (ks *kernels) launch(spec *KernelSpec, spawn spawnFunc) (*kernelProc, error) {
 	prog := kernelPrograms[spec.Language]
 	env := mergeEnv(mergeEnv(kernelEnv, ks.srv.env), spec.Env)
 	path, err := lookPath(prog.interpreter, env)
@@ -375,7 +480,7 @@ func (ks *kernels) start(ctx context.Context, spec *KernelSpec) (*kernelProc, er
 		Sys:   ks.srv.procAttr(),
 	}
 	since, oomBefore := nowTicks(), oomKills()
-	pid, waitc, err := ks.srv.startUser(path, prog.argv(path), attr)
+	pid, waitc, err := spawn(path, prog.argv(path), attr)
 	for _, i := range []int{1, 3, 4, 7, 8} { // the child's ends
 		if pipes[i] != nil {
 			pipes[i].Close()
@@ -406,31 +511,38 @@ func (ks *kernels) start(ctx context.Context, spec *KernelSpec) (*kernelProc, er
 		p.status = <-waitc
 		close(p.exited)
 	}()
+	// What the driver writes before it is ready is its start-up's
+	// output, which ready reports if it fails.
+	p.setCurrent(newExecution(nil, 0))
 	go p.pump(pipes[0], frameStdout, 0)
 	go p.pump(pipes[2], frameStderr, 1)
 	go p.readControl(pipes[6])
+	return p, nil
+}
 
-	boot := newExecution(nil, 0)
-	p.setCurrent(boot)
+// ready waits until the driver launch started says it is ready; otherwise
+// it ends the process.
+func (p *kernelProc) ready(ctx context.Context, lang string) error {
+	boot := p.current()
 	defer p.setCurrent(nil)
 	timer := time.NewTimer(kernelReadyTimeout)
 	defer timer.Stop()
 	select {
 	case msg, ok := <-p.ctl:
 		if ok && msg.Type == "ready" {
-			return p, nil
+			return nil
 		}
 		p.kill()
 		<-p.exited
-		return nil, fmt.Errorf("%s kernel did not start: %s", spec.Language, boot.tail())
+		return fmt.Errorf("%s kernel did not start: %s", lang, boot.tail())
 	case <-p.exited:
-		return nil, fmt.Errorf("%s kernel exited at start (%s): %s", spec.Language, describeExit(p.status), boot.tail())
+		return fmt.Errorf("%s kernel exited at start (%s): %s", lang, describeExit(p.status), boot.tail())
 	case <-timer.C:
 		p.kill()
-		return nil, fmt.Errorf("%s kernel not ready after %v", spec.Language, kernelReadyTimeout)
+		return fmt.Errorf("%s kernel not ready after %v", lang, kernelReadyTimeout)
 	case <-ctx.Done():
 		p.kill()
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 }
 

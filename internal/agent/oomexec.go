@@ -182,13 +182,25 @@ func trampolineFailed(err error) bool {
 }
 
 // startUser starts a user command (a command, a kernel, the main process)
-// once the agent holds its spare threads, through the reaper, with
-// userOOMScore from its first instruction (see oomExec) when the agent
-// runs commands as another user.
+// once the agent holds its spare threads (a fork bomb must not take the
+// threads the agent keeps), as spawnUser does.
 func (s *Server) startUser(path string, argv []string, attr *syscall.ProcAttr) (int, <-chan syscall.WaitStatus, error) {
+	s.waitSpareThreads()
+	return s.spawnUser(path, argv, attr)
+}
+
+// waitSpareThreads returns once the agent holds its spare threads.
+func (s *Server) waitSpareThreads() {
 	if s.spare != nil {
-		<-s.spare // a fork bomb must not take the threads the agent keeps
+		<-s.spare
 	}
+}
+
+// spawnUser starts a process as the user commands run as, through the
+// reaper, with userOOMScore from its first instruction (see oomExec) when
+// the agent runs commands as another user. Whatever runs user code must
+// not start before the agent holds its spare threads: startUser.
+func (s *Server) spawnUser(path string, argv []string, attr *syscall.ProcAttr) (int, <-chan syscall.WaitStatus, error) {
 	return s.reaper.start(func() (int, error) {
 		if s.uid < 0 {
 			return syscall.ForkExec(path, argv, attr)

@@ -72,6 +72,9 @@ type ServerConfig struct {
 	// threads (reserveThreads): no user process starts before.
 	Spare <-chan struct{}
 	Log   *slog.Logger
+	// SpareKernel, when set, is the language of a kernel NewServer starts
+	// at once, for the first kernel request to adopt.
+	SpareKernel string
 }
 
 // NewServer returns a Server. It starts reaping children at once.
@@ -93,6 +96,9 @@ func NewServer(cfg ServerConfig) *Server {
 		})
 	}
 	s.kernels = newKernels(s)
+	if cfg.SpareKernel != "" {
+		s.kernels.startSpare(cfg.SpareKernel)
+	}
 	s.procs = newProcs(s)
 	s.accepts = make(map[string]*acceptor, len(cfg.Accept))
 	for name, l := range cfg.Accept {

@@ -265,7 +265,7 @@ func run(n, concurrent, idle int, img string, createOnly, runsOnly, terminalOnly
 	if err := benchStore(bin, d, n, img); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
-	if err := benchSessions(d, n, create); err != nil {
+	if err := benchSessions(d, n, img); err != nil {
 		return fmt.Errorf("sessions: %w", err)
 	}
 	if err := benchOpenSandbox(d, warm, n, img); err != nil {
@@ -422,27 +422,26 @@ func benchCold(n, concurrent int, img string) error {
 			return err
 		}
 	}
-	var create, runcCreate stats
 	if dc == nil {
 		var ids []string
-		if create, ids, err = benchCreate(d, n, img); err != nil {
+		if _, ids, err = benchCreate(d, n, img); err != nil {
 			return err
 		}
 		err = d.deleteAll(ids)
 	} else {
-		create, runcCreate, err = benchCreateRuntimes(d, dc, n, img)
+		err = benchCreateRuntimes(d, dc, n, img)
 	}
 	if err != nil {
 		return err
 	}
-	if err := benchColdSession(d, "new session, no warm pool", n, create); err != nil {
+	if err := benchColdSession(d, "new session, no warm pool", n, img); err != nil {
 		return err
 	}
 	if dc != nil {
 		if err := warmUpSession(dc); err != nil {
 			return err
 		}
-		if err := benchColdSession(dc, "  the same with runc", n, runcCreate); err != nil {
+		if err := benchColdSession(dc, "  the same with runc", n, img); err != nil {
 			return err
 		}
 	}
@@ -527,9 +526,9 @@ func benchCreate(d *daemon, n int, img string) (stats, []string, error) {
 // by iteration (who of the two goes first alternates; each create 100 ms
 // after the last, so that one's moves into its cgroups do not spare the
 // next the kernel's wait, see oci's warmAttach). It prints the default's
-// row as benchCreate does, then runc's, returns both runtimes' figures
-// and deletes the sandboxes it made.
-func benchCreateRuntimes(d, dc *daemon, n int, img string) (def, runc stats, err error) {
+// row as benchCreate does, then runc's, and deletes the sandboxes it
+// made.
+func benchCreateRuntimes(d, dc *daemon, n int, img string) (err error) {
 	ds := []*daemon{d, dc}
 	ids := make([][]string, 2)
 	defer func() {
@@ -550,7 +549,7 @@ func benchCreateRuntimes(d, dc *daemon, n int, img string) (def, runc stats, err
 	for i := range n {
 		start := time.Now()
 		if err := exec.Command("unshare", "--mount", "--pid", "--fork", "--net", "--uts", "--ipc", "true").Run(); err != nil {
-			return stats{}, stats{}, fmt.Errorf("unshare baseline: %w", err)
+			return fmt.Errorf("unshare baseline: %w", err)
 		}
 		base = append(base, time.Since(start))
 		order := []int{0, 1}
@@ -559,17 +558,17 @@ func benchCreateRuntimes(d, dc *daemon, n int, img string) (def, runc stats, err
 		}
 		for _, j := range order {
 			if err := timeCreate(j); err != nil {
-				return stats{}, stats{}, err
+				return err
 			}
 		}
 		ratios = append(ratios, time.Duration(float64(time.Millisecond)*float64(durs[1][i])/float64(durs[0][i])))
 	}
 	sbase := summarize(base)
-	def, runc = summarize(durs[0]), summarize(durs[1])
+	def, runc := summarize(durs[0]), summarize(durs[1])
 	report("sandbox create → ready (REST)", def, "unshare … true", sbase, "≤ 25 ms p50 and ≤ 8x unshare")
 	report("  the same with runc", runc, "unshare … true", sbase, "≤ 25 ms p50 and ≤ 8x unshare")
 	fmt.Printf("  runc/default per iteration: median %.2f\n", float64(summarize(ratios).p50)/float64(time.Millisecond))
-	return def, runc, nil
+	return nil
 }
 
 // hostCPU is the CPU time the host has spent in user and system mode

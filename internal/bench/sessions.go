@@ -16,7 +16,7 @@ import (
 // rides on, and the first execute_code of a new session (cold), beside
 // create, the sandbox create → ready of the same run (a cold session
 // makes its sandbox, then starts its kernel).
-func benchSessions(d *daemon, n int, create stats) error {
+func benchSessions(d *daemon, n int, img string) error {
 	var c api.Context
 	if err := d.post("/api/v1/contexts", api.CreateContextRequest{Language: "python"}, &c); err != nil {
 		return err
@@ -71,26 +71,63 @@ func benchSessions(d *daemon, n int, create stats) error {
 	}
 	report("execute_code print(1), reused (MCP)", mcpRun, "context execute", ctxRun, "≤ 5 ms p50")
 
-	return benchColdSession(d, "new session, no warm pool", n, create)
+	return benchColdSession(d, "new session, no warm pool", n, img)
 }
 
-// benchColdSession measures the first execute_code print(1) of new
-// sessions on d, which has no warm pool, beside create, the sandbox create
-// → ready on d in the same run, and prints it as the row name.
-func benchColdSession(d *daemon, name string, n int, create stats) error {
-	var ids []string
-	cold, err := measure(max(n/2, 5), func() error {
-		id := fmt.Sprintf("bench-cold-%d", len(ids))
-		ids = append(ids, id)
-		return d.firstExecute(id)
-	})
-	for _, id := range ids { // untimed
-		d.del("/api/v1/sessions/" + id)
+// benchColdSession measures the first execute_code print(1) of n new
+// sessions on d, which has no warm pool, beside n sandbox creates → ready
+// of img on d, the two in turn iteration by iteration (who goes first
+// alternates; each 100 ms after the last, as benchCreateRuntimes spaces
+// its creates), so that the machine's drift weighs on both alike, and
+// prints it as the row name with the median of the per-iteration ratio.
+func benchColdSession(d *daemon, name string, n int, img string) (err error) {
+	var sessionIDs, sandboxIDs []string
+	defer func() { // untimed
+		for _, id := range sessionIDs {
+			d.del("/api/v1/sessions/" + id)
+		}
+		err = errors.Join(err, d.deleteAll(sandboxIDs))
+	}()
+	var sessions, creates, ratios []time.Duration
+	timed := func(fn func() error) (time.Duration, error) {
+		time.Sleep(100 * time.Millisecond)
+		start := time.Now()
+		err := fn()
+		return time.Since(start), err
 	}
-	if err != nil {
-		return err
+	for i := range n {
+		session := func() error {
+			id := fmt.Sprintf("bench-cold-%d", i)
+			sessionIDs = append(sessionIDs, id)
+			return d.firstExecute(id)
+		}
+		create := func() error {
+			id, err := d.create(img)
+			if id != "" {
+				sandboxIDs = append(sandboxIDs, id)
+			}
+			return err
+		}
+		first, second := session, create
+		if i%2 == 1 {
+			first, second = create, session
+		}
+		a, err := timed(first)
+		if err != nil {
+			return err
+		}
+		b, err := timed(second)
+		if err != nil {
+			return err
+		}
+		if i%2 == 1 {
+			a, b = b, a
+		}
+		sessions, creates = append(sessions, a), append(creates, b)
+		ratios = append(ratios, time.Duration(float64(time.Millisecond)*float64(a)/float64(b)))
 	}
-	report(name, cold, "sandbox create → ready", create, "≤ 40 ms p50 and ≤ 1.5x create")
+	report(name, summarize(sessions), "sandbox create → ready, in turn", summarize(creates), "≤ 40 ms p50 and ≤ 1.5x create")
+	fmt.Printf("  session/create per iteration: median %.2f\n", float64(summarize(ratios).p50)/float64(time.Millisecond))
 	return nil
 }
 

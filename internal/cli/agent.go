@@ -25,5 +25,6 @@ func newAgentCmd(e env) *cobra.Command {
 	c.Flags().IntVar(&opts.UID, "uid", 1000, "user id commands run as (-1: the agent's own)")
 	c.Flags().IntVar(&opts.GID, "gid", 1000, "group id commands run as")
 	c.Flags().StringVar(&opts.Cwd, "cwd", "/workspace", "default working directory")
+	c.Flags().StringVar(&opts.SpareKernel, "spare-kernel", "", "start a kernel of this language at once, for the first kernel request to adopt")
 	return c
 }

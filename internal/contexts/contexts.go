@@ -421,7 +421,8 @@ func (s *Service) Provision(ctx context.Context, req SandboxRequest) (Warm, erro
 		src = Source{Template: req.Template}
 	}
 	sb, err := s.sbx.Create(ctx, manager.CreateRequest{Template: src.Template, Image: src.Image,
-		CPU: req.CPU, Memory: req.Memory, TTL: req.TTL, ManagedBy: req.ManagedBy, Mounts: req.Mounts})
+		CPU: req.CPU, Memory: req.Memory, TTL: req.TTL, ManagedBy: req.ManagedBy, Mounts: req.Mounts,
+		SpareKernel: req.Language})
 	if err != nil {
 		return Warm{}, fmt.Errorf("create a sandbox for %s: %w", req.Language, err)
 	}

@@ -45,6 +45,10 @@ type CreateRequest struct {
 	ManagedBy string
 	// Mounts are host directories to bind into the sandbox.
 	Mounts []sandbox.Mount
+	// SpareKernel is the language of a kernel the sandbox's agent starts
+	// as it boots, for its first kernel to adopt (sandbox.Spec.SpareKernel),
+	// unless the sandbox has startup steps; empty is none.
+	SpareKernel string
 	// Network, with Image, is what the sandbox may reach beyond its
 	// loopback through the egress proxy, as a template's network section
 	// gives it (a template's sandboxes have the template's); nil: nothing.
@@ -460,6 +464,11 @@ func (m *Manager) launch(ctx context.Context, id string, r *resolved) (*store.Sa
 		Mounts:       r.Mounts,
 		Persistence:  r.persistence,
 		RuntimeClass: r.runtimeClass,
+	}
+	if r.startup.empty() {
+		// Not before a template's startup, which could change what an
+		// interpreter started ahead of it would have seen.
+		spec.SpareKernel = r.SpareKernel
 	}
 	if err := m.rt.Create(ctx, spec); err != nil {
 		return m.fail(ctx, id, fmt.Sprintf("create sandbox: %v", err))

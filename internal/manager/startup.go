@@ -98,6 +98,7 @@ func (m *Manager) fromTemplate(ctx context.Context, req CreateRequest) (CreateRe
 		Image: spec.Image, CPU: spec.Resources.CPU, Memory: spec.Resources.Memory, TTL: &spec.TTL,
 		Disk: req.Disk, Template: req.Template, TemplateVersion: version,
 		ManagedBy: req.ManagedBy, Mounts: req.Mounts, pool: req.pool, Metadata: req.Metadata,
+		SpareKernel: req.SpareKernel,
 	}
 	if req.CPU != "" {
 		out.CPU = req.CPU

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 	"github.com/agent2env/agent2env/internal/sandbox"
 )
 
@@ -236,5 +237,40 @@ func TestCreatePooledFromTemplate(t *testing.T) {
 	}
 	if claimed.Pool != "" || claimed.ExpiresAt == nil || claimed.Template != "t" {
 		t.Errorf("claimed: pool %q, expires %v, template %q; want no pool, an expiry, template t", claimed.Pool, claimed.ExpiresAt, claimed.Template)
+	}
+}
+
+// TestSpareKernel: the language a sandbox is made for reaches the runtime
+// as its spare kernel, from an image or a template, unless the template
+// has startup steps, which an interpreter started ahead of them would miss.
+func TestSpareKernel(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		req  CreateRequest
+		want string
+	}{
+		{"image", CreateRequest{Image: "alpine", SpareKernel: "python"}, "python"},
+		{"none asked", CreateRequest{Image: "alpine"}, ""},
+		{"template", CreateRequest{Template: "plain", SpareKernel: "python"}, "python"},
+		{"template with a startup script", CreateRequest{Template: "script", SpareKernel: "python"}, ""},
+		{"template with files", CreateRequest{Template: "files", SpareKernel: "python"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := templateEnv(t, fakeTemplates{
+				"plain":  {Image: "alpine"},
+				"script": {Image: "alpine", StartupScript: "true"},
+				"files":  {Image: "alpine", Files: []api.FileSpec{{Destination: "/workspace/a.txt", Content: "a"}}},
+			})
+			got := make(chan string, 1)
+			e.rt.SetHooks(fakeruntime.Hooks{Create: func(_ context.Context, spec *sandbox.Spec) error {
+				got <- spec.SpareKernel
+				return nil
+			}})
+			sb := e.create(t, tc.req)
+			e.waitStatus(t, sb.ID, api.StatusRunning)
+			if spare := <-got; spare != tc.want {
+				t.Errorf("the runtime's spare kernel = %q, want %q", spare, tc.want)
+			}
+		})
 	}
 }

@@ -437,6 +437,9 @@ func Specs(sizes map[string]int, defaults map[string]contexts.Source) []Spec {
 			s.Language = name
 			s.Request = manager.CreateRequest{Template: src.Template, Image: src.Image}
 		}
+		// The kernel the pool starts adopts the one the agent started as
+		// it booted.
+		s.Request.SpareKernel = s.Language
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -766,10 +766,10 @@ func TestSpecs(t *testing.T) {
 	defaults := contexts.Sources(map[string]contexts.Source{api.LanguagePython: {Template: "py-tpl"}})
 	got := Specs(map[string]int{"python": 2, "javascript": 1, "web": 3, "bash": 0}, defaults)
 	want := []Spec{
-		{Name: "bash", Size: 0, Language: "bash", Request: manager.CreateRequest{Image: "agent2env/code-interpreter"}},
-		{Name: "javascript", Size: 1, Language: "javascript", Request: manager.CreateRequest{Image: "agent2env/code-interpreter"}},
-		{Name: "python", Size: 2, Language: "python", Request: manager.CreateRequest{Template: "py-tpl"}},
-		{Name: "web", Size: 3, Language: "python", Request: manager.CreateRequest{Template: "web"}},
+		{Name: "bash", Size: 0, Language: "bash", Request: manager.CreateRequest{Image: "agent2env/code-interpreter", SpareKernel: "bash"}},
+		{Name: "javascript", Size: 1, Language: "javascript", Request: manager.CreateRequest{Image: "agent2env/code-interpreter", SpareKernel: "javascript"}},
+		{Name: "python", Size: 2, Language: "python", Request: manager.CreateRequest{Template: "py-tpl", SpareKernel: "python"}},
+		{Name: "web", Size: 3, Language: "python", Request: manager.CreateRequest{Template: "web", SpareKernel: "python"}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Specs:\n got %+v\nwant %+v", got, want)

@@ -72,6 +72,13 @@ type Spec struct {
 	// Persistence.SizeBytes, instead of Resources.DiskBytes of scratch
 	// space: a runtime with Capabilities.Persistence honours it.
 	Persistence *Persistence
+	// SpareKernel, when set, is the language of a code kernel the agent
+	// starts as it boots, overlapping the interpreter's start with the
+	// daemon's own work; the sandbox's first kernel adopts it when it is
+	// of that language with the default environment and directory (else
+	// it is ended). Sandboxes made for contexts and sessions set it; a
+	// runtime may ignore it.
+	SpareKernel string
 	// RuntimeClass names the container runtime the sandbox runs under
 	// (Kubernetes' runtimeClassName: gVisor, Kata); empty is the
 	// runtime's default. Only runtimes with Capabilities.RuntimeClass

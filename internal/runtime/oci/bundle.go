@@ -68,12 +68,16 @@ func (r *Runtime) bundleSpec(spec *sandbox.Spec, env []string, res sandbox.Resou
 		// Memory plus swap equal to memory: no swap at all.
 		memory.Swap = &mem
 	}
+	args := []string{agentPath, "agent", "--uid", uid, "--gid", gid, "--cwd", cwd}
+	if spec.SpareKernel != "" {
+		args = append(args, "--spare-kernel", spec.SpareKernel)
+	}
 	userMount := []string{"rbind", "rw", "nosuid", "nodev"}
 	s := &specs.Spec{
 		Version: ociVersion,
 		Process: &specs.Process{
 			User: specs.User{UID: 0, GID: 0},
-			Args: []string{agentPath, "agent", "--uid", uid, "--gid", gid, "--cwd", cwd},
+			Args: args,
 			Env:  append(slices.Clone(env), agent.EnvListenFD+"="+strconv.Itoa(agentListenFD)),
 			Cwd:  "/",
 			Capabilities: &specs.LinuxCapabilities{

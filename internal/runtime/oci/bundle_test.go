@@ -29,20 +29,25 @@ func TestBundleSpec(t *testing.T) {
 		wantSwap  bool
 		wantOOM   bool
 		wantFiles uint64
+		spare     string
 	}{
-		{"defaults", &Runtime{nofile: 65536}, "", sandbox.WorkDir, false, false, 65536},
-		{"swap accounted", &Runtime{swapLimit: true, nofile: 65536}, "", sandbox.WorkDir, true, false, 65536},
-		{"oom adjustable", &Runtime{oomAdjust: true, nofile: 65536}, "/tmp", "/tmp", false, true, 65536},
-		{"low file limit", &Runtime{nofile: 512}, "", sandbox.WorkDir, false, false, 512},
+		{"defaults", &Runtime{nofile: 65536}, "", sandbox.WorkDir, false, false, 65536, ""},
+		{"swap accounted", &Runtime{swapLimit: true, nofile: 65536}, "", sandbox.WorkDir, true, false, 65536, ""},
+		{"oom adjustable", &Runtime{oomAdjust: true, nofile: 65536}, "/tmp", "/tmp", false, true, 65536, ""},
+		{"low file limit", &Runtime{nofile: 512}, "", sandbox.WorkDir, false, false, 512, ""},
+		{"spare kernel", &Runtime{nofile: 65536}, "", sandbox.WorkDir, false, false, 65536, "python"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.rt.cfg.AgentBinary = "/usr/bin/agent2env"
 			tc.rt.cgroups = &cgroups{parent: "agent2env/0123abcd"}
-			sp := &sandbox.Spec{ID: "sb1", Cwd: tc.cwd, Mounts: []sandbox.Mount{{Source: "/srv/a", Destination: "/data"},
+			sp := &sandbox.Spec{ID: "sb1", Cwd: tc.cwd, SpareKernel: tc.spare, Mounts: []sandbox.Mount{{Source: "/srv/a", Destination: "/data"},
 				{Source: "/srv/b", Destination: "/ro", ReadOnly: true}}}
 			s := tc.rt.bundleSpec(sp, processEnv(nil, nil), res, "/r/sb1/d", "/r/sb1/r")
 
 			wantArgs := []string{agentPath, "agent", "--uid", "1000", "--gid", "1000", "--cwd", tc.wantCwd}
+			if tc.spare != "" {
+				wantArgs = append(wantArgs, "--spare-kernel", tc.spare)
+			}
 			if diff := cmp.Diff(wantArgs, s.Process.Args); diff != "" {
 				t.Errorf("args (-want +got):\n%s", diff)
 			}
