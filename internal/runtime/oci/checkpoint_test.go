@@ -46,6 +46,7 @@ func newCRIURuntime(t testing.TB, root, binary string) *Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
+	deleteLeftOnCleanup(t, rt)
 	if !rt.Capabilities().Checkpoint {
 		t.Fatalf("the project's criu fails criu check here (see the warning above)")
 	}
@@ -193,6 +194,7 @@ func testCheckpointRestorePython(t *testing.T, bin string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	deleteLeftOnCleanup(t, rt)
 	if err := rt.Create(ctx, &sandbox.Spec{ID: "py", Image: ref}); err != nil {
 		t.Fatal(err)
 	}
@@ -392,6 +394,7 @@ func testCheckpointRestoreServices(t *testing.T, bin string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	deleteLeftOnCleanup(t, rt)
 	ctx := context.Background()
 	sp := newSpec(t, "parent")
 	sp.Resources.DiskBytes = 32 << 20

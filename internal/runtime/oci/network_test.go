@@ -70,6 +70,7 @@ func newEgressRuntime(t testing.TB, root string, proxy runtime.EgressProxy) *Run
 	if err != nil {
 		t.Fatal(err)
 	}
+	deleteLeftOnCleanup(t, rt)
 	return rt
 }
 

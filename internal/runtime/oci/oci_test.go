@@ -189,7 +189,26 @@ func newRuntime(t testing.TB, root, binary string) *Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
+	deleteLeftOnCleanup(t, rt)
 	return rt
+}
+
+// deleteLeftOnCleanup deletes, when the test ends, every sandbox rt still
+// has: a test that fails half-way leaves none running on the host.
+func deleteLeftOnCleanup(t testing.TB, rt *Runtime) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		left, err := rt.List(ctx)
+		if err != nil {
+			t.Logf("list the sandboxes left: %v", err)
+			return
+		}
+		for _, st := range left {
+			if err := rt.Delete(ctx, st.ID); err != nil {
+				t.Logf("delete sandbox %s, left by the test: %v", st.ID, err)
+			}
+		}
+	})
 }
 
 // newSpec returns the spec of a sandbox of testImage, which it makes.
