@@ -520,8 +520,8 @@ func (ks *kernels) launch(spec *KernelSpec, spawn spawnFunc) (*kernelProc, error
 	return p, nil
 }
 
-// ready waits until the driver launch started says it is ready; otherwise
-// it ends the process.
+// ready waits until the driver that launch started says it is ready;
+// otherwise it ends the process.
 func (p *kernelProc) ready(ctx context.Context, lang string) error {
 	boot := p.current()
 	defer p.setCurrent(nil)

@@ -393,8 +393,8 @@ func benchConcurrentAs(d *daemon, name string, concurrent int, img string) (time
 
 // benchCold measures the cold paths of issue 30 alone, each beside its
 // baseline in the same run: create → ready against unshare, a new
-// session's first execute_code against that create, and concurrent
-// creates against as many unshares at once.
+// session's first execute_code against creates made in turn with it, and
+// concurrent creates against as many unshares at once.
 func benchCold(n, concurrent int, img string) error {
 	bin, d, err := startFirst()
 	if err != nil {

@@ -14,8 +14,8 @@ import (
 // benchSessions measures execute_code print(1) in a reused session over
 // REST and over MCP streamable HTTP, beside the context execute path it
 // rides on, and the first execute_code of a new session (cold), beside
-// create, the sandbox create → ready of the same run (a cold session
-// makes its sandbox, then starts its kernel).
+// sandbox creates → ready made in turn with it (a cold session makes its
+// sandbox, then starts its kernel; benchColdSession).
 func benchSessions(d *daemon, n int, img string) error {
 	var c api.Context
 	if err := d.post("/api/v1/contexts", api.CreateContextRequest{Language: "python"}, &c); err != nil {

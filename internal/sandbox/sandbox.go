@@ -76,8 +76,8 @@ type Spec struct {
 	// starts as it boots, overlapping the interpreter's start with the
 	// daemon's own work; the sandbox's first kernel adopts it when it is
 	// of that language with the default environment and directory (else
-	// it is ended). Sandboxes made for contexts and sessions set it; a
-	// runtime may ignore it.
+	// it is ended). Sandboxes made for contexts, sessions and warm pools
+	// set it when they have no startup steps; a runtime may ignore it.
 	SpareKernel string
 	// RuntimeClass names the container runtime the sandbox runs under
 	// (Kubernetes' runtimeClassName: gVisor, Kata); empty is the

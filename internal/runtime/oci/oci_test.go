@@ -579,8 +579,7 @@ func TestOwnCgroups(t *testing.T) {
 			t.Fatal(err)
 		}
 		id := "cg-" + bin
-		startSandbox(t, rt, id)
-		t.Cleanup(func() { _ = rt.Delete(context.Background(), id) })
+		startSandbox(t, rt, id) // deleted as the test ends (deleteLeftOnCleanup)
 		st, err := rt.Status(context.Background(), id)
 		if err != nil || st.Pid <= 0 {
 			t.Fatalf("Status = %+v, %v", st, err)

@@ -64,6 +64,13 @@ func (c *ociCLI) runFromMemory(dir string) error {
 	if err != nil {
 		return err
 	}
+	link := filepath.Join(dir, filepath.Base(c.bin))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	bin, err := os.Open(path)
 	if err != nil {
 		return err
@@ -71,15 +78,6 @@ func (c *ociCLI) runFromMemory(dir string) error {
 	defer bin.Close()
 	sealed, err := memexec.New(filepath.Base(path), bin, sealedFD)
 	if err != nil {
-		return err
-	}
-	link := filepath.Join(dir, filepath.Base(c.bin))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		sealed.Close()
-		return err
-	}
-	if err := os.Remove(link); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		sealed.Close()
 		return err
 	}
 	if err := os.Symlink(memexec.Path(sealed), link); err != nil {
