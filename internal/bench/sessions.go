@@ -165,8 +165,11 @@ func (d *daemon) firstExecute(id string) error {
 
 // compareColdSession measures the first execute_code of new sessions on
 // daemons of two binaries in turn, iteration by iteration (who goes first
-// alternates), and prints the median of the per-iteration ratio.
-func compareColdSession(n int, binA, binB string) error {
+// alternates), and prints the median of the per-iteration ratio. The
+// sessions are deleted at the end, as benchColdSession deletes its own: a
+// delete's teardown (unmounts, the runtime's delete, the disk) runs on
+// after its answer and would weigh on the next session.
+func compareColdSession(n int, binA, binB string) (err error) {
 	ds, stop, err := startPair(binA, binB, func(d *daemon) error {
 		if err := d.firstExecute("bench-warmup"); err != nil { // makes the image
 			return err
@@ -177,13 +180,21 @@ func compareColdSession(n int, binA, binB string) error {
 		return err
 	}
 	defer stop()
+	made := make([][]string, len(ds))
+	defer func() { // untimed
+		for j, ids := range made {
+			for _, id := range ids {
+				err = errors.Join(err, ds[j].del("/api/v1/sessions/"+id))
+			}
+		}
+	}()
 	a, b, ratio, err := inTurn(n, ds, func(j, i int) (time.Duration, error) {
 		time.Sleep(100 * time.Millisecond)
 		id := fmt.Sprintf("bench-cold-%d", i)
+		made[j] = append(made[j], id)
 		start := time.Now()
 		err := ds[j].firstExecute(id)
-		took := time.Since(start)
-		return took, errors.Join(err, ds[j].del("/api/v1/sessions/"+id))
+		return time.Since(start), err
 	})
 	if err != nil {
 		return err
