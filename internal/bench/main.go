@@ -456,21 +456,29 @@ func benchCold(n, concurrent int, img string) error {
 
 // defaultRuntime says which OCI runtime binary a daemon started without
 // --runtime runs (serve --runtime auto): the crun make crun built, when
-// there is one, else runc; or what -daemon-args say.
+// there is one, else runc; or what -daemon-args say. It asks
+// scripts/crun.sh, so from outside the repository's root it cannot tell.
 func defaultRuntime() string {
 	if i := slices.Index(daemonArgs, "--runtime"); i >= 0 && i+1 < len(daemonArgs) {
 		return daemonArgs[i+1] + " (-daemon-args)"
 	}
-	if out, err := exec.Command("scripts/crun.sh", "--path").Output(); err == nil {
+	out, err := exec.Command("scripts/crun.sh", "--path").Output()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
 		return "crun " + strings.TrimSpace(string(out)) + " (serve --runtime auto; make crun built it)"
+	case errors.As(err, &exit):
+		return "runc (serve --runtime auto: make crun has built no crun)"
+	default:
+		return "unknown (serve --runtime auto; run the bench from the repository's root to tell: " + err.Error() + ")"
 	}
-	return "runc (serve --runtime auto: make crun has built no crun)"
 }
 
 // startRunc starts a daemon of bin with --runtime runc, to compare with
-// the default runtime def, or returns nil when that is runc already.
+// the default runtime def when that is crun; otherwise (runc already,
+// another runtime, or not known) it returns nil.
 func startRunc(bin, def string) (*daemon, error) {
-	if strings.HasPrefix(def, "runc") {
+	if !strings.HasPrefix(def, "crun") {
 		return nil, nil
 	}
 	dc, err := startDaemon(bin, "--runtime", "runc")
