@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -98,9 +99,18 @@ func (d *testDaemon) as(key string) *client.Client {
 
 // start builds a System from cfg on a loopback port, lets before (when not
 // nil) change it, serves it and waits until it is ready. The test's end
-// stops it if the test did not.
+// stops it if the test did not, then deletes what sandboxes its runtime
+// still holds (a fake runtime's are directories under $TMPDIR, which a
+// stopped daemon leaves, as a real one leaves its sandboxes running).
 func start(t *testing.T, cfg Config, before func(*System)) *testDaemon {
 	t.Helper()
+	if c, ok := cfg.runtime.(io.Closer); ok {
+		t.Cleanup(func() {
+			if err := c.Close(); err != nil {
+				t.Errorf("delete the test's sandboxes: %v", err)
+			}
+		})
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
