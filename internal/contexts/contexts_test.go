@@ -908,8 +908,8 @@ func TestWarmPool(t *testing.T) {
 		{name: "other language", req: api.CreateContextRequest{Language: "python"}, warmLang: "javascript", source: "python"},
 		{name: "env", req: api.CreateContextRequest{Env: map[string]string{"A2E": "set"}}, warmLang: "python", source: "python",
 			checkCode: "import os\nos.environ.get('A2E')", checkWant: "'set'"},
-		{name: "working dir", req: api.CreateContextRequest{WorkingDir: "/tmp"}, warmLang: "python", source: "python",
-			checkCode: "import os\nos.getcwd()", checkWant: "'/tmp'"},
+		{name: "working dir", req: api.CreateContextRequest{WorkingDir: "/etc"}, warmLang: "python", source: "python",
+			checkCode: "import os\nos.getcwd()", checkWant: "'/etc'"},
 		{name: "no kernel", req: api.CreateContextRequest{}, noKernel: true, source: "python"},
 		{name: "empty pool", req: api.CreateContextRequest{}, empty: true, source: "python"},
 	}

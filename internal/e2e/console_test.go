@@ -46,8 +46,8 @@ var consolePages = []string{"overview", "sandboxes", "sandbox", "terminal", "fil
 // warm pool (python, of one sandbox) and recent failures, and text an
 // agent or a model wrote shown as text. The screenshots of its pages (every
 // page of the navigation, a sandbox with its terminal and its files, a run,
-// a submission's matrix, conversations) stay in a temporary directory,
-// whose files the test logs. The browser tests run in a network namespace
+// a submission's matrix, conversations) go to screenshotDir, whose files
+// the test logs. The browser tests run in a network namespace
 // of their own (browserNetns).
 func TestConsoleInBrowser(t *testing.T) {
 	nodeBin := os.Getenv("AGENT2ENV_NODE_BIN")
@@ -83,10 +83,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	warm := d.create(api.CreateSandboxRequest{Image: "agent2env/python"})
 	d.do("DELETE", "/api/v1/sandboxes/"+warm.ID, nil, nil)
 
-	shots, err := os.MkdirTemp("", "a2e-console-screenshots-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	shots := screenshotDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	web, err := filepath.Abs("../../web")
@@ -122,7 +119,6 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	if len(pngs) == 0 {
 		t.Errorf("no screenshot in %s", shots)
-		os.RemoveAll(shots)
 	}
 	for _, name := range consolePages {
 		if _, err := os.Stat(filepath.Join(shots, name+".png")); err != nil {
@@ -130,6 +126,31 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	}
 	d.deleteAll()
+}
+
+// screenshotDir is where the browser tests save their screenshots:
+// $AGENT2ENV_SCREENSHOT_DIR when set, kept; otherwise a temporary
+// directory that is removed when the test passes and kept, for a person
+// to look at, when it fails.
+func screenshotDir(t *testing.T) string {
+	if dir := os.Getenv("AGENT2ENV_SCREENSHOT_DIR"); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	dir, err := os.MkdirTemp("", "a2e-console-screenshots-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the screenshots are kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	return dir
 }
 
 // browserNetns makes a network namespace for the browser tests, where no

@@ -114,8 +114,8 @@ func TestSandboxRoutes(t *testing.T) {
 		t.Errorf("exec response %+v", res)
 	}
 	resp = e.postJSON(t, "/api/v1/sandboxes/"+id+"/exec",
-		`{"command":["sh","-c","cat; echo \" $X\"; pwd"],"stdin":"in","env":{"X":"y"},"cwd":"/tmp"}`)
-	if err := json.Unmarshal(resp.body, &res); err != nil || res.Stdout != "in y\n/tmp\n" {
+		`{"command":["sh","-c","cat; echo \" $X\"; pwd"],"stdin":"in","env":{"X":"y"},"cwd":"/etc"}`)
+	if err := json.Unmarshal(resp.body, &res); err != nil || res.Stdout != "in y\n/etc\n" {
 		t.Errorf("exec with stdin, env, cwd: %d %s", resp.status, resp.body)
 	}
 	resp = e.postJSON(t, "/api/v1/sandboxes/"+id+"/exec", `{"command":["head","-c","5000","/dev/zero"]}`)

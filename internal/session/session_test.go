@@ -305,11 +305,11 @@ func TestExecuteCommand(t *testing.T) {
 	var streamed strings.Builder
 	sink := collect{mu: &mu, b: &streamed}
 	r, err := e.svc.ExecuteCommand(bg, api.SessionCommandRequest{Command: api.CommandLine{Shell: "echo $A; pwd; echo err >&2; exit 3"},
-		SessionID: "cmd", Cwd: "/tmp", Env: map[string]string{"A": "from env"}}, sink)
+		SessionID: "cmd", Cwd: "/etc", Env: map[string]string{"A": "from env"}}, sink)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.Created || r.ExitCode != 3 || r.Stdout != "from env\n/tmp\n" || r.Stderr != "err\n" || streamed.String() != r.Stdout {
+	if !r.Created || r.ExitCode != 3 || r.Stdout != "from env\n/etc\n" || r.Stderr != "err\n" || streamed.String() != r.Stdout {
 		t.Errorf("command: %+v, streamed %q", r, streamed.String())
 	}
 	r, err = e.svc.ExecuteCommand(bg, api.SessionCommandRequest{Command: api.CommandLine{Argv: []string{"sleep", "5"}}, SessionID: "cmd", Timeout: 0.2}, nil)

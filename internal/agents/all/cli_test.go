@@ -56,8 +56,10 @@ func TestRealCLIs(t *testing.T) {
 			a, _ := Get(name)
 			model := agenttest.NewScriptedModel(t)
 			dir := t.TempDir()
-			home, work := filepath.Join(dir, "home"), filepath.Join(dir, "work")
-			for _, d := range []string{home, work} {
+			// The CLIs' temporary files (claude-code's sockets, opencode's
+			// native library) go to tmp, not the host's /tmp.
+			home, work, tmp := filepath.Join(dir, "home"), filepath.Join(dir, "work"), filepath.Join(dir, "tmp")
+			for _, d := range []string{home, work, tmp} {
 				if err := os.MkdirAll(d, 0o755); err != nil {
 					t.Fatal(err)
 				}
@@ -96,7 +98,7 @@ func TestRealCLIs(t *testing.T) {
 			// Anything that is not loopback goes to a proxy that logs and
 			// refuses it.
 			proxy := newRefusingProxy(t)
-			cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "HOME=" + home, "LANG=C.UTF-8",
+			cmd.Env = []string{"PATH=" + bin + ":/usr/bin:/bin", "HOME=" + home, "TMPDIR=" + tmp, "LANG=C.UTF-8",
 				"HTTPS_PROXY=" + proxy.url, "HTTP_PROXY=" + proxy.url, "https_proxy=" + proxy.url, "http_proxy=" + proxy.url,
 				"NO_PROXY=127.0.0.1,localhost", "no_proxy=127.0.0.1,localhost"}
 			for k, v := range plan.Env {

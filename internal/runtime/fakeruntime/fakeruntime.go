@@ -7,10 +7,11 @@
 // Each fake sandbox runs a real in-process agent.Server on a unix socket in
 // its own short temporary directory (os.MkdirTemp("", "a2e-"), so the socket
 // path stays well under the 108-byte limit). Commands run as the test's own
-// user, with a per-sandbox directory standing in for /workspace: the agent's
-// traffic passes through a shim that maps /workspace paths (file paths and
-// the exec working directory) to that directory and maps it back in
-// file-operation answers. Paths elsewhere (/tmp, /etc) are the host's.
+// user, with per-sandbox directories standing in for /workspace and /tmp:
+// the agent's traffic passes through a shim that maps paths there (file
+// paths and the exec working directory) to those directories and maps them
+// back in file-operation answers, so that nothing a test writes to a
+// sandbox's /tmp lands in the host's. Paths elsewhere (/etc) are the host's.
 //
 // Images come from the image store given WithImages, as on the oci runtime:
 // PrepareImage ensures them, Create needs them stored, and processes start
@@ -128,6 +129,7 @@ type box struct {
 	created time.Time
 	dir     string // holds the socket and work
 	work    string // stands in for /workspace
+	tmp     string // stands in for /tmp
 	client  *agent.Client
 	console *console
 
@@ -324,15 +326,17 @@ func newBox(spec *sandbox.Spec, env []string) (*box, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox %s: %w", spec.ID, err)
 	}
-	work := filepath.Join(dir, "work")
-	if err := os.Mkdir(work, 0o755); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("create sandbox %s: %w", spec.ID, err)
+	work, tmp := filepath.Join(dir, "work"), filepath.Join(dir, "tmp")
+	for _, d := range []string{work, tmp} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("create sandbox %s: %w", spec.ID, err)
+		}
 	}
 	s := *spec
 	s.Env = slices.Clone(spec.Env)
 	s.Labels = maps.Clone(spec.Labels)
-	b := &box{spec: s, env: env, created: time.Now(), dir: dir, work: work, console: &console{}}
+	b := &box{spec: s, env: env, created: time.Now(), dir: dir, work: work, tmp: tmp, console: &console{}}
 	b.client = agent.NewClient(agent.UnixDialer(b.socket()), "")
 	return b, nil
 }
@@ -388,16 +392,31 @@ func (b *box) stopAgent() {
 	}
 }
 
-// hostPath maps a path in the sandbox to the host: /workspace and below
-// to the sandbox's directory, everything else to itself.
+// hostPath maps a path in the sandbox to the host: /workspace and /tmp
+// and below to the sandbox's directories, everything else to itself.
 func (b *box) hostPath(p string) string {
-	if p == sandbox.WorkDir {
-		return b.work
-	}
-	if rest, ok := strings.CutPrefix(p, sandbox.WorkDir+"/"); ok {
-		return filepath.Join(b.work, rest)
+	for _, m := range b.mapped() {
+		if p == m.in {
+			return m.host
+		}
+		if rest, ok := strings.CutPrefix(p, m.in+"/"); ok {
+			return filepath.Join(m.host, rest)
+		}
 	}
 	return p
+}
+
+// sandboxPaths maps the sandbox's directories back in an agent's answer.
+func (b *box) sandboxPaths(body []byte) []byte {
+	for _, m := range b.mapped() {
+		body = bytes.ReplaceAll(body, []byte(m.host), []byte(m.in))
+	}
+	return body
+}
+
+// mapped lists the sandbox's directories that stand in for its own.
+func (b *box) mapped() [2]struct{ in, host string } {
+	return [2]struct{ in, host string }{{sandbox.WorkDir, b.work}, {"/tmp", b.tmp}}
 }
 
 // Start starts the sandbox's agent; it accepts connections when Start
@@ -696,7 +715,7 @@ func (r *Runtime) Close() error {
 }
 
 // shim sits between a sandbox's socket and its agent and maps /workspace
-// paths to the sandbox's directory: in the path, from and to query
+// and /tmp paths to the sandbox's directories: in the path, from and to query
 // parameters, in the working directory of exec requests, and back in the
 // answers of file operations.
 type shim struct {
@@ -743,7 +762,7 @@ func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header()[k] = v
 		}
 		w.WriteHeader(rec.Code)
-		_, _ = w.Write(bytes.ReplaceAll(rec.Body.Bytes(), []byte(s.box.work), []byte(sandbox.WorkDir)))
+		_, _ = w.Write(s.box.sandboxPaths(rec.Body.Bytes()))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,9 +123,10 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
-// TestWorkspaceMapping checks that /workspace paths reach the sandbox's
-// directory and come back as /workspace.
-func TestWorkspaceMapping(t *testing.T) {
+// TestPathMapping checks that /workspace and /tmp paths reach the
+// sandbox's own directories, never the host's, and come back as the
+// sandbox's paths.
+func TestPathMapping(t *testing.T) {
 	r := newRuntime(t)
 	ctx := context.Background()
 	if err := r.Seed(spec("a"), sandbox.StateRunning); err != nil {
@@ -132,43 +134,61 @@ func TestWorkspaceMapping(t *testing.T) {
 	}
 	c, _ := r.Agent(ctx, "a")
 	work, _ := r.WorkDir("a")
-
-	fi, err := c.Upload(ctx, "/workspace/d/f.txt", 0o640, strings.NewReader("data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi.Path != "/workspace/d/f.txt" || fi.Mode.Perm() != 0o640 {
-		t.Errorf("upload info %+v", fi)
-	}
-	if b, err := os.ReadFile(filepath.Join(work, "d", "f.txt")); err != nil || string(b) != "data" {
-		t.Errorf("uploaded file: %q, %v", b, err)
-	}
-	rc, _, err := c.Download(ctx, "/workspace/d/f.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(rc)
-	rc.Close()
-	if string(b) != "data" {
-		t.Errorf("download %q", b)
-	}
-	res, out := exec(t, c, agent.ExecRequest{Command: []string{"pwd"}, Cwd: "/workspace/d"}, "")
-	if res.ExitCode != 0 || out != filepath.Join(work, "d")+"\n" {
-		t.Errorf("exec in /workspace/d: %+v, %q", res, out)
-	}
-	// Stdin passes through the rewritten request.
-	res, out = exec(t, c, agent.ExecRequest{Command: []string{"cat"}, Stdin: true, Cwd: "/workspace"}, "in\x00put")
-	if res.ExitCode != 0 || out != "in\x00put" {
-		t.Errorf("exec with stdin: %+v, %q", res, out)
-	}
-	list, err := c.List(ctx, "/workspace")
-	if err != nil || len(list) != 1 || list[0].Path != "/workspace/d" {
-		t.Errorf("list: %+v, %v", list, err)
-	}
-	_, err = c.Stat(ctx, "/workspace/missing")
-	checkErr(t, err, errdefs.ErrNotFound)
-	if strings.Contains(err.Error(), work) {
-		t.Errorf("error %q shows the host path", err)
+	// A name of its own: under /tmp, the host's file of that name must not
+	// be the one written.
+	const sub = "a2e-fake-path-mapping"
+	for _, tt := range []struct {
+		dir  string // in the sandbox
+		host string // where it is on the host; "" where the test cannot tell
+	}{
+		{sandbox.WorkDir, work},
+		{"/tmp", ""},
+	} {
+		t.Run(tt.dir, func(t *testing.T) {
+			file := tt.dir + "/" + sub + "/f.txt"
+			fi, err := c.Upload(ctx, file, 0o640, strings.NewReader("data"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fi.Path != file || fi.Mode.Perm() != 0o640 {
+				t.Errorf("upload info %+v", fi)
+			}
+			if tt.host != "" {
+				if b, err := os.ReadFile(filepath.Join(tt.host, sub, "f.txt")); err != nil || string(b) != "data" {
+					t.Errorf("uploaded file: %q, %v", b, err)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(tt.dir, sub)); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the host's %s/%s: %v; want it absent", tt.dir, sub, err)
+			}
+			rc, _, err := c.Download(ctx, file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(rc)
+			rc.Close()
+			if string(b) != "data" {
+				t.Errorf("download %q", b)
+			}
+			res, out := exec(t, c, agent.ExecRequest{Command: []string{"pwd"}, Cwd: tt.dir + "/" + sub}, "")
+			if res.ExitCode != 0 || out == tt.dir+"/"+sub+"\n" || (tt.host != "" && out != filepath.Join(tt.host, sub)+"\n") {
+				t.Errorf("exec in %s/%s: %+v, %q", tt.dir, sub, res, out)
+			}
+			// Stdin passes through the rewritten request.
+			res, out = exec(t, c, agent.ExecRequest{Command: []string{"cat"}, Stdin: true, Cwd: tt.dir}, "in\x00put")
+			if res.ExitCode != 0 || out != "in\x00put" {
+				t.Errorf("exec with stdin: %+v, %q", res, out)
+			}
+			list, err := c.List(ctx, tt.dir)
+			if err != nil || len(list) != 1 || list[0].Path != tt.dir+"/"+sub {
+				t.Errorf("list: %+v, %v", list, err)
+			}
+			_, err = c.Stat(ctx, tt.dir+"/missing")
+			checkErr(t, err, errdefs.ErrNotFound)
+			if strings.Contains(err.Error(), filepath.Dir(work)) {
+				t.Errorf("error %q shows the host path", err)
+			}
+		})
 	}
 }
 

@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -45,17 +46,22 @@ CHANGEABLE = re.compile(
 
 
 def run_script(daemon: Daemon, code: str) -> str:
-    """Run Python code as a user's script against the daemon; return its output."""
-    env = {**os.environ, "AGENT2ENV_URL": daemon.url, "PYTHONWARNINGS": "error"}
-    proc = subprocess.run(
-        [sys.executable, "-c", code.replace(SEED_URL, daemon.url)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
+    """Run Python code as a user's script against the daemon; return its output.
+
+    What the script saves in its temporary directory (the code-interpreter
+    example's figure) goes to one of its own, removed afterwards.
+    """
+    with tempfile.TemporaryDirectory(prefix="a2e-script-") as tmp:
+        env = {**os.environ, "AGENT2ENV_URL": daemon.url, "PYTHONWARNINGS": "error", "TMPDIR": tmp}
+        proc = subprocess.run(
+            [sys.executable, "-c", code.replace(SEED_URL, daemon.url)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=900,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
     assert proc.returncode == 0, (
         f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     )
