@@ -12,6 +12,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -77,6 +78,11 @@ const oomExecFD = 32
 
 // newOOMExec loads the trampoline for this architecture into a sealed
 // memfd (on the first command: a sandbox's start has no use for it).
+// processOOMExec is the process's OOM trampoline, made on first use: one
+// memfd, held for the life of the process, for every Server in it (the
+// fake runtime and tests run many in one process).
+var processOOMExec = sync.OnceValues(newOOMExec)
+
 func newOOMExec() (*oomExec, error) {
 	elfFile, ok := oomExecELF(runtime.GOARCH)
 	if !ok {
@@ -197,14 +203,14 @@ func (s *Server) waitSpareThreads() {
 }
 
 // spawnUser starts a process as the user commands run as, through the
-// reaper, with userOOMScore from its first instruction (see oomExec) when
-// the agent runs commands as another user. Whatever runs user code must
-// not start before the agent holds its spare threads: startUser.
+// reaper, with userOOMScore from its first instruction (see oomExec),
+// whether the agent runs commands as another user (the oci runtime) or as
+// its own (the kubernetes runtime, where the kubelet gives the agent's
+// container its score and commands must still be the killer's first
+// choice). Whatever runs user code must not start before the agent holds
+// its spare threads: startUser.
 func (s *Server) spawnUser(path string, argv []string, attr *syscall.ProcAttr) (int, <-chan syscall.WaitStatus, error) {
 	return s.reaper.start(func() (int, error) {
-		if s.uid < 0 {
-			return syscall.ForkExec(path, argv, attr)
-		}
 		o := s.oomExec()
 		if o == nil || o.off.Load() {
 			return s.forkRaised(path, argv, attr)

@@ -143,9 +143,10 @@ func TestOOMExecCode(t *testing.T) {
 	}
 }
 
-// Every way a command starts gives it userOOMScore, and the agent never
-// holds that score itself while commands start (with the trampoline; the
-// fallback raises it around each fork).
+// Every way a command starts gives it userOOMScore, whether it runs as
+// another user or as the agent's own, and the agent never holds that
+// score itself while commands start (with the trampoline; the fallback
+// raises it around each fork).
 func TestCommandOOMScore(t *testing.T) {
 	testenv.RequireRoot(t)
 	own := readFile(t, procOOMScore)
@@ -155,12 +156,14 @@ func TestCommandOOMScore(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		trampoline bool
+		uid        int // commands' user; -1: the agent's own (the kubernetes runtime)
 	}{
-		{"trampoline", true},
-		{"fallback", false},
+		{"trampoline", true, 65534},
+		{"fallback", false, 65534},
+		{"as the agent's own user", true, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := NewServer(ServerConfig{Cwd: "/", UID: 65534, GID: 65534, Env: []string{"PATH=/usr/bin:/bin"}})
+			s := NewServer(ServerConfig{Cwd: "/", UID: tc.uid, GID: tc.uid, Env: []string{"PATH=/usr/bin:/bin"}})
 			switch {
 			case !tc.trampoline:
 				s.oomExec = func() *oomExec { return nil }

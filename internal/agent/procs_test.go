@@ -555,6 +555,8 @@ func TestProcNoLeak(t *testing.T) {
 			}
 			r.Close()
 			w.Close()
+			// So is the process's OOM trampoline.
+			_, _ = processOOMExec()
 			before := openFDs(t)
 			sock, _, stop := serveAgent(t, func(dir string) ServerConfig {
 				return ServerConfig{Env: []string{"PATH=" + os.Getenv("PATH")}, Cwd: dir, UID: -1, GID: -1}

@@ -30,8 +30,7 @@ type Server struct {
 	// spare is closed once the agent holds its spare OS threads; nil
 	// when it holds none (tests).
 	spare <-chan struct{}
-	// oomExec makes the OOM trampoline on the first command; nil when
-	// commands run as the agent's own user.
+	// oomExec makes the OOM trampoline on the first command.
 	oomExec func() *oomExec
 	running atomic.Int64
 	log     *slog.Logger
@@ -86,15 +85,13 @@ func NewServer(cfg ServerConfig) *Server {
 		env: cfg.Env, cwd: cfg.Cwd, uid: cfg.UID, gid: cfg.GID, token: cfg.Token,
 		started: time.Now(), reaper: processReaper(), spare: cfg.Spare, log: cfg.Log,
 	}
-	if s.uid >= 0 {
-		s.oomExec = sync.OnceValue(func() *oomExec {
-			o, err := newOOMExec()
-			if err != nil {
-				s.log.Warn("commands start with the agent's own oom_score_adj raised around their fork", "err", err)
-			}
-			return o
-		})
-	}
+	s.oomExec = sync.OnceValue(func() *oomExec {
+		o, err := processOOMExec()
+		if err != nil {
+			s.log.Warn("commands start with the agent's own oom_score_adj raised around their fork", "err", err)
+		}
+		return o
+	})
 	s.kernels = newKernels(s)
 	if cfg.SpareKernel != "" {
 		s.kernels.startSpare(cfg.SpareKernel)

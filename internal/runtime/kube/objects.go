@@ -203,6 +203,7 @@ func (c podConfig) pod(s *specJSON, state string, first bool) (*corev1.Pod, erro
 			EnableServiceLinks:            new(false),
 			TerminationGracePeriodSeconds: new(int64(10)),
 			SecurityContext:               sandboxSecurity(),
+			Resources:                     podResources(s.Resources),
 			InitContainers:                []corev1.Container{agentInstaller(c.agentImage, agentBin)},
 			Containers: []corev1.Container{{
 				Name:  containerName,
@@ -250,16 +251,14 @@ func agentInstaller(image, dst string) corev1.Container {
 		}},
 		SecurityContext: restricted(),
 		VolumeMounts:    []corev1.VolumeMount{{Name: "agent", MountPath: agentDir}},
-		// A sidecar's requests add to the Pod's: a little. No CPU limit:
-		// its start (runc's work in its cgroup, the hook's exec and copy)
-		// takes some 40 ms of CPU, which a quota of 100m (10 ms every 100
-		// ms) spread over 200–300 ms of a sandbox's start. Without it the
-		// Pod is Burstable rather than Guaranteed; the sandbox's own
-		// container keeps its limits (requests = limits), and nothing but
-		// this binary runs in the agent container.
+		// A sidecar's requests add to the Pod's: a little. No CPU limit of
+		// its own: its start (runc's work in its cgroup, the hook's exec
+		// and copy) takes some 40 ms of CPU, which a quota of 100m (10 ms
+		// every 100 ms) spread over 200–300 ms of a sandbox's start. The
+		// Pod's own resources (podResources) bound it with the sandbox.
 		Resources: corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: mustQuantity("10m"), corev1.ResourceMemory: mustQuantity("32Mi")},
-			Limits:   corev1.ResourceList{corev1.ResourceMemory: mustQuantity("32Mi")},
+			Requests: corev1.ResourceList{corev1.ResourceCPU: installerCPU, corev1.ResourceMemory: installerMemory},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: installerMemory},
 		},
 	}
 }
@@ -277,6 +276,12 @@ func sandboxSecurity() *corev1.PodSecurityContext {
 }
 
 func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }
+
+// What the agent installer asks for.
+var (
+	installerCPU    = mustQuantity("10m")
+	installerMemory = mustQuantity("32Mi")
+)
 
 // restricted is the security context of both containers: the Pod Security
 // Standards' "restricted" profile, with a read-only root file system.
@@ -320,6 +325,30 @@ func resources(r sandbox.Resources) corev1.ResourceRequirements {
 		return corev1.ResourceRequirements{}
 	}
 	return corev1.ResourceRequirements{Requests: list.DeepCopy(), Limits: list}
+}
+
+// podResources are the Pod's own requests and limits (Kubernetes' pod-level
+// resources, on by default from 1.34): the sandbox's CPU and memory and the
+// agent installer's, requests equal to limits. They make the Pod
+// Guaranteed, which its containers' resources alone cannot (the installer
+// has no CPU limit, see agentInstaller), and a Guaranteed Pod's processes
+// get the kubelet's lowest oom_score_adj (-997): the agent's, while every
+// command raises its own to 1000 (agent.userOOMScore), so the OOM killer
+// takes commands long before the agent. In a Burstable Pod the kubelet
+// gives the sandbox's container 1000 less its share of the node's memory
+// (997 for 64 MiB of 24 GiB), and a memory bomb of several small
+// allocators, each below the agent's size, can have the agent killed.
+// Nil when the sandbox has no CPU or no memory limit (a Pod is Guaranteed
+// only with both); an API server that does not know the field drops it,
+// and the Pod is Burstable, as before it.
+func podResources(r sandbox.Resources) *corev1.ResourceRequirements {
+	if r.MilliCPU <= 0 || r.MemoryBytes <= 0 {
+		return nil
+	}
+	cpu := *resource.NewMilliQuantity(r.MilliCPU+installerCPU.MilliValue(), resource.DecimalSI)
+	mem := *resource.NewQuantity(r.MemoryBytes+installerMemory.Value(), resource.BinarySI)
+	list := corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem}
+	return &corev1.ResourceRequirements{Requests: list.DeepCopy(), Limits: list}
 }
 
 // secret holds the agent's token.

@@ -306,6 +306,41 @@ func TestResources(t *testing.T) {
 	}
 }
 
+// TestPodResources: a sandbox with CPU and memory limits makes a
+// Guaranteed Pod through the Pod's own resources, its and the agent
+// installer's together, requests equal to limits; without either limit
+// the Pod has none of its own.
+func TestPodResources(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		res      sandbox.Resources
+		cpu, mem string // "" for no Pod resources
+	}{
+		{"cpu and memory", sandbox.Resources{MilliCPU: 250, MemoryBytes: 128 << 20, DiskBytes: 2 << 30}, "260m", "160Mi"},
+		{"no cpu", sandbox.Resources{MemoryBytes: 128 << 20}, "", ""},
+		{"no memory", sandbox.Resources{MilliCPU: 1000}, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := podResources(tc.res)
+			if tc.cpu == "" {
+				if got != nil {
+					t.Errorf("pod resources %+v, want none", got)
+				}
+				return
+			}
+			if got == nil {
+				t.Fatal("no pod resources")
+			}
+			want := map[string]string{"cpu": tc.cpu, "memory": tc.mem}
+			for _, l := range []corev1.ResourceList{got.Requests, got.Limits} {
+				if len(l) != 2 || l.Cpu().String() != want["cpu"] || l.Memory().String() != want["memory"] {
+					t.Errorf("pod resources %v, want %v as both requests and limits", l, want)
+				}
+			}
+		})
+	}
+}
+
 func TestConfigFromSettings(t *testing.T) {
 	dir := t.TempDir()
 	kubeconfig := dir + "/config"

@@ -1,10 +1,12 @@
 package kubetest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -21,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/bench/restcreate"
 	"github.com/agent2env/agent2env/internal/runtime/kube"
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
@@ -110,6 +113,49 @@ func TestNodeRuntime(t *testing.T) {
 		}
 		if tail, err := lr.Logs(ctx, sp.ID, 10); err != nil || len(tail) != 10 || !strings.HasSuffix(string(logs), string(tail)) {
 			t.Errorf("Logs limited to 10 bytes = %q, %v; want the last 10 of %q", tail, err, logs)
+		}
+	})
+	// A sandbox with CPU and memory limits is a Guaranteed Pod (the Pod's
+	// own resources), so the kubelet does not give its agent a Burstable
+	// container's score of about 1000 (997 here for 64 MiB), next to the
+	// commands' 1000, where a memory bomb of small allocators could have the
+	// agent killed. The node's containerd keeps scores at least at its own
+	// (restrict_oom_score_adj), so the agent's -997 is seen as that.
+	t.Run("GuaranteedPod", func(t *testing.T) {
+		rt := newRuntime(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		sp := newSpec(t, "qos"+newOwner()[len("kubetest-"):])
+		sp.Resources = sandbox.Resources{MilliCPU: 500, MemoryBytes: 64 << 20}
+		if err := rt.Create(ctx, sp); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rt.Delete(context.Background(), sp.ID) })
+		if err := rt.Start(ctx, sp.ID); err != nil {
+			t.Fatal(err)
+		}
+		pods, err := n.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: kube.LabelSandbox + "=" + sp.ID})
+		if err != nil || len(pods.Items) != 1 {
+			t.Fatalf("the pod of %s: %v (%d pods)", sp.ID, err, len(pods.Items))
+		}
+		if qos := pods.Items[0].Status.QOSClass; qos != corev1.PodQOSGuaranteed {
+			t.Errorf("QoS class %s, want %s", qos, corev1.PodQOSGuaranteed)
+		}
+		c, err := rt.Agent(ctx, sp.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		res, err := c.Exec(ctx, agent.ExecRequest{Command: []string{"cat", "/proc/1/oom_score_adj", "/proc/self/oom_score_adj"}}, nil, &out, io.Discard)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("exec: %+v, %v", res, err)
+		}
+		var agentScore, commandScore int
+		if _, err := fmt.Sscan(out.String(), &agentScore, &commandScore); err != nil {
+			t.Fatalf("scores %q: %v", out.String(), err)
+		}
+		if commandScore != 1000 || agentScore >= 997 {
+			t.Errorf("oom_score_adj: agent %d, command %d; want the command at 1000 and the agent below a Burstable container's 997", agentScore, commandScore)
 		}
 	})
 	// The daemon's check of the cluster's NetworkPolicies, with the
