@@ -76,13 +76,14 @@ const (
 // here; at 256 it made every sandbox's first command that much slower).
 const oomExecFD = 32
 
-// newOOMExec loads the trampoline for this architecture into a sealed
-// memfd (on the first command: a sandbox's start has no use for it).
-// processOOMExec is the process's OOM trampoline, made on first use: one
-// memfd, held for the life of the process, for every Server in it (the
-// fake runtime and tests run many in one process).
+// processOOMExec is the process's OOM trampoline, made on first use (a
+// sandbox's first command: its start has no use for it): one memfd, held
+// for the life of the process, for every Server in it (the fake runtime
+// and tests run many in one process).
 var processOOMExec = sync.OnceValues(newOOMExec)
 
+// newOOMExec loads the trampoline for this architecture into a sealed
+// memfd.
 func newOOMExec() (*oomExec, error) {
 	elfFile, ok := oomExecELF(runtime.GOARCH)
 	if !ok {

@@ -30,7 +30,8 @@ type Server struct {
 	// spare is closed once the agent holds its spare OS threads; nil
 	// when it holds none (tests).
 	spare <-chan struct{}
-	// oomExec makes the OOM trampoline on the first command.
+	// oomExec returns the process's OOM trampoline (processOOMExec) on
+	// the first command, nil where none runs; tests replace it.
 	oomExec func() *oomExec
 	running atomic.Int64
 	log     *slog.Logger
@@ -60,7 +61,8 @@ type ServerConfig struct {
 	// Cwd is the default working directory.
 	Cwd string
 	// UID and GID are the user commands and file operations run as.
-	// Negative runs them as the agent's own user (tests, unprivileged use).
+	// Negative runs them as the agent's own user (the kubernetes runtime,
+	// tests); either way commands get userOOMScore.
 	UID, GID int
 	// Token, when set, is required as a bearer token on every request.
 	Token string
