@@ -238,12 +238,15 @@ func writeFSError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusNotFound, "NOT_FOUND", err)
 	case errors.Is(err, fs.ErrExist):
 		writeError(w, http.StatusConflict, "ALREADY_EXISTS", err)
+	case errors.Is(err, syscall.EBUSY), errors.Is(err, syscall.ETXTBSY):
+		writeError(w, http.StatusConflict, "BUSY", err)
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
 		writeError(w, http.StatusForbidden, "PERMISSION_DENIED", err)
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		writeError(w, http.StatusInsufficientStorage, "NO_SPACE", err)
 	case errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENOTDIR),
-		errors.Is(err, syscall.EINVAL):
+		errors.Is(err, syscall.EINVAL), errors.Is(err, syscall.ENAMETOOLONG),
+		errors.Is(err, syscall.ELOOP), errors.Is(err, syscall.EXDEV):
 		writeError(w, http.StatusBadRequest, "INVALID_PATH", err)
 	default:
 		writeError(w, http.StatusInternalServerError, "INTERNAL", err)

@@ -200,7 +200,11 @@ func (s *filesystemService) Move(ctx context.Context, req *connect.Request[files
 		return nil, rpcError(err)
 	}
 	id := sandboxOf(ctx)
-	// As envd does, the destination's directory is made when missing.
+	// As envd does, a missing source is not found before anything is
+	// made, and the destination's directory is made when missing.
+	if _, err := s.files.Stat(ctx, id, from); err != nil {
+		return nil, rpcError(err)
+	}
 	if err := s.files.Mkdir(ctx, id, path.Dir(to)); err != nil {
 		return nil, rpcError(err)
 	}
