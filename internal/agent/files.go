@@ -90,7 +90,10 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 	}
 	var f *os.File
 	err := s.asUser(func() (err error) {
-		f, err = os.Open(p)
+		// Without blocking, so that a named pipe no one writes to is
+		// refused below rather than holding the request (and a thread)
+		// until someone does.
+		f, err = os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 		return err
 	})
 	if err != nil {
@@ -103,8 +106,16 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 		writeFSError(w, err)
 		return
 	}
-	if fi.IsDir() {
+	switch {
+	case fi.IsDir():
 		writeError(w, http.StatusBadRequest, "INVALID_PATH", fmt.Errorf("%s is a directory", p))
+		return
+	case fi.Mode()&os.ModeNamedPipe != 0:
+		writeError(w, http.StatusBadRequest, "INVALID_PATH", fmt.Errorf("%s is a named pipe", p))
+		return
+	}
+	if err := unix.SetNonblock(int(f.Fd()), false); err != nil {
+		writeFSError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")

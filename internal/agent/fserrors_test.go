@@ -208,3 +208,22 @@ func TestUploadBodyError(t *testing.T) {
 		t.Errorf("left behind: %v", ents)
 	}
 }
+
+// TestDownloadNamedPipe: a named pipe is refused at once, not read until
+// someone writes to it (which held the request and one of the agent's
+// threads for as long).
+func TestDownloadNamedPipe(t *testing.T) {
+	c, work := startAgent(t)
+	fifo := filepath.Join(work, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if rc, _, err := c.Download(ctx, fifo); !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "named pipe") {
+		if err == nil {
+			rc.Close()
+		}
+		t.Errorf("download of a named pipe: %v, want invalid argument", err)
+	}
+}

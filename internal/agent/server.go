@@ -42,6 +42,8 @@ type Server struct {
 	// accepts are the addresses whose connections the daemon accepts, by
 	// name (GET /v1/accept).
 	accepts map[string]*acceptor
+	// reserved are the ports /v1/dial refuses (ServerConfig.Reserved).
+	reserved []int
 	// activity is when commands and kernel executions ran.
 	activity activity
 	// disk is the last figure of the disk use asked for (GET /v1/usage).
@@ -76,6 +78,11 @@ type ServerConfig struct {
 	// SpareKernel, when set, is the language of a kernel NewServer starts
 	// at once, for the first kernel request to adopt.
 	SpareKernel string
+	// Reserved are the ports of the sandbox's loopback that serve the
+	// daemon's services to the sandbox's own commands (the egress proxy's,
+	// the LLM proxy's and MCP's): they act as the sandbox, so GET /v1/dial,
+	// which reaches ports for clients outside, refuses them.
+	Reserved []int
 }
 
 // NewServer returns a Server. It starts reaping children at once.
@@ -84,7 +91,7 @@ func NewServer(cfg ServerConfig) *Server {
 		cfg.Log = slog.Default()
 	}
 	s := &Server{
-		env: cfg.Env, cwd: cfg.Cwd, uid: cfg.UID, gid: cfg.GID, token: cfg.Token,
+		env: cfg.Env, cwd: cfg.Cwd, uid: cfg.UID, gid: cfg.GID, token: cfg.Token, reserved: cfg.Reserved,
 		started: time.Now(), reaper: processReaper(), spare: cfg.Spare, log: cfg.Log,
 	}
 	s.oomExec = sync.OnceValue(func() *oomExec {
