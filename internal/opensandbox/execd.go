@@ -218,7 +218,12 @@ func (req *commandRequest) toAPI() (api.ExecRequest, error) {
 			return out, unsupported(name, "commands run as the sandbox's user, "+strconv.Itoa(sandboxUID))
 		}
 	}
-	if t := req.Timeout; t != nil {
+	// Stock execd puts no timeout on a command unless asked (nor 0): the
+	// longest agent2env allows stands for none, where the manager's
+	// default would cut a build or an install short.
+	maxSecs := int64(service.MaxExecTimeout / time.Second)
+	out.Timeout = int(maxSecs)
+	if t := req.Timeout; t != nil && *t != 0 {
 		if *t < 0 {
 			return out, errdefs.Invalid("timeout %d is negative", *t)
 		}
@@ -228,10 +233,7 @@ func (req *commandRequest) toAPI() (api.ExecRequest, error) {
 		if *t%1000 != 0 {
 			secs++
 		}
-		if secs > int64(service.MaxExecTimeout/time.Second) {
-			secs = int64(service.MaxExecTimeout/time.Second) + 1
-		}
-		out.Timeout = int(secs)
+		out.Timeout = int(min(secs, maxSecs+1))
 	}
 	out.Cwd, out.Env = req.Cwd, req.Envs
 	return out, nil

@@ -59,7 +59,7 @@ func (f *fakeExecd) Authorize(ctx context.Context, id, token string) error {
 }
 
 func (f *fakeExecd) ExecStream(_ context.Context, id string, req api.ExecRequest) (service.ExecRun, error) {
-	if req.Timeout > 3600 {
+	if req.Timeout > int(service.MaxExecTimeout/time.Second) {
 		return nil, errdefs.Invalid("timeout %d is above the maximum", req.Timeout)
 	}
 	f.mu.Lock()
@@ -175,6 +175,7 @@ func events(t *testing.T, body string) []map[string]any {
 }
 
 func TestExecdCommand(t *testing.T) {
+	maxSecs := int(service.MaxExecTimeout / time.Second)
 	for _, tc := range []struct {
 		name, body string
 		wantStatus int
@@ -183,8 +184,14 @@ func TestExecdCommand(t *testing.T) {
 		wantLast   string // JSON of the last event (keys sorted), without its timestamp
 	}{
 		{
-			name: "shell text", body: `{"command":"echo hi"}`, wantStatus: 200,
-			wantReq:  &api.ExecRequest{Command: []string{"bash", "-c", "echo hi"}},
+			// No timeout (or 0) is none, as execd's: the longest allowed.
+			name: "shell text, no timeout", body: `{"command":"echo hi"}`, wantStatus: 200,
+			wantReq:  &api.ExecRequest{Command: []string{"bash", "-c", "echo hi"}, Timeout: maxSecs},
+			wantLast: `{"execution_time":13,"type":"execution_complete"}`,
+		},
+		{
+			name: "timeout 0", body: `{"command":"echo hi","timeout":0}`, wantStatus: 200,
+			wantReq:  &api.ExecRequest{Command: []string{"bash", "-c", "echo hi"}, Timeout: maxSecs},
 			wantLast: `{"execution_time":13,"type":"execution_complete"}`,
 		},
 		{
