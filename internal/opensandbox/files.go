@@ -22,6 +22,7 @@ import (
 // §9.3) need of the sandbox service beyond Execd's upload and download.
 type Files interface {
 	Stat(ctx context.Context, id, path string) (*service.FileStat, error)
+	StatTarget(ctx context.Context, id, path string) (*service.FileStat, error)
 	Walk(ctx context.Context, id, root string, depth int) ([]service.FileStat, error)
 	Search(ctx context.Context, id, root, pattern string) ([]service.FileStat, error)
 	Mkdir(ctx context.Context, id, path string) error
@@ -367,10 +368,11 @@ func parseRange(h string, size int64) (byteRange, error) {
 		if err != nil {
 			return byteRange{}, err
 		}
-		if n == 0 {
+		// RFC 9110 §14.1.3: a suffix of 0 bytes, or any suffix of an
+		// empty file, selects nothing.
+		if n = min(n, size); n == 0 {
 			return byteRange{}, errUnsatisfiable(h, size)
 		}
-		n = min(n, size)
 		return byteRange{start: size - n, length: n}, nil
 	}
 	start, err := num(a)
@@ -429,8 +431,9 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request, id string) {
 	var err error
 	switch {
 	case rng != "":
+		// A range is of what a plain download sends: a link's target.
 		var fi *service.FileStat
-		if fi, err = h.cfg.Files.Stat(ctx, id, p); err != nil {
+		if fi, err = h.cfg.Files.StatTarget(ctx, id, p); err != nil {
 			break
 		}
 		var br byteRange
@@ -473,7 +476,9 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request, id string) {
 }
 
 // lines opens the lines of file p from line offset (1-based; default 1),
-// at most limit of them (default: all), each with its line ending.
+// at most limit of them (default: all), each with its line ending. Lines
+// stream through in pieces, skipped ones too: the daemon holds no more of
+// the file than its buffer, however long a line is.
 func (h *Handler) lines(ctx context.Context, id, p, offset, limit string) (io.ReadCloser, error) {
 	first, n := int64(1), int64(-1)
 	var err error
@@ -494,25 +499,31 @@ func (h *Handler) lines(ctx context.Context, id, p, offset, limit string) (io.Re
 	pr, pw := io.Pipe()
 	go func() {
 		defer rc.Close()
-		br := bufio.NewReader(rc)
-		var err error
-		for line := int64(1); n < 0 || line < first+n; line++ {
-			var b []byte
-			b, err = br.ReadBytes('\n')
-			if line >= first && len(b) > 0 {
-				if _, werr := pw.Write(b); werr != nil {
-					err = werr
-					break
-				}
-			}
-			if err != nil {
-				break
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			err = nil
-		}
-		pw.CloseWithError(err)
+		pw.CloseWithError(copyLines(pw, bufio.NewReader(rc), first, n))
 	}()
 	return pr, nil
+}
+
+// copyLines copies lines first (from 1) to first+n-1 of r to w (n < 0:
+// to the end), reading r in slices of its buffer.
+func copyLines(w io.Writer, r *bufio.Reader, first, n int64) error {
+	// line-first < n, not line < first+n, which overflows for a huge n.
+	for line := int64(1); n < 0 || line-first < n; {
+		b, err := r.ReadSlice('\n')
+		if line >= first && len(b) > 0 {
+			if _, werr := w.Write(b); werr != nil {
+				return werr
+			}
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull): // the same line goes on
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return err
+		default:
+			line++
+		}
+	}
+	return nil
 }

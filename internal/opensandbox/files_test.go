@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net/http/httptest"
 	"path"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -177,13 +178,31 @@ func (f *fakeFiles) Replace(_ context.Context, _, p, old, new string) (int, erro
 	return n, nil
 }
 
+// target follows p's links (relative to their directory).
+func (f *fakeFiles) target(p string) (*service.FileStat, error) {
+	for {
+		fi, err := f.stat(p)
+		if err != nil || fi.Link == "" {
+			return fi, err
+		}
+		p = path.Join(path.Dir(p), fi.Link)
+	}
+}
+
+func (f *fakeFiles) StatTarget(_ context.Context, _, p string) (*service.FileStat, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.target(p)
+}
+
 func (f *fakeFiles) ReadRange(_ context.Context, _, p string, offset, length int64) (io.ReadCloser, int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c, ok := f.files[p]
-	if !ok {
-		return nil, 0, notFound(p)
+	fi, err := f.target(p)
+	if err != nil {
+		return nil, 0, err
 	}
+	c := f.files[fi.Path]
 	return io.NopCloser(strings.NewReader(c[offset : offset+length])), int64(len(c)), nil
 }
 
@@ -313,11 +332,17 @@ func TestExecdFileOps(t *testing.T) {
 
 func TestExecdRangedDownload(t *testing.T) {
 	for _, tc := range []struct {
-		name, query, rng string
-		wantStatus       int
-		wantBody         string
-		wantRange        string
+		name, path, query, rng string
+		wantStatus             int
+		wantBody               string
+		wantRange              string
 	}{
+		// A link's range is of its target, as a plain download.
+		{name: "through a link", path: "/w/alink", rng: "bytes=0-3", wantStatus: 206, wantBody: "one ", wantRange: "bytes 0-3/12"},
+		{name: "through a link, past its path's length", path: "/w/alink", rng: "bytes=8-", wantStatus: 206, wantBody: "one\n", wantRange: "bytes 8-11/12"},
+		{name: "suffix of an empty file", path: "/w/empty", rng: "bytes=-5", wantStatus: 416, wantRange: "bytes */0"},
+		{name: "suffix of 0 bytes", rng: "bytes=-0", wantStatus: 416, wantRange: "bytes */12"},
+		{name: "lines, a limit as large as can be", query: "&offset=2&limit=9223372036854775807", wantStatus: 200, wantBody: "l2\nl3\nl4"},
 		{name: "first bytes", rng: "bytes=0-3", wantStatus: 206, wantBody: "one ", wantRange: "bytes 0-3/12"},
 		{name: "open end", rng: "bytes=8-", wantStatus: 206, wantBody: "one\n", wantRange: "bytes 8-11/12"},
 		{name: "suffix", rng: "bytes=-4", wantStatus: 206, wantBody: "one\n", wantRange: "bytes 8-11/12"},
@@ -337,8 +362,13 @@ func TestExecdRangedDownload(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ex, ff := newFilesSetup(t)
 			ff.files["/w/a.txt"] = "one two one\n"
+			ff.files["/w/alink"], ff.files["/w/empty"] = "->a.txt", ""
 			ex.files["/w/a.txt"] = []byte("l1\nl2\nl3\nl4")
-			req := httptest.NewRequest("GET", "/opensandbox/a/execd/files/download?path=/w/a.txt"+tc.query, nil)
+			p := tc.path
+			if p == "" {
+				p = "/w/a.txt"
+			}
+			req := httptest.NewRequest("GET", "/opensandbox/a/execd/files/download?path="+p+tc.query, nil)
 			req.Header.Set(HeaderAccessToken, "tok-a")
 			if tc.rng != "" {
 				req.Header.Set("Range", tc.rng)
@@ -363,6 +393,39 @@ func TestExecdRangedDownload(t *testing.T) {
 			var eb map[string]string
 			if err := json.NewDecoder(bytes.NewReader(rec.Body.Bytes())).Decode(&eb); err != nil || eb["code"] == "" || eb["message"] == "" {
 				t.Errorf("error body %s", rec.Body)
+			}
+		})
+	}
+}
+
+// A line download streams: a long line, skipped or sent, is never held
+// whole in the daemon's memory.
+func TestExecdLinesBoundedMemory(t *testing.T) {
+	const size = 32 << 20
+	line := bytes.Repeat([]byte{'x'}, size)
+	for _, tc := range []struct {
+		name, query string
+		wantLen     int
+	}{
+		{name: "skipped", query: "&offset=2", wantLen: 3},
+		{name: "sent", query: "&limit=1", wantLen: size + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, ex, _ := newFilesSetup(t)
+			ex.files["/w/big"] = append(line, "\nok\n"...)
+			req := httptest.NewRequest("GET", "/opensandbox/a/execd/files/download?path=/w/big"+tc.query, nil)
+			req.Header.Set(HeaderAccessToken, "tok-a")
+			rec := httptest.NewRecorder()
+			rec.Body.Grow(tc.wantLen)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			s.h.ServeHTTP(rec, req)
+			runtime.ReadMemStats(&after)
+			if rec.Code != 200 || rec.Body.Len() != tc.wantLen {
+				t.Fatalf("status %d, %d bytes, want 200 and %d", rec.Code, rec.Body.Len(), tc.wantLen)
+			}
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > size/4 {
+				t.Errorf("the download allocated %d bytes for a line of %d", alloc, size)
 			}
 		})
 	}

@@ -105,14 +105,15 @@ func (s *Sandboxes) Chown(ctx context.Context, id, p, owner, group string) error
 
 // ReadRange opens length bytes of the file at p in sandbox id from offset
 // (length < 0: to its end), which the agent reads from there without
-// sending what is before it; it returns the file's size. An offset at or
-// past the end of a file is ErrInvalidArgument
-// (RANGE_NOT_SATISFIABLE), unless the file is empty and offset 0.
+// sending what is before it; it returns the file's size (a symbolic
+// link's target's, as StatTarget). An offset at or past the end of a file
+// is ErrInvalidArgument (RANGE_NOT_SATISFIABLE), unless the file is empty
+// and offset 0.
 func (s *Sandboxes) ReadRange(ctx context.Context, id, p string, offset, length int64) (io.ReadCloser, int64, error) {
 	if offset < 0 {
 		return nil, 0, errdefs.Invalid("offset %d is negative", offset)
 	}
-	fi, err := s.Stat(ctx, id, p)
+	fi, err := s.StatTarget(ctx, id, p)
 	if err != nil {
 		return nil, 0, err
 	}

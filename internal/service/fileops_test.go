@@ -151,6 +151,13 @@ func TestReadRange(t *testing.T) {
 	e := newEnv(t, "")
 	id := fileTree(t, e, map[string]string{"/workspace/f": "0123456789", "/workspace/empty": ""})
 	ctx := context.Background()
+	// Links to f, relative and through another link, and a loop.
+	res, release, err := e.sb.Exec(ctx, id, api.ExecRequest{Cwd: "/workspace",
+		Command: []string{"sh", "-c", "ln -s f flink && ln -s flink flink2 && ln -s loop1 loop2 && ln -s loop2 loop1"}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("ln: %v %+v", err, res)
+	}
+	release()
 	for _, tc := range []struct {
 		name, path     string
 		offset, length int64
@@ -165,6 +172,9 @@ func TestReadRange(t *testing.T) {
 		{name: "offset at the end", path: "f", offset: 10, length: 1, wantErr: errdefs.ErrInvalidArgument},
 		{name: "negative offset", path: "f", offset: -1, length: 1, wantErr: errdefs.ErrInvalidArgument},
 		{name: "missing", path: "none", offset: 0, length: 1, wantErr: errdefs.ErrNotFound},
+		{name: "through a link: its target's bytes", path: "flink", offset: 2, length: -1, want: "23456789"},
+		{name: "through two links", path: "flink2", offset: 0, length: 4, want: "0123"},
+		{name: "a link loop", path: "loop1", offset: 0, length: 1, wantErr: errdefs.ErrInvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rc, size, err := e.sb.ReadRange(ctx, id, tc.path, tc.offset, tc.length)
@@ -177,7 +187,7 @@ func TestReadRange(t *testing.T) {
 			}
 			defer rc.Close()
 			b, _ := io.ReadAll(rc)
-			if string(b) != tc.want || size != int64(len(map[string]string{"f": "0123456789"}[tc.path])) {
+			if string(b) != tc.want || size != int64(len(map[string]string{"f": "0123456789", "flink": "0123456789", "flink2": "0123456789"}[tc.path])) {
 				t.Errorf("got %q (size %d), want %q", b, size, tc.want)
 			}
 		})
