@@ -23,8 +23,8 @@ import (
 type Files interface {
 	Stat(ctx context.Context, id, path string) (*service.FileStat, error)
 	StatTarget(ctx context.Context, id, path string) (*service.FileStat, error)
-	Walk(ctx context.Context, id, root string, depth int) ([]service.FileStat, error)
-	Search(ctx context.Context, id, root, pattern string) ([]service.FileStat, error)
+	Walk(ctx context.Context, id, root string, depth int) ([]service.FileStat, bool, error)
+	Search(ctx context.Context, id, root, pattern string) ([]service.FileStat, bool, error)
 	Mkdir(ctx context.Context, id, path string) error
 	Move(ctx context.Context, id, from, to string) error
 	Remove(ctx context.Context, id, path string, recursive bool) error
@@ -151,18 +151,33 @@ func (h *Handler) filesInfo(w http.ResponseWriter, r *http.Request, id string) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// HeaderTruncated is set to "true" on a search or a directory listing
+// cut at service.MaxWalkEntries entries (or at the most a walk reads):
+// there are more than the answer holds.
+const HeaderTruncated = "X-Truncated"
+
+// writeWalked returns the func that answers with what a search or a walk
+// found (called with its results).
+func writeWalked(w http.ResponseWriter) func(fis []service.FileStat, truncated bool, err error) {
+	return func(fis []service.FileStat, truncated bool, err error) {
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		if truncated {
+			w.Header().Set(HeaderTruncated, "true")
+		}
+		writeJSON(w, http.StatusOK, infoViews(fis))
+	}
+}
+
 func (h *Handler) searchFiles(w http.ResponseWriter, r *http.Request, id string) {
 	q := r.URL.Query()
-	var fis []service.FileStat
-	err := missingQuery("path")
-	if q.Get("path") != "" {
-		fis, err = h.cfg.Files.Search(r.Context(), id, q.Get("path"), q.Get("pattern"))
-	}
-	if err != nil {
-		writeError(w, err)
+	if q.Get("path") == "" {
+		writeError(w, missingQuery("path"))
 		return
 	}
-	writeJSON(w, http.StatusOK, infoViews(fis))
+	writeWalked(w)(h.cfg.Files.Search(r.Context(), id, q.Get("path"), q.Get("pattern")))
 }
 
 func (h *Handler) listDir(w http.ResponseWriter, r *http.Request, id string) {
@@ -189,12 +204,7 @@ func (h *Handler) listDir(w http.ResponseWriter, r *http.Request, id string) {
 		writeError(w, errdefs.Invalid("%s is a symbolic link; list its target", root))
 		return
 	}
-	fis, err := h.cfg.Files.Walk(r.Context(), id, root, depth)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, infoViews(fis))
+	writeWalked(w)(h.cfg.Files.Walk(r.Context(), id, root, depth))
 }
 
 func (h *Handler) deleteFiles(w http.ResponseWriter, r *http.Request, id string) {

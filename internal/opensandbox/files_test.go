@@ -87,19 +87,20 @@ func (f *fakeFiles) under(root string, depth int, keep func(string) bool) []serv
 	return out
 }
 
-func (f *fakeFiles) Walk(_ context.Context, _, root string, depth int) ([]service.FileStat, error) {
+// Walk and Search say they were cut under /w/sub/deep.
+func (f *fakeFiles) Walk(_ context.Context, _, root string, depth int) ([]service.FileStat, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.under(root, depth, func(string) bool { return true }), nil
+	return f.under(root, depth, func(string) bool { return true }), root == "/w/sub/deep", nil
 }
 
-func (f *fakeFiles) Search(_ context.Context, _, root, pattern string) ([]service.FileStat, error) {
+func (f *fakeFiles) Search(_ context.Context, _, root, pattern string) ([]service.FileStat, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.files[root]; !ok {
-		return nil, notFound(root)
+		return nil, false, notFound(root)
 	}
-	return f.under(root, 0, func(p string) bool { ok, _ := path.Match(pattern, path.Base(p)); return ok }), nil
+	return f.under(root, 0, func(p string) bool { ok, _ := path.Match(pattern, path.Base(p)); return ok }), root == "/w/sub/deep", nil
 }
 
 func (f *fakeFiles) Mkdir(_ context.Context, _, p string) error {
@@ -221,6 +222,7 @@ func TestExecdFileOps(t *testing.T) {
 		wantBody                   string   // exact JSON, when set
 		wantOps                    []string // the file operations done
 		check                      func(t *testing.T, ff *fakeFiles)
+		wantTruncated              bool // HeaderTruncated set
 	}{
 		{
 			name: "info of several paths", method: "GET", target: "/files/info?path=/w/a.txt&path=/w/sub&path=/w/link", wantStatus: 200,
@@ -234,6 +236,8 @@ func TestExecdFileOps(t *testing.T) {
 		{name: "search of a missing root", method: "GET", target: "/files/search?path=/none&pattern=*", wantStatus: 404},
 		{name: "search without a root", method: "GET", target: "/files/search?pattern=*", wantStatus: 400},
 		{name: "list depth 1", method: "GET", target: "/directories/list?path=/w", wantStatus: 200},
+		{name: "search cut", method: "GET", target: "/files/search?path=/w/sub/deep&pattern=*", wantStatus: 200, wantTruncated: true},
+		{name: "list cut", method: "GET", target: "/directories/list?path=/w/sub/deep", wantStatus: 200, wantTruncated: true},
 		{name: "list a symbolic link", method: "GET", target: "/directories/list?path=/w/link", wantStatus: 400},
 		{name: "list a bad depth", method: "GET", target: "/directories/list?path=/w&depth=0", wantStatus: 400},
 		{
@@ -299,6 +303,9 @@ func TestExecdFileOps(t *testing.T) {
 			if rec.Code != tc.wantStatus {
 				t.Fatalf("status %d %s, want %d", rec.Code, rec.Body, tc.wantStatus)
 			}
+			if got := rec.Header().Get(HeaderTruncated) == "true"; got != tc.wantTruncated {
+				t.Errorf("%s: %q, want truncated %v", HeaderTruncated, rec.Header().Get(HeaderTruncated), tc.wantTruncated)
+			}
 			if tc.wantBody != "" && strings.TrimSpace(rec.Body.String()) != tc.wantBody {
 				t.Errorf("body %s\nwant %s", rec.Body, tc.wantBody)
 			}
@@ -315,6 +322,8 @@ func TestExecdFileOps(t *testing.T) {
 				want := map[string]string{
 					"search by name": "/w/a.txt,/w/sub/deep/c.txt",
 					"list depth 1":   "/w/a.txt,/w/link,/w/sub",
+					"search cut":     "/w/sub/deep/c.txt",
+					"list cut":       "/w/sub/deep/c.txt",
 				}[tc.name]
 				if strings.Join(paths, ",") != want {
 					t.Errorf("paths %v, want %s", paths, want)

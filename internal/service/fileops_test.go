@@ -3,7 +3,9 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"path"
 	"strings"
 	"testing"
 
@@ -72,9 +74,9 @@ func TestSearchAndWalk(t *testing.T) {
 			var fis []FileStat
 			var err error
 			if tc.pattern == "-" {
-				fis, err = e.sb.Walk(ctx, id, tc.root, tc.depth)
+				fis, _, err = e.sb.Walk(ctx, id, tc.root, tc.depth)
 			} else {
-				fis, err = e.sb.Search(ctx, id, tc.root, tc.pattern)
+				fis, _, err = e.sb.Search(ctx, id, tc.root, tc.pattern)
 			}
 			if tc.wantErr != nil {
 				checkErr(t, err, tc.wantErr, "")
@@ -85,6 +87,90 @@ func TestSearchAndWalk(t *testing.T) {
 			}
 			if got := paths(fis); got != tc.want {
 				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// fakeTree answers a walker's reads: dir → its entries' names (a name
+// ending in "/" a directory); a dir mapped to an error fails with it.
+type fakeTree map[string]any
+
+func (ft fakeTree) readDir(dir string) ([]FileStat, error) {
+	switch v := ft[dir].(type) {
+	case error:
+		return nil, v
+	case []string:
+		var out []FileStat
+		for _, n := range v {
+			name, isDir := strings.CutSuffix(n, "/")
+			out = append(out, FileStat{FileInfo: api.FileInfo{Path: path.Join(dir, name), IsDir: isDir}})
+		}
+		return out, nil
+	}
+	return nil, errdefs.WithCode(errdefs.NotFound("%s", dir), api.CodeFileNotFound)
+}
+
+// A walk skips the directories it cannot read (root-only ones, ones gone
+// since listed) and says when it was cut; an error of another kind, or
+// on the root, fails it.
+func TestWalker(t *testing.T) {
+	denied := fmt.Errorf("list: %w", errdefs.ErrPermissionDenied)
+	many := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("f%05d", i)
+		}
+		return out
+	}
+	// wide has maxWalkReads+1 entries, under directories of 1000 each.
+	wide := fakeTree{"/": many(0)}
+	for i := range maxWalkReads/1000 + 1 {
+		d := fmt.Sprintf("d%04d", i)
+		wide["/"] = append(wide["/"].([]string), d+"/")
+		wide["/"+d] = many(999)
+	}
+	for _, tc := range []struct {
+		name          string
+		tree          fakeTree
+		keep          func(FileStat) bool
+		wantN         int
+		wantLast      string
+		wantTruncated bool
+		wantErr       error
+	}{
+		{name: "unreadable directories skipped", tree: fakeTree{"/": []string{"a/", "root/", "gone/", "z"}, "/a": []string{"x"}, "/root": denied},
+			wantN: 5, wantLast: "/z"},
+		{name: "unreadable root", tree: fakeTree{"/": denied}, wantErr: errdefs.ErrPermissionDenied},
+		{name: "another error", tree: fakeTree{"/": []string{"a/"}, "/a": errors.New("agent gone")}, wantErr: errors.New("")},
+		{name: "at the bound", tree: fakeTree{"/": many(MaxWalkEntries)}, wantN: MaxWalkEntries, wantLast: fmt.Sprintf("/f%05d", MaxWalkEntries-1)},
+		{name: "past the bound: cut", tree: fakeTree{"/": many(MaxWalkEntries + 1)}, wantN: MaxWalkEntries,
+			wantLast: fmt.Sprintf("/f%05d", MaxWalkEntries-1), wantTruncated: true},
+		{name: "too many read: cut", tree: wide, keep: func(fi FileStat) bool { return fi.Path == "/d0000/f00000" },
+			wantN: 1, wantLast: "/d0000/f00000", wantTruncated: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			keep := tc.keep
+			if keep == nil {
+				keep = func(FileStat) bool { return true }
+			}
+			w := walker{readDir: tc.tree.readDir, keep: keep}
+			err := w.visit("/", 1, true)
+			if tc.wantErr != nil {
+				if err == nil || errors.Is(err, errWalkCut) {
+					t.Fatalf("error %v, want one", err)
+				}
+				if errors.Is(tc.wantErr, errdefs.ErrPermissionDenied) && !errors.Is(err, errdefs.ErrPermissionDenied) {
+					t.Errorf("error %v, want permission denied", err)
+				}
+				return
+			}
+			if err != nil && !errors.Is(err, errWalkCut) {
+				t.Fatal(err)
+			}
+			if len(w.out) != tc.wantN || w.out[len(w.out)-1].Path != tc.wantLast || w.truncated != tc.wantTruncated {
+				t.Errorf("%d entries, the last %s, truncated %v; want %d, %s, %v",
+					len(w.out), w.out[len(w.out)-1].Path, w.truncated, tc.wantN, tc.wantLast, tc.wantTruncated)
 			}
 		})
 	}
@@ -141,7 +227,7 @@ func TestMoveRemoveReplace(t *testing.T) {
 	if err := e.sb.Remove(ctx, id, "sub", true); err != nil {
 		t.Fatal(err)
 	}
-	fis, err := e.sb.Walk(ctx, id, "/workspace", 0)
+	fis, _, err := e.sb.Walk(ctx, id, "/workspace", 0)
 	if err != nil || paths(fis) != "empty" {
 		t.Errorf("left: %s, %v", paths(fis), err)
 	}
