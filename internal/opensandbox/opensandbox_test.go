@@ -587,8 +587,16 @@ func TestList(t *testing.T) {
 		{"past the end", "?page=9&pageSize=2", []string{}, "9 2 5 3 false", 200},
 		{"states, any case", "?state=running&state=Failed", []string{"e", "d", "c", "a"}, "1 20 4 1 false", 200},
 		{"a state agent2env has no sandbox in", "?state=Pausing", []string{}, "1 20 0 0 false", 200},
-		{"an unknown state", "?state=Sleeping", []string{}, "1 20 0 0 false", 200},
-		{"a known and an unknown state", "?state=Sleeping&state=PENDING", []string{"b"}, "1 20 1 1 false", 200},
+		// What would widen the list is refused.
+		{"an unknown state", "?state=Sleeping", nil, "", 400},
+		{"a known and an unknown state", "?state=Sleeping&state=PENDING", nil, "", 400},
+		{"a query pair that cannot be decoded", "?metadata=%zz", nil, "", 400},
+		{"a metadata key twice", "?metadata=project%3DApollo%26project%3DX", nil, "", 400},
+		{"a metadata key twice, in two parameters", "?metadata=project%3DApollo&metadata=project%3DX", nil, "", 400},
+		{"two metadata parameters, both matched", "?metadata=project%3DApollo&metadata=note%3DDemo%2520Test", []string{"a"}, "1 20 1 1 false", 200},
+		// A page whose first item's position overflows: 400, not page 1.
+		{"page that overflows", "?page=4611686018427387905&pageSize=4", nil, "", 400},
+		{"the largest page", "?page=" + strconv.Itoa(maxPage) + "&pageSize=200", []string{}, strconv.Itoa(maxPage) + " 200 5 1 false", 200},
 		// The SDK encodes each pair, then the whole value once more.
 		{"metadata", "?metadata=project%3DApollo%26note%3DDemo%2520Test", []string{"a"}, "1 20 1 1 false", 200},
 		{"metadata and state", "?metadata=project%3DApollo&state=Running", []string{"c", "a"}, "1 20 2 1 false", 200},
