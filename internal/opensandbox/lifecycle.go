@@ -97,6 +97,9 @@ func (req *createRequest) toAPI() (api.CreateSandboxRequest, error) {
 	for k, v := range req.ResourceLimits {
 		switch k {
 		case "cpu":
+			if err := service.CheckCPU(v); err != nil {
+				return out, errdefs.Invalid("resourceLimits.cpu: %v", err)
+			}
 			cpu = v
 		case "memory":
 			memory = v
@@ -229,7 +232,8 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	}
 	sb, err := h.created(r.Context(), areq)
 	switch {
-	case errors.Is(err, service.ErrStartFailed):
+	case errors.Is(err, service.ErrStartFailed) && !errors.Is(err, errdefs.ErrInvalidArgument):
+		// A start refused for the request's sake is its 400 below.
 		writeErrorStatus(w, http.StatusInternalServerError, "PROVISIONING_ERROR", err.Error())
 		return
 	case err != nil:

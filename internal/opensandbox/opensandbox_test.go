@@ -417,6 +417,12 @@ func TestCreate(t *testing.T) {
 			wantStatus: http.StatusBadRequest, wantInMsg: "image.auth"},
 		{name: "gpu", body: `{"image":{"uri":"x"},"resourceLimits":{"gpu":"1"}}`,
 			wantStatus: http.StatusBadRequest, wantInMsg: "resourceLimits.gpu"},
+		// Below 10m a runtime refuses to start the sandbox: refused at
+		// create, naming the field and the minimum.
+		{name: "cpu below the minimum", body: `{"image":{"uri":"x"},"resourceLimits":{"cpu":"9m"}}`,
+			wantStatus: http.StatusBadRequest, wantInMsg: "resourceLimits.cpu: cpu 9m is below the 10m minimum"},
+		{name: "cpu not a quantity", body: `{"templateId":"py","resourceLimits":{"cpu":"lots"}}`,
+			wantStatus: http.StatusBadRequest, wantInMsg: "resourceLimits.cpu"},
 		{name: "main process", body: `{"image":{"uri":"nginx"},"entrypoint":["nginx","-g","daemon off;"]}`,
 			wantStatus: http.StatusBadRequest, wantInMsg: "entrypoint"},
 		{name: "network policy allowing domains", wantStatus: http.StatusAccepted,
@@ -503,6 +509,8 @@ func TestCreateServiceErrors(t *testing.T) {
 		{fmt.Errorf("disk on fire"), http.StatusInternalServerError, api.CodeInternal},
 		{fmt.Errorf("%w: %w", service.ErrImageUnavailable, errdefs.Invalid("prepare image nope: not found")), http.StatusBadRequest, "IMAGE_NOT_AVAILABLE"},
 		{fmt.Errorf("%w: no pids", service.ErrStartFailed), http.StatusInternalServerError, "PROVISIONING_ERROR"},
+		// A start refused for the request's sake is the request's 400.
+		{fmt.Errorf("%w: %w", service.ErrStartFailed, errdefs.Invalid("cpu limit 5m is below 10m")), http.StatusBadRequest, api.CodeInvalidRequest},
 	} {
 		t.Run(tc.wantCode, func(t *testing.T) {
 			s := newSetup(t)

@@ -160,6 +160,14 @@ var (
 	ErrImageUnavailable = manager.ErrImageUnavailable
 )
 
+// CheckCPU refuses, with ErrInvalidArgument, a CPU limit a create would
+// refuse (one that does not parse, or below the 10m a runtime can
+// enforce): for a surface that names the field it came in.
+func CheckCPU(cpu string) error {
+	_, err := manager.ParseCPU(cpu)
+	return err
+}
+
 // createRequest is req as the manager takes it.
 func createRequest(req api.CreateSandboxRequest) (manager.CreateRequest, error) {
 	mreq := manager.CreateRequest{
