@@ -223,17 +223,23 @@ func (h *Handler) remove(w http.ResponseWriter, r *http.Request, id string, dirs
 		writeError(w, err)
 		return
 	}
+	// Every path is checked before any is removed: a request refused
+	// changes nothing.
 	for _, p := range ps {
-		if dirs {
-			fi, err := h.cfg.Files.Stat(r.Context(), id, p)
-			if err == nil && !fi.IsDir {
-				err = errdefs.Invalid("%s is not a directory", p)
-			}
-			if err != nil {
-				writeError(w, err)
-				return
-			}
+		fi, err := h.cfg.Files.Stat(r.Context(), id, p)
+		switch {
+		case err != nil:
+		case dirs && !fi.IsDir:
+			err = errdefs.Invalid("%s is not a directory", p)
+		case !dirs && fi.IsDir:
+			err = errdefs.Invalid("%s is a directory", p)
 		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	for _, p := range ps {
 		if err := h.cfg.Files.Remove(r.Context(), id, p, dirs); err != nil {
 			writeError(w, err)
 			return
@@ -267,14 +273,10 @@ type permission struct {
 	Group *string `json:"group"`
 }
 
-// applyPermission sets path's mode (when p has one) and owner.
-func (h *Handler) applyPermission(ctx context.Context, id, path string, p permission) error {
-	if p.Mode != nil {
-		mode, err := parseMode(*p.Mode)
-		if err != nil {
-			return err
-		}
-		if err := h.cfg.Files.Chmod(ctx, id, path, mode); err != nil {
+// applyPermission sets path's mode (when it has one: mode) and p's owner.
+func (h *Handler) applyPermission(ctx context.Context, id, path string, mode *fs.FileMode, p permission) error {
+	if mode != nil {
+		if err := h.cfg.Files.Chmod(ctx, id, path, *mode); err != nil {
 			return err
 		}
 	}
@@ -297,27 +299,82 @@ func (h *Handler) makeDirs(w http.ResponseWriter, r *http.Request, id string) {
 }
 
 // permissions applies a body of path → permission, making each path a
-// directory first (with its parents) when mkdir is set.
+// directory first (with its parents) when mkdir is set. Every mode is
+// checked before anything is done, and the directories made are removed
+// again when a later step fails: a request refused changes nothing it
+// made (modes and owners already set on existing files stay).
 func (h *Handler) permissions(w http.ResponseWriter, r *http.Request, id string, mkdir bool) {
 	var body map[string]permission
 	if err := decodeJSON(w, r, &body); err != nil {
 		writeError(w, err)
 		return
 	}
+	modes := make(map[string]*fs.FileMode, len(body))
 	for p, perm := range body {
-		var err error
-		if mkdir {
-			err = h.cfg.Files.Mkdir(r.Context(), id, p)
+		if perm.Mode == nil {
+			continue
 		}
-		if err == nil {
-			err = h.applyPermission(r.Context(), id, p, perm)
-		}
+		mode, err := parseMode(*perm.Mode)
 		if err != nil {
-			writeError(w, err)
+			writeError(w, fmt.Errorf("%s: %w", p, err))
 			return
 		}
+		modes[p] = &mode
+	}
+	ctx := r.Context()
+	var made []string // the topmost directories made
+	err := func() error {
+		for p, perm := range body {
+			if mkdir {
+				top, err := h.missingTop(ctx, id, p)
+				if err != nil {
+					return err
+				}
+				if err := h.cfg.Files.Mkdir(ctx, id, p); err != nil {
+					return err
+				}
+				if top != "" {
+					made = append(made, top)
+				}
+			}
+			if err := h.applyPermission(ctx, id, p, modes[p], perm); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		for _, top := range made {
+			// Best effort: the request's error is what the client needs.
+			_ = h.cfg.Files.Remove(context.WithoutCancel(ctx), id, top, true)
+		}
+		writeError(w, err)
+		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// missingTop returns the topmost directory of p (p included) that does
+// not exist in sandbox id, which a mkdir -p of p would make; "" when p
+// exists.
+func (h *Handler) missingTop(ctx context.Context, id, p string) (string, error) {
+	p, err := service.CleanPath(p)
+	if err != nil {
+		return "", err
+	}
+	top := ""
+	for q := p; q != "/"; q = path.Dir(q) {
+		_, err := h.cfg.Files.Stat(ctx, id, q)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			top = q
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		break
+	}
+	return top, nil
 }
 
 func (h *Handler) replaceFiles(w http.ResponseWriter, r *http.Request, id string) {

@@ -103,10 +103,15 @@ func (f *fakeFiles) Search(_ context.Context, _, root, pattern string) ([]servic
 	return f.under(root, 0, func(p string) bool { ok, _ := path.Match(pattern, path.Base(p)); return ok }), root == "/w/sub/deep", nil
 }
 
+// Mkdir makes p and its missing parents, as mkdir -p.
 func (f *fakeFiles) Mkdir(_ context.Context, _, p string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.files[p], f.modes[p] = fakeDir, "0755"
+	for q := p; q != "/"; q = path.Dir(q) {
+		if _, ok := f.files[q]; !ok {
+			f.files[q], f.modes[q] = fakeDir, "0755"
+		}
+	}
 	f.ops = append(f.ops, "mkdir "+p)
 	return nil
 }
@@ -245,6 +250,10 @@ func TestExecdFileOps(t *testing.T) {
 			wantOps: []string{"rm /w/a.txt false", "rm /w/sub/b.py false"},
 		},
 		{name: "delete a directory as a file", method: "DELETE", target: "/files?path=/w/sub", wantStatus: 400},
+		// Every path is checked before any is removed.
+		{name: "delete files, one missing", method: "DELETE", target: "/files?path=/w/a.txt&path=/w/none&path=/w/sub/b.py", wantStatus: 404},
+		{name: "delete files, one a directory", method: "DELETE", target: "/files?path=/w/a.txt&path=/w/sub", wantStatus: 400},
+		{name: "delete directories, one missing", method: "DELETE", target: "/directories?path=/w/sub/deep&path=/w/none", wantStatus: 404},
 		{name: "delete a missing file", method: "DELETE", target: "/files?path=/w/none", wantStatus: 404},
 		{
 			name: "delete directories", method: "DELETE", target: "/directories?path=/w/sub", wantStatus: 200,
@@ -260,6 +269,23 @@ func TestExecdFileOps(t *testing.T) {
 			name: "make directories with modes", method: "POST", target: "/directories", body: `{"/w/n/m":{"mode":700}}`, wantStatus: 200,
 			wantOps: []string{"mkdir /w/n/m", "chmod /w/n/m 0700"},
 		},
+		// Modes are checked before anything is made; a directory made
+		// is removed again when a later step fails.
+		{name: "make directories, a bad mode", method: "POST", target: "/directories", body: `{"/w/n":{"mode":700},"/w/nd":{"mode":999}}`, wantStatus: 400,
+			check: func(t *testing.T, ff *fakeFiles) {
+				if _, ok := ff.files["/w/n"]; ok {
+					t.Error("/w/n made")
+				}
+			}},
+		{name: "make a directory, an owner not allowed", method: "POST", target: "/directories", body: `{"/w/n2/m":{"owner":"root"}}`, wantStatus: 403,
+			wantOps: []string{"mkdir /w/n2/m", "rm /w/n2 true"},
+			check: func(t *testing.T, ff *fakeFiles) {
+				if _, ok := ff.files["/w/n2/m"]; ok {
+					t.Error("/w/n2/m left")
+				}
+			}},
+		{name: "make an existing directory, an owner not allowed", method: "POST", target: "/directories", body: `{"/w/sub":{"owner":"root"}}`, wantStatus: 403,
+			wantOps: []string{"mkdir /w/sub"}},
 		{
 			name: "make a directory, owner mine", method: "POST", target: "/directories", body: `{"/w/o":{"mode":755,"owner":"sandbox","group":"sandbox"}}`,
 			wantStatus: 200, wantOps: []string{"mkdir /w/o", "chmod /w/o 0755", "chown /w/o sandbox:sandbox"},

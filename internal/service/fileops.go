@@ -56,7 +56,8 @@ const fileCommandTimeout = 30 * time.Second
 // fileCommand runs argv in sandbox id as its user: the file operations the
 // agent has no call for (chmod, chown), which may do what the sandbox's
 // user may. A failure is ErrPermissionDenied with the command's message,
-// or ErrNotFound when the file is missing.
+// ErrInvalidArgument when it names a user or group the sandbox does not
+// have, or ErrNotFound when the file is missing.
 func (s *Sandboxes) fileCommand(ctx context.Context, id, p string, argv ...string) error {
 	if _, err := s.Stat(ctx, id, p); err != nil {
 		return err
@@ -67,7 +68,14 @@ func (s *Sandboxes) fileCommand(ctx context.Context, id, p string, argv ...strin
 	}
 	defer res.Release()
 	if res.ExitCode != 0 {
-		return fmt.Errorf("%s %s: %s: %w", argv[0], p, strings.TrimSpace(res.Stderr), errdefs.ErrPermissionDenied)
+		msg, class := strings.TrimSpace(res.Stderr), errdefs.ErrPermissionDenied
+		// coreutils says "invalid user", busybox "unknown user".
+		for _, unknown := range []string{"invalid user", "invalid group", "unknown user", "unknown group"} {
+			if strings.Contains(msg, unknown) {
+				class = errdefs.ErrInvalidArgument
+			}
+		}
+		return fmt.Errorf("%s %s: %s: %w", argv[0], p, msg, class)
 	}
 	return nil
 }

@@ -291,6 +291,9 @@ func TestChmodChownRefusals(t *testing.T) {
 	checkErr(t, e.sb.Chown(ctx, id, "f", "a:b", ""), errdefs.ErrInvalidArgument, "")
 	checkErr(t, e.sb.Chown(ctx, id, "f", "-R", ""), errdefs.ErrInvalidArgument, "")
 	checkErr(t, e.sb.Chown(ctx, id, "none", "sandbox", ""), errdefs.ErrNotFound, api.CodeFileNotFound)
+	// A user or group the sandbox does not have is the request's fault.
+	checkErr(t, e.sb.Chown(ctx, id, "f", "nosuchuser-a2e", ""), errdefs.ErrInvalidArgument, "")
+	checkErr(t, e.sb.Chown(ctx, id, "f", "", "nosuchgroup-a2e"), errdefs.ErrInvalidArgument, "")
 	if err := e.sb.Chown(ctx, id, "none", "", ""); err != nil {
 		t.Errorf("a chown of nothing: %v", err)
 	}
