@@ -28,7 +28,7 @@ type Files interface {
 	Upload(ctx context.Context, id, path string, mode fs.FileMode, content io.Reader) (*api.FileInfo, error)
 	Download(ctx context.Context, id, path string) (io.ReadCloser, int64, error)
 	Stat(ctx context.Context, id, path string) (*service.FileStat, error)
-	Walk(ctx context.Context, id, root string, depth int) ([]service.FileStat, error)
+	Walk(ctx context.Context, id, root string, depth int) ([]service.FileStat, bool, error)
 	Mkdir(ctx context.Context, id, path string) error
 	Move(ctx context.Context, id, from, to string) error
 	Remove(ctx context.Context, id, p string, recursive bool) error
@@ -154,7 +154,11 @@ func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 	if fi.Link != "" {
 		root = linkTarget(*fi)
 	}
-	all, err := s.files.Walk(ctx, id, root, depth)
+	all, truncated, err := s.files.Walk(ctx, id, root, depth)
+	if err == nil && truncated {
+		// envd's answer has no room to say a list is cut.
+		err = fmt.Errorf("more than %d entries under %s: list a smaller directory or depth: %w", service.MaxWalkEntries, p, errdefs.ErrResourceExhausted)
+	}
 	if err != nil {
 		return nil, rpcError(err)
 	}

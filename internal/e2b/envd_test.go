@@ -185,11 +185,11 @@ func (f *fakeFiles) Stat(_ context.Context, id, p string) (*service.FileStat, er
 	return f.statLocked(id, p)
 }
 
-func (f *fakeFiles) Walk(_ context.Context, id, root string, depth int) ([]service.FileStat, error) {
+func (f *fakeFiles) Walk(_ context.Context, id, root string, depth int) ([]service.FileStat, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if fi, err := f.statLocked(id, root); err != nil || !fi.IsDir {
-		return nil, errdefs.Invalid("%s is not a directory", root)
+		return nil, false, errdefs.Invalid("%s is not a directory", root)
 	}
 	seen := map[string]bool{}
 	for k := range f.byPath {
@@ -211,7 +211,7 @@ func (f *fakeFiles) Walk(_ context.Context, id, root string, depth int) ([]servi
 		out = append(out, *fi)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, nil
+	return out, false, nil
 }
 
 func (f *fakeFiles) Mkdir(_ context.Context, id, p string) error {

@@ -141,12 +141,8 @@ func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
 		r.Memory = m.cfg.DefaultMemory
 	}
 	var err error
-	if r.milliCPU, err = quantity.ParseCPU(r.CPU); err != nil {
-		return nil, errdefs.Invalid("%v", err)
-	}
-	if r.milliCPU < 1 {
-		// "0.0001" parses but rounds to 0, which runtimes take as no limit.
-		return nil, errdefs.Invalid("cpu %s is below the 1m minimum", r.CPU)
+	if r.milliCPU, err = ParseCPU(r.CPU); err != nil {
+		return nil, err
 	}
 	if r.memBytes, err = quantity.ParseBytes(r.Memory); err != nil {
 		return nil, errdefs.Invalid("memory: %v", err)
@@ -519,6 +515,21 @@ var (
 	ErrStartFailed      = errors.New("sandbox failed to start")
 	ErrImageUnavailable = errors.New("image unavailable")
 )
+
+// ParseCPU returns a sandbox's CPU limit s in millicores, refusing with
+// ErrInvalidArgument one that does not parse or is below
+// quantity.MinMilliCPU ("0.0001" parses but rounds to 0, which runtimes
+// take as no limit; below 10m they refuse to start the sandbox).
+func ParseCPU(s string) (int64, error) {
+	milli, err := quantity.ParseCPU(s)
+	if err != nil {
+		return 0, errdefs.Invalid("%v", err)
+	}
+	if milli < quantity.MinMilliCPU {
+		return 0, errdefs.Invalid("cpu %s is below the %dm minimum", s, quantity.MinMilliCPU)
+	}
+	return milli, nil
+}
 
 // StartFailure is why failed sandbox sb did not start, classified.
 func StartFailure(sb *store.Sandbox) error {

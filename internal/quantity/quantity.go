@@ -10,6 +10,11 @@ import (
 	"strings"
 )
 
+// MinMilliCPU is the smallest CPU limit, in millicores, a sandbox can
+// have: the kernel's smallest CFS quota (1 ms) of the 100 ms period that
+// runtimes use, which crun and runc refuse to go below.
+const MinMilliCPU = 10
+
 // ParseCPU returns the CPU quantity s in millicores.
 func ParseCPU(s string) (int64, error) {
 	s = strings.TrimSpace(s)

@@ -108,9 +108,10 @@ func checkSpec(in api.TemplateSpec) (api.TemplateSpec, error) {
 	if err != nil {
 		return s, fmt.Errorf("resources: %v", err)
 	}
-	if milli < 1 {
-		// "0.0001" parses but rounds to 0, which runtimes take as no limit.
-		return s, fmt.Errorf("resources: cpu %s is below the 1m minimum", s.Resources.CPU)
+	if milli < quantity.MinMilliCPU {
+		// "0.0001" parses but rounds to 0, which runtimes take as no
+		// limit; below 10m they refuse to start the sandbox.
+		return s, fmt.Errorf("resources: cpu %s is below the %dm minimum", s.Resources.CPU, quantity.MinMilliCPU)
 	}
 	if _, err := quantity.ParseBytes(s.Resources.Memory); err != nil {
 		return s, fmt.Errorf("resources: memory: %v", err)
