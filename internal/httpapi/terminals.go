@@ -23,7 +23,7 @@ func (s *Server) registerTerminals(mux *http.ServeMux) {
 
 func (s *Server) createTerminal(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateTerminalRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := decodeStrict(w, r, &req, maxJSONBody); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -70,6 +70,9 @@ func (s *Service) Submit(ctx context.Context, req api.RunSubmitRequest) (*api.Ru
 	if req.Parallel < 0 {
 		return nil, errdefs.Invalid("parallel: %d is negative", req.Parallel)
 	}
+	if err := s.checkSandbox(ctx, t); err != nil {
+		return nil, err
+	}
 	b := &batch{id: newID("b-"), parallel: req.Parallel}
 	// Its files are kept from a recovery going on, and removed when the
 	// submission fails.
@@ -234,6 +237,33 @@ func (s *Service) matrix(t *task.Task, req api.RunSubmitRequest, known []string)
 		}
 	}
 	return out, nil
+}
+
+// checkSandbox refuses a task whose sandbox can never be made, naming the
+// field: an unknown template, an image that is not a reference, or
+// resources beyond the host's whole capacity. Its runs would otherwise
+// fail, or wait for room, once queued. The sandbox service decides, as it
+// would for the create; the task's template or image is checked first
+// with their own resources, so that an error is put on the right field.
+// The combinations of a submission share the task's sandbox.
+func (s *Service) checkSandbox(ctx context.Context, t *task.Task) error {
+	req := sandboxRequest(t)
+	own := req
+	own.CPU, own.Memory, own.Disk = "", "", ""
+	field := "image"
+	if t.Template != "" {
+		field = "template"
+	}
+	if err := s.sbx.CheckManaged(ctx, own); err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	if t.Resources == nil {
+		return nil
+	}
+	if err := s.sbx.CheckManaged(ctx, req); err != nil {
+		return fmt.Errorf("resources: %w", err)
+	}
+	return nil
 }
 
 // unpackInputs extracts a submission's input archive (a gzipped tar of
