@@ -122,6 +122,10 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if err := spendTicket(r); err != nil {
+		refuseAuth(w, err)
+		return
+	}
 	sess := newTerminalSession(k8s, -1)
 	t, err := s.sandboxes.Terminal(r.Context(), r.PathValue("id"), req, sess.output)
 	if err != nil {

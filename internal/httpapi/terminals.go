@@ -80,6 +80,10 @@ func (s *Server) attachTerminal(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if err := spendTicket(r); err != nil {
+		refuseAuth(w, err)
+		return
+	}
 	sess := newTerminalSession(offersProtocol(r, api.TerminalProtocolK8s), opts.Since)
 	t, err := s.sandboxes.AttachTerminal(r.Context(), r.PathValue("id"), r.PathValue("name"), opts, sess.output)
 	if err != nil {
