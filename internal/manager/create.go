@@ -206,33 +206,13 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 }
 
 func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox, error) {
-	origin := "image " + req.Image
-	if req.Network != nil {
-		if req.Template != "" {
-			return nil, errdefs.Invalid("network: a template's sandboxes have the network of its network section; give network with image")
-		}
-		n, err := template.NormalizeNetwork(req.Network)
-		if err != nil {
-			return nil, errdefs.Invalid("%v", err)
-		}
-		req.network = n
-	}
-	if req.Template != "" {
-		if req.Image != "" {
-			return nil, errdefs.Invalid("give either template or image, not both")
-		}
-		var err error
-		if req, err = m.fromTemplate(ctx, req); err != nil {
-			return nil, err
-		}
-		origin = fmt.Sprintf("template %s version %d (image %s)", req.Template, req.TemplateVersion, req.Image)
-	}
-	r, err := m.resolve(req)
+	r, err := m.prepare(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	if err := m.supported(r); err != nil {
-		return nil, err
+	origin := "image " + r.Image
+	if r.Template != "" {
+		origin = fmt.Sprintf("template %s version %d (image %s)", r.Template, r.TemplateVersion, r.Image)
 	}
 	sb, err := m.createRecord(ctx, r, store.Event{Status: string(api.StatusPending), Message: "created from " + origin})
 	if err != nil {
@@ -270,6 +250,59 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 		_, _ = m.start(ctx, sb.ID, r)
 	}()
 	return sb, nil
+}
+
+// prepare checks req and completes it from its template and the defaults,
+// refusing what the runtime cannot honour; it records nothing.
+func (m *Manager) prepare(ctx context.Context, req CreateRequest) (*resolved, error) {
+	if req.Network != nil {
+		if req.Template != "" {
+			return nil, errdefs.Invalid("network: a template's sandboxes have the network of its network section; give network with image")
+		}
+		n, err := template.NormalizeNetwork(req.Network)
+		if err != nil {
+			return nil, errdefs.Invalid("%v", err)
+		}
+		req.network = n
+	}
+	if req.Template != "" {
+		if req.Image != "" {
+			return nil, errdefs.Invalid("give either template or image, not both")
+		}
+		var err error
+		if req, err = m.fromTemplate(ctx, req); err != nil {
+			return nil, err
+		}
+	}
+	r, err := m.resolve(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.supported(r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Check refuses, as Create would, a request that can never make a
+// sandbox, and makes nothing: an unknown template, an image that is not a
+// reference, bad limits, one the runtime cannot honour, and cpu or memory
+// beyond the host's whole capacity (admission's rule with no other
+// sandbox committed), which is ErrInvalidArgument here where a create
+// is 507: no wait makes room for it. Room that other sandboxes hold now
+// is not checked. Services that queue work for later (task runs) check
+// what they will ask for when it is submitted.
+func (m *Manager) Check(ctx context.Context, req CreateRequest) error {
+	r, err := m.prepare(ctx, req)
+	if err != nil {
+		return err
+	}
+	whole := m.capacity()
+	if m.refusal(whole, r.milliCPU, r.memBytes, false) != nil {
+		return errdefs.Invalid("cpu %s and memory %s: more than the host's whole capacity of %s cpu and %s of memory, so no sandbox of that size is ever admitted",
+			r.CPU, r.Memory, cpus(whole.MilliCPUCapacity), mebibytes(whole.MemoryBytesCapacity))
+	}
+	return nil
 }
 
 // supported refuses a request the runtime cannot honour, before anything
