@@ -190,7 +190,7 @@ func buildLLM(cfg Config, st state, runs *run.Service, a *archive.Archive, m *me
 	if err := m.Register(gm); err != nil {
 		return nil, keys, nil, err
 	}
-	client := &http.Client{Transport: proxy.DefaultTransport()}
+	client := proxy.NewClient()
 	g := gate.New(gate.Config{APIKeys: cfg.apiKeys(), Keys: keys, Metrics: gm, Progress: runs.Progress, Usage: usage, Log: cfg.Log})
 	if cfg.LLMConfig == "" {
 		return g, keys, client, nil

@@ -523,6 +523,12 @@ func (c *call) send(pr *provider, path string, body []byte, pass bool) (resp *ht
 		c.rec.UpstreamResponse(resp.StatusCode, resp.Header)
 		resp.Body = &recordedBody{ReadCloser: resp.Body, rec: c.rec}
 	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		// Not followed (NewClient): it would take the provider's key along.
+		resp.Body.Close()
+		return nil, llm.Errorf(llm.ErrorUpstream, "call provider %s: it answered %d, a redirect to %q, which the LLM proxy does not follow (check the provider's base_url)",
+			pr.Name, resp.StatusCode, redact.URL(resp.Header.Get("Location")))
+	}
 	return resp, nil
 }
 

@@ -151,7 +151,8 @@ type Observer func(*Exchange)
 // Option configures a Proxy.
 type Option func(*Proxy)
 
-// WithHTTPClient sets the client that calls upstreams.
+// WithHTTPClient sets the client that calls upstreams. It must follow no
+// redirects (see NewClient).
 func WithHTTPClient(c *http.Client) Option { return func(p *Proxy) { p.client = c } }
 
 // WithObserver sets the exchange observer.
@@ -197,6 +198,17 @@ func DefaultTransport() *http.Transport {
 	t.MaxIdleConnsPerHost = 512
 	t.IdleConnTimeout = 90 * time.Second
 	return t
+}
+
+// NewClient returns a client for upstreams: DefaultTransport's
+// connections, and no redirect followed. A redirect would send the
+// request again, provider key included, wherever it points (Go keeps
+// x-api-key and x-goog-api-key across hosts): an upstream's 3xx fails the
+// call instead (send).
+func NewClient() *http.Client {
+	return &http.Client{Transport: DefaultTransport(), CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
 }
 
 // New checks cfg and returns its proxy.
@@ -259,7 +271,7 @@ func New(cfg Config, opts ...Option) (*Proxy, error) {
 		o(p)
 	}
 	if p.client == nil {
-		p.client = &http.Client{Transport: DefaultTransport()}
+		p.client = NewClient()
 	}
 	p.routes()
 	return p, nil
