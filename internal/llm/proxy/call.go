@@ -961,8 +961,10 @@ func (c *call) countTokens(pr *provider, m *Model, last bool) bool {
 	return true
 }
 
+// writeCount answers a token count. The count is no usage: an upstream
+// bills nothing for it, so the exchange is charged nothing (budgets, a
+// run's tokens).
 func (c *call) writeCount(n int) {
-	c.ex.Usage.InputTokens = n
 	c.w.Header().Set("Content-Type", "application/json")
 	c.w.WriteHeader(http.StatusOK)
 	_, _ = c.w.Write(c.in.(llm.TokenCounter).EncodeCountResponse(n))
