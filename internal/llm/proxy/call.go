@@ -51,9 +51,9 @@ func (p *Proxy) handle(f llm.Format, count bool) http.HandlerFunc {
 		if !c.readBody() {
 			return
 		}
-		var ok bool
-		if c.model, c.stream, ok = modelAndStream(c.body); !ok {
-			c.fail(llm.Invalid("decode %s request: malformed JSON", f))
+		var e *llm.Error
+		if c.model, c.stream, e = modelAndStream(f, c.body); e != nil {
+			c.fail(e)
 			return
 		}
 		c.run()
@@ -134,8 +134,10 @@ func readAll(r io.Reader, n int64) ([]byte, error) {
 }
 
 // modelAndStream reads the two members routing needs without decoding the
-// request.
-func modelAndStream(body []byte) (model string, stream, ok bool) {
+// request (in format f). A stream that is no JSON boolean is refused:
+// passed through, an upstream that reads "true" or 1 as true would stream
+// what the proxy, taking it for a whole answer, could not meter.
+func modelAndStream(f llm.Format, body []byte) (model string, stream bool, _ *llm.Error) {
 	err := wire.Members(body, func(k string, v []byte) error {
 		switch k {
 		case "model":
@@ -146,11 +148,25 @@ func modelAndStream(body []byte) (model string, stream, ok bool) {
 				}
 			}
 		case "stream":
-			stream = string(v) == "true"
+			switch string(v) {
+			case "true":
+				stream = true
+			case "false", "null":
+				stream = false
+			default:
+				return llm.Invalid("decode %s request: stream must be true or false, not %.40s", f, v)
+			}
 		}
 		return nil
 	})
-	return model, stream, err == nil
+	var e *llm.Error
+	switch {
+	case errors.As(err, &e):
+		return model, stream, e
+	case err != nil:
+		return model, stream, llm.Invalid("decode %s request: malformed JSON", f)
+	}
+	return model, stream, nil
 }
 
 // canonical decodes the client's request once.
@@ -595,9 +611,20 @@ func (c *call) passWhole(out llm.Codec, resp *http.Response) {
 	}
 	if c.p.watched() {
 		u, r := answerUsage(out, data)
+		if r == nil && u.OutputTokens == 0 {
+			// No byte of it decodes (an upstream that streamed what was
+			// asked whole): all of them, as a body only the upstream
+			// reads is charged.
+			u.OutputTokens = bytesTokens(len(data))
+			c.ex.UsageEstimated = true
+		}
 		c.charge(u, r, err == nil)
 	}
 }
+
+// bytesTokens estimates the tokens of n bytes the proxy cannot decode
+// (llm.BytesPerToken).
+func bytesTokens(n int) int { return (n + llm.BytesPerToken - 1) / llm.BytesPerToken }
 
 // copyFlushing copies an upstream's body to the client, flushing each
 // piece, and returns it when someone watches.
@@ -627,7 +654,8 @@ func (c *call) copyFlushing(body io.Reader) ([]byte, error) {
 // answerUsage is the usage of an answer that is not a stream of events,
 // and, when that is not all there (an upstream that counts nothing), the
 // answer decoded for an estimate: a whole answer, or a JSON array of them
-// (Gemini's stream without SSE, whose last count is the call's).
+// (Gemini's stream without SSE, whose last count is the call's); nil when
+// none of it decodes.
 func answerUsage(out llm.Codec, data []byte) (llm.Usage, *llm.Response) {
 	u := usageOf(out, data)
 	if u.InputTokens > 0 && u.OutputTokens > 0 {
@@ -636,9 +664,12 @@ func answerUsage(out llm.Codec, data []byte) (llm.Usage, *llm.Response) {
 	if r, err := out.DecodeResponse(data); err == nil {
 		return u, r
 	}
-	var all llm.Response
+	var all *llm.Response
 	_ = wire.Elements(data, func(_ int, v []byte) error {
 		if r, err := out.DecodeResponse(v); err == nil {
+			if all == nil {
+				all = &llm.Response{}
+			}
 			all.Content = append(all.Content, r.Content...)
 			if r.Usage != (llm.Usage{}) {
 				all.Usage = r.Usage
@@ -646,7 +677,10 @@ func answerUsage(out llm.Codec, data []byte) (llm.Usage, *llm.Response) {
 		}
 		return nil
 	})
-	return all.Usage, &all
+	if all == nil {
+		return u, nil
+	}
+	return all.Usage, all
 }
 
 // charge sets the exchange's usage: what the upstream counted, and an
@@ -662,7 +696,7 @@ func (c *call) charge(u llm.Usage, r *llm.Response, complete bool) {
 		if req, e := c.canonical(); e == nil {
 			u.InputTokens = llm.EstimateTokens(req)
 		} else { // a body only the upstream reads: all of it
-			u.InputTokens = (len(c.body) + llm.BytesPerToken - 1) / llm.BytesPerToken
+			u.InputTokens = bytesTokens(len(c.body))
 		}
 		c.ex.UsageEstimated = true
 	}
