@@ -328,6 +328,12 @@ func (c *call) attempt(pr *provider, m *Model, last bool) bool {
 			c.fail(e)
 			return true
 		}
+		if tc, ok := c.in.(llm.TranslationChecker); ok {
+			if err := tc.CheckTranslation(req); err != nil {
+				c.fail(llm.AsError(err))
+				return true
+			}
+		}
 		req.Model = m.Model
 		var err error
 		if body, err = out.EncodeRequest(req); err != nil {
