@@ -134,21 +134,30 @@ func (g *Gate) Handler(prefix string) http.Handler {
 	}))
 }
 
+// Belongs says what a sandbox's calls belong to: the run they are made
+// for and that run's tenant (caller.Caller's Run and Tenant; empty when
+// none). An error refuses the call: its exchanges' owner is not known.
+type Belongs func(ctx context.Context) (run, tenant string, err error)
+
 // SandboxHandler serves /llm to sandbox id, on its own channel: every
 // call is the sandbox's, whatever key it presents (a per-run key it
-// presents counts against that key as well). run, when not nil, tells the
-// run the sandbox belongs to.
-func (g *Gate) SandboxHandler(prefix, id string, run func(ctx context.Context) string) http.Handler {
+// presents counts against that key as well), and, as belongs (when not
+// nil) says, its run's and its run's tenant's.
+func (g *Gate) SandboxHandler(prefix, id string, belongs Belongs) http.Handler {
 	return http.StripPrefix(prefix, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := caller.Caller{Sandbox: id}
-		if run != nil {
-			c.Run = run(r.Context())
+		if belongs != nil {
+			var err error
+			if c.Run, c.Tenant, err = belongs(r.Context()); err != nil {
+				proxy.WriteError(w, r, llm.AsError(err))
+				return
+			}
 		}
 		if k := presentedKey(r); strings.HasPrefix(k, KeyPrefix) && g.cfg.Keys != nil {
 			if rec, err := g.cfg.Keys.Authenticate(r.Context(), k); err == nil {
 				c.Key = rec.ID
 				if c.Run == "" {
-					c.Run = rec.Run
+					c.Run, c.Tenant = rec.Run, rec.Tenant
 				}
 			}
 		}
