@@ -86,7 +86,7 @@ func New(cfg Config) *Gate {
 // limits. Calls in flight finish on the proxy they started on. On error
 // the current proxy stays.
 func (g *Gate) Apply(pc proxy.Config, limits Limits, opts ...proxy.Option) error {
-	opts = append([]proxy.Option{proxy.WithObserver(g.observe)}, opts...)
+	opts = append([]proxy.Option{proxy.WithObserver(g.observe), proxy.WithAdmitter(g.admit)}, opts...)
 	p, err := proxy.New(pc, opts...)
 	if err != nil {
 		return err
@@ -127,6 +127,13 @@ func (g *Gate) Handler(prefix string) http.Handler {
 		c, err := g.authenticate(r)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agent2env"`)
+			// A per-run key that is not (or no longer) valid is an
+			// agent's call refused: archived, as every call is, but with
+			// nothing of what no valid key sent (its body is not read).
+			if st := g.current.Load(); st != nil && strings.HasPrefix(presentedKey(r), KeyPrefix) {
+				st.proxy.Refuse(w, r, llm.AsError(err))
+				return
+			}
 			proxy.WriteError(w, r, llm.AsError(err))
 			return
 		}
@@ -213,14 +220,6 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, c caller.Caller) {
 		proxy.WriteError(w, r, errNotConfigured)
 		return
 	}
-	if r.Method == http.MethodPost { // listing models is free
-		if kind, e := g.limiter.admit(g.scopes(st, c), g.used(c)); e != nil {
-			g.cfg.Metrics.limit(kind)
-			w.Header().Set("Retry-After", "60")
-			proxy.WriteError(w, r, e)
-			return
-		}
-	}
 	if g.cfg.Progress != nil && (c.Sandbox != "" || c.Run != "") {
 		defer g.busy(c)()
 	}
@@ -283,12 +282,30 @@ func (g *Gate) used(c caller.Caller) map[string]int64 {
 	return map[string]int64{c.Key: g.cfg.Keys.used(c.Key)}
 }
 
-// observe counts a finished exchange.
+// admit admits a call (proxy.Admitter) against its caller's limits, and
+// reserves its estimate of their budgets until observe settles it. A
+// refusal is answered, archived and observed by the proxy; listing models
+// is no call, and free.
+func (g *Gate) admit(ex *proxy.Exchange, estimate int64) *llm.Error {
+	st := g.current.Load()
+	if st == nil { // the proxy calling is one Apply stored
+		return nil
+	}
+	if kind, e := g.limiter.admit(g.scopes(st, ex.Caller), g.used(ex.Caller), estimate); e != nil {
+		g.cfg.Metrics.limit(kind)
+		return e
+	}
+	ex.Reserved = estimate
+	return nil
+}
+
+// observe counts a finished exchange: it settles what admit reserved to
+// the tokens used.
 func (g *Gate) observe(ex *proxy.Exchange) {
 	tokens := int64(ex.Usage.InputTokens + ex.Usage.OutputTokens)
 	c := ex.Caller
-	if st := g.current.Load(); st != nil && tokens > 0 {
-		g.limiter.charge(g.scopes(st, c), g.used(c), tokens)
+	if st := g.current.Load(); st != nil && (tokens > 0 || ex.Reserved > 0) {
+		g.limiter.settle(g.scopes(st, c), g.used(c), ex.Reserved, tokens)
 		if c.Key != "" && g.cfg.Keys != nil {
 			g.cfg.Keys.charge(c.Key, tokens)
 		}

@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +38,7 @@ type call struct {
 	body    []byte
 	model   string
 	stream  bool
+	maxOut  int // the output the request asks for at most; 0: unknown
 	// stripUsage: the proxy asked a Chat Completions stream for the usage
 	// the client did not ask for, and keeps it from the client.
 	stripUsage bool
@@ -52,7 +54,7 @@ func (p *Proxy) handle(f llm.Format, count bool) http.HandlerFunc {
 			return
 		}
 		var e *llm.Error
-		if c.model, c.stream, e = modelAndStream(f, c.body); e != nil {
+		if c.model, c.stream, c.maxOut, e = peek(f, c.body); e != nil {
 			c.fail(e)
 			return
 		}
@@ -133,13 +135,19 @@ func readAll(r io.Reader, n int64) ([]byte, error) {
 	}
 }
 
-// modelAndStream reads the two members routing needs without decoding the
-// request (in format f). A stream that is no JSON boolean is refused:
-// passed through, an upstream that reads "true" or 1 as true would stream
-// what the proxy, taking it for a whole answer, could not meter.
-func modelAndStream(f llm.Format, body []byte) (model string, stream bool, _ *llm.Error) {
+// peek reads, without decoding the request (in format f), the two
+// members routing needs and the output it asks for at most (max_tokens,
+// max_completion_tokens, max_output_tokens), for admission. A stream that
+// is no JSON boolean is refused: passed through, an upstream that reads
+// "true" or 1 as true would stream what the proxy, taking it for a whole
+// answer, could not meter.
+func peek(f llm.Format, body []byte) (model string, stream bool, maxOut int, _ *llm.Error) {
 	err := wire.Members(body, func(k string, v []byte) error {
 		switch k {
+		case "max_tokens", "max_completion_tokens", "max_output_tokens":
+			if n, err := strconv.Atoi(string(v)); err == nil {
+				maxOut = max(maxOut, n)
+			}
 		case "model":
 			if len(v) > 0 && v[0] == '"' {
 				model = strings.Trim(string(v), `"`)
@@ -162,11 +170,26 @@ func modelAndStream(f llm.Format, body []byte) (model string, stream bool, _ *ll
 	var e *llm.Error
 	switch {
 	case errors.As(err, &e):
-		return model, stream, e
+		return model, stream, maxOut, e
 	case err != nil:
-		return model, stream, llm.Invalid("decode %s request: malformed JSON", f)
+		return model, stream, maxOut, llm.Invalid("decode %s request: malformed JSON", f)
 	}
-	return model, stream, nil
+	return model, stream, maxOut, nil
+}
+
+// estimate is what the call may cost, for its admission (Admitter).
+func (c *call) estimate() int64 {
+	if c.count {
+		return 0
+	}
+	out := c.maxOut
+	if c.in.Format() == llm.FormatGemini {
+		out, _ = strconv.Atoi(string(member(member(c.body, "generationConfig"), "maxOutputTokens")))
+	}
+	if out <= 0 {
+		out = DefaultOutputEstimate
+	}
+	return int64(min(bytesTokens(len(c.body)), MaxInputEstimate) + out)
 }
 
 // canonical decodes the client's request once.
@@ -233,6 +256,12 @@ func (c *call) finish() {
 func (c *call) run() {
 	c.ex.Model, c.ex.Stream = c.model, c.stream
 	c.begin()
+	if c.p.admit != nil {
+		if e := c.p.admit(&c.ex, c.estimate()); e != nil {
+			c.fail(e)
+			return
+		}
+	}
 	entry := c.p.models[c.model]
 	if entry == nil {
 		c.fail(llm.Errorf(llm.ErrorNotFound, "model %q is not configured in the LLM proxy", redact.URL(c.model)))
