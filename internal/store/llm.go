@@ -120,6 +120,10 @@ type LLMExchanges interface {
 	// skip exchanges (of those f selects) before the last one; 0 when f
 	// selects no more than skip.
 	LLMEndedMark(ctx context.Context, f LLMExchangeFilter, skip int) (int64, error)
+	// LLMTokens returns the input and output tokens of the exchanges f
+	// selects, summed: what a sandbox or run has used, whatever the
+	// daemon remembers.
+	LLMTokens(ctx context.Context, f LLMExchangeFilter) (int64, error)
 	// DeleteLLMExchanges deletes the exchanges whose Segment is below
 	// segment and returns how many.
 	DeleteLLMExchanges(ctx context.Context, segment int64) (int, error)

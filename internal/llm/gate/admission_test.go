@@ -14,6 +14,7 @@ import (
 	"github.com/agent2env/agent2env/internal/llm/gate"
 	"github.com/agent2env/agent2env/internal/llm/llmtest"
 	"github.com/agent2env/agent2env/internal/llm/proxy"
+	"github.com/agent2env/agent2env/internal/store"
 )
 
 // TestConcurrentCallsReserve: calls in flight count against a budget
@@ -105,5 +106,48 @@ func TestRefusedCallsRecorded(t *testing.T) {
 	}
 	if ex := rec.last(); ex.Status != http.StatusUnauthorized || ex.Err == nil || ex.Provider != "" || ex.Model != "" {
 		t.Errorf("bad key recorded as %+v (its body unread: no model)", ex)
+	}
+}
+
+// spent is a Spent that says every sandbox and run has used n tokens,
+// and counts how often it was asked.
+type spent struct {
+	n     int64
+	asked atomic.Int32
+}
+
+func (s *spent) LLMTokens(context.Context, store.LLMExchangeFilter) (int64, error) {
+	s.asked.Add(1)
+	return s.n, nil
+}
+
+// TestBudgetsOutliveTheGate: a sandbox's or a run's budget starts from
+// what the archive holds of its use (Config.Spent) the first time the gate
+// counts it — after a restart, or once its idle count was forgotten — and
+// the archive is read once, not on every call. (It started from zero.)
+func TestBudgetsOutliveTheGate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		limits gate.Limits
+		want   string
+	}{
+		{"sandbox", gate.Limits{Sandbox: gate.Limit{BudgetTokens: 100}}, "sandbox sb-1 has used its budget of 100 tokens (105 used)"},
+		{"run", gate.Limits{Run: gate.Limit{BudgetTokens: 100}}, "run run-1 has used its budget of 100 tokens (105 used)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sp := &spent{n: 95}
+			g, _ := newGate(t, gate.Config{Spent: sp}, tc.limits)
+			h := g.SandboxHandler("/llm", "sb-1", func(context.Context) (string, string, error) { return "run-1", "", nil })
+			if code, body := call(t, h, llm.FormatOpenAI, ""); code != http.StatusOK { // 95 + 10
+				t.Fatalf("first call: %d %s", code, body)
+			}
+			code, body := call(t, h, llm.FormatOpenAI, "")
+			if msg := errorMessage(t, llm.FormatOpenAI, body); code != http.StatusTooManyRequests || !strings.Contains(msg, tc.want) {
+				t.Errorf("second call: %d %s; want 429 saying %q", code, body, tc.want)
+			}
+			if n := sp.asked.Load(); n != 1 {
+				t.Errorf("the archive was read %d times, want once", n)
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ package gate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -53,7 +54,18 @@ type Config struct {
 	// calls, shared at each Maintain interval (a key's budget is its
 	// Keys'). Nil counts this daemon's calls only.
 	Usage store.LLMUsage
+	// Spent, when set (and Usage is not), is where the budget of a
+	// sandbox or a run starts the first time the gate counts it (after a
+	// restart, or once its idle count was forgotten): the tokens the
+	// archive's index holds of its exchanges. Nil starts from zero.
+	Spent Spent
 	Log   *slog.Logger
+}
+
+// Spent sums the tokens of the exchanges a filter selects;
+// store.LLMExchanges implements it.
+type Spent interface {
+	LLMTokens(ctx context.Context, f store.LLMExchangeFilter) (int64, error)
 }
 
 // ProgressEvery is how often Config.Progress hears of a call in flight.
@@ -286,16 +298,49 @@ func (g *Gate) used(c caller.Caller) map[string]int64 {
 // reserves its estimate of their budgets until observe settles it. A
 // refusal is answered, archived and observed by the proxy; listing models
 // is no call, and free.
-func (g *Gate) admit(ex *proxy.Exchange, estimate int64) *llm.Error {
+func (g *Gate) admit(ctx context.Context, ex *proxy.Exchange, estimate int64) *llm.Error {
 	st := g.current.Load()
 	if st == nil { // the proxy calling is one Apply stored
 		return nil
 	}
-	if kind, e := g.limiter.admit(g.scopes(st, ex.Caller), g.used(ex.Caller), estimate); e != nil {
+	scopes, used := g.scopes(st, ex.Caller), g.used(ex.Caller)
+	if err := g.restore(ctx, scopes, &used); err != nil {
+		return llm.AsError(err)
+	}
+	if kind, e := g.limiter.admit(scopes, used, estimate); e != nil {
 		g.cfg.Metrics.limit(kind)
 		return e
 	}
 	ex.Reserved = estimate
+	return nil
+}
+
+// restore adds to used, for each sandbox or run scope with a budget that
+// the limiter has not counted yet, what the archive holds of its use
+// (Config.Spent): a budget spent before a restart, or before its idle
+// count was forgotten, stays spent. A scope is read once: the limiter
+// counts it from then on.
+func (g *Gate) restore(ctx context.Context, scopes []scope, used *map[string]int64) error {
+	if g.cfg.Spent == nil || g.cfg.Usage != nil {
+		return nil
+	}
+	for _, s := range g.limiter.uncounted(scopes) {
+		if s.kind == "key" || s.limit.BudgetTokens <= 0 {
+			continue
+		}
+		f := store.LLMExchangeFilter{SandboxID: s.id}
+		if s.kind == "run" {
+			f = store.LLMExchangeFilter{RunID: s.id}
+		}
+		n, err := g.cfg.Spent.LLMTokens(ctx, f)
+		if err != nil {
+			return fmt.Errorf("read the tokens %s %s used: %w", s.kind, s.id, err)
+		}
+		if *used == nil {
+			*used = map[string]int64{}
+		}
+		(*used)[s.id] = n
+	}
 	return nil
 }
 

@@ -123,6 +123,19 @@ func (l *limiter) counter(s scope, initial int64) *counter {
 	return c
 }
 
+// uncounted returns the scopes of scopes the limiter has no count of.
+func (l *limiter) uncounted(scopes []scope) []scope {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []scope
+	for _, s := range scopes {
+		if l.counts[s.kind+"/"+s.id] == nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // admit counts a request against every scope and reserves tokens of
 // each, or does neither and returns a rate limit error naming the first
 // limit it would pass: a budget counts what the calls in flight reserved

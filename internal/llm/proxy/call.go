@@ -257,7 +257,7 @@ func (c *call) run() {
 	c.ex.Model, c.ex.Stream = c.model, c.stream
 	c.begin()
 	if c.p.admit != nil {
-		if e := c.p.admit(&c.ex, c.estimate()); e != nil {
+		if e := c.p.admit(c.r.Context(), &c.ex, c.estimate()); e != nil {
 			c.fail(e)
 			return
 		}

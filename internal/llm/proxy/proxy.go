@@ -17,6 +17,7 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -160,9 +161,10 @@ type Observer func(*Exchange)
 // (the body's bytes, llm.BytesPerToken, at most MaxInputEstimate) and the
 // output it asks for at most (max_tokens and its kin; DefaultOutputEstimate
 // when it sets none); 0 for a token count. What the Admitter reserves of
-// it, it sets in ex.Reserved. It runs on the request's goroutine and must
-// not block.
-type Admitter func(ex *Exchange, estimate int64) *llm.Error
+// it, it sets in ex.Reserved. ctx is the request's. It runs on the
+// request's goroutine and must not
+// block long.
+type Admitter func(ctx context.Context, ex *Exchange, estimate int64) *llm.Error
 
 // Bounds of a call's estimate (Admitter).
 const (
