@@ -120,9 +120,6 @@ type resolved struct {
 	diskBytes int64
 }
 
-// minBytes is the least memory, and the least disk, a sandbox may have.
-const minBytes = 16 << 20
-
 func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
 	r := &resolved{CreateRequest: req}
 	if strings.TrimSpace(req.Image) == "" {
@@ -147,7 +144,7 @@ func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
 	if r.memBytes, err = quantity.ParseBytes(r.Memory); err != nil {
 		return nil, errdefs.Invalid("memory: %v", err)
 	}
-	if r.memBytes < minBytes {
+	if r.memBytes < quantity.MinBytes {
 		return nil, errdefs.Invalid("memory %s is below the 16Mi minimum", r.Memory)
 	}
 	r.diskBytes = m.cfg.DefaultDisk
@@ -155,7 +152,7 @@ func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
 		if r.diskBytes, err = quantity.ParseBytes(r.Disk); err != nil {
 			return nil, errdefs.Invalid("disk: %v", err)
 		}
-		if r.diskBytes < minBytes {
+		if r.diskBytes < quantity.MinBytes {
 			return nil, errdefs.Invalid("disk %s is below the 16Mi minimum", r.Disk)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/template"
 )
 
 // A sandbox reaches nothing beyond its own loopback but what its network
@@ -62,31 +63,10 @@ func checkRule(field string, i int, r networkRule) error {
 		return errdefs.Invalid("%s[%d].target %q: CIDR targets are not supported; the egress proxy matches host names", field, i, r.Target)
 	case strings.Contains(t, ":"):
 		return errdefs.Invalid("%s[%d].target %q: give a domain name, without scheme or port (IPv6 targets are not supported)", field, i, r.Target)
-	case !hostPattern(t):
+	case !template.DomainPattern(t):
 		return errdefs.Invalid("%s[%d].target %q: want a domain name (labels of letters, digits, '-' and '_' joined by dots) or a \"*.\" wildcard of one", field, i, r.Target)
 	}
 	return nil
-}
-
-// hostPattern reports whether t is a name the egress proxy can match: a
-// DNS name (an IPv4 address is one too) of at most 253 bytes, its labels
-// of 1 to 63 letters, digits, '-' or '_', or "*." and such a name.
-func hostPattern(t string) bool {
-	name := strings.TrimSuffix(strings.TrimPrefix(t, "*."), ".")
-	if name == "" || len(name) > 253 {
-		return false
-	}
-	for _, label := range strings.Split(name, ".") {
-		if label == "" || len(label) > 63 {
-			return false
-		}
-		for _, c := range label {
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // covers reports whether allowed, a domain or a "*." wildcard, lets

@@ -15,6 +15,9 @@ import (
 // runtimes use, which crun and runc refuse to go below.
 const MinMilliCPU = 10
 
+// MinBytes is the least memory, and the least disk, a sandbox may have.
+const MinBytes = 16 << 20
+
 // ParseCPU returns the CPU quantity s in millicores.
 func ParseCPU(s string) (int64, error) {
 	s = strings.TrimSpace(s)
