@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
 )
@@ -240,11 +241,11 @@ func (c *Client) DownloadFrom(ctx context.Context, path string, offset int64) (i
 // whole or not at all.
 func (c *Client) Upload(ctx context.Context, path string, mode os.FileMode, r io.Reader) (FileInfo, error) {
 	q := url.Values{"path": {path}, "mode": {strconv.FormatUint(uint64(mode.Perm()), 8)}}
-	body, stop := cancellableBody(ctx, r)
+	body, src, stop := cancellableBody(ctx, r)
 	defer stop()
 	resp, err := c.do(ctx, http.MethodPut, "/v1/files", q, body)
 	if err != nil {
-		return FileInfo{}, err
+		return FileInfo{}, src.readFailed(err)
 	}
 	defer resp.Body.Close()
 	var fi FileInfo
@@ -258,19 +259,45 @@ func (c *Client) Upload(ctx context.Context, path string, mode os.FileMode, r io
 // releases it once the request is done. The transport waits for its body
 // writer before it gives up on a cancelled request, and that writer may be
 // blocked in r.Read for good. Reading r through a pipe that cancellation
-// closes frees it.
-func cancellableBody(ctx context.Context, r io.Reader) (io.Reader, func()) {
+// closes frees it. A read of r that fails (a client's body cut short, a
+// malformed one) is the caller's error, not the agent's: the request's
+// error then says so, as an ErrInvalidArgument (readFailed).
+func cancellableBody(ctx context.Context, r io.Reader) (io.Reader, *sourceErr, func()) {
 	pr, pw := io.Pipe()
+	src := &sourceErr{}
 	go func() {
-		_, err := io.Copy(pw, r)
+		_, err := io.Copy(pw, readerFunc(func(p []byte) (int, error) {
+			n, err := r.Read(p)
+			if err != nil && err != io.EOF {
+				src.err.Store(&err)
+			}
+			return n, err
+		}))
 		pw.CloseWithError(err)
 	}()
 	stop := context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })
-	return pr, func() {
+	return pr, src, func() {
 		stop()
 		pr.Close()
 	}
 }
+
+// sourceErr holds the error a request body's source failed with.
+type sourceErr struct{ err atomic.Pointer[error] }
+
+// readFailed returns err, the error of a request whose body src read, as
+// the source's own failure when that is what ended the request.
+func (src *sourceErr) readFailed(err error) error {
+	if e := src.err.Load(); err != nil && e != nil {
+		return errdefs.Invalid("read the request's body: %v", *e)
+	}
+	return err
+}
+
+// readerFunc is a function as an io.Reader.
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
 // Stat describes path without following a final symlink.
 func (c *Client) Stat(ctx context.Context, path string) (FileInfo, error) {

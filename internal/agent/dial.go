@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,6 +32,11 @@ func (s *Server) handleDial(w http.ResponseWriter, r *http.Request) {
 	port, err := strconv.Atoi(r.URL.Query().Get("port"))
 	if err != nil || port < 1 || port > 65535 {
 		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Errorf("port %q is not a port number", r.URL.Query().Get("port")))
+		return
+	}
+	if slices.Contains(s.reserved, port) {
+		writeError(w, http.StatusForbidden, "RESERVED_PORT",
+			fmt.Errorf("port %d serves agent2env's services to the sandbox's own programs and is not reachable from outside it", port))
 		return
 	}
 	if !upgrading(w, r, dialProtocol) {

@@ -173,6 +173,30 @@ func TestDialPortErrors(t *testing.T) {
 	}
 }
 
+// TestDialReservedPort: the ports that serve the daemon's services to the
+// sandbox (its LLM proxy and MCP, its egress proxy) act as the sandbox, so
+// they are refused to clients outside it; any other port is reached.
+func TestDialReservedPort(t *testing.T) {
+	reserved, _ := echoListener(t, "tcp4", "127.0.0.1:0")
+	open, _ := echoListener(t, "tcp4", "127.0.0.1:0")
+	sock, _, _ := serveAgent(t, func(dir string) ServerConfig {
+		return ServerConfig{Cwd: dir, UID: -1, GID: -1, Reserved: []int{reserved}}
+	})
+	c := NewClient(UnixDialer(sock), "")
+	t.Cleanup(c.Close)
+	if conn, err := c.DialPort(context.Background(), reserved); !errors.Is(err, errdefs.ErrPermissionDenied) {
+		if err == nil {
+			conn.Close()
+		}
+		t.Errorf("DialPort to a reserved port: %v, want permission denied", err)
+	}
+	conn, err := c.DialPort(context.Background(), open)
+	if err != nil {
+		t.Fatalf("DialPort to another port: %v", err)
+	}
+	conn.Close()
+}
+
 func TestDialPortToken(t *testing.T) {
 	dir, _ := os.MkdirTemp("", "a2e-agent-")
 	defer os.RemoveAll(dir)

@@ -50,7 +50,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	if cwd == "" {
 		cwd = s.cwd
 	}
-	if err := checkDir(cwd); err != nil {
+	if err := s.checkDir(cwd); err != nil {
 		writeError(w, http.StatusBadRequest, "INVALID_CWD", err)
 		return
 	}
@@ -89,12 +89,21 @@ type cwdError struct{ dir, why string }
 func (e *cwdError) Error() string { return "working directory " + e.dir + " " + e.why }
 
 // checkDir reports, in words naming it, why dir cannot be a working
-// directory.
-func checkDir(dir string) error {
-	fi, err := os.Stat(dir)
+// directory of the sandbox's commands: it must be a directory they may
+// enter (a command's start changes to it as the command's user).
+func (s *Server) checkDir(dir string) error {
+	var fi os.FileInfo
+	err := s.asUser(func() (err error) {
+		if fi, err = os.Stat(dir); err == nil && fi.IsDir() {
+			err = unix.Faccessat(unix.AT_FDCWD, dir, unix.X_OK, unix.AT_EACCESS)
+		}
+		return err
+	})
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return &cwdError{dir, "does not exist"}
+	case errors.Is(err, fs.ErrPermission):
+		return &cwdError{dir, "cannot be entered by the sandbox's user"}
 	case err != nil:
 		return &cwdError{dir, "cannot be used: " + err.Error()}
 	case !fi.IsDir():

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -69,8 +71,9 @@ func (s *Server) pathParam(w http.ResponseWriter, r *http.Request, name string) 
 const HeaderFileOffset = "X-File-Offset"
 
 // handleDownload sends the file at path, from byte offset (0 when absent)
-// on: a regular file is read from there, anything else is read and
-// skipped to it. An offset past the end sends nothing.
+// on: a regular file is read from there, anything else (a pipe, a file of
+// /proc or /sys) is read and skipped to it. An offset past the end sends
+// nothing.
 func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.pathParam(w, r, "path")
 	if !ok {
@@ -87,7 +90,10 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 	}
 	var f *os.File
 	err := s.asUser(func() (err error) {
-		f, err = os.Open(p)
+		// Without blocking, so that a named pipe no one writes to is
+		// refused below rather than holding the request (and a thread)
+		// until someone does.
+		f, err = os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 		return err
 	})
 	if err != nil {
@@ -100,12 +106,20 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 		writeFSError(w, err)
 		return
 	}
-	if fi.IsDir() {
+	switch {
+	case fi.IsDir():
 		writeError(w, http.StatusBadRequest, "INVALID_PATH", fmt.Errorf("%s is a directory", p))
+		return
+	case fi.Mode()&os.ModeNamedPipe != 0:
+		writeError(w, http.StatusBadRequest, "INVALID_PATH", fmt.Errorf("%s is a named pipe", p))
+		return
+	}
+	if err := unix.SetNonblock(int(f.Fd()), false); err != nil {
+		writeFSError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	if fi.Mode().IsRegular() {
+	if fi.Mode().IsRegular() && sizeKnown(f) {
 		offset = min(offset, fi.Size())
 		if _, err := f.Seek(offset, io.SeekStart); err != nil {
 			writeFSError(w, err)
@@ -120,6 +134,25 @@ func (s *Server) handleDownload(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(HeaderFileOffset, strconv.FormatInt(offset, 10))
 	w.WriteHeader(http.StatusOK)
 	_, _ = io.Copy(w, f)
+}
+
+// pseudoFS are the file systems whose files report a size that is not
+// their content's: 0 in /proc, a page in /sys, whatever the kernel's
+// other interfaces make up. Their files are sent as they read.
+var pseudoFS = []int64{
+	unix.PROC_SUPER_MAGIC, unix.SYSFS_MAGIC, unix.CGROUP_SUPER_MAGIC, unix.CGROUP2_SUPER_MAGIC,
+	unix.DEBUGFS_MAGIC, unix.TRACEFS_MAGIC, unix.SECURITYFS_MAGIC,
+	unix.BPF_FS_MAGIC, unix.PSTOREFS_MAGIC, unix.EFIVARFS_MAGIC,
+}
+
+// sizeKnown reports whether f's size, as stat gives it, is its length:
+// not so for a file of a pseudo file system (pseudoFS).
+func sizeKnown(f *os.File) bool {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+		return false
+	}
+	return !slices.Contains(pseudoFS, int64(st.Type))
 }
 
 // handleUpload streams the body into a temporary file beside the target and
@@ -274,11 +307,105 @@ func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := s.asUser(func() error { return os.Rename(from, to) }); err != nil {
+	err := s.asUser(func() error {
+		err := os.Rename(from, to)
+		if errors.Is(err, syscall.EXDEV) {
+			err = moveAcross(from, to)
+		}
+		return err
+	})
+	if err != nil {
 		writeFSError(w, err)
 		return
 	}
 	s.writeStat(w, to, http.StatusOK)
+}
+
+// moveAcross moves from to to when they are on different mounts (a
+// sandbox's /tmp and /workspace are two), where rename(2) cannot, as
+// mv(1) does: it copies from into a directory beside to, renames the copy
+// into place (so to appears whole, or not at all, and replaces what
+// rename would) and then removes from. Regular files, directories and
+// symbolic links are copied with their permissions and times.
+func moveAcross(from, to string) error {
+	if _, err := os.Lstat(from); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(to), ".agent2env-move-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	staged := filepath.Join(tmp, filepath.Base(to))
+	if err := copyTree(from, staged); err != nil {
+		return err
+	}
+	if err := os.Rename(staged, to); err != nil {
+		return err
+	}
+	return os.RemoveAll(from)
+}
+
+// copyTree copies the file, link or directory tree at from to to, which
+// does not exist.
+func copyTree(from, to string) error {
+	var dirs []string // made writable while filled, given their own modes after
+	err := filepath.WalkDir(from, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		dst := to
+		if p != from {
+			dst = filepath.Join(to, p[len(from)+1:])
+		}
+		switch t := fi.Mode().Type(); {
+		case t == fs.ModeDir:
+			dirs = append(dirs, p, dst)
+			return os.Mkdir(dst, 0o700)
+		case t == fs.ModeSymlink:
+			target, err := os.Readlink(p)
+			if err == nil {
+				err = os.Symlink(target, dst)
+			}
+			return err
+		case t == 0:
+			return copyFile(p, dst, fi)
+		}
+		return &fs.PathError{Op: "move", Path: p, Err: fmt.Errorf("%s is not a file, directory or link: %w", fi.Mode().Type(), syscall.EXDEV)}
+	})
+	for i := len(dirs) - 2; err == nil && i >= 0; i -= 2 {
+		var fi fs.FileInfo
+		if fi, err = os.Lstat(dirs[i]); err == nil {
+			err = errors.Join(os.Chmod(dirs[i+1], fi.Mode().Perm()), os.Chtimes(dirs[i+1], fi.ModTime(), fi.ModTime()))
+		}
+	}
+	return err
+}
+
+// copyFile copies the regular file from, whose FileInfo fi is, to the
+// new file to.
+func copyFile(from, to string, fi fs.FileInfo) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fi.Mode().Perm())
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(dst, src)
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chtimes(to, fi.ModTime(), fi.ModTime())
+	}
+	return err
 }
 
 func stat(p string) (FileInfo, error) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -58,6 +59,14 @@ var ServicesEnv = []string{
 // maxForwards bounds the connections the forwarder relays at once; more
 // wait in the listen backlog. The proxy has its own bound per sandbox.
 const maxForwards = 512
+
+// portOf is the port of a host:port address of this package (EgressAddr,
+// ServicesAddr, an accept address); 0 when it has none.
+func portOf(addr string) int {
+	_, p, _ := net.SplitHostPort(addr)
+	n, _ := strconv.Atoi(p)
+	return n
+}
 
 // startForward listens on addr and relays each connection to the unix
 // socket sock until ctx is done. It listens before returning, so that no

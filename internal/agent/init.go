@@ -77,11 +77,14 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	env := envForCommands(os.Environ())
 	egress, services := os.Getenv(EnvEgress), os.Getenv(EnvServices)
+	var reserved []int
 	if egress != "" {
 		env = mergeEnv(EgressEnv, env)
+		reserved = append(reserved, portOf(EgressAddr))
 	}
 	if services != "" {
 		env = mergeEnv(ServicesEnv, env)
+		reserved = append(reserved, portOf(ServicesAddr))
 	}
 	accept := map[string]net.Listener{}
 	for _, a := range []struct {
@@ -100,6 +103,7 @@ func Run(ctx context.Context, opts Options) error {
 		}
 		accept[a.name] = l
 		env = mergeEnv(a.cmdEnv, env)
+		reserved = append(reserved, portOf(addr))
 	}
 	// A spare kernel's interpreter starts in NewServer, before the rest:
 	// it is the longest start of a sandbox made for code.
@@ -113,6 +117,7 @@ func Run(ctx context.Context, opts Options) error {
 		Spare:       spare,
 		SpareKernel: opts.SpareKernel,
 		Log:         log,
+		Reserved:    reserved,
 	})
 	// Before the agent serves, so that no command can take the addresses.
 	if egress != "" {

@@ -443,7 +443,7 @@ func (ks *kernels) launch(spec *KernelSpec, spawn spawnFunc) (*kernelProc, error
 	if cwd == "" {
 		cwd = ks.srv.cwd
 	}
-	if err := checkDir(cwd); err != nil {
+	if err := ks.srv.checkDir(cwd); err != nil {
 		return nil, err
 	}
 	var pipes [10]*os.File // stdout r/w, stderr r/w, req r/w, ctl r/w, stdin r/w

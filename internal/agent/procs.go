@@ -86,7 +86,7 @@ func newProcs(srv *Server) *procs {
 func (ps *procs) start(req *ProcRequest) (*detachedProc, error) {
 	s := ps.srv
 	cwd := cmp.Or(req.Cwd, s.cwd)
-	if err := checkDir(cwd); err != nil {
+	if err := s.checkDir(cwd); err != nil {
 		return nil, errdefs.WithCode(errdefs.Invalid("%v", err), "INVALID_CWD")
 	}
 	env := s.env

@@ -64,9 +64,9 @@ func (c *Client) ProcStdin(ctx context.Context, id string, r io.Reader, eof bool
 	if r == nil {
 		r = bytes.NewReader(nil)
 	}
-	body, stop := cancellableBody(ctx, r)
+	body, src, stop := cancellableBody(ctx, r)
 	defer stop()
-	return c.sendJSON(ctx, http.MethodPost, procPath(id, "stdin"), url.Values{"eof": {strconv.FormatBool(eof)}}, body, nil)
+	return src.readFailed(c.sendJSON(ctx, http.MethodPost, procPath(id, "stdin"), url.Values{"eof": {strconv.FormatBool(eof)}}, body, nil))
 }
 
 // ProcSignal sends sig, a name (TERM, SIGTERM) or a number, to a

@@ -42,6 +42,8 @@ type Server struct {
 	// accepts are the addresses whose connections the daemon accepts, by
 	// name (GET /v1/accept).
 	accepts map[string]*acceptor
+	// reserved are the ports /v1/dial refuses (ServerConfig.Reserved).
+	reserved []int
 	// activity is when commands and kernel executions ran.
 	activity activity
 	// disk is the last figure of the disk use asked for (GET /v1/usage).
@@ -76,6 +78,11 @@ type ServerConfig struct {
 	// SpareKernel, when set, is the language of a kernel NewServer starts
 	// at once, for the first kernel request to adopt.
 	SpareKernel string
+	// Reserved are the ports of the sandbox's loopback that serve the
+	// daemon's services to the sandbox's own commands (the egress proxy's,
+	// the LLM proxy's and MCP's): they act as the sandbox, so GET /v1/dial,
+	// which reaches ports for clients outside, refuses them.
+	Reserved []int
 }
 
 // NewServer returns a Server. It starts reaping children at once.
@@ -84,7 +91,7 @@ func NewServer(cfg ServerConfig) *Server {
 		cfg.Log = slog.Default()
 	}
 	s := &Server{
-		env: cfg.Env, cwd: cfg.Cwd, uid: cfg.UID, gid: cfg.GID, token: cfg.Token,
+		env: cfg.Env, cwd: cfg.Cwd, uid: cfg.UID, gid: cfg.GID, token: cfg.Token, reserved: cfg.Reserved,
 		started: time.Now(), reaper: processReaper(), spare: cfg.Spare, log: cfg.Log,
 	}
 	s.oomExec = sync.OnceValue(func() *oomExec {
@@ -238,12 +245,15 @@ func writeFSError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusNotFound, "NOT_FOUND", err)
 	case errors.Is(err, fs.ErrExist):
 		writeError(w, http.StatusConflict, "ALREADY_EXISTS", err)
+	case errors.Is(err, syscall.EBUSY), errors.Is(err, syscall.ETXTBSY):
+		writeError(w, http.StatusConflict, "BUSY", err)
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
 		writeError(w, http.StatusForbidden, "PERMISSION_DENIED", err)
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		writeError(w, http.StatusInsufficientStorage, "NO_SPACE", err)
 	case errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENOTDIR),
-		errors.Is(err, syscall.EINVAL):
+		errors.Is(err, syscall.EINVAL), errors.Is(err, syscall.ENAMETOOLONG),
+		errors.Is(err, syscall.ELOOP), errors.Is(err, syscall.EXDEV):
 		writeError(w, http.StatusBadRequest, "INVALID_PATH", err)
 	default:
 		writeError(w, http.StatusInternalServerError, "INTERNAL", err)

@@ -129,13 +129,17 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeWatchError answers a watch that could not be set up: 429 when a
-// limit stopped it, 500 otherwise.
+// limit stopped it, the file system's answer when the directory could not
+// be watched (its permissions), 500 otherwise.
 func writeWatchError(w http.ResponseWriter, err error) {
-	status := http.StatusInternalServerError
-	if errors.Is(err, errdefs.ErrResourceExhausted) {
-		status = http.StatusTooManyRequests
+	switch {
+	case errors.Is(err, errdefs.ErrResourceExhausted):
+		writeError(w, http.StatusTooManyRequests, "WATCH_FAILED", err)
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, fs.ErrNotExist):
+		writeFSError(w, err)
+	default:
+		writeError(w, http.StatusInternalServerError, "WATCH_FAILED", err)
 	}
-	writeError(w, status, "WATCH_FAILED", err)
 }
 
 // dirWatch is the inotify watch of one request. It knows the entries of

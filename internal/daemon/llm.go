@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/httpapi"
@@ -79,7 +80,7 @@ func (s *System) sandboxHandler(id string) http.Handler {
 		return r
 	}
 	mux := http.NewServeMux()
-	mux.Handle(gate.Prefix+"/", s.LLM.SandboxHandler(gate.Prefix, id, run))
+	mux.Handle(gate.Prefix+"/", s.LLM.SandboxHandler(gate.Prefix, id, s.belongs(id)))
 	mcp := s.MCP.Handler()
 	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
 		ctx := caller.WithCaller(r.Context(), caller.Caller{Sandbox: id, Run: run(r.Context())})
@@ -89,4 +90,58 @@ func (s *System) sandboxHandler(id string) http.Handler {
 		errdefs.WriteHTTP(w, errdefs.NotFound("no agent2env service at %s: the LLM proxy is under /llm, MCP at /mcp", r.URL.Path))
 	})
 	return mux
+}
+
+// belongs is what sandbox id's model calls belong to (gate.Belongs): the
+// run it is made for — its own, or, for a sandbox made on a run's
+// sandbox's behalf (store.Sandbox.Owner: a session or context its agent
+// made), its owner's — and that run's tenant (store.Run.Tenant): the
+// exchanges are the tenant's, as the run is, and other API keys do not
+// reach them. A sandbox of no run has no tenant: its exchanges are every
+// key's, as the sandbox is. Neither a sandbox's owner nor a run's tenant
+// ever changes: each is read from the store once.
+func (s *System) belongs(id string) gate.Belongs {
+	var (
+		mu      sync.Mutex
+		owner   *string
+		tenants = map[string]string{} // by run
+	)
+	return func(ctx context.Context) (string, string, error) {
+		run, _ := s.Runs.RunOfSandbox(id)
+		if run == "" {
+			mu.Lock()
+			o := owner
+			mu.Unlock()
+			if o == nil {
+				sb, err := s.Store.GetSandbox(ctx, id)
+				if err != nil {
+					return "", "", fmt.Errorf("find the owner of sandbox %s: %w", id, err)
+				}
+				o = &sb.Owner
+				mu.Lock()
+				owner = o
+				mu.Unlock()
+			}
+			if *o != "" {
+				run, _ = s.Runs.RunOfSandbox(*o)
+			}
+		}
+		if run == "" {
+			return "", "", nil
+		}
+		mu.Lock()
+		tenant, ok := tenants[run]
+		mu.Unlock()
+		if !ok {
+			r, err := s.Store.GetRun(ctx, run)
+			if err != nil {
+				return "", "", fmt.Errorf("find the tenant of run %s: %w", run, err)
+			}
+			tenant = r.Tenant
+			mu.Lock()
+			tenants[run] = tenant
+			mu.Unlock()
+		}
+		return run, tenant, nil
+	}
 }

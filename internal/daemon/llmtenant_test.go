@@ -3,7 +3,9 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/agent2env/agent2env/api/client"
 	"github.com/agent2env/agent2env/api/sse"
 	"github.com/agent2env/agent2env/internal/auth"
+	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 )
 
@@ -107,5 +110,82 @@ func TestLLMFollowEndsAtShutdown(t *testing.T) {
 	ev, err := sse.NewReader(resp.Body).Next()
 	if err != nil || ev.Name != "error" || !strings.Contains(string(ev.Data), api.CodeUnavailable) {
 		t.Errorf("the follow ended with %q %s, %v; want an %s error event", ev.Name, ev.Data, err, api.CodeUnavailable)
+	}
+}
+
+// TestRunExchangesAreTheRunTenants: the model calls a run's sandbox
+// makes, and those of a sandbox its agent made (an owned one, for a
+// context), are the run's and its tenant's: the key that submitted the run
+// lists, reads and exports them; another key, which gets 404 for the run,
+// gets nothing of them either (every key reached them).
+func TestRunExchangesAreTheRunTenants(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "llm.yaml")
+	writeLLMConfig(t, path, sseUpstream(t, "ok", nil))
+	cfg := testConfig(t.TempDir(), fakeruntime.New())
+	cfg.LLMConfig = path
+	cfg.Contexts.Defaults = map[string]contexts.Source{api.LanguagePython: {Image: tinyRef}}
+	keyA, keyB := twoKeys(t, &cfg)
+	d := start(t, cfg, nil)
+	d.importTiny()
+	a, b := d.as(keyA), d.as(keyB)
+	batch, err := a.Runs().Submit(ctx, api.RunSubmitRequest{
+		Task: fmt.Sprintf("name: long\nimage: %s\nagent: custom\ngoal: g\nentrypoint: sleep 60\n", tinyRef)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := batch.Runs[0].ID
+	t.Cleanup(func() { _, _ = a.Runs().Cancel(ctx, run) })
+	sb := waitAgent(t, d, auth.WithTenant(ctx, auth.Tenant(keyA)), run)
+	srv := httptest.NewServer(d.sys.sandboxHandler(sb))
+	defer srv.Close()
+	if out, msg := callTool(t, mcpSession(t, srv.URL+"/mcp"), "create_context", map[string]any{"name": "c"}); msg != "" {
+		t.Fatalf("create_context: %v %s", out, msg)
+	}
+	sbs, err := d.sys.Store.ListSandboxes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var owned string
+	for _, s := range sbs {
+		if s.Owner == sb {
+			owned = s.ID
+		}
+	}
+	if owned == "" {
+		t.Fatal("no sandbox owned by the run's")
+	}
+	ownedSrv := httptest.NewServer(d.sys.sandboxHandler(owned))
+	defer ownedSrv.Close()
+	for _, u := range []string{srv.URL, ownedSrv.URL} {
+		if code, body := llmCall(t, strings.TrimPrefix(u, "http://"), "", false); code != 200 {
+			t.Fatalf("call: %d %s", code, body)
+		}
+	}
+	if err := d.sys.LLMArchive.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	mine, err := a.LLM().List(ctx, client.LLMFilter{Run: run})
+	if err != nil || len(mine.Items) != 2 {
+		t.Fatalf("key A lists %+v, %v; want the run's two exchanges", mine, err)
+	}
+	for _, f := range []client.LLMFilter{{Run: run}, {}, {Sandbox: sb}, {Sandbox: owned}} {
+		if l, err := b.LLM().List(ctx, f); err != nil || len(l.Items) != 0 {
+			t.Errorf("key B lists %+v with %+v, %v; want none", l.Items, f, err)
+		}
+		var exported int
+		err := b.LLM().ExportEach(ctx, f, func(*api.LLMExchangeDetail) error { exported++; return nil })
+		if err != nil || exported != 0 {
+			t.Errorf("key B exports %d exchanges with %+v, %v; want none", exported, f, err)
+		}
+	}
+	for _, x := range mine.Items {
+		if _, err := b.LLM().Get(ctx, x.ID); !errors.Is(err, client.ErrNotFound) {
+			t.Errorf("key B gets the run's exchange %s: %v, want ErrNotFound", x.ID, err)
+		}
+		if _, err := a.LLM().Get(ctx, x.ID); err != nil {
+			t.Errorf("key A gets its run's exchange %s: %v", x.ID, err)
+		}
 	}
 }

@@ -190,8 +190,11 @@ func buildLLM(cfg Config, st state, runs *run.Service, a *archive.Archive, m *me
 	if err := m.Register(gm); err != nil {
 		return nil, keys, nil, err
 	}
-	client := &http.Client{Transport: proxy.DefaultTransport()}
-	g := gate.New(gate.Config{APIKeys: cfg.apiKeys(), Keys: keys, Metrics: gm, Progress: runs.Progress, Usage: usage, Log: cfg.Log})
+	client := proxy.NewClient()
+	// One daemon's budgets of sandboxes and runs start, after a restart,
+	// from what its archive's index holds; a shared store's from Usage.
+	g := gate.New(gate.Config{APIKeys: cfg.apiKeys(), Keys: keys, Metrics: gm, Progress: runs.Progress, Usage: usage,
+		Spent: st.Store, Log: cfg.Log})
 	if cfg.LLMConfig == "" {
 		return g, keys, client, nil
 	}

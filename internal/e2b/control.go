@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -215,8 +216,8 @@ func (req *createRequest) toAPI() (api.CreateSandboxRequest, error) {
 	}
 	ttl := DefaultTimeout
 	if req.Timeout != nil {
-		if *req.Timeout < 1 {
-			return out, errdefs.Invalid("timeout: want a whole number of seconds from 1")
+		if err := checkSeconds("timeout", *req.Timeout, maxTimeout); err != nil {
+			return out, err
 		}
 		ttl = *req.Timeout
 	}
@@ -446,11 +447,21 @@ type connectBody struct {
 	Memory  *bool `json:"memory"`
 }
 
-// extend makes sandbox id end seconds from now.
-func (h *Handler) extend(ctx context.Context, id string, seconds int) (*api.Sandbox, error) {
-	if seconds < 0 {
-		return nil, errdefs.Invalid("timeout: want a whole number of seconds from 0")
+// maxTimeout is the longest timeout, in seconds, of a create, a connect
+// or a set_timeout: E2B's field is an int32.
+const maxTimeout = math.MaxInt32
+
+// checkSeconds refuses a field of seconds outside 1 to limit, by name.
+func checkSeconds(field string, seconds, limit int) error {
+	if seconds < 1 || seconds > limit {
+		return errdefs.Invalid("%s: want a whole number of seconds from 1 to %d", field, limit)
 	}
+	return nil
+}
+
+// extend makes sandbox id end seconds from now, which checkSeconds has
+// passed.
+func (h *Handler) extend(ctx context.Context, id string, seconds int) (*api.Sandbox, error) {
 	return h.cfg.Sandboxes.Renew(ctx, id, h.cfg.Now().Add(time.Duration(seconds)*time.Second))
 }
 
@@ -459,6 +470,9 @@ func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request, id string) 
 	err := decodeJSON(w, r, &body, false)
 	if err == nil && body.Timeout == nil {
 		err = errdefs.Invalid("timeout is required (seconds)")
+	}
+	if err == nil {
+		err = checkSeconds("timeout", *body.Timeout, maxTimeout)
 	}
 	if err == nil {
 		_, err = h.extend(r.Context(), id, *body.Timeout)
@@ -482,8 +496,10 @@ func (h *Handler) refresh(w http.ResponseWriter, r *http.Request, id string) {
 	err := decodeJSON(w, r, &body, false)
 	switch {
 	case err != nil:
-	case body.Duration == nil || *body.Duration > maxRefresh:
-		err = errdefs.Invalid("duration: want a whole number of seconds from 0 to %d", maxRefresh)
+	case body.Duration == nil:
+		err = errdefs.Invalid("duration is required (seconds)")
+	case checkSeconds("duration", *body.Duration, maxRefresh) != nil:
+		err = checkSeconds("duration", *body.Duration, maxRefresh)
 	default:
 		_, err = h.extend(r.Context(), id, *body.Duration)
 	}
@@ -501,6 +517,10 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, id string) {
 	err := decodeJSON(w, r, &body, true)
 	if err == nil && body.Memory != nil && !*body.Memory {
 		err = errdefs.Invalid("memory: false: agent2env resumes a paused sandbox with its memory, never by a cold boot; omit it or send true")
+	}
+	if err == nil && body.Timeout != nil {
+		// Before the resume: a refused connect leaves the sandbox as it was.
+		err = checkSeconds("timeout", *body.Timeout, maxTimeout)
 	}
 	if err != nil {
 		writeError(w, err)
@@ -581,14 +601,11 @@ func parseList(q url.Values, v2 bool) (listQuery, error) {
 	lq := listQuery{limit: maxListLimit}
 	lq.opts.Statuses = []api.SandboxStatus{api.StatusPending, api.StatusRunning}
 	if raw := q.Get("metadata"); raw != "" {
-		pairs, err := url.ParseQuery(raw)
+		md, err := parseMetadata(raw)
 		if err != nil {
-			return lq, errdefs.Invalid("metadata: want key=value pairs joined by &, each part URL-encoded: %v", err)
+			return lq, err
 		}
-		lq.opts.Metadata = make(map[string]string, len(pairs))
-		for k, vs := range pairs {
-			lq.opts.Metadata[k] = vs[len(vs)-1]
-		}
+		lq.opts.Metadata = md
 	}
 	if !v2 {
 		lq.limit = api.MaxPageSize
@@ -627,6 +644,41 @@ func parseList(q url.Values, v2 bool) (listQuery, error) {
 		return lq, errdefs.Invalid("order %q: agent2env lists oldest first (asc) only", o)
 	}
 	return lq, nil
+}
+
+// parseMetadata reads the metadata filter of a list, as the SDKs encode
+// it: each key and value URL-encoded, the pairs joined as a query string
+// (so encoded again), the whole sent as one parameter. Each layer is
+// undone, as E2B's API does; a pair without "=" is refused.
+func parseMetadata(raw string) (map[string]string, error) {
+	md := map[string]string{}
+	for pair := range strings.SplitSeq(raw, "&") {
+		if pair == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(pair, "=")
+		var err error
+		if ok {
+			k, err = unescapeTwice(k)
+		}
+		if ok && err == nil {
+			v, err = unescapeTwice(v)
+		}
+		if !ok || err != nil || k == "" {
+			return nil, errdefs.Invalid("metadata: %q is not a key=value pair, each part URL-encoded", pair)
+		}
+		md[k] = v
+	}
+	return md, nil
+}
+
+// unescapeTwice undoes two layers of URL encoding.
+func unescapeTwice(s string) (string, error) {
+	s, err := url.QueryUnescape(s)
+	if err == nil {
+		s, err = url.QueryUnescape(s)
+	}
+	return s, err
 }
 
 // list is GET /v2/sandboxes, one page and X-Next-Token when more follow,

@@ -204,6 +204,10 @@ func (h *Handler) Wrap(next http.Handler) http.Handler {
 			h.serveAPI(w, r)
 		case IsSandboxRequest(r):
 			h.serveSandbox(w, r)
+		case r.URL.Path == "/files" && r.URL.Query().Has("signature"):
+			// An SDK's download_url() or upload_url(): it names neither the
+			// sandbox nor a token, so it never reaches one.
+			writeError(w, errSignedURL)
 		default:
 			if port, ok := tokenOnlyPort(r); ok {
 				h.serveByToken(w, r, port)

@@ -12,6 +12,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path"
 	"slices"
 	"strings"
@@ -505,6 +506,7 @@ func TestRouting(t *testing.T) {
 		{"process API, binary", "POST", "/process.Process/List", []string{HeaderSandboxID, "sba", HeaderAccessToken, token, "Content-Type", "application/proto"}, 200, ``},
 		{"unknown envd service", "POST", "/process.Nope/List", []string{HeaderSandboxID, "sba", HeaderAccessToken, token}, 404, "no such route"},
 		{"user port", "GET", "/app/x", []string{HeaderSandboxID, "sba", HeaderSandboxPort, "8080", HeaderAccessToken, token}, 298, ""},
+		{"signed file URL", "GET", "/files?path=a.txt&username=user&signature=v1_abc&signature_expiration=1", nil, 400, "signed file URLs are not supported"},
 	})
 	// The user port's request reached the gateway's own path, with the
 	// token the gateway checks and without E2B's headers.
@@ -662,7 +664,8 @@ func TestSandboxOps(t *testing.T) {
 	if code, _, body := e.api(t, "GET", "/sandboxes", ""); code != 200 || strings.Count(body, `"sandboxID"`) != 4 || strings.Contains(body, "sbdone") {
 		t.Errorf("v1 list: %d %s, want the 4 running sandboxes", code, body)
 	}
-	for q, want := range map[string]int{"/v2/sandboxes?state=dead": 400, "/v2/sandboxes?limit=0": 400, "/v2/sandboxes?order=desc": 400} {
+	for q, want := range map[string]int{"/v2/sandboxes?state=dead": 400, "/v2/sandboxes?limit=0": 400, "/v2/sandboxes?order=desc": 400,
+		"/v2/sandboxes?metadata=suite": 400, "/v2/sandboxes?metadata=suite%3D%25zz": 400} {
 		if code, _, _ := e.api(t, "GET", q, ""); code != want {
 			t.Errorf("%s: %d, want %d", q, code, want)
 		}
@@ -671,9 +674,15 @@ func TestSandboxOps(t *testing.T) {
 	if code, _, body := e.api(t, "POST", "/sandboxes/sba/timeout", `{"timeout":600}`); code != 204 || !e.sb.renewed["sba"].Equal(now.Add(10*time.Minute)) {
 		t.Errorf("timeout: %d %s, renewed at %v", code, body, e.sb.renewed["sba"])
 	}
-	for body, want := range map[string]int{`{"duration":120}`: 204, `{}`: 400, `{"duration":3601}`: 400, `{"duration":-1}`: 400} {
-		if code, _, b := e.api(t, "POST", "/sandboxes/sbc/refreshes", body); code != want {
-			t.Errorf("refresh %s: %d %s, want %d", body, code, b, want)
+	for _, body := range []string{`{"timeout":0}`, `{"timeout":-1}`, `{"timeout":2147483648}`, `{"timeout":36028797018967568}`} {
+		if code, _, b := e.api(t, "POST", "/sandboxes/sba/timeout", body); code != 400 || !strings.Contains(b, "timeout: want a whole number of seconds from 1 to 2147483647") ||
+			!e.sb.renewed["sba"].Equal(now.Add(10*time.Minute)) {
+			t.Errorf("timeout %s: %d %s, renewed at %v; want 400 and the expiry unchanged", body, code, b, e.sb.renewed["sba"])
+		}
+	}
+	for body, want := range map[string]int{`{"duration":120}`: 204, `{}`: 400, `{"duration":3601}`: 400, `{"duration":-1}`: 400, `{"duration":0}`: 400} {
+		if code, _, b := e.api(t, "POST", "/sandboxes/sbc/refreshes", body); code != want || (want == 400 && !strings.Contains(b, "duration")) {
+			t.Errorf("refresh %s: %d %s, want %d naming duration", body, code, b, want)
 		}
 	}
 	if !e.sb.renewed["sbc"].Equal(now.Add(2 * time.Minute)) {
@@ -745,6 +754,14 @@ func TestSandboxOps(t *testing.T) {
 	}
 	if code, _, body := e.api(t, "POST", "/sandboxes/sba/connect", `{"timeout":60,"memory":false}`); code != 400 || !strings.Contains(body, "memory") {
 		t.Errorf("connect asking for a cold boot: %d %s, want 400", code, body)
+	}
+	for _, body := range []string{`{"timeout":-1}`, `{"timeout":0}`} { // refused before the resume
+		if code, _, b := e.api(t, "POST", "/sandboxes/sba/connect", body); code != 400 {
+			t.Errorf("connect with %s: %d %s, want 400", body, code, b)
+		}
+		if sb, _ := e.sb.Get(t.Context(), "sba"); sb.Status != api.StatusPaused {
+			t.Errorf("a refused connect left sba %s, want paused", sb.Status)
+		}
 	}
 	for _, want := range []int{201, 200} {
 		if code, _, body := e.api(t, "POST", "/sandboxes/sba/connect", `{"timeout":60}`); code != want || !strings.Contains(body, `"sandboxID":"sba"`) {
@@ -929,7 +946,7 @@ func TestFiles(t *testing.T) {
 	}{
 		{"?username=root&path=%2Ftmp%2Fx", []string{"/tmp/x", "x"}, "username"},
 		{"?path=%2Ftmp%2Fx&signature=abc", []string{"/tmp/x", "x"}, "signature"},
-		{"?path=..%2F..%2Fetc%2Fpasswd", []string{"p", "x"}, ".."},
+		{"?path=" + strings.Repeat("a", 5000), []string{"p", "x"}, "at most 4095"},
 		{"?path=%2Ftmp%2Fx", []string{"/tmp/x", "x", "/tmp/y", "y"}, "path names one file"},
 		{"", nil, "no file"},
 	} {
@@ -1014,5 +1031,43 @@ func TestHostTarget(t *testing.T) {
 	}
 	if code, _ := get("api.example.com", "/health"); code != 299 {
 		t.Errorf("another host: %d, want agent2env's own route", code)
+	}
+}
+
+// TestParseMetadata checks the list's metadata filter as the SDKs send it:
+// each key and value encoded (Python's quote, JavaScript's
+// encodeURIComponent), the pairs joined as a query string; the request's
+// own encoding is undone before it gets here.
+func TestParseMetadata(t *testing.T) {
+	sdk := func(md map[string]string) string { // e2b's paginator, less the HTTP client's layer
+		quote := func(s string) string { return strings.ReplaceAll(url.QueryEscape(s), "+", "%20") }
+		v := url.Values{}
+		for k, x := range md {
+			v.Set(quote(k), quote(x))
+		}
+		return v.Encode()
+	}
+	for _, tc := range []struct {
+		name, raw string
+		want      map[string]string
+		wantErr   bool
+	}{
+		{name: "plain", raw: sdk(map[string]string{"suite": "x"}), want: map[string]string{"suite": "x"}},
+		{name: "escaped", raw: sdk(map[string]string{"user": "john doe", "q": "a&b=c%", "ü": "ß/+"}),
+			want: map[string]string{"user": "john doe", "q": "a&b=c%", "ü": "ß/+"}},
+		{name: "empty value", raw: "k=", want: map[string]string{"k": ""}},
+		{name: "no =", raw: "owner", wantErr: true},
+		{name: "no key", raw: "=v", wantErr: true},
+		{name: "bad escape", raw: "k=%25zz", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseMetadata(tc.raw)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("parseMetadata(%q): %v, want error %v", tc.raw, err, tc.wantErr)
+			}
+			if !tc.wantErr && !maps.Equal(got, tc.want) {
+				t.Errorf("parseMetadata(%q) = %v, want %v", tc.raw, got, tc.want)
+			}
+		})
 	}
 }

@@ -45,6 +45,10 @@ type connectError struct {
 	Message string `json:"message"`
 }
 
+// errSignedURL refuses a signed file URL (the SDKs' download_url and
+// upload_url), which agent2env does not issue.
+var errSignedURL = errdefs.Invalid("signature: signed file URLs are not supported yet; read and write files with the sandbox's access token (files.read, files.write)")
+
 // filePath returns the sandbox path a /files request names, resolved as
 // envd does (resolvePath). It refuses a username other than E2B's default
 // user, and signed URLs.
@@ -53,8 +57,8 @@ func filePath(r *http.Request, p string) (string, error) {
 	if u := q.Get("username"); u != "" && u != "user" {
 		return "", errdefs.Invalid("username %q: files are read and written as the sandbox's user (E2B's \"user\")", u)
 	}
-	if q.Get("signature") != "" {
-		return "", errdefs.Invalid("signature: signed file URLs are not supported yet; send the access token")
+	if q.Has("signature") {
+		return "", errSignedURL
 	}
 	if p == "" {
 		return "", errdefs.Invalid("path is required")

@@ -28,7 +28,7 @@ type Files interface {
 	Upload(ctx context.Context, id, path string, mode fs.FileMode, content io.Reader) (*api.FileInfo, error)
 	Download(ctx context.Context, id, path string) (io.ReadCloser, int64, error)
 	Stat(ctx context.Context, id, path string) (*service.FileStat, error)
-	Walk(ctx context.Context, id, root string, depth int) ([]service.FileStat, error)
+	Walk(ctx context.Context, id, root string, depth int) ([]service.FileStat, bool, error)
 	Mkdir(ctx context.Context, id, path string) error
 	Move(ctx context.Context, id, from, to string) error
 	Remove(ctx context.Context, id, p string, recursive bool) error
@@ -154,7 +154,11 @@ func (s *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 	if fi.Link != "" {
 		root = linkTarget(*fi)
 	}
-	all, err := s.files.Walk(ctx, id, root, depth)
+	all, truncated, err := s.files.Walk(ctx, id, root, depth)
+	if err == nil && truncated {
+		// envd's answer has no room to say a list is cut.
+		err = fmt.Errorf("more than %d entries under %s: list a smaller directory or depth: %w", service.MaxWalkEntries, p, errdefs.ErrResourceExhausted)
+	}
 	if err != nil {
 		return nil, rpcError(err)
 	}
@@ -200,7 +204,11 @@ func (s *filesystemService) Move(ctx context.Context, req *connect.Request[files
 		return nil, rpcError(err)
 	}
 	id := sandboxOf(ctx)
-	// As envd does, the destination's directory is made when missing.
+	// As envd does, a missing source is not found before anything is
+	// made, and the destination's directory is made when missing.
+	if _, err := s.files.Stat(ctx, id, from); err != nil {
+		return nil, rpcError(err)
+	}
 	if err := s.files.Mkdir(ctx, id, path.Dir(to)); err != nil {
 		return nil, rpcError(err)
 	}

@@ -35,15 +35,23 @@ func sandboxOf(ctx context.Context) string {
 	return id
 }
 
+// The largest request messages envd's services read (a larger one is
+// Connect's resource_exhausted): a process's, whose stdin data may come in
+// one message, and a file system call's, which is a few paths.
+const (
+	maxProcessMessage    = 16 << 20
+	maxFilesystemMessage = 1 << 20
+)
+
 // envdRPC returns the handler of envd's Connect services that cfg serves:
 // those whose service is nil answer Connect's "unimplemented".
 func envdRPC(cfg Config) http.Handler {
 	mux := http.NewServeMux()
 	if cfg.Procs != nil {
-		mux.Handle(processconnect.NewProcessHandler(&processService{procs: cfg.Procs}))
+		mux.Handle(processconnect.NewProcessHandler(&processService{procs: cfg.Procs}, connect.WithReadMaxBytes(maxProcessMessage)))
 	}
 	if cfg.Files != nil {
-		mux.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{files: cfg.Files, watches: newWatchers()}))
+		mux.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{files: cfg.Files, watches: newWatchers()}, connect.WithReadMaxBytes(maxFilesystemMessage)))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotImplemented, connectError{Code: connect.CodeUnimplemented.String(),
@@ -93,7 +101,7 @@ func userError(user string) error {
 
 // resolvePath returns the sandbox path an envd request names, as envd
 // resolves it: "~" and relative paths from the user's home, an empty one
-// the home itself.
+// the home itself, and ".." taken away lexically (filepath.Abs).
 func resolvePath(p string) (string, error) {
 	switch {
 	case p == "" || p == "~":
@@ -103,7 +111,7 @@ func resolvePath(p string) (string, error) {
 	case !path.IsAbs(p):
 		p = service.HomeDir + "/" + p
 	}
-	return service.CleanPath(p)
+	return service.CleanPath(path.Clean(p))
 }
 
 // rpcError is err as a Connect error: the class errdefs gives it, and

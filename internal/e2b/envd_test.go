@@ -185,11 +185,11 @@ func (f *fakeFiles) Stat(_ context.Context, id, p string) (*service.FileStat, er
 	return f.statLocked(id, p)
 }
 
-func (f *fakeFiles) Walk(_ context.Context, id, root string, depth int) ([]service.FileStat, error) {
+func (f *fakeFiles) Walk(_ context.Context, id, root string, depth int) ([]service.FileStat, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if fi, err := f.statLocked(id, root); err != nil || !fi.IsDir {
-		return nil, errdefs.Invalid("%s is not a directory", root)
+		return nil, false, errdefs.Invalid("%s is not a directory", root)
 	}
 	seen := map[string]bool{}
 	for k := range f.byPath {
@@ -211,7 +211,7 @@ func (f *fakeFiles) Walk(_ context.Context, id, root string, depth int) ([]servi
 		out = append(out, *fi)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, nil
+	return out, false, nil
 }
 
 func (f *fakeFiles) Mkdir(_ context.Context, id, p string) error {
@@ -467,7 +467,7 @@ func TestStartRequest(t *testing.T) {
 	}
 	for name, msg := range map[string]*process.StartRequest{
 		"no cmd":    {Process: &process.ProcessConfig{}},
-		"escape":    {Process: &process.ProcessConfig{Cmd: "ls", Cwd: ptr("../../..")}},
+		"long cwd":  {Process: &process.ProcessConfig{Cmd: "ls", Cwd: ptr(strings.Repeat("a/", 2048))}},
 		"huge pty":  {Process: bash("ls"), Pty: &process.PTY{Size: &process.PTY_Size{Rows: 1 << 20, Cols: 80}}},
 		"no config": {},
 	} {
@@ -817,8 +817,11 @@ func TestFilesystem(t *testing.T) {
 	if got := mv.Msg.GetEntry().GetPath(); got != "/srv/new/c.txt" || !e.files.dirs["sba:/srv/new"] {
 		t.Errorf("move: %s, directories %v", got, e.files.dirs)
 	}
-	if _, err := c.Move(ctx, connect.NewRequest(&filesystem.MoveRequest{Source: "a.txt", Destination: "z"})); connect.CodeOf(err) != connect.CodeNotFound {
+	if _, err := c.Move(ctx, connect.NewRequest(&filesystem.MoveRequest{Source: "a.txt", Destination: "new/deeper/z"})); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("move of a missing file: %v", err)
+	}
+	if e.files.dirs["sba:"+home+"/new"] {
+		t.Error("a move of a missing file made its destination's directory")
 	}
 
 	for _, p := range []string{"d", "/no/such"} { // a directory with its files; a missing path is no error
@@ -829,8 +832,19 @@ func TestFilesystem(t *testing.T) {
 	if _, ok := e.files.byPath["sba:"+home+"/d/b.txt"]; ok {
 		t.Error("remove d left d/b.txt")
 	}
-	if _, err := c.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "../../etc"})); connect.CodeOf(err) != connect.CodeInvalidArgument {
-		t.Errorf("a path out of the root: %v", err)
+	for _, tc := range []struct {
+		path string
+		code connect.Code
+	}{
+		{strings.Repeat("a", 300*1024), connect.CodeInvalidArgument}, // longer than a path can be
+		{"/srv/../srv/new/c.txt", 0},                                 // ".." taken away, as envd does
+	} {
+		if _, err := c.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: tc.path})); connect.CodeOf(err) != tc.code && (err != nil || tc.code != 0) {
+			t.Errorf("stat of %.40s: %v, want code %v", tc.path, err, tc.code)
+		}
+	}
+	if _, err := c.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: strings.Repeat("a", maxFilesystemMessage)})); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Errorf("a message over the limit: %v, want resource_exhausted", err)
 	}
 	root := e.filesystemClient("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("root:")))
 	if _, err := root.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: "/"})); connect.CodeOf(err) != connect.CodePermissionDenied {

@@ -10,7 +10,8 @@ import (
 )
 
 // TestPortGateway reaches a web server inside a sandbox through the
-// daemon's gateway, only with the sandbox's access token.
+// daemon's gateway, only with the sandbox's access token, and never the
+// port that serves the daemon's services to the sandbox.
 func TestPortGateway(t *testing.T) {
 	d := startDaemon(t, "")
 	d.do("POST", "/api/v1/templates", `{"name": "web", "spec": {"image": "agent2env/python",
@@ -32,6 +33,8 @@ func TestPortGateway(t *testing.T) {
 		{"without token", "", "8000", http.StatusUnauthorized, ""},
 		{"wrong token", strings.Repeat("0", 64), "8000", http.StatusUnauthorized, ""},
 		{"closed port", sb.AccessToken, "8001", http.StatusBadGateway, ""},
+		// The daemon's LLM proxy and MCP, as the sandbox: its own programs'.
+		{"the daemon's services", sb.AccessToken, "4000", http.StatusForbidden, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

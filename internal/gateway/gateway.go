@@ -11,8 +11,10 @@
 //
 // Checks run in LiteBoxd's order: a bad port is 400, then the access
 // checks of Sandboxes.Authorize (a missing token 401, an unknown sandbox
-// 404, a wrong token 401, a sandbox that is not running 409), and a port
-// nothing listens on 502. Error bodies are the API's flat {"error", "code"}.
+// 404, a wrong token 401, a sandbox that is not running 409), a port that
+// serves the daemon's services to the sandbox's own programs (its LLM
+// proxy and MCP, its egress proxy: they act as the sandbox) 403, and a
+// port nothing listens on 502. Error bodies are the API's flat {"error", "code"}.
 //
 // Routes checks access through the Sandboxes interface (service.Sandboxes,
 // where the rules live) and reaches ports through Sandboxes.Dial (the
@@ -179,6 +181,9 @@ func (g *Routes) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, errdefs.ErrNotFound), errors.Is(err, errdefs.ErrFailedPrecondition):
 		// The sandbox went away or stopped since Authorize: Dial said so.
+	case errors.Is(err, errdefs.ErrPermissionDenied):
+		// A port no one outside the sandbox may reach (its agent's
+		// services to the sandbox's own programs).
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		err = fmt.Errorf("sandbox port %s: %w: no answer in time", r.PathValue("port"), errdefs.ErrDeadlineExceeded)
 	default:

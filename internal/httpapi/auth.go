@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/base64"
 	"net/http"
 	"path"
@@ -34,11 +35,17 @@ func AuthMiddleware(keys *auth.Keys, ownAuth ...string) func(http.Handler) http.
 	return AuthMiddlewareWithTickets(keys, nil, ownAuth...)
 }
 
-// TicketRedeemer spends a one-time terminal ticket on a sandbox and
-// returns the tenant it grants (service.Sandboxes.RedeemTerminalTicket).
+// TicketRedeemer checks, then spends, one-time terminal tickets on a
+// sandbox, each returning the tenant the ticket grants
+// (service.Sandboxes).
 type TicketRedeemer interface {
+	CheckTerminalTicket(ticket, sandboxID string) (tenant string, err error)
 	RedeemTerminalTicket(ticket, sandboxID string) (tenant string, err error)
 }
+
+// ticketKey is the context key of the function that spends the ticket
+// which authenticated a request (spendTicket).
+type ticketKey struct{}
 
 // AuthMiddlewareWithTickets is AuthMiddleware that also takes, in place
 // of a key, a one-time ticket of tickets as ?ticket= on one request
@@ -46,8 +53,11 @@ type TicketRedeemer interface {
 // or of a persistent terminal's .../terminals/{name}/attach (spelt as the
 // mux routes it, without Authorization), for sandbox id.
 // The request then has the ticket's tenant (auth.WithTenant). A ticket
-// that does not redeem is 401; on any other request ?ticket= is ignored
-// and a key is demanded as ever.
+// that is not valid for it is 401; on any other request ?ticket= is
+// ignored and a key is demanded as ever. The ticket is only checked here:
+// the terminal's handler spends it (spendTicket) once it has validated
+// the request, so that a request refused for its parameters or sandbox
+// leaves it for the next.
 func AuthMiddlewareWithTickets(keys *auth.Keys, tickets TicketRedeemer, ownAuth ...string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -56,13 +66,17 @@ func AuthMiddlewareWithTickets(keys *auth.Keys, tickets TicketRedeemer, ownAuth 
 				return
 			}
 			if id, ticket, ok := terminalTicketRequest(r); ok && tickets != nil {
-				tenant, err := tickets.RedeemTerminalTicket(ticket, id)
+				tenant, err := tickets.CheckTerminalTicket(ticket, id)
 				if err != nil {
-					w.Header().Set("WWW-Authenticate", `Bearer realm="agent2env"`)
-					writeError(w, err)
+					refuseAuth(w, err)
 					return
 				}
-				next.ServeHTTP(w, r.WithContext(auth.WithTenant(r.Context(), tenant)))
+				spend := func() error {
+					_, err := tickets.RedeemTerminalTicket(ticket, id)
+					return err
+				}
+				ctx := context.WithValue(auth.WithTenant(r.Context(), tenant), ticketKey{}, spend)
+				next.ServeHTTP(w, r.WithContext(ctx))
 				return
 			}
 			if r.Header.Get("Authorization") == "" {
@@ -75,13 +89,31 @@ func AuthMiddlewareWithTickets(keys *auth.Keys, tickets TicketRedeemer, ownAuth 
 				}
 			}
 			if err := keys.Check(r.Header.Get("Authorization")); err != nil {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="agent2env"`)
-				writeError(w, err)
+				refuseAuth(w, err)
 				return
 			}
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// refuseAuth answers a request that is not authenticated, with err.
+func refuseAuth(w http.ResponseWriter, err error) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="agent2env"`)
+	writeError(w, err)
+}
+
+// spendTicket spends the terminal ticket that authenticated r, if one did
+// (AuthMiddlewareWithTickets only checked it). The terminal's handlers
+// call it once the request is valid and before they open anything: a
+// request refused for its parameters leaves the ticket, one that goes
+// through uses it up, and of requests racing with one ticket only one
+// goes on (the others: ErrUnauthenticated).
+func spendTicket(r *http.Request) error {
+	if spend, ok := r.Context().Value(ticketKey{}).(func() error); ok {
+		return spend()
+	}
+	return nil
 }
 
 // terminalTicketRequest returns the sandbox and the ticket of a request

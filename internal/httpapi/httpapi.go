@@ -170,12 +170,28 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 
 // decodeLimit is decode with a body limit of its own.
 func decodeLimit(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
+	return decodeBody(w, r, v, limit, false)
+}
+
+// decodeStrict is decodeLimit refusing a member v has no field for, with
+// a 400 naming it, so that a misspelt field is not silently left out.
+// Only agent2env's own additions decode so: the LiteBoxd-compatible
+// routes ignore unknown members, as LiteBoxd does.
+func decodeStrict(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
+	return decodeBody(w, r, v, limit, true)
+}
+
+// decodeBody is decodeLimit, refusing unknown members when strict.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, limit int64, strict bool) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 			return errdefs.Invalid("content type %q: want application/json", ct)
 		}
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {

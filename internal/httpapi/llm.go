@@ -27,7 +27,7 @@ func (l *LLMRoutes) Register(mux *http.ServeMux) {
 
 func (l *LLMRoutes) createKey(w http.ResponseWriter, r *http.Request) {
 	var req api.LLMKeyRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := decodeStrict(w, r, &req, maxJSONBody); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -1244,6 +1244,7 @@ items:
 		post(sbPath+"/terminals", `{"name":"main"}`, conflict),
 		post(sbPath+"/terminals", `{"command":["sleep","60"]}`, created),
 		invalid(post(sbPath+"/terminals", `{"name":"-x"}`, bad)),
+		invalid(post(sbPath+"/terminals", `{"name":"z7","bogus":1}`, bad)),
 		post("/api/v1/sandboxes/nosuchsandbox/terminals", `{}`, notFound),
 		get(sbPath+"/terminals", ok),
 		get(sbPath+"/terminals/main", ok),
@@ -1402,6 +1403,7 @@ items:
 	}
 	run(
 		invalid(post("/api/v1/llm/keys", `{"budget_tokens":-1}`, bad)),
+		invalid(post("/api/v1/llm/keys", `{"foo":1}`, bad)),
 		invalid(post("/api/v1/llm/keys", `{"expires_in":99999999}`, bad)),
 		get("/api/v1/llm/keys", ok),
 		exchange{method: "DELETE", target: "/api/v1/llm/keys/" + llmKey.ID, status: noContent},
@@ -1435,6 +1437,10 @@ items:
 	runID := decodeInto[api.RunBatch](t, resp).Runs[0].ID
 	run(
 		invalid(post("/api/v1/runs", `{"task":5}`, bad)),
+		invalid(post("/api/v1/runs", `{"task":"name: t\nagent: custom\ngoal: g\nentrypoint: x\n","repeat":2}`, bad)),
+		unchecked(post("/api/v1/runs", `{"task":"name: t\nagent: custom\ngoal: g\nentrypoint: x\nimage: 'UPPER CASE!!'\n"}`, bad)),
+		unchecked(post("/api/v1/runs", `{"task":"name: t\nagent: custom\ngoal: g\nentrypoint: x\nresources: {cpu: '1000'}\n"}`, bad)),
+		unchecked(post("/api/v1/runs", `{"task":"name: t\nagent: custom\ngoal: g\nentrypoint: x\ntemplate: nosuchtpl\n"}`, notFound)),
 		unchecked(post("/api/v1/runs", `{"task":"name: t\nagent: nope\ngoal: g\n"}`, bad)),
 		unchecked(post("/api/v1/runs", `{}`, bad)),
 		get("/api/v1/runs", ok),

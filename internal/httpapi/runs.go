@@ -39,7 +39,7 @@ const maxSubmitBody = task.MaxFileSize + run.MaxInputsBytes*4/3 + maxJSONBody
 
 func (s *RunRoutes) submit(w http.ResponseWriter, r *http.Request) {
 	var req api.RunSubmitRequest
-	if err := decodeLimit(w, r, &req, maxSubmitBody); err != nil {
+	if err := decodeStrict(w, r, &req, maxSubmitBody); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -121,6 +122,10 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if err := spendTicket(r); err != nil {
+		refuseAuth(w, err)
+		return
+	}
 	sess := newTerminalSession(k8s, -1)
 	t, err := s.sandboxes.Terminal(r.Context(), r.PathValue("id"), req, sess.output)
 	if err != nil {
@@ -159,6 +164,10 @@ type terminalSession struct {
 	next int64
 	// sendErr is the error of the client's end, once it failed.
 	sendErr error
+	// refused is why a message of the client's was refused, once one
+	// was: the session ends with it alone, not with the error of the
+	// stream its end cut.
+	refused atomic.Pointer[error]
 }
 
 // newTerminalSession returns a session in the dialect the client chose
@@ -253,13 +262,16 @@ func (s *Server) runTerminal(sess *terminalSession, t *service.Terminal) {
 			}
 			conn.SetReadDeadline(time.Now().Add(terminalPongWait()))
 			if err := sess.d.input(t, typ, p); err != nil {
-				sess.send(sess.d.fail(err))
+				sess.refused.Store(&err)
 				t.Close()
 				return
 			}
 		}
 	}()
 	exit, err := t.Wait()
+	if refused := sess.refused.Load(); refused != nil {
+		err = *refused
+	}
 	if err == nil {
 		// The agent wrote all of the output before its end.
 		err = errors.Join(sess.record(0, sess.out.flush()), sess.record(0, sess.errOut.flush()))
@@ -268,7 +280,11 @@ func (s *Server) runTerminal(sess *terminalSession, t *service.Terminal) {
 	case sess.sendErr != nil:
 		return // the client went away
 	case err != nil:
-		sess.send(sess.d.fail(err)) // the stream from the agent failed, or was taken over
+		if public := terminalFailure(err); public != err {
+			s.log.Warn("terminal: the stream from the sandbox's agent failed", "err", err)
+			err = public
+		}
+		sess.send(sess.d.fail(err)) // refused, failed, or taken over
 	default:
 		sess.send(sess.d.exit(exit))
 	}
@@ -278,6 +294,17 @@ func (s *Server) runTerminal(sess *terminalSession, t *service.Terminal) {
 	// Give the client a moment to close in turn, then drop the connection.
 	conn.SetReadDeadline(time.Now().Add(terminalWriteWait))
 	<-inputDone
+}
+
+// terminalFailure is what the client is told of err, a session's end: a
+// failed stream from the agent only that it ended (how is the daemon's
+// business, and its message names the agent's socket on the host), any
+// other error as it is.
+func terminalFailure(err error) error {
+	if errors.Is(err, errdefs.ErrUnavailable) {
+		return errdefs.Unavailable("the connection to the sandbox's agent ended before the process did")
+	}
+	return err
 }
 
 // terminalDialect is a wire format of the terminal's WebSocket.
@@ -341,11 +368,31 @@ func (d k8sDialect) exit(e api.TerminalExit) (int, []byte) {
 
 func (d k8sDialect) fail(err error) (int, []byte) {
 	status, code := errdefs.HTTPStatus(err)
-	reason := "InternalError"
+	return d.status(k8sStatus{Status: "Failure", Reason: k8sReason(status, code), Message: err.Error(), Code: status})
+}
+
+// k8sReason is the metav1.StatusReason of a failure of status and code.
+func k8sReason(status int, code string) string {
 	if code == api.CodeTerminalTakenOver {
-		reason = code
+		return code
 	}
-	return d.status(k8sStatus{Status: "Failure", Reason: reason, Message: err.Error(), Code: status})
+	if r, ok := k8sReasons[status]; ok {
+		return r
+	}
+	if status < http.StatusInternalServerError {
+		return "BadRequest"
+	}
+	return "InternalError"
+}
+
+// k8sReasons are the metav1.StatusReason of the statuses a session's
+// failure may have, beyond BadRequest (another 4xx) and InternalError
+// (another 5xx).
+var k8sReasons = map[int]string{
+	http.StatusNotFound:           "NotFound",
+	http.StatusConflict:           "Conflict",
+	http.StatusTooManyRequests:    "TooManyRequests",
+	http.StatusServiceUnavailable: "ServiceUnavailable",
 }
 
 func (k8sDialect) offset(at int64) (int, []byte) {

@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -9,6 +11,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
 )
 
 // utf8Writer never emits a cut character, whichever write cuts it, and
@@ -75,5 +80,102 @@ func TestTerminalPing(t *testing.T) {
 	}
 	if _, _, err := conn.ReadMessage(); !websocket.IsCloseError(err, websocket.CloseNormalClosure) {
 		t.Errorf("after the exit: %v, want a close 1000", err)
+	}
+}
+
+// A bad message from the client ends the session with exactly one error,
+// a 400 (BadRequest in Kubernetes' dialect), then a normal close: never a
+// second error about the stream the refusal cut, nor a path of the host.
+func TestTerminalBadFrame(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	id := e.createSandbox(t, `{"image":"alpine"}`).ID
+	u := "ws" + strings.TrimPrefix(e.url, "http") + "/api/v1/sandboxes/" + id + "/exec/interactive?command=sleep&command=5&tty=false"
+	tests := []struct {
+		name string
+		k8s  bool
+		typ  int
+		msg  string
+	}{
+		{"json: size out of range", false, websocket.TextMessage, `{"type":"resize","cols":70000,"rows":30}`},
+		{"json: size not a number", false, websocket.TextMessage, `{"type":"resize","cols":"a","rows":30}`},
+		{"json: not JSON", false, websocket.TextMessage, `garbage`},
+		{"k8s: size out of range", true, websocket.BinaryMessage, "\x04{\"Width\":70000,\"Height\":1}"},
+		{"k8s: unknown stream", true, websocket.BinaryMessage, "\x09x"},
+		{"k8s: text message", true, websocket.TextMessage, "hi"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := *websocket.DefaultDialer
+			if tt.k8s {
+				d.Subprotocols = []string{api.TerminalProtocolK8s}
+			}
+			conn, _, err := d.Dial(u, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if err := conn.WriteMessage(tt.typ, []byte(tt.msg)); err != nil {
+				t.Fatal(err)
+			}
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			var errs []string
+			for {
+				_, p, err := conn.ReadMessage()
+				if err != nil {
+					if !websocket.IsCloseError(err, websocket.CloseNormalClosure) {
+						t.Errorf("the session ended with %v, want a close 1000", err)
+					}
+					break
+				}
+				if tt.k8s && len(p) > 0 && p[0] == api.TerminalStreamError {
+					errs = append(errs, string(p[1:]))
+				} else if !tt.k8s {
+					errs = append(errs, string(p))
+				}
+			}
+			if len(errs) != 1 {
+				t.Fatalf("%d error messages, want 1: %q", len(errs), errs)
+			}
+			if strings.Contains(errs[0], e.url) || strings.Contains(errs[0], "/tmp/") || strings.Contains(errs[0], ".sock") {
+				t.Errorf("the error names a path of the host: %s", errs[0])
+			}
+			if tt.k8s {
+				var st struct {
+					Status, Reason string
+					Code           int
+				}
+				if err := json.Unmarshal([]byte(errs[0]), &st); err != nil || st.Status != "Failure" || st.Reason != "BadRequest" || st.Code != 400 {
+					t.Errorf("status %s (%v), want a Failure of reason BadRequest, code 400", errs[0], err)
+				}
+				return
+			}
+			var f jsonFrame
+			if err := json.Unmarshal([]byte(errs[0]), &f); err != nil || f.Type != "error" || f.Code != api.CodeInvalidRequest {
+				t.Errorf("frame %s (%v), want an error of code %s", errs[0], err, api.CodeInvalidRequest)
+			}
+		})
+	}
+}
+
+// A session's end is told to the client as it is, but a failed stream
+// from the agent, whose error names the agent's socket on the host.
+func TestTerminalFailure(t *testing.T) {
+	lost := fmt.Errorf("attachment stream ended before the result: %w: read unix @->/data/oci/x/agent.sock: use of closed network connection", errdefs.ErrUnavailable)
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"agent stream lost", lost, "the connection to the sandbox's agent ended before the process did"},
+		{"refused input", errdefs.Invalid("stream 9 takes no input"), "stream 9 takes no input"},
+		{"taken over", errdefs.Precondition("another client took over this terminal"), "another client took over this terminal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := terminalFailure(tt.err)
+			if got.Error() != tt.want || errdefs.Code(got) != errdefs.Code(tt.err) {
+				t.Errorf("told %q (%s), want %q (%s)", got, errdefs.Code(got), tt.want, errdefs.Code(tt.err))
+			}
+		})
 	}
 }

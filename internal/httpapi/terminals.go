@@ -23,7 +23,7 @@ func (s *Server) registerTerminals(mux *http.ServeMux) {
 
 func (s *Server) createTerminal(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateTerminalRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := decodeStrict(w, r, &req, maxJSONBody); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -78,6 +78,10 @@ func (s *Server) attachTerminal(w http.ResponseWriter, r *http.Request) {
 	opts, err := attachOptions(r)
 	if err != nil {
 		writeError(w, err)
+		return
+	}
+	if err := spendTicket(r); err != nil {
+		refuseAuth(w, err)
 		return
 	}
 	sess := newTerminalSession(offersProtocol(r, api.TerminalProtocolK8s), opts.Since)

@@ -87,10 +87,9 @@ func TestTerminalTicket(t *testing.T) {
 		}
 		return tk
 	}
-	dial := func(id, tk string) int {
+	dialPath := func(p, tk string) int {
 		t.Helper()
-		u := "ws" + strings.TrimPrefix(e.url, "http") + "/api/v1/sandboxes/" + id + "/exec/interactive?command=true&tty=false&ticket=" + tk
-		conn, resp, err := websocket.DefaultDialer.Dial(u, nil)
+		conn, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(e.url, "http")+p+"ticket="+tk, nil)
 		if err != nil {
 			if resp == nil {
 				t.Fatal(err)
@@ -106,6 +105,10 @@ func TestTerminalTicket(t *testing.T) {
 			t.Fatalf("through a ticket: %+v, %v", exit, err)
 		}
 		return http.StatusSwitchingProtocols
+	}
+	dial := func(id, tk string) int {
+		t.Helper()
+		return dialPath("/api/v1/sandboxes/"+id+"/exec/interactive?command=true&tty=false&", tk)
 	}
 
 	if status, _ := call("POST", "/api/v1/sandboxes/"+one+"/exec/interactive/ticket", "", false); status != http.StatusUnauthorized {
@@ -169,13 +172,29 @@ func TestTerminalTicket(t *testing.T) {
 		t.Errorf("the ticket's second use: %d, want 401", status)
 	}
 
-	// Another sandbox's: refused, and spent.
+	// A request refused for its sandbox or its parameters leaves the
+	// ticket; the first that goes through spends it.
 	tk = ticket(one)
-	if status := dial(other, tk.Ticket); status != http.StatusUnauthorized {
-		t.Errorf("a ticket on another sandbox: %d, want 401", status)
+	for _, tt := range []struct {
+		what, path string
+		want       int
+	}{
+		{"another sandbox", "/api/v1/sandboxes/" + other + "/exec/interactive?command=true&", http.StatusUnauthorized},
+		{"no sandbox", "/api/v1/sandboxes/nosuch/exec/interactive?command=true&", http.StatusUnauthorized},
+		{"rows 0", "/api/v1/sandboxes/" + one + "/exec/interactive?command=true&rows=0&", http.StatusBadRequest},
+		{"tty maybe", "/api/v1/sandboxes/" + one + "/exec/interactive?command=true&tty=maybe&", http.StatusBadRequest},
+		{"env without =", "/api/v1/sandboxes/" + one + "/exec/interactive?command=true&env=A&", http.StatusBadRequest},
+		{"attach: since not an offset", "/api/v1/sandboxes/" + one + "/terminals/web/attach?since=x&", http.StatusBadRequest},
+	} {
+		if status := dialPath(tt.path, tk.Ticket); status != tt.want {
+			t.Errorf("a ticket on %s: %d, want %d", tt.what, status, tt.want)
+		}
+	}
+	if status := dial(one, tk.Ticket); status != http.StatusSwitchingProtocols {
+		t.Errorf("a ticket after refused requests: %d, want it still good", status)
 	}
 	if status := dial(one, tk.Ticket); status != http.StatusUnauthorized {
-		t.Errorf("a ticket tried on another sandbox, then on its own: %d, want 401", status)
+		t.Errorf("the ticket's second use after refused requests: %d, want 401", status)
 	}
 
 	// A persistent terminal's attachment takes a ticket too; its other

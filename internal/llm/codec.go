@@ -51,6 +51,15 @@ type UsageDecoder interface {
 	DecodeUsage(member []byte) (Usage, error)
 }
 
+// TranslationChecker is implemented by codecs whose requests may hold
+// what no other format carries (a reference to what their provider keeps:
+// earlier turns, a file): CheckTranslation refuses such a request, with
+// an *Error of kind ErrorInvalidRequest naming the field, before it is
+// translated to another format, which would drop it unseen.
+type TranslationChecker interface {
+	CheckTranslation(req *Request) error
+}
+
 // TokenCounter is implemented by codecs whose format can count a request's
 // input tokens (Anthropic count_tokens, Gemini countTokens).
 type TokenCounter interface {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
 )
@@ -35,6 +36,8 @@ type Error struct {
 	// Code is the provider's own error code, if any (e.g.
 	// context_length_exceeded), passed on to clients of formats that have one.
 	Code string
+	// RetryAfter, when not zero, is sent to the client as Retry-After.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Message }

@@ -63,11 +63,8 @@ func (m *Manager) Usage(ctx context.Context) (api.Usage, error) {
 		return api.Usage{}, fmt.Errorf("count committed resources: %w", err)
 	}
 	all := withReserved(stored, reserved)
-	u := api.Usage{
-		Sandboxes: len(all), MaxSandboxes: m.cfg.MaxSandboxes,
-		MilliCPUCapacity:    int64(float64(m.cfg.Host.MilliCPU) * m.cfg.CPUOvercommit),
-		MemoryBytesCapacity: int64(float64(m.cfg.Host.MemoryBytes) * m.cfg.MemoryOvercommit),
-	}
+	u := m.capacity()
+	u.Sandboxes = len(all)
 	for _, l := range all {
 		if committing(l.Status) {
 			cpu, _ := quantity.ParseCPU(l.CPU) // records were parsed when made
@@ -77,6 +74,16 @@ func (m *Manager) Usage(ctx context.Context) (api.Usage, error) {
 		}
 	}
 	return u, nil
+}
+
+// capacity is a Usage with nothing committed: the host's capacity times
+// the overcommit ratios, and MaxSandboxes.
+func (m *Manager) capacity() api.Usage {
+	return api.Usage{
+		MaxSandboxes:        m.cfg.MaxSandboxes,
+		MilliCPUCapacity:    int64(float64(m.cfg.Host.MilliCPU) * m.cfg.CPUOvercommit),
+		MemoryBytesCapacity: int64(float64(m.cfg.Host.MemoryBytes) * m.cfg.MemoryOvercommit),
+	}
 }
 
 // committing reports whether the limits of a sandbox of this status count

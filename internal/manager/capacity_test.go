@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -194,5 +195,38 @@ func TestAdmissionConcurrent(t *testing.T) {
 	wg.Wait()
 	if made != 3 || refused != 7 || len(e.records(t)) != 3 {
 		t.Errorf("made %d, refused %d, records %v; want 3, 7 and 3", made, refused, e.records(t))
+	}
+}
+
+// Check refuses what no create could ever make, as a create would, and
+// makes nothing; more than the whole capacity is ErrInvalidArgument,
+// whatever the sandboxes that exist hold, and room they hold is not its
+// concern.
+func TestCheck(t *testing.T) {
+	e := newEnv(t, Config{MaxSandboxes: 1, Host: Host{MilliCPU: 2000, MemoryBytes: 4 << 30}, CPUOvercommit: 1.5, MemoryOvercommit: 1})
+	ctx := context.Background()
+	e.create(t, CreateRequest{CPU: "3", Memory: "4Gi"}) // the host is full, and at MaxSandboxes
+	tests := []struct {
+		name  string
+		req   CreateRequest
+		class error
+		want  string
+	}{
+		{"fits the whole host", CreateRequest{Image: "alpine", CPU: "3", Memory: "4Gi"}, nil, ""},
+		{"cpu", CreateRequest{Image: "alpine", CPU: "3.001"}, errdefs.ErrInvalidArgument, "more than the host's whole capacity of 3 cpu and 4096Mi"},
+		{"memory", CreateRequest{Image: "alpine", Memory: "5Gi"}, errdefs.ErrInvalidArgument, "cpu 1 and memory 5Gi: more than"},
+		{"image", CreateRequest{Image: "UPPER CASE!!"}, errdefs.ErrInvalidArgument, "invalid image reference"},
+		{"template", CreateRequest{Template: "nope"}, errdefs.ErrNotFound, `template "nope" not found`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := e.m.Check(ctx, tt.req)
+			if tt.class == nil && err != nil || tt.class != nil && (!errors.Is(err, tt.class) || !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("check: %v, want %v naming %q", err, tt.class, tt.want)
+			}
+		})
+	}
+	if n := len(e.rt.IDs()); n != 1 {
+		t.Errorf("%d sandboxes after checks, want the one made before", n)
 	}
 }

@@ -120,9 +120,6 @@ type resolved struct {
 	diskBytes int64
 }
 
-// minBytes is the least memory, and the least disk, a sandbox may have.
-const minBytes = 16 << 20
-
 func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
 	r := &resolved{CreateRequest: req}
 	if strings.TrimSpace(req.Image) == "" {
@@ -141,17 +138,13 @@ func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
 		r.Memory = m.cfg.DefaultMemory
 	}
 	var err error
-	if r.milliCPU, err = quantity.ParseCPU(r.CPU); err != nil {
-		return nil, errdefs.Invalid("%v", err)
-	}
-	if r.milliCPU < 1 {
-		// "0.0001" parses but rounds to 0, which runtimes take as no limit.
-		return nil, errdefs.Invalid("cpu %s is below the 1m minimum", r.CPU)
+	if r.milliCPU, err = ParseCPU(r.CPU); err != nil {
+		return nil, err
 	}
 	if r.memBytes, err = quantity.ParseBytes(r.Memory); err != nil {
 		return nil, errdefs.Invalid("memory: %v", err)
 	}
-	if r.memBytes < minBytes {
+	if r.memBytes < quantity.MinBytes {
 		return nil, errdefs.Invalid("memory %s is below the 16Mi minimum", r.Memory)
 	}
 	r.diskBytes = m.cfg.DefaultDisk
@@ -159,7 +152,7 @@ func (m *Manager) resolve(req CreateRequest) (*resolved, error) {
 		if r.diskBytes, err = quantity.ParseBytes(r.Disk); err != nil {
 			return nil, errdefs.Invalid("disk: %v", err)
 		}
-		if r.diskBytes < minBytes {
+		if r.diskBytes < quantity.MinBytes {
 			return nil, errdefs.Invalid("disk %s is below the 16Mi minimum", r.Disk)
 		}
 	}
@@ -210,33 +203,13 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 }
 
 func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox, error) {
-	origin := "image " + req.Image
-	if req.Network != nil {
-		if req.Template != "" {
-			return nil, errdefs.Invalid("network: a template's sandboxes have the network of its network section; give network with image")
-		}
-		n, err := template.NormalizeNetwork(req.Network)
-		if err != nil {
-			return nil, errdefs.Invalid("%v", err)
-		}
-		req.network = n
-	}
-	if req.Template != "" {
-		if req.Image != "" {
-			return nil, errdefs.Invalid("give either template or image, not both")
-		}
-		var err error
-		if req, err = m.fromTemplate(ctx, req); err != nil {
-			return nil, err
-		}
-		origin = fmt.Sprintf("template %s version %d (image %s)", req.Template, req.TemplateVersion, req.Image)
-	}
-	r, err := m.resolve(req)
+	r, err := m.prepare(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	if err := m.supported(r); err != nil {
-		return nil, err
+	origin := "image " + r.Image
+	if r.Template != "" {
+		origin = fmt.Sprintf("template %s version %d (image %s)", r.Template, r.TemplateVersion, r.Image)
 	}
 	sb, err := m.createRecord(ctx, r, store.Event{Status: string(api.StatusPending), Message: "created from " + origin})
 	if err != nil {
@@ -274,6 +247,59 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 		_, _ = m.start(ctx, sb.ID, r)
 	}()
 	return sb, nil
+}
+
+// prepare checks req and completes it from its template and the defaults,
+// refusing what the runtime cannot honour; it records nothing.
+func (m *Manager) prepare(ctx context.Context, req CreateRequest) (*resolved, error) {
+	if req.Network != nil {
+		if req.Template != "" {
+			return nil, errdefs.Invalid("network: a template's sandboxes have the network of its network section; give network with image")
+		}
+		n, err := template.NormalizeNetwork(req.Network)
+		if err != nil {
+			return nil, errdefs.Invalid("%v", err)
+		}
+		req.network = n
+	}
+	if req.Template != "" {
+		if req.Image != "" {
+			return nil, errdefs.Invalid("give either template or image, not both")
+		}
+		var err error
+		if req, err = m.fromTemplate(ctx, req); err != nil {
+			return nil, err
+		}
+	}
+	r, err := m.resolve(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.supported(r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Check refuses, as Create would, a request that can never make a
+// sandbox, and makes nothing: an unknown template, an image that is not a
+// reference, bad limits, one the runtime cannot honour, and cpu or memory
+// beyond the host's whole capacity (admission's rule with no other
+// sandbox committed), which is ErrInvalidArgument here where a create
+// is 507: no wait makes room for it. Room that other sandboxes hold now
+// is not checked. Services that queue work for later (task runs) check
+// what they will ask for when it is submitted.
+func (m *Manager) Check(ctx context.Context, req CreateRequest) error {
+	r, err := m.prepare(ctx, req)
+	if err != nil {
+		return err
+	}
+	whole := m.capacity()
+	if m.refusal(whole, r.milliCPU, r.memBytes, false) != nil {
+		return errdefs.Invalid("cpu %s and memory %s: more than the host's whole capacity of %s cpu and %s of memory, so no sandbox of that size is ever admitted",
+			r.CPU, r.Memory, cpus(whole.MilliCPUCapacity), mebibytes(whole.MemoryBytesCapacity))
+	}
+	return nil
 }
 
 // supported refuses a request the runtime cannot honour, before anything
@@ -519,6 +545,21 @@ var (
 	ErrStartFailed      = errors.New("sandbox failed to start")
 	ErrImageUnavailable = errors.New("image unavailable")
 )
+
+// ParseCPU returns a sandbox's CPU limit s in millicores, refusing with
+// ErrInvalidArgument one that does not parse or is below
+// quantity.MinMilliCPU ("0.0001" parses but rounds to 0, which runtimes
+// take as no limit; below 10m they refuse to start the sandbox).
+func ParseCPU(s string) (int64, error) {
+	milli, err := quantity.ParseCPU(s)
+	if err != nil {
+		return 0, errdefs.Invalid("%v", err)
+	}
+	if milli < quantity.MinMilliCPU {
+		return 0, errdefs.Invalid("cpu %s is below the %dm minimum", s, quantity.MinMilliCPU)
+	}
+	return milli, nil
+}
 
 // StartFailure is why failed sandbox sb did not start, classified.
 func StartFailure(sb *store.Sandbox) error {

@@ -273,6 +273,9 @@ func TestCreateInvalid(t *testing.T) {
 		{name: "cpu negative", req: CreateRequest{Image: "alpine", CPU: "-1"}},
 		{name: "cpu zero millicores", req: CreateRequest{Image: "alpine", CPU: "0m"}},
 		{name: "cpu rounds to zero", req: CreateRequest{Image: "alpine", CPU: "0.0001"}},
+		// Runtimes refuse to start a sandbox below 10m.
+		{name: "cpu below 10m", req: CreateRequest{Image: "alpine", CPU: "9m"}},
+		{name: "cpu below 10m, in cores", req: CreateRequest{Image: "alpine", CPU: "0.005"}},
 		{name: "cpu NaN", req: CreateRequest{Image: "alpine", CPU: "NaN"}},
 		{name: "memory not a size", req: CreateRequest{Image: "alpine", Memory: "lots"}},
 		{name: "memory zero", req: CreateRequest{Image: "alpine", Memory: "0"}},

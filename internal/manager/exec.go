@@ -153,12 +153,19 @@ func (c *capped) Write(p []byte) (int, error) {
 // hold, for other services of the daemon to share.
 func (m *Manager) OutputBudget() *outbuf.Budget { return m.outputs }
 
+// maxPath is the longest path a sandbox's file system takes (Linux's
+// PATH_MAX, its NUL left out).
+const maxPath = 4095
+
 // CleanPath checks a path given by a client for a file in a sandbox:
 // relative paths are taken from the working directory, and no path may
-// step out of where it points with "..".
+// step out of where it points with "..", nor be longer than maxPath.
 func CleanPath(p string) (string, error) {
 	if p == "" {
 		return "", errdefs.Invalid("path is required")
+	}
+	if len(p) > maxPath {
+		return "", errdefs.Invalid("path is %d bytes long; at most %d", len(p), maxPath)
 	}
 	if strings.ContainsRune(p, 0) {
 		return "", errdefs.Invalid("path contains NUL")

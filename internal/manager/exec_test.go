@@ -241,9 +241,11 @@ func TestCleanPath(t *testing.T) {
 		{in: "a/..", invalid: true},
 		{in: "a\x00b", invalid: true},
 		{in: "\x00", invalid: true},
+		{in: "/" + strings.Repeat("a", maxPath-1), want: "/" + strings.Repeat("a", maxPath-1)},
+		{in: "/" + strings.Repeat("a", maxPath), invalid: true},
 	}
 	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
+		t.Run(tt.in[:min(len(tt.in), 40)], func(t *testing.T) {
 			got, err := CleanPath(tt.in)
 			if tt.invalid {
 				checkErr(t, err, errdefs.ErrInvalidArgument, "")

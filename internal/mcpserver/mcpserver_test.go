@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agent2env/agent2env/api"
@@ -381,10 +382,17 @@ func TestSessionTools(t *testing.T) {
 	if err != nil || len(rr.Contents) != 1 || rr.Contents[0].Text != "hello" || rr.Contents[0].MIMEType != "text/plain; charset=utf-8" {
 		t.Errorf("read resource: %+v %v", rr, err)
 	}
-	for _, uri := range []string{"sandbox://nosuch/files/workspace/a.txt", "sandbox://" + first.SessionID + "/files/workspace/none",
-		"sandbox://" + first.SessionID + "/other/x"} {
-		if _, err := cs.ReadResource(bg, &mcp.ReadResourceParams{URI: uri}); err == nil {
-			t.Errorf("read resource %s: no error", uri)
+	for uri, code := range map[string]int64{
+		"sandbox://nosuch/files/workspace/a.txt":                  mcp.CodeResourceNotFound,
+		"sandbox://" + first.SessionID + "/files/workspace/none":  mcp.CodeResourceNotFound,
+		"sandbox://" + first.SessionID + "/other/x":               mcp.CodeResourceNotFound,
+		"sandbox://" + first.SessionID + "/files/workspace/data":  jsonrpc.CodeInvalidParams, // a directory
+		"sandbox://" + first.SessionID + "/files/workspace/../..": jsonrpc.CodeInvalidParams,
+	} {
+		_, err := cs.ReadResource(bg, &mcp.ReadResourceParams{URI: uri})
+		var we *jsonrpc.Error
+		if !errors.As(err, &we) || we.Code != code {
+			t.Errorf("read resource %s: %v, want JSON-RPC error %d", uri, err, code)
 		}
 	}
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
@@ -43,7 +44,7 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
 	if err != nil {
-		return nil, err
+		return nil, resourceError(err)
 	}
 	rc := &mcp.ResourceContents{URI: uri, MIMEType: mime.TypeByExtension(path.Ext(p))}
 	if utf8.Valid(data) {
@@ -58,6 +59,17 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 		}
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{rc}}, nil
+}
+
+// resourceError is a failed read as a JSON-RPC error: invalid params when
+// the URI names what cannot be read (a directory, a bad path, a file the
+// sandbox's user may not read, one too large), internal otherwise.
+func resourceError(err error) error {
+	code := int64(jsonrpc.CodeInternalError)
+	if status, _ := errdefs.HTTPStatus(err); status >= 400 && status < 500 {
+		code = jsonrpc.CodeInvalidParams
+	}
+	return &jsonrpc.Error{Code: code, Message: err.Error()}
 }
 
 // parseFileURI splits sandbox://<session>/files/<path>, where <path> is

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/template"
 )
 
 // A sandbox reaches nothing beyond its own loopback but what its network
@@ -62,6 +63,8 @@ func checkRule(field string, i int, r networkRule) error {
 		return errdefs.Invalid("%s[%d].target %q: CIDR targets are not supported; the egress proxy matches host names", field, i, r.Target)
 	case strings.Contains(t, ":"):
 		return errdefs.Invalid("%s[%d].target %q: give a domain name, without scheme or port (IPv6 targets are not supported)", field, i, r.Target)
+	case !template.DomainPattern(t):
+		return errdefs.Invalid("%s[%d].target %q: want a domain name (labels of letters, digits, '-' and '_' joined by dots) or a \"*.\" wildcard of one", field, i, r.Target)
 	}
 	return nil
 }

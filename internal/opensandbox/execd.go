@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"mime/multipart"
@@ -218,7 +219,12 @@ func (req *commandRequest) toAPI() (api.ExecRequest, error) {
 			return out, unsupported(name, "commands run as the sandbox's user, "+strconv.Itoa(sandboxUID))
 		}
 	}
-	if t := req.Timeout; t != nil {
+	// Stock execd puts no timeout on a command unless asked (nor 0): the
+	// longest agent2env allows stands for none, where the manager's
+	// default would cut a build or an install short.
+	maxSecs := int64(service.MaxExecTimeout / time.Second)
+	out.Timeout = int(maxSecs)
+	if t := req.Timeout; t != nil && *t != 0 {
 		if *t < 0 {
 			return out, errdefs.Invalid("timeout %d is negative", *t)
 		}
@@ -228,10 +234,7 @@ func (req *commandRequest) toAPI() (api.ExecRequest, error) {
 		if *t%1000 != 0 {
 			secs++
 		}
-		if secs > int64(service.MaxExecTimeout/time.Second) {
-			secs = int64(service.MaxExecTimeout/time.Second) + 1
-		}
-		out.Timeout = int(secs)
+		out.Timeout = int(min(secs, maxSecs+1))
 	}
 	out.Cwd, out.Env = req.Cwd, req.Envs
 	return out, nil
@@ -383,6 +386,8 @@ type uploadMetadata struct {
 	Owner *string `json:"owner"`
 	Group *string `json:"group"`
 	Mode  *int    `json:"mode"`
+	// mode is Mode parsed, defaultMode without it.
+	mode fs.FileMode
 }
 
 // defaultMode is a file's mode when its metadata gives none.
@@ -453,19 +458,20 @@ func (h *Handler) uploadPart(ctx context.Context, id string, part *multipart.Par
 		if (m.Owner != nil && *m.Owner != "") || (m.Group != nil && *m.Group != "") {
 			return unsupported("owner", "files belong to the sandbox's user; leave owner and group out")
 		}
+		// Checked as it arrives, before its file part is written.
+		m.mode = defaultMode
+		if m.Mode != nil {
+			var err error
+			if m.mode, err = parseMode(*m.Mode); err != nil {
+				return fmt.Errorf("metadata for %s: %w", m.Path, err)
+			}
+		}
 		*meta = &m
 		return nil
 	case name == "metadata":
 		return errdefs.Invalid("metadata for %s has no file part after it", (*meta).Path)
 	case name == "file" && *meta != nil:
-		mode := fs.FileMode(defaultMode)
-		if (*meta).Mode != nil {
-			var err error
-			if mode, err = parseMode(*(*meta).Mode); err != nil {
-				return err
-			}
-		}
-		if _, err := h.cfg.Execd.Upload(ctx, id, (*meta).Path, mode, part); err != nil {
+		if _, err := h.cfg.Execd.Upload(ctx, id, (*meta).Path, (*meta).mode, part); err != nil {
 			return err
 		}
 		*meta = nil

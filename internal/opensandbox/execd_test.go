@@ -59,7 +59,7 @@ func (f *fakeExecd) Authorize(ctx context.Context, id, token string) error {
 }
 
 func (f *fakeExecd) ExecStream(_ context.Context, id string, req api.ExecRequest) (service.ExecRun, error) {
-	if req.Timeout > 3600 {
+	if req.Timeout > int(service.MaxExecTimeout/time.Second) {
 		return nil, errdefs.Invalid("timeout %d is above the maximum", req.Timeout)
 	}
 	f.mu.Lock()
@@ -175,6 +175,7 @@ func events(t *testing.T, body string) []map[string]any {
 }
 
 func TestExecdCommand(t *testing.T) {
+	maxSecs := int(service.MaxExecTimeout / time.Second)
 	for _, tc := range []struct {
 		name, body string
 		wantStatus int
@@ -183,8 +184,14 @@ func TestExecdCommand(t *testing.T) {
 		wantLast   string // JSON of the last event (keys sorted), without its timestamp
 	}{
 		{
-			name: "shell text", body: `{"command":"echo hi"}`, wantStatus: 200,
-			wantReq:  &api.ExecRequest{Command: []string{"bash", "-c", "echo hi"}},
+			// No timeout (or 0) is none, as execd's: the longest allowed.
+			name: "shell text, no timeout", body: `{"command":"echo hi"}`, wantStatus: 200,
+			wantReq:  &api.ExecRequest{Command: []string{"bash", "-c", "echo hi"}, Timeout: maxSecs},
+			wantLast: `{"execution_time":13,"type":"execution_complete"}`,
+		},
+		{
+			name: "timeout 0", body: `{"command":"echo hi","timeout":0}`, wantStatus: 200,
+			wantReq:  &api.ExecRequest{Command: []string{"bash", "-c", "echo hi"}, Timeout: maxSecs},
 			wantLast: `{"execution_time":13,"type":"execution_complete"}`,
 		},
 		{
@@ -297,6 +304,7 @@ func TestExecdFiles(t *testing.T) {
 		wantStatus int
 		wantFiles  map[string]string
 		wantModes  map[string]fs.FileMode
+		wantInMsg  string
 	}{
 		{
 			name: "two files", wantStatus: 200,
@@ -306,6 +314,10 @@ func TestExecdFiles(t *testing.T) {
 		{name: "mode 644", wantStatus: 200, parts: []string{`{"path":"/tmp/c","mode":644}`, ""},
 			wantFiles: map[string]string{"/tmp/c": ""}, wantModes: map[string]fs.FileMode{"/tmp/c": 0o644}},
 		{name: "mode not octal", wantStatus: 400, parts: []string{`{"path":"/tmp/c","mode":789}`, "x"}},
+		// A metadata part is checked whole as it arrives, before
+		// anything else is read or written.
+		{name: "mode not octal, refused with its metadata", wantStatus: 400, wantInMsg: "metadata for /tmp/c: mode 789",
+			parts: []string{`{"path":"/tmp/c","mode":789}`, "\x00", `{"path":"/tmp/d"}`, "x"}},
 		{name: "owner", wantStatus: 400, parts: []string{`{"path":"/tmp/c","owner":"root"}`, "x"}},
 		{name: "no path", wantStatus: 400, parts: []string{`{"mode":644}`, "x"}},
 		{name: "file before metadata", wantStatus: 400, parts: []string{"", "x"}},
@@ -320,6 +332,9 @@ func TestExecdFiles(t *testing.T) {
 			rec := execdDo(t, s, "POST", "/opensandbox/a/execd/files/upload", ctype, body, "tok-a")
 			if rec.Code != tc.wantStatus {
 				t.Fatalf("status %d %s, want %d", rec.Code, rec.Body, tc.wantStatus)
+			}
+			if !strings.Contains(rec.Body.String(), tc.wantInMsg) {
+				t.Errorf("body %s does not say %q", rec.Body, tc.wantInMsg)
 			}
 			for p, want := range tc.wantFiles {
 				if got := string(ex.files[p]); got != want || ex.modes[p] != tc.wantModes[p] {

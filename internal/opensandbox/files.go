@@ -22,8 +22,9 @@ import (
 // §9.3) need of the sandbox service beyond Execd's upload and download.
 type Files interface {
 	Stat(ctx context.Context, id, path string) (*service.FileStat, error)
-	Walk(ctx context.Context, id, root string, depth int) ([]service.FileStat, error)
-	Search(ctx context.Context, id, root, pattern string) ([]service.FileStat, error)
+	StatTarget(ctx context.Context, id, path string) (*service.FileStat, error)
+	Walk(ctx context.Context, id, root string, depth int) ([]service.FileStat, bool, error)
+	Search(ctx context.Context, id, root, pattern string) ([]service.FileStat, bool, error)
 	Mkdir(ctx context.Context, id, path string) error
 	Move(ctx context.Context, id, from, to string) error
 	Remove(ctx context.Context, id, path string, recursive bool) error
@@ -150,18 +151,33 @@ func (h *Handler) filesInfo(w http.ResponseWriter, r *http.Request, id string) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// HeaderTruncated is set to "true" on a search or a directory listing
+// cut at service.MaxWalkEntries entries (or at the most a walk reads):
+// there are more than the answer holds.
+const HeaderTruncated = "X-Truncated"
+
+// writeWalked returns the func that answers with what a search or a walk
+// found (called with its results).
+func writeWalked(w http.ResponseWriter) func(fis []service.FileStat, truncated bool, err error) {
+	return func(fis []service.FileStat, truncated bool, err error) {
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		if truncated {
+			w.Header().Set(HeaderTruncated, "true")
+		}
+		writeJSON(w, http.StatusOK, infoViews(fis))
+	}
+}
+
 func (h *Handler) searchFiles(w http.ResponseWriter, r *http.Request, id string) {
 	q := r.URL.Query()
-	var fis []service.FileStat
-	err := missingQuery("path")
-	if q.Get("path") != "" {
-		fis, err = h.cfg.Files.Search(r.Context(), id, q.Get("path"), q.Get("pattern"))
-	}
-	if err != nil {
-		writeError(w, err)
+	if q.Get("path") == "" {
+		writeError(w, missingQuery("path"))
 		return
 	}
-	writeJSON(w, http.StatusOK, infoViews(fis))
+	writeWalked(w)(h.cfg.Files.Search(r.Context(), id, q.Get("path"), q.Get("pattern")))
 }
 
 func (h *Handler) listDir(w http.ResponseWriter, r *http.Request, id string) {
@@ -188,12 +204,7 @@ func (h *Handler) listDir(w http.ResponseWriter, r *http.Request, id string) {
 		writeError(w, errdefs.Invalid("%s is a symbolic link; list its target", root))
 		return
 	}
-	fis, err := h.cfg.Files.Walk(r.Context(), id, root, depth)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, infoViews(fis))
+	writeWalked(w)(h.cfg.Files.Walk(r.Context(), id, root, depth))
 }
 
 func (h *Handler) deleteFiles(w http.ResponseWriter, r *http.Request, id string) {
@@ -212,17 +223,23 @@ func (h *Handler) remove(w http.ResponseWriter, r *http.Request, id string, dirs
 		writeError(w, err)
 		return
 	}
+	// Every path is checked before any is removed: a request refused
+	// changes nothing.
 	for _, p := range ps {
-		if dirs {
-			fi, err := h.cfg.Files.Stat(r.Context(), id, p)
-			if err == nil && !fi.IsDir {
-				err = errdefs.Invalid("%s is not a directory", p)
-			}
-			if err != nil {
-				writeError(w, err)
-				return
-			}
+		fi, err := h.cfg.Files.Stat(r.Context(), id, p)
+		switch {
+		case err != nil:
+		case dirs && !fi.IsDir:
+			err = errdefs.Invalid("%s is not a directory", p)
+		case !dirs && fi.IsDir:
+			err = errdefs.Invalid("%s is a directory", p)
 		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	for _, p := range ps {
 		if err := h.cfg.Files.Remove(r.Context(), id, p, dirs); err != nil {
 			writeError(w, err)
 			return
@@ -256,14 +273,10 @@ type permission struct {
 	Group *string `json:"group"`
 }
 
-// applyPermission sets path's mode (when p has one) and owner.
-func (h *Handler) applyPermission(ctx context.Context, id, path string, p permission) error {
-	if p.Mode != nil {
-		mode, err := parseMode(*p.Mode)
-		if err != nil {
-			return err
-		}
-		if err := h.cfg.Files.Chmod(ctx, id, path, mode); err != nil {
+// applyPermission sets path's mode (when it has one: mode) and p's owner.
+func (h *Handler) applyPermission(ctx context.Context, id, path string, mode *fs.FileMode, p permission) error {
+	if mode != nil {
+		if err := h.cfg.Files.Chmod(ctx, id, path, *mode); err != nil {
 			return err
 		}
 	}
@@ -286,27 +299,82 @@ func (h *Handler) makeDirs(w http.ResponseWriter, r *http.Request, id string) {
 }
 
 // permissions applies a body of path → permission, making each path a
-// directory first (with its parents) when mkdir is set.
+// directory first (with its parents) when mkdir is set. Every mode is
+// checked before anything is done, and the directories made are removed
+// again when a later step fails: a request refused changes nothing it
+// made (modes and owners already set on existing files stay).
 func (h *Handler) permissions(w http.ResponseWriter, r *http.Request, id string, mkdir bool) {
 	var body map[string]permission
 	if err := decodeJSON(w, r, &body); err != nil {
 		writeError(w, err)
 		return
 	}
+	modes := make(map[string]*fs.FileMode, len(body))
 	for p, perm := range body {
-		var err error
-		if mkdir {
-			err = h.cfg.Files.Mkdir(r.Context(), id, p)
+		if perm.Mode == nil {
+			continue
 		}
-		if err == nil {
-			err = h.applyPermission(r.Context(), id, p, perm)
-		}
+		mode, err := parseMode(*perm.Mode)
 		if err != nil {
-			writeError(w, err)
+			writeError(w, fmt.Errorf("%s: %w", p, err))
 			return
 		}
+		modes[p] = &mode
+	}
+	ctx := r.Context()
+	var made []string // the topmost directories made
+	err := func() error {
+		for p, perm := range body {
+			if mkdir {
+				top, err := h.missingTop(ctx, id, p)
+				if err != nil {
+					return err
+				}
+				if err := h.cfg.Files.Mkdir(ctx, id, p); err != nil {
+					return err
+				}
+				if top != "" {
+					made = append(made, top)
+				}
+			}
+			if err := h.applyPermission(ctx, id, p, modes[p], perm); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		for _, top := range made {
+			// Best effort: the request's error is what the client needs.
+			_ = h.cfg.Files.Remove(context.WithoutCancel(ctx), id, top, true)
+		}
+		writeError(w, err)
+		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// missingTop returns the topmost directory of p (p included) that does
+// not exist in sandbox id, which a mkdir -p of p would make; "" when p
+// exists.
+func (h *Handler) missingTop(ctx context.Context, id, p string) (string, error) {
+	p, err := service.CleanPath(p)
+	if err != nil {
+		return "", err
+	}
+	top := ""
+	for q := p; q != "/"; q = path.Dir(q) {
+		_, err := h.cfg.Files.Stat(ctx, id, q)
+		if errors.Is(err, errdefs.ErrNotFound) {
+			top = q
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		break
+	}
+	return top, nil
 }
 
 func (h *Handler) replaceFiles(w http.ResponseWriter, r *http.Request, id string) {
@@ -367,10 +435,11 @@ func parseRange(h string, size int64) (byteRange, error) {
 		if err != nil {
 			return byteRange{}, err
 		}
-		if n == 0 {
+		// RFC 9110 §14.1.3: a suffix of 0 bytes, or any suffix of an
+		// empty file, selects nothing.
+		if n = min(n, size); n == 0 {
 			return byteRange{}, errUnsatisfiable(h, size)
 		}
-		n = min(n, size)
 		return byteRange{start: size - n, length: n}, nil
 	}
 	start, err := num(a)
@@ -429,8 +498,9 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request, id string) {
 	var err error
 	switch {
 	case rng != "":
+		// A range is of what a plain download sends: a link's target.
 		var fi *service.FileStat
-		if fi, err = h.cfg.Files.Stat(ctx, id, p); err != nil {
+		if fi, err = h.cfg.Files.StatTarget(ctx, id, p); err != nil {
 			break
 		}
 		var br byteRange
@@ -473,7 +543,9 @@ func (h *Handler) download(w http.ResponseWriter, r *http.Request, id string) {
 }
 
 // lines opens the lines of file p from line offset (1-based; default 1),
-// at most limit of them (default: all), each with its line ending.
+// at most limit of them (default: all), each with its line ending. Lines
+// stream through in pieces, skipped ones too: the daemon holds no more of
+// the file than its buffer, however long a line is.
 func (h *Handler) lines(ctx context.Context, id, p, offset, limit string) (io.ReadCloser, error) {
 	first, n := int64(1), int64(-1)
 	var err error
@@ -494,25 +566,31 @@ func (h *Handler) lines(ctx context.Context, id, p, offset, limit string) (io.Re
 	pr, pw := io.Pipe()
 	go func() {
 		defer rc.Close()
-		br := bufio.NewReader(rc)
-		var err error
-		for line := int64(1); n < 0 || line < first+n; line++ {
-			var b []byte
-			b, err = br.ReadBytes('\n')
-			if line >= first && len(b) > 0 {
-				if _, werr := pw.Write(b); werr != nil {
-					err = werr
-					break
-				}
-			}
-			if err != nil {
-				break
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			err = nil
-		}
-		pw.CloseWithError(err)
+		pw.CloseWithError(copyLines(pw, bufio.NewReader(rc), first, n))
 	}()
 	return pr, nil
+}
+
+// copyLines copies lines first (from 1) to first+n-1 of r to w (n < 0:
+// to the end), reading r in slices of its buffer.
+func copyLines(w io.Writer, r *bufio.Reader, first, n int64) error {
+	// line-first < n, not line < first+n, which overflows for a huge n.
+	for line := int64(1); n < 0 || line-first < n; {
+		b, err := r.ReadSlice('\n')
+		if line >= first && len(b) > 0 {
+			if _, werr := w.Write(b); werr != nil {
+				return werr
+			}
+		}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull): // the same line goes on
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return err
+		default:
+			line++
+		}
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net/http/httptest"
 	"path"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -86,25 +87,31 @@ func (f *fakeFiles) under(root string, depth int, keep func(string) bool) []serv
 	return out
 }
 
-func (f *fakeFiles) Walk(_ context.Context, _, root string, depth int) ([]service.FileStat, error) {
+// Walk and Search say they were cut under /w/sub/deep.
+func (f *fakeFiles) Walk(_ context.Context, _, root string, depth int) ([]service.FileStat, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.under(root, depth, func(string) bool { return true }), nil
+	return f.under(root, depth, func(string) bool { return true }), root == "/w/sub/deep", nil
 }
 
-func (f *fakeFiles) Search(_ context.Context, _, root, pattern string) ([]service.FileStat, error) {
+func (f *fakeFiles) Search(_ context.Context, _, root, pattern string) ([]service.FileStat, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.files[root]; !ok {
-		return nil, notFound(root)
+		return nil, false, notFound(root)
 	}
-	return f.under(root, 0, func(p string) bool { ok, _ := path.Match(pattern, path.Base(p)); return ok }), nil
+	return f.under(root, 0, func(p string) bool { ok, _ := path.Match(pattern, path.Base(p)); return ok }), root == "/w/sub/deep", nil
 }
 
+// Mkdir makes p and its missing parents, as mkdir -p.
 func (f *fakeFiles) Mkdir(_ context.Context, _, p string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.files[p], f.modes[p] = fakeDir, "0755"
+	for q := p; q != "/"; q = path.Dir(q) {
+		if _, ok := f.files[q]; !ok {
+			f.files[q], f.modes[q] = fakeDir, "0755"
+		}
+	}
 	f.ops = append(f.ops, "mkdir "+p)
 	return nil
 }
@@ -177,13 +184,31 @@ func (f *fakeFiles) Replace(_ context.Context, _, p, old, new string) (int, erro
 	return n, nil
 }
 
+// target follows p's links (relative to their directory).
+func (f *fakeFiles) target(p string) (*service.FileStat, error) {
+	for {
+		fi, err := f.stat(p)
+		if err != nil || fi.Link == "" {
+			return fi, err
+		}
+		p = path.Join(path.Dir(p), fi.Link)
+	}
+}
+
+func (f *fakeFiles) StatTarget(_ context.Context, _, p string) (*service.FileStat, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.target(p)
+}
+
 func (f *fakeFiles) ReadRange(_ context.Context, _, p string, offset, length int64) (io.ReadCloser, int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	c, ok := f.files[p]
-	if !ok {
-		return nil, 0, notFound(p)
+	fi, err := f.target(p)
+	if err != nil {
+		return nil, 0, err
 	}
+	c := f.files[fi.Path]
 	return io.NopCloser(strings.NewReader(c[offset : offset+length])), int64(len(c)), nil
 }
 
@@ -202,6 +227,7 @@ func TestExecdFileOps(t *testing.T) {
 		wantBody                   string   // exact JSON, when set
 		wantOps                    []string // the file operations done
 		check                      func(t *testing.T, ff *fakeFiles)
+		wantTruncated              bool // HeaderTruncated set
 	}{
 		{
 			name: "info of several paths", method: "GET", target: "/files/info?path=/w/a.txt&path=/w/sub&path=/w/link", wantStatus: 200,
@@ -215,6 +241,8 @@ func TestExecdFileOps(t *testing.T) {
 		{name: "search of a missing root", method: "GET", target: "/files/search?path=/none&pattern=*", wantStatus: 404},
 		{name: "search without a root", method: "GET", target: "/files/search?pattern=*", wantStatus: 400},
 		{name: "list depth 1", method: "GET", target: "/directories/list?path=/w", wantStatus: 200},
+		{name: "search cut", method: "GET", target: "/files/search?path=/w/sub/deep&pattern=*", wantStatus: 200, wantTruncated: true},
+		{name: "list cut", method: "GET", target: "/directories/list?path=/w/sub/deep", wantStatus: 200, wantTruncated: true},
 		{name: "list a symbolic link", method: "GET", target: "/directories/list?path=/w/link", wantStatus: 400},
 		{name: "list a bad depth", method: "GET", target: "/directories/list?path=/w&depth=0", wantStatus: 400},
 		{
@@ -222,6 +250,10 @@ func TestExecdFileOps(t *testing.T) {
 			wantOps: []string{"rm /w/a.txt false", "rm /w/sub/b.py false"},
 		},
 		{name: "delete a directory as a file", method: "DELETE", target: "/files?path=/w/sub", wantStatus: 400},
+		// Every path is checked before any is removed.
+		{name: "delete files, one missing", method: "DELETE", target: "/files?path=/w/a.txt&path=/w/none&path=/w/sub/b.py", wantStatus: 404},
+		{name: "delete files, one a directory", method: "DELETE", target: "/files?path=/w/a.txt&path=/w/sub", wantStatus: 400},
+		{name: "delete directories, one missing", method: "DELETE", target: "/directories?path=/w/sub/deep&path=/w/none", wantStatus: 404},
 		{name: "delete a missing file", method: "DELETE", target: "/files?path=/w/none", wantStatus: 404},
 		{
 			name: "delete directories", method: "DELETE", target: "/directories?path=/w/sub", wantStatus: 200,
@@ -237,6 +269,23 @@ func TestExecdFileOps(t *testing.T) {
 			name: "make directories with modes", method: "POST", target: "/directories", body: `{"/w/n/m":{"mode":700}}`, wantStatus: 200,
 			wantOps: []string{"mkdir /w/n/m", "chmod /w/n/m 0700"},
 		},
+		// Modes are checked before anything is made; a directory made
+		// is removed again when a later step fails.
+		{name: "make directories, a bad mode", method: "POST", target: "/directories", body: `{"/w/n":{"mode":700},"/w/nd":{"mode":999}}`, wantStatus: 400,
+			check: func(t *testing.T, ff *fakeFiles) {
+				if _, ok := ff.files["/w/n"]; ok {
+					t.Error("/w/n made")
+				}
+			}},
+		{name: "make a directory, an owner not allowed", method: "POST", target: "/directories", body: `{"/w/n2/m":{"owner":"root"}}`, wantStatus: 403,
+			wantOps: []string{"mkdir /w/n2/m", "rm /w/n2 true"},
+			check: func(t *testing.T, ff *fakeFiles) {
+				if _, ok := ff.files["/w/n2/m"]; ok {
+					t.Error("/w/n2/m left")
+				}
+			}},
+		{name: "make an existing directory, an owner not allowed", method: "POST", target: "/directories", body: `{"/w/sub":{"owner":"root"}}`, wantStatus: 403,
+			wantOps: []string{"mkdir /w/sub"}},
 		{
 			name: "make a directory, owner mine", method: "POST", target: "/directories", body: `{"/w/o":{"mode":755,"owner":"sandbox","group":"sandbox"}}`,
 			wantStatus: 200, wantOps: []string{"mkdir /w/o", "chmod /w/o 0755", "chown /w/o sandbox:sandbox"},
@@ -280,6 +329,9 @@ func TestExecdFileOps(t *testing.T) {
 			if rec.Code != tc.wantStatus {
 				t.Fatalf("status %d %s, want %d", rec.Code, rec.Body, tc.wantStatus)
 			}
+			if got := rec.Header().Get(HeaderTruncated) == "true"; got != tc.wantTruncated {
+				t.Errorf("%s: %q, want truncated %v", HeaderTruncated, rec.Header().Get(HeaderTruncated), tc.wantTruncated)
+			}
 			if tc.wantBody != "" && strings.TrimSpace(rec.Body.String()) != tc.wantBody {
 				t.Errorf("body %s\nwant %s", rec.Body, tc.wantBody)
 			}
@@ -296,6 +348,8 @@ func TestExecdFileOps(t *testing.T) {
 				want := map[string]string{
 					"search by name": "/w/a.txt,/w/sub/deep/c.txt",
 					"list depth 1":   "/w/a.txt,/w/link,/w/sub",
+					"search cut":     "/w/sub/deep/c.txt",
+					"list cut":       "/w/sub/deep/c.txt",
 				}[tc.name]
 				if strings.Join(paths, ",") != want {
 					t.Errorf("paths %v, want %s", paths, want)
@@ -313,11 +367,17 @@ func TestExecdFileOps(t *testing.T) {
 
 func TestExecdRangedDownload(t *testing.T) {
 	for _, tc := range []struct {
-		name, query, rng string
-		wantStatus       int
-		wantBody         string
-		wantRange        string
+		name, path, query, rng string
+		wantStatus             int
+		wantBody               string
+		wantRange              string
 	}{
+		// A link's range is of its target, as a plain download.
+		{name: "through a link", path: "/w/alink", rng: "bytes=0-3", wantStatus: 206, wantBody: "one ", wantRange: "bytes 0-3/12"},
+		{name: "through a link, past its path's length", path: "/w/alink", rng: "bytes=8-", wantStatus: 206, wantBody: "one\n", wantRange: "bytes 8-11/12"},
+		{name: "suffix of an empty file", path: "/w/empty", rng: "bytes=-5", wantStatus: 416, wantRange: "bytes */0"},
+		{name: "suffix of 0 bytes", rng: "bytes=-0", wantStatus: 416, wantRange: "bytes */12"},
+		{name: "lines, a limit as large as can be", query: "&offset=2&limit=9223372036854775807", wantStatus: 200, wantBody: "l2\nl3\nl4"},
 		{name: "first bytes", rng: "bytes=0-3", wantStatus: 206, wantBody: "one ", wantRange: "bytes 0-3/12"},
 		{name: "open end", rng: "bytes=8-", wantStatus: 206, wantBody: "one\n", wantRange: "bytes 8-11/12"},
 		{name: "suffix", rng: "bytes=-4", wantStatus: 206, wantBody: "one\n", wantRange: "bytes 8-11/12"},
@@ -337,8 +397,13 @@ func TestExecdRangedDownload(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ex, ff := newFilesSetup(t)
 			ff.files["/w/a.txt"] = "one two one\n"
+			ff.files["/w/alink"], ff.files["/w/empty"] = "->a.txt", ""
 			ex.files["/w/a.txt"] = []byte("l1\nl2\nl3\nl4")
-			req := httptest.NewRequest("GET", "/opensandbox/a/execd/files/download?path=/w/a.txt"+tc.query, nil)
+			p := tc.path
+			if p == "" {
+				p = "/w/a.txt"
+			}
+			req := httptest.NewRequest("GET", "/opensandbox/a/execd/files/download?path="+p+tc.query, nil)
 			req.Header.Set(HeaderAccessToken, "tok-a")
 			if tc.rng != "" {
 				req.Header.Set("Range", tc.rng)
@@ -363,6 +428,39 @@ func TestExecdRangedDownload(t *testing.T) {
 			var eb map[string]string
 			if err := json.NewDecoder(bytes.NewReader(rec.Body.Bytes())).Decode(&eb); err != nil || eb["code"] == "" || eb["message"] == "" {
 				t.Errorf("error body %s", rec.Body)
+			}
+		})
+	}
+}
+
+// A line download streams: a long line, skipped or sent, is never held
+// whole in the daemon's memory.
+func TestExecdLinesBoundedMemory(t *testing.T) {
+	const size = 32 << 20
+	line := bytes.Repeat([]byte{'x'}, size)
+	for _, tc := range []struct {
+		name, query string
+		wantLen     int
+	}{
+		{name: "skipped", query: "&offset=2", wantLen: 3},
+		{name: "sent", query: "&limit=1", wantLen: size + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, ex, _ := newFilesSetup(t)
+			ex.files["/w/big"] = append(line, "\nok\n"...)
+			req := httptest.NewRequest("GET", "/opensandbox/a/execd/files/download?path=/w/big"+tc.query, nil)
+			req.Header.Set(HeaderAccessToken, "tok-a")
+			rec := httptest.NewRecorder()
+			rec.Body.Grow(tc.wantLen)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			s.h.ServeHTTP(rec, req)
+			runtime.ReadMemStats(&after)
+			if rec.Code != 200 || rec.Body.Len() != tc.wantLen {
+				t.Fatalf("status %d, %d bytes, want 200 and %d", rec.Code, rec.Body.Len(), tc.wantLen)
+			}
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > size/4 {
+				t.Errorf("the download allocated %d bytes for a line of %d", alloc, size)
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -96,6 +97,9 @@ func (req *createRequest) toAPI() (api.CreateSandboxRequest, error) {
 	for k, v := range req.ResourceLimits {
 		switch k {
 		case "cpu":
+			if err := service.CheckCPU(v); err != nil {
+				return out, errdefs.Invalid("resourceLimits.cpu: %v", err)
+			}
 			cpu = v
 		case "memory":
 			memory = v
@@ -228,7 +232,8 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	}
 	sb, err := h.created(r.Context(), areq)
 	switch {
-	case errors.Is(err, service.ErrStartFailed):
+	case errors.Is(err, service.ErrStartFailed) && !errors.Is(err, errdefs.ErrInvalidArgument):
+		// A start refused for the request's sake is its 400 below.
 		writeErrorStatus(w, http.StatusInternalServerError, "PROVISIONING_ERROR", err.Error())
 		return
 	case err != nil:
@@ -291,23 +296,34 @@ type listQuery struct {
 	page, pageSize int
 }
 
-// parseListQuery reads q (docs/opensandbox.md §4.3).
+// parseListQuery reads q (docs/opensandbox.md §4.3). What would widen
+// the list is refused rather than dropped: a state agent2env does not
+// know, a metadata filter that is not key=value pairs, a key given twice.
 func parseListQuery(q url.Values) (listQuery, error) {
 	var lq listQuery
 	if states := q["state"]; len(states) > 0 {
 		for _, st := range states {
+			if !slices.Contains(sandboxStates, strings.ToLower(st)) {
+				return lq, errdefs.Invalid("state %q: want one of Pending, Running, Pausing, Paused, Resuming, Stopping, Terminated, Failed", st)
+			}
 			lq.opts.Statuses = append(lq.opts.Statuses, statuses(st)...)
 		}
 		lq.none = len(lq.opts.Statuses) == 0
 	}
-	if raw := q.Get("metadata"); raw != "" {
+	// Several metadata parameters are all matched, as the pairs of one.
+	for _, raw := range q["metadata"] {
 		pairs, err := url.ParseQuery(raw)
 		if err != nil {
 			return lq, errdefs.Invalid("metadata: want key=value pairs joined by &, each part URL-encoded: %v", err)
 		}
-		lq.opts.Metadata = make(map[string]string, len(pairs))
+		if lq.opts.Metadata == nil {
+			lq.opts.Metadata = make(map[string]string, len(pairs))
+		}
 		for k, vs := range pairs {
-			lq.opts.Metadata[k] = vs[len(vs)-1]
+			if _, dup := lq.opts.Metadata[k]; dup || len(vs) > 1 {
+				return lq, errdefs.Invalid("metadata: key %q is given more than once", k)
+			}
+			lq.opts.Metadata[k] = vs[0]
 		}
 	}
 	var err error
@@ -315,25 +331,36 @@ func parseListQuery(q url.Values) (listQuery, error) {
 	return lq, err
 }
 
-// parsePage reads a list's page and pageSize: 1 and 20 when absent.
+// maxPage is the largest page: past it, the position of its first item
+// would overflow.
+const maxPage = math.MaxInt / maxPageSize
+
+// strictQuery is r's query, refused when any of it cannot be decoded
+// (r.URL.Query drops such pairs: a filter would be dropped with them).
+func strictQuery(r *http.Request) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, errdefs.Invalid("the query string: %v", err)
+	}
+	return q, nil
+}
+
+// parsePage reads a list's page (1 to maxPage) and pageSize (1 to
+// maxPageSize): 1 and 20 when absent.
 func parsePage(q url.Values) (page, pageSize int, err error) {
 	page, pageSize = 1, 20
 	for _, p := range []struct {
 		name string
 		dst  *int
 		max  int
-	}{{"page", &page, 0}, {"pageSize", &pageSize, maxPageSize}} {
+	}{{"page", &page, maxPage}, {"pageSize", &pageSize, maxPageSize}} {
 		raw := q.Get(p.name)
 		if raw == "" {
 			continue
 		}
 		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 || (p.max > 0 && n > p.max) {
-			limit := ""
-			if p.max > 0 {
-				limit = " to " + strconv.Itoa(p.max)
-			}
-			return 0, 0, errdefs.Invalid("%s %q: want a whole number from 1%s", p.name, raw, limit)
+		if err != nil || n < 1 || n > p.max {
+			return 0, 0, errdefs.Invalid("%s %q: want a whole number from 1 to %d", p.name, raw, p.max)
 		}
 		*p.dst = n
 	}
@@ -341,7 +368,11 @@ func parsePage(q url.Values) (page, pageSize int, err error) {
 }
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
-	lq, err := parseListQuery(r.URL.Query())
+	q, err := strictQuery(r)
+	var lq listQuery
+	if err == nil {
+		lq, err = parseListQuery(q)
+	}
 	if err != nil {
 		writeError(w, err)
 		return

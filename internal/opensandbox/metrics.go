@@ -3,9 +3,11 @@ package opensandbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
+	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/service"
 )
 
@@ -78,7 +80,8 @@ func (h *Handler) metrics(w http.ResponseWriter, r *http.Request, id string) {
 
 // watchMetrics answers GET /metrics/watch: a measure every
 // metricsInterval, each one JSON object on a line, until the client
-// leaves; a measure that fails is {"error": why} on its line, as execd's.
+// leaves; a measure that fails is {"error": why} on its line, as execd's,
+// and ends the stream when the sandbox is gone (no measure will come).
 func (h *Handler) watchMetrics(w http.ResponseWriter, r *http.Request, id string) {
 	ctx := r.Context()
 	if _, err := h.cfg.Metrics.Usage(ctx, id); err != nil {
@@ -95,7 +98,8 @@ func (h *Handler) watchMetrics(w http.ResponseWriter, r *http.Request, id string
 		case <-t.C:
 		}
 		var line any
-		if m, err := h.measure(ctx, id); err != nil {
+		m, err := h.measure(ctx, id)
+		if err != nil {
 			line = map[string]string{"error": err.Error()}
 		} else {
 			line = m
@@ -104,7 +108,7 @@ func (h *Handler) watchMetrics(w http.ResponseWriter, r *http.Request, id string
 		if _, err := w.Write(append(b, '\n')); err != nil {
 			return
 		}
-		if http.NewResponseController(w).Flush() != nil {
+		if http.NewResponseController(w).Flush() != nil || errors.Is(err, errdefs.ErrNotFound) {
 			return
 		}
 	}

@@ -106,3 +106,42 @@ func TestExecdWatchMetrics(t *testing.T) {
 		}
 	}
 }
+
+// /metrics/watch ends once its sandbox is gone, after a line that says
+// so; the client need not hang up.
+func TestExecdWatchMetricsSandboxGone(t *testing.T) {
+	oldWindow, oldInterval := metricsWindow, metricsInterval
+	metricsWindow, metricsInterval = time.Millisecond, 10*time.Millisecond
+	t.Cleanup(func() { metricsWindow, metricsInterval = oldWindow, oldInterval })
+	s, _ := newExecdSetup(t)
+	fm := &fakeMetrics{usages: []service.SandboxUsage{{MilliCPU: 1000, At: time.UnixMilli(5)}}}
+	s.h.cfg.Metrics = fm
+	srv := httptest.NewServer(s.h)
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/opensandbox/a/execd/metrics/watch", nil)
+	req.Header.Set(HeaderAccessToken, "tok-a")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	fm.mu.Lock()
+	fm.err = errdefs.NotFound("sandbox a not found")
+	fm.mu.Unlock()
+	done := make(chan []string)
+	go func() {
+		var lines []string
+		for sc := bufio.NewScanner(resp.Body); sc.Scan(); {
+			lines = append(lines, sc.Text())
+		}
+		done <- lines
+	}()
+	select {
+	case lines := <-done:
+		if len(lines) == 0 || !strings.Contains(lines[len(lines)-1], `"error":"sandbox a not found"`) {
+			t.Errorf("lines %q, want them to end with the error", lines)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream goes on after its sandbox is gone")
+	}
+}

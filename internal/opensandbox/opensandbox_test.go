@@ -417,6 +417,12 @@ func TestCreate(t *testing.T) {
 			wantStatus: http.StatusBadRequest, wantInMsg: "image.auth"},
 		{name: "gpu", body: `{"image":{"uri":"x"},"resourceLimits":{"gpu":"1"}}`,
 			wantStatus: http.StatusBadRequest, wantInMsg: "resourceLimits.gpu"},
+		// Below 10m a runtime refuses to start the sandbox: refused at
+		// create, naming the field and the minimum.
+		{name: "cpu below the minimum", body: `{"image":{"uri":"x"},"resourceLimits":{"cpu":"9m"}}`,
+			wantStatus: http.StatusBadRequest, wantInMsg: "resourceLimits.cpu: cpu 9m is below the 10m minimum"},
+		{name: "cpu not a quantity", body: `{"templateId":"py","resourceLimits":{"cpu":"lots"}}`,
+			wantStatus: http.StatusBadRequest, wantInMsg: "resourceLimits.cpu"},
 		{name: "main process", body: `{"image":{"uri":"nginx"},"entrypoint":["nginx","-g","daemon off;"]}`,
 			wantStatus: http.StatusBadRequest, wantInMsg: "entrypoint"},
 		{name: "network policy allowing domains", wantStatus: http.StatusAccepted,
@@ -430,6 +436,18 @@ func TestCreate(t *testing.T) {
 			body: `{"image":{"uri":"x"},"networkPolicy":{"egress":[{"action":"allow","target":"10.0.0.0/8"}]}}`},
 		{name: "network policy with a port", wantStatus: http.StatusBadRequest, wantInMsg: "networkPolicy.egress[0].target",
 			body: `{"image":{"uri":"x"},"networkPolicy":{"egress":[{"action":"allow","target":"pypi.org:443"}]}}`},
+		// A target that is no host name could never match: refused,
+		// naming the OpenSandbox field.
+		{name: "network policy with a space in a target", wantStatus: http.StatusBadRequest, wantInMsg: "networkPolicy.egress[0].target",
+			body: `{"image":{"uri":"x"},"networkPolicy":{"egress":[{"action":"allow","target":"a b"}]}}`},
+		{name: "network policy with a bare wildcard", wantStatus: http.StatusBadRequest, wantInMsg: "networkPolicy.egress[1].target",
+			body: `{"image":{"uri":"x"},"networkPolicy":{"egress":[{"action":"allow","target":"pypi.org"},{"action":"allow","target":"*"}]}}`},
+		{name: "network policy with a wildcard inside", wantStatus: http.StatusBadRequest, wantInMsg: "networkPolicy.egress[0].target",
+			body: `{"image":{"uri":"x"},"networkPolicy":{"egress":[{"action":"allow","target":"a.*.org"}]}}`},
+		{name: "network policy with an empty label", wantStatus: http.StatusBadRequest, wantInMsg: "networkPolicy.egress[0].target",
+			body: `{"image":{"uri":"x"},"networkPolicy":{"egress":[{"action":"allow","target":"pypi..org"}]}}`},
+		{name: "network policy with names, a wildcard and an address", wantStatus: http.StatusAccepted,
+			body: `{"image":{"uri":"x"},"networkPolicy":{"egress":[{"action":"allow","target":"PyPI.org."},{"action":"allow","target":"*.my_host.test"},{"action":"allow","target":"192.0.2.1"}]}}`},
 		{name: "network policy of a template", wantStatus: http.StatusBadRequest, wantInMsg: "networkPolicy",
 			body: `{"templateId":"py","networkPolicy":{"egress":[{"action":"allow","target":"pypi.org"}]}}`},
 		{name: "empty network policy", body: `{"image":{"uri":"x"},"networkPolicy":{}}`, wantStatus: http.StatusAccepted},
@@ -503,6 +521,8 @@ func TestCreateServiceErrors(t *testing.T) {
 		{fmt.Errorf("disk on fire"), http.StatusInternalServerError, api.CodeInternal},
 		{fmt.Errorf("%w: %w", service.ErrImageUnavailable, errdefs.Invalid("prepare image nope: not found")), http.StatusBadRequest, "IMAGE_NOT_AVAILABLE"},
 		{fmt.Errorf("%w: no pids", service.ErrStartFailed), http.StatusInternalServerError, "PROVISIONING_ERROR"},
+		// A start refused for the request's sake is the request's 400.
+		{fmt.Errorf("%w: %w", service.ErrStartFailed, errdefs.Invalid("cpu limit 5m is below 10m")), http.StatusBadRequest, api.CodeInvalidRequest},
 	} {
 		t.Run(tc.wantCode, func(t *testing.T) {
 			s := newSetup(t)
@@ -587,8 +607,16 @@ func TestList(t *testing.T) {
 		{"past the end", "?page=9&pageSize=2", []string{}, "9 2 5 3 false", 200},
 		{"states, any case", "?state=running&state=Failed", []string{"e", "d", "c", "a"}, "1 20 4 1 false", 200},
 		{"a state agent2env has no sandbox in", "?state=Pausing", []string{}, "1 20 0 0 false", 200},
-		{"an unknown state", "?state=Sleeping", []string{}, "1 20 0 0 false", 200},
-		{"a known and an unknown state", "?state=Sleeping&state=PENDING", []string{"b"}, "1 20 1 1 false", 200},
+		// What would widen the list is refused.
+		{"an unknown state", "?state=Sleeping", nil, "", 400},
+		{"a known and an unknown state", "?state=Sleeping&state=PENDING", nil, "", 400},
+		{"a query pair that cannot be decoded", "?metadata=%zz", nil, "", 400},
+		{"a metadata key twice", "?metadata=project%3DApollo%26project%3DX", nil, "", 400},
+		{"a metadata key twice, in two parameters", "?metadata=project%3DApollo&metadata=project%3DX", nil, "", 400},
+		{"two metadata parameters, both matched", "?metadata=project%3DApollo&metadata=note%3DDemo%2520Test", []string{"a"}, "1 20 1 1 false", 200},
+		// A page whose first item's position overflows: 400, not page 1.
+		{"page that overflows", "?page=4611686018427387905&pageSize=4", nil, "", 400},
+		{"the largest page", "?page=" + strconv.Itoa(maxPage) + "&pageSize=200", []string{}, strconv.Itoa(maxPage) + " 200 5 1 false", 200},
 		// The SDK encodes each pair, then the whole value once more.
 		{"metadata", "?metadata=project%3DApollo%26note%3DDemo%2520Test", []string{"a"}, "1 20 1 1 false", 200},
 		{"metadata and state", "?metadata=project%3DApollo&state=Running", []string{"c", "a"}, "1 20 2 1 false", 200},

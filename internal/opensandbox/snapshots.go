@@ -185,8 +185,11 @@ func (h *Handler) listSnapshots(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	q := r.URL.Query()
-	page, pageSize, err := parsePage(q)
+	q, err := strictQuery(r)
+	var page, pageSize int
+	if err == nil {
+		page, pageSize, err = parsePage(q)
+	}
 	if err != nil {
 		writeError(w, err)
 		return

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -186,6 +187,10 @@ func TestListSnapshots(t *testing.T) {
 		{"?state=Sleeping", 400, "", ""},
 		{"?page=0", 400, "", ""},
 		{"?pageSize=201", 400, "", ""},
+		// A page whose first item's position overflows: 400, not a panic.
+		{"?page=2305843009213693953&pageSize=6", 400, "", ""},
+		{"?page=" + strconv.Itoa(maxPage) + "&pageSize=200", 200, "", fmt.Sprint(float64(maxPage)) + " 200 5 1 false"},
+		{"?sandboxId=a&x=%zz", 400, "", ""},
 	} {
 		t.Run(tc.query, func(t *testing.T) {
 			body := s.expect(t, "GET", "/v1/snapshots"+tc.query, "", tc.wantStatus)

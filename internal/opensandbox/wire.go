@@ -49,10 +49,14 @@ const (
 // image have no main process, which is the same.
 var defaultEntrypoint = []string{"tail", "-f", "/dev/null"}
 
+// sandboxStates are OpenSandbox's states (spec SandboxState), in lower
+// case: the names a list may filter by.
+var sandboxStates = []string{"pending", "running", "pausing", "paused", "resuming", "stopping", "terminated", "failed"}
+
 // statuses returns the agent2env statuses an OpenSandbox state (any case)
 // stands for: none for the states agent2env has no sandbox in (Pausing and
-// Resuming: a pause or resume is done before its 202) and for names it
-// does not know.
+// Resuming: a pause or resume is done before its 202) and for names that
+// are not in sandboxStates.
 func statuses(st string) []api.SandboxStatus {
 	switch strings.ToLower(st) {
 	case "pending":

@@ -10,6 +10,14 @@ import (
 	"strings"
 )
 
+// MinMilliCPU is the smallest CPU limit, in millicores, a sandbox can
+// have: the kernel's smallest CFS quota (1 ms) of the 100 ms period that
+// runtimes use, which crun and runc refuse to go below.
+const MinMilliCPU = 10
+
+// MinBytes is the least memory, and the least disk, a sandbox may have.
+const MinBytes = 16 << 20
+
 // ParseCPU returns the CPU quantity s in millicores.
 func ParseCPU(s string) (int64, error) {
 	s = strings.TrimSpace(s)

@@ -245,21 +245,9 @@ func succeededReason(t *task.Task) string {
 
 // create makes the run's sandbox and waits for it to run.
 func (e *execution) create(ctx context.Context) error {
-	t := e.j.task
-	// No TTL and no env of its own (the task's env goes to each command):
-	// a sandbox a warm pool holds fits. One a crash leaves is deleted by
-	// the next daemon's recovery, or reaped once no active run refers to
-	// it.
-	req := service.ManagedRequest{CreateSandboxRequest: api.CreateSandboxRequest{Image: t.Image, Template: t.Template}, ManagedBy: ManagedBy}
-	if r := t.Resources; r != nil {
-		req.CPU, req.Memory, req.Disk = string(r.CPU), string(r.Memory), string(r.Disk)
-	}
-	if req.Template != "" {
-		req.Image = ""
-	}
 	wctx, cancel := context.WithTimeout(ctx, e.s.cfg.ReadyTimeout)
 	defer cancel()
-	sb, err := e.createWhenRoom(wctx, req)
+	sb, err := e.createWhenRoom(wctx, sandboxRequest(e.j.task))
 	if err != nil {
 		return err
 	}
@@ -277,9 +265,25 @@ func (e *execution) create(ctx context.Context) error {
 	return err
 }
 
+// sandboxRequest is the sandbox a run of t is carried out in. It has no
+// TTL and no env of its own (the task's env goes to each command): a
+// sandbox a warm pool holds fits. One a crash leaves is deleted by the
+// next daemon's recovery, or reaped once no active run refers to it.
+func sandboxRequest(t *task.Task) service.ManagedRequest {
+	req := service.ManagedRequest{CreateSandboxRequest: api.CreateSandboxRequest{Image: t.Image, Template: t.Template}, ManagedBy: ManagedBy}
+	if r := t.Resources; r != nil {
+		req.CPU, req.Memory, req.Disk = string(r.CPU), string(r.Memory), string(r.Disk)
+	}
+	if req.Template != "" {
+		req.Image = ""
+	}
+	return req
+}
+
 // createWhenRoom creates the sandbox, waiting while the daemon has its
 // maximum of sandboxes (or the host no room for it), until ctx ends: runs
-// queue for capacity rather than fail.
+// queue for capacity rather than fail, unless the sandbox could never be
+// admitted (the host's capacity may have shrunk since the submission).
 func (e *execution) createWhenRoom(ctx context.Context, req service.ManagedRequest) (*api.Sandbox, error) {
 	waiting := false
 	for delay := 50 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
@@ -288,6 +292,9 @@ func (e *execution) createWhenRoom(ctx context.Context, req service.ManagedReque
 			return sb, err
 		}
 		if !waiting {
+			if err := e.s.sbx.CheckManaged(ctx, req); err != nil {
+				return nil, err
+			}
 			waiting = true
 			e.log.add(api.RunEvent{Type: api.RunEventLiveness, Text: "waiting for room for a sandbox: " + err.Error()})
 		}

@@ -1,6 +1,10 @@
 package run
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
 	"errors"
 	"io"
 	"io/fs"
@@ -192,4 +196,78 @@ func TestWalkInput(t *testing.T) {
 	if got, err := walk("treelink/in.txt"); err != nil || got["."] != "A" {
 		t.Errorf("a link to a file inside: %v, %v", got, err)
 	}
+}
+
+// An input archive whose entries conflict with each other is refused,
+// naming the entry and never the host's directory, and leaves no files;
+// entries that agree (a directory given twice, "./", files in a
+// directory given after them) are unpacked.
+func TestArchiveConflicts(t *testing.T) {
+	e := newEnv(t, Config{})
+	const dir, file = tar.TypeDir, tar.TypeReg
+	tests := []struct {
+		name    string
+		entries []tarEntry
+		want    string // "": accepted
+	}{
+		{"file then file under it", []tarEntry{{"a", file}, {"a/b", file}}, `inputs: "a/b" is under "a", a file earlier`},
+		{"file then deeper file", []tarEntry{{"a", file}, {"a/b/c", file}}, `inputs: "a/b/c" is under "a"`},
+		{"dir then file", []tarEntry{{"a", dir}, {"a", file}}, `inputs: "a" conflicts with a directory`},
+		{"implied dir then file", []tarEntry{{"a/b", file}, {"a", file}}, `inputs: "a" conflicts with a directory`},
+		{"file then dir", []tarEntry{{"a", file}, {"a/", dir}}, `inputs: "a/" conflicts with a file`},
+		{"file twice", []tarEntry{{"a", file}, {"./a", file}}, `inputs: "./a" conflicts with a file`},
+		{"dot file", []tarEntry{{".", file}}, `inputs: "." is the task's directory itself`},
+		{"empty name", []tarEntry{{"", file}}, `inputs: "" is the task's directory itself`},
+		{"agreeing", []tarEntry{{"./", dir}, {"a/b", file}, {"a/", dir}, {"a/c", file}, {"a", dir}}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.svc.Submit(bg, api.RunSubmitRequest{Task: "name: t\nagent: custom\ngoal: g\nentrypoint: 'true'\n", Inputs: tarOf(t, tt.entries)})
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("submit: %v", err)
+			case tt.want == "":
+				return
+			case !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), tt.want):
+				t.Errorf("submit: %v, want ErrInvalidArgument naming %q", err, tt.want)
+			case strings.Contains(err.Error(), e.svc.cfg.Dir):
+				t.Errorf("submit: %v names the host's directory", err)
+			}
+			if ents, _ := os.ReadDir(e.svc.batchesDir()); len(ents) != 0 {
+				t.Errorf("a refused submission left files: %v", ents)
+			}
+		})
+	}
+}
+
+// tarEntry is an entry of an archive tarOf makes.
+type tarEntry struct {
+	name string
+	typ  byte
+}
+
+// tarOf is the base64 of a gzipped tar of entries, in order, each file
+// holding "x".
+func tarOf(t *testing.T, entries []tarEntry) string {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for _, en := range entries {
+		h := &tar.Header{Name: en.name, Mode: 0o755, Typeflag: en.typ}
+		if en.typ == tar.TypeReg {
+			h.Mode, h.Size = 0o644, 1
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if en.typ == tar.TypeReg {
+			tw.Write([]byte("x"))
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	zw.Close()
+	return base64.StdEncoding.EncodeToString(buf.Bytes())
 }

@@ -179,6 +179,8 @@ func (c *Config) setDefaults() {
 // runner's.
 type Sandboxes interface {
 	CreateManaged(ctx context.Context, req service.ManagedRequest) (*api.Sandbox, error)
+	// CheckManaged refuses a request CreateManaged could never fulfil.
+	CheckManaged(ctx context.Context, req service.ManagedRequest) error
 	WaitRunning(ctx context.Context, id string) (*api.Sandbox, error)
 	Get(ctx context.Context, id string) (*api.Sandbox, error)
 	Delete(ctx context.Context, id string) error

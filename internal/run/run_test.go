@@ -467,6 +467,60 @@ func TestSubmitRefuses(t *testing.T) {
 	}
 }
 
+// A task whose sandbox can never be made is refused at submission with
+// a 4xx naming the field, as the sandbox service would refuse the create,
+// and nothing is recorded.
+func TestSubmitRefusesSandbox(t *testing.T) {
+	host := manager.Host{MilliCPU: 2000, MemoryBytes: 4 << 30}
+	e := newEnv(t, Config{}, manager.Config{Host: host, CPUOvercommit: 1, MemoryOvercommit: 1})
+	good := "name: t\nagent: custom\ngoal: g\nentrypoint: 'true'\n"
+	tests := []struct {
+		name  string
+		task  string
+		class error
+		want  string
+	}{
+		{"image not a reference", good + "image: 'UPPER CASE!!'\n", errdefs.ErrInvalidArgument, `image: invalid image reference "UPPER CASE!!"`},
+		{"unknown template", good + "template: nosuchtpl\n", errdefs.ErrNotFound, `template: template "nosuchtpl" not found`},
+		{"cpu beyond the host", good + "resources: {cpu: '1000000'}\n", errdefs.ErrInvalidArgument, "resources: cpu 1000000 and memory 1Gi: more than the host's whole capacity of 2 cpu"},
+		{"memory beyond the host", good + "resources: {memory: 5Gi}\n", errdefs.ErrInvalidArgument, "resources: cpu 1 and memory 5Gi: more than the host's whole capacity of 2 cpu and 4096Mi"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.svc.Submit(bg, api.RunSubmitRequest{Task: tt.task})
+			if !errors.Is(err, tt.class) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("submit: %v, want %v naming %q", err, tt.class, tt.want)
+			}
+		})
+	}
+	if list, err := e.svc.List(bg, ListOptions{}); err != nil || len(list.Items) != 0 {
+		t.Errorf("refused submissions recorded runs: %+v, %v", list, err)
+	}
+	// The whole host fits: it is refused only while others hold the room.
+	if _, err := e.svc.Submit(bg, api.RunSubmitRequest{Task: good + "resources: {cpu: '2', memory: 4Gi}\n"}); err != nil {
+		t.Errorf("a task the size of the host: %v", err)
+	}
+}
+
+// A queued run whose sandbox no longer fits the host at all (its
+// capacity shrank since the submission) fails at once rather than waiting
+// for room until ReadyTimeout.
+func TestCreateNeverFits(t *testing.T) {
+	e := newEnv(t, Config{}, manager.Config{Host: manager.Host{MilliCPU: 1000, MemoryBytes: 4 << 30}, CPUOvercommit: 1, MemoryOvercommit: 1})
+	e.stop()
+	l, err := e.svc.openLog("run-x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &execution{s: e.svc, j: &job{id: "run-x"}, log: l}
+	ctx, cancel := context.WithTimeout(bg, 5*time.Second)
+	defer cancel()
+	req := service.ManagedRequest{CreateSandboxRequest: api.CreateSandboxRequest{Image: tasks.DefaultImage, CPU: "2"}, ManagedBy: ManagedBy}
+	if _, err := x.createWhenRoom(ctx, req); !errors.Is(err, errdefs.ErrInvalidArgument) || ctx.Err() != nil {
+		t.Errorf("create: %v (context: %v), want ErrInvalidArgument at once", err, ctx.Err())
+	}
+}
+
 func tarGz(t *testing.T, files map[string]string) string {
 	t.Helper()
 	var buf bytes.Buffer

@@ -70,6 +70,9 @@ func (s *Service) Submit(ctx context.Context, req api.RunSubmitRequest) (*api.Ru
 	if req.Parallel < 0 {
 		return nil, errdefs.Invalid("parallel: %d is negative", req.Parallel)
 	}
+	if err := s.checkSandbox(ctx, t); err != nil {
+		return nil, err
+	}
 	b := &batch{id: newID("b-"), parallel: req.Parallel}
 	// Its files are kept from a recovery going on, and removed when the
 	// submission fails.
@@ -236,9 +239,40 @@ func (s *Service) matrix(t *task.Task, req api.RunSubmitRequest, known []string)
 	return out, nil
 }
 
+// checkSandbox refuses a task whose sandbox can never be made, naming the
+// field: an unknown template, an image that is not a reference, or
+// resources beyond the host's whole capacity. Its runs would otherwise
+// fail, or wait for room, once queued. The sandbox service decides, as it
+// would for the create; the task's template or image is checked first
+// with their own resources, so that an error is put on the right field.
+// The combinations of a submission share the task's sandbox.
+func (s *Service) checkSandbox(ctx context.Context, t *task.Task) error {
+	req := sandboxRequest(t)
+	own := req
+	own.CPU, own.Memory, own.Disk = "", "", ""
+	field := "image"
+	if t.Template != "" {
+		field = "template"
+	}
+	if err := s.sbx.CheckManaged(ctx, own); err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	if t.Resources == nil {
+		return nil
+	}
+	if err := s.sbx.CheckManaged(ctx, req); err != nil {
+		return fmt.Errorf("resources: %w", err)
+	}
+	return nil
+}
+
 // unpackInputs extracts a submission's input archive (a gzipped tar of
 // regular files and directories, by relative paths) into the batch's
-// directory and returns it.
+// directory and returns it. An entry that conflicts with an earlier one
+// (a file under a file, a file where a directory is, a file twice, a
+// file named ".") is ErrInvalidArgument naming it, and nothing is left.
+// The files are written through an os.Root of the directory, so that an
+// error names the entry, never the host's path.
 func (s *Service) unpackInputs(batchID string, data []byte) (string, error) {
 	if len(data) > MaxInputsBytes {
 		return "", errdefs.Invalid("inputs: the archive is larger than %d MiB", MaxInputsBytes>>20)
@@ -251,12 +285,18 @@ func (s *Service) unpackInputs(batchID string, data []byte) (string, error) {
 		os.RemoveAll(filepath.Dir(dir))
 		return "", err
 	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fail(fmt.Errorf("unpack inputs: %w", err))
+	}
+	defer root.Close()
 	zr, err := gzip.NewReader(bytes.NewReader(data))
 	if err != nil {
 		return fail(errdefs.Invalid("inputs: not a gzipped tar: %v", err))
 	}
 	tr := tar.NewReader(zr)
 	var total int64
+	seen := entries{".": true}
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -269,10 +309,15 @@ func (s *Service) unpackInputs(batchID string, data []byte) (string, error) {
 		if path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {
 			return fail(errdefs.Invalid("inputs: %q leaves the task's directory", h.Name))
 		}
-		p := filepath.Join(dir, filepath.FromSlash(name))
+		if h.Typeflag != tar.TypeDir && h.Typeflag != tar.TypeReg {
+			return fail(errdefs.Invalid("inputs: %q is not a regular file or directory", h.Name))
+		}
+		if err := seen.add(name, h.Typeflag == tar.TypeDir); err != nil {
+			return fail(errdefs.Invalid("inputs: %q %v", h.Name, err))
+		}
 		switch h.Typeflag {
 		case tar.TypeDir:
-			if err := os.MkdirAll(p, 0o700); err != nil {
+			if err := root.MkdirAll(name, 0o700); err != nil {
 				return fail(fmt.Errorf("unpack inputs: %w", err))
 			}
 		case tar.TypeReg:
@@ -280,14 +325,41 @@ func (s *Service) unpackInputs(batchID string, data []byte) (string, error) {
 			if total += h.Size; total > 4*MaxInputsBytes {
 				return fail(errdefs.Invalid("inputs: more than %d MiB unpacked", 4*MaxInputsBytes>>20))
 			}
-			if err := writeFile(p, tr, os.FileMode(h.Mode).Perm()|0o600); err != nil {
+			if err := writeFile(root, name, tr, os.FileMode(h.Mode).Perm()|0o600); err != nil {
 				return fail(fmt.Errorf("unpack inputs: %w", err))
 			}
-		default:
-			return fail(errdefs.Invalid("inputs: %q is not a regular file or directory", h.Name))
 		}
 	}
 	return dir, nil
+}
+
+// entries are the paths an input archive made so far, each true for a
+// directory (those its entries' paths imply included).
+type entries map[string]bool
+
+// add records entry name (a directory when dir), or says how it conflicts
+// with the entries before it.
+func (e entries) add(name string, dir bool) error {
+	if name == "." && !dir {
+		return errors.New("is the task's directory itself, not a file")
+	}
+	for p := path.Dir(name); p != "."; p = path.Dir(p) {
+		if isDir, ok := e[p]; ok && !isDir {
+			return fmt.Errorf("is under %q, a file earlier in the archive", p)
+		}
+	}
+	if isDir, ok := e[name]; ok && !(isDir && dir) {
+		kind := "a file"
+		if isDir {
+			kind = "a directory"
+		}
+		return fmt.Errorf("conflicts with %s of that name earlier in the archive", kind)
+	}
+	e[name] = dir
+	for p := path.Dir(name); p != "."; p = path.Dir(p) {
+		e[p] = true
+	}
+	return nil
 }
 
 // checkInputs checks t's inputs against the files a submission carried,
@@ -301,12 +373,12 @@ func checkInputs(t *task.Task, dir string) error {
 	return t.CheckInputs(root)
 }
 
-// writeFile writes r to the new file p, making its directory.
-func writeFile(p string, r io.Reader, mode os.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+// writeFile writes r to the new file name of root, making its directory.
+func writeFile(root *os.Root, name string, r io.Reader, mode os.FileMode) error {
+	if err := root.MkdirAll(path.Dir(name), 0o700); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
 		return err
 	}

@@ -36,16 +36,19 @@ func (images) Ensure(ctx context.Context, ref string, _ image.ProgressFunc) (*im
 
 // TestCreateAndWait: a sandbox that runs is returned running; one that
 // fails is refused with its failure classified and deleted; one still
-// pending when the wait is up is returned pending, and kept.
+// pending when the wait is up is returned pending, and kept; one whose
+// caller is gone before it could be answered is deleted.
 func TestCreateAndWait(t *testing.T) {
 	tests := []struct {
 		name      string
 		image     string
 		startErr  error
-		wantClass error // nil: no error
+		callerFor time.Duration // how long the caller waits; 0: as long as it takes
+		wantClass error         // nil: no error
 		want      api.SandboxStatus
 		wantKept  bool
 	}{
+		{name: "caller gone while waiting", image: "slow", callerFor: 50 * time.Millisecond, wantClass: context.DeadlineExceeded},
 		{name: "runs", image: "alpine", want: api.StatusRunning, wantKept: true},
 		{name: "image cannot be had", image: "missing", wantClass: ErrImageUnavailable},
 		{name: "start fails", image: "alpine", startErr: errors.New("no pids"), wantClass: ErrStartFailed},
@@ -57,7 +60,13 @@ func TestCreateAndWait(t *testing.T) {
 			if tc.startErr != nil {
 				e.rt.SetHooks(fakeruntime.Hooks{Start: func(context.Context, string) error { return tc.startErr }})
 			}
-			sb, err := e.sb.CreateAndWait(context.Background(), api.CreateSandboxRequest{Image: tc.image}, 200*time.Millisecond)
+			ctx := context.Background()
+			if tc.callerFor > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.callerFor)
+				defer cancel()
+			}
+			sb, err := e.sb.CreateAndWait(ctx, api.CreateSandboxRequest{Image: tc.image}, 200*time.Millisecond)
 			switch {
 			case tc.wantClass == nil && err != nil:
 				t.Fatalf("CreateAndWait: %v", err)

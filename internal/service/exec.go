@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -65,9 +67,10 @@ func (s *Sandboxes) Exec(ctx context.Context, id string, req api.ExecRequest) (*
 // stdin is read as it runs.
 type ExecRun func(ctx context.Context, emit func(api.ExecEvent) error) (api.ExecEvent, error)
 
-// ExecStream checks req and that sandbox id is running, and returns the
-// function that runs the command, streaming its output. The split lets a
-// caller refuse a bad request before it commits to a streaming response.
+// ExecStream checks req, that sandbox id is running and that req's
+// working directory is one, and returns the function that runs the
+// command, streaming its output. The split lets a caller refuse a bad
+// request before it commits to a streaming response.
 func (s *Sandboxes) ExecStream(ctx context.Context, id string, req api.ExecRequest) (ExecRun, error) {
 	mreq, err := execRequest(req)
 	if err == nil {
@@ -79,6 +82,11 @@ func (s *Sandboxes) ExecStream(ctx context.Context, id string, req api.ExecReque
 	if _, err := s.m.Agent(ctx, id); err != nil {
 		return nil, err
 	}
+	if mreq.Cwd != "" {
+		if err := s.checkCwd(ctx, id, mreq.Cwd); err != nil {
+			return nil, err
+		}
+	}
 	return func(ctx context.Context, emit func(api.ExecEvent) error) (api.ExecEvent, error) {
 		res, err := s.m.ExecStream(ctx, id, mreq, outputWriter(emit, "stdout"), outputWriter(emit, "stderr"))
 		if err != nil {
@@ -87,6 +95,22 @@ func (s *Sandboxes) ExecStream(ctx context.Context, id string, req api.ExecReque
 		return api.ExecEvent{Type: "exit", ExitCode: res.ExitCode, TimedOut: res.TimedOut, Duration: ms(res.Duration),
 			OOMKilled: res.OOMKilled, Reason: res.Reason}, nil
 	}, nil
+}
+
+// checkCwd refuses, as ErrInvalidArgument in the agent's words, a
+// working directory of sandbox id that the agent would refuse once the
+// command runs: one missing or not a directory.
+func (s *Sandboxes) checkCwd(ctx context.Context, id, dir string) error {
+	fi, err := s.StatTarget(ctx, id, dir)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		return errdefs.Invalid("working directory %s does not exist", dir)
+	case err != nil:
+		return fmt.Errorf("working directory %s: %w", dir, err)
+	case !fi.IsDir:
+		return errdefs.Invalid("working directory %s is not a directory", dir)
+	}
+	return nil
 }
 
 // outputWriter returns an io.Writer whose writes become output events of

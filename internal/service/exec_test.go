@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -78,12 +79,37 @@ func TestExecStream(t *testing.T) {
 		{"bad env", id, api.ExecRequest{Command: []string{"true"}, Env: map[string]string{"A=B": "c"}}, errdefs.ErrInvalidArgument},
 		{"unknown sandbox", "nosuch", api.ExecRequest{Command: []string{"true"}}, errdefs.ErrNotFound},
 	}
+	// A working directory the command could not start in is refused
+	// before the stream, as a background command's; one reached through
+	// a link is taken.
+	for p, c := range map[string]string{"/workspace/dir/f": "x"} {
+		if _, err := e.sb.Upload(ctx, id, p, 0o644, strings.NewReader(c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, release, err := e.sb.Exec(ctx, id, api.ExecRequest{Command: []string{"ln", "-s", "dir", "link"}, Cwd: "/workspace"}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("ln: %v %+v", err, res)
+	} else {
+		release()
+	}
+	refused = append(refused, []struct {
+		name  string
+		id    string
+		req   api.ExecRequest
+		class error
+	}{
+		{"missing cwd", id, api.ExecRequest{Command: []string{"true"}, Cwd: "/workspace/none"}, errdefs.ErrInvalidArgument},
+		{"cwd a file", id, api.ExecRequest{Command: []string{"true"}, Cwd: "/workspace/dir/f"}, errdefs.ErrInvalidArgument},
+	}...)
 	for _, tt := range refused {
 		run, err := e.sb.ExecStream(ctx, tt.id, tt.req)
 		if run != nil {
 			t.Errorf("%s: got a run function", tt.name)
 		}
 		checkErr(t, err, tt.class, "")
+	}
+	if _, err := e.sb.ExecStream(ctx, id, api.ExecRequest{Command: []string{"true"}, Cwd: "/workspace/link"}); err != nil {
+		t.Errorf("cwd through a link: %v", err)
 	}
 	stopped := e.running(t).ID
 	if _, err := e.sb.Stop(ctx, stopped); err != nil {

@@ -7,6 +7,7 @@ package service
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/manager"
 )
@@ -54,7 +56,8 @@ const fileCommandTimeout = 30 * time.Second
 // fileCommand runs argv in sandbox id as its user: the file operations the
 // agent has no call for (chmod, chown), which may do what the sandbox's
 // user may. A failure is ErrPermissionDenied with the command's message,
-// or ErrNotFound when the file is missing.
+// ErrInvalidArgument when it names a user or group the sandbox does not
+// have, or ErrNotFound when the file is missing.
 func (s *Sandboxes) fileCommand(ctx context.Context, id, p string, argv ...string) error {
 	if _, err := s.Stat(ctx, id, p); err != nil {
 		return err
@@ -65,7 +68,14 @@ func (s *Sandboxes) fileCommand(ctx context.Context, id, p string, argv ...strin
 	}
 	defer res.Release()
 	if res.ExitCode != 0 {
-		return fmt.Errorf("%s %s: %s: %w", argv[0], p, strings.TrimSpace(res.Stderr), errdefs.ErrPermissionDenied)
+		msg, class := strings.TrimSpace(res.Stderr), errdefs.ErrPermissionDenied
+		// coreutils says "invalid user", busybox "unknown user".
+		for _, unknown := range []string{"invalid user", "invalid group", "unknown user", "unknown group"} {
+			if strings.Contains(msg, unknown) {
+				class = errdefs.ErrInvalidArgument
+			}
+		}
+		return fmt.Errorf("%s %s: %s: %w", argv[0], p, msg, class)
 	}
 	return nil
 }
@@ -105,14 +115,15 @@ func (s *Sandboxes) Chown(ctx context.Context, id, p, owner, group string) error
 
 // ReadRange opens length bytes of the file at p in sandbox id from offset
 // (length < 0: to its end), which the agent reads from there without
-// sending what is before it; it returns the file's size. An offset at or
-// past the end of a file is ErrInvalidArgument
-// (RANGE_NOT_SATISFIABLE), unless the file is empty and offset 0.
+// sending what is before it; it returns the file's size (a symbolic
+// link's target's, as StatTarget). An offset at or past the end of a file
+// is ErrInvalidArgument (RANGE_NOT_SATISFIABLE), unless the file is empty
+// and offset 0.
 func (s *Sandboxes) ReadRange(ctx context.Context, id, p string, offset, length int64) (io.ReadCloser, int64, error) {
 	if offset < 0 {
 		return nil, 0, errdefs.Invalid("offset %d is negative", offset)
 	}
-	fi, err := s.Stat(ctx, id, p)
+	fi, err := s.StatTarget(ctx, id, p)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -183,30 +194,40 @@ func (s *Sandboxes) Replace(ctx context.Context, id, p, old, new string) (int, e
 	return n, nil
 }
 
-// MaxWalkEntries bounds the entries a walk or a search returns.
+// MaxWalkEntries bounds the entries a walk or a search returns: past it
+// the result is cut, and says so.
 const MaxWalkEntries = 10000
+
+// maxWalkReads bounds the entries a walk or a search reads, whether it
+// returns them or not: a search of a large tree for a few names is cut
+// there, and says so.
+const maxWalkReads = 100 * MaxWalkEntries
 
 // Walk describes the entries under directory root of sandbox id down to
 // depth levels (1: its entries; 0 or less: all), in lexical order of their
-// paths, root excluded; symbolic links are not followed. More than
-// MaxWalkEntries is ErrResourceExhausted.
-func (s *Sandboxes) Walk(ctx context.Context, id, root string, depth int) ([]FileStat, error) {
+// paths, root excluded; symbolic links are not followed. A directory
+// below root that cannot be read (the sandbox's user may not, or it went
+// away) is listed but not descended into. truncated says the walk
+// stopped at MaxWalkEntries entries, or at maxWalkReads read: there are
+// more.
+func (s *Sandboxes) Walk(ctx context.Context, id, root string, depth int) (fis []FileStat, truncated bool, err error) {
 	return s.walk(ctx, id, root, depth, func(FileStat) bool { return true })
 }
 
 // Search returns the entries under directory root of sandbox id whose
 // path matches the glob pattern ("" or "**": all), symbolic links not
-// followed, in lexical order. A pattern without "/" is matched against a
-// file's name, one with "/" against its path relative to root; "*" and
-// "?" do not cross "/", "**" does.
-func (s *Sandboxes) Search(ctx context.Context, id, root, pattern string) ([]FileStat, error) {
-	root, err := CleanPath(root)
+// followed, in lexical order, skipping what cannot be read and cut as
+// Walk's. A pattern without "/" is matched against a file's name, one
+// with "/" against its path relative to root; "*" and "?" do not cross
+// "/", "**" does.
+func (s *Sandboxes) Search(ctx context.Context, id, root, pattern string) (fis []FileStat, truncated bool, err error) {
+	root, err = CleanPath(root)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	re, err := globRegexp(pattern)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	byName := !strings.Contains(pattern, "/")
 	return s.walk(ctx, id, root, 0, func(fi FileStat) bool {
@@ -218,41 +239,64 @@ func (s *Sandboxes) Search(ctx context.Context, id, root, pattern string) ([]Fil
 	})
 }
 
-func (s *Sandboxes) walk(ctx context.Context, id, root string, depth int, keep func(FileStat) bool) ([]FileStat, error) {
+func (s *Sandboxes) walk(ctx context.Context, id, root string, depth int, keep func(FileStat) bool) ([]FileStat, bool, error) {
 	fi, err := s.Stat(ctx, id, root)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if !fi.IsDir {
-		return nil, errdefs.Invalid("%s is not a directory", root)
+		return nil, false, errdefs.Invalid("%s is not a directory", root)
 	}
-	var out []FileStat
-	seen := 0
-	var visit func(dir string, level int) error
-	visit = func(dir string, level int) error {
-		entries, err := s.ReadDir(ctx, id, dir)
-		if err != nil {
-			return err
-		}
-		for _, e := range entries {
-			if seen++; seen > MaxWalkEntries {
-				return fmt.Errorf("more than %d entries under %s: %w", MaxWalkEntries, root, errdefs.ErrResourceExhausted)
-			}
-			if keep(e) {
-				out = append(out, e)
-			}
-			if e.IsDir && e.Link == "" && (depth <= 0 || level < depth) {
-				if err := visit(e.Path, level+1); err != nil {
-					return err
-				}
-			}
-		}
+	w := walker{readDir: func(dir string) ([]FileStat, error) { return s.ReadDir(ctx, id, dir) }, depth: depth, keep: keep}
+	if err := w.visit(fi.Path, 1, true); err != nil && !errors.Is(err, errWalkCut) {
+		return nil, false, err
+	}
+	return w.out, w.truncated, nil
+}
+
+// walker is one walk of a directory tree.
+type walker struct {
+	readDir   func(dir string) ([]FileStat, error)
+	depth     int
+	keep      func(FileStat) bool
+	out       []FileStat
+	read      int
+	truncated bool
+}
+
+// errWalkCut ends a walk that has reached a bound.
+var errWalkCut = errors.New("walk cut")
+
+// visit walks dir, at level (its entries'); a directory that cannot be
+// read is skipped, unless it is the root.
+func (w *walker) visit(dir string, level int, root bool) error {
+	entries, err := w.readDir(dir)
+	switch {
+	case err == nil:
+	case !root && (errors.Is(err, errdefs.ErrPermissionDenied) || errdefs.Code(err) == api.CodeFileNotFound):
 		return nil
+	default:
+		return err
 	}
-	if err := visit(fi.Path, 1); err != nil {
-		return nil, err
+	for _, e := range entries {
+		if w.read++; w.read > maxWalkReads {
+			w.truncated = true
+			return errWalkCut
+		}
+		if w.keep(e) {
+			if len(w.out) == MaxWalkEntries {
+				w.truncated = true
+				return errWalkCut
+			}
+			w.out = append(w.out, e)
+		}
+		if e.IsDir && e.Link == "" && (w.depth <= 0 || level < w.depth) {
+			if err := w.visit(e.Path, level+1, false); err != nil {
+				return err
+			}
+		}
 	}
-	return out, nil
+	return nil
 }
 
 // globRegexp compiles a glob: "**" any run of characters, "*" any run

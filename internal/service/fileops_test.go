@@ -3,7 +3,9 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"path"
 	"strings"
 	"testing"
 
@@ -72,9 +74,9 @@ func TestSearchAndWalk(t *testing.T) {
 			var fis []FileStat
 			var err error
 			if tc.pattern == "-" {
-				fis, err = e.sb.Walk(ctx, id, tc.root, tc.depth)
+				fis, _, err = e.sb.Walk(ctx, id, tc.root, tc.depth)
 			} else {
-				fis, err = e.sb.Search(ctx, id, tc.root, tc.pattern)
+				fis, _, err = e.sb.Search(ctx, id, tc.root, tc.pattern)
 			}
 			if tc.wantErr != nil {
 				checkErr(t, err, tc.wantErr, "")
@@ -85,6 +87,90 @@ func TestSearchAndWalk(t *testing.T) {
 			}
 			if got := paths(fis); got != tc.want {
 				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// fakeTree answers a walker's reads: dir → its entries' names (a name
+// ending in "/" a directory); a dir mapped to an error fails with it.
+type fakeTree map[string]any
+
+func (ft fakeTree) readDir(dir string) ([]FileStat, error) {
+	switch v := ft[dir].(type) {
+	case error:
+		return nil, v
+	case []string:
+		var out []FileStat
+		for _, n := range v {
+			name, isDir := strings.CutSuffix(n, "/")
+			out = append(out, FileStat{FileInfo: api.FileInfo{Path: path.Join(dir, name), IsDir: isDir}})
+		}
+		return out, nil
+	}
+	return nil, errdefs.WithCode(errdefs.NotFound("%s", dir), api.CodeFileNotFound)
+}
+
+// A walk skips the directories it cannot read (root-only ones, ones gone
+// since listed) and says when it was cut; an error of another kind, or
+// on the root, fails it.
+func TestWalker(t *testing.T) {
+	denied := fmt.Errorf("list: %w", errdefs.ErrPermissionDenied)
+	many := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("f%05d", i)
+		}
+		return out
+	}
+	// wide has maxWalkReads+1 entries, under directories of 1000 each.
+	wide := fakeTree{"/": many(0)}
+	for i := range maxWalkReads/1000 + 1 {
+		d := fmt.Sprintf("d%04d", i)
+		wide["/"] = append(wide["/"].([]string), d+"/")
+		wide["/"+d] = many(999)
+	}
+	for _, tc := range []struct {
+		name          string
+		tree          fakeTree
+		keep          func(FileStat) bool
+		wantN         int
+		wantLast      string
+		wantTruncated bool
+		wantErr       error
+	}{
+		{name: "unreadable directories skipped", tree: fakeTree{"/": []string{"a/", "root/", "gone/", "z"}, "/a": []string{"x"}, "/root": denied},
+			wantN: 5, wantLast: "/z"},
+		{name: "unreadable root", tree: fakeTree{"/": denied}, wantErr: errdefs.ErrPermissionDenied},
+		{name: "another error", tree: fakeTree{"/": []string{"a/"}, "/a": errors.New("agent gone")}, wantErr: errors.New("")},
+		{name: "at the bound", tree: fakeTree{"/": many(MaxWalkEntries)}, wantN: MaxWalkEntries, wantLast: fmt.Sprintf("/f%05d", MaxWalkEntries-1)},
+		{name: "past the bound: cut", tree: fakeTree{"/": many(MaxWalkEntries + 1)}, wantN: MaxWalkEntries,
+			wantLast: fmt.Sprintf("/f%05d", MaxWalkEntries-1), wantTruncated: true},
+		{name: "too many read: cut", tree: wide, keep: func(fi FileStat) bool { return fi.Path == "/d0000/f00000" },
+			wantN: 1, wantLast: "/d0000/f00000", wantTruncated: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			keep := tc.keep
+			if keep == nil {
+				keep = func(FileStat) bool { return true }
+			}
+			w := walker{readDir: tc.tree.readDir, keep: keep}
+			err := w.visit("/", 1, true)
+			if tc.wantErr != nil {
+				if err == nil || errors.Is(err, errWalkCut) {
+					t.Fatalf("error %v, want one", err)
+				}
+				if errors.Is(tc.wantErr, errdefs.ErrPermissionDenied) && !errors.Is(err, errdefs.ErrPermissionDenied) {
+					t.Errorf("error %v, want permission denied", err)
+				}
+				return
+			}
+			if err != nil && !errors.Is(err, errWalkCut) {
+				t.Fatal(err)
+			}
+			if len(w.out) != tc.wantN || w.out[len(w.out)-1].Path != tc.wantLast || w.truncated != tc.wantTruncated {
+				t.Errorf("%d entries, the last %s, truncated %v; want %d, %s, %v",
+					len(w.out), w.out[len(w.out)-1].Path, w.truncated, tc.wantN, tc.wantLast, tc.wantTruncated)
 			}
 		})
 	}
@@ -141,7 +227,7 @@ func TestMoveRemoveReplace(t *testing.T) {
 	if err := e.sb.Remove(ctx, id, "sub", true); err != nil {
 		t.Fatal(err)
 	}
-	fis, err := e.sb.Walk(ctx, id, "/workspace", 0)
+	fis, _, err := e.sb.Walk(ctx, id, "/workspace", 0)
 	if err != nil || paths(fis) != "empty" {
 		t.Errorf("left: %s, %v", paths(fis), err)
 	}
@@ -151,6 +237,13 @@ func TestReadRange(t *testing.T) {
 	e := newEnv(t, "")
 	id := fileTree(t, e, map[string]string{"/workspace/f": "0123456789", "/workspace/empty": ""})
 	ctx := context.Background()
+	// Links to f, relative and through another link, and a loop.
+	res, release, err := e.sb.Exec(ctx, id, api.ExecRequest{Cwd: "/workspace",
+		Command: []string{"sh", "-c", "ln -s f flink && ln -s flink flink2 && ln -s loop1 loop2 && ln -s loop2 loop1"}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("ln: %v %+v", err, res)
+	}
+	release()
 	for _, tc := range []struct {
 		name, path     string
 		offset, length int64
@@ -165,6 +258,9 @@ func TestReadRange(t *testing.T) {
 		{name: "offset at the end", path: "f", offset: 10, length: 1, wantErr: errdefs.ErrInvalidArgument},
 		{name: "negative offset", path: "f", offset: -1, length: 1, wantErr: errdefs.ErrInvalidArgument},
 		{name: "missing", path: "none", offset: 0, length: 1, wantErr: errdefs.ErrNotFound},
+		{name: "through a link: its target's bytes", path: "flink", offset: 2, length: -1, want: "23456789"},
+		{name: "through two links", path: "flink2", offset: 0, length: 4, want: "0123"},
+		{name: "a link loop", path: "loop1", offset: 0, length: 1, wantErr: errdefs.ErrInvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rc, size, err := e.sb.ReadRange(ctx, id, tc.path, tc.offset, tc.length)
@@ -177,7 +273,7 @@ func TestReadRange(t *testing.T) {
 			}
 			defer rc.Close()
 			b, _ := io.ReadAll(rc)
-			if string(b) != tc.want || size != int64(len(map[string]string{"f": "0123456789"}[tc.path])) {
+			if string(b) != tc.want || size != int64(len(map[string]string{"f": "0123456789", "flink": "0123456789", "flink2": "0123456789"}[tc.path])) {
 				t.Errorf("got %q (size %d), want %q", b, size, tc.want)
 			}
 		})
@@ -195,6 +291,9 @@ func TestChmodChownRefusals(t *testing.T) {
 	checkErr(t, e.sb.Chown(ctx, id, "f", "a:b", ""), errdefs.ErrInvalidArgument, "")
 	checkErr(t, e.sb.Chown(ctx, id, "f", "-R", ""), errdefs.ErrInvalidArgument, "")
 	checkErr(t, e.sb.Chown(ctx, id, "none", "sandbox", ""), errdefs.ErrNotFound, api.CodeFileNotFound)
+	// A user or group the sandbox does not have is the request's fault.
+	checkErr(t, e.sb.Chown(ctx, id, "f", "nosuchuser-a2e", ""), errdefs.ErrInvalidArgument, "")
+	checkErr(t, e.sb.Chown(ctx, id, "f", "", "nosuchgroup-a2e"), errdefs.ErrInvalidArgument, "")
 	if err := e.sb.Chown(ctx, id, "none", "", ""); err != nil {
 		t.Errorf("a chown of nothing: %v", err)
 	}

@@ -32,8 +32,9 @@ type LLMArchive interface {
 // LLMExchanges reads the LLM proxy's archive: exchanges, their parts,
 // exports, conversations and a live feed of those that end. A request
 // with a tenant (auth.TenantOf: the daemon has API keys) reads only the
-// exchanges of its tenant and those of no tenant (a sandbox's own calls:
-// sandboxes are every key's to reach); one without reads all.
+// exchanges of its tenant and those of no tenant (the calls of a sandbox
+// that is no task run's: sandboxes are every key's to reach); one without
+// reads all.
 type LLMExchanges struct {
 	a        LLMArchive
 	stop     chan struct{} // closed by EndFollows

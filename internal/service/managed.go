@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/manager"
 )
 
 // The operations below serve daemon services that drive sandboxes of
@@ -30,12 +31,31 @@ type ManagedRequest struct {
 // req.ManagedBy names; it is returned as Create returns it, usually
 // pending (see WaitRunning).
 func (s *Sandboxes) CreateManaged(ctx context.Context, req ManagedRequest) (*api.Sandbox, error) {
-	mreq, err := createRequest(req.CreateSandboxRequest)
+	mreq, err := req.create()
 	if err != nil {
 		return nil, err
 	}
-	mreq.Disk, mreq.ManagedBy = req.Disk, req.ManagedBy
 	return s.viewOf(s.m.Create(ctx, mreq))
+}
+
+// create is the manager's request of req.
+func (req ManagedRequest) create() (manager.CreateRequest, error) {
+	mreq, err := createRequest(req.CreateSandboxRequest)
+	mreq.Disk, mreq.ManagedBy = req.Disk, req.ManagedBy
+	return mreq, err
+}
+
+// CheckManaged refuses, making nothing, a request CreateManaged could never
+// fulfil: an unknown template, an image that is not a reference, bad
+// limits, or cpu or memory beyond the host's whole capacity
+// (ErrInvalidArgument, where a create is 507). A service that queues work
+// checks its sandbox when the work is submitted.
+func (s *Sandboxes) CheckManaged(ctx context.Context, req ManagedRequest) error {
+	mreq, err := req.create()
+	if err != nil {
+		return err
+	}
+	return s.m.Check(ctx, mreq)
 }
 
 // WaitRunning waits until sandbox id leaves pending: it returns the

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -104,12 +105,17 @@ func (s *Sandboxes) Create(ctx context.Context, req api.CreateSandboxRequest) (*
 // it to run, for the surfaces whose clients expect a create to answer with
 // a sandbox that runs. One that fails to start is deleted, so nothing is
 // left half-made, and refused with its failure classified (ErrStartFailed,
-// ErrImageUnavailable). One still pending
-// when wait is up or ctx ends is returned as it is: the caller decides.
-// One made from a snapshot (FromSnapshot) runs when it is made.
+// ErrImageUnavailable). One still pending when wait is up is returned as
+// it is: the caller decides. One made from a snapshot (FromSnapshot) runs
+// when it is made. When ctx ends before the sandbox can be returned, the
+// caller cannot learn its id: it is deleted, and ctx's error returned.
 func (s *Sandboxes) CreateAndWait(ctx context.Context, req api.CreateSandboxRequest, wait time.Duration) (*api.Sandbox, error) {
 	if req.FromSnapshot != "" {
-		return s.restore(ctx, req)
+		sb, err := s.restore(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		return s.answerable(ctx, sb)
 	}
 	mreq, err := createRequest(req)
 	if err != nil {
@@ -130,7 +136,20 @@ func (s *Sandboxes) CreateAndWait(ctx context.Context, req api.CreateSandboxRequ
 		_ = s.m.Delete(context.WithoutCancel(ctx), sb.ID)
 		return nil, manager.StartFailure(sb)
 	}
-	return s.view(sb), nil
+	return s.answerable(ctx, s.view(sb))
+}
+
+// answerable returns sb, made for a caller of ctx, unless ctx has ended:
+// then no one will learn of it, and it is deleted.
+func (s *Sandboxes) answerable(ctx context.Context, sb *api.Sandbox) (*api.Sandbox, error) {
+	if err := ctx.Err(); err != nil {
+		id := sb.ID
+		if derr := s.m.Delete(context.WithoutCancel(ctx), id); derr != nil {
+			return nil, fmt.Errorf("create sandbox %s: %w; and delete it: %v", id, err, derr)
+		}
+		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
+	}
+	return sb, nil
 }
 
 // The classes of CreateAndWait's error for a sandbox that failed to
@@ -140,6 +159,14 @@ var (
 	ErrStartFailed      = manager.ErrStartFailed
 	ErrImageUnavailable = manager.ErrImageUnavailable
 )
+
+// CheckCPU refuses, with ErrInvalidArgument, a CPU limit a create would
+// refuse (one that does not parse, or below the 10m a runtime can
+// enforce): for a surface that names the field it came in.
+func CheckCPU(cpu string) error {
+	_, err := manager.ParseCPU(cpu)
+	return err
+}
 
 // createRequest is req as the manager takes it.
 func createRequest(req api.CreateSandboxRequest) (manager.CreateRequest, error) {

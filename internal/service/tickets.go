@@ -81,12 +81,25 @@ func (s *Sandboxes) TerminalTicket(ctx context.Context, id, tenant string) (api.
 	return out, nil
 }
 
+// CheckTerminalTicket returns the tenant ticket grants on sandbox id's
+// terminal without spending it, for a request to be validated before it
+// spends it (RedeemTerminalTicket). A ticket unknown, used already,
+// expired or issued for another sandbox is errdefs.ErrUnauthenticated.
+func (s *Sandboxes) CheckTerminalTicket(ticket, id string) (string, error) {
+	return s.tickets.use(ticket, id, false)
+}
+
 // RedeemTerminalTicket spends ticket on sandbox id's terminal and returns
-// the tenant it grants. A ticket unknown, used already, expired or issued
-// for another sandbox is errdefs.ErrUnauthenticated; a ticket tried on
-// another sandbox is spent all the same.
+// the tenant it grants; it fails as CheckTerminalTicket does. Of
+// requests that checked the same ticket, one only redeems it.
 func (s *Sandboxes) RedeemTerminalTicket(ticket, id string) (string, error) {
-	t := &s.tickets
+	return s.tickets.use(ticket, id, true)
+}
+
+// use returns the tenant ticket grants on sandbox id, spending it when
+// spend is set. A ticket tried on another sandbox is left as it is (it
+// grants nothing there); an expired one is dropped.
+func (t *terminalTickets) use(ticket, id string, spend bool) (string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	h := sha256.Sum256([]byte(ticket))
@@ -94,9 +107,15 @@ func (s *Sandboxes) RedeemTerminalTicket(ticket, id string) (string, error) {
 	if !ok || subtle.ConstantTimeCompare([]byte(g.ticket), []byte(ticket)) != 1 {
 		return "", errBadTicket
 	}
-	delete(t.live, h)
-	if g.sandbox != id || !t.now().Before(g.expires) {
+	if !t.now().Before(g.expires) {
+		delete(t.live, h)
 		return "", errBadTicket
+	}
+	if g.sandbox != id {
+		return "", errBadTicket
+	}
+	if spend {
+		delete(t.live, h)
 	}
 	return g.tenant, nil
 }

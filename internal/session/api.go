@@ -164,6 +164,10 @@ func (s *Service) at(ctx context.Context, t Target, fn func(sandboxID string) er
 // WriteFile writes r to the file at p in t's sandbox (relative paths are
 // in /workspace), making its directories.
 func (s *Service) WriteFile(ctx context.Context, t Target, p string, r io.Reader) (*api.FileInfo, *api.SessionInfo, error) {
+	p, err := manager.CleanPath(p) // before a session is made for it
+	if err != nil {
+		return nil, nil, err
+	}
 	var fi agent.FileInfo
 	info, err := s.at(ctx, t, func(id string) error {
 		var err error
@@ -180,6 +184,10 @@ func (s *Service) WriteFile(ctx context.Context, t Target, p string, r io.Reader
 // ReadFile returns the file at p in t's sandbox, refusing one larger than
 // limit bytes.
 func (s *Service) ReadFile(ctx context.Context, t Target, p string, limit int64) ([]byte, *api.SessionInfo, error) {
+	p, err := manager.CleanPath(p) // before a session is made for it
+	if err != nil {
+		return nil, nil, err
+	}
 	var data []byte
 	info, err := s.at(ctx, t, func(id string) error {
 		rc, _, err := s.sbx.Download(ctx, id, p)
@@ -198,12 +206,12 @@ func (s *Service) ReadFile(ctx context.Context, t Target, p string, limit int64)
 
 // ListFiles lists the directory at p in t's sandbox.
 func (s *Service) ListFiles(ctx context.Context, t Target, p string) ([]api.FileInfo, *api.SessionInfo, error) {
+	clean, err := manager.CleanPath(p) // before a session is made for it
+	if err != nil {
+		return nil, nil, err
+	}
 	out := []api.FileInfo{}
 	info, err := s.at(ctx, t, func(id string) error {
-		clean, err := manager.CleanPath(p)
-		if err != nil {
-			return err
-		}
 		ac, err := s.sbx.Agent(ctx, id)
 		if err != nil {
 			return err

@@ -158,6 +158,9 @@ func CheckID(id string) error {
 	if strings.ContainsFunc(id, func(r rune) bool { return r == '/' || unicode.IsSpace(r) || !unicode.IsPrint(r) }) {
 		return errdefs.Invalid("session id %q must not contain '/', white space or control characters", id)
 	}
+	if id == "." || id == ".." { // no URL path could name it
+		return errdefs.Invalid("session id %q is not a name", id)
+	}
 	return nil
 }
 

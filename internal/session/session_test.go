@@ -355,6 +355,8 @@ func TestBadInput(t *testing.T) {
 		{"id with slash", api.SessionExecuteRequest{Code: "1", SessionID: "a/b"}, ""},
 		{"id with space", api.SessionExecuteRequest{Code: "1", SessionID: "a b"}, ""},
 		{"id too long", api.SessionExecuteRequest{Code: "1", SessionID: strings.Repeat("x", 129)}, ""},
+		{"id .", api.SessionExecuteRequest{Code: "1", SessionID: "."}, ""},
+		{"id ..", api.SessionExecuteRequest{Code: "1", SessionID: ".."}, ""},
 	}
 	for _, tt := range code {
 		_, err := e.svc.ExecuteCode(bg, tt.req, nil)
@@ -378,6 +380,16 @@ func TestBadInput(t *testing.T) {
 	}
 	_, err := e.svc.Get(bg, "nosuch")
 	checkErr(t, err, errdefs.ErrNotFound, api.CodeSessionNotFound)
+	// A bad path is refused before a session is made for it.
+	at := Target{SessionID: "new"}
+	for _, p := range []string{"", "../etc/passwd", strings.Repeat("a", 5000)} {
+		_, _, err := e.svc.WriteFile(bg, at, p, strings.NewReader("x"))
+		checkErr(t, err, errdefs.ErrInvalidArgument, "")
+		_, _, err = e.svc.ReadFile(bg, at, p, 10)
+		checkErr(t, err, errdefs.ErrInvalidArgument, "")
+		_, _, err = e.svc.ListFiles(bg, at, p)
+		checkErr(t, err, errdefs.ErrInvalidArgument, "")
+	}
 	if len(e.Sandboxes(t)) != 0 || len(e.sessions(t)) != 0 {
 		t.Errorf("made: %v %v", e.Sandboxes(t), e.sessions(t))
 	}

@@ -28,8 +28,9 @@ type LLMExchange struct {
 	RunID     string
 	KeyID     string
 	// Tenant is the tenant (auth.Tenant) the exchange belongs to: that of
-	// the API key or per-run key it was made with; "" for a sandbox's own
-	// calls, and for every call while the daemon has no API keys.
+	// the API key or per-run key it was made with, or of the task run
+	// whose sandbox made it; "" for the calls of other sandboxes, and for
+	// every call while the daemon has no API keys.
 	Tenant string
 	// Inbound is the client's wire format; Method and Path (with query)
 	// the request's.
@@ -92,7 +93,8 @@ type LLMExchangeFilter struct {
 	// Since and Until bound the creation time: Since <= t < Until.
 	Since, Until time.Time
 	// ByTenant selects the exchanges of Tenant and those of no tenant
-	// (a sandbox's own, which every key reaches as it reaches sandboxes).
+	// (the calls of a sandbox that is no task run's, which every key reaches
+	// as it reaches sandboxes).
 	ByTenant bool
 	Tenant   string
 }
@@ -118,6 +120,10 @@ type LLMExchanges interface {
 	// skip exchanges (of those f selects) before the last one; 0 when f
 	// selects no more than skip.
 	LLMEndedMark(ctx context.Context, f LLMExchangeFilter, skip int) (int64, error)
+	// LLMTokens returns the input and output tokens of the exchanges f
+	// selects, summed: what a sandbox or run has used, whatever the
+	// daemon remembers.
+	LLMTokens(ctx context.Context, f LLMExchangeFilter) (int64, error)
 	// DeleteLLMExchanges deletes the exchanges whose Segment is below
 	// segment and returns how many.
 	DeleteLLMExchanges(ctx context.Context, segment int64) (int, error)

@@ -1,6 +1,7 @@
 package template
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/url"
@@ -72,8 +73,16 @@ func ValidateSpec(spec api.TemplateSpec) (api.TemplateSpec, error) {
 	if err != nil {
 		return api.TemplateSpec{}, errdefs.Invalid("invalid spec: %s", err)
 	}
+	if b, _ := json.Marshal(out); len(b) > MaxSpecBytes {
+		return api.TemplateSpec{}, errdefs.Invalid("invalid spec: %d bytes as JSON; a spec has at most %d, whichever way it comes", len(b), MaxSpecBytes)
+	}
 	return out, nil
 }
+
+// MaxSpecBytes bounds a spec as JSON: one bound for every way a template
+// comes (JSON, YAML import), so that what is stored can be sent back in a
+// request of the API's largest JSON body (1 MiB) with room for the rest.
+const MaxSpecBytes = 960 << 10
 
 func checkSpec(in api.TemplateSpec) (api.TemplateSpec, error) {
 	s := api.TemplateSpec{
@@ -108,12 +117,17 @@ func checkSpec(in api.TemplateSpec) (api.TemplateSpec, error) {
 	if err != nil {
 		return s, fmt.Errorf("resources: %v", err)
 	}
-	if milli < 1 {
-		// "0.0001" parses but rounds to 0, which runtimes take as no limit.
-		return s, fmt.Errorf("resources: cpu %s is below the 1m minimum", s.Resources.CPU)
+	if milli < quantity.MinMilliCPU {
+		// "0.0001" parses but rounds to 0, which runtimes take as no
+		// limit; below 10m they refuse to start the sandbox.
+		return s, fmt.Errorf("resources: cpu %s is below the %dm minimum", s.Resources.CPU, quantity.MinMilliCPU)
 	}
-	if _, err := quantity.ParseBytes(s.Resources.Memory); err != nil {
+	mem, err := quantity.ParseBytes(s.Resources.Memory)
+	if err != nil {
 		return s, fmt.Errorf("resources: memory: %v", err)
+	}
+	if mem < quantity.MinBytes {
+		return s, fmt.Errorf("resources: memory %s is below the 16Mi minimum", s.Resources.Memory)
 	}
 
 	if s.TTL < 0 {
@@ -254,11 +268,35 @@ func normalizeDomains(in []string) ([]string, error) {
 		if d == "*." {
 			return nil, fmt.Errorf("allowedDomains: %q has no domain after the wildcard", d)
 		}
+		if !DomainPattern(d) {
+			return nil, fmt.Errorf("allowedDomains: %q: want a domain name (labels of letters, digits, '-' and '_' joined by dots) or a \"*.\" wildcard of one", d)
+		}
 		if !slices.Contains(out, d) {
 			out = append(out, d)
 		}
 	}
 	return out, nil
+}
+
+// DomainPattern reports whether t is a name the egress proxy can match: a
+// DNS name (an IPv4 address is one too) of at most 253 bytes, its labels
+// of 1 to 63 letters, digits, '-' or '_', or "*." and such a name.
+func DomainPattern(t string) bool {
+	name := strings.TrimSuffix(strings.TrimPrefix(t, "*."), ".")
+	if name == "" || len(name) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(name, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // cloneStrings copies s; empty becomes nil.

@@ -12,9 +12,10 @@ import (
 // run that just ended.
 const syncWait = 5 * time.Second
 
-// RunUsage sums the exchanges of task run id: those carrying its id (a
-// per-run key's, or a sandbox's calls the runner knew), else those of its
-// sandbox; with the ids of their conversations, first started first.
+// RunUsage sums the exchanges of task run id that reached a provider
+// (not those refused by a limit): those carrying its id (a per-run key's,
+// or a sandbox's calls the runner knew), else those of its sandbox; with
+// the ids of their conversations, first started first.
 // False when the archive holds none, or its index could not catch up
 // within syncWait. (It is the task runner's run.LLMUsage.)
 func (a *Archive) RunUsage(ctx context.Context, id, sandboxID string) (api.RunLLMUsage, []string, bool) {
@@ -52,6 +53,9 @@ func (a *Archive) sum(ctx context.Context, f store.LLMExchangeFilter) (api.RunLL
 			return u, nil, err
 		}
 		for _, x := range xs {
+			if x.Provider == "" { // refused, or for no model: no call made
+				continue
+			}
 			u.Requests++
 			u.InputTokens += int64(x.InputTokens)
 			u.OutputTokens += int64(x.OutputTokens)

@@ -20,7 +20,9 @@ type Caller struct {
 	Key string
 	// Tenant is whom the call's exchanges belong to (auth.Tenant): the
 	// tenant of its API key, or of the API key that made its per-run key;
-	// "" for a sandbox's own calls, which every key reaches as it reaches
+	// for a sandbox's calls, the tenant of the task run the sandbox is
+	// made for (store.Run.Tenant), as the run is; "" for the calls of
+	// any other sandbox, which every key reaches as it reaches
 	// sandboxes, and for every call of a daemon without API keys.
 	Tenant string
 }

@@ -13,6 +13,7 @@ package gate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -53,7 +54,18 @@ type Config struct {
 	// calls, shared at each Maintain interval (a key's budget is its
 	// Keys'). Nil counts this daemon's calls only.
 	Usage store.LLMUsage
+	// Spent, when set (and Usage is not), is where the budget of a
+	// sandbox or a run starts the first time the gate counts it (after a
+	// restart, or once its idle count was forgotten): the tokens the
+	// archive's index holds of its exchanges. Nil starts from zero.
+	Spent Spent
 	Log   *slog.Logger
+}
+
+// Spent sums the tokens of the exchanges a filter selects;
+// store.LLMExchanges implements it.
+type Spent interface {
+	LLMTokens(ctx context.Context, f store.LLMExchangeFilter) (int64, error)
 }
 
 // ProgressEvery is how often Config.Progress hears of a call in flight.
@@ -86,7 +98,7 @@ func New(cfg Config) *Gate {
 // limits. Calls in flight finish on the proxy they started on. On error
 // the current proxy stays.
 func (g *Gate) Apply(pc proxy.Config, limits Limits, opts ...proxy.Option) error {
-	opts = append([]proxy.Option{proxy.WithObserver(g.observe)}, opts...)
+	opts = append([]proxy.Option{proxy.WithObserver(g.observe), proxy.WithAdmitter(g.admit)}, opts...)
 	p, err := proxy.New(pc, opts...)
 	if err != nil {
 		return err
@@ -127,6 +139,13 @@ func (g *Gate) Handler(prefix string) http.Handler {
 		c, err := g.authenticate(r)
 		if err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="agent2env"`)
+			// A per-run key that is not (or no longer) valid is an
+			// agent's call refused: archived, as every call is, but with
+			// nothing of what no valid key sent (its body is not read).
+			if st := g.current.Load(); st != nil && strings.HasPrefix(presentedKey(r), KeyPrefix) {
+				st.proxy.Refuse(w, r, llm.AsError(err))
+				return
+			}
 			proxy.WriteError(w, r, llm.AsError(err))
 			return
 		}
@@ -134,21 +153,30 @@ func (g *Gate) Handler(prefix string) http.Handler {
 	}))
 }
 
+// Belongs says what a sandbox's calls belong to: the run they are made
+// for and that run's tenant (caller.Caller's Run and Tenant; empty when
+// none). An error refuses the call: its exchanges' owner is not known.
+type Belongs func(ctx context.Context) (run, tenant string, err error)
+
 // SandboxHandler serves /llm to sandbox id, on its own channel: every
 // call is the sandbox's, whatever key it presents (a per-run key it
-// presents counts against that key as well). run, when not nil, tells the
-// run the sandbox belongs to.
-func (g *Gate) SandboxHandler(prefix, id string, run func(ctx context.Context) string) http.Handler {
+// presents counts against that key as well), and, as belongs (when not
+// nil) says, its run's and its run's tenant's.
+func (g *Gate) SandboxHandler(prefix, id string, belongs Belongs) http.Handler {
 	return http.StripPrefix(prefix, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := caller.Caller{Sandbox: id}
-		if run != nil {
-			c.Run = run(r.Context())
+		if belongs != nil {
+			var err error
+			if c.Run, c.Tenant, err = belongs(r.Context()); err != nil {
+				proxy.WriteError(w, r, llm.AsError(err))
+				return
+			}
 		}
 		if k := presentedKey(r); strings.HasPrefix(k, KeyPrefix) && g.cfg.Keys != nil {
 			if rec, err := g.cfg.Keys.Authenticate(r.Context(), k); err == nil {
 				c.Key = rec.ID
 				if c.Run == "" {
-					c.Run = rec.Run
+					c.Run, c.Tenant = rec.Run, rec.Tenant
 				}
 			}
 		}
@@ -203,14 +231,6 @@ func (g *Gate) serve(w http.ResponseWriter, r *http.Request, c caller.Caller) {
 	if st == nil {
 		proxy.WriteError(w, r, errNotConfigured)
 		return
-	}
-	if r.Method == http.MethodPost { // listing models is free
-		if kind, e := g.limiter.admit(g.scopes(st, c), g.used(c)); e != nil {
-			g.cfg.Metrics.limit(kind)
-			w.Header().Set("Retry-After", "60")
-			proxy.WriteError(w, r, e)
-			return
-		}
 	}
 	if g.cfg.Progress != nil && (c.Sandbox != "" || c.Run != "") {
 		defer g.busy(c)()
@@ -274,12 +294,63 @@ func (g *Gate) used(c caller.Caller) map[string]int64 {
 	return map[string]int64{c.Key: g.cfg.Keys.used(c.Key)}
 }
 
-// observe counts a finished exchange.
+// admit admits a call (proxy.Admitter) against its caller's limits, and
+// reserves its estimate of their budgets until observe settles it. A
+// refusal is answered, archived and observed by the proxy; listing models
+// is no call, and free.
+func (g *Gate) admit(ctx context.Context, ex *proxy.Exchange, estimate int64) *llm.Error {
+	st := g.current.Load()
+	if st == nil { // the proxy calling is one Apply stored
+		return nil
+	}
+	scopes, used := g.scopes(st, ex.Caller), g.used(ex.Caller)
+	if err := g.restore(ctx, scopes, &used); err != nil {
+		return llm.AsError(err)
+	}
+	if kind, e := g.limiter.admit(scopes, used, estimate); e != nil {
+		g.cfg.Metrics.limit(kind)
+		return e
+	}
+	ex.Reserved = estimate
+	return nil
+}
+
+// restore adds to used, for each sandbox or run scope with a budget that
+// the limiter has not counted yet, what the archive holds of its use
+// (Config.Spent): a budget spent before a restart, or before its idle
+// count was forgotten, stays spent. A scope is read once: the limiter
+// counts it from then on.
+func (g *Gate) restore(ctx context.Context, scopes []scope, used *map[string]int64) error {
+	if g.cfg.Spent == nil || g.cfg.Usage != nil {
+		return nil
+	}
+	for _, s := range g.limiter.uncounted(scopes) {
+		if s.kind == "key" || s.limit.BudgetTokens <= 0 {
+			continue
+		}
+		f := store.LLMExchangeFilter{SandboxID: s.id}
+		if s.kind == "run" {
+			f = store.LLMExchangeFilter{RunID: s.id}
+		}
+		n, err := g.cfg.Spent.LLMTokens(ctx, f)
+		if err != nil {
+			return fmt.Errorf("read the tokens %s %s used: %w", s.kind, s.id, err)
+		}
+		if *used == nil {
+			*used = map[string]int64{}
+		}
+		(*used)[s.id] = n
+	}
+	return nil
+}
+
+// observe counts a finished exchange: it settles what admit reserved to
+// the tokens used.
 func (g *Gate) observe(ex *proxy.Exchange) {
 	tokens := int64(ex.Usage.InputTokens + ex.Usage.OutputTokens)
 	c := ex.Caller
-	if st := g.current.Load(); st != nil && tokens > 0 {
-		g.limiter.charge(g.scopes(st, c), g.used(c), tokens)
+	if st := g.current.Load(); st != nil && (tokens > 0 || ex.Reserved > 0) {
+		g.limiter.settle(g.scopes(st, c), g.used(c), ex.Reserved, tokens)
 		if c.Key != "" && g.cfg.Keys != nil {
 			g.cfg.Keys.charge(c.Key, tokens)
 		}

@@ -296,7 +296,7 @@ func TestAuthentication(t *testing.T) {
 	}
 	// A sandbox needs no key, and what it presents does not change who
 	// it is.
-	h := g.SandboxHandler("/llm", "sb-1", func(context.Context) string { return "run-1" })
+	h := g.SandboxHandler("/llm", "sb-1", func(context.Context) (string, string, error) { return "run-1", "", nil })
 	if code, body := call(t, h, llm.FormatOpenAI, "agent2env"); code != 200 {
 		t.Fatalf("sandbox: %d %s", code, body)
 	}
@@ -326,7 +326,7 @@ func TestLimitsInEveryFormat(t *testing.T) {
 			t.Run(tc.name+"/"+string(f), func(t *testing.T) {
 				keys := newKeys(t)
 				g, _ := newGate(t, gate.Config{Keys: keys, Metrics: gate.NewMetrics()}, tc.limits)
-				h := g.SandboxHandler("/llm", "sb-1", func(context.Context) string { return "run-1" })
+				h := g.SandboxHandler("/llm", "sb-1", func(context.Context) (string, string, error) { return "run-1", "", nil })
 				secret := "agent2env"
 				if tc.key != (api.LLMKeyRequest{}) {
 					k, err := keys.Create(ctx, tc.key)
@@ -392,7 +392,7 @@ func TestBudgetsOfStreams(t *testing.T) {
 		for _, up := range []llm.Format{c.format, other} {
 			t.Run(name+"/upstream-"+string(up), func(t *testing.T) {
 				g, rec := newGateOf(t, up, gate.Config{}, gate.Limits{Run: gate.Limit{BudgetTokens: 15}})
-				h := g.SandboxHandler("/llm", "sb-1", func(context.Context) string { return "run-1" })
+				h := g.SandboxHandler("/llm", "sb-1", func(context.Context) (string, string, error) { return "run-1", "", nil })
 				for i := range 2 {
 					if code, body := post(t, h, c.format, c.path, c.body, "agent2env"); code != 200 {
 						t.Fatalf("call %d: %d %s", i+1, code, body)
@@ -454,7 +454,7 @@ func TestProgressAndModels(t *testing.T) {
 	if code, body := call(t, g.Handler("/llm"), llm.FormatOpenAI, ""); code != 200 {
 		t.Fatalf("operator: %d %s", code, body)
 	}
-	h := g.SandboxHandler("/llm", "sb-1", func(context.Context) string { return "run-1" })
+	h := g.SandboxHandler("/llm", "sb-1", func(context.Context) (string, string, error) { return "run-1", "", nil })
 	if code, body := call(t, h, llm.FormatAnthropic, "agent2env"); code != 200 {
 		t.Fatalf("sandbox: %d %s", code, body)
 	}

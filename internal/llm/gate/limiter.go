@@ -41,7 +41,11 @@ type scope struct {
 }
 
 // limiter counts requests and tokens per scope over a sliding minute of
-// one-second buckets, and tokens in all. On a store other daemons share,
+// one-second buckets, and tokens in all, and holds what the calls in
+// flight reserved of the budgets: a call is admitted only while what was
+// used and what the others in flight reserved leave room, so concurrent
+// calls overrun a budget by no more than one call's use beyond its
+// estimate. On a store other daemons share,
 // share adds what it counted to the store and reads back the others'
 // counts, which admit adds to its own: the limits hold across daemons,
 // each seeing the others' use about two sharing intervals late. It is
@@ -56,6 +60,9 @@ type counter struct {
 	buckets [60]bucket
 	total   int64
 	last    time.Time // last use, for pruning
+	// reserved is what the calls in flight reserved (admit), until they
+	// settle.
+	reserved int64
 	// pending is what was counted since share last added it to the
 	// store; local the tokens charged here in all.
 	pending [60]bucket
@@ -116,11 +123,26 @@ func (l *limiter) counter(s scope, initial int64) *counter {
 	return c
 }
 
-// admit counts a request against every scope, or none and returns a rate
-// limit error naming the first limit it would pass. used holds the total
-// a key scope starts from (its stored usage) the first time it is seen.
-// The scope's kind comes with the error.
-func (l *limiter) admit(scopes []scope, used map[string]int64) (string, *llm.Error) {
+// uncounted returns the scopes of scopes the limiter has no count of.
+func (l *limiter) uncounted(scopes []scope) []scope {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []scope
+	for _, s := range scopes {
+		if l.counts[s.kind+"/"+s.id] == nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// admit counts a request against every scope and reserves tokens of
+// each, or does neither and returns a rate limit error naming the first
+// limit it would pass: a budget counts what the calls in flight reserved
+// as used. used holds the total a key scope starts from (its stored
+// usage) the first time it is seen. The scope's kind comes with the
+// error.
+func (l *limiter) admit(scopes []scope, used map[string]int64, reserve int64) (string, *llm.Error) {
 	now := l.now()
 	sec := now.Unix()
 	l.mu.Lock()
@@ -140,6 +162,9 @@ func (l *limiter) admit(scopes []scope, used map[string]int64) (string, *llm.Err
 		switch {
 		case s.limit.BudgetTokens > 0 && total >= s.limit.BudgetTokens:
 			return s.kind, limitError("%s %s has used its budget of %d tokens (%d used)", s.kind, s.id, s.limit.BudgetTokens, total)
+		case s.limit.BudgetTokens > 0 && total+c.reserved >= s.limit.BudgetTokens:
+			return s.kind, limitError("%s %s has used or reserved for the calls in flight its budget of %d tokens (%d used, %d reserved); try again when they end",
+				s.kind, s.id, s.limit.BudgetTokens, total, c.reserved)
 		case s.limit.RequestsPerMinute > 0 && reqs >= int64(s.limit.RequestsPerMinute):
 			return s.kind, limitError("%s %s is over its rate limit of %d requests per minute; try again in a minute", s.kind, s.id, s.limit.RequestsPerMinute)
 		case s.limit.TokensPerMinute > 0 && toks >= int64(s.limit.TokensPerMinute):
@@ -149,6 +174,7 @@ func (l *limiter) admit(scopes []scope, used map[string]int64) (string, *llm.Err
 	for _, s := range scopes {
 		c := l.counter(s, used[s.id])
 		c.add(sec, 1, 0)
+		c.reserved += reserve
 		c.last = now
 	}
 	return "", nil
@@ -157,12 +183,14 @@ func (l *limiter) admit(scopes []scope, used map[string]int64) (string, *llm.Err
 func limitError(format string, args ...any) *llm.Error {
 	e := llm.Errorf(llm.ErrorRateLimit, format, args...)
 	e.Message = "agent2env LLM proxy: " + e.Message
+	e.RetryAfter = time.Minute
 	return e
 }
 
-// charge counts tokens a finished call used against every scope.
-func (l *limiter) charge(scopes []scope, used map[string]int64, tokens int64) {
-	if tokens <= 0 {
+// settle releases what a finished call reserved and counts the tokens it
+// used against every scope.
+func (l *limiter) settle(scopes []scope, used map[string]int64, reserved, tokens int64) {
+	if reserved <= 0 && tokens <= 0 {
 		return
 	}
 	now := l.now()
@@ -170,10 +198,13 @@ func (l *limiter) charge(scopes []scope, used map[string]int64, tokens int64) {
 	defer l.mu.Unlock()
 	for _, s := range scopes {
 		c := l.counter(s, used[s.id])
-		c.add(now.Unix(), 0, tokens)
-		c.total += tokens
-		c.local += tokens
-		c.last = now
+		c.reserved = max(0, c.reserved-reserved)
+		if tokens > 0 {
+			c.add(now.Unix(), 0, tokens)
+			c.total += tokens
+			c.local += tokens
+			c.last = now
+		}
 	}
 }
 

@@ -28,14 +28,14 @@ func TestLimiterWindow(t *testing.T) {
 	}
 	for i, s := range steps {
 		now = now.Add(s.advance)
-		kind, err := l.admit(sb, nil)
+		kind, err := l.admit(sb, nil, 0)
 		if kind != s.want || (err == nil) != (s.want == "") {
 			t.Fatalf("step %d: admit = %q, %v; want %q", i+1, kind, err, s.want)
 		}
-		l.charge(sb, nil, s.charge)
+		l.settle(sb, nil, 0, s.charge)
 	}
 	// Idle counts are forgotten.
-	l.admit([]scope{{kind: "run", id: "r"}}, nil)
+	l.admit([]scope{{kind: "run", id: "r"}}, nil, 0)
 	now = now.Add(25 * time.Hour)
 	l.prune(24 * time.Hour)
 	if len(l.counts) != 0 {

@@ -64,7 +64,7 @@ func TestLimiterShared(t *testing.T) {
 	run := []scope{{kind: "run", id: "r", limit: Limit{BudgetTokens: 100}}}
 	admit := func(i int, sc []scope) string {
 		t.Helper()
-		kind, _ := ls[i].admit(sc, nil)
+		kind, _ := ls[i].admit(sc, nil, 0)
 		return kind
 	}
 	share := func() {
@@ -81,7 +81,7 @@ func TestLimiterShared(t *testing.T) {
 		if k := admit(d, sb); k != "" {
 			t.Fatalf("request %d on daemon %d refused (%s)", i, d, k)
 		}
-		ls[d].charge(run, nil, 40) // 120 tokens in all, 80 on daemon 0
+		ls[d].settle(run, nil, 0, 40) // 120 tokens in all, 80 on daemon 0
 	}
 	if k := admit(0, run); k != "" {
 		t.Fatalf("daemon 0 before sharing, 80 of 100 tokens of its own: refused (%s)", k)

@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +38,7 @@ type call struct {
 	body    []byte
 	model   string
 	stream  bool
+	maxOut  int // the output the request asks for at most; 0: unknown
 	// stripUsage: the proxy asked a Chat Completions stream for the usage
 	// the client did not ask for, and keeps it from the client.
 	stripUsage bool
@@ -51,9 +53,9 @@ func (p *Proxy) handle(f llm.Format, count bool) http.HandlerFunc {
 		if !c.readBody() {
 			return
 		}
-		var ok bool
-		if c.model, c.stream, ok = modelAndStream(c.body); !ok {
-			c.fail(llm.Invalid("decode %s request: malformed JSON", f))
+		var e *llm.Error
+		if c.model, c.stream, c.maxOut, e = peek(f, c.body); e != nil {
+			c.fail(e)
 			return
 		}
 		c.run()
@@ -133,11 +135,19 @@ func readAll(r io.Reader, n int64) ([]byte, error) {
 	}
 }
 
-// modelAndStream reads the two members routing needs without decoding the
-// request.
-func modelAndStream(body []byte) (model string, stream, ok bool) {
+// peek reads, without decoding the request (in format f), the two
+// members routing needs and the output it asks for at most (max_tokens,
+// max_completion_tokens, max_output_tokens), for admission. A stream that
+// is no JSON boolean is refused: passed through, an upstream that reads
+// "true" or 1 as true would stream what the proxy, taking it for a whole
+// answer, could not meter.
+func peek(f llm.Format, body []byte) (model string, stream bool, maxOut int, _ *llm.Error) {
 	err := wire.Members(body, func(k string, v []byte) error {
 		switch k {
+		case "max_tokens", "max_completion_tokens", "max_output_tokens":
+			if n, err := strconv.Atoi(string(v)); err == nil {
+				maxOut = max(maxOut, n)
+			}
 		case "model":
 			if len(v) > 0 && v[0] == '"' {
 				model = strings.Trim(string(v), `"`)
@@ -146,11 +156,40 @@ func modelAndStream(body []byte) (model string, stream, ok bool) {
 				}
 			}
 		case "stream":
-			stream = string(v) == "true"
+			switch string(v) {
+			case "true":
+				stream = true
+			case "false", "null":
+				stream = false
+			default:
+				return llm.Invalid("decode %s request: stream must be true or false, not %.40s", f, v)
+			}
 		}
 		return nil
 	})
-	return model, stream, err == nil
+	var e *llm.Error
+	switch {
+	case errors.As(err, &e):
+		return model, stream, maxOut, e
+	case err != nil:
+		return model, stream, maxOut, llm.Invalid("decode %s request: malformed JSON", f)
+	}
+	return model, stream, maxOut, nil
+}
+
+// estimate is what the call may cost, for its admission (Admitter).
+func (c *call) estimate() int64 {
+	if c.count {
+		return 0
+	}
+	out := c.maxOut
+	if c.in.Format() == llm.FormatGemini {
+		out, _ = strconv.Atoi(string(member(member(c.body, "generationConfig"), "maxOutputTokens")))
+	}
+	if out <= 0 {
+		out = DefaultOutputEstimate
+	}
+	return int64(min(bytesTokens(len(c.body)), MaxInputEstimate) + out)
 }
 
 // canonical decodes the client's request once.
@@ -217,6 +256,12 @@ func (c *call) finish() {
 func (c *call) run() {
 	c.ex.Model, c.ex.Stream = c.model, c.stream
 	c.begin()
+	if c.p.admit != nil {
+		if e := c.p.admit(c.r.Context(), &c.ex, c.estimate()); e != nil {
+			c.fail(e)
+			return
+		}
+	}
 	entry := c.p.models[c.model]
 	if entry == nil {
 		c.fail(llm.Errorf(llm.ErrorNotFound, "model %q is not configured in the LLM proxy", redact.URL(c.model)))
@@ -311,6 +356,12 @@ func (c *call) attempt(pr *provider, m *Model, last bool) bool {
 		if e != nil {
 			c.fail(e)
 			return true
+		}
+		if tc, ok := c.in.(llm.TranslationChecker); ok {
+			if err := tc.CheckTranslation(req); err != nil {
+				c.fail(llm.AsError(err))
+				return true
+			}
 		}
 		req.Model = m.Model
 		var err error
@@ -523,6 +574,12 @@ func (c *call) send(pr *provider, path string, body []byte, pass bool) (resp *ht
 		c.rec.UpstreamResponse(resp.StatusCode, resp.Header)
 		resp.Body = &recordedBody{ReadCloser: resp.Body, rec: c.rec}
 	}
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		// Not followed (NewClient): it would take the provider's key along.
+		resp.Body.Close()
+		return nil, llm.Errorf(llm.ErrorUpstream, "call provider %s: it answered %d, a redirect to %q, which the LLM proxy does not follow (check the provider's base_url)",
+			pr.Name, resp.StatusCode, redact.URL(resp.Header.Get("Location")))
+	}
 	return resp, nil
 }
 
@@ -589,9 +646,20 @@ func (c *call) passWhole(out llm.Codec, resp *http.Response) {
 	}
 	if c.p.watched() {
 		u, r := answerUsage(out, data)
+		if r == nil && u.OutputTokens == 0 {
+			// No byte of it decodes (an upstream that streamed what was
+			// asked whole): all of them, as a body only the upstream
+			// reads is charged.
+			u.OutputTokens = bytesTokens(len(data))
+			c.ex.UsageEstimated = true
+		}
 		c.charge(u, r, err == nil)
 	}
 }
+
+// bytesTokens estimates the tokens of n bytes the proxy cannot decode
+// (llm.BytesPerToken).
+func bytesTokens(n int) int { return (n + llm.BytesPerToken - 1) / llm.BytesPerToken }
 
 // copyFlushing copies an upstream's body to the client, flushing each
 // piece, and returns it when someone watches.
@@ -621,7 +689,8 @@ func (c *call) copyFlushing(body io.Reader) ([]byte, error) {
 // answerUsage is the usage of an answer that is not a stream of events,
 // and, when that is not all there (an upstream that counts nothing), the
 // answer decoded for an estimate: a whole answer, or a JSON array of them
-// (Gemini's stream without SSE, whose last count is the call's).
+// (Gemini's stream without SSE, whose last count is the call's); nil when
+// none of it decodes.
 func answerUsage(out llm.Codec, data []byte) (llm.Usage, *llm.Response) {
 	u := usageOf(out, data)
 	if u.InputTokens > 0 && u.OutputTokens > 0 {
@@ -630,9 +699,12 @@ func answerUsage(out llm.Codec, data []byte) (llm.Usage, *llm.Response) {
 	if r, err := out.DecodeResponse(data); err == nil {
 		return u, r
 	}
-	var all llm.Response
+	var all *llm.Response
 	_ = wire.Elements(data, func(_ int, v []byte) error {
 		if r, err := out.DecodeResponse(v); err == nil {
+			if all == nil {
+				all = &llm.Response{}
+			}
 			all.Content = append(all.Content, r.Content...)
 			if r.Usage != (llm.Usage{}) {
 				all.Usage = r.Usage
@@ -640,7 +712,10 @@ func answerUsage(out llm.Codec, data []byte) (llm.Usage, *llm.Response) {
 		}
 		return nil
 	})
-	return all.Usage, &all
+	if all == nil {
+		return u, nil
+	}
+	return all.Usage, all
 }
 
 // charge sets the exchange's usage: what the upstream counted, and an
@@ -656,7 +731,7 @@ func (c *call) charge(u llm.Usage, r *llm.Response, complete bool) {
 		if req, e := c.canonical(); e == nil {
 			u.InputTokens = llm.EstimateTokens(req)
 		} else { // a body only the upstream reads: all of it
-			u.InputTokens = (len(c.body) + llm.BytesPerToken - 1) / llm.BytesPerToken
+			u.InputTokens = bytesTokens(len(c.body))
 		}
 		c.ex.UsageEstimated = true
 	}
@@ -955,8 +1030,10 @@ func (c *call) countTokens(pr *provider, m *Model, last bool) bool {
 	return true
 }
 
+// writeCount answers a token count. The count is no usage: an upstream
+// bills nothing for it, so the exchange is charged nothing (budgets, a
+// run's tokens).
 func (c *call) writeCount(n int) {
-	c.ex.Usage.InputTokens = n
 	c.w.Header().Set("Content-Type", "application/json")
 	c.w.WriteHeader(http.StatusOK)
 	_, _ = c.w.Write(c.in.(llm.TokenCounter).EncodeCountResponse(n))

@@ -208,3 +208,59 @@ func TestClientLeavesWholeCall(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamNotBoolean: a stream that is no JSON boolean ("true", 1) is
+// refused with a 400 in the client's format, never sent on: an upstream
+// that reads it as true would stream what the proxy took for a whole
+// answer, and could not meter.
+func TestStreamNotBoolean(t *testing.T) {
+	for _, f := range []llm.Format{llm.FormatOpenAI, llm.FormatResponses, llm.FormatAnthropic} {
+		up := llmtest.NewFakeUpstream(t, proxy.Codecs[f], "", answer("hi"))
+		base, _ := serve(t, proxy.Config{
+			Providers: []proxy.Provider{{Name: "up", Type: string(f), BaseURL: up.URL}},
+			Models:    []proxy.Model{{Name: "m", Provider: "up"}},
+		})
+		for _, stream := range []string{`"true"`, `1`, `{}`} {
+			t.Run(fmt.Sprintf("%s/%s", f, stream), func(t *testing.T) {
+				body := strings.Replace(fmt.Sprintf(inbounds[f].body, "m", false), `"stream":false`, `"stream":`+stream, 1)
+				body = strings.Replace(body, `"stream": false`, `"stream":`+stream, 1)
+				resp, err := http.Post(base+strings.TrimSuffix(inbounds[f].path, "?beta=true"), "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				e := proxy.Codecs[f].DecodeError(resp.StatusCode, got)
+				if resp.StatusCode != http.StatusBadRequest || !strings.Contains(e.Message, "stream must be true or false") {
+					t.Errorf("answer %d %s; want a 400 in the client's format about stream", resp.StatusCode, got)
+				}
+			})
+		}
+		if n := len(up.Calls()); n != 0 {
+			t.Errorf("%s: %d calls went upstream", f, n)
+		}
+	}
+}
+
+// TestUndecodableAnswerEstimated: a whole answer of which nothing decodes
+// (an upstream that streamed it, and counted nothing the proxy can read)
+// is charged its bytes as output, four a token, as a body only the
+// upstream reads is charged as input.
+func TestUndecodableAnswerEstimated(t *testing.T) {
+	const size = 4000
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, strings.Repeat("x", size))
+	}))
+	t.Cleanup(up.Close)
+	base, x := serve(t, proxy.Config{
+		Providers: []proxy.Provider{{Name: "up", Type: "openai", BaseURL: up.URL + "/v1"}},
+		Models:    []proxy.Model{{Name: "m", Provider: "up"}},
+	})
+	if resp, _, got := post(t, base, llm.FormatOpenAI, "m", false); resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, got)
+	}
+	if ex := x.last(t); ex.Usage.OutputTokens != size/llm.BytesPerToken || !ex.UsageEstimated {
+		t.Errorf("charged %+v (estimated %v), want %d output tokens, estimated", ex.Usage, ex.UsageEstimated, size/llm.BytesPerToken)
+	}
+}

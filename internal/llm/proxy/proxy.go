@@ -17,8 +17,10 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -101,6 +103,10 @@ type Exchange struct {
 	// the model's name and a Chat Completions stream's request for usage.
 	Passthrough bool
 	Status      int
+	// Reserved is what the Admitter reserved of the call's Estimate
+	// against its caller's budgets, for the Observer to release when it
+	// charges the call's usage; 0 for a call not admitted.
+	Reserved int64
 	// Usage is what the call is charged: the upstream's count, with an
 	// estimate where it gave none (UsageEstimated).
 	Usage          llm.Usage
@@ -148,14 +154,39 @@ type Recording interface {
 // goroutine: it must not block.
 type Observer func(*Exchange)
 
+// Admitter decides whether a call may go on, once its request is read and
+// its record begun, before anything goes upstream: nil, or the error to
+// refuse it with (a limit it would pass), which is recorded and observed
+// as its end. estimate is what the call may cost in tokens: its input
+// (the body's bytes, llm.BytesPerToken, at most MaxInputEstimate) and the
+// output it asks for at most (max_tokens and its kin; DefaultOutputEstimate
+// when it sets none); 0 for a token count. What the Admitter reserves of
+// it, it sets in ex.Reserved. ctx is the request's. It runs on the
+// request's goroutine and must not
+// block long.
+type Admitter func(ctx context.Context, ex *Exchange, estimate int64) *llm.Error
+
+// Bounds of a call's estimate (Admitter).
+const (
+	// MaxInputEstimate bounds the input estimated from a body's bytes:
+	// images inline are many bytes and few tokens.
+	MaxInputEstimate = 200_000
+	// DefaultOutputEstimate is the output of a call that sets no bound.
+	DefaultOutputEstimate = 4096
+)
+
 // Option configures a Proxy.
 type Option func(*Proxy)
 
-// WithHTTPClient sets the client that calls upstreams.
+// WithHTTPClient sets the client that calls upstreams. It must follow no
+// redirects (see NewClient).
 func WithHTTPClient(c *http.Client) Option { return func(p *Proxy) { p.client = c } }
 
 // WithObserver sets the exchange observer.
 func WithObserver(o Observer) Option { return func(p *Proxy) { p.observe = o } }
+
+// WithAdmitter sets what admits each call (budgets, rate limits).
+func WithAdmitter(a Admitter) Option { return func(p *Proxy) { p.admit = a } }
 
 // WithRecorder sets the recorder of every exchange (the archive).
 func WithRecorder(r Recorder) Option { return func(p *Proxy) { p.record = r } }
@@ -170,6 +201,7 @@ type Proxy struct {
 	names     []string
 	client    *http.Client
 	observe   Observer
+	admit     Admitter
 	retry     Retry
 	record    Recorder
 	mux       *http.ServeMux
@@ -197,6 +229,17 @@ func DefaultTransport() *http.Transport {
 	t.MaxIdleConnsPerHost = 512
 	t.IdleConnTimeout = 90 * time.Second
 	return t
+}
+
+// NewClient returns a client for upstreams: DefaultTransport's
+// connections, and no redirect followed. A redirect would send the
+// request again, provider key included, wherever it points (Go keeps
+// x-api-key and x-goog-api-key across hosts): an upstream's 3xx fails the
+// call instead (send).
+func NewClient() *http.Client {
+	return &http.Client{Transport: DefaultTransport(), CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
 }
 
 // New checks cfg and returns its proxy.
@@ -259,7 +302,7 @@ func New(cfg Config, opts ...Option) (*Proxy, error) {
 		o(p)
 	}
 	if p.client == nil {
-		p.client = &http.Client{Transport: DefaultTransport()}
+		p.client = NewClient()
 	}
 	p.routes()
 	return p, nil
@@ -289,6 +332,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.mux.ServeH
 
 func writeError(w http.ResponseWriter, c llm.Codec, e *llm.Error) {
 	status, body := c.EncodeError(e)
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(e.RetryAfter.Round(time.Second)/time.Second)))
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
@@ -296,9 +342,16 @@ func writeError(w http.ResponseWriter, c llm.Codec, e *llm.Error) {
 
 // WriteError answers r with e in the wire format of its client, told by
 // its path (relative to the proxy's base) and headers: for those who
-// answer for the proxy before it runs (authentication, limits).
+// answer for the proxy before it runs.
 func WriteError(w http.ResponseWriter, r *http.Request, e *llm.Error) {
 	writeError(w, Codecs[guessFormat(r)], e)
+}
+
+// Refuse answers r with e as WriteError does, and records and observes it
+// as an exchange that went nowhere, without reading its body: for a call
+// refused before its request is read (a key that is not valid).
+func (p *Proxy) Refuse(w http.ResponseWriter, r *http.Request, e *llm.Error) {
+	p.newCall(w, r, guessFormat(r)).fail(e)
 }
 
 // guessFormat is the format of a request's client, for errors answered

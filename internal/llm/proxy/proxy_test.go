@@ -368,6 +368,8 @@ func TestErrorsInClientFormat(t *testing.T) {
 	}
 }
 
+// TestCountTokens: counts in both formats, by upstreams that count and
+// estimated for those that cannot, and never charged.
 func TestCountTokens(t *testing.T) {
 	cfg := proxy.Config{}
 	for f, c := range proxy.Codecs {
@@ -375,7 +377,7 @@ func TestCountTokens(t *testing.T) {
 		cfg.Providers = append(cfg.Providers, proxy.Provider{Name: string(f), Type: string(f), BaseURL: up.URL})
 		cfg.Models = append(cfg.Models, proxy.Model{Name: "m-" + string(f), Provider: string(f)})
 	}
-	base, _ := serve(t, cfg)
+	base, x := serve(t, cfg)
 	for f := range proxy.Codecs {
 		want := 42 // what the fake upstreams count
 		if f == llm.FormatOpenAI || f == llm.FormatResponses {
@@ -404,6 +406,12 @@ func TestCountTokens(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != 200 || gc.TotalTokens != want {
 			t.Errorf("gemini count via %s: %d, %d tokens, want %d", f, resp.StatusCode, gc.TotalTokens, want)
+		}
+	}
+	// A count is charged nothing: upstreams do not bill it.
+	for _, ex := range x.all {
+		if ex.Usage != (llm.Usage{}) {
+			t.Errorf("count %s %s charged %+v, want nothing", ex.Inbound, ex.Model, ex.Usage)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package responses
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/agent2env/agent2env/internal/llm"
@@ -446,12 +447,51 @@ func writeItems(j *wire.W, m *llm.Message) {
 // isItem tells an opaque input item (custom_tool_call_output…) from an
 // opaque content part (input_file…), both of which come back as opaque
 // parts of a user message.
-func isItem(raw json.RawMessage) bool {
+func isItem(raw json.RawMessage) bool { return strings.HasSuffix(rawType(raw), "_output") }
+
+// rawType is the type member of a raw item or part.
+func rawType(raw json.RawMessage) string {
 	var t struct {
 		Type string `json:"type"`
 	}
 	_ = json.Unmarshal(raw, &t)
-	return strings.HasSuffix(t.Type, "_output")
+	return t.Type
+}
+
+var _ llm.TranslationChecker = Codec{}
+
+// stateful are the request members that refer to what OpenAI keeps of
+// earlier calls.
+var stateful = []string{"previous_response_id", "conversation"}
+
+// CheckTranslation implements llm.TranslationChecker: a request that
+// refers to earlier turns OpenAI keeps (previous_response_id,
+// conversation), or holds a file (input_file, by id or inline), cannot be
+// sent in another format without losing them: it is refused.
+func (Codec) CheckTranslation(req *llm.Request) error {
+	for _, f := range req.Extra.For(llm.FormatResponses) {
+		if slices.Contains(stateful, f.Name) && string(f.Value) != "null" {
+			return llm.Invalid("%s is not supported for this model: its provider does not speak the Responses API, and a translated request cannot refer to earlier responses (send the whole conversation in input)", f.Name)
+		}
+	}
+	var file func(ps []llm.Part) bool
+	file = func(ps []llm.Part) bool {
+		for i := range ps {
+			p := &ps[i]
+			if p.Type == llm.PartOpaque && p.Origin == llm.FormatResponses && rawType(p.Raw) == "input_file" || file(p.Content) {
+				return true
+			}
+		}
+		return false
+	}
+	found := file(req.System)
+	for i := range req.Messages {
+		found = found || file(req.Messages[i].Parts)
+	}
+	if found {
+		return llm.Invalid("input_file is not supported for this model: its provider does not speak the Responses API, and a file cannot be translated")
+	}
+	return nil
 }
 
 func hasContent(ps []llm.Part) bool {

@@ -22,6 +22,7 @@ import (
 	"github.com/agent2env/agent2env/internal/agent"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/image"
+	"github.com/agent2env/agent2env/internal/quantity"
 	"github.com/agent2env/agent2env/internal/runtime"
 	"github.com/agent2env/agent2env/internal/sandbox"
 )
@@ -433,8 +434,8 @@ func (r *Runtime) validate(spec *sandbox.Spec, layers []string) (sandbox.Resourc
 		return res, errdefs.Invalid("sandbox id %q makes the agent socket path longer than %d bytes", spec.ID, maxSocketPath)
 	case len(layers) == 0:
 		return res, errdefs.Invalid("sandbox %s has no image layers", spec.ID)
-	case res.MilliCPU < 10:
-		return res, errdefs.Invalid("cpu limit %dm is below 10m", res.MilliCPU)
+	case res.MilliCPU < quantity.MinMilliCPU:
+		return res, errdefs.Invalid("cpu limit %dm is below %dm", res.MilliCPU, quantity.MinMilliCPU)
 	case res.MemoryBytes < 16<<20:
 		return res, errdefs.Invalid("memory limit %d is below 16 MiB", res.MemoryBytes)
 	case res.Pids < 8:

@@ -211,6 +211,18 @@ func (s *Store) ListEndedLLMExchanges(ctx context.Context, f store.LLMExchangeFi
 	return out, nil
 }
 
+// LLMTokens implements store.LLMExchanges.
+func (s *Store) LLMTokens(ctx context.Context, f store.LLMExchangeFilter) (int64, error) {
+	var a args
+	cond := llmFilter(f, &a)
+	var n int64
+	if err := s.r.QueryRow(ctx, `SELECT COALESCE(SUM(input_tokens + output_tokens), 0)::bigint FROM llm_exchanges WHERE true`+cond,
+		a...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sum LLM tokens: %w", err)
+	}
+	return n, nil
+}
+
 // LLMEndedMark returns the Ended of the exchange f selects that ended
 // skip exchanges before the last one, 0 when there are no more than skip:
 // where a follower that wants the last skip exchanges starts.

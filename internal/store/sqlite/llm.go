@@ -220,6 +220,17 @@ func (s *Store) ListEndedLLMExchanges(ctx context.Context, f store.LLMExchangeFi
 	return out, nil
 }
 
+// LLMTokens implements store.LLMExchanges.
+func (s *Store) LLMTokens(ctx context.Context, f store.LLMExchangeFilter) (int64, error) {
+	cond, args := llmFilter(f)
+	var n int64
+	if err := s.r.QueryRowContext(ctx, `SELECT COALESCE(SUM(input_tokens + output_tokens), 0) FROM llm_exchanges WHERE 1=1`+cond,
+		args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sum LLM tokens: %w", err)
+	}
+	return n, nil
+}
+
 // LLMEndedMark returns the Ended of the exchange f selects that ended
 // skip exchanges before the last one, 0 when there are no more than skip:
 // where a follower that wants the last skip exchanges starts.

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ var llmTests = []struct {
 	{"LLMExchangeDelete", testLLMDelete},
 	{"LLMExchangeEnded", testLLMEnded},
 	{"LLMExchangeTenant", testLLMTenant},
+	{"LLMTokens", testLLMTokens},
 }
 
 func llmSample(id string, at time.Time) *store.LLMExchange {
@@ -281,5 +283,31 @@ func testLLMTenant(t *testing.T, s store.Store) {
 	}
 	if got, err := s.GetLLMExchange(ctx, "b"); err != nil || got.Tenant != "t2" {
 		t.Errorf("get b: %+v, %v; want tenant t2", got, err)
+	}
+}
+
+// testLLMTokens: the tokens of the exchanges a filter selects, summed (0
+// for none).
+func testLLMTokens(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	now := time.Now()
+	for i, sb := range []string{"sb1", "sb1", "sb2"} {
+		x := llmSample(fmt.Sprint("x", i), now)
+		x.SandboxID = sb
+		if err := s.PutLLMExchanges(ctx, []*store.LLMExchange{x}, "m"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		f    store.LLMExchangeFilter
+		want int64
+	}{
+		{store.LLMExchangeFilter{SandboxID: "sb1"}, 30},
+		{store.LLMExchangeFilter{RunID: "run1"}, 45},
+		{store.LLMExchangeFilter{SandboxID: "none"}, 0},
+	} {
+		if n, err := s.LLMTokens(ctx, tc.f); err != nil || n != tc.want {
+			t.Errorf("LLMTokens(%+v) = %d, %v; want %d", tc.f, n, err, tc.want)
+		}
 	}
 }
