@@ -72,13 +72,24 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("reach agent: %w: %w", errdefs.ErrUnavailable, err)
+		return nil, fmt.Errorf("reach agent: %w: %w", errdefs.ErrUnavailable, connError(err))
 	}
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
 		return nil, decodeError(resp)
 	}
 	return resp, nil
+}
+
+// connError is err, a failed exchange with the agent, without its
+// connection's addresses (the daemon's socket path on the host, a Pod's
+// IP address): what failed, and how, is all a client of the daemon hears.
+func connError(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return fmt.Errorf("%s: %w", op.Op, op.Err)
+	}
+	return err
 }
 
 // decodeError turns an agent error response into an errdefs class.

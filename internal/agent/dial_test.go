@@ -338,3 +338,23 @@ func TestServicesEnvDefersToTemplate(t *testing.T) {
 		}
 	}
 }
+
+// TestConnErrorsNameNoAddress: an agent that cannot be reached, or whose
+// connection breaks, is unavailable, and the error does not name the
+// connection's addresses (the daemon's socket path on the host), which
+// reach the daemon's clients.
+func TestConnErrorsNameNoAddress(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "secret-dir", "agent.sock")
+	c := NewClient(UnixDialer(sock), "")
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+	for name, op := range map[string]func() error{
+		"a request": func() error { _, err := c.Stat(ctx, "/"); return err },
+		"a dial":    func() error { _, err := c.DialPort(ctx, 80); return err },
+	} {
+		err := op()
+		if !errors.Is(err, errdefs.ErrUnavailable) || strings.Contains(err.Error(), "secret-dir") {
+			t.Errorf("%s: %v, want unavailable without the socket's path", name, err)
+		}
+	}
+}

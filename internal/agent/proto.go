@@ -248,7 +248,7 @@ func readFrames(ctx context.Context, body io.Reader, what string, on func(kind b
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("%s stream ended before the result: %w: %w", what, errdefs.ErrUnavailable, err)
+			return fmt.Errorf("%s stream ended before the result: %w: %w", what, errdefs.ErrUnavailable, connError(err))
 		}
 		buf = p[:0]
 		if last, err := on(kind, p); last || err != nil {

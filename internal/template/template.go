@@ -146,16 +146,47 @@ type meta struct {
 	isPublic                 *bool
 }
 
+// The bounds of a template's metadata: with MaxSpecBytes, a stored
+// template fits the API's largest JSON body, so it can be sent back.
+const (
+	maxDisplayName = 1 << 10
+	maxDescription = 16 << 10
+	maxTags        = 64
+	maxTag         = 128
+)
+
+// check refuses metadata past its bounds, naming the field.
+func (m meta) check() error {
+	switch {
+	case len(m.displayName) > maxDisplayName:
+		return errdefs.Invalid("displayName is %d bytes; at most %d", len(m.displayName), maxDisplayName)
+	case len(m.description) > maxDescription:
+		return errdefs.Invalid("description is %d bytes; at most %d", len(m.description), maxDescription)
+	case len(m.tags) > maxTags:
+		return errdefs.Invalid("tags: %d of them; at most %d", len(m.tags), maxTags)
+	}
+	for _, t := range m.tags {
+		if len(t) > maxTag {
+			return errdefs.Invalid("tags: %.20q… is %d bytes; at most %d", t, len(t), maxTag)
+		}
+	}
+	return nil
+}
+
 // Create makes a template with version 1 (changelog "Initial version").
 // The name and spec are checked before the name is looked up. With
 // AutoPrepull the spec's image is prepulled; a prepull that cannot start
 // does not fail the create.
 func (s *Service) Create(ctx context.Context, req api.CreateTemplateRequest) (*api.Template, error) {
+	m := meta{req.DisplayName, req.Description, req.Tags, req.IsPublic}
 	spec, err := s.check(req.Name, req.Spec)
+	if err == nil {
+		err = m.check()
+	}
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.create(ctx, req.Name, meta{req.DisplayName, req.Description, req.Tags, req.IsPublic}, spec)
+	t, err := s.create(ctx, req.Name, m, spec)
 	if err != nil {
 		return nil, err
 	}
@@ -273,11 +304,15 @@ func (s *Service) Get(ctx context.Context, name string) (*api.Template, error) {
 // full replacement) and req.Changelog. The spec is checked before the
 // name is looked up.
 func (s *Service) Update(ctx context.Context, name string, req api.UpdateTemplateRequest) (*api.Template, error) {
+	m := meta{req.DisplayName, req.Description, req.Tags, req.IsPublic}
 	spec, err := s.validate(req.Spec)
+	if err == nil {
+		err = m.check()
+	}
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.update(ctx, name, meta{req.DisplayName, req.Description, req.Tags, req.IsPublic}, spec, req.Changelog)
+	t, err := s.update(ctx, name, m, spec, req.Changelog)
 	if err != nil {
 		return nil, err
 	}
@@ -550,6 +585,9 @@ func (s *Service) importOne(ctx context.Context, it importItem, strategy string)
 		return api.ActionSkipped, nil, errors.New("template not found (strategy=update-only)")
 	}
 	m := meta{it.meta.DisplayName, it.meta.Description, it.meta.Tags, it.meta.IsPublic}
+	if err := m.check(); err != nil {
+		return "", nil, err
+	}
 	if !exists {
 		spec, err := s.check(name, it.spec)
 		if err != nil {

@@ -257,6 +257,10 @@ func TestCreateErrors(t *testing.T) {
 		// The spec is checked before the name is looked up.
 		{"bad spec of a taken name", api.CreateTemplateRequest{Name: "taken", Spec: api.TemplateSpec{Image: "alpine", TTL: -1}},
 			errdefs.ErrInvalidArgument, "", "invalid spec: ttl must be >= 0 (0 means never expire)"},
+		{"description too long", api.CreateTemplateRequest{Name: "new", Spec: api.TemplateSpec{Image: "alpine"}, Description: strings.Repeat("d", maxDescription+1)},
+			errdefs.ErrInvalidArgument, "", fmt.Sprintf("description is %d bytes; at most %d", maxDescription+1, maxDescription)},
+		{"too many tags", api.CreateTemplateRequest{Name: "new", Spec: api.TemplateSpec{Image: "alpine"}, Tags: make([]string, maxTags+1)},
+			errdefs.ErrInvalidArgument, "", fmt.Sprintf("tags: %d of them; at most %d", maxTags+1, maxTags)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -396,6 +400,8 @@ func TestUpdateErrors(t *testing.T) {
 	_, err = f.svc.Update(ctx, "nope", api.UpdateTemplateRequest{})
 	checkErr(t, err, errdefs.ErrInvalidArgument, "")
 	_, err = f.svc.Update(ctx, "t", api.UpdateTemplateRequest{Spec: api.TemplateSpec{Image: "alpine", TTL: -3}})
+	checkErr(t, err, errdefs.ErrInvalidArgument, "")
+	_, err = f.svc.Update(ctx, "t", api.UpdateTemplateRequest{Spec: api.TemplateSpec{Image: "alpine"}, DisplayName: strings.Repeat("n", maxDisplayName+1)})
 	checkErr(t, err, errdefs.ErrInvalidArgument, "")
 	if got, _ := f.svc.Get(ctx, "t"); got.LatestVersion != 2 {
 		t.Errorf("a refused update made version %d", got.LatestVersion)
