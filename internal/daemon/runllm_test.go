@@ -100,15 +100,23 @@ func TestRunsUseTheLLMProxy(t *testing.T) {
 	cfg.LLMConfig = path
 	d := start(t, cfg, nil)
 	d.importTiny()
-	task := func(model string) string {
-		return fmt.Sprintf("name: quiet\nimage: %s\nagent: custom\nmodel: %s\ngoal: wait\nentrypoint: sleep 5\nend: {timeout: 1m}\nliveness: {idle: 2s}\n", tinyRef, model)
+	task := func(model string, sleep int) string {
+		return fmt.Sprintf("name: quiet\nimage: %s\nagent: custom\nmodel: %s\ngoal: wait\nentrypoint: sleep %d\nend: {timeout: 1m}\nliveness: {idle: 2s}\n", tinyRef, model, sleep)
 	}
 
-	b, err := d.sys.Runs.Submit(ctx, api.RunSubmitRequest{Task: task("m"), Repeats: 2})
+	// The calling run's agent ends soon after its calls (the slow one
+	// takes 4 s). The silent one sleeps well past the idle window: its
+	// verdict takes the window, a tick and a look at its files, which a
+	// loaded machine (CI) stretched past a 5 s sleep.
+	b, err := d.sys.Runs.Submit(ctx, api.RunSubmitRequest{Task: task("m", 5)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	calling, silent := b.Runs[0].ID, b.Runs[1].ID
+	bs, err := d.sys.Runs.Submit(ctx, api.RunSubmitRequest{Task: task("m", 20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calling, silent := b.Runs[0].ID, bs.Runs[0].ID
 	sb := waitAgent(t, d, context.Background(), calling)
 	srv := httptest.NewServer(d.sys.sandboxHandler(sb))
 	defer srv.Close()
@@ -141,7 +149,7 @@ func TestRunsUseTheLLMProxy(t *testing.T) {
 
 	// The models are the proxy's, as reloaded; an override is checked,
 	// not the task's own model it replaces.
-	_, err = d.sys.Runs.Submit(ctx, api.RunSubmitRequest{Task: task("nope")})
+	_, err = d.sys.Runs.Submit(ctx, api.RunSubmitRequest{Task: task("nope", 5)})
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), `model: unknown model "nope"`) {
 		t.Errorf("unknown model: %v", err)
 	}
@@ -152,10 +160,10 @@ func TestRunsUseTheLLMProxy(t *testing.T) {
 	if err := d.sys.ReloadLLM(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.sys.Runs.Submit(ctx, api.RunSubmitRequest{Task: task("m")}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if _, err := d.sys.Runs.Submit(ctx, api.RunSubmitRequest{Task: task("m", 5)}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("a model the reload removed: %v", err)
 	}
-	b, err = d.sys.Runs.Submit(ctx, api.RunSubmitRequest{Task: task("m"), Models: []string{"m2"}})
+	b, err = d.sys.Runs.Submit(ctx, api.RunSubmitRequest{Task: task("m", 5), Models: []string{"m2"}})
 	if err != nil {
 		t.Fatalf("override with a model of the proxy: %v", err)
 	}
