@@ -317,6 +317,14 @@ func (c *Client) Stat(ctx context.Context, path string) (FileInfo, error) {
 	return fi, err
 }
 
+// StatTarget describes what path leads to, a final symlink followed. An
+// agent from before it describes the link itself (its Link set).
+func (c *Client) StatTarget(ctx context.Context, path string) (FileInfo, error) {
+	var fi FileInfo
+	err := c.getJSON(ctx, http.MethodGet, "/v1/stat", url.Values{"path": {path}, "follow": {"1"}}, &fi)
+	return fi, err
+}
+
 // List describes the entries of the directory at path.
 func (c *Client) List(ctx context.Context, path string) ([]FileInfo, error) {
 	var out []FileInfo

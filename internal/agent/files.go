@@ -206,16 +206,23 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 	s.writeStat(w, p, http.StatusCreated)
 }
 
+// handleStat describes path; with follow=1, what a final symbolic link
+// leads to (the kernel's walk: ELOOP past its limit).
 func (s *Server) handleStat(w http.ResponseWriter, r *http.Request) {
 	if p, ok := s.pathParam(w, r, "path"); ok {
-		s.writeStat(w, p, http.StatusOK)
+		follow, _ := strconv.ParseBool(r.URL.Query().Get("follow"))
+		s.writeStatOf(w, p, http.StatusOK, follow)
 	}
 }
 
 func (s *Server) writeStat(w http.ResponseWriter, p string, status int) {
+	s.writeStatOf(w, p, status, false)
+}
+
+func (s *Server) writeStatOf(w http.ResponseWriter, p string, status int, follow bool) {
 	var fi FileInfo
 	err := s.asUser(func() (err error) {
-		fi, err = stat(p)
+		fi, err = stat(p, follow)
 		return err
 	})
 	if err != nil {
@@ -238,7 +245,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		}
 		out = make([]FileInfo, 0, len(ents))
 		for _, e := range ents {
-			fi, err := stat(filepath.Join(p, e.Name()))
+			fi, err := stat(filepath.Join(p, e.Name()), false)
 			if err != nil {
 				continue // removed while listing
 			}
@@ -408,8 +415,13 @@ func copyFile(from, to string, fi fs.FileInfo) error {
 	return err
 }
 
-func stat(p string) (FileInfo, error) {
-	fi, err := os.Lstat(p)
+// stat describes p, or with follow what a final symbolic link leads to.
+func stat(p string, follow bool) (FileInfo, error) {
+	lstat := os.Lstat
+	if follow {
+		lstat = os.Stat
+	}
+	fi, err := lstat(p)
 	if err != nil {
 		return FileInfo{}, err
 	}

@@ -498,10 +498,10 @@ func (h *Handler) refresh(w http.ResponseWriter, r *http.Request, id string) {
 	case err != nil:
 	case body.Duration == nil:
 		err = errdefs.Invalid("duration is required (seconds)")
-	case checkSeconds("duration", *body.Duration, maxRefresh) != nil:
-		err = checkSeconds("duration", *body.Duration, maxRefresh)
 	default:
-		_, err = h.extend(r.Context(), id, *body.Duration)
+		if err = checkSeconds("duration", *body.Duration, maxRefresh); err == nil {
+			_, err = h.extend(r.Context(), id, *body.Duration)
+		}
 	}
 	if err != nil {
 		writeError(w, err)

@@ -81,6 +81,16 @@ func (m *Manager) Stat(ctx context.Context, id, p string) (fi agent.FileInfo, er
 	return fi, err
 }
 
+// StatTarget describes what path p leads to in the sandbox, a final
+// symlink followed (agent.Client.StatTarget).
+func (m *Manager) StatTarget(ctx context.Context, id, p string) (fi agent.FileInfo, err error) {
+	err = m.fileOp(ctx, id, p, "stat %s in", func(c *agent.Client, p string) (err error) {
+		fi, err = c.StatTarget(ctx, p)
+		return err
+	})
+	return fi, err
+}
+
 // ListDir describes the entries of directory p in the sandbox.
 func (m *Manager) ListDir(ctx context.Context, id, p string) (fis []agent.FileInfo, err error) {
 	err = m.fileOp(ctx, id, p, "list %s in", func(c *agent.Client, p string) (err error) {

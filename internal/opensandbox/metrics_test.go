@@ -81,20 +81,7 @@ func TestExecdMetrics(t *testing.T) {
 
 // /metrics/watch sends a measure a line, every metricsInterval.
 func TestExecdWatchMetrics(t *testing.T) {
-	oldWindow, oldInterval := metricsWindow, metricsInterval
-	metricsWindow, metricsInterval = time.Millisecond, 10*time.Millisecond
-	t.Cleanup(func() { metricsWindow, metricsInterval = oldWindow, oldInterval })
-	s, _ := newExecdSetup(t)
-	s.h.cfg.Metrics = &fakeMetrics{usages: []service.SandboxUsage{{MilliCPU: 1000, MemoryLimit: 1 << 30, MemoryBytes: 1 << 20, At: time.UnixMilli(5)}}}
-	srv := httptest.NewServer(s.h)
-	defer srv.Close()
-	req, _ := http.NewRequest("GET", srv.URL+"/opensandbox/a/execd/metrics/watch", nil)
-	req.Header.Set(HeaderAccessToken, "tok-a")
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := watchMetrics(t, &fakeMetrics{usages: []service.SandboxUsage{{MilliCPU: 1000, MemoryLimit: 1 << 30, MemoryBytes: 1 << 20, At: time.UnixMilli(5)}}})
 	sc := bufio.NewScanner(resp.Body)
 	for i := 0; i < 2; i++ {
 		if !sc.Scan() {
@@ -110,21 +97,8 @@ func TestExecdWatchMetrics(t *testing.T) {
 // /metrics/watch ends once its sandbox is gone, after a line that says
 // so; the client need not hang up.
 func TestExecdWatchMetricsSandboxGone(t *testing.T) {
-	oldWindow, oldInterval := metricsWindow, metricsInterval
-	metricsWindow, metricsInterval = time.Millisecond, 10*time.Millisecond
-	t.Cleanup(func() { metricsWindow, metricsInterval = oldWindow, oldInterval })
-	s, _ := newExecdSetup(t)
 	fm := &fakeMetrics{usages: []service.SandboxUsage{{MilliCPU: 1000, At: time.UnixMilli(5)}}}
-	s.h.cfg.Metrics = fm
-	srv := httptest.NewServer(s.h)
-	defer srv.Close()
-	req, _ := http.NewRequest("GET", srv.URL+"/opensandbox/a/execd/metrics/watch", nil)
-	req.Header.Set(HeaderAccessToken, "tok-a")
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := watchMetrics(t, fm)
 	fm.mu.Lock()
 	fm.err = errdefs.NotFound("sandbox a not found")
 	fm.mu.Unlock()
@@ -144,4 +118,25 @@ func TestExecdWatchMetricsSandboxGone(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the stream goes on after its sandbox is gone")
 	}
+}
+
+// watchMetrics opens /metrics/watch of sandbox a, measured by fm, with a
+// line every 10 ms; the test ends it.
+func watchMetrics(t *testing.T, fm *fakeMetrics) *http.Response {
+	t.Helper()
+	oldWindow, oldInterval := metricsWindow, metricsInterval
+	metricsWindow, metricsInterval = time.Millisecond, 10*time.Millisecond
+	t.Cleanup(func() { metricsWindow, metricsInterval = oldWindow, oldInterval })
+	s, _ := newExecdSetup(t)
+	s.h.cfg.Metrics = fm
+	srv := httptest.NewServer(s.h)
+	t.Cleanup(srv.Close)
+	req, _ := http.NewRequest("GET", srv.URL+"/opensandbox/a/execd/metrics/watch", nil)
+	req.Header.Set(HeaderAccessToken, "tok-a")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
 }

@@ -237,9 +237,12 @@ func TestReadRange(t *testing.T) {
 	e := newEnv(t, "")
 	id := fileTree(t, e, map[string]string{"/workspace/f": "0123456789", "/workspace/empty": ""})
 	ctx := context.Background()
-	// Links to f, relative and through another link, and a loop.
+	// Links to f, relative and through another link, and a loop; and
+	// d/up: a relative "../" link reached through a linked directory, which
+	// leads from the directory d leads to (sub/g), not from d (g).
 	res, release, err := e.sb.Exec(ctx, id, api.ExecRequest{Cwd: "/workspace",
-		Command: []string{"sh", "-c", "ln -s f flink && ln -s flink flink2 && ln -s loop1 loop2 && ln -s loop2 loop1"}})
+		Command: []string{"sh", "-c", "ln -s f flink && ln -s flink flink2 && ln -s loop1 loop2 && ln -s loop2 loop1 && " +
+			"mkdir -p sub/deep && printf abcdef > sub/g && printf wrong > g && ln -s sub/deep d && ln -s ../g sub/deep/up"}})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("ln: %v %+v", err, res)
 	}
@@ -260,6 +263,7 @@ func TestReadRange(t *testing.T) {
 		{name: "missing", path: "none", offset: 0, length: 1, wantErr: errdefs.ErrNotFound},
 		{name: "through a link: its target's bytes", path: "flink", offset: 2, length: -1, want: "23456789"},
 		{name: "through two links", path: "flink2", offset: 0, length: 4, want: "0123"},
+		{name: "a relative link through a linked directory", path: "d/up", offset: 1, length: 2, want: "bc"},
 		{name: "a link loop", path: "loop1", offset: 0, length: 1, wantErr: errdefs.ErrInvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -273,7 +277,7 @@ func TestReadRange(t *testing.T) {
 			}
 			defer rc.Close()
 			b, _ := io.ReadAll(rc)
-			if string(b) != tc.want || size != int64(len(map[string]string{"f": "0123456789", "flink": "0123456789", "flink2": "0123456789"}[tc.path])) {
+			if string(b) != tc.want || size != int64(len(map[string]string{"f": "0123456789", "flink": "0123456789", "flink2": "0123456789", "d/up": "abcdef"}[tc.path])) {
 				t.Errorf("got %q (size %d), want %q", b, size, tc.want)
 			}
 		})

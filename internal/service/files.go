@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"path"
 	"strconv"
 
 	"github.com/agent2env/agent2env/api"
@@ -100,29 +99,22 @@ func (s *Sandboxes) Stat(ctx context.Context, id, path string) (*FileStat, error
 	return &out, nil
 }
 
-// maxLinks bounds the symbolic links StatTarget follows, as Linux's
-// path walk does (ELOOP past 40).
-const maxLinks = 40
-
 // StatTarget describes the file at path in sandbox id as Stat does, but
-// follows symbolic links: a link is described by the file it leads to
-// (its Path the target's). A link that leads nowhere is ErrNotFound; more
-// than 40 links in a row is ErrInvalidArgument.
+// follows symbolic links, as the agent's kernel walks them: a link is
+// described by the file it leads to. A link that leads nowhere is
+// ErrNotFound, a loop ErrInvalidArgument. An agent from before it
+// describes a link itself: one that does is refused, as the range of a
+// link cannot be known then.
 func (s *Sandboxes) StatTarget(ctx context.Context, id, p string) (*FileStat, error) {
-	orig := p
-	for range maxLinks + 1 {
-		fi, err := s.Stat(ctx, id, p)
-		if err != nil || fi.Link == "" {
-			return fi, err
-		}
-		// The agent's stat follows every link but the last component's.
-		p = fi.Link
-		if !path.IsAbs(p) {
-			p = path.Join(path.Dir(fi.Path), p)
-		}
-		p = path.Clean(p)
+	fi, err := s.m.StatTarget(ctx, id, p)
+	if err != nil {
+		return nil, err
 	}
-	return nil, errdefs.Invalid("%s: too many levels of symbolic links", orig)
+	if fi.Link != "" {
+		return nil, errdefs.Precondition("%s is a symbolic link, which this sandbox's agent (older than the daemon) does not follow; name the file it leads to", p)
+	}
+	out := fileStat(fi)
+	return &out, nil
 }
 
 // ReadDir describes the entries of directory dir in sandbox id, by name. A
