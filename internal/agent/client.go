@@ -171,6 +171,14 @@ func (c *Client) Usage(ctx context.Context, diskDirs ...string) (Usage, error) {
 // nil to discard) as it is produced. stdin is used when req.Stdin is set.
 // A command that runs and fails is not an error: see ExecResult.
 func (c *Client) Exec(ctx context.Context, req ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
+	return c.ExecAccepted(ctx, req, nil, stdin, stdout, stderr)
+}
+
+// ExecAccepted is Exec calling accepted, when it is not nil, once the
+// agent has accepted the command (its working directory checked), before
+// any of its output. An error returned before that is the agent's refusal:
+// nothing ran.
+func (c *Client) ExecAccepted(ctx context.Context, req ExecRequest, accepted func(), stdin io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
 	if err := req.Validate(); err != nil {
 		return ExecResult{}, errdefs.Invalid("exec: %v", err)
 	}
@@ -187,6 +195,9 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, stdin io.Reader, std
 		return ExecResult{}, err
 	}
 	defer resp.Body.Close()
+	if accepted != nil {
+		accepted()
+	}
 	var res ExecResult
 	err = readFrames(ctx, resp.Body, "exec", func(kind byte, p []byte) (bool, error) {
 		var err error

@@ -65,7 +65,10 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	defer r.Body.Close()
 	w.Header().Set("Content-Type", "application/x-agent2env-frames")
 	w.WriteHeader(http.StatusOK)
+	// The status goes out now, before any output: it tells the client
+	// that the command was accepted, so a surface may start its stream.
 	fw := &frameWriter{w: w, flush: http.NewResponseController(w).Flush}
+	_ = fw.flush()
 	var stdin io.Reader
 	if req.Stdin {
 		stdin = body

@@ -167,18 +167,18 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	run, err := s.sandboxes.ExecStream(r.Context(), r.PathValue("id"), req)
-	if err != nil {
+	var events *sse.Writer
+	exit, err := s.sandboxes.ExecStream(r.Context(), r.PathValue("id"), req,
+		func() { events = sse.Start(w) },
+		func(ev api.ExecEvent) error { return events.SendJSON(ev.Type, ev) })
+	switch {
+	case events == nil:
 		writeError(w, err)
-		return
-	}
-	events := sse.Start(w)
-	exit, err := run(r.Context(), func(ev api.ExecEvent) error { return events.SendJSON(ev.Type, ev) })
-	if err != nil {
+	case err != nil:
 		events.SendJSON("error", errdefs.Body(err))
-		return
+	default:
+		events.SendJSON("exit", exit)
 	}
-	events.SendJSON("exit", exit)
 }
 
 // upload accepts multipart/form-data with a "path" field and a "file" part

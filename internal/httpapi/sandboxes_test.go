@@ -529,6 +529,7 @@ func TestBadInput(t *testing.T) {
 		{name: "logs unknown", method: "GET", path: sbPath + "/nosuchsandbox/logs", status: http.StatusNotFound, code: api.CodeSandboxNotFound},
 		{name: "exec unknown", method: "POST", path: sbPath + "/nosuchsandbox/exec", ctype: jsonCT, body: `{"command":["true"]}`, status: http.StatusNotFound, code: api.CodeSandboxNotFound},
 		{name: "stream unknown", method: "POST", path: sbPath + "/nosuchsandbox/exec/stream", ctype: jsonCT, body: `{"command":["true"]}`, status: http.StatusNotFound, code: api.CodeSandboxNotFound},
+		{name: "stream missing cwd", method: "POST", path: sbPath + "/" + id + "/exec/stream", ctype: jsonCT, body: `{"command":["true"],"cwd":"/nowhere"}`, status: bad, code: inv},
 		{name: "download unknown", method: "GET", path: sbPath + "/nosuchsandbox/files?path=f", status: http.StatusNotFound, code: api.CodeSandboxNotFound},
 
 		{name: "download no path", method: "GET", path: filesPath, status: bad, code: inv},

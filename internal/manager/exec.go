@@ -28,6 +28,10 @@ type ExecRequest struct {
 	Env     map[string]string
 	Cwd     string
 	Stdin   io.Reader // nil: no input
+	// Accepted, when set, is called once the sandbox has accepted the
+	// command (its working directory checked), before any of its output:
+	// an error before that is the request's refusal, and nothing ran.
+	Accepted func()
 }
 
 // ExecResult is a finished command with its captured output.
@@ -106,7 +110,7 @@ func (m *Manager) ExecStream(ctx context.Context, id string, req ExecRequest, st
 	if err != nil {
 		return agent.ExecResult{}, err
 	}
-	res, err = c.Exec(ctx, areq, req.Stdin, stdout, stderr)
+	res, err = c.ExecAccepted(ctx, areq, req.Accepted, req.Stdin, stdout, stderr)
 	if err != nil {
 		return agent.ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", id, err)
 	}

@@ -24,7 +24,7 @@ import (
 type Execd interface {
 	// Authorize checks a sandbox's access token and that it runs.
 	Authorize(ctx context.Context, id, token string) error
-	ExecStream(ctx context.Context, id string, req api.ExecRequest) (service.ExecRun, error)
+	ExecStream(ctx context.Context, id string, req api.ExecRequest, start func(), emit func(api.ExecEvent) error) (api.ExecEvent, error)
 	Upload(ctx context.Context, id, path string, mode fs.FileMode, content io.Reader) (*api.FileInfo, error)
 	Download(ctx context.Context, id, path string) (io.ReadCloser, int64, error)
 }
@@ -339,24 +339,27 @@ func (h *Handler) command(w http.ResponseWriter, r *http.Request, id string) {
 		h.background(w, r, id, procRequest(req, body))
 		return
 	}
-	run, err := h.cfg.Execd.ExecStream(r.Context(), id, req)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	ew := h.startStream(w)
-	start := h.cfg.Now()
-	if ew.write(streamEvent{Type: "init", Text: newExecutionID()}) != nil {
-		return
-	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	stopPings := h.keepAlive(ctx, ew, cancel)
-	exit, err := run(ctx, func(ev api.ExecEvent) error {
+	var (
+		ew        *eventWriter
+		start     time.Time
+		stopPings = func() {}
+	)
+	exit, err := h.cfg.Execd.ExecStream(ctx, id, req, func() {
+		ew, start = h.startStream(w), h.cfg.Now()
+		if ew.write(streamEvent{Type: "init", Text: newExecutionID()}) != nil {
+			cancel()
+			return
+		}
+		stopPings = h.keepAlive(ctx, ew, cancel)
+	}, func(ev api.ExecEvent) error {
 		return ew.write(streamEvent{Type: ev.Type, Text: ev.Data})
 	})
 	stopPings()
 	switch {
+	case ew == nil:
+		writeError(w, err)
 	case err != nil:
 		_ = ew.write(streamEvent{Type: "error", Error: commandError(err.Error(), err.Error())})
 	case exit.TimedOut:

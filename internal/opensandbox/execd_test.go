@@ -58,35 +58,36 @@ func (f *fakeExecd) Authorize(ctx context.Context, id, token string) error {
 	return nil
 }
 
-func (f *fakeExecd) ExecStream(_ context.Context, id string, req api.ExecRequest) (service.ExecRun, error) {
+func (f *fakeExecd) ExecStream(_ context.Context, id string, req api.ExecRequest, start func(), emit func(api.ExecEvent) error) (api.ExecEvent, error) {
 	if req.Timeout > int(service.MaxExecTimeout/time.Second) {
-		return nil, errdefs.Invalid("timeout %d is above the maximum", req.Timeout)
+		return api.ExecEvent{}, errdefs.Invalid("timeout %d is above the maximum", req.Timeout)
+	}
+	if req.Cwd == "/missing" {
+		return api.ExecEvent{}, errdefs.Invalid("working directory %s does not exist", req.Cwd)
 	}
 	f.mu.Lock()
 	f.execs = append(f.execs, req)
 	f.mu.Unlock()
-	script := req.Command[len(req.Command)-1]
-	return func(ctx context.Context, emit func(api.ExecEvent) error) (api.ExecEvent, error) {
-		switch script {
-		case "broken":
-			return api.ExecEvent{}, errors.New("agent connection lost")
-		case "slow":
-			time.Sleep(50 * time.Millisecond)
-		}
-		if err := emit(api.ExecEvent{Type: "stdout", Data: "hi\n"}); err != nil {
-			return api.ExecEvent{}, err
-		}
-		if err := emit(api.ExecEvent{Type: "stderr", Data: "line \"two\"\nthree\n"}); err != nil {
-			return api.ExecEvent{}, err
-		}
-		switch script {
-		case "exit 3":
-			return api.ExecEvent{Type: "exit", ExitCode: 3, Duration: 12.4}, nil
-		case "timeout":
-			return api.ExecEvent{Type: "exit", ExitCode: 137, TimedOut: true}, nil
-		}
-		return api.ExecEvent{Type: "exit", Duration: 12.6}, nil
-	}, nil
+	start()
+	switch script := req.Command[len(req.Command)-1]; script {
+	case "broken":
+		return api.ExecEvent{}, errors.New("agent connection lost")
+	case "slow":
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := emit(api.ExecEvent{Type: "stdout", Data: "hi\n"}); err != nil {
+		return api.ExecEvent{}, err
+	}
+	if err := emit(api.ExecEvent{Type: "stderr", Data: "line \"two\"\nthree\n"}); err != nil {
+		return api.ExecEvent{}, err
+	}
+	switch req.Command[len(req.Command)-1] {
+	case "exit 3":
+		return api.ExecEvent{Type: "exit", ExitCode: 3, Duration: 12.4}, nil
+	case "timeout":
+		return api.ExecEvent{Type: "exit", ExitCode: 137, TimedOut: true}, nil
+	}
+	return api.ExecEvent{Type: "exit", Duration: 12.6}, nil
 }
 
 func (f *fakeExecd) Upload(_ context.Context, _ string, path string, mode fs.FileMode, content io.Reader) (*api.FileInfo, error) {
@@ -220,6 +221,8 @@ func TestExecdCommand(t *testing.T) {
 		{name: "negative timeout", body: `{"command":"id","timeout":-1}`, wantStatus: 400},
 		{name: "huge timeout", body: `{"command":"id","timeout":9000000000000}`, wantStatus: 400},
 		{name: "not json", body: `{"command":`, wantStatus: 400},
+		// Refused by the sandbox before it ran: an answer, not a stream.
+		{name: "missing cwd", body: `{"command":"id","cwd":"/missing"}`, wantStatus: 400, wantCode: api.CodeInvalidRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ex := newExecdSetup(t)

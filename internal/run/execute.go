@@ -459,11 +459,7 @@ func (e *execution) env(env map[string]string) map[string]string {
 // exec runs req in the run's sandbox, passing its output to stdout and
 // stderr (nil: dropped) as it comes, and returns its exit.
 func (e *execution) exec(ctx context.Context, req api.ExecRequest, stdout, stderr io.Writer) (api.ExecEvent, error) {
-	run, err := e.s.sbx.ExecStream(ctx, e.sandboxID, req)
-	if err != nil {
-		return api.ExecEvent{}, err
-	}
-	return run(ctx, func(ev api.ExecEvent) error {
+	return e.s.sbx.ExecStream(ctx, e.sandboxID, req, nil, func(ev api.ExecEvent) error {
 		w := stdout
 		if ev.Type == "stderr" {
 			w = stderr

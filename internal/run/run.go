@@ -190,7 +190,7 @@ type Sandboxes interface {
 	CheckDead(ctx context.Context, id string) (*api.Sandbox, error)
 	Start(ctx context.Context, id string) (*api.Sandbox, error)
 	Ping(ctx context.Context, id string) error
-	ExecStream(ctx context.Context, id string, req api.ExecRequest) (service.ExecRun, error)
+	ExecStream(ctx context.Context, id string, req api.ExecRequest, start func(), emit func(api.ExecEvent) error) (api.ExecEvent, error)
 	Upload(ctx context.Context, id, p string, mode fs.FileMode, r io.Reader) (*api.FileInfo, error)
 	Download(ctx context.Context, id, p string) (io.ReadCloser, int64, error)
 	Mkdir(ctx context.Context, id, p string) error

@@ -2,8 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -59,58 +57,29 @@ func (s *Sandboxes) Exec(ctx context.Context, id string, req api.ExecRequest) (*
 	}, res.Release, nil
 }
 
-// ExecRun runs a checked command, passing each chunk of its output to emit
-// as a "stdout" or "stderr" event as it is produced, and returns the final
-// "exit" event. emit is called from one goroutine at a time; an error from
-// it ends the command. An error returned means the command could not run
-// to its end (its output so far was emitted). Call it once: the command's
-// stdin is read as it runs.
-type ExecRun func(ctx context.Context, emit func(api.ExecEvent) error) (api.ExecEvent, error)
-
-// ExecStream checks req, that sandbox id is running and that req's
-// working directory is one, and returns the function that runs the
-// command, streaming its output. The split lets a caller refuse a bad
-// request before it commits to a streaming response.
-func (s *Sandboxes) ExecStream(ctx context.Context, id string, req api.ExecRequest) (ExecRun, error) {
+// ExecStream runs a command in sandbox id, streaming it: start is called
+// once the sandbox has accepted the command, then emit with each chunk of
+// its output, as a "stdout" or "stderr" event, as it is produced; the
+// final "exit" event is returned. An error before start was called is the
+// request's refusal (bad input, a sandbox not running, a working directory
+// the command cannot use): nothing ran, and a surface answers it as any
+// failed request, having committed to no stream. After it, an error means
+// that the command could not run to its end (its output so far was
+// emitted). start and emit are called from one goroutine at a time; an
+// error from emit ends the command. The command's stdin is read as it
+// runs.
+func (s *Sandboxes) ExecStream(ctx context.Context, id string, req api.ExecRequest, start func(), emit func(api.ExecEvent) error) (api.ExecEvent, error) {
 	mreq, err := execRequest(req)
-	if err == nil {
-		err = s.m.ValidateExec(mreq)
-	}
 	if err != nil {
-		return nil, err
+		return api.ExecEvent{}, err
 	}
-	if _, err := s.m.Agent(ctx, id); err != nil {
-		return nil, err
+	mreq.Accepted = start
+	res, err := s.m.ExecStream(ctx, id, mreq, outputWriter(emit, "stdout"), outputWriter(emit, "stderr"))
+	if err != nil {
+		return api.ExecEvent{}, err
 	}
-	if mreq.Cwd != "" {
-		if err := s.checkCwd(ctx, id, mreq.Cwd); err != nil {
-			return nil, err
-		}
-	}
-	return func(ctx context.Context, emit func(api.ExecEvent) error) (api.ExecEvent, error) {
-		res, err := s.m.ExecStream(ctx, id, mreq, outputWriter(emit, "stdout"), outputWriter(emit, "stderr"))
-		if err != nil {
-			return api.ExecEvent{}, err
-		}
-		return api.ExecEvent{Type: "exit", ExitCode: res.ExitCode, TimedOut: res.TimedOut, Duration: ms(res.Duration),
-			OOMKilled: res.OOMKilled, Reason: res.Reason}, nil
-	}, nil
-}
-
-// checkCwd refuses, as ErrInvalidArgument in the agent's words, a
-// working directory of sandbox id that the agent would refuse once the
-// command runs: one missing or not a directory.
-func (s *Sandboxes) checkCwd(ctx context.Context, id, dir string) error {
-	fi, err := s.StatTarget(ctx, id, dir)
-	switch {
-	case errors.Is(err, errdefs.ErrNotFound):
-		return errdefs.Invalid("working directory %s does not exist", dir)
-	case err != nil:
-		return fmt.Errorf("working directory %s: %w", dir, err)
-	case !fi.IsDir:
-		return errdefs.Invalid("working directory %s is not a directory", dir)
-	}
-	return nil
+	return api.ExecEvent{Type: "exit", ExitCode: res.ExitCode, TimedOut: res.TimedOut, Duration: ms(res.Duration),
+		OOMKilled: res.OOMKilled, Reason: res.Reason}, nil
 }
 
 // outputWriter returns an io.Writer whose writes become output events of

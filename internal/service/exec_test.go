@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -101,50 +102,67 @@ func TestExecStream(t *testing.T) {
 		{"missing cwd", id, api.ExecRequest{Command: []string{"true"}, Cwd: "/workspace/none"}, errdefs.ErrInvalidArgument},
 		{"cwd a file", id, api.ExecRequest{Command: []string{"true"}, Cwd: "/workspace/dir/f"}, errdefs.ErrInvalidArgument},
 	}...)
+	// started runs a command, recording its events, "start" among them.
+	started := func(id string, req api.ExecRequest) ([]api.ExecEvent, api.ExecEvent, error) {
+		var events []api.ExecEvent
+		exit, err := e.sb.ExecStream(ctx, id, req,
+			func() { events = append(events, api.ExecEvent{Type: "start"}) },
+			func(ev api.ExecEvent) error {
+				events = append(events, ev)
+				return nil
+			})
+		return events, exit, err
+	}
 	for _, tt := range refused {
-		run, err := e.sb.ExecStream(ctx, tt.id, tt.req)
-		if run != nil {
-			t.Errorf("%s: got a run function", tt.name)
+		events, _, err := started(tt.id, tt.req)
+		if len(events) != 0 {
+			t.Errorf("%s: refused after %v", tt.name, events)
 		}
 		checkErr(t, err, tt.class, "")
 	}
-	if _, err := e.sb.ExecStream(ctx, id, api.ExecRequest{Command: []string{"true"}, Cwd: "/workspace/link"}); err != nil {
+	if _, _, err := started(id, api.ExecRequest{Command: []string{"true"}, Cwd: "/workspace/link"}); err != nil {
 		t.Errorf("cwd through a link: %v", err)
 	}
 	stopped := e.running(t).ID
 	if _, err := e.sb.Stop(ctx, stopped); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.sb.ExecStream(ctx, stopped, api.ExecRequest{Command: []string{"true"}})
+	_, _, err := started(stopped, api.ExecRequest{Command: []string{"true"}})
 	checkErr(t, err, errdefs.ErrFailedPrecondition, api.CodeSandboxNotReady)
 
-	run, err := e.sb.ExecStream(ctx, id, api.ExecRequest{Command: []string{"sh", "-c", "echo out; sleep 0.1; echo err >&2; exit 2"}})
+	events, exit, err := started(id, api.ExecRequest{Command: []string{"sh", "-c", "echo out; sleep 0.1; echo err >&2; exit 2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var events []api.ExecEvent
-	exit, err := run(ctx, func(ev api.ExecEvent) error {
-		events = append(events, ev)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []api.ExecEvent{{Type: "stdout", Data: "out\n"}, {Type: "stderr", Data: "err\n"}}
+	want := []api.ExecEvent{{Type: "start"}, {Type: "stdout", Data: "out\n"}, {Type: "stderr", Data: "err\n"}}
 	if diff := cmp.Diff(want, events); diff != "" {
-		t.Errorf("output events (-want +got):\n%s", diff)
+		t.Errorf("events (-want +got):\n%s", diff)
 	}
 	if exit.Type != "exit" || exit.ExitCode != 2 || exit.TimedOut || exit.Duration <= 0 {
 		t.Errorf("exit event %+v, want exit code 2 with a duration", exit)
 	}
 
-	// An error from emit ends the command.
-	run, err = e.sb.ExecStream(ctx, id, api.ExecRequest{Command: []string{"sh", "-c", "echo out; sleep 10"}})
-	if err != nil {
-		t.Fatal(err)
+	// The start comes before any output, however long the command takes
+	// to write its first byte.
+	quiet, stop := context.WithCancel(ctx)
+	start, done := make(chan struct{}, 1), make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = e.sb.ExecStream(quiet, id, api.ExecRequest{Command: []string{"sleep", "5"}},
+			func() { start <- struct{}{} }, func(api.ExecEvent) error { return nil })
+	}()
+	select {
+	case <-start:
+	case <-time.After(2 * time.Second):
+		t.Error("no start within 2 s of a command that writes nothing for 5 s")
 	}
+	stop()
+	<-done
+
+	// An error from emit ends the command.
 	gone := errors.New("client gone")
-	if _, err := run(ctx, func(api.ExecEvent) error { return gone }); err == nil {
-		t.Error("run went on after emit failed")
+	if _, err := e.sb.ExecStream(ctx, id, api.ExecRequest{Command: []string{"sh", "-c", "echo out; sleep 10"}},
+		nil, func(api.ExecEvent) error { return gone }); err == nil {
+		t.Error("the command went on after emit failed")
 	}
 }
