@@ -30,7 +30,7 @@ func TestOpenSandboxMounted(t *testing.T) {
 		{"unknown sandbox", "GET", "/v1/sandboxes/nope", map[string]string{"OPEN-SANDBOX-API-KEY": key}, 404, "SANDBOX_NOT_FOUND"},
 		{"execd without a token", "GET", "/opensandbox/nope/execd/ping", nil, 401, "UNAUTHORIZED"},
 		{"execd of an unknown sandbox", "GET", "/opensandbox/nope/execd/ping", map[string]string{"X-Access-Token": "t"}, 404, "SANDBOX_NOT_FOUND"},
-		{"a foreign Host", "GET", "/v1/sandboxes", map[string]string{"OPEN-SANDBOX-API-KEY": key, "Host": "evil.example"}, http.StatusMisdirectedRequest, ""},
+		{"a foreign Host", "GET", "/v1/sandboxes", map[string]string{"OPEN-SANDBOX-API-KEY": key, "Host": "evil.example"}, http.StatusMisdirectedRequest, "MISDIRECTED_REQUEST"},
 		{"the REST API still wants Bearer", "GET", "/api/v1/sandboxes", map[string]string{"OPEN-SANDBOX-API-KEY": key}, 401, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,8 +58,46 @@ func TestOpenSandboxMounted(t *testing.T) {
 				return
 			}
 			var eb map[string]any
-			if err := json.Unmarshal(raw, &eb); err != nil || eb["code"] != tc.wantCode || eb["message"] == "" || len(eb) != 2 {
+			err = json.Unmarshal(raw, &eb)
+			if msg, _ := eb["message"].(string); err != nil || eb["code"] != tc.wantCode || msg == "" || len(eb) != 2 {
 				t.Errorf("body %s, want {code: %s, message}", raw, tc.wantCode)
+			}
+		})
+	}
+}
+
+// The E2B API is mounted ahead of the daemon's routes: its errors, and the
+// daemon's refusal of a foreign Host, are E2B's {code: status, message}.
+func TestE2BMounted(t *testing.T) {
+	cfg := testConfig(t.TempDir(), fakeruntime.New())
+	twoKeys(t, &cfg)
+	d := start(t, cfg, nil)
+	for _, tc := range []struct {
+		name, host string
+		status     int
+	}{
+		{"no key", "", http.StatusUnauthorized},
+		{"a foreign Host", "evil.example", http.StatusMisdirectedRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest("GET", "http://"+d.addr+"/v2/sandboxes", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.host != "" {
+				req.Host = tc.host
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			raw, _ := io.ReadAll(resp.Body)
+			var eb map[string]any
+			err = json.Unmarshal(raw, &eb)
+			if msg, _ := eb["message"].(string); resp.StatusCode != tc.status || err != nil || eb["code"] != float64(tc.status) ||
+				msg == "" || len(eb) != 2 {
+				t.Errorf("%d %s, want %d {code: %d, message}", resp.StatusCode, raw, tc.status, tc.status)
 			}
 		})
 	}

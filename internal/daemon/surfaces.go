@@ -79,6 +79,10 @@ func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) 
 		httpapi.WithRoutes(svc.LLM),
 		httpapi.WithRoutes(httpapi.NewLLMRoutes(svc.LLMKeys)),
 		httpapi.WithRoutes(httpapi.NewRunRoutes(svc.Runs)),
+		// Their errors take their own form, the daemon's refusals and a
+		// panic's too; E2B's first, as its routes come first (Wrap).
+		httpapi.WithSurface(sf.E2B),
+		httpapi.WithSurface(sf.OpenSandbox),
 		httpapi.WithMetrics(svc.Metrics),
 		httpapi.WithReadyChecks(readyChecks(st)...),
 	}

@@ -191,6 +191,10 @@ func New(cfg Config) (*Handler, error) {
 // before its own authentication (E2B's requests carry their own).
 func (h *Handler) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !h.Serves(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
 		if id, port, ok := HostTarget(r.Host); ok {
 			// The host names the sandbox and port, whatever the path.
 			r = r.Clone(r.Context())
@@ -204,18 +208,41 @@ func (h *Handler) Wrap(next http.Handler) http.Handler {
 			h.serveAPI(w, r)
 		case IsSandboxRequest(r):
 			h.serveSandbox(w, r)
-		case r.URL.Path == "/files" && r.URL.Query().Has("signature"):
-			// An SDK's download_url() or upload_url(): it names neither the
-			// sandbox nor a token, so it never reaches one.
+		case isSignedFileURL(r):
 			writeError(w, errSignedURL)
-		default:
-			if port, ok := tokenOnlyPort(r); ok {
-				h.serveByToken(w, r, port)
-				return
-			}
-			next.ServeHTTP(w, r)
+		default: // an access token on a path of envd's or the interpreter's
+			port, _ := tokenOnlyPort(r)
+			h.serveByToken(w, r, port)
 		}
 	})
+}
+
+// Serves reports whether r is the E2B API's, by the package doc's rules:
+// its Host, its control-plane path, its headers naming a sandbox, or its
+// access token on a path of an in-sandbox server (httpapi.Surface).
+func (h *Handler) Serves(r *http.Request) bool {
+	_, _, byHost := HostTarget(r.Host)
+	_, byToken := tokenOnlyPort(r)
+	return byHost || IsControlPlane(r) || IsSandboxRequest(r) || isSignedFileURL(r) || byToken
+}
+
+// WriteError answers err, which r met outside the routes above (a panic,
+// the daemon's refusal of its Host), as E2B's servers do: a Connect error
+// to a call of envd's Connect services, {code, message} to any other
+// (httpapi.Surface).
+func (h *Handler) WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	if isRPCPath(r.URL.Path) {
+		_ = rpcErrors.Write(w, r, rpcError(err))
+		return
+	}
+	writeError(w, err)
+}
+
+// isSignedFileURL reports whether r is for an SDK's download_url() or
+// upload_url(): it names neither the sandbox nor a token, so it never
+// reaches one.
+func isSignedFileURL(r *http.Request) bool {
+	return r.URL.Path == "/files" && r.URL.Query().Has("signature")
 }
 
 // IsControlPlane reports whether r is for E2B's control plane: its path

@@ -26,7 +26,7 @@ func (h *Handler) serveEnvd(w http.ResponseWriter, r *http.Request, id string) {
 	switch {
 	case p == "/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		w.WriteHeader(http.StatusNoContent)
-	case strings.HasPrefix(p, "/process.Process/"), strings.HasPrefix(p, "/filesystem.Filesystem/"):
+	case isRPCPath(p):
 		h.rpc.ServeHTTP(w, r.WithContext(withSandbox(r.Context(), id)))
 	case p == "/files" && h.cfg.Files == nil:
 		writeError(w, errdefs.NotImplemented("file transfers are not served by this daemon"))

@@ -43,6 +43,15 @@ const (
 	maxFilesystemMessage = 1 << 20
 )
 
+// isRPCPath reports whether p is a method of envd's Connect services.
+func isRPCPath(p string) bool {
+	return strings.HasPrefix(p, "/process.Process/") || strings.HasPrefix(p, "/filesystem.Filesystem/")
+}
+
+// rpcErrors answers errors met outside the Connect handlers in the
+// protocol of the call (WriteError).
+var rpcErrors = connect.NewErrorWriter()
+
 // envdRPC returns the handler of envd's Connect services that cfg serves:
 // those whose service is nil answer Connect's "unimplemented".
 func envdRPC(cfg Config) http.Handler {

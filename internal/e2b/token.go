@@ -221,7 +221,7 @@ func tokenOnlyPort(r *http.Request) (int, bool) {
 	switch {
 	case p == "/execute", p == "/contexts", strings.HasPrefix(p, "/contexts/"):
 		return InterpreterPort, true
-	case p == "/health", p == "/files", strings.HasPrefix(p, "/process.Process/"), strings.HasPrefix(p, "/filesystem.Filesystem/"):
+	case p == "/health", p == "/files", isRPCPath(p):
 		return EnvdPort, true
 	}
 	return 0, false

@@ -52,6 +52,7 @@ type BrowserConfig struct {
 //     state-changing requests; safe ones cannot read the answer across
 //     origins. A WebSocket, which can, is refused on its Origin alone.
 //
+// A refusal takes the form of the request's surface (WithSurface).
 // It fails on a malformed TrustedOrigins entry.
 func BrowserGuard(cfg BrowserConfig) (func(http.Handler) http.Handler, error) {
 	g := &browserGuard{hosts: map[string]bool{}, origins: map[string]bool{}}
@@ -99,13 +100,13 @@ func (g *browserGuard) wrap(next http.Handler) http.Handler {
 			return
 		}
 		if !g.hostAllowed(r.Host) {
-			writeError(w, errdefs.WithCode(errdefs.Invalid(
+			writeRequestError(w, r, errdefs.WithCode(errdefs.Invalid(
 				"host %q is not a name of this daemon (a web page may be rebinding its DNS name to it): "+
 					"reach the daemon by its address or public URL, or add the name to the allowed hosts", r.Host), api.CodeMisdirected))
 			return
 		}
 		if msg := g.pageRefusal(r); msg != "" {
-			writeError(w, errdefs.Forbidden("%s", msg))
+			writeRequestError(w, r, errdefs.Forbidden("%s", msg))
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -4,8 +4,10 @@
 // package service's doc), and encodes results and errors. No rule of the
 // API lives here: a handler decodes, calls one service method and encodes.
 // Errors are answered with errdefs.WriteHTTP, the one mapping of error
-// classes to HTTP statuses and wire codes. NewServer and LimitListener
-// bound the connections of the API's server and of each sandbox's channel.
+// classes to HTTP statuses and wire codes; those of a request another
+// surface on the port serves (WithSurface), in that surface's form.
+// NewServer and LimitListener bound the connections of the API's server
+// and of each sandbox's channel.
 package httpapi
 
 import (
@@ -37,7 +39,9 @@ type Server struct {
 	ready      atomic.Bool
 	routes     []Routes
 	middleware []func(http.Handler) http.Handler
-	metrics    *metrics.Metrics // nil: /metrics not served, nothing recorded
+	// surfaces answer the errors of their requests (WithSurface).
+	surfaces []Surface
+	metrics  *metrics.Metrics // nil: /metrics not served, nothing recorded
 	// readyChecks are what /readyz checks besides ready (readiness.go).
 	readyChecks []ReadyCheck
 }
@@ -128,11 +132,11 @@ func (s *Server) Handler() http.Handler {
 	for i := len(s.middleware) - 1; i >= 0; i-- {
 		h = s.middleware[i](h)
 	}
-	return s.instrument(mux, s.recoverPanics(h))
+	return s.instrument(mux, s.markSurfaces(s.recoverPanics(h)))
 }
 
-// recoverPanics turns a handler panic into a 500 instead of a dropped
-// connection, and logs it.
+// recoverPanics turns a handler panic into a 500 in the request's form
+// (writeRequestError) instead of a dropped connection, and logs it.
 func (s *Server) recoverPanics(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
@@ -147,7 +151,7 @@ func (s *Server) recoverPanics(h http.Handler) http.Handler {
 				panic(v)
 			}
 			s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
-			writeError(w, fmt.Errorf("internal error"))
+			writeRequestError(w, r, fmt.Errorf("internal error"))
 		}()
 		h.ServeHTTP(w, r)
 	})

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -409,8 +411,8 @@ func (k8sDialect) input(t *service.Terminal, typ int, p []byte) error {
 		return ignoreEnded(err)
 	case api.TerminalStreamResize:
 		var size struct{ Width, Height uint16 }
-		if err := json.Unmarshal(p[1:], &size); err != nil {
-			return errdefs.Invalid("resize: %v", err)
+		if err := decodeFrame(p[1:], &size); err != nil {
+			return fmt.Errorf("resize: %w", err)
 		}
 		if size.Width == 0 || size.Height == 0 {
 			return nil // a terminal not drawn yet
@@ -474,8 +476,8 @@ func (d jsonDialect) offset(at int64) (int, []byte) {
 
 func (jsonDialect) input(t *service.Terminal, _ int, p []byte) error {
 	var f jsonFrame
-	if err := json.Unmarshal(p, &f); err != nil {
-		return errdefs.Invalid("a message is not a JSON frame: %v", err)
+	if err := decodeFrame(p, &f); err != nil {
+		return fmt.Errorf("a message is not a terminal frame: %w", err)
 	}
 	switch f.Type {
 	case "input":
@@ -490,6 +492,39 @@ func (jsonDialect) input(t *service.Terminal, _ int, p []byte) error {
 		return ignoreEnded(t.CloseWrite())
 	}
 	return nil // LiteBoxd ignores what it does not know
+}
+
+// decodeFrame decodes a client's JSON message into v, refusing it in the
+// protocol's names, its members', rather than v's Go types and fields
+// (which json.Unmarshal's errors name).
+func decodeFrame(p []byte, v any) error {
+	err := json.Unmarshal(p, v)
+	var te *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return nil
+	case !errors.As(err, &te): // a syntax error, which names nothing of Go's
+		return errdefs.Invalid("%v", err)
+	case te.Field == "":
+		return errdefs.Invalid("a frame must be a JSON object (got %s)", te.Value)
+	}
+	return errdefs.Invalid("%s must be %s (got %s)", te.Field, jsonKind(te.Type), te.Value)
+}
+
+// jsonKind says which JSON values decode into t.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return fmt.Sprintf("an integer from 0 to %d", uint64(math.MaxUint64)>>(64-t.Bits()))
+	}
+	return "another JSON value" // no member of the frames is of another kind
 }
 
 // ignoreEnded drops the error of input sent as the process ends: its

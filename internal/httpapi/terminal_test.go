@@ -84,8 +84,9 @@ func TestTerminalPing(t *testing.T) {
 }
 
 // A bad message from the client ends the session with exactly one error,
-// a 400 (BadRequest in Kubernetes' dialect), then a normal close: never a
-// second error about the stream the refusal cut, nor a path of the host.
+// a 400 (BadRequest in Kubernetes' dialect) saying what is wrong in the
+// protocol's names, then a normal close: never a second error about the
+// stream the refusal cut, nor a path of the host or a name of Go's.
 func TestTerminalBadFrame(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	id := e.createSandbox(t, `{"image":"alpine"}`).ID
@@ -95,13 +96,24 @@ func TestTerminalBadFrame(t *testing.T) {
 		k8s  bool
 		typ  int
 		msg  string
+		want string // the error's message
 	}{
-		{"json: size out of range", false, websocket.TextMessage, `{"type":"resize","cols":70000,"rows":30}`},
-		{"json: size not a number", false, websocket.TextMessage, `{"type":"resize","cols":"a","rows":30}`},
-		{"json: not JSON", false, websocket.TextMessage, `garbage`},
-		{"k8s: size out of range", true, websocket.BinaryMessage, "\x04{\"Width\":70000,\"Height\":1}"},
-		{"k8s: unknown stream", true, websocket.BinaryMessage, "\x09x"},
-		{"k8s: text message", true, websocket.TextMessage, "hi"},
+		{"json: size out of range", false, websocket.TextMessage, `{"type":"resize","cols":70000,"rows":30}`,
+			"a message is not a terminal frame: cols must be an integer from 0 to 65535 (got number 70000)"},
+		{"json: size not a number", false, websocket.TextMessage, `{"type":"resize","cols":"a","rows":30}`,
+			"a message is not a terminal frame: cols must be an integer from 0 to 65535 (got string)"},
+		{"json: data not a string", false, websocket.TextMessage, `{"type":"input","data":1}`,
+			"a message is not a terminal frame: data must be a string (got number)"},
+		{"json: not an object", false, websocket.TextMessage, `["resize"]`,
+			"a message is not a terminal frame: a frame must be a JSON object (got array)"},
+		{"json: not JSON", false, websocket.TextMessage, `garbage`,
+			"a message is not a terminal frame: invalid character 'g' looking for beginning of value"},
+		{"k8s: size out of range", true, websocket.BinaryMessage, "\x04{\"Width\":70000,\"Height\":1}",
+			"resize: Width must be an integer from 0 to 65535 (got number 70000)"},
+		{"k8s: size not a number", true, websocket.BinaryMessage, "\x04{\"Width\":80,\"Height\":\"x\"}",
+			"resize: Height must be an integer from 0 to 65535 (got string)"},
+		{"k8s: unknown stream", true, websocket.BinaryMessage, "\x09x", "stream 9 takes no input"},
+		{"k8s: text message", true, websocket.TextMessage, "hi", "v5.channel.k8s.io takes binary messages that start with their stream"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,17 +153,18 @@ func TestTerminalBadFrame(t *testing.T) {
 			}
 			if tt.k8s {
 				var st struct {
-					Status, Reason string
-					Code           int
+					Status, Reason, Message string
+					Code                    int
 				}
-				if err := json.Unmarshal([]byte(errs[0]), &st); err != nil || st.Status != "Failure" || st.Reason != "BadRequest" || st.Code != 400 {
-					t.Errorf("status %s (%v), want a Failure of reason BadRequest, code 400", errs[0], err)
+				if err := json.Unmarshal([]byte(errs[0]), &st); err != nil || st.Status != "Failure" || st.Reason != "BadRequest" || st.Code != 400 ||
+					st.Message != tt.want {
+					t.Errorf("status %s (%v), want a Failure of reason BadRequest, code 400, message %q", errs[0], err, tt.want)
 				}
 				return
 			}
 			var f jsonFrame
-			if err := json.Unmarshal([]byte(errs[0]), &f); err != nil || f.Type != "error" || f.Code != api.CodeInvalidRequest {
-				t.Errorf("frame %s (%v), want an error of code %s", errs[0], err, api.CodeInvalidRequest)
+			if err := json.Unmarshal([]byte(errs[0]), &f); err != nil || f.Type != "error" || f.Code != api.CodeInvalidRequest || f.Message != tt.want {
+				t.Errorf("frame %s (%v), want an error of code %s, message %q", errs[0], err, api.CodeInvalidRequest, tt.want)
 			}
 		})
 	}

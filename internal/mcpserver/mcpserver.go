@@ -319,7 +319,7 @@ var suggestions = map[string]string{
 	CodeInvalidParams:    "check the tool's input schema: required arguments, their types",
 	CodeContextNotFound:  "create a context with create_context, or find yours with list_contexts",
 	CodeInvalidLanguage:  "use python or javascript (or bash)",
-	CodeSessionNotFound:  "execute_code or execute_command makes a session; list_sessions shows yours",
+	CodeSessionNotFound:  "execute_code, execute_command or write_file makes a session; list_sessions shows yours",
 	CodeFileNotFound:     "list_files shows what there is",
 	CodeSandboxNotFound:  "use a session_id instead: sessions make their sandboxes",
 	CodeLanguageNotFound: "the sandbox's image has no interpreter for it: use the default code-interpreter image",

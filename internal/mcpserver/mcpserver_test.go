@@ -270,6 +270,8 @@ func TestBadArguments(t *testing.T) {
 		{"write_file", map[string]any{"path": "a", "content": "x", "encoding": "rot13", "session_id": "s"}, CodeInvalidParams},
 		{"write_file", map[string]any{"path": "a", "content": "!!", "encoding": "base64", "session_id": "s"}, CodeInvalidParams},
 		{"read_file", map[string]any{"path": "a"}, CodeInvalidParams},
+		{"read_file", map[string]any{"path": "a", "session_id": "nosuch"}, CodeSessionNotFound},
+		{"list_files", map[string]any{"session_id": "nosuch"}, CodeSessionNotFound},
 		{"get_session_info", map[string]any{"session_id": "nosuch"}, CodeSessionNotFound},
 		{"stop_session", map[string]any{"session_id": "nosuch"}, CodeSessionNotFound},
 	} {

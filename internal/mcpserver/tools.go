@@ -126,7 +126,7 @@ type ExecuteCommandArgs struct {
 
 // FileTarget names where a file tool works.
 type FileTarget struct {
-	SessionID string `json:"session_id,omitempty" jsonschema:"the session (made when it does not exist); or give sandbox_id"`
+	SessionID string `json:"session_id,omitempty" jsonschema:"the session (write_file makes it when it does not exist; read_file and list_files need one that exists); or give sandbox_id"`
 	SandboxID string `json:"sandbox_id,omitempty" jsonschema:"a sandbox, instead of a session"`
 }
 
@@ -241,11 +241,13 @@ func (s *Server) addTools() {
 	})
 	add(s, tool[ReadFileArgs, FileResult]{
 		name: "read_file", title: "Read a file",
-		description: "Reads a file (at most 8 MiB) of a session's sandbox or a sandbox: as text when it is UTF-8, else base64.",
+		description: "Reads a file (at most 8 MiB) of a session's sandbox or a sandbox: as text when it is UTF-8, else base64. " +
+			"An unknown session is SESSION_NOT_FOUND: a read makes none.",
 		annotations: readOnly, handle: s.readFile,
 	})
 	add(s, tool[ListFilesArgs, ListFilesResult]{
-		name: "list_files", title: "List files", description: "Lists a directory of a session's sandbox or a sandbox.",
+		name: "list_files", title: "List files",
+		description: "Lists a directory of a session's sandbox or a sandbox. An unknown session is SESSION_NOT_FOUND: a list makes none.",
 		defaults:    map[string]any{"path": "/workspace"},
 		annotations: readOnly, handle: s.listFiles,
 	})

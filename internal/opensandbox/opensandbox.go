@@ -37,6 +37,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 
@@ -142,6 +143,23 @@ func (h *Handler) Register(mux *http.ServeMux) {
 // Prefixes are the path prefixes Register serves, which authenticate
 // requests themselves (not with the daemon's Bearer keys).
 var Prefixes = []string{"/v1/", ExecdPrefix}
+
+// Serves reports whether r is for one of Prefixes, as the mux routes it
+// (httpapi.Surface).
+func (h *Handler) Serves(r *http.Request) bool {
+	p := path.Clean(r.URL.EscapedPath()) + "/"
+	for _, pre := range Prefixes {
+		if strings.HasPrefix(p, pre) {
+			return true
+		}
+	}
+	return false
+}
+
+// WriteError answers err, which r met outside the handler (a panic, the
+// daemon's refusal of its Host), as every error of the API: JSON {code,
+// message} (httpapi.Surface).
+func (h *Handler) WriteError(w http.ResponseWriter, r *http.Request, err error) { writeError(w, err) }
 
 // ServeHTTP authenticates r and routes it: a lifecycle request by its
 // API key, an execd request by its sandbox's access token.

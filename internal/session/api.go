@@ -135,14 +135,23 @@ func contains(list []string, s string) bool {
 }
 
 // Target names where a file operation happens: a session of ctx's tenant
-// (made when it does not exist) or a sandbox.
+// or a sandbox. A write makes the session when it does not exist; a read
+// or a list needs one that exists.
 type Target struct {
 	SessionID string
 	SandboxID string
 }
 
+// access is what a file operation does to its target.
+type access bool
+
+const (
+	reading access = false // finds a session, never makes one
+	writing access = true  // makes the session when it does not exist
+)
+
 // at runs fn on the sandbox of t: for a session, with a lease on it.
-func (s *Service) at(ctx context.Context, t Target, fn func(sandboxID string) error) (*api.SessionInfo, error) {
+func (s *Service) at(ctx context.Context, t Target, a access, fn func(sandboxID string) error) (*api.SessionInfo, error) {
 	switch {
 	case t.SessionID != "" && t.SandboxID != "":
 		return nil, errdefs.Invalid("give a session id or a sandbox id, not both")
@@ -151,7 +160,7 @@ func (s *Service) at(ctx context.Context, t Target, fn func(sandboxID string) er
 	case t.SessionID == "":
 		return nil, errdefs.Invalid("a session id or a sandbox id is required")
 	}
-	l, err := s.open(ctx, openRequest{id: t.SessionID})
+	l, err := s.open(ctx, openRequest{id: t.SessionID, existing: a == reading})
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +178,7 @@ func (s *Service) WriteFile(ctx context.Context, t Target, p string, r io.Reader
 		return nil, nil, err
 	}
 	var fi agent.FileInfo
-	info, err := s.at(ctx, t, func(id string) error {
+	info, err := s.at(ctx, t, writing, func(id string) error {
 		var err error
 		fi, err = s.sbx.Upload(ctx, id, p, 0o644, r)
 		return err
@@ -182,14 +191,14 @@ func (s *Service) WriteFile(ctx context.Context, t Target, p string, r io.Reader
 }
 
 // ReadFile returns the file at p in t's sandbox, refusing one larger than
-// limit bytes.
+// limit bytes. An unknown session is SESSION_NOT_FOUND: a read makes none.
 func (s *Service) ReadFile(ctx context.Context, t Target, p string, limit int64) ([]byte, *api.SessionInfo, error) {
-	p, err := manager.CleanPath(p) // before a session is made for it
+	p, err := manager.CleanPath(p) // before the session is opened
 	if err != nil {
 		return nil, nil, err
 	}
 	var data []byte
-	info, err := s.at(ctx, t, func(id string) error {
+	info, err := s.at(ctx, t, reading, func(id string) error {
 		rc, _, err := s.sbx.Download(ctx, id, p)
 		if err != nil {
 			return err
@@ -204,14 +213,15 @@ func (s *Service) ReadFile(ctx context.Context, t Target, p string, limit int64)
 	return data, info, err
 }
 
-// ListFiles lists the directory at p in t's sandbox.
+// ListFiles lists the directory at p in t's sandbox. An unknown session is
+// SESSION_NOT_FOUND: a list makes none.
 func (s *Service) ListFiles(ctx context.Context, t Target, p string) ([]api.FileInfo, *api.SessionInfo, error) {
-	clean, err := manager.CleanPath(p) // before a session is made for it
+	clean, err := manager.CleanPath(p) // before the session is opened
 	if err != nil {
 		return nil, nil, err
 	}
 	out := []api.FileInfo{}
-	info, err := s.at(ctx, t, func(id string) error {
+	info, err := s.at(ctx, t, reading, func(id string) error {
 		ac, err := s.sbx.Agent(ctx, id)
 		if err != nil {
 			return err

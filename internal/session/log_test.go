@@ -35,6 +35,13 @@ func (r *records) Handle(_ context.Context, rec slog.Record) error {
 func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
 func (r *records) WithGroup(string) slog.Handler      { return r }
 
+// clear forgets the records so far.
+func (r *records) clear() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = nil
+}
+
 // find returns the first line that starts with msg and has every attr.
 func (r *records) find(msg string, attrs ...string) (string, bool) {
 	r.mu.Lock()

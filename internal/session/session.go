@@ -5,9 +5,11 @@
 // httpapi) and MCP (package mcpserver) call the same methods with the same
 // api types.
 //
-// A request naming no session makes one under a generated id; one naming
-// an unknown id makes it under that id, never an error; concurrent first
-// requests with one id make one session. A session's idle clock starts
+// A request that executes or writes makes its session: naming none, under
+// a generated id; naming an unknown id, under that id, never an error;
+// concurrent first requests with one id make one session. A read (a file
+// read or list, Get) makes none: an unknown id is SESSION_NOT_FOUND. A
+// failed request leaves no session it made. A session's idle clock starts
 // when its last request finishes, so nothing running is ever reaped; an
 // absolute lifetime bounds it all the same. Sessions are scoped by tenant
 // (the API key, see auth.WithTenant): one key cannot reach another's session by
@@ -196,10 +198,14 @@ type openRequest struct {
 	// sandboxID binds a new session to an existing sandbox it does not
 	// own (a context create naming both).
 	sandboxID string
+	// existing takes only a session that exists with its sandbox running,
+	// and makes or removes none: SESSION_NOT_FOUND else (a read).
+	existing bool
 }
 
 // open returns a lease on the session id of ctx's tenant, making the
-// session when it does not exist (or its sandbox is gone).
+// session when it does not exist (or its sandbox is gone) unless
+// r.existing.
 func (s *Service) open(ctx context.Context, r openRequest) (*lease, error) {
 	if r.id == "" {
 		r.id = NewID()
@@ -231,10 +237,15 @@ func (s *Service) open(ctx context.Context, r openRequest) (*lease, error) {
 			s.log.Debug("session reused", "session", r.id, "sandbox", sb.ID)
 			return &lease{s: s, sess: sess, sandbox: sb}, nil
 		}
+		if r.existing { // the next request that may make it starts it again
+			return nil, errdefs.WithCode(errdefs.NotFound("session %s has no running sandbox", r.id), api.CodeSessionNotFound)
+		}
 		// Its sandbox failed or went: the session starts again.
 		s.remove(context.WithoutCancel(ctx), sess, "its sandbox is not running")
 	case !errors.Is(err, errdefs.ErrNotFound):
 		return nil, err
+	case r.existing:
+		return nil, notFound(r.id)
 	}
 	l, err := s.create(ctx, key, r, flavor)
 	if err != nil {

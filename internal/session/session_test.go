@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
@@ -534,6 +535,62 @@ func TestFiles(t *testing.T) {
 	checkErr(t, err, errdefs.ErrInvalidArgument, "")
 	if _, err := e.svc.SessionSandbox(bg, "nosuch"); !errors.Is(err, errdefs.ErrNotFound) || len(e.sessions(t)) != 1 {
 		t.Errorf("SessionSandbox of an unknown session: %v (sessions %v)", err, e.sessions(t))
+	}
+}
+
+// TestReadsMakeNoSession: a file read or list naming a session that does
+// not exist, or whose sandbox is not running, is SESSION_NOT_FOUND and
+// changes nothing: no session is made (nor made and removed), no record
+// touched; a write makes the session.
+func TestReadsMakeNoSession(t *testing.T) {
+	rec := &records{}
+	e := newEnv(t, func(su *setup) { su.log = slog.New(rec) })
+	e.execute(t, bg, api.SessionExecuteRequest{Code: "1", SessionID: "dead"})
+	sb := e.record(t, "", "dead").SandboxID
+	if _, err := e.St.UpdateSandbox(bg, sb, func(s *store.Sandbox) error {
+		s.Status = string(api.StatusFailed)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before := e.record(t, "", "dead")
+	read := func(id string) error {
+		_, _, err := e.svc.ReadFile(bg, Target{SessionID: id}, "a.txt", 100)
+		return err
+	}
+	list := func(id string) error {
+		_, _, err := e.svc.ListFiles(bg, Target{SessionID: id}, "/workspace")
+		return err
+	}
+	for _, tt := range []struct {
+		name, id string
+		op       func(id string) error
+	}{
+		{"read of an unknown session", "nosuch", read},
+		{"list of an unknown session", "nosuch", list},
+		{"read of a session whose sandbox failed", "dead", read},
+		{"list of a session whose sandbox failed", "dead", list},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec.clear()
+			checkErr(t, tt.op(tt.id), errdefs.ErrNotFound, api.CodeSessionNotFound)
+			if l, ok := rec.find("session created", "session="+tt.id+" "); ok {
+				t.Errorf("the read made a session: %s", l)
+			}
+			if l, ok := rec.find("session removed", "session="+tt.id+" "); ok {
+				t.Errorf("the read removed a session: %s", l)
+			}
+			if got := e.sessions(t); !slices.Equal(got, []string{before.Key}) {
+				t.Errorf("sessions after the read: %v", got)
+			}
+			if got := e.record(t, "", "dead"); !reflect.DeepEqual(got, before) {
+				t.Errorf("the session's record after the read:\n%+v\nwant\n%+v", got, before)
+			}
+		})
+	}
+	// A write makes the session it names.
+	if _, info, err := e.svc.WriteFile(bg, Target{SessionID: "nosuch"}, "a.txt", strings.NewReader("x")); err != nil || !info.Created {
+		t.Errorf("write to an unknown session: %+v %v", info, err)
 	}
 }
 

@@ -1,0 +1,95 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/e2b"
+	"github.com/agent2env/agent2env/internal/opensandbox"
+	"github.com/agent2env/agent2env/internal/service"
+)
+
+// panicRoutes are routes that panic, one on each surface's paths.
+type panicRoutes []string
+
+func (p panicRoutes) Register(mux *http.ServeMux) {
+	for _, pattern := range p {
+		mux.HandleFunc(pattern, func(http.ResponseWriter, *http.Request) { panic("boom") })
+	}
+}
+
+// The errors the Server's middleware answers itself, a handler's panic
+// (500) and BrowserGuard's refusal of a foreign Host (421), take the form
+// of the request's surface: the REST API's {error, code}, the OpenSandbox
+// API's {code, message}, E2B's {code: status, message}, and Connect's
+// error to a call of E2B's envd services.
+func TestSurfaceErrors(t *testing.T) {
+	// The surfaces' services are never reached: the routes here are the
+	// test's.
+	var sandboxes *service.Sandboxes
+	osAPI, err := opensandbox.New(opensandbox.Config{Sandboxes: sandboxes, GatewayPrefix: "/gw/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2bAPI, err := e2b.New(e2b.Config{Sandboxes: sandboxes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard, err := BrowserGuard(BrowserConfig{Listen: "127.0.0.1:8080"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := New(nil, nil, slog.New(slog.DiscardHandler), WithSurface(e2bAPI), WithSurface(osAPI), WithMiddleware(guard),
+		WithRoutes(panicRoutes{"/api/v1/boom", "/v1/boom", opensandbox.ExecdPrefix + "boom", "/sandboxes/boom",
+			"/process.Process/Start"})).Handler()
+	const foreign = "evil.example.com"
+	e2bCall := map[string]string{e2b.HeaderSandboxID: "sb", "Content-Type": "application/json"}
+	for _, tt := range []struct {
+		name, path string
+		host       string // "": the daemon's
+		header     map[string]string
+		status     int
+		code       any    // the body's code
+		message    string // the member with the message
+	}{
+		{"REST panic", "/api/v1/boom", "", nil, 500, api.CodeInternal, "error"},
+		{"REST foreign host", "/api/v1/boom", foreign, nil, 421, api.CodeMisdirected, "error"},
+		{"OpenSandbox panic", "/v1/boom", "", nil, 500, api.CodeInternal, "message"},
+		{"OpenSandbox foreign host", "/v1/boom", foreign, nil, 421, api.CodeMisdirected, "message"},
+		{"OpenSandbox execd panic", opensandbox.ExecdPrefix + "boom", "", nil, 500, api.CodeInternal, "message"},
+		{"E2B panic", "/sandboxes/boom", "", nil, 500, float64(500), "message"},
+		{"E2B foreign host", "/sandboxes/boom", foreign, nil, 421, float64(421), "message"},
+		{"E2B envd call panic", "/process.Process/Start", "", e2bCall, 500, "internal", "message"},
+		{"E2B envd call foreign host", "/process.Process/Start", foreign, e2bCall, 400, "invalid_argument", "message"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodPost, tt.path, strings.NewReader("{}"))
+			req.Host = "127.0.0.1:8080"
+			if tt.host != "" {
+				req.Host = tt.host
+			}
+			for k, v := range tt.header {
+				req.Header.Set(k, v)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			body, _ := io.ReadAll(rec.Body)
+			if rec.Code != tt.status {
+				t.Errorf("status %d, want %d (body %s)", rec.Code, tt.status, body)
+			}
+			var eb map[string]any
+			if err := json.Unmarshal(body, &eb); err != nil {
+				t.Fatalf("body %q is not JSON: %v", body, err)
+			}
+			if msg, _ := eb[tt.message].(string); eb["code"] != tt.code || msg == "" || len(eb) != 2 {
+				t.Errorf("body %s, want {code: %v, %s}", body, tt.code, tt.message)
+			}
+		})
+	}
+}
