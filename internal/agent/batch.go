@@ -62,14 +62,17 @@ func (s *Server) handleUploadBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	// See handleExec: a body left unread must be closed before returning.
 	defer r.Body.Close()
-	body := bufio.NewReaderSize(r.Body, 64<<10)
+	body := bufio.NewReaderSize(r.Body, 4<<10)
 	if kind, _, err := readFrame(body, nil); err != nil || kind != frameHello {
 		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", errors.New("a batch upload starts with its hello"))
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-agent2env-frames")
 	w.WriteHeader(http.StatusOK)
-	_ = rc.Flush()
+	if r.Header.Get("Expect") != "" {
+		// A client that asked whether batches are taken waits for this.
+		_ = rc.Flush()
+	}
 	b := &batch{s: s}
 	var res BatchResult
 	err := b.read(body)

@@ -18,8 +18,10 @@ import (
 // the commit, and a batch that is not committed leaves the sandbox as it
 // was. Its methods are called from one goroutine.
 type UploadBatch struct {
-	pw  *io.PipeWriter
-	buf []byte
+	pw *io.PipeWriter
+	// buf is what is read of a file; out the frames not yet sent, sent
+	// with the next data or the batch's end, in one write.
+	buf, out []byte
 	// done is closed once the agent's result is read (it may come before
 	// the commit: the agent's failure), with res and err.
 	done chan struct{}
@@ -27,32 +29,71 @@ type UploadBatch struct {
 	err  error
 }
 
+// What a Client knows of its agent's batch uploads.
+const (
+	batchesUnknown = iota
+	batchesTaken
+	batchesRefused
+)
+
 // StartUpload begins a batch upload. An agent older than batch uploads (a
 // sandbox paused across an upgrade) answers errors.ErrUnsupported, having
 // been sent nothing.
 func (c *Client) StartUpload(ctx context.Context) (*UploadBatch, error) {
+	known := c.batches.Load()
+	if known == batchesRefused {
+		return nil, fmt.Errorf("batch upload: %w", errors.ErrUnsupported)
+	}
+	b := &UploadBatch{buf: make([]byte, 32<<10), done: make(chan struct{})}
 	pr, pw := io.Pipe()
-	// The hello waits for the agent's 100 Continue: an agent that has no
-	// batch uploads answers 404 without reading the body (nor waiting for
-	// its end, which comes no sooner than the commit).
-	hello := make(chan error, 1)
+	b.pw = pw
+	// The transport waits for the body's writer before it gives up on a
+	// cancelled request, and that writer waits for the next file.
+	stop := context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })
+	// The first batch asks whether the agent takes them: its body waits
+	// for the agent's 100 Continue, which an agent without them never
+	// sends (it answers 404 without reading the body, nor waiting for its
+	// end, which comes no sooner than the commit). The hello is what it
+	// reads to send it; its answer comes after the hello.
+	var h http.Header
+	if known == batchesUnknown {
+		h = http.Header{"Expect": {"100-continue"}}
+	}
+	answered := make(chan error, 1)
 	go func() {
-		_, err := pw.Write([]byte{frameHello, 0, 0, 0, 0})
-		hello <- err
+		defer stop()
+		resp, err := c.doWith(ctx, http.MethodPost, "/v1/files/batch", nil, pr, h)
+		answered <- err
+		if err != nil {
+			b.err = err
+			pw.CloseWithError(err)
+			close(b.done)
+			return
+		}
+		b.readResult(ctx, resp.Body)
 	}()
-	resp, err := c.doWith(ctx, http.MethodPost, "/v1/files/batch", nil, pr, http.Header{"Expect": {"100-continue"}})
-	if err != nil {
-		pw.CloseWithError(err)
-		<-hello
+	hello := []byte{frameHello, 0, 0, 0, 0}
+	if known == batchesTaken {
+		// Nothing to wait for: the hello goes with the first file, and a
+		// failure to start is the first send's.
+		b.out = append(b.out, hello...)
+		return b, nil
+	}
+	sent := make(chan error, 1)
+	go func() {
+		_, err := pw.Write(hello)
+		sent <- err
+	}()
+	if err := <-answered; err != nil {
+		<-sent
 		if ae := (*Error)(nil); errors.As(err, &ae) && ae.Code == "" && errors.Is(err, errdefs.ErrNotFound) {
+			c.batches.Store(batchesRefused)
 			return nil, fmt.Errorf("batch upload: %w", errors.ErrUnsupported)
 		}
 		return nil, err
 	}
-	// The agent answers once it has read the hello.
-	<-hello
-	b := &UploadBatch{pw: pw, buf: make([]byte, 5+32<<10), done: make(chan struct{})}
-	go b.readResult(ctx, resp.Body)
+	c.batches.Store(batchesTaken)
+	<-sent // read by the agent before it answered
 	return b, nil
 }
 
@@ -72,6 +113,9 @@ func (b *UploadBatch) readResult(ctx context.Context, body io.ReadCloser) {
 		return true, nil
 	})
 	b.pw.CloseWithError(errBatchAbandoned)
+	// The answer's end comes once the agent has read the request's: read
+	// to it, so that the connection goes back to the pool.
+	_, _ = io.Copy(io.Discard, body)
 	switch {
 	case b.err != nil:
 	case res.Error != "":
@@ -90,13 +134,12 @@ func (b *UploadBatch) Add(path string, mode os.FileMode, r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("encode batch file header: %w", err)
 	}
-	if err := b.send(frameFile, h); err != nil {
-		return err
-	}
+	b.queue(frameFile, h)
 	for {
-		n, rerr := r.Read(b.buf[5:])
+		n, rerr := r.Read(b.buf)
 		if n > 0 {
-			if err := b.send(frameData, b.buf[5:5+n]); err != nil {
+			b.queue(frameData, b.buf[:n])
+			if err := b.flush(); err != nil {
 				return err
 			}
 		}
@@ -109,18 +152,20 @@ func (b *UploadBatch) Add(path string, mode os.FileMode, r io.Reader) error {
 	}
 }
 
-// send writes one frame; one that cannot be written means that the agent
+// queue adds a frame to what is to be sent.
+func (b *UploadBatch) queue(kind byte, p []byte) {
+	var hdr [5]byte
+	hdr[0] = kind
+	binary.BigEndian.PutUint32(hdr[1:], uint32(len(p)))
+	b.out = append(append(b.out, hdr[:]...), p...)
+}
+
+// flush sends the queued frames; a write that fails means that the agent
 // ended the batch, and its result says why.
-func (b *UploadBatch) send(kind byte, p []byte) error {
-	var frame []byte
-	if len(p) > 0 && &p[0] == &b.buf[5] {
-		frame = b.buf[:5+len(p)]
-	} else {
-		frame = append(make([]byte, 5, 5+len(p)), p...)
-	}
-	frame[0] = kind
-	binary.BigEndian.PutUint32(frame[1:5], uint32(len(p)))
-	if _, err := b.pw.Write(frame); err != nil {
+func (b *UploadBatch) flush() error {
+	_, err := b.pw.Write(b.out)
+	b.out = b.out[:0]
+	if err != nil {
 		<-b.done
 		if b.err != nil {
 			return b.err
@@ -132,7 +177,8 @@ func (b *UploadBatch) send(kind byte, p []byte) error {
 
 // Commit puts the files in place and describes them, in the order added.
 func (b *UploadBatch) Commit() ([]FileInfo, error) {
-	if err := b.send(frameCommit, nil); err != nil {
+	b.queue(frameCommit, nil)
+	if err := b.flush(); err != nil {
 		return nil, err
 	}
 	b.pw.Close()
@@ -143,7 +189,8 @@ func (b *UploadBatch) Commit() ([]FileInfo, error) {
 // Abort gives the batch up: what it sent is removed before Abort returns
 // (unless the agent cannot be reached). After Commit it does nothing.
 func (b *UploadBatch) Abort() {
-	_ = b.send(frameAbort, nil)
+	b.queue(frameAbort, nil)
+	_ = b.flush()
 	b.pw.Close()
 	<-b.done
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -104,80 +105,95 @@ func TestUploadBatch(t *testing.T) {
 			placed: map[string]string{"old.txt": "old"},
 		},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c, work := startAgent(t)
-			if err := os.WriteFile(filepath.Join(work, "old.txt"), []byte("old"), 0o644); err != nil {
-				t.Fatal(err)
+		for _, first := range []bool{true, false} {
+			name := tc.name
+			if !first {
+				name += ", the agent known to take batches"
 			}
-			if err := os.Mkdir(filepath.Join(work, "dir"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			b, err := c.StartUpload(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var failed error
-			for _, f := range tc.files {
-				src := f.src
-				if src == nil {
-					src = strings.NewReader(f.content)
-				}
-				if failed = b.Add(f.path, f.mode, src); failed != nil {
-					break
-				}
-			}
-			var got []FileInfo
-			switch {
-			case failed != nil:
-				b.Abort()
-			case tc.end == "commit":
-				got, failed = b.Commit()
-			case tc.end == "abort":
-				b.Abort()
-			case tc.end == "cancel":
-				cancel()
-				<-b.done
-			}
-			switch {
-			case tc.class == nil && failed != nil:
-				t.Fatalf("batch: %v", failed)
-			case tc.class != nil && !errors.Is(failed, tc.class):
-				t.Fatalf("batch: %v, want %v", failed, tc.class)
-			case tc.code != "":
-				if ae := (*Error)(nil); !errors.As(failed, &ae) || ae.Code != tc.code {
-					t.Errorf("batch: %v, want code %s", failed, tc.code)
-				}
-			}
-			if tc.class == nil && tc.end == "commit" {
-				if len(got) != len(tc.files) {
-					t.Fatalf("files %+v, want %d", got, len(tc.files))
-				}
-				for i, f := range tc.files {
-					if got[i].Path != filepath.Join(work, f.path) || got[i].Mode.Perm() != f.mode || got[i].Size != int64(len(f.content)) {
-						t.Errorf("file %d: %+v, want %s, %v, %d bytes", i, got[i], f.path, f.mode, len(f.content))
+			t.Run(name, func(t *testing.T) {
+				c, work := startAgent(t)
+				if !first {
+					b, err := c.StartUpload(context.Background())
+					if err != nil {
+						t.Fatal(err)
+					}
+					if fis, err := b.Commit(); err != nil || len(fis) != 0 {
+						t.Fatalf("an empty batch: %v, %v", fis, err)
 					}
 				}
-			}
-			want := map[string]string{"dir/": ""}
-			for p, content := range tc.placed {
-				want[p] = content
-				for d := filepath.Dir(p); d != "."; d = filepath.Dir(d) {
-					want[d+"/"] = ""
+				if err := os.WriteFile(filepath.Join(work, "old.txt"), []byte("old"), 0o644); err != nil {
+					t.Fatal(err)
 				}
-			}
-			// A batch cut short is removed once the agent sees its end.
-			deadline := time.Now().Add(2 * time.Second)
-			tree := readTree(t, work)
-			for !equalTrees(tree, want) && tc.end == "cancel" && time.Now().Before(deadline) {
-				time.Sleep(20 * time.Millisecond)
-				tree = readTree(t, work)
-			}
-			if !equalTrees(tree, want) {
-				t.Errorf("work after the batch:\n%v\nwant\n%v", tree, want)
-			}
-		})
+				if err := os.Mkdir(filepath.Join(work, "dir"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				b, err := c.StartUpload(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var failed error
+				for _, f := range tc.files {
+					src := f.src
+					if src == nil {
+						src = strings.NewReader(f.content)
+					}
+					if failed = b.Add(f.path, f.mode, src); failed != nil {
+						break
+					}
+				}
+				var got []FileInfo
+				switch {
+				case failed != nil:
+					b.Abort()
+				case tc.end == "commit":
+					got, failed = b.Commit()
+				case tc.end == "abort":
+					b.Abort()
+				case tc.end == "cancel":
+					cancel()
+					<-b.done
+				}
+				switch {
+				case tc.class == nil && failed != nil:
+					t.Fatalf("batch: %v", failed)
+				case tc.class != nil && !errors.Is(failed, tc.class):
+					t.Fatalf("batch: %v, want %v", failed, tc.class)
+				case tc.code != "":
+					if ae := (*Error)(nil); !errors.As(failed, &ae) || ae.Code != tc.code {
+						t.Errorf("batch: %v, want code %s", failed, tc.code)
+					}
+				}
+				if tc.class == nil && tc.end == "commit" {
+					if len(got) != len(tc.files) {
+						t.Fatalf("files %+v, want %d", got, len(tc.files))
+					}
+					for i, f := range tc.files {
+						if got[i].Path != filepath.Join(work, f.path) || got[i].Mode.Perm() != f.mode || got[i].Size != int64(len(f.content)) {
+							t.Errorf("file %d: %+v, want %s, %v, %d bytes", i, got[i], f.path, f.mode, len(f.content))
+						}
+					}
+				}
+				want := map[string]string{"dir/": ""}
+				for p, content := range tc.placed {
+					want[p] = content
+					for d := filepath.Dir(p); d != "."; d = filepath.Dir(d) {
+						want[d+"/"] = ""
+					}
+				}
+				// A batch cut short is removed once the agent sees its end.
+				deadline := time.Now().Add(2 * time.Second)
+				tree := readTree(t, work)
+				for !equalTrees(tree, want) && tc.end == "cancel" && time.Now().Before(deadline) {
+					time.Sleep(20 * time.Millisecond)
+					tree = readTree(t, work)
+				}
+				if !equalTrees(tree, want) {
+					t.Errorf("work after the batch:\n%v\nwant\n%v", tree, want)
+				}
+			})
+		}
 	}
 }
 
@@ -233,12 +249,22 @@ func TestUploadBatchOldAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: http.NewServeMux()} // answers 404 page not found
+	var asked atomic.Int32
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		http.NotFound(w, r)
+	})}
 	go srv.Serve(l)
 	defer srv.Close()
 	c := NewClient(UnixDialer(sock), "")
 	defer c.Close()
-	if _, err := c.StartUpload(context.Background()); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("start: %v, want unsupported", err)
+	// Asked once: the answer holds for the agent's life.
+	for range 2 {
+		if _, err := c.StartUpload(context.Background()); !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("start: %v, want unsupported", err)
+		}
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("the agent was asked %d times", n)
 	}
 }

@@ -25,6 +25,9 @@ type Client struct {
 	hc    *http.Client
 	tr    *http.Transport
 	token string
+	// batches is whether the agent takes batch uploads: unknown until the
+	// first one asks (an agent's answer holds for its life).
+	batches atomic.Int32
 }
 
 // DialFunc opens a new connection to the agent.
