@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
 )
@@ -23,6 +25,9 @@ type Client struct {
 	hc    *http.Client
 	tr    *http.Transport
 	token string
+	// batches is whether the agent takes batch uploads: unknown until the
+	// first one asks (an agent's answer holds for its life).
+	batches atomic.Int32
 }
 
 // DialFunc opens a new connection to the agent.
@@ -37,6 +42,9 @@ func NewClient(dial DialFunc, token string) *Client {
 		},
 		MaxIdleConnsPerHost: 8,
 		DisableCompression:  true,
+		// Only requests that ask for it wait (batch uploads): the agent
+		// answers at once whether it takes them.
+		ExpectContinueTimeout: 10 * time.Second,
 	}
 	return &Client{hc: &http.Client{Transport: tr}, tr: tr, token: token}
 }
@@ -56,6 +64,11 @@ func (c *Client) Close() { c.tr.CloseIdleConnections() }
 const base = "http://agent"
 
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, body io.Reader) (*http.Response, error) {
+	return c.doWith(ctx, method, path, q, body, nil)
+}
+
+// doWith is do with the request's headers h added.
+func (c *Client) doWith(ctx context.Context, method, path string, q url.Values, body io.Reader, h http.Header) (*http.Response, error) {
 	u := base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
@@ -64,6 +77,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	if err != nil {
 		return nil, err
 	}
+	maps.Copy(req.Header, h)
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
@@ -99,8 +113,14 @@ func decodeError(resp *http.Response) error {
 	if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
 		eb.Error = fmt.Sprintf("agent answered %s", resp.Status)
 	}
+	return agentError(resp.StatusCode, eb)
+}
+
+// agentError is the error the agent answered with status and eb, with
+// its errdefs class.
+func agentError(status int, eb errorBody) error {
 	class := errdefs.ErrUnavailable
-	switch resp.StatusCode {
+	switch status {
 	case http.StatusBadRequest:
 		class = errdefs.ErrInvalidArgument
 	case http.StatusNotFound:

@@ -15,7 +15,9 @@
 // everything the command started: its tree, the groups and sessions it
 // made, the orphans only it can have made (proctree.go).
 //
-// Besides exec the agent serves files, watches of directories (/v1/watch:
+// Besides exec the agent serves files (a batch upload, /v1/files/batch,
+// puts several in place together or none of them: batch.go), watches of
+// directories (/v1/watch:
 // inotify, as the sandbox's user; watch.go), usage (its cgroup's counters
 // and the size of the writable directories), kernels and two upgrades that
 // turn a request into a byte pipe: /v1/dial to a port inside the sandbox

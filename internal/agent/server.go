@@ -121,6 +121,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/exec", s.handleExec)
 	mux.HandleFunc("GET /v1/files", s.handleDownload)
 	mux.HandleFunc("PUT /v1/files", s.handleUpload)
+	mux.HandleFunc("POST /v1/files/batch", s.handleUploadBatch)
 	mux.HandleFunc("DELETE /v1/files", s.handleRemove)
 	mux.HandleFunc("GET /v1/stat", s.handleStat)
 	mux.HandleFunc("GET /v1/list", s.handleList)
@@ -238,26 +239,31 @@ func writeError(w http.ResponseWriter, status int, code string, err error) {
 
 // writeFSError maps a file-system error to a status and code.
 func writeFSError(w http.ResponseWriter, err error) {
+	status, code := fsErrorStatus(err)
+	writeError(w, status, code, err)
+}
+
+// fsErrorStatus is the status and code that answer a file-system error.
+func fsErrorStatus(err error) (int, string) {
 	switch {
 	case errors.Is(err, syscall.ENOTEMPTY): // before ErrExist, which it matches
-		writeError(w, http.StatusBadRequest, "NOT_EMPTY", err)
+		return http.StatusBadRequest, "NOT_EMPTY"
 	case errors.Is(err, fs.ErrNotExist):
-		writeError(w, http.StatusNotFound, "NOT_FOUND", err)
+		return http.StatusNotFound, "NOT_FOUND"
 	case errors.Is(err, fs.ErrExist):
-		writeError(w, http.StatusConflict, "ALREADY_EXISTS", err)
+		return http.StatusConflict, "ALREADY_EXISTS"
 	case errors.Is(err, syscall.EBUSY), errors.Is(err, syscall.ETXTBSY):
-		writeError(w, http.StatusConflict, "BUSY", err)
+		return http.StatusConflict, "BUSY"
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
-		writeError(w, http.StatusForbidden, "PERMISSION_DENIED", err)
+		return http.StatusForbidden, "PERMISSION_DENIED"
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		writeError(w, http.StatusInsufficientStorage, "NO_SPACE", err)
+		return http.StatusInsufficientStorage, "NO_SPACE"
 	case errors.Is(err, syscall.EISDIR), errors.Is(err, syscall.ENOTDIR),
 		errors.Is(err, syscall.EINVAL), errors.Is(err, syscall.ENAMETOOLONG),
 		errors.Is(err, syscall.ELOOP), errors.Is(err, syscall.EXDEV):
-		writeError(w, http.StatusBadRequest, "INVALID_PATH", err)
-	default:
-		writeError(w, http.StatusInternalServerError, "INTERNAL", err)
+		return http.StatusBadRequest, "INVALID_PATH"
 	}
+	return http.StatusInternalServerError, "INTERNAL"
 }
 
 // envForCommands strips the agent's own configuration from env.

@@ -371,6 +371,27 @@ func (f *fakeFiles) Upload(_ context.Context, id, p string, mode fs.FileMode, co
 	return &api.FileInfo{Name: path.Base(p), Path: p, Size: int64(len(b))}, nil
 }
 
+// UploadFiles keeps the files only when all of them were written, as
+// the service's batch does.
+func (f *fakeFiles) UploadFiles(ctx context.Context, id string, files func(put service.PutFile) error) ([]api.FileInfo, error) {
+	staged := &fakeFiles{byPath: map[string]string{}}
+	var out []api.FileInfo
+	err := files(func(p string, mode fs.FileMode, content io.Reader) error {
+		fi, err := staged.Upload(ctx, id, p, mode, content)
+		if err == nil {
+			out = append(out, *fi)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	maps.Copy(f.byPath, staged.byPath)
+	return out, nil
+}
+
 func (f *fakeFiles) Download(_ context.Context, id, p string) (io.ReadCloser, int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -948,10 +969,13 @@ func TestFiles(t *testing.T) {
 		{"?path=%2Ftmp%2Fx&signature=abc", []string{"/tmp/x", "x"}, "signature"},
 		{"?path=" + strings.Repeat("a", 5000), []string{"p", "x"}, "at most 4095"},
 		{"?path=%2Ftmp%2Fx", []string{"/tmp/x", "x", "/tmp/y", "y"}, "path names one file"},
+		{"", []string{"/tmp/x", "x", strings.Repeat("a", 5000), "y"}, "at most 4095"},
 		{"", nil, "no file"},
 	} {
-		if code, b := upload(tc.query, tc.files...); code != 400 || !strings.Contains(b, tc.want) {
-			t.Errorf("upload %s %v: %d %s, want 400 with %q", tc.query, tc.files, code, b, tc.want)
+		// A body refused at any part writes none of its files.
+		before := len(e.files.byPath)
+		if code, b := upload(tc.query, tc.files...); code != 400 || !strings.Contains(b, tc.want) || len(e.files.byPath) != before {
+			t.Errorf("upload %s %v: %d %s, %d files written; want 400 with %q, none written", tc.query, tc.files, code, b, len(e.files.byPath)-before, tc.want)
 		}
 	}
 	// The octet-stream bodies of envd 0.5.7, plain or gzip-compressed.

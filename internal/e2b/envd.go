@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/service"
 )
 
 // uploadMode is the permission of a file written through /files.
@@ -149,7 +149,8 @@ func (h *Handler) uploadRaw(w http.ResponseWriter, r *http.Request, id string) {
 	writeJSON(w, http.StatusOK, []entryInfo{{Name: path.Base(fi.Path), Type: "file", Path: fi.Path}})
 }
 
-// uploadParts writes the parts of a multipart body.
+// uploadParts writes the parts of a multipart body as one change: a body
+// refused at any part leaves the sandbox as it was.
 func (h *Handler) uploadParts(w http.ResponseWriter, r *http.Request, id string) {
 	mr, err := r.MultipartReader()
 	if err != nil {
@@ -157,42 +158,46 @@ func (h *Handler) uploadParts(w http.ResponseWriter, r *http.Request, id string)
 		return
 	}
 	queryPath := r.URL.Query().Get("path")
-	out := []entryInfo{}
-	for n := 0; ; n++ {
-		part, err := mr.NextPart()
-		if err == io.EOF {
-			break
+	fis, err := h.cfg.Files.UploadFiles(r.Context(), id, func(put service.PutFile) error {
+		for n := 0; ; n++ {
+			part, err := mr.NextPart()
+			if err == io.EOF {
+				if n == 0 {
+					return errdefs.Invalid("the body holds no file")
+				}
+				return nil
+			}
+			if err != nil {
+				return errdefs.Invalid("multipart body: %v", err)
+			}
+			// Not part.FileName(), which keeps only the last element.
+			_, params, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+			name := params["filename"]
+			if queryPath != "" && n == 0 {
+				name = queryPath
+			} else if queryPath != "" {
+				err = errdefs.Invalid("path names one file; send each file's path as its part's file name instead")
+			}
+			var p string
+			if err == nil {
+				p, err = filePath(r, name)
+			}
+			if err == nil {
+				err = put(p, uploadMode, part)
+			}
+			part.Close()
+			if err != nil {
+				return err
+			}
 		}
-		if err != nil {
-			writeError(w, errdefs.Invalid("multipart body: %v", err))
-			return
-		}
-		// Not part.FileName(), which keeps only the last element.
-		_, params, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
-		name := params["filename"]
-		if queryPath != "" && n == 0 {
-			name = queryPath
-		} else if queryPath != "" {
-			err = errdefs.Invalid("path names one file; send each file's path as its part's file name instead")
-		}
-		var p string
-		if err == nil {
-			p, err = filePath(r, name)
-		}
-		var fi *api.FileInfo
-		if err == nil {
-			fi, err = h.cfg.Files.Upload(r.Context(), id, p, uploadMode, part)
-		}
-		part.Close()
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		out = append(out, entryInfo{Name: path.Base(fi.Path), Type: "file", Path: fi.Path})
-	}
-	if len(out) == 0 {
-		writeError(w, errdefs.Invalid("the body holds no file"))
+	})
+	if err != nil {
+		writeError(w, err)
 		return
+	}
+	out := make([]entryInfo, len(fis))
+	for i, fi := range fis {
+		out[i] = entryInfo{Name: path.Base(fi.Path), Type: "file", Path: fi.Path}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

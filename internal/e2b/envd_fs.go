@@ -26,6 +26,7 @@ import (
 // sandbox service.
 type Files interface {
 	Upload(ctx context.Context, id, path string, mode fs.FileMode, content io.Reader) (*api.FileInfo, error)
+	UploadFiles(ctx context.Context, id string, files func(put service.PutFile) error) ([]api.FileInfo, error)
 	Download(ctx context.Context, id, path string) (io.ReadCloser, int64, error)
 	Stat(ctx context.Context, id, path string) (*service.FileStat, error)
 	Walk(ctx context.Context, id, root string, depth int) ([]service.FileStat, bool, error)

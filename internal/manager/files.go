@@ -51,6 +51,56 @@ func (m *Manager) Upload(ctx context.Context, id, p string, mode os.FileMode, r 
 	return fi, err
 }
 
+// PutFile sends one file of an UploadFiles: the file at p with mode's
+// permissions, read from r to its end.
+type PutFile func(p string, mode os.FileMode, r io.Reader) error
+
+// UploadFiles writes files into the sandbox as one change: files is called
+// with put, which sends one file (its path checked as CleanPath does),
+// streaming it. Once files returns nil, the files are put in place
+// together and described in the order sent; when it, or a put, fails, none
+// is, and what was at their paths is left as it was. An agent older than
+// batch uploads (a sandbox paused across an upgrade) is given each file as
+// it comes, as Upload does.
+func (m *Manager) UploadFiles(ctx context.Context, id string, files func(put PutFile) error) ([]agent.FileInfo, error) {
+	c, err := m.Agent(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	b, err := c.StartUpload(ctx)
+	if errors.Is(err, errors.ErrUnsupported) {
+		var out []agent.FileInfo
+		err := files(func(p string, mode os.FileMode, r io.Reader) error {
+			fi, err := m.Upload(ctx, id, p, mode, r)
+			out = append(out, fi)
+			return err
+		})
+		return out, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("upload to sandbox %s: %w", id, fileErr(err))
+	}
+	err = files(func(p string, mode os.FileMode, r io.Reader) error {
+		cp, err := CleanPath(p)
+		if err != nil {
+			return err
+		}
+		if err := b.Add(cp, mode, r); err != nil {
+			return fmt.Errorf("upload %s to sandbox %s: %w", cp, id, fileErr(err))
+		}
+		return nil
+	})
+	if err != nil {
+		b.Abort()
+		return nil, err
+	}
+	fis, err := b.Commit()
+	if err != nil {
+		return nil, fmt.Errorf("upload to sandbox %s: %w", id, fileErr(err))
+	}
+	return fis, nil
+}
+
 // Download opens the file at p in the sandbox; the caller closes it. The
 // size is -1 when unknown.
 func (m *Manager) Download(ctx context.Context, id, p string) (rc io.ReadCloser, size int64, err error) {

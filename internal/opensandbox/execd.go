@@ -25,7 +25,7 @@ type Execd interface {
 	// Authorize checks a sandbox's access token and that it runs.
 	Authorize(ctx context.Context, id, token string) error
 	ExecStream(ctx context.Context, id string, req api.ExecRequest, start func(), emit func(api.ExecEvent) error) (api.ExecEvent, error)
-	Upload(ctx context.Context, id, path string, mode fs.FileMode, content io.Reader) (*api.FileInfo, error)
+	UploadFiles(ctx context.Context, id string, files func(put service.PutFile) error) ([]api.FileInfo, error)
 	Download(ctx context.Context, id, path string) (io.ReadCloser, int64, error)
 }
 
@@ -407,47 +407,52 @@ func parseMode(m int) (fs.FileMode, error) {
 }
 
 // upload writes the files of a multipart body of metadata and file pairs,
-// each streamed as it arrives.
+// each streamed as it arrives, as one change: a body refused at any part
+// leaves the sandbox as it was.
 func (h *Handler) upload(w http.ResponseWriter, r *http.Request, id string) {
 	mr, err := r.MultipartReader()
 	if err != nil {
 		writeError(w, errdefs.WithCode(errdefs.Invalid("the body must be multipart/form-data: %v", err), api.CodeUnsupportedMediaType))
 		return
 	}
-	var meta *uploadMetadata
-	files := 0
-	for {
-		part, err := mr.NextPart()
-		if errors.Is(err, io.EOF) {
-			break
+	_, err = h.cfg.Execd.UploadFiles(r.Context(), id, func(put service.PutFile) error {
+		var meta *uploadMetadata
+		files := 0
+		for {
+			part, err := mr.NextPart()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return errdefs.Invalid("read the multipart body: %v", err)
+			}
+			err = uploadPart(put, part, &meta)
+			part.Close()
+			if err != nil {
+				return err
+			}
+			if meta == nil {
+				files++
+			}
 		}
-		if err != nil {
-			writeError(w, errdefs.Invalid("read the multipart body: %v", err))
-			return
+		switch {
+		case meta != nil:
+			return errdefs.Invalid("metadata for %s has no file part after it", meta.Path)
+		case files == 0:
+			return errdefs.Invalid("no file in the body: send a metadata part, then a file part, per file")
 		}
-		err = h.uploadPart(r.Context(), id, part, &meta)
-		part.Close()
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		if meta == nil {
-			files++
-		}
+		return nil
+	})
+	if err != nil {
+		writeError(w, err)
+		return
 	}
-	switch {
-	case meta != nil:
-		writeError(w, errdefs.Invalid("metadata for %s has no file part after it", meta.Path))
-	case files == 0:
-		writeError(w, errdefs.Invalid("no file in the body: send a metadata part, then a file part, per file"))
-	default:
-		w.WriteHeader(http.StatusOK)
-	}
+	w.WriteHeader(http.StatusOK)
 }
 
 // uploadPart takes one part: a metadata part is kept in *meta, a file
 // part is written where *meta says, which it then clears.
-func (h *Handler) uploadPart(ctx context.Context, id string, part *multipart.Part, meta **uploadMetadata) error {
+func uploadPart(put service.PutFile, part *multipart.Part, meta **uploadMetadata) error {
 	name := part.FormName()
 	switch {
 	case name == "metadata" && *meta == nil:
@@ -474,7 +479,7 @@ func (h *Handler) uploadPart(ctx context.Context, id string, part *multipart.Par
 	case name == "metadata":
 		return errdefs.Invalid("metadata for %s has no file part after it", (*meta).Path)
 	case name == "file" && *meta != nil:
-		if _, err := h.cfg.Execd.Upload(ctx, id, (*meta).Path, (*meta).mode, part); err != nil {
+		if err := put((*meta).Path, (*meta).mode, part); err != nil {
 			return err
 		}
 		*meta = nil

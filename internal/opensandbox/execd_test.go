@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
@@ -90,18 +91,32 @@ func (f *fakeExecd) ExecStream(_ context.Context, id string, req api.ExecRequest
 	return api.ExecEvent{Type: "exit", Duration: 12.6}, nil
 }
 
-func (f *fakeExecd) Upload(_ context.Context, _ string, path string, mode fs.FileMode, content io.Reader) (*api.FileInfo, error) {
-	if strings.Contains(path, "..") {
-		return nil, errdefs.Invalid("path %s steps out", path)
-	}
-	b, err := io.ReadAll(content)
+// UploadFiles keeps the files only when all of them were written, as
+// the service's batch does.
+func (f *fakeExecd) UploadFiles(_ context.Context, _ string, files func(put service.PutFile) error) ([]api.FileInfo, error) {
+	staged := map[string][]byte{}
+	modes := map[string]fs.FileMode{}
+	var out []api.FileInfo
+	err := files(func(path string, mode fs.FileMode, content io.Reader) error {
+		if strings.Contains(path, "..") {
+			return errdefs.Invalid("path %s steps out", path)
+		}
+		b, err := io.ReadAll(content)
+		if err != nil {
+			return err
+		}
+		staged[path], modes[path] = b, mode
+		out = append(out, api.FileInfo{Path: path, Size: int64(len(b))})
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.files[path], f.modes[path] = b, mode
-	return &api.FileInfo{Path: path, Size: int64(len(b))}, nil
+	maps.Copy(f.files, staged)
+	maps.Copy(f.modes, modes)
+	return out, nil
 }
 
 func (f *fakeExecd) Download(_ context.Context, _ string, path string) (io.ReadCloser, int64, error) {
@@ -328,9 +343,19 @@ func TestExecdFiles(t *testing.T) {
 		{name: "two metadata", wantStatus: 400, parts: []string{`{"path":"/tmp/c"}`, "\x00", `{"path":"/tmp/d"}`, "x"}},
 		{name: "empty", wantStatus: 400, parts: nil},
 		{name: "service refusal", wantStatus: 400, parts: []string{`{"path":"../x"}`, "x"}},
+		// A body refused at any part writes none of its files.
+		{name: "a later file refused", wantStatus: 400, parts: []string{`{"path":"/tmp/a"}`, "A", `{"path":"../x"}`, "x"}},
+		{name: "a later metadata refused", wantStatus: 400, parts: []string{`{"path":"/tmp/a"}`, "A", `{"path":"/tmp/b","mode":9}`, "x"}},
+		{name: "the last metadata without its file", wantStatus: 400, parts: []string{`{"path":"/tmp/a"}`, "A", `{"path":"/tmp/b"}`, "\x00"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, ex := newExecdSetup(t)
+			before := len(ex.files)
+			defer func() {
+				if tc.wantStatus != http.StatusOK && len(ex.files) != before {
+					t.Errorf("a refused upload wrote %d files", len(ex.files)-before)
+				}
+			}()
 			ctype, body := uploadBody(tc.parts...)
 			rec := execdDo(t, s, "POST", "/opensandbox/a/execd/files/upload", ctype, body, "tok-a")
 			if rec.Code != tc.wantStatus {

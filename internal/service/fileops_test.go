@@ -340,3 +340,65 @@ func TestGlobRegexp(t *testing.T) {
 		}
 	}
 }
+
+// TestUploadFiles: several files land together, and a batch refused at
+// any file leaves the sandbox as it was.
+func TestUploadFiles(t *testing.T) {
+	e := newEnv(t, "")
+	id := fileTree(t, e, testTree)
+	ctx := context.Background()
+	put := func(files ...string) func(put PutFile) error {
+		return func(put PutFile) error {
+			for i := 0; i+1 < len(files); i += 2 {
+				if err := put(files[i], 0o600, strings.NewReader(files[i+1])); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	fis, err := e.sb.UploadFiles(ctx, id, put("new/one.txt", "1", "a.txt", "replaced"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fis) != 2 || fis[0].Path != "/workspace/new/one.txt" || fis[1].Path != "/workspace/a.txt" || fis[1].Size != 8 {
+		t.Errorf("files %+v", fis)
+	}
+	before, _, err := e.sb.Walk(ctx, id, "/workspace", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := []struct {
+		name  string
+		files func(put PutFile) error
+		class error
+	}{
+		{"a directory in a later file's place", put("a.txt", "again", "x/y", "y", "sub", "s"), errdefs.ErrInvalidArgument},
+		{"a later path refused", put("a.txt", "again", "../etc/x", "x"), errdefs.ErrInvalidArgument},
+		{"the caller's failure", func(put PutFile) error {
+			if err := put("a.txt", 0o644, strings.NewReader("again")); err != nil {
+				return err
+			}
+			return errdefs.Invalid("the body was cut")
+		}, errdefs.ErrInvalidArgument},
+	}
+	for _, tt := range refused {
+		_, err := e.sb.UploadFiles(ctx, id, tt.files)
+		checkErr(t, err, tt.class, "")
+		after, _, err := e.sb.Walk(ctx, id, "/workspace", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if paths(after) != paths(before) {
+			t.Errorf("%s: left %s, want %s", tt.name, paths(after), paths(before))
+		}
+	}
+	rc, _, err := e.sb.Download(ctx, id, "a.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if b, _ := io.ReadAll(rc); string(b) != "replaced" {
+		t.Errorf("a.txt holds %q after the refused batches", b)
+	}
+}

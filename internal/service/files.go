@@ -81,6 +81,27 @@ func (s *Sandboxes) Upload(ctx context.Context, id, path string, mode fs.FileMod
 	return &out, nil
 }
 
+// PutFile sends one file of an UploadFiles: the file at path with mode's
+// permissions, read from content to its end.
+type PutFile func(path string, mode fs.FileMode, content io.Reader) error
+
+// UploadFiles writes files into sandbox id as one change: files calls put
+// for each file, streaming it. Once files returns nil, all of them are put
+// in place together and described in the order sent; when it, or a put,
+// fails, none is, and what was at their paths is left as it was. Relative
+// paths are taken from the sandbox's working directory.
+func (s *Sandboxes) UploadFiles(ctx context.Context, id string, files func(put PutFile) error) ([]api.FileInfo, error) {
+	fis, err := s.m.UploadFiles(ctx, id, func(put manager.PutFile) error { return files(PutFile(put)) })
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.FileInfo, len(fis))
+	for i, fi := range fis {
+		out[i] = fileInfo(fi)
+	}
+	return out, nil
+}
+
 // Download opens the file at path in sandbox id; the caller closes it.
 // The size is -1 when unknown. A missing file is ErrNotFound
 // (FILE_NOT_FOUND).

@@ -197,6 +197,16 @@ def envd() -> dict[str, Any]:
         out["written"] = sbx.files.write("dir/a.txt", "hello").path
         out["read"] = sbx.files.read("dir/a.txt")
         out["cat"] = sbx.commands.run("cat dir/a.txt").stdout
+        # Several files in one request land together, or none of them.
+        many = [{"path": "many/1.txt", "data": "one"}, {"path": "many/2.txt", "data": "two"}]
+        out["write_files"] = [w.path for w in sbx.files.write_files(many)]
+        try:
+            sbx.files.write_files([{"path": "many/1.txt", "data": "changed"}, {"path": "many", "data": "x"}])
+            out["write_files_refused"] = "no error"
+        except Exception as e:
+            out["write_files_refused"] = type(e).__name__
+        out["write_files_kept"] = [sbx.files.read("many/1.txt"), len(sbx.files.list("many"))]
+        sbx.files.remove("many")
         # File-like data goes as application/octet-stream (envd 0.5.7),
         # compressed when asked.
         sbx.files.write("dir/raw.bin", io.BytesIO(b"\x00raw"))

@@ -34,6 +34,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -741,6 +742,8 @@ func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/exec":
 		s.exec(w, r)
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/files/batch":
+		s.batch(w, r)
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/files":
 		s.next.ServeHTTP(w, r) // file contents are not rewritten
 	case r.URL.Path == "/v1/dial":
@@ -837,3 +840,88 @@ func readLine(br *bufio.Reader, limit int) ([]byte, error) {
 		}
 	}
 }
+
+// batch passes a batch upload through, mapping the paths of its files'
+// headers into the box as they stream, and those of its result back.
+func (s *shim) batch(w http.ResponseWriter, r *http.Request) {
+	pr, pw := io.Pipe()
+	go func(body io.Reader) {
+		pw.CloseWithError(mapFrames(pw, body, func(kind byte, p []byte) []byte {
+			var h agent.BatchFile
+			if kind != 'f' || json.Unmarshal(p, &h) != nil {
+				return p
+			}
+			h.Path = s.box.hostPath(h.Path)
+			b, _ := json.Marshal(h)
+			return b
+		}))
+	}(r.Body)
+	r.Body = pr
+	fw := &frameMapper{ResponseWriter: w, box: s.box}
+	s.next.ServeHTTP(fw, r)
+	_ = fw.FlushError()
+}
+
+// mapFrames copies the frames of an agent stream (a kind byte, a 4-byte
+// big-endian length, the payload) from r to w, each payload through fn.
+func mapFrames(w io.Writer, r io.Reader, fn func(kind byte, p []byte) []byte) error {
+	br := bufio.NewReader(r)
+	for {
+		var hdr [5]byte
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return err
+		}
+		p := make([]byte, binary.BigEndian.Uint32(hdr[1:]))
+		if _, err := io.ReadFull(br, p); err != nil {
+			return err
+		}
+		p = fn(hdr[0], p)
+		binary.BigEndian.PutUint32(hdr[1:], uint32(len(p)))
+		if _, err := w.Write(append(hdr[:], p...)); err != nil {
+			return err
+		}
+	}
+}
+
+// frameMapper holds what an agent writes of a 200 answer of frames until a
+// flush, then passes its whole frames on with the box's paths mapped back.
+type frameMapper struct {
+	http.ResponseWriter
+	box    *box
+	status int
+	buf    bytes.Buffer
+}
+
+func (f *frameMapper) WriteHeader(code int) {
+	f.status = code
+	f.ResponseWriter.WriteHeader(code)
+}
+
+func (f *frameMapper) Write(p []byte) (int, error) {
+	if f.status != 0 && f.status != http.StatusOK {
+		return f.ResponseWriter.Write(f.box.sandboxPaths(p))
+	}
+	if f.status == 0 {
+		f.WriteHeader(http.StatusOK)
+	}
+	return f.buf.Write(p)
+}
+
+func (f *frameMapper) FlushError() error {
+	var whole []byte
+	for b := f.buf.Bytes(); len(b) >= 5 && len(b) >= 5+int(binary.BigEndian.Uint32(b[1:5])); {
+		n := 5 + int(binary.BigEndian.Uint32(b[1:5]))
+		whole, b = append(whole, b[:n]...), b[n:]
+	}
+	f.buf.Next(len(whole))
+	var out bytes.Buffer
+	if err := mapFrames(&out, bytes.NewReader(whole), func(_ byte, p []byte) []byte { return f.box.sandboxPaths(p) }); err != io.EOF {
+		return err
+	}
+	if _, err := f.ResponseWriter.Write(out.Bytes()); err != nil {
+		return err
+	}
+	return http.NewResponseController(f.ResponseWriter).Flush()
+}
+
+func (f *frameMapper) Unwrap() http.ResponseWriter { return f.ResponseWriter }
