@@ -212,9 +212,14 @@ func (p *Pools) make(ctx context.Context, s Spec) (entry, error) {
 	return e, nil
 }
 
-// take claims a ready sandbox of pool name as c says, counting a hit or a
-// miss. A claim refused for what c asks leaves the sandbox ready.
-func (p *Pools) take(ctx context.Context, name string, c manager.Claim) (*warmPool, entry, bool) {
+// anyVersion is the version take is given when any sandbox of the pool
+// will do.
+const anyVersion = -1
+
+// take claims a ready sandbox of pool name, of template version version
+// (anyVersion: whichever), as c says, counting a hit or a miss. A claim
+// refused for what c asks leaves the sandbox ready.
+func (p *Pools) take(ctx context.Context, name string, version int, c manager.Claim) (*warmPool, entry, bool) {
 	wp, ok := p.pools[name]
 	if !ok {
 		return nil, entry{}, false
@@ -226,7 +231,7 @@ func (p *Pools) take(ctx context.Context, name string, c manager.Claim) (*warmPo
 		}
 	}()
 	if p.shared != nil {
-		e, ok := p.takeShared(ctx, wp, c)
+		e, ok := p.takeShared(ctx, wp, version, c)
 		wp.mu.Lock()
 		if ok {
 			wp.hits++
@@ -238,7 +243,7 @@ func (p *Pools) take(ctx context.Context, name string, c manager.Claim) (*warmPo
 	}
 	for {
 		wp.mu.Lock()
-		if len(wp.ready) == 0 {
+		if len(wp.ready) == 0 || (version != anyVersion && wp.ready[0].sandbox.TemplateVersion != version) {
 			wp.misses++
 			wp.mu.Unlock()
 			return wp, entry{}, false
@@ -269,7 +274,7 @@ func (p *Pools) take(ctx context.Context, name string, c manager.Claim) (*warmPo
 // Take hands out a warm sandbox of the pool named source with its kernel,
 // for the contexts service, claimed for owner (contexts.Pool).
 func (p *Pools) Take(ctx context.Context, source, owner string) (contexts.Warm, bool) {
-	wp, e, ok := p.take(ctx, source, manager.Claim{Owner: owner})
+	wp, e, ok := p.take(ctx, source, anyVersion, manager.Claim{Owner: owner})
 	if !ok {
 		return contexts.Warm{}, false
 	}
@@ -277,10 +282,11 @@ func (p *Pools) Take(ctx context.Context, source, owner string) (contexts.Warm, 
 }
 
 // TakeSandbox hands out a warm sandbox that req would make, for a sandbox
-// create: same template (any version the request allows) or image, and
-// nothing else asked of it but the same cpu and memory (manager
-// CreateRequest.Fits), claimed with the request's TTL and metadata. The
-// kernel started for contexts is stopped.
+// create: same image, or same template and version (req.TemplateVersion,
+// which the manager resolves first: a pool never hands out a version
+// other than the one asked for), and nothing else asked of it but the
+// same cpu and memory (manager CreateRequest.Fits), claimed with the
+// request's TTL and metadata. The kernel started for contexts is stopped.
 func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, bool) {
 	var matched *warmPool
 	for _, name := range p.Names() {
@@ -291,11 +297,11 @@ func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*st
 		}
 		var serves, fits bool
 		if p.shared != nil {
-			// The oldest ready, which a take claims first, if no other
-			// daemon does.
-			first := p.firstReady(ctx, wp)
+			// The oldest ready of the version, which a take claims
+			// first, if no other daemon does.
+			first := p.firstReady(ctx, wp, req.TemplateVersion)
 			serves = first != nil && req.Fits(first)
-			fits = serves && (req.TemplateVersion == 0 || req.TemplateVersion == first.TemplateVersion)
+			fits = serves
 		} else {
 			wp.mu.Lock()
 			made := wp.made
@@ -303,7 +309,7 @@ func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*st
 				made = &store.Sandbox{}
 			}
 			serves = req.Fits(made)
-			fits = serves && len(wp.ready) > 0 && (req.TemplateVersion == 0 || req.TemplateVersion == wp.ready[0].sandbox.TemplateVersion)
+			fits = serves && len(wp.ready) > 0 && req.TemplateVersion == wp.ready[0].sandbox.TemplateVersion
 			wp.mu.Unlock()
 		}
 		if !serves {
@@ -313,7 +319,7 @@ func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*st
 		if !fits {
 			continue
 		}
-		if _, e, ok := p.take(ctx, name, manager.Claim{Owner: req.ManagedBy, TTL: req.TTL, Metadata: req.Metadata}); ok {
+		if _, e, ok := p.take(ctx, name, req.TemplateVersion, manager.Claim{Owner: req.ManagedBy, TTL: req.TTL, Metadata: req.Metadata}); ok {
 			if e.kernel != "" {
 				p.stops.Add(1)
 				go func() {

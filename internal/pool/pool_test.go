@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -33,7 +34,7 @@ import (
 type fakeManager struct {
 	mu       sync.Mutex
 	n        int
-	version  int                     // TemplateVersion of the sandboxes it makes
+	version  int                     // TemplateVersion of the sandboxes it makes from templates
 	failures []error                 // returned by the next CreatePooled calls, in turn
 	allow    int                     // when > 0, CreatePooled calls past this many block until ctx is done
 	creates  []string                // pool names, per CreatePooled call
@@ -66,8 +67,11 @@ func (f *fakeManager) CreatePooled(ctx context.Context, req manager.CreateReques
 	}
 	f.n++
 	sb := &store.Sandbox{
-		ID: fmt.Sprintf("sb-%d", f.n), Image: req.Image, Template: req.Template, TemplateVersion: f.version,
+		ID: fmt.Sprintf("sb-%d", f.n), Image: req.Image, Template: req.Template,
 		Status: string(api.StatusRunning), Pool: pool, CPU: "1", Memory: "1Gi",
+	}
+	if req.Template != "" {
+		sb.TemplateVersion = f.version
 	}
 	f.live[sb.ID] = sb
 	f.mu.Unlock()
@@ -396,22 +400,26 @@ func TestTakeSandbox(t *testing.T) {
 		req  manager.CreateRequest
 		want string // pool taken from, "" for none
 	}{
-		{"template", manager.CreateRequest{Template: "web"}, "web"},
+		// The manager resolves the version first (manager
+		// TestCreateAsksPoolForResolvedVersion): one left unresolved is
+		// none the pool has.
+		{"template, version unresolved", manager.CreateRequest{Template: "web"}, ""},
 		{"template, its version", manager.CreateRequest{Template: "web", TemplateVersion: 3}, "web"},
 		{"template, another version", manager.CreateRequest{Template: "web", TemplateVersion: 2}, ""},
+		{"template, a later version", manager.CreateRequest{Template: "web", TemplateVersion: 4}, ""},
 		{"image", manager.CreateRequest{Image: "alpine"}, "alpine"},
 		{"another image", manager.CreateRequest{Image: "ubuntu"}, ""},
 		{"another template", manager.CreateRequest{Template: "other"}, ""},
 		{"template and image", manager.CreateRequest{Template: "web", Image: "alpine"}, ""},
 		{"nothing", manager.CreateRequest{}, ""},
-		{"other cpu", manager.CreateRequest{Template: "web", CPU: "2"}, ""},
-		{"other memory", manager.CreateRequest{Template: "web", Memory: "512Mi"}, ""},
+		{"other cpu", manager.CreateRequest{Template: "web", TemplateVersion: 3, CPU: "2"}, ""},
+		{"other memory", manager.CreateRequest{Template: "web", TemplateVersion: 3, Memory: "512Mi"}, ""},
 		// The amounts the pool's sandboxes have (they have 1 cpu, 1Gi).
 		{"same cpu and memory", manager.CreateRequest{Image: "alpine", CPU: "1000m", Memory: "1024Mi"}, "alpine"},
 		{"disk", manager.CreateRequest{Image: "alpine", Disk: "1Gi"}, ""},
 		// The claim sets the request's TTL and metadata on what it takes
 		// (manager TestTTLFromPool, TestMetadataFromPool).
-		{"ttl 0", manager.CreateRequest{Template: "web", TTL: &ttl0}, "web"},
+		{"ttl 0", manager.CreateRequest{Template: "web", TemplateVersion: 3, TTL: &ttl0}, "web"},
 		{"ttl", manager.CreateRequest{Image: "alpine", TTL: &ttl60}, "alpine"},
 		{"metadata", manager.CreateRequest{Image: "alpine", Metadata: map[string]string{"run": "7"}}, "alpine"},
 		// A claim refused for what it asks leaves the sandbox in its pool.
@@ -458,6 +466,75 @@ func TestTakeSandbox(t *testing.T) {
 			}
 			if st := stats(p, tt.want); st.Ready != 0 || st.Hits != 1 {
 				t.Errorf("pool %s: %+v, want 0 ready, 1 hit", tt.want, st)
+			}
+		})
+	}
+}
+
+// pooled lists and counts the fake's pooled sandboxes as a shared store
+// does (Lister), oldest first.
+type pooled struct{ *fakeManager }
+
+func (l pooled) ListSandboxPage(_ context.Context, f store.SandboxFilter, p store.Page) ([]*store.Sandbox, string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*store.Sandbox
+	for i := 1; i <= l.n; i++ {
+		sb, ok := l.live[fmt.Sprintf("sb-%d", i)]
+		if !ok || sb.Pool != f.Pool || (len(f.Statuses) > 0 && !slices.Contains(f.Statuses, sb.Status)) {
+			continue
+		}
+		c := *sb
+		out = append(out, &c)
+	}
+	if p.Limit > 0 && len(out) > p.Limit {
+		out = out[:p.Limit]
+	}
+	return out, "", nil
+}
+
+func (l pooled) CountSandboxes(ctx context.Context, f store.SandboxFilter) (int, error) {
+	sbs, _, err := l.ListSandboxPage(ctx, f, store.Page{})
+	return len(sbs), err
+}
+
+// TestTakeSandboxSharedVersion: on a shared store a pool may hold
+// sandboxes of two versions of its template (one made as the template
+// changed); a create gets one of the version it asks for, whichever is
+// oldest, or none.
+func TestTakeSandboxSharedVersion(t *testing.T) {
+	tests := []struct {
+		version int
+		want    string // "" for none
+	}{
+		{2, "sb-2"},
+		{1, "sb-1"},
+		{3, ""},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint("version ", tt.version), func(t *testing.T) {
+			m := newFakeManager()
+			spec := Spec{Name: "web", Size: 2, Request: manager.CreateRequest{Template: "web"}}
+			for _, v := range []int{1, 2} { // oldest first
+				m.version = v
+				if _, err := m.CreatePooled(context.Background(), spec.Request, "web"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p, err := New(m, []Spec{spec}, quiet, WithSharedStore(pooled{m}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sb, ok := p.TakeSandbox(context.Background(), manager.CreateRequest{Template: "web", TemplateVersion: tt.version})
+			_, claimed, _ := m.calls()
+			if tt.want == "" {
+				if ok || len(claimed) != 0 {
+					t.Fatalf("took %+v (claimed %v), want none", sb, claimed)
+				}
+				return
+			}
+			if !ok || sb.ID != tt.want || sb.TemplateVersion != tt.version || !reflect.DeepEqual(claimed, []string{tt.want}) {
+				t.Fatalf("took %+v, %v (claimed %v), want %s", sb, ok, claimed, tt.want)
 			}
 		})
 	}

@@ -91,25 +91,35 @@ func (p *Pools) fillShared(ctx context.Context, wp *warmPool) {
 	}
 }
 
-// firstReady is the oldest sandbox ready in wp in the store; nil when
-// none is (or the store failed).
-func (p *Pools) firstReady(ctx context.Context, wp *warmPool) *store.Sandbox {
-	sbs, _, err := p.shared.ListSandboxPage(ctx, readyFilter(wp.spec.Name), store.Page{Limit: 1})
-	if err != nil || len(sbs) == 0 {
+// firstReady is the oldest sandbox of template version version ready in
+// wp in the store, among the first sharedTake (those a take tries); nil
+// when none is (or the store failed).
+func (p *Pools) firstReady(ctx context.Context, wp *warmPool, version int) *store.Sandbox {
+	sbs, _, err := p.shared.ListSandboxPage(ctx, readyFilter(wp.spec.Name), store.Page{Limit: sharedTake})
+	if err != nil {
 		return nil
 	}
-	return sbs[0]
+	for _, sb := range sbs {
+		if sb.TemplateVersion == version {
+			return sb
+		}
+	}
+	return nil
 }
 
-// takeShared claims a sandbox ready in wp in the store as c says, and
-// finds its kernel. A sandbox another daemon claimed first is passed
-// over; a claim refused for what c asks ends the take.
-func (p *Pools) takeShared(ctx context.Context, wp *warmPool, c manager.Claim) (entry, bool) {
+// takeShared claims a sandbox ready in wp in the store, of template
+// version version (anyVersion: whichever), as c says, and finds its
+// kernel. A sandbox another daemon claimed first, or of another version,
+// is passed over; a claim refused for what c asks ends the take.
+func (p *Pools) takeShared(ctx context.Context, wp *warmPool, version int, c manager.Claim) (entry, bool) {
 	sbs, _, err := p.shared.ListSandboxPage(ctx, readyFilter(wp.spec.Name), store.Page{Limit: sharedTake})
 	if err != nil {
 		p.log.Warn("warm pool: list ready sandboxes", "pool", wp.spec.Name, "err", err)
 	}
 	for _, cand := range sbs {
+		if version != anyVersion && cand.TemplateVersion != version {
+			continue
+		}
 		sb, err := p.mgr.Claim(ctx, cand.ID, c)
 		switch {
 		case errors.Is(err, errdefs.ErrInvalidArgument):
