@@ -32,11 +32,15 @@ import (
 	"github.com/agent2env/agent2env/internal/store"
 )
 
-// Manager is what a pool needs of the sandbox manager.
+// Manager is what a pool needs of the sandbox manager. A pooled sandbox
+// is no one's until claimed: the manager's operations by id do not find
+// it, so a pool reaches and deletes its own through PooledAgent and
+// DeletePooled, and uses Agent once it has claimed one.
 type Manager interface {
 	CreatePooled(ctx context.Context, req manager.CreateRequest, pool string) (*store.Sandbox, error)
 	Claim(ctx context.Context, id string, c manager.Claim) (*store.Sandbox, error)
-	Delete(ctx context.Context, id string) error
+	DeletePooled(ctx context.Context, id string) error
+	PooledAgent(ctx context.Context, id string) (*agent.Client, error)
 	Agent(ctx context.Context, id string) (*agent.Client, error)
 }
 
@@ -196,7 +200,7 @@ func (p *Pools) make(ctx context.Context, s Spec) (entry, error) {
 		return e, nil
 	}
 	id := contexts.NewID()
-	ac, err := p.mgr.Agent(ctx, sb.ID)
+	ac, err := p.mgr.PooledAgent(ctx, sb.ID)
 	if err == nil {
 		_, err = ac.CreateKernel(ctx, agent.KernelSpec{ID: id, Language: s.Language, Cwd: sandbox.WorkDir})
 	}
@@ -205,7 +209,7 @@ func (p *Pools) make(ctx context.Context, s Spec) (entry, error) {
 		return e, nil // the image cannot run it: a warm sandbox all the same
 	}
 	if err != nil {
-		_ = p.mgr.Delete(context.WithoutCancel(ctx), sb.ID)
+		_ = p.mgr.DeletePooled(context.WithoutCancel(ctx), sb.ID)
 		return entry{}, fmt.Errorf("start %s kernel in warm sandbox %s: %w", s.Language, sb.ID, err)
 	}
 	e.kernel = id
@@ -260,7 +264,7 @@ func (p *Pools) take(ctx context.Context, name string, version int, c manager.Cl
 		}
 		if err != nil { // it died waiting: drop it, try the next
 			p.log.Warn("warm pool: drop sandbox", "pool", name, "sandbox", e.sandbox.ID, "err", err)
-			_ = p.mgr.Delete(context.WithoutCancel(ctx), e.sandbox.ID)
+			_ = p.mgr.DeletePooled(context.WithoutCancel(ctx), e.sandbox.ID)
 			continue
 		}
 		wp.mu.Lock()
@@ -372,7 +376,7 @@ func (p *Pools) Close(ctx context.Context) error {
 		wp.ready = nil
 		wp.mu.Unlock()
 		for _, e := range ready {
-			if err := p.mgr.Delete(ctx, e.sandbox.ID); err != nil {
+			if err := p.mgr.DeletePooled(ctx, e.sandbox.ID); err != nil {
 				errs = append(errs, fmt.Errorf("delete warm sandbox %s: %w", e.sandbox.ID, err))
 			}
 		}

@@ -101,15 +101,29 @@ func (f *fakeManager) Claim(ctx context.Context, id string, c manager.Claim) (*s
 	return &out, nil
 }
 
-func (f *fakeManager) Delete(ctx context.Context, id string) error {
+func (f *fakeManager) DeletePooled(ctx context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.live[id]; !ok {
+	sb, ok := f.live[id]
+	if !ok {
 		return errdefs.NotFound("sandbox %s not found", id)
+	}
+	if sb.Pool == "" {
+		return errdefs.Precondition("sandbox %s is no longer in a warm pool", id)
 	}
 	delete(f.live, id)
 	f.deleted = append(f.deleted, id)
 	return nil
+}
+
+func (f *fakeManager) PooledAgent(ctx context.Context, id string) (*agent.Client, error) {
+	f.mu.Lock()
+	pooled := f.live[id] != nil && f.live[id].Pool != ""
+	f.mu.Unlock()
+	if !pooled {
+		return nil, errdefs.Precondition("sandbox %s is not a running pooled sandbox", id)
+	}
+	return f.Agent(ctx, id)
 }
 
 func (f *fakeManager) Agent(ctx context.Context, id string) (*agent.Client, error) {
