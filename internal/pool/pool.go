@@ -6,7 +6,10 @@
 //
 // Pooled sandboxes are ordinary records marked with their pool (hidden from
 // listings, no expiry until claimed); Close deletes them, and the manager's
-// Recover deletes any a crash left, so a pool never leaks. The manager's
+// Recover deletes any a crash left, so a pool never leaks. A pool of a
+// template follows its versions: the sandboxes it holds when the template
+// changes or is deleted are retired (TemplateChanged), and it refills with
+// the latest version. The manager's
 // Create asks the pools first (a func the daemon gives it), and refills
 // are creates like any other, admitted against the same limits. Pools is
 // also the Prometheus collector of the pools (ready, target, hits, misses).
@@ -76,6 +79,9 @@ type Pools struct {
 type warmPool struct {
 	spec   Spec
 	refill chan struct{}
+	// changed wakes a fill waiting to retry after a failure: the template
+	// changed (TemplateChanged).
+	changed chan struct{}
 
 	mu     sync.Mutex
 	ready  []entry
@@ -87,6 +93,9 @@ type warmPool struct {
 	// seen is, on a shared store, how many the pool had when last
 	// counted.
 	seen int
+	// gen counts the changes of the pool's template: a sandbox made
+	// while it changed is of the version before and is not kept.
+	gen int
 }
 
 // entry is a ready sandbox and its kernel.
@@ -117,7 +126,7 @@ func New(mgr Manager, specs []Spec, log *slog.Logger, opts ...Option) (*Pools, e
 		if s.Request.Overridden() {
 			return nil, fmt.Errorf("warm pool %q: pooled sandboxes take no overrides", s.Name)
 		}
-		p.pools[s.Name] = &warmPool{spec: s, refill: make(chan struct{}, 1)}
+		p.pools[s.Name] = &warmPool{spec: s, refill: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
 	}
 	return p, nil
 }
@@ -156,24 +165,21 @@ func (p *Pools) fill(ctx context.Context, wp *warmPool) {
 	delay := time.Second
 	for {
 		for wp.size() < wp.spec.Size && ctx.Err() == nil {
+			gen := wp.generation()
 			e, err := p.make(ctx, wp.spec)
 			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
 				p.log.Warn("warm pool: make sandbox", "pool", wp.spec.Name, "err", err, "retry_in", delay)
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(delay):
-				}
-				delay = min(2*delay, retryMax)
+				delay = wp.backOff(ctx, delay)
 				continue
 			}
 			delay = time.Second
-			wp.mu.Lock()
-			wp.ready, wp.made = append(wp.ready, e), e.sandbox
-			wp.mu.Unlock()
+			if !wp.keep(e, gen) {
+				p.retire(context.WithoutCancel(ctx), wp, []entry{e})
+				continue
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -187,6 +193,80 @@ func (wp *warmPool) size() int {
 	wp.mu.Lock()
 	defer wp.mu.Unlock()
 	return len(wp.ready)
+}
+
+func (wp *warmPool) generation() int {
+	wp.mu.Lock()
+	defer wp.mu.Unlock()
+	return wp.gen
+}
+
+// keep adds e, made when the pool's generation was gen, to the ready
+// sandboxes, unless the template changed meanwhile.
+func (wp *warmPool) keep(e entry, gen int) bool {
+	wp.mu.Lock()
+	defer wp.mu.Unlock()
+	if wp.gen != gen {
+		return false
+	}
+	wp.ready, wp.made = append(wp.ready, e), e.sandbox
+	return true
+}
+
+// backOff waits delay before a fill retries after a failure, or less if
+// ctx ends or the template changes, and returns the next delay.
+func (wp *warmPool) backOff(ctx context.Context, delay time.Duration) time.Duration {
+	select {
+	case <-ctx.Done():
+	case <-time.After(delay):
+	case <-wp.changed:
+		return time.Second
+	}
+	return min(2*delay, retryMax)
+}
+
+// TemplateChanged retires what the pools of the template named name hold;
+// call it once the template was made, given a new version or deleted.
+// Their ready sandboxes are deleted (in the background: it returns at
+// once), one being made as it changed is deleted once made, and they
+// refill with the template as it now is (none while it does not exist).
+func (p *Pools) TemplateChanged(ctx context.Context, name string) {
+	for _, wp := range p.pools {
+		if wp.spec.Request.Template != name {
+			continue
+		}
+		wp.mu.Lock()
+		stale := wp.ready
+		wp.ready = nil
+		wp.gen++
+		wp.mu.Unlock()
+		p.stops.Add(1)
+		go func() {
+			defer p.stops.Done()
+			ctx := context.WithoutCancel(ctx)
+			if p.shared != nil {
+				stale = p.readyShared(ctx, wp)
+			}
+			p.retire(ctx, wp, stale)
+			for _, ch := range []chan struct{}{wp.refill, wp.changed} {
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
+}
+
+// retire deletes sandboxes of wp that a change of its template left
+// behind; one claimed meanwhile (on a shared store) is left to its owner.
+func (p *Pools) retire(ctx context.Context, wp *warmPool, stale []entry) {
+	for _, e := range stale {
+		err := p.mgr.DeletePooled(ctx, e.sandbox.ID)
+		if err != nil && !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrFailedPrecondition) {
+			p.log.Warn("warm pool: retire sandbox", "pool", wp.spec.Name, "sandbox", e.sandbox.ID, "err", err)
+		}
+	}
 }
 
 // make creates one pooled sandbox and starts its kernel.

@@ -36,6 +36,8 @@ type fakeManager struct {
 	n        int
 	version  int                     // TemplateVersion of the sandboxes it makes from templates
 	failures []error                 // returned by the next CreatePooled calls, in turn
+	gone     bool                    // the template is deleted: CreatePooled fails
+	hold     chan struct{}           // when set, CreatePooled waits for it before it returns
 	allow    int                     // when > 0, CreatePooled calls past this many block until ctx is done
 	creates  []string                // pool names, per CreatePooled call
 	reqs     []manager.CreateRequest // requests, per CreatePooled call
@@ -65,7 +67,16 @@ func (f *fakeManager) CreatePooled(ctx context.Context, req manager.CreateReques
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
+	if f.gone {
+		f.mu.Unlock()
+		return nil, errdefs.WithCode(errdefs.NotFound("template %q not found", req.Template), api.CodeTemplateNotFound)
+	}
 	f.n++
+	if hold := f.hold; hold != nil {
+		f.mu.Unlock()
+		<-hold
+		f.mu.Lock()
+	}
 	sb := &store.Sandbox{
 		ID: fmt.Sprintf("sb-%d", f.n), Image: req.Image, Template: req.Template,
 		Status: string(api.StatusRunning), Pool: pool, CPU: "1", Memory: "1Gi",
@@ -482,6 +493,96 @@ func TestTakeSandbox(t *testing.T) {
 				t.Errorf("pool %s: %+v, want 0 ready, 1 hit", tt.want, st)
 			}
 		})
+	}
+}
+
+// readyVersions returns the template versions of the sandboxes ready in
+// pool name, in order, once they are want (or fails the test).
+func readyVersions(t *testing.T, p *Pools, name string, want []int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		wp := p.pools[name]
+		wp.mu.Lock()
+		var got []int
+		for _, e := range wp.ready {
+			got = append(got, e.sandbox.TemplateVersion)
+		}
+		wp.mu.Unlock()
+		if slices.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pool %s holds versions %v, want %v", name, got, want)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestTemplateChanged: when a pool's template changes, the sandboxes it
+// holds are retired (deleted) and it refills with the template as it now
+// is: none while it is deleted. Other pools are left alone.
+func TestTemplateChanged(t *testing.T) {
+	tests := []struct {
+		name     string
+		changed  string // the template that changes
+		gone     bool   // it is deleted
+		versions []int  // what the web pool then holds
+		retired  int    // sandboxes deleted
+	}{
+		{"new version", "web", false, []int{2, 2}, 2},
+		{"deleted", "web", true, nil, 2},
+		{"a template without a pool", "none", false, []int{1, 1}, 0},
+		{"another pool's template", "other", false, []int{1, 1}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newFakeManager()
+			m.version = 1
+			p := newPools(t, m,
+				Spec{Name: "web", Size: 2, Request: manager.CreateRequest{Template: "web"}},
+				Spec{Name: "other", Size: 1, Request: manager.CreateRequest{Template: "other"}})
+			run(t, p)
+			readyVersions(t, p, "web", []int{1, 1})
+			waitReady(t, p, "other", 1)
+			m.mu.Lock()
+			m.version, m.gone = 2, tt.gone
+			m.mu.Unlock()
+
+			p.TemplateChanged(context.Background(), tt.changed)
+			readyVersions(t, p, "web", tt.versions)
+			p.stops.Wait() // the retiring is done
+			if _, _, deleted := m.calls(); len(deleted) != tt.retired {
+				t.Errorf("deleted %v, want %d retired", deleted, tt.retired)
+			}
+			if sb, ok := p.TakeSandbox(context.Background(), manager.CreateRequest{Template: "web", TemplateVersion: 1}); ok != (tt.changed != "web") {
+				t.Errorf("take of version 1: %+v, %v; want one only if web did not change", sb, ok)
+			}
+		})
+	}
+}
+
+// TestTemplateChangedWhileMaking: a sandbox being made as its template
+// changes is of the version before: it is deleted once made, not kept.
+func TestTemplateChangedWhileMaking(t *testing.T) {
+	m := newFakeManager()
+	m.version = 1
+	m.hold = make(chan struct{})
+	p := newPools(t, m, Spec{Name: "web", Size: 1, Request: manager.CreateRequest{Template: "web"}})
+	run(t, p)
+	for m.createCount("web") == 0 {
+		time.Sleep(2 * time.Millisecond)
+	}
+	m.mu.Lock()
+	m.version = 2
+	hold := m.hold
+	m.hold = nil
+	m.mu.Unlock()
+	p.TemplateChanged(context.Background(), "web")
+	close(hold) // the first, of version 1, is made now
+	readyVersions(t, p, "web", []int{2})
+	if _, _, deleted := m.calls(); !slices.Equal(deleted, []string{"sb-1"}) {
+		t.Errorf("deleted %v, want the sandbox of version 1, sb-1", deleted)
 	}
 }
 

@@ -65,21 +65,24 @@ func (p *Pools) fillShared(ctx context.Context, wp *warmPool) {
 	for {
 		n, err := p.sharedSize(ctx, wp)
 		for ; err == nil && n < wp.spec.Size && ctx.Err() == nil; n++ {
+			gen := wp.generation()
 			var e entry
 			if e, err = p.make(ctx, wp.spec); err == nil {
 				delay = time.Second
 				wp.mu.Lock()
-				wp.made = e.sandbox
+				stale := wp.gen != gen
+				if !stale {
+					wp.made = e.sandbox
+				}
 				wp.mu.Unlock()
+				if stale { // the template changed as it was made
+					p.retire(context.WithoutCancel(ctx), wp, []entry{e})
+				}
 			}
 		}
 		if err != nil && ctx.Err() == nil {
 			p.log.Warn("warm pool: make sandbox", "pool", wp.spec.Name, "err", err, "retry_in", delay)
-			select {
-			case <-ctx.Done():
-			case <-time.After(delay):
-			}
-			delay = min(2*delay, retryMax)
+			delay = wp.backOff(ctx, delay)
 			continue
 		}
 		select {
@@ -89,6 +92,20 @@ func (p *Pools) fillShared(ctx context.Context, wp *warmPool) {
 		case <-tick.C:
 		}
 	}
+}
+
+// readyShared is every sandbox ready in wp in the store (none if the
+// store failed, which is logged).
+func (p *Pools) readyShared(ctx context.Context, wp *warmPool) []entry {
+	sbs, _, err := p.shared.ListSandboxPage(ctx, readyFilter(wp.spec.Name), store.Page{})
+	if err != nil {
+		p.log.Warn("warm pool: list ready sandboxes", "pool", wp.spec.Name, "err", err)
+	}
+	out := make([]entry, 0, len(sbs))
+	for _, sb := range sbs {
+		out = append(out, entry{sandbox: sb})
+	}
+	return out
 }
 
 // firstReady is the oldest sandbox of template version version ready in
