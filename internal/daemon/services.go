@@ -63,10 +63,18 @@ func buildServices(ctx context.Context, cfg Config, st state) (svc services, err
 		return svc, fmt.Errorf("fetch allow-list: %w", err)
 	}
 	svc.Metrics = metrics.New()
-	svc.Prepull, svc.Templates = buildCatalog(cfg, st, sources)
+	// The warm pools, built after the templates, retire the sandboxes of
+	// a template that changed; the hook finds them when called.
+	var pools *pool.Pools
+	svc.Prepull, svc.Templates = buildCatalog(cfg, st, sources, func(ctx context.Context, name string) {
+		if pools != nil {
+			pools.TemplateChanged(ctx, name)
+		}
+	})
 	if svc.Manager, svc.Pools, err = buildSandboxes(cfg, st, sources, svc.Templates, svc.Metrics); err != nil {
 		return svc, err
 	}
+	pools = svc.Pools
 	sandboxOpts := []service.SandboxesOption{service.WithRuntime(st.Runtime)}
 	if u, ok := st.Runtime.(sandbox.UsageReader); ok { // the runner's liveness counts CPU time where the runtime measures it
 		sandboxOpts = append(sandboxOpts, service.WithUsage(u))
@@ -107,8 +115,9 @@ func buildServices(ctx context.Context, cfg Config, st state) (svc services, err
 // other, each in one direction at construction and the other only while
 // serving: a template asks for its image to be prepulled, and a prepull
 // may name a template, resolved by a func that finds the template service
-// when called.
-func buildCatalog(cfg Config, st state, sources *netguard.Guard) (*prepull.Service, *template.Service) {
+// when called. changed is told of every template changed (template
+// WithChangeHook).
+func buildCatalog(cfg Config, st state, sources *netguard.Guard, changed func(ctx context.Context, name string)) (*prepull.Service, *template.Service) {
 	// Where nodes pull images themselves (a cluster), prepulls go to them.
 	var pulls prepull.Images = st.Images
 	if np, ok := st.Runtime.(sandbox.NodePrepuller); ok {
@@ -120,7 +129,7 @@ func buildCatalog(cfg Config, st state, sources *netguard.Guard) (*prepull.Servi
 			return templates.Resolve(ctx, name, version)
 		})))
 	templates = template.New(st.Store, template.WithPrepuller(pp), template.WithLogger(cfg.Log),
-		template.WithSourceGuard(sources))
+		template.WithSourceGuard(sources), template.WithChangeHook(changed))
 	return pp, templates
 }
 

@@ -360,31 +360,77 @@ func TestContextsConcurrent(t *testing.T) {
 	d.assertNoLeaks()
 }
 
+// waitPoolReady waits until warm pool name has want sandboxes ready, as
+// /metrics says, and returns the metrics.
+func (d *daemon) waitPoolReady(name string, want int) string {
+	d.t.Helper()
+	ready := regexp.MustCompile(`agent2env_pool_ready\{pool="` + regexp.QuoteMeta(name) + `"\} (\d+)`)
+	deadline := time.Now().Add(15 * time.Minute) // the first fill may build the image
+	for {
+		resp, err := http.Get(d.url("/metrics"))
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if m := ready.FindSubmatch(b); m != nil && string(m[1]) == strconv.Itoa(want) {
+			return string(b)
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("pool %s never had %d ready:\n%s", name, want, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestWarmPoolTemplateVersions: a warm pool of a template follows its
+// versions (audit F4). Made before the template, it fills once the
+// template is made; after an update a create gets the new version, from
+// the refilled pool; after a delete a create is 404 TEMPLATE_NOT_FOUND at
+// once and the pool's sandboxes are deleted.
+func TestWarmPoolTemplateVersions(t *testing.T) {
+	d := startDaemon(t, "", func(c *exec.Cmd) { c.Args = append(c.Args, "--warm-pools", "tpl=1") })
+	spec := func(ver string) api.TemplateSpec {
+		return api.TemplateSpec{Image: "agent2env/python", Env: map[string]string{"VER": ver}, TTL: 600}
+	}
+	if code := d.do("POST", "/api/v1/templates", api.CreateTemplateRequest{Name: "tpl", Spec: spec("one")}, nil); code != http.StatusCreated {
+		t.Fatalf("create template: %d", code)
+	}
+	d.waitPoolReady("tpl", 1)
+	if code := d.do("PUT", "/api/v1/templates/tpl", api.UpdateTemplateRequest{Spec: spec("two"), Changelog: "v2"}, nil); code != http.StatusOK {
+		t.Fatalf("update template: %d", code)
+	}
+	d.waitPoolReady("tpl", 1) // refilled with version 2
+	var sb api.Sandbox
+	if code := d.do("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Template: "tpl"}, &sb); code != http.StatusCreated {
+		t.Fatalf("create from the template: %d %+v", code, sb)
+	}
+	if res := d.exec(sb.ID, "sh", "-c", "echo $VER"); sb.TemplateVersion != 2 || sb.Env["VER"] != "two" || res.Stdout != "two\n" {
+		t.Errorf("after the update: version %d, env %v, $VER %q; want version 2, two", sb.TemplateVersion, sb.Env, res.Stdout)
+	}
+	if metrics := d.waitPoolReady("tpl", 1); !strings.Contains(metrics, `agent2env_pool_hits_total{pool="tpl"} 1`) {
+		t.Errorf("the create was not served by the pool:\n%s", metrics)
+	}
+
+	if code := d.do("DELETE", "/api/v1/templates/tpl", nil, nil); code != http.StatusNoContent {
+		t.Fatalf("delete template: %d", code)
+	}
+	var e api.Error
+	if code := d.do("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{Template: "tpl"}, &e); code != http.StatusNotFound || e.Code != api.CodeTemplateNotFound {
+		t.Errorf("create from the deleted template: %d %+v, want 404 %s", code, e, api.CodeTemplateNotFound)
+	}
+	d.waitPoolReady("tpl", 0)
+	d.deleteAll()
+	d.stop() // waits for the retired sandboxes' deletion
+	d.assertNoLeaks()
+}
+
 // TestWarmPool: a pool is filled, visible in /metrics, hidden from the
 // sandbox list, serves context and sandbox creates, refills, and is emptied
 // when the daemon stops.
 func TestWarmPool(t *testing.T) {
 	d := startDaemon(t, "", func(c *exec.Cmd) { c.Args = append(c.Args, "--warm-pools", "python=2") })
-	ready := regexp.MustCompile(`agent2env_pool_ready\{pool="python"\} (\d+)`)
-	waitReady := func(want int) string {
-		t.Helper()
-		deadline := time.Now().Add(15 * time.Minute) // the first fill may build the image
-		for {
-			resp, err := http.Get(d.url("/metrics"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if m := ready.FindSubmatch(b); m != nil && string(m[1]) == strconv.Itoa(want) {
-				return string(b)
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("pool never had %d ready:\n%s", want, b)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	waitReady := func(want int) string { t.Helper(); return d.waitPoolReady("python", want) }
 	metrics := waitReady(2)
 	if !strings.Contains(metrics, `agent2env_pool_target{pool="python"} 2`) {
 		t.Errorf("metrics lack the target:\n%s", metrics)

@@ -1484,7 +1484,7 @@ items:
 		unchecked(post("/api/v1/images/prepull", `{"image":"Not A Ref!"}`, bad)),
 		get("/api/v1/images/prepull", ok),
 		get("/api/v1/images/prepull?status=pulling&image=busybox:1", ok),
-		invalid(get("/api/v1/images/prepull?status=sideways", ok)),
+		invalid(get("/api/v1/images/prepull?status=sideways", bad)),
 		get("/api/v1/images/prepull/"+heldID, ok),
 		get("/api/v1/images/prepull/"+doneID, ok),
 		get("/api/v1/images/prepull/pp-00000000", notFound),

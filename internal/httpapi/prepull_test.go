@@ -310,11 +310,18 @@ func TestPrepullList(t *testing.T) {
 		{"?image=python:3.12&status=pending", []string{python}},
 		{"?image=alpine&status=failed", []string{}},
 		{"?image=Not+A+Ref", []string{}},
-		{"?status=bogus", []string{}},
 	}
 	for _, tt := range tests {
 		if diff := cmp.Diff(tt.want, e.listIDs(t, tt.query)); diff != "" {
 			t.Errorf("list %s (-want +got):\n%s", tt.query, diff)
+		}
+	}
+	// status is the enum PrepullStatus: another is a 400 naming its values.
+	for _, query := range []string{"?status=bogus", "?status=Failed", "?image=alpine&status=done"} {
+		resp := e.do(t, http.MethodGet, "/api/v1/images/prepull"+query, "")
+		checkError(t, resp, http.StatusBadRequest, api.CodeInvalidRequest)
+		if !strings.Contains(string(resp.body), "pending, pulling, completed, failed") {
+			t.Errorf("list %s: %s does not name the statuses", query, resp.body)
 		}
 	}
 }

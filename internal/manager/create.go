@@ -192,7 +192,12 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 		return nil, err
 	}
 	if m.pool != nil && auth.OwnerOf(ctx) == "" { // an owned sandbox is admitted against its owner
-		if sb, ok := m.pool.TakeSandbox(ctx, req); ok {
+		pinned, err := m.pinVersion(ctx, req)
+		if err != nil {
+			m.metrics.ObserveCreate(metrics.SourceCold, createLabel(nil, err), time.Since(start))
+			return nil, err
+		}
+		if sb, ok := m.pool.TakeSandbox(ctx, pinned); ok {
 			m.metrics.ObserveCreate(metrics.SourcePool, createLabel(sb, nil), time.Since(start))
 			return sb, nil
 		}
@@ -200,6 +205,24 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	sb, err := m.create(ctx, req)
 	m.metrics.ObserveCreate(metrics.SourceCold, createLabel(sb, err), time.Since(start))
 	return sb, err
+}
+
+// pinVersion is req with the version of its template that it resolves to
+// now (the latest when it names none), for the warm pools: they serve
+// that version only, never one a template update left behind nor one of
+// a template deleted since. An unknown template is ErrNotFound
+// (TEMPLATE_NOT_FOUND). A request no pool serves as it is (no template,
+// or one prepare refuses) is returned unchanged, for create to answer.
+func (m *Manager) pinVersion(ctx context.Context, req CreateRequest) (CreateRequest, error) {
+	if req.Template == "" || req.Image != "" || req.Network != nil || req.TemplateVersion < 0 || m.templates == nil {
+		return req, nil
+	}
+	_, version, err := m.templates.Resolve(ctx, req.Template, req.TemplateVersion)
+	if err != nil {
+		return req, err
+	}
+	req.TemplateVersion = version
+	return req, nil
 }
 
 func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox, error) {

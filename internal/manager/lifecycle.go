@@ -14,15 +14,38 @@ import (
 
 // Delete ends a sandbox and removes everything it had: runtime state first,
 // then the record, so that a crash in between leaves a record that Recover
-// finishes deleting rather than state that nothing refers to.
+// finishes deleting rather than state that nothing refers to. One waiting
+// in a warm pool is not found (see Get; its pool deletes it with
+// DeletePooled).
 func (m *Manager) Delete(ctx context.Context, id string) error {
-	// A startup in progress holds no lock; end it first.
+	return m.delete(ctx, id, notPooled)
+}
+
+// DeletePooled deletes sandbox id, which waits in a warm pool, for its
+// pool, as Delete does a claimed one; one claimed meanwhile is
+// ErrFailedPrecondition and left as it is.
+func (m *Manager) DeletePooled(ctx context.Context, id string) error {
+	return m.delete(ctx, id, func(sb *store.Sandbox) error {
+		if sb.Pool == "" {
+			return errdefs.Precondition("sandbox %s is no longer in a warm pool", id)
+		}
+		return nil
+	})
+}
+
+// delete deletes sandbox id if check lets it, as it is when marked
+// terminating.
+func (m *Manager) delete(ctx context.Context, id string, check func(*store.Sandbox) error) error {
+	// A startup in progress holds no lock; end it first, if the sandbox
+	// is one check lets this delete.
 	if cancel, ok := m.starting.Load(id); ok {
-		cancel.(context.CancelFunc)()
+		if sb, err := m.get(ctx, id); err == nil && check(sb) == nil {
+			cancel.(context.CancelFunc)()
+		}
 	}
 	unlock := m.lock(id)
 	defer unlock()
-	if _, err := m.setStatus(ctx, id, api.StatusTerminating, "deleted by request"); err != nil {
+	if _, err := m.setStatusIf(ctx, id, api.StatusTerminating, "deleted by request", check); err != nil {
 		return sandboxErr(err)
 	}
 	return m.remove(context.WithoutCancel(ctx), id)

@@ -258,8 +258,19 @@ func (m *Manager) event(ctx context.Context, id, status, msg string) {
 // setStatus stores a new status with its reason and, in the same write,
 // the event that records it.
 func (m *Manager) setStatus(ctx context.Context, id string, status api.SandboxStatus, reason string) (*store.Sandbox, error) {
+	return m.setStatusIf(ctx, id, status, reason, nil)
+}
+
+// setStatusIf is setStatus unless check, when not nil, refuses the record
+// as it is at the write.
+func (m *Manager) setStatusIf(ctx context.Context, id string, status api.SandboxStatus, reason string, check func(*store.Sandbox) error) (*store.Sandbox, error) {
 	now := m.now().UTC()
 	sb, err := m.store.UpdateSandbox(context.WithoutCancel(ctx), id, func(sb *store.Sandbox) error {
+		if check != nil {
+			if err := check(sb); err != nil {
+				return err
+			}
+		}
 		sb.Status, sb.Reason, sb.UpdatedAt = string(status), reason, now
 		return nil
 	}, store.Event{At: now, Status: string(status), Message: reason})
@@ -269,10 +280,33 @@ func (m *Manager) setStatus(ctx context.Context, id string, status api.SandboxSt
 	return sb, nil
 }
 
-// Get returns the sandbox id.
+// Get returns the sandbox id. One waiting in a warm pool is not found, as
+// it is not listed: it is no one's until it is claimed. Every operation on
+// a sandbox by id finds it here.
 func (m *Manager) Get(ctx context.Context, id string) (*store.Sandbox, error) {
+	sb, err := m.get(ctx, id)
+	if err == nil {
+		err = notPooled(sb)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// get returns the sandbox id, pooled or not.
+func (m *Manager) get(ctx context.Context, id string) (*store.Sandbox, error) {
 	sb, err := m.store.GetSandbox(ctx, id)
 	return sb, sandboxErr(err)
+}
+
+// notPooled refuses sb while it waits in a warm pool, as not found
+// (SANDBOX_NOT_FOUND).
+func notPooled(sb *store.Sandbox) error {
+	if sb.Pool != "" {
+		return errdefs.WithCode(errdefs.NotFound("sandbox %s not found", sb.ID), api.CodeSandboxNotFound)
+	}
+	return nil
 }
 
 // List returns every sandbox clients asked for, oldest first: not those
@@ -331,6 +365,20 @@ func (m *Manager) running(ctx context.Context, id string) (*store.Sandbox, error
 func (m *Manager) Agent(ctx context.Context, id string) (*agent.Client, error) {
 	if _, err := m.running(ctx, id); err != nil {
 		return nil, err
+	}
+	return m.RunningAgent(ctx, id)
+}
+
+// PooledAgent returns a client for the agent of sandbox id while it waits
+// in a warm pool, for its pool (Agent does not find it); one claimed
+// meanwhile is ErrFailedPrecondition.
+func (m *Manager) PooledAgent(ctx context.Context, id string) (*agent.Client, error) {
+	sb, err := m.get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if sb.Pool == "" || sb.Status != string(api.StatusRunning) {
+		return nil, errdefs.Precondition("sandbox %s is not a running pooled sandbox", id)
 	}
 	return m.RunningAgent(ctx, id)
 }

@@ -43,6 +43,9 @@ func (m *Manager) PatchMetadata(ctx context.Context, id string, patch map[string
 	unlock := m.lock(id)
 	defer unlock()
 	sb, err := m.store.UpdateSandbox(ctx, id, func(sb *store.Sandbox) error {
+		if err := notPooled(sb); err != nil {
+			return err
+		}
 		if sb.Status == string(api.StatusTerminating) {
 			return errdefs.Precondition("sandbox %s is being deleted", id)
 		}
@@ -78,11 +81,11 @@ func (m *Manager) SetExpiry(ctx context.Context, id string, at time.Time) (*stor
 	unlock := m.lock(id)
 	defer unlock()
 	sb, err := m.store.UpdateSandbox(ctx, id, func(sb *store.Sandbox) error {
+		if err := notPooled(sb); err != nil {
+			return err
+		}
 		if sb.Status == string(api.StatusTerminating) {
 			return errdefs.Precondition("sandbox %s is being deleted", id)
-		}
-		if sb.Pool != "" {
-			return errdefs.Precondition("sandbox %s waits in a warm pool", id)
 		}
 		exp := at.UTC()
 		ttl := math.Ceil(exp.Sub(sb.CreatedAt).Seconds())

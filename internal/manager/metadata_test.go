@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/store"
 )
@@ -59,7 +60,7 @@ func TestMetadataFromPool(t *testing.T) {
 				t.Fatalf("create: %v, want %v", err, tc.class)
 			}
 			if err != nil {
-				if got, err := e.m.Get(ctx, warm.ID); err != nil || got.Pool != "p" || len(got.Metadata) != 0 {
+				if got, err := e.st.GetSandbox(ctx, warm.ID); err != nil || got.Pool != "p" || len(got.Metadata) != 0 {
 					t.Errorf("the warm sandbox after a refused create: %+v, %v", got, err)
 				}
 				return
@@ -93,7 +94,7 @@ func TestTTLFromPool(t *testing.T) {
 				t.Fatalf("create: %v, want %v", err, tc.class)
 			}
 			if err != nil {
-				if got, err := e.m.Get(ctx, warm.ID); err != nil || got.TTL != warm.TTL {
+				if got, err := e.st.GetSandbox(ctx, warm.ID); err != nil || got.TTL != warm.TTL {
 					t.Errorf("the warm sandbox after a refused create: %+v, %v", got, err)
 				}
 				return
@@ -145,5 +146,70 @@ func TestSetExpirySweep(t *testing.T) {
 	}
 	if _, err := e.m.SetExpiry(ctx, "nope", e.clock.Now().Add(time.Hour)); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("an unknown sandbox: %v, want not found", err)
+	}
+}
+
+// A sandbox waiting in a warm pool is no one's yet: as it is not listed,
+// no operation by id finds it (SANDBOX_NOT_FOUND) and nothing changes it,
+// until it is claimed. Its pool still reaches and deletes it.
+func TestPooledNotFoundByID(t *testing.T) {
+	ctx := context.Background()
+	e, warm := newWarmEnv(t)
+	id := warm.ID
+	for _, op := range []struct {
+		name string
+		do   func() error
+	}{
+		{"get", func() error { _, err := e.m.Get(ctx, id); return err }},
+		{"lookup", func() error { _, _, err := e.m.Lookup(ctx, id); return err }},
+		{"agent", func() error { _, err := e.m.Agent(ctx, id); return err }},
+		{"exec", func() error { _, err := e.m.Exec(ctx, id, ExecRequest{Command: []string{"true"}}); return err }},
+		{"logs", func() error { _, _, err := e.m.Logs(ctx, id, 0); return err }},
+		{"stop", func() error { _, err := e.m.Stop(ctx, id); return err }},
+		{"restart", func() error { _, err := e.m.Restart(ctx, id); return err }},
+		{"pause", func() error { _, err := e.m.Pause(ctx, id); return err }},
+		{"check dead", func() error { _, err := e.m.CheckDead(ctx, id); return err }},
+		{"snapshot", func() error { _, err := e.m.Snapshot(ctx, id, SnapshotRequest{}); return err }},
+		{"patch metadata", func() error { v := "x"; _, err := e.m.PatchMetadata(ctx, id, map[string]*string{"k": &v}); return err }},
+		{"set expiry", func() error { _, err := e.m.SetExpiry(ctx, id, e.clock.Now().Add(time.Hour)); return err }},
+		{"delete", func() error { return e.m.Delete(ctx, id) }},
+	} {
+		t.Run(op.name, func(t *testing.T) {
+			if err := op.do(); !errors.Is(err, errdefs.ErrNotFound) || errdefs.Code(err) != api.CodeSandboxNotFound {
+				t.Errorf("%s of a pooled sandbox: %v (code %q), want SANDBOX_NOT_FOUND", op.name, err, errdefs.Code(err))
+			}
+			got, err := e.st.GetSandbox(ctx, id)
+			if err != nil || got.Pool != "p" || got.Status != string(api.StatusRunning) || len(got.Metadata) != 0 || got.ExpiresAt != nil {
+				t.Errorf("the pooled sandbox after %s: %+v, %v", op.name, got, err)
+			}
+		})
+	}
+	if _, err := e.m.PooledAgent(ctx, id); err != nil {
+		t.Errorf("the pool's agent of its sandbox: %v", err)
+	}
+	// Claimed, it is the claimer's: found, and no longer the pool's.
+	if _, err := e.m.Claim(ctx, id, Claim{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.Get(ctx, id); err != nil {
+		t.Errorf("get of the claimed sandbox: %v", err)
+	}
+	if err := e.m.DeletePooled(ctx, id); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("the pool's delete of a claimed sandbox: %v, want ErrFailedPrecondition", err)
+	}
+	if err := e.m.Delete(ctx, id); err != nil {
+		t.Errorf("delete of the claimed sandbox: %v", err)
+	}
+}
+
+// A pool deletes its own sandboxes with DeletePooled.
+func TestDeletePooled(t *testing.T) {
+	ctx := context.Background()
+	e, warm := newWarmEnv(t)
+	if err := e.m.DeletePooled(ctx, warm.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.GetSandbox(ctx, warm.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("the pooled sandbox after DeletePooled: %v, want it gone", err)
 	}
 }

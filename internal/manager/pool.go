@@ -45,7 +45,7 @@ func (m *Manager) CreatePooled(ctx context.Context, req CreateRequest, pool stri
 	}
 	running, err := m.WaitRunning(ctx, sb)
 	if err != nil {
-		_ = m.Delete(context.WithoutCancel(ctx), sb.ID)
+		_ = m.DeletePooled(context.WithoutCancel(ctx), sb.ID)
 		return nil, fmt.Errorf("warm sandbox: %w", err)
 	}
 	return running, nil
@@ -77,7 +77,7 @@ func (m *Manager) Settle(ctx context.Context, sb *store.Sandbox) (*store.Sandbox
 			return sb, nil
 		case <-time.After(delay):
 		}
-		next, err := m.Get(ctx, sb.ID)
+		next, err := m.get(ctx, sb.ID) // a pooled one too (CreatePooled)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return sb, nil

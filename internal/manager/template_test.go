@@ -13,6 +13,7 @@ import (
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/store"
 )
 
 // fakeTemplates resolves templates from a map; every template is at
@@ -270,6 +271,50 @@ func TestSpareKernel(t *testing.T) {
 			e.waitStatus(t, sb.ID, api.StatusRunning)
 			if spare := <-got; spare != tc.want {
 				t.Errorf("the runtime's spare kernel = %q, want %q", spare, tc.want)
+			}
+		})
+	}
+}
+
+// askedPool is a warm pool that has nothing to give and records what it
+// was asked for.
+type askedPool struct{ asked []CreateRequest }
+
+func (p *askedPool) TakeSandbox(_ context.Context, req CreateRequest) (*store.Sandbox, bool) {
+	p.asked = append(p.asked, req)
+	return nil, false
+}
+
+// A create from a template asks the warm pools for the version it
+// resolves to now, never "any": a pool must not hand out a version a
+// template update left behind, nor answer for a deleted template.
+func TestCreateAsksPoolForResolvedVersion(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		req     CreateRequest
+		asked   int // the version the pool is asked for; -1: not asked
+		code    string
+		created bool
+	}{
+		{"latest", CreateRequest{Template: "py"}, 2, "", true},
+		{"that version", CreateRequest{Template: "py", TemplateVersion: 2}, 2, "", true},
+		{"unknown template", CreateRequest{Template: "gone"}, -1, api.CodeTemplateNotFound, false},
+		{"unknown version", CreateRequest{Template: "py", TemplateVersion: 7}, -1, api.CodeTemplateNotFound, false},
+		{"image", CreateRequest{Image: "alpine"}, 0, "", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := templateEnv(t, fakeTemplates{"py": {Image: "alpine"}})
+			pool := &askedPool{}
+			e.m.pool = pool
+			sb, err := e.m.Create(context.Background(), tt.req)
+			if (err == nil) != tt.created || errdefs.Code(err) != tt.code {
+				t.Fatalf("create: %+v, %v (code %q), want created %v, code %q", sb, err, errdefs.Code(err), tt.created, tt.code)
+			}
+			switch {
+			case tt.asked < 0 && len(pool.asked) != 0:
+				t.Errorf("the pool was asked for %+v", pool.asked)
+			case tt.asked >= 0 && (len(pool.asked) != 1 || pool.asked[0].TemplateVersion != tt.asked):
+				t.Errorf("the pool was asked for %+v, want version %d", pool.asked, tt.asked)
 			}
 		})
 	}

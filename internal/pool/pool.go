@@ -6,7 +6,10 @@
 //
 // Pooled sandboxes are ordinary records marked with their pool (hidden from
 // listings, no expiry until claimed); Close deletes them, and the manager's
-// Recover deletes any a crash left, so a pool never leaks. The manager's
+// Recover deletes any a crash left, so a pool never leaks. A pool of a
+// template follows its versions: the sandboxes it holds when the template
+// changes or is deleted are retired (TemplateChanged), and it refills with
+// the latest version. The manager's
 // Create asks the pools first (a func the daemon gives it), and refills
 // are creates like any other, admitted against the same limits. Pools is
 // also the Prometheus collector of the pools (ready, target, hits, misses).
@@ -32,11 +35,15 @@ import (
 	"github.com/agent2env/agent2env/internal/store"
 )
 
-// Manager is what a pool needs of the sandbox manager.
+// Manager is what a pool needs of the sandbox manager. A pooled sandbox
+// is no one's until claimed: the manager's operations by id do not find
+// it, so a pool reaches and deletes its own through PooledAgent and
+// DeletePooled, and uses Agent once it has claimed one.
 type Manager interface {
 	CreatePooled(ctx context.Context, req manager.CreateRequest, pool string) (*store.Sandbox, error)
 	Claim(ctx context.Context, id string, c manager.Claim) (*store.Sandbox, error)
-	Delete(ctx context.Context, id string) error
+	DeletePooled(ctx context.Context, id string) error
+	PooledAgent(ctx context.Context, id string) (*agent.Client, error)
 	Agent(ctx context.Context, id string) (*agent.Client, error)
 }
 
@@ -72,6 +79,9 @@ type Pools struct {
 type warmPool struct {
 	spec   Spec
 	refill chan struct{}
+	// changed wakes a fill waiting to retry after a failure: the template
+	// changed (TemplateChanged).
+	changed chan struct{}
 
 	mu     sync.Mutex
 	ready  []entry
@@ -83,6 +93,9 @@ type warmPool struct {
 	// seen is, on a shared store, how many the pool had when last
 	// counted.
 	seen int
+	// gen counts the changes of the pool's template: a sandbox made
+	// while it changed is of the version before and is not kept.
+	gen int
 }
 
 // entry is a ready sandbox and its kernel.
@@ -113,7 +126,7 @@ func New(mgr Manager, specs []Spec, log *slog.Logger, opts ...Option) (*Pools, e
 		if s.Request.Overridden() {
 			return nil, fmt.Errorf("warm pool %q: pooled sandboxes take no overrides", s.Name)
 		}
-		p.pools[s.Name] = &warmPool{spec: s, refill: make(chan struct{}, 1)}
+		p.pools[s.Name] = &warmPool{spec: s, refill: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
 	}
 	return p, nil
 }
@@ -152,24 +165,21 @@ func (p *Pools) fill(ctx context.Context, wp *warmPool) {
 	delay := time.Second
 	for {
 		for wp.size() < wp.spec.Size && ctx.Err() == nil {
+			gen := wp.generation()
 			e, err := p.make(ctx, wp.spec)
 			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
 				p.log.Warn("warm pool: make sandbox", "pool", wp.spec.Name, "err", err, "retry_in", delay)
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(delay):
-				}
-				delay = min(2*delay, retryMax)
+				delay = wp.backOff(ctx, delay)
 				continue
 			}
 			delay = time.Second
-			wp.mu.Lock()
-			wp.ready, wp.made = append(wp.ready, e), e.sandbox
-			wp.mu.Unlock()
+			if !wp.keep(e, gen) {
+				p.retire(context.WithoutCancel(ctx), wp, []entry{e})
+				continue
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -185,6 +195,80 @@ func (wp *warmPool) size() int {
 	return len(wp.ready)
 }
 
+func (wp *warmPool) generation() int {
+	wp.mu.Lock()
+	defer wp.mu.Unlock()
+	return wp.gen
+}
+
+// keep adds e, made when the pool's generation was gen, to the ready
+// sandboxes, unless the template changed meanwhile.
+func (wp *warmPool) keep(e entry, gen int) bool {
+	wp.mu.Lock()
+	defer wp.mu.Unlock()
+	if wp.gen != gen {
+		return false
+	}
+	wp.ready, wp.made = append(wp.ready, e), e.sandbox
+	return true
+}
+
+// backOff waits delay before a fill retries after a failure, or less if
+// ctx ends or the template changes, and returns the next delay.
+func (wp *warmPool) backOff(ctx context.Context, delay time.Duration) time.Duration {
+	select {
+	case <-ctx.Done():
+	case <-time.After(delay):
+	case <-wp.changed:
+		return time.Second
+	}
+	return min(2*delay, retryMax)
+}
+
+// TemplateChanged retires what the pools of the template named name hold;
+// call it once the template was made, given a new version or deleted.
+// Their ready sandboxes are deleted (in the background: it returns at
+// once), one being made as it changed is deleted once made, and they
+// refill with the template as it now is (none while it does not exist).
+func (p *Pools) TemplateChanged(ctx context.Context, name string) {
+	for _, wp := range p.pools {
+		if wp.spec.Request.Template != name {
+			continue
+		}
+		wp.mu.Lock()
+		stale := wp.ready
+		wp.ready = nil
+		wp.gen++
+		wp.mu.Unlock()
+		p.stops.Add(1)
+		go func() {
+			defer p.stops.Done()
+			ctx := context.WithoutCancel(ctx)
+			if p.shared != nil {
+				stale = p.readyShared(ctx, wp)
+			}
+			p.retire(ctx, wp, stale)
+			for _, ch := range []chan struct{}{wp.refill, wp.changed} {
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
+}
+
+// retire deletes sandboxes of wp that a change of its template left
+// behind; one claimed meanwhile (on a shared store) is left to its owner.
+func (p *Pools) retire(ctx context.Context, wp *warmPool, stale []entry) {
+	for _, e := range stale {
+		err := p.mgr.DeletePooled(ctx, e.sandbox.ID)
+		if err != nil && !errors.Is(err, errdefs.ErrNotFound) && !errors.Is(err, errdefs.ErrFailedPrecondition) {
+			p.log.Warn("warm pool: retire sandbox", "pool", wp.spec.Name, "sandbox", e.sandbox.ID, "err", err)
+		}
+	}
+}
+
 // make creates one pooled sandbox and starts its kernel.
 func (p *Pools) make(ctx context.Context, s Spec) (entry, error) {
 	sb, err := p.mgr.CreatePooled(ctx, s.Request, s.Name)
@@ -196,7 +280,7 @@ func (p *Pools) make(ctx context.Context, s Spec) (entry, error) {
 		return e, nil
 	}
 	id := contexts.NewID()
-	ac, err := p.mgr.Agent(ctx, sb.ID)
+	ac, err := p.mgr.PooledAgent(ctx, sb.ID)
 	if err == nil {
 		_, err = ac.CreateKernel(ctx, agent.KernelSpec{ID: id, Language: s.Language, Cwd: sandbox.WorkDir})
 	}
@@ -205,16 +289,21 @@ func (p *Pools) make(ctx context.Context, s Spec) (entry, error) {
 		return e, nil // the image cannot run it: a warm sandbox all the same
 	}
 	if err != nil {
-		_ = p.mgr.Delete(context.WithoutCancel(ctx), sb.ID)
+		_ = p.mgr.DeletePooled(context.WithoutCancel(ctx), sb.ID)
 		return entry{}, fmt.Errorf("start %s kernel in warm sandbox %s: %w", s.Language, sb.ID, err)
 	}
 	e.kernel = id
 	return e, nil
 }
 
-// take claims a ready sandbox of pool name as c says, counting a hit or a
-// miss. A claim refused for what c asks leaves the sandbox ready.
-func (p *Pools) take(ctx context.Context, name string, c manager.Claim) (*warmPool, entry, bool) {
+// anyVersion is the version take is given when any sandbox of the pool
+// will do.
+const anyVersion = -1
+
+// take claims a ready sandbox of pool name, of template version version
+// (anyVersion: whichever), as c says, counting a hit or a miss. A claim
+// refused for what c asks leaves the sandbox ready.
+func (p *Pools) take(ctx context.Context, name string, version int, c manager.Claim) (*warmPool, entry, bool) {
 	wp, ok := p.pools[name]
 	if !ok {
 		return nil, entry{}, false
@@ -226,7 +315,7 @@ func (p *Pools) take(ctx context.Context, name string, c manager.Claim) (*warmPo
 		}
 	}()
 	if p.shared != nil {
-		e, ok := p.takeShared(ctx, wp, c)
+		e, ok := p.takeShared(ctx, wp, version, c)
 		wp.mu.Lock()
 		if ok {
 			wp.hits++
@@ -238,7 +327,7 @@ func (p *Pools) take(ctx context.Context, name string, c manager.Claim) (*warmPo
 	}
 	for {
 		wp.mu.Lock()
-		if len(wp.ready) == 0 {
+		if len(wp.ready) == 0 || (version != anyVersion && wp.ready[0].sandbox.TemplateVersion != version) {
 			wp.misses++
 			wp.mu.Unlock()
 			return wp, entry{}, false
@@ -255,7 +344,7 @@ func (p *Pools) take(ctx context.Context, name string, c manager.Claim) (*warmPo
 		}
 		if err != nil { // it died waiting: drop it, try the next
 			p.log.Warn("warm pool: drop sandbox", "pool", name, "sandbox", e.sandbox.ID, "err", err)
-			_ = p.mgr.Delete(context.WithoutCancel(ctx), e.sandbox.ID)
+			_ = p.mgr.DeletePooled(context.WithoutCancel(ctx), e.sandbox.ID)
 			continue
 		}
 		wp.mu.Lock()
@@ -269,7 +358,7 @@ func (p *Pools) take(ctx context.Context, name string, c manager.Claim) (*warmPo
 // Take hands out a warm sandbox of the pool named source with its kernel,
 // for the contexts service, claimed for owner (contexts.Pool).
 func (p *Pools) Take(ctx context.Context, source, owner string) (contexts.Warm, bool) {
-	wp, e, ok := p.take(ctx, source, manager.Claim{Owner: owner})
+	wp, e, ok := p.take(ctx, source, anyVersion, manager.Claim{Owner: owner})
 	if !ok {
 		return contexts.Warm{}, false
 	}
@@ -277,10 +366,11 @@ func (p *Pools) Take(ctx context.Context, source, owner string) (contexts.Warm, 
 }
 
 // TakeSandbox hands out a warm sandbox that req would make, for a sandbox
-// create: same template (any version the request allows) or image, and
-// nothing else asked of it but the same cpu and memory (manager
-// CreateRequest.Fits), claimed with the request's TTL and metadata. The
-// kernel started for contexts is stopped.
+// create: same image, or same template and version (req.TemplateVersion,
+// which the manager resolves first: a pool never hands out a version
+// other than the one asked for), and nothing else asked of it but the
+// same cpu and memory (manager CreateRequest.Fits), claimed with the
+// request's TTL and metadata. The kernel started for contexts is stopped.
 func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, bool) {
 	var matched *warmPool
 	for _, name := range p.Names() {
@@ -291,11 +381,11 @@ func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*st
 		}
 		var serves, fits bool
 		if p.shared != nil {
-			// The oldest ready, which a take claims first, if no other
-			// daemon does.
-			first := p.firstReady(ctx, wp)
+			// The oldest ready of the version, which a take claims
+			// first, if no other daemon does.
+			first := p.firstReady(ctx, wp, req.TemplateVersion)
 			serves = first != nil && req.Fits(first)
-			fits = serves && (req.TemplateVersion == 0 || req.TemplateVersion == first.TemplateVersion)
+			fits = serves
 		} else {
 			wp.mu.Lock()
 			made := wp.made
@@ -303,7 +393,7 @@ func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*st
 				made = &store.Sandbox{}
 			}
 			serves = req.Fits(made)
-			fits = serves && len(wp.ready) > 0 && (req.TemplateVersion == 0 || req.TemplateVersion == wp.ready[0].sandbox.TemplateVersion)
+			fits = serves && len(wp.ready) > 0 && req.TemplateVersion == wp.ready[0].sandbox.TemplateVersion
 			wp.mu.Unlock()
 		}
 		if !serves {
@@ -313,7 +403,7 @@ func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*st
 		if !fits {
 			continue
 		}
-		if _, e, ok := p.take(ctx, name, manager.Claim{Owner: req.ManagedBy, TTL: req.TTL, Metadata: req.Metadata}); ok {
+		if _, e, ok := p.take(ctx, name, req.TemplateVersion, manager.Claim{Owner: req.ManagedBy, TTL: req.TTL, Metadata: req.Metadata}); ok {
 			if e.kernel != "" {
 				p.stops.Add(1)
 				go func() {
@@ -366,7 +456,7 @@ func (p *Pools) Close(ctx context.Context) error {
 		wp.ready = nil
 		wp.mu.Unlock()
 		for _, e := range ready {
-			if err := p.mgr.Delete(ctx, e.sandbox.ID); err != nil {
+			if err := p.mgr.DeletePooled(ctx, e.sandbox.ID); err != nil {
 				errs = append(errs, fmt.Errorf("delete warm sandbox %s: %w", e.sandbox.ID, err))
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -33,8 +34,10 @@ import (
 type fakeManager struct {
 	mu       sync.Mutex
 	n        int
-	version  int                     // TemplateVersion of the sandboxes it makes
+	version  int                     // TemplateVersion of the sandboxes it makes from templates
 	failures []error                 // returned by the next CreatePooled calls, in turn
+	gone     bool                    // the template is deleted: CreatePooled fails
+	hold     chan struct{}           // when set, CreatePooled waits for it before it returns
 	allow    int                     // when > 0, CreatePooled calls past this many block until ctx is done
 	creates  []string                // pool names, per CreatePooled call
 	reqs     []manager.CreateRequest // requests, per CreatePooled call
@@ -64,10 +67,22 @@ func (f *fakeManager) CreatePooled(ctx context.Context, req manager.CreateReques
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
+	if f.gone {
+		f.mu.Unlock()
+		return nil, errdefs.WithCode(errdefs.NotFound("template %q not found", req.Template), api.CodeTemplateNotFound)
+	}
 	f.n++
+	if hold := f.hold; hold != nil {
+		f.mu.Unlock()
+		<-hold
+		f.mu.Lock()
+	}
 	sb := &store.Sandbox{
-		ID: fmt.Sprintf("sb-%d", f.n), Image: req.Image, Template: req.Template, TemplateVersion: f.version,
+		ID: fmt.Sprintf("sb-%d", f.n), Image: req.Image, Template: req.Template,
 		Status: string(api.StatusRunning), Pool: pool, CPU: "1", Memory: "1Gi",
+	}
+	if req.Template != "" {
+		sb.TemplateVersion = f.version
 	}
 	f.live[sb.ID] = sb
 	f.mu.Unlock()
@@ -97,15 +112,29 @@ func (f *fakeManager) Claim(ctx context.Context, id string, c manager.Claim) (*s
 	return &out, nil
 }
 
-func (f *fakeManager) Delete(ctx context.Context, id string) error {
+func (f *fakeManager) DeletePooled(ctx context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.live[id]; !ok {
+	sb, ok := f.live[id]
+	if !ok {
 		return errdefs.NotFound("sandbox %s not found", id)
+	}
+	if sb.Pool == "" {
+		return errdefs.Precondition("sandbox %s is no longer in a warm pool", id)
 	}
 	delete(f.live, id)
 	f.deleted = append(f.deleted, id)
 	return nil
+}
+
+func (f *fakeManager) PooledAgent(ctx context.Context, id string) (*agent.Client, error) {
+	f.mu.Lock()
+	pooled := f.live[id] != nil && f.live[id].Pool != ""
+	f.mu.Unlock()
+	if !pooled {
+		return nil, errdefs.Precondition("sandbox %s is not a running pooled sandbox", id)
+	}
+	return f.Agent(ctx, id)
 }
 
 func (f *fakeManager) Agent(ctx context.Context, id string) (*agent.Client, error) {
@@ -396,22 +425,26 @@ func TestTakeSandbox(t *testing.T) {
 		req  manager.CreateRequest
 		want string // pool taken from, "" for none
 	}{
-		{"template", manager.CreateRequest{Template: "web"}, "web"},
+		// The manager resolves the version first (manager
+		// TestCreateAsksPoolForResolvedVersion): one left unresolved is
+		// none the pool has.
+		{"template, version unresolved", manager.CreateRequest{Template: "web"}, ""},
 		{"template, its version", manager.CreateRequest{Template: "web", TemplateVersion: 3}, "web"},
 		{"template, another version", manager.CreateRequest{Template: "web", TemplateVersion: 2}, ""},
+		{"template, a later version", manager.CreateRequest{Template: "web", TemplateVersion: 4}, ""},
 		{"image", manager.CreateRequest{Image: "alpine"}, "alpine"},
 		{"another image", manager.CreateRequest{Image: "ubuntu"}, ""},
 		{"another template", manager.CreateRequest{Template: "other"}, ""},
 		{"template and image", manager.CreateRequest{Template: "web", Image: "alpine"}, ""},
 		{"nothing", manager.CreateRequest{}, ""},
-		{"other cpu", manager.CreateRequest{Template: "web", CPU: "2"}, ""},
-		{"other memory", manager.CreateRequest{Template: "web", Memory: "512Mi"}, ""},
+		{"other cpu", manager.CreateRequest{Template: "web", TemplateVersion: 3, CPU: "2"}, ""},
+		{"other memory", manager.CreateRequest{Template: "web", TemplateVersion: 3, Memory: "512Mi"}, ""},
 		// The amounts the pool's sandboxes have (they have 1 cpu, 1Gi).
 		{"same cpu and memory", manager.CreateRequest{Image: "alpine", CPU: "1000m", Memory: "1024Mi"}, "alpine"},
 		{"disk", manager.CreateRequest{Image: "alpine", Disk: "1Gi"}, ""},
 		// The claim sets the request's TTL and metadata on what it takes
 		// (manager TestTTLFromPool, TestMetadataFromPool).
-		{"ttl 0", manager.CreateRequest{Template: "web", TTL: &ttl0}, "web"},
+		{"ttl 0", manager.CreateRequest{Template: "web", TemplateVersion: 3, TTL: &ttl0}, "web"},
 		{"ttl", manager.CreateRequest{Image: "alpine", TTL: &ttl60}, "alpine"},
 		{"metadata", manager.CreateRequest{Image: "alpine", Metadata: map[string]string{"run": "7"}}, "alpine"},
 		// A claim refused for what it asks leaves the sandbox in its pool.
@@ -458,6 +491,165 @@ func TestTakeSandbox(t *testing.T) {
 			}
 			if st := stats(p, tt.want); st.Ready != 0 || st.Hits != 1 {
 				t.Errorf("pool %s: %+v, want 0 ready, 1 hit", tt.want, st)
+			}
+		})
+	}
+}
+
+// readyVersions returns the template versions of the sandboxes ready in
+// pool name, in order, once they are want (or fails the test).
+func readyVersions(t *testing.T, p *Pools, name string, want []int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		wp := p.pools[name]
+		wp.mu.Lock()
+		var got []int
+		for _, e := range wp.ready {
+			got = append(got, e.sandbox.TemplateVersion)
+		}
+		wp.mu.Unlock()
+		if slices.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pool %s holds versions %v, want %v", name, got, want)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestTemplateChanged: when a pool's template changes, the sandboxes it
+// holds are retired (deleted) and it refills with the template as it now
+// is: none while it is deleted. Other pools are left alone.
+func TestTemplateChanged(t *testing.T) {
+	tests := []struct {
+		name     string
+		changed  string // the template that changes
+		gone     bool   // it is deleted
+		versions []int  // what the web pool then holds
+		retired  int    // sandboxes deleted
+	}{
+		{"new version", "web", false, []int{2, 2}, 2},
+		{"deleted", "web", true, nil, 2},
+		{"a template without a pool", "none", false, []int{1, 1}, 0},
+		{"another pool's template", "other", false, []int{1, 1}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newFakeManager()
+			m.version = 1
+			p := newPools(t, m,
+				Spec{Name: "web", Size: 2, Request: manager.CreateRequest{Template: "web"}},
+				Spec{Name: "other", Size: 1, Request: manager.CreateRequest{Template: "other"}})
+			run(t, p)
+			readyVersions(t, p, "web", []int{1, 1})
+			waitReady(t, p, "other", 1)
+			m.mu.Lock()
+			m.version, m.gone = 2, tt.gone
+			m.mu.Unlock()
+
+			p.TemplateChanged(context.Background(), tt.changed)
+			readyVersions(t, p, "web", tt.versions)
+			p.stops.Wait() // the retiring is done
+			if _, _, deleted := m.calls(); len(deleted) != tt.retired {
+				t.Errorf("deleted %v, want %d retired", deleted, tt.retired)
+			}
+			if sb, ok := p.TakeSandbox(context.Background(), manager.CreateRequest{Template: "web", TemplateVersion: 1}); ok != (tt.changed != "web") {
+				t.Errorf("take of version 1: %+v, %v; want one only if web did not change", sb, ok)
+			}
+		})
+	}
+}
+
+// TestTemplateChangedWhileMaking: a sandbox being made as its template
+// changes is of the version before: it is deleted once made, not kept.
+func TestTemplateChangedWhileMaking(t *testing.T) {
+	m := newFakeManager()
+	m.version = 1
+	m.hold = make(chan struct{})
+	p := newPools(t, m, Spec{Name: "web", Size: 1, Request: manager.CreateRequest{Template: "web"}})
+	run(t, p)
+	for m.createCount("web") == 0 {
+		time.Sleep(2 * time.Millisecond)
+	}
+	m.mu.Lock()
+	m.version = 2
+	hold := m.hold
+	m.hold = nil
+	m.mu.Unlock()
+	p.TemplateChanged(context.Background(), "web")
+	close(hold) // the first, of version 1, is made now
+	readyVersions(t, p, "web", []int{2})
+	if _, _, deleted := m.calls(); !slices.Equal(deleted, []string{"sb-1"}) {
+		t.Errorf("deleted %v, want the sandbox of version 1, sb-1", deleted)
+	}
+}
+
+// pooled lists and counts the fake's pooled sandboxes as a shared store
+// does (Lister), oldest first.
+type pooled struct{ *fakeManager }
+
+func (l pooled) ListSandboxPage(_ context.Context, f store.SandboxFilter, p store.Page) ([]*store.Sandbox, string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*store.Sandbox
+	for i := 1; i <= l.n; i++ {
+		sb, ok := l.live[fmt.Sprintf("sb-%d", i)]
+		if !ok || sb.Pool != f.Pool || (len(f.Statuses) > 0 && !slices.Contains(f.Statuses, sb.Status)) {
+			continue
+		}
+		c := *sb
+		out = append(out, &c)
+	}
+	if p.Limit > 0 && len(out) > p.Limit {
+		out = out[:p.Limit]
+	}
+	return out, "", nil
+}
+
+func (l pooled) CountSandboxes(ctx context.Context, f store.SandboxFilter) (int, error) {
+	sbs, _, err := l.ListSandboxPage(ctx, f, store.Page{})
+	return len(sbs), err
+}
+
+// TestTakeSandboxSharedVersion: on a shared store a pool may hold
+// sandboxes of two versions of its template (one made as the template
+// changed); a create gets one of the version it asks for, whichever is
+// oldest, or none.
+func TestTakeSandboxSharedVersion(t *testing.T) {
+	tests := []struct {
+		version int
+		want    string // "" for none
+	}{
+		{2, "sb-2"},
+		{1, "sb-1"},
+		{3, ""},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint("version ", tt.version), func(t *testing.T) {
+			m := newFakeManager()
+			spec := Spec{Name: "web", Size: 2, Request: manager.CreateRequest{Template: "web"}}
+			for _, v := range []int{1, 2} { // oldest first
+				m.version = v
+				if _, err := m.CreatePooled(context.Background(), spec.Request, "web"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p, err := New(m, []Spec{spec}, quiet, WithSharedStore(pooled{m}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sb, ok := p.TakeSandbox(context.Background(), manager.CreateRequest{Template: "web", TemplateVersion: tt.version})
+			_, claimed, _ := m.calls()
+			if tt.want == "" {
+				if ok || len(claimed) != 0 {
+					t.Fatalf("took %+v (claimed %v), want none", sb, claimed)
+				}
+				return
+			}
+			if !ok || sb.ID != tt.want || sb.TemplateVersion != tt.version || !reflect.DeepEqual(claimed, []string{tt.want}) {
+				t.Fatalf("took %+v, %v (claimed %v), want %s", sb, ok, claimed, tt.want)
 			}
 		})
 	}

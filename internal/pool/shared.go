@@ -65,21 +65,24 @@ func (p *Pools) fillShared(ctx context.Context, wp *warmPool) {
 	for {
 		n, err := p.sharedSize(ctx, wp)
 		for ; err == nil && n < wp.spec.Size && ctx.Err() == nil; n++ {
+			gen := wp.generation()
 			var e entry
 			if e, err = p.make(ctx, wp.spec); err == nil {
 				delay = time.Second
 				wp.mu.Lock()
-				wp.made = e.sandbox
+				stale := wp.gen != gen
+				if !stale {
+					wp.made = e.sandbox
+				}
 				wp.mu.Unlock()
+				if stale { // the template changed as it was made
+					p.retire(context.WithoutCancel(ctx), wp, []entry{e})
+				}
 			}
 		}
 		if err != nil && ctx.Err() == nil {
 			p.log.Warn("warm pool: make sandbox", "pool", wp.spec.Name, "err", err, "retry_in", delay)
-			select {
-			case <-ctx.Done():
-			case <-time.After(delay):
-			}
-			delay = min(2*delay, retryMax)
+			delay = wp.backOff(ctx, delay)
 			continue
 		}
 		select {
@@ -91,25 +94,49 @@ func (p *Pools) fillShared(ctx context.Context, wp *warmPool) {
 	}
 }
 
-// firstReady is the oldest sandbox ready in wp in the store; nil when
-// none is (or the store failed).
-func (p *Pools) firstReady(ctx context.Context, wp *warmPool) *store.Sandbox {
-	sbs, _, err := p.shared.ListSandboxPage(ctx, readyFilter(wp.spec.Name), store.Page{Limit: 1})
-	if err != nil || len(sbs) == 0 {
-		return nil
+// readyShared is every sandbox ready in wp in the store (none if the
+// store failed, which is logged).
+func (p *Pools) readyShared(ctx context.Context, wp *warmPool) []entry {
+	sbs, _, err := p.shared.ListSandboxPage(ctx, readyFilter(wp.spec.Name), store.Page{})
+	if err != nil {
+		p.log.Warn("warm pool: list ready sandboxes", "pool", wp.spec.Name, "err", err)
 	}
-	return sbs[0]
+	out := make([]entry, 0, len(sbs))
+	for _, sb := range sbs {
+		out = append(out, entry{sandbox: sb})
+	}
+	return out
 }
 
-// takeShared claims a sandbox ready in wp in the store as c says, and
-// finds its kernel. A sandbox another daemon claimed first is passed
-// over; a claim refused for what c asks ends the take.
-func (p *Pools) takeShared(ctx context.Context, wp *warmPool, c manager.Claim) (entry, bool) {
+// firstReady is the oldest sandbox of template version version ready in
+// wp in the store, among the first sharedTake (those a take tries); nil
+// when none is (or the store failed).
+func (p *Pools) firstReady(ctx context.Context, wp *warmPool, version int) *store.Sandbox {
+	sbs, _, err := p.shared.ListSandboxPage(ctx, readyFilter(wp.spec.Name), store.Page{Limit: sharedTake})
+	if err != nil {
+		return nil
+	}
+	for _, sb := range sbs {
+		if sb.TemplateVersion == version {
+			return sb
+		}
+	}
+	return nil
+}
+
+// takeShared claims a sandbox ready in wp in the store, of template
+// version version (anyVersion: whichever), as c says, and finds its
+// kernel. A sandbox another daemon claimed first, or of another version,
+// is passed over; a claim refused for what c asks ends the take.
+func (p *Pools) takeShared(ctx context.Context, wp *warmPool, version int, c manager.Claim) (entry, bool) {
 	sbs, _, err := p.shared.ListSandboxPage(ctx, readyFilter(wp.spec.Name), store.Page{Limit: sharedTake})
 	if err != nil {
 		p.log.Warn("warm pool: list ready sandboxes", "pool", wp.spec.Name, "err", err)
 	}
 	for _, cand := range sbs {
+		if version != anyVersion && cand.TemplateVersion != version {
+			continue
+		}
 		sb, err := p.mgr.Claim(ctx, cand.ID, c)
 		switch {
 		case errors.Is(err, errdefs.ErrInvalidArgument):

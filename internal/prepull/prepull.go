@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -245,9 +246,16 @@ func (s *Service) Get(ctx context.Context, id string) (*api.PrepullTask, error) 
 	return toAPI(rec), nil
 }
 
+// statuses are the statuses a task has, in the order of its life.
+var statuses = []string{api.PrepullPending, api.PrepullPulling, api.PrepullCompleted, api.PrepullFailed}
+
 // List returns the tasks for ref (any spelling of the image; "" for all)
-// with status (exact; "" for all), newest first. It is never nil.
+// with status ("" for all), newest first. It is never nil. A status that
+// is none of a task's is ErrInvalidArgument, naming those.
 func (s *Service) List(ctx context.Context, ref, status string) ([]api.PrepullTask, error) {
+	if status != "" && !slices.Contains(statuses, status) {
+		return nil, errdefs.Invalid("status %q: want one of %s", status, strings.Join(statuses, ", "))
+	}
 	var norm string
 	if ref = strings.TrimSpace(ref); ref != "" {
 		var err error

@@ -424,7 +424,7 @@ func TestList(t *testing.T) {
 
 	tests := []struct {
 		image, status string
-		want          []string
+		want          []string // nil: refused
 	}{
 		{"", "", []string{python, missing, alpine}},
 		{"alpine", "", []string{alpine}},
@@ -435,10 +435,20 @@ func TestList(t *testing.T) {
 		{"", api.PrepullCompleted, []string{alpine}},
 		{"alpine", api.PrepullFailed, []string{}},
 		{"Not A Ref!", "", []string{}},
-		{"", "bogus", []string{}},
+		// The statuses are the openapi's enum PrepullStatus (seed 003
+		// §6.3): another is refused, naming them, not an empty list.
+		{"", "bogus", nil},
+		{"", "Completed", nil},
+		{"alpine", "active", nil},
 	}
 	for _, tt := range tests {
 		list, err := f.svc.List(ctx, tt.image, tt.status)
+		if tt.want == nil {
+			if err == nil || !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "pending, pulling, completed, failed") {
+				t.Errorf("list image=%q status=%q: %v, %v; want ErrInvalidArgument naming the statuses", tt.image, tt.status, list, err)
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

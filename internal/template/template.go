@@ -43,6 +43,9 @@ type Service struct {
 	prepull Prepuller // nil: prepull requests are ignored
 	// sources refuses file sources that are plainly internal.
 	sources *netguard.Guard
+	// changed, when set, is told the name of each template made, given a
+	// new version or deleted (WithChangeHook).
+	changed func(ctx context.Context, name string)
 	log     *slog.Logger
 	now     func() time.Time
 	newID   func(prefix string) string
@@ -68,6 +71,15 @@ func WithSourceGuard(g *netguard.Guard) Option { return func(s *Service) { s.sou
 // prefixes of internal mirrors).
 func SourceGuard(allow []string) (*netguard.Guard, error) {
 	return netguard.New(netguard.Config{Allow: allow, Subject: "template file sources"})
+}
+
+// WithChangeHook makes the service call f with the name of each template
+// it has made, given a new version (an update, a rollback, an import) or
+// deleted, once the change is stored: what keeps sandboxes of a template
+// ready (warm pools) retires them. f must return promptly; its context
+// ends with the request's.
+func WithChangeHook(f func(ctx context.Context, name string)) Option {
+	return func(s *Service) { s.changed = f }
 }
 
 // WithLogger sets the logger (default slog.Default()).
@@ -240,6 +252,7 @@ func (s *Service) create(ctx context.Context, name string, m meta, spec api.Temp
 		v := &store.TemplateVersion{ID: s.newID("ver"), Spec: spec, Changelog: "Initial version", CreatedAt: now}
 		err := s.store.CreateTemplate(ctx, t, v)
 		if err == nil {
+			s.change(ctx, name)
 			return t, nil
 		}
 		if !errors.Is(err, errdefs.ErrAlreadyExists) {
@@ -357,6 +370,7 @@ func (s *Service) addVersion(ctx context.Context, name string, fn func(t *store.
 		})
 		switch {
 		case err == nil:
+			s.change(ctx, name)
 			return t, nil
 		case fnErr != nil:
 			return nil, fnErr
@@ -368,9 +382,22 @@ func (s *Service) addVersion(ctx context.Context, name string, fn func(t *store.
 }
 
 // Delete removes the template named name and all its versions. Sandboxes
-// made from it are not touched.
+// made from it are not touched (those of warm pools, no one's yet, are
+// retired through the change hook).
 func (s *Service) Delete(ctx context.Context, name string) error {
-	return ifNotFound(s.store.DeleteTemplate(ctx, name), templateNotFound(name))
+	if err := s.store.DeleteTemplate(ctx, name); err != nil {
+		return ifNotFound(err, templateNotFound(name))
+	}
+	s.change(ctx, name)
+	return nil
+}
+
+// change tells the change hook, if any, that the template named name
+// changed.
+func (s *Service) change(ctx context.Context, name string) {
+	if s.changed != nil {
+		s.changed(ctx, name)
+	}
 }
 
 // Versions lists the versions of the template named name, newest first.

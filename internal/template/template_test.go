@@ -639,3 +639,63 @@ func (b brokenStore) ListTemplateVersions(context.Context, string) ([]*store.Tem
 func (b brokenStore) GetTemplateVersion(context.Context, string, int) (*store.TemplateVersion, error) {
 	return nil, b.err
 }
+
+// TestChangeHook: the change hook is told of every template made, given a
+// new version or deleted, once stored, and of nothing that failed.
+func TestChangeHook(t *testing.T) {
+	ctx := context.Background()
+	spec := api.TemplateSpec{Image: "alpine"}
+	doc := []byte("apiVersion: liteboxd/v1\nkind: SandboxTemplate\nmetadata:\n  name: t\nspec:\n  image: busybox\n")
+	tests := []struct {
+		name  string
+		do    func(s *Service) error
+		want  []string
+		fails bool
+	}{
+		{"create", func(s *Service) error {
+			_, err := s.Create(ctx, api.CreateTemplateRequest{Name: "new", Spec: spec})
+			return err
+		}, []string{"new"}, false},
+		{"create an existing one", func(s *Service) error {
+			_, err := s.Create(ctx, api.CreateTemplateRequest{Name: "t", Spec: spec})
+			return err
+		}, nil, true},
+		{"update", func(s *Service) error {
+			_, err := s.Update(ctx, "t", api.UpdateTemplateRequest{Spec: spec})
+			return err
+		}, []string{"t"}, false},
+		{"update an unknown one", func(s *Service) error {
+			_, err := s.Update(ctx, "nope", api.UpdateTemplateRequest{Spec: spec})
+			return err
+		}, nil, true},
+		{"rollback", func(s *Service) error {
+			_, err := s.Rollback(ctx, "t", api.RollbackRequest{TargetVersion: 1})
+			return err
+		}, []string{"t"}, false},
+		{"import", func(s *Service) error {
+			_, err := s.Import(ctx, doc, api.StrategyCreateOrUpdate, false)
+			return err
+		}, []string{"t"}, false},
+		{"delete", func(s *Service) error { return s.Delete(ctx, "t") }, []string{"t"}, false},
+		{"delete an unknown one", func(s *Service) error { return s.Delete(ctx, "nope") }, nil, true},
+		{"read", func(s *Service) error {
+			_, _, err := s.Resolve(ctx, "t", 0)
+			return err
+		}, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.create(t, "t", "alpine")
+			var got []string
+			f.svc.changed = func(_ context.Context, name string) { got = append(got, name) }
+			err := tt.do(f.svc)
+			if (err != nil) != tt.fails {
+				t.Fatalf("%s: %v", tt.name, err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("changes told (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
