@@ -210,12 +210,27 @@ func (m *Manager) restoreCopy(ctx context.Context, cp sandbox.Checkpointer, snap
 }
 
 // restored tells the agent of restored sandbox id its kernels' new ids and
-// has it reseed them. A snapshot's agent older than the call (not found)
-// is let be when no kernel is to be renamed.
+// has it reseed them. A kernel the snapshot does not hold (its sandbox was
+// stopped or restarted since the kernel started, and a context starts its
+// kernel again only on its next execution) is not renamed: its context,
+// recorded under the new id all the same, starts a kernel then, its state
+// lost, as it would have in the snapshot's sandbox. A snapshot's agent
+// older than the call (not found) is let be when no kernel is to be
+// renamed.
 func (m *Manager) restored(ctx context.Context, id string, kernels map[string]string) error {
 	ac, err := m.rt.Agent(ctx, id)
 	if err != nil {
 		return fmt.Errorf("reach the restored agent: %w", err)
+	}
+	if len(kernels) > 0 {
+		held, err := ac.Kernels(ctx)
+		if err != nil {
+			return fmt.Errorf("list the restored agent's kernels: %w", err)
+		}
+		n := len(kernels)
+		if kernels = heldKernels(kernels, held); len(kernels) < n {
+			m.log.Info("restored sandbox: contexts whose kernels the snapshot does not hold start afresh", "sandbox", id, "contexts", n-len(kernels))
+		}
 	}
 	res, err := ac.Restored(ctx, agent.RestoredRequest{Kernels: kernels})
 	switch {
@@ -227,4 +242,15 @@ func (m *Manager) restored(ctx context.Context, id string, kernels map[string]st
 		m.log.Warn("restored kernels keep the snapshot's random state", "sandbox", id, "kernels", res.NotReseeded)
 	}
 	return nil
+}
+
+// heldKernels returns the renames of kernels that are among held.
+func heldKernels(renames map[string]string, held []agent.KernelInfo) map[string]string {
+	out := make(map[string]string, len(renames))
+	for _, k := range held {
+		if to, ok := renames[k.ID]; ok {
+			out[k.ID] = to
+		}
+	}
+	return out
 }
