@@ -50,6 +50,11 @@ func (m *Manager) Fork(ctx context.Context, snapID string, reqs []RestoreRequest
 	if err := checkForkCount(len(reqs)); err != nil {
 		return nil, err
 	}
+	done, err := m.snapshots.use(snapID)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	snap, err := m.GetSnapshot(ctx, snapID)
 	if err != nil {
 		return nil, err
@@ -92,12 +97,13 @@ func (m *Manager) ForkSandbox(ctx context.Context, id string, contexts []byte, r
 	if err != nil {
 		return nil, nil, err
 	}
-	snap, err := m.Snapshot(ctx, id, SnapshotRequest{Contexts: contexts})
+	snap, done, err := m.snapshot(ctx, id, SnapshotRequest{Contexts: contexts})
 	if err != nil {
 		m.dropRecords(ctx, sbs)
 		return nil, nil, fmt.Errorf("fork sandbox %s: %w", id, err)
 	}
 	out, err := m.restoreCopies(ctx, cp, snap, sbs, reqs)
+	done()
 	if err != nil {
 		if derr := m.DeleteSnapshot(context.WithoutCancel(ctx), snap.ID); derr != nil {
 			err = errors.Join(err, derr)

@@ -38,47 +38,67 @@ type SnapshotRequest struct {
 // files kept. The snapshot outlives the sandbox. A runtime that cannot is
 // 501; a sandbox in another state, 409.
 func (m *Manager) Snapshot(ctx context.Context, id string, req SnapshotRequest) (*store.Snapshot, error) {
+	snap, done, err := m.snapshot(ctx, id, req)
+	if err != nil {
+		return nil, err
+	}
+	done()
+	return snap, nil
+}
+
+// snapshot is Snapshot, and counts a use of the snapshot (snapshotUses)
+// from before it is recorded: done ends it. A fork's restores thus read
+// it with no moment in which it could be deleted.
+func (m *Manager) snapshot(ctx context.Context, id string, req SnapshotRequest) (_ *store.Snapshot, done func(), err error) {
 	stop := req.Stop
 	unlock := m.lock(id)
 	defer unlock()
 	ctx = context.WithoutCancel(ctx)
 	sb, err := m.Get(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cp, err := m.checkpointer("snapshot sandbox " + id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !alive(sb) {
-		return nil, notNow("snapshot", sb)
+		return nil, nil, notNow("snapshot", sb)
 	}
 	snap := &store.Snapshot{ID: snapshotPrefix + newID(), SandboxID: id, Image: sb.Image, Template: sb.Template,
 		CPU: sb.CPU, Memory: sb.Memory, Runtime: sb.Runtime, Status: string(api.SnapshotReady), Stopped: stop,
 		Tenant: sb.Tenant, Spec: sb.Spec, Contexts: req.Contexts}
 	dir := m.snapshotDir(snap.ID)
 	if err := os.MkdirAll(m.cfg.SnapshotDir, 0o700); err != nil {
-		return nil, fmt.Errorf("snapshot sandbox %s: %w", id, err)
+		return nil, nil, fmt.Errorf("snapshot sandbox %s: %w", id, err)
 	}
 	start := time.Now()
 	if err := cp.Checkpoint(ctx, id, dir, !stop); err != nil {
-		return nil, fmt.Errorf("snapshot sandbox %s: %w", id, err)
+		return nil, nil, fmt.Errorf("snapshot sandbox %s: %w", id, err)
 	}
 	took := time.Since(start)
 	snap.CreatedAt = m.now().UTC()
-	if snap.SizeBytes, err = diskUsage(dir); err == nil {
-		err = m.store.CreateSnapshot(ctx, snap)
+	if done, err = m.snapshots.use(snap.ID); err == nil { // a new id: never refused
+		if snap.SizeBytes, err = diskUsage(dir); err == nil {
+			err = m.store.CreateSnapshot(ctx, snap)
+		}
+		if err != nil {
+			done()
+		}
 	}
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("record snapshot of sandbox %s: %w", id, err), os.RemoveAll(dir))
+		return nil, nil, errors.Join(fmt.Errorf("record snapshot of sandbox %s: %w", id, err), os.RemoveAll(dir))
 	}
 	m.log.Info("sandbox snapshot taken", "sandbox", id, "snapshot", snap.ID, "stop", stop, "took", took, "bytes", snap.SizeBytes)
 	if stop {
-		_, err = m.setStatus(ctx, id, api.StatusSucceeded, "stopped by snapshot "+snap.ID)
+		if _, err = m.setStatus(ctx, id, api.StatusSucceeded, "stopped by snapshot "+snap.ID); err != nil {
+			done()
+			return nil, nil, err
+		}
 	} else {
 		m.event(ctx, id, sb.Status, "snapshot "+snap.ID+" taken")
 	}
-	return snap, err
+	return snap, done, nil
 }
 
 // GetSnapshot returns snapshot id, if the caller's tenant may see it.
@@ -123,11 +143,17 @@ func (m *Manager) SnapshotsOfImage(ctx context.Context, ref string) ([]string, e
 }
 
 // DeleteSnapshot removes snapshot id: its files, then its record.
-// Sandboxes made from it are not affected.
+// Sandboxes made from it are not affected; while sandboxes are being made
+// from it, it is 409.
 func (m *Manager) DeleteSnapshot(ctx context.Context, id string) error {
 	if _, err := m.GetSnapshot(ctx, id); err != nil {
 		return err
 	}
+	done, err := m.snapshots.remove(id)
+	if err != nil {
+		return err
+	}
+	defer done()
 	if err := os.RemoveAll(m.snapshotDir(id)); err != nil {
 		return fmt.Errorf("delete snapshot %s: %w", id, err)
 	}

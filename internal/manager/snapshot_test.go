@@ -26,6 +26,9 @@ type checkpointing struct {
 	// failRestore, when set, makes the restore of that number (1: the
 	// first since set) fail.
 	failRestore, restores atomic.Int32
+	// restoring, when set, is called by a restore once it has read the
+	// snapshot.
+	restoring func()
 }
 
 func (c *checkpointing) Capabilities() sandbox.Capabilities {
@@ -55,6 +58,9 @@ func (c *checkpointing) Restore(ctx context.Context, newID, dir string, labels m
 	}
 	if _, err := os.ReadFile(filepath.Join(dir, "of")); err != nil {
 		return err
+	}
+	if c.restoring != nil {
+		c.restoring()
 	}
 	if n := c.failRestore.Load(); n > 0 && c.restores.Add(1) == n {
 		return errdefs.Unavailable("restore %d failed", n)
@@ -334,5 +340,35 @@ func TestFork(t *testing.T) {
 	}
 	if list, _ := e.m.ListSnapshots(ctx, ""); len(list) != 1 {
 		t.Errorf("%d snapshots after a failed fork of the sandbox, want the first one's only", len(list))
+	}
+}
+
+// TestDeleteSnapshotInUse deletes a snapshot while a sandbox is being made
+// from it: 409, and the restore works; once it is made, the deletion does.
+func TestDeleteSnapshotInUse(t *testing.T) {
+	e, cp := newSnapshotEnv(t)
+	ctx := context.Background()
+	snap, err := e.m.Snapshot(ctx, e.running(t), SnapshotRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reading, release := make(chan struct{}), make(chan struct{})
+	cp.restoring = func() {
+		close(reading)
+		<-release
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := e.m.Restore(ctx, snap.ID, RestoreRequest{})
+		errc <- err
+	}()
+	<-reading
+	checkErr(t, e.m.DeleteSnapshot(ctx, snap.ID), errdefs.ErrFailedPrecondition, api.CodeConflict)
+	close(release)
+	if err := <-errc; err != nil {
+		t.Fatalf("restore while the snapshot's deletion was refused: %v", err)
+	}
+	if err := e.m.DeleteSnapshot(ctx, snap.ID); err != nil {
+		t.Fatalf("delete once the restore is done: %v", err)
 	}
 }
