@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -77,7 +79,8 @@ func (m *Manager) Fork(ctx context.Context, snapID string, reqs []RestoreRequest
 // makes one sandbox from it per request, as Fork does; contexts are
 // recorded with the snapshot (SnapshotRequest.Contexts). The copies are
 // admitted before the snapshot is taken. The snapshot is kept, and
-// returned, unless the fork fails.
+// returned, unless the fork fails; it lists the copies (fileFork) until
+// they are made, for Recover to remove a fork the daemon died in.
 func (m *Manager) ForkSandbox(ctx context.Context, id string, contexts []byte, reqs []RestoreRequest) (*store.Snapshot, []*store.Sandbox, error) {
 	if err := checkForkCount(len(reqs)); err != nil {
 		return nil, nil, err
@@ -97,13 +100,25 @@ func (m *Manager) ForkSandbox(ctx context.Context, id string, contexts []byte, r
 	if err != nil {
 		return nil, nil, err
 	}
-	snap, done, err := m.snapshot(ctx, id, SnapshotRequest{Contexts: contexts})
+	copies := make([]string, len(sbs))
+	for i, sb := range sbs {
+		copies[i] = sb.ID
+	}
+	snap, done, err := m.snapshot(ctx, id, SnapshotRequest{Contexts: contexts}, copies)
 	if err != nil {
 		m.dropRecords(ctx, sbs)
 		return nil, nil, fmt.Errorf("fork sandbox %s: %w", id, err)
 	}
 	out, err := m.restoreCopies(ctx, cp, snap, sbs, reqs)
 	done()
+	if err == nil {
+		// The fork is made: Recover must keep it.
+		if err = os.Remove(filepath.Join(m.snapshotDir(snap.ID), fileFork)); err != nil {
+			for _, sb := range out {
+				err = errors.Join(err, m.Delete(context.WithoutCancel(ctx), sb.ID))
+			}
+		}
+	}
 	if err != nil {
 		if derr := m.DeleteSnapshot(context.WithoutCancel(ctx), snap.ID); derr != nil {
 			err = errors.Join(err, derr)

@@ -372,3 +372,42 @@ func TestDeleteSnapshotInUse(t *testing.T) {
 		t.Fatalf("delete once the restore is done: %v", err)
 	}
 }
+
+// TestRecoverUnfinishedFork restarts after a daemon died in a sandbox's
+// fork, its copies admitted and its snapshot taken: Recover removes the
+// snapshot and the copies, which no client learnt of, and keeps a fork
+// that was made.
+func TestRecoverUnfinishedFork(t *testing.T) {
+	e, _ := newSnapshotEnv(t)
+	ctx := context.Background()
+	id := e.running(t)
+	made, forked, err := e.m.ForkSandbox(ctx, id, nil, make([]RestoreRequest, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := e.waitStatus(t, id, api.StatusRunning)
+	sbs, err := e.m.admitCopies(ctx, sb.Image, sb.Template, sb.CPU, sb.Memory, make([]RestoreRequest, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, done, err := e.m.snapshot(ctx, id, SnapshotRequest{}, []string{sbs[0].ID, sbs[1].ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.GetSnapshot(ctx, snap.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("the unfinished fork's snapshot after Recover: %v, want not found", err)
+	}
+	if _, err := os.Stat(e.m.snapshotDir(snap.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the unfinished fork's snapshot files after Recover: %v", err)
+	}
+	if got, want := e.records(t), []string{id, forked[0].ID}; !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+		t.Errorf("sandboxes after Recover: %v, want the parent and the made fork's copy %v", got, want)
+	}
+	if _, err := e.m.GetSnapshot(ctx, made.ID); err != nil {
+		t.Errorf("the made fork's snapshot after Recover: %v", err)
+	}
+}
