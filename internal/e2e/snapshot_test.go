@@ -196,7 +196,8 @@ for i in $(seq 50); do [ -s /workspace/v ] && break; sleep 0.1; done; cat /works
 // answer maps it to, diverges on its own (its context's variable, its
 // files, its hostname), and draws other random numbers than the others
 // and the parent; the parent runs on, unchanged. Bad counts and ids are
-// 4xx; a fork of a snapshot makes sandboxes too; deletion leaves nothing.
+// 4xx; a fork of a snapshot makes sandboxes too, and so does a fork of a
+// sandbox whose context's kernel is gone; deletion leaves nothing.
 func TestFork(t *testing.T) {
 	d := startDaemon(t, "", withCRIU(t))
 	sb := d.create(api.CreateSandboxRequest{Image: "agent2env/python"})
@@ -284,6 +285,23 @@ func TestFork(t *testing.T) {
 	}
 	if code := d.do("DELETE", "/api/v1/snapshots/"+forked.SnapshotID, nil, nil); code != http.StatusNoContent {
 		t.Fatalf("delete snapshot: %d", code)
+	}
+
+	// After a stop and start the parent's context has no kernel until its
+	// next execution: a fork has the context all the same, which starts
+	// afresh (state_lost), as the parent's would.
+	for _, op := range []string{"stop", "start"} {
+		if code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/"+op, nil, nil); code != http.StatusOK {
+			t.Fatalf("%s the parent: %d", op, code)
+		}
+	}
+	d.waitRunning(sb.ID)
+	var cold api.ForkResponse
+	if code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/fork", api.ForkRequest{Count: 1}, &cold); code != http.StatusCreated || len(cold.Sandboxes) != 1 {
+		t.Fatalf("fork after a stop and start: %d %+v", code, cold)
+	}
+	if ran := execute(cold.Sandboxes[0].Contexts[parentCtx.ContextID], "1 + 1"); ran.Result != "2" || !ran.StateLost {
+		t.Errorf("the copy's context of a kernel that was gone: %+v, want 2 with state_lost", ran)
 	}
 	d.deleteAll()
 	d.stop()

@@ -185,6 +185,9 @@ func decodeStrict(w http.ResponseWriter, r *http.Request, v any, limit int64) er
 	return decodeBody(w, r, v, limit, true)
 }
 
+// errEmptyBody is decodeBody's error for a body with nothing in it.
+var errEmptyBody = errdefs.Invalid("request body is empty")
+
 // decodeBody is decodeLimit, refusing unknown members when strict.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any, limit int64, strict bool) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
@@ -202,7 +205,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, limit int64, stri
 			return err
 		}
 		if errors.Is(err, io.EOF) {
-			return errdefs.Invalid("request body is empty")
+			return errEmptyBody
 		}
 		return errdefs.Invalid("decode request body: %v", err)
 	}

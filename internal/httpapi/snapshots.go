@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/agent2env/agent2env/api"
@@ -10,7 +11,7 @@ import (
 // registerSnapshots adds the snapshot routes; a sandbox is made from a
 // snapshot by POST /api/v1/sandboxes with from_snapshot.
 func (s *Server) registerSnapshots(mux *http.ServeMux) {
-	mux.HandleFunc("POST /api/v1/sandboxes/{id}/snapshots", s.createSnapshot)
+	mux.HandleFunc("POST /api/v1/sandboxes/{id}/snapshots", snapshotHandler(s.sandboxes.Snapshot))
 	mux.HandleFunc("GET /api/v1/snapshots", s.listSnapshots)
 	mux.HandleFunc("GET /api/v1/snapshots/{id}", s.getSnapshot)
 	mux.HandleFunc("DELETE /api/v1/snapshots/{id}", s.deleteSnapshot)
@@ -18,21 +19,24 @@ func (s *Server) registerSnapshots(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/snapshots/{id}/fork", forkHandler(s.sandboxes.ForkSnapshot))
 }
 
-// createSnapshot takes a snapshot; the body is optional (live).
-func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
-	var req api.CreateSnapshotRequest
-	if r.ContentLength != 0 {
-		if err := decode(w, r, &req); err != nil {
+// snapshotHandler serves the taking of a snapshot with snapshot. The
+// body may be left out (live), or be empty even when chunked.
+func snapshotHandler(snapshot func(context.Context, string, api.CreateSnapshotRequest) (*api.Snapshot, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req api.CreateSnapshotRequest
+		if r.ContentLength != 0 {
+			if err := decodeStrict(w, r, &req, maxJSONBody); err != nil && !errors.Is(err, errEmptyBody) {
+				writeError(w, err)
+				return
+			}
+		}
+		snap, err := snapshot(r.Context(), r.PathValue("id"), req)
+		if err != nil {
 			writeError(w, err)
 			return
 		}
+		writeJSON(w, http.StatusCreated, snap)
 	}
-	snap, err := s.sandboxes.Snapshot(r.Context(), r.PathValue("id"), req)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, snap)
 }
 
 // listSnapshots lists snapshots, of ?sandbox_id= only when given.
@@ -67,7 +71,7 @@ func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
 func forkHandler(fork func(context.Context, string, api.ForkRequest) (*api.ForkResponse, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req api.ForkRequest
-		if err := decode(w, r, &req); err != nil {
+		if err := decodeStrict(w, r, &req, maxJSONBody); err != nil {
 			writeError(w, err)
 			return
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -50,6 +52,11 @@ func (m *Manager) Fork(ctx context.Context, snapID string, reqs []RestoreRequest
 	if err := checkForkCount(len(reqs)); err != nil {
 		return nil, err
 	}
+	done, err := m.snapshots.use(snapID)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
 	snap, err := m.GetSnapshot(ctx, snapID)
 	if err != nil {
 		return nil, err
@@ -72,7 +79,8 @@ func (m *Manager) Fork(ctx context.Context, snapID string, reqs []RestoreRequest
 // makes one sandbox from it per request, as Fork does; contexts are
 // recorded with the snapshot (SnapshotRequest.Contexts). The copies are
 // admitted before the snapshot is taken. The snapshot is kept, and
-// returned, unless the fork fails.
+// returned, unless the fork fails; it lists the copies (fileFork) until
+// they are made, for Recover to remove a fork the daemon died in.
 func (m *Manager) ForkSandbox(ctx context.Context, id string, contexts []byte, reqs []RestoreRequest) (*store.Snapshot, []*store.Sandbox, error) {
 	if err := checkForkCount(len(reqs)); err != nil {
 		return nil, nil, err
@@ -92,12 +100,25 @@ func (m *Manager) ForkSandbox(ctx context.Context, id string, contexts []byte, r
 	if err != nil {
 		return nil, nil, err
 	}
-	snap, err := m.Snapshot(ctx, id, SnapshotRequest{Contexts: contexts})
+	copies := make([]string, len(sbs))
+	for i, sb := range sbs {
+		copies[i] = sb.ID
+	}
+	snap, done, err := m.snapshot(ctx, id, SnapshotRequest{Contexts: contexts}, copies)
 	if err != nil {
 		m.dropRecords(ctx, sbs)
 		return nil, nil, fmt.Errorf("fork sandbox %s: %w", id, err)
 	}
 	out, err := m.restoreCopies(ctx, cp, snap, sbs, reqs)
+	done()
+	if err == nil {
+		// The fork is made: Recover must keep it.
+		if err = os.Remove(filepath.Join(m.snapshotDir(snap.ID), fileFork)); err != nil {
+			for _, sb := range out {
+				err = errors.Join(err, m.Delete(context.WithoutCancel(ctx), sb.ID))
+			}
+		}
+	}
 	if err != nil {
 		if derr := m.DeleteSnapshot(context.WithoutCancel(ctx), snap.ID); derr != nil {
 			err = errors.Join(err, derr)
@@ -210,12 +231,27 @@ func (m *Manager) restoreCopy(ctx context.Context, cp sandbox.Checkpointer, snap
 }
 
 // restored tells the agent of restored sandbox id its kernels' new ids and
-// has it reseed them. A snapshot's agent older than the call (not found)
-// is let be when no kernel is to be renamed.
+// has it reseed them. A kernel the snapshot does not hold (its sandbox was
+// stopped or restarted since the kernel started, and a context starts its
+// kernel again only on its next execution) is not renamed: its context,
+// recorded under the new id all the same, starts a kernel then, its state
+// lost, as it would have in the snapshot's sandbox. A snapshot's agent
+// older than the call (not found) is let be when no kernel is to be
+// renamed.
 func (m *Manager) restored(ctx context.Context, id string, kernels map[string]string) error {
 	ac, err := m.rt.Agent(ctx, id)
 	if err != nil {
 		return fmt.Errorf("reach the restored agent: %w", err)
+	}
+	if len(kernels) > 0 {
+		held, err := ac.Kernels(ctx)
+		if err != nil {
+			return fmt.Errorf("list the restored agent's kernels: %w", err)
+		}
+		n := len(kernels)
+		if kernels = heldKernels(kernels, held); len(kernels) < n {
+			m.log.Info("restored sandbox: contexts whose kernels the snapshot does not hold start afresh", "sandbox", id, "contexts", n-len(kernels))
+		}
 	}
 	res, err := ac.Restored(ctx, agent.RestoredRequest{Kernels: kernels})
 	switch {
@@ -227,4 +263,15 @@ func (m *Manager) restored(ctx context.Context, id string, kernels map[string]st
 		m.log.Warn("restored kernels keep the snapshot's random state", "sandbox", id, "kernels", res.NotReseeded)
 	}
 	return nil
+}
+
+// heldKernels returns the renames of kernels that are among held.
+func heldKernels(renames map[string]string, held []agent.KernelInfo) map[string]string {
+	out := make(map[string]string, len(renames))
+	for _, k := range held {
+		if to, ok := renames[k.ID]; ok {
+			out[k.ID] = to
+		}
+	}
+	return out
 }

@@ -153,6 +153,8 @@ type Manager struct {
 	outputs *outbuf.Budget
 
 	locks keyedlock.Shared // by sandbox id; among daemons too with WithSharedLocks
+	// snapshots keeps a snapshot's deletion from its restores.
+	snapshots snapshotUses
 	// admitMu serializes admission (admit) with what commits what was
 	// admitted: the new record's reservation (reserved), or for an owned
 	// sandbox the stored record.

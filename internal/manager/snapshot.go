@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -21,6 +22,12 @@ import (
 // snapshotPrefix starts every snapshot id.
 const snapshotPrefix = "snap-"
 
+// fileFork, in the directory of a sandbox's fork's snapshot, lists the
+// fork's copies (a JSON list of ids) until they are all made: Recover
+// removes the snapshot and the copies of a fork the daemon died in, which
+// no client learnt of.
+const fileFork = "fork.json"
+
 // SnapshotRequest is how a sandbox is saved.
 type SnapshotRequest struct {
 	// Stop stops the sandbox once saved; else it runs on.
@@ -38,47 +45,74 @@ type SnapshotRequest struct {
 // files kept. The snapshot outlives the sandbox. A runtime that cannot is
 // 501; a sandbox in another state, 409.
 func (m *Manager) Snapshot(ctx context.Context, id string, req SnapshotRequest) (*store.Snapshot, error) {
+	snap, done, err := m.snapshot(ctx, id, req, nil)
+	if err != nil {
+		return nil, err
+	}
+	done()
+	return snap, nil
+}
+
+// snapshot is Snapshot, and counts a use of the snapshot (snapshotUses)
+// from before it is recorded: done ends it. A fork's restores thus read
+// it with no moment in which it could be deleted. The ids of a fork's
+// copies, when given, are written to its fileFork before it is recorded.
+func (m *Manager) snapshot(ctx context.Context, id string, req SnapshotRequest, copies []string) (_ *store.Snapshot, done func(), err error) {
 	stop := req.Stop
 	unlock := m.lock(id)
 	defer unlock()
 	ctx = context.WithoutCancel(ctx)
 	sb, err := m.Get(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cp, err := m.checkpointer("snapshot sandbox " + id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !alive(sb) {
-		return nil, notNow("snapshot", sb)
+		return nil, nil, notNow("snapshot", sb)
 	}
 	snap := &store.Snapshot{ID: snapshotPrefix + newID(), SandboxID: id, Image: sb.Image, Template: sb.Template,
 		CPU: sb.CPU, Memory: sb.Memory, Runtime: sb.Runtime, Status: string(api.SnapshotReady), Stopped: stop,
 		Tenant: sb.Tenant, Spec: sb.Spec, Contexts: req.Contexts}
 	dir := m.snapshotDir(snap.ID)
 	if err := os.MkdirAll(m.cfg.SnapshotDir, 0o700); err != nil {
-		return nil, fmt.Errorf("snapshot sandbox %s: %w", id, err)
+		return nil, nil, fmt.Errorf("snapshot sandbox %s: %w", id, err)
 	}
 	start := time.Now()
 	if err := cp.Checkpoint(ctx, id, dir, !stop); err != nil {
-		return nil, fmt.Errorf("snapshot sandbox %s: %w", id, err)
+		return nil, nil, fmt.Errorf("snapshot sandbox %s: %w", id, err)
 	}
 	took := time.Since(start)
 	snap.CreatedAt = m.now().UTC()
-	if snap.SizeBytes, err = diskUsage(dir); err == nil {
-		err = m.store.CreateSnapshot(ctx, snap)
+	if copies != nil {
+		err = writeForkFile(dir, copies)
+	}
+	if err == nil {
+		done, err = m.snapshots.use(snap.ID) // a new id: never refused
+	}
+	if err == nil {
+		if snap.SizeBytes, err = diskUsage(dir); err == nil {
+			err = m.store.CreateSnapshot(ctx, snap)
+		}
+		if err != nil {
+			done()
+		}
 	}
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("record snapshot of sandbox %s: %w", id, err), os.RemoveAll(dir))
+		return nil, nil, errors.Join(fmt.Errorf("record snapshot of sandbox %s: %w", id, err), os.RemoveAll(dir))
 	}
 	m.log.Info("sandbox snapshot taken", "sandbox", id, "snapshot", snap.ID, "stop", stop, "took", took, "bytes", snap.SizeBytes)
 	if stop {
-		_, err = m.setStatus(ctx, id, api.StatusSucceeded, "stopped by snapshot "+snap.ID)
+		if _, err = m.setStatus(ctx, id, api.StatusSucceeded, "stopped by snapshot "+snap.ID); err != nil {
+			done()
+			return nil, nil, err
+		}
 	} else {
 		m.event(ctx, id, sb.Status, "snapshot "+snap.ID+" taken")
 	}
-	return snap, err
+	return snap, done, nil
 }
 
 // GetSnapshot returns snapshot id, if the caller's tenant may see it.
@@ -123,11 +157,17 @@ func (m *Manager) SnapshotsOfImage(ctx context.Context, ref string) ([]string, e
 }
 
 // DeleteSnapshot removes snapshot id: its files, then its record.
-// Sandboxes made from it are not affected.
+// Sandboxes made from it are not affected; while sandboxes are being made
+// from it, it is 409.
 func (m *Manager) DeleteSnapshot(ctx context.Context, id string) error {
 	if _, err := m.GetSnapshot(ctx, id); err != nil {
 		return err
 	}
+	done, err := m.snapshots.remove(id)
+	if err != nil {
+		return err
+	}
+	defer done()
 	if err := os.RemoveAll(m.snapshotDir(id)); err != nil {
 		return fmt.Errorf("delete snapshot %s: %w", id, err)
 	}
@@ -148,7 +188,11 @@ func (m *Manager) sweepSnapshots(ctx context.Context) {
 		return
 	}
 	for _, e := range entries {
-		if _, err := m.store.GetSnapshot(ctx, e.Name()); !errors.Is(err, errdefs.ErrNotFound) {
+		_, err := m.store.GetSnapshot(ctx, e.Name())
+		if err == nil {
+			m.sweepFork(ctx, e.Name())
+		}
+		if !errors.Is(err, errdefs.ErrNotFound) {
 			continue
 		}
 		if err := os.RemoveAll(m.snapshotDir(e.Name())); err != nil {
@@ -157,6 +201,44 @@ func (m *Manager) sweepSnapshots(ctx context.Context) {
 		}
 		m.log.Info("recover: removed the files of an unrecorded snapshot", "snapshot", e.Name())
 	}
+}
+
+// sweepFork removes, at Recover, recorded snapshot id and its fork's
+// copies when it has a fileFork: the daemon died in the fork.
+func (m *Manager) sweepFork(ctx context.Context, id string) {
+	b, err := os.ReadFile(filepath.Join(m.snapshotDir(id), fileFork))
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var copies []string
+	if err == nil {
+		err = json.Unmarshal(b, &copies)
+	}
+	for _, c := range copies {
+		if err == nil {
+			err = m.remove(ctx, c)
+		}
+	}
+	if err == nil {
+		err = m.DeleteSnapshot(ctx, id)
+	}
+	if err != nil {
+		m.log.Error("recover: remove an unfinished fork", "snapshot", id, "copies", copies, "err", err)
+		return
+	}
+	m.log.Info("recover: removed an unfinished fork", "snapshot", id, "copies", copies)
+}
+
+// writeForkFile writes the fileFork of a fork's copies in dir.
+func writeForkFile(dir string, copies []string) error {
+	b, err := json.Marshal(copies)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, fileFork), b, 0o600)
+	}
+	if err != nil {
+		return fmt.Errorf("write the fork's copies: %w", err)
+	}
+	return nil
 }
 
 // snapshotDir is where snapshot id's files are.

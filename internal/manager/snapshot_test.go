@@ -26,6 +26,9 @@ type checkpointing struct {
 	// failRestore, when set, makes the restore of that number (1: the
 	// first since set) fail.
 	failRestore, restores atomic.Int32
+	// restoring, when set, is called by a restore once it has read the
+	// snapshot.
+	restoring func()
 }
 
 func (c *checkpointing) Capabilities() sandbox.Capabilities {
@@ -55,6 +58,9 @@ func (c *checkpointing) Restore(ctx context.Context, newID, dir string, labels m
 	}
 	if _, err := os.ReadFile(filepath.Join(dir, "of")); err != nil {
 		return err
+	}
+	if c.restoring != nil {
+		c.restoring()
 	}
 	if n := c.failRestore.Load(); n > 0 && c.restores.Add(1) == n {
 		return errdefs.Unavailable("restore %d failed", n)
@@ -94,8 +100,12 @@ func TestSnapshotRestore(t *testing.T) {
 	if err := e.m.Delete(ctx, id); err != nil {
 		t.Fatal(err)
 	}
+	// The request names a kernel the snapshot does not hold (a context's
+	// sandbox was stopped and started before the snapshot): it is not
+	// renamed, and the restore works all the same.
 	ttl := 60
-	sb, err := e.m.Restore(ctx, snap.ID, RestoreRequest{TTL: &ttl, Metadata: map[string]string{"k": "v"}})
+	sb, err := e.m.Restore(ctx, snap.ID, RestoreRequest{TTL: &ttl, Metadata: map[string]string{"k": "v"},
+		Kernels: map[string]string{"ctx-gone": "ctx-new"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,5 +340,74 @@ func TestFork(t *testing.T) {
 	}
 	if list, _ := e.m.ListSnapshots(ctx, ""); len(list) != 1 {
 		t.Errorf("%d snapshots after a failed fork of the sandbox, want the first one's only", len(list))
+	}
+}
+
+// TestDeleteSnapshotInUse deletes a snapshot while a sandbox is being made
+// from it: 409, and the restore works; once it is made, the deletion does.
+func TestDeleteSnapshotInUse(t *testing.T) {
+	e, cp := newSnapshotEnv(t)
+	ctx := context.Background()
+	snap, err := e.m.Snapshot(ctx, e.running(t), SnapshotRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reading, release := make(chan struct{}), make(chan struct{})
+	cp.restoring = func() {
+		close(reading)
+		<-release
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := e.m.Restore(ctx, snap.ID, RestoreRequest{})
+		errc <- err
+	}()
+	<-reading
+	checkErr(t, e.m.DeleteSnapshot(ctx, snap.ID), errdefs.ErrFailedPrecondition, api.CodeConflict)
+	close(release)
+	if err := <-errc; err != nil {
+		t.Fatalf("restore while the snapshot's deletion was refused: %v", err)
+	}
+	if err := e.m.DeleteSnapshot(ctx, snap.ID); err != nil {
+		t.Fatalf("delete once the restore is done: %v", err)
+	}
+}
+
+// TestRecoverUnfinishedFork restarts after a daemon died in a sandbox's
+// fork, its copies admitted and its snapshot taken: Recover removes the
+// snapshot and the copies, which no client learnt of, and keeps a fork
+// that was made.
+func TestRecoverUnfinishedFork(t *testing.T) {
+	e, _ := newSnapshotEnv(t)
+	ctx := context.Background()
+	id := e.running(t)
+	made, forked, err := e.m.ForkSandbox(ctx, id, nil, make([]RestoreRequest, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := e.waitStatus(t, id, api.StatusRunning)
+	sbs, err := e.m.admitCopies(ctx, sb.Image, sb.Template, sb.CPU, sb.Memory, make([]RestoreRequest, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, done, err := e.m.snapshot(ctx, id, SnapshotRequest{}, []string{sbs[0].ID, sbs[1].ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	if err := e.m.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.GetSnapshot(ctx, snap.ID); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("the unfinished fork's snapshot after Recover: %v, want not found", err)
+	}
+	if _, err := os.Stat(e.m.snapshotDir(snap.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the unfinished fork's snapshot files after Recover: %v", err)
+	}
+	if got, want := e.records(t), []string{id, forked[0].ID}; !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+		t.Errorf("sandboxes after Recover: %v, want the parent and the made fork's copy %v", got, want)
+	}
+	if _, err := e.m.GetSnapshot(ctx, made.ID); err != nil {
+		t.Errorf("the made fork's snapshot after Recover: %v", err)
 	}
 }

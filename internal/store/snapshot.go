@@ -50,7 +50,8 @@ type SnapshotFilter struct {
 // Snapshots keeps snapshot records.
 type Snapshots interface {
 	// CreateSnapshot stores a new snapshot; ErrAlreadyExists if its ID is
-	// taken.
+	// taken. It rounds s.CreatedAt down to the microseconds a read
+	// returns.
 	CreateSnapshot(ctx context.Context, s *Snapshot) error
 	GetSnapshot(ctx context.Context, id string) (*Snapshot, error)
 	// ListSnapshots returns the snapshots f selects, newest CreatedAt

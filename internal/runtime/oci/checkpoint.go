@@ -227,6 +227,10 @@ func (r *Runtime) checkpoint(ctx context.Context, id, dir string, m *meta, pid i
 			return err
 		}
 	}
+	// The daemon's new requests to the agent (an exec, a file) wait
+	// until the sandbox is saved: they would be in the dump otherwise.
+	release := r.gate(id).hold()
+	defer release()
 	parked, err := r.waitConnsClosed(ctx, id, pid)
 	if err == nil {
 		err = fz.freeze(ctx)
@@ -290,8 +294,11 @@ func (r *Runtime) dump(ctx context.Context, id, bin, sdir, dir string, leaveRunn
 	cmd := cli.criu(ctx, r.cfg.CRIU, filepath.Join(sdir, fileCRIUConf), append(args, id)...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cli.exec(cmd); err != nil {
-		return fmt.Errorf("%s checkpoint: %w: %s%s", cli.bin, err, strings.TrimSpace(out.String()),
-			logTail(filepath.Join(dir, dirCRIUWork, "dump.log")))
+		// CRIU's words name host paths: they go to the daemon's log only.
+		r.log.Error("checkpoint: CRIU failed", "sandbox", id, "err", err, "output", strings.TrimSpace(out.String()),
+			"log", logTail(filepath.Join(dir, dirCRIUWork, "dump.log")))
+		return fmt.Errorf("%s checkpoint: %v: CRIU could not save the sandbox's processes as they were (the daemon's log says why); it runs on as before: %w",
+			filepath.Base(cli.bin), err, errdefs.ErrUnavailable)
 	}
 	return nil
 }
@@ -316,12 +323,15 @@ func (r *Runtime) dump(ctx context.Context, id, bin, sdir, dir string, leaveRunn
 // end: it is given forwardsSettle to close them (CI once froze it first,
 // and CRIU refused the dump: "External socket is used"). A request of the
 // daemon's own still in flight (a command's output streaming, an attached
-// terminal) makes the checkpoint fail after connsClosedTimeout.
+// terminal) makes the checkpoint fail after connsClosedTimeout. The
+// caller holds the agent client's dialGate: no new request of the daemon's
+// starts meanwhile.
 func (r *Runtime) waitConnsClosed(ctx context.Context, id string, pid int) (parked bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, connsClosedTimeout)
 	defer cancel()
 	var forwards map[string]bool // the agent's ends, when parked
 	var settle time.Time         // when the daemon's ends were found closed
+	gate := r.gate(id)
 	for {
 		if c := r.cachedClient(id); c != nil {
 			c.Close()
@@ -330,6 +340,9 @@ func (r *Runtime) waitConnsClosed(ctx context.Context, id string, pid int) (park
 		if err != nil {
 			return parked, err
 		}
+		// The daemon's connections the agent has not accepted yet are
+		// only in the gate's count.
+		host = max(host, gate.conns())
 		if host+inner == 0 {
 			if len(forwards) == 0 {
 				return parked, nil
@@ -601,8 +614,9 @@ func (r *Runtime) restore(ctx context.Context, id, dir, ndir string, snap *snaps
 	cmd.ExtraFiles = extra
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cli.exec(cmd); err != nil {
-		return fmt.Errorf("%s restore: %w%s%s", cli.bin, err, logTail(filepath.Join(ndir, fileLog)),
-			logTail(filepath.Join(ndir, dirCRIUWork, "restore.log")))
+		r.log.Error("restore: CRIU failed", "sandbox", id, "err", err, "output", logTail(filepath.Join(ndir, fileLog)),
+			"log", logTail(filepath.Join(ndir, dirCRIUWork, "restore.log")))
+		return fmt.Errorf("%s restore: %w: CRIU could not restore the snapshot's processes (the daemon's log says why)", filepath.Base(cli.bin), err)
 	}
 	if err := writePid(pidFile, filepath.Join(ndir, fileLog)); err != nil {
 		return err

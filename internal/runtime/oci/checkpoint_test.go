@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/internal/agent"
+	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/image"
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
 	"github.com/agent2env/agent2env/internal/sandbox"
@@ -438,6 +440,91 @@ for i in $(seq 50); do netstat -tn 2>/dev/null | grep -q '127.0.0.1:4000 *ESTABL
 		if err := rt.Delete(ctx, id); err != nil {
 			t.Error(err)
 		}
+	}
+	runtimetest.AssertNoLeaks(t, root)
+}
+
+// TestCheckpointWithExecs checkpoints a sandbox live, round after round,
+// while commands keep starting in it: every checkpoint and every command
+// succeeds (audit F2: a request that reached the agent between the wait
+// for the daemon's connections and the freeze was in the dump, and CRIU
+// failed on it).
+func TestCheckpointWithExecs(t *testing.T) { forBinaries(t, testCheckpointWithExecs) }
+
+func testCheckpointWithExecs(t *testing.T, bin string) {
+	runtimetest.RequiresRoot(t)
+	root := newRoot(t)
+	rt := newCRIURuntime(t, root, bin)
+	ctx := context.Background()
+	startSandbox(t, rt, "busy")
+	const rounds, workers = 10, 4
+	for i := range rounds {
+		saved := make(chan struct{})
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					if _, err := rt.client("busy").Exec(ctx, agent.ExecRequest{Shell: "true", Timeout: 20 * time.Second}, nil, io.Discard, io.Discard); err != nil {
+						errs <- err
+						return
+					}
+					select {
+					case <-saved:
+						return
+					default:
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(i) * time.Millisecond)
+		err := rt.Checkpoint(ctx, "busy", filepath.Join(t.TempDir(), fmt.Sprint("snap", i)), true)
+		close(saved)
+		wg.Wait()
+		close(errs)
+		if err != nil {
+			t.Fatalf("round %d: checkpoint with commands starting: %v", i, err)
+		}
+		for err := range errs {
+			t.Errorf("round %d: a command started with the checkpoint: %v", i, err)
+		}
+	}
+	if err := rt.Delete(ctx, "busy"); err != nil {
+		t.Error(err)
+	}
+	runtimetest.AssertNoLeaks(t, root)
+}
+
+// TestCheckpointCRIUFails checkpoints with a CRIU that fails: the error is
+// 503 UNAVAILABLE and names no host path (CRIU's own words, which do, are
+// for the daemon's log), and the sandbox runs on.
+func TestCheckpointCRIUFails(t *testing.T) {
+	runtimetest.RequiresRoot(t)
+	failing := filepath.Join(t.TempDir(), "criu")
+	script := "#!/bin/sh\n[ \"$1\" = check ] && exit 0\necho \"Error: see the log file $PWD/dump.log\" >&2\nexit 1\n"
+	if err := os.WriteFile(failing, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root := newRoot(t)
+	rt, err := New(Config{Root: root, AgentBinary: agentBin, Images: testImages{}, CRIU: failing,
+		RuntimeBinary: testBinary(t, "runc"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleteLeftOnCleanup(t, rt)
+	ctx := context.Background()
+	startSandbox(t, rt, "sb")
+	err = rt.Checkpoint(ctx, "sb", filepath.Join(t.TempDir(), "snap"), true)
+	if !errors.Is(err, errdefs.ErrUnavailable) || strings.Contains(err.Error(), "/") {
+		t.Errorf("checkpoint with a failing CRIU: %v; want 503 naming no host path", err)
+	}
+	if code, out := run(t, rt.client("sb"), "echo alive"); code != 0 || out != "alive\n" {
+		t.Errorf("the sandbox after the failed checkpoint: %d %q", code, out)
+	}
+	if err := rt.Delete(ctx, "sb"); err != nil {
+		t.Error(err)
 	}
 	runtimetest.AssertNoLeaks(t, root)
 }

@@ -92,7 +92,8 @@ type Runtime struct {
 
 	mu      sync.Mutex
 	clients map[string]*agent.Client
-	egress  map[string]func() // stops serving a socket, by "<id>/<kind>"
+	gates   map[string]*dialGate // of the clients' dials, by sandbox id
+	egress  map[string]func()    // stops serving a socket, by "<id>/<kind>"
 }
 
 // Names in Root besides the sandbox dirs. Sandbox ids start with a letter
@@ -235,6 +236,7 @@ func New(cfg Config) (*Runtime, error) {
 		maxDisk:      maxDisk,
 		log:          cfg.Logger,
 		clients:      make(map[string]*agent.Client),
+		gates:        make(map[string]*dialGate),
 		egress:       make(map[string]func()),
 	}
 	r.logHostPids()
@@ -916,6 +918,7 @@ func (r *Runtime) destroy(ctx context.Context, id string, container bool) error 
 		c.Close()
 		delete(r.clients, id)
 	}
+	delete(r.gates, id)
 	r.mu.Unlock()
 	dir := r.dir(id)
 	var errs []error

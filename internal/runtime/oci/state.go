@@ -92,10 +92,27 @@ func (r *Runtime) client(id string) *agent.Client {
 	defer r.mu.Unlock()
 	c := r.clients[id]
 	if c == nil {
-		c = agent.NewClient(agent.UnixDialer(filepath.Join(r.dir(id), fileSock)), "")
+		c = agent.NewClient(r.gateLocked(id).dialer(agent.UnixDialer(filepath.Join(r.dir(id), fileSock))), "")
 		r.clients[id] = c
 	}
 	return c
+}
+
+// gate returns the dialGate of sandbox id's agent client.
+func (r *Runtime) gate(id string) *dialGate {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gateLocked(id)
+}
+
+// gateLocked is gate for a caller holding r.mu.
+func (r *Runtime) gateLocked(id string) *dialGate {
+	g := r.gates[id]
+	if g == nil {
+		g = &dialGate{}
+		r.gates[id] = g
+	}
+	return g
 }
 
 func (r *Runtime) cachedClient(id string) *agent.Client {

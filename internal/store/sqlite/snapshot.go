@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/store"
@@ -42,6 +43,7 @@ func scanSnapshot(row scanner) (*store.Snapshot, error) {
 
 // CreateSnapshot stores snap; a taken id is ErrConflict.
 func (s *Store) CreateSnapshot(ctx context.Context, snap *store.Snapshot) error {
+	snap.CreatedAt = snap.CreatedAt.Truncate(time.Microsecond) // what a read returns
 	err := snapshots.insert(ctx, s.w, snap)
 	switch {
 	case err == nil:

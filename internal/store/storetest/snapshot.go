@@ -25,7 +25,7 @@ var snapshotTests = []struct {
 
 func sampleSnapshot(id, sandbox, tenant string, created time.Time) *store.Snapshot {
 	return &store.Snapshot{ID: id, SandboxID: sandbox, Image: "agent2env/python", Status: "ready", Tenant: tenant,
-		CreatedAt: created.UTC().Truncate(time.Microsecond)}
+		CreatedAt: created.UTC()}
 }
 
 func testSnapshotCreateGetDelete(t *testing.T, s store.Store) {
@@ -33,7 +33,9 @@ func testSnapshotCreateGetDelete(t *testing.T, s store.Store) {
 	now := time.Now()
 	full := &store.Snapshot{ID: "snap-000000000002", SandboxID: "sbx-1", Image: "python:3.12", Template: "py",
 		CPU: "500m", Memory: "1Gi", Runtime: "oci", Status: "failed", Error: "dump: ü→✓ 'quoted'", Stopped: true,
-		SizeBytes: 5 << 30, Tenant: "acme", Spec: []byte(`{"image":"python:3.12"}`), Contexts: []byte(`[{"id":"ctx-1"}]`), CreatedAt: now.UTC().Truncate(time.Microsecond)}
+		SizeBytes: 5 << 30, Tenant: "acme", Spec: []byte(`{"image":"python:3.12"}`), Contexts: []byte(`[{"id":"ctx-1"}]`), CreatedAt: now.UTC()}
+	// What a create leaves in the record it was given is what a read
+	// returns: its time rounded down to microseconds.
 	for _, want := range []*store.Snapshot{sampleSnapshot("snap-000000000001", "sbx-1", "", now), full} {
 		if err := s.CreateSnapshot(ctx, want); err != nil {
 			t.Fatal(err)

@@ -1,0 +1,60 @@
+package httpapi
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/agent2env/agent2env/api"
+)
+
+// The bodies of a snapshot and a fork refuse a member they do not know
+// (audit F7: {"stopp": true} took a live snapshot); a snapshot's may be
+// left out or be empty, chunked too (audit F8).
+func TestSnapshotForkBodies(t *testing.T) {
+	var gotSnap api.CreateSnapshotRequest
+	snapshot := snapshotHandler(func(_ context.Context, _ string, req api.CreateSnapshotRequest) (*api.Snapshot, error) {
+		gotSnap = req
+		return &api.Snapshot{}, nil
+	})
+	fork := forkHandler(func(context.Context, string, api.ForkRequest) (*api.ForkResponse, error) {
+		return &api.ForkResponse{}, nil
+	})
+	tests := []struct {
+		name    string
+		h       http.HandlerFunc
+		body    string
+		chunked bool
+		want    int
+		stop    bool
+	}{
+		{"snapshot, no body", snapshot, "", false, http.StatusCreated, false},
+		{"snapshot, empty chunked body", snapshot, "", true, http.StatusCreated, false},
+		{"snapshot, stop", snapshot, `{"stop":true}`, true, http.StatusCreated, true},
+		{"snapshot, misspelt stop", snapshot, `{"stopp":true}`, false, http.StatusBadRequest, false},
+		{"fork", fork, `{"count":1}`, false, http.StatusCreated, false},
+		{"fork, unknown member", fork, `{"count":1,"foo":1}`, false, http.StatusBadRequest, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			gotSnap = api.CreateSnapshotRequest{}
+			var body io.Reader = strings.NewReader(tt.body)
+			if tt.chunked {
+				body = io.MultiReader(body) // no length: sent chunked
+			}
+			req := httptest.NewRequest(http.MethodPost, "/", body)
+			req.Header.Set("Content-Type", "application/json")
+			if tt.chunked {
+				req.ContentLength = -1
+			}
+			rec := httptest.NewRecorder()
+			tt.h(rec, req)
+			if rec.Code != tt.want || gotSnap.Stop != tt.stop {
+				t.Errorf("%d %s (stop %v), want %d (stop %v)", rec.Code, rec.Body, gotSnap.Stop, tt.want, tt.stop)
+			}
+		})
+	}
+}
