@@ -201,7 +201,8 @@ def envd() -> dict[str, Any]:
         many = [{"path": "many/1.txt", "data": "one"}, {"path": "many/2.txt", "data": "two"}]
         out["write_files"] = [w.path for w in sbx.files.write_files(many)]
         try:
-            sbx.files.write_files([{"path": "many/1.txt", "data": "changed"}, {"path": "many", "data": "x"}])
+            refused = [{"path": "many/1.txt", "data": "changed"}, {"path": "many", "data": "x"}]
+            sbx.files.write_files(refused)
             out["write_files_refused"] = "no error"
         except Exception as e:
             out["write_files_refused"] = type(e).__name__
