@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import base64
 import builtins
 import io
 import json
@@ -175,6 +176,7 @@ def test_execute(client: Any, httpx_mock: HTTPXMock) -> None:
     assert body(httpx_mock) == {
         "command": ["python", "-c", "print('Hello from sandbox!')"],
         "timeout": 30,
+        "output_encoding": "base64",
     }
     assert (res.exit_code, res.stdout, res.stderr, res.duration_ms, res.timed_out) == (
         0,
@@ -198,11 +200,79 @@ def test_execute_additions_and_read_timeout(client: Any, httpx_mock: HTTPXMock) 
         "env": {"A": "b"},
         "cwd": "sub",
         "stdin": "in",
+        "output_encoding": "base64",
     }
     assert res.exit_code == 3
     assert res.timed_out
     # The client waits longer than the command may run.
     assert httpx_mock.get_requests()[0].extensions["timeout"]["read"] == 150
+
+
+# Output that is not UTF-8: every byte value, then invalid sequences (a lone
+# continuation byte, a cut character, an overlong NUL, a surrogate).
+BINARY = bytes(range(256)) + b"\x80 \xe2\x82 \xc0\x80 \xed\xa0\x80 \xe2\x82\xac"
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def test_execute_binary_output(client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(
+        json={
+            "exit_code": 0,
+            "stdout": b64(BINARY),
+            "stderr": b64(b"\xff"),
+            "encoding": "base64",
+            "duration_ms": 1,
+        }
+    )
+    res = client.sandbox.execute("sb1234567890", ["cat", "f"])
+    assert body(httpx_mock)["output_encoding"] == "base64"
+    assert (res.stdout_bytes, res.stderr_bytes) == (BINARY, b"\xff")
+    assert res.stdout == BINARY.decode("utf-8", "replace")
+    assert res.stderr == "\ufffd"
+
+
+def test_execute_text_output(client: Any, httpx_mock: HTTPXMock) -> None:
+    # A daemon that predates output_encoding answers text, unmarked.
+    httpx_mock.add_response(json={"exit_code": 0, "stdout": "é\ufffd", "stderr": ""})
+    res = client.sandbox.execute("sb1234567890", ["true"])
+    assert (res.stdout, res.stdout_bytes, res.stderr_bytes) == ("é\ufffd", "é\ufffd".encode(), b"")
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {"exit_code": 0, "stdout": "not base64!", "stderr": "", "encoding": "base64"},
+        {"exit_code": 0, "stdout": "", "stderr": "", "encoding": "base32"},
+    ],
+)
+def test_execute_bad_output(client: Any, httpx_mock: HTTPXMock, reply: dict[str, Any]) -> None:
+    httpx_mock.add_response(json=reply)
+    with pytest.raises(ValueError, match=r"base64|encoding"):
+        client.sandbox.execute("sb1234567890", ["true"])
+
+
+def test_execute_stream_binary_output(client: Any, httpx_mock: HTTPXMock) -> None:
+    def event(name: str, data: bytes) -> tuple[str, str]:
+        return (name, json.dumps({"type": name, "data": b64(data), "encoding": "base64"}))
+
+    httpx_mock.add_response(
+        content=sse(
+            event("stdout", BINARY[:100]),
+            event("stderr", b"\xff"),
+            event("stdout", BINARY[100:]),
+            ("exit", '{"type":"exit","duration_ms":2}'),
+        )
+    )
+    events = list(client.sandbox.execute_stream("sb1234567890", ["cat", "f"]))
+    assert body(httpx_mock)["output_encoding"] == "base64"
+    out = b"".join(e.data_bytes for e in events if e.type == "stdout")
+    assert out == BINARY
+    assert [e.data_bytes for e in events if e.type == "stderr"] == [b"\xff"]
+    assert events[0].data == BINARY[:100].decode("utf-8", "replace")
+    assert events[-1] == ExecEvent(type="exit", duration_ms=2)
 
 
 def test_execute_empty_command(client: Any) -> None:

@@ -87,8 +87,9 @@ def seed_quickstart() -> None:
         command=["python", "-c", "print('Hello from sandbox!')"],
     )
     out: str = result.stdout
+    raw: bytes = result.stdout_bytes + result.stderr_bytes
     code: int = result.exit_code
-    print(status, out, code)
+    print(status, out, raw, code)
     client.sandbox.delete(sandbox.id)
     client.close()
 
@@ -103,7 +104,8 @@ async def seed_async() -> None:
         print(result.stdout)
         async for event in client.sandbox.execute_stream(sandbox.id, ["echo", "hi"]):
             chunk: ExecEvent = event
-            print(chunk.data)
+            data: bytes = chunk.data_bytes
+            print(chunk.data, data)
         await client.sandbox.delete(sandbox.id)
         client.sandbox.create(template="x")  # type: ignore[unused-coroutine]
 
