@@ -20,7 +20,7 @@ from agent2env import (
 )
 from agent2env.models import ExecEvent, SandboxOverrides, SandboxStatus
 
-from .conftest import BASE, multipart_parts, sandbox_json, sse
+from .conftest import BASE, BrokenStream, multipart_parts, sandbox_json, sse
 
 SB = f"{BASE}/sandboxes/sb1234567890"
 
@@ -436,6 +436,32 @@ def test_download_to_failure_removes_the_file(
     with pytest.raises(NotFoundError):
         client.sandbox.download_to("sb1234567890", "nope", str(dest))
     assert not dest.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_download_to_failure_keeps_an_existing_file(
+    client: Any, httpx_mock: HTTPXMock, tmp_path: Path
+) -> None:
+    dest = tmp_path / "out"
+    dest.write_bytes(b"mine")
+    dest.chmod(0o640)
+    httpx_mock.add_response(
+        status_code=404, json={"error": "file not found", "code": "FILE_NOT_FOUND"}
+    )
+    with pytest.raises(NotFoundError):
+        client.sandbox.download_to("sb1234567890", "nope", dest)
+    # A download cut midway leaves it too.
+    httpx_mock.add_response(stream=BrokenStream(b"part of it"))
+    with pytest.raises(ConnectionError, match="peer closed connection"):
+        client.sandbox.download_to("sb1234567890", "big", dest)
+    assert dest.read_bytes() == b"mine"
+    assert list(tmp_path.iterdir()) == [dest]
+    # A complete one replaces it, with its permissions.
+    httpx_mock.add_response(content=b"theirs")
+    assert client.sandbox.download_to("sb1234567890", "big", dest) == 6
+    assert dest.read_bytes() == b"theirs"
+    assert dest.stat().st_mode & 0o777 == 0o640
+    assert list(tmp_path.iterdir()) == [dest]
 
 
 def test_wait_for_ready(client: Any, httpx_mock: HTTPXMock) -> None:

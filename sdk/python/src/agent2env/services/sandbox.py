@@ -566,8 +566,9 @@ class SandboxService:
     def download_to(self, sandbox_id: str, path: str, destination: Destination) -> int:
         """Stream a file of a sandbox to a local path or a binary file object (agent2env addition).
 
-        Returns the number of bytes written. A local path that was opened
-        here is removed again if the download fails.
+        Returns the number of bytes written. A local path is replaced only
+        once the download is complete: a failed download (a wrong path, a
+        lost connection) leaves a file already there as it was.
         """
         with open_sink(destination) as write:
             return self._c.download(_download_request(sandbox_id, path), write)
