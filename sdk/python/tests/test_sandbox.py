@@ -272,7 +272,7 @@ def test_execute_stream_binary_output(client: Any, httpx_mock: HTTPXMock) -> Non
     assert out == BINARY
     assert [e.data_bytes for e in events if e.type == "stderr"] == [b"\xff"]
     assert events[0].data == BINARY[:100].decode("utf-8", "replace")
-    assert events[-1] == ExecEvent(type="exit", duration_ms=2)
+    assert events[-1] == ExecEvent(type="exit", exit_code=0, duration_ms=2)
 
 
 def test_execute_empty_command(client: Any) -> None:
@@ -312,9 +312,19 @@ def test_execute_stream(client: Any, httpx_mock: HTTPXMock) -> None:
         ExecEvent(type="stderr", data="b\n"),
         ExecEvent(type="exit", exit_code=3, duration_ms=502.2),
     ]
+    # Output events carry no exit code (audit finding 10): only the exit event has one.
+    assert [e.exit_code for e in events] == [None, None, 3]
     assert body(httpx_mock)["timeout"] == 5
     # A stream may be idle as long as the command is: no read timeout.
     assert httpx_mock.get_requests()[0].extensions["timeout"]["read"] is None
+
+
+def test_exec_event_exit_code() -> None:
+    # The wire leaves out an exit code of 0; an output event has none.
+    assert ExecEvent.model_validate({"type": "exit"}).exit_code == 0
+    assert ExecEvent(type="exit").exit_code == 0
+    assert ExecEvent.model_validate({"type": "stdout", "data": "x"}).exit_code is None
+    assert ExecEvent(type="stderr", data="x").exit_code is None
 
 
 def test_execute_stream_error_event(client: Any, httpx_mock: HTTPXMock) -> None:

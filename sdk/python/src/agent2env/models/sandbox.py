@@ -190,7 +190,9 @@ class ExecEvent(APIModel):
     character cut between two chunks too) is replaced by U+FFFD."""
     data_bytes: bytes = Field(default=b"", exclude=True, repr=False)
     """The chunk exactly as the command wrote it, UTF-8 or not (agent2env addition)."""
-    exit_code: int = 0
+    exit_code: int | None = None
+    """The exit code on the ``exit`` event; ``None`` on ``stdout`` and ``stderr`` events,
+    which carry none."""
     timed_out: bool = False
     duration_ms: float | None = None
     oom_killed: bool = False
@@ -199,7 +201,10 @@ class ExecEvent(APIModel):
     @model_validator(mode="before")
     @classmethod
     def _decode(cls, data: Any) -> Any:
-        return decode_output(data, "data")
+        data = decode_output(data, "data")
+        if isinstance(data, dict) and data.get("type") == "exit" and data.get("exit_code") is None:
+            data["exit_code"] = 0  # the wire leaves an exit code of 0 out
+        return data
 
 
 class LogsResult(APIModel):
