@@ -103,6 +103,12 @@ type ExecRequest struct {
 	Env   map[string]string `json:"env,omitempty"`
 	Cwd   string            `json:"cwd,omitempty"`
 	Stdin string            `json:"stdin,omitempty"`
+	// OutputEncoding (agent2env addition) is how the output travels:
+	// OutputText (or empty, what LiteBoxd clients get) as UTF-8 text,
+	// each invalid byte replaced by U+FFFD; OutputBase64 as the base64 of
+	// the exact bytes, the response (or each output event) marked with
+	// Encoding "base64".
+	OutputEncoding string `json:"output_encoding,omitempty"`
 }
 
 // ExecResponse is the result of a command.
@@ -123,6 +129,9 @@ type ExecResponse struct {
 	// Reason names a cause of the outcome beyond the command's own doing
 	// (ExecOutOfMemory, ExecPidsExhausted); stderr says so too.
 	Reason string `json:"reason,omitempty"`
+	// Encoding is OutputBase64 when Stdout and Stderr are base64 (the
+	// request asked for it); empty, they are text. DecodeOutput undoes it.
+	Encoding string `json:"encoding,omitempty"`
 }
 
 // Reasons of an ExecResponse or exit ExecEvent.
@@ -139,8 +148,11 @@ const (
 // events carry output chunks as they are produced, the final "exit" event
 // the exit code; an "error" event (an Error body) ends a failed stream.
 type ExecEvent struct {
-	Type     string  `json:"type"` // "stdout", "stderr" or "exit"
-	Data     string  `json:"data,omitempty"`
+	Type string `json:"type"` // "stdout", "stderr" or "exit"
+	Data string `json:"data,omitempty"`
+	// Encoding is OutputBase64 when Data is base64 (the request asked for
+	// it); empty, Data is text. DecodeOutput undoes it.
+	Encoding string  `json:"encoding,omitempty"`
 	ExitCode int     `json:"exit_code,omitempty"`
 	TimedOut bool    `json:"timed_out,omitempty"`
 	Duration float64 `json:"duration_ms,omitempty"`

@@ -102,6 +102,8 @@ type SessionCommandRequest struct {
 	Timeout   float64           `json:"timeout,omitempty"` // seconds, default 30
 	Cwd       string            `json:"cwd,omitempty"`     // default /workspace
 	Env       map[string]string `json:"env,omitempty"`
+	// OutputEncoding is as in ExecRequest (agent2env addition).
+	OutputEncoding string `json:"output_encoding,omitempty"`
 }
 
 // SessionCommandResponse is the result of a command run in a session.

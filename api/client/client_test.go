@@ -3,6 +3,7 @@ package client_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"io"
 	"net/http"
@@ -15,6 +16,19 @@ import (
 	"github.com/agent2env/agent2env/api/client"
 	"github.com/google/go-cmp/cmp"
 )
+
+// binaryOutput is command output that is not UTF-8: every byte value,
+// then invalid sequences (a lone continuation byte, a cut character, an
+// overlong NUL, a surrogate).
+var binaryOutput = func() string {
+	b := make([]byte, 0, 300)
+	for i := range 256 {
+		b = append(b, byte(i))
+	}
+	return string(b) + "\x80 \xe2\x82 \xc0\x80 \xed\xa0\x80 \xe2\x82\xac"
+}()
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 
 // recorded is what the fake daemon saw of one request.
 type recorded struct {
@@ -130,14 +144,35 @@ func TestRequests(t *testing.T) {
 			want:  recorded{Method: "DELETE", Path: "/api/v1/sandboxes/sb1"},
 		},
 		{
+			// The SDK asks for base64; a daemon that predates it answers text.
 			name:  "execute",
 			reply: jsonReply(`{"exit_code":3,"stdout":"out","stderr":"err","duration_ms":1.5}`),
 			call: func(ctx context.Context, c *client.Client) (any, error) {
 				return c.Sandbox.Execute(ctx, "sb1", api.ExecRequest{Command: []string{"sh", "-c", "exit 3"}, Timeout: 5, Cwd: "/tmp"})
 			},
 			want: recorded{Method: "POST", Path: "/api/v1/sandboxes/sb1/exec", ContentType: "application/json",
-				Body: `{"command":["sh","-c","exit 3"],"timeout":5,"cwd":"/tmp"}`},
+				Body: `{"command":["sh","-c","exit 3"],"timeout":5,"cwd":"/tmp","output_encoding":"base64"}`},
 			out: &api.ExecResponse{ExitCode: 3, Stdout: "out", Stderr: "err", DurationMS: 1.5},
+		},
+		{
+			name:  "execute binary output",
+			reply: jsonReply(`{"exit_code":0,"stdout":"` + b64(binaryOutput) + `","stderr":"/4A=","encoding":"base64"}`),
+			call: func(ctx context.Context, c *client.Client) (any, error) {
+				return c.Sandbox.Execute(ctx, "sb1", api.ExecRequest{Command: []string{"cat", "f"}})
+			},
+			want: recorded{Method: "POST", Path: "/api/v1/sandboxes/sb1/exec", ContentType: "application/json",
+				Body: `{"command":["cat","f"],"output_encoding":"base64"}`},
+			out: &api.ExecResponse{Stdout: binaryOutput, Stderr: "\xff\x80"},
+		},
+		{
+			name:  "execute as text",
+			reply: jsonReply(`{"exit_code":0,"stdout":"\ufffd","stderr":""}`),
+			call: func(ctx context.Context, c *client.Client) (any, error) {
+				return c.Sandbox.Execute(ctx, "sb1", api.ExecRequest{Command: []string{"cat", "f"}, OutputEncoding: api.OutputText})
+			},
+			want: recorded{Method: "POST", Path: "/api/v1/sandboxes/sb1/exec", ContentType: "application/json",
+				Body: `{"command":["cat","f"],"output_encoding":"utf-8"}`},
+			out: &api.ExecResponse{Stdout: "\ufffd"},
 		},
 		{
 			name: "execute stream",
@@ -152,8 +187,23 @@ func TestRequests(t *testing.T) {
 				return execResult{ev, out.String(), errOut.String()}, err
 			},
 			want: recorded{Method: "POST", Path: "/api/v1/sandboxes/sb1/exec/stream", ContentType: "application/json",
-				Body: `{"command":["x"],"env":{"K":"V"}}`},
+				Body: `{"command":["x"],"env":{"K":"V"},"output_encoding":"base64"}`},
 			out: execResult{Exit: &api.ExecEvent{Type: "exit", ExitCode: 7, Duration: 2}, Stdout: "hello world\n", Stderr: "oops\n"},
+		},
+		{
+			name: "execute stream binary output",
+			reply: sseReply("event: stdout\ndata: {\"type\":\"stdout\",\"data\":\"" + b64(binaryOutput[:100]) + "\",\"encoding\":\"base64\"}\n\n" +
+				"event: stderr\ndata: {\"type\":\"stderr\",\"data\":\"/w==\",\"encoding\":\"base64\"}\n\n" +
+				"event: stdout\ndata: {\"type\":\"stdout\",\"data\":\"" + b64(binaryOutput[100:]) + "\",\"encoding\":\"base64\"}\n\n" +
+				"event: exit\ndata: {\"type\":\"exit\",\"duration_ms\":2}\n\n"),
+			call: func(ctx context.Context, c *client.Client) (any, error) {
+				var out, errOut bytes.Buffer
+				ev, err := c.Sandbox.ExecuteStream(ctx, "sb1", api.ExecRequest{Command: []string{"x"}}, &out, &errOut)
+				return execResult{ev, out.String(), errOut.String()}, err
+			},
+			want: recorded{Method: "POST", Path: "/api/v1/sandboxes/sb1/exec/stream", ContentType: "application/json",
+				Body: `{"command":["x"],"output_encoding":"base64"}`},
+			out: execResult{Exit: &api.ExecEvent{Type: "exit", Duration: 2}, Stdout: binaryOutput, Stderr: "\xff"},
 		},
 		{
 			name:  "logs",

@@ -141,29 +141,63 @@ func (s *SandboxService) post(ctx context.Context, op, id string) (*api.Sandbox,
 }
 
 // Execute runs a command in a sandbox and returns its result once it has
-// exited. A non-zero exit code is a result, not an error.
+// exited. A non-zero exit code is a result, not an error. Stdout and
+// Stderr hold the command's output byte for byte, whether or not it is
+// UTF-8: unless req.OutputEncoding says otherwise, Execute asks for it in
+// base64 and decodes it (Encoding is then empty).
 func (s *SandboxService) Execute(ctx context.Context, id string, req api.ExecRequest) (*api.ExecResponse, error) {
 	p, err := sandboxPath(id, "/exec")
 	if err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
+	req.OutputEncoding = outputEncoding(req.OutputEncoding)
 	var res api.ExecResponse
 	if err := s.c.doJSON(ctx, http.MethodPost, p, req, &res); err != nil {
+		return nil, fmt.Errorf("exec in sandbox %s: %w", id, err)
+	}
+	if err := decodeOutput(&res); err != nil {
 		return nil, fmt.Errorf("exec in sandbox %s: %w", id, err)
 	}
 	return &res, nil
 }
 
+// outputEncoding is the output encoding the SDK asks for when the caller
+// chose none: base64, which carries any bytes. A daemon that predates it
+// ignores it and answers text, unmarked.
+func outputEncoding(enc string) string {
+	if enc == "" {
+		return api.OutputBase64
+	}
+	return enc
+}
+
+// decodeOutput turns res's stdout and stderr into their bytes.
+func decodeOutput(res *api.ExecResponse) error {
+	stdout, err := api.DecodeOutput(res.Stdout, res.Encoding)
+	if err != nil {
+		return fmt.Errorf("stdout: %w", err)
+	}
+	stderr, err := api.DecodeOutput(res.Stderr, res.Encoding)
+	if err != nil {
+		return fmt.Errorf("stderr: %w", err)
+	}
+	res.Stdout, res.Stderr, res.Encoding = stdout, stderr, ""
+	return nil
+}
+
 // ExecuteStream runs a command in a sandbox, copying its output to stdout
 // and stderr (either may be nil to discard) as it is produced, and returns
 // the final "exit" event. Writes to stdout and stderr happen on the
-// calling goroutine, one chunk at a time. A non-zero exit code is a
-// result, not an error.
+// calling goroutine, one chunk at a time, and carry the command's bytes
+// exactly, UTF-8 or not (as Execute, it asks for base64 unless
+// req.OutputEncoding says otherwise). A non-zero exit code is a result,
+// not an error.
 func (s *SandboxService) ExecuteStream(ctx context.Context, id string, req api.ExecRequest, stdout, stderr io.Writer) (*api.ExecEvent, error) {
 	p, err := sandboxPath(id, "/exec/stream")
 	if err != nil {
 		return nil, fmt.Errorf("exec: %w", err)
 	}
+	req.OutputEncoding = outputEncoding(req.OutputEncoding)
 	ev, err := s.execStream(ctx, p, req, stdout, stderr)
 	if err != nil {
 		return nil, fmt.Errorf("exec in sandbox %s: %w", id, err)
@@ -214,7 +248,11 @@ func (s *SandboxService) execStream(ctx context.Context, p string, req api.ExecR
 		if out == nil {
 			continue
 		}
-		if _, err := io.WriteString(out, chunk.Data); err != nil {
+		data, err := api.DecodeOutput(chunk.Data, chunk.Encoding)
+		if err != nil {
+			return nil, fmt.Errorf("%s event: %w", ev.Name, err)
+		}
+		if _, err := io.WriteString(out, data); err != nil {
 			return nil, fmt.Errorf("write %s: %w", ev.Name, err)
 		}
 	}

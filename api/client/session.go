@@ -43,10 +43,15 @@ func (s *SessionService) ExecuteCode(ctx context.Context, req api.SessionExecute
 }
 
 // ExecuteCommand runs a command in the session req.SessionID names, making
-// it when it does not exist.
+// it when it does not exist. Stdout and Stderr hold the command's output
+// byte for byte, as SandboxService.Execute's do.
 func (s *SessionService) ExecuteCommand(ctx context.Context, req api.SessionCommandRequest) (*api.SessionCommandResponse, error) {
+	req.OutputEncoding = outputEncoding(req.OutputEncoding)
 	var out api.SessionCommandResponse
 	if err := s.c.doJSON(ctx, http.MethodPost, "/sessions/command", req, &out); err != nil {
+		return nil, fmt.Errorf("execute a command in a session: %w", err)
+	}
+	if err := decodeOutput(&out.ExecResponse); err != nil {
 		return nil, fmt.Errorf("execute a command in a session: %w", err)
 	}
 	return &out, nil

@@ -35,8 +35,16 @@ func TestSessionRequests(t *testing.T) {
 				return c.Sessions().ExecuteCommand(ctx, api.SessionCommandRequest{Command: api.CommandLine{Shell: "ls"}, SessionID: "s1"})
 			},
 			recorded{Method: "POST", Path: "/api/v1/sessions/command", ContentType: "application/json", Auth: "Bearer secret",
-				Body: `{"command":"ls","session_id":"s1"}`},
+				Body: `{"command":"ls","session_id":"s1","output_encoding":"base64"}`},
 			&api.SessionCommandResponse{SessionInfo: api.SessionInfo{SessionID: "s1"}, ExecResponse: api.ExecResponse{ExitCode: 2, Stderr: "x"}}},
+		{"execute command, binary output",
+			jsonReply(`{"session_id":"s1","exit_code":0,"stdout":"` + b64(binaryOutput) + `","stderr":"","encoding":"base64"}`),
+			func(c *client.Client) (any, error) {
+				return c.Sessions().ExecuteCommand(ctx, api.SessionCommandRequest{Command: api.CommandLine{Argv: []string{"cat", "f"}}, SessionID: "s1"})
+			},
+			recorded{Method: "POST", Path: "/api/v1/sessions/command", ContentType: "application/json", Auth: "Bearer secret",
+				Body: `{"command":["cat","f"],"session_id":"s1","output_encoding":"base64"}`},
+			&api.SessionCommandResponse{SessionInfo: api.SessionInfo{SessionID: "s1"}, ExecResponse: api.ExecResponse{Stdout: binaryOutput}}},
 		{"get", jsonReply(`{"session_id":"a b","flavor":"small"}`),
 			func(c *client.Client) (any, error) { return c.Sessions().Get(ctx, "a b") },
 			recorded{Method: "GET", Path: "/api/v1/sessions/a%20b", Auth: "Bearer secret"},

@@ -97,8 +97,8 @@ func TestLegacyFlags(t *testing.T) {
 	check(t, []string{"sandbox", "exec", "-cwd", "/", "sb7", "echo", "-env", "-json"}, result{Stdout: "-env -json\n"})
 	check(t, []string{"sandbox", "exec", "sb7", "-timeout", "5", "--", "echo", "-cwd"}, result{Stdout: "-cwd\n"})
 	want := []api.ExecRequest{
-		{Command: []string{"echo", "-env", "-json"}, Cwd: "/"},
-		{Command: []string{"echo", "-cwd"}, Timeout: 5},
+		{Command: []string{"echo", "-env", "-json"}, Cwd: "/", OutputEncoding: api.OutputBase64},
+		{Command: []string{"echo", "-cwd"}, Timeout: 5, OutputEncoding: api.OutputBase64},
 	}
 	if diff := cmp.Diff(want, d.execs); diff != "" {
 		t.Errorf("exec requests (-want +got):\n%s", diff)

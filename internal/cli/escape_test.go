@@ -212,7 +212,7 @@ func newEvilDaemon(t *testing.T) {
 	ok("GET /api/v1/sessions", val(poisoned[api.SessionList]()))
 	ok("GET /api/v1/sessions/{id}", val(poisoned[api.Session]()))
 	ok("POST /api/v1/sessions/command", val(poisoned[api.SessionCommandResponse](func(r *api.SessionCommandResponse) {
-		r.Stdout, r.Stderr, r.ExitCode = evil, evil, 0
+		r.Stdout, r.Stderr, r.ExitCode, r.Encoding = evil, evil, 0, "" // text, as an older daemon's
 	})))
 	ok("POST /api/v1/sessions/execute", val(poisoned[api.SessionExecuteResponse](func(r *api.SessionExecuteResponse) {
 		r.Success, r.Error, r.Results, r.Created = true, nil, nil, false

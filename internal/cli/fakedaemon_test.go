@@ -22,7 +22,8 @@ import (
 // the REST API over httptest, keeping sandboxes, their files and images
 // in memory. Sandboxes of image "ready" run at once; others are pending
 // until the first GET, after which they run, or fail if their image is
-// "broken". Exec understands a few commands: echo ARGS, fail CODE, and
+// "broken". Exec understands a few commands: echo ARGS, bytes (the first
+// 100 bytes of binaryOutput to stdout, the rest to stderr), fail CODE, and
 // timeout.
 type fakeDaemon struct {
 	token string // required bearer token, if not empty
@@ -44,6 +45,17 @@ type fakeFile struct {
 	data []byte
 	mode string
 }
+
+// binaryOutput is command output that is not UTF-8: every byte value,
+// then invalid sequences (a lone continuation byte, a cut character, an
+// overlong NUL, a surrogate).
+var binaryOutput = func() string {
+	b := make([]byte, 0, 300)
+	for i := range 256 {
+		b = append(b, byte(i))
+	}
+	return string(b) + "\x80 \xe2\x82 \xc0\x80 \xed\xa0\x80 \xe2\x82\xac"
+}()
 
 // newFakeDaemon starts a fake daemon and points AGENT2ENV_URL at it.
 func newFakeDaemon(t *testing.T) *fakeDaemon {
@@ -236,13 +248,21 @@ func (d *fakeDaemon) exec(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", name, b)
 		http.NewResponseController(w).Flush()
 	}
+	output := func(name, data string) {
+		ev := api.ExecEvent{Type: name}
+		ev.Data, ev.Encoding = api.EncodeOutput(data, req.OutputEncoding)
+		send(name, ev)
+	}
 	exit := api.ExecEvent{Type: "exit", Duration: 1}
 	switch req.Command[0] {
 	case "echo":
-		send("stdout", api.ExecEvent{Type: "stdout", Data: strings.Join(req.Command[1:], " ")})
-		send("stdout", api.ExecEvent{Type: "stdout", Data: "\n"})
+		output("stdout", strings.Join(req.Command[1:], " "))
+		output("stdout", "\n")
+	case "bytes":
+		output("stdout", binaryOutput[:100])
+		output("stderr", binaryOutput[100:])
 	case "fail":
-		send("stderr", api.ExecEvent{Type: "stderr", Data: "failing\n"})
+		output("stderr", "failing\n")
 		exit.ExitCode, _ = strconv.Atoi(req.Command[1])
 	case "timeout":
 		exit.ExitCode, exit.TimedOut = -1, true

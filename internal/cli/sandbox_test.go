@@ -309,6 +309,12 @@ func TestExec(t *testing.T) {
 			req:  api.ExecRequest{Command: []string{"timeout"}},
 		},
 		{
+			name: "binary output, byte for byte",
+			args: []string{"sandbox", "exec", "sb7", "--", "bytes"},
+			want: result{Stdout: binaryOutput[:100], Stderr: binaryOutput[100:]},
+			req:  api.ExecRequest{Command: []string{"bytes"}},
+		},
+		{
 			name: "missing sandbox",
 			args: []string{"sandbox", "exec", "nope", "--", "echo"},
 			want: result{Code: 1, Stderr: "agent2env sandbox: exec in sandbox nope: sandbox nope not found (SANDBOX_NOT_FOUND, HTTP 404)\n"},
@@ -320,6 +326,7 @@ func TestExec(t *testing.T) {
 			d := newFakeDaemon(t)
 			d.addSandbox(api.Sandbox{ID: "sb7", Status: api.StatusRunning})
 			check(t, tt.args, tt.want)
+			tt.req.OutputEncoding = api.OutputBase64 // the output as it came, bytes that are not UTF-8 too
 			if diff := cmp.Diff([]api.ExecRequest{tt.req}, d.execs); diff != "" {
 				t.Errorf("exec request (-want +got):\n%s", diff)
 			}

@@ -138,9 +138,15 @@ func TestSessionRun(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q; want the command's exit code and output", code, out, stderr)
 	}
 	want := api.SessionCommandRequest{Command: api.CommandLine{Argv: []string{"sh", "-c", "exit 3"}}, SessionID: "s1", Cwd: "/tmp",
-		Env: map[string]string{"A": "1"}}
+		Env: map[string]string{"A": "1"}, OutputEncoding: api.OutputBase64}
 	if diff := cmp.Diff(want, d.gotCommand); diff != "" {
 		t.Errorf("request (-want +got):\n%s", diff)
+	}
+	// Output that is not UTF-8 is written as it came.
+	d.command.Stdout, d.command.Encoding = api.EncodeOutput(binaryOutput, api.OutputBase64)
+	d.command.Stderr, _ = api.EncodeOutput(binaryOutput[:10], api.OutputBase64)
+	if code, out, stderr := run(t, "session", "run", "-s", "s1", "--", "cat", "f"); code != 3 || out != binaryOutput || stderr != binaryOutput[:10] {
+		t.Errorf("binary output: exit %d, stdout %q, stderr %q; want the exact bytes", code, out, stderr)
 	}
 	if code, _, stderr := run(t, "session", "run"); code != 2 || !strings.Contains(stderr, "--shell") {
 		t.Errorf("run without a command: exit %d, %q; want a usage error", code, stderr)

@@ -404,7 +404,7 @@ func TestOpenAPISchemas(t *testing.T) {
 	noGoType := map[string]bool{
 		"ErrorCode": true, "Message": true, "Env": true, "SandboxMetadata": true, "SandboxStatus": true, "ImageStatus": true, "ImportStrategy": true,
 		"ImportForm": true, "ImportURLEncodedForm": true, "UploadForm": true, "TemplateMetadata": true, "TemplateDocument": true, "TemplateDocumentList": true,
-		"PrepullStatus": true, "RunStatus": true, "ExecuteStreamError": true, "ExecReason": true, "ExecOOMKilled": true,
+		"PrepullStatus": true, "RunStatus": true, "ExecuteStreamError": true, "ExecReason": true, "ExecOOMKilled": true, "OutputEncoding": true, "OutputMark": true,
 		"JSONRPCMessage": true, // the MCP specification's; package mcpserver speaks it through the MCP SDK
 	}
 	covered := map[string]bool{}

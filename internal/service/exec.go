@@ -21,6 +21,9 @@ func execRequest(req api.ExecRequest) (manager.ExecRequest, error) {
 	if maxSecs := int(manager.MaxExecTimeout / time.Second); req.Timeout > maxSecs {
 		return manager.ExecRequest{}, errdefs.Invalid("timeout %d is above the maximum of %d seconds", req.Timeout, maxSecs)
 	}
+	if err := api.CheckOutputEncoding(req.OutputEncoding); err != nil {
+		return manager.ExecRequest{}, errdefs.Invalid("%v", err)
+	}
 	out := manager.ExecRequest{
 		Command: req.Command, Timeout: time.Duration(req.Timeout) * time.Second, Env: req.Env, Cwd: req.Cwd,
 	}
@@ -38,7 +41,8 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // Exec runs a command in sandbox id and returns its output, each stream
 // cut at the manager's limit or the daemon's output budget (Truncated says
-// so). The output counts against that budget until release is called:
+// so), in the encoding the request asks for. The output counts against
+// that budget until release is called (a base64 copy of it does not):
 // call it once the result is written. A command that runs and fails is a
 // result with its exit code, not an error.
 func (s *Sandboxes) Exec(ctx context.Context, id string, req api.ExecRequest) (*api.ExecResponse, func(), error) {
@@ -50,8 +54,10 @@ func (s *Sandboxes) Exec(ctx context.Context, id string, req api.ExecRequest) (*
 	if err != nil {
 		return nil, nil, err
 	}
+	stdout, encoding := api.EncodeOutput(res.Stdout, req.OutputEncoding)
+	stderr, _ := api.EncodeOutput(res.Stderr, req.OutputEncoding)
 	return &api.ExecResponse{
-		ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
+		ExitCode: res.ExitCode, Stdout: stdout, Stderr: stderr, Encoding: encoding,
 		TimedOut: res.TimedOut, Truncated: res.Truncated, DurationMS: ms(res.Duration),
 		OOMKilled: res.OOMKilled, Reason: res.Reason,
 	}, res.Release, nil
@@ -59,11 +65,12 @@ func (s *Sandboxes) Exec(ctx context.Context, id string, req api.ExecRequest) (*
 
 // ExecStream runs a command in sandbox id, streaming it: start is called
 // once the sandbox has accepted the command, then emit with each chunk of
-// its output, as a "stdout" or "stderr" event, as it is produced; the
-// final "exit" event is returned. An error before start was called is the
-// request's refusal (bad input, a sandbox not running, a working directory
-// the command cannot use): nothing ran, and a surface answers it as any
-// failed request, having committed to no stream. After it, an error means
+// its output, as a "stdout" or "stderr" event in the encoding the request
+// asks for, as it is produced; the final "exit" event is returned. An
+// error before start was called is the request's refusal (bad input, a
+// sandbox not running, a working directory the command cannot use):
+// nothing ran, and a surface answers it as any failed request, having
+// committed to no stream. After it, an error means
 // that the command could not run to its end (its output so far was
 // emitted). start and emit are called from one goroutine at a time; an
 // error from emit ends the command. The command's stdin is read as it
@@ -74,7 +81,8 @@ func (s *Sandboxes) ExecStream(ctx context.Context, id string, req api.ExecReque
 		return api.ExecEvent{}, err
 	}
 	mreq.Accepted = start
-	res, err := s.m.ExecStream(ctx, id, mreq, outputWriter(emit, "stdout"), outputWriter(emit, "stderr"))
+	res, err := s.m.ExecStream(ctx, id, mreq,
+		outputWriter(emit, "stdout", req.OutputEncoding), outputWriter(emit, "stderr", req.OutputEncoding))
 	if err != nil {
 		return api.ExecEvent{}, err
 	}
@@ -83,11 +91,13 @@ func (s *Sandboxes) ExecStream(ctx context.Context, id string, req api.ExecReque
 }
 
 // outputWriter returns an io.Writer whose writes become output events of
-// the given type. The agent delivers each chunk from one goroutine per
-// stream, and the two streams' writes are serialized by the agent client.
-func outputWriter(emit func(api.ExecEvent) error, event string) writerFunc {
+// the given type, their data in encoding enc. The agent delivers each
+// chunk from one goroutine per stream, and the two streams' writes are
+// serialized by the agent client.
+func outputWriter(emit func(api.ExecEvent) error, event, enc string) writerFunc {
 	return func(p []byte) (int, error) {
-		if err := emit(api.ExecEvent{Type: event, Data: string(p)}); err != nil {
+		data, encoding := api.EncodeOutput(string(p), enc)
+		if err := emit(api.ExecEvent{Type: event, Data: data, Encoding: encoding}); err != nil {
 			return 0, err
 		}
 		return len(p), nil

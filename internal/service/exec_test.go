@@ -166,3 +166,81 @@ func TestExecStream(t *testing.T) {
 		t.Error("the command went on after emit failed")
 	}
 }
+
+// binaryOutput is output that is not UTF-8: every byte value, then
+// invalid sequences (a lone continuation byte, a cut character, an
+// overlong NUL, a surrogate, a byte past U+10FFFF).
+func binaryOutput() string {
+	b := make([]byte, 0, 300)
+	for i := range 256 {
+		b = append(b, byte(i))
+	}
+	return string(b) + "\x80 \xe2\x82 \xc0\x80 \xed\xa0\x80 \xf5\x80\x80\x80 \xe2\x82\xac"
+}
+
+// TestExecBase64 runs a command whose output is not UTF-8 with output
+// encoding base64: Exec and ExecStream give its exact bytes, and an
+// unknown encoding is refused before anything runs.
+func TestExecBase64(t *testing.T) {
+	e := newEnv(t, "")
+	ctx := context.Background()
+	id := e.running(t).ID
+	out := binaryOutput()
+	if _, err := e.sb.Upload(ctx, id, "/workspace/bin", 0o644, strings.NewReader(out)); err != nil {
+		t.Fatal(err)
+	}
+	cmd := []string{"sh", "-c", "cat bin; cat bin >&2"}
+
+	res, release, err := e.sb.Exec(ctx, id, api.ExecRequest{Command: cmd, OutputEncoding: api.OutputBase64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if res.Encoding != api.OutputBase64 {
+		t.Errorf("encoding %q, want base64", res.Encoding)
+	}
+	for name, got := range map[string]string{"stdout": res.Stdout, "stderr": res.Stderr} {
+		b, err := api.DecodeOutput(got, res.Encoding)
+		if err != nil || b != out {
+			t.Errorf("exec %s %q decodes to %q (%v), want %q", name, got, b, err, out)
+		}
+	}
+
+	streamed := map[string]string{}
+	_, err = e.sb.ExecStream(ctx, id, api.ExecRequest{Command: cmd, OutputEncoding: api.OutputBase64}, func() {},
+		func(ev api.ExecEvent) error {
+			if ev.Encoding != api.OutputBase64 {
+				t.Errorf("%s event encoding %q, want base64", ev.Type, ev.Encoding)
+			}
+			b, err := api.DecodeOutput(ev.Data, ev.Encoding)
+			if err != nil {
+				t.Errorf("%s event: %v", ev.Type, err)
+			}
+			streamed[ev.Type] += b
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"stdout": out, "stderr": out}, streamed); diff != "" {
+		t.Errorf("streamed output (-want +got):\n%s", diff)
+	}
+
+	// Without it the output is as it was, unmarked: the JSON encoding of
+	// a surface replaces what is not UTF-8.
+	res, release, err = e.sb.Exec(ctx, id, api.ExecRequest{Command: cmd, OutputEncoding: api.OutputText})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if res.Encoding != "" || res.Stdout != out {
+		t.Errorf("text exec: encoding %q, stdout %q", res.Encoding, res.Stdout)
+	}
+
+	bad := api.ExecRequest{Command: []string{"touch", "ran"}, OutputEncoding: "latin1"}
+	_, _, err = e.sb.Exec(ctx, id, bad)
+	checkErr(t, err, errdefs.ErrInvalidArgument, "")
+	_, err = e.sb.ExecStream(ctx, id, bad, func() { t.Error("a stream in an unknown encoding started") },
+		func(api.ExecEvent) error { return nil })
+	checkErr(t, err, errdefs.ErrInvalidArgument, "")
+}

@@ -97,8 +97,9 @@ func (s *Service) kernel(ctx context.Context, l *lease, lang string) (string, er
 const MaxOutputBytes = 10 << 20
 
 // ExecuteCommand runs a command in the session's sandbox, making the
-// session when it does not exist. Output goes to sink as it comes when
-// sink is not nil.
+// session when it does not exist. Output goes to sink as it comes, as
+// text, when sink is not nil; the response has it in the encoding the
+// request asks for.
 func (s *Service) ExecuteCommand(ctx context.Context, req api.SessionCommandRequest, sink Sink) (*api.SessionCommandResponse, error) {
 	mreq, err := s.commandRequest(req)
 	if err != nil {
@@ -131,10 +132,12 @@ func (s *Service) ExecuteCommand(ctx context.Context, req api.SessionCommandRequ
 		return nil, stderr.err
 	}
 	ok = true
+	stdoutData, encoding := stdout.encoded(req.OutputEncoding)
+	stderrData, _ := stderr.encoded(req.OutputEncoding)
 	s.log.Info("session command", "session", l.sess.ID, "duration", elapsed, "exit_code", res.ExitCode, "timed_out", res.TimedOut,
 		"created", l.created)
 	return &api.SessionCommandResponse{SessionInfo: l.info(), ExecResponse: api.ExecResponse{
-		ExitCode: res.ExitCode, Stdout: stdout.text(), Stderr: stderr.text(), TimedOut: res.TimedOut,
+		ExitCode: res.ExitCode, Stdout: stdoutData, Stderr: stderrData, Encoding: encoding, TimedOut: res.TimedOut,
 		OOMKilled: res.OOMKilled, Reason: res.Reason,
 		Truncated: stdout.dropped+stderr.dropped > 0, DurationMS: float64(res.Duration.Microseconds()) / 1000,
 	}}, nil
@@ -169,6 +172,9 @@ func execRequest(req api.SessionCommandRequest) (manager.ExecRequest, error) {
 	}
 	if math.IsNaN(req.Timeout) || req.Timeout < 0 || req.Timeout > manager.MaxExecTimeout.Seconds() {
 		return manager.ExecRequest{}, errdefs.Invalid("timeout must be between 0 and %v seconds", manager.MaxExecTimeout.Seconds())
+	}
+	if err := api.CheckOutputEncoding(req.OutputEncoding); err != nil {
+		return manager.ExecRequest{}, errdefs.Invalid("%v", err)
 	}
 	if req.SessionID != "" {
 		if err := CheckID(req.SessionID); err != nil {
@@ -227,9 +233,13 @@ func (o *output) send(end int) {
 	}
 }
 
-// text passes on what is held back and returns the output kept, invalid
-// UTF-8 replaced.
-func (o *output) text() string {
+// encoded passes on what is held back and returns the output kept in the
+// encoding enc asks for (api.EncodeOutput), text with invalid UTF-8
+// replaced.
+func (o *output) encoded(enc string) (data, encoding string) {
 	o.send(len(o.buf))
-	return strings.ToValidUTF8(string(o.buf), "\uFFFD")
+	if enc == api.OutputBase64 {
+		return api.EncodeOutput(string(o.buf), enc)
+	}
+	return strings.ToValidUTF8(string(o.buf), "\uFFFD"), ""
 }

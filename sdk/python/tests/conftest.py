@@ -189,6 +189,21 @@ context_json = payload(
 )
 
 
+class BrokenStream(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A response body that gives ``first``, then fails as a closed connection does."""
+
+    def __init__(self, first: bytes) -> None:
+        self.first = first
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield self.first
+        raise httpx.RemoteProtocolError("peer closed connection")
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield self.first
+        raise httpx.RemoteProtocolError("peer closed connection")
+
+
 def sse(*events: tuple[str, str]) -> bytes:
     """Encode (event, data) pairs as a text/event-stream body."""
     return "".join(f"event: {name}\ndata: {data}\n\n" for name, data in events).encode()

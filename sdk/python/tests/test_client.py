@@ -10,7 +10,7 @@ from pytest_httpx import HTTPXMock
 import agent2env
 from agent2env import AsyncClient, Client, ConnectionError, TimeoutError, UnauthorizedError
 
-from .conftest import BASE, HOST, make_client, sandbox_json
+from .conftest import BASE, HOST, BrokenStream, make_client, sandbox_json
 
 
 @pytest.mark.parametrize(
@@ -95,16 +95,7 @@ def test_request_timeout(client: Any, httpx_mock: HTTPXMock) -> None:
 
 
 def test_stream_broken_midway(client: Any, httpx_mock: HTTPXMock) -> None:
-    class Broken(httpx.SyncByteStream, httpx.AsyncByteStream):
-        def __iter__(self) -> Any:
-            yield b"event: stdout\ndata: {}\n\n"
-            raise httpx.RemoteProtocolError("peer closed connection")
-
-        async def __aiter__(self) -> Any:
-            yield b"event: stdout\ndata: {}\n\n"
-            raise httpx.RemoteProtocolError("peer closed connection")
-
-    httpx_mock.add_response(stream=Broken())
+    httpx_mock.add_response(stream=BrokenStream(b"event: stdout\ndata: {}\n\n"))
     with pytest.raises(ConnectionError, match="peer closed connection"):
         list(client.sandbox.execute_stream("sb1234567890", ["true"]))
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import base64
 import builtins
 import io
 import json
@@ -19,7 +20,7 @@ from agent2env import (
 )
 from agent2env.models import ExecEvent, SandboxOverrides, SandboxStatus
 
-from .conftest import BASE, multipart_parts, sandbox_json, sse
+from .conftest import BASE, BrokenStream, multipart_parts, sandbox_json, sse
 
 SB = f"{BASE}/sandboxes/sb1234567890"
 
@@ -175,6 +176,7 @@ def test_execute(client: Any, httpx_mock: HTTPXMock) -> None:
     assert body(httpx_mock) == {
         "command": ["python", "-c", "print('Hello from sandbox!')"],
         "timeout": 30,
+        "output_encoding": "base64",
     }
     assert (res.exit_code, res.stdout, res.stderr, res.duration_ms, res.timed_out) == (
         0,
@@ -198,11 +200,79 @@ def test_execute_additions_and_read_timeout(client: Any, httpx_mock: HTTPXMock) 
         "env": {"A": "b"},
         "cwd": "sub",
         "stdin": "in",
+        "output_encoding": "base64",
     }
     assert res.exit_code == 3
     assert res.timed_out
     # The client waits longer than the command may run.
     assert httpx_mock.get_requests()[0].extensions["timeout"]["read"] == 150
+
+
+# Output that is not UTF-8: every byte value, then invalid sequences (a lone
+# continuation byte, a cut character, an overlong NUL, a surrogate).
+BINARY = bytes(range(256)) + b"\x80 \xe2\x82 \xc0\x80 \xed\xa0\x80 \xe2\x82\xac"
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def test_execute_binary_output(client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(
+        json={
+            "exit_code": 0,
+            "stdout": b64(BINARY),
+            "stderr": b64(b"\xff"),
+            "encoding": "base64",
+            "duration_ms": 1,
+        }
+    )
+    res = client.sandbox.execute("sb1234567890", ["cat", "f"])
+    assert body(httpx_mock)["output_encoding"] == "base64"
+    assert (res.stdout_bytes, res.stderr_bytes) == (BINARY, b"\xff")
+    assert res.stdout == BINARY.decode("utf-8", "replace")
+    assert res.stderr == "\ufffd"
+
+
+def test_execute_text_output(client: Any, httpx_mock: HTTPXMock) -> None:
+    # A daemon that predates output_encoding answers text, unmarked.
+    httpx_mock.add_response(json={"exit_code": 0, "stdout": "é\ufffd", "stderr": ""})
+    res = client.sandbox.execute("sb1234567890", ["true"])
+    assert (res.stdout, res.stdout_bytes, res.stderr_bytes) == ("é\ufffd", "é\ufffd".encode(), b"")
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {"exit_code": 0, "stdout": "not base64!", "stderr": "", "encoding": "base64"},
+        {"exit_code": 0, "stdout": "", "stderr": "", "encoding": "base32"},
+    ],
+)
+def test_execute_bad_output(client: Any, httpx_mock: HTTPXMock, reply: dict[str, Any]) -> None:
+    httpx_mock.add_response(json=reply)
+    with pytest.raises(ValueError, match=r"base64|encoding"):
+        client.sandbox.execute("sb1234567890", ["true"])
+
+
+def test_execute_stream_binary_output(client: Any, httpx_mock: HTTPXMock) -> None:
+    def event(name: str, data: bytes) -> tuple[str, str]:
+        return (name, json.dumps({"type": name, "data": b64(data), "encoding": "base64"}))
+
+    httpx_mock.add_response(
+        content=sse(
+            event("stdout", BINARY[:100]),
+            event("stderr", b"\xff"),
+            event("stdout", BINARY[100:]),
+            ("exit", '{"type":"exit","duration_ms":2}'),
+        )
+    )
+    events = list(client.sandbox.execute_stream("sb1234567890", ["cat", "f"]))
+    assert body(httpx_mock)["output_encoding"] == "base64"
+    out = b"".join(e.data_bytes for e in events if e.type == "stdout")
+    assert out == BINARY
+    assert [e.data_bytes for e in events if e.type == "stderr"] == [b"\xff"]
+    assert events[0].data == BINARY[:100].decode("utf-8", "replace")
+    assert events[-1] == ExecEvent(type="exit", exit_code=0, duration_ms=2)
 
 
 def test_execute_empty_command(client: Any) -> None:
@@ -242,9 +312,19 @@ def test_execute_stream(client: Any, httpx_mock: HTTPXMock) -> None:
         ExecEvent(type="stderr", data="b\n"),
         ExecEvent(type="exit", exit_code=3, duration_ms=502.2),
     ]
+    # Output events carry no exit code (audit finding 10): only the exit event has one.
+    assert [e.exit_code for e in events] == [None, None, 3]
     assert body(httpx_mock)["timeout"] == 5
     # A stream may be idle as long as the command is: no read timeout.
     assert httpx_mock.get_requests()[0].extensions["timeout"]["read"] is None
+
+
+def test_exec_event_exit_code() -> None:
+    # The wire leaves out an exit code of 0; an output event has none.
+    assert ExecEvent.model_validate({"type": "exit"}).exit_code == 0
+    assert ExecEvent(type="exit").exit_code == 0
+    assert ExecEvent.model_validate({"type": "stdout", "data": "x"}).exit_code is None
+    assert ExecEvent(type="stderr", data="x").exit_code is None
 
 
 def test_execute_stream_error_event(client: Any, httpx_mock: HTTPXMock) -> None:
@@ -366,6 +446,32 @@ def test_download_to_failure_removes_the_file(
     with pytest.raises(NotFoundError):
         client.sandbox.download_to("sb1234567890", "nope", str(dest))
     assert not dest.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_download_to_failure_keeps_an_existing_file(
+    client: Any, httpx_mock: HTTPXMock, tmp_path: Path
+) -> None:
+    dest = tmp_path / "out"
+    dest.write_bytes(b"mine")
+    dest.chmod(0o640)
+    httpx_mock.add_response(
+        status_code=404, json={"error": "file not found", "code": "FILE_NOT_FOUND"}
+    )
+    with pytest.raises(NotFoundError):
+        client.sandbox.download_to("sb1234567890", "nope", dest)
+    # A download cut midway leaves it too.
+    httpx_mock.add_response(stream=BrokenStream(b"part of it"))
+    with pytest.raises(ConnectionError, match="peer closed connection"):
+        client.sandbox.download_to("sb1234567890", "big", dest)
+    assert dest.read_bytes() == b"mine"
+    assert list(tmp_path.iterdir()) == [dest]
+    # A complete one replaces it, with its permissions.
+    httpx_mock.add_response(content=b"theirs")
+    assert client.sandbox.download_to("sb1234567890", "big", dest) == 6
+    assert dest.read_bytes() == b"theirs"
+    assert dest.stat().st_mode & 0o777 == 0o640
+    assert list(tmp_path.iterdir()) == [dest]
 
 
 def test_wait_for_ready(client: Any, httpx_mock: HTTPXMock) -> None:

@@ -185,6 +185,7 @@ def test_execute_command(make: Factory, httpx_mock: HTTPXMock) -> None:
         "timeout": 7.0,
         "cwd": "/tmp",
         "env": {"A": "1"},
+        "output_encoding": "base64",
     }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -80,7 +81,7 @@ def test_execute_code_failed_is_a_result(client: Any, httpx_mock: HTTPXMock) -> 
 @pytest.mark.parametrize(
     ("command", "kwargs", "want"),
     [
-        ("ls -la /workspace", {}, {"command": "ls -la /workspace"}),
+        ("ls -la /workspace", {}, {"command": "ls -la /workspace", "output_encoding": "base64"}),
         (
             ("ls", "-la"),
             {"session_id": "s", "flavor": "medium", "timeout": 3, "cwd": "/tmp", "env": {"A": "1"}},
@@ -91,6 +92,7 @@ def test_execute_code_failed_is_a_result(client: Any, httpx_mock: HTTPXMock) -> 
                 "timeout": 3,
                 "cwd": "/tmp",
                 "env": {"A": "1"},
+                "output_encoding": "base64",
             },
         ),
     ],
@@ -111,6 +113,16 @@ def test_execute_command(
         "total 0\n",
     )
     assert res.duration_ms == 3.5
+
+
+def test_execute_command_binary_output(client: Any, httpx_mock: HTTPXMock) -> None:
+    out = bytes(range(256)) + b"\x80 \xe2\x82"
+    stdout = base64.b64encode(out).decode()
+    reply = session_command_json(stdout=stdout, stderr="", encoding="base64")
+    httpx_mock.add_response(method="POST", url=f"{BASE}/sessions/command", json=reply)
+    res = client.sessions.execute_command(["cat", "f"])
+    assert (res.stdout_bytes, res.stderr_bytes) == (out, b"")
+    assert res.stdout == out.decode("utf-8", "replace")
 
 
 @pytest.mark.parametrize(

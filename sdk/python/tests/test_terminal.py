@@ -129,6 +129,34 @@ def test_async(server: Callable[[Script], str]) -> None:
     assert got[2] == b"\xff\x00"
 
 
+def test_async_timeouts(server: Callable[[Script], str]) -> None:
+    # read and wait take timeout= as the sync terminal's do (audit finding 8).
+    output, end = threading.Event(), threading.Event()
+
+    def script(conn: ServerConnection) -> None:
+        output.wait(10)
+        conn.send(b"\x01late")
+        end.wait(10)
+        conn.send(exit_status(4))
+
+    url = server(script)
+
+    async def main() -> tuple[bytes, int]:
+        async with AsyncClient(url) as client:
+            term = await client.sandbox.terminal("sb1", ["sh"])
+            async with term:
+                with pytest.raises(TimeoutError, match="no terminal output"):
+                    await term.read(timeout=0.05)
+                output.set()
+                out = await term.read(timeout=5)  # the output the timed-out read left
+                with pytest.raises(TimeoutError):
+                    await term.wait(timeout=0.05)
+                end.set()
+                return out, (await term.wait(timeout=5)).exit_code
+
+    assert asyncio.run(main()) == (b"late", 4)
+
+
 def test_refused_upgrade() -> None:
     def refuse(conn: ServerConnection, request: Any) -> Any:
         body = {"error": "terminal 'work' has a writer attached", "code": "CONFLICT"}

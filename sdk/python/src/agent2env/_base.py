@@ -16,6 +16,8 @@ import logging
 import math
 import os
 import random
+import secrets
+import stat
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -397,20 +399,45 @@ def open_source(
         yield chunks(source)
 
 
+_O_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
+
+
 @contextlib.contextmanager
 def open_sink(
     destination: str | os.PathLike[str] | IO[bytes],
 ) -> Iterator[Callable[[bytes], object]]:
-    """Open where a download writes: a path (removed if the download fails) or a file object."""
+    """Open where a download writes: a path, or a file object.
+
+    A path is written whole or not at all: the download goes to a temporary
+    file beside it, renamed over it once complete and removed if it fails,
+    so that a failed download (a wrong path, a lost connection) leaves a
+    file already there as it was. A file that is replaced keeps its
+    permissions; a new one gets the umask's, as ``open`` gives them.
+    """
     if not isinstance(destination, (str, os.PathLike)):
         yield destination.write
         return
+    target = os.path.realpath(destination)  # a symbolic link's target is written, as open does
+    directory, name = os.path.split(target)
+    mode = None
+    with contextlib.suppress(FileNotFoundError):
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    while True:
+        temp = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.part")
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY, 0o666)
+            break
+        except FileExistsError:
+            continue
     try:
-        with open(destination, "wb") as f:
+        with open(fd, "wb") as f:
+            if mode is not None:
+                os.chmod(temp, mode)
             yield f.write
+        os.replace(temp, target)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.remove(destination)
+            os.remove(temp)
         raise
 
 

@@ -11,6 +11,7 @@ resize, 5 the offset of the next output byte, 255 a close).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Mapping, Sequence
@@ -245,7 +246,10 @@ class Terminal:
         self._send(bytes([_CLOSE, _STDIN]))
 
     def wait(self, timeout: float | None = None) -> TerminalExit:
-        """Read the output to its end, dropping it, and return how the process ended."""
+        """Read the output to its end, dropping it, and return how the process ended.
+
+        ``timeout`` bounds each wait for output, as in :meth:`read`.
+        """
         while self.read(timeout):
             pass
         return self._state.end()
@@ -297,11 +301,21 @@ class AsyncTerminal:
         """The offset after the last output byte read: the ``since`` to attach again with."""
         return self._state.offset
 
-    async def read(self) -> bytes:
-        """Return the next output; ``b""`` once it has ended (see :meth:`Terminal.read`)."""
+    async def read(self, timeout: float | None = None) -> bytes:
+        """Return the next output; ``b""`` once it has ended (see :meth:`Terminal.read`).
+
+        Raises:
+            TimeoutError: No output came in ``timeout`` seconds.
+            TerminalTakenOverError: Another client took over this attachment's input.
+            StreamError: The connection ended before the process did.
+
+        """
         while not self._done:
             try:
-                message = await self._conn.recv()
+                # Cancelling recv loses no message: a later read gets it.
+                message = await asyncio.wait_for(self._conn.recv(), timeout)
+            except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
+                raise TimeoutError(f"no terminal output in {timeout:g} s") from None
             except ConnectionClosed:
                 self._done = True
                 break
@@ -325,9 +339,12 @@ class AsyncTerminal:
         """End the input (a tty gets ``^D``)."""
         await self._conn.send(bytes([_CLOSE, _STDIN]))
 
-    async def wait(self) -> TerminalExit:
-        """Read the output to its end, dropping it, and return how the process ended."""
-        while await self.read():
+    async def wait(self, timeout: float | None = None) -> TerminalExit:
+        """Read the output to its end, dropping it, and return how the process ended.
+
+        ``timeout`` bounds each wait for output, as in :meth:`read`.
+        """
+        while await self.read(timeout):
             pass
         return self._state.end()
 

@@ -87,8 +87,9 @@ def seed_quickstart() -> None:
         command=["python", "-c", "print('Hello from sandbox!')"],
     )
     out: str = result.stdout
+    raw: bytes = result.stdout_bytes + result.stderr_bytes
     code: int = result.exit_code
-    print(status, out, code)
+    print(status, out, raw, code)
     client.sandbox.delete(sandbox.id)
     client.close()
 
@@ -103,7 +104,8 @@ async def seed_async() -> None:
         print(result.stdout)
         async for event in client.sandbox.execute_stream(sandbox.id, ["echo", "hi"]):
             chunk: ExecEvent = event
-            print(chunk.data)
+            data: bytes = chunk.data_bytes
+            print(chunk.data, data)
         await client.sandbox.delete(sandbox.id)
         client.sandbox.create(template="x")  # type: ignore[unused-coroutine]
 
@@ -310,3 +312,17 @@ def session_manager_sync() -> None:
     with SessionManager(client=Client()) as sandbox:
         res: SessionExecuteResult = sandbox.execute_code("1", raise_on_error=False)
         print(res.error.kind if res.error else "", FLAVORS["small"].cpus)
+
+
+async def terminals() -> None:
+    # The async terminal has the sync one's methods and arguments, awaited.
+    with Client() as client, client.sandbox.terminal("sb", ["sh"]) as term:
+        out: bytes = term.read(timeout=1)
+        code: int | None = term.wait(timeout=5).exit_code
+        print(out, code)
+    async with AsyncClient() as aclient:
+        aterm = await aclient.sandbox.terminal("sb", ["sh"])
+        async with aterm:
+            aout: bytes = await aterm.read(timeout=1)
+            acode: int | None = (await aterm.wait(timeout=5)).exit_code
+            print(aout, acode)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .common import APIModel, StrEnum
 
@@ -109,12 +111,52 @@ class SandboxOverrides(APIModel):
     env: dict[str, str] | None = None
 
 
+OUTPUT_ENCODING = "base64"
+"""The ``output_encoding`` the SDK asks for: the daemon sends output as the base64 of its bytes."""
+
+
+def decode_output(data: Any, *keys: str) -> Any:
+    """Give a wire object's output fields ``keys`` both as bytes and as text.
+
+    Output marked ``"encoding": "base64"`` is decoded into ``<key>_bytes``,
+    its text (invalid UTF-8 replaced by U+FFFD) into ``<key>``; unmarked
+    output (an older daemon's, or a model built by hand) is text, and its
+    bytes are its UTF-8.
+    """
+    if not isinstance(data, dict):
+        return data
+    data = dict(data)
+    encoding = data.pop("encoding", None)
+    if encoding not in (None, "", OUTPUT_ENCODING):
+        raise ValueError(f"output in unknown encoding {encoding!r}")
+    for key in keys:
+        value = data.get(key)
+        if not isinstance(value, str):
+            continue
+        if encoding == OUTPUT_ENCODING:
+            try:
+                raw = base64.b64decode(value, validate=True)
+            except binascii.Error as e:
+                raise ValueError(f"{key} is not base64: {e}") from e
+            data[key] = raw.decode("utf-8", "replace")
+        else:
+            raw = value.encode()
+        data.setdefault(f"{key}_bytes", raw)
+    return data
+
+
 class ExecResult(APIModel):
     """The result of a command that ran to its end (a non-zero exit code is a result)."""
 
     exit_code: int = Field(alias="exit_code")
     stdout: str
+    """The output as text: each byte sequence that is not UTF-8 is replaced by U+FFFD."""
     stderr: str
+    """As :attr:`stdout`."""
+    stdout_bytes: bytes = Field(default=b"", exclude=True, repr=False)
+    """The output exactly as the command wrote it, UTF-8 or not (agent2env addition)."""
+    stderr_bytes: bytes = Field(default=b"", exclude=True, repr=False)
+    """As :attr:`stdout_bytes`."""
     timed_out: bool = False
     """The command was killed at its timeout (agent2env addition)."""
     truncated: bool = False
@@ -128,22 +170,41 @@ class ExecResult(APIModel):
     """A cause beyond the command's own doing: ``OutOfMemory``, or ``PidsExhausted`` when it
     could not start for the sandbox's process limit (agent2env addition)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _decode(cls, data: Any) -> Any:
+        return decode_output(data, "stdout", "stderr")
+
 
 class ExecEvent(APIModel):
     """One event of a streamed command: a chunk of output, or its exit.
 
-    ``stdout`` and ``stderr`` events carry :attr:`data`; the final ``exit``
-    event carries :attr:`exit_code`, :attr:`timed_out`, :attr:`duration_ms`,
-    :attr:`oom_killed` and :attr:`reason`.
+    ``stdout`` and ``stderr`` events carry :attr:`data` and :attr:`data_bytes`;
+    the final ``exit`` event carries :attr:`exit_code`, :attr:`timed_out`,
+    :attr:`duration_ms`, :attr:`oom_killed` and :attr:`reason`.
     """
 
     type: Literal["stdout", "stderr", "exit"]
     data: str = ""
-    exit_code: int = 0
+    """The chunk as text, decoded on its own: each byte sequence that is not UTF-8 (a
+    character cut between two chunks too) is replaced by U+FFFD."""
+    data_bytes: bytes = Field(default=b"", exclude=True, repr=False)
+    """The chunk exactly as the command wrote it, UTF-8 or not (agent2env addition)."""
+    exit_code: int | None = None
+    """The exit code on the ``exit`` event; ``None`` on ``stdout`` and ``stderr`` events,
+    which carry none."""
     timed_out: bool = False
     duration_ms: float | None = None
     oom_killed: bool = False
     reason: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _decode(cls, data: Any) -> Any:
+        data = decode_output(data, "data")
+        if isinstance(data, dict) and data.get("type") == "exit" and data.get("exit_code") is None:
+            data["exit_code"] = 0  # the wire leaves an exit code of 0 out
+        return data
 
 
 class LogsResult(APIModel):

@@ -254,8 +254,9 @@ class LLMService:
     ) -> int:
         """Write the exchanges the filters select, with their parts, as JSON Lines.
 
-        The file the replay provider answers from. A path is removed again if
-        the export fails. Returns how many bytes were written.
+        The file the replay provider answers from. A path is replaced only
+        once the export is complete: a failed one leaves it as it was.
+        Returns how many bytes were written.
         """
         params = _filters(sandbox, run, model, conversation, status, since, until)
         with open_sink(destination) as write:

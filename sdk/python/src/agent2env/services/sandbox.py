@@ -31,6 +31,7 @@ from .._base import (
 from .._sse import SSEEvent
 from ..exceptions import SandboxFailedError, TimeoutError
 from ..models.sandbox import (
+    OUTPUT_ENCODING,
     ExecEvent,
     ExecResult,
     FileInfo,
@@ -147,6 +148,8 @@ def _exec_request(
     for key, value in (("env", env), ("cwd", cwd), ("stdin", stdin)):
         if value is not None:
             body[key] = value
+    # Output as base64, so that bytes that are not UTF-8 arrive as they are.
+    body["output_encoding"] = OUTPUT_ENCODING
     read = math.inf if stream else (timeout or 30) + TIMEOUT_MARGIN
     return Request("POST", _path(sandbox_id, suffix), json=body, min_read_timeout=read)
 
@@ -479,6 +482,8 @@ class SandboxService:
 
         Returns:
             The exit code and output; a non-zero exit code is a result, not an error.
+            ``stdout_bytes`` and ``stderr_bytes`` are the output exactly as the
+            command wrote it, ``stdout`` and ``stderr`` its text.
 
         Raises:
             ConflictError: The sandbox is not running (code ``SANDBOX_NOT_READY``).
@@ -499,8 +504,9 @@ class SandboxService:
     ) -> Iterator[ExecEvent]:
         """Run a command, yielding its output as it is produced (agent2env addition).
 
-        Yields ``stdout`` and ``stderr`` events, then one ``exit`` event with
-        the exit code. The arguments are those of :meth:`execute`. The
+        Yields ``stdout`` and ``stderr`` events (``data_bytes``: the chunk
+        exactly as the command wrote it; ``data``: its text), then one ``exit``
+        event with the exit code. The arguments are those of :meth:`execute`. The
         request is sent when iteration starts; to stop reading early and
         close the connection at once, wrap the iterator in
         ``contextlib.closing``.
@@ -560,8 +566,9 @@ class SandboxService:
     def download_to(self, sandbox_id: str, path: str, destination: Destination) -> int:
         """Stream a file of a sandbox to a local path or a binary file object (agent2env addition).
 
-        Returns the number of bytes written. A local path that was opened
-        here is removed again if the download fails.
+        Returns the number of bytes written. A local path is replaced only
+        once the download is complete: a failed download (a wrong path, a
+        lost connection) leaves a file already there as it was.
         """
         with open_sink(destination) as write:
             return self._c.download(_download_request(sandbox_id, path), write)

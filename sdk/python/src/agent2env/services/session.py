@@ -23,6 +23,7 @@ from .._base import (
     parse_model,
     segment,
 )
+from ..models.sandbox import OUTPUT_ENCODING
 from ..models.session import (
     DeleteSessionResult,
     Session,
@@ -89,6 +90,7 @@ def _execute_command(
     ):
         if value is not None:
             body[key] = str(value) if key == "flavor" else value
+    body["output_encoding"] = OUTPUT_ENCODING  # bytes that are not UTF-8 arrive as they are
     req = Request("POST", "/sessions/command", json=body, min_read_timeout=_read_timeout(timeout))
     return call(req, parse_model(SessionCommandResult))
 
@@ -180,7 +182,8 @@ class SessionService:
             env: Extra environment variables.
 
         Returns:
-            The exit code and output (a non-zero exit code is a result), with the session.
+            The exit code and output (a non-zero exit code is a result), with the session;
+            ``stdout_bytes`` and ``stderr_bytes`` are the output's exact bytes.
 
         """
         return self._c.run(_execute_command(command, session_id, flavor, timeout, cwd, env))
