@@ -22,8 +22,8 @@ import (
 // the REST API over httptest, keeping sandboxes, their files and images
 // in memory. Sandboxes of image "ready" run at once; others are pending
 // until the first GET, after which they run, or fail if their image is
-// "broken". Exec understands a few commands: echo ARGS, fail CODE, and
-// timeout.
+// "broken". Exec understands a few commands: echo ARGS, fail CODE,
+// timeout, and sleep (until the client goes).
 type fakeDaemon struct {
 	token string // required bearer token, if not empty
 
@@ -246,6 +246,10 @@ func (d *fakeDaemon) exec(w http.ResponseWriter, r *http.Request) {
 		exit.ExitCode, _ = strconv.Atoi(req.Command[1])
 	case "timeout":
 		exit.ExitCode, exit.TimedOut = -1, true
+	case "sleep":
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done()
+		return
 	}
 	send("exit", exit)
 }
