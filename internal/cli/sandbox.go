@@ -191,7 +191,8 @@ included: it is your command's). Its exit code is the command's (124 when it tim
 Flags go before the command; everything from the command on, or after "--", is the command's.
 With -i the command reads your standard input; with -t it runs on a terminal (as
 "sandbox shell" does, your terminal in raw mode); either runs it until it ends, without the
-timeout.`,
+timeout. Ctrl-C (in raw mode a key for the command), SIGTERM or SIGHUP ends the command and
+exec, which exits as the signal would have it (130 for Ctrl-C, 143 for SIGTERM).`,
 		Example: `  agent2env sandbox exec "$ID" -- python3 -c 'print(1)'
   agent2env sandbox exec "$ID" --timeout 600 --env PIP_QUIET=1 -- pip install numpy
   agent2env sandbox exec -it "$ID" -- bash
