@@ -189,10 +189,11 @@ func newSandboxExecCmd(e env, cc *clientConfig) *cobra.Command {
 		Long: `exec runs a command in a sandbox and streams its output, as it came (escape sequences
 included: it is your command's). Its exit code is the command's (124 when it timed out).
 Flags go before the command; everything from the command on, or after "--", is the command's.
-With -i the command reads your standard input; with -t it runs on a terminal (as
-"sandbox shell" does, your terminal in raw mode); either runs it until it ends, without the
-timeout. Ctrl-C (in raw mode a key for the command), SIGTERM or SIGHUP ends the command and
-exec, which exits as the signal would have it (130 for Ctrl-C, 143 for SIGTERM).`,
+With -i the command reads your standard input; with -t it runs on a terminal whose size
+follows yours; with -it, as "sandbox shell" does, your terminal is in raw mode and its keys
+go to the command. Either runs it until it ends, without the timeout. Ctrl-C (with -it a key
+for the command), SIGTERM or SIGHUP ends the command and exec, which exits as the signal
+would have it (130 for Ctrl-C, 143 for SIGTERM).`,
 		Example: `  agent2env sandbox exec "$ID" -- python3 -c 'print(1)'
   agent2env sandbox exec "$ID" --timeout 600 --env PIP_QUIET=1 -- pip install numpy
   agent2env sandbox exec -it "$ID" -- bash

@@ -163,8 +163,11 @@ func terminalSize(fd int) (rows, cols uint16) {
 
 // driveOptions say how drive connects a terminal.
 type driveOptions struct {
-	// tty: the remote process has a tty, and e's terminal is put in raw
-	// mode; stdin: e's input is copied to it.
+	// tty: the remote process has a tty, whose size follows e's
+	// terminal; stdin: e's input is copied to it. With both, e's
+	// terminal is put in raw mode: its keys, Ctrl-C too, go to the
+	// process. A tty without stdin leaves e's terminal as it is, as
+	// docker exec -t does: Ctrl-C interrupts the CLI.
 	tty, stdin bool
 	// attached: an attachment to a persistent terminal, whose size is
 	// set at once and which ~. detaches from; readOnly: its input is not
@@ -184,11 +187,13 @@ func drive(ctx context.Context, e env, t *client.Terminal, fd int, opts driveOpt
 	defer stop()
 	defer context.AfterFunc(ctx, func() { t.Close() })()
 	if opts.tty && fd >= 0 {
-		old, err := term.MakeRaw(fd)
-		if err != nil {
-			return false, fmt.Errorf("put the terminal in raw mode: %w", err)
+		if opts.stdin {
+			old, err := term.MakeRaw(fd)
+			if err != nil {
+				return false, fmt.Errorf("put the terminal in raw mode: %w", err)
+			}
+			defer term.Restore(fd, old)
 		}
-		defer term.Restore(fd, old)
 		winch := make(chan os.Signal, 1)
 		signal.Notify(winch, syscall.SIGWINCH)
 		defer signal.Stop(winch)

@@ -123,6 +123,7 @@ func TestTerminalSignals(t *testing.T) {
 	}{
 		{name: "exec -i, SIGINT", args: []string{"sandbox", "exec", "-i", "sb1", "--", "sleep", "1000"}, sig: syscall.SIGINT},
 		{name: "exec -i, SIGTERM", args: []string{"sandbox", "exec", "-i", "sb1", "--", "sleep", "1000"}, sig: syscall.SIGTERM},
+		{name: "exec -t, SIGINT", args: []string{"sandbox", "exec", "-t", "sb1", "--", "sleep", "1000"}, pty: true, sig: syscall.SIGINT},
 		{name: "exec -it, SIGTERM", args: []string{"sandbox", "exec", "-it", "sb1", "--", "sh"}, pty: true, raw: true, sig: syscall.SIGTERM},
 		{name: "shell, SIGHUP", args: []string{"sandbox", "shell", "sb1"}, pty: true, raw: true, sig: syscall.SIGHUP, hangup: true},
 	}
