@@ -56,6 +56,7 @@ func newFakeDaemon(t *testing.T) *fakeDaemon {
 	mux.HandleFunc("POST /api/v1/sandboxes/{id}/exec/stream", d.exec)
 	mux.HandleFunc("POST /api/v1/sandboxes/{id}/files", d.upload)
 	mux.HandleFunc("GET /api/v1/sandboxes/{id}/files", d.download)
+	mux.HandleFunc("GET /api/v1/sandboxes/{id}/files/list", d.listFiles)
 	mux.HandleFunc("GET /api/v1/sandboxes/{id}/logs", d.logs)
 	mux.HandleFunc("GET /api/v1/images", d.listImages)
 	mux.HandleFunc("POST /api/v1/images/pull", d.pull)
@@ -290,6 +291,10 @@ func (d *fakeDaemon) upload(w http.ResponseWriter, r *http.Request) {
 	if d.sandbox(w, r) == nil {
 		return
 	}
+	if d.isDir(r.PathValue("id"), path) {
+		fail(w, http.StatusBadRequest, api.CodeInvalidRequest, path+" is a directory")
+		return
+	}
 	d.files[r.PathValue("id")+":"+path] = f
 	reply(w, http.StatusOK, api.FileInfo{Name: path[strings.LastIndex(path, "/")+1:], Path: path, Size: int64(len(f.data)), Mode: f.mode})
 }
@@ -306,6 +311,35 @@ func (d *fakeDaemon) download(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Write(f.data)
+}
+
+// isDir says whether p is a directory of sandbox id: one that holds a
+// file. The caller holds d.mu.
+func (d *fakeDaemon) isDir(id, p string) bool {
+	for k := range d.files {
+		if strings.HasPrefix(k, id+":"+strings.TrimSuffix(p, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *fakeDaemon) listFiles(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sandbox(w, r) == nil {
+		return
+	}
+	id, p := r.PathValue("id"), r.URL.Query().Get("path")
+	if _, ok := d.files[id+":"+p]; ok {
+		fail(w, http.StatusBadRequest, api.CodeInvalidRequest, p+" is not a directory")
+		return
+	}
+	if !d.isDir(id, p) {
+		fail(w, http.StatusNotFound, api.CodeFileNotFound, "no such directory "+p)
+		return
+	}
+	reply(w, http.StatusOK, api.List[api.FileInfo]{Items: []api.FileInfo{}})
 }
 
 func (d *fakeDaemon) logs(w http.ResponseWriter, r *http.Request) {

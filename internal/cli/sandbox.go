@@ -290,13 +290,15 @@ func remotePath(arg string) (id, p string, ok bool) {
 }
 
 // upload copies the local file src (- for standard input) to p in sandbox
-// id; a p ending in / is a directory to copy into.
+// id; a p ending in / or naming a directory of the sandbox is a directory
+// to copy into, as cp(1) does.
 func upload(ctx context.Context, e env, cl *client.Client, src, id, p string) error {
 	var r io.Reader
 	var mode os.FileMode
+	intoDir := strings.HasSuffix(p, "/") || isRemoteDir(ctx, cl, id, p)
 	if src == "-" {
-		if strings.HasSuffix(p, "/") {
-			return fmt.Errorf("copy standard input to %s: name the destination file", p)
+		if intoDir {
+			return fmt.Errorf("copy standard input to %s: a directory; name the destination file", p)
 		}
 		r = e.in()
 	} else {
@@ -313,12 +315,22 @@ func upload(ctx context.Context, e env, cl *client.Client, src, id, p string) er
 			return fmt.Errorf("copy %s: is a directory; only files can be copied", src)
 		}
 		r, mode = f, fi.Mode().Perm()
-		if strings.HasSuffix(p, "/") {
-			p += filepath.Base(src)
+		if intoDir {
+			p = strings.TrimSuffix(p, "/") + "/" + filepath.Base(src)
 		}
 	}
 	_, err := cl.Sandbox.UploadFile(ctx, id, p, r, mode)
 	return err
+}
+
+// isRemoteDir says whether p is a directory in sandbox id: one that can be
+// listed. Any failure says no, and the upload reports what it meets.
+func isRemoteDir(ctx context.Context, cl *client.Client, id, p string) bool {
+	if p == "" {
+		return false
+	}
+	_, err := cl.Sandbox.ListFiles(ctx, id, p)
+	return err == nil
 }
 
 // download copies p in sandbox id to the local path dst (- for standard
