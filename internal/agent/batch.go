@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 )
 
@@ -182,10 +181,7 @@ func (b *batch) open(h BatchFile) error {
 		if err := b.mkdirs(filepath.Dir(p)); err != nil {
 			return err
 		}
-		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-			return fmt.Errorf("%s is a directory: %w", p, syscall.EISDIR)
-		}
-		f, err := os.CreateTemp(filepath.Dir(p), ".upload-*")
+		f, err := createUploadTemp(p)
 		if err != nil {
 			return err
 		}
@@ -193,10 +189,7 @@ func (b *batch) open(h BatchFile) error {
 		b.staged = append(b.staged, staged{tmp: f.Name(), path: p, mode: os.FileMode(h.Mode)})
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("write %s: %w", p, err)
-	}
-	return nil
+	return err // naming p, or the directory it could not make
 }
 
 // mkdirs makes dir and its missing parents, noting each it made.

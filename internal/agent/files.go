@@ -176,10 +176,7 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 		if err = os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
-			return fmt.Errorf("%s is a directory: %w", p, unix.EISDIR)
-		}
-		tmp, err = os.CreateTemp(filepath.Dir(p), ".upload-*")
+		tmp, err = createUploadTemp(p)
 		return err
 	})
 	if err != nil {
@@ -436,4 +433,18 @@ func stat(p string, follow bool) (FileInfo, error) {
 		info.UID, info.GID = int(st.Uid), int(st.Gid)
 	}
 	return info, nil
+}
+
+// createUploadTemp makes the temporary file that an upload to p is written
+// to, beside p, and renamed to p once whole. Its errors name p, what the
+// client asked for, never the temporary file.
+func createUploadTemp(p string) (*os.File, error) {
+	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+		return nil, &fs.PathError{Op: "write", Path: p, Err: syscall.EISDIR}
+	}
+	f, err := os.CreateTemp(filepath.Dir(p), ".upload-*")
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+		return nil, &fs.PathError{Op: "write", Path: p, Err: pe.Err}
+	}
+	return f, err
 }

@@ -227,3 +227,46 @@ func TestDownloadNamedPipe(t *testing.T) {
 		t.Errorf("download of a named pipe: %v, want invalid argument", err)
 	}
 }
+
+// TestUploadErrorNamesPath: an upload that cannot be written says so of
+// the path asked for, once, never of the temporary file it is written to
+// first, by itself and in a batch.
+func TestUploadErrorNamesPath(t *testing.T) {
+	c, work := startAgent(t)
+	ctx := context.Background()
+	if err := os.Mkdir(filepath.Join(work, "dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	upload := func(p string) error {
+		_, err := c.Upload(ctx, p, 0o644, strings.NewReader("x"))
+		return err
+	}
+	batch := func(p string) error {
+		b, err := c.StartUpload(ctx)
+		if err != nil {
+			return err
+		}
+		if err := b.Add(p, 0o644, strings.NewReader("x")); err != nil {
+			b.Abort()
+			return err
+		}
+		_, err = b.Commit() // what Add streamed may fail only here
+		return err
+	}
+	for _, tc := range []struct {
+		name, path, want string
+	}{
+		// /proc takes no new file: the temporary one cannot be made.
+		{"a directory where no file can be made", "/proc/a2e-upload", "write /proc/a2e-upload: no such file or directory"},
+		{"a directory", filepath.Join(work, "dir"), "write " + filepath.Join(work, "dir") + ": is a directory"},
+	} {
+		for way, do := range map[string]func(string) error{"upload": upload, "batch": batch} {
+			t.Run(tc.name+", "+way, func(t *testing.T) {
+				err := do(tc.path)
+				if err == nil || !strings.HasSuffix(err.Error(), tc.want) || strings.Count(err.Error(), tc.path) != 1 {
+					t.Errorf("got %v, want an error that ends %q and names the path once", err, tc.want)
+				}
+			})
+		}
+	}
+}

@@ -9,9 +9,10 @@
 // and print resources through one output (output.go: -o table|wide|json|
 // yaml, -q). A client setting comes from its flag, else the environment,
 // else that file. Errors are printed once, by Main: exit code 1 for a
-// failure, 2 for a wrong use of a command; commands that run the user's
-// own command or code pass its exit code on (sandbox exec: 124 when it
-// timed out, as timeout(1) does).
+// failure, 2 for a wrong use of a command, 128+n when signal n (SIGINT,
+// SIGTERM) interrupted it (signal.go); commands that run the user's own
+// command or code pass its exit code on (sandbox exec: 124 when it timed
+// out, as timeout(1) does).
 //
 // serve's settings (serveconfig.go, on koanf) come from, in order of
 // precedence: its flags, AGENT2ENV_* environment variables, the YAML file
@@ -73,12 +74,17 @@ func (e env) getenv(key string) string {
 }
 
 // Main runs the command line args and returns the exit code: 0, 1 when
-// the command failed, 2 when it was used wrongly, or what the command
+// the command failed, 2 when it was used wrongly, 128+n when signal n,
+// which cancelled ctx (NotifyContext), interrupted it, or what the command
 // chose (sandbox exec passes on the remote command's).
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	e := env{stdout: stdout, stderr: stderr}
+	return runMain(ctx, env{stdout: stdout, stderr: stderr}, args)
+}
+
+// runMain is Main with e's streams.
+func runMain(ctx context.Context, e env, args []string) int {
 	cmd, err := execute(ctx, e, args)
-	return report(e.stderr, cmd, err)
+	return report(e.stderr, cmd, interrupted(ctx, err))
 }
 
 // execute runs args on a new command tree and returns the command that
@@ -261,6 +267,9 @@ func report(w io.Writer, cmd *cobra.Command, err error) int {
 	}
 	if exit := (*exitError)(nil); errors.As(err, &exit) {
 		return exit.code
+	}
+	if sig := (*signalError)(nil); errors.As(err, &sig) {
+		return sig.code() // as a shell's for a command the signal killed: nothing printed
 	}
 	// An error may carry the daemon's message, which may carry anything.
 	msg := visible(err.Error())

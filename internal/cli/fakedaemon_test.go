@@ -23,8 +23,8 @@ import (
 // in memory. Sandboxes of image "ready" run at once; others are pending
 // until the first GET, after which they run, or fail if their image is
 // "broken". Exec understands a few commands: echo ARGS, bytes (the first
-// 100 bytes of binaryOutput to stdout, the rest to stderr), fail CODE, and
-// timeout.
+// 100 bytes of binaryOutput to stdout, the rest to stderr), fail CODE,
+// timeout, and sleep (until the client goes).
 type fakeDaemon struct {
 	token string // required bearer token, if not empty
 
@@ -68,6 +68,7 @@ func newFakeDaemon(t *testing.T) *fakeDaemon {
 	mux.HandleFunc("POST /api/v1/sandboxes/{id}/exec/stream", d.exec)
 	mux.HandleFunc("POST /api/v1/sandboxes/{id}/files", d.upload)
 	mux.HandleFunc("GET /api/v1/sandboxes/{id}/files", d.download)
+	mux.HandleFunc("GET /api/v1/sandboxes/{id}/files/list", d.listFiles)
 	mux.HandleFunc("GET /api/v1/sandboxes/{id}/logs", d.logs)
 	mux.HandleFunc("GET /api/v1/images", d.listImages)
 	mux.HandleFunc("POST /api/v1/images/pull", d.pull)
@@ -266,6 +267,10 @@ func (d *fakeDaemon) exec(w http.ResponseWriter, r *http.Request) {
 		exit.ExitCode, _ = strconv.Atoi(req.Command[1])
 	case "timeout":
 		exit.ExitCode, exit.TimedOut = -1, true
+	case "sleep":
+		http.NewResponseController(w).Flush()
+		<-r.Context().Done()
+		return
 	}
 	send("exit", exit)
 }
@@ -306,6 +311,10 @@ func (d *fakeDaemon) upload(w http.ResponseWriter, r *http.Request) {
 	if d.sandbox(w, r) == nil {
 		return
 	}
+	if d.isDir(r.PathValue("id"), path) {
+		fail(w, http.StatusBadRequest, api.CodeInvalidRequest, path+" is a directory")
+		return
+	}
 	d.files[r.PathValue("id")+":"+path] = f
 	reply(w, http.StatusOK, api.FileInfo{Name: path[strings.LastIndex(path, "/")+1:], Path: path, Size: int64(len(f.data)), Mode: f.mode})
 }
@@ -322,6 +331,35 @@ func (d *fakeDaemon) download(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Write(f.data)
+}
+
+// isDir says whether p is a directory of sandbox id: one that holds a
+// file. The caller holds d.mu.
+func (d *fakeDaemon) isDir(id, p string) bool {
+	for k := range d.files {
+		if strings.HasPrefix(k, id+":"+strings.TrimSuffix(p, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *fakeDaemon) listFiles(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.sandbox(w, r) == nil {
+		return
+	}
+	id, p := r.PathValue("id"), r.URL.Query().Get("path")
+	if _, ok := d.files[id+":"+p]; ok {
+		fail(w, http.StatusBadRequest, api.CodeInvalidRequest, p+" is not a directory")
+		return
+	}
+	if !d.isDir(id, p) {
+		fail(w, http.StatusNotFound, api.CodeFileNotFound, "no such directory "+p)
+		return
+	}
+	reply(w, http.StatusOK, api.List[api.FileInfo]{Items: []api.FileInfo{}})
 }
 
 func (d *fakeDaemon) logs(w http.ResponseWriter, r *http.Request) {

@@ -189,9 +189,11 @@ func newSandboxExecCmd(e env, cc *clientConfig) *cobra.Command {
 		Long: `exec runs a command in a sandbox and streams its output, as it came (escape sequences
 included: it is your command's). Its exit code is the command's (124 when it timed out).
 Flags go before the command; everything from the command on, or after "--", is the command's.
-With -i the command reads your standard input; with -t it runs on a terminal (as
-"sandbox shell" does, your terminal in raw mode); either runs it until it ends, without the
-timeout.`,
+With -i the command reads your standard input; with -t it runs on a terminal whose size
+follows yours; with -it, as "sandbox shell" does, your terminal is in raw mode and its keys
+go to the command. Either runs it until it ends, without the timeout. Ctrl-C (with -it a key
+for the command), SIGTERM or SIGHUP ends the command and exec, which exits as the signal
+would have it (130 for Ctrl-C, 143 for SIGTERM).`,
 		Example: `  agent2env sandbox exec "$ID" -- python3 -c 'print(1)'
   agent2env sandbox exec "$ID" --timeout 600 --env PIP_QUIET=1 -- pip install numpy
   agent2env sandbox exec -it "$ID" -- bash
@@ -288,13 +290,15 @@ func remotePath(arg string) (id, p string, ok bool) {
 }
 
 // upload copies the local file src (- for standard input) to p in sandbox
-// id; a p ending in / is a directory to copy into.
+// id; a p ending in / or naming a directory of the sandbox is a directory
+// to copy into, as cp(1) does.
 func upload(ctx context.Context, e env, cl *client.Client, src, id, p string) error {
 	var r io.Reader
 	var mode os.FileMode
+	intoDir := strings.HasSuffix(p, "/") || isRemoteDir(ctx, cl, id, p)
 	if src == "-" {
-		if strings.HasSuffix(p, "/") {
-			return fmt.Errorf("copy standard input to %s: name the destination file", p)
+		if intoDir {
+			return fmt.Errorf("copy standard input to %s: a directory; name the destination file", p)
 		}
 		r = e.in()
 	} else {
@@ -311,12 +315,22 @@ func upload(ctx context.Context, e env, cl *client.Client, src, id, p string) er
 			return fmt.Errorf("copy %s: is a directory; only files can be copied", src)
 		}
 		r, mode = f, fi.Mode().Perm()
-		if strings.HasSuffix(p, "/") {
-			p += filepath.Base(src)
+		if intoDir {
+			p = strings.TrimSuffix(p, "/") + "/" + filepath.Base(src)
 		}
 	}
 	_, err := cl.Sandbox.UploadFile(ctx, id, p, r, mode)
 	return err
+}
+
+// isRemoteDir says whether p is a directory in sandbox id: one that can be
+// listed. Any failure says no, and the upload reports what it meets.
+func isRemoteDir(ctx context.Context, cl *client.Client, id, p string) bool {
+	if p == "" {
+		return false
+	}
+	_, err := cl.Sandbox.ListFiles(ctx, id, p)
+	return err == nil
 }
 
 // download copies p in sandbox id to the local path dst (- for standard

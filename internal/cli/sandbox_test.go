@@ -3,8 +3,10 @@ package cli
 import (
 	"bytes"
 	"crypto/rand"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -375,6 +377,18 @@ func TestCopy(t *testing.T) {
 	if _, err := os.Stat(missing); !os.IsNotExist(err) {
 		t.Errorf("a failed download left %s behind", missing)
 	}
+	// A destination naming a directory of the sandbox is copied into, as
+	// by cp(1), a trailing / or not.
+	other := filepath.Join(dir, "other.txt")
+	os.WriteFile(other, []byte("other\n"), 0o644)
+	check(t, []string{"sandbox", "cp", other, "sb7:/workspace/bin"}, result{})
+	if f := d.files["sb7:/workspace/bin/other.txt"]; string(f.data) != "other\n" {
+		t.Errorf("copied into the directory /workspace/bin: %q, want %q (files: %v)", f.data, "other\n", slices.Sorted(maps.Keys(d.files)))
+	}
+	check(t, []string{"sandbox", "cp", other, "sb7:/workspace/tool"}, result{})
+	if f := d.files["sb7:/workspace/tool"]; string(f.data) != "other\n" {
+		t.Errorf("copied over the file /workspace/tool: %q, want %q", f.data, "other\n")
+	}
 	check(t, []string{"sandbox", "cp", dir, "sb7:/x"}, result{Code: 1, Stderr: "is a directory"})
 	check(t, []string{"sandbox", "cp", filepath.Join(dir, "absent"), "sb7:/x"}, result{Code: 1, Stderr: "no such file or directory"})
 }
@@ -388,8 +402,10 @@ func TestCopyStdin(t *testing.T) {
 	if f := d.files["sb7:/workspace/in.txt"]; string(f.data) != "from stdin\n" || f.mode != "0644" {
 		t.Errorf("uploaded %q mode %s, want %q mode 0644", f.data, f.mode, "from stdin\n")
 	}
-	if code, _, _ := runIn(t, "from stdin\n", "sandbox", "cp", "-", "sb7:/workspace/"); code != 1 {
-		t.Errorf("copying stdin to a directory: exit %d, want 1", code)
+	for _, dst := range []string{"sb7:/workspace/", "sb7:/workspace"} {
+		if code, _, stderr := runIn(t, "from stdin\n", "sandbox", "cp", "-", dst); code != 1 || !strings.Contains(stderr, "name the destination file") {
+			t.Errorf("copying stdin to the directory %s: exit %d, stderr %q; want 1 and to name the file", dst, code, stderr)
+		}
 	}
 }
 

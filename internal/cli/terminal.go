@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -24,15 +25,16 @@ func newSandboxShellCmd(e env, cc *clientConfig) *cobra.Command {
 		Short: "open an interactive terminal in a sandbox",
 		Long: `shell runs the sandbox user's login shell (or CMD) on a terminal in the sandbox and connects
 it to yours: your terminal is in raw mode while it runs and its size follows yours. The exit
-code is the shell's (128+n when signal n ended it). The shell ends when you leave it.
+code is the shell's (128+n when signal n ended it). The shell ends when you leave it, or when
+the CLI gets SIGTERM or SIGHUP (it exits 128+n then); your keys, Ctrl-C too, go to the shell.
 
 With --name the terminal is persistent: it is made if the sandbox has no running terminal of
 that name (with CMD, or the login shell), and attached to otherwise, its recent output (up to
 1 MiB) replayed first. Type ~. at the start of a line to detach: the terminal goes on in the
 sandbox, with what it runs, until you attach again with the same --name (from anywhere, after
-a lost connection too), it exits, "sandbox terminal rm" ends it, or the sandbox ends. Type ~~
-to send one ~. One client at a time types into a terminal: --takeover takes its place from
-another, --read-only watches beside it.`,
+a lost connection too), it exits, "sandbox terminal rm" ends it, or the sandbox ends (SIGTERM
+or SIGHUP detaches as ~. does). Type ~~ to send one ~. One client at a time types into a
+terminal: --takeover takes its place from another, --read-only watches beside it.`,
 		Example: `  agent2env sandbox shell "$ID"
   agent2env sandbox shell "$ID" -- python3
   agent2env sandbox shell "$ID" --name work
@@ -91,7 +93,7 @@ func runTerminal(c *cobra.Command, e env, cc *clientConfig, id string, req api.T
 		return err
 	}
 	defer t.Close()
-	_, err = drive(e, t, fd, driveOptions{tty: req.TTY, stdin: withStdin})
+	_, err = drive(c.Context(), e, t, fd, driveOptions{tty: req.TTY, stdin: withStdin})
 	return err
 }
 
@@ -127,10 +129,10 @@ func runPersistent(c *cobra.Command, e env, cc *clientConfig, id string, req api
 		return err
 	}
 	defer t.Close()
-	detached, err := drive(e, t, fd, driveOptions{tty: true, stdin: true, attached: true, readOnly: opts.ReadOnly})
-	if detached {
+	detached, err := drive(ctx, e, t, fd, driveOptions{tty: true, stdin: true, attached: true, readOnly: opts.ReadOnly})
+	if sig := (*signalError)(nil); detached || errors.As(err, &sig) {
 		fmt.Fprintf(e.stderr, "\r\ndetached from terminal %s; it goes on: agent2env sandbox shell %s --name %s attaches again\r\n", req.Name, id, req.Name)
-		return nil
+		return err // nil for ~., the signal's exit code for a signal
 	}
 	if errors.Is(err, client.ErrTerminalTakenOver) {
 		return fmt.Errorf("\r\n%w: detached from terminal %s", err, req.Name)
@@ -161,8 +163,11 @@ func terminalSize(fd int) (rows, cols uint16) {
 
 // driveOptions say how drive connects a terminal.
 type driveOptions struct {
-	// tty: the remote process has a tty, and e's terminal is put in raw
-	// mode; stdin: e's input is copied to it.
+	// tty: the remote process has a tty, whose size follows e's
+	// terminal; stdin: e's input is copied to it. With both, e's
+	// terminal is put in raw mode: its keys, Ctrl-C too, go to the
+	// process. A tty without stdin leaves e's terminal as it is, as
+	// docker exec -t does: Ctrl-C interrupts the CLI.
 	tty, stdin bool
 	// attached: an attachment to a persistent terminal, whose size is
 	// set at once and which ~. detaches from; readOnly: its input is not
@@ -172,14 +177,23 @@ type driveOptions struct {
 
 // drive connects t to e's streams, and e's terminal fd (-1: none), until
 // t's output ends, as opts say. It returns whether ~. detached, or else
-// the remote exit code as an exitError.
-func drive(e env, t *client.Terminal, fd int, opts driveOptions) (detached bool, err error) {
+// the remote exit code as an exitError. A signal that cancels ctx
+// (SIGINT, SIGTERM: NotifyContext), or SIGHUP, closes t — which ends a
+// one-shot terminal's process and detaches from a persistent one — and
+// is returned as a *signalError.
+func drive(ctx context.Context, e env, t *client.Terminal, fd int, opts driveOptions) (detached bool, err error) {
+	// SIGHUP is watched here only: serve reloads on it.
+	ctx, stop := notifyContext(ctx, syscall.SIGHUP)
+	defer stop()
+	defer context.AfterFunc(ctx, func() { t.Close() })()
 	if opts.tty && fd >= 0 {
-		old, err := term.MakeRaw(fd)
-		if err != nil {
-			return false, fmt.Errorf("put the terminal in raw mode: %w", err)
+		if opts.stdin {
+			old, err := term.MakeRaw(fd)
+			if err != nil {
+				return false, fmt.Errorf("put the terminal in raw mode: %w", err)
+			}
+			defer term.Restore(fd, old)
 		}
-		defer term.Restore(fd, old)
 		winch := make(chan os.Signal, 1)
 		signal.Notify(winch, syscall.SIGWINCH)
 		defer signal.Stop(winch)
@@ -217,10 +231,16 @@ func drive(e env, t *client.Terminal, fd int, opts driveOptions) (detached bool,
 		return true, nil
 	default:
 	}
+	if sig := interruption(ctx); sig != nil {
+		return false, sig
+	}
 	if err != nil {
 		return false, err
 	}
 	exit, err := t.Wait()
+	if sig := interruption(ctx); err != nil && sig != nil {
+		return false, sig
+	}
 	if err != nil {
 		return false, err
 	}

@@ -375,3 +375,37 @@ func TestExecOutputBudget(t *testing.T) {
 		t.Errorf("budget in use after release: %d", in)
 	}
 }
+
+// The messages of failed file operations and deletes, which the API sends
+// as they are, say what went wrong and not what was asked: the client
+// names that ("download /x from sandbox ID: …"), and would say it twice.
+func TestErrorsNameNoRequest(t *testing.T) {
+	e := newEnv(t, Config{})
+	id := e.running(t)
+	ctx := context.Background()
+	if _, err := e.m.Upload(ctx, id, "dir/f", 0o644, strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		op   func() error
+		want string // what the message ends with
+	}{
+		{"download a missing file", func() error { _, _, err := e.m.Download(ctx, id, "nope.txt"); return err }, "nope.txt: no such file or directory"},
+		{"list a missing directory", func() error { _, err := e.m.ListDir(ctx, id, "nodir"); return err }, "nodir: no such file or directory"},
+		{"upload over a directory", func() error {
+			_, err := e.m.Upload(ctx, id, "dir", 0o644, strings.NewReader("x"))
+			return err
+		}, "dir: is a directory"},
+		{"delete a missing sandbox", func() error { return e.m.Delete(ctx, "nosuch1") }, "sandbox nosuch1 not found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.op()
+			if err == nil || !strings.HasSuffix(err.Error(), tt.want) || strings.Contains(err.Error(), "sandbox "+id) ||
+				strings.Contains(err.Error(), "terminating") {
+				t.Errorf("got %v, want the failure alone, ending %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -12,7 +12,7 @@ func (m *Manager) Move(ctx context.Context, id, from, to string) error {
 	if err != nil {
 		return err
 	}
-	return m.fileOp(ctx, id, from, "move %s in", func(c *agent.Client, from string) error {
+	return m.fileOp(ctx, id, from, func(c *agent.Client, from string) error {
 		return c.Move(ctx, from, to)
 	})
 }
@@ -20,7 +20,7 @@ func (m *Manager) Move(ctx context.Context, id, from, to string) error {
 // Remove deletes the file or empty directory at p in the sandbox, and a
 // directory's contents when recursive.
 func (m *Manager) Remove(ctx context.Context, id, p string, recursive bool) error {
-	return m.fileOp(ctx, id, p, "remove %s in", func(c *agent.Client, p string) error {
+	return m.fileOp(ctx, id, p, func(c *agent.Client, p string) error {
 		return c.Remove(ctx, p, recursive)
 	})
 }

@@ -25,9 +25,11 @@ func fileErr(err error) error {
 }
 
 // fileOp runs op on the agent of running sandbox id with p cleaned
-// (CleanPath), wrapping its error with what was done ("upload %s to") and
-// the file code.
-func (m *Manager) fileOp(ctx context.Context, id, p, doing string, op func(c *agent.Client, p string) error) error {
+// (CleanPath), giving its error the file code. The error is the agent's,
+// which names the path and the system call that failed: the surfaces send
+// it as the message, which their clients prefix with what they asked for
+// ("download %s from sandbox %s") — said here too, it would be said twice.
+func (m *Manager) fileOp(ctx context.Context, id, p string, op func(c *agent.Client, p string) error) error {
 	p, err := CleanPath(p)
 	if err != nil {
 		return err
@@ -36,15 +38,12 @@ func (m *Manager) fileOp(ctx context.Context, id, p, doing string, op func(c *ag
 	if err != nil {
 		return err
 	}
-	if err := op(c, p); err != nil {
-		return fmt.Errorf(doing+" sandbox %s: %w", p, id, fileErr(err))
-	}
-	return nil
+	return fileErr(op(c, p))
 }
 
 // Upload streams r into the file at p in the sandbox.
 func (m *Manager) Upload(ctx context.Context, id, p string, mode os.FileMode, r io.Reader) (fi agent.FileInfo, err error) {
-	err = m.fileOp(ctx, id, p, "upload %s to", func(c *agent.Client, p string) (err error) {
+	err = m.fileOp(ctx, id, p, func(c *agent.Client, p string) (err error) {
 		fi, err = c.Upload(ctx, p, mode, r)
 		return err
 	})
@@ -104,7 +103,7 @@ func (m *Manager) UploadFiles(ctx context.Context, id string, files func(put Put
 // Download opens the file at p in the sandbox; the caller closes it. The
 // size is -1 when unknown.
 func (m *Manager) Download(ctx context.Context, id, p string) (rc io.ReadCloser, size int64, err error) {
-	err = m.fileOp(ctx, id, p, "download %s from", func(c *agent.Client, p string) (err error) {
+	err = m.fileOp(ctx, id, p, func(c *agent.Client, p string) (err error) {
 		rc, size, err = c.Download(ctx, p)
 		return err
 	})
@@ -114,7 +113,7 @@ func (m *Manager) Download(ctx context.Context, id, p string) (rc io.ReadCloser,
 // DownloadFrom is Download from byte offset on, read from there by the
 // agent; size is what is left from offset.
 func (m *Manager) DownloadFrom(ctx context.Context, id, p string, offset int64) (rc io.ReadCloser, size int64, err error) {
-	err = m.fileOp(ctx, id, p, "download %s from", func(c *agent.Client, p string) (err error) {
+	err = m.fileOp(ctx, id, p, func(c *agent.Client, p string) (err error) {
 		rc, size, err = c.DownloadFrom(ctx, p, offset)
 		return err
 	})
@@ -124,7 +123,7 @@ func (m *Manager) DownloadFrom(ctx context.Context, id, p string, offset int64) 
 // Stat describes the file at p in the sandbox (a symbolic link itself, not
 // its target).
 func (m *Manager) Stat(ctx context.Context, id, p string) (fi agent.FileInfo, err error) {
-	err = m.fileOp(ctx, id, p, "stat %s in", func(c *agent.Client, p string) (err error) {
+	err = m.fileOp(ctx, id, p, func(c *agent.Client, p string) (err error) {
 		fi, err = c.Stat(ctx, p)
 		return err
 	})
@@ -134,7 +133,7 @@ func (m *Manager) Stat(ctx context.Context, id, p string) (fi agent.FileInfo, er
 // StatTarget describes what path p leads to in the sandbox, a final
 // symlink followed (agent.Client.StatTarget).
 func (m *Manager) StatTarget(ctx context.Context, id, p string) (fi agent.FileInfo, err error) {
-	err = m.fileOp(ctx, id, p, "stat %s in", func(c *agent.Client, p string) (err error) {
+	err = m.fileOp(ctx, id, p, func(c *agent.Client, p string) (err error) {
 		fi, err = c.StatTarget(ctx, p)
 		return err
 	})
@@ -143,7 +142,7 @@ func (m *Manager) StatTarget(ctx context.Context, id, p string) (fi agent.FileIn
 
 // ListDir describes the entries of directory p in the sandbox.
 func (m *Manager) ListDir(ctx context.Context, id, p string) (fis []agent.FileInfo, err error) {
-	err = m.fileOp(ctx, id, p, "list %s in", func(c *agent.Client, p string) (err error) {
+	err = m.fileOp(ctx, id, p, func(c *agent.Client, p string) (err error) {
 		fis, err = c.List(ctx, p)
 		return err
 	})
@@ -152,7 +151,7 @@ func (m *Manager) ListDir(ctx context.Context, id, p string) (fis []agent.FileIn
 
 // Mkdir makes directory p in the sandbox, and its parents.
 func (m *Manager) Mkdir(ctx context.Context, id, p string) error {
-	return m.fileOp(ctx, id, p, "make directory %s in", func(c *agent.Client, p string) error {
+	return m.fileOp(ctx, id, p, func(c *agent.Client, p string) error {
 		return c.Mkdir(ctx, p, true)
 	})
 }

@@ -267,19 +267,27 @@ func (m *Manager) setStatus(ctx context.Context, id string, status api.SandboxSt
 // as it is at the write.
 func (m *Manager) setStatusIf(ctx context.Context, id string, status api.SandboxStatus, reason string, check func(*store.Sandbox) error) (*store.Sandbox, error) {
 	now := m.now().UTC()
+	refused := false
 	sb, err := m.store.UpdateSandbox(context.WithoutCancel(ctx), id, func(sb *store.Sandbox) error {
 		if check != nil {
 			if err := check(sb); err != nil {
+				refused = true
 				return err
 			}
 		}
 		sb.Status, sb.Reason, sb.UpdatedAt = string(status), reason, now
 		return nil
 	}, store.Event{At: now, Status: string(status), Message: reason})
-	if err != nil {
-		return nil, fmt.Errorf("set sandbox %s %s: %w", id, status, err)
+	switch {
+	case err == nil:
+		return sb, nil
+	case refused || errors.Is(err, errdefs.ErrNotFound):
+		// An answer about the sandbox (none has id, or check refused
+		// it), which the caller's request meets: not a step of its
+		// own to name ("set sandbox %s terminating").
+		return nil, err
 	}
-	return sb, nil
+	return nil, fmt.Errorf("set sandbox %s %s: %w", id, status, err)
 }
 
 // Get returns the sandbox id. One waiting in a warm pool is not found, as

@@ -10,7 +10,7 @@ import (
 // when recursive) with the agent's inotify watch, until ctx ends or the
 // watch is closed.
 func (m *Manager) WatchDir(ctx context.Context, id, p string, recursive bool) (w *agent.DirWatch, err error) {
-	err = m.fileOp(ctx, id, p, "watch %s in", func(c *agent.Client, p string) (err error) {
+	err = m.fileOp(ctx, id, p, func(c *agent.Client, p string) (err error) {
 		w, err = c.WatchDir(ctx, p, recursive)
 		return err
 	})

@@ -171,14 +171,17 @@ func Load(name string, data []byte, opts ...Option) (*Task, error) {
 	d := decoder{nodes: map[string]*yaml.Node{"": root}, budget: maxNodes}
 	var t Task
 	d.value(root, &t, "")
-	if len(d.errs) > 0 {
-		// Type errors first: the rules below would only repeat them.
-		return nil, d.errs.err(name)
+	if d.budget < 0 {
+		return nil, d.errs.err(name) // the task is cut short: no rule can hold
 	}
+	// The rules run over the type errors too, for every problem at once;
+	// what they say of a field its type error left zero is dropped.
+	typeErrs := len(d.errs)
 	t.check(&d.errs, d.nodes)
 	if len(o.models) > 0 && t.Model != "" && !slices.Contains(o.models, t.Model) {
 		d.errs.add(d.nodes, "model", "unknown model %q (the LLM proxy has %s)", t.Model, strings.Join(o.models, ", "))
 	}
+	d.errs = d.errs.withoutRepeats(typeErrs)
 	if err := d.errs.err(name); err != nil {
 		return nil, err
 	}
@@ -223,6 +226,27 @@ func (e *fieldErrors) add(nodes map[string]*yaml.Node, field, msg string, args .
 		}
 	}
 	*e = append(*e, fe)
+}
+
+// withoutRepeats drops from e[n:], the errors of the rules, those about a
+// field that one of e[:n], the type errors, is about, or a field in it or
+// holding it: the rule saw the value the type error left zero, and would
+// only repeat it.
+func (e fieldErrors) withoutRepeats(n int) fieldErrors {
+	out := e[:n:n]
+	for _, fe := range e[n:] {
+		if !slices.ContainsFunc(e[:n], func(te FieldError) bool {
+			return within(fe.Field, te.Field) || fe.Field != "" && within(te.Field, fe.Field)
+		}) {
+			out = append(out, fe)
+		}
+	}
+	return out
+}
+
+// within says whether field path is field or inside it.
+func within(path, field string) bool {
+	return field == "" || path == field || strings.HasPrefix(path, field+".") || strings.HasPrefix(path, field+"[")
 }
 
 func (e fieldErrors) err(file string) error {

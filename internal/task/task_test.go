@@ -140,6 +140,16 @@ var badFiles = []struct {
 }{
 	{"unknown agent", "", "name: t\nagent: claud\nmodel: m\ngoal: g\n",
 		[]string{`line 2: agent: unknown agent "claud" (one of claude-code, codex, gemini-cli, opencode, qwen-code, custom)`}},
+	// Every problem at once: type errors and the rules', but for what the
+	// rules say of a field a type error left zero.
+	{"type errors and rules", "", "name: x\nagent: foo\nend: {timeout: 1x}\nartifacts: 5\n",
+		[]string{`line 3: end.timeout: "1x" is not a duration such as 90s, 30m or 1h30m`,
+			"line 4: artifacts: must be a list, not the number 5",
+			`line 2: agent: unknown agent "foo" (one of claude-code, codex, gemini-cli, opencode, qwen-code, custom)`,
+			"line 1: model: is required for agent foo",
+			"line 1: goal: is required"}},
+	{"rules about a field of the wrong type", "", "name: x\nagent: codex\nmodel: [1]\ngoal: g\nimage: [x]\n",
+		[]string{"line 3: model: must be a string, not a list", "line 5: image: must be a string, not a list"}},
 	{"missing goal", "", "name: t\nagent: codex\nmodel: m\n",
 		[]string{"line 1: goal: is required"}},
 	{"blank goal", "", "name: t\nagent: codex\nmodel: m\ngoal: \"  \"\n",
