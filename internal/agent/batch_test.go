@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -185,11 +186,11 @@ func TestUploadBatch(t *testing.T) {
 				// A batch cut short is removed once the agent sees its end.
 				deadline := time.Now().Add(2 * time.Second)
 				tree := readTree(t, work)
-				for !equalTrees(tree, want) && tc.end == "cancel" && time.Now().Before(deadline) {
+				for !maps.Equal(tree, want) && tc.end == "cancel" && time.Now().Before(deadline) {
 					time.Sleep(20 * time.Millisecond)
 					tree = readTree(t, work)
 				}
-				if !equalTrees(tree, want) {
+				if !maps.Equal(tree, want) {
 					t.Errorf("work after the batch:\n%v\nwant\n%v", tree, want)
 				}
 			})
@@ -226,18 +227,6 @@ func readTree(t *testing.T, root string) map[string]string {
 		t.Fatal(err)
 	}
 	return out
-}
-
-func equalTrees(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestUploadBatchOldAgent: an agent that has no batch uploads is told
