@@ -482,15 +482,7 @@ func TestKernelNoLeak(t *testing.T) {
 	requireInterpreters(t)
 	for _, how := range []string{"delete", "restart", "stop"} {
 		t.Run(how, func(t *testing.T) {
-			// The runtime's poller and the OOM trampoline are opened on first use.
-			r, w, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.Close()
-			w.Close()
-			_, _ = processOOMExec()
-			before := openFDs(t)
+			before := fdBaseline(t)
 			sock, _, stop := serveAgent(t, func(dir string) ServerConfig {
 				return ServerConfig{Env: []string{"PATH=" + os.Getenv("PATH")}, Cwd: dir, UID: -1, GID: -1}
 			})
