@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -132,6 +134,9 @@ var (
 	ErrPidsExhausted = errors.New("the sandbox has reached its process limit")
 )
 
+// errAgentStopping is a kernel asked for while the agent stops.
+var errAgentStopping = errors.New("the agent is stopping")
+
 // kernels is the agent's registry of kernels.
 type kernels struct {
 	srv *Server
@@ -140,6 +145,8 @@ type kernels struct {
 	// spare is a kernel started before it was asked for (startSpare);
 	// the first create takes it. Nil: none.
 	spare *spareKernel
+	// stopped: shutdown ran; no kernel starts any more.
+	stopped bool
 }
 
 // spareKernel is a driver started ahead of demand; done closes once its
@@ -260,6 +267,10 @@ func (ks *kernels) create(ctx context.Context, spec KernelSpec) (KernelInfo, err
 		return KernelInfo{}, err
 	}
 	ks.mu.Lock()
+	if ks.stopped {
+		ks.mu.Unlock()
+		return KernelInfo{}, fmt.Errorf("kernel %s: %w", spec.ID, errAgentStopping)
+	}
 	if _, ok := ks.m[spec.ID]; ok {
 		ks.mu.Unlock()
 		return KernelInfo{}, fmt.Errorf("kernel %s: %w", spec.ID, ErrKernelExists)
@@ -279,9 +290,46 @@ func (ks *kernels) create(ctx context.Context, spec KernelSpec) (KernelInfo, err
 		return KernelInfo{}, err
 	}
 	k.mu.Lock()
-	k.proc = p
+	closed := k.closed
+	if !closed {
+		k.proc = p
+	}
 	k.mu.Unlock()
+	if closed { // the agent stopped while it started
+		p.kill()
+		return KernelInfo{}, fmt.Errorf("kernel %s: %w", spec.ID, errAgentStopping)
+	}
 	return k.info(), nil
+}
+
+// shutdown ends every kernel and the spare, and waits for their drivers
+// to exit, for an agent that stops serving (the fake runtime and the tests
+// run many agents in one process; in a sandbox the agent's exit ends them
+// anyway). A kernel still starting is ended once started.
+func (ks *kernels) shutdown() {
+	ks.mu.Lock()
+	ks.stopped = true
+	sp := ks.spare
+	ks.spare = nil
+	all := slices.Collect(maps.Values(ks.m))
+	ks.mu.Unlock()
+	var procs []*kernelProc
+	if sp != nil {
+		<-sp.done
+		procs = append(procs, sp.p)
+	}
+	for _, k := range all {
+		k.mu.Lock()
+		k.closed = true
+		procs = append(procs, k.proc)
+		k.mu.Unlock()
+	}
+	for _, p := range procs {
+		if p != nil {
+			p.kill()
+			<-p.exited
+		}
+	}
 }
 
 // startSpare launches a kernel of lang at once, with the default

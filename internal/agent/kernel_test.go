@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -472,5 +473,41 @@ except EOFError:
     print("EOF")`, 0)
 	if want := "True ['-c'] ''\nTrue ''\nb''\nEOF\n"; out.stdout != want || out.res.Error != nil {
 		t.Errorf("stdout %q, error %+v; want %q", out.stdout, out.res.Error, want)
+	}
+}
+
+// A kernel leaves no file behind: deleted, restarted after its driver
+// died, or left to the agent's stop.
+func TestKernelNoLeak(t *testing.T) {
+	requireInterpreters(t)
+	for _, how := range []string{"delete", "restart", "stop"} {
+		t.Run(how, func(t *testing.T) {
+			before := fdBaseline(t)
+			sock, _, stop := serveAgent(t, func(dir string) ServerConfig {
+				return ServerConfig{Env: []string{"PATH=" + os.Getenv("PATH")}, Cwd: dir, UID: -1, GID: -1}
+			})
+			c := NewClient(UnixDialer(sock), "")
+			for _, lang := range []string{LangPython, LangJavaScript, LangBash} {
+				newKernel(t, c, lang, lang)
+				switch how {
+				case "delete":
+					if err := c.DeleteKernel(context.Background(), lang); err != nil {
+						t.Fatal(err)
+					}
+				case "restart":
+					if lang == LangPython {
+						for range 3 {
+							execute(t, c, lang, "import os\nos._exit(3)", 0)
+						}
+					}
+					if err := c.DeleteKernel(context.Background(), lang); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			c.Close()
+			stop()
+			waitFor(t, "the files to close", func() bool { return openFDs(t) <= before })
+		})
 	}
 }

@@ -534,6 +534,21 @@ func TestProcTakeover(t *testing.T) {
 }
 
 // openFDs counts the test process's open files.
+// fdBaseline returns the number of files the process has open once those
+// opened on first use and kept are (the runtime's poller, the process's
+// OOM trampoline): what a test that leaves nothing behind ends with.
+func fdBaseline(t *testing.T) int {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	w.Close()
+	_, _ = processOOMExec()
+	return openFDs(t)
+}
+
 func openFDs(t *testing.T) int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
@@ -548,16 +563,7 @@ func openFDs(t *testing.T) int {
 func TestProcNoLeak(t *testing.T) {
 	for _, how := range []string{"delete", "stop"} {
 		t.Run(how, func(t *testing.T) {
-			// The runtime's poller opens its files on first use.
-			r, w, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.Close()
-			w.Close()
-			// So is the process's OOM trampoline.
-			_, _ = processOOMExec()
-			before := openFDs(t)
+			before := fdBaseline(t)
 			sock, _, stop := serveAgent(t, func(dir string) ServerConfig {
 				return ServerConfig{Env: []string{"PATH=" + os.Getenv("PATH")}, Cwd: dir, UID: -1, GID: -1}
 			})

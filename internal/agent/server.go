@@ -179,6 +179,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	})
 	err := srv.Serve(l)
 	s.procs.shutdown()
+	s.kernels.shutdown()
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -343,8 +343,8 @@ func tailLLM(ctx context.Context, e env, cl *client.Client, lf client.LLMFilter,
 			header = false
 			return err
 		})
-		if ctx.Err() != nil {
-			return nil // interrupted
+		if sig := interruption(ctx); sig != nil {
+			return sig // 128+n, as for a tail -f that a signal ends
 		}
 		return err
 	}

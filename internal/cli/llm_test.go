@@ -3,11 +3,13 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -142,12 +144,12 @@ func TestLLMCommands(t *testing.T) {
 }
 
 // TestLLMTailFollow: tail -f prints each exchange once, when it has
-// ended, until interrupted.
+// ended, until interrupted, and then exits as the signal's 128+n.
 func TestLLMTailFollow(t *testing.T) {
 	d := newLLMDaemon(t)
 	d.call(t, "sb-one", false)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
 	var out syncBuf
 	cl, err := client.FromEnv()
 	if err != nil {
@@ -170,9 +172,10 @@ func TestLLMTailFollow(t *testing.T) {
 	d.call(t, "sb-three", false)
 	waitFor(3)
 	time.Sleep(50 * time.Millisecond) // nothing is printed again
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	cancel(&signalError{sig: os.Interrupt})
+	var sig *signalError
+	if err := <-done; !errors.As(err, &sig) || sig.code() != 130 {
+		t.Fatalf("tail -f interrupted: %v, want the interruption (exit 130)", err)
 	}
 	var sandboxes []string
 	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {

@@ -220,7 +220,8 @@ func (m *Manager) restoreCopy(ctx context.Context, cp sandbox.Checkpointer, snap
 	m.log.Info("sandbox restored", "sandbox", id, "snapshot", snap.ID, "took", time.Since(start))
 	reason := "restored from snapshot " + snap.ID
 	sb, err := m.store.UpdateSandbox(ctx, id, func(sb *store.Sandbox) error {
-		sb.Spec, sb.Status, sb.Reason, sb.UpdatedAt = snap.Spec, string(api.StatusRunning), reason, m.now().UTC()
+		sb.Spec, sb.Env, sb.TemplateVersion = snap.Spec, snap.Env, snap.TemplateVersion
+		sb.Status, sb.Reason, sb.UpdatedAt = string(api.StatusRunning), reason, m.now().UTC()
 		return nil
 	})
 	if err != nil {

@@ -74,7 +74,7 @@ func (m *Manager) snapshot(ctx context.Context, id string, req SnapshotRequest, 
 		return nil, nil, notNow("snapshot", sb)
 	}
 	snap := &store.Snapshot{ID: snapshotPrefix + newID(), SandboxID: id, Image: sb.Image, Template: sb.Template,
-		CPU: sb.CPU, Memory: sb.Memory, Runtime: sb.Runtime, Status: string(api.SnapshotReady), Stopped: stop,
+		TemplateVersion: sb.TemplateVersion, Env: sb.Env, CPU: sb.CPU, Memory: sb.Memory, Runtime: sb.Runtime, Status: string(api.SnapshotReady), Stopped: stop,
 		Tenant: sb.Tenant, Spec: sb.Spec, Contexts: req.Contexts}
 	dir := m.snapshotDir(snap.ID)
 	if err := os.MkdirAll(m.cfg.SnapshotDir, 0o700); err != nil {

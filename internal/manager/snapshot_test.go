@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -87,12 +88,14 @@ func newSnapshotEnv(t *testing.T) (*env, *checkpointing) {
 func TestSnapshotRestore(t *testing.T) {
 	e, _ := newSnapshotEnv(t)
 	ctx := context.Background()
-	id := e.running(t)
+	env := map[string]string{"A": "1"}
+	id := e.create(t, CreateRequest{Env: env}).ID
+	e.waitStatus(t, id, api.StatusRunning)
 	snap, err := e.m.Snapshot(ctx, id, SnapshotRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if snap.SandboxID != id || snap.Image != "alpine" || snap.Status != string(api.SnapshotReady) || snap.SizeBytes <= 0 || snap.Stopped {
+	if snap.SandboxID != id || snap.Image != "alpine" || !maps.Equal(snap.Env, env) || snap.Status != string(api.SnapshotReady) || snap.SizeBytes <= 0 || snap.Stopped {
 		t.Errorf("snapshot = %+v", snap)
 	}
 	e.waitStatus(t, id, api.StatusRunning)
@@ -109,7 +112,9 @@ func TestSnapshotRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sb.ID == id || sb.Status != string(api.StatusRunning) || sb.TTL != 60 || sb.Metadata["k"] != "v" || sb.CPU != snap.CPU {
+	// Its view is the snapshot's sandbox's: image, resources, environment.
+	if sb.ID == id || sb.Status != string(api.StatusRunning) || sb.TTL != 60 || sb.Metadata["k"] != "v" || sb.CPU != snap.CPU ||
+		!maps.Equal(sb.Env, env) {
 		t.Errorf("restored sandbox = %+v", sb)
 	}
 	if st, err := e.rt.Status(ctx, sb.ID); err != nil || st.Labels["agent2env.snapshot"] != snap.ID {

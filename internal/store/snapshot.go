@@ -16,6 +16,10 @@ type Snapshot struct {
 	SandboxID string
 	Image     string
 	Template  string
+	// TemplateVersion and Env are the sandbox's, as its view shows them,
+	// which sandboxes made from the snapshot show too.
+	TemplateVersion int
+	Env             map[string]string
 	// CPU and Memory are the sandbox's, as requested.
 	CPU     string
 	Memory  string

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -11,20 +12,30 @@ import (
 
 var snapshots = newTable(table[store.Snapshot]{
 	kind: "snapshot", name: "snapshots",
-	columns: `id, sandbox_id, image, template, cpu, memory, runtime, status, error, stopped, size_bytes, tenant, spec, contexts, created_at`,
+	columns: `id, sandbox_id, image, template, template_version, env, cpu, memory, runtime, status, error, stopped, size_bytes, tenant, spec, contexts, created_at`,
 	scan:    scanSnapshot,
 	values: func(s *store.Snapshot) ([]any, error) {
-		return []any{s.ID, s.SandboxID, s.Image, s.Template, s.CPU, s.Memory, s.Runtime, s.Status, s.Error,
+		env, err := json.Marshal(s.Env)
+		if err != nil {
+			return nil, fmt.Errorf("encode env: %w", err)
+		}
+		return []any{s.ID, s.SandboxID, s.Image, s.Template, s.TemplateVersion, string(env), s.CPU, s.Memory, s.Runtime, s.Status, s.Error,
 			s.Stopped, s.SizeBytes, s.Tenant, bytesOrEmpty(s.Spec), bytesOrEmpty(s.Contexts), s.CreatedAt}, nil
 	},
 	setKey: func(s *store.Snapshot, id string) { s.ID = id },
 })
 
 func scanSnapshot(row scanner) (*store.Snapshot, error) {
-	var s store.Snapshot
-	if err := row.Scan(&s.ID, &s.SandboxID, &s.Image, &s.Template, &s.CPU, &s.Memory, &s.Runtime, &s.Status, &s.Error,
+	var (
+		s   store.Snapshot
+		env []byte
+	)
+	if err := row.Scan(&s.ID, &s.SandboxID, &s.Image, &s.Template, &s.TemplateVersion, &env, &s.CPU, &s.Memory, &s.Runtime, &s.Status, &s.Error,
 		&s.Stopped, &s.SizeBytes, &s.Tenant, &s.Spec, &s.Contexts, &s.CreatedAt); err != nil {
 		return nil, err
+	}
+	if err := json.Unmarshal(env, &s.Env); err != nil {
+		return nil, fmt.Errorf("decode env of snapshot %s: %w", s.ID, err)
 	}
 	s.Spec, s.Contexts, s.CreatedAt = nilIfEmpty(s.Spec), nilIfEmpty(s.Contexts), s.CreatedAt.UTC()
 	return &s, nil

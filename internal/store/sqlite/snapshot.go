@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -11,10 +12,14 @@ import (
 
 var snapshots = newTable(table[store.Snapshot]{
 	kind: "snapshot", name: "snapshots",
-	columns: `id, sandbox_id, image, template, cpu, memory, runtime, status, error, stopped, size_bytes, tenant, spec, contexts, created_at`,
+	columns: `id, sandbox_id, image, template, template_version, env, cpu, memory, runtime, status, error, stopped, size_bytes, tenant, spec, contexts, created_at`,
 	scan:    scanSnapshot,
 	values: func(s *store.Snapshot) ([]any, error) {
-		return []any{s.ID, s.SandboxID, s.Image, s.Template, s.CPU, s.Memory, s.Runtime, s.Status, s.Error,
+		env, err := json.Marshal(s.Env)
+		if err != nil {
+			return nil, fmt.Errorf("encode env: %w", err)
+		}
+		return []any{s.ID, s.SandboxID, s.Image, s.Template, s.TemplateVersion, string(env), s.CPU, s.Memory, s.Runtime, s.Status, s.Error,
 			s.Stopped, s.SizeBytes, s.Tenant, string(s.Spec), string(s.Contexts), toUnix(s.CreatedAt)}, nil
 	},
 	setID: func(s *store.Snapshot, id string) { s.ID = id },
@@ -23,13 +28,17 @@ var snapshots = newTable(table[store.Snapshot]{
 func scanSnapshot(row scanner) (*store.Snapshot, error) {
 	var (
 		s       store.Snapshot
+		env     string
 		spec    string
 		ctxs    string
 		created int64
 	)
-	if err := row.Scan(&s.ID, &s.SandboxID, &s.Image, &s.Template, &s.CPU, &s.Memory, &s.Runtime, &s.Status, &s.Error,
+	if err := row.Scan(&s.ID, &s.SandboxID, &s.Image, &s.Template, &s.TemplateVersion, &env, &s.CPU, &s.Memory, &s.Runtime, &s.Status, &s.Error,
 		&s.Stopped, &s.SizeBytes, &s.Tenant, &spec, &ctxs, &created); err != nil {
 		return nil, err
+	}
+	if err := json.Unmarshal([]byte(env), &s.Env); err != nil {
+		return nil, fmt.Errorf("decode env of snapshot %s: %w", s.ID, err)
 	}
 	if spec != "" {
 		s.Spec = []byte(spec)

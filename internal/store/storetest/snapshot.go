@@ -32,7 +32,7 @@ func testSnapshotCreateGetDelete(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	now := time.Now()
 	full := &store.Snapshot{ID: "snap-000000000002", SandboxID: "sbx-1", Image: "python:3.12", Template: "py",
-		CPU: "500m", Memory: "1Gi", Runtime: "oci", Status: "failed", Error: "dump: ü→✓ 'quoted'", Stopped: true,
+		TemplateVersion: 3, Env: map[string]string{"A": "1", "Ü": "✓ 'q'"}, CPU: "500m", Memory: "1Gi", Runtime: "oci", Status: "failed", Error: "dump: ü→✓ 'quoted'", Stopped: true,
 		SizeBytes: 5 << 30, Tenant: "acme", Spec: []byte(`{"image":"python:3.12"}`), Contexts: []byte(`[{"id":"ctx-1"}]`), CreatedAt: now.UTC()}
 	// What a create leaves in the record it was given is what a read
 	// returns: its time rounded down to microseconds.
