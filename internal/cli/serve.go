@@ -108,7 +108,7 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 		Keys:    keys, Listen: cfg.Listen, PublicURL: cfg.PublicURL, DataDir: cfg.DataDir, Store: cfg.Store, Runtime: s.runtime, RuntimeSettings: s.runtimeSettings,
 		ImageDir: cfg.ImageDir, CacheDir: cfg.CacheDir, DebianMirror: cfg.DebianMirror, PrebuildImages: cfg.PrebuildImages,
 		InsecureRegistries: splitList(cfg.InsecureRegistries), Log: log,
-		Manager: manager.Config{MaxSandboxes: cfg.MaxSandboxes, OutputBudget: cfg.OutputBudget,
+		Manager: manager.Config{MaxSandboxes: cfg.MaxSandboxes, OutputBudget: cfg.OutputBudget, DiskReserve: cfg.DiskReserve,
 			CPUOvercommit: cfg.CPUOvercommit, MemoryOvercommit: cfg.MemoryOvercommit,
 			Owned: manager.OwnedLimits{MaxSandboxes: cfg.OwnedSandboxes, CPU: cfg.OwnedCPU, Memory: cfg.OwnedMemory}},
 		Contexts: contexts.Config{Defaults: s.sources, OutputLimit: cfg.ContextOutputLimit,

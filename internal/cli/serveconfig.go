@@ -60,6 +60,7 @@ type serveConfig struct {
 	MaxConns           int           `yaml:"max-conns"`
 	MaxConnsPerClient  int           `yaml:"max-conns-per-client"`
 	OutputBudget       int64         `yaml:"output-budget"`
+	DiskReserve        int64         `yaml:"disk-reserve"`
 	DefaultFlavor      string        `yaml:"default-flavor"`
 	SessionTimeout     time.Duration `yaml:"session-timeout"`
 	SessionPauseAfter  time.Duration `yaml:"session-pause-after"`
@@ -129,6 +130,7 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.StringVar(&cfg.KubeRuntimeClass, "kube-runtime-class", "", "kubernetes runtime: runtimeClassName of the sandboxes' Pods (gVisor, Kata)")
 	f.StringVar(&cfg.KubePullSecrets, "kube-pull-secrets", "", "kubernetes runtime: comma-separated imagePullSecrets of the sandboxes' Pods")
 	f.StringVar(&cfg.CRIU, "criu", criuAuto, "oci runtime: the criu program snapshots (checkpoint and restore) use: auto (the one make criu cached under the cache dir, else criu on PATH, if criu check passes; otherwise snapshots are off, with the reason logged), off, or a path")
+	f.Int64Var(&cfg.DiskReserve, "disk-reserve", 1<<30, "bytes the data dir's file system keeps free: with fewer free a create or start is 507 NO_SPACE (sandbox disks are thin-provisioned and grow into it; 0: not checked)")
 	f.Int64Var(&cfg.OutputBudget, "output-budget", 256<<20, "bytes of command and code output the daemon buffers across all executions; past it output is dropped and results say truncated")
 }
 

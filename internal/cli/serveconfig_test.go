@@ -30,7 +30,7 @@ func runServe(t *testing.T, vars map[string]string, args ...string) (code int, s
 var defaultServeConfig = serveConfig{Listen: "127.0.0.1:8080", ConsoleListen: consoleAuto, DataDir: "/var/lib/agent2env", Store: "sqlite", Runtime: "auto", RuntimeKind: "oci",
 	ContextOutputLimit: 10 << 20, LogLevel: "info", HTTPHeaderTimeout: 10 * time.Second, HTTPIdleTimeout: 2 * time.Minute,
 	HTTPStallTimeout: time.Minute, HTTPMaxHeaderBytes: 64 << 10, MaxConns: 4096, MaxConnsPerClient: 1024, KubeConnect: "direct",
-	OutputBudget: 256 << 20, CPUOvercommit: 16, MemoryOvercommit: 2, MaxRuns: 16,
+	OutputBudget: 256 << 20, DiskReserve: 1 << 30, CPUOvercommit: 16, MemoryOvercommit: 2, MaxRuns: 16,
 	ContextIdleTimeout: 30 * time.Minute, OwnedSandboxes: 4, PrebuildImages: true, CRIU: "auto"}
 
 // TestServeConfig checks the precedence flag > environment > file >

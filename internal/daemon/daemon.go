@@ -202,6 +202,9 @@ func (cfg Config) complete() (Config, error) {
 	if cfg.Manager.SnapshotDir == "" {
 		cfg.Manager.SnapshotDir = filepath.Join(cfg.DataDir, "snapshots")
 	}
+	if cfg.Manager.DiskDir == "" {
+		cfg.Manager.DiskDir = cfg.DataDir
+	}
 	if cfg.Runtime == "" {
 		cfg.Runtime = "oci"
 	}

@@ -33,6 +33,7 @@ func TestHTTPStatus(t *testing.T) {
 		{fmt.Errorf("x: %w", errdefs.ErrResourceExhausted), http.StatusTooManyRequests, api.CodeLimitExceeded},
 		{errdefs.WithCode(fmt.Errorf("x: %w", errdefs.ErrResourceExhausted), api.CodeNoSpace), http.StatusInsufficientStorage, api.CodeNoSpace},
 		{errdefs.WithCode(fmt.Errorf("x: %w", errdefs.ErrResourceExhausted), api.CodeInsufficientCapacity), http.StatusInsufficientStorage, api.CodeInsufficientCapacity},
+		{fmt.Errorf("set sandbox x: %w", errdefs.NoSpace(errors.New("database or disk is full"))), http.StatusInsufficientStorage, api.CodeNoSpace},
 		{fmt.Errorf("x: %w", errdefs.ErrUnavailable), http.StatusServiceUnavailable, api.CodeUnavailable},
 		{errdefs.Unavailable("x"), http.StatusServiceUnavailable, api.CodeUnavailable},
 		{fmt.Errorf("x: %w", errdefs.ErrDeadlineExceeded), http.StatusGatewayTimeout, api.CodeTimeout},

@@ -4,10 +4,22 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/agent2env/agent2env/api"
 )
+
+// NoSpace marks err, a write that failed because a disk of the host is
+// full (the store's ENOSPC, SQLITE_FULL, SQLSTATE 53100), as
+// ErrResourceExhausted with the wire code api.CodeNoSpace: 507, not the
+// 500 of the daemon's own failure. nil stays nil.
+func NoSpace(err error) error {
+	if err == nil {
+		return nil
+	}
+	return WithCode(fmt.Errorf("%w: %w", err, ErrResourceExhausted), api.CodeNoSpace)
+}
 
 // classes is the one table from error class to its generic wire code,
 // whose HTTP status is api.CodeStatus's. The first class err matches

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/quantity"
@@ -130,16 +132,16 @@ func (m *Manager) admit(ctx context.Context, arrived uint64, milliCPU, memBytes 
 	return nil
 }
 
-// checkHost is admit's check of what the runtime's host has left that no
-// sandbox's limits count (sandbox.HostChecker; the oci runtime's process
-// ids): 507 INSUFFICIENT_CAPACITY with the usage and a suggestion, as
-// admit's other refusals.
+// checkHost is admit's check of what the host has left that no sandbox's
+// limits count: the free space of Config.DiskDir (checkDisk: 507
+// NO_SPACE) and what the runtime's host checks (sandbox.HostChecker; the
+// oci runtime's process ids: 507 INSUFFICIENT_CAPACITY), each refusal with
+// the usage and a suggestion, as admit's others.
 func (m *Manager) checkHost(ctx context.Context) error {
-	hc, ok := m.rt.(sandbox.HostChecker)
-	if !ok {
-		return nil
+	err, code := m.checkDisk(), api.CodeNoSpace
+	if hc, ok := m.rt.(sandbox.HostChecker); ok && err == nil {
+		err, code = hc.CheckHost(), api.CodeInsufficientCapacity
 	}
-	err := hc.CheckHost()
 	if err == nil {
 		return nil
 	}
@@ -147,7 +149,36 @@ func (m *Manager) checkHost(ctx context.Context) error {
 	if uerr != nil {
 		return errors.Join(err, uerr)
 	}
-	return ResourceError(errdefs.WithCode(err, api.CodeInsufficientCapacity), u, SuggestHostRoom)
+	return ResourceError(errdefs.WithCode(err, code), u, SuggestHostRoom)
+}
+
+// checkDisk refuses a sandbox while the file system of Config.DiskDir has
+// fewer than Config.DiskReserve bytes free. Sandbox disks are sparse
+// files, thin-provisioned: they take room only as their sandboxes write,
+// so admission does not add up their sizes (which would cost density),
+// and a full file system fails every sandbox's writes at once, with I/O
+// errors inside the sandboxes and the store's writes refused. The reserve
+// keeps new sandboxes off a file system that is nearly full. A file
+// system that cannot be asked is not checked.
+func (m *Manager) checkDisk() error {
+	if m.cfg.DiskDir == "" || m.cfg.DiskReserve <= 0 {
+		return nil
+	}
+	free, err := m.freeSpace(m.cfg.DiskDir)
+	if err != nil || free >= m.cfg.DiskReserve {
+		return nil
+	}
+	return fmt.Errorf("the host is short of disk space for another sandbox: the file system of %s, which holds the sandboxes' disks, has %s free, less than the %s kept free for them to grow into (--disk-reserve); the operator may free space there: %w",
+		m.cfg.DiskDir, mebibytes(free), mebibytes(m.cfg.DiskReserve), errdefs.ErrResourceExhausted)
+}
+
+// freeSpace is Manager.freeSpace's statfs.
+func freeSpace(path string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * st.Bsize, nil
 }
 
 // refusal is admit's error for a sandbox of milliCPU and memBytes (a new

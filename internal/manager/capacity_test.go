@@ -128,6 +128,69 @@ func TestAdmissionHost(t *testing.T) {
 	e.create(t, CreateRequest{})
 }
 
+// A create or start is refused with 507 NO_SPACE while the data dir's file
+// system has less than the reserve free, whatever the disks of the
+// sandboxes add up to; one it cannot ask about is not refused.
+func TestAdmissionDisk(t *testing.T) {
+	const reserve = 1 << 30
+	tests := []struct {
+		name    string
+		dir     string
+		reserve int64
+		free    int64
+		probe   error
+		refused bool
+	}{
+		{"room", "/data", reserve, 10 << 30, nil, false},
+		{"exactly the reserve", "/data", reserve, reserve, nil, false},
+		{"short", "/data", reserve, reserve - 1, nil, true},
+		{"full", "/data", reserve, 0, nil, true},
+		{"cannot ask", "/data", reserve, 0, errors.New("statfs: permission denied"), false},
+		{"no reserve", "/data", 0, 0, nil, false},
+		{"no dir", "", reserve, 0, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, Config{DiskDir: tt.dir, DiskReserve: tt.reserve})
+			ctx := context.Background()
+			stopped := e.create(t, CreateRequest{})
+			if _, err := e.m.Stop(ctx, stopped.ID); err != nil {
+				t.Fatal(err)
+			}
+			var asked []string
+			e.m.freeSpace = func(path string) (int64, error) {
+				asked = append(asked, path)
+				return tt.free, tt.probe
+			}
+			for name, call := range map[string]func() error{
+				"create": func() error { _, err := e.m.Create(ctx, CreateRequest{Image: "alpine"}); return err },
+				"start":  func() error { _, err := e.m.Start(ctx, stopped.ID); return err },
+			} {
+				err := call()
+				if !tt.refused {
+					if err != nil {
+						t.Errorf("%s: %v, want it admitted", name, err)
+					}
+					continue
+				}
+				checkErr(t, err, errdefs.ErrResourceExhausted, api.CodeNoSpace)
+				if !strings.Contains(err.Error(), "/data") || !strings.Contains(err.Error(), "1024Mi kept free") {
+					t.Errorf("%s: %v, want the dir and the reserve named", name, err)
+				}
+				if s, _ := errdefs.Details(err)["suggestion"].(string); s != SuggestHostRoom {
+					t.Errorf("%s: suggestion %q", name, s)
+				}
+			}
+			if checked := tt.dir != "" && tt.reserve > 0; checked != (len(asked) > 0) || checked && asked[0] != tt.dir {
+				t.Errorf("free space asked of %q; want it asked of %q: %v", asked, tt.dir, checked)
+			}
+			if recs := e.records(t); tt.refused && len(recs) != 1 {
+				t.Errorf("records after refusals: %v, want the stopped one only", recs)
+			}
+		})
+	}
+}
+
 // TestAdmissionBound: a caller that arrived before admit's last read of
 // the store is admitted against that read plus what was admitted since,
 // without a read of its own; a later caller reads again, and so does one

@@ -10,6 +10,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/quantity"
+	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
@@ -35,10 +36,36 @@ func (m *Manager) Stop(ctx context.Context, id string) (*store.Sandbox, error) {
 	if !alive(sb) {
 		return nil, notNow("stop", sb)
 	}
-	if err := m.rt.Stop(ctx, id, stopTimeout); err != nil {
-		return nil, fmt.Errorf("stop sandbox %s: %w", id, err)
+	return m.stopAs(ctx, sb, api.StatusSucceeded, "stopped by request", func() error {
+		if err := m.rt.Stop(ctx, id, stopTimeout); err != nil {
+			return fmt.Errorf("stop sandbox %s: %w", id, err)
+		}
+		return nil
+	})
+}
+
+// stopAs ends running or paused sandbox sb with stop (the runtime's Stop,
+// or a checkpoint that stops it) and records it as status with reason,
+// keeping its files. The record is written first: a write that fails (the
+// store's disk is full) leaves the sandbox as it was, rather than a
+// stopped sandbox under a running record, which the sweep would take for
+// one that died and delete. Should stop fail while the sandbox still
+// runs, its record is set back as it was; one that stopped all the same
+// stays stopped. stop's error is returned as it is. The caller holds the sandbox's lock and read sb under it.
+func (m *Manager) stopAs(ctx context.Context, sb *store.Sandbox, status api.SandboxStatus, reason string, stop func() error) (*store.Sandbox, error) {
+	stopped, err := m.setStatus(ctx, sb.ID, status, reason)
+	if err != nil {
+		return nil, err
 	}
-	return m.setStatus(ctx, id, api.StatusSucceeded, "stopped by request")
+	if err := stop(); err != nil {
+		if st, serr := m.rt.Status(ctx, sb.ID); serr == nil && (st.State == sandbox.StateRunning || st.State == sandbox.StatePaused) {
+			if _, rerr := m.setStatus(ctx, sb.ID, api.SandboxStatus(sb.Status), sb.Reason); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		}
+		return nil, err
+	}
+	return stopped, nil
 }
 
 // Start starts a stopped sandbox again with the files it had, running its
@@ -93,8 +120,12 @@ func (m *Manager) admitStart(ctx context.Context, sb *store.Sandbox) (*store.San
 	if err := m.admit(ctx, arrived, cpu, mem, false); err != nil {
 		return nil, fmt.Errorf("start sandbox %s: %w", sb.ID, err)
 	}
-	return m.setStatus(ctx, sb.ID, api.StatusPending, "start requested")
+	return m.setStatus(ctx, sb.ID, api.StatusPending, reasonStartRequested)
 }
+
+// reasonStartRequested is the reason of a stopped sandbox pending to be
+// started again, which Recover tells from a sandbox being created.
+const reasonStartRequested = "start requested"
 
 // restart starts the runtime side of a pending, stopped sandbox again.
 func (m *Manager) restart(ctx context.Context, id string, plan *startup) {
@@ -102,7 +133,7 @@ func (m *Manager) restart(ctx context.Context, id string, plan *startup) {
 	err := m.rt.Start(ctx, id)
 	unlock()
 	if err != nil {
-		_, _ = m.failStartup(ctx, id, fmt.Errorf("start sandbox: %w", err))
+		m.failRestart(ctx, id, fmt.Errorf("start sandbox: %w", err))
 		return
 	}
 	if !plan.empty() {
@@ -112,11 +143,36 @@ func (m *Manager) restart(ctx context.Context, id string, plan *startup) {
 		m.starting.Delete(id)
 		cancel()
 		if err != nil {
-			_, _ = m.failStartup(ctx, id, err)
+			m.failRestart(ctx, id, err)
 			return
 		}
 	}
 	_, _ = m.markRunning(ctx, id, "started again")
+}
+
+// failRestart stops a sandbox whose start again failed with cause and
+// records it stopped (succeeded) with the cause, unless it was deleted
+// meanwhile. Its files are kept, to be started again or deleted: a start
+// that fails never takes what the sandbox had (failStartup, for a sandbox
+// being created, releases everything).
+func (m *Manager) failRestart(ctx context.Context, id string, cause error) {
+	unlock := m.lock(id)
+	defer unlock()
+	ctx = context.WithoutCancel(ctx)
+	if sb, err := m.store.GetSandbox(ctx, id); err != nil || sb.Status != string(api.StatusPending) {
+		return
+	}
+	if logs, err := m.consoleTail(ctx, id); err == nil && logs != "" {
+		m.event(ctx, id, string(api.StatusPending), "console: "+logs)
+	}
+	if err := m.rt.Stop(ctx, id, stopTimeout); err != nil {
+		m.log.Warn("stop sandbox after failed start", "sandbox", id, "err", err)
+	}
+	// A pending record is left alone by the sweep; should this write
+	// fail, Recover settles it (see reasonStartRequested).
+	if _, err := m.setStatus(ctx, id, api.StatusSucceeded, "start failed: "+cause.Error()); err != nil {
+		m.log.Warn("record failed start", "sandbox", id, "err", err)
+	}
 }
 
 // Restart stops a running sandbox (if it runs) and starts it again.

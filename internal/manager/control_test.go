@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 	"github.com/agent2env/agent2env/internal/sandbox"
 )
 
@@ -111,5 +112,146 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 5s")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// An operation whose record cannot be written (the store's disk is full)
+// fails and leaves the sandbox as it was: not stopped or frozen under a
+// record that says otherwise, which the sweep would take for a sandbox that
+// died and delete with its files.
+func TestRecordWriteFails(t *testing.T) {
+	pause := func(ctx context.Context, e *env, id string) error { _, err := e.m.Pause(ctx, id); return err }
+	tests := []struct {
+		name  string
+		setup func(ctx context.Context, e *env, id string) error // before the store fills
+		op    func(ctx context.Context, e *env, id string) error
+		want  sandbox.State
+	}{
+		{"stop", nil, func(ctx context.Context, e *env, id string) error { _, err := e.m.Stop(ctx, id); return err }, sandbox.StateRunning},
+		{"restart", nil, func(ctx context.Context, e *env, id string) error { _, err := e.m.Restart(ctx, id); return err }, sandbox.StateRunning},
+		{"pause", nil, pause, sandbox.StateRunning},
+		{"resume", pause, func(ctx context.Context, e *env, id string) error { _, err := e.m.Resume(ctx, id); return err }, sandbox.StatePaused},
+		{"snapshot and stop", nil, func(ctx context.Context, e *env, id string) error {
+			_, err := e.m.Snapshot(ctx, id, SnapshotRequest{Stop: true})
+			return err
+		}, sandbox.StateRunning},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, _ := newSnapshotEnv(t)
+			ctx := context.Background()
+			id := e.running(t)
+			if _, err := e.m.Upload(ctx, id, "/workspace/kept.txt", 0o644, strings.NewReader("kept")); err != nil {
+				t.Fatal(err)
+			}
+			if tt.setup != nil {
+				if err := tt.setup(ctx, e, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before, err := e.m.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.st.full.Store(true)
+			checkErr(t, tt.op(ctx, e, id), errdefs.ErrResourceExhausted, api.CodeNoSpace)
+			e.st.full.Store(false)
+			if got := e.rt.State(id); got != tt.want {
+				t.Errorf("runtime state after the failed %s = %q, want %q", tt.name, got, tt.want)
+			}
+			e.m.sweep(ctx)
+			sb, err := e.m.Get(ctx, id)
+			if err != nil || sb.Status != before.Status {
+				t.Fatalf("after the failed %s and a sweep: %+v, %v; want it %s", tt.name, sb, err, before.Status)
+			}
+			if sb.Status == string(api.StatusPaused) {
+				if _, err := e.m.Resume(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, err := e.m.Exec(ctx, id, ExecRequest{Command: []string{"cat", "kept.txt"}})
+			if err != nil || res.Stdout != "kept" {
+				t.Errorf("exec after the failed %s = %+v, %v; want the sandbox usable with its files", tt.name, res, err)
+			}
+		})
+	}
+}
+
+// A stop the runtime fails, leaving the sandbox running, leaves its record
+// running too.
+func TestStopRuntimeFailure(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	id := e.running(t)
+	e.rt.SetHooks(fakeruntime.Hooks{Stop: func(context.Context, string) error { return errdefs.Unavailable("crun stuck") }})
+	if _, err := e.m.Stop(ctx, id); !errors.Is(err, errdefs.ErrUnavailable) {
+		t.Errorf("Stop = %v, want the runtime's error", err)
+	}
+	e.rt.SetHooks(fakeruntime.Hooks{})
+	e.m.sweep(ctx)
+	e.waitStatus(t, id, api.StatusRunning)
+	if res, err := e.m.Exec(ctx, id, ExecRequest{Command: []string{"true"}}); err != nil || res.ExitCode != 0 {
+		t.Errorf("exec after a failed stop = %+v, %v", res, err)
+	}
+}
+
+// A stopped sandbox whose start fails stays stopped with its files, to be
+// started again.
+func TestStartFailureKeepsFiles(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	id := e.running(t)
+	if _, err := e.m.Upload(ctx, id, "/workspace/kept.txt", 0o644, strings.NewReader("kept")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.Stop(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	e.rt.SetHooks(fakeruntime.Hooks{Start: func(context.Context, string) error { return errors.New("no loop device") }})
+	if _, err := e.m.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	sb := e.waitStatus(t, id, api.StatusSucceeded)
+	if !strings.HasPrefix(sb.Reason, "start failed: ") || !strings.Contains(sb.Reason, "no loop device") {
+		t.Errorf("reason %q, want the start's failure", sb.Reason)
+	}
+	if got := e.rt.State(id); got != sandbox.StateStopped {
+		t.Errorf("runtime state after a failed start = %q, want stopped", got)
+	}
+	e.rt.SetHooks(fakeruntime.Hooks{})
+	if _, err := e.m.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	e.waitStatus(t, id, api.StatusRunning)
+	if res, err := e.m.Exec(ctx, id, ExecRequest{Command: []string{"cat", "kept.txt"}}); err != nil || res.Stdout != "kept" {
+		t.Errorf("exec after starting again = %+v, %v; want its files", res, err)
+	}
+}
+
+// A daemon that died while a stopped sandbox was being started again
+// leaves it stopped, with its files, at its restart.
+func TestRecoverInterruptedStart(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	id := e.running(t)
+	if _, err := e.m.Stop(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.setStatus(ctx, id, api.StatusPending, reasonStartRequested); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rt.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	m2 := newManager(Config{}, e)
+	defer m2.Close()
+	if err := m2.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if sb, err := m2.Get(ctx, id); err != nil || sb.Status != string(api.StatusSucceeded) {
+		t.Fatalf("after recovery: %+v, %v; want it succeeded (stopped)", sb, err)
+	}
+	if got := e.rt.State(id); got != sandbox.StateStopped {
+		t.Errorf("runtime state after recovery = %q, want stopped, its files kept", got)
 	}
 }

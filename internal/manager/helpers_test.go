@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,13 +114,27 @@ func (c *clock) Advance(d time.Duration) {
 // epoch is the fake clock's start.
 var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
+// fullStore is a store whose sandbox record updates fail, as on a full
+// disk, while full is set.
+type fullStore struct {
+	store.Store
+	full atomic.Bool
+}
+
+func (s *fullStore) UpdateSandbox(ctx context.Context, id string, fn func(*store.Sandbox) error, evs ...store.Event) (*store.Sandbox, error) {
+	if s.full.Load() {
+		return nil, errdefs.NoSpace(errors.New("commit write: database or disk is full (13)"))
+	}
+	return s.Store.UpdateSandbox(ctx, id, fn, evs...)
+}
+
 // env is a manager over a fake runtime with fake images and a real sqlite
-// store, with a fake clock.
+// store (whose updates fail while st.full is set), with a fake clock.
 type env struct {
 	m     *Manager
 	rt    *fakeruntime.Runtime
 	imgs  *fakeImages
-	st    store.Store
+	st    *fullStore
 	clock *clock
 }
 
@@ -133,7 +148,7 @@ func newEnv(t *testing.T, cfg Config) *env {
 	}
 	imgs := newFakeImages("alpine")
 	rt := fakeruntime.New(fakeruntime.WithImages(imgs))
-	e := &env{rt: rt, imgs: imgs, st: st, clock: &clock{t: epoch}}
+	e := &env{rt: rt, imgs: imgs, st: &fullStore{Store: st}, clock: &clock{t: epoch}}
 	e.m = newManager(cfg, e)
 	t.Cleanup(func() {
 		e.m.Close()

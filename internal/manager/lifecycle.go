@@ -67,7 +67,8 @@ func (m *Manager) remove(ctx context.Context, id string) error {
 // Recover reconciles the runtime with the records after a (re)start: live
 // sandboxes with a running or paused record are re-adopted as they are
 // (paused ones stay paused; a pause or resume the daemon died in is
-// settled as the record says); runtime state nothing refers to is deleted;
+// settled as the record says); stopped ones being started again stay
+// stopped with their files; runtime state nothing refers to is deleted;
 // records whose sandbox is gone are marked failed; deletions and creations
 // a crash interrupted are finished or failed.
 func (m *Manager) Recover(ctx context.Context) error {
@@ -106,6 +107,14 @@ func (m *Manager) Recover(ctx context.Context) error {
 		case sb.Status == string(api.StatusPaused) && state == sandbox.StateRunning:
 			// Thawed by a Resume the daemon died in before its record.
 			_, err = m.setStatus(ctx, sb.ID, api.StatusRunning, "resumed while the daemon was down")
+			adopted++
+		case sb.Status == string(api.StatusPending) && sb.Reason == reasonStartRequested && exists:
+			// A stopped sandbox being started again keeps its files.
+			if state == sandbox.StateRunning || state == sandbox.StatePaused {
+				err = m.rt.Stop(ctx, sb.ID, stopTimeout)
+			}
+			_, serr := m.setStatus(ctx, sb.ID, api.StatusSucceeded, "daemon restarted while the sandbox was being started again")
+			err = errors.Join(err, serr)
 			adopted++
 		case sb.Status == string(api.StatusPending):
 			if exists {

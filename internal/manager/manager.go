@@ -17,8 +17,9 @@
 // check (capacity.go): past Config.MaxSandboxes it is 429
 // RESOURCE_LIMIT; past the host's cpu or memory times the overcommit
 // factors, counting the limits of pending, running and paused sandboxes,
-// warm pools' included, 507 INSUFFICIENT_CAPACITY; both bodies carry the
-// usage and a suggestion. A sandbox made on behalf of another (auth.OwnerOf: a
+// warm pools' included, 507 INSUFFICIENT_CAPACITY; while the data dir's
+// file system has less than Config.DiskReserve free, 507 NO_SPACE; the
+// bodies carry the usage and a suggestion. A sandbox made on behalf of another (auth.OwnerOf: a
 // session or context its code made through the daemon's MCP server) is
 // owned by it: admitted against the owner's size (Config.Owned), never
 // taken from a warm pool, and deleted with its owner or, once the owner is
@@ -34,7 +35,11 @@
 // sandboxes, fails records whose sandbox is gone, finishes interrupted
 // deletions and deletes runtime state no record refers to; since a record
 // is written before the runtime state and deleted after it, that leaves
-// no leak whenever the daemon died.
+// no leak whenever the daemon died. A request that changes what runs
+// (stop, pause, resume, a snapshot that stops) leaves the sandbox as it was
+// when its record cannot be written (control.go: stopAs; pause.go), and a
+// start that fails keeps the sandbox's files: a failed request takes
+// nothing from a sandbox.
 //
 // Every operation on one sandbox id is serialized by a per-id lock (package
 // keyedlock), among the daemons of a shared store too (WithSharedLocks);
@@ -106,6 +111,12 @@ type Config struct {
 	// SnapshotDir holds the snapshots' files, one directory each (see
 	// Snapshot); empty: snapshots are refused.
 	SnapshotDir string
+	// DiskDir is a directory on the file system that holds the runtime's
+	// sandbox disks and the store (the daemon's data dir). While it has
+	// fewer than DiskReserve bytes free, a create or a start is 507
+	// NO_SPACE (see checkDisk). Either zero: not checked.
+	DiskDir     string
+	DiskReserve int64
 }
 
 func (c *Config) setDefaults() {
@@ -151,6 +162,9 @@ type Manager struct {
 	now   func() time.Time
 	// outputs is what buffered executions' output may take.
 	outputs *outbuf.Budget
+	// freeSpace returns the bytes free to unprivileged users on the file
+	// system of a path (statfs, or a test's).
+	freeSpace func(path string) (int64, error)
 
 	locks keyedlock.Shared // by sandbox id; among daemons too with WithSharedLocks
 	// snapshots keeps a snapshot's deletion from its restores.
@@ -188,7 +202,7 @@ func New(cfg Config, rt sandbox.Runtime, st store.Store, log *slog.Logger, opts 
 		log = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{cfg: cfg, rt: rt, store: st, log: log, now: time.Now,
+	m := &Manager{cfg: cfg, rt: rt, store: st, log: log, now: time.Now, freeSpace: freeSpace,
 		outputs: outbuf.NewBudget(cfg.OutputBudget), bgCtx: ctx, bgCancel: cancel}
 	for _, o := range opts {
 		o(m)

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/agent2env/agent2env/api"
@@ -28,21 +29,23 @@ func (m *Manager) Resume(ctx context.Context, id string) (*store.Sandbox, error)
 }
 
 // freezeOp is a pause or a resume: the status it goes from and to, and
-// the runtime's call.
+// the runtime's call and the call that undoes it.
 type freezeOp struct {
-	name     string
-	from, to api.SandboxStatus
-	reason   string
-	call     func(p sandbox.Pauser, ctx context.Context, id string) error
+	name       string
+	from, to   api.SandboxStatus
+	reason     string
+	call, undo func(p sandbox.Pauser, ctx context.Context, id string) error
 }
 
 var (
-	pauseOp  = freezeOp{"pause", api.StatusRunning, api.StatusPaused, "paused by request", sandbox.Pauser.Pause}
-	resumeOp = freezeOp{"resume", api.StatusPaused, api.StatusRunning, "resumed by request", sandbox.Pauser.Resume}
+	pauseOp  = freezeOp{"pause", api.StatusRunning, api.StatusPaused, "paused by request", sandbox.Pauser.Pause, sandbox.Pauser.Resume}
+	resumeOp = freezeOp{"resume", api.StatusPaused, api.StatusRunning, "resumed by request", sandbox.Pauser.Resume, sandbox.Pauser.Pause}
 )
 
 // freeze does op on sandbox id: the runtime first, then the record, so
-// that a crash between them leaves a record that Recover settles.
+// that a crash between them leaves a record that Recover settles. A record
+// that cannot be written (the store's disk is full) has the runtime's
+// call undone: a failed request leaves the sandbox as it was.
 func (m *Manager) freeze(ctx context.Context, id string, op freezeOp) (*store.Sandbox, error) {
 	unlock := m.lock(id)
 	defer unlock()
@@ -61,7 +64,14 @@ func (m *Manager) freeze(ctx context.Context, id string, op freezeOp) (*store.Sa
 	if err := op.call(p, ctx, id); err != nil {
 		return nil, fmt.Errorf("%s sandbox %s: %w", op.name, id, err)
 	}
-	return m.setStatus(ctx, id, op.to, op.reason)
+	sb, err = m.setStatus(ctx, id, op.to, op.reason)
+	if err != nil {
+		if uerr := op.undo(p, ctx, id); uerr != nil {
+			err = errors.Join(err, fmt.Errorf("undo %s of sandbox %s: %w", op.name, id, uerr))
+		}
+		return nil, err
+	}
+	return sb, nil
 }
 
 // pauser returns the runtime as a sandbox.Pauser, or a 501 naming why it

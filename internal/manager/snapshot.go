@@ -81,7 +81,16 @@ func (m *Manager) snapshot(ctx context.Context, id string, req SnapshotRequest, 
 		return nil, nil, fmt.Errorf("snapshot sandbox %s: %w", id, err)
 	}
 	start := time.Now()
-	if err := cp.Checkpoint(ctx, id, dir, !stop); err != nil {
+	checkpoint := func() error { return cp.Checkpoint(ctx, id, dir, !stop) }
+	if stop {
+		// Recorded stopped before the checkpoint stops it (see stopAs):
+		// should recording the snapshot fail, the sandbox is stopped with
+		// its files, not lost to the sweep.
+		_, err = m.stopAs(ctx, sb, api.StatusSucceeded, "stopped by snapshot "+snap.ID, checkpoint)
+	} else {
+		err = checkpoint()
+	}
+	if err != nil {
 		return nil, nil, fmt.Errorf("snapshot sandbox %s: %w", id, err)
 	}
 	took := time.Since(start)
@@ -104,12 +113,7 @@ func (m *Manager) snapshot(ctx context.Context, id string, req SnapshotRequest, 
 		return nil, nil, errors.Join(fmt.Errorf("record snapshot of sandbox %s: %w", id, err), os.RemoveAll(dir))
 	}
 	m.log.Info("sandbox snapshot taken", "sandbox", id, "snapshot", snap.ID, "stop", stop, "took", took, "bytes", snap.SizeBytes)
-	if stop {
-		if _, err = m.setStatus(ctx, id, api.StatusSucceeded, "stopped by snapshot "+snap.ID); err != nil {
-			done()
-			return nil, nil, err
-		}
-	} else {
+	if !stop {
 		m.event(ctx, id, sb.Status, "snapshot "+snap.ID+" taken")
 	}
 	return snap, done, nil

@@ -278,17 +278,18 @@ func (m *Manager) checkMain(ctx context.Context, id string) {
 	}
 	unlock := m.lock(id)
 	defer unlock()
-	if sb, err := m.store.GetSandbox(ctx, id); err != nil || sb.Status != string(api.StatusRunning) {
+	sb, err := m.store.GetSandbox(ctx, id)
+	if err != nil || sb.Status != string(api.StatusRunning) {
 		return
 	}
 	if logs, err := m.consoleTail(ctx, id); err == nil && logs != "" {
 		m.event(ctx, id, string(status), "console: "+logs)
 	}
 	// Stopped, not deleted: its files stay, and it can be started again.
-	if err := m.rt.Stop(ctx, id, stopTimeout); err != nil {
-		m.log.Warn("stop finished sandbox", "sandbox", id, "err", err)
+	_, err = m.stopAs(ctx, sb, status, reason, func() error { return m.rt.Stop(ctx, id, stopTimeout) })
+	if err != nil {
+		m.log.Warn("stop finished sandbox", "sandbox", id, "err", err) // the next sweep tries again
 	}
-	_, _ = m.setStatus(ctx, id, status, reason)
 }
 
 // consoleTail returns the end of a sandbox's console output, kept in its

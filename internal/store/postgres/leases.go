@@ -57,7 +57,7 @@ func (l keyLeases) LockKey(ctx context.Context, key string) (func(), error) {
 			break
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return nil, fmt.Errorf("lease %s %q: %w", l.space, key, badText(err))
+			return nil, fmt.Errorf("lease %s %q: %w", l.space, key, serverErr(err))
 		}
 		select {
 		case <-ctx.Done():

@@ -101,7 +101,7 @@ func (s *Store) PutLLMExchanges(ctx context.Context, xs []*store.LLMExchange, ma
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("index LLM exchanges: %w", badText(err))
+		return fmt.Errorf("index LLM exchanges: %w", serverErr(err))
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ func (s *Store) PutLLMBody(ctx context.Context, id string, created time.Time, re
 		ON CONFLICT (id) DO UPDATE SET created_at = excluded.created_at, stored_at = now(), size = excluded.size,
 		records = excluded.records`, id, micro(created), len(records), records)
 	if err != nil {
-		return fmt.Errorf("store LLM exchange %s's records: %w", id, badText(err))
+		return fmt.Errorf("store LLM exchange %s's records: %w", id, serverErr(err))
 	}
 	return nil
 }

@@ -37,7 +37,7 @@ func (s *Store) CreateLLMKey(ctx context.Context, k *store.LLMKey) error {
 	case isUnique(err):
 		return fmt.Errorf("create llm key %s: %w", k.ID, errdefs.ErrAlreadyExists)
 	case err != nil:
-		return fmt.Errorf("create llm key %s: %w", k.ID, badText(err))
+		return fmt.Errorf("create llm key %s: %w", k.ID, serverErr(err))
 	}
 	return nil
 }

@@ -57,7 +57,7 @@ func (s *Store) AddLLMUsage(ctx context.Context, counts []store.LLMUsageCount) e
 		return tx.SendBatch(ctx, &b).Close()
 	})
 	if err != nil {
-		return fmt.Errorf("add LLM usage: %w", badText(err))
+		return fmt.Errorf("add LLM usage: %w", serverErr(err))
 	}
 	return nil
 }

@@ -172,6 +172,7 @@ const (
 	codeForeignKey = "23503" // foreign_key_violation
 	codeBadText    = "22021" // character_not_in_repertoire: a NUL byte, or not UTF-8
 	codeBadJSON    = "22P05" // untranslatable_character: \u0000 in jsonb
+	codeDiskFull   = "53100" // disk_full: the server's file system is full
 )
 
 // pgCode returns err's SQLSTATE code and the constraint it names, if err
@@ -198,16 +199,20 @@ func isForeignKey(err error) bool {
 // does not ask of strings. A key no text can be names no record
 // (validText: the lookups say not found, as the sqlite store does), and a
 // record holding such a string is refused as an invalid argument
-// (badText), where the sqlite store would keep it.
+// (serverErr), where the sqlite store would keep it.
 
 // validText reports whether s can be a text value.
 func validText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
-// badText makes the server's refusal of a string an ErrInvalidArgument;
-// other errors are returned as they are.
-func badText(err error) error {
-	if code, _ := pgCode(err); code == codeBadText || code == codeBadJSON {
+// serverErr classifies the server's refusals of a query: a string (see
+// above) is ErrInvalidArgument, a full disk errdefs.NoSpace (507, not the
+// daemon's own failure); other errors are returned as they are.
+func serverErr(err error) error {
+	switch code, _ := pgCode(err); code {
+	case codeBadText, codeBadJSON:
 		return errdefs.Invalid("strings must be UTF-8 without NUL bytes: %v", err)
+	case codeDiskFull:
+		return errdefs.NoSpace(err)
 	}
 	return err
 }
@@ -216,7 +221,7 @@ func badText(err error) error {
 func list[T any](ctx context.Context, q querier, scan func(scanner) (*T, error), query string, args ...any) ([]*T, error) {
 	rows, err := q.Query(ctx, query, args...)
 	if err != nil {
-		return nil, badText(err)
+		return nil, serverErr(err)
 	}
 	defer rows.Close()
 	out := []*T{}
@@ -227,7 +232,7 @@ func list[T any](ctx context.Context, q querier, scan func(scanner) (*T, error),
 		}
 		out = append(out, v)
 	}
-	return out, badText(rows.Err()) // pgx's Query reports the server's errors here
+	return out, serverErr(rows.Err()) // pgx's Query reports the server's errors here
 }
 
 // args collects the arguments of a query while its text is built, and

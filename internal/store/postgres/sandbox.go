@@ -302,7 +302,7 @@ func addEvents(ctx context.Context, q querier, id string, evs []store.Event) err
 	case isForeignKey(err):
 		return errdefs.NotFound("sandbox %s not found", id)
 	}
-	return fmt.Errorf("add event to sandbox %s: %w", id, badText(err))
+	return fmt.Errorf("add event to sandbox %s: %w", id, serverErr(err))
 }
 
 // Events returns the history of sandbox sandboxID in the order it was

@@ -61,7 +61,7 @@ func (t *table[T]) insert(ctx context.Context, q querier, v *T) error {
 		return err
 	}
 	_, err = q.Exec(ctx, t.insertSQL, args...)
-	return badText(err)
+	return serverErr(err)
 }
 
 // get reads the record key; ErrNotFound if there is none. suffix ends the
@@ -116,7 +116,7 @@ func (t *table[T]) updateIn(ctx context.Context, tx pgx.Tx, key string, fn func(
 		return nil, fmt.Errorf("update %s %s: %w", t.kind, key, err)
 	}
 	if _, err := tx.Exec(ctx, t.updateSQL, args...); err != nil {
-		return nil, fmt.Errorf("update %s %s: %w", t.kind, key, badText(err))
+		return nil, fmt.Errorf("update %s %s: %w", t.kind, key, serverErr(err))
 	}
 	return v, nil
 }

@@ -111,7 +111,7 @@ func (s *Store) CreateTemplate(ctx context.Context, t *store.Template, v *store.
 		if c := templateConflict(err, t.Name); c != nil {
 			return c
 		}
-		return fmt.Errorf("create template %s: %w", t.Name, badText(err))
+		return fmt.Errorf("create template %s: %w", t.Name, serverErr(err))
 	}
 	return nil
 }
@@ -225,7 +225,7 @@ func (s *Store) AddTemplateVersion(ctx context.Context, name string, fn func(*st
 			if c := templateConflict(err, name); c != nil {
 				return c
 			}
-			return fmt.Errorf("add version to template %s: %w", name, badText(err))
+			return fmt.Errorf("add version to template %s: %w", name, serverErr(err))
 		}
 		tags, err := encodeTags(t.Tags)
 		if err != nil {
@@ -237,7 +237,7 @@ func (s *Store) AddTemplateVersion(ctx context.Context, name string, fn func(*st
 		if _, err = tx.Exec(ctx, `UPDATE templates SET display_name = $1, description = $2, tags = $3, is_public = $4,
 			latest_version = $5, updated_at = $6 WHERE id = $7`,
 			t.DisplayName, t.Description, tags, t.IsPublic, t.LatestVersion, t.UpdatedAt, id); err != nil {
-			return fmt.Errorf("add version to template %s: %w", name, badText(err))
+			return fmt.Errorf("add version to template %s: %w", name, serverErr(err))
 		}
 		return nil
 	})

@@ -82,7 +82,7 @@ func (b *batcher) do(ctx context.Context, fn func(ctx context.Context, tx *sql.T
 		if j.panicked != nil {
 			panic(j.panicked)
 		}
-		return err
+		return noSpace(err)
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-b.quit:

@@ -149,7 +149,7 @@ func (s *Store) CountContextExecution(ctx context.Context, id string, at time.Ti
 	case errors.Is(err, sql.ErrNoRows):
 		return 0, errdefs.NotFound("context %s not found", id)
 	case err != nil:
-		return 0, fmt.Errorf("count an execution of context %s: %w", id, err)
+		return 0, fmt.Errorf("count an execution of context %s: %w", id, noSpace(err))
 	}
 	return n, nil
 }

@@ -42,7 +42,7 @@ func (s *Store) CreateLLMKey(ctx context.Context, k *store.LLMKey) error {
 	case isUnique(err):
 		return fmt.Errorf("create llm key %s: %w", k.ID, errdefs.ErrAlreadyExists)
 	case err != nil:
-		return fmt.Errorf("create llm key %s: %w", k.ID, err)
+		return fmt.Errorf("create llm key %s: %w", k.ID, noSpace(err))
 	}
 	return nil
 }
@@ -86,7 +86,7 @@ func (s *Store) ListLLMKeys(ctx context.Context) ([]*store.LLMKey, error) {
 func (s *Store) RevokeLLMKey(ctx context.Context, id string, at time.Time) error {
 	res, err := s.w.ExecContext(ctx, `UPDATE llm_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?`, toUnix(at), id)
 	if err != nil {
-		return fmt.Errorf("revoke llm key %s: %w", id, err)
+		return fmt.Errorf("revoke llm key %s: %w", id, noSpace(err))
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("revoke llm key %s: %w", id, errdefs.NotFound("no llm key %s", id))

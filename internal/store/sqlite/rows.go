@@ -60,7 +60,7 @@ func (t *table[T]) insert(ctx context.Context, q querier, v *T) error {
 		return err
 	}
 	_, err = q.ExecContext(ctx, t.insertSQL, args...)
-	return err
+	return noSpace(err)
 }
 
 // get reads the record id; ErrNotFound if there is none.
@@ -88,7 +88,7 @@ func (t *table[T]) update(ctx context.Context, db *sql.DB, id string, fn func(*T
 		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("update %s %s: %w", t.kind, id, err)
+		return nil, fmt.Errorf("update %s %s: %w", t.kind, id, noSpace(err))
 	}
 	return v, nil
 }
@@ -112,7 +112,7 @@ func (t *table[T]) updateIn(ctx context.Context, tx querier, id string, fn func(
 		_, err = tx.ExecContext(ctx, t.updateSQL, append(args[1:], id)...)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("update %s %s: %w", t.kind, id, err)
+		return nil, fmt.Errorf("update %s %s: %w", t.kind, id, noSpace(err))
 	}
 	return v, nil
 }
@@ -127,7 +127,7 @@ func (t *table[T]) remove(ctx context.Context, q querier, id string) error {
 func deleteWhere(ctx context.Context, q querier, kind, table, key, value string) error {
 	res, err := q.ExecContext(ctx, `DELETE FROM `+table+` WHERE `+key+` = ?`, value)
 	if err != nil {
-		return fmt.Errorf("delete %s %s: %w", kind, value, err)
+		return fmt.Errorf("delete %s %s: %w", kind, value, noSpace(err))
 	}
 	if n, err := res.RowsAffected(); err != nil {
 		return fmt.Errorf("delete %s %s: %w", kind, value, err)
@@ -209,4 +209,15 @@ func isUnique(err error) bool {
 
 func isForeignKey(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "FOREIGN KEY")
+}
+
+// noSpace makes SQLite's SQLITE_FULL, by its message as isUnique does (the
+// file system of the database or its WAL is full, or the database reached
+// max_page_count), an errdefs.NoSpace: 507, not the daemon's own failure.
+// Other errors, nil included, are returned as they are.
+func noSpace(err error) error {
+	if err != nil && strings.Contains(err.Error(), "database or disk is full") {
+		return errdefs.NoSpace(err)
+	}
+	return err
 }

@@ -121,7 +121,7 @@ func (s *Store) CreateTemplate(ctx context.Context, t *store.Template, v *store.
 		return fmt.Errorf("create template %s: %w", t.Name, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("create template %s: %w", t.Name, err)
+		return fmt.Errorf("create template %s: %w", t.Name, noSpace(err))
 	}
 	return nil
 }
@@ -247,7 +247,7 @@ func (s *Store) AddTemplateVersion(ctx context.Context, name string, fn func(*st
 		return nil, nil, fmt.Errorf("add version to template %s: %w", name, err)
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, nil, fmt.Errorf("add version to template %s: %w", name, err)
+		return nil, nil, fmt.Errorf("add version to template %s: %w", name, noSpace(err))
 	}
 	return t, v, nil
 }
