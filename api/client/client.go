@@ -2,9 +2,16 @@
 // wire contract of package api and imports nothing of the server, so
 // programs that drive sandboxes depend on the api module alone.
 //
-// A Client is made with New (or FromEnv) and is safe for concurrent use;
-// its services (Sandbox, Image, Template, Prepull, ImportExport) group the
-// endpoints the way the LiteBoxd SDK does:
+// A Client is made with New (or FromEnv) and is safe for concurrent use.
+// Its services group the endpoints. Those of the LiteBoxd API are fields,
+// as in the LiteBoxd SDK: Sandbox (sandboxes: their lifecycle, pause and
+// resume, commands, files, logs and terminals), Image, Template, Prepull
+// and ImportExport. The others are methods that return their service:
+// Contexts() (code-interpreter contexts), Sessions() (sessions),
+// Snapshots() (sandboxes saved with their memory, and sandboxes restored
+// or forked from them), Runs() (task runs), LLM() (the LLM proxy's
+// archive) and LLMKeys() (per-run LLM keys). A few calls are on the Client
+// itself: Health, Version, Capabilities and Stats.
 //
 //	c, err := client.New("http://127.0.0.1:8080", client.WithToken(token))
 //	sb, err := c.Sandbox.Create(ctx, api.CreateSandboxRequest{Image: "agent2env/python"})
@@ -38,9 +45,10 @@ import (
 )
 
 // Environment variables FromEnv reads, and the URL it falls back to.
-// Clients written for the services of the seeds find the daemon by their
-// names too: seed 000's MSB_SERVER_URL and MSB_API_KEY, seed 001's
-// SANDBOX_BASE_URL (and SANDBOX_TIMEOUT, see TimeoutFromEnv).
+// Clients written for the session API the daemon is compatible with find
+// it by that API's variables too, MSB_SERVER_URL and MSB_API_KEY, and
+// clients of the code-interpreter context API by SANDBOX_BASE_URL (and
+// SANDBOX_TIMEOUT, see TimeoutFromEnv).
 const (
 	EnvURL     = "AGENT2ENV_URL"
 	EnvToken   = "AGENT2ENV_TOKEN"
@@ -158,9 +166,9 @@ func firstEnv(names ...string) string {
 	return ""
 }
 
-// TimeoutFromEnv returns SANDBOX_TIMEOUT (seed 001), the seconds an
-// execution may take when the caller gives no timeout; false when it is
-// unset or not a positive number.
+// TimeoutFromEnv returns SANDBOX_TIMEOUT (the code-interpreter context
+// API's variable), the seconds an execution may take when the caller gives
+// no timeout; false when it is unset or not a positive number.
 func TimeoutFromEnv() (float64, bool) {
 	v, err := strconv.ParseFloat(strings.TrimSpace(os.Getenv(EnvTimeout)), 64)
 	if err != nil || v <= 0 || math.IsInf(v, 0) {

@@ -127,7 +127,7 @@ func (s *ContextService) List(ctx context.Context, opts ListContextsOptions) ([]
 	}
 	items := l.Items
 	if len(items) == 0 {
-		items = l.Contexts // a daemon that fills only seed 001's field
+		items = l.Contexts // a server that fills only the code-interpreter context API's "contexts"
 	}
 	out := make([]*Context, len(items))
 	for i, cx := range items {

@@ -13,8 +13,14 @@ import (
 // LLMKeyService holds the per-run LLM key endpoints. Get it with
 // Client.LLMKeys.
 //
-//	k, err := c.LLMKeys().Create(ctx, api.LLMKeyRequest{Run: "run-1", BudgetTokens: 100000})
-//	// give k.Key to the run's agent as its OPENAI_API_KEY / ANTHROPIC_API_KEY
+//	k, err := c.LLMKeys().Create(ctx, api.LLMKeyRequest{Name: "ci", BudgetTokens: 100000})
+//	// give k.Key to the caller as its OPENAI_API_KEY / ANTHROPIC_API_KEY
+//
+// A request's Run ties the key to a task run: its calls are attributed to
+// the run and counted against its budget. The run must exist (the ID of a
+// Run that Client.Runs().Submit or List returned) and, with API keys on,
+// be one the client's key submitted; another ID is an error matching
+// ErrNotFound, and no key is made.
 type LLMKeyService struct {
 	c *Client
 }

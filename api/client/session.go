@@ -10,7 +10,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 )
 
-// SessionService holds the session endpoints (seed 000): code and
+// SessionService holds the session endpoints (/api/v1/sessions): code and
 // commands run in sessions the daemon makes on first use and removes once
 // idle. Get it with Client.Sessions.
 //
