@@ -18,6 +18,7 @@ import (
 	"github.com/agent2env/agent2env/api/client"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/contexts"
+	"github.com/agent2env/agent2env/internal/httpapi"
 	"github.com/agent2env/agent2env/internal/mcpserver"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 	"github.com/agent2env/agent2env/internal/store"
@@ -158,7 +159,7 @@ func TestSandboxChannelIdleClosed(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go sandboxServices{d.sys}.ServeSandbox(ctx, l, "sbx-test")
+	go sandboxServices{d.sys, httpapi.NewChannelLimit(httpapi.ServerConfig{}, d.sys.log)}.ServeSandbox(ctx, l, "sbx-test")
 	c, err := net.Dial("unix", l.Addr().String())
 	if err != nil {
 		t.Fatal(err)
