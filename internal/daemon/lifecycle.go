@@ -228,11 +228,20 @@ func (s *System) Close() error {
 	if s.hostRuntime != nil {
 		s.hostRuntime.Unlock()
 	}
-	if s.Store == nil {
+	if s.Store != nil {
+		if err := s.Store.Close(); err != nil {
+			return errors.Join(fmt.Errorf("close the store: %w", err), s.unlockDataDir())
+		}
+	}
+	return s.unlockDataDir()
+}
+
+// unlockDataDir lets go of the data dir, last, once nothing writes in it.
+func (s *System) unlockDataDir() error {
+	if s.dataDir == nil {
 		return nil
 	}
-	if err := s.Store.Close(); err != nil {
-		return fmt.Errorf("close the store: %w", err)
-	}
-	return nil
+	f := s.dataDir
+	s.dataDir = nil
+	return f.Close()
 }
