@@ -26,6 +26,15 @@ func TenantSandbox(tenant string) string { return cut(tenant, "sandbox:") }
 // any other tenant).
 func TenantRun(tenant string) string { return cut(tenant, "run:") }
 
+// Maker names who made what has tenant, a SandboxTenant or a RunTenant:
+// "the code of sandbox ID" or "the agent of run ID".
+func Maker(tenant string) string {
+	if r := TenantRun(tenant); r != "" {
+		return "the agent of run " + r
+	}
+	return "the code of sandbox " + TenantSandbox(tenant)
+}
+
 func cut(tenant, prefix string) string {
 	if id, ok := strings.CutPrefix(tenant, prefix); ok {
 		return id

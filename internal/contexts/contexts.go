@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -499,9 +500,24 @@ func (s *Service) release(ctx context.Context, id string) {
 func (s *Service) get(ctx context.Context, id string) (*store.Context, error) {
 	c, err := s.store.GetContext(ctx, id)
 	if err == nil && c.Tenant != auth.TenantOf(ctx) {
-		err = errdefs.NotFound("context %s not found", id)
+		err = s.unreached(ctx, c)
 	}
 	return c, err
+}
+
+// unreached is the not-found of context c to ctx's tenant, whose it is
+// not, saying whose it is when the tenant lists it: made by the code of
+// its sandboxes or the agents of its runs, it is theirs, and only they
+// reach it by id; it ends with them.
+func (s *Service) unreached(ctx context.Context, c *store.Context) error {
+	err := errdefs.NotFound("context %s not found", c.ID)
+	listed, lerr := s.store.ListContexts(ctx, store.ContextFilter{SandboxID: c.SandboxID, ByTenant: true,
+		Tenant: auth.TenantOf(ctx), WithOwned: true})
+	if lerr != nil || !slices.ContainsFunc(listed, func(o *store.Context) bool { return o.ID == c.ID }) {
+		return err
+	}
+	return errdefs.NotFound("context %s is not yours but made by %s, which alone reaches it by id; it ends with its maker",
+		c.ID, auth.Maker(c.Tenant))
 }
 
 // Get returns a context.

@@ -169,7 +169,7 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		}
 	}()
 	// Each step returns what it built even when it fails, for Close.
-	if s.state, err = openState(ctx, cfg, sandboxServices{s}); err != nil {
+	if s.state, err = openState(ctx, cfg, sandboxServices{s, httpapi.NewChannelLimit(cfg.HTTP, cfg.Log)}); err != nil {
 		return nil, err
 	}
 	if s.services, err = buildServices(ctx, cfg, s.state); err != nil {

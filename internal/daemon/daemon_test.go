@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -276,6 +277,35 @@ func TestRestartKeepsState(t *testing.T) {
 	slices.Sort(want)
 	if diff := cmp.Diff(want, ids); diff != "" {
 		t.Errorf("sandboxes left after shutdown (-want +got), the waiting warm one must go:\n%s", diff)
+	}
+}
+
+// A data dir is one daemon's: a second daemon on it is refused at once,
+// naming the first, and nothing of the first's changes; once the first
+// stops, the data dir is free again.
+func TestDataDirLocked(t *testing.T) {
+	dataDir := t.TempDir()
+	rt := fakeruntime.New()
+	t.Cleanup(func() { rt.Close() })
+	d := start(t, testConfig(dataDir, rt), nil)
+	sb := d.create(api.CreateSandboxRequest{Image: tinyRef})
+
+	cfg := testConfig(dataDir, rt)
+	cfg.Listen = "127.0.0.1:1"
+	_, err := New(context.Background(), cfg)
+	want := fmt.Sprintf("is in use by another agent2env daemon (pid %d, listening on %s)", os.Getpid(), d.addr)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a second daemon on the data dir: %v, want an error saying %q", err, want)
+	}
+	if got, err := d.api.Sandbox.Get(context.Background(), sb.ID); err != nil || got.Status != api.StatusRunning {
+		t.Errorf("the first daemon's sandbox after the refusal: %+v, %v", got, err)
+	}
+	if err := d.stop(); err != nil {
+		t.Fatal(err)
+	}
+	d = start(t, testConfig(dataDir, rt), nil)
+	if got, err := d.api.Sandbox.Get(context.Background(), sb.ID); err != nil || got.Status != api.StatusRunning {
+		t.Errorf("the sandbox once the data dir was free again: %+v, %v", got, err)
 	}
 }
 

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
+	"github.com/agent2env/agent2env/api/client"
 	"github.com/agent2env/agent2env/internal/httpapi"
 )
 
@@ -130,7 +132,11 @@ func (s *System) Serve(ctx context.Context, l net.Listener) error {
 	go func() { loops <- s.Loops.Run(loopCtx) }()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(httpapi.LimitListener(l, s.cfg.HTTP, s.log)) }()
-	s.log.Info("serving", "addr", l.Addr().String(), "data_dir", s.cfg.DataDir, "runtime", s.Runtime.Name())
+	url := clientURL(l.Addr())
+	s.log.Info("serving", "addr", l.Addr().String(), "url", url, "data_dir", s.cfg.DataDir, "runtime", s.Runtime.Name())
+	if url != client.DefaultURL {
+		s.log.Info("the CLI and the SDKs reach this daemon with AGENT2ENV_URL=" + url + " (or the CLI's --url)")
+	}
 	stopConsole := s.serveConsole()
 
 	var err error
@@ -228,11 +234,33 @@ func (s *System) Close() error {
 	if s.hostRuntime != nil {
 		s.hostRuntime.Unlock()
 	}
-	if s.Store == nil {
+	if s.Store != nil {
+		if err := s.Store.Close(); err != nil {
+			return errors.Join(fmt.Errorf("close the store: %w", err), s.unlockDataDir())
+		}
+	}
+	return s.unlockDataDir()
+}
+
+// clientURL is the URL a client on this machine reaches the API at, when
+// served at addr: on the loopback address for an unspecified one.
+func clientURL(addr net.Addr) string {
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil {
+		return "http://" + addr.String()
+	}
+	if ap.Addr().IsUnspecified() {
+		ap = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ap.Port())
+	}
+	return "http://" + ap.String()
+}
+
+// unlockDataDir lets go of the data dir, last, once nothing writes in it.
+func (s *System) unlockDataDir() error {
+	if s.dataDir == nil {
 		return nil
 	}
-	if err := s.Store.Close(); err != nil {
-		return fmt.Errorf("close the store: %w", err)
-	}
-	return nil
+	f := s.dataDir
+	s.dataDir = nil
+	return f.Close()
 }

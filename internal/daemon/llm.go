@@ -49,19 +49,25 @@ func applyLLMConfig(cfg Config, g *gate.Gate, a *archive.Archive, client *http.C
 
 // sandboxServices serves the daemon's services to each sandbox on its own
 // channel (runtime.Services): the sandbox is known by the channel, not by
-// anything its requests say.
-type sandboxServices struct{ s *System }
+// anything its requests say. limit bounds the channels' connections, all
+// together and each sandbox's.
+type sandboxServices struct {
+	s     *System
+	limit *httpapi.ChannelLimit
+}
 
 var _ runtime.Services = sandboxServices{}
 
 // ServeSandbox implements runtime.Services. The sandbox is a client like
 // any other: its connections have the API's timeouts (an idle one is
-// closed after Config.HTTP's IdleTimeout) and header bound.
+// closed after Config.HTTP's IdleTimeout) and header bound, and its
+// channel the per-client bound of connections (Config.HTTP's
+// MaxConnsPerClient) within the sandboxes' shared MaxConns.
 func (v sandboxServices) ServeSandbox(ctx context.Context, l net.Listener, id string) error {
 	srv := httpapi.NewServer(v.s.cfg.HTTP, v.s.sandboxHandler(id), v.s.log)
 	stop := context.AfterFunc(ctx, func() { srv.Close() })
 	defer stop()
-	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(v.limit.Listener(l)); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

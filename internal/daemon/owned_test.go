@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"github.com/agent2env/agent2env/api/client"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/contexts"
+	"github.com/agent2env/agent2env/internal/httpapi"
 	"github.com/agent2env/agent2env/internal/mcpserver"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 	"github.com/agent2env/agent2env/internal/store"
@@ -87,6 +89,16 @@ func TestSandboxMadeIsBounded(t *testing.T) {
 	ctxs, err := a.Contexts().List(ctx, client.ListContextsOptions{})
 	if err != nil || len(ctxs) == 0 || ctxs[0].MadeBySandbox != parent.ID {
 		t.Fatalf("key A's contexts: %+v, %v; want the session's, made by %s", ctxs, err, parent.ID)
+	}
+	// Key A reaches the context by no id (only its maker does), and is
+	// told whose it is; key B is told nothing.
+	if _, err := a.Contexts().Get(ctx, ctxs[0].ContextID); !errors.Is(err, client.ErrNotFound) ||
+		!strings.Contains(err.Error(), "made by the code of sandbox "+parent.ID) {
+		t.Errorf("key A gets context %s: %v; want not found, naming sandbox %s", ctxs[0].ContextID, err, parent.ID)
+	}
+	if _, err := b.Contexts().Get(ctx, ctxs[0].ContextID); !errors.Is(err, client.ErrNotFound) ||
+		strings.Contains(err.Error(), parent.ID) {
+		t.Errorf("key B gets context %s: %v; want a plain not found", ctxs[0].ContextID, err)
 	}
 	// Another tenant's create is untouched by what the sandbox tried.
 	other, err := b.Sandbox.Create(ctx, api.CreateSandboxRequest{Image: tinyRef, CPU: "4", Memory: "4Gi"})
@@ -158,7 +170,7 @@ func TestSandboxChannelIdleClosed(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go sandboxServices{d.sys}.ServeSandbox(ctx, l, "sbx-test")
+	go sandboxServices{d.sys, httpapi.NewChannelLimit(httpapi.ServerConfig{}, d.sys.log)}.ServeSandbox(ctx, l, "sbx-test")
 	c, err := net.Dial("unix", l.Addr().String())
 	if err != nil {
 		t.Fatal(err)

@@ -241,8 +241,15 @@ func TestSandboxMCPIsScoped(t *testing.T) {
 	if list, err := d.api.Sessions().List(ctx); err != nil || len(list) != 1 || list[0].MadeBySandbox != a.ID {
 		t.Errorf("the API's sessions: %+v, %v, want A's, made by %s", list, err, a.ID)
 	}
-	if _, err := d.api.Sessions().Get(ctx, "mine"); !errors.Is(err, client.ErrNotFound) {
-		t.Errorf("the API asking for A's session by its id: %v, want not found", err)
+	// Not found, saying whose it is and how it ends (the listing shows it).
+	for op, call := range map[string]func() error{
+		"get":    func() error { _, err := d.api.Sessions().Get(ctx, "mine"); return err },
+		"delete": func() error { return d.api.Sessions().Delete(ctx, "mine") },
+	} {
+		if err := call(); !errors.Is(err, client.ErrNotFound) ||
+			!strings.Contains(err.Error(), "made by the code of sandbox "+a.ID+", which alone reaches it by id") {
+			t.Errorf("the API's %s of A's session by its id: %v, want not found, naming sandbox %s", op, err, a.ID)
+		}
 	}
 	// By sandbox id, each reaches its own sandbox only.
 	if _, msg := callTool(t, mcpB, "list_files", map[string]any{"sandbox_id": a.ID}); !strings.Contains(msg, "SANDBOX_NOT_FOUND") {

@@ -43,8 +43,10 @@ type state struct {
 	// hostRuntime is held, on a shared store, by the daemon whose
 	// runtime keeps its sandboxes on its machine (holdHostRuntime).
 	hostRuntime leader.Held
-	Images      *image.Store
-	Runtime     sandbox.Runtime
+	// dataDir holds the data dir's lock (lockDataDir).
+	dataDir *os.File
+	Images  *image.Store
+	Runtime sandbox.Runtime
 }
 
 // openState opens the store and the image store under cfg's directories
@@ -53,6 +55,9 @@ type state struct {
 func openState(ctx context.Context, cfg Config, svc runtime.Services) (st state, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o711); err != nil {
 		return st, fmt.Errorf("create data dir: %w", err)
+	}
+	if st.dataDir, err = lockDataDir(cfg.DataDir, cfg.Listen); err != nil {
+		return st, err
 	}
 	var sh sharing
 	if st.Store, sh, err = openStore(ctx, cfg); err != nil {

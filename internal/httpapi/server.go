@@ -89,14 +89,40 @@ func LimitListener(l net.Listener, c ServerConfig, log *slog.Logger) net.Listene
 		slots: make(chan struct{}, c.MaxConns), done: make(chan struct{}), clients: map[netip.Addr]int{}}
 }
 
+// ChannelLimit bounds the connections of every sandbox's channel to the
+// daemon's in-sandbox services: MaxConns of them at once, all sandboxes
+// together, and MaxConnsPerClient from one sandbox (a sandbox is one
+// client, which its channel, a socket of its own, tells). More wait in the
+// channel's backlog, but for one each channel has accepted and holds until
+// a shared slot is free: code in a sandbox cannot hold more of the
+// daemon's file descriptors than these, whatever it opens.
+type ChannelLimit struct {
+	log        *slog.Logger
+	slots      chan struct{}
+	perChannel int
+}
+
+// NewChannelLimit returns the limit of c's MaxConns and MaxConnsPerClient.
+func NewChannelLimit(c ServerConfig, log *slog.Logger) *ChannelLimit {
+	c.setDefaults()
+	return &ChannelLimit{log: log, slots: make(chan struct{}, c.MaxConns), perChannel: c.MaxConnsPerClient}
+}
+
+// Listener returns l, one sandbox's channel, bounded by cl.
+func (cl *ChannelLimit) Listener(l net.Listener) net.Listener {
+	return &connLimiter{Listener: l, log: cl.log, slots: make(chan struct{}, cl.perChannel), shared: cl.slots,
+		done: make(chan struct{}), clients: map[netip.Addr]int{}}
+}
+
 // connLimiter is a listener that holds at most cap(slots) connections,
-// making Accept wait for a free slot, and at most perClient from one IP
-// address, refusing more.
+// and, with shared, one of its slots each: Accept waits for both. It
+// refuses connections from one IP address past perClient (0: no bound).
 type connLimiter struct {
 	net.Listener
 	log       *slog.Logger
 	perClient int
 	slots     chan struct{}
+	shared    chan struct{} // nil: none
 	done      chan struct{} // closed by Close
 	closeOnce sync.Once
 
@@ -104,11 +130,43 @@ type connLimiter struct {
 	clients map[netip.Addr]int
 }
 
+// acquire takes a slot, waiting; false once l is closed.
+func (l *connLimiter) acquire() bool {
+	select {
+	case l.slots <- struct{}{}:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+// acquireShared takes a shared slot, if l has them, for a connection
+// accepted: taken before Accept, a listener with nothing to accept would
+// hold one, and many idle channels all of them. Waiting, l holds this one
+// connection it accepted, no more. False once l is closed.
+func (l *connLimiter) acquireShared() bool {
+	if l.shared == nil {
+		return true
+	}
+	select {
+	case l.shared <- struct{}{}:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+// release gives back what acquire and acquireShared took.
+func (l *connLimiter) release() {
+	if l.shared != nil {
+		<-l.shared
+	}
+	<-l.slots
+}
+
 func (l *connLimiter) Accept() (net.Conn, error) {
 	for {
-		select {
-		case l.slots <- struct{}{}:
-		case <-l.done:
+		if !l.acquire() {
 			return nil, net.ErrClosed
 		}
 		c, err := l.Listener.Accept()
@@ -116,9 +174,14 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			<-l.slots
 			return nil, err
 		}
+		if !l.acquireShared() {
+			c.Close()
+			<-l.slots
+			return nil, net.ErrClosed
+		}
 		ip, ok := remoteIP(c)
-		if !ok {
-			return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+		if !ok || l.perClient <= 0 {
+			return &limitedConn{Conn: c, release: l.release}, nil
 		}
 		l.mu.Lock()
 		n := l.clients[ip]
@@ -128,7 +191,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			// of them is bounded like any other connections.
 			go func() {
 				l.refuse(c, ip)
-				<-l.slots
+				l.release()
 			}()
 			continue
 		}
@@ -140,7 +203,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 				delete(l.clients, ip)
 			}
 			l.mu.Unlock()
-			<-l.slots
+			l.release()
 		}}, nil
 	}
 }

@@ -242,6 +242,79 @@ func TestMaxConns(t *testing.T) {
 	}
 }
 
+// The sandboxes' channels share MaxConns, and each holds at most
+// MaxConnsPerClient: a connection past either waits until one closes.
+func TestChannelLimit(t *testing.T) {
+	_, channel := channels(t, ServerConfig{MaxConns: 3, MaxConnsPerClient: 2})
+	a, b := channel(), channel()
+	a1, a2 := dial(t, a), dial(t, a)
+	if !served(t, a1, 5*time.Second) || !served(t, a2, 5*time.Second) {
+		t.Fatal("a channel's connections within the limits were not served")
+	}
+	if a3 := dial(t, a); served(t, a3, 300*time.Millisecond) {
+		t.Error("a channel's connection past MaxConnsPerClient was served")
+	}
+	b1 := dial(t, b)
+	if !served(t, b1, 5*time.Second) {
+		t.Fatal("another channel's first connection was not served")
+	}
+	b2 := dial(t, b)
+	if served(t, b2, 300*time.Millisecond) {
+		t.Fatal("a connection past the channels' shared MaxConns was served")
+	}
+	b1.Close() // b2 waits for a shared slot: b1's
+	_ = b2.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if resp, err := http.ReadResponse(bufio.NewReader(b2), nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("once a shared slot was free: %v, %v", resp, err)
+	}
+}
+
+// A channel with nothing to accept holds no shared slot: channels many
+// more than MaxConns, idle, leave them to those that are used.
+func TestChannelLimitIdle(t *testing.T) {
+	_, channel := channels(t, ServerConfig{MaxConns: 1})
+	idle := []string{channel(), channel(), channel()}
+	for i := range 2 {
+		for _, ch := range idle {
+			c := dial(t, ch)
+			if !served(t, c, 5*time.Second) {
+				t.Fatalf("round %d: a connection to one of idle channels was not served", i)
+			}
+			c.Close()
+		}
+	}
+}
+
+// channels returns a limit of cfg and a function that serves a new
+// channel under it and returns its address.
+func channels(t *testing.T, cfg ServerConfig) (*ChannelLimit, func() string) {
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	limit := NewChannelLimit(cfg, log)
+	return limit, func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0") // a channel is served as any listener
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := NewServer(ServerConfig{}, echoLen, log)
+		go srv.Serve(limit.Listener(l))
+		t.Cleanup(func() { srv.Close() })
+		return l.Addr().String()
+	}
+}
+
+// served says whether a request on c is answered 200 within the time.
+func served(t *testing.T, c net.Conn, within time.Duration) bool {
+	t.Helper()
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	_ = c.SetReadDeadline(time.Now().Add(within))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == 200
+}
+
 // Streams that wait for output longer than StallTimeout go on, and so
 // does a hijacked connection (a WebSocket through the port gateway).
 func TestStreamsExempt(t *testing.T) {

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // Cancellation over stateless HTTP. Before protocol 2026-07-28 a client
@@ -101,8 +104,14 @@ func (s *Server) trackCalls(next http.Handler) http.Handler {
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxRequestBytes))
-		if err != nil {
-			http.Error(w, fmt.Sprintf("read request: %v", err), http.StatusRequestEntityTooLarge)
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			writeRPCError(w, http.StatusRequestEntityTooLarge, jsonrpc.CodeInvalidRequest,
+				fmt.Sprintf("the request is larger than the MCP server's limit of %d bytes", tooLarge.Limit))
+			return
+		case err != nil:
+			writeRPCError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, fmt.Sprintf("read the request: %v", err))
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -127,6 +136,16 @@ func (s *Server) trackCalls(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// writeRPCError answers a request the server could not read with a
+// JSON-RPC error of code and message (its id unknown: null), as MCP
+// clients parse every answer.
+func writeRPCError(w http.ResponseWriter, status int, code int64, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": nil,
+		"error": map[string]any{"code": code, "message": message}})
 }
 
 // callerOf names who sent a request, as far as an HTTP request can say.

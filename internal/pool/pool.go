@@ -127,6 +127,7 @@ func New(mgr Manager, specs []Spec, log *slog.Logger, opts ...Option) (*Pools, e
 			return nil, fmt.Errorf("warm pool %q: pooled sandboxes take no overrides", s.Name)
 		}
 		p.pools[s.Name] = &warmPool{spec: s, refill: make(chan struct{}, 1), changed: make(chan struct{}, 1)}
+		log.Info("warm pool", "pool", s.Name, "size", s.Size)
 	}
 	return p, nil
 }

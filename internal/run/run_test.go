@@ -779,8 +779,8 @@ func TestRunIDInCommands(t *testing.T) {
 }
 
 // The models a task may name are those Config.Models gives at each
-// submission (the LLM proxy's, reloaded); a model override is checked
-// instead of the task's own.
+// submission (the LLM proxy's, reloaded; none when it has no
+// configuration); a model override is checked instead of the task's own.
 func TestSubmitModelsFollowTheProxy(t *testing.T) {
 	models := []string{"coder"}
 	e := newEnv(t, Config{Models: func() []string { return models }})
@@ -800,12 +800,28 @@ func TestSubmitModelsFollowTheProxy(t *testing.T) {
 		t.Fatalf("the task's model overridden by one of the proxy: %v", err)
 	}
 	e.svc.Cancel(bg, b.Runs[0].ID)
-	models = nil // no proxy configured: models are not checked
-	b, err = e.svc.Submit(bg, api.RunSubmitRequest{Task: task})
-	if err != nil {
-		t.Fatalf("no proxy: %v", err)
+	// No proxy configured: an agent CLI reaches no model but the proxy's,
+	// so none is known, and the refusal says how to make one.
+	models = nil
+	for _, req := range []api.RunSubmitRequest{{Task: task}, {Task: task, Models: []string{"coder"}}} {
+		if _, err := e.svc.Submit(bg, req); !errors.Is(err, errdefs.ErrInvalidArgument) ||
+			!strings.Contains(err.Error(), `unknown model "coder": the LLM proxy has no models, and agent codex reaches none`) ||
+			!strings.Contains(err.Error(), "--llm-config FILE") {
+			t.Errorf("no proxy, models %v: %v", req.Models, err)
+		}
 	}
-	e.svc.Cancel(bg, b.Runs[0].ID)
+	// A custom agent's model is its entrypoint's to use: without a proxy
+	// to check it against, it passes.
+	custom := "name: t\nagent: custom\nmodel: coder\ngoal: g\nentrypoint: 'true'\n"
+	for _, req := range []api.RunSubmitRequest{{Task: custom}, {Task: custom, Models: []string{"m1", "m2"}}} {
+		b, err = e.svc.Submit(bg, req)
+		if err != nil {
+			t.Fatalf("no proxy, a custom agent, models %v: %v", req.Models, err)
+		}
+		for _, r := range b.Runs {
+			e.svc.Cancel(bg, r.ID)
+		}
+	}
 }
 
 // A task's resources are its sandbox's limits: cpu, memory and disk.

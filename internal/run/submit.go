@@ -13,7 +13,6 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/agent2env/agent2env/api"
@@ -46,14 +45,15 @@ func (s *Service) Submit(ctx context.Context, req api.RunSubmitRequest) (*api.Ru
 	// The models a task may use are the LLM proxy's now (its
 	// configuration is reloaded on SIGHUP).
 	var models []string
-	if s.cfg.Models != nil {
+	check := s.cfg.Models != nil
+	if check {
 		models = s.cfg.Models()
 	}
-	t, dir, err := s.resolveTask(req, models)
+	t, dir, err := s.resolveTask(req, models, check)
 	if err != nil {
 		return nil, err
 	}
-	combos, err := s.matrix(t, req, models)
+	combos, err := s.matrix(t, req, models, check)
 	if err != nil {
 		return nil, err
 	}
@@ -158,11 +158,10 @@ func (s *Service) forget(jobs []*job, last *job) {
 
 // resolveTask loads the task req gives and returns it with the directory
 // its inputs are read from ("" when it has none yet). The task's own
-// model is checked against models (when there are some) unless req
-// overrides it.
-func (s *Service) resolveTask(req api.RunSubmitRequest, models []string) (*task.Task, string, error) {
+// model is checked against models, when check, unless req overrides it.
+func (s *Service) resolveTask(req api.RunSubmitRequest, models []string, check bool) (*task.Task, string, error) {
 	var opts []task.Option
-	if len(models) > 0 && len(req.Models) == 0 {
+	if check && len(req.Models) == 0 {
 		opts = append(opts, task.WithModels(models...))
 	}
 	switch {
@@ -210,8 +209,8 @@ func (s *Service) resolveTask(req api.RunSubmitRequest, models []string) (*task.
 
 // matrix returns the task once per agent × model combination the request
 // asks for (the task's own when it names none), each validated, each
-// model one of known (when there are some).
-func (s *Service) matrix(t *task.Task, req api.RunSubmitRequest, known []string) ([]*task.Task, error) {
+// model one of known when check.
+func (s *Service) matrix(t *task.Task, req api.RunSubmitRequest, known []string, check bool) ([]*task.Task, error) {
 	agentNames, models := req.Agents, req.Models
 	if len(agentNames) == 0 {
 		agentNames = []string{t.Agent}
@@ -225,8 +224,8 @@ func (s *Service) matrix(t *task.Task, req api.RunSubmitRequest, known []string)
 			return nil, errdefs.Invalid("agents: unknown agent %q (one of %s)", a, strings.Join(all.Names(), ", "))
 		}
 		for _, m := range models {
-			if m != "" && len(known) > 0 && !slices.Contains(known, m) {
-				return nil, errdefs.Invalid("models: unknown model %q (the LLM proxy has %s)", m, strings.Join(known, ", "))
+			if p := task.ModelProblem(a, m, known); check && p != "" {
+				return nil, errdefs.Invalid("models: %s", p)
 			}
 			c := *t
 			c.Agent, c.Model = a, m

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
@@ -33,7 +34,7 @@ func (s *Service) get(ctx context.Context, id string) (*store.Session, error) {
 func (s *Service) Get(ctx context.Context, id string) (*api.Session, error) {
 	sess, err := s.get(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, s.unreached(ctx, id, err)
 	}
 	return s.toAPI(ctx, sess)
 }
@@ -70,10 +71,37 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 	defer unlock()
 	sess, err := s.get(ctx, id)
 	if err != nil {
-		return err
+		return s.unreached(ctx, id, err)
 	}
 	s.remove(context.WithoutCancel(ctx), sess, "deleted by request")
 	return nil
+}
+
+// unreached is err, ctx's tenant's not-found of session id, saying whose
+// the session is when one the tenant lists has that id: made by the code
+// of its sandboxes or the agents of its runs, it is theirs, and only they
+// reach it by id (the tenant's own session of that id would be another);
+// it ends with them.
+func (s *Service) unreached(ctx context.Context, id string, err error) error {
+	if !errors.Is(err, errdefs.ErrNotFound) {
+		return err
+	}
+	own := auth.TenantOf(ctx)
+	all, lerr := s.store.ListSessions(ctx, store.SessionFilter{Tenant: own, WithOwned: true})
+	if lerr != nil {
+		return err
+	}
+	var makers []string
+	for _, o := range all {
+		if o.ID == id && o.Tenant != own {
+			makers = append(makers, auth.Maker(o.Tenant))
+		}
+	}
+	if len(makers) == 0 {
+		return err
+	}
+	return errdefs.WithCode(errdefs.NotFound("session %s is not yours but made by %s, which alone reaches it by id; "+
+		"it ends with its maker", id, strings.Join(makers, " and ")), api.CodeSessionNotFound)
 }
 
 // KeepAlive moves a session's idle deadline to now plus its idle timeout,

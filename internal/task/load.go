@@ -56,13 +56,33 @@ func (e *Error) Is(target error) bool { return target == errdefs.ErrInvalidArgum
 type Option func(*options)
 
 type options struct {
-	models []string
+	models      []string
+	checkModels bool
 }
 
-// WithModels makes Load refuse a model that is not one of names (the LLM
-// proxy's configured models). Without it any model name passes.
+// WithModels makes Load refuse a model that is not one of names, the LLM
+// proxy's configured models, as ModelProblem says. Without it any model
+// name passes.
 func WithModels(names ...string) Option {
-	return func(o *options) { o.models = names }
+	return func(o *options) { o.models, o.checkModels = names, true }
+}
+
+// ModelProblem says what is wrong with agent's model m, given known, the
+// LLM proxy's models; "" if nothing. An agent CLI reaches no model but
+// the proxy's, so its model must be one of them (none when the proxy has
+// no configuration); a custom agent's model, which its entrypoint is
+// given, is checked only against a proxy that has models.
+func ModelProblem(agent, m string, known []string) string {
+	switch {
+	case m == "" || slices.Contains(known, m):
+		return ""
+	case len(known) > 0:
+		return fmt.Sprintf("unknown model %q (the LLM proxy has %s)", m, strings.Join(known, ", "))
+	case agent != AgentCustom:
+		return fmt.Sprintf("unknown model %q: the LLM proxy has no models, and agent %s reaches none but its own "+
+			"(start the daemon with --llm-config FILE)", m, agent)
+	}
+	return ""
 }
 
 // LoadFile reads and loads the task file at path; input sources are
@@ -178,8 +198,8 @@ func Load(name string, data []byte, opts ...Option) (*Task, error) {
 	// what they say of a field its type error left zero is dropped.
 	typeErrs := len(d.errs)
 	t.check(&d.errs, d.nodes)
-	if len(o.models) > 0 && t.Model != "" && !slices.Contains(o.models, t.Model) {
-		d.errs.add(d.nodes, "model", "unknown model %q (the LLM proxy has %s)", t.Model, strings.Join(o.models, ", "))
+	if p := ModelProblem(t.Agent, t.Model, o.models); o.checkModels && p != "" {
+		d.errs.add(d.nodes, "model", "%s", p)
 	}
 	d.errs = d.errs.withoutRepeats(typeErrs)
 	if err := d.errs.err(name); err != nil {

@@ -72,6 +72,7 @@ func checkCRIU(criu string, env []string, log *slog.Logger) string {
 		log.Warn("checkpoint and restore are off: CRIU does not work here (scripts/criu.sh builds one that does)", "err", err)
 		return ""
 	}
+	log.Info("checkpoint and restore are on: criu check passed", "criu", path)
 	return path
 }
 
