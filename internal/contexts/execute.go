@@ -118,7 +118,7 @@ func (s *Service) executeBuffered(ctx context.Context, c *store.Context, req api
 	// Each stream may take the whole limit the agent enforces on both,
 	// and its marker.
 	limit := s.cfg.OutputLimit + outbuf.NoteRoom
-	col := &collector{out: [2]*outbuf.Buffer{s.cfg.Outputs.NewBuffer(limit), s.cfg.Outputs.NewBuffer(limit)}}
+	col := &collector{out: [2]*outbuf.Buffer{s.cfg.Outputs.NewBuffer(c.SandboxID, limit), s.cfg.Outputs.NewBuffer(c.SandboxID, limit)}}
 	exe := &Execution{out: col.out}
 	resp, err := s.execute(ctx, c, req, col, false)
 	if err != nil {
@@ -233,7 +233,7 @@ func (s *Service) execute(ctx context.Context, c *store.Context, req api.Execute
 		return nil, err
 	}
 	col.flush()
-	resp.Truncated = res.Dropped > 0 || col.truncate(s.cfg.Outputs.Limit())
+	resp.Truncated = res.Dropped > 0 || col.truncate(s.cfg.Outputs)
 	if sink == nil {
 		resp.Output = api.ExecutionOutput{Stdout: col.out[0].String(), Stderr: col.out[1].String()}
 	}
@@ -403,11 +403,11 @@ func (c *collector) flush() {
 
 // truncate ends each buffer the output budget cut short with a marker, and
 // reports whether there was one.
-func (c *collector) truncate(budget int64) bool {
+func (c *collector) truncate(budget *outbuf.Budget) bool {
 	cut := false
 	for _, b := range c.out {
 		if b != nil && b.Starved() {
-			b.Note(agent.TruncationMarker(b.Dropped(), fmt.Sprintf("the daemon's output memory (%d bytes for all executions at once)", budget)))
+			b.Note(agent.TruncationMarker(b.Dropped(), budget.Describe()))
 			cut = true
 		}
 	}
