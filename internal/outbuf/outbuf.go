@@ -34,6 +34,7 @@ package outbuf
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -54,10 +55,10 @@ const floorCap = Floor + NoteRoom
 type Budget struct {
 	limit int64
 
-	mu     sync.Mutex
-	used   int64
-	peak   int64
-	owners map[string]*owner
+	mu     sync.Mutex        // held to change what follows
+	used   atomic.Int64      // read without mu
+	peak   atomic.Int64      // read without mu
+	owners map[string]*owner // by key
 }
 
 // owner is what the buffers of one owner hold.
@@ -79,18 +80,10 @@ func NewBudget(limit int64) *Budget {
 func (b *Budget) Limit() int64 { return b.limit }
 
 // InUse returns the bytes buffers hold now.
-func (b *Budget) InUse() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.used
-}
+func (b *Budget) InUse() int64 { return b.used.Load() }
 
 // Peak returns the most bytes buffers have held at once.
-func (b *Budget) Peak() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.peak
-}
+func (b *Budget) Peak() int64 { return b.peak.Load() }
 
 // Describe says what bounds the budget sets, for the marker of output it
 // cut short.
@@ -112,14 +105,15 @@ func (b *Budget) growthLimit() int64 { return b.limit - b.limit/8 }
 func (b *Budget) take(o *owner, held, n int64) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	used := b.used.Load()
 	floor := min(n, max(floorCap-held, 0))
-	got := max(min(floor, b.limit-b.used, b.floorShare()-o.held), 0)
+	got := max(min(floor, b.limit-used, b.floorShare()-o.held), 0)
 	if got == floor && n > floor {
-		got += max(min(n-floor, b.growthLimit()-b.used-got, b.growthShare()-o.held-got), 0)
+		got += max(min(n-floor, b.growthLimit()-used-got, b.growthShare()-o.held-got), 0)
 	}
-	b.used += got
+	b.used.Store(used + got)
+	b.peak.Store(max(b.peak.Load(), used+got))
 	o.held += got
-	b.peak = max(b.peak, b.used)
 	return got
 }
 
@@ -127,7 +121,7 @@ func (b *Budget) take(o *owner, held, n int64) int64 {
 func (b *Budget) release(o *owner, key string, held int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.used -= held
+	b.used.Add(-held)
 	o.held -= held
 	if o.buffers--; o.buffers == 0 {
 		delete(b.owners, key)
