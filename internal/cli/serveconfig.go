@@ -131,7 +131,7 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.StringVar(&cfg.KubePullSecrets, "kube-pull-secrets", "", "kubernetes runtime: comma-separated imagePullSecrets of the sandboxes' Pods")
 	f.StringVar(&cfg.CRIU, "criu", criuAuto, "oci runtime: the criu program snapshots (checkpoint and restore) use: auto (the one make criu cached under the cache dir, else criu on PATH, if criu check passes; otherwise snapshots are off, with the reason logged), off, or a path")
 	f.Int64Var(&cfg.DiskReserve, "disk-reserve", 1<<30, "bytes the data dir's file system keeps free: with fewer free a create or start is 507 NO_SPACE (sandbox disks are thin-provisioned and grow into it; 0: not checked)")
-	f.Int64Var(&cfg.OutputBudget, "output-budget", 256<<20, "bytes of command and code output the daemon buffers across all executions; past it output is dropped and results say truncated")
+	f.Int64Var(&cfg.OutputBudget, "output-budget", 256<<20, "bytes of command and code output the daemon buffers across all executions; one sandbox's hold at most half, each stream's first 64 KiB come first; past it output is dropped and results say truncated")
 }
 
 // The flags of serve that are not settings, and the variable that may name

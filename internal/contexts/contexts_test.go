@@ -784,7 +784,7 @@ func TestCollector(t *testing.T) {
 	}
 	budget := outbuf.NewBudget(1 << 20)
 	buffered := func() *collector {
-		return &collector{out: [2]*outbuf.Buffer{budget.NewBuffer(1 << 10), budget.NewBuffer(1 << 10)}}
+		return &collector{out: [2]*outbuf.Buffer{budget.NewBuffer("sb", 1<<10), budget.NewBuffer("sb", 1<<10)}}
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

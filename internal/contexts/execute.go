@@ -34,51 +34,6 @@ type Sink interface {
 	Result(r api.ExecutionResult) error
 }
 
-// Recorder is a Sink that keeps the text output it passes on to the next
-// sink (which may be nil), for callers that stream an execution and also
-// answer with its whole output (sessions, MCP): a streamed execution's
-// response carries no output of its own. The output is bounded by the
-// per-execution output limit the agent enforces. A Recorder is used by
-// one execution at a time.
-type Recorder struct {
-	next           Sink
-	stdout, stderr strings.Builder
-}
-
-// NewRecorder returns a Recorder passing output on to next.
-func NewRecorder(next Sink) *Recorder { return &Recorder{next: next} }
-
-// Stdout records text and passes it on.
-func (r *Recorder) Stdout(text string) error {
-	r.stdout.WriteString(text)
-	if r.next != nil {
-		return r.next.Stdout(text)
-	}
-	return nil
-}
-
-// Stderr records text and passes it on.
-func (r *Recorder) Stderr(text string) error {
-	r.stderr.WriteString(text)
-	if r.next != nil {
-		return r.next.Stderr(text)
-	}
-	return nil
-}
-
-// Result passes a rich result on; the response carries the results.
-func (r *Recorder) Result(res api.ExecutionResult) error {
-	if r.next != nil {
-		return r.next.Result(res)
-	}
-	return nil
-}
-
-// Output returns what was recorded.
-func (r *Recorder) Output() api.ExecutionOutput {
-	return api.ExecutionOutput{Stdout: r.stdout.String(), Stderr: r.stderr.String()}
-}
-
 // Execution is the answer of a buffered execution. Its output counts
 // against the daemon's output budget until Release.
 type Execution struct {
@@ -98,11 +53,19 @@ func (e *Execution) Release() {
 // Execute runs code in a context, collecting its output within the output
 // budget. The caller must Release the answer.
 func (s *Service) Execute(ctx context.Context, id string, req api.ExecuteRequest) (*Execution, error) {
+	return s.ExecuteTo(ctx, id, req, nil)
+}
+
+// ExecuteTo is Execute that also passes the output on to sink (nil: none)
+// as it comes, for callers that stream an execution and answer with its
+// whole output too (sessions, MCP). The sink gets all the output, the
+// answer what the budget kept.
+func (s *Service) ExecuteTo(ctx context.Context, id string, req api.ExecuteRequest, sink Sink) (*Execution, error) {
 	c, err := s.get(ctx, id)
 	if err != nil {
 		return nil, contextErr(err)
 	}
-	return s.executeBuffered(ctx, c, req)
+	return s.executeBuffered(ctx, c, req, sink)
 }
 
 // ExecuteIn runs code in a context of the given sandbox, as Execute.
@@ -111,14 +74,14 @@ func (s *Service) ExecuteIn(ctx context.Context, sandboxID, id string, req api.E
 	if err != nil {
 		return nil, err
 	}
-	return s.executeBuffered(ctx, c, req)
+	return s.executeBuffered(ctx, c, req, nil)
 }
 
-func (s *Service) executeBuffered(ctx context.Context, c *store.Context, req api.ExecuteRequest) (*Execution, error) {
+func (s *Service) executeBuffered(ctx context.Context, c *store.Context, req api.ExecuteRequest, sink Sink) (*Execution, error) {
 	// Each stream may take the whole limit the agent enforces on both,
 	// and its marker.
 	limit := s.cfg.OutputLimit + outbuf.NoteRoom
-	col := &collector{out: [2]*outbuf.Buffer{s.cfg.Outputs.NewBuffer(limit), s.cfg.Outputs.NewBuffer(limit)}}
+	col := &collector{sink: sink, out: [2]*outbuf.Buffer{s.cfg.Outputs.NewBuffer(c.SandboxID, limit), s.cfg.Outputs.NewBuffer(c.SandboxID, limit)}}
 	exe := &Execution{out: col.out}
 	resp, err := s.execute(ctx, c, req, col, false)
 	if err != nil {
@@ -233,8 +196,8 @@ func (s *Service) execute(ctx context.Context, c *store.Context, req api.Execute
 		return nil, err
 	}
 	col.flush()
-	resp.Truncated = res.Dropped > 0 || col.truncate(s.cfg.Outputs.Limit())
-	if sink == nil {
+	resp.Truncated = res.Dropped > 0 || col.truncate(s.cfg.Outputs)
+	if col.out[0] != nil {
 		resp.Output = api.ExecutionOutput{Stdout: col.out[0].String(), Stderr: col.out[1].String()}
 	}
 	resp.Results = append(resp.Results, col.results...)
@@ -340,11 +303,11 @@ func toResult(bundle map[string]any) api.ExecutionResult {
 	}
 }
 
-// collector passes an execution's output on to a sink, or keeps it in
-// buffers, as whole UTF-8 characters (a chunk may end inside one).
+// collector passes an execution's output on to a sink, keeps it in
+// buffers, or both, as whole UTF-8 characters (a chunk may end inside one).
 type collector struct {
-	sink    Sink
-	out     [2]*outbuf.Buffer // stdout, stderr when there is no sink
+	sink    Sink              // nil: none
+	out     [2]*outbuf.Buffer // stdout, stderr; nil: none
 	partial [2][]byte
 	results []api.ExecutionResult
 	err     error // the sink's first error: the client is gone
@@ -382,10 +345,11 @@ func (c *collector) emit(stream int, b []byte) {
 	if !utf8.Valid(b) {
 		b = bytes.ToValidUTF8(b, replacement)
 	}
-	switch {
-	case c.sink == nil:
+	if c.out[stream] != nil {
 		_, _ = c.out[stream].Write(b)
-	case c.err != nil:
+	}
+	switch {
+	case c.sink == nil, c.err != nil:
 	case stream == 0:
 		c.err = c.sink.Stdout(string(b))
 	default:
@@ -403,11 +367,11 @@ func (c *collector) flush() {
 
 // truncate ends each buffer the output budget cut short with a marker, and
 // reports whether there was one.
-func (c *collector) truncate(budget int64) bool {
+func (c *collector) truncate(budget *outbuf.Budget) bool {
 	cut := false
 	for _, b := range c.out {
 		if b != nil && b.Starved() {
-			b.Note(agent.TruncationMarker(b.Dropped(), fmt.Sprintf("the daemon's output memory (%d bytes for all executions at once)", budget)))
+			b.Note(agent.TruncationMarker(b.Dropped(), budget.Describe()))
 			cut = true
 		}
 	}

@@ -67,12 +67,13 @@ func (s *SessionRoutes) execute(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	resp, err := s.svc.ExecuteCode(r.Context(), req, nil)
+	resp, release, err := s.svc.ExecuteCode(r.Context(), req, nil)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, resp)
+	defer release()
+	writeJSONText(w, http.StatusOK, resp, &resp.Output.Stdout, &resp.Output.Stderr)
 }
 
 func (s *SessionRoutes) command(w http.ResponseWriter, r *http.Request) {
@@ -85,12 +86,13 @@ func (s *SessionRoutes) command(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	resp, err := s.svc.ExecuteCommand(r.Context(), req, nil)
+	resp, release, err := s.svc.ExecuteCommand(r.Context(), req, nil)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, resp)
+	defer release()
+	writeJSONText(w, http.StatusOK, resp, &resp.Stdout, &resp.Stderr)
 }
 
 func (s *SessionRoutes) list(w http.ResponseWriter, r *http.Request) {

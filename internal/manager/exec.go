@@ -119,10 +119,11 @@ func (m *Manager) ExecStream(ctx context.Context, id string, req ExecRequest, st
 
 // Exec runs a command and returns its output, keeping at most the
 // configured limit of each stream, within the output budget shared by all
-// buffered executions. The caller must Release the result.
+// buffered executions (as sandbox id's share of it, see package outbuf).
+// The caller must Release the result.
 func (m *Manager) Exec(ctx context.Context, id string, req ExecRequest) (*ExecResult, error) {
-	stdout := m.outputs.NewBuffer(int64(m.cfg.ExecOutputLimit))
-	stderr := m.outputs.NewBuffer(int64(m.cfg.ExecOutputLimit))
+	stdout := m.outputs.NewBuffer(id, int64(m.cfg.ExecOutputLimit))
+	stderr := m.outputs.NewBuffer(id, int64(m.cfg.ExecOutputLimit))
 	res, err := m.ExecStream(ctx, id, req, stdout, stderr)
 	if err != nil {
 		stdout.Release()

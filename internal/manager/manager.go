@@ -93,8 +93,9 @@ type Config struct {
 	// ExecOutputLimit bounds the stdout and stderr kept by a buffered exec.
 	ExecOutputLimit int
 	// OutputBudget bounds the output that all buffered executions hold at
-	// once, in bytes (default outbuf.DefaultBudget, 256 MiB); past it
-	// output is dropped and the result says truncated.
+	// once, in bytes (default outbuf.DefaultBudget, 256 MiB), shared
+	// fairly among sandboxes (see package outbuf); past it output is
+	// dropped and the result says truncated.
 	OutputBudget int64
 	// StartTimeout bounds image preparation plus sandbox start.
 	StartTimeout time.Duration

@@ -201,6 +201,20 @@ func (s *Server) checkTarget(ctx context.Context, t FileTarget) error {
 type call struct {
 	s   *Server
 	req *mcp.CallToolRequest
+	// releases give back what the result holds of the output budget,
+	// once the tool result is built.
+	releases []func()
+}
+
+// release has f called once the call's tool result is built: the memory
+// of an execution's output counts against the output budget until then.
+func (c *call) release(f func()) { c.releases = append(c.releases, f) }
+
+// done calls the functions given to release.
+func (c *call) done() {
+	for _, f := range c.releases {
+		f()
+	}
 }
 
 // tool is a tool with typed arguments and result: the handler's result is
@@ -247,7 +261,9 @@ func add[In, Out any](s *Server, t tool[In, Out]) {
 			if err != nil {
 				return errorResult(err), nil
 			}
-			res, extra, err := t.handle(ctx, &call{s: s, req: req}, args)
+			c := &call{s: s, req: req}
+			defer c.done()
+			res, extra, err := t.handle(ctx, c, args)
 			if err != nil {
 				var shown *shownError
 				if errors.As(err, &shown) { // a failed execution, shown whole

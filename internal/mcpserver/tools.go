@@ -296,16 +296,11 @@ func (s *Server) runCode(ctx context.Context, c *call, in RunCodeArgs) (RunCodeR
 	if in.ContextID == "" {
 		return RunCodeResult{}, nil, invalid("context_id is required")
 	}
-	run, err := s.ctxs.Stream(ctx, "", in.ContextID, api.ExecuteRequest{Code: in.Code, Timeout: defaultTimeout})
+	resp, err := s.ctxs.ExecuteTo(ctx, in.ContextID, api.ExecuteRequest{Code: in.Code, Timeout: defaultTimeout}, c.codeSink(ctx))
 	if err != nil {
 		return RunCodeResult{}, nil, err
 	}
-	rec := service.NewRecorder(c.codeSink(ctx))
-	resp, err := run(ctx, rec)
-	if err != nil {
-		return RunCodeResult{}, nil, err
-	}
-	resp.Output = rec.Output()
+	c.release(resp.Release)
 	s.cfg.Log.Info("ran code in context", "context", in.ContextID, "success", resp.Success)
 	out := RunCodeResult{Stdout: resp.Output.Stdout, Stderr: withTraceback(resp.Output.Stderr, resp.Error), Success: resp.Success,
 		ExecutionTime: resp.ExecutionTime}
@@ -374,11 +369,12 @@ func (s *Server) listContexts(ctx context.Context, c *call, _ NoArgs) (ListConte
 }
 
 func (s *Server) executeCode(ctx context.Context, c *call, in ExecuteCodeArgs) (ExecuteCodeResult, []mcp.Content, error) {
-	resp, err := s.sess.ExecuteCode(ctx, api.SessionExecuteRequest{Code: in.Code, Language: in.Language, SessionID: in.SessionID,
+	resp, release, err := s.sess.ExecuteCode(ctx, api.SessionExecuteRequest{Code: in.Code, Language: in.Language, SessionID: in.SessionID,
 		Flavor: in.Flavor, Timeout: in.Timeout}, c.codeSink(ctx))
 	if err != nil {
 		return ExecuteCodeResult{}, nil, err
 	}
+	c.release(release)
 	out := ExecuteCodeResult{SessionID: resp.SessionID, Created: resp.Created, ExpiresAt: resp.ExpiresAt, Language: resp.Language,
 		Stdout: resp.Output.Stdout, Stderr: resp.Output.Stderr, Success: resp.Success, ExecutionTime: resp.ExecutionTime,
 		Result: resp.Result, Error: resp.Error, StateLost: resp.StateLost, Truncated: resp.Truncated}
@@ -393,11 +389,12 @@ func (s *Server) executeCommand(ctx context.Context, c *call, in ExecuteCommandA
 	if p := c.sink(ctx); p != nil {
 		sink = p
 	}
-	resp, err := s.sess.ExecuteCommand(ctx, api.SessionCommandRequest{Command: api.CommandLine{Shell: in.Command},
+	resp, release, err := s.sess.ExecuteCommand(ctx, api.SessionCommandRequest{Command: api.CommandLine{Shell: in.Command},
 		SessionID: in.SessionID, Flavor: in.Flavor, Timeout: in.Timeout, Cwd: in.Cwd}, sink)
 	if err != nil {
 		return api.SessionCommandResponse{}, nil, err
 	}
+	c.release(release)
 	return *resp, nil, nil
 }
 

@@ -5,6 +5,26 @@
 // output at once. Past either bound output is read and dropped, and
 // counted.
 //
+// The budget is shared fairly among sandboxes, so that one sandbox's
+// output cannot leave another's executions with none, however many it
+// runs:
+//
+//   - the buffers of one sandbox hold at most half the budget;
+//   - every buffer's first Floor bytes (64 KiB of each stream) are granted
+//     within that half while the budget has room;
+//   - past its floor a buffer grows only while its sandbox's buffers hold
+//     less than three eighths of the budget and all buffers less than
+//     seven eighths, so that the rest is kept for floors: those of the
+//     sandbox's own later executions (an eighth of the budget, about 250
+//     executions' two streams at the default 256 MiB), and those of other
+//     sandboxes.
+//
+// So however much one sandbox prints, other sandboxes' executions keep
+// their output within the other half, and each execution keeps the first
+// 64 KiB of each stream unless its own sandbox has its half full of them;
+// only several sandboxes printing at once fill the whole budget, and a
+// hard bound on memory comes first.
+//
 // A Buffer grows by doubling up to its limit, taking each new capacity from
 // the budget before allocating it, and String returns its bytes without a
 // copy: a buffer of n bytes costs the daemon at most n plus the copy of the
@@ -12,6 +32,8 @@
 package outbuf
 
 import (
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 )
@@ -19,12 +41,30 @@ import (
 // DefaultBudget is the daemon's default budget: 256 MiB.
 const DefaultBudget = 256 << 20
 
+// Floor is the output of each buffer that is granted before any buffer
+// grows past its own: 64 KiB.
+const Floor = 64 << 10
+
+// floorCap is the capacity a buffer holds for its floor, with the room
+// kept for a note.
+const floorCap = Floor + NoteRoom
+
 // Budget is a number of bytes that buffers take from as they grow and give
-// back when released. It is safe for concurrent use.
+// back when released, shared fairly among their owners (sandboxes; see the
+// package doc). It is safe for concurrent use.
 type Budget struct {
 	limit int64
-	used  atomic.Int64
-	peak  atomic.Int64
+
+	mu     sync.Mutex        // held to change what follows
+	used   atomic.Int64      // read without mu
+	peak   atomic.Int64      // read without mu
+	owners map[string]*owner // by key
+}
+
+// owner is what the buffers of one owner hold.
+type owner struct {
+	held    int64
+	buffers int // not yet released: the entry goes with the last
 }
 
 // NewBudget returns a budget of limit bytes (DefaultBudget if limit is not
@@ -33,7 +73,7 @@ func NewBudget(limit int64) *Budget {
 	if limit <= 0 {
 		limit = DefaultBudget
 	}
-	return &Budget{limit: limit}
+	return &Budget{limit: limit, owners: map[string]*owner{}}
 }
 
 // Limit returns the budget's size in bytes.
@@ -45,28 +85,46 @@ func (b *Budget) InUse() int64 { return b.used.Load() }
 // Peak returns the most bytes buffers have held at once.
 func (b *Budget) Peak() int64 { return b.peak.Load() }
 
-// take reserves up to n bytes and returns how many it got.
-func (b *Budget) take(n int64) int64 {
-	for {
-		used := b.used.Load()
-		got := min(n, b.limit-used)
-		if got <= 0 {
-			return 0
-		}
-		if b.used.CompareAndSwap(used, used+got) {
-			b.raisePeak(used + got)
-			return got
-		}
-	}
+// Describe says what bounds the budget sets, for the marker of output it
+// cut short.
+func (b *Budget) Describe() string {
+	return fmt.Sprintf("the daemon's output memory (%d bytes for all executions at once, at most half of it for one sandbox)", b.limit)
 }
 
-// raisePeak makes the peak at least n.
-func (b *Budget) raisePeak(n int64) {
-	for {
-		p := b.peak.Load()
-		if n <= p || b.peak.CompareAndSwap(p, n) {
-			return
-		}
+// The fair share's bounds (see the package doc): floorShare is the most
+// one owner's buffers hold, growthShare the most they hold before they stop
+// growing past their floors, growthLimit the most all buffers hold then.
+func (b *Budget) floorShare() int64  { return b.limit / 2 }
+func (b *Budget) growthShare() int64 { return b.limit / 8 * 3 }
+func (b *Budget) growthLimit() int64 { return b.limit - b.limit/8 }
+
+// take reserves up to n more bytes for a buffer of o that holds held, and
+// returns how many it got: what is left of the buffer's floor within the
+// owner's half, then the rest within the growth limits (see the package
+// doc).
+func (b *Budget) take(o *owner, held, n int64) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	used := b.used.Load()
+	floor := min(n, max(floorCap-held, 0))
+	got := max(min(floor, b.limit-used, b.floorShare()-o.held), 0)
+	if got == floor && n > floor {
+		got += max(min(n-floor, b.growthLimit()-used-got, b.growthShare()-o.held-got), 0)
+	}
+	b.used.Store(used + got)
+	b.peak.Store(max(b.peak.Load(), used+got))
+	o.held += got
+	return got
+}
+
+// release gives back what a buffer of o held.
+func (b *Budget) release(o *owner, key string, held int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used.Add(-held)
+	o.held -= held
+	if o.buffers--; o.buffers == 0 {
+		delete(b.owners, key)
 	}
 }
 
@@ -83,6 +141,8 @@ const minGrowth = 4 << 10
 // use.
 type Buffer struct {
 	budget   *Budget
+	key      string // the owner's
+	owner    *owner
 	limit    int64
 	buf      []byte
 	held     int64 // taken from the budget: cap(buf), less a note's growth
@@ -92,9 +152,17 @@ type Buffer struct {
 }
 
 // NewBuffer returns a buffer of at most limit bytes that takes its memory
-// from b.
-func (b *Budget) NewBuffer(limit int64) *Buffer {
-	return &Buffer{budget: b, limit: max(limit, 0)}
+// from b, as one of key's (the sandbox whose output it keeps).
+func (b *Budget) NewBuffer(key string, limit int64) *Buffer {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	o := b.owners[key]
+	if o == nil {
+		o = &owner{}
+		b.owners[key] = o
+	}
+	o.buffers++
+	return &Buffer{budget: b, key: key, owner: o, limit: max(limit, 0)}
 }
 
 // Write keeps what fits of p and always reports all of p written: output
@@ -121,7 +189,7 @@ func (b *Buffer) room() int { return max(cap(b.buf)-NoteRoom-len(b.buf), 0) }
 func (b *Buffer) grow(n int) int {
 	want := max(2*cap(b.buf), len(b.buf)+n+NoteRoom, minGrowth)
 	want = min(want, int(b.limit)+NoteRoom)
-	if got := int(b.budget.take(int64(want - cap(b.buf)))); got > 0 {
+	if got := int(b.budget.take(b.owner, b.held, int64(want-cap(b.buf)))); got > 0 {
 		nb := make([]byte, len(b.buf), cap(b.buf)+got)
 		copy(nb, b.buf)
 		b.buf = nb
@@ -168,7 +236,10 @@ func (b *Buffer) String() string {
 // returned stay valid, and the buffer keeps nothing more. Release may be
 // called more than once.
 func (b *Buffer) Release() {
-	b.budget.used.Add(-b.held)
+	if b.released {
+		return
+	}
+	b.budget.release(b.owner, b.key, b.held)
 	b.held = 0
 	b.released = true
 }

@@ -2,6 +2,7 @@ package outbuf
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -33,15 +34,15 @@ func TestBuffer(t *testing.T) {
 		{"empty writes", 1 << 20, 3, []string{"", "a", ""}, state{Kept: "a"}},
 		{"zero limit", 1 << 20, 0, []string{"a"}, state{Dropped: 1}},
 		{"grows past the first capacity", 1 << 20, 1 << 20, []string{big, big, big}, state{Kept: big + big + big}},
-		// The budget covers the first capacity (4 KiB) and a little more:
-		// what fits, less the room kept for a note.
-		{"budget", minGrowth + 100, 1 << 20, []string{big}, state{Kept: big[:minGrowth+100-NoteRoom], Dropped: int64(len(big) - (minGrowth + 100 - NoteRoom)), Starved: true}},
+		// The sandbox's half of the budget covers the first capacity (4
+		// KiB) and a little more: what fits, less the room kept for a note.
+		{"budget", 2 * (minGrowth + 100), 1 << 20, []string{big}, state{Kept: big[:minGrowth+100-NoteRoom], Dropped: int64(len(big) - (minGrowth + 100 - NoteRoom)), Starved: true}},
 		{"no budget", 1, 1 << 20, []string{"a"}, state{Dropped: 1, Starved: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			budget := NewBudget(tt.budget)
-			b := budget.NewBuffer(tt.limit)
+			b := budget.NewBuffer("sb", tt.limit)
 			for _, w := range tt.writes {
 				if n, err := b.Write([]byte(w)); n != len(w) || err != nil {
 					t.Fatalf("Write(%d bytes) = %d, %v", len(w), n, err)
@@ -70,7 +71,7 @@ func TestBuffer(t *testing.T) {
 // A note fits in the room the buffer kept, without growing it.
 func TestNote(t *testing.T) {
 	budget := NewBudget(minGrowth)
-	b := budget.NewBuffer(1 << 20)
+	b := budget.NewBuffer("sb", 1<<20)
 	b.Write(bytes.Repeat([]byte("x"), 2*minGrowth))
 	if !b.Starved() {
 		t.Fatal("not starved")
@@ -86,7 +87,7 @@ func TestNote(t *testing.T) {
 	}
 
 	// A buffer the budget gave nothing still takes its note.
-	empty := budget.NewBuffer(1 << 20)
+	empty := budget.NewBuffer("sb", 1<<20)
 	empty.Write([]byte("x"))
 	empty.Note("[cut]")
 	if empty.String() != "[cut]" {
@@ -96,7 +97,7 @@ func TestNote(t *testing.T) {
 
 // The strings a buffer returned never change, whatever it is given after.
 func TestStringStable(t *testing.T) {
-	b := NewBudget(1 << 20).NewBuffer(1 << 20)
+	b := NewBudget(1<<20).NewBuffer("sb", 1<<20)
 	b.Write([]byte("abc"))
 	s := b.String()
 	b.Write(bytes.Repeat([]byte("y"), 3*minGrowth))
@@ -113,11 +114,11 @@ func TestBudgetConcurrent(t *testing.T) {
 	budget := NewBudget(limit)
 	chunk := bytes.Repeat([]byte("z"), 32<<10)
 	var wg sync.WaitGroup
-	for range 32 {
+	for i := range 32 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b := budget.NewBuffer(256 << 10)
+			b := budget.NewBuffer(fmt.Sprint("sb", i%4), 256<<10)
 			for range 16 {
 				b.Write(chunk)
 			}
@@ -128,7 +129,84 @@ func TestBudgetConcurrent(t *testing.T) {
 	if peak := budget.Peak(); peak > limit || peak < limit/2 {
 		t.Errorf("budget peaked at %d, want up to %d", peak, limit)
 	}
-	if in := budget.InUse(); in != 0 {
-		t.Errorf("in use after all released: %d", in)
+	if in := budget.InUse(); in != 0 || len(budget.owners) != 0 {
+		t.Errorf("in use after all released: %d, by %d sandboxes", in, len(budget.owners))
+	}
+}
+
+// What buffers keep of their output, by the rules of the package doc,
+// when each writes all its output and holds it while the next writes.
+func TestFairShare(t *testing.T) {
+	// Growth stops at 896 KiB, one sandbox's at 384 KiB; a sandbox holds
+	// at most 512 KiB.
+	const L = 1 << 20
+	type write struct {
+		owner string
+		n     int
+	}
+	// Outcomes: the whole output kept; cut short past the floor; exactly
+	// the floor kept; less than the floor.
+	const whole, cut, floor, less = "whole", "cut", "floor", "less"
+	tests := []struct {
+		name   string
+		budget int64
+		writes []write
+		want   []string
+	}{
+		// 384 KiB grown, then floors of 64 KiB and the note's room: the
+		// fourth fits but for 512 bytes, the fifth not at all.
+		{"one sandbox grows to three eighths, then keeps floors", L,
+			[]write{{"a", 300e3}, {"a", 300e3}, {"a", 300e3}, {"a", 300e3}}, []string{whole, cut, floor, less}},
+		{"one sandbox holds at most half", L,
+			[]write{{"a", 300e3}, {"a", 300e3}, {"a", 300e3}, {"a", 300e3}, {"a", 300e3}}, []string{whole, cut, floor, less, less}},
+		{"another sandbox keeps its output", L,
+			[]write{{"a", 300e3}, {"a", 300e3}, {"a", 300e3}, {"a", 300e3}, {"a", 300e3}, {"b", 300e3}},
+			[]string{whole, cut, floor, less, less, whole}},
+		{"outputs within the floor are kept whole", L,
+			[]write{{"a", 300e3}, {"a", 300e3}, {"a", Floor}, {"a", 1000}}, []string{whole, cut, whole, whole}},
+		{"the last eighth is for floors", L,
+			[]write{{"a", 300e3}, {"a", 300e3}, {"b", 300e3}, {"b", 300e3}, {"c", 300e3}, {"d", 300e3}, {"e", 300e3}},
+			[]string{whole, cut, whole, cut, cut, floor, less}},
+		{"floors stay within the budget", 3 * Floor,
+			[]write{{"a", Floor}, {"b", Floor}, {"c", Floor}, {"d", Floor}}, []string{whole, whole, less, less}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			budget := NewBudget(tt.budget)
+			var got []string
+			var bufs []*Buffer
+			for _, w := range tt.writes {
+				b := budget.NewBuffer(w.owner, 1<<20)
+				bufs = append(bufs, b)
+				b.Write(bytes.Repeat([]byte("x"), w.n))
+				switch {
+				case b.Len() == w.n && !b.Starved():
+					got = append(got, whole)
+				case !b.Starved():
+					t.Fatalf("%d of %d bytes kept, not starved", b.Len(), w.n)
+				case b.Len() > Floor:
+					got = append(got, cut)
+				case b.Len() == Floor:
+					got = append(got, floor)
+				default:
+					got = append(got, less)
+				}
+				if in := budget.InUse(); in > budget.Limit() {
+					t.Fatalf("budget in use %d > %d", in, budget.Limit())
+				}
+				if held, share := budget.owners[w.owner].held, budget.Limit()/2; held > share {
+					t.Fatalf("sandbox %s holds %d, above its share %d", w.owner, held, share)
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("outcomes (-want +got):\n%s", diff)
+			}
+			for _, b := range bufs {
+				b.Release()
+			}
+			if in := budget.InUse(); in != 0 || len(budget.owners) != 0 {
+				t.Errorf("in use after all released: %d, by %d sandboxes", in, len(budget.owners))
+			}
+		})
 	}
 }

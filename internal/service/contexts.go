@@ -29,11 +29,6 @@ const MaxCodeBytes = contexts.MaxCodeBytes
 // contexts.Sink); Stream's run function reports to one.
 type Sink = contexts.Sink
 
-// NewRecorder returns a Sink that keeps the text output it passes on to
-// next (nil: none), for a caller that streams and answers the whole
-// output at the end.
-func NewRecorder(next Sink) *contexts.Recorder { return contexts.NewRecorder(next) }
-
 // Language returns the canonical name of a language or of its alias
 // ("py", "node", "sh"); an unknown one is ErrInvalidArgument
 // (INVALID_LANGUAGE).
@@ -113,6 +108,13 @@ func (c *Contexts) Execute(ctx context.Context, sandboxID, id string, req api.Ex
 		return c.svc.ExecuteIn(ctx, sandboxID, id, req)
 	}
 	return c.svc.Execute(ctx, id, req)
+}
+
+// ExecuteTo is Execute in any sandbox that also passes the output on to
+// sink as it comes (see contexts.Service.ExecuteTo), for a caller that
+// streams and answers the whole output at the end.
+func (c *Contexts) ExecuteTo(ctx context.Context, id string, req api.ExecuteRequest, sink Sink) (*contexts.Execution, error) {
+	return c.svc.ExecuteTo(ctx, id, req, sink)
 }
 
 // Stream checks that context id exists and req is valid, and returns the

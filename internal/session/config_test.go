@@ -137,7 +137,7 @@ func TestSharedVolumes(t *testing.T) {
 	if err := os.Symlink("/etc", filepath.Join(perSession, "evil")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.ExecuteCode(bg, api.SessionExecuteRequest{Code: "1", SessionID: "evil"}, nil); err == nil {
+	if _, _, err := e.svc.ExecuteCode(bg, api.SessionExecuteRequest{Code: "1", SessionID: "evil"}, nil); err == nil {
 		t.Error("a session mounted a symlinked directory")
 	}
 	if len(specs) != 1 || len(e.sessions(t)) != 1 {

@@ -12,6 +12,7 @@ import (
 	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/outbuf"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
@@ -24,36 +25,32 @@ type Sink interface {
 
 // ExecuteCode runs code in the session's kernel of its language, making
 // the session (req.SessionID, or a new id) and the kernel when they do not
-// exist. Output goes to sink as it comes when sink is not nil.
-func (s *Service) ExecuteCode(ctx context.Context, req api.SessionExecuteRequest, sink contexts.Sink) (*api.SessionExecuteResponse, error) {
+// exist. Output goes to sink as it comes when sink is not nil. The
+// response's output counts against the daemon's output budget until
+// release is called: call it once the response is written.
+func (s *Service) ExecuteCode(ctx context.Context, req api.SessionExecuteRequest, sink contexts.Sink) (resp *api.SessionExecuteResponse, release func(), err error) {
 	if err := CheckExecute(req); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	lang, _ := contexts.Language(req.Language)
 	ereq := api.ExecuteRequest{Code: req.Code, Timeout: req.Timeout}
 	l, err := s.open(ctx, openRequest{id: req.SessionID, flavor: req.Flavor, language: lang})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ok := false
 	defer func() { l.release(ctx, ok, activity{}) }() // the contexts service reports the execution
 	id, err := s.kernel(ctx, l, lang)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	run, err := s.ctxs.Stream(ctx, "", id, ereq)
+	exe, err := s.ctxs.ExecuteTo(ctx, id, ereq, sink)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	rec := contexts.NewRecorder(sink)
-	resp, err := run(ctx, rec)
-	if err != nil {
-		return nil, err
-	}
-	resp.Output = rec.Output()
 	ok = true
-	s.log.Debug("session execution", "session", l.sess.ID, "language", lang, "success", resp.Success, "created", l.created)
-	return &api.SessionExecuteResponse{SessionInfo: l.info(), Language: lang, ExecuteResponse: *resp}, nil
+	s.log.Debug("session execution", "session", l.sess.ID, "language", lang, "success", exe.Success, "created", l.created)
+	return &api.SessionExecuteResponse{SessionInfo: l.info(), Language: lang, ExecuteResponse: *exe.ExecuteResponse}, exe.Release, nil
 }
 
 // CheckExecute validates a code request as ExecuteCode does before it
@@ -93,26 +90,41 @@ func (s *Service) kernel(ctx context.Context, l *lease, lang string) (string, er
 	return c.ContextID, nil
 }
 
-// MaxOutputBytes bounds the stdout and stderr a command's response keeps.
+// MaxOutputBytes bounds the stdout and stderr a command's response keeps
+// (within the daemon's output budget) and the output passed on to a sink.
 const MaxOutputBytes = 10 << 20
 
 // ExecuteCommand runs a command in the session's sandbox, making the
 // session when it does not exist. Output goes to sink as it comes, as
 // text, when sink is not nil; the response has it in the encoding the
-// request asks for.
-func (s *Service) ExecuteCommand(ctx context.Context, req api.SessionCommandRequest, sink Sink) (*api.SessionCommandResponse, error) {
+// request asks for, each stream cut at MaxOutputBytes or by the daemon's
+// output budget (Truncated says so). The output counts against that budget
+// until release is called (a base64 copy of it does not): call it once the
+// response is written.
+func (s *Service) ExecuteCommand(ctx context.Context, req api.SessionCommandRequest, sink Sink) (resp *api.SessionCommandResponse, release func(), err error) {
 	mreq, err := s.commandRequest(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	l, err := s.open(ctx, openRequest{id: req.SessionID, flavor: req.Flavor})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ok := false
 	var act activity
 	defer func() { l.release(ctx, ok, act) }()
-	stdout, stderr := &output{sink: sink}, &output{sink: sink, stderr: true}
+	budget := s.sbx.OutputBudget()
+	stdout := &output{buf: budget.NewBuffer(l.sandbox.ID, MaxOutputBytes), sink: sink}
+	stderr := &output{buf: budget.NewBuffer(l.sandbox.ID, MaxOutputBytes), sink: sink, stderr: true}
+	release = func() {
+		stdout.buf.Release()
+		stderr.buf.Release()
+	}
+	defer func() {
+		if err != nil {
+			release()
+		}
+	}()
 	start := time.Now()
 	res, err := s.sbx.ExecStream(ctx, l.sandbox.ID, mreq, stdout, stderr)
 	elapsed := time.Since(start)
@@ -123,24 +135,25 @@ func (s *Service) ExecuteCommand(ctx context.Context, req api.SessionCommandRequ
 		act.errors = 1
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if stdout.err != nil {
-		return nil, stdout.err
+	if err = stdout.flush(); err != nil {
+		return nil, nil, err
 	}
-	if stderr.err != nil {
-		return nil, stderr.err
+	if err = stderr.flush(); err != nil {
+		return nil, nil, err
 	}
 	ok = true
-	stdoutData, encoding := stdout.encoded(req.OutputEncoding)
-	stderrData, _ := stderr.encoded(req.OutputEncoding)
+	stdoutData, encoding := api.EncodeOutput(stdout.buf.String(), req.OutputEncoding)
+	stderrData, _ := api.EncodeOutput(stderr.buf.String(), req.OutputEncoding)
 	s.log.Info("session command", "session", l.sess.ID, "duration", elapsed, "exit_code", res.ExitCode, "timed_out", res.TimedOut,
 		"created", l.created)
 	return &api.SessionCommandResponse{SessionInfo: l.info(), ExecResponse: api.ExecResponse{
 		ExitCode: res.ExitCode, Stdout: stdoutData, Stderr: stderrData, Encoding: encoding, TimedOut: res.TimedOut,
 		OOMKilled: res.OOMKilled, Reason: res.Reason,
-		Truncated: stdout.dropped+stderr.dropped > 0, DurationMS: float64(res.Duration.Microseconds()) / 1000,
-	}}, nil
+		Truncated:  stdout.buf.Dropped()+stderr.buf.Dropped() > 0,
+		DurationMS: float64(res.Duration.Microseconds()) / 1000,
+	}}, release, nil
 }
 
 // commandRequest checks a command request and turns it into the
@@ -184,48 +197,49 @@ func execRequest(req api.SessionCommandRequest) (manager.ExecRequest, error) {
 	return manager.ExecRequest{Command: argv, Timeout: time.Duration(req.Timeout * float64(time.Second)), Env: req.Env, Cwd: req.Cwd}, nil
 }
 
-// output keeps what a command writes to one stream, up to
-// MaxOutputBytes, passing it on to a sink as whole characters.
+// output keeps what a command writes to one stream in a buffer of the
+// output budget, and passes its first MaxOutputBytes on to a sink as whole
+// characters, with invalid UTF-8 replaced: what the sink gets does not
+// depend on what the budget grants.
 type output struct {
+	buf     *outbuf.Buffer
 	sink    Sink
 	stderr  bool
-	buf     []byte
-	sent    int // bytes of buf passed to the sink
-	dropped int64
-	err     error // the sink's first error: the client is gone
+	sent    int    // bytes passed to the sink or held back
+	partial []byte // the start of a character cut in two, held back
+	err     error  // the sink's first error: the client is gone
 }
 
 func (o *output) Write(p []byte) (int, error) {
-	room := MaxOutputBytes - len(o.buf)
-	if room < len(p) {
-		o.dropped += int64(len(p) - max(room, 0))
-		o.buf = append(o.buf, p[:max(room, 0)]...)
-	} else {
-		o.buf = append(o.buf, p...)
-	}
-	if o.sink == nil || o.err != nil {
+	_, _ = o.buf.Write(p)
+	if o.sink == nil || o.err != nil || o.sent >= MaxOutputBytes {
 		return len(p), nil
 	}
-	end := len(o.buf)
-	for i := end - 1; i >= o.sent && i > end-utf8.UTFMax; i-- {
-		if utf8.RuneStart(o.buf[i]) {
-			if !utf8.FullRune(o.buf[i:end]) {
-				end = i // hold back a character cut in two
+	chunk := p[:min(len(p), MaxOutputBytes-o.sent)]
+	o.sent += len(chunk)
+	if len(o.partial) > 0 {
+		chunk = append(o.partial, chunk...)
+	}
+	end := len(chunk)
+	for i := end - 1; i >= 0 && i > end-utf8.UTFMax; i-- {
+		if utf8.RuneStart(chunk[i]) {
+			if !utf8.FullRune(chunk[i:end]) {
+				end = i
 			}
 			break
 		}
 	}
-	o.send(end)
+	o.partial = append(o.partial[:0:0], chunk[end:]...)
+	o.send(chunk[:end])
 	return len(p), nil
 }
 
-// send passes buf up to end on to the sink.
-func (o *output) send(end int) {
-	if o.sink == nil || o.err != nil || end <= o.sent {
+// send passes text on to the sink.
+func (o *output) send(text []byte) {
+	if o.sink == nil || o.err != nil || len(text) == 0 {
 		return
 	}
-	chunk := strings.ToValidUTF8(string(o.buf[o.sent:end]), "\uFFFD")
-	o.sent = end
+	chunk := strings.ToValidUTF8(string(text), "\uFFFD")
 	if o.stderr {
 		o.err = o.sink.Stderr(chunk)
 	} else {
@@ -233,13 +247,9 @@ func (o *output) send(end int) {
 	}
 }
 
-// encoded passes on what is held back and returns the output kept in the
-// encoding enc asks for (api.EncodeOutput), text with invalid UTF-8
-// replaced.
-func (o *output) encoded(enc string) (data, encoding string) {
-	o.send(len(o.buf))
-	if enc == api.OutputBase64 {
-		return api.EncodeOutput(string(o.buf), enc)
-	}
-	return strings.ToValidUTF8(string(o.buf), "\uFFFD"), ""
+// flush passes on what is held back, and returns the sink's error.
+func (o *output) flush() error {
+	o.send(o.partial)
+	o.partial = nil
+	return o.err
 }

@@ -70,7 +70,8 @@ func newEnv(t *testing.T, opts ...func(*setup)) *env {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	ctxs := contexts.New(contexts.Config{ReadyTimeout: 10 * time.Second}, ce.M, ce.St, su.pool, log)
+	// Contexts share the manager's output budget, as in the daemon.
+	ctxs := contexts.New(contexts.Config{ReadyTimeout: 10 * time.Second, Outputs: ce.M.OutputBudget()}, ce.M, ce.St, su.pool, log)
 	c := &clock{now: time.Now().UTC().Truncate(time.Microsecond)} // as the store keeps times
 	svc, err := New(su.cfg, ce.M, ce.St, ctxs, log, WithClock(c.Now))
 	if err != nil {
@@ -85,10 +86,11 @@ func as(tenant string) context.Context { return auth.WithTenant(bg, tenant) }
 
 func (e *env) execute(t *testing.T, ctx context.Context, req api.SessionExecuteRequest) *api.SessionExecuteResponse {
 	t.Helper()
-	resp, err := e.svc.ExecuteCode(ctx, req, nil)
+	resp, release, err := e.svc.ExecuteCode(ctx, req, nil)
 	if err != nil {
 		t.Fatalf("execute %+v: %v", req, err)
 	}
+	release()
 	return resp
 }
 

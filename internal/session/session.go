@@ -53,6 +53,7 @@ import (
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/keyedlock"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/outbuf"
 	"github.com/agent2env/agent2env/internal/sandbox"
 	"github.com/agent2env/agent2env/internal/store"
 )
@@ -66,6 +67,9 @@ type Sandboxes interface {
 	Resume(ctx context.Context, id string) (*store.Sandbox, error)
 	ExecStream(ctx context.Context, id string, req manager.ExecRequest, stdout, stderr io.Writer) (agent.ExecResult, error)
 	ValidateExec(req manager.ExecRequest) error
+	// OutputBudget is the daemon's output budget, which commands' output
+	// is kept within.
+	OutputBudget() *outbuf.Budget
 	Upload(ctx context.Context, id, p string, mode os.FileMode, r io.Reader) (agent.FileInfo, error)
 	Download(ctx context.Context, id, p string) (io.ReadCloser, int64, error)
 	ReapLeftovers(ctx context.Context) (int, error)

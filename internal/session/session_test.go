@@ -91,7 +91,7 @@ func TestConcurrentFirstCalls(t *testing.T) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			resps[i], errs[i] = e.svc.ExecuteCode(bg, api.SessionExecuteRequest{Code: "1", SessionID: "same"}, nil)
+			resps[i], _, errs[i] = e.svc.ExecuteCode(bg, api.SessionExecuteRequest{Code: "1", SessionID: "same"}, nil)
 		})
 	}
 	wg.Wait()
@@ -131,7 +131,7 @@ func TestIdleExpiry(t *testing.T) {
 	started, finish := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.svc.ExecuteCommand(bg, api.SessionCommandRequest{Command: api.CommandLine{Shell: "echo go; read x"}, SessionID: "idle"},
+		_, _, err := e.svc.ExecuteCommand(bg, api.SessionCommandRequest{Command: api.CommandLine{Shell: "echo go; read x"}, SessionID: "idle"},
 			sinkFunc(func(string) { close(started); <-finish }))
 		done <- err
 	}()
@@ -249,7 +249,7 @@ func TestFlavors(t *testing.T) {
 			t.Errorf("flavor %q: sandbox %+v %v", tt.flavor, sb, err)
 		}
 	}
-	_, err := e.svc.ExecuteCode(bg, api.SessionExecuteRequest{Code: "1", Flavor: "huge"}, nil)
+	_, _, err := e.svc.ExecuteCode(bg, api.SessionExecuteRequest{Code: "1", Flavor: "huge"}, nil)
 	checkErr(t, err, errdefs.ErrInvalidArgument, "")
 	if _, err := New(Config{DefaultFlavor: "huge"}, e.M, e.St, e.ctxs, nil); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("an unknown default flavor: %v", err)
@@ -279,15 +279,15 @@ func TestLimits(t *testing.T) {
 			t.Errorf("made: sessions %v, sandboxes %v", e.sessions(t), e.Sandboxes(t))
 		}
 	}
-	_, err := e.svc.ExecuteCode(bg, api.SessionExecuteRequest{Code: "1", SessionID: "two", Flavor: "medium"}, nil)
+	_, _, err := e.svc.ExecuteCode(bg, api.SessionExecuteRequest{Code: "1", SessionID: "two", Flavor: "medium"}, nil)
 	check(err, api.CodeInsufficientCapacity, "use flavor small")
-	_, err = e.svc.ExecuteCommand(bg, api.SessionCommandRequest{Command: api.CommandLine{Shell: "true"}, SessionID: "two", Flavor: "large"}, nil)
+	_, _, err = e.svc.ExecuteCommand(bg, api.SessionCommandRequest{Command: api.CommandLine{Shell: "true"}, SessionID: "two", Flavor: "large"}, nil)
 	check(err, api.CodeInsufficientCapacity, "delete idle sessions")
 	// A sandbox clients made counts toward the maximum.
 	if _, err := e.M.Create(bg, manager.CreateRequest{Image: "x", CPU: "100m", Memory: "64Mi"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.svc.ExecuteCode(bg, api.SessionExecuteRequest{Code: "1", SessionID: "two", Flavor: "small"}, nil)
+	_, _, err = e.svc.ExecuteCode(bg, api.SessionExecuteRequest{Code: "1", SessionID: "two", Flavor: "small"}, nil)
 	checkErr(t, err, errdefs.ErrResourceExhausted, api.CodeLimitExceeded)
 	if s, _ := errdefs.Details(err)["suggestion"].(string); !strings.Contains(s, "--max-sandboxes") {
 		t.Errorf("suggestion %q", s)
@@ -305,7 +305,7 @@ func TestExecuteCommand(t *testing.T) {
 	var mu sync.Mutex
 	var streamed strings.Builder
 	sink := collect{mu: &mu, b: &streamed}
-	r, err := e.svc.ExecuteCommand(bg, api.SessionCommandRequest{Command: api.CommandLine{Shell: "echo $A; pwd; echo err >&2; exit 3"},
+	r, _, err := e.svc.ExecuteCommand(bg, api.SessionCommandRequest{Command: api.CommandLine{Shell: "echo $A; pwd; echo err >&2; exit 3"},
 		SessionID: "cmd", Cwd: "/etc", Env: map[string]string{"A": "from env"}}, sink)
 	if err != nil {
 		t.Fatal(err)
@@ -313,7 +313,7 @@ func TestExecuteCommand(t *testing.T) {
 	if !r.Created || r.ExitCode != 3 || r.Stdout != "from env\n/etc\n" || r.Stderr != "err\n" || streamed.String() != r.Stdout {
 		t.Errorf("command: %+v, streamed %q", r, streamed.String())
 	}
-	r, err = e.svc.ExecuteCommand(bg, api.SessionCommandRequest{Command: api.CommandLine{Argv: []string{"sleep", "5"}}, SessionID: "cmd", Timeout: 0.2}, nil)
+	r, _, err = e.svc.ExecuteCommand(bg, api.SessionCommandRequest{Command: api.CommandLine{Argv: []string{"sleep", "5"}}, SessionID: "cmd", Timeout: 0.2}, nil)
 	if err != nil || r.Created || !r.TimedOut {
 		t.Errorf("timeout: %+v %v", r, err)
 	}
@@ -360,7 +360,7 @@ func TestBadInput(t *testing.T) {
 		{"id ..", api.SessionExecuteRequest{Code: "1", SessionID: ".."}, ""},
 	}
 	for _, tt := range code {
-		_, err := e.svc.ExecuteCode(bg, tt.req, nil)
+		_, _, err := e.svc.ExecuteCode(bg, tt.req, nil)
 		checkErr(t, err, errdefs.ErrInvalidArgument, tt.code)
 	}
 	commands := []api.SessionCommandRequest{
@@ -372,7 +372,7 @@ func TestBadInput(t *testing.T) {
 		{Command: api.CommandLine{Shell: "true"}, Env: map[string]string{"A=B": "x"}},
 	}
 	for _, req := range commands {
-		_, err := e.svc.ExecuteCommand(bg, req, nil)
+		_, _, err := e.svc.ExecuteCommand(bg, req, nil)
 		checkErr(t, err, errdefs.ErrInvalidArgument, "")
 	}
 	for _, id := range []string{"", "a/b"} {
@@ -401,14 +401,14 @@ func TestFailedRequestLeavesNothing(t *testing.T) {
 	e := newEnv(t, func(su *setup) {
 		su.images = contextstest.NewInterpreterImages(t, map[string][]string{"agent2env/code-interpreter:latest": {"python3", "bash"}})
 	})
-	_, err := e.svc.ExecuteCode(bg, api.SessionExecuteRequest{Code: "1", Language: "javascript", SessionID: "new"}, nil)
+	_, _, err := e.svc.ExecuteCode(bg, api.SessionExecuteRequest{Code: "1", Language: "javascript", SessionID: "new"}, nil)
 	checkErr(t, err, errdefs.ErrInvalidArgument, api.CodeLanguageMissing)
 	if len(e.Sandboxes(t)) != 0 || len(e.sessions(t)) != 0 {
 		t.Errorf("made: %v %v", e.Sandboxes(t), e.sessions(t))
 	}
 	// In a session that exists, the failure changes nothing.
 	e.execute(t, bg, api.SessionExecuteRequest{Code: "x = 1", SessionID: "old"})
-	_, err = e.svc.ExecuteCode(bg, api.SessionExecuteRequest{Code: "1", Language: "javascript", SessionID: "old"}, nil)
+	_, _, err = e.svc.ExecuteCode(bg, api.SessionExecuteRequest{Code: "1", Language: "javascript", SessionID: "old"}, nil)
 	checkErr(t, err, errdefs.ErrInvalidArgument, api.CodeLanguageMissing)
 	if r := e.execute(t, bg, api.SessionExecuteRequest{Code: "x", SessionID: "old"}); r.Created || r.Result != "1" {
 		t.Errorf("the session after a failed request: %+v", r)
@@ -605,7 +605,7 @@ func TestWarmPoolSession(t *testing.T) {
 	// A command-only session stops the warm kernel it did not use; a
 	// flavor other than the pool's makes a sandbox of its own.
 	pool.kernel = ""
-	c, err := e.svc.ExecuteCommand(bg, api.SessionCommandRequest{Command: api.CommandLine{Shell: "true"}, SessionID: "cmd"}, nil)
+	c, _, err := e.svc.ExecuteCommand(bg, api.SessionCommandRequest{Command: api.CommandLine{Shell: "true"}, SessionID: "cmd"}, nil)
 	if err != nil || !c.Created {
 		t.Fatalf("command: %+v %v", c, err)
 	}

@@ -20,7 +20,7 @@ func TestMetrics(t *testing.T) {
 		su.mgr.CPUOvercommit, su.mgr.MemoryOvercommit = 2, 1
 	})
 	e.execute(t, bg, api.SessionExecuteRequest{Code: "1", SessionID: "m"})
-	if _, err := e.svc.ExecuteCode(bg, api.SessionExecuteRequest{Code: "1/0", SessionID: "m"}, nil); err != nil {
+	if _, _, err := e.svc.ExecuteCode(bg, api.SessionExecuteRequest{Code: "1/0", SessionID: "m"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewPedanticRegistry()
