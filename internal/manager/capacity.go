@@ -227,7 +227,8 @@ func mebibytes(b int64) string { return strconv.FormatInt(b>>20, 10) + "Mi" }
 
 // limitError is the 429 of a create past MaxSandboxes.
 func limitError(u api.Usage) error {
-	err := fmt.Errorf("%d sandboxes exist, the configured maximum; delete some first: %w", u.Sandboxes, errdefs.ErrResourceExhausted)
+	err := fmt.Errorf("%d sandboxes exist, stopped and failed ones included, and the maximum is %d (--max-sandboxes); delete some first: %w",
+		u.Sandboxes, u.MaxSandboxes, errdefs.ErrResourceExhausted)
 	return ResourceError(errdefs.WithCode(err, api.CodeLimitExceeded), u, SuggestFewerSandboxes)
 }
 

@@ -69,6 +69,9 @@ func TestAdmission(t *testing.T) {
 	_, err = e.m.Create(ctx, CreateRequest{Image: "alpine", CPU: "100m", Memory: "64Mi"})
 	u.Sandboxes, u.MilliCPU, u.MemoryBytes = 4, 2600, 2<<30+64<<20
 	check(err, api.CodeLimitExceeded, "--max-sandboxes", u)
+	if want := "4 sandboxes exist, stopped and failed ones included, and the maximum is 4 (--max-sandboxes)"; !strings.Contains(err.Error(), want) {
+		t.Errorf("past the maximum: %v, want it to say %q", err, want)
+	}
 	// Claiming the warm sandbox commits nothing new: never refused.
 	if _, err := e.m.Claim(ctx, pooled.ID, Claim{}); err != nil {
 		t.Errorf("claim at capacity: %v", err)
