@@ -11,8 +11,8 @@
 // else that file. Errors are printed once, by Main: exit code 1 for a
 // failure, 2 for a wrong use of a command, 128+n when signal n (SIGINT,
 // SIGTERM) interrupted it (signal.go); commands that run the user's own
-// command or code pass its exit code on (sandbox exec: 124 when it timed
-// out, as timeout(1) does).
+// command or code pass its exit code on, and exit 124 when it timed out,
+// as timeout(1) does.
 //
 // serve's settings (serveconfig.go, on koanf) come from, in order of
 // precedence: its flags, AGENT2ENV_* environment variables, the YAML file
@@ -257,6 +257,10 @@ func usageErrorf(c *cobra.Command, format string, args ...any) error {
 // has already said what happened (such as the output of a remote command
 // whose exit code this is).
 type exitError struct{ code int }
+
+// timeoutExit is the exit code of every command whose command or code
+// timed out, as timeout(1)'s.
+const timeoutExit = 124
 
 func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 

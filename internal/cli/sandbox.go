@@ -239,7 +239,7 @@ func execSandbox(c *cobra.Command, e env, cc *clientConfig, id string, req api.E
 	switch {
 	case ev.TimedOut:
 		fmt.Fprintf(e.stderr, "%s: the command timed out and was killed\n", c.CommandPath())
-		return &exitError{code: 124} // as timeout(1) does
+		return &exitError{code: timeoutExit}
 	case ev.ExitCode == 0:
 		return nil
 	case ev.ExitCode < 0 || ev.ExitCode > 255:
