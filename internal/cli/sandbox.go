@@ -129,7 +129,9 @@ func createSandbox(c *cobra.Command, e env, cc *clientConfig, req api.CreateSand
 	if err != nil {
 		return err
 	}
-	// A failed sandbox is still printed, so that scripts can remove it.
+	// A sandbox that failed to start is printed as JSON or YAML (which
+	// say its status), but its id is not: ID=$(agent2env sandbox create
+	// ...) is set to a sandbox that runs, or to nothing. The error names it.
 	var failed error
 	if wait && sb.Status != api.StatusRunning {
 		stop := func() {}
@@ -143,6 +145,9 @@ func createSandbox(c *cobra.Command, e env, cc *clientConfig, req api.CreateSand
 			return err
 		}
 		sb, failed = ready, err
+		if failed != nil && !out.structured() {
+			return failed
+		}
 	}
 	v := sandboxView(sb, []api.Sandbox{*sb})
 	v.text = idText(sb.ID)

@@ -122,9 +122,17 @@ func TestSandboxCommands(t *testing.T) {
 `},
 		},
 		{
-			name: "create fails with the reason",
+			// ID=$(agent2env sandbox create ...) gets no id of a sandbox
+			// that does not run.
+			name: "create fails with the reason, no id on stdout",
 			args: []string{"sandbox", "create", "--image", "broken"},
-			want: result{Code: 1, Stdout: "sb1\n", Stderr: "agent2env sandbox: sandbox sb1 failed: prepare image broken: manifest unknown\n"},
+			want: result{Code: 1, Stderr: "agent2env sandbox: sandbox sb1 failed: prepare image broken: manifest unknown\n" +
+				"  remove it with: agent2env sandbox rm sb1\n"},
+		},
+		{
+			name: "create fails, -q prints nothing either",
+			args: []string{"sandbox", "create", "--image", "broken", "-q"},
+			want: result{Code: 1, Stderr: "sandbox sb1 failed"},
 		},
 		{
 			name: "create without waiting",
