@@ -464,7 +464,7 @@ func TestSubmitRefuses(t *testing.T) {
 	}
 	if _, err := e.svc.Submit(bg, api.RunSubmitRequest{TaskName: "absent"}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("unknown task name: %v", err)
-	}	// A task name on a daemon without a tasks directory: the message
+	} // A task name on a daemon without a tasks directory: the message
 	// names the setting that gives it one.
 	noDir := newEnv(t, Config{Models: func() []string { return []string{"coder"} }})
 	if _, err := noDir.svc.Submit(bg, api.RunSubmitRequest{TaskName: "t"}); !errors.Is(err, errdefs.ErrInvalidArgument) ||
