@@ -82,12 +82,8 @@ func writeImportResult(w io.Writer, res *api.ImportResult) error {
 	if err := t.write(w, false); err != nil {
 		return err
 	}
-	noun := "templates"
-	if res.Total == 1 {
-		noun = "template"
-	}
-	fmt.Fprintf(w, "\n%d %s: %d created, %d updated, %d skipped, %d failed\n",
-		res.Total, noun, res.Created, res.Updated, res.Skipped, res.Failed)
+	fmt.Fprintf(w, "\n%s: %d created, %d updated, %d skipped, %d failed\n",
+		counted(res.Total, "template"), res.Created, res.Updated, res.Skipped, res.Failed)
 	if len(res.PrepullStarted) > 0 {
 		fmt.Fprintf(w, "prepull started: %s\n", strings.Join(res.PrepullStarted, ", "))
 	}

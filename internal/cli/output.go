@@ -321,6 +321,14 @@ func writeYAMLDocument(w io.Writer, b []byte) error {
 	return err
 }
 
+// counted is n and noun, plural unless n is 1: "1 run", "2 runs".
+func counted(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // age formats how long ago t was, coarsely: 42s, 5m, 3h, 12d.
 func age(t time.Time) string {
 	d := time.Since(t)

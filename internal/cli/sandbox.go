@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -157,11 +159,15 @@ func createSandbox(c *cobra.Command, e env, cc *clientConfig, req api.CreateSand
 	return failed
 }
 
-// idText prints id as a command's default output.
-func idText(id string) func(io.Writer) error {
+// idText prints ids, one a line, as a command's default output.
+func idText(ids ...string) func(io.Writer) error {
 	return func(w io.Writer) error {
-		_, err := fmt.Fprintln(w, id)
-		return err
+		for _, id := range ids {
+			if _, err := fmt.Fprintln(w, id); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 }
 
@@ -341,6 +347,18 @@ func isRemoteDir(ctx context.Context, cl *client.Client, id, p string) bool {
 // download copies p in sandbox id to the local path dst (- for standard
 // output); an existing directory dst is copied into.
 func download(ctx context.Context, e env, cl *client.Client, id, p, dst string) error {
+	if dst != "-" {
+		fi, err := os.Stat(dst)
+		switch {
+		case err == nil && fi.IsDir():
+			// path, not filepath: p is the sandbox's, always slashes.
+			dst = filepath.Join(dst, path.Base(p))
+		case errors.Is(err, fs.ErrNotExist) && strings.HasSuffix(dst, string(filepath.Separator)):
+			// A directory that is not there, as cp(1) says of it;
+			// os.Create would say "is a directory".
+			return fmt.Errorf("copy to %s: %w", dst, syscall.ENOENT)
+		}
+	}
 	rc, err := cl.Sandbox.DownloadFile(ctx, id, p)
 	if err != nil {
 		return err
@@ -349,10 +367,6 @@ func download(ctx context.Context, e env, cl *client.Client, id, p, dst string) 
 	if dst == "-" {
 		_, err := io.Copy(raw(e.stdout), rc)
 		return err
-	}
-	if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
-		// path, not filepath: p is the sandbox's, always slashes.
-		dst = filepath.Join(dst, path.Base(p))
 	}
 	f, err := os.Create(dst)
 	if err != nil {

@@ -385,6 +385,14 @@ func TestCopy(t *testing.T) {
 	if _, err := os.Stat(missing); !os.IsNotExist(err) {
 		t.Errorf("a failed download left %s behind", missing)
 	}
+	// A local directory that is not there is refused as cp(1) refuses it,
+	// and none is made.
+	for _, dst := range []string{filepath.Join(dir, "nodir") + "/", filepath.Join(dir, "nodir", "f")} {
+		check(t, []string{"sandbox", "cp", "sb7:/workspace/tool", dst}, result{Code: 1, Stderr: dst + ": no such file or directory\n"})
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nodir")); !os.IsNotExist(err) {
+		t.Errorf("a failed download made the directory: %v", err)
+	}
 	// A destination naming a directory of the sandbox is copied into, as
 	// by cp(1), a trailing / or not.
 	other := filepath.Join(dir, "other.txt")
