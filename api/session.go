@@ -71,9 +71,11 @@ type CommandLine struct {
 	Shell string   `json:"-"`
 }
 
-// MarshalJSON writes a shell string as a string, argv as an array.
+// MarshalJSON writes argv as an array, or, when Argv is empty and Shell is
+// set (or Argv is nil), the shell string as a string. An empty, non-nil Argv
+// without a shell string stays an empty array, as UnmarshalJSON reads it.
 func (c CommandLine) MarshalJSON() ([]byte, error) {
-	if c.Argv == nil {
+	if len(c.Argv) == 0 && (c.Argv == nil || c.Shell != "") {
 		return json.Marshal(c.Shell)
 	}
 	return json.Marshal(c.Argv)

@@ -11,8 +11,8 @@
 // else that file. Errors are printed once, by Main: exit code 1 for a
 // failure, 2 for a wrong use of a command, 128+n when signal n (SIGINT,
 // SIGTERM) interrupted it (signal.go); commands that run the user's own
-// command or code pass its exit code on (sandbox exec: 124 when it timed
-// out, as timeout(1) does).
+// command or code pass its exit code on, and exit 124 when it timed out,
+// as timeout(1) does.
 //
 // serve's settings (serveconfig.go, on koanf) come from, in order of
 // precedence: its flags, AGENT2ENV_* environment variables, the YAML file
@@ -39,10 +39,14 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/client"
 )
 
 // env carries the process's streams to commands, and what tests replace.
@@ -258,6 +262,10 @@ func usageErrorf(c *cobra.Command, format string, args ...any) error {
 // whose exit code this is).
 type exitError struct{ code int }
 
+// timeoutExit is the exit code of every command whose command or code
+// timed out, as timeout(1)'s.
+const timeoutExit = 124
+
 func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 // report prints err, which cmd returned, once, and returns the exit code.
@@ -271,10 +279,10 @@ func report(w io.Writer, cmd *cobra.Command, err error) int {
 	if sig := (*signalError)(nil); errors.As(err, &sig) {
 		return sig.code() // as a shell's for a command the signal killed: nothing printed
 	}
-	// An error may carry the daemon's message, which may carry anything.
-	msg := visible(err.Error())
 	if usage := (*usageError)(nil); errors.As(err, &usage) {
-		fmt.Fprintf(w, "%s: %s\n", commandPath(cmd), msg)
+		// An error may carry the daemon's message, which may carry
+		// anything.
+		fmt.Fprintf(w, "%s: %s\n", commandPath(cmd), visible(err.Error()))
 		if c := usage.cmd; c != nil {
 			fmt.Fprintf(w, "usage: %s\n", c.UseLine())
 			if c.HasAvailableSubCommands() {
@@ -294,8 +302,46 @@ func report(w io.Writer, cmd *cobra.Command, err error) int {
 	for cmd != nil && cmd.HasParent() && cmd.Parent().HasParent() {
 		cmd = cmd.Parent()
 	}
-	fmt.Fprintf(w, "%s: %s\n", commandPath(cmd), msg)
+	// Each of several failures (rm of several ids) on a line of its own,
+	// each named, each with its next step.
+	errs := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	}
+	for _, err := range errs {
+		fmt.Fprintf(w, "%s: %s\n", commandPath(cmd), visible(err.Error()))
+		if h := hint(err); h != "" {
+			fmt.Fprintf(w, "  %s\n", h)
+		}
+	}
 	return 1
+}
+
+// hint returns the next step after err, or "" when there is none to say.
+func hint(err error) string {
+	var apiErr *client.APIError
+	errors.As(err, &apiErr)
+	var failed *client.SandboxFailedError
+	switch {
+	case errors.As(err, &failed) && failed.Status == api.StatusFailed:
+		return fmt.Sprintf("remove it with: agent2env sandbox rm %s", failed.ID)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Sprintf(`no daemon answers there: start one with "agent2env serve", or give its URL with --url or $%s`, client.EnvURL)
+	case errors.Is(err, client.ErrUnauthenticated):
+		return fmt.Sprintf(`the daemon wants a token: give it with --token or $%s, or save it with "agent2env login"`, client.EnvToken)
+	case apiErr != nil && apiErr.Code == api.CodeSandboxNotReady:
+		// The daemon names the sandbox and its status beside its message.
+		id, _ := apiErr.Details["sandbox_id"].(string)
+		status, _ := apiErr.Details["status"].(string)
+		switch {
+		case id == "":
+		case status == string(api.StatusPaused):
+			return fmt.Sprintf("resume it with: agent2env sandbox resume %s", id)
+		case status == string(api.StatusSucceeded):
+			return fmt.Sprintf("start it again with: agent2env sandbox start %s", id)
+		}
+	}
+	return ""
 }
 
 func commandPath(c *cobra.Command) string {

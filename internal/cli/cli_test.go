@@ -3,15 +3,19 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/agent2env/agent2env/internal/buildinfo"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -77,6 +81,59 @@ func TestExitCodes(t *testing.T) {
 			}
 			if code == 2 && stdout != "" {
 				t.Errorf("a usage error printed on stdout: %q", stdout)
+			}
+		})
+	}
+}
+
+// TestErrorNextStep checks that report follows a failure whose cause the
+// user can act on with the command that does it, and prints each of
+// several failures as it prints one.
+func TestErrorNextStep(t *testing.T) {
+	notReady := func(status api.SandboxStatus) error {
+		return fmt.Errorf("exec in sandbox sb1: %w", &client.APIError{StatusCode: http.StatusConflict, Code: api.CodeSandboxNotReady,
+			Message: "sandbox sb1 is " + string(status) + ", not running", Details: map[string]any{"sandbox_id": "sb1", "status": string(status)}})
+	}
+	refused := &url.Error{Op: "Get", URL: "http://127.0.0.1:1/api/v1/sandboxes",
+		Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"no daemon", fmt.Errorf("list sandboxes: %w", refused),
+			"agent2env sandbox: list sandboxes: Get \"http://127.0.0.1:1/api/v1/sandboxes\": dial tcp: connect: connection refused\n" +
+				"  no daemon answers there: start one with \"agent2env serve\", or give its URL with --url or $AGENT2ENV_URL\n"},
+		{"no token", fmt.Errorf("list sandboxes: %w", &client.APIError{StatusCode: 401, Code: api.CodeUnauthorized, Message: "authentication required"}),
+			"agent2env sandbox: list sandboxes: authentication required (UNAUTHORIZED, HTTP 401)\n" +
+				"  the daemon wants a token: give it with --token or $AGENT2ENV_TOKEN, or save it with \"agent2env login\"\n"},
+		{"paused", notReady(api.StatusPaused),
+			"agent2env sandbox: exec in sandbox sb1: sandbox sb1 is paused, not running (SANDBOX_NOT_READY, HTTP 409)\n" +
+				"  resume it with: agent2env sandbox resume sb1\n"},
+		{"stopped", notReady(api.StatusSucceeded),
+			"agent2env sandbox: exec in sandbox sb1: sandbox sb1 is succeeded, not running (SANDBOX_NOT_READY, HTTP 409)\n" +
+				"  start it again with: agent2env sandbox start sb1\n"},
+		{"pending: nothing to do but wait", notReady(api.StatusPending),
+			"agent2env sandbox: exec in sandbox sb1: sandbox sb1 is pending, not running (SANDBOX_NOT_READY, HTTP 409)\n"},
+		{"several, each named", errors.Join(errors.New("delete sandbox a: not found"), notReady(api.StatusPaused), errors.New("delete sandbox c: not found")),
+			"agent2env sandbox: delete sandbox a: not found\n" +
+				"agent2env sandbox: exec in sandbox sb1: sandbox sb1 is paused, not running (SANDBOX_NOT_READY, HTTP 409)\n" +
+				"  resume it with: agent2env sandbox resume sb1\n" +
+				"agent2env sandbox: delete sandbox c: not found\n"},
+	}
+	root := newRoot(env{})
+	cmd, _, err := root.Find([]string{"sandbox", "exec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b strings.Builder
+			if code := report(&b, cmd, tt.err); code != 1 {
+				t.Errorf("exit code %d, want 1", code)
+			}
+			if diff := cmp.Diff(tt.want, b.String()); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -103,8 +103,8 @@ func newContextExecCmd(e env, cc *clientConfig) *cobra.Command {
 		Short: "run code in a context, from CODE or standard input, streaming its output",
 		Long: `exec runs code in a context and streams its output: stdout and stderr as the code writes
 them (escape sequences included: it is your code's), then the value of its last expression
-and a line for each image it displayed. It exits 1 when the code failed. With -o json or -o yaml it prints the whole response once
-the code has finished instead.`,
+and a line for each image it displayed. It exits 1 when the code failed, 124 when it timed out.
+With -o json or -o yaml it prints the whole response once the code has finished instead.`,
 		Example: `  agent2env context exec "$CTX" 'import sys; print(sys.version)'
   agent2env context exec "$CTX" --timeout 5m < train.py
   agent2env context exec "$CTX" -o json -- '-1 + 2' | jq .result`,
@@ -153,7 +153,7 @@ func execContext(c *cobra.Command, e env, cc *clientConfig, args []string, timeo
 			return err
 		}
 		if !res.Success {
-			return &exitError{code: 1}
+			return codeExit(res.Error)
 		}
 		return nil
 	}
@@ -193,7 +193,7 @@ func execContext(c *cobra.Command, e env, cc *clientConfig, args []string, timeo
 		fmt.Fprintf(e.stderr, "%s: the interpreter was restarted: its variables and imports are gone\n", c.CommandPath())
 	}
 	if !res.Success {
-		return &exitError{code: 1}
+		return codeExit(res.Error)
 	}
 	return nil
 }
@@ -288,18 +288,32 @@ func decodedLen(s string) int {
 }
 
 // printExecutionError prints why code failed: its traceback, or its name
-// and message.
+// and message. A system error (a timeout, say) has its name and message
+// printed after the traceback too: its traceback only shows where the code
+// was stopped (a KeyboardInterrupt), not why.
 func printExecutionError(w *lineWriter, e api.ExecutionError) {
-	msg := strings.TrimRight(e.Traceback, "\n")
-	if msg == "" {
-		msg = e.Name
-		if e.Value != "" {
-			msg += ": " + e.Value
+	if tb := strings.TrimRight(e.Traceback, "\n"); tb != "" {
+		w.println(tb)
+		if e.Kind != api.ErrorKindSystem {
+			return
 		}
+	}
+	msg := e.Name
+	if e.Value != "" {
+		msg += ": " + e.Value
 	}
 	if msg != "" {
 		w.println(msg)
 	}
+}
+
+// codeExit is the exit code of code that failed with err: 124 when it
+// timed out (as timeout(1) and sandbox exec exit), else 1.
+func codeExit(err *api.ExecutionError) error {
+	if err != nil && err.Name == api.ErrorNameTimeout {
+		return &exitError{code: timeoutExit}
+	}
+	return &exitError{code: 1}
 }
 
 func newContextListCmd(e env, cc *clientConfig) *cobra.Command {

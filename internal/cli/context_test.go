@@ -170,6 +170,9 @@ func execution(code string) ([]ctxEvent, api.ExecuteResponse) {
 	case "timeout":
 		failWith(api.ExecutionError{Name: api.ErrorNameTimeout, Value: "timed out after 2s", Kind: api.ErrorKindSystem})
 		res.StateLost = true
+	case "interrupted":
+		failWith(api.ExecutionError{Name: api.ErrorNameTimeout, Value: "execution exceeded the timeout of 1s and was interrupted",
+			Kind: api.ErrorKindSystem, Traceback: "Traceback (most recent call last):\n  Cell In[1], line 1\nKeyboardInterrupt\n"})
 	case "gone":
 		out(api.EventStdout, "start\n")
 		evs = append(evs, ctxEvent{api.EventError, api.Error{Message: "sandbox sb-auto is gone", Code: api.CodeSandboxNotFound}})
@@ -366,9 +369,17 @@ func TestContextExec(t *testing.T) {
 		{
 			name:   "timeout without traceback, state lost",
 			args:   []string{"exec", "--timeout", "2s", "ctx-1", "timeout"},
-			code:   1,
+			code:   124,
 			stderr: "TimeoutError: timed out after 2s\nagent2env context exec: the interpreter was restarted: its variables and imports are gone\n",
 			req:    api.ExecuteRequest{Code: "timeout", Timeout: 2},
+		},
+		{
+			name: "timeout names itself after the traceback",
+			args: []string{"exec", "--timeout", "1s", "ctx-1", "interrupted"},
+			code: 124,
+			stderr: "Traceback (most recent call last):\n  Cell In[1], line 1\nKeyboardInterrupt\n" +
+				"TimeoutError: execution exceeded the timeout of 1s and was interrupted\n",
+			req: api.ExecuteRequest{Code: "interrupted", Timeout: 1},
 		},
 		{
 			name:   "request failed midway",

@@ -40,13 +40,16 @@ func newSandboxForkCmd(e env, cc *clientConfig) *cobra.Command {
 			for i, sb := range res.Sandboxes {
 				sbs[i] = sb.Sandbox
 			}
-			return sandboxView(res, sbs), nil
+			// The ids alone, one a line, as sandbox create prints its id.
+			v := sandboxView(res, sbs)
+			v.text = idText(v.ids...)
+			return v, nil
 		}),
 	}
 	f := c.Flags()
 	f.IntVar(&req.Count, "count", 1, "how many sandboxes to make (1 to 32)")
 	f.IntVar(&ttl, "ttl", 0, "seconds until each sandbox is removed, 0 for never (default: the daemon's)")
 	f.BoolVar(&snapshot, "snapshot", false, "ID is a snapshot's (sandbox snapshot create), not a sandbox's")
-	out.register(c, "table", tableFormats)
+	out.register(c, "the sandboxes' ids", tableFormats)
 	return c
 }

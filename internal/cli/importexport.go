@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
 
 	"github.com/agent2env/agent2env/api"
 )
@@ -80,12 +82,8 @@ func writeImportResult(w io.Writer, res *api.ImportResult) error {
 	if err := t.write(w, false); err != nil {
 		return err
 	}
-	noun := "templates"
-	if res.Total == 1 {
-		noun = "template"
-	}
-	fmt.Fprintf(w, "\n%d %s: %d created, %d updated, %d skipped, %d failed\n",
-		res.Total, noun, res.Created, res.Updated, res.Skipped, res.Failed)
+	fmt.Fprintf(w, "\n%s: %d created, %d updated, %d skipped, %d failed\n",
+		counted(res.Total, "template"), res.Created, res.Updated, res.Skipped, res.Failed)
 	if len(res.PrepullStarted) > 0 {
 		fmt.Fprintf(w, "prepull started: %s\n", strings.Join(res.PrepullStarted, ", "))
 	}
@@ -108,17 +106,16 @@ func newExportCmd(e env, cc *clientConfig) *cobra.Command {
 	var (
 		tag   string
 		names namesFlag
-		file  string
+		out   exportOutput
 	)
 	c := &cobra.Command{
 		Use:   "export [flags]",
 		Short: "export templates as LiteBoxd YAML",
 		Long: `export writes templates as a SandboxTemplateList YAML document, which "import" (here or
-on LiteBoxd) reads. Its -o names a file: the output is always YAML, as the daemon wrote it,
-but that on standard output a value with characters a terminal acts on is double-quoted
-with them escaped, the same value.`,
+on LiteBoxd) reads, to standard output or, with -f, to a file. ` + exportFormats,
 		Example: `  agent2env export > templates.yaml
-  agent2env export --tag python --names py311,py312 -o python.yaml`,
+  agent2env export --tag python --names py311,py312 -f python.yaml
+  agent2env export -o json | jq '.items[].metadata.name'`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			cl, err := cc.client(e)
@@ -129,11 +126,56 @@ with them escaped, the same value.`,
 			if err != nil {
 				return err
 			}
-			return writeOutput(e.stdout, file, b)
+			return out.write(e.stdout, b)
 		},
 	}
 	c.Flags().StringVar(&tag, "tag", "", "export the templates carrying this tag")
 	c.Flags().Var(&names, "names", "export the templates named in this comma-separated `list` (repeatable)")
-	c.Flags().StringVarP(&file, "output", "o", "", "write to `FILE` instead of standard output")
+	out.register(c)
 	return c
+}
+
+// exportFormats is what the help of the commands that export templates
+// says of their output.
+const exportFormats = `-o json converts it to
+JSON, which "import" reads too. YAML is written as the daemon wrote it, but that on
+standard output a value with characters a terminal acts on is double-quoted with them
+escaped, the same value.`
+
+// exportOutput holds the flags of the commands that export templates:
+// -o, the format (yaml, as the daemon writes it, or json), and -f, the
+// file to write instead of standard output.
+type exportOutput struct {
+	out  output
+	file string
+}
+
+func (o *exportOutput) register(c *cobra.Command) {
+	o.out.toFile = true
+	o.out.register(c, formatYAML, valueFormats)
+	c.Flags().StringVarP(&o.file, "file", "f", "", "write to `FILE` instead of standard output (- for standard output)")
+}
+
+// write writes b, a YAML document the daemon wrote, in the format chosen
+// to the file or standard output.
+func (o *exportOutput) write(stdout io.Writer, b []byte) error {
+	toStdout := o.file == "" || o.file == "-"
+	if o.out.format == formatJSON {
+		var v any
+		if err := yaml.Unmarshal(b, &v); err != nil {
+			return fmt.Errorf("convert the export to JSON: %w", err)
+		}
+		if toStdout {
+			return printJSON(stdout, v)
+		}
+		var err error
+		if b, err = json.MarshalIndent(v, "", "  "); err != nil {
+			return fmt.Errorf("convert the export to JSON: %w", err)
+		}
+		b = append(b, '\n')
+	}
+	if toStdout {
+		return writeYAMLDocument(stdout, b)
+	}
+	return os.WriteFile(o.file, b, 0o644)
 }

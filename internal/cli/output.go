@@ -44,6 +44,10 @@ type output struct {
 	// raw prints a text view's bytes as they came (--raw), control
 	// characters included.
 	raw bool
+	// toFile says the command writes a file with -f: an -o value that is
+	// not a format (a file name, as -o meant once) is refused pointing to
+	// -f.
+	toFile bool
 }
 
 // Formats with and without a table.
@@ -77,6 +81,9 @@ func (f formatFlag) String() string { return f.o.format }
 func (f formatFlag) Type() string   { return "format" }
 func (f formatFlag) Set(s string) error {
 	if !slices.Contains(f.formats, s) {
+		if f.o.toFile {
+			return fmt.Errorf("want %s; to write a file, use -f %s", strings.Join(f.formats, ", "), s)
+		}
 		return fmt.Errorf("want %s", strings.Join(f.formats, ", "))
 	}
 	f.o.format = s
@@ -312,6 +319,14 @@ func writeYAMLDocument(w io.Writer, b []byte) error {
 	}
 	_, err := raw(w).Write(appendVisible(nil, buf.Bytes(), asQuoted))
 	return err
+}
+
+// counted is n and noun, plural unless n is 1: "1 run", "2 runs".
+func counted(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // age formats how long ago t was, coarsely: 42s, 5m, 3h, 12d.

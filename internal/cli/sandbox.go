@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -129,7 +131,9 @@ func createSandbox(c *cobra.Command, e env, cc *clientConfig, req api.CreateSand
 	if err != nil {
 		return err
 	}
-	// A failed sandbox is still printed, so that scripts can remove it.
+	// A sandbox that failed to start is printed as JSON or YAML (which
+	// say its status), but its id is not: ID=$(agent2env sandbox create
+	// ...) is set to a sandbox that runs, or to nothing. The error names it.
 	var failed error
 	if wait && sb.Status != api.StatusRunning {
 		stop := func() {}
@@ -143,6 +147,9 @@ func createSandbox(c *cobra.Command, e env, cc *clientConfig, req api.CreateSand
 			return err
 		}
 		sb, failed = ready, err
+		if failed != nil && !out.structured() {
+			return failed
+		}
 	}
 	v := sandboxView(sb, []api.Sandbox{*sb})
 	v.text = idText(sb.ID)
@@ -152,11 +159,15 @@ func createSandbox(c *cobra.Command, e env, cc *clientConfig, req api.CreateSand
 	return failed
 }
 
-// idText prints id as a command's default output.
-func idText(id string) func(io.Writer) error {
+// idText prints ids, one a line, as a command's default output.
+func idText(ids ...string) func(io.Writer) error {
 	return func(w io.Writer) error {
-		_, err := fmt.Fprintln(w, id)
-		return err
+		for _, id := range ids {
+			if _, err := fmt.Fprintln(w, id); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 }
 
@@ -239,7 +250,7 @@ func execSandbox(c *cobra.Command, e env, cc *clientConfig, id string, req api.E
 	switch {
 	case ev.TimedOut:
 		fmt.Fprintf(e.stderr, "%s: the command timed out and was killed\n", c.CommandPath())
-		return &exitError{code: 124} // as timeout(1) does
+		return &exitError{code: timeoutExit}
 	case ev.ExitCode == 0:
 		return nil
 	case ev.ExitCode < 0 || ev.ExitCode > 255:
@@ -336,6 +347,18 @@ func isRemoteDir(ctx context.Context, cl *client.Client, id, p string) bool {
 // download copies p in sandbox id to the local path dst (- for standard
 // output); an existing directory dst is copied into.
 func download(ctx context.Context, e env, cl *client.Client, id, p, dst string) error {
+	if dst != "-" {
+		fi, err := os.Stat(dst)
+		switch {
+		case err == nil && fi.IsDir():
+			// path, not filepath: p is the sandbox's, always slashes.
+			dst = filepath.Join(dst, path.Base(p))
+		case errors.Is(err, fs.ErrNotExist) && strings.HasSuffix(dst, string(filepath.Separator)):
+			// A directory that is not there, as cp(1) says of it;
+			// os.Create would say "is a directory".
+			return fmt.Errorf("copy to %s: %w", dst, syscall.ENOENT)
+		}
+	}
 	rc, err := cl.Sandbox.DownloadFile(ctx, id, p)
 	if err != nil {
 		return err
@@ -344,10 +367,6 @@ func download(ctx context.Context, e env, cl *client.Client, id, p, dst string) 
 	if dst == "-" {
 		_, err := io.Copy(raw(e.stdout), rc)
 		return err
-	}
-	if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
-		// path, not filepath: p is the sandbox's, always slashes.
-		dst = filepath.Join(dst, path.Base(p))
 	}
 	f, err := os.Create(dst)
 	if err != nil {

@@ -122,9 +122,17 @@ func TestSandboxCommands(t *testing.T) {
 `},
 		},
 		{
-			name: "create fails with the reason",
+			// ID=$(agent2env sandbox create ...) gets no id of a sandbox
+			// that does not run.
+			name: "create fails with the reason, no id on stdout",
 			args: []string{"sandbox", "create", "--image", "broken"},
-			want: result{Code: 1, Stdout: "sb1\n", Stderr: "agent2env sandbox: sandbox sb1 failed: prepare image broken: manifest unknown\n"},
+			want: result{Code: 1, Stderr: "agent2env sandbox: sandbox sb1 failed: prepare image broken: manifest unknown\n" +
+				"  remove it with: agent2env sandbox rm sb1\n"},
+		},
+		{
+			name: "create fails, -q prints nothing either",
+			args: []string{"sandbox", "create", "--image", "broken", "-q"},
+			want: result{Code: 1, Stderr: "sandbox sb1 failed"},
 		},
 		{
 			name: "create without waiting",
@@ -376,6 +384,14 @@ func TestCopy(t *testing.T) {
 	check(t, []string{"sandbox", "cp", "sb7:/nope", missing}, result{Code: 1, Stderr: "no such file /nope (FILE_NOT_FOUND, HTTP 404)"})
 	if _, err := os.Stat(missing); !os.IsNotExist(err) {
 		t.Errorf("a failed download left %s behind", missing)
+	}
+	// A local directory that is not there is refused as cp(1) refuses it,
+	// and none is made.
+	for _, dst := range []string{filepath.Join(dir, "nodir") + "/", filepath.Join(dir, "nodir", "f")} {
+		check(t, []string{"sandbox", "cp", "sb7:/workspace/tool", dst}, result{Code: 1, Stderr: dst + ": no such file or directory\n"})
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nodir")); !os.IsNotExist(err) {
+		t.Errorf("a failed download made the directory: %v", err)
 	}
 	// A destination naming a directory of the sandbox is copied into, as
 	// by cp(1), a trailing / or not.

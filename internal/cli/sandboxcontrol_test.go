@@ -154,7 +154,7 @@ func TestSandboxCreateFromTemplate(t *testing.T) {
 		{
 			name: "failed start",
 			args: []string{"sandbox", "create", "--template", "broken"},
-			want: result{Code: 1, Stdout: "sb1\n", Stderr: "sandbox sb1 failed: startup script failed"},
+			want: result{Code: 1, Stderr: "sandbox sb1 failed: startup script failed"},
 			req:  api.CreateSandboxRequest{Template: "broken"},
 		},
 		{

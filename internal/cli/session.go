@@ -85,7 +85,7 @@ func newSessionExecCmd(e env, cc *clientConfig) *cobra.Command {
 		Long: `exec runs code in the session's interpreter of its language, whose state (variables,
 imports, functions) stays for the session's next runs. It prints the output (as it came,
 escape sequences included: it is your code's), the value of the last expression and a line
-for each image, and exits 1 when the code failed.`,
+for each image, and exits 1 when the code failed, 124 when it timed out.`,
 		Example: `  agent2env session exec --session demo 'import pandas as pd; df = pd.DataFrame({"a": [1, 2]})'
   agent2env session exec --session demo 'df.describe()'
   agent2env session exec --session demo --language javascript < script.js`,
@@ -128,7 +128,7 @@ for each image, and exits 1 when the code failed.`,
 				stderr.endLine()
 			}
 			if err == nil && !res.Success {
-				err = &exitError{code: 1}
+				err = codeExit(res.Error)
 			}
 			return err
 		},
@@ -165,7 +165,7 @@ func newSessionRunCmd(e env, cc *clientConfig) *cobra.Command {
 		Short: "run a command in a session's sandbox",
 		Long: `run runs a command in the session's sandbox: the argv after --, or a shell string with
 --shell. It prints its output as it came (escape sequences included: it is your command's)
-and exits with the command's exit code.`,
+and exits with the command's exit code (124 when it timed out).`,
 		Example: `  agent2env session run --session demo -- python3 -c 'print(1)'
   agent2env session run --session demo --shell 'pip list | grep pandas'
   agent2env session run --session demo --cwd /tmp -e DEBUG=1 -- env`,
@@ -179,7 +179,7 @@ and exits with the command's exit code.`,
 			}
 			stop := showBuilds(c.Context(), e, cl) // a new session's sandbox may wait for its image
 			res, err := cl.Sessions().ExecuteCommand(c.Context(), api.SessionCommandRequest{
-				Command: api.CommandLine{Argv: args, Shell: shell}, SessionID: f.session, Flavor: f.flavor,
+				Command: commandLine(args, shell), SessionID: f.session, Flavor: f.flavor,
 				Timeout: f.timeout.Seconds(), Cwd: cwd, Env: env})
 			stop()
 			if err != nil {
@@ -192,10 +192,13 @@ and exits with the command's exit code.`,
 				io.WriteString(raw(e.stdout), res.Stdout)
 				io.WriteString(raw(e.stderr), res.Stderr)
 				if res.TimedOut {
-					fmt.Fprintln(e.stderr, "agent2env: the command timed out")
+					fmt.Fprintf(e.stderr, "%s: the command timed out and was killed\n", c.CommandPath())
 				}
 			}
-			if err == nil && res.ExitCode != 0 {
+			switch {
+			case err == nil && res.TimedOut:
+				err = &exitError{code: timeoutExit}
+			case err == nil && res.ExitCode != 0:
 				err = &exitError{code: res.ExitCode}
 			}
 			return err
@@ -207,6 +210,16 @@ and exits with the command's exit code.`,
 	c.Flags().VarP(env, "env", "e", "environment variable NAME=VALUE (repeatable)")
 	out.register(c, "the output", valueFormats)
 	return c
+}
+
+// commandLine is the command of session run: the argv after --, or the
+// --shell string. Cobra passes an empty, not a nil, args slice, which would
+// otherwise go out as an empty argv beside the shell string.
+func commandLine(args []string, shell string) api.CommandLine {
+	if len(args) == 0 {
+		return api.CommandLine{Shell: shell}
+	}
+	return api.CommandLine{Argv: args}
 }
 
 func newSessionListCmd(e env, cc *clientConfig) *cobra.Command {

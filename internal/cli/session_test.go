@@ -114,6 +114,11 @@ func TestSessionExec(t *testing.T) {
 		{name: "failed code exits 1", args: []string{"1/0"},
 			resp: api.ExecuteResponse{Error: &api.ExecutionError{Name: "ZeroDivisionError", Value: "division by zero"}},
 			want: api.SessionExecuteRequest{Code: "1/0", Language: "python"}, code: 1, stderrPart: "ZeroDivisionError: division by zero"},
+		{name: "timeout exits 124 and says so", args: []string{"--timeout", "1s", "import time; time.sleep(3)"},
+			resp: api.ExecuteResponse{Error: &api.ExecutionError{Name: api.ErrorNameTimeout, Kind: api.ErrorKindSystem,
+				Value: "execution exceeded the timeout of 1s and was interrupted", Traceback: "KeyboardInterrupt\n"}},
+			want: api.SessionExecuteRequest{Code: "import time; time.sleep(3)", Language: "python", Timeout: 1}, code: 124,
+			stderrPart: "KeyboardInterrupt\nTimeoutError: execution exceeded the timeout of 1s and was interrupted\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,17 +136,42 @@ func TestSessionExec(t *testing.T) {
 
 func TestSessionRun(t *testing.T) {
 	d := newFakeSessionDaemon(t)
-	d.command = api.SessionCommandResponse{SessionInfo: api.SessionInfo{SessionID: "s1"},
-		ExecResponse: api.ExecResponse{ExitCode: 3, Stdout: "out\n", Stderr: "err\n"}}
-	code, out, stderr := run(t, "session", "run", "-s", "s1", "--cwd", "/tmp", "-e", "A=1", "--", "sh", "-c", "exit 3")
-	if code != 3 || out != "out\n" || stderr != "err\n" {
-		t.Errorf("exit %d, stdout %q, stderr %q; want the command's exit code and output", code, out, stderr)
+	tests := []struct {
+		name                string
+		args                []string
+		resp                api.ExecResponse
+		want                api.SessionCommandRequest
+		code                int
+		wantStdout, wantErr string
+	}{
+		{name: "argv, exit code passed on", args: []string{"-s", "s1", "--cwd", "/tmp", "-e", "A=1", "--", "sh", "-c", "exit 3"},
+			resp: api.ExecResponse{ExitCode: 3, Stdout: "out\n", Stderr: "err\n"},
+			want: api.SessionCommandRequest{Command: api.CommandLine{Argv: []string{"sh", "-c", "exit 3"}}, SessionID: "s1", Cwd: "/tmp",
+				Env: map[string]string{"A": "1"}, OutputEncoding: api.OutputBase64},
+			code: 3, wantStdout: "out\n", wantErr: "err\n"},
+		{name: "shell string", args: []string{"-s", "s1", "--shell", "echo hi | tr a-z A-Z"},
+			resp:       api.ExecResponse{Stdout: "HI\n"},
+			want:       api.SessionCommandRequest{Command: api.CommandLine{Shell: "echo hi | tr a-z A-Z"}, SessionID: "s1", OutputEncoding: api.OutputBase64},
+			wantStdout: "HI\n"},
+		{name: "timeout exits 124", args: []string{"-s", "s1", "--timeout", "1s", "--", "sleep", "3"},
+			resp: api.ExecResponse{ExitCode: 137, TimedOut: true, Stdout: "partial\n"},
+			want: api.SessionCommandRequest{Command: api.CommandLine{Argv: []string{"sleep", "3"}}, SessionID: "s1", Timeout: 1,
+				OutputEncoding: api.OutputBase64},
+			code: 124, wantStdout: "partial\n", wantErr: "agent2env session run: the command timed out and was killed\n"},
 	}
-	want := api.SessionCommandRequest{Command: api.CommandLine{Argv: []string{"sh", "-c", "exit 3"}}, SessionID: "s1", Cwd: "/tmp",
-		Env: map[string]string{"A": "1"}, OutputEncoding: api.OutputBase64}
-	if diff := cmp.Diff(want, d.gotCommand); diff != "" {
-		t.Errorf("request (-want +got):\n%s", diff)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d.command = api.SessionCommandResponse{SessionInfo: api.SessionInfo{SessionID: "s1"}, ExecResponse: tt.resp}
+			code, out, stderr := run(t, append([]string{"session", "run"}, tt.args...)...)
+			if diff := cmp.Diff([]any{tt.code, tt.wantStdout, tt.wantErr}, []any{code, out, stderr}); diff != "" {
+				t.Errorf("exit code, stdout, stderr (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.want, d.gotCommand); diff != "" {
+				t.Errorf("request (-want +got):\n%s", diff)
+			}
+		})
 	}
+	d.command = api.SessionCommandResponse{SessionInfo: api.SessionInfo{SessionID: "s1"}, ExecResponse: api.ExecResponse{ExitCode: 3}}
 	// Output that is not UTF-8 is written as it came.
 	d.command.Stdout, d.command.Encoding = api.EncodeOutput(binaryOutput, api.OutputBase64)
 	d.command.Stderr, _ = api.EncodeOutput(binaryOutput[:10], api.OutputBase64)

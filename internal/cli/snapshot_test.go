@@ -43,8 +43,41 @@ func newFakeSnapshotDaemon(t *testing.T) *fakeSnapshotDaemon {
 	mux.HandleFunc("DELETE /api/v1/snapshots/{id}", d.remove)
 	mux.HandleFunc("POST /api/v1/sandboxes", d.restore)
 	mux.HandleFunc("GET /api/v1/sandboxes/{id}", d.get)
+	mux.HandleFunc("POST /api/v1/sandboxes/{id}/fork", d.fork)
 	d.serve(t, mux)
 	return d
+}
+
+// fork makes the count of sandboxes asked, fork-1, fork-2, ...
+func (d *fakeSnapshotDaemon) fork(w http.ResponseWriter, r *http.Request) {
+	var req api.ForkRequest
+	json.NewDecoder(r.Body).Decode(&req)
+	res := api.ForkResponse{SnapshotID: "snap-f"}
+	for i := range req.Count {
+		res.Sandboxes = append(res.Sandboxes, api.ForkedSandbox{Sandbox: api.Sandbox{ID: fmt.Sprintf("fork-%d", i+1),
+			Status: api.StatusRunning}, Contexts: map[string]string{}})
+	}
+	reply(w, http.StatusCreated, res)
+}
+
+// TestFork checks that fork prints the ids alone, as sandbox create
+// prints its id, and the table on request.
+func TestFork(t *testing.T) {
+	newFakeSnapshotDaemon(t)
+	tests := []struct {
+		args       []string
+		stdoutPart string
+	}{
+		{[]string{"sandbox", "fork", "run1", "--count", "2"}, "fork-1\nfork-2\n"},
+		{[]string{"sandbox", "fork", "run1", "--count", "2", "-q"}, "fork-1\nfork-2\n"},
+		{[]string{"sandbox", "fork", "run1", "-o", "table"}, "ID "},
+	}
+	for _, tt := range tests {
+		code, stdout, stderr := run(t, tt.args...)
+		if code != 0 || !strings.HasPrefix(stdout, tt.stdoutPart) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want stdout starting %q", tt.args, code, stdout, stderr, tt.stdoutPart)
+		}
+	}
 }
 
 func (d *fakeSnapshotDaemon) create(w http.ResponseWriter, r *http.Request) {

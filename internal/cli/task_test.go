@@ -35,6 +35,17 @@ func TestPassAtK(t *testing.T) {
 	}
 }
 
+func TestCounted(t *testing.T) {
+	for _, tt := range []struct {
+		n    int
+		want string
+	}{{0, "0 runs"}, {1, "1 run"}, {2, "2 runs"}} {
+		if got := counted(tt.n, "run"); got != tt.want {
+			t.Errorf("counted(%d, run) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}
+
 func TestTaskValidate(t *testing.T) {
 	dir := t.TempDir()
 	good, bad, worse := filepath.Join(dir, "good.yaml"), filepath.Join(dir, "bad.yaml"), filepath.Join(dir, "worse.yaml")
@@ -130,6 +141,9 @@ func TestTaskRun(t *testing.T) {
 	}
 	if files := untarGz(t, d.req.Inputs); files["repo/sub/a.py"] != "print(1)\n" || len(files) != 1 {
 		t.Errorf("inputs sent: %v", files)
+	}
+	if !strings.Contains(stderr.String(), "agent2env: task t: 2 runs (batch b-1)\n") {
+		t.Errorf("stderr lacks the batch's run count:\n%s", stderr.String())
 	}
 	for _, want := range []string{"run-1 t custom - #0 running (agent)", "run-2 t custom - #1 hung 5s: no progress", "1/2", "0.50", "1.00 (k=2)"} {
 		if !strings.Contains(stdout.String(), want) {

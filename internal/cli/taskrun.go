@@ -88,7 +88,7 @@ func taskRun(ctx context.Context, e env, cc *clientConfig, f taskRunFlags, files
 			return err
 		}
 		batches = append(batches, b.ID)
-		fmt.Fprintf(e.stderr, "agent2env: task %s: %d runs (batch %s)\n", b.Task, len(b.Runs), b.ID)
+		fmt.Fprintf(e.stderr, "agent2env: task %s: %s (batch %s)\n", b.Task, counted(len(b.Runs), "run"), b.ID)
 	}
 	runs, err := watchRuns(ctx, e, cl, batches)
 	if err != nil {

@@ -386,16 +386,16 @@ func newTemplateRollbackCmd(e env, cc *clientConfig) *cobra.Command {
 func newTemplateExportCmd(e env, cc *clientConfig) *cobra.Command {
 	var (
 		version int
-		file    string
+		out     exportOutput
 	)
 	c := &cobra.Command{
 		Use:   "export NAME [flags]",
 		Short: "write a template as a YAML document",
 		Long: `export writes a template as a SandboxTemplate YAML document, which "template create -f"
-and "import" read. Its -o names a file: the output is always YAML, as the daemon wrote it,
-but that on standard output a value with characters a terminal acts on is double-quoted
-with them escaped, the same value.`,
-		Example:           `  agent2env template export python-ds -o python-ds.yaml`,
+and "import" read, to standard output or, with -f, to a file. ` + exportFormats,
+		Example: `  agent2env template export python-ds > python-ds.yaml
+  agent2env template export python-ds -f python-ds.yaml
+  agent2env template export python-ds -o json | jq .spec`,
 		Args:              exactArgs(1, "need one template NAME"),
 		ValidArgsFunction: cc.complete(e, templateNames, false),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -410,21 +410,12 @@ with them escaped, the same value.`,
 			if err != nil {
 				return err
 			}
-			return writeOutput(e.stdout, file, b)
+			return out.write(e.stdout, b)
 		},
 	}
 	c.Flags().IntVar(&version, "version", 0, "export version `N` instead of the latest")
-	c.Flags().StringVarP(&file, "output", "o", "", "write to `FILE` instead of standard output")
+	out.register(c)
 	return c
-}
-
-// writeOutput writes b, a YAML document, to the file path as it is, or to
-// stdout when path is "" or - (writeYAMLDocument).
-func writeOutput(stdout io.Writer, path string, b []byte) error {
-	if path == "" || path == "-" {
-		return writeYAMLDocument(stdout, b)
-	}
-	return os.WriteFile(path, b, 0o644)
 }
 
 // readInput returns the contents of the file path, or of stdin (nil:

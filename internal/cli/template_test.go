@@ -19,6 +19,7 @@ import (
 	"github.com/agent2env/agent2env/internal/store/sqlite"
 	tmpl "github.com/agent2env/agent2env/internal/template"
 	"github.com/google/go-cmp/cmp"
+	"gopkg.in/yaml.v3"
 )
 
 // templateDaemon serves the daemon's real template and prepull routes over
@@ -138,7 +139,7 @@ Runtime class:    gvisor
 	// What export writes, create -f reads back to the same template.
 	before := getTemplate(t, "py")
 	exported := filepath.Join(t.TempDir(), "out.yaml")
-	check(t, []string{"template", "export", "py", "-o", exported}, result{})
+	check(t, []string{"template", "export", "py", "-f", exported}, result{})
 	b, err := os.ReadFile(exported)
 	if err != nil {
 		t.Fatal(err)
@@ -332,7 +333,7 @@ func TestImportExportCommands(t *testing.T) {
 
 	// Export filters by tag and by names, comma-separated or repeated.
 	all := filepath.Join(t.TempDir(), "all.yaml")
-	check(t, []string{"export", "--tag", "x", "-o", all}, result{})
+	check(t, []string{"export", "--tag", "x", "-f", all}, result{})
 	exported, err := os.ReadFile(all)
 	if err != nil {
 		t.Fatal(err)
@@ -385,6 +386,90 @@ func TestImportExportCommands(t *testing.T) {
 
 	check(t, []string{"import", writeFile(t, "bad.yaml", "kind: [\n")}, result{Code: 1, Stderr: "INVALID_YAML, HTTP 400"})
 	check(t, []string{"import", filepath.Join(t.TempDir(), "absent.yaml")}, result{Code: 1, Stderr: "no such file or directory"})
+}
+
+// TestExportFormats checks that -o of the export commands is a format, as
+// everywhere else, and -f a file, as for llm export; a file name given to
+// -o is a usage error pointing to -f, not a file named after it.
+func TestExportFormats(t *testing.T) {
+	d := newTemplateDaemon(t)
+	d.create(t, "a", "alpine", "x")
+	dir := t.TempDir()
+	t.Chdir(dir)
+	tests := []struct {
+		name string
+		args []string
+		code int
+		// stdoutName is the template name standard output holds, in the
+		// format: "" for nothing.
+		stdoutName, format string
+		stderr             string
+	}{
+		{name: "all, default YAML", args: []string{"export"}, stdoutName: "a", format: formatYAML},
+		{name: "all, -o json", args: []string{"export", "-o", "json"}, stdoutName: "a", format: formatJSON},
+		{name: "all, -o yaml", args: []string{"export", "-o", "yaml"}, stdoutName: "a", format: formatYAML},
+		{name: "one, -o json", args: []string{"template", "export", "a", "-o", "json"}, stdoutName: "a", format: formatJSON},
+		{name: "one, -o yaml", args: []string{"template", "export", "a", "-o", "yaml"}, stdoutName: "a", format: formatYAML},
+		{name: "all, -o FILE", args: []string{"export", "-o", "all.yaml"}, code: 2,
+			stderr: `invalid argument "all.yaml" for "-o, --output" flag: want json, yaml; to write a file, use -f all.yaml`},
+		{name: "one, -o FILE", args: []string{"template", "export", "a", "-o", "a.yaml"}, code: 2, stderr: "use -f a.yaml"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := run(t, tt.args...)
+			if code != tt.code || !strings.Contains(stderr, tt.stderr) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", code, stderr, tt.code, tt.stderr)
+			}
+			if got := exportedName(t, stdout, tt.format); got != tt.stdoutName {
+				t.Errorf("exported %q, want %q:\n%s", got, tt.stdoutName, stdout)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+				t.Errorf("wrote %s, want no file", entries[0].Name())
+			}
+		})
+	}
+
+	// -f writes JSON too, and import reads it back.
+	file := filepath.Join(dir, "all.json")
+	check(t, []string{"export", "-o", "json", "-f", file}, result{})
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := exportedName(t, string(b), formatJSON); got != "a" {
+		t.Errorf("-f in JSON: exported %q, want a:\n%s", got, b)
+	}
+	check(t, []string{"import", file, "--strategy", "create-only"}, result{Stdout: "" +
+		"NAME   ACTION    VERSION   ERROR\n" +
+		"a      skipped   -         template already exists (strategy=create-only)\n" +
+		"\n1 template: 0 created, 0 updated, 1 skipped, 0 failed\n"})
+}
+
+// exportedName is the name of the template that out, an export of one
+// template or a list of one, holds in format: "" when out is empty.
+func exportedName(t *testing.T, out, format string) string {
+	t.Helper()
+	if out == "" {
+		return ""
+	}
+	type doc struct {
+		Metadata struct{ Name string }
+		Items    []struct{ Metadata struct{ Name string } }
+	}
+	var d doc
+	var err error
+	if format == formatJSON {
+		err = json.Unmarshal([]byte(out), &d)
+	} else {
+		err = yaml.Unmarshal([]byte(out), &d)
+	}
+	if err != nil {
+		t.Fatalf("output is not %s: %v\n%s", format, err, out)
+	}
+	if len(d.Items) == 1 {
+		return d.Items[0].Metadata.Name
+	}
+	return d.Metadata.Name
 }
 
 // docNames returns the metadata names in exported YAML, in order.

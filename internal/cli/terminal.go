@@ -135,7 +135,10 @@ func runPersistent(c *cobra.Command, e env, cc *clientConfig, id string, req api
 		return err // nil for ~., the signal's exit code for a signal
 	}
 	if errors.Is(err, client.ErrTerminalTakenOver) {
-		return fmt.Errorf("\r\n%w: detached from terminal %s", err, req.Name)
+		// The error goes on a line of its own, after what the terminal
+		// last drew; in it, a line break would part it from its prefix.
+		fmt.Fprint(e.stderr, "\r\n")
+		return fmt.Errorf("%w: detached from terminal %s", err, req.Name)
 	}
 	return err
 }

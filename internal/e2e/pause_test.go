@@ -36,8 +36,8 @@ func TestPause(t *testing.T) {
 	t.Logf("pause answered in %s", time.Since(start))
 	var e api.Error
 	if code := d.do("POST", path+"/exec", api.ExecRequest{Command: []string{"true"}}, &e); code != http.StatusConflict ||
-		e.Code != api.CodeSandboxNotReady || !strings.Contains(e.Message, "paused") || !strings.Contains(e.Message, "/resume") {
-		t.Errorf("exec in a paused sandbox: %d %+v, want 409 SANDBOX_NOT_READY saying how to resume", code, e)
+		e.Code != api.CodeSandboxNotReady || !strings.Contains(e.Message, "resume it first") || e.Details["status"] != "paused" {
+		t.Errorf("exec in a paused sandbox: %d %+v, want 409 SANDBOX_NOT_READY saying to resume it, status paused", code, e)
 	}
 	if code, body := d.download(sb.ID, "/workspace/kept.txt"); code != http.StatusConflict {
 		t.Errorf("download from a paused sandbox: %d %s, want 409", code, body)

@@ -359,6 +359,15 @@ func checkErrorBody(tb testing.TB, body []byte, code string) {
 	if got, ok := eb["code"].(string); !ok || (code != "" && got != code) || got == "" {
 		tb.Errorf("error body %s: code %v, want %q", body, eb["code"], code)
 	}
+	// A sandbox that is not running names itself and its status besides.
+	if eb["code"] == api.CodeSandboxNotReady {
+		for _, k := range []string{"sandbox_id", "status"} {
+			if v, ok := eb[k].(string); !ok || v == "" {
+				tb.Errorf("error body %s has no %s", body, k)
+			}
+			delete(eb, k)
+		}
+	}
 	if len(eb) != 2 {
 		tb.Errorf("error body %s has fields beyond error and code", body)
 	}

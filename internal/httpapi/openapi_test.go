@@ -221,8 +221,9 @@ func TestOpenAPIValid(t *testing.T) {
 			}
 			mt := r.Value.Content.Get("application/json")
 			if len(r.Value.Content) != 1 || mt == nil || (mt.Schema.Ref != "#/components/schemas/Error" &&
-				!(mt.Schema.Ref == "#/components/schemas/ResourceError" && (status == 429 || status == 507))) {
-				t.Errorf("%s: response %s must be the Error body (ResourceError for 429 and 507), alone", key, code)
+				!(mt.Schema.Ref == "#/components/schemas/ResourceError" && (status == 429 || status == 507)) &&
+				!(r.Ref == "#/components/responses/Conflict" && status == 409)) {
+				t.Errorf("%s: response %s must be the Error body (ResourceError for 429 and 507, Conflict's for 409), alone", key, code)
 			}
 		}
 	}
@@ -404,7 +405,7 @@ func TestOpenAPISchemas(t *testing.T) {
 	noGoType := map[string]bool{
 		"ErrorCode": true, "Message": true, "Env": true, "SandboxMetadata": true, "SandboxStatus": true, "ImageStatus": true, "ImportStrategy": true,
 		"ImportForm": true, "ImportURLEncodedForm": true, "UploadForm": true, "TemplateMetadata": true, "TemplateDocument": true, "TemplateDocumentList": true,
-		"PrepullStatus": true, "RunStatus": true, "ExecuteStreamError": true, "ExecReason": true, "ExecOOMKilled": true, "OutputEncoding": true, "OutputMark": true,
+		"PrepullStatus": true, "RunStatus": true, "NotReadyError": true, "ExecuteStreamError": true, "ExecReason": true, "ExecOOMKilled": true, "OutputEncoding": true, "OutputMark": true,
 		"JSONRPCMessage": true, // the MCP specification's; package mcpserver speaks it through the MCP SDK
 	}
 	covered := map[string]bool{}

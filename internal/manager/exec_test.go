@@ -422,3 +422,32 @@ func TestErrorsNameNoRequest(t *testing.T) {
 		})
 	}
 }
+
+// A sandbox that is not running says so with its id and status as
+// details, from which a client names its own way to start or resume it.
+func TestNotRunningDetails(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		status api.SandboxStatus
+		set    func(id string) error
+	}{
+		{"paused", api.StatusPaused, func(id string) error { _, err := e.m.Pause(ctx, id); return err }},
+		{"stopped", api.StatusSucceeded, func(id string) error { _, err := e.m.Stop(ctx, id); return err }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := e.running(t)
+			if err := tt.set(id); err != nil {
+				t.Fatal(err)
+			}
+			_, err := e.m.Agent(ctx, id)
+			body := errdefs.Body(err)
+			want := map[string]any{"sandbox_id": id, "status": string(tt.status)}
+			if body.Code != api.CodeSandboxNotReady || !cmp.Equal(body.Details, want) || strings.Contains(body.Message, "/api/") {
+				t.Errorf("got %+v, want %s with details %v and no REST path", body, api.CodeSandboxNotReady, want)
+			}
+		})
+	}
+}

@@ -377,11 +377,14 @@ func (m *Manager) running(ctx context.Context, id string) (*store.Sandbox, error
 	if sb.Status != string(api.StatusRunning) {
 		msg := fmt.Sprintf("sandbox %s is %s, not running", id, sb.Status)
 		if sb.Status == string(api.StatusPaused) {
-			msg += ": resume it first (POST /api/v1/sandboxes/" + id + "/resume)"
+			msg += ": resume it first"
 		} else if sb.Reason != "" {
 			msg += ": " + sb.Reason
 		}
-		return nil, errdefs.WithCode(errdefs.Precondition("%s", msg), api.CodeSandboxNotReady)
+		// The details let a client name its own way to start or resume
+		// the sandbox, which the message cannot know.
+		err := errdefs.WithCode(errdefs.Precondition("%s", msg), api.CodeSandboxNotReady)
+		return nil, errdefs.WithDetails(err, map[string]any{"sandbox_id": id, "status": sb.Status})
 	}
 	return sb, nil
 }

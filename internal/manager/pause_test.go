@@ -28,11 +28,13 @@ func TestPauseResume(t *testing.T) {
 	if got := e.rt.State(id); got != sandbox.StatePaused {
 		t.Errorf("runtime state %s, want paused", got)
 	}
-	// What reaches the agent is refused, naming the state and the way out.
+	// What reaches the agent is refused, naming the state and the way out
+	// (each client names its own way to resume: the details say which
+	// sandbox, TestNotRunningDetails).
 	_, err = e.m.Exec(ctx, id, ExecRequest{Command: []string{"true"}})
 	checkErr(t, err, errdefs.ErrFailedPrecondition, api.CodeSandboxNotReady)
-	if !strings.Contains(err.Error(), "is paused") || !strings.Contains(err.Error(), "/resume") {
-		t.Errorf("exec in a paused sandbox: %q, want it to say paused and how to resume", err)
+	if !strings.Contains(err.Error(), "is paused") || !strings.Contains(err.Error(), "resume it first") {
+		t.Errorf("exec in a paused sandbox: %q, want it to say paused and to resume it", err)
 	}
 	_, err = e.m.Upload(ctx, id, "/workspace/f", 0o644, strings.NewReader("x"))
 	checkErr(t, err, errdefs.ErrFailedPrecondition, api.CodeSandboxNotReady)

@@ -416,8 +416,9 @@ func (s *Service) List(ctx context.Context, opts ListOptions) (*api.RunList, err
 
 // Cancel ends run id as cancelled: a queued run at once, a running one
 // once its agent and sandbox are stopped and its artifacts collected
-// (Cancel returns before). An ended run is returned as it is; another
-// tenant's is ErrNotFound.
+// (Cancel returns before). A cancelled run is returned as it is; one that
+// ended otherwise is ErrFailedPrecondition naming its status, as it did
+// not end cancelled; another tenant's is ErrNotFound.
 func (s *Service) Cancel(ctx context.Context, id string) (*api.Run, error) {
 	if _, err := s.get(ctx, id); err != nil {
 		return nil, err
@@ -440,7 +441,11 @@ func (s *Service) Cancel(ctx context.Context, id string) (*api.Run, error) {
 	})
 	switch {
 	case errors.Is(err, errNoChange):
-		return s.Get(ctx, id)
+		r, err := s.Get(ctx, id)
+		if err == nil && r.Status.Final() && r.Status != api.RunCancelled {
+			return nil, errdefs.Precondition("run %s is %s: it has ended", id, r.Status)
+		}
+		return r, err
 	case err != nil:
 		return nil, runErr(err, id)
 	}

@@ -369,6 +369,10 @@ func TestCancel(t *testing.T) {
 	if len(r.Artifacts) != 1 {
 		t.Errorf("the cancelled run's artifacts: %+v", r.Artifacts)
 	}
+	// Cancelled already: it stays so, and says so.
+	if r, err := e.svc.Cancel(bg, running); err != nil || r.Status != api.RunCancelled {
+		t.Errorf("cancel a cancelled run: %+v, %v; want it as it is", r, err)
+	}
 	e.noSandboxes(t)
 	if err := e.svc.Delete(bg, running); err != nil {
 		t.Fatal(err)
@@ -464,6 +468,12 @@ func TestSubmitRefuses(t *testing.T) {
 	}
 	if _, err := e.svc.Submit(bg, api.RunSubmitRequest{TaskName: "absent"}); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("unknown task name: %v", err)
+	} // A task name on a daemon without a tasks directory: the message
+	// names the setting that gives it one.
+	noDir := newEnv(t, Config{Models: func() []string { return []string{"coder"} }})
+	if _, err := noDir.svc.Submit(bg, api.RunSubmitRequest{TaskName: "t"}); !errors.Is(err, errdefs.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "serve --tasks-dir") {
+		t.Errorf("task name without a tasks directory: %v, want ErrInvalidArgument naming serve --tasks-dir", err)
 	}
 }
 
@@ -549,6 +559,15 @@ func TestInputsAndMatrix(t *testing.T) {
 		if r.Status != api.RunSucceeded {
 			t.Errorf("archive inputs: %s %s %q", r.Status, r.Reason, r.OutputTail)
 		}
+	}
+	// A run that ended otherwise cannot end cancelled: 409 naming its
+	// status, and it stays as it was.
+	done := b.Runs[0].ID
+	if _, err := e.svc.Cancel(bg, done); !errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "is succeeded") {
+		t.Errorf("cancel a succeeded run: %v, want ErrFailedPrecondition naming its status", err)
+	}
+	if r, _ := e.svc.Get(bg, done); r.Status != api.RunSucceeded {
+		t.Errorf("after the refused cancel: %s, want succeeded", r.Status)
 	}
 	// The submission's inputs go once its runs have ended.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {

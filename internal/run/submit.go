@@ -175,7 +175,7 @@ func (s *Service) resolveTask(req api.RunSubmitRequest, models []string, check b
 			return nil, "", errdefs.Invalid("inputs: a named task reads its inputs beside its file")
 		}
 		if s.cfg.TasksDir == "" {
-			return nil, "", errdefs.Invalid("task_name: this daemon has no tasks directory")
+			return nil, "", errdefs.Invalid("this daemon has no tasks directory to run a task by name from: its operator gives it one with agent2env serve --tasks-dir DIR")
 		}
 		if !taskName.MatchString(req.TaskName) {
 			return nil, "", errdefs.Invalid("task_name: %q is not the name of a file in the tasks directory", req.TaskName)

@@ -43,8 +43,10 @@ func TestKeys(t *testing.T) {
 		{ExpiresIn: -5}, {ExpiresIn: int(gate.MaxKeyTTL.Seconds()) + 1}, {Name: strings.Repeat("x", 300)},
 	}
 	for _, req := range bad {
-		if _, err := keys.Create(ctx, req); !errors.Is(err, errdefs.ErrInvalidArgument) {
-			t.Errorf("Create(%+v) = %v, want ErrInvalidArgument", req, err)
+		// The message goes out as the API's, which the client prefixes
+		// with what it asked: it does not name that itself.
+		if _, err := keys.Create(ctx, req); !errors.Is(err, errdefs.ErrInvalidArgument) || strings.Contains(err.Error(), "create llm key") {
+			t.Errorf("Create(%+v) = %v, want ErrInvalidArgument not naming the request", req, err)
 		}
 	}
 	k, err := keys.Create(ctx, api.LLMKeyRequest{Name: "ci", Run: "run-1", BudgetTokens: 100, ExpiresIn: 60})
@@ -76,6 +78,28 @@ func TestKeys(t *testing.T) {
 	if err := keys.Revoke(ctx, "llmk_nope"); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("Revoke(unknown) = %v", err)
 	}
+}
+
+// A key for a run its maker cannot see is refused with the runs' error,
+// not naming the request, which the client names.
+func TestKeyForUnknownRun(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	keys := gate.NewKeys(st, gate.WithRuns(noRuns{}))
+	_, err = keys.Create(context.Background(), api.LLMKeyRequest{Run: "x"})
+	if !errors.Is(err, errdefs.ErrNotFound) || err.Error() != "run x not found" {
+		t.Errorf("Create for an unknown run = %v, want the runs' ErrNotFound alone", err)
+	}
+}
+
+// noRuns finds no run.
+type noRuns struct{}
+
+func (noRuns) Get(_ context.Context, id string) (*api.Run, error) {
+	return nil, errdefs.NotFound("run %s not found", id)
 }
 
 // TestKeysByTenant: with API keys, each lists and revokes only the

@@ -103,15 +103,17 @@ func randomHex(n int) string {
 func (k *Keys) Create(ctx context.Context, req api.LLMKeyRequest) (*api.LLMKey, error) {
 	switch {
 	case req.BudgetTokens < 0, req.RequestsPerMinute < 0, req.TokensPerMinute < 0:
-		return nil, errdefs.Invalid("create llm key: budget_tokens, requests_per_minute and tokens_per_minute must not be negative")
+		return nil, errdefs.Invalid("budget_tokens, requests_per_minute and tokens_per_minute must not be negative")
 	case req.ExpiresIn < 0 || time.Duration(req.ExpiresIn)*time.Second > MaxKeyTTL:
-		return nil, errdefs.Invalid("create llm key: expires_in must be between 1 and %d seconds", int(MaxKeyTTL.Seconds()))
+		return nil, errdefs.Invalid("expires_in must be between 1 and %d seconds", int(MaxKeyTTL.Seconds()))
 	case len(req.Name) > 256 || len(req.Sandbox) > 256 || len(req.Run) > 256:
-		return nil, errdefs.Invalid("create llm key: name, sandbox and run are at most 256 bytes")
+		return nil, errdefs.Invalid("name, sandbox and run are at most 256 bytes")
 	}
 	if req.Run != "" && k.runs != nil {
+		// The error goes out as the API's message, to which a client adds
+		// what it asked ("create llm key: ...").
 		if _, err := k.runs.Get(ctx, req.Run); err != nil {
-			return nil, fmt.Errorf("create llm key: %w", err)
+			return nil, err
 		}
 	}
 	ttl := DefaultKeyTTL
