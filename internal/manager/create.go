@@ -441,7 +441,14 @@ func (m *Manager) admitRecord(ctx context.Context, arrived uint64, r *resolved, 
 // start creates and starts the runtime side of a pending sandbox, runs its
 // startup plan, and marks it running, or failed with the reason.
 func (m *Manager) start(ctx context.Context, id string, r *resolved) (*store.Sandbox, error) {
-	sb, err := m.launch(ctx, id, r)
+	// A Delete ends the runtime's start as it ends a startup: a start may
+	// wait long (a Pod the scheduler cannot place), and the sandbox's
+	// lock, which the start holds, would keep the Delete waiting.
+	lctx, cancel := context.WithCancel(ctx)
+	m.starting.Store(id, cancel)
+	sb, err := m.launch(lctx, id, r)
+	m.starting.Delete(id)
+	cancel()
 	if err != nil || sb.Status != string(api.StatusPending) {
 		return sb, err
 	}
@@ -520,12 +527,13 @@ func (m *Manager) launch(ctx context.Context, id string, r *resolved) (*store.Sa
 		spec.SpareKernel = r.SpareKernel
 	}
 	if err := m.rt.Create(ctx, spec); err != nil {
-		return m.fail(ctx, id, fmt.Sprintf("create sandbox: %v", err))
+		return m.fail(context.WithoutCancel(ctx), id, fmt.Sprintf("create sandbox: %v", err))
 	}
 	if err := m.rt.Start(ctx, id); err != nil {
 		if derr := m.rt.Delete(context.WithoutCancel(ctx), id); derr != nil {
 			m.log.Warn("clean up sandbox after failed start", "sandbox", id, "err", derr)
 		}
+		ctx := context.WithoutCancel(ctx) // a Delete may have ended the start
 		if errors.Is(err, sandbox.ErrImageNotFound) {
 			return m.fail(ctx, id, reasonPullImage+r.Image+": "+err.Error())
 		}

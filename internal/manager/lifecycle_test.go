@@ -118,6 +118,42 @@ func TestDeletePending(t *testing.T) {
 	}
 }
 
+// TestDeleteWhileStarting deletes a sandbox whose runtime start waits
+// (a Pod the scheduler cannot place): the Delete ends the start rather
+// than wait for it, and nothing is left.
+func TestDeleteWhileStarting(t *testing.T) {
+	e := newEnv(t, Config{})
+	entered := make(chan string, 1)
+	e.rt.SetHooks(fakeruntime.Hooks{Start: func(ctx context.Context, id string) error {
+		entered <- id
+		<-ctx.Done()
+		return ctx.Err()
+	}})
+	created := make(chan error, 1)
+	go func() {
+		_, err := e.m.Create(context.Background(), CreateRequest{Image: "alpine"})
+		created <- err
+	}()
+	id := <-entered
+	began := time.Now()
+	if err := e.m.Delete(context.Background(), id); err != nil {
+		t.Fatalf("delete while starting: %v", err)
+	}
+	// Without the cancel, the Delete waits for the start's own timeout.
+	if took := time.Since(began); took > 2*time.Second {
+		t.Errorf("the delete took %v: it waited for the start", took)
+	}
+	select {
+	case <-created:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the create still waits after its sandbox was deleted")
+	}
+	e.rt.SetHooks(fakeruntime.Hooks{})
+	if ids, rids := e.records(t), e.rt.IDs(); len(ids)+len(rids) != 0 {
+		t.Errorf("left: records %v, runtime %v", ids, rids)
+	}
+}
+
 func TestRecover(t *testing.T) {
 	const id = "sb1"
 	tests := []struct {

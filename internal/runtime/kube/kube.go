@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -533,6 +534,11 @@ func (r *Runtime) start(ctx context.Context, id string) error {
 		}
 		return false, nil
 	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		if p, _, lerr := r.lookup(id); lerr == nil && p != nil {
+			err = fmt.Errorf("its Pod did not start within %s (%s): %w", r.cfg.StartTimeout, notStarted(p), err)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -555,6 +561,26 @@ func (r *Runtime) start(ctx context.Context, id string) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// notStarted says why pod has not started, for a start that gave up
+// waiting: the scheduler's reason while it is unscheduled ("0/3 nodes are
+// available: 3 Insufficient cpu"), else what a container waits for, else
+// its phase.
+func notStarted(pod *corev1.Pod) string {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return strings.TrimSuffix("not scheduled: "+c.Reason+": "+c.Message, ": ")
+		}
+	}
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range list {
+			if w := cs.State.Waiting; w != nil && w.Reason != "" {
+				return strings.TrimSuffix(fmt.Sprintf("container %s waits: %s: %s", cs.Name, w.Reason, w.Message), ": ")
+			}
+		}
+	}
+	return "pod phase " + string(pod.Status.Phase)
 }
 
 // ungate removes the start gate from pod, so that the scheduler places it.
