@@ -32,12 +32,32 @@ type Options struct {
 	Log         *slog.Logger
 }
 
-// Run is the agent's main: it prepares the sandbox (loopback up, spare
-// capabilities dropped, the sandbox's seccomp filter installed on itself
-// for everything it will start), serves the daemon on the listener the
-// runtime provided, and on SIGTERM ends every process of the sandbox and
-// returns.
+// Run is the agent's main: it prepares the sandbox (itself non-dumpable,
+// loopback up, spare capabilities dropped, the sandbox's seccomp filter
+// installed on itself for everything it will start), serves the daemon on
+// the listener the runtime provided, and on SIGTERM ends every process of
+// the sandbox and returns.
 func Run(ctx context.Context, opts Options) error {
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	// First of all, before it reads the credentials it was started with:
+	// in a Pod the agent runs as the same user as the commands it starts,
+	// and a process's /proc/<pid> files (environ, mem, maps, fd, ...) are
+	// open to its user unless it is not dumpable, when the kernel makes
+	// them root's and refuses them to anyone without CAP_SYS_PTRACE. Its
+	// commands are dumpable again: an exec resets the flag.
+	var oomScore *os.File
+	if os.Geteuid() != 0 {
+		var err error // root's from the prctl on (ServerConfig.OOMScore)
+		if oomScore, err = os.OpenFile(procOOMScore, os.O_WRONLY, 0); err != nil {
+			log.Warn("open the agent's oom_score_adj", "err", err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("make the agent non-dumpable: %w", err)
+	}
 	// The agent idles in hundreds of sandboxes at once: keep its heap small.
 	debug.SetGCPercent(50)
 	// The spare threads start beside the rest of the start-up and the
@@ -49,10 +69,6 @@ func Run(ctx context.Context, opts Options) error {
 		reserveThreads(spareThreads(pidsLimit()))
 		close(spare)
 	}()
-	log := opts.Log
-	if log == nil {
-		log = slog.Default()
-	}
 	l, err := listener()
 	if err != nil {
 		return err
@@ -118,6 +134,7 @@ func Run(ctx context.Context, opts Options) error {
 		SpareKernel: opts.SpareKernel,
 		Log:         log,
 		Reserved:    reserved,
+		OOMScore:    oomScore,
 	})
 	// Before the agent serves, so that no command can take the addresses.
 	if egress != "" {
@@ -131,6 +148,10 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 	startProbeFromEnv(ctx, log)
+	// Commands never had them (envForCommands); this drops the
+	// process's copies. /proc/<pid>/environ still shows the block the
+	// agent was started with, which only non-dumpability keeps from its
+	// user: as its memory, which holds the token and key all the same.
 	for _, secret := range []string{EnvToken, EnvTLSCert, EnvTLSKey} {
 		os.Unsetenv(secret)
 	}

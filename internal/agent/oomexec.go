@@ -242,7 +242,7 @@ func (s *Server) forkRaised(path string, argv []string, attr *syscall.ProcAttr) 
 	own, raised := s.raiseOOMScore()
 	pid, err := syscall.ForkExec(path, argv, attr)
 	if raised {
-		if err := os.WriteFile(procOOMScore, own, 0); err != nil {
+		if err := s.writeOOMScore(own); err != nil {
 			// The command runs; the agent is now as likely a victim as
 			// a command, which its operator must hear of.
 			s.log.Error("restore the agent's own oom_score_adj", "err", err)
@@ -263,9 +263,19 @@ func (s *Server) raiseOOMScore() (own []byte, raised bool) {
 	if n, err := strconv.Atoi(string(own)); err != nil || n >= userOOMScore {
 		return nil, false
 	}
-	if err := os.WriteFile(procOOMScore, []byte(strconv.Itoa(userOOMScore)), 0); err != nil {
+	if err := s.writeOOMScore([]byte(strconv.Itoa(userOOMScore))); err != nil {
 		s.log.Warn("raise the oom_score_adj for a command", "err", err)
 		return nil, false
 	}
 	return own, true
+}
+
+// writeOOMScore sets the agent's own score, through ServerConfig.OOMScore
+// when it was given.
+func (s *Server) writeOOMScore(score []byte) error {
+	if s.oomScore != nil {
+		_, err := s.oomScore.WriteAt(score, 0)
+		return err
+	}
+	return os.WriteFile(procOOMScore, score, 0)
 }

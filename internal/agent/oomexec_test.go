@@ -157,13 +157,26 @@ func TestCommandOOMScore(t *testing.T) {
 		name       string
 		trampoline bool
 		uid        int // commands' user; -1: the agent's own (the kubernetes runtime)
+		// held: the fallback writes the score through a file opened
+		// before, as Run gives an agent that is not root.
+		held bool
 	}{
-		{"trampoline", true, 65534},
-		{"fallback", false, 65534},
-		{"as the agent's own user", true, -1},
+		{"trampoline", true, 65534, false},
+		{"fallback", false, 65534, false},
+		{"fallback through the file held open", false, -1, true},
+		{"as the agent's own user", true, -1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := NewServer(ServerConfig{Cwd: "/", UID: tc.uid, GID: tc.uid, Env: []string{"PATH=/usr/bin:/bin"}})
+			cfg := ServerConfig{Cwd: "/", UID: tc.uid, GID: tc.uid, Env: []string{"PATH=/usr/bin:/bin"}}
+			if tc.held {
+				f, err := os.OpenFile(procOOMScore, os.O_WRONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				cfg.OOMScore = f
+			}
+			s := NewServer(cfg)
 			switch {
 			case !tc.trampoline:
 				s.oomExec = func() *oomExec { return nil }

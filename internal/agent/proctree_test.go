@@ -184,8 +184,11 @@ time.sleep(100)`, time.Second)
 }
 
 // As PID 1 does in a sandbox, the test process adopts the orphans of what
-// its agents start.
+// its agents start; with envRunAgent set it is an agent instead.
 func TestMain(m *testing.M) {
+	if os.Getenv(envRunAgent) != "" {
+		os.Exit(runAgentProcess())
+	}
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		panic(err)
 	}

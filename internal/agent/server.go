@@ -33,8 +33,10 @@ type Server struct {
 	// oomExec returns the process's OOM trampoline (processOOMExec) on
 	// the first command, nil where none runs; tests replace it.
 	oomExec func() *oomExec
-	running atomic.Int64
-	log     *slog.Logger
+	// oomScore is ServerConfig.OOMScore.
+	oomScore *os.File
+	running  atomic.Int64
+	log      *slog.Logger
 
 	kernels *kernels
 	// procs are the detached processes (/v1/procs).
@@ -83,6 +85,12 @@ type ServerConfig struct {
 	// the LLM proxy's and MCP's): they act as the sandbox, so GET /v1/dial,
 	// which reaches ports for clients outside, refuses them.
 	Reserved []int
+	// OOMScore, when set, is the process's own oom_score_adj open for
+	// writing, which forkRaised writes rather than open it: Run opens it
+	// for an agent that is not root, which may not open it once it is not
+	// dumpable (the file is root's then; the kernel checks a write at the
+	// open only).
+	OOMScore *os.File
 }
 
 // NewServer returns a Server. It starts reaping children at once.
@@ -92,7 +100,7 @@ func NewServer(cfg ServerConfig) *Server {
 	}
 	s := &Server{
 		env: cfg.Env, cwd: cfg.Cwd, uid: cfg.UID, gid: cfg.GID, token: cfg.Token, reserved: cfg.Reserved,
-		started: time.Now(), reaper: processReaper(), spare: cfg.Spare, log: cfg.Log,
+		started: time.Now(), reaper: processReaper(), spare: cfg.Spare, log: cfg.Log, oomScore: cfg.OOMScore,
 	}
 	s.oomExec = sync.OnceValue(func() *oomExec {
 		o, err := processOOMExec()

@@ -111,6 +111,10 @@ func accessOf(data map[string][]byte) (access, error) {
 // secretEnv is the agent's part of the Pod's environment, from the
 // sandbox's Secret: its token and its certificate and key. Those two are
 // optional, so that Pods of Secrets made before TLS start as they did.
+// The commands, of the agent's user in a Pod, cannot read them there: the
+// agent is not dumpable (agent.Run) and gives them none of its variables.
+// A Secret volume would be worse: its files are as readable to them as to
+// the agent, which cannot remove them.
 func secretEnv(secretName string) []corev1.EnvVar {
 	ref := func(key string, optional bool) *corev1.EnvVarSource {
 		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{

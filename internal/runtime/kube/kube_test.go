@@ -282,6 +282,7 @@ func TestObjects(t *testing.T) {
 		"limits":        main.Resources.Limits.DeepCopy(),
 		"requests":      main.Resources.Requests.DeepCopy(),
 		"serviceToken":  *pod.Spec.AutomountServiceAccountToken,
+		"serviceLinks":  *pod.Spec.EnableServiceLinks,
 		"restartPolicy": string(pod.Spec.RestartPolicy),
 	}
 	mounts := map[string]bool{}
@@ -327,6 +328,7 @@ func TestObjects(t *testing.T) {
 		"limits":        limits,
 		"requests":      limits,
 		"serviceToken":  false,
+		"serviceLinks":  false,
 		"restartPolicy": "Never",
 		"mounts":        map[string]bool{"/.agent2env": true, "/workspace": false, "/tmp": false, "/home/sandbox": false},
 		"env": map[string]string{

@@ -501,13 +501,34 @@ func (s *suite) testUnprivileged(t *testing.T) {
 
 // testNoCredentials: nothing in a sandbox holds a credential of the
 // platform that runs it (a Kubernetes service account's token, or any
-// file of the daemon's).
+// file of the daemon's), and commands reach none of the agent's (a Pod's
+// agent has a token and a TLS key): not in their environment, nor through
+// the agent's /proc files, which the kernel refuses them even where the
+// agent runs as their user (a Pod's) only while the agent is not dumpable.
 func (s *suite) testNoCredentials(t *testing.T) {
 	_, _, c := s.sandboxWith(t, nil)
 	for _, p := range []string{"/var/run/secrets/kubernetes.io", "/run/secrets/kubernetes.io"} {
 		if r := sh(t, c, "ls -A "+p, 5*time.Second); r.ExitCode == 0 {
 			t.Errorf("%s is in the sandbox: %s", p, r.stdout)
 		}
+	}
+	if cmdline := mustSh(t, c, `tr '\0' ' ' </proc/1/cmdline`); !strings.Contains(cmdline, "agent") {
+		t.Fatalf("PID 1 is %q, not the agent", cmdline)
+	}
+	for _, script := range []string{
+		"cat /proc/1/environ",
+		"exec 3<>/proc/1/mem",
+		"exec 3</proc/1/mem",
+		"cat /proc/1/maps",
+		"ls /proc/1/fd",
+		"ls /proc/1/root/",
+	} {
+		if r := sh(t, c, script, 5*time.Second); r.ExitCode == 0 || !strings.Contains(r.stderr, "Permission denied") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want permission denied", script, r.ExitCode, r.stdout, r.stderr)
+		}
+	}
+	if env := mustSh(t, c, "env"); strings.Contains(env, "AGENT2ENV_AGENT_") {
+		t.Errorf("a command's environment has the agent's variables:\n%s", env)
 	}
 }
 
