@@ -420,8 +420,14 @@ func (s *Service) List(ctx context.Context, opts ListOptions) (*api.RunList, err
 // ended otherwise is ErrFailedPrecondition naming its status, as it did
 // not end cancelled; another tenant's is ErrNotFound.
 func (s *Service) Cancel(ctx context.Context, id string) (*api.Run, error) {
-	if _, err := s.get(ctx, id); err != nil {
+	rec, err := s.get(ctx, id)
+	if err != nil {
 		return nil, err
+	}
+	// Ended otherwise (its job may still be finishing: its artifacts,
+	// its sandbox): it cannot end cancelled.
+	if st := api.RunStatus(rec.Status); st.Final() && st != api.RunCancelled {
+		return nil, errdefs.Precondition("run %s is %s: it has ended", id, st)
 	}
 	s.mu.Lock()
 	j := s.jobs[id]
