@@ -38,8 +38,9 @@ type state struct {
 	// locks in memory suffice.
 	KeyLocks func(space string) keyedlock.Remote
 	// KeyLeases is KeyLocks for keys taken often, held long or nested
-	// (sandboxes), which hold no connection; nil with KeyLocks.
-	KeyLeases func(space string) keyedlock.Remote
+	// (sandboxes), which hold no connection and can be tried without
+	// waiting; nil with KeyLocks.
+	KeyLeases func(space string) keyedlock.TryRemote
 	// presence is held, on a store daemons may share, while the daemon
 	// runs (holdPresence).
 	presence leader.Held
@@ -106,7 +107,7 @@ type sharing struct {
 	notes     store.Notifier
 	presence  func(alone bool) leader.Lock
 	keyLocks  func(space string) keyedlock.Remote
-	keyLeases func(space string) keyedlock.Remote
+	keyLeases func(space string) keyedlock.TryRemote
 }
 
 // openStore opens the store cfg.Store names, and returns it with how its

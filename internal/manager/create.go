@@ -234,7 +234,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	if r.Template != "" {
 		origin = fmt.Sprintf("template %s version %d (image %s)", r.Template, r.TemplateVersion, r.Image)
 	}
-	sb, err := m.createRecord(ctx, r, store.Event{Status: string(api.StatusPending), Message: "created from " + origin})
+	sb, made, err := m.createRecord(ctx, r, store.Event{Status: string(api.StatusPending), Message: "created from " + origin})
 	if err != nil {
 		return nil, err
 	}
@@ -243,10 +243,12 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	preparer, _ := m.rt.(sandbox.ImagePreparer)
 	if preparer != nil {
 		if ready, err = preparer.ImageReady(ctx, r.Image); err != nil {
+			defer made()
 			return m.fail(ctx, sb.ID, reasonLookUpImage+r.Image+": "+err.Error())
 		}
 	}
 	if ready && r.startup.empty() {
+		defer made()
 		// The image is here: start now, whatever the client does meanwhile,
 		// but no longer than a start may take.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StartTimeout)
@@ -258,6 +260,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	m.bg.Add(1)
 	go func() {
 		defer m.bg.Done()
+		defer made()
 		ctx, cancel := context.WithTimeout(m.bgCtx, m.cfg.StartTimeout)
 		defer cancel()
 		if !ready {
@@ -347,8 +350,25 @@ func egress(n *api.NetworkSpec) *sandbox.Egress {
 // createRecord stores the pending record of a new sandbox once admit lets
 // it in (MaxSandboxes, capacity), with evs (each dated now) in the same
 // write. The store also counts and inserts atomically, a backstop for a
-// limit passed outside admission.
-func (m *Manager) createRecord(ctx context.Context, r *resolved, evs ...store.Event) (*store.Sandbox, error) {
+// limit passed outside admission. The caller makes the sandbox: it gets
+// the record with the sandbox's making claimed (makers), before the
+// record was stored, so that no one ever sees it pending unclaimed while
+// it is made; it calls made once the record is no longer pending, or it
+// has stopped making it.
+func (m *Manager) createRecord(ctx context.Context, r *resolved, evs ...store.Event) (sb *store.Sandbox, made func(), err error) {
+	id := newID()
+	if made, err = m.claimMaking(ctx, id); err != nil {
+		return nil, nil, err
+	}
+	if sb, err = m.storeRecord(ctx, id, r, evs...); err != nil {
+		made()
+		return nil, nil, err
+	}
+	return sb, made, nil
+}
+
+// storeRecord is createRecord's record, stored under id.
+func (m *Manager) storeRecord(ctx context.Context, id string, r *resolved, evs ...store.Event) (*store.Sandbox, error) {
 	now := m.now().UTC()
 	for i := range evs {
 		evs[i].At = now
@@ -374,7 +394,7 @@ func (m *Manager) createRecord(ctx context.Context, r *resolved, evs ...store.Ev
 	}
 	sb := &store.Sandbox{
 		AccessToken: newToken(), Spec: plan,
-		ID: newID(), Image: r.Image, CPU: r.CPU, Memory: r.Memory, TTL: r.ttl, Env: r.Env,
+		ID: id, Image: r.Image, CPU: r.CPU, Memory: r.Memory, TTL: r.ttl, Env: r.Env,
 		Template: r.Template, TemplateVersion: r.TemplateVersion,
 		Status: string(api.StatusPending), Runtime: m.rt.Name(), CreatedAt: now, UpdatedAt: now,
 		Pool: r.pool, ManagedBy: r.ManagedBy, Metadata: r.Metadata,
