@@ -75,3 +75,40 @@ func TestUnmadeSandboxReclaimed(t *testing.T) {
 		t.Errorf("the reclaimed sandbox's runtime side: %v; want it deleted", err)
 	}
 }
+
+// A daemon shut down with a create in flight ends it within its shutdown
+// timeout: the create's start is cancelled and its sandbox failed, not
+// left pending, and its locks let go, so another daemon deletes it at
+// once.
+func TestShutdownEndsCreates(t *testing.T) {
+	ctx := context.Background()
+	ds := startShared(t, nil)
+	d := ds[1]
+	d.importTiny()
+	rt := d.sys.cfg.runtime.(*fakeruntime.Runtime)
+	entered := make(chan string, 1)
+	rt.SetHooks(fakeruntime.Hooks{Start: func(ctx context.Context, id string) error {
+		entered <- id
+		<-ctx.Done() // as a Pod that is never scheduled
+		return ctx.Err()
+	}})
+	go func() { _, _ = d.api.Sandbox.Create(ctx, api.CreateSandboxRequest{Image: tinyRef}) }()
+	id := <-entered
+	stopped := time.Now()
+	if err := d.stop(); err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+	if took, limit := time.Since(stopped), d.sys.cfg.ShutdownTimeout+5*time.Second; took > limit {
+		t.Errorf("shutdown with a create in flight took %v; want at most %v", took, limit)
+	}
+	sb, err := ds[0].sys.Store.GetSandbox(ctx, id)
+	if err != nil || sb.Status != string(api.StatusFailed) {
+		t.Fatalf("the sandbox being created at the shutdown: %+v, %v; want it failed", sb, err)
+	}
+	rt.SetHooks(fakeruntime.Hooks{})
+	deleteCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := ds[0].api.Sandbox.Delete(deleteCtx, id); err != nil {
+		t.Errorf("delete it through the other daemon: %v", err)
+	}
+}

@@ -249,10 +249,9 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	}
 	if ready && r.startup.empty() {
 		defer made()
-		// The image is here: start now, whatever the client does meanwhile,
-		// but no longer than a start may take.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StartTimeout)
-		defer cancel()
+		// The image is here: start now, whatever the client does meanwhile.
+		ctx, done := m.startContext(ctx)
+		defer done()
 		return m.start(ctx, sb.ID, r)
 	}
 	// The image must be prepared, or the template has startup steps:
@@ -273,6 +272,23 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 		_, _ = m.start(ctx, sb.ID, r)
 	}()
 	return sb, nil
+}
+
+// startContext returns the context of a start a request asked for, and
+// the done to call when the start has ended: it has ctx's values but
+// not its end, as the start goes on whatever the client does, and ends
+// after Config.StartTimeout or at Close, which waits for done. So a
+// daemon that shuts down ends its starts in flight, which fail their
+// sandboxes, rather than leaving them pending.
+func (m *Manager) startContext(ctx context.Context) (context.Context, func()) {
+	m.bg.Add(1)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StartTimeout)
+	stop := context.AfterFunc(m.bgCtx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+		m.bg.Done()
+	}
 }
 
 // prepare checks req and completes it from its template and the defaults,

@@ -212,8 +212,8 @@ func (m *Manager) restoreCopy(ctx context.Context, cp sandbox.Checkpointer, snap
 	m.event(ctx, id, string(api.StatusPending), "restoring snapshot "+snap.ID+" of sandbox "+snap.SandboxID)
 	unlock := m.lock(id)
 	defer unlock()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StartTimeout)
-	defer cancel()
+	ctx, done := m.startContext(ctx)
+	defer done()
 	start := time.Now()
 	labels := map[string]string{"agent2env.image": snap.Image, "agent2env.snapshot": snap.ID}
 	err := cp.Restore(ctx, id, m.snapshotDir(snap.ID), labels)

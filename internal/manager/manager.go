@@ -224,7 +224,8 @@ func New(cfg Config, rt sandbox.Runtime, st store.Store, log *slog.Logger, opts 
 	return m
 }
 
-// Close cancels background work and waits for it to end.
+// Close cancels background work and the starts in flight (startContext),
+// and waits for them to end.
 func (m *Manager) Close() {
 	m.bgCancel()
 	m.bg.Wait()
