@@ -41,13 +41,19 @@ func (s *Shared) LockContext(ctx context.Context, key string) (unlock func(), er
 		local()
 		return nil, fmt.Errorf("lock %q among daemons: %w", key, err)
 	}
+	return both(remote, local), nil
+}
+
+// both returns the unlock of a key held in a Remote and in this process:
+// the Remote's first, each once however often it is called.
+func both(remote, local func()) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			remote()
 			local()
 		})
-	}, nil
+	}
 }
 
 // Len returns how many keys are held or waited for in this process.
@@ -89,11 +95,5 @@ func (c *Claims) TryLock(ctx context.Context, key string) (unlock func(), err er
 		}
 		return nil, nil
 	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			remote()
-			local()
-		})
-	}, nil
+	return both(remote, local), nil
 }
