@@ -169,37 +169,64 @@ func TestRunEventsAcrossDaemons(t *testing.T) {
 	}
 }
 
-// A second daemon whose runtime is its machine's (oci) on a store another
-// such daemon uses is refused at start, saying why; once the first has
-// shut down it starts.
+// A daemon whose runtime is its machine's (oci) runs alone on its store:
+// it is refused while another daemon of either runtime runs, and a
+// daemon of either runtime is refused while it runs, saying why; once the
+// first has shut down the second starts. Daemons of a runtime they share
+// (kubernetes) run together.
 func TestHostRuntimeRefused(t *testing.T) {
-	url := postgresServer.URL(t)
-	rt := fakeruntime.New()
-	t.Cleanup(func() { rt.Close() })
-	cfg := testConfig(t.TempDir(), rt)
-	cfg.Store = url
-	first := start(t, cfg, nil)
+	const (
+		oci  = "oci"
+		kube = kube.Name
+	)
+	for _, tc := range []struct {
+		first, second string
+		refusal       string // "": the second starts beside the first
+	}{
+		{oci, oci, "another daemon with a runtime of its own machine uses store"},
+		{kube, oci, "other daemons (--runtime kubernetes) use store"},
+		{oci, kube, "a daemon with a runtime of its own machine (such as oci) uses store"},
+		{kube, kube, ""},
+	} {
+		t.Run(tc.first+" then "+tc.second, func(t *testing.T) {
+			url := postgresServer.URL(t)
+			rt := fakeruntime.New()
+			t.Cleanup(func() { rt.Close() })
+			cfg := testConfig(t.TempDir(), rt)
+			cfg.Store, cfg.Runtime = url, tc.first
+			first := start(t, cfg, nil)
 
-	second := testConfig(t.TempDir(), rt)
-	second.Store, second.Listen = url, "127.0.0.1:0"
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	sys, err := New(ctx, second)
-	if err == nil {
-		sys.Close()
-		t.Fatal("a second oci daemon on the store started")
+			second := testConfig(t.TempDir(), rt)
+			second.Store, second.Runtime, second.Listen = url, tc.second, "127.0.0.1:0"
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			sys, err := New(ctx, second)
+			if tc.refusal == "" {
+				if err != nil {
+					t.Fatalf("New beside the first daemon: %v", err)
+				}
+				sys.Close()
+				return
+			}
+			if err == nil {
+				sys.Close()
+				t.Fatalf("a daemon with runtime %s started on the store of one with runtime %s", tc.second, tc.first)
+			}
+			for _, want := range []string{tc.refusal, "several daemons on one store all need --runtime kubernetes"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("New: %v; want it to say %q", err, want)
+				}
+			}
+			if err := first.stop(); err != nil {
+				t.Fatalf("shutdown: %v", err)
+			}
+			sys, err = New(ctx, second)
+			if err != nil {
+				t.Fatalf("New once the first daemon stopped: %v", err)
+			}
+			sys.Close()
+		})
 	}
-	if want := "several daemons on one store need --runtime kubernetes"; !strings.Contains(err.Error(), want) {
-		t.Errorf("New: %v; want it to say %q", err, want)
-	}
-	if err := first.stop(); err != nil {
-		t.Fatalf("shutdown: %v", err)
-	}
-	sys, err = New(ctx, second)
-	if err != nil {
-		t.Fatalf("New once the first daemon stopped: %v", err)
-	}
-	sys.Close()
 }
 
 // A daemon joining another on its store recovers nothing: the warm pool

@@ -231,8 +231,8 @@ func (s *System) Close() error {
 	if s.Leader != nil {
 		s.Leader.Close() // a leadership taken at start that Serve never took over
 	}
-	if s.hostRuntime != nil {
-		s.hostRuntime.Unlock()
+	if s.presence != nil {
+		s.presence.Unlock()
 	}
 	if s.Store != nil {
 		if err := s.Store.Close(); err != nil {

@@ -145,7 +145,7 @@ func buildSandboxes(cfg Config, st state, sources *netguard.Guard, templates *te
 			return pools.TakeSandbox(ctx, req)
 		}))}
 	if st.KeyLeases != nil { // a store other daemons share
-		mopts = append(mopts, manager.WithSharedLocks(st.KeyLeases("sandbox")))
+		mopts = append(mopts, manager.WithSharedLocks(st.KeyLeases("sandbox"), st.KeyLeases("sandbox maker")))
 	}
 	mgr := manager.New(cfg.Manager, st.Runtime, st.Store, cfg.Log, mopts...)
 	var opts []pool.Option

@@ -38,11 +38,12 @@ type state struct {
 	// locks in memory suffice.
 	KeyLocks func(space string) keyedlock.Remote
 	// KeyLeases is KeyLocks for keys taken often, held long or nested
-	// (sandboxes), which hold no connection; nil with KeyLocks.
-	KeyLeases func(space string) keyedlock.Remote
-	// hostRuntime is held, on a shared store, by the daemon whose
-	// runtime keeps its sandboxes on its machine (holdHostRuntime).
-	hostRuntime leader.Held
+	// (sandboxes), which hold no connection and can be tried without
+	// waiting; nil with KeyLocks.
+	KeyLeases func(space string) keyedlock.TryRemote
+	// presence is held, on a store daemons may share, while the daemon
+	// runs (holdPresence).
+	presence leader.Held
 	// dataDir holds the data dir's lock (lockDataDir).
 	dataDir *os.File
 	Images  *image.Store
@@ -64,8 +65,8 @@ func openState(ctx context.Context, cfg Config, svc runtime.Services) (st state,
 		return st, err
 	}
 	st.Leader, st.Notes, st.KeyLocks, st.KeyLeases = leader.New(sh.lock, cfg.Log), sh.notes, sh.keyLocks, sh.keyLeases
-	if sh.hostRuntime != nil && cfg.Runtime != kube.Name {
-		if st.hostRuntime, err = holdHostRuntime(ctx, cfg, sh.hostRuntime); err != nil {
+	if sh.presence != nil {
+		if st.presence, err = holdPresence(ctx, cfg, sh.presence); err != nil {
 			return st, err
 		}
 	}
@@ -97,15 +98,16 @@ func readyChecks(st state) []httpapi.ReadyCheck {
 }
 
 // sharing is how the daemons of one store work together: the lock they
-// elect their leader with, the notifications between them, the lock
-// of the one daemon whose runtime is its machine's and the locks of
-// keys (both nil: the store is one daemon's anyway).
+// elect their leader with, the notifications between them, the lock each
+// holds while it runs (presence: shared, or exclusive with alone) and the
+// locks of keys (all three nil: the store is one daemon's anyway, as
+// its data dir's lock makes sure).
 type sharing struct {
-	lock        leader.Lock
-	notes       store.Notifier
-	hostRuntime leader.Lock
-	keyLocks    func(space string) keyedlock.Remote
-	keyLeases   func(space string) keyedlock.Remote
+	lock      leader.Lock
+	notes     store.Notifier
+	presence  func(alone bool) leader.Lock
+	keyLocks  func(space string) keyedlock.Remote
+	keyLeases func(space string) keyedlock.TryRemote
 }
 
 // openStore opens the store cfg.Store names, and returns it with how its
@@ -126,28 +128,41 @@ func openStore(ctx context.Context, cfg Config) (recordStore, sharing, error) {
 		if err != nil {
 			return nil, sharing{}, err
 		}
-		return st, sharing{lock: st.Leadership(), notes: st, hostRuntime: st.HostRuntime(), keyLocks: st.KeyLocks,
+		return st, sharing{lock: st.Leadership(), notes: st, presence: st.Daemons, keyLocks: st.KeyLocks,
 			keyLeases: st.KeyLeases}, nil
 	}
 	return nil, sharing{}, fmt.Errorf("store %q: want sqlite or a PostgreSQL URL (postgres://user@host:5432/database)", postgres.Redact(cfg.Store))
 }
 
-// holdHostRuntime takes lock, which the daemon holds while it runs, for a
-// runtime that keeps its sandboxes on this machine (oci) on a store other
-// daemons may share: each such daemon sees only its own sandboxes, and
-// the leader's sweep would fail every other's as dead. A second one is
-// refused; daemons sharing a store run the kubernetes runtime.
-func holdHostRuntime(ctx context.Context, cfg Config, lock leader.Lock) (leader.Held, error) {
-	h, err := lock.TryLock(ctx)
+// holdPresence takes the lock every daemon on a store others may share
+// holds while it runs: shared with the other daemons, unless the
+// daemon's runtime keeps its sandboxes on its machine (oci), which then
+// must be the store's only daemon. Such a daemon sees only its own
+// sandboxes, so among others one leader's sweep would fail the others'
+// sandboxes as lost; so it is refused while any other daemon runs, and
+// any daemon while it runs.
+func holdPresence(ctx context.Context, cfg Config, lock func(alone bool) leader.Lock) (leader.Held, error) {
+	alone := cfg.Runtime != kube.Name
+	h, err := lock(alone).TryLock(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("runtime %s on a shared store: %w", cfg.Runtime, err)
+		return nil, fmt.Errorf("runtime %s on store %s: %w", cfg.Runtime, postgres.Redact(cfg.Store), err)
 	}
-	if h == nil {
-		return nil, fmt.Errorf("runtime %s: another daemon with a runtime of its own machine uses store %s: "+
-			"such a runtime keeps its sandboxes on one machine, so one daemon owns them all; "+
-			"several daemons on one store need --runtime %s", cfg.Runtime, postgres.Redact(cfg.Store), kube.Name)
+	if h != nil {
+		return h, nil
 	}
-	return h, nil
+	if !alone {
+		return nil, fmt.Errorf("runtime %s: a daemon with a runtime of its own machine (such as oci) uses store %s, "+
+			"and owns every sandbox of it; stop it, or give this daemon a store of its own: "+
+			"several daemons on one store all need --runtime %s", cfg.Runtime, postgres.Redact(cfg.Store), kube.Name)
+	}
+	others := "another daemon with a runtime of its own machine uses"
+	if h, err := lock(false).TryLock(ctx); err == nil && h != nil { // only shared holders: kubernetes daemons
+		h.Unlock()
+		others = "other daemons (--runtime " + kube.Name + ") use"
+	}
+	return nil, fmt.Errorf("runtime %s: %s store %s, and runtime %s keeps its sandboxes on this machine, "+
+		"so its daemon must be its store's only one: stop the others, or give this daemon a store of its own; "+
+		"several daemons on one store all need --runtime %s", cfg.Runtime, others, postgres.Redact(cfg.Store), cfg.Runtime, kube.Name)
 }
 
 // openImages opens the image store of cfg.ImageDir.

@@ -41,14 +41,59 @@ func (s *Shared) LockContext(ctx context.Context, key string) (unlock func(), er
 		local()
 		return nil, fmt.Errorf("lock %q among daemons: %w", key, err)
 	}
+	return both(remote, local), nil
+}
+
+// both returns the unlock of a key held in a Remote and in this process:
+// the Remote's first, each once however often it is called.
+func both(remote, local func()) func() {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			remote()
 			local()
 		})
-	}, nil
+	}
 }
 
 // Len returns how many keys are held or waited for in this process.
 func (s *Shared) Len() int { return s.local.Len() }
+
+// TryRemote is a Remote whose keys can also be taken without waiting.
+type TryRemote interface {
+	Remote
+	// TryLockKey takes key's lock if no process holds it and returns the
+	// function that releases it; nil and no error when one holds it.
+	TryLockKey(ctx context.Context, key string) (unlock func(), err error)
+}
+
+// Claims are keys taken without waiting, in this process and among the
+// processes that share Remote: a claim says that its holder is at work
+// on the key, and a key no one claims is one whose last holder is gone.
+// With no Remote (one daemon owns its store) they are this process's.
+// The zero value is ready to use; set Remote before first use. It is safe
+// for concurrent use.
+type Claims struct {
+	local Locks
+	// Remote, when set, holds the claims among processes too.
+	Remote TryRemote
+}
+
+// TryLock claims key if no one, here or in the Remote, holds it, and
+// returns the function that releases the claim; nil and no error when
+// someone holds it. Calling unlock more than once releases it once.
+func (c *Claims) TryLock(ctx context.Context, key string) (unlock func(), err error) {
+	local, ok := c.local.TryLock(key)
+	if !ok || c.Remote == nil {
+		return local, nil
+	}
+	remote, err := c.Remote.TryLockKey(ctx, key)
+	if err != nil || remote == nil {
+		local()
+		if err != nil {
+			return nil, fmt.Errorf("claim %q among daemons: %w", key, err)
+		}
+		return nil, nil
+	}
+	return both(remote, local), nil
+}

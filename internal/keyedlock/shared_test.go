@@ -72,3 +72,65 @@ func TestShared(t *testing.T) {
 	}
 	unlock()
 }
+
+// TryLockKey takes key unless some holder has it.
+func (r *remote) TryLockKey(ctx context.Context, key string) (func(), error) {
+	r.mu.Lock()
+	held := r.held[key] > 0
+	r.mu.Unlock()
+	if held {
+		return nil, nil
+	}
+	return r.LockKey(ctx, key)
+}
+
+// A claim is had only while no one holds its key, in this process or in
+// the Remote; a failing Remote leaves nothing claimed; its release
+// frees the key for the next claim.
+func TestClaims(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		remote   *remote // nil: none
+		heldHere bool    // this process holds the key already
+		want     bool    // the claim is had
+		wantErr  bool
+	}{
+		{name: "free", remote: &remote{held: map[string]int{}}, want: true},
+		{name: "held here", remote: &remote{held: map[string]int{}}, heldHere: true},
+		{name: "held by another process", remote: &remote{held: map[string]int{"k": 1}}},
+		{name: "remote fails", remote: &remote{held: map[string]int{}, fail: errors.New("store gone")}, wantErr: true},
+		{name: "no remote, free", want: true},
+		{name: "no remote, held here", heldHere: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Claims{}
+			if tc.remote != nil {
+				c.Remote = tc.remote
+			}
+			if tc.heldHere {
+				c.local.Lock("k")
+			}
+			unlock, err := c.TryLock(ctx, "k")
+			if (err != nil) != tc.wantErr || (unlock != nil) != tc.want {
+				t.Fatalf("TryLock: claimed %v, %v; want claimed %v, error %v", unlock != nil, err, tc.want, tc.wantErr)
+			}
+			if unlock == nil {
+				if !tc.heldHere && c.local.Len() != 0 {
+					t.Errorf("%d local keys held after a claim not had", c.local.Len())
+				}
+				return
+			}
+			if again, err := c.TryLock(ctx, "k"); again != nil || err != nil {
+				t.Errorf("a second claim while the first holds: %v, %v; want none", again != nil, err)
+			}
+			unlock()
+			unlock()
+			again, err := c.TryLock(ctx, "k")
+			if again == nil || err != nil {
+				t.Fatalf("a claim after the release: %v, %v", again != nil, err)
+			}
+			again()
+		})
+	}
+}

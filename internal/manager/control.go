@@ -72,12 +72,23 @@ func (m *Manager) stopAs(ctx context.Context, sb *store.Sandbox, status api.Sand
 // template's startup plan anew; or a dead one whose files were kept for
 // its owner (Config.KeepDeadFiles). It returns the sandbox pending; the
 // start goes on in the background.
-func (m *Manager) Start(ctx context.Context, id string) (*store.Sandbox, error) {
+func (m *Manager) Start(ctx context.Context, id string) (sb *store.Sandbox, err error) {
+	// Its making is claimed before the record is pending, and before
+	// its lock, as a create claims it (reclaim).
+	made, err := m.claimMaking(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			made()
+		}
+	}()
 	unlock := m.lock(id)
 	defer unlock()
 	ctx = context.WithoutCancel(ctx)
-	sb, err := m.Get(ctx, id)
-	if err != nil {
+	if sb, err = m.Get(ctx, id); err != nil {
 		return nil, err
 	}
 	if sb.Status != string(api.StatusSucceeded) && (sb.Status != string(api.StatusFailed) || !m.keepsFiles(sb)) {
@@ -99,9 +110,11 @@ func (m *Manager) Start(ctx context.Context, id string) (*store.Sandbox, error) 
 	if sb, err = m.admitStart(ctx, sb); err != nil {
 		return nil, err
 	}
+	started = true
 	m.bg.Add(1)
 	go func() {
 		defer m.bg.Done()
+		defer made()
 		ctx, cancel := context.WithTimeout(m.bgCtx, m.cfg.StartTimeout)
 		defer cancel()
 		m.restart(ctx, id, plan)
@@ -168,8 +181,8 @@ func (m *Manager) failRestart(ctx context.Context, id string, cause error) {
 	if err := m.rt.Stop(ctx, id, stopTimeout); err != nil {
 		m.log.Warn("stop sandbox after failed start", "sandbox", id, "err", err)
 	}
-	// A pending record is left alone by the sweep; should this write
-	// fail, Recover settles it (see reasonStartRequested).
+	// Should this write fail, the sweep settles the pending record once
+	// its making is released (reclaim).
 	if _, err := m.setStatus(ctx, id, api.StatusSucceeded, "start failed: "+cause.Error()); err != nil {
 		m.log.Warn("record failed start", "sandbox", id, "err", err)
 	}

@@ -234,7 +234,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	if r.Template != "" {
 		origin = fmt.Sprintf("template %s version %d (image %s)", r.Template, r.TemplateVersion, r.Image)
 	}
-	sb, err := m.createRecord(ctx, r, store.Event{Status: string(api.StatusPending), Message: "created from " + origin})
+	sb, made, err := m.createRecord(ctx, r, store.Event{Status: string(api.StatusPending), Message: "created from " + origin})
 	if err != nil {
 		return nil, err
 	}
@@ -243,14 +243,15 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	preparer, _ := m.rt.(sandbox.ImagePreparer)
 	if preparer != nil {
 		if ready, err = preparer.ImageReady(ctx, r.Image); err != nil {
+			defer made()
 			return m.fail(ctx, sb.ID, reasonLookUpImage+r.Image+": "+err.Error())
 		}
 	}
 	if ready && r.startup.empty() {
-		// The image is here: start now, whatever the client does meanwhile,
-		// but no longer than a start may take.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StartTimeout)
-		defer cancel()
+		defer made()
+		// The image is here: start now, whatever the client does meanwhile.
+		ctx, done := m.startContext(ctx)
+		defer done()
 		return m.start(ctx, sb.ID, r)
 	}
 	// The image must be prepared, or the template has startup steps:
@@ -258,6 +259,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	m.bg.Add(1)
 	go func() {
 		defer m.bg.Done()
+		defer made()
 		ctx, cancel := context.WithTimeout(m.bgCtx, m.cfg.StartTimeout)
 		defer cancel()
 		if !ready {
@@ -270,6 +272,23 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 		_, _ = m.start(ctx, sb.ID, r)
 	}()
 	return sb, nil
+}
+
+// startContext returns the context of a start a request asked for, and
+// the done to call when the start has ended: it has ctx's values but
+// not its end, as the start goes on whatever the client does, and ends
+// after Config.StartTimeout or at Close, which waits for done. So a
+// daemon that shuts down ends its starts in flight, which fail their
+// sandboxes, rather than leaving them pending.
+func (m *Manager) startContext(ctx context.Context) (context.Context, func()) {
+	m.bg.Add(1)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StartTimeout)
+	stop := context.AfterFunc(m.bgCtx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+		m.bg.Done()
+	}
 }
 
 // prepare checks req and completes it from its template and the defaults,
@@ -347,8 +366,25 @@ func egress(n *api.NetworkSpec) *sandbox.Egress {
 // createRecord stores the pending record of a new sandbox once admit lets
 // it in (MaxSandboxes, capacity), with evs (each dated now) in the same
 // write. The store also counts and inserts atomically, a backstop for a
-// limit passed outside admission.
-func (m *Manager) createRecord(ctx context.Context, r *resolved, evs ...store.Event) (*store.Sandbox, error) {
+// limit passed outside admission. The caller makes the sandbox: it gets
+// the record with the sandbox's making claimed (makers), before the
+// record was stored, so that no one ever sees it pending unclaimed while
+// it is made; it calls made once the record is no longer pending, or it
+// has stopped making it.
+func (m *Manager) createRecord(ctx context.Context, r *resolved, evs ...store.Event) (sb *store.Sandbox, made func(), err error) {
+	id := newID()
+	if made, err = m.claimMaking(ctx, id); err != nil {
+		return nil, nil, err
+	}
+	if sb, err = m.storeRecord(ctx, id, r, evs...); err != nil {
+		made()
+		return nil, nil, err
+	}
+	return sb, made, nil
+}
+
+// storeRecord is createRecord's record, stored under id.
+func (m *Manager) storeRecord(ctx context.Context, id string, r *resolved, evs ...store.Event) (*store.Sandbox, error) {
 	now := m.now().UTC()
 	for i := range evs {
 		evs[i].At = now
@@ -374,7 +410,7 @@ func (m *Manager) createRecord(ctx context.Context, r *resolved, evs ...store.Ev
 	}
 	sb := &store.Sandbox{
 		AccessToken: newToken(), Spec: plan,
-		ID: newID(), Image: r.Image, CPU: r.CPU, Memory: r.Memory, TTL: r.ttl, Env: r.Env,
+		ID: id, Image: r.Image, CPU: r.CPU, Memory: r.Memory, TTL: r.ttl, Env: r.Env,
 		Template: r.Template, TemplateVersion: r.TemplateVersion,
 		Status: string(api.StatusPending), Runtime: m.rt.Name(), CreatedAt: now, UpdatedAt: now,
 		Pool: r.pool, ManagedBy: r.ManagedBy, Metadata: r.Metadata,

@@ -68,10 +68,11 @@ func (m *Manager) Fork(ctx context.Context, snapID string, reqs []RestoreRequest
 	if snap.Runtime != m.rt.Name() {
 		return nil, errdefs.WithCode(errdefs.Precondition("snapshot %s was taken by runtime %s, not this daemon's %s", snapID, snap.Runtime, m.rt.Name()), api.CodeConflict)
 	}
-	sbs, err := m.admitCopies(ctx, snap.Image, snap.Template, snap.CPU, snap.Memory, reqs)
+	sbs, made, err := m.admitCopies(ctx, snap.Image, snap.Template, snap.CPU, snap.Memory, reqs)
 	if err != nil {
 		return nil, err
 	}
+	defer made()
 	return m.restoreCopies(ctx, cp, snap, sbs, reqs)
 }
 
@@ -96,10 +97,11 @@ func (m *Manager) ForkSandbox(ctx context.Context, id string, contexts []byte, r
 	if !alive(sb) {
 		return nil, nil, notNow("fork", sb)
 	}
-	sbs, err := m.admitCopies(ctx, sb.Image, sb.Template, sb.CPU, sb.Memory, reqs)
+	sbs, made, err := m.admitCopies(ctx, sb.Image, sb.Template, sb.CPU, sb.Memory, reqs)
 	if err != nil {
 		return nil, nil, err
 	}
+	defer made()
 	copies := make([]string, len(sbs))
 	for i, sb := range sbs {
 		copies[i] = sb.ID
@@ -137,23 +139,32 @@ func checkForkCount(n int) error {
 
 // admitCopies records one pending sandbox per request, of the given image
 // and resources, each admitted like a new sandbox; when one is refused it
-// removes those it recorded.
-func (m *Manager) admitCopies(ctx context.Context, image, template, cpu, memory string, reqs []RestoreRequest) ([]*store.Sandbox, error) {
-	sbs := make([]*store.Sandbox, 0, len(reqs))
+// removes those it recorded. The caller makes them, and calls made once
+// it has (createRecord).
+func (m *Manager) admitCopies(ctx context.Context, image, template, cpu, memory string, reqs []RestoreRequest) (sbs []*store.Sandbox, made func(), err error) {
+	sbs = make([]*store.Sandbox, 0, len(reqs))
+	var claims []func()
+	made = func() {
+		for _, c := range claims {
+			c()
+		}
+	}
 	for _, req := range reqs {
 		r, err := m.resolve(CreateRequest{Image: image, Template: template, CPU: cpu, Memory: memory,
 			TTL: req.TTL, Metadata: req.Metadata})
 		if err == nil {
 			var sb *store.Sandbox
-			if sb, err = m.createRecord(ctx, r); err == nil {
-				sbs = append(sbs, sb)
+			var claim func()
+			if sb, claim, err = m.createRecord(ctx, r); err == nil {
+				sbs, claims = append(sbs, sb), append(claims, claim)
 				continue
 			}
 		}
 		m.dropRecords(ctx, sbs)
-		return nil, err
+		made()
+		return nil, nil, err
 	}
-	return sbs, nil
+	return sbs, made, nil
 }
 
 // dropRecords removes the records of sandboxes that were never made.
@@ -201,8 +212,8 @@ func (m *Manager) restoreCopy(ctx context.Context, cp sandbox.Checkpointer, snap
 	m.event(ctx, id, string(api.StatusPending), "restoring snapshot "+snap.ID+" of sandbox "+snap.SandboxID)
 	unlock := m.lock(id)
 	defer unlock()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StartTimeout)
-	defer cancel()
+	ctx, done := m.startContext(ctx)
+	defer done()
 	start := time.Now()
 	labels := map[string]string{"agent2env.image": snap.Image, "agent2env.snapshot": snap.ID}
 	err := cp.Restore(ctx, id, m.snapshotDir(snap.ID), labels)

@@ -108,21 +108,13 @@ func (m *Manager) Recover(ctx context.Context) error {
 			// Thawed by a Resume the daemon died in before its record.
 			_, err = m.setStatus(ctx, sb.ID, api.StatusRunning, "resumed while the daemon was down")
 			adopted++
-		case sb.Status == string(api.StatusPending) && sb.Reason == reasonStartRequested && exists:
-			// A stopped sandbox being started again keeps its files.
-			if state == sandbox.StateRunning || state == sandbox.StatePaused {
-				err = m.rt.Stop(ctx, sb.ID, stopTimeout)
-			}
-			_, serr := m.setStatus(ctx, sb.ID, api.StatusSucceeded, "daemon restarted while the sandbox was being started again")
-			err = errors.Join(err, serr)
-			adopted++
 		case sb.Status == string(api.StatusPending):
-			if exists {
-				err = m.rt.Delete(ctx, sb.ID)
+			var kept bool
+			if kept, err = m.settleUnmade(ctx, sb, state, exists, "daemon restarted"); kept {
+				adopted++
+			} else {
+				failed++
 			}
-			_, ferr := m.fail(ctx, sb.ID, "daemon restarted while the sandbox was being created")
-			err = errors.Join(err, ferr)
-			failed++
 		case sb.Status == string(api.StatusRunning) || sb.Status == string(api.StatusPaused):
 			if exists {
 				err = m.rt.Delete(ctx, sb.ID)
@@ -178,9 +170,10 @@ func (m *Manager) Run(ctx context.Context) {
 }
 
 // sweep reconciles the records with one List of the runtime: it finishes
-// failed deletions, expires sandboxes past their TTL, fails running
-// sandboxes whose runtime side has died, and ends template sandboxes whose
-// main process has exited.
+// failed deletions, expires sandboxes past their TTL, settles pending
+// sandboxes whose maker is gone (reclaim), fails running sandboxes whose
+// runtime side has died, and ends template sandboxes whose main process
+// has exited.
 func (m *Manager) sweep(ctx context.Context) {
 	// Records first: a sandbox that starts running after the List below
 	// would look dead to a List taken before its record.
@@ -218,6 +211,10 @@ func (m *Manager) sweep(ctx context.Context) {
 			m.expire(ctx, sb.ID)
 			continue
 		}
+		if sb.Status == string(api.StatusPending) {
+			m.reclaim(ctx, sb.ID)
+			continue
+		}
 		if !alive(sb) {
 			continue
 		}
@@ -231,6 +228,62 @@ func (m *Manager) sweep(ctx context.Context) {
 			continue
 		}
 		_, _ = m.CheckDead(ctx, sb.ID)
+	}
+}
+
+// settleUnmade settles pending sandbox sb, which its maker left (its
+// daemon restarted, or stopped: why says which), as its runtime side is
+// (state; exists says whether it has one): a stopped sandbox being
+// started again is stopped again with its files (kept), one being
+// created is failed and its runtime side deleted.
+func (m *Manager) settleUnmade(ctx context.Context, sb *store.Sandbox, state sandbox.State, exists bool, why string) (kept bool, err error) {
+	if sb.Reason == reasonStartRequested && exists {
+		if state == sandbox.StateRunning || state == sandbox.StatePaused {
+			err = m.rt.Stop(ctx, sb.ID, stopTimeout)
+		}
+		_, serr := m.setStatus(ctx, sb.ID, api.StatusSucceeded, why+" while the sandbox was being started again")
+		return true, errors.Join(err, serr)
+	}
+	if exists {
+		err = m.rt.Delete(ctx, sb.ID)
+	}
+	_, ferr := m.fail(ctx, sb.ID, why+" while the sandbox was being created")
+	return false, errors.Join(err, ferr)
+}
+
+// reclaim settles pending sandbox id if its maker is gone (settleUnmade):
+// no one claims its making (makers). Its maker claimed it before the
+// record was pending and holds the claim until it is not, so a sandbox
+// being made is never reclaimed; the record is read again under the
+// claim and the sandbox's lock, as it may have been made since the
+// sweep's read.
+func (m *Manager) reclaim(ctx context.Context, id string) {
+	made, err := m.makers.TryLock(ctx, id)
+	if err != nil || made == nil {
+		if err != nil {
+			m.log.Warn("sweep: claim a pending sandbox", "sandbox", id, "err", err)
+		}
+		return // being made, or unknown: the next sweep looks again
+	}
+	defer made()
+	unlock := m.lock(id)
+	defer unlock()
+	sb, err := m.store.GetSandbox(ctx, id)
+	if err != nil || sb.Status != string(api.StatusPending) {
+		return
+	}
+	st, err := m.rt.Status(ctx, id)
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		m.log.Warn("sweep: sandbox status", "sandbox", id, "err", err)
+		return
+	}
+	if sb.Pool != "" { // no one's: its pool is refilled afresh
+		err = m.remove(ctx, id)
+	} else {
+		_, err = m.settleUnmade(ctx, sb, st.State, err == nil, "its daemon stopped")
+	}
+	if err != nil {
+		m.log.Warn("sweep: settle a sandbox its daemon left pending", "sandbox", id, "err", err)
 	}
 }
 

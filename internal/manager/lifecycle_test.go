@@ -718,3 +718,88 @@ func TestCheckDeadLive(t *testing.T) {
 		t.Errorf("CheckDead of no sandbox: %v", err)
 	}
 }
+
+// The sweep settles a pending sandbox whose maker is gone (its daemon
+// stopped, or the maker's last write failed) as Recover would, and
+// leaves alone one being made, whose maker holds its claim.
+func TestSweepReclaimsUnmade(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		reason    string // the pending record's
+		lose      bool   // its runtime side is gone (or was never made)
+		want      api.SandboxStatus
+		wantWhy   string
+		wantState sandbox.State // "": no runtime side
+	}{
+		{name: "created", reason: "created from image alpine",
+			want: api.StatusFailed, wantWhy: "its daemon stopped while the sandbox was being created"},
+		{name: "created, before its runtime side", reason: "created from image alpine", lose: true,
+			want: api.StatusFailed, wantWhy: "its daemon stopped while the sandbox was being created"},
+		{name: "started again", reason: reasonStartRequested,
+			want: api.StatusSucceeded, wantWhy: "its daemon stopped while the sandbox was being started again", wantState: sandbox.StateStopped},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			ctx := context.Background()
+			id := e.running(t)
+			if tc.lose {
+				if err := e.rt.Delete(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// What a maker that is gone leaves: the record pending, its
+			// making claimed by no one.
+			if _, err := e.st.UpdateSandbox(ctx, id, func(sb *store.Sandbox) error {
+				sb.Status, sb.Reason = string(api.StatusPending), tc.reason
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			e.m.sweep(ctx)
+			sb, err := e.st.GetSandbox(ctx, id)
+			if err != nil || sb.Status != string(tc.want) || sb.Reason != tc.wantWhy {
+				t.Fatalf("after the sweep: %+v, %v; want %s (%s)", sb, err, tc.want, tc.wantWhy)
+			}
+			st, err := e.rt.Status(ctx, id)
+			if tc.wantState == "" && !errors.Is(err, errdefs.ErrNotFound) || tc.wantState != "" && st.State != tc.wantState {
+				t.Errorf("its runtime side after the sweep: %+v, %v; want state %q", st, err, tc.wantState)
+			}
+		})
+	}
+
+	t.Run("being made", func(t *testing.T) {
+		e := newEnv(t, Config{})
+		ctx := context.Background()
+		entered, release := make(chan string, 1), make(chan struct{})
+		e.rt.SetHooks(fakeruntime.Hooks{Start: func(_ context.Context, id string) error {
+			entered <- id
+			<-release
+			return nil
+		}})
+		type result struct {
+			sb  *store.Sandbox
+			err error
+		}
+		created := make(chan result, 1)
+		go func() {
+			sb, err := e.m.Create(ctx, CreateRequest{Image: "alpine"})
+			created <- result{sb, err}
+		}()
+		id := <-entered
+		swept := make(chan struct{})
+		go func() {
+			defer close(swept)
+			e.m.sweep(ctx)
+		}()
+		select {
+		case <-swept:
+		case <-time.After(2 * time.Second):
+			t.Error("the sweep waits for the create in progress")
+		}
+		close(release)
+		<-swept
+		if r := <-created; r.err != nil || r.sb.ID != id || r.sb.Status != string(api.StatusRunning) {
+			t.Errorf("the create the sweep met: %+v, %v; want %s running", r.sb, r.err, id)
+		}
+	})
+}

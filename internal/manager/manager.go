@@ -31,7 +31,12 @@
 // runtime side died (with the runtime's reason: evicted, OOM-killed),
 // releasing what the runtime holds for them: all of it, or all but their
 // files for the services named in Config.KeepDeadFiles (the task runner),
-// which collect from them. Recover, at start, re-adopts running
+// which collect from them; and it settles, as Recover does, pending
+// sandboxes whose maker is gone: whoever makes a sandbox (a create, a
+// restore, a start again) claims it from before its record is pending
+// until it is no longer, among the daemons of a shared store too, so a
+// pending sandbox no one claims was left by a daemon that stopped or
+// died. Recover, at start, re-adopts running
 // sandboxes, fails records whose sandbox is gone, finishes interrupted
 // deletions and deletes runtime state no record refers to; since a record
 // is written before the runtime state and deleted after it, that leaves
@@ -168,6 +173,11 @@ type Manager struct {
 	freeSpace func(path string) (int64, error)
 
 	locks keyedlock.Shared // by sandbox id; among daemons too with WithSharedLocks
+	// makers claims each sandbox while it is pending for whoever makes it
+	// (create, restore, start again), from before its record is pending
+	// until it is no longer or its maker has ended; a pending sandbox no
+	// one claims is one whose maker is gone (reclaim).
+	makers keyedlock.Claims
 	// snapshots keeps a snapshot's deletion from its restores.
 	snapshots snapshotUses
 	// admitMu serializes admission (admit) with what commits what was
@@ -214,18 +224,34 @@ func New(cfg Config, rt sandbox.Runtime, st store.Store, log *slog.Logger, opts 
 	return m
 }
 
-// Close cancels background work and waits for it to end.
+// Close cancels background work and the starts in flight (startContext),
+// and waits for them to end.
 func (m *Manager) Close() {
 	m.bgCancel()
 	m.bg.Wait()
 }
 
 // WithSharedLocks makes the per-sandbox locks hold among the daemons that
-// share the store too, through remote (on a store several daemons
-// share): an operation on a sandbox through one daemon waits for another
-// daemon's on it.
-func WithSharedLocks(remote keyedlock.Remote) Option {
-	return func(m *Manager) { m.locks.Remote = remote }
+// share the store too, through locks (on a store several daemons share):
+// an operation on a sandbox through one daemon waits for another
+// daemon's on it; and the claims of the sandboxes being made, through
+// makers: the leader's sweep settles a pending sandbox whose maker,
+// whichever daemon it was on, is gone.
+func WithSharedLocks(locks keyedlock.Remote, makers keyedlock.TryRemote) Option {
+	return func(m *Manager) { m.locks.Remote, m.makers.Remote = locks, makers }
+}
+
+// claimMaking claims the making of sandbox id (makers) and returns its
+// release; a sandbox someone else makes is ErrFailedPrecondition.
+func (m *Manager) claimMaking(ctx context.Context, id string) (func(), error) {
+	release, err := m.makers.TryLock(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	if release == nil {
+		return nil, errdefs.WithCode(errdefs.Precondition("sandbox %s is being made or started by another request", id), api.CodeConflict)
+	}
+	return release, nil
 }
 
 // lockRetryMax bounds the wait between tries of a shared lock the store

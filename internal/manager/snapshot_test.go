@@ -391,10 +391,11 @@ func TestRecoverUnfinishedFork(t *testing.T) {
 		t.Fatal(err)
 	}
 	sb := e.waitStatus(t, id, api.StatusRunning)
-	sbs, err := e.m.admitCopies(ctx, sb.Image, sb.Template, sb.CPU, sb.Memory, make([]RestoreRequest, 2))
+	sbs, unmade, err := e.m.admitCopies(ctx, sb.Image, sb.Template, sb.CPU, sb.Memory, make([]RestoreRequest, 2))
 	if err != nil {
 		t.Fatal(err)
 	}
+	unmade() // the daemon died making them
 	snap, done, err := e.m.snapshot(ctx, id, SnapshotRequest{}, []string{sbs[0].ID, sbs[1].ID})
 	if err != nil {
 		t.Fatal(err)

@@ -98,7 +98,10 @@ type Runtime struct {
 	dial   func(ctx context.Context, pod *corev1.Pod) (net.Conn, error)
 	log    *slog.Logger
 	stop   context.CancelFunc
-	done   chan struct{}
+	// stopped is closed by Close (stop), done once the informer has
+	// stopped.
+	stopped <-chan struct{}
+	done    chan struct{}
 
 	mu sync.Mutex
 	// seen are the owner's sandbox Pods by id, as the informer's handlers
@@ -197,7 +200,7 @@ func New(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.Background())
-	r.stop, r.done = stop, make(chan struct{})
+	r.stop, r.stopped, r.done = stop, runCtx.Done(), make(chan struct{})
 	factory.Start(runCtx.Done())
 	go func() {
 		<-runCtx.Done()
@@ -321,7 +324,9 @@ func (r *Runtime) notify() {
 }
 
 // waitPod waits until done, called with the sandbox's Pod as the handlers
-// saw it last (nil: none), returns true or an error.
+// saw it last (nil: none), returns true or an error. It gives up with
+// ErrUnavailable once the runtime is closed: the handlers see nothing
+// more then, and a wait without a deadline would never end.
 func (r *Runtime) waitPod(ctx context.Context, id string, done func(pod *corev1.Pod) (bool, error)) error {
 	for {
 		r.mu.Lock()
@@ -335,9 +340,14 @@ func (r *Runtime) waitPod(ctx context.Context, id string, done func(pod *corev1.
 		case <-changed:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-r.stopped:
+			return fmt.Errorf("pod of sandbox %s: %w", id, errClosed)
 		}
 	}
 }
+
+// errClosed is what waits on Pods end with once the runtime is closed.
+var errClosed = fmt.Errorf("kubernetes runtime closed: %w", errdefs.ErrUnavailable)
 
 // lookup returns the sandbox's Pod, or, for a lost one, nil and its record.
 func (r *Runtime) lookup(id string) (*corev1.Pod, *lostPod, error) {

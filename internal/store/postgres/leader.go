@@ -30,22 +30,28 @@ const (
 
 // Leadership returns the lock of leadership among the daemons on this
 // store (lockLeader).
-func (s *Store) Leadership() leader.Lock { return sessionLock{s, lockLeader} }
+func (s *Store) Leadership() leader.Lock { return sessionLock{s: s, key: lockLeader} }
 
-// HostRuntime returns the lock a daemon whose runtime keeps its
-// sandboxes on its own machine (oci) holds for as long as it runs
-// (lockHostRuntime): such a daemon owns every sandbox of the store, and a
-// second one would split them.
-func (s *Store) HostRuntime() leader.Lock { return sessionLock{s, lockHostRuntime} }
+// Daemons returns the lock every daemon on this store holds for as long
+// as it runs (lockDaemons): shared, so that any number of daemons whose
+// sandboxes all of them reach (kubernetes) run together, or, with alone,
+// exclusive, for a daemon whose runtime keeps its sandboxes on its own
+// machine (oci): such a daemon owns every sandbox of the store, so it
+// runs only with no other daemon, and no other runs with it.
+func (s *Store) Daemons(alone bool) leader.Lock {
+	return sessionLock{s: s, key: lockDaemons, shared: !alone}
+}
 
 // sessionLock is a session-level advisory lock, taken on a connection of
 // its own, outside the pools, that lives as long as it is held. Its key
 // is key and the hash of the store's schema (advisory locks are the
 // database's), so that stores in other schemas of the database have their
-// own.
+// own. A shared one is held by any number of sessions at once, as long
+// as none holds it exclusive.
 type sessionLock struct {
-	s   *Store
-	key int32
+	s      *Store
+	key    int32
+	shared bool
 }
 
 // TryLock connects and tries the advisory lock: the connection is kept
@@ -67,8 +73,12 @@ func (l sessionLock) TryLock(ctx context.Context) (leader.Held, error) {
 	// It never waits for the lock; it is bounded like a ping.
 	tryCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaderPingTimeout)
 	defer cancel()
+	try := `SELECT pg_try_advisory_lock($1, hashtext(current_schema()))`
+	if l.shared {
+		try = `SELECT pg_try_advisory_lock_shared($1, hashtext(current_schema()))`
+	}
 	var got bool
-	if err := conn.QueryRow(tryCtx, `SELECT pg_try_advisory_lock($1, hashtext(current_schema()))`, l.key).Scan(&got); err != nil {
+	if err := conn.QueryRow(tryCtx, try, l.key).Scan(&got); err != nil {
 		conn.Close(tryCtx)
 		return nil, fmt.Errorf("lock %#x: %w", l.key, err)
 	}

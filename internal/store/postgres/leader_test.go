@@ -76,13 +76,13 @@ func TestUnlockReleasesAtOnce(t *testing.T) {
 	ctx := context.Background()
 	held := func() (n int) {
 		if err := b.w.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
-			AND classid = $1 AND objid = hashtext(current_schema())::oid`, int64(lockHostRuntime)).Scan(&n); err != nil {
+			AND classid = $1 AND objid = hashtext(current_schema())::oid`, int64(lockDaemons)).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
 	for i := range 20 {
-		h, err := a.HostRuntime().TryLock(ctx)
+		h, err := a.Daemons(true).TryLock(ctx)
 		if err != nil || h == nil {
 			t.Fatalf("round %d: the first store's lock: %v, %v", i, h, err)
 		}
@@ -90,10 +90,45 @@ func TestUnlockReleasesAtOnce(t *testing.T) {
 		if n := held(); n != 0 {
 			t.Fatalf("round %d: the lock is still held right after Unlock returned", i)
 		}
-		if h, err = b.HostRuntime().TryLock(ctx); err != nil || h == nil {
+		if h, err = b.Daemons(true).TryLock(ctx); err != nil || h == nil {
 			t.Fatalf("round %d: the second store cannot take the lock after Unlock: %v", i, err)
 		}
 		h.Unlock()
+	}
+}
+
+// The daemons' lock: any number of daemons hold it shared together, and
+// one holds it exclusive (alone) only while no other holds it either way.
+func TestDaemonsLock(t *testing.T) {
+	url := server.URL(t)
+	for _, tc := range []struct {
+		name          string
+		first, second bool // alone
+		together      bool
+	}{
+		{"shared then shared", false, false, true},
+		{"shared then exclusive", false, true, false},
+		{"exclusive then shared", true, false, false},
+		{"exclusive then exclusive", true, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			first, err := open(t, url).Daemons(tc.first).TryLock(ctx)
+			if err != nil || first == nil {
+				t.Fatalf("the first daemon's lock: %v, %v", first, err)
+			}
+			defer first.Unlock()
+			second, err := open(t, url).Daemons(tc.second).TryLock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if second != nil {
+				defer second.Unlock()
+			}
+			if got := second != nil; got != tc.together {
+				t.Errorf("the second daemon took the lock: %v; want %v", got, tc.together)
+			}
+		})
 	}
 }
 

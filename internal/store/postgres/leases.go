@@ -34,7 +34,7 @@ const (
 // keys taken often and held long, such as sandboxes. A waiter polls, so
 // it gets the key up to leasePollMax after it is let go. A key must be
 // text PostgreSQL stores (no NUL byte).
-func (s *Store) KeyLeases(space string) keyedlock.Remote { return keyLeases{s, space} }
+func (s *Store) KeyLeases(space string) keyedlock.TryRemote { return keyLeases{s, space} }
 
 type keyLeases struct {
 	s     *Store
@@ -44,20 +44,14 @@ type keyLeases struct {
 // LockKey waits until it takes key's lease, and keeps it renewed until
 // the unlock it returns.
 func (l keyLeases) LockKey(ctx context.Context, key string) (func(), error) {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	holder := hex.EncodeToString(b[:])
+	holder := newHolder()
 	for delay := leasePollMin; ; delay = min(2*delay, leasePollMax) {
-		var got string
-		err := l.s.w.QueryRow(ctx, `INSERT INTO key_leases (space, key, holder, until)
-			VALUES ($1, $2, $3, now() + make_interval(secs => $4))
-			ON CONFLICT (space, key) DO UPDATE SET holder = excluded.holder, until = excluded.until
-			WHERE key_leases.until < now() RETURNING holder`, l.space, key, holder, leaseTTL.Seconds()).Scan(&got)
-		if err == nil {
-			break
+		got, err := l.take(ctx, key, holder)
+		if err != nil {
+			return nil, err
 		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return nil, fmt.Errorf("lease %s %q: %w", l.space, key, serverErr(err))
+		if got {
+			return l.held(key, holder), nil
 		}
 		select {
 		case <-ctx.Done():
@@ -65,6 +59,46 @@ func (l keyLeases) LockKey(ctx context.Context, key string) (func(), error) {
 		case <-time.After(delay):
 		}
 	}
+}
+
+// TryLockKey takes key's lease if no live lease holds it, and keeps it
+// renewed until the unlock it returns; nil when another holds it.
+func (l keyLeases) TryLockKey(ctx context.Context, key string) (func(), error) {
+	holder := newHolder()
+	got, err := l.take(ctx, key, holder)
+	if err != nil || !got {
+		return nil, err
+	}
+	return l.held(key, holder), nil
+}
+
+// newHolder returns a fresh holder's name for a lease.
+func newHolder() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// take makes holder key's lease unless a lease that has not run out
+// holds it, and reports whether it did.
+func (l keyLeases) take(ctx context.Context, key, holder string) (bool, error) {
+	var got string
+	err := l.s.w.QueryRow(ctx, `INSERT INTO key_leases (space, key, holder, until)
+		VALUES ($1, $2, $3, now() + make_interval(secs => $4))
+		ON CONFLICT (space, key) DO UPDATE SET holder = excluded.holder, until = excluded.until
+		WHERE key_leases.until < now() RETURNING holder`, l.space, key, holder, leaseTTL.Seconds()).Scan(&got)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, nil
+	}
+	return false, fmt.Errorf("lease %s %q: %w", l.space, key, serverErr(err))
+}
+
+// held keeps holder's lease of key renewed, and returns the unlock that
+// ends it.
+func (l keyLeases) held(key, holder string) func() {
 	stop, done := make(chan struct{}), make(chan struct{})
 	go l.renew(key, holder, stop, done)
 	var once sync.Once
@@ -77,7 +111,7 @@ func (l keyLeases) LockKey(ctx context.Context, key string) (func(), error) {
 			// Failing, the lease ends at its until.
 			_, _ = l.s.w.Exec(ctx, `DELETE FROM key_leases WHERE space = $1 AND key = $2 AND holder = $3`, l.space, key, holder)
 		})
-	}, nil
+	}
 }
 
 // renew extends the lease every leaseTTL/3 until stop is closed.

@@ -53,3 +53,40 @@ func TestKeyLeases(t *testing.T) {
 	}
 	u()
 }
+
+// A tried lease is had only while no live lease holds the key: not while
+// another store (daemon) holds it, at once once it is let go or has run
+// out (its holder died).
+func TestTryKeyLease(t *testing.T) {
+	ctx := context.Background()
+	url := server.URL(t)
+	a, b := open(t, url), open(t, url)
+	for _, tc := range []struct {
+		name string
+		end  func(unlock func()) // what becomes of the first holder
+	}{
+		{"let go", func(unlock func()) { unlock() }},
+		{"run out", func(func()) {
+			if _, err := a.w.Exec(ctx, `UPDATE key_leases SET until = now() - interval '1 second' WHERE key = 'run out'`); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			unlock, err := a.KeyLeases("maker").TryLockKey(ctx, tc.name)
+			if err != nil || unlock == nil {
+				t.Fatalf("try a free key: %v, %v", unlock != nil, err)
+			}
+			defer unlock() // a holder whose lease ran out lets go of nothing else's
+			if u, err := b.KeyLeases("maker").TryLockKey(ctx, tc.name); u != nil || err != nil {
+				t.Fatalf("try a key another holds: %v, %v; want not had", u != nil, err)
+			}
+			tc.end(unlock)
+			u, err := b.KeyLeases("maker").TryLockKey(ctx, tc.name)
+			if u == nil || err != nil {
+				t.Fatalf("try the key after its holder %s: %v, %v; want had", tc.name, u != nil, err)
+			}
+			u()
+		})
+	}
+}

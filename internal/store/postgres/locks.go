@@ -8,7 +8,7 @@ import (
 )
 
 // The keys of the store's advisory locks (pg_advisory_xact_lock, and the
-// session-level pg_try_advisory_lock of Leadership), one per
+// session-level pg_try_advisory_lock of Leadership and Daemons), one per
 // thing serialized, all in the database's own key space: other databases
 // on the server have their own. They are arbitrary numbers, far from the
 // small ones hand-written SQL tends to use.
@@ -25,9 +25,10 @@ const (
 	// session-level lock whose key is this and the schema's hash, in
 	// the two-key space (Leadership).
 	lockLeader = 0x61326504
-	// lockHostRuntime: the one daemon with a single-host runtime on the
-	// store, a session-level lock keyed as lockLeader (HostRuntime).
-	lockHostRuntime = 0x61326505
+	// lockDaemons: the daemons on the store, each holding it while it
+	// runs, shared, or exclusive for one whose runtime is its machine's; a
+	// session-level lock keyed as lockLeader (Daemons).
+	lockDaemons = 0x61326505
 )
 
 // lock takes the advisory lock key for the rest of tx, waiting for it.
