@@ -46,6 +46,12 @@ func Install() error {
 		return fmt.Errorf("seccomp: no filter for %s", runtime.GOARCH)
 	}
 	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	// no_new_privs is a thread's, and the filter's install needs it on the
+	// thread that asks (TSYNC then sets it on the others): both on one
+	// thread, which the goroutine could otherwise leave between them (a
+	// process without CAP_SYS_ADMIN, an agent in a Pod, then got EACCES).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("seccomp: set no_new_privs: %w", err)
 	}
