@@ -51,7 +51,8 @@ func (m *Manager) Stop(ctx context.Context, id string) (*store.Sandbox, error) {
 // stopped sandbox under a running record, which the sweep would take for
 // one that died and delete. Should stop fail while the sandbox still
 // runs, its record is set back as it was; one that stopped all the same
-// stays stopped. stop's error is returned as it is. The caller holds the sandbox's lock and read sb under it.
+// stays stopped. stop's error is returned as it is. The caller holds the
+// sandbox's lock and read sb under it.
 func (m *Manager) stopAs(ctx context.Context, sb *store.Sandbox, status api.SandboxStatus, reason string, stop func() error) (*store.Sandbox, error) {
 	stopped, err := m.setStatus(ctx, sb.ID, status, reason)
 	if err != nil {

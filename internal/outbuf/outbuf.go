@@ -61,8 +61,9 @@ type Budget struct {
 	owners map[string]*owner // by key
 }
 
-// owner is what the buffers of one owner hold.
+// owner is what the buffers of one owner, key, hold.
 type owner struct {
+	key     string
 	held    int64
 	buffers int // not yet released: the entry goes with the last
 }
@@ -118,13 +119,13 @@ func (b *Budget) take(o *owner, held, n int64) int64 {
 }
 
 // release gives back what a buffer of o held.
-func (b *Budget) release(o *owner, key string, held int64) {
+func (b *Budget) release(o *owner, held int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.used.Add(-held)
 	o.held -= held
 	if o.buffers--; o.buffers == 0 {
-		delete(b.owners, key)
+		delete(b.owners, o.key)
 	}
 }
 
@@ -141,7 +142,6 @@ const minGrowth = 4 << 10
 // use.
 type Buffer struct {
 	budget   *Budget
-	key      string // the owner's
 	owner    *owner
 	limit    int64
 	buf      []byte
@@ -158,11 +158,11 @@ func (b *Budget) NewBuffer(key string, limit int64) *Buffer {
 	defer b.mu.Unlock()
 	o := b.owners[key]
 	if o == nil {
-		o = &owner{}
+		o = &owner{key: key}
 		b.owners[key] = o
 	}
 	o.buffers++
-	return &Buffer{budget: b, key: key, owner: o, limit: max(limit, 0)}
+	return &Buffer{budget: b, owner: o, limit: max(limit, 0)}
 }
 
 // Write keeps what fits of p and always reports all of p written: output
@@ -239,7 +239,7 @@ func (b *Buffer) Release() {
 	if b.released {
 		return
 	}
-	b.budget.release(b.owner, b.key, b.held)
+	b.budget.release(b.owner, b.held)
 	b.held = 0
 	b.released = true
 }
