@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -280,13 +281,18 @@ func (s *suite) testOtherSandbox(t *testing.T) {
 	ac := started(t, rt, a)
 	bc := started(t, rt, b)
 	mustSh(t, ac, "setsid sleep 313 </dev/null >/dev/null 2>&1 &")
+	// The other sandbox tries once the process runs sleep: until then it
+	// is a shell, or busybox executing itself again (/proc/self/exe),
+	// which ps shows as [exe] between the exec's start and its argv (a
+	// sandbox throttled on a loaded host was seen there after 0.1 s).
+	victim := waitSleeper(t, ac, "313")
 	if out := mustSh(t, bc, "ps -o args"); strings.Contains(out, "sleep 313") {
 		t.Errorf("sandbox sees another sandbox's process:\n%s", out)
 	}
 	// Signal everything it can, then everything up to a high pid.
 	sh(t, bc, "kill -9 -1; i=1; while [ $i -lt 400 ]; do kill -9 $i 2>/dev/null; i=$((i+1)); done", 30*time.Second)
-	if out := mustSh(t, ac, "ps -o args"); !strings.Contains(out, "sleep 313") {
-		t.Errorf("another sandbox killed this one's process:\n%s", out)
+	if pids := sleepers(t, ac, "313"); !slices.Contains(pids, victim) {
+		t.Errorf("another sandbox killed this one's process %s (sleep 313 now: %q):\n%s", victim, pids, mustSh(t, ac, "ps -o pid,stat,args"))
 	}
 	assertUsable(t, bc)
 	if _, err := bc.Upload(ctxFor(t), "/tmp/mine", 0o644, strings.NewReader("b")); err != nil {
@@ -294,6 +300,27 @@ func (s *suite) testOtherSandbox(t *testing.T) {
 	}
 	if r := sh(t, ac, "cat /tmp/mine", 5*time.Second); r.ExitCode == 0 {
 		t.Errorf("sandbox reads another sandbox's /tmp: %q", r.stdout)
+	}
+}
+
+// sleepers returns the pids of the sandbox's live processes that run
+// "sleep arg" (a zombie's command line is empty).
+func sleepers(t *testing.T, c *agent.Client, arg string) []string {
+	t.Helper()
+	out := mustSh(t, c, `for p in /proc/[0-9]*; do [ "$(tr '\0' ' ' <$p/cmdline 2>/dev/null)" = "sleep `+arg+` " ] && echo ${p#/proc/}; done; true`)
+	return strings.Fields(out)
+}
+
+// waitSleeper waits for one process of the sandbox to run "sleep arg" and
+// returns its pid.
+func waitSleeper(t *testing.T, c *agent.Client, arg string) string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if pids := sleepers(t, c, arg); len(pids) == 1 {
+			return pids[0]
+		} else if len(pids) > 1 || time.Now().After(deadline) {
+			t.Fatalf("processes running sleep %s: %q, want one:\n%s", arg, pids, mustSh(t, c, "ps -o pid,stat,args"))
+		}
 	}
 }
 
