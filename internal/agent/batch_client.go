@@ -18,6 +18,7 @@ import (
 // the commit, and a batch that is not committed leaves the sandbox as it
 // was. Its methods are called from one goroutine.
 type UploadBatch struct {
+	c  *Client
 	pw *io.PipeWriter
 	// buf is what is read of a file; out the frames not yet sent, sent
 	// with the next data or the batch's end, in one write.
@@ -44,7 +45,7 @@ func (c *Client) StartUpload(ctx context.Context) (*UploadBatch, error) {
 	if known == batchesRefused {
 		return nil, fmt.Errorf("batch upload: %w", errors.ErrUnsupported)
 	}
-	b := &UploadBatch{buf: make([]byte, 32<<10), done: make(chan struct{})}
+	b := &UploadBatch{c: c, buf: make([]byte, 32<<10), done: make(chan struct{})}
 	pr, pw := io.Pipe()
 	b.pw = pw
 	// The transport waits for the body's writer before it gives up on a
@@ -103,7 +104,7 @@ func (b *UploadBatch) readResult(ctx context.Context, body io.ReadCloser) {
 	defer close(b.done)
 	defer body.Close()
 	var res BatchResult
-	b.err = readFrames(ctx, body, "batch upload", func(kind byte, p []byte) (bool, error) {
+	b.err = b.c.readFrames(ctx, body, "batch upload", func(kind byte, p []byte) (bool, error) {
 		if kind != frameResult {
 			return false, nil
 		}
@@ -170,7 +171,7 @@ func (b *UploadBatch) flush() error {
 		if b.err != nil {
 			return b.err
 		}
-		return fmt.Errorf("send a batch upload: %w: %w", errdefs.ErrUnavailable, err)
+		return b.c.lost("send a batch upload", err)
 	}
 	return nil
 }

@@ -28,6 +28,29 @@ type Client struct {
 	// batches is whether the agent takes batch uploads: unknown until the
 	// first one asks (an agent's answer holds for its life).
 	batches atomic.Int32
+	// explain is what SetExplain was given, or nil.
+	explain atomic.Pointer[func() error]
+}
+
+// SetExplain gives c the daemon's account of why the agent may be out of
+// reach: when an exchange fails on its connection, explain is asked, and
+// the error it returns (its sandbox was stopped or deleted meanwhile, say)
+// is the exchange's error, in place of one that says only that the
+// connection broke. That error must be an ErrUnavailable, as a broken
+// connection's is; it may carry a wire code. explain returns nil when it
+// knows no reason.
+func (c *Client) SetExplain(explain func() error) { c.explain.Store(&explain) }
+
+// lost is the error of an exchange that failed on its connection to the
+// agent with err: what failed, with the reason explain gives, or else as
+// an ErrUnavailable.
+func (c *Client) lost(what string, err error) error {
+	if explain := c.explain.Load(); explain != nil {
+		if reason := (*explain)(); reason != nil {
+			return fmt.Errorf("%s: %w", what, reason)
+		}
+	}
+	return fmt.Errorf("%s: %w: %w", what, errdefs.ErrUnavailable, connError(err))
 }
 
 // DialFunc opens a new connection to the agent.
@@ -86,7 +109,7 @@ func (c *Client) doWith(ctx context.Context, method, path string, q url.Values, 
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("reach agent: %w: %w", errdefs.ErrUnavailable, connError(err))
+		return nil, c.lost("reach agent", err)
 	}
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
@@ -219,7 +242,7 @@ func (c *Client) ExecAccepted(ctx context.Context, req ExecRequest, accepted fun
 		accepted()
 	}
 	var res ExecResult
-	err = readFrames(ctx, resp.Body, "exec", func(kind byte, p []byte) (bool, error) {
+	err = c.readFrames(ctx, resp.Body, "exec", func(kind byte, p []byte) (bool, error) {
 		var err error
 		switch kind {
 		case frameStdout:

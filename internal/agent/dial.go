@@ -150,7 +150,7 @@ func (c *Client) open(ctx context.Context, path, protocol, what string) (net.Con
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("reach agent: %w: %w", errdefs.ErrUnavailable, connError(err))
+		return nil, c.lost("reach agent", err)
 	}
 	// A cancelled ctx interrupts the exchange below.
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
@@ -183,12 +183,12 @@ func (c *Client) upgrade(conn net.Conn, path, protocol, what string) (net.Conn, 
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	if err := req.Write(conn); err != nil {
-		return nil, fmt.Errorf("%s: %w: %w", what, errdefs.ErrUnavailable, connError(err))
+		return nil, c.lost(what, err)
 	}
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, req)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %w", what, errdefs.ErrUnavailable, connError(err))
+		return nil, c.lost(what, err)
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		defer resp.Body.Close()

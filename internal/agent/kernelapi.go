@@ -142,7 +142,7 @@ func (c *Client) Execute(ctx context.Context, id string, req KernelExecRequest, 
 	}
 	defer resp.Body.Close()
 	var res KernelResult
-	err = readFrames(ctx, resp.Body, "execute", func(kind byte, p []byte) (bool, error) {
+	err = c.readFrames(ctx, resp.Body, "execute", func(kind byte, p []byte) (bool, error) {
 		var err error
 		switch kind {
 		case frameStdout:

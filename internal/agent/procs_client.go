@@ -124,7 +124,7 @@ func (c *Client) ProcOutput(ctx context.Context, id string, opts ProcOutputOptio
 	defer resp.Body.Close()
 	res := ProcOutputResult{Next: opts.Since}
 	emit := toWriters(stdout, stderr)
-	err = readFrames(ctx, resp.Body, "process output", func(kind byte, p []byte) (bool, error) {
+	err = c.readFrames(ctx, resp.Body, "process output", func(kind byte, p []byte) (bool, error) {
 		return res.frame(kind, p, emit)
 	})
 	return res, err
@@ -221,7 +221,7 @@ func (c *Client) AttachProc(ctx context.Context, id string, opts AttachOptions) 
 		return nil, err
 	}
 	pr, pw := io.Pipe()
-	a := &ProcAttachment{conn: conn, out: pr, readOnly: opts.ReadOnly, done: make(chan struct{})}
+	a := &ProcAttachment{c: c, conn: conn, out: pr, readOnly: opts.ReadOnly, done: make(chan struct{})}
 	a.res.Next = opts.Since
 	emit := opts.Output
 	if emit == nil {
@@ -265,7 +265,7 @@ func (c *Client) StartFollowProc(ctx context.Context, req ProcRequest, started f
 	}
 	var res ProcOutputResult
 	first := true
-	err = readFrames(ctx, resp.Body, "process output", func(kind byte, p []byte) (bool, error) {
+	err = c.readFrames(ctx, resp.Body, "process output", func(kind byte, p []byte) (bool, error) {
 		switch {
 		case first != (kind == frameStarted):
 			return true, fmt.Errorf("%w: frame %q out of place", errdefs.ErrUnavailable, kind)
@@ -323,6 +323,7 @@ func (c *Client) followStarted(ctx context.Context, body io.Reader, started func
 // ProcAttachment is a client attached to a process. Read, Write, Resize
 // and CloseWrite may be called from different goroutines.
 type ProcAttachment struct {
+	c        *Client
 	conn     net.Conn
 	out      *io.PipeReader
 	readOnly bool
@@ -336,7 +337,7 @@ type ProcAttachment struct {
 // receive delivers the output until the stream's end.
 func (a *ProcAttachment) receive(pw *io.PipeWriter, emit OutputFunc) {
 	defer close(a.done)
-	a.err = readFrames(context.Background(), a.conn, "attachment", func(kind byte, p []byte) (bool, error) {
+	a.err = a.c.readFrames(context.Background(), a.conn, "attachment", func(kind byte, p []byte) (bool, error) {
 		if kind == frameTakenOver {
 			return true, fmt.Errorf("%w: %w", errdefs.ErrFailedPrecondition, ErrTakenOver)
 		}
@@ -384,7 +385,7 @@ func (a *ProcAttachment) send(kind byte, p []byte) error {
 	a.wmu.Lock()
 	defer a.wmu.Unlock()
 	if err := writeFrame(a.conn, kind, p); err != nil {
-		return fmt.Errorf("send to the process: %w: %w", errdefs.ErrUnavailable, err)
+		return a.c.lost("send to the process", err)
 	}
 	return nil
 }

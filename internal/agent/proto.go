@@ -67,8 +67,6 @@ import (
 	"io"
 	"os"
 	"time"
-
-	"github.com/agent2env/agent2env/internal/errdefs"
 )
 
 // Version is the protocol version the agent reports in Info.
@@ -241,7 +239,7 @@ func readFrame(r io.Reader, buf []byte) (byte, []byte, error) {
 // readFrames reads a response's frames, handing each to on (its payload
 // is valid only during the call) until on reports the last one or fails.
 // what names the stream in errors.
-func readFrames(ctx context.Context, body io.Reader, what string, on func(kind byte, p []byte) (last bool, err error)) error {
+func (c *Client) readFrames(ctx context.Context, body io.Reader, what string, on func(kind byte, p []byte) (last bool, err error)) error {
 	r := bufio.NewReaderSize(body, 64<<10)
 	var buf []byte
 	for {
@@ -250,7 +248,7 @@ func readFrames(ctx context.Context, body io.Reader, what string, on func(kind b
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("%s stream ended before the result: %w: %w", what, errdefs.ErrUnavailable, connError(err))
+			return c.lost(what+" stream ended before the result", err)
 		}
 		buf = p[:0]
 		if last, err := on(kind, p); last || err != nil {

@@ -300,7 +300,7 @@ func (c *Client) WatchDir(ctx context.Context, path string, recursive bool) (*Di
 	go func() {
 		defer close(w.events)
 		var seenStart bool
-		w.err = readFrames(ctx, resp.Body, "watch", func(kind byte, p []byte) (bool, error) {
+		w.err = c.readFrames(ctx, resp.Body, "watch", func(kind byte, p []byte) (bool, error) {
 			switch kind {
 			case frameWatchStart:
 				seenStart = true

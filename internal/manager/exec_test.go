@@ -216,6 +216,62 @@ func TestExecNotRunning(t *testing.T) {
 	}
 }
 
+// An exchange with the agent that its sandbox's stop or delete breaks off
+// says so, as a request made after them would, rather than that a
+// connection failed (503, worth a retry).
+func TestExecInterrupted(t *testing.T) {
+	type outcome struct {
+		code, msg string
+	}
+	tests := []struct {
+		name string
+		act  func(e *env, id string) error
+		// want holds the outcomes allowed: a delete's may come while the
+		// record says terminating or once it is gone.
+		want []outcome
+	}{
+		{name: "deleted", act: func(e *env, id string) error { return e.m.Delete(context.Background(), id) },
+			want: []outcome{{api.CodeSandboxNotReady, "is terminating, not running: deleted by request"}, {api.CodeSandboxNotFound, "was deleted"}}},
+		{name: "stopped", act: func(e *env, id string) error { _, err := e.m.Stop(context.Background(), id); return err },
+			want: []outcome{{api.CodeSandboxNotReady, "not running: stopped by request"}}},
+		{name: "agent died", act: func(e *env, id string) error { return e.rt.Kill(id) },
+			want: []outcome{{"", "exec stream ended before the result"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, Config{})
+			id := e.running(t)
+			accepted := make(chan struct{})
+			done := make(chan error, 1)
+			go func() {
+				_, err := e.m.ExecStream(context.Background(), id, ExecRequest{Command: []string{"sleep", "30"},
+					Accepted: func() { close(accepted) }}, io.Discard, io.Discard)
+				done <- err
+			}()
+			<-accepted
+			if err := tt.act(e, id); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the exec still runs")
+			}
+			// Still an ErrUnavailable: what the daemon's own code acts on.
+			if !errors.Is(err, errdefs.ErrUnavailable) {
+				t.Errorf("error %v is not %v", err, errdefs.ErrUnavailable)
+			}
+			for _, w := range tt.want {
+				if errdefs.Code(err) == w.code && strings.Contains(fmt.Sprint(err), w.msg) {
+					return
+				}
+			}
+			t.Errorf("error %v (code %q), want one of %q", err, errdefs.Code(err), tt.want)
+		})
+	}
+}
+
 func TestCleanPath(t *testing.T) {
 	tests := []struct {
 		in      string

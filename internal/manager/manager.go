@@ -400,19 +400,28 @@ func (m *Manager) running(ctx context.Context, id string) (*store.Sandbox, error
 	if err != nil {
 		return nil, err
 	}
-	if sb.Status != string(api.StatusRunning) {
-		msg := fmt.Sprintf("sandbox %s is %s, not running", id, sb.Status)
-		if sb.Status == string(api.StatusPaused) {
-			msg += ": resume it first"
-		} else if sb.Reason != "" {
-			msg += ": " + sb.Reason
-		}
-		// The details let a client name its own way to start or resume
-		// the sandbox, which the message cannot know.
-		err := errdefs.WithCode(errdefs.Precondition("%s", msg), api.CodeSandboxNotReady)
-		return nil, errdefs.WithDetails(err, map[string]any{"sandbox_id": id, "status": sb.Status})
+	if err := notRunning(sb, errdefs.Precondition); err != nil {
+		return nil, err
 	}
 	return sb, nil
+}
+
+// notRunning is the error, of class (an errdefs constructor), of a
+// request that needs sandbox sb running, or nil when it runs.
+func notRunning(sb *store.Sandbox, class func(format string, args ...any) error) error {
+	if sb.Status == string(api.StatusRunning) {
+		return nil
+	}
+	msg := fmt.Sprintf("sandbox %s is %s, not running", sb.ID, sb.Status)
+	if sb.Status == string(api.StatusPaused) {
+		msg += ": resume it first"
+	} else if sb.Reason != "" {
+		msg += ": " + sb.Reason
+	}
+	// The details let a client name its own way to start or resume the
+	// sandbox, which the message cannot know.
+	err := errdefs.WithCode(class("%s", msg), api.CodeSandboxNotReady)
+	return errdefs.WithDetails(err, map[string]any{"sandbox_id": sb.ID, "status": sb.Status})
 }
 
 // Agent returns a client for a running sandbox's agent.
@@ -446,7 +455,28 @@ func (m *Manager) RunningAgent(ctx context.Context, id string) (*agent.Client, e
 	if err != nil {
 		return nil, fmt.Errorf("reach agent of sandbox %s: %w", id, err)
 	}
+	c.SetExplain(func() error { return m.whyUnreachable(id) })
 	return c, nil
+}
+
+// whyUnreachable says why sandbox id's agent broke off an exchange when
+// its record does: the sandbox was stopped or deleted meanwhile (the
+// record changes before the runtime acts). The error stays an
+// ErrUnavailable, which is what the daemon's own code acts on (a context
+// answers that its sandbox is gone), with the wire code a request made
+// after the stop or delete gets: its caller hears why, and not a 503
+// that is worth a retry which would find no sandbox.
+func (m *Manager) whyUnreachable(id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sb, err := m.get(ctx, id)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		return errdefs.WithCode(errdefs.Unavailable("sandbox %s was deleted", id), api.CodeSandboxNotFound)
+	case err != nil:
+		return nil
+	}
+	return notRunning(sb, errdefs.Unavailable)
 }
 
 // keepsFiles reports whether dead sandbox sb keeps its files for its
