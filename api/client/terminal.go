@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -34,7 +35,9 @@ type Terminal struct {
 	// end of the output.
 	chunks  chan termChunk
 	closing chan struct{}
-	once    sync.Once
+	// once makes Close's work happen once; closeErr is what it returned.
+	once     sync.Once
+	closeErr error
 	// cur is what Read has left of the chunk it took; offset is the
 	// offset of cur's first byte.
 	rmu    sync.Mutex
@@ -176,14 +179,14 @@ func (t *Terminal) receive(next int64) {
 	t.conn.Close()
 }
 
-// deliver hands c to Read, waiting until it takes it or Close.
+// deliver hands c to Read, waiting until it takes it or Close (then c is
+// dropped).
 func (t *Terminal) deliver(c termChunk) error {
 	select {
 	case t.chunks <- c:
-		return nil
 	case <-t.closing:
-		return errors.New("terminal: closed")
 	}
+	return nil
 }
 
 // decodeStatus reads the Kubernetes Status that says how the process
@@ -296,14 +299,33 @@ func (t *Terminal) Wait() (api.TerminalExit, error) {
 	return t.exit, t.err
 }
 
+// closeWait bounds how long Close waits for the daemon's answer to its
+// close.
+const closeWait = 3 * time.Second
+
 // Close ends the terminal: a one-shot terminal's process, or the
-// attachment to a persistent terminal, which goes on.
+// attachment to a persistent terminal, which goes on. It waits (within
+// closeWait) for the daemon to close in turn, which it does once the
+// sandbox has let go of the attachment: a persistent terminal may then
+// be attached to as its writer again at once. Calls after the first wait
+// for it and return what it did.
 func (t *Terminal) Close() error {
-	t.once.Do(func() { close(t.closing) })
-	t.wmu.Lock()
-	t.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
-	t.wmu.Unlock()
-	return t.conn.Close()
+	t.once.Do(func() {
+		close(t.closing)
+		t.wmu.Lock()
+		err := t.conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+		t.wmu.Unlock()
+		if err == nil {
+			select {
+			case <-t.done:
+			case <-time.After(closeWait):
+			}
+		}
+		if err := t.conn.Close(); !errors.Is(err, net.ErrClosed) {
+			t.closeErr = err // else the end of the output closed it
+		}
+	})
+	return t.closeErr
 }
 
 // AttachOptions choose how AttachTerminal attaches.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
 )
@@ -178,17 +179,23 @@ func (s *Server) handleProcAttach(w http.ResponseWriter, r *http.Request) {
 	defer cancel(nil)
 	a := &attachment{cancel: cancel}
 	var holder *attachment // the writer of a process with flow control
+	release := func() {}
 	if !readOnly {
 		if err := p.claimWriter(a, takeover); err != nil {
 			writeProcError(w, err)
 			return
 		}
-		defer p.releaseWriter(a)
 		if p.flow {
 			holder = a
 			p.out.hold(a, since)
-			defer p.out.release(a)
 		}
+		release = sync.OnceFunc(func() {
+			if holder != nil {
+				p.out.release(a)
+			}
+			p.releaseWriter(a)
+		})
+		defer release()
 	}
 	conn, err := switchProtocols(w, procProtocol)
 	if err != nil {
@@ -205,6 +212,10 @@ func (s *Server) handleProcAttach(w http.ResponseWriter, r *http.Request) {
 	if err := p.streamOutput(ctx, since, true, fw, holder); errors.Is(err, ErrTakenOver) {
 		_ = fw.frame(frameTakenOver, []byte(ErrTakenOver.Error()))
 	}
+	// The writer's place is free before the connection ends: a client
+	// that saw it end (ProcAttachment.Close waits for that) may attach
+	// as the writer again at once.
+	release()
 	conn.Close()
 	<-input
 }

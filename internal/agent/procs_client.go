@@ -13,6 +13,8 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
 )
@@ -323,8 +325,12 @@ func (c *Client) followStarted(ctx context.Context, body io.Reader, started func
 // ProcAttachment is a client attached to a process. Read, Write, Resize
 // and CloseWrite may be called from different goroutines.
 type ProcAttachment struct {
-	c        *Client
-	conn     net.Conn
+	c    *Client
+	conn net.Conn
+	// closing is set by Close: output that comes after it is dropped
+	// while the agent lets go of the attachment.
+	closing  atomic.Bool
+	closed   sync.Once
 	out      *io.PipeReader
 	readOnly bool
 	wmu      sync.Mutex // one frame at a time
@@ -338,10 +344,17 @@ type ProcAttachment struct {
 func (a *ProcAttachment) receive(pw *io.PipeWriter, emit OutputFunc) {
 	defer close(a.done)
 	a.err = a.c.readFrames(context.Background(), a.conn, "attachment", func(kind byte, p []byte) (bool, error) {
-		if kind == frameTakenOver {
+		switch {
+		case a.closing.Load():
+			return false, nil
+		case kind == frameTakenOver:
 			return true, fmt.Errorf("%w: %w", errdefs.ErrFailedPrecondition, ErrTakenOver)
 		}
-		return a.res.frame(kind, p, emit)
+		last, err := a.res.frame(kind, p, emit)
+		if err != nil && a.closing.Load() {
+			return false, nil // Close ended the output's reader: drain on
+		}
+		return last, err
 	})
 	pw.CloseWithError(a.err) // nil: Read returns io.EOF
 	a.conn.Close()
@@ -400,10 +413,30 @@ func (a *ProcAttachment) Wait() (ProcOutputResult, error) {
 	return a.res, a.err
 }
 
-// Close ends the attachment; the process goes on.
+// closeWait bounds how long Close waits for the agent to let go of an
+// attachment.
+const closeWait = 2 * time.Second
+
+// Close ends the attachment; the process goes on. Once Close returns, the
+// agent has let go of the attachment (within closeWait): its place as the
+// process's writer is free for another. The connection's end of input
+// tells the agent, which frees the place and then ends the connection.
 func (a *ProcAttachment) Close() error {
-	a.out.Close()
-	return a.conn.Close()
+	var err error
+	a.closed.Do(func() {
+		a.closing.Store(true)
+		a.out.Close()
+		if cw, ok := a.conn.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+			select {
+			case <-a.done:
+			case <-time.After(closeWait):
+			}
+		}
+		if err = a.conn.Close(); errors.Is(err, net.ErrClosed) {
+			err = nil // the end of the output closed it
+		}
+	})
+	return err
 }
 
 // procPath is the path of the process id's endpoint sub ("" for the

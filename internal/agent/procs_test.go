@@ -533,6 +533,30 @@ func TestProcTakeover(t *testing.T) {
 	}
 }
 
+// A writer that closes its attachment leaves the place free at once: a
+// client that detaches and attaches again (a terminal's ~.) is not
+// refused as a second writer, whether or not it read the output.
+func TestProcWriterReattach(t *testing.T) {
+	c, _ := startAgent(t)
+	ctx := context.Background()
+	info := startProc(t, c, ProcRequest{Shell: "while :; do echo tick; sleep 0.01; done", TTY: true})
+	for i := range 40 {
+		a, err := c.AttachProc(ctx, info.ID, AttachOptions{})
+		if err != nil {
+			t.Fatalf("attach %d: %v", i, err)
+		}
+		if i%2 == 0 {
+			buf := make([]byte, 4)
+			if _, err := io.ReadFull(a, buf); err != nil {
+				t.Fatalf("read %d: %v", i, err)
+			}
+		}
+		if err := a.Close(); err != nil {
+			t.Fatalf("close %d: %v", i, err)
+		}
+	}
+}
+
 // openFDs counts the test process's open files.
 // fdBaseline returns the number of files the process has open once those
 // opened on first use and kept are (the runtime's poller, the process's

@@ -236,6 +236,10 @@ func (s *Server) runTerminal(sess *terminalSession, t *service.Terminal) {
 	conn.SetReadLimit(terminalReadLimit)
 	conn.SetReadDeadline(time.Now().Add(terminalPongWait()))
 	conn.SetPongHandler(func(string) error { return conn.SetReadDeadline(time.Now().Add(terminalPongWait())) })
+	// The client's close is answered below, once the sandbox has let go
+	// of the attachment (t.Close waits for that), not at once: a client
+	// that waits for the answer may attach as the writer again at once.
+	conn.SetCloseHandler(func(int, string) error { return nil })
 	done := make(chan struct{})
 	defer close(done)
 	go func() { // keepalive
