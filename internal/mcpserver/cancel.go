@@ -133,6 +133,9 @@ func (s *Server) trackCalls(next http.Handler) http.Handler {
 			stop := context.AfterFunc(r.Context(), func() { closeOnce(ch) }) // the client went away
 			defer stop()
 			r = r.WithContext(context.WithValue(r.Context(), cancelSignalKey{}, (<-chan struct{})(ch)))
+			h := &held{}
+			defer h.release() // the response is written: its result's copies are gone
+			r = r.WithContext(context.WithValue(r.Context(), heldKey{}, h))
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -44,6 +44,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -201,18 +202,54 @@ func (s *Server) checkTarget(ctx context.Context, t FileTarget) error {
 type call struct {
 	s   *Server
 	req *mcp.CallToolRequest
-	// releases give back what the result holds of the output budget,
-	// once the tool result is built.
+	// releases give back what the result holds of the output budget.
 	releases []func()
 }
 
-// release has f called once the call's tool result is built: the memory
-// of an execution's output counts against the output budget until then.
+// release has f called once the call's result is sent (or, on a
+// transport that does not say when, built): the memory of an execution's
+// output counts against the output budget until then. The SDK copies a
+// result two or three times as it encodes it (the text, the structured
+// content, the message), after the handler has returned: budgets let go
+// at the handler's return left those copies outside any bound, as many
+// as the calls in flight.
 func (c *call) release(f func()) { c.releases = append(c.releases, f) }
 
-// done calls the functions given to release.
-func (c *call) done() {
+// done hands the functions given to release to the request's held
+// releases (trackCalls runs them once the response is written), or calls
+// them when there are none.
+func (c *call) done(ctx context.Context) {
+	if h, ok := ctx.Value(heldKey{}).(*held); ok {
+		h.add(c.releases)
+		return
+	}
 	for _, f := range c.releases {
+		f()
+	}
+}
+
+// held is what a tools/call request's results hold of the output budget,
+// given back once its response is written.
+type held struct {
+	mu sync.Mutex
+	fs []func()
+}
+
+type heldKey struct{}
+
+func (h *held) add(fs []func()) {
+	h.mu.Lock()
+	h.fs = append(h.fs, fs...)
+	h.mu.Unlock()
+}
+
+// release calls what add was given.
+func (h *held) release() {
+	h.mu.Lock()
+	fs := h.fs
+	h.fs = nil
+	h.mu.Unlock()
+	for _, f := range fs {
 		f()
 	}
 }
@@ -262,7 +299,7 @@ func add[In, Out any](s *Server, t tool[In, Out]) {
 				return errorResult(err), nil
 			}
 			c := &call{s: s, req: req}
-			defer c.done()
+			defer c.done(ctx)
 			res, extra, err := t.handle(ctx, c, args)
 			if err != nil {
 				var shown *shownError

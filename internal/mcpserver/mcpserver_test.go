@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/contexts/contextstest"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/outbuf"
 	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/session"
 )
@@ -711,5 +713,67 @@ func TestRequestTooLarge(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || err != nil || got.JSONRPC != "2.0" || string(got.ID) != "null" ||
 		got.Error.Code != jsonrpc.CodeInvalidRequest || !strings.Contains(got.Error.Message, "limit of 1024 bytes") {
 		t.Errorf("a request too large: %d %+v (%v)", resp.StatusCode, got, err)
+	}
+}
+
+// budgetWriter records the output budget in use when the first byte of a
+// response is written.
+type budgetWriter struct {
+	http.ResponseWriter
+	budget  *outbuf.Budget
+	atWrite atomic.Int64 // -1 until the first write
+}
+
+func (w *budgetWriter) Write(p []byte) (int, error) {
+	w.atWrite.CompareAndSwap(-1, w.budget.InUse())
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *budgetWriter) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
+
+// A tool's output counts against the output budget until its response is
+// written, copies and all, not only until its handler returns: the SDK
+// encodes the result after that, so many calls in flight at once would
+// hold copies of their outputs beyond the budget.
+func TestOutputHeldUntilWritten(t *testing.T) {
+	e := newEnv(t, false)
+	budget := e.M.OutputBudget()
+	var writers []*budgetWriter
+	var mu sync.Mutex
+	h := e.srv.Handler()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		bw := &budgetWriter{ResponseWriter: w, budget: budget}
+		bw.atWrite.Store(-1)
+		mu.Lock()
+		writers = append(writers, bw)
+		mu.Unlock()
+		h.ServeHTTP(bw, r)
+	}))
+	t.Cleanup(ts.Close)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(bg,
+		&mcp.StreamableClientTransport{Endpoint: ts.URL + "/mcp", DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	mu.Lock()
+	writers = nil // the handshake's
+	mu.Unlock()
+	const size = 200 << 10
+	var out api.SessionCommandResponse
+	callTool(t, cs, "execute_command", map[string]any{"command": fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a", size)}, &out)
+	if len(out.Stdout) != size {
+		t.Fatalf("stdout of %d bytes, want %d", len(out.Stdout), size)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(writers) == 0 { // the call's, then callTool's tools/list
+		t.Fatal("no request")
+	}
+	if got := writers[0].atWrite.Load(); got < size {
+		t.Errorf("output budget in use while the result was written: %d bytes, want at least the output's %d", got, size)
+	}
+	if got := budget.InUse(); got != 0 {
+		t.Errorf("output budget in use after the call: %d bytes, want 0", got)
 	}
 }
