@@ -191,6 +191,17 @@ func (r *Runtime) checkpoint(ctx context.Context, id, dir string, m *meta, pid i
 	if err := readJSONFile(filepath.Join(sdir, fileConfig), &snap.Config); err != nil {
 		return err
 	}
+	// The snapshot keeps the agent binary the sandbox runs, which the
+	// sandboxes restored from it run (agentcopy.go): the bundle mounts it
+	// from the sandbox dir, which Restore moves to the new sandbox's.
+	am := agentMount(snap.Config)
+	if am == nil {
+		return fmt.Errorf("bundle of sandbox %s mounts no agent binary", id)
+	}
+	if err := linkAgent(am.Source, filepath.Join(dir, fileAgent)); err != nil {
+		return err
+	}
+	am.Source = filepath.Join(sdir, fileAgent)
 	var err error
 	if snap.ListenerIno, err = listenerIno(pid, filepath.Join(sdir, fileSock)); err != nil {
 		return fmt.Errorf("agent listener: %w", err)
@@ -539,6 +550,13 @@ func (r *Runtime) restore(ctx context.Context, id, dir, ndir string, snap *snaps
 	}
 	if err := makeNetns(filepath.Join(ndir, fileNetns)); err != nil {
 		return err
+	}
+	// Snapshots taken before they kept their agent binary mount the one
+	// their sandbox had, wherever it is now.
+	if _, err := os.Stat(filepath.Join(dir, fileAgent)); err == nil {
+		if err := linkAgent(filepath.Join(dir, fileAgent), filepath.Join(ndir, fileAgent)); err != nil {
+			return err
+		}
 	}
 	cfg := rebase(snap.Config, snap.Dir, ndir)
 	cfg.Hostname = id

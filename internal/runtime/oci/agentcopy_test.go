@@ -1,0 +1,144 @@
+package oci
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
+)
+
+// TestAgentUpgradedInPlace installs a new agent binary at the path the
+// runtime took its agent from (a new file at the same path, as installing
+// a new daemon over the old one does) and starts a new runtime on the same
+// root, as the new daemon: the sandboxes of the old one are saved and
+// restored by the new one, and so are the snapshots the old one took. The
+// restored sandboxes run the agent they were saved with; a sandbox started
+// again runs the new one.
+func TestAgentUpgradedInPlace(t *testing.T) { forBinaries(t, testAgentUpgradedInPlace) }
+
+func testAgentUpgradedInPlace(t *testing.T, bin string) {
+	runtimetest.RequiresRoot(t)
+	for _, tc := range []struct {
+		name string
+		// checkpointFirst: the old runtime takes the snapshot before the
+		// upgrade; else the new one takes it of the old one's sandbox.
+		checkpointFirst bool
+	}{
+		{"snapshot of a sandbox made before the upgrade", false},
+		{"snapshot taken before the upgrade", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			root := newRoot(t)
+			installed := filepath.Join(t.TempDir(), "agent2env")
+			oldSize := installAgentFile(t, installed, 0)
+			newCRIU := func() *Runtime {
+				rt, err := New(Config{Root: root, AgentBinary: installed, Images: testImages{}, CRIU: testCRIU(t),
+					RuntimeBinary: testBinary(t, bin), Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				deleteLeftOnCleanup(t, rt)
+				return rt
+			}
+			rt := newCRIU()
+			startSandbox(t, rt, "old")
+			if code, out := run(t, rt.client("old"), `echo kept > /workspace/f`); code != 0 {
+				t.Fatalf("setup: %d %s", code, out)
+			}
+			snap := filepath.Join(t.TempDir(), "snap")
+			if tc.checkpointFirst {
+				if err := rt.Checkpoint(ctx, "old", snap, true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The old daemon exits: its connections to the agent go.
+			rt.client("old").Close()
+			rt.Close()
+			newSize := installAgentFile(t, installed, 4096)
+			rt = newCRIU()
+			if _, err := rt.Recover(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.checkpointFirst {
+				if err := rt.Checkpoint(ctx, "old", snap, true); err != nil {
+					t.Fatalf("checkpoint of a sandbox running across the upgrade: %v", err)
+				}
+			}
+			if err := rt.Restore(ctx, "restored", snap, nil); err != nil {
+				t.Fatalf("restore after the upgrade: %v", err)
+			}
+			if code, out := run(t, rt.client("restored"), `cat /workspace/f`); code != 0 || out != "kept\n" {
+				t.Errorf("restored sandbox: exit %d, output %q; want kept", code, out)
+			}
+			assertAgentSize(t, filepath.Join(root, "restored", fileAgent), oldSize)
+			if err := rt.Stop(ctx, "old", 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := rt.Start(ctx, "old"); err != nil {
+				t.Fatal(err)
+			}
+			assertAgentSize(t, filepath.Join(root, "old", fileAgent), newSize)
+			for _, id := range []string{"old", "restored"} {
+				if err := rt.Delete(ctx, id); err != nil {
+					t.Error(err)
+				}
+			}
+			if err := os.RemoveAll(snap); err != nil {
+				t.Fatal(err)
+			}
+			// The next runtime removes the old agent's copy, which nothing
+			// links any more.
+			newCRIU()
+			if ents, err := os.ReadDir(filepath.Join(root, dirAgents)); err != nil || len(ents) != 1 {
+				t.Errorf("%s holds %v (%v); want the current agent alone", dirAgents, ents, err)
+			}
+			runtimetest.AssertNoLeaks(t, root)
+		})
+	}
+}
+
+// installAgentFile puts a copy of agentBin with pad more bytes at path
+// (ELF ignores them) as a new file, and returns its size.
+func installAgentFile(t *testing.T, path string, pad int) int64 {
+	t.Helper()
+	in, err := os.Open(agentBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.CreateTemp(filepath.Dir(path), "install-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(out, in)
+	if err == nil {
+		_, err = out.Write(make([]byte, pad))
+	}
+	if err == nil {
+		err = out.Chmod(0o755)
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(out.Name(), path)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n + int64(pad)
+}
+
+func assertAgentSize(t *testing.T, path string, want int64) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size() != want {
+		t.Errorf("agent binary %s: %v, %v; want %d bytes", path, fi, err, want)
+	}
+}
