@@ -121,8 +121,15 @@ func copyAgent(src, dst string) error {
 }
 
 // linkAgent makes dst the agent binary src: a hard link, or a copy where
-// they are on different file systems. A dst already there is replaced.
+// they are on different file systems. A dst already there is replaced,
+// unless it is src.
 func linkAgent(src, dst string) error {
+	if si, err := os.Stat(src); err != nil {
+		return fmt.Errorf("agent binary: %w", err)
+	} else if di, err := os.Stat(dst); err == nil && os.SameFile(si, di) {
+		// Renaming a link over another of the same file does nothing.
+		return nil
+	}
 	tmp := dst + ".tmp"
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err

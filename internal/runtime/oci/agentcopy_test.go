@@ -48,6 +48,9 @@ func testAgentUpgradedInPlace(t *testing.T, bin string) {
 			}
 			rt := newCRIU()
 			startSandbox(t, rt, "old")
+			if tmp, _ := filepath.Glob(filepath.Join(root, "old", "*.tmp")); len(tmp) > 0 {
+				t.Errorf("sandbox dir holds %v after a start", tmp)
+			}
 			if code, out := run(t, rt.client("old"), `echo kept > /workspace/f`); code != 0 {
 				t.Fatalf("setup: %d %s", code, out)
 			}
