@@ -61,11 +61,13 @@ func checkCRIU(criu string, env []string, log *slog.Logger) string {
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		var out []byte
+		var out bytes.Buffer
 		cmd := exec.CommandContext(ctx, path, "check")
 		cmd.Env = withEnv(env)
-		if out, err = cmd.CombinedOutput(); err != nil {
-			err = fmt.Errorf("%s check: %w: %s", path, err, strings.TrimSpace(string(out)))
+		cmd.Stdout, cmd.Stderr = &out, &out
+		// Tracked: the collection of criu's zombies must not take it.
+		if err = runTracked(cmd); err != nil {
+			err = fmt.Errorf("%s check: %w: %s", path, err, strings.TrimSpace(out.String()))
 		}
 	}
 	if err != nil {
@@ -125,6 +127,15 @@ func (c ociCLI) criu(ctx context.Context, criu, conf string, args ...string) *ex
 	cmd := exec.CommandContext(ctx, c.bin, append(head, args...)...)
 	cmd.Env = withEnv(env)
 	return cmd
+}
+
+// execCRIU runs cmd, a command of criu's, then has the zombies it leaves
+// collected: a CRIU that fails leaves the processes it forked (its
+// service, the restored tree's root) to the daemon, their subreaper,
+// whichever runtime binary drove it.
+func (c ociCLI) execCRIU(cmd *exec.Cmd) error {
+	defer scheduleReap(c.bin)
+	return c.exec(cmd)
 }
 
 // criuFlags are the CRIU options every checkpoint and restore takes: the
@@ -305,7 +316,7 @@ func (r *Runtime) dump(ctx context.Context, id, bin, sdir, dir string, leaveRunn
 	var out bytes.Buffer
 	cmd := cli.criu(ctx, r.cfg.CRIU, filepath.Join(sdir, fileCRIUConf), append(args, id)...)
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cli.exec(cmd); err != nil {
+	if err := cli.execCRIU(cmd); err != nil {
 		// CRIU's words name host paths: they go to the daemon's log only.
 		r.log.Error("checkpoint: CRIU failed", "sandbox", id, "err", err, "output", strings.TrimSpace(out.String()),
 			"log", logTail(filepath.Join(dir, dirCRIUWork, "dump.log")))
@@ -632,7 +643,7 @@ func (r *Runtime) restore(ctx context.Context, id, dir, ndir string, snap *snaps
 	cmd := cli.criu(ctx, r.cfg.CRIU, filepath.Join(ndir, fileCRIUConf), append(args, id)...)
 	cmd.ExtraFiles = extra
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cli.exec(cmd); err != nil {
+	if err := cli.execCRIU(cmd); err != nil {
 		r.log.Error("restore: CRIU failed", "sandbox", id, "err", err, "output", logTail(filepath.Join(ndir, fileLog)),
 			"log", logTail(filepath.Join(ndir, dirCRIUWork, "restore.log")))
 		return fmt.Errorf("%s restore: %w: CRIU could not restore the snapshot's processes (the daemon's log says why)", filepath.Base(cli.bin), err)
