@@ -3,7 +3,6 @@ package oci
 import (
 	"context"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -37,15 +36,7 @@ func testAgentUpgradedInPlace(t *testing.T, bin string) {
 			root := newRoot(t)
 			installed := filepath.Join(t.TempDir(), "agent2env")
 			oldSize := installAgentFile(t, installed, 0)
-			newCRIU := func() *Runtime {
-				rt, err := New(Config{Root: root, AgentBinary: installed, Images: testImages{}, CRIU: testCRIU(t),
-					RuntimeBinary: testBinary(t, bin), Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
-				if err != nil {
-					t.Fatal(err)
-				}
-				deleteLeftOnCleanup(t, rt)
-				return rt
-			}
+			newCRIU := func() *Runtime { return newCRIURuntimeOf(t, root, bin, installed) }
 			rt := newCRIU()
 			startSandbox(t, rt, "old")
 			if tmp, _ := filepath.Glob(filepath.Join(root, "old", "*.tmp")); len(tmp) > 0 {

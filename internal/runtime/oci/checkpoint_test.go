@@ -43,7 +43,13 @@ func testCRIU(t testing.TB) string {
 // project's criu, checked by New.
 func newCRIURuntime(t testing.TB, root, binary string) *Runtime {
 	t.Helper()
-	rt, err := New(Config{Root: root, AgentBinary: agentBin, Images: testImages{}, CRIU: testCRIU(t),
+	return newCRIURuntimeOf(t, root, binary, agentBin)
+}
+
+// newCRIURuntimeOf is newCRIURuntime with the agent binary at agent.
+func newCRIURuntimeOf(t testing.TB, root, binary, agent string) *Runtime {
+	t.Helper()
+	rt, err := New(Config{Root: root, AgentBinary: agent, Images: testImages{}, CRIU: testCRIU(t),
 		RuntimeBinary: testBinary(t, binary), Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
