@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
 )
 
@@ -135,4 +137,55 @@ func assertAgentSize(t *testing.T, path string, want int64) {
 	if err != nil || fi.Size() != want {
 		t.Errorf("agent binary %s: %v, %v; want %d bytes", path, fi, err, want)
 	}
+}
+
+// TestStartOldBundle starts a stopped sandbox whose bundle a runtime made
+// before sandboxes had an agent of their own (it mounts the agent binary
+// at its installed path): Start has it mount its own link to the current
+// agent, and it runs.
+func TestStartOldBundle(t *testing.T) {
+	runtimetest.RequiresRoot(t)
+	ctx := context.Background()
+	root := newRoot(t)
+	rt := newRuntime(t, root, "runc")
+	startSandbox(t, rt, "sb")
+	if err := rt.Stop(ctx, "sb", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "sb")
+	var config specs.Spec
+	if err := readJSONFile(filepath.Join(dir, fileConfig), &config); err != nil {
+		t.Fatal(err)
+	}
+	agentMount(&config).Source = agentBin
+	if err := writeJSONFile(filepath.Join(dir, fileConfig), &config); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, fileAgent)); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Start(ctx, "sb"); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := run(t, rt.client("sb"), "echo up"); code != 0 || out != "up\n" {
+		t.Errorf("the sandbox started again: %d %q", code, out)
+	}
+	if err := readJSONFile(filepath.Join(dir, fileConfig), &config); err != nil {
+		t.Fatal(err)
+	}
+	own, err := os.Stat(filepath.Join(dir, fileAgent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := os.Stat(rt.agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src := agentMount(&config).Source; src != filepath.Join(dir, fileAgent) || !os.SameFile(own, cur) {
+		t.Errorf("the bundle mounts %s; want %s, a link to %s", src, filepath.Join(dir, fileAgent), rt.agent)
+	}
+	if err := rt.Delete(ctx, "sb"); err != nil {
+		t.Error(err)
+	}
+	runtimetest.AssertNoLeaks(t, root)
 }
