@@ -11,6 +11,7 @@ import (
 	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
+	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 // TestAgentUpgradedInPlace installs a new agent binary at the path the
@@ -188,4 +189,67 @@ func TestStartOldBundle(t *testing.T) {
 		t.Error(err)
 	}
 	runtimetest.AssertNoLeaks(t, root)
+}
+
+// TestLinkAgent: a link on one file system, a copy across two (a
+// snapshot dir elsewhere), an existing dst replaced, and nothing left
+// beside dst.
+func TestLinkAgent(t *testing.T) {
+	shm, err := os.MkdirTemp("/dev/shm", "a2e-link-")
+	if err != nil {
+		testenv.Missing(t, "no /dev/shm to copy across file systems to: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shm) })
+	src := filepath.Join(t.TempDir(), "agent")
+	if err := os.WriteFile(src, []byte("agent v2"), 0o555); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		dir      string
+		existing string // content of a dst there before, "" for none; "=" for src itself
+		wantLink bool
+	}{
+		{"same file system", t.TempDir(), "", true},
+		{"other file system", shm, "", false},
+		{"replaces another file", t.TempDir(), "agent v1", true},
+		{"is src already", "", "=", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := tc.dir
+			if dir == "" {
+				dir = t.TempDir()
+			}
+			dst := filepath.Join(dir, "agent")
+			switch tc.existing {
+			case "":
+			case "=":
+				if err := os.Link(src, dst); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				if err := os.WriteFile(dst, []byte(tc.existing), 0o555); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := linkAgent(src, dst); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(dst)
+			if err != nil || string(b) != "agent v2" {
+				t.Errorf("dst holds %q, %v; want src's", b, err)
+			}
+			si, _ := os.Stat(src)
+			di, _ := os.Stat(dst)
+			if os.SameFile(si, di) != tc.wantLink {
+				t.Errorf("dst is a link of src: %v; want %v", !tc.wantLink, tc.wantLink)
+			}
+			if di.Mode().Perm() != 0o555 {
+				t.Errorf("dst mode %v; want r-xr-xr-x", di.Mode())
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+				t.Errorf("%s holds %v; want dst alone", dir, ents)
+			}
+		})
+	}
 }
