@@ -87,7 +87,7 @@ func (c *Client) StartUpload(ctx context.Context) (*UploadBatch, error) {
 	}()
 	if err := <-answered; err != nil {
 		<-sent
-		if ae := (*Error)(nil); errors.As(err, &ae) && ae.Code == "" && errors.Is(err, errdefs.ErrNotFound) {
+		if errors.Is(err, ErrOlderAgent) {
 			c.batches.Store(batchesRefused)
 			return nil, fmt.Errorf("batch upload: %w", errors.ErrUnsupported)
 		}

@@ -129,11 +129,23 @@ func connError(err error) error {
 	return err
 }
 
-// decodeError turns an agent error response into an errdefs class.
+// ErrOlderAgent is the class of the error of a request the sandbox's
+// agent has no route for: the agent is older than the daemon (a sandbox
+// that ran on across an upgrade of the daemon), and a start of the
+// sandbox runs the daemon's. Its errdefs class is ErrNotImplemented.
+var ErrOlderAgent = errors.New("the sandbox's agent is older than this daemon")
+
+// decodeError turns an agent error response into an errdefs class. The
+// agent answers every error of its own with an errorBody; a 404 or 405
+// without one is its router's: the request's route is unknown to it.
 func decodeError(resp *http.Response) error {
 	var eb errorBody
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
+		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+			return &Error{Message: fmt.Sprintf("%v and has no %s %s: stop and start the sandbox to run the daemon's",
+				ErrOlderAgent, resp.Request.Method, resp.Request.URL.Path), class: errdefs.ErrNotImplemented, older: true}
+		}
 		eb.Error = fmt.Sprintf("agent answered %s", resp.Status)
 	}
 	return agentError(resp.StatusCode, eb)
@@ -167,12 +179,19 @@ type Error struct {
 	Code    string // agent error code, e.g. NOT_FOUND, NO_SPACE
 	Message string
 	class   error
+	older   bool // the agent knows no such route (ErrOlderAgent)
 }
 
 func (e *Error) Error() string { return e.Message }
 
-// Unwrap returns the errdefs class of the error.
-func (e *Error) Unwrap() error { return e.class }
+// Unwrap returns the errdefs class of the error, and ErrOlderAgent for an
+// unknown route.
+func (e *Error) Unwrap() []error {
+	if e.older {
+		return []error{e.class, ErrOlderAgent}
+	}
+	return []error{e.class}
+}
 
 func (c *Client) getJSON(ctx context.Context, method, path string, q url.Values, out any) error {
 	return c.sendJSON(ctx, method, path, q, nil, out)

@@ -267,7 +267,8 @@ func (m *Manager) checkpointer(op string) (sandbox.Checkpointer, error) {
 }
 
 // diskUsage is what the files under dir take on disk (sparse files count
-// their allocated blocks).
+// their allocated blocks). A file with other links is not counted: the
+// agent binary a snapshot shares with its sandboxes is theirs too.
 func diskUsage(dir string) (int64, error) {
 	var n int64
 	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
@@ -278,7 +279,7 @@ func diskUsage(dir string) (int64, error) {
 		if err != nil {
 			return err
 		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && (st.Nlink == 1 || d.IsDir()) {
 			n += st.Blocks * 512
 		}
 		return nil

@@ -417,3 +417,44 @@ func TestRecoverUnfinishedFork(t *testing.T) {
 		t.Errorf("the made fork's snapshot after Recover: %v", err)
 	}
 }
+
+// TestDiskUsage counts what a snapshot dir's own files take, not a file
+// linked elsewhere too (the agent binary the oci runtime shares with the
+// snapshot's sandboxes).
+func TestDiskUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		linked bool
+		want   int64
+	}{
+		{"own file", false, 8192},
+		{"file linked elsewhere", true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			f := filepath.Join(dir, "snap", "f")
+			if err := os.Mkdir(filepath.Dir(f), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(f, make([]byte, 8192), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if tc.linked {
+				if err := os.Link(f, filepath.Join(dir, "elsewhere")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			base, err := diskUsage(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := diskUsage(filepath.Dir(f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got-base != tc.want {
+				t.Errorf("diskUsage = %d (an empty dir %d); want %d more", got, base, tc.want)
+			}
+		})
+	}
+}

@@ -102,7 +102,7 @@ func (r *Runtime) bundleSpec(spec *sandbox.Spec, env []string, res sandbox.Resou
 			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
 			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
 			{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
-			{Destination: agentPath, Type: "bind", Source: r.cfg.AgentBinary, Options: []string{"bind", "ro", "nosuid", "nodev"}},
+			{Destination: agentPath, Type: "bind", Source: filepath.Join(r.dir(spec.ID), fileAgent), Options: []string{"bind", "ro", "nosuid", "nodev"}},
 			{Destination: sandbox.WorkDir, Type: "bind", Source: filepath.Join(disk, diskWorkspace), Options: userMount},
 			{Destination: "/tmp", Type: "bind", Source: filepath.Join(disk, diskTmp), Options: userMount},
 			{Destination: sandbox.HomeDir, Type: "bind", Source: filepath.Join(disk, diskHome), Options: userMount},

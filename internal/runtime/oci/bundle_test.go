@@ -38,7 +38,7 @@ func TestBundleSpec(t *testing.T) {
 		{"spare kernel", &Runtime{nofile: 65536}, "", sandbox.WorkDir, false, false, 65536, "python"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.rt.cfg.AgentBinary = "/usr/bin/agent2env"
+			tc.rt.cfg.Root = "/r"
 			tc.rt.cgroups = &cgroups{parent: "agent2env/0123abcd"}
 			sp := &sandbox.Spec{ID: "sb1", Cwd: tc.cwd, SpareKernel: tc.spare, Mounts: []sandbox.Mount{{Source: "/srv/a", Destination: "/data"},
 				{Source: "/srv/b", Destination: "/ro", ReadOnly: true}}}
@@ -102,7 +102,7 @@ func TestBundleSpec(t *testing.T) {
 			}
 			for dst, src := range map[string]string{
 				sandbox.WorkDir: "/r/sb1/d/workspace", "/tmp": "/r/sb1/d/tmp",
-				sandbox.HomeDir: "/r/sb1/d/home", agentPath: "/usr/bin/agent2env",
+				sandbox.HomeDir: "/r/sb1/d/home", agentPath: "/r/sb1/agent",
 			} {
 				if mounts[dst].Source != src {
 					t.Errorf("mount at %s from %q, want %q", dst, mounts[dst].Source, src)

@@ -61,11 +61,13 @@ func checkCRIU(criu string, env []string, log *slog.Logger) string {
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		var out []byte
+		var out bytes.Buffer
 		cmd := exec.CommandContext(ctx, path, "check")
 		cmd.Env = withEnv(env)
-		if out, err = cmd.CombinedOutput(); err != nil {
-			err = fmt.Errorf("%s check: %w: %s", path, err, strings.TrimSpace(string(out)))
+		cmd.Stdout, cmd.Stderr = &out, &out
+		// Tracked: the collection of criu's zombies must not take it.
+		if err = runTracked(cmd); err != nil {
+			err = fmt.Errorf("%s check: %w: %s", path, err, strings.TrimSpace(out.String()))
 		}
 	}
 	if err != nil {
@@ -125,6 +127,15 @@ func (c ociCLI) criu(ctx context.Context, criu, conf string, args ...string) *ex
 	cmd := exec.CommandContext(ctx, c.bin, append(head, args...)...)
 	cmd.Env = withEnv(env)
 	return cmd
+}
+
+// execCRIU runs cmd, a command of criu's, then has the zombies it leaves
+// collected: a CRIU that fails leaves the processes it forked (its
+// service, the restored tree's root) to the daemon, their subreaper,
+// whichever runtime binary drove it.
+func (c ociCLI) execCRIU(cmd *exec.Cmd) error {
+	defer scheduleReap(c.bin)
+	return c.exec(cmd)
 }
 
 // criuFlags are the CRIU options every checkpoint and restore takes: the
@@ -191,6 +202,17 @@ func (r *Runtime) checkpoint(ctx context.Context, id, dir string, m *meta, pid i
 	if err := readJSONFile(filepath.Join(sdir, fileConfig), &snap.Config); err != nil {
 		return err
 	}
+	// The snapshot keeps the agent binary the sandbox runs, which the
+	// sandboxes restored from it run (agentcopy.go): the bundle mounts it
+	// from the sandbox dir, which Restore moves to the new sandbox's.
+	am := agentMount(snap.Config)
+	if am == nil {
+		return fmt.Errorf("bundle of sandbox %s mounts no agent binary", id)
+	}
+	if err := linkAgent(am.Source, filepath.Join(dir, fileAgent)); err != nil {
+		return err
+	}
+	am.Source = filepath.Join(sdir, fileAgent)
 	var err error
 	if snap.ListenerIno, err = listenerIno(pid, filepath.Join(sdir, fileSock)); err != nil {
 		return fmt.Errorf("agent listener: %w", err)
@@ -294,7 +316,7 @@ func (r *Runtime) dump(ctx context.Context, id, bin, sdir, dir string, leaveRunn
 	var out bytes.Buffer
 	cmd := cli.criu(ctx, r.cfg.CRIU, filepath.Join(sdir, fileCRIUConf), append(args, id)...)
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cli.exec(cmd); err != nil {
+	if err := cli.execCRIU(cmd); err != nil {
 		// CRIU's words name host paths: they go to the daemon's log only.
 		r.log.Error("checkpoint: CRIU failed", "sandbox", id, "err", err, "output", strings.TrimSpace(out.String()),
 			"log", logTail(filepath.Join(dir, dirCRIUWork, "dump.log")))
@@ -540,6 +562,13 @@ func (r *Runtime) restore(ctx context.Context, id, dir, ndir string, snap *snaps
 	if err := makeNetns(filepath.Join(ndir, fileNetns)); err != nil {
 		return err
 	}
+	// Snapshots taken before they kept their agent binary mount the one
+	// their sandbox had, wherever it is now.
+	if _, err := os.Stat(filepath.Join(dir, fileAgent)); err == nil {
+		if err := linkAgent(filepath.Join(dir, fileAgent), filepath.Join(ndir, fileAgent)); err != nil {
+			return err
+		}
+	}
 	cfg := rebase(snap.Config, snap.Dir, ndir)
 	cfg.Hostname = id
 	cfg.Linux.CgroupsPath = r.cgroups.path(id)
@@ -614,7 +643,7 @@ func (r *Runtime) restore(ctx context.Context, id, dir, ndir string, snap *snaps
 	cmd := cli.criu(ctx, r.cfg.CRIU, filepath.Join(ndir, fileCRIUConf), append(args, id)...)
 	cmd.ExtraFiles = extra
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cli.exec(cmd); err != nil {
+	if err := cli.execCRIU(cmd); err != nil {
 		r.log.Error("restore: CRIU failed", "sandbox", id, "err", err, "output", logTail(filepath.Join(ndir, fileLog)),
 			"log", logTail(filepath.Join(ndir, dirCRIUWork, "restore.log")))
 		return fmt.Errorf("%s restore: %w: CRIU could not restore the snapshot's processes (the daemon's log says why)", filepath.Base(cli.bin), err)

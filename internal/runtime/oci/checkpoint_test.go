@@ -43,7 +43,13 @@ func testCRIU(t testing.TB) string {
 // project's criu, checked by New.
 func newCRIURuntime(t testing.TB, root, binary string) *Runtime {
 	t.Helper()
-	rt, err := New(Config{Root: root, AgentBinary: agentBin, Images: testImages{}, CRIU: testCRIU(t),
+	return newCRIURuntimeOf(t, root, binary, agentBin)
+}
+
+// newCRIURuntimeOf is newCRIURuntime with the agent binary at agent.
+func newCRIURuntimeOf(t testing.TB, root, binary, agent string) *Runtime {
+	t.Helper()
+	rt, err := New(Config{Root: root, AgentBinary: agent, Images: testImages{}, CRIU: testCRIU(t),
 		RuntimeBinary: testBinary(t, binary), Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
@@ -522,6 +528,42 @@ func TestCheckpointCRIUFails(t *testing.T) {
 	}
 	if code, out := run(t, rt.client("sb"), "echo alive"); code != 0 || out != "alive\n" {
 		t.Errorf("the sandbox after the failed checkpoint: %d %q", code, out)
+	}
+	if err := rt.Delete(ctx, "sb"); err != nil {
+		t.Error(err)
+	}
+	runtimetest.AssertNoLeaks(t, root)
+}
+
+// TestRestoreFailsNoZombies makes a restore fail in CRIU (the snapshot's
+// agent binary is not the one its images map): the criu processes that
+// the failed restore orphans to the daemon, a subreaper, are collected.
+func TestRestoreFailsNoZombies(t *testing.T) { forBinaries(t, testRestoreFailsNoZombies) }
+
+func testRestoreFailsNoZombies(t *testing.T, bin string) {
+	runtimetest.RequiresRoot(t)
+	root := newRoot(t)
+	rt := newCRIURuntime(t, root, bin)
+	ctx := context.Background()
+	startSandbox(t, rt, "sb")
+	snap := filepath.Join(t.TempDir(), "snap")
+	if err := rt.Checkpoint(ctx, "sb", snap, true); err != nil {
+		t.Fatal(err)
+	}
+	installAgentFile(t, filepath.Join(snap, fileAgent), 4096)
+	for _, id := range []string{"r1", "r2"} {
+		if err := rt.Restore(ctx, id, snap, nil); err == nil {
+			t.Fatalf("restore %s of a snapshot whose agent binary changed: no error", id)
+		}
+	}
+	var left []int
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if left = zombieChildren("criu"); len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("zombie criu children of the daemon after failed restores: %v", left)
 	}
 	if err := rt.Delete(ctx, "sb"); err != nil {
 		t.Error(err)

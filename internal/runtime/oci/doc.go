@@ -16,6 +16,9 @@
 //	agent.sock   the agent's listening socket, made on the host
 //	agent.log    the agent's (and the runtime binary's) output
 //	agent.pid    host pid and start time of the agent
+//	agent        the agent binary the sandbox runs: a link to the copy in
+//	             Root/_agents of the daemon's that made or last started it,
+//	             which an upgrade of the daemon in place leaves (agentcopy.go)
 //	egress/      only with egress, mode 0700: proxy.sock, the daemon's
 //	             egress proxy for this sandbox
 //	svc/         with Config.Services, mode 0700: daemon.sock, the

@@ -27,7 +27,8 @@ import (
 // must not collect is an exit that os/exec is about to wait for: a
 // runtime command the daemon started itself, or another package's
 // command. So it takes only zombie children named as the runtime binary
-// (only this package runs it) that are not in started, the pids of the
+// or criu (only this package runs them; a failed CRIU leaves its own
+// orphans) that are not in started, the pids of the
 // runtime commands this process has started and not yet waited for (every
 // Runtime of the process: tests run several). A command is registered
 // between its fork and its wait, its start under reapMu read-locked (so
@@ -83,7 +84,7 @@ func scheduleReap(bin string) {
 }
 
 // reapOrphans waits for the zombie children of the daemon named bin's
-// base name that it did not start itself (see above).
+// base name, or criu, that it did not start itself (see above).
 func reapOrphans(bin string) {
 	name := filepath.Base(bin)
 	reapMu.Lock()
@@ -94,7 +95,7 @@ func reapOrphans(bin string) {
 		if started[pid] {
 			continue
 		}
-		if comm, state, ok := procState(pid); ok && comm == name && state == "Z" {
+		if comm, state, ok := procState(pid); ok && (comm == name || comm == "criu") && state == "Z" {
 			var ws unix.WaitStatus
 			_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
 		}

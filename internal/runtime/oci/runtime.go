@@ -84,6 +84,7 @@ type Runtime struct {
 	nofile    uint64 // hard RLIMIT_NOFILE of the agent
 	// noCheckpoint says why the runtime has no checkpoint (Capabilities).
 	noCheckpoint string
+	agent        string // the copy of cfg.AgentBinary that sandboxes link (agentcopy.go)
 	mkfs         string // mkfs.ext4
 	maxDisk      int64  // the largest disk: Root's file system's size
 	log          *slog.Logger
@@ -106,6 +107,9 @@ const (
 	// dirExe holds the link to the sealed copy of the runtime binary that
 	// its commands execute (ociCLI.runFromMemory).
 	dirExe = "_exe"
+	// dirAgents holds the copies of the agent binaries that sandboxes
+	// link, named by their SHA-256 (agentcopy.go).
+	dirAgents = "_agents"
 )
 
 // Files in a sandbox dir.
@@ -118,6 +122,9 @@ const (
 	fileSock   = "agent.sock"
 	fileLog    = "agent.log"
 	filePid    = "agent.pid"
+	// fileAgent is the agent binary the sandbox runs, a link to one of
+	// dirAgents (agentcopy.go); a snapshot dir holds one too.
+	fileAgent = "agent"
 )
 
 // maxSocketPath is the longest path a unix socket address holds.
@@ -197,6 +204,10 @@ func New(cfg Config) (*Runtime, error) {
 			return nil, fmt.Errorf("oci runtime: %w", err)
 		}
 	}
+	agentCopy, err := installAgent(cfg.AgentBinary, filepath.Join(root, dirAgents), cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("oci runtime: %w", err)
+	}
 	if err := cli.runFromMemory(filepath.Join(root, dirExe)); err != nil {
 		cfg.Logger.Info("the runtime binary runs from its file and copies itself on every command", "binary", bin, "reason", err)
 	}
@@ -228,6 +239,7 @@ func New(cfg Config) (*Runtime, error) {
 		oomAdjust:    oomAdjust,
 		nofile:       nofile,
 		noCheckpoint: noCheckpoint,
+		agent:        agentCopy,
 		oci:          cli,
 		cgroups:      cg,
 		swapLimit:    cg.swapLimitable(),
@@ -541,6 +553,9 @@ func (r *Runtime) create(ctx context.Context, spec *sandbox.Spec, img *image.Ima
 	}
 	rootfsDone := time.Now()
 	env := processEnv(img.Config.Env, spec.Env)
+	if err := linkAgent(r.agent, filepath.Join(dir, fileAgent)); err != nil {
+		return err
+	}
 	if err := writeJSONFile(filepath.Join(dir, fileConfig), r.bundleSpec(spec, env, res, disk, rootfs)); err != nil {
 		return fmt.Errorf("write bundle: %w", err)
 	}
@@ -621,6 +636,10 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 			r.stopEgress(id)
 			return fmt.Errorf("start sandbox %s: %w", id, err)
 		}
+	}
+	if err := r.useCurrentAgent(dir); err != nil {
+		r.stopSockets(id)
+		return fmt.Errorf("start sandbox %s: %w", id, err)
 	}
 	start := time.Now()
 	if err := r.run(ctx, id, dir); err != nil {

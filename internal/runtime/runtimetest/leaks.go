@@ -38,7 +38,7 @@ func AssertNoLeaks(t testing.TB, root string) {
 	for _, e := range ents {
 		name := e.Name()
 		switch {
-		case name == "_tmpl", name == "_retained", name == "_exe": // disk templates, disks kept on purpose (Retain), the runtime binary's link
+		case name == "_tmpl", name == "_retained", name == "_exe", name == "_agents": // disk templates, disks kept on purpose (Retain), the runtime binary's link, the agent binaries
 		case strings.HasPrefix(name, "_"):
 			containers, _ := os.ReadDir(filepath.Join(root, name))
 			for _, c := range containers {

@@ -98,9 +98,13 @@ func migrate(ctx context.Context, db *pgxpool.Pool, ss []step) error {
 			if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM agent2env_migrations`).Scan(&version); err != nil {
 				return fmt.Errorf("read schema version: %w", err)
 			}
-			switch {
-			case version > len(ss):
+			if version > len(ss) {
 				return fmt.Errorf("database schema version %d is newer than this binary's %d", version, len(ss))
+			}
+			if err := checkApplied(ctx, tx, ss); err != nil {
+				return err
+			}
+			switch {
 			case version == len(ss):
 				done = true
 				return nil
@@ -118,4 +122,32 @@ func migrate(ctx context.Context, db *pgxpool.Pool, ss []step) error {
 			return err
 		}
 	}
+}
+
+// checkApplied refuses a database whose applied steps are not the first
+// steps of ss by name: one migrated by a build whose steps were numbered
+// otherwise (a branch's) has another schema under the same version, which
+// the steps after it would not bring to this binary's.
+func checkApplied(ctx context.Context, tx pgx.Tx, ss []step) error {
+	rows, err := tx.Query(ctx, `SELECT version, name FROM agent2env_migrations ORDER BY version`)
+	if err != nil {
+		return fmt.Errorf("read applied migrations: %w", err)
+	}
+	applied, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
+		Version int
+		Name    string
+	}])
+	if err != nil {
+		return fmt.Errorf("read applied migrations: %w", err)
+	}
+	for _, a := range applied {
+		if a.Version < 1 || a.Version > len(ss) || ss[a.Version-1].name != a.Name {
+			want := "none"
+			if a.Version >= 1 && a.Version <= len(ss) {
+				want = ss[a.Version-1].name
+			}
+			return fmt.Errorf("database migration %d is %s where this binary's is %s: the database was migrated by a build with other migrations", a.Version, a.Name, want)
+		}
+	}
+	return nil
 }

@@ -248,3 +248,36 @@ func TestOpenWithoutCreateRight(t *testing.T) {
 		t.Errorf("create a sandbox as that role: %v", err)
 	}
 }
+
+// TestOpenOtherMigrations refuses a database whose applied migrations are
+// not this binary's by name (a branch's build numbered its steps
+// otherwise, as the shared29 branch did before main renumbered them), and
+// opens one migrated by this binary.
+func TestOpenOtherMigrations(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		rename string // the name given to migration 4, "" for none
+		want   string // error text; "" to open
+	}{
+		{"as migrated", "", ""},
+		{"another build's step 4", "0004_llm_bodies.sql", "database migration 4 is 0004_llm_bodies.sql where this binary's is " + schema[3].name},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dbURL := server.URL(t)
+			s := open(t, dbURL)
+			if tc.rename != "" {
+				if _, err := s.w.Exec(ctx, `UPDATE agent2env_migrations SET name = $1 WHERE version = 4`, tc.rename); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s2, err := Open(ctx, dbURL)
+			if err == nil {
+				s2.Close()
+			}
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("open: %v; want %q", err, tc.want)
+			}
+		})
+	}
+}
