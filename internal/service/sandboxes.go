@@ -89,7 +89,10 @@ func (s *Sandboxes) viewOf(sb *store.Sandbox, err error) (*api.Sandbox, error) {
 
 // Create makes a sandbox from an image or a template (see
 // manager.Manager.Create). Overrides apply to templates only: with an
-// image, CPU, memory, TTL and env are given at the top level.
+// image, CPU, memory, TTL and env are given at the top level. When ctx
+// ends before the sandbox can be returned (a client that closed its
+// connection mid-create), the caller cannot learn its id: it is deleted,
+// and ctx's error returned, as CreateAndWait does.
 func (s *Sandboxes) Create(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
 	if req.FromSnapshot != "" {
 		return s.restore(ctx, req)
@@ -98,7 +101,11 @@ func (s *Sandboxes) Create(ctx context.Context, req api.CreateSandboxRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	return s.viewOf(s.m.Create(ctx, mreq))
+	sb, err := s.m.Create(ctx, mreq)
+	if err != nil {
+		return nil, err
+	}
+	return s.answerable(ctx, s.view(sb))
 }
 
 // CreateAndWait creates a sandbox as Create does and waits, up to wait, for
