@@ -38,6 +38,8 @@ func TestReapStray(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The shell reaps its children until it has become the sleep.
+		waitFor(t, func() bool { comm, _, _ := procState(helper.Process.Pid); return comm == "sleep" })
 		if err := syscall.Kill(agent, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
@@ -50,6 +52,16 @@ func TestReapStray(t *testing.T) {
 		// Now the daemon's zombie, reaped within a reapDelay or two.
 		waitState(t, agent, func(_ string, err error) bool { return err != nil })
 		t.Logf("stray %d (agent %d) reaped", i, agent)
+	}
+}
+
+// waitFor waits up to 5 s for cond; it fails the test when it never holds.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting")
+		}
 	}
 }
 
