@@ -256,39 +256,43 @@ var cmpIgnoreModTime = cmp.Comparer(func(a, b *api.FileInfo) bool {
 // TestCreateCallerGone: a create whose caller is gone before it could be
 // answered (a client that closed its connection mid-create) leaves no
 // sandbox behind, however many times it happens; one whose caller waits
-// keeps its sandbox.
+// keeps its sandbox, and one that failed is kept for its reason.
 func TestCreateCallerGone(t *testing.T) {
 	tests := []struct {
 		name     string
-		gone     bool // the caller's context ends while the sandbox starts
-		wantKept int
+		gone     bool  // the caller's context ends while the sandbox starts
+		startErr error // of the start
+		wantErr  error
+		wantKept int // records left
+		wantRun  int // of them with runtime state
 	}{
-		{name: "caller gone while the sandbox starts", gone: true, wantKept: 0},
-		{name: "caller waits", wantKept: 3},
+		{name: "caller gone while the sandbox starts", gone: true, wantErr: context.Canceled},
+		{name: "caller waits", wantKept: 3, wantRun: 3},
+		{name: "caller gone, the start failed", gone: true, startErr: errors.New("no pids"), wantKept: 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, "")
 			for range 3 {
 				ctx, cancel := context.WithCancel(context.Background())
-				if tt.gone {
-					e.rt.SetHooks(fakeruntime.Hooks{Start: func(context.Context, string) error { cancel(); return nil }})
-				}
+				e.rt.SetHooks(fakeruntime.Hooks{Start: func(context.Context, string) error {
+					if tt.gone {
+						cancel()
+					}
+					return tt.startErr
+				}})
 				_, err := e.sb.Create(ctx, api.CreateSandboxRequest{Image: "alpine"})
 				cancel()
-				if tt.gone && !errors.Is(err, context.Canceled) {
-					t.Fatalf("Create: %v, want %v", err, context.Canceled)
-				}
-				if !tt.gone && err != nil {
-					t.Fatalf("Create: %v", err)
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("Create: %v, want %v", err, tt.wantErr)
 				}
 			}
 			n, err := e.sb.Count(context.Background(), ListOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n != tt.wantKept || len(e.rt.IDs()) != tt.wantKept {
-				t.Errorf("%d records and %d runtime sandboxes left, want %d", n, len(e.rt.IDs()), tt.wantKept)
+			if n != tt.wantKept || len(e.rt.IDs()) != tt.wantRun {
+				t.Errorf("%d records and %d runtime sandboxes left, want %d and %d", n, len(e.rt.IDs()), tt.wantKept, tt.wantRun)
 			}
 		})
 	}
