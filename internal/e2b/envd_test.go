@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -1029,5 +1030,56 @@ func waitFor(t *testing.T, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatal("timed out waiting")
 		}
+	}
+}
+
+// TestWatchersGoroutines: a watcher holds one goroutine, its watch's
+// reader, while it lives, none while it waits to expire, and none once
+// removed or once its failed watch has said its error.
+func TestWatchersGoroutines(t *testing.T) {
+	const n = 50
+	tests := []struct {
+		name string
+		end  func(t *testing.T, ws *watchers, id string, fw *fakeWatch) // nil: left live
+		want int                                                        // goroutines held in all
+	}{
+		{name: "live", want: n},
+		{name: "removed", want: 0, end: func(t *testing.T, ws *watchers, id string, _ *fakeWatch) {
+			if err := ws.remove("sba", id); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "failed, error said", want: 0, end: func(t *testing.T, ws *watchers, id string, fw *fakeWatch) {
+			fw.Close()
+			waitFor(t, func() bool { _, err := ws.take("sba", id); return err != nil })
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ws := newWatchers()
+			before := runtime.NumGoroutine()
+			var ids []string
+			for range n {
+				fw := &fakeWatch{events: make(chan service.FileEvent), closed: make(chan struct{})}
+				id, err := ws.add("sba", fw, func(service.FileEvent) *filesystem.FilesystemEvent { return nil })
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, id)
+				if tt.end != nil {
+					tt.end(t, ws, id, fw)
+				}
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for runtime.NumGoroutine()-before > tt.want && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if held := runtime.NumGoroutine() - before; held > tt.want {
+				t.Errorf("%d watchers hold %d goroutines, want %d", n, held, tt.want)
+			}
+			for _, id := range ids {
+				_ = ws.remove("sba", id)
+			}
+		})
 	}
 }

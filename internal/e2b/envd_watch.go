@@ -25,8 +25,9 @@ const (
 )
 
 // watchers keeps the watchers of CreateWatcher, by id: each reads its
-// directory watch from a goroutine of its own and keeps the events until
-// GetWatcherEvents takes them. It is safe for concurrent use.
+// directory watch from a goroutine of its own, which ends with the watch,
+// and keeps the events until GetWatcherEvents takes them; a timer, not a
+// goroutine, forgets it once idle. It is safe for concurrent use.
 type watchers struct {
 	idle time.Duration
 
@@ -40,8 +41,9 @@ type watcher struct {
 	w       service.DirWatcher
 	// Guarded by watchers.mu.
 	events []*filesystem.FilesystemEvent
-	err    error     // why it stopped watching
-	read   time.Time // when its events were last taken
+	err    error       // why it stopped watching
+	read   time.Time   // when its events were last taken
+	idle   *time.Timer // runs expire
 }
 
 func newWatchers() *watchers {
@@ -62,9 +64,9 @@ func (ws *watchers) add(sandbox string, w service.DirWatcher, event func(service
 		return "", connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("%d directory watchers are open: remove one first", maxWatchers))
 	}
 	ws.m[id] = wt
+	wt.idle = time.AfterFunc(ws.idle, func() { ws.expire(id, wt) })
 	ws.mu.Unlock()
 	go ws.run(wt, event)
-	go ws.expire(id, wt)
 	return id, nil
 }
 
@@ -90,24 +92,22 @@ func (ws *watchers) run(wt *watcher, event func(service.FileEvent) *filesystem.F
 	}
 }
 
-// expire forgets wt, watcher id, once nobody has asked for its events for
-// ws.idle; it returns once wt is forgotten.
+// expire forgets wt, watcher id, and closes its watch when nobody has
+// asked for its events for ws.idle; else it runs again when that will be.
 func (ws *watchers) expire(id string, wt *watcher) {
-	t := time.NewTicker(max(ws.idle/4, time.Millisecond))
-	defer t.Stop()
-	for range t.C {
-		ws.mu.Lock()
-		gone := ws.m[id] != wt
-		idle := !gone && time.Since(wt.read) > ws.idle
-		if idle {
-			delete(ws.m, id)
-		}
+	ws.mu.Lock()
+	if ws.m[id] != wt {
 		ws.mu.Unlock()
-		if gone || idle {
-			wt.w.Close()
-			return
-		}
+		return
 	}
+	if left := ws.idle - time.Since(wt.read); left > 0 {
+		wt.idle.Reset(left)
+		ws.mu.Unlock()
+		return
+	}
+	delete(ws.m, id)
+	ws.mu.Unlock()
+	wt.w.Close()
 }
 
 // get returns watcher id of sandbox; ws.mu is held.
@@ -133,6 +133,7 @@ func (ws *watchers) take(sandbox, id string) ([]*filesystem.FilesystemEvent, err
 	w.events = nil
 	if len(events) == 0 && w.err != nil {
 		delete(ws.m, id)
+		w.idle.Stop()
 		return nil, w.err
 	}
 	if events == nil {
@@ -147,6 +148,7 @@ func (ws *watchers) remove(sandbox, id string) error {
 	w, err := ws.get(sandbox, id)
 	if err == nil {
 		delete(ws.m, id)
+		w.idle.Stop()
 	}
 	ws.mu.Unlock()
 	if err != nil {

@@ -89,7 +89,12 @@ func (s *Sandboxes) viewOf(sb *store.Sandbox, err error) (*api.Sandbox, error) {
 
 // Create makes a sandbox from an image or a template (see
 // manager.Manager.Create). Overrides apply to templates only: with an
-// image, CPU, memory, TTL and env are given at the top level.
+// image, CPU, memory, TTL and env are given at the top level. When ctx
+// ends before a sandbox that runs or is pending can be returned (a client
+// that closed its connection mid-create), the caller cannot learn its id:
+// it is deleted, and ctx's error returned, as CreateAndWait does. One
+// that failed is kept for its reason, as every failed create's (a
+// daemon's shutdown fails those it ends).
 func (s *Sandboxes) Create(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
 	if req.FromSnapshot != "" {
 		return s.restore(ctx, req)
@@ -98,7 +103,14 @@ func (s *Sandboxes) Create(ctx context.Context, req api.CreateSandboxRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	return s.viewOf(s.m.Create(ctx, mreq))
+	sb, err := s.m.Create(ctx, mreq)
+	if err != nil {
+		return nil, err
+	}
+	if sb.Status == string(api.StatusFailed) {
+		return s.view(sb), nil
+	}
+	return s.answerable(ctx, s.view(sb))
 }
 
 // CreateAndWait creates a sandbox as Create does and waits, up to wait, for

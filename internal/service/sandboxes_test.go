@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -12,6 +14,8 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
@@ -248,3 +252,83 @@ var cmpIgnoreModTime = cmp.Comparer(func(a, b *api.FileInfo) bool {
 	x.ModTime, y.ModTime = time.Time{}, time.Time{}
 	return x == y
 })
+
+// TestCreateCallerGone: a create whose caller is gone before it could be
+// answered (a client that closed its connection mid-create) leaves no
+// sandbox behind, however many times it happens; one whose caller waits
+// keeps its sandbox, and one that failed is kept for its reason.
+func TestCreateCallerGone(t *testing.T) {
+	tests := []struct {
+		name     string
+		gone     bool  // the caller's context ends while the sandbox starts
+		startErr error // of the start
+		wantErr  error
+		wantKept int // records left
+		wantRun  int // of them with runtime state
+	}{
+		{name: "caller gone while the sandbox starts", gone: true, wantErr: context.Canceled},
+		{name: "caller waits", wantKept: 3, wantRun: 3},
+		{name: "caller gone, the start failed", gone: true, startErr: errors.New("no pids"), wantKept: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, "")
+			for range 3 {
+				ctx, cancel := context.WithCancel(context.Background())
+				e.rt.SetHooks(fakeruntime.Hooks{Start: func(context.Context, string) error {
+					if tt.gone {
+						cancel()
+					}
+					return tt.startErr
+				}})
+				_, err := e.sb.Create(ctx, api.CreateSandboxRequest{Image: "alpine"})
+				cancel()
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("Create: %v, want %v", err, tt.wantErr)
+				}
+			}
+			n, err := e.sb.Count(context.Background(), ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != tt.wantKept || len(e.rt.IDs()) != tt.wantRun {
+				t.Errorf("%d records and %d runtime sandboxes left, want %d and %d", n, len(e.rt.IDs()), tt.wantKept, tt.wantRun)
+			}
+		})
+	}
+}
+
+// TestForkedCallerGone: the sandboxes a fork or a create from a snapshot
+// made are deleted when the caller is gone before they could be
+// answered, and kept when it waits.
+func TestForkedCallerGone(t *testing.T) {
+	for _, gone := range []bool{true, false} {
+		t.Run(fmt.Sprintf("gone=%v", gone), func(t *testing.T) {
+			e := newEnv(t, "")
+			var sbs []*store.Sandbox
+			for range 2 {
+				sb, err := e.m.Create(context.Background(), manager.CreateRequest{Image: "alpine"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sbs = append(sbs, sb)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			if gone {
+				cancel()
+			}
+			defer cancel()
+			_, err := e.sb.forked(ctx, &store.Snapshot{ID: "snap"}, nil, sbs, make([]map[string]string, len(sbs)))
+			if gone != errors.Is(err, context.Canceled) || !gone && err != nil {
+				t.Fatalf("forked: %v, want the caller's end: %v", err, gone)
+			}
+			want := len(sbs)
+			if gone {
+				want = 0
+			}
+			if n, err := e.sb.Count(context.Background(), ListOptions{}); err != nil || n != want || len(e.rt.IDs()) != want {
+				t.Errorf("%d records (%v) and %d runtime sandboxes left, want %d", n, err, len(e.rt.IDs()), want)
+			}
+		})
+	}
+}

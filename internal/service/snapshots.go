@@ -199,7 +199,8 @@ func forkRequests(req api.ForkRequest, heldJSON []byte) ([]manager.RestoreReques
 }
 
 // forked records the contexts of the sandboxes a fork made and returns
-// the answer; when a record fails, the sandboxes are deleted.
+// the answer; when a record fails, or ctx has ended (the caller is gone
+// and would never learn of them), the sandboxes are deleted.
 func (s *Sandboxes) forked(ctx context.Context, snap *store.Snapshot, heldJSON []byte, sbs []*store.Sandbox, maps []map[string]string) (*api.ForkResponse, error) {
 	held, err := decodeHeld(heldJSON)
 	out := &api.ForkResponse{SnapshotID: snap.ID, Sandboxes: make([]api.ForkedSandbox, len(sbs))}
@@ -209,11 +210,15 @@ func (s *Sandboxes) forked(ctx context.Context, snap *store.Snapshot, heldJSON [
 		}
 		out.Sandboxes[i] = api.ForkedSandbox{Sandbox: *s.view(sb), Contexts: maps[i]}
 	}
+	what := "record the contexts of sandboxes made from snapshot " + snap.ID
+	if err == nil && ctx.Err() != nil {
+		err, what = ctx.Err(), "make sandboxes from snapshot "+snap.ID
+	}
 	if err != nil {
 		for _, sb := range sbs {
 			err = errors.Join(err, s.m.Delete(context.WithoutCancel(ctx), sb.ID))
 		}
-		return nil, fmt.Errorf("record the contexts of sandboxes made from snapshot %s: %w", snap.ID, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }

@@ -390,6 +390,6 @@ func (g *Gate) Maintain(ctx context.Context, interval time.Duration) error {
 				g.cfg.Log.Warn("share llm usage with the other daemons", "err", err)
 			}
 		}
-		g.limiter.prune(24 * time.Hour)
+		g.limiter.prune(24*time.Hour, g.cfg.Usage != nil)
 	}
 }

@@ -60,6 +60,8 @@ type counter struct {
 	buckets [60]bucket
 	total   int64
 	last    time.Time // last use, for pruning
+	// budget: its scope had a budget when last counted, for pruning.
+	budget bool
 	// reserved is what the calls in flight reserved (admit), until they
 	// settle.
 	reserved int64
@@ -176,6 +178,7 @@ func (l *limiter) admit(scopes []scope, used map[string]int64, reserve int64) (s
 		c.add(sec, 1, 0)
 		c.reserved += reserve
 		c.last = now
+		c.budget = s.limit.BudgetTokens > 0
 	}
 	return "", nil
 }
@@ -208,17 +211,37 @@ func (l *limiter) settle(scopes []scope, used map[string]int64, reserved, tokens
 	}
 }
 
+// countIdle is how long a count no budget needs is kept unused: past its
+// minute, nothing reads it.
+const countIdle = 2 * time.Minute
+
 // prune forgets the counts of scopes unused for idle: their minute is
-// long over, and a sandbox or run gone that long is not coming back.
-func (l *limiter) prune(idle time.Duration) {
-	cut := l.now().Add(-idle)
+// long over, and a sandbox or run gone that long is not coming back. A
+// count whose scope has no budget goes after countIdle already, unless
+// calls are in flight or, on a shared store (shared), it holds counts not
+// added to the store yet: else every sandbox that ever called a model
+// would hold its count, some 5 KiB, for idle.
+func (l *limiter) prune(idle time.Duration, shared bool) {
+	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for k, c := range l.counts {
-		if c.last.Before(cut) {
+		early := !c.budget && c.reserved == 0 && c.last.Before(now.Add(-countIdle)) && !(shared && c.unshared())
+		if early || c.last.Before(now.Add(-idle)) {
 			delete(l.counts, k)
 		}
 	}
+}
+
+// unshared reports whether c holds counts share has not added to the
+// store yet.
+func (c *counter) unshared() bool {
+	for _, p := range c.pending {
+		if p.requests != 0 || p.toks != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // share adds what was counted since the last share to st, then reads

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -37,8 +38,53 @@ func TestLimiterWindow(t *testing.T) {
 	// Idle counts are forgotten.
 	l.admit([]scope{{kind: "run", id: "r"}}, nil, 0)
 	now = now.Add(25 * time.Hour)
-	l.prune(24 * time.Hour)
+	l.prune(24*time.Hour, false)
 	if len(l.counts) != 0 {
 		t.Errorf("after prune: %d counters left", len(l.counts))
+	}
+}
+
+// TestLimiterPrune: the counts of scopes without a budget are forgotten
+// countIdle after their last use, so a daemon whose sandboxes come and go
+// does not keep one per sandbox for a day; those a budget, a call in
+// flight or an unshared count still needs are kept.
+func TestLimiterPrune(t *testing.T) {
+	const n = 1000
+	tests := []struct {
+		name    string
+		limit   Limit
+		reserve int64 // of each call, never settled when not 0
+		shared  bool  // on a shared store, share not run since
+		idle    time.Duration
+		want    int // counters left
+	}{
+		{name: "no budget, idle", idle: 3 * time.Minute, want: 0},
+		{name: "no budget, rate limited, idle", limit: Limit{RequestsPerMinute: 5}, idle: 3 * time.Minute, want: 0},
+		{name: "no budget, used lately", idle: 30 * time.Second, want: n},
+		{name: "no budget, calls in flight", reserve: 10, idle: 3 * time.Minute, want: n},
+		{name: "no budget, not shared yet", shared: true, idle: 3 * time.Minute, want: n},
+		{name: "budget", limit: Limit{BudgetTokens: 1000}, idle: 3 * time.Minute, want: n},
+		{name: "budget, a day idle", limit: Limit{BudgetTokens: 1000}, idle: 25 * time.Hour, want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now := time.Unix(1_000_000, 0)
+			l := newLimiter()
+			l.now = func() time.Time { return now }
+			for i := range n {
+				sc := []scope{{kind: "sandbox", id: fmt.Sprintf("sb%d", i), limit: tt.limit}}
+				if _, err := l.admit(sc, nil, tt.reserve); err != nil {
+					t.Fatal(err)
+				}
+				if tt.reserve == 0 {
+					l.settle(sc, nil, 0, 7)
+				}
+			}
+			now = now.Add(tt.idle)
+			l.prune(24*time.Hour, tt.shared)
+			if len(l.counts) != tt.want {
+				t.Errorf("%d counters left, want %d", len(l.counts), tt.want)
+			}
+		})
 	}
 }

@@ -134,3 +134,64 @@ func procState(pid int) (comm, state string, ok bool) {
 	}
 	return s[open+1 : end], s[end+2 : end+3], true
 }
+
+// An agent killed before the runtime binary's helper that cloned it has
+// exited (crun's outlives the crun the daemon ran by a moment: a delete
+// right after a create can come first) is that helper's zombie, not the
+// daemon's, when reap looks: it becomes the daemon's when the helper
+// exits, later, and, being no runtime binary's, reapOrphans leaves it:
+// one pid for as long as the daemon runs. So reap records such a zombie
+// as a stray, by pid and start time (a zombie's pid is not reused), and
+// reapStrays collects it once it is the daemon's, looking every
+// reapDelay for strayWait at most (a helper that waits for it leaves
+// none to collect).
+var (
+	straysMu      sync.Mutex
+	strays        = map[int]stray{} // by pid
+	straysPending bool              // a reapStrays is scheduled
+)
+
+// stray is a dead agent that was not the daemon's child when reaped.
+type stray struct {
+	start uint64    // its start time (processStat)
+	since time.Time // when reap found it
+}
+
+// strayWait is how long reapStrays looks for a stray.
+const strayWait = time.Minute
+
+// awaitStray records pid, if it is a zombie, for reapStrays.
+func awaitStray(pid int) {
+	state, start, err := processStat(pid)
+	if err != nil || state != "Z" {
+		return // gone, or not dead
+	}
+	straysMu.Lock()
+	defer straysMu.Unlock()
+	strays[pid] = stray{start: start, since: time.Now()}
+	if !straysPending {
+		straysPending = true
+		time.AfterFunc(reapDelay, reapStrays)
+	}
+}
+
+// reapStrays waits for the strays that have become the daemon's children,
+// forgets those gone and those looked for strayWait, and runs again
+// reapDelay later while any is left.
+func reapStrays() {
+	straysMu.Lock()
+	defer straysMu.Unlock()
+	for pid, s := range strays {
+		if state, start, err := processStat(pid); err != nil || state != "Z" || start != s.start {
+			delete(strays, pid) // its parent reaped it
+			continue
+		}
+		var ws unix.WaitStatus
+		if got, _ := unix.Wait4(pid, &ws, unix.WNOHANG, nil); got == pid || time.Since(s.since) > strayWait {
+			delete(strays, pid)
+		}
+	}
+	if straysPending = len(strays) > 0; straysPending {
+		time.AfterFunc(reapDelay, reapStrays)
+	}
+}

@@ -44,29 +44,46 @@ var errZombie = errors.New("process exited")
 // processStart returns the start time of a live process in clock ticks
 // since boot (field 22 of /proc/PID/stat).
 func processStart(pid int) (uint64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	state, start, err := processStat(pid)
 	if err != nil {
 		return 0, err
+	}
+	if state == "Z" || state == "X" {
+		return 0, errZombie
+	}
+	return start, nil
+}
+
+// processStat returns the state and the start time in clock ticks since
+// boot of process pid, live or not (fields 3 and 22 of /proc/PID/stat).
+func processStat(pid int) (state string, start uint64, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", 0, err
 	}
 	// The command name in parentheses may hold spaces: split after it.
 	i := strings.LastIndexByte(string(b), ')')
 	if i < 0 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+		return "", 0, fmt.Errorf("parse /proc/%d/stat", pid)
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 20 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
+		return "", 0, fmt.Errorf("parse /proc/%d/stat", pid)
 	}
-	if f[0] == "Z" || f[0] == "X" {
-		return 0, errZombie
+	start, err = strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return "", 0, fmt.Errorf("parse /proc/%d/stat: %w", pid, err)
 	}
-	return strconv.ParseUint(f[19], 10, 64)
+	return f[0], start, nil
 }
 
-// reap collects the exit status of pid if it is a child of the daemon.
+// reap collects the exit status of pid if it is a child of the daemon. A
+// dead agent that is not (yet) one is left to reapStrays.
 func reap(pid int) {
 	var ws unix.WaitStatus
-	_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	if _, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); errors.Is(err, unix.ECHILD) {
+		awaitStray(pid)
+	}
 }
 
 // waitPidfd waits up to d for the process of pidfd to exit.
