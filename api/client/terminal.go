@@ -153,11 +153,11 @@ func (t *Terminal) receive(next int64) {
 		}
 		switch p[0] {
 		case api.TerminalStreamStdout:
-			err = t.deliver(termChunk{at: next, p: p[1:]})
+			t.deliver(termChunk{at: next, p: p[1:]})
 			next += int64(len(p) - 1)
 		case api.TerminalStreamStderr:
 			if t.stderr == nil {
-				err = t.deliver(termChunk{at: -1, p: p[1:]})
+				t.deliver(termChunk{at: -1, p: p[1:]})
 			} else if _, werr := t.stderr.Write(p[1:]); werr != nil {
 				err = fmt.Errorf("terminal: copy stderr: %w", werr)
 			}
@@ -180,13 +180,12 @@ func (t *Terminal) receive(next int64) {
 }
 
 // deliver hands c to Read, waiting until it takes it or Close (then c is
-// dropped).
-func (t *Terminal) deliver(c termChunk) error {
+// dropped: the output is read on to the daemon's close).
+func (t *Terminal) deliver(c termChunk) {
 	select {
 	case t.chunks <- c:
 	case <-t.closing:
 	}
-	return nil
 }
 
 // decodeStatus reads the Kubernetes Status that says how the process
