@@ -124,14 +124,12 @@ func copyAgent(src, dst string) error {
 // they are on different file systems. A dst already there is replaced,
 // unless it is src.
 func linkAgent(src, dst string) error {
-	if si, err := os.Stat(src); err != nil {
-		return fmt.Errorf("agent binary: %w", err)
-	} else if di, err := os.Stat(dst); err == nil && os.SameFile(si, di) {
+	if same, err := isLink(src, dst); err != nil || same {
 		// Renaming a link over another of the same file does nothing.
-		return nil
+		return err
 	}
 	tmp := dst + ".tmp"
-	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := removeIfExists(tmp); err != nil {
 		return err
 	}
 	err := os.Link(src, tmp)
@@ -145,6 +143,17 @@ func linkAgent(src, dst string) error {
 		return fmt.Errorf("agent binary: %w", errors.Join(err, removeIfExists(tmp)))
 	}
 	return nil
+}
+
+// isLink reports whether dst is a link to agent binary src (false when
+// there is no dst).
+func isLink(src, dst string) (bool, error) {
+	si, err := os.Stat(src)
+	if err != nil {
+		return false, fmt.Errorf("agent binary: %w", err)
+	}
+	di, err := os.Stat(dst)
+	return err == nil && os.SameFile(si, di), nil
 }
 
 func removeIfExists(path string) error {
@@ -168,10 +177,12 @@ func agentMount(config *specs.Spec) *specs.Mount {
 // useCurrentAgent links the runtime's agent binary into sandbox dir and
 // has its bundle mount it. The bundle of a sandbox made before sandboxes
 // had an agent of their own mounts Config.AgentBinary, or what was there
-// when it was made: it is rewritten to mount the link.
+// when it was made: it is rewritten to mount the link, before the link is
+// made. So a sandbox whose link is the current agent already (every one
+// just created) has a bundle that mounts it, and its bundle is not read.
 func (r *Runtime) useCurrentAgent(dir string) error {
 	own := filepath.Join(dir, fileAgent)
-	if err := linkAgent(r.agent, own); err != nil {
+	if current, err := isLink(r.agent, own); err != nil || current {
 		return err
 	}
 	var config specs.Spec
@@ -182,9 +193,11 @@ func (r *Runtime) useCurrentAgent(dir string) error {
 	if m == nil {
 		return fmt.Errorf("bundle %s mounts no agent binary", dir)
 	}
-	if m.Source == own {
-		return nil
+	if m.Source != own {
+		m.Source = own
+		if err := writeJSONFile(filepath.Join(dir, fileConfig), &config); err != nil {
+			return err
+		}
 	}
-	m.Source = own
-	return writeJSONFile(filepath.Join(dir, fileConfig), &config)
+	return linkAgent(r.agent, own)
 }
