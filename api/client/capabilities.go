@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 
 	"github.com/agent2env/agent2env/api"
@@ -13,7 +12,7 @@ import (
 func (c *Client) Capabilities(ctx context.Context) (api.Capabilities, error) {
 	var caps api.Capabilities
 	if err := c.doJSON(ctx, http.MethodGet, "/capabilities", nil, &caps); err != nil {
-		return api.Capabilities{}, fmt.Errorf("get capabilities: %w", err)
+		return api.Capabilities{}, wrapf(err, "get capabilities")
 	}
 	return caps, nil
 }

@@ -124,7 +124,7 @@ func WithUserAgent(ua string) Option {
 func New(baseURL string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(strings.TrimSpace(baseURL))
 	if err != nil {
-		return nil, fmt.Errorf("parse agent2env url: %w", err)
+		return nil, wrapf(err, "parse agent2env url")
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("agent2env url %q: want http://host:port or https://host:port", baseURL)
@@ -212,7 +212,7 @@ func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 func (c *Client) Health(ctx context.Context) error {
 	resp, err := c.send(ctx, http.MethodGet, "/health", nil, nil, "")
 	if err != nil {
-		return fmt.Errorf("health check: %w", err)
+		return wrapf(err, "health check")
 	}
 	resp.Body.Close()
 	return nil
@@ -222,7 +222,7 @@ func (c *Client) Health(ctx context.Context) error {
 func (c *Client) Version(ctx context.Context) (api.Version, error) {
 	var v api.Version
 	if err := c.doJSON(ctx, http.MethodGet, "/version", nil, &v); err != nil {
-		return api.Version{}, fmt.Errorf("get daemon version: %w", err)
+		return api.Version{}, wrapf(err, "get daemon version")
 	}
 	return v, nil
 }
@@ -233,12 +233,12 @@ func (c *Client) Version(ctx context.Context) (api.Version, error) {
 func (c *Client) send(ctx context.Context, method, path string, query url.Values, body io.Reader, contentType string) (*http.Response, error) {
 	u, err := url.Parse(c.base.String() + path)
 	if err != nil {
-		return nil, fmt.Errorf("build request url: %w", err)
+		return nil, wrapf(err, "build request url")
 	}
 	u.RawQuery = query.Encode()
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
-		return nil, fmt.Errorf("build request: %w", err)
+		return nil, wrapf(err, "build request")
 	}
 	req.Header = c.header.Clone()
 	if contentType != "" {
@@ -259,7 +259,7 @@ func (c *Client) send(ctx context.Context, method, path string, query url.Values
 func jsonBody(v any) (io.Reader, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("encode request: %w", err)
+		return nil, wrapf(err, "encode request")
 	}
 	return bytes.NewReader(b), nil
 }
@@ -290,7 +290,7 @@ func (c *Client) doJSONQuery(ctx context.Context, method, path string, query url
 		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("decode response: %w", err)
+		return wrapf(err, "decode response")
 	}
 	return nil
 }
@@ -304,7 +304,7 @@ func (c *Client) getBytes(ctx context.Context, path string, query url.Values) ([
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("read response: %w", err)
+		return nil, wrapf(err, "read response")
 	}
 	return b, nil
 }

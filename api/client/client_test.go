@@ -238,6 +238,16 @@ func TestRequests(t *testing.T) {
 				ModTime: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), IsDir: true}},
 		},
 		{
+			name:  "stat file",
+			reply: jsonReply(`{"name":"sub","path":"/workspace/sub","size":4096,"mode":"0755","mod_time":"2026-01-02T03:04:05Z","is_dir":true}`),
+			call: func(ctx context.Context, c *client.Client) (any, error) {
+				return c.Sandbox.StatFile(ctx, "sb1", "/workspace/sub")
+			},
+			want: recorded{Method: "GET", Path: "/api/v1/sandboxes/sb1/files/stat", Query: "path=%2Fworkspace%2Fsub"},
+			out: &api.FileInfo{Name: "sub", Path: "/workspace/sub", Size: 4096, Mode: "0755",
+				ModTime: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), IsDir: true},
+		},
+		{
 			name:  "image list",
 			reply: jsonReply(`{"items":[` + imageJSON + `]}`),
 			call:  func(ctx context.Context, c *client.Client) (any, error) { return c.Image.List(ctx) },

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -63,7 +62,7 @@ func (s *ContextService) handle(cx api.Context) *Context {
 func (s *ContextService) Create(ctx context.Context, req api.CreateContextRequest) (*Context, error) {
 	var cx api.Context
 	if err := s.c.doJSON(ctx, http.MethodPost, "/contexts", req, &cx); err != nil {
-		return nil, fmt.Errorf("create context: %w", err)
+		return nil, wrapf(err, "create context")
 	}
 	return s.handle(cx), nil
 }
@@ -73,12 +72,12 @@ func (s *ContextService) Create(ctx context.Context, req api.CreateContextReques
 func (s *ContextService) CreateIn(ctx context.Context, sandboxID string, req api.CreateContextRequest) (*Context, error) {
 	p, err := sandboxPath(sandboxID, "/contexts")
 	if err != nil {
-		return nil, fmt.Errorf("create context: %w", err)
+		return nil, wrapf(err, "create context")
 	}
 	req.SandboxID = ""
 	var cx api.Context
 	if err := s.c.doJSON(ctx, http.MethodPost, p, req, &cx); err != nil {
-		return nil, fmt.Errorf("create context in sandbox %s: %w", sandboxID, err)
+		return nil, wrapf(err, "create context in sandbox %s", sandboxID)
 	}
 	return s.handle(cx), nil
 }
@@ -88,11 +87,11 @@ func (s *ContextService) CreateIn(ctx context.Context, sandboxID string, req api
 func (s *ContextService) Get(ctx context.Context, id string) (*Context, error) {
 	p, err := contextPath(id, "")
 	if err != nil {
-		return nil, fmt.Errorf("get context: %w", err)
+		return nil, wrapf(err, "get context")
 	}
 	var cx api.Context
 	if err := s.c.doJSON(ctx, http.MethodGet, p, nil, &cx); err != nil {
-		return nil, fmt.Errorf("get context %s: %w", id, err)
+		return nil, wrapf(err, "get context %s", id)
 	}
 	return s.handle(cx), nil
 }
@@ -123,7 +122,7 @@ func (o ListContextsOptions) query() url.Values {
 func (s *ContextService) List(ctx context.Context, opts ListContextsOptions) ([]*Context, error) {
 	var l api.ContextList
 	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/contexts", opts.query(), nil, &l); err != nil {
-		return nil, fmt.Errorf("list contexts: %w", err)
+		return nil, wrapf(err, "list contexts")
 	}
 	items := l.Items
 	if len(items) == 0 {
@@ -144,7 +143,7 @@ func (s *ContextService) Delete(ctx context.Context, id string) error {
 		err = s.c.doJSON(ctx, http.MethodDelete, p, nil, nil)
 	}
 	if err != nil {
-		return fmt.Errorf("delete context %s: %w", id, err)
+		return wrapf(err, "delete context %s", id)
 	}
 	return nil
 }
@@ -155,11 +154,11 @@ func (s *ContextService) Delete(ctx context.Context, id string) error {
 func (s *ContextService) Execute(ctx context.Context, id string, req api.ExecuteRequest) (*api.ExecuteResponse, error) {
 	p, err := contextPath(id, "/execute")
 	if err != nil {
-		return nil, fmt.Errorf("execute: %w", err)
+		return nil, wrapf(err, "execute")
 	}
 	var res api.ExecuteResponse
 	if err := s.c.doJSON(ctx, http.MethodPost, p, req, &res); err != nil {
-		return nil, fmt.Errorf("execute in context %s: %w", id, err)
+		return nil, wrapf(err, "execute in context %s", id)
 	}
 	return &res, nil
 }
@@ -186,11 +185,11 @@ type StreamHandler struct {
 func (s *ContextService) ExecuteStream(ctx context.Context, id string, req api.ExecuteRequest, h StreamHandler) (*api.ExecuteResponse, error) {
 	p, err := contextPath(id, "/execute/stream")
 	if err != nil {
-		return nil, fmt.Errorf("execute: %w", err)
+		return nil, wrapf(err, "execute")
 	}
 	res, err := s.executeStream(ctx, p, req, h)
 	if err != nil {
-		return nil, fmt.Errorf("execute in context %s: %w", id, err)
+		return nil, wrapf(err, "execute in context %s", id)
 	}
 	return res, nil
 }
@@ -217,13 +216,13 @@ func (s *ContextService) executeStream(ctx context.Context, p string, req api.Ex
 			return nil, errors.New("execution stream ended without a complete event")
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read execution stream: %w", err)
+			return nil, wrapf(err, "read execution stream")
 		}
 		switch ev.Name {
 		case api.EventStdout, api.EventStderr:
 			var chunk api.ExecutionOutputEvent
 			if err := json.Unmarshal(ev.Data, &chunk); err != nil {
-				return nil, fmt.Errorf("decode %s event: %w", ev.Name, err)
+				return nil, wrapf(err, "decode %s event", ev.Name)
 			}
 			buf, fn := &stdout, h.OnStdout
 			if ev.Name == api.EventStderr {
@@ -236,7 +235,7 @@ func (s *ContextService) executeStream(ctx context.Context, p string, req api.Ex
 		case api.EventResult:
 			var r api.ExecutionResult
 			if err := json.Unmarshal(ev.Data, &r); err != nil {
-				return nil, fmt.Errorf("decode result event: %w", err)
+				return nil, wrapf(err, "decode result event")
 			}
 			results = append(results, r)
 			if h.OnResult != nil {
@@ -254,7 +253,7 @@ func (s *ContextService) executeStream(ctx context.Context, p string, req api.Ex
 		case api.EventComplete:
 			var res api.ExecuteResponse
 			if err := json.Unmarshal(ev.Data, &res); err != nil {
-				return nil, fmt.Errorf("decode complete event: %w", err)
+				return nil, wrapf(err, "decode complete event")
 			}
 			// The output was streamed, not repeated; the rest should be
 			// in the event, but a terse daemon gets the same answer.
@@ -284,7 +283,7 @@ func (s *ContextService) executeStream(ctx context.Context, p string, req api.Ex
 func executionErrorEvent(data []byte) (*api.ExecutionError, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(data, &fields); err != nil {
-		return nil, fmt.Errorf("decode error event: %w", err)
+		return nil, wrapf(err, "decode error event")
 	}
 	if _, ok := fields["code"]; ok {
 		err := streamError(data)
@@ -292,7 +291,7 @@ func executionErrorEvent(data []byte) (*api.ExecutionError, error) {
 	}
 	var e api.ExecutionError
 	if err := json.Unmarshal(data, &e); err != nil {
-		return nil, fmt.Errorf("decode error event: %w", err)
+		return nil, wrapf(err, "decode error event")
 	}
 	return &e, nil
 }

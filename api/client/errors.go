@@ -221,3 +221,22 @@ func (e *PrepullFailedError) Error() string {
 	}
 	return msg
 }
+
+// wrapf wraps err, the failure of an operation the client asked the
+// daemon for, with what it was doing (format and args, such as "exec in
+// sandbox %s", id), as fmt.Errorf("…: %w") does — unless err's message
+// already begins with those words: the daemon says what it was doing too,
+// naming its subject as it resolved it (an image's full reference), and
+// the same words twice read as two failures. Only the words before a
+// trailing %s, the operation without its subject, need match.
+func wrapf(err error, format string, args ...any) error {
+	op := fmt.Sprintf(format, args...)
+	verb := strings.TrimSuffix(format, "%s")
+	if verb == format || strings.TrimSpace(verb) == "" {
+		verb = op + ":"
+	}
+	if strings.HasPrefix(err.Error(), verb) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

@@ -242,3 +242,59 @@ func TestErrorDetails(t *testing.T) {
 		t.Errorf("%v is not ErrResourceExhausted", err)
 	}
 }
+
+// TestOperationNamedOnce: the client names what it was doing before the
+// daemon's message, unless the daemon's message already does.
+func TestOperationNamedOnce(t *testing.T) {
+	tests := []struct {
+		name string
+		msg  string // the daemon's message
+		call func(*client.Client) error
+		want string
+	}{
+		{
+			name: "exec, the daemon says nothing of it",
+			msg:  "sandbox sb1 not found",
+			call: func(c *client.Client) error {
+				_, err := c.Sandbox.Execute(t.Context(), "sb1", api.ExecRequest{Command: []string{"true"}})
+				return err
+			},
+			want: "exec in sandbox sb1: sandbox sb1 not found (INVALID_REQUEST, HTTP 400)",
+		},
+		{
+			name: "exec, the daemon names it",
+			msg:  "exec in sandbox sb1: working directory /x does not exist",
+			call: func(c *client.Client) error {
+				_, err := c.Sandbox.Execute(t.Context(), "sb1", api.ExecRequest{Command: []string{"true"}})
+				return err
+			},
+			want: "exec in sandbox sb1: working directory /x does not exist (INVALID_REQUEST, HTTP 400)",
+		},
+		{
+			name: "remove image, the daemon names the full reference",
+			msg:  "remove image docker.io/library/x:1: image docker.io/library/x:1 not found",
+			call: func(c *client.Client) error { return c.Image.Remove(t.Context(), "x:1") },
+			want: "remove image docker.io/library/x:1: image docker.io/library/x:1 not found (INVALID_REQUEST, HTTP 400)",
+		},
+		{
+			name: "list, another operation's words",
+			msg:  "list images: store closed",
+			call: func(c *client.Client) error {
+				_, err := c.Sandbox.List(t.Context())
+				return err
+			},
+			want: "list sandboxes: list images: store closed (INVALID_REQUEST, HTTP 400)",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, _ := fakeDaemon(t, reply{status: http.StatusBadRequest, contentType: "application/json",
+				body: `{"error":"` + tt.msg + `","code":"INVALID_REQUEST"}`})
+			err := tt.call(c)
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("err %v, want %q", err, tt.want)
+			}
+			checkClass(t, err, client.ErrBadRequest)
+		})
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -28,7 +27,7 @@ type ProgressFunc func(api.ImageProgress)
 func (s *ImageService) List(ctx context.Context) ([]api.Image, error) {
 	var l api.List[api.Image]
 	if err := s.c.doJSON(ctx, http.MethodGet, "/images", nil, &l); err != nil {
-		return nil, fmt.Errorf("list images: %w", err)
+		return nil, wrapf(err, "list images")
 	}
 	return l.Items, nil
 }
@@ -37,7 +36,7 @@ func (s *ImageService) List(ctx context.Context) ([]api.Image, error) {
 func (s *ImageService) Pull(ctx context.Context, ref string, fn ProgressFunc) (*api.Image, error) {
 	img, err := s.one(ctx, "/images/pull", ref, fn)
 	if err != nil {
-		return nil, fmt.Errorf("pull image %s: %w", ref, err)
+		return nil, wrapf(err, "pull image %s", ref)
 	}
 	return img, nil
 }
@@ -47,7 +46,7 @@ func (s *ImageService) Pull(ctx context.Context, ref string, fn ProgressFunc) (*
 func (s *ImageService) Build(ctx context.Context, name string, fn ProgressFunc) (*api.Image, error) {
 	img, err := s.one(ctx, "/images/build", name, fn)
 	if err != nil {
-		return nil, fmt.Errorf("build image %s: %w", name, err)
+		return nil, wrapf(err, "build image %s", name)
 	}
 	return img, nil
 }
@@ -64,7 +63,7 @@ func (s *ImageService) Follow(ctx context.Context, ref string, fn ProgressFunc) 
 	}
 	imgs, err := s.streamReq(ctx, http.MethodGet, "/images/follow", url.Values{"ref": {ref}}, nil, "", fn)
 	if err != nil {
-		return nil, fmt.Errorf("follow image %s: %w", ref, err)
+		return nil, wrapf(err, "follow image %s", ref)
 	}
 	return &imgs[0], nil
 }
@@ -88,7 +87,7 @@ func (s *ImageService) one(ctx context.Context, path, ref string, fn ProgressFun
 func (s *ImageService) Import(ctx context.Context, r io.Reader, fn ProgressFunc) ([]api.Image, error) {
 	imgs, err := s.stream(ctx, "/images/import", r, "application/x-tar", fn)
 	if err != nil {
-		return nil, fmt.Errorf("import images: %w", err)
+		return nil, wrapf(err, "import images")
 	}
 	return imgs, nil
 }
@@ -104,7 +103,7 @@ func (s *ImageService) Remove(ctx context.Context, ref string) error {
 		segs[i] = url.PathEscape(seg)
 	}
 	if err := s.c.doJSON(ctx, http.MethodDelete, "/images/"+strings.Join(segs, "/"), nil, nil); err != nil {
-		return fmt.Errorf("remove image %s: %w", ref, err)
+		return wrapf(err, "remove image %s", ref)
 	}
 	return nil
 }
@@ -136,13 +135,13 @@ func (s *ImageService) streamReq(ctx context.Context, method, path string, query
 			return imgs, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read progress stream: %w", err)
+			return nil, wrapf(err, "read progress stream")
 		}
 		switch ev.Name {
 		case "progress":
 			var p api.ImageProgress
 			if err := json.Unmarshal(ev.Data, &p); err != nil {
-				return nil, fmt.Errorf("decode progress event: %w", err)
+				return nil, wrapf(err, "decode progress event")
 			}
 			if fn != nil {
 				fn(p)
@@ -150,7 +149,7 @@ func (s *ImageService) streamReq(ctx context.Context, method, path string, query
 		case "image":
 			var img api.Image
 			if err := json.Unmarshal(ev.Data, &img); err != nil {
-				return nil, fmt.Errorf("decode image event: %w", err)
+				return nil, wrapf(err, "decode image event")
 			}
 			imgs = append(imgs, img)
 		case "error":

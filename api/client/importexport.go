@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -44,12 +43,12 @@ func (s *ImportExportService) ImportTemplates(ctx context.Context, r io.Reader, 
 	// Stop the copy if the request ended before reading all of it.
 	pr.CloseWithError(errors.New("import request finished"))
 	if err != nil {
-		return nil, fmt.Errorf("import templates: %w", err)
+		return nil, wrapf(err, "import templates")
 	}
 	defer resp.Body.Close()
 	var res api.ImportResult
 	if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
-		return nil, fmt.Errorf("import templates: decode response: %w", err)
+		return nil, wrapf(err, "import templates: decode response")
 	}
 	return &res, nil
 }
@@ -75,7 +74,7 @@ func writeImport(mw *multipart.Writer, r io.Reader, strategy string, prepull boo
 		return err
 	}
 	if _, err := io.Copy(part, r); err != nil {
-		return fmt.Errorf("read templates: %w", err)
+		return wrapf(err, "read templates")
 	}
 	return mw.Close()
 }
@@ -95,7 +94,7 @@ func (s *ImportExportService) ExportAll(ctx context.Context, tag string, names [
 	}
 	b, err := s.c.getBytes(ctx, "/templates/export", q)
 	if err != nil {
-		return nil, fmt.Errorf("export templates: %w", err)
+		return nil, wrapf(err, "export templates")
 	}
 	return b, nil
 }

@@ -69,7 +69,7 @@ func exchangePath(id string) (string, error) {
 func (s *LLMService) List(ctx context.Context, f LLMFilter) (*api.LLMExchangeList, error) {
 	var out api.LLMExchangeList
 	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/llm/exchanges", f.query(), nil, &out); err != nil {
-		return nil, fmt.Errorf("list LLM exchanges: %w", err)
+		return nil, wrapf(err, "list LLM exchanges")
 	}
 	return &out, nil
 }
@@ -82,7 +82,7 @@ func (s *LLMService) Get(ctx context.Context, id string) (*api.LLMExchangeDetail
 	}
 	var out api.LLMExchangeDetail
 	if err := s.c.doJSON(ctx, http.MethodGet, p, nil, &out); err != nil {
-		return nil, fmt.Errorf("get LLM exchange %s: %w", id, err)
+		return nil, wrapf(err, "get LLM exchange %s", id)
 	}
 	return &out, nil
 }
@@ -96,7 +96,7 @@ func (s *LLMService) Raw(ctx context.Context, id, part string) ([]byte, error) {
 	}
 	b, err := s.c.getBytes(ctx, p, url.Values{"raw": {part}})
 	if err != nil {
-		return nil, fmt.Errorf("get %s of LLM exchange %s: %w", part, id, err)
+		return nil, wrapf(err, "get %s of LLM exchange %s", part, id)
 	}
 	return b, nil
 }
@@ -106,7 +106,7 @@ func (s *LLMService) Raw(ctx context.Context, id, part string) ([]byte, error) {
 func (s *LLMService) Export(ctx context.Context, f LLMFilter, w io.Writer) (int, error) {
 	resp, err := s.c.send(ctx, http.MethodGet, apiPrefix+"/llm/exchanges/export", f.query(), nil, "")
 	if err != nil {
-		return 0, fmt.Errorf("export LLM exchanges: %w", err)
+		return 0, wrapf(err, "export LLM exchanges")
 	}
 	defer resp.Body.Close()
 	n := 0
@@ -126,7 +126,7 @@ func (s *LLMService) Export(ctx context.Context, f LLMFilter, w io.Writer) (int,
 		case errors.Is(err, io.EOF):
 			return n, nil
 		case err != nil:
-			return n, fmt.Errorf("export LLM exchanges: cut after %d exchanges: %w", n, err)
+			return n, wrapf(err, "export LLM exchanges: cut after %d exchanges", n)
 		}
 	}
 }
@@ -183,7 +183,7 @@ func (s *LLMService) Follow(ctx context.Context, f LLMFilter, from LLMFollowFrom
 	}
 	resp, err := s.c.send(ctx, http.MethodGet, apiPrefix+"/llm/exchanges/stream", q, nil, "")
 	if err != nil {
-		return fmt.Errorf("follow LLM exchanges: %w", err)
+		return wrapf(err, "follow LLM exchanges")
 	}
 	defer resp.Body.Close()
 	events := sse.NewReader(resp.Body)
@@ -195,19 +195,19 @@ func (s *LLMService) Follow(ctx context.Context, f LLMFilter, from LLMFollowFrom
 		case errors.Is(err, io.EOF):
 			return errors.New("follow LLM exchanges: the daemon ended the stream")
 		case err != nil:
-			return fmt.Errorf("follow LLM exchanges: %w", err)
+			return wrapf(err, "follow LLM exchanges")
 		}
 		switch ev.Name {
 		case api.LLMEventExchange:
 			var x api.LLMExchange
 			if err := json.Unmarshal(ev.Data, &x); err != nil {
-				return fmt.Errorf("decode LLM exchange event: %w", err)
+				return wrapf(err, "decode LLM exchange event")
 			}
 			if err := fn(ev.ID, x); err != nil {
 				return err
 			}
 		case "error":
-			return fmt.Errorf("follow LLM exchanges: %w", streamError(ev.Data))
+			return wrapf(streamError(ev.Data), "follow LLM exchanges")
 		}
 	}
 }
@@ -216,11 +216,11 @@ func (s *LLMService) Follow(ctx context.Context, f LLMFilter, from LLMFollowFrom
 func (s *LLMService) Conversations(ctx context.Context, sandboxID string) ([]api.LLMConversation, error) {
 	p, err := sandboxPath(sandboxID, "/conversations")
 	if err != nil {
-		return nil, fmt.Errorf("list conversations: %w", err)
+		return nil, wrapf(err, "list conversations")
 	}
 	var out api.LLMConversationList
 	if err := s.c.doJSON(ctx, http.MethodGet, p, nil, &out); err != nil {
-		return nil, fmt.Errorf("list conversations of sandbox %s: %w", sandboxID, err)
+		return nil, wrapf(err, "list conversations of sandbox %s", sandboxID)
 	}
 	return out.Items, nil
 }

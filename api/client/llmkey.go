@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 
@@ -32,7 +31,7 @@ func (c *Client) LLMKeys() *LLMKeyService { return &LLMKeyService{c: c} }
 func (s *LLMKeyService) Create(ctx context.Context, req api.LLMKeyRequest) (*api.LLMKey, error) {
 	var out api.LLMKey
 	if err := s.c.doJSON(ctx, http.MethodPost, "/llm/keys", req, &out); err != nil {
-		return nil, fmt.Errorf("create llm key: %w", err)
+		return nil, wrapf(err, "create llm key")
 	}
 	return &out, nil
 }
@@ -41,7 +40,7 @@ func (s *LLMKeyService) Create(ctx context.Context, req api.LLMKeyRequest) (*api
 func (s *LLMKeyService) List(ctx context.Context) ([]api.LLMKey, error) {
 	var out api.LLMKeyList
 	if err := s.c.doJSON(ctx, http.MethodGet, "/llm/keys", nil, &out); err != nil {
-		return nil, fmt.Errorf("list llm keys: %w", err)
+		return nil, wrapf(err, "list llm keys")
 	}
 	return out.Items, nil
 }
@@ -53,7 +52,7 @@ func (s *LLMKeyService) Revoke(ctx context.Context, id string) error {
 		return errors.New("llm key id is empty")
 	}
 	if err := s.c.doJSON(ctx, http.MethodDelete, "/llm/keys/"+url.PathEscape(id), nil, nil); err != nil {
-		return fmt.Errorf("revoke llm key %s: %w", id, err)
+		return wrapf(err, "revoke llm key %s", id)
 	}
 	return nil
 }

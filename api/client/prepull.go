@@ -36,7 +36,7 @@ func (s *PrepullService) Create(ctx context.Context, image string, timeout time.
 	req := api.PrepullRequest{Image: image, Timeout: int((timeout + time.Second - 1) / time.Second)}
 	var t api.PrepullTask
 	if err := s.c.doJSON(ctx, http.MethodPost, "/images/prepull", req, &t); err != nil {
-		return nil, fmt.Errorf("prepull %s: %w", image, err)
+		return nil, wrapf(err, "prepull %s", image)
 	}
 	return &t, nil
 }
@@ -46,11 +46,11 @@ func (s *PrepullService) Create(ctx context.Context, image string, timeout time.
 func (s *PrepullService) CreateForTemplate(ctx context.Context, name string) (*api.PrepullTask, error) {
 	p, err := templatePath(name, "/prepull")
 	if err != nil {
-		return nil, fmt.Errorf("prepull for template: %w", err)
+		return nil, wrapf(err, "prepull for template")
 	}
 	var t api.PrepullTask
 	if err := s.c.doJSON(ctx, http.MethodPost, p, nil, &t); err != nil {
-		return nil, fmt.Errorf("prepull for template %s: %w", name, err)
+		return nil, wrapf(err, "prepull for template %s", name)
 	}
 	return &t, nil
 }
@@ -68,7 +68,7 @@ func (s *PrepullService) List(ctx context.Context, image, status string) ([]api.
 	}
 	var l api.List[api.PrepullTask]
 	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/images/prepull", q, nil, &l); err != nil {
-		return nil, fmt.Errorf("list prepull tasks: %w", err)
+		return nil, wrapf(err, "list prepull tasks")
 	}
 	return l.Items, nil
 }
@@ -78,11 +78,11 @@ func (s *PrepullService) List(ctx context.Context, image, status string) ([]api.
 func (s *PrepullService) Get(ctx context.Context, id string) (*api.PrepullTask, error) {
 	p, err := prepullPath(id)
 	if err != nil {
-		return nil, fmt.Errorf("get prepull task: %w", err)
+		return nil, wrapf(err, "get prepull task")
 	}
 	var t api.PrepullTask
 	if err := s.c.doJSON(ctx, http.MethodGet, p, nil, &t); err != nil {
-		return nil, fmt.Errorf("get prepull task %s: %w", id, err)
+		return nil, wrapf(err, "get prepull task %s", id)
 	}
 	return &t, nil
 }
@@ -95,7 +95,7 @@ func (s *PrepullService) Delete(ctx context.Context, id string) error {
 		err = s.c.doJSON(ctx, http.MethodDelete, p, nil, nil)
 	}
 	if err != nil {
-		return fmt.Errorf("delete prepull task %s: %w", id, err)
+		return wrapf(err, "delete prepull task %s", id)
 	}
 	return nil
 }
@@ -118,7 +118,7 @@ func (s *PrepullService) WaitForCompletion(ctx context.Context, id string, pollI
 	for {
 		task, err := s.Get(ctx, id)
 		if err != nil {
-			return nil, fmt.Errorf("wait for prepull task %s: %w", id, err)
+			return nil, wrapf(err, "wait for prepull task %s", id)
 		}
 		switch task.Status {
 		case api.PrepullCompleted:

@@ -39,7 +39,7 @@ func runPath(id, suffix string) (string, error) {
 func (s *RunService) Submit(ctx context.Context, req api.RunSubmitRequest) (*api.RunBatch, error) {
 	var b api.RunBatch
 	if err := s.c.doJSON(ctx, http.MethodPost, "/runs", req, &b); err != nil {
-		return nil, fmt.Errorf("submit task: %w", err)
+		return nil, wrapf(err, "submit task")
 	}
 	return &b, nil
 }
@@ -72,7 +72,7 @@ func (s *RunService) List(ctx context.Context, opts ListRunsOptions) (*api.RunLi
 	}
 	var out api.RunList
 	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/runs", q, nil, &out); err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
+		return nil, wrapf(err, "list runs")
 	}
 	return &out, nil
 }
@@ -81,11 +81,11 @@ func (s *RunService) List(ctx context.Context, opts ListRunsOptions) (*api.RunLi
 func (s *RunService) Get(ctx context.Context, id string) (*api.Run, error) {
 	p, err := runPath(id, "")
 	if err != nil {
-		return nil, fmt.Errorf("get run: %w", err)
+		return nil, wrapf(err, "get run")
 	}
 	var r api.Run
 	if err := s.c.doJSON(ctx, http.MethodGet, p, nil, &r); err != nil {
-		return nil, fmt.Errorf("get run %s: %w", id, err)
+		return nil, wrapf(err, "get run %s", id)
 	}
 	return &r, nil
 }
@@ -94,11 +94,11 @@ func (s *RunService) Get(ctx context.Context, id string) (*api.Run, error) {
 func (s *RunService) Cancel(ctx context.Context, id string) (*api.Run, error) {
 	p, err := runPath(id, "/cancel")
 	if err != nil {
-		return nil, fmt.Errorf("cancel run: %w", err)
+		return nil, wrapf(err, "cancel run")
 	}
 	var r api.Run
 	if err := s.c.doJSON(ctx, http.MethodPost, p, nil, &r); err != nil {
-		return nil, fmt.Errorf("cancel run %s: %w", id, err)
+		return nil, wrapf(err, "cancel run %s", id)
 	}
 	return &r, nil
 }
@@ -108,10 +108,10 @@ func (s *RunService) Cancel(ctx context.Context, id string) (*api.Run, error) {
 func (s *RunService) Delete(ctx context.Context, id string) error {
 	p, err := runPath(id, "")
 	if err != nil {
-		return fmt.Errorf("delete run: %w", err)
+		return wrapf(err, "delete run")
 	}
 	if err := s.c.doJSON(ctx, http.MethodDelete, p, nil, nil); err != nil {
-		return fmt.Errorf("delete run %s: %w", id, err)
+		return wrapf(err, "delete run %s", id)
 	}
 	return nil
 }
@@ -121,11 +121,11 @@ func (s *RunService) Delete(ctx context.Context, id string) error {
 func (s *RunService) Events(ctx context.Context, id string, fn func(api.RunEvent) error) error {
 	p, err := runPath(id, "/events")
 	if err != nil {
-		return fmt.Errorf("follow run: %w", err)
+		return wrapf(err, "follow run")
 	}
 	resp, err := s.c.send(ctx, http.MethodGet, apiPrefix+p, nil, nil, "")
 	if err != nil {
-		return fmt.Errorf("follow run %s: %w", id, err)
+		return wrapf(err, "follow run %s", id)
 	}
 	defer resp.Body.Close()
 	events := sse.NewReader(resp.Body)
@@ -135,13 +135,13 @@ func (s *RunService) Events(ctx context.Context, id string, fn func(api.RunEvent
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("follow run %s: %w", id, err)
+			return wrapf(err, "follow run %s", id)
 		}
 		switch ev.Name {
 		case "event":
 			var re api.RunEvent
 			if err := json.Unmarshal(ev.Data, &re); err != nil {
-				return fmt.Errorf("decode run event: %w", err)
+				return wrapf(err, "decode run event")
 			}
 			if err := fn(re); err != nil {
 				return err
@@ -150,7 +150,7 @@ func (s *RunService) Events(ctx context.Context, id string, fn func(api.RunEvent
 				return nil
 			}
 		case "error":
-			return fmt.Errorf("follow run %s: %w", id, streamError(ev.Data))
+			return wrapf(streamError(ev.Data), "follow run %s", id)
 		}
 	}
 }
@@ -180,11 +180,11 @@ func (s *RunService) Artifact(ctx context.Context, id, p string) (io.ReadCloser,
 func (s *RunService) open(ctx context.Context, id, suffix, doing string) (io.ReadCloser, error) {
 	p, err := runPath(id, suffix)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", doing, err)
+		return nil, wrapf(err, "%s", doing)
 	}
 	resp, err := s.c.send(ctx, http.MethodGet, apiPrefix+p, nil, nil, "")
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", doing, id, err)
+		return nil, wrapf(err, "%s %s", doing, id)
 	}
 	return resp.Body, nil
 }

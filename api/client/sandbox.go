@@ -37,7 +37,7 @@ func sandboxPath(id, suffix string) (string, error) {
 func (s *SandboxService) Create(ctx context.Context, req api.CreateSandboxRequest) (*api.Sandbox, error) {
 	var sb api.Sandbox
 	if err := s.c.doJSON(ctx, http.MethodPost, "/sandboxes", req, &sb); err != nil {
-		return nil, fmt.Errorf("create sandbox: %w", err)
+		return nil, wrapf(err, "create sandbox")
 	}
 	return &sb, nil
 }
@@ -46,7 +46,7 @@ func (s *SandboxService) Create(ctx context.Context, req api.CreateSandboxReques
 func (s *SandboxService) List(ctx context.Context) ([]api.Sandbox, error) {
 	var l api.List[api.Sandbox]
 	if err := s.c.doJSON(ctx, http.MethodGet, "/sandboxes", nil, &l); err != nil {
-		return nil, fmt.Errorf("list sandboxes: %w", err)
+		return nil, wrapf(err, "list sandboxes")
 	}
 	return l.Items, nil
 }
@@ -55,11 +55,11 @@ func (s *SandboxService) List(ctx context.Context) ([]api.Sandbox, error) {
 func (s *SandboxService) Get(ctx context.Context, id string) (*api.Sandbox, error) {
 	p, err := sandboxPath(id, "")
 	if err != nil {
-		return nil, fmt.Errorf("get sandbox: %w", err)
+		return nil, wrapf(err, "get sandbox")
 	}
 	var sb api.Sandbox
 	if err := s.c.doJSON(ctx, http.MethodGet, p, nil, &sb); err != nil {
-		return nil, fmt.Errorf("get sandbox %s: %w", id, err)
+		return nil, wrapf(err, "get sandbox %s", id)
 	}
 	return &sb, nil
 }
@@ -71,7 +71,7 @@ func (s *SandboxService) Delete(ctx context.Context, id string) error {
 		err = s.c.doJSON(ctx, http.MethodDelete, p, nil, nil)
 	}
 	if err != nil {
-		return fmt.Errorf("delete sandbox %s: %w", id, err)
+		return wrapf(err, "delete sandbox %s", id)
 	}
 	return nil
 }
@@ -104,7 +104,7 @@ func (s *SandboxService) control(ctx context.Context, op, id string) error {
 		err = s.c.doJSON(ctx, http.MethodPost, p, nil, nil)
 	}
 	if err != nil {
-		return fmt.Errorf("%s sandbox %s: %w", op, id, err)
+		return wrapf(err, "%s sandbox %s", op, id)
 	}
 	return nil
 }
@@ -131,11 +131,11 @@ func (s *SandboxService) Resume(ctx context.Context, id string) (*api.Sandbox, e
 func (s *SandboxService) post(ctx context.Context, op, id string) (*api.Sandbox, error) {
 	p, err := sandboxPath(id, "/"+op)
 	if err != nil {
-		return nil, fmt.Errorf("%s sandbox: %w", op, err)
+		return nil, wrapf(err, "%s sandbox", op)
 	}
 	var sb api.Sandbox
 	if err := s.c.doJSON(ctx, http.MethodPost, p, nil, &sb); err != nil {
-		return nil, fmt.Errorf("%s sandbox %s: %w", op, id, err)
+		return nil, wrapf(err, "%s sandbox %s", op, id)
 	}
 	return &sb, nil
 }
@@ -148,15 +148,15 @@ func (s *SandboxService) post(ctx context.Context, op, id string) (*api.Sandbox,
 func (s *SandboxService) Execute(ctx context.Context, id string, req api.ExecRequest) (*api.ExecResponse, error) {
 	p, err := sandboxPath(id, "/exec")
 	if err != nil {
-		return nil, fmt.Errorf("exec: %w", err)
+		return nil, wrapf(err, "exec")
 	}
 	req.OutputEncoding = outputEncoding(req.OutputEncoding)
 	var res api.ExecResponse
 	if err := s.c.doJSON(ctx, http.MethodPost, p, req, &res); err != nil {
-		return nil, fmt.Errorf("exec in sandbox %s: %w", id, err)
+		return nil, wrapf(err, "exec in sandbox %s", id)
 	}
 	if err := decodeOutput(&res); err != nil {
-		return nil, fmt.Errorf("exec in sandbox %s: %w", id, err)
+		return nil, wrapf(err, "exec in sandbox %s", id)
 	}
 	return &res, nil
 }
@@ -175,11 +175,11 @@ func outputEncoding(enc string) string {
 func decodeOutput(res *api.ExecResponse) error {
 	stdout, err := api.DecodeOutput(res.Stdout, res.Encoding)
 	if err != nil {
-		return fmt.Errorf("stdout: %w", err)
+		return wrapf(err, "stdout")
 	}
 	stderr, err := api.DecodeOutput(res.Stderr, res.Encoding)
 	if err != nil {
-		return fmt.Errorf("stderr: %w", err)
+		return wrapf(err, "stderr")
 	}
 	res.Stdout, res.Stderr, res.Encoding = stdout, stderr, ""
 	return nil
@@ -195,12 +195,12 @@ func decodeOutput(res *api.ExecResponse) error {
 func (s *SandboxService) ExecuteStream(ctx context.Context, id string, req api.ExecRequest, stdout, stderr io.Writer) (*api.ExecEvent, error) {
 	p, err := sandboxPath(id, "/exec/stream")
 	if err != nil {
-		return nil, fmt.Errorf("exec: %w", err)
+		return nil, wrapf(err, "exec")
 	}
 	req.OutputEncoding = outputEncoding(req.OutputEncoding)
 	ev, err := s.execStream(ctx, p, req, stdout, stderr)
 	if err != nil {
-		return nil, fmt.Errorf("exec in sandbox %s: %w", id, err)
+		return nil, wrapf(err, "exec in sandbox %s", id)
 	}
 	return ev, nil
 }
@@ -222,7 +222,7 @@ func (s *SandboxService) execStream(ctx context.Context, p string, req api.ExecR
 			return nil, errors.New("output stream ended without an exit event")
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read output stream: %w", err)
+			return nil, wrapf(err, "read output stream")
 		}
 		var out io.Writer
 		switch ev.Name {
@@ -233,7 +233,7 @@ func (s *SandboxService) execStream(ctx context.Context, p string, req api.ExecR
 		case "exit":
 			var exit api.ExecEvent
 			if err := json.Unmarshal(ev.Data, &exit); err != nil {
-				return nil, fmt.Errorf("decode exit event: %w", err)
+				return nil, wrapf(err, "decode exit event")
 			}
 			return &exit, nil
 		case "error":
@@ -243,17 +243,17 @@ func (s *SandboxService) execStream(ctx context.Context, p string, req api.ExecR
 		}
 		var chunk api.ExecEvent
 		if err := json.Unmarshal(ev.Data, &chunk); err != nil {
-			return nil, fmt.Errorf("decode %s event: %w", ev.Name, err)
+			return nil, wrapf(err, "decode %s event", ev.Name)
 		}
 		if out == nil {
 			continue
 		}
 		data, err := api.DecodeOutput(chunk.Data, chunk.Encoding)
 		if err != nil {
-			return nil, fmt.Errorf("%s event: %w", ev.Name, err)
+			return nil, wrapf(err, "%s event", ev.Name)
 		}
 		if _, err := io.WriteString(out, data); err != nil {
-			return nil, fmt.Errorf("write %s: %w", ev.Name, err)
+			return nil, wrapf(err, "write %s", ev.Name)
 		}
 	}
 }
@@ -262,11 +262,11 @@ func (s *SandboxService) execStream(ctx context.Context, p string, req api.ExecR
 func (s *SandboxService) GetLogs(ctx context.Context, id string) (*api.LogsResponse, error) {
 	p, err := sandboxPath(id, "/logs")
 	if err != nil {
-		return nil, fmt.Errorf("get logs: %w", err)
+		return nil, wrapf(err, "get logs")
 	}
 	var logs api.LogsResponse
 	if err := s.c.doJSON(ctx, http.MethodGet, p, nil, &logs); err != nil {
-		return nil, fmt.Errorf("get logs of sandbox %s: %w", id, err)
+		return nil, wrapf(err, "get logs of sandbox %s", id)
 	}
 	return &logs, nil
 }
@@ -280,7 +280,7 @@ func (s *SandboxService) GetLogs(ctx context.Context, id string) (*api.LogsRespo
 func (s *SandboxService) UploadFile(ctx context.Context, id, filePath string, r io.Reader, mode os.FileMode) (*api.FileInfo, error) {
 	p, err := sandboxPath(id, "/files")
 	if err != nil {
-		return nil, fmt.Errorf("upload: %w", err)
+		return nil, wrapf(err, "upload")
 	}
 	if filePath == "" {
 		return nil, fmt.Errorf("upload to sandbox %s: path is empty", id)
@@ -294,12 +294,12 @@ func (s *SandboxService) UploadFile(ctx context.Context, id, filePath string, r 
 	// Stop the copy if the request ended before reading all of it.
 	pr.CloseWithError(errors.New("upload request finished"))
 	if err != nil {
-		return nil, fmt.Errorf("upload %s to sandbox %s: %w", filePath, id, err)
+		return nil, wrapf(err, "upload %s to sandbox %s", filePath, id)
 	}
 	defer resp.Body.Close()
 	var info api.FileInfo
 	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
-		return nil, fmt.Errorf("upload %s to sandbox %s: decode response: %w", filePath, id, err)
+		return nil, wrapf(err, "upload %s to sandbox %s: decode response", filePath, id)
 	}
 	return &info, nil
 }
@@ -321,7 +321,7 @@ func writeUpload(mw *multipart.Writer, filePath string, r io.Reader, mode os.Fil
 		return err
 	}
 	if _, err := io.Copy(part, r); err != nil {
-		return fmt.Errorf("read upload source: %w", err)
+		return wrapf(err, "read upload source")
 	}
 	return mw.Close()
 }
@@ -331,11 +331,11 @@ func writeUpload(mw *multipart.Writer, filePath string, r io.Reader, mode os.Fil
 func (s *SandboxService) DownloadFile(ctx context.Context, id, filePath string) (io.ReadCloser, error) {
 	p, err := sandboxPath(id, "/files")
 	if err != nil {
-		return nil, fmt.Errorf("download: %w", err)
+		return nil, wrapf(err, "download")
 	}
 	resp, err := s.c.send(ctx, http.MethodGet, apiPrefix+p, url.Values{"path": {filePath}}, nil, "")
 	if err != nil {
-		return nil, fmt.Errorf("download %s from sandbox %s: %w", filePath, id, err)
+		return nil, wrapf(err, "download %s from sandbox %s", filePath, id)
 	}
 	return resp.Body, nil
 }
@@ -358,7 +358,7 @@ func (s *SandboxService) WaitForReady(ctx context.Context, id string, pollInterv
 	for {
 		sb, err := s.Get(ctx, id)
 		if err != nil {
-			return nil, fmt.Errorf("wait for sandbox %s: %w", id, err)
+			return nil, wrapf(err, "wait for sandbox %s", id)
 		}
 		switch sb.Status {
 		case api.StatusRunning:
@@ -374,6 +374,21 @@ func (s *SandboxService) WaitForReady(ctx context.Context, id string, pollInterv
 	}
 }
 
+// StatFile describes the file at filePath in sandbox id, following
+// symbolic links; a relative path is relative to its working directory. A
+// missing file is ErrNotFound.
+func (s *SandboxService) StatFile(ctx context.Context, id, filePath string) (*api.FileInfo, error) {
+	p, err := sandboxPath(id, "/files/stat")
+	var fi api.FileInfo
+	if err == nil {
+		err = s.c.doJSONQuery(ctx, http.MethodGet, p, url.Values{"path": {filePath}}, nil, &fi)
+	}
+	if err != nil {
+		return nil, wrapf(err, "stat %s in sandbox %s", filePath, id)
+	}
+	return &fi, nil
+}
+
 // ListFiles describes the entries of the directory at dirPath in sandbox
 // id, by name; "" lists its working directory. A missing directory is
 // ErrNotFound, a path that is not a directory an invalid-argument error.
@@ -384,7 +399,7 @@ func (s *SandboxService) ListFiles(ctx context.Context, id, dirPath string) ([]a
 		err = s.c.doJSONQuery(ctx, http.MethodGet, p, url.Values{"path": {dirPath}}, nil, &list)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list %s in sandbox %s: %w", dirPath, id, err)
+		return nil, wrapf(err, "list %s in sandbox %s", dirPath, id)
 	}
 	return list.Items, nil
 }

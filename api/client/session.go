@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 
@@ -37,7 +36,7 @@ func sessionPath(id, suffix string) (string, error) {
 func (s *SessionService) ExecuteCode(ctx context.Context, req api.SessionExecuteRequest) (*api.SessionExecuteResponse, error) {
 	var out api.SessionExecuteResponse
 	if err := s.c.doJSON(ctx, http.MethodPost, "/sessions/execute", req, &out); err != nil {
-		return nil, fmt.Errorf("execute code in a session: %w", err)
+		return nil, wrapf(err, "execute code in a session")
 	}
 	return &out, nil
 }
@@ -49,10 +48,10 @@ func (s *SessionService) ExecuteCommand(ctx context.Context, req api.SessionComm
 	req.OutputEncoding = outputEncoding(req.OutputEncoding)
 	var out api.SessionCommandResponse
 	if err := s.c.doJSON(ctx, http.MethodPost, "/sessions/command", req, &out); err != nil {
-		return nil, fmt.Errorf("execute a command in a session: %w", err)
+		return nil, wrapf(err, "execute a command in a session")
 	}
 	if err := decodeOutput(&out.ExecResponse); err != nil {
-		return nil, fmt.Errorf("execute a command in a session: %w", err)
+		return nil, wrapf(err, "execute a command in a session")
 	}
 	return &out, nil
 }
@@ -65,7 +64,7 @@ func (s *SessionService) Get(ctx context.Context, id string) (*api.Session, erro
 	}
 	var out api.Session
 	if err := s.c.doJSON(ctx, http.MethodGet, p, nil, &out); err != nil {
-		return nil, fmt.Errorf("get session %s: %w", id, err)
+		return nil, wrapf(err, "get session %s", id)
 	}
 	return &out, nil
 }
@@ -74,7 +73,7 @@ func (s *SessionService) Get(ctx context.Context, id string) (*api.Session, erro
 func (s *SessionService) List(ctx context.Context) ([]api.Session, error) {
 	var out api.SessionList
 	if err := s.c.doJSON(ctx, http.MethodGet, "/sessions", nil, &out); err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
+		return nil, wrapf(err, "list sessions")
 	}
 	return out.Items, nil
 }
@@ -86,7 +85,7 @@ func (s *SessionService) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	if err := s.c.doJSON(ctx, http.MethodDelete, p, nil, nil); err != nil {
-		return fmt.Errorf("delete session %s: %w", id, err)
+		return wrapf(err, "delete session %s", id)
 	}
 	return nil
 }
@@ -100,7 +99,7 @@ func (s *SessionService) KeepAlive(ctx context.Context, id string, req api.KeepA
 	}
 	var out api.Session
 	if err := s.c.doJSON(ctx, http.MethodPost, p, req, &out); err != nil {
-		return nil, fmt.Errorf("keep session %s alive: %w", id, err)
+		return nil, wrapf(err, "keep session %s alive", id)
 	}
 	return &out, nil
 }
@@ -109,7 +108,7 @@ func (s *SessionService) KeepAlive(ctx context.Context, id string, req api.KeepA
 func (c *Client) Stats(ctx context.Context) (*api.Stats, error) {
 	var out api.Stats
 	if err := c.doJSON(ctx, http.MethodGet, "/stats", nil, &out); err != nil {
-		return nil, fmt.Errorf("get stats: %w", err)
+		return nil, wrapf(err, "get stats")
 	}
 	return &out, nil
 }

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 
@@ -39,7 +38,7 @@ func (s *SnapshotService) Create(ctx context.Context, sandboxID string, stop boo
 		err = s.c.doJSON(ctx, http.MethodPost, p, api.CreateSnapshotRequest{Stop: stop}, &snap)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("snapshot sandbox %s: %w", sandboxID, err)
+		return nil, wrapf(err, "snapshot sandbox %s", sandboxID)
 	}
 	return &snap, nil
 }
@@ -53,7 +52,7 @@ func (s *SnapshotService) List(ctx context.Context, sandboxID string) ([]api.Sna
 	}
 	var l api.SnapshotList
 	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/snapshots", q, nil, &l); err != nil {
-		return nil, fmt.Errorf("list snapshots: %w", err)
+		return nil, wrapf(err, "list snapshots")
 	}
 	return l.Items, nil
 }
@@ -66,7 +65,7 @@ func (s *SnapshotService) Get(ctx context.Context, id string) (*api.Snapshot, er
 		err = s.c.doJSON(ctx, http.MethodGet, p, nil, &snap)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get snapshot %s: %w", id, err)
+		return nil, wrapf(err, "get snapshot %s", id)
 	}
 	return &snap, nil
 }
@@ -78,7 +77,7 @@ func (s *SnapshotService) Delete(ctx context.Context, id string) error {
 		err = s.c.doJSON(ctx, http.MethodDelete, p, nil, nil)
 	}
 	if err != nil {
-		return fmt.Errorf("delete snapshot %s: %w", id, err)
+		return wrapf(err, "delete snapshot %s", id)
 	}
 	return nil
 }
@@ -106,7 +105,7 @@ func (s *SnapshotService) ForkSandbox(ctx context.Context, id string, req api.Fo
 		err = s.c.doJSON(ctx, http.MethodPost, p, req, &out)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("fork sandbox %s: %w", id, err)
+		return nil, wrapf(err, "fork sandbox %s", id)
 	}
 	return &out, nil
 }
@@ -120,7 +119,7 @@ func (s *SnapshotService) Fork(ctx context.Context, id string, req api.ForkReque
 		err = s.c.doJSON(ctx, http.MethodPost, p+"/fork", req, &out)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("fork snapshot %s: %w", id, err)
+		return nil, wrapf(err, "fork snapshot %s", id)
 	}
 	return &out, nil
 }

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -65,7 +64,7 @@ func templatePath(name, suffix string) (string, error) {
 func (s *TemplateService) Create(ctx context.Context, req api.CreateTemplateRequest) (*api.Template, error) {
 	var t api.Template
 	if err := s.c.doJSON(ctx, http.MethodPost, "/templates", req, &t); err != nil {
-		return nil, fmt.Errorf("create template %s: %w", req.Name, err)
+		return nil, wrapf(err, "create template %s", req.Name)
 	}
 	return &t, nil
 }
@@ -75,7 +74,7 @@ func (s *TemplateService) Create(ctx context.Context, req api.CreateTemplateRequ
 func (s *TemplateService) List(ctx context.Context, opts ListTemplatesOptions) (*api.TemplateList, error) {
 	var l api.TemplateList
 	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/templates", opts.query(), nil, &l); err != nil {
-		return nil, fmt.Errorf("list templates: %w", err)
+		return nil, wrapf(err, "list templates")
 	}
 	return &l, nil
 }
@@ -84,11 +83,11 @@ func (s *TemplateService) List(ctx context.Context, opts ListTemplatesOptions) (
 func (s *TemplateService) Get(ctx context.Context, name string) (*api.Template, error) {
 	p, err := templatePath(name, "")
 	if err != nil {
-		return nil, fmt.Errorf("get template: %w", err)
+		return nil, wrapf(err, "get template")
 	}
 	var t api.Template
 	if err := s.c.doJSON(ctx, http.MethodGet, p, nil, &t); err != nil {
-		return nil, fmt.Errorf("get template %s: %w", name, err)
+		return nil, wrapf(err, "get template %s", name)
 	}
 	return &t, nil
 }
@@ -99,11 +98,11 @@ func (s *TemplateService) Get(ctx context.Context, name string) (*api.Template, 
 func (s *TemplateService) Update(ctx context.Context, name string, req api.UpdateTemplateRequest) (*api.Template, error) {
 	p, err := templatePath(name, "")
 	if err != nil {
-		return nil, fmt.Errorf("update template: %w", err)
+		return nil, wrapf(err, "update template")
 	}
 	var t api.Template
 	if err := s.c.doJSON(ctx, http.MethodPut, p, req, &t); err != nil {
-		return nil, fmt.Errorf("update template %s: %w", name, err)
+		return nil, wrapf(err, "update template %s", name)
 	}
 	return &t, nil
 }
@@ -116,7 +115,7 @@ func (s *TemplateService) Delete(ctx context.Context, name string) error {
 		err = s.c.doJSON(ctx, http.MethodDelete, p, nil, nil)
 	}
 	if err != nil {
-		return fmt.Errorf("delete template %s: %w", name, err)
+		return wrapf(err, "delete template %s", name)
 	}
 	return nil
 }
@@ -125,11 +124,11 @@ func (s *TemplateService) Delete(ctx context.Context, name string) error {
 func (s *TemplateService) ListVersions(ctx context.Context, name string) (*api.VersionList, error) {
 	p, err := templatePath(name, "/versions")
 	if err != nil {
-		return nil, fmt.Errorf("list template versions: %w", err)
+		return nil, wrapf(err, "list template versions")
 	}
 	var l api.VersionList
 	if err := s.c.doJSON(ctx, http.MethodGet, p, nil, &l); err != nil {
-		return nil, fmt.Errorf("list versions of template %s: %w", name, err)
+		return nil, wrapf(err, "list versions of template %s", name)
 	}
 	return &l, nil
 }
@@ -138,11 +137,11 @@ func (s *TemplateService) ListVersions(ctx context.Context, name string) (*api.V
 func (s *TemplateService) GetVersion(ctx context.Context, name string, version int) (*api.TemplateVersion, error) {
 	p, err := templatePath(name, "/versions/"+strconv.Itoa(version))
 	if err != nil {
-		return nil, fmt.Errorf("get template version: %w", err)
+		return nil, wrapf(err, "get template version")
 	}
 	var v api.TemplateVersion
 	if err := s.c.doJSON(ctx, http.MethodGet, p, nil, &v); err != nil {
-		return nil, fmt.Errorf("get version %d of template %s: %w", version, name, err)
+		return nil, wrapf(err, "get version %d of template %s", version, name)
 	}
 	return &v, nil
 }
@@ -153,12 +152,12 @@ func (s *TemplateService) GetVersion(ctx context.Context, name string, version i
 func (s *TemplateService) Rollback(ctx context.Context, name string, targetVersion int, changelog string) (*api.RollbackResponse, error) {
 	p, err := templatePath(name, "/rollback")
 	if err != nil {
-		return nil, fmt.Errorf("roll back template: %w", err)
+		return nil, wrapf(err, "roll back template")
 	}
 	var out api.RollbackResponse
 	req := api.RollbackRequest{TargetVersion: targetVersion, Changelog: changelog}
 	if err := s.c.doJSON(ctx, http.MethodPost, p, req, &out); err != nil {
-		return nil, fmt.Errorf("roll back template %s to version %d: %w", name, targetVersion, err)
+		return nil, wrapf(err, "roll back template %s to version %d", name, targetVersion)
 	}
 	return &out, nil
 }
@@ -169,7 +168,7 @@ func (s *TemplateService) Rollback(ctx context.Context, name string, targetVersi
 func (s *TemplateService) ExportYAML(ctx context.Context, name string, version int) ([]byte, error) {
 	p, err := templatePath(name, "/export")
 	if err != nil {
-		return nil, fmt.Errorf("export template: %w", err)
+		return nil, wrapf(err, "export template")
 	}
 	var q url.Values
 	if version > 0 {
@@ -177,7 +176,7 @@ func (s *TemplateService) ExportYAML(ctx context.Context, name string, version i
 	}
 	b, err := s.c.getBytes(ctx, p, q)
 	if err != nil {
-		return nil, fmt.Errorf("export template %s: %w", name, err)
+		return nil, wrapf(err, "export template %s", name)
 	}
 	return b, nil
 }

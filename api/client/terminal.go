@@ -86,7 +86,7 @@ func (s *SandboxService) Terminal(ctx context.Context, id string, req api.Termin
 	}
 	p, err := sandboxPath(id, "/exec/interactive")
 	if err != nil {
-		return nil, fmt.Errorf("connect to a terminal: %w", err)
+		return nil, wrapf(err, "connect to a terminal")
 	}
 	return s.dialTerminal(ctx, p, q, 0, opts.Stderr, "connect to a terminal in sandbox "+id)
 }
@@ -120,9 +120,9 @@ func (s *SandboxService) dialTerminal(ctx context.Context, path string, q url.Va
 	conn, resp, err := d.DialContext(ctx, u.String(), header)
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-			return nil, fmt.Errorf("%s: %w", what, readError(resp))
+			return nil, wrapf(readError(resp), "%s", what)
 		}
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return nil, wrapf(err, "%s", what)
 	}
 	if conn.Subprotocol() != api.TerminalProtocolK8s {
 		conn.Close()
@@ -144,7 +144,7 @@ func (t *Terminal) receive(next int64) {
 		_, p, err := t.conn.ReadMessage()
 		if err != nil {
 			if !gotExit {
-				t.err = fmt.Errorf("terminal: the connection ended before the process: %w", err)
+				t.err = wrapf(err, "terminal: the connection ended before the process")
 			} // else the exit was said; a close not said cleanly loses nothing
 			break
 		}
@@ -203,7 +203,7 @@ func decodeStatus(p []byte) (api.TerminalExit, error) {
 		} `json:"details"`
 	}
 	if err := json.Unmarshal(p, &st); err != nil {
-		return api.TerminalExit{}, fmt.Errorf("terminal: decode exit status: %w", err)
+		return api.TerminalExit{}, wrapf(err, "terminal: decode exit status")
 	}
 	switch {
 	case st.Status == "Success":
@@ -286,7 +286,7 @@ func (t *Terminal) send(stream byte, p []byte) error {
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
 	if err := t.conn.WriteMessage(websocket.BinaryMessage, append([]byte{stream}, p...)); err != nil {
-		return fmt.Errorf("terminal: send: %w", err)
+		return wrapf(err, "terminal: send")
 	}
 	return nil
 }
@@ -351,7 +351,7 @@ func (s *SandboxService) CreateTerminal(ctx context.Context, id string, req api.
 		err = s.c.doJSON(ctx, http.MethodPost, p, req, &info)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("create terminal in sandbox %s: %w", id, err)
+		return nil, wrapf(err, "create terminal in sandbox %s", id)
 	}
 	return &info, nil
 }
@@ -365,7 +365,7 @@ func (s *SandboxService) ListTerminals(ctx context.Context, id string) ([]api.Te
 		err = s.c.doJSON(ctx, http.MethodGet, p, nil, &list)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list terminals of sandbox %s: %w", id, err)
+		return nil, wrapf(err, "list terminals of sandbox %s", id)
 	}
 	return list.Items, nil
 }
@@ -389,7 +389,7 @@ func (s *SandboxService) terminalOp(ctx context.Context, method, id, name, what 
 		err = s.c.doJSON(ctx, method, p, nil, &info)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s terminal %s of sandbox %s: %w", what, name, id, err)
+		return nil, wrapf(err, "%s terminal %s of sandbox %s", what, name, id)
 	}
 	return &info, nil
 }
@@ -401,7 +401,7 @@ func (s *SandboxService) terminalOp(ctx context.Context, method, id, name, what 
 func (s *SandboxService) AttachTerminal(ctx context.Context, id, name string, opts AttachOptions) (*Terminal, error) {
 	p, err := sandboxPath(id, "/terminals/"+url.PathEscape(name)+"/attach")
 	if err != nil {
-		return nil, fmt.Errorf("attach terminal: %w", err)
+		return nil, wrapf(err, "attach terminal")
 	}
 	q := url.Values{
 		"since":    {strconv.FormatInt(opts.Since, 10)},

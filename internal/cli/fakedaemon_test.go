@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -68,7 +69,7 @@ func newFakeDaemon(t *testing.T) *fakeDaemon {
 	mux.HandleFunc("POST /api/v1/sandboxes/{id}/exec/stream", d.exec)
 	mux.HandleFunc("POST /api/v1/sandboxes/{id}/files", d.upload)
 	mux.HandleFunc("GET /api/v1/sandboxes/{id}/files", d.download)
-	mux.HandleFunc("GET /api/v1/sandboxes/{id}/files/list", d.listFiles)
+	mux.HandleFunc("GET /api/v1/sandboxes/{id}/files/stat", d.statFile)
 	mux.HandleFunc("GET /api/v1/sandboxes/{id}/logs", d.logs)
 	mux.HandleFunc("GET /api/v1/images", d.listImages)
 	mux.HandleFunc("POST /api/v1/images/pull", d.pull)
@@ -344,22 +345,22 @@ func (d *fakeDaemon) isDir(id, p string) bool {
 	return false
 }
 
-func (d *fakeDaemon) listFiles(w http.ResponseWriter, r *http.Request) {
+func (d *fakeDaemon) statFile(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.sandbox(w, r) == nil {
 		return
 	}
 	id, p := r.PathValue("id"), r.URL.Query().Get("path")
-	if _, ok := d.files[id+":"+p]; ok {
-		fail(w, http.StatusBadRequest, api.CodeInvalidRequest, p+" is not a directory")
+	if data, ok := d.files[id+":"+p]; ok {
+		reply(w, http.StatusOK, api.FileInfo{Name: path.Base(p), Path: p, Size: int64(len(data.data)), Mode: data.mode})
 		return
 	}
 	if !d.isDir(id, p) {
-		fail(w, http.StatusNotFound, api.CodeFileNotFound, "no such directory "+p)
+		fail(w, http.StatusNotFound, api.CodeFileNotFound, "no such file "+p)
 		return
 	}
-	reply(w, http.StatusOK, api.List[api.FileInfo]{Items: []api.FileInfo{}})
+	reply(w, http.StatusOK, api.FileInfo{Name: path.Base(p), Path: p, IsDir: true})
 }
 
 func (d *fakeDaemon) logs(w http.ResponseWriter, r *http.Request) {

@@ -334,14 +334,14 @@ func upload(ctx context.Context, e env, cl *client.Client, src, id, p string) er
 	return err
 }
 
-// isRemoteDir says whether p is a directory in sandbox id: one that can be
-// listed. Any failure says no, and the upload reports what it meets.
+// isRemoteDir says whether p is a directory in sandbox id, or a link to
+// one. Any failure says no, and the upload reports what it meets.
 func isRemoteDir(ctx context.Context, cl *client.Client, id, p string) bool {
 	if p == "" {
 		return false
 	}
-	_, err := cl.Sandbox.ListFiles(ctx, id, p)
-	return err == nil
+	fi, err := cl.Sandbox.StatFile(ctx, id, p)
+	return err == nil && fi.IsDir
 }
 
 // download copies p in sandbox id to the local path dst (- for standard

@@ -73,6 +73,26 @@ func wrap(class error, format string, args ...any) error {
 	return &classed{class: class, msg: msg}
 }
 
+// marked is an error that matches a class besides what it wraps, with
+// the wrapped error's message.
+type marked struct {
+	error
+	class error
+}
+
+func (e *marked) Unwrap() error        { return e.error }
+func (e *marked) Is(target error) bool { return target == e.class }
+
+// Mark makes err match class as well (errors.Is), its message unchanged:
+// the class goes to the wire as a status and a code, not as words in the
+// message ("unavailable: Get …"). nil stays nil.
+func Mark(err, class error) error {
+	if err == nil {
+		return nil
+	}
+	return &marked{error: err, class: class}
+}
+
 // coded attaches a wire error code to an error.
 type coded struct {
 	error

@@ -111,6 +111,18 @@ func TestWriteHTTP(t *testing.T) {
 			body:   `{"error":"no room: resource exhausted","code":"INSUFFICIENT_CAPACITY","suggestion":"wait","used":{"memory":5}}` + "\n",
 		},
 		{
+			name:   "marked with a class: its status and code, its message unchanged",
+			err:    fmt.Errorf("pull image x: %w", errdefs.Mark(errors.New("dial tcp: no such host"), errdefs.ErrUnavailable)),
+			status: http.StatusServiceUnavailable,
+			body:   `{"error":"pull image x: dial tcp: no such host","code":"UNAVAILABLE"}` + "\n",
+		},
+		{
+			name:   "a full disk",
+			err:    fmt.Errorf("set sandbox x: %w", errdefs.NoSpace(errors.New("database or disk is full"))),
+			status: http.StatusInsufficientStorage,
+			body:   `{"error":"set sandbox x: database or disk is full","code":"NO_SPACE"}` + "\n",
+		},
+		{
 			name:   "details that cannot be marshaled are left out",
 			err:    errdefs.WithDetails(errdefs.Invalid("bad"), map[string]any{"f": func() {}}),
 			status: http.StatusBadRequest,

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/agent2env/agent2env/api"
@@ -18,8 +17,12 @@ func NoSpace(err error) error {
 	if err == nil {
 		return nil
 	}
-	return WithCode(fmt.Errorf("%w: %w", err, ErrResourceExhausted), api.CodeNoSpace)
+	return WithCode(Mark(err, ErrResourceExhausted), api.CodeNoSpace)
 }
+
+// IsNoSpace reports whether err is a write refused because a disk of the
+// host is full (NoSpace's mark).
+func IsNoSpace(err error) bool { return Code(err) == api.CodeNoSpace }
 
 // classes is the one table from error class to its generic wire code,
 // whose HTTP status is api.CodeStatus's. The first class err matches

@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/agent2env/agent2env/api"
 )
 
 // Command output runs to megabytes per stream. encoding/json would encode
@@ -35,6 +38,24 @@ const textChunk = 32 << 10
 // and writes them, escaped as encoding/json does, where the placeholders
 // are.
 func writeJSONText(w http.ResponseWriter, status int, v any, texts ...*string) {
+	writeJSONOutput(w, status, v, "", texts...)
+}
+
+// writeExecJSON is writeJSONText for an execution's response, whose output
+// the service gives as it came: it writes stdout and stderr in the
+// encoding the request asked for (enc, an ExecRequest's OutputEncoding),
+// marking the response so, base64 made piece by piece onto the connection
+// rather than in a copy of 4/3 the output.
+func writeExecJSON(w http.ResponseWriter, v any, res *api.ExecResponse, enc string) {
+	if enc == api.OutputBase64 {
+		res.Encoding = api.OutputBase64
+	}
+	writeJSONOutput(w, http.StatusOK, v, res.Encoding, &res.Stdout, &res.Stderr)
+}
+
+// writeJSONOutput is writeJSONText writing texts in encoding enc: base64
+// (api.OutputBase64), or JSON-escaped text ("").
+func writeJSONOutput(w http.ResponseWriter, status int, v any, enc string, texts ...*string) {
 	saved := make([]string, len(texts))
 	for i, p := range texts {
 		saved[i], *p = *p, textHole+strconv.Itoa(i)
@@ -56,7 +77,11 @@ func writeJSONText(w http.ResponseWriter, status int, v any, texts ...*string) {
 	bw := bufio.NewWriterSize(w, textChunk)
 	for i, part := range parts {
 		bw.Write(part)
-		if i < len(saved) {
+		switch {
+		case i >= len(saved):
+		case enc == api.OutputBase64:
+			writeBase64String(bw, saved[i])
+		default:
 			writeJSONString(bw, saved[i])
 		}
 	}
@@ -100,5 +125,19 @@ func writeJSONString(w io.Writer, s string) {
 		_, _ = w.Write(q[1 : len(q)-1])
 		s = s[cut:]
 	}
+	_, _ = io.WriteString(w, `"`)
+}
+
+// writeBase64String writes the bytes of s as a JSON string of their
+// standard base64 (whose characters need no escaping), a chunk at a time.
+func writeBase64String(w io.Writer, s string) {
+	_, _ = io.WriteString(w, `"`)
+	enc := base64.NewEncoder(base64.StdEncoding, w)
+	for len(s) > 0 {
+		cut := min(len(s), textChunk)
+		_, _ = enc.Write([]byte(s[:cut]))
+		s = s[cut:]
+	}
+	_ = enc.Close()
 	_, _ = io.WriteString(w, `"`)
 }

@@ -41,3 +41,25 @@ func TestWriteJSONText(t *testing.T) {
 		}
 	}
 }
+
+// writeExecJSON writes what writeJSON writes of the response with its
+// output encoded by api.EncodeOutput.
+func TestWriteExecJSON(t *testing.T) {
+	long := strings.Repeat("\xff\x00é", textChunk)
+	for i, text := range []string{"", "a", "ab", "abc", "bad \xff utf-8", long, long[1:], long[2:]} {
+		for _, enc := range []string{"", api.OutputText, api.OutputBase64} {
+			other := strings.Repeat(text, 2)
+			resp := api.ExecResponse{ExitCode: 1, Stdout: text, Stderr: other, DurationMS: 2}
+			encoded := resp
+			encoded.Stdout, encoded.Encoding = api.EncodeOutput(text, enc)
+			encoded.Stderr, _ = api.EncodeOutput(other, enc)
+			want := httptest.NewRecorder()
+			writeJSON(want, http.StatusOK, encoded)
+			got := httptest.NewRecorder()
+			writeExecJSON(got, &resp, &resp, enc)
+			if got.Body.String() != want.Body.String() {
+				t.Errorf("text %d, encoding %q: bodies differ:\n%s", i, enc, cmp.Diff(want.Body.String(), got.Body.String()))
+			}
+		}
+	}
+}

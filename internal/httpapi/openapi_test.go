@@ -1279,6 +1279,12 @@ items:
 		get(sbPath+"/files/list", ok),
 		get(sbPath+"/files/list?path=missing", notFound),
 		get(sbPath+"/files/list?path=dir/hello.txt", bad),
+		get(sbPath+"/files/stat?path=dir/hello.txt", ok),
+		get(sbPath+"/files/stat?path=dir", ok),
+		get(sbPath+"/files/stat?path=missing", notFound),
+		invalid(get(sbPath+"/files/stat", bad)),
+		unchecked(get(sbPath+"/files/stat?path=../etc/passwd", bad)),
+		get("/api/v1/sandboxes/nosuchsandbox/files/stat?path=x", notFound),
 		invalid(get(sbPath+"/files", bad)),
 		get("/api/v1/sandboxes/nosuchsandbox/files?path=x", notFound),
 		get(sbPath+"/logs", ok),
@@ -1459,8 +1465,16 @@ items:
 		get("/api/v1/runs/"+runID+"/artifacts", ok),
 		get("/api/v1/runs/nope/artifacts", notFound),
 		get("/api/v1/runs/"+runID+"/artifacts/workspace/out.txt", notFound),
+		exchange{method: "DELETE", target: "/api/v1/runs/nope", status: notFound},
 		exchange{method: "DELETE", target: "/api/v1/runs/" + runID, status: noContent},
+		// Removed, it is gone from every route, as a run never made.
 		exchange{method: "DELETE", target: "/api/v1/runs/" + runID, status: notFound},
+		get("/api/v1/runs/"+runID, notFound),
+		exchange{method: "POST", target: "/api/v1/runs/" + runID + "/cancel", status: notFound},
+		get("/api/v1/runs/"+runID+"/events", notFound),
+		get("/api/v1/runs/"+runID+"/logs", notFound),
+		get("/api/v1/runs/"+runID+"/artifacts", notFound),
+		get("/api/v1/runs/"+runID+"/artifacts/workspace/out.txt", notFound),
 	)
 
 	// Prepull.

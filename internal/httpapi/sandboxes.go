@@ -155,7 +155,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	writeJSONText(w, http.StatusOK, res, &res.Stdout, &res.Stderr)
+	writeExecJSON(w, res, res, req.OutputEncoding)
 }
 
 // execStream runs a command and streams its output as Server-Sent Events:

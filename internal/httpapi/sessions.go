@@ -92,7 +92,7 @@ func (s *SessionRoutes) command(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	writeJSONText(w, http.StatusOK, resp, &resp.Stdout, &resp.Stderr)
+	writeExecJSON(w, resp, &resp.ExecResponse, req.OutputEncoding)
 }
 
 func (s *SessionRoutes) list(w http.ResponseWriter, r *http.Request) {

@@ -108,22 +108,22 @@ func classify(err error) error {
 	if errors.As(err, &te) {
 		switch te.StatusCode {
 		case http.StatusNotFound:
-			return fmt.Errorf("%w: %w", errdefs.ErrNotFound, err)
+			return errdefs.Mark(err, errdefs.ErrNotFound)
 		case http.StatusUnauthorized:
-			return fmt.Errorf("%w: %w", errdefs.ErrUnauthenticated, err)
+			return errdefs.Mark(err, errdefs.ErrUnauthenticated)
 		case http.StatusForbidden:
-			return fmt.Errorf("%w: %w", errdefs.ErrPermissionDenied, err)
+			return errdefs.Mark(err, errdefs.ErrPermissionDenied)
 		case http.StatusTooManyRequests:
-			return fmt.Errorf("%w: %w", errdefs.ErrResourceExhausted, err)
+			return errdefs.Mark(err, errdefs.ErrResourceExhausted)
 		}
 		if te.StatusCode >= 500 {
-			return fmt.Errorf("%w: %w", errdefs.ErrUnavailable, err)
+			return errdefs.Mark(err, errdefs.ErrUnavailable)
 		}
 		return err
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w: %w", errdefs.ErrUnavailable, err)
+		return errdefs.Mark(err, errdefs.ErrUnavailable)
 	}
 	return err
 }

@@ -41,10 +41,12 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // Exec runs a command in sandbox id and returns its output, each stream
 // cut at the manager's limit or the daemon's output budget (Truncated says
-// so), in the encoding the request asks for. The output counts against
-// that budget until release is called (a base64 copy of it does not):
-// call it once the result is written. A command that runs and fails is a
-// result with its exit code, not an error.
+// so), as it came: the response is text (Encoding empty) whatever
+// encoding the request asks for, and a surface encodes it as it writes
+// it, for a base64 copy would be 4/3 of the output outside the budget.
+// The output counts against that budget until release is called: call it
+// once the result is written. A command that runs and fails is a result
+// with its exit code, not an error.
 func (s *Sandboxes) Exec(ctx context.Context, id string, req api.ExecRequest) (*api.ExecResponse, func(), error) {
 	mreq, err := execRequest(req)
 	if err != nil {
@@ -54,10 +56,8 @@ func (s *Sandboxes) Exec(ctx context.Context, id string, req api.ExecRequest) (*
 	if err != nil {
 		return nil, nil, err
 	}
-	stdout, encoding := api.EncodeOutput(res.Stdout, req.OutputEncoding)
-	stderr, _ := api.EncodeOutput(res.Stderr, req.OutputEncoding)
 	return &api.ExecResponse{
-		ExitCode: res.ExitCode, Stdout: stdout, Stderr: stderr, Encoding: encoding,
+		ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
 		TimedOut: res.TimedOut, Truncated: res.Truncated, DurationMS: ms(res.Duration),
 		OOMKilled: res.OOMKilled, Reason: res.Reason,
 	}, res.Release, nil

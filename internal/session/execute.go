@@ -96,10 +96,11 @@ const MaxOutputBytes = 10 << 20
 
 // ExecuteCommand runs a command in the session's sandbox, making the
 // session when it does not exist. Output goes to sink as it comes, as
-// text, when sink is not nil; the response has it in the encoding the
-// request asks for, each stream cut at MaxOutputBytes or by the daemon's
-// output budget (Truncated says so). The output counts against that budget
-// until release is called (a base64 copy of it does not): call it once the
+// text, when sink is not nil; the response has it as it came, each
+// stream cut at MaxOutputBytes or by the daemon's output budget (Truncated
+// says so), as text whatever encoding the request asks for: a surface
+// encodes it as it writes it (as service.Sandboxes.Exec's). The output
+// counts against that budget until release is called: call it once the
 // response is written.
 func (s *Service) ExecuteCommand(ctx context.Context, req api.SessionCommandRequest, sink Sink) (resp *api.SessionCommandResponse, release func(), err error) {
 	mreq, err := s.commandRequest(req)
@@ -144,12 +145,10 @@ func (s *Service) ExecuteCommand(ctx context.Context, req api.SessionCommandRequ
 		return nil, nil, err
 	}
 	ok = true
-	stdoutData, encoding := api.EncodeOutput(stdout.buf.String(), req.OutputEncoding)
-	stderrData, _ := api.EncodeOutput(stderr.buf.String(), req.OutputEncoding)
 	s.log.Info("session command", "session", l.sess.ID, "duration", elapsed, "exit_code", res.ExitCode, "timed_out", res.TimedOut,
 		"created", l.created)
 	return &api.SessionCommandResponse{SessionInfo: l.info(), ExecResponse: api.ExecResponse{
-		ExitCode: res.ExitCode, Stdout: stdoutData, Stderr: stderrData, Encoding: encoding, TimedOut: res.TimedOut,
+		ExitCode: res.ExitCode, Stdout: stdout.buf.String(), Stderr: stderr.buf.String(), TimedOut: res.TimedOut,
 		OOMKilled: res.OOMKilled, Reason: res.Reason,
 		Truncated:  stdout.buf.Dropped()+stderr.buf.Dropped() > 0,
 		DurationMS: float64(res.Duration.Microseconds()) / 1000,
