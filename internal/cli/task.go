@@ -25,9 +25,14 @@ func newTaskCmd(e env, cc *clientConfig) *cobra.Command {
 		`  agent2env task validate tasks/*.yaml
   agent2env task run tasks/hello.yaml --agent codex -k 5 --parallel 5 --out results
   agent2env task ls
-  agent2env task logs -f RUN_ID`,
+  agent2env task logs -f RUN_ID
+  agent2env task rm RUN_ID`,
 		newTaskValidateCmd(e), newTaskRunCmd(e, cc), newTaskListCmd(e, cc), newTaskShowCmd(e, cc),
 		newTaskLogsCmd(e, cc), newTaskCancelCmd(e, cc), newTaskArtifactsCmd(e, cc),
+		removeCmd(e, cc, "RUN_ID", "run id", "remove ended task runs with their logs and artifacts",
+			`  agent2env task rm RUN_ID
+  agent2env task rm $(agent2env task ls -q --batch b-0123456789abcdef)`,
+			runIDs, func(ctx context.Context, cl *client.Client, id string) error { return cl.Runs().Delete(ctx, id) }),
 	)
 }
 

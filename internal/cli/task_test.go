@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -212,4 +213,62 @@ func TestPrintRunTokens(t *testing.T) {
 			t.Errorf("task show lacks %q:\n%s", want, b.String())
 		}
 	}
+}
+
+// task rm removes each ended run it is given, prints those removed, goes
+// on past a refusal (a run not ended, an unknown id) and then exits 1.
+func TestTaskRemove(t *testing.T) {
+	var rec recorder
+	var mu sync.Mutex
+	runs := map[string]api.RunStatus{"run-1": api.RunSucceeded, "run-2": api.RunRunning, "run-3": api.RunFailed}
+	mux := http.NewServeMux()
+	mux.HandleFunc("DELETE /api/v1/runs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		id := r.PathValue("id")
+		switch st, ok := runs[id]; {
+		case !ok:
+			fail(w, http.StatusNotFound, api.CodeNotFound, "run "+id+" not found")
+		case !st.Final():
+			fail(w, http.StatusConflict, api.CodeConflict, "run "+id+" is "+string(st)+": cancel it first")
+		default:
+			delete(runs, id)
+			w.WriteHeader(http.StatusNoContent)
+		}
+	})
+	rec.serve(t, mux)
+	tests := []struct {
+		name string
+		args []string
+		want result
+		left []string
+	}{
+		{"removes what it can", []string{"task", "rm", "run-1", "run-2", "nope", "run-3"}, result{Code: 1, Stdout: "run-1\nrun-3\n",
+			Stderr: "agent2env task: delete run run-2: run run-2 is running: cancel it first (CONFLICT, HTTP 409)\n" +
+				"agent2env task: delete run nope: run nope not found (NOT_FOUND, HTTP 404)\n"}, []string{"run-2"}},
+		{"removed already", []string{"task", "remove", "run-1"}, result{Code: 1,
+			Stderr: "agent2env task: delete run run-1: run run-1 not found (NOT_FOUND, HTTP 404)\n"}, []string{"run-2"}},
+		{"once ended", []string{"task", "rm", "run-2"}, result{Stdout: "run-2\n"}, []string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.name == "once ended" {
+				mu.Lock()
+				runs["run-2"] = api.RunCancelled
+				mu.Unlock()
+			}
+			check(t, tt.args, tt.want)
+			mu.Lock()
+			left := []string{}
+			for id := range runs {
+				left = append(left, id)
+			}
+			mu.Unlock()
+			slices.Sort(left)
+			if !slices.Equal(left, tt.left) {
+				t.Errorf("runs left: %v, want %v", left, tt.left)
+			}
+		})
+	}
+	checkUsageError(t, &recorder{}, []string{"task", "rm"}, "need at least one run id")
 }

@@ -95,6 +95,9 @@ type Config struct {
 	// MaxRuns bounds the task runs going at once (default
 	// run.DefaultMaxParallel).
 	MaxRuns int
+	// RunMaxAge is how long an ended task run is kept (run.Config.MaxAge);
+	// 0: until deleted.
+	RunMaxAge time.Duration
 	// Keys are the API keys clients must present; nil or empty means no
 	// authentication, allowed only on loopback.
 	Keys *auth.Keys

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent2env/agent2env/api/client"
 	"github.com/agent2env/agent2env/internal/httpapi"
+	"github.com/agent2env/agent2env/internal/run"
 )
 
 // registerLoops registers the daemon's background loops with s.Loops. None
@@ -21,11 +22,12 @@ import (
 // service that started it waits for it in Close.)
 //
 // The loops that act on every daemon's records (the sweep, the warm
-// pools' refills, the session reaper, the LLM archive's retention) run
-// only on the leader among the daemons sharing the store (leaderOnly);
-// the others run on every daemon: the LLM keys' usage counted here, the
-// notifications of its LLM archive's index, the task runs this daemon
-// claimed, the images of this host.
+// pools' refills, the session reaper, the LLM archive's and the task
+// runs' retention) run only on the leader among the daemons sharing the
+// store (leaderOnly); the others run on every daemon: the LLM keys' usage
+// counted here, the notifications of its LLM archive's index, the task
+// runs this daemon claimed and its files of runs removed, the images of
+// this host.
 func (s *System) registerLoops() {
 	// Campaigns for leadership; logs this daemon's role as it changes.
 	s.Loops.Go("leader election", s.Leader.Run)
@@ -79,6 +81,14 @@ func (s *System) registerLoops() {
 	// a previous daemon left (failed, "daemon restarted"). Runs in flight
 	// when it stops are left to that recovery.
 	s.Loops.Go("task runs", s.Runs.Run)
+	// Removes the runs past their retention, every daemon's records, and
+	// on every daemon its files of the runs removed by another.
+	s.Loops.Go("task run retention", s.leaderOnly(func(ctx context.Context) error {
+		return s.Runs.RunRetention(ctx, run.DefaultRetentionInterval, s.Runs.Expire)
+	}))
+	s.Loops.Go("task run files", func(ctx context.Context) error {
+		return s.Runs.RunRetention(ctx, run.DefaultRetentionInterval, s.Runs.RemoveOrphans)
+	})
 	s.registerPrebuild()
 }
 

@@ -102,7 +102,7 @@ func buildServices(ctx context.Context, cfg Config, st state) (svc services, err
 	// when it lists models, never before New has built it.
 	var llm *gate.Gate
 	if svc.Runs, err = run.New(run.Config{Dir: filepath.Join(cfg.DataDir, "runs"), TasksDir: cfg.TasksDir, MaxParallel: cfg.MaxRuns,
-		Models: func() []string { return llm.Models() }},
+		MaxAge: cfg.RunMaxAge, Models: func() []string { return llm.Models() }},
 		svc.Sandboxes, st.Store, cfg.Log, run.WithLLMUsage(svc.LLMArchive), run.WithNotifier(st.Notes)); err != nil {
 		return svc, err
 	}

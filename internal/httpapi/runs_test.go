@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -13,7 +16,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/contexts/contextstest"
+	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/run"
 	"github.com/agent2env/agent2env/internal/service"
@@ -93,4 +98,113 @@ func TestRunListQuery(t *testing.T) {
 			checkErrorBody(t, body, api.CodeInvalidRequest)
 		}
 	}
+}
+
+// TestRunDelete: DELETE removes an ended run of the caller's tenant, its
+// record and files (204); a run not ended is 409 CONFLICT, another
+// tenant's or an unknown one 404 NOT_FOUND, and neither changes
+// anything, nor a store that fails (503).
+func TestRunDelete(t *testing.T) {
+	ce := contextstest.NewEnv(t, manager.Config{}, nil)
+	dir := filepath.Join(t.TempDir(), "runs")
+	svc, err := run.New(run.Config{Dir: dir}, service.NewSandboxes(ce.M, ""), ce.St, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().UTC()
+	for id, st := range map[string]api.RunStatus{"run-ended": api.RunFailed, "run-active": api.RunRunning} {
+		r := &store.Run{ID: id, BatchID: "b", Task: "t", Agent: "custom", Status: string(st), Tenant: auth.Tenant("key-a"),
+			CreatedAt: t0, UpdatedAt: t0}
+		if st.Final() {
+			r.EndedAt = &t0
+		}
+		if err := ce.St.CreateRun(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(dir, id, "artifacts"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// down is the same runs over a store that fails to delete.
+	svcDown, err := run.New(run.Config{Dir: dir}, service.NewSandboxes(ce.M, ""), noDelete{ce.St}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux, down := http.NewServeMux(), http.NewServeMux()
+	NewRunRoutes(svc).Register(mux)
+	NewRunRoutes(svcDown).Register(down)
+	// The tenant the auth middleware gives the request's key; without
+	// one, none.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if key := r.Header.Get("X-Test-Key"); key != "" {
+			r = r.WithContext(auth.WithTenant(r.Context(), auth.Tenant(key)))
+		}
+		if r.Header.Get("X-Test-Down") != "" {
+			down.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	do := func(method, id, key string, storeDown bool) (int, []byte) {
+		req, _ := http.NewRequest(method, srv.URL+"/api/v1/runs/"+id, nil)
+		req.Header.Set("X-Test-Key", key)
+		if storeDown {
+			req.Header.Set("X-Test-Down", "1")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	exists := func(id string) (record, files bool) {
+		_, err := ce.St.GetRun(t.Context(), id)
+		_, statErr := os.Stat(filepath.Join(dir, id))
+		return err == nil, statErr == nil
+	}
+	tests := []struct {
+		name, id, key string
+		down          bool // the store fails to delete
+		status        int
+		code          string // of the error
+		gone          bool   // the run is removed after
+	}{
+		{"not ended", "run-active", "key-a", false, http.StatusConflict, api.CodeConflict, false},
+		{"another tenant's", "run-ended", "key-b", false, http.StatusNotFound, api.CodeNotFound, false},
+		{"without a key", "run-ended", "", false, http.StatusNotFound, api.CodeNotFound, false},
+		{"unknown", "run-none", "key-a", false, http.StatusNotFound, api.CodeNotFound, true},
+		{"the store fails", "run-ended", "key-a", true, http.StatusServiceUnavailable, api.CodeUnavailable, false},
+		{"ended, its tenant's", "run-ended", "key-a", false, http.StatusNoContent, "", true},
+		{"removed already", "run-ended", "key-a", false, http.StatusNotFound, api.CodeNotFound, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body := do(http.MethodDelete, tt.id, tt.key, tt.down)
+			if code != tt.status {
+				t.Fatalf("DELETE: %d %s, want %d", code, body, tt.status)
+			}
+			if tt.code != "" {
+				checkErrorBody(t, body, tt.code)
+			}
+			if record, files := exists(tt.id); record == tt.gone || files == tt.gone {
+				t.Errorf("after: record %v, files %v; want both %v", record, files, !tt.gone)
+			}
+		})
+	}
+	if code, body := do(http.MethodGet, "run-ended", "key-a", false); code != http.StatusNotFound {
+		t.Errorf("GET the removed run: %d %s, want 404", code, body)
+	}
+	if record, files := exists("run-active"); !record || !files {
+		t.Errorf("the active run after it all: record %v, files %v", record, files)
+	}
+}
+
+// noDelete is a store whose DeleteRun fails as a store out of reach does.
+type noDelete struct{ store.Store }
+
+func (noDelete) DeleteRun(context.Context, string) error {
+	return errdefs.Unavailable("the store is out of reach")
 }

@@ -20,7 +20,10 @@
 // (artifacts/<path in the sandbox>) and result.json. With a store Notifier
 // (WithNotifier) each event also goes to the other daemons of the store,
 // so that Follow of a run another daemon carries out passes them on from
-// when it starts following, and the end (remote.go).
+// when it starts following, and the end (remote.go). An ended run is kept
+// until deleted (Delete) or, with Config.MaxAge, until it ended that long
+// ago (Expire); its record goes first, then its files, on each daemon that
+// has some (retention.go).
 //
 // Runs are carried out by the Run loop (a supervisor loop): Submit only
 // records them and queues them for it. Each run is claimed by the daemon
@@ -143,6 +146,10 @@ type Config struct {
 	// DefaultLease): the loop renews its claims every third of it, and
 	// claims the runs whose lease lapsed, those of a daemon that died.
 	Lease time.Duration
+	// MaxAge is how long a run is kept once it ended: Expire removes the
+	// runs that ended longer ago, records and files. 0: kept until
+	// deleted.
+	MaxAge time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -465,26 +472,6 @@ var (
 	errNoChange = errors.New("no change")
 	errClaimed  = errors.New("claimed by another daemon")
 )
-
-// Delete removes ended run id and its files; a run not ended is
-// ErrFailedPrecondition (cancel it first); another tenant's is
-// ErrNotFound.
-func (s *Service) Delete(ctx context.Context, id string) error {
-	r, err := s.get(ctx, id)
-	if err != nil {
-		return err
-	}
-	if !api.RunStatus(r.Status).Final() {
-		return errdefs.Precondition("run %s is %s: cancel it first", id, r.Status)
-	}
-	if err := os.RemoveAll(s.runDir(id)); err != nil {
-		return fmt.Errorf("delete run %s: %w", id, err)
-	}
-	if err := s.store.DeleteRun(ctx, id); err != nil {
-		return runErr(err, id)
-	}
-	return nil
-}
 
 // Progress records that a model call of c made progress now (the LLM
 // proxy's gate.Config.Progress, the runner's liveness): the progress of

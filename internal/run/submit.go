@@ -105,7 +105,7 @@ func (s *Service) Submit(ctx context.Context, req api.RunSubmitRequest) (*api.Ru
 	lease := now.Add(s.cfg.Lease) // ours from the start: no other daemon claims them
 	for _, c := range combos {
 		for i := range repeats {
-			j := &job{id: newID("run-"), batch: b.id, task: c, dir: dir, repeat: i}
+			j := &job{id: newID(runPrefix), batch: b.id, task: c, dir: dir, repeat: i}
 			spec, err := c.JSON()
 			if err != nil {
 				return nil, fmt.Errorf("submit task %s: %w", t.Name, err)

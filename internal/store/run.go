@@ -69,6 +69,9 @@ type RunFilter struct {
 	// submitted without API keys); without it every tenant's.
 	ByTenant bool
 	Tenant   string
+	// EndedBefore, when not zero, selects the runs that ended before it
+	// (a record without its end time: last updated before it).
+	EndedBefore time.Time
 }
 
 // Runs keeps run records.

@@ -80,6 +80,9 @@ func (s *Store) ListRunPage(ctx context.Context, f store.RunFilter, p store.Page
 	if f.ByTenant {
 		cond += ` AND tenant = ` + a.add(f.Tenant)
 	}
+	if !f.EndedBefore.IsZero() {
+		cond += ` AND status NOT IN ('queued', 'running') AND COALESCE(ended_at, updated_at) < ` + a.add(micro(f.EndedBefore))
+	}
 	out, err := list(ctx, s.r, scanRun,
 		`SELECT `+runs.columns+` FROM runs WHERE true`+cond+pcond+` ORDER BY created_at, id`+limit, a...)
 	if err != nil {

@@ -116,6 +116,10 @@ func (s *Store) ListRunPage(ctx context.Context, f store.RunFilter, p store.Page
 		cond += ` AND tenant = ?`
 		args = append(args, f.Tenant)
 	}
+	if !f.EndedBefore.IsZero() {
+		cond += ` AND status NOT IN ('queued', 'running') AND COALESCE(ended_at, updated_at) < ?`
+		args = append(args, toUnix(f.EndedBefore))
+	}
 	out, err := list(ctx, s.r, scanRun,
 		`SELECT `+runs.columns+` FROM runs`+cond+pcond+` ORDER BY created_at, id`+limit, append(args, pargs...)...)
 	if err != nil {

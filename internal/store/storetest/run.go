@@ -23,6 +23,7 @@ var runTests = []struct {
 	{"RunDuplicate", testRunDuplicate},
 	{"RunNotFound", testRunNotFound},
 	{"RunListPage", testRunListPage},
+	{"RunEndedBefore", testRunEndedBefore},
 	{"RunConcurrentUpdates", testRunConcurrentUpdates},
 	{"RunClaims", testRunClaims},
 	{"RunConcurrentClaims", testRunConcurrentClaims},
@@ -146,6 +147,78 @@ func testRunListPage(t *testing.T, s store.Store) {
 	}
 	if all, _, err := s.ListRunPage(ctx, store.RunFilter{}, store.Page{}); err != nil || len(all) != 4 {
 		t.Errorf("after delete: %d runs, %v", len(all), err)
+	}
+}
+
+// EndedBefore selects the ended runs by their end (their last update
+// when they have none), never an active one, and pages through runs
+// deleted as they are read, as retention does.
+func testRunEndedBefore(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	base := time.Now().UTC().Truncate(time.Microsecond)
+	cutoff := base.Add(-time.Hour)
+	at := func(d time.Duration) *time.Time { v := base.Add(d); return &v }
+	for i, r := range []struct {
+		status, tenant string
+		ended          *time.Time
+		updated        time.Duration
+	}{
+		{"succeeded", "key-a", at(-2 * time.Hour), 0},            // r0: old
+		{"failed", "key-a", at(-30 * time.Minute), 0},            // r1: recent
+		{"running", "key-a", at(-2 * time.Hour), -2 * time.Hour}, // r2: active, whatever its times
+		{"cancelled", "key-b", nil, -3 * time.Hour},              // r3: no end time, old update
+		{"queued", "key-a", nil, -3 * time.Hour},                 // r4: active
+		{"hung", "key-a", &cutoff, 0},                            // r5: ended at the cutoff, not before
+		{"timeout", "", at(-5 * time.Hour), 0},                   // r6: old, another tenant
+		{"sandbox_lost", "key-a", at(-90 * time.Minute), 0},      // r7: old
+	} {
+		mustCreateRun(t, s, &store.Run{ID: fmt.Sprintf("r%d", i), BatchID: "b", Task: "t", Agent: "custom", Status: r.status,
+			CreatedAt: base.Add(time.Duration(i) * time.Second), UpdatedAt: base.Add(r.updated), EndedAt: r.ended, Tenant: r.tenant})
+	}
+	ids := func(f store.RunFilter, limit int, del bool) []string {
+		t.Helper()
+		got := []string{}
+		p := store.Page{Limit: limit}
+		for {
+			page, next, err := s.ListRunPage(ctx, f, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range page {
+				got = append(got, r.ID)
+				if del {
+					if err := s.DeleteRun(ctx, r.ID); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if next == "" {
+				return got
+			}
+			p.After = next
+		}
+	}
+	tests := []struct {
+		name string
+		f    store.RunFilter
+		want []string
+	}{
+		{"ended before", store.RunFilter{EndedBefore: cutoff}, []string{"r0", "r3", "r6", "r7"}},
+		{"and a tenant", store.RunFilter{EndedBefore: cutoff, ByTenant: true, Tenant: "key-a"}, []string{"r0", "r7"}},
+		{"and a batch", store.RunFilter{EndedBefore: cutoff, BatchID: "other"}, []string{}},
+		{"and active", store.RunFilter{EndedBefore: cutoff, Active: true}, []string{}},
+		{"long ago", store.RunFilter{EndedBefore: base.Add(-4 * time.Hour)}, []string{"r6"}},
+	}
+	for _, tt := range tests {
+		if diff := cmp.Diff(tt.want, ids(tt.f, 0, false)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
+		}
+	}
+	if diff := cmp.Diff([]string{"r0", "r3", "r6", "r7"}, ids(store.RunFilter{EndedBefore: cutoff}, 1, true)); diff != "" {
+		t.Errorf("pages of 1, each deleted once read (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"r1", "r2", "r4", "r5"}, ids(store.RunFilter{}, 0, false)); diff != "" {
+		t.Errorf("left (-want +got):\n%s", diff)
 	}
 }
 

@@ -29,6 +29,7 @@ from .services import (
     AsyncLLMKeyService,
     AsyncLLMService,
     AsyncPrepullService,
+    AsyncRunService,
     AsyncSandboxService,
     AsyncSessionService,
     AsyncSnapshotService,
@@ -40,6 +41,7 @@ from .services import (
     LLMKeyService,
     LLMService,
     PrepullService,
+    RunService,
     SandboxService,
     SessionService,
     SnapshotService,
@@ -94,6 +96,7 @@ class Client:
         llm: The LLM proxy's archive: every call sandboxes and runs made to a
             model (agent2env addition).
         llm_keys: The LLM proxy's per-run keys (agent2env addition).
+        runs: Task runs: removing ended ones (agent2env addition).
 
     Use it as a context manager, or call :meth:`close` when done::
 
@@ -127,6 +130,7 @@ class Client:
         self.images: Final = ImageService(self._api)
         self.llm: Final = LLMService(self._api)
         self.llm_keys: Final = LLMKeyService(self._api)
+        self.runs: Final = RunService(self._api)
 
     @property
     def base_url(self) -> str:
@@ -200,6 +204,7 @@ class AsyncClient:
         self.images: Final = AsyncImageService(self._api)
         self.llm: Final = AsyncLLMService(self._api)
         self.llm_keys: Final = AsyncLLMKeyService(self._api)
+        self.runs: Final = AsyncRunService(self._api)
 
     @property
     def base_url(self) -> str:

@@ -5,6 +5,7 @@ from .image import AsyncImageService, ImageService
 from .import_export import AsyncImportExportService, ImportExportService
 from .llm import AsyncLLMKeyService, AsyncLLMService, LLMKeyService, LLMService
 from .prepull import AsyncPrepullService, PrepullService
+from .run import AsyncRunService, RunService
 from .sandbox import AsyncSandboxService, SandboxService
 from .session import AsyncSessionService, AsyncStatsService, SessionService, StatsService
 from .snapshot import AsyncSnapshotService, SnapshotService
@@ -17,6 +18,7 @@ __all__ = [
     "AsyncLLMKeyService",
     "AsyncLLMService",
     "AsyncPrepullService",
+    "AsyncRunService",
     "AsyncSandboxService",
     "AsyncSessionService",
     "AsyncSnapshotService",
@@ -28,6 +30,7 @@ __all__ = [
     "LLMKeyService",
     "LLMService",
     "PrepullService",
+    "RunService",
     "SandboxService",
     "SessionService",
     "SnapshotService",
