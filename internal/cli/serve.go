@@ -56,7 +56,7 @@ required when the daemon listens beyond loopback.`,
 				return &usageError{err: err}
 			}
 			if printConfig {
-				return writeServeConfig(e.stdout, &cfg, src, e.getenv(auth.EnvKeys) != "")
+				return writeServeConfig(e.stdout, &cfg, src, onThisHost(&cfg, s), e.getenv(auth.EnvKeys) != "")
 			}
 			return serve(c.Context(), e, &cfg, s)
 		},
@@ -119,7 +119,7 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 			PauseAfter: cfg.SessionPauseAfter},
 		FetchAllow: splitList(cfg.FetchAllow), AllowedHosts: splitList(cfg.AllowedHosts),
 		TrustedOrigins: splitList(cfg.TrustedOrigins),
-		TasksDir:       cfg.TasksDir, MaxRuns: cfg.MaxRuns,
+		TasksDir:       cfg.TasksDir, MaxRuns: cfg.MaxRuns, RunMaxAge: cfg.RunMaxAge,
 		HTTP: daemon.HTTPConfig{
 			ReadHeaderTimeout: cfg.HTTPHeaderTimeout, IdleTimeout: cfg.HTTPIdleTimeout, StallTimeout: cfg.HTTPStallTimeout,
 			MaxHeaderBytes: cfg.HTTPMaxHeaderBytes, MaxConns: cfg.MaxConns, MaxConnsPerClient: cfg.MaxConnsPerClient,
@@ -266,6 +266,9 @@ func (cfg *serveConfig) settings() (*serveSettings, error) {
 	if cfg.SessionPauseAfter < 0 {
 		return nil, fmt.Errorf("session-pause-after %v: must not be negative", cfg.SessionPauseAfter)
 	}
+	if cfg.RunMaxAge < 0 {
+		return nil, fmt.Errorf("run-max-age %v: must not be negative", cfg.RunMaxAge)
+	}
 	if cfg.LLMArchiveMaxAge < 0 || cfg.LLMArchiveMaxSize < 0 {
 		return nil, fmt.Errorf("llm-archive-max-age %v, llm-archive-max-size %d: must not be negative", cfg.LLMArchiveMaxAge, cfg.LLMArchiveMaxSize)
 	}
@@ -285,9 +288,17 @@ func (cfg *serveConfig) runtimeSettings(s *serveSettings) error {
 		}
 		s.runtime = cfg.Runtime
 	}
+	if p := cfg.DiskProvisioning; p != "thin" && p != "thick" {
+		return fmt.Errorf("disk-provisioning %q: must be thin or thick", p)
+	}
+	if cfg.DiskProvisioning == "thick" && s.runtime != "oci" {
+		return fmt.Errorf("disk-provisioning thick is the oci runtime's; runtime %s provisions storage its own way", s.runtime)
+	}
 	switch s.runtime {
 	case "oci":
 		s.runtimeSettings["oci.binary"] = cfg.Runtime
+		s.runtimeSettings["oci.disk-provisioning"] = cfg.DiskProvisioning
+		s.runtimeSettings["oci.disk-reserve"] = strconv.FormatInt(cfg.DiskReserve, 10)
 	case "kubernetes": // its settings by name: the runtime may be left out (no_kube)
 		for key, v := range map[string]string{
 			"kubeconfig": cfg.Kubeconfig, "namespace": cfg.KubeNamespace, "connect": cfg.KubeConnect,

@@ -1,11 +1,16 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,6 +66,7 @@ type serveConfig struct {
 	MaxConnsPerClient  int           `yaml:"max-conns-per-client"`
 	OutputBudget       int64         `yaml:"output-budget"`
 	DiskReserve        int64         `yaml:"disk-reserve"`
+	DiskProvisioning   string        `yaml:"disk-provisioning"`
 	DefaultFlavor      string        `yaml:"default-flavor"`
 	SessionTimeout     time.Duration `yaml:"session-timeout"`
 	SessionPauseAfter  time.Duration `yaml:"session-pause-after"`
@@ -70,6 +76,7 @@ type serveConfig struct {
 	LLMArchiveMaxSize  int64         `yaml:"llm-archive-max-size"`
 	TasksDir           string        `yaml:"tasks-dir"`
 	MaxRuns            int           `yaml:"max-runs"`
+	RunMaxAge          time.Duration `yaml:"run-max-age"`
 	Kubeconfig         string        `yaml:"kubeconfig"`
 	KubeNamespace      string        `yaml:"kube-namespace"`
 	KubeConnect        string        `yaml:"kube-connect"`
@@ -123,6 +130,7 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.Int64Var(&cfg.LLMArchiveMaxSize, "llm-archive-max-size", 0, "bytes the LLM archive keeps at most; the oldest exchanges go first (0: no limit)")
 	f.StringVar(&cfg.TasksDir, "tasks-dir", "", "directory of task files that run submissions may name (task run --name)")
 	f.IntVar(&cfg.MaxRuns, "max-runs", 16, "task runs going at once; more wait queued")
+	f.DurationVar(&cfg.RunMaxAge, "run-max-age", 30*24*time.Hour, "task runs that ended longer ago than this are removed with their logs and artifacts, checked every 10m (0: kept until deleted)")
 	f.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubernetes runtime: kubeconfig file of the cluster (default: the in-cluster service account)")
 	f.StringVar(&cfg.KubeNamespace, "kube-namespace", "", "kubernetes runtime: namespace of the sandboxes' Pods (default: the service account's, else default)")
 	f.StringVar(&cfg.KubeConnect, "kube-connect", "direct", "kubernetes runtime: how the daemon reaches agents: direct (the Pod's IP, in the cluster) or port-forward (through the API server)")
@@ -130,7 +138,8 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.StringVar(&cfg.KubeRuntimeClass, "kube-runtime-class", "", "kubernetes runtime: runtimeClassName of the sandboxes' Pods (gVisor, Kata)")
 	f.StringVar(&cfg.KubePullSecrets, "kube-pull-secrets", "", "kubernetes runtime: comma-separated imagePullSecrets of the sandboxes' Pods")
 	f.StringVar(&cfg.CRIU, "criu", criuAuto, "oci runtime: the criu program snapshots (checkpoint and restore) use: auto (the one make criu cached under the cache dir, else criu on PATH, if criu check passes; otherwise snapshots are off, with the reason logged), off, or a path")
-	f.Int64Var(&cfg.DiskReserve, "disk-reserve", 1<<30, "bytes the data dir's file system keeps free: with fewer free a create or start is 507 NO_SPACE (sandbox disks are thin-provisioned and grow into it; 0: not checked)")
+	f.Int64Var(&cfg.DiskReserve, "disk-reserve", 1<<30, "bytes the data dir's file system keeps free: with fewer free a create or start is 507 NO_SPACE (thin sandbox disks grow into it; a thick one's allocation must leave it free; 0: not checked)")
+	f.StringVar(&cfg.DiskProvisioning, "disk-provisioning", "thin", "oci runtime: thin (sandbox disks are sparse files that take room as they are written: the host's file system filling up loses their writes) or thick (each disk's whole size is allocated when it is made; a create without that room plus --disk-reserve is 507 NO_SPACE)")
 	f.Int64Var(&cfg.OutputBudget, "output-budget", 256<<20, "bytes of command and code output the daemon buffers across all executions; one sandbox's hold at most half, each stream's first 64 KiB come first; past it output is dropped and results say truncated")
 }
 
@@ -344,10 +353,11 @@ func isScalar(v any) bool {
 }
 
 // writeServeConfig writes cfg as a config file would hold it, each key
-// commented with where its value came from (source). API keys, the
+// commented with where its value came from (source) and, for a value
+// decided when the daemon starts, what it comes to (here). API keys, the
 // secrets, are never written; hasKeys says whether the environment holds
 // some.
-func writeServeConfig(w io.Writer, cfg *serveConfig, source map[string]string, hasKeys bool) error {
+func writeServeConfig(w io.Writer, cfg *serveConfig, source, here map[string]string, hasKeys bool) error {
 	// A store URL's password is a secret too.
 	shown := *cfg
 	shown.Store = postgres.Redact(cfg.Store)
@@ -356,11 +366,47 @@ func writeServeConfig(w io.Writer, cfg *serveConfig, source map[string]string, h
 		return err
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		n.Content[i+1].LineComment = source[n.Content[i].Value]
+		key := n.Content[i].Value
+		n.Content[i+1].LineComment = source[key]
+		if v, ok := here[key]; ok && v != n.Content[i+1].Value {
+			n.Content[i+1].LineComment += "; on this host: " + v
+		}
 	}
 	n.HeadComment = "agent2env serve: the effective settings (flag > environment > config file > default)"
 	if hasKeys {
 		n.HeadComment += "\napi keys: set in " + auth.EnvKeys + " (not shown)"
 	}
 	return writeYAMLNode(w, &n)
+}
+
+// onThisHost says what the settings decided when the daemon starts come
+// to on this host, for --print-config: the OCI runtime binary and the
+// criu of auto, the default directories, the console's address of auto.
+// It starts nothing: criu is checked (criu check) when the daemon starts.
+func onThisHost(cfg *serveConfig, s *serveSettings) map[string]string {
+	here := map[string]string{}
+	discard := slog.New(slog.DiscardHandler)
+	if s.runtime == "oci" {
+		bin, release := resolveOCIBinary(s.runtimeSettings["oci.binary"], cfg.CacheDir, discard)
+		release()
+		here["runtime"] = bin
+		p, release := resolveCRIU(cfg.CRIU, cfg.CacheDir, discard)
+		release()
+		here["criu"] = cmp.Or(p, "none: snapshots are off")
+	}
+	if cfg.ImageDir == "" {
+		here["image-dir"] = filepath.Join(cfg.DataDir, "images")
+	}
+	if cfg.CacheDir == "" {
+		here["cache-dir"] = cacheRoot("")
+	}
+	if cfg.ConsoleListen == consoleAuto {
+		here["console-listen"] = "127.0.0.1, the API's port + 1 (another free port when that one is taken)"
+		if _, port, err := net.SplitHostPort(cfg.Listen); err == nil {
+			if n, err := strconv.Atoi(port); err == nil && n > 0 && n < 65535 {
+				here["console-listen"] = fmt.Sprintf("127.0.0.1:%d (another free port when that one is taken)", n+1)
+			}
+		}
+	}
+	return here
 }

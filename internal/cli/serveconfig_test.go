@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,8 @@ func runServe(t *testing.T, vars map[string]string, args ...string) (code int, s
 var defaultServeConfig = serveConfig{Listen: "127.0.0.1:8080", ConsoleListen: consoleAuto, DataDir: "/var/lib/agent2env", Store: "sqlite", Runtime: "auto", RuntimeKind: "oci",
 	ContextOutputLimit: 10 << 20, LogLevel: "info", HTTPHeaderTimeout: 10 * time.Second, HTTPIdleTimeout: 2 * time.Minute,
 	HTTPStallTimeout: time.Minute, HTTPMaxHeaderBytes: 64 << 10, MaxConns: 4096, MaxConnsPerClient: 1024, KubeConnect: "direct",
-	OutputBudget: 256 << 20, DiskReserve: 1 << 30, CPUOvercommit: 16, MemoryOvercommit: 2, MaxRuns: 16,
+	OutputBudget: 256 << 20, DiskReserve: 1 << 30, DiskProvisioning: "thin", CPUOvercommit: 16, MemoryOvercommit: 2, MaxRuns: 16,
+	RunMaxAge:          30 * 24 * time.Hour,
 	ContextIdleTimeout: 30 * time.Minute, OwnedSandboxes: 4, PrebuildImages: true, CRIU: "auto"}
 
 // TestServeConfig checks the precedence flag > environment > file >
@@ -99,6 +101,9 @@ runtime:
 			want: func(c *serveConfig) { c.Store = "postgres://a2e@db:5432/a2e" }},
 		{name: "store: the flag over the environment", args: []string{"--store", "sqlite"},
 			env: map[string]string{"AGENT2ENV_STORE": "postgres://a2e@db/a2e"}, want: func(c *serveConfig) {}},
+		{name: "run retention off", args: []string{"--run-max-age", "0"}, want: func(c *serveConfig) { c.RunMaxAge = 0 }},
+		{name: "run retention from the environment", env: map[string]string{"AGENT2ENV_RUN_MAX_AGE": "168h"},
+			want: func(c *serveConfig) { c.RunMaxAge = 7 * 24 * time.Hour }},
 		{name: "single-dash flags of before", args: []string{"-max-sandboxes", "3", "-data-dir", "/d"}, want: func(c *serveConfig) {
 			c.MaxSandboxes, c.DataDir = 3, "/d"
 		}},
@@ -137,16 +142,26 @@ runtime:
 }
 
 func TestServeConfigSources(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "config.yaml")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
 	os.WriteFile(path, []byte("listen: 0.0.0.0:9000\ndata-dir: /from/file\n"), 0o644)
+	crun := filepath.Join(dir, "cache", "crun-1.21-abc", "crun") // as make crun caches it
+	os.MkdirAll(filepath.Dir(crun), 0o755)
+	os.WriteFile(crun, nil, 0o755)
 	const key = "a2e_0123456789abcdef0123456789abcdef"
 	code, stdout, stderr := runServe(t, map[string]string{"AGENT2ENV_DATA_DIR": "/from/env", "AGENT2ENV_API_KEYS": key},
-		"--print-config", "--config", path, "--runtime", "crun")
+		"--print-config", "--config", path, "--runtime", "crun", "--cache-dir", filepath.Join(dir, "cache"), "--criu", "off")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{"listen: 0.0.0.0:9000 # config file\n", "data-dir: /from/env # AGENT2ENV_DATA_DIR\n",
-		"runtime: crun # flag --runtime\n", "log-level: info # default\n", "# api keys: set in AGENT2ENV_API_KEYS (not shown)\n"} {
+		"log-level: info # default\n", "# api keys: set in AGENT2ENV_API_KEYS (not shown)\n",
+		// What a value decided at start comes to, where it is not the value.
+		"runtime: crun # flag --runtime; on this host: " + crun + "\n",
+		"image-dir: \"\" # default; on this host: /from/env/images\n",
+		"console-listen: auto # default; on this host: 127.0.0.1:9001 (another free port when that one is taken)\n",
+		"criu: \"off\" # flag --criu; on this host: none: snapshots are off\n",
+		"cache-dir: " + filepath.Join(dir, "cache") + " # flag --cache-dir\n"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("--print-config lacks %q:\n%s", want, stdout)
 		}
@@ -192,6 +207,7 @@ func TestServeConfigErrors(t *testing.T) {
 		{name: "shared volume", args: []string{"--shared-volumes", "relative:/data"}, want: []string{"shared-volumes:"}},
 		{name: "session timeout", args: []string{"--session-timeout", "-1m"}, want: []string{"session-timeout"}},
 		{name: "session pause after", args: []string{"--session-pause-after", "-1m"}, want: []string{"session-pause-after"}},
+		{name: "run max age", args: []string{"--run-max-age", "-1h"}, want: []string{"run-max-age -1h0m0s: must not be negative"}},
 		{name: "llm archive age", args: []string{"--llm-archive-max-age", "-1h"}, want: []string{"llm-archive-max-age"}},
 		{name: "number in the file", file: "max-sandboxes: abc\n", want: []string{"config file ", "max-sandboxes: invalid value \"abc\""}},
 		{name: "fraction in the file", file: "max-sandboxes: 2.5\n", want: []string{"max-sandboxes: invalid value \"2.5\""}},
@@ -239,8 +255,9 @@ func TestServeRuntime(t *testing.T) {
 		runtime  string
 		settings map[string]string
 	}{
-		{"default", func(*serveConfig) {}, "oci", map[string]string{"oci.binary": "auto"}},
-		{"crun", func(c *serveConfig) { c.Runtime = "crun" }, "oci", map[string]string{"oci.binary": "crun"}},
+		{"default", func(*serveConfig) {}, "oci", ociSettings("auto", "thin", 1<<30)},
+		{"crun", func(c *serveConfig) { c.Runtime = "crun" }, "oci", ociSettings("crun", "thin", 1<<30)},
+		{"thick", func(c *serveConfig) { c.DiskProvisioning, c.DiskReserve = "thick", 0 }, "oci", ociSettings("auto", "thick", 0)},
 		{"runtime kubernetes", func(c *serveConfig) { c.Runtime = "kubernetes"; c.KubeNamespace = "sb" }, "kubernetes",
 			map[string]string{"kubernetes.namespace": "sb", "kubernetes.connect": "direct"}},
 		{"runtime-kind kubernetes", func(c *serveConfig) {
@@ -254,7 +271,7 @@ func TestServeRuntime(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.name == "runtime kubernetes" && !slices.Contains(runtime.Names(), "kubernetes") {
 				// Left out (no_kube): --runtime names a binary again.
-				tc.runtime, tc.settings = "oci", map[string]string{"oci.binary": "kubernetes"}
+				tc.runtime, tc.settings = "oci", ociSettings("kubernetes", "thin", 1<<30)
 			}
 			cfg := defaultServeConfig
 			tc.cfg(&cfg)
@@ -264,6 +281,32 @@ func TestServeRuntime(t *testing.T) {
 			}
 			if diff := cmp.Diff([]any{tc.runtime, tc.settings}, []any{s.runtime, s.runtimeSettings}); diff != "" {
 				t.Errorf("runtime, settings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// ociSettings are the oci runtime's settings serve passes it.
+func ociSettings(binary, provisioning string, reserve int64) map[string]string {
+	return map[string]string{"oci.binary": binary, "oci.disk-provisioning": provisioning, "oci.disk-reserve": strconv.FormatInt(reserve, 10)}
+}
+
+// TestServeDiskProvisioning refuses a provisioning that is neither thin
+// nor thick, and thick for a runtime other than oci.
+func TestServeDiskProvisioning(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  func(*serveConfig)
+		want string
+	}{
+		{"unknown", func(c *serveConfig) { c.DiskProvisioning = "thik" }, `disk-provisioning "thik": must be thin or thick`},
+		{"thick kubernetes", func(c *serveConfig) { c.RuntimeKind, c.DiskProvisioning = "kubernetes", "thick" }, "disk-provisioning thick is the oci runtime's"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := defaultServeConfig
+			tc.cfg(&cfg)
+			if _, err := cfg.settings(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("settings: %v, want an error saying %q", err, tc.want)
 			}
 		})
 	}

@@ -145,6 +145,12 @@ func (m *Manager) checkHost(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
+	return m.hostRefusal(ctx, err, code)
+}
+
+// hostRefusal is err, a refusal for want of what the host has left, with
+// wire code code, the usage and a suggestion.
+func (m *Manager) hostRefusal(ctx context.Context, err error, code string) error {
 	u, uerr := m.Usage(ctx)
 	if uerr != nil {
 		return errors.Join(err, uerr)
@@ -159,7 +165,12 @@ func (m *Manager) checkHost(ctx context.Context) error {
 // and a full file system fails every sandbox's writes at once, with I/O
 // errors inside the sandboxes and the store's writes refused. The reserve
 // keeps new sandboxes off a file system that is nearly full. A file
-// system that cannot be asked is not checked.
+// system that cannot be asked is not checked. A runtime that allocates
+// each disk whole (the oci runtime's thick disks) checks the disk's size
+// itself, with the reserve left free, where it knows the size (the
+// default's, a snapshot's) and its allocations are serialized against
+// each other; it refuses with errdefs.NoSpace, which launch and restores
+// answer as a refusal, with nothing made.
 func (m *Manager) checkDisk() error {
 	if m.cfg.DiskDir == "" || m.cfg.DiskReserve <= 0 {
 		return nil
@@ -169,7 +180,7 @@ func (m *Manager) checkDisk() error {
 		return nil
 	}
 	return fmt.Errorf("the host is short of disk space for another sandbox: the file system of %s, which holds the sandboxes' disks, has %s free, less than the %s kept free for them to grow into (--disk-reserve); the operator may free space there: %w",
-		m.cfg.DiskDir, mebibytes(free), mebibytes(m.cfg.DiskReserve), errdefs.ErrResourceExhausted)
+		m.cfg.DiskDir, quantity.Mebibytes(free), quantity.Mebibytes(m.cfg.DiskReserve), errdefs.ErrResourceExhausted)
 }
 
 // freeSpace is Manager.freeSpace's statfs.
@@ -189,8 +200,8 @@ func (m *Manager) refusal(u api.Usage, milliCPU, memBytes int64, newRecord bool)
 	}
 	if u.MilliCPU+milliCPU > u.MilliCPUCapacity || u.MemoryBytes+memBytes > u.MemoryBytesCapacity {
 		err := fmt.Errorf("the sandbox needs %s cpu and %s of memory, and the host has no room for it: %s of %s cpu and %s of %s of memory are committed: %w",
-			cpus(milliCPU), mebibytes(memBytes), cpus(u.MilliCPU), cpus(u.MilliCPUCapacity),
-			mebibytes(u.MemoryBytes), mebibytes(u.MemoryBytesCapacity), errdefs.ErrResourceExhausted)
+			cpus(milliCPU), quantity.Mebibytes(memBytes), cpus(u.MilliCPU), cpus(u.MilliCPUCapacity),
+			quantity.Mebibytes(u.MemoryBytes), quantity.Mebibytes(u.MemoryBytesCapacity), errdefs.ErrResourceExhausted)
 		return ResourceError(errdefs.WithCode(err, api.CodeInsufficientCapacity), u, SuggestLessResources)
 	}
 	return nil
@@ -222,8 +233,6 @@ func (b *usageBound) add(milliCPU, memBytes int64, newRecord bool) {
 }
 
 func cpus(milli int64) string { return strconv.FormatFloat(float64(milli)/1000, 'f', -1, 64) }
-
-func mebibytes(b int64) string { return strconv.FormatInt(b>>20, 10) + "Mi" }
 
 // limitError is the 429 of a create past MaxSandboxes.
 func limitError(u api.Usage) error {

@@ -13,6 +13,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
+	"github.com/agent2env/agent2env/internal/sandbox"
 )
 
 // TestAdmission: every create passes one admission check. Past
@@ -191,6 +192,44 @@ func TestAdmissionDisk(t *testing.T) {
 				t.Errorf("records after refusals: %v, want the stopped one only", recs)
 			}
 		})
+	}
+}
+
+// TestRuntimeNoSpace: a create the runtime refuses for want of room on
+// the host (the oci runtime's thick disk, errdefs.NoSpace) is refused as
+// admission refuses one, 507 NO_SPACE with the usage and a suggestion,
+// its record removed; one refused in the background, after the create
+// was answered pending (its image being prepared), fails with the
+// runtime's words. Another failure of the runtime's Create still fails
+// the sandbox.
+func TestRuntimeNoSpace(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	full := errdefs.NoSpace(errors.New("no room on the host for the sandbox's disk of 1024Mi"))
+	e.rt.SetHooks(fakeruntime.Hooks{Create: func(context.Context, *sandbox.Spec) error { return full }})
+	_, err := e.m.Create(ctx, CreateRequest{Image: "alpine"})
+	checkErr(t, err, errdefs.ErrResourceExhausted, api.CodeNoSpace)
+	if !strings.Contains(err.Error(), "disk of 1024Mi") {
+		t.Errorf("refusal %q does not say the runtime's words", err)
+	}
+	if s, _ := errdefs.Details(err)["suggestion"].(string); s != SuggestHostRoom {
+		t.Errorf("suggestion %q, want %q", s, SuggestHostRoom)
+	}
+	if recs := e.records(t); len(recs) != 0 {
+		t.Errorf("records after the refusal: %v, want none", recs)
+	}
+
+	sb := e.create(t, CreateRequest{Image: "python"}) // not prepared: answered pending
+	if sb.Status != string(api.StatusPending) {
+		t.Fatalf("create of an image to prepare: %s, want pending", sb.Status)
+	}
+	if failed := e.waitStatus(t, sb.ID, api.StatusFailed); !strings.Contains(failed.Reason, "disk of 1024Mi") {
+		t.Errorf("reason %q does not say the runtime's words", failed.Reason)
+	}
+
+	e.rt.SetHooks(fakeruntime.Hooks{Create: func(context.Context, *sandbox.Spec) error { return errors.New("mount: broken") }})
+	if sb := e.create(t, CreateRequest{Image: "alpine"}); sb.Status != string(api.StatusFailed) {
+		t.Errorf("create the runtime failed otherwise: %s, want failed", sb.Status)
 	}
 }
 

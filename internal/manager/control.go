@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
@@ -115,10 +116,9 @@ func (m *Manager) Start(ctx context.Context, id string) (sb *store.Sandbox, err 
 	m.bg.Add(1)
 	go func() {
 		defer m.bg.Done()
-		defer made()
 		ctx, cancel := context.WithTimeout(m.bgCtx, m.cfg.StartTimeout)
 		defer cancel()
-		m.restart(ctx, id, plan)
+		m.restart(ctx, id, plan, made)
 	}()
 	return sb, nil
 }
@@ -141,13 +141,20 @@ func (m *Manager) admitStart(ctx context.Context, sb *store.Sandbox) (*store.San
 // started again, which Recover tells from a sandbox being created.
 const reasonStartRequested = "start requested"
 
-// restart starts the runtime side of a pending, stopped sandbox again.
-func (m *Manager) restart(ctx context.Context, id string, plan *startup) {
+// restart starts the runtime side of a pending, stopped sandbox again,
+// and releases its making (made) under the sandbox's lock as it records
+// how that went: whoever sees the sandbox running or stopped again may
+// start it again at once. (Released after the record, a Start right after
+// it found the making claimed still, "being made or started by another
+// request".)
+func (m *Manager) restart(ctx context.Context, id string, plan *startup, made func()) {
+	made = sync.OnceFunc(made)
+	defer made()
 	unlock := m.lock(id)
 	err := m.rt.Start(ctx, id)
 	unlock()
 	if err != nil {
-		m.failRestart(ctx, id, fmt.Errorf("start sandbox: %w", err))
+		m.failRestart(ctx, id, fmt.Errorf("start sandbox: %w", err), made)
 		return
 	}
 	if !plan.empty() {
@@ -157,21 +164,23 @@ func (m *Manager) restart(ctx context.Context, id string, plan *startup) {
 		m.starting.Delete(id)
 		cancel()
 		if err != nil {
-			m.failRestart(ctx, id, err)
+			m.failRestart(ctx, id, err, made)
 			return
 		}
 	}
-	_, _ = m.markRunning(ctx, id, "started again")
+	_, _ = m.markRunning(ctx, id, "started again", made)
 }
 
 // failRestart stops a sandbox whose start again failed with cause and
 // records it stopped (succeeded) with the cause, unless it was deleted
 // meanwhile. Its files are kept, to be started again or deleted: a start
 // that fails never takes what the sandbox had (failStartup, for a sandbox
-// being created, releases everything).
-func (m *Manager) failRestart(ctx context.Context, id string, cause error) {
+// being created, releases everything). It releases the sandbox's making
+// (made) once it holds its lock.
+func (m *Manager) failRestart(ctx context.Context, id string, cause error, made func()) {
 	unlock := m.lock(id)
 	defer unlock()
+	made()
 	ctx = context.WithoutCancel(ctx)
 	if sb, err := m.store.GetSandbox(ctx, id); err != nil || sb.Status != string(api.StatusPending) {
 		return

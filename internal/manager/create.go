@@ -252,7 +252,11 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 		// The image is here: start now, whatever the client does meanwhile.
 		ctx, done := m.startContext(ctx)
 		defer done()
-		return m.start(ctx, sb.ID, r)
+		started, err := m.start(ctx, sb.ID, r)
+		if unmade := (unmadeError{}); errors.As(err, &unmade) {
+			return nil, m.refuseUnmade(ctx, sb, unmade.error)
+		}
+		return started, err
 	}
 	// The image must be prepared, or the template has startup steps:
 	// either may take long, so the sandbox is returned pending.
@@ -269,7 +273,9 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 				return
 			}
 		}
-		_, _ = m.start(ctx, sb.ID, r)
+		if _, err := m.start(ctx, sb.ID, r); errors.As(err, new(unmadeError)) {
+			_, _ = m.fail(ctx, sb.ID, fmt.Sprintf("create sandbox: %v", err))
+		}
 	}()
 	return sb, nil
 }
@@ -339,7 +345,7 @@ func (m *Manager) Check(ctx context.Context, req CreateRequest) error {
 	whole := m.capacity()
 	if m.refusal(whole, r.milliCPU, r.memBytes, false) != nil {
 		return errdefs.Invalid("cpu %s and memory %s: more than the host's whole capacity of %s cpu and %s of memory, so no sandbox of that size is ever admitted",
-			r.CPU, r.Memory, cpus(whole.MilliCPUCapacity), mebibytes(whole.MemoryBytesCapacity))
+			r.CPU, r.Memory, cpus(whole.MilliCPUCapacity), quantity.Mebibytes(whole.MemoryBytesCapacity))
 	}
 	return nil
 }
@@ -489,7 +495,7 @@ func (m *Manager) start(ctx context.Context, id string, r *resolved) (*store.San
 		return sb, err
 	}
 	if r.startup.empty() {
-		return m.markRunning(ctx, id, "agent ready")
+		return m.markRunning(ctx, id, "agent ready", nil)
 	}
 	// The startup runs without the lock, so that a Delete can cancel it.
 	sctx, cancel := context.WithCancel(ctx)
@@ -500,7 +506,7 @@ func (m *Manager) start(ctx context.Context, id string, r *resolved) (*store.San
 	if err != nil {
 		return m.failStartup(ctx, id, err)
 	}
-	return m.markRunning(ctx, id, "ready: startup complete")
+	return m.markRunning(ctx, id, "ready: startup complete", nil)
 }
 
 // failStartup fails a sandbox whose startup failed: its console output is
@@ -522,10 +528,14 @@ func (m *Manager) failStartup(ctx context.Context, id string, cause error) (*sto
 }
 
 // markRunning marks a pending sandbox running, unless it was deleted or
-// failed meanwhile.
-func (m *Manager) markRunning(ctx context.Context, id, reason string) (*store.Sandbox, error) {
+// failed meanwhile. made, when not nil, releases the sandbox's making; it
+// is called once markRunning holds the sandbox's lock.
+func (m *Manager) markRunning(ctx context.Context, id, reason string, made func()) (*store.Sandbox, error) {
 	unlock := m.lock(id)
 	defer unlock()
+	if made != nil {
+		made()
+	}
 	ctx = context.WithoutCancel(ctx)
 	if sb, err := m.store.GetSandbox(ctx, id); err != nil || sb.Status != string(api.StatusPending) {
 		return sb, sandboxErr(err)
@@ -563,6 +573,9 @@ func (m *Manager) launch(ctx context.Context, id string, r *resolved) (*store.Sa
 		spec.SpareKernel = r.SpareKernel
 	}
 	if err := m.rt.Create(ctx, spec); err != nil {
+		if errdefs.IsNoSpace(err) {
+			return nil, unmadeError{err}
+		}
 		return m.fail(context.WithoutCancel(ctx), id, fmt.Sprintf("create sandbox: %v", err))
 	}
 	if err := m.rt.Start(ctx, id); err != nil {
@@ -576,6 +589,25 @@ func (m *Manager) launch(ctx context.Context, id string, r *resolved) (*store.Sa
 		return m.fail(ctx, id, fmt.Sprintf("start sandbox: %v", err))
 	}
 	return m.store.GetSandbox(ctx, id)
+}
+
+// unmadeError is launch's error when the runtime refused to make the
+// sandbox for want of room on the host (errdefs.NoSpace: a disk the oci
+// runtime allocates whole, --disk-provisioning thick, or a full file
+// system): the runtime made nothing, and the record is left pending for
+// the caller, which refuses the create (refuseUnmade) when it has not
+// answered it yet, or fails the sandbox.
+type unmadeError struct{ error }
+
+func (e unmadeError) Unwrap() error { return e.error }
+
+// refuseUnmade answers a create whose sandbox the runtime refused to make
+// (unmadeError's cause err) as admission refuses one: its record sb is
+// removed, and the refusal carries the usage and a suggestion.
+func (m *Manager) refuseUnmade(ctx context.Context, sb *store.Sandbox, err error) error {
+	ctx = context.WithoutCancel(ctx)
+	m.dropRecords(ctx, []*store.Sandbox{sb})
+	return m.hostRefusal(ctx, err, api.CodeNoSpace)
 }
 
 // fail marks a sandbox failed with reason.

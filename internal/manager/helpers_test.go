@@ -118,11 +118,13 @@ var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 // disk, while full is set.
 type fullStore struct {
 	store.Store
-	full atomic.Bool
+	full    atomic.Bool
+	refused atomic.Int32 // updates refused
 }
 
 func (s *fullStore) UpdateSandbox(ctx context.Context, id string, fn func(*store.Sandbox) error, evs ...store.Event) (*store.Sandbox, error) {
 	if s.full.Load() {
+		s.refused.Add(1)
 		return nil, errdefs.NoSpace(errors.New("commit write: database or disk is full (13)"))
 	}
 	return s.Store.UpdateSandbox(ctx, id, fn, evs...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
@@ -175,6 +176,9 @@ func (m *Manager) Run(ctx context.Context) {
 // runtime side has died, and ends template sandboxes whose main process
 // has exited.
 func (m *Manager) sweep(ctx context.Context) {
+	if m.full.paused(m.now()) {
+		return
+	}
 	// Records first: a sandbox that starts running after the List below
 	// would look dead to a List taken before its record.
 	records, err := m.store.ListSandboxes(ctx)
@@ -197,13 +201,16 @@ func (m *Manager) sweep(ctx context.Context) {
 		status[sb.ID] = sb.Status
 	}
 	for _, sb := range records {
+		if m.full.paused(now) { // a write failed for want of room
+			return
+		}
 		if sb.Status == string(api.StatusTerminating) {
 			m.retryRemove(ctx, sb.ID)
 			continue
 		}
 		if ownerEnded(sb, status) {
 			if err := m.Delete(ctx, sb.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-				m.log.Warn("delete a sandbox whose owner ended", "sandbox", sb.ID, "owner", sb.Owner, "err", err)
+				m.sweepFailed("delete a sandbox whose owner ended", sb.ID, err)
 			}
 			continue
 		}
@@ -283,7 +290,7 @@ func (m *Manager) reclaim(ctx context.Context, id string) {
 		_, err = m.settleUnmade(ctx, sb, st.State, err == nil, "its daemon stopped")
 	}
 	if err != nil {
-		m.log.Warn("sweep: settle a sandbox its daemon left pending", "sandbox", id, "err", err)
+		m.sweepFailed("settle a sandbox its daemon left pending", id, err)
 	}
 }
 
@@ -307,7 +314,7 @@ func (m *Manager) retryRemove(ctx context.Context, id string) {
 		return // the Delete in flight finished it
 	}
 	if err := m.remove(ctx, id); err != nil {
-		m.log.Warn("retry sandbox deletion", "sandbox", id, "err", err)
+		m.sweepFailed("retry sandbox deletion", id, err)
 	}
 }
 
@@ -315,10 +322,13 @@ func (m *Manager) expire(ctx context.Context, id string) {
 	unlock := m.lock(id)
 	defer unlock()
 	if _, err := m.setStatus(ctx, id, api.StatusTerminating, "ttl expired"); err != nil {
-		return // deleted meanwhile
+		if !errors.Is(err, errdefs.ErrNotFound) { // not deleted meanwhile
+			m.sweepFailed("expire sandbox", id, err)
+		}
+		return
 	}
 	if err := m.remove(ctx, id); err != nil {
-		m.log.Warn("expire sandbox", "sandbox", id, "err", err)
+		m.sweepFailed("expire sandbox", id, err)
 	}
 }
 
@@ -378,6 +388,67 @@ func (m *Manager) markDead(ctx context.Context, sb *store.Sandbox) *store.Sandbo
 	} else if err := m.rt.Delete(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		m.log.Warn("release dead sandbox", "sandbox", id, "err", err)
 	}
-	failed, _ := m.fail(ctx, id, reason)
+	failed, err := m.fail(ctx, id, reason)
+	if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		m.sweepFailed("record a dead sandbox failed", id, err)
+	}
 	return failed
+}
+
+// storeFull holds the sweep back while the store cannot be written for
+// want of room (errdefs.NoSpace: SQLite's SQLITE_FULL, ENOSPC,
+// PostgreSQL's 53100). Its writes (TTL expiries, dead sandboxes failed,
+// abandoned ones settled, deletions finished) would otherwise fail every
+// second, one per sandbox, each logged as that sandbox's own failure; a
+// deletion that would free space needs the store written first (its
+// record before its runtime side), so nothing but freed space ends it.
+// After such a failure the sweep pauses for fullBackoff and then tries
+// again; the failures are said once per fullWarnEvery, naming the full
+// disk. The zero value is ready; it is safe for concurrent use.
+type storeFull struct {
+	mu     sync.Mutex
+	until  time.Time // the sweep pauses until then
+	warned time.Time // the last warning
+	failed int       // writes failed for want of room since it
+}
+
+const (
+	fullBackoff   = 10 * time.Second
+	fullWarnEvery = time.Minute
+)
+
+// paused reports whether the sweep pauses at now.
+func (f *storeFull) paused(now time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return now.Before(f.until)
+}
+
+// fail pauses the sweep from now, and returns the failures to warn of
+// (this one and those not said yet) when a warning is due, else 0.
+func (f *storeFull) fail(now time.Time) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.until = now.Add(fullBackoff)
+	f.failed++
+	if !f.warned.IsZero() && now.Sub(f.warned) < fullWarnEvery {
+		return 0
+	}
+	n := f.failed
+	f.warned, f.failed = now, 0
+	return n
+}
+
+// sweepFailed logs err, the failure of a write of the sweep's (what, about
+// sandbox id): a write refused for want of room pauses the sweep
+// (storeFull) and is said as that.
+func (m *Manager) sweepFailed(what, id string, err error) {
+	if !errdefs.IsNoSpace(err) {
+		m.log.Warn("sweep: "+what, "sandbox", id, "err", err)
+		return
+	}
+	if n := m.full.fail(m.now()); n > 0 {
+		m.log.Warn("the store cannot be written: the file system of its database (the data dir's, for SQLite) is full; TTL expiries, dead and abandoned sandboxes wait, the sweep tries again every "+fullBackoff.String()+" until space is freed (delete sandboxes, or free space there)",
+			"failed_writes", n, "last", what, "sandbox", id, "err", err)
+	}
 }

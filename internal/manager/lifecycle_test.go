@@ -1,9 +1,11 @@
 package manager
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -453,6 +455,49 @@ func TestSweepExpiresFailed(t *testing.T) {
 	e.m.sweep(context.Background())
 	if ids := e.records(t); len(ids) != 0 {
 		t.Errorf("records left: %v", ids)
+	}
+}
+
+// TestSweepStoreFull: while the store refuses writes for want of room,
+// the sweep's first refused write (an expiry here; two sandboxes are due)
+// pauses it for fullBackoff and is said once, naming the full file
+// system, not as the sandbox's failure; the paused sweep writes nothing,
+// the next one tries again (said no sooner than fullWarnEvery), and once
+// there is room it expires them.
+func TestSweepStoreFull(t *testing.T) {
+	e := newEnv(t, Config{})
+	var logs bytes.Buffer
+	e.m.log = slog.New(slog.NewTextHandler(&logs, nil))
+	ctx := context.Background()
+	e.create(t, CreateRequest{TTL: ptr(10)})
+	e.create(t, CreateRequest{TTL: ptr(10)})
+	e.clock.Advance(11 * time.Second)
+	e.st.full.Store(true)
+	e.m.sweep(ctx)
+	if n := e.st.refused.Load(); n != 1 {
+		t.Errorf("sweep on a full store: %d writes refused, want 1 (then it pauses)", n)
+	}
+	if c := strings.Count(logs.String(), "file system of its database"); c != 1 || strings.Contains(logs.String(), "sweep: expire") {
+		t.Errorf("logs: %s\nwant one warning of the full disk", logs.String())
+	}
+	e.clock.Advance(fullBackoff / 2)
+	e.m.sweep(ctx)
+	if n := e.st.refused.Load(); n != 1 {
+		t.Errorf("paused sweep: %d writes refused, want none more", n)
+	}
+	e.clock.Advance(fullBackoff)
+	e.m.sweep(ctx)
+	if n := e.st.refused.Load(); n != 2 {
+		t.Errorf("sweep after the pause: %d writes refused, want one more", n)
+	}
+	if c := strings.Count(logs.String(), "file system of its database"); c != 1 {
+		t.Errorf("%d warnings within %v, want 1", c, fullWarnEvery)
+	}
+	e.st.full.Store(false)
+	e.clock.Advance(fullBackoff)
+	e.m.sweep(ctx)
+	if ids := e.records(t); len(ids) != 0 {
+		t.Errorf("records left once there is room: %v", ids)
 	}
 }
 

@@ -198,6 +198,8 @@ type Manager struct {
 	// starting holds the cancel func of each startup in progress, so that
 	// Delete can end it.
 	starting sync.Map // id -> context.CancelFunc
+	// full holds the sweep back while the store's disk is full.
+	full storeFull
 	// bg tracks background work (image preparation, starts) so Close can
 	// wait for it.
 	bg       sync.WaitGroup

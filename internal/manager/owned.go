@@ -106,8 +106,8 @@ func (m *Manager) admitOwned(ctx context.Context, owner *store.Sandbox, milliCPU
 		why = fmt.Sprintf("it owns %d sandboxes, its limit", u.Sandboxes)
 	case u.MilliCPU+milliCPU > u.MilliCPUCapacity || u.MemoryBytes+memBytes > u.MemoryBytesCapacity:
 		why = fmt.Sprintf("this one needs %s cpu and %s of memory, and its sandboxes have %s of %s cpu and %s of %s of memory",
-			cpus(milliCPU), mebibytes(memBytes), cpus(u.MilliCPU), cpus(u.MilliCPUCapacity),
-			mebibytes(u.MemoryBytes), mebibytes(u.MemoryBytesCapacity))
+			cpus(milliCPU), quantity.Mebibytes(memBytes), cpus(u.MilliCPU), cpus(u.MilliCPUCapacity),
+			quantity.Mebibytes(u.MemoryBytes), quantity.Mebibytes(u.MemoryBytesCapacity))
 	default:
 		return nil
 	}

@@ -1,6 +1,7 @@
 // Package quantity parses the Kubernetes-style resource quantities the API
 // uses: CPU as cores or millicores ("1", "0.5", "500m") and sizes with
-// binary or decimal suffixes ("512Mi", "1Gi", "1G", "1048576").
+// binary or decimal suffixes ("512Mi", "1Gi", "1G", "1048576"); and says
+// sizes in messages the same way (Mebibytes).
 package quantity
 
 import (
@@ -59,3 +60,7 @@ func ParseBytes(s string) (int64, error) {
 	}
 	return int64(f * float64(mult)), nil
 }
+
+// Mebibytes says size b in whole MiB, rounded down, as a quantity:
+// "512Mi".
+func Mebibytes(b int64) string { return strconv.FormatInt(b>>20, 10) + "Mi" }

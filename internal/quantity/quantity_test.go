@@ -37,3 +37,17 @@ func TestParseBytes(t *testing.T) {
 		}
 	}
 }
+
+func TestMebibytes(t *testing.T) {
+	tests := []struct {
+		b    int64
+		want string
+	}{
+		{0, "0Mi"}, {1<<20 - 1, "0Mi"}, {1 << 20, "1Mi"}, {16<<20 + 5, "16Mi"}, {1 << 30, "1024Mi"},
+	}
+	for _, tt := range tests {
+		if got := Mebibytes(tt.b); got != tt.want {
+			t.Errorf("Mebibytes(%d) = %q, want %q", tt.b, got, tt.want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/llm"
 	"github.com/agent2env/agent2env/internal/store"
 )
@@ -27,21 +28,23 @@ type item struct {
 // indexer stores index records in batches, in log order, on its own
 // goroutine at a lower priority: the hot path only appends to its queue.
 type indexer struct {
-	st      store.LLMExchanges
-	hash    *hasher
-	convs   convCache // the indexer goroutine's
-	started time.Time
-	log     *slog.Logger
-	mu      sync.Mutex
-	q       []*item
-	bytes   int           // of the request bodies in q
-	last    pos           // the mark of the last item added
-	done    pos           // the mark of the last item stored
-	changed chan struct{} // closed, and replaced, when a batch is stored
-	wake    chan struct{}
-	hurry   chan struct{} // Sync wants the batch now
-	stop    chan struct{}
-	exit    chan struct{}
+	st    store.LLMExchanges
+	hash  *hasher
+	convs convCache // the indexer goroutine's
+	// fullSaid is when the indexer goroutine last said the store is full.
+	fullSaid time.Time
+	started  time.Time
+	log      *slog.Logger
+	mu       sync.Mutex
+	q        []*item
+	bytes    int           // of the request bodies in q
+	last     pos           // the mark of the last item added
+	done     pos           // the mark of the last item stored
+	changed  chan struct{} // closed, and replaced, when a batch is stored
+	wake     chan struct{}
+	hurry    chan struct{} // Sync wants the batch now
+	stop     chan struct{}
+	exit     chan struct{}
 }
 
 // maxQueuedBodies bounds the request bodies the indexer's queue holds.
@@ -92,12 +95,16 @@ func (ix *indexer) run() {
 		case <-ix.hurry:
 		case <-time.After(batchWait):
 		}
-		if !ix.flush() {
+		if err := ix.flush(); err != nil {
+			wait := time.Second
+			if errdefs.IsNoSpace(err) { // nothing but freed space helps
+				wait = fullRetry
+			}
 			select { // the store failed: try again in a while
 			case <-ix.stop:
 				ix.flush()
 				return
-			case <-time.After(time.Second):
+			case <-time.After(wait):
 			}
 			ix.poke()
 		}
@@ -111,9 +118,17 @@ func (ix *indexer) poke() {
 	}
 }
 
-// flush stores what is queued; false when the store refused it (it stays
-// queued).
-func (ix *indexer) flush() bool {
+// fullRetry is how long the indexer waits to try again after the store
+// refused a batch for want of room (SQLITE_FULL, ENOSPC, 53100), and
+// fullWarnEvery how often it says so.
+const (
+	fullRetry     = 10 * time.Second
+	fullWarnEvery = time.Minute
+)
+
+// flush stores what is queued; it returns the store's error when the
+// store refused it (it stays queued).
+func (ix *indexer) flush() error {
 	ix.mu.Lock()
 	batch := ix.q
 	ix.q = nil
@@ -122,7 +137,7 @@ func (ix *indexer) flush() bool {
 	}
 	ix.mu.Unlock()
 	if len(batch) == 0 {
-		return true
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -146,14 +161,21 @@ func (ix *indexer) flush() bool {
 	}
 	mark := batch[len(batch)-1].mark
 	if err := ix.st.PutLLMExchanges(ctx, xs, mark.String()); err != nil {
-		ix.log.Warn("llm archive: index exchanges", "count", len(xs), "err", err)
+		switch {
+		case !errdefs.IsNoSpace(err):
+			ix.log.Warn("llm archive: index exchanges", "count", len(xs), "err", err)
+		case time.Since(ix.fullSaid) >= fullWarnEvery:
+			ix.fullSaid = time.Now()
+			ix.log.Warn("llm archive: the store is full: exchanges wait to be indexed (they are in the archive's log), tried again every "+fullRetry.String()+" until space is freed",
+				"count", len(xs), "err", err)
+		}
 		ix.mu.Lock()
 		ix.q = append(batch, ix.q...)
 		for _, it := range batch {
 			ix.bytes += len(it.body)
 		}
 		ix.mu.Unlock()
-		return false
+		return err
 	}
 	for _, x := range xs {
 		ix.convs.add(x)
@@ -163,7 +185,7 @@ func (ix *indexer) flush() bool {
 	close(ix.changed)
 	ix.changed = make(chan struct{})
 	ix.mu.Unlock()
-	return true
+	return nil
 }
 
 // stored returns a channel closed when the next batch is stored.

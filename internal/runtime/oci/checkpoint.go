@@ -548,6 +548,11 @@ func (r *Runtime) restore(ctx context.Context, id, dir, ndir string, snap *snaps
 	if err := copySparse(filepath.Join(dir, fileDisk), filepath.Join(ndir, fileDisk)); err != nil {
 		return fmt.Errorf("copy disk: %w", err)
 	}
+	if r.cfg.ThickDisks {
+		if err := r.allocateDisk(filepath.Join(ndir, fileDisk)); err != nil {
+			return err
+		}
+	}
 	for _, d := range []string{disk, rootfs, filepath.Join(ndir, dirCRIUWork)} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return err

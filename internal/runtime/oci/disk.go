@@ -13,6 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/quantity"
 	"github.com/agent2env/agent2env/internal/sandbox"
 )
 
@@ -129,9 +131,84 @@ func copySparse(src, dst string) error {
 	}
 	if err := copyExtents(in, out, fi.Size()); err != nil {
 		out.Close()
-		return fmt.Errorf("copy %s: %w", src, err)
+		return hostFull(fmt.Errorf("copy %s: %w", src, err))
 	}
 	return out.Close()
+}
+
+// hostFull marks err errdefs.NoSpace (507) when a write of the host's
+// failed for want of room (ENOSPC, EDQUOT): a refusal, not the daemon's
+// own failure.
+func hostFull(err error) error {
+	if isFull(err) {
+		return errdefs.NoSpace(err)
+	}
+	return err
+}
+
+// isFull reports whether err is a write of the host's refused for want of
+// room.
+func isFull(err error) bool { return errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) }
+
+// allocateDisk gives the disk image at path its whole size on Root's file
+// system (Config.ThickDisks): fallocate makes unwritten extents, which
+// cost the file system's metadata but no data written, and a write of the
+// sandbox into them then needs no block of the host, full or not. On a
+// file system that shares extents (xfs's reflinks, which copySparse's
+// copy_file_range may make) the template's blocks are unshared too. A
+// disk allocated already costs a stat. Allocations are serialized, so
+// that each one's check of the free space counts the ones before it: one
+// that would leave less than Config.DiskReserve free is refused with
+// errdefs.NoSpace, nothing allocated, as is one the file system refuses
+// (whose caller removes the file: ext4 keeps what a failed fallocate
+// took).
+func (r *Runtime) allocateDisk(path string) error {
+	r.allocMu.Lock()
+	defer r.allocMu.Unlock()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("allocate disk: %w", err)
+	}
+	defer f.Close()
+	fd := int(f.Fd())
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("allocate disk: %w", err)
+	}
+	need := st.Size - st.Blocks*512
+	if need <= 0 {
+		return nil
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		return fmt.Errorf("allocate disk: %w", err)
+	}
+	free := int64(fs.Bavail) * fs.Bsize
+	if free-need < r.cfg.DiskReserve {
+		return r.noRoom(st.Size, need, free)
+	}
+	if err := unix.Fallocate(fd, 0, 0, st.Size); err != nil {
+		if isFull(err) { // written meanwhile by another than the daemon
+			return r.noRoom(st.Size, need, free)
+		}
+		return fmt.Errorf("allocate disk: fallocate %s: %w", path, err)
+	}
+	err = unix.Fallocate(fd, unix.FALLOC_FL_UNSHARE_RANGE, 0, st.Size)
+	if err != nil && !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EINVAL) {
+		return hostFull(fmt.Errorf("allocate disk: unshare %s: %w", path, err))
+	}
+	return nil
+}
+
+// noRoom is allocateDisk's refusal of a disk of size bytes that needs
+// need more of Root's file system, which has free.
+func (r *Runtime) noRoom(size, need, free int64) error {
+	keeps := ""
+	if r.cfg.DiskReserve > 0 {
+		keeps = fmt.Sprintf(" and keeps %s free (--disk-reserve)", quantity.Mebibytes(r.cfg.DiskReserve))
+	}
+	return errdefs.NoSpace(fmt.Errorf("no room on the host for the sandbox's disk of %s, whose whole size is allocated when it is made (--disk-provisioning thick): it needs %s more of the file system of %s, which has %s free%s; the operator may free space there",
+		quantity.Mebibytes(size), quantity.Mebibytes(need), r.cfg.Root, quantity.Mebibytes(free), keeps))
 }
 
 func copyExtents(in, out *os.File, size int64) error {
@@ -327,4 +404,21 @@ func diskUsage(dir string) (uint64, error) {
 		return 0, err
 	}
 	return (st.Blocks - st.Bfree) * uint64(st.Bsize), nil
+}
+
+// canAllocate refuses thick disks (Config.ThickDisks) on a file system
+// whose allocated blocks are not written in place: btrfs, zfs and the
+// like write every overwrite elsewhere, so room allocated ahead keeps no
+// promise. ext4 and xfs do (their unwritten extents), and tmpfs holds
+// the pages it allocates.
+func canAllocate(root string) error {
+	var st unix.Statfs_t
+	if err := unix.Statfs(root, &st); err != nil {
+		return fmt.Errorf("file system of %s: %w", root, err)
+	}
+	switch st.Type {
+	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.TMPFS_MAGIC:
+		return nil
+	}
+	return errdefs.Invalid("thick disks (--disk-provisioning thick) need a file system that writes the blocks allocated to a file in place, ext4, xfs or tmpfs: %s is on one of type %#x", root, st.Type)
 }

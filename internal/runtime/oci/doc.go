@@ -48,6 +48,24 @@
 // (Capabilities), not mapped, as a class name says nothing certain about
 // which binary it means.
 //
+// Disks are thin by default: a sparse image takes room on Root's file
+// system only as its sandbox writes, so the disks may add up to more than
+// the file system, and when it fills the sandboxes' writes fail under
+// them (the loop device's; README, "When the data dir's file system
+// fills up"). With Config.ThickDisks (serve --disk-provisioning thick)
+// every disk is allocated whole when it is made, by Create and Restore
+// (so a fork), and a disk made thin before, when its sandbox starts
+// (allocateDisk): fallocate's unwritten extents, no data written; blocks
+// a reflink shares with the template or snapshot are unshared. A disk
+// that does not fit with Config.DiskReserve left free is refused with
+// errdefs.NoSpace, and the create or restore removes what it made.
+// Allocations are serialized, so their checks of the free space add up.
+// What thick cannot keep: the loop device passes discards (a host's
+// FITRIM of the mounted disk) and zeroing without unmap (ext4 zeroing a
+// range of a file the sandbox preallocated) to the image as punched
+// holes, which the sandbox's next start allocates again. A file system
+// that writes overwrites elsewhere (btrfs, zfs) is refused at New.
+//
 // # Startup
 //
 // Start creates the agent's listening unix socket on the host and runs

@@ -69,6 +69,17 @@ type Config struct {
 	// Checkpoint and Restore are refused; with it every sandbox gets a
 	// network namespace made by the daemon (checkpoint.go).
 	CRIU string
+	// ThickDisks allocates the whole size of every sandbox disk on Root's
+	// file system when the disk is made, and of a disk made thin before
+	// when its sandbox starts (allocateDisk): a sandbox's writes then never
+	// meet a full host, and a disk that does not fit is refused with
+	// errdefs.NoSpace. Default: thin, sparse disks that take room only as
+	// they are written (doc.go).
+	ThickDisks bool
+	// DiskReserve is what allocating a thick disk must leave free on
+	// Root's file system, for the daemon's own writes (its records,
+	// snapshots, logs): serve --disk-reserve.
+	DiskReserve int64
 }
 
 // Runtime runs sandboxes as OCI containers. Make one with New; the zero
@@ -89,7 +100,8 @@ type Runtime struct {
 	maxDisk      int64  // the largest disk: Root's file system's size
 	log          *slog.Logger
 
-	tmplMu sync.Mutex // making templates
+	tmplMu  sync.Mutex // making templates
+	allocMu sync.Mutex // allocating thick disks (allocateDisk)
 
 	mu      sync.Mutex
 	clients map[string]*agent.Client
@@ -217,6 +229,11 @@ func New(cfg Config) (*Runtime, error) {
 	maxDisk, err := maxDiskBytes(root)
 	if err != nil {
 		return nil, fmt.Errorf("oci runtime: %w", err)
+	}
+	if cfg.ThickDisks {
+		if err := canAllocate(root); err != nil {
+			return nil, fmt.Errorf("oci runtime: %w", err)
+		}
 	}
 	// Agents are started by the runtime binary, which exits at once: as a
 	// subreaper the daemon inherits them and can reap them.
@@ -524,6 +541,11 @@ func (r *Runtime) create(ctx context.Context, spec *sandbox.Spec, img *image.Ima
 	if err := copySparse(tmpl, filepath.Join(dir, fileDisk)); err != nil {
 		return fmt.Errorf("make disk: %w", err)
 	}
+	if r.cfg.ThickDisks {
+		if err := r.allocateDisk(filepath.Join(dir, fileDisk)); err != nil {
+			return err
+		}
+	}
 	dirs := []string{disk, rootfs}
 	if spec.Network.Egress != nil {
 		dirs = append(dirs, filepath.Join(dir, dirEgress))
@@ -613,6 +635,11 @@ func (r *Runtime) Start(ctx context.Context, id string) error {
 	pid, started := r.agentState(dir)
 	if pid > 0 {
 		return nil
+	}
+	if r.cfg.ThickDisks { // its disk may have been made thin
+		if err := r.allocateDisk(filepath.Join(dir, fileDisk)); err != nil {
+			return fmt.Errorf("start sandbox %s: %w", id, err)
+		}
 	}
 	if err := r.mount(dir, m); err != nil {
 		return fmt.Errorf("start sandbox %s: %w", id, err)
