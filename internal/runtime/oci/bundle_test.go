@@ -3,6 +3,7 @@ package oci
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -340,6 +341,52 @@ func TestCgroupsOf(t *testing.T) {
 	}
 }
 
+// TestSwapLimitable checks on which hosts sandboxes get a memory+swap
+// limit: on v1 where the memsw files exist, on v2 always, even when no
+// cgroup below the root enables the memory controller yet (no
+// memory.swap.max anywhere: a swap limit the runtime binary cannot write
+// is skipped; one not given would let swap get round the memory limit).
+func TestSwapLimitable(t *testing.T) {
+	v1 := func(files ...string) hierarchy {
+		dir := t.TempDir()
+		for _, f := range files {
+			if err := os.WriteFile(filepath.Join(dir, f), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return hierarchy{dir: dir, controllers: []string{"memory"}}
+	}
+	v2 := func(children ...string) hierarchy {
+		dir := t.TempDir()
+		for _, c := range children {
+			if err := os.MkdirAll(filepath.Join(dir, c), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, c, "memory.swap.max"), []byte("max\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return hierarchy{dir: dir, v2: true}
+	}
+	for _, tc := range []struct {
+		name string
+		all  []hierarchy
+		want bool
+	}{
+		{"v1 with swap accounting", []hierarchy{v1("memory.limit_in_bytes", "memory.memsw.limit_in_bytes")}, true},
+		{"v1 without", []hierarchy{v1("memory.limit_in_bytes")}, false},
+		{"hybrid: the v1 memory hierarchy decides", []hierarchy{v1("memory.limit_in_bytes"), v2("system.slice")}, false},
+		{"v2 with a child that has memory.swap.max", []hierarchy{v2("system.slice")}, true},
+		{"v2 whose root has no child with the memory controller", []hierarchy{v2()}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := (&cgroups{all: tc.all}).swapLimitable(); got != tc.want {
+				t.Errorf("swapLimitable = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 // criuBuiltIn tells a crun built with CRIU from one without, by its
 // --version's feature list.
 func TestCriuBuiltIn(t *testing.T) {
@@ -364,11 +411,12 @@ func TestCriuBuiltIn(t *testing.T) {
 	}
 }
 
-// A command runs from the sealed copy of its binary when the child cannot
-// renumber a descriptor over the copy's before its exec, and from the
-// binary's file when it could (a restore of a snapshot with many external
-// pipes passes many files); either way it runs.
-func TestExecPathAndFiles(t *testing.T) {
+// A command runs from the sealed copy of its binary whatever its files:
+// many (a restore of a snapshot with many external pipes passes one for
+// each), or the highest just below the copy's descriptor with one free
+// below it, where os/exec's child moved its own pipe over the copy's
+// descriptor before it executed /proc/self/fd/N (EACCES).
+func TestExecSealedFiles(t *testing.T) {
 	bin, err := exec.LookPath("true")
 	if err != nil {
 		t.Fatalf("no true(1): %v", err)
@@ -384,26 +432,44 @@ func TestExecPathAndFiles(t *testing.T) {
 	}
 	defer null.Close()
 	fd := int(c.sealed.Fd())
-	tests := []struct {
-		extra int
-		want  string
-	}{
-		{0, c.exe},
-		{1, c.exe},
-		{(fd-1)/2 - 3, c.exe}, // the child renumbers up to fd-1 at most
-		{(fd-1)/2 - 2, ""},    // it could reach fd: the binary's file
-		{fd, ""},              // files past the copy's descriptor
-	}
-	for _, tt := range tests {
-		if got := c.execPath(3 + tt.extra); got != tt.want {
-			t.Errorf("execPath with %d extra files = %q, want %q", tt.extra, got, tt.want)
+	run := func(what string, cmd *exec.Cmd) {
+		t.Helper()
+		if err := c.exec(cmd); err != nil {
+			t.Errorf("a command with %s: %v", what, err)
 		}
+	}
+	for _, extra := range []int{0, 1, fd / 2, fd} {
 		cmd := c.command(context.Background(), "--version")
-		for range tt.extra {
+		for range extra {
 			cmd.ExtraFiles = append(cmd.ExtraFiles, null)
 		}
-		if err := c.exec(cmd); err != nil {
-			t.Errorf("a command with %d extra files: %v", tt.extra, err)
-		}
+		run(fmt.Sprintf("%d extra files", extra), cmd)
 	}
+
+	// Descriptors held up to the copy's, but for three: the command's
+	// stdin (/dev/null) and its child's pipe take them.
+	var held []*os.File
+	defer func() {
+		for _, f := range held {
+			f.Close()
+		}
+	}()
+	for len(held) == 0 || int(held[len(held)-1].Fd()) < fd-1 {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, f)
+	}
+	below := held[len(held)-1]
+	if int(below.Fd()) != fd-1 {
+		t.Fatalf("descriptors up to %d held, want %d", below.Fd(), fd-1)
+	}
+	for _, f := range held[len(held)-4 : len(held)-1] {
+		f.Close()
+	}
+	held = append(held[:len(held)-4], below)
+	cmd := c.command(context.Background(), "--version")
+	cmd.Stdout, cmd.Stderr = below, below
+	run(fmt.Sprintf("its output on descriptor %d, below the copy's", fd-1), cmd)
 }

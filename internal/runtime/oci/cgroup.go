@@ -108,17 +108,22 @@ func (cg *cgroups) dir(controller, id string) (dir string, v2 bool) {
 	return filepath.Join(root, cg.parent, id), v2
 }
 
-// swapLimitable reports whether a memory+swap limit can be set: on v1 the
-// memsw files exist only with swap accounting; on v2 memory.swap.max exists
-// in non-root cgroups only, with swap accounting.
+// swapLimitable reports whether a memory+swap limit can be set. On v1 the
+// memsw files exist only with swap accounting, and runc fails a container
+// whose limit it cannot write. On v2 it always can: crun and runc leave a
+// swap limit of 0 unwritten where memory.swap.max does not exist (no swap
+// accounting). Looking for that file would not do: it is in non-root
+// cgroups only, and only in those whose parent enables the memory
+// controller, so on a host whose root cgroup has no such child yet (the
+// runtime binary enables it for the sandboxes' own cgroups) the sandboxes
+// would get no swap limit, and a memory limit that swap gets round.
 func (cg *cgroups) swapLimitable() bool {
 	root, v2 := cg.root("memory")
-	if !v2 {
-		_, err := os.Stat(filepath.Join(root, "memory.memsw.limit_in_bytes"))
-		return err == nil
+	if v2 {
+		return true
 	}
-	found, _ := filepath.Glob(filepath.Join(root, "*", "memory.swap.max"))
-	return len(found) > 0
+	_, err := os.Stat(filepath.Join(root, "memory.memsw.limit_in_bytes"))
+	return err == nil
 }
 
 // usage reads the cgroup counters of sandbox id.

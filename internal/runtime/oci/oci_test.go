@@ -31,24 +31,31 @@ import (
 	"github.com/agent2env/agent2env/internal/testenv"
 )
 
-// The agent binary, built once for all tests (it needs no root).
+// The agent binary: $AGENT2ENV_BIN, or one built once for all tests (it
+// needs no root). A prebuilt one spares a slow machine the build (a
+// guest of scripts/cgroupv2-vm.sh takes about ten minutes over it).
 var agentBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("/tmp", "a2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	agentBin = filepath.Join(dir, "agent2env")
-	cmd := exec.Command("go", "build", "-o", agentBin, "../../../cmd/agent2env")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build agent: %v\n%s", err, out)
-		os.Exit(1)
+	var dir string // of the agent built here
+	if agentBin = os.Getenv("AGENT2ENV_BIN"); agentBin == "" {
+		var err error
+		if dir, err = os.MkdirTemp("/tmp", "a2e-bin-"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		agentBin = filepath.Join(dir, "agent2env")
+		cmd := exec.Command("go", "build", "-o", agentBin, "../../../cmd/agent2env")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build agent: %v\n%s", err, out)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
 	if layers.dir != "" {
 		os.RemoveAll(layers.dir)
 	}
