@@ -87,6 +87,12 @@ type kernelProgram struct {
 	// stdin, which then ends; the driver gives user code /dev/null as
 	// stdin in its place. Otherwise stdin is /dev/null from the start.
 	stdin string
+	// started says the driver tells when a run's code takes SIGINT
+	// ("started"), which run holds an interrupt back until. Not node's:
+	// it runs synchronous code with breakOnSigint, whose handler swap
+	// around the script a SIGINT sent on "started" would meet (the
+	// process dies of it), so its interrupts go as soon as they are due.
+	started bool
 }
 
 var kernelPrograms = map[string]*kernelProgram{
@@ -97,11 +103,12 @@ var kernelPrograms = map[string]*kernelProgram{
 	// reads stdin a byte at a time (18,000 system calls, 5 ms in a sandbox),
 	// nor "python3 /proc/self/fd/0", which the kernel's user may not open
 	// (the pipe is the agent's).
-	LangPython: {interpreter: "python3", argv: func(p string) []string { return []string{p, "-c", pythonBootstrap} }, stdin: pythonDriverInput},
+	LangPython: {interpreter: "python3", argv: func(p string) []string { return []string{p, "-c", pythonBootstrap} }, stdin: pythonDriverInput, started: true},
 	LangJavaScript: {interpreter: "node", argv: func(p string) []string {
 		return []string{p, "--stack-size=4000", "-e", nodeDriver}
 	}},
-	LangBash: {interpreter: "bash", argv: func(p string) []string { return []string{p, "--noprofile", "--norc", "-c", bashDriver} }},
+	LangBash: {interpreter: "bash", argv: func(p string) []string { return []string{p, "--noprofile", "--norc", "-c", bashDriver} },
+		started: true},
 }
 
 // kernelEnv comes before the sandbox's own environment, which may override
@@ -795,11 +802,21 @@ func (ks *kernels) run(ctx context.Context, k *kernel, p *kernelProc, req Kernel
 		defer t.Stop()
 		timeout = t.C
 	}
+	// A driver that says when the run started takes a SIGINT as this
+	// run's from then on. One sent before (the code still in the pipe, the
+	// driver parsing it) would be ignored or taken as a stale one of an
+	// earlier run, so it is held back until then; the grace runs from when
+	// it was due, and again from when it is sent.
 	var grace <-chan time.Time
+	started, held := !kernelPrograms[k.spec.Language].started, false
 	ctxDone := ctx.Done()
 	interrupt := func() {
 		if grace == nil {
-			p.interrupt()
+			if started {
+				p.interrupt()
+			} else {
+				held = true
+			}
 			grace = time.After(interruptGrace)
 		}
 	}
@@ -811,6 +828,13 @@ func (ks *kernels) run(ctx context.Context, k *kernel, p *kernelProc, req Kernel
 			case !ok:
 				<-p.exited
 				died = true
+			case msg.Type == "started":
+				started = true
+				if held {
+					held = false
+					p.interrupt()
+					grace = time.After(interruptGrace)
+				}
 			case msg.Type == "display":
 				if b, err := json.Marshal(msg.Data); err == nil {
 					_ = fw.frame(frameDisplay, b)

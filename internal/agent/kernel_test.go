@@ -297,6 +297,27 @@ func TestKernelCancelInterrupts(t *testing.T) {
 	}
 }
 
+// A timeout that ends before the driver has taken the code interrupts
+// the code all the same, and the kernel keeps its state: the agent holds
+// the interrupt back until the driver says the run started. (Bash is
+// left out: it still loses, now and then, a SIGINT that comes as the code
+// starts, in bash itself; its driver no longer ignores one that came
+// before its syntax check had ended, as it did in CI under load.)
+func TestKernelInterruptBeforeStart(t *testing.T) {
+	c := startKernelAgent(t)
+	newKernel(t, c, "early", LangPython)
+	execute(t, c, "early", "n = 5", 0)
+	for i := range 5 {
+		out := execute(t, c, "early", "import time\ntime.sleep(100)", time.Millisecond)
+		if out.res.Error == nil || out.res.Error.Name != "TimeoutError" || out.res.StateLost {
+			t.Fatalf("run %d: %+v, want a TimeoutError and the state kept", i, out.res)
+		}
+	}
+	if out := execute(t, c, "early", "n * 2", 0); resultText(out.res) != "10" || out.res.StateLost {
+		t.Errorf("after the timeouts: %+v", out.res)
+	}
+}
+
 func TestKernelRegistry(t *testing.T) {
 	c := startKernelAgent(t)
 	ctx := context.Background()

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agent2env/agent2env/internal/memexec"
 )
 
@@ -56,6 +58,7 @@ type oomExec struct {
 	// file is the trampoline's sealed memfd, held open for every child
 	// to see at path, /proc/self/fd/N, until its exec closes it.
 	file *os.File
+	fd   int // file's descriptor; forkExec keeps the child's files off it
 	path string
 	// off is set once the trampoline was found not to run: from then on
 	// commands start through forkRaised.
@@ -69,11 +72,12 @@ const (
 )
 
 // oomExecFD is the lowest descriptor the trampoline's memfd takes: above
-// those a child's fork renumbers, so that it survives until the child's
-// exec (Go's child moves its at most 10 files and its own pipe to 10–20),
-// and below 64, the size of a process's first descriptor table: growing
-// the table of a process with threads waits for an RCU grace period (9 ms
+// the child's files, 0 to at most 9 (the report fd is one digit), and
+// below 64, the size of a process's first descriptor table: growing the
+// table of a process with threads waits for an RCU grace period (9 ms
 // here; at 256 it made every sandbox's first command that much slower).
+// That nothing else a child's fork renumbers lands on it is forkExec's
+// doing.
 const oomExecFD = 32
 
 // processOOMExec is the process's OOM trampoline, made on first use (a
@@ -93,7 +97,7 @@ func newOOMExec() (*oomExec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load the OOM trampoline: %w", err)
 	}
-	return &oomExec{file: f, path: memexec.Path(f)}, nil
+	return &oomExec{file: f, fd: int(f.Fd()), path: memexec.Path(f)}, nil
 }
 
 // oomExecMachine is the ELF machine of each GOARCH oomexecCode has.
@@ -142,6 +146,18 @@ func (o *oomExec) forkExec(path string, argv []string, attr *syscall.ProcAttr) (
 		return 0, fmt.Errorf("create the OOM trampoline's pipe: %w", err)
 	}
 	defer r.Close()
+	// Before its exec, Go's child moves its own pipe, and each of its
+	// files below its place, to just above the highest of its files, over
+	// whatever is there (syscall's forkAndExecInChild1): over the
+	// trampoline's memfd when the highest was just below it, and the exec
+	// found a pipe (EACCES). The report end, one of the child's files, is
+	// moved above the memfd, and with it all that.
+	high, err := unix.FcntlInt(w.Fd(), unix.F_DUPFD_CLOEXEC, o.fd+1)
+	w.Close()
+	if err != nil {
+		return 0, fmt.Errorf("move the OOM trampoline's pipe: %w", err)
+	}
+	w = os.NewFile(uintptr(high), "|1")
 	a := *attr
 	a.Files = append(attr.Files[:len(attr.Files):len(attr.Files)], w.Fd())
 	report := len(a.Files) - 1

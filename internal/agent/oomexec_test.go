@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/agent2env/agent2env/internal/testenv"
 )
 
@@ -235,6 +237,50 @@ func TestOOMExecDescriptor(t *testing.T) {
 	}
 	if fd < oomExecFD || fd >= 64 {
 		t.Errorf("the trampoline is descriptor %d, want %d to 63", fd, oomExecFD)
+	}
+}
+
+// A command whose files sit just below the trampoline's descriptor
+// starts: Go's child moves its own pipe to just above the highest of its
+// files before its exec, which was over the trampoline's descriptor (seen
+// in CI: "exec the OOM trampoline: permission denied" once the agent held
+// as many descriptors).
+func TestOOMExecFilesBelow(t *testing.T) {
+	s := NewServer(ServerConfig{Cwd: "/", UID: -1, GID: -1, Env: []string{"PATH=/usr/bin:/bin"}})
+	o := s.oomExec()
+	if o == nil {
+		t.Fatalf("no OOM trampoline on %s", runtime.GOARCH)
+	}
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	for below := o.fd - 3; below < o.fd; below++ {
+		// The command's files are descriptor below: /dev/null put there
+		// when it is free, whatever holds it otherwise.
+		if _, err := unix.FcntlInt(uintptr(below), unix.F_GETFD, 0); err != nil {
+			fd, err := unix.FcntlInt(devnull.Fd(), unix.F_DUPFD_CLOEXEC, below)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := os.NewFile(uintptr(fd), os.DevNull)
+			defer f.Close()
+			if fd != below {
+				t.Fatalf("/dev/null took descriptor %d, not the free %d", fd, below)
+			}
+		}
+		files := []uintptr{uintptr(below), uintptr(below), uintptr(below)}
+		_, exited, err := s.spawnUser("/bin/true", []string{"true"}, &syscall.ProcAttr{Dir: "/", Files: files, Sys: s.procAttr()})
+		if err != nil {
+			t.Fatalf("a command whose files are descriptor %d (the trampoline's %d): %v", below, o.fd, err)
+		}
+		if ws := <-exited; ws.ExitStatus() != 0 {
+			t.Errorf("a command whose files are descriptor %d: exit %d", below, ws.ExitStatus())
+		}
+	}
+	if o.off.Load() {
+		t.Error("the trampoline was turned off")
 	}
 }
 

@@ -270,7 +270,7 @@ func (c *Client) StartFollowProc(ctx context.Context, req ProcRequest, started f
 	err = c.readFrames(ctx, resp.Body, "process output", func(kind byte, p []byte) (bool, error) {
 		switch {
 		case first != (kind == frameStarted):
-			return true, fmt.Errorf("%w: frame %q out of place", errdefs.ErrUnavailable, kind)
+			return true, errdefs.Unavailable("frame %q out of place", kind)
 		case first:
 			first = false
 			var info ProcInfo
@@ -279,7 +279,7 @@ func (c *Client) StartFollowProc(ctx context.Context, req ProcRequest, started f
 			}
 			return false, started(info)
 		case kind == frameTakenOver:
-			return true, fmt.Errorf("%w: %w", errdefs.ErrFailedPrecondition, ErrTakenOver)
+			return true, errdefs.Mark(ErrTakenOver, errdefs.ErrFailedPrecondition)
 		}
 		return res.frame(kind, p, output)
 	})
@@ -348,7 +348,7 @@ func (a *ProcAttachment) receive(pw *io.PipeWriter, emit OutputFunc) {
 		case a.closing.Load():
 			return false, nil
 		case kind == frameTakenOver:
-			return true, fmt.Errorf("%w: %w", errdefs.ErrFailedPrecondition, ErrTakenOver)
+			return true, errdefs.Mark(ErrTakenOver, errdefs.ErrFailedPrecondition)
 		}
 		last, err := a.res.frame(kind, p, emit)
 		if err != nil && a.closing.Load() {

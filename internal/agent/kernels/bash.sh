@@ -1,10 +1,11 @@
 # agent2env bash kernel driver, run as `bash --noprofile --norc -c "<this file>"`.
 # Requests arrive on fd 3, each a "<marker> <n>\n" line and n bytes of code. JSON
-# lines go to fd 4: "ready" once at start and "done" at the end of each run, after
-# the marker has been written raw to fd 1 and then fd 2. The code is sourced in this
-# shell, so variables, functions, cd, options and aliases persist. SIGINT ends the
-# foreground command and the code's top level (or the function it is in), and is
-# ignored between runs. The driver's names all start with __a2e_.
+# lines go to fd 4: "ready" once at start, "started" once a run takes SIGINT (the
+# agent holds one back until then) and "done" at its end, after the marker has been
+# written raw to fd 1 and then fd 2. The code is sourced in this shell, so variables,
+# functions, cd, options and aliases persist. SIGINT ends the foreground command and
+# the code's top level (or the function it is in), and is ignored between runs. The
+# driver's names all start with __a2e_.
 
 # __a2e_json STRING sets REPLY to STRING as a JSON string.
 __a2e_json() {
@@ -34,11 +35,14 @@ while IFS=' ' read -r -u "$__a2e_requests" __a2e_marker __a2e_size; do
     __a2e_interrupted=
     # Within the code (BASH_SOURCE is set) return at once, from the code or function.
     trap '__a2e_interrupted=1; [[ ${BASH_SOURCE[0]-} ]] && return 130' INT
+    printf '{"type":"started"}\n' >&"$__a2e_control"
     # The code runs with xtrace if it was on; the driver's own commands never are.
     __a2e_prefix=
     if [[ $__a2e_options == *x* ]]; then __a2e_prefix='set -x; '; fi
     for __a2e_once in 1; do # takes a `break` or `continue` at the code's top level
-      source <(printf %s%s "$__a2e_prefix" "$__a2e_code")
+      # A SIGINT whose trap ran before the code's first line is not lost: the code
+      # does not run. (The guard shares the code's first line, as the prefix does.)
+      source <(printf %s%s%s '[[ $__a2e_interrupted ]] && return 130; ' "$__a2e_prefix" "$__a2e_code")
     done
     { __a2e_status=$? __a2e_options=$-; set +x; } 2>/dev/null
     trap '' INT

@@ -4,10 +4,11 @@ The agent sends it compiled by CPython 3.11 (python.marshal, which `go generate
 ./internal/agent` writes from this file) and as source, for other interpreters.
 
 Requests arrive on fd 3, each a "<marker> <n>\n" line and n bytes of UTF-8 code.
-JSON lines go to fd 4: "ready" once at start, "display" for rich output during a
-run, and "done" (result bundle, error) at its end, after the marker has been
-written raw to fd 1 and then fd 2. SIGINT interrupts a run with KeyboardInterrupt
-and is ignored between runs.
+JSON lines go to fd 4: "ready" once at start, "started" once a run's code compiled
+and takes SIGINT (the agent holds one back until then), "display" for rich output
+during a run, and "done" (result bundle, error) at its end, after the marker has
+been written raw to fd 1 and then fd 2. SIGINT interrupts a run with
+KeyboardInterrupt and is ignored between runs.
 """
 
 from __future__ import annotations  # annotations stay unevaluated on Python 3.8
@@ -98,6 +99,9 @@ class Kernel:
         except Exception as exc:  # SyntaxError and subclasses; ValueError for NUL bytes
             text = "".join(format_exception(exc, None, only=True))
             return None, error_info(exc, text, "syntax")
+        # A SIGINT from here on is this run's: one that came before was an earlier
+        # run's, cleared above.
+        self.send({"type": "started"})
         # The handler raises KeyboardInterrupt only between these two assignments,
         # so an interrupt can never escape into the driver.
         try:

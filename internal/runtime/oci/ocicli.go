@@ -20,8 +20,7 @@ type ociCLI struct {
 	bin  string
 	root string
 	// exe is a link named as bin to sealed, a copy of bin in memory
-	// (runFromMemory), which its commands execute in place of bin where
-	// they can (execPath); or "".
+	// (runFromMemory), which its commands execute in place of bin; or "".
 	exe    string
 	sealed *os.File
 	// criuEnv is added to the environment of the commands that drive
@@ -41,10 +40,7 @@ func newOCICLI(bin, root string) ociCLI {
 }
 
 // sealedFD is the lowest descriptor a sealed copy of a runtime binary
-// takes. A child of os/exec renumbers descriptors between its fork and its
-// exec, up to twice the count of its files (execPath): a restore passes
-// one file for each of the snapshot's external pipes, so the copy sits well
-// above what commands pass.
+// takes: out of the way of those the daemon opens and closes all the time.
 const sealedFD = 256
 
 // runFromMemory makes c execute a sealed copy of its binary in memory
@@ -57,8 +53,11 @@ const sealedFD = 256
 // the copy made here they find themselves sealed and skip that. The link
 // names the processes as the binary (an exec of /proc/self/fd/N is named
 // N), which ps shows and the zombie collection looks for (scheduleReap).
-// It resolves only in the daemon and its children, which hold the
-// descriptor until their exec closes it.
+// It leads to the daemon's descriptor, /proc/PID/fd/N (memexec.PIDPath),
+// not the child's own: before its exec, a child of os/exec moves its own
+// pipe to just above the highest of its files, which was N when that was
+// N-1 and a descriptor below was free (a busy daemon holds hundreds), and
+// an exec of /proc/self/fd/N then found the pipe (EACCES).
 func (c *ociCLI) runFromMemory(dir string) error {
 	path, err := exec.LookPath(c.bin)
 	if err != nil {
@@ -80,25 +79,12 @@ func (c *ociCLI) runFromMemory(dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Symlink(memexec.Path(sealed), link); err != nil {
+	if err := os.Symlink(memexec.PIDPath(sealed), link); err != nil {
 		sealed.Close()
 		return err
 	}
 	c.exe, c.sealed = link, sealed
 	return nil
-}
-
-// execPath returns the sealed copy's link for a command of c with files
-// standard and extra files to execute, or "" for it to execute the
-// binary's file: when there is no copy, or when the child could renumber a
-// descriptor over the copy's before its exec (Go's child moves each of its
-// files that sits below its place to the count of its files and up, and
-// its own pipe).
-func (c ociCLI) execPath(files int) string {
-	if c.sealed == nil || int(c.sealed.Fd()) <= 2*files+1 {
-		return ""
-	}
-	return c.exe
 }
 
 // stateRoot is where runtime binary bin keeps its containers' state: one
@@ -113,8 +99,8 @@ func (c ociCLI) exec(cmd *exec.Cmd) error {
 	if c.reap {
 		defer scheduleReap(c.bin)
 	}
-	if p := c.execPath(3 + len(cmd.ExtraFiles)); p != "" {
-		cmd.Path = p
+	if c.exe != "" {
+		cmd.Path = c.exe
 	}
 	return runTracked(cmd)
 }
