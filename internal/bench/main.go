@@ -519,7 +519,9 @@ func benchCreate(d *daemon, n int, img string) (stats, []string, error) {
 	var ids []string
 	create, err := measure(n, func() error {
 		id, err := d.create(img)
-		ids = append(ids, id)
+		if id != "" { // a sandbox that failed has an id too
+			ids = append(ids, id)
+		}
 		return err
 	})
 	if err != nil {
@@ -741,8 +743,11 @@ func compareCreate(n int, img, binA, binB string) error {
 		time.Sleep(100 * time.Millisecond)
 		start := time.Now()
 		id, err := ds[i].create(img)
-		ids[i] = append(ids[i], id)
-		return time.Since(start), err
+		d := time.Since(start)
+		if id != "" {
+			ids[i] = append(ids[i], id)
+		}
+		return d, err
 	}
 	for i := range n {
 		start := time.Now()
