@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 	"github.com/agent2env/agent2env/internal/sandbox"
+	"github.com/agent2env/agent2env/internal/store"
 )
 
 func TestStopStartRestart(t *testing.T) {
@@ -253,5 +255,85 @@ func TestRecoverInterruptedStart(t *testing.T) {
 	}
 	if got := e.rt.State(id); got != sandbox.StateStopped {
 		t.Errorf("runtime state after recovery = %q, want stopped, its files kept", got)
+	}
+}
+
+// TestMakingReleasedWhenRunning: whoever makes or starts a sandbox has
+// released its making by the time the record says running, so that
+// whoever sees it running may stop and start it again at once (released
+// after the write, a Start right after it was refused "being made or
+// started by another request"). The store checks the claim as the
+// running status is written: for a create, a create with a startup plan
+// (made in the background) and a start again.
+func TestMakingReleasedWhenRunning(t *testing.T) {
+	ctx := context.Background()
+	stopped := func(t *testing.T, e *env) string {
+		sb := e.create(t, CreateRequest{Template: "t"})
+		e.waitStatus(t, sb.ID, api.StatusRunning)
+		if _, err := e.m.Stop(ctx, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		return sb.ID
+	}
+	tests := []struct {
+		name    string
+		prepare func(t *testing.T, e *env) string // what make is given
+		make    func(t *testing.T, e *env, id string) string
+	}{
+		{"create", nil, func(t *testing.T, e *env, _ string) string {
+			return e.create(t, CreateRequest{Image: "alpine"}).ID
+		}},
+		{"create with startup", nil, func(t *testing.T, e *env, _ string) string {
+			return e.create(t, CreateRequest{Template: "t"}).ID
+		}},
+		{"start again", stopped, func(t *testing.T, e *env, id string) string {
+			if _, err := e.m.Start(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			return id
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := templateEnv(t, fakeTemplates{"t": {Image: "alpine", StartupScript: "true"}})
+			var id string
+			if tt.prepare != nil {
+				id = tt.prepare(t, e)
+			}
+			seen := e.watchRunning(t)
+			id = tt.make(t, e, id)
+			e.waitStatus(t, id, api.StatusRunning)
+			if got := seen(); len(got) != 1 || got[0] != id {
+				t.Fatalf("running written for %v, want %s once", got, id)
+			}
+		})
+	}
+}
+
+// watchRunning has the store check, as each sandbox's running status is
+// written, that its making is not claimed; it returns the ids it saw.
+func (e *env) watchRunning(t *testing.T) (seen func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var ids []string
+	check := func(id string, evs []store.Event) {
+		if len(evs) == 0 || evs[0].Status != string(api.StatusRunning) {
+			return
+		}
+		release, err := e.m.makers.TryLock(context.Background(), id)
+		if err != nil || release == nil {
+			t.Errorf("sandbox %s written running with its making still claimed (%v)", id, err)
+		} else {
+			release()
+		}
+		mu.Lock()
+		ids = append(ids, id)
+		mu.Unlock()
+	}
+	e.st.onUpdate.Store(&check)
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return ids
 	}
 }

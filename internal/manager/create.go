@@ -8,6 +8,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
@@ -238,6 +239,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 	if err != nil {
 		return nil, err
 	}
+	made = sync.OnceFunc(made)
 
 	ready := true
 	preparer, _ := m.rt.(sandbox.ImagePreparer)
@@ -252,7 +254,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 		// The image is here: start now, whatever the client does meanwhile.
 		ctx, done := m.startContext(ctx)
 		defer done()
-		started, err := m.start(ctx, sb.ID, r)
+		started, err := m.start(ctx, sb.ID, r, made)
 		if unmade := (unmadeError{}); errors.As(err, &unmade) {
 			return nil, m.refuseUnmade(ctx, sb, unmade.error)
 		}
@@ -273,7 +275,7 @@ func (m *Manager) create(ctx context.Context, req CreateRequest) (*store.Sandbox
 				return
 			}
 		}
-		if _, err := m.start(ctx, sb.ID, r); errors.As(err, new(unmadeError)) {
+		if _, err := m.start(ctx, sb.ID, r, made); errors.As(err, new(unmadeError)) {
 			_, _ = m.fail(ctx, sb.ID, fmt.Sprintf("create sandbox: %v", err))
 		}
 	}()
@@ -481,8 +483,11 @@ func (m *Manager) admitRecord(ctx context.Context, arrived uint64, r *resolved, 
 }
 
 // start creates and starts the runtime side of a pending sandbox, runs its
-// startup plan, and marks it running, or failed with the reason.
-func (m *Manager) start(ctx context.Context, id string, r *resolved) (*store.Sandbox, error) {
+// startup plan, and marks it running, or failed with the reason. It
+// releases the sandbox's making (made) under its lock as it marks it
+// running (markRunning), so that whoever sees it running may stop and
+// start it again at once; its caller releases it on the other ends.
+func (m *Manager) start(ctx context.Context, id string, r *resolved, made func()) (*store.Sandbox, error) {
 	// A Delete ends the runtime's start as it ends a startup: a start may
 	// wait long (a Pod the scheduler cannot place), and the sandbox's
 	// lock, which the start holds, would keep the Delete waiting.
@@ -495,7 +500,7 @@ func (m *Manager) start(ctx context.Context, id string, r *resolved) (*store.San
 		return sb, err
 	}
 	if r.startup.empty() {
-		return m.markRunning(ctx, id, "agent ready", nil)
+		return m.markRunning(ctx, id, "agent ready", made)
 	}
 	// The startup runs without the lock, so that a Delete can cancel it.
 	sctx, cancel := context.WithCancel(ctx)
@@ -506,7 +511,7 @@ func (m *Manager) start(ctx context.Context, id string, r *resolved) (*store.San
 	if err != nil {
 		return m.failStartup(ctx, id, err)
 	}
-	return m.markRunning(ctx, id, "ready: startup complete", nil)
+	return m.markRunning(ctx, id, "ready: startup complete", made)
 }
 
 // failStartup fails a sandbox whose startup failed: its console output is
@@ -528,14 +533,12 @@ func (m *Manager) failStartup(ctx context.Context, id string, cause error) (*sto
 }
 
 // markRunning marks a pending sandbox running, unless it was deleted or
-// failed meanwhile. made, when not nil, releases the sandbox's making; it
-// is called once markRunning holds the sandbox's lock.
+// failed meanwhile. It releases the sandbox's making (made) once it holds
+// the sandbox's lock.
 func (m *Manager) markRunning(ctx context.Context, id, reason string, made func()) (*store.Sandbox, error) {
 	unlock := m.lock(id)
 	defer unlock()
-	if made != nil {
-		made()
-	}
+	made()
 	ctx = context.WithoutCancel(ctx)
 	if sb, err := m.store.GetSandbox(ctx, id); err != nil || sb.Status != string(api.StatusPending) {
 		return sb, sandboxErr(err)

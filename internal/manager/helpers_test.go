@@ -115,14 +115,18 @@ func (c *clock) Advance(d time.Duration) {
 var epoch = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // fullStore is a store whose sandbox record updates fail, as on a full
-// disk, while full is set.
+// disk, while full is set; a test may see each update first (onUpdate).
 type fullStore struct {
 	store.Store
-	full    atomic.Bool
-	refused atomic.Int32 // updates refused
+	full     atomic.Bool
+	refused  atomic.Int32 // updates refused
+	onUpdate atomic.Pointer[func(id string, evs []store.Event)]
 }
 
 func (s *fullStore) UpdateSandbox(ctx context.Context, id string, fn func(*store.Sandbox) error, evs ...store.Event) (*store.Sandbox, error) {
+	if f := s.onUpdate.Load(); f != nil {
+		(*f)(id, evs)
+	}
 	if s.full.Load() {
 		s.refused.Add(1)
 		return nil, errdefs.NoSpace(errors.New("commit write: database or disk is full (13)"))
