@@ -88,6 +88,7 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
+	cfg.Listen = boundListen(cfg.Listen, l.Addr())
 	if s.runtime == "oci" {
 		bin, releaseBin := resolveOCIBinary(s.runtimeSettings["oci.binary"], cfg.CacheDir, log)
 		defer releaseBin()
@@ -334,4 +335,16 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// boundListen is listen with the port the listener took (addr) where it
+// asked for any ("127.0.0.1:0"): the daemon's public URL, its endpoints
+// and its data dir's lock name the port it serves on, not 0.
+func boundListen(listen string, addr net.Addr) string {
+	host, port, err := net.SplitHostPort(listen)
+	tcp, ok := addr.(*net.TCPAddr)
+	if err != nil || port != "0" || !ok {
+		return listen
+	}
+	return net.JoinHostPort(host, strconv.Itoa(tcp.Port))
 }

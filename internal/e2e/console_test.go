@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -71,13 +72,13 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	const key = "console-browser-test-key"
-	consoleAddr := freeAddr(t)
 	d := startDaemon(t, "", withCRIU(t), func(c *exec.Cmd) {
 		c.Env = append(os.Environ(), "AGENT2ENV_API_KEYS="+key)
-		c.Args = append(c.Args, "--console-listen", consoleAddr, "--prebuild-images=false", "--llm-config", llmConfig,
+		c.Args = append(c.Args, "--console-listen", "127.0.0.1:0", "--prebuild-images=false", "--llm-config", llmConfig,
 			"--warm-pools", "python=1")
 	})
 	d.key = key
+	consoleAddr := strings.TrimSuffix(strings.TrimPrefix(d.waitLogged("console", "url"), "http://"), "/")
 	// The image is built or unpacked once, here, not while the browser
 	// waits.
 	warm := d.create(api.CreateSandboxRequest{Image: "agent2env/python"})

@@ -9,11 +9,11 @@ import (
 	"fmt"
 	"io"
 	"mime/multipart"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -106,9 +106,11 @@ func startDaemon(t *testing.T, dataDir string, options ...func(*exec.Cmd)) *daem
 			os.RemoveAll(dataDir)
 		})
 	}
-	addr := freeAddr(t)
-	d := &daemon{t: t, dataDir: dataDir, addr: addr, log: new(syncBuffer), exited: make(chan struct{})}
-	d.cmd = exec.Command(binary, "serve", "--listen", addr, "--data-dir", dataDir, "--image-dir", imageDir, "--log-level", "debug")
+	// The daemon picks its port (--listen :0) and says which it took: a
+	// port found free beforehand may be taken by then, by a sandbox's
+	// forward or another test's daemon, whose /readyz would answer ours.
+	d := &daemon{t: t, dataDir: dataDir, log: new(syncBuffer), exited: make(chan struct{})}
+	d.cmd = exec.Command(binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--image-dir", imageDir, "--log-level", "debug")
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	for _, o := range options {
 		o(d.cmd)
@@ -125,11 +127,16 @@ func startDaemon(t *testing.T, dataDir string, options ...func(*exec.Cmd)) *daem
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(d.url("/readyz"))
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return d
+		if d.addr == "" {
+			d.addr = d.log.logged("serving", "addr")
+		}
+		if d.addr != "" {
+			resp, err := http.Get(d.url("/readyz"))
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return d
+				}
 			}
 		}
 		select {
@@ -162,19 +169,20 @@ func purge(t *testing.T, dataDir string) {
 	for _, db := range dbs {
 		os.Remove(db)
 	}
-	addr := freeAddr(t)
 	// It only cleans up: no background build of the built-in images.
-	cmd := exec.Command(binary, "serve", "--listen", addr, "--data-dir", dataDir, "--image-dir", imageDir, "--prebuild-images=false")
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
+	cmd := exec.Command(binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--image-dir", imageDir, "--prebuild-images=false")
+	log := new(syncBuffer)
+	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Errorf("purge: %v", err)
 		return
 	}
 	for i := 0; i < 600; i++ {
-		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
-			resp.Body.Close()
-			break
+		if addr := log.logged("serving", "addr"); addr != "" {
+			if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
+				resp.Body.Close()
+				break
+			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -188,14 +196,34 @@ func purge(t *testing.T, dataDir string) {
 	}
 }
 
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// logged returns the value of attribute key in the first line the daemon
+// logged with message msg (slog's text form), or "" if none yet.
+func (s *syncBuffer) logged(msg, key string) string {
+	for _, line := range strings.Split(s.String(), "\n") {
+		fields := strings.Fields(line)
+		if !slices.Contains(fields, "msg="+msg) {
+			continue
+		}
+		for _, f := range fields {
+			if v, ok := strings.CutPrefix(f, key+"="); ok {
+				return v
+			}
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return ""
+}
+
+// waitLogged waits up to 10 s for the daemon to log a line with message
+// msg, and returns its attribute key (syncBuffer.logged).
+func (d *daemon) waitLogged(msg, key string) string {
+	d.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if v := d.log.logged(msg, key); v != "" {
+			return v
+		}
+	}
+	d.t.Fatalf("the daemon logged no %q with %s in 10s", msg, key)
+	return ""
 }
 
 func (d *daemon) url(path string) string { return "http://" + d.addr + path }

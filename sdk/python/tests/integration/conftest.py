@@ -14,9 +14,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -79,20 +79,25 @@ def _die_with_parent() -> None:
 _PR_SET_PDEATHSIG = 1
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+_SERVING = re.compile(r"\bmsg=serving addr=(\S+)")
 
 
-def _wait_ready(proc: subprocess.Popen[bytes], root: str, log: Path) -> None:
+def _wait_ready(proc: subprocess.Popen[bytes], log: Path) -> str:
+    """Wait until the daemon answers ``/readyz``; return its root URL.
+
+    It listens on a port of its choosing and logs which: a port found free
+    beforehand may be another test's daemon's by the time this one binds.
+    """
     deadline = time.monotonic() + 60
+    root = ""
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             pytest.fail(f"daemon exited at start:\n{log.read_text()}", pytrace=False)
+        if not root and (m := _SERVING.search(log.read_text())):
+            root = "http://" + m.group(1)
         try:
-            if httpx.get(root + "/readyz", timeout=2).status_code == 200:
-                return
+            if root and httpx.get(root + "/readyz", timeout=2).status_code == 200:
+                return root
         except httpx.TransportError:
             pass
         time.sleep(0.05)
@@ -116,14 +121,13 @@ def _serve(binary: str, *args: str) -> Iterator[Daemon]:
     IMAGE_DIR.mkdir(parents=True, exist_ok=True)
     log = Path(tempfile.mkstemp(prefix="a2e-py-daemon-", suffix=".log")[1])
     _log_paths.append(log)
-    root = f"http://127.0.0.1:{_free_port()}"
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [
                 binary,
                 "serve",
                 "--listen",
-                root.removeprefix("http://"),
+                "127.0.0.1:0",
                 "--data-dir",
                 data_dir,
                 "--image-dir",
@@ -136,7 +140,7 @@ def _serve(binary: str, *args: str) -> Iterator[Daemon]:
             preexec_fn=_die_with_parent,
         )
     try:
-        _wait_ready(proc, root, log)
+        root = _wait_ready(proc, log)
         yield Daemon(url=root + "/api/v1", log=log)
     finally:
         if proc.poll() is None:
