@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -144,5 +145,33 @@ func TestRunNotDumpable(t *testing.T) {
 	}
 	if code, out := sh("env"); code != 0 || strings.Contains(out, token) || strings.Contains(out, key) || strings.Contains(out, "AGENT2ENV_AGENT_") {
 		t.Errorf("a command's environment: exit %d, %q; want none of the agent's", code, out)
+	}
+}
+
+func TestEnvForCommands(t *testing.T) {
+	kubelet := []string{"KUBERNETES_SERVICE_HOST=10.96.0.1", "KUBERNETES_SERVICE_PORT=443", "KUBERNETES_SERVICE_PORT_HTTPS=443",
+		"KUBERNETES_PORT=tcp://10.96.0.1:443", "KUBERNETES_PORT_443_TCP=tcp://10.96.0.1:443", "KUBERNETES_PORT_443_TCP_PROTO=tcp",
+		"KUBERNETES_PORT_443_TCP_PORT=443", "KUBERNETES_PORT_443_TCP_ADDR=10.96.0.1"}
+	own := []string{"PATH=/usr/bin:/bin", "HOME=/home/user", "KUBECONFIG=/workspace/kubeconfig", "KUBERNETES_VERSION=1.36"}
+	tests := []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{"the agent's own go", append([]string{EnvListen + "=:44772", EnvToken + "=t"}, own...), own},
+		{"no kubelet: its names are the sandbox's", append(slices.Clone(own), kubelet...), append(slices.Clone(own), kubelet...)},
+		{"the kubelet's go", append(append([]string{EnvKubelet + "="}, own...), kubelet...), own},
+		{"but those the sandbox set", append(append([]string{EnvKubelet + "=KUBERNETES_SERVICE_HOST"}, own...), "KUBERNETES_SERVICE_HOST=api.example"),
+			append(slices.Clone(own), "KUBERNETES_SERVICE_HOST=api.example")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := envForCommands(tt.env); !slices.Equal(got, tt.want) {
+				t.Errorf("envForCommands(%q)\n = %q\nwant %q", tt.env, got, tt.want)
+			}
+		})
+	}
+	if got := KubeletKeep(append(slices.Clone(own), "KUBERNETES_SERVICE_HOST=api", "KUBERNETES_PORT=tcp://api:443")); got != "KUBERNETES_SERVICE_HOST,KUBERNETES_PORT" {
+		t.Errorf("KubeletKeep = %q", got)
 	}
 }

@@ -275,13 +275,52 @@ func fsErrorStatus(err error) (int, string) {
 	return http.StatusInternalServerError, "INTERNAL"
 }
 
-// envForCommands strips the agent's own configuration from env.
+// EnvKubelet, when set (the kubernetes runtime sets it), says that env
+// holds the variables the kubelet gives every container for the
+// cluster's API service (KUBERNETES_SERVICE_HOST, KUBERNETES_PORT_443_TCP,
+// …), whatever the Pod says: enableServiceLinks false drops only other
+// services'. Commands get none of them, as on the oci runtime, but those
+// its value names (comma-separated): the sandbox's own env set them.
+const EnvKubelet = "AGENT2ENV_AGENT_KUBELET_ENV"
+
+// envForCommands strips the agent's own configuration from env, and the
+// kubelet's variables where EnvKubelet says env has them.
 func envForCommands(env []string) []string {
-	out := env[:0:0]
+	var keep map[string]bool
 	for _, kv := range env {
-		if !strings.HasPrefix(kv, "AGENT2ENV_AGENT_") {
-			out = append(out, kv)
+		if v, ok := strings.CutPrefix(kv, EnvKubelet+"="); ok {
+			keep = map[string]bool{}
+			for _, name := range strings.Split(v, ",") {
+				keep[name] = true
+			}
 		}
 	}
+	out := env[:0:0]
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "AGENT2ENV_AGENT_") || keep != nil && kubeletVar(name) && !keep[name] {
+			continue
+		}
+		out = append(out, kv)
+	}
 	return out
+}
+
+// kubeletVar reports whether name is of those the kubelet sets for the
+// cluster's API service ("kubernetes"): KUBERNETES_SERVICE_HOST, _PORT,
+// _PORT_<NAME>, and the link form KUBERNETES_PORT, KUBERNETES_PORT_<N>_<PROTO>…
+func kubeletVar(name string) bool {
+	return strings.HasPrefix(name, "KUBERNETES_SERVICE_") || name == "KUBERNETES_PORT" || strings.HasPrefix(name, "KUBERNETES_PORT_")
+}
+
+// KubeletKeep is EnvKubelet's value for a sandbox whose env is env
+// (KEY=VALUE): the names of the kubelet's variables it sets itself.
+func KubeletKeep(env []string) string {
+	var keep []string
+	for _, kv := range env {
+		if name, _, _ := strings.Cut(kv, "="); kubeletVar(name) {
+			keep = append(keep, name)
+		}
+	}
+	return strings.Join(keep, ",")
 }

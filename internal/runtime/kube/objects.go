@@ -183,6 +183,8 @@ func (c podConfig) pod(s *specJSON, state string, first bool) (*corev1.Pod, erro
 	}
 	env = append(env,
 		corev1.EnvVar{Name: "AGENT2ENV_AGENT_LISTEN", Value: ":" + strconv.Itoa(AgentPort)},
+		// The kubelet adds the API service's variables (agent.EnvKubelet).
+		corev1.EnvVar{Name: agent.EnvKubelet, Value: agent.KubeletKeep(s.Env)},
 	)
 	env = append(env, secretEnv(objectName(s.ID))...)
 	// The agent listens there for the daemon to accept (services.go).

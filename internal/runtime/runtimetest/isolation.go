@@ -554,8 +554,10 @@ func (s *suite) testNoCredentials(t *testing.T) {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q; want permission denied", script, r.ExitCode, r.stdout, r.stderr)
 		}
 	}
-	if env := mustSh(t, c, "env"); strings.Contains(env, "AGENT2ENV_AGENT_") {
-		t.Errorf("a command's environment has the agent's variables:\n%s", env)
+	// Nor the cluster's: the kubelet gives every container the API
+	// service's address (KUBERNETES_SERVICE_HOST, KUBERNETES_PORT_443_TCP…).
+	if env := mustSh(t, c, "env"); strings.Contains(env, "AGENT2ENV_AGENT_") || strings.Contains(env, "KUBERNETES_") {
+		t.Errorf("a command's environment has the agent's or the cluster's variables:\n%s", env)
 	}
 }
 
