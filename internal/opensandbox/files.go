@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -225,7 +226,8 @@ func (h *Handler) remove(w http.ResponseWriter, r *http.Request, id string, dirs
 	}
 	// Every path is checked before any is removed: a request refused
 	// changes nothing.
-	for _, p := range ps {
+	clean := make([]string, len(ps))
+	for i, p := range ps {
 		fi, err := h.cfg.Files.Stat(r.Context(), id, p)
 		switch {
 		case err != nil:
@@ -233,19 +235,33 @@ func (h *Handler) remove(w http.ResponseWriter, r *http.Request, id string, dirs
 			err = errdefs.Invalid("%s is not a directory", p)
 		case !dirs && fi.IsDir:
 			err = errdefs.Invalid("%s is a directory", p)
+		default:
+			clean[i], err = service.CleanPath(p)
 		}
 		if err != nil {
 			writeError(w, err)
 			return
 		}
 	}
-	for _, p := range ps {
+	var removed []string
+	for i, p := range ps {
+		// A path given twice, or inside a directory removed before it,
+		// is gone already: done, not a failure after the removals.
+		if slices.ContainsFunc(removed, func(d string) bool { return within(clean[i], d) }) {
+			continue
+		}
+		removed = append(removed, clean[i])
 		if err := h.cfg.Files.Remove(r.Context(), id, p, dirs); err != nil {
 			writeError(w, err)
 			return
 		}
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// within reports whether clean path p is dir or a path under it.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 func (h *Handler) moveFiles(w http.ResponseWriter, r *http.Request, id string) {

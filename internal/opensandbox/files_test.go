@@ -255,6 +255,16 @@ func TestExecdFileOps(t *testing.T) {
 		{name: "delete files, one a directory", method: "DELETE", target: "/files?path=/w/a.txt&path=/w/sub", wantStatus: 400},
 		{name: "delete directories, one missing", method: "DELETE", target: "/directories?path=/w/sub/deep&path=/w/none", wantStatus: 404},
 		{name: "delete a missing file", method: "DELETE", target: "/files?path=/w/none", wantStatus: 404},
+		// A path an earlier one of the request took with it is done, not
+		// a failure after the removal.
+		{
+			name: "delete directories, one inside another", method: "DELETE", target: "/directories?path=/w/sub&path=/w/sub/deep", wantStatus: 200,
+			wantOps: []string{"rm /w/sub true"},
+		},
+		{
+			name: "delete a file twice", method: "DELETE", target: "/files?path=/w/a.txt&path=/w/a.txt", wantStatus: 200,
+			wantOps: []string{"rm /w/a.txt false"},
+		},
 		{
 			name: "delete directories", method: "DELETE", target: "/directories?path=/w/sub", wantStatus: 200,
 			wantOps: []string{"rm /w/sub true"},
