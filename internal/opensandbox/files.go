@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"mime"
 	"net/http"
 	"path"
@@ -405,13 +406,18 @@ func (h *Handler) replaceFiles(w http.ResponseWriter, r *http.Request, id string
 	type count struct {
 		ReplacedCount int `json:"replacedCount"`
 	}
-	out := make(map[string]count, len(body))
-	for p, it := range body {
-		if it.Old == nil || it.New == nil {
-			writeError(w, errdefs.Invalid("%s: give old and new", p))
+	// Every file is checked before any is changed: a request refused for
+	// one of them changes none.
+	ps := slices.Sorted(maps.Keys(body))
+	for _, p := range ps {
+		if err := h.replaceable(r.Context(), id, p, body[p].Old, body[p].New); err != nil {
+			writeError(w, err)
 			return
 		}
-		n, err := h.cfg.Files.Replace(r.Context(), id, p, *it.Old, *it.New)
+	}
+	out := make(map[string]count, len(body))
+	for _, p := range ps {
+		n, err := h.cfg.Files.Replace(r.Context(), id, p, *body[p].Old, *body[p].New)
 		if err != nil {
 			writeError(w, err)
 			return
@@ -423,6 +429,27 @@ func (h *Handler) replaceFiles(w http.ResponseWriter, r *http.Request, id string
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// replaceable checks a replace of old by new in file p of sandbox id as
+// service.Sandboxes.Replace would, before anything is replaced.
+func (h *Handler) replaceable(ctx context.Context, id, p string, old, new *string) error {
+	if old == nil || new == nil {
+		return errdefs.Invalid("%s: give old and new", p)
+	}
+	if *old == "" {
+		return errdefs.Invalid("%s: the text to replace is empty", p)
+	}
+	fi, err := h.cfg.Files.Stat(ctx, id, p)
+	switch {
+	case err != nil:
+		return err
+	case !fi.Regular:
+		return errdefs.Invalid("%s is not a regular file", p)
+	case fi.Size > service.MaxReplaceBytes:
+		return errdefs.Invalid("%s is %d bytes, above the %d-byte limit of a replace", p, fi.Size, service.MaxReplaceBytes)
+	}
+	return nil
 }
 
 // byteRange is one range of a Range header, resolved against a size.

@@ -326,6 +326,15 @@ func TestExecdFileOps(t *testing.T) {
 		},
 		{name: "replace without new", method: "POST", target: "/files/replace", body: `{"/w/a.txt":{"old":"one"}}`, wantStatus: 400},
 		{name: "replace in a missing file", method: "POST", target: "/files/replace", body: `{"/w/none":{"old":"a","new":"b"}}`, wantStatus: 404},
+		// Every file is checked before any is changed.
+		{name: "replace, one without new", method: "POST", target: "/files/replace", body: `{"/w/a.txt":{"old":"one","new":"1"},"/w/sub/b.py":{"old":"1"}}`, wantStatus: 400,
+			check: unchanged("/w/a.txt", "one two one\n")},
+		{name: "replace, one missing", method: "POST", target: "/files/replace", body: `{"/w/a.txt":{"old":"one","new":"1"},"/w/none":{"old":"a","new":"b"}}`, wantStatus: 404,
+			check: unchanged("/w/a.txt", "one two one\n")},
+		{name: "replace, one a directory", method: "POST", target: "/files/replace", body: `{"/w/a.txt":{"old":"one","new":"1"},"/w/sub":{"old":"a","new":"b"}}`, wantStatus: 400,
+			check: unchanged("/w/a.txt", "one two one\n")},
+		{name: "replace, one old empty", method: "POST", target: "/files/replace", body: `{"/w/a.txt":{"old":"one","new":"1"},"/w/sub/b.py":{"old":"","new":"b"}}`, wantStatus: 400,
+			check: unchanged("/w/a.txt", "one two one\n")},
 		{name: "info by POST", method: "POST", target: "/files/info?path=/w", body: `{}`, wantStatus: 405},
 		{name: "unknown files route", method: "GET", target: "/files/other", wantStatus: 501},
 	} {
@@ -372,6 +381,16 @@ func TestExecdFileOps(t *testing.T) {
 				tc.check(t, ff)
 			}
 		})
+	}
+}
+
+// unchanged checks that file p still holds content.
+func unchanged(p, content string) func(t *testing.T, ff *fakeFiles) {
+	return func(t *testing.T, ff *fakeFiles) {
+		t.Helper()
+		if got := ff.files[p]; got != content {
+			t.Errorf("%s holds %q, want %q", p, got, content)
+		}
 	}
 }
 
