@@ -265,6 +265,10 @@ func within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
+// moveFiles moves files in the order given, as one change: every item is
+// checked before anything is moved, and a move that fails has the moves
+// before it undone, last first (best effort: a file a move replaced is
+// not brought back).
 func (h *Handler) moveFiles(w http.ResponseWriter, r *http.Request, id string) {
 	var items []struct {
 		Src  string `json:"src"`
@@ -274,8 +278,21 @@ func (h *Handler) moveFiles(w http.ResponseWriter, r *http.Request, id string) {
 		writeError(w, err)
 		return
 	}
-	for _, it := range items {
-		if err := h.cfg.Files.Move(r.Context(), id, it.Src, it.Dest); err != nil {
+	for i, it := range items {
+		for _, p := range []string{it.Src, it.Dest} {
+			if _, err := service.CleanPath(p); err != nil {
+				writeError(w, fmt.Errorf("item %d: src and dest: %w", i, err))
+				return
+			}
+		}
+	}
+	ctx := r.Context()
+	for i, it := range items {
+		if err := h.cfg.Files.Move(ctx, id, it.Src, it.Dest); err != nil {
+			for j := i - 1; j >= 0; j-- {
+				// Best effort: the request's error is what the client needs.
+				_ = h.cfg.Files.Move(context.WithoutCancel(ctx), id, items[j].Dest, items[j].Src)
+			}
 			writeError(w, err)
 			return
 		}

@@ -305,6 +305,19 @@ func TestExecdFileOps(t *testing.T) {
 			wantOps: []string{"mv /w/a.txt /w/z.txt"},
 		},
 		{name: "move a missing file", method: "POST", target: "/files/mv", body: `[{"src":"/w/none","dest":"/w/z"}]`, wantStatus: 404},
+		{
+			name: "move in a chain", method: "POST", target: "/files/mv", body: `[{"src":"/w/a.txt","dest":"/w/z.txt"},{"src":"/w/z.txt","dest":"/w/y.txt"}]`, wantStatus: 200,
+			wantOps: []string{"mv /w/a.txt /w/z.txt", "mv /w/z.txt /w/y.txt"},
+		},
+		// A bad item is refused before anything is moved; a move that
+		// fails has the moves before it undone.
+		{name: "move, one without dest", method: "POST", target: "/files/mv", body: `[{"src":"/w/a.txt","dest":"/w/z.txt"},{"src":"/w/sub/b.py"}]`, wantStatus: 400},
+		{name: "move, one a path out", method: "POST", target: "/files/mv", body: `[{"src":"/w/a.txt","dest":"/w/z.txt"},{"src":"/w/sub/b.py","dest":"/w/../etc/b"}]`, wantStatus: 400},
+		{
+			name: "move, one failing", method: "POST", target: "/files/mv", body: `[{"src":"/w/a.txt","dest":"/w/z.txt"},{"src":"/w/sub/b.py","dest":"/w/b.py"},{"src":"/w/a.txt","dest":"/w/y.txt"}]`, wantStatus: 404,
+			wantOps: []string{"mv /w/a.txt /w/z.txt", "mv /w/sub/b.py /w/b.py", "mv /w/b.py /w/sub/b.py", "mv /w/z.txt /w/a.txt"},
+			check:   unchanged("/w/a.txt", "one two one\n"),
+		},
 		{name: "move, not a list", method: "POST", target: "/files/mv", body: `{"src":"/w/a.txt"}`, wantStatus: 400},
 		{
 			name: "permissions", method: "POST", target: "/files/permissions", body: `{"/w/a.txt":{"mode":600}}`, wantStatus: 200,
