@@ -308,10 +308,16 @@ type permission struct {
 }
 
 // applyPermission sets path's mode (when it has one: mode) and p's owner.
-func (h *Handler) applyPermission(ctx context.Context, id, path string, mode *fs.FileMode, p permission) error {
+// Each step done adds to *undo the step that sets back what was (before:
+// the file as it was; nil for a file the request made, whose removal
+// undoes it all).
+func (h *Handler) applyPermission(ctx context.Context, id, path string, mode *fs.FileMode, p permission, before *service.FileStat, undo *[]func(context.Context)) error {
 	if mode != nil {
 		if err := h.cfg.Files.Chmod(ctx, id, path, *mode); err != nil {
 			return err
+		}
+		if before != nil {
+			*undo = append(*undo, func(ctx context.Context) { _ = h.cfg.Files.Chmod(ctx, id, path, before.FullMode.Perm()) })
 		}
 	}
 	var owner, group string
@@ -321,7 +327,18 @@ func (h *Handler) applyPermission(ctx context.Context, id, path string, mode *fs
 	if p.Group != nil {
 		group = *p.Group
 	}
-	return h.cfg.Files.Chown(ctx, id, path, owner, group)
+	if owner == "" && group == "" {
+		return nil
+	}
+	if err := h.cfg.Files.Chown(ctx, id, path, owner, group); err != nil {
+		return err
+	}
+	if before != nil {
+		*undo = append(*undo, func(ctx context.Context) {
+			_ = h.cfg.Files.Chown(ctx, id, path, strconv.Itoa(before.UID), strconv.Itoa(before.GID))
+		})
+	}
+	return nil
 }
 
 func (h *Handler) chmodFiles(w http.ResponseWriter, r *http.Request, id string) {
@@ -332,23 +349,26 @@ func (h *Handler) makeDirs(w http.ResponseWriter, r *http.Request, id string) {
 	h.permissions(w, r, id, true)
 }
 
-// permissions applies a body of path → permission, making each path a
-// directory first (with its parents) when mkdir is set. Every mode is
-// checked before anything is done, and the directories made are removed
-// again when a later step fails: a request refused changes nothing it
-// made (modes and owners already set on existing files stay).
+// permissions applies a body of path → permission, in path order,
+// making each path a directory first (with its parents) when mkdir is
+// set. Every mode is checked, and every path of a chmod looked up, before
+// anything is done; when a later step fails, what the request did is
+// undone, last first: the directories it made are removed, and the modes
+// and owners it set on existing files set back as far as the sandbox's
+// user may.
 func (h *Handler) permissions(w http.ResponseWriter, r *http.Request, id string, mkdir bool) {
 	var body map[string]permission
 	if err := decodeJSON(w, r, &body); err != nil {
 		writeError(w, err)
 		return
 	}
+	ps := slices.Sorted(maps.Keys(body)) // parents before their children
 	modes := make(map[string]*fs.FileMode, len(body))
-	for p, perm := range body {
-		if perm.Mode == nil {
+	for _, p := range ps {
+		if body[p].Mode == nil {
 			continue
 		}
-		mode, err := parseMode(*perm.Mode)
+		mode, err := parseMode(*body[p].Mode)
 		if err != nil {
 			writeError(w, fmt.Errorf("%s: %w", p, err))
 			return
@@ -356,31 +376,49 @@ func (h *Handler) permissions(w http.ResponseWriter, r *http.Request, id string,
 		modes[p] = &mode
 	}
 	ctx := r.Context()
-	var made []string // the topmost directories made
+	// before holds the files as they were: chmod and chown follow links,
+	// so a link is described by its target.
+	before := make(map[string]*service.FileStat, len(body))
+	if !mkdir {
+		for _, p := range ps {
+			fi, err := h.cfg.Files.StatTarget(ctx, id, p)
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			before[p] = fi
+		}
+	}
+	var undo []func(context.Context)
 	err := func() error {
-		for p, perm := range body {
+		for _, p := range ps {
 			if mkdir {
 				top, err := h.missingTop(ctx, id, p)
 				if err != nil {
 					return err
 				}
+				if top == "" {
+					if before[p], err = h.cfg.Files.StatTarget(ctx, id, p); err != nil {
+						return err
+					}
+				}
 				if err := h.cfg.Files.Mkdir(ctx, id, p); err != nil {
 					return err
 				}
 				if top != "" {
-					made = append(made, top)
+					undo = append(undo, func(ctx context.Context) { _ = h.cfg.Files.Remove(ctx, id, top, true) })
 				}
 			}
-			if err := h.applyPermission(ctx, id, p, modes[p], perm); err != nil {
+			if err := h.applyPermission(ctx, id, p, modes[p], body[p], before[p], &undo); err != nil {
 				return err
 			}
 		}
 		return nil
 	}()
 	if err != nil {
-		for _, top := range made {
-			// Best effort: the request's error is what the client needs.
-			_ = h.cfg.Files.Remove(context.WithoutCancel(ctx), id, top, true)
+		// Best effort: the request's error is what the client needs.
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i](context.WithoutCancel(ctx))
 		}
 		writeError(w, err)
 		return

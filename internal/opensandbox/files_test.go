@@ -11,6 +11,7 @@ import (
 	"path"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -52,8 +53,9 @@ func (f *fakeFiles) stat(p string) (*service.FileStat, error) {
 	if !ok {
 		return nil, notFound(p)
 	}
+	perm, _ := strconv.ParseUint(f.modes[p], 8, 32)
 	fi := &service.FileStat{FileInfo: api.FileInfo{Name: path.Base(p), Path: p, Mode: f.modes[p],
-		ModTime: time.Date(2026, 12, 4, 15, 0, 0, 0, time.UTC)}}
+		ModTime: time.Date(2026, 12, 4, 15, 0, 0, 0, time.UTC)}, FullMode: fs.FileMode(perm)}
 	// Owners: directories root's, links a user without a name, files
 	// the sandbox user's.
 	switch {
@@ -325,6 +327,23 @@ func TestExecdFileOps(t *testing.T) {
 		},
 		{name: "permissions, a bad mode", method: "POST", target: "/files/permissions", body: `{"/w/a.txt":{"mode":999}}`, wantStatus: 400},
 		{name: "permissions, an owner not allowed", method: "POST", target: "/files/permissions", body: `{"/w/a.txt":{"owner":"root"}}`, wantStatus: 403},
+		// Every path is checked before anything is changed; what a
+		// request changed before a later step failed is set back.
+		{name: "permissions, one missing", method: "POST", target: "/files/permissions", body: `{"/w/a.txt":{"mode":600},"/w/none":{"mode":600}}`, wantStatus: 404,
+			check: mode("/w/a.txt", "0644")},
+		{
+			name: "permissions, an owner not allowed after a mode", method: "POST", target: "/files/permissions",
+			body: `{"/w/a.txt":{"mode":600},"/w/sub/b.py":{"mode":700,"group":"sandbox"},"/w/sub/deep/c.txt":{"owner":"root"}}`, wantStatus: 403,
+			wantOps: []string{"chmod /w/a.txt 0600", "chmod /w/sub/b.py 0700", "chown /w/sub/b.py :sandbox",
+				"chown /w/sub/b.py 1000:1000", "chmod /w/sub/b.py 0644", "chmod /w/a.txt 0644"},
+			check: mode("/w/a.txt", "0644"),
+		},
+		{
+			name: "make directories, an existing one's mode set back", method: "POST", target: "/directories",
+			body: `{"/w/sub":{"mode":700},"/w/sub/x":{"owner":"root"}}`, wantStatus: 403,
+			wantOps: []string{"mkdir /w/sub", "chmod /w/sub 0700", "mkdir /w/sub/x", "rm /w/sub/x true", "chmod /w/sub 0644"},
+			check:   mode("/w/sub", "0644"),
+		},
 		{
 			name: "replace", method: "POST", target: "/files/replace", body: `{"/w/a.txt":{"old":"one","new":"1"}}`, wantStatus: 200,
 			check: func(t *testing.T, ff *fakeFiles) {
@@ -394,6 +413,16 @@ func TestExecdFileOps(t *testing.T) {
 				tc.check(t, ff)
 			}
 		})
+	}
+}
+
+// mode checks that file p has mode m (octal).
+func mode(p, m string) func(t *testing.T, ff *fakeFiles) {
+	return func(t *testing.T, ff *fakeFiles) {
+		t.Helper()
+		if got := ff.modes[p]; got != m {
+			t.Errorf("%s has mode %s, want %s", p, got, m)
+		}
 	}
 }
 
