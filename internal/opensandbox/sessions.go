@@ -241,6 +241,9 @@ func sessionError(e *api.ExecutionError) *streamError {
 func decodeOptionalJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
+		if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
+			return err // 413, as decodeJSON's
+		}
 		return errdefs.Invalid("read the body: %v", err)
 	}
 	if len(bytes.TrimSpace(b)) == 0 {

@@ -148,6 +148,7 @@ func TestExecdSessions(t *testing.T) {
 			steps: []step{
 				{"POST", "/session", "text/plain", `{"cwd":"/x"}`, 415, ""},
 				{"POST", "/session", "application/json", `{"cwd":`, 400, ""},
+				{"POST", "/session", "application/json", `{"cwd":"` + strings.Repeat("d", maxBody) + `"}`, 413, ""},
 				{"GET", "/session", "", "", 405, ""},
 				{"GET", "/session/ctx-1/run", "", "", 405, ""},
 				{"POST", "/session/a/b/run", "application/json", `{"command":"x"}`, 404, ""},
