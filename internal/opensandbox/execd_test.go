@@ -248,6 +248,10 @@ func TestExecdCommand(t *testing.T) {
 		{name: "negative timeout", body: `{"command":"id","timeout":-1}`, wantStatus: 400},
 		{name: "huge timeout", body: `{"command":"id","timeout":9000000000000}`, wantStatus: 400},
 		{name: "not json", body: `{"command":`, wantStatus: 400},
+		{name: "two values", body: `{"command":"id"} {}`, wantStatus: 400},
+		{name: "a stray bracket after the value", body: `{"command":"id"}]`, wantStatus: 400},
+		{name: "a stray brace after the value", body: `{"command":"id"}}`, wantStatus: 400},
+		{name: "space after the value", body: "{\"command\":\"id\"}\n \t", wantStatus: 200, wantLast: `{"execution_time":13,"type":"execution_complete"}`},
 		// Refused by the sandbox before it ran: an answer, not a stream.
 		{name: "missing cwd", body: `{"command":"id","cwd":"/missing"}`, wantStatus: 400, wantCode: api.CodeInvalidRequest},
 	} {
