@@ -381,7 +381,7 @@ func (h *Handler) permissions(w http.ResponseWriter, r *http.Request, id string,
 	before := make(map[string]*service.FileStat, len(body))
 	if !mkdir {
 		for _, p := range ps {
-			fi, err := h.cfg.Files.StatTarget(ctx, id, p)
+			fi, err := h.statBefore(ctx, id, p)
 			if err != nil {
 				writeError(w, err)
 				return
@@ -398,7 +398,7 @@ func (h *Handler) permissions(w http.ResponseWriter, r *http.Request, id string,
 					return err
 				}
 				if top == "" {
-					if before[p], err = h.cfg.Files.StatTarget(ctx, id, p); err != nil {
+					if before[p], err = h.statBefore(ctx, id, p); err != nil {
 						return err
 					}
 				}
@@ -424,6 +424,19 @@ func (h *Handler) permissions(w http.ResponseWriter, r *http.Request, id string,
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// statBefore describes file p of sandbox id before a chmod or chown, which
+// follow links: a link by its target. A sandbox's agent too old to follow
+// links has p looked up all the same, but nil returned for a link: what
+// its target was is not known, and is not set back.
+func (h *Handler) statBefore(ctx context.Context, id, p string) (*service.FileStat, error) {
+	fi, err := h.cfg.Files.StatTarget(ctx, id, p)
+	if errors.Is(err, errdefs.ErrFailedPrecondition) {
+		_, err = h.cfg.Files.Stat(ctx, id, p)
+		return nil, err
+	}
+	return fi, err
 }
 
 // missingTop returns the topmost directory of p (p included) that does

@@ -38,6 +38,7 @@ func newFakeFiles() *fakeFiles {
 	for p, c := range map[string]string{
 		"/w": fakeDir, "/w/a.txt": "one two one\n", "/w/sub": fakeDir, "/w/sub/b.py": "print(1)\n",
 		"/w/sub/deep": fakeDir, "/w/sub/deep/c.txt": "c", "/w/link": "->/w/sub",
+		"/old-agent-link": "->/w/a.txt", // its agent, older than the daemon, does not follow it
 	} {
 		f.files[p], f.modes[p] = c, "0644"
 	}
@@ -198,6 +199,9 @@ func (f *fakeFiles) target(p string) (*service.FileStat, error) {
 }
 
 func (f *fakeFiles) StatTarget(_ context.Context, _, p string) (*service.FileStat, error) {
+	if p == "/old-agent-link" {
+		return nil, errdefs.Precondition("%s is a symbolic link, which this sandbox's agent does not follow", p)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.target(p)
@@ -337,6 +341,14 @@ func TestExecdFileOps(t *testing.T) {
 			wantOps: []string{"chmod /w/a.txt 0600", "chmod /w/sub/b.py 0700", "chown /w/sub/b.py :sandbox",
 				"chown /w/sub/b.py 1000:1000", "chmod /w/sub/b.py 0644", "chmod /w/a.txt 0644"},
 			check: mode("/w/a.txt", "0644"),
+		},
+		{
+			name: "permissions of a link an older agent does not follow", method: "POST", target: "/files/permissions",
+			body: `{"/old-agent-link":{"mode":600}}`, wantStatus: 200, wantOps: []string{"chmod /old-agent-link 0600"},
+		},
+		{
+			name: "permissions of a link an older agent does not follow, not set back", method: "POST", target: "/files/permissions",
+			body: `{"/old-agent-link":{"mode":600},"/w/sub/deep/c.txt":{"owner":"root"}}`, wantStatus: 403, wantOps: []string{"chmod /old-agent-link 0600"},
 		},
 		{
 			name: "make directories, an existing one's mode set back", method: "POST", target: "/directories",
