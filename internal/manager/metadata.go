@@ -71,7 +71,8 @@ func (m *Manager) PatchMetadata(ctx context.Context, id string, patch map[string
 
 // SetExpiry makes sandbox id expire at at, later or sooner than it would
 // have (its TTL becomes the whole seconds from its creation to at). at
-// must be in the future (ErrInvalidArgument); a sandbox being deleted is
+// must be in the future (ErrInvalidArgument); a sandbox being deleted, or
+// one whose expiry has passed (which the sweep is to remove), is
 // ErrFailedPrecondition.
 func (m *Manager) SetExpiry(ctx context.Context, id string, at time.Time) (*store.Sandbox, error) {
 	now := m.now().UTC()
@@ -86,6 +87,11 @@ func (m *Manager) SetExpiry(ctx context.Context, id string, at time.Time) (*stor
 		}
 		if sb.Status == string(api.StatusTerminating) {
 			return errdefs.Precondition("sandbox %s is being deleted", id)
+		}
+		if sb.ExpiresAt != nil && now.After(*sb.ExpiresAt) {
+			// The sweep's to remove, as it would have been had it run: an
+			// expiry set now would bring it back.
+			return errdefs.WithCode(errdefs.Precondition("sandbox %s expired at %s", id, sb.ExpiresAt.UTC().Format(time.RFC3339)), api.CodeConflict)
 		}
 		exp := at.UTC()
 		ttl := math.Ceil(exp.Sub(sb.CreatedAt).Seconds())

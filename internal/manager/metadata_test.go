@@ -147,6 +147,17 @@ func TestSetExpirySweep(t *testing.T) {
 	if _, err := e.m.SetExpiry(ctx, "nope", e.clock.Now().Add(time.Hour)); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("an unknown sandbox: %v, want not found", err)
 	}
+	// Past its expiry, before the sweep has come to it: not brought back.
+	id = e.create(t, CreateRequest{TTL: ptr(10)}).ID
+	e.waitStatus(t, id, "running")
+	e.clock.Advance(11 * time.Second)
+	if _, err := e.m.SetExpiry(ctx, id, e.clock.Now().Add(time.Hour)); !errors.Is(err, errdefs.ErrFailedPrecondition) || errdefs.Code(err) != api.CodeConflict {
+		t.Errorf("an expired sandbox: %v (code %q), want a conflict", err, errdefs.Code(err))
+	}
+	e.m.sweep(ctx)
+	if _, err := e.m.Get(ctx, id); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("the expired sandbox after a refused renew and a sweep: %v, want gone", err)
+	}
 }
 
 // A sandbox waiting in a warm pool is no one's yet: as it is not listed,

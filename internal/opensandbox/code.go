@@ -134,7 +134,7 @@ func (h *Handler) routeCode(w http.ResponseWriter, r *http.Request, id, op strin
 		}
 		methods(w, r, map[string]http.HandlerFunc{
 			http.MethodGet: func(w http.ResponseWriter, r *http.Request) {
-				c, err := h.cfg.Codes.Get(r.Context(), id, cid)
+				c, err := h.codeContext(r.Context(), id, cid)
 				if err != nil {
 					writeError(w, err)
 					return
@@ -142,7 +142,11 @@ func (h *Handler) routeCode(w http.ResponseWriter, r *http.Request, id, op strin
 				writeJSON(w, http.StatusOK, contextView(c))
 			},
 			http.MethodDelete: func(w http.ResponseWriter, r *http.Request) {
-				if _, err := h.cfg.Codes.Delete(r.Context(), id, cid); err != nil {
+				_, err := h.codeContext(r.Context(), id, cid)
+				if err == nil {
+					_, err = h.cfg.Codes.Delete(r.Context(), id, cid)
+				}
+				if err != nil {
 					writeError(w, err)
 					return
 				}
@@ -152,6 +156,17 @@ func (h *Handler) routeCode(w http.ResponseWriter, r *http.Request, id, op strin
 	default:
 		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
 	}
+}
+
+// codeContext returns context cid of sandbox id for the /code routes,
+// which leave bash sessions out (as their list does): a session's id is
+// ErrNotFound here.
+func (h *Handler) codeContext(ctx context.Context, id, cid string) (*api.Context, error) {
+	c, err := h.cfg.Codes.Get(ctx, id, cid)
+	if err == nil && c.Name == sessionName {
+		return nil, errdefs.WithCode(errdefs.NotFound("sandbox %s has no code context %s", id, cid), api.CodeContextNotFound)
+	}
+	return c, err
 }
 
 func (h *Handler) createContext(w http.ResponseWriter, r *http.Request, id string) {
@@ -303,7 +318,7 @@ func (h *Handler) runCode(w http.ResponseWriter, r *http.Request, id string) {
 		}
 		cid = def.ContextID
 	}
-	c, err := h.cfg.Codes.Get(ctx, id, cid)
+	c, err := h.codeContext(ctx, id, cid)
 	if err != nil {
 		writeError(w, err)
 		return

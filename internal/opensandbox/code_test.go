@@ -352,6 +352,17 @@ func TestExecdCodeContexts(t *testing.T) {
 			wantLeft: "ctx-1",
 		},
 		{
+			name: "sessions are not code contexts",
+			steps: []step{
+				{"POST", "/session", "", 200, `{"session_id":"ctx-3"}`},
+				{"GET", "/code/contexts/ctx-3", "", 404, ""},
+				{"DELETE", "/code/contexts/ctx-3", "", 404, ""},
+				{"POST", "/code", `{"code":"print(1)","context":{"id":"ctx-3"}}`, 404, ""},
+				{"GET", "/code/contexts?language=bash", "", 200, `[]`},
+			},
+			wantLeft: "ctx-1,ctx-3",
+		},
+		{
 			name: "default language is python",
 			steps: []step{
 				{"POST", "/code/context", `{}`, 200, `{"id":"ctx-3","language":"python"}`},

@@ -155,7 +155,9 @@ func (h *Handler) interruptCommand(w http.ResponseWriter, r *http.Request, id st
 		return
 	}
 	if p.Running {
-		if err := h.interrupt(ctx, id, pid); err != nil {
+		// The client leaving does not stop the interrupt half way, with a
+		// command that ignores SIGINT left running for good.
+		if err := h.interrupt(context.WithoutCancel(ctx), id, pid); err != nil {
 			writeError(w, err)
 			return
 		}
@@ -163,17 +165,15 @@ func (h *Handler) interruptCommand(w http.ResponseWriter, r *http.Request, id st
 	w.WriteHeader(http.StatusOK)
 }
 
+// interrupt sends SIGINT to command pid of sandbox id, and SIGKILL once
+// interruptGrace has passed with it still running.
 func (h *Handler) interrupt(ctx context.Context, id, pid string) error {
 	if err := h.cfg.Commands.SignalProc(ctx, id, pid, "INT"); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(interruptGrace)
 	for time.Now().Before(deadline) {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
+		time.Sleep(20 * time.Millisecond)
 		p, err := h.cfg.Commands.Proc(ctx, id, pid)
 		if err != nil {
 			return err

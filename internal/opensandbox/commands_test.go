@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -188,5 +189,24 @@ func TestCommandStatusLogsInterrupt(t *testing.T) {
 				t.Errorf("signals %v, want %s", fc.signals, tc.wantSignals)
 			}
 		})
+	}
+}
+
+// An interrupt goes on to its kill when the client that asked for it
+// leaves during the grace: a command that ignores SIGINT is not left
+// running for good.
+func TestInterruptClientGone(t *testing.T) {
+	defer func(g time.Duration) { interruptGrace = g }(interruptGrace)
+	interruptGrace = 100 * time.Millisecond
+	s, fc := newCommandsSetup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	req := httptest.NewRequestWithContext(ctx, "DELETE", "/opensandbox/a/execd/command?id=stubborn", nil)
+	req.Header.Set(HeaderAccessToken, "tok-a")
+	s.h.ServeHTTP(httptest.NewRecorder(), req)
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if got := fmt.Sprint(fc.signals); got != "[stubborn:INT stubborn:KILL]" {
+		t.Errorf("signals %s, want [stubborn:INT stubborn:KILL]", got)
 	}
 }

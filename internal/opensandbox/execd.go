@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
@@ -345,6 +346,7 @@ func (h *Handler) command(w http.ResponseWriter, r *http.Request, id string) {
 		ew        *eventWriter
 		start     time.Time
 		stopPings = func() {}
+		held      = cutRunes{}
 	)
 	exit, err := h.cfg.Execd.ExecStream(ctx, id, req, func() {
 		ew, start = h.startStream(w), h.cfg.Now()
@@ -354,9 +356,19 @@ func (h *Handler) command(w http.ResponseWriter, r *http.Request, id string) {
 		}
 		stopPings = h.keepAlive(ctx, ew, cancel)
 	}, func(ev api.ExecEvent) error {
-		return ew.write(streamEvent{Type: ev.Type, Text: ev.Data})
+		if text := held.whole(ev.Type, ev.Data); text != "" {
+			return ew.write(streamEvent{Type: ev.Type, Text: text})
+		}
+		return nil
 	})
 	stopPings()
+	if ew != nil {
+		for _, typ := range []string{"stdout", "stderr"} {
+			if held[typ] != "" {
+				_ = ew.write(streamEvent{Type: typ, Text: held[typ]})
+			}
+		}
+	}
 	switch {
 	case ew == nil:
 		writeError(w, err)
@@ -376,6 +388,29 @@ func (h *Handler) command(w http.ResponseWriter, r *http.Request, id string) {
 		}
 		_ = ew.write(streamEvent{Type: "execution_complete", ExecutionTime: &ms})
 	}
+}
+
+// cutRunes holds back, by stream, the start of a UTF-8 character that a
+// piece of a command's output cut (the agent reads pipes in pieces of any
+// size): an event's text is JSON, which carries whole characters only,
+// and the halves of a cut one would each reach the client as U+FFFD.
+type cutRunes map[string]string
+
+// whole returns piece, after what was held back of its stream, without
+// the start of a character cut at its end, which it holds back.
+func (c cutRunes) whole(stream, piece string) string {
+	s := c[stream] + piece
+	cut := len(s)
+	for i := len(s) - 1; i >= 0 && i >= len(s)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(s[i]) {
+			if !utf8.FullRuneInString(s[i:]) {
+				cut = i
+			}
+			break
+		}
+	}
+	c[stream] = s[cut:]
+	return s[:cut]
 }
 
 // newExecutionID names a command's run in its init event.

@@ -75,6 +75,18 @@ func (f *fakeExecd) ExecStream(_ context.Context, id string, req api.ExecRequest
 		return api.ExecEvent{}, errors.New("agent connection lost")
 	case "slow":
 		time.Sleep(50 * time.Millisecond)
+	case "cut":
+		// Output read in pieces that cut characters, as a pipe's reads do.
+		for _, ev := range []api.ExecEvent{
+			{Type: "stdout", Data: "h\xc3"}, {Type: "stdout", Data: "\xa9llo \xe2\x82"}, {Type: "stderr", Data: "x"},
+			{Type: "stdout", Data: "\xac\n"}, {Type: "stdout", Data: "\xff"}, {Type: "stdout", Data: "\xe2"}, {Type: "stdout", Data: "\x82"},
+			{Type: "stdout", Data: "end\xe2"},
+		} {
+			if err := emit(ev); err != nil {
+				return api.ExecEvent{}, err
+			}
+		}
+		return api.ExecEvent{Type: "exit", Duration: 1}, nil
 	}
 	if err := emit(api.ExecEvent{Type: "stdout", Data: "hi\n"}); err != nil {
 		return api.ExecEvent{}, err
@@ -236,6 +248,10 @@ func TestExecdCommand(t *testing.T) {
 		{name: "negative timeout", body: `{"command":"id","timeout":-1}`, wantStatus: 400},
 		{name: "huge timeout", body: `{"command":"id","timeout":9000000000000}`, wantStatus: 400},
 		{name: "not json", body: `{"command":`, wantStatus: 400},
+		{name: "two values", body: `{"command":"id"} {}`, wantStatus: 400},
+		{name: "a stray bracket after the value", body: `{"command":"id"}]`, wantStatus: 400},
+		{name: "a stray brace after the value", body: `{"command":"id"}}`, wantStatus: 400},
+		{name: "space after the value", body: "{\"command\":\"id\"}\n \t", wantStatus: 200, wantLast: `{"execution_time":13,"type":"execution_complete"}`},
 		// Refused by the sandbox before it ran: an answer, not a stream.
 		{name: "missing cwd", body: `{"command":"id","cwd":"/missing"}`, wantStatus: 400, wantCode: api.CodeInvalidRequest},
 	} {
@@ -277,6 +293,27 @@ func TestExecdCommand(t *testing.T) {
 				t.Errorf("last event %s, want %s", got, tc.wantLast)
 			}
 		})
+	}
+}
+
+// Output events carry whole characters: a character a piece of output
+// cut goes with the next piece of its stream, and what is left of one at
+// the end is sent as it is (as invalid UTF-8 is: U+FFFD).
+func TestExecdCommandCutCharacters(t *testing.T) {
+	s, _ := newExecdSetup(t)
+	rec := execdDo(t, s, "POST", "/opensandbox/a/execd/command", "application/json", strings.NewReader(`{"command":"cut"}`), "tok-a")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d %s", rec.Code, rec.Body)
+	}
+	var got []string
+	for _, ev := range events(t, rec.Body.String())[1:] {
+		text, _ := ev["text"].(string)
+		got = append(got, fmt.Sprint(ev["type"], " ", text))
+	}
+	want := []string{"stdout h", "stdout éllo ", "stderr x", "stdout €\n", "stdout \ufffd",
+		"stdout \ufffd\ufffdend", "stdout \ufffd", "execution_complete "}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("events %q, want %q", got, want)
 	}
 }
 

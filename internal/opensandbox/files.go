@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"mime"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -225,7 +227,8 @@ func (h *Handler) remove(w http.ResponseWriter, r *http.Request, id string, dirs
 	}
 	// Every path is checked before any is removed: a request refused
 	// changes nothing.
-	for _, p := range ps {
+	clean := make([]string, len(ps))
+	for i, p := range ps {
 		fi, err := h.cfg.Files.Stat(r.Context(), id, p)
 		switch {
 		case err != nil:
@@ -233,13 +236,22 @@ func (h *Handler) remove(w http.ResponseWriter, r *http.Request, id string, dirs
 			err = errdefs.Invalid("%s is not a directory", p)
 		case !dirs && fi.IsDir:
 			err = errdefs.Invalid("%s is a directory", p)
+		default:
+			clean[i], err = service.CleanPath(p)
 		}
 		if err != nil {
 			writeError(w, err)
 			return
 		}
 	}
-	for _, p := range ps {
+	var removed []string
+	for i, p := range ps {
+		// A path given twice, or inside a directory removed before it,
+		// is gone already: done, not a failure after the removals.
+		if slices.ContainsFunc(removed, func(d string) bool { return within(clean[i], d) }) {
+			continue
+		}
+		removed = append(removed, clean[i])
 		if err := h.cfg.Files.Remove(r.Context(), id, p, dirs); err != nil {
 			writeError(w, err)
 			return
@@ -248,6 +260,15 @@ func (h *Handler) remove(w http.ResponseWriter, r *http.Request, id string, dirs
 	w.WriteHeader(http.StatusOK)
 }
 
+// within reports whether clean path p is dir or a path under it.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// moveFiles moves files in the order given, as one change: every item is
+// checked before anything is moved, and a move that fails has the moves
+// before it undone, last first (best effort: a file a move replaced is
+// not brought back).
 func (h *Handler) moveFiles(w http.ResponseWriter, r *http.Request, id string) {
 	var items []struct {
 		Src  string `json:"src"`
@@ -257,8 +278,21 @@ func (h *Handler) moveFiles(w http.ResponseWriter, r *http.Request, id string) {
 		writeError(w, err)
 		return
 	}
-	for _, it := range items {
-		if err := h.cfg.Files.Move(r.Context(), id, it.Src, it.Dest); err != nil {
+	for i, it := range items {
+		for _, p := range []string{it.Src, it.Dest} {
+			if _, err := service.CleanPath(p); err != nil {
+				writeError(w, fmt.Errorf("item %d: src and dest: %w", i, err))
+				return
+			}
+		}
+	}
+	ctx := r.Context()
+	for i, it := range items {
+		if err := h.cfg.Files.Move(ctx, id, it.Src, it.Dest); err != nil {
+			for j := i - 1; j >= 0; j-- {
+				// Best effort: the request's error is what the client needs.
+				_ = h.cfg.Files.Move(context.WithoutCancel(ctx), id, items[j].Dest, items[j].Src)
+			}
 			writeError(w, err)
 			return
 		}
@@ -274,10 +308,16 @@ type permission struct {
 }
 
 // applyPermission sets path's mode (when it has one: mode) and p's owner.
-func (h *Handler) applyPermission(ctx context.Context, id, path string, mode *fs.FileMode, p permission) error {
+// Each step done adds to *undo the step that sets back what was (before:
+// the file as it was; nil for a file the request made, whose removal
+// undoes it all).
+func (h *Handler) applyPermission(ctx context.Context, id, path string, mode *fs.FileMode, p permission, before *service.FileStat, undo *[]func(context.Context)) error {
 	if mode != nil {
 		if err := h.cfg.Files.Chmod(ctx, id, path, *mode); err != nil {
 			return err
+		}
+		if before != nil {
+			*undo = append(*undo, func(ctx context.Context) { _ = h.cfg.Files.Chmod(ctx, id, path, before.FullMode.Perm()) })
 		}
 	}
 	var owner, group string
@@ -287,7 +327,18 @@ func (h *Handler) applyPermission(ctx context.Context, id, path string, mode *fs
 	if p.Group != nil {
 		group = *p.Group
 	}
-	return h.cfg.Files.Chown(ctx, id, path, owner, group)
+	if owner == "" && group == "" {
+		return nil
+	}
+	if err := h.cfg.Files.Chown(ctx, id, path, owner, group); err != nil {
+		return err
+	}
+	if before != nil {
+		*undo = append(*undo, func(ctx context.Context) {
+			_ = h.cfg.Files.Chown(ctx, id, path, strconv.Itoa(before.UID), strconv.Itoa(before.GID))
+		})
+	}
+	return nil
 }
 
 func (h *Handler) chmodFiles(w http.ResponseWriter, r *http.Request, id string) {
@@ -298,23 +349,26 @@ func (h *Handler) makeDirs(w http.ResponseWriter, r *http.Request, id string) {
 	h.permissions(w, r, id, true)
 }
 
-// permissions applies a body of path → permission, making each path a
-// directory first (with its parents) when mkdir is set. Every mode is
-// checked before anything is done, and the directories made are removed
-// again when a later step fails: a request refused changes nothing it
-// made (modes and owners already set on existing files stay).
+// permissions applies a body of path → permission, in path order,
+// making each path a directory first (with its parents) when mkdir is
+// set. Every mode is checked, and every path of a chmod looked up, before
+// anything is done; when a later step fails, what the request did is
+// undone, last first: the directories it made are removed, and the modes
+// and owners it set on existing files set back as far as the sandbox's
+// user may.
 func (h *Handler) permissions(w http.ResponseWriter, r *http.Request, id string, mkdir bool) {
 	var body map[string]permission
 	if err := decodeJSON(w, r, &body); err != nil {
 		writeError(w, err)
 		return
 	}
+	ps := slices.Sorted(maps.Keys(body)) // parents before their children
 	modes := make(map[string]*fs.FileMode, len(body))
-	for p, perm := range body {
-		if perm.Mode == nil {
+	for _, p := range ps {
+		if body[p].Mode == nil {
 			continue
 		}
-		mode, err := parseMode(*perm.Mode)
+		mode, err := parseMode(*body[p].Mode)
 		if err != nil {
 			writeError(w, fmt.Errorf("%s: %w", p, err))
 			return
@@ -322,36 +376,67 @@ func (h *Handler) permissions(w http.ResponseWriter, r *http.Request, id string,
 		modes[p] = &mode
 	}
 	ctx := r.Context()
-	var made []string // the topmost directories made
+	// before holds the files as they were: chmod and chown follow links,
+	// so a link is described by its target.
+	before := make(map[string]*service.FileStat, len(body))
+	if !mkdir {
+		for _, p := range ps {
+			fi, err := h.statBefore(ctx, id, p)
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			before[p] = fi
+		}
+	}
+	var undo []func(context.Context)
 	err := func() error {
-		for p, perm := range body {
+		for _, p := range ps {
 			if mkdir {
 				top, err := h.missingTop(ctx, id, p)
 				if err != nil {
 					return err
 				}
+				if top == "" {
+					if before[p], err = h.statBefore(ctx, id, p); err != nil {
+						return err
+					}
+				}
 				if err := h.cfg.Files.Mkdir(ctx, id, p); err != nil {
 					return err
 				}
 				if top != "" {
-					made = append(made, top)
+					undo = append(undo, func(ctx context.Context) { _ = h.cfg.Files.Remove(ctx, id, top, true) })
 				}
 			}
-			if err := h.applyPermission(ctx, id, p, modes[p], perm); err != nil {
+			if err := h.applyPermission(ctx, id, p, modes[p], body[p], before[p], &undo); err != nil {
 				return err
 			}
 		}
 		return nil
 	}()
 	if err != nil {
-		for _, top := range made {
-			// Best effort: the request's error is what the client needs.
-			_ = h.cfg.Files.Remove(context.WithoutCancel(ctx), id, top, true)
+		// Best effort: the request's error is what the client needs.
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i](context.WithoutCancel(ctx))
 		}
 		writeError(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// statBefore describes file p of sandbox id before a chmod or chown, which
+// follow links: a link by its target. A sandbox's agent too old to follow
+// links has p looked up all the same, but nil returned for a link: what
+// its target was is not known, and is not set back.
+func (h *Handler) statBefore(ctx context.Context, id, p string) (*service.FileStat, error) {
+	fi, err := h.cfg.Files.StatTarget(ctx, id, p)
+	if errors.Is(err, errdefs.ErrFailedPrecondition) {
+		_, err = h.cfg.Files.Stat(ctx, id, p)
+		return nil, err
+	}
+	return fi, err
 }
 
 // missingTop returns the topmost directory of p (p included) that does
@@ -389,13 +474,18 @@ func (h *Handler) replaceFiles(w http.ResponseWriter, r *http.Request, id string
 	type count struct {
 		ReplacedCount int `json:"replacedCount"`
 	}
-	out := make(map[string]count, len(body))
-	for p, it := range body {
-		if it.Old == nil || it.New == nil {
-			writeError(w, errdefs.Invalid("%s: give old and new", p))
+	// Every file is checked before any is changed: a request refused for
+	// one of them changes none.
+	ps := slices.Sorted(maps.Keys(body))
+	for _, p := range ps {
+		if err := h.replaceable(r.Context(), id, p, body[p].Old, body[p].New); err != nil {
+			writeError(w, err)
 			return
 		}
-		n, err := h.cfg.Files.Replace(r.Context(), id, p, *it.Old, *it.New)
+	}
+	out := make(map[string]count, len(body))
+	for _, p := range ps {
+		n, err := h.cfg.Files.Replace(r.Context(), id, p, *body[p].Old, *body[p].New)
 		if err != nil {
 			writeError(w, err)
 			return
@@ -407,6 +497,27 @@ func (h *Handler) replaceFiles(w http.ResponseWriter, r *http.Request, id string
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// replaceable checks a replace of old by new in file p of sandbox id as
+// service.Sandboxes.Replace would, before anything is replaced.
+func (h *Handler) replaceable(ctx context.Context, id, p string, old, new *string) error {
+	if old == nil || new == nil {
+		return errdefs.Invalid("%s: give old and new", p)
+	}
+	if *old == "" {
+		return errdefs.Invalid("%s: the text to replace is empty", p)
+	}
+	fi, err := h.cfg.Files.Stat(ctx, id, p)
+	switch {
+	case err != nil:
+		return err
+	case !fi.Regular:
+		return errdefs.Invalid("%s is not a regular file", p)
+	case fi.Size > service.MaxReplaceBytes:
+		return errdefs.Invalid("%s is %d bytes, above the %d-byte limit of a replace", p, fi.Size, service.MaxReplaceBytes)
+	}
+	return nil
 }
 
 // byteRange is one range of a Range header, resolved against a size.

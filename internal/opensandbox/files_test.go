@@ -11,6 +11,7 @@ import (
 	"path"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +38,7 @@ func newFakeFiles() *fakeFiles {
 	for p, c := range map[string]string{
 		"/w": fakeDir, "/w/a.txt": "one two one\n", "/w/sub": fakeDir, "/w/sub/b.py": "print(1)\n",
 		"/w/sub/deep": fakeDir, "/w/sub/deep/c.txt": "c", "/w/link": "->/w/sub",
+		"/old-agent-link": "->/w/a.txt", // its agent, older than the daemon, does not follow it
 	} {
 		f.files[p], f.modes[p] = c, "0644"
 	}
@@ -52,8 +54,9 @@ func (f *fakeFiles) stat(p string) (*service.FileStat, error) {
 	if !ok {
 		return nil, notFound(p)
 	}
+	perm, _ := strconv.ParseUint(f.modes[p], 8, 32)
 	fi := &service.FileStat{FileInfo: api.FileInfo{Name: path.Base(p), Path: p, Mode: f.modes[p],
-		ModTime: time.Date(2026, 12, 4, 15, 0, 0, 0, time.UTC)}}
+		ModTime: time.Date(2026, 12, 4, 15, 0, 0, 0, time.UTC)}, FullMode: fs.FileMode(perm)}
 	// Owners: directories root's, links a user without a name, files
 	// the sandbox user's.
 	switch {
@@ -196,6 +199,9 @@ func (f *fakeFiles) target(p string) (*service.FileStat, error) {
 }
 
 func (f *fakeFiles) StatTarget(_ context.Context, _, p string) (*service.FileStat, error) {
+	if p == "/old-agent-link" {
+		return nil, errdefs.Precondition("%s is a symbolic link, which this sandbox's agent does not follow", p)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.target(p)
@@ -255,6 +261,16 @@ func TestExecdFileOps(t *testing.T) {
 		{name: "delete files, one a directory", method: "DELETE", target: "/files?path=/w/a.txt&path=/w/sub", wantStatus: 400},
 		{name: "delete directories, one missing", method: "DELETE", target: "/directories?path=/w/sub/deep&path=/w/none", wantStatus: 404},
 		{name: "delete a missing file", method: "DELETE", target: "/files?path=/w/none", wantStatus: 404},
+		// A path an earlier one of the request took with it is done, not
+		// a failure after the removal.
+		{
+			name: "delete directories, one inside another", method: "DELETE", target: "/directories?path=/w/sub&path=/w/sub/deep", wantStatus: 200,
+			wantOps: []string{"rm /w/sub true"},
+		},
+		{
+			name: "delete a file twice", method: "DELETE", target: "/files?path=/w/a.txt&path=/w/a.txt", wantStatus: 200,
+			wantOps: []string{"rm /w/a.txt false"},
+		},
 		{
 			name: "delete directories", method: "DELETE", target: "/directories?path=/w/sub", wantStatus: 200,
 			wantOps: []string{"rm /w/sub true"},
@@ -295,6 +311,19 @@ func TestExecdFileOps(t *testing.T) {
 			wantOps: []string{"mv /w/a.txt /w/z.txt"},
 		},
 		{name: "move a missing file", method: "POST", target: "/files/mv", body: `[{"src":"/w/none","dest":"/w/z"}]`, wantStatus: 404},
+		{
+			name: "move in a chain", method: "POST", target: "/files/mv", body: `[{"src":"/w/a.txt","dest":"/w/z.txt"},{"src":"/w/z.txt","dest":"/w/y.txt"}]`, wantStatus: 200,
+			wantOps: []string{"mv /w/a.txt /w/z.txt", "mv /w/z.txt /w/y.txt"},
+		},
+		// A bad item is refused before anything is moved; a move that
+		// fails has the moves before it undone.
+		{name: "move, one without dest", method: "POST", target: "/files/mv", body: `[{"src":"/w/a.txt","dest":"/w/z.txt"},{"src":"/w/sub/b.py"}]`, wantStatus: 400},
+		{name: "move, one a path out", method: "POST", target: "/files/mv", body: `[{"src":"/w/a.txt","dest":"/w/z.txt"},{"src":"/w/sub/b.py","dest":"/w/../etc/b"}]`, wantStatus: 400},
+		{
+			name: "move, one failing", method: "POST", target: "/files/mv", body: `[{"src":"/w/a.txt","dest":"/w/z.txt"},{"src":"/w/sub/b.py","dest":"/w/b.py"},{"src":"/w/a.txt","dest":"/w/y.txt"}]`, wantStatus: 404,
+			wantOps: []string{"mv /w/a.txt /w/z.txt", "mv /w/sub/b.py /w/b.py", "mv /w/b.py /w/sub/b.py", "mv /w/z.txt /w/a.txt"},
+			check:   unchanged("/w/a.txt", "one two one\n"),
+		},
 		{name: "move, not a list", method: "POST", target: "/files/mv", body: `{"src":"/w/a.txt"}`, wantStatus: 400},
 		{
 			name: "permissions", method: "POST", target: "/files/permissions", body: `{"/w/a.txt":{"mode":600}}`, wantStatus: 200,
@@ -302,6 +331,31 @@ func TestExecdFileOps(t *testing.T) {
 		},
 		{name: "permissions, a bad mode", method: "POST", target: "/files/permissions", body: `{"/w/a.txt":{"mode":999}}`, wantStatus: 400},
 		{name: "permissions, an owner not allowed", method: "POST", target: "/files/permissions", body: `{"/w/a.txt":{"owner":"root"}}`, wantStatus: 403},
+		// Every path is checked before anything is changed; what a
+		// request changed before a later step failed is set back.
+		{name: "permissions, one missing", method: "POST", target: "/files/permissions", body: `{"/w/a.txt":{"mode":600},"/w/none":{"mode":600}}`, wantStatus: 404,
+			check: mode("/w/a.txt", "0644")},
+		{
+			name: "permissions, an owner not allowed after a mode", method: "POST", target: "/files/permissions",
+			body: `{"/w/a.txt":{"mode":600},"/w/sub/b.py":{"mode":700,"group":"sandbox"},"/w/sub/deep/c.txt":{"owner":"root"}}`, wantStatus: 403,
+			wantOps: []string{"chmod /w/a.txt 0600", "chmod /w/sub/b.py 0700", "chown /w/sub/b.py :sandbox",
+				"chown /w/sub/b.py 1000:1000", "chmod /w/sub/b.py 0644", "chmod /w/a.txt 0644"},
+			check: mode("/w/a.txt", "0644"),
+		},
+		{
+			name: "permissions of a link an older agent does not follow", method: "POST", target: "/files/permissions",
+			body: `{"/old-agent-link":{"mode":600}}`, wantStatus: 200, wantOps: []string{"chmod /old-agent-link 0600"},
+		},
+		{
+			name: "permissions of a link an older agent does not follow, not set back", method: "POST", target: "/files/permissions",
+			body: `{"/old-agent-link":{"mode":600},"/w/sub/deep/c.txt":{"owner":"root"}}`, wantStatus: 403, wantOps: []string{"chmod /old-agent-link 0600"},
+		},
+		{
+			name: "make directories, an existing one's mode set back", method: "POST", target: "/directories",
+			body: `{"/w/sub":{"mode":700},"/w/sub/x":{"owner":"root"}}`, wantStatus: 403,
+			wantOps: []string{"mkdir /w/sub", "chmod /w/sub 0700", "mkdir /w/sub/x", "rm /w/sub/x true", "chmod /w/sub 0644"},
+			check:   mode("/w/sub", "0644"),
+		},
 		{
 			name: "replace", method: "POST", target: "/files/replace", body: `{"/w/a.txt":{"old":"one","new":"1"}}`, wantStatus: 200,
 			check: func(t *testing.T, ff *fakeFiles) {
@@ -316,6 +370,15 @@ func TestExecdFileOps(t *testing.T) {
 		},
 		{name: "replace without new", method: "POST", target: "/files/replace", body: `{"/w/a.txt":{"old":"one"}}`, wantStatus: 400},
 		{name: "replace in a missing file", method: "POST", target: "/files/replace", body: `{"/w/none":{"old":"a","new":"b"}}`, wantStatus: 404},
+		// Every file is checked before any is changed.
+		{name: "replace, one without new", method: "POST", target: "/files/replace", body: `{"/w/a.txt":{"old":"one","new":"1"},"/w/sub/b.py":{"old":"1"}}`, wantStatus: 400,
+			check: unchanged("/w/a.txt", "one two one\n")},
+		{name: "replace, one missing", method: "POST", target: "/files/replace", body: `{"/w/a.txt":{"old":"one","new":"1"},"/w/none":{"old":"a","new":"b"}}`, wantStatus: 404,
+			check: unchanged("/w/a.txt", "one two one\n")},
+		{name: "replace, one a directory", method: "POST", target: "/files/replace", body: `{"/w/a.txt":{"old":"one","new":"1"},"/w/sub":{"old":"a","new":"b"}}`, wantStatus: 400,
+			check: unchanged("/w/a.txt", "one two one\n")},
+		{name: "replace, one old empty", method: "POST", target: "/files/replace", body: `{"/w/a.txt":{"old":"one","new":"1"},"/w/sub/b.py":{"old":"","new":"b"}}`, wantStatus: 400,
+			check: unchanged("/w/a.txt", "one two one\n")},
 		{name: "info by POST", method: "POST", target: "/files/info?path=/w", body: `{}`, wantStatus: 405},
 		{name: "unknown files route", method: "GET", target: "/files/other", wantStatus: 501},
 	} {
@@ -362,6 +425,26 @@ func TestExecdFileOps(t *testing.T) {
 				tc.check(t, ff)
 			}
 		})
+	}
+}
+
+// mode checks that file p has mode m (octal).
+func mode(p, m string) func(t *testing.T, ff *fakeFiles) {
+	return func(t *testing.T, ff *fakeFiles) {
+		t.Helper()
+		if got := ff.modes[p]; got != m {
+			t.Errorf("%s has mode %s, want %s", p, got, m)
+		}
+	}
+}
+
+// unchanged checks that file p still holds content.
+func unchanged(p, content string) func(t *testing.T, ff *fakeFiles) {
+	return func(t *testing.T, ff *fakeFiles) {
+		t.Helper()
+		if got := ff.files[p]; got != content {
+			t.Errorf("%s holds %q, want %q", p, got, content)
+		}
 	}
 }
 

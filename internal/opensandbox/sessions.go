@@ -79,7 +79,8 @@ func (h *Handler) routeSession(w http.ResponseWriter, r *http.Request, id, op st
 }
 
 // createSession answers POST /session: a bash kernel named sessionName,
-// in cwd when the body names one (made first, as execd makes it).
+// in cwd when the body names one (made first, as execd makes it, and
+// removed again when the session cannot be made).
 func (h *Handler) createSession(w http.ResponseWriter, r *http.Request, id string) {
 	var body sessionCreateRequest
 	if err := decodeOptionalJSON(w, r, &body); err != nil {
@@ -87,18 +88,27 @@ func (h *Handler) createSession(w http.ResponseWriter, r *http.Request, id strin
 		return
 	}
 	ctx := r.Context()
+	made := "" // the topmost directory made for cwd
 	if body.Cwd != "" {
 		if h.cfg.Files == nil {
 			writeError(w, errdefs.NotImplemented("a session's cwd needs the files API, which is not served here"))
 			return
 		}
-		if err := h.cfg.Files.Mkdir(ctx, id, body.Cwd); err != nil {
+		var err error
+		if made, err = h.missingTop(ctx, id, body.Cwd); err == nil {
+			err = h.cfg.Files.Mkdir(ctx, id, body.Cwd)
+		}
+		if err != nil {
 			writeError(w, err)
 			return
 		}
 	}
 	c, err := h.cfg.Codes.Create(ctx, id, api.CreateContextRequest{Language: api.LanguageBash, WorkingDir: body.Cwd, Name: sessionName})
 	if err != nil {
+		if made != "" {
+			// Best effort: the request's error is what the client needs.
+			_ = h.cfg.Files.Remove(context.WithoutCancel(ctx), id, made, true)
+		}
 		writeError(w, err)
 		return
 	}
@@ -231,6 +241,9 @@ func sessionError(e *api.ExecutionError) *streamError {
 func decodeOptionalJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
+		if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
+			return err // 413, as decodeJSON's
+		}
 		return errdefs.Invalid("read the body: %v", err)
 	}
 	if len(bytes.TrimSpace(b)) == 0 {

@@ -121,6 +121,20 @@ func TestExecdSessions(t *testing.T) {
 			wantMade: "bash/" + sessionName + "@/workspace/s", wantOps: "mkdir /workspace/s",
 		},
 		{
+			name: "a session refused removes the directory it made",
+			steps: []step{
+				{"POST", "/session", "application/json", `{"cwd":"/nope"}`, 400, ""},
+			},
+			wantOps: "mkdir /nope,rm /nope true",
+		},
+		{
+			name: "create in a directory that exists",
+			steps: []step{
+				{"POST", "/session", "application/json", `{"cwd":"/w"}`, 200, ""},
+			},
+			wantMade: "bash/" + sessionName + "@/w", wantOps: "mkdir /w",
+		},
+		{
 			name: "only sessions of this sandbox",
 			steps: []step{
 				{"POST", "/session/ctx-1/run", "application/json", `{"command":"echo hi"}`, 404, ""}, // a code context
@@ -134,6 +148,7 @@ func TestExecdSessions(t *testing.T) {
 			steps: []step{
 				{"POST", "/session", "text/plain", `{"cwd":"/x"}`, 415, ""},
 				{"POST", "/session", "application/json", `{"cwd":`, 400, ""},
+				{"POST", "/session", "application/json", `{"cwd":"` + strings.Repeat("d", maxBody) + `"}`, 413, ""},
 				{"GET", "/session", "", "", 405, ""},
 				{"GET", "/session/ctx-1/run", "", "", 405, ""},
 				{"POST", "/session/a/b/run", "application/json", `{"command":"x"}`, 404, ""},

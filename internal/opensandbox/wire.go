@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -222,7 +223,12 @@ func decodeJSONLimit(w http.ResponseWriter, r *http.Request, v any, limit int64)
 		}
 		return errdefs.Invalid("the body is not valid JSON of the expected shape: %v", err)
 	}
-	if dec.More() {
+	// Only space may follow the value (More is false for a stray ] or }).
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return err
+		}
 		return errdefs.Invalid("the body holds more than one JSON value")
 	}
 	return nil
