@@ -299,8 +299,41 @@ func (w *walker) visit(dir string, level int, root bool) error {
 	return nil
 }
 
+// globClass writes the regexp of the glob class that starts at
+// pattern[i] ("[", which path.Match has found well formed) to b, and
+// returns the index of its "]". As in path.Match, "\" escapes the
+// character after it (so "[\]]" is the class of "]"), and "^" or "!"
+// first negates the class, which then matches no "/" either, as "?"
+// does not.
+func globClass(b *strings.Builder, pattern string, i int) int {
+	i++
+	b.WriteByte('[')
+	if i < len(pattern) && (pattern[i] == '^' || pattern[i] == '!') {
+		b.WriteString("^/")
+		i++
+	}
+	for ; i < len(pattern) && pattern[i] != ']'; i++ {
+		c := pattern[i]
+		switch {
+		case c == '\\' && i+1 < len(pattern):
+			i++
+			c = pattern[i]
+		case c == '-': // unescaped: a range's, between its ends
+			b.WriteByte('-')
+			continue
+		}
+		if strings.IndexByte(`\[]^-`, c) >= 0 {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(c)
+	}
+	b.WriteByte(']')
+	return i
+}
+
 // globRegexp compiles a glob: "**" any run of characters, "*" any run
-// without "/", "?" one character but "/", "[…]" a class; "" is "**".
+// without "/", "?" one character but "/", "[…]" a class (globClass); ""
+// is "**".
 func globRegexp(pattern string) (*regexp.Regexp, error) {
 	if pattern == "" {
 		pattern = "**"
@@ -327,13 +360,7 @@ func globRegexp(pattern string) (*regexp.Regexp, error) {
 		case '?':
 			b.WriteString("[^/]")
 		case '[':
-			j := strings.IndexByte(pattern[i:], ']')
-			class := pattern[i+1 : i+j]
-			if strings.HasPrefix(class, "!") {
-				class = "^" + class[1:]
-			}
-			b.WriteString("[" + strings.ReplaceAll(class, `\`, `\\`) + "]")
-			i += j
+			i = globClass(&b, pattern, i)
 		case '\\':
 			if i+1 < len(pattern) {
 				i++
