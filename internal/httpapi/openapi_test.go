@@ -1390,6 +1390,7 @@ items:
 		unchecked(post("/api/v1/sessions/s1/execute", `{"code":"1","session_id":"s2"}`, bad)),
 		invalid(post("/api/v1/sessions/command", `{"command":5,"session_id":"s1"}`, bad)),
 		unchecked(post("/api/v1/sessions/command", `{"command":[],"session_id":"s1"}`, bad)),
+		unchecked(post("/api/v1/sessions/command", `{"command":"true","session_id":"s1","cwd":"/nonexistent"}`, bad)),
 		get("/api/v1/sessions", ok),
 		get("/api/v1/sessions/s1", ok),
 		get("/api/v1/sessions/nope", notFound),

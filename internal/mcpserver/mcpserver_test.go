@@ -269,6 +269,9 @@ func TestBadArguments(t *testing.T) {
 		{"execute_code", map[string]any{"code": "1", "flavor": "xl"}, CodeInvalidParams},
 		{"execute_command", map[string]any{}, CodeInvalidParams},
 		{"execute_command", map[string]any{"command": "true", "cwd": "../etc"}, CodeInvalidParams},
+		// Refused by the sandbox, after the session was made for it: the
+		// session goes again, and the server stays up.
+		{"execute_command", map[string]any{"command": "true", "cwd": "/nonexistent", "session_id": "c"}, CodeInvalidParams},
 		{"write_file", map[string]any{"path": "a", "content": "x", "encoding": "rot13", "session_id": "s"}, CodeInvalidParams},
 		{"write_file", map[string]any{"path": "a", "content": "!!", "encoding": "base64", "session_id": "s"}, CodeInvalidParams},
 		{"read_file", map[string]any{"path": "a"}, CodeInvalidParams},
