@@ -289,6 +289,21 @@ func TestBadArguments(t *testing.T) {
 	}
 }
 
+// TestHandlerPanic: a handler that panics is answered with a JSON-RPC
+// internal error, and the server goes on serving.
+func TestHandlerPanic(t *testing.T) {
+	e := newEnv(t, false)
+	add(e.srv, tool[NoArgs, NoArgs]{name: "panics", title: "Panics",
+		handle: func(context.Context, *call, NoArgs) (NoArgs, []mcp.Content, error) { panic("boom") }})
+	cs := e.connect(t, "", nil)
+	_, err := cs.CallTool(bg, &mcp.CallToolParams{Name: "panics"})
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInternalError {
+		t.Fatalf("call of a tool that panics: %v, want a JSON-RPC internal error", err)
+	}
+	callTool(t, cs, "list_contexts", nil, nil)
+}
+
 // TestResourceErrors: past the host's capacity or the maximum of
 // sandboxes, session and context tools are tool errors INSUFFICIENT_CAPACITY
 // and RESOURCE_LIMIT carrying the usage and a suggestion; nothing is made.
