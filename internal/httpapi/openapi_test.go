@@ -1413,6 +1413,7 @@ items:
 		invalid(post("/api/v1/llm/keys", `{"budget_tokens":-1}`, bad)),
 		invalid(post("/api/v1/llm/keys", `{"foo":1}`, bad)),
 		invalid(post("/api/v1/llm/keys", `{"expires_in":99999999}`, bad)),
+		invalid(post("/api/v1/llm/keys", `{"expires_in":18446744074}`, bad)),
 		get("/api/v1/llm/keys", ok),
 		exchange{method: "DELETE", target: "/api/v1/llm/keys/" + llmKey.ID, status: noContent},
 		exchange{method: "DELETE", target: "/api/v1/llm/keys/llmk_nope", status: notFound},
