@@ -594,6 +594,27 @@ func TestBridge(t *testing.T) {
 	}
 }
 
+// TestWithDefault: the bridge adds a default argument to arguments that
+// are an object, none or null, and passes others on as they are for the
+// daemon to refuse.
+func TestWithDefault(t *testing.T) {
+	for _, tt := range []struct{ raw, want string }{
+		{"", `{"timeout":45}`},
+		{"null", `{"timeout":45}`},
+		{"{}", `{"timeout":45}`},
+		{`{"code":"1"}`, `{"code":"1","timeout":45}`},
+		{`{"timeout":2}`, `{"timeout":2}`},
+		{`{"timeout":null}`, `{"timeout":null}`},
+		{"[1]", "[1]"},
+		{`"x"`, `"x"`},
+		{"{", "{"},
+	} {
+		if got := string(withDefault(json.RawMessage(tt.raw), "timeout", 45.0)); got != tt.want {
+			t.Errorf("withDefault(%q) = %s, want %s", tt.raw, got, tt.want)
+		}
+	}
+}
+
 // TestCancelledNotification: a client of protocol 2025-06-18 cancels a
 // call with notifications/cancelled in a POST of its own, which the
 // stateless server matches to the call by caller and id; a cancellation
