@@ -1211,6 +1211,7 @@ items:
 		invalid(post("/api/v1/sandboxes", `{"image":5}`, bad)),
 		invalid(post("/api/v1/sandboxes", `{"image":"alpine","ttl":-1}`, bad)),
 		unchecked(post("/api/v1/sandboxes", `{"image":"alpine","overrides":{"ttl":1}}`, bad)),
+		unchecked(post("/api/v1/sandboxes", `{"image":"alpine","templateVersion":2}`, bad)),
 		unchecked(post("/api/v1/sandboxes", `{"image":"Not A Ref!"}`, bad)),
 		post("/api/v1/sandboxes", huge, http.StatusRequestEntityTooLarge),
 		invalid(exchange{method: "POST", target: "/api/v1/sandboxes", ctype: "text/plain", body: []byte(`{"image":"alpine"}`), status: http.StatusUnsupportedMediaType}),
