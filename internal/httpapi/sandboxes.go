@@ -220,10 +220,12 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 			}
 			path = string(b)
 		case "mode":
-			b, _ := io.ReadAll(io.LimitReader(part, 16))
+			// One byte past the bound: a longer value is refused, not cut
+			// to what parses ("0000000000000000644" to 0).
+			b, _ := io.ReadAll(io.LimitReader(part, 17))
 			v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 8, 32)
-			if err != nil || v > 0o777 {
-				writeError(w, errdefs.Invalid("mode %q is not an octal permission", b))
+			if err != nil || v > 0o777 || len(b) > 16 {
+				writeError(w, errdefs.Invalid("mode %.16q is not an octal permission", b))
 				return
 			}
 			mode = os.FileMode(v)

@@ -609,6 +609,9 @@ func TestBadInput(t *testing.T) {
 		{name: "path too long", body: func() (string, io.Reader) { return multipartBody(t, "path", strings.Repeat("a", 5000), "file", "x") }, status: bad, code: inv},
 		{name: "bad mode", body: func() (string, io.Reader) { return multipartBody(t, "mode", "rwx", "path", "f", "file", "x") }, status: bad, code: inv},
 		{name: "mode too big", body: func() (string, io.Reader) { return multipartBody(t, "mode", "7777", "path", "f", "file", "x") }, status: bad, code: inv},
+		{name: "mode too long", body: func() (string, io.Reader) {
+			return multipartBody(t, "mode", "0000000000000000644", "path", "f", "file", "x")
+		}, status: bad, code: inv},
 		{name: "two spooled files", body: func() (string, io.Reader) { return multipartBody(t, "file", "x", "file", "y", "path", "f") }, status: bad, code: inv},
 		{name: "over a directory", body: func() (string, io.Reader) { return multipartBody(t, "path", "dir", "file", "x") }, status: bad, code: inv},
 		{name: "truncated", body: func() (string, io.Reader) {
