@@ -348,6 +348,48 @@ func TestUploadFileBeforePath(t *testing.T) {
 	}
 }
 
+// TestUploadPartsAfterFile: a streamed file part (its path known) is put
+// in place only once the body's end shows nothing changes what was asked:
+// a path, mode or second file part after it is 400, and nothing is
+// written; other parts after it are dropped.
+func TestUploadPartsAfterFile(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	id := e.createSandbox(t, `{"image":"alpine"}`).ID
+	work, _ := e.rt.WorkDir(id)
+	for _, tt := range []struct {
+		name  string
+		query string
+		parts []string
+		want  int
+	}{
+		{"mode after", "", []string{"path", "f1", "file", "x", "mode", "0600"}, http.StatusBadRequest},
+		{"second file", "", []string{"path", "f2", "file", "x", "file", "y"}, http.StatusBadRequest},
+		{"path after, query path", "?path=f3", []string{"file", "x", "path", "other"}, http.StatusBadRequest},
+		{"other part after", "", []string{"path", "f4", "file", "x", "note", "hi"}, http.StatusOK},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctype, body := multipartBody(t, tt.parts...)
+			resp := e.do(t, http.MethodPost, "/api/v1/sandboxes/"+id+"/files"+tt.query, ctype, body)
+			if tt.want != http.StatusOK {
+				checkError(t, resp, tt.want, api.CodeInvalidRequest)
+				entries, _ := os.ReadDir(work)
+				for _, de := range entries {
+					if de.Name() != "f4" {
+						t.Errorf("a refused upload left %s", de.Name())
+					}
+				}
+				return
+			}
+			if resp.status != tt.want {
+				t.Fatalf("upload: %d %s", resp.status, resp.body)
+			}
+			if b, err := os.ReadFile(filepath.Join(work, "f4")); err != nil || string(b) != "x" {
+				t.Errorf("uploaded file: %q, %v", b, err)
+			}
+		})
+	}
+}
+
 // A file part before its path is held on the host, so its size is bounded:
 // past the bound the upload fails with 413 and leaves no spool file.
 func TestUploadSpoolLimit(t *testing.T) {
