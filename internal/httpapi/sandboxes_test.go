@@ -372,11 +372,23 @@ func TestUploadPartsAfterFile(t *testing.T) {
 			resp := e.do(t, http.MethodPost, "/api/v1/sandboxes/"+id+"/files"+tt.query, ctype, body)
 			if tt.want != http.StatusOK {
 				checkError(t, resp, tt.want, api.CodeInvalidRequest)
-				entries, _ := os.ReadDir(work)
-				for _, de := range entries {
-					if de.Name() != "f4" {
-						t.Errorf("a refused upload left %s", de.Name())
+				// The agent removes its temporary file once it sees the
+				// body fail, which may be just after the answer.
+				var left []string
+				for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+					entries, _ := os.ReadDir(work)
+					left = left[:0]
+					for _, de := range entries {
+						if de.Name() != "f4" {
+							left = append(left, de.Name())
+						}
 					}
+					if len(left) == 0 || time.Now().After(deadline) {
+						break
+					}
+				}
+				if len(left) > 0 {
+					t.Errorf("a refused upload left %v", left)
 				}
 				return
 			}
