@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"os"
 	"slices"
@@ -220,10 +221,12 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 			}
 			path = string(b)
 		case "mode":
-			b, _ := io.ReadAll(io.LimitReader(part, 16))
+			// One byte past the bound: a longer value is refused, not cut
+			// to what parses ("0000000000000000644" to 0).
+			b, _ := io.ReadAll(io.LimitReader(part, 17))
 			v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 8, 32)
-			if err != nil || v > 0o777 {
-				writeError(w, errdefs.Invalid("mode %q is not an octal permission", b))
+			if err != nil || v > 0o777 || len(b) > 16 {
+				writeError(w, errdefs.Invalid("mode %.16q is not an octal permission", b))
 				return
 			}
 			mode = os.FileMode(v)
@@ -239,7 +242,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 				}
 				continue
 			}
-			if info, err = s.sandboxes.Upload(r.Context(), id, path, mode, part); err != nil {
+			if info, err = s.sandboxes.Upload(r.Context(), id, path, mode, &streamedPart{part: part, rest: mr}); err != nil {
 				writeError(w, err)
 				return
 			}
@@ -257,6 +260,50 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, info)
+}
+
+// streamedPart is a file part streamed into the sandbox as it comes. At
+// its end it reads the parts that follow before it ends too (the upload
+// is put in place then): a path, mode or file part after the file would
+// have the request ask for other than what was written, so it fails the
+// read, and the sandbox keeps nothing of the file, instead of being left
+// out. Other parts are read and dropped, as before the file.
+type streamedPart struct {
+	part    *multipart.Part
+	rest    *multipart.Reader
+	checked bool
+}
+
+func (p *streamedPart) Read(b []byte) (int, error) {
+	n, err := p.part.Read(b)
+	if errors.Is(err, io.EOF) && !p.checked {
+		p.checked = true
+		if rerr := checkRest(p.rest); rerr != nil {
+			return n, rerr
+		}
+	}
+	return n, err
+}
+
+// checkRest reads the parts of mr after a streamed file part, refusing a
+// path, mode or file part.
+func checkRest(mr *multipart.Reader) error {
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read multipart body: %w", err)
+		}
+		switch name := part.FormName(); name {
+		case "path", "mode", "file":
+			return fmt.Errorf("a %s part follows the file part: send path and mode before the file, and one file", name)
+		}
+		if _, err := io.Copy(io.Discard, part); err != nil {
+			return fmt.Errorf("read multipart body: %w", err)
+		}
+	}
 }
 
 // maxSpoolBytes bounds a file part sent before its path, which must be

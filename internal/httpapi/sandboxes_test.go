@@ -348,6 +348,60 @@ func TestUploadFileBeforePath(t *testing.T) {
 	}
 }
 
+// TestUploadPartsAfterFile: a streamed file part (its path known) is put
+// in place only once the body's end shows nothing changes what was asked:
+// a path, mode or second file part after it is 400, and nothing is
+// written; other parts after it are dropped.
+func TestUploadPartsAfterFile(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	id := e.createSandbox(t, `{"image":"alpine"}`).ID
+	work, _ := e.rt.WorkDir(id)
+	for _, tt := range []struct {
+		name  string
+		query string
+		parts []string
+		want  int
+	}{
+		{"mode after", "", []string{"path", "f1", "file", "x", "mode", "0600"}, http.StatusBadRequest},
+		{"second file", "", []string{"path", "f2", "file", "x", "file", "y"}, http.StatusBadRequest},
+		{"path after, query path", "?path=f3", []string{"file", "x", "path", "other"}, http.StatusBadRequest},
+		{"other part after", "", []string{"path", "f4", "file", "x", "note", "hi"}, http.StatusOK},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctype, body := multipartBody(t, tt.parts...)
+			resp := e.do(t, http.MethodPost, "/api/v1/sandboxes/"+id+"/files"+tt.query, ctype, body)
+			if tt.want != http.StatusOK {
+				checkError(t, resp, tt.want, api.CodeInvalidRequest)
+				// The agent removes its temporary file once it sees the
+				// body fail, which may be just after the answer.
+				var left []string
+				for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+					entries, _ := os.ReadDir(work)
+					left = left[:0]
+					for _, de := range entries {
+						if de.Name() != "f4" {
+							left = append(left, de.Name())
+						}
+					}
+					if len(left) == 0 || time.Now().After(deadline) {
+						break
+					}
+				}
+				if len(left) > 0 {
+					t.Errorf("a refused upload left %v", left)
+				}
+				return
+			}
+			if resp.status != tt.want {
+				t.Fatalf("upload: %d %s", resp.status, resp.body)
+			}
+			if b, err := os.ReadFile(filepath.Join(work, "f4")); err != nil || string(b) != "x" {
+				t.Errorf("uploaded file: %q, %v", b, err)
+			}
+		})
+	}
+}
+
 // A file part before its path is held on the host, so its size is bounded:
 // past the bound the upload fails with 413 and leaves no spool file.
 func TestUploadSpoolLimit(t *testing.T) {
@@ -609,6 +663,9 @@ func TestBadInput(t *testing.T) {
 		{name: "path too long", body: func() (string, io.Reader) { return multipartBody(t, "path", strings.Repeat("a", 5000), "file", "x") }, status: bad, code: inv},
 		{name: "bad mode", body: func() (string, io.Reader) { return multipartBody(t, "mode", "rwx", "path", "f", "file", "x") }, status: bad, code: inv},
 		{name: "mode too big", body: func() (string, io.Reader) { return multipartBody(t, "mode", "7777", "path", "f", "file", "x") }, status: bad, code: inv},
+		{name: "mode too long", body: func() (string, io.Reader) {
+			return multipartBody(t, "mode", "0000000000000000644", "path", "f", "file", "x")
+		}, status: bad, code: inv},
 		{name: "two spooled files", body: func() (string, io.Reader) { return multipartBody(t, "file", "x", "file", "y", "path", "f") }, status: bad, code: inv},
 		{name: "over a directory", body: func() (string, io.Reader) { return multipartBody(t, "path", "dir", "file", "x") }, status: bad, code: inv},
 		{name: "truncated", body: func() (string, io.Reader) {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/agent2env/agent2env/api"
@@ -124,8 +125,8 @@ func (s *SessionRoutes) delete(w http.ResponseWriter, r *http.Request) {
 
 func (s *SessionRoutes) keepAlive(w http.ResponseWriter, r *http.Request) {
 	var req api.KeepAliveRequest
-	if r.ContentLength != 0 { // an empty body keeps the idle timeout
-		if err := decode(w, r, &req); err != nil {
+	if r.ContentLength != 0 { // an empty body, chunked too, keeps the idle timeout
+		if err := decode(w, r, &req); err != nil && !errors.Is(err, errEmptyBody) {
 			writeError(w, err)
 			return
 		}

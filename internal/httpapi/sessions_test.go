@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -104,4 +105,49 @@ func newSessionHandler(tb testing.TB, cfg manager.Config, opts ...Option) (http.
 	})
 	opts = append([]Option{WithRoutes(NewSessionRoutes(sess))}, opts...)
 	return New(service.NewSandboxes(m, ""), service.NewImages(imgs), log, opts...).Handler(), st
+}
+
+// A keepalive's body may be left out or be empty, chunked too: the idle
+// timeout stays; a body that is there is read.
+func TestKeepAliveBodies(t *testing.T) {
+	h, _ := newSessionHandler(t, manager.Config{})
+	do := func(body io.Reader, length int64) (int, string) {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodPost, "/api/v1/sessions/s1/keepalive", body)
+		req.Header.Set("Content-Type", "application/json")
+		req.ContentLength = length
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	req := httptest.NewRequest(http.MethodPost, "/api/v1/sessions/s1/execute", strings.NewReader(`{"code":"1"}`))
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("execute: %d %s", rec.Code, rec.Body)
+	}
+	for _, tt := range []struct {
+		name   string
+		body   io.Reader
+		length int64
+		want   int
+		idle   float64
+	}{
+		{"no body", http.NoBody, 0, http.StatusOK, 1800},
+		{"empty chunked body", io.MultiReader(strings.NewReader("")), -1, http.StatusOK, 1800},
+		{"chunked body", io.MultiReader(strings.NewReader(`{"idle_timeout":600}`)), -1, http.StatusOK, 600},
+		{"malformed chunked body", io.MultiReader(strings.NewReader(`{"idle_timeout":`)), -1, http.StatusBadRequest, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body := do(tt.body, tt.length)
+			if code != tt.want {
+				t.Fatalf("%d %s, want %d", code, body, tt.want)
+			}
+			var sess api.Session
+			if code == http.StatusOK && (json.Unmarshal([]byte(body), &sess) != nil || sess.IdleTimeout != tt.idle) {
+				t.Errorf("session %s, want an idle timeout of %v", body, tt.idle)
+			}
+		})
+	}
 }

@@ -44,9 +44,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agent2env/agent2env/api"
@@ -113,7 +115,26 @@ func New(cfg Config, ctxs *service.Contexts, sess *session.Service) *Server {
 		})
 	s.addTools()
 	s.addResources()
+	s.srv.AddReceivingMiddleware(recoverPanics(cfg.Log))
 	return s
+}
+
+// recoverPanics answers a request whose handler panicked with a JSON-RPC
+// internal error, and logs the panic to log: the SDK runs handlers on
+// goroutines of its own and recovers none, so a panic would end the
+// process (the daemon, or the stdio bridge).
+func recoverPanics(log *slog.Logger) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+			defer func() {
+				if v := recover(); v != nil {
+					log.Error("mcp handler panic", "method", method, "panic", v, "stack", string(debug.Stack()))
+					res, err = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+				}
+			}()
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // MCP returns the SDK server, for transports of the caller's own.

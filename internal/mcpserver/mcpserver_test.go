@@ -269,6 +269,9 @@ func TestBadArguments(t *testing.T) {
 		{"execute_code", map[string]any{"code": "1", "flavor": "xl"}, CodeInvalidParams},
 		{"execute_command", map[string]any{}, CodeInvalidParams},
 		{"execute_command", map[string]any{"command": "true", "cwd": "../etc"}, CodeInvalidParams},
+		// Refused by the sandbox, after the session was made for it: the
+		// session goes again, and the server stays up.
+		{"execute_command", map[string]any{"command": "true", "cwd": "/nonexistent", "session_id": "c"}, CodeInvalidParams},
 		{"write_file", map[string]any{"path": "a", "content": "x", "encoding": "rot13", "session_id": "s"}, CodeInvalidParams},
 		{"write_file", map[string]any{"path": "a", "content": "!!", "encoding": "base64", "session_id": "s"}, CodeInvalidParams},
 		{"read_file", map[string]any{"path": "a"}, CodeInvalidParams},
@@ -284,6 +287,21 @@ func TestBadArguments(t *testing.T) {
 	if ids := e.Sandboxes(t); len(ids) != 0 {
 		t.Errorf("bad arguments made sandboxes: %v", ids)
 	}
+}
+
+// TestHandlerPanic: a handler that panics is answered with a JSON-RPC
+// internal error, and the server goes on serving.
+func TestHandlerPanic(t *testing.T) {
+	e := newEnv(t, false)
+	add(e.srv, tool[NoArgs, NoArgs]{name: "panics", title: "Panics",
+		handle: func(context.Context, *call, NoArgs) (NoArgs, []mcp.Content, error) { panic("boom") }})
+	cs := e.connect(t, "", nil)
+	_, err := cs.CallTool(bg, &mcp.CallToolParams{Name: "panics"})
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInternalError {
+		t.Fatalf("call of a tool that panics: %v, want a JSON-RPC internal error", err)
+	}
+	callTool(t, cs, "list_contexts", nil, nil)
 }
 
 // TestResourceErrors: past the host's capacity or the maximum of
@@ -573,6 +591,27 @@ func TestBridge(t *testing.T) {
 	rr, err := cs.ReadResource(bg, &mcp.ReadResourceParams{URI: "sandbox://bridged/files/etc/hostname"})
 	if err != nil || len(rr.Contents) != 1 {
 		t.Errorf("resource through the bridge: %+v %v", rr, err)
+	}
+}
+
+// TestWithDefault: the bridge adds a default argument to arguments that
+// are an object, none or null, and passes others on as they are for the
+// daemon to refuse.
+func TestWithDefault(t *testing.T) {
+	for _, tt := range []struct{ raw, want string }{
+		{"", `{"timeout":45}`},
+		{"null", `{"timeout":45}`},
+		{"{}", `{"timeout":45}`},
+		{`{"code":"1"}`, `{"code":"1","timeout":45}`},
+		{`{"timeout":2}`, `{"timeout":2}`},
+		{`{"timeout":null}`, `{"timeout":null}`},
+		{"[1]", "[1]"},
+		{`"x"`, `"x"`},
+		{"{", "{"},
+	} {
+		if got := string(withDefault(json.RawMessage(tt.raw), "timeout", 45.0)); got != tt.want {
+			t.Errorf("withDefault(%q) = %s, want %s", tt.raw, got, tt.want)
+		}
 	}
 }
 

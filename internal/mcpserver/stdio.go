@@ -52,6 +52,7 @@ func Bridge(ctx context.Context, c *client.Client, t mcp.Transport, opts BridgeO
 	info := cs.InitializeResult()
 	srv := mcp.NewServer(&mcp.Implementation{Name: info.ServerInfo.Name, Title: info.ServerInfo.Title, Version: info.ServerInfo.Version},
 		&mcp.ServerOptions{Instructions: info.Instructions, Logger: opts.Log})
+	srv.AddReceivingMiddleware(recoverPanics(opts.Log))
 	for tool, err := range cs.Tools(ctx, nil) {
 		if err != nil {
 			return fmt.Errorf("list the daemon's tools: %w", err)
@@ -118,13 +119,17 @@ func (b *bridge) callTool(tool *mcp.Tool) mcp.ToolHandler {
 }
 
 // withDefault sets the argument name to v unless the arguments have it.
+// None, or null, are no arguments.
 func withDefault(raw json.RawMessage, name string, v any) json.RawMessage {
-	m := map[string]any{}
+	var m map[string]any
 	if len(raw) > 0 && json.Unmarshal(raw, &m) != nil {
 		return raw // the daemon says what is wrong with them
 	}
 	if _, ok := m[name]; ok {
 		return raw
+	}
+	if m == nil {
+		m = map[string]any{}
 	}
 	m[name] = v
 	b, err := json.Marshal(m)

@@ -187,6 +187,9 @@ func createRequest(req api.CreateSandboxRequest) (manager.CreateRequest, error) 
 		Template: req.Template, TemplateVersion: req.TemplateVersion, Metadata: req.Metadata,
 		Network: req.Network,
 	}
+	if req.TemplateVersion != 0 && req.Template == "" {
+		return manager.CreateRequest{}, errdefs.Invalid("templateVersion %d applies to templates; give template with it", req.TemplateVersion)
+	}
 	if o := req.Overrides; o != nil {
 		if req.Template == "" {
 			return manager.CreateRequest{}, errdefs.Invalid("overrides apply to templates; with image, give cpu, memory, ttl and env directly")

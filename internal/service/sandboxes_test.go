@@ -80,6 +80,8 @@ func TestCreate(t *testing.T) {
 			want: api.Sandbox{Image: "alpine", CPU: "1", Memory: "1Gi", TTL: 0, Env: map[string]string{"O": "v"}, Template: "small", TemplateVersion: 1}},
 		{name: "overrides apply to templates only", req: api.CreateSandboxRequest{Image: "alpine", Overrides: &api.SandboxOverrides{CPU: "1"}},
 			class: errdefs.ErrInvalidArgument},
+		{name: "templateVersion applies to templates only", req: api.CreateSandboxRequest{Image: "alpine", TemplateVersion: 2},
+			class: errdefs.ErrInvalidArgument},
 		{name: "template and image", req: api.CreateSandboxRequest{Template: "small", Image: "alpine"},
 			class: errdefs.ErrInvalidArgument},
 		{name: "unknown template", req: api.CreateSandboxRequest{Template: "nosuch"}, class: errdefs.ErrNotFound},

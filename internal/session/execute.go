@@ -117,13 +117,15 @@ func (s *Service) ExecuteCommand(ctx context.Context, req api.SessionCommandRequ
 	budget := s.sbx.OutputBudget()
 	stdout := &output{buf: budget.NewBuffer(l.sandbox.ID, MaxOutputBytes), sink: sink}
 	stderr := &output{buf: budget.NewBuffer(l.sandbox.ID, MaxOutputBytes), sink: sink, stderr: true}
-	release = func() {
+	// free, not release: a failing return sets the result release to
+	// nil before the deferred call runs.
+	free := func() {
 		stdout.buf.Release()
 		stderr.buf.Release()
 	}
 	defer func() {
 		if err != nil {
-			release()
+			free()
 		}
 	}()
 	start := time.Now()
@@ -152,7 +154,7 @@ func (s *Service) ExecuteCommand(ctx context.Context, req api.SessionCommandRequ
 		OOMKilled: res.OOMKilled, Reason: res.Reason,
 		Truncated:  stdout.buf.Dropped()+stderr.buf.Dropped() > 0,
 		DurationMS: float64(res.Duration.Microseconds()) / 1000,
-	}}, release, nil
+	}}, free, nil
 }
 
 // commandRequest checks a command request and turns it into the

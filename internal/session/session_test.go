@@ -403,6 +403,14 @@ func TestFailedRequestLeavesNothing(t *testing.T) {
 	})
 	_, _, err := e.svc.ExecuteCode(bg, api.SessionExecuteRequest{Code: "1", Language: "javascript", SessionID: "new"}, nil)
 	checkErr(t, err, errdefs.ErrInvalidArgument, api.CodeLanguageMissing)
+	// A command the sandbox refuses (its working directory is missing)
+	// is an error, not a panic, and gives back its output budget.
+	_, release, err := e.svc.ExecuteCommand(bg, api.SessionCommandRequest{Command: api.CommandLine{Shell: "true"},
+		SessionID: "new", Cwd: "/nonexistent"}, nil)
+	checkErr(t, err, errdefs.ErrInvalidArgument, "")
+	if release != nil {
+		t.Error("a failed command returned a release")
+	}
 	if len(e.Sandboxes(t)) != 0 || len(e.sessions(t)) != 0 {
 		t.Errorf("made: %v %v", e.Sandboxes(t), e.sessions(t))
 	}

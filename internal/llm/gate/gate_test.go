@@ -41,6 +41,8 @@ func TestKeys(t *testing.T) {
 	bad := []api.LLMKeyRequest{
 		{BudgetTokens: -1}, {RequestsPerMinute: -1}, {TokensPerMinute: -2},
 		{ExpiresIn: -5}, {ExpiresIn: int(gate.MaxKeyTTL.Seconds()) + 1}, {Name: strings.Repeat("x", 300)},
+		// In nanoseconds these overflow: negative, and 0.29 s.
+		{ExpiresIn: 9223372037}, {ExpiresIn: 18446744074},
 	}
 	for _, req := range bad {
 		// The message goes out as the API's, which the client prefixes

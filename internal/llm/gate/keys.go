@@ -104,7 +104,7 @@ func (k *Keys) Create(ctx context.Context, req api.LLMKeyRequest) (*api.LLMKey, 
 	switch {
 	case req.BudgetTokens < 0, req.RequestsPerMinute < 0, req.TokensPerMinute < 0:
 		return nil, errdefs.Invalid("budget_tokens, requests_per_minute and tokens_per_minute must not be negative")
-	case req.ExpiresIn < 0 || time.Duration(req.ExpiresIn)*time.Second > MaxKeyTTL:
+	case req.ExpiresIn < 0 || req.ExpiresIn > int(MaxKeyTTL/time.Second): // in seconds: nanoseconds overflow
 		return nil, errdefs.Invalid("expires_in must be between 1 and %d seconds", int(MaxKeyTTL.Seconds()))
 	case len(req.Name) > 256 || len(req.Sandbox) > 256 || len(req.Run) > 256:
 		return nil, errdefs.Invalid("name, sandbox and run are at most 256 bytes")
