@@ -538,12 +538,16 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	status := http.StatusOK
 	sb, err := h.live(r.Context(), id)
-	if err == nil && sb.Status == api.StatusPaused {
-		sb, err = h.cfg.Sandboxes.Resume(r.Context(), id)
-		status = http.StatusCreated
-	}
 	if err == nil && body.Timeout != nil {
-		sb, err = h.extend(r.Context(), id, *body.Timeout)
+		// Before the resume: a timeout the service refuses (an expiry too
+		// far from the sandbox's start) leaves it paused.
+		_, err = h.extend(r.Context(), id, *body.Timeout)
+	}
+	if err == nil && sb.Status == api.StatusPaused {
+		var resumed bool
+		if sb, resumed, err = h.resume(r.Context(), id); resumed {
+			status = http.StatusCreated
+		}
 	}
 	if err != nil {
 		writeError(w, err)
@@ -551,6 +555,19 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	h.tokens.remember(sb.AccessToken, sb.ID)
 	writeJSON(w, status, view(sb))
+}
+
+// resume resumes paused sandbox id and reports whether this call did:
+// one that another request (a connect beside this one) has resumed
+// meanwhile is returned as it is.
+func (h *Handler) resume(ctx context.Context, id string) (*api.Sandbox, bool, error) {
+	sb, err := h.cfg.Sandboxes.Resume(ctx, id)
+	if errors.Is(err, errdefs.ErrFailedPrecondition) {
+		if now, gerr := h.live(ctx, id); gerr == nil && now.Status == api.StatusRunning {
+			return now, false, nil
+		}
+	}
+	return sb, err == nil, err
 }
 
 // pauseBody is SandboxPauseRequest.

@@ -3,6 +3,7 @@ package e2b
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agent2env/agent2env/api"
 )
@@ -45,5 +46,49 @@ func TestEndedSandboxOps(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestConnectPaused: a connect to a paused sandbox resumes it (201) and
+// sets its timeout, unless the timeout is refused, which leaves it paused
+// with its expiry; one that another connect resumed meanwhile is answered
+// 200, not the resume's 409.
+func TestConnectPaused(t *testing.T) {
+	tests := []struct {
+		name         string
+		body         string
+		otherResumes bool
+		want         int
+		wantStatus   api.SandboxStatus
+		wantRenewed  bool
+	}{
+		{name: "resumed", body: `{"timeout":60}`, want: 201, wantStatus: api.StatusRunning, wantRenewed: true},
+		{name: "no timeout", body: `{}`, want: 201, wantStatus: api.StatusRunning},
+		// Started an hour ago: the longest timeout is an expiry more than
+		// MaxInt32 seconds after its start, which the service refuses.
+		{name: "timeout refused", body: `{"timeout":2147483647}`, want: 400, wantStatus: api.StatusPaused},
+		{name: "resumed by another connect", body: `{"timeout":60}`, otherResumes: true, want: 200, wantStatus: api.StatusRunning, wantRenewed: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sb := running("sbp", nil)
+			sb.Status, sb.CreatedAt = api.StatusPaused, now.Add(-time.Hour)
+			e := newEnv(t, sb)
+			if tt.otherResumes {
+				e.sb.beforeResume = func(id string) {
+					if _, err := e.sb.move(id, api.StatusPaused, api.StatusRunning); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			code, _, body := e.api(t, "POST", "/sandboxes/sbp/connect", tt.body)
+			if code != tt.want || (code < 300) != strings.Contains(body, `"sandboxID":"sbp"`) {
+				t.Errorf("connect %s: %d %s, want %d", tt.body, code, body, tt.want)
+			}
+			got, _ := e.sb.Get(t.Context(), "sbp")
+			if _, renewed := e.sb.renewed["sbp"]; got.Status != tt.wantStatus || renewed != tt.wantRenewed {
+				t.Errorf("after connect %s: %s, renewed %t; want %s, renewed %t", tt.body, got.Status, renewed, tt.wantStatus, tt.wantRenewed)
+			}
+		})
 	}
 }
