@@ -92,3 +92,38 @@ func TestConnectPaused(t *testing.T) {
 		})
 	}
 }
+
+// TestJSONBodyRefused: a control-plane body that is not one JSON value
+// of the expected shape is a 400 {code, message} (a body over the limit
+// 413), and changes nothing.
+func TestJSONBodyRefused(t *testing.T) {
+	huge := `{"timeout":60,"x":"` + strings.Repeat("a", maxBody) + `"}`
+	tests := []struct {
+		name, body string
+		want       int
+	}{
+		{"stray brace", `{"timeout":60}}`, 400},
+		{"stray bracket", `{"timeout":60}]`, 400},
+		{"two values", `{"timeout":60} {"timeout":70}`, 400},
+		{"trailing garbage", `{"timeout":60} x`, 400},
+		{"not JSON", `timeout=60`, 400},
+		{"wrong type", `{"timeout":"60"}`, 400},
+		{"fraction", `{"timeout":60.5}`, 400},
+		{"array", `[60]`, 400},
+		{"too big", huge, 413},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, running("sba", nil))
+			for _, op := range []string{"timeout", "connect"} {
+				code, _, body := e.api(t, "POST", "/sandboxes/sba/"+op, tt.body)
+				if code != tt.want || !strings.Contains(body, `"code":`) {
+					t.Errorf("%s %s: %d %s, want %d", op, tt.name, code, body, tt.want)
+				}
+			}
+			if at, ok := e.sb.renewed["sba"]; ok {
+				t.Errorf("its expiry was set to %v", at)
+			}
+		})
+	}
+}

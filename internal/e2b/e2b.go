@@ -314,17 +314,21 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) err
 		return errdefs.Invalid("the body must be application/json")
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	var tooBig *http.MaxBytesError
 	if err := dec.Decode(v); err != nil {
 		if emptyOK && errors.Is(err, io.EOF) {
 			return nil
 		}
-		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return err
 		}
 		return errdefs.Invalid("the body is not valid JSON of the expected shape: %v", err)
 	}
-	if dec.More() {
+	// Not dec.More, which takes a stray '}' or ']' for the value's end.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if errors.As(err, &tooBig) {
+			return err
+		}
 		return errdefs.Invalid("the body holds more than one JSON value")
 	}
 	return nil
