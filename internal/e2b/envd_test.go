@@ -1083,3 +1083,59 @@ func TestWatchersGoroutines(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchersEventOutsideLock: turning a change into envd's event (which
+// stats the file in the sandbox when asked for its entry) holds no lock
+// of the daemon's watchers: while one watcher's stat waits, the others
+// are created, read and removed.
+func TestWatchersEventOutsideLock(t *testing.T) {
+	ws := newWatchers()
+	entered, release := make(chan struct{}), make(chan struct{})
+	slow := &fakeWatch{events: make(chan service.FileEvent), closed: make(chan struct{})}
+	slowID, err := ws.add("sba", slow, func(service.FileEvent) *filesystem.FilesystemEvent {
+		close(entered)
+		<-release // a stat that waits for its sandbox
+		return &filesystem.FilesystemEvent{Name: "a"}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow.events <- service.FileEvent{Op: service.FileCreated, Name: "a"}
+	<-entered
+	tests := []struct {
+		name string
+		call func(id string) error
+	}{
+		{"take", func(id string) error { _, err := ws.take("sba", id); return err }},
+		{"remove", func(id string) error { return ws.remove("sba", id) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() {
+				fw := &fakeWatch{events: make(chan service.FileEvent), closed: make(chan struct{})}
+				id, err := ws.add("sba", fw, func(service.FileEvent) *filesystem.FilesystemEvent { return nil })
+				if err == nil {
+					err = tt.call(id)
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Error(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("another watcher's calls wait for one watcher's event")
+			}
+		})
+	}
+	close(release)
+	waitFor(t, func() bool {
+		evs, err := ws.take("sba", slowID)
+		return err == nil && len(evs) == 1 && evs[0].GetName() == "a"
+	})
+	if err := ws.remove("sba", slowID); err != nil {
+		t.Fatal(err)
+	}
+}
