@@ -242,6 +242,10 @@ func endEvent(p service.Proc) *process.ProcessEvent_EndEvent {
 // one of that pid (or the newest that ended); by tag, the one of that
 // tag. NotFound when there is none, as envd answers.
 func (s *processService) find(ctx context.Context, id string, sel *process.ProcessSelector) (service.ProcDetail, error) {
+	_, byTag := sel.GetSelector().(*process.ProcessSelector_Tag)
+	if _, byPid := sel.GetSelector().(*process.ProcessSelector_Pid); !byPid && !byTag {
+		return service.ProcDetail{}, connect.NewError(connect.CodeInvalidArgument, errors.New("process: give a pid or a tag"))
+	}
 	all, err := s.procs.Procs(ctx, id)
 	if err != nil {
 		return service.ProcDetail{}, rpcError(err)
@@ -249,14 +253,9 @@ func (s *processService) find(ctx context.Context, id string, sel *process.Proce
 	var found *service.ProcDetail
 	for i := range all {
 		p := &all[i]
-		var match bool
-		switch sel.GetSelector().(type) {
-		case *process.ProcessSelector_Pid:
-			match = p.Pid == int(sel.GetPid())
-		case *process.ProcessSelector_Tag:
+		match := p.Pid == int(sel.GetPid())
+		if byTag {
 			match = p.Tag != "" && p.Tag == sel.GetTag()
-		default:
-			return service.ProcDetail{}, connect.NewError(connect.CodeInvalidArgument, errors.New("process: give a pid or a tag"))
 		}
 		if match && (found == nil || p.Running || !found.Running) {
 			found = p

@@ -1139,3 +1139,54 @@ func TestWatchersEventOutsideLock(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestProcessSelectorRequired: a call that names no process (no pid, no
+// tag) is invalid_argument whether or not the sandbox has processes (it
+// was not_found in one with none).
+func TestProcessSelectorRequired(t *testing.T) {
+	calls := []struct {
+		name string
+		call func(ctx context.Context, c processconnect.ProcessClient) error
+	}{
+		{"SendInput", func(ctx context.Context, c processconnect.ProcessClient) error {
+			_, err := c.SendInput(ctx, connect.NewRequest(&process.SendInputRequest{Input: &process.ProcessInput{}}))
+			return err
+		}},
+		{"SendSignal", func(ctx context.Context, c processconnect.ProcessClient) error {
+			_, err := c.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{Signal: process.Signal_SIGNAL_SIGKILL}))
+			return err
+		}},
+		{"CloseStdin", func(ctx context.Context, c processconnect.ProcessClient) error {
+			_, err := c.CloseStdin(ctx, connect.NewRequest(&process.CloseStdinRequest{Process: &process.ProcessSelector{}}))
+			return err
+		}},
+		{"Update", func(ctx context.Context, c processconnect.ProcessClient) error {
+			_, err := c.Update(ctx, connect.NewRequest(&process.UpdateRequest{}))
+			return err
+		}},
+		{"Connect", func(ctx context.Context, c processconnect.ProcessClient) error {
+			stream, err := c.Connect(ctx, connect.NewRequest(&process.ConnectRequest{}))
+			if err != nil {
+				return err
+			}
+			defer stream.Close()
+			for stream.Receive() {
+			}
+			return stream.Err()
+		}},
+	}
+	for _, withProcs := range []bool{false, true} {
+		e := newEnv(t, running("sba", nil))
+		if withProcs {
+			e.procs.add(service.ProcDetail{Proc: service.Proc{ID: "proc-1", Running: true, Command: []string{"cat"}}, Pid: 10}, service.Proc{})
+		}
+		c := e.processClient()
+		for _, tc := range calls {
+			t.Run(fmt.Sprintf("%s, processes %t", tc.name, withProcs), func(t *testing.T) {
+				if err := tc.call(t.Context(), c); connect.CodeOf(err) != connect.CodeInvalidArgument {
+					t.Errorf("%v, want invalid_argument", err)
+				}
+			})
+		}
+	}
+}
