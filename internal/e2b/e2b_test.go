@@ -885,7 +885,7 @@ func TestExecute(t *testing.T) {
 		{`{"code":"x","env_vars":{"A":"1"}}`, "env_vars"},
 		{`{"code":"x","context_id":"ctx2"}`, "not found"}, // sbb's
 		{`{"code":"x","language":"cobol"}`, "language"},
-		{`not json`, "not a valid execution request"},
+		{`not json`, "not valid JSON"},
 	} {
 		code, body := e.in(t, "sba", InterpreterPort, "POST", "/execute", tc.body)
 		if code < 400 || code >= 500 || !strings.Contains(body, tc.want) {
