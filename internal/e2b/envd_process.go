@@ -90,14 +90,19 @@ func requestTimeout(h http.Header) (time.Duration, error) {
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
-// keepaliveInterval is the client's Keepalive-Ping-Interval; zero (no
-// keepalives) when it gives none.
+// maxKeepalive bounds the client's keepalive interval: a longer one is
+// as good as none, and one past time.Duration's range would wrap round
+// to a negative interval, a keepalive at every turn.
+const maxKeepalive = 24 * time.Hour
+
+// keepaliveInterval is the client's Keepalive-Ping-Interval, at most
+// maxKeepalive; zero (no keepalives) when it gives none.
 func keepaliveInterval(h http.Header) time.Duration {
 	s, err := strconv.Atoi(h.Get(headerKeepalive))
 	if err != nil || s <= 0 {
 		return 0
 	}
-	return time.Duration(s) * time.Second
+	return time.Duration(min(s, int(maxKeepalive/time.Second))) * time.Second
 }
 
 func (s *processService) Start(ctx context.Context, req *connect.Request[process.StartRequest], stream *connect.ServerStream[process.StartResponse]) error {

@@ -537,6 +537,51 @@ func TestProcessKeepalive(t *testing.T) {
 	}
 }
 
+// TestKeepaliveInterval: the client's Keepalive-Ping-Interval in seconds,
+// none when it is not a positive number, and at most maxKeepalive. An
+// interval past time.Duration's range wrapped round: 20211507185753197 s
+// was 512 ns, a stream of keepalives without pause.
+func TestKeepaliveInterval(t *testing.T) {
+	const wraps = "20211507185753197" // × time.Second mod 2^64: 512 ns
+	tests := []struct {
+		header string
+		want   time.Duration
+	}{
+		{"", 0},
+		{"x", 0},
+		{"0", 0},
+		{"-5", 0},
+		{"30", 30 * time.Second},
+		{"86400", maxKeepalive},
+		{"86401", maxKeepalive},
+		{"9223372037", maxKeepalive},
+		{wraps, maxKeepalive},
+		{"99999999999999999999", 0}, // not an int
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		h.Set(headerKeepalive, tt.header)
+		if got := keepaliveInterval(h); got != tt.want {
+			t.Errorf("keepaliveInterval(%q) = %v, want %v", tt.header, got, tt.want)
+		}
+	}
+
+	// On the wire: a process quiet for 200 ms has its start and its end.
+	e := newEnv(t, running("sba", nil))
+	e.procs.hold = make(chan struct{})
+	e.procs.add(service.ProcDetail{Proc: service.Proc{ID: "proc-1", Running: true}, Pid: 9}, service.Proc{})
+	time.AfterFunc(200*time.Millisecond, func() { close(e.procs.hold) })
+	h := http.Header{}
+	h.Set(headerKeepalive, wraps)
+	got, err := startEvents(t, e.processClient(), &process.StartRequest{Process: bash("sleep 1")}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"start 9", `end 0 true "exit status 0" error=false`}; !slices.Equal(got, want) {
+		t.Errorf("%d events, the first %q; want %q", len(got), got[:min(len(got), 3)], want)
+	}
+}
+
 // TestProcessConnect checks Connect: the process by pid (a running one
 // before an ended one of the same pid) or tag, its output from now on,
 // and NotFound for no such process.
