@@ -465,6 +465,16 @@ func (h *Handler) extend(ctx context.Context, id string, seconds int) (*api.Sand
 	return h.cfg.Sandboxes.Renew(ctx, id, h.cfg.Now().Add(time.Duration(seconds)*time.Second))
 }
 
+// extendLive is extend for a sandbox that is alive: an ended one is not
+// found, as for get, and keeps its expiry.
+func (h *Handler) extendLive(ctx context.Context, id string, seconds int) error {
+	_, err := h.live(ctx, id)
+	if err == nil {
+		_, err = h.extend(ctx, id, seconds)
+	}
+	return err
+}
+
 func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request, id string) {
 	var body timeoutBody
 	err := decodeJSON(w, r, &body, false)
@@ -475,7 +485,7 @@ func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request, id string) 
 		err = checkSeconds("timeout", *body.Timeout, maxTimeout)
 	}
 	if err == nil {
-		_, err = h.extend(r.Context(), id, *body.Timeout)
+		err = h.extendLive(r.Context(), id, *body.Timeout)
 	}
 	if err != nil {
 		writeError(w, err)
@@ -500,7 +510,7 @@ func (h *Handler) refresh(w http.ResponseWriter, r *http.Request, id string) {
 		err = errdefs.Invalid("duration is required (seconds)")
 	default:
 		if err = checkSeconds("duration", *body.Duration, maxRefresh); err == nil {
-			_, err = h.extend(r.Context(), id, *body.Duration)
+			err = h.extendLive(r.Context(), id, *body.Duration)
 		}
 	}
 	if err != nil {
@@ -528,12 +538,16 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	status := http.StatusOK
 	sb, err := h.live(r.Context(), id)
-	if err == nil && sb.Status == api.StatusPaused {
-		sb, err = h.cfg.Sandboxes.Resume(r.Context(), id)
-		status = http.StatusCreated
-	}
 	if err == nil && body.Timeout != nil {
-		sb, err = h.extend(r.Context(), id, *body.Timeout)
+		// Before the resume: a timeout the service refuses (an expiry too
+		// far from the sandbox's start) leaves it paused.
+		_, err = h.extend(r.Context(), id, *body.Timeout)
+	}
+	if err == nil && sb.Status == api.StatusPaused {
+		var resumed bool
+		if sb, resumed, err = h.resume(r.Context(), id); resumed {
+			status = http.StatusCreated
+		}
 	}
 	if err != nil {
 		writeError(w, err)
@@ -541,6 +555,19 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	h.tokens.remember(sb.AccessToken, sb.ID)
 	writeJSON(w, status, view(sb))
+}
+
+// resume resumes paused sandbox id and reports whether this call did:
+// one that another request (a connect beside this one) has resumed
+// meanwhile is returned as it is.
+func (h *Handler) resume(ctx context.Context, id string) (*api.Sandbox, bool, error) {
+	sb, err := h.cfg.Sandboxes.Resume(ctx, id)
+	if errors.Is(err, errdefs.ErrFailedPrecondition) {
+		if now, gerr := h.live(ctx, id); gerr == nil && now.Status == api.StatusRunning {
+			return now, false, nil
+		}
+	}
+	return sb, err == nil, err
 }
 
 // pauseBody is SandboxPauseRequest.
@@ -570,7 +597,9 @@ func decodePause(w http.ResponseWriter, r *http.Request, body *pauseBody) error 
 }
 
 // pause is POST /sandboxes/{id}/pause: the sandbox's processes frozen in
-// memory; 204, or 409 when it is not running (the SDK's "already paused").
+// memory; 204, or 409 when it is alive but not running (the SDK's
+// "already paused"); an ended one is not found (the SDK's
+// SandboxNotFoundException), as for get.
 func (h *Handler) pause(w http.ResponseWriter, r *http.Request, id string) {
 	var body pauseBody
 	err := decodePause(w, r, &body)
@@ -581,7 +610,9 @@ func (h *Handler) pause(w http.ResponseWriter, r *http.Request, id string) {
 	case body.RequireHealthyGuest != nil && *body.RequireHealthyGuest:
 		err = errdefs.Invalid("requireHealthyGuest: agent2env does not check the sandbox's agent before a pause (a frozen sandbox resumes as it was); omit it")
 	default:
-		_, err = h.cfg.Sandboxes.Pause(r.Context(), id)
+		if _, err = h.live(r.Context(), id); err == nil {
+			_, err = h.cfg.Sandboxes.Pause(r.Context(), id)
+		}
 	}
 	if err != nil {
 		writeError(w, err)

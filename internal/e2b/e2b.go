@@ -303,9 +303,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(body, '\n'))
 }
 
-// decodeJSON reads r's JSON body into v; an empty body leaves v as it is
-// when empty is allowed.
+// decodeJSON reads r's JSON body, at most maxBody bytes, into v; an empty
+// body leaves v as it is when empty is allowed.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) error {
+	return decodeJSONUpTo(w, r, v, emptyOK, maxBody)
+}
+
+// decodeJSONUpTo is decodeJSON for a body of at most limit bytes.
+func decodeJSONUpTo(w http.ResponseWriter, r *http.Request, v any, emptyOK bool, limit int64) error {
 	if ct := r.Header.Get(headerContentType); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != contentTypeJSON {
 			return errdefs.Invalid("the body must be application/json, not %q", ct)
@@ -313,18 +318,22 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) err
 	} else if !emptyOK {
 		return errdefs.Invalid("the body must be application/json")
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	var tooBig *http.MaxBytesError
 	if err := dec.Decode(v); err != nil {
 		if emptyOK && errors.Is(err, io.EOF) {
 			return nil
 		}
-		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return err
 		}
 		return errdefs.Invalid("the body is not valid JSON of the expected shape: %v", err)
 	}
-	if dec.More() {
+	// Not dec.More, which takes a stray '}' or ']' for the value's end.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if errors.As(err, &tooBig) {
+			return err
+		}
 		return errdefs.Invalid("the body holds more than one JSON value")
 	}
 	return nil

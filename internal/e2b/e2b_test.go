@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"math"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
@@ -47,6 +48,9 @@ type fakeSandboxes struct {
 	slow     bool
 	n        int
 	cpuTime  time.Duration
+	// beforeResume, when set, runs as Resume is called, before it looks
+	// at the sandbox (another request's work meanwhile).
+	beforeResume func(id string)
 }
 
 func newFakeSandboxes(sbs ...api.Sandbox) *fakeSandboxes {
@@ -156,6 +160,9 @@ func (f *fakeSandboxes) Renew(_ context.Context, id string, at time.Time) (*api.
 	if !ok {
 		return nil, errdefs.NotFound("sandbox %s not found", id)
 	}
+	if at.Sub(sb.CreatedAt) > math.MaxInt32*time.Second { // as the manager's SetExpiry
+		return nil, errdefs.Invalid("expiry %s is too far away", at)
+	}
 	f.renewed[id] = at
 	sb.ExpiresAt = at
 	out := *sb
@@ -185,6 +192,9 @@ func (f *fakeSandboxes) Pause(_ context.Context, id string) (*api.Sandbox, error
 }
 
 func (f *fakeSandboxes) Resume(_ context.Context, id string) (*api.Sandbox, error) {
+	if f.beforeResume != nil {
+		f.beforeResume(id)
+	}
 	return f.move(id, api.StatusPaused, api.StatusRunning)
 }
 
@@ -875,7 +885,7 @@ func TestExecute(t *testing.T) {
 		{`{"code":"x","env_vars":{"A":"1"}}`, "env_vars"},
 		{`{"code":"x","context_id":"ctx2"}`, "not found"}, // sbb's
 		{`{"code":"x","language":"cobol"}`, "language"},
-		{`not json`, "not a valid execution request"},
+		{`not json`, "not valid JSON"},
 	} {
 		code, body := e.in(t, "sba", InterpreterPort, "POST", "/execute", tc.body)
 		if code < 400 || code >= 500 || !strings.Contains(body, tc.want) {

@@ -90,14 +90,19 @@ func requestTimeout(h http.Header) (time.Duration, error) {
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
-// keepaliveInterval is the client's Keepalive-Ping-Interval; zero (no
-// keepalives) when it gives none.
+// maxKeepalive bounds the client's keepalive interval: a longer one is
+// as good as none, and one past time.Duration's range would wrap round
+// to a negative interval, a keepalive at every turn.
+const maxKeepalive = 24 * time.Hour
+
+// keepaliveInterval is the client's Keepalive-Ping-Interval, at most
+// maxKeepalive; zero (no keepalives) when it gives none.
 func keepaliveInterval(h http.Header) time.Duration {
 	s, err := strconv.Atoi(h.Get(headerKeepalive))
 	if err != nil || s <= 0 {
 		return 0
 	}
-	return time.Duration(s) * time.Second
+	return time.Duration(min(s, int(maxKeepalive/time.Second))) * time.Second
 }
 
 func (s *processService) Start(ctx context.Context, req *connect.Request[process.StartRequest], stream *connect.ServerStream[process.StartResponse]) error {
@@ -242,6 +247,10 @@ func endEvent(p service.Proc) *process.ProcessEvent_EndEvent {
 // one of that pid (or the newest that ended); by tag, the one of that
 // tag. NotFound when there is none, as envd answers.
 func (s *processService) find(ctx context.Context, id string, sel *process.ProcessSelector) (service.ProcDetail, error) {
+	_, byTag := sel.GetSelector().(*process.ProcessSelector_Tag)
+	if _, byPid := sel.GetSelector().(*process.ProcessSelector_Pid); !byPid && !byTag {
+		return service.ProcDetail{}, connect.NewError(connect.CodeInvalidArgument, errors.New("process: give a pid or a tag"))
+	}
 	all, err := s.procs.Procs(ctx, id)
 	if err != nil {
 		return service.ProcDetail{}, rpcError(err)
@@ -249,14 +258,9 @@ func (s *processService) find(ctx context.Context, id string, sel *process.Proce
 	var found *service.ProcDetail
 	for i := range all {
 		p := &all[i]
-		var match bool
-		switch sel.GetSelector().(type) {
-		case *process.ProcessSelector_Pid:
-			match = p.Pid == int(sel.GetPid())
-		case *process.ProcessSelector_Tag:
+		match := p.Pid == int(sel.GetPid())
+		if byTag {
 			match = p.Tag != "" && p.Tag == sel.GetTag()
-		default:
-			return service.ProcDetail{}, connect.NewError(connect.CodeInvalidArgument, errors.New("process: give a pid or a tag"))
 		}
 		if match && (found == nil || p.Running || !found.Running) {
 			found = p

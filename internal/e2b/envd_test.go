@@ -537,6 +537,51 @@ func TestProcessKeepalive(t *testing.T) {
 	}
 }
 
+// TestKeepaliveInterval: the client's Keepalive-Ping-Interval in seconds,
+// none when it is not a positive number, and at most maxKeepalive. An
+// interval past time.Duration's range wrapped round: 20211507185753197 s
+// was 512 ns, a stream of keepalives without pause.
+func TestKeepaliveInterval(t *testing.T) {
+	const wraps = "20211507185753197" // × time.Second mod 2^64: 512 ns
+	tests := []struct {
+		header string
+		want   time.Duration
+	}{
+		{"", 0},
+		{"x", 0},
+		{"0", 0},
+		{"-5", 0},
+		{"30", 30 * time.Second},
+		{"86400", maxKeepalive},
+		{"86401", maxKeepalive},
+		{"9223372037", maxKeepalive},
+		{wraps, maxKeepalive},
+		{"99999999999999999999", 0}, // not an int
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		h.Set(headerKeepalive, tt.header)
+		if got := keepaliveInterval(h); got != tt.want {
+			t.Errorf("keepaliveInterval(%q) = %v, want %v", tt.header, got, tt.want)
+		}
+	}
+
+	// On the wire: a process quiet for 200 ms has its start and its end.
+	e := newEnv(t, running("sba", nil))
+	e.procs.hold = make(chan struct{})
+	e.procs.add(service.ProcDetail{Proc: service.Proc{ID: "proc-1", Running: true}, Pid: 9}, service.Proc{})
+	time.AfterFunc(200*time.Millisecond, func() { close(e.procs.hold) })
+	h := http.Header{}
+	h.Set(headerKeepalive, wraps)
+	got, err := startEvents(t, e.processClient(), &process.StartRequest{Process: bash("sleep 1")}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"start 9", `end 0 true "exit status 0" error=false`}; !slices.Equal(got, want) {
+		t.Errorf("%d events, the first %q; want %q", len(got), got[:min(len(got), 3)], want)
+	}
+}
+
 // TestProcessConnect checks Connect: the process by pid (a running one
 // before an ended one of the same pid) or tag, its output from now on,
 // and NotFound for no such process.
@@ -1081,5 +1126,112 @@ func TestWatchersGoroutines(t *testing.T) {
 				_ = ws.remove("sba", id)
 			}
 		})
+	}
+}
+
+// TestWatchersEventOutsideLock: turning a change into envd's event (which
+// stats the file in the sandbox when asked for its entry) holds no lock
+// of the daemon's watchers: while one watcher's stat waits, the others
+// are created, read and removed.
+func TestWatchersEventOutsideLock(t *testing.T) {
+	ws := newWatchers()
+	entered, release := make(chan struct{}), make(chan struct{})
+	slow := &fakeWatch{events: make(chan service.FileEvent), closed: make(chan struct{})}
+	slowID, err := ws.add("sba", slow, func(service.FileEvent) *filesystem.FilesystemEvent {
+		close(entered)
+		<-release // a stat that waits for its sandbox
+		return &filesystem.FilesystemEvent{Name: "a"}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow.events <- service.FileEvent{Op: service.FileCreated, Name: "a"}
+	<-entered
+	tests := []struct {
+		name string
+		call func(id string) error
+	}{
+		{"take", func(id string) error { _, err := ws.take("sba", id); return err }},
+		{"remove", func(id string) error { return ws.remove("sba", id) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() {
+				fw := &fakeWatch{events: make(chan service.FileEvent), closed: make(chan struct{})}
+				id, err := ws.add("sba", fw, func(service.FileEvent) *filesystem.FilesystemEvent { return nil })
+				if err == nil {
+					err = tt.call(id)
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Error(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("another watcher's calls wait for one watcher's event")
+			}
+		})
+	}
+	close(release)
+	waitFor(t, func() bool {
+		evs, err := ws.take("sba", slowID)
+		return err == nil && len(evs) == 1 && evs[0].GetName() == "a"
+	})
+	if err := ws.remove("sba", slowID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestProcessSelectorRequired: a call that names no process (no pid, no
+// tag) is invalid_argument whether or not the sandbox has processes (it
+// was not_found in one with none).
+func TestProcessSelectorRequired(t *testing.T) {
+	calls := []struct {
+		name string
+		call func(ctx context.Context, c processconnect.ProcessClient) error
+	}{
+		{"SendInput", func(ctx context.Context, c processconnect.ProcessClient) error {
+			_, err := c.SendInput(ctx, connect.NewRequest(&process.SendInputRequest{Input: &process.ProcessInput{}}))
+			return err
+		}},
+		{"SendSignal", func(ctx context.Context, c processconnect.ProcessClient) error {
+			_, err := c.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{Signal: process.Signal_SIGNAL_SIGKILL}))
+			return err
+		}},
+		{"CloseStdin", func(ctx context.Context, c processconnect.ProcessClient) error {
+			_, err := c.CloseStdin(ctx, connect.NewRequest(&process.CloseStdinRequest{Process: &process.ProcessSelector{}}))
+			return err
+		}},
+		{"Update", func(ctx context.Context, c processconnect.ProcessClient) error {
+			_, err := c.Update(ctx, connect.NewRequest(&process.UpdateRequest{}))
+			return err
+		}},
+		{"Connect", func(ctx context.Context, c processconnect.ProcessClient) error {
+			stream, err := c.Connect(ctx, connect.NewRequest(&process.ConnectRequest{}))
+			if err != nil {
+				return err
+			}
+			defer stream.Close()
+			for stream.Receive() {
+			}
+			return stream.Err()
+		}},
+	}
+	for _, withProcs := range []bool{false, true} {
+		e := newEnv(t, running("sba", nil))
+		if withProcs {
+			e.procs.add(service.ProcDetail{Proc: service.Proc{ID: "proc-1", Running: true, Command: []string{"cat"}}, Pid: 10}, service.Proc{})
+		}
+		c := e.processClient()
+		for _, tc := range calls {
+			t.Run(fmt.Sprintf("%s, processes %t", tc.name, withProcs), func(t *testing.T) {
+				if err := tc.call(t.Context(), c); connect.CodeOf(err) != connect.CodeInvalidArgument {
+					t.Errorf("%v, want invalid_argument", err)
+				}
+			})
+		}
 	}
 }

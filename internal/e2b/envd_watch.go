@@ -74,6 +74,12 @@ func (ws *watchers) add(sandbox string, w service.DirWatcher, event func(service
 func (ws *watchers) run(wt *watcher, event func(service.FileEvent) *filesystem.FilesystemEvent) {
 	for {
 		ev, err := wt.w.Next()
+		var out *filesystem.FilesystemEvent
+		if err == nil {
+			// Outside ws.mu: it may stat the file in the sandbox, which
+			// takes a round trip (or, the sandbox paused, waits for it).
+			out = event(ev)
+		}
 		ws.mu.Lock()
 		switch {
 		case err != nil:
@@ -82,7 +88,7 @@ func (ws *watchers) run(wt *watcher, event func(service.FileEvent) *filesystem.F
 			err = fmt.Errorf("more than %d events were not read: the watcher stopped", maxWatcherEvents)
 			wt.err = connect.NewError(connect.CodeResourceExhausted, err)
 		default:
-			wt.events = append(wt.events, event(ev))
+			wt.events = append(wt.events, out)
 		}
 		ws.mu.Unlock()
 		if err != nil {

@@ -22,9 +22,10 @@ const ExecuteTimeout = 300
 // context_id runs in, one per language, made on first use.
 const defaultContextName = "e2b-default"
 
-// executeRequest is the code interpreter's ExecutionRequest.
+// executeRequest is the code interpreter's ExecutionRequest; code is
+// required.
 type executeRequest struct {
-	Code      string            `json:"code"`
+	Code      *string           `json:"code"`
 	ContextID *string           `json:"context_id"`
 	Language  *string           `json:"language"`
 	EnvVars   map[string]string `json:"env_vars"`
@@ -127,11 +128,17 @@ func (h *Handler) listContexts(w http.ResponseWriter, r *http.Request, id string
 
 func (h *Handler) execute(w http.ResponseWriter, r *http.Request, id string) {
 	var req executeRequest
-	r.Body = http.MaxBytesReader(w, r.Body, service.MaxCodeBytes+maxBody)
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeText(w, errdefs.Invalid("the body is not a valid execution request: %v", err))
+	// An empty body is as one without code; no Content-Type is taken as
+	// JSON, as the code interpreter's server does.
+	err := decodeJSONUpTo(w, r, &req, true, service.MaxCodeBytes+maxBody)
+	if err == nil && req.Code == nil {
+		err = errdefs.Invalid("code is required")
+	}
+	if err != nil {
+		writeText(w, err)
 		return
 	}
+	code := *req.Code
 	var ctxID, language string
 	if req.ContextID != nil {
 		ctxID = *req.ContextID
@@ -139,7 +146,6 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request, id string) {
 	if req.Language != nil {
 		language = *req.Language
 	}
-	var err error
 	switch {
 	case ctxID != "" && language != "":
 		err = errdefs.Invalid("give context_id or language, not both")
@@ -155,13 +161,13 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request, id string) {
 	// running: the execution does not read it again.
 	var run func(context.Context, service.Sink) (*api.ExecuteResponse, error)
 	if err == nil {
-		run, err = h.cfg.Contexts.StreamChecked(r.Context(), id, ctxID, api.ExecuteRequest{Code: req.Code, Timeout: ExecuteTimeout})
+		run, err = h.cfg.Contexts.StreamChecked(r.Context(), id, ctxID, api.ExecuteRequest{Code: code, Timeout: ExecuteTimeout})
 		if errors.Is(err, errdefs.ErrNotFound) && req.ContextID == nil {
 			// The remembered default context is gone (deleted through
 			// /contexts or agent2env's API): find or make it afresh.
 			h.defaults.forget(id + "\x00" + language)
 			if ctxID, err = h.defaultContext(r.Context(), id, language); err == nil {
-				run, err = h.cfg.Contexts.StreamChecked(r.Context(), id, ctxID, api.ExecuteRequest{Code: req.Code, Timeout: ExecuteTimeout})
+				run, err = h.cfg.Contexts.StreamChecked(r.Context(), id, ctxID, api.ExecuteRequest{Code: code, Timeout: ExecuteTimeout})
 			}
 		}
 	}

@@ -132,5 +132,80 @@ func TestE2BSDK(t *testing.T) {
 			}
 		}
 	})
+	t.Run("ended and paused sandboxes on the real daemon", func(t *testing.T) {
+		e2b := func(method, path, body string) int {
+			t.Helper()
+			req, err := http.NewRequest(method, d.url(path), strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("X-API-KEY", key)
+			if body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			return res.StatusCode
+		}
+		get := func(id string) api.Sandbox {
+			t.Helper()
+			var sb api.Sandbox
+			if code := d.do("GET", "/api/v1/sandboxes/"+id, nil, &sb); code != http.StatusOK {
+				t.Fatalf("get %s: status %d", id, code)
+			}
+			return sb
+		}
+		// A stopped sandbox, whose record agent2env keeps, is one E2B has
+		// forgotten: 404, and its expiry left as it was.
+		stopped := d.create(api.CreateSandboxRequest{Image: image, CPU: "1", Memory: "1Gi"})
+		defer d.do("DELETE", "/api/v1/sandboxes/"+stopped.ID, nil, nil)
+		if code := d.do("POST", "/api/v1/sandboxes/"+stopped.ID+"/stop", nil, nil); code != http.StatusOK {
+			t.Fatalf("stop: status %d", code)
+		}
+		before := get(stopped.ID)
+		for _, op := range []struct{ path, body string }{{"/timeout", `{"timeout":600}`}, {"/pause", ""}, {"/connect", `{"timeout":60}`}} {
+			if code := e2b("POST", "/sandboxes/"+stopped.ID+op.path, op.body); code != http.StatusNotFound {
+				t.Errorf("%s of a stopped sandbox: status %d, want 404", op.path, code)
+			}
+		}
+		if after := get(stopped.ID); after.Status != before.Status || !after.ExpiresAt.Equal(before.ExpiresAt) {
+			t.Errorf("a stopped sandbox after E2B's calls: %s until %v, want %s until %v", after.Status, after.ExpiresAt, before.Status, before.ExpiresAt)
+		}
+		// A paused one: a connect whose timeout is refused leaves it
+		// paused; connects side by side all answer it.
+		paused := d.create(api.CreateSandboxRequest{Image: image, CPU: "1", Memory: "1Gi"})
+		defer d.do("DELETE", "/api/v1/sandboxes/"+paused.ID, nil, nil)
+		if code := e2b("POST", "/sandboxes/"+paused.ID+"/pause", ""); code != http.StatusNoContent {
+			t.Fatalf("pause: status %d", code)
+		}
+		time.Sleep(time.Second) // its start is a second ago: the longest timeout ends too far from it
+		if code := e2b("POST", "/sandboxes/"+paused.ID+"/connect", `{"timeout":2147483647}`); code != http.StatusBadRequest {
+			t.Errorf("connect with a timeout too far: status %d, want 400", code)
+		}
+		if got := get(paused.ID); got.Status != api.StatusPaused {
+			t.Errorf("after a refused connect: %s, want paused", got.Status)
+		}
+		const n = 4
+		codes := make(chan int, n)
+		for range n {
+			go func() { codes <- e2b("POST", "/sandboxes/"+paused.ID+"/connect", `{"timeout":120}`) }()
+		}
+		created := 0
+		for range n {
+			switch code := <-codes; code {
+			case http.StatusCreated:
+				created++
+			case http.StatusOK:
+			default:
+				t.Errorf("a connect beside others: status %d, want 200 or 201", code)
+			}
+		}
+		if got := get(paused.ID); created != 1 || got.Status != api.StatusRunning {
+			t.Errorf("%d connects resumed it, now %s; want one, running", created, got.Status)
+		}
+	})
 	d.assertNoLeaks()
 }
