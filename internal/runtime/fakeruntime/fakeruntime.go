@@ -50,6 +50,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agent2env/agent2env/internal/agent"
@@ -376,6 +377,7 @@ func (r *Runtime) startAgent(id string, b *box) error {
 	}()
 	fmt.Fprintf(b.console, "fake agent for sandbox %s listening\n", id)
 	b.stop = func() {
+		h.dying.Store(true)
 		cancel()
 		<-done
 		b.client.Close()
@@ -724,7 +726,30 @@ type shim struct {
 	box  *box
 	rt   *Runtime // for the Exec hook in force
 	next http.Handler
+	// dying is set as the agent is stopped: a real sandbox's agent dies
+	// with its commands and answers nothing more, where this one, its
+	// requests cancelled, would still write a command's result (mute).
+	dying atomic.Bool
 }
+
+// mute is a command's response, which drops what the agent writes once
+// it is being stopped.
+type mute struct {
+	http.ResponseWriter
+	dying *atomic.Bool
+}
+
+var errAgentStopped = errors.New("fake agent stopped")
+
+func (m mute) Write(p []byte) (int, error) {
+	if m.dying.Load() {
+		return 0, errAgentStopped
+	}
+	return m.ResponseWriter.Write(p)
+}
+
+// Unwrap gives http.ResponseController the writer's Flush.
+func (m mute) Unwrap() http.ResponseWriter { return m.ResponseWriter }
 
 // maxExecLine bounds the exec request line the shim rewrites; longer lines
 // pass through for the agent to refuse.
@@ -819,7 +844,7 @@ func (s *shim) exec(w http.ResponseWriter, r *http.Request) {
 		io.Reader
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(head), br), r.Body}
-	s.next.ServeHTTP(w, r)
+	s.next.ServeHTTP(mute{w, &s.dying}, r)
 }
 
 // readLine reads up to and including the next newline, at most about
