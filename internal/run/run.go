@@ -436,10 +436,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (*api.Run, error) {
 	if st := api.RunStatus(rec.Status); st.Final() && st != api.RunCancelled {
 		return nil, errdefs.Precondition("run %s is %s: it has ended", id, st)
 	}
-	s.mu.Lock()
-	j := s.jobs[id]
-	s.mu.Unlock()
-	if j != nil && j.cancel(errCancelled) {
+	if s.cancelJob(id) {
 		return s.Get(ctx, id)
 	}
 	// Queued and not started (here or by a previous daemon): it ends now;
@@ -454,6 +451,11 @@ func (s *Service) Cancel(ctx context.Context, id string) (*api.Run, error) {
 	})
 	switch {
 	case errors.Is(err, errNoChange):
+		// It started meanwhile: its job, which set its stop before its
+		// record left queued, stops now.
+		if s.cancelJob(id) {
+			return s.Get(ctx, id)
+		}
 		r, err := s.Get(ctx, id)
 		if err == nil && r.Status.Final() && r.Status != api.RunCancelled {
 			return nil, errdefs.Precondition("run %s is %s: it has ended", id, r.Status)
@@ -464,6 +466,14 @@ func (s *Service) Cancel(ctx context.Context, id string) (*api.Run, error) {
 	}
 	s.endLog(id, api.RunCancelled, reasonCancelled)
 	return view(r), nil
+}
+
+// cancelJob cancels run id's job here, if it has started and not ended.
+func (s *Service) cancelJob(id string) bool {
+	s.mu.Lock()
+	j := s.jobs[id]
+	s.mu.Unlock()
+	return j != nil && j.cancel(errCancelled)
 }
 
 // errNoChange aborts a store update that has nothing to do; errClaimed
