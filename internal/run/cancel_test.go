@@ -3,10 +3,16 @@ package run
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/contexts/contextstest"
+	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
@@ -55,5 +61,42 @@ func TestCancelAsTheRunStarts(t *testing.T) {
 	}
 	if cause := context.Cause(runCtx); !errors.Is(cause, errCancelled) {
 		t.Errorf("the run started as it was cancelled goes on (its context's cause: %v)", cause)
+	}
+}
+
+// failsCreate is a store whose CreateRun fails from the nth call on.
+type failsCreate struct {
+	store.Runs
+	n, calls int
+}
+
+func (s *failsCreate) CreateRun(ctx context.Context, r *store.Run) error {
+	if s.calls++; s.calls >= s.n {
+		return errors.New("the store is out of reach")
+	}
+	return s.Runs.CreateRun(ctx, r)
+}
+
+// TestSubmitFailsMidway: a submission whose runs cannot all be recorded
+// leaves none: not the records made before the failure (left queued,
+// listed and never run until a restart ended them), not its files.
+func TestSubmitFailsMidway(t *testing.T) {
+	ce := contextstest.NewEnv(t, manager.Config{KeepDeadFiles: []string{ManagedBy}}, nil)
+	st := &failsCreate{Runs: ce.St, n: 3}
+	s, err := New(Config{Dir: filepath.Join(t.TempDir(), "runs")}, service.NewSandboxes(ce.M, ""), st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Submit(bg, api.RunSubmitRequest{Task: "name: t\nagent: custom\ngoal: g\nentrypoint: 'true'\n", Repeats: 4}); err == nil {
+		t.Fatal("submit: no error from a store that failed")
+	}
+	if list, err := s.List(bg, ListOptions{}); err != nil || len(list.Items) != 0 {
+		t.Errorf("runs left by a failed submission: %+v, %v", list, err)
+	}
+	if len(s.jobs) != 0 || len(s.queue) != 0 {
+		t.Errorf("jobs %v, queue %v left by a failed submission", s.jobs, s.queue)
+	}
+	if ents, _ := os.ReadDir(s.batchesDir()); len(ents) != 0 {
+		t.Errorf("files left by a failed submission: %v", ents)
 	}
 }
