@@ -14,6 +14,7 @@ import (
 	"github.com/agent2env/agent2env/internal/manager"
 	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/store"
+	tasks "github.com/agent2env/agent2env/internal/task"
 )
 
 // startsFirst is a store on which the run starts (as execute starts it:
@@ -98,5 +99,15 @@ func TestSubmitFailsMidway(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(s.batchesDir()); len(ents) != 0 {
 		t.Errorf("files left by a failed submission: %v", ents)
+	}
+}
+
+// TestMaxTimeoutIsTheExecLimit: the longest timeout a task may give is
+// the longest its agent's command may run, so that a run's timeout is
+// what ends it. (A task could ask for 48h, and its agent was killed at
+// 24h, the run reported as past its timeout of 48h.)
+func TestMaxTimeoutIsTheExecLimit(t *testing.T) {
+	if got, want := time.Duration(tasks.MaxTimeout), service.MaxExecTimeout; got != want {
+		t.Errorf("task.MaxTimeout = %s; the sandbox service runs a command at most %s", got, want)
 	}
 }
