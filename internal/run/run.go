@@ -101,11 +101,17 @@ const (
 	DefaultOutputLimit   = 64 << 20
 	DefaultReadyTimeout  = 10 * time.Minute
 	DefaultLease         = 30 * time.Second
-	// MaxInputsBytes bounds the input archive a submission carries.
-	MaxInputsBytes = 64 << 20
+	// MaxInputsBytes bounds the input archive a submission carries;
+	// MaxInputsEntries its entries, which its bytes do not bound (empty
+	// files and directories are a few compressed bytes each).
+	MaxInputsBytes   = 64 << 20
+	MaxInputsEntries = 100_000
 	// tailLines is how many lines of output a result keeps.
 	tailLines = 20
 )
+
+// maxInputsEntries is MaxInputsEntries, lowered by tests.
+var maxInputsEntries = MaxInputsEntries
 
 // Log attribute keys.
 const (

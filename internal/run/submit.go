@@ -304,13 +304,16 @@ func (s *Service) unpackInputs(batchID string, data []byte) (string, error) {
 	tr := tar.NewReader(zr)
 	var total int64
 	seen := entries{".": true}
-	for {
+	for n := 0; ; n++ {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return fail(errdefs.Invalid("inputs: not a gzipped tar: %v", err))
+		}
+		if n == maxInputsEntries {
+			return fail(errdefs.Invalid("inputs: the archive has more than %d entries", maxInputsEntries))
 		}
 		name := path.Clean(h.Name)
 		if path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {
