@@ -111,3 +111,34 @@ func TestMaxTimeoutIsTheExecLimit(t *testing.T) {
 		t.Errorf("task.MaxTimeout = %s; the sandbox service runs a command at most %s", got, want)
 	}
 }
+
+// TestCancelOnAnotherDaemon: a run another daemon of the store carries
+// out, cancelled here, is cancelled there, its artifacts collected and its
+// sandbox deleted. (Cancel answered with the run running, and it went on
+// to its end.)
+func TestCancelOnAnotherDaemon(t *testing.T) {
+	ce := contextstest.NewEnv(t, manager.Config{KeepDeadFiles: []string{ManagedBy}}, nil)
+	notes := &store.LocalNotifier{}
+	daemon := func(owner string) *Service {
+		s, err := New(Config{Dir: filepath.Join(t.TempDir(), owner), Owner: owner, Tick: 50 * time.Millisecond},
+			service.NewSandboxes(ce.M, ""), ce.St, slog.New(slog.DiscardHandler), WithNotifier(notes))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	e := &env{Env: ce, svc: daemon("a")}
+	e.start(t)
+	other := daemon("b") // serves the API only: its loop does not run
+	b := e.submit(t, taskYAML("echo c > c.txt; echo wrote; sleep 300", "10m", "true", "1m", "30s"), api.RunSubmitRequest{})
+	id := b.Runs[0].ID
+	waitOutput(t, e, id, "wrote")
+	if r, err := other.Cancel(bg, id); err != nil || r.Status.Final() {
+		t.Fatalf("cancel on the other daemon: %+v, %v; want the run, still running", r, err)
+	}
+	runs := e.wait(t, b, 10*time.Second)
+	if r := runs[0]; r.Status != api.RunCancelled || r.Reason != reasonCancelled || len(r.Artifacts) != 1 {
+		t.Errorf("the run cancelled on the other daemon: %s %q, artifacts %+v", r.Status, r.Reason, r.Artifacts)
+	}
+	e.noSandboxes(t)
+}

@@ -429,7 +429,8 @@ func (s *Service) List(ctx context.Context, opts ListOptions) (*api.RunList, err
 
 // Cancel ends run id as cancelled: a queued run at once, a running one
 // once its agent and sandbox are stopped and its artifacts collected
-// (Cancel returns before). A cancelled run is returned as it is; one that
+// (Cancel returns before), by the daemon of the store that carries it
+// out (cancelElsewhere). A cancelled run is returned as it is; one that
 // ended otherwise is ErrFailedPrecondition naming its status, as it did
 // not end cancelled; another tenant's is ErrNotFound.
 func (s *Service) Cancel(ctx context.Context, id string) (*api.Run, error) {
@@ -462,11 +463,17 @@ func (s *Service) Cancel(ctx context.Context, id string) (*api.Run, error) {
 		if s.cancelJob(id) {
 			return s.Get(ctx, id)
 		}
-		r, err := s.Get(ctx, id)
-		if err == nil && r.Status.Final() && r.Status != api.RunCancelled {
-			return nil, errdefs.Precondition("run %s is %s: it has ended", id, r.Status)
+		rec, err := s.get(ctx, id)
+		if err != nil {
+			return nil, err
 		}
-		return r, err
+		if st := api.RunStatus(rec.Status); st.Final() && st != api.RunCancelled {
+			return nil, errdefs.Precondition("run %s is %s: it has ended", id, st)
+		}
+		if err := s.cancelElsewhere(ctx, rec); err != nil {
+			return nil, err
+		}
+		return view(rec), nil
 	case err != nil:
 		return nil, runErr(err, id)
 	}
