@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -237,6 +238,40 @@ func TestArchiveConflicts(t *testing.T) {
 				t.Errorf("a refused submission left files: %v", ents)
 			}
 		})
+	}
+}
+
+// TestArchiveEntries: an input archive of more entries than
+// MaxInputsEntries is refused, leaving no files, however few bytes they
+// are. (A 64 MiB archive of empty directories made over a million on the
+// daemon's disk, and as many uploads into every run's sandbox.)
+func TestArchiveEntries(t *testing.T) {
+	defer func(n int) { maxInputsEntries = n }(maxInputsEntries)
+	maxInputsEntries = 10 // for speed: the test makes as many directories
+	e := newEnv(t, Config{})
+	task := "name: t\nagent: custom\ngoal: g\nentrypoint: 'true'\n"
+	for _, tc := range []struct {
+		n    int
+		want string // "": accepted
+	}{
+		{10, ""},
+		{11, "more than 10 entries"},
+	} {
+		entries := make([]tarEntry, tc.n)
+		for i := range entries {
+			entries[i] = tarEntry{fmt.Sprintf("d%d/", i), tar.TypeDir}
+		}
+		_, err := e.svc.Submit(bg, api.RunSubmitRequest{Task: task, Inputs: tarOf(t, entries)})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%d entries: %v", tc.n, err)
+		case tc.want != "" && (!errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%d entries: %v, want ErrInvalidArgument saying %q", tc.n, err, tc.want)
+		case tc.want != "":
+			if ents, _ := os.ReadDir(e.svc.batchesDir()); len(ents) > 1 { // the accepted one's
+				t.Errorf("a refused submission left files: %v", ents)
+			}
+		}
 	}
 }
 

@@ -87,10 +87,14 @@ func (s *Service) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if s.notes != nil {
-		wg.Add(1)
+		wg.Add(2)
 		go func() {
 			defer wg.Done()
 			s.sendEvents(ctx)
+		}()
+		go func() {
+			defer wg.Done()
+			s.followCancels(ctx)
 		}()
 	}
 	tick := time.NewTicker(s.cfg.Lease / 3)

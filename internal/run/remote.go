@@ -18,8 +18,13 @@ import (
 // starts following (the earlier ones are in the other daemon's log), and
 // the end, which it also reads from the run's record.
 
-// eventsTopic is the Notifier topic of run events.
-const eventsTopic = "run-events"
+// eventsTopic is the Notifier topic of run events; cancelTopic that of
+// the runs to cancel, by id, sent by the daemon asked to cancel a run
+// another one carries out (followCancels).
+const (
+	eventsTopic = "run-events"
+	cancelTopic = "run-cancel"
+)
 
 // pubBuffer is how many events wait to be sent; past it they are dropped
 // (the run's own log keeps them all).
@@ -118,6 +123,38 @@ func (s *Service) followElsewhere(ctx context.Context, id string, fn func(api.Ru
 				}
 			}
 			return fn(endEvent(r, seq+1))
+		}
+	}
+}
+
+// cancelElsewhere asks the daemon carrying out active run r, when it is
+// another one, to cancel it: it ends the run as its own cancel does.
+func (s *Service) cancelElsewhere(ctx context.Context, r *store.Run) error {
+	if s.notes == nil || final(r.Status) || r.ClaimedBy == "" || r.ClaimedBy == s.cfg.Owner {
+		return nil
+	}
+	if err := s.notes.Notify(ctx, cancelTopic, []byte(r.ID)); err != nil {
+		return fmt.Errorf("cancel run %s on the daemon carrying it out: %w", r.ID, err)
+	}
+	return nil
+}
+
+// followCancels cancels the runs this daemon carries out that another
+// daemon was asked to cancel (cancelElsewhere), until ctx ends; a
+// listener lost is made again.
+func (s *Service) followCancels(ctx context.Context) {
+	for ctx.Err() == nil {
+		ids, err := s.notes.Listen(ctx, cancelTopic)
+		if err != nil {
+			s.log.Warn("listen for the runs other daemons cancel", "err", err)
+		} else {
+			for id := range ids {
+				s.cancelJob(string(id))
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
 		}
 	}
 }

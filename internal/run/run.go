@@ -101,11 +101,17 @@ const (
 	DefaultOutputLimit   = 64 << 20
 	DefaultReadyTimeout  = 10 * time.Minute
 	DefaultLease         = 30 * time.Second
-	// MaxInputsBytes bounds the input archive a submission carries.
-	MaxInputsBytes = 64 << 20
+	// MaxInputsBytes bounds the input archive a submission carries;
+	// MaxInputsEntries its entries, which its bytes do not bound (empty
+	// files and directories are a few compressed bytes each).
+	MaxInputsBytes   = 64 << 20
+	MaxInputsEntries = 100_000
 	// tailLines is how many lines of output a result keeps.
 	tailLines = 20
 )
+
+// maxInputsEntries is MaxInputsEntries, lowered by tests.
+var maxInputsEntries = MaxInputsEntries
 
 // Log attribute keys.
 const (
@@ -423,7 +429,8 @@ func (s *Service) List(ctx context.Context, opts ListOptions) (*api.RunList, err
 
 // Cancel ends run id as cancelled: a queued run at once, a running one
 // once its agent and sandbox are stopped and its artifacts collected
-// (Cancel returns before). A cancelled run is returned as it is; one that
+// (Cancel returns before), by the daemon of the store that carries it
+// out (cancelElsewhere). A cancelled run is returned as it is; one that
 // ended otherwise is ErrFailedPrecondition naming its status, as it did
 // not end cancelled; another tenant's is ErrNotFound.
 func (s *Service) Cancel(ctx context.Context, id string) (*api.Run, error) {
@@ -436,10 +443,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (*api.Run, error) {
 	if st := api.RunStatus(rec.Status); st.Final() && st != api.RunCancelled {
 		return nil, errdefs.Precondition("run %s is %s: it has ended", id, st)
 	}
-	s.mu.Lock()
-	j := s.jobs[id]
-	s.mu.Unlock()
-	if j != nil && j.cancel(errCancelled) {
+	if s.cancelJob(id) {
 		return s.Get(ctx, id)
 	}
 	// Queued and not started (here or by a previous daemon): it ends now;
@@ -454,16 +458,35 @@ func (s *Service) Cancel(ctx context.Context, id string) (*api.Run, error) {
 	})
 	switch {
 	case errors.Is(err, errNoChange):
-		r, err := s.Get(ctx, id)
-		if err == nil && r.Status.Final() && r.Status != api.RunCancelled {
-			return nil, errdefs.Precondition("run %s is %s: it has ended", id, r.Status)
+		// It started meanwhile: its job, which set its stop before its
+		// record left queued, stops now.
+		if s.cancelJob(id) {
+			return s.Get(ctx, id)
 		}
-		return r, err
+		rec, err := s.get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if st := api.RunStatus(rec.Status); st.Final() && st != api.RunCancelled {
+			return nil, errdefs.Precondition("run %s is %s: it has ended", id, st)
+		}
+		if err := s.cancelElsewhere(ctx, rec); err != nil {
+			return nil, err
+		}
+		return view(rec), nil
 	case err != nil:
 		return nil, runErr(err, id)
 	}
 	s.endLog(id, api.RunCancelled, reasonCancelled)
 	return view(r), nil
+}
+
+// cancelJob cancels run id's job here, if it has started and not ended.
+func (s *Service) cancelJob(id string) bool {
+	s.mu.Lock()
+	j := s.jobs[id]
+	s.mu.Unlock()
+	return j != nil && j.cancel(errCancelled)
 }
 
 // errNoChange aborts a store update that has nothing to do; errClaimed

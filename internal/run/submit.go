@@ -121,7 +121,7 @@ func (s *Service) Submit(ctx context.Context, req api.RunSubmitRequest) (*api.Ru
 			s.jobs[j.id] = j
 			s.mu.Unlock()
 			if err := s.store.CreateRun(ctx, rec); err != nil {
-				s.forget(b.jobs, j)
+				s.forget(ctx, b.jobs, j)
 				return nil, fmt.Errorf("submit task %s: %w", t.Name, err)
 			}
 			b.jobs = append(b.jobs, j)
@@ -146,13 +146,21 @@ func (s *Service) Submit(ctx context.Context, req api.RunSubmitRequest) (*api.Ru
 	return out, nil
 }
 
-// forget drops the jobs of a submission that failed midway; their
-// records, if any, stay queued for the next daemon's recovery to end.
-func (s *Service) forget(jobs []*job, last *job) {
+// forget drops the jobs of a submission that failed midway, jobs
+// recorded and last not, and deletes the records of jobs: the submission
+// failed, so none of its runs is left queued. A record that cannot be
+// deleted stays queued for the next daemon's recovery to end.
+func (s *Service) forget(ctx context.Context, jobs []*job, last *job) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, j := range append(jobs, last) {
 		delete(s.jobs, j.id)
+	}
+	s.mu.Unlock()
+	ctx = context.WithoutCancel(ctx)
+	for _, j := range jobs {
+		if err := s.store.DeleteRun(ctx, j.id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			s.log.Warn("remove a run of a failed submission", logRun, j.id, "err", err)
+		}
 	}
 }
 
@@ -296,13 +304,16 @@ func (s *Service) unpackInputs(batchID string, data []byte) (string, error) {
 	tr := tar.NewReader(zr)
 	var total int64
 	seen := entries{".": true}
-	for {
+	for n := 0; ; n++ {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
 			return fail(errdefs.Invalid("inputs: not a gzipped tar: %v", err))
+		}
+		if n == maxInputsEntries {
+			return fail(errdefs.Invalid("inputs: the archive has more than %d entries", maxInputsEntries))
 		}
 		name := path.Clean(h.Name)
 		if path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {

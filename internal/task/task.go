@@ -45,6 +45,10 @@ const (
 	DefaultIdle      = Duration(5 * time.Minute)
 	DefaultHeartbeat = Duration(30 * time.Second)
 	DefaultRepeats   = 1
+	// MaxTimeout bounds end.timeout: the agent is one command in the
+	// sandbox, which runs at most this long (the sandbox service's
+	// exec limit), so a longer timeout would never be reached.
+	MaxTimeout = Duration(24 * time.Hour)
 	// MaxRepeats bounds repeats so that a typo cannot start thousands of
 	// sandboxes.
 	MaxRepeats = 1000

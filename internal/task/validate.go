@@ -114,6 +114,9 @@ func (t *Task) check(errs *fieldErrors, nodes map[string]*yaml.Node) {
 	if optional("end.success_file", t.End.SuccessFile) {
 		checkSandboxPath(add, "end.success_file", t.End.SuccessFile)
 	}
+	if t.End.Timeout > MaxTimeout {
+		add("end.timeout", "%s is longer than a run may take, %s", t.End.Timeout, MaxTimeout)
+	}
 	if t.End.ExitCode < 0 || t.End.ExitCode > 255 {
 		add("end.exit_code", "%d is not an exit code (0 to 255)", t.End.ExitCode)
 	}

@@ -151,3 +151,61 @@ func TestBudgetsOutliveTheGate(t *testing.T) {
 		})
 	}
 }
+
+// TestHugeMaxTokensStillReserves: a call asking for more output than an
+// int64 holds with its input (max_tokens near math.MaxInt64, in the body
+// as the client sent it) reserves the whole budget while in flight, as
+// any call asking past it does: the others are refused until it ends.
+// (Its estimate overflowed to a negative reservation, which let every
+// other call in flight past the budget.)
+func TestHugeMaxTokensStillReserves(t *testing.T) {
+	for _, tc := range []struct{ name, maxTokens string }{
+		{"max int64", "9223372036854775807"},
+		{"near max int64", "9223372036854775000"},
+		{"past the budget", "1000000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hold := make(chan struct{})
+			var arrived atomic.Int32
+			up := llmtest.NewFakeUpstream(t, proxy.Codecs[llm.FormatOpenAI], "", func(*llm.Request) (*llm.Response, *llm.Error) {
+				if arrived.Add(1) == 1 {
+					<-hold
+				}
+				return &llm.Response{ID: "r", Model: "m", Content: []llm.Part{llm.Text("ok")}, StopReason: llm.StopEndTurn,
+					Usage: llm.Usage{InputTokens: 6, OutputTokens: 4}}, nil
+			})
+			g := gate.New(gate.Config{})
+			if err := g.Apply(proxy.Config{
+				Providers: []proxy.Provider{{Name: "up", Type: "openai", BaseURL: up.URL}},
+				Models:    []proxy.Model{{Name: "m", Provider: "up"}},
+			}, gate.Limits{Sandbox: gate.Limit{BudgetTokens: 1000}}); err != nil {
+				t.Fatal(err)
+			}
+			h := g.SandboxHandler("/llm", "sb-1", nil)
+			done := make(chan int, 1)
+			go func() {
+				code, _ := post(t, h, llm.FormatOpenAI, "/v1/chat/completions",
+					`{"model":"m","max_tokens":`+tc.maxTokens+`,"messages":[{"role":"user","content":"hi"}]}`, "")
+				done <- code
+			}()
+			for deadline := time.Now().Add(10 * time.Second); arrived.Load() == 0; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the first call did not reach the upstream")
+				}
+			}
+			code, body := post(t, h, llm.FormatOpenAI, "/v1/chat/completions",
+				`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`, "")
+			close(hold)
+			if first := <-done; first != http.StatusOK {
+				t.Errorf("first call: %d", first)
+			}
+			if code != http.StatusTooManyRequests || !strings.Contains(errorMessage(t, llm.FormatOpenAI, body), "reserved") {
+				t.Errorf("a call while the first reserves the budget: %d %s; want 429 naming the reservation", code, body)
+			}
+			// Its reservation released, the budget serves again.
+			if code, body := call(t, h, llm.FormatOpenAI, ""); code != http.StatusOK {
+				t.Errorf("a call after the first ended: %d %s", code, body)
+			}
+		})
+	}
+}

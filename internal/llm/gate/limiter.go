@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -164,7 +165,7 @@ func (l *limiter) admit(scopes []scope, used map[string]int64, reserve int64) (s
 		switch {
 		case s.limit.BudgetTokens > 0 && total >= s.limit.BudgetTokens:
 			return s.kind, limitError("%s %s has used its budget of %d tokens (%d used)", s.kind, s.id, s.limit.BudgetTokens, total)
-		case s.limit.BudgetTokens > 0 && total+c.reserved >= s.limit.BudgetTokens:
+		case s.limit.BudgetTokens > 0 && c.reserved >= s.limit.BudgetTokens-total:
 			return s.kind, limitError("%s %s has used or reserved for the calls in flight its budget of %d tokens (%d used, %d reserved); try again when they end",
 				s.kind, s.id, s.limit.BudgetTokens, total, c.reserved)
 		case s.limit.RequestsPerMinute > 0 && reqs >= int64(s.limit.RequestsPerMinute):
@@ -176,11 +177,21 @@ func (l *limiter) admit(scopes []scope, used map[string]int64, reserve int64) (s
 	for _, s := range scopes {
 		c := l.counter(s, used[s.id])
 		c.add(sec, 1, 0)
-		c.reserved += reserve
+		c.reserved = addSat(c.reserved, reserve)
 		c.last = now
 		c.budget = s.limit.BudgetTokens > 0
 	}
 	return "", nil
+}
+
+// addSat is a+b for b >= 0, stopping at math.MaxInt64 rather than
+// wrapping: reservations of calls asking for all the output an int64
+// holds add up to no less than any budget.
+func addSat(a, b int64) int64 {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 func limitError(format string, args ...any) *llm.Error {

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 )
@@ -86,5 +87,41 @@ func TestLimiterPrune(t *testing.T) {
 				t.Errorf("%d counters left, want %d", len(l.counts), tt.want)
 			}
 		})
+	}
+}
+
+// TestLimiterReservesNoWrap: reservations that together pass what an
+// int64 holds stop there, and a budget partly used still refuses the
+// calls they leave no room for. (The sum wrapped negative, admitting
+// every call past the budget.)
+func TestLimiterReservesNoWrap(t *testing.T) {
+	l := newLimiter()
+	sb := []scope{{kind: "sandbox", id: "s", limit: Limit{BudgetTokens: 1000}}}
+	for i, tc := range []struct {
+		reserve int64
+		want    string
+	}{
+		{0, ""},                  // uses 500 below, reserving nothing
+		{math.MaxInt64 - 10, ""}, // the budget has room: admitted
+		{10, "sandbox"},          // 500 used + MaxInt64-10 reserved
+	} {
+		kind, _ := l.admit(sb, nil, tc.reserve)
+		if kind != tc.want {
+			t.Fatalf("call %d: admit = %q; want %q", i+1, kind, tc.want)
+		}
+		if i == 0 {
+			l.settle(sb, nil, 0, 500)
+		}
+	}
+	l.mu.Lock()
+	c := l.counts["sandbox/s"]
+	c.reserved = addSat(c.reserved, math.MaxInt64)
+	got := c.reserved
+	l.mu.Unlock()
+	if got != math.MaxInt64 {
+		t.Errorf("reserved = %d after adding past the maximum; want math.MaxInt64", got)
+	}
+	if kind, _ := l.admit(sb, nil, 1); kind != "sandbox" {
+		t.Errorf("admit with the reservations at the maximum = %q; want refused", kind)
 	}
 }

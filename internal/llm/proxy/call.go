@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"mime"
 	"net/http"
@@ -189,7 +190,10 @@ func (c *call) estimate() int64 {
 	if out <= 0 {
 		out = DefaultOutputEstimate
 	}
-	return int64(min(bytesTokens(len(c.body)), MaxInputEstimate) + out)
+	// A client may ask for as much output as an int holds: the sum
+	// stops there rather than wrap to a negative reservation.
+	in := int64(min(bytesTokens(len(c.body)), MaxInputEstimate))
+	return in + min(int64(out), math.MaxInt64-in)
 }
 
 // canonical decodes the client's request once.
