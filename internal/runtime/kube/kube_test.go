@@ -333,9 +333,10 @@ func TestObjects(t *testing.T) {
 		"mounts":        map[string]bool{"/.agent2env": true, "/workspace": false, "/tmp": false, "/home/sandbox": false},
 		"env": map[string]string{
 			"HOME": "/home/other", "A": "1", "AGENT2ENV_AGENT_LISTEN": ":7070",
-			"AGENT2ENV_AGENT_TOKEN":    "from secret a2e-obj1 token",
-			"AGENT2ENV_AGENT_TLS_CERT": "from secret a2e-obj1 tls.crt (optional)",
-			"AGENT2ENV_AGENT_TLS_KEY":  "from secret a2e-obj1 tls.key (optional)",
+			"AGENT2ENV_AGENT_KUBELET_ENV": "", // the sandbox sets none of the kubelet's variables
+			"AGENT2ENV_AGENT_TOKEN":       "from secret a2e-obj1 token",
+			"AGENT2ENV_AGENT_TLS_CERT":    "from secret a2e-obj1 tls.crt (optional)",
+			"AGENT2ENV_AGENT_TLS_KEY":     "from secret a2e-obj1 tls.key (optional)",
 		},
 	}
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b corev1.ResourceList) bool {
