@@ -45,6 +45,9 @@ type fakeDaemon struct {
 type fakeFile struct {
 	data []byte
 	mode string
+	// cut makes a download of the file end early: its length is announced
+	// but only data is sent, as when a connection breaks.
+	cut bool
 }
 
 // binaryOutput is command output that is not UTF-8: every byte value,
@@ -330,6 +333,9 @@ func (d *fakeDaemon) download(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		fail(w, http.StatusNotFound, api.CodeFileNotFound, "no such file "+r.URL.Query().Get("path"))
 		return
+	}
+	if f.cut {
+		w.Header().Set("Content-Length", strconv.Itoa(len(f.data)+100))
 	}
 	w.Write(f.data)
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -368,20 +369,64 @@ func download(ctx context.Context, e env, cl *client.Client, id, p, dst string) 
 		_, err := io.Copy(raw(e.stdout), rc)
 		return err
 	}
-	f, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(f, rc)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		// No partial file that could pass for the whole.
-		os.Remove(dst)
+	if err := replaceFile(dst, rc); err != nil {
 		return fmt.Errorf("download %s from sandbox %s: %w", p, id, err)
 	}
 	return nil
+}
+
+// replaceFile writes what r holds to the file dst, whole or not at all: to
+// a temporary file beside it, renamed over it once complete and removed
+// when the copy fails, so that a download cut short (a lost connection,
+// Ctrl-C) leaves no partial file that could pass for the whole, nor
+// destroys the file that was there. A file replaced keeps its permissions
+// (a link's target is written, as os.Create does); a new one gets those
+// of os.Create.
+func replaceFile(dst string, r io.Reader) error {
+	if target, err := filepath.EvalSymlinks(dst); err == nil {
+		dst = target
+	}
+	var perm fs.FileMode = 0o666 // less the umask, by OpenFile
+	keep := false
+	if fi, err := os.Stat(dst); err == nil {
+		perm, keep = fi.Mode().Perm(), true
+	}
+	f, err := createBeside(dst, perm)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, r)
+	if err == nil && keep {
+		err = f.Chmod(perm)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), dst)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}
+
+// createBeside creates a new file in the directory of path, named after
+// it, with permissions perm less the umask.
+func createBeside(path string, perm fs.FileMode) (*os.File, error) {
+	dir, name := filepath.Split(path)
+	for {
+		tmp := filepath.Join(dir, "."+name+"."+rand.Text()[:8]+".part")
+		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			// The error names the temporary file: say the one the user gave.
+			return nil, fmt.Errorf("create %s: %w", path, errors.Unwrap(err))
+		}
+		return f, nil
+	}
 }
 
 func newSandboxLogsCmd(e env, cc *clientConfig) *cobra.Command {
