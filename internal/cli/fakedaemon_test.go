@@ -23,7 +23,7 @@ import (
 // the REST API over httptest, keeping sandboxes, their files and images
 // in memory. Sandboxes of image "ready" run at once; others are pending
 // until the first GET, after which they run, or fail if their image is
-// "broken". Exec understands a few commands: echo ARGS, bytes (the first
+// "broken"; those of image "stuck" stay pending. Exec understands a few commands: echo ARGS, bytes (the first
 // 100 bytes of binaryOutput to stdout, the rest to stderr), fail CODE,
 // timeout, and sleep (until the client goes).
 type fakeDaemon struct {
@@ -214,7 +214,7 @@ func (d *fakeDaemon) get(w http.ResponseWriter, r *http.Request) {
 	if sb == nil {
 		return
 	}
-	if sb.Status == api.StatusPending && (!strings.HasPrefix(sb.Image, "building") || d.built[sb.Image]) {
+	if sb.Status == api.StatusPending && sb.Image != "stuck" && (!strings.HasPrefix(sb.Image, "building") || d.built[sb.Image]) {
 		if sb.Image == "broken" {
 			sb.Status, sb.Reason = api.StatusFailed, "prepare image broken: manifest unknown"
 		} else {

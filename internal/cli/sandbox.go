@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -90,7 +91,7 @@ func newSandboxCreateCmd(e env, cc *clientConfig) *cobra.Command {
 	f.StringVar(&req.Memory, "memory", "", "memory limit, such as 512Mi (default: the template's or the daemon's)")
 	f.IntVar(&ttl, "ttl", 0, "seconds until the sandbox is removed, 0 for never (default: the template's or the daemon's)")
 	f.Var(env, "env", "environment variable `KEY=VALUE` (repeatable)")
-	f.BoolVar(&wait, "wait", true, "wait until the sandbox runs; fail with the reason if it fails")
+	f.BoolVar(&wait, "wait", true, "wait until the sandbox runs; fail with the reason if it fails, remove it if interrupted")
 	c.RegisterFlagCompletionFunc("template", cc.complete(e, templateNames, true))
 	c.RegisterFlagCompletionFunc("image", cc.complete(e, imageRefs, true))
 	out.register(c, "the sandbox's id", tableFormats)
@@ -145,6 +146,15 @@ func createSandbox(c *cobra.Command, e env, cc *clientConfig, req api.CreateSand
 		ready, err := cl.Sandbox.WaitForReady(c.Context(), sb.ID, 0)
 		stop()
 		if ready == nil {
+			if interruption(c.Context()) != nil {
+				// Its id not printed, the sandbox would be left to run
+				// unnamed, without end when it has no TTL: it goes with
+				// the command. ctx is done, so the removal gets a
+				// context of its own, bounded.
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Context()), 10*time.Second)
+				defer cancel()
+				cl.Sandbox.Delete(ctx, sb.ID)
+			}
 			return err
 		}
 		sb, failed = ready, err
