@@ -99,6 +99,10 @@ log = logging.getLogger("agent2env.http")
 # daemon's answer: the daemon reports the timeout, the client should not.
 TIMEOUT_MARGIN = 30.0
 
+CREATE_MARGIN = 300.0
+"""How much longer a request that may make a sandbox (a context's, a session's) waits for
+the daemon's answer: the daemon pulls or builds its image and starts its interpreter first."""
+
 _MAX_ERROR_CHARS = 512
 
 
