@@ -379,20 +379,24 @@ func download(ctx context.Context, e env, cl *client.Client, id, p, dst string) 
 		_, err := io.Copy(raw(e.stdout), rc)
 		return err
 	}
-	if err := replaceFile(dst, rc); err != nil {
+	err = replaceFile(dst, func(w io.Writer) error {
+		_, err := io.Copy(w, rc)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("download %s from sandbox %s: %w", p, id, err)
 	}
 	return nil
 }
 
-// replaceFile writes what r holds to the file dst, whole or not at all: to
-// a temporary file beside it, renamed over it once complete and removed
-// when the copy fails, so that a download cut short (a lost connection,
-// Ctrl-C) leaves no partial file that could pass for the whole, nor
-// destroys the file that was there. A file replaced keeps its permissions
-// (a link's target is written, as os.Create does); a new one gets those
-// of os.Create.
-func replaceFile(dst string, r io.Reader) error {
+// replaceFile writes the file dst with write, whole or not at all: to a
+// temporary file beside it, renamed over it once write succeeded and
+// removed when it failed, so that a download cut short (a lost
+// connection, Ctrl-C) leaves no partial file that could pass for the
+// whole, nor destroys the file that was there. A file replaced keeps its
+// permissions (a link's target is written, as os.Create does); a new one
+// gets those of os.Create.
+func replaceFile(dst string, write func(io.Writer) error) error {
 	if target, err := filepath.EvalSymlinks(dst); err == nil {
 		dst = target
 	}
@@ -405,7 +409,7 @@ func replaceFile(dst string, r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(f, r)
+	err = write(f)
 	if err == nil && keep {
 		err = f.Chmod(perm)
 	}
