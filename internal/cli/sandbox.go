@@ -395,7 +395,8 @@ func download(ctx context.Context, e env, cl *client.Client, id, p, dst string) 
 // connection, Ctrl-C) leaves no partial file that could pass for the
 // whole, nor destroys the file that was there. A file replaced keeps its
 // permissions (a link's target is written, as os.Create does); a new one
-// gets those of os.Create.
+// gets those of os.Create. What is not a regular file, such as /dev/null
+// or a named pipe, is written as it is: it cannot be replaced.
 func replaceFile(dst string, write func(io.Writer) error) error {
 	if target, err := filepath.EvalSymlinks(dst); err == nil {
 		dst = target
@@ -403,6 +404,9 @@ func replaceFile(dst string, write func(io.Writer) error) error {
 	var perm fs.FileMode = 0o666 // less the umask, by OpenFile
 	keep := false
 	if fi, err := os.Stat(dst); err == nil {
+		if !fi.Mode().IsRegular() {
+			return writeInPlace(dst, write)
+		}
 		perm, keep = fi.Mode().Perm(), true
 	}
 	f, err := createBeside(dst, perm)
@@ -421,6 +425,19 @@ func replaceFile(dst string, write func(io.Writer) error) error {
 	}
 	if err != nil {
 		os.Remove(f.Name())
+	}
+	return err
+}
+
+// writeInPlace writes the existing file dst with write.
+func writeInPlace(dst string, write func(io.Writer) error) error {
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	return err
 }

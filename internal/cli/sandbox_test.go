@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -465,6 +466,38 @@ func TestCopyReplace(t *testing.T) {
 				t.Errorf("temporary files left behind: %v", left)
 			}
 		})
+	}
+}
+
+// TestCopyToPipe checks that a download to what is not a regular file (a
+// named pipe here, /dev/null or /dev/stdout alike) writes to it rather
+// than replacing it.
+func TestCopyToPipe(t *testing.T) {
+	d := newFakeDaemon(t)
+	d.addSandbox(api.Sandbox{ID: "sb7", Status: api.StatusRunning})
+	d.files["sb7:/data"] = fakeFile{data: []byte("through the pipe\n")}
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	read := make(chan string, 1)
+	go func() {
+		b, _ := os.ReadFile(fifo) // from when the download opens it to its close
+		read <- string(b)
+	}()
+	if code, _, stderr := run(t, "sandbox", "cp", "sb7:/data", fifo); code != 0 {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Fatalf("%s is no longer a named pipe: %v (err %v)", fifo, fi.Mode(), err)
+	}
+	select {
+	case got := <-read:
+		if got != "through the pipe\n" {
+			t.Errorf("read %q from the pipe, want %q", got, "through the pipe\n")
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("nothing came through the pipe")
 	}
 }
 
