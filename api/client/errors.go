@@ -228,14 +228,18 @@ func (e *PrepullFailedError) Error() string {
 // already begins with those words: the daemon says what it was doing too,
 // naming its subject as it resolved it (an image's full reference), and
 // the same words twice read as two failures. Only the words before a
-// trailing %s, the operation without its subject, need match.
+// trailing %s, the operation without its subject, need match; an
+// operation without one matches as whole words ("import images" matches
+// "import images from …").
 func wrapf(err error, format string, args ...any) error {
 	op := fmt.Sprintf(format, args...)
+	msg := err.Error()
 	verb := strings.TrimSuffix(format, "%s")
 	if verb == format || strings.TrimSpace(verb) == "" {
-		verb = op + ":"
-	}
-	if strings.HasPrefix(err.Error(), verb) {
+		if rest, ok := strings.CutPrefix(msg, op); ok && (strings.HasPrefix(rest, ":") || strings.HasPrefix(rest, " ")) {
+			return err
+		}
+	} else if strings.HasPrefix(msg, verb) {
 		return err
 	}
 	return fmt.Errorf("%s: %w", op, err)

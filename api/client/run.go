@@ -117,7 +117,9 @@ func (s *RunService) Delete(ctx context.Context, id string) error {
 }
 
 // Events passes each event of run id to fn, from the run's start, until
-// its end event (passed too), ctx ends or fn fails.
+// its end event (passed too), ctx ends or fn fails. A stream that ends
+// before the run has (the daemon stopped, the connection broke) is an
+// error.
 func (s *RunService) Events(ctx context.Context, id string, fn func(api.RunEvent) error) error {
 	p, err := runPath(id, "/events")
 	if err != nil {
@@ -132,7 +134,7 @@ func (s *RunService) Events(ctx context.Context, id string, fn func(api.RunEvent
 	for {
 		ev, err := events.Next()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return s.streamEnded(ctx, id)
 		}
 		if err != nil {
 			return wrapf(err, "follow run %s", id)
@@ -153,6 +155,16 @@ func (s *RunService) Events(ctx context.Context, id string, fn func(api.RunEvent
 			return wrapf(streamError(ev.Data), "follow run %s", id)
 		}
 	}
+}
+
+// streamEnded is the error of run id's event stream that ended without
+// the run's end event: none when the run has ended (a log a killed daemon
+// left has no end event), else that the stream broke.
+func (s *RunService) streamEnded(ctx context.Context, id string) error {
+	if r, err := s.Get(ctx, id); err == nil && r.Status.Final() {
+		return nil
+	}
+	return fmt.Errorf("follow run %s: the event stream ended before the run did (the daemon stopped, or the connection broke)", id)
 }
 
 // Logs opens run id's output (stderr lines marked "[stderr] "); the

@@ -2,9 +2,13 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -102,5 +106,49 @@ func TestRunRequests(t *testing.T) {
 	}
 	if _, err := c.Runs().Get(ctx, ""); err == nil {
 		t.Error("Get of an empty id sent a request")
+	}
+}
+
+// TestRunEventsEnded checks that an event stream that ends without the
+// run's end event is an error while the run has not ended (the daemon
+// stopped), and none once it has (its log lacks the end event).
+func TestRunEventsEnded(t *testing.T) {
+	tests := []struct {
+		name    string
+		events  string
+		status  api.RunStatus
+		wantErr string
+	}{
+		{name: "end event", events: "event: event\ndata: {\"seq\":1,\"type\":\"end\",\"status\":\"succeeded\"}\n\n", status: api.RunRunning},
+		{name: "cut while running", events: "event: event\ndata: {\"seq\":1,\"type\":\"phase\"}\n\n", status: api.RunRunning,
+			wantErr: "follow run run-1: the event stream ended before the run did"},
+		{name: "cut once ended", events: "event: event\ndata: {\"seq\":1,\"type\":\"phase\"}\n\n", status: api.RunFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mux := http.NewServeMux()
+			mux.HandleFunc("GET /api/v1/runs/{id}/events", func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, tt.events)
+			})
+			mux.HandleFunc("GET /api/v1/runs/{id}", func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				json.NewEncoder(w).Encode(api.Run{ID: r.PathValue("id"), Status: tt.status})
+			})
+			srv := httptest.NewServer(mux)
+			t.Cleanup(srv.Close)
+			c, err := client.New(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			err = c.Runs().Events(t.Context(), "run-1", func(api.RunEvent) error { n++; return nil })
+			if got := fmt.Sprint(err); tt.wantErr == "" && err != nil || tt.wantErr != "" && !strings.Contains(got, tt.wantErr) {
+				t.Errorf("Events: %v, want %q", err, tt.wantErr)
+			}
+			if n != 1 {
+				t.Errorf("passed %d events, want 1", n)
+			}
+		})
 	}
 }

@@ -23,7 +23,7 @@ import (
 // the REST API over httptest, keeping sandboxes, their files and images
 // in memory. Sandboxes of image "ready" run at once; others are pending
 // until the first GET, after which they run, or fail if their image is
-// "broken". Exec understands a few commands: echo ARGS, bytes (the first
+// "broken"; those of image "stuck" stay pending. Exec understands a few commands: echo ARGS, bytes (the first
 // 100 bytes of binaryOutput to stdout, the rest to stderr), fail CODE,
 // timeout, and sleep (until the client goes).
 type fakeDaemon struct {
@@ -45,6 +45,9 @@ type fakeDaemon struct {
 type fakeFile struct {
 	data []byte
 	mode string
+	// cut makes a download of the file end early: its length is announced
+	// but only data is sent, as when a connection breaks.
+	cut bool
 }
 
 // binaryOutput is command output that is not UTF-8: every byte value,
@@ -211,7 +214,7 @@ func (d *fakeDaemon) get(w http.ResponseWriter, r *http.Request) {
 	if sb == nil {
 		return
 	}
-	if sb.Status == api.StatusPending && (!strings.HasPrefix(sb.Image, "building") || d.built[sb.Image]) {
+	if sb.Status == api.StatusPending && sb.Image != "stuck" && (!strings.HasPrefix(sb.Image, "building") || d.built[sb.Image]) {
 		if sb.Image == "broken" {
 			sb.Status, sb.Reason = api.StatusFailed, "prepare image broken: manifest unknown"
 		} else {
@@ -330,6 +333,9 @@ func (d *fakeDaemon) download(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		fail(w, http.StatusNotFound, api.CodeFileNotFound, "no such file "+r.URL.Query().Get("path"))
 		return
+	}
+	if f.cut {
+		w.Header().Set("Content-Length", strconv.Itoa(len(f.data)+100))
 	}
 	w.Write(f.data)
 }

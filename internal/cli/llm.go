@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -265,26 +264,17 @@ bytes as they came.`,
 			if err != nil {
 				return err
 			}
-			vw := &visibleWriter{w: raw(e.stdout), how: asQuoted}
-			defer vw.Flush()
-			var w io.Writer = vw
-			if file != "" && file != "-" {
-				fh, err := os.Create(file)
-				if err != nil {
-					return err
-				}
-				defer fh.Close()
-				w = fh
-			}
-			if _, err := cl.LLM().Export(c.Context(), lf, w); err != nil {
+			export := func(w io.Writer) error {
+				_, err := cl.LLM().Export(c.Context(), lf, w)
 				return err
 			}
-			// The file's Close, not the deferred one, says whether the
-			// export reached the disk.
-			if fh, ok := w.(*os.File); ok && file != "" {
-				return fh.Close()
+			if file != "" && file != "-" {
+				// Whole or not at all, as a download.
+				return replaceFile(file, export)
 			}
-			return nil
+			vw := &visibleWriter{w: raw(e.stdout), how: asQuoted}
+			defer vw.Flush()
+			return export(vw)
 		},
 	}
 	f.register(c)

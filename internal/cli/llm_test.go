@@ -207,3 +207,36 @@ func (s *syncBuf) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestLLMExportFile checks that export -f writes its file whole or not at
+// all: an export cut short leaves the file that was there as it was.
+func TestLLMExportFile(t *testing.T) {
+	tests := []struct {
+		name     string
+		body     string // the daemon's export
+		wantCode int
+		want     string // the file's content after
+	}{
+		{name: "complete", body: "{\"id\":\"llx_1\"}\n{\"id\":\"llx_2\"}\n", want: "{\"id\":\"llx_1\"}\n{\"id\":\"llx_2\"}\n"},
+		{name: "cut short", body: "{\"id\":\"llx_1\"}\n{\"id\":", wantCode: 1, want: "old\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.WriteString(w, tt.body)
+			}))
+			t.Cleanup(srv.Close)
+			t.Setenv(client.EnvURL, srv.URL)
+			file := filepath.Join(t.TempDir(), "x.jsonl")
+			if err := os.WriteFile(file, []byte("old\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if code, _, stderr := run(t, "llm", "export", "-f", file); code != tt.wantCode {
+				t.Errorf("exit %d, want %d: %s", code, tt.wantCode, stderr)
+			}
+			if got, err := os.ReadFile(file); err != nil || string(got) != tt.want {
+				t.Errorf("%s holds %q (err %v), want %q", file, got, err, tt.want)
+			}
+		})
+	}
+}

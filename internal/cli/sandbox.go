@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -89,7 +91,7 @@ func newSandboxCreateCmd(e env, cc *clientConfig) *cobra.Command {
 	f.StringVar(&req.Memory, "memory", "", "memory limit, such as 512Mi (default: the template's or the daemon's)")
 	f.IntVar(&ttl, "ttl", 0, "seconds until the sandbox is removed, 0 for never (default: the template's or the daemon's)")
 	f.Var(env, "env", "environment variable `KEY=VALUE` (repeatable)")
-	f.BoolVar(&wait, "wait", true, "wait until the sandbox runs; fail with the reason if it fails")
+	f.BoolVar(&wait, "wait", true, "wait until the sandbox runs; fail with the reason if it fails, remove it if interrupted")
 	c.RegisterFlagCompletionFunc("template", cc.complete(e, templateNames, true))
 	c.RegisterFlagCompletionFunc("image", cc.complete(e, imageRefs, true))
 	out.register(c, "the sandbox's id", tableFormats)
@@ -144,6 +146,15 @@ func createSandbox(c *cobra.Command, e env, cc *clientConfig, req api.CreateSand
 		ready, err := cl.Sandbox.WaitForReady(c.Context(), sb.ID, 0)
 		stop()
 		if ready == nil {
+			if interruption(c.Context()) != nil {
+				// Its id not printed, the sandbox would be left to run
+				// unnamed, without end when it has no TTL: it goes with
+				// the command. ctx is done, so the removal gets a
+				// context of its own, bounded.
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Context()), 10*time.Second)
+				defer cancel()
+				cl.Sandbox.Delete(ctx, sb.ID)
+			}
 			return err
 		}
 		sb, failed = ready, err
@@ -368,20 +379,85 @@ func download(ctx context.Context, e env, cl *client.Client, id, p, dst string) 
 		_, err := io.Copy(raw(e.stdout), rc)
 		return err
 	}
-	f, err := os.Create(dst)
-	if err != nil {
+	err = replaceFile(dst, func(w io.Writer) error {
+		_, err := io.Copy(w, rc)
 		return err
-	}
-	_, err = io.Copy(f, rc)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	})
 	if err != nil {
-		// No partial file that could pass for the whole.
-		os.Remove(dst)
 		return fmt.Errorf("download %s from sandbox %s: %w", p, id, err)
 	}
 	return nil
+}
+
+// replaceFile writes the file dst with write, whole or not at all: to a
+// temporary file beside it, renamed over it once write succeeded and
+// removed when it failed, so that a download cut short (a lost
+// connection, Ctrl-C) leaves no partial file that could pass for the
+// whole, nor destroys the file that was there. A file replaced keeps its
+// permissions (a link's target is written, as os.Create does); a new one
+// gets those of os.Create. What is not a regular file, such as /dev/null
+// or a named pipe, is written as it is: it cannot be replaced.
+func replaceFile(dst string, write func(io.Writer) error) error {
+	if target, err := filepath.EvalSymlinks(dst); err == nil {
+		dst = target
+	}
+	var perm fs.FileMode = 0o666 // less the umask, by OpenFile
+	keep := false
+	if fi, err := os.Stat(dst); err == nil {
+		if !fi.Mode().IsRegular() {
+			return writeInPlace(dst, write)
+		}
+		perm, keep = fi.Mode().Perm(), true
+	}
+	f, err := createBeside(dst, perm)
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if err == nil && keep {
+		err = f.Chmod(perm)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), dst)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}
+
+// writeInPlace writes the existing file dst with write.
+func writeInPlace(dst string, write func(io.Writer) error) error {
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// createBeside creates a new file in the directory of path, named after
+// it, with permissions perm less the umask.
+func createBeside(path string, perm fs.FileMode) (*os.File, error) {
+	dir, name := filepath.Split(path)
+	for {
+		tmp := filepath.Join(dir, "."+name+"."+rand.Text()[:8]+".part")
+		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			// The error names the temporary file: say the one the user gave.
+			return nil, fmt.Errorf("create %s: %w", path, errors.Unwrap(err))
+		}
+		return f, nil
+	}
 }
 
 func newSandboxLogsCmd(e env, cc *clientConfig) *cobra.Command {

@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -407,6 +409,96 @@ func TestCopy(t *testing.T) {
 	}
 	check(t, []string{"sandbox", "cp", dir, "sb7:/x"}, result{Code: 1, Stderr: "is a directory"})
 	check(t, []string{"sandbox", "cp", filepath.Join(dir, "absent"), "sb7:/x"}, result{Code: 1, Stderr: "no such file or directory"})
+}
+
+// TestCopyReplace checks that a download replaces a local file whole or
+// not at all: one cut short leaves the file that was there as it was, and
+// one that completes keeps its permissions and writes through a link.
+func TestCopyReplace(t *testing.T) {
+	d := newFakeDaemon(t)
+	d.addSandbox(api.Sandbox{ID: "sb7", Status: api.StatusRunning})
+	d.files["sb7:/new"] = fakeFile{data: []byte("new\n")}
+	d.files["sb7:/cut"] = fakeFile{data: []byte("partial"), cut: true}
+	dir := t.TempDir()
+	tests := []struct {
+		name, src string
+		link      bool // dst is a link to the file
+		wantCode  int
+		want      string
+	}{
+		{name: "completed", src: "sb7:/new", wantCode: 0, want: "new\n"},
+		{name: "through a link", src: "sb7:/new", link: true, wantCode: 0, want: "new\n"},
+		{name: "cut short", src: "sb7:/cut", wantCode: 1, want: "old\n"},
+		{name: "cut short through a link", src: "sb7:/cut", link: true, wantCode: 1, want: "old\n"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sub := filepath.Join(dir, strconv.Itoa(i))
+			os.Mkdir(sub, 0o755)
+			file := filepath.Join(sub, "out.txt")
+			if err := os.WriteFile(file, []byte("old\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			dst := file
+			if tt.link {
+				dst = filepath.Join(sub, "link")
+				if err := os.Symlink("out.txt", dst); err != nil {
+					t.Fatal(err)
+				}
+			}
+			code, _, stderr := run(t, "sandbox", "cp", tt.src, dst)
+			if code != tt.wantCode {
+				t.Errorf("exit %d, want %d: %s", code, tt.wantCode, stderr)
+			}
+			got, err := os.ReadFile(file)
+			if err != nil || string(got) != tt.want {
+				t.Errorf("%s holds %q (err %v), want %q", file, got, err, tt.want)
+			}
+			if fi, err := os.Stat(file); err == nil && fi.Mode().Perm() != 0o600 {
+				t.Errorf("%s: mode %v, want its own, 0600", file, fi.Mode().Perm())
+			}
+			if tt.link {
+				if fi, err := os.Lstat(dst); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+					t.Errorf("%s is no longer a link (err %v)", dst, err)
+				}
+			}
+			if left, _ := filepath.Glob(filepath.Join(sub, ".*")); len(left) > 0 {
+				t.Errorf("temporary files left behind: %v", left)
+			}
+		})
+	}
+}
+
+// TestCopyToPipe checks that a download to what is not a regular file (a
+// named pipe here, /dev/null or /dev/stdout alike) writes to it rather
+// than replacing it.
+func TestCopyToPipe(t *testing.T) {
+	d := newFakeDaemon(t)
+	d.addSandbox(api.Sandbox{ID: "sb7", Status: api.StatusRunning})
+	d.files["sb7:/data"] = fakeFile{data: []byte("through the pipe\n")}
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	read := make(chan string, 1)
+	go func() {
+		b, _ := os.ReadFile(fifo) // from when the download opens it to its close
+		read <- string(b)
+	}()
+	if code, _, stderr := run(t, "sandbox", "cp", "sb7:/data", fifo); code != 0 {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Fatalf("%s is no longer a named pipe: %v (err %v)", fifo, fi.Mode(), err)
+	}
+	select {
+	case got := <-read:
+		if got != "through the pipe\n" {
+			t.Errorf("read %q from the pipe, want %q", got, "through the pipe\n")
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("nothing came through the pipe")
+	}
 }
 
 func TestCopyStdin(t *testing.T) {

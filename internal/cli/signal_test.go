@@ -31,6 +31,24 @@ func TestInterruptedExitCode(t *testing.T) {
 	}
 }
 
+// A sandbox create interrupted while it waits for the sandbox to run
+// removes the sandbox, whose id it has not printed.
+func TestInterruptedCreate(t *testing.T) {
+	d := newFakeDaemon(t)
+	ctx, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	time.AfterFunc(200*time.Millisecond, func() { cancel(&signalError{sig: syscall.SIGINT}) })
+	code, stdout, _ := runCtx(ctx, t, "sandbox", "create", "--image", "stuck")
+	if code != 130 || stdout != "" {
+		t.Errorf("exit %d, stdout %q; want 130 and nothing", code, stdout)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.creates) != 1 || len(d.sandboxes) != 0 {
+		t.Errorf("%d creates left %d sandboxes, want 1 create and none left", len(d.creates), len(d.sandboxes))
+	}
+}
+
 // interrupted makes an error the interruption only when it comes of it.
 func TestInterrupted(t *testing.T) {
 	sigint := &signalError{sig: syscall.SIGINT}

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -171,6 +173,70 @@ func TestTaskRun(t *testing.T) {
 	var sum []combo
 	if b, err := os.ReadFile(filepath.Join(out, "summary.json")); err != nil || json.Unmarshal(b, &sum) != nil || len(sum) != 1 || sum[0].Succeeded != 1 {
 		t.Errorf("summary.json: %+v, %v", sum, err)
+	}
+}
+
+// TestTaskRunCancels checks that task run cancels every run it submitted
+// when it stops before they end: a later task refused, or interrupted
+// before its watch had listed them.
+func TestTaskRunCancels(t *testing.T) {
+	tests := []struct {
+		name      string
+		files     int
+		interrupt bool // on the first listing of the runs
+		wantCode  int
+	}{
+		{name: "second task refused", files: 2, wantCode: 1},
+		{name: "interrupted while listing", files: 1, interrupt: true, wantCode: 130},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, interrupt := context.WithCancelCause(t.Context())
+			defer interrupt(nil)
+			var mu sync.Mutex
+			submits := 0
+			var cancelled []string
+			mux := http.NewServeMux()
+			mux.HandleFunc("POST /api/v1/runs", func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				defer mu.Unlock()
+				if submits++; submits > 1 {
+					fail(w, http.StatusBadRequest, api.CodeInvalidRequest, "task: goal: is required")
+					return
+				}
+				reply(w, http.StatusCreated, api.RunBatch{ID: "b-1", Task: "t", Runs: []api.Run{
+					{ID: "run-1", BatchID: "b-1", Status: api.RunQueued}, {ID: "run-2", BatchID: "b-1", Status: api.RunQueued}}})
+			})
+			mux.HandleFunc("GET /api/v1/runs", func(w http.ResponseWriter, r *http.Request) {
+				interrupt(&signalError{sig: syscall.SIGINT})
+				<-r.Context().Done()
+			})
+			mux.HandleFunc("POST /api/v1/runs/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				defer mu.Unlock()
+				cancelled = append(cancelled, r.PathValue("id"))
+				reply(w, http.StatusOK, api.Run{ID: r.PathValue("id"), Status: api.RunCancelled})
+			})
+			srv := httptest.NewServer(mux)
+			t.Cleanup(srv.Close)
+			t.Setenv(client.EnvURL, srv.URL)
+			file := filepath.Join(t.TempDir(), "t.yaml")
+			os.WriteFile(file, []byte("name: t\nagent: custom\ngoal: x\nentrypoint: 'true'\n"), 0o644)
+			args := []string{"task", "run"}
+			for range tt.files {
+				args = append(args, file)
+			}
+			var stdout, stderr bytes.Buffer
+			cmd, err := execute(ctx, env{stdout: &stdout, stderr: &stderr, poll: time.Millisecond}, args)
+			if code := report(&stderr, cmd, interrupted(ctx, err)); code != tt.wantCode {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.wantCode, stderr.String())
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if want := []string{"run-1", "run-2"}; !slices.Equal(cancelled, want) {
+				t.Errorf("cancelled %v, want %v", cancelled, want)
+			}
+		})
 	}
 }
 

@@ -81,27 +81,26 @@ func taskRun(ctx context.Context, e env, cc *clientConfig, f taskRunFlags, files
 		return err
 	}
 	var batches []string
+	var submitted []api.Run
 	for i := range reqs {
 		reqs[i].Agents, reqs[i].Models, reqs[i].Repeats, reqs[i].Parallel = f.agents, f.models, f.repeats, f.parallel
 		b, err := cl.Runs().Submit(ctx, reqs[i])
 		if err != nil {
+			// The runs of the tasks before go with the command, which
+			// would leave them unwatched.
+			cancelRuns(ctx, cl, submitted, nil)
 			return err
 		}
 		batches = append(batches, b.ID)
+		submitted = append(submitted, b.Runs...)
 		fmt.Fprintf(e.stderr, "agent2env: task %s: %s (batch %s)\n", b.Task, counted(len(b.Runs), "run"), b.ID)
 	}
 	runs, err := watchRuns(ctx, e, cl, batches)
 	if err != nil {
 		if ctx.Err() != nil {
-			// Interrupted: the runs go with the command. ctx is done, so
-			// the cancels get a context of their own, bounded.
-			stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			for _, r := range runs {
-				if !r.Status.Final() {
-					cl.Runs().Cancel(stop, r.ID)
-				}
-			}
+			// Interrupted: the runs go with the command, every one
+			// submitted, those the watch had not listed yet too.
+			cancelRuns(ctx, cl, submitted, runs)
 		}
 		return err
 	}
@@ -117,6 +116,26 @@ func taskRun(ctx context.Context, e env, cc *clientConfig, f taskRunFlags, files
 		}
 	}
 	return nil
+}
+
+// cancelRuns cancels those of runs that have not ended: neither their
+// status nor that of the same run in seen, a later listing, is final. ctx
+// may be done (an interruption): the cancels get a context of their own,
+// bounded.
+func cancelRuns(ctx context.Context, cl *client.Client, runs, seen []api.Run) {
+	ended := map[string]bool{}
+	for _, r := range slices.Concat(runs, seen) {
+		if r.Status.Final() {
+			ended[r.ID] = true
+		}
+	}
+	stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	for _, r := range runs {
+		if !ended[r.ID] {
+			cl.Runs().Cancel(stop, r.ID)
+		}
+	}
 }
 
 // fileRequest reads a task file, checks it, and packs its inputs. The file

@@ -59,6 +59,16 @@ def test_create(client: Any, httpx_mock: HTTPXMock, kwargs: dict[str, Any], want
     )
 
 
+def test_create_waits_for_a_new_sandbox(client: Any, httpx_mock: HTTPXMock) -> None:
+    # The daemon answers once the interpreter runs, in a sandbox whose image it may pull or
+    # build first: far longer than the client's 30 s read timeout.
+    httpx_mock.add_response(
+        method="POST", url=f"{BASE}/contexts", status_code=201, json=context_json()
+    )
+    client.contexts.create()
+    assert httpx_mock.get_requests()[0].extensions["timeout"]["read"] == 330
+
+
 def test_create_unknown_language(client: Any, httpx_mock: HTTPXMock) -> None:
     httpx_mock.add_response(
         status_code=400, json={"error": "unknown language cobol", "code": "INVALID_LANGUAGE"}

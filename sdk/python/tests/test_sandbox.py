@@ -4,6 +4,9 @@ import base64
 import builtins
 import io
 import json
+import os
+import stat
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -434,6 +437,20 @@ def test_download_to(client: Any, httpx_mock: HTTPXMock, tmp_path: Path) -> None
     buf = io.BytesIO()
     assert client.sandbox.download_to("sb1234567890", "big", buf) == len(data)
     assert buf.getvalue() == data
+
+
+def test_download_to_a_pipe(client: Any, httpx_mock: HTTPXMock, tmp_path: Path) -> None:
+    # What is not a regular file (a named pipe here, /dev/null alike) is written, not replaced.
+    httpx_mock.add_response(content=b"through the pipe")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    read: list[bytes] = []
+    reader = threading.Thread(target=lambda: read.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    assert client.sandbox.download_to("sb1234567890", "big", fifo) == 16
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    reader.join(10)
+    assert read == [b"through the pipe"]
 
 
 def test_download_to_failure_removes_the_file(

@@ -99,6 +99,10 @@ log = logging.getLogger("agent2env.http")
 # daemon's answer: the daemon reports the timeout, the client should not.
 TIMEOUT_MARGIN = 30.0
 
+CREATE_MARGIN = 300.0
+"""How much longer a request that may make a sandbox (a context's, a session's) waits for
+the daemon's answer: the daemon pulls or builds its image and starts its interpreter first."""
+
 _MAX_ERROR_CHARS = 512
 
 
@@ -412,7 +416,9 @@ def open_sink(
     file beside it, renamed over it once complete and removed if it fails,
     so that a failed download (a wrong path, a lost connection) leaves a
     file already there as it was. A file that is replaced keeps its
-    permissions; a new one gets the umask's, as ``open`` gives them.
+    permissions; a new one gets the umask's, as ``open`` gives them. What is
+    not a regular file, such as ``/dev/null`` or a named pipe, is written as
+    it is: it cannot be replaced.
     """
     if not isinstance(destination, (str, os.PathLike)):
         yield destination.write
@@ -421,7 +427,12 @@ def open_sink(
     directory, name = os.path.split(target)
     mode = None
     with contextlib.suppress(FileNotFoundError):
-        mode = stat.S_IMODE(os.stat(target).st_mode)
+        st = os.stat(target)
+        if not stat.S_ISREG(st.st_mode):
+            with open(target, "wb") as f:
+                yield f.write
+            return
+        mode = stat.S_IMODE(st.st_mode)
     while True:
         temp = os.path.join(directory, f".{name}.{secrets.token_hex(4)}.part")
         try:

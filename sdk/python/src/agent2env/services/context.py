@@ -14,6 +14,7 @@ from typing import Any
 
 from .._async_base import AsyncAPIClient
 from .._base import (
+    CREATE_MARGIN,
     TIMEOUT_MARGIN,
     Op,
     Request,
@@ -60,7 +61,9 @@ def _create(
     ):
         if value is not None:
             body[key] = value
-    return call(Request("POST", "/contexts", json=body), parse_model(Context))
+    # The daemon answers once the interpreter runs, in a sandbox it may make first.
+    req = Request("POST", "/contexts", json=body, min_read_timeout=TIMEOUT_MARGIN + CREATE_MARGIN)
+    return call(req, parse_model(Context))
 
 
 def _get(context_id: str) -> Op[Context]:

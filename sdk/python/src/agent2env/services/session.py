@@ -14,6 +14,7 @@ from typing import Any
 
 from .._async_base import AsyncAPIClient
 from .._base import (
+    CREATE_MARGIN,
     TIMEOUT_MARGIN,
     Op,
     Request,
@@ -36,16 +37,14 @@ __all__ = ["AsyncSessionService", "AsyncStatsService", "SessionService", "StatsS
 
 Command = str | Sequence[str]
 
-# A request that makes a session waits for its sandbox and interpreter too.
-_CREATE_MARGIN = 300.0
-
 
 def _path(session_id: str, suffix: str = "") -> str:
     return f"/sessions/{segment(session_id, 'session id')}{suffix}"
 
 
 def _read_timeout(timeout: float | None) -> float:
-    return (timeout or 30) + TIMEOUT_MARGIN + _CREATE_MARGIN
+    # A request that makes a session waits for its sandbox and interpreter too.
+    return (timeout or 30) + TIMEOUT_MARGIN + CREATE_MARGIN
 
 
 def _execute_code(
