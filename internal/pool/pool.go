@@ -179,7 +179,6 @@ func (p *Pools) fill(ctx context.Context, wp *warmPool) {
 			delay = time.Second
 			if !wp.keep(e, gen) {
 				p.retire(context.WithoutCancel(ctx), wp, []entry{e})
-				continue
 			}
 		}
 		select {
@@ -203,14 +202,28 @@ func (wp *warmPool) generation() int {
 }
 
 // keep adds e, made when the pool's generation was gen, to the ready
-// sandboxes, unless the template changed meanwhile.
+// sandboxes, unless the template changed meanwhile or the pool is full (a
+// sandbox whose claim was refused came back as e was made).
 func (wp *warmPool) keep(e entry, gen int) bool {
 	wp.mu.Lock()
 	defer wp.mu.Unlock()
-	if wp.gen != gen {
+	if wp.gen != gen || len(wp.ready) >= wp.spec.Size {
 		return false
 	}
 	wp.ready, wp.made = append(wp.ready, e), e.sandbox
+	return true
+}
+
+// putBack returns e, taken from the front of the ready sandboxes when the
+// pool's generation was gen, to the front, unless the template changed
+// meanwhile (e is of the version before) or the pool refilled its place.
+func (wp *warmPool) putBack(e entry, gen int) bool {
+	wp.mu.Lock()
+	defer wp.mu.Unlock()
+	if wp.gen != gen || len(wp.ready) >= wp.spec.Size {
+		return false
+	}
+	wp.ready = append([]entry{e}, wp.ready...)
 	return true
 }
 
@@ -333,14 +346,14 @@ func (p *Pools) take(ctx context.Context, name string, version int, c manager.Cl
 			wp.mu.Unlock()
 			return wp, entry{}, false
 		}
-		e := wp.ready[0]
+		e, gen := wp.ready[0], wp.gen
 		wp.ready = wp.ready[1:]
 		wp.mu.Unlock()
 		sb, err := p.mgr.Claim(ctx, e.sandbox.ID, c)
 		if errors.Is(err, errdefs.ErrInvalidArgument) { // the claim's fault, not the sandbox's
-			wp.mu.Lock()
-			wp.ready = append([]entry{e}, wp.ready...)
-			wp.mu.Unlock()
+			if !wp.putBack(e, gen) {
+				p.retire(context.WithoutCancel(ctx), wp, []entry{e})
+			}
 			return wp, entry{}, false
 		}
 		if err != nil { // it died waiting: drop it, try the next

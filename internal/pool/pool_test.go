@@ -46,6 +46,7 @@ type fakeManager struct {
 	claimed  []string
 	deleted  []string
 	agent    *agent.Client // nil: Agent fails
+	onClaim  func()        // when set, Claim calls it first
 }
 
 func newFakeManager() *fakeManager {
@@ -91,6 +92,9 @@ func (f *fakeManager) CreatePooled(ctx context.Context, req manager.CreateReques
 }
 
 func (f *fakeManager) Claim(ctx context.Context, id string, c manager.Claim) (*store.Sandbox, error) {
+	if f.onClaim != nil {
+		f.onClaim()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	sb, ok := f.live[id]
@@ -583,6 +587,82 @@ func TestTemplateChangedWhileMaking(t *testing.T) {
 	readyVersions(t, p, "web", []int{2})
 	if _, _, deleted := m.calls(); !slices.Equal(deleted, []string{"sb-1"}) {
 		t.Errorf("deleted %v, want the sandbox of version 1, sb-1", deleted)
+	}
+}
+
+// TestRefusedClaimComesBack: a sandbox whose claim is refused for what the
+// request asks goes back to its pool, unless the pool no longer wants it:
+// its template changed during the claim, or the pool refilled its place
+// or is refilling it. The pool holds its size of the latest version.
+func TestRefusedClaimComesBack(t *testing.T) {
+	tests := []struct {
+		name string
+		// during runs in the claim of sb-1, the oldest ready sandbox.
+		during   func(t *testing.T, m *fakeManager, p *Pools) (after func())
+		versions []int    // what the pool then holds
+		deleted  []string // the sandboxes retired
+	}{
+		{name: "nothing happens", during: func(*testing.T, *fakeManager, *Pools) func() { return nil },
+			versions: []int{1, 1}},
+		{name: "the template changes", versions: []int{2, 2}, deleted: []string{"sb-1", "sb-2"},
+			during: func(t *testing.T, m *fakeManager, p *Pools) func() {
+				m.mu.Lock()
+				m.version = 2
+				m.mu.Unlock()
+				p.TemplateChanged(context.Background(), "web")
+				return nil
+			}},
+		{name: "the pool refilled its place", versions: []int{1, 1}, deleted: []string{"sb-1"},
+			during: func(t *testing.T, m *fakeManager, p *Pools) func() {
+				p.pools["web"].refill <- struct{}{}
+				waitReady(t, p, "web", 2)
+				return nil
+			}},
+		{name: "the pool is refilling its place", versions: []int{1, 1}, deleted: []string{"sb-3"},
+			during: func(t *testing.T, m *fakeManager, p *Pools) func() {
+				hold := make(chan struct{})
+				m.mu.Lock()
+				m.hold = hold
+				m.mu.Unlock()
+				p.pools["web"].refill <- struct{}{}
+				for m.createCount("web") < 3 {
+					time.Sleep(2 * time.Millisecond)
+				}
+				return func() { close(hold) }
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newFakeManager()
+			m.version = 1
+			p := newPools(t, m, Spec{Name: "web", Size: 2, Request: manager.CreateRequest{Template: "web"}})
+			run(t, p)
+			readyVersions(t, p, "web", []int{1, 1})
+			var after func()
+			m.onClaim = func() { after = tt.during(t, m, p) }
+			req := manager.CreateRequest{Template: "web", TemplateVersion: 1, Metadata: map[string]string{"invalid": ""}}
+			if sb, ok := p.TakeSandbox(context.Background(), req); ok {
+				t.Fatalf("took %+v with a claim that is refused", sb)
+			}
+			if after != nil {
+				after()
+			}
+			readyVersions(t, p, "web", tt.versions)
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				p.stops.Wait()
+				_, _, deleted := m.calls()
+				slices.Sort(deleted)
+				if slices.Equal(deleted, tt.deleted) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("deleted %v, want %v", deleted, tt.deleted)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			readyVersions(t, p, "web", tt.versions)
+		})
 	}
 }
 
