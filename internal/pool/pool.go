@@ -354,6 +354,9 @@ func (p *Pools) take(ctx context.Context, name string, version int, c manager.Cl
 			if !wp.putBack(e, gen) {
 				p.retire(context.WithoutCancel(ctx), wp, []entry{e})
 			}
+			wp.mu.Lock()
+			wp.misses++
+			wp.mu.Unlock()
 			return wp, entry{}, false
 		}
 		if err != nil { // it died waiting: drop it, try the next
@@ -386,7 +389,12 @@ func (p *Pools) Take(ctx context.Context, source, owner string) (contexts.Warm, 
 // same cpu and memory (manager CreateRequest.Fits), claimed with the
 // request's TTL and metadata. The kernel started for contexts is stopped.
 func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, bool) {
-	var matched *warmPool
+	// matched is the last pool that serves req; its miss is counted here
+	// unless a take, which counts its own, was tried.
+	var (
+		matched *warmPool
+		tried   bool
+	)
 	for _, name := range p.Names() {
 		wp := p.pools[name]
 		r := wp.spec.Request
@@ -417,6 +425,7 @@ func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*st
 		if !fits {
 			continue
 		}
+		tried = true
 		if _, e, ok := p.take(ctx, name, req.TemplateVersion, manager.Claim{Owner: req.ManagedBy, TTL: req.TTL, Metadata: req.Metadata}); ok {
 			if e.kernel != "" {
 				p.stops.Add(1)
@@ -428,7 +437,7 @@ func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*st
 			return e.sandbox, true
 		}
 	}
-	if matched != nil {
+	if matched != nil && !tried {
 		matched.mu.Lock()
 		matched.misses++
 		matched.mu.Unlock()

@@ -500,6 +500,54 @@ func TestTakeSandbox(t *testing.T) {
 	}
 }
 
+// TestTakeSandboxCountsOnce: a create a pool could not serve is one miss
+// of the pool, however the take failed, on a daemon's own pools or on a
+// shared store.
+func TestTakeSandboxCountsOnce(t *testing.T) {
+	refused := map[string]string{"invalid": "x"}
+	tests := []struct {
+		name   string
+		shared bool
+		req    manager.CreateRequest
+		hits   uint64
+		misses uint64
+	}{
+		{"taken", false, manager.CreateRequest{Template: "web", TemplateVersion: 1}, 1, 0},
+		{"another version", false, manager.CreateRequest{Template: "web", TemplateVersion: 2}, 0, 1},
+		{"claim refused", false, manager.CreateRequest{Template: "web", TemplateVersion: 1, Metadata: refused}, 0, 1},
+		{"shared, taken", true, manager.CreateRequest{Template: "web", TemplateVersion: 1}, 1, 0},
+		{"shared, claim refused", true, manager.CreateRequest{Template: "web", TemplateVersion: 1, Metadata: refused}, 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newFakeManager()
+			m.version = 1
+			spec := Spec{Name: "web", Size: 1, Request: manager.CreateRequest{Template: "web"}}
+			var opts []Option
+			if tt.shared {
+				opts = append(opts, WithSharedStore(pooled{m}))
+			}
+			p, err := New(m, []Spec{spec}, quiet, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.shared {
+				if _, err := m.CreatePooled(context.Background(), spec.Request, "web"); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				m.allow = 1 // no refill
+				run(t, p)
+				waitReady(t, p, "web", 1)
+			}
+			p.TakeSandbox(context.Background(), tt.req)
+			if st := stats(p, "web"); st.Hits != tt.hits || st.Misses != tt.misses {
+				t.Errorf("stats %+v, want %d hits, %d misses", st, tt.hits, tt.misses)
+			}
+		})
+	}
+}
+
 // readyVersions returns the template versions of the sandboxes ready in
 // pool name, in order, once they are want (or fails the test).
 func readyVersions(t *testing.T, p *Pools, name string, want []int) {
