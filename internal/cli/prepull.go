@@ -10,6 +10,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/api/client"
+	"github.com/agent2env/agent2env/internal/prepull"
 )
 
 func newPrepullCmd(e env, cc *clientConfig) *cobra.Command {
@@ -74,7 +75,10 @@ func newPrepullCreateCmd(e env, cc *clientConfig) *cobra.Command {
 			if template != "" {
 				task, err = cl.Prepull.CreateForTemplate(c.Context(), template)
 			} else {
-				task, err = cl.Prepull.Create(c.Context(), args[0], time.Duration(timeout)*time.Second)
+				// The daemon caps a timeout at its maximum; a larger one
+				// would overflow a time.Duration here.
+				secs := min(timeout, int(prepull.MaxTimeout/time.Second))
+				task, err = cl.Prepull.Create(c.Context(), args[0], time.Duration(secs)*time.Second)
 			}
 			if err != nil {
 				return err

@@ -153,6 +153,14 @@ func TestPrepullCommands(t *testing.T) {
 			requests: []string{`POST /api/v1/images/prepull {"image":"busybox","timeout":90}`},
 		},
 		{
+			name: "create with a timeout past the daemon's maximum",
+			args: []string{"prepull", "create", "busybox", "--timeout", "10000000000"},
+			want: result{Stdout: "" +
+				"ID     IMAGE     STATUS    PROGRESS   TEMPLATE   AGE   ERROR\n" +
+				"pp-1   busybox   pending   -          -          5m    \n"},
+			requests: []string{`POST /api/v1/images/prepull {"image":"busybox","timeout":86400}`},
+		},
+		{
 			name:     "create for a template, json",
 			args:     []string{"prepull", "create", "--template", "py", "--json"},
 			want:     result{Stdout: "{\n  \"id\": \"pp-1\",\n  \"image\": \"python:3.13\",\n  \"status\": \"pending\",\n  \"progress\": {\n    \"ready\": 0,\n    \"total\": 0\n  },\n  \"template\": \"py\",\n  \"startedAt\": \"<time>\"\n}\n"},

@@ -179,7 +179,6 @@ func (p *Pools) fill(ctx context.Context, wp *warmPool) {
 			delay = time.Second
 			if !wp.keep(e, gen) {
 				p.retire(context.WithoutCancel(ctx), wp, []entry{e})
-				continue
 			}
 		}
 		select {
@@ -203,14 +202,28 @@ func (wp *warmPool) generation() int {
 }
 
 // keep adds e, made when the pool's generation was gen, to the ready
-// sandboxes, unless the template changed meanwhile.
+// sandboxes, unless the template changed meanwhile or the pool is full (a
+// sandbox whose claim was refused came back as e was made).
 func (wp *warmPool) keep(e entry, gen int) bool {
 	wp.mu.Lock()
 	defer wp.mu.Unlock()
-	if wp.gen != gen {
+	if wp.gen != gen || len(wp.ready) >= wp.spec.Size {
 		return false
 	}
 	wp.ready, wp.made = append(wp.ready, e), e.sandbox
+	return true
+}
+
+// putBack returns e, taken from the front of the ready sandboxes when the
+// pool's generation was gen, to the front, unless the template changed
+// meanwhile (e is of the version before) or the pool refilled its place.
+func (wp *warmPool) putBack(e entry, gen int) bool {
+	wp.mu.Lock()
+	defer wp.mu.Unlock()
+	if wp.gen != gen || len(wp.ready) >= wp.spec.Size {
+		return false
+	}
+	wp.ready = append([]entry{e}, wp.ready...)
 	return true
 }
 
@@ -333,13 +346,16 @@ func (p *Pools) take(ctx context.Context, name string, version int, c manager.Cl
 			wp.mu.Unlock()
 			return wp, entry{}, false
 		}
-		e := wp.ready[0]
+		e, gen := wp.ready[0], wp.gen
 		wp.ready = wp.ready[1:]
 		wp.mu.Unlock()
 		sb, err := p.mgr.Claim(ctx, e.sandbox.ID, c)
 		if errors.Is(err, errdefs.ErrInvalidArgument) { // the claim's fault, not the sandbox's
+			if !wp.putBack(e, gen) {
+				p.retire(context.WithoutCancel(ctx), wp, []entry{e})
+			}
 			wp.mu.Lock()
-			wp.ready = append([]entry{e}, wp.ready...)
+			wp.misses++
 			wp.mu.Unlock()
 			return wp, entry{}, false
 		}
@@ -373,7 +389,12 @@ func (p *Pools) Take(ctx context.Context, source, owner string) (contexts.Warm, 
 // same cpu and memory (manager CreateRequest.Fits), claimed with the
 // request's TTL and metadata. The kernel started for contexts is stopped.
 func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, bool) {
-	var matched *warmPool
+	// matched is the last pool that serves req; its miss is counted here
+	// unless a take, which counts its own, was tried.
+	var (
+		matched *warmPool
+		tried   bool
+	)
 	for _, name := range p.Names() {
 		wp := p.pools[name]
 		r := wp.spec.Request
@@ -404,6 +425,7 @@ func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*st
 		if !fits {
 			continue
 		}
+		tried = true
 		if _, e, ok := p.take(ctx, name, req.TemplateVersion, manager.Claim{Owner: req.ManagedBy, TTL: req.TTL, Metadata: req.Metadata}); ok {
 			if e.kernel != "" {
 				p.stops.Add(1)
@@ -415,7 +437,7 @@ func (p *Pools) TakeSandbox(ctx context.Context, req manager.CreateRequest) (*st
 			return e.sandbox, true
 		}
 	}
-	if matched != nil {
+	if matched != nil && !tried {
 		matched.mu.Lock()
 		matched.misses++
 		matched.mu.Unlock()

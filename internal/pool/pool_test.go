@@ -46,6 +46,7 @@ type fakeManager struct {
 	claimed  []string
 	deleted  []string
 	agent    *agent.Client // nil: Agent fails
+	onClaim  func()        // when set, Claim calls it first
 }
 
 func newFakeManager() *fakeManager {
@@ -91,6 +92,9 @@ func (f *fakeManager) CreatePooled(ctx context.Context, req manager.CreateReques
 }
 
 func (f *fakeManager) Claim(ctx context.Context, id string, c manager.Claim) (*store.Sandbox, error) {
+	if f.onClaim != nil {
+		f.onClaim()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	sb, ok := f.live[id]
@@ -496,6 +500,54 @@ func TestTakeSandbox(t *testing.T) {
 	}
 }
 
+// TestTakeSandboxCountsOnce: a create a pool could not serve is one miss
+// of the pool, however the take failed, on a daemon's own pools or on a
+// shared store.
+func TestTakeSandboxCountsOnce(t *testing.T) {
+	refused := map[string]string{"invalid": "x"}
+	tests := []struct {
+		name   string
+		shared bool
+		req    manager.CreateRequest
+		hits   uint64
+		misses uint64
+	}{
+		{"taken", false, manager.CreateRequest{Template: "web", TemplateVersion: 1}, 1, 0},
+		{"another version", false, manager.CreateRequest{Template: "web", TemplateVersion: 2}, 0, 1},
+		{"claim refused", false, manager.CreateRequest{Template: "web", TemplateVersion: 1, Metadata: refused}, 0, 1},
+		{"shared, taken", true, manager.CreateRequest{Template: "web", TemplateVersion: 1}, 1, 0},
+		{"shared, claim refused", true, manager.CreateRequest{Template: "web", TemplateVersion: 1, Metadata: refused}, 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newFakeManager()
+			m.version = 1
+			spec := Spec{Name: "web", Size: 1, Request: manager.CreateRequest{Template: "web"}}
+			var opts []Option
+			if tt.shared {
+				opts = append(opts, WithSharedStore(pooled{m}))
+			}
+			p, err := New(m, []Spec{spec}, quiet, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.shared {
+				if _, err := m.CreatePooled(context.Background(), spec.Request, "web"); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				m.allow = 1 // no refill
+				run(t, p)
+				waitReady(t, p, "web", 1)
+			}
+			p.TakeSandbox(context.Background(), tt.req)
+			if st := stats(p, "web"); st.Hits != tt.hits || st.Misses != tt.misses {
+				t.Errorf("stats %+v, want %d hits, %d misses", st, tt.hits, tt.misses)
+			}
+		})
+	}
+}
+
 // readyVersions returns the template versions of the sandboxes ready in
 // pool name, in order, once they are want (or fails the test).
 func readyVersions(t *testing.T, p *Pools, name string, want []int) {
@@ -583,6 +635,82 @@ func TestTemplateChangedWhileMaking(t *testing.T) {
 	readyVersions(t, p, "web", []int{2})
 	if _, _, deleted := m.calls(); !slices.Equal(deleted, []string{"sb-1"}) {
 		t.Errorf("deleted %v, want the sandbox of version 1, sb-1", deleted)
+	}
+}
+
+// TestRefusedClaimComesBack: a sandbox whose claim is refused for what the
+// request asks goes back to its pool, unless the pool no longer wants it:
+// its template changed during the claim, or the pool refilled its place
+// or is refilling it. The pool holds its size of the latest version.
+func TestRefusedClaimComesBack(t *testing.T) {
+	tests := []struct {
+		name string
+		// during runs in the claim of sb-1, the oldest ready sandbox.
+		during   func(t *testing.T, m *fakeManager, p *Pools) (after func())
+		versions []int    // what the pool then holds
+		deleted  []string // the sandboxes retired
+	}{
+		{name: "nothing happens", during: func(*testing.T, *fakeManager, *Pools) func() { return nil },
+			versions: []int{1, 1}},
+		{name: "the template changes", versions: []int{2, 2}, deleted: []string{"sb-1", "sb-2"},
+			during: func(t *testing.T, m *fakeManager, p *Pools) func() {
+				m.mu.Lock()
+				m.version = 2
+				m.mu.Unlock()
+				p.TemplateChanged(context.Background(), "web")
+				return nil
+			}},
+		{name: "the pool refilled its place", versions: []int{1, 1}, deleted: []string{"sb-1"},
+			during: func(t *testing.T, m *fakeManager, p *Pools) func() {
+				p.pools["web"].refill <- struct{}{}
+				waitReady(t, p, "web", 2)
+				return nil
+			}},
+		{name: "the pool is refilling its place", versions: []int{1, 1}, deleted: []string{"sb-3"},
+			during: func(t *testing.T, m *fakeManager, p *Pools) func() {
+				hold := make(chan struct{})
+				m.mu.Lock()
+				m.hold = hold
+				m.mu.Unlock()
+				p.pools["web"].refill <- struct{}{}
+				for m.createCount("web") < 3 {
+					time.Sleep(2 * time.Millisecond)
+				}
+				return func() { close(hold) }
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := newFakeManager()
+			m.version = 1
+			p := newPools(t, m, Spec{Name: "web", Size: 2, Request: manager.CreateRequest{Template: "web"}})
+			run(t, p)
+			readyVersions(t, p, "web", []int{1, 1})
+			var after func()
+			m.onClaim = func() { after = tt.during(t, m, p) }
+			req := manager.CreateRequest{Template: "web", TemplateVersion: 1, Metadata: map[string]string{"invalid": ""}}
+			if sb, ok := p.TakeSandbox(context.Background(), req); ok {
+				t.Fatalf("took %+v with a claim that is refused", sb)
+			}
+			if after != nil {
+				after()
+			}
+			readyVersions(t, p, "web", tt.versions)
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				p.stops.Wait()
+				_, _, deleted := m.calls()
+				slices.Sort(deleted)
+				if slices.Equal(deleted, tt.deleted) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("deleted %v, want %v", deleted, tt.deleted)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			readyVersions(t, p, "web", tt.versions)
+		})
 	}
 }
 

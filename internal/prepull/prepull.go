@@ -404,6 +404,9 @@ func (s *Service) finish(ctx context.Context, r *run, tr *tracker, err error) {
 		})
 		s.log.Info("prepull completed", logTask, r.id, logImage, r.image)
 	case errors.Is(cause, errDeleted):
+		// Delete removes the record next, unless its request ends first:
+		// then the task stays, ended rather than pending for ever.
+		s.record(r, func(p *store.Prepull) { fail(p, errDeleted.Error()) })
 		s.log.Info("prepull cancelled", logTask, r.id, logImage, r.image)
 	default:
 		msg := err.Error()

@@ -403,6 +403,32 @@ func TestDelete(t *testing.T) {
 	}
 }
 
+// TestDeleteInterrupted: a delete whose request ends before the task's
+// record is removed leaves the task failed, its pull given up, not
+// pending for ever.
+func TestDeleteInterrupted(t *testing.T) {
+	f := newFixture(t)
+	pull := f.images.Hold("python:3.12")
+	task, err := f.svc.Start(context.Background(), "python:3.12", "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, pull.Started(), "pull start")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := f.svc.Delete(ctx, task.ID); err == nil {
+		t.Fatal("delete with its request ended succeeded")
+	}
+	waitClosed(t, pull.Cancelled(), "pull cancelled")
+	got := f.waitStatus(t, task.ID, api.PrepullFailed)
+	if got.Error != "prepull task deleted" || got.CompletedAt == nil {
+		t.Errorf("task %+v, want failed: prepull task deleted", got)
+	}
+	if err := f.svc.Delete(context.Background(), task.ID); err != nil {
+		t.Errorf("delete again: %v", err)
+	}
+}
+
 func TestList(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()

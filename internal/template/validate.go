@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -143,6 +144,10 @@ func checkSpec(in api.TemplateSpec) (api.TemplateSpec, error) {
 		s.StartupTimeout = DefaultStartupTimeout
 	}
 
+	if err := checkArgv("command and args", append(slices.Clone(s.Command), s.Args...)); err != nil {
+		return s, err
+	}
+
 	if len(in.Env) > 0 {
 		s.Env = make(map[string]string, len(in.Env))
 		for k, v := range in.Env {
@@ -153,6 +158,7 @@ func checkSpec(in api.TemplateSpec) (api.TemplateSpec, error) {
 		}
 	}
 
+	dests := make(map[string]int, len(in.Files))
 	for i, f := range in.Files {
 		if f.Destination == "" {
 			return s, fmt.Errorf("files[%d]: destination is required", i)
@@ -160,6 +166,19 @@ func checkSpec(in api.TemplateSpec) (api.TemplateSpec, error) {
 		if strings.ContainsRune(f.Destination, 0) || slices.Contains(strings.Split(f.Destination, "/"), "..") {
 			return s, fmt.Errorf("files[%d]: destination %q must not contain NUL or '..'", i, f.Destination)
 		}
+		if len(f.Destination) > maxPath {
+			return s, fmt.Errorf("files[%d]: destination is %d bytes long; at most %d", i, len(f.Destination), maxPath)
+		}
+		// A directory's name (the sandbox manager cleans the path, which
+		// would make "/etc/" the directory /etc) can take no file.
+		if strings.HasSuffix(f.Destination, "/") || path.Base(f.Destination) == "." {
+			return s, fmt.Errorf("files[%d]: destination %q names a directory, not a file", i, f.Destination)
+		}
+		dest := path.Clean(f.Destination)
+		if j, dup := dests[dest]; dup {
+			return s, fmt.Errorf("files[%d]: destination %q is files[%d]'s too", i, f.Destination, j)
+		}
+		dests[dest] = i
 		if (f.Content == "") == (f.Source == "") {
 			return s, fmt.Errorf("files[%d] (%s): exactly one of content and source is required", i, f.Destination)
 		}
@@ -176,6 +195,9 @@ func checkSpec(in api.TemplateSpec) (api.TemplateSpec, error) {
 	if p := in.ReadinessProbe; p != nil {
 		if len(p.Exec.Command) == 0 {
 			return s, fmt.Errorf("readinessProbe: exec.command is required")
+		}
+		if err := checkArgv("readinessProbe: exec.command", p.Exec.Command); err != nil {
+			return s, err
 		}
 		if p.InitialDelaySeconds < 0 || p.PeriodSeconds < 0 || p.FailureThreshold < 0 {
 			return s, fmt.Errorf("readinessProbe: initialDelaySeconds, periodSeconds and failureThreshold must be >= 0")
@@ -236,6 +258,25 @@ func checkSpec(in api.TemplateSpec) (api.TemplateSpec, error) {
 		s.Persistence = &persist
 	}
 	return s, nil
+}
+
+// maxPath is the longest file destination, as the sandbox manager takes
+// paths: PATH_MAX less its NUL.
+const maxPath = 4095
+
+// checkArgv checks a command line a sandbox runs, named what: a program
+// to run first (when there is anything), and no NUL, which no argument
+// of a process can hold.
+func checkArgv(what string, argv []string) error {
+	if len(argv) > 0 && argv[0] == "" {
+		return fmt.Errorf("%s: the program, the first, is empty", what)
+	}
+	for i, a := range argv {
+		if strings.ContainsRune(a, 0) {
+			return fmt.Errorf("%s: [%d] contains NUL", what, i)
+		}
+	}
+	return nil
 }
 
 // NormalizeNetwork checks network spec n, a template's or a sandbox's,

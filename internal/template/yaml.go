@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"sort"
 	"strings"
 	"time"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 
@@ -74,12 +77,188 @@ func toDocument(t *store.Template, spec api.TemplateSpec) document {
 	return d
 }
 
+// marshalYAML encodes v as YAML that reads back as v. yaml.v3 writes some
+// strings in a form it cannot read back (unreadable), and encoding into a
+// yaml.Node goes through that text: v is made a node tree here (toNode),
+// those strings double-quoted, and the tree encoded.
 func marshalYAML(v any) ([]byte, error) {
-	b, err := yaml.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("encode YAML: %w", err)
+	n, err := make(nodeEncoder).toNode(reflect.ValueOf(v))
+	if err == nil {
+		var b []byte
+		if b, err = yaml.Marshal(n); err == nil {
+			return b, nil
+		}
 	}
-	return b, nil
+	return nil, fmt.Errorf("encode YAML: %w", err)
+}
+
+// nodeEncoder makes node trees of values. It keeps the style of each
+// string it encoded: an export repeats its keys and many values, and
+// finding a string's style encodes it.
+type nodeEncoder map[string]yaml.Style
+
+// toNode is v as a node tree, as yaml.v3 encodes it: structs by their
+// yaml tags (a name and omitempty), string-keyed maps in key order,
+// pointers, slices, strings (stringNode); other values (numbers, booleans,
+// times) by yaml.v3 itself.
+func (e nodeEncoder) toNode(v reflect.Value) (*yaml.Node, error) {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}, nil
+		}
+		return e.toNode(v.Elem())
+	case reflect.String:
+		return e.stringNode(v.String()), nil
+	case reflect.Slice:
+		n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+		for i := range v.Len() {
+			c, err := e.toNode(v.Index(i))
+			if err != nil {
+				return nil, err
+			}
+			n.Content = append(n.Content, c)
+		}
+		return n, nil
+	case reflect.Map:
+		if v.Type().Key().Kind() != reflect.String {
+			return nil, fmt.Errorf("map of %s: only string keys are encoded", v.Type().Key())
+		}
+		keys := v.MapKeys()
+		sort.Slice(keys, func(i, j int) bool { return keyLess(keys[i].String(), keys[j].String()) })
+		n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		for _, k := range keys {
+			c, err := e.toNode(v.MapIndex(k))
+			if err != nil {
+				return nil, err
+			}
+			n.Content = append(n.Content, e.stringNode(k.String()), c)
+		}
+		return n, nil
+	case reflect.Struct:
+		if _, ok := v.Interface().(time.Time); ok {
+			break
+		}
+		n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if !f.IsExported() || name == "-" || opts == "omitempty" && isEmpty(v.Field(i)) {
+				continue
+			}
+			if name == "" {
+				name = strings.ToLower(f.Name)
+			}
+			c, err := e.toNode(v.Field(i))
+			if err != nil {
+				return nil, err
+			}
+			n.Content = append(n.Content, e.stringNode(name), c)
+		}
+		return n, nil
+	}
+	n := new(yaml.Node)
+	if err := n.Encode(v.Interface()); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// keyLess is yaml.v3's order of a mapping's string keys: runs of digits
+// compare as numbers, and letters before other characters (as yaml.v3's
+// keyList.Less, whose string part this is).
+func keyLess(a, b string) bool {
+	ar, br := []rune(a), []rune(b)
+	digits := false
+	for i := 0; i < len(ar) && i < len(br); i++ {
+		if ar[i] == br[i] {
+			digits = unicode.IsDigit(ar[i])
+			continue
+		}
+		al, bl := unicode.IsLetter(ar[i]), unicode.IsLetter(br[i])
+		switch {
+		case al && bl:
+			return ar[i] < br[i]
+		case al || bl:
+			if digits {
+				return al
+			}
+			return bl
+		}
+		var ai, bi int
+		var an, bn int64
+		if ar[i] == '0' || br[i] == '0' {
+			for j := i - 1; j >= 0 && unicode.IsDigit(ar[j]); j-- {
+				if ar[j] != '0' {
+					an, bn = 1, 1
+					break
+				}
+			}
+		}
+		for ai = i; ai < len(ar) && unicode.IsDigit(ar[ai]); ai++ {
+			an = an*10 + int64(ar[ai]-'0')
+		}
+		for bi = i; bi < len(br) && unicode.IsDigit(br[bi]); bi++ {
+			bn = bn*10 + int64(br[bi]-'0')
+		}
+		if an != bn {
+			return an < bn
+		}
+		if ai != bi {
+			return ai < bi
+		}
+		return ar[i] < br[i]
+	}
+	return len(ar) < len(br)
+}
+
+// unreadable reports whether yaml.v3 writes s in a form that it does not
+// read back as s: "<<" plain is a merge key, and a multi-line string whose
+// first line starts with white space or is empty is a literal block with
+// an indentation indicator that yaml.v3 then rejects or reads as another
+// string. Double-quoted, such a string reads back.
+func unreadable(s string) bool {
+	return s == "<<" || strings.Contains(s, "\n") && strings.IndexFunc(s, unicode.IsSpace) == 0
+}
+
+// quoteUnreadable double-quotes the strings of the node tree n that are
+// unreadable, so that n encodes as YAML that reads back as n.
+func quoteUnreadable(n *yaml.Node) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && unreadable(n.Value) {
+		n.Style = yaml.DoubleQuotedStyle
+	}
+	for _, c := range n.Content {
+		quoteUnreadable(c)
+	}
+}
+
+// isEmpty is yaml.v3's omitempty: zero, an empty slice or map, a zero
+// time.
+func isEmpty(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Slice, reflect.Map:
+		return v.Len() == 0
+	}
+	if t, ok := v.Interface().(time.Time); ok {
+		return t.IsZero()
+	}
+	return v.IsZero()
+}
+
+// stringNode is the scalar node of s, in the style yaml.v3 writes it in
+// (plain, quoted, a literal block), except where that style does not read
+// back as s (unreadable): then double-quoted.
+func (e nodeEncoder) stringNode(s string) *yaml.Node {
+	style, ok := e[s]
+	if !ok {
+		style = yaml.DoubleQuotedStyle
+		var n yaml.Node
+		if err := n.Encode(s); err == nil && n.Kind == yaml.ScalarNode && n.Value == s && !unreadable(s) {
+			style = n.Style
+		}
+		e[s] = style
+	}
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s, Style: style}
 }
 
 func invalidYAML(format string, args ...any) error {
@@ -380,6 +559,7 @@ func ParseDocument(data []byte) (*Document, error) {
 	renameSpecKeys(mappingValue(root, "spec"))
 	// Node.Decode cannot reject unknown keys: decode the renamed document
 	// again with a strict decoder.
+	quoteUnreadable(root)
 	norm, err := yaml.Marshal(root)
 	if err != nil {
 		return nil, invalidYAML("%v", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -306,6 +307,104 @@ func TestExportImportRoundTrip(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestExportImportOddStrings exports templates whose every text field
+// holds a string yaml.v3 writes, by itself, in a form it cannot read back
+// (a literal block with an indentation indicator; "<<", a merge key):
+// the export must import as the same template.
+func TestExportImportOddStrings(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct{ name, s string }{
+		{"leading spaces", "  lead\nx"},
+		{"leading tab", "\tlead\nx"},
+		{"leading line break", "\nlead"},
+		{"only a line break", "\n"},
+		{"line breaks then a directive", "\n%x\n"},
+		{"leading unicode line separator", "\u2028\n,"},
+		{"merge key", "<<"},
+		{"plain script", "set -e\necho hi\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := tt.s
+			src, dst := newFixture(t), newFixture(t)
+			spec := api.TemplateSpec{Image: "alpine", Command: []string{s}, Args: []string{s}, StartupScript: s,
+				Env:            map[string]string{s: s},
+				Files:          []api.FileSpec{{Destination: "/f", Content: s}},
+				ReadinessProbe: &api.ProbeSpec{Exec: api.ExecAction{Command: []string{s}}}}
+			if _, err := src.svc.Create(ctx, api.CreateTemplateRequest{Name: "t", DisplayName: s, Description: s, Tags: []string{s}, Spec: spec}); err != nil {
+				t.Fatal(err)
+			}
+			for _, export := range []func() ([]byte, error){
+				func() ([]byte, error) { return src.svc.ExportYAML(ctx, "t", 0) },
+				func() ([]byte, error) { return src.svc.ExportAll(ctx, "", nil) },
+			} {
+				b, err := export()
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := dst.svc.Import(ctx, b, "", false)
+				if err != nil || res.Failed != 0 {
+					t.Fatalf("import: %v %+v\n%s", err, res, b)
+				}
+				if diff := cmp.Diff(allTemplates(t, src.svc), allTemplates(t, dst.svc), sameTemplate); diff != "" {
+					t.Errorf("imported template (-want +got):\n%s\n%s", diff, b)
+				}
+			}
+		})
+	}
+}
+
+// TestMarshalYAMLAsYAMLv3: what yaml.v3 writes readably, marshalYAML
+// writes the same, mappings' keys in the same order.
+func TestMarshalYAMLAsYAMLv3(t *testing.T) {
+	spec := fullSpec()
+	spec.Env = map[string]string{"A10": "x", "A9": "yes", "a": "007", "B": "", "_x": "1:20", "a01": "on", "a1": "~", "1": "é", "10": "2", "2": "[x]"}
+	spec.StartupScript = "set -e\necho 'hi' # there\n"
+	private := &store.Template{Name: "py", DisplayName: "null", Description: "a: b\nc", Tags: []string{"true", "1.5"}}
+	for name, v := range map[string]any{
+		"document": toDocument(private, spec),
+		"list":     listDocument{APIVersion: api.YAMLAPIVersion, Kind: api.KindList, ExportedAt: epoch, Items: []document{toDocument(private, spec)}},
+	} {
+		want, err := yaml.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := marshalYAML(v)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%s: marshalYAML (%v):\n%s\nyaml.v3:\n%s", name, err, got, want)
+		}
+	}
+}
+
+// TestMarshalYAMLReadsBack encodes strings made of what YAML gives a
+// meaning to, at the top of a mapping, in a sequence and as a mapping's
+// key and value: each must decode as itself.
+func TestMarshalYAMLReadsBack(t *testing.T) {
+	atoms := []string{" ", "\n", "\t", "\r", "a", "#", ":", "-", "'", "\"", "<<", "|", ">", "?", "&", "*", "!", "%",
+		"@", "\u0085", "\u2028", "\ufeff", "é", "0", "~", ",", "[", "{", "---", "...", "\x1b"}
+	r := rand.New(rand.NewPCG(1, 2))
+	type doc struct {
+		S string            `yaml:"s"`
+		L []string          `yaml:"l"`
+		M map[string]string `yaml:"m"`
+	}
+	for range 3000 {
+		var b strings.Builder
+		for n := r.IntN(6); n >= 0; n-- {
+			b.WriteString(atoms[r.IntN(len(atoms))])
+		}
+		want := doc{S: b.String(), L: []string{b.String()}, M: map[string]string{b.String(): b.String()}}
+		out, err := marshalYAML(want)
+		if err != nil {
+			t.Fatalf("%q: %v", want.S, err)
+		}
+		var got doc
+		if err := yaml.Unmarshal(out, &got); err != nil || !cmp.Equal(want, got) {
+			t.Errorf("%q: decoded %+v, %v\n%s", want.S, got, err, out)
+		}
 	}
 }
 
@@ -685,6 +784,9 @@ func TestParseDocument(t *testing.T) {
 				Network:        &api.NetworkSpec{AllowInternetAccess: true}}}},
 		{name: "env keys keep their case", doc: "kind: SandboxTemplate\nspec: {image: python, env: {startupscript: x}}\n",
 			want: &Document{Spec: api.TemplateSpec{Image: "python", Env: map[string]string{"startupscript": "x"}}}},
+		{name: "literal blocks yaml.v3 writes back unreadably",
+			doc:  "kind: SandboxTemplate\nspec:\n  image: alpine\n  command:\n  - |2-\n      lead\n    x\n  - \"<<\"\n  startupScript: |+\n\n",
+			want: &Document{Spec: api.TemplateSpec{Image: "alpine", Command: []string{"  lead\nx", "<<"}, StartupScript: "\n"}}},
 		{name: "misspelt key", doc: "kind: SandboxTemplate\nspec: {image: python, startupScrpt: x}\n", err: "field startupScrpt not found"},
 		{name: "list", doc: "kind: SandboxTemplateList\nitems: []\n", err: `use "agent2env import"`},
 		{name: "two documents", doc: "kind: SandboxTemplate\n---\nkind: SandboxTemplate\n", err: "more than one YAML document"},
