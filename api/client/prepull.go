@@ -33,7 +33,11 @@ func (s *PrepullService) Create(ctx context.Context, image string, timeout time.
 	if timeout < 0 {
 		return nil, fmt.Errorf("prepull %s: timeout %v is negative", image, timeout)
 	}
-	req := api.PrepullRequest{Image: image, Timeout: int((timeout + time.Second - 1) / time.Second)}
+	secs := timeout / time.Second // rounded up without overflowing near the largest Duration
+	if timeout%time.Second != 0 {
+		secs++
+	}
+	req := api.PrepullRequest{Image: image, Timeout: int(secs)}
 	var t api.PrepullTask
 	if err := s.c.doJSON(ctx, http.MethodPost, "/images/prepull", req, &t); err != nil {
 		return nil, wrapf(err, "prepull %s", image)

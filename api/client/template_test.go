@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -168,6 +169,16 @@ func TestServiceRequests(t *testing.T) {
 			},
 			want: recorded{Method: "POST", Path: "/api/v1/images/prepull", ContentType: "application/json",
 				Body: `{"image":"alpine","timeout":91}`},
+			out: &pendingTask,
+		},
+		{
+			name:  "prepull create rounds the largest timeout up without overflowing",
+			reply: reply{status: http.StatusAccepted, contentType: "application/json", body: taskJSON},
+			call: func(ctx context.Context, c *client.Client) (any, error) {
+				return c.Prepull.Create(ctx, "alpine", math.MaxInt64)
+			},
+			want: recorded{Method: "POST", Path: "/api/v1/images/prepull", ContentType: "application/json",
+				Body: `{"image":"alpine","timeout":9223372037}`},
 			out: &pendingTask,
 		},
 		{

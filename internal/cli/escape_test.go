@@ -393,6 +393,25 @@ func TestRawOutputs(t *testing.T) {
 	}
 }
 
+// TestPrintYAMLReadsBack: -o yaml prints strings that yaml.v3 would write
+// in a form it cannot read back ("<<" plain is a merge key; a multi-line
+// string that starts with space or a line break a literal block it
+// refuses or misreads) double-quoted, so that they read back as they are.
+func TestPrintYAMLReadsBack(t *testing.T) {
+	want := map[string]string{"a": "\nfoo", "b": "  lead\nx", "c": "\n", "d": "<<", "<<": "e", "f": "plain", "g": "multi\nline\n"}
+	var buf bytes.Buffer
+	if err := printYAML(&buf, want); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]string
+	if err := yaml.Unmarshal(buf.Bytes(), &got); err != nil {
+		t.Fatalf("read back: %v:\n%s", err, buf.String())
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("read back (-printed +read):\n%s\n%s", diff, buf.String())
+	}
+}
+
 // Exports print the daemon's YAML as it is, but where it holds what a
 // terminal acts on (yaml.v3 leaves bidi overrides raw): then the values
 // that hold it are double-quoted and escaped, the same values.

@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agent2env/agent2env/api/client"
+	"github.com/agent2env/agent2env/internal/template"
 )
 
 // This file is the one way commands print what they get from the daemon:
@@ -282,9 +283,13 @@ func blockStyle(n *yaml.Node) {
 }
 
 // quoteToEscape double-quotes n if it is a scalar holding characters that
-// a terminal acts on.
+// a terminal acts on, or a string yaml.v3 would not read back as it is
+// (template.Unreadable: "<<", a multi-line string that starts with space).
 func quoteToEscape(n *yaml.Node) {
-	if n.Kind == yaml.ScalarNode && string(appendVisible(nil, []byte(n.Value), asText)) != n.Value {
+	if n.Kind != yaml.ScalarNode {
+		return
+	}
+	if string(appendVisible(nil, []byte(n.Value), asText)) != n.Value || n.Tag == "!!str" && template.Unreadable(n.Value) {
 		n.Style = yaml.DoubleQuotedStyle
 	}
 }

@@ -78,7 +78,7 @@ func toDocument(t *store.Template, spec api.TemplateSpec) document {
 }
 
 // marshalYAML encodes v as YAML that reads back as v. yaml.v3 writes some
-// strings in a form it cannot read back (unreadable), and encoding into a
+// strings in a form it cannot read back (Unreadable), and encoding into a
 // yaml.Node goes through that text: v is made a node tree here (toNode),
 // those strings double-quoted, and the tree encoded.
 func marshalYAML(v any) ([]byte, error) {
@@ -212,19 +212,19 @@ func keyLess(a, b string) bool {
 	return len(ar) < len(br)
 }
 
-// unreadable reports whether yaml.v3 writes s in a form that it does not
+// Unreadable reports whether yaml.v3 writes s in a form that it does not
 // read back as s: "<<" plain is a merge key, and a multi-line string whose
 // first line starts with white space or is empty is a literal block with
 // an indentation indicator that yaml.v3 then rejects or reads as another
 // string. Double-quoted, such a string reads back.
-func unreadable(s string) bool {
+func Unreadable(s string) bool {
 	return s == "<<" || strings.Contains(s, "\n") && strings.IndexFunc(s, unicode.IsSpace) == 0
 }
 
 // quoteUnreadable double-quotes the strings of the node tree n that are
-// unreadable, so that n encodes as YAML that reads back as n.
+// Unreadable, so that n encodes as YAML that reads back as n.
 func quoteUnreadable(n *yaml.Node) {
-	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && unreadable(n.Value) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!str" && Unreadable(n.Value) {
 		n.Style = yaml.DoubleQuotedStyle
 	}
 	for _, c := range n.Content {
@@ -247,13 +247,13 @@ func isEmpty(v reflect.Value) bool {
 
 // stringNode is the scalar node of s, in the style yaml.v3 writes it in
 // (plain, quoted, a literal block), except where that style does not read
-// back as s (unreadable): then double-quoted.
+// back as s (Unreadable): then double-quoted.
 func (e nodeEncoder) stringNode(s string) *yaml.Node {
 	style, ok := e[s]
 	if !ok {
 		style = yaml.DoubleQuotedStyle
 		var n yaml.Node
-		if err := n.Encode(s); err == nil && n.Kind == yaml.ScalarNode && n.Value == s && !unreadable(s) {
+		if err := n.Encode(s); err == nil && n.Kind == yaml.ScalarNode && n.Value == s && !Unreadable(s) {
 			style = n.Style
 		}
 		e[s] = style
