@@ -251,7 +251,11 @@ func (s *Server) runTerminal(sess *terminalSession, t *service.Terminal) {
 				return
 			case <-tick.C:
 				if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(terminalWriteWait)); err != nil {
+					// The client is gone. The input may be stuck sending
+					// to a process that reads none, where it would not
+					// see that: end the process, or the attachment, here.
 					conn.Close()
+					t.Close()
 					return
 				}
 			}
