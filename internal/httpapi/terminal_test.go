@@ -195,6 +195,9 @@ func TestTerminalFailure(t *testing.T) {
 		want string
 	}{
 		{"agent stream lost", lost, "the connection to the sandbox's agent ended before the process did"},
+		{"sandbox deleted", fmt.Errorf("attachment stream ended before the result: %w",
+			errdefs.WithCode(errdefs.Unavailable("sandbox sb-1 was deleted"), api.CodeSandboxNotFound)),
+			"attachment stream ended before the result: sandbox sb-1 was deleted"},
 		{"refused input", errdefs.Invalid("stream 9 takes no input"), "stream 9 takes no input"},
 		{"taken over", errdefs.Precondition("another client took over this terminal"), "another client took over this terminal"},
 	}
