@@ -46,9 +46,12 @@ type detachedProc struct {
 	argv    []string
 	tty     bool
 	// flow: the output waits for the writer attachment (FlowControl).
-	flow    bool
-	pid     int
-	started time.Time
+	flow bool
+	// endWithWriter: the end of a writer's attachment ends it
+	// (EndWithWriter).
+	endWithWriter bool
+	pid           int
+	started       time.Time
 	// since is when it started in process start-time ticks, and run its
 	// time in the agent's activity, for procScope.
 	since   uint64
@@ -152,7 +155,8 @@ func (ps *procs) start(req *ProcRequest) (*detachedProc, error) {
 	ps.seq++
 	p := &detachedProc{
 		id: procIDPrefix + strconv.Itoa(ps.seq), tag: req.Tag, seq: ps.seq, argv: argv, tty: req.TTY, flow: req.FlowControl,
-		pid: pid, started: time.Now(), since: since, run: r, adopted: s.adoptedBy(r),
+		endWithWriter: req.EndWithWriter,
+		pid:           pid, started: time.Now(), since: since, run: r, adopted: s.adoptedBy(r),
 		out: newRing(cmp.Or(req.OutputLimit, DefaultProcOutput)), log: s.log,
 		stdin: pio.stdin, master: pio.master,
 		exited: make(chan struct{}), done: make(chan struct{}),

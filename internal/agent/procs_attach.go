@@ -180,6 +180,7 @@ func (s *Server) handleProcAttach(w http.ResponseWriter, r *http.Request) {
 	a := &attachment{cancel: cancel}
 	var holder *attachment // the writer of a process with flow control
 	release := func() {}
+	ended := false // the writer's attachment ended, not taken over
 	if !readOnly {
 		if err := p.claimWriter(a, takeover); err != nil {
 			writeProcError(w, err)
@@ -193,6 +194,7 @@ func (s *Server) handleProcAttach(w http.ResponseWriter, r *http.Request) {
 			if holder != nil {
 				p.out.release(a)
 			}
+			ended = p.isWriter(a)
 			p.releaseWriter(a)
 		})
 		defer release()
@@ -218,6 +220,9 @@ func (s *Server) handleProcAttach(w http.ResponseWriter, r *http.Request) {
 	release()
 	conn.Close()
 	<-input
+	if ended && p.endWithWriter {
+		s.procs.remove(p)
+	}
 }
 
 // readInput takes an attachment's frames until its connection ends,

@@ -81,6 +81,12 @@ type ProcRequest struct {
 	// and attaches to it at once (a one-shot terminal) misses nothing it
 	// wrote in between.
 	AwaitWriter bool `json:"await_writer,omitempty"`
+	// EndWithWriter ends the process, as DELETE does, once a writer
+	// attachment ends that was not taken over: a one-shot terminal's,
+	// whose process must not outlive its client even when its daemon
+	// cannot ask for its end (the sandbox was paused then, or the daemon
+	// died).
+	EndWithWriter bool `json:"end_with_writer,omitempty"`
 }
 
 // Validate reports whether the request can be started.

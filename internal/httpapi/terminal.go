@@ -251,7 +251,11 @@ func (s *Server) runTerminal(sess *terminalSession, t *service.Terminal) {
 				return
 			case <-tick.C:
 				if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(terminalWriteWait)); err != nil {
+					// The client is gone. The input may be stuck sending
+					// to a process that reads none, where it would not
+					// see that: end the process, or the attachment, here.
 					conn.Close()
+					t.Close()
 					return
 				}
 			}
@@ -304,10 +308,12 @@ func (s *Server) runTerminal(sess *terminalSession, t *service.Terminal) {
 
 // terminalFailure is what the client is told of err, a session's end: a
 // failed stream from the agent only that it ended (how is the daemon's
-// business, and its message names the agent's socket on the host), any
-// other error as it is.
+// business, and its message names the agent's socket on the host), unless
+// the sandbox's record says why (it was deleted or stopped meanwhile: the
+// error has the wire code of that, as agent.Client's explanation gives
+// it); any other error as it is.
 func terminalFailure(err error) error {
-	if errors.Is(err, errdefs.ErrUnavailable) {
+	if errors.Is(err, errdefs.ErrUnavailable) && errdefs.Code(err) == "" {
 		return errdefs.Unavailable("the connection to the sandbox's agent ended before the process did")
 	}
 	return err

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -50,19 +51,33 @@ func TestUTF8Writer(t *testing.T) {
 	}
 }
 
-// The server pings an idle terminal, and a client that answers keeps it.
-func TestTerminalPing(t *testing.T) {
-	defer func(p time.Duration) { terminalPingPeriod = p }(terminalPingPeriod)
+// fastPings has the server ping its terminals every 50 ms for the test.
+func fastPings(t *testing.T) {
+	p := terminalPingPeriod
 	terminalPingPeriod = 50 * time.Millisecond
+	t.Cleanup(func() { terminalPingPeriod = p })
+}
+
+// dialTerminal opens a terminal of query in a new sandbox of a new env,
+// in LiteBoxd's dialect; the connection is closed after the test.
+func dialTerminal(t *testing.T, query string) (*env, string, *websocket.Conn) {
+	t.Helper()
 	e := newEnv(t, envOptions{})
 	id := e.createSandbox(t, `{"image":"alpine"}`).ID
-	u := "ws" + strings.TrimPrefix(e.url, "http") + "/api/v1/sandboxes/" + id + "/exec/interactive?command=sleep&command=1&tty=false"
+	u := "ws" + strings.TrimPrefix(e.url, "http") + "/api/v1/sandboxes/" + id + "/exec/interactive?" + query
 	conn, resp, err := websocket.DefaultDialer.Dial(u, nil)
 	if err != nil {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("dial: %v (%d %s)", err, resp.StatusCode, b)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
+	return e, id, conn
+}
+
+// The server pings an idle terminal, and a client that answers keeps it.
+func TestTerminalPing(t *testing.T) {
+	fastPings(t)
+	_, _, conn := dialTerminal(t, "command=sleep&command=1&tty=false")
 	pings := 0
 	conn.SetPingHandler(func(data string) error {
 		pings++
@@ -180,6 +195,9 @@ func TestTerminalFailure(t *testing.T) {
 		want string
 	}{
 		{"agent stream lost", lost, "the connection to the sandbox's agent ended before the process did"},
+		{"sandbox deleted", fmt.Errorf("attachment stream ended before the result: %w",
+			errdefs.WithCode(errdefs.Unavailable("sandbox sb-1 was deleted"), api.CodeSandboxNotFound)),
+			"attachment stream ended before the result: sandbox sb-1 was deleted"},
 		{"refused input", errdefs.Invalid("stream 9 takes no input"), "stream 9 takes no input"},
 		{"taken over", errdefs.Precondition("another client took over this terminal"), "another client took over this terminal"},
 	}
@@ -190,5 +208,49 @@ func TestTerminalFailure(t *testing.T) {
 				t.Errorf("told %q (%s), want %q (%s)", got, errdefs.Code(got), tt.want, errdefs.Code(tt.err))
 			}
 		})
+	}
+}
+
+// A client that floods the input of a process that reads none, then
+// vanishes without a close, still ends the process: the server's input
+// is stuck sending to the agent, so only its keepalive sees the client
+// gone.
+func TestTerminalInputFloodClientGone(t *testing.T) {
+	fastPings(t)
+	e, id, conn := dialTerminal(t, "command=sleep&command=60&tty=false")
+	// Enough input to fill the pipe and every buffer on the way; the
+	// writes are bounded in time, as the server may stop reading.
+	msg, _ := json.Marshal(jsonFrame{Type: "input", Data: strings.Repeat("x", 1<<20-64)})
+	conn.SetWriteDeadline(time.Now().Add(3 * time.Second))
+	for range 8 {
+		if err := conn.WriteMessage(websocket.TextMessage, msg); err != nil {
+			break
+		}
+	}
+	conn.UnderlyingConn().Close() // gone, without a close frame
+	ctx := context.Background()
+	ac, err := e.m.Agent(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		procs, err := ac.Procs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		running := 0
+		for _, p := range procs {
+			if p.Running {
+				running++
+			}
+		}
+		if running == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d processes still run 15 s after their client went away: %+v", running, procs)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

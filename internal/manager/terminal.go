@@ -71,6 +71,10 @@ func (m *Manager) StartTerminal(ctx context.Context, id string, req TerminalRequ
 		return nil, err
 	}
 	preq.AwaitWriter = true // it attaches next: nothing before is lost
+	// Its end goes with the attachment's, in the agent too: should Close
+	// not reach the agent (paused, or the daemon gone), it ends all the
+	// same.
+	preq.EndWithWriter = true
 	c, err := m.Agent(ctx, id)
 	if err != nil {
 		return nil, err

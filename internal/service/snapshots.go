@@ -102,7 +102,13 @@ func (s *Sandboxes) Fork(ctx context.Context, id string, req api.ForkRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	return s.forked(ctx, snap, held, sbs, maps)
+	out, err := s.forked(ctx, snap, held, sbs, maps)
+	if err != nil {
+		// The fork failed: the snapshot it took, which its caller never
+		// learns of, goes with its copies.
+		return nil, errors.Join(err, s.m.DeleteSnapshot(context.WithoutCancel(ctx), snap.ID))
+	}
+	return out, nil
 }
 
 // ForkSnapshot makes req.Count sandboxes from snapshot id in parallel
