@@ -56,6 +56,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/jsonbody"
 	"github.com/agent2env/agent2env/internal/service"
 )
 
@@ -318,25 +319,17 @@ func decodeJSONUpTo(w http.ResponseWriter, r *http.Request, v any, emptyOK bool,
 	} else if !emptyOK {
 		return errdefs.Invalid("the body must be application/json")
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	err := jsonbody.Decode(w, r, v, limit, false)
 	var tooBig *http.MaxBytesError
-	if err := dec.Decode(v); err != nil {
-		if emptyOK && errors.Is(err, io.EOF) {
-			return nil
-		}
-		if errors.As(err, &tooBig) {
-			return err
-		}
-		return errdefs.Invalid("the body is not valid JSON of the expected shape: %v", err)
+	switch {
+	case err == nil, errors.As(err, &tooBig):
+		return err
+	case errors.Is(err, jsonbody.ErrMore):
+		return errdefs.Invalid("%v", err)
+	case emptyOK && errors.Is(err, io.EOF):
+		return nil
 	}
-	// Not dec.More, which takes a stray '}' or ']' for the value's end.
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if errors.As(err, &tooBig) {
-			return err
-		}
-		return errdefs.Invalid("the body holds more than one JSON value")
-	}
-	return nil
+	return errdefs.Invalid("the body is not valid JSON of the expected shape: %v", err)
 }
 
 // authenticate checks a control-plane request's API key when keys are

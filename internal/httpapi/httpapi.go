@@ -23,6 +23,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/buildinfo"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/jsonbody"
 	"github.com/agent2env/agent2env/internal/metrics"
 	"github.com/agent2env/agent2env/internal/service"
 )
@@ -195,27 +196,15 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, limit int64, stri
 			return errdefs.Invalid("content type %q: want application/json", ct)
 		}
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
-	if strict {
-		dec.DisallowUnknownFields()
-	}
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return err
-		}
-		if errors.Is(err, io.EOF) {
-			return errEmptyBody
-		}
-		return errdefs.Invalid("decode request body: %v", err)
-	}
-	// dec.More would miss a trailing ']' or '}': only the end may follow.
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return err
-		}
+	err := jsonbody.Decode(w, r, v, limit, strict)
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil, errors.As(err, &tooBig):
+		return err
+	case errors.Is(err, io.EOF):
+		return errEmptyBody
+	case errors.Is(err, jsonbody.ErrMore):
 		return errdefs.Invalid("request body has data after the JSON value")
 	}
-	return nil
+	return errdefs.Invalid("decode request body: %v", err)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/jsonbody"
 	"github.com/agent2env/agent2env/internal/service"
 )
 
@@ -215,23 +215,15 @@ func decodeJSONLimit(w http.ResponseWriter, r *http.Request, v any, limit int64)
 	if err != nil || mt != "application/json" {
 		return errdefs.WithCode(errdefs.Invalid("the body must be application/json"), api.CodeUnsupportedMediaType)
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return err
-		}
-		return errdefs.Invalid("the body is not valid JSON of the expected shape: %v", err)
+	err = jsonbody.Decode(w, r, v, limit, false)
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil, errors.As(err, &tooBig):
+		return err
+	case errors.Is(err, jsonbody.ErrMore):
+		return errdefs.Invalid("%v", err)
 	}
-	// Only space may follow the value (More is false for a stray ] or }).
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return err
-		}
-		return errdefs.Invalid("the body holds more than one JSON value")
-	}
-	return nil
+	return errdefs.Invalid("the body is not valid JSON of the expected shape: %v", err)
 }
 
 // unsupported is a 400 naming a request field agent2env cannot honour.

@@ -36,6 +36,7 @@ var surfaceImports = append([]string{
 	"internal/auth",
 	"internal/metrics",
 	"internal/buildinfo",
+	"internal/jsonbody",
 	"internal/llm/caller",
 	// Domain services that speak api already.
 	"internal/template", // template.Service
