@@ -216,33 +216,63 @@ func TestRunsParallel(t *testing.T) {
 	d.assertNoLeaks()
 }
 
-// TestRunDaemonRestart stops the daemon during five runs, with SIGKILL
-// and with SIGTERM: after the restart none is left running; each ends
-// failed with reason "daemon restarted", with the artifacts of its
-// sandbox, which survived.
+// TestRunDaemonRestart stops the daemon during five runs' agents, with
+// SIGKILL and with SIGTERM: the agents go on in their sandboxes while no
+// daemon runs, and the next daemon follows each again, reads the output
+// written meanwhile, and ends it succeeded once its agent has finished;
+// a run stopped in its setup ends failed with reason "daemon restarted",
+// with the artifacts of its sandbox, which survived.
 func TestRunDaemonRestart(t *testing.T) {
 	for _, stop := range []string{"SIGKILL", "SIGTERM"} {
 		t.Run(stop, func(t *testing.T) {
 			d := startDaemon(t, "")
-			b := d.submit(api.RunSubmitRequest{Task: runTask("killed", "echo partial > p.txt; exec sleep 100000", "30m", "true", "30m", "30s"),
-				Repeats: 5})
+			agentTask := runTask("carried", "echo partial > p.txt; echo before; "+
+				"while [ ! -f go.txt ]; do sleep 0.1; done; echo meanwhile; echo done > done.txt; sleep 1; echo after", "30m", "test -f done.txt", "30m", "30s")
+			b := d.submit(api.RunSubmitRequest{Task: agentTask, Repeats: 5})
+			setupTask := strings.Replace(runTask("killed", "echo done > done.txt", "30m", "true", "30m", "30s"),
+				"artifacts:", "setup: ['echo partial > p.txt; exec sleep 100000']\nartifacts:", 1)
+			bs := d.submit(api.RunSubmitRequest{Task: setupTask})
+			var sandboxes []string
 			for _, r := range b.Runs {
-				d.waitRunPhase(r.ID, api.PhaseAgent)
+				sandboxes = append(sandboxes, d.waitRunPhase(r.ID, api.PhaseAgent).SandboxID)
 			}
-			time.Sleep(300 * time.Millisecond)
+			d.waitRunPhase(bs.Runs[0].ID, api.PhaseSetup)
+			time.Sleep(500 * time.Millisecond) // the agents' "before" read, and saved
 			if stop == "SIGKILL" {
 				d.kill()
 			} else {
 				d.stop()
 			}
 			d = startDaemon(t, d.dataDir)
-			runs := d.waitRuns(b.ID, 5, 2*time.Minute)
-			for _, r := range runs {
-				if r.Status != api.RunFailed || r.Reason != "daemon restarted" {
+			for _, id := range sandboxes {
+				if code, body := d.upload(id, "/workspace/go.txt", []byte("go")); code != http.StatusOK {
+					t.Fatalf("go.txt into %s: %d %s", id, code, body)
+				}
+			}
+			for _, r := range d.waitRuns(b.ID, 5, 2*time.Minute) {
+				if r.Status != api.RunSucceeded {
 					t.Errorf("run %d: %s %q", r.Repeat, r.Status, r.Reason)
 				}
+				var out strings.Builder
+				resp, err := http.Get(d.url("/api/v1/runs/" + r.ID + "/logs"))
+				if err == nil {
+					_, _ = io.Copy(&out, resp.Body)
+					resp.Body.Close()
+				}
+				want := "before\nmeanwhile\nafter\n"
+				if stop == "SIGKILL" { // its last state may be up to 250 ms behind what it read
+					want = "meanwhile\nafter\n"
+				}
+				if got := out.String(); (stop == "SIGTERM" && got != want) || !strings.HasSuffix(got, want) {
+					t.Errorf("run %d output %q, want %q", r.Repeat, got, want)
+				}
+			}
+			for _, r := range d.waitRuns(bs.ID, 1, time.Minute) {
+				if r.Status != api.RunFailed || r.Reason != "daemon restarted" {
+					t.Errorf("the run stopped in its setup: %s %q", r.Status, r.Reason)
+				}
 				if len(r.Artifacts) != 1 || r.Artifacts[0].Path != "/workspace/p.txt" {
-					t.Errorf("run %d artifacts: %+v", r.Repeat, r.Artifacts)
+					t.Errorf("the run stopped in its setup, artifacts: %+v", r.Artifacts)
 				}
 			}
 			d.stop()

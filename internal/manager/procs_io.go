@@ -21,6 +21,9 @@ type ProcIO struct {
 	// (AttachProc), from the start, rather than overwrite what it has not
 	// read: the caller must attach next (or kill the process).
 	FlowControl bool
+	// OutputLimit is how many bytes of its latest output the agent keeps
+	// for readers (agent.DefaultProcOutput when zero).
+	OutputLimit int
 }
 
 // StartProcIO is StartProc with the input and output pio describes.
@@ -60,7 +63,7 @@ func (m *Manager) procIO(ctx context.Context, id string, req ProcRequest, pio Pr
 		return nil, agent.ProcRequest{}, err
 	}
 	preq.Tag, preq.TTY, preq.Rows, preq.Cols, preq.Stdin = pio.Tag, pio.TTY, pio.Rows, pio.Cols, pio.Stdin
-	preq.FlowControl, preq.AwaitWriter = pio.FlowControl, pio.FlowControl
+	preq.FlowControl, preq.AwaitWriter, preq.OutputLimit = pio.FlowControl, pio.FlowControl, pio.OutputLimit
 	if err := preq.Validate(); err != nil {
 		return nil, agent.ProcRequest{}, errdefs.Invalid("process: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,9 +30,13 @@ import (
 
 // execution is one run being carried out.
 type execution struct {
-	s   *Service
-	j   *job
-	log *eventLog
+	s       *Service
+	j       *job
+	log     *eventLog
+	adapter agents.Adapter
+	// resumed is the state a previous daemon left of the run, until the
+	// phase it names has taken it up.
+	resumed *resumeState
 
 	sandboxID string
 	timings   map[string]float64
@@ -41,9 +46,12 @@ type execution struct {
 	truncated    bool
 	artifactsErr string
 
-	mu   sync.Mutex // guards what the output writers update
+	mu   sync.Mutex // guards what the output writers update, and the phase's time
 	tail []string
-	llm  api.RunLLMUsage // as the agent reports it, call by call
+	// inPhase is the phase timed now, since phaseStart.
+	inPhase    string
+	phaseStart time.Time
+	llm        api.RunLLMUsage // as the agent reports it, call by call
 	// total is the usage the agent's result reports, for CLIs that give
 	// no usage per call (gemini-cli).
 	total *agents.Usage
@@ -56,6 +64,9 @@ func (s *Service) execute(ctx context.Context, j *job) {
 	defer stop(nil)
 	j.mu.Lock()
 	j.stop = stop
+	if j.early != nil {
+		stop(j.early)
+	}
 	j.mu.Unlock()
 	j.touch()
 	s.mu.Lock()
@@ -69,23 +80,7 @@ func (s *Service) execute(ctx context.Context, j *job) {
 		delete(s.jobs, j.id)
 		s.mu.Unlock()
 	}()
-	now := s.now().UTC()
-	if _, err := s.store.UpdateRun(ctx, j.id, func(r *store.Run) error {
-		if r.Status != string(api.RunQueued) {
-			return errNoChange // cancelled while queued
-		}
-		if r.ClaimedBy != s.cfg.Owner {
-			return errClaimed // this daemon's claim lapsed and another took the run
-		}
-		r.Status, r.Phase, r.StartedAt, r.UpdatedAt = string(api.RunRunning), api.PhaseCreate, &now, now
-		return nil
-	}); err != nil {
-		switch {
-		case errors.Is(err, errClaimed):
-			s.log.Warn("run not started: another daemon claimed it", logRun, j.id)
-		case !errors.Is(err, errNoChange):
-			s.log.Error("start run", logRun, j.id, "err", err)
-		}
+	if j.resume == nil && !s.begin(ctx, j) {
 		return
 	}
 	l, err := s.openLog(j.id)
@@ -120,6 +115,29 @@ func (s *Service) execute(ctx context.Context, j *job) {
 	}
 }
 
+// begin records that queued run j starts, unless it has not been queued
+// here since (cancelled, or claimed by another daemon).
+func (s *Service) begin(ctx context.Context, j *job) bool {
+	now := s.now().UTC()
+	_, err := s.store.UpdateRun(ctx, j.id, func(r *store.Run) error {
+		if r.Status != string(api.RunQueued) {
+			return errNoChange // cancelled while queued
+		}
+		if r.ClaimedBy != s.cfg.Owner {
+			return errClaimed // this daemon's claim lapsed and another took the run
+		}
+		r.Status, r.Phase, r.StartedAt, r.UpdatedAt = string(api.RunRunning), api.PhaseCreate, &now, now
+		return nil
+	})
+	switch {
+	case errors.Is(err, errClaimed):
+		s.log.Warn("run not started: another daemon claimed it", logRun, j.id)
+	case err != nil && !errors.Is(err, errNoChange):
+		s.log.Error("start run", logRun, j.id, "err", err)
+	}
+	return err == nil
+}
+
 // isOurs reports whether cause is one the runner ends runs with.
 func isOurs(cause error) bool {
 	for _, c := range []error{errCancelled, errTimeout, errHung, errLost, errUnclaimed} {
@@ -147,8 +165,14 @@ func (e *execution) phase(ctx context.Context, p string) {
 func (e *execution) timed(ctx context.Context, p string, step func() error) error {
 	e.phase(ctx, p)
 	start := time.Now()
+	e.mu.Lock()
+	e.inPhase, e.phaseStart = p, start
+	e.mu.Unlock()
 	err := step()
+	e.mu.Lock()
 	e.timings[p] += ms(time.Since(start))
+	e.inPhase = ""
+	e.mu.Unlock()
 	return err
 }
 
@@ -192,6 +216,10 @@ func (e *execution) run(ctx context.Context) (api.RunStatus, string) {
 	if !ok {
 		return api.RunFailed, fmt.Sprintf("unknown agent %q", t.Agent)
 	}
+	e.adapter = adapter
+	if st := e.j.resume; st != nil {
+		return e.resume(ctx, st)
+	}
 	if err := e.timed(ctx, api.PhaseCreate, func() error { return e.create(ctx) }); err != nil {
 		if st, reason, ok := ended(ctx, t); ok {
 			return st, reason
@@ -202,19 +230,30 @@ func (e *execution) run(ctx context.Context) (api.RunStatus, string) {
 	// pulled for the first time is not the task's time.
 	tctx, cancel := context.WithTimeoutCause(ctx, time.Duration(t.End.Timeout), errTimeout)
 	defer cancel()
+	return e.steps(ctx, tctx, api.PhaseInputs)
+}
+
+// step is one phase of a run in its sandbox.
+type step struct {
+	phase string
+	fn    func(context.Context) (api.RunStatus, string)
+}
+
+// steps carries the run out in its sandbox from phase from on, watching
+// its liveness, until tctx (ctx within the run's timeout) ends, a step
+// ends the run, or the end conditions hold.
+func (e *execution) steps(ctx, tctx context.Context, from string) (api.RunStatus, string) {
+	t := e.j.task
 	stopWatch := e.watch(tctx)
 	defer stopWatch()
-
-	steps := []struct {
-		phase string
-		fn    func(context.Context) (api.RunStatus, string)
-	}{
+	steps := []step{
 		{api.PhaseInputs, e.inputs},
 		{api.PhaseSetup, e.setup},
-		{api.PhaseAgent, func(ctx context.Context) (api.RunStatus, string) { return e.agent(ctx, adapter) }},
+		{api.PhaseAgent, e.agent},
 		{api.PhaseCheck, e.check},
 	}
-	for _, st := range steps {
+	i := slices.IndexFunc(steps, func(s step) bool { return s.phase == from })
+	for _, st := range steps[i:] {
 		var status api.RunStatus
 		var reason string
 		_ = e.timed(ctx, st.phase, func() error {
@@ -519,8 +558,23 @@ func (e *execution) setup(ctx context.Context) (api.RunStatus, string) {
 }
 
 // agent runs the agent as its adapter plans it, reading its output into
-// events.
-func (e *execution) agent(ctx context.Context, adapter agents.Adapter) (api.RunStatus, string) {
+// events: as a detached process of the sandbox, which a daemon that
+// stops leaves running and the next one follows again (resume.go).
+func (e *execution) agent(ctx context.Context) (api.RunStatus, string) {
+	adapter := e.adapter
+	deadline, _ := ctx.Deadline()
+	if st := e.resumed; st != nil && st.Phase == api.PhaseAgent {
+		e.resumed = nil
+		r := e.newAgentReader(adapter, deadline)
+		r.next, r.started = st.Next, true
+		_, _ = r.stdout.Write(st.Stdout)
+		_, _ = r.stderr.Write(st.Stderr)
+		res, err := e.s.sbx.FollowProc(ctx, e.sandboxID, agentTag, st.Next, r.output)
+		if !errors.Is(err, errdefs.ErrNotFound) || st.Started {
+			return e.agentEnded(ctx, r, res, err)
+		}
+		r.stop(false) // the last daemon stopped before it started it: it starts now
+	}
 	t := e.j.task
 	in := agents.Input{
 		Goal: t.Goal, Model: t.Model, LLMURL: e.s.cfg.LLMURL, APIKey: "sk-agent2env-" + e.j.id,
@@ -542,47 +596,58 @@ func (e *execution) agent(ctx context.Context, adapter agents.Adapter) (api.RunS
 			return e.stepFailed(ctx, "write "+f.Path, err)
 		}
 	}
-	parser := adapter.NewParser()
-	var pmu sync.Mutex // the parser belongs to stdout; Close runs after
-	stdout := newLineWriter(func(line []byte) {
-		e.j.touch()
-		e.log.output("stdout", line)
-		pmu.Lock()
-		evs := parser.Line(line)
-		pmu.Unlock()
-		e.events(evs)
-	})
-	stderr := newLineWriter(func(line []byte) {
-		e.j.touch()
-		e.log.output("stderr", line)
-		e.log.add(api.RunEvent{Type: api.RunEventOutput, Stream: "stderr", Text: string(line)})
-		e.keepTail(string(line))
-	})
-	res, err := e.exec(ctx, api.ExecRequest{
-		Command: plan.Command, Env: e.env(plan.Env), Cwd: plan.Dir, Timeout: remaining(ctx),
-	}, stdout, stderr)
-	stdout.Close()
-	stderr.Close()
-	pmu.Lock()
-	e.events(parser.Close())
-	pmu.Unlock()
+	r := e.newAgentReader(adapter, deadline)
+	// Saved before the start: a daemon that dies as the agent starts
+	// leaves it to the next one, which finds it by its tag.
+	r.save()
+	res, err := e.s.sbx.StartFollowProc(ctx, e.sandboxID,
+		service.ProcRequest{Command: plan.Command, Env: e.env(plan.Env), Cwd: plan.Dir, Timeout: time.Duration(remaining(ctx)) * time.Second},
+		service.ProcIO{Tag: agentTag, FlowControl: true, OutputLimit: agentOutputKept},
+		r.startedNow, r.output)
+	return e.agentEnded(ctx, r, res, err)
+}
+
+// agentEnded is how the agent phase ends once the read of the agent's
+// output r made has: with the agent's exit, when it has exited; left to
+// the next daemon when this one stops (the agent goes on); otherwise with
+// the agent ended first.
+func (e *execution) agentEnded(ctx context.Context, r *agentReader, res service.ProcOutputResult, err error) (api.RunStatus, string) {
+	if ctx.Err() != nil && !isOurs(context.Cause(ctx)) {
+		r.stop(true) // the daemon stops: the next one reads on from here
+		return "", ""
+	}
+	r.stop(false)
 	if err != nil {
+		e.killAgent(ctx)
+	}
+	r.close()
+	if err != nil {
+		if errors.Is(err, errdefs.ErrNotFound) && ctx.Err() == nil && e.alive(ctx) {
+			return api.RunFailed, ReasonRestarted + ": the agent's process was no longer in its sandbox"
+		}
 		return e.stepFailed(ctx, "run the agent", err)
 	}
-	code := res.ExitCode
+	p := res.Proc
+	code := p.ExitCode
 	e.exitCode = &code
 	if _, rerr := e.s.store.UpdateRun(ctx, e.j.id, func(r *store.Run) error { r.ExitCode = &code; return nil }); rerr != nil {
 		e.s.log.Warn("record the agent's exit code", logRun, e.j.id, "err", rerr)
 	}
+	t := e.j.task
+	status, reason := api.RunStatus(""), ""
 	switch {
-	case res.TimedOut:
-		return api.RunTimeout, fmt.Sprintf("the run did not end within its timeout of %s", t.End.Timeout)
-	case res.OOMKilled:
-		return api.RunFailed, "the agent was killed: out of memory"
+	case p.TimedOut:
+		status, reason = api.RunTimeout, fmt.Sprintf("the run did not end within its timeout of %s", t.End.Timeout)
+	case p.OOMKilled:
+		status, reason = api.RunFailed, "the agent was killed: out of memory"
 	case code != t.End.ExitCode:
-		return api.RunFailed, fmt.Sprintf("the agent exited %d, not %d", code, t.End.ExitCode)
+		status, reason = api.RunFailed, fmt.Sprintf("the agent exited %d, not %d", code, t.End.ExitCode)
+	default:
+		// Before the agent is forgotten: the next daemon would not find it.
+		e.save(resumeState{Phase: api.PhaseCheck, Deadline: r.deadline})
 	}
-	return "", ""
+	e.killAgent(ctx) // it has ended: forget it, and its output
+	return status, reason
 }
 
 // events records what the agent's parser read.
@@ -696,6 +761,7 @@ func (s *Service) finish(ctx context.Context, e *execution, status api.RunStatus
 	} else if js, err := json.MarshalIndent(view(rec), "", "  "); err == nil {
 		_ = os.WriteFile(filepath.Join(s.runDir(e.j.id), resultFile), append(js, '\n'), 0o600)
 	}
+	s.removeResume(e.j.id)
 	s.endLog(e.j.id, status, reason)
 	s.log.Info("run ended", logRun, e.j.id, "task", e.j.task.Name, "agent", e.j.task.Agent, "status", status, "reason", reason)
 }

@@ -41,6 +41,13 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// Pending returns the unterminated line held (a copy).
+func (w *lineWriter) Pending() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]byte(nil), w.buf...)
+}
+
 // Close passes on what is left.
 func (w *lineWriter) Close() {
 	w.mu.Lock()

@@ -27,23 +27,34 @@ type job struct {
 	// last is when the run last made progress (unix nanoseconds).
 	last atomic.Int64
 
-	mu    sync.Mutex
-	stop  context.CancelCauseFunc // nil until the run starts
+	// resume is the state a previous daemon left of the run, which this
+	// one carries on (resume.go); nil for a run that starts here.
+	resume *resumeState
+
+	mu   sync.Mutex
+	stop context.CancelCauseFunc // nil until the run starts
+	// early is the cause a resumed run was cancelled with before it
+	// started here: it ends with it at its start.
+	early error
 	ended bool
 }
 
 // touch records progress now.
 func (j *job) touch() { j.last.Store(nowNanos()) }
 
-// cancel ends the run's context with cause; false when the run has not
-// started or has ended.
+// cancel ends the run's context with cause; false when the run has
+// ended, or is queued and has not started (its record says it ended).
 func (j *job) cancel(cause error) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.stop == nil || j.ended {
+	switch {
+	case j.ended || (j.stop == nil && j.resume == nil):
 		return false
+	case j.stop == nil:
+		j.early = cause
+	default:
+		j.stop(cause)
 	}
-	j.stop(cause)
 	return true
 }
 
@@ -101,9 +112,16 @@ func (s *Service) Run(ctx context.Context) error {
 	defer tick.Stop()
 	for {
 		s.mu.Lock()
-		q := s.queue
-		s.queue = nil
+		q, resumed := s.queue, s.resumed
+		s.queue, s.resumed = nil, nil
 		s.mu.Unlock()
+		for _, j := range resumed {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s.executeInSlot(ctx, j)
+			}()
+		}
 		for _, b := range q {
 			wg.Add(1)
 			go func() {
@@ -146,15 +164,21 @@ func (s *Service) runBatch(ctx context.Context, b *batch) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			select {
-			case s.slots <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			defer func() { <-s.slots }()
-			s.execute(ctx, j)
+			s.executeInSlot(ctx, j)
 		}()
 	}
+}
+
+// executeInSlot executes j once it has one of the daemon's MaxParallel
+// slots, unless ctx ends first.
+func (s *Service) executeInSlot(ctx context.Context, j *job) {
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-s.slots }()
+	s.execute(ctx, j)
 }
 
 // batchesDir holds each submission's files while its runs go: its

@@ -102,14 +102,30 @@ func (s *Service) dropClaims(since time.Duration) {
 // again, with its submission's parallelism and inputs (its batchRecord,
 // in this daemon's directory); with orphans (runs of a daemon that died,
 // whose records are in its directory), one whose task reads no inputs
-// is queued again without its record (adoptBatch). Any other queued run
-// ends as a running one does: failed with reason, after its artifacts
-// are collected where its sandbox still runs, and its sandbox deleted.
-// (An agent's command ends with its daemon's connection to it, so there
-// is nothing to re-adopt.)
+// is queued again without its record (adoptBatch). A running run whose
+// daemon left its resume state here (a restart, in its agent or check
+// phase) is carried on, first among its submission's runs when they are
+// queued again, holding a place of its parallelism. Any other run ends
+// failed with reason, after its artifacts are collected where its
+// sandbox still runs, and its sandbox is deleted.
 func (s *Service) takeOver(ctx context.Context, recs []*store.Run, reason string, orphans bool) {
 	var again []*batch
 	byID := map[string]*batch{}
+	batchOf := func(r *store.Run, adopt bool) (*batch, error) {
+		if b := byID[r.BatchID]; b != nil {
+			return b, nil
+		}
+		b, err := s.readBatch(r.BatchID)
+		if errors.Is(err, fs.ErrNotExist) && adopt {
+			b, err = s.adoptBatch(r), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		byID[b.id] = b
+		again = append(again, b)
+		return b, nil
+	}
 	for _, r := range recs {
 		s.mu.Lock()
 		_, ours := s.jobs[r.ID]
@@ -118,18 +134,7 @@ func (s *Service) takeOver(ctx context.Context, recs []*store.Run, reason string
 			continue
 		}
 		if r.Status == string(api.RunQueued) {
-			var err error
-			b := byID[r.BatchID]
-			if b == nil {
-				b, err = s.readBatch(r.BatchID)
-				if errors.Is(err, fs.ErrNotExist) && orphans {
-					b, err = s.adoptBatch(r), nil
-				}
-				if err == nil {
-					byID[b.id] = b
-					again = append(again, b)
-				}
-			}
+			b, err := batchOf(r, orphans)
 			if err == nil {
 				err = s.requeue(r, b)
 			}
@@ -137,6 +142,19 @@ func (s *Service) takeOver(ctx context.Context, recs []*store.Run, reason string
 				continue
 			}
 			s.log.Warn("recover run: cannot queue it again", logRun, r.ID, "err", err)
+		} else if st := s.readResume(r); st != nil {
+			j, err := s.carryOn(r, st)
+			if err == nil {
+				if b, err := batchOf(r, false); err == nil {
+					b.jobs = append([]*job{j}, b.jobs...)
+				} else {
+					s.mu.Lock()
+					s.resumed = append(s.resumed, j)
+					s.mu.Unlock()
+				}
+				continue
+			}
+			s.log.Warn("recover run: cannot carry it on", logRun, r.ID, "err", err)
 		}
 		s.recoverRun(ctx, r, reason)
 	}
@@ -148,8 +166,24 @@ func (s *Service) takeOver(ctx context.Context, recs []*store.Run, reason string
 		s.mu.Lock()
 		s.queue = append(s.queue, b)
 		s.mu.Unlock()
-		s.log.Info("runs queued again after a restart", "batch", b.id, "runs", len(b.jobs))
+		s.log.Info("runs taken up again after a restart", "batch", b.id, "runs", len(b.jobs))
 	}
+}
+
+// carryOn returns the job that carries on running run r, whose previous
+// daemon left st (resume.go), known to the service from now on.
+func (s *Service) carryOn(r *store.Run, st *resumeState) (*job, error) {
+	t, err := runTask(r)
+	if err != nil {
+		return nil, err
+	}
+	j := &job{id: r.ID, batch: r.BatchID, task: t, repeat: r.Repeat, resume: st}
+	s.mu.Lock()
+	s.jobs[j.id] = j
+	s.bySandbox[st.SandboxID] = j.id
+	s.mu.Unlock()
+	s.log.Info("run carried on after a restart", logRun, r.ID, "phase", st.Phase)
+	return j, nil
 }
 
 // adoptBatch returns the batch to queue queued run r again in, on a

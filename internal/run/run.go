@@ -36,7 +36,11 @@
 // daemon that died. A run taken over that is still queued is queued
 // again, with its submission's parallelism and inputs when they are in
 // this daemon's directory, or, a dead daemon's run whose task reads no
-// inputs, without them; any other ends failed (ReasonRestarted,
+// inputs, without them. A run in its agent or check phase whose resume
+// state is in this daemon's directory is carried on: its agent, a
+// detached process of its sandbox, went on without a daemon and is
+// followed again from where the last one stopped reading, or its check
+// runs again (resume.go). Any other ends failed (ReasonRestarted,
 // ReasonOrphaned), after its artifacts are collected where its sandbox
 // survived, and its sandbox is deleted. A Service is safe for concurrent
 // use.
@@ -204,6 +208,11 @@ type Sandboxes interface {
 	Start(ctx context.Context, id string) (*api.Sandbox, error)
 	Ping(ctx context.Context, id string) error
 	ExecStream(ctx context.Context, id string, req api.ExecRequest, start func(), emit func(api.ExecEvent) error) (api.ExecEvent, error)
+	// StartFollowProc, FollowProc and KillProc run the agent as a
+	// background process of its sandbox, which outlives the daemon.
+	StartFollowProc(ctx context.Context, id string, req service.ProcRequest, pio service.ProcIO, started func(service.ProcDetail) error, out service.TerminalOutput) (service.ProcOutputResult, error)
+	FollowProc(ctx context.Context, id, pid string, since int64, out service.TerminalOutput) (service.ProcOutputResult, error)
+	KillProc(ctx context.Context, id, pid string) (service.Proc, error)
 	Upload(ctx context.Context, id, p string, mode fs.FileMode, r io.Reader) (*api.FileInfo, error)
 	Download(ctx context.Context, id, p string) (io.ReadCloser, int64, error)
 	Mkdir(ctx context.Context, id, p string) error
@@ -260,6 +269,9 @@ type Service struct {
 	// tells it there are some.
 	queue []*batch
 	wake  chan struct{}
+	// resumed holds the runs a previous daemon left that this one carries
+	// on (carryOn), until the Run loop takes them.
+	resumed []*job
 	// jobs are the runs this process was given and has not ended, by id
 	// (from Submit).
 	jobs map[string]*job

@@ -863,7 +863,8 @@ func TestResources(t *testing.T) {
 
 // Runs a stopped daemon left queued are queued again by the next one,
 // with their submission's parallelism and inputs, and succeed; the one
-// it left running ends failed with reason "daemon restarted".
+// it left running in its agent phase is carried on first, its agent
+// still running, and succeeds too; no two of them overlap.
 func TestRecoverRequeues(t *testing.T) {
 	e := newEnv(t, Config{})
 	content := "name: q\nagent: custom\ngoal: g\nentrypoint: 'cat in/a.txt > out.txt; echo done > done.txt; sleep 0.5'\n" +
@@ -890,8 +891,8 @@ func TestRecoverRequeues(t *testing.T) {
 		byID[r.ID] = r
 	}
 	runs := []api.Run{byID[b.Runs[0].ID], byID[b.Runs[1].ID], byID[b.Runs[2].ID]}
-	if r := runs[0]; r.Status != api.RunFailed || r.Reason != ReasonRestarted {
-		t.Errorf("the running run: %s %q, want failed %q", r.Status, r.Reason, ReasonRestarted)
+	if r := runs[0]; r.Status != api.RunSucceeded || len(r.Artifacts) != 1 {
+		t.Errorf("the running run: %s %q, artifacts %+v; want succeeded, carried on", r.Status, r.Reason, r.Artifacts)
 	}
 	for _, r := range runs[1:] {
 		if r.Status != api.RunSucceeded || len(r.Artifacts) != 1 {
@@ -899,9 +900,13 @@ func TestRecoverRequeues(t *testing.T) {
 		}
 	}
 	// Parallel 1 still holds: one ran after the other.
-	if a, b := runs[1], runs[2]; a.StartedAt != nil && b.StartedAt != nil && a.EndedAt != nil &&
-		b.StartedAt.Before(*a.EndedAt) && a.StartedAt.Before(*b.EndedAt) {
-		t.Errorf("the queued runs overlapped: %v–%v and %v–%v", a.StartedAt, a.EndedAt, b.StartedAt, b.EndedAt)
+	for i := range runs {
+		for _, b := range runs[i+1:] {
+			if a := runs[i]; a.StartedAt != nil && b.StartedAt != nil && a.EndedAt != nil && b.EndedAt != nil &&
+				b.StartedAt.Before(*a.EndedAt) && a.StartedAt.Before(*b.EndedAt) {
+				t.Errorf("runs overlapped: %v–%v and %v–%v", a.StartedAt, a.EndedAt, b.StartedAt, b.EndedAt)
+			}
+		}
 	}
 	e.noSandboxes(t)
 	// The submission's files go once its runs have ended.

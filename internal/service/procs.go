@@ -32,10 +32,12 @@ type Proc struct {
 	// Started and, once it has ended, Ended.
 	Started, Ended time.Time
 	// ExitCode is how it ended (128+n when signal n killed it, named by
-	// Signal); TimedOut says its timeout ended it.
-	ExitCode int
-	Signal   string
-	TimedOut bool
+	// Signal); TimedOut says its timeout ended it, OOMKilled the
+	// out-of-memory killer.
+	ExitCode  int
+	Signal    string
+	TimedOut  bool
+	OOMKilled bool
 	// Output is the offset after the newest byte it has written to its
 	// stdout and stderr together.
 	Output int64
@@ -118,6 +120,7 @@ func (s *Sandboxes) KillProc(ctx context.Context, id, pid string) (Proc, error) 
 func procOf(info agent.ProcInfo) Proc {
 	return Proc{
 		ID: info.ID, Command: info.Command, Running: info.Running, Started: info.Started, Ended: info.Ended,
-		ExitCode: info.ExitCode, Signal: info.Signal, TimedOut: info.TimedOut, Output: info.Output,
+		ExitCode: info.ExitCode, Signal: info.Signal, TimedOut: info.TimedOut, OOMKilled: info.Reason == agent.ReasonOutOfMemory,
+		Output: info.Output,
 	}
 }

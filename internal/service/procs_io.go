@@ -20,13 +20,16 @@ import (
 // pipe as its input (otherwise it reads /dev/null). FlowControl makes
 // its output wait for the client attached as its writer (AttachProc)
 // rather than overwrite what that client has not read, from the start:
-// the caller must attach next, or kill the process.
+// the caller must attach next, or kill the process. OutputLimit is how
+// many bytes of its latest output the sandbox keeps for readers (1 MiB
+// when zero, at most 64 MiB): what a client that comes back finds.
 type ProcIO struct {
 	Tag         string
 	TTY         bool
 	Rows, Cols  uint16
 	Stdin       bool
 	FlowControl bool
+	OutputLimit int
 }
 
 // ProcDetail is a background command with what interactive clients show
@@ -53,7 +56,7 @@ func procDetailOf(info agent.ProcInfo) ProcDetail {
 func (s *Sandboxes) StartFollowProc(ctx context.Context, id string, req ProcRequest, pio ProcIO, started func(ProcDetail) error, out TerminalOutput) (ProcOutputResult, error) {
 	res, err := s.m.StartFollowProc(ctx, id,
 		manager.ProcRequest{Command: req.Command, Shell: req.Shell, Env: req.Env, Cwd: req.Cwd, Timeout: req.Timeout},
-		manager.ProcIO{Tag: pio.Tag, TTY: pio.TTY, Rows: pio.Rows, Cols: pio.Cols, Stdin: pio.Stdin, FlowControl: pio.FlowControl},
+		manager.ProcIO{Tag: pio.Tag, TTY: pio.TTY, Rows: pio.Rows, Cols: pio.Cols, Stdin: pio.Stdin, FlowControl: pio.FlowControl, OutputLimit: pio.OutputLimit},
 		func(info agent.ProcInfo) error { return started(procDetailOf(info)) }, agentOutput(out))
 	if err != nil {
 		if ctx.Err() != nil {

@@ -719,8 +719,8 @@ func (r *Runtime) Close() error {
 
 // shim sits between a sandbox's socket and its agent and maps /workspace
 // and /tmp paths to the sandbox's directories: in the path, from and to query
-// parameters, in the working directory of exec requests, and back in the
-// answers of file operations.
+// parameters, in the working directory of exec requests, background
+// processes and kernels, and back in the answers of file operations.
 type shim struct {
 	id   string
 	box  *box
@@ -775,8 +775,8 @@ func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.next.ServeHTTP(w, r) // a raw byte pipe after the upgrade
 	case strings.HasPrefix(r.URL.Path, "/v1/procs/") && strings.HasSuffix(r.URL.Path, "/attach"):
 		s.next.ServeHTTP(w, r) // a two-way stream after the upgrade
-	case r.Method == http.MethodPost && r.URL.Path == "/v1/procs" && q.Get("follow") != "":
-		s.next.ServeHTTP(w, r) // the started process's output stream
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/procs":
+		s.procStart(w, r)
 	case r.URL.Path == "/v1/watch":
 		s.next.ServeHTTP(w, r) // a stream of names relative to the watched directory
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/kernels":
@@ -792,6 +792,20 @@ func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(rec.Code)
 		_, _ = w.Write(s.box.sandboxPaths(rec.Body.Bytes()))
 	}
+}
+
+// procStart maps a background process's working directory into the box;
+// its answer (with follow, its output stream) passes through.
+func (s *shim) procStart(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(io.LimitReader(r.Body, maxExecLine))
+	var req agent.ProcRequest
+	if json.Unmarshal(b, &req) == nil && req.Cwd != "" {
+		req.Cwd = s.box.hostPath(req.Cwd)
+		b, _ = json.Marshal(req)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	r.ContentLength = int64(len(b))
+	s.next.ServeHTTP(w, r)
 }
 
 // kernelCreate maps a kernel's working directory into the box.
