@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +17,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/jsonbody"
 	"github.com/agent2env/agent2env/internal/service"
 )
 
@@ -508,33 +507,10 @@ func (jsonDialect) input(t *service.Terminal, _ int, p []byte) error {
 // protocol's names, its members', rather than v's Go types and fields
 // (which json.Unmarshal's errors name).
 func decodeFrame(p []byte, v any) error {
-	err := json.Unmarshal(p, v)
-	var te *json.UnmarshalTypeError
-	switch {
-	case err == nil:
-		return nil
-	case !errors.As(err, &te): // a syntax error, which names nothing of Go's
-		return errdefs.Invalid("%v", err)
-	case te.Field == "":
-		return errdefs.Invalid("a frame must be a JSON object (got %s)", te.Value)
+	if err := json.Unmarshal(p, v); err != nil {
+		return errdefs.Invalid("%v", jsonbody.Explain(err, "a frame"))
 	}
-	return errdefs.Invalid("%s must be %s (got %s)", te.Field, jsonKind(te.Type), te.Value)
-}
-
-// jsonKind says which JSON values decode into t.
-func jsonKind(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return "an integer"
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return fmt.Sprintf("an integer from 0 to %d", uint64(math.MaxUint64)>>(64-t.Bits()))
-	}
-	return "another JSON value" // no member of the frames is of another kind
+	return nil
 }
 
 // ignoreEnded drops the error of input sent as the process ends: its
