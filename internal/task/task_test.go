@@ -150,6 +150,11 @@ var badFiles = []struct {
 			"line 1: goal: is required"}},
 	{"rules about a field of the wrong type", "", "name: x\nagent: codex\nmodel: [1]\ngoal: g\nimage: [x]\n",
 		[]string{"line 3: model: must be a string, not a list", "line 5: image: must be a string, not a list"}},
+	{"NUL characters", "", "name: t\nagent: custom\ngoal: \"fix\\0it\"\nentrypoint: \"run\\0\"\nsetup: [ok, \"a\\0b\"]\n" +
+		"env: {B: \"\\0\", A: \"x\\0\"}\nmcp: [{name: m, command: [srv, \"-\\0\"]}]\n",
+		[]string{"line 3: goal: contains a NUL character", "line 4: entrypoint: contains a NUL character",
+			"line 6: env.A: contains a NUL character", "line 6: env.B: contains a NUL character",
+			"line 5: setup[1]: contains a NUL character", "line 7: mcp[0].command[1]: contains a NUL character"}},
 	{"missing goal", "", "name: t\nagent: codex\nmodel: m\n",
 		[]string{"line 1: goal: is required"}},
 	{"blank goal", "", "name: t\nagent: codex\nmodel: m\ngoal: \"  \"\n",

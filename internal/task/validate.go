@@ -1,8 +1,10 @@
 package task
 
 import (
+	"maps"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -128,6 +130,47 @@ func (t *Task) check(errs *fieldErrors, nodes map[string]*yaml.Node) {
 	}
 	if _, written := nodes["repeats"]; (written && t.Repeats < 1) || t.Repeats < 0 || t.Repeats > MaxRepeats {
 		add("repeats", "%d is not between 1 and %d", t.Repeats, MaxRepeats)
+	}
+	t.checkNUL(add)
+}
+
+// checkNUL refuses a NUL character in the strings that become a command
+// line, an environment, a path or a header in the sandbox, none of which
+// can carry one: the run would fail at its first command instead.
+func (t *Task) checkNUL(add func(string, string, ...any)) {
+	nul := func(field, v string) {
+		if strings.ContainsRune(v, 0) {
+			add(field, "contains a NUL character")
+		}
+	}
+	nuls := func(prefix string, m map[string]string) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			nul(prefix+k, m[k])
+		}
+	}
+	for _, f := range [][2]string{{"template", t.Template}, {"image", t.Image}, {"model", t.Model}, {"goal", t.Goal},
+		{"entrypoint", t.Entrypoint}, {"workdir", t.Workdir}, {"end.check", t.End.Check}, {"end.success_file", t.End.SuccessFile}} {
+		nul(f[0], f[1])
+	}
+	nuls("env.", t.Env)
+	for i, in := range t.Inputs {
+		nul("inputs"+index(i)+".source", in.Source)
+		nul("inputs"+index(i)+".destination", in.Destination)
+	}
+	for i, v := range t.Setup {
+		nul("setup"+index(i), v)
+	}
+	for i, v := range t.Artifacts {
+		nul("artifacts"+index(i), v)
+	}
+	for i, m := range t.MCP {
+		p := "mcp" + index(i)
+		nul(p+".url", m.URL)
+		for j, v := range m.Command {
+			nul(p+".command"+index(j), v)
+		}
+		nuls(p+".env.", m.Env)
+		nuls(p+".headers.", m.Headers)
 	}
 }
 
