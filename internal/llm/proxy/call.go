@@ -146,9 +146,7 @@ func peek(f llm.Format, body []byte) (model string, stream bool, maxOut int, _ *
 	err := wire.Members(body, func(k string, v []byte) error {
 		switch k {
 		case "max_tokens", "max_completion_tokens", "max_output_tokens":
-			if n, err := strconv.Atoi(string(v)); err == nil {
-				maxOut = max(maxOut, n)
-			}
+			maxOut = max(maxOut, tokenCount(v))
 		case "model":
 			if len(v) > 0 && v[0] == '"' {
 				model = strings.Trim(string(v), `"`)
@@ -178,6 +176,22 @@ func peek(f llm.Format, body []byte) (model string, stream bool, maxOut int, _ *
 	return model, stream, maxOut, nil
 }
 
+// tokenCount reads v, a JSON number of tokens such as a client's
+// max_tokens, in any form JSON writes a number (100, 100.0, 1e2): a
+// client that writes it as a float is held to it as one that writes an
+// integer. A fraction counts whole; anything else (not a number, not
+// above zero) is 0; the count stops at the largest int.
+func tokenCount(v []byte) int {
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil || !(f > 0) {
+		return 0
+	}
+	if f >= math.MaxInt {
+		return math.MaxInt
+	}
+	return int(math.Ceil(f))
+}
+
 // estimate is what the call may cost, for its admission (Admitter).
 func (c *call) estimate() int64 {
 	if c.count {
@@ -185,7 +199,7 @@ func (c *call) estimate() int64 {
 	}
 	out := c.maxOut
 	if c.in.Format() == llm.FormatGemini {
-		out, _ = strconv.Atoi(string(member(member(c.body, "generationConfig"), "maxOutputTokens")))
+		out = tokenCount(member(member(c.body, "generationConfig"), "maxOutputTokens"))
 	}
 	if out <= 0 {
 		out = DefaultOutputEstimate

@@ -264,3 +264,46 @@ func TestUndecodableAnswerEstimated(t *testing.T) {
 		t.Errorf("charged %+v (estimated %v), want %d output tokens, estimated", ex.Usage, ex.UsageEstimated, size/llm.BytesPerToken)
 	}
 }
+
+// TestEstimateReadsEveryNumber: the output a call asks for at most counts
+// in its estimate whichever way JSON writes the number (100, 100.0, 1e2),
+// in every format's member for it; one that sets none, or no positive
+// number, is estimated at DefaultOutputEstimate. (100.0 was estimated at
+// the default, so a client asking for more than it passed its budget.)
+func TestEstimateReadsEveryNumber(t *testing.T) {
+	const body = `{"model":"m","messages":[{"role":"user","content":"hi"}]`
+	in := func(b string) int64 { return int64(len(b)+llm.BytesPerToken-1) / llm.BytesPerToken }
+	for _, tc := range []struct {
+		name, path, body string
+		out              int64
+	}{
+		{"integer", "/v1/chat/completions", body + `,"max_tokens":100000}`, 100000},
+		{"float", "/v1/chat/completions", body + `,"max_tokens":100000.0}`, 100000},
+		{"exponent", "/v1/chat/completions", body + `,"max_completion_tokens":1e5}`, 100000},
+		{"fraction", "/v1/chat/completions", body + `,"max_tokens":99999.5}`, 100000},
+		{"none", "/v1/chat/completions", body + `}`, proxy.DefaultOutputEstimate},
+		{"negative", "/v1/chat/completions", body + `,"max_tokens":-5}`, proxy.DefaultOutputEstimate},
+		{"a string", "/v1/chat/completions", body + `,"max_tokens":"100000"}`, proxy.DefaultOutputEstimate},
+		{"anthropic float", "/v1/messages", body + `,"max_tokens":2048.0}`, 2048},
+		{"gemini float", "/v1beta/models/m:generateContent", `{"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"maxOutputTokens":3e3}}`, 3000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got int64 = -1
+			p, err := proxy.New(proxy.Config{
+				Providers: []proxy.Provider{{Name: "up", Type: "openai", BaseURL: "http://127.0.0.1:1"}},
+				Models:    []proxy.Model{{Name: "m", Provider: "up"}},
+			}, proxy.WithAdmitter(func(_ context.Context, _ *proxy.Exchange, estimate int64) *llm.Error {
+				got = estimate
+				return llm.Invalid("refused by the test")
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := httptest.NewRecorder()
+			p.ServeHTTP(w, httptest.NewRequest(http.MethodPost, tc.path, strings.NewReader(tc.body)))
+			if want := in(tc.body) + tc.out; got != want {
+				t.Errorf("estimate %d, want %d (answer %d %s)", got, want, w.Code, w.Body)
+			}
+		})
+	}
+}
