@@ -152,15 +152,22 @@ func (l *eventLog) end(status api.RunStatus, reason string) {
 	close(l.changed)
 }
 
-// endLog ends run id's live log, if it has one.
+// endLog ends run id's live log, if it has one: its end event is written
+// before the log stops being live, so that a follower who finds no live
+// log finds the end in the file.
 func (s *Service) endLog(id string, status api.RunStatus, reason string) {
 	s.mu.Lock()
 	l := s.logs[id]
-	delete(s.logs, id)
 	s.mu.Unlock()
-	if l != nil {
-		l.end(status, reason)
+	if l == nil {
+		return
 	}
+	l.end(status, reason)
+	s.mu.Lock()
+	if s.logs[id] == l {
+		delete(s.logs, id)
+	}
+	s.mu.Unlock()
 }
 
 // Follow passes each event of run id's log to fn, oldest first, then
