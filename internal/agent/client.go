@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +31,9 @@ type Client struct {
 	batches atomic.Int32
 	// explain is what SetExplain was given, or nil.
 	explain atomic.Pointer[func() error]
+	// attached are the attachments a checkpoint suspends.
+	amu      sync.Mutex
+	attached map[*ProcAttachment]bool
 }
 
 // SetExplain gives c the daemon's account of why the agent may be out of

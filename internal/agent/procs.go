@@ -78,6 +78,7 @@ type detachedProc struct {
 	killed     bool // by the agent: not the out-of-memory killer's
 	timedOut   bool
 	writer     *attachment
+	writers    int // how many have been its writer
 }
 
 func newProcs(srv *Server) *procs {

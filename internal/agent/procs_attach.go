@@ -10,6 +10,8 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
 )
@@ -22,6 +24,8 @@ var errClientGone = errors.New("the client closed the attachment")
 // cancel ends the attachment, with ErrTakenOver when another takes over.
 type attachment struct {
 	cancel context.CancelCauseFunc
+	// suspended says its writer will attach again (frameSuspend).
+	suspended atomic.Bool
 }
 
 // claimWriter makes a the writer of p. A writer already there keeps its
@@ -36,6 +40,7 @@ func (p *detachedProc) claimWriter(a *attachment, takeover bool) error {
 		p.writer.cancel(ErrTakenOver)
 	}
 	p.writer = a
+	p.writers++
 	return nil
 }
 
@@ -220,9 +225,27 @@ func (s *Server) handleProcAttach(w http.ResponseWriter, r *http.Request) {
 	release()
 	conn.Close()
 	<-input
-	if ended && p.endWithWriter {
+	switch {
+	case !ended || !p.endWithWriter:
+	case a.suspended.Load():
+		// A checkpoint's: its writer attaches again, or after the grace
+		// the process ends as if it had not.
+		seq := p.writerSeq()
+		time.AfterFunc(suspendGrace, func() {
+			if p.writerSeq() == seq {
+				s.procs.remove(p)
+			}
+		})
+	default:
 		s.procs.remove(p)
 	}
+}
+
+// writerSeq counts the writers that have attached to p.
+func (p *detachedProc) writerSeq() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.writers
 }
 
 // readInput takes an attachment's frames until its connection ends,
@@ -249,6 +272,8 @@ func (p *detachedProc) readInput(ctx context.Context, a *attachment, conn io.Rea
 			err = p.resize(binary.BigEndian.Uint16(b), binary.BigEndian.Uint16(b[2:]))
 		case frameEOF:
 			err = p.closeStdin()
+		case frameSuspend:
+			a.suspended.Store(true)
 		}
 		if err != nil {
 			p.log.Debug("attachment input not taken", "id", p.id, "frame", string(kind), "err", err)

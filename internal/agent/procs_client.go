@@ -223,7 +223,9 @@ func (c *Client) AttachProc(ctx context.Context, id string, opts AttachOptions) 
 		return nil, err
 	}
 	pr, pw := io.Pipe()
-	a := &ProcAttachment{c: c, conn: conn, out: pr, readOnly: opts.ReadOnly, done: make(chan struct{})}
+	a := &ProcAttachment{c: c, id: id, conn: conn, out: pr, readOnly: opts.ReadOnly, done: make(chan struct{})}
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.resumed = sync.NewCond(&a.wmu)
 	a.res.Next = opts.Since
 	emit := opts.Output
 	if emit == nil {
@@ -235,6 +237,7 @@ func (c *Client) AttachProc(ctx context.Context, id string, opts AttachOptions) 
 	} else {
 		pw.Close()
 	}
+	c.track(a, true)
 	go a.receive(pw, emit)
 	return a, nil
 }
@@ -323,41 +326,147 @@ func (c *Client) followStarted(ctx context.Context, body io.Reader, started func
 }
 
 // ProcAttachment is a client attached to a process. Read, Write, Resize
-// and CloseWrite may be called from different goroutines.
+// and CloseWrite may be called from different goroutines. A checkpoint of
+// the sandbox suspends it (Client.SuspendAttachments) and it attaches
+// again by itself, from where its output stopped: its user sees a pause.
 type ProcAttachment struct {
-	c    *Client
-	conn net.Conn
+	c  *Client
+	id string
 	// closing is set by Close: output that comes after it is dropped
 	// while the agent lets go of the attachment.
 	closing  atomic.Bool
 	closed   sync.Once
 	out      *io.PipeReader
 	readOnly bool
-	wmu      sync.Mutex // one frame at a time
-	done     chan struct{}
+	// wmu guards conn and suspended, and orders the frames sent: one at
+	// a time. resumed is signalled when the attachment has a connection
+	// again after a suspension.
+	wmu       sync.Mutex
+	resumed   *sync.Cond
+	conn      net.Conn
+	suspended bool
+	// ctx ends with Close: an attachment waiting to attach again gives up.
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
 	// res and err are final once done is closed.
 	res ProcOutputResult
 	err error
 }
 
-// receive delivers the output until the stream's end.
+// suspendGrace is how long the agent keeps a process whose attachment
+// ends with it (EndWithWriter) once that attachment was suspended, for
+// it to attach again: a checkpoint's time, and more. A daemon that dies
+// meanwhile leaves it that long.
+var suspendGrace = 10 * time.Minute
+
+// track adds a to the attachments SuspendAttachments suspends (on), or
+// takes it out.
+func (c *Client) track(a *ProcAttachment, on bool) {
+	c.amu.Lock()
+	defer c.amu.Unlock()
+	if !on {
+		delete(c.attached, a)
+		return
+	}
+	if c.attached == nil {
+		c.attached = map[*ProcAttachment]bool{}
+	}
+	c.attached[a] = true
+}
+
+// SuspendAttachments lets go of every attachment of c's for a checkpoint
+// of the sandbox, which cannot save a connection that leaves it: each
+// tells the agent it comes back (so that a process that ends with its
+// writer does not), ends its end of the connection and, once the agent
+// has sent what it had and closed its end, attaches again from where its
+// output stopped, by c's dialer, which holds the dial back until the
+// checkpoint is done. Meanwhile its input waits.
+func (c *Client) SuspendAttachments() {
+	c.amu.Lock()
+	all := make([]*ProcAttachment, 0, len(c.attached))
+	for a := range c.attached {
+		all = append(all, a)
+	}
+	c.amu.Unlock()
+	for _, a := range all {
+		a.suspend()
+	}
+}
+
+// suspend sends the suspension and ends a's side of its connection; its
+// receive attaches again once the agent has ended the other side.
+func (a *ProcAttachment) suspend() {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	if a.suspended || a.closing.Load() {
+		return
+	}
+	cw, ok := a.conn.(interface{ CloseWrite() error })
+	if !ok {
+		return // a connection that cannot end half way: left as it is
+	}
+	a.suspended = true
+	if !a.readOnly {
+		_ = writeFrame(a.conn, frameSuspend, nil) // a reader's end ends nothing
+	}
+	_ = cw.CloseWrite()
+}
+
+// reattach attaches a again after its suspension, from where its output
+// stopped, as the writer if it was one; or says why it cannot.
+func (a *ProcAttachment) reattach() (net.Conn, error) {
+	q := url.Values{"since": {strconv.FormatInt(a.res.Next, 10)}, "readonly": {strconv.FormatBool(a.readOnly)}}
+	conn, err := a.c.open(a.ctx, procPath(a.id, "attach")+"?"+q.Encode(), procProtocol, "attach process "+a.id+" again")
+	if err != nil {
+		return nil, err
+	}
+	a.wmu.Lock()
+	a.conn, a.suspended = conn, false
+	a.resumed.Broadcast()
+	a.wmu.Unlock()
+	return conn, nil
+}
+
+// receive delivers the output until the stream's end, across
+// suspensions.
 func (a *ProcAttachment) receive(pw *io.PipeWriter, emit OutputFunc) {
 	defer close(a.done)
-	a.err = a.c.readFrames(context.Background(), a.conn, "attachment", func(kind byte, p []byte) (bool, error) {
-		switch {
-		case a.closing.Load():
-			return false, nil
-		case kind == frameTakenOver:
-			return true, errdefs.Mark(ErrTakenOver, errdefs.ErrFailedPrecondition)
+	defer a.c.track(a, false)
+	conn := a.conn
+	for {
+		a.err = a.c.readFrames(context.Background(), conn, "attachment", func(kind byte, p []byte) (bool, error) {
+			switch {
+			case a.closing.Load():
+				return false, nil
+			case kind == frameTakenOver:
+				return true, errdefs.Mark(ErrTakenOver, errdefs.ErrFailedPrecondition)
+			}
+			last, err := a.res.frame(kind, p, emit)
+			if err != nil && a.closing.Load() {
+				return false, nil // Close ended the output's reader: drain on
+			}
+			return last, err
+		})
+		conn.Close()
+		a.wmu.Lock()
+		again := a.suspended && a.err != nil && !a.closing.Load()
+		a.wmu.Unlock()
+		if !again {
+			break
 		}
-		last, err := a.res.frame(kind, p, emit)
-		if err != nil && a.closing.Load() {
-			return false, nil // Close ended the output's reader: drain on
+		next, err := a.reattach()
+		if err != nil {
+			a.err = err
+			a.wmu.Lock()
+			a.suspended = false // the input's wait ends: on a closed connection
+			a.resumed.Broadcast()
+			a.wmu.Unlock()
+			break
 		}
-		return last, err
-	})
+		conn = next
+	}
 	pw.CloseWithError(a.err) // nil: Read returns io.EOF
-	a.conn.Close()
 }
 
 // Read reads the process's output; io.EOF once it has ended and all its
@@ -397,6 +506,9 @@ func (a *ProcAttachment) send(kind byte, p []byte) error {
 	}
 	a.wmu.Lock()
 	defer a.wmu.Unlock()
+	for a.suspended {
+		a.resumed.Wait()
+	}
 	if err := writeFrame(a.conn, kind, p); err != nil {
 		return a.c.lost("send to the process", err)
 	}
@@ -425,14 +537,21 @@ func (a *ProcAttachment) Close() error {
 	var err error
 	a.closed.Do(func() {
 		a.closing.Store(true)
+		a.cancel()
 		a.out.Close()
-		if cw, ok := a.conn.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		a.wmu.Lock()
+		conn, suspended := a.conn, a.suspended
+		a.wmu.Unlock()
+		if cw, ok := conn.(interface{ CloseWrite() error }); ok && (suspended || cw.CloseWrite() == nil) {
 			select {
 			case <-a.done:
 			case <-time.After(closeWait):
 			}
 		}
-		if err = a.conn.Close(); errors.Is(err, net.ErrClosed) {
+		a.wmu.Lock()
+		conn = a.conn // a new one, if it attached again meanwhile
+		a.wmu.Unlock()
+		if err = conn.Close(); errors.Is(err, net.ErrClosed) {
 			err = nil // the end of the output closed it
 		}
 	})

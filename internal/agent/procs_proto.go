@@ -163,6 +163,10 @@ const (
 	frameStdin  byte = 'i'
 	frameResize byte = 'r'
 	frameEOF    byte = 'c'
+	// frameSuspend, from a writer, says that the end of its attachment
+	// that follows is a suspension: it attaches again (a checkpoint of the
+	// sandbox), so a process that ends with its writer waits for it.
+	frameSuspend byte = 's'
 )
 
 // procProtocol is the Upgrade token of GET /v1/procs/{id}/attach.

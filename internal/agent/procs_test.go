@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -873,5 +874,161 @@ func proxyNoPostQuery(conn net.Conn, sock string) {
 			_, _ = io.Copy(up, br) // switched: the rest is the protocol's
 			return
 		}
+	}
+}
+
+// gatedAgent serves an agent and returns a client whose dials wait while
+// the returned hold is in force (as a checkpoint's gate holds the
+// daemon's), and a client that never waits, to look on.
+func gatedAgent(t *testing.T) (gated, free *Client, hold func() (release func())) {
+	t.Helper()
+	_, work := startAgent(t) // for its directory's layout only
+	sock, _, _ := serveAgent(t, func(string) ServerConfig {
+		return ServerConfig{Env: []string{"PATH=" + os.Getenv("PATH")}, Cwd: work, UID: -1, GID: -1}
+	})
+	var mu sync.Mutex
+	var held chan struct{}
+	dial := UnixDialer(sock)
+	gated = NewClient(func(ctx context.Context) (net.Conn, error) {
+		mu.Lock()
+		h := held
+		mu.Unlock()
+		if h != nil {
+			select {
+			case <-h:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return dial(ctx)
+	}, "")
+	free = NewClient(dial, "")
+	t.Cleanup(gated.Close)
+	t.Cleanup(free.Close)
+	hold = func() func() {
+		h := make(chan struct{})
+		mu.Lock()
+		held = h
+		mu.Unlock()
+		return sync.OnceFunc(func() {
+			mu.Lock()
+			held = nil
+			mu.Unlock()
+			close(h)
+		})
+	}
+	return gated, free, hold
+}
+
+// TestProcSuspend: an attachment suspended for a checkpoint lets go of
+// its connection, and attaches again once the dial is let through, from
+// where its output stopped: nothing missed, nothing twice, its input
+// held meanwhile and taken after; a process that ends with its writer
+// waits for it, within suspendGrace, and ends after it.
+func TestProcSuspend(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		readOnly bool
+		grace    time.Duration
+		held     time.Duration
+		survives bool
+	}{
+		{name: "writer", grace: time.Minute, held: 300 * time.Millisecond, survives: true},
+		{name: "reader", readOnly: true, grace: time.Minute, held: 300 * time.Millisecond, survives: true},
+		{name: "past the grace", grace: 100 * time.Millisecond, held: 600 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Restored once the agent has stopped (cleanups run last
+			// first), which reads it.
+			t.Cleanup(func(g time.Duration) func() { return func() { suspendGrace = g } }(suspendGrace))
+			suspendGrace = tc.grace
+			c, free, hold := gatedAgent(t)
+			ctx := context.Background()
+			// One that ends with its writer, and writes as it goes.
+			info, err := free.StartProc(ctx, ProcRequest{Command: []string{"bash", "-c",
+				"(i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.02; done) & while read l; do echo got $l; done"}, Stdin: true, EndWithWriter: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			writer, err := c.AttachProc(ctx, info.ID, AttachOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer writer.Close()
+			att := writer
+			if tc.readOnly {
+				if att, err = c.AttachProc(ctx, info.ID, AttachOptions{ReadOnly: true}); err != nil {
+					t.Fatal(err)
+				}
+				defer att.Close()
+			}
+			var mu sync.Mutex
+			var out bytes.Buffer
+			go func() {
+				buf := make([]byte, 4096)
+				for {
+					n, err := att.Read(buf)
+					mu.Lock()
+					out.Write(buf[:n])
+					mu.Unlock()
+					if err != nil {
+						return
+					}
+				}
+			}()
+			seen := func(s string) func() bool {
+				return func() bool { mu.Lock(); defer mu.Unlock(); return strings.Contains(out.String(), s) }
+			}
+			waitFor(t, "the first ticks", seen("tick 3\n"))
+
+			release := hold()
+			c.SuspendAttachments()
+			waitFor(t, "the agent to let go of the writer", func() bool {
+				p, err := free.Proc(ctx, info.ID)
+				return err == nil && !p.Writer
+			})
+			typed := make(chan error, 1)
+			if !tc.readOnly {
+				go func() { _, err := writer.Write([]byte("hello\n")); typed <- err }()
+			}
+			time.Sleep(tc.held)
+			release()
+			if !tc.survives {
+				if _, err := att.Wait(); err == nil {
+					t.Errorf("the attachment to a process ended past the grace: Wait = nil")
+				}
+				if p, err := free.Proc(ctx, info.ID); !errors.Is(err, errdefs.ErrNotFound) {
+					t.Errorf("the process past the grace: %+v, %v; want it ended and gone", p, err)
+				}
+				return
+			}
+			if !tc.readOnly {
+				if err := <-typed; err != nil {
+					t.Fatalf("input written while suspended: %v", err)
+				}
+				waitFor(t, "the input written while suspended", seen("got hello\n"))
+			}
+			mu.Lock()
+			last := strings.Count(out.String(), "tick ")
+			mu.Unlock()
+			waitFor(t, "ticks after the suspension", seen(fmt.Sprintf("tick %d\n", last+5)))
+			// Every tick once, in order: the output went on from where it
+			// stopped.
+			mu.Lock()
+			got := out.String()
+			mu.Unlock()
+			n := 0
+			for _, line := range strings.Split(strings.TrimSuffix(got, "\n"), "\n") {
+				if strings.HasPrefix(line, "tick ") {
+					n++
+					if line != fmt.Sprintf("tick %d", n) {
+						t.Fatalf("output %q: line %q, want tick %d", got, line, n)
+					}
+				}
+			}
+			if p, err := free.Proc(ctx, info.ID); err != nil || !p.Running || (!tc.readOnly && !p.Writer) {
+				t.Errorf("the process after the suspension: %+v, %v", p, err)
+			}
+		})
 	}
 }

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/client"
 	"github.com/agent2env/agent2env/internal/testenv"
 )
 
@@ -306,4 +309,85 @@ func TestFork(t *testing.T) {
 	d.deleteAll()
 	d.stop()
 	d.assertNoLeaks()
+}
+
+// TestSnapshotWithTerminals: a live snapshot of a sandbox with terminals
+// attached (a one-shot one and a persistent one, each a Python REPL on a
+// tty) succeeds, and both go on afterwards on the same connections: their
+// interpreters kept what they held, and what they write after comes
+// through once. A snapshot that stops the sandbox ends them.
+func TestSnapshotWithTerminals(t *testing.T) {
+	d, sb, terms := snapshotTerminals(t, "python3", "-q", "-i")
+	for _, term := range terms {
+		fmt.Fprintf(term, "v = 'kept'; print('before', 1 + 1)\n")
+		readUntil(t, term, "before 2")
+	}
+	start := time.Now()
+	var snap api.Snapshot
+	if code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/snapshots", api.CreateSnapshotRequest{}, &snap); code != http.StatusCreated {
+		t.Fatalf("snapshot with terminals attached: %d %+v", code, snap)
+	}
+	t.Logf("live snapshot with two terminals attached: %v", time.Since(start))
+	for _, term := range terms {
+		fmt.Fprintf(term, "print('after', v, 2 + 2)\n")
+		if got := readUntil(t, term, "after kept 4"); strings.Contains(got, "before 2") {
+			t.Errorf("output seen before the snapshot came again: %q", got)
+		}
+	}
+
+	if code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/snapshots", api.CreateSnapshotRequest{Stop: true}, &snap); code != http.StatusCreated {
+		t.Fatalf("snapshot that stops the sandbox: %d %+v", code, snap)
+	}
+	for _, term := range terms {
+		ended := make(chan error, 1)
+		go func() { _, err := io.Copy(io.Discard, term); ended <- err }()
+		select {
+		case err := <-ended:
+			t.Logf("a terminal of a sandbox a snapshot stopped: %v", err)
+		case <-time.After(30 * time.Second):
+			t.Errorf("a terminal of a sandbox a snapshot stopped did not end")
+		}
+	}
+}
+
+// TestSnapshotShellTerminal: a sandbox whose terminal runs an interactive
+// shell, which opens its controlling terminal (/dev/tty), is one CRIU
+// cannot save: the snapshot is refused 409 saying so and what to do, and
+// the sandbox and its terminals go on as before (their attachments, let
+// go for the attempt, come back).
+func TestSnapshotShellTerminal(t *testing.T) {
+	d, sb, terms := snapshotTerminals(t, "sh")
+	for _, term := range terms {
+		fmt.Fprintf(term, "v=kept; echo before-$((1+1))\n")
+		readUntil(t, term, "before-2")
+	}
+	var e api.Error
+	if code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/snapshots", api.CreateSnapshotRequest{}, &e); code != http.StatusConflict ||
+		!strings.Contains(e.Message, "/dev/tty") {
+		t.Errorf("snapshot of a sandbox with shells on terminals: %d %+v; want 409 naming /dev/tty", code, e)
+	}
+	for _, term := range terms {
+		fmt.Fprintf(term, "echo after-$v-$((2+2))\n")
+		readUntil(t, term, "after-kept-4")
+	}
+	var snaps api.SnapshotList
+	if d.do("GET", "/api/v1/snapshots", nil, &snaps); len(snaps.Items) != 0 {
+		t.Errorf("snapshots after the refused one: %+v", snaps.Items)
+	}
+}
+
+// snapshotTerminals starts a daemon that snapshots, and a sandbox with two
+// terminals running command, attached: a one-shot one (as the web
+// console's) and a persistent one.
+func snapshotTerminals(t *testing.T, command ...string) (*daemon, api.Sandbox, []*client.Terminal) {
+	t.Helper()
+	d := startDaemon(t, "", withCRIU(t), func(c *exec.Cmd) { c.Env = append(os.Environ(), "AGENT2ENV_API_KEYS="+terminalKey) })
+	d.key = terminalKey
+	sb := d.create(api.CreateSandboxRequest{Image: "agent2env/python"})
+	cl := d.terminalClient(t)
+	oneShot := d.sdkTerminal(t, sb.ID, api.TerminalRequest{Command: command, TTY: true}, client.TerminalOptions{})
+	if _, err := cl.Sandbox.CreateTerminal(context.Background(), sb.ID, api.CreateTerminalRequest{Name: "work", Command: command}); err != nil {
+		t.Fatal(err)
+	}
+	return d, sb, []*client.Terminal{oneShot, attachTerminal(t, cl, sb.ID, "work", client.AttachOptions{})}
 }

@@ -254,6 +254,11 @@ func (r *Runtime) checkpoint(ctx context.Context, id, dir string, m *meta, pid i
 	// until the sandbox is saved: they would be in the dump otherwise.
 	release := r.gate(id).hold()
 	defer release()
+	// Attached terminals and processes let go, and attach again through
+	// the gate once it opens: their users see a pause.
+	if c := r.cachedClient(id); c != nil {
+		c.SuspendAttachments()
+	}
 	parked, err := r.waitConnsClosed(ctx, id, pid)
 	if err == nil {
 		err = fz.freeze(ctx)
@@ -318,10 +323,29 @@ func (r *Runtime) dump(ctx context.Context, id, bin, sdir, dir string, leaveRunn
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cli.execCRIU(cmd); err != nil {
 		// CRIU's words name host paths: they go to the daemon's log only.
+		dumpLog := filepath.Join(dir, dirCRIUWork, "dump.log")
 		r.log.Error("checkpoint: CRIU failed", "sandbox", id, "err", err, "output", strings.TrimSpace(out.String()),
-			"log", logTail(filepath.Join(dir, dirCRIUWork, "dump.log")))
+			"log", logTail(dumpLog))
+		if why := criuRefusal(dumpLog); why != nil {
+			return fmt.Errorf("%s checkpoint: %w", filepath.Base(cli.bin), why)
+		}
 		return fmt.Errorf("%s checkpoint: %v: CRIU could not save the sandbox's processes as they were (the daemon's log says why); it runs on as before: %w",
 			filepath.Base(cli.bin), err, errdefs.ErrUnavailable)
+	}
+	return nil
+}
+
+// criuRefusal is the error of a dump CRIU refused for a reason its user
+// can remove, read from its log: nil when the log names none.
+func criuRefusal(dumpLog string) error {
+	b, _ := readTail(dumpLog, 64<<10)
+	if bytes.Contains(b, []byte("ctty inheritance detected")) {
+		// tty_verify_ctty: a process opened /dev/tty, its controlling
+		// terminal, whose other end (the pty's master) the agent holds.
+		return errdefs.Precondition("a terminal of the sandbox runs a program that opened its controlling " +
+			"terminal (/dev/tty), such as an interactive shell, which CRIU cannot save while the sandbox's agent holds that " +
+			"terminal's other end: end those terminals (a Python REPL, or any program that does not open /dev/tty, is saved), " +
+			"then snapshot again; the sandbox runs on as before")
 	}
 	return nil
 }
@@ -345,8 +369,9 @@ func (r *Runtime) dump(ctx context.Context, id, bin, sdir, dir string, leaveRunn
 // ends of the forwards the daemon closed go once the agent reads their
 // end: it is given forwardsSettle to close them (CI once froze it first,
 // and CRIU refused the dump: "External socket is used"). A request of the
-// daemon's own still in flight (a command's output streaming, an attached
-// terminal) makes the checkpoint fail after connsClosedTimeout. The
+// daemon's own still in flight (a command's output streaming; not an
+// attachment to a process, which the caller suspends) makes the
+// checkpoint fail after connsClosedTimeout. The
 // caller holds the agent client's dialGate: no new request of the daemon's
 // starts meanwhile.
 func (r *Runtime) waitConnsClosed(ctx context.Context, id string, pid int) (parked bool, err error) {
