@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Setenv("XDG_CONFIG_HOME", dir)
-	for _, k := range append(append([]string{envTimeout, envConfig}, urlEnv...), tokenEnv...) {
+	for _, k := range append(append([]string{envRunTimeout, envConfig}, urlEnv...), tokenEnv...) {
 		os.Unsetenv(k)
 	}
 	code := m.Run()
@@ -50,6 +50,7 @@ func TestExitCodes(t *testing.T) {
 		code int
 		// stdout and stderr must contain these.
 		stdout, stderr string
+		timeoutVar     string // $SANDBOX_TIMEOUT, if not empty
 	}{
 		{name: "success", args: []string{"sandbox", "ls", "-q"}, stdout: "sb7\n"},
 		{name: "help", args: []string{"sandbox", "create", "--help"}, stdout: "agent2env sandbox create [flags]"},
@@ -66,14 +67,16 @@ func TestExitCodes(t *testing.T) {
 		{name: "no table here", args: []string{"sandbox", "logs", "sb7", "-o", "wide"}, code: 2, stderr: "want json, yaml"},
 		{name: "agent flag", args: []string{"agent", "--uid", "x"}, code: 2, stderr: `agent2env agent: invalid argument "x" for "--uid" flag`},
 		{name: "agent argument", args: []string{"agent", "x"}, code: 2, stderr: `agent2env agent: unexpected argument "x"`},
-		{name: "bad timeout variable", args: []string{"sandbox", "ls"}, code: 1, stderr: `SANDBOX_TIMEOUT="soon": want seconds`},
+		{name: "bad timeout variable", args: []string{"sandbox", "exec", "sb7", "--", "echo"}, timeoutVar: "soon", code: 1,
+			stderr: `SANDBOX_TIMEOUT="soon": want seconds or a duration such as 1m30s`},
+		{name: "a timeout variable it does not read", args: []string{"sandbox", "ls", "-q"}, timeoutVar: "soon", stdout: "sb7\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := newFakeDaemon(t)
 			d.addSandbox(api.Sandbox{ID: "sb7", Status: api.StatusRunning})
-			if tt.name == "bad timeout variable" {
-				t.Setenv(envTimeout, "soon")
+			if tt.timeoutVar != "" {
+				t.Setenv(envRunTimeout, tt.timeoutVar)
 			}
 			code, stdout, stderr := run(t, tt.args...)
 			if code != tt.code || !strings.Contains(stdout, tt.stdout) || !strings.Contains(stderr, tt.stderr) {
@@ -303,11 +306,8 @@ func TestClientSettings(t *testing.T) {
 			want: settings{url: "http://msb:1", token: "mtok"}},
 		{name: "ours first", env: map[string]string{"AGENT2ENV_URL": "http://env:1", "MSB_SERVER_URL": "http://msb:1", "AGENT2ENV_TOKEN": "etok", "MSB_API_KEY": "mtok"},
 			want: settings{url: "http://env:1", token: "etok"}},
-		{name: "seed 001's names", env: map[string]string{"SANDBOX_BASE_URL": "http://sb:1", "SANDBOX_TIMEOUT": "30"},
-			want: settings{url: "http://sb:1", timeout: 30 * time.Second}},
-		{name: "timeout as a duration", env: map[string]string{"SANDBOX_TIMEOUT": "1m30s"}, want: settings{url: client.DefaultURL, timeout: 90 * time.Second}},
+		{name: "seed 001's names", env: map[string]string{"SANDBOX_BASE_URL": "http://sb:1"}, want: settings{url: "http://sb:1"}},
 		{name: "empty variables are unset", env: map[string]string{"AGENT2ENV_URL": "", "MSB_SERVER_URL": "http://msb:1"}, want: settings{url: "http://msb:1"}},
-		{name: "bad timeout", env: map[string]string{"SANDBOX_TIMEOUT": "-3"}, err: `SANDBOX_TIMEOUT="-3": must not be negative`},
 		{name: "unknown key in the file", file: "url: http://file:1\ntokn: x\n", err: "field tokn not found"},
 	}
 	for _, tt := range tests {

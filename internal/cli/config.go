@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -32,11 +33,13 @@ var (
 	tokenEnv = []string{client.EnvToken, "MSB_API_KEY"}
 )
 
-// envTimeout bounds how long a request waits for the daemon to start
-// answering: seconds, or a duration such as 1m (the SANDBOX_TIMEOUT of
-// code-interpreter clients).
-// Unset, a request waits as long as its command does.
-const envTimeout = "SANDBOX_TIMEOUT"
+// envRunTimeout is how long an execution may take when its call gives no
+// timeout, as the Go and Python SDKs and code-interpreter clients read it:
+// positive seconds, or a duration such as 1m30s. It is the default of the
+// --timeout of the commands that run code or a command (runTimeout), and
+// of the tool calls of "agent2env mcp". It bounds no request: a command
+// waits for the daemon as long as the command runs.
+const envRunTimeout = client.EnvTimeout
 
 // clientConfig holds the flags every client command shares. Commands read
 // the resulting settings with resolve, or a client with client.
@@ -138,8 +141,6 @@ func writeConfigFile(path string, fc fileConfig) error {
 // settings are the resolved client settings.
 type settings struct {
 	url, token string
-	// timeout bounds the wait for response headers; 0: none.
-	timeout time.Duration
 }
 
 // resolve works out the client settings. The config file is read only
@@ -172,13 +173,6 @@ func (cc *clientConfig) resolve(e env) (settings, error) {
 		}
 		s.url = cmp.Or(s.url, fc.URL, client.DefaultURL)
 	}
-	if v := e.getenv(envTimeout); v != "" {
-		d, err := parseSeconds(v)
-		if err != nil {
-			return s, fmt.Errorf("%s=%q: %w", envTimeout, v, err)
-		}
-		s.timeout = d
-	}
 	return s, nil
 }
 
@@ -188,18 +182,46 @@ func baseURL(u string) string {
 	return strings.TrimSuffix(strings.TrimRight(strings.TrimSpace(u), "/"), "/api/v1")
 }
 
-// parseSeconds parses a number of seconds or a duration such as 1m30s.
-func parseSeconds(s string) (time.Duration, error) {
+// runTimeout is how long the execution a command starts may take: flag,
+// the value of c's --timeout, when the user gave it, else $SANDBOX_TIMEOUT;
+// 0 leaves it to the daemon.
+func runTimeout(c *cobra.Command, e env, flag time.Duration) (time.Duration, error) {
+	if c.Flags().Changed("timeout") {
+		return flag, nil
+	}
+	return timeoutFromEnv(e)
+}
+
+// timeoutFromEnv is $SANDBOX_TIMEOUT; 0 when it is unset.
+func timeoutFromEnv(e env) (time.Duration, error) {
+	v := e.getenv(envRunTimeout)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := parseTimeout(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: %w", envRunTimeout, v, err)
+	}
+	return d, nil
+}
+
+// parseTimeout parses a timeout as the SDKs read $SANDBOX_TIMEOUT: a
+// positive number of seconds, or a duration such as 1m30s.
+func parseTimeout(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
 	d, err := time.ParseDuration(s)
 	if err != nil {
 		n, nerr := strconv.ParseFloat(s, 64)
-		if nerr != nil {
+		if nerr != nil || math.IsNaN(n) || math.IsInf(n, 0) {
 			return 0, errors.New("want seconds or a duration such as 1m30s")
+		}
+		if n >= float64(math.MaxInt64/time.Second) {
+			return 0, errors.New("too long")
 		}
 		d = time.Duration(n * float64(time.Second))
 	}
-	if d < 0 {
-		return 0, errors.New("must not be negative")
+	if d <= 0 {
+		return 0, errors.New("must be positive")
 	}
 	return d, nil
 }
@@ -219,16 +241,14 @@ func newClient(e env, s settings, debug bool) (*client.Client, error) {
 }
 
 // transport is what the CLI's requests go through: the default transport,
-// with the settings' timeout, printing each exchange when debug is on.
+// printing each exchange when debug is on. It bounds no wait for an
+// answer: a sandbox being created may wait for its image, an execution
+// answers when it ends; Ctrl-C interrupts either.
 func transport(e env, s settings, debug bool) http.RoundTripper {
-	// The timeout bounds the wait for the response's headers only: a
-	// stream or a download may rightly last longer than any timeout.
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.ResponseHeaderTimeout = s.timeout
 	if !debug {
-		return t
+		return http.DefaultTransport
 	}
-	return &debugTransport{next: t, w: e.stderr, secret: s.token}
+	return &debugTransport{next: http.DefaultTransport, w: e.stderr, secret: s.token}
 }
 
 // debugTransport prints each request and response line and headers to w,

@@ -119,10 +119,14 @@ With -o json or -o yaml it prints the whole response once the code has finished 
 			if timeout < 0 {
 				return usageErrorf(c, "--timeout must not be negative")
 			}
+			timeout, err := runTimeout(c, e, timeout)
+			if err != nil {
+				return err
+			}
 			return execContext(c, e, cc, args, timeout, &out)
 		},
 	}
-	c.Flags().DurationVar(&timeout, "timeout", 0, "time before the execution is interrupted, such as 2m; the context stays usable (default: the daemon's, 30s)")
+	c.Flags().DurationVar(&timeout, "timeout", 0, "time before the execution is interrupted, such as 2m; the context stays usable (default: $"+envRunTimeout+", else the daemon's, 30s)")
 	out.register(c, "the output as it comes", valueFormats)
 	return c
 }

@@ -19,26 +19,25 @@ The daemon holds all state, so sessions and contexts outlive the bridge.
 
 The daemon is found as every client command finds it: --url and --token, or
 AGENT2ENV_URL / AGENT2ENV_TOKEN (also MSB_SERVER_URL / MSB_API_KEY, SANDBOX_BASE_URL), or
-the login file. SANDBOX_TIMEOUT (seconds) is the timeout of calls that give none.`,
+the login file. SANDBOX_TIMEOUT (seconds, or a duration such as 1m30s) is the timeout of
+the tool calls that give none, as it is in the SDKs and in sandbox exec, context exec, and
+session exec and run without --timeout.`,
 		Example: `  agent2env mcp
   # in an MCP client's configuration:
   #   {"mcpServers": {"agent2env": {"command": "agent2env", "args": ["mcp"],
   #                                 "env": {"AGENT2ENV_URL": "http://127.0.0.1:8080"}}}}`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			s, err := cc.resolve(e)
+			timeout, err := timeoutFromEnv(e)
 			if err != nil {
 				return err
 			}
-			// SANDBOX_TIMEOUT bounds a call's run here, not the wait for
-			// an answer: a long execution is not a dead daemon.
-			opts := mcpserver.BridgeOptions{DefaultTimeout: s.timeout.Seconds(),
+			cl, err := cc.client(e)
+			if err != nil {
+				return err
+			}
+			opts := mcpserver.BridgeOptions{DefaultTimeout: timeout.Seconds(),
 				Log: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-			s.timeout = 0
-			cl, err := newClient(e, s, cc.debug)
-			if err != nil {
-				return err
-			}
 			return mcpserver.ServeStdio(c.Context(), cl, opts)
 		},
 	}

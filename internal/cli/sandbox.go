@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -237,13 +238,21 @@ would have it (130 for Ctrl-C, 143 for SIGTERM).`,
 				treq := api.TerminalRequest{Command: req.Command, TTY: tty, Env: req.Env, Cwd: req.Cwd}
 				return runTerminal(c, e, cc, pos[0], treq, interactive)
 			}
+			if !c.Flags().Changed("timeout") {
+				d, err := timeoutFromEnv(e)
+				if err != nil {
+					return err
+				}
+				// The API counts whole seconds: a part of one is one more.
+				req.Timeout = int(math.Ceil(d.Seconds()))
+			}
 			return execSandbox(c, e, cc, pos[0], req)
 		},
 	}
 	f := c.Flags()
 	f.BoolVarP(&interactive, "interactive", "i", false, "pass standard input to the command")
 	f.BoolVarP(&tty, "tty", "t", false, "run the command on a terminal")
-	f.IntVar(&req.Timeout, "timeout", 0, "seconds before the command is killed (default: the daemon's, 30)")
+	f.IntVar(&req.Timeout, "timeout", 0, "seconds before the command is killed (default: $"+envRunTimeout+", else the daemon's, 30)")
 	f.Var(env, "env", "environment variable `KEY=VALUE` (repeatable)")
 	f.StringVar(&req.Cwd, "cwd", "", "working directory (default: the sandbox's, /workspace)")
 	return c

@@ -61,7 +61,14 @@ type sessionFlags struct {
 func (f *sessionFlags) register(c *cobra.Command) {
 	c.Flags().StringVarP(&f.session, "session", "s", "", "session id: one that exists is reused, an unknown one is made (default: a new session)")
 	c.Flags().StringVar(&f.flavor, "flavor", "", "size of a new session's sandbox: small, medium or large (default: the daemon's)")
-	c.Flags().DurationVar(&f.timeout, "timeout", 0, "time before the run is interrupted, such as 2m (default: the daemon's, 30s)")
+	c.Flags().DurationVar(&f.timeout, "timeout", 0, "time before the run is interrupted, such as 2m (default: $"+envRunTimeout+", else the daemon's, 30s)")
+}
+
+// timeoutSeconds is the run's timeout in seconds (see runTimeout); 0
+// leaves it to the daemon.
+func (f *sessionFlags) timeoutSeconds(c *cobra.Command, e env) (float64, error) {
+	d, err := runTimeout(c, e, f.timeout)
+	return d.Seconds(), err
 }
 
 // created tells which session a run made, so that the next can reuse it:
@@ -96,6 +103,10 @@ for each image, and exits 1 when the code failed, 124 when it timed out.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
+			timeout, err := f.timeoutSeconds(c, e)
+			if err != nil {
+				return err
+			}
 			code, err := codeArg(e, args)
 			if err != nil {
 				return err
@@ -106,7 +117,7 @@ for each image, and exits 1 when the code failed, 124 when it timed out.`,
 			}
 			stop := showBuilds(c.Context(), e, cl) // a new session's sandbox may wait for its image
 			res, err := cl.Sessions().ExecuteCode(c.Context(), api.SessionExecuteRequest{Code: code, Language: lang,
-				SessionID: f.session, Flavor: f.flavor, Timeout: f.timeout.Seconds()})
+				SessionID: f.session, Flavor: f.flavor, Timeout: timeout})
 			stop()
 			if err != nil {
 				return err
@@ -173,6 +184,10 @@ and exits with the command's exit code (124 when it timed out).`,
 			if (shell == "") == (len(args) == 0) {
 				return usageErrorf(c, "give a command after -- or a --shell string, one of the two")
 			}
+			timeout, err := f.timeoutSeconds(c, e)
+			if err != nil {
+				return err
+			}
 			cl, err := cc.client(e)
 			if err != nil {
 				return err
@@ -180,7 +195,7 @@ and exits with the command's exit code (124 when it timed out).`,
 			stop := showBuilds(c.Context(), e, cl) // a new session's sandbox may wait for its image
 			res, err := cl.Sessions().ExecuteCommand(c.Context(), api.SessionCommandRequest{
 				Command: commandLine(args, shell), SessionID: f.session, Flavor: f.flavor,
-				Timeout: f.timeout.Seconds(), Cwd: cwd, Env: env})
+				Timeout: timeout, Cwd: cwd, Env: env})
 			stop()
 			if err != nil {
 				return err
