@@ -19,7 +19,9 @@ The daemon holds all state, so sessions and contexts outlive the bridge.
 
 The daemon is found as every client command finds it: --url and --token, or
 AGENT2ENV_URL / AGENT2ENV_TOKEN (also MSB_SERVER_URL / MSB_API_KEY, SANDBOX_BASE_URL), or
-the login file. SANDBOX_TIMEOUT (seconds) is the timeout of calls that give none.`,
+the login file. SANDBOX_TIMEOUT (seconds) is the timeout of calls that give none.
+When stdin closes, mcp answers the requests it has read before it exits: it waits at
+most the longer of SANDBOX_TIMEOUT and 30 seconds, plus 30 seconds, then cancels the rest.`,
 		Example: `  agent2env mcp
   # in an MCP client's configuration:
   #   {"mcpServers": {"agent2env": {"command": "agent2env", "args": ["mcp"],
