@@ -82,7 +82,7 @@ func Bridge(ctx context.Context, c *client.Client, t mcp.Transport, opts BridgeO
 	info := cs.InitializeResult()
 	srv := mcp.NewServer(&mcp.Implementation{Name: info.ServerInfo.Name, Title: info.ServerInfo.Title, Version: info.ServerInfo.Version},
 		&mcp.ServerOptions{Instructions: info.Instructions, Logger: opts.Log})
-	srv.AddReceivingMiddleware(recoverPanics(opts.Log))
+	srv.AddReceivingMiddleware(recoverPanics(opts.Log), endWith(ctx))
 	for tool, err := range cs.Tools(ctx, nil) {
 		if err != nil {
 			return fmt.Errorf("list the daemon's tools: %w", err)
@@ -96,6 +96,21 @@ func Bridge(ctx context.Context, c *client.Client, t mcp.Transport, opts BridgeO
 		srv.AddResourceTemplate(tmpl, b.readResource)
 	}
 	return srv.Run(ctx, &drainTransport{t: t, bound: opts.DrainTimeout, log: opts.Log})
+}
+
+// endWith cancels the handlers in flight when ctx ends, with its cause.
+// The SDK gives handlers contexts of their own, and at the end of Run's
+// context waits for them: a call in flight held the bridge, and
+// `agent2env mcp` on SIGTERM, until the daemon answered it.
+func endWith(ctx context.Context) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(hctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			hctx, cancel := context.WithCancelCause(hctx)
+			defer cancel(nil)
+			defer context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })()
+			return next(hctx, method, req)
+		}
+	}
 }
 
 // bridge forwards calls to the daemon.

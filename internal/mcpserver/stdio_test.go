@@ -124,9 +124,11 @@ func TestBridgeDrain(t *testing.T) {
 		name   string
 		script []pipeStep
 		bound  time.Duration
-		// interrupt cancels the bridge's context 200 ms after stdin closes.
-		interrupt bool
-		// The bridge returns between atLeast and within after stdin closes.
+		// interrupt cancels the bridge's context 200 ms after stdin closes,
+		// or at once when stdinOpen leaves it open.
+		interrupt, stdinOpen bool
+		// The bridge returns between atLeast and within after stdin closes
+		// (or, left open, after the interrupt).
 		atLeast, within time.Duration
 		// answered are the ids answered with a result, unanswered those
 		// answered with nothing.
@@ -155,6 +157,8 @@ func TestBridgeDrain(t *testing.T) {
 			bound: long, within: 5 * time.Second, answered: []int{1}, cancelled: true},
 		{name: "interrupted", script: []pipeStep{send(pipeInitialize, pipeInitialized, pipeCall(2, "hang", `{}`, "")), hangStarted},
 			interrupt: true, bound: long, within: 5 * time.Second, answered: []int{1}, unanswered: []int{2}, cancelled: true},
+		{name: "interrupted, stdin open", script: []pipeStep{send(pipeInitialize, pipeInitialized, pipeCall(2, "hang", `{}`, "")), hangStarted},
+			interrupt: true, stdinOpen: true, bound: long, within: 5 * time.Second, answered: []int{1}, unanswered: []int{2}, cancelled: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, false)
@@ -215,10 +219,14 @@ func TestBridgeDrain(t *testing.T) {
 			for _, step := range tt.script {
 				step(t, p)
 			}
-			inW.Close()
+			if !tt.stdinOpen {
+				inW.Close()
+			}
 			closed := time.Now()
 			if tt.interrupt {
-				time.Sleep(200 * time.Millisecond)
+				if !tt.stdinOpen {
+					time.Sleep(200 * time.Millisecond)
+				}
 				cancel()
 			}
 			var elapsed time.Duration
@@ -228,9 +236,10 @@ func TestBridgeDrain(t *testing.T) {
 				if tt.interrupt && !errors.Is(err, context.Canceled) || !tt.interrupt && err != nil {
 					t.Errorf("bridge: %v", err)
 				}
-			case <-time.After(tt.bound + 20*time.Second):
-				t.Fatalf("the bridge did not return %v after stdin closed", tt.bound+20*time.Second)
+			case <-time.After(tt.within + 10*time.Second):
+				t.Fatalf("the bridge did not return within %v", tt.within+10*time.Second)
 			}
+			inW.Close()
 			outW.Close()
 			for m := range out {
 				p.got = append(p.got, m)
