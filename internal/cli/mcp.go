@@ -21,7 +21,9 @@ The daemon is found as every client command finds it: --url and --token, or
 AGENT2ENV_URL / AGENT2ENV_TOKEN (also MSB_SERVER_URL / MSB_API_KEY, SANDBOX_BASE_URL), or
 the login file. SANDBOX_TIMEOUT (seconds, or a duration such as 1m30s) is the timeout of
 the tool calls that give none, as it is in the SDKs and in sandbox exec, context exec, and
-session exec and run without --timeout.`,
+session exec and run without --timeout. When stdin closes, mcp answers the requests it has
+read before it exits: it waits at most the longer of SANDBOX_TIMEOUT and 30 seconds, plus
+30 seconds, then cancels the rest.`,
 		Example: `  agent2env mcp
   # in an MCP client's configuration:
   #   {"mcpServers": {"agent2env": {"command": "agent2env", "args": ["mcp"],

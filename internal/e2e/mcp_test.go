@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -173,6 +174,55 @@ func TestMCPStockClients(t *testing.T) {
 	resp.Body.Close()
 	if resp.ProtoMajor != 2 {
 		t.Errorf("h2c: served over %s", resp.Proto)
+	}
+	d.deleteAll()
+	d.assertNoLeaks()
+}
+
+// TestMCPStdioPipe: `agent2env mcp` fed by a one-shot pipe, its requests
+// then the end of its input (printf ... | agent2env mcp), answers every
+// request, the execution's progress included, before it exits. (The
+// output comes well before the result: progress the daemon sends just
+// before a result may be forwarded after it, too late once the input has
+// ended.)
+func TestMCPStdioPipe(t *testing.T) {
+	d := startDaemon(t, "")
+	input := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"0"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"list_contexts","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"execute_code","arguments":{"code":"import time\nprint('piped', flush=True)\ntime.sleep(0.5)"},"_meta":{"progressToken":"p"}}}`,
+	}, "\n") + "\n"
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "mcp")
+	cmd.Env = append(os.Environ(), "AGENT2ENV_URL="+d.url(""))
+	cmd.Stdin = strings.NewReader(input)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("agent2env mcp: %v\nstderr: %s", err, stderr.String())
+	}
+	answers, progress := map[float64]map[string]any{}, ""
+	dec := json.NewDecoder(&stdout)
+	for dec.More() {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			t.Fatalf("stdout: %v", err)
+		}
+		if id, ok := m["id"].(float64); ok {
+			answers[id] = m
+		} else if params, _ := m["params"].(map[string]any); m["method"] == "notifications/progress" && params["progressToken"] == "p" {
+			progress += fmt.Sprint(params["message"])
+		}
+	}
+	for _, id := range []float64{1, 2, 3} {
+		if res, _ := answers[id]["result"].(map[string]any); res == nil || res["isError"] == true {
+			t.Errorf("answer to %v: %v", id, answers[id])
+		}
+	}
+	if res, _ := answers[3]["result"].(map[string]any); !strings.Contains(mustJSON(res), `piped\n`) || progress != "piped\n" {
+		t.Errorf("execute_code: %v, progress %q", res, progress)
 	}
 	d.deleteAll()
 	d.assertNoLeaks()

@@ -34,7 +34,7 @@
 // and context_id arguments, never by the MCP session, since many clients
 // open one per call. Stdio (ServeStdio) is the bridge behind `agent2env mcp`: it
 // forwards every message, progress and cancellation included, to a
-// daemon's /mcp.
+// daemon's /mcp, and answers what it has read before it ends with stdin.
 package mcpserver
 
 import (

@@ -3,12 +3,16 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
+	"math"
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agent2env/agent2env/api/client"
@@ -20,11 +24,33 @@ type BridgeOptions struct {
 	// with a timeout argument that give none: SANDBOX_TIMEOUT of seed 001
 	// (client.TimeoutFromEnv).
 	DefaultTimeout float64
-	Log            *slog.Logger
+	// DrainTimeout bounds how long the bridge, once its input has ended
+	// (the client closed stdin), goes on answering the requests it read
+	// before: calls still unanswered then are cancelled, at the daemon
+	// too, and the bridge returns. Zero is drainTimeout(DefaultTimeout).
+	DrainTimeout time.Duration
+	Log          *slog.Logger
+}
+
+// drainGrace is what DrainTimeout's default allows a call beyond its
+// timeout: the sandbox's start, the interrupt's grace, the answer.
+const drainGrace = 30 * time.Second
+
+// drainTimeout is DrainTimeout's default: as long as a call that gives
+// no timeout runs (callTimeout seconds, SANDBOX_TIMEOUT, when longer than
+// the daemon's defaultTimeout), plus drainGrace, short of overflowing. A
+// call that gives a longer timeout of its own may be cut short.
+func drainTimeout(callTimeout float64) time.Duration {
+	d := max(callTimeout, defaultTimeout) * float64(time.Second)
+	if !(d < float64(math.MaxInt64-drainGrace)) {
+		return math.MaxInt64
+	}
+	return time.Duration(d) + drainGrace
 }
 
 // ServeStdio serves MCP on stdin and stdout as a bridge to the daemon c
-// talks to (`agent2env mcp`), until ctx is done or stdin closes.
+// talks to (`agent2env mcp`), until ctx is done or stdin closes and the
+// requests read before are answered (see BridgeOptions.DrainTimeout).
 func ServeStdio(ctx context.Context, c *client.Client, opts BridgeOptions) error {
 	return Bridge(ctx, c, &mcp.StdioTransport{}, opts)
 }
@@ -34,10 +60,14 @@ func ServeStdio(ctx context.Context, c *client.Client, opts BridgeOptions) error
 // with its arguments and progress token, passes the daemon's progress
 // notifications back, and cancels the daemon's call when its own is
 // cancelled. The daemon holds all state, and keeps it across the
-// bridge's restarts and its own.
+// bridge's restarts and its own. When t's input ends, Bridge returns once
+// the requests read before are answered, or after opts.DrainTimeout.
 func Bridge(ctx context.Context, c *client.Client, t mcp.Transport, opts BridgeOptions) error {
 	if opts.Log == nil {
 		opts.Log = slog.Default()
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = drainTimeout(opts.DefaultTimeout)
 	}
 	b := &bridge{opts: opts, progress: map[any]*progressEntry{}}
 	remote := mcp.NewClient(&mcp.Implementation{Name: "agent2env-mcp-bridge", Version: Version},
@@ -52,7 +82,7 @@ func Bridge(ctx context.Context, c *client.Client, t mcp.Transport, opts BridgeO
 	info := cs.InitializeResult()
 	srv := mcp.NewServer(&mcp.Implementation{Name: info.ServerInfo.Name, Title: info.ServerInfo.Title, Version: info.ServerInfo.Version},
 		&mcp.ServerOptions{Instructions: info.Instructions, Logger: opts.Log})
-	srv.AddReceivingMiddleware(recoverPanics(opts.Log))
+	srv.AddReceivingMiddleware(recoverPanics(opts.Log), endWith(ctx))
 	for tool, err := range cs.Tools(ctx, nil) {
 		if err != nil {
 			return fmt.Errorf("list the daemon's tools: %w", err)
@@ -65,7 +95,22 @@ func Bridge(ctx context.Context, c *client.Client, t mcp.Transport, opts BridgeO
 		}
 		srv.AddResourceTemplate(tmpl, b.readResource)
 	}
-	return srv.Run(ctx, t)
+	return srv.Run(ctx, &drainTransport{t: t, bound: opts.DrainTimeout, log: opts.Log})
+}
+
+// endWith cancels the handlers in flight when ctx ends, with its cause.
+// The SDK gives handlers contexts of their own, and at the end of Run's
+// context waits for them: a call in flight held the bridge, and
+// `agent2env mcp` on SIGTERM, until the daemon answered it.
+func endWith(ctx context.Context) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(hctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			hctx, cancel := context.WithCancelCause(hctx)
+			defer cancel(nil)
+			defer context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })()
+			return next(hctx, method, req)
+		}
+	}
 }
 
 // bridge forwards calls to the daemon.
@@ -167,4 +212,123 @@ func (b *bridge) forwardProgress(ctx context.Context, req *mcp.ProgressNotificat
 // readResource forwards a resource read.
 func (b *bridge) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	return b.remote.ReadResource(ctx, &mcp.ReadResourceParams{URI: req.Params.URI})
+}
+
+// drainTransport is transport t whose connection, at the end of its
+// input, answers what it has read before it ends (drainConn), within
+// bound.
+type drainTransport struct {
+	t     mcp.Transport
+	bound time.Duration
+	log   *slog.Logger
+}
+
+// Connect implements mcp.Transport. ctx is the server session's: the
+// wait for answers ends with it.
+func (d *drainTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	conn, err := d.t.Connect(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("connect the MCP transport: %w", err)
+	}
+	return &drainConn{Connection: conn, ctx: ctx, bound: d.bound, log: d.log,
+		pending: map[jsonrpc.ID]bool{}, closed: make(chan struct{})}, nil
+}
+
+// drainConn holds back the end of its connection's input (io.EOF from
+// Read) until every request read before has been answered (its response
+// written), for bound at most, or until the session's context ends or the
+// connection closes. The SDK ends a session when Read fails, and from
+// then on writes no response: without the wait, a client that writes its
+// requests and closes its side (a one-shot pipe, `printf ... | agent2env
+// mcp`) got no answers. Nothing else changes: messages, notifications
+// and cancellations pass as they are, responses and progress are written
+// during the wait, and with nothing pending the end passes at once. When
+// bound is over, Read returns io.EOF and the SDK cancels the calls still
+// in flight (and so the daemon's).
+//
+// The SDK's stdio connection learns the session's protocol version
+// through an unexported method, which the wrapper hides: it serves only
+// to refuse JSON-RPC batches under protocol 2025-06-18 and later, which
+// the bridge then answers, as under earlier versions.
+type drainConn struct {
+	mcp.Connection
+	ctx   context.Context
+	bound time.Duration
+	log   *slog.Logger
+
+	mu sync.Mutex
+	// pending are the requests read and not answered.
+	pending map[jsonrpc.ID]bool
+	// drained, while Read waits, is closed when pending empties.
+	drained chan struct{}
+
+	closeOnce sync.Once
+	closed    chan struct{} // closed by Close
+}
+
+// Read implements mcp.Connection.
+func (c *drainConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			c.drain()
+		}
+		return nil, err
+	}
+	// A subscriptions/listen is answered only when it is cancelled: it
+	// awaits nothing.
+	if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && req.Method != "subscriptions/listen" {
+		c.mu.Lock()
+		c.pending[req.ID] = true
+		c.mu.Unlock()
+	}
+	return msg, nil
+}
+
+// Write implements mcp.Connection. A response's request is answered once
+// it is written (or failed to be: then nothing more will be).
+func (c *drainConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	err := c.Connection.Write(ctx, msg)
+	if resp, ok := msg.(*jsonrpc.Response); ok {
+		c.mu.Lock()
+		delete(c.pending, resp.ID)
+		if len(c.pending) == 0 && c.drained != nil {
+			close(c.drained)
+			c.drained = nil
+		}
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// Close implements mcp.Connection: it ends a wait for answers.
+func (c *drainConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return c.Connection.Close()
+}
+
+// drain waits for the pending requests to be answered, within bound.
+func (c *drainConn) drain() {
+	c.mu.Lock()
+	n := len(c.pending)
+	if n == 0 {
+		c.mu.Unlock()
+		return
+	}
+	drained := make(chan struct{})
+	c.drained = drained
+	c.mu.Unlock()
+	c.log.Debug("mcp input ended: answering the requests read", "requests", n, "timeout", c.bound)
+	timer := time.NewTimer(c.bound)
+	defer timer.Stop()
+	select {
+	case <-drained:
+	case <-timer.C:
+		c.mu.Lock()
+		n = len(c.pending)
+		c.mu.Unlock()
+		c.log.Warn("mcp input ended: requests unanswered after the drain timeout are cancelled", "requests", n, "timeout", c.bound)
+	case <-c.ctx.Done():
+	case <-c.closed:
+	}
 }
