@@ -35,7 +35,11 @@
 # the kernel has what it needs); and a tmpfs (a sandbox has five: /dev,
 # /dev/shm, the cgroup mounts' parent, two masked directories) is saved
 # without tar when empty and without gzip otherwise (0005; the older
-# images, gzip-compressed, still restore). Only `make criu` is built: no
+# images, gzip-compressed, still restore). And one for terminals (0006):
+# CRIU refused to save an interactive shell on a terminal ("ctty
+# inheritance detected"), as the shell opens /dev/tty while the agent,
+# outside its session, holds the terminal's master end, and CRIU took the
+# first end it found for the one the shell must hold. Only `make criu` is built: no
 # documentation, no Python library, no plugins. Each run marks its version
 # used and prunes the others, unused for an hour (scripts/cache-prune.sh).
 set -euo pipefail

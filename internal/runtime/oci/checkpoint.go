@@ -341,11 +341,11 @@ func criuRefusal(dumpLog string) error {
 	b, _ := readTail(dumpLog, 64<<10)
 	if bytes.Contains(b, []byte("ctty inheritance detected")) {
 		// tty_verify_ctty: a process opened /dev/tty, its controlling
-		// terminal, whose other end (the pty's master) the agent holds.
-		return errdefs.Precondition("a terminal of the sandbox runs a program that opened its controlling " +
-			"terminal (/dev/tty), such as an interactive shell, which CRIU cannot save while the sandbox's agent holds that " +
-			"terminal's other end: end those terminals (a Python REPL, or any program that does not open /dev/tty, is saved), " +
-			"then snapshot again; the sandbox runs on as before")
+		// terminal, without an end of that terminal in its own files
+		// (scripts/criu/0006 saves one that has one, as a shell does).
+		return errdefs.Precondition("a program on a terminal of the sandbox holds its controlling terminal (/dev/tty) " +
+			"in a way CRIU cannot save (its process has no end of that terminal of its own): end the programs " +
+			"running on the sandbox's terminals, then snapshot again; the sandbox runs on as before")
 	}
 	return nil
 }

@@ -570,3 +570,31 @@ func testRestoreFailsNoZombies(t *testing.T, bin string) {
 	}
 	runtimetest.AssertNoLeaks(t, root)
 }
+
+// A dump CRIU refuses for a process that opened /dev/tty without an end
+// of its terminal of its own is a FailedPrecondition saying so; any other
+// failure is left to the caller's message.
+func TestCRIURefusal(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, log string
+		want      bool
+	}{
+		{"ctty", "(00.061101) Error (criu/tty.c:2286): tty: ctty inheritance detected sid/pgrp 23 (ctty pid_real 22793 pty pid_real 22761)\n(00.070863) Error (criu/cr-dump.c:2155): Dumping FAILED.\n", true},
+		{"other", "(00.1) Error (criu/sk-inet.c:190): inet: Connected TCP socket, consider using --tcp-established option.\n", false},
+		{"no log", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, tc.name+".log")
+			if tc.log != "" {
+				if err := os.WriteFile(p, []byte(strings.Repeat("(00.0) noise\n", 2000)+tc.log), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := criuRefusal(p)
+			if got := err != nil; got != tc.want || (got && (!errors.Is(err, errdefs.ErrFailedPrecondition) || !strings.Contains(err.Error(), "/dev/tty"))) {
+				t.Errorf("criuRefusal = %v, want a refusal: %v", err, tc.want)
+			}
+		})
+	}
+}
