@@ -225,7 +225,7 @@ func (c *Client) AttachProc(ctx context.Context, id string, opts AttachOptions) 
 	pr, pw := io.Pipe()
 	a := &ProcAttachment{c: c, id: id, conn: conn, out: pr, readOnly: opts.ReadOnly, done: make(chan struct{})}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
-	a.resumed = sync.NewCond(&a.wmu)
+	a.resumed = sync.NewCond(&a.cmu)
 	a.res.Next = opts.Since
 	emit := opts.Output
 	if emit == nil {
@@ -338,10 +338,12 @@ type ProcAttachment struct {
 	closed   sync.Once
 	out      *io.PipeReader
 	readOnly bool
-	// wmu guards conn and suspended, and orders the frames sent: one at
-	// a time. resumed is signalled when the attachment has a connection
-	// again after a suspension.
+	// wmu orders the frames sent: one at a time. cmu guards conn and
+	// suspended; resumed, on cmu, is signalled when the attachment has a
+	// connection again after a suspension. (A write stuck on a process
+	// that takes no input holds wmu: Close takes cmu only.)
 	wmu       sync.Mutex
+	cmu       sync.Mutex
 	resumed   *sync.Cond
 	conn      net.Conn
 	suspended bool
@@ -397,20 +399,45 @@ func (c *Client) SuspendAttachments() {
 // suspend sends the suspension and ends a's side of its connection; its
 // receive attaches again once the agent has ended the other side.
 func (a *ProcAttachment) suspend() {
-	a.wmu.Lock()
-	defer a.wmu.Unlock()
-	if a.suspended || a.closing.Load() {
+	a.cmu.Lock()
+	conn, suspended := a.conn, a.suspended
+	a.cmu.Unlock()
+	cw, ok := conn.(interface{ CloseWrite() error })
+	if suspended || !ok || a.closing.Load() {
+		return // a connection that cannot end half way is left as it is
+	}
+	// A write stuck on a process that takes no input holds the frames'
+	// order: left as it is too (the checkpoint then says so), rather
+	// than held.
+	if !lockWithin(&a.wmu, suspendWait) {
 		return
 	}
-	cw, ok := a.conn.(interface{ CloseWrite() error })
-	if !ok {
-		return // a connection that cannot end half way: left as it is
+	defer a.wmu.Unlock()
+	a.cmu.Lock()
+	if a.suspended || a.conn != conn || a.closing.Load() {
+		a.cmu.Unlock()
+		return
 	}
 	a.suspended = true
+	a.cmu.Unlock()
 	if !a.readOnly {
-		_ = writeFrame(a.conn, frameSuspend, nil) // a reader's end ends nothing
+		_ = writeFrame(conn, frameSuspend, nil) // a reader's end ends nothing
 	}
 	_ = cw.CloseWrite()
+}
+
+// suspendWait bounds how long a suspension waits for a frame being sent.
+const suspendWait = time.Second
+
+// lockWithin locks mu unless it stays locked for d; it reports whether it
+// did.
+func lockWithin(mu *sync.Mutex, d time.Duration) bool {
+	for end := time.Now().Add(d); !mu.TryLock(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			return false
+		}
+	}
+	return true
 }
 
 // reattach attaches a again after its suspension, from where its output
@@ -421,10 +448,10 @@ func (a *ProcAttachment) reattach() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.wmu.Lock()
+	a.cmu.Lock()
 	a.conn, a.suspended = conn, false
 	a.resumed.Broadcast()
-	a.wmu.Unlock()
+	a.cmu.Unlock()
 	return conn, nil
 }
 
@@ -449,19 +476,19 @@ func (a *ProcAttachment) receive(pw *io.PipeWriter, emit OutputFunc) {
 			return last, err
 		})
 		conn.Close()
-		a.wmu.Lock()
+		a.cmu.Lock()
 		again := a.suspended && a.err != nil && !a.closing.Load()
-		a.wmu.Unlock()
+		a.cmu.Unlock()
 		if !again {
 			break
 		}
 		next, err := a.reattach()
 		if err != nil {
 			a.err = err
-			a.wmu.Lock()
+			a.cmu.Lock()
 			a.suspended = false // the input's wait ends: on a closed connection
 			a.resumed.Broadcast()
-			a.wmu.Unlock()
+			a.cmu.Unlock()
 			break
 		}
 		conn = next
@@ -506,10 +533,13 @@ func (a *ProcAttachment) send(kind byte, p []byte) error {
 	}
 	a.wmu.Lock()
 	defer a.wmu.Unlock()
+	a.cmu.Lock()
 	for a.suspended {
 		a.resumed.Wait()
 	}
-	if err := writeFrame(a.conn, kind, p); err != nil {
+	conn := a.conn
+	a.cmu.Unlock()
+	if err := writeFrame(conn, kind, p); err != nil {
 		return a.c.lost("send to the process", err)
 	}
 	return nil
@@ -539,18 +569,18 @@ func (a *ProcAttachment) Close() error {
 		a.closing.Store(true)
 		a.cancel()
 		a.out.Close()
-		a.wmu.Lock()
+		a.cmu.Lock()
 		conn, suspended := a.conn, a.suspended
-		a.wmu.Unlock()
+		a.cmu.Unlock()
 		if cw, ok := conn.(interface{ CloseWrite() error }); ok && (suspended || cw.CloseWrite() == nil) {
 			select {
 			case <-a.done:
 			case <-time.After(closeWait):
 			}
 		}
-		a.wmu.Lock()
+		a.cmu.Lock()
 		conn = a.conn // a new one, if it attached again meanwhile
-		a.wmu.Unlock()
+		a.cmu.Unlock()
 		if err = conn.Close(); errors.Is(err, net.ErrClosed) {
 			err = nil // the end of the output closed it
 		}

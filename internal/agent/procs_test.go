@@ -1032,3 +1032,38 @@ func TestProcSuspend(t *testing.T) {
 		})
 	}
 }
+
+// TestProcSuspendStuckWrite: an attachment whose input is stuck (its
+// process reads none) is not suspended, and the suspension does not wait
+// for it longer than suspendWait; Close still ends it.
+func TestProcSuspendStuckWrite(t *testing.T) {
+	c, free, hold := gatedAgent(t)
+	ctx := context.Background()
+	info, err := free.StartProc(ctx, ProcRequest{Command: []string{"sleep", "60"}, Stdin: true, EndWithWriter: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.AttachProc(ctx, info.ID, AttachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = a.Write(make([]byte, 8<<20)) }() // more than the pipe and the buffers take
+	time.Sleep(300 * time.Millisecond)
+	release := hold()
+	defer release()
+	start := time.Now()
+	c.SuspendAttachments()
+	if took := time.Since(start); took > suspendWait+time.Second {
+		t.Errorf("the suspension waited %v for a stuck write", took)
+	}
+	if p, err := free.Proc(ctx, info.ID); err != nil || !p.Writer {
+		t.Errorf("the attachment with a stuck write: %+v, %v; want it left attached", p, err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- a.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close of an attachment with a stuck write did not return")
+	}
+}
