@@ -75,9 +75,11 @@ func TestParseErrorsNameTheLine(t *testing.T) {
 		name, yaml, want string
 	}{
 		{"syntax", "providers:\n  - name: a\n    type: \"openai\n", "llm config llm.yaml:3: found unexpected end of stream"},
-		{"unknown field", "providers:\n  - name: a\n    typ: openai\n", "llm config llm.yaml:3: field typ not found"},
-		{"wrong type", "models:\n  - name: a\n    fallbacks: b\n", "llm config llm.yaml:3: cannot unmarshal !!str `b` into []string"},
-		{"bad duration", "timeout: soon\n", "llm config llm.yaml:1: cannot unmarshal !!str `soon` into time.Duration"},
+		{"unknown field", "providers:\n  - name: a\n    typ: openai\n", "llm config llm.yaml:3: unknown field typ"},
+		{"wrong type", "models:\n  - name: a\n    fallbacks: b\n", `llm config llm.yaml:3: fallbacks must be a list, not "b"`},
+		{"a number for a list", "models:\n  - name: a\n    aliases: 5\n", "llm config llm.yaml:3: aliases must be a list, not the number 5"},
+		{"a list for a string", "models:\n  - name: [a]\n", "llm config llm.yaml:2: name must be a string, not a list"},
+		{"bad duration", "timeout: soon\n", `llm config llm.yaml:1: timeout must be a duration such as 30s or 2m, not "soon"`},
 		{"bad type", "providers:\n  - name: a\n    type: bedrock\n    base_url: http://x\n", `llm config llm.yaml:3: provider "a": type "bedrock" is not one of openai, openai-responses, anthropic, gemini, replay`},
 		{"no base_url", "providers:\n  - name: a\n    type: openai\n", `llm config llm.yaml:2: provider "a": base_url is missing`},
 		{"bad base_url", "providers:\n  - name: a\n    type: openai\n    base_url: 127.0.0.1:9000\n", `llm config llm.yaml:4: provider "a": base_url "127.0.0.1:9000" is not an http(s) URL`},
