@@ -56,7 +56,29 @@ func (s *Server) handleRestored(w http.ResponseWriter, r *http.Request) {
 		writeKernelError(w, err)
 		return
 	}
+	s.procs.endWriterless()
 	writeJSON(w, http.StatusOK, RestoredResponse{NotReseeded: s.kernels.reseed(r.Context())})
+}
+
+// endWriterless ends, in the background, the processes that end with
+// their writer and have none: in a restored sandbox, the one-shot
+// terminals whose clients are the original sandbox's (a checkpoint
+// suspended them, and they would wait suspendGrace for a writer that
+// never comes).
+func (ps *procs) endWriterless() {
+	ps.mu.Lock()
+	var orphans []*detachedProc
+	for _, p := range ps.m {
+		p.mu.Lock()
+		if p.endWithWriter && p.writer == nil {
+			orphans = append(orphans, p)
+		}
+		p.mu.Unlock()
+	}
+	ps.mu.Unlock()
+	for _, p := range orphans {
+		go ps.remove(p)
+	}
 }
 
 // rename gives kernels new ids, all or none: every old id must be a

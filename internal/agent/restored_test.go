@@ -64,3 +64,31 @@ func TestRestoredRenamesAndReseeds(t *testing.T) {
 		}
 	}
 }
+
+// A restored agent ends at once the processes that end with their writer
+// and have none (the one-shot terminals of the sandbox it was saved from,
+// whose clients are that sandbox's); the others go on.
+func TestRestoredEndsWriterless(t *testing.T) {
+	c, _ := startAgent(t)
+	ctx := context.Background()
+	oneShot := startProc(t, c, ProcRequest{Command: []string{"sleep", "60"}, EndWithWriter: true})
+	attached := startProc(t, c, ProcRequest{Command: []string{"sleep", "60"}, EndWithWriter: true})
+	a, err := c.AttachProc(ctx, attached.ID, AttachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	kept := startProc(t, c, ProcRequest{Command: []string{"sleep", "60"}})
+	if _, err := c.Restored(ctx, RestoredRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the writerless one-shot process to end", func() bool {
+		_, err := c.Proc(ctx, oneShot.ID)
+		return errors.Is(err, errdefs.ErrNotFound)
+	})
+	for _, id := range []string{attached.ID, kept.ID} {
+		if p, err := c.Proc(ctx, id); err != nil || !p.Running {
+			t.Errorf("process %s after the restore: %+v, %v; want it running", id, p, err)
+		}
+	}
+}
