@@ -98,9 +98,30 @@ func readConfigFile(path string) (fileConfig, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
-		return fc, fmt.Errorf("read config file %s: %w", path, err)
+		return fc, fmt.Errorf("read config file %s: %s", path, configFileError(err))
 	}
 	return fc, nil
+}
+
+// configFileError says what is wrong with the config file in its own
+// words: yaml's name the file's Go type ("field tokn not found in type
+// cli.fileConfig").
+func configFileError(err error) string {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return strings.TrimPrefix(err.Error(), "yaml: ")
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		if j := strings.Index(m, " in type "); j > 0 {
+			m = m[:j]
+		}
+		if pre, key, ok := strings.Cut(m, "field "); ok && strings.HasSuffix(key, " not found") {
+			m = pre + "unknown key " + strings.TrimSuffix(key, " not found") + " (the file takes url and token)"
+		}
+		msgs[i] = m
+	}
+	return strings.Join(msgs, "; ")
 }
 
 // writeConfigFile writes fc to path, readable by its owner only, replacing
