@@ -50,8 +50,10 @@ const connsClosedTimeout = 5 * time.Second
 
 // forwardsSettle bounds the wait, once the daemon has closed its ends of
 // the sandbox's forwards, for the agent to close its own: the sandbox is
-// frozen next, and a frozen agent closes nothing.
-const forwardsSettle = 200 * time.Millisecond
+// frozen next, and a frozen agent closes nothing. The wait ends as soon as
+// they are closed; 200 ms was too short on a loaded machine (CI: CRIU
+// then refused the dump, "External socket is used").
+const forwardsSettle = time.Second
 
 // checkCRIU returns the path of the criu binary named by criu when `criu
 // check` passes with it (run with env added to the daemon's environment),
