@@ -117,7 +117,7 @@ func configFileError(err error) string {
 			m = m[:j]
 		}
 		if pre, key, ok := strings.Cut(m, "field "); ok && strings.HasSuffix(key, " not found") {
-			m = pre + "unknown key " + strings.TrimSuffix(key, " not found") + " (the file takes url and token)"
+			m = pre + "unknown field " + strings.TrimSuffix(key, " not found") + " (the file takes url and token)"
 		}
 		msgs[i] = m
 	}
