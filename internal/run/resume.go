@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -70,10 +71,7 @@ func (e *execution) save(st resumeState) {
 	st.SandboxID, st.ExitCode = e.sandboxID, e.exitCode
 	e.mu.Lock()
 	st.Tail, st.LLM, st.Total = e.tail, e.llm, e.total
-	st.Timings = make(map[string]float64, len(e.timings))
-	for k, v := range e.timings {
-		st.Timings[k] = v
-	}
+	st.Timings = maps.Clone(e.timings) // never nil: execute makes it
 	if e.inPhase != "" {
 		st.Timings[e.inPhase] += ms(time.Since(e.phaseStart))
 	}
@@ -137,9 +135,7 @@ func (s *Service) removeResume(id string) {
 func (e *execution) resume(ctx context.Context, st *resumeState) (api.RunStatus, string) {
 	e.sandboxID, e.exitCode = st.SandboxID, st.ExitCode
 	e.tail, e.llm, e.total = st.Tail, st.LLM, st.Total
-	for k, v := range st.Timings {
-		e.timings[k] = v
-	}
+	maps.Copy(e.timings, st.Timings)
 	e.resumed = st
 	e.log.add(api.RunEvent{Type: api.RunEventLiveness,
 		Text: fmt.Sprintf("the daemon restarted: the run goes on in its %s phase", st.Phase)})
