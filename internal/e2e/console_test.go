@@ -38,7 +38,7 @@ var consolePages = []string{"overview", "sandboxes", "sandbox", "terminal", "fil
 // the key prompt, a sandbox created from the console, its terminal, its
 // files browsed folder by folder with an upload and a download, a snapshot
 // of it taken on its page, a new sandbox made from it (with the project's
-// criu: withCRIU) and the snapshots listed, a task run
+// criu: requireCRIU) and the snapshots listed, a task run
 // followed live, a conversation's transcript with its tool call paired
 // with its result and its raw parts, templates, images and prepulls,
 // sessions and contexts, a submission's compare matrix of two agents
@@ -72,7 +72,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	const key = "console-browser-test-key"
-	d := startDaemon(t, "", withCRIU(t), func(c *exec.Cmd) {
+	requireCRIU(t)
+	d := startDaemon(t, "", func(c *exec.Cmd) {
 		c.Env = append(os.Environ(), "AGENT2ENV_API_KEYS="+key)
 		c.Args = append(c.Args, "--console-listen", "127.0.0.1:0", "--prebuild-images=false", "--llm-config", llmConfig,
 			"--warm-pools", "python=1")

@@ -32,6 +32,13 @@ var binary string
 // image is unpacked once per run (built images come from the cache).
 var imageDir string
 
+// crunPath and criuPath are the crun and CRIU this checkout's scripts
+// build (scripts/crun.sh --path, scripts/criu.sh --path), "" where not
+// built. Every daemon of the run is given them (toolFlags): serve's auto
+// would take the newest that any checkout cached on the machine, so a run
+// could test another commit's crun.
+var crunPath, criuPath string
+
 func TestMain(m *testing.M) {
 	os.Exit(testMain(m))
 }
@@ -56,7 +63,30 @@ func testMain(m *testing.M) int {
 		}
 		defer os.RemoveAll(dir)
 	}
+	crunPath, criuPath = cachedTool("crun"), cachedTool("criu")
 	return m.Run()
+}
+
+// toolFlags are serve's flags for crunPath and criuPath.
+func toolFlags() []string {
+	var flags []string
+	if crunPath != "" {
+		flags = append(flags, "--runtime", crunPath)
+	}
+	if criuPath != "" {
+		flags = append(flags, "--criu", criuPath)
+	}
+	return flags
+}
+
+// cachedTool returns the path of the program scripts/<name>.sh builds
+// for this checkout, or "" if it is not built.
+func cachedTool(name string) string {
+	out, err := exec.Command("../../scripts/"+name+".sh", "--path").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // daemon is a running `agent2env serve` subprocess.
@@ -110,7 +140,7 @@ func startDaemon(t *testing.T, dataDir string, options ...func(*exec.Cmd)) *daem
 	// port found free beforehand may be taken by then, by a sandbox's
 	// forward or another test's daemon, whose /readyz would answer ours.
 	d := &daemon{t: t, dataDir: dataDir, log: new(syncBuffer), exited: make(chan struct{})}
-	d.cmd = exec.Command(binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--image-dir", imageDir, "--log-level", "debug")
+	d.cmd = exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--image-dir", imageDir, "--log-level", "debug"}, toolFlags()...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	for _, o := range options {
 		o(d.cmd)
@@ -170,7 +200,7 @@ func purge(t *testing.T, dataDir string) {
 		os.Remove(db)
 	}
 	// It only cleans up: no background build of the built-in images.
-	cmd := exec.Command(binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--image-dir", imageDir, "--prebuild-images=false")
+	cmd := exec.Command(binary, append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir, "--image-dir", imageDir, "--prebuild-images=false"}, toolFlags()...)...)
 	log := new(syncBuffer)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {

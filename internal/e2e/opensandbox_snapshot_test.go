@@ -25,8 +25,8 @@ func TestOpenSandboxSnapshots(t *testing.T) {
 		key   = stocksdk.OpenSandboxKey
 		image = "agent2env/python"
 	)
-	criu := withCRIU(t)
-	d := startDaemon(t, "", criu, func(c *exec.Cmd) {
+	requireCRIU(t)
+	d := startDaemon(t, "", func(c *exec.Cmd) {
 		c.Env = append(os.Environ(), "AGENT2ENV_API_KEYS="+key)
 	})
 	d.key = key

@@ -19,16 +19,14 @@ import (
 	"github.com/agent2env/agent2env/internal/testenv"
 )
 
-// withCRIU has the daemon snapshot with the project's criu (make criu,
-// scripts/criu.sh): a test of snapshots fails under CI without it.
-func withCRIU(t *testing.T) func(*exec.Cmd) {
+// requireCRIU fails a test of snapshots under CI (and skips it elsewhere)
+// when the project's criu is not built (make criu, scripts/criu.sh); every
+// daemon is given it when it is (toolFlags).
+func requireCRIU(t *testing.T) {
 	t.Helper()
-	out, err := exec.Command("../../scripts/criu.sh", "--path").Output()
-	path := strings.TrimSpace(string(out))
-	if err != nil || path == "" {
+	if criuPath == "" {
 		testenv.Missing(t, "the project's criu is not built: run make criu (scripts/criu.sh)")
 	}
-	return func(c *exec.Cmd) { c.Args = append(c.Args, "--criu", path) }
 }
 
 // TestSnapshot snapshots a sandbox through the REST API, live, and makes
@@ -39,8 +37,8 @@ func withCRIU(t *testing.T) func(*exec.Cmd) {
 // own. The snapshot outlives its sandbox and a restart of the daemon, and
 // its deletion leaves nothing behind.
 func TestSnapshot(t *testing.T) {
-	criu := withCRIU(t)
-	d := startDaemon(t, "", criu)
+	requireCRIU(t)
+	d := startDaemon(t, "")
 	sb := d.create(api.CreateSandboxRequest{Image: "agent2env/python"})
 	// get prints what a GET of its URL answers: the body, or the status
 	// of an error. (The image has no curl.)
@@ -173,7 +171,7 @@ for i in $(seq 50); do [ -s /workspace/v ] && break; sleep 0.1; done; cat /works
 		t.Fatalf("delete parent: %d", code)
 	}
 	d.stop()
-	d = startDaemon(t, d.dataDir, criu)
+	d = startDaemon(t, d.dataDir)
 	var list api.SnapshotList
 	if d.do("GET", "/api/v1/snapshots?sandbox_id="+sb.ID, nil, &list); len(list.Items) != 1 || list.Items[0].ID != snap.ID {
 		t.Fatalf("snapshots after the parent's deletion and a restart: %+v", list)
@@ -202,7 +200,8 @@ for i in $(seq 50); do [ -s /workspace/v ] && break; sleep 0.1; done; cat /works
 // 4xx; a fork of a snapshot makes sandboxes too, and so does a fork of a
 // sandbox whose context's kernel is gone; deletion leaves nothing.
 func TestFork(t *testing.T) {
-	d := startDaemon(t, "", withCRIU(t))
+	requireCRIU(t)
+	d := startDaemon(t, "")
 	sb := d.create(api.CreateSandboxRequest{Image: "agent2env/python"})
 	var parentCtx api.Context
 	if code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/contexts", api.CreateContextRequest{Language: "python"}, &parentCtx); code != http.StatusCreated && code != http.StatusOK {
@@ -413,7 +412,8 @@ func testSnapshotShell(t *testing.T, shell []string) {
 // console's) and a persistent one.
 func snapshotTerminals(t *testing.T, command ...string) (*daemon, api.Sandbox, []*client.Terminal) {
 	t.Helper()
-	d := startDaemon(t, "", withCRIU(t), func(c *exec.Cmd) { c.Env = append(os.Environ(), "AGENT2ENV_API_KEYS="+terminalKey) })
+	requireCRIU(t)
+	d := startDaemon(t, "", func(c *exec.Cmd) { c.Env = append(os.Environ(), "AGENT2ENV_API_KEYS="+terminalKey) })
 	d.key = terminalKey
 	sb := d.create(api.CreateSandboxRequest{Image: "agent2env/python"})
 	cl := d.terminalClient(t)
