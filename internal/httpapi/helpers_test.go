@@ -208,6 +208,8 @@ type envOptions struct {
 	keys *auth.Keys
 	// now, when set, is the sandbox service's clock.
 	now func() time.Time
+	// log, when set, is the server's and the manager's log (else none).
+	log *slog.Logger
 }
 
 // newEnv returns a ready API whose images hold "alpine", removed when the
@@ -235,7 +237,10 @@ func openEnv(dir string, opts envOptions) (e *env, closeEnv func(), err error) {
 		return nil, nil, err
 	}
 	rt := fakeruntime.New(fakeruntime.WithImages(imgs))
-	log := slog.New(slog.DiscardHandler)
+	log := opts.log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	if opts.cfg.StartTimeout == 0 {
 		opts.cfg.StartTimeout = 10 * time.Second
 	}

@@ -169,6 +169,9 @@ type terminalSession struct {
 	// was: the session ends with it alone, not with the error of the
 	// stream its end cut.
 	refused atomic.Pointer[error]
+	// gone is set once the client went away (its connection closed or
+	// failed): the stream the session's end cuts is no failure to log.
+	gone atomic.Bool
 }
 
 // newTerminalSession returns a session in the dialect the client chose
@@ -253,6 +256,7 @@ func (s *Server) runTerminal(sess *terminalSession, t *service.Terminal) {
 					// The client is gone. The input may be stuck sending
 					// to a process that reads none, where it would not
 					// see that: end the process, or the attachment, here.
+					sess.gone.Store(true)
 					conn.Close()
 					t.Close()
 					return
@@ -266,7 +270,11 @@ func (s *Server) runTerminal(sess *terminalSession, t *service.Terminal) {
 		for {
 			typ, p, err := conn.ReadMessage()
 			if err != nil {
-				t.Close() // the client went away: end the process, or the attachment
+				// The client went away (a message past the limit is its
+				// fault, which it is told): end the process, or the
+				// attachment.
+				sess.gone.Store(!errors.Is(err, websocket.ErrReadLimit))
+				t.Close()
 				return
 			}
 			conn.SetReadDeadline(time.Now().Add(terminalPongWait()))
@@ -286,7 +294,7 @@ func (s *Server) runTerminal(sess *terminalSession, t *service.Terminal) {
 		err = errors.Join(sess.record(0, sess.out.flush()), sess.record(0, sess.errOut.flush()))
 	}
 	switch {
-	case sess.sendErr != nil:
+	case sess.sendErr != nil, sess.gone.Load():
 		return // the client went away
 	case err != nil:
 		if public := terminalFailure(err); public != err {

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -228,6 +230,13 @@ func TestTerminalInputFloodClientGone(t *testing.T) {
 		}
 	}
 	conn.UnderlyingConn().Close() // gone, without a close frame
+	waitNoProcs(t, e, id)
+}
+
+// waitNoProcs waits until sandbox id runs no process of the agent's, and
+// fails the test if one still runs 15 s on.
+func waitNoProcs(t *testing.T, e *env, id string) {
+	t.Helper()
 	ctx := context.Background()
 	ac, err := e.m.Agent(ctx, id)
 	if err != nil {
@@ -252,5 +261,50 @@ func TestTerminalInputFloodClientGone(t *testing.T) {
 			t.Fatalf("%d processes still run 15 s after their client went away: %+v", running, procs)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// syncLog is a log's output, written by the server's goroutines while a
+// test reads it.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A client that closes its terminal ends the process, and the stream
+// that cuts is not logged as a failure of the sandbox's agent: clients
+// leave terminals all the time.
+func TestTerminalClientCloseQuiet(t *testing.T) {
+	var logs syncLog
+	e := newEnv(t, envOptions{log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	id := e.createSandbox(t, `{"image":"alpine"}`).ID
+	u := "ws" + strings.TrimPrefix(e.url, "http") + "/api/v1/sandboxes/" + id + "/exec/interactive?command=sleep&command=60&tty=false"
+	for _, how := range []string{"close frame", "connection dropped"} {
+		conn, _, err := websocket.DefaultDialer.Dial(u, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if how == "close frame" {
+			conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+		}
+		conn.Close()
+		waitNoProcs(t, e, id)
+	}
+	// The server's side ends once its input sees the close.
+	time.Sleep(100 * time.Millisecond)
+	if s := logs.String(); s != "" {
+		t.Errorf("a client's close was logged:\n%s", s)
 	}
 }
