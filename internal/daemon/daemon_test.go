@@ -34,29 +34,12 @@ import (
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/daemon/supervisor"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
+	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 // tinyRef is the image the tests' sandboxes are made from, imported by
 // importTiny: no registry is reached.
 const tinyRef = "example.com/tiny:1"
-
-// syncBuffer is a log the daemon's goroutines write while a test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // testDaemon is a System serving on a loopback port.
 type testDaemon struct {
@@ -64,7 +47,7 @@ type testDaemon struct {
 	sys    *System
 	addr   string
 	api    *client.Client
-	log    *syncBuffer
+	log    *testenv.Buffer
 	cancel context.CancelFunc // what a signal does
 	served chan error         // Serve's result
 	once   sync.Once
@@ -116,7 +99,7 @@ func start(t *testing.T, cfg Config, before func(*System)) *testDaemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &testDaemon{t: t, addr: l.Addr().String(), log: &syncBuffer{}, served: make(chan error, 1)}
+	d := &testDaemon{t: t, addr: l.Addr().String(), log: &testenv.Buffer{}, served: make(chan error, 1)}
 	cfg.Listen = d.addr
 	cfg.Log = slog.New(slog.NewTextHandler(d.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	t.Cleanup(func() {

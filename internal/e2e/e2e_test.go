@@ -15,13 +15,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/runtime/runtimetest"
+	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 // binary is the agent2env binary under test: $AGENT2ENV_BIN, or one built
@@ -104,22 +104,7 @@ type daemon struct {
 
 // syncBuffer is the daemon's log: written by the process's output copier
 // while tests read it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer struct{ testenv.Buffer }
 
 // startDaemon starts a daemon on dataDir (a fresh one when empty); each
 // option may change its command (environment, flags) before it starts.

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 // utf8Writer never emits a cut character, whichever write cuts it, and
@@ -264,30 +264,11 @@ func waitNoProcs(t *testing.T, e *env, id string) {
 	}
 }
 
-// syncLog is a log's output, written by the server's goroutines while a
-// test reads it.
-type syncLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A client that closes its terminal ends the process, and the stream
 // that cuts is not logged as a failure of the sandbox's agent: clients
 // leave terminals all the time.
 func TestTerminalClientCloseQuiet(t *testing.T) {
-	var logs syncLog
+	var logs testenv.Buffer
 	e := newEnv(t, envOptions{log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	id := e.createSandbox(t, `{"image":"alpine"}`).ID
 	u := "ws" + strings.TrimPrefix(e.url, "http") + "/api/v1/sandboxes/" + id + "/exec/interactive?command=sleep&command=60&tty=false"

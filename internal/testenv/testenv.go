@@ -14,7 +14,8 @@
 // "0" or "false": CI=true, CI=1 and CI=yes all count. .ci/run sets
 // CI=true; the Python SDK's integration tests read CI the same way.
 //
-// The functions are safe for concurrent use by parallel tests.
+// The functions are safe for concurrent use by parallel tests. [Buffer]
+// holds what goroutines write while a test reads it (a daemon's log).
 package testenv
 
 import (
