@@ -231,7 +231,7 @@ func (s *Server) handleProcAttach(w http.ResponseWriter, r *http.Request) {
 		// A checkpoint's: its writer attaches again, or after the grace
 		// the process ends as if it had not.
 		seq := p.writerSeq()
-		time.AfterFunc(suspendGrace, func() {
+		time.AfterFunc(s.suspendGrace, func() {
 			if p.writerSeq() == seq {
 				s.procs.remove(p)
 			}

@@ -360,7 +360,7 @@ type ProcAttachment struct {
 // ends with it (EndWithWriter) once that attachment was suspended, for
 // it to attach again: a checkpoint's time, and more. A daemon that dies
 // meanwhile leaves it that long.
-var suspendGrace = 10 * time.Minute
+const suspendGrace = 10 * time.Minute
 
 // track adds a to the attachments SuspendAttachments suspends (on), or
 // takes it out.

@@ -879,12 +879,13 @@ func proxyNoPostQuery(conn net.Conn, sock string) {
 
 // gatedAgent serves an agent and returns a client whose dials wait while
 // the returned hold is in force (as a checkpoint's gate holds the
-// daemon's), and a client that never waits, to look on.
-func gatedAgent(t *testing.T) (gated, free *Client, hold func() (release func())) {
+// daemon's), and a client that never waits, to look on; its processes
+// wait grace for a suspended writer (0: suspendGrace).
+func gatedAgent(t *testing.T, grace time.Duration) (gated, free *Client, hold func() (release func())) {
 	t.Helper()
 	_, work := startAgent(t) // for its directory's layout only
 	sock, _, _ := serveAgent(t, func(string) ServerConfig {
-		return ServerConfig{Env: []string{"PATH=" + os.Getenv("PATH")}, Cwd: work, UID: -1, GID: -1}
+		return ServerConfig{Env: []string{"PATH=" + os.Getenv("PATH")}, Cwd: work, UID: -1, GID: -1, SuspendGrace: grace}
 	})
 	var mu sync.Mutex
 	var held chan struct{}
@@ -938,11 +939,7 @@ func TestProcSuspend(t *testing.T) {
 		{name: "past the grace", grace: 100 * time.Millisecond, held: 600 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// Restored once the agent has stopped (cleanups run last
-			// first), which reads it.
-			t.Cleanup(func(g time.Duration) func() { return func() { suspendGrace = g } }(suspendGrace))
-			suspendGrace = tc.grace
-			c, free, hold := gatedAgent(t)
+			c, free, hold := gatedAgent(t, tc.grace)
 			ctx := context.Background()
 			// One that ends with its writer, and writes as it goes.
 			info, err := free.StartProc(ctx, ProcRequest{Command: []string{"bash", "-c",
@@ -1037,7 +1034,7 @@ func TestProcSuspend(t *testing.T) {
 // process reads none) is not suspended, and the suspension does not wait
 // for it longer than suspendWait; Close still ends it.
 func TestProcSuspendStuckWrite(t *testing.T) {
-	c, free, hold := gatedAgent(t)
+	c, free, hold := gatedAgent(t, 0)
 	ctx := context.Background()
 	info, err := free.StartProc(ctx, ProcRequest{Command: []string{"sleep", "60"}, Stdin: true, EndWithWriter: true})
 	if err != nil {

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -35,8 +36,10 @@ type Server struct {
 	oomExec func() *oomExec
 	// oomScore is ServerConfig.OOMScore.
 	oomScore *os.File
-	running  atomic.Int64
-	log      *slog.Logger
+	// suspendGrace is ServerConfig.SuspendGrace, or its default.
+	suspendGrace time.Duration
+	running      atomic.Int64
+	log          *slog.Logger
 
 	kernels *kernels
 	// procs are the detached processes (/v1/procs).
@@ -91,6 +94,10 @@ type ServerConfig struct {
 	// dumpable (the file is root's then; the kernel checks a write at the
 	// open only).
 	OOMScore *os.File
+	// SuspendGrace is how long a process that ends with its writer waits
+	// for its writer, suspended for a checkpoint, to attach again; 0:
+	// suspendGrace.
+	SuspendGrace time.Duration
 }
 
 // NewServer returns a Server. It starts reaping children at once.
@@ -101,6 +108,7 @@ func NewServer(cfg ServerConfig) *Server {
 	s := &Server{
 		env: cfg.Env, cwd: cfg.Cwd, uid: cfg.UID, gid: cfg.GID, token: cfg.Token, reserved: cfg.Reserved,
 		started: time.Now(), reaper: processReaper(), spare: cfg.Spare, log: cfg.Log, oomScore: cfg.OOMScore,
+		suspendGrace: cmp.Or(cfg.SuspendGrace, suspendGrace),
 	}
 	s.oomExec = sync.OnceValue(func() *oomExec {
 		o, err := processOOMExec()
