@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -284,7 +285,9 @@ func TestForward(t *testing.T) {
 	}
 }
 
-// Without the proxy, a client is disconnected, not left hanging.
+// Without the proxy, a client waits for it within the dial's bound (the
+// forwarder's is dialTimeout; shorter here), then is disconnected, not
+// left hanging.
 func TestForwardNoProxy(t *testing.T) {
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -292,7 +295,14 @@ func TestForwardNoProxy(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go Forward(ctx, l, unixDialer(filepath.Join(t.TempDir(), "missing.sock")))
+	const bound = 300 * time.Millisecond
+	dial := unixDialer(filepath.Join(t.TempDir(), "missing.sock"))
+	go Forward(ctx, l, func(ctx context.Context) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, bound)
+		defer cancel()
+		return dial(ctx)
+	})
+	start := time.Now()
 	c, err := net.Dial("tcp4", l.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -301,6 +311,61 @@ func TestForwardNoProxy(t *testing.T) {
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 		t.Errorf("read without a proxy: %v, want EOF", err)
+	}
+	if waited := time.Since(start); waited < bound {
+		t.Errorf("disconnected after %v, before the dial's bound (%v): the proxy was not waited for", waited, bound)
+	}
+}
+
+// A client that connects while the daemon behind the socket restarts (its
+// socket refusing, then gone, then served again) is relayed once it is
+// back, rather than disconnected.
+func TestForwardDaemonRestart(t *testing.T) {
+	for _, away := range []string{"refused", "not there"} {
+		t.Run(away, func(t *testing.T) {
+			sock := filepath.Join(t.TempDir(), "services.sock")
+			// A socket file nothing listens on any more: refused.
+			old, err := net.Listen("unix", sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			old.(*net.UnixListener).SetUnlinkOnClose(away == "not there")
+			old.Close()
+			l, err := net.Listen("tcp4", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go Forward(ctx, l, unixDialer(sock))
+			c, err := net.Dial("tcp4", l.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			io.WriteString(c, "GET /llm/v1/models HTTP/1.0\r\n\r\n")
+			time.Sleep(300 * time.Millisecond) // the daemon is away
+			os.Remove(sock)
+			back, err := net.Listen("unix", sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer back.Close()
+			go func() {
+				s, err := back.Accept()
+				if err != nil {
+					return
+				}
+				defer s.Close()
+				line, _ := bufio.NewReader(s).ReadString('\n')
+				fmt.Fprintf(s, "back: %s", line)
+			}()
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			got, err := io.ReadAll(c)
+			if want := "back: GET /llm/v1/models HTTP/1.0\r\n"; string(got) != want {
+				t.Errorf("the client got %q (%v), want %q", got, err, want)
+			}
+		})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -88,17 +89,41 @@ func startForward(ctx context.Context, addr, sock, name string, log *slog.Logger
 	return nil
 }
 
+// unixDialer returns a dial of the unix socket sock that waits, until
+// its context is done, while the socket refuses connections or is not
+// there: the daemon behind it restarting (an upgrade, a crash). A
+// request a command makes meanwhile, or a model client's retry of one
+// the restart cut, goes through once the daemon is back rather than
+// failing at once.
 func unixDialer(sock string) func(context.Context) (net.Conn, error) {
 	var d net.Dialer
 	return func(ctx context.Context) (net.Conn, error) {
-		return d.DialContext(ctx, "unix", sock)
+		wait := 10 * time.Millisecond
+		for {
+			c, err := d.DialContext(ctx, "unix", sock)
+			if err == nil || !daemonAway(err) {
+				return c, err
+			}
+			select {
+			case <-ctx.Done():
+				return nil, err
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 250*time.Millisecond)
+		}
 	}
+}
+
+// daemonAway reports whether err, a dial's of a unix socket, says that
+// nothing serves it for now: refused, not there, or its backlog full.
+func daemonAway(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EAGAIN)
 }
 
 // Forward accepts connections on l and relays each to a connection from
 // dial until ctx is done, when it closes l and every relayed connection.
-// It only carries bytes: a client whose connection dial cannot make is
-// disconnected. In the agent, the proxy behind dial enforces the policy;
+// It only carries bytes: a client whose connection dial cannot make
+// within dialTimeout is disconnected. In the agent, the proxy behind dial enforces the policy;
 // the e2e tests' browser reaches the daemon through it.
 func Forward(ctx context.Context, l net.Listener, dial func(context.Context) (net.Conn, error)) error {
 	var (
@@ -145,7 +170,7 @@ func Forward(ctx context.Context, l net.Listener, dial func(context.Context) (ne
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 			up, err := dial(dctx)
 			cancel()
 			if err != nil {

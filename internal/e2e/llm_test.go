@@ -229,14 +229,7 @@ func askFromSandbox(t *testing.T, d *daemon, id string) llmAnswer {
 // TestLLMAfterDaemonRestart: a sandbox reaches the proxy again once a
 // killed daemon is back: Recover serves its services socket anew.
 func TestLLMAfterDaemonRestart(t *testing.T) {
-	up := llmtest.NewFakeUpstream(t, proxy.Codecs[llm.FormatOpenAI], "", func(*llm.Request) (*llm.Response, *llm.Error) {
-		return &llm.Response{ID: "r", Model: "coder", Content: []llm.Part{llm.Text("still here")}, StopReason: llm.StopEndTurn}, nil
-	})
-	cfg := filepath.Join(t.TempDir(), "llm.yaml")
-	if err := os.WriteFile(cfg, []byte("providers:\n  - {name: p, type: openai, base_url: "+up.URL+"}\nmodels:\n  - {name: coder, provider: p}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	withConfig := func(c *exec.Cmd) { c.Args = append(c.Args, "--llm-config", cfg) }
+	withConfig := withAnsweringModel(t, "still here")
 	d := startDaemon(t, "", withConfig)
 	sb := d.create(api.CreateSandboxRequest{Image: "agent2env/python"})
 	if a := askFromSandbox(t, d, sb.ID); a.Status != 200 {
