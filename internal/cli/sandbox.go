@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -204,6 +203,7 @@ func newSandboxListCmd(e env, cc *clientConfig) *cobra.Command {
 
 func newSandboxExecCmd(e env, cc *clientConfig) *cobra.Command {
 	var req api.ExecRequest
+	var timeout time.Duration
 	var interactive, tty bool
 	env := envFlag{}
 	c := &cobra.Command{
@@ -238,21 +238,18 @@ would have it (130 for Ctrl-C, 143 for SIGTERM).`,
 				treq := api.TerminalRequest{Command: req.Command, TTY: tty, Env: req.Env, Cwd: req.Cwd}
 				return runTerminal(c, e, cc, pos[0], treq, interactive)
 			}
-			if !c.Flags().Changed("timeout") {
-				d, err := timeoutFromEnv(e)
-				if err != nil {
-					return err
-				}
-				// The API counts whole seconds: a part of one is one more.
-				req.Timeout = int(math.Ceil(d.Seconds()))
+			d, err := runTimeout(c, e, timeout)
+			if err != nil {
+				return err
 			}
+			req.Timeout = seconds(d)
 			return execSandbox(c, e, cc, pos[0], req)
 		},
 	}
 	f := c.Flags()
 	f.BoolVarP(&interactive, "interactive", "i", false, "pass standard input to the command")
 	f.BoolVarP(&tty, "tty", "t", false, "run the command on a terminal")
-	f.IntVar(&req.Timeout, "timeout", 0, "seconds before the command is killed (default: $"+envRunTimeout+", else the daemon's, 30)")
+	timeoutVar(f, &timeout, "`SECONDS` (or a duration such as 2m) before the command is killed (default: $"+envRunTimeout+", else the daemon's, 30)")
 	f.Var(env, "env", "environment variable `KEY=VALUE` (repeatable)")
 	f.StringVar(&req.Cwd, "cwd", "", "working directory (default: the sandbox's, /workspace)")
 	return c
