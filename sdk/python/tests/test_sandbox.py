@@ -533,3 +533,15 @@ def test_wait_for_ready_gone(client: Any, httpx_mock: HTTPXMock) -> None:
     )
     with pytest.raises(NotFoundError):
         client.sandbox.wait_for_ready("sb1234567890")
+
+
+def test_string_command_refused(client: Any, httpx_mock: HTTPXMock) -> None:
+    """A string is a Sequence[str] too: it must not run as one argument a character."""
+    for call in (
+        lambda: client.sandbox.execute("sb1234567890", "echo hi"),
+        lambda: list(client.sandbox.execute_stream("sb1234567890", "echo hi")),
+        lambda: client.sandbox.create_terminal("sb1234567890", "work", command="bash"),
+    ):
+        with pytest.raises(TypeError, match=r"a list of arguments, such as \['sh', '-c', "):
+            call()
+    assert httpx_mock.get_requests() == []

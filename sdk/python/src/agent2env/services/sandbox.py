@@ -16,6 +16,7 @@ from .._base import (
     Op,
     Request,
     SyncAPIClient,
+    argv,
     call,
     dump,
     error_from_event,
@@ -142,9 +143,10 @@ def _exec_request(
     *,
     stream: bool = False,
 ) -> Request:
+    command = argv(command)
     if not command:
         raise ValueError("command is empty")
-    body: dict[str, Any] = {"command": list(command), "timeout": timeout}
+    body: dict[str, Any] = {"command": command, "timeout": timeout}
     for key, value in (("env", env), ("cwd", cwd), ("stdin", stdin)):
         if value is not None:
             body[key] = value
@@ -253,7 +255,7 @@ def _terminal_body(
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "name": name,
-        "command": list(command) if command else None,
+        "command": argv(command or []) or None,
         "rows": rows,
         "cols": cols,
     }
