@@ -401,10 +401,15 @@ func noArgs(c *cobra.Command, args []string) error {
 	return nil
 }
 
-// exactArgs wants n positional arguments; need says what they are.
+// exactArgs wants n positional arguments; need says what they are. One
+// too many is named, as noArgs names it: need would say that what is
+// there is missing.
 func exactArgs(n int, need string) cobra.PositionalArgs {
 	return func(c *cobra.Command, args []string) error {
-		if len(args) != n {
+		switch {
+		case len(args) > n:
+			return usageErrorf(c, "unexpected argument %q", args[n])
+		case len(args) < n:
 			return usageErrorf(c, "%s", need)
 		}
 		return nil
