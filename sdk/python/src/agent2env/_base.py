@@ -565,7 +565,7 @@ class SyncAPIClient:
                 n += len(chunk)
         return n
 
-    def iter_stream(self, req: Request, parser: StreamParser[T]) -> Iterator[T]:
+    def iter_stream(self, req: Request, parser: StreamParser[T]) -> Generator[T, None, None]:
         """Send a request answered by an event stream; yield what the parser makes of it."""
         with self.open(req) as resp:
             decoder = SSEDecoder()

@@ -7,7 +7,7 @@ import math
 import os
 import posixpath
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
 from typing import IO, Any
 
 from .._async_base import AsyncAPIClient
@@ -503,7 +503,7 @@ class SandboxService:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         stdin: str | None = None,
-    ) -> Iterator[ExecEvent]:
+    ) -> Generator[ExecEvent, None, None]:
         """Run a command, yielding its output as it is produced (agent2env addition).
 
         Yields ``stdout`` and ``stderr`` events (``data_bytes``: the chunk
@@ -796,7 +796,7 @@ class AsyncSandboxService:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         stdin: str | None = None,
-    ) -> AsyncIterator[ExecEvent]:
+    ) -> AsyncGenerator[ExecEvent, None]:
         """Run a command, yielding its output; see :meth:`SandboxService.execute_stream`."""
         req = _exec_request(
             "/exec/stream", sandbox_id, command, timeout, env, cwd, stdin, stream=True
