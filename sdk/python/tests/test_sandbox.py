@@ -491,6 +491,18 @@ def test_download_to_failure_keeps_an_existing_file(
     assert list(tmp_path.iterdir()) == [dest]
 
 
+def test_download_to_a_missing_directory(
+    client: Any, httpx_mock: HTTPXMock, tmp_path: Path
+) -> None:
+    # The error names the path given, not the temporary file made beside it.
+    httpx_mock.add_response(content=b"data", is_optional=True)
+    dest = tmp_path / "nodir" / "out"
+    with pytest.raises(FileNotFoundError) as info:
+        client.sandbox.download_to("sb1234567890", "big", dest)
+    assert info.value.filename == str(dest)
+    assert ".part" not in str(info.value)
+
+
 def test_wait_for_ready(client: Any, httpx_mock: HTTPXMock) -> None:
     httpx_mock.add_response(url=SB, json=sandbox_json(status="pending"))
     httpx_mock.add_response(url=SB, json=sandbox_json(status="pending"))

@@ -453,6 +453,9 @@ def open_sink(
             break
         except FileExistsError:
             continue
+        except OSError as e:
+            e.filename = os.fspath(destination)  # what the caller named, not the temporary file
+            raise
     try:
         with open(fd, "wb") as f:
             if mode is not None:
