@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -292,8 +293,11 @@ ending in / or naming a directory is copied into.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			srcID, srcPath, srcRemote := remotePath(args[0])
 			dstID, dstPath, dstRemote := remotePath(args[1])
-			if srcRemote == dstRemote {
+			switch {
+			case srcRemote == dstRemote:
 				return usageErrorf(c, "exactly one of SRC and DST must be ID:/path")
+			case srcRemote && srcPath == "", dstRemote && dstPath == "":
+				return usageErrorf(c, "%s names no path in the sandbox: write ID:/path", cmp.Or(srcID, dstID)+":")
 			}
 			cl, err := cc.client(e)
 			if err != nil {

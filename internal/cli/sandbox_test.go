@@ -74,6 +74,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"sandbox", "cp", "sb1:/a"}, "need SRC and DST"},
 		{[]string{"sandbox", "cp", "a", "b"}, "exactly one of SRC and DST must be ID:/path"},
 		{[]string{"sandbox", "cp", "sb1:/a", "sb2:/b"}, "exactly one of SRC and DST must be ID:/path"},
+		{[]string{"sandbox", "cp", "a", "sb1:"}, "sb1: names no path in the sandbox: write ID:/path"},
+		{[]string{"sandbox", "cp", "sb1:", "a"}, "sb1: names no path in the sandbox: write ID:/path"},
 		{[]string{"sandbox", "logs"}, "need one sandbox id"},
 		{[]string{"sandbox", "rm"}, "need at least one sandbox id"},
 		{[]string{"image"}, "usage: agent2env image <command>"},
