@@ -379,6 +379,18 @@ func TestLogin(t *testing.T) {
 	if b, _ := os.ReadFile(path); !strings.Contains(string(b), "token: s3cret\n") {
 		t.Errorf("config file:\n%s", b)
 	}
+	// Nothing on standard input (a password manager that failed) is no
+	// token: not the saved one saved again, nor none.
+	before, _ := os.ReadFile(path)
+	for _, in := range []string{"", "\n  \n"} {
+		code, stdout, stderr := runIn(t, in, "login", "--url", url, "--token-stdin", "--verify=false")
+		if code != 1 || stdout != "" || !strings.Contains(stderr, "agent2env login: --token-stdin: standard input held no token\n") {
+			t.Errorf("login --token-stdin with %q: exit %d, stdout %q\n%s", in, code, stdout, stderr)
+		}
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Errorf("the config file changed:\n%s", after)
+	}
 }
 
 func TestDebug(t *testing.T) {

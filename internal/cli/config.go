@@ -407,6 +407,11 @@ func login(c *cobra.Command, e env, cc *clientConfig, tokenStdin, verify bool) e
 			return fmt.Errorf("read the token from standard input: %w", err)
 		}
 		cc.token = strings.TrimSpace(string(b))
+		if cc.token == "" {
+			// Else the token of the environment or the file would be
+			// saved as if given.
+			return errors.New("--token-stdin: standard input held no token")
+		}
 	}
 	s, err := cc.resolve(e)
 	if err != nil {
