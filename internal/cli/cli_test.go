@@ -393,6 +393,18 @@ func TestLogin(t *testing.T) {
 	}
 }
 
+// TestNoHome checks that client commands run without a home directory
+// (a service, a bare container), where there is no config file to read,
+// and that login, which must write one, says why it cannot.
+func TestNoHome(t *testing.T) {
+	d := newFakeDaemon(t)
+	d.addSandbox(api.Sandbox{ID: "sb7", Status: api.StatusRunning})
+	t.Setenv("HOME", "")
+	t.Setenv("XDG_CONFIG_HOME", "")
+	check(t, []string{"sandbox", "ls", "-q"}, result{Stdout: "sb7\n"})
+	check(t, []string{"login", "--token", "x", "--verify=false"}, result{Code: 1, Stderr: "agent2env login: find the config file: $HOME is not defined\n"})
+}
+
 func TestDebug(t *testing.T) {
 	d := newFakeDaemon(t)
 	d.token = "s3cret"

@@ -180,13 +180,14 @@ func (cc *clientConfig) resolve(e env) (settings, error) {
 		}
 	}
 	if s.url == "" || s.token == "" {
-		path, err := configPath(e)
-		if err != nil {
-			return s, err
-		}
-		fc, err := readConfigFile(path)
-		if err != nil {
-			return s, err
+		// Without a home directory (a service, a bare container) there
+		// is no config file: the flags, the environment and the
+		// defaults say it all, as they do when the file is missing.
+		var fc fileConfig
+		if path, err := configPath(e); err == nil {
+			if fc, err = readConfigFile(path); err != nil {
+				return s, err
+			}
 		}
 		// The file's token goes to the file's daemon only, not to one a
 		// flag or the environment names.
