@@ -19,6 +19,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/api/client"
+	"github.com/agent2env/agent2env/internal/jsonbody"
 	tmpl "github.com/agent2env/agent2env/internal/template"
 )
 
@@ -503,6 +504,13 @@ func decodeTemplateJSON(b []byte) (*templateFile, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
+		// A value of the wrong kind is named by its member and the
+		// JSON that fits, not by Go's types; the member's path starts
+		// with the embedded request's type, which is no member.
+		err = jsonbody.Explain(err, "the file")
+		if kind := (*jsonbody.KindError)(nil); errors.As(err, &kind) {
+			kind.Member = strings.TrimPrefix(kind.Member, "CreateTemplateRequest.")
+		}
 		return nil, err
 	}
 	if dec.More() {

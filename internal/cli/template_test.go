@@ -315,6 +315,12 @@ func TestTemplateFiles(t *testing.T) {
 		{name: "other apiVersion", file: "t.yaml", content: "apiVersion: v2\nkind: SandboxTemplate\n", err: `apiVersion "v2"`},
 		{name: "empty", file: "t.yaml", content: "", err: "no SandboxTemplate document"},
 		{name: "not yaml", file: "t.yaml", content: "kind: [\n", err: "yaml:"},
+		{name: "json value of the wrong kind", file: "t.json", content: `{"name":5,"spec":{"image":"python"}}`,
+			err: ": name must be a string (got number)"},
+		{name: "json spec value of the wrong kind", file: "t.json", content: `{"name":"py","spec":{"image":"python","ttl":"long"}}`,
+			err: ": spec.ttl must be an integer (got string)"},
+		{name: "json array for an object", file: "t.json", content: `{"name":"py","spec":[]}`,
+			err: ": spec must be a JSON object (got array)"},
 		{name: "json with trailing data", file: "t.json", content: `{"name":"py"} {}`, err: "data after the JSON object"},
 	}
 	for _, tt := range tests {
