@@ -40,6 +40,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agent2env/agent2env/api"
 )
@@ -168,9 +169,16 @@ func firstEnv(names ...string) string {
 
 // TimeoutFromEnv returns SANDBOX_TIMEOUT (the code-interpreter context
 // API's variable), the seconds an execution may take when the caller gives
-// no timeout; false when it is unset or not a positive number.
+// no timeout: a number of seconds or a duration such as 1m30s, as the CLI
+// and the Python SDK read it; false when it is unset or neither, or not
+// positive.
 func TimeoutFromEnv() (float64, bool) {
-	v, err := strconv.ParseFloat(strings.TrimSpace(os.Getenv(EnvTimeout)), 64)
+	s := strings.TrimSpace(os.Getenv(EnvTimeout))
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		d, derr := time.ParseDuration(s)
+		v, err = d.Seconds(), derr
+	}
 	if err != nil || v <= 0 || math.IsInf(v, 0) {
 		return 0, false
 	}

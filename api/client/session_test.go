@@ -127,7 +127,7 @@ func TestFromEnvSeedNames(t *testing.T) {
 			t.Errorf("env %v: HTTPClient sent %q", tt.env, auth)
 		}
 	}
-	for in, want := range map[string]float64{"30": 30, "2.5": 2.5, "": 0, "-1": 0, "soon": 0} {
+	for in, want := range map[string]float64{"30": 30, "2.5": 2.5, "1m30s": 90, "500ms": 0.5, "": 0, "-1": 0, "-1m": 0, "soon": 0} {
 		t.Setenv("SANDBOX_TIMEOUT", in)
 		if got, ok := client.TimeoutFromEnv(); got != want || ok != (want > 0) {
 			t.Errorf("TimeoutFromEnv with %q = %v, %v; want %v", in, got, ok, want)

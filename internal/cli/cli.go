@@ -38,6 +38,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -168,8 +169,47 @@ and run), downloads and --raw are written as they came.`,
 	root.SetIn(e.in())
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &usageError{cmd: c, err: err} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return &usageError{cmd: c, err: flagValueError(err)} })
 	return root
+}
+
+// flagValueError is err, a flag's parse error, saying what value the flag
+// wants in place of the parser's own words: pflag passes strconv's and
+// time's errors on as they are ("strconv.ParseInt: parsing \"x\": invalid
+// syntax"), which name Go functions rather than what to type.
+func flagValueError(err error) error {
+	invalid := (*pflag.InvalidValueError)(nil)
+	if !errors.As(err, &invalid) {
+		return err
+	}
+	want := valueWant(invalid.GetFlag().Value.Type(), err)
+	if want == "" {
+		return err // a Value of this package's, whose error says it
+	}
+	// pflag's message ends with its cause's: the first part names the
+	// flag as pflag does.
+	return errors.New(strings.TrimSuffix(invalid.Error(), invalid.Unwrap().Error()) + want)
+}
+
+// valueWant says what a value of a flag of pflag's type typ must be, err
+// being why the value given is not one; "" for a type of this package's.
+// (mapstructure, decoding serve's settings, formats strconv's error into
+// its own rather than wrapping it: the range error is matched by its
+// text too.)
+func valueWant(typ string, err error) string {
+	switch {
+	case errors.Is(err, strconv.ErrRange) || strings.Contains(err.Error(), strconv.ErrRange.Error()):
+		return "out of range"
+	case strings.HasPrefix(typ, "int") || strings.HasPrefix(typ, "uint"):
+		return "want a whole number"
+	case strings.HasPrefix(typ, "float"):
+		return "want a number"
+	case typ == "bool":
+		return "want true or false"
+	case typ == "duration":
+		return "want a duration such as 30s or 2m"
+	}
+	return ""
 }
 
 // addCommands adds every command to root.
@@ -361,10 +401,15 @@ func noArgs(c *cobra.Command, args []string) error {
 	return nil
 }
 
-// exactArgs wants n positional arguments; need says what they are.
+// exactArgs wants n positional arguments; need says what they are. One
+// too many is named, as noArgs names it: need would say that what is
+// there is missing.
 func exactArgs(n int, need string) cobra.PositionalArgs {
 	return func(c *cobra.Command, args []string) error {
-		if len(args) != n {
+		switch {
+		case len(args) > n:
+			return usageErrorf(c, "unexpected argument %q", args[n])
+		case len(args) < n:
 			return usageErrorf(c, "%s", need)
 		}
 		return nil

@@ -65,7 +65,12 @@ func TestExitCodes(t *testing.T) {
 		{name: "unknown flag", args: []string{"sandbox", "ls", "--jsn"}, code: 2, stderr: "agent2env sandbox ls: unknown flag: --jsn\nusage: agent2env sandbox ls [flags]\n"},
 		{name: "bad output format", args: []string{"sandbox", "ls", "-o", "xml"}, code: 2, stderr: `invalid argument "xml" for "-o, --output" flag: want table, wide, json, yaml`},
 		{name: "no table here", args: []string{"sandbox", "logs", "sb7", "-o", "wide"}, code: 2, stderr: "want json, yaml"},
-		{name: "agent flag", args: []string{"agent", "--uid", "x"}, code: 2, stderr: `agent2env agent: invalid argument "x" for "--uid" flag`},
+		{name: "agent flag", args: []string{"agent", "--uid", "x"}, code: 2, stderr: `agent2env agent: invalid argument "x" for "--uid" flag: want a whole number`},
+		{name: "not a number", args: []string{"sandbox", "create", "--ttl", "soon"}, code: 2, stderr: `invalid argument "soon" for "--ttl" flag: want a whole number` + "\n"},
+		{name: "number out of range", args: []string{"sandbox", "fork", "sb7", "--count", "99999999999999999999"}, code: 2,
+			stderr: `invalid argument "99999999999999999999" for "--count" flag: out of range` + "\n"},
+		{name: "not a boolean", args: []string{"sandbox", "create", "--wait=maybe"}, code: 2, stderr: `invalid argument "maybe" for "--wait" flag: want true or false` + "\n"},
+		{name: "short flag not a number", args: []string{"llm", "tail", "-n", "x"}, code: 2, stderr: `invalid argument "x" for "-n, --lines" flag: want a whole number` + "\n"},
 		{name: "agent argument", args: []string{"agent", "x"}, code: 2, stderr: `agent2env agent: unexpected argument "x"`},
 		{name: "bad timeout variable", args: []string{"sandbox", "exec", "sb7", "--", "echo"}, timeoutVar: "soon", code: 1,
 			stderr: `SANDBOX_TIMEOUT="soon": want seconds or a duration such as 1m30s`},
@@ -374,6 +379,30 @@ func TestLogin(t *testing.T) {
 	if b, _ := os.ReadFile(path); !strings.Contains(string(b), "token: s3cret\n") {
 		t.Errorf("config file:\n%s", b)
 	}
+	// Nothing on standard input (a password manager that failed) is no
+	// token: not the saved one saved again, nor none.
+	before, _ := os.ReadFile(path)
+	for _, in := range []string{"", "\n  \n"} {
+		code, stdout, stderr := runIn(t, in, "login", "--url", url, "--token-stdin", "--verify=false")
+		if code != 1 || stdout != "" || !strings.Contains(stderr, "agent2env login: --token-stdin: standard input held no token\n") {
+			t.Errorf("login --token-stdin with %q: exit %d, stdout %q\n%s", in, code, stdout, stderr)
+		}
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Errorf("the config file changed:\n%s", after)
+	}
+}
+
+// TestNoHome checks that client commands run without a home directory
+// (a service, a bare container), where there is no config file to read,
+// and that login, which must write one, says why it cannot.
+func TestNoHome(t *testing.T) {
+	d := newFakeDaemon(t)
+	d.addSandbox(api.Sandbox{ID: "sb7", Status: api.StatusRunning})
+	t.Setenv("HOME", "")
+	t.Setenv("XDG_CONFIG_HOME", "")
+	check(t, []string{"sandbox", "ls", "-q"}, result{Stdout: "sb7\n"})
+	check(t, []string{"login", "--token", "x", "--verify=false"}, result{Code: 1, Stderr: "agent2env login: find the config file: $HOME is not defined\n"})
 }
 
 func TestDebug(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"gopkg.in/yaml.v3"
 
 	"github.com/agent2env/agent2env/api/client"
@@ -179,13 +180,14 @@ func (cc *clientConfig) resolve(e env) (settings, error) {
 		}
 	}
 	if s.url == "" || s.token == "" {
-		path, err := configPath(e)
-		if err != nil {
-			return s, err
-		}
-		fc, err := readConfigFile(path)
-		if err != nil {
-			return s, err
+		// Without a home directory (a service, a bare container) there
+		// is no config file: the flags, the environment and the
+		// defaults say it all, as they do when the file is missing.
+		var fc fileConfig
+		if path, err := configPath(e); err == nil {
+			if fc, err = readConfigFile(path); err != nil {
+				return s, err
+			}
 		}
 		// The file's token goes to the file's daemon only, not to one a
 		// flag or the environment names.
@@ -229,22 +231,75 @@ func timeoutFromEnv(e env) (time.Duration, error) {
 // parseTimeout parses a timeout as the SDKs read $SANDBOX_TIMEOUT: a
 // positive number of seconds, or a duration such as 1m30s.
 func parseTimeout(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		n, nerr := strconv.ParseFloat(s, 64)
-		if nerr != nil || math.IsNaN(n) || math.IsInf(n, 0) {
-			return 0, errors.New("want seconds or a duration such as 1m30s")
-		}
-		if n >= float64(math.MaxInt64/time.Second) {
-			return 0, errors.New("too long")
-		}
-		d = time.Duration(n * float64(time.Second))
-	}
-	if d <= 0 {
+	d, err := parseSecondsOrDuration(s)
+	if err == nil && d <= 0 {
 		return 0, errors.New("must be positive")
 	}
-	return d, nil
+	return d, err
+}
+
+// parseSecondsOrDuration parses a number of seconds, such as 90 or 1.5,
+// or a duration such as 1m30s.
+func parseSecondsOrDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	d, err := time.ParseDuration(s)
+	if err == nil {
+		return d, nil
+	}
+	n, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(n) || math.IsInf(n, 0) {
+		return 0, errors.New("want seconds or a duration such as 1m30s")
+	}
+	switch limit := float64(math.MaxInt64 / time.Second); {
+	case n >= limit:
+		return 0, errTooLong
+	case n <= -limit:
+		return math.MinInt64, nil // negative, which no caller takes
+	}
+	return time.Duration(n * float64(time.Second)), nil
+}
+
+// errTooLong is a number of seconds past the longest time.Duration.
+var errTooLong = errors.New("too long")
+
+// timeoutFlag is the value of a --timeout flag: seconds or a duration,
+// as $SANDBOX_TIMEOUT is read, so that every command's --timeout takes
+// the same values; 0, the default, leaves the timeout to the daemon.
+type timeoutFlag struct{ d *time.Duration }
+
+// timeoutVar defines the --timeout flag of fs, into d. Its usage names the
+// value SECONDS; a duration is taken too.
+func timeoutVar(fs *pflag.FlagSet, d *time.Duration, usage string) {
+	fs.Var(timeoutFlag{d}, "timeout", usage)
+}
+
+func (f timeoutFlag) String() string {
+	if f.d == nil || *f.d == 0 {
+		return "0"
+	}
+	return f.d.String()
+}
+
+func (f timeoutFlag) Type() string { return "timeout" }
+
+func (f timeoutFlag) Set(s string) error {
+	d, err := parseSecondsOrDuration(s)
+	switch {
+	case errors.Is(err, errTooLong):
+		d = math.MaxInt64 // longer than any daemon takes: it caps the timeout or says its maximum
+	case err != nil:
+		return err
+	case d < 0:
+		return errors.New("must not be negative")
+	}
+	*f.d = d
+	return nil
+}
+
+// seconds is d in whole seconds, as the APIs that count them take it: a
+// part of one is one more.
+func seconds(d time.Duration) int {
+	return int(math.Ceil(d.Seconds()))
 }
 
 // client returns an API client for the resolved settings.
@@ -353,6 +408,11 @@ func login(c *cobra.Command, e env, cc *clientConfig, tokenStdin, verify bool) e
 			return fmt.Errorf("read the token from standard input: %w", err)
 		}
 		cc.token = strings.TrimSpace(string(b))
+		if cc.token == "" {
+			// Else the token of the environment or the file would be
+			// saved as if given.
+			return errors.New("--token-stdin: standard input held no token")
+		}
 	}
 	s, err := cc.resolve(e)
 	if err != nil {

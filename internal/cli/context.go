@@ -116,9 +116,6 @@ With -o json or -o yaml it prints the whole response once the code has finished 
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			if timeout < 0 {
-				return usageErrorf(c, "--timeout must not be negative")
-			}
 			timeout, err := runTimeout(c, e, timeout)
 			if err != nil {
 				return err
@@ -126,7 +123,7 @@ With -o json or -o yaml it prints the whole response once the code has finished 
 			return execContext(c, e, cc, args, timeout, &out)
 		},
 	}
-	c.Flags().DurationVar(&timeout, "timeout", 0, "time before the execution is interrupted, such as 2m; the context stays usable (default: $"+envRunTimeout+", else the daemon's, 30s)")
+	timeoutVar(c.Flags(), &timeout, "`SECONDS` (or a duration such as 2m) before the execution is interrupted; the context stays usable (default: $"+envRunTimeout+", else the daemon's, 30)")
 	out.register(c, "the output as it comes", valueFormats)
 	return c
 }

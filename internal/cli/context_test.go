@@ -238,8 +238,8 @@ func TestContextUsageErrors(t *testing.T) {
 		{[]string{"context", "create", "--env", "X"}, `"X" is not KEY=VALUE`},
 		{[]string{"context", "exec"}, "need a context id"},
 		{[]string{"context", "exec", "ctx-1", "1", "2"}, "need a context id and at most one CODE argument"},
-		{[]string{"context", "exec", "--timeout", "30", "ctx-1", "1"}, `invalid argument "30" for "--timeout" flag`},
-		{[]string{"context", "exec", "ctx-1", "--timeout", "-1s", "1"}, "--timeout must not be negative"},
+		{[]string{"context", "exec", "--timeout", "soon", "ctx-1", "1"}, `invalid argument "soon" for "--timeout" flag`},
+		{[]string{"context", "exec", "ctx-1", "--timeout", "-1s", "1"}, `invalid argument "-1s" for "--timeout" flag: must not be negative`},
 		{[]string{"context", "ls", "x"}, `unexpected argument "x"`},
 		{[]string{"context", "rm"}, "need at least one context id"},
 	}

@@ -47,7 +47,7 @@ func prepullView(v any, tasks []api.PrepullTask) view {
 func newPrepullCreateCmd(e env, cc *clientConfig) *cobra.Command {
 	var (
 		template string
-		timeout  int
+		timeout  time.Duration
 		wait     bool
 		out      output
 	)
@@ -64,8 +64,6 @@ func newPrepullCreateCmd(e env, cc *clientConfig) *cobra.Command {
 				return usageErrorf(c, "give an IMAGE or --template NAME, not both")
 			case template != "" && timeout != 0:
 				return usageErrorf(c, "--timeout applies to an IMAGE only")
-			case timeout < 0:
-				return usageErrorf(c, "--timeout must not be negative")
 			}
 			cl, err := cc.client(e)
 			if err != nil {
@@ -75,9 +73,9 @@ func newPrepullCreateCmd(e env, cc *clientConfig) *cobra.Command {
 			if template != "" {
 				task, err = cl.Prepull.CreateForTemplate(c.Context(), template)
 			} else {
-				// The daemon caps a timeout at its maximum; a larger one
-				// would overflow a time.Duration here.
-				secs := min(timeout, int(prepull.MaxTimeout/time.Second))
+				// The daemon caps a timeout at its maximum, and counts
+				// whole seconds.
+				secs := min(seconds(timeout), int(prepull.MaxTimeout/time.Second))
 				task, err = cl.Prepull.Create(c.Context(), args[0], time.Duration(secs)*time.Second)
 			}
 			if err != nil {
@@ -101,7 +99,7 @@ func newPrepullCreateCmd(e env, cc *clientConfig) *cobra.Command {
 	}
 	f := c.Flags()
 	f.StringVar(&template, "template", "", "prepull the image of the latest version of template `NAME`")
-	f.IntVar(&timeout, "timeout", 0, "seconds before the pull fails (default: the daemon's, 600)")
+	timeoutVar(f, &timeout, "`SECONDS` (or a duration such as 20m) before the pull fails (default: the daemon's, 600)")
 	f.BoolVar(&wait, "wait", false, "wait until the pull completes; fail with the reason if it fails")
 	c.RegisterFlagCompletionFunc("template", cc.complete(e, templateNames, true))
 	out.register(c, "table", tableFormats)

@@ -153,6 +153,14 @@ func TestPrepullCommands(t *testing.T) {
 			requests: []string{`POST /api/v1/images/prepull {"image":"busybox","timeout":90}`},
 		},
 		{
+			name: "create with a duration",
+			args: []string{"prepull", "create", "busybox", "--timeout", "20m"},
+			want: result{Stdout: "" +
+				"ID     IMAGE     STATUS    PROGRESS   TEMPLATE   AGE   ERROR\n" +
+				"pp-1   busybox   pending   -          -          5m    \n"},
+			requests: []string{`POST /api/v1/images/prepull {"image":"busybox","timeout":1200}`},
+		},
+		{
 			name: "create with a timeout past the daemon's maximum",
 			args: []string{"prepull", "create", "busybox", "--timeout", "10000000000"},
 			want: result{Stdout: "" +
@@ -340,7 +348,7 @@ func TestPrepullUsageErrors(t *testing.T) {
 		{[]string{"prepull", "create", "a", "b"}, "need one IMAGE or --template NAME"},
 		{[]string{"prepull", "create", "alpine", "--template", "py"}, "not both"},
 		{[]string{"prepull", "create", "--template", "py", "--timeout", "5"}, "--timeout applies to an IMAGE only"},
-		{[]string{"prepull", "create", "alpine", "--timeout", "-1"}, "--timeout must not be negative"},
+		{[]string{"prepull", "create", "alpine", "--timeout", "-1"}, `invalid argument "-1" for "--timeout" flag: must not be negative`},
 		{[]string{"prepull", "ls", "x"}, `unexpected argument "x"`},
 		{[]string{"prepull", "ls", "--status", "done"}, `--status "done"`},
 		{[]string{"prepull", "get"}, "need one task ID"},

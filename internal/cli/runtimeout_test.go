@@ -57,17 +57,20 @@ func newTimeoutDaemon(t *testing.T, delay time.Duration) *timeoutDaemon {
 	return d
 }
 
+// The routes of timeoutDaemon that take a timeout, as its timeouts name
+// them.
+const (
+	sessionExec = "POST /api/v1/sessions/execute"
+	sessionRun  = "POST /api/v1/sessions/command"
+	contextExec = "POST /api/v1/contexts/cx1/execute"
+	sandboxExec = "POST /api/v1/sandboxes/sb7/exec/stream"
+)
+
 // TestRunTimeoutVariable checks that SANDBOX_TIMEOUT means for the CLI what
 // it means for the SDKs and "agent2env mcp": the timeout of an execution
 // whose command gives no --timeout, not a bound on the wait for the
 // daemon's answer.
 func TestRunTimeoutVariable(t *testing.T) {
-	const (
-		sessionExec = "POST /api/v1/sessions/execute"
-		sessionRun  = "POST /api/v1/sessions/command"
-		contextExec = "POST /api/v1/contexts/cx1/execute"
-		sandboxExec = "POST /api/v1/sandboxes/sb7/exec/stream"
-	)
 	tests := []struct {
 		name  string
 		env   string // $SANDBOX_TIMEOUT; "" for unset
@@ -135,5 +138,51 @@ func TestRunTimeoutVariable(t *testing.T) {
 				t.Errorf("requests (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestTimeoutFlag checks that every command's --timeout takes the values
+// $SANDBOX_TIMEOUT does, seconds or a duration, and sends the daemon the
+// same timeout for either.
+func TestTimeoutFlag(t *testing.T) {
+	commands := []struct {
+		name string
+		args func(timeout string) []string
+		// want is the request the daemon gets for a timeout of 90 s.
+		want string
+	}{
+		{"sandbox exec", func(v string) []string { return []string{"sandbox", "exec", "sb7", "--timeout", v, "--", "true"} }, sandboxExec + " 90"},
+		{"context exec", func(v string) []string { return []string{"context", "exec", "cx1", "1", "--timeout", v, "-o", "json"} }, contextExec + " 90"},
+		{"session exec", func(v string) []string { return []string{"session", "exec", "--timeout", v, "1"} }, sessionExec + " 90"},
+		{"session run", func(v string) []string { return []string{"session", "run", "--timeout", v, "--", "true"} }, sessionRun + " 90"},
+	}
+	for _, c := range commands {
+		for _, v := range []string{"90", "1m30s", "90.0"} {
+			t.Run(c.name+" "+v, func(t *testing.T) {
+				d := newTimeoutDaemon(t, 0)
+				if code, _, stderr := run(t, c.args(v)...); code != 0 {
+					t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+				}
+				if diff := cmp.Diff([]string{c.want}, d.timeouts); diff != "" {
+					t.Errorf("requests (-want +got):\n%s", diff)
+				}
+			})
+		}
+		for v, want := range map[string]string{
+			"soon": `invalid argument "soon" for "--timeout" flag: want seconds or a duration such as 1m30s`,
+			"-1":   `invalid argument "-1" for "--timeout" flag: must not be negative`,
+			"-1m":  `invalid argument "-1m" for "--timeout" flag: must not be negative`,
+		} {
+			t.Run(c.name+" "+v, func(t *testing.T) {
+				d := newTimeoutDaemon(t, 0)
+				code, _, stderr := run(t, c.args(v)...)
+				if code != 2 || !strings.Contains(stderr, want) {
+					t.Errorf("exit %d, stderr:\n%s\nwant exit 2 and %q", code, stderr, want)
+				}
+				if len(d.timeouts) != 0 {
+					t.Errorf("the daemon got %q", d.timeouts)
+				}
+			})
+		}
 	}
 }

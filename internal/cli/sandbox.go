@@ -1,13 +1,13 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -204,6 +204,7 @@ func newSandboxListCmd(e env, cc *clientConfig) *cobra.Command {
 
 func newSandboxExecCmd(e env, cc *clientConfig) *cobra.Command {
 	var req api.ExecRequest
+	var timeout time.Duration
 	var interactive, tty bool
 	env := envFlag{}
 	c := &cobra.Command{
@@ -238,21 +239,18 @@ would have it (130 for Ctrl-C, 143 for SIGTERM).`,
 				treq := api.TerminalRequest{Command: req.Command, TTY: tty, Env: req.Env, Cwd: req.Cwd}
 				return runTerminal(c, e, cc, pos[0], treq, interactive)
 			}
-			if !c.Flags().Changed("timeout") {
-				d, err := timeoutFromEnv(e)
-				if err != nil {
-					return err
-				}
-				// The API counts whole seconds: a part of one is one more.
-				req.Timeout = int(math.Ceil(d.Seconds()))
+			d, err := runTimeout(c, e, timeout)
+			if err != nil {
+				return err
 			}
+			req.Timeout = seconds(d)
 			return execSandbox(c, e, cc, pos[0], req)
 		},
 	}
 	f := c.Flags()
 	f.BoolVarP(&interactive, "interactive", "i", false, "pass standard input to the command")
 	f.BoolVarP(&tty, "tty", "t", false, "run the command on a terminal")
-	f.IntVar(&req.Timeout, "timeout", 0, "seconds before the command is killed (default: $"+envRunTimeout+", else the daemon's, 30)")
+	timeoutVar(f, &timeout, "`SECONDS` (or a duration such as 2m) before the command is killed (default: $"+envRunTimeout+", else the daemon's, 30)")
 	f.Var(env, "env", "environment variable `KEY=VALUE` (repeatable)")
 	f.StringVar(&req.Cwd, "cwd", "", "working directory (default: the sandbox's, /workspace)")
 	return c
@@ -295,8 +293,11 @@ ending in / or naming a directory is copied into.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			srcID, srcPath, srcRemote := remotePath(args[0])
 			dstID, dstPath, dstRemote := remotePath(args[1])
-			if srcRemote == dstRemote {
+			switch {
+			case srcRemote == dstRemote:
 				return usageErrorf(c, "exactly one of SRC and DST must be ID:/path")
+			case srcRemote && srcPath == "", dstRemote && dstPath == "":
+				return usageErrorf(c, "%s names no path in the sandbox: write ID:/path", cmp.Or(srcID, dstID)+":")
 			}
 			cl, err := cc.client(e)
 			if err != nil {

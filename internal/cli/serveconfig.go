@@ -189,7 +189,7 @@ func loadServeConfig(fs *pflag.FlagSet, getenv func(string) string, cfg *serveCo
 		// Each value is checked alone, while its source is known: once
 		// merged, a bad value could not say where it came from.
 		for key, v := range values {
-			if err := checkSetting(key, v); err != nil {
+			if err := checkSetting(fs.Lookup(key), v); err != nil {
 				return nil, fmt.Errorf("config file %s: %w", path, err)
 			}
 			source[key] = "config file"
@@ -203,7 +203,7 @@ func loadServeConfig(fs *pflag.FlagSet, getenv func(string) string, cfg *serveCo
 		if !isSetting(f) || v == "" || err != nil {
 			return
 		}
-		if cerr := checkSetting(f.Name, v); cerr != nil {
+		if cerr := checkSetting(f, v); cerr != nil {
 			err = fmt.Errorf("environment variable %s: %w", envName(f.Name), cerr)
 		}
 		env[f.Name] = v
@@ -252,14 +252,19 @@ func unmarshalSettings(k *koanf.Koanf, cfg *serveConfig) error {
 	return err
 }
 
-// checkSetting decodes the one value v of key as a setting.
-func checkSetting(key string, v any) error {
+// checkSetting decodes the one value v of the setting of flag f, saying
+// what the setting wants when v is not one.
+func checkSetting(f *pflag.Flag, v any) error {
 	k := koanf.New(keyDelim)
-	k.Set(key, v)
-	if err := unmarshalSettings(k, &serveConfig{}); err != nil {
-		return fmt.Errorf("%s: invalid value %q: %w", key, fmt.Sprint(v), errors.Unwrap(err))
+	k.Set(f.Name, v)
+	err := unmarshalSettings(k, &serveConfig{})
+	if err == nil {
+		return nil
 	}
-	return nil
+	if want := valueWant(f.Value.Type(), err); want != "" {
+		return fmt.Errorf("%s: invalid value %q: %s", f.Name, fmt.Sprint(v), want)
+	}
+	return fmt.Errorf("%s: invalid value %q: %w", f.Name, fmt.Sprint(v), errors.Unwrap(err))
 }
 
 // listKeys are the settings that are comma-separated lists, which a

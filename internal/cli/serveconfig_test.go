@@ -198,20 +198,26 @@ func TestServeConfigErrors(t *testing.T) {
 		want []string // in stderr
 	}{
 		{name: "number in the environment", env: map[string]string{"AGENT2ENV_MAX_SANDBOXES": "abc"},
-			want: []string{"environment variable AGENT2ENV_MAX_SANDBOXES: max-sandboxes: invalid value \"abc\""}},
+			want: []string{"environment variable AGENT2ENV_MAX_SANDBOXES: max-sandboxes: invalid value \"abc\": want a whole number"}},
+		{name: "number out of range", env: map[string]string{"AGENT2ENV_MAX_SANDBOXES": "99999999999999999999999"},
+			want: []string{"max-sandboxes: invalid value \"99999999999999999999999\": out of range"}},
+		{name: "fraction in the environment", env: map[string]string{"AGENT2ENV_CPU_OVERCOMMIT": "lots"},
+			want: []string{"cpu-overcommit: invalid value \"lots\": want a number"}},
+		{name: "boolean in the file", file: "prebuild-images: maybe\n", want: []string{"prebuild-images: invalid value \"maybe\": want true or false"}},
+		{name: "boolean as a flag", args: []string{"--prebuild-images=maybe"}, want: []string{`invalid argument "maybe" for "--prebuild-images" flag: want true or false`}},
 		{name: "size in the environment", env: map[string]string{"AGENT2ENV_CONTEXT_OUTPUT_LIMIT": "10MB"},
 			want: []string{"AGENT2ENV_CONTEXT_OUTPUT_LIMIT", "context-output-limit"}},
 		{name: "duration in the environment", env: map[string]string{"AGENT2ENV_HTTP_IDLE_TIMEOUT": "2 minutes"},
-			want: []string{"environment variable AGENT2ENV_HTTP_IDLE_TIMEOUT: http-idle-timeout: invalid value \"2 minutes\""}},
-		{name: "duration in the file", file: "http-stall-timeout: soon\n", want: []string{"http-stall-timeout: invalid value \"soon\""}},
+			want: []string{"environment variable AGENT2ENV_HTTP_IDLE_TIMEOUT: http-idle-timeout: invalid value \"2 minutes\": want a duration such as 30s or 2m"}},
+		{name: "duration in the file", file: "http-stall-timeout: soon\n", want: []string{"http-stall-timeout: invalid value \"soon\": want a duration such as 30s or 2m"}},
 		{name: "shared volume", args: []string{"--shared-volumes", "relative:/data"}, want: []string{"shared-volumes:"}},
 		{name: "session timeout", args: []string{"--session-timeout", "-1m"}, want: []string{"session-timeout"}},
 		{name: "session pause after", args: []string{"--session-pause-after", "-1m"}, want: []string{"session-pause-after"}},
 		{name: "run max age", args: []string{"--run-max-age", "-1h"}, want: []string{"run-max-age -1h0m0s: must not be negative"}},
 		{name: "llm archive age", args: []string{"--llm-archive-max-age", "-1h"}, want: []string{"llm-archive-max-age"}},
-		{name: "number in the file", file: "max-sandboxes: abc\n", want: []string{"config file ", "max-sandboxes: invalid value \"abc\""}},
-		{name: "fraction in the file", file: "max-sandboxes: 2.5\n", want: []string{"max-sandboxes: invalid value \"2.5\""}},
-		{name: "number as a flag", args: []string{"--max-sandboxes", "abc"}, want: []string{`invalid argument "abc" for "--max-sandboxes" flag`}},
+		{name: "number in the file", file: "max-sandboxes: abc\n", want: []string{"config file ", "max-sandboxes: invalid value \"abc\": want a whole number"}},
+		{name: "fraction in the file", file: "max-sandboxes: 2.5\n", want: []string{"max-sandboxes: invalid value \"2.5\": want a whole number"}},
+		{name: "number as a flag", args: []string{"--max-sandboxes", "abc"}, want: []string{`invalid argument "abc" for "--max-sandboxes" flag: want a whole number`}},
 		{name: "unknown keys", file: "listn: x\nmax-sandboxes: 1\nwarm_pools: x\n", want: []string{"unknown keys: listn, warm_pools"}},
 		{name: "not a setting", file: "print-config: true\n", want: []string{"unknown keys: print-config"}},
 		{name: "list for a value", file: "listen: [a, b]\n", want: []string{"listen: want a single value"}},
@@ -241,6 +247,12 @@ func TestServeConfigErrors(t *testing.T) {
 			for _, want := range tt.want {
 				if !strings.Contains(stderr, want) {
 					t.Errorf("stderr lacks %q:\n%s", want, stderr)
+				}
+			}
+			// The value's parser is Go's; what it wants is said in words.
+			for _, goWords := range []string{"strconv", "cannot parse", "missing unit", "float64"} {
+				if strings.Contains(stderr, goWords) {
+					t.Errorf("stderr has %q:\n%s", goWords, stderr)
 				}
 			}
 		})

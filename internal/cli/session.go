@@ -61,7 +61,7 @@ type sessionFlags struct {
 func (f *sessionFlags) register(c *cobra.Command) {
 	c.Flags().StringVarP(&f.session, "session", "s", "", "session id: one that exists is reused, an unknown one is made (default: a new session)")
 	c.Flags().StringVar(&f.flavor, "flavor", "", "size of a new session's sandbox: small, medium or large (default: the daemon's)")
-	c.Flags().DurationVar(&f.timeout, "timeout", 0, "time before the run is interrupted, such as 2m (default: $"+envRunTimeout+", else the daemon's, 30s)")
+	timeoutVar(c.Flags(), &f.timeout, "`SECONDS` (or a duration such as 2m) before the run is interrupted (default: $"+envRunTimeout+", else the daemon's, 30)")
 }
 
 // timeoutSeconds is the run's timeout in seconds (see runTimeout); 0

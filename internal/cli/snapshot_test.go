@@ -273,7 +273,8 @@ func TestSnapshotUsageErrors(t *testing.T) {
 	}{
 		{[]string{"snapshot"}, "usage: agent2env snapshot <command>"},
 		{[]string{"snapshot", "create"}, "need one sandbox ID"},
-		{[]string{"snapshot", "create", "a", "b"}, "need one sandbox ID"},
+		{[]string{"snapshot", "create", "a", "b"}, `unexpected argument "b"`},
+		{[]string{"snapshot", "create"}, "need one sandbox ID"},
 		{[]string{"snapshot", "rm"}, "need at least one snapshot id"},
 		{[]string{"snapshot", "ls", "extra"}, `unexpected argument "extra"`},
 		{[]string{"sandbox", "create", "--from-snapshot", "snap-a", "--image", "x"}, "--from-snapshot takes only --ttl besides"},

@@ -338,3 +338,13 @@ func TestTaskRemove(t *testing.T) {
 	}
 	checkUsageError(t, &recorder{}, []string{"task", "rm"}, "need at least one run id")
 }
+
+// TestTaskRunIDArgs checks that the commands of one run say what is wrong
+// with their arguments: a run id missing, or one argument too many (not
+// "need a run id" when there is one).
+func TestTaskRunIDArgs(t *testing.T) {
+	for _, cmd := range []string{"show", "logs", "artifacts"} {
+		checkUsageError(t, &recorder{}, []string{"task", cmd}, "need a run id")
+		checkUsageError(t, &recorder{}, []string{"task", cmd, "run-1", "out"}, `unexpected argument "out"`)
+	}
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/api/client"
+	"github.com/agent2env/agent2env/internal/jsonbody"
 	tmpl "github.com/agent2env/agent2env/internal/template"
 )
 
@@ -84,7 +85,7 @@ func newTemplateCreateCmd(e env, cc *clientConfig) *cobra.Command {
 			return out.print(e.stdout, templateView(t, []api.Template{*t}))
 		},
 	}
-	c.Flags().StringVarP(&file, "file", "f", "", "`FILE`: a SandboxTemplate YAML document (as \"template export\" writes) or a JSON create request; - for stdin")
+	c.Flags().StringVarP(&file, "file", "f", "", "`FILE`: a SandboxTemplate document, YAML or JSON (as \"template export\" writes), or a JSON create request; - for stdin")
 	c.Flags().BoolVar(&prepull, "prepull", false, "start prepulling the template's image")
 	out.register(c, "table", tableFormats)
 	return c
@@ -311,7 +312,7 @@ func newTemplateUpdateCmd(e env, cc *clientConfig) *cobra.Command {
 			return out.print(e.stdout, templateView(t, []api.Template{*t}))
 		},
 	}
-	c.Flags().StringVarP(&file, "file", "f", "", "`FILE`: a SandboxTemplate YAML document or a JSON request; - for stdin")
+	c.Flags().StringVarP(&file, "file", "f", "", "`FILE`: a SandboxTemplate document, YAML or JSON (as \"template export\" writes), or a JSON request; - for stdin")
 	c.Flags().StringVar(&changelog, "changelog", "", "what changed in this version (default: the file's changelog, if any)")
 	out.register(c, "table", tableFormats)
 	return c
@@ -435,8 +436,8 @@ func readInput(path string, stdin io.Reader) ([]byte, error) {
 }
 
 // templateFile is a template as a file describes it for create and
-// update: either a SandboxTemplate YAML document, as "template export"
-// writes and "import" reads, or a JSON request body.
+// update: either a SandboxTemplate document, in YAML or JSON, as "template
+// export" writes and "import" reads, or a JSON request body.
 type templateFile struct {
 	Name, DisplayName, Description string
 	// Tags is nil when the file has none, which update keeps; an empty
@@ -457,8 +458,10 @@ type templateJSON struct {
 
 // readTemplateFile reads and decodes the template file path (- for
 // stdin). A .json file is JSON and a .yaml or .yml file YAML; otherwise a
-// body starting with '{' is JSON. Unknown fields are errors, so that a
-// misspelt key is not silently dropped.
+// body starting with '{' is JSON. JSON with a kind or an apiVersion is a
+// SandboxTemplate document, as "template export -o json" writes it, and
+// other JSON a request body. Unknown fields are errors, so that a misspelt
+// key is not silently dropped.
 func readTemplateFile(path string, stdin io.Reader) (*templateFile, error) {
 	b, err := readInput(path, stdin)
 	if err != nil {
@@ -472,7 +475,7 @@ func readTemplateFile(path string, stdin io.Reader) (*templateFile, error) {
 		isJSON = false
 	}
 	var tf *templateFile
-	if isJSON {
+	if isJSON && !isDocumentJSON(b) {
 		tf, err = decodeTemplateJSON(b)
 	} else {
 		tf, err = decodeTemplateYAML(b)
@@ -483,11 +486,31 @@ func readTemplateFile(path string, stdin io.Reader) (*templateFile, error) {
 	return tf, nil
 }
 
+// isDocumentJSON reports whether the JSON object b is a document (it has
+// a kind or an apiVersion, which no request body has): YAML's parser,
+// which reads JSON, decodes it as one.
+func isDocumentJSON(b []byte) bool {
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(b, &keys) != nil {
+		return false // decodeTemplateJSON says what is wrong
+	}
+	_, kind := keys["kind"]
+	_, version := keys["apiVersion"]
+	return kind || version
+}
+
 func decodeTemplateJSON(b []byte) (*templateFile, error) {
 	var req templateJSON
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
+		// A value of the wrong kind is named by its member and the
+		// JSON that fits, not by Go's types; the member's path starts
+		// with the embedded request's type, which is no member.
+		err = jsonbody.Explain(err, "the file")
+		if kind := (*jsonbody.KindError)(nil); errors.As(err, &kind) {
+			kind.Member = strings.TrimPrefix(kind.Member, "CreateTemplateRequest.")
+		}
 		return nil, err
 	}
 	if dec.More() {

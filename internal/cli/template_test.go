@@ -294,6 +294,17 @@ func TestTemplateFiles(t *testing.T) {
 			content: "  {\"name\":\"py\",\"spec\":{\"image\":\"python\"}}\n",
 			want:    &templateFile{Name: "py", Spec: api.TemplateSpec{Image: "python"}},
 		},
+		{
+			name: "json as exported",
+			file: "t.json",
+			content: `{"apiVersion":"liteboxd/v1","kind":"SandboxTemplate","metadata":{"description":"","displayName":"","name":"py",` +
+				`"tags":["a"]},"spec":{"image":"python","resources":{"cpu":"500m","memory":"512Mi"},"startupTimeout":300,"ttl":60}}` + "\n",
+			want: &templateFile{Name: "py", Tags: []string{"a"}, Spec: api.TemplateSpec{
+				Image: "python", Resources: api.ResourceSpec{CPU: "500m", Memory: "512Mi"}, StartupTimeout: 300, TTL: 60}},
+		},
+		{name: "json list as exported", file: "t.json", content: `{"apiVersion":"liteboxd/v1","kind":"SandboxTemplateList","items":[]}`,
+			err: `use "agent2env import"`},
+		{name: "json document of another kind", file: "t", content: `{"kind":"Pod"}`, err: `kind "Pod"`},
 		{name: "misspelt yaml key", file: "t.yaml", content: "kind: SandboxTemplate\nmetadata: {name: py}\nspec: {image: python, startupScrpt: x}\n",
 			err: "field startupScrpt not found"},
 		{name: "misspelt json key", file: "t.json", content: `{"name":"py","spec":{"image":"python","tll":5}}`, err: `unknown field "tll"`},
@@ -304,6 +315,12 @@ func TestTemplateFiles(t *testing.T) {
 		{name: "other apiVersion", file: "t.yaml", content: "apiVersion: v2\nkind: SandboxTemplate\n", err: `apiVersion "v2"`},
 		{name: "empty", file: "t.yaml", content: "", err: "no SandboxTemplate document"},
 		{name: "not yaml", file: "t.yaml", content: "kind: [\n", err: "yaml:"},
+		{name: "json value of the wrong kind", file: "t.json", content: `{"name":5,"spec":{"image":"python"}}`,
+			err: ": name must be a string (got number)"},
+		{name: "json spec value of the wrong kind", file: "t.json", content: `{"name":"py","spec":{"image":"python","ttl":"long"}}`,
+			err: ": spec.ttl must be an integer (got string)"},
+		{name: "json array for an object", file: "t.json", content: `{"name":"py","spec":[]}`,
+			err: ": spec must be a JSON object (got array)"},
 		{name: "json with trailing data", file: "t.json", content: `{"name":"py"} {}`, err: "data after the JSON object"},
 	}
 	for _, tt := range tests {

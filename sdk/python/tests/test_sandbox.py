@@ -491,6 +491,18 @@ def test_download_to_failure_keeps_an_existing_file(
     assert list(tmp_path.iterdir()) == [dest]
 
 
+def test_download_to_a_missing_directory(
+    client: Any, httpx_mock: HTTPXMock, tmp_path: Path
+) -> None:
+    # The error names the path given, not the temporary file made beside it.
+    httpx_mock.add_response(content=b"data", is_optional=True)
+    dest = tmp_path / "nodir" / "out"
+    with pytest.raises(FileNotFoundError) as info:
+        client.sandbox.download_to("sb1234567890", "big", dest)
+    assert info.value.filename == str(dest)
+    assert ".part" not in str(info.value)
+
+
 def test_wait_for_ready(client: Any, httpx_mock: HTTPXMock) -> None:
     httpx_mock.add_response(url=SB, json=sandbox_json(status="pending"))
     httpx_mock.add_response(url=SB, json=sandbox_json(status="pending"))
@@ -533,3 +545,15 @@ def test_wait_for_ready_gone(client: Any, httpx_mock: HTTPXMock) -> None:
     )
     with pytest.raises(NotFoundError):
         client.sandbox.wait_for_ready("sb1234567890")
+
+
+def test_string_command_refused(client: Any, httpx_mock: HTTPXMock) -> None:
+    """A string is a Sequence[str] too: it must not run as one argument a character."""
+    for call in (
+        lambda: client.sandbox.execute("sb1234567890", "echo hi"),
+        lambda: list(client.sandbox.execute_stream("sb1234567890", "echo hi")),
+        lambda: client.sandbox.create_terminal("sb1234567890", "work", command="bash"),
+    ):
+        with pytest.raises(TypeError, match=r"a list of arguments, such as \['sh', '-c', "):
+            call()
+    assert httpx_mock.get_requests() == []

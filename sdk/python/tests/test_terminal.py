@@ -185,6 +185,8 @@ def test_interactive_query() -> None:
         ("env", "A=1"),
     ]
     assert interactive_query(None, False, None, None, None, None) == [("tty", "false")]
+    with pytest.raises(TypeError, match="not a string"):
+        interactive_query("bash", True, None, None, None, None)
 
 
 def test_persistent_rest(httpx_mock: HTTPXMock) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from dataclasses import replace
 from typing import TypeVar, cast
 
@@ -139,7 +139,7 @@ class AsyncAPIClient:
                 n += len(chunk)
         return n
 
-    async def iter_stream(self, req: Request, parser: StreamParser[T]) -> AsyncIterator[T]:
+    async def iter_stream(self, req: Request, parser: StreamParser[T]) -> AsyncGenerator[T, None]:
         """Send a request answered by an event stream; yield what the parser makes of it."""
         async with self.open(req) as resp:
             decoder = SSEDecoder()

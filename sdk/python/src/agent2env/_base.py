@@ -19,7 +19,7 @@ import random
 import secrets
 import stat
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Protocol, TypeVar, cast
 from urllib.parse import quote
@@ -195,6 +195,19 @@ def _json(resp: httpx.Response) -> Any:
 def dump(model: BaseModel) -> Any:
     """Return a model as the JSON the daemon takes: wire names, unset fields left out."""
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def argv(command: Sequence[str]) -> list[str]:
+    """Return the argv ``command`` as a list.
+
+    A string is a TypeError: it is a ``Sequence[str]`` too, which type
+    checkers let through, and would run as one argument a character.
+    """
+    if isinstance(command, str):
+        raise TypeError(
+            f"command must be a list of arguments, such as ['sh', '-c', {command!r}], not a string"
+        )
+    return list(command)
 
 
 def segment(value: str, what: str) -> str:
@@ -440,6 +453,9 @@ def open_sink(
             break
         except FileExistsError:
             continue
+        except OSError as e:
+            e.filename = os.fspath(destination)  # what the caller named, not the temporary file
+            raise
     try:
         with open(fd, "wb") as f:
             if mode is not None:
@@ -552,7 +568,7 @@ class SyncAPIClient:
                 n += len(chunk)
         return n
 
-    def iter_stream(self, req: Request, parser: StreamParser[T]) -> Iterator[T]:
+    def iter_stream(self, req: Request, parser: StreamParser[T]) -> Generator[T, None, None]:
         """Send a request answered by an event stream; yield what the parser makes of it."""
         with self.open(req) as resp:
             decoder = SSEDecoder()

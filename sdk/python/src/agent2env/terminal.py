@@ -28,7 +28,7 @@ from websockets.asyncio.client import connect as async_connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
-from ._base import ClientConfig
+from ._base import ClientConfig, argv
 from .exceptions import Agent2EnvError, APIError, ConflictError, StreamError, error_for_status
 
 __all__ = ["AsyncTerminal", "Terminal", "TerminalExit", "TerminalTakenOverError"]
@@ -82,7 +82,7 @@ def interactive_query(
     env: Mapping[str, str] | None,
 ) -> list[tuple[str, str]]:
     """Return the query of GET .../exec/interactive."""
-    q = [("command", c) for c in command or []]
+    q = [("command", c) for c in argv(command or [])]
     q.append(("tty", "true" if tty else "false"))
     if rows:
         q.append(("rows", str(rows)))

@@ -8,6 +8,7 @@ warn_unused_ignores fails the check if it does not).
 from __future__ import annotations
 
 import io
+from contextlib import aclosing, closing
 from pathlib import Path
 
 from agent2env import (
@@ -326,3 +327,28 @@ async def terminals() -> None:
             aout: bytes = await aterm.read(timeout=1)
             acode: int | None = (await aterm.wait(timeout=5)).exit_code
             print(aout, acode)
+
+
+def closing_streams(client: Client) -> None:
+    # What the docstrings advise to stop reading a stream early.
+    with closing(client.sandbox.execute_stream("sb", ["ls"])) as events:
+        first: ExecEvent = next(events)
+    with closing(client.contexts.iter_execute("ctx", "1")) as cevents:
+        cfirst: ExecutionEvent = next(cevents)
+    with closing(client.llm.follow(run="r")) as follow, closing(client.llm.iter_export()) as xs:
+        print(first.type, cfirst.type, next(follow).cursor, next(xs).id)
+
+
+async def aclosing_streams(client: AsyncClient) -> None:
+    async with aclosing(client.sandbox.execute_stream("sb", ["ls"])) as events:
+        async for event in events:
+            print(event.data)
+    async with aclosing(client.contexts.iter_execute("ctx", "1")) as cevents:
+        async for cevent in cevents:
+            print(cevent.type)
+    async with aclosing(client.llm.follow(run="r")) as follow:
+        async for ev in follow:
+            print(ev.cursor)
+    async with aclosing(client.llm.iter_export()) as xs:
+        async for x in xs:
+            print(x.id)

@@ -9,7 +9,7 @@ HTML, PNG figures, JSON) and, when the code failed, the error with its kind.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from typing import Any
 
 from .._async_base import AsyncAPIClient
@@ -260,7 +260,7 @@ class ContextService:
 
     def iter_execute(
         self, context_id: str, code: str, *, timeout: float | None = None
-    ) -> Iterator[ExecutionEvent]:
+    ) -> Generator[ExecutionEvent, None, None]:
         """Run code, yielding :class:`ExecutionEvent` objects as the output comes.
 
         The last event is ``complete``, with the whole response. The request
@@ -337,7 +337,7 @@ class AsyncContextService:
 
     def iter_execute(
         self, context_id: str, code: str, *, timeout: float | None = None
-    ) -> AsyncIterator[ExecutionEvent]:
+    ) -> AsyncGenerator[ExecutionEvent, None]:
         """Run code, yielding events (``async for``); see :meth:`ContextService.iter_execute`."""
         return self._c.iter_stream(
             _execute_request(context_id, code, timeout, stream=True), ExecutionStreamParser()

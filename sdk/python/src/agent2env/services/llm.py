@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import math
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Generator
 from datetime import datetime, timedelta, timezone
 from typing import IO, Any
 
@@ -272,7 +272,7 @@ class LLMService:
         status: str | int | None = None,
         since: Time = None,
         until: Time = None,
-    ) -> Iterator[LLMExchangeDetail]:
+    ) -> Generator[LLMExchangeDetail, None, None]:
         """Yield the exchanges the filters select, with their parts, as the daemon streams them."""
         req = _export_request(_filters(sandbox, run, model, conversation, status, since, until))
         with self._c.open(req) as resp, translate_errors(self._c.config.url(req)):
@@ -292,7 +292,7 @@ class LLMService:
         until: Time = None,
         after: str | None = None,
         last: int = 0,
-    ) -> Iterator[LLMExchangeEvent]:
+    ) -> Generator[LLMExchangeEvent, None, None]:
         """Yield each exchange the filters select as it ends, in the order they end, without end.
 
         Each comes with the cursor that resumes after it: give the last one seen
@@ -393,7 +393,7 @@ class AsyncLLMService:
         status: str | int | None = None,
         since: Time = None,
         until: Time = None,
-    ) -> AsyncIterator[LLMExchangeDetail]:
+    ) -> AsyncGenerator[LLMExchangeDetail, None]:
         """Yield exchanges with their parts as streamed; see :meth:`LLMService.iter_export`."""
         req = _export_request(_filters(sandbox, run, model, conversation, status, since, until))
         async with self._c.open(req) as resp:
@@ -414,7 +414,7 @@ class AsyncLLMService:
         until: Time = None,
         after: str | None = None,
         last: int = 0,
-    ) -> AsyncIterator[LLMExchangeEvent]:
+    ) -> AsyncGenerator[LLMExchangeEvent, None]:
         """Yield each exchange as it ends; see :meth:`LLMService.follow`."""
         params = _filters(sandbox, run, model, conversation, status, since, until)
         return self._c.iter_stream(_follow_request(params, after, last), LLMFollowParser())

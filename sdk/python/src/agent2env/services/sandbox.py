@@ -7,7 +7,7 @@ import math
 import os
 import posixpath
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Generator, Mapping, Sequence
 from typing import IO, Any
 
 from .._async_base import AsyncAPIClient
@@ -16,6 +16,7 @@ from .._base import (
     Op,
     Request,
     SyncAPIClient,
+    argv,
     call,
     dump,
     error_from_event,
@@ -142,9 +143,10 @@ def _exec_request(
     *,
     stream: bool = False,
 ) -> Request:
+    command = argv(command)
     if not command:
         raise ValueError("command is empty")
-    body: dict[str, Any] = {"command": list(command), "timeout": timeout}
+    body: dict[str, Any] = {"command": command, "timeout": timeout}
     for key, value in (("env", env), ("cwd", cwd), ("stdin", stdin)):
         if value is not None:
             body[key] = value
@@ -253,7 +255,7 @@ def _terminal_body(
 ) -> dict[str, Any]:
     body: dict[str, Any] = {
         "name": name,
-        "command": list(command) if command else None,
+        "command": argv(command or []) or None,
         "rows": rows,
         "cols": cols,
     }
@@ -501,7 +503,7 @@ class SandboxService:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         stdin: str | None = None,
-    ) -> Iterator[ExecEvent]:
+    ) -> Generator[ExecEvent, None, None]:
         """Run a command, yielding its output as it is produced (agent2env addition).
 
         Yields ``stdout`` and ``stderr`` events (``data_bytes``: the chunk
@@ -794,7 +796,7 @@ class AsyncSandboxService:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         stdin: str | None = None,
-    ) -> AsyncIterator[ExecEvent]:
+    ) -> AsyncGenerator[ExecEvent, None]:
         """Run a command, yielding its output; see :meth:`SandboxService.execute_stream`."""
         req = _exec_request(
             "/exec/stream", sandbox_id, command, timeout, env, cwd, stdin, stream=True
