@@ -11,12 +11,13 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/api/client"
+	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 // terminal is a buffer the CLI takes for a terminal when tty is set; it
 // is safe for concurrent use.
 type terminal struct {
-	syncBuf
+	testenv.Buffer
 	tty bool
 }
 

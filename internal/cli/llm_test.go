@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/agent2env/agent2env/internal/llm/proxy"
 	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
+	"github.com/agent2env/agent2env/internal/testenv"
 )
 
 // llmDaemon is the daemon's archive API over a real archive, filled
@@ -150,7 +150,7 @@ func TestLLMTailFollow(t *testing.T) {
 	d.call(t, "sb-one", false)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	var out syncBuf
+	var out testenv.Buffer
 	cl, err := client.FromEnv()
 	if err != nil {
 		t.Fatal(err)
@@ -188,24 +188,6 @@ func TestLLMTailFollow(t *testing.T) {
 	if strings.Join(sandboxes, " ") != "sb-one sb-two sb-three" {
 		t.Errorf("tail -f printed %v", sandboxes)
 	}
-}
-
-// syncBuf is a buffer a goroutine writes while the test reads it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestLLMExportFile checks that export -f writes its file whole or not at
