@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -33,11 +34,12 @@ const (
 // gzip-compressed), an OCI image layout directory, or a tar of one. Each
 // tag of a docker save image is stored as its own ref. An image that
 // carries no name (no repo tag, or an OCI ref.name that is only a tag) is
-// stored under its ID.
+// stored under its ID. Its errors do not name path, a copy of what a
+// client sent in the daemon's own directory.
 func (s *Store) Import(ctx context.Context, path string, p ProgressFunc) ([]*Image, error) {
 	imgs, err := s.importPath(ctx, path, p)
 	if err != nil {
-		return nil, fmt.Errorf("import images from %s: %w", path, err)
+		return nil, fmt.Errorf("import images: %w", err)
 	}
 	return imgs, nil
 }
@@ -72,7 +74,7 @@ func (s *Store) importPath(ctx context.Context, path string, p ProgressFunc) ([]
 		}
 		return s.importLayout(ctx, dir, p)
 	default:
-		return nil, errdefs.Invalid("%s is neither a docker save tarball nor an OCI layout", path)
+		return nil, errdefs.Invalid("the archive is neither a docker save tarball nor an OCI layout")
 	}
 }
 
@@ -172,6 +174,12 @@ func (s *Store) importDockerSave(ctx context.Context, open tarball.Opener, p Pro
 func (s *Store) importLayout(ctx context.Context, dir string, p ProgressFunc) ([]*Image, error) {
 	idx, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			// Its path is in the daemon's directory: the file's name says
+			// enough.
+			return nil, errdefs.Invalid("read OCI layout: %s %s: %v", pe.Op, filepath.Base(pe.Path), pe.Err)
+		}
 		return nil, errdefs.Invalid("read OCI layout: %v", err)
 	}
 	im, err := idx.IndexManifest()

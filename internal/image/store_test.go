@@ -246,20 +246,32 @@ func TestImportErrors(t *testing.T) {
 	if err := tarball.WriteToFile(foreign, name.MustParseReference("example.com/foreign:1"), img); err != nil {
 		t.Fatal(err)
 	}
+	garbage := filepath.Join(t.TempDir(), "garbage.tar")
+	if err := os.WriteFile(garbage, []byte("garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The path is the daemon's copy of an upload: only a missing one is
+	// named, which an upload never is.
 	tests := []struct {
-		name string
-		path string
-		want error
+		name  string
+		path  string
+		want  error
+		named bool
 	}{
-		{"missing", filepath.Join(t.TempDir(), "nope.tar"), errdefs.ErrNotFound},
-		{"other architecture", foreign, errdefs.ErrInvalidArgument},
-		{"not an image", junk, errdefs.ErrInvalidArgument},
-		{"empty dir", t.TempDir(), errdefs.ErrInvalidArgument},
+		{"missing", filepath.Join(t.TempDir(), "nope.tar"), errdefs.ErrNotFound, true},
+		{"other architecture", foreign, errdefs.ErrInvalidArgument, false},
+		{"not an image", junk, errdefs.ErrInvalidArgument, false},
+		{"not a tar", garbage, errdefs.ErrInvalidArgument, false},
+		{"empty dir", t.TempDir(), errdefs.ErrInvalidArgument, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := s.Import(context.Background(), tt.path, nil); !errors.Is(err, tt.want) {
+			_, err := s.Import(context.Background(), tt.path, nil)
+			if !errors.Is(err, tt.want) {
 				t.Errorf("Import: %v, want %v", err, tt.want)
+			}
+			if err != nil && strings.Contains(err.Error(), tt.path) != tt.named {
+				t.Errorf("Import: %v; names the path: %v, want %v", err, !tt.named, tt.named)
 			}
 		})
 	}
