@@ -179,8 +179,8 @@ func readError(resp *http.Response) error {
 }
 
 // SandboxFailedError is returned by WaitForReady when the sandbox reached
-// a status it will not leave for running: failed, succeeded or
-// terminating.
+// a status it will not leave for running on its own: failed, succeeded,
+// terminating, or paused (until it is resumed).
 type SandboxFailedError struct {
 	ID     string
 	Status api.SandboxStatus
@@ -191,8 +191,11 @@ type SandboxFailedError struct {
 
 func (e *SandboxFailedError) Error() string {
 	msg := fmt.Sprintf("sandbox %s is %s", e.ID, e.Status)
-	if e.Status == api.StatusFailed {
+	switch e.Status {
+	case api.StatusFailed:
 		msg = fmt.Sprintf("sandbox %s failed", e.ID)
+	case api.StatusPaused:
+		msg = fmt.Sprintf("sandbox %s is paused (resume it to have it run)", e.ID)
 	}
 	if e.Reason != "" {
 		msg += ": " + e.Reason

@@ -345,9 +345,9 @@ func (s *SandboxService) DownloadFile(ctx context.Context, id, filePath string) 
 const DefaultPollInterval = 500 * time.Millisecond
 
 // WaitForReady polls a sandbox until it is running and returns it. When
-// the sandbox reaches a status it will not leave for running (failed,
-// succeeded, terminating) it returns the sandbox and a
-// *SandboxFailedError. pollInterval <= 0 means DefaultPollInterval. Bound
+// the sandbox reaches a status it will not leave for running on its own
+// (failed, succeeded, terminating; paused, which only a resume leaves) it
+// returns the sandbox and a *SandboxFailedError. pollInterval <= 0 means DefaultPollInterval. Bound
 // the wait with ctx.
 func (s *SandboxService) WaitForReady(ctx context.Context, id string, pollInterval time.Duration) (*api.Sandbox, error) {
 	if pollInterval <= 0 {
@@ -363,7 +363,7 @@ func (s *SandboxService) WaitForReady(ctx context.Context, id string, pollInterv
 		switch sb.Status {
 		case api.StatusRunning:
 			return sb, nil
-		case api.StatusFailed, api.StatusSucceeded, api.StatusTerminating:
+		case api.StatusFailed, api.StatusSucceeded, api.StatusTerminating, api.StatusPaused:
 			return sb, &SandboxFailedError{ID: sb.ID, Status: sb.Status, Reason: sb.Reason}
 		}
 		select {

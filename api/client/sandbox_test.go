@@ -246,6 +246,12 @@ func TestWaitForReady(t *testing.T) {
 			wantErr:  &client.SandboxFailedError{ID: "sb1", Status: api.StatusTerminating, Reason: "ttl expired"},
 		},
 		{
+			name:     "paused: only a resume runs it",
+			statuses: []api.Sandbox{{ID: "sb1", Status: api.StatusPaused, Reason: "paused by request"}},
+			want:     &api.Sandbox{ID: "sb1", Status: api.StatusPaused, Reason: "paused by request"},
+			wantErr:  &client.SandboxFailedError{ID: "sb1", Status: api.StatusPaused, Reason: "paused by request"},
+		},
+		{
 			name:     "still pending at the deadline",
 			statuses: []api.Sandbox{{ID: "sb1", Status: api.StatusPending}},
 			timeout:  100 * time.Millisecond,

@@ -518,6 +518,7 @@ def test_wait_for_ready(client: Any, httpx_mock: HTTPXMock) -> None:
         ("failed", "pull image: not found", "Sandbox failed to start: pull image: not found"),
         ("succeeded", None, "Sandbox is succeeded"),
         ("terminating", None, "Sandbox is terminating"),
+        ("paused", "paused by request", r"Sandbox is paused \(resume it to have it run\)"),
     ],
 )
 def test_wait_for_ready_final(

@@ -241,11 +241,12 @@ class StreamError(Agent2EnvError):
 
 
 class SandboxFailedError(Agent2EnvError):
-    """A sandbox reached a status it will not leave for running.
+    """A sandbox reached a status it will not leave for running on its own.
 
     Attributes:
         sandbox_id: The sandbox.
-        status: Its status (``failed``, ``succeeded`` or ``terminating``), if known.
+        status: Its status (``failed``, ``succeeded``, ``terminating``, or
+            ``paused`` until it is resumed), if known.
         reason: The server's explanation, if any.
 
     """

@@ -54,7 +54,14 @@ Destination = str | os.PathLike[str] | IO[bytes]
 SNAPSHOT_TIMEOUT = 300.0
 """Seconds a snapshot or a restore may take: saving and loading memory scale with its size."""
 
-_FINAL = (SandboxStatus.FAILED, SandboxStatus.SUCCEEDED, SandboxStatus.TERMINATING)
+# The statuses a sandbox does not leave for running on its own (paused: until
+# it is resumed).
+_FINAL = (
+    SandboxStatus.FAILED,
+    SandboxStatus.SUCCEEDED,
+    SandboxStatus.TERMINATING,
+    SandboxStatus.PAUSED,
+)
 
 
 def _path(sandbox_id: str, suffix: str = "") -> str:
@@ -209,11 +216,12 @@ def _wait_for_ready(sandbox_id: str, poll_interval: float, timeout: float) -> Op
         if sb.status == SandboxStatus.RUNNING:
             return sb
         if sb.status in _FINAL:
-            message = (
-                "Sandbox failed to start"
-                if sb.status == SandboxStatus.FAILED
-                else f"Sandbox is {sb.status}"
-            )
+            if sb.status == SandboxStatus.FAILED:
+                message = "Sandbox failed to start"
+            elif sb.status == SandboxStatus.PAUSED:
+                message = "Sandbox is paused (resume it to have it run)"
+            else:
+                message = f"Sandbox is {sb.status}"
             if sb.reason:
                 message += f": {sb.reason}"
             raise SandboxFailedError(sb.id, message, status=sb.status.value, reason=sb.reason)
@@ -588,7 +596,8 @@ class SandboxService:
         Raises:
             TimeoutError: The sandbox was not running in time.
             SandboxFailedError: It reached ``failed``, ``succeeded`` or
-                ``terminating``, which it will not leave for running.
+                ``terminating``, which it will not leave for running, or
+                ``paused``, which only a resume leaves.
 
         """
         return self._c.run(_wait_for_ready(sandbox_id, poll_interval, timeout))
