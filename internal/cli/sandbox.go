@@ -27,7 +27,7 @@ func newSandboxCmd(e env, cc *clientConfig) *cobra.Command {
 		`  ID=$(agent2env sandbox create --image agent2env/python)
   agent2env sandbox exec "$ID" -- python3 -V
   agent2env sandbox rm "$ID"`,
-		newSandboxCreateCmd(e, cc), newSandboxListCmd(e, cc), newSandboxExecCmd(e, cc), newSandboxShellCmd(e, cc),
+		newSandboxCreateCmd(e, cc), newSandboxListCmd(e, cc), newSandboxGetCmd(e, cc), newSandboxExecCmd(e, cc), newSandboxShellCmd(e, cc),
 		newSandboxCopyCmd(e, cc), newSandboxLogsCmd(e, cc),
 		newSandboxTerminalCmd(e, cc),
 		removeCmd(e, cc, "ID", "sandbox id", "remove sandboxes",
@@ -196,6 +196,28 @@ func newSandboxListCmd(e env, cc *clientConfig) *cobra.Command {
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
 			sbs, err := cl.Sandbox.List(ctx)
 			return sandboxView(api.List[api.Sandbox]{Items: sbs}, sbs), err
+		}),
+	}
+	out.register(c, "table", tableFormats)
+	return c
+}
+
+func newSandboxGetCmd(e env, cc *clientConfig) *cobra.Command {
+	var out output
+	c := &cobra.Command{
+		Use:     "get ID [flags]",
+		Aliases: []string{"inspect"},
+		Short:   "show a sandbox",
+		Example: `  agent2env sandbox get "$ID" -o wide
+  agent2env sandbox get "$ID" -o json | jq -r .status`,
+		Args:              exactArgs(1, "need one sandbox ID"),
+		ValidArgsFunction: cc.complete(e, sandboxIDs, false),
+		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, args []string) (view, error) {
+			sb, err := cl.Sandbox.Get(ctx, args[0])
+			if err != nil {
+				return view{}, err
+			}
+			return sandboxView(sb, []api.Sandbox{*sb}), nil
 		}),
 	}
 	out.register(c, "table", tableFormats)

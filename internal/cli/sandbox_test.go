@@ -201,6 +201,34 @@ func TestSandboxCommands(t *testing.T) {
 `},
 		},
 		{
+			name: "get",
+			args: []string{"sandbox", "get", "sb8"},
+			want: result{Stdout: "" +
+				"ID    IMAGE    STATUS   CPU    MEMORY   AGE   REASON\n" +
+				"sb8   broken   failed   500m   1Gi      2h    no such image\n"},
+		},
+		{
+			name: "inspect json",
+			args: []string{"sandbox", "inspect", "sb7", "-o", "json"},
+			want: result{Stdout: `{
+  "id": "sb7",
+  "image": "alpine",
+  "cpu": "1",
+  "memory": "512Mi",
+  "ttl": 0,
+  "status": "running",
+  "created_at": "<time>",
+  "updated_at": "<time>",
+  "expires_at": "<time>"
+}
+`},
+		},
+		{
+			name: "get of a missing sandbox",
+			args: []string{"sandbox", "get", "nope"},
+			want: result{Code: 1, Stderr: "sandbox nope not found (SANDBOX_NOT_FOUND, HTTP 404)"},
+		},
+		{
 			name: "logs",
 			args: []string{"sandbox", "logs", "sb7"},
 			want: result{Stdout: "2025-01-02T03:04:05.000Z pending: created from image alpine\n" +
