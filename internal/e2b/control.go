@@ -44,6 +44,10 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if root, _ := apiRoot(r.URL.EscapedPath()); unsupportedAPIs[root] != "" {
+		writeError(w, errdefs.NotImplemented("E2B's %s (%s) are not supported by agent2env", unsupportedAPIs[root], root))
+		return
+	}
 	seg, v2, ok := apiSegments(r.URL)
 	if !ok {
 		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))

@@ -8,8 +8,8 @@ last line, which the Go test checks:
   quickstart        Sandbox.create, run_code('x = 1'), run_code('x+=1; x'),
                     a matplotlib chart, an error, stdout; set_timeout,
                     get_info, get_metrics, Sandbox.list with a metadata filter, the
-                    code contexts, files.write/read; kill and is_running()
-                    after
+                    code contexts, files.write/read, E2B's snapshot and
+                    template APIs (not served); kill and is_running() after
   envd              the base SDK's commands (run, exit codes, background,
                     connect, stdin, kill, list), a PTY session and its
                     resize, and files (write/read/list/exists/make_dir/
@@ -103,6 +103,15 @@ def quickstart() -> dict[str, Any]:
         out["listed"] = [s.sandbox_id == sbx.sandbox_id for s in mine]
         other = Sandbox.list(query=SandboxQuery(metadata={"suite": "other"})).next_items()
         out["listed_other"] = len(other)
+        # E2B's APIs agent2env does not serve answer in E2B's form: the
+        # SDK's own exception, saying so.
+        out["unsupported"] = []
+        for call in (Sandbox.list_snapshots().next_items, lambda: e2b.Template.exists("x")):
+            try:
+                call()
+                out["unsupported"].append(None)
+            except SandboxException as e:
+                out["unsupported"].append([type(e).__name__, "not supported" in str(e)])
     finally:
         out["killed"] = sbx.kill()
     out["running_after_kill"] = sbx.is_running()
