@@ -724,20 +724,31 @@ func TestSandboxOps(t *testing.T) {
 			t.Errorf("timeout %s: %d %s, renewed at %v; want 400 and the expiry unchanged", body, code, b, e.sb.renewed["sba"])
 		}
 	}
-	for body, want := range map[string]int{`{"duration":120}`: 204, `{}`: 400, `{"duration":3601}`: 400, `{"duration":-1}`: 400, `{"duration":0}`: 400} {
+	for body, want := range map[string]int{`{"duration":3600}`: 204, `{}`: 400, `{"duration":3601}`: 400, `{"duration":-1}`: 400, `{"duration":0}`: 400} {
 		if code, _, b := e.api(t, "POST", "/sandboxes/sbc/refreshes", body); code != want || (want == 400 && !strings.Contains(b, "duration")) {
 			t.Errorf("refresh %s: %d %s, want %d naming duration", body, code, b, want)
 		}
 	}
-	if !e.sb.renewed["sbc"].Equal(now.Add(2 * time.Minute)) {
+	if !e.sb.renewed["sbc"].Equal(now.Add(time.Hour)) {
 		t.Errorf("refreshed to %v", e.sb.renewed["sbc"])
+	}
+	// A refresh, as E2B's, never shortens a sandbox's life.
+	if code, _, b := e.api(t, "POST", "/sandboxes/sbc/refreshes", `{"duration":120}`); code != 204 || !e.sb.renewed["sbc"].Equal(now.Add(time.Hour)) {
+		t.Errorf("a shorter refresh: %d %s, end now %v; want 204 and the end kept", code, b, e.sb.renewed["sbc"])
 	}
 	if code, _, _ := e.api(t, "POST", "/sandboxes/nosuch/timeout", `{"timeout":600}`); code != 404 {
 		t.Errorf("timeout of an unknown sandbox: %d, want 404", code)
 	}
+	// A connect, as E2B's, only extends a running sandbox's life (the
+	// SDKs send their default, 300 s, when the caller gives none): sbb
+	// ends in 5 minutes.
 	if code, _, body := e.api(t, "POST", "/sandboxes/sbb/connect", `{"timeout":60}`); code != 200 || !strings.Contains(body, `"envdAccessToken":"tok-123"`) ||
-		!e.sb.renewed["sbb"].Equal(now.Add(time.Minute)) {
-		t.Errorf("connect: %d %s", code, body)
+		!e.sb.renewed["sbb"].IsZero() {
+		t.Errorf("connect with a shorter timeout: %d %s, renewed to %v; want 200 and the end kept", code, body, e.sb.renewed["sbb"])
+	}
+	if code, _, body := e.api(t, "POST", "/sandboxes/sbb/connect", `{"timeout":600}`); code != 200 || !strings.Contains(body, `"envdAccessToken":"tok-123"`) ||
+		!e.sb.renewed["sbb"].Equal(now.Add(10*time.Minute)) {
+		t.Errorf("connect with a longer timeout: %d %s, renewed to %v", code, body, e.sb.renewed["sbb"])
 	}
 	if code, _, _ := e.api(t, "POST", "/v2/sandboxes/sbdone/connect", `{"timeout":60}`); code != 404 {
 		t.Errorf("connect to an ended sandbox: %d, want 404", code)

@@ -121,6 +121,7 @@ func RunE2B(t *testing.T, tg E2B) {
 			"contexts_after_remove": "1",
 			"after_restart":         "False",
 			"timeout_extended":      "true",
+			"connect_kept_end":      "true",
 			"info_metadata":         "map[suite:e2e-e2b]",
 			"info_template":         "code-interpreter-v1",
 			"metrics":               "[[true true true]]",

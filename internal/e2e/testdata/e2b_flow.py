@@ -7,7 +7,7 @@ last line, which the Go test checks:
 
   quickstart        Sandbox.create, run_code('x = 1'), run_code('x+=1; x'),
                     a matplotlib chart, an error, stdout; set_timeout,
-                    get_info, get_metrics, Sandbox.list with a metadata filter, the
+                    get_info, a connect that keeps the longer timeout, get_metrics, Sandbox.list with a metadata filter, the
                     code contexts, files.write/read, E2B's snapshot and
                     template APIs (not served); kill and is_running() after
   envd              the base SDK's commands (run, exit codes, background,
@@ -92,6 +92,11 @@ def quickstart() -> dict[str, Any]:
         out["timeout_extended"] = left > 300
         out["info_metadata"] = info.metadata
         out["info_template"] = info.template_id
+        # A connect only ever extends a running sandbox's life, as the
+        # SDK says (e2b before 2.51 sends 300 s on every connect): it
+        # still ends 600 s from the set_timeout.
+        Sandbox.connect(sbx.sandbox_id, timeout=60)
+        out["connect_kept_end"] = sbx.get_info().end_at == info.end_at
         metrics = sbx.get_metrics()
         out["metrics"] = [
             [m.cpu_count >= 1, 0 <= m.cpu_used_pct <= 100, 0 < m.mem_used < m.mem_total]
