@@ -122,7 +122,7 @@ type Contexts interface {
 	Create(ctx context.Context, sandboxID string, req api.CreateContextRequest) (*api.Context, error)
 	List(ctx context.Context, sandboxID, sessionName string) (*api.ContextList, error)
 	Delete(ctx context.Context, sandboxID, id string) (*api.DeleteContextResponse, error)
-	Default(ctx context.Context, sandboxID, language, name string) (*api.Context, error)
+	Default(ctx context.Context, sandboxID string, req api.CreateContextRequest) (*api.Context, error)
 	Restart(ctx context.Context, sandboxID, id string) error
 	// StreamChecked checks that context id is in sandboxID and req is
 	// valid, and returns the function that runs the code, passing its

@@ -267,14 +267,14 @@ func (f *fakeContexts) Create(_ context.Context, sandboxID string, req api.Creat
 }
 
 // Default is service.Contexts.Default's rule over the fake's contexts.
-func (f *fakeContexts) Default(ctx context.Context, sandboxID, language, name string) (*api.Context, error) {
+func (f *fakeContexts) Default(ctx context.Context, sandboxID string, req api.CreateContextRequest) (*api.Context, error) {
 	list, _ := f.List(ctx, sandboxID, "")
 	for _, c := range list.Items {
-		if c.Name == name && c.Language == language {
+		if c.Name == req.Name && c.Language == req.Language {
 			return &c, nil
 		}
 	}
-	return f.Create(ctx, sandboxID, api.CreateContextRequest{Language: language, Name: name})
+	return f.Create(ctx, sandboxID, req)
 }
 
 func (f *fakeContexts) List(_ context.Context, sandboxID, _ string) (*api.ContextList, error) {
@@ -876,6 +876,11 @@ func TestExecute(t *testing.T) {
 	if e.ctx.creates != 2 || fmt.Sprint(e.ctx.streams) != "[sba/ctx1 sba/ctx1 sbb/ctx2]" {
 		t.Errorf("creates %d, streams %v", e.ctx.creates, e.ctx.streams)
 	}
+	// Its kernel starts in the home, as E2B's, where files and commands
+	// take relative paths from.
+	if dir := e.ctx.byID["ctx1"].WorkingDir; dir != service.HomeDir {
+		t.Errorf("the default context's working dir: %q, want %s", dir, service.HomeDir)
+	}
 
 	// Output while the code runs is flushed as it comes (chunked); an
 	// execution whose only output is its main result answers in one
@@ -924,9 +929,15 @@ func TestContexts(t *testing.T) {
 	if code != 200 || body != `{"id":"ctx1","language":"javascript","cwd":"/tmp"}`+"\n" {
 		t.Errorf("create: %d %s", code, body)
 	}
-	if code, body := e.in(t, "sba", InterpreterPort, "POST", "/contexts", `{}`); code != 200 || !strings.Contains(body, `"language":"python"`) {
+	// No cwd is the home, as E2B's; a relative one is taken from it.
+	if code, body := e.in(t, "sba", InterpreterPort, "POST", "/contexts", `{}`); code != 200 || !strings.Contains(body, `"language":"python"`) ||
+		!strings.Contains(body, `"cwd":"`+service.HomeDir+`"`) {
 		t.Errorf("create python: %d %s", code, body)
 	}
+	if code, body := e.in(t, "sba", InterpreterPort, "POST", "/contexts", `{"cwd":"data"}`); code != 200 || !strings.Contains(body, `"cwd":"`+service.HomeDir+`/data"`) {
+		t.Errorf("create in a relative cwd: %d %s", code, body)
+	}
+	e.in(t, "sba", InterpreterPort, "DELETE", "/contexts/ctx3", "")
 	if code, body := e.in(t, "sba", InterpreterPort, "GET", "/contexts", ""); code != 200 || strings.Count(body, `"id"`) != 2 {
 		t.Errorf("list: %d %s", code, body)
 	}

@@ -132,6 +132,8 @@ func RunE2B(t *testing.T, tg E2B) {
 			"running_after_kill":    "false", // an unknown sandbox: the SDK's own not-found answer
 			"written":               "/home/sandbox/notes/hello.txt",
 			"read":                  "Hello World",
+			"read_by_code_relative": "['Hello World' True]",
+			"context_cwd":           "true",
 			"read_back":             "from code",
 			"missing":               "FileNotFoundException",
 			"connected_x":           "2",

@@ -7,7 +7,8 @@ last line, which the Go test checks:
 
   quickstart        Sandbox.create, run_code('x = 1'), run_code('x+=1; x'),
                     a matplotlib chart, an error, stdout; set_timeout,
-                    get_info, a connect that keeps the longer timeout, get_metrics, Sandbox.list with a metadata filter, the
+                    get_info, a connect that keeps the longer timeout,
+                    relative paths in code where files have them, get_metrics, Sandbox.list with a metadata filter, the
                     code contexts, files.write/read, E2B's snapshot and
                     template APIs (not served); kill and is_running() after
   envd              the base SDK's commands (run, exit codes, background,
@@ -64,6 +65,12 @@ def quickstart() -> dict[str, Any]:
         info = sbx.files.write("notes/hello.txt", "Hello World")
         out["written"] = info.path
         out["read"] = sbx.files.read("notes/hello.txt")
+        # Code takes relative paths from where files do, the home, in the
+        # default context and in one made without a cwd.
+        out["read_by_code_relative"] = [
+            sbx.run_code("open('notes/hello.txt').read()").text,
+            sbx.run_code("import os; os.getcwd() == os.path.expanduser('~')").text,
+        ]
         out["read_by_code"] = sbx.run_code("open('/tmp/t.txt','w').write('from code'); 0").text
         out["read_back"] = sbx.files.read("/tmp/t.txt")
         try:
@@ -75,6 +82,7 @@ def quickstart() -> dict[str, Any]:
         out["commands_run"] = sbx.commands.run("echo hi").stdout
 
         ctx = sbx.create_code_context()
+        out["context_cwd"] = ctx.cwd == sbx.commands.run("pwd").stdout.strip()
         sbx.run_code("y = 41", context=ctx)
         out["in_context"] = sbx.run_code("y + 1", context=ctx).text
         out["contexts"] = len(sbx.list_code_contexts())
