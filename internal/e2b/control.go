@@ -44,6 +44,10 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if root, _ := apiRoot(r.URL.EscapedPath()); unsupportedAPIs[root] != "" {
+		writeError(w, errdefs.NotImplemented("E2B's %s (%s) are not supported by agent2env", unsupportedAPIs[root], root))
+		return
+	}
 	seg, v2, ok := apiSegments(r.URL)
 	if !ok {
 		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
@@ -465,6 +469,17 @@ func (h *Handler) extend(ctx context.Context, id string, seconds int) (*api.Sand
 	return h.cfg.Sandboxes.Renew(ctx, id, h.cfg.Now().Add(time.Duration(seconds)*time.Second))
 }
 
+// prolong is extend for a connect and a refresh, which, as E2B's, only
+// ever extend a sandbox's life (set_timeout may shorten it): an end
+// later than seconds from now, or none, is kept.
+func (h *Handler) prolong(ctx context.Context, sb *api.Sandbox, seconds int) error {
+	if !h.cfg.Now().Add(time.Duration(seconds) * time.Second).After(sb.ExpiresAt) {
+		return nil
+	}
+	_, err := h.extend(ctx, sb.ID, seconds)
+	return err
+}
+
 // extendLive is extend for a sandbox that is alive: an ended one is not
 // found, as for get, and keeps its expiry.
 func (h *Handler) extendLive(ctx context.Context, id string, seconds int) error {
@@ -498,7 +513,7 @@ func (h *Handler) setTimeout(w http.ResponseWriter, r *http.Request, id string) 
 const maxRefresh = 3600
 
 // refresh is POST /sandboxes/{id}/refreshes: the sandbox ends {duration}
-// seconds from now.
+// seconds from now, unless it ends later.
 func (h *Handler) refresh(w http.ResponseWriter, r *http.Request, id string) {
 	var body struct {
 		Duration *int `json:"duration"`
@@ -509,8 +524,12 @@ func (h *Handler) refresh(w http.ResponseWriter, r *http.Request, id string) {
 	case body.Duration == nil:
 		err = errdefs.Invalid("duration is required (seconds)")
 	default:
+		var sb *api.Sandbox
 		if err = checkSeconds("duration", *body.Duration, maxRefresh); err == nil {
-			err = h.extendLive(r.Context(), id, *body.Duration)
+			sb, err = h.live(r.Context(), id)
+		}
+		if err == nil {
+			err = h.prolong(r.Context(), sb, *body.Duration)
 		}
 	}
 	if err != nil {
@@ -521,7 +540,8 @@ func (h *Handler) refresh(w http.ResponseWriter, r *http.Request, id string) {
 }
 
 // connect answers a sandbox, resuming it first if it is paused (201, else
-// 200), its timeout set when the body gives one.
+// 200), with the timeout the body gives: a paused sandbox's end set by
+// it, a running one's only extended (prolong).
 func (h *Handler) connect(w http.ResponseWriter, r *http.Request, id string) {
 	var body connectBody
 	err := decodeJSON(w, r, &body, true)
@@ -538,10 +558,15 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	status := http.StatusOK
 	sb, err := h.live(r.Context(), id)
-	if err == nil && body.Timeout != nil {
+	switch {
+	case err != nil || body.Timeout == nil:
+	case sb.Status == api.StatusPaused:
+		// As E2B's, a paused sandbox resumes with the timeout given.
 		// Before the resume: a timeout the service refuses (an expiry too
 		// far from the sandbox's start) leaves it paused.
 		_, err = h.extend(r.Context(), id, *body.Timeout)
+	default:
+		err = h.prolong(r.Context(), sb, *body.Timeout)
 	}
 	if err == nil && sb.Status == api.StatusPaused {
 		var resumed bool

@@ -8,7 +8,8 @@
 // before agent2env's own routes (Wrap):
 //
 //  1. the control-plane paths /sandboxes… and /v2/sandboxes… are E2B's,
-//     authenticated by X-API-KEY (one of the daemon's API keys);
+//     and those of its other APIs (unsupportedAPIs), authenticated by
+//     X-API-KEY (one of the daemon's API keys);
 //  2. a request carrying E2b-Sandbox-Id or E2b-Sandbox-Port is E2B's,
 //     whatever its path (E2B's in-sandbox daemon serves /health and
 //     /metrics, which agent2env serves too): the headers pick the sandbox
@@ -121,7 +122,7 @@ type Contexts interface {
 	Create(ctx context.Context, sandboxID string, req api.CreateContextRequest) (*api.Context, error)
 	List(ctx context.Context, sandboxID, sessionName string) (*api.ContextList, error)
 	Delete(ctx context.Context, sandboxID, id string) (*api.DeleteContextResponse, error)
-	Default(ctx context.Context, sandboxID, language, name string) (*api.Context, error)
+	Default(ctx context.Context, sandboxID string, req api.CreateContextRequest) (*api.Context, error)
 	Restart(ctx context.Context, sandboxID, id string) error
 	// StreamChecked checks that context id is in sandboxID and req is
 	// valid, and returns the function that runs the code, passing its
@@ -247,15 +248,43 @@ func isSignedFileURL(r *http.Request) bool {
 }
 
 // IsControlPlane reports whether r is for E2B's control plane: its path
-// is /sandboxes, /v2/sandboxes or under either.
+// is /sandboxes, /v2/sandboxes or under either, or under another of the
+// roots of E2B's API (unsupportedAPIs), which the SDKs call too.
 func IsControlPlane(r *http.Request) bool {
-	p := r.URL.EscapedPath()
-	for _, pre := range []string{"/sandboxes", "/v2/sandboxes"} {
-		if p == pre || strings.HasPrefix(p, pre+"/") {
-			return true
+	_, ok := apiRoot(r.URL.EscapedPath())
+	return ok
+}
+
+// unsupportedAPIs are the roots of E2B's API besides the sandboxes', which
+// the SDKs call (Sandbox.list_snapshots, Template.build, Volume.create,
+// …) and agent2env does not serve, with what each is: they answer 501
+// {code, message} rather than fall through to agent2env's own routes,
+// whose errors the SDKs cannot read.
+var unsupportedAPIs = map[string]string{
+	"/snapshots":         "snapshots",
+	"/templates":         "template builds",
+	"/v2/templates":      "template builds",
+	"/v3/templates":      "template builds",
+	"/default-templates": "default templates",
+	"/volumes":           "volumes",
+	"/volumecontent":     "volumes",
+	"/secrets":           "secrets",
+}
+
+// apiRoot returns the root of E2B's API that path p is or is under:
+// /sandboxes, /v2/sandboxes or one of unsupportedAPIs.
+func apiRoot(p string) (string, bool) {
+	for _, root := range []string{"/sandboxes", "/v2/sandboxes"} {
+		if p == root || strings.HasPrefix(p, root+"/") {
+			return root, true
 		}
 	}
-	return false
+	for root := range unsupportedAPIs {
+		if p == root || strings.HasPrefix(p, root+"/") {
+			return root, true
+		}
+	}
+	return "", false
 }
 
 // HostTarget returns the sandbox and port a host of E2B's form

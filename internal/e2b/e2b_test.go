@@ -267,14 +267,14 @@ func (f *fakeContexts) Create(_ context.Context, sandboxID string, req api.Creat
 }
 
 // Default is service.Contexts.Default's rule over the fake's contexts.
-func (f *fakeContexts) Default(ctx context.Context, sandboxID, language, name string) (*api.Context, error) {
+func (f *fakeContexts) Default(ctx context.Context, sandboxID string, req api.CreateContextRequest) (*api.Context, error) {
 	list, _ := f.List(ctx, sandboxID, "")
 	for _, c := range list.Items {
-		if c.Name == name && c.Language == language {
+		if c.Name == req.Name && c.Language == req.Language {
 			return &c, nil
 		}
 	}
-	return f.Create(ctx, sandboxID, api.CreateContextRequest{Language: language, Name: name})
+	return f.Create(ctx, sandboxID, req)
 }
 
 func (f *fakeContexts) List(_ context.Context, sandboxID, _ string) (*api.ContextList, error) {
@@ -522,6 +522,19 @@ func TestRouting(t *testing.T) {
 		{"control plane, bad key", "GET", "/sandboxes", []string{HeaderAPIKey, "nope"}, 401, `"code":401`},
 		{"control plane", "GET", "/v2/sandboxes", []string{HeaderAPIKey, goodKey}, 200, `"sandboxID":"sba"`},
 		{"control plane, unknown route", "GET", "/v2/sandboxes/sba/nope/x", []string{HeaderAPIKey, goodKey}, 404, `"code":404`},
+		// E2B's other APIs, which the SDKs call: 501 in E2B's form,
+		// the key checked first, never agent2env's own 401 or 404.
+		{"snapshots API", "GET", "/snapshots", []string{HeaderAPIKey, goodKey}, 501, `"message":"E2B's snapshots (/snapshots) are not supported`},
+		{"snapshots API without key", "GET", "/snapshots?limit=1", nil, 401, `"code":401`},
+		{"templates API", "POST", "/v3/templates", []string{HeaderAPIKey, goodKey}, 501, `"code":501`},
+		{"template API", "GET", "/templates/aliases/x", []string{HeaderAPIKey, goodKey}, 501, "template builds"},
+		{"v2 template API", "POST", "/v2/templates/t/builds/b", []string{HeaderAPIKey, goodKey}, 501, "template builds"},
+		{"volumes API", "DELETE", "/volumes/v", []string{HeaderAPIKey, goodKey}, 501, "volumes"},
+		{"volume content API", "GET", "/volumecontent/v/file", []string{HeaderAPIKey, goodKey}, 501, "volumes"},
+		{"secrets API", "GET", "/secrets", []string{HeaderAPIKey, goodKey}, 501, "secrets"},
+		{"default templates API", "GET", "/default-templates", []string{HeaderAPIKey, goodKey}, 501, "default templates"},
+		{"own look-alike of another API", "GET", "/secretsx", nil, 299, ""},
+		{"v2 without an API", "GET", "/v2/nope", nil, 299, ""},
 		{"envd health", "GET", "/health", []string{HeaderSandboxID, "sba", HeaderSandboxPort, "49983", HeaderAccessToken, token}, 204, ""},
 		{"envd is the default port", "GET", "/health", []string{HeaderSandboxID, "sba", HeaderAccessToken, token}, 204, ""},
 		{"headers win over own routes", "GET", "/api/v1/sandboxes", []string{HeaderSandboxID, "sba", HeaderAccessToken, token}, 404, "no such route"},
@@ -711,20 +724,31 @@ func TestSandboxOps(t *testing.T) {
 			t.Errorf("timeout %s: %d %s, renewed at %v; want 400 and the expiry unchanged", body, code, b, e.sb.renewed["sba"])
 		}
 	}
-	for body, want := range map[string]int{`{"duration":120}`: 204, `{}`: 400, `{"duration":3601}`: 400, `{"duration":-1}`: 400, `{"duration":0}`: 400} {
+	for body, want := range map[string]int{`{"duration":3600}`: 204, `{}`: 400, `{"duration":3601}`: 400, `{"duration":-1}`: 400, `{"duration":0}`: 400} {
 		if code, _, b := e.api(t, "POST", "/sandboxes/sbc/refreshes", body); code != want || (want == 400 && !strings.Contains(b, "duration")) {
 			t.Errorf("refresh %s: %d %s, want %d naming duration", body, code, b, want)
 		}
 	}
-	if !e.sb.renewed["sbc"].Equal(now.Add(2 * time.Minute)) {
+	if !e.sb.renewed["sbc"].Equal(now.Add(time.Hour)) {
 		t.Errorf("refreshed to %v", e.sb.renewed["sbc"])
+	}
+	// A refresh, as E2B's, never shortens a sandbox's life.
+	if code, _, b := e.api(t, "POST", "/sandboxes/sbc/refreshes", `{"duration":120}`); code != 204 || !e.sb.renewed["sbc"].Equal(now.Add(time.Hour)) {
+		t.Errorf("a shorter refresh: %d %s, end now %v; want 204 and the end kept", code, b, e.sb.renewed["sbc"])
 	}
 	if code, _, _ := e.api(t, "POST", "/sandboxes/nosuch/timeout", `{"timeout":600}`); code != 404 {
 		t.Errorf("timeout of an unknown sandbox: %d, want 404", code)
 	}
+	// A connect, as E2B's, only extends a running sandbox's life (the
+	// SDKs send their default, 300 s, when the caller gives none): sbb
+	// ends in 5 minutes.
 	if code, _, body := e.api(t, "POST", "/sandboxes/sbb/connect", `{"timeout":60}`); code != 200 || !strings.Contains(body, `"envdAccessToken":"tok-123"`) ||
-		!e.sb.renewed["sbb"].Equal(now.Add(time.Minute)) {
-		t.Errorf("connect: %d %s", code, body)
+		!e.sb.renewed["sbb"].IsZero() {
+		t.Errorf("connect with a shorter timeout: %d %s, renewed to %v; want 200 and the end kept", code, body, e.sb.renewed["sbb"])
+	}
+	if code, _, body := e.api(t, "POST", "/sandboxes/sbb/connect", `{"timeout":600}`); code != 200 || !strings.Contains(body, `"envdAccessToken":"tok-123"`) ||
+		!e.sb.renewed["sbb"].Equal(now.Add(10*time.Minute)) {
+		t.Errorf("connect with a longer timeout: %d %s, renewed to %v", code, body, e.sb.renewed["sbb"])
 	}
 	if code, _, _ := e.api(t, "POST", "/v2/sandboxes/sbdone/connect", `{"timeout":60}`); code != 404 {
 		t.Errorf("connect to an ended sandbox: %d, want 404", code)
@@ -852,6 +876,11 @@ func TestExecute(t *testing.T) {
 	if e.ctx.creates != 2 || fmt.Sprint(e.ctx.streams) != "[sba/ctx1 sba/ctx1 sbb/ctx2]" {
 		t.Errorf("creates %d, streams %v", e.ctx.creates, e.ctx.streams)
 	}
+	// Its kernel starts in the home, as E2B's, where files and commands
+	// take relative paths from.
+	if dir := e.ctx.byID["ctx1"].WorkingDir; dir != service.HomeDir {
+		t.Errorf("the default context's working dir: %q, want %s", dir, service.HomeDir)
+	}
 
 	// Output while the code runs is flushed as it comes (chunked); an
 	// execution whose only output is its main result answers in one
@@ -900,9 +929,15 @@ func TestContexts(t *testing.T) {
 	if code != 200 || body != `{"id":"ctx1","language":"javascript","cwd":"/tmp"}`+"\n" {
 		t.Errorf("create: %d %s", code, body)
 	}
-	if code, body := e.in(t, "sba", InterpreterPort, "POST", "/contexts", `{}`); code != 200 || !strings.Contains(body, `"language":"python"`) {
+	// No cwd is the home, as E2B's; a relative one is taken from it.
+	if code, body := e.in(t, "sba", InterpreterPort, "POST", "/contexts", `{}`); code != 200 || !strings.Contains(body, `"language":"python"`) ||
+		!strings.Contains(body, `"cwd":"`+service.HomeDir+`"`) {
 		t.Errorf("create python: %d %s", code, body)
 	}
+	if code, body := e.in(t, "sba", InterpreterPort, "POST", "/contexts", `{"cwd":"data"}`); code != 200 || !strings.Contains(body, `"cwd":"`+service.HomeDir+`/data"`) {
+		t.Errorf("create in a relative cwd: %d %s", code, body)
+	}
+	e.in(t, "sba", InterpreterPort, "DELETE", "/contexts/ctx3", "")
 	if code, body := e.in(t, "sba", InterpreterPort, "GET", "/contexts", ""); code != 200 || strings.Count(body, `"id"`) != 2 {
 		t.Errorf("list: %d %s", code, body)
 	}

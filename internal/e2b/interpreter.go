@@ -19,7 +19,8 @@ import (
 const ExecuteTimeout = 300
 
 // defaultContextName labels the context a sandbox's /execute without a
-// context_id runs in, one per language, made on first use.
+// context_id runs in, one per language, made on first use with its kernel
+// in the sandbox user's home, as E2B's.
 const defaultContextName = "e2b-default"
 
 // executeRequest is the code interpreter's ExecutionRequest; code is
@@ -99,13 +100,21 @@ type createContextRequest struct {
 	Cwd      string `json:"cwd"`
 }
 
+// createContext makes a context whose kernel starts in req.Cwd, taken as
+// envd takes paths: the sandbox user's home when none is given, where
+// E2B's kernels start (relative paths in code, files and commands are
+// one).
 func (h *Handler) createContext(w http.ResponseWriter, r *http.Request, id string) {
 	var req createContextRequest
 	if err := decodeJSON(w, r, &req, true); err != nil {
 		writeText(w, err)
 		return
 	}
-	c, err := h.cfg.Contexts.Create(r.Context(), id, api.CreateContextRequest{Language: req.Language, WorkingDir: req.Cwd})
+	var c *api.Context
+	cwd, err := resolvePath(req.Cwd)
+	if err == nil {
+		c, err = h.cfg.Contexts.Create(r.Context(), id, api.CreateContextRequest{Language: req.Language, WorkingDir: cwd})
+	}
 	if err != nil {
 		writeText(w, err)
 		return
@@ -281,7 +290,7 @@ func (h *Handler) defaultContext(ctx context.Context, id, language string) (stri
 	if v, ok := h.defaults.get(key); ok {
 		return v, nil
 	}
-	def, err := h.cfg.Contexts.Default(ctx, id, language, defaultContextName)
+	def, err := h.cfg.Contexts.Default(ctx, id, api.CreateContextRequest{Language: language, Name: defaultContextName, WorkingDir: service.HomeDir})
 	if err != nil {
 		return "", err
 	}

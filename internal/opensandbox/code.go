@@ -21,7 +21,7 @@ type Codes interface {
 	List(ctx context.Context, sandboxID, sessionName string) (*api.ContextList, error)
 	Get(ctx context.Context, sandboxID, id string) (*api.Context, error)
 	Delete(ctx context.Context, sandboxID, id string) (*api.DeleteContextResponse, error)
-	Default(ctx context.Context, sandboxID, language, name string) (*api.Context, error)
+	Default(ctx context.Context, sandboxID string, req api.CreateContextRequest) (*api.Context, error)
 	Stream(ctx context.Context, sandboxID, id string, req api.ExecuteRequest) (func(context.Context, service.Sink) (*api.ExecuteResponse, error), error)
 }
 
@@ -311,7 +311,7 @@ func (h *Handler) runCode(w http.ResponseWriter, r *http.Request, id string) {
 			writeError(w, err)
 			return
 		}
-		def, err := h.cfg.Codes.Default(ctx, id, lang, defaultContextName)
+		def, err := h.cfg.Codes.Default(ctx, id, api.CreateContextRequest{Language: lang, Name: defaultContextName})
 		if err != nil {
 			writeError(w, err)
 			return

@@ -47,14 +47,14 @@ func (f *fakeCodes) Create(_ context.Context, sandboxID string, req api.CreateCo
 }
 
 // Default is service.Contexts.Default's rule over the fake's contexts.
-func (f *fakeCodes) Default(ctx context.Context, sandboxID, language, name string) (*api.Context, error) {
+func (f *fakeCodes) Default(ctx context.Context, sandboxID string, req api.CreateContextRequest) (*api.Context, error) {
 	list, _ := f.List(ctx, sandboxID, "")
 	for _, c := range list.Items {
-		if c.Name == name && c.Language == language {
+		if c.Name == req.Name && c.Language == req.Language {
 			return &c, nil
 		}
 	}
-	return f.Create(ctx, sandboxID, api.CreateContextRequest{Language: language, Name: name})
+	return f.Create(ctx, sandboxID, req)
 }
 
 func (f *fakeCodes) List(_ context.Context, sandboxID, _ string) (*api.ContextList, error) {

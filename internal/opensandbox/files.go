@@ -218,7 +218,9 @@ func (h *Handler) deleteDirs(w http.ResponseWriter, r *http.Request, id string) 
 }
 
 // remove deletes the paths of r: files (a directory is refused), or
-// directories with their contents.
+// directories with their contents. A path that does not exist is done
+// already, as execd has it (rm -f, rm -rf): cleaning up twice is no
+// failure.
 func (h *Handler) remove(w http.ResponseWriter, r *http.Request, id string, dirs bool) {
 	ps, err := queryPaths(r)
 	if err != nil {
@@ -231,6 +233,8 @@ func (h *Handler) remove(w http.ResponseWriter, r *http.Request, id string, dirs
 	for i, p := range ps {
 		fi, err := h.cfg.Files.Stat(r.Context(), id, p)
 		switch {
+		case errors.Is(err, errdefs.ErrNotFound):
+			err = nil // clean[i] "": nothing to remove
 		case err != nil:
 		case dirs && !fi.IsDir:
 			err = errdefs.Invalid("%s is not a directory", p)
@@ -248,7 +252,7 @@ func (h *Handler) remove(w http.ResponseWriter, r *http.Request, id string, dirs
 	for i, p := range ps {
 		// A path given twice, or inside a directory removed before it,
 		// is gone already: done, not a failure after the removals.
-		if slices.ContainsFunc(removed, func(d string) bool { return within(clean[i], d) }) {
+		if clean[i] == "" || slices.ContainsFunc(removed, func(d string) bool { return within(clean[i], d) }) {
 			continue
 		}
 		removed = append(removed, clean[i])

@@ -256,11 +256,20 @@ func TestExecdFileOps(t *testing.T) {
 			wantOps: []string{"rm /w/a.txt false", "rm /w/sub/b.py false"},
 		},
 		{name: "delete a directory as a file", method: "DELETE", target: "/files?path=/w/sub", wantStatus: 400},
+		// A missing path is removed already, as execd has it.
+		{
+			name: "delete files, one missing", method: "DELETE", target: "/files?path=/w/a.txt&path=/w/none&path=/w/sub/b.py", wantStatus: 200,
+			wantOps: []string{"rm /w/a.txt false", "rm /w/sub/b.py false"},
+		},
+		{
+			name: "delete directories, one missing", method: "DELETE", target: "/directories?path=/w/sub/deep&path=/w/none", wantStatus: 200,
+			wantOps: []string{"rm /w/sub/deep true"},
+		},
+		{name: "delete a missing file", method: "DELETE", target: "/files?path=/w/none", wantStatus: 200},
+		{name: "delete a missing directory", method: "DELETE", target: "/directories?path=/w/none/deeper", wantStatus: 200},
 		// Every path is checked before any is removed.
-		{name: "delete files, one missing", method: "DELETE", target: "/files?path=/w/a.txt&path=/w/none&path=/w/sub/b.py", wantStatus: 404},
 		{name: "delete files, one a directory", method: "DELETE", target: "/files?path=/w/a.txt&path=/w/sub", wantStatus: 400},
-		{name: "delete directories, one missing", method: "DELETE", target: "/directories?path=/w/sub/deep&path=/w/none", wantStatus: 404},
-		{name: "delete a missing file", method: "DELETE", target: "/files?path=/w/none", wantStatus: 404},
+		{name: "delete files, one missing, one a directory", method: "DELETE", target: "/files?path=/w/none&path=/w/a.txt&path=/w/sub", wantStatus: 400},
 		// A path an earlier one of the request took with it is done, not
 		// a failure after the removal.
 		{

@@ -126,7 +126,7 @@ func TestContextDefault(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got, err := c.Default(ctx, a, "sh", "surface-default") // an alias of bash
+			got, err := c.Default(ctx, a, api.CreateContextRequest{Language: "sh", Name: "surface-default"}) // an alias of bash
 			if err != nil {
 				t.Error(err)
 				return
@@ -149,11 +149,11 @@ func TestContextDefault(t *testing.T) {
 		t.Fatalf("the default context = %+v, %v", got, err)
 	}
 	for _, other := range []struct{ sandbox, name string }{{b, "surface-default"}, {a, "another-default"}} {
-		o, err := c.Default(ctx, other.sandbox, api.LanguageBash, other.name)
+		o, err := c.Default(ctx, other.sandbox, api.CreateContextRequest{Language: api.LanguageBash, Name: other.name})
 		if err != nil || o.ContextID == first {
 			t.Errorf("Default(%s, %s) = %+v, %v; want a context of its own", other.sandbox, other.name, o, err)
 		}
 	}
-	_, err = c.Default(ctx, a, "cobol", "surface-default")
+	_, err = c.Default(ctx, a, api.CreateContextRequest{Language: "cobol", Name: "surface-default"})
 	checkErr(t, err, errdefs.ErrInvalidArgument, "")
 }

@@ -7,9 +7,10 @@ last line, which the Go test checks:
 
   quickstart        Sandbox.create, run_code('x = 1'), run_code('x+=1; x'),
                     a matplotlib chart, an error, stdout; set_timeout,
-                    get_info, get_metrics, Sandbox.list with a metadata filter, the
-                    code contexts, files.write/read; kill and is_running()
-                    after
+                    get_info, a connect that keeps the longer timeout,
+                    relative paths in code where files have them, get_metrics, Sandbox.list with a metadata filter, the
+                    code contexts, files.write/read, E2B's snapshot and
+                    template APIs (not served); kill and is_running() after
   envd              the base SDK's commands (run, exit codes, background,
                     connect, stdin, kill, list), a PTY session and its
                     resize, and files (write/read/list/exists/make_dir/
@@ -64,6 +65,12 @@ def quickstart() -> dict[str, Any]:
         info = sbx.files.write("notes/hello.txt", "Hello World")
         out["written"] = info.path
         out["read"] = sbx.files.read("notes/hello.txt")
+        # Code takes relative paths from where files do, the home, in the
+        # default context and in one made without a cwd.
+        out["read_by_code_relative"] = [
+            sbx.run_code("open('notes/hello.txt').read()").text,
+            sbx.run_code("import os; os.getcwd() == os.path.expanduser('~')").text,
+        ]
         out["read_by_code"] = sbx.run_code("open('/tmp/t.txt','w').write('from code'); 0").text
         out["read_back"] = sbx.files.read("/tmp/t.txt")
         try:
@@ -75,6 +82,7 @@ def quickstart() -> dict[str, Any]:
         out["commands_run"] = sbx.commands.run("echo hi").stdout
 
         ctx = sbx.create_code_context()
+        out["context_cwd"] = ctx.cwd == sbx.commands.run("pwd").stdout.strip()
         sbx.run_code("y = 41", context=ctx)
         out["in_context"] = sbx.run_code("y + 1", context=ctx).text
         out["contexts"] = len(sbx.list_code_contexts())
@@ -92,6 +100,11 @@ def quickstart() -> dict[str, Any]:
         out["timeout_extended"] = left > 300
         out["info_metadata"] = info.metadata
         out["info_template"] = info.template_id
+        # A connect only ever extends a running sandbox's life, as the
+        # SDK says (e2b before 2.51 sends 300 s on every connect): it
+        # still ends 600 s from the set_timeout.
+        Sandbox.connect(sbx.sandbox_id, timeout=60)
+        out["connect_kept_end"] = sbx.get_info().end_at == info.end_at
         metrics = sbx.get_metrics()
         out["metrics"] = [
             [m.cpu_count >= 1, 0 <= m.cpu_used_pct <= 100, 0 < m.mem_used < m.mem_total]
@@ -103,6 +116,15 @@ def quickstart() -> dict[str, Any]:
         out["listed"] = [s.sandbox_id == sbx.sandbox_id for s in mine]
         other = Sandbox.list(query=SandboxQuery(metadata={"suite": "other"})).next_items()
         out["listed_other"] = len(other)
+        # E2B's APIs agent2env does not serve answer in E2B's form: the
+        # SDK's own exception, saying so.
+        out["unsupported"] = []
+        for call in (Sandbox.list_snapshots().next_items, lambda: e2b.Template.exists("x")):
+            try:
+                call()
+                out["unsupported"].append(None)
+            except SandboxException as e:
+                out["unsupported"].append([type(e).__name__, "not supported" in str(e)])
     finally:
         out["killed"] = sbx.kill()
     out["running_after_kill"] = sbx.is_running()
