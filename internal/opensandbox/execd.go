@@ -432,13 +432,20 @@ type uploadMetadata struct {
 const defaultMode = 0o644
 
 // parseMode reads a mode written as its octal digits in decimal (755 is
-// 0o755).
+// 0o755; 1777 is 0o777 with the sticky bit, fs.ModeSticky, and 4000 and
+// 2000 are setuid and setgid).
 func parseMode(m int) (fs.FileMode, error) {
 	v, err := strconv.ParseUint(strconv.Itoa(m), 8, 32)
 	if err != nil || v > 0o7777 {
 		return 0, errdefs.Invalid("mode %d: want octal digits, as 644 or 755", m)
 	}
-	return fs.FileMode(v & 0o777), nil
+	mode := fs.FileMode(v & 0o777)
+	for bit, flag := range map[uint64]fs.FileMode{0o4000: fs.ModeSetuid, 0o2000: fs.ModeSetgid, 0o1000: fs.ModeSticky} {
+		if v&bit != 0 {
+			mode |= flag
+		}
+	}
+	return mode, nil
 }
 
 // upload writes the files of a multipart body of metadata and file pairs,
@@ -507,6 +514,9 @@ func uploadPart(put service.PutFile, part *multipart.Part, meta **uploadMetadata
 			var err error
 			if m.mode, err = parseMode(*m.Mode); err != nil {
 				return fmt.Errorf("metadata for %s: %w", m.Path, err)
+			}
+			if m.mode&^fs.ModePerm != 0 {
+				return errdefs.Invalid("metadata for %s: mode %d: an upload sets the permission bits only (up to 777); set setuid, setgid or sticky with POST /files/permissions", m.Path, *m.Mode)
 			}
 		}
 		*meta = &m

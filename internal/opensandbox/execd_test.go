@@ -369,6 +369,7 @@ func TestExecdFiles(t *testing.T) {
 		{name: "mode 644", wantStatus: 200, parts: []string{`{"path":"/tmp/c","mode":644}`, ""},
 			wantFiles: map[string]string{"/tmp/c": ""}, wantModes: map[string]fs.FileMode{"/tmp/c": 0o644}},
 		{name: "mode not octal", wantStatus: 400, parts: []string{`{"path":"/tmp/c","mode":789}`, "x"}},
+		{name: "mode setuid", wantStatus: 400, parts: []string{`{"path":"/tmp/c","mode":4755}`, "x"}},
 		// A metadata part is checked whole as it arrives, before
 		// anything else is read or written.
 		{name: "mode not octal, refused with its metadata", wantStatus: 400, wantInMsg: "metadata for /tmp/c: mode 789",

@@ -158,7 +158,7 @@ func (f *fakeFiles) Chmod(_ context.Context, _, p string, mode fs.FileMode) erro
 		return notFound(p)
 	}
 	f.modes[p] = fmt.Sprintf("%04o", mode)
-	f.ops = append(f.ops, fmt.Sprintf("chmod %s %04o", p, mode))
+	f.ops = append(f.ops, fmt.Sprintf("chmod %s %s", p, service.OctalMode(mode)))
 	return nil
 }
 
@@ -339,6 +339,10 @@ func TestExecdFileOps(t *testing.T) {
 			wantOps: []string{"chmod /w/a.txt 0600"},
 		},
 		{name: "permissions, a bad mode", method: "POST", target: "/files/permissions", body: `{"/w/a.txt":{"mode":999}}`, wantStatus: 400},
+		{
+			name: "permissions, sticky and setgid", method: "POST", target: "/files/permissions", body: `{"/w/sub":{"mode":1777},"/w/a.txt":{"mode":2750}}`,
+			wantStatus: 200, wantOps: []string{"chmod /w/a.txt 2750", "chmod /w/sub 1777"},
+		},
 		{name: "permissions, an owner not allowed", method: "POST", target: "/files/permissions", body: `{"/w/a.txt":{"owner":"root"}}`, wantStatus: 403},
 		// Every path is checked before anything is changed; what a
 		// request changed before a later step failed is set back.

@@ -81,13 +81,26 @@ func (s *Sandboxes) fileCommand(ctx context.Context, id, p string, argv ...strin
 }
 
 // Chmod sets the permission bits of the file at p in sandbox id (a
-// symbolic link's target's), as the sandbox's user may.
+// symbolic link's target's), with setuid, setgid and sticky (Go's
+// fs.ModeSetuid, fs.ModeSetgid, fs.ModeSticky), as the sandbox's user may.
 func (s *Sandboxes) Chmod(ctx context.Context, id, p string, mode fs.FileMode) error {
 	p, err := CleanPath(p)
 	if err != nil {
 		return err
 	}
-	return s.fileCommand(ctx, id, p, "chmod", fmt.Sprintf("%04o", mode&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)), "--", p)
+	return s.fileCommand(ctx, id, p, "chmod", OctalMode(mode), "--", p)
+}
+
+// OctalMode is mode as chmod(1) takes it: four octal digits, the
+// permission bits with setuid (4000), setgid (2000) and sticky (1000).
+func OctalMode(mode fs.FileMode) string {
+	bits := uint32(mode.Perm())
+	for flag, bit := range map[fs.FileMode]uint32{fs.ModeSetuid: 0o4000, fs.ModeSetgid: 0o2000, fs.ModeSticky: 0o1000} {
+		if mode&flag != 0 {
+			bits |= bit
+		}
+	}
+	return fmt.Sprintf("%04o", bits)
 }
 
 // Chown gives the file at p in sandbox id to owner and group (names or

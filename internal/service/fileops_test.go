@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path"
 	"strings"
 	"testing"
@@ -407,5 +408,24 @@ func TestUploadFiles(t *testing.T) {
 	defer rc.Close()
 	if b, _ := io.ReadAll(rc); string(b) != "replaced" {
 		t.Errorf("a.txt holds %q after the refused batches", b)
+	}
+}
+
+func TestOctalMode(t *testing.T) {
+	tests := []struct {
+		mode fs.FileMode
+		want string
+	}{
+		{0o644, "0644"},
+		{0o755 | fs.ModeDir, "0755"},
+		{0o777 | fs.ModeSticky, "1777"},
+		{0o755 | fs.ModeSetuid, "4755"},
+		{0o750 | fs.ModeSetgid, "2750"},
+		{fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky, "7000"},
+	}
+	for _, tt := range tests {
+		if got := OctalMode(tt.mode); got != tt.want {
+			t.Errorf("OctalMode(%v) = %s, want %s", tt.mode, got, tt.want)
+		}
 	}
 }
