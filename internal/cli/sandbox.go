@@ -101,13 +101,14 @@ func newSandboxCreateCmd(e env, cc *clientConfig) *cobra.Command {
 
 func createSandbox(c *cobra.Command, e env, cc *clientConfig, req api.CreateSandboxRequest, ttlSet bool, ttl int,
 	env envFlag, wait bool, out *output) error {
+	if err := checkVersion(c, "template-version", req.TemplateVersion); err != nil {
+		return err
+	}
 	switch {
 	case req.FromSnapshot != "" && (req.Image != "" || req.Template != "" || req.CPU != "" || req.Memory != "" || len(env) > 0):
 		return usageErrorf(c, "--from-snapshot takes only --ttl besides: the rest is the snapshot's")
 	case req.Image != "" && req.Template != "":
 		return usageErrorf(c, "give --image or --template, not both")
-	case req.TemplateVersion < 0:
-		return usageErrorf(c, "--template-version must be at least 1")
 	case req.TemplateVersion > 0 && req.Template == "":
 		return usageErrorf(c, "--template-version needs --template")
 	case req.Template != "":
@@ -631,5 +632,14 @@ func (f envFlag) Set(s string) error {
 		return fmt.Errorf("%q is not KEY=VALUE", s)
 	}
 	f[k] = v
+	return nil
+}
+
+// checkVersion refuses a template version flag given below 1: 0 is only
+// its default, the latest version.
+func checkVersion(c *cobra.Command, flag string, v int) error {
+	if v < 0 || v == 0 && c.Flags().Changed(flag) {
+		return usageErrorf(c, "--%s must be at least 1", flag)
+	}
 	return nil
 }

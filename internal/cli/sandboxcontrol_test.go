@@ -267,6 +267,7 @@ func TestSandboxTemplateUsageErrors(t *testing.T) {
 		{[]string{"sandbox", "create", "--image", "alpine", "--template", "py"}, "give --image or --template, not both"},
 		{[]string{"sandbox", "create", "--template-version", "2"}, "--template-version needs --template"},
 		{[]string{"sandbox", "create", "--template", "py", "--template-version", "-1"}, "--template-version must be at least 1"},
+		{[]string{"sandbox", "create", "--template", "py", "--template-version", "0"}, "--template-version must be at least 1"},
 		{[]string{"sandbox", "stop"}, "need at least one sandbox id"},
 		{[]string{"sandbox", "start"}, "need at least one sandbox id"},
 		{[]string{"sandbox", "restart", "--wait=maybe", "sb1"}, `invalid argument "maybe" for "--wait" flag`},

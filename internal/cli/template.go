@@ -152,8 +152,8 @@ func newTemplateGetCmd(e env, cc *clientConfig) *cobra.Command {
 		Args:              exactArgs(1, "need one template NAME"),
 		ValidArgsFunction: cc.complete(e, templateNames, false),
 		RunE: func(c *cobra.Command, args []string) error {
-			if version < 0 {
-				return usageErrorf(c, "--version must be at least 1")
+			if err := checkVersion(c, "version", version); err != nil {
+				return err
 			}
 			cl, err := cc.client(e)
 			if err != nil {
@@ -400,8 +400,8 @@ and "import" read, to standard output or, with -f, to a file. ` + exportFormats,
 		Args:              exactArgs(1, "need one template NAME"),
 		ValidArgsFunction: cc.complete(e, templateNames, false),
 		RunE: func(c *cobra.Command, args []string) error {
-			if version < 0 {
-				return usageErrorf(c, "--version must be at least 1")
+			if err := checkVersion(c, "version", version); err != nil {
+				return err
 			}
 			cl, err := cc.client(e)
 			if err != nil {

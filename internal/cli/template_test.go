@@ -523,6 +523,7 @@ func TestTemplateUsageErrors(t *testing.T) {
 		{[]string{"template", "rollback", "py", "--to", "0"}, "need --to N"},
 		{[]string{"template", "export"}, "need one template NAME"},
 		{[]string{"template", "export", "py", "--version", "-1"}, "--version must be at least 1"},
+		{[]string{"template", "get", "py", "--version", "0"}, "--version must be at least 1"},
 		{[]string{"import"}, "need one FILE"},
 		{[]string{"import", file, "--strategy", "replace"}, `--strategy "replace"`},
 		{[]string{"export", "x"}, `unexpected argument "x"`},
