@@ -314,6 +314,7 @@ func TestClientSettings(t *testing.T) {
 		{name: "seed 001's names", env: map[string]string{"SANDBOX_BASE_URL": "http://sb:1"}, want: settings{url: "http://sb:1"}},
 		{name: "empty variables are unset", env: map[string]string{"AGENT2ENV_URL": "", "MSB_SERVER_URL": "http://msb:1"}, want: settings{url: "http://msb:1"}},
 		{name: "unknown key in the file", file: "url: http://file:1\ntokn: x\n", err: "line 2: unknown field tokn (the file takes url and token)"},
+		{name: "a value of the wrong kind in the file", file: "url: http://file:1\ntoken: [x]\n", err: "line 2: token must be a string, not a list"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

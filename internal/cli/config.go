@@ -21,6 +21,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agent2env/agent2env/api/client"
+	"github.com/agent2env/agent2env/internal/yamlerr"
 )
 
 // How a client command reaches the daemon. Each setting comes from, in
@@ -99,30 +100,15 @@ func readConfigFile(path string) (fileConfig, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
-		return fc, fmt.Errorf("read config file %s: %s", path, configFileError(err))
+		var root yaml.Node
+		_ = yaml.Unmarshal(b, &root)
+		p := yamlerr.Explain(err, &root)
+		if strings.HasPrefix(p.Msg, "unknown field ") {
+			p.Msg += " (the file takes url and token)"
+		}
+		return fc, fmt.Errorf("read config file %s: %s", path, p)
 	}
 	return fc, nil
-}
-
-// configFileError says what is wrong with the config file in its own
-// words: yaml's name the file's Go type ("field tokn not found in type
-// cli.fileConfig").
-func configFileError(err error) string {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return strings.TrimPrefix(err.Error(), "yaml: ")
-	}
-	msgs := make([]string, len(te.Errors))
-	for i, m := range te.Errors {
-		if j := strings.Index(m, " in type "); j > 0 {
-			m = m[:j]
-		}
-		if pre, key, ok := strings.Cut(m, "field "); ok && strings.HasSuffix(key, " not found") {
-			m = pre + "unknown field " + strings.TrimSuffix(key, " not found") + " (the file takes url and token)"
-		}
-		msgs[i] = m
-	}
-	return strings.Join(msgs, "; ")
 }
 
 // writeConfigFile writes fc to path, readable by its owner only, replacing

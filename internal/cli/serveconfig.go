@@ -25,6 +25,7 @@ import (
 	"github.com/agent2env/agent2env/internal/runtime"
 	_ "github.com/agent2env/agent2env/internal/runtime/all" // their names for --runtime-kind
 	"github.com/agent2env/agent2env/internal/store/postgres"
+	"github.com/agent2env/agent2env/internal/yamlerr"
 )
 
 // serveConfig is the daemon's configuration. Every field is a flag of
@@ -282,7 +283,7 @@ func readServeConfigFile(path string, fs *pflag.FlagSet) (map[string]any, error)
 	}
 	var doc map[string]any
 	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("config file %s: %w", path, err)
+		return nil, fmt.Errorf("config file %s: %s", path, yamlerr.Explain(err, nil))
 	}
 	var unknown []string
 	values := map[string]any{}

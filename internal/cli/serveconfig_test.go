@@ -222,7 +222,7 @@ func TestServeConfigErrors(t *testing.T) {
 		{name: "not a setting", file: "print-config: true\n", want: []string{"unknown keys: print-config"}},
 		{name: "list for a value", file: "listen: [a, b]\n", want: []string{"listen: want a single value"}},
 		{name: "nested value", file: "warm-pools: {python: {size: 2}}\n", want: []string{"warm-pools: want a mapping of names to values"}},
-		{name: "not a mapping", file: "- listen\n", want: []string{"config file "}},
+		{name: "not a mapping", file: "- listen\n", want: []string{"config file ", "line 1: must be a mapping, not a list"}},
 		{name: "missing file", args: []string{"--config", "/nonexistent/agent2env.yaml"}, want: []string{"read config file", "no such file"}},
 		{name: "log level", env: map[string]string{"AGENT2ENV_LOG_LEVEL": "loud"}, want: []string{`log-level "loud"`}},
 		{name: "warm pool size", file: "warm-pools: {python: -1}\n", want: []string{"warm-pools: size of python must be a number of 0 or more"}},

@@ -16,6 +16,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/store"
+	"github.com/agent2env/agent2env/internal/yamlerr"
 )
 
 // document is one SandboxTemplate YAML document, as LiteBoxd writes it.
@@ -379,7 +380,7 @@ func isNull(n *yaml.Node) bool {
 func decodeItem(n *yaml.Node) importItem {
 	var raw rawDocument
 	if err := n.Decode(&raw); err != nil {
-		return importItem{meta: metadata{Name: scalarField(n, "metadata", "name")}, err: fmt.Errorf("invalid YAML: %v", err)}
+		return importItem{meta: metadata{Name: scalarField(n, "metadata", "name")}, err: fmt.Errorf("invalid YAML: %s", yamlerr.Explain(err, n))}
 	}
 	it := decodeRaw(&raw)
 	if it.err == nil && raw.APIVersion != "" && raw.APIVersion != api.YAMLAPIVersion {
@@ -398,14 +399,14 @@ func decodeRaw(raw *rawDocument) importItem {
 		renameKeys(&raw.Metadata, metadataKeys)
 		if err := raw.Metadata.Decode(&it.meta); err != nil {
 			it.meta = metadata{Name: scalarField(&raw.Metadata, "name")}
-			it.err = fmt.Errorf("invalid YAML: metadata: %v", err)
+			it.err = fmt.Errorf("invalid YAML: metadata: %s", yamlerr.Explain(err, &raw.Metadata))
 			return it
 		}
 	}
 	if !isNull(&raw.Spec) {
 		renameSpecKeys(&raw.Spec)
 		if err := raw.Spec.Decode(&it.spec); err != nil {
-			it.err = fmt.Errorf("invalid YAML: spec: %v", err)
+			it.err = fmt.Errorf("invalid YAML: spec: %s", yamlerr.Explain(err, &raw.Spec))
 		}
 	}
 	return it
@@ -568,7 +569,10 @@ func ParseDocument(data []byte) (*Document, error) {
 	strict.KnownFields(true)
 	var d document
 	if err := strict.Decode(&d); err != nil {
-		return nil, invalidYAML("%v", err)
+		// Its lines are norm's, not the file's: the key says where.
+		var normRoot yaml.Node
+		_ = yaml.Unmarshal(norm, &normRoot)
+		return nil, invalidYAML("%s", yamlerr.Explain(err, &normRoot).Msg)
 	}
 	m := d.Metadata
 	return &Document{Name: m.Name, DisplayName: m.DisplayName, Description: m.Description, Tags: m.Tags,
