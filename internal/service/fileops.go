@@ -355,7 +355,7 @@ func globRegexp(pattern string) (*regexp.Regexp, error) {
 		return nil, errdefs.Invalid("pattern %q: %v", pattern, err)
 	}
 	var b strings.Builder
-	b.WriteString("^")
+	b.WriteString("(?s)^") // a name may hold a newline, which "**" matches too
 	for i := 0; i < len(pattern); i++ {
 		switch c := pattern[i]; c {
 		case '*':

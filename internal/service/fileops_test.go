@@ -311,7 +311,8 @@ func TestGlobRegexp(t *testing.T) {
 		nomatch []string
 	}{
 		{"*.txt", []string{"a.txt", ".txt"}, []string{"a/b.txt", "a.txt.bak"}},
-		{"**", []string{"a", "a/b/c"}, nil},
+		{"**", []string{"a", "a/b/c", "a\nb.txt", "d\n/e"}, nil},
+		{"**/*.txt", []string{"d\n/a\nb.txt"}, []string{"a.txt\n"}},
 		{"", []string{"a", "a/b"}, nil},
 		{"**/*.go", []string{"x.go", "a/x.go", "a/b/x.go"}, []string{"x.gox"}},
 		{"a/**", []string{"a/b", "a/b/c"}, []string{"b/a"}},
