@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -798,7 +799,7 @@ func TestOutputHeldUntilWritten(t *testing.T) {
 	mu.Lock()
 	writers = nil // the handshake's
 	mu.Unlock()
-	const size = 200 << 10
+	const size = 150 << 10 // below MaxOutputText
 	var out api.SessionCommandResponse
 	callTool(t, cs, "execute_command", map[string]any{"command": fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a", size)}, &out)
 	if len(out.Stdout) != size {
@@ -814,5 +815,78 @@ func TestOutputHeldUntilWritten(t *testing.T) {
 	}
 	if got := budget.InUse(); got != 0 {
 		t.Errorf("output budget in use after the call: %d bytes, want 0", got)
+	}
+}
+
+// TestCapOutput: an output is cut where its JSON encoding would pass
+// MaxOutputText, at a character, and says so; one that fits is kept.
+func TestCapOutput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		text string
+		cut  bool
+	}{
+		{"fits", strings.Repeat("a", MaxOutputText), false},
+		{"one byte over", strings.Repeat("a", MaxOutputText+1), true},
+		{"escaped six times over", strings.Repeat("<", MaxOutputText/6+1), true},
+		{"escaped, fits", strings.Repeat("\n", MaxOutputText/2), false},
+		{"multi-byte", strings.Repeat("€", MaxOutputText), true},
+		{"control characters", strings.Repeat("\x00", MaxOutputText/3), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, cut := capOutput(tc.text)
+			if cut != tc.cut {
+				t.Fatalf("cut %t, want %t", cut, tc.cut)
+			}
+			if !cut {
+				if got != tc.text {
+					t.Error("a text that fits was changed")
+				}
+				return
+			}
+			kept, _, found := strings.Cut(got, "\n[output truncated: ")
+			if !found || !strings.HasPrefix(tc.text, kept) || !utf8.ValidString(kept) {
+				t.Fatalf("cut to %d bytes without the marker, or not at a character", len(kept))
+			}
+			enc, _ := json.Marshal(kept)
+			if len(enc)-2 > MaxOutputText || len(enc)-2 < MaxOutputText-6 {
+				t.Errorf("what is kept encodes to %d bytes, want at most %d and no fewer than 6 less", len(enc)-2, MaxOutputText)
+			}
+		})
+	}
+}
+
+// TestLargeOutputCapped: an execution with more output than a tool result
+// takes has its result cut, marked truncated, small enough for the stock
+// Python client's 1 MiB limit of a message; the whole output goes as
+// progress.
+func TestLargeOutputCapped(t *testing.T) {
+	e := newEnv(t, false)
+	var progress atomic.Int64
+	cs := e.connect(t, "", &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+		progress.Add(int64(len(r.Params.Message)))
+	}})
+	const size = 2 << 20
+	params := &mcp.CallToolParams{Name: "execute_command",
+		Arguments: map[string]any{"command": fmt.Sprintf("head -c %d /dev/zero | tr '\\0' '<'; head -c %d /dev/zero | tr '\\0' e >&2", size, size)}}
+	params.SetProgressToken("p")
+	res, err := cs.CallTool(bg, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out api.SessionCommandResponse
+	if err := json.Unmarshal([]byte(text(t, res)), &out); err != nil {
+		t.Fatal(err)
+	}
+	if !out.Truncated || !strings.Contains(out.Stdout, "[output truncated: ") || !strings.Contains(out.Stderr, "[output truncated: ") {
+		t.Errorf("result of %d and %d bytes, truncated %t; want both cut, marked", len(out.Stdout), len(out.Stderr), out.Truncated)
+	}
+	msg, _ := json.Marshal(res)
+	if len(msg) >= 1<<20 {
+		t.Errorf("the result's message is %d bytes, want less than 1 MiB", len(msg))
+	}
+	checkOutput(t, cs, "execute_command", res)
+	if got := progress.Load(); got != 2*size {
+		t.Errorf("progress carried %d bytes of output, want all %d", got, 2*size)
 	}
 }

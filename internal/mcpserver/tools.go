@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +23,49 @@ const defaultTimeout = 30
 // MaxFileBytes bounds the file write_file writes and read_file reads.
 const MaxFileBytes = 8 << 20
 
+// MaxOutputText bounds what each output of an execution (stdout, stderr)
+// takes of a tool result, as JSON encodes it. A result reaches the client
+// as one message, its text twice (text and structured content), and the
+// stock Python client's HTTP transport refuses a message of more than
+// 1 MiB, failing the call with nothing of it. What is past the bound is
+// dropped with a marker, and the result says truncated; a client that asks
+// for progress has every byte as it came.
+const MaxOutputText = 192 << 10
+
+// capOutput is text cut where its JSON encoding would pass MaxOutputText,
+// at a character, with a marker saying what was dropped; and whether it
+// was cut.
+func capOutput(text string) (string, bool) {
+	if len(text) <= MaxOutputText/6 { // no character takes more than 6
+		return text, false
+	}
+	n := 0
+	for i, r := range text {
+		switch {
+		case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
+			n += 2
+		case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029' || r == utf8.RuneError:
+			n += 6 // \u00XX, \ufffd
+		default:
+			n += utf8.RuneLen(r)
+		}
+		if n > MaxOutputText {
+			return text[:i] + fmt.Sprintf("\n[output truncated: %d bytes past the MCP server's limit of a tool result were dropped; "+
+				"a call with a progress token receives all of it as progress]\n", len(text)-i), true
+		}
+	}
+	return text, false
+}
+
+// capOutputs cuts stdout and stderr (capOutput) and says whether it cut
+// either.
+func capOutputs(stdout, stderr *string) bool {
+	var cutOut, cutErr bool
+	*stdout, cutOut = capOutput(*stdout)
+	*stderr, cutErr = capOutput(*stderr)
+	return cutOut || cutErr
+}
+
 // Seed 004's arguments and results.
 
 // RunCodeArgs are run_code's arguments.
@@ -36,6 +80,7 @@ type RunCodeResult struct {
 	Stderr        string  `json:"stderr"`
 	Success       bool    `json:"success"`
 	ExecutionTime float64 `json:"execution_time" jsonschema:"seconds"`
+	Truncated     bool    `json:"truncated,omitempty" jsonschema:"output was dropped: past the daemon's limit, or past the MCP server's of a tool result"`
 }
 
 // CreateContextArgs are create_context's arguments.
@@ -304,6 +349,7 @@ func (s *Server) runCode(ctx context.Context, c *call, in RunCodeArgs) (RunCodeR
 	s.cfg.Log.Info("ran code in context", "context", in.ContextID, "success", resp.Success)
 	out := RunCodeResult{Stdout: resp.Output.Stdout, Stderr: withTraceback(resp.Output.Stderr, resp.Error), Success: resp.Success,
 		ExecutionTime: resp.ExecutionTime}
+	out.Truncated = capOutputs(&out.Stdout, &out.Stderr) || resp.Truncated
 	return out, images(resp.Results), nil
 }
 
@@ -377,7 +423,8 @@ func (s *Server) executeCode(ctx context.Context, c *call, in ExecuteCodeArgs) (
 	c.release(release)
 	out := ExecuteCodeResult{SessionID: resp.SessionID, Created: resp.Created, ExpiresAt: resp.ExpiresAt, Language: resp.Language,
 		Stdout: resp.Output.Stdout, Stderr: resp.Output.Stderr, Success: resp.Success, ExecutionTime: resp.ExecutionTime,
-		Result: resp.Result, Error: resp.Error, StateLost: resp.StateLost, Truncated: resp.Truncated}
+		Result: resp.Result, Error: resp.Error, StateLost: resp.StateLost}
+	out.Truncated = capOutputs(&out.Stdout, &out.Stderr) || resp.Truncated
 	if !resp.Success {
 		return out, images(resp.Results), &shownError{v: out}
 	}
@@ -395,7 +442,9 @@ func (s *Server) executeCommand(ctx context.Context, c *call, in ExecuteCommandA
 		return api.SessionCommandResponse{}, nil, err
 	}
 	c.release(release)
-	return *resp, nil, nil
+	out := *resp
+	out.Truncated = capOutputs(&out.Stdout, &out.Stderr) || out.Truncated
+	return out, nil, nil
 }
 
 func (s *Server) writeFile(ctx context.Context, c *call, in WriteFileArgs) (FileResult, []mcp.Content, error) {
