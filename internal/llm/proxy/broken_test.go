@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +21,10 @@ const (
 	breakCut    = "cut"    // the connection closed after the answer's first piece
 	breakStall  = "stall"  // the rest of the answer never comes
 	breakSilent = "silent" // no answer at all
+	// the connection closed after the first piece of an answer that only
+	// the close delimits (no Content-Length, not chunked): its end looks
+	// like any other, the answer's own end missing
+	breakClosed = "closed"
 )
 
 // brokenUpstream is an OpenAI-compatible upstream whose answers break off
@@ -34,6 +39,20 @@ func brokenUpstream(t *testing.T, how string) string {
 		}
 		if how == breakSilent { // the request read: its end is seen
 			<-r.Context().Done()
+			return
+		}
+		if how == breakClosed {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close()
+			ctype, body := "application/json", `{"id":"c","object":"chat.completion","choices":[`
+			if req.Stream {
+				ctype, body = "text/event-stream", `data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"hel"}}]}`+"\n\n"
+			}
+			fmt.Fprintf(conn, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nConnection: close\r\n\r\n%s", ctype, body)
 			return
 		}
 		if req.Stream {
@@ -81,6 +100,9 @@ func TestUpstreamBreaksOff(t *testing.T) {
 		want, wantStream string
 	}{
 		{breakCut, http.StatusBadGateway, "broke off", ""},
+		// Only a stream can be told to have ended before its end: a
+		// whole answer passes as it came (status 0: not checked).
+		{breakClosed, 0, "", "ended before"},
 		{breakStall, http.StatusGatewayTimeout, "timeout", "timeout"},
 		// Refused before any of it is sent, a stream too.
 		{breakSilent, http.StatusGatewayTimeout, "timeout", ""},
@@ -90,8 +112,12 @@ func TestUpstreamBreaksOff(t *testing.T) {
 				Providers: []proxy.Provider{{Name: "up", Type: "openai", BaseURL: brokenUpstream(t, tc.how)}},
 				Models:    []proxy.Model{{Name: "m", Provider: "up", Timeout: 300 * time.Millisecond}},
 			})
+			streams := []bool{false, true}
+			if tc.status == 0 {
+				streams = streams[1:]
+			}
 			for f := range inbounds {
-				for _, stream := range []bool{false, true} {
+				for _, stream := range streams {
 					resp, _, got := post(t, base, f, "m", stream)
 					ex := x.wait(t)
 					x.mu.Lock()

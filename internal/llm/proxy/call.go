@@ -853,6 +853,10 @@ func (c *call) passStream(out llm.Codec, resp *http.Response) {
 	// The header leaves with the first event, in one write (as a
 	// translated stream's does), not in a write of its own before it.
 	tee := &teeSource{src: llm.NewSSEReader(resp.Body), w: c.w, stripUsage: c.stripUsage}
+	// unended: the upstream's stream came to its end without its end
+	// event (a connection closed early, where nothing but the close
+	// delimited the body), as the decoder sees it once every byte is read.
+	var unended *llm.Error
 	if c.p.watched() {
 		var acc llm.Accumulator
 		dec := out.NewStreamDecoder(tee)
@@ -860,7 +864,12 @@ func (c *call) passStream(out llm.Codec, resp *http.Response) {
 		for {
 			var ev llm.Event
 			if ev, err = dec.Next(); err != nil {
-				break // not ours to judge: the bytes went through as they were
+				// Otherwise not ours to judge: the bytes went through as
+				// they were.
+				if !errors.Is(err, io.EOF) && errors.Is(tee.err, io.EOF) {
+					unended = llm.AsError(err)
+				}
+				break
 			}
 			acc.Add(&ev)
 		}
@@ -870,17 +879,21 @@ func (c *call) passStream(out llm.Codec, resp *http.Response) {
 	for tee.err == nil { // whatever the decoder did not read
 		_, _ = tee.Next()
 	}
-	if !errors.Is(tee.err, io.EOF) {
-		c.ex.Err = tee.err
-		if c.w.err == nil && c.r.Context().Err() == nil {
-			// The upstream broke off (or its timeout came), not the
-			// client: the stream ends with an error event in the
-			// client's format, as a translated one does, not with a
-			// clean end after a part of the answer.
-			enc := c.in.NewStreamEncoder(llm.NewSSEWriter(c.w), c.req)
-			if enc.Encode(&llm.Event{Type: llm.EventError, Err: c.brokeOff(tee.err)}) == nil {
-				c.w.Flush()
-			}
+	var broke *llm.Error
+	switch {
+	case !errors.Is(tee.err, io.EOF):
+		c.ex.Err, broke = tee.err, c.brokeOff(tee.err)
+	case unended != nil:
+		c.ex.Err, broke = unended, unended
+	}
+	if broke != nil && c.w.err == nil && c.r.Context().Err() == nil {
+		// The upstream broke off (or its timeout came), not the client:
+		// the stream ends with an error event in the client's format, as
+		// a translated one does, not with a clean end after a part of the
+		// answer.
+		enc := c.in.NewStreamEncoder(llm.NewSSEWriter(c.w), c.req)
+		if enc.Encode(&llm.Event{Type: llm.EventError, Err: broke}) == nil {
+			c.w.Flush()
 		}
 	}
 }
