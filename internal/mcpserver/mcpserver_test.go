@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -818,20 +819,24 @@ func TestOutputHeldUntilWritten(t *testing.T) {
 	}
 }
 
-// TestCapOutput: an output is cut where its JSON encoding would pass
-// MaxOutputText, at a character, and says so; one that fits is kept.
+// TestCapOutput: an output is cut where it would take more than
+// MaxOutputText of a result's message (its JSON encoding and that
+// encoding's), at a character, and says so; one that fits is kept.
 func TestCapOutput(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		text string
 		cut  bool
 	}{
-		{"fits", strings.Repeat("a", MaxOutputText), false},
-		{"one byte over", strings.Repeat("a", MaxOutputText+1), true},
-		{"escaped six times over", strings.Repeat("<", MaxOutputText/6+1), true},
-		{"escaped, fits", strings.Repeat("\n", MaxOutputText/2), false},
-		{"multi-byte", strings.Repeat("€", MaxOutputText), true},
-		{"control characters", strings.Repeat("\x00", MaxOutputText/3), true},
+		{"fits", strings.Repeat("a", MaxOutputText/2), false},
+		{"one byte over", strings.Repeat("a", MaxOutputText/2+1), true},
+		{"quotes, fit", strings.Repeat(`"`, MaxOutputText/6), false},
+		{"quotes, over", strings.Repeat(`"`, MaxOutputText/6+1), true},
+		{"escaped as unicode", strings.Repeat("<", MaxOutputText/13+1), true},
+		{"newlines, fit", strings.Repeat("\n", MaxOutputText/5), false},
+		{"multi-byte", strings.Repeat("€", MaxOutputText/6+1), true},
+		{"control characters", strings.Repeat("\x00", MaxOutputText/13+1), true},
+		{"invalid UTF-8", strings.Repeat("\xff", MaxOutputText/13+1), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, cut := capOutput(tc.text)
@@ -845,12 +850,13 @@ func TestCapOutput(t *testing.T) {
 				return
 			}
 			kept, _, found := strings.Cut(got, "\n[output truncated: ")
-			if !found || !strings.HasPrefix(tc.text, kept) || !utf8.ValidString(kept) {
+			if !found || !strings.HasPrefix(tc.text, kept) || !utf8.ValidString(kept) && utf8.ValidString(tc.text) {
 				t.Fatalf("cut to %d bytes without the marker, or not at a character", len(kept))
 			}
-			enc, _ := json.Marshal(kept)
-			if len(enc)-2 > MaxOutputText || len(enc)-2 < MaxOutputText-6 {
-				t.Errorf("what is kept encodes to %d bytes, want at most %d and no fewer than 6 less", len(enc)-2, MaxOutputText)
+			once, _ := json.Marshal(kept)
+			twice, _ := json.Marshal(string(once))
+			if cost := len(once) - 2 + len(twice) - 6; cost > MaxOutputText || cost < MaxOutputText-13 {
+				t.Errorf("what is kept takes %d bytes of a message, want at most %d and no fewer than 13 less", cost, MaxOutputText)
 			}
 		})
 	}
@@ -868,7 +874,7 @@ func TestLargeOutputCapped(t *testing.T) {
 	}})
 	const size = 2 << 20
 	params := &mcp.CallToolParams{Name: "execute_command",
-		Arguments: map[string]any{"command": fmt.Sprintf("head -c %d /dev/zero | tr '\\0' '<'; head -c %d /dev/zero | tr '\\0' e >&2", size, size)}}
+		Arguments: map[string]any{"command": fmt.Sprintf("head -c %d /dev/zero | tr '\\0' '<'; head -c %d /dev/zero | tr '\\0' '\"' >&2", size, size)}}
 	params.SetProgressToken("p")
 	res, err := cs.CallTool(bg, params)
 	if err != nil {
@@ -888,5 +894,73 @@ func TestLargeOutputCapped(t *testing.T) {
 	checkOutput(t, cs, "execute_command", res)
 	if got := progress.Load(); got != 2*size {
 		t.Errorf("progress carried %d bytes of output, want all %d", got, 2*size)
+	}
+}
+
+// TestReadFileParts: a file larger than one result takes is refused whole
+// with a length that fits, and read in parts with offset and length, each
+// result small enough for the stock Python client's 1 MiB limit of a
+// message; bad parts are INVALID_PARAMS.
+func TestReadFileParts(t *testing.T) {
+	e := newEnv(t, false)
+	cs := e.connect(t, "", nil)
+	const size = 1 << 20
+	var made api.SessionCommandResponse
+	callTool(t, cs, "execute_command", map[string]any{"command": fmt.Sprintf(
+		`head -c %d /dev/zero | tr '\0' '"' > q.txt && head -c %d /dev/urandom > r.bin`, size, size)}, &made)
+	if made.ExitCode != 0 {
+		t.Fatalf("make the files: %+v", made)
+	}
+	target := map[string]any{"session_id": made.SessionID}
+	read := func(args map[string]any) (*mcp.CallToolResult, FileResult) {
+		t.Helper()
+		for k, v := range target {
+			args[k] = v
+		}
+		var fr FileResult
+		res := callTool(t, cs, "read_file", args, nil)
+		if !res.IsError {
+			if err := json.Unmarshal([]byte(text(t, res)), &fr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if msg, _ := json.Marshal(res); len(msg) >= 1<<20 {
+			t.Errorf("read_file %v: a message of %d bytes, want less than 1 MiB", args, len(msg))
+		}
+		return res, fr
+	}
+	for _, f := range []struct{ path, encoding string }{{"q.txt", "text"}, {"r.bin", "base64"}} {
+		res, _ := read(map[string]any{"path": f.path})
+		te := toolError(t, res, CodeInvalidParams)
+		var length int64
+		if _, err := fmt.Sscanf(te.Error[strings.LastIndex(te.Error, "a length of "):], "a length of %d fits here", &length); err != nil || length <= 0 {
+			t.Fatalf("%s whole: %q, want the length that fits", f.path, te.Error)
+		}
+		var whole []byte
+		for off := int64(0); off < size; off += length {
+			_, fr := read(map[string]any{"path": f.path, "offset": off, "length": length})
+			if fr.Encoding != f.encoding || fr.Offset != off || fr.FileSize != size {
+				t.Fatalf("%s part at %d: %+v", f.path, off, fr)
+			}
+			part := []byte(fr.Content)
+			if f.encoding == "base64" {
+				var err error
+				if part, err = base64.StdEncoding.DecodeString(fr.Content); err != nil {
+					t.Fatal(err)
+				}
+			}
+			whole = append(whole, part...)
+		}
+		if len(whole) != size {
+			t.Errorf("%s read in parts: %d bytes, want %d", f.path, len(whole), size)
+		}
+	}
+	for _, args := range []map[string]any{
+		{"path": "q.txt", "offset": -1},
+		{"path": "q.txt", "length": -1},
+		{"path": "q.txt", "offset": size + 1},
+	} {
+		res, _ := read(args)
+		toolError(t, res, CodeInvalidParams)
 	}
 }

@@ -24,37 +24,60 @@ const defaultTimeout = 30
 const MaxFileBytes = 8 << 20
 
 // MaxOutputText bounds what each output of an execution (stdout, stderr)
-// takes of a tool result, as JSON encodes it. A result reaches the client
-// as one message, its text twice (text and structured content), and the
-// stock Python client's HTTP transport refuses a message of more than
-// 1 MiB, failing the call with nothing of it. What is past the bound is
-// dropped with a marker, and the result says truncated; a client that asks
-// for progress has every byte as it came.
-const MaxOutputText = 192 << 10
+// takes of a tool result's message. A result reaches the client as one
+// message holding its text twice: as structured content, JSON-encoded, and
+// as the text of that JSON, encoded again; and the stock Python client's
+// HTTP transport refuses a message of more than 1 MiB, failing the call
+// with nothing of it. What is past the bound is dropped with a marker, and
+// the result says truncated; a client that asks for progress has every
+// byte as it came. (Plain ASCII output keeps half of it.)
+const MaxOutputText = 448 << 10
 
-// capOutput is text cut where its JSON encoding would pass MaxOutputText,
-// at a character, with a marker saying what was dropped; and whether it
-// was cut.
-func capOutput(text string) (string, bool) {
-	if len(text) <= MaxOutputText/6 { // no character takes more than 6
-		return text, false
+// MaxReadText bounds what read_file's content takes of its result's
+// message (see MaxOutputText): a file that takes more is read in parts.
+const MaxReadText = 896 << 10
+
+// messageCost is what rune r takes of a result's message: its JSON
+// encoding (as encoding/json writes it) and that encoding's own.
+func messageCost(r rune) int {
+	switch {
+	case r == '"' || r == '\\':
+		return 2 + 4 // \" then \\\"
+	case r == '\n' || r == '\r' || r == '\t':
+		return 2 + 3 // \n then \\n
+	case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029' || r == utf8.RuneError:
+		return 6 + 7 // \u00XX, \ufffd, then \\u00XX
+	default:
+		return 2 * utf8.RuneLen(r)
+	}
+}
+
+// fitsMessage returns the length of the longest start of text that takes
+// at most max bytes of a result's message (messageCost), ending at a
+// character: len(text) when all of it fits.
+func fitsMessage(text string, max int) int {
+	if len(text) <= max/13 { // no character costs more than 13
+		return len(text)
 	}
 	n := 0
 	for i, r := range text {
-		switch {
-		case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
-			n += 2
-		case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029' || r == utf8.RuneError:
-			n += 6 // \u00XX, \ufffd
-		default:
-			n += utf8.RuneLen(r)
-		}
-		if n > MaxOutputText {
-			return text[:i] + fmt.Sprintf("\n[output truncated: %d bytes past the MCP server's limit of a tool result were dropped; "+
-				"a call with a progress token receives all of it as progress]\n", len(text)-i), true
+		if n += messageCost(r); n > max {
+			return i
 		}
 	}
-	return text, false
+	return len(text)
+}
+
+// capOutput is text cut where it would take more than MaxOutputText of a
+// result's message, at a character, with a marker saying what was
+// dropped; and whether it was cut.
+func capOutput(text string) (string, bool) {
+	i := fitsMessage(text, MaxOutputText)
+	if i == len(text) {
+		return text, false
+	}
+	return text[:i] + fmt.Sprintf("\n[output truncated: %d bytes past the MCP server's limit of a tool result were dropped; "+
+		"a call with a progress token receives all of it as progress]\n", len(text)-i), true
 }
 
 // capOutputs cuts stdout and stderr (capOutput) and says whether it cut
@@ -186,7 +209,9 @@ type WriteFileArgs struct {
 // ReadFileArgs are read_file's arguments.
 type ReadFileArgs struct {
 	Path     string `json:"path" jsonschema:"the file's path; relative paths are in /workspace"`
-	Encoding string `json:"encoding,omitempty" jsonschema:"text or base64 (default: text when the file is UTF-8)"`
+	Encoding string `json:"encoding,omitempty" jsonschema:"text or base64 (default: text when what is read is UTF-8)"`
+	Offset   int64  `json:"offset,omitempty" jsonschema:"the byte of the file to start at (default 0)"`
+	Length   int64  `json:"length,omitempty" jsonschema:"at most this many bytes (default: to the end of the file)"`
 	FileTarget
 }
 
@@ -198,8 +223,12 @@ type ListFilesArgs struct {
 
 // FileResult is write_file's and read_file's result.
 type FileResult struct {
-	Path      string `json:"path"`
-	Size      int64  `json:"size"`
+	Path string `json:"path"`
+	Size int64  `json:"size" jsonschema:"the bytes written, or read"`
+	// Offset and FileSize say which part of the file a read of a part
+	// (offset or length given) read.
+	Offset    int64  `json:"offset,omitempty"`
+	FileSize  int64  `json:"file_size,omitempty" jsonschema:"the whole file's size, when a part of it was read"`
 	Content   string `json:"content,omitempty"`
 	Encoding  string `json:"encoding,omitempty"`
 	SandboxID string `json:"sandbox_id,omitempty"`
@@ -287,6 +316,7 @@ func (s *Server) addTools() {
 	add(s, tool[ReadFileArgs, FileResult]{
 		name: "read_file", title: "Read a file",
 		description: "Reads a file (at most 8 MiB) of a session's sandbox or a sandbox: as text when it is UTF-8, else base64. " +
+			"A file larger than one result takes (about 440 KiB of plain text, 330 KiB of binary) is read in parts, with offset and length. " +
 			"An unknown session is SESSION_NOT_FOUND: a read makes none.",
 		annotations: readOnly, handle: s.readFile,
 	})
@@ -480,16 +510,37 @@ func (s *Server) readFile(ctx context.Context, c *call, in ReadFileArgs) (FileRe
 	if err := s.checkTarget(ctx, in.FileTarget); err != nil {
 		return FileResult{}, nil, err
 	}
+	if in.Offset < 0 || in.Length < 0 {
+		return FileResult{}, nil, invalid("offset and length must not be negative")
+	}
 	data, info, err := s.sess.ReadFile(ctx, session.Target(in.FileTarget), in.Path, MaxFileBytes)
 	if err != nil {
 		return FileResult{}, nil, err
 	}
 	p, _ := service.CleanPath(in.Path)
-	out := FileResult{Path: p, Size: int64(len(data)), SessionRef: sessionOf(info), SandboxID: in.SandboxID}
+	out := FileResult{Path: p, SessionRef: sessionOf(info), SandboxID: in.SandboxID}
+	if in.Offset > 0 || in.Length > 0 {
+		if in.Offset > int64(len(data)) {
+			return FileResult{}, nil, invalid("offset %d is past the end of %s, a file of %d bytes", in.Offset, p, len(data))
+		}
+		out.Offset, out.FileSize = in.Offset, int64(len(data))
+		data = data[in.Offset:]
+		if in.Length > 0 && in.Length < int64(len(data)) {
+			data = data[:in.Length]
+		}
+	}
+	out.Size = int64(len(data))
 	if in.Encoding == "base64" || (in.Encoding == "" && !utf8.Valid(data)) {
 		out.Content, out.Encoding = base64.StdEncoding.EncodeToString(data), "base64"
 	} else {
 		out.Content, out.Encoding = strings.ToValidUTF8(string(data), "\uFFFD"), "text"
+	}
+	if fits := fitsMessage(out.Content, MaxReadText); fits < len(out.Content) {
+		if out.Encoding == "base64" {
+			fits = fits / 4 * 3
+		}
+		return FileResult{}, nil, invalid("the %d bytes of %s to read take more of a result than the MCP server sends at once: "+
+			"read it in parts with offset and length (a length of %d fits here)", len(data), p, fits)
 	}
 	return out, nil, nil
 }
