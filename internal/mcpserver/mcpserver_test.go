@@ -964,3 +964,67 @@ func TestReadFileParts(t *testing.T) {
 		toolError(t, res, CodeInvalidParams)
 	}
 }
+
+// TestListFilesParts: a directory with more entries than one result takes
+// is listed in parts, by name, each result small enough for the stock
+// Python client's 1 MiB limit of a message; a bad offset is
+// INVALID_PARAMS.
+func TestListFilesParts(t *testing.T) {
+	e := newEnv(t, false)
+	cs := e.connect(t, "", nil)
+	const n = 8000
+	var made api.SessionCommandResponse
+	callTool(t, cs, "execute_command", map[string]any{"command": fmt.Sprintf(
+		`mkdir many && cd many && seq 1 %d | sed 's/^/a-file-with-a-long-name-"quoted"-/' | xargs touch`, n)}, &made)
+	if made.ExitCode != 0 {
+		t.Fatalf("make the files: %+v", made)
+	}
+	var names []string
+	parts := 0
+	for offset := 0; ; parts++ {
+		args := map[string]any{"path": "many", "offset": offset, "session_id": made.SessionID}
+		var lr ListFilesResult
+		res := callTool(t, cs, "list_files", args, &lr)
+		if msg, _ := json.Marshal(res); len(msg) >= 1<<20 {
+			t.Fatalf("list_files %v: a message of %d bytes, want less than 1 MiB", args, len(msg))
+		}
+		if lr.Total != n || lr.Offset != offset || len(lr.Files) == 0 && lr.Truncated {
+			t.Fatalf("list_files %v: total %d, offset %d, %d entries, truncated %t", args, lr.Total, lr.Offset, len(lr.Files), lr.Truncated)
+		}
+		for _, f := range lr.Files {
+			names = append(names, f.Name)
+		}
+		if !lr.Truncated {
+			break
+		}
+		offset += len(lr.Files)
+	}
+	if parts == 0 || len(names) != n || !slices.IsSorted(names) || len(slices.Compact(slices.Clone(names))) != n {
+		t.Errorf("%d names in %d parts (sorted %t), want %d, each once, by name", len(names), parts+1, slices.IsSorted(names), n)
+	}
+	for _, offset := range []int{-1, n + 1} {
+		toolError(t, callTool(t, cs, "list_files", map[string]any{"path": "many", "offset": offset, "session_id": made.SessionID}, nil), CodeInvalidParams)
+	}
+}
+
+// TestReadLargeResource: a file resource larger than one result takes is
+// a JSON-RPC invalid params error pointing at read_file's parts, not a
+// message the stock Python client refuses.
+func TestReadLargeResource(t *testing.T) {
+	e := newEnv(t, false)
+	cs := e.connect(t, "", nil)
+	var made api.SessionCommandResponse
+	callTool(t, cs, "execute_command", map[string]any{"command": "head -c 1000000 /dev/urandom > big.bin && echo hi > small.txt"}, &made)
+	if made.ExitCode != 0 {
+		t.Fatalf("make the files: %+v", made)
+	}
+	uri := "sandbox://" + made.SessionID + "/files/workspace/"
+	_, err := cs.ReadResource(bg, &mcp.ReadResourceParams{URI: uri + "big.bin"})
+	var we *jsonrpc.Error
+	if !errors.As(err, &we) || we.Code != jsonrpc.CodeInvalidParams || !strings.Contains(we.Message, "read_file") {
+		t.Errorf("read a large resource: %v, want invalid params pointing at read_file", err)
+	}
+	if rr, err := cs.ReadResource(bg, &mcp.ReadResourceParams{URI: uri + "small.txt"}); err != nil || rr.Contents[0].Text != "hi\n" {
+		t.Errorf("read a small resource: %+v, %v", rr, err)
+	}
+}

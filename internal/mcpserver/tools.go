@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -33,9 +34,19 @@ const MaxFileBytes = 8 << 20
 // byte as it came. (Plain ASCII output keeps half of it.)
 const MaxOutputText = 448 << 10
 
-// MaxReadText bounds what read_file's content takes of its result's
-// message (see MaxOutputText): a file that takes more is read in parts.
-const MaxReadText = 896 << 10
+// MaxResultText bounds what read_file's content, or list_files's entries,
+// take of the result's message (see MaxOutputText): a file that takes
+// more is read in parts, a directory listed in parts.
+const MaxResultText = 896 << 10
+
+// messageSize is what v takes of a tool result's message: its JSON
+// encoding, and that of its indented JSON text (result).
+func messageSize(v any) int {
+	b, _ := json.Marshal(v)
+	text, _ := json.MarshalIndent(v, "", "  ")
+	t, _ := json.Marshal(string(text))
+	return len(b) + len(t)
+}
 
 // messageCost is what rune r takes of a result's message: its JSON
 // encoding (as encoding/json writes it) and that encoding's own.
@@ -217,7 +228,8 @@ type ReadFileArgs struct {
 
 // ListFilesArgs are list_files's arguments.
 type ListFilesArgs struct {
-	Path string `json:"path,omitempty" jsonschema:"the directory (default /workspace)"`
+	Path   string `json:"path,omitempty" jsonschema:"the directory (default /workspace)"`
+	Offset int    `json:"offset,omitempty" jsonschema:"the entry to start at, by name (default 0): a directory with more entries than one result takes is listed in parts"`
 	FileTarget
 }
 
@@ -238,7 +250,12 @@ type FileResult struct {
 // ListFilesResult is list_files's result.
 type ListFilesResult struct {
 	Path  string         `json:"path"`
-	Files []api.FileInfo `json:"files"`
+	Files []api.FileInfo `json:"files" jsonschema:"the entries, by name"`
+	// Total, Offset and Truncated say which part of the directory's
+	// entries Files are.
+	Total     int  `json:"total" jsonschema:"the directory's entries"`
+	Offset    int  `json:"offset,omitempty"`
+	Truncated bool `json:"truncated,omitempty" jsonschema:"more entries follow: list again from offset plus the entries returned"`
 	SessionRef
 }
 
@@ -322,7 +339,9 @@ func (s *Server) addTools() {
 	})
 	add(s, tool[ListFilesArgs, ListFilesResult]{
 		name: "list_files", title: "List files",
-		description: "Lists a directory of a session's sandbox or a sandbox. An unknown session is SESSION_NOT_FOUND: a list makes none.",
+		description: "Lists a directory of a session's sandbox or a sandbox, by name. A directory with more entries than one result takes " +
+			"(thousands) is listed in parts: the result says truncated, and the next part starts at offset. " +
+			"An unknown session is SESSION_NOT_FOUND: a list makes none.",
 		defaults:    map[string]any{"path": "/workspace"},
 		annotations: readOnly, handle: s.listFiles,
 	})
@@ -535,7 +554,7 @@ func (s *Server) readFile(ctx context.Context, c *call, in ReadFileArgs) (FileRe
 	} else {
 		out.Content, out.Encoding = strings.ToValidUTF8(string(data), "\uFFFD"), "text"
 	}
-	if fits := fitsMessage(out.Content, MaxReadText); fits < len(out.Content) {
+	if fits := fitsMessage(out.Content, MaxResultText); fits < len(out.Content) {
 		if out.Encoding == "base64" {
 			fits = fits / 4 * 3
 		}
@@ -549,12 +568,29 @@ func (s *Server) listFiles(ctx context.Context, c *call, in ListFilesArgs) (List
 	if err := s.checkTarget(ctx, in.FileTarget); err != nil {
 		return ListFilesResult{}, nil, err
 	}
+	if in.Offset < 0 {
+		return ListFilesResult{}, nil, invalid("offset must not be negative")
+	}
 	files, info, err := s.sess.ListFiles(ctx, session.Target(in.FileTarget), in.Path)
 	if err != nil {
 		return ListFilesResult{}, nil, err
 	}
 	p, _ := service.CleanPath(in.Path)
-	return ListFilesResult{Path: p, Files: files, SessionRef: sessionOf(info)}, nil, nil
+	if in.Offset > len(files) {
+		return ListFilesResult{}, nil, invalid("offset %d is past the %d entries of %s", in.Offset, len(files), p)
+	}
+	sort.SliceStable(files, func(i, j int) bool { return files[i].Name < files[j].Name })
+	out := ListFilesResult{Path: p, Files: files[in.Offset:], Total: len(files), Offset: in.Offset, SessionRef: sessionOf(info)}
+	if messageSize(out) > MaxResultText {
+		// The most entries that fit: the size grows with their number.
+		rest := out.Files
+		n := sort.Search(len(rest)+1, func(n int) bool {
+			out.Files = rest[:n]
+			return messageSize(out) > MaxResultText
+		}) - 1
+		out.Files, out.Truncated = rest[:max(n, 0)], true
+	}
+	return out, nil, nil
 }
 
 func sessionOf(info *api.SessionInfo) SessionRef {
