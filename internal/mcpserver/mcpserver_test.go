@@ -800,7 +800,7 @@ func TestOutputHeldUntilWritten(t *testing.T) {
 	mu.Lock()
 	writers = nil // the handshake's
 	mu.Unlock()
-	const size = 150 << 10 // below MaxOutputText
+	const size = 150 << 10 // within MaxResultText
 	var out api.SessionCommandResponse
 	callTool(t, cs, "execute_command", map[string]any{"command": fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a", size)}, &out)
 	if len(out.Stdout) != size {
@@ -819,44 +819,53 @@ func TestOutputHeldUntilWritten(t *testing.T) {
 	}
 }
 
-// TestCapOutput: an output is cut where it would take more than
-// MaxOutputText of a result's message (its JSON encoding and that
-// encoding's), at a character, and says so; one that fits is kept.
-func TestCapOutput(t *testing.T) {
+// msgCost is what text takes of a result's message: its JSON encoding,
+// and that encoding's.
+func msgCost(text string) int {
+	once, _ := json.Marshal(text)
+	twice, _ := json.Marshal(string(once))
+	return len(once) - 2 + len(twice) - 6
+}
+
+// TestCapTexts: an execution's texts are cut so that together they take
+// at most MaxResultText of a result's message (their JSON encoding and
+// that encoding's), the short ones kept whole, each cut one at a
+// character with a marker; texts that fit are kept.
+func TestCapTexts(t *testing.T) {
+	big := func(s string, cost int) string { return strings.Repeat(s, MaxResultText/cost+1) }
 	for _, tc := range []struct {
-		name string
-		text string
-		cut  bool
+		name  string
+		texts []string
+		cut   []bool
 	}{
-		{"fits", strings.Repeat("a", MaxOutputText/2), false},
-		{"one byte over", strings.Repeat("a", MaxOutputText/2+1), true},
-		{"quotes, fit", strings.Repeat(`"`, MaxOutputText/6), false},
-		{"quotes, over", strings.Repeat(`"`, MaxOutputText/6+1), true},
-		{"escaped as unicode", strings.Repeat("<", MaxOutputText/13+1), true},
-		{"newlines, fit", strings.Repeat("\n", MaxOutputText/5), false},
-		{"multi-byte", strings.Repeat("€", MaxOutputText/6+1), true},
-		{"control characters", strings.Repeat("\x00", MaxOutputText/13+1), true},
-		{"invalid UTF-8", strings.Repeat("\xff", MaxOutputText/13+1), true},
+		{"fit", []string{strings.Repeat("a", MaxResultText/4), strings.Repeat("b", MaxResultText/4)}, []bool{false, false}},
+		{"one byte over", []string{strings.Repeat("a", MaxResultText/2+1), ""}, []bool{true, false}},
+		{"one large, one small", []string{big("a", 2), "a short error\n"}, []bool{true, false}},
+		{"quotes and unicode escapes", []string{big(`"`, 6), big("<", 13)}, []bool{true, true}},
+		{"multi-byte, control characters, invalid UTF-8", []string{big("€", 6), big("\x00", 13), big("\xff", 13), "x"}, []bool{true, true, true, false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, cut := capOutput(tc.text)
-			if cut != tc.cut {
-				t.Fatalf("cut %t, want %t", cut, tc.cut)
+			texts := slices.Clone(tc.texts)
+			ptrs := make([]*string, len(texts))
+			for i := range texts {
+				ptrs[i] = &texts[i]
 			}
-			if !cut {
-				if got != tc.text {
-					t.Error("a text that fits was changed")
+			if got, want := capTexts(ptrs...), slices.Contains(tc.cut, true); got != want {
+				t.Errorf("capTexts = %t, want %t", got, want)
+			}
+			total := 0
+			for i, text := range texts {
+				total += msgCost(text)
+				kept, _, marked := strings.Cut(text, "\n[truncated: ")
+				switch {
+				case !tc.cut[i] && text != tc.texts[i]:
+					t.Errorf("text %d, which fits, was changed", i)
+				case tc.cut[i] && (!marked || !strings.HasPrefix(tc.texts[i], kept) || utf8.ValidString(tc.texts[i]) && !utf8.ValidString(kept)):
+					t.Errorf("text %d cut to %d bytes without the marker, or not at a character", i, len(kept))
 				}
-				return
 			}
-			kept, _, found := strings.Cut(got, "\n[output truncated: ")
-			if !found || !strings.HasPrefix(tc.text, kept) || !utf8.ValidString(kept) && utf8.ValidString(tc.text) {
-				t.Fatalf("cut to %d bytes without the marker, or not at a character", len(kept))
-			}
-			once, _ := json.Marshal(kept)
-			twice, _ := json.Marshal(string(once))
-			if cost := len(once) - 2 + len(twice) - 6; cost > MaxOutputText || cost < MaxOutputText-13 {
-				t.Errorf("what is kept takes %d bytes of a message, want at most %d and no fewer than 13 less", cost, MaxOutputText)
+			if total > MaxResultText {
+				t.Errorf("the texts take %d bytes of a message, want at most %d", total, MaxResultText)
 			}
 		})
 	}
@@ -884,7 +893,7 @@ func TestLargeOutputCapped(t *testing.T) {
 	if err := json.Unmarshal([]byte(text(t, res)), &out); err != nil {
 		t.Fatal(err)
 	}
-	if !out.Truncated || !strings.Contains(out.Stdout, "[output truncated: ") || !strings.Contains(out.Stderr, "[output truncated: ") {
+	if !out.Truncated || !strings.Contains(out.Stdout, "[truncated: ") || !strings.Contains(out.Stderr, "[truncated: ") {
 		t.Errorf("result of %d and %d bytes, truncated %t; want both cut, marked", len(out.Stdout), len(out.Stderr), out.Truncated)
 	}
 	msg, _ := json.Marshal(res)
@@ -894,6 +903,20 @@ func TestLargeOutputCapped(t *testing.T) {
 	checkOutput(t, cs, "execute_command", res)
 	if got := progress.Load(); got != 2*size {
 		t.Errorf("progress carried %d bytes of output, want all %d", got, 2*size)
+	}
+	// The value of the last expression, an error's value and traceback.
+	for _, code := range []string{"'x' * 3_000_000", "raise ValueError('v' * 3_000_000)"} {
+		res, err := cs.CallTool(bg, &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"code": code}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out ExecuteCodeResult
+		if err := json.Unmarshal([]byte(text(t, res)), &out); err != nil {
+			t.Fatal(err)
+		}
+		if msg, _ := json.Marshal(res); len(msg) >= 1<<20 || !out.Truncated {
+			t.Errorf("%s: a message of %d bytes, truncated %t; want less than 1 MiB, truncated", code, len(msg), out.Truncated)
+		}
 	}
 }
 

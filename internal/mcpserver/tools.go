@@ -24,19 +24,9 @@ const defaultTimeout = 30
 // MaxFileBytes bounds the file write_file writes and read_file reads.
 const MaxFileBytes = 8 << 20
 
-// MaxOutputText bounds what each output of an execution (stdout, stderr)
-// takes of a tool result's message. A result reaches the client as one
-// message holding its text twice: as structured content, JSON-encoded, and
-// as the text of that JSON, encoded again; and the stock Python client's
-// HTTP transport refuses a message of more than 1 MiB, failing the call
-// with nothing of it. What is past the bound is dropped with a marker, and
-// the result says truncated; a client that asks for progress has every
-// byte as it came. (Plain ASCII output keeps half of it.)
-const MaxOutputText = 448 << 10
-
-// MaxResultText bounds what read_file's content, or list_files's entries,
-// take of the result's message (see MaxOutputText): a file that takes
-// more is read in parts, a directory listed in parts.
+// MaxResultText bounds what an execution's texts (capTexts), read_file's
+// content or list_files's entries take of the result's message: a file
+// that takes more is read in parts, a directory listed in parts.
 const MaxResultText = 896 << 10
 
 // messageSize is what v takes of a tool result's message: its JSON
@@ -79,25 +69,59 @@ func fitsMessage(text string, max int) int {
 	return len(text)
 }
 
-// capOutput is text cut where it would take more than MaxOutputText of a
-// result's message, at a character, with a marker saying what was
-// dropped; and whether it was cut.
-func capOutput(text string) (string, bool) {
-	i := fitsMessage(text, MaxOutputText)
-	if i == len(text) {
-		return text, false
+// messageLen is what text takes of a result's message (messageCost).
+func messageLen(text string) int {
+	n := 0
+	for _, r := range text {
+		n += messageCost(r)
 	}
-	return text[:i] + fmt.Sprintf("\n[output truncated: %d bytes past the MCP server's limit of a tool result were dropped; "+
-		"a call with a progress token receives all of it as progress]\n", len(text)-i), true
+	return n
 }
 
-// capOutputs cuts stdout and stderr (capOutput) and says whether it cut
-// either.
-func capOutputs(stdout, stderr *string) bool {
-	var cutOut, cutErr bool
-	*stdout, cutOut = capOutput(*stdout)
-	*stderr, cutErr = capOutput(*stderr)
-	return cutOut || cutErr
+// markerRoom is what capTexts keeps of a text's share for its marker.
+const markerRoom = 512
+
+// capTexts cuts an execution's texts (its outputs, its value, its error's
+// value and traceback) so that together they take at most MaxResultText
+// of the result's message, and says whether it cut one. A result reaches
+// the client as one message, holding its text twice (as structured
+// content, and as the JSON text encoded again), and the stock Python
+// client's HTTP transport refuses a message of more than 1 MiB, failing
+// the call with nothing of it. Texts that fit an equal share are kept
+// whole; the others share the rest equally, each cut at a character with
+// a marker saying what was dropped. A client that asks for progress has
+// the outputs whole as they came.
+func capTexts(texts ...*string) bool {
+	costs := make([]int, len(texts))
+	total := 0
+	for i, t := range texts {
+		costs[i] = messageLen(*t)
+		total += costs[i]
+	}
+	if total <= MaxResultText {
+		return false
+	}
+	order := make([]int, len(texts))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool { return costs[order[a]] < costs[order[b]] })
+	left := MaxResultText
+	for k, i := range order {
+		share := left / (len(order) - k)
+		if costs[i] <= share {
+			left -= costs[i]
+			continue
+		}
+		for _, j := range order[k:] {
+			t := *texts[j]
+			keep := fitsMessage(t, max(share-markerRoom, 0))
+			*texts[j] = t[:keep] + fmt.Sprintf("\n[truncated: %d bytes past the MCP server's limit of a tool result were dropped; "+
+				"a call with a progress token receives the output whole as progress]\n", len(t)-keep)
+		}
+		break
+	}
+	return true
 }
 
 // Seed 004's arguments and results.
@@ -398,7 +422,7 @@ func (s *Server) runCode(ctx context.Context, c *call, in RunCodeArgs) (RunCodeR
 	s.cfg.Log.Info("ran code in context", "context", in.ContextID, "success", resp.Success)
 	out := RunCodeResult{Stdout: resp.Output.Stdout, Stderr: withTraceback(resp.Output.Stderr, resp.Error), Success: resp.Success,
 		ExecutionTime: resp.ExecutionTime}
-	out.Truncated = capOutputs(&out.Stdout, &out.Stderr) || resp.Truncated
+	out.Truncated = capTexts(&out.Stdout, &out.Stderr) || resp.Truncated
 	return out, images(resp.Results), nil
 }
 
@@ -473,7 +497,13 @@ func (s *Server) executeCode(ctx context.Context, c *call, in ExecuteCodeArgs) (
 	out := ExecuteCodeResult{SessionID: resp.SessionID, Created: resp.Created, ExpiresAt: resp.ExpiresAt, Language: resp.Language,
 		Stdout: resp.Output.Stdout, Stderr: resp.Output.Stderr, Success: resp.Success, ExecutionTime: resp.ExecutionTime,
 		Result: resp.Result, Error: resp.Error, StateLost: resp.StateLost}
-	out.Truncated = capOutputs(&out.Stdout, &out.Stderr) || resp.Truncated
+	texts := []*string{&out.Stdout, &out.Stderr, &out.Result}
+	if resp.Error != nil {
+		e := *resp.Error
+		out.Error = &e
+		texts = append(texts, &e.Value, &e.Traceback)
+	}
+	out.Truncated = capTexts(texts...) || resp.Truncated
 	if !resp.Success {
 		return out, images(resp.Results), &shownError{v: out}
 	}
@@ -492,7 +522,7 @@ func (s *Server) executeCommand(ctx context.Context, c *call, in ExecuteCommandA
 	}
 	c.release(release)
 	out := *resp
-	out.Truncated = capOutputs(&out.Stdout, &out.Stderr) || out.Truncated
+	out.Truncated = capTexts(&out.Stdout, &out.Stderr) || out.Truncated
 	return out, nil, nil
 }
 
