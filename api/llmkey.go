@@ -17,7 +17,8 @@ import "time"
 type LLMKeyRequest struct {
 	Name string `json:"name,omitempty"`
 	// Sandbox and Run are the sandbox and run the key's calls are
-	// attributed to (and counted against, for their budgets).
+	// attributed to (and counted against, for their budgets). Each must
+	// exist (404 otherwise); a key's sandbox deleted revokes the key.
 	Sandbox           string `json:"sandbox,omitempty"`
 	Run               string `json:"run,omitempty"`
 	BudgetTokens      int64  `json:"budget_tokens,omitempty"`

@@ -80,6 +80,17 @@ func writeLLMConfig(t *testing.T, path, baseURL string) {
 	}
 }
 
+// llmTestConfig is a test daemon's configuration with an LLM
+// configuration of model m at the OpenAI-compatible upstream baseURL.
+func llmTestConfig(t *testing.T, baseURL string) Config {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "llm.yaml")
+	writeLLMConfig(t, path, baseURL)
+	cfg := testConfig(t.TempDir(), fakeruntime.New())
+	cfg.LLMConfig = path
+	return cfg
+}
+
 func TestLLMNotConfigured(t *testing.T) {
 	d := start(t, testConfig(t.TempDir(), fakeruntime.New()), nil)
 	req, _ := http.NewRequest(http.MethodPost, "http://"+d.addr+"/llm/v1/messages",
@@ -210,10 +221,7 @@ func TestLLMMetrics(t *testing.T) {
 		return &llm.Response{ID: "r", Model: "m", Content: []llm.Part{llm.Text("hi")}, StopReason: llm.StopEndTurn,
 			Usage: llm.Usage{InputTokens: 11, OutputTokens: 7, CachedTokens: 5}}, nil
 	})
-	path := filepath.Join(t.TempDir(), "llm.yaml")
-	writeLLMConfig(t, path, up.URL)
-	cfg := testConfig(t.TempDir(), fakeruntime.New())
-	cfg.LLMConfig = path
+	cfg := llmTestConfig(t, up.URL)
 	d := start(t, cfg, nil)
 	if code, body := llmCall(t, d.addr, "", false); code != 200 {
 		t.Fatalf("%d %s", code, body)
@@ -289,5 +297,44 @@ func TestSandboxChannel(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Errorf("MCP initialize: %d", resp.StatusCode)
+	}
+}
+
+// TestLLMKeySandbox: a per-run key for a sandbox that does not exist is a
+// 404 SANDBOX_NOT_FOUND that stores nothing; a key for a sandbox works
+// until the sandbox is deleted, and is then refused and listed revoked.
+func TestLLMKeySandbox(t *testing.T) {
+	ctx := context.Background()
+	cfg := llmTestConfig(t, sseUpstream(t, "ok", nil))
+	d := start(t, cfg, nil)
+	d.importTiny()
+	keys := d.api.LLMKeys()
+	var apiErr *client.APIError
+	if _, err := keys.Create(ctx, api.LLMKeyRequest{Sandbox: "nosuchsandbox"}); !errors.As(err, &apiErr) ||
+		apiErr.StatusCode != http.StatusNotFound || apiErr.Code != api.CodeSandboxNotFound || !strings.Contains(err.Error(), "nosuchsandbox") {
+		t.Fatalf("key for an unknown sandbox: %v; want a 404 SANDBOX_NOT_FOUND naming it", err)
+	}
+	if ks, err := keys.List(ctx); err != nil || len(ks) != 0 {
+		t.Fatalf("keys after the refusal: %+v, %v; want none", ks, err)
+	}
+	sb, err := d.api.Sandbox.Create(ctx, api.CreateSandboxRequest{Image: tinyRef})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := keys.Create(ctx, api.LLMKeyRequest{Sandbox: sb.ID, ExpiresIn: 600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := llmCall(t, d.addr, k.Key, false); code != http.StatusOK {
+		t.Fatalf("call with the sandbox's key: %d %s", code, body)
+	}
+	if err := d.api.Sandbox.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := llmCall(t, d.addr, k.Key, false); code != http.StatusUnauthorized {
+		t.Errorf("call with the deleted sandbox's key: %d %s; want 401", code, body)
+	}
+	if ks, err := keys.List(ctx); err != nil || len(ks) != 1 || ks[0].RevokedAt == nil {
+		t.Errorf("keys after the sandbox's deletion: %+v, %v; want the one, revoked", ks, err)
 	}
 }

@@ -120,10 +120,7 @@ func TestLLMFollowEndsAtShutdown(t *testing.T) {
 // gets nothing of them either (every key reached them).
 func TestRunExchangesAreTheRunTenants(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "llm.yaml")
-	writeLLMConfig(t, path, sseUpstream(t, "ok", nil))
-	cfg := testConfig(t.TempDir(), fakeruntime.New())
-	cfg.LLMConfig = path
+	cfg := llmTestConfig(t, sseUpstream(t, "ok", nil))
 	cfg.Contexts.Defaults = map[string]contexts.Source{api.LanguagePython: {Image: tinyRef}}
 	keyA, keyB := twoKeys(t, &cfg)
 	d := start(t, cfg, nil)

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -94,10 +93,7 @@ func waitRun(t *testing.T, d *testDaemon, ctx context.Context, id string) *api.R
 // result; the models a task may name are the proxy's, as reloaded.
 func TestRunsUseTheLLMProxy(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "llm.yaml")
-	writeLLMConfig(t, path, slowUpstream(t, 4*time.Second))
-	cfg := testConfig(t.TempDir(), fakeruntime.New())
-	cfg.LLMConfig = path
+	cfg := llmTestConfig(t, slowUpstream(t, 4*time.Second))
 	d := start(t, cfg, nil)
 	d.importTiny()
 	task := func(model string, sleep int) string {
@@ -153,6 +149,7 @@ func TestRunsUseTheLLMProxy(t *testing.T) {
 	if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), `model: unknown model "nope"`) {
 		t.Errorf("unknown model: %v", err)
 	}
+	path := cfg.LLMConfig
 	cfgText, _ := os.ReadFile(path)
 	if err := os.WriteFile(path, []byte(strings.Replace(string(cfgText), "name: m\n", "name: m2\n", 1)), 0o600); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/contexts"
@@ -71,7 +72,17 @@ func buildServices(ctx context.Context, cfg Config, st state) (svc services, err
 			pools.TemplateChanged(ctx, name)
 		}
 	})
-	if svc.Manager, svc.Pools, err = buildSandboxes(cfg, st, sources, svc.Templates, svc.Metrics); err != nil {
+	// A sandbox's LLM keys are revoked when it is deleted; the hook
+	// finds the keys, built after the manager, when called.
+	var llmKeys atomic.Pointer[gate.Keys]
+	removed := func(ctx context.Context, id string) {
+		if k := llmKeys.Load(); k != nil {
+			if err := k.SandboxGone(ctx, id); err != nil {
+				cfg.Log.Warn("revoke the llm keys of a deleted sandbox", "sandbox", id, "err", err)
+			}
+		}
+	}
+	if svc.Manager, svc.Pools, err = buildSandboxes(cfg, st, sources, svc.Templates, svc.Metrics, removed); err != nil {
 		return svc, err
 	}
 	pools = svc.Pools
@@ -106,8 +117,9 @@ func buildServices(ctx context.Context, cfg Config, st state) (svc services, err
 		svc.Sandboxes, st.Store, cfg.Log, run.WithLLMUsage(svc.LLMArchive), run.WithNotifier(st.Notes)); err != nil {
 		return svc, err
 	}
-	svc.LLM, svc.LLMKeys, svc.llmClient, err = buildLLM(cfg, st, svc.Runs, svc.LLMArchive, svc.Metrics)
+	svc.LLM, svc.LLMKeys, svc.llmClient, err = buildLLM(cfg, st, svc.Runs, svc.Manager, svc.LLMArchive, svc.Metrics)
 	llm = svc.LLM
+	llmKeys.Store(svc.LLMKeys)
 	return svc, err
 }
 
@@ -136,10 +148,11 @@ func buildCatalog(cfg Config, st state, sources *netguard.Guard, changed func(ct
 // buildSandboxes builds the manager and the warm pools. They use each
 // other: warm pools create through the manager, and the manager's creates
 // take from the pools, found by a func when called. Template file sources
-// are fetched within sources.
-func buildSandboxes(cfg Config, st state, sources *netguard.Guard, templates *template.Service, m *metrics.Metrics) (*manager.Manager, *pool.Pools, error) {
+// are fetched within sources. removed is told of every sandbox deleted.
+func buildSandboxes(cfg Config, st state, sources *netguard.Guard, templates *template.Service, m *metrics.Metrics,
+	removed func(ctx context.Context, id string)) (*manager.Manager, *pool.Pools, error) {
 	var pools *pool.Pools
-	mopts := []manager.Option{manager.WithTemplates(templates), manager.WithMetrics(m),
+	mopts := []manager.Option{manager.WithTemplates(templates), manager.WithMetrics(m), manager.WithRemoved(removed),
 		manager.WithFetcher(netguard.NewFetcher(netguard.FetchConfig{Guard: sources})),
 		manager.WithWarmPool(manager.WarmPoolFunc(func(ctx context.Context, req manager.CreateRequest) (*store.Sandbox, bool) {
 			return pools.TakeSandbox(ctx, req)
@@ -186,9 +199,10 @@ func buildCode(cfg Config, st state, mgr *manager.Manager, pools *pool.Pools, m 
 
 // buildLLM builds the LLM gate and its per-run keys, and applies the LLM
 // configuration file when there is one. Its calls are the runner's
-// liveness, and every exchange goes to the archive.
-func buildLLM(cfg Config, st state, runs *run.Service, a *archive.Archive, m *metrics.Metrics) (*gate.Gate, *gate.Keys, *http.Client, error) {
-	kopts := []gate.KeysOption{gate.WithRuns(runs)}
+// liveness, and every exchange goes to the archive. A key names a run of
+// runs and a sandbox of sbs.
+func buildLLM(cfg Config, st state, runs *run.Service, sbs *manager.Manager, a *archive.Archive, m *metrics.Metrics) (*gate.Gate, *gate.Keys, *http.Client, error) {
+	kopts := []gate.KeysOption{gate.WithRuns(runs), gate.WithSandboxes(sbs)}
 	var usage store.LLMUsage
 	if st.KeyLocks != nil { // a store other daemons share
 		kopts = append(kopts, gate.WithSharedStore())

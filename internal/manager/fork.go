@@ -170,7 +170,7 @@ func (m *Manager) admitCopies(ctx context.Context, image, template, cpu, memory 
 // dropRecords removes the records of sandboxes that were never made.
 func (m *Manager) dropRecords(ctx context.Context, sbs []*store.Sandbox) {
 	for _, sb := range sbs {
-		if err := m.store.DeleteSandbox(context.WithoutCancel(ctx), sb.ID); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		if err := m.deleteRecord(context.WithoutCancel(ctx), sb.ID); err != nil {
 			m.log.Warn("remove the record of a sandbox not made", "sandbox", sb.ID, "err", err)
 		}
 	}
@@ -223,7 +223,7 @@ func (m *Manager) restoreCopy(ctx context.Context, cp sandbox.Checkpointer, snap
 		}
 	}
 	if err != nil {
-		if derr := m.store.DeleteSandbox(ctx, id); derr != nil {
+		if derr := m.deleteRecord(ctx, id); derr != nil {
 			m.log.Warn("remove the record of a sandbox whose restore failed", "sandbox", id, "err", derr)
 		}
 		return nil, fmt.Errorf("make a sandbox from snapshot %s: %w", snap.ID, err)

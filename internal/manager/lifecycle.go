@@ -58,10 +58,29 @@ func (m *Manager) remove(ctx context.Context, id string) error {
 	if err := m.rt.Delete(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		return fmt.Errorf("delete sandbox %s: %w", id, err)
 	}
-	if err := m.store.DeleteSandbox(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+	if err := m.deleteRecord(ctx, id); err != nil {
 		return fmt.Errorf("delete sandbox %s record: %w", id, err)
 	}
 	m.removeOwned(ctx, id)
+	return nil
+}
+
+// WithRemoved has removed told of every sandbox whose record is deleted,
+// after it is: what refers to a sandbox by its id (an LLM key) ends with
+// it. It must not call the manager.
+func WithRemoved(removed func(ctx context.Context, id string)) Option {
+	return func(m *Manager) { m.removed = removed }
+}
+
+// deleteRecord deletes sandbox id's record (one already gone is no
+// error) and tells WithRemoved's func.
+func (m *Manager) deleteRecord(ctx context.Context, id string) error {
+	if err := m.store.DeleteSandbox(ctx, id); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		return err
+	}
+	if m.removed != nil {
+		m.removed(ctx, id)
+	}
 	return nil
 }
 

@@ -193,6 +193,9 @@ type Manager struct {
 	templates  TemplateResolver
 	pool       WarmPool
 	metrics    *metrics.Metrics // nil: none recorded
+	// removed is told of every sandbox whose record is deleted (nil:
+	// no one is).
+	removed func(ctx context.Context, id string)
 	// fetcher downloads template files' sources.
 	fetcher *netguard.Fetcher
 	// starting holds the cancel func of each startup in progress, so that

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -798,7 +800,7 @@ func TestOutputHeldUntilWritten(t *testing.T) {
 	mu.Lock()
 	writers = nil // the handshake's
 	mu.Unlock()
-	const size = 200 << 10
+	const size = 150 << 10 // within MaxResultText
 	var out api.SessionCommandResponse
 	callTool(t, cs, "execute_command", map[string]any{"command": fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a", size)}, &out)
 	if len(out.Stdout) != size {
@@ -814,5 +816,238 @@ func TestOutputHeldUntilWritten(t *testing.T) {
 	}
 	if got := budget.InUse(); got != 0 {
 		t.Errorf("output budget in use after the call: %d bytes, want 0", got)
+	}
+}
+
+// msgCost is what text takes of a result's message: its JSON encoding,
+// and that encoding's.
+func msgCost(text string) int {
+	once, _ := json.Marshal(text)
+	twice, _ := json.Marshal(string(once))
+	return len(once) - 2 + len(twice) - 6
+}
+
+// TestCapTexts: an execution's texts are cut so that together they take
+// at most MaxResultText of a result's message (their JSON encoding and
+// that encoding's), the short ones kept whole, each cut one at a
+// character with a marker; texts that fit are kept.
+func TestCapTexts(t *testing.T) {
+	big := func(s string, cost int) string { return strings.Repeat(s, MaxResultText/cost+1) }
+	for _, tc := range []struct {
+		name  string
+		texts []string
+		cut   []bool
+	}{
+		{"fit", []string{strings.Repeat("a", MaxResultText/4), strings.Repeat("b", MaxResultText/4)}, []bool{false, false}},
+		{"one byte over", []string{strings.Repeat("a", MaxResultText/2+1), ""}, []bool{true, false}},
+		{"one large, one small", []string{big("a", 2), "a short error\n"}, []bool{true, false}},
+		{"quotes and unicode escapes", []string{big(`"`, 6), big("<", 13)}, []bool{true, true}},
+		{"multi-byte, control characters, invalid UTF-8", []string{big("€", 6), big("\x00", 13), big("\xff", 13), "x"}, []bool{true, true, true, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			texts := slices.Clone(tc.texts)
+			ptrs := make([]*string, len(texts))
+			for i := range texts {
+				ptrs[i] = &texts[i]
+			}
+			if got, want := capTexts(ptrs...), slices.Contains(tc.cut, true); got != want {
+				t.Errorf("capTexts = %t, want %t", got, want)
+			}
+			total := 0
+			for i, text := range texts {
+				total += msgCost(text)
+				kept, _, marked := strings.Cut(text, "\n[truncated: ")
+				switch {
+				case !tc.cut[i] && text != tc.texts[i]:
+					t.Errorf("text %d, which fits, was changed", i)
+				case tc.cut[i] && (!marked || !strings.HasPrefix(tc.texts[i], kept) || utf8.ValidString(tc.texts[i]) && !utf8.ValidString(kept)):
+					t.Errorf("text %d cut to %d bytes without the marker, or not at a character", i, len(kept))
+				}
+			}
+			if total > MaxResultText {
+				t.Errorf("the texts take %d bytes of a message, want at most %d", total, MaxResultText)
+			}
+		})
+	}
+}
+
+// TestLargeOutputCapped: an execution with more output than a tool result
+// takes has its result cut, marked truncated, small enough for the stock
+// Python client's 1 MiB limit of a message; the whole output goes as
+// progress.
+func TestLargeOutputCapped(t *testing.T) {
+	e := newEnv(t, false)
+	var progress atomic.Int64
+	cs := e.connect(t, "", &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+		progress.Add(int64(len(r.Params.Message)))
+	}})
+	const size = 2 << 20
+	params := &mcp.CallToolParams{Name: "execute_command",
+		Arguments: map[string]any{"command": fmt.Sprintf("head -c %d /dev/zero | tr '\\0' '<'; head -c %d /dev/zero | tr '\\0' '\"' >&2", size, size)}}
+	params.SetProgressToken("p")
+	res, err := cs.CallTool(bg, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out api.SessionCommandResponse
+	if err := json.Unmarshal([]byte(text(t, res)), &out); err != nil {
+		t.Fatal(err)
+	}
+	if !out.Truncated || !strings.Contains(out.Stdout, "[truncated: ") || !strings.Contains(out.Stderr, "[truncated: ") {
+		t.Errorf("result of %d and %d bytes, truncated %t; want both cut, marked", len(out.Stdout), len(out.Stderr), out.Truncated)
+	}
+	msg, _ := json.Marshal(res)
+	if len(msg) >= 1<<20 {
+		t.Errorf("the result's message is %d bytes, want less than 1 MiB", len(msg))
+	}
+	checkOutput(t, cs, "execute_command", res)
+	if got := progress.Load(); got != 2*size {
+		t.Errorf("progress carried %d bytes of output, want all %d", got, 2*size)
+	}
+	// The value of the last expression, an error's value and traceback.
+	for _, code := range []string{"'x' * 3_000_000", "raise ValueError('v' * 3_000_000)"} {
+		res, err := cs.CallTool(bg, &mcp.CallToolParams{Name: "execute_code", Arguments: map[string]any{"code": code}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out ExecuteCodeResult
+		if err := json.Unmarshal([]byte(text(t, res)), &out); err != nil {
+			t.Fatal(err)
+		}
+		if msg, _ := json.Marshal(res); len(msg) >= 1<<20 || !out.Truncated {
+			t.Errorf("%s: a message of %d bytes, truncated %t; want less than 1 MiB, truncated", code, len(msg), out.Truncated)
+		}
+	}
+}
+
+// TestReadFileParts: a file larger than one result takes is refused whole
+// with a length that fits, and read in parts with offset and length, each
+// result small enough for the stock Python client's 1 MiB limit of a
+// message; bad parts are INVALID_PARAMS.
+func TestReadFileParts(t *testing.T) {
+	e := newEnv(t, false)
+	cs := e.connect(t, "", nil)
+	const size = 1 << 20
+	var made api.SessionCommandResponse
+	callTool(t, cs, "execute_command", map[string]any{"command": fmt.Sprintf(
+		`head -c %d /dev/zero | tr '\0' '"' > q.txt && head -c %d /dev/urandom > r.bin`, size, size)}, &made)
+	if made.ExitCode != 0 {
+		t.Fatalf("make the files: %+v", made)
+	}
+	target := map[string]any{"session_id": made.SessionID}
+	read := func(args map[string]any) (*mcp.CallToolResult, FileResult) {
+		t.Helper()
+		for k, v := range target {
+			args[k] = v
+		}
+		var fr FileResult
+		res := callTool(t, cs, "read_file", args, nil)
+		if !res.IsError {
+			if err := json.Unmarshal([]byte(text(t, res)), &fr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if msg, _ := json.Marshal(res); len(msg) >= 1<<20 {
+			t.Errorf("read_file %v: a message of %d bytes, want less than 1 MiB", args, len(msg))
+		}
+		return res, fr
+	}
+	for _, f := range []struct{ path, encoding string }{{"q.txt", "text"}, {"r.bin", "base64"}} {
+		res, _ := read(map[string]any{"path": f.path})
+		te := toolError(t, res, CodeInvalidParams)
+		var length int64
+		if _, err := fmt.Sscanf(te.Error[strings.LastIndex(te.Error, "a length of "):], "a length of %d fits here", &length); err != nil || length <= 0 {
+			t.Fatalf("%s whole: %q, want the length that fits", f.path, te.Error)
+		}
+		var whole []byte
+		for off := int64(0); off < size; off += length {
+			_, fr := read(map[string]any{"path": f.path, "offset": off, "length": length})
+			if fr.Encoding != f.encoding || fr.Offset != off || fr.FileSize != size {
+				t.Fatalf("%s part at %d: %+v", f.path, off, fr)
+			}
+			part := []byte(fr.Content)
+			if f.encoding == "base64" {
+				var err error
+				if part, err = base64.StdEncoding.DecodeString(fr.Content); err != nil {
+					t.Fatal(err)
+				}
+			}
+			whole = append(whole, part...)
+		}
+		if len(whole) != size {
+			t.Errorf("%s read in parts: %d bytes, want %d", f.path, len(whole), size)
+		}
+	}
+	for _, args := range []map[string]any{
+		{"path": "q.txt", "offset": -1},
+		{"path": "q.txt", "length": -1},
+		{"path": "q.txt", "offset": size + 1},
+	} {
+		res, _ := read(args)
+		toolError(t, res, CodeInvalidParams)
+	}
+}
+
+// TestListFilesParts: a directory with more entries than one result takes
+// is listed in parts, by name, each result small enough for the stock
+// Python client's 1 MiB limit of a message; a bad offset is
+// INVALID_PARAMS.
+func TestListFilesParts(t *testing.T) {
+	e := newEnv(t, false)
+	cs := e.connect(t, "", nil)
+	const n = 8000
+	var made api.SessionCommandResponse
+	callTool(t, cs, "execute_command", map[string]any{"command": fmt.Sprintf(
+		`mkdir many && cd many && seq 1 %d | sed 's/^/a-file-with-a-long-name-"quoted"-/' | xargs touch`, n)}, &made)
+	if made.ExitCode != 0 {
+		t.Fatalf("make the files: %+v", made)
+	}
+	var names []string
+	parts := 0
+	for offset := 0; ; parts++ {
+		args := map[string]any{"path": "many", "offset": offset, "session_id": made.SessionID}
+		var lr ListFilesResult
+		res := callTool(t, cs, "list_files", args, &lr)
+		if msg, _ := json.Marshal(res); len(msg) >= 1<<20 {
+			t.Fatalf("list_files %v: a message of %d bytes, want less than 1 MiB", args, len(msg))
+		}
+		if lr.Total != n || lr.Offset != offset || len(lr.Files) == 0 && lr.Truncated {
+			t.Fatalf("list_files %v: total %d, offset %d, %d entries, truncated %t", args, lr.Total, lr.Offset, len(lr.Files), lr.Truncated)
+		}
+		for _, f := range lr.Files {
+			names = append(names, f.Name)
+		}
+		if !lr.Truncated {
+			break
+		}
+		offset += len(lr.Files)
+	}
+	if parts == 0 || len(names) != n || !slices.IsSorted(names) || len(slices.Compact(slices.Clone(names))) != n {
+		t.Errorf("%d names in %d parts (sorted %t), want %d, each once, by name", len(names), parts+1, slices.IsSorted(names), n)
+	}
+	for _, offset := range []int{-1, n + 1} {
+		toolError(t, callTool(t, cs, "list_files", map[string]any{"path": "many", "offset": offset, "session_id": made.SessionID}, nil), CodeInvalidParams)
+	}
+}
+
+// TestReadLargeResource: a file resource larger than one result takes is
+// a JSON-RPC invalid params error pointing at read_file's parts, not a
+// message the stock Python client refuses.
+func TestReadLargeResource(t *testing.T) {
+	e := newEnv(t, false)
+	cs := e.connect(t, "", nil)
+	var made api.SessionCommandResponse
+	callTool(t, cs, "execute_command", map[string]any{"command": "head -c 1000000 /dev/urandom > big.bin && echo hi > small.txt"}, &made)
+	if made.ExitCode != 0 {
+		t.Fatalf("make the files: %+v", made)
+	}
+	uri := "sandbox://" + made.SessionID + "/files/workspace/"
+	_, err := cs.ReadResource(bg, &mcp.ReadResourceParams{URI: uri + "big.bin"})
+	var we *jsonrpc.Error
+	if !errors.As(err, &we) || we.Code != jsonrpc.CodeInvalidParams || !strings.Contains(we.Message, "read_file") {
+		t.Errorf("read a large resource: %v, want invalid params pointing at read_file", err)
+	}
+	if rr, err := cs.ReadResource(bg, &mcp.ReadResourceParams{URI: uri + "small.txt"}); err != nil || rr.Contents[0].Text != "hi\n" {
+		t.Errorf("read a small resource: %+v, %v", rr, err)
 	}
 }

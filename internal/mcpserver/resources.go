@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"mime"
 	"net/url"
@@ -57,6 +58,9 @@ func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest)
 		if rc.MIMEType == "" {
 			rc.MIMEType = "application/octet-stream"
 		}
+	}
+	if b, _ := json.Marshal(rc); len(b) > MaxResultText {
+		return nil, resourceError(invalid("%s takes more of a result than the MCP server sends at once: read it with read_file, in parts (offset and length)", uri))
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{rc}}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"os"
 	"sync"
 	"time"
 
@@ -52,8 +53,17 @@ func drainTimeout(callTimeout float64) time.Duration {
 // talks to (`agent2env mcp`), until ctx is done or stdin closes and the
 // requests read before are answered (see BridgeOptions.DrainTimeout).
 func ServeStdio(ctx context.Context, c *client.Client, opts BridgeOptions) error {
-	return Bridge(ctx, c, &mcp.StdioTransport{}, opts)
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	return Bridge(ctx, c, lineTransport(os.Stdin, nopCloser{os.Stdout}, mcp.DefaultMaxLineLength, opts.Log), opts)
 }
+
+// nopCloser is a writer whose Close leaves it open (stdout, as the SDK's
+// stdio transport leaves it).
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
 
 // Bridge serves MCP on transport t as a thin proxy of the daemon's /mcp:
 // it offers the daemon's tools and resource templates, forwards each call

@@ -313,3 +313,80 @@ func TestDrainTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestBridgeBadLines: lines of a stdio client that are no JSON-RPC
+// message are answered with the JSON-RPC error for each, and the session
+// goes on: the requests after them are answered.
+func TestBridgeBadLines(t *testing.T) {
+	e := newEnv(t, false)
+	c, err := client.New(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	bridged := make(chan error, 1)
+	go func() {
+		bridged <- Bridge(bg, c, lineTransport(inR, outW, 1<<10, slog.New(slog.DiscardHandler)),
+			BridgeOptions{DrainTimeout: 10 * time.Second, Log: slog.New(slog.DiscardHandler)})
+	}()
+	bad := []struct {
+		line string
+		id   any // answered with
+		code float64
+	}{
+		{"garbage{", nil, -32700},
+		{`{"jsonrpc":"2.0","id":1} {"jsonrpc":"2.0"}`, nil, -32700},
+		{`"a string"`, nil, -32600},
+		{`{"jsonrpc":"2.0","id":7,"method":5}`, float64(7), -32600},
+		{`{"jsonrpc":"2.0","id":{"x":1},"method":"tools/list"}`, nil, -32600},
+		{`[]`, nil, -32600},
+		{`[1, 2]`, nil, -32600},
+		{`{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{"pad":"` + strings.Repeat("x", 2<<10) + `"}}`, nil, -32600},
+	}
+	lines := []string{pipeInitialize, pipeInitialized}
+	for _, b := range bad {
+		lines = append(lines, b.line, "")
+	}
+	lines = append(lines, `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`)
+	go func() {
+		io.WriteString(inW, strings.Join(lines, "\n")+"\n")
+		inW.Close()
+	}()
+	var got []map[string]any
+	sc := bufio.NewScanner(outR)
+	sc.Buffer(nil, 1<<20)
+	for answer(got, 9) == nil && sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("the bridge wrote %q: %v", sc.Text(), err)
+		}
+		got = append(got, m)
+	}
+	if answer(got, 9) == nil {
+		t.Fatalf("no answer to the request after the bad lines; the bridge wrote %v", got)
+	}
+	var errs []map[string]any
+	for _, m := range got {
+		if e, ok := m["error"].(map[string]any); ok {
+			errs = append(errs, map[string]any{"id": m["id"], "code": e["code"]})
+		}
+	}
+	if len(errs) != len(bad) {
+		t.Fatalf("errors %v, want one for each of %d bad lines", errs, len(bad))
+	}
+	for i, b := range bad {
+		if errs[i]["id"] != b.id || errs[i]["code"] != b.code {
+			t.Errorf("line %q answered %v, want id %v code %v", b.line, errs[i], b.id, b.code)
+		}
+	}
+	go io.Copy(io.Discard, outR)
+	select {
+	case err := <-bridged:
+		if err != nil {
+			t.Errorf("bridge: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the bridge did not return after stdin closed")
+	}
+}

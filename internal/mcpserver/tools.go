@@ -3,6 +3,8 @@ package mcpserver
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +24,106 @@ const defaultTimeout = 30
 // MaxFileBytes bounds the file write_file writes and read_file reads.
 const MaxFileBytes = 8 << 20
 
+// MaxResultText bounds what an execution's texts (capTexts), read_file's
+// content or list_files's entries take of the result's message: a file
+// that takes more is read in parts, a directory listed in parts.
+const MaxResultText = 896 << 10
+
+// messageSize is what v takes of a tool result's message: its JSON
+// encoding, and that of its indented JSON text (result).
+func messageSize(v any) int {
+	b, _ := json.Marshal(v)
+	text, _ := json.MarshalIndent(v, "", "  ")
+	t, _ := json.Marshal(string(text))
+	return len(b) + len(t)
+}
+
+// messageCost is what rune r takes of a result's message: its JSON
+// encoding (as encoding/json writes it) and that encoding's own.
+func messageCost(r rune) int {
+	switch {
+	case r == '"' || r == '\\':
+		return 2 + 4 // \" then \\\"
+	case r == '\n' || r == '\r' || r == '\t':
+		return 2 + 3 // \n then \\n
+	case r < 0x20 || r == '<' || r == '>' || r == '&' || r == '\u2028' || r == '\u2029' || r == utf8.RuneError:
+		return 6 + 7 // \u00XX, \ufffd, then \\u00XX
+	default:
+		return 2 * utf8.RuneLen(r)
+	}
+}
+
+// fitsMessage returns the length of the longest start of text that takes
+// at most max bytes of a result's message (messageCost), ending at a
+// character: len(text) when all of it fits.
+func fitsMessage(text string, max int) int {
+	if len(text) <= max/13 { // no character costs more than 13
+		return len(text)
+	}
+	n := 0
+	for i, r := range text {
+		if n += messageCost(r); n > max {
+			return i
+		}
+	}
+	return len(text)
+}
+
+// messageLen is what text takes of a result's message (messageCost).
+func messageLen(text string) int {
+	n := 0
+	for _, r := range text {
+		n += messageCost(r)
+	}
+	return n
+}
+
+// markerRoom is what capTexts keeps of a text's share for its marker.
+const markerRoom = 512
+
+// capTexts cuts an execution's texts (its outputs, its value, its error's
+// value and traceback) so that together they take at most MaxResultText
+// of the result's message, and says whether it cut one. A result reaches
+// the client as one message, holding its text twice (as structured
+// content, and as the JSON text encoded again), and the stock Python
+// client's HTTP transport refuses a message of more than 1 MiB, failing
+// the call with nothing of it. Texts that fit an equal share are kept
+// whole; the others share the rest equally, each cut at a character with
+// a marker saying what was dropped. A client that asks for progress has
+// the outputs whole as they came.
+func capTexts(texts ...*string) bool {
+	costs := make([]int, len(texts))
+	total := 0
+	for i, t := range texts {
+		costs[i] = messageLen(*t)
+		total += costs[i]
+	}
+	if total <= MaxResultText {
+		return false
+	}
+	order := make([]int, len(texts))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool { return costs[order[a]] < costs[order[b]] })
+	left := MaxResultText
+	for k, i := range order {
+		share := left / (len(order) - k)
+		if costs[i] <= share {
+			left -= costs[i]
+			continue
+		}
+		for _, j := range order[k:] {
+			t := *texts[j]
+			keep := fitsMessage(t, max(share-markerRoom, 0))
+			*texts[j] = t[:keep] + fmt.Sprintf("\n[truncated: %d bytes past the MCP server's limit of a tool result were dropped; "+
+				"a call with a progress token receives the output whole as progress]\n", len(t)-keep)
+		}
+		break
+	}
+	return true
+}
+
 // Seed 004's arguments and results.
 
 // RunCodeArgs are run_code's arguments.
@@ -36,6 +138,7 @@ type RunCodeResult struct {
 	Stderr        string  `json:"stderr"`
 	Success       bool    `json:"success"`
 	ExecutionTime float64 `json:"execution_time" jsonschema:"seconds"`
+	Truncated     bool    `json:"truncated,omitempty" jsonschema:"output was dropped: past the daemon's limit, or past the MCP server's of a tool result"`
 }
 
 // CreateContextArgs are create_context's arguments.
@@ -141,20 +244,27 @@ type WriteFileArgs struct {
 // ReadFileArgs are read_file's arguments.
 type ReadFileArgs struct {
 	Path     string `json:"path" jsonschema:"the file's path; relative paths are in /workspace"`
-	Encoding string `json:"encoding,omitempty" jsonschema:"text or base64 (default: text when the file is UTF-8)"`
+	Encoding string `json:"encoding,omitempty" jsonschema:"text or base64 (default: text when what is read is UTF-8)"`
+	Offset   int64  `json:"offset,omitempty" jsonschema:"the byte of the file to start at (default 0)"`
+	Length   int64  `json:"length,omitempty" jsonschema:"at most this many bytes (default: to the end of the file)"`
 	FileTarget
 }
 
 // ListFilesArgs are list_files's arguments.
 type ListFilesArgs struct {
-	Path string `json:"path,omitempty" jsonschema:"the directory (default /workspace)"`
+	Path   string `json:"path,omitempty" jsonschema:"the directory (default /workspace)"`
+	Offset int    `json:"offset,omitempty" jsonschema:"the entry to start at, by name (default 0): a directory with more entries than one result takes is listed in parts"`
 	FileTarget
 }
 
 // FileResult is write_file's and read_file's result.
 type FileResult struct {
-	Path      string `json:"path"`
-	Size      int64  `json:"size"`
+	Path string `json:"path"`
+	Size int64  `json:"size" jsonschema:"the bytes written, or read"`
+	// Offset and FileSize say which part of the file a read of a part
+	// (offset or length given) read.
+	Offset    int64  `json:"offset,omitempty"`
+	FileSize  int64  `json:"file_size,omitempty" jsonschema:"the whole file's size, when a part of it was read"`
 	Content   string `json:"content,omitempty"`
 	Encoding  string `json:"encoding,omitempty"`
 	SandboxID string `json:"sandbox_id,omitempty"`
@@ -164,7 +274,12 @@ type FileResult struct {
 // ListFilesResult is list_files's result.
 type ListFilesResult struct {
 	Path  string         `json:"path"`
-	Files []api.FileInfo `json:"files"`
+	Files []api.FileInfo `json:"files" jsonschema:"the entries, by name"`
+	// Total, Offset and Truncated say which part of the directory's
+	// entries Files are.
+	Total     int  `json:"total" jsonschema:"the directory's entries"`
+	Offset    int  `json:"offset,omitempty"`
+	Truncated bool `json:"truncated,omitempty" jsonschema:"more entries follow: list again from offset plus the entries returned"`
 	SessionRef
 }
 
@@ -242,12 +357,15 @@ func (s *Server) addTools() {
 	add(s, tool[ReadFileArgs, FileResult]{
 		name: "read_file", title: "Read a file",
 		description: "Reads a file (at most 8 MiB) of a session's sandbox or a sandbox: as text when it is UTF-8, else base64. " +
+			"A file larger than one result takes (about 440 KiB of plain text, 330 KiB of binary) is read in parts, with offset and length. " +
 			"An unknown session is SESSION_NOT_FOUND: a read makes none.",
 		annotations: readOnly, handle: s.readFile,
 	})
 	add(s, tool[ListFilesArgs, ListFilesResult]{
 		name: "list_files", title: "List files",
-		description: "Lists a directory of a session's sandbox or a sandbox. An unknown session is SESSION_NOT_FOUND: a list makes none.",
+		description: "Lists a directory of a session's sandbox or a sandbox, by name. A directory with more entries than one result takes " +
+			"(thousands) is listed in parts: the result says truncated, and the next part starts at offset. " +
+			"An unknown session is SESSION_NOT_FOUND: a list makes none.",
 		defaults:    map[string]any{"path": "/workspace"},
 		annotations: readOnly, handle: s.listFiles,
 	})
@@ -304,6 +422,7 @@ func (s *Server) runCode(ctx context.Context, c *call, in RunCodeArgs) (RunCodeR
 	s.cfg.Log.Info("ran code in context", "context", in.ContextID, "success", resp.Success)
 	out := RunCodeResult{Stdout: resp.Output.Stdout, Stderr: withTraceback(resp.Output.Stderr, resp.Error), Success: resp.Success,
 		ExecutionTime: resp.ExecutionTime}
+	out.Truncated = capTexts(&out.Stdout, &out.Stderr) || resp.Truncated
 	return out, images(resp.Results), nil
 }
 
@@ -377,7 +496,14 @@ func (s *Server) executeCode(ctx context.Context, c *call, in ExecuteCodeArgs) (
 	c.release(release)
 	out := ExecuteCodeResult{SessionID: resp.SessionID, Created: resp.Created, ExpiresAt: resp.ExpiresAt, Language: resp.Language,
 		Stdout: resp.Output.Stdout, Stderr: resp.Output.Stderr, Success: resp.Success, ExecutionTime: resp.ExecutionTime,
-		Result: resp.Result, Error: resp.Error, StateLost: resp.StateLost, Truncated: resp.Truncated}
+		Result: resp.Result, Error: resp.Error, StateLost: resp.StateLost}
+	texts := []*string{&out.Stdout, &out.Stderr, &out.Result}
+	if resp.Error != nil {
+		e := *resp.Error
+		out.Error = &e
+		texts = append(texts, &e.Value, &e.Traceback)
+	}
+	out.Truncated = capTexts(texts...) || resp.Truncated
 	if !resp.Success {
 		return out, images(resp.Results), &shownError{v: out}
 	}
@@ -395,7 +521,9 @@ func (s *Server) executeCommand(ctx context.Context, c *call, in ExecuteCommandA
 		return api.SessionCommandResponse{}, nil, err
 	}
 	c.release(release)
-	return *resp, nil, nil
+	out := *resp
+	out.Truncated = capTexts(&out.Stdout, &out.Stderr) || out.Truncated
+	return out, nil, nil
 }
 
 func (s *Server) writeFile(ctx context.Context, c *call, in WriteFileArgs) (FileResult, []mcp.Content, error) {
@@ -431,16 +559,37 @@ func (s *Server) readFile(ctx context.Context, c *call, in ReadFileArgs) (FileRe
 	if err := s.checkTarget(ctx, in.FileTarget); err != nil {
 		return FileResult{}, nil, err
 	}
+	if in.Offset < 0 || in.Length < 0 {
+		return FileResult{}, nil, invalid("offset and length must not be negative")
+	}
 	data, info, err := s.sess.ReadFile(ctx, session.Target(in.FileTarget), in.Path, MaxFileBytes)
 	if err != nil {
 		return FileResult{}, nil, err
 	}
 	p, _ := service.CleanPath(in.Path)
-	out := FileResult{Path: p, Size: int64(len(data)), SessionRef: sessionOf(info), SandboxID: in.SandboxID}
+	out := FileResult{Path: p, SessionRef: sessionOf(info), SandboxID: in.SandboxID}
+	if in.Offset > 0 || in.Length > 0 {
+		if in.Offset > int64(len(data)) {
+			return FileResult{}, nil, invalid("offset %d is past the end of %s, a file of %d bytes", in.Offset, p, len(data))
+		}
+		out.Offset, out.FileSize = in.Offset, int64(len(data))
+		data = data[in.Offset:]
+		if in.Length > 0 && in.Length < int64(len(data)) {
+			data = data[:in.Length]
+		}
+	}
+	out.Size = int64(len(data))
 	if in.Encoding == "base64" || (in.Encoding == "" && !utf8.Valid(data)) {
 		out.Content, out.Encoding = base64.StdEncoding.EncodeToString(data), "base64"
 	} else {
 		out.Content, out.Encoding = strings.ToValidUTF8(string(data), "\uFFFD"), "text"
+	}
+	if fits := fitsMessage(out.Content, MaxResultText); fits < len(out.Content) {
+		if out.Encoding == "base64" {
+			fits = fits / 4 * 3
+		}
+		return FileResult{}, nil, invalid("the %d bytes of %s to read take more of a result than the MCP server sends at once: "+
+			"read it in parts with offset and length (a length of %d fits here)", len(data), p, fits)
 	}
 	return out, nil, nil
 }
@@ -449,12 +598,29 @@ func (s *Server) listFiles(ctx context.Context, c *call, in ListFilesArgs) (List
 	if err := s.checkTarget(ctx, in.FileTarget); err != nil {
 		return ListFilesResult{}, nil, err
 	}
+	if in.Offset < 0 {
+		return ListFilesResult{}, nil, invalid("offset must not be negative")
+	}
 	files, info, err := s.sess.ListFiles(ctx, session.Target(in.FileTarget), in.Path)
 	if err != nil {
 		return ListFilesResult{}, nil, err
 	}
 	p, _ := service.CleanPath(in.Path)
-	return ListFilesResult{Path: p, Files: files, SessionRef: sessionOf(info)}, nil, nil
+	if in.Offset > len(files) {
+		return ListFilesResult{}, nil, invalid("offset %d is past the %d entries of %s", in.Offset, len(files), p)
+	}
+	sort.SliceStable(files, func(i, j int) bool { return files[i].Name < files[j].Name })
+	out := ListFilesResult{Path: p, Files: files[in.Offset:], Total: len(files), Offset: in.Offset, SessionRef: sessionOf(info)}
+	if messageSize(out) > MaxResultText {
+		// The most entries that fit: the size grows with their number.
+		rest := out.Files
+		n := sort.Search(len(rest)+1, func(n int) bool {
+			out.Files = rest[:n]
+			return messageSize(out) > MaxResultText
+		}) - 1
+		out.Files, out.Truncated = rest[:max(n, 0)], true
+	}
+	return out, nil, nil
 }
 
 func sessionOf(info *api.SessionInfo) SessionRef {

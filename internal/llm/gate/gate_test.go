@@ -22,17 +22,24 @@ import (
 	"github.com/agent2env/agent2env/internal/llm/gate"
 	"github.com/agent2env/agent2env/internal/llm/llmtest"
 	"github.com/agent2env/agent2env/internal/llm/proxy"
+	"github.com/agent2env/agent2env/internal/store"
 	"github.com/agent2env/agent2env/internal/store/sqlite"
 )
 
 func newKeys(t *testing.T) *gate.Keys {
+	t.Helper()
+	return gate.NewKeys(keyStore(t))
+}
+
+// keyStore is a store of keys in memory, closed when t ends.
+func keyStore(t *testing.T) *sqlite.Store {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), ":memory:")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return gate.NewKeys(st)
+	return st
 }
 
 func TestKeys(t *testing.T) {
@@ -85,13 +92,8 @@ func TestKeys(t *testing.T) {
 // A key for a run its maker cannot see is refused with the runs' error,
 // not naming the request, which the client names.
 func TestKeyForUnknownRun(t *testing.T) {
-	st, err := sqlite.Open(context.Background(), ":memory:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	keys := gate.NewKeys(st, gate.WithRuns(noRuns{}))
-	_, err = keys.Create(context.Background(), api.LLMKeyRequest{Run: "x"})
+	keys := gate.NewKeys(keyStore(t), gate.WithRuns(noRuns{}))
+	_, err := keys.Create(context.Background(), api.LLMKeyRequest{Run: "x"})
 	if !errors.Is(err, errdefs.ErrNotFound) || err.Error() != "run x not found" {
 		t.Errorf("Create for an unknown run = %v, want the runs' ErrNotFound alone", err)
 	}
@@ -102,6 +104,145 @@ type noRuns struct{}
 
 func (noRuns) Get(_ context.Context, id string) (*api.Run, error) {
 	return nil, errdefs.NotFound("run %s not found", id)
+}
+
+// fakeSandboxes are the sandboxes a key may name, by id.
+type fakeSandboxes struct {
+	mu  sync.Mutex
+	ids map[string]bool
+	// onGet, when set, runs at each Get, before it answers.
+	onGet func(id string)
+}
+
+func (f *fakeSandboxes) Get(_ context.Context, id string) (*store.Sandbox, error) {
+	if f.onGet != nil {
+		f.onGet(id)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.ids[id] {
+		return nil, errdefs.WithCode(errdefs.NotFound("sandbox %s not found", id), api.CodeSandboxNotFound)
+	}
+	return &store.Sandbox{ID: id}, nil
+}
+
+func (f *fakeSandboxes) delete(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.ids, id)
+}
+
+// TestKeySandbox: a key for a sandbox that does not exist is refused,
+// stored nowhere, with the sandboxes' error; a key whose sandbox is
+// deleted (SandboxGone) is refused from then on and listed revoked,
+// whether it was in use or not, while another sandbox's key goes on.
+func TestKeySandbox(t *testing.T) {
+	ctx := context.Background()
+	st := keyStore(t)
+	sbs := &fakeSandboxes{ids: map[string]bool{"sb-a": true, "sb-b": true}}
+	keys := gate.NewKeys(st, gate.WithSandboxes(sbs))
+
+	_, err := keys.Create(ctx, api.LLMKeyRequest{Sandbox: "sb-nope"})
+	if !errors.Is(err, errdefs.ErrNotFound) || errdefs.Code(err) != api.CodeSandboxNotFound || err.Error() != "sandbox sb-nope not found" {
+		t.Errorf("Create for an unknown sandbox = %v (code %s), want the sandboxes' SANDBOX_NOT_FOUND alone", err, errdefs.Code(err))
+	}
+	if l, err := keys.List(ctx); err != nil || len(l.Items) != 0 {
+		t.Fatalf("keys after the refusal: %+v, %v; want none", l, err)
+	}
+
+	used, err := keys.Create(ctx, api.LLMKeyRequest{Sandbox: "sb-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unused, err := keys.Create(ctx, api.LLMKeyRequest{Sandbox: "sb-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := keys.Create(ctx, api.LLMKeyRequest{Sandbox: "sb-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []*api.LLMKey{used, other} {
+		if _, err := keys.Authenticate(ctx, k.Key); err != nil {
+			t.Fatalf("Authenticate(%s) = %v", k.ID, err)
+		}
+	}
+	sbs.delete("sb-a")
+	if err := keys.SandboxGone(ctx, "sb-a"); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []*api.LLMKey{used, unused} {
+		if _, err := keys.Authenticate(ctx, k.Key); !errors.Is(err, errdefs.ErrUnauthenticated) {
+			t.Errorf("key %s of the deleted sandbox: %v, want ErrUnauthenticated", k.ID, err)
+		}
+	}
+	if _, err := keys.Authenticate(ctx, other.Key); err != nil {
+		t.Errorf("another sandbox's key: %v", err)
+	}
+	l, err := keys.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range l.Items {
+		if revoked := k.RevokedAt != nil; revoked != (k.Sandbox == "sb-a") {
+			t.Errorf("key %s of sandbox %s listed revoked_at %v", k.ID, k.Sandbox, k.RevokedAt)
+		}
+	}
+	if err := keys.SandboxGone(ctx, "sb-never"); err != nil {
+		t.Errorf("SandboxGone of a sandbox without keys: %v", err)
+	}
+}
+
+// TestKeySandboxGoneUnrevoked: a key whose sandbox was deleted while no
+// one revoked its keys (a daemon killed in between, keys made before
+// they were) is refused at its first use, and revoked then.
+func TestKeySandboxGoneUnrevoked(t *testing.T) {
+	ctx := context.Background()
+	st := keyStore(t)
+	sbs := &fakeSandboxes{ids: map[string]bool{"sb": true}}
+	k, err := gate.NewKeys(st, gate.WithSandboxes(sbs)).Create(ctx, api.LLMKeyRequest{Sandbox: "sb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbs.delete("sb")
+	keys := gate.NewKeys(st, gate.WithSandboxes(sbs)) // a restarted daemon's
+	if _, err := keys.Authenticate(ctx, k.Key); !errors.Is(err, errdefs.ErrUnauthenticated) {
+		t.Errorf("key of a sandbox deleted unrevoked: %v, want ErrUnauthenticated", err)
+	}
+	if l, err := keys.List(ctx); err != nil || len(l.Items) != 1 || l.Items[0].RevokedAt == nil {
+		t.Errorf("keys: %+v, %v; want the one, revoked", l, err)
+	}
+}
+
+// TestKeySandboxDeletedWhileMade: a sandbox deleted between the check
+// of a key's creation and its storing leaves no valid key: the creation
+// is refused and the key stored revoked.
+func TestKeySandboxDeletedWhileMade(t *testing.T) {
+	ctx := context.Background()
+	st := keyStore(t)
+	sbs := &fakeSandboxes{ids: map[string]bool{"sb": true}}
+	keys := gate.NewKeys(st, gate.WithSandboxes(sbs))
+	var gets int
+	sbs.onGet = func(id string) {
+		if gets++; gets == 1 { // after the first check: the sandbox goes
+			sbs.delete(id)
+			if err := keys.SandboxGone(ctx, id); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if _, err := keys.Create(ctx, api.LLMKeyRequest{Sandbox: "sb"}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("Create while its sandbox is deleted = %v, want ErrNotFound", err)
+	}
+	l, err := keys.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range l.Items {
+		if k.RevokedAt == nil {
+			t.Errorf("key %s of the deleted sandbox is valid", k.ID)
+		}
+	}
 }
 
 // TestKeysByTenant: with API keys, each lists and revokes only the

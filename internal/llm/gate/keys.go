@@ -34,6 +34,9 @@ type KeyStore interface {
 	LLMKeyByHash(ctx context.Context, hash string) (*store.LLMKey, error)
 	ListLLMKeys(ctx context.Context) ([]*store.LLMKey, error)
 	RevokeLLMKey(ctx context.Context, id string, at time.Time) error
+	// RevokeLLMKeysOfSandbox revokes the valid keys naming sandbox and
+	// returns how many it revoked.
+	RevokeLLMKeysOfSandbox(ctx context.Context, sandbox string, at time.Time) (int64, error)
 	AddLLMKeyUsage(ctx context.Context, used map[string]int64) error
 }
 
@@ -44,12 +47,24 @@ type Runs interface {
 	Get(ctx context.Context, id string) (*api.Run, error)
 }
 
+// Sandboxes finds a sandbox: ErrNotFound for one that does not exist.
+// *manager.Manager implements it.
+type Sandboxes interface {
+	Get(ctx context.Context, id string) (*store.Sandbox, error)
+}
+
 // KeysOption configures Keys.
 type KeysOption func(*Keys)
 
 // WithRuns makes Create refuse a key naming a run that runs does not show
 // its maker. Without it the run a key names is not checked.
 func WithRuns(runs Runs) KeysOption { return func(k *Keys) { k.runs = runs } }
+
+// WithSandboxes makes Create refuse a key naming a sandbox that does not
+// exist, and Authenticate refuse one whose sandbox is gone. The keys of a
+// sandbox being deleted are revoked by SandboxGone. Without it the
+// sandbox a key names is not checked.
+func WithSandboxes(sbs Sandboxes) KeysOption { return func(k *Keys) { k.sandboxes = sbs } }
 
 // WithSharedStore says other daemons use the store's keys too: Sync
 // then reads back the keys this one has used, so that their usage counts
@@ -64,7 +79,9 @@ func WithSharedStore() KeysOption { return func(k *Keys) { k.shared = true } }
 type Keys struct {
 	st   KeyStore
 	runs Runs // nil: a key's run is not checked
-	now  func() time.Time
+	// sandboxes, nil: a key's sandbox is not checked.
+	sandboxes Sandboxes
+	now       func() time.Time
 	// shared: other daemons use the keys too (WithSharedStore).
 	shared bool
 
@@ -74,6 +91,9 @@ type Keys struct {
 	pending map[string]int64         // tokens used since the last Flush, by id
 	// flushing holds the tokens a Flush is writing, until it has.
 	flushing map[string]int64
+	// revocations counts the revocations made here, so that a record
+	// read before one is not cached after it (Authenticate).
+	revocations uint64
 }
 
 // NewKeys returns the keys kept in st.
@@ -116,6 +136,9 @@ func (k *Keys) Create(ctx context.Context, req api.LLMKeyRequest) (*api.LLMKey, 
 			return nil, err
 		}
 	}
+	if err := k.sandboxExists(ctx, req.Sandbox); err != nil {
+		return nil, err
+	}
 	ttl := DefaultKeyTTL
 	if req.ExpiresIn > 0 {
 		ttl = time.Duration(req.ExpiresIn) * time.Second
@@ -129,6 +152,11 @@ func (k *Keys) Create(ctx context.Context, req api.LLMKeyRequest) (*api.LLMKey, 
 	}
 	if err := k.st.CreateLLMKey(ctx, rec); err != nil {
 		return nil, err
+	}
+	// A sandbox deleted since it was checked had its keys revoked
+	// before this one was stored: this one is revoked, and refused.
+	if err := k.sandboxExists(ctx, req.Sandbox); err != nil {
+		return nil, errors.Join(err, k.st.RevokeLLMKey(context.WithoutCancel(ctx), rec.ID, k.now()))
 	}
 	out := wireKey(rec)
 	out.Key = secret
@@ -178,13 +206,48 @@ func (k *Keys) Revoke(ctx context.Context, id string) error {
 	if err := k.st.RevokeLLMKey(ctx, id, k.now()); err != nil {
 		return err
 	}
-	k.mu.Lock()
-	if r := k.byID[id]; r != nil {
-		delete(k.byHash, r.Hash)
-		delete(k.byID, id)
-	}
-	k.mu.Unlock()
+	k.forget(func(r *store.LLMKey) bool { return r.ID == id })
 	return nil
+}
+
+// SandboxGone revokes the keys of sandbox id, which is deleted: a key's
+// calls are its sandbox's, and a sandbox that is no more makes none (nor
+// does a later one with its id). The manager calls it for every sandbox it
+// deletes (manager.WithRemoved).
+func (k *Keys) SandboxGone(ctx context.Context, id string) error {
+	n, err := k.st.RevokeLLMKeysOfSandbox(ctx, id, k.now())
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		k.forget(func(r *store.LLMKey) bool { return r.Sandbox == id })
+	}
+	return nil
+}
+
+// forget drops the loaded keys gone says are revoked, and counts a
+// revocation: a record Authenticate read before it is not cached.
+func (k *Keys) forget(gone func(*store.LLMKey) bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.revocations++
+	for id, r := range k.byID {
+		if gone(r) {
+			delete(k.byHash, r.Hash)
+			delete(k.byID, id)
+		}
+	}
+}
+
+// sandboxExists checks that sandbox id, when a key names one, exists
+// (WithSandboxes): its error is the sandboxes' ErrNotFound, which goes
+// out as the API's message.
+func (k *Keys) sandboxExists(ctx context.Context, id string) error {
+	if id == "" || k.sandboxes == nil {
+		return nil
+	}
+	_, err := k.sandboxes.Get(ctx, id)
+	return err
 }
 
 // owns says whether key id is tenant's. (Keys are few, and revoked
@@ -218,12 +281,46 @@ func (k *Keys) Authenticate(ctx context.Context, secret string) (*store.LLMKey, 
 	k.mu.Unlock()
 	if rec == nil {
 		var err error
-		if rec, err = k.st.LLMKeyByHash(ctx, h); errors.Is(err, errdefs.ErrNotFound) {
+		if rec, err = k.load(ctx, h); err != nil {
+			return nil, err
+		}
+	}
+	if rec.RevokedAt != nil || !k.now().Before(rec.ExpiresAt) {
+		return nil, errBadKey
+	}
+	return rec, nil
+}
+
+// load reads the key whose secret hashes to h from the store and caches
+// it. A record read while a revocation was made here is read again: it
+// may be the one revoked, as it was before. A valid key whose sandbox is
+// gone (deleted while no daemon could revoke its keys) is revoked now.
+func (k *Keys) load(ctx context.Context, h string) (*store.LLMKey, error) {
+	for {
+		k.mu.Lock()
+		before := k.revocations
+		k.mu.Unlock()
+		rec, err := k.st.LLMKeyByHash(ctx, h)
+		if errors.Is(err, errdefs.ErrNotFound) {
 			return nil, errBadKey
 		} else if err != nil {
 			return nil, fmt.Errorf("check llm key: %w", err)
 		}
+		if rec.RevokedAt == nil && k.now().Before(rec.ExpiresAt) {
+			if err := k.sandboxExists(ctx, rec.Sandbox); errors.Is(err, errdefs.ErrNotFound) {
+				if err := k.SandboxGone(ctx, rec.Sandbox); err != nil {
+					return nil, fmt.Errorf("revoke the llm keys of deleted sandbox %s: %w", rec.Sandbox, err)
+				}
+				return nil, errBadKey
+			} else if err != nil {
+				return nil, fmt.Errorf("check llm key: %w", err)
+			}
+		}
 		k.mu.Lock()
+		if k.revocations != before {
+			k.mu.Unlock()
+			continue
+		}
 		if cached := k.byHash[h]; cached != nil {
 			rec = cached
 		} else {
@@ -231,11 +328,8 @@ func (k *Keys) Authenticate(ctx context.Context, secret string) (*store.LLMKey, 
 			k.byHash[h], k.byID[rec.ID] = rec, rec
 		}
 		k.mu.Unlock()
+		return rec, nil
 	}
-	if rec.RevokedAt != nil || !k.now().Before(rec.ExpiresAt) {
-		return nil, errBadKey
-	}
-	return rec, nil
 }
 
 // used is the tokens key id has used, flushed or not.

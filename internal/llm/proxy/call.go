@@ -45,6 +45,10 @@ type call struct {
 	stripUsage bool
 	req        *llm.Request // the canonical request, decoded when first needed
 	ex         Exchange
+	// abort: the upstream broke off a response the client has part of,
+	// which cannot say so; its connection is broken once the exchange is
+	// recorded.
+	abort bool
 }
 
 func (p *Proxy) handle(f llm.Format, count bool) http.HandlerFunc {
@@ -60,6 +64,14 @@ func (p *Proxy) handle(f llm.Format, count bool) http.HandlerFunc {
 			return
 		}
 		c.run()
+		c.end()
+	}
+}
+
+// end breaks the client's connection when the call must be aborted.
+func (c *call) end() {
+	if c.abort {
+		panic(http.ErrAbortHandler)
 	}
 }
 
@@ -87,6 +99,7 @@ func (p *Proxy) handleGemini(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.readBody() {
 		c.run()
+		c.end()
 	}
 }
 
@@ -395,7 +408,7 @@ func (c *call) attempt(pr *provider, m *Model, last bool) bool {
 			c.ex.Err = c.r.Context().Err()
 			return true
 		}
-		if c.ctx.Err() != nil {
+		if c.timedOut() {
 			c.fail(llm.Errorf(llm.ErrorTimeout, "model %q: no answer within the route's timeout", redact.URL(c.model)))
 			return true
 		}
@@ -644,20 +657,26 @@ func copyHeader(dst, src http.Header) {
 // one, or one a stream was asked for that streams without SSE (Gemini's
 // streamGenerateContent without alt=sse: a JSON array whose elements come
 // as they are made), each piece flushed as it comes.
+//
+// A whole answer is read to its end before any of it is sent: one the
+// upstream broke off is the client's 502 (504 past the route's timeout) in
+// its own format, not a part passed off as the whole. A stream that breaks
+// off breaks the client's connection too (abort), as the upstream's did.
 func (c *call) passWhole(out llm.Codec, resp *http.Response) {
-	copyHeader(c.w.Header(), resp.Header)
-	c.w.WriteHeader(resp.StatusCode)
 	var data []byte
 	var err error
-	switch {
-	case c.stream:
+	if c.stream {
+		copyHeader(c.w.Header(), resp.Header)
+		c.w.WriteHeader(resp.StatusCode)
 		data, err = c.copyFlushing(resp.Body)
-	case !c.p.watched():
-		_, _ = io.Copy(c.w, resp.Body)
-		return
-	default:
+		c.abort = err != nil && c.w.err == nil && c.r.Context().Err() == nil
+	} else {
 		data, err = readAll(resp.Body, resp.ContentLength)
-		_, _ = c.w.Write(data)
+		if err == nil {
+			copyHeader(c.w.Header(), resp.Header)
+			c.w.WriteHeader(resp.StatusCode)
+			_, _ = c.w.Write(data)
+		}
 	}
 	if err != nil {
 		c.ex.Err = err
@@ -673,6 +692,26 @@ func (c *call) passWhole(out llm.Codec, resp *http.Response) {
 		}
 		c.charge(u, r, err == nil)
 	}
+	if err != nil && !c.stream {
+		c.fail(c.brokeOff(err))
+	}
+}
+
+// brokeOff is the error of an upstream's answer that broke off with err:
+// a 504 when the route's timeout ended it, else a 502.
+func (c *call) brokeOff(err error) *llm.Error {
+	if c.timedOut() {
+		return llm.Errorf(llm.ErrorTimeout, "model %q: the answer did not end within the route's timeout", redact.URL(c.model))
+	}
+	return llm.Errorf(llm.ErrorUpstream, "the answer of provider %s broke off: %v", c.ex.Provider, hideURL(err))
+}
+
+// timedOut says the route's timeout has come. The context of a whole
+// call's upstream request has the same deadline but a timer of its own
+// (send): its error may come before c.ctx's.
+func (c *call) timedOut() bool {
+	d, ok := c.ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // bytesTokens estimates the tokens of n bytes the proxy cannot decode
@@ -814,6 +853,10 @@ func (c *call) passStream(out llm.Codec, resp *http.Response) {
 	// The header leaves with the first event, in one write (as a
 	// translated stream's does), not in a write of its own before it.
 	tee := &teeSource{src: llm.NewSSEReader(resp.Body), w: c.w, stripUsage: c.stripUsage}
+	// unended: the upstream's stream came to its end without its end
+	// event (a connection closed early, where nothing but the close
+	// delimited the body), as the decoder sees it once every byte is read.
+	var unended *llm.Error
 	if c.p.watched() {
 		var acc llm.Accumulator
 		dec := out.NewStreamDecoder(tee)
@@ -821,7 +864,12 @@ func (c *call) passStream(out llm.Codec, resp *http.Response) {
 		for {
 			var ev llm.Event
 			if ev, err = dec.Next(); err != nil {
-				break // not ours to judge: the bytes went through as they were
+				// Otherwise not ours to judge: the bytes went through as
+				// they were.
+				if !errors.Is(err, io.EOF) && errors.Is(tee.err, io.EOF) {
+					unended = llm.AsError(err)
+				}
+				break
 			}
 			acc.Add(&ev)
 		}
@@ -831,8 +879,22 @@ func (c *call) passStream(out llm.Codec, resp *http.Response) {
 	for tee.err == nil { // whatever the decoder did not read
 		_, _ = tee.Next()
 	}
-	if !errors.Is(tee.err, io.EOF) {
-		c.ex.Err = tee.err
+	var broke *llm.Error
+	switch {
+	case !errors.Is(tee.err, io.EOF):
+		c.ex.Err, broke = tee.err, c.brokeOff(tee.err)
+	case unended != nil:
+		c.ex.Err, broke = unended, unended
+	}
+	if broke != nil && c.w.err == nil && c.r.Context().Err() == nil {
+		// The upstream broke off (or its timeout came), not the client:
+		// the stream ends with an error event in the client's format, as
+		// a translated one does, not with a clean end after a part of the
+		// answer.
+		enc := c.in.NewStreamEncoder(llm.NewSSEWriter(c.w), c.req)
+		if enc.Encode(&llm.Event{Type: llm.EventError, Err: broke}) == nil {
+			c.w.Flush()
+		}
 	}
 }
 
@@ -928,7 +990,7 @@ func (c *call) translate(out llm.Codec, resp *http.Response) {
 	if !c.stream || !isSSE(resp.Header) {
 		data, err := io.ReadAll(resp.Body)
 		if err != nil {
-			c.fail(llm.Errorf(llm.ErrorUpstream, "read %s response: %v", out.Format(), err))
+			c.fail(c.brokeOff(err))
 			return
 		}
 		r, err := out.DecodeResponse(data)
@@ -951,8 +1013,23 @@ func (c *call) translate(out llm.Codec, resp *http.Response) {
 		_, _ = c.w.Write(body)
 		return
 	}
-	r, err := c.streamEvents(out.NewStreamDecoder(llm.NewSSEReader(resp.Body)))
+	r, err := c.streamEvents(timeoutDecoder{out.NewStreamDecoder(llm.NewSSEReader(resp.Body)), c})
 	c.charge(r.Usage, r, err == nil)
+}
+
+// timeoutDecoder says that a stream the route's timeout ended did, not
+// that reading it failed.
+type timeoutDecoder struct {
+	llm.StreamDecoder
+	c *call
+}
+
+func (d timeoutDecoder) Next() (llm.Event, error) {
+	ev, err := d.StreamDecoder.Next()
+	if err != nil && !errors.Is(err, io.EOF) && d.c.timedOut() {
+		err = d.c.brokeOff(err)
+	}
+	return ev, err
 }
 
 // streamEvents streams dec's events to the client, and returns the

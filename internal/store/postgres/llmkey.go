@@ -83,6 +83,19 @@ func (s *Store) RevokeLLMKey(ctx context.Context, id string, at time.Time) error
 	return nil
 }
 
+// RevokeLLMKeysOfSandbox marks the keys naming sandbox that are not
+// revoked yet revoked at at, and returns how many it marked.
+func (s *Store) RevokeLLMKeysOfSandbox(ctx context.Context, sandbox string, at time.Time) (int64, error) {
+	if !validText(sandbox) { // no key names it
+		return 0, nil
+	}
+	tag, err := s.w.Exec(ctx, `UPDATE llm_keys SET revoked_at = $1 WHERE sandbox = $2 AND revoked_at IS NULL`, at, sandbox)
+	if err != nil {
+		return 0, fmt.Errorf("revoke the llm keys of sandbox %s: %w", sandbox, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
 // AddLLMKeyUsage adds tokens to the used tokens of each key in used, in
 // one transaction; each addition is one UPDATE, atomic against other
 // daemons' additions, and the keys are taken in order, so that two

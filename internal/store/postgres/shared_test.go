@@ -188,6 +188,18 @@ func TestLLMKeys(t *testing.T) {
 	if diff := cmp.Diff([]string{"k2 used 3 revoked true", "k1 used 15 revoked false"}, summary); diff != "" {
 		t.Errorf("keys, newest first (-want +got):\n%s", diff)
 	}
+	// A sandbox's keys, once: k1 (k2 names none).
+	for _, sb := range []struct {
+		id   string
+		want int64
+	}{{"sb", 1}, {"sb", 0}, {"other", 0}, {"bad\x00", 0}} {
+		if n, err := s.RevokeLLMKeysOfSandbox(ctx, sb.id, revoked); n != sb.want || err != nil {
+			t.Errorf("revoke the keys of sandbox %q: %d, %v; want %d", sb.id, n, err, sb.want)
+		}
+	}
+	if got, err := s.LLMKeyByHash(ctx, "h1"); err != nil || got.RevokedAt == nil || !got.RevokedAt.Equal(revoked) {
+		t.Errorf("key of the sandbox: %+v, %v; want revoked at %v", got, err, revoked)
+	}
 }
 
 // A URL that does not parse, or a server that is not there, fails Open

@@ -94,6 +94,26 @@ func (s *Store) RevokeLLMKey(ctx context.Context, id string, at time.Time) error
 	return nil
 }
 
+// RevokeLLMKeysOfSandbox marks the keys naming sandbox that are not
+// revoked yet revoked at at, and returns how many it marked. A sandbox
+// without such keys (almost every one) costs a read, no write.
+func (s *Store) RevokeLLMKeysOfSandbox(ctx context.Context, sandbox string, at time.Time) (int64, error) {
+	var one int
+	err := s.r.QueryRowContext(ctx, `SELECT 1 FROM llm_keys WHERE sandbox = ? AND revoked_at IS NULL LIMIT 1`, sandbox).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("revoke the llm keys of sandbox %s: %w", sandbox, err)
+	}
+	res, err := s.w.ExecContext(ctx, `UPDATE llm_keys SET revoked_at = ? WHERE sandbox = ? AND revoked_at IS NULL`, toUnix(at), sandbox)
+	if err != nil {
+		return 0, fmt.Errorf("revoke the llm keys of sandbox %s: %w", sandbox, noSpace(err))
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
 // AddLLMKeyUsage adds tokens to the used tokens of each key in used, in
 // one transaction. Unknown ids are skipped.
 func (s *Store) AddLLMKeyUsage(ctx context.Context, used map[string]int64) error {
