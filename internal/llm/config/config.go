@@ -15,8 +15,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +24,7 @@ import (
 	"github.com/agent2env/agent2env/internal/llm/gate"
 	"github.com/agent2env/agent2env/internal/llm/proxy"
 	"github.com/agent2env/agent2env/internal/llm/replay"
+	"github.com/agent2env/agent2env/internal/yamlerr"
 )
 
 // File is the configuration file.
@@ -145,108 +144,11 @@ func Parse(path string, data []byte) (*File, error) {
 	return f, nil
 }
 
-// yamlError places yaml's own errors ("yaml: line 3: ...",
-// "line 5: field foo not found in type ...").
+// yamlError places yaml's own errors ("yaml: line 3: ...") in the file,
+// in its words (yamlerr).
 func (f *File) yamlError(err error) error {
-	var te *yaml.TypeError
-	msg := err.Error()
-	if errors.As(err, &te) && len(te.Errors) > 0 {
-		msg = te.Errors[0]
-	}
-	msg = strings.TrimPrefix(msg, "yaml: ")
-	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		n, tail, _ := strings.Cut(rest, ":")
-		if line, err := strconv.Atoi(n); err == nil {
-			tail = strings.TrimSpace(tail)
-			if i := strings.Index(tail, " in type "); i > 0 {
-				tail = tail[:i] // Go type names mean nothing to the reader
-			}
-			if name, ok := strings.CutPrefix(tail, "field "); ok {
-				if name, ok := strings.CutSuffix(name, " not found"); ok {
-					tail = fmt.Sprintf("unknown field %s", name)
-				}
-			}
-			if m := unmarshalMsg.FindStringSubmatch(tail); m != nil {
-				tail = fmt.Sprintf("must be %s, not %s", yamlKind(m[3]), yamlValue(m[1], m[2]))
-				if key := keyAt(f.root, line); key != "" {
-					tail = key + " " + tail
-				}
-			}
-			return &Error{Path: f.path, Line: line, Msg: tail}
-		}
-	}
-	return &Error{Path: f.path, Msg: msg}
-}
-
-// unmarshalMsg is yaml's error for a value of the wrong kind, which names
-// the Go type it did not fit.
-var unmarshalMsg = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
-
-// yamlKind says which YAML values fit Go type t, as yaml names it.
-func yamlKind(t string) string {
-	t = strings.TrimLeft(t, "*")
-	switch {
-	case strings.HasPrefix(t, "[]"):
-		return "a list"
-	case strings.HasPrefix(t, "map["):
-		return "a mapping"
-	case t == "time.Duration":
-		return "a duration such as 30s or 2m"
-	case t == "string":
-		return "a string"
-	case t == "bool":
-		return "true or false"
-	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "uint"):
-		return "a whole number"
-	case strings.HasPrefix(t, "float"):
-		return "a number"
-	}
-	return "a mapping" // a struct of this package
-}
-
-// yamlValue describes the value of YAML tag tag written as text.
-func yamlValue(tag, text string) string {
-	switch tag {
-	case "str":
-		return strconv.Quote(text)
-	case "seq":
-		return "a list"
-	case "map":
-		return "a mapping"
-	case "int", "float":
-		return "the number " + text
-	case "bool":
-		return text
-	case "null":
-		return "null"
-	}
-	return text
-}
-
-// keyAt returns the key of the innermost mapping entry whose value starts
-// on line ("" if none does): what the line sets.
-func keyAt(n *yaml.Node, line int) string {
-	if n == nil {
-		return ""
-	}
-	if n.Kind != yaml.MappingNode {
-		for _, c := range n.Content {
-			if k := keyAt(c, line); k != "" {
-				return k
-			}
-		}
-		return ""
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		if inner := keyAt(v, line); inner != "" {
-			return inner
-		}
-		if v.Line == line {
-			return k.Value
-		}
-	}
-	return ""
+	p := yamlerr.Explain(err, f.root)
+	return &Error{Path: f.path, Line: p.Line, Msg: p.Msg}
 }
 
 // errAt is an error at the node of a path of keys and indexes ("models",
