@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -82,9 +84,15 @@ func Bridge(ctx context.Context, c *client.Client, t mcp.Transport, opts BridgeO
 	b := &bridge{opts: opts, progress: map[any]*progressEntry{}}
 	remote := mcp.NewClient(&mcp.Implementation{Name: "agent2env-mcp-bridge", Version: Version},
 		&mcp.ClientOptions{ProgressNotificationHandler: b.forwardProgress})
-	cs, err := remote.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: c.URL("/mcp"), HTTPClient: c.HTTPClient(),
+	hc := c.HTTPClient()
+	watch := &unauthorizedWatch{base: hc.Transport}
+	hc.Transport = watch
+	cs, err := remote.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: c.URL("/mcp"), HTTPClient: hc,
 		DisableStandaloneSSE: true}, nil)
 	if err != nil {
+		if watch.seen.Load() {
+			err = unauthorizedError{err}
+		}
 		return fmt.Errorf("connect to the daemon's MCP endpoint %s: %w", c.URL("/mcp"), err)
 	}
 	defer cs.Close()
@@ -342,3 +350,26 @@ func (c *drainConn) drain() {
 	case <-c.closed:
 	}
 }
+
+// unauthorizedWatch notes a 401 among the answers of base: the MCP SDK's
+// error for it says "Unauthorized" only.
+type unauthorizedWatch struct {
+	base http.RoundTripper
+	seen atomic.Bool
+}
+
+func (w *unauthorizedWatch) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := w.base.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized {
+		w.seen.Store(true)
+	}
+	return resp, err
+}
+
+// unauthorizedError is a connection the daemon refused for its token: it
+// is client.ErrUnauthenticated, for which the CLI says how to give one.
+type unauthorizedError struct{ err error }
+
+func (e unauthorizedError) Error() string        { return e.err.Error() }
+func (e unauthorizedError) Unwrap() error        { return e.err }
+func (e unauthorizedError) Is(target error) bool { return target == client.ErrUnauthenticated }

@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -388,5 +390,31 @@ func TestBridgeBadLines(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the bridge did not return after stdin closed")
+	}
+}
+
+// A bridge the daemon refuses for its token fails as
+// client.ErrUnauthenticated, for which the CLI says how to give one (the
+// MCP SDK's error says "Unauthorized" only); another refusal does not.
+func TestBridgeUnauthorized(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		want   bool
+	}{{http.StatusUnauthorized, true}, {http.StatusForbidden, false}} {
+		daemon := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(tc.status)
+			io.WriteString(w, `{"error":"invalid or expired API key","code":"UNAUTHORIZED"}`)
+		}))
+		c, err := client.New(daemon.URL, client.WithToken("wrong-token-0123456789"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		serverT, _ := mcp.NewInMemoryTransports()
+		err = Bridge(bg, c, serverT, BridgeOptions{Log: slog.New(slog.DiscardHandler)})
+		daemon.Close()
+		if err == nil || errors.Is(err, client.ErrUnauthenticated) != tc.want {
+			t.Errorf("status %d: bridge ended with %v; want unauthenticated %v", tc.status, err, tc.want)
+		}
 	}
 }
