@@ -40,9 +40,9 @@ func (e *execution) collect(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, collectTimeout)
 	defer cancel()
 	err := e.revive(ctx)
-	n, truncated := 0, false
+	n, truncated, unmatched := 0, false, []string(nil)
 	if err == nil {
-		n, truncated, err = collectArtifacts(ctx, sandboxFiles{e.s.sbx, e.sandboxID}, e.j.task.Artifacts, filepath.Join(e.s.runDir(e.j.id), artifactsDir), e.s.cfg.ArtifactLimit)
+		n, truncated, unmatched, err = collectArtifacts(ctx, sandboxFiles{e.s.sbx, e.sandboxID}, e.j.task.Artifacts, filepath.Join(e.s.runDir(e.j.id), artifactsDir), e.s.cfg.ArtifactLimit)
 	}
 	if err != nil {
 		e.artifactsErr = err.Error()
@@ -52,6 +52,9 @@ func (e *execution) collect(ctx context.Context) {
 	msg := fmt.Sprintf("%d artifacts collected", n)
 	if truncated {
 		msg += fmt.Sprintf(" (others left out at the limit of %d bytes)", e.s.cfg.ArtifactLimit)
+	}
+	if len(unmatched) > 0 {
+		msg += "; no file for " + strings.Join(unmatched, ", ")
 	}
 	e.log.add(api.RunEvent{Type: api.RunEventPhase, Phase: api.PhaseArtifacts, Text: msg})
 	if truncated {
@@ -136,9 +139,10 @@ func listArtifacts(dir string) ([]api.RunArtifact, error) {
 
 // collectArtifacts copies the files of the sandbox that match patterns
 // into dir, by their paths, until limit bytes; it returns how many it
-// copied and whether it left any out at the limit.
-func collectArtifacts(ctx context.Context, sf sandboxFiles, patterns []string, dir string, limit int64) (int, bool, error) {
-	files, err := expand(ctx, sf, patterns)
+// copied, whether it left any out at the limit, and the patterns no file
+// matched.
+func collectArtifacts(ctx context.Context, sf sandboxFiles, patterns []string, dir string, limit int64) (int, bool, []string, error) {
+	files, unmatched, err := expand(ctx, sf, patterns)
 	n, left := 0, limit
 	truncated := false
 	for _, f := range files {
@@ -157,7 +161,7 @@ func collectArtifacts(ctx context.Context, sf sandboxFiles, patterns []string, d
 			n++
 		}
 	}
-	return n, truncated, err
+	return n, truncated, unmatched, err
 }
 
 var errTooLarge = errors.New("over the artifact limit")
@@ -192,31 +196,20 @@ func download(ctx context.Context, sf sandboxFiles, p, local string, limit int64
 }
 
 // expand returns the regular files of the sandbox that match patterns
-// (absolute globs where "**" matches any number of directories), each
-// once, sorted. Symbolic links are not followed.
-func expand(ctx context.Context, sf sandboxFiles, patterns []string) ([]service.FileStat, error) {
+// (absolute globs where "**" matches any number of directories; a path
+// naming a directory takes all the files under it, as dir/** does), each
+// once, sorted, and the patterns that matched no file. Symbolic links are
+// not followed.
+func expand(ctx context.Context, sf sandboxFiles, patterns []string) ([]service.FileStat, []string, error) {
 	w := &walker{sf: sf, budget: maxWalkEntries, seen: map[string]service.FileStat{}}
 	var errs error
+	var unmatched []string
 	for _, pat := range patterns {
-		segs := strings.Split(strings.Trim(path.Clean(pat), "/"), "/")
-		// Walk from the longest directory without a wildcard.
-		i := 0
-		for i < len(segs) && !hasMeta(segs[i]) {
-			i++
-		}
-		root := "/" + strings.Join(segs[:i], "/")
-		if i == len(segs) { // a plain path
-			fi, err := sf.sbx.Stat(ctx, sf.id, root)
-			if err == nil && fi.Regular {
-				fi.Path = root
-				w.seen[root] = *fi
-			} else if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-				errs = errors.Join(errs, fmt.Errorf("artifact %s: %w", pat, err))
-			}
-			continue
-		}
-		if err := w.walk(ctx, root, segs[i:], 0); err != nil {
+		before := w.found
+		if err := w.expand(ctx, pat); err != nil {
 			errs = errors.Join(errs, fmt.Errorf("artifacts %s: %w", pat, err))
+		} else if w.found == before {
+			unmatched = append(unmatched, pat)
 		}
 	}
 	out := make([]service.FileStat, 0, len(w.seen))
@@ -224,7 +217,35 @@ func expand(ctx context.Context, sf sandboxFiles, patterns []string) ([]service.
 		out = append(out, fi)
 	}
 	slices.SortFunc(out, func(a, b service.FileStat) int { return strings.Compare(a.Path, b.Path) })
-	return out, errs
+	return out, unmatched, errs
+}
+
+// expand adds the files that pattern pat matches.
+func (w *walker) expand(ctx context.Context, pat string) error {
+	segs := strings.Split(strings.Trim(path.Clean(pat), "/"), "/")
+	// Walk from the longest directory without a wildcard.
+	i := 0
+	for i < len(segs) && !hasMeta(segs[i]) {
+		i++
+	}
+	root := "/" + strings.Join(segs[:i], "/")
+	if i < len(segs) {
+		return w.walk(ctx, root, segs[i:], 0)
+	}
+	// A plain path.
+	fi, err := w.sf.sbx.Stat(ctx, w.sf.id, root)
+	switch {
+	case errors.Is(err, errdefs.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case fi.Regular:
+		fi.Path = root
+		w.add(*fi)
+	case fi.IsDir && fi.Link == "":
+		return w.walk(ctx, root, []string{"**"}, 0)
+	}
+	return nil
 }
 
 func hasMeta(s string) bool { return strings.ContainsAny(s, `*?[\`) }
@@ -241,6 +262,15 @@ type walker struct {
 	sf     sandboxFiles
 	budget int
 	seen   map[string]service.FileStat
+	// found counts the files added, each time one is (a file two
+	// patterns match counts for both).
+	found int
+}
+
+// add adds file fi.
+func (w *walker) add(fi service.FileStat) {
+	w.seen[fi.Path] = fi
+	w.found++
 }
 
 // list lists dir, counting its entries against the budget.
@@ -282,7 +312,7 @@ func (w *walker) walk(ctx context.Context, dir string, segs []string, depth int)
 		switch {
 		case seg == "**":
 			if len(rest) == 0 && fi.Regular && fi.Link == "" {
-				w.seen[fi.Path] = fi
+				w.add(fi)
 			}
 			if isDir {
 				if err := w.walk(ctx, fi.Path, segs, depth+1); err != nil {
@@ -292,7 +322,7 @@ func (w *walker) walk(ctx context.Context, dir string, segs []string, depth int)
 		case !matchName(seg, fi.Name):
 		case len(rest) == 0:
 			if fi.Regular && fi.Link == "" {
-				w.seen[fi.Path] = fi
+				w.add(fi)
 			}
 		case isDir:
 			if err := w.walk(ctx, fi.Path, rest, depth+1); err != nil {

@@ -23,19 +23,21 @@ func TestExpand(t *testing.T) {
 	}
 	sf := sandboxFiles{service.NewSandboxes(e.M, ""), sb.ID}
 	for _, tt := range []struct {
-		patterns []string
-		want     []string
+		patterns  []string
+		want      []string
+		unmatched []string
 	}{
-		{[]string{"/workspace/a.py"}, []string{"/workspace/a.py"}},
-		{[]string{"/workspace/missing.py"}, []string{}},
-		{[]string{"/workspace/src"}, []string{}}, // a directory is no file
-		{[]string{"/workspace/*.py"}, []string{"/workspace/a.py"}},
-		{[]string{"/workspace/**/*.py"}, []string{"/workspace/a.py", "/workspace/src/c.py", "/workspace/src/deep/d.py"}},
-		{[]string{"/workspace/src/**"}, []string{"/workspace/src/c.py", "/workspace/src/deep/d.py", "/workspace/src/deep/e.txt"}},
-		{[]string{"/workspace/*/deep/*.txt", "/workspace/**/e.txt"}, []string{"/workspace/src/deep/e.txt"}},
-		{[]string{"/workspace/[ab].*"}, []string{"/workspace/a.py", "/workspace/b.txt"}},
+		{[]string{"/workspace/a.py"}, []string{"/workspace/a.py"}, nil},
+		{[]string{"/workspace/missing.py", "/workspace/a.py"}, []string{"/workspace/a.py"}, []string{"/workspace/missing.py"}},
+		{[]string{"/workspace/src"}, []string{"/workspace/src/c.py", "/workspace/src/deep/d.py", "/workspace/src/deep/e.txt"}, nil}, // as src/**
+		{[]string{"/workspace/*.py"}, []string{"/workspace/a.py"}, nil},
+		{[]string{"/workspace/**/*.py"}, []string{"/workspace/a.py", "/workspace/src/c.py", "/workspace/src/deep/d.py"}, nil},
+		{[]string{"/workspace/src/**"}, []string{"/workspace/src/c.py", "/workspace/src/deep/d.py", "/workspace/src/deep/e.txt"}, nil},
+		{[]string{"/workspace/*/deep/*.txt", "/workspace/**/e.txt"}, []string{"/workspace/src/deep/e.txt"}, nil},
+		{[]string{"/workspace/[ab].*"}, []string{"/workspace/a.py", "/workspace/b.txt"}, nil},
+		{[]string{"/workspace/*.go", "/workspace/docs/f.md", "/nowhere/**"}, []string{"/workspace/docs/f.md"}, []string{"/workspace/*.go", "/nowhere/**"}},
 	} {
-		files, err := expand(bg, sf, tt.patterns)
+		files, unmatched, err := expand(bg, sf, tt.patterns)
 		if err != nil {
 			t.Errorf("%v: %v", tt.patterns, err)
 		}
@@ -45,6 +47,9 @@ func TestExpand(t *testing.T) {
 		}
 		if diff := cmp.Diff(tt.want, got); diff != "" {
 			t.Errorf("%v (-want +got):\n%s", tt.patterns, diff)
+		}
+		if diff := cmp.Diff(tt.unmatched, unmatched); diff != "" {
+			t.Errorf("%v: unmatched (-want +got):\n%s", tt.patterns, diff)
 		}
 	}
 }

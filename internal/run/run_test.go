@@ -289,6 +289,14 @@ func TestRunOutcomes(t *testing.T) {
 			if len(evs) == 0 || evs[len(evs)-1].Type != api.RunEventEnd || evs[len(evs)-1].Status != tt.status {
 				t.Errorf("events end with %+v", evs[len(evs)-1:])
 			}
+			// The task's /workspace/missing matched no file: the artifacts'
+			// phase says so.
+			if i := slices.IndexFunc(evs, func(ev api.RunEvent) bool {
+				return ev.Type == api.RunEventPhase && ev.Phase == api.PhaseArtifacts && ev.Text != ""
+			}); tt.artifactsErr == "" &&
+				(i < 0 || !strings.HasSuffix(evs[i].Text, "; no file for /workspace/missing")) {
+				t.Errorf("no artifacts phase saying what matched no file: %+v", evs)
+			}
 			e.noSandboxes(t)
 		})
 	}
