@@ -539,8 +539,8 @@ func (s *Server) writeFile(ctx context.Context, c *call, in WriteFileArgs) (File
 		return FileResult{}, nil, invalid("encoding %q: use text or base64", in.Encoding)
 	}
 	if len(data) > MaxFileBytes {
-		return FileResult{}, nil, invalid("the file is %d bytes, above the %d a write takes: write it in parts, or upload it with POST /api/v1/sandboxes/{id}/files",
-			len(data), MaxFileBytes)
+		return FileResult{}, nil, invalid("the file is %d bytes, above the %d a write takes: write it as files of at most that and join them "+
+			"with a command (cat part.* > file), or upload it with POST /api/v1/sandboxes/{id}/files", len(data), MaxFileBytes)
 	}
 	if err := s.checkTarget(ctx, in.FileTarget); err != nil {
 		return FileResult{}, nil, err
