@@ -454,6 +454,8 @@ func TestSubmitRefuses(t *testing.T) {
 		{"override agent", api.RunSubmitRequest{Task: good, Agents: []string{"claude"}}, `agents: unknown agent "claude"`},
 		{"override model", api.RunSubmitRequest{Task: good, Agents: []string{"codex"}, Models: []string{"x"}}, `models: unknown model "x"`},
 		{"agent needs model", api.RunSubmitRequest{Task: good, Agents: []string{"codex"}}, "model: is required for agent codex"},
+		{"a model twice", api.RunSubmitRequest{Task: good, Models: []string{"m1", "m1"}}, `models: "m1" is listed twice`},
+		{"an agent twice", api.RunSubmitRequest{Task: good, Agents: []string{"custom", "custom"}}, `agents: "custom" is listed twice`},
 		{"repeats", api.RunSubmitRequest{Task: good, Repeats: -1}, "repeats"},
 		{"parallel", api.RunSubmitRequest{Task: good, Parallel: -1}, "parallel"},
 		{"both", api.RunSubmitRequest{Task: good, TaskName: "t"}, "not both"},

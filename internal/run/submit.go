@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/agent2env/agent2env/api"
@@ -225,6 +226,13 @@ func (s *Service) matrix(t *task.Task, req api.RunSubmitRequest, known []string,
 	}
 	if len(models) == 0 {
 		models = []string{t.Model}
+	}
+	for field, names := range map[string][]string{"agents": agentNames, "models": models} {
+		for i, n := range names {
+			if slices.Contains(names[:i], n) {
+				return nil, errdefs.Invalid("%s: %q is listed twice (repeats makes more runs of one combination)", field, n)
+			}
+		}
 	}
 	var out []*task.Task
 	for _, a := range agentNames {
