@@ -114,9 +114,14 @@ func (s *Server) trackCalls(next http.Handler) http.Handler {
 			writeRPCError(w, http.StatusBadRequest, jsonrpc.CodeInvalidRequest, fmt.Sprintf("read the request: %v", err))
 			return
 		}
+		if !json.Valid(body) {
+			// The SDK's answer would be text: JSON-RPC's is a parse error.
+			writeRPCError(w, http.StatusBadRequest, jsonrpc.CodeParseError, fmt.Sprintf("the request is not JSON: %v", json.Unmarshal(body, new(any))))
+			return
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		var m message
-		if json.Unmarshal(body, &m) != nil { // a batch, or not JSON: the SDK answers it
+		if json.Unmarshal(body, &m) != nil { // a batch: the SDK answers it
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -728,32 +728,44 @@ func TestDNSRebinding(t *testing.T) {
 	}
 }
 
-// A request past MaxRequestBytes is 413 with a JSON-RPC error, as MCP
-// clients parse every answer.
-func TestRequestTooLarge(t *testing.T) {
+// A request past MaxRequestBytes is 413, and one that is not JSON 400,
+// each with a JSON-RPC error (the SDK's own answer to the latter is
+// text), as MCP clients parse every answer.
+func TestRequestRefusedAsJSONRPC(t *testing.T) {
 	e := newEnv(t, false)
 	e.srv.cfg.MaxRequestBytes = 1 << 10
-	body := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"pad":"` + strings.Repeat("x", 2<<10) + `"}}`
-	req, _ := http.NewRequest(http.MethodPost, e.url+"/mcp", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var got struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   struct {
-			Code    int64  `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&got)
-	if resp.StatusCode != http.StatusRequestEntityTooLarge || err != nil || got.JSONRPC != "2.0" || string(got.ID) != "null" ||
-		got.Error.Code != jsonrpc.CodeInvalidRequest || !strings.Contains(got.Error.Message, "limit of 1024 bytes") {
-		t.Errorf("a request too large: %d %+v (%v)", resp.StatusCode, got, err)
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		code       int64
+		message    string
+	}{
+		{"too large", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"pad":"` + strings.Repeat("x", 2<<10) + `"}}`,
+			http.StatusRequestEntityTooLarge, jsonrpc.CodeInvalidRequest, "limit of 1024 bytes"},
+		{"not JSON", `{bad`, http.StatusBadRequest, jsonrpc.CodeParseError, "the request is not JSON: invalid character 'b'"},
+		{"empty", ``, http.StatusBadRequest, jsonrpc.CodeParseError, "the request is not JSON"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/mcp", strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+			Error   struct {
+				Code    int64  `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || err != nil || got.JSONRPC != "2.0" || string(got.ID) != "null" ||
+			got.Error.Code != tc.code || !strings.Contains(got.Error.Message, tc.message) {
+			t.Errorf("%s: %d %+v (%v)", tc.name, resp.StatusCode, got, err)
+		}
 	}
 }
 
