@@ -1057,7 +1057,7 @@ func decodeInto[T any](t *testing.T, resp response) T {
 }
 
 // TestOpenAPIConformance drives a session through every operation of the
-// real handler, successes and errors (400, 401, 404, 409, 413, 429, 503),
+// real handler, successes and errors (400, 401, 403, 404, 409, 413, 429, 503),
 // and validates every request and response against api/openapi.yaml.
 func TestOpenAPIConformance(t *testing.T) {
 	e := newOpenAPIEnv(t)
@@ -1067,6 +1067,7 @@ func TestOpenAPIConformance(t *testing.T) {
 		accepted  = http.StatusAccepted
 		noContent = http.StatusNoContent
 		bad       = http.StatusBadRequest
+		forbidden = http.StatusForbidden
 		notFound  = http.StatusNotFound
 		conflict  = http.StatusConflict
 	)
@@ -1284,6 +1285,12 @@ items:
 	run(invalid(exchange{method: "POST", target: sbPath + "/files", ctype: ct, body: body.Bytes(), status: bad}))
 	ct, body = multipartBody(t, "path", "x")
 	run(invalid(exchange{method: "POST", target: sbPath + "/files", ctype: ct, body: body.Bytes(), status: bad}))
+	// What the sandbox's user may not do (the fake's agent reaches the
+	// host's files outside /workspace and /tmp): make a file where the
+	// kernel takes none (/sys, root too), read a file no one may read.
+	ct, body = multipartBody(t, "path", "/sys/a2e-denied", "file", "x")
+	run(exchange{method: "POST", target: sbPath + "/files", ctype: ct, body: body.Bytes(), status: forbidden})
+	run(get(sbPath+"/files?path=/proc/sys/vm/drop_caches", forbidden))
 	ct, body = multipartBody(t, "path", "x", "file", "x")
 	run(
 		exchange{method: "POST", target: "/api/v1/sandboxes/nosuchsandbox/files", ctype: ct, body: body.Bytes(), status: notFound},
