@@ -58,11 +58,13 @@ func terminalRequest(r *http.Request, k8s bool) (api.TerminalRequest, error) {
 		}
 		req.TTY = b
 	}
+	// 0 is the default size, as LiteBoxd takes it: its Go SDK sends
+	// rows=0&cols=0 for a size the caller did not set.
 	for name, dst := range map[string]*uint16{"rows": &req.Rows, "cols": &req.Cols} {
 		if v := q.Get(name); v != "" {
 			n, err := strconv.ParseUint(v, 10, 16)
-			if err != nil || n == 0 {
-				return req, errdefs.Invalid("%s %q is not a size from 1 to 65535", name, v)
+			if err != nil {
+				return req, errdefs.Invalid("%s %q is not a size from 0 (the default) to 65535", name, v)
 			}
 			*dst = uint16(n)
 		}

@@ -76,6 +76,35 @@ func dialTerminal(t *testing.T, query string) (*env, string, *websocket.Conn) {
 	return e, id, conn
 }
 
+// LiteBoxd's Go SDK sends rows=0&cols=0 for a size its caller did not
+// set, which LiteBoxd takes for the default size: the terminal opens, 24
+// rows by 80 columns.
+func TestTerminalZeroSize(t *testing.T) {
+	_, _, conn := dialTerminal(t, "command=stty&command=size&tty=true&rows=0&cols=0")
+	var out strings.Builder
+	for {
+		var msg struct {
+			Type     string `json:"type"`
+			Data     string `json:"data"`
+			ExitCode *int   `json:"exitCode"`
+		}
+		if err := conn.ReadJSON(&msg); err != nil {
+			t.Fatalf("read: %v (output so far %q)", err, out.String())
+		}
+		if msg.Type == "output" {
+			out.WriteString(msg.Data)
+			continue
+		}
+		if msg.Type != "exit" || msg.ExitCode == nil || *msg.ExitCode != 0 {
+			t.Fatalf("frame %+v, want the exit of stty (output %q)", msg, out.String())
+		}
+		break
+	}
+	if got := strings.TrimSpace(out.String()); got != "24 80" {
+		t.Errorf("stty size: %q, want 24 80", got)
+	}
+}
+
 // The server pings an idle terminal, and a client that answers keeps it.
 func TestTerminalPing(t *testing.T) {
 	fastPings(t)
