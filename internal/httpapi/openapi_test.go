@@ -210,6 +210,16 @@ func TestOpenAPIValid(t *testing.T) {
 				t.Errorf("%s: needs a default (error) response", key)
 			}
 		}
+		// A body is refused malformed (400), too large (413) or in a
+		// media type the operation does not take (415, requireMediaTypes),
+		// before the operation runs.
+		if op.RequestBody != nil && op.RequestBody.Value.Content.Get("*/*") == nil {
+			for _, status := range []int{http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType} {
+				if op.Responses.Status(status) == nil {
+					t.Errorf("%s: takes a request body, which may be refused with %d: document it", key, status)
+				}
+			}
+		}
 		// Every error status of an API operation has the error body.
 		for code, r := range op.Responses.Map() {
 			status, err := strconv.Atoi(code)
