@@ -69,6 +69,16 @@ func terminalRequest(r *http.Request, k8s bool) (api.TerminalRequest, error) {
 			*dst = uint16(n)
 		}
 	}
+	if !req.TTY {
+		// A size is a terminal's: LiteBoxd ignores one given without,
+		// and its CLI's exec -i sends its own (80 x 24) with tty=false.
+		req.Rows, req.Cols = 0, 0
+		if !k8s && len(req.Command) == 0 {
+			// LiteBoxd runs sh when no command is given, a tty or not;
+			// without one there is no login shell to run.
+			req.Command = []string{"sh"}
+		}
+	}
 	for _, kv := range q["env"] {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {

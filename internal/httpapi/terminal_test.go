@@ -76,32 +76,51 @@ func dialTerminal(t *testing.T, query string) (*env, string, *websocket.Conn) {
 	return e, id, conn
 }
 
-// LiteBoxd's Go SDK sends rows=0&cols=0 for a size its caller did not
-// set, which LiteBoxd takes for the default size: the terminal opens, 24
-// rows by 80 columns.
-func TestTerminalZeroSize(t *testing.T) {
-	_, _, conn := dialTerminal(t, "command=stty&command=size&tty=true&rows=0&cols=0")
-	var out strings.Builder
-	for {
-		var msg struct {
-			Type     string `json:"type"`
-			Data     string `json:"data"`
-			ExitCode *int   `json:"exitCode"`
-		}
-		if err := conn.ReadJSON(&msg); err != nil {
-			t.Fatalf("read: %v (output so far %q)", err, out.String())
-		}
-		if msg.Type == "output" {
-			out.WriteString(msg.Data)
-			continue
-		}
-		if msg.Type != "exit" || msg.ExitCode == nil || *msg.ExitCode != 0 {
-			t.Fatalf("frame %+v, want the exit of stty (output %q)", msg, out.String())
-		}
-		break
-	}
-	if got := strings.TrimSpace(out.String()); got != "24 80" {
-		t.Errorf("stty size: %q, want 24 80", got)
+// The queries LiteBoxd's clients send open a terminal as LiteBoxd's server
+// does: its Go SDK sends rows=0&cols=0 for a size its caller did not set
+// (the default size, 24 x 80); its CLI's exec -i (stdin, no tty) sends its
+// own size with tty=false (ignored: no terminal), and a request without a
+// command runs sh.
+func TestTerminalLiteBoxdQueries(t *testing.T) {
+	for _, tt := range []struct {
+		name, query, input string
+		want               string
+		exit               int
+	}{
+		{"sdk, no size", "command=stty&command=size&tty=true&rows=0&cols=0", "", "24 80", 0},
+		{"cli exec -i", "command=head&command=-n1&tty=false&cols=80&rows=24", "piped\n", "piped", 0},
+		{"no command, no tty", "tty=false&rows=0&cols=0", "echo from $0; exit 3\n", "from sh", 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, conn := dialTerminal(t, tt.query)
+			if tt.input != "" {
+				if err := conn.WriteJSON(map[string]string{"type": "input", "data": tt.input}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var out strings.Builder
+			for {
+				var msg struct {
+					Type     string `json:"type"`
+					Data     string `json:"data"`
+					ExitCode *int   `json:"exitCode"`
+				}
+				if err := conn.ReadJSON(&msg); err != nil {
+					t.Fatalf("read: %v (output so far %q)", err, out.String())
+				}
+				if msg.Type == "output" {
+					out.WriteString(msg.Data)
+					continue
+				}
+				if msg.Type != "exit" || msg.ExitCode == nil || *msg.ExitCode != tt.exit {
+					t.Fatalf("frame %+v, want an exit %d (output %q)", msg, tt.exit, out.String())
+				}
+				break
+			}
+			if got := strings.TrimSpace(out.String()); got != tt.want {
+				t.Errorf("output %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
 
