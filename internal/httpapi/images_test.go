@@ -159,6 +159,7 @@ func TestImageFollowAndStates(t *testing.T) {
 		})
 	}
 	checkError(t, e.do(t, http.MethodGet, "/api/v1/images/follow", "", nil), http.StatusBadRequest, api.CodeInvalidRequest)
+	checkError(t, e.do(t, http.MethodGet, "/api/v1/images/follow?ref=Not%20A%20Ref", "", nil), http.StatusBadRequest, api.CodeInvalidRequest)
 }
 
 // eventNames returns the names of events, in order.
@@ -182,6 +183,7 @@ func TestImageBadInput(t *testing.T) {
 		{name: "wrong type", ctype: "application/json", body: `{"ref":1}`},
 		{name: "empty ref", ctype: "application/json", body: `{"ref":""}`},
 		{name: "no ref", ctype: "application/json", body: `{}`},
+		{name: "not a reference", ctype: "application/json", body: `{"ref":"Not A Ref"}`},
 		{name: "empty body", ctype: "application/json"},
 		{name: "trailing data", ctype: "application/json", body: `{"ref":"alpine"}]`},
 		{name: "wrong content type", ctype: "text/plain", body: `{"ref":"alpine"}`, code: api.CodeUnsupportedMediaType},

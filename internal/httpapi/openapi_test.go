@@ -210,6 +210,16 @@ func TestOpenAPIValid(t *testing.T) {
 				t.Errorf("%s: needs a default (error) response", key)
 			}
 		}
+		// A body is refused malformed (400), too large (413) or in a
+		// media type the operation does not take (415, requireMediaTypes),
+		// before the operation runs.
+		if op.RequestBody != nil && op.RequestBody.Value.Content.Get("*/*") == nil {
+			for _, status := range []int{http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType} {
+				if op.Responses.Status(status) == nil {
+					t.Errorf("%s: takes a request body, which may be refused with %d: document it", key, status)
+				}
+			}
+		}
 		// Every error status of an API operation has the error body.
 		for code, r := range op.Responses.Map() {
 			status, err := strconv.Atoi(code)
@@ -770,21 +780,26 @@ func TestOpenAPIRoutes(t *testing.T) {
 // images and a sqlite store, whose every exchange a test validates against
 // api/openapi.yaml.
 type oaEnv struct {
-	doc     *openapi3.T
-	srv     *Server
-	h       http.Handler
-	mux     *http.ServeMux
-	key     string
-	pulls   *prepulltest.Images
-	llm     *llmEnv
-	rt      *fakeruntime.Runtime
-	covered map[string]int // operationId: exchanges
+	doc *openapi3.T
+	// published is the document as clients read it, its objects open
+	// (doc closes them): a response must conform to it too, so that a
+	// oneOf whose alternatives an open object matches both of fails.
+	published *openapi3.T
+	srv       *Server
+	h         http.Handler
+	mux       *http.ServeMux
+	key       string
+	pulls     *prepulltest.Images
+	llm       *llmEnv
+	rt        *fakeruntime.Runtime
+	covered   map[string]int // operationId: exchanges
 }
 
 func newOpenAPIEnv(t *testing.T) *oaEnv {
 	t.Helper()
 	doc := loadOpenAPI(t)
 	closeSchemas(doc)
+	published := loadOpenAPI(t)
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "state.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -839,7 +854,7 @@ func newOpenAPIEnv(t *testing.T) *oaEnv {
 		llmE.arc.Close()
 		st.Close()
 	})
-	return &oaEnv{doc: doc, srv: srv, h: h, mux: capture.mux, key: key, pulls: pulls, llm: llmE, rt: rt, covered: map[string]int{}}
+	return &oaEnv{doc: doc, published: published, srv: srv, h: h, mux: capture.mux, key: key, pulls: pulls, llm: llmE, rt: rt, covered: map[string]int{}}
 }
 
 // exchange is one request of a scripted session and what must come of it.
@@ -953,17 +968,28 @@ func (e *oaEnv) do(t *testing.T, x exchange) response {
 		return resp
 	}
 	// Validate against a request without the test's bad input, so that
-	// the response is judged on its own.
-	input.Request = newReq()
-	err := openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
-		RequestValidationInput: input,
-		Status:                 resp.status,
-		Header:                 resp.header,
-		Body:                   io.NopCloser(bytes.NewReader(resp.body)),
-		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
-	})
-	if err != nil {
-		t.Errorf("%s: response %d does not conform to api/openapi.yaml: %v\nbody: %.500s", what, resp.status, err, resp.body)
+	// the response is judged on its own; by the document with its objects
+	// closed (a field it does not know fails) and as published, its
+	// objects open (a oneOf whose alternatives one body matches both of
+	// fails).
+	for _, d := range []struct {
+		doc *openapi3.T
+		as  string
+	}{{e.doc, ""}, {e.published, " as published"}} {
+		item := d.doc.Paths.Value(rt.path)
+		err := openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
+			RequestValidationInput: &openapi3filter.RequestValidationInput{
+				Request: newReq(), PathParams: input.PathParams, Options: input.Options,
+				Route: &routers.Route{Spec: d.doc, Path: rt.path, PathItem: item, Method: x.method, Operation: item.GetOperation(x.method)},
+			},
+			Status:  resp.status,
+			Header:  resp.header,
+			Body:    io.NopCloser(bytes.NewReader(resp.body)),
+			Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+		})
+		if err != nil {
+			t.Errorf("%s: response %d does not conform to api/openapi.yaml%s: %v\nbody: %.500s", what, resp.status, d.as, err, resp.body)
+		}
 	}
 	if len(docResp.Value.Content) == 0 && len(resp.body) != 0 {
 		t.Errorf("%s: response %d has a body (%.100q); the document gives it none", what, resp.status, resp.body)
@@ -1041,7 +1067,7 @@ func decodeInto[T any](t *testing.T, resp response) T {
 }
 
 // TestOpenAPIConformance drives a session through every operation of the
-// real handler, successes and errors (400, 401, 404, 409, 413, 429, 503),
+// real handler, successes and errors (400, 401, 403, 404, 409, 413, 429, 503),
 // and validates every request and response against api/openapi.yaml.
 func TestOpenAPIConformance(t *testing.T) {
 	e := newOpenAPIEnv(t)
@@ -1051,6 +1077,7 @@ func TestOpenAPIConformance(t *testing.T) {
 		accepted  = http.StatusAccepted
 		noContent = http.StatusNoContent
 		bad       = http.StatusBadRequest
+		forbidden = http.StatusForbidden
 		notFound  = http.StatusNotFound
 		conflict  = http.StatusConflict
 	)
@@ -1268,6 +1295,12 @@ items:
 	run(invalid(exchange{method: "POST", target: sbPath + "/files", ctype: ct, body: body.Bytes(), status: bad}))
 	ct, body = multipartBody(t, "path", "x")
 	run(invalid(exchange{method: "POST", target: sbPath + "/files", ctype: ct, body: body.Bytes(), status: bad}))
+	// What the sandbox's user may not do (the fake's agent reaches the
+	// host's files outside /workspace and /tmp): make a file where the
+	// kernel takes none (/sys, root too), read a file no one may read.
+	ct, body = multipartBody(t, "path", "/sys/a2e-denied", "file", "x")
+	run(exchange{method: "POST", target: sbPath + "/files", ctype: ct, body: body.Bytes(), status: forbidden})
+	run(get(sbPath+"/files?path=/proc/sys/vm/drop_caches", forbidden))
 	ct, body = multipartBody(t, "path", "x", "file", "x")
 	run(
 		exchange{method: "POST", target: "/api/v1/sandboxes/nosuchsandbox/files", ctype: ct, body: body.Bytes(), status: notFound},

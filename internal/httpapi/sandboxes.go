@@ -231,11 +231,13 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 			}
 			mode = os.FileMode(v)
 		case "file":
+			if spooled != nil {
+				// A second file, before or after the path: which one was
+				// meant is not for the daemon to guess.
+				writeError(w, errdefs.Invalid("multipart body has more than one file part"))
+				return
+			}
 			if path == "" {
-				if spooled != nil {
-					writeError(w, errdefs.Invalid("multipart body has more than one file part"))
-					return
-				}
 				if spooled, err = spool(part); err != nil {
 					writeError(w, err)
 					return

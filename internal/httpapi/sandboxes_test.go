@@ -365,6 +365,7 @@ func TestUploadPartsAfterFile(t *testing.T) {
 		{"mode after", "", []string{"path", "f1", "file", "x", "mode", "0600"}, http.StatusBadRequest},
 		{"second file", "", []string{"path", "f2", "file", "x", "file", "y"}, http.StatusBadRequest},
 		{"path after, query path", "?path=f3", []string{"file", "x", "path", "other"}, http.StatusBadRequest},
+		{"second file, the first before the path", "", []string{"file", "x", "path", "f5", "file", "y"}, http.StatusBadRequest},
 		{"other part after", "", []string{"path", "f4", "file", "x", "note", "hi"}, http.StatusOK},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -76,9 +77,9 @@ func TestSessionTenants(t *testing.T) {
 	}
 }
 
-// newSessionHandler serves the session routes, with opts, over a real
-// session service, contexts service, manager (cfg) and store on a fake
-// runtime; all is closed when the test ends.
+// newSessionHandler serves the session and context routes, with opts,
+// over a real session service, contexts service, manager (cfg) and store
+// on a fake runtime; all is closed when the test ends.
 func newSessionHandler(tb testing.TB, cfg manager.Config, opts ...Option) (http.Handler, store.Store) {
 	tb.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(tb.TempDir(), "state.db"))
@@ -103,7 +104,7 @@ func newSessionHandler(tb testing.TB, cfg manager.Config, opts ...Option) (http.
 		rt.Close()
 		st.Close()
 	})
-	opts = append([]Option{WithRoutes(NewSessionRoutes(sess))}, opts...)
+	opts = append([]Option{WithRoutes(NewSessionRoutes(sess)), WithRoutes(NewContextRoutes(service.NewContexts(ctxs)))}, opts...)
 	return New(service.NewSandboxes(m, ""), service.NewImages(imgs), log, opts...).Handler(), st
 }
 
@@ -147,6 +148,61 @@ func TestKeepAliveBodies(t *testing.T) {
 			var sess api.Session
 			if code == http.StatusOK && (json.Unmarshal([]byte(body), &sess) != nil || sess.IdleTimeout != tt.idle) {
 				t.Errorf("session %s, want an idle timeout of %v", body, tt.idle)
+			}
+		})
+	}
+}
+
+// Code that fails answers seed 001's execute with its traceback in
+// output.stderr, where that API's clients (and the MCP server of seed 004
+// built on it) read why, besides the structured error; output the code
+// wrote to stderr itself comes first.
+func TestContextExecuteErrorInStderr(t *testing.T) {
+	h, _ := newSessionHandler(t, manager.Config{})
+	do := func(path, body string, out any) {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code/100 != 2 {
+			t.Fatalf("%s: %d %s", path, rec.Code, rec.Body)
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var c api.Context
+	do("/api/v1/contexts", `{"language":"python"}`, &c)
+	for _, tt := range []struct {
+		name, code string
+		want       []string // in stderr, in order
+	}{
+		{"runtime error", `1/0`, []string{"Traceback", "ZeroDivisionError: division by zero"}},
+		{"after the code's own stderr", `import sys; print("mine", file=sys.stderr); raise KeyError("k")`,
+			[]string{"mine\n", "KeyError: 'k'"}},
+		{"syntax error", `if True print(1)`, []string{"SyntaxError"}},
+		{"success", `print(1)`, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var res api.ExecuteResponse
+			do("/api/v1/contexts/"+c.ContextID+"/execute", `{"code":`+strconv.Quote(tt.code)+`}`, &res)
+			if tt.want == nil {
+				if !res.Success || res.Output.Stderr != "" {
+					t.Errorf("%+v", res)
+				}
+				return
+			}
+			rest := res.Output.Stderr
+			for _, w := range tt.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Fatalf("stderr %q: no %q (in order %q)", res.Output.Stderr, w, tt.want)
+				}
+				rest = rest[i+len(w):]
+			}
+			if res.Success || res.Error == nil || strings.Count(res.Output.Stderr, res.Error.Traceback) != 1 {
+				t.Errorf("response %+v: want a failure whose traceback is in stderr once", res)
 			}
 		})
 	}

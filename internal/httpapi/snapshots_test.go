@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/internal/errdefs"
 )
 
 // The bodies of a snapshot and a fork refuse a member they do not know
@@ -56,5 +57,37 @@ func TestSnapshotForkBodies(t *testing.T) {
 				t.Errorf("%d %s (stop %v), want %d (stop %v)", rec.Code, rec.Body, gotSnap.Stop, tt.want, tt.stop)
 			}
 		})
+	}
+}
+
+// A snapshot, and the live snapshot a fork of a sandbox takes, fail with
+// 503 when the sandbox cannot be saved as it is now (the agent still
+// streams a command's output, CRIU could not save its processes): the
+// document lists that status for both.
+func TestSnapshotUnavailableDocumented(t *testing.T) {
+	unavailable := errdefs.Unavailable("the agent still holds 1 connections from the daemon")
+	doc := loadOpenAPI(t)
+	for _, tt := range []struct {
+		path string
+		h    http.HandlerFunc
+		body string
+	}{
+		{"/api/v1/sandboxes/{id}/snapshots", snapshotHandler(func(context.Context, string, api.CreateSnapshotRequest) (*api.Snapshot, error) {
+			return nil, unavailable
+		}), ""},
+		{"/api/v1/sandboxes/{id}/fork", forkHandler(func(context.Context, string, api.ForkRequest) (*api.ForkResponse, error) {
+			return nil, unavailable
+		}), `{"count":1}`},
+	} {
+		req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tt.body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		tt.h(rec, req)
+		if rec.Code != http.StatusServiceUnavailable {
+			t.Errorf("POST %s: %d %s, want 503", tt.path, rec.Code, rec.Body)
+		}
+		if doc.Paths.Value(tt.path).Post.Responses.Status(rec.Code) == nil {
+			t.Errorf("POST %s answers %d, which api/openapi.yaml does not list", tt.path, rec.Code)
+		}
 	}
 }

@@ -228,6 +228,9 @@ func (tr *TemplateRoutes) importYAML(w http.ResponseWriter, r *http.Request) {
 type importForm struct {
 	file              []byte // nil: none given
 	strategy, prepull string
+	// inBody says the body gave strategy and prepull: of a value the
+	// body repeats, the first counts.
+	strategyInBody, prepullInBody bool
 }
 
 func readImportForm(r *http.Request) (*importForm, error) {
@@ -291,13 +294,15 @@ func readImportForm(r *http.Request) (*importForm, error) {
 	}
 }
 
-// override sets the values given in the body over those of the query.
+// override sets the values given in the body over those of the query;
+// of a value the body repeats, the first counts, as LiteBoxd (and a
+// urlencoded form's first value) takes it.
 func (f *importForm) override(hasStrategy bool, strategy string, hasPrepull bool, prepull string) {
-	if hasStrategy {
-		f.strategy = strategy
+	if hasStrategy && !f.strategyInBody {
+		f.strategy, f.strategyInBody = strategy, true
 	}
-	if hasPrepull {
-		f.prepull = prepull
+	if hasPrepull && !f.prepullInBody {
+		f.prepull, f.prepullInBody = prepull, true
 	}
 }
 

@@ -507,6 +507,22 @@ func TestTemplateImport(t *testing.T) {
 			},
 			want:   `{"total":1,"created":1,"updated":0,"skipped":0,"failed":0,"results":[{"name":"a","action":"created","version":1}]}`,
 			stored: []string{"a"}},
+		{name: "strategy twice: the first counts, as LiteBoxd takes it",
+			existing: []string{"a"},
+			body: func(t *testing.T) (string, io.Reader) {
+				return importBody(t, importPart{"strategy", "", "", "create-only"}, importPart{"strategy", "", "", "update-only"},
+					yamlFile(tplDoc("a", "alpine")))
+			},
+			want:   `{"total":1,"created":0,"updated":0,"skipped":1,"failed":0,"results":[{"name":"a","action":"skipped","error":"template already exists (strategy=create-only)"}]}`,
+			stored: []string{"a"}},
+		{name: "urlencoded form, strategy twice",
+			existing: []string{"a"},
+			body: func(t *testing.T) (string, io.Reader) {
+				v := url.Values{"file": {tplDoc("a", "alpine")}, "strategy": {"create-only", "update-only"}}
+				return "application/x-www-form-urlencoded", strings.NewReader(v.Encode())
+			},
+			want:   `{"total":1,"created":0,"updated":0,"skipped":1,"failed":0,"results":[{"name":"a","action":"skipped","error":"template already exists (strategy=create-only)"}]}`,
+			stored: []string{"a"}},
 		{name: "urlencoded form",
 			body: func(t *testing.T) (string, io.Reader) {
 				v := url.Values{"file": {tplDoc("a", "alpine")}, "strategy": {"create-only"}}

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/jsonbody"
 	"github.com/agent2env/agent2env/internal/service"
+	"github.com/agent2env/agent2env/internal/utf8cut"
 )
 
 // The terminal's WebSocket: its keepalive and the largest message it
@@ -58,13 +58,25 @@ func terminalRequest(r *http.Request, k8s bool) (api.TerminalRequest, error) {
 		}
 		req.TTY = b
 	}
+	// 0 is the default size, as LiteBoxd takes it: its Go SDK sends
+	// rows=0&cols=0 for a size the caller did not set.
 	for name, dst := range map[string]*uint16{"rows": &req.Rows, "cols": &req.Cols} {
 		if v := q.Get(name); v != "" {
 			n, err := strconv.ParseUint(v, 10, 16)
-			if err != nil || n == 0 {
-				return req, errdefs.Invalid("%s %q is not a size from 1 to 65535", name, v)
+			if err != nil {
+				return req, errdefs.Invalid("%s %q is not a size from 0 (the default) to 65535", name, v)
 			}
 			*dst = uint16(n)
+		}
+	}
+	if !req.TTY {
+		// A size is a terminal's: LiteBoxd ignores one given without,
+		// and its CLI's exec -i sends its own (80 x 24) with tty=false.
+		req.Rows, req.Cols = 0, 0
+		if !k8s && len(req.Command) == 0 {
+			// LiteBoxd runs sh when no command is given, a tty or not;
+			// without one there is no login shell to run.
+			req.Command = []string{"sh"}
 		}
 	}
 	for _, kv := range q["env"] {
@@ -159,7 +171,7 @@ type terminalSession struct {
 	d     terminalDialect
 	wmu   sync.Mutex
 	// out and errOut keep each stream's UTF-8 characters whole.
-	out, errOut *utf8Writer
+	out, errOut *utf8cut.Writer
 	// next is the offset of the stdout byte the client expects next, for
 	// a persistent terminal's attachment; -1: offsets are not told.
 	next int64
@@ -184,8 +196,8 @@ func newTerminalSession(k8s bool, since int64) *terminalSession {
 		d = k8sDialect{}
 	}
 	sess := &terminalSession{d: d, ready: make(chan struct{}), next: since}
-	sess.out = &utf8Writer{emit: func(p []byte) error { return sess.send(d.output(api.TerminalStreamStdout, p)) }}
-	sess.errOut = &utf8Writer{emit: func(p []byte) error { return sess.send(d.output(api.TerminalStreamStderr, p)) }}
+	sess.out = &utf8cut.Writer{Emit: func(p []byte) error { return sess.send(d.output(api.TerminalStreamStdout, p)) }}
+	sess.errOut = &utf8cut.Writer{Emit: func(p []byte) error { return sess.send(d.output(api.TerminalStreamStderr, p)) }}
 	return sess
 }
 
@@ -198,7 +210,7 @@ func (sess *terminalSession) output(stream byte, at int64, p []byte) error {
 		if at != sess.next {
 			// Output was skipped: what is held back of a character
 			// goes as it is, then where the output resumes.
-			if err := sess.record(0, sess.out.flush()); err != nil {
+			if err := sess.record(0, sess.out.Flush()); err != nil {
 				return err
 			}
 			if err := sess.record(0, sess.send(sess.d.offset(at))); err != nil {
@@ -291,7 +303,7 @@ func (s *Server) runTerminal(sess *terminalSession, t *service.Terminal) {
 	}
 	if err == nil {
 		// The agent wrote all of the output before its end.
-		err = errors.Join(sess.record(0, sess.out.flush()), sess.record(0, sess.errOut.flush()))
+		err = errors.Join(sess.record(0, sess.out.Flush()), sess.record(0, sess.errOut.Flush()))
 	}
 	switch {
 	case sess.sendErr != nil, sess.gone.Load():
@@ -528,55 +540,4 @@ func ignoreEnded(err error) error {
 		return nil
 	}
 	return err
-}
-
-// utf8Writer passes its writes to emit without cutting a UTF-8 character:
-// an incomplete one at the end waits for the next write.
-type utf8Writer struct {
-	emit func([]byte) error
-	tail []byte
-}
-
-func (w *utf8Writer) Write(p []byte) (int, error) {
-	n := len(p)
-	if len(w.tail) > 0 {
-		p = append(w.tail, p...)
-		w.tail = nil
-	}
-	cut := completeUTF8(p)
-	if cut < len(p) {
-		w.tail = append([]byte(nil), p[cut:]...)
-		p = p[:cut]
-	}
-	if len(p) > 0 {
-		if err := w.emit(p); err != nil {
-			return 0, err
-		}
-	}
-	return n, nil
-}
-
-// flush sends what is left, complete or not.
-func (w *utf8Writer) flush() error {
-	if len(w.tail) == 0 {
-		return nil
-	}
-	p := w.tail
-	w.tail = nil
-	return w.emit(p)
-}
-
-// completeUTF8 is the length of p without an incomplete UTF-8 character
-// at its end (invalid bytes count as complete: they are not held back).
-func completeUTF8(p []byte) int {
-	for i := len(p) - 1; i >= 0 && i >= len(p)-utf8.UTFMax; i-- {
-		if !utf8.RuneStart(p[i]) {
-			continue
-		}
-		if !utf8.FullRune(p[i:]) {
-			return i
-		}
-		break
-	}
-	return len(p)
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/gorilla/websocket"
 
@@ -18,40 +16,6 @@ import (
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/testenv"
 )
-
-// utf8Writer never emits a cut character, whichever write cuts it, and
-// loses nothing.
-func TestUTF8Writer(t *testing.T) {
-	text := []byte(strings.Repeat("a─é😀", 50))
-	for size := 1; size <= 9; size++ {
-		var got bytes.Buffer
-		w := &utf8Writer{emit: func(p []byte) error {
-			if !utf8.Valid(p) {
-				t.Fatalf("writes of %d: emitted %q, a cut character", size, p)
-			}
-			got.Write(p)
-			return nil
-		}}
-		for i := 0; i < len(text); i += size {
-			if n, err := w.Write(text[i:min(i+size, len(text))]); err != nil || n != min(size, len(text)-i) {
-				t.Fatalf("write: %d, %v", n, err)
-			}
-		}
-		if err := w.flush(); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got.Bytes(), text) {
-			t.Errorf("writes of %d: %q", size, got.Bytes())
-		}
-	}
-	// Invalid bytes are passed on, not held back for ever.
-	var got []byte
-	w := &utf8Writer{emit: func(p []byte) error { got = append(got, p...); return nil }}
-	w.Write([]byte{'x', 0xff})
-	if !bytes.Equal(got, []byte{'x', 0xff}) {
-		t.Errorf("invalid byte: emitted %q", got)
-	}
-}
 
 // fastPings has the server ping its terminals every 50 ms for the test.
 func fastPings(t *testing.T) {
@@ -74,6 +38,54 @@ func dialTerminal(t *testing.T, query string) (*env, string, *websocket.Conn) {
 	}
 	t.Cleanup(func() { conn.Close() })
 	return e, id, conn
+}
+
+// The queries LiteBoxd's clients send open a terminal as LiteBoxd's server
+// does: its Go SDK sends rows=0&cols=0 for a size its caller did not set
+// (the default size, 24 x 80); its CLI's exec -i (stdin, no tty) sends its
+// own size with tty=false (ignored: no terminal), and a request without a
+// command runs sh.
+func TestTerminalLiteBoxdQueries(t *testing.T) {
+	for _, tt := range []struct {
+		name, query, input string
+		want               string
+		exit               int
+	}{
+		{"sdk, no size", "command=stty&command=size&tty=true&rows=0&cols=0", "", "24 80", 0},
+		{"cli exec -i", "command=head&command=-n1&tty=false&cols=80&rows=24", "piped\n", "piped", 0},
+		{"no command, no tty", "tty=false&rows=0&cols=0", "echo from $0; exit 3\n", "from sh", 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, conn := dialTerminal(t, tt.query)
+			if tt.input != "" {
+				if err := conn.WriteJSON(map[string]string{"type": "input", "data": tt.input}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var out strings.Builder
+			for {
+				var msg struct {
+					Type     string `json:"type"`
+					Data     string `json:"data"`
+					ExitCode *int   `json:"exitCode"`
+				}
+				if err := conn.ReadJSON(&msg); err != nil {
+					t.Fatalf("read: %v (output so far %q)", err, out.String())
+				}
+				if msg.Type == "output" {
+					out.WriteString(msg.Data)
+					continue
+				}
+				if msg.Type != "exit" || msg.ExitCode == nil || *msg.ExitCode != tt.exit {
+					t.Fatalf("frame %+v, want an exit %d (output %q)", msg, tt.exit, out.String())
+				}
+				break
+			}
+			if got := strings.TrimSpace(out.String()); got != tt.want {
+				t.Errorf("output %q, want %q", got, tt.want)
+			}
+		})
+	}
 }
 
 // The server pings an idle terminal, and a client that answers keeps it.

@@ -181,7 +181,7 @@ func TestTerminalTicket(t *testing.T) {
 	}{
 		{"another sandbox", "/api/v1/sandboxes/" + other + "/exec/interactive?command=true&", http.StatusUnauthorized},
 		{"no sandbox", "/api/v1/sandboxes/nosuch/exec/interactive?command=true&", http.StatusUnauthorized},
-		{"rows 0", "/api/v1/sandboxes/" + one + "/exec/interactive?command=true&rows=0&", http.StatusBadRequest},
+		{"rows -1", "/api/v1/sandboxes/" + one + "/exec/interactive?command=true&rows=-1&", http.StatusBadRequest},
 		{"tty maybe", "/api/v1/sandboxes/" + one + "/exec/interactive?command=true&tty=maybe&", http.StatusBadRequest},
 		{"env without =", "/api/v1/sandboxes/" + one + "/exec/interactive?command=true&env=A&", http.StatusBadRequest},
 		{"attach: since not an offset", "/api/v1/sandboxes/" + one + "/terminals/web/attach?since=x&", http.StatusBadRequest},

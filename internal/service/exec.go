@@ -2,12 +2,14 @@ package service
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/manager"
+	"github.com/agent2env/agent2env/internal/utf8cut"
 )
 
 // execRequest checks req's timeout and turns it into the manager's
@@ -81,8 +83,13 @@ func (s *Sandboxes) ExecStream(ctx context.Context, id string, req api.ExecReque
 		return api.ExecEvent{}, err
 	}
 	mreq.Accepted = start
-	res, err := s.m.ExecStream(ctx, id, mreq,
-		outputWriter(emit, "stdout", req.OutputEncoding), outputWriter(emit, "stderr", req.OutputEncoding))
+	stdout, stderr := outputWriter(emit, "stdout", req.OutputEncoding), outputWriter(emit, "stderr", req.OutputEncoding)
+	res, err := s.m.ExecStream(ctx, id, mreq, stdout, stderr)
+	if err == nil {
+		// What a stream held back of a character its end cut goes as
+		// it is.
+		err = errors.Join(stdout.Flush(), stderr.Flush())
+	}
 	if err != nil {
 		return api.ExecEvent{}, err
 	}
@@ -90,20 +97,16 @@ func (s *Sandboxes) ExecStream(ctx context.Context, id string, req api.ExecReque
 		OOMKilled: res.OOMKilled, Reason: res.Reason}, nil
 }
 
-// outputWriter returns an io.Writer whose writes become output events of
-// the given type, their data in encoding enc. The agent delivers each
-// chunk from one goroutine per stream, and the two streams' writes are
-// serialized by the agent client.
-func outputWriter(emit func(api.ExecEvent) error, event, enc string) writerFunc {
-	return func(p []byte) (int, error) {
+// outputWriter returns a writer whose writes become output events of the
+// given type, their data in encoding enc. In text, an event never ends in
+// a character the agent's read cut, which its text would hold as U+FFFD:
+// the rest of it goes with the next write, or at Flush. In base64 the
+// bytes go as they come. The agent delivers each chunk from one goroutine
+// per stream, and the two streams' writes are serialized by the agent
+// client.
+func outputWriter(emit func(api.ExecEvent) error, event, enc string) *utf8cut.Writer {
+	return &utf8cut.Writer{Emit: func(p []byte) error {
 		data, encoding := api.EncodeOutput(string(p), enc)
-		if err := emit(api.ExecEvent{Type: event, Data: data, Encoding: encoding}); err != nil {
-			return 0, err
-		}
-		return len(p), nil
-	}
+		return emit(api.ExecEvent{Type: event, Data: data, Encoding: encoding})
+	}, Bytes: enc == api.OutputBase64}
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -176,6 +177,41 @@ func binaryOutput() string {
 		b = append(b, byte(i))
 	}
 	return string(b) + "\x80 \xe2\x82 \xc0\x80 \xed\xa0\x80 \xf5\x80\x80\x80 \xe2\x82\xac"
+}
+
+// A character the agent's reads cut, the command having written it in
+// two pieces, comes whole in one text event, not as two U+FFFD; in base64
+// the bytes come as they were written.
+func TestExecStreamCutCharacter(t *testing.T) {
+	e := newEnv(t, "")
+	ctx := context.Background()
+	id := e.running(t).ID
+	cmd := []string{"sh", "-c", `printf 'a\303'; sleep 0.2; printf '\251b\n'; printf '\342\224' >&2`}
+	for _, enc := range []string{api.OutputText, api.OutputBase64} {
+		var events []string
+		streamed := map[string]string{}
+		_, err := e.sb.ExecStream(ctx, id, api.ExecRequest{Command: cmd, OutputEncoding: enc}, func() {},
+			func(ev api.ExecEvent) error {
+				b, err := api.DecodeOutput(ev.Data, ev.Encoding)
+				if err != nil {
+					t.Errorf("%s event: %v", ev.Type, err)
+				}
+				events = append(events, b)
+				streamed[ev.Type] += b
+				return nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The stderr's cut character, which nothing completes, goes at
+		// the end as it is.
+		if want := map[string]string{"stdout": "aé" + "b\n", "stderr": "\342\224"}; !cmp.Equal(want, streamed) {
+			t.Errorf("%s: streamed %q, want %q", enc, streamed, want)
+		}
+		if enc == api.OutputText && slices.ContainsFunc(events, func(s string) bool { return s == "a\303" }) {
+			t.Errorf("text: an event ended in a cut character: %q", events)
+		}
+	}
 }
 
 // TestExecBase64 runs a command whose output is not UTF-8 with output

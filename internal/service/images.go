@@ -151,10 +151,15 @@ func (s *Images) Build(name string) (ImageOp, error) { return s.one(name, s.stor
 // Ref neither stored nor in flight fails the operation with ErrNotFound.
 func (s *Images) Follow(ref string) (ImageOp, error) { return s.one(ref, s.store.Follow) }
 
-// one checks ref and returns the operation fn runs on it.
+// one checks ref and returns the operation fn runs on it. A ref that is
+// no image reference is refused here, before the operation's stream
+// starts, so that it is a 400 and not an error event of a 200.
 func (s *Images) one(ref string, fn func(context.Context, string, image.ProgressFunc) (*image.Image, error)) (ImageOp, error) {
 	if ref == "" {
 		return nil, errdefs.Invalid("ref is required")
+	}
+	if _, err := image.Normalize(ref); err != nil {
+		return nil, err
 	}
 	return func(ctx context.Context, progress func(api.ImageProgress)) ([]api.Image, error) {
 		img, err := fn(ctx, ref, progressFunc(progress))

@@ -194,6 +194,11 @@ func createRequest(req api.CreateSandboxRequest) (manager.CreateRequest, error) 
 		if req.Template == "" {
 			return manager.CreateRequest{}, errdefs.Invalid("overrides apply to templates; with image, give cpu, memory, ttl and env directly")
 		}
+		if req.CPU != "" || req.Memory != "" || req.TTL != nil || len(req.Env) > 0 {
+			// The overrides would replace them all, dropping what the
+			// top level asked for.
+			return manager.CreateRequest{}, errdefs.Invalid("give cpu, memory, ttl and env in overrides or at the top level, not both")
+		}
 		mreq.CPU, mreq.Memory, mreq.TTL, mreq.Env = o.CPU, o.Memory, o.TTL, o.Env
 	}
 	return mreq, nil

@@ -147,6 +147,7 @@ func TestValidateSpec(t *testing.T) {
 		{name: "file destination twice", in: api.TemplateSpec{Image: "alpine", Files: []api.FileSpec{{Destination: "/a/b", Content: "x"}, {Destination: "/a//b", Content: "y"}}},
 			wantErr: `files[1]: destination "/a//b" is files[0]'s too`},
 		{name: "command with NUL", in: api.TemplateSpec{Image: "alpine", Command: []string{"sh", "a\x00b"}}, wantErr: "command and args: [1] contains NUL"},
+		{name: "startup script with NUL", in: api.TemplateSpec{Image: "alpine", StartupScript: "echo a\x00b"}, wantErr: "startupScript contains NUL"},
 		{name: "args with NUL", in: api.TemplateSpec{Image: "alpine", Command: []string{"sh"}, Args: []string{"\x00"}}, wantErr: "command and args: [1] contains NUL"},
 		{name: "empty program", in: api.TemplateSpec{Image: "alpine", Command: []string{""}, Args: []string{"x"}}, wantErr: "the program, the first, is empty"},
 		{name: "args alone, empty program", in: api.TemplateSpec{Image: "alpine", Args: []string{""}}, wantErr: "the program, the first, is empty"},

@@ -147,6 +147,11 @@ func checkSpec(in api.TemplateSpec) (api.TemplateSpec, error) {
 	if err := checkArgv("command and args", append(slices.Clone(s.Command), s.Args...)); err != nil {
 		return s, err
 	}
+	if strings.ContainsRune(s.StartupScript, 0) {
+		// The script is the argument of sh -c, which no NUL can be in: the
+		// sandbox would fail to start.
+		return s, fmt.Errorf("startupScript contains NUL, which a shell script cannot hold")
+	}
 
 	if len(in.Env) > 0 {
 		s.Env = make(map[string]string, len(in.Env))
