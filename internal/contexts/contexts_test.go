@@ -109,28 +109,6 @@ func TestLanguage(t *testing.T) {
 	}
 }
 
-func TestStderrWithError(t *testing.T) {
-	tb := "Traceback (most recent call last):\nZeroDivisionError: division by zero"
-	for _, tt := range []struct {
-		name, stderr string
-		err          *api.ExecutionError
-		want         string
-	}{
-		{"no error", "warn\n", nil, "warn\n"},
-		{"traceback", "", &api.ExecutionError{Name: "ZeroDivisionError", Value: "division by zero", Traceback: tb}, tb + "\n"},
-		{"after the code's own, on a line of its own", "warn", &api.ExecutionError{Traceback: tb}, "warn\n" + tb + "\n"},
-		{"already there", "x\n" + tb + "\n", &api.ExecutionError{Traceback: tb}, "x\n" + tb + "\n"},
-		{"no traceback", "", &api.ExecutionError{Name: "TimeoutError", Value: "execution exceeded the timeout"},
-			"TimeoutError: execution exceeded the timeout\n"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := StderrWithError(tt.stderr, tt.err); got != tt.want {
-				t.Errorf("StderrWithError(%q, %+v) = %q, want %q", tt.stderr, tt.err, got, tt.want)
-			}
-		})
-	}
-}
-
 func TestNewID(t *testing.T) {
 	a, b := NewID(), NewID()
 	if a == b || !strings.HasPrefix(a, "ctx-") || len(a) != len("ctx-")+16 {

@@ -50,27 +50,6 @@ func (e *Execution) Release() {
 	}
 }
 
-// StderrWithError returns stderr with e's traceback (its name and value
-// when it has none) at its end, unless it is there already: where
-// clients of seed 001's API, and of the MCP server built on it (seed 004),
-// read why code failed. e nil returns stderr.
-func StderrWithError(stderr string, e *api.ExecutionError) string {
-	if e == nil {
-		return stderr
-	}
-	tb := e.Traceback
-	if tb == "" {
-		tb = e.Name + ": " + e.Value
-	}
-	if strings.Contains(stderr, tb) {
-		return stderr
-	}
-	if stderr != "" && !strings.HasSuffix(stderr, "\n") {
-		stderr += "\n"
-	}
-	return stderr + tb + "\n"
-}
-
 // Execute runs code in a context, collecting its output within the output
 // budget. The caller must Release the answer.
 func (s *Service) Execute(ctx context.Context, id string, req api.ExecuteRequest) (*Execution, error) {

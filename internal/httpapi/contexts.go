@@ -6,7 +6,6 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/api/sse"
-	"github.com/agent2env/agent2env/internal/contexts"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/service"
 )
@@ -105,7 +104,7 @@ func (c *ContextRoutes) execute(w http.ResponseWriter, r *http.Request) {
 	}
 	defer exe.Release()
 	// Seed 001's clients read why code failed in stderr alone.
-	exe.Output.Stderr = contexts.StderrWithError(exe.Output.Stderr, exe.Error)
+	exe.Output.Stderr = service.StderrWithError(exe.Output.Stderr, exe.Error)
 	writeJSONText(w, http.StatusOK, exe.ExecuteResponse, &exe.Output.Stdout, &exe.Output.Stderr)
 }
 

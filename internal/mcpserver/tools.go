@@ -420,29 +420,10 @@ func (s *Server) runCode(ctx context.Context, c *call, in RunCodeArgs) (RunCodeR
 	}
 	c.release(resp.Release)
 	s.cfg.Log.Info("ran code in context", "context", in.ContextID, "success", resp.Success)
-	out := RunCodeResult{Stdout: resp.Output.Stdout, Stderr: withTraceback(resp.Output.Stderr, resp.Error), Success: resp.Success,
+	out := RunCodeResult{Stdout: resp.Output.Stdout, Stderr: service.StderrWithError(resp.Output.Stderr, resp.Error), Success: resp.Success,
 		ExecutionTime: resp.ExecutionTime}
 	out.Truncated = capTexts(&out.Stdout, &out.Stderr) || resp.Truncated
 	return out, images(resp.Results), nil
-}
-
-// withTraceback adds an execution error's traceback to stderr, where
-// seed 004's clients look for it, unless it is there already.
-func withTraceback(stderr string, e *api.ExecutionError) string {
-	if e == nil {
-		return stderr
-	}
-	tb := e.Traceback
-	if tb == "" {
-		tb = e.Name + ": " + e.Value
-	}
-	if strings.Contains(stderr, tb) {
-		return stderr
-	}
-	if stderr != "" && !strings.HasSuffix(stderr, "\n") {
-		stderr += "\n"
-	}
-	return stderr + tb + "\n"
 }
 
 // images returns the figures of an execution as image content.

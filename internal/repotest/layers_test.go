@@ -37,6 +37,7 @@ var surfaceImports = append([]string{
 	"internal/metrics",
 	"internal/buildinfo",
 	"internal/jsonbody",
+	"internal/utf8cut",
 	"internal/llm/caller",
 	// Domain services that speak api already.
 	"internal/template", // template.Service

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"strings"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/contexts"
@@ -130,4 +131,25 @@ func (c *Contexts) Stream(ctx context.Context, sandboxID, id string, req api.Exe
 // contexts.Service.StreamChecked).
 func (c *Contexts) StreamChecked(ctx context.Context, sandboxID, id string, req api.ExecuteRequest) (func(context.Context, Sink) (*api.ExecuteResponse, error), error) {
 	return c.svc.StreamChecked(ctx, sandboxID, id, req)
+}
+
+// StderrWithError returns stderr with e's traceback (its name and value
+// when it has none) at its end, unless it is there already: where
+// clients of seed 001's API, and of the MCP server built on it (seed 004),
+// read why code failed. e nil returns stderr.
+func StderrWithError(stderr string, e *api.ExecutionError) string {
+	if e == nil {
+		return stderr
+	}
+	tb := e.Traceback
+	if tb == "" {
+		tb = e.Name + ": " + e.Value
+	}
+	if strings.Contains(stderr, tb) {
+		return stderr
+	}
+	if stderr != "" && !strings.HasSuffix(stderr, "\n") {
+		stderr += "\n"
+	}
+	return stderr + tb + "\n"
 }

@@ -157,3 +157,25 @@ func TestContextDefault(t *testing.T) {
 	_, err = c.Default(ctx, a, api.CreateContextRequest{Language: "cobol", Name: "surface-default"})
 	checkErr(t, err, errdefs.ErrInvalidArgument, "")
 }
+
+func TestStderrWithError(t *testing.T) {
+	tb := "Traceback (most recent call last):\nZeroDivisionError: division by zero"
+	for _, tt := range []struct {
+		name, stderr string
+		err          *api.ExecutionError
+		want         string
+	}{
+		{"no error", "warn\n", nil, "warn\n"},
+		{"traceback", "", &api.ExecutionError{Name: "ZeroDivisionError", Value: "division by zero", Traceback: tb}, tb + "\n"},
+		{"after the code's own, on a line of its own", "warn", &api.ExecutionError{Traceback: tb}, "warn\n" + tb + "\n"},
+		{"already there", "x\n" + tb + "\n", &api.ExecutionError{Traceback: tb}, "x\n" + tb + "\n"},
+		{"no traceback", "", &api.ExecutionError{Name: "TimeoutError", Value: "execution exceeded the timeout"},
+			"TimeoutError: execution exceeded the timeout\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := StderrWithError(tt.stderr, tt.err); got != tt.want {
+				t.Errorf("StderrWithError(%q, %+v) = %q, want %q", tt.stderr, tt.err, got, tt.want)
+			}
+		})
+	}
+}

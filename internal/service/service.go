@@ -24,8 +24,8 @@
 //   - api and its subpackages (the wire types);
 //   - internal/service (this package);
 //   - internal/errdefs, internal/auth, internal/metrics,
-//     internal/buildinfo, internal/jsonbody and internal/llm/caller (the
-//     edge's helpers);
+//     internal/buildinfo, internal/jsonbody, internal/utf8cut and
+//     internal/llm/caller (the edge's helpers);
 //   - other surfaces, where one mounts another;
 //   - the domain packages whose one exported service speaks the api wire
 //     types and owns its rules: internal/template, internal/prepull,
