@@ -383,40 +383,46 @@ func (c *Client) track(a *ProcAttachment, on bool) {
 // writer does not), ends its end of the connection and, once the agent
 // has sent what it had and closed its end, attaches again from where its
 // output stopped, by c's dialer, which holds the dial back until the
-// checkpoint is done. Meanwhile its input waits.
-func (c *Client) SuspendAttachments() {
+// checkpoint is done. Meanwhile its input waits. It returns how many it
+// let go: their connections close once the agent has run.
+func (c *Client) SuspendAttachments() int {
 	c.amu.Lock()
 	all := make([]*ProcAttachment, 0, len(c.attached))
 	for a := range c.attached {
 		all = append(all, a)
 	}
 	c.amu.Unlock()
+	n := 0
 	for _, a := range all {
-		a.suspend()
+		if a.suspend() {
+			n++
+		}
 	}
+	return n
 }
 
 // suspend sends the suspension and ends a's side of its connection; its
-// receive attaches again once the agent has ended the other side.
-func (a *ProcAttachment) suspend() {
+// receive attaches again once the agent has ended the other side. It
+// reports whether it did.
+func (a *ProcAttachment) suspend() bool {
 	a.cmu.Lock()
 	conn, suspended := a.conn, a.suspended
 	a.cmu.Unlock()
 	cw, ok := conn.(interface{ CloseWrite() error })
 	if suspended || !ok || a.closing.Load() {
-		return // a connection that cannot end half way is left as it is
+		return false // a connection that cannot end half way is left as it is
 	}
 	// A write stuck on a process that takes no input holds the frames'
 	// order: left as it is too (the checkpoint then says so), rather
 	// than held.
 	if !lockWithin(&a.wmu, suspendWait) {
-		return
+		return false
 	}
 	defer a.wmu.Unlock()
 	a.cmu.Lock()
 	if a.suspended || a.conn != conn || a.closing.Load() {
 		a.cmu.Unlock()
-		return
+		return false
 	}
 	a.suspended = true
 	a.cmu.Unlock()
@@ -424,6 +430,7 @@ func (a *ProcAttachment) suspend() {
 		_ = writeFrame(conn, frameSuspend, nil) // a reader's end ends nothing
 	}
 	_ = cw.CloseWrite()
+	return true
 }
 
 // suspendWait bounds how long a suspension waits for a frame being sent.

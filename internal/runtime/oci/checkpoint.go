@@ -240,26 +240,36 @@ func (r *Runtime) checkpoint(ctx context.Context, id, dir string, m *meta, pid i
 	if err := os.WriteFile(filepath.Join(sdir, fileCRIUConf), []byte(strings.Join(conf, "\n")+"\n"), 0o600); err != nil {
 		return err
 	}
-	// A paused sandbox's agent runs for the moment it takes to let the
-	// daemon's connections go, and is saved paused again.
 	fz := r.cgroups.freezer(id)
 	paused, err := fz.frozen()
 	if err != nil {
 		return err
 	}
-	if paused {
-		if err := fz.thaw(); err != nil {
-			return err
-		}
-	}
 	// The daemon's new requests to the agent (an exec, a file) wait
 	// until the sandbox is saved: they would be in the dump otherwise.
-	release := r.gate(id).hold()
+	gate := r.gate(id)
+	release := gate.hold()
 	defer release()
 	// Attached terminals and processes let go, and attach again through
 	// the gate once it opens: their users see a pause.
+	suspended := 0
 	if c := r.cachedClient(id); c != nil {
-		c.SuspendAttachments()
+		suspended = c.SuspendAttachments()
+		c.Close()
+	}
+	// A paused sandbox's agent runs for the moment it takes to let the
+	// daemon's connections go, and is saved paused again; but not when
+	// a request of the daemon's is in flight (a command's output
+	// streaming since before the pause), which the dump would fail on
+	// after the wait, the sandbox's code running all the while.
+	if paused {
+		if inFlight := gate.conns() - suspended; inFlight > 0 {
+			return fmt.Errorf("sandbox %s is paused with %d requests to its agent in flight (a command's output streaming): "+
+				"resume it and snapshot once they end: %w", id, inFlight, errdefs.ErrFailedPrecondition)
+		}
+		if err := fz.thaw(); err != nil {
+			return err
+		}
 	}
 	parked, err := r.waitConnsClosed(ctx, id, pid)
 	if err == nil {

@@ -75,6 +75,55 @@ func TestCheckCRIU(t *testing.T) {
 	}
 }
 
+// A paused sandbox with a command of the daemon's still streaming (an
+// exec from before the pause) is refused at once, 409, and stays paused:
+// its code does not run while the checkpoint waits for a connection it
+// could not save. Once the command is gone it is saved, paused.
+func TestCheckpointPausedBusy(t *testing.T) {
+	runtimetest.RequiresRoot(t)
+	rt := newCRIURuntime(t, newRoot(t), testBinary(t, "crun"))
+	ctx := context.Background()
+	startSandbox(t, rt, "busy")
+	c := rt.client("busy")
+	execCtx, stopExec := context.WithCancel(ctx)
+	execDone := make(chan struct{})
+	var out testenv.Buffer
+	go func() {
+		defer close(execDone)
+		c.Exec(execCtx, agent.ExecRequest{Shell: "while :; do date +%s%N; sleep 0.02; done"}, nil, &out, io.Discard)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if err := rt.Pause(ctx, "busy"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // what it wrote before the pause has come
+	ticks := out.String
+	before := ticks()
+	if before == "" {
+		t.Fatal("the command wrote no ticks before the pause")
+	}
+	start := time.Now()
+	err := rt.Checkpoint(ctx, "busy", filepath.Join(t.TempDir(), "snap"), true)
+	if !errors.Is(err, errdefs.ErrFailedPrecondition) || time.Since(start) > time.Second {
+		t.Errorf("checkpoint of a paused sandbox with an exec in flight: %v after %v; want a 409 at once", err, time.Since(start))
+	}
+	time.Sleep(200 * time.Millisecond)
+	if after := ticks(); after != before {
+		t.Errorf("the paused sandbox's command ran during the checkpoint: %d bytes of ticks, then %d", len(before), len(after))
+	}
+	if st, err := rt.Status(ctx, "busy"); err != nil || st.State != sandbox.StatePaused {
+		t.Errorf("Status after the refusal = %+v, %v; want paused", st, err)
+	}
+	stopExec()
+	<-execDone
+	if err := rt.Checkpoint(ctx, "busy", filepath.Join(t.TempDir(), "snap2"), true); err != nil {
+		t.Errorf("checkpoint once the exec is gone: %v", err)
+	}
+	if st, err := rt.Status(ctx, "busy"); err != nil || st.State != sandbox.StatePaused {
+		t.Errorf("Status after the checkpoint = %+v, %v; want paused", st, err)
+	}
+}
+
 func TestCheckpointRestore(t *testing.T) { forBinaries(t, testCheckpointRestore) }
 
 func testCheckpointRestore(t *testing.T, bin string) {
