@@ -19,6 +19,8 @@ const image = env("IMAGE");
 const shots = env("SCREENSHOT_DIR");
 
 let browser, page;
+// Whether the next confirmation is cancelled (every other is accepted).
+let dismissNext = false;
 // What the page reports that a test must not see: CSP violations, errors.
 const problems = [];
 // The requests the daemon answered with a 5xx, which the page reports as a
@@ -33,7 +35,7 @@ before(async () => {
   page.on("console", (m) => m.type() === "error" && !/status of 401/.test(m.text()) && problems.push(m.text()));
   page.on("pageerror", (e) => problems.push(String(e)));
   page.on("response", (r) => r.status() >= 500 && failed.push(`${r.request().method()} ${r.url()}: ${r.status()}`));
-  page.on("dialog", (d) => d.accept());
+  page.on("dialog", (d) => (dismissNext ? ((dismissNext = false), d.dismiss()) : d.accept()));
 });
 
 after(async () => {
@@ -254,6 +256,12 @@ test("the sandboxes list shows it; it is paused, resumed, stopped, started and d
   await page.getByRole("button", { name: "Stop" }).click();
   await page.getByRole("button", { name: "Start" }).click({ timeout: 30_000 });
   await page.locator(".status-running").first().waitFor({ timeout: 30_000 });
+  // A delete cancelled changes nothing: the buttons stay on, at once.
+  dismissNext = true;
+  await page.getByRole("button", { name: "Delete" }).click();
+  assert.equal(dismissNext, false, "no confirmation was asked");
+  assert.ok(await page.getByRole("button", { name: "Stop" }).isEnabled(), "the buttons went off after a cancelled delete");
+  await page.locator(".status-running").first().waitFor();
   await page.getByRole("button", { name: "Delete" }).click();
   await page.waitForURL(/\/sandboxes$/);
   await page.getByText("No sandboxes yet").waitFor();

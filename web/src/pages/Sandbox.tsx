@@ -44,11 +44,12 @@ export function Sandbox({ id }: { id: string }) {
   const s = sb.data;
   if (!s) return <p class="loading">Loading…</p>;
   const act = async (verb: string) => {
+    // Asked before the buttons go off: cancelled, nothing changes.
+    if (verb === "delete" && !confirm(`Delete sandbox ${id}?`)) return;
     setActionError(undefined);
     setBusy(true);
     try {
       if (verb === "delete") {
-        if (!confirm(`Delete sandbox ${id}?`)) return;
         await call("DELETE", path);
         navigate("/sandboxes");
         return;
