@@ -432,6 +432,10 @@ test("templates: imported from YAML, their versions, each version's YAML, a roll
   await page.locator("table.versions tbody td:first-child").getByText("v3", { exact: true }).waitFor();
   await page.getByText("v3", { exact: true }).first().waitFor();
   await yaml.filter({ hasText: "ttl: 600" }).waitFor();
+  // Rolled back while the latest's YAML is shown: the new latest's YAML.
+  await page.locator("table.versions tbody tr").filter({ hasText: "v2" }).getByRole("button", { name: "Roll back to v2" }).click();
+  await page.getByRole("heading", { name: "YAML of v4" }).waitFor();
+  await yaml.filter({ hasText: "ttl: 900" }).waitFor();
   // A document that is not YAML is refused, saying why.
   await nav("Templates").click();
   await page.getByText("Import from YAML").click();
