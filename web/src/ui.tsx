@@ -63,6 +63,15 @@ export function ErrorBox({ error, retry }: { error: unknown; retry?: () => void 
   );
 }
 
+/** A stream that was cut, followed again in a moment: what it follows and why it was cut. */
+export function Reconnecting({ cut, what }: { cut: unknown; what: string }) {
+  return (
+    <p class="hint" role="status">
+      Following {what} again in a moment: {cut instanceof Error ? cut.message : String(cut)}
+    </p>
+  );
+}
+
 export function Empty({ children }: { children: ComponentChildren }) {
   return <div class="empty">{children}</div>;
 }

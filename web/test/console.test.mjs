@@ -567,6 +567,95 @@ test("the LLM archive: every exchange, a transcript opened on demand, new ones a
   assert.match(await page.locator(".empty").textContent(), /without models configured, start the daemon with --llm-config/);
 });
 
+/** An exchange as the archive lists it, of an OpenAI chat completion: fields set the rest. */
+const fakeExchange = (fields) => ({
+  format: "openai",
+  path: "/v1/chat/completions",
+  model: "coder",
+  stream: false,
+  status: 200,
+  state: "complete",
+  timeToFirstByteMs: 120,
+  durationMs: 900,
+  ...fields,
+});
+
+/** An event stream's body of events, each [name, data, id]. */
+const sse = (events) =>
+  events.map(([name, data, id]) => `event: ${name}\n${id ? `id: ${id}\n` : ""}data: ${JSON.stringify(data)}\n\n`).join("");
+
+test("the archive's live tail, cut by a daemon shutting down, goes on after its last event once it is back", async () => {
+  // The first stream sends one exchange, then the error a daemon shutting
+  // down sends; the second must resume after that exchange's id. Their
+  // ids are far past any real one: the third, the daemon's own, waits.
+  const exchange = (n) =>
+    fakeExchange({ id: `llx_cut${n}`, sandboxId: "sb-cut", usage: { inputTokens: n, outputTokens: 1 }, createdAt: new Date().toISOString() });
+  const [first, second] = ["9000000000000000001", "9000000000000000002"];
+  // Told apart by where they resume: the page's first follows the list's
+  // cursor; a stream of the page before (filtered by model) is left alone.
+  const asked = [];
+  await page.route(/\/api\/v1\/llm\/exchanges\/stream\?/, (route) => {
+    const q = new URL(route.request().url()).searchParams;
+    if (q.has("model")) return route.continue();
+    const after = q.get("after");
+    asked.push(after);
+    if (after === first) return route.fulfill({ contentType: "text/event-stream", body: sse([["exchange", exchange(2), second]]) });
+    if (after === second) return route.continue();
+    const down = { error: "the daemon is shutting down: follow again, after the last event's id, once it is back", code: "UNAVAILABLE" };
+    return route.fulfill({ contentType: "text/event-stream", body: sse([["exchange", exchange(1), first], ["error", down]]) });
+  });
+  await page.goto(consoleURL + "/llm?within=0");
+  const rows = page.locator("table.exchanges tbody tr.x");
+  await rows.filter({ hasText: "llx_cut1" }).waitFor();
+  await page.getByRole("status").filter({ hasText: "again in a moment: the daemon is shutting down" }).waitFor();
+  await rows.filter({ hasText: "llx_cut2" }).waitFor({ timeout: 10_000 });
+  await page.getByRole("status").getByText("live").waitFor({ timeout: 10_000 });
+  assert.deepEqual(asked.slice(1, 3), [first, second]);
+  assert.equal(await page.getByText("[object Object]").count(), 0);
+  await page.unrouteAll();
+});
+
+test("a run's events, cut before its end, are followed again, none twice", async () => {
+  const id = "run-cut";
+  const t = (s) => new Date(Date.parse("2026-01-01T00:00:00Z") + s * 1000).toISOString();
+  const log = [
+    { seq: 1, time: t(1), type: "phase", phase: "agent" },
+    { seq: 2, time: t(2), type: "output", stream: "stdout", text: "before the cut" },
+    { seq: 3, time: t(3), type: "output", stream: "stdout", text: "after the cut" },
+    { seq: 4, time: t(4), type: "end", status: "succeeded", reason: "done" },
+  ];
+  let streams = 0;
+  const run = (status) => ({
+    id,
+    batch_id: "b-cut",
+    task: "cut",
+    agent: "custom",
+    repeat: 0,
+    status,
+    phase: status === "running" ? "agent" : "done",
+    created_at: t(0),
+    llm: { requests: 0, input_tokens: 0, output_tokens: 0, cached_tokens: 0 },
+  });
+  await page.route(/\/api\/v1\/runs\/run-cut$/, (route) =>
+    route.fulfill({ contentType: "application/json", body: JSON.stringify(run(streams < 2 ? "running" : "succeeded")) }),
+  );
+  // The first stream ends after two events, as one a restarting daemon
+  // closes; the next sends the log from the start.
+  await page.route(/\/api\/v1\/runs\/run-cut\/events$/, (route) => {
+    streams++;
+    const events = streams === 1 ? log.slice(0, 2) : log;
+    return route.fulfill({ contentType: "text/event-stream", body: sse(events.map((e) => ["event", e])) });
+  });
+  await page.goto(`${consoleURL}/runs/${id}`);
+  await page.getByText("before the cut", { exact: true }).waitFor();
+  await page.locator(".ev-end").waitFor({ timeout: 10_000 });
+  await page.getByText("after the cut", { exact: true }).waitFor();
+  assert.equal(await page.getByText("before the cut", { exact: true }).count(), 1);
+  assert.equal(await page.locator("ol.run-events li").count(), 4);
+  assert.equal(streams, 2);
+  await page.unrouteAll();
+});
+
 test("the overview: its warm pool, and the runs that failed with their reasons", async () => {
   await nav("Overview").click();
   const pools = page.getByRole("table", { name: "warm pools" });
@@ -665,21 +754,15 @@ test("10,000 runs and a conversation of 500 exchanges render within a second", a
     const body = { items: runs.slice(from, to), next_cursor: to < runs.length ? String(to) : undefined };
     return route.fulfill({ contentType: "application/json", body: JSON.stringify(body) });
   });
-  const exchanges = Array.from({ length: 500 }, (_, i) => ({
-    id: `llx_perf${String(i).padStart(3, "0")}`,
-    sandboxId: "sb-perf",
-    conversationId: "conv-perf",
-    format: "openai",
-    path: "/v1/chat/completions",
-    model: "coder",
-    stream: false,
-    status: 200,
-    state: "complete",
-    usage: { inputTokens: 100 * i, outputTokens: 20 },
-    timeToFirstByteMs: 120,
-    durationMs: 900,
-    createdAt: iso(i * 2000),
-  }));
+  const exchanges = Array.from({ length: 500 }, (_, i) =>
+    fakeExchange({
+      id: `llx_perf${String(i).padStart(3, "0")}`,
+      sandboxId: "sb-perf",
+      conversationId: "conv-perf",
+      usage: { inputTokens: 100 * i, outputTokens: 20 },
+      createdAt: iso(i * 2000),
+    }),
+  );
   const messages = [{ role: "user", content: "fix the bug" }];
   for (let i = 0; i < 499; i++) {
     const call = { id: `call_${i}`, type: "function", function: { name: "run", arguments: JSON.stringify({ cmd: `grep -n bug file${i}.py` }) } };

@@ -1,17 +1,19 @@
 // One task run: its state, refreshed until it ends, and its events as they
 // happen (the event stream, read with fetch).
-import { useEffect, useState } from "preact/hooks";
-import { get, stream, type Run as RunT, type RunEvent } from "../api";
+import { useEffect, useRef, useState } from "preact/hooks";
+import { follow, get, type Run as RunT, type RunEvent } from "../api";
 import { bytes } from "../format";
-import { CopyID, ErrorBox, Status, Time, useAsync, useInterval } from "../ui";
+import { CopyID, ErrorBox, Reconnecting, Status, Time, useAsync, useInterval } from "../ui";
 
 const ended = (s: string) => s !== "queued" && s !== "running";
 
 export function Run({ id }: { id: string }) {
   const path = `/api/v1/runs/${encodeURIComponent(id)}`;
   const run = useAsync((s) => get<RunT>(path, s), [path]);
-  const events = useEvents(path + "/events");
   const r = run.data;
+  const over = useRef(false);
+  over.current = r !== undefined && ended(r.status);
+  const events = useEvents(path + "/events", over);
   // Refreshed until it ends; its end event says so at once.
   useInterval(() => !(r && ended(r.status)) && run.reload(), 2000);
   const last = events.items[events.items.length - 1];
@@ -91,6 +93,7 @@ export function Run({ id }: { id: string }) {
       {r.artifacts_error && <p class="reason">Artifacts: {r.artifacts_error}</p>}
       <h2>Events</h2>
       {events.error !== undefined && <ErrorBox error={events.error} />}
+      {events.reconnecting !== undefined && <Reconnecting cut={events.reconnecting} what="the run's events" />}
       {events.items.length === 0 ? (
         <p class="hint">{ended(r.status) ? "No events." : "Waiting for the run's first event…"}</p>
       ) : (
@@ -139,20 +142,34 @@ function Event({ e }: { e: RunEvent }) {
   return <span class="ev-what">{e.type}</span>;
 }
 
-/** The events of the stream at path, as they arrive. */
-function useEvents(path: string): { items: RunEvent[]; error?: unknown } {
+/**
+ * The events of the stream at path, as they arrive, until the end event.
+ * A stream cut before it (the daemon restarted, a proxy closed it) is
+ * followed again; it sends the log from the start, so the events already
+ * shown (by seq) are skipped. One opened once the run had ended (over)
+ * had its whole log: it is not followed again. reconnecting is the error
+ * that cut it while it is followed again.
+ */
+function useEvents(path: string, over: { current: boolean }): { items: RunEvent[]; error?: unknown; reconnecting?: unknown } {
   const [items, setItems] = useState<RunEvent[]>([]);
   const [error, setError] = useState<unknown>();
+  const [reconnecting, setReconnecting] = useState<unknown>();
   useEffect(() => {
     const ctl = new AbortController();
     setItems([]);
+    setError(undefined);
     const got: RunEvent[] = [];
     let queued = false;
-    stream(
-      path,
+    let overAtOpen = false;
+    follow(
+      () => {
+        overAtOpen = over.current;
+        return path;
+      },
       ({ event, data }) => {
-        if (event !== "event") return;
-        got.push(data as RunEvent);
+        const e = data as RunEvent;
+        if (event !== "event" || (got.length > 0 && e.seq <= got[got.length - 1].seq)) return;
+        got.push(e);
         // One render per frame, however fast the events come.
         if (!queued) {
           queued = true;
@@ -163,8 +180,12 @@ function useEvents(path: string): { items: RunEvent[]; error?: unknown } {
         }
       },
       ctl.signal,
+      {
+        done: () => got[got.length - 1]?.type === "end" || overAtOpen,
+        onState: (open, cut) => setReconnecting(open ? undefined : (cut ?? "the stream ended before the run did")),
+      },
     ).catch((e) => (e as Error).name !== "AbortError" && setError(e));
     return () => ctl.abort();
   }, [path]);
-  return { items, error };
+  return { items, error, reconnecting };
 }
