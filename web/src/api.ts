@@ -277,6 +277,7 @@ export interface Run {
   conversation_id?: string;
   output_tail?: string[];
   artifacts?: { path: string; size: number }[];
+  artifacts_truncated?: boolean;
   artifacts_error?: string;
 }
 
@@ -367,6 +368,19 @@ export async function getBlob(path: string): Promise<Blob> {
   const resp = await fetch(apiOrigin + path, { headers: headers(false), credentials: "omit", referrerPolicy: "no-referrer" });
   if (!resp.ok) return fail(resp);
   return resp.blob();
+}
+
+/**
+ * Downloads path's body as the file name: fetched with the key as
+ * Authorization (a link could not send it), then saved from memory.
+ */
+export async function download(path: string, name: string): Promise<void> {
+  const blob = await getBlob(path);
+  const a = document.createElement("a");
+  a.href = URL.createObjectURL(blob);
+  a.download = name;
+  a.click();
+  setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
 }
 
 export interface TemplateSpec {

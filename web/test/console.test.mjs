@@ -278,6 +278,7 @@ test("a task run's events arrive live, and what its agent wrote is text", async 
     `entrypoint: ${JSON.stringify(`sleep 2; printf '%s\\n' '${said}'; echo done > /workspace/done.txt`)}`,
     "end:",
     "  success_file: /workspace/done.txt",
+    "artifacts: [/workspace/done.txt]",
   ].join("\n");
   const resp = await fetch(env("API_URL") + "/api/v1/runs", {
     method: "POST",
@@ -299,6 +300,18 @@ test("a task run's events arrive live, and what its agent wrote is text", async 
   await page.getByText(said, { exact: true }).waitFor();
   assert.equal(await page.evaluate(() => window.__xss), undefined);
   assert.equal(await page.locator("main script, main b").count(), 0);
+  // Its artifact downloaded, alone and in the tar archive of them all.
+  const downloaded = async (button) => {
+    const [d] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: button }).click()]);
+    const chunks = [];
+    for await (const c of await d.createReadStream()) chunks.push(c);
+    return [d.suggestedFilename(), Buffer.concat(chunks)];
+  };
+  const [name, body] = await downloaded("download /workspace/done.txt");
+  assert.deepEqual([name, body.toString()], ["done.txt", "done\n"]);
+  const [tarName, tar] = await downloaded("Download all (tar)");
+  assert.equal(tarName, `${run.id}-artifacts.tar`);
+  assert.equal(tar.subarray(0, 100).toString().replace(/\0+$/, ""), "workspace/done.txt");
   await shot("run");
   await nav("Runs").click();
   await page.getByRole("link", { name: run.id }).waitFor();

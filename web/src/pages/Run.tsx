@@ -1,7 +1,7 @@
 // One task run: its state, refreshed until it ends, and its events as they
 // happen (the event stream, read with fetch).
 import { useEffect, useRef, useState } from "preact/hooks";
-import { follow, get, type Run as RunT, type RunEvent } from "../api";
+import { download, follow, get, type Run as RunT, type RunEvent } from "../api";
 import { bytes } from "../format";
 import { CopyID, ErrorBox, Reconnecting, Status, Time, useAsync, useInterval } from "../ui";
 
@@ -78,19 +78,7 @@ export function Run({ id }: { id: string }) {
           </>
         )}
       </dl>
-      {r.artifacts && r.artifacts.length > 0 && (
-        <>
-          <h2>Artifacts</h2>
-          <ul>
-            {r.artifacts.map((a) => (
-              <li key={a.path}>
-                <code>{a.path}</code> ({bytes(a.size)})
-              </li>
-            ))}
-          </ul>
-        </>
-      )}
-      {r.artifacts_error && <p class="reason">Artifacts: {r.artifacts_error}</p>}
+      <Artifacts r={r} path={path} />
       <h2>Events</h2>
       {events.error !== undefined && <ErrorBox error={events.error} />}
       {events.reconnecting !== undefined && <Reconnecting cut={events.reconnecting} what="the run's events" />}
@@ -109,6 +97,50 @@ export function Run({ id }: { id: string }) {
         </ol>
       )}
     </section>
+  );
+}
+
+/** The run's artifacts, each downloaded by a click, or all as one tar archive. */
+function Artifacts({ r, path }: { r: RunT; path: string }) {
+  const [error, setError] = useState<unknown>();
+  const save = (from: string, name: string) => {
+    setError(undefined);
+    download(from, name).catch(setError);
+  };
+  const items = r.artifacts ?? [];
+  return (
+    <>
+      {items.length > 0 && (
+        <>
+          <h2>Artifacts</h2>
+          <ul class="artifacts">
+            {items.map((a) => (
+              <li key={a.path}>
+                <code>{a.path}</code> ({bytes(a.size)}){" "}
+                <button
+                  type="button"
+                  aria-label={`download ${a.path}`}
+                  onClick={() =>
+                    save(
+                      `${path}/artifacts/${a.path.replace(/^\/+/, "").split("/").map(encodeURIComponent).join("/")}`,
+                      a.path.split("/").pop() || "artifact",
+                    )
+                  }
+                >
+                  Download
+                </button>
+              </li>
+            ))}
+          </ul>
+          <button type="button" onClick={() => save(`${path}/artifacts`, `${r.id}-artifacts.tar`)}>
+            Download all (tar)
+          </button>
+        </>
+      )}
+      {r.artifacts_truncated && <p class="reason">Artifacts: more were left out, over the size limit.</p>}
+      {r.artifacts_error && <p class="reason">Artifacts: {r.artifacts_error}</p>}
+      {error !== undefined && <ErrorBox error={error} />}
+    </>
   );
 }
 
