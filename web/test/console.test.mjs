@@ -300,6 +300,8 @@ test("a task run's events arrive live, and what its agent wrote is text", async 
   await page.getByText(said, { exact: true }).waitFor();
   assert.equal(await page.evaluate(() => window.__xss), undefined);
   assert.equal(await page.locator("main script, main b").count(), 0);
+  // What a phase said: how many artifacts came back.
+  await page.locator(".ev-phase").filter({ hasText: "phase artifacts: 1 artifacts collected" }).waitFor();
   // Its artifact downloaded, alone and in the tar archive of them all.
   const downloaded = async (button) => {
     const [d] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: button }).click()]);

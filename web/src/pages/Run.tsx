@@ -148,7 +148,12 @@ function Artifacts({ r, path }: { r: RunT; path: string }) {
 function Event({ e }: { e: RunEvent }) {
   switch (e.type) {
     case "phase":
-      return <span class="ev-what">phase {e.phase}</span>;
+      return (
+        <span class="ev-what">
+          phase {e.phase}
+          {e.text ? `: ${e.text}` : ""}
+        </span>
+      );
     case "output":
       return <pre class={`ev-text ${e.stream === "stderr" ? "stderr" : ""}`}>{e.text}</pre>;
     case "agent":
