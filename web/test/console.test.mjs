@@ -630,14 +630,15 @@ test("the archive's live tail, cut by a daemon shutting down, goes on after its 
   await page.unrouteAll();
 });
 
-test("a run's events, cut before its end, are followed again, none twice", async () => {
+test("a run's events, cut before its end, are followed again, none twice, each saying what it is", async () => {
   const id = "run-cut";
   const t = (s) => new Date(Date.parse("2026-01-01T00:00:00Z") + s * 1000).toISOString();
   const log = [
     { seq: 1, time: t(1), type: "phase", phase: "agent" },
     { seq: 2, time: t(2), type: "output", stream: "stdout", text: "before the cut" },
     { seq: 3, time: t(3), type: "output", stream: "stdout", text: "after the cut" },
-    { seq: 4, time: t(4), type: "end", status: "succeeded", reason: "done" },
+    { seq: 4, time: t(4), type: "liveness", text: "the sandbox missed a heartbeat" },
+    { seq: 5, time: t(5), type: "end", status: "succeeded", reason: "done" },
   ];
   let streams = 0;
   const run = (status) => ({
@@ -666,7 +667,9 @@ test("a run's events, cut before its end, are followed again, none twice", async
   await page.locator(".ev-end").waitFor({ timeout: 10_000 });
   await page.getByText("after the cut", { exact: true }).waitFor();
   assert.equal(await page.getByText("before the cut", { exact: true }).count(), 1);
-  assert.equal(await page.locator("ol.run-events li").count(), 4);
+  assert.equal(await page.locator("ol.run-events li").count(), 5);
+  // A liveness event says what happened.
+  await page.getByText("liveness: the sandbox missed a heartbeat", { exact: true }).waitFor();
   assert.equal(streams, 2);
   await page.unrouteAll();
 });

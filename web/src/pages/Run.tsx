@@ -176,7 +176,13 @@ function Event({ e }: { e: RunEvent }) {
         </span>
       );
   }
-  return <span class="ev-what">{e.type}</span>;
+  // liveness, and any later type: what it says.
+  return (
+    <span class="ev-what">
+      {e.type}
+      {e.text ? `: ${e.text}` : ""}
+    </span>
+  );
 }
 
 /**
