@@ -630,6 +630,36 @@ test("the archive's live tail, cut by a daemon shutting down, goes on after its 
   await page.unrouteAll();
 });
 
+test("a conversation whose last answer was streamed: its transcript ends with that answer, put together", async () => {
+  const x = fakeExchange({
+    id: "llx_streamed",
+    sandboxId: "sb-stream",
+    conversationId: "conv-stream",
+    stream: true,
+    usage: {},
+    createdAt: new Date().toISOString(),
+  });
+  const chunk = (delta) => `data: ${JSON.stringify({ choices: [{ index: 0, delta }] })}\n\n`;
+  const detail = {
+    ...x,
+    request: { body: JSON.stringify({ model: "coder", stream: true, messages: [{ role: "user", content: "say hi" }] }) },
+    response: { status: 200, body: chunk({ role: "assistant", content: "Hi " }) + chunk({ content: "<i>there</i>" }) + "data: [DONE]\n\n" },
+  };
+  const conv = { id: "conv-stream", sandboxId: "sb-stream", startedAt: x.createdAt, lastAt: x.createdAt, usage: {}, exchanges: [x] };
+  await page.route(/\/api\/v1\/sandboxes\/sb-stream\/conversations$/, (route) =>
+    route.fulfill({ contentType: "application/json", body: JSON.stringify({ items: [conv] }) }),
+  );
+  await page.route(/\/api\/v1\/llm\/exchanges\/llx_streamed$/, (route) =>
+    route.fulfill({ contentType: "application/json", body: JSON.stringify(detail) }),
+  );
+  await page.goto(`${consoleURL}/sandboxes/sb-stream/conversations`);
+  await page.getByRole("button", { name: "Show transcript" }).click();
+  const transcript = page.getByRole("list", { name: "transcript" });
+  await transcript.getByText("Hi <i>there</i>", { exact: true }).waitFor();
+  assert.equal(await transcript.getByText("a streamed answer").count(), 0);
+  await page.unrouteAll();
+});
+
 test("a run's events, cut before its end, are followed again, none twice, each saying what it is", async () => {
   const id = "run-cut";
   const t = (s) => new Date(Date.parse("2026-01-01T00:00:00Z") + s * 1000).toISOString();
