@@ -100,6 +100,17 @@ test("a sandbox created from the console runs a command and its output is text",
 });
 
 test("the terminal runs echo hi, and follows the page's size", async () => {
+  // Its code, loaded when it opens, gone (the daemon was updated since
+  // the page was loaded): what to do is said.
+  const logged = problems.length;
+  await page.route(/\/assets\/terminal-[^/]*\.js$/, (route) => route.fulfill({ status: 404, body: "not found" }));
+  await page.reload();
+  await page.getByRole("button", { name: "Open terminal" }).click();
+  await page.getByRole("alert").filter({ hasText: "reload the page" }).waitFor();
+  await page.unrouteAll();
+  await page.getByRole("alert").getByRole("button", { name: "Try again" }).click();
+  await page.locator(".status-running").first().waitFor();
+  assert.ok(problems.splice(logged).every((p) => /status of 404/.test(p)));
   await page.getByRole("button", { name: "Open terminal" }).click();
   await page.locator(".term-connected").waitFor({ timeout: 30_000 });
   await page.locator(".xterm-helper-textarea").focus();

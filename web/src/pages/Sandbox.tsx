@@ -16,9 +16,19 @@ function LazyTerminal(props: TerminalProps) {
   const [T, setT] = useState<FunctionComponent<TerminalProps>>();
   const [error, setError] = useState<unknown>();
   useEffect(() => {
-    import("../terminal").then((m) => setT(() => m.Terminal), setError);
+    import("../terminal").then(
+      (m) => setT(() => m.Terminal),
+      // Its file is named by its content: a daemon updated since this
+      // page was loaded serves another.
+      (e) =>
+        setError(
+          new Error(
+            `The terminal's code could not be loaded (${(e as Error).message}). The console may have been updated since this page was opened: reload the page.`,
+          ),
+        ),
+    );
   }, []);
-  if (error !== undefined) return <ErrorBox error={error} />;
+  if (error !== undefined) return <ErrorBox error={error} retry={() => location.reload()} />;
   return T ? <T {...props} /> : <p class="loading">Loading the terminal…</p>;
 }
 
