@@ -102,7 +102,10 @@ export function Loaded<T>({
   return none ? <Empty>{none}</Empty> : <>{children(state.data)}</>;
 }
 
-/** Runs load when deps change (aborting the previous one) and on reload. */
+/**
+ * Runs load when deps change (aborting the previous one) and on reload.
+ * A load that fails keeps the data of the last that did not, with its error.
+ */
 export function useAsync<T>(load: (signal: AbortSignal) => Promise<T>, deps: unknown[]): Async<T> {
   const [state, setState] = useState<{ data?: T; error?: unknown; loading: boolean }>({ loading: true });
   const [n, setN] = useState(0);
@@ -111,8 +114,9 @@ export function useAsync<T>(load: (signal: AbortSignal) => Promise<T>, deps: unk
     setState((s) => ({ ...s, loading: true }));
     load(ctl.signal).then(
       (data) => setState({ data, loading: false }),
+      // The last data stays beside the error: a page may go on showing it.
       (error) => {
-        if ((error as Error).name !== "AbortError") setState({ error, loading: false });
+        if ((error as Error).name !== "AbortError") setState((s) => ({ data: s.data, error, loading: false }));
       },
     );
     return () => ctl.abort();

@@ -54,6 +54,15 @@ async function expectCount(locator, n, timeout = 180_000) {
   }
 }
 
+/** Waits until a line of the terminal reads text. */
+function terminalLine(text) {
+  return page.waitForFunction(
+    (t) => [...document.querySelectorAll(".xterm-rows > div")].some((r) => r.textContent.trim() === t),
+    text,
+    { timeout: 30_000 },
+  );
+}
+
 async function shot(name) {
   const path = join(shots, `${name}.png`);
   await page.screenshot({ path, fullPage: true });
@@ -117,11 +126,7 @@ test("the terminal runs echo hi, and follows the page's size", async () => {
   await page.keyboard.type("echo hi\r");
   // The command's output on a line of its own (the echoed input has it
   // after the command).
-  await page.waitForFunction(
-    () => [...document.querySelectorAll(".xterm-rows > div")].some((r) => r.textContent.trim() === "hi"),
-    null,
-    { timeout: 30_000 },
-  );
+  await terminalLine("hi");
   await shot("terminal");
   // Its size follows the page's: a narrower page, fewer columns.
   const size = async (mark) => {
@@ -260,10 +265,34 @@ test("the sandboxes list shows it; it is paused, resumed, stopped, started and d
   const restarted = page.waitForResponse((r) => r.url().endsWith(`/sandboxes/${id}/restart`) && r.request().method() === "POST");
   await page.getByRole("button", { name: "Restart" }).click();
   assert.equal((await restarted).status(), 200);
+  // A terminal open across a pause, and a read of the sandbox that
+  // fails: its shell goes on, on the same connection.
+  await page.getByRole("button", { name: "Open terminal" }).click({ timeout: 30_000 });
+  await page.locator(".term-connected").waitFor({ timeout: 30_000 });
+  const sockets = [];
+  page.on("websocket", (ws) => sockets.push(ws.url()));
+  await page.locator(".xterm-helper-textarea").focus();
+  await page.keyboard.type("X=kept\r");
   await page.getByRole("button", { name: "Pause" }).click({ timeout: 30_000 });
   await page.locator(".status-paused").first().waitFor({ timeout: 30_000 });
+  await page.getByText("Paused: the terminal goes on when the sandbox is resumed.").waitFor();
   await page.getByRole("button", { name: "Resume" }).click();
   await page.locator(".status-running").first().waitFor({ timeout: 30_000 });
+  let failedRead = false;
+  const busy = { status: 503, contentType: "application/json", body: '{"error":"the daemon is busy","code":"UNAVAILABLE"}' };
+  await page.route(new RegExp(`/api/v1/sandboxes/${id}$`), (route) =>
+    failedRead ? route.continue() : ((failedRead = true), route.fulfill(busy)),
+  );
+  await page.getByRole("alert").filter({ hasText: "the daemon is busy" }).waitFor({ timeout: 10_000 });
+  await page.getByRole("alert").filter({ hasText: "the daemon is busy" }).waitFor({ state: "detached", timeout: 10_000 });
+  await page.unrouteAll();
+  assert.deepEqual(problems.splice(-1), ["Failed to load resource: the server responded with a status of 503 (Service Unavailable)"]);
+  assert.deepEqual(failed.splice(-1), [`GET ${env("API_URL")}/api/v1/sandboxes/${id}: 503`]);
+  await page.locator(".xterm-helper-textarea").focus();
+  await page.keyboard.type("echo two-$X\r");
+  await terminalLine("two-kept");
+  assert.deepEqual(sockets, []);
+  await page.getByRole("button", { name: "Close" }).click();
   await page.getByRole("button", { name: "Stop" }).click();
   await page.getByRole("button", { name: "Start" }).click({ timeout: 30_000 });
   await page.locator(".status-running").first().waitFor({ timeout: 30_000 });
