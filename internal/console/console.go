@@ -38,6 +38,9 @@ const apiMeta = `<meta name="agent2env-api" content="">`
 // the API's and the port gateway's, which live on the API's origin only.
 const reservedPrefix = "/api/"
 
+// assetsPrefix starts the paths of the built files named by their content.
+const assetsPrefix = "/assets/"
+
 // Config is what a console Handler needs.
 type Config struct {
 	// APIOrigin is the API's origin (http://127.0.0.1:8080), which the app
@@ -46,10 +49,12 @@ type Config struct {
 }
 
 // Handler serves the embedded app: its files under /assets/ (named by
-// their content's hash: cached for good), and index.html for every other
-// path without an extension, where the app routes itself (not cached).
-// Paths under /api/ and other missing files are 404; methods other than
-// GET and HEAD are 405. It fails on a malformed APIOrigin or an embedded
+// their content's hash: cached for good), and index.html for every path
+// of the app's own, where it routes itself (not cached): one without an
+// extension, or one below the top that is not under /assets/ (a session's
+// page, /sessions/my.session: the API allows dots in its ids). Paths
+// under /api/, files missing under /assets/ and missing files at the top
+// (/favicon.ico) are 404; methods other than GET and HEAD are 405. It fails on a malformed APIOrigin or an embedded
 // build without index.html.
 func Handler(cfg Config) (http.Handler, error) {
 	api, err := url.Parse(cfg.APIOrigin)
@@ -116,13 +121,20 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case strings.HasPrefix(p+"/", reservedPrefix):
 		http.Error(w, "not found: the console serves no API; call the API on its own address", http.StatusNotFound)
-	case p == "/index.html" || path.Ext(p) == "":
+	case p == "/index.html" || appRoute(p):
 		hd.Set("Cache-Control", "no-cache")
 		hd.Set("Content-Type", "text/html; charset=utf-8")
 		http.ServeContent(w, r, "index.html", time.Time{}, bytes.NewReader(h.index))
 	default:
 		h.serveFile(w, r, strings.TrimPrefix(p, "/"))
 	}
+}
+
+// appRoute tells whether the clean path p is one of the app's pages rather
+// than a file: it has no extension, or it is below the top and not under
+// /assets/, where the built files are.
+func appRoute(p string) bool {
+	return path.Ext(p) == "" || strings.Count(p, "/") > 1 && !strings.HasPrefix(p, assetsPrefix)
 }
 
 // serveFile answers with the built file name, or 404.
@@ -132,7 +144,7 @@ func (h *handler) serveFile(w http.ResponseWriter, r *http.Request, name string)
 		http.Error(w, "not found", http.StatusNotFound)
 		return
 	}
-	if strings.HasPrefix(name, "assets/") {
+	if strings.HasPrefix("/"+name, assetsPrefix) {
 		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
 	} else {
 		w.Header().Set("Cache-Control", "no-cache")

@@ -13,8 +13,11 @@ import (
 
 // consoleOrigins are the web origins of the console on l: its address,
 // and localhost for a loopback one, the two names a browser on this
-// machine reaches it by. nil without a console.
-func consoleOrigins(l net.Listener) []string {
+// machine reaches it by. On every address (0.0.0.0, ::) a browser names
+// the host: the public URL's host (the name clients reach the daemon by),
+// and loopback and localhost, each at the console's port, the first the
+// one to give people. nil without a console.
+func consoleOrigins(l net.Listener, publicURL string) []string {
 	if l == nil {
 		return nil
 	}
@@ -23,11 +26,21 @@ func consoleOrigins(l net.Listener) []string {
 		return nil
 	}
 	port := strconv.Itoa(a.Port)
-	origins := []string{"http://" + net.JoinHostPort(a.IP.String(), port)}
-	if a.IP.IsLoopback() {
-		origins = append(origins, "http://localhost:"+port)
+	origin := func(host string) string { return "http://" + net.JoinHostPort(host, port) }
+	if !a.IP.IsUnspecified() {
+		origins := []string{origin(a.IP.String())}
+		if a.IP.IsLoopback() {
+			origins = append(origins, origin("localhost"))
+		}
+		return origins
 	}
-	return origins
+	var origins []string
+	if u, err := url.Parse(publicURL); err == nil && u.Hostname() != "" {
+		if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsUnspecified() && !ip.IsLoopback() {
+			origins = append(origins, origin(u.Hostname()))
+		}
+	}
+	return append(origins, origin("127.0.0.1"), origin("localhost"))
 }
 
 // consoleAPIOrigin is the API's origin as the console's pages call it: the
@@ -54,7 +67,7 @@ func buildConsole(cfg Config) (http.Handler, func(http.Handler) http.Handler, er
 	if err != nil {
 		return nil, nil, err
 	}
-	cors, err := httpapi.CORS(consoleOrigins(cfg.Console)...)
+	cors, err := httpapi.CORS(consoleOrigins(cfg.Console, cfg.PublicURL)...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -77,7 +90,11 @@ func (s *System) serveConsole() (stop func()) {
 			s.log.Error("the console's server failed: the API goes on without it", "err", err)
 		}
 	}()
-	s.log.Info("console", "url", "http://"+s.cfg.Console.Addr().String()+"/")
+	at := "http://" + s.cfg.Console.Addr().String() + "/"
+	if origins := consoleOrigins(s.cfg.Console, s.cfg.PublicURL); len(origins) > 0 {
+		at = origins[0] + "/"
+	}
+	s.log.Info("console", "url", at)
 	return func() {
 		srv.Close()
 		<-done

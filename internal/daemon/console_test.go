@@ -4,23 +4,35 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 )
 
-// TestConsole serves the console on its own listener, the API allowing
-// the console's origin (CORS, BrowserGuard) and no other, with keys on.
-func TestConsole(t *testing.T) {
-	cl, err := net.Listen("tcp", "127.0.0.1:0")
+// startWithConsole starts a daemon with keys on, its console listening on
+// addr, and its public URL publicURL (when not empty); it returns the
+// daemon, the console's listener and a key.
+func startWithConsole(t *testing.T, addr, publicURL string) (*testDaemon, net.Listener, string) {
+	t.Helper()
+	cl, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := testConfig(t.TempDir(), fakeruntime.New())
 	cfg.Console = cl
+	if publicURL != "" {
+		cfg.PublicURL = publicURL
+	}
 	key, _ := twoKeys(t, &cfg)
-	d := start(t, cfg, nil)
+	return start(t, cfg, nil), cl, key
+}
+
+// TestConsole serves the console on its own listener, the API allowing
+// the console's origin (CORS, BrowserGuard) and no other, with keys on.
+func TestConsole(t *testing.T) {
+	d, cl, key := startWithConsole(t, "127.0.0.1:0", "")
 	consoleURL := "http://" + cl.Addr().String()
 	origin := consoleURL
 
@@ -85,6 +97,44 @@ func TestConsole(t *testing.T) {
 	}
 }
 
+// addrListener is a net.Listener that only has an address.
+type addrListener struct {
+	net.Listener
+	addr net.Addr
+}
+
+func (l addrListener) Addr() net.Addr { return l.addr }
+
+func TestConsoleOrigins(t *testing.T) {
+	tests := []struct {
+		name, listen, publicURL string
+		want                    []string
+	}{
+		{"loopback", "127.0.0.1:8081", "http://127.0.0.1:8080", []string{"http://127.0.0.1:8081", "http://localhost:8081"}},
+		{"an address", "192.0.2.5:8081", "http://192.0.2.5:8080", []string{"http://192.0.2.5:8081"}},
+		{"every address, the public URL's name", "0.0.0.0:8081", "https://a2e.example.com/x",
+			[]string{"http://a2e.example.com:8081", "http://127.0.0.1:8081", "http://localhost:8081"}},
+		{"every IPv6 address, an IPv6 public URL", "[::]:8081", "http://[2001:db8::1]:8080",
+			[]string{"http://[2001:db8::1]:8081", "http://127.0.0.1:8081", "http://localhost:8081"}},
+		{"every address, a public URL on every address", "0.0.0.0:8081", "http://0.0.0.0:8080",
+			[]string{"http://127.0.0.1:8081", "http://localhost:8081"}},
+		{"every address, a loopback public URL", "0.0.0.0:8081", "http://127.0.0.1:8080",
+			[]string{"http://127.0.0.1:8081", "http://localhost:8081"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, err := net.ResolveTCPAddr("tcp", tc.listen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := consoleOrigins(addrListener{addr: addr}, tc.publicURL)
+			if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("consoleOrigins(%s, %s) = %q, want %q", tc.listen, tc.publicURL, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestConsoleAPIOrigin(t *testing.T) {
 	for in, want := range map[string]string{
 		"http://127.0.0.1:8080":          "http://127.0.0.1:8080",
@@ -96,5 +146,29 @@ func TestConsoleAPIOrigin(t *testing.T) {
 		if got := consoleAPIOrigin(in); got != want {
 			t.Errorf("consoleAPIOrigin(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestConsoleOnEveryAddress serves the console on every address: the API
+// lets it call from the name in the public URL at the console's port, the
+// one the log gives, as a browser elsewhere reaches it.
+func TestConsoleOnEveryAddress(t *testing.T) {
+	d, cl, _ := startWithConsole(t, "0.0.0.0:0", "http://a2e.example.com:8080")
+	origin := "http://a2e.example.com:" + strconv.Itoa(cl.Addr().(*net.TCPAddr).Port)
+	if !strings.Contains(d.log.String(), "url="+origin+"/") {
+		t.Errorf("the log does not give the console as %s/:\n%s", origin, d.log)
+	}
+	r, _ := http.NewRequest(http.MethodOptions, "http://"+d.addr+"/api/v1/stats", nil)
+	r.Header.Set("Origin", origin)
+	r.Header.Set("Access-Control-Request-Method", "GET")
+	r.Header.Set("Access-Control-Request-Headers", "authorization")
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent || resp.Header.Get("Access-Control-Allow-Origin") != origin {
+		t.Errorf("the console's preflight from %s: %d, Access-Control-Allow-Origin %q; want 204 allowing it",
+			origin, resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
 	}
 }

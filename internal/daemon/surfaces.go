@@ -97,7 +97,7 @@ func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) 
 	}
 	browsers, err := httpapi.BrowserGuard(httpapi.BrowserConfig{
 		Listen: cfg.Listen, PublicURL: cfg.PublicURL, AllowedHosts: cfg.AllowedHosts,
-		TrustedOrigins: append(slices.Clone(cfg.TrustedOrigins), consoleOrigins(cfg.Console)...),
+		TrustedOrigins: append(slices.Clone(cfg.TrustedOrigins), consoleOrigins(cfg.Console, cfg.PublicURL)...),
 	})
 	if err != nil {
 		return sf, err

@@ -57,6 +57,11 @@ async function fail(resp: Response): Promise<never> {
   throw new APIError(resp.status, code, message);
 }
 
+/** The error of a request the API did not answer: it cannot be reached. */
+function unreachable(): APIError {
+  return new APIError(0, "UNREACHABLE", `the API at ${apiOrigin} cannot be reached: is the daemon running?`);
+}
+
 /** Sends a request and returns the decoded JSON answer (undefined for 204). */
 export async function call<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
   let resp: Response;
@@ -71,7 +76,7 @@ export async function call<T>(method: string, path: string, body?: unknown, sign
     });
   } catch (e) {
     if ((e as Error).name === "AbortError") throw e;
-    throw new APIError(0, "UNREACHABLE", `the API at ${apiOrigin} cannot be reached: is the daemon running?`);
+    throw unreachable();
   }
   if (!resp.ok) return fail(resp);
   if (resp.status === 204) return undefined as T;
@@ -158,40 +163,97 @@ export interface Logs {
   events: string[];
 }
 
-/** One event of an event stream: its name and its data, decoded. */
+/** One event of an event stream: its name, its id (when it has one) and its data, decoded. */
 export interface StreamEvent {
   event: string;
+  id?: string;
   data: unknown;
 }
 
 /**
  * Reads the event stream at path with fetch (the key goes as
  * Authorization, which EventSource cannot send), calling onEvent for each
- * event until the stream ends or signal aborts.
+ * event until the stream ends or signal aborts. An "error" event (the
+ * API's error body: the stream failed midway) ends it with that error.
  */
 export async function stream(path: string, onEvent: (e: StreamEvent) => void, signal: AbortSignal): Promise<void> {
   const h = headers(false);
   h.set("Accept", "text/event-stream");
-  const resp = await fetch(apiOrigin + path, { headers: h, signal, credentials: "omit", referrerPolicy: "no-referrer" });
+  let resp: Response;
+  try {
+    resp = await fetch(apiOrigin + path, { headers: h, signal, credentials: "omit", referrerPolicy: "no-referrer" });
+  } catch (e) {
+    if ((e as Error).name === "AbortError") throw e;
+    throw unreachable();
+  }
   if (!resp.ok || !resp.body) return fail(resp);
   const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = "";
   for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return;
-    buf += value.replace(/\r\n?/g, "\n");
+    let chunk: ReadableStreamReadResult<string>;
+    try {
+      chunk = await reader.read();
+    } catch (e) {
+      if ((e as Error).name === "AbortError") throw e;
+      throw new APIError(0, "UNREACHABLE", `the stream from ${apiOrigin} was cut: is the daemon running?`);
+    }
+    if (chunk.done) return;
+    buf += chunk.value.replace(/\r\n?/g, "\n");
     let end: number;
     while ((end = buf.indexOf("\n\n")) >= 0) {
       const block = buf.slice(0, end);
       buf = buf.slice(end + 2);
       let event = "message";
+      let id: string | undefined;
       const data: string[] = [];
       for (const line of block.split("\n")) {
         if (line.startsWith("event:")) event = line.slice(6).trim();
+        else if (line.startsWith("id:")) id = line.slice(3).trim();
         else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
       }
-      if (data.length) onEvent({ event, data: JSON.parse(data.join("\n")) });
+      if (!data.length) continue;
+      const value = JSON.parse(data.join("\n"));
+      if (event === "error") {
+        const body = value as { error?: string; code?: string };
+        throw new APIError(resp.status, body.code ?? "", body.error ?? "the stream failed");
+      }
+      onEvent({ event, id, data: value });
     }
+  }
+}
+
+/**
+ * Follows the event stream at path() as stream does, and again when it
+ * ends or is cut before done() says it is over (the daemon restarted, a
+ * proxy closed it), every retryMs, until signal aborts. path is asked anew
+ * each time: a stream that resumes after its last event names it.
+ * onState says whether the stream is open, and the error that cut it
+ * while it waits to follow again. An answer of 4xx (a bad request, a key
+ * refused, a record gone) is final: follow rejects with it.
+ */
+export async function follow(
+  path: () => string,
+  onEvent: (e: StreamEvent) => void,
+  signal: AbortSignal,
+  opts: { done?: () => boolean; onState?: (open: boolean, cut?: unknown) => void; retryMs?: number } = {},
+): Promise<void> {
+  const { done = () => false, onState = () => {}, retryMs = 2000 } = opts;
+  while (!signal.aborted && !done()) {
+    let cut: unknown;
+    onState(true);
+    try {
+      await stream(path(), onEvent, signal);
+    } catch (e) {
+      if ((e as Error).name === "AbortError") return;
+      if (e instanceof APIError && e.status >= 400 && e.status < 500) throw e;
+      cut = e;
+    }
+    if (done() || signal.aborted) return;
+    onState(false, cut);
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, retryMs);
+      signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });
+    });
   }
 }
 
@@ -215,6 +277,7 @@ export interface Run {
   conversation_id?: string;
   output_tail?: string[];
   artifacts?: { path: string; size: number }[];
+  artifacts_truncated?: boolean;
   artifacts_error?: string;
 }
 
@@ -305,6 +368,19 @@ export async function getBlob(path: string): Promise<Blob> {
   const resp = await fetch(apiOrigin + path, { headers: headers(false), credentials: "omit", referrerPolicy: "no-referrer" });
   if (!resp.ok) return fail(resp);
   return resp.blob();
+}
+
+/**
+ * Downloads path's body as the file name: fetched with the key as
+ * Authorization (a link could not send it), then saved from memory.
+ */
+export async function download(path: string, name: string): Promise<void> {
+  const blob = await getBlob(path);
+  const a = document.createElement("a");
+  a.href = URL.createObjectURL(blob);
+  a.download = name;
+  a.click();
+  setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
 }
 
 export interface TemplateSpec {

@@ -126,6 +126,100 @@ export function responseTurns(format: string, body: J): Turn[] {
   return [];
 }
 
+/** The data of each event of an event stream's text that is JSON, in order. */
+function streamData(text: string): J[] {
+  const out: J[] = [];
+  for (const block of text.replace(/\r\n?/g, "\n").split("\n\n")) {
+    const data = block
+      .split("\n")
+      .filter((l) => l.startsWith("data:"))
+      .map((l) => l.slice(5).replace(/^ /, ""))
+      .join("\n");
+    const v = data ? parseJSON(data) : undefined;
+    if (v !== null && typeof v === "object") out.push(v);
+  }
+  return out;
+}
+
+/** The error a stream's event carries, as an error part, or undefined. */
+function streamError(e: J): Part | undefined {
+  const err = e.type === "error" || e.type === "response.failed" ? (e.error ?? e.response?.error ?? e) : e.error;
+  return err ? { kind: "error", text: typeof err === "string" ? err : (err.message ?? str(err)) } : undefined;
+}
+
+/** OpenAI chat completion chunks: text, reasoning and tool calls by index, put together. */
+function openaiStream(events: J[]): Turn[] {
+  const m = { role: "assistant", reasoning_content: "", content: "", tool_calls: [] as J[] };
+  for (const e of events) {
+    const d = e.choices?.[0]?.delta;
+    if (!d) continue;
+    m.reasoning_content += d.reasoning_content ?? d.reasoning ?? "";
+    if (typeof d.content === "string") m.content += d.content;
+    for (const c of d.tool_calls ?? []) {
+      const call = (m.tool_calls[c.index ?? m.tool_calls.length] ??= { id: "", function: { name: "", arguments: "" } });
+      if (c.id) call.id = c.id;
+      if (c.function?.name) call.function.name = c.function.name;
+      call.function.arguments += c.function?.arguments ?? "";
+    }
+  }
+  m.content = m.content.trim() ? m.content : "";
+  m.tool_calls = m.tool_calls.filter(Boolean);
+  return [openaiMessage(m)];
+}
+
+/** Anthropic message events: each content block from its start and its deltas. */
+function anthropicStream(events: J[]): Turn[] {
+  const blocks: J[] = [];
+  for (const e of events) {
+    if (e.type === "content_block_start") blocks[e.index] = { ...e.content_block, json: "" };
+    const b = blocks[e.index];
+    if (e.type !== "content_block_delta" || !b) continue;
+    const d = e.delta ?? {};
+    if (d.type === "text_delta") b.text = (b.text ?? "") + d.text;
+    else if (d.type === "thinking_delta") b.thinking = (b.thinking ?? "") + d.thinking;
+    else if (d.type === "input_json_delta") b.json += d.partial_json ?? "";
+  }
+  return [anthropicBlocks("assistant", blocks.filter(Boolean).map((b) => (b.json ? { ...b, input: b.json } : b)))];
+}
+
+/** Gemini chunks: their parts in order, adjacent texts (and thoughts) joined. */
+function geminiStream(events: J[]): Turn[] {
+  const parts: J[] = [];
+  for (const e of events)
+    for (const p of e.candidates?.[0]?.content?.parts ?? []) {
+      const last = parts[parts.length - 1];
+      if (typeof p.text === "string" && typeof last?.text === "string" && !p.thought === !last.thought) last.text += p.text;
+      else parts.push({ ...p });
+    }
+  return [geminiContent({ role: "model", parts })];
+}
+
+/** OpenAI responses events: the items done, else the completed response's output. */
+function responsesStream(events: J[]): Turn[] {
+  let items = events.filter((e) => e.type === "response.output_item.done").map((e) => e.item);
+  if (!items.length) items = events.find((e) => e.type === "response.completed")?.response?.output ?? [];
+  return responsesItems(items).map((t) => ({ ...t, role: t.role === "tool" ? "tool" : "assistant" }));
+}
+
+/**
+ * The turn of a streamed response body (the event stream's text, as the
+ * client got it): its events put together as the answer they made, and an
+ * error the stream sent.
+ */
+export function streamTurns(format: string, text: string): Turn[] {
+  const events = streamData(text);
+  const of: Record<string, (events: J[]) => Turn[]> = {
+    openai: openaiStream,
+    anthropic: anthropicStream,
+    gemini: geminiStream,
+    "openai-responses": responsesStream,
+  };
+  if (!of[format]) return [];
+  const turns = of[format](events).filter((t) => t.parts.length > 0);
+  const errors = events.map(streamError).filter((p): p is Part => p !== undefined);
+  return errors.length ? [...turns, { role: "error", parts: errors }] : turns;
+}
+
 /** Parses a body as JSON, or returns undefined (a stream, not JSON). */
 export function parseJSON(text: string): J {
   try {

@@ -63,6 +63,15 @@ export function ErrorBox({ error, retry }: { error: unknown; retry?: () => void 
   );
 }
 
+/** A stream that was cut, followed again in a moment: what it follows and why it was cut. */
+export function Reconnecting({ cut, what }: { cut: unknown; what: string }) {
+  return (
+    <p class="hint" role="status">
+      Following {what} again in a moment: {cut instanceof Error ? cut.message : String(cut)}
+    </p>
+  );
+}
+
 export function Empty({ children }: { children: ComponentChildren }) {
   return <div class="empty">{children}</div>;
 }
@@ -93,7 +102,10 @@ export function Loaded<T>({
   return none ? <Empty>{none}</Empty> : <>{children(state.data)}</>;
 }
 
-/** Runs load when deps change (aborting the previous one) and on reload. */
+/**
+ * Runs load when deps change (aborting the previous one) and on reload.
+ * A load that fails keeps the data of the last that did not, with its error.
+ */
 export function useAsync<T>(load: (signal: AbortSignal) => Promise<T>, deps: unknown[]): Async<T> {
   const [state, setState] = useState<{ data?: T; error?: unknown; loading: boolean }>({ loading: true });
   const [n, setN] = useState(0);
@@ -102,8 +114,9 @@ export function useAsync<T>(load: (signal: AbortSignal) => Promise<T>, deps: unk
     setState((s) => ({ ...s, loading: true }));
     load(ctl.signal).then(
       (data) => setState({ data, loading: false }),
+      // The last data stays beside the error: a page may go on showing it.
       (error) => {
-        if ((error as Error).name !== "AbortError") setState({ error, loading: false });
+        if ((error as Error).name !== "AbortError") setState((s) => ({ data: s.data, error, loading: false }));
       },
     );
     return () => ctl.abort();

@@ -19,6 +19,8 @@ const image = env("IMAGE");
 const shots = env("SCREENSHOT_DIR");
 
 let browser, page;
+// Whether the next confirmation is cancelled (every other is accepted).
+let dismissNext = false;
 // What the page reports that a test must not see: CSP violations, errors.
 const problems = [];
 // The requests the daemon answered with a 5xx, which the page reports as a
@@ -33,7 +35,7 @@ before(async () => {
   page.on("console", (m) => m.type() === "error" && !/status of 401/.test(m.text()) && problems.push(m.text()));
   page.on("pageerror", (e) => problems.push(String(e)));
   page.on("response", (r) => r.status() >= 500 && failed.push(`${r.request().method()} ${r.url()}: ${r.status()}`));
-  page.on("dialog", (d) => d.accept());
+  page.on("dialog", (d) => (dismissNext ? ((dismissNext = false), d.dismiss()) : d.accept()));
 });
 
 after(async () => {
@@ -50,6 +52,15 @@ async function expectCount(locator, n, timeout = 180_000) {
     if (Date.now() > until) assert.fail(`${n} elements expected, ${await locator.count()} found`);
     await new Promise((r) => setTimeout(r, 250));
   }
+}
+
+/** Waits until a line of the terminal reads text. */
+function terminalLine(text) {
+  return page.waitForFunction(
+    (t) => [...document.querySelectorAll(".xterm-rows > div")].some((r) => r.textContent.trim() === t),
+    text,
+    { timeout: 30_000 },
+  );
 }
 
 async function shot(name) {
@@ -98,17 +109,24 @@ test("a sandbox created from the console runs a command and its output is text",
 });
 
 test("the terminal runs echo hi, and follows the page's size", async () => {
+  // Its code, loaded when it opens, gone (the daemon was updated since
+  // the page was loaded): what to do is said.
+  const logged = problems.length;
+  await page.route(/\/assets\/terminal-[^/]*\.js$/, (route) => route.fulfill({ status: 404, body: "not found" }));
+  await page.reload();
+  await page.getByRole("button", { name: "Open terminal" }).click();
+  await page.getByRole("alert").filter({ hasText: "reload the page" }).waitFor();
+  await page.unrouteAll();
+  await page.getByRole("alert").getByRole("button", { name: "Try again" }).click();
+  await page.locator(".status-running").first().waitFor();
+  assert.ok(problems.splice(logged).every((p) => /status of 404/.test(p)));
   await page.getByRole("button", { name: "Open terminal" }).click();
   await page.locator(".term-connected").waitFor({ timeout: 30_000 });
   await page.locator(".xterm-helper-textarea").focus();
   await page.keyboard.type("echo hi\r");
   // The command's output on a line of its own (the echoed input has it
   // after the command).
-  await page.waitForFunction(
-    () => [...document.querySelectorAll(".xterm-rows > div")].some((r) => r.textContent.trim() === "hi"),
-    null,
-    { timeout: 30_000 },
-  );
+  await terminalLine("hi");
   await shot("terminal");
   // Its size follows the page's: a narrower page, fewer columns.
   const size = async (mark) => {
@@ -247,13 +265,43 @@ test("the sandboxes list shows it; it is paused, resumed, stopped, started and d
   const restarted = page.waitForResponse((r) => r.url().endsWith(`/sandboxes/${id}/restart`) && r.request().method() === "POST");
   await page.getByRole("button", { name: "Restart" }).click();
   assert.equal((await restarted).status(), 200);
+  // A terminal open across a pause, and a read of the sandbox that
+  // fails: its shell goes on, on the same connection.
+  await page.getByRole("button", { name: "Open terminal" }).click({ timeout: 30_000 });
+  await page.locator(".term-connected").waitFor({ timeout: 30_000 });
+  const sockets = [];
+  page.on("websocket", (ws) => sockets.push(ws.url()));
+  await page.locator(".xterm-helper-textarea").focus();
+  await page.keyboard.type("X=kept\r");
   await page.getByRole("button", { name: "Pause" }).click({ timeout: 30_000 });
   await page.locator(".status-paused").first().waitFor({ timeout: 30_000 });
+  await page.getByText("Paused: the terminal goes on when the sandbox is resumed.").waitFor();
   await page.getByRole("button", { name: "Resume" }).click();
   await page.locator(".status-running").first().waitFor({ timeout: 30_000 });
+  let failedRead = false;
+  const busy = { status: 503, contentType: "application/json", body: '{"error":"the daemon is busy","code":"UNAVAILABLE"}' };
+  await page.route(new RegExp(`/api/v1/sandboxes/${id}$`), (route) =>
+    failedRead ? route.continue() : ((failedRead = true), route.fulfill(busy)),
+  );
+  await page.getByRole("alert").filter({ hasText: "the daemon is busy" }).waitFor({ timeout: 10_000 });
+  await page.getByRole("alert").filter({ hasText: "the daemon is busy" }).waitFor({ state: "detached", timeout: 10_000 });
+  await page.unrouteAll();
+  assert.deepEqual(problems.splice(-1), ["Failed to load resource: the server responded with a status of 503 (Service Unavailable)"]);
+  assert.deepEqual(failed.splice(-1), [`GET ${env("API_URL")}/api/v1/sandboxes/${id}: 503`]);
+  await page.locator(".xterm-helper-textarea").focus();
+  await page.keyboard.type("echo two-$X\r");
+  await terminalLine("two-kept");
+  assert.deepEqual(sockets, []);
+  await page.getByRole("button", { name: "Close" }).click();
   await page.getByRole("button", { name: "Stop" }).click();
   await page.getByRole("button", { name: "Start" }).click({ timeout: 30_000 });
   await page.locator(".status-running").first().waitFor({ timeout: 30_000 });
+  // A delete cancelled changes nothing: the buttons stay on, at once.
+  dismissNext = true;
+  await page.getByRole("button", { name: "Delete" }).click();
+  assert.equal(dismissNext, false, "no confirmation was asked");
+  assert.ok(await page.getByRole("button", { name: "Stop" }).isEnabled(), "the buttons went off after a cancelled delete");
+  await page.locator(".status-running").first().waitFor();
   await page.getByRole("button", { name: "Delete" }).click();
   await page.waitForURL(/\/sandboxes$/);
   await page.getByText("No sandboxes yet").waitFor();
@@ -270,6 +318,7 @@ test("a task run's events arrive live, and what its agent wrote is text", async 
     `entrypoint: ${JSON.stringify(`sleep 2; printf '%s\\n' '${said}'; echo done > /workspace/done.txt`)}`,
     "end:",
     "  success_file: /workspace/done.txt",
+    "artifacts: [/workspace/done.txt]",
   ].join("\n");
   const resp = await fetch(env("API_URL") + "/api/v1/runs", {
     method: "POST",
@@ -291,6 +340,20 @@ test("a task run's events arrive live, and what its agent wrote is text", async 
   await page.getByText(said, { exact: true }).waitFor();
   assert.equal(await page.evaluate(() => window.__xss), undefined);
   assert.equal(await page.locator("main script, main b").count(), 0);
+  // What a phase said: how many artifacts came back.
+  await page.locator(".ev-phase").filter({ hasText: "phase artifacts: 1 artifacts collected" }).waitFor();
+  // Its artifact downloaded, alone and in the tar archive of them all.
+  const downloaded = async (button) => {
+    const [d] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: button }).click()]);
+    const chunks = [];
+    for await (const c of await d.createReadStream()) chunks.push(c);
+    return [d.suggestedFilename(), Buffer.concat(chunks)];
+  };
+  const [name, body] = await downloaded("download /workspace/done.txt");
+  assert.deepEqual([name, body.toString()], ["done.txt", "done\n"]);
+  const [tarName, tar] = await downloaded("Download all (tar)");
+  assert.equal(tarName, `${run.id}-artifacts.tar`);
+  assert.equal(tar.subarray(0, 100).toString().replace(/\0+$/, ""), "workspace/done.txt");
   await shot("run");
   await nav("Runs").click();
   await page.getByRole("link", { name: run.id }).waitFor();
@@ -424,6 +487,10 @@ test("templates: imported from YAML, their versions, each version's YAML, a roll
   await page.locator("table.versions tbody td:first-child").getByText("v3", { exact: true }).waitFor();
   await page.getByText("v3", { exact: true }).first().waitFor();
   await yaml.filter({ hasText: "ttl: 600" }).waitFor();
+  // Rolled back while the latest's YAML is shown: the new latest's YAML.
+  await page.locator("table.versions tbody tr").filter({ hasText: "v2" }).getByRole("button", { name: "Roll back to v2" }).click();
+  await page.getByRole("heading", { name: "YAML of v4" }).waitFor();
+  await yaml.filter({ hasText: "ttl: 900" }).waitFor();
   // A document that is not YAML is refused, saying why.
   await nav("Templates").click();
   await page.getByText("Import from YAML").click();
@@ -451,9 +518,10 @@ test("images: the stored ones, and a prepull followed to its end", async () => {
 
 test("sessions and contexts: listed, a session's contexts, a context deleted, a session stopped", async () => {
   // A session as an SDK makes one, and a context in its sandbox.
-  const ran = await api("POST", "/api/v1/sessions/execute", { code: "print(6 * 7)", language: "python" });
-  const sid = ran.session_id;
-  assert.ok(sid, JSON.stringify(ran));
+  // Its id has a dot, as the API allows: its page's URL is still the app's.
+  const sid = "console.session";
+  const ran = await api("POST", "/api/v1/sessions/execute", { code: "print(6 * 7)", language: "python", session_id: sid });
+  assert.equal(ran.session_id, sid, JSON.stringify(ran));
   const sess = await api("GET", `/api/v1/sessions/${sid}`);
   const ctx = await api("POST", `/api/v1/sandboxes/${sess.sandbox_id}/contexts`, { language: "python", name: "console-ctx" });
   await nav("Sessions").click();
@@ -461,6 +529,8 @@ test("sessions and contexts: listed, a session's contexts, a context deleted, a 
   await page.locator("table.contexts").getByText(ctx.context_id).waitFor();
   await shot("sessions");
   await page.getByRole("link", { name: sid }).click();
+  await page.getByRole("heading", { name: /^Session/ }).waitFor();
+  await page.reload();
   await page.getByRole("heading", { name: /^Session/ }).waitFor();
   await page.locator("table.contexts").getByText(ctx.context_id).waitFor();
   await shot("session");
@@ -550,6 +620,128 @@ test("the LLM archive: every exchange, a transcript opened on demand, new ones a
   await page.getByText("No exchange matches the filters").waitFor();
   // The empty state says what to do.
   assert.match(await page.locator(".empty").textContent(), /without models configured, start the daemon with --llm-config/);
+});
+
+/** An exchange as the archive lists it, of an OpenAI chat completion: fields set the rest. */
+const fakeExchange = (fields) => ({
+  format: "openai",
+  path: "/v1/chat/completions",
+  model: "coder",
+  stream: false,
+  status: 200,
+  state: "complete",
+  timeToFirstByteMs: 120,
+  durationMs: 900,
+  ...fields,
+});
+
+/** An event stream's body of events, each [name, data, id]. */
+const sse = (events) =>
+  events.map(([name, data, id]) => `event: ${name}\n${id ? `id: ${id}\n` : ""}data: ${JSON.stringify(data)}\n\n`).join("");
+
+test("the archive's live tail, cut by a daemon shutting down, goes on after its last event once it is back", async () => {
+  // The first stream sends one exchange, then the error a daemon shutting
+  // down sends; the second must resume after that exchange's id. Their
+  // ids are far past any real one: the third, the daemon's own, waits.
+  const exchange = (n) =>
+    fakeExchange({ id: `llx_cut${n}`, sandboxId: "sb-cut", usage: { inputTokens: n, outputTokens: 1 }, createdAt: new Date().toISOString() });
+  const [first, second] = ["9000000000000000001", "9000000000000000002"];
+  // Told apart by where they resume: the page's first follows the list's
+  // cursor; a stream of the page before (filtered by model) is left alone.
+  const asked = [];
+  await page.route(/\/api\/v1\/llm\/exchanges\/stream\?/, (route) => {
+    const q = new URL(route.request().url()).searchParams;
+    if (q.has("model")) return route.continue();
+    const after = q.get("after");
+    asked.push(after);
+    if (after === first) return route.fulfill({ contentType: "text/event-stream", body: sse([["exchange", exchange(2), second]]) });
+    if (after === second) return route.continue();
+    const down = { error: "the daemon is shutting down: follow again, after the last event's id, once it is back", code: "UNAVAILABLE" };
+    return route.fulfill({ contentType: "text/event-stream", body: sse([["exchange", exchange(1), first], ["error", down]]) });
+  });
+  await page.goto(consoleURL + "/llm?within=0");
+  const rows = page.locator("table.exchanges tbody tr.x");
+  await rows.filter({ hasText: "llx_cut1" }).waitFor();
+  await page.getByRole("status").filter({ hasText: "again in a moment: the daemon is shutting down" }).waitFor();
+  await rows.filter({ hasText: "llx_cut2" }).waitFor({ timeout: 10_000 });
+  await page.getByRole("status").getByText("live").waitFor({ timeout: 10_000 });
+  assert.deepEqual(asked.slice(1, 3), [first, second]);
+  assert.equal(await page.getByText("[object Object]").count(), 0);
+  await page.unrouteAll();
+});
+
+test("a conversation whose last answer was streamed: its transcript ends with that answer, put together", async () => {
+  const x = fakeExchange({
+    id: "llx_streamed",
+    sandboxId: "sb-stream",
+    conversationId: "conv-stream",
+    stream: true,
+    usage: {},
+    createdAt: new Date().toISOString(),
+  });
+  const chunk = (delta) => `data: ${JSON.stringify({ choices: [{ index: 0, delta }] })}\n\n`;
+  const detail = {
+    ...x,
+    request: { body: JSON.stringify({ model: "coder", stream: true, messages: [{ role: "user", content: "say hi" }] }) },
+    response: { status: 200, body: chunk({ role: "assistant", content: "Hi " }) + chunk({ content: "<i>there</i>" }) + "data: [DONE]\n\n" },
+  };
+  const conv = { id: "conv-stream", sandboxId: "sb-stream", startedAt: x.createdAt, lastAt: x.createdAt, usage: {}, exchanges: [x] };
+  await page.route(/\/api\/v1\/sandboxes\/sb-stream\/conversations$/, (route) =>
+    route.fulfill({ contentType: "application/json", body: JSON.stringify({ items: [conv] }) }),
+  );
+  await page.route(/\/api\/v1\/llm\/exchanges\/llx_streamed$/, (route) =>
+    route.fulfill({ contentType: "application/json", body: JSON.stringify(detail) }),
+  );
+  await page.goto(`${consoleURL}/sandboxes/sb-stream/conversations`);
+  await page.getByRole("button", { name: "Show transcript" }).click();
+  const transcript = page.getByRole("list", { name: "transcript" });
+  await transcript.getByText("Hi <i>there</i>", { exact: true }).waitFor();
+  assert.equal(await transcript.getByText("a streamed answer").count(), 0);
+  await page.unrouteAll();
+});
+
+test("a run's events, cut before its end, are followed again, none twice, each saying what it is", async () => {
+  const id = "run-cut";
+  const t = (s) => new Date(Date.parse("2026-01-01T00:00:00Z") + s * 1000).toISOString();
+  const log = [
+    { seq: 1, time: t(1), type: "phase", phase: "agent" },
+    { seq: 2, time: t(2), type: "output", stream: "stdout", text: "before the cut" },
+    { seq: 3, time: t(3), type: "output", stream: "stdout", text: "after the cut" },
+    { seq: 4, time: t(4), type: "liveness", text: "the sandbox missed a heartbeat" },
+    { seq: 5, time: t(5), type: "end", status: "succeeded", reason: "done" },
+  ];
+  let streams = 0;
+  const run = (status) => ({
+    id,
+    batch_id: "b-cut",
+    task: "cut",
+    agent: "custom",
+    repeat: 0,
+    status,
+    phase: status === "running" ? "agent" : "done",
+    created_at: t(0),
+    llm: { requests: 0, input_tokens: 0, output_tokens: 0, cached_tokens: 0 },
+  });
+  await page.route(/\/api\/v1\/runs\/run-cut$/, (route) =>
+    route.fulfill({ contentType: "application/json", body: JSON.stringify(run(streams < 2 ? "running" : "succeeded")) }),
+  );
+  // The first stream ends after two events, as one a restarting daemon
+  // closes; the next sends the log from the start.
+  await page.route(/\/api\/v1\/runs\/run-cut\/events$/, (route) => {
+    streams++;
+    const events = streams === 1 ? log.slice(0, 2) : log;
+    return route.fulfill({ contentType: "text/event-stream", body: sse(events.map((e) => ["event", e])) });
+  });
+  await page.goto(`${consoleURL}/runs/${id}`);
+  await page.getByText("before the cut", { exact: true }).waitFor();
+  await page.locator(".ev-end").waitFor({ timeout: 10_000 });
+  await page.getByText("after the cut", { exact: true }).waitFor();
+  assert.equal(await page.getByText("before the cut", { exact: true }).count(), 1);
+  assert.equal(await page.locator("ol.run-events li").count(), 5);
+  // A liveness event says what happened.
+  await page.getByText("liveness: the sandbox missed a heartbeat", { exact: true }).waitFor();
+  assert.equal(streams, 2);
+  await page.unrouteAll();
 });
 
 test("the overview: its warm pool, and the runs that failed with their reasons", async () => {
@@ -650,21 +842,15 @@ test("10,000 runs and a conversation of 500 exchanges render within a second", a
     const body = { items: runs.slice(from, to), next_cursor: to < runs.length ? String(to) : undefined };
     return route.fulfill({ contentType: "application/json", body: JSON.stringify(body) });
   });
-  const exchanges = Array.from({ length: 500 }, (_, i) => ({
-    id: `llx_perf${String(i).padStart(3, "0")}`,
-    sandboxId: "sb-perf",
-    conversationId: "conv-perf",
-    format: "openai",
-    path: "/v1/chat/completions",
-    model: "coder",
-    stream: false,
-    status: 200,
-    state: "complete",
-    usage: { inputTokens: 100 * i, outputTokens: 20 },
-    timeToFirstByteMs: 120,
-    durationMs: 900,
-    createdAt: iso(i * 2000),
-  }));
+  const exchanges = Array.from({ length: 500 }, (_, i) =>
+    fakeExchange({
+      id: `llx_perf${String(i).padStart(3, "0")}`,
+      sandboxId: "sb-perf",
+      conversationId: "conv-perf",
+      usage: { inputTokens: 100 * i, outputTokens: 20 },
+      createdAt: iso(i * 2000),
+    }),
+  );
   const messages = [{ role: "user", content: "fix the bug" }];
   for (let i = 0; i < 499; i++) {
     const call = { id: `call_${i}`, type: "function", function: { name: "run", arguments: JSON.stringify({ cmd: `grep -n bug file${i}.py` }) } };

@@ -3,10 +3,10 @@
 // raw parts fetched when opened, and on the last page the live tail: new
 // exchanges from the archive's event stream, read with fetch.
 import { useEffect, useState } from "preact/hooks";
-import { get, stream, type LLMExchange, type LLMExchangeList } from "../api";
+import { follow, get, type LLMExchange, type LLMExchangeList } from "../api";
 import { navigate, withParam } from "../router";
 import { ExchangeTable } from "./Conversations";
-import { ErrorBox, Loaded, useAsync } from "../ui";
+import { ErrorBox, Loaded, Reconnecting, useAsync } from "../ui";
 
 const pageSize = 100;
 const windows: [string, number][] = [
@@ -90,6 +90,7 @@ export function Archive({ url }: { url: URL }) {
         {() => <ExchangeTable items={items} withOrigin />}
       </Loaded>
       {tail.error !== undefined && <ErrorBox error={tail.error} />}
+      {tail.reconnecting !== undefined && <Reconnecting cut={tail.reconnecting} what="the new exchanges" />}
       <nav class="pager" aria-label="pages">
         {cursor && <a href={link("cursor", "")}>First page</a>}
         {list.data?.nextCursor && <a href={link("cursor", list.data.nextCursor)}>Next page</a>}
@@ -100,32 +101,46 @@ export function Archive({ url }: { url: URL }) {
 
 /**
  * The exchanges that end from cursor on, as the archive's stream sends
- * them; following stops when cursor is undefined or the page goes.
+ * them; following stops when cursor is undefined or the page goes. A
+ * stream that is cut (the daemon restarted: it says to follow again after
+ * the last event's id) is followed again from there; reconnecting is what
+ * cut it meanwhile.
  */
 function useTail(cursor: string | undefined, model: string, status: string) {
   const [items, setItems] = useState<LLMExchange[]>([]);
   const [error, setError] = useState<unknown>();
   const [live, setLive] = useState(false);
+  const [reconnecting, setReconnecting] = useState<unknown>();
   useEffect(() => {
     setItems([]);
     setError(undefined);
+    setReconnecting(undefined);
     if (cursor === undefined) return;
     const ctl = new AbortController();
-    const q = new URLSearchParams({ after: cursor });
-    if (model) q.set("model", model);
-    if (status) q.set("status", status);
-    setLive(true);
-    stream(
-      `/api/v1/llm/exchanges/stream?${q}`,
+    let after = cursor;
+    follow(
+      () => {
+        const q = new URLSearchParams({ after });
+        if (model) q.set("model", model);
+        if (status) q.set("status", status);
+        return `/api/v1/llm/exchanges/stream?${q}`;
+      },
       (e) => {
-        if (e.event === "exchange") setItems((xs) => [...xs, e.data as LLMExchange]);
-        else if (e.event === "error") setError(e.data);
+        if (e.event !== "exchange") return;
+        if (e.id) after = e.id;
+        setItems((xs) => [...xs, e.data as LLMExchange]);
       },
       ctl.signal,
+      {
+        onState: (open, cut) => {
+          setLive(open);
+          setReconnecting(open ? undefined : (cut ?? "the stream ended"));
+        },
+      },
     )
       .catch((e) => (e as Error).name !== "AbortError" && setError(e))
       .finally(() => setLive(false));
     return () => ctl.abort();
   }, [cursor, model, status]);
-  return { items, error, live };
+  return { items, error, live, reconnecting };
 }

@@ -3,7 +3,7 @@
 // exchange's raw parts fetched when opened.
 import { useState } from "preact/hooks";
 import { get, getText, type LLMConversation, type LLMExchange, type LLMExchangeDetail } from "../api";
-import { parseJSON, requestTurns, responseTurns, type Part, type Turn } from "../transcript";
+import { parseJSON, requestTurns, responseTurns, streamTurns, type Part, type Turn } from "../transcript";
 import { CopyID, ErrorBox, Loaded, Time, useAsync } from "../ui";
 
 export function Conversations({ sandbox }: { sandbox: string }) {
@@ -206,13 +206,18 @@ export function Transcript({ exchange }: { exchange: LLMExchange }) {
   const req = body(x.request);
   const resp = body(x.response);
   const turns: Turn[] = req ? requestTurns(x.format, req) : [];
+  // A streamed answer: its events put together, as far as they came.
+  const streamed =
+    x.stream && x.status < 400 && x.response && !x.response.bodyEncoding ? streamTurns(x.format, x.response.body) : [];
   if (resp && x.status < 400) turns.push(...responseTurns(x.format, resp));
-  else if (x.error || x.status >= 400)
+  else if (streamed.length) turns.push(...streamed);
+  if ((x.error || x.status >= 400) && !streamed.some((t) => t.role === "error"))
     turns.push({
       role: "error",
       parts: [{ kind: "error", text: x.error || x.response?.body || `status ${x.status}` }],
     });
-  else if (x.stream) turns.push({ role: "assistant", parts: [{ kind: "text", text: "(a streamed answer: see Raw)" }] });
+  else if (x.stream && !streamed.length)
+    turns.push({ role: "assistant", parts: [{ kind: "text", text: "(a streamed answer: see Raw)" }] });
   // A tool call's result is shown under the call.
   const results = new Map<string, Part>();
   for (const t of turns) for (const p of t.parts) if (p.kind === "tool_result") results.set(p.id, p);

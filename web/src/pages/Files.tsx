@@ -1,9 +1,8 @@
 // A sandbox's files: a directory's entries (one request per directory),
 // folders opened by a click, a file downloaded, one uploaded into the
-// directory shown. The key goes as Authorization, so a download is
-// fetched and then saved from memory.
+// directory shown.
 import { useRef, useState } from "preact/hooks";
-import { get, getBlob, postForm, type FileInfo } from "../api";
+import { download, get, postForm, type FileInfo } from "../api";
 import { bytes } from "../format";
 import { ErrorBox, Loaded, Time, useAsync } from "../ui";
 
@@ -52,13 +51,8 @@ export function Files({ path, disabled }: { path: string; disabled: boolean }) {
     list.reload();
     return `Uploaded ${dest}.`;
   };
-  const download = async (name: string) => {
-    const blob = await getBlob(`${path}/files?path=${encodeURIComponent(name)}`);
-    const a = document.createElement("a");
-    a.href = URL.createObjectURL(blob);
-    a.download = name.split("/").pop() || "download";
-    a.click();
-    setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
+  const save = async (name: string) => {
+    await download(`${path}/files?path=${encodeURIComponent(name)}`, name.split("/").pop() || "download");
     return `Downloaded ${name}.`;
   };
   if (disabled) return <p class="hint">The files can be browsed while the sandbox runs: start it first.</p>;
@@ -111,7 +105,7 @@ export function Files({ path, disabled }: { path: string; disabled: boolean }) {
                   </td>
                   <td>
                     {!f.is_dir && (
-                      <button type="button" aria-label={`download ${f.name}`} onClick={() => run(() => download(f.path))}>
+                      <button type="button" aria-label={`download ${f.name}`} onClick={() => run(() => save(f.path))}>
                         Download
                       </button>
                     )}

@@ -1,17 +1,19 @@
 // One task run: its state, refreshed until it ends, and its events as they
 // happen (the event stream, read with fetch).
-import { useEffect, useState } from "preact/hooks";
-import { get, stream, type Run as RunT, type RunEvent } from "../api";
+import { useEffect, useRef, useState } from "preact/hooks";
+import { download, follow, get, type Run as RunT, type RunEvent } from "../api";
 import { bytes } from "../format";
-import { CopyID, ErrorBox, Status, Time, useAsync, useInterval } from "../ui";
+import { CopyID, ErrorBox, Reconnecting, Status, Time, useAsync, useInterval } from "../ui";
 
 const ended = (s: string) => s !== "queued" && s !== "running";
 
 export function Run({ id }: { id: string }) {
   const path = `/api/v1/runs/${encodeURIComponent(id)}`;
   const run = useAsync((s) => get<RunT>(path, s), [path]);
-  const events = useEvents(path + "/events");
   const r = run.data;
+  const over = useRef(false);
+  over.current = r !== undefined && ended(r.status);
+  const events = useEvents(path + "/events", over);
   // Refreshed until it ends; its end event says so at once.
   useInterval(() => !(r && ended(r.status)) && run.reload(), 2000);
   const last = events.items[events.items.length - 1];
@@ -76,21 +78,10 @@ export function Run({ id }: { id: string }) {
           </>
         )}
       </dl>
-      {r.artifacts && r.artifacts.length > 0 && (
-        <>
-          <h2>Artifacts</h2>
-          <ul>
-            {r.artifacts.map((a) => (
-              <li key={a.path}>
-                <code>{a.path}</code> ({bytes(a.size)})
-              </li>
-            ))}
-          </ul>
-        </>
-      )}
-      {r.artifacts_error && <p class="reason">Artifacts: {r.artifacts_error}</p>}
+      <Artifacts r={r} path={path} />
       <h2>Events</h2>
       {events.error !== undefined && <ErrorBox error={events.error} />}
+      {events.reconnecting !== undefined && <Reconnecting cut={events.reconnecting} what="the run's events" />}
       {events.items.length === 0 ? (
         <p class="hint">{ended(r.status) ? "No events." : "Waiting for the run's first event…"}</p>
       ) : (
@@ -109,11 +100,60 @@ export function Run({ id }: { id: string }) {
   );
 }
 
+/** The run's artifacts, each downloaded by a click, or all as one tar archive. */
+function Artifacts({ r, path }: { r: RunT; path: string }) {
+  const [error, setError] = useState<unknown>();
+  const save = (from: string, name: string) => {
+    setError(undefined);
+    download(from, name).catch(setError);
+  };
+  const items = r.artifacts ?? [];
+  return (
+    <>
+      {items.length > 0 && (
+        <>
+          <h2>Artifacts</h2>
+          <ul class="artifacts">
+            {items.map((a) => (
+              <li key={a.path}>
+                <code>{a.path}</code> ({bytes(a.size)}){" "}
+                <button
+                  type="button"
+                  aria-label={`download ${a.path}`}
+                  onClick={() =>
+                    save(
+                      `${path}/artifacts/${a.path.replace(/^\/+/, "").split("/").map(encodeURIComponent).join("/")}`,
+                      a.path.split("/").pop() || "artifact",
+                    )
+                  }
+                >
+                  Download
+                </button>
+              </li>
+            ))}
+          </ul>
+          <button type="button" onClick={() => save(`${path}/artifacts`, `${r.id}-artifacts.tar`)}>
+            Download all (tar)
+          </button>
+        </>
+      )}
+      {r.artifacts_truncated && <p class="reason">Artifacts: more were left out, over the size limit.</p>}
+      {r.artifacts_error && <p class="reason">Artifacts: {r.artifacts_error}</p>}
+      {error !== undefined && <ErrorBox error={error} />}
+    </>
+  );
+}
+
 /** One event, as text. */
 function Event({ e }: { e: RunEvent }) {
   switch (e.type) {
     case "phase":
-      return <span class="ev-what">phase {e.phase}</span>;
+      return (
+        <span class="ev-what">
+          phase {e.phase}
+          {e.text ? `: ${e.text}` : ""}
+        </span>
+      );
     case "output":
       return <pre class={`ev-text ${e.stream === "stderr" ? "stderr" : ""}`}>{e.text}</pre>;
     case "agent":
@@ -136,23 +176,43 @@ function Event({ e }: { e: RunEvent }) {
         </span>
       );
   }
-  return <span class="ev-what">{e.type}</span>;
+  // liveness, and any later type: what it says.
+  return (
+    <span class="ev-what">
+      {e.type}
+      {e.text ? `: ${e.text}` : ""}
+    </span>
+  );
 }
 
-/** The events of the stream at path, as they arrive. */
-function useEvents(path: string): { items: RunEvent[]; error?: unknown } {
+/**
+ * The events of the stream at path, as they arrive, until the end event.
+ * A stream cut before it (the daemon restarted, a proxy closed it) is
+ * followed again; it sends the log from the start, so the events already
+ * shown (by seq) are skipped. One opened once the run had ended (over)
+ * had its whole log: it is not followed again. reconnecting is the error
+ * that cut it while it is followed again.
+ */
+function useEvents(path: string, over: { current: boolean }): { items: RunEvent[]; error?: unknown; reconnecting?: unknown } {
   const [items, setItems] = useState<RunEvent[]>([]);
   const [error, setError] = useState<unknown>();
+  const [reconnecting, setReconnecting] = useState<unknown>();
   useEffect(() => {
     const ctl = new AbortController();
     setItems([]);
+    setError(undefined);
     const got: RunEvent[] = [];
     let queued = false;
-    stream(
-      path,
+    let overAtOpen = false;
+    follow(
+      () => {
+        overAtOpen = over.current;
+        return path;
+      },
       ({ event, data }) => {
-        if (event !== "event") return;
-        got.push(data as RunEvent);
+        const e = data as RunEvent;
+        if (event !== "event" || (got.length > 0 && e.seq <= got[got.length - 1].seq)) return;
+        got.push(e);
         // One render per frame, however fast the events come.
         if (!queued) {
           queued = true;
@@ -163,8 +223,12 @@ function useEvents(path: string): { items: RunEvent[]; error?: unknown } {
         }
       },
       ctl.signal,
+      {
+        done: () => got[got.length - 1]?.type === "end" || overAtOpen,
+        onState: (open, cut) => setReconnecting(open ? undefined : (cut ?? "the stream ended before the run did")),
+      },
     ).catch((e) => (e as Error).name !== "AbortError" && setError(e));
     return () => ctl.abort();
   }, [path]);
-  return { items, error };
+  return { items, error, reconnecting };
 }

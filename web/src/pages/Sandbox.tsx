@@ -16,9 +16,19 @@ function LazyTerminal(props: TerminalProps) {
   const [T, setT] = useState<FunctionComponent<TerminalProps>>();
   const [error, setError] = useState<unknown>();
   useEffect(() => {
-    import("../terminal").then((m) => setT(() => m.Terminal), setError);
+    import("../terminal").then(
+      (m) => setT(() => m.Terminal),
+      // Its file is named by its content: a daemon updated since this
+      // page was loaded serves another.
+      (e) =>
+        setError(
+          new Error(
+            `The terminal's code could not be loaded (${(e as Error).message}). The console may have been updated since this page was opened: reload the page.`,
+          ),
+        ),
+    );
   }, []);
-  if (error !== undefined) return <ErrorBox error={error} />;
+  if (error !== undefined) return <ErrorBox error={error} retry={() => location.reload()} />;
   return T ? <T {...props} /> : <p class="loading">Loading the terminal…</p>;
 }
 
@@ -40,15 +50,19 @@ export function Sandbox({ id }: { id: string }) {
   }, [sb.loading]);
   useInterval(sb.reload, 3000);
   useInterval(logs.reload, 3000);
-  if (sb.error) return <ErrorBox error={sb.error} retry={sb.reload} />;
+  // A read that failed after one that did not (the daemon restarting, a
+  // sandbox deleted) is said above the page as last read: its terminal
+  // stays.
+  if (sb.error && !sb.data) return <ErrorBox error={sb.error} retry={sb.reload} />;
   const s = sb.data;
   if (!s) return <p class="loading">Loading…</p>;
   const act = async (verb: string) => {
+    // Asked before the buttons go off: cancelled, nothing changes.
+    if (verb === "delete" && !confirm(`Delete sandbox ${id}?`)) return;
     setActionError(undefined);
     setBusy(true);
     try {
       if (verb === "delete") {
-        if (!confirm(`Delete sandbox ${id}?`)) return;
         await call("DELETE", path);
         navigate("/sandboxes");
         return;
@@ -73,6 +87,7 @@ export function Sandbox({ id }: { id: string }) {
       <h1>
         Sandbox <CopyID id={s.id} />
       </h1>
+      {sb.error !== undefined && <ErrorBox error={sb.error} retry={sb.reload} />}
       <dl class="info">
         <dt>Status</dt>
         <dd>
@@ -152,10 +167,15 @@ export function Sandbox({ id }: { id: string }) {
       <h2>Snapshots</h2>
       <SnapshotList sandbox={id} version={snapshots} />
       <h2>Terminal</h2>
-      {s.status !== "running" ? (
+      {term && (s.status === "running" || s.status === "paused") ? (
+        // Kept while paused: its shell is paused with the rest, and goes on
+        // when resumed (closing it would end the shell).
+        <>
+          {s.status === "paused" && <p class="hint">Paused: the terminal goes on when the sandbox is resumed.</p>}
+          <LazyTerminal sandbox={id} onClose={() => setTerm(false)} />
+        </>
+      ) : s.status !== "running" ? (
         <p class="hint">The terminal opens on a running sandbox.</p>
-      ) : term ? (
-        <LazyTerminal sandbox={id} onClose={() => setTerm(false)} />
       ) : (
         <button type="button" onClick={() => setTerm(true)}>
           Open terminal

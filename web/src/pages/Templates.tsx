@@ -157,8 +157,10 @@ export function TemplatePage({ name }: { name: string }) {
       await call("POST", path + "/rollback", { targetVersion: v, changelog: `rolled back to v${v} from the console` });
       t.reload();
       versions.reload();
+      // The latest's YAML, read anew: shown may have been the latest already.
       setShown(0);
       setDiff(false);
+      yaml.reload();
     } catch (e) {
       setActionError(e);
     }
