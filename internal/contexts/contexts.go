@@ -278,6 +278,10 @@ func check(req api.CreateContextRequest) (request, error) {
 	if len(req.Name) > MaxLabelBytes || len(req.Description) > MaxLabelBytes {
 		return request{}, errdefs.Invalid("name and description must be at most %d bytes", MaxLabelBytes)
 	}
+	// Refused by every store alike: PostgreSQL's text holds no NUL.
+	if strings.ContainsRune(req.Name, 0) || strings.ContainsRune(req.Description, 0) {
+		return request{}, errdefs.Invalid("name and description must not contain NUL")
+	}
 	return r, nil
 }
 

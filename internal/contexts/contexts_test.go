@@ -148,6 +148,8 @@ func TestCreateInvalid(t *testing.T) {
 		{"env empty name", api.CreateContextRequest{Env: map[string]string{"": "1"}}, ""},
 		{"env NUL", api.CreateContextRequest{Env: map[string]string{"A": "x\x00y"}}, ""},
 		{"env with session", api.CreateContextRequest{SessionName: "s", Env: map[string]string{"A=": "1"}}, ""},
+		{"name NUL", api.CreateContextRequest{Name: "a\x00b"}, ""},
+		{"description NUL", api.CreateContextRequest{Description: "a\x00b"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

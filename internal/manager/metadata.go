@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
@@ -30,6 +31,10 @@ func checkMetadata(md map[string]string) error {
 		}
 		if len(v) > MaxMetadataValue {
 			return errdefs.Invalid("metadata %q: the value is over %d bytes", k, MaxMetadataValue)
+		}
+		// Refused by every store alike: PostgreSQL's text holds no NUL.
+		if strings.ContainsRune(k, 0) || strings.ContainsRune(v, 0) {
+			return errdefs.Invalid("metadata %q: keys and values must not contain NUL", k)
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -222,5 +223,23 @@ func TestDeletePooled(t *testing.T) {
 	}
 	if _, err := e.st.GetSandbox(ctx, warm.ID); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("the pooled sandbox after DeletePooled: %v, want it gone", err)
+	}
+}
+
+func TestCheckMetadata(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		md   map[string]string
+		ok   bool
+	}{
+		{"plain", map[string]string{"team": "a", "run": ""}, true},
+		{"empty key", map[string]string{"": "a"}, false},
+		{"NUL in a key", map[string]string{"te\x00am": "a"}, false},
+		{"NUL in a value", map[string]string{"team": "a\x00b"}, false},
+		{"a value too long", map[string]string{"team": strings.Repeat("x", MaxMetadataValue+1)}, false},
+	} {
+		if err := checkMetadata(tc.md); (err == nil) != tc.ok || err != nil && !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("%s: checkMetadata = %v, want ok %v", tc.name, err, tc.ok)
+		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
@@ -176,10 +177,18 @@ func (m meta) check() error {
 		return errdefs.Invalid("description is %d bytes; at most %d", len(m.description), maxDescription)
 	case len(m.tags) > maxTags:
 		return errdefs.Invalid("tags: %d of them; at most %d", len(m.tags), maxTags)
+	// Refused by every store alike: PostgreSQL's text holds no NUL.
+	case strings.ContainsRune(m.displayName, 0):
+		return errdefs.Invalid("displayName must not contain NUL")
+	case strings.ContainsRune(m.description, 0):
+		return errdefs.Invalid("description must not contain NUL")
 	}
 	for _, t := range m.tags {
 		if len(t) > maxTag {
 			return errdefs.Invalid("tags: %.20q… is %d bytes; at most %d", t, len(t), maxTag)
+		}
+		if strings.ContainsRune(t, 0) {
+			return errdefs.Invalid("tags: %q contains NUL", t)
 		}
 	}
 	return nil

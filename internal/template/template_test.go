@@ -415,8 +415,17 @@ func TestUpdateErrors(t *testing.T) {
 	checkErr(t, err, errdefs.ErrInvalidArgument, "")
 	_, err = f.svc.Update(ctx, "t", api.UpdateTemplateRequest{Spec: api.TemplateSpec{Image: "alpine", TTL: -3}})
 	checkErr(t, err, errdefs.ErrInvalidArgument, "")
-	_, err = f.svc.Update(ctx, "t", api.UpdateTemplateRequest{Spec: api.TemplateSpec{Image: "alpine"}, DisplayName: strings.Repeat("n", maxDisplayName+1)})
-	checkErr(t, err, errdefs.ErrInvalidArgument, "")
+	for _, bad := range []api.UpdateTemplateRequest{
+		{DisplayName: strings.Repeat("n", maxDisplayName+1)},
+		// NUL, which PostgreSQL's text refuses, is refused on every store.
+		{DisplayName: "a\x00b"},
+		{Description: "a\x00b"},
+		{Tags: []string{"ok", "a\x00b"}},
+	} {
+		bad.Spec = api.TemplateSpec{Image: "alpine"}
+		_, err = f.svc.Update(ctx, "t", bad)
+		checkErr(t, err, errdefs.ErrInvalidArgument, "")
+	}
 	if got, _ := f.svc.Get(ctx, "t"); got.LatestVersion != 2 {
 		t.Errorf("a refused update made version %d", got.LatestVersion)
 	}
