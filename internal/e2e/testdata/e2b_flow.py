@@ -8,7 +8,8 @@ last line, which the Go test checks:
   quickstart        Sandbox.create, run_code('x = 1'), run_code('x+=1; x'),
                     a matplotlib chart, an error, stdout; set_timeout,
                     get_info, a connect that keeps the longer timeout,
-                    relative paths in code where files have them, get_metrics, Sandbox.list with a metadata filter, the
+                    relative paths in code where files have them,
+                    get_metrics, Sandbox.list with a metadata filter, the
                     code contexts, files.write/read, E2B's snapshot and
                     template APIs (not served); kill and is_running() after
   envd              the base SDK's commands (run, exit codes, background,
