@@ -197,10 +197,25 @@ func (s *Server) handleUpload(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		_ = s.asUser(func() error { return os.Remove(tmp.Name()) })
-		writeFSError(w, fmt.Errorf("write %s: %w", p, err))
+		writeFSError(w, fmt.Errorf("write %s: %w", p, withoutTemp(err, tmp.Name())))
 		return
 	}
 	s.writeStat(w, p, http.StatusCreated)
+}
+
+// withoutTemp returns err, an upload's, without the name of its temporary
+// file tmp (the agent's own: "write …/.upload-123: no space left on
+// device"), which the client did not ask for and cannot find.
+func withoutTemp(err error, tmp string) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe) && pe.Path == tmp:
+		return pe.Err
+	case errors.As(err, &le) && le.Old == tmp:
+		return le.Err
+	}
+	return err
 }
 
 // handleStat describes path; with follow=1, what a final symbolic link

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -267,6 +268,28 @@ func TestUploadErrorNamesPath(t *testing.T) {
 					t.Errorf("got %v, want an error that ends %q and names the path once", err, tc.want)
 				}
 			})
+		}
+	}
+}
+
+// An upload's error names no temporary file of the agent's, and keeps
+// its class (a full disk is still ENOSPC).
+func TestWithoutTemp(t *testing.T) {
+	const tmp = "/workspace/.upload-123"
+	other := &fs.PathError{Op: "open", Path: "/workspace", Err: syscall.EACCES}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+		text string
+	}{
+		{"a write to it", &fs.PathError{Op: "write", Path: tmp, Err: syscall.ENOSPC}, syscall.ENOSPC, "no space left on device"},
+		{"its rename", &os.LinkError{Op: "rename", Old: tmp, New: "/workspace/f", Err: syscall.EXDEV}, syscall.EXDEV, "invalid cross-device link"},
+		{"another file", other, syscall.EACCES, "open /workspace: permission denied"},
+	} {
+		got := withoutTemp(tc.err, tmp)
+		if !errors.Is(got, tc.want) || got.Error() != tc.text || strings.Contains(got.Error(), ".upload-") {
+			t.Errorf("%s: withoutTemp = %v, want %q (%v)", tc.name, got, tc.text, tc.want)
 		}
 	}
 }
