@@ -42,11 +42,13 @@ def main() -> None:
         assert res.error is not None
         print(f"Error: {res.error.name} ({res.error.kind}): {res.error.value}")
 
-        # Output as it is printed.
+        # Output as it is printed: each chunk as it comes (a line may come in
+        # several), passed on as it is.
+        print("Streamed:")
         res = client.contexts.execute_stream(
             ctx.context_id,
             "import time\nfor i in range(3):\n    print('tick', i)\n    time.sleep(0.1)\n'done'",
-            on_stdout=lambda text: print(f"streamed: {text}", end=""),
+            on_stdout=lambda text: print(text, end="", flush=True),
         )
         print(f"Streamed result: {res.result}, {res.execution_time:.2f}s")
 

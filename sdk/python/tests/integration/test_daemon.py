@@ -135,6 +135,7 @@ def test_readme_sessions(daemon: Daemon) -> None:
         ("sandbox_lifecycle.py", "After restart the files are still there: ['2', '3']"),
         ("template_management.py", "Imported: [('example-python-template', 'created')]"),
         ("code_interpreter.py", "Error: ZeroDivisionError (runtime): division by zero"),
+        ("code_interpreter.py", "tick 1"),  # streamed chunks joined as printed
         ("sessions.py", "Memory by flavor: 1 GiB, 2 GiB"),
     ],
 )
