@@ -227,10 +227,13 @@ func (s *Service) matrix(t *task.Task, req api.RunSubmitRequest, known []string,
 	if len(models) == 0 {
 		models = []string{t.Model}
 	}
-	for field, names := range map[string][]string{"agents": agentNames, "models": models} {
-		for i, n := range names {
-			if slices.Contains(names[:i], n) {
-				return nil, errdefs.Invalid("%s: %q is listed twice (repeats makes more runs of one combination)", field, n)
+	for _, list := range []struct {
+		field string
+		names []string
+	}{{"agents", agentNames}, {"models", models}} {
+		for i, n := range list.names {
+			if slices.Contains(list.names[:i], n) {
+				return nil, errdefs.Invalid("%s: %q is listed twice (repeats makes more runs of one combination)", list.field, n)
 			}
 		}
 	}
