@@ -23,7 +23,7 @@ object on its last line, which the Go test checks:
                     after, its logs read by cursor in two steps, and a
                     background sleep 100 interrupted
   files IMAGE       files: info, search, list, replace, mv, permissions,
-                    directories made and deleted, files deleted (and
+                    directories made and deleted (a file with them), files deleted (and
                     missing ones, which is no failure), a ranged
                     and a line-based read, a 10 MB upload and its last bytes
                     by a range
@@ -319,9 +319,12 @@ async def files(image: str) -> dict[str, Any]:
         await fs.create_directories([WriteEntry(path="/workspace/d1/d2", mode=700)])
         d2 = (await fs.get_file_info(["/workspace/d1/d2"]))["/workspace/d1/d2"]
         out["dir"] = {"mode": d2.mode, "type": d2.entry_type}
-        # A path gone already is no failure, as in execd: /workspace/d1
-        # twice, /workspace/none.
-        await fs.delete_directories(["/workspace/d1", "/workspace/d1", "/workspace/none"])
+        # As execd's os.RemoveAll: a path gone already is no failure
+        # (/workspace/d1 twice, /workspace/none), and a file goes too.
+        await fs.write_file("/workspace/plain.txt", "plain")
+        await fs.delete_directories(
+            ["/workspace/d1", "/workspace/d1", "/workspace/none", "/workspace/plain.txt"]
+        )
         await fs.delete_files(["/workspace/moved.txt", "/workspace/notes/b.py", "/workspace/none"])
         await fs.delete_files(["/workspace/moved.txt"])
         remaining = await fs.list_directory(DirectoryListEntry(path="/workspace", depth=3))
