@@ -159,6 +159,10 @@ type ExecEvent struct {
 	// OOMKilled and Reason are as in ExecResponse (exit event).
 	OOMKilled bool   `json:"oom_killed,omitempty"`
 	Reason    string `json:"reason,omitempty"`
+	// Signal names the signal that ended the command ("SIGKILL"; its
+	// ExitCode is then 128+n), for the surfaces that report such an end
+	// in a form of their own; the REST stream does not carry it.
+	Signal string `json:"-"`
 }
 
 // LogsResponse is the body of GET /sandboxes/{id}/logs.

@@ -66,8 +66,9 @@ func contextView(c *api.Context) codeContext {
 	return codeContext{ID: c.ContextID, Language: c.Language}
 }
 
-// runs are the code executions in flight, by execution id, for DELETE
-// /code?id=.
+// runs are the code executions and foreground commands in flight, by
+// execution id, for DELETE /code?id= and DELETE /command?id= (stock
+// execd's interrupt takes the id of either on both).
 type runs struct {
 	mu sync.Mutex
 	m  map[string]runEntry
@@ -76,6 +77,8 @@ type runs struct {
 type runEntry struct {
 	sandbox string
 	cancel  context.CancelFunc
+	// done is closed by remove, once the execution has ended.
+	done chan struct{}
 }
 
 func (r *runs) add(id, sandbox string, cancel context.CancelFunc) {
@@ -84,25 +87,29 @@ func (r *runs) add(id, sandbox string, cancel context.CancelFunc) {
 	if r.m == nil {
 		r.m = map[string]runEntry{}
 	}
-	r.m[id] = runEntry{sandbox: sandbox, cancel: cancel}
+	r.m[id] = runEntry{sandbox: sandbox, cancel: cancel, done: make(chan struct{})}
 }
 
 func (r *runs) remove(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.m, id)
+	if e, ok := r.m[id]; ok {
+		close(e.done)
+		delete(r.m, id)
+	}
 }
 
-// interrupt cancels execution id of sandbox; false when there is none.
-func (r *runs) interrupt(sandbox, id string) bool {
+// interrupt cancels execution id of sandbox and returns a channel closed
+// once it has ended; nil when there is no such execution.
+func (r *runs) interrupt(sandbox, id string) <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.m[id]
 	if !ok || e.sandbox != sandbox {
-		return false
+		return nil
 	}
 	e.cancel()
-	return true
+	return e.done
 }
 
 // routeCode serves op, a path under /code, of sandbox id.
@@ -373,7 +380,7 @@ func (h *Handler) interruptCode(w http.ResponseWriter, r *http.Request, id strin
 		writeError(w, missingQuery("id"))
 		return
 	}
-	if !h.runs.interrupt(id, eid) {
+	if h.runs.interrupt(id, eid) == nil {
 		writeError(w, errdefs.NotFound("no execution %s is running in sandbox %s", eid, id))
 		return
 	}

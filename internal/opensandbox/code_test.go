@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"sort"
 	"strings"
@@ -404,20 +403,8 @@ func TestExecdInterruptCode(t *testing.T) {
 	// The token of p, which is pending: make it run for this test.
 	s.sbs.byID["p"].Status = api.StatusRunning
 	srv := httptest.NewServer(s.h)
-	defer srv.Close()
-	req, _ := http.NewRequest("POST", srv.URL+"/opensandbox/a/execd/code", strings.NewReader(`{"code":"block","context":{"id":"ctx-1"}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(HeaderAccessToken, "tok-a")
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var init struct{ Type, Text string }
-	dec := json.NewDecoder(resp.Body)
-	if err := dec.Decode(&init); err != nil || init.Type != "init" {
-		t.Fatalf("init %+v: %v", init, err)
-	}
+	t.Cleanup(srv.Close)
+	dec, execID := openStream(t, srv, "/opensandbox/a/execd/code", `{"code":"block","context":{"id":"ctx-1"}}`)
 	select {
 	case <-codes.started:
 	case <-time.After(5 * time.Second):
@@ -427,11 +414,11 @@ func TestExecdInterruptCode(t *testing.T) {
 		target, token string
 		want          int
 	}{
-		{"/opensandbox/a/execd/code", "tok-a", 400},                 // no id
-		{"/opensandbox/a/execd/code?id=nope", "tok-a", 404},         // unknown
-		{"/opensandbox/p/execd/code?id=" + init.Text, "tok-p", 404}, // another sandbox's run
-		{"/opensandbox/a/execd/code?id=" + init.Text, "tok-a", 200}, // this one
-		{"/opensandbox/a/execd/code?id=" + init.Text, "tok-a", 404}, // ended
+		{"/opensandbox/a/execd/code", "tok-a", 400},              // no id
+		{"/opensandbox/a/execd/code?id=nope", "tok-a", 404},      // unknown
+		{"/opensandbox/p/execd/code?id=" + execID, "tok-p", 404}, // another sandbox's run
+		{"/opensandbox/a/execd/code?id=" + execID, "tok-a", 200}, // this one
+		{"/opensandbox/a/execd/code?id=" + execID, "tok-a", 404}, // ended
 	} {
 		rec := execdDo(t, s, "DELETE", tc.target, "", nil, tc.token)
 		if rec.Code != tc.want {
@@ -439,17 +426,7 @@ func TestExecdInterruptCode(t *testing.T) {
 		}
 		if tc.want == 200 {
 			// The stream ends with the interrupt's error.
-			var last map[string]any
-			for {
-				var ev map[string]any
-				if err := dec.Decode(&ev); err != nil {
-					break
-				}
-				if ev["type"] != "ping" {
-					last = ev
-				}
-			}
-			if fmt.Sprint(last["error"]) != "map[ename:KeyboardInterrupt evalue:interrupted traceback:[]]" {
+			if last := lastEvent(dec); fmt.Sprint(last["error"]) != "map[ename:KeyboardInterrupt evalue:interrupted traceback:[]]" {
 				t.Errorf("last event %v", last)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agent2env/agent2env/api"
@@ -31,7 +32,7 @@ var _ Commands = (*service.Sandboxes)(nil)
 const HeaderTailCursor = "EXECD-COMMANDS-TAIL-CURSOR"
 
 // interruptGrace is how long an interrupted command has to end after
-// SIGINT before it is killed.
+// SIGTERM before it is killed.
 var interruptGrace = 3 * time.Second
 
 // procRequest is the background process of a checked exec request; the
@@ -85,19 +86,32 @@ func commandContent(argv []string) string {
 	return strings.Join(argv, " ")
 }
 
+// killedCode is the exit code stock execd reports for a command a signal
+// ended, its timeout's included: Go's os/exec, which it runs commands
+// with, has -1 for it.
+const killedCode = -1
+
+// signalError is how Go's os/exec, and so stock execd, words the end of
+// a command that sig ended ("signal: killed").
+func signalError(sig syscall.Signal) string {
+	return "signal: " + sig.String()
+}
+
+// statusOf is p as execd's status: a command a signal ended (an
+// interrupt, a timeout, the out-of-memory killer) has exit code -1.
 func statusOf(p service.Proc) commandStatus {
 	st := commandStatus{ID: p.ID, Content: commandContent(p.Command), Running: p.Running, StartedAt: p.Started}
 	if !p.Running {
 		code, ended := p.ExitCode, p.Ended
-		st.ExitCode, st.FinishedAt = &code, &ended
 		switch {
 		case p.TimedOut:
-			st.Error = "command timed out"
+			code, st.Error = killedCode, "command timed out"
 		case p.Signal != "":
-			st.Error = "signal: " + p.Signal
+			code, st.Error = killedCode, signalError(syscall.Signal(p.ExitCode-128))
 		case code != 0:
 			st.Error = "exit status " + strconv.Itoa(code)
 		}
+		st.ExitCode, st.FinishedAt = &code, &ended
 	}
 	return st
 }
@@ -138,14 +152,28 @@ func (h *Handler) commandLogs(w http.ResponseWriter, r *http.Request, id, pid st
 	_, _ = w.Write(buf.Bytes())
 }
 
-// interruptCommand answers DELETE /command?id=: SIGINT to the command's
-// process group, then SIGKILL if it has not ended within interruptGrace.
-// It answers once the command has ended (or the kill is sent); the
-// command stays known, for its status and logs.
+// interruptCommand answers DELETE /command?id=. A background command's
+// process group is sent SIGTERM, then SIGKILL if it has not ended within
+// interruptGrace, as stock execd's; it stays known, for its status and
+// logs. A foreground command (or code run) in flight on this daemon is
+// cancelled, which kills its process group at once. It answers once the
+// command has ended (or the kill is sent).
 func (h *Handler) interruptCommand(w http.ResponseWriter, r *http.Request, id string) {
 	pid := r.URL.Query().Get("id")
 	if pid == "" {
 		writeError(w, missingQuery("id"))
+		return
+	}
+	if done := h.runs.interrupt(id, pid); done != nil {
+		select {
+		case <-done:
+		case <-time.After(interruptGrace):
+		}
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if h.cfg.Commands == nil {
+		writeError(w, errdefs.NotImplemented("background commands are not served here"))
 		return
 	}
 	ctx := r.Context()
@@ -156,7 +184,7 @@ func (h *Handler) interruptCommand(w http.ResponseWriter, r *http.Request, id st
 	}
 	if p.Running {
 		// The client leaving does not stop the interrupt half way, with a
-		// command that ignores SIGINT left running for good.
+		// command that ignores SIGTERM left running for good.
 		if err := h.interrupt(context.WithoutCancel(ctx), id, pid); err != nil {
 			writeError(w, err)
 			return
@@ -165,10 +193,10 @@ func (h *Handler) interruptCommand(w http.ResponseWriter, r *http.Request, id st
 	w.WriteHeader(http.StatusOK)
 }
 
-// interrupt sends SIGINT to command pid of sandbox id, and SIGKILL once
+// interrupt sends SIGTERM to command pid of sandbox id, and SIGKILL once
 // interruptGrace has passed with it still running.
 func (h *Handler) interrupt(ctx context.Context, id, pid string) error {
-	if err := h.cfg.Commands.SignalProc(ctx, id, pid, "INT"); err != nil {
+	if err := h.cfg.Commands.SignalProc(ctx, id, pid, "TERM"); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(interruptGrace)

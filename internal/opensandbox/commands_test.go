@@ -16,8 +16,11 @@ import (
 )
 
 // fakeCommands keeps background commands in memory: "run" runs with
-// output "hello\nworld\n", "done" has ended with code 3 and "stubborn"
-// runs and ignores SIGINT; a started command is "proc-new".
+// output "hello\nworld\n", "done" has ended with code 3, "exit137" with
+// code 137 of its own, "killed" was killed by SIGKILL, "late" by its
+// timeout, and "stubborn" runs and ignores SIGTERM; a started command is
+// "proc-new". A signal that ends a command ends it as the agent reports:
+// exit code 128+n, the signal named.
 type fakeCommands struct {
 	mu      sync.Mutex
 	procs   map[string]*service.Proc
@@ -33,7 +36,10 @@ func newFakeCommands() *fakeCommands {
 		procs: map[string]*service.Proc{
 			"run":      {ID: "run", Command: []string{"bash", "-c", "echo hello; echo world"}, Running: true, Started: started},
 			"done":     {ID: "done", Command: []string{"false", "x"}, Started: started, Ended: started.Add(time.Second), ExitCode: 3},
-			"stubborn": {ID: "stubborn", Command: []string{"trap", "INT"}, Running: true, Started: started},
+			"exit137":  {ID: "exit137", Command: []string{"bash", "-c", "exit 137"}, Started: started, Ended: started.Add(time.Second), ExitCode: 137},
+			"killed":   {ID: "killed", Command: []string{"sleep", "9"}, Started: started, Ended: started.Add(time.Second), ExitCode: 137, Signal: "SIGKILL"},
+			"late":     {ID: "late", Command: []string{"sleep", "9"}, Started: started, Ended: started.Add(time.Second), ExitCode: 137, Signal: "SIGKILL", TimedOut: true},
+			"stubborn": {ID: "stubborn", Command: []string{"trap", "TERM"}, Running: true, Started: started},
 		},
 		output: map[string]string{"run": "hello\nworld\n"},
 	}
@@ -90,7 +96,8 @@ func (f *fakeCommands) SignalProc(_ context.Context, id, pid, sig string) error 
 	}
 	f.signals = append(f.signals, pid+":"+sig)
 	if sig == "KILL" || pid != "stubborn" {
-		p.Running, p.ExitCode, p.Signal, p.Ended = false, 130, sig, started.Add(2*time.Second)
+		n := map[string]int{"TERM": 15, "KILL": 9}[sig]
+		p.Running, p.ExitCode, p.Signal, p.Ended = false, 128+n, "SIG"+sig, started.Add(2*time.Second)
 	}
 	return nil
 }
@@ -148,6 +155,12 @@ func TestCommandStatusLogsInterrupt(t *testing.T) {
 			wantBody: `{"id":"run","content":"echo hello; echo world","running":true,"exit_code":null,"started_at":"2026-01-02T03:04:05Z","finished_at":null}`},
 		{name: "status ended", method: "GET", target: "/command/status/done", wantStatus: 200,
 			wantBody: `{"id":"done","content":"false x","running":false,"exit_code":3,"error":"exit status 3","started_at":"2026-01-02T03:04:05Z","finished_at":"2026-01-02T03:04:06Z"}`},
+		{name: "status of exit 137", method: "GET", target: "/command/status/exit137", wantStatus: 200,
+			wantBody: `{"id":"exit137","content":"exit 137","running":false,"exit_code":137,"error":"exit status 137","started_at":"2026-01-02T03:04:05Z","finished_at":"2026-01-02T03:04:06Z"}`},
+		{name: "status killed", method: "GET", target: "/command/status/killed", wantStatus: 200,
+			wantBody: `{"id":"killed","content":"sleep 9","running":false,"exit_code":-1,"error":"signal: killed","started_at":"2026-01-02T03:04:05Z","finished_at":"2026-01-02T03:04:06Z"}`},
+		{name: "status timed out", method: "GET", target: "/command/status/late", wantStatus: 200,
+			wantBody: `{"id":"late","content":"sleep 9","running":false,"exit_code":-1,"error":"command timed out","started_at":"2026-01-02T03:04:05Z","finished_at":"2026-01-02T03:04:06Z"}`},
 		{name: "status unknown", method: "GET", target: "/command/status/none", wantStatus: 404},
 		{name: "status by POST", method: "POST", target: "/command/status/run", wantStatus: 405},
 		{name: "logs from the start", method: "GET", target: "/command/run/logs", wantStatus: 200, wantBody: "hello\nworld\n", wantCursor: "12"},
@@ -157,8 +170,8 @@ func TestCommandStatusLogsInterrupt(t *testing.T) {
 		{name: "logs negative cursor", method: "GET", target: "/command/run/logs?cursor=-1", wantStatus: 400},
 		{name: "logs unknown", method: "GET", target: "/command/none/logs", wantStatus: 404},
 		{name: "other route", method: "GET", target: "/command/run/other", wantStatus: 404},
-		{name: "interrupt", method: "DELETE", target: "/command?id=run", wantStatus: 200, wantSignals: "[run:INT]"},
-		{name: "interrupt, then kill", method: "DELETE", target: "/command?id=stubborn", wantStatus: 200, wantSignals: "[stubborn:INT stubborn:KILL]"},
+		{name: "interrupt", method: "DELETE", target: "/command?id=run", wantStatus: 200, wantSignals: "[run:TERM]"},
+		{name: "interrupt, then kill", method: "DELETE", target: "/command?id=stubborn", wantStatus: 200, wantSignals: "[stubborn:TERM stubborn:KILL]"},
 		{name: "interrupt an ended command", method: "DELETE", target: "/command?id=done", wantStatus: 200, wantSignals: "[]"},
 		{name: "interrupt unknown", method: "DELETE", target: "/command?id=none", wantStatus: 404, wantSignals: "[]"},
 		{name: "interrupt without id", method: "DELETE", target: "/command", wantStatus: 400, wantSignals: "[]"},
@@ -193,7 +206,7 @@ func TestCommandStatusLogsInterrupt(t *testing.T) {
 }
 
 // An interrupt goes on to its kill when the client that asked for it
-// leaves during the grace: a command that ignores SIGINT is not left
+// leaves during the grace: a command that ignores SIGTERM is not left
 // running for good.
 func TestInterruptClientGone(t *testing.T) {
 	defer func(g time.Duration) { interruptGrace = g }(interruptGrace)
@@ -206,7 +219,33 @@ func TestInterruptClientGone(t *testing.T) {
 	s.h.ServeHTTP(httptest.NewRecorder(), req)
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
-	if got := fmt.Sprint(fc.signals); got != "[stubborn:INT stubborn:KILL]" {
-		t.Errorf("signals %s, want [stubborn:INT stubborn:KILL]", got)
+	if got := fmt.Sprint(fc.signals); got != "[stubborn:TERM stubborn:KILL]" {
+		t.Errorf("signals %s, want [stubborn:TERM stubborn:KILL]", got)
+	}
+}
+
+// An interrupted command's status is stock execd's: exit code -1 and Go's
+// words for the signal that ended it.
+func TestInterruptedStatus(t *testing.T) {
+	defer func(g time.Duration) { interruptGrace = g }(interruptGrace)
+	interruptGrace = 100 * time.Millisecond
+	for _, tc := range []struct{ pid, wantError string }{
+		{pid: "run", wantError: "signal: terminated"},
+		{pid: "stubborn", wantError: "signal: killed"},
+	} {
+		t.Run(tc.pid, func(t *testing.T) {
+			s, _ := newCommandsSetup(t)
+			if rec := execdDo(t, s, "DELETE", "/opensandbox/a/execd/command?id="+tc.pid, "", nil, "tok-a"); rec.Code != 200 {
+				t.Fatalf("interrupt: status %d %s", rec.Code, rec.Body)
+			}
+			rec := execdDo(t, s, "GET", "/opensandbox/a/execd/command/status/"+tc.pid, "", nil, "tok-a")
+			var st commandStatus
+			if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
+				t.Fatalf("status %d %s: %v", rec.Code, rec.Body, err)
+			}
+			if st.Running || st.ExitCode == nil || *st.ExitCode != -1 || st.Error != tc.wantError {
+				t.Errorf("status %s, want exit_code -1 and error %q", rec.Body, tc.wantError)
+			}
+		})
 	}
 }

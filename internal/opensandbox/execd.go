@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -98,10 +99,6 @@ func (h *Handler) serveExecd(w http.ResponseWriter, r *http.Request) {
 		route(http.MethodGet, func(w http.ResponseWriter, _ *http.Request, _ string) { w.WriteHeader(http.StatusOK) })
 	case "/command":
 		if r.Method == http.MethodDelete {
-			if h.cfg.Commands == nil {
-				writeError(w, errdefs.NotImplemented("background commands are not served here"))
-				return
-			}
 			h.interruptCommand(w, r, id)
 			return
 		}
@@ -342,6 +339,11 @@ func (h *Handler) command(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	// DELETE /command?id= of the init event's id cancels it: the agent
+	// kills the command's process group.
+	execID := newExecutionID()
+	h.runs.add(execID, id, cancel)
+	defer h.runs.remove(execID)
 	var (
 		ew        *eventWriter
 		start     time.Time
@@ -350,7 +352,7 @@ func (h *Handler) command(w http.ResponseWriter, r *http.Request, id string) {
 	)
 	exit, err := h.cfg.Execd.ExecStream(ctx, id, req, func() {
 		ew, start = h.startStream(w), h.cfg.Now()
-		if ew.write(streamEvent{Type: "init", Text: newExecutionID()}) != nil {
+		if ew.write(streamEvent{Type: "init", Text: execID}) != nil {
 			cancel()
 			return
 		}
@@ -372,12 +374,16 @@ func (h *Handler) command(w http.ResponseWriter, r *http.Request, id string) {
 	switch {
 	case ew == nil:
 		writeError(w, err)
+	case err != nil && ctx.Err() != nil && r.Context().Err() == nil:
+		// Interrupted: SIGKILL ended it.
+		_ = ew.write(streamEvent{Type: "error", Error: commandError(strconv.Itoa(killedCode), signalError(syscall.SIGKILL))})
 	case err != nil:
 		_ = ew.write(streamEvent{Type: "error", Error: commandError(err.Error(), err.Error())})
 	case exit.TimedOut:
-		// execd kills the process group; Go reports a process ended by a
-		// signal as -1, so stock execd's evalue is "-1".
-		_ = ew.write(streamEvent{Type: "error", Error: commandError("-1", "command timed out")})
+		// execd kills the process group: a command a signal ended.
+		_ = ew.write(streamEvent{Type: "error", Error: commandError(strconv.Itoa(killedCode), "command timed out")})
+	case exit.Signal != "":
+		_ = ew.write(streamEvent{Type: "error", Error: commandError(strconv.Itoa(killedCode), signalError(syscall.Signal(exit.ExitCode-128)))})
 	case exit.ExitCode != 0:
 		code := strconv.Itoa(exit.ExitCode)
 		_ = ew.write(streamEvent{Type: "error", Error: commandError(code, "exit status "+code)})

@@ -59,7 +59,7 @@ func (f *fakeExecd) Authorize(ctx context.Context, id, token string) error {
 	return nil
 }
 
-func (f *fakeExecd) ExecStream(_ context.Context, id string, req api.ExecRequest, start func(), emit func(api.ExecEvent) error) (api.ExecEvent, error) {
+func (f *fakeExecd) ExecStream(ctx context.Context, id string, req api.ExecRequest, start func(), emit func(api.ExecEvent) error) (api.ExecEvent, error) {
 	if req.Timeout > int(service.MaxExecTimeout/time.Second) {
 		return api.ExecEvent{}, errdefs.Invalid("timeout %d is above the maximum", req.Timeout)
 	}
@@ -75,6 +75,10 @@ func (f *fakeExecd) ExecStream(_ context.Context, id string, req api.ExecRequest
 		return api.ExecEvent{}, errors.New("agent connection lost")
 	case "slow":
 		time.Sleep(50 * time.Millisecond)
+	case "block":
+		// Runs until cancelled, as the agent's exec, which then kills it.
+		<-ctx.Done()
+		return api.ExecEvent{}, fmt.Errorf("exec in sandbox %s: %w", id, ctx.Err())
 	case "cut":
 		// Output read in pieces that cut characters, as a pipe's reads do.
 		for _, ev := range []api.ExecEvent{
@@ -98,7 +102,13 @@ func (f *fakeExecd) ExecStream(_ context.Context, id string, req api.ExecRequest
 	case "exit 3":
 		return api.ExecEvent{Type: "exit", ExitCode: 3, Duration: 12.4}, nil
 	case "timeout":
-		return api.ExecEvent{Type: "exit", ExitCode: 137, TimedOut: true}, nil
+		return api.ExecEvent{Type: "exit", ExitCode: 137, TimedOut: true, Signal: "SIGKILL"}, nil
+	case "exit 137":
+		return api.ExecEvent{Type: "exit", ExitCode: 137}, nil
+	case "kill -TERM $$":
+		return api.ExecEvent{Type: "exit", ExitCode: 143, Signal: "SIGTERM"}, nil
+	case "oom":
+		return api.ExecEvent{Type: "exit", ExitCode: 137, Signal: "SIGKILL", OOMKilled: true, Reason: api.ExecOutOfMemory}, nil
 	}
 	return api.ExecEvent{Type: "exit", Duration: 12.6}, nil
 }
@@ -235,6 +245,19 @@ func TestExecdCommand(t *testing.T) {
 		{
 			name: "timed out", body: `{"command":"timeout"}`, wantStatus: 200,
 			wantLast: `{"error":{"ename":"CommandExecError","evalue":"-1","traceback":["command timed out"]},"type":"error"}`,
+		},
+		{
+			name: "exit 137 of its own", body: `{"command":"exit 137"}`, wantStatus: 200,
+			wantLast: `{"error":{"ename":"CommandExecError","evalue":"137","traceback":["exit status 137"]},"type":"error"}`,
+		},
+		{
+			// Stock execd: Go's exit code of a process a signal ended.
+			name: "killed by a signal", body: `{"command":"kill -TERM $$"}`, wantStatus: 200,
+			wantLast: `{"error":{"ename":"CommandExecError","evalue":"-1","traceback":["signal: terminated"]},"type":"error"}`,
+		},
+		{
+			name: "out of memory", body: `{"command":"oom"}`, wantStatus: 200,
+			wantLast: `{"error":{"ename":"CommandExecError","evalue":"-1","traceback":["signal: killed"]},"type":"error"}`,
 		},
 		{
 			name: "broken mid-stream", body: `{"command":"broken"}`, wantStatus: 200,
@@ -493,5 +516,68 @@ func TestExecdRoutes(t *testing.T) {
 	s := newSetup(t, sandbox("a", api.StatusRunning, 0))
 	if rec := execdDo(t, s, "GET", "/opensandbox/a/execd/ping", "", nil, "tok-a"); rec.Code != http.StatusNotImplemented {
 		t.Errorf("ping without an execd: %d, want 501", rec.Code)
+	}
+}
+
+// openStream posts body to target of srv with sandbox a's token and
+// returns the event stream it answers, read past its init event, and that
+// event's id.
+func openStream(t *testing.T, srv *httptest.Server, target, body string) (*json.Decoder, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", srv.URL+target, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(HeaderAccessToken, "tok-a")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	var init struct{ Type, Text string }
+	dec := json.NewDecoder(resp.Body)
+	if err := dec.Decode(&init); err != nil || init.Type != "init" {
+		t.Fatalf("init %+v: %v", init, err)
+	}
+	return dec, init.Text
+}
+
+// lastEvent reads the stream of dec to its end and returns its last
+// event other than a ping.
+func lastEvent(dec *json.Decoder) map[string]any {
+	var last map[string]any
+	for {
+		var ev map[string]any
+		if err := dec.Decode(&ev); err != nil {
+			return last
+		}
+		if ev["type"] != "ping" {
+			last = ev
+		}
+	}
+}
+
+// DELETE /command?id= interrupts a foreground command of the same sandbox,
+// by the id of its init event, as stock execd's: its stream ends with the
+// error of a command SIGKILL ended (exit code -1), and the interrupt
+// answers once it has.
+func TestExecdInterruptForeground(t *testing.T) {
+	s, _ := newExecdSetup(t)
+	srv := httptest.NewServer(s.h)
+	t.Cleanup(srv.Close)
+	dec, execID := openStream(t, srv, "/opensandbox/a/execd/command", `{"command":"block"}`)
+	for _, tc := range []struct {
+		target string
+		want   int
+	}{
+		{"/opensandbox/a/execd/command", 400},              // no id
+		{"/opensandbox/a/execd/command?id=nope", 501},      // unknown, and no background commands here
+		{"/opensandbox/a/execd/command?id=" + execID, 200}, // this one
+	} {
+		rec := execdDo(t, s, "DELETE", tc.target, "", nil, "tok-a")
+		if rec.Code != tc.want {
+			t.Errorf("DELETE %s: %d %s, want %d", tc.target, rec.Code, rec.Body, tc.want)
+		}
+	}
+	if last := lastEvent(dec); fmt.Sprint(last["error"]) != "map[ename:CommandExecError evalue:-1 traceback:[signal: killed]]" {
+		t.Errorf("last event %v", last)
 	}
 }

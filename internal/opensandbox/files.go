@@ -217,10 +217,11 @@ func (h *Handler) deleteDirs(w http.ResponseWriter, r *http.Request, id string) 
 	h.remove(w, r, id, true)
 }
 
-// remove deletes the paths of r: files (a directory is refused), or
-// directories with their contents. A path that does not exist is done
-// already, as execd has it (rm -f, rm -rf): cleaning up twice is no
-// failure.
+// remove deletes the paths of r: files (a directory is refused), or,
+// dirs set, each path with all it holds, whatever it is (execd's
+// os.RemoveAll: a file or a symbolic link goes too). A path that does not
+// exist is done already, as execd has it (rm -f, rm -rf): cleaning up
+// twice is no failure.
 func (h *Handler) remove(w http.ResponseWriter, r *http.Request, id string, dirs bool) {
 	ps, err := queryPaths(r)
 	if err != nil {
@@ -236,8 +237,6 @@ func (h *Handler) remove(w http.ResponseWriter, r *http.Request, id string, dirs
 		case errors.Is(err, errdefs.ErrNotFound):
 			err = nil // clean[i] "": nothing to remove
 		case err != nil:
-		case dirs && !fi.IsDir:
-			err = errdefs.Invalid("%s is not a directory", p)
 		case !dirs && fi.IsDir:
 			err = errdefs.Invalid("%s is a directory", p)
 		default:

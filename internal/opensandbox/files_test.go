@@ -289,7 +289,25 @@ func TestExecdFileOps(t *testing.T) {
 				}
 			},
 		},
-		{name: "delete a file as a directory", method: "DELETE", target: "/directories?path=/w/a.txt", wantStatus: 400},
+		// execd's os.RemoveAll: a file or a link goes as a directory does
+		// (the link, not what it leads to).
+		{
+			name: "delete a file as a directory", method: "DELETE", target: "/directories?path=/w/a.txt", wantStatus: 200,
+			wantOps: []string{"rm /w/a.txt true"},
+		},
+		{
+			name: "delete a link as a directory", method: "DELETE", target: "/directories?path=/w/link", wantStatus: 200,
+			wantOps: []string{"rm /w/link true"},
+			check: func(t *testing.T, ff *fakeFiles) {
+				if _, ok := ff.files["/w/sub/b.py"]; !ok {
+					t.Error("the link's target went with it")
+				}
+			},
+		},
+		{
+			name: "delete directories and a file", method: "DELETE", target: "/directories?path=/w/sub/deep&path=/w/a.txt", wantStatus: 200,
+			wantOps: []string{"rm /w/sub/deep true", "rm /w/a.txt true"},
+		},
 		{
 			name: "make directories with modes", method: "POST", target: "/directories", body: `{"/w/n/m":{"mode":700}}`, wantStatus: 200,
 			wantOps: []string{"mkdir /w/n/m", "chmod /w/n/m 0700"},

@@ -94,7 +94,7 @@ func (s *Sandboxes) ExecStream(ctx context.Context, id string, req api.ExecReque
 		return api.ExecEvent{}, err
 	}
 	return api.ExecEvent{Type: "exit", ExitCode: res.ExitCode, TimedOut: res.TimedOut, Duration: ms(res.Duration),
-		OOMKilled: res.OOMKilled, Reason: res.Reason}, nil
+		OOMKilled: res.OOMKilled, Reason: res.Reason, Signal: res.Signal}, nil
 }
 
 // outputWriter returns a writer whose writes become output events of the

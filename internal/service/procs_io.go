@@ -126,7 +126,14 @@ func (s *Sandboxes) CloseProcInput(ctx context.Context, id, pid string) error {
 }
 
 // ResizeProc sets the terminal size of background command pid of sandbox
-// id (an ErrInvalidArgument when it has no terminal).
+// id (an ErrInvalidArgument when it has no terminal); a zero rows or cols
+// is its default, 24 or 80, as at start.
 func (s *Sandboxes) ResizeProc(ctx context.Context, id, pid string, rows, cols uint16) error {
+	if rows == 0 {
+		rows = agent.DefaultRows
+	}
+	if cols == 0 {
+		cols = agent.DefaultCols
+	}
 	return s.m.ResizeProc(ctx, id, pid, rows, cols)
 }

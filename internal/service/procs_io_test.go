@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -90,4 +91,36 @@ func startProcIO(ctx context.Context, sb *Sandboxes, id string, req ProcRequest,
 		return detail, nil
 	}
 	return detail, err
+}
+
+// A zero rows or cols in a resize is its default, 24 or 80, as at start:
+// accepted, as envd accepts it, not refused.
+func TestResizeProcDefault(t *testing.T) {
+	e := newEnv(t, "")
+	id := e.running(t).ID
+	ctx := context.Background()
+	for _, tc := range []struct {
+		rows, cols uint16
+		want       string
+	}{
+		{0, 0, "24 80"},
+		{0, 120, "24 120"},
+		{40, 0, "40 80"},
+	} {
+		t.Run(fmt.Sprintf("%dx%d", tc.rows, tc.cols), func(t *testing.T) {
+			tty, err := startProcIO(ctx, e.sb, id, ProcRequest{Shell: "read line; stty size"}, ProcIO{TTY: true, Rows: 30, Cols: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkErr(t, e.sb.ResizeProc(ctx, id, tty.ID, tc.rows, tc.cols), nil, "")
+			checkErr(t, e.sb.ProcInput(ctx, id, tty.ID, strings.NewReader("\r")), nil, "")
+			var out bytes.Buffer
+			if _, err := e.sb.ProcOutput(ctx, id, tty.ID, ProcOutputOptions{Follow: true}, &out, nil); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), tc.want) {
+				t.Errorf("tty output %q, want the size %s", out.String(), tc.want)
+			}
+		})
+	}
 }

@@ -163,7 +163,7 @@ func RunE2B(t *testing.T, tg E2B) {
 			"connect_unknown":     "NotFoundException",
 			"pty_killed":          "true",
 			"pty_exit":            "-1",
-			"pty_sizes":           "[24 80 30 100]",
+			"pty_sizes":           "[24 80 30 100 24 120]",
 			"pty_term":            "true",
 			"written":             "/home/sandbox/dir/a.txt",
 			"read":                "hello",

@@ -142,13 +142,22 @@ func RunOpenSandbox(t *testing.T, tg OpenSandbox) {
 			"logs1": "first\n", "cursor1": "6",
 			"ended_running": "false", "exit_code": "4", "finished": "true",
 			"logs2": "second\n", "cursor2": "13",
-			// SIGINT ends the sleep; the interrupt answers once it has.
-			"interrupted_running": "false", "interrupted_exit_code": "130",
+			// SIGTERM ends the sleep; the interrupt answers once it has.
+			// A command a signal ended has stock execd's exit code -1
+			// (Go's) and Go's words for it, in the background and in the
+			// foreground.
+			"interrupted_running": "false", "interrupted_exit_code": "-1",
+			"interrupted_error": "signal: terminated",
+			"killed_exit_code":  "-1", "killed_error": "[signal: terminated]",
+			// A foreground command is killed at once.
+			"fg_interrupted_exit_code": "-1", "fg_interrupted_error": "[signal: killed]",
 			"unknown_status": "404",
 		}
 		Check(t, res, want)
-		if s, _ := res["interrupt_seconds"].(float64); s > 2 {
-			t.Errorf("interrupt took %.1f s, want well under the 3 s before SIGKILL", s)
+		for _, k := range []string{"interrupt_seconds", "fg_interrupt_seconds"} {
+			if s, _ := res[k].(float64); s > 2 {
+				t.Errorf("%s: %.1f s, want well under the 3 s before SIGKILL", k, s)
+			}
 		}
 		tg.NoSandboxes(t)
 	})

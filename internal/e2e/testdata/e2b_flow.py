@@ -199,12 +199,17 @@ def envd() -> dict[str, Any]:
         except NotFoundException as e:
             out["connect_unknown"] = type(e).__name__
 
-        # A PTY session: input, a resize, kill.
+        # A PTY session: input, resizes, kill.
         pty = sbx.pty.create(PtySize(rows=24, cols=80))
         sbx.pty.send_stdin(pty.pid, b"stty size\n")
         time.sleep(0.5)
         sbx.pty.resize(pty.pid, PtySize(rows=30, cols=100))
         sbx.pty.send_stdin(pty.pid, b"stty size; echo $TERM\n")
+        time.sleep(0.5)
+        # A zero in a size is taken, as envd takes it: here the default's
+        # rows (24), as pty.create's.
+        sbx.pty.resize(pty.pid, PtySize(rows=0, cols=120))
+        sbx.pty.send_stdin(pty.pid, b"stty size\n")
         time.sleep(0.5)
         out["pty_killed"] = sbx.pty.kill(pty.pid)
         data = []
@@ -213,7 +218,7 @@ def envd() -> dict[str, Any]:
         except CommandExitException as e:
             out["pty_exit"] = e.exit_code
         text = b"".join(data).decode(errors="replace")
-        out["pty_sizes"] = [size for size in ("24 80", "30 100") if size in text]
+        out["pty_sizes"] = [size for size in ("24 80", "30 100", "24 120") if size in text]
         out["pty_term"] = "xterm-256color" in text
 
         # Files.

@@ -20,10 +20,11 @@ object on its last line, which the Go test checks:
                     as a saved file read back), the default context, bash,
                     contexts listed and deleted, a run interrupted
   background IMAGE  a background command: its status while it runs and
-                    after, its logs read by cursor in two steps, and a
-                    background sleep 100 interrupted
+                    after, its logs read by cursor in two steps, a
+                    background sleep 100 interrupted, a foreground
+                    command killed by a signal and one interrupted
   files IMAGE       files: info, search, list, replace, mv, permissions,
-                    directories made and deleted, files deleted (and
+                    directories made and deleted (a file with them), files deleted (and
                     missing ones, which is no failure), a ranged
                     and a line-based read, a 10 MB upload and its last bytes
                     by a range
@@ -319,9 +320,12 @@ async def files(image: str) -> dict[str, Any]:
         await fs.create_directories([WriteEntry(path="/workspace/d1/d2", mode=700)])
         d2 = (await fs.get_file_info(["/workspace/d1/d2"]))["/workspace/d1/d2"]
         out["dir"] = {"mode": d2.mode, "type": d2.entry_type}
-        # A path gone already is no failure, as in execd: /workspace/d1
-        # twice, /workspace/none.
-        await fs.delete_directories(["/workspace/d1", "/workspace/d1", "/workspace/none"])
+        # As execd's os.RemoveAll: a path gone already is no failure
+        # (/workspace/d1 twice, /workspace/none), and a file goes too.
+        await fs.write_file("/workspace/plain.txt", "plain")
+        await fs.delete_directories(
+            ["/workspace/d1", "/workspace/d1", "/workspace/none", "/workspace/plain.txt"]
+        )
         await fs.delete_files(["/workspace/moved.txt", "/workspace/notes/b.py", "/workspace/none"])
         await fs.delete_files(["/workspace/moved.txt"])
         remaining = await fs.list_directory(DirectoryListEntry(path="/workspace", depth=3))
@@ -384,6 +388,27 @@ async def background(image: str) -> dict[str, Any]:
         status = await sandbox.commands.get_command_status(sleeper.id)
         out["interrupted_running"] = status.running
         out["interrupted_exit_code"] = status.exit_code
+        out["interrupted_error"] = status.error
+        # A foreground command a signal ended.
+        killed = await sandbox.commands.run("kill -TERM $$")
+        out["killed_exit_code"] = killed.exit_code
+        out["killed_error"] = killed.error.traceback if killed.error else None
+        # A foreground command interrupted by the id of its init event.
+        started: asyncio.Queue = asyncio.Queue()
+
+        async def on_init(init: ExecutionInit) -> None:
+            await started.put(init.id)
+
+        running = asyncio.create_task(
+            sandbox.commands.run("sleep 100", handlers=ExecutionHandlers(on_init=on_init))
+        )
+        execution_id = await asyncio.wait_for(started.get(), 30)
+        start = time.monotonic()
+        await sandbox.commands.interrupt(execution_id)
+        stopped = await asyncio.wait_for(running, 30)
+        out["fg_interrupt_seconds"] = time.monotonic() - start
+        out["fg_interrupted_exit_code"] = stopped.exit_code
+        out["fg_interrupted_error"] = stopped.error.traceback if stopped.error else None
         try:
             await sandbox.commands.get_command_status("proc-unknown")
         except SandboxApiException as e:
