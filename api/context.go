@@ -172,7 +172,7 @@ const (
 	ErrorNameTimeout     = "TimeoutError"
 	ErrorNameKernelDied  = "KernelDied"
 	ErrorNameOutOfMemory = "OutOfMemory"
-	ErrorNameSandboxGone = "SandboxGone"
+	ErrorNameSandboxGone = "SandboxGone" // went while the code ran (one paused or stopped before is SANDBOX_NOT_READY)
 )
 
 // ExecutionError is why an execution did not succeed.

@@ -207,3 +207,52 @@ func TestContextExecuteErrorInStderr(t *testing.T) {
 		})
 	}
 }
+
+// A context execute in a paused or stopped sandbox is 409
+// SANDBOX_NOT_READY, as the sandbox's other requests, saying it is paused
+// and how to go on, with the sandbox and its status in the details; the
+// stream form answers it before the stream starts. Once resumed, the
+// context runs code again.
+func TestContextExecuteSandboxNotRunning(t *testing.T) {
+	h, _ := newSessionHandler(t, manager.Config{})
+	do := func(path, body string) (int, []byte) {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.Bytes()
+	}
+	code, body := do("/api/v1/contexts", `{"language":"python"}`)
+	var c api.Context
+	if code != http.StatusCreated && code != http.StatusOK || json.Unmarshal(body, &c) != nil {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	for _, tt := range []struct{ op, status, message string }{
+		{"pause", "paused", "is paused, not running: resume it first"},
+		{"stop", "succeeded", "not running"},
+	} {
+		t.Run(tt.op, func(t *testing.T) {
+			if code, body := do("/api/v1/sandboxes/"+c.SandboxID+"/"+tt.op, ``); code != http.StatusOK {
+				t.Fatalf("%s: %d %s", tt.op, code, body)
+			}
+			for _, path := range []string{
+				"/api/v1/contexts/" + c.ContextID + "/execute",
+				"/api/v1/contexts/" + c.ContextID + "/execute/stream",
+				"/api/v1/sandboxes/" + c.SandboxID + "/contexts/" + c.ContextID + "/execute",
+				"/api/v1/sandboxes/" + c.SandboxID + "/contexts/" + c.ContextID + "/execute/stream",
+			} {
+				code, body := do(path, `{"code":"1"}`)
+				var e api.Error
+				if code != http.StatusConflict || json.Unmarshal(body, &e) != nil || e.Code != api.CodeSandboxNotReady ||
+					!strings.Contains(e.Message, tt.message) || e.Details["sandbox_id"] != c.SandboxID || e.Details["status"] != tt.status {
+					t.Errorf("%s: %d %s, want 409 %s saying %q", path, code, body, api.CodeSandboxNotReady, tt.message)
+				}
+			}
+			back := map[string]string{"pause": "resume", "stop": "start"}[tt.op]
+			if code, body := do("/api/v1/sandboxes/"+c.SandboxID+"/"+back, ``); code != http.StatusOK {
+				t.Fatalf("%s: %d %s", back, code, body)
+			}
+		})
+	}
+}

@@ -74,6 +74,7 @@ const (
 	CodeLanguageNotFound = "LANGUAGE_NOT_FOUND"
 	CodeResourceLimit    = "RESOURCE_LIMIT"
 	CodeNoCapacity       = "INSUFFICIENT_CAPACITY"
+	CodeSandboxNotReady  = "SANDBOX_NOT_READY"
 )
 
 // Config configures the server.
@@ -398,6 +399,7 @@ var suggestions = map[string]string{
 	CodeSandboxNotFound:  "use a session_id instead: sessions make their sandboxes",
 	CodeLanguageNotFound: "the sandbox's image has no interpreter for it: use the default code-interpreter image",
 	CodeExecutionFailed:  "retry; if it fails again, see the daemon's log",
+	CodeSandboxNotReady:  "the sandbox was paused or stopped through agent2env's API: resume or start it there (agent2env sandbox resume|start ID), then retry",
 }
 
 // errorResult is the tool error of err: seed 004's {"error", "code"},
@@ -421,7 +423,7 @@ func errorResult(err error) *mcp.CallToolResult {
 func toolCode(err error) string {
 	switch code := errdefs.Code(err); code {
 	case CodeInvalidParams, api.CodeInvalidLanguage, api.CodeContextNotFound, api.CodeSessionNotFound, api.CodeFileNotFound,
-		api.CodeSandboxNotFound, api.CodeLanguageMissing, api.CodeLimitExceeded, api.CodeInsufficientCapacity:
+		api.CodeSandboxNotFound, api.CodeSandboxNotReady, api.CodeLanguageMissing, api.CodeLimitExceeded, api.CodeInsufficientCapacity:
 		return code
 	}
 	if errors.Is(err, errdefs.ErrInvalidArgument) {

@@ -1063,3 +1063,30 @@ func TestReadLargeResource(t *testing.T) {
 		t.Errorf("read a small resource: %+v, %v", rr, err)
 	}
 }
+
+// run_code in a context whose sandbox was paused through the REST API is
+// a tool error that says so and how to go on, not a run that failed.
+func TestRunCodeSandboxPaused(t *testing.T) {
+	e := newEnv(t, false)
+	cs := e.connect(t, "", nil)
+	var created map[string]any
+	callTool(t, cs, "create_context", map[string]any{"name": "p", "language": "python"}, &created)
+	sbs := e.Sandboxes(t)
+	if len(sbs) != 1 {
+		t.Fatalf("sandboxes %v", sbs)
+	}
+	if _, err := e.M.Pause(bg, sbs[0]); err != nil {
+		t.Fatal(err)
+	}
+	res := callTool(t, cs, "run_code", map[string]any{"code": "1", "context_id": created["context_id"]}, nil)
+	if te := toolError(t, res, CodeSandboxNotReady); !strings.Contains(te.Error, "paused") || !strings.Contains(te.Suggestion, "resume") {
+		t.Errorf("tool error %+v", te)
+	}
+	if _, err := e.M.Resume(bg, sbs[0]); err != nil {
+		t.Fatal(err)
+	}
+	var run map[string]any
+	if res := callTool(t, cs, "run_code", map[string]any{"code": "print(2)", "context_id": created["context_id"]}, &run); res.IsError || run["stdout"] != "2\n" {
+		t.Errorf("run_code once resumed: %v", run)
+	}
+}
