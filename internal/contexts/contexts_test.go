@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -263,6 +264,49 @@ func TestCreateUnknownSandbox(t *testing.T) {
 	}
 	_, err = e.svc.List(bg, store.ContextFilter{SandboxID: "nosuchsandbox"})
 	checkErr(t, err, errdefs.ErrNotFound, api.CodeSandboxNotFound)
+}
+
+// A create that names a sandbox and a template is refused, with nothing
+// made, unless the sandbox was made from that template.
+func TestCreateSandboxAndTemplate(t *testing.T) {
+	e := newEnv(t, nil)
+	fromTemplate, fromImage := e.Sandbox(t), e.Sandbox(t)
+	if _, err := e.St.UpdateSandbox(bg, fromTemplate.ID, func(sb *store.Sandbox) error {
+		sb.Template = "py-tools"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, sandbox, template string
+		want                    string // in the error; "" for none
+	}{
+		{"its template", fromTemplate.ID, "py-tools", ""},
+		{"no template", fromTemplate.ID, "", ""},
+		{"another template", fromTemplate.ID, "node-tools", `template "node-tools" is not the template of sandbox ` + fromTemplate.ID + `, which was made from template py-tools`},
+		{"a sandbox of no template", fromImage.ID, "py-tools", "which was made from image agent2env/python"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before, kernels := e.Contexts(t), e.Kernels(t, tt.sandbox)
+			c, err := e.svc.Create(bg, api.CreateContextRequest{SandboxID: tt.sandbox, Template: tt.template})
+			if tt.want == "" {
+				if err != nil || c.SandboxID != tt.sandbox {
+					t.Fatalf("create: %+v %v", c, err)
+				}
+				return
+			}
+			checkErr(t, err, errdefs.ErrInvalidArgument, "")
+			if err != nil && !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q, want it to say %q", err, tt.want)
+			}
+			if after, ks := e.Contexts(t), e.Kernels(t, tt.sandbox); !slices.Equal(after, before) || !slices.Equal(ks, kernels) {
+				t.Errorf("contexts %v, before %v; kernels %v, before %v", after, before, ks, kernels)
+			}
+		})
+	}
+	if ids := e.Sandboxes(t); len(ids) != 2 {
+		t.Errorf("sandboxes %v, want the two of the test", ids)
+	}
 }
 
 func TestNotInSandbox(t *testing.T) {
