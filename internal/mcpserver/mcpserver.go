@@ -54,6 +54,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/jsonbody"
 	"github.com/agent2env/agent2env/internal/llm/caller"
 	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/session"
@@ -342,7 +343,7 @@ func arguments[In any](raw json.RawMessage, schema *jsonschema.Resolved) (In, er
 	m := map[string]any{}
 	if len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &m); err != nil {
-			return in, invalid("arguments must be a JSON object: %v", err)
+			return in, invalid("%v", jsonbody.Explain(jsonbody.Locate(err, raw), "arguments"))
 		}
 	}
 	var v any = m
@@ -354,7 +355,7 @@ func arguments[In any](raw json.RawMessage, schema *jsonschema.Resolved) (In, er
 	}
 	b, _ := json.Marshal(v)
 	if err := json.Unmarshal(b, &in); err != nil {
-		return in, invalid("invalid arguments: %v", err)
+		return in, invalid("invalid arguments: %v", jsonbody.Explain(err, "arguments"))
 	}
 	return in, nil
 }

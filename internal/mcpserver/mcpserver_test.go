@@ -1179,3 +1179,28 @@ func TestListParts(t *testing.T) {
 		})
 	}
 }
+
+// Arguments of the wrong kind are INVALID_PARAMS in plain words, never in
+// the decoder's (Go's types).
+func TestArgumentsInPlainWords(t *testing.T) {
+	e := newEnv(t, false)
+	cs := e.connect(t, "", nil)
+	for _, tt := range []struct {
+		tool string
+		args any
+		want string
+	}{
+		{"run_code", []any{1}, "arguments must be a JSON object (got array)"},
+		{"list_sessions", map[string]any{"offset": 1e30}, "invalid arguments: offset must be an integer (got number 1e+30)"},
+	} {
+		t.Run(tt.tool, func(t *testing.T) {
+			res, err := cs.CallTool(bg, &mcp.CallToolParams{Name: tt.tool, Arguments: tt.args})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if te := toolError(t, res, CodeInvalidParams); te.Error != tt.want {
+				t.Errorf("error %q, want %q", te.Error, tt.want)
+			}
+		})
+	}
+}
