@@ -185,6 +185,11 @@ func peek(f llm.Format, body []byte) (model string, stream bool, maxOut int, _ *
 	case errors.As(err, &e):
 		return model, stream, maxOut, e
 	case err != nil:
+		// Where and what, in plain words; an object not of the
+		// members' reading (ErrSyntax) reads as one.
+		if e := llm.DecodeRequestJSON(body, new(map[string]json.RawMessage), string(f)); e != nil {
+			return model, stream, maxOut, llm.AsError(e)
+		}
 		return model, stream, maxOut, llm.Invalid("decode %s request: malformed JSON", f)
 	}
 	return model, stream, maxOut, nil
