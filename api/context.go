@@ -55,7 +55,8 @@ type CreateContextRequest struct {
 	// it).
 	SandboxID string `json:"sandbox_id,omitempty"`
 	// Template is the template of a sandbox the daemon creates for the
-	// context (default: the language's default template).
+	// context (default: the language's default template). Beside
+	// SandboxID it must be that sandbox's template (400 else).
 	Template string `json:"template,omitempty"`
 	// Env is added to the interpreter's environment.
 	Env map[string]string `json:"env,omitempty"`
@@ -172,7 +173,7 @@ const (
 	ErrorNameTimeout     = "TimeoutError"
 	ErrorNameKernelDied  = "KernelDied"
 	ErrorNameOutOfMemory = "OutOfMemory"
-	ErrorNameSandboxGone = "SandboxGone"
+	ErrorNameSandboxGone = "SandboxGone" // went while the code ran (one paused or stopped before is SANDBOX_NOT_READY)
 )
 
 // ExecutionError is why an execution did not succeed.

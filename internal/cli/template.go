@@ -506,8 +506,9 @@ func decodeTemplateJSON(b []byte) (*templateFile, error) {
 	if err := dec.Decode(&req); err != nil {
 		// A value of the wrong kind is named by its member and the
 		// JSON that fits, not by Go's types; the member's path starts
-		// with the embedded request's type, which is no member.
-		err = jsonbody.Explain(err, "the file")
+		// with the embedded request's type, which is no member. JSON
+		// that does not parse is named by its line and column.
+		err = jsonbody.Explain(jsonbody.Locate(err, b), "the file")
 		if kind := (*jsonbody.KindError)(nil); errors.As(err, &kind) {
 			kind.Member = strings.TrimPrefix(kind.Member, "CreateTemplateRequest.")
 		}

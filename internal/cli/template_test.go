@@ -324,6 +324,10 @@ func TestTemplateFiles(t *testing.T) {
 		{name: "json array for an object", file: "t.json", content: `{"name":"py","spec":[]}`,
 			err: ": spec must be a JSON object (got array)"},
 		{name: "json with trailing data", file: "t.json", content: `{"name":"py"} {}`, err: "data after the JSON object"},
+		{name: "json that does not parse", file: "t.json", content: "{\n  \"name\": \"py\",\n  \"spec\": {image: \"python\"}\n}",
+			err: `t.json: line 3, column 12: unexpected "i" where a member's name, a string in double quotes, should start`},
+		{name: "json cut short", file: "t.json", content: `{"name":"py"`,
+			err: `t.json: line 1, column 13: the JSON value is cut short`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -288,7 +288,10 @@ func check(req api.CreateContextRequest) (request, error) {
 // MaxLabelBytes bounds a context's name and description.
 const MaxLabelBytes = 4096
 
-// Create makes a context, and a sandbox for it when the request names none.
+// Create makes a context, and a sandbox for it when the request names
+// none. A request that names a sandbox and a template too is refused
+// unless the sandbox was made from that template (clients of the code
+// interpreter send both).
 func (s *Service) Create(ctx context.Context, req api.CreateContextRequest) (*api.Context, error) {
 	r, err := check(req)
 	if err != nil {
@@ -297,6 +300,11 @@ func (s *Service) Create(ctx context.Context, req api.CreateContextRequest) (*ap
 	if req.SessionName != "" {
 		if s.sessions == nil {
 			return nil, fmt.Errorf("session_name: sessions are not served here: %w", errdefs.ErrNotImplemented)
+		}
+		if r.SandboxID != "" && r.Template != "" {
+			if _, err := s.named(ctx, r); err != nil {
+				return nil, err
+			}
 		}
 		at, err := s.sessions.Attach(ctx, req, r.lang)
 		if err != nil {
@@ -371,7 +379,7 @@ func (s *Service) createIn(ctx context.Context, r request, pl placement) (*api.C
 // place finds or makes the sandbox of a new context outside sessions.
 func (s *Service) place(ctx context.Context, r request) (placement, error) {
 	if r.SandboxID != "" {
-		sb, err := s.sbx.Get(ctx, r.SandboxID)
+		sb, err := s.named(ctx, r)
 		if err != nil {
 			return placement{}, err
 		}
@@ -382,6 +390,24 @@ func (s *Service) place(ctx context.Context, r request) (placement, error) {
 		return placement{}, err
 	}
 	return placement{sandbox: w.Sandbox, owned: true, fresh: true, kernel: s.adopt(ctx, r, w)}, nil
+}
+
+// named returns the sandbox r names, which must have been made from r's
+// template when r names one.
+func (s *Service) named(ctx context.Context, r request) (*store.Sandbox, error) {
+	sb, err := s.sbx.Get(ctx, r.SandboxID)
+	if err != nil {
+		return nil, err
+	}
+	if r.Template != "" && r.Template != sb.Template {
+		made := "from image " + sb.Image
+		if sb.Template != "" {
+			made = "from template " + sb.Template
+		}
+		return nil, errdefs.Invalid("template %q is not the template of sandbox %s, which was made %s: give the sandbox alone, or its own template",
+			r.Template, sb.ID, made)
+	}
+	return sb, nil
 }
 
 // ManagedBy marks the sandboxes the service makes for contexts.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -265,6 +266,49 @@ func TestCreateUnknownSandbox(t *testing.T) {
 	checkErr(t, err, errdefs.ErrNotFound, api.CodeSandboxNotFound)
 }
 
+// A create that names a sandbox and a template is refused, with nothing
+// made, unless the sandbox was made from that template.
+func TestCreateSandboxAndTemplate(t *testing.T) {
+	e := newEnv(t, nil)
+	fromTemplate, fromImage := e.Sandbox(t), e.Sandbox(t)
+	if _, err := e.St.UpdateSandbox(bg, fromTemplate.ID, func(sb *store.Sandbox) error {
+		sb.Template = "py-tools"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, sandbox, template string
+		want                    string // in the error; "" for none
+	}{
+		{"its template", fromTemplate.ID, "py-tools", ""},
+		{"no template", fromTemplate.ID, "", ""},
+		{"another template", fromTemplate.ID, "node-tools", `template "node-tools" is not the template of sandbox ` + fromTemplate.ID + `, which was made from template py-tools`},
+		{"a sandbox of no template", fromImage.ID, "py-tools", "which was made from image agent2env/python"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before, kernels := e.Contexts(t), e.Kernels(t, tt.sandbox)
+			c, err := e.svc.Create(bg, api.CreateContextRequest{SandboxID: tt.sandbox, Template: tt.template})
+			if tt.want == "" {
+				if err != nil || c.SandboxID != tt.sandbox {
+					t.Fatalf("create: %+v %v", c, err)
+				}
+				return
+			}
+			checkErr(t, err, errdefs.ErrInvalidArgument, "")
+			if err != nil && !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q, want it to say %q", err, tt.want)
+			}
+			if after, ks := e.Contexts(t), e.Kernels(t, tt.sandbox); !slices.Equal(after, before) || !slices.Equal(ks, kernels) {
+				t.Errorf("contexts %v, before %v; kernels %v, before %v", after, before, ks, kernels)
+			}
+		})
+	}
+	if ids := e.Sandboxes(t); len(ids) != 2 {
+		t.Errorf("sandboxes %v, want the two of the test", ids)
+	}
+}
+
 func TestNotInSandbox(t *testing.T) {
 	e := newEnv(t, nil)
 	a, b := e.Sandbox(t), e.Sandbox(t)
@@ -380,8 +424,8 @@ func TestExecutionMetrics(t *testing.T) {
 	if _, err := e.M.Stop(bg, c.SandboxID); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.exec(t, c.ContextID, "1", 0); r.Error == nil || r.Error.Name != api.ErrorNameSandboxGone {
-		t.Errorf("execute in a stopped sandbox: %+v, want %s", r.Error, api.ErrorNameSandboxGone)
+	if _, err := e.svc.Execute(bg, c.ContextID, api.ExecuteRequest{Code: "1"}); !errors.Is(err, errdefs.ErrFailedPrecondition) {
+		t.Errorf("execute in a stopped sandbox: %v, want a precondition error", err)
 	}
 	got := metricstest.Observations(t, mt, "agent2env_context_execution_duration_seconds")
 	want := map[string]uint64{
@@ -539,48 +583,78 @@ func TestExecuteSandboxDeleted(t *testing.T) {
 	}
 }
 
-func TestExecuteSandboxStopped(t *testing.T) {
+// An execution in a context whose sandbox is paused or stopped is refused
+// as the manager refuses the sandbox's other requests (409
+// SANDBOX_NOT_READY, saying how to go on), in the buffered and the stream
+// forms, before anything runs; one whose sandbox goes after the caller's
+// own check ends with SandboxGone.
+func TestExecuteSandboxNotRunning(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		op      func(m *manager.Manager, id string) error
+		status  api.SandboxStatus
+		message string
+	}{
+		{"stopped", func(m *manager.Manager, id string) error { _, err := m.Stop(bg, id); return err },
+			api.StatusSucceeded, "not running"},
+		{"paused", func(m *manager.Manager, id string) error { _, err := m.Pause(bg, id); return err },
+			api.StatusPaused, "is paused, not running: resume it first"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			c := e.create(t, api.CreateContextRequest{})
+			if err := tt.op(e.M, c.SandboxID); err != nil {
+				t.Fatal(err)
+			}
+			check := func(what string, err error) {
+				t.Helper()
+				checkErr(t, err, errdefs.ErrFailedPrecondition, api.CodeSandboxNotReady)
+				if err != nil && !strings.Contains(err.Error(), tt.message) {
+					t.Errorf("%s: %q, want it to say %q", what, err, tt.message)
+				}
+				if d := errdefs.Details(err); d["sandbox_id"] != c.SandboxID || d["status"] != string(tt.status) {
+					t.Errorf("%s: details %v", what, d)
+				}
+			}
+			_, err := e.svc.Execute(bg, c.ContextID, api.ExecuteRequest{Code: "1"})
+			check("execute", err)
+			_, err = e.svc.ExecuteIn(bg, c.SandboxID, c.ContextID, api.ExecuteRequest{Code: "1"})
+			check("execute in the sandbox", err)
+			// The stream form says so before the stream starts.
+			_, err = e.svc.Stream(bg, "", c.ContextID, api.ExecuteRequest{Code: "1"})
+			check("stream", err)
+			if rec := e.Context(t, c.ContextID); rec.ExecutionCount != 0 {
+				t.Errorf("refused executions counted: %d", rec.ExecutionCount)
+			}
+			// The context (and its own sandbox) can still be deleted.
+			if err := e.svc.Delete(bg, c.ContextID); err != nil {
+				t.Fatal(err)
+			}
+			if e.SandboxExists(t, c.SandboxID) {
+				t.Errorf("the %s own sandbox outlived its context", tt.name)
+			}
+		})
+	}
+}
+
+// A caller that found the sandbox running just before it stopped (the
+// E2B surface's access check) gets SandboxGone in the answer.
+func TestExecuteCheckedSandboxGone(t *testing.T) {
 	e := newEnv(t, nil)
 	c := e.create(t, api.CreateContextRequest{})
+	run, err := e.svc.StreamChecked(bg, c.SandboxID, c.ContextID, api.ExecuteRequest{Code: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := e.M.Stop(bg, c.SandboxID); err != nil {
 		t.Fatal(err)
 	}
-	r, err := e.svc.Execute(bg, c.ContextID, api.ExecuteRequest{Code: "1"})
-	if err != nil {
-		t.Fatalf("execute in a stopped sandbox: %v, want a response", err)
-	}
-	if r.Success || r.Error == nil || r.Error.Name != api.ErrorNameSandboxGone || r.Error.Kind != api.ErrorKindSystem || r.Error.Value == "" {
-		t.Errorf("response %+v (error %+v), want SandboxGone", r, r.Error)
+	r, err := run(bg, &recSink{})
+	if err != nil || r.Success || r.Error == nil || r.Error.Name != api.ErrorNameSandboxGone || r.Error.Kind != api.ErrorKindSystem || r.Error.Value == "" {
+		t.Fatalf("checked stream in a stopped sandbox: %+v %v", r, err)
 	}
 	if r.ContextID != c.ContextID || r.Results == nil {
 		t.Errorf("response %+v", r)
-	}
-	// The stream form says the same.
-	run, err := e.svc.Stream(bg, "", c.ContextID, api.ExecuteRequest{Code: "1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs := &recSink{}
-	sr, err := run(bg, rs)
-	if err != nil || sr.Error == nil || sr.Error.Name != api.ErrorNameSandboxGone {
-		t.Errorf("stream in a stopped sandbox: %+v %v", sr, err)
-	}
-	// So does the form for a caller that found the sandbox running just
-	// before it stopped.
-	run, err = e.svc.StreamChecked(bg, c.SandboxID, c.ContextID, api.ExecuteRequest{Code: "1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sr, err = run(bg, &recSink{})
-	if err != nil || sr.Error == nil || sr.Error.Name != api.ErrorNameSandboxGone {
-		t.Errorf("checked stream in a stopped sandbox: %+v %v", sr, err)
-	}
-	// The context (and its own sandbox) can still be deleted.
-	if err := e.svc.Delete(bg, c.ContextID); err != nil {
-		t.Fatal(err)
-	}
-	if e.SandboxExists(t, c.SandboxID) {
-		t.Error("the stopped own sandbox outlived its context")
 	}
 }
 

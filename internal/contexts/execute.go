@@ -51,7 +51,11 @@ func (e *Execution) Release() {
 }
 
 // Execute runs code in a context, collecting its output within the output
-// budget. The caller must Release the answer.
+// budget. The caller must Release the answer. A context whose sandbox is
+// paused or stopped is ErrFailedPrecondition (SANDBOX_NOT_READY, 409; its
+// details name the sandbox and its status) and nothing runs; a sandbox
+// that goes while the code runs (deleted, stopped, its agent no longer
+// answering) is an answer whose error is api.ErrorNameSandboxGone.
 func (s *Service) Execute(ctx context.Context, id string, req api.ExecuteRequest) (*Execution, error) {
 	return s.ExecuteTo(ctx, id, req, nil)
 }
@@ -65,7 +69,7 @@ func (s *Service) ExecuteTo(ctx context.Context, id string, req api.ExecuteReque
 	if err != nil {
 		return nil, contextErr(err)
 	}
-	return s.executeBuffered(ctx, c, req, sink)
+	return s.executeBuffered(ctx, c, req, sink, s.sbx.Agent)
 }
 
 // ExecuteIn runs code in a context of the given sandbox, as Execute.
@@ -74,16 +78,19 @@ func (s *Service) ExecuteIn(ctx context.Context, sandboxID, id string, req api.E
 	if err != nil {
 		return nil, err
 	}
-	return s.executeBuffered(ctx, c, req, nil)
+	return s.executeBuffered(ctx, c, req, nil, s.sbx.Agent)
 }
 
-func (s *Service) executeBuffered(ctx context.Context, c *store.Context, req api.ExecuteRequest, sink Sink) (*Execution, error) {
+// reachFunc returns a client of the agent of sandbox id.
+type reachFunc func(ctx context.Context, id string) (*agent.Client, error)
+
+func (s *Service) executeBuffered(ctx context.Context, c *store.Context, req api.ExecuteRequest, sink Sink, reach reachFunc) (*Execution, error) {
 	// Each stream may take the whole limit the agent enforces on both,
 	// and its marker.
 	limit := s.cfg.OutputLimit + outbuf.NoteRoom
 	col := &collector{sink: sink, out: [2]*outbuf.Buffer{s.cfg.Outputs.NewBuffer(c.SandboxID, limit), s.cfg.Outputs.NewBuffer(c.SandboxID, limit)}}
 	exe := &Execution{out: col.out}
-	resp, err := s.execute(ctx, c, req, col, false)
+	resp, err := s.execute(ctx, c, req, col, reach)
 	if err != nil {
 		exe.Release()
 		return nil, err
@@ -92,10 +99,12 @@ func (s *Service) executeBuffered(ctx context.Context, c *store.Context, req api
 	return exe, nil
 }
 
-// Stream checks that context id exists (in sandboxID, when set) and the
-// request is valid, and returns the function that runs it, delivering
-// output to sink as it comes (the response's Output stays empty). The
-// split lets a caller answer bad requests before it commits to a streaming
+// Stream checks that context id exists (in sandboxID, when set), that its
+// sandbox runs (or that its session resumes it when the code runs), and
+// that the request is valid, and returns the function that runs it,
+// delivering output to sink as it comes (the response's Output stays
+// empty). The split lets a caller answer bad requests, and a paused or
+// stopped sandbox as Execute does, before it commits to a streaming
 // response.
 func (s *Service) Stream(ctx context.Context, sandboxID, id string, req api.ExecuteRequest) (func(ctx context.Context, sink Sink) (*api.ExecuteResponse, error), error) {
 	var c *store.Context
@@ -108,7 +117,22 @@ func (s *Service) Stream(ctx context.Context, sandboxID, id string, req api.Exec
 	if err != nil {
 		return nil, err
 	}
-	return s.stream(c, req, false)
+	if _, err := execRequest(req, 0); err != nil {
+		return nil, err
+	}
+	// The agent is reached here, so that a sandbox that does not run is
+	// refused before the stream starts, and the run does not read the
+	// sandbox again; one its session's execution resumes (see
+	// Sessions.Use) is reached by the run, after the resume.
+	reach := reachFunc(s.sbx.Agent)
+	ac, err := s.sbx.Agent(ctx, c.SandboxID)
+	switch {
+	case err == nil:
+		reach = func(context.Context, string) (*agent.Client, error) { return ac, nil }
+	case errors.Is(err, errdefs.ErrFailedPrecondition) && (c.SessionKey == "" || s.sessions == nil):
+		return nil, err
+	}
+	return s.stream(c, req, reach), nil
 }
 
 // StreamChecked is Stream in sandbox sandboxID for a caller that has just
@@ -127,18 +151,18 @@ func (s *Service) StreamChecked(ctx context.Context, sandboxID, id string, req a
 	if c.SandboxID != sandboxID {
 		return nil, errdefs.WithCode(errdefs.NotFound("context %s is not in sandbox %s", id, sandboxID), api.CodeContextNotFound)
 	}
-	return s.stream(c, req, true)
-}
-
-// stream validates req and returns the function that runs it in c;
-// checked says the caller found c's sandbox running just now.
-func (s *Service) stream(c *store.Context, req api.ExecuteRequest, checked bool) (func(ctx context.Context, sink Sink) (*api.ExecuteResponse, error), error) {
 	if _, err := execRequest(req, 0); err != nil {
 		return nil, err
 	}
+	return s.stream(c, req, s.sbx.RunningAgent), nil
+}
+
+// stream returns the function that runs req in c, reaching its agent
+// with reach.
+func (s *Service) stream(c *store.Context, req api.ExecuteRequest, reach reachFunc) func(ctx context.Context, sink Sink) (*api.ExecuteResponse, error) {
 	return func(ctx context.Context, sink Sink) (*api.ExecuteResponse, error) {
-		return s.execute(ctx, c, req, &collector{sink: sink}, checked)
-	}, nil
+		return s.execute(ctx, c, req, &collector{sink: sink}, reach)
+	}
 }
 
 // CheckExecute validates an execution request as Execute does, without
@@ -169,9 +193,9 @@ func execRequest(req api.ExecuteRequest, limit int64) (agent.KernelExecRequest, 
 	return agent.KernelExecRequest{Code: req.Code, Timeout: timeout, OutputLimit: limit}, nil
 }
 
-// execute runs req in c, delivering its output to col; checked says the
-// caller found c's sandbox running just now (run does not read it again).
-func (s *Service) execute(ctx context.Context, c *store.Context, req api.ExecuteRequest, col *collector, checked bool) (*api.ExecuteResponse, error) {
+// execute runs req in c, delivering its output to col, reaching c's
+// sandbox's agent with reach.
+func (s *Service) execute(ctx context.Context, c *store.Context, req api.ExecuteRequest, col *collector, reach reachFunc) (*api.ExecuteResponse, error) {
 	kreq, err := execRequest(req, s.cfg.OutputLimit)
 	if err != nil {
 		return nil, err
@@ -182,7 +206,7 @@ func (s *Service) execute(ctx context.Context, c *store.Context, req api.Execute
 	leave := s.enter(c.ID)
 	defer leave()
 	start := time.Now()
-	res, err := s.run(ctx, c, kreq, col, checked)
+	res, err := s.run(ctx, c, kreq, col, reach)
 	elapsed := time.Since(start)
 	label := executionLabel(res, err)
 	s.metrics.ObserveExecution(c.Language, label, elapsed)
@@ -255,21 +279,19 @@ func executionLabel(res agent.KernelResult, err error) string {
 	return metrics.OutcomeOK
 }
 
-// errSandboxGone marks executions whose sandbox cannot run them.
+// errSandboxGone marks executions whose sandbox went before or while
+// they ran (deleted, or its agent no longer answering).
 var errSandboxGone = errors.New("sandbox gone")
 
-// run executes in the context's kernel; a kernel the agent no longer has
-// (the sandbox was restarted) is started again, with its state lost.
-// Checked says the caller found the sandbox running just now: its agent is
-// reached without reading the sandbox again.
-func (s *Service) run(ctx context.Context, c *store.Context, req agent.KernelExecRequest, col *collector, checked bool) (agent.KernelResult, error) {
-	agentOf := s.sbx.Agent
-	if checked {
-		agentOf = s.sbx.RunningAgent
-	}
-	ac, err := agentOf(ctx, c.SandboxID)
+// run executes in the context's kernel, reaching its agent with reach; a
+// kernel the agent no longer has (the sandbox was restarted) is started
+// again, with its state lost. A sandbox that is paused or stopped is the
+// manager's ErrFailedPrecondition, as its other requests get: the request
+// is refused, where a sandbox deleted meanwhile is gone.
+func (s *Service) run(ctx context.Context, c *store.Context, req agent.KernelExecRequest, col *collector, reach reachFunc) (agent.KernelResult, error) {
+	ac, err := reach(ctx, c.SandboxID)
 	if err != nil {
-		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition) {
+		if errors.Is(err, errdefs.ErrNotFound) {
 			return agent.KernelResult{}, fmt.Errorf("%w: %v", errSandboxGone, err)
 		}
 		return agent.KernelResult{}, err

@@ -205,6 +205,10 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any, limit int64, stri
 		return errEmptyBody
 	case errors.Is(err, jsonbody.ErrMore):
 		return errdefs.Invalid("request body has data after the JSON value")
+	case errors.As(err, new(*jsonbody.SyntaxError)):
+		return errdefs.Invalid("request body is not valid JSON: %v", err)
+	case errors.As(err, new(*jsonbody.KindError)):
+		return errdefs.Invalid("%v", err) // "a.b must be an integer (got string)"
 	}
-	return errdefs.Invalid("decode request body: %v", err)
+	return errdefs.Invalid("request body: %v", err)
 }

@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -44,5 +46,37 @@ func TestDecodeUnknownMembers(t *testing.T) {
 				t.Errorf("decode: %v, want ErrInvalidArgument naming %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// A body that is not JSON, or whose member has the wrong kind of value,
+// is a 400 that says where and what in plain words, with nothing made.
+func TestBadJSONBody(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	for _, tt := range []struct{ name, path, body, want string }{
+		{"a bare word", "/api/v1/sandboxes", `{"template": python}`,
+			`request body is not valid JSON: line 1, column 14: unexpected "p" where a value should start`},
+		{"a missing comma, on line 3", "/api/v1/sandboxes", "{\n  \"template\": \"python\"\n  \"overrides\": {}\n}",
+			`request body is not valid JSON: line 3, column 3: unexpected '"' after a member, where ',' or '}' should be`},
+		{"cut short", "/api/v1/sandboxes", `{"template": "python"`,
+			`request body is not valid JSON: line 1, column 22: the JSON value is cut short: it ends before it is complete`},
+		{"a number for a string", "/api/v1/sandboxes", `{"template": 1}`, `template must be a string (got number)`},
+		{"a string for a number", "/api/v1/sandboxes", `{"template": "t", "overrides": {"ttl": "1h"}}`, `overrides.ttl must be an integer (got string)`},
+		{"an array for the body", "/api/v1/sandboxes", `[]`, `the body must be a JSON object (got array)`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := e.postJSON(t, tt.path, tt.body)
+			checkError(t, resp, http.StatusBadRequest, api.CodeInvalidRequest)
+			var body api.Error
+			if err := json.Unmarshal(resp.body, &body); err != nil || body.Message != tt.want {
+				t.Errorf("error %q, want %q", body.Message, tt.want)
+			}
+			if strings.Contains(body.Message, "invalid character") || strings.Contains(body.Message, "Go ") {
+				t.Errorf("error %q in the decoder's words", body.Message)
+			}
+		})
+	}
+	if ids := e.ids(t); len(ids) != 0 {
+		t.Errorf("sandboxes made: %v", ids)
 	}
 }

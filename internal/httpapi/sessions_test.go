@@ -207,3 +207,117 @@ func TestContextExecuteErrorInStderr(t *testing.T) {
 		})
 	}
 }
+
+// A context execute in a paused or stopped sandbox is 409
+// SANDBOX_NOT_READY, as the sandbox's other requests, saying it is paused
+// and how to go on, with the sandbox and its status in the details; the
+// stream form answers it before the stream starts. Once resumed, the
+// context runs code again.
+func TestContextExecuteSandboxNotRunning(t *testing.T) {
+	h, _ := newSessionHandler(t, manager.Config{})
+	do := func(path, body string) (int, []byte) {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.Bytes()
+	}
+	code, body := do("/api/v1/contexts", `{"language":"python"}`)
+	var c api.Context
+	if code != http.StatusCreated && code != http.StatusOK || json.Unmarshal(body, &c) != nil {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	for _, tt := range []struct{ op, status, message string }{
+		{"pause", "paused", "is paused, not running: resume it first"},
+		{"stop", "succeeded", "not running"},
+	} {
+		t.Run(tt.op, func(t *testing.T) {
+			if code, body := do("/api/v1/sandboxes/"+c.SandboxID+"/"+tt.op, ``); code != http.StatusOK {
+				t.Fatalf("%s: %d %s", tt.op, code, body)
+			}
+			for _, path := range []string{
+				"/api/v1/contexts/" + c.ContextID + "/execute",
+				"/api/v1/contexts/" + c.ContextID + "/execute/stream",
+				"/api/v1/sandboxes/" + c.SandboxID + "/contexts/" + c.ContextID + "/execute",
+				"/api/v1/sandboxes/" + c.SandboxID + "/contexts/" + c.ContextID + "/execute/stream",
+			} {
+				code, body := do(path, `{"code":"1"}`)
+				var e api.Error
+				if code != http.StatusConflict || json.Unmarshal(body, &e) != nil || e.Code != api.CodeSandboxNotReady ||
+					!strings.Contains(e.Message, tt.message) || e.Details["sandbox_id"] != c.SandboxID || e.Details["status"] != tt.status {
+					t.Errorf("%s: %d %s, want 409 %s saying %q", path, code, body, api.CodeSandboxNotReady, tt.message)
+				}
+			}
+			back := map[string]string{"pause": "resume", "stop": "start"}[tt.op]
+			if code, body := do("/api/v1/sandboxes/"+c.SandboxID+"/"+back, ``); code != http.StatusOK {
+				t.Fatalf("%s: %d %s", back, code, body)
+			}
+		})
+	}
+}
+
+// A context create naming a sandbox and a template is 400, with nothing
+// made (no context, no session), unless the sandbox was made from that
+// template, which older code-interpreter clients send beside its id.
+func TestContextCreateSandboxAndTemplate(t *testing.T) {
+	h, st := newSessionHandler(t, manager.Config{})
+	do := func(method, path, body string) (int, string) {
+		t.Helper()
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	code, body := do("POST", "/api/v1/contexts", `{"language":"python"}`)
+	var own api.Context
+	if code != http.StatusCreated || json.Unmarshal([]byte(body), &own) != nil {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	if _, err := st.UpdateSandbox(context.Background(), own.SandboxID, func(sb *store.Sandbox) error {
+		sb.Template = "py-tools"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sb := strconv.Quote(own.SandboxID)
+	for _, tt := range []struct {
+		name, path, body string
+		want             int
+	}{
+		{"another template", "/api/v1/contexts", `{"sandbox_id":` + sb + `,"template":"node-tools"}`, http.StatusBadRequest},
+		{"another template, in a session", "/api/v1/contexts", `{"sandbox_id":` + sb + `,"template":"node-tools","session_name":"s1"}`, http.StatusBadRequest},
+		{"another template, sandbox path", "/api/v1/sandboxes/" + own.SandboxID + "/contexts", `{"template":"node-tools"}`, http.StatusBadRequest},
+		{"its template", "/api/v1/contexts", `{"sandbox_id":` + sb + `,"template":"py-tools"}`, http.StatusCreated},
+		{"its template, sandbox path", "/api/v1/sandboxes/" + own.SandboxID + "/contexts", `{"template":"py-tools"}`, http.StatusCreated},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before, err := st.ListContexts(context.Background(), store.ContextFilter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, body := do("POST", tt.path, tt.body)
+			if code != tt.want {
+				t.Fatalf("%d %s, want %d", code, body, tt.want)
+			}
+			if code != http.StatusBadRequest {
+				return
+			}
+			if !strings.Contains(body, `template \"node-tools\" is not the template of sandbox `+own.SandboxID) {
+				t.Errorf("body %s", body)
+			}
+			after, err := st.ListContexts(context.Background(), store.ContextFilter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sessions, err := st.ListSessions(context.Background(), store.SessionFilter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(after) != len(before) || len(sessions) != 0 {
+				t.Errorf("made: %d contexts (before %d), sessions %d", len(after), len(before), len(sessions))
+			}
+		})
+	}
+}

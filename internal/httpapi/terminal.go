@@ -524,11 +524,12 @@ func (jsonDialect) input(t *service.Terminal, _ int, p []byte) error {
 }
 
 // decodeFrame decodes a client's JSON message into v, refusing it in the
-// protocol's names, its members', rather than v's Go types and fields
-// (which json.Unmarshal's errors name).
+// protocol's names, its members', rather than v's Go types and fields,
+// and JSON that does not parse by where and what in plain words (both of
+// which json.Unmarshal's errors name in Go's words).
 func decodeFrame(p []byte, v any) error {
 	if err := json.Unmarshal(p, v); err != nil {
-		return errdefs.Invalid("%v", jsonbody.Explain(err, "a frame"))
+		return errdefs.Invalid("%v", jsonbody.Explain(jsonbody.Locate(err, p), "a frame"))
 	}
 	return nil
 }

@@ -136,7 +136,7 @@ func TestTerminalBadFrame(t *testing.T) {
 		{"json: not an object", false, websocket.TextMessage, `["resize"]`,
 			"a message is not a terminal frame: a frame must be a JSON object (got array)"},
 		{"json: not JSON", false, websocket.TextMessage, `garbage`,
-			"a message is not a terminal frame: invalid character 'g' looking for beginning of value"},
+			`a message is not a terminal frame: line 1, column 1: unexpected "g" where a value should start`},
 		{"k8s: size out of range", true, websocket.BinaryMessage, "\x04{\"Width\":70000,\"Height\":1}",
 			"resize: Width must be an integer from 0 to 65535 (got number 70000)"},
 		{"k8s: size not a number", true, websocket.BinaryMessage, "\x04{\"Width\":80,\"Height\":\"x\"}",

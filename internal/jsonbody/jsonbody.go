@@ -1,11 +1,14 @@
 // Package jsonbody reads the JSON body of an HTTP request as every API
 // surface takes it: one value, within a byte limit, with nothing after it
-// but space, and a value of the wrong kind named by its member's path and
-// the JSON it takes (Explain), never by the Go types it decodes into.
-// Each surface says what went wrong in its own protocol's form.
+// but space; a value of the wrong kind named by its member's path and the
+// JSON it takes (Explain), never by the Go types it decodes into; JSON
+// that does not parse named by its line and column and what is wrong
+// there in plain words (Locate), never by the decoder's words. Each
+// surface says what went wrong in its own protocol's form.
 package jsonbody
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +16,9 @@ import (
 	"math"
 	"net/http"
 	"reflect"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 )
 
 // ErrMore is Decode's error for a body that holds more than its value.
@@ -22,23 +28,116 @@ var ErrMore = errors.New("the body holds more than one JSON value")
 // refusing a member v has no field for when strict. It returns io.EOF for
 // an empty body, a *http.MaxBytesError past the limit, ErrMore when
 // anything but space follows the value, a *KindError for a member of the
-// wrong kind, and the decoder's error for any other body.
+// wrong kind, a *SyntaxError for JSON that does not parse (one cut short
+// too), an error naming an unknown member when strict, and the reader's
+// error when the body cannot be read.
 func Decode(w http.ResponseWriter, r *http.Request, v any, limit int64, strict bool) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	// The body is read whole, to say where in it JSON that does not parse
+	// goes wrong; the decoder would hold it whole anyway.
+	body := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), limit)+bytes.MinRead))
+	if _, err := body.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body.Bytes()))
 	if strict {
 		dec.DisallowUnknownFields()
 	}
 	if err := dec.Decode(v); err != nil {
-		return Explain(err, "the body")
+		if msg, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok && strict {
+			return fmt.Errorf("unknown field %s", msg) // not the decoder's "json: "
+		}
+		return Explain(Locate(err, body.Bytes()), "the body")
 	}
 	// Not dec.More, which takes a stray ']' or '}' for the value's end.
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
-			return err
-		}
 		return ErrMore
 	}
 	return nil
+}
+
+// SyntaxError is JSON that does not parse: Line and Column (of
+// characters, from 1) say where, Problem what is wrong there, in plain
+// words. It wraps the decoder's error.
+type SyntaxError struct {
+	Line, Column int
+	Problem      string
+	err          error
+}
+
+func (e *SyntaxError) Error() string {
+	return fmt.Sprintf("line %d, column %d: %s", e.Line, e.Column, e.Problem)
+}
+
+// Unwrap returns the decoder's error.
+func (e *SyntaxError) Unwrap() error { return e.err }
+
+// Locate returns err, an error of encoding/json's decoding of data (a
+// *json.SyntaxError, or io.ErrUnexpectedEOF from a json.Decoder), as a
+// *SyntaxError that says where in data and what went wrong; any other
+// error as it is.
+func Locate(err error, data []byte) error {
+	se := (*json.SyntaxError)(nil)
+	isSyntax := errors.As(err, &se)
+	switch {
+	case isSyntax && se.Offset > 0 && se.Offset <= int64(len(data)) && strings.HasPrefix(se.Error(), "invalid character "):
+		at := int(se.Offset) - 1 // the offending byte
+		line, col := position(data, at)
+		r, _ := utf8.DecodeRune(data[at:])
+		return &SyntaxError{Line: line, Column: col, Problem: "unexpected " + quote(r) + where(se.Error()), err: err}
+	case isSyntax && se.Offset >= int64(len(data)), errors.Is(err, io.ErrUnexpectedEOF):
+		line, col := position(data, len(data))
+		return &SyntaxError{Line: line, Column: col, Problem: "the JSON value is cut short: it ends before it is complete", err: err}
+	}
+	return err
+}
+
+// quote quotes r in double quotes, or a double quote in single ones (not
+// "\"").
+func quote(r rune) string {
+	if r == '"' {
+		return `'"'`
+	}
+	return strconv.Quote(string(r))
+}
+
+// position returns the line and column, from 1, of byte at of data.
+func position(data []byte, at int) (line, col int) {
+	before := data[:at]
+	start := bytes.LastIndexByte(before, '\n') + 1
+	return bytes.Count(before, []byte{'\n'}) + 1, utf8.RuneCount(before[start:]) + 1
+}
+
+// where says, after the character a decoder's syntax error names, where
+// it was and what should have been there, from the context the error
+// gives ("invalid character 'x' looking for beginning of value").
+func where(msg string) string {
+	for _, c := range contexts {
+		if strings.HasSuffix(msg, " "+c.decoder) {
+			return " " + c.plain
+		}
+	}
+	if i := strings.Index(msg, " in literal "); i >= 0 {
+		word, _, _ := strings.Cut(msg[i+len(" in literal "):], " ")
+		return " in what should be " + word
+	}
+	return ""
+}
+
+// contexts are the places encoding/json's syntax errors name, in plain
+// words; where reads them in order.
+var contexts = []struct{ decoder, plain string }{
+	{"looking for beginning of value", "where a value should start"},
+	{"looking for beginning of object key string", "where a member's name, a string in double quotes, should start"},
+	{"after object key", "after a member's name, where ':' should be"},
+	{"after object key:value pair", "after a member, where ',' or '}' should be"},
+	{"after array element", "after an array element, where ',' or ']' should be"},
+	{"after top-level value", "after the JSON value"},
+	{"in string literal", "in a string, where control characters must be escaped"},
+	{"in string escape code", `in a string's escape, where '\' must be followed by one of " \ / b f n r t u`},
+	{`in \u hexadecimal character escape`, `in a string's \u escape, where 4 hexadecimal digits should be`},
+	{"after decimal point in numeric literal", "in a number, where a digit should follow the decimal point"},
+	{"in numeric literal", "in a number"}, // after the one above, which ends as it does
+	{"in exponent of numeric literal", "in a number's exponent, where a digit should be"},
 }
 
 // KindError is a JSON value of the wrong kind for where it is: Member is

@@ -1,12 +1,14 @@
 package llm
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/jsonbody"
 )
 
 // ErrorKind classifies an Error the way every wire format can say it.
@@ -104,6 +106,22 @@ func Errorf(kind ErrorKind, format string, args ...any) *Error {
 // input, a 400 in the client's format.
 func Invalid(format string, args ...any) *Error {
 	return Errorf(ErrorInvalidRequest, format, args...)
+}
+
+// DecodeRequestJSON decodes a client's request body, of the API what
+// names ("chat completions"), into v: JSON that does not parse, or a
+// member of the wrong kind, is an Invalid error in plain words, with the
+// line and column or the member's path (package jsonbody), not in Go's.
+func DecodeRequestJSON(body []byte, v any, what string) error {
+	err := json.Unmarshal(body, v)
+	if err == nil {
+		return nil
+	}
+	err = jsonbody.Explain(jsonbody.Locate(err, body), "the body")
+	if errors.As(err, new(*jsonbody.SyntaxError)) {
+		return Invalid("%s request is not valid JSON: %v", what, err)
+	}
+	return Invalid("%s request: %v", what, err)
 }
 
 // KindOfStatus is the kind an upstream's HTTP status stands for.

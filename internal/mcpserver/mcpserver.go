@@ -54,6 +54,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/jsonbody"
 	"github.com/agent2env/agent2env/internal/llm/caller"
 	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/session"
@@ -74,6 +75,7 @@ const (
 	CodeLanguageNotFound = "LANGUAGE_NOT_FOUND"
 	CodeResourceLimit    = "RESOURCE_LIMIT"
 	CodeNoCapacity       = "INSUFFICIENT_CAPACITY"
+	CodeSandboxNotReady  = "SANDBOX_NOT_READY"
 )
 
 // Config configures the server.
@@ -341,7 +343,7 @@ func arguments[In any](raw json.RawMessage, schema *jsonschema.Resolved) (In, er
 	m := map[string]any{}
 	if len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &m); err != nil {
-			return in, invalid("arguments must be a JSON object: %v", err)
+			return in, invalid("%v", jsonbody.Explain(jsonbody.Locate(err, raw), "arguments"))
 		}
 	}
 	var v any = m
@@ -353,7 +355,7 @@ func arguments[In any](raw json.RawMessage, schema *jsonschema.Resolved) (In, er
 	}
 	b, _ := json.Marshal(v)
 	if err := json.Unmarshal(b, &in); err != nil {
-		return in, invalid("invalid arguments: %v", err)
+		return in, invalid("invalid arguments: %v", jsonbody.Explain(err, "arguments"))
 	}
 	return in, nil
 }
@@ -398,6 +400,7 @@ var suggestions = map[string]string{
 	CodeSandboxNotFound:  "use a session_id instead: sessions make their sandboxes",
 	CodeLanguageNotFound: "the sandbox's image has no interpreter for it: use the default code-interpreter image",
 	CodeExecutionFailed:  "retry; if it fails again, see the daemon's log",
+	CodeSandboxNotReady:  "the sandbox was paused or stopped through agent2env's API: resume or start it there (agent2env sandbox resume|start ID), then retry",
 }
 
 // errorResult is the tool error of err: seed 004's {"error", "code"},
@@ -421,7 +424,7 @@ func errorResult(err error) *mcp.CallToolResult {
 func toolCode(err error) string {
 	switch code := errdefs.Code(err); code {
 	case CodeInvalidParams, api.CodeInvalidLanguage, api.CodeContextNotFound, api.CodeSessionNotFound, api.CodeFileNotFound,
-		api.CodeSandboxNotFound, api.CodeLanguageMissing, api.CodeLimitExceeded, api.CodeInsufficientCapacity:
+		api.CodeSandboxNotFound, api.CodeSandboxNotReady, api.CodeLanguageMissing, api.CodeLimitExceeded, api.CodeInsufficientCapacity:
 		return code
 	}
 	if errors.Is(err, errdefs.ErrInvalidArgument) {

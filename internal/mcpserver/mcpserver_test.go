@@ -31,6 +31,7 @@ import (
 	"github.com/agent2env/agent2env/internal/outbuf"
 	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/session"
+	"github.com/agent2env/agent2env/internal/store"
 )
 
 // These tests drive the server with the Go SDK's client over its real
@@ -1061,5 +1062,145 @@ func TestReadLargeResource(t *testing.T) {
 	}
 	if rr, err := cs.ReadResource(bg, &mcp.ReadResourceParams{URI: uri + "small.txt"}); err != nil || rr.Contents[0].Text != "hi\n" {
 		t.Errorf("read a small resource: %+v, %v", rr, err)
+	}
+}
+
+// run_code in a context whose sandbox was paused through the REST API is
+// a tool error that says so and how to go on, not a run that failed.
+func TestRunCodeSandboxPaused(t *testing.T) {
+	e := newEnv(t, false)
+	cs := e.connect(t, "", nil)
+	var created map[string]any
+	callTool(t, cs, "create_context", map[string]any{"name": "p", "language": "python"}, &created)
+	sbs := e.Sandboxes(t)
+	if len(sbs) != 1 {
+		t.Fatalf("sandboxes %v", sbs)
+	}
+	if _, err := e.M.Pause(bg, sbs[0]); err != nil {
+		t.Fatal(err)
+	}
+	res := callTool(t, cs, "run_code", map[string]any{"code": "1", "context_id": created["context_id"]}, nil)
+	if te := toolError(t, res, CodeSandboxNotReady); !strings.Contains(te.Error, "paused") || !strings.Contains(te.Suggestion, "resume") {
+		t.Errorf("tool error %+v", te)
+	}
+	if _, err := e.M.Resume(bg, sbs[0]); err != nil {
+		t.Fatal(err)
+	}
+	var run map[string]any
+	if res := callTool(t, cs, "run_code", map[string]any{"code": "print(2)", "context_id": created["context_id"]}, &run); res.IsError || run["stdout"] != "2\n" {
+		t.Errorf("run_code once resumed: %v", run)
+	}
+}
+
+// TestListParts: list_contexts and list_sessions with more entries than
+// one result takes give them in parts, in their order, each result small
+// enough for the stock Python client's 1 MiB limit of a message; the
+// first part alone keeps seed 004's shape when it is the whole list; a
+// bad offset is INVALID_PARAMS.
+func TestListParts(t *testing.T) {
+	e := newEnv(t, false)
+	sb := e.Sandbox(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	const contexts, sessions = 300, 1500
+	for i := range contexts {
+		c := &store.Context{ID: fmt.Sprintf("ctx-%06d", i), SandboxID: sb.ID, Language: api.LanguagePython, Type: api.ContextTypeJupyter,
+			Name: fmt.Sprintf("c%d", i), Description: strings.Repeat(`a "quoted" description `, 170), WorkingDir: "/workspace",
+			CreatedAt: now.Add(time.Duration(i) * time.Second), LastUsedAt: now}
+		if err := e.St.CreateContext(bg, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range sessions {
+		id := fmt.Sprintf("%s-%06d", strings.Repeat("s", 100), i)
+		if err := e.St.CreateSession(bg, &store.Session{Key: store.SessionKey("", id), ID: id, SandboxID: sb.ID, Flavor: "small",
+			IdleTimeout: time.Hour, CreatedAt: now.Add(time.Duration(i) * time.Millisecond), LastUsedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs := e.connect(t, "", nil)
+	// part reads either tool's result.
+	type part struct {
+		Contexts []ContextInfo `json:"contexts"`
+		Sessions []api.Session `json:"sessions"`
+		Total    int           `json:"total"`
+		ListPart
+	}
+	for _, tt := range []struct {
+		tool  string
+		total int
+		// want is the i-th id of the whole list.
+		want func(i int) string
+	}{
+		{"list_contexts", contexts, func(i int) string { return fmt.Sprintf("ctx-%06d", contexts-1-i) }}, // newest first
+		{"list_sessions", sessions, func(i int) string { return fmt.Sprintf("%s-%06d", strings.Repeat("s", 100), i) }},
+	} {
+		t.Run(tt.tool, func(t *testing.T) {
+			var got []string
+			parts := 0
+			for offset := 0; ; parts++ {
+				var args map[string]any
+				if offset > 0 {
+					args = map[string]any{"offset": offset}
+				}
+				res := callTool(t, cs, tt.tool, args, nil)
+				if msg, _ := json.Marshal(res); len(msg) >= 1<<20 {
+					t.Fatalf("%s %v: a message of %d bytes, want less than 1 MiB", tt.tool, args, len(msg))
+				}
+				var p part
+				if err := json.Unmarshal([]byte(text(t, res)), &p); err != nil {
+					t.Fatal(err)
+				}
+				n := len(got)
+				for _, c := range p.Contexts {
+					got = append(got, c.ContextID)
+				}
+				for _, s := range p.Sessions {
+					got = append(got, s.SessionID)
+				}
+				if p.Total != tt.total || p.Offset != offset || len(got) == n {
+					t.Fatalf("%s %v: total %d, offset %d, %d entries, truncated %t", tt.tool, args, p.Total, p.Offset, len(got)-n, p.Truncated)
+				}
+				if !p.Truncated {
+					break
+				}
+				offset += len(got) - n
+			}
+			if parts == 0 || len(got) != tt.total {
+				t.Fatalf("%d entries in %d parts, want %d in more than one", len(got), parts+1, tt.total)
+			}
+			for i, id := range got {
+				if id != tt.want(i) {
+					t.Fatalf("entry %d is %s, want %s", i, id, tt.want(i))
+				}
+			}
+			for _, offset := range []int{-1, tt.total + 1} {
+				toolError(t, callTool(t, cs, tt.tool, map[string]any{"offset": offset}, nil), CodeInvalidParams)
+			}
+		})
+	}
+}
+
+// Arguments of the wrong kind are INVALID_PARAMS in plain words, never in
+// the decoder's (Go's types).
+func TestArgumentsInPlainWords(t *testing.T) {
+	e := newEnv(t, false)
+	cs := e.connect(t, "", nil)
+	for _, tt := range []struct {
+		tool string
+		args any
+		want string
+	}{
+		{"run_code", []any{1}, "arguments must be a JSON object (got array)"},
+		{"list_sessions", map[string]any{"offset": 1e30}, "invalid arguments: offset must be an integer (got number 1e+30)"},
+	} {
+		t.Run(tt.tool, func(t *testing.T) {
+			res, err := cs.CallTool(bg, &mcp.CallToolParams{Name: tt.tool, Arguments: tt.args})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if te := toolError(t, res, CodeInvalidParams); te.Error != tt.want {
+				t.Errorf("error %q, want %q", te.Error, tt.want)
+			}
+		})
 	}
 }

@@ -25,8 +25,9 @@ const defaultTimeout = 30
 const MaxFileBytes = 8 << 20
 
 // MaxResultText bounds what an execution's texts (capTexts), read_file's
-// content or list_files's entries take of the result's message: a file
-// that takes more is read in parts, a directory listed in parts.
+// content or the entries of list_files, list_contexts and list_sessions
+// take of the result's message: a file that takes more is read in parts,
+// a list given in parts (fit).
 const MaxResultText = 896 << 10
 
 // messageSize is what v takes of a tool result's message: its JSON
@@ -185,10 +186,24 @@ type StopContextResult struct {
 // NoArgs are the arguments of tools that take none.
 type NoArgs struct{}
 
-// ListContextsResult is list_contexts's result (seed 004).
+// ListArgs are the arguments of list_contexts and list_sessions, which
+// seed 004's list_contexts{} calls without.
+type ListArgs struct {
+	Offset int `json:"offset,omitempty" jsonschema:"the entry to start at (default 0): a list with more entries than one result takes is given in parts"`
+}
+
+// ListContextsResult is list_contexts's result (seed 004's contexts and
+// total; offset and truncated when it is a part).
 type ListContextsResult struct {
 	Contexts []ContextInfo `json:"contexts"`
 	Total    int           `json:"total"`
+	ListPart
+}
+
+// ListPart says which part of a list's entries a result has.
+type ListPart struct {
+	Offset    int  `json:"offset,omitempty"`
+	Truncated bool `json:"truncated,omitempty" jsonschema:"more entries follow: list again from offset plus the entries returned"`
 }
 
 // Seed 000's session tools.
@@ -275,11 +290,10 @@ type FileResult struct {
 type ListFilesResult struct {
 	Path  string         `json:"path"`
 	Files []api.FileInfo `json:"files" jsonschema:"the entries, by name"`
-	// Total, Offset and Truncated say which part of the directory's
-	// entries Files are.
-	Total     int  `json:"total" jsonschema:"the directory's entries"`
-	Offset    int  `json:"offset,omitempty"`
-	Truncated bool `json:"truncated,omitempty" jsonschema:"more entries follow: list again from offset plus the entries returned"`
+	// Total and the part say which part of the directory's entries Files
+	// are.
+	Total int `json:"total" jsonschema:"the directory's entries"`
+	ListPart
 	SessionRef
 }
 
@@ -299,6 +313,7 @@ type SessionArgs struct {
 type ListSessionsResult struct {
 	Sessions []api.Session `json:"sessions"`
 	Total    int           `json:"total"`
+	ListPart
 }
 
 // StopSessionResult is stop_session's result.
@@ -331,8 +346,10 @@ func (s *Server) addTools() {
 		annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true), IdempotentHint: true, OpenWorldHint: ptr(false)},
 		handle:      s.stopContext,
 	})
-	add(s, tool[NoArgs, ListContextsResult]{
-		name: "list_contexts", title: "List contexts", description: "Lists the active contexts, newest first.",
+	add(s, tool[ListArgs, ListContextsResult]{
+		name: "list_contexts", title: "List contexts",
+		description: "Lists the active contexts, newest first. More contexts than one result takes (thousands) are listed in parts: " +
+			"the result says truncated, and the next part starts at offset.",
 		annotations: readOnly, handle: s.listContexts,
 	})
 	add(s, tool[ExecuteCodeArgs, ExecuteCodeResult]{
@@ -369,8 +386,10 @@ func (s *Server) addTools() {
 		defaults:    map[string]any{"path": "/workspace"},
 		annotations: readOnly, handle: s.listFiles,
 	})
-	add(s, tool[NoArgs, ListSessionsResult]{
-		name: "list_sessions", title: "List sessions", description: "Lists your sessions: flavor, languages, idle deadline, executions.",
+	add(s, tool[ListArgs, ListSessionsResult]{
+		name: "list_sessions", title: "List sessions",
+		description: "Lists your sessions, oldest first: flavor, languages, idle deadline, executions. More sessions than one result takes " +
+			"(thousands) are listed in parts: the result says truncated, and the next part starts at offset.",
 		annotations: readOnly, handle: s.listSessions,
 	})
 	add(s, tool[SessionArgs, api.Session]{
@@ -453,19 +472,58 @@ func (s *Server) stopContext(ctx context.Context, c *call, in ContextArgs) (Stop
 	return StopContextResult{ContextID: in.ContextID, Status: "stopped", Message: "Context stopped successfully"}, nil, nil
 }
 
-func (s *Server) listContexts(ctx context.Context, c *call, _ NoArgs) (ListContextsResult, []mcp.Content, error) {
+func (s *Server) listContexts(ctx context.Context, c *call, in ListArgs) (ListContextsResult, []mcp.Content, error) {
 	list, err := s.ctxs.List(ctx, "", "")
 	if err != nil {
 		return ListContextsResult{}, nil, err
 	}
 	cs := list.Items
-	out := ListContextsResult{Contexts: []ContextInfo{}, Total: len(cs)}
+	all := make([]ContextInfo, 0, len(cs))
 	for _, c := range cs {
-		out.Contexts = append(out.Contexts, ContextInfo{ContextID: c.ContextID, Name: c.Name, Language: c.Language,
+		all = append(all, ContextInfo{ContextID: c.ContextID, Name: c.Name, Language: c.Language,
 			Description: c.Description, Status: c.Status, CreatedAt: c.CreatedAt, LastUsed: c.LastUsedAt})
 	}
-	sort.SliceStable(out.Contexts, func(i, j int) bool { return out.Contexts[i].CreatedAt.After(out.Contexts[j].CreatedAt) })
-	return out, nil, nil
+	sort.SliceStable(all, func(i, j int) bool { return all[i].CreatedAt.After(all[j].CreatedAt) })
+	out := ListContextsResult{Total: len(all)}
+	part, err := fit(&out, &out.Contexts, all, in.Offset, "contexts")
+	out.ListPart = part
+	return out, nil, err
+}
+
+// checkOffset refuses a negative offset of a list.
+func checkOffset(offset int) error {
+	if offset < 0 {
+		return invalid("offset must not be negative")
+	}
+	return nil
+}
+
+// fit sets *items, the entries of result out, to all from offset on, cut
+// to the most that keep out's message within MaxResultText, and returns
+// the part that is. An offset past the entries (of what) is
+// INVALID_PARAMS.
+func fit[T any](out any, items *[]T, all []T, offset int, what string) (ListPart, error) {
+	if err := checkOffset(offset); err != nil {
+		return ListPart{}, err
+	}
+	if offset > len(all) {
+		return ListPart{}, invalid("offset %d is past the %d entries of %s", offset, len(all), what)
+	}
+	rest := all[offset:]
+	if rest == nil {
+		rest = []T{} // an empty list, not null
+	}
+	*items = rest
+	part := ListPart{Offset: offset}
+	if messageSize(out) > MaxResultText {
+		// The most entries that fit: the size grows with their number.
+		n := sort.Search(len(rest)+1, func(n int) bool {
+			*items = rest[:n]
+			return messageSize(out) > MaxResultText
+		}) - 1
+		*items, part.Truncated = rest[:max(n, 0)], true
+	}
+	return part, nil
 }
 
 func (s *Server) executeCode(ctx context.Context, c *call, in ExecuteCodeArgs) (ExecuteCodeResult, []mcp.Content, error) {
@@ -579,29 +637,19 @@ func (s *Server) listFiles(ctx context.Context, c *call, in ListFilesArgs) (List
 	if err := s.checkTarget(ctx, in.FileTarget); err != nil {
 		return ListFilesResult{}, nil, err
 	}
-	if in.Offset < 0 {
-		return ListFilesResult{}, nil, invalid("offset must not be negative")
+	if err := checkOffset(in.Offset); err != nil {
+		return ListFilesResult{}, nil, err
 	}
 	files, info, err := s.sess.ListFiles(ctx, session.Target(in.FileTarget), in.Path)
 	if err != nil {
 		return ListFilesResult{}, nil, err
 	}
 	p, _ := service.CleanPath(in.Path)
-	if in.Offset > len(files) {
-		return ListFilesResult{}, nil, invalid("offset %d is past the %d entries of %s", in.Offset, len(files), p)
-	}
 	sort.SliceStable(files, func(i, j int) bool { return files[i].Name < files[j].Name })
-	out := ListFilesResult{Path: p, Files: files[in.Offset:], Total: len(files), Offset: in.Offset, SessionRef: sessionOf(info)}
-	if messageSize(out) > MaxResultText {
-		// The most entries that fit: the size grows with their number.
-		rest := out.Files
-		n := sort.Search(len(rest)+1, func(n int) bool {
-			out.Files = rest[:n]
-			return messageSize(out) > MaxResultText
-		}) - 1
-		out.Files, out.Truncated = rest[:max(n, 0)], true
-	}
-	return out, nil, nil
+	out := ListFilesResult{Path: p, Total: len(files), SessionRef: sessionOf(info)}
+	part, err := fit(&out, &out.Files, files, in.Offset, p)
+	out.ListPart = part
+	return out, nil, err
 }
 
 func sessionOf(info *api.SessionInfo) SessionRef {
@@ -611,12 +659,15 @@ func sessionOf(info *api.SessionInfo) SessionRef {
 	return SessionRef{SessionID: info.SessionID, ExpiresAt: &info.ExpiresAt}
 }
 
-func (s *Server) listSessions(ctx context.Context, c *call, _ NoArgs) (ListSessionsResult, []mcp.Content, error) {
+func (s *Server) listSessions(ctx context.Context, c *call, in ListArgs) (ListSessionsResult, []mcp.Content, error) {
 	list, err := s.sess.List(ctx)
 	if err != nil {
 		return ListSessionsResult{}, nil, err
 	}
-	return ListSessionsResult{Sessions: list, Total: len(list)}, nil, nil
+	out := ListSessionsResult{Total: len(list)}
+	part, err := fit(&out, &out.Sessions, list, in.Offset, "sessions")
+	out.ListPart = part
+	return out, nil, err
 }
 
 func (s *Server) getSession(ctx context.Context, c *call, in SessionArgs) (api.Session, []mcp.Content, error) {

@@ -121,8 +121,8 @@ func unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 // DecodeRequest implements llm.Codec.
 func (Codec) DecodeRequest(body []byte) (*llm.Request, error) {
 	var r request
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, llm.Invalid("decode anthropic messages request: %v", err)
+	if err := llm.DecodeRequestJSON(body, &r, "anthropic messages"); err != nil {
+		return nil, err
 	}
 	req := &llm.Request{
 		Model: r.Model, MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK,

@@ -338,6 +338,48 @@ func endless(t testing.TB) string {
 	return srv.URL
 }
 
+// TestCutCloseDelimited: a whole answer, passed through, that only its
+// connection's close delimits (no Content-Length, not chunked) and that
+// is cut midway is the client's 502 in the provider's own error form, and
+// is archived so, with its error and the part that came; it was a 200
+// with the part, archived as a whole answer.
+func TestCutCloseDelimited(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		fmt.Fprint(conn, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"+
+			`{"id":"c","object":"chat.completion","model":"real-model","choices":[{"index":0,"message":{"role":"assistant","content":"hel`)
+	}))
+	t.Cleanup(up.Close)
+	dir := t.TempDir()
+	a := openArchive(t, dir, openStore(t, dir), archive.Config{FlushInterval: time.Millisecond})
+	base := serve(t, a, llm.FormatOpenAI, up.URL+"/v1")
+	resp, err := http.DefaultClient.Do(request(llm.FormatOpenAI, base, "hi", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := proxy.Codecs[llm.FormatOpenAI].DecodeError(resp.StatusCode, got)
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(e.Message, "broke off") ||
+		!strings.Contains(string(got), `"error":{`) {
+		t.Errorf("client got %d %s, want a 502 in OpenAI's error form saying the answer broke off", resp.StatusCode, got)
+	}
+	x := only(t, a)
+	if x.Status != http.StatusBadGateway || !strings.Contains(x.Error, "broke off") || x.Upstream() == nil || x.Upstream().Response == nil ||
+		!bytes.HasSuffix(x.Upstream().Response.Body, []byte(`"content":"hel`)) {
+		t.Errorf("archived as %+v", x.LLMExchange)
+	}
+}
+
 // TestKill9 runs a daemon-like child process that streams exchanges
 // through the archive, kills it with SIGKILL mid-stream, reopens the
 // archive and finds every exchange the child saw complete, and the one

@@ -104,8 +104,8 @@ type tool struct {
 // DecodeRequest implements llm.Codec. Model and Stream come from the URL.
 func (Codec) DecodeRequest(body []byte) (*llm.Request, error) {
 	var r request
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, llm.Invalid("decode gemini generateContent request: %v", err)
+	if err := llm.DecodeRequestJSON(body, &r, "gemini generateContent"); err != nil {
+		return nil, err
 	}
 	req := &llm.Request{StreamUsage: true}
 	if r.SystemInstruction != nil {

@@ -107,8 +107,8 @@ type tool struct {
 // DecodeRequest implements llm.Codec.
 func (Codec) DecodeRequest(body []byte) (*llm.Request, error) {
 	var r request
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, llm.Invalid("decode chat completions request: %v", err)
+	if err := llm.DecodeRequestJSON(body, &r, "chat completions"); err != nil {
+		return nil, err
 	}
 	req := &llm.Request{
 		Model: r.Model, MaxTokens: r.MaxCompletionTokens, Temperature: r.Temperature, TopP: r.TopP,

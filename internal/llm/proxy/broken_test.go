@@ -100,9 +100,9 @@ func TestUpstreamBreaksOff(t *testing.T) {
 		want, wantStream string
 	}{
 		{breakCut, http.StatusBadGateway, "broke off", ""},
-		// Only a stream can be told to have ended before its end: a
-		// whole answer passes as it came (status 0: not checked).
-		{breakClosed, 0, "", "ended before"},
+		// A stream is told to have ended before its end; a whole answer,
+		// declared JSON, by the JSON not being whole.
+		{breakClosed, http.StatusBadGateway, "not whole JSON", "ended before"},
 		{breakStall, http.StatusGatewayTimeout, "timeout", "timeout"},
 		// Refused before any of it is sent, a stream too.
 		{breakSilent, http.StatusGatewayTimeout, "timeout", ""},
@@ -112,12 +112,8 @@ func TestUpstreamBreaksOff(t *testing.T) {
 				Providers: []proxy.Provider{{Name: "up", Type: "openai", BaseURL: brokenUpstream(t, tc.how)}},
 				Models:    []proxy.Model{{Name: "m", Provider: "up", Timeout: 300 * time.Millisecond}},
 			})
-			streams := []bool{false, true}
-			if tc.status == 0 {
-				streams = streams[1:]
-			}
 			for f := range inbounds {
-				for _, stream := range streams {
+				for _, stream := range []bool{false, true} {
 					resp, _, got := post(t, base, f, "m", stream)
 					ex := x.wait(t)
 					x.mu.Lock()

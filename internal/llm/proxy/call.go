@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -184,6 +185,11 @@ func peek(f llm.Format, body []byte) (model string, stream bool, maxOut int, _ *
 	case errors.As(err, &e):
 		return model, stream, maxOut, e
 	case err != nil:
+		// Where and what, in plain words; an object not of the
+		// members' reading (ErrSyntax) reads as one.
+		if e := llm.DecodeRequestJSON(body, new(map[string]json.RawMessage), string(f)); e != nil {
+			return model, stream, maxOut, llm.AsError(e)
+		}
 		return model, stream, maxOut, llm.Invalid("decode %s request: malformed JSON", f)
 	}
 	return model, stream, maxOut, nil
@@ -660,8 +666,11 @@ func copyHeader(dst, src http.Header) {
 //
 // A whole answer is read to its end before any of it is sent: one the
 // upstream broke off is the client's 502 (504 past the route's timeout) in
-// its own format, not a part passed off as the whole. A stream that breaks
-// off breaks the client's connection too (abort), as the upstream's did.
+// its own format, not a part passed off as the whole; so is one that only
+// its connection's close delimits (no Content-Length, not chunked), cut
+// midway, whose end looks like any other: declared JSON, it does not
+// parse (wholeJSON). A stream that breaks off breaks the client's
+// connection too (abort), as the upstream's did.
 func (c *call) passWhole(out llm.Codec, resp *http.Response) {
 	var data []byte
 	var err error
@@ -672,6 +681,9 @@ func (c *call) passWhole(out llm.Codec, resp *http.Response) {
 		c.abort = err != nil && c.w.err == nil && c.r.Context().Err() == nil
 	} else {
 		data, err = readAll(resp.Body, resp.ContentLength)
+		if err == nil {
+			err = wholeJSON(resp.Header, data)
+		}
 		if err == nil {
 			copyHeader(c.w.Header(), resp.Header)
 			c.w.WriteHeader(resp.StatusCode)
@@ -695,6 +707,17 @@ func (c *call) passWhole(out llm.Codec, resp *http.Response) {
 	if err != nil && !c.stream {
 		c.fail(c.brokeOff(err))
 	}
+}
+
+// wholeJSON checks that a whole answer whose header declares it JSON is
+// JSON: one that is not was cut short (its connection closed midway, when
+// only the close delimits it), or is no answer its client could read.
+func wholeJSON(h http.Header, data []byte) error {
+	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	if (mt == "application/json" || strings.HasSuffix(mt, "+json")) && !json.Valid(data) {
+		return fmt.Errorf("its body, declared JSON, is not whole JSON after %d bytes: its connection closed midway, or it sent no JSON", len(data))
+	}
+	return nil
 }
 
 // brokeOff is the error of an upstream's answer that broke off with err:
@@ -989,6 +1012,9 @@ func (c *call) translate(out llm.Codec, resp *http.Response) {
 	req := c.req
 	if !c.stream || !isSSE(resp.Header) {
 		data, err := io.ReadAll(resp.Body)
+		if err == nil {
+			err = wholeJSON(resp.Header, data)
+		}
 		if err != nil {
 			c.fail(c.brokeOff(err))
 			return

@@ -53,3 +53,41 @@ func TestUntranslatableResponsesRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestBadRequestJSON: a request that is not JSON, or whose member has the
+// wrong kind of value, is a 400 in the client's format that says where
+// and what in plain words, not in Go's, and reaches no upstream.
+func TestBadRequestJSON(t *testing.T) {
+	up := llmtest.NewFakeUpstream(t, proxy.Codecs[llm.FormatAnthropic], "", func(*llm.Request) (*llm.Response, *llm.Error) {
+		t.Error("a bad request reached the upstream")
+		return nil, llm.Invalid("unexpected")
+	})
+	base, _ := serve(t, proxy.Config{
+		Providers: []proxy.Provider{{Name: "up", Type: "anthropic", BaseURL: up.URL}},
+		Models:    []proxy.Model{{Name: "m", Provider: "up"}},
+	})
+	for _, tt := range []struct{ name, body, want string }{
+		{"a bare word", `{"model":"m","messages":[x]}`, `request is not valid JSON: line 1, column 26: unexpected "x" where a value should start`},
+		{"cut short", "{\"model\":\"m\",\n\"messages\":[", `request is not valid JSON: line 2, column 13: the JSON value is cut short`},
+		{"not an object", `[1]`, `request: the body must be a JSON object (got array)`},
+		{"a string for an array", `{"model":"m","messages":"hi"}`, `chat completions request: messages must be a JSON array (got string)`},
+		{"a string for a number", `{"model":"m","messages":[],"temperature":"hot"}`, `chat completions request: temperature must be a number (got string)`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(tt.body))
+			req.Header.Set("Content-Type", "application/json")
+			inbounds[llm.FormatOpenAI].auth(req.Header)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			got, _ := io.ReadAll(resp.Body)
+			e := proxy.Codecs[llm.FormatOpenAI].DecodeError(resp.StatusCode, got)
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(e.Message, tt.want) ||
+				strings.Contains(e.Message, "invalid character") || strings.Contains(e.Message, "Go ") {
+				t.Errorf("%d %s, want a 400 saying %q", resp.StatusCode, got, tt.want)
+			}
+		})
+	}
+}

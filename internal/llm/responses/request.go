@@ -158,8 +158,8 @@ func (t *tool) known() bool {
 // DecodeRequest implements llm.Codec.
 func (Codec) DecodeRequest(body []byte) (*llm.Request, error) {
 	var r request
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, llm.Invalid("decode responses request: %v", err)
+	if err := llm.DecodeRequestJSON(body, &r, "responses"); err != nil {
+		return nil, err
 	}
 	req := &llm.Request{
 		Model: r.Model, MaxTokens: r.MaxOutputTokens, Temperature: r.Temperature, TopP: r.TopP,
