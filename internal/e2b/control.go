@@ -15,6 +15,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/jsonbody"
 	"github.com/agent2env/agent2env/internal/service"
 )
 
@@ -184,8 +185,8 @@ var knownFields = []string{"templateID", "timeout", "metadata", "envVars", "allo
 func parseCreate(body []byte) (createRequest, error) {
 	var req createRequest
 	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
-		return req, errdefs.Invalid("the body is not a JSON object: %v", err)
+	if err := jsonbody.Unmarshal(body, &raw, "the body", false); err != nil {
+		return req, errdefs.Invalid("%v", err)
 	}
 	for k, v := range raw {
 		if slices.Contains(knownFields, k) {
@@ -200,7 +201,7 @@ func parseCreate(body []byte) (createRequest, error) {
 		}
 		return req, errdefs.Invalid("%s: unknown field", k)
 	}
-	if err := json.Unmarshal(body, &req); err != nil {
+	if err := jsonbody.Unmarshal(body, &req, "the body", false); err != nil {
 		return req, errdefs.Invalid("the body is not a valid sandbox request: %v", err)
 	}
 	return req, nil
@@ -613,9 +614,7 @@ func decodePause(w http.ResponseWriter, r *http.Request, body *pauseBody) error 
 	if err := decodeJSON(w, r, &raw, true); err != nil || raw == nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(body); err != nil {
+	if err := jsonbody.Unmarshal(raw, body, "the body", true); err != nil {
 		return errdefs.Invalid("pause: %v (agent2env knows memory and requireHealthyGuest)", err)
 	}
 	return nil

@@ -594,6 +594,9 @@ func TestCreate(t *testing.T) {
 		{"zero timeout", `{"templateID":"base","timeout":0}`, 400, api.CreateSandboxRequest{}, "timeout"},
 		{"unknown template", `{"templateID":"no-such-template"}`, 404, api.CreateSandboxRequest{}, "not found"},
 		{"not json", `templateID=base`, 400, api.CreateSandboxRequest{}, "JSON"},
+		{"not an object", `["base"]`, 400, api.CreateSandboxRequest{}, "the body must be a JSON object (got array)"},
+		{"template id a number", `{"templateID":1}`, 400, api.CreateSandboxRequest{}, "templateID must be a string (got number)"},
+		{"timeout a word", `{"templateID":"base","timeout":"long"}`, 400, api.CreateSandboxRequest{}, "(got string)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)

@@ -38,7 +38,14 @@ func Decode(w http.ResponseWriter, r *http.Request, v any, limit int64, strict b
 	if _, err := body.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(body.Bytes()))
+	return Unmarshal(body.Bytes(), v, "the body", strict)
+}
+
+// Unmarshal decodes data, one JSON value, into v as Decode does a body,
+// with its errors (whole names the value in them: "the body", "the
+// metadata part"), for a value read otherwise.
+func Unmarshal(data []byte, v any, whole string, strict bool) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
 	if strict {
 		dec.DisallowUnknownFields()
 	}
@@ -46,7 +53,7 @@ func Decode(w http.ResponseWriter, r *http.Request, v any, limit int64, strict b
 		if msg, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok && strict {
 			return fmt.Errorf("unknown field %s", msg) // not the decoder's "json: "
 		}
-		return Explain(Locate(err, body.Bytes()), "the body")
+		return Explain(Locate(err, data), whole)
 	}
 	// Not dec.More, which takes a stray ']' or '}' for the value's end.
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {

@@ -1,7 +1,6 @@
 package opensandbox
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/jsonbody"
 	"github.com/agent2env/agent2env/internal/template"
 )
 
@@ -91,9 +91,7 @@ func networkSpec(raw json.RawMessage) (*api.NetworkSpec, error) {
 		return nil, nil
 	}
 	var p networkPolicy
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
+	if err := jsonbody.Unmarshal(raw, &p, "the value", true); err != nil {
 		return nil, errdefs.Invalid("networkPolicy: %v", err)
 	}
 	var allowed, denied []int

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/jsonbody"
 	"github.com/agent2env/agent2env/internal/service"
 )
 
@@ -505,7 +506,11 @@ func uploadPart(put service.PutFile, part *multipart.Part, meta **uploadMetadata
 	switch {
 	case name == "metadata" && *meta == nil:
 		var m uploadMetadata
-		if err := json.NewDecoder(io.LimitReader(part, maxBody)).Decode(&m); err != nil {
+		raw, err := io.ReadAll(io.LimitReader(part, maxBody))
+		if err == nil {
+			err = jsonbody.Unmarshal(raw, &m, "the value", false)
+		}
+		if err != nil {
 			return errdefs.Invalid("metadata part: %v", err)
 		}
 		if m.Path == "" {

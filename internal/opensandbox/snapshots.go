@@ -12,6 +12,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/jsonbody"
 	"github.com/agent2env/agent2env/internal/service"
 )
 
@@ -103,8 +104,8 @@ func decodeSnapshotRequest(w http.ResponseWriter, r *http.Request, req *createSn
 		}
 	}
 	if raw, ok := fields["name"]; ok {
-		if err := json.Unmarshal(raw, &req.Name); err != nil {
-			return errdefs.Invalid("name: %v", err)
+		if err := jsonbody.Unmarshal(raw, &req.Name, "name", false); err != nil {
+			return errdefs.Invalid("%v", err)
 		}
 	}
 	return nil

@@ -104,7 +104,7 @@ func TestCreateSnapshot(t *testing.T) {
 		{name: "name of another case", target: "/v1/sandboxes/a/snapshots", body: `{"Name":"x"}`,
 			wantStatus: 400, wantCode: api.CodeInvalidRequest, wantInMsg: "Name"},
 		{name: "name not a string", target: "/v1/sandboxes/a/snapshots", body: `{"name":1}`,
-			wantStatus: 400, wantCode: api.CodeInvalidRequest, wantInMsg: "name"},
+			wantStatus: 400, wantCode: api.CodeInvalidRequest, wantInMsg: "name must be a string (got number)"},
 		{name: "not JSON", target: "/v1/sandboxes/a/snapshots", body: `{`, wantStatus: 400},
 		{name: "not an object", target: "/v1/sandboxes/a/snapshots", body: `[]`, wantStatus: 400},
 		{name: "paused sandbox", target: "/v1/sandboxes/p/snapshots", body: `{}`, wantStatus: 409, wantCode: "SANDBOX_NOT_RUNNING"},
