@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -103,13 +104,6 @@ func testRunListPage(t *testing.T, s store.Store) {
 		}
 		mustCreateRun(t, s, r)
 	}
-	ids := func(rs []*store.Run) []string {
-		out := []string{}
-		for _, r := range rs {
-			out = append(out, r.ID)
-		}
-		return out
-	}
 	tests := []struct {
 		f    store.RunFilter
 		want []string
@@ -125,21 +119,17 @@ func testRunListPage(t *testing.T, s store.Store) {
 		{store.RunFilter{Tenant: "key-b"}, []string{"r0", "r1", "r2", "r3", "r4"}},
 	}
 	for _, tt := range tests {
-		var got []string
-		p := store.Page{Limit: 2}
-		for {
-			page, next, err := s.ListRunPage(ctx, tt.f, p)
-			if err != nil {
-				t.Fatal(err)
+		for _, desc := range []bool{false, true} {
+			got := slices.Concat(pages(t, store.Page{Limit: 2, Desc: desc}, func(p store.Page) ([]*store.Run, string, error) {
+				return s.ListRunPage(ctx, tt.f, p)
+			}, func(r *store.Run) string { return r.ID })...)
+			want := slices.Clone(tt.want)
+			if desc {
+				slices.Reverse(want)
 			}
-			got = append(got, ids(page)...)
-			if next == "" {
-				break
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("filter %+v, pages of 2, newest first %v (-want +got):\n%s", tt.f, desc, diff)
 			}
-			p.After = next
-		}
-		if diff := cmp.Diff(tt.want, got); diff != "" {
-			t.Errorf("filter %+v, pages of 2 (-want +got):\n%s", tt.f, diff)
 		}
 	}
 	if err := s.DeleteRun(ctx, "r0"); err != nil {
