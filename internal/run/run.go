@@ -73,7 +73,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -390,6 +389,9 @@ type ListOptions struct {
 	// nil: all.
 	Limit  *int
 	Cursor string
+	// Order is the list's order: "" or api.OrderAsc oldest first,
+	// api.OrderDesc newest first.
+	Order api.Order
 }
 
 // statusScanPage is how many runs List reads from the store at a time
@@ -397,19 +399,16 @@ type ListOptions struct {
 const statusScanPage = 500
 
 // List returns a page of the runs the tenant of ctx submitted, oldest
-// first. With statuses it reads the store's pages until its page is full:
-// the page holds the runs of those statuses, and its cursor follows its
-// last run.
+// first unless opts.Order says otherwise. With statuses it reads the
+// store's pages until its page is full: the page holds the runs of those
+// statuses, and its cursor follows its last run.
 func (s *Service) List(ctx context.Context, opts ListOptions) (*api.RunList, error) {
-	limit := 0
-	if opts.Limit != nil {
-		if n := *opts.Limit; n < 1 || n > api.MaxPageSize {
-			return nil, errdefs.Invalid("limit %s: want a number from 1 to %d", strconv.Itoa(n), api.MaxPageSize)
-		}
-		limit = *opts.Limit
+	p, err := service.Page(opts.Limit, opts.Cursor, opts.Order)
+	if err != nil {
+		return nil, err
 	}
+	limit := p.Limit
 	f := store.RunFilter{BatchID: opts.BatchID, ByTenant: true, Tenant: auth.TenantOf(ctx)}
-	p := store.Page{After: opts.Cursor, Limit: limit}
 	if len(opts.Statuses) > 0 && limit > 0 {
 		p.Limit = max(limit, statusScanPage)
 	}
