@@ -19,8 +19,8 @@ import (
 
 // TestListStatuses pages through runs of some statuses: each page full
 // but the last, the runs in order (oldest or newest first), none twice,
-// whichever page size, also when the runs of those statuses are rarer
-// than one in a store's page.
+// whichever page size, also when the runs of those statuses are rare (one
+// in 97).
 func TestListStatuses(t *testing.T) {
 	ce := contextstest.NewEnv(t, manager.Config{}, nil)
 	// The service's loop is not started: the queued runs stay queued.

@@ -65,6 +65,8 @@ type RunFilter struct {
 	BatchID string
 	// Active selects the runs not ended (queued or running).
 	Active bool
+	// Statuses, when not empty, selects the runs in one of them.
+	Statuses []string
 	// ByTenant selects the runs of Tenant only ("" is a tenant: the runs
 	// submitted without API keys); without it every tenant's.
 	ByTenant bool

@@ -77,6 +77,9 @@ func (s *Store) ListRunPage(ctx context.Context, f store.RunFilter, p store.Page
 	if f.Active {
 		cond += ` AND status IN ('queued', 'running')`
 	}
+	if len(f.Statuses) > 0 {
+		cond += ` AND status = ANY(` + a.add(f.Statuses) + `)`
+	}
 	if f.ByTenant {
 		cond += ` AND tenant = ` + a.add(f.Tenant)
 	}

@@ -183,6 +183,16 @@ func pageClause(p store.Page) (cond, order string, args []any, err error) {
 	return cond, order, args, nil
 }
 
+// statusIn is the condition (" AND …") that a row's status is one of
+// statuses, which must not be empty, and its arguments.
+func statusIn(statuses []string) (string, []any) {
+	args := make([]any, len(statuses))
+	for i, st := range statuses {
+		args[i] = st
+	}
+	return ` AND status IN (?` + strings.Repeat(`,?`, len(statuses)-1) + `)`, args
+}
+
 // cutPage trims the row pageClause asked for beyond the page and returns
 // the cursor of the next page, if one follows.
 func cutPage[T any](items []*T, p store.Page, key func(*T) (time.Time, string)) ([]*T, string) {

@@ -112,6 +112,11 @@ func (s *Store) ListRunPage(ctx context.Context, f store.RunFilter, p store.Page
 	if f.Active {
 		cond += ` AND status IN ('queued', 'running')`
 	}
+	if len(f.Statuses) > 0 {
+		scond, sargs := statusIn(f.Statuses)
+		cond += scond
+		args = append(args, sargs...)
+	}
 	if f.ByTenant {
 		cond += ` AND tenant = ?`
 		args = append(args, f.Tenant)

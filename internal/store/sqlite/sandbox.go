@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
@@ -173,10 +172,9 @@ func sandboxFilter(f store.SandboxFilter) (string, []any) {
 		args = append(args, f.Owner)
 	}
 	if len(f.Statuses) > 0 {
-		cond += ` AND status IN (?` + strings.Repeat(`,?`, len(f.Statuses)-1) + `)`
-		for _, st := range f.Statuses {
-			args = append(args, st)
-		}
+		scond, sargs := statusIn(f.Statuses)
+		cond += scond
+		args = append(args, sargs...)
 	}
 	keys := slices.Sorted(maps.Keys(f.Metadata))
 	for _, k := range keys {

@@ -96,6 +96,9 @@ func testRunListPage(t *testing.T, s store.Store) {
 		if i == 4 {
 			r.Status = "succeeded"
 		}
+		if i == 0 {
+			r.Status = "queued"
+		}
 		if i == 3 {
 			r.Tenant = ""
 		}
@@ -117,6 +120,10 @@ func testRunListPage(t *testing.T, s store.Store) {
 		{store.RunFilter{ByTenant: true}, []string{"r3"}},
 		{store.RunFilter{ByTenant: true, Tenant: "key-c"}, nil},
 		{store.RunFilter{Tenant: "key-b"}, []string{"r0", "r1", "r2", "r3", "r4"}},
+		{store.RunFilter{Statuses: []string{"succeeded"}}, []string{"r4"}},
+		{store.RunFilter{Statuses: []string{"queued", "succeeded"}}, []string{"r0", "r4"}},
+		{store.RunFilter{Statuses: []string{"running", "succeeded"}, BatchID: "a"}, []string{"r2", "r4"}},
+		{store.RunFilter{Statuses: []string{"failed"}}, nil},
 	}
 	for _, tt := range tests {
 		for _, desc := range []bool{false, true} {
