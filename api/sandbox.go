@@ -197,3 +197,16 @@ type SandboxList struct {
 
 // MaxPageSize is the largest page a list gives.
 const MaxPageSize = 1000
+
+// Order is the order of a paged list by creation time (agent2env
+// addition: the order query parameter): its items, and the pages its
+// cursors ask for, run that way.
+type Order string
+
+// The orders of a paged list.
+const (
+	// OrderAsc lists oldest first: every list's default.
+	OrderAsc Order = "asc"
+	// OrderDesc lists newest first.
+	OrderDesc Order = "desc"
+)

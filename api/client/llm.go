@@ -35,12 +35,16 @@ type LLMFilter struct {
 	// Limit is the page size (0: all); Cursor a page's NextCursor.
 	Limit  int
 	Cursor string
+	// Order is the list's order: "" (the daemon's default) or
+	// api.OrderAsc oldest first, api.OrderDesc newest first.
+	Order api.Order
 }
 
 func (f LLMFilter) query() url.Values {
 	q := url.Values{}
 	for k, v := range map[string]string{
 		"sandbox": f.Sandbox, "run": f.Run, "model": f.Model, "conversation": f.Conversation, "status": f.Status, "cursor": f.Cursor,
+		"order": string(f.Order),
 	} {
 		if v != "" {
 			q.Set(k, v)
@@ -65,7 +69,8 @@ func exchangePath(id string) (string, error) {
 	return "/llm/exchanges/" + url.PathEscape(id), nil
 }
 
-// List returns a page of the exchanges f selects, oldest first.
+// List returns a page of the exchanges f selects, oldest first unless
+// f.Order says otherwise.
 func (s *LLMService) List(ctx context.Context, f LLMFilter) (*api.LLMExchangeList, error) {
 	var out api.LLMExchangeList
 	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/llm/exchanges", f.query(), nil, &out); err != nil {
@@ -171,8 +176,8 @@ type LLMFollowFrom struct {
 // they end, with the cursor that resumes after it (LLMFollowFrom.After),
 // until ctx ends (then it returns nil), fn fails (its error), or the
 // stream does (ErrUnavailable when the daemon shuts down: follow again
-// after the last cursor). f's Limit and Cursor must be unset: they page
-// lists.
+// after the last cursor). f's Limit, Cursor and Order must be unset: they
+// page lists.
 func (s *LLMService) Follow(ctx context.Context, f LLMFilter, from LLMFollowFrom, fn func(cursor string, x api.LLMExchange) error) error {
 	q := f.query()
 	if from.After != "" {

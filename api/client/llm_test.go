@@ -26,10 +26,10 @@ func TestLLMRequests(t *testing.T) {
 	}{
 		{"list", jsonReply(`{"items":[{"id":"llx_1","format":"anthropic","status":200,"state":"complete"}],"nextCursor":"c2"}`),
 			func(c *client.Client) (any, error) {
-				return c.LLM().List(ctx, client.LLMFilter{Sandbox: "sb1", Run: "r1", Model: "m", Status: "4xx", Since: since, Limit: 10, Cursor: "c1"})
+				return c.LLM().List(ctx, client.LLMFilter{Sandbox: "sb1", Run: "r1", Model: "m", Status: "4xx", Since: since, Limit: 10, Cursor: "c1", Order: api.OrderDesc})
 			},
 			recorded{Method: "GET", Path: "/api/v1/llm/exchanges", Auth: "Bearer secret",
-				Query: "cursor=c1&limit=10&model=m&run=r1&sandbox=sb1&since=2026-01-02T03%3A04%3A05Z&status=4xx"},
+				Query: "cursor=c1&limit=10&model=m&order=desc&run=r1&sandbox=sb1&since=2026-01-02T03%3A04%3A05Z&status=4xx"},
 			&api.LLMExchangeList{Items: []api.LLMExchange{{ID: "llx_1", Format: "anthropic", Status: 200, State: "complete"}}, NextCursor: "c2"}},
 		{"get", jsonReply(`{"id":"llx_1","request":{"method":"POST","body":"{}"}}`),
 			func(c *client.Client) (any, error) { return c.LLM().Get(ctx, "llx_1") },

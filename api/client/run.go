@@ -53,9 +53,13 @@ type ListRunsOptions struct {
 	// Limit and Cursor ask for one page (Limit 0: every run).
 	Limit  int
 	Cursor string
+	// Order is the list's order: "" (the daemon's default) or
+	// api.OrderAsc oldest first, api.OrderDesc newest first.
+	Order api.Order
 }
 
-// List returns the runs opts selects, oldest first.
+// List returns the runs opts selects, oldest first unless opts.Order says
+// otherwise.
 func (s *RunService) List(ctx context.Context, opts ListRunsOptions) (*api.RunList, error) {
 	q := url.Values{}
 	if opts.Batch != "" {
@@ -69,6 +73,9 @@ func (s *RunService) List(ctx context.Context, opts ListRunsOptions) (*api.RunLi
 	}
 	if opts.Cursor != "" {
 		q.Set("cursor", opts.Cursor)
+	}
+	if opts.Order != "" {
+		q.Set("order", string(opts.Order))
 	}
 	var out api.RunList
 	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/runs", q, nil, &out); err != nil {

@@ -49,9 +49,9 @@ func TestRunRequests(t *testing.T) {
 			&api.RunList{Items: []api.Run{{ID: "run-1", Status: api.RunSucceeded}}, NextCursor: "c2"}},
 		{"list statuses", jsonReply(`{"items":[{"id":"run-1","status":"failed"}]}`),
 			func(c *client.Client) (any, error) {
-				return c.Runs().List(ctx, client.ListRunsOptions{Statuses: []api.RunStatus{api.RunFailed, api.RunHung}, Limit: 10})
+				return c.Runs().List(ctx, client.ListRunsOptions{Statuses: []api.RunStatus{api.RunFailed, api.RunHung}, Limit: 10, Order: api.OrderDesc})
 			},
-			recorded{Method: "GET", Path: "/api/v1/runs", Query: "limit=10&status=failed&status=hung", Auth: "Bearer secret"},
+			recorded{Method: "GET", Path: "/api/v1/runs", Query: "limit=10&order=desc&status=failed&status=hung", Auth: "Bearer secret"},
 			&api.RunList{Items: []api.Run{{ID: "run-1", Status: api.RunFailed}}}},
 		{"get", jsonReply(`{"id":"run-1","status":"hung","reason":"no progress"}`),
 			func(c *client.Client) (any, error) { return c.Runs().Get(ctx, "run-1") },

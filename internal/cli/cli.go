@@ -426,6 +426,21 @@ func minArgs(n int, need string) cobra.PositionalArgs {
 	}
 }
 
+// registerNewest adds --newest to c, a list of what: newest first, as the
+// API's order=desc lists.
+func registerNewest(c *cobra.Command, newest *bool, what string) {
+	c.Flags().BoolVar(newest, "newest", false, "newest "+what+" first")
+}
+
+// listOrder is the API's order of a list --newest asks for; without it,
+// the daemon's default (oldest first).
+func listOrder(newest bool) api.Order {
+	if newest {
+		return api.OrderDesc
+	}
+	return ""
+}
+
 // legacyFlags rewrites the single-dash long flags that Go's flag package
 // accepted before the move to cobra (-json, -image alpine, -help) to the
 // double-dash form, so that scripts written for them keep working. Only

@@ -111,14 +111,16 @@ func newLLMListCmd(e env, cc *clientConfig) *cobra.Command {
 		f      llmFilterFlags
 		limit  int
 		cursor string
+		newest bool
 		out    output
 	)
 	c := &cobra.Command{
 		Use:     "ls [flags]",
 		Aliases: []string{"list"},
-		Short:   "list the exchanges with models, oldest first",
+		Short:   "list the exchanges with models, oldest first (or newest first)",
 		Example: `  agent2env llm ls --sandbox sb-1a2b3c
   agent2env llm ls --status 5xx --since 1h -o wide
+  agent2env llm ls --newest --limit 20
   agent2env llm ls --limit 50 --cursor "$NEXT" -o json`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -126,7 +128,7 @@ func newLLMListCmd(e env, cc *clientConfig) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			lf.Limit, lf.Cursor = limit, cursor
+			lf.Limit, lf.Cursor, lf.Order = limit, cursor, listOrder(newest)
 			return show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
 				l, err := cl.LLM().List(ctx, lf)
 				if err != nil {
@@ -139,6 +141,7 @@ func newLLMListCmd(e env, cc *clientConfig) *cobra.Command {
 	f.register(c)
 	c.Flags().IntVar(&limit, "limit", 0, "at most `N` exchanges (a page; -o json gives the next page's cursor)")
 	c.Flags().StringVar(&cursor, "cursor", "", "the page after this `CURSOR` (a previous page's nextCursor)")
+	registerNewest(c, &newest, "exchanges")
 	out.register(c, "table", tableFormats)
 	return c
 }

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -99,6 +100,12 @@ func TestLLMCommands(t *testing.T) {
 	ids := strings.Fields(out)
 	if code != 0 || len(ids) != 1 || !strings.HasPrefix(ids[0], "llx_") {
 		t.Fatalf("ls -q --sandbox: %d %q", code, out)
+	}
+	// --newest lists the other way round.
+	_, oldest, _ := run(t, "llm", "ls", "-q")
+	code, newest, _ := run(t, "llm", "ls", "-q", "--newest")
+	if o, n := strings.Fields(oldest), strings.Fields(newest); code != 0 || len(o) != 2 || !slices.Equal(n, []string{o[1], o[0]}) {
+		t.Errorf("ls --newest: %d %q; oldest first %q", code, newest, oldest)
 	}
 	code, out, _ = run(t, "llm", "ls", "--since", "1h", "--status", "2xx", "-o", "json")
 	var l api.LLMExchangeList

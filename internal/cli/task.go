@@ -122,18 +122,20 @@ func clip(s string, n int) string {
 
 func newTaskListCmd(e env, cc *clientConfig) *cobra.Command {
 	var (
-		out   output
-		batch string
+		out    output
+		batch  string
+		newest bool
 	)
 	c := &cobra.Command{
 		Use:     "ls [flags]",
 		Aliases: []string{"list"},
-		Short:   "list task runs",
+		Short:   "list task runs, oldest first (or newest first)",
 		Example: `  agent2env task ls
+  agent2env task ls --newest
   agent2env task ls --batch b-0123456789abcdef -o wide`,
 		Args: noArgs,
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
-			list, err := cl.Runs().List(ctx, client.ListRunsOptions{Batch: batch})
+			list, err := cl.Runs().List(ctx, client.ListRunsOptions{Batch: batch, Order: listOrder(newest)})
 			if err != nil {
 				return view{}, err
 			}
@@ -141,6 +143,7 @@ func newTaskListCmd(e env, cc *clientConfig) *cobra.Command {
 		}),
 	}
 	c.Flags().StringVar(&batch, "batch", "", "only the runs of this submission")
+	registerNewest(c, &newest, "runs")
 	out.register(c, "table", tableFormats)
 	return c
 }

@@ -348,3 +348,34 @@ func TestTaskRunIDArgs(t *testing.T) {
 		checkUsageError(t, &recorder{}, []string{"task", cmd, "run-1", "out"}, `unexpected argument "out"`)
 	}
 }
+
+// task ls asks for the runs newest first with --newest, and for the
+// daemon's order (oldest first) without it.
+func TestTaskListNewest(t *testing.T) {
+	var rec recorder
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/runs", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, http.StatusOK, api.RunList{Items: []api.Run{}})
+	})
+	rec.serve(t, mux)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"task", "ls", "-q"}, "GET /api/v1/runs"},
+		{[]string{"task", "ls", "-q", "--newest"}, "GET /api/v1/runs?order=desc"},
+		{[]string{"task", "ls", "-q", "--newest", "--batch", "b-1"}, "GET /api/v1/runs?batch=b-1&order=desc"},
+	} {
+		rec.mu.Lock()
+		rec.requests = nil
+		rec.mu.Unlock()
+		if code, _, errOut := run(t, tt.args...); code != 0 {
+			t.Fatalf("%v: exit %d %s", tt.args, code, errOut)
+		}
+		rec.mu.Lock()
+		if !slices.Equal(rec.requests, []string{tt.want}) {
+			t.Errorf("%v: requests %q, want %q", tt.args, rec.requests, tt.want)
+		}
+		rec.mu.Unlock()
+	}
+}

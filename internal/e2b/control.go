@@ -651,9 +651,11 @@ type listQuery struct {
 	limit int
 }
 
-// parseList reads the query of GET /sandboxes and /v2/sandboxes.
+// parseList reads the query of GET /sandboxes and /v2/sandboxes. Both
+// list newest first, as E2B's do; v2's order=asc lists oldest first.
 func parseList(q url.Values, v2 bool) (listQuery, error) {
 	lq := listQuery{limit: maxListLimit}
+	lq.opts.Order = api.OrderDesc
 	lq.opts.Statuses = []api.SandboxStatus{api.StatusPending, api.StatusRunning}
 	if raw := q.Get("metadata"); raw != "" {
 		md, err := parseMetadata(raw)
@@ -695,8 +697,8 @@ func parseList(q url.Values, v2 bool) (listQuery, error) {
 			return lq, errdefs.Invalid("%s: filtering by %s is not supported yet", name, name)
 		}
 	}
-	if o := q.Get("order"); o != "" && o != "asc" {
-		return lq, errdefs.Invalid("order %q: agent2env lists oldest first (asc) only", o)
+	if o := q.Get("order"); o != "" {
+		lq.opts.Order = api.Order(o) // the service refuses another than asc or desc
 	}
 	return lq, nil
 }

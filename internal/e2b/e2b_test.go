@@ -120,6 +120,12 @@ func (f *fakeSandboxes) List(_ context.Context, opts service.ListOptions) (*api.
 			sel = append(sel, id)
 		}
 	}
+	if opts.Order != api.OrderDesc && opts.Order != api.OrderAsc && opts.Order != "" {
+		return nil, errdefs.Invalid("order %q: want asc or desc", opts.Order)
+	}
+	if opts.Order == api.OrderDesc {
+		slices.Reverse(sel)
+	}
 	start := 0
 	if opts.Cursor != "" {
 		start = slices.Index(sel, opts.Cursor)
@@ -674,29 +680,32 @@ func TestSandboxOps(t *testing.T) {
 		t.Errorf("get of an ended sandbox: %d, want 404", code)
 	}
 
-	// The v2 list follows X-Next-Token.
-	var ids []string
-	tokenQ := ""
-	for pages := 0; ; pages++ {
-		if pages > 3 {
-			t.Fatal("too many pages")
+	// The v2 list follows X-Next-Token, newest first as E2B's, or oldest
+	// first with order=asc.
+	for order, want := range map[string]string{"": "[sbd sbc sba]", "&order=desc": "[sbd sbc sba]", "&order=asc": "[sba sbc sbd]"} {
+		var ids []string
+		tokenQ := ""
+		for pages := 0; ; pages++ {
+			if pages > 3 {
+				t.Fatal("too many pages")
+			}
+			code, h, body := e.api(t, "GET", "/v2/sandboxes?metadata=suite%3Dx&limit=2"+order+tokenQ, "")
+			var items []listedView
+			if err := json.Unmarshal([]byte(body), &items); code != 200 || err != nil {
+				t.Fatalf("list: %d %s", code, body)
+			}
+			for _, it := range items {
+				ids = append(ids, it.SandboxID)
+			}
+			next := h.Get(HeaderNextToken)
+			if next == "" {
+				break
+			}
+			tokenQ = "&nextToken=" + next
 		}
-		code, h, body := e.api(t, "GET", "/v2/sandboxes?metadata=suite%3Dx&limit=2"+tokenQ, "")
-		var items []listedView
-		if err := json.Unmarshal([]byte(body), &items); code != 200 || err != nil {
-			t.Fatalf("list: %d %s", code, body)
+		if fmt.Sprint(ids) != want {
+			t.Errorf("order %q: listed %v, want %s", order, ids, want)
 		}
-		for _, it := range items {
-			ids = append(ids, it.SandboxID)
-		}
-		next := h.Get(HeaderNextToken)
-		if next == "" {
-			break
-		}
-		tokenQ = "&nextToken=" + next
-	}
-	if fmt.Sprint(ids) != "[sba sbc sbd]" {
-		t.Errorf("listed %v, want [sba sbc sbd]", ids)
 	}
 	for q, want := range map[string]string{
 		"/v2/sandboxes?state=paused":                     "[]",
@@ -707,11 +716,13 @@ func TestSandboxOps(t *testing.T) {
 			t.Errorf("%s: %d %s, want %s", q, code, body, want)
 		}
 	}
-	// The v1 list follows the service's cursors itself: every running one.
-	if code, _, body := e.api(t, "GET", "/sandboxes", ""); code != 200 || strings.Count(body, `"sandboxID"`) != 4 || strings.Contains(body, "sbdone") {
-		t.Errorf("v1 list: %d %s, want the 4 running sandboxes", code, body)
+	// The v1 list follows the service's cursors itself: every running one,
+	// newest first.
+	if code, _, body := e.api(t, "GET", "/sandboxes", ""); code != 200 || strings.Count(body, `"sandboxID"`) != 4 || strings.Contains(body, "sbdone") ||
+		!(strings.Index(body, `"sbd"`) < strings.Index(body, `"sbc"`) && strings.Index(body, `"sbb"`) < strings.Index(body, `"sba"`)) {
+		t.Errorf("v1 list: %d %s, want the 4 running sandboxes, newest first", code, body)
 	}
-	for q, want := range map[string]int{"/v2/sandboxes?state=dead": 400, "/v2/sandboxes?limit=0": 400, "/v2/sandboxes?order=desc": 400,
+	for q, want := range map[string]int{"/v2/sandboxes?state=dead": 400, "/v2/sandboxes?limit=0": 400, "/v2/sandboxes?order=newest": 400,
 		"/v2/sandboxes?metadata=suite": 400, "/v2/sandboxes?metadata=suite%3D%25zz": 400} {
 		if code, _, _ := e.api(t, "GET", q, ""); code != want {
 			t.Errorf("%s: %d, want %d", q, code, want)
@@ -790,12 +801,13 @@ func TestSandboxOps(t *testing.T) {
 		t.Errorf("get of a paused sandbox: %d %s", code, body)
 	}
 	for q, want := range map[string]string{
-		"/v2/sandboxes?state=paused&metadata=suite%3Dx":  "[sba sbc]",
+		"/v2/sandboxes?state=paused&metadata=suite%3Dx":  "[sbc sba]",
 		"/v2/sandboxes?state=running&metadata=suite%3Dx": "[sbd]",
-		// The fake's pages hold two.
-		"/v2/sandboxes?state=running,paused&metadata=suite%3Dx": "[sba sbc]",
-		"/v2/sandboxes?metadata=suite%3Dx":                      "[sba sbc]",
-		"/sandboxes?metadata=suite%3Dx":                         "[sbd]",
+		// The fake's pages hold two, newest first.
+		"/v2/sandboxes?state=running,paused&metadata=suite%3Dx":           "[sbd sbc]",
+		"/v2/sandboxes?metadata=suite%3Dx":                                "[sbd sbc]",
+		"/v2/sandboxes?state=running,paused&metadata=suite%3Dx&order=asc": "[sba sbc]",
+		"/sandboxes?metadata=suite%3Dx":                                   "[sbd]",
 	} {
 		code, _, body := e.api(t, "GET", q, "")
 		var items []listedView

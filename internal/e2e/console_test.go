@@ -44,7 +44,10 @@ var consolePages = []string{"overview", "sandboxes", "sandbox", "terminal", "fil
 // sessions and contexts, a submission's compare matrix of two agents
 // (custom, and opencode's CLI, absent from the python image, failing with
 // its reason) by two models, the LLM archive's live tail, the overview's
-// warm pool (python, of one sandbox) and recent failures, and text an
+// warm pool (python, of one sandbox) and recent failures (one page of each
+// list, newest first), the runs and sandboxes lists newest first (pages of
+// two: a new sandbox on the first page at once, older ones on the next
+// pages), and text an
 // agent or a model wrote shown as text. The screenshots of its pages (every
 // page of the navigation, a sandbox with its terminal and its files, a run,
 // a submission's matrix, conversations) go to screenshotDir, whose files

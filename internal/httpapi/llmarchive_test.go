@@ -166,6 +166,9 @@ func TestLLMExchangesFiltersAndPages(t *testing.T) {
 		{"?since=" + mid.Format(time.RFC3339Nano), []string{a3}},
 		{"?since=" + start.Format(time.RFC3339Nano) + "&until=" + mid.Format(time.RFC3339Nano), []string{a1, b1, a2}},
 		{"?limit=3", []string{a1, b1, a2, "next"}},
+		{"?order=desc", []string{a3, a2, b1, a1}},
+		{"?order=desc&limit=3", []string{a3, a2, b1, "next"}},
+		{"?order=desc&sandbox=sb1", []string{b1, a1}},
 		{"?sandbox=nope", nil},
 	} {
 		if diff := cmp.Diff(tt.want, ids("/api/v1/llm/exchanges"+tt.query)); diff != "" {
@@ -204,6 +207,7 @@ func TestLLMBadFilters(t *testing.T) {
 		"/api/v1/llm/exchanges?status=banana", "/api/v1/llm/exchanges?status=700", "/api/v1/llm/exchanges?since=yesterday",
 		"/api/v1/llm/exchanges?until=2026-13-01", "/api/v1/llm/exchanges?since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z",
 		"/api/v1/llm/exchanges?limit=0", "/api/v1/llm/exchanges?limit=x", "/api/v1/llm/exchanges?cursor=nope",
+		"/api/v1/llm/exchanges?order=newest", "/api/v1/llm/exchanges/export?order=up",
 		"/api/v1/llm/exchanges/export?status=banana", "/api/v1/llm/exchanges/llx_x?raw=everything",
 	} {
 		rec := get(t, h, q)

@@ -191,7 +191,7 @@ func TestLLMStreamBadRequests(t *testing.T) {
 	_, h := llmServer(t)
 	for _, q := range []string{
 		"?status=in_progress", "?status=banana", "?after=x", "?after=-1", "?last=-1", "?last=x", "?last=100000",
-		"?limit=5", "?cursor=abc",
+		"?limit=5", "?cursor=abc", "?order=desc",
 	} {
 		rec := get(t, h, "/api/v1/llm/exchanges/stream"+q)
 		var body api.Error

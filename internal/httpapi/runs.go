@@ -53,7 +53,7 @@ func (s *RunRoutes) submit(w http.ResponseWriter, r *http.Request) {
 
 func (s *RunRoutes) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	opts := run.ListOptions{BatchID: q.Get("batch"), Cursor: q.Get("cursor")}
+	opts := run.ListOptions{BatchID: q.Get("batch"), Cursor: q.Get("cursor"), Order: api.Order(q.Get("order"))}
 	var err error
 	if opts.Limit, err = limitParam(r); err == nil {
 		opts.Statuses, err = statusParam(r, runStatuses)

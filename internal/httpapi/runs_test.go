@@ -71,6 +71,9 @@ func TestRunListQuery(t *testing.T) {
 		{"?status=failed&batch=b1", []string{"r1", "r3", "r5"}, false},
 		{"?status=failed&batch=b0", []string{}, false},
 		{"?status=cancelled&limit=5", []string{}, false},
+		{"?order=desc", []string{"r5", "r4", "r3", "r2", "r1", "r0"}, false},
+		{"?order=asc&limit=2", []string{"r0", "r1"}, true},
+		{"?status=failed&order=desc&limit=2", []string{"r5", "r3"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
@@ -91,7 +94,7 @@ func TestRunListQuery(t *testing.T) {
 			}
 		})
 	}
-	for _, query := range []string{"?status=done", "?status=", "?status=failed,", "?limit=0", "?limit=x", "?cursor=nope"} {
+	for _, query := range []string{"?status=done", "?status=", "?status=failed,", "?limit=0", "?limit=x", "?cursor=nope", "?order=newest"} {
 		if code, body := get(query); code != http.StatusBadRequest {
 			t.Errorf("%s: %d %s, want 400", query, code, body)
 		} else {

@@ -50,9 +50,10 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// listOptions reads the limit and cursor query parameters.
+// listOptions reads the limit, cursor and order query parameters.
 func listOptions(r *http.Request) (service.ListOptions, error) {
-	opts := service.ListOptions{Cursor: r.URL.Query().Get("cursor")}
+	q := r.URL.Query()
+	opts := service.ListOptions{Cursor: q.Get("cursor"), Order: api.Order(q.Get("order"))}
 	var err error
 	opts.Limit, err = limitParam(r)
 	return opts, err

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -275,24 +276,36 @@ func TestListSandboxPages(t *testing.T) {
 	if l := list(""); len(l.Items) != 5 || l.NextCursor != "" {
 		t.Errorf("unpaged list: %d items, next %q; want all 5 and no cursor", len(l.Items), l.NextCursor)
 	}
-	var got []string
-	var sizes []int
-	for query := "?limit=2"; ; {
-		l := list(query)
-		sizes = append(sizes, len(l.Items))
-		for _, sb := range l.Items {
-			got = append(got, sb.ID)
+	newest := slices.Clone(want)
+	slices.Reverse(newest)
+	for _, tt := range []struct {
+		order string
+		want  []string
+	}{{"", want}, {"&order=asc", want}, {"&order=desc", newest}} {
+		var got []string
+		var sizes []int
+		for query := "?limit=2" + tt.order; ; {
+			l := list(query)
+			sizes = append(sizes, len(l.Items))
+			for _, sb := range l.Items {
+				got = append(got, sb.ID)
+			}
+			if l.NextCursor == "" {
+				break
+			}
+			query = "?limit=2" + tt.order + "&cursor=" + url.QueryEscape(l.NextCursor)
 		}
-		if l.NextCursor == "" {
-			break
+		if diff := cmp.Diff(tt.want, got); diff != "" || !cmp.Equal(sizes, []int{2, 2, 1}) {
+			t.Errorf("%q: paged ids (-want +got):\n%s\npage sizes %v, want [2 2 1]", tt.order, diff, sizes)
 		}
-		query = "?limit=2&cursor=" + url.QueryEscape(l.NextCursor)
 	}
-	if diff := cmp.Diff(want, got); diff != "" || !cmp.Equal(sizes, []int{2, 2, 1}) {
-		t.Errorf("paged ids (-want +got):\n%s\npage sizes %v, want [2 2 1]", diff, sizes)
-	}
-	for _, query := range []string{"?limit=0", "?limit=-1", "?limit=x", "?limit=1001", "?cursor=nope", "?limit=1&cursor=%21"} {
-		checkError(t, e.do(t, http.MethodGet, "/api/v1/sandboxes"+query, "", nil), http.StatusBadRequest, api.CodeInvalidRequest)
+	for _, query := range []string{"?limit=0", "?limit=-1", "?limit=x", "?limit=1001", "?cursor=nope", "?limit=1&cursor=%21",
+		"?order=newest", "?order=DESC&limit=1"} {
+		resp := e.do(t, http.MethodGet, "/api/v1/sandboxes"+query, "", nil)
+		checkError(t, resp, http.StatusBadRequest, api.CodeInvalidRequest)
+		if strings.HasPrefix(query, "?order") && !strings.Contains(string(resp.body), `"order \"`) {
+			t.Errorf("%s: %s, want a message naming order", query, resp.body)
+		}
 	}
 }
 

@@ -18,8 +18,9 @@ import (
 )
 
 // TestListStatuses pages through runs of some statuses: each page full
-// but the last, the runs in order, none twice, whichever page size, also
-// when the runs of those statuses are rarer than one in a store's page.
+// but the last, the runs in order (oldest or newest first), none twice,
+// whichever page size, also when the runs of those statuses are rare (one
+// in 97).
 func TestListStatuses(t *testing.T) {
 	ce := contextstest.NewEnv(t, manager.Config{}, nil)
 	// The service's loop is not started: the queued runs stay queued.
@@ -72,35 +73,41 @@ func TestListStatuses(t *testing.T) {
 		{[]api.RunStatus{api.RunFailed}, 0, byStatus[api.RunFailed]},
 	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprintf("%v/%d", tt.statuses, tt.limit), func(t *testing.T) {
-			var got []string
-			cursor := ""
-			for pages := 0; ; pages++ {
-				opts := ListOptions{Statuses: tt.statuses, Cursor: cursor}
-				if tt.limit > 0 {
-					opts.Limit = &tt.limit
-				}
-				l, err := svc.List(bg, opts)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, r := range l.Items {
-					if len(tt.statuses) > 0 && !slices.Contains(tt.statuses, r.Status) {
-						t.Errorf("run %s is %s, not of %v", r.ID, r.Status, tt.statuses)
+		for _, order := range []api.Order{"", api.OrderDesc} {
+			t.Run(fmt.Sprintf("%v/%d/%s", tt.statuses, tt.limit, order), func(t *testing.T) {
+				var got []string
+				cursor := ""
+				for pages := 0; ; pages++ {
+					opts := ListOptions{Statuses: tt.statuses, Cursor: cursor, Order: order}
+					if tt.limit > 0 {
+						opts.Limit = &tt.limit
 					}
-					got = append(got, r.ID)
+					l, err := svc.List(bg, opts)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, r := range l.Items {
+						if len(tt.statuses) > 0 && !slices.Contains(tt.statuses, r.Status) {
+							t.Errorf("run %s is %s, not of %v", r.ID, r.Status, tt.statuses)
+						}
+						got = append(got, r.ID)
+					}
+					if l.NextCursor == "" {
+						break
+					}
+					if len(l.Items) != tt.limit {
+						t.Errorf("page %d holds %d runs, and another follows: want %d", pages, len(l.Items), tt.limit)
+					}
+					cursor = l.NextCursor
 				}
-				if l.NextCursor == "" {
-					break
+				want := slices.Clone(tt.want)
+				if order == api.OrderDesc {
+					slices.Reverse(want) // newest first
 				}
-				if len(l.Items) != tt.limit {
-					t.Errorf("page %d holds %d runs, and another follows: want %d", pages, len(l.Items), tt.limit)
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("runs (-want +got):\n%s", diff)
 				}
-				cursor = l.NextCursor
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("runs (-want +got):\n%s", diff)
-			}
-		})
+			})
+		}
 	}
 }

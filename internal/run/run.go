@@ -72,8 +72,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -390,53 +388,33 @@ type ListOptions struct {
 	// nil: all.
 	Limit  *int
 	Cursor string
+	// Order is the list's order: "" or api.OrderAsc oldest first,
+	// api.OrderDesc newest first.
+	Order api.Order
 }
 
-// statusScanPage is how many runs List reads from the store at a time
-// while it looks for runs of the statuses asked for.
-const statusScanPage = 500
-
 // List returns a page of the runs the tenant of ctx submitted, oldest
-// first. With statuses it reads the store's pages until its page is full:
-// the page holds the runs of those statuses, and its cursor follows its
-// last run.
+// first unless opts.Order says otherwise, of opts.Statuses when it names
+// some: the store selects them, so a page of a rare status costs what any
+// page does.
 func (s *Service) List(ctx context.Context, opts ListOptions) (*api.RunList, error) {
-	limit := 0
-	if opts.Limit != nil {
-		if n := *opts.Limit; n < 1 || n > api.MaxPageSize {
-			return nil, errdefs.Invalid("limit %s: want a number from 1 to %d", strconv.Itoa(n), api.MaxPageSize)
-		}
-		limit = *opts.Limit
+	p, err := service.Page(opts.Limit, opts.Cursor, opts.Order)
+	if err != nil {
+		return nil, err
 	}
 	f := store.RunFilter{BatchID: opts.BatchID, ByTenant: true, Tenant: auth.TenantOf(ctx)}
-	p := store.Page{After: opts.Cursor, Limit: limit}
-	if len(opts.Statuses) > 0 && limit > 0 {
-		p.Limit = max(limit, statusScanPage)
+	for _, st := range opts.Statuses {
+		f.Statuses = append(f.Statuses, string(st))
 	}
-	out := &api.RunList{Items: []api.Run{}}
-	for {
-		recs, next, err := s.store.ListRunPage(ctx, f, p)
-		if err != nil {
-			return nil, err
-		}
-		for i, r := range recs {
-			if len(opts.Statuses) > 0 && !slices.Contains(opts.Statuses, api.RunStatus(r.Status)) {
-				continue
-			}
-			out.Items = append(out.Items, *view(r))
-			if limit > 0 && len(out.Items) == limit {
-				if i < len(recs)-1 || next != "" {
-					out.NextCursor = store.Cursor(r.CreatedAt, r.ID)
-				}
-				return out, nil
-			}
-		}
-		if next == "" || len(opts.Statuses) == 0 {
-			out.NextCursor = next
-			return out, nil
-		}
-		p.After = next
+	recs, next, err := s.store.ListRunPage(ctx, f, p)
+	if err != nil {
+		return nil, err
 	}
+	out := &api.RunList{Items: make([]api.Run, 0, len(recs)), NextCursor: next}
+	for _, r := range recs {
+		out.Items = append(out.Items, *view(r))
+	}
+	return out, nil
 }
 
 // Cancel ends run id as cancelled: a queued run at once, a running one

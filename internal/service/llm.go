@@ -71,12 +71,9 @@ func (f LLMFilter) store(ctx context.Context) (store.LLMExchangeFilter, store.Pa
 	out := store.LLMExchangeFilter{SandboxID: f.SandboxID, RunID: f.RunID, Model: f.Model, Conversation: f.Conversation}
 	out.Tenant = auth.TenantOf(ctx)
 	out.ByTenant = out.Tenant != ""
-	p := store.Page{After: f.Cursor}
-	if f.Limit != nil {
-		if n := *f.Limit; n < 1 || n > api.MaxPageSize {
-			return out, p, errdefs.Invalid("limit %q: want a number from 1 to %d", strconv.Itoa(n), api.MaxPageSize)
-		}
-		p.Limit = *f.Limit
+	p, err := Page(f.Limit, f.Cursor, f.Order)
+	if err != nil {
+		return out, p, err
 	}
 	switch s := f.Status; {
 	case s == "":
@@ -111,7 +108,8 @@ func (f LLMFilter) store(ctx context.Context) (store.LLMExchangeFilter, store.Pa
 	return out, p, nil
 }
 
-// List returns a page of the exchanges f selects, oldest first.
+// List returns a page of the exchanges f selects, oldest first unless
+// f.Order says otherwise.
 func (s *LLMExchanges) List(ctx context.Context, f LLMFilter) (*api.LLMExchangeList, error) {
 	sf, p, err := f.store(ctx)
 	if err != nil {
@@ -194,7 +192,8 @@ func (s *LLMExchanges) Raw(ctx context.Context, id, part string) (contentType st
 }
 
 // Export calls emit with each exchange f selects, with its parts, oldest
-// first, reading a page at a time; f's limit is the page size.
+// first unless f.Order says otherwise, reading a page at a time; f's limit
+// is the page size.
 func (s *LLMExchanges) Export(ctx context.Context, f LLMFilter, emit func(*api.LLMExchangeDetail) error) error {
 	sf, p, err := f.store(ctx)
 	if err != nil {
@@ -252,8 +251,8 @@ const followPage = 100
 // it, until ctx ends (then nil) or emit fails. It learns of new exchanges
 // from the archive's index as it stores them: no polling.
 func (s *LLMExchanges) Follow(ctx context.Context, f LLMFilter, from LLMFollowFrom) (func(ctx context.Context, emit func(cursor string, x *api.LLMExchange) error) error, error) {
-	if f.Cursor != "" || f.Limit != nil {
-		return nil, errdefs.Invalid("cursor and limit page a list; a follow resumes after an event's id (Last-Event-ID or after)")
+	if f.Cursor != "" || f.Limit != nil || f.Order != "" {
+		return nil, errdefs.Invalid("cursor, limit and order page a list; a follow sends exchanges in the order they end and resumes after an event's id (Last-Event-ID or after)")
 	}
 	sf, _, err := f.store(ctx)
 	if err != nil {

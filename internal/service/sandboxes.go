@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -211,6 +210,9 @@ type ListOptions struct {
 	Limit *int
 	// Cursor is the NextCursor of the previous page; "": the first.
 	Cursor string
+	// Order is the list's order: "" or api.OrderAsc oldest first,
+	// api.OrderDesc newest first.
+	Order api.Order
 	// Statuses, when not empty, lists the sandboxes in one of them.
 	Statuses []api.SandboxStatus
 	// Metadata lists the sandboxes whose metadata holds each of its keys
@@ -228,15 +230,12 @@ func (opts *ListOptions) filter() store.SandboxFilter {
 }
 
 // List returns a page of the sandboxes clients made (not those waiting in
-// a warm pool) that opts selects, oldest first. A cursor that is not one
-// is ErrInvalidArgument.
+// a warm pool) that opts selects, oldest first unless opts.Order says
+// otherwise. A cursor that is not one is ErrInvalidArgument.
 func (s *Sandboxes) List(ctx context.Context, opts ListOptions) (*api.SandboxList, error) {
-	p := store.Page{After: opts.Cursor}
-	if opts.Limit != nil {
-		if n := *opts.Limit; n < 1 || n > api.MaxPageSize {
-			return nil, errdefs.Invalid("limit %q: want a number from 1 to %d", strconv.Itoa(n), api.MaxPageSize)
-		}
-		p.Limit = *opts.Limit
+	p, err := Page(opts.Limit, opts.Cursor, opts.Order)
+	if err != nil {
+		return nil, err
 	}
 	page, next, err := s.m.ListFiltered(ctx, opts.filter(), p)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,33 +129,41 @@ func TestList(t *testing.T) {
 		ids = append(ids, e.running(t).ID)
 	}
 
-	// Pages of 2 give every sandbox once, oldest first.
-	var got []string
-	pages := 0
-	for opts := (ListOptions{Limit: ptr(2)}); ; pages++ {
-		page, err := e.sb.List(ctx, opts)
-		if err != nil {
-			t.Fatal(err)
+	// Pages of 2 give every sandbox once, oldest first, or newest first.
+	newest := slices.Clone(ids)
+	slices.Reverse(newest)
+	for order, want := range map[api.Order][]string{"": ids, api.OrderAsc: ids, api.OrderDesc: newest} {
+		var got []string
+		pages := 0
+		for opts := (ListOptions{Limit: ptr(2), Order: order}); ; pages++ {
+			page, err := e.sb.List(ctx, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, sb := range page.Items {
+				got = append(got, sb.ID)
+			}
+			if page.NextCursor == "" {
+				break
+			}
+			opts.Cursor = page.NextCursor
 		}
-		for _, sb := range page.Items {
-			got = append(got, sb.ID)
+		if diff := cmp.Diff(want, got); diff != "" || pages != 1 {
+			t.Errorf("order %q: paged ids in %d pages (-want +got):\n%s", order, pages+1, diff)
 		}
-		if page.NextCursor == "" {
-			break
-		}
-		opts.Cursor = page.NextCursor
-	}
-	if diff := cmp.Diff(ids, got); diff != "" || pages != 1 {
-		t.Errorf("paged ids in %d pages (-want +got):\n%s", pages+1, diff)
 	}
 	all, err := e.sb.List(ctx, ListOptions{})
 	if err != nil || len(all.Items) != 3 || all.NextCursor != "" {
 		t.Errorf("List without limit = %d items, cursor %q, %v", len(all.Items), all.NextCursor, err)
 	}
 
-	for _, opts := range []ListOptions{{Limit: ptr(0)}, {Limit: ptr(-1)}, {Limit: ptr(api.MaxPageSize + 1)}, {Cursor: "nope"}} {
+	for _, opts := range []ListOptions{{Limit: ptr(0)}, {Limit: ptr(-1)}, {Limit: ptr(api.MaxPageSize + 1)}, {Cursor: "nope"},
+		{Order: "newest"}, {Order: "DESC"}} {
 		_, err := e.sb.List(ctx, opts)
 		checkErr(t, err, errdefs.ErrInvalidArgument, "")
+		if opts.Order != "" && !strings.HasPrefix(err.Error(), "order ") {
+			t.Errorf("order %q: %v, want an error naming order", opts.Order, err)
+		}
 	}
 	if _, err := e.sb.List(ctx, ListOptions{Limit: ptr(api.MaxPageSize)}); err != nil {
 		t.Errorf("List with the largest limit: %v", err)

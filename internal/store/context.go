@@ -58,8 +58,8 @@ type Contexts interface {
 	// ListContexts returns the contexts f selects, oldest first.
 	ListContexts(ctx context.Context, f ContextFilter) ([]*Context, error)
 	// ListContextPage returns the page p of the contexts f selects, oldest
-	// first (ties by id), and the cursor of the next page ("" after the
-	// last).
+	// first (ties by id) or newest first (p.Desc), and the cursor of the
+	// next page ("" after the last).
 	ListContextPage(ctx context.Context, f ContextFilter, p Page) (items []*Context, next string, err error)
 	// CountContexts counts the contexts f selects.
 	CountContexts(ctx context.Context, f ContextFilter) (int, error)

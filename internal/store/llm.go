@@ -111,7 +111,8 @@ type LLMExchanges interface {
 	LLMArchiveMark(ctx context.Context) (string, error)
 	GetLLMExchange(ctx context.Context, id string) (*LLMExchange, error)
 	// ListLLMExchangePage returns the page p of the exchanges f selects,
-	// oldest first (ties by id), and the next page's cursor.
+	// oldest first (ties by id) or newest first (p.Desc), and the next
+	// page's cursor.
 	ListLLMExchangePage(ctx context.Context, f LLMExchangeFilter, p Page) (items []*LLMExchange, next string, err error)
 	// ListEndedLLMExchanges returns, in the order they ended, up to limit
 	// of the exchanges f selects whose Ended is greater than after.

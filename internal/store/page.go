@@ -12,17 +12,22 @@ import (
 
 // Page bounds a listing ordered by creation time, then id: the items
 // after the cursor After ("" starts at the first), at most Limit of them
-// (Limit <= 0: all the rest). The zero value is the whole listing.
+// (Limit <= 0: all the rest). The zero value is the whole listing, oldest
+// first.
 //
 // Cursors mark a place rather than a position, so a page stays right
 // while items are added or removed before it.
 type Page struct {
 	After string
 	Limit int
+	// Desc lists newest first (by creation time, then id, both
+	// descending): the items before the place After marks. A cursor
+	// marks the same place in either order.
+	Desc bool
 }
 
-// Cursor returns the cursor of the place just after the item created at
-// at with id id.
+// Cursor returns the cursor of the place of the item created at at with
+// id id: the page after it starts with the next item in the page's order.
 func Cursor(at time.Time, id string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at.UnixMicro(), 10) + "/" + id))
 }

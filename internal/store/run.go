@@ -65,6 +65,8 @@ type RunFilter struct {
 	BatchID string
 	// Active selects the runs not ended (queued or running).
 	Active bool
+	// Statuses, when not empty, selects the runs in one of them.
+	Statuses []string
 	// ByTenant selects the runs of Tenant only ("" is a tenant: the runs
 	// submitted without API keys); without it every tenant's.
 	ByTenant bool
@@ -80,7 +82,8 @@ type Runs interface {
 	CreateRun(ctx context.Context, r *Run) error
 	GetRun(ctx context.Context, id string) (*Run, error)
 	// ListRunPage returns the page p of the runs f selects, oldest first
-	// (ties by id), and the cursor of the next page.
+	// (ties by id) or newest first (p.Desc), and the cursor of the next
+	// page.
 	ListRunPage(ctx context.Context, f RunFilter, p Page) (items []*Run, next string, err error)
 	// UpdateRun applies fn to the stored record atomically and stores the
 	// result; fn's error aborts the update and is returned.

@@ -8,9 +8,9 @@
 // code-interpreter contexts, sessions, task runs, and the LLM archive's
 // index and per-run keys; a record that refers to a sandbox goes with it
 // (cascade). Lists that clients page through are ordered by creation time
-// then id, and a Page's cursor (Cursor) is the place after the last item
-// returned, so pages neither skip nor repeat items while records come and
-// go. Counts (SandboxCounts, CreateSandboxLimited's) are the backend's,
+// then id, oldest first or (Page.Desc) newest first, and a Page's cursor
+// (Cursor) is the place of the last item returned, so pages neither skip
+// nor repeat items while records come and go. Counts (SandboxCounts, CreateSandboxLimited's) are the backend's,
 // taken without reading the records.
 package store
 
@@ -152,8 +152,8 @@ type Sandboxes interface {
 	// ListSandboxes returns every sandbox, oldest first.
 	ListSandboxes(ctx context.Context) ([]*Sandbox, error)
 	// ListSandboxPage returns the page p of the sandboxes f selects,
-	// oldest first (ties by id), and the cursor of the next page ("" after
-	// the last).
+	// oldest first (ties by id) or newest first (p.Desc), and the cursor
+	// of the next page ("" after the last).
 	ListSandboxPage(ctx context.Context, f SandboxFilter, p Page) (items []*Sandbox, next string, err error)
 	// CountSandboxes counts the sandboxes f selects.
 	CountSandboxes(ctx context.Context, f SandboxFilter) (int, error)

@@ -54,6 +54,17 @@ async function expectCount(locator, n, timeout = 180_000) {
   }
 }
 
+/** Waits until the texts of locator's elements are want, in order. */
+async function expectTexts(locator, want, timeout = 30_000) {
+  const until = Date.now() + timeout;
+  for (;;) {
+    const got = await locator.allTextContents();
+    if (JSON.stringify(got) === JSON.stringify(want)) return;
+    if (Date.now() > until) assert.deepEqual(got, want);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
 /** Waits until a line of the terminal reads text. */
 function terminalLine(text) {
   return page.waitForFunction(
@@ -745,6 +756,11 @@ test("a run's events, cut before its end, are followed again, none twice, each s
 });
 
 test("the overview: its warm pool, and the runs that failed with their reasons", async () => {
+  // Its failures are one page of each list, newest first: what it reads
+  // stays the same however many runs and sandboxes failed.
+  const lists = [];
+  const listed = (r) => /\/api\/v1\/(runs|sandboxes)\?/.test(r.url()) && lists.push(new URL(r.url()));
+  page.on("request", listed);
   await nav("Overview").click();
   const pools = page.getByRole("table", { name: "warm pools" });
   await pools.locator("tr").filter({ hasText: "python" }).filter({ hasText: "1 of 1" }).waitFor({ timeout: 180_000 });
@@ -756,6 +772,53 @@ test("the overview: its warm pool, and the runs that failed with their reasons",
   // Its reason, as the run has it.
   await failures.getByText("the agent exited 3, not 0").first().waitFor();
   await shot("overview-pools-failures");
+  page.off("request", listed);
+  assert.deepEqual(lists.map((u) => u.pathname).sort(), ["/api/v1/runs", "/api/v1/sandboxes"]);
+  for (const u of lists) {
+    assert.equal(u.searchParams.get("order"), "desc", u.href);
+    assert.equal(u.searchParams.get("limit"), "8", u.href);
+    assert.equal(u.searchParams.get("cursor"), null, u.href);
+  }
+});
+
+test("the runs and sandboxes lists: the newest first, a new one on the first page at once, older ones on the next pages", async () => {
+  // The daemon's own pages, of two here (the console asks for 100 runs,
+  // 50 sandboxes a page): more runs and sandboxes than a page.
+  await page.route(/\/api\/v1\/(runs|sandboxes)\?/, (route) => {
+    const u = new URL(route.request().url());
+    u.searchParams.set("limit", "2");
+    return route.continue({ url: u.href });
+  });
+  const made = [];
+  try {
+    const ids = page.locator("table.list tbody tr td:first-child code");
+    const newestFirst = async (list) => (await api("GET", `/api/v1/${list}`)).items.map((x) => x.id).reverse();
+    const runs = await newestFirst("runs");
+    assert.ok(runs.length > 4, `${runs.length} runs`);
+    await nav("Runs").click();
+    await expectTexts(ids, runs.slice(0, 2));
+    await page.getByRole("link", { name: "Older" }).click();
+    await expectTexts(ids, runs.slice(2, 4));
+    await page.getByRole("link", { name: "Newest" }).click();
+    await expectTexts(ids, runs.slice(0, 2));
+
+    for (let i = 0; i < 3; i++) made.push((await api("POST", "/api/v1/sandboxes", { image })).id);
+    await nav("Sandboxes").click();
+    const sandboxes = await newestFirst("sandboxes");
+    assert.deepEqual(sandboxes.slice(0, 3), made.toReversed());
+    await expectTexts(ids, sandboxes.slice(0, 2));
+    await page.getByRole("link", { name: "Older" }).click();
+    await expectTexts(ids, sandboxes.slice(2, 4));
+    await page.getByRole("link", { name: "Newest" }).click();
+    await expectTexts(ids, sandboxes.slice(0, 2));
+    // One made while the page is shown is on it at its next read.
+    made.push((await api("POST", "/api/v1/sandboxes", { image })).id);
+    await expectTexts(ids, [made[3], made[2]], 15_000);
+    await shot("sandboxes-newest-first");
+  } finally {
+    await page.unrouteAll();
+    for (const id of made) await api("DELETE", `/api/v1/sandboxes/${id}`);
+  }
 });
 
 test("keyboard first: the skip link, then the navigation", async () => {

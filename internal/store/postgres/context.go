@@ -97,16 +97,16 @@ func (s *Store) ListContexts(ctx context.Context, f store.ContextFilter) ([]*sto
 }
 
 // ListContextPage returns the page p of the contexts f selects, oldest
-// first, and the next page's cursor ("" after the last).
+// first (or newest, p.Desc), and the next page's cursor ("" after the last).
 func (s *Store) ListContextPage(ctx context.Context, f store.ContextFilter, p store.Page) ([]*store.Context, string, error) {
 	var a args
-	pcond, limit, err := pageClause(p, &a)
+	pcond, order, err := pageClause(p, &a)
 	if err != nil {
 		return nil, "", err
 	}
 	cond := contextWhere(f, &a)
 	out, err := list(ctx, s.r, scanContext,
-		`SELECT `+contexts.columns+` FROM contexts WHERE true`+cond+pcond+` ORDER BY created_at, id`+limit, a...)
+		`SELECT `+contexts.columns+` FROM contexts WHERE true`+cond+pcond+order, a...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list contexts: %w", err)
 	}

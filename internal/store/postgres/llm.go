@@ -148,16 +148,17 @@ func (s *Store) GetLLMExchange(ctx context.Context, id string) (*store.LLMExchan
 }
 
 // ListLLMExchangePage returns the page p of the exchanges f selects,
-// oldest first, and the next page's cursor ("" after the last).
+// oldest first (or newest, p.Desc), and the next page's cursor (""
+// after the last).
 func (s *Store) ListLLMExchangePage(ctx context.Context, f store.LLMExchangeFilter, p store.Page) ([]*store.LLMExchange, string, error) {
 	var a args
-	cond, limit, err := pageClause(p, &a)
+	cond, order, err := pageClause(p, &a)
 	if err != nil {
 		return nil, "", err
 	}
 	fc := llmFilter(f, &a)
 	out, err := list(ctx, s.r, scanLLMExchange,
-		`SELECT `+llmExchanges.columns+` FROM llm_exchanges WHERE true`+cond+fc+` ORDER BY created_at, id`+limit, a...)
+		`SELECT `+llmExchanges.columns+` FROM llm_exchanges WHERE true`+cond+fc+order, a...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list LLM exchanges: %w", err)
 	}

@@ -245,10 +245,15 @@ func (a *args) add(v any) string {
 	return fmt.Sprintf("$%d", len(*a))
 }
 
-// pageClause returns the condition (" AND …") and LIMIT that select page p
-// of a listing ordered by created_at, id, adding their arguments to a. It
-// asks for one row beyond the page, which tells whether another follows.
-func pageClause(p store.Page, a *args) (cond, limit string, err error) {
+// pageClause returns the condition (" AND …") and the ORDER BY and LIMIT
+// that select page p of a listing ordered by created_at, id (descending
+// with p.Desc), adding the condition's arguments to a. It asks for one row
+// beyond the page, which tells whether another follows.
+func pageClause(p store.Page, a *args) (cond, order string, err error) {
+	cmp, order := ">", ` ORDER BY created_at, id`
+	if p.Desc {
+		cmp, order = "<", ` ORDER BY created_at DESC, id DESC`
+	}
 	if p.After != "" {
 		at, id, err := store.ParseCursor(p.After)
 		if err != nil {
@@ -256,13 +261,14 @@ func pageClause(p store.Page, a *args) (cond, limit string, err error) {
 		}
 		// A row comparison: with an index on (created_at, id), or on
 		// (filter column, created_at, id), the server seeks to the cursor
-		// rather than skipping rows as an OFFSET would.
-		cond = ` AND (created_at, id) > (` + a.add(at) + `, ` + a.add(id) + `)`
+		// (scanning the index backwards for newest first) rather than
+		// skipping rows as an OFFSET would.
+		cond = ` AND (created_at, id) ` + cmp + ` (` + a.add(at) + `, ` + a.add(id) + `)`
 	}
 	if p.Limit > 0 {
-		limit = fmt.Sprintf(` LIMIT %d`, p.Limit+1)
+		order += fmt.Sprintf(` LIMIT %d`, p.Limit+1)
 	}
-	return cond, limit, nil
+	return cond, order, nil
 }
 
 // cutPage trims the row pageClause asked for beyond the page and returns

@@ -62,11 +62,11 @@ func (s *Store) GetRun(ctx context.Context, id string) (*store.Run, error) {
 	return runs.get(ctx, s.r, id, "")
 }
 
-// ListRunPage returns the page p of the runs f selects, oldest first, and
-// the next page's cursor ("" after the last).
+// ListRunPage returns the page p of the runs f selects, oldest first (or
+// newest, p.Desc), and the next page's cursor ("" after the last).
 func (s *Store) ListRunPage(ctx context.Context, f store.RunFilter, p store.Page) ([]*store.Run, string, error) {
 	var a args
-	pcond, limit, err := pageClause(p, &a)
+	pcond, order, err := pageClause(p, &a)
 	if err != nil {
 		return nil, "", err
 	}
@@ -77,6 +77,9 @@ func (s *Store) ListRunPage(ctx context.Context, f store.RunFilter, p store.Page
 	if f.Active {
 		cond += ` AND status IN ('queued', 'running')`
 	}
+	if len(f.Statuses) > 0 {
+		cond += ` AND status = ANY(` + a.add(f.Statuses) + `)`
+	}
 	if f.ByTenant {
 		cond += ` AND tenant = ` + a.add(f.Tenant)
 	}
@@ -84,7 +87,7 @@ func (s *Store) ListRunPage(ctx context.Context, f store.RunFilter, p store.Page
 		cond += ` AND status NOT IN ('queued', 'running') AND COALESCE(ended_at, updated_at) < ` + a.add(micro(f.EndedBefore))
 	}
 	out, err := list(ctx, s.r, scanRun,
-		`SELECT `+runs.columns+` FROM runs WHERE true`+cond+pcond+` ORDER BY created_at, id`+limit, a...)
+		`SELECT `+runs.columns+` FROM runs WHERE true`+cond+pcond+order, a...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list runs: %w", err)
 	}

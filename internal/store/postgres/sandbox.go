@@ -133,10 +133,10 @@ func (s *Store) ListSandboxes(ctx context.Context) ([]*store.Sandbox, error) {
 }
 
 // ListSandboxPage returns the page p of the sandboxes f selects, oldest
-// first, and the next page's cursor ("" after the last).
+// first (or newest, p.Desc), and the next page's cursor ("" after the last).
 func (s *Store) ListSandboxPage(ctx context.Context, f store.SandboxFilter, p store.Page) ([]*store.Sandbox, string, error) {
 	var a args
-	cond, limit, err := pageClause(p, &a)
+	cond, order, err := pageClause(p, &a)
 	if err != nil {
 		return nil, "", err
 	}
@@ -145,7 +145,7 @@ func (s *Store) ListSandboxPage(ctx context.Context, f store.SandboxFilter, p st
 		return nil, "", err
 	}
 	out, err := list(ctx, s.r, scanSandbox,
-		`SELECT `+sandboxes.columns+` FROM sandboxes WHERE true`+cond+fcond+` ORDER BY created_at, id`+limit, a...)
+		`SELECT `+sandboxes.columns+` FROM sandboxes WHERE true`+cond+fcond+order, a...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list sandboxes: %w", err)
 	}

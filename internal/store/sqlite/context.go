@@ -107,15 +107,15 @@ func (s *Store) ListContexts(ctx context.Context, f store.ContextFilter) ([]*sto
 }
 
 // ListContextPage returns the page p of the contexts f selects, oldest
-// first, and the next page's cursor ("" after the last).
+// first (or newest, p.Desc), and the next page's cursor ("" after the last).
 func (s *Store) ListContextPage(ctx context.Context, f store.ContextFilter, p store.Page) ([]*store.Context, string, error) {
-	pcond, limit, pargs, err := pageClause(p)
+	pcond, order, pargs, err := pageClause(p)
 	if err != nil {
 		return nil, "", err
 	}
 	cond, args := contextWhere(f)
 	out, err := list(ctx, s.r, scanContext,
-		`SELECT `+contexts.columns+` FROM contexts`+cond+pcond+` ORDER BY created_at, id`+limit, append(args, pargs...)...)
+		`SELECT `+contexts.columns+` FROM contexts`+cond+pcond+order, append(args, pargs...)...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list contexts: %w", err)
 	}

@@ -153,15 +153,16 @@ func (s *Store) GetLLMExchange(ctx context.Context, id string) (*store.LLMExchan
 }
 
 // ListLLMExchangePage returns the page p of the exchanges f selects,
-// oldest first, and the next page's cursor ("" after the last).
+// oldest first (or newest, p.Desc), and the next page's cursor (""
+// after the last).
 func (s *Store) ListLLMExchangePage(ctx context.Context, f store.LLMExchangeFilter, p store.Page) ([]*store.LLMExchange, string, error) {
-	cond, limit, args, err := pageClause(p)
+	cond, order, args, err := pageClause(p)
 	if err != nil {
 		return nil, "", err
 	}
 	fc, fargs := llmFilter(f)
 	out, err := list(ctx, s.r, scanLLMExchange,
-		`SELECT `+llmExchanges.columns+` FROM llm_exchanges WHERE 1=1`+cond+fc+` ORDER BY created_at, id`+limit, append(args, fargs...)...)
+		`SELECT `+llmExchanges.columns+` FROM llm_exchanges WHERE 1=1`+cond+fc+order, append(args, fargs...)...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list LLM exchanges: %w", err)
 	}

@@ -155,27 +155,42 @@ func list[T any](ctx context.Context, q querier, scan func(scanner) (*T, error),
 	return out, rows.Err()
 }
 
-// pageClause returns the condition and LIMIT that select page p of a
-// listing ordered by created_at, id, and the arguments for them. It asks
-// for one row beyond the page, which tells whether another page follows.
-func pageClause(p store.Page) (cond, limit string, args []any, err error) {
+// pageClause returns the condition and the ORDER BY and LIMIT that select
+// page p of a listing ordered by created_at, id (descending with p.Desc),
+// and the arguments of the condition. It asks for one row beyond the page,
+// which tells whether another page follows.
+func pageClause(p store.Page) (cond, order string, args []any, err error) {
+	cmp, order := ">", ` ORDER BY created_at, id`
+	if p.Desc {
+		cmp, order = "<", ` ORDER BY created_at DESC, id DESC`
+	}
 	if p.After != "" {
 		at, id, err := store.ParseCursor(p.After)
 		if err != nil {
 			return "", "", nil, err
 		}
 		// A row value comparison: with an index on (created_at, id), or on
-		// (filter column, created_at, id), SQLite seeks to the cursor
-		// rather than skipping rows as an OFFSET would, so a page costs the
-		// same wherever it is, and a row added or deleted before the
-		// cursor moves nothing after it.
-		cond = ` AND (created_at, id) > (?, ?)`
+		// (filter column, created_at, id), SQLite seeks to the cursor (read
+		// backwards for newest first) rather than skipping rows as an
+		// OFFSET would, so a page costs the same wherever it is, and a row
+		// added or deleted before the cursor moves nothing after it.
+		cond = ` AND (created_at, id) ` + cmp + ` (?, ?)`
 		args = append(args, toUnix(at), id)
 	}
 	if p.Limit > 0 {
-		limit = fmt.Sprintf(` LIMIT %d`, p.Limit+1)
+		order += fmt.Sprintf(` LIMIT %d`, p.Limit+1)
 	}
-	return cond, limit, args, nil
+	return cond, order, args, nil
+}
+
+// statusIn is the condition (" AND …") that a row's status is one of
+// statuses, which must not be empty, and its arguments.
+func statusIn(statuses []string) (string, []any) {
+	args := make([]any, len(statuses))
+	for i, st := range statuses {
+		args[i] = st
+	}
+	return ` AND status IN (?` + strings.Repeat(`,?`, len(statuses)-1) + `)`, args
 }
 
 // cutPage trims the row pageClause asked for beyond the page and returns

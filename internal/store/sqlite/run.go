@@ -97,10 +97,10 @@ func (s *Store) GetRun(ctx context.Context, id string) (*store.Run, error) {
 	return runs.get(ctx, s.r, id)
 }
 
-// ListRunPage returns the page p of the runs f selects, oldest first, and
-// the next page's cursor ("" after the last).
+// ListRunPage returns the page p of the runs f selects, oldest first (or
+// newest, p.Desc), and the next page's cursor ("" after the last).
 func (s *Store) ListRunPage(ctx context.Context, f store.RunFilter, p store.Page) ([]*store.Run, string, error) {
-	pcond, limit, pargs, err := pageClause(p)
+	pcond, order, pargs, err := pageClause(p)
 	if err != nil {
 		return nil, "", err
 	}
@@ -112,6 +112,11 @@ func (s *Store) ListRunPage(ctx context.Context, f store.RunFilter, p store.Page
 	if f.Active {
 		cond += ` AND status IN ('queued', 'running')`
 	}
+	if len(f.Statuses) > 0 {
+		scond, sargs := statusIn(f.Statuses)
+		cond += scond
+		args = append(args, sargs...)
+	}
 	if f.ByTenant {
 		cond += ` AND tenant = ?`
 		args = append(args, f.Tenant)
@@ -121,7 +126,7 @@ func (s *Store) ListRunPage(ctx context.Context, f store.RunFilter, p store.Page
 		args = append(args, toUnix(f.EndedBefore))
 	}
 	out, err := list(ctx, s.r, scanRun,
-		`SELECT `+runs.columns+` FROM runs`+cond+pcond+` ORDER BY created_at, id`+limit, append(args, pargs...)...)
+		`SELECT `+runs.columns+` FROM runs`+cond+pcond+order, append(args, pargs...)...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list runs: %w", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
@@ -130,9 +129,9 @@ func (s *Store) ListSandboxes(ctx context.Context) ([]*store.Sandbox, error) {
 }
 
 // ListSandboxPage returns the page p of the sandboxes f selects, oldest
-// first, and the next page's cursor ("" after the last).
+// first (or newest, p.Desc), and the next page's cursor ("" after the last).
 func (s *Store) ListSandboxPage(ctx context.Context, f store.SandboxFilter, p store.Page) ([]*store.Sandbox, string, error) {
-	cond, limit, args, err := pageClause(p)
+	cond, order, args, err := pageClause(p)
 	if err != nil {
 		return nil, "", err
 	}
@@ -140,7 +139,7 @@ func (s *Store) ListSandboxPage(ctx context.Context, f store.SandboxFilter, p st
 	cond += fcond
 	args = append(args, fargs...)
 	out, err := list(ctx, s.r, scanSandbox,
-		`SELECT `+sandboxes.columns+` FROM sandboxes WHERE 1=1`+cond+` ORDER BY created_at, id`+limit, args...)
+		`SELECT `+sandboxes.columns+` FROM sandboxes WHERE 1=1`+cond+order, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("list sandboxes: %w", err)
 	}
@@ -173,10 +172,9 @@ func sandboxFilter(f store.SandboxFilter) (string, []any) {
 		args = append(args, f.Owner)
 	}
 	if len(f.Statuses) > 0 {
-		cond += ` AND status IN (?` + strings.Repeat(`,?`, len(f.Statuses)-1) + `)`
-		for _, st := range f.Statuses {
-			args = append(args, st)
-		}
+		scond, sargs := statusIn(f.Statuses)
+		cond += scond
+		args = append(args, sargs...)
 	}
 	keys := slices.Sorted(maps.Keys(f.Metadata))
 	for _, k := range keys {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -111,21 +112,21 @@ func testLLMList(t *testing.T, s store.Store) {
 			t.Errorf("%s (-want +got):\n%s", tt.name, diff)
 		}
 	}
-	var paged []string
-	p := store.Page{Limit: 2}
-	for {
-		got, next, err := s.ListLLMExchangePage(ctx, store.LLMExchangeFilter{}, p)
-		if err != nil {
-			t.Fatal(err)
+	for _, tt := range []struct {
+		f    store.LLMExchangeFilter
+		desc bool
+		want []string
+	}{
+		{store.LLMExchangeFilter{}, false, []string{"a", "b", "c", "d", "e"}},
+		{store.LLMExchangeFilter{}, true, []string{"e", "d", "c", "b", "a"}},
+		{store.LLMExchangeFilter{RunID: "r1"}, true, []string{"e", "b", "a"}},
+	} {
+		paged := slices.Concat(pages(t, store.Page{Limit: 2, Desc: tt.desc}, func(p store.Page) ([]*store.LLMExchange, string, error) {
+			return s.ListLLMExchangePage(ctx, tt.f, p)
+		}, func(x *store.LLMExchange) string { return x.ID })...)
+		if diff := cmp.Diff(tt.want, paged); diff != "" {
+			t.Errorf("%+v, pages of 2, newest first %v (-want +got):\n%s", tt.f, tt.desc, diff)
 		}
-		paged = append(paged, ids(got)...)
-		if next == "" {
-			break
-		}
-		p.After = next
-	}
-	if diff := cmp.Diff([]string{"a", "b", "c", "d", "e"}, paged); diff != "" {
-		t.Errorf("pages (-want +got):\n%s", diff)
 	}
 }
 

@@ -50,12 +50,11 @@ func createSandboxes(t *testing.T, s store.Store, base time.Time, ids []string, 
 	}
 }
 
-// pages lists every page of limit items, following the cursors; it fails
-// the test past 100 pages.
-func pages[T any](t *testing.T, limit int, list func(store.Page) ([]*T, string, error), id func(*T) string) [][]string {
+// pages lists every page from p (its limit and order), following the
+// cursors; it fails the test past 100 pages.
+func pages[T any](t *testing.T, p store.Page, list func(store.Page) ([]*T, string, error), id func(*T) string) [][]string {
 	t.Helper()
 	out := [][]string{}
-	p := store.Page{Limit: limit}
 	for range 100 {
 		items, next, err := list(p)
 		if err != nil {
@@ -91,24 +90,32 @@ func testSandboxPage(t *testing.T, s store.Store) {
 	if err := s.CreateSandbox(ctx, tie); err != nil {
 		t.Fatal(err)
 	}
+	newest := func(limit int) store.Page { return store.Page{Limit: limit, Desc: true} }
 	tests := []struct {
-		name  string
-		f     store.SandboxFilter
-		limit int
-		want  [][]string
+		name string
+		f    store.SandboxFilter
+		p    store.Page
+		want [][]string
 	}{
-		{"all in one", store.SandboxFilter{}, 0, [][]string{{"p0", "p1", "p2", "p2b", "p3", "p4"}}},
-		{"pages of 2", store.SandboxFilter{}, 2, [][]string{{"p0", "p1"}, {"p2", "p2b"}, {"p3", "p4"}}},
-		{"pages of 4", store.SandboxFilter{}, 4, [][]string{{"p0", "p1", "p2", "p2b"}, {"p3", "p4"}}},
-		{"one page exactly", store.SandboxFilter{}, 6, [][]string{{"p0", "p1", "p2", "p2b", "p3", "p4"}}},
-		{"larger than all", store.SandboxFilter{}, 100, [][]string{{"p0", "p1", "p2", "p2b", "p3", "p4"}}},
-		{"pools apart", store.SandboxFilter{ExcludePooled: true}, 0, [][]string{{"p0", "p2", "p2b", "p4"}}},
-		{"pools apart, pages of 3", store.SandboxFilter{ExcludePooled: true}, 3, [][]string{{"p0", "p2", "p2b"}, {"p4"}}},
-		{"pools apart, pages of 1", store.SandboxFilter{ExcludePooled: true}, 1, [][]string{{"p0"}, {"p2"}, {"p2b"}, {"p4"}}},
+		{"all in one", store.SandboxFilter{}, store.Page{}, [][]string{{"p0", "p1", "p2", "p2b", "p3", "p4"}}},
+		{"pages of 2", store.SandboxFilter{}, store.Page{Limit: 2}, [][]string{{"p0", "p1"}, {"p2", "p2b"}, {"p3", "p4"}}},
+		{"pages of 4", store.SandboxFilter{}, store.Page{Limit: 4}, [][]string{{"p0", "p1", "p2", "p2b"}, {"p3", "p4"}}},
+		{"one page exactly", store.SandboxFilter{}, store.Page{Limit: 6}, [][]string{{"p0", "p1", "p2", "p2b", "p3", "p4"}}},
+		{"larger than all", store.SandboxFilter{}, store.Page{Limit: 100}, [][]string{{"p0", "p1", "p2", "p2b", "p3", "p4"}}},
+		{"pools apart", store.SandboxFilter{ExcludePooled: true}, store.Page{}, [][]string{{"p0", "p2", "p2b", "p4"}}},
+		{"pools apart, pages of 3", store.SandboxFilter{ExcludePooled: true}, store.Page{Limit: 3}, [][]string{{"p0", "p2", "p2b"}, {"p4"}}},
+		{"pools apart, pages of 1", store.SandboxFilter{ExcludePooled: true}, store.Page{Limit: 1}, [][]string{{"p0"}, {"p2"}, {"p2b"}, {"p4"}}},
+		// Newest first: the tie the other way round too.
+		{"newest first, all in one", store.SandboxFilter{}, newest(0), [][]string{{"p4", "p3", "p2b", "p2", "p1", "p0"}}},
+		{"newest first, pages of 2", store.SandboxFilter{}, newest(2), [][]string{{"p4", "p3"}, {"p2b", "p2"}, {"p1", "p0"}}},
+		{"newest first, pages of 4", store.SandboxFilter{}, newest(4), [][]string{{"p4", "p3", "p2b", "p2"}, {"p1", "p0"}}},
+		{"newest first, one page exactly", store.SandboxFilter{}, newest(6), [][]string{{"p4", "p3", "p2b", "p2", "p1", "p0"}}},
+		{"newest first, pools apart, pages of 3", store.SandboxFilter{ExcludePooled: true}, newest(3), [][]string{{"p4", "p2b", "p2"}, {"p0"}}},
+		{"newest first, pool, pages of 1", store.SandboxFilter{Pool: "python"}, newest(1), [][]string{{"p3"}, {"p1"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := pages(t, tt.limit, func(p store.Page) ([]*store.Sandbox, string, error) {
+			got := pages(t, tt.p, func(p store.Page) ([]*store.Sandbox, string, error) {
 				return s.ListSandboxPage(ctx, tt.f, p)
 			}, sandboxID)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
@@ -131,37 +138,84 @@ func testSandboxPage(t *testing.T, s store.Store) {
 }
 
 // A cursor marks a place: removing or adding sandboxes before it neither
-// repeats nor skips the ones after it.
+// repeats nor skips the ones after it, oldest first or newest first; and
+// the place is the same in either order.
 func testSandboxPageStable(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	base := time.Now()
-	createSandboxes(t, s, base, []string{"s0", "s1", "s2", "s3", "s4"}, nil)
-	first, next, err := s.ListSandboxPage(ctx, store.SandboxFilter{}, store.Page{Limit: 2})
-	if err != nil || len(first) != 2 || next == "" {
-		t.Fatalf("first page = %v, %q, %v", first, next, err)
+	at := func(d time.Duration) time.Time { return base.Add(d).UTC().Truncate(time.Microsecond) }
+	tests := []struct {
+		name     string
+		desc     bool
+		gone     []string // deleted after the first page: the last is the cursor's own
+		added    string   // created after the first page, before the cursor
+		addedAt  time.Time
+		wantRest []string
+	}{
+		{"oldest first", false, []string{"s0", "s1"}, "early", at(-time.Hour), []string{"s2", "s3", "s4"}},
+		{"newest first", true, []string{"s4", "s3"}, "late", at(time.Hour), []string{"s2", "s1", "s0"}},
 	}
-	if err := s.DeleteSandbox(ctx, "s0"); err != nil {
-		t.Fatal(err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Cleanup(func() { clearSandboxes(t, s) })
+			createSandboxes(t, s, base, []string{"s0", "s1", "s2", "s3", "s4"}, nil)
+			first, next, err := s.ListSandboxPage(ctx, store.SandboxFilter{}, store.Page{Limit: 2, Desc: tt.desc})
+			if err != nil || len(first) != 2 || next == "" {
+				t.Fatalf("first page = %v, %q, %v", first, next, err)
+			}
+			for _, id := range tt.gone {
+				if err := s.DeleteSandbox(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			added := sample(tt.added)
+			added.CreatedAt = tt.addedAt
+			if err := s.CreateSandbox(ctx, added); err != nil {
+				t.Fatal(err)
+			}
+			rest, next, err := s.ListSandboxPage(ctx, store.SandboxFilter{}, store.Page{After: next, Limit: 10, Desc: tt.desc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.wantRest, idsOf(rest, sandboxID)); diff != "" || next != "" {
+				t.Errorf("page after the cursor (-want +got):\n%s\nnext %q, want none", diff, next)
+			}
+		})
 	}
-	if err := s.DeleteSandbox(ctx, "s1"); err != nil { // the cursor's own item
-		t.Fatal(err)
-	}
-	early := sample("early")
-	early.CreatedAt = base.Add(-time.Hour).UTC().Truncate(time.Microsecond)
-	if err := s.CreateSandbox(ctx, early); err != nil {
-		t.Fatal(err)
-	}
-	rest, next, err := s.ListSandboxPage(ctx, store.SandboxFilter{}, store.Page{After: next, Limit: 10})
+	// The cursor after s1 oldest first is the place before s2 newest
+	// first: the other way from it are s0 alone.
+	createSandboxes(t, s, base, []string{"s0", "s1", "s2", "s3"}, nil)
+	_, next, err := s.ListSandboxPage(ctx, store.SandboxFilter{}, store.Page{Limit: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := []string{}
-	for _, sb := range rest {
-		ids = append(ids, sb.ID)
+	back, more, err := s.ListSandboxPage(ctx, store.SandboxFilter{}, store.Page{After: next, Limit: 2, Desc: true})
+	if diff := cmp.Diff([]string{"s0"}, idsOf(back, sandboxID)); diff != "" || more != "" || err != nil {
+		t.Errorf("newest first from an oldest-first cursor (-want +got):\n%s\nnext %q, %v; want no next", diff, more, err)
 	}
-	if diff := cmp.Diff([]string{"s2", "s3", "s4"}, ids); diff != "" || next != "" {
-		t.Errorf("page after the cursor (-want +got):\n%s\nnext %q, want none", diff, next)
+}
+
+// clearSandboxes deletes every sandbox.
+func clearSandboxes(t *testing.T, s store.Store) {
+	t.Helper()
+	all, err := s.ListSandboxes(context.Background())
+	if err != nil {
+		t.Fatal(err)
 	}
+	for _, sb := range all {
+		if err := s.DeleteSandbox(context.Background(), sb.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// idsOf returns the ids of items, in order; never nil.
+func idsOf[T any](items []*T, id func(*T) string) []string {
+	out := []string{}
+	for _, it := range items {
+		out = append(out, id(it))
+	}
+	return out
 }
 
 func testSandboxPageBadCursor(t *testing.T, s store.Store) {
@@ -330,20 +384,22 @@ func testContextPage(t *testing.T, s store.Store) {
 		mustCreateContext(t, s, cc)
 	}
 	tests := []struct {
-		name  string
-		f     store.ContextFilter
-		limit int
-		want  [][]string
+		name string
+		f    store.ContextFilter
+		p    store.Page
+		want [][]string
 	}{
-		{"all", store.ContextFilter{}, 0, [][]string{{"k0", "k1", "k2", "k3", "k4"}}},
-		{"pages of 2", store.ContextFilter{}, 2, [][]string{{"k0", "k1"}, {"k2", "k3"}, {"k4"}}},
-		{"session, pages of 2", store.ContextFilter{SessionName: "s1"}, 2, [][]string{{"k0", "k1"}, {"k3"}}},
-		{"sandbox, pages of 1", store.ContextFilter{SandboxID: "sb-b"}, 1, [][]string{{"k1"}, {"k4"}}},
-		{"none", store.ContextFilter{SessionName: "nope"}, 2, [][]string{{}}},
+		{"all", store.ContextFilter{}, store.Page{}, [][]string{{"k0", "k1", "k2", "k3", "k4"}}},
+		{"pages of 2", store.ContextFilter{}, store.Page{Limit: 2}, [][]string{{"k0", "k1"}, {"k2", "k3"}, {"k4"}}},
+		{"session, pages of 2", store.ContextFilter{SessionName: "s1"}, store.Page{Limit: 2}, [][]string{{"k0", "k1"}, {"k3"}}},
+		{"sandbox, pages of 1", store.ContextFilter{SandboxID: "sb-b"}, store.Page{Limit: 1}, [][]string{{"k1"}, {"k4"}}},
+		{"none", store.ContextFilter{SessionName: "nope"}, store.Page{Limit: 2}, [][]string{{}}},
+		{"newest first, pages of 2", store.ContextFilter{}, store.Page{Limit: 2, Desc: true}, [][]string{{"k4", "k3"}, {"k2", "k1"}, {"k0"}}},
+		{"newest first, session", store.ContextFilter{SessionName: "s1"}, store.Page{Limit: 2, Desc: true}, [][]string{{"k3", "k1"}, {"k0"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := pages(t, tt.limit, func(p store.Page) ([]*store.Context, string, error) {
+			got := pages(t, tt.p, func(p store.Page) ([]*store.Context, string, error) {
 				return s.ListContextPage(ctx, tt.f, p)
 			}, contextID)
 			if diff := cmp.Diff(tt.want, got); diff != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -95,6 +96,9 @@ func testRunListPage(t *testing.T, s store.Store) {
 		if i == 4 {
 			r.Status = "succeeded"
 		}
+		if i == 0 {
+			r.Status = "queued"
+		}
 		if i == 3 {
 			r.Tenant = ""
 		}
@@ -102,13 +106,6 @@ func testRunListPage(t *testing.T, s store.Store) {
 			r.Tenant = "key-b"
 		}
 		mustCreateRun(t, s, r)
-	}
-	ids := func(rs []*store.Run) []string {
-		out := []string{}
-		for _, r := range rs {
-			out = append(out, r.ID)
-		}
-		return out
 	}
 	tests := []struct {
 		f    store.RunFilter
@@ -123,23 +120,23 @@ func testRunListPage(t *testing.T, s store.Store) {
 		{store.RunFilter{ByTenant: true}, []string{"r3"}},
 		{store.RunFilter{ByTenant: true, Tenant: "key-c"}, nil},
 		{store.RunFilter{Tenant: "key-b"}, []string{"r0", "r1", "r2", "r3", "r4"}},
+		{store.RunFilter{Statuses: []string{"succeeded"}}, []string{"r4"}},
+		{store.RunFilter{Statuses: []string{"queued", "succeeded"}}, []string{"r0", "r4"}},
+		{store.RunFilter{Statuses: []string{"running", "succeeded"}, BatchID: "a"}, []string{"r2", "r4"}},
+		{store.RunFilter{Statuses: []string{"failed"}}, nil},
 	}
 	for _, tt := range tests {
-		var got []string
-		p := store.Page{Limit: 2}
-		for {
-			page, next, err := s.ListRunPage(ctx, tt.f, p)
-			if err != nil {
-				t.Fatal(err)
+		for _, desc := range []bool{false, true} {
+			got := slices.Concat(pages(t, store.Page{Limit: 2, Desc: desc}, func(p store.Page) ([]*store.Run, string, error) {
+				return s.ListRunPage(ctx, tt.f, p)
+			}, func(r *store.Run) string { return r.ID })...)
+			want := slices.Clone(tt.want)
+			if desc {
+				slices.Reverse(want)
 			}
-			got = append(got, ids(page)...)
-			if next == "" {
-				break
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("filter %+v, pages of 2, newest first %v (-want +got):\n%s", tt.f, desc, diff)
 			}
-			p.After = next
-		}
-		if diff := cmp.Diff(tt.want, got); diff != "" {
-			t.Errorf("filter %+v, pages of 2 (-want +got):\n%s", tt.f, diff)
 		}
 	}
 	if err := s.DeleteRun(ctx, "r0"); err != nil {

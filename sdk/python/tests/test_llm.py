@@ -70,6 +70,7 @@ def test_list_filters_and_page(client: Any, httpx_mock: HTTPXMock) -> None:
         until=datetime(2025, 1, 2, tzinfo=timezone(timedelta(hours=2))),
         limit=10,
         cursor="c1",
+        order="desc",
     )
     assert query(httpx_mock.get_requests()[0]) == {
         "sandbox": ["sb1"],
@@ -80,6 +81,7 @@ def test_list_filters_and_page(client: Any, httpx_mock: HTTPXMock) -> None:
         "until": ["2025-01-02T00:00:00+02:00"],
         "limit": ["10"],
         "cursor": ["c1"],
+        "order": ["desc"],
     }
     assert (page.next_cursor, page.follow_cursor) == ("c2", "41")
     x = page.items[0]
@@ -102,6 +104,18 @@ def test_list_all_walks_the_pages(client: Any, httpx_mock: HTTPXMock) -> None:
     )
     got = client.llm.list_all(status=429, page_size=2)
     assert [x.id for x in got] == ["llx_1", "b", "c"]
+
+
+def test_list_all_newest_first(client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(
+        url=f"{EX}?limit=1&order=desc",
+        json={"items": [exchange_json(id="c")], "nextCursor": "n"},
+    )
+    httpx_mock.add_response(
+        url=f"{EX}?limit=1&order=desc&cursor=n", json={"items": [exchange_json(id="b")]}
+    )
+    got = client.llm.list_all(page_size=1, order="desc")
+    assert [x.id for x in got] == ["c", "b"]
 
 
 def test_get_raw_conversations(client: Any, httpx_mock: HTTPXMock) -> None:

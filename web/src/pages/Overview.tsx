@@ -1,34 +1,19 @@
 // Counts, capacity and warm pools from the stats endpoint, and the recent
 // failures: runs and sandboxes that failed, from their lists filtered by
 // status on the server.
-import { get, type Run, type Sandbox, type Stats } from "../api";
+import { get, type RunList, type SandboxList, type Stats } from "../api";
 import { bytes } from "../format";
 import { Empty, ErrorBox, Status, Time, useAsync, useInterval } from "../ui";
 
 const failedRuns = "failed,hung,timeout,sandbox_lost";
 const shown = 8;
 
-/**
- * The newest items of a list the server filtered (oldest first): its
- * pages, one request each, keeping the last seen. The run list names its
- * cursor next_cursor, the sandbox list nextCursor.
- */
-async function newest<T>(path: string, cursorKey: "next_cursor" | "nextCursor", signal: AbortSignal): Promise<T[]> {
-  let out: T[] = [];
-  for (let cursor = ""; ; ) {
-    const page = await get<{ items: T[]; next_cursor?: string; nextCursor?: string }>(
-      path + (cursor ? "&cursor=" + encodeURIComponent(cursor) : ""),
-      signal,
-    );
-    out = [...out, ...page.items].slice(-shown);
-    cursor = page[cursorKey] ?? "";
-    if (!cursor) return out.reverse();
-  }
-}
+/** The newest failures of a list: one page, newest first, filtered by the server. */
+const newest = (list: string, status: string) => `/api/v1/${list}?status=${status}&order=desc&limit=${shown}`;
 
 function Failures() {
-  const runs = useAsync((s) => newest<Run>(`/api/v1/runs?status=${failedRuns}&limit=1000`, "next_cursor", s), []);
-  const sandboxes = useAsync((s) => newest<Sandbox>("/api/v1/sandboxes?status=failed&limit=1000", "nextCursor", s), []);
+  const runs = useAsync(async (s) => (await get<RunList>(newest("runs", failedRuns), s)).items, []);
+  const sandboxes = useAsync(async (s) => (await get<SandboxList>(newest("sandboxes", "failed"), s)).items, []);
   useInterval(() => {
     runs.reload();
     sandboxes.reload();

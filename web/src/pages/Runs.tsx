@@ -1,5 +1,7 @@
-// The task runs: one page of the list per request, filtered by status on
-// the server, newest state every few seconds.
+// The task runs: one page of the list per request, newest first (so that
+// the first page shows a new run at once, however many there are), filtered
+// by status on the server, newest state every few seconds; the next pages
+// are older runs.
 import { get, type RunList } from "../api";
 import { navigate, withParam } from "../router";
 import { Loaded, Status, Time, useAsync, useInterval } from "../ui";
@@ -11,7 +13,7 @@ export function Runs({ url }: { url: URL }) {
   const cursor = url.searchParams.get("cursor") ?? "";
   const batch = url.searchParams.get("batch") ?? "";
   const status = url.searchParams.get("status") ?? "";
-  const q = new URLSearchParams({ limit: String(pageSize) });
+  const q = new URLSearchParams({ limit: String(pageSize), order: "desc" });
   if (cursor) q.set("cursor", cursor);
   if (batch) q.set("batch", batch);
   if (status) q.set("status", status);
@@ -89,8 +91,8 @@ export function Runs({ url }: { url: URL }) {
         )}
       </Loaded>
       <nav class="pager" aria-label="pages">
-        {cursor && <a href={link("cursor", "")}>First page</a>}
-        {list.data?.next_cursor && <a href={link("cursor", list.data.next_cursor)}>Next page</a>}
+        {cursor && <a href={link("cursor", "")}>Newest</a>}
+        {list.data?.next_cursor && <a href={link("cursor", list.data.next_cursor)}>Older</a>}
       </nav>
     </section>
   );

@@ -1,6 +1,6 @@
-// The sandboxes: one page of the list per request, filtered by status on
-// the server (and by text on the page), and a form that creates one from an
-// image or a template.
+// The sandboxes: one page of the list per request, newest first (the next
+// pages older ones), filtered by status on the server (and by text on the
+// page), and a form that creates one from an image or a template.
 import { useState } from "preact/hooks";
 import { call, get, type Sandbox, type SandboxList } from "../api";
 import { navigate, withParam } from "../router";
@@ -13,7 +13,7 @@ export function Sandboxes({ url }: { url: URL }) {
   const cursor = url.searchParams.get("cursor") ?? "";
   const status = url.searchParams.get("status") ?? "";
   const [text, setText] = useState("");
-  const q = new URLSearchParams({ limit: String(pageSize) });
+  const q = new URLSearchParams({ limit: String(pageSize), order: "desc" });
   if (cursor) q.set("cursor", cursor);
   if (status) q.set("status", status);
   const list = useAsync((s) => get<SandboxList>(`/api/v1/sandboxes?${q}`, s), [q.toString()]);
@@ -104,8 +104,8 @@ export function Sandboxes({ url }: { url: URL }) {
         )}
       </Loaded>
       <nav class="pager" aria-label="pages">
-        {cursor && <a href={withParam(url, "cursor", "")}>First page</a>}
-        {list.data?.nextCursor && <a href={withParam(url, "cursor", list.data.nextCursor)}>Next page</a>}
+        {cursor && <a href={withParam(url, "cursor", "")}>Newest</a>}
+        {list.data?.nextCursor && <a href={withParam(url, "cursor", list.data.nextCursor)}>Older</a>}
       </nav>
     </section>
   );

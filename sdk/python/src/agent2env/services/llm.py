@@ -13,7 +13,7 @@ import math
 import os
 from collections.abc import AsyncGenerator, Generator
 from datetime import datetime, timedelta, timezone
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from pydantic import ValidationError
 
@@ -55,6 +55,7 @@ __all__ = [
 
 Destination = str | os.PathLike[str] | IO[bytes]
 Time = datetime | str | None
+Order = Literal["asc", "desc"]
 
 
 def _time(t: Time) -> str | None:
@@ -92,6 +93,22 @@ def _filters(
 
 def _exchange_path(exchange_id: str) -> str:
     return f"/llm/exchanges/{segment(exchange_id, 'exchange id')}"
+
+
+def _paged(
+    params: dict[str, str | int | list[str]],
+    limit: int | None,
+    cursor: str | None,
+    order: Order | None,
+) -> dict[str, str | int | list[str]]:
+    """Return ``params`` with the page's ``limit``, ``cursor`` and ``order`` added."""
+    if limit is not None:
+        params["limit"] = limit
+    if cursor:
+        params["cursor"] = cursor
+    if order:
+        params["order"] = order
+    return params
 
 
 def _list(params: dict[str, str | int | list[str]]) -> Op[LLMExchangeList]:
@@ -193,23 +210,22 @@ class LLMService:
         until: Time = None,
         limit: int | None = None,
         cursor: str | None = None,
+        order: Order | None = None,
     ) -> LLMExchangeList:
         """Return a page of the exchanges the filters select, oldest first.
 
         Args:
             limit: The page's size (1 to 1000); without it, every exchange.
             cursor: The ``next_cursor`` of the page before.
+            order: ``"desc"`` lists newest first (the next pages older ones),
+                ``"asc"`` oldest first, the default.
 
         Raises:
-            BadRequestError: A filter is not one.
+            BadRequestError: A filter is not one, or ``order`` neither ``"asc"`` nor ``"desc"``.
 
         """
         params = _filters(sandbox, run, model, conversation, status, since, until)
-        if limit is not None:
-            params["limit"] = limit
-        if cursor:
-            params["cursor"] = cursor
-        return self._c.run(_list(params))
+        return self._c.run(_list(_paged(params, limit, cursor, order)))
 
     def list_all(
         self,
@@ -222,11 +238,14 @@ class LLMService:
         since: Time = None,
         until: Time = None,
         page_size: int = 500,
+        order: Order | None = None,
     ) -> builtins.list[LLMExchange]:
-        """Return every exchange the filters select, oldest first, read a page at a time."""
+        """Return every exchange the filters select, read a page at a time.
+
+        Oldest first, or newest first with ``order="desc"``.
+        """
         params = _filters(sandbox, run, model, conversation, status, since, until)
-        params["limit"] = page_size
-        return self._c.run(_list_all(params))
+        return self._c.run(_list_all(_paged(params, page_size, None, order)))
 
     def get(self, exchange_id: str) -> LLMExchangeDetail:
         """Return an exchange with its four parts; an unknown id raises NotFoundError."""
@@ -328,14 +347,11 @@ class AsyncLLMService:
         until: Time = None,
         limit: int | None = None,
         cursor: str | None = None,
+        order: Order | None = None,
     ) -> LLMExchangeList:
         """Return a page of exchanges; see :meth:`LLMService.list`."""
         params = _filters(sandbox, run, model, conversation, status, since, until)
-        if limit is not None:
-            params["limit"] = limit
-        if cursor:
-            params["cursor"] = cursor
-        return await self._c.run(_list(params))
+        return await self._c.run(_list(_paged(params, limit, cursor, order)))
 
     async def list_all(
         self,
@@ -348,11 +364,11 @@ class AsyncLLMService:
         since: Time = None,
         until: Time = None,
         page_size: int = 500,
+        order: Order | None = None,
     ) -> builtins.list[LLMExchange]:
         """Return every exchange the filters select; see :meth:`LLMService.list_all`."""
         params = _filters(sandbox, run, model, conversation, status, since, until)
-        params["limit"] = page_size
-        return await self._c.run(_list_all(params))
+        return await self._c.run(_list_all(_paged(params, page_size, None, order)))
 
     async def get(self, exchange_id: str) -> LLMExchangeDetail:
         """Return an exchange with its four parts."""
