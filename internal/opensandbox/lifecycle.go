@@ -402,39 +402,38 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 }
 
 // newestPage returns how many sandboxes lq selects and its page of them,
-// newest first as the stock server lists. The service lists oldest first:
-// of the total T, the page is the oldest-first positions
-// [T-page×size, T-(page-1)×size), read up to the last of them.
+// newest first as the stock server lists: the service's newest-first list,
+// read past the pages before it.
 func (h *Handler) newestPage(ctx context.Context, lq listQuery) (int, []api.Sandbox, error) {
 	total, err := h.cfg.Sandboxes.Count(ctx, lq.opts)
 	if err != nil {
 		return 0, nil, err
 	}
-	end := total - (lq.page-1)*lq.pageSize
-	if end <= 0 {
+	skip := (lq.page - 1) * lq.pageSize
+	if skip >= total {
 		return total, nil, nil
 	}
-	start := max(end-lq.pageSize, 0)
-	var all []api.Sandbox
-	limit := api.MaxPageSize
+	var out []api.Sandbox
 	opts := lq.opts
-	opts.Limit = &limit
-	for len(all) < end {
+	opts.Order = api.OrderDesc
+	for len(out) < lq.pageSize {
+		// Sandboxes deleted since the count leave fewer.
+		limit := min(skip+lq.pageSize-len(out), api.MaxPageSize)
+		opts.Limit = &limit
 		page, err := h.cfg.Sandboxes.List(ctx, opts)
 		if err != nil {
 			return 0, nil, err
 		}
-		all = append(all, page.Items...)
+		items := page.Items
+		n := min(skip, len(items))
+		skip -= n
+		items = items[n:]
+		out = append(out, items[:min(len(items), lq.pageSize-len(out))]...)
 		if page.NextCursor == "" {
 			break
 		}
 		opts.Cursor = page.NextCursor
 	}
-	// Sandboxes deleted since the count leave fewer.
-	end = min(end, len(all))
-	start = min(start, end)
-	out := slices.Clone(all[start:end])
-	slices.Reverse(out)
 	return total, out, nil
 }
 

@@ -77,8 +77,17 @@ func (f *fakeSandboxes) Get(_ context.Context, id string) (*api.Sandbox, error) 
 	return &out, nil
 }
 
-// selected returns the ids opts' filters select, oldest first.
+// selected returns the ids opts' filters select, in opts' order.
 func (f *fakeSandboxes) selected(opts service.ListOptions) []string {
+	out := f.matching(opts)
+	if opts.Order == api.OrderDesc {
+		slices.Reverse(out)
+	}
+	return out
+}
+
+// matching returns the ids opts' filters select, oldest first.
+func (f *fakeSandboxes) matching(opts service.ListOptions) []string {
 	var out []string
 	for _, id := range f.order {
 		sb := f.byID[id]
