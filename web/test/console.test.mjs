@@ -649,25 +649,42 @@ test("the archive's live tail, cut by a daemon shutting down, goes on after its 
   // Told apart by where they resume: the page's first follows the list's
   // cursor; a stream of the page before (filtered by model) is left alone.
   const asked = [];
-  await page.route(/\/api\/v1\/llm\/exchanges\/stream\?/, (route) => {
+  // The stream after the cut is answered once the test has seen what the
+  // page says while it waits for it: that it follows again, not that it
+  // is live.
+  let followedAgain, answer;
+  const askedAgain = new Promise((resolve) => (followedAgain = resolve));
+  const answered = new Promise((resolve) => (answer = resolve));
+  await page.route(/\/api\/v1\/llm\/exchanges\/stream\?/, async (route) => {
     const q = new URL(route.request().url()).searchParams;
     if (q.has("model")) return route.continue();
     const after = q.get("after");
     asked.push(after);
-    if (after === first) return route.fulfill({ contentType: "text/event-stream", body: sse([["exchange", exchange(2), second]]) });
+    if (after === first) {
+      followedAgain();
+      await answered;
+      return route.fulfill({ contentType: "text/event-stream", body: sse([["exchange", exchange(2), second]]) });
+    }
     if (after === second) return route.continue();
     const down = { error: "the daemon is shutting down: follow again, after the last event's id, once it is back", code: "UNAVAILABLE" };
     return route.fulfill({ contentType: "text/event-stream", body: sse([["exchange", exchange(1), first], ["error", down]]) });
   });
-  await page.goto(consoleURL + "/llm?within=0");
-  const rows = page.locator("table.exchanges tbody tr.x");
-  await rows.filter({ hasText: "llx_cut1" }).waitFor();
-  await page.getByRole("status").filter({ hasText: "again in a moment: the daemon is shutting down" }).waitFor();
-  await rows.filter({ hasText: "llx_cut2" }).waitFor({ timeout: 10_000 });
-  await page.getByRole("status").getByText("live").waitFor({ timeout: 10_000 });
-  assert.deepEqual(asked.slice(1, 3), [first, second]);
-  assert.equal(await page.getByText("[object Object]").count(), 0);
-  await page.unrouteAll();
+  try {
+    await page.goto(consoleURL + "/llm?within=0");
+    const rows = page.locator("table.exchanges tbody tr.x");
+    await rows.filter({ hasText: "llx_cut1" }).waitFor();
+    await askedAgain;
+    await page.getByRole("status").filter({ hasText: "again in a moment: the daemon is shutting down" }).waitFor({ timeout: 10_000 });
+    assert.equal(await page.getByText("live: new exchanges appear below").count(), 0, "live before the stream was answered");
+    answer();
+    await rows.filter({ hasText: "llx_cut2" }).waitFor({ timeout: 10_000 });
+    await page.getByRole("status").getByText("live").waitFor({ timeout: 10_000 });
+    assert.deepEqual(asked.slice(1, 3), [first, second]);
+    assert.equal(await page.getByText("[object Object]").count(), 0);
+  } finally {
+    answer();
+    await page.unrouteAll();
+  }
 });
 
 test("a conversation whose last answer was streamed: its transcript ends with that answer, put together", async () => {
