@@ -148,6 +148,56 @@ test("the terminal runs echo hi, and follows the page's size", async () => {
   await page.getByRole("button", { name: "Close" }).click();
 });
 
+test("the terminal keeps Tab for the shell, and Ctrl+M makes Tab move the focus out of it: no keyboard trap", async () => {
+  await page.getByRole("button", { name: "Open terminal" }).click();
+  await page.locator(".term-connected").waitFor({ timeout: 30_000 });
+  const input = page.locator(".xterm-helper-textarea");
+  await input.focus();
+  const inTerminal = () => page.evaluate(() => document.activeElement?.classList.contains("xterm-helper-textarea") ?? false);
+  // The way out is said above the terminal, and describes its input.
+  const described = await input.getAttribute("aria-describedby");
+  assert.ok(described, "the terminal's input is described by nothing");
+  const hint = page.locator(`[id="${described}"]`);
+  assert.equal(await hint.textContent(), "Tab goes to the shell; Ctrl+M makes it move the focus out of the terminal.");
+  const toggle = page.getByRole("button", { name: "Tab moves focus" });
+  assert.equal(await toggle.getAttribute("aria-pressed"), "false");
+  // Tab goes to the shell: a line read holds it, and Ctrl+M, pressed
+  // twice in between, sent nothing (not the carriage return ^M is). The
+  // line is typed once the shell has handed the terminal to the command
+  // (typed before, the shell's line editor would take it raw, its Enter a
+  // carriage return that ends no line).
+  const readLine = async (mark) => {
+    await page.keyboard.type(`echo ${mark}-reading; IFS= read -r x; echo "${mark}:\${#x}"\r`);
+    await terminalLine(`${mark}-reading`);
+  };
+  await readLine("got");
+  await page.keyboard.press("Control+m");
+  await page.keyboard.press("Control+m");
+  await page.keyboard.press("Tab");
+  assert.ok(await inTerminal(), "Tab left the terminal");
+  await page.keyboard.type("z\r");
+  await terminalLine("got:2");
+  // Ctrl+M: Tab moves the focus on, Shift+Tab back.
+  await page.keyboard.press("Control+m");
+  assert.equal(await hint.textContent(), "Tab moves the focus out of the terminal; Ctrl+M gives it back to the shell.");
+  assert.equal(await toggle.getAttribute("aria-pressed"), "true");
+  await page.keyboard.press("Tab");
+  assert.ok(await page.evaluate(() => !document.activeElement?.closest(".terminal")), "Tab stayed in the terminal");
+  await page.keyboard.press("Shift+Tab");
+  assert.ok(await inTerminal(), "Shift+Tab did not come back to the terminal");
+  // And back: Tab goes to the shell again.
+  await page.keyboard.press("Control+m");
+  await readLine("again");
+  await page.keyboard.press("Tab");
+  await page.keyboard.type("z\r");
+  await terminalLine("again:2");
+  assert.ok(await inTerminal());
+  // The button toggles it too.
+  await toggle.click();
+  assert.equal(await toggle.getAttribute("aria-pressed"), "true");
+  await page.getByRole("button", { name: "Close" }).click();
+});
+
 test("files: folders opened by a click, a file uploaded into the folder shown and downloaded with the same bytes", async () => {
   await page.getByLabel("command").fill("mkdir -p /workspace/sub/deep && printf x > /workspace/sub/a.txt");
   await page.getByRole("button", { name: "Run", exact: true }).click();
