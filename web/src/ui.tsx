@@ -2,6 +2,7 @@
 // text (JSX children), never as HTML.
 import type { ComponentChildren } from "preact";
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { advice, type Kind } from "./advice";
 import { APIError } from "./api";
 import { absolute, relative } from "./format";
 
@@ -42,18 +43,15 @@ export function Status({ status, reason }: { status: string; reason?: string }) 
   );
 }
 
-/** What went wrong and what to do about it. */
-export function ErrorBox({ error, retry }: { error: unknown; retry?: () => void }) {
+/** What went wrong and what to do about it; kind is what was asked for (advice). */
+export function ErrorBox({ error, retry, kind }: { error: unknown; retry?: () => void; kind?: Kind }) {
   const e = error as Partial<APIError>;
-  let advice = "";
-  if (e.status === 0) advice = "Start the daemon (agent2env serve) or check the address the console was given.";
-  else if (e.status === 403) advice = "This key may not do that, or the API does not trust this console's origin.";
-  else if (e.status === 404) advice = "It may have been deleted.";
+  const todo = advice(e.status, e.code, kind);
   return (
     <div class="error" role="alert">
       <strong>{e.code ? `${e.code}: ` : ""}</strong>
       {e.message ?? String(error)}
-      {advice && <p>{advice}</p>}
+      {todo && <p>{todo}</p>}
       {retry && (
         <button type="button" onClick={retry}>
           Try again
@@ -84,19 +82,22 @@ export interface Async<T> {
 }
 
 /**
- * What an async load has come to: its error (with a retry), "Loading…",
- * its empty state when empty says it is empty, else children of its data.
+ * What an async load (of a kind of thing, when given) has come to: its
+ * error (with a retry), "Loading…", its empty state when empty says it is
+ * empty, else children of its data.
  */
 export function Loaded<T>({
   state,
+  kind,
   empty,
   children,
 }: {
   state: Async<T>;
+  kind?: Kind;
   empty?: (data: T) => ComponentChildren;
   children: (data: T) => ComponentChildren;
 }) {
-  if (state.error) return <ErrorBox error={state.error} retry={state.reload} />;
+  if (state.error) return <ErrorBox error={state.error} retry={state.reload} kind={kind} />;
   if (state.data === undefined) return <p class="loading">Loading…</p>;
   const none = empty?.(state.data);
   return none ? <Empty>{none}</Empty> : <>{children(state.data)}</>;

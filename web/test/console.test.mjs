@@ -551,6 +551,17 @@ test("templates: imported from YAML, their versions, each version's YAML, a roll
   assert.deepEqual(problems.splice(logged), ["Failed to load resource: the server responded with a status of 400 (Bad Request)"]);
 });
 
+test("a template that does not exist is said to be one, not one that may have been deleted", async () => {
+  const logged = problems.length;
+  await page.goto(consoleURL + "/templates/no-such-template");
+  const alert = page.getByRole("alert").filter({ hasText: "TEMPLATE_NOT_FOUND" });
+  await alert.getByText("There is no template of this name: the Templates page lists those there are.").waitFor();
+  assert.doesNotMatch(await alert.textContent(), /deleted/);
+  // The browser logs the 404s of the template and of its versions.
+  const logs = problems.splice(logged);
+  assert.ok(logs.length > 0 && logs.every((p) => /status of 404/.test(p)), logs.join("\n"));
+});
+
 test("images: the stored ones, and a prepull followed to its end", async () => {
   await nav("Images").click();
   await page.locator("table.images").getByText(`${image}:latest`, { exact: true }).waitFor();
