@@ -247,6 +247,39 @@ test("files: folders opened by a click, a file uploaded into the folder shown an
   await listing("/workspace").waitFor();
 });
 
+test("files: a folder typed relative to the working directory, or not clean, is shown by the absolute path the sandbox resolved", async () => {
+  await page.getByLabel("command").fill("mkdir -p rel/inner && pwd");
+  await page.getByRole("button", { name: "Run", exact: true }).click();
+  const stdout = page.getByLabel("stdout").filter({ hasText: /^\// });
+  await stdout.waitFor();
+  const wd = (await stdout.textContent()).trim();
+  const dir = page.getByLabel("directory", { exact: true });
+  const go = async (typed, shown) => {
+    await dir.fill(typed);
+    await page.getByRole("button", { name: "Go", exact: true }).click();
+    // What was typed is replaced by the path listed.
+    await page.waitForFunction((v) => document.querySelector('input[aria-label="directory"]').value === v, shown, { timeout: 10_000 });
+    await page.getByRole("button", { name: `Upload into ${shown}`, exact: true }).waitFor();
+  };
+  await go(".", wd);
+  await page.getByRole("table", { name: `files in ${wd}`, exact: true }).getByRole("button", { name: "open folder rel" }).waitFor();
+  const inner = `${wd === "/" ? "" : wd}/rel/inner`;
+  await go("rel/inner/", inner);
+  await page.getByText(`${inner} is empty: upload a file into it below.`, { exact: true }).waitFor();
+  await go("/workspace/sub//deep/.", "/workspace/sub/deep");
+  await page.getByRole("button", { name: "Up", exact: true }).click();
+  await page.getByRole("table", { name: "files in /workspace/sub", exact: true }).waitFor();
+  // A folder that is not there is said to be one (a 404 the browser logs).
+  const logged = problems.length;
+  await dir.fill("rel/none");
+  await page.getByRole("button", { name: "Go", exact: true }).click();
+  const alert = page.getByRole("alert").filter({ hasText: "FILE_NOT_FOUND" });
+  await alert.getByText("There is no folder at this path in the sandbox: type another path, or go Up.").waitFor();
+  assert.doesNotMatch(await alert.textContent(), /deleted/);
+  assert.deepEqual(problems.splice(logged), ["Failed to load resource: the server responded with a status of 404 (Not Found)"]);
+  await go("/workspace", "/workspace");
+});
+
 test("a snapshot taken on the sandbox's page makes a new sandbox that runs on from it; the snapshots page lists it", async () => {
   const parentURL = page.url();
   const parent = decodeURIComponent(new URL(parentURL).pathname.split("/").pop());
