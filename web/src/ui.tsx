@@ -15,20 +15,56 @@ export function Time({ iso }: { iso: string }) {
   );
 }
 
-/** An id with a button that copies it. */
+/**
+ * Copies the text of el to the clipboard: by the clipboard API, which only
+ * a secure context has (https, or http on localhost), else by selecting it
+ * and the browser's Copy command. Reports whether it was copied; when not,
+ * the text is left selected, for the person to copy.
+ */
+async function copyText(el: HTMLElement): Promise<boolean> {
+  const text = el.textContent ?? "";
+  if (navigator.clipboard) {
+    try {
+      await navigator.clipboard.writeText(text);
+      return true;
+    } catch {
+      // refused (no permission, the page not focused): as without it
+    }
+  }
+  const selection = getSelection();
+  if (!selection) return false;
+  const range = document.createRange();
+  range.selectNodeContents(el);
+  selection.removeAllRanges();
+  selection.addRange(range);
+  let copied = false;
+  try {
+    copied = document.execCommand("copy");
+  } catch {
+    // a browser without the command: left selected
+  }
+  if (copied) selection.removeAllRanges();
+  return copied;
+}
+
+/** The keys that copy a selection here. */
+const copyKeys = /Mac|iPhone|iPad/.test(navigator.platform) ? "\u2318C" : "Ctrl+C";
+
+/** An id with a button that copies it, saying when it could not: then the id is selected. */
 export function CopyID({ id }: { id: string }) {
-  const [copied, setCopied] = useState(false);
+  const [copied, setCopied] = useState<boolean>();
+  const code = useRef<HTMLElement>(null);
   return (
     <span class="id">
-      <code>{id}</code>
-      <button
-        type="button"
-        class="copy"
-        aria-label={`copy ${id}`}
-        onClick={() => navigator.clipboard?.writeText(id).then(() => setCopied(true))}
-      >
+      <code ref={code}>{id}</code>
+      <button type="button" class="copy" aria-label={`copy ${id}`} onClick={() => copyText(code.current!).then(setCopied)}>
         {copied ? "copied" : "copy"}
       </button>
+      {copied === false && (
+        <span class="hint" role="status">
+          selected: press {copyKeys} to copy it
+        </span>
+      )}
     </span>
   );
 }

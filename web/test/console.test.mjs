@@ -595,6 +595,30 @@ test("a template that does not exist is said to be one, not one that may have be
   assert.ok(logs.length > 0 && logs.every((p) => /status of 404/.test(p)), logs.join("\n"));
 });
 
+test("a copy button without the clipboard API (plain http, not localhost) copies by selection, or says to press the keys", async () => {
+  await page.goto(consoleURL + "/templates/console-tpl");
+  const copy = page.getByRole("button", { name: /^copy tpl/ });
+  await copy.waitFor();
+  const id = (await copy.getAttribute("aria-label")).slice("copy ".length);
+  // As outside a secure context: no navigator.clipboard.
+  await page.evaluate(() => {
+    Object.defineProperty(navigator, "clipboard", { value: undefined, configurable: true });
+    document.addEventListener("copy", () => (window.__copied = getSelection().toString()));
+  });
+  await copy.click();
+  await copy.getByText("copied").waitFor();
+  assert.equal(await page.evaluate(() => window.__copied), id);
+  assert.equal(await page.evaluate(() => getSelection().toString()), "");
+  // The browser's Copy command refused too: the id is left selected, and
+  // what to do is said.
+  await page.evaluate(() => (document.execCommand = () => false));
+  await copy.click();
+  await page.getByRole("status").filter({ hasText: /^selected: press (Ctrl\+C|\u2318C) to copy it$/ }).waitFor();
+  assert.equal(await copy.textContent(), "copy");
+  assert.equal(await page.evaluate(() => getSelection().toString()), id);
+  await page.reload();
+});
+
 test("images: the stored ones, and a prepull followed to its end", async () => {
   await nav("Images").click();
   await page.locator("table.images").getByText(`${image}:latest`, { exact: true }).waitFor();
