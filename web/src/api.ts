@@ -172,11 +172,17 @@ export interface StreamEvent {
 
 /**
  * Reads the event stream at path with fetch (the key goes as
- * Authorization, which EventSource cannot send), calling onEvent for each
- * event until the stream ends or signal aborts. An "error" event (the
- * API's error body: the stream failed midway) ends it with that error.
+ * Authorization, which EventSource cannot send), calling onOpen once the
+ * API has answered with the stream, then onEvent for each event until the
+ * stream ends or signal aborts. An "error" event (the API's error body:
+ * the stream failed midway) ends it with that error.
  */
-export async function stream(path: string, onEvent: (e: StreamEvent) => void, signal: AbortSignal): Promise<void> {
+export async function stream(
+  path: string,
+  onEvent: (e: StreamEvent) => void,
+  signal: AbortSignal,
+  onOpen: () => void = () => {},
+): Promise<void> {
   const h = headers(false);
   h.set("Accept", "text/event-stream");
   let resp: Response;
@@ -187,6 +193,7 @@ export async function stream(path: string, onEvent: (e: StreamEvent) => void, si
     throw unreachable();
   }
   if (!resp.ok || !resp.body) return fail(resp);
+  onOpen();
   const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = "";
   for (;;) {
@@ -227,9 +234,10 @@ export async function stream(path: string, onEvent: (e: StreamEvent) => void, si
  * ends or is cut before done() says it is over (the daemon restarted, a
  * proxy closed it), every retryMs, until signal aborts. path is asked anew
  * each time: a stream that resumes after its last event names it.
- * onState says whether the stream is open, and the error that cut it
- * while it waits to follow again. An answer of 4xx (a bad request, a key
- * refused, a record gone) is final: follow rejects with it.
+ * onState says whether the stream is open (once the API answered it: not
+ * while the request waits), and the error that cut it while it is not. An
+ * answer of 4xx (a bad request, a key refused, a record gone) is final:
+ * follow rejects with it.
  */
 export async function follow(
   path: () => string,
@@ -240,9 +248,8 @@ export async function follow(
   const { done = () => false, onState = () => {}, retryMs = 2000 } = opts;
   while (!signal.aborted && !done()) {
     let cut: unknown;
-    onState(true);
     try {
-      await stream(path(), onEvent, signal);
+      await stream(path(), onEvent, signal, () => onState(true));
     } catch (e) {
       if ((e as Error).name === "AbortError") return;
       if (e instanceof APIError && e.status >= 400 && e.status < 500) throw e;

@@ -2,10 +2,16 @@
 // (LiteBoxd's JSON frames, on a pseudo-terminal), authenticated by a
 // one-time ticket so that the key never goes into a URL. This module is
 // its own chunk, loaded when a terminal opens.
+//
+// Tab goes to the shell (its completion needs it), so that a keyboard
+// cannot leave the terminal by it: Ctrl+M, as in VS Code's terminal,
+// toggles whether Tab (and Shift+Tab) moves the focus instead. The bar
+// above the terminal says which, and the terminal's input is described by
+// it.
 import "@xterm/xterm/css/xterm.css";
 import { FitAddon } from "@xterm/addon-fit";
 import { Terminal as XTerm } from "@xterm/xterm";
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useId, useRef, useState } from "preact/hooks";
 import { apiKey, call, wsURL } from "./api";
 
 type Frame =
@@ -13,15 +19,35 @@ type Frame =
   | { type: "exit"; exitCode: number; signal?: string }
   | { type: "error"; message: string };
 
+/** Whether e is Ctrl+M, which toggles what Tab does (the key's place: any layout). */
+const isTabModeKey = (e: KeyboardEvent) => e.code === "KeyM" && e.ctrlKey && !e.altKey && !e.metaKey && !e.shiftKey;
+
 export function Terminal({ sandbox, onClose }: { sandbox: string; onClose: () => void }) {
   const box = useRef<HTMLDivElement>(null);
   const [state, setState] = useState("connecting");
   const [session, setSession] = useState(0);
+  // Whether Tab moves the focus (else it goes to the shell); the ref is
+  // what the key handler, set up once a session, reads.
+  const [tabMoves, setTabMoves] = useState(false);
+  const tabMovesRef = useRef(tabMoves);
+  tabMovesRef.current = tabMoves;
+  const keysHint = useId();
   useEffect(() => {
     const term = new XTerm({ cursorBlink: true, fontSize: 14, convertEol: false });
     const fit = new FitAddon();
     term.loadAddon(fit);
     term.open(box.current!);
+    term.textarea?.setAttribute("aria-describedby", keysHint);
+    // false: xterm.js leaves the key alone, and the browser does what it
+    // does with it (Tab: the next control).
+    term.attachCustomKeyEventHandler((e) => {
+      if (isTabModeKey(e)) {
+        if (e.type === "keydown") setTabMoves((on) => !on);
+        e.preventDefault(); // not a carriage return (^M) to the shell: Enter is one
+        return false;
+      }
+      return !(e.key === "Tab" && tabMovesRef.current && !e.ctrlKey && !e.altKey && !e.metaKey);
+    });
     fit.fit();
     let ws: WebSocket | undefined;
     let closed = false;
@@ -76,9 +102,17 @@ export function Terminal({ sandbox, onClose }: { sandbox: string; onClose: () =>
             Reconnect
           </button>
         )}
+        <button type="button" aria-pressed={tabMoves} onClick={() => setTabMoves((on) => !on)}>
+          Tab moves focus
+        </button>
         <button type="button" onClick={onClose}>
           Close
         </button>
+        <span class="hint" id={keysHint}>
+          {tabMoves
+            ? "Tab moves the focus out of the terminal; Ctrl+M gives it back to the shell."
+            : "Tab goes to the shell; Ctrl+M makes it move the focus out of the terminal."}
+        </span>
       </div>
       <div class="terminal-screen" ref={box} data-testid="terminal" />
     </div>

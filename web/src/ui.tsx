@@ -2,6 +2,7 @@
 // text (JSX children), never as HTML.
 import type { ComponentChildren } from "preact";
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { advice, type Kind } from "./advice";
 import { APIError } from "./api";
 import { absolute, relative } from "./format";
 
@@ -14,20 +15,56 @@ export function Time({ iso }: { iso: string }) {
   );
 }
 
-/** An id with a button that copies it. */
+/**
+ * Copies the text of el to the clipboard: by the clipboard API, which only
+ * a secure context has (https, or http on localhost), else by selecting it
+ * and the browser's Copy command. Reports whether it was copied; when not,
+ * the text is left selected, for the person to copy.
+ */
+async function copyText(el: HTMLElement): Promise<boolean> {
+  const text = el.textContent ?? "";
+  if (navigator.clipboard) {
+    try {
+      await navigator.clipboard.writeText(text);
+      return true;
+    } catch {
+      // refused (no permission, the page not focused): as without it
+    }
+  }
+  const selection = getSelection();
+  if (!selection) return false;
+  const range = document.createRange();
+  range.selectNodeContents(el);
+  selection.removeAllRanges();
+  selection.addRange(range);
+  let copied = false;
+  try {
+    copied = document.execCommand("copy");
+  } catch {
+    // a browser without the command: left selected
+  }
+  if (copied) selection.removeAllRanges();
+  return copied;
+}
+
+/** The keys that copy a selection here. */
+const copyKeys = /Mac|iPhone|iPad/.test(navigator.platform) ? "\u2318C" : "Ctrl+C";
+
+/** An id with a button that copies it, saying when it could not: then the id is selected. */
 export function CopyID({ id }: { id: string }) {
-  const [copied, setCopied] = useState(false);
+  const [copied, setCopied] = useState<boolean>();
+  const code = useRef<HTMLElement>(null);
   return (
     <span class="id">
-      <code>{id}</code>
-      <button
-        type="button"
-        class="copy"
-        aria-label={`copy ${id}`}
-        onClick={() => navigator.clipboard?.writeText(id).then(() => setCopied(true))}
-      >
+      <code ref={code}>{id}</code>
+      <button type="button" class="copy" aria-label={`copy ${id}`} onClick={() => copyText(code.current!).then(setCopied)}>
         {copied ? "copied" : "copy"}
       </button>
+      {copied === false && (
+        <span class="hint" role="status">
+          selected: press {copyKeys} to copy it
+        </span>
+      )}
     </span>
   );
 }
@@ -42,18 +79,15 @@ export function Status({ status, reason }: { status: string; reason?: string }) 
   );
 }
 
-/** What went wrong and what to do about it. */
-export function ErrorBox({ error, retry }: { error: unknown; retry?: () => void }) {
+/** What went wrong and what to do about it; kind is what was asked for (advice). */
+export function ErrorBox({ error, retry, kind }: { error: unknown; retry?: () => void; kind?: Kind }) {
   const e = error as Partial<APIError>;
-  let advice = "";
-  if (e.status === 0) advice = "Start the daemon (agent2env serve) or check the address the console was given.";
-  else if (e.status === 403) advice = "This key may not do that, or the API does not trust this console's origin.";
-  else if (e.status === 404) advice = "It may have been deleted.";
+  const todo = advice(e.status, e.code, kind);
   return (
     <div class="error" role="alert">
       <strong>{e.code ? `${e.code}: ` : ""}</strong>
       {e.message ?? String(error)}
-      {advice && <p>{advice}</p>}
+      {todo && <p>{todo}</p>}
       {retry && (
         <button type="button" onClick={retry}>
           Try again
@@ -84,19 +118,22 @@ export interface Async<T> {
 }
 
 /**
- * What an async load has come to: its error (with a retry), "Loading…",
- * its empty state when empty says it is empty, else children of its data.
+ * What an async load (of a kind of thing, when given) has come to: its
+ * error (with a retry), "Loading…", its empty state when empty says it is
+ * empty, else children of its data.
  */
 export function Loaded<T>({
   state,
+  kind,
   empty,
   children,
 }: {
   state: Async<T>;
+  kind?: Kind;
   empty?: (data: T) => ComponentChildren;
   children: (data: T) => ComponentChildren;
 }) {
-  if (state.error) return <ErrorBox error={state.error} retry={state.reload} />;
+  if (state.error) return <ErrorBox error={state.error} retry={state.reload} kind={kind} />;
   if (state.data === undefined) return <p class="loading">Loading…</p>;
   const none = empty?.(state.data);
   return none ? <Empty>{none}</Empty> : <>{children(state.data)}</>;

@@ -159,6 +159,56 @@ test("the terminal runs echo hi, and follows the page's size", async () => {
   await page.getByRole("button", { name: "Close" }).click();
 });
 
+test("the terminal keeps Tab for the shell, and Ctrl+M makes Tab move the focus out of it: no keyboard trap", async () => {
+  await page.getByRole("button", { name: "Open terminal" }).click();
+  await page.locator(".term-connected").waitFor({ timeout: 30_000 });
+  const input = page.locator(".xterm-helper-textarea");
+  await input.focus();
+  const inTerminal = () => page.evaluate(() => document.activeElement?.classList.contains("xterm-helper-textarea") ?? false);
+  // The way out is said above the terminal, and describes its input.
+  const described = await input.getAttribute("aria-describedby");
+  assert.ok(described, "the terminal's input is described by nothing");
+  const hint = page.locator(`[id="${described}"]`);
+  assert.equal(await hint.textContent(), "Tab goes to the shell; Ctrl+M makes it move the focus out of the terminal.");
+  const toggle = page.getByRole("button", { name: "Tab moves focus" });
+  assert.equal(await toggle.getAttribute("aria-pressed"), "false");
+  // Tab goes to the shell: a line read holds it, and Ctrl+M, pressed
+  // twice in between, sent nothing (not the carriage return ^M is). The
+  // line is typed once the shell has handed the terminal to the command
+  // (typed before, the shell's line editor would take it raw, its Enter a
+  // carriage return that ends no line).
+  const readLine = async (mark) => {
+    await page.keyboard.type(`echo ${mark}-reading; IFS= read -r x; echo "${mark}:\${#x}"\r`);
+    await terminalLine(`${mark}-reading`);
+  };
+  await readLine("got");
+  await page.keyboard.press("Control+m");
+  await page.keyboard.press("Control+m");
+  await page.keyboard.press("Tab");
+  assert.ok(await inTerminal(), "Tab left the terminal");
+  await page.keyboard.type("z\r");
+  await terminalLine("got:2");
+  // Ctrl+M: Tab moves the focus on, Shift+Tab back.
+  await page.keyboard.press("Control+m");
+  assert.equal(await hint.textContent(), "Tab moves the focus out of the terminal; Ctrl+M gives it back to the shell.");
+  assert.equal(await toggle.getAttribute("aria-pressed"), "true");
+  await page.keyboard.press("Tab");
+  assert.ok(await page.evaluate(() => !document.activeElement?.closest(".terminal")), "Tab stayed in the terminal");
+  await page.keyboard.press("Shift+Tab");
+  assert.ok(await inTerminal(), "Shift+Tab did not come back to the terminal");
+  // And back: Tab goes to the shell again.
+  await page.keyboard.press("Control+m");
+  await readLine("again");
+  await page.keyboard.press("Tab");
+  await page.keyboard.type("z\r");
+  await terminalLine("again:2");
+  assert.ok(await inTerminal());
+  // The button toggles it too.
+  await toggle.click();
+  assert.equal(await toggle.getAttribute("aria-pressed"), "true");
+  await page.getByRole("button", { name: "Close" }).click();
+});
+
 test("files: folders opened by a click, a file uploaded into the folder shown and downloaded with the same bytes", async () => {
   await page.getByLabel("command").fill("mkdir -p /workspace/sub/deep && printf x > /workspace/sub/a.txt");
   await page.getByRole("button", { name: "Run", exact: true }).click();
@@ -206,6 +256,39 @@ test("files: folders opened by a click, a file uploaded into the folder shown an
   await page.getByLabel("directory", { exact: true }).fill("/workspace");
   await page.getByRole("button", { name: "Go", exact: true }).click();
   await listing("/workspace").waitFor();
+});
+
+test("files: a folder typed relative to the working directory, or not clean, is shown by the absolute path the sandbox resolved", async () => {
+  await page.getByLabel("command").fill("mkdir -p rel/inner && pwd");
+  await page.getByRole("button", { name: "Run", exact: true }).click();
+  const stdout = page.getByLabel("stdout").filter({ hasText: /^\// });
+  await stdout.waitFor();
+  const wd = (await stdout.textContent()).trim();
+  const dir = page.getByLabel("directory", { exact: true });
+  const go = async (typed, shown) => {
+    await dir.fill(typed);
+    await page.getByRole("button", { name: "Go", exact: true }).click();
+    // What was typed is replaced by the path listed.
+    await page.waitForFunction((v) => document.querySelector('input[aria-label="directory"]').value === v, shown, { timeout: 10_000 });
+    await page.getByRole("button", { name: `Upload into ${shown}`, exact: true }).waitFor();
+  };
+  await go(".", wd);
+  await page.getByRole("table", { name: `files in ${wd}`, exact: true }).getByRole("button", { name: "open folder rel" }).waitFor();
+  const inner = `${wd === "/" ? "" : wd}/rel/inner`;
+  await go("rel/inner/", inner);
+  await page.getByText(`${inner} is empty: upload a file into it below.`, { exact: true }).waitFor();
+  await go("/workspace/sub//deep/.", "/workspace/sub/deep");
+  await page.getByRole("button", { name: "Up", exact: true }).click();
+  await page.getByRole("table", { name: "files in /workspace/sub", exact: true }).waitFor();
+  // A folder that is not there is said to be one (a 404 the browser logs).
+  const logged = problems.length;
+  await dir.fill("rel/none");
+  await page.getByRole("button", { name: "Go", exact: true }).click();
+  const alert = page.getByRole("alert").filter({ hasText: "FILE_NOT_FOUND" });
+  await alert.getByText("There is no folder at this path in the sandbox: type another path, or go Up.").waitFor();
+  assert.doesNotMatch(await alert.textContent(), /deleted/);
+  assert.deepEqual(problems.splice(logged), ["Failed to load resource: the server responded with a status of 404 (Not Found)"]);
+  await go("/workspace", "/workspace");
 });
 
 test("a snapshot taken on the sandbox's page makes a new sandbox that runs on from it; the snapshots page lists it", async () => {
@@ -512,6 +595,41 @@ test("templates: imported from YAML, their versions, each version's YAML, a roll
   assert.deepEqual(problems.splice(logged), ["Failed to load resource: the server responded with a status of 400 (Bad Request)"]);
 });
 
+test("a template that does not exist is said to be one, not one that may have been deleted", async () => {
+  const logged = problems.length;
+  await page.goto(consoleURL + "/templates/no-such-template");
+  const alert = page.getByRole("alert").filter({ hasText: "TEMPLATE_NOT_FOUND" });
+  await alert.getByText("There is no template of this name: the Templates page lists those there are.").waitFor();
+  assert.doesNotMatch(await alert.textContent(), /deleted/);
+  // The browser logs the 404s of the template and of its versions.
+  const logs = problems.splice(logged);
+  assert.ok(logs.length > 0 && logs.every((p) => /status of 404/.test(p)), logs.join("\n"));
+});
+
+test("a copy button without the clipboard API (plain http, not localhost) copies by selection, or says to press the keys", async () => {
+  await page.goto(consoleURL + "/templates/console-tpl");
+  const copy = page.getByRole("button", { name: /^copy tpl/ });
+  await copy.waitFor();
+  const id = (await copy.getAttribute("aria-label")).slice("copy ".length);
+  // As outside a secure context: no navigator.clipboard.
+  await page.evaluate(() => {
+    Object.defineProperty(navigator, "clipboard", { value: undefined, configurable: true });
+    document.addEventListener("copy", () => (window.__copied = getSelection().toString()));
+  });
+  await copy.click();
+  await copy.getByText("copied").waitFor();
+  assert.equal(await page.evaluate(() => window.__copied), id);
+  assert.equal(await page.evaluate(() => getSelection().toString()), "");
+  // The browser's Copy command refused too: the id is left selected, and
+  // what to do is said.
+  await page.evaluate(() => (document.execCommand = () => false));
+  await copy.click();
+  await page.getByRole("status").filter({ hasText: /^selected: press (Ctrl\+C|\u2318C) to copy it$/ }).waitFor();
+  assert.equal(await copy.textContent(), "copy");
+  assert.equal(await page.evaluate(() => getSelection().toString()), id);
+  await page.reload();
+});
+
 test("images: the stored ones, and a prepull followed to its end", async () => {
   await nav("Images").click();
   await page.locator("table.images").getByText(`${image}:latest`, { exact: true }).waitFor();
@@ -660,25 +778,42 @@ test("the archive's live tail, cut by a daemon shutting down, goes on after its 
   // Told apart by where they resume: the page's first follows the list's
   // cursor; a stream of the page before (filtered by model) is left alone.
   const asked = [];
-  await page.route(/\/api\/v1\/llm\/exchanges\/stream\?/, (route) => {
+  // The stream after the cut is answered once the test has seen what the
+  // page says while it waits for it: that it follows again, not that it
+  // is live.
+  let followedAgain, answer;
+  const askedAgain = new Promise((resolve) => (followedAgain = resolve));
+  const answered = new Promise((resolve) => (answer = resolve));
+  await page.route(/\/api\/v1\/llm\/exchanges\/stream\?/, async (route) => {
     const q = new URL(route.request().url()).searchParams;
     if (q.has("model")) return route.continue();
     const after = q.get("after");
     asked.push(after);
-    if (after === first) return route.fulfill({ contentType: "text/event-stream", body: sse([["exchange", exchange(2), second]]) });
+    if (after === first) {
+      followedAgain();
+      await answered;
+      return route.fulfill({ contentType: "text/event-stream", body: sse([["exchange", exchange(2), second]]) });
+    }
     if (after === second) return route.continue();
     const down = { error: "the daemon is shutting down: follow again, after the last event's id, once it is back", code: "UNAVAILABLE" };
     return route.fulfill({ contentType: "text/event-stream", body: sse([["exchange", exchange(1), first], ["error", down]]) });
   });
-  await page.goto(consoleURL + "/llm?within=0");
-  const rows = page.locator("table.exchanges tbody tr.x");
-  await rows.filter({ hasText: "llx_cut1" }).waitFor();
-  await page.getByRole("status").filter({ hasText: "again in a moment: the daemon is shutting down" }).waitFor();
-  await rows.filter({ hasText: "llx_cut2" }).waitFor({ timeout: 10_000 });
-  await page.getByRole("status").getByText("live").waitFor({ timeout: 10_000 });
-  assert.deepEqual(asked.slice(1, 3), [first, second]);
-  assert.equal(await page.getByText("[object Object]").count(), 0);
-  await page.unrouteAll();
+  try {
+    await page.goto(consoleURL + "/llm?within=0");
+    const rows = page.locator("table.exchanges tbody tr.x");
+    await rows.filter({ hasText: "llx_cut1" }).waitFor();
+    await askedAgain;
+    await page.getByRole("status").filter({ hasText: "again in a moment: the daemon is shutting down" }).waitFor({ timeout: 10_000 });
+    assert.equal(await page.getByText("live: new exchanges appear below").count(), 0, "live before the stream was answered");
+    answer();
+    await rows.filter({ hasText: "llx_cut2" }).waitFor({ timeout: 10_000 });
+    await page.getByRole("status").getByText("live").waitFor({ timeout: 10_000 });
+    assert.deepEqual(asked.slice(1, 3), [first, second]);
+    assert.equal(await page.getByText("[object Object]").count(), 0);
+  } finally {
+    answer();
+    await page.unrouteAll();
+  }
 });
 
 test("a conversation whose last answer was streamed: its transcript ends with that answer, put together", async () => {

@@ -1,18 +1,16 @@
 // A sandbox's files: a directory's entries (one request per directory),
 // folders opened by a click, a file downloaded, one uploaded into the
-// directory shown.
-import { useRef, useState } from "preact/hooks";
+// directory shown. A directory is shown by the absolute path the sandbox
+// resolved: one typed relative (to the sandbox's working directory), or
+// not clean (a "." or empty part, a "/" at its end), is described
+// (files/stat) before it is listed. A ".." the API refuses, saying so.
+import { useEffect, useRef, useState } from "preact/hooks";
 import { download, get, postForm, type FileInfo } from "../api";
 import { bytes } from "../format";
+import { isResolved, parent } from "../paths";
 import { ErrorBox, Loaded, Time, useAsync } from "../ui";
 
 const home = "/workspace";
-
-/** The directory holding p ("/" for "/"). */
-function parent(p: string): string {
-  const i = p.replace(/\/+$/, "").lastIndexOf("/");
-  return i <= 0 ? "/" : p.slice(0, i);
-}
 
 export function Files({ path, disabled }: { path: string; disabled: boolean }) {
   const [dir, setDir] = useState(home);
@@ -20,10 +18,18 @@ export function Files({ path, disabled }: { path: string; disabled: boolean }) {
   const [done, setDone] = useState("");
   const [error, setError] = useState<unknown>();
   const file = useRef<HTMLInputElement>(null);
-  const list = useAsync(
-    (s) => (disabled ? Promise.resolve([]) : get<{ items: FileInfo[] }>(`${path}/files/list?path=${encodeURIComponent(dir)}`, s).then((l) => l.items)),
-    [path, dir, disabled],
-  );
+  // dir as asked; the listing's dir, as the sandbox resolved it.
+  const list = useAsync(async (s) => {
+    if (disabled) return { dir, items: [] };
+    const q = (p: string) => `?path=${encodeURIComponent(p)}`;
+    const abs = isResolved(dir) ? dir : (await get<FileInfo>(`${path}/files/stat${q(dir)}`, s)).path;
+    const l = await get<{ items: FileInfo[] }>(`${path}/files/list${q(abs)}`, s);
+    return { dir: abs, items: l.items };
+  }, [path, dir, disabled]);
+  const shown = list.data?.dir ?? dir;
+  useEffect(() => {
+    if (list.data) setTyped(list.data.dir);
+  }, [list.data]);
   const open = (d: string) => {
     setDone("");
     setError(undefined);
@@ -44,7 +50,7 @@ export function Files({ path, disabled }: { path: string; disabled: boolean }) {
     const f = file.current?.files?.[0];
     if (!f) return "Choose a file to upload first.";
     const form = new FormData();
-    const dest = dir.replace(/\/+$/, "") + "/" + f.name;
+    const dest = shown.replace(/\/+$/, "") + "/" + f.name;
     form.set("path", dest);
     form.set("file", f);
     await postForm(path + "/files", form);
@@ -66,15 +72,15 @@ export function Files({ path, disabled }: { path: string; disabled: boolean }) {
           open(typed.trim() || home);
         }}
       >
-        <button type="button" disabled={dir === "/"} onClick={() => open(parent(dir))}>
+        <button type="button" disabled={shown === "/"} onClick={() => open(parent(shown))}>
           Up
         </button>
         <input aria-label="directory" value={typed} onInput={(e) => setTyped(e.currentTarget.value)} />
         <button type="submit">Go</button>
       </form>
-      <Loaded state={list} empty={(l) => l.length === 0 && `${dir} is empty: upload a file into it below.`}>
-        {(items) => (
-          <table class="list" aria-label={`files in ${dir}`}>
+      <Loaded state={list} kind="folder" empty={(l) => l.items.length === 0 && `${l.dir} is empty: upload a file into it below.`}>
+        {(l) => (
+          <table class="list" aria-label={`files in ${l.dir}`}>
             <thead>
               <tr>
                 <th>Name</th>
@@ -85,7 +91,7 @@ export function Files({ path, disabled }: { path: string; disabled: boolean }) {
               </tr>
             </thead>
             <tbody>
-              {items.map((f) => (
+              {l.items.map((f) => (
                 <tr key={f.path}>
                   <td>
                     {f.is_dir ? (
@@ -125,14 +131,14 @@ export function Files({ path, disabled }: { path: string; disabled: boolean }) {
         }}
       >
         <input type="file" ref={file} aria-label="file to upload" />
-        <button type="submit">Upload into {dir}</button>
+        <button type="submit">Upload into {shown}</button>
       </form>
       {done && (
         <p class="hint" role="status">
           {done}
         </p>
       )}
-      {error !== undefined && <ErrorBox error={error} />}
+      {error !== undefined && <ErrorBox error={error} kind="file" />}
     </div>
   );
 }

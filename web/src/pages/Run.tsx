@@ -20,7 +20,7 @@ export function Run({ id }: { id: string }) {
   useEffect(() => {
     if (last?.type === "end") run.reload();
   }, [last?.type]);
-  if (run.error) return <ErrorBox error={run.error} retry={run.reload} />;
+  if (run.error) return <ErrorBox error={run.error} retry={run.reload} kind="run" />;
   if (!r) return <p class="loading">Loading…</p>;
   return (
     <section>

@@ -110,7 +110,7 @@ function SnapshotRow({ s, showSandbox, onDeleted }: { s: Snapshot; showSandbox: 
             Delete
           </button>
         </div>
-        {error !== undefined && <ErrorBox error={error} />}
+        {error !== undefined && <ErrorBox error={error} kind="snapshot" />}
       </td>
     </tr>
   );
