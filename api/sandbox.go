@@ -165,6 +165,10 @@ type ExecEvent struct {
 type LogsResponse struct {
 	Logs   string   `json:"logs"`
 	Events []string `json:"events"`
+	// EventsDropped is how many of the sandbox's oldest events were
+	// dropped, its history keeping the newest 1000 (agent2env addition;
+	// absent when none were).
+	EventsDropped int `json:"events_dropped,omitempty"`
 }
 
 // FileInfo describes a file in a sandbox (agent2env addition).
