@@ -247,6 +247,13 @@ func TestSandboxCommands(t *testing.T) {
 `},
 		},
 		{
+			name: "logs of a history the daemon cut",
+			args: []string{"sandbox", "logs", "sb8"},
+			want: result{Stdout: "(998 older events dropped)\n" +
+				"2025-01-02T03:04:05.000Z pending: created from image alpine\n" +
+				"2025-01-02T03:04:06.000Z running: agent ready\n\nagent listening\n"},
+		},
+		{
 			name: "logs of a missing sandbox",
 			args: []string{"sandbox", "logs", "nope"},
 			want: result{Code: 1, Stderr: "sandbox nope not found (SANDBOX_NOT_FOUND, HTTP 404)"},

@@ -161,6 +161,8 @@ export interface ExecResponse {
 export interface Logs {
   logs: string;
   events: string[];
+  /** How many older events the daemon dropped, keeping the newest 1000. */
+  events_dropped?: number;
 }
 
 /** One event of an event stream: its name, its id (when it has one) and its data, decoded. */

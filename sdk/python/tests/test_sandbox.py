@@ -365,6 +365,13 @@ def test_get_logs(client: Any, httpx_mock: HTTPXMock) -> None:
     logs = client.sandbox.get_logs("sb1234567890")
     assert logs.logs == "hi\n"
     assert logs.events == ["t pending", "t running"]
+    assert logs.events_dropped == 0
+
+
+def test_get_logs_of_a_cut_history(client: Any, httpx_mock: HTTPXMock) -> None:
+    body = {"logs": "", "events": ["t running"], "events_dropped": 7}
+    httpx_mock.add_response(method="GET", url=f"{SB}/logs", json=body)
+    assert client.sandbox.get_logs("sb1234567890").events_dropped == 7
 
 
 FILE_INFO = {

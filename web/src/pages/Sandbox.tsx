@@ -193,6 +193,9 @@ export function Sandbox({ id }: { id: string }) {
           <pre class="logs" tabIndex={0} aria-label="console output">
             {logs.data?.logs || "(no console output)"}
           </pre>
+          {logs.data?.events_dropped ? (
+            <p class="hint">{logs.data.events_dropped} older events dropped: a sandbox keeps its newest 1000.</p>
+          ) : null}
           <ul class="events">
             {(logs.data?.events ?? []).map((e, i) => (
               <li key={i}>{e}</li>

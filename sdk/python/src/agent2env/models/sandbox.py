@@ -212,6 +212,9 @@ class LogsResult(APIModel):
 
     logs: str
     events: list[str]
+    """Its newest 1000 events, oldest first."""
+    events_dropped: int = 0
+    """How many older events were dropped to keep that bound (agent2env addition)."""
 
 
 class FileInfo(APIModel):
