@@ -98,7 +98,10 @@ export interface Sandbox {
   cpu: string;
   memory: string;
   ttl: number;
+  /** Its status in LiteBoxd's enum, for LiteBoxd's clients: running when paused. */
   status: string;
+  /** Its status as it is, paused included: what the console shows. */
+  state: string;
   template?: string;
   templateVersion?: number;
   created_at: string;
