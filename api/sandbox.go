@@ -10,7 +10,9 @@ const (
 	StatusPending SandboxStatus = "pending"
 	StatusRunning SandboxStatus = "running"
 	// StatusPaused: its processes are frozen in memory (agent2env
-	// addition; POST /sandboxes/{id}/pause and /resume).
+	// addition; POST /sandboxes/{id}/pause and /resume). LiteBoxd's
+	// clients have no such status: the API's JSON gives it as state,
+	// and running as status (SandboxStatus.LiteBoxd).
 	StatusPaused      SandboxStatus = "paused"
 	StatusSucceeded   SandboxStatus = "succeeded"
 	StatusFailed      SandboxStatus = "failed"
@@ -18,7 +20,9 @@ const (
 	StatusUnknown     SandboxStatus = "unknown"
 )
 
-// Sandbox is a sandbox as the API returns it.
+// Sandbox is a sandbox as the API returns it. Its JSON (MarshalJSON)
+// has Status twice: as status, in LiteBoxd's enum (running for paused),
+// and as state, as it is.
 type Sandbox struct {
 	ID              string            `json:"id"`
 	Image           string            `json:"image"`
@@ -169,6 +173,10 @@ type ExecEvent struct {
 type LogsResponse struct {
 	Logs   string   `json:"logs"`
 	Events []string `json:"events"`
+	// EventsDropped is how many of the sandbox's oldest events were
+	// dropped, its history keeping the newest 1000 (agent2env addition;
+	// absent when none were).
+	EventsDropped int `json:"events_dropped,omitempty"`
 }
 
 // FileInfo describes a file in a sandbox (agent2env addition).

@@ -366,7 +366,7 @@ func TestRawOutputs(t *testing.T) {
 		{args: []string{"task", "artifacts", "r", "--out", "-"}, stdout: evil},
 		{args: []string{"llm", "show", "x", "--raw", "response"}, stdout: evil},
 		{args: []string{"task", "logs", "--raw", "r"}, stdout: evil},
-		{args: []string{"sandbox", "logs", "--raw", "sb"}, stdout: evilJSON + "\n\n" + evilJSON + "\n"},
+		{args: []string{"sandbox", "logs", "--raw", "sb"}, stdout: "(1 older events dropped)\n" + evilJSON + "\n\n" + evilJSON + "\n"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			code, stdout, stderr := run(t, tt.args...)

@@ -372,13 +372,18 @@ func (d *fakeDaemon) statFile(w http.ResponseWriter, r *http.Request) {
 func (d *fakeDaemon) logs(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.sandbox(w, r) == nil {
+	sb := d.sandbox(w, r)
+	if sb == nil {
 		return
 	}
-	reply(w, http.StatusOK, api.LogsResponse{
+	resp := api.LogsResponse{
 		Logs:   "agent listening",
 		Events: []string{"2025-01-02T03:04:05.000Z pending: created from image alpine", "2025-01-02T03:04:06.000Z running: agent ready"},
-	})
+	}
+	if sb.ID == "sb8" { // the one with a long history
+		resp.EventsDropped = 998
+	}
+	reply(w, http.StatusOK, resp)
 }
 
 func (d *fakeDaemon) listImages(w http.ResponseWriter, r *http.Request) {

@@ -510,6 +510,9 @@ in them made visible (\x1b); --raw prints them as they came.`,
 				return view{}, err
 			}
 			return view{value: logs, text: func(w io.Writer) error {
+				if logs.EventsDropped > 0 {
+					fmt.Fprintf(w, "(%d older events dropped)\n", logs.EventsDropped)
+				}
 				for _, ev := range logs.Events {
 					fmt.Fprintln(w, ev)
 				}

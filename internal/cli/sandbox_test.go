@@ -122,7 +122,8 @@ func TestSandboxCommands(t *testing.T) {
   "status": "running",
   "created_at": "<time>",
   "updated_at": "<time>",
-  "expires_at": "<time>"
+  "expires_at": "<time>",
+  "state": "running"
 }
 `},
 		},
@@ -151,7 +152,8 @@ func TestSandboxCommands(t *testing.T) {
   "status": "pending",
   "created_at": "<time>",
   "updated_at": "<time>",
-  "expires_at": "<time>"
+  "expires_at": "<time>",
+  "state": "pending"
 }
 `},
 		},
@@ -182,7 +184,8 @@ func TestSandboxCommands(t *testing.T) {
       "status": "running",
       "created_at": "<time>",
       "updated_at": "<time>",
-      "expires_at": "<time>"
+      "expires_at": "<time>",
+      "state": "running"
     },
     {
       "id": "sb8",
@@ -194,7 +197,8 @@ func TestSandboxCommands(t *testing.T) {
       "created_at": "<time>",
       "updated_at": "<time>",
       "expires_at": "<time>",
-      "reason": "no such image"
+      "reason": "no such image",
+      "state": "failed"
     }
   ]
 }
@@ -219,7 +223,8 @@ func TestSandboxCommands(t *testing.T) {
   "status": "running",
   "created_at": "<time>",
   "updated_at": "<time>",
-  "expires_at": "<time>"
+  "expires_at": "<time>",
+  "state": "running"
 }
 `},
 		},
@@ -245,6 +250,13 @@ func TestSandboxCommands(t *testing.T) {
   ]
 }
 `},
+		},
+		{
+			name: "logs of a history the daemon cut",
+			args: []string{"sandbox", "logs", "sb8"},
+			want: result{Stdout: "(998 older events dropped)\n" +
+				"2025-01-02T03:04:05.000Z pending: created from image alpine\n" +
+				"2025-01-02T03:04:06.000Z running: agent ready\n\nagent listening\n"},
 		},
 		{
 			name: "logs of a missing sandbox",
@@ -563,5 +575,24 @@ func TestConnectionFlags(t *testing.T) {
 	// The token is not shown in help.
 	if _, _, stderr := run(t, "sandbox", "ls", "-h"); strings.Contains(stderr, "s3cret") {
 		t.Errorf("help shows the token:\n%s", stderr)
+	}
+}
+
+// A paused sandbox, which the API gives as running in status (LiteBoxd's
+// clients know no paused) and as paused in state, shows paused.
+func TestPausedSandboxShown(t *testing.T) {
+	d := newFakeDaemon(t)
+	d.addSandbox(api.Sandbox{ID: "sb9", Image: "alpine", CPU: "1", Memory: "512Mi", Status: api.StatusPaused,
+		Reason: "paused by request", CreatedAt: time.Now().Add(-time.Minute).UTC()})
+	code, stdout, stderr := run(t, "sandbox", "ls")
+	want := "" +
+		"ID    IMAGE    STATUS   CPU   MEMORY   AGE   REASON\n" +
+		"sb9   alpine   paused   1     512Mi    1m    paused by request\n"
+	if code != 0 || stdout != want {
+		t.Errorf("ls: exit %d, stdout:\n%s\nstderr: %s\nwant:\n%s", code, stdout, stderr, want)
+	}
+	code, stdout, stderr = run(t, "sandbox", "get", "sb9", "-o", "json")
+	if code != 0 || !strings.Contains(stdout, `"status": "running",`) || !strings.Contains(stdout, `"state": "paused"`) {
+		t.Errorf("get -o json: exit %d, stdout:\n%s\nstderr: %s\nwant status running and state paused, as the API gives them", code, stdout, stderr)
 	}
 }

@@ -146,7 +146,8 @@ func TestSandboxCreateFromTemplate(t *testing.T) {
   "templateVersion": 1,
   "created_at": "<time>",
   "updated_at": "<time>",
-  "expires_at": "<time>"
+  "expires_at": "<time>",
+  "state": "running"
 }
 `},
 			req: api.CreateSandboxRequest{Template: "py", Overrides: &api.SandboxOverrides{TTL: new(60)}},

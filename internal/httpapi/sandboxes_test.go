@@ -57,7 +57,7 @@ func TestSandboxRoutes(t *testing.T) {
 	if ct := resp.header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("content type %q", ct)
 	}
-	checkKeys(t, "sandbox", resp.body, "id", "image", "cpu", "memory", "ttl", "env", "status", "created_at", "updated_at", "expires_at", "reason", "accessToken", "accessUrl")
+	checkKeys(t, "sandbox", resp.body, "id", "image", "cpu", "memory", "ttl", "env", "status", "state", "created_at", "updated_at", "expires_at", "reason", "accessToken", "accessUrl")
 	var sb api.Sandbox
 	if err := json.Unmarshal(resp.body, &sb); err != nil {
 		t.Fatal(err)

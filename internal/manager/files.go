@@ -157,14 +157,15 @@ func (m *Manager) Mkdir(ctx context.Context, id, p string) error {
 }
 
 // Logs returns the sandbox's console output (at most the last limit bytes)
-// and its event history.
-func (m *Manager) Logs(ctx context.Context, id string, limit int64) (string, []string, error) {
+// and its event history, with how many of its oldest events the store
+// dropped (store.MaxEvents).
+func (m *Manager) Logs(ctx context.Context, id string, limit int64) (*api.LogsResponse, error) {
 	if _, err := m.Get(ctx, id); err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	evs, err := m.store.Events(ctx, id)
+	evs, dropped, err := m.store.Events(ctx, id)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	events := make([]string, len(evs))
 	for i, ev := range evs {
@@ -173,13 +174,13 @@ func (m *Manager) Logs(ctx context.Context, id string, limit int64) (string, []s
 			events[i] += ": " + ev.Message
 		}
 	}
-	var logs string
+	out := &api.LogsResponse{Events: events, EventsDropped: dropped}
 	if lr, ok := m.rt.(sandbox.LogReader); ok {
 		b, err := lr.Logs(ctx, id, limit)
 		if err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-			return "", nil, fmt.Errorf("read logs of sandbox %s: %w", id, err)
+			return nil, fmt.Errorf("read logs of sandbox %s: %w", id, err)
 		}
-		logs = string(b)
+		out.Logs = string(b)
 	}
-	return logs, events, nil
+	return out, nil
 }

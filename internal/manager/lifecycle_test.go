@@ -529,10 +529,11 @@ func TestLogs(t *testing.T) {
 	if err := e.rt.AppendLog(id, []byte("console line\n")); err != nil {
 		t.Fatal(err)
 	}
-	logs, events, err := e.m.Logs(ctx, id, 1<<20)
+	got, err := e.m.Logs(ctx, id, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
+	logs, events := got.Logs, got.Events
 	want := []string{
 		"2030-01-02T03:04:05.000Z pending: created from image alpine",
 		"2030-01-02T03:04:05.000Z running: agent ready",
@@ -543,8 +544,33 @@ func TestLogs(t *testing.T) {
 	if !strings.Contains(logs, "fake agent for sandbox "+id+" listening\n") || !strings.HasSuffix(logs, "console line\n") {
 		t.Errorf("logs %q lack the console output", logs)
 	}
-	if logs, _, err := e.m.Logs(ctx, id, 5); err != nil || logs != "line\n" {
-		t.Errorf("last 5 bytes: %q, %v", logs, err)
+	if got, err := e.m.Logs(ctx, id, 5); err != nil || got.Logs != "line\n" {
+		t.Errorf("last 5 bytes: %+v, %v", got, err)
+	}
+
+	// A history at its bound: a pause drops the oldest event, and the
+	// logs say so.
+	filler := make([]store.Event, store.MaxEvents-len(want))
+	for i := range filler {
+		filler[i] = store.Event{At: e.clock.Now(), Status: "running", Message: "exec"}
+	}
+	if _, err := e.st.UpdateSandbox(ctx, id, func(*store.Sandbox) error { return nil }, filler...); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = e.m.Logs(ctx, id, 0); err != nil || len(got.Events) != store.MaxEvents || got.EventsDropped != 0 {
+		t.Fatalf("full history: %d events, %d dropped, %v; want %d, none dropped", len(got.Events), got.EventsDropped, err, store.MaxEvents)
+	}
+	if _, err := e.m.Pause(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	got, err = e.m.Logs(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Events) != store.MaxEvents || got.EventsDropped != 1 || got.Events[0] != want[1] ||
+		!strings.HasSuffix(got.Events[len(got.Events)-1], " paused: paused by request") {
+		t.Errorf("after a pause: %d events, %q to %q, %d dropped; want %d, %q to the pause, 1 dropped",
+			len(got.Events), got.Events[0], got.Events[len(got.Events)-1], got.EventsDropped, store.MaxEvents, want[1])
 	}
 
 	// A sandbox that fails in the background, later.
@@ -554,10 +580,11 @@ func TestLogs(t *testing.T) {
 	e.clock.Advance(1500 * time.Millisecond)
 	close(e.imgs.gate)
 	e.waitStatus(t, failed.ID, api.StatusFailed)
-	logs, events, err = e.m.Logs(ctx, failed.ID, 1<<20)
+	got, err = e.m.Logs(ctx, failed.ID, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
+	logs, events = got.Logs, got.Events
 	// The background goroutine's first event may come before or after the
 	// clock moved: its time is not compared.
 	if len(events) == 3 && strings.HasSuffix(events[1], " pending: preparing image python") {
@@ -575,7 +602,7 @@ func TestLogs(t *testing.T) {
 		t.Errorf("logs of a sandbox that never ran: %q", logs)
 	}
 
-	_, _, err = e.m.Logs(ctx, "nosuchsandbox", 10)
+	_, err = e.m.Logs(ctx, "nosuchsandbox", 10)
 	checkErr(t, err, errdefs.ErrNotFound, api.CodeSandboxNotFound)
 }
 

@@ -176,7 +176,7 @@ func TestPooledNotFoundByID(t *testing.T) {
 		{"lookup", func() error { _, _, err := e.m.Lookup(ctx, id); return err }},
 		{"agent", func() error { _, err := e.m.Agent(ctx, id); return err }},
 		{"exec", func() error { _, err := e.m.Exec(ctx, id, ExecRequest{Command: []string{"true"}}); return err }},
-		{"logs", func() error { _, _, err := e.m.Logs(ctx, id, 0); return err }},
+		{"logs", func() error { _, err := e.m.Logs(ctx, id, 0); return err }},
 		{"stop", func() error { _, err := e.m.Stop(ctx, id); return err }},
 		{"restart", func() error { _, err := e.m.Restart(ctx, id); return err }},
 		{"pause", func() error { _, err := e.m.Pause(ctx, id); return err }},

@@ -308,9 +308,5 @@ func (s *Sandboxes) Resume(ctx context.Context, id string) (*api.Sandbox, error)
 // Logs returns the last MaxLogBytes of sandbox id's console output and
 // its lifecycle events.
 func (s *Sandboxes) Logs(ctx context.Context, id string) (*api.LogsResponse, error) {
-	logs, events, err := s.m.Logs(ctx, id, MaxLogBytes)
-	if err != nil {
-		return nil, err
-	}
-	return &api.LogsResponse{Logs: logs, Events: events}, nil
+	return s.m.Logs(ctx, id, MaxLogBytes)
 }

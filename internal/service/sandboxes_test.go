@@ -31,7 +31,7 @@ func TestSandboxJSONFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `{"id":"id","image":"img","cpu":"1","memory":"1Gi","ttl":60,"env":{"A":"b"},"status":"running",` +
-		`"template":"tpl","templateVersion":3,"created_at":"2030-01-01T00:00:00Z","updated_at":"0001-01-01T00:00:00Z","expires_at":"2030-01-01T00:01:00Z","reason":"why"}`
+		`"template":"tpl","templateVersion":3,"created_at":"2030-01-01T00:00:00Z","updated_at":"0001-01-01T00:00:00Z","expires_at":"2030-01-01T00:01:00Z","reason":"why","state":"running"}`
 	if string(b) != want {
 		t.Errorf("sandbox JSON\n got %s\nwant %s", b, want)
 	}

@@ -173,6 +173,7 @@ type Sandboxes interface {
 	// AddEvent appends ev, an occurrence that changes no record, to its
 	// sandbox's history.
 	AddEvent(ctx context.Context, ev Event) error
-	// Events returns a sandbox's events, oldest first.
-	Events(ctx context.Context, sandboxID string) ([]Event, error)
+	// Events returns a sandbox's events, oldest first: its newest
+	// MaxEvents, and how many older ones were dropped to keep that bound.
+	Events(ctx context.Context, sandboxID string) (evs []Event, dropped int, err error)
 }

@@ -98,7 +98,10 @@ export interface Sandbox {
   cpu: string;
   memory: string;
   ttl: number;
+  /** Its status in LiteBoxd's enum, for LiteBoxd's clients: running when paused. */
   status: string;
+  /** Its status as it is, paused included: what the console shows. */
+  state: string;
   template?: string;
   templateVersion?: number;
   created_at: string;
@@ -161,6 +164,8 @@ export interface ExecResponse {
 export interface Logs {
   logs: string;
   events: string[];
+  /** How many older events the daemon dropped, keeping the newest 1000. */
+  events_dropped?: number;
 }
 
 /** One event of an event stream: its name, its id (when it has one) and its data, decoded. */

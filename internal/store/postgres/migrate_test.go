@@ -15,6 +15,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	_ "modernc.org/sqlite" // the sqlite store's schema, to compare
+
+	"github.com/agent2env/agent2env/internal/store"
+	"github.com/agent2env/agent2env/internal/store/storetest"
 )
 
 // Five daemons starting at once on one empty database all open it, and
@@ -280,4 +283,32 @@ func TestOpenOtherMigrations(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Migration 9 cuts a history longer than store.MaxEvents to its newest
+// events and counts the others dropped.
+func TestMigrateEventDrops(t *testing.T) {
+	ctx := context.Background()
+	dbURL := server.URL(t)
+	db, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := migrate(ctx, db, schema[:8]); err != nil {
+		t.Fatal(err)
+	}
+	histories := map[string]int{"long": store.MaxEvents + 3, "full": store.MaxEvents, "short": 2}
+	for id, n := range histories {
+		if _, err := db.Exec(ctx, `INSERT INTO sandboxes (id, image, cpu, memory, ttl, status, runtime, created_at, updated_at)
+			VALUES ($1, 'alpine', '1', '1Gi', 0, 'running', 'oci', now(), now())`, id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(ctx, `INSERT INTO events (sandbox_id, at, status, message)
+			SELECT $1, now(), 'running', i::text FROM generate_series(0, $2 - 1) AS i`, id, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := open(t, dbURL)
+	storetest.CheckEventsCut(t, s, histories)
 }

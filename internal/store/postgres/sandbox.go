@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -268,62 +267,4 @@ func (s *Store) UpdateSandbox(ctx context.Context, id string, fn func(*store.San
 // events and the contexts and sessions in it; ErrNotFound if there is none.
 func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
 	return sandboxes.remove(ctx, s.w, id)
-}
-
-// AddEvent appends ev to its sandbox's history; an unknown sandbox is
-// ErrNotFound (the foreign key refuses the row).
-func (s *Store) AddEvent(ctx context.Context, ev store.Event) error {
-	return addEvents(ctx, s.w, ev.SandboxID, []store.Event{ev})
-}
-
-// addEvents appends evs to the history of sandbox id, whatever their own
-// SandboxID, in one statement.
-func addEvents(ctx context.Context, q querier, id string, evs []store.Event) error {
-	if len(evs) == 0 {
-		return nil
-	}
-	var (
-		sql  strings.Builder
-		args = []any{id}
-	)
-	sql.WriteString(`INSERT INTO events (sandbox_id, at, status, message) VALUES `)
-	for i, ev := range evs {
-		if i > 0 {
-			sql.WriteString(", ")
-		}
-		n := len(args)
-		fmt.Fprintf(&sql, "($1, $%d, $%d, $%d)", n+1, n+2, n+3)
-		args = append(args, ev.At, ev.Status, ev.Message)
-	}
-	_, err := q.Exec(ctx, sql.String(), args...)
-	switch {
-	case err == nil:
-		return nil
-	case isForeignKey(err):
-		return errdefs.NotFound("sandbox %s not found", id)
-	}
-	return fmt.Errorf("add event to sandbox %s: %w", id, serverErr(err))
-}
-
-// Events returns the history of sandbox sandboxID in the order it was
-// added (seq, by the index events_sandbox).
-func (s *Store) Events(ctx context.Context, sandboxID string) ([]store.Event, error) {
-	if !validText(sandboxID) {
-		return []store.Event{}, nil
-	}
-	rows, err := s.r.Query(ctx, `SELECT at, status, message FROM events WHERE sandbox_id = $1 ORDER BY seq`, sandboxID)
-	if err != nil {
-		return nil, fmt.Errorf("list events of sandbox %s: %w", sandboxID, err)
-	}
-	defer rows.Close()
-	out := []store.Event{}
-	for rows.Next() {
-		ev := store.Event{SandboxID: sandboxID}
-		if err := rows.Scan(&ev.At, &ev.Status, &ev.Message); err != nil {
-			return nil, fmt.Errorf("list events of sandbox %s: %w", sandboxID, err)
-		}
-		ev.At = ev.At.UTC()
-		out = append(out, ev)
-	}
-	return out, rows.Err()
 }

@@ -262,7 +262,7 @@ func TestOddText(t *testing.T) {
 					t.Errorf("%s: %v, want not found", op, err)
 				}
 			}
-			if evs, err := s.Events(ctx, key); err != nil || len(evs) != 0 {
+			if evs, _, err := s.Events(ctx, key); err != nil || len(evs) != 0 {
 				t.Errorf("events: %v, %v; want none", evs, err)
 			}
 			writes := map[string]error{}

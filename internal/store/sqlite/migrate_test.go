@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/store"
+	"github.com/agent2env/agent2env/internal/store/storetest"
 )
 
 // openRaw opens path with the driver alone, as an older binary would have.
@@ -101,7 +103,7 @@ func TestMigrateFromV5(t *testing.T) {
 	if diff := cmp.Diff(wantSandboxes, sandboxes); diff != "" {
 		t.Errorf("sandboxes (-want +got):\n%s", diff)
 	}
-	events, err := s.Events(ctx, "sbold1")
+	events, _, err := s.Events(ctx, "sbold1")
 	if err != nil || len(events) != 2 || events[1].Message != "agent ready" {
 		t.Errorf("events = %+v, %v", events, err)
 	}
@@ -243,4 +245,45 @@ func TestLoadMigrations(t *testing.T) {
 	if ms, err := loadMigrations(migrationFiles, "migrations"); err != nil || len(ms) < 6 {
 		t.Errorf("embedded migrations = %d, %v", len(ms), err)
 	}
+}
+
+// Migration 19 cuts a history longer than store.MaxEvents to its newest
+// events and counts the others dropped.
+func TestMigrateEventDrops(t *testing.T) {
+	ctx := context.Background()
+	ms, err := loadMigrations(migrationFiles, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "state.db")
+	db := openRaw(t, path)
+	if err := migrate(ctx, db, ms[:18]); err != nil {
+		t.Fatal(err)
+	}
+	histories := map[string]int{"long": store.MaxEvents + 3, "full": store.MaxEvents, "short": 2}
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, n := range histories {
+		if _, err := tx.Exec(`INSERT INTO sandboxes (id, image, cpu, memory, ttl, status, runtime, created_at, updated_at)
+			VALUES (?, 'alpine', '1', '1Gi', 0, 'running', 'oci', 0, 0)`, id); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if _, err := tx.Exec(`INSERT INTO events (sandbox_id, at, status, message) VALUES (?, 0, 'running', ?)`, id, fmt.Sprint(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	storetest.CheckEventsCut(t, s, histories)
 }

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ var eventTests = []struct {
 	fn   func(t *testing.T, s store.Store)
 }{
 	{"EventsWithWrites", testEventsWithWrites},
+	{"EventsBounded", testEventsBounded},
 }
 
 // testEventsWithWrites checks that a write's events are stored with it,
@@ -62,7 +64,7 @@ func testEventsWithWrites(t *testing.T, s store.Store) {
 		if (st.wantErr == nil && err != nil) || (st.wantErr != nil && !errors.Is(err, st.wantErr)) {
 			t.Fatalf("%s: err = %v, want %v", st.name, err, st.wantErr)
 		}
-		got, err := s.Events(ctx, "w")
+		got, _, err := s.Events(ctx, "w")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +79,7 @@ func testEventsWithWrites(t *testing.T, s store.Store) {
 			t.Errorf("%s: events (-want +got):\n%s", st.name, diff)
 		}
 	}
-	if got, err := s.Events(ctx, "nope"); err != nil || len(got) != 0 {
+	if got, _, err := s.Events(ctx, "nope"); err != nil || len(got) != 0 {
 		t.Errorf("events of the unknown sandbox = %v, %v; want none", got, err)
 	}
 
@@ -87,13 +89,108 @@ func testEventsWithWrites(t *testing.T, s store.Store) {
 	if err := s.CreateSandboxLimited(ctx, sample("over"), 1, ev("pending", "created")); !errors.As(err, &full) {
 		t.Fatalf("create over the limit: err = %v, want a *LimitError", err)
 	}
-	if got, err := s.Events(ctx, "over"); err != nil || len(got) != 0 {
+	if got, _, err := s.Events(ctx, "over"); err != nil || len(got) != 0 {
 		t.Errorf("events of the refused sandbox = %v, %v; want none", got, err)
 	}
 	if err := s.CreateSandboxLimited(ctx, sample("under"), 2, ev("pending", "created")); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Events(ctx, "under"); err != nil || len(got) != 1 {
+	if got, _, err := s.Events(ctx, "under"); err != nil || len(got) != 1 {
 		t.Errorf("events of the limited create = %v, %v; want one", got, err)
+	}
+}
+
+// testEventsBounded checks that a sandbox's history keeps its newest
+// store.MaxEvents events, dropped and counted in the write that goes
+// beyond, whichever write adds them, and that the count goes with the
+// sandbox.
+func testEventsBounded(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	at := time.Now().UTC().Truncate(time.Microsecond)
+	added := 0 // events added to sandbox b so far, numbered from 1
+	evs := func(n int) []store.Event {
+		out := make([]store.Event, n)
+		for i := range out {
+			added++
+			out[i] = store.Event{SandboxID: "b", At: at, Status: "running", Message: fmt.Sprint(added)}
+		}
+		return out
+	}
+	update := func(evs []store.Event) error {
+		_, err := s.UpdateSandbox(ctx, "b", func(*store.Sandbox) error { return nil }, evs...)
+		return err
+	}
+	steps := []struct {
+		name  string
+		write func() error
+		// The events then kept are those numbered first to added.
+		first, dropped int
+	}{
+		{"create", func() error { return s.CreateSandbox(ctx, sample("b"), evs(1)...) }, 1, 0},
+		{"full", func() error { return update(evs(store.MaxEvents - 1)) }, 1, 0},
+		{"one more", func() error { return s.AddEvent(ctx, evs(1)[0]) }, 2, 1},
+		{"two more in an update", func() error { return update(evs(2)) }, 4, 3},
+		{"aborted update", func() error {
+			_, err := s.UpdateSandbox(ctx, "b", func(*store.Sandbox) error { return errors.New("abort") }, store.Event{At: at, Status: "failed"})
+			if err == nil {
+				return errors.New("the update was not aborted")
+			}
+			return nil
+		}, 4, 3},
+		{"more than the bound in one update", func() error { return update(evs(store.MaxEvents + 1)) }, store.MaxEvents + 5, store.MaxEvents + 4},
+	}
+	for _, st := range steps {
+		if err := st.write(); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		got, dropped, err := s.Events(ctx, "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != added-st.first+1 || len(got) > store.MaxEvents ||
+			got[0].Message != fmt.Sprint(st.first) || got[len(got)-1].Message != fmt.Sprint(added) {
+			t.Errorf("%s: %d events, %s to %s; want %d to %d", st.name, len(got), got[0].Message, got[len(got)-1].Message, st.first, added)
+		}
+		if dropped != st.dropped {
+			t.Errorf("%s: dropped = %d, want %d", st.name, dropped, st.dropped)
+		}
+	}
+
+	// Another sandbox's history is its own.
+	if err := s.CreateSandbox(ctx, sample("c"), store.Event{At: at, Status: "pending", Message: "created"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, dropped, err := s.Events(ctx, "c"); err != nil || len(got) != 1 || dropped != 0 {
+		t.Errorf("events of another sandbox = %d, %d dropped, %v; want 1, none dropped", len(got), dropped, err)
+	}
+
+	// The count goes with the sandbox: one made again under its id starts
+	// afresh.
+	if err := s.DeleteSandbox(ctx, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateSandbox(ctx, sample("b"), store.Event{At: at, Status: "pending", Message: "again"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, dropped, err := s.Events(ctx, "b"); err != nil || len(got) != 1 || dropped != 0 {
+		t.Errorf("events of the sandbox made again = %d, %d dropped, %v; want 1, none dropped", len(got), dropped, err)
+	}
+}
+
+// CheckEventsCut checks that each sandbox of histories, given that many
+// events with the messages "0", "1"… before s cut them (a migration),
+// keeps its newest store.MaxEvents and counts the others dropped.
+func CheckEventsCut(t *testing.T, s store.Store, histories map[string]int) {
+	t.Helper()
+	for id, n := range histories {
+		evs, dropped, err := s.Events(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantDropped := max(n-store.MaxEvents, 0)
+		if len(evs) != n-wantDropped || dropped != wantDropped || evs[0].Message != fmt.Sprint(wantDropped) {
+			t.Errorf("%s: %d events from %s, %d dropped; want %d from %d, %d dropped",
+				id, len(evs), evs[0].Message, dropped, n-wantDropped, wantDropped, wantDropped)
+		}
 	}
 }

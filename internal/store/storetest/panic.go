@@ -32,7 +32,7 @@ func testUpdatePanic(t *testing.T, s store.Store) {
 	if err != nil || sb.Status != "pending" {
 		t.Fatalf("after the panic: %+v, %v; want status pending", sb, err)
 	}
-	if evs, err := s.Events(ctx, "sb1"); err != nil || len(evs) != 0 {
+	if evs, _, err := s.Events(ctx, "sb1"); err != nil || len(evs) != 0 {
 		t.Errorf("events after the panic: %+v, %v; want none", evs, err)
 	}
 	if _, err := s.UpdateSandbox(ctx, "sb1", func(sb *store.Sandbox) error { sb.Status = "running"; return nil }); err != nil {

@@ -208,7 +208,7 @@ func testEvents(t *testing.T, s store.Store) {
 			t.Fatal(err)
 		}
 	}
-	got, err := s.Events(ctx, "e")
+	got, _, err := s.Events(ctx, "e")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func testEvents(t *testing.T, s store.Store) {
 	if err := s.DeleteSandbox(ctx, "e"); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Events(ctx, "e"); err != nil || len(got) != 0 {
+	if got, _, err := s.Events(ctx, "e"); err != nil || len(got) != 0 {
 		t.Errorf("events after delete = %v, %v; want none", got, err)
 	}
 }

@@ -138,12 +138,26 @@ def test_control(client: Any, httpx_mock: HTTPXMock, op: str) -> None:
     assert httpx_mock.get_requests()[0].content == b""
 
 
-@pytest.mark.parametrize(("op", "status"), [("pause", "paused"), ("resume", "running")])
-def test_pause_resume(client: Any, httpx_mock: HTTPXMock, op: str, status: str) -> None:
-    httpx_mock.add_response(method="POST", url=f"{SB}/{op}", json=sandbox_json(status=status))
+@pytest.mark.parametrize(("op", "state"), [("pause", "paused"), ("resume", "running")])
+def test_pause_resume(client: Any, httpx_mock: HTTPXMock, op: str, state: str) -> None:
+    # The daemon gives a paused sandbox as running in status, for LiteBoxd's clients.
+    wire = sandbox_json(status="running", state=state)
+    httpx_mock.add_response(method="POST", url=f"{SB}/{op}", json=wire)
     sb = getattr(client.sandbox, op)("sb1234567890")
-    assert sb.status == SandboxStatus(status)
+    assert sb.status == SandboxStatus(state)
     assert httpx_mock.get_requests()[0].content == b""
+
+
+def test_paused_in_state(client: Any, httpx_mock: HTTPXMock) -> None:
+    paused = sandbox_json(status="running", state="paused")
+    httpx_mock.add_response(url=f"{BASE}/sandboxes", json={"items": [paused, sandbox_json()]})
+    httpx_mock.add_response(url=SB, json=paused)
+    assert [sb.status for sb in client.sandbox.list()] == [
+        SandboxStatus.PAUSED,
+        SandboxStatus.RUNNING,  # a daemon that sends no state: its status
+    ]
+    with pytest.raises(SandboxFailedError, match="Sandbox is paused"):
+        client.sandbox.wait_for_ready("sb1234567890", poll_interval=0.001)
 
 
 @pytest.mark.parametrize(
@@ -365,6 +379,13 @@ def test_get_logs(client: Any, httpx_mock: HTTPXMock) -> None:
     logs = client.sandbox.get_logs("sb1234567890")
     assert logs.logs == "hi\n"
     assert logs.events == ["t pending", "t running"]
+    assert logs.events_dropped == 0
+
+
+def test_get_logs_of_a_cut_history(client: Any, httpx_mock: HTTPXMock) -> None:
+    body = {"logs": "", "events": ["t running"], "events_dropped": 7}
+    httpx_mock.add_response(method="GET", url=f"{SB}/logs", json=body)
+    assert client.sandbox.get_logs("sb1234567890").events_dropped == 7
 
 
 FILE_INFO = {

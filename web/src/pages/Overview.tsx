@@ -56,7 +56,7 @@ function Failures() {
                   <div class="reason">{sb.template ?? sb.image}</div>
                 </td>
                 <td>
-                  <Status status={sb.status} reason={sb.reason} />
+                  <Status status={sb.state} reason={sb.reason} />
                 </td>
                 <td>
                   <Time iso={sb.updated_at} />

@@ -91,7 +91,7 @@ export function Sandbox({ id }: { id: string }) {
       <dl class="info">
         <dt>Status</dt>
         <dd>
-          <Status status={s.status} /> {s.reason && <span class="reason">{s.reason}</span>}
+          <Status status={s.state} /> {s.reason && <span class="reason">{s.reason}</span>}
         </dd>
         <dt>{s.template ? "Template" : "Image"}</dt>
         <dd>{s.template ? `${s.template} v${s.templateVersion ?? ""} (${s.image})` : s.image}</dd>
@@ -109,34 +109,34 @@ export function Sandbox({ id }: { id: string }) {
         </dd>
       </dl>
       <fieldset class="actions" disabled={busy}>
-        {s.status === "paused" ? (
+        {s.state === "paused" ? (
           <button type="button" onClick={() => act("resume")}>
             Resume
           </button>
         ) : (
-          s.status !== "running" &&
-          s.status !== "pending" && (
+          s.state !== "running" &&
+          s.state !== "pending" && (
             <button type="button" onClick={() => act("start")}>
               Start
             </button>
           )
         )}
-        {s.status === "running" && caps?.pause && (
+        {s.state === "running" && caps?.pause && (
           <button type="button" onClick={() => act("pause")}>
             Pause
           </button>
         )}
-        {(s.status === "running" || s.status === "paused") && (
+        {(s.state === "running" || s.state === "paused") && (
           <button type="button" onClick={() => act("stop")}>
             Stop
           </button>
         )}
-        {s.status === "running" && (
+        {s.state === "running" && (
           <button type="button" onClick={() => act("restart")}>
             Restart
           </button>
         )}
-        {(s.status === "running" || s.status === "paused") && caps?.snapshots && (
+        {(s.state === "running" || s.state === "paused") && caps?.snapshots && (
           <>
             <button type="button" disabled={saving} onClick={() => act("snapshot")}>
               {saving ? "Saving…" : "Snapshot"}
@@ -167,14 +167,14 @@ export function Sandbox({ id }: { id: string }) {
       <h2>Snapshots</h2>
       <SnapshotList sandbox={id} version={snapshots} />
       <h2>Terminal</h2>
-      {term && (s.status === "running" || s.status === "paused") ? (
+      {term && (s.state === "running" || s.state === "paused") ? (
         // Kept while paused: its shell is paused with the rest, and goes on
         // when resumed (closing it would end the shell).
         <>
-          {s.status === "paused" && <p class="hint">Paused: the terminal goes on when the sandbox is resumed.</p>}
+          {s.state === "paused" && <p class="hint">Paused: the terminal goes on when the sandbox is resumed.</p>}
           <LazyTerminal sandbox={id} onClose={() => setTerm(false)} />
         </>
-      ) : s.status !== "running" ? (
+      ) : s.state !== "running" ? (
         <p class="hint">The terminal opens on a running sandbox.</p>
       ) : (
         <button type="button" onClick={() => setTerm(true)}>
@@ -182,9 +182,9 @@ export function Sandbox({ id }: { id: string }) {
         </button>
       )}
       <h2>Run a command</h2>
-      <Exec path={path} disabled={s.status !== "running"} />
+      <Exec path={path} disabled={s.state !== "running"} />
       <h2>Files</h2>
-      <Files path={path} disabled={s.status !== "running"} />
+      <Files path={path} disabled={s.state !== "running"} />
       <h2>Logs</h2>
       {logs.error ? (
         <ErrorBox error={logs.error} retry={logs.reload} />
@@ -193,6 +193,9 @@ export function Sandbox({ id }: { id: string }) {
           <pre class="logs" tabIndex={0} aria-label="console output">
             {logs.data?.logs || "(no console output)"}
           </pre>
+          {logs.data?.events_dropped ? (
+            <p class="hint">{logs.data.events_dropped} older events dropped: a sandbox keeps its newest 1000.</p>
+          ) : null}
           <ul class="events">
             {(logs.data?.events ?? []).map((e, i) => (
               <li key={i}>{e}</li>

@@ -85,7 +85,7 @@ export function Sandboxes({ url }: { url: URL }) {
                     </a>
                   </td>
                   <td>
-                    <Status status={sb.status} reason={sb.reason} />
+                    <Status status={sb.state} reason={sb.reason} />
                   </td>
                   <td>{sb.template ? `${sb.template} v${sb.templateVersion ?? ""}` : sb.image}</td>
                   <td>

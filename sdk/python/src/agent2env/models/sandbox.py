@@ -82,6 +82,12 @@ class Sandbox(APIModel):
     ttl: int
     env: dict[str, str] | None = None
     status: SandboxStatus
+    """Where it is in its life, ``paused`` included.
+
+    The daemon sends it as ``state``, and in ``status`` the nearest value that
+    LiteBoxd's clients know (``running`` for ``paused``); this SDK reads
+    ``state``, and ``status`` only from a daemon that sends none.
+    """
     template: str | None = None
     template_version: int | None = Field(None, alias="templateVersion")
     created_at: datetime = Field(alias="created_at")
@@ -100,6 +106,13 @@ class Sandbox(APIModel):
     """In the answer of ``create_from_snapshot`` only (agent2env addition): the id of each
     code-interpreter context of the snapshot, to the id of the same context (its interpreter,
     with its variables) in this sandbox, as a fork's; ``None`` when the snapshot holds none."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _state(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("state") is not None:
+            data = {**data, "status": data["state"]}
+        return data
 
 
 class SandboxOverrides(APIModel):
@@ -212,6 +225,9 @@ class LogsResult(APIModel):
 
     logs: str
     events: list[str]
+    """Its newest 1000 events, oldest first."""
+    events_dropped: int = 0
+    """How many older events were dropped to keep that bound (agent2env addition)."""
 
 
 class FileInfo(APIModel):
