@@ -116,8 +116,13 @@ func statusOf(p service.Proc) commandStatus {
 	return st
 }
 
-// commandStatus answers GET /command/status/{pid}.
+// commandStatus answers GET /command/status/{pid}, of a foreground
+// command (by its init event's id) or a background one.
 func (h *Handler) commandStatus(w http.ResponseWriter, r *http.Request, id, pid string) {
+	if st, ok := h.foregrounds.get(id, pid); ok {
+		writeJSON(w, http.StatusOK, st)
+		return
+	}
 	p, err := h.cfg.Commands.Proc(r.Context(), id, pid)
 	if err != nil {
 		writeError(w, err)
@@ -129,8 +134,13 @@ func (h *Handler) commandStatus(w http.ResponseWriter, r *http.Request, id, pid 
 // commandLogs answers GET /command/{pid}/logs?cursor=: the output (stdout
 // and stderr together) from byte offset cursor on, as text, with the
 // cursor to pass next in HeaderTailCursor. Output no longer kept is
-// skipped.
+// skipped. A foreground command's is a 400, as stock execd's: its output
+// went to its stream.
 func (h *Handler) commandLogs(w http.ResponseWriter, r *http.Request, id, pid string) {
+	if _, ok := h.foregrounds.get(id, pid); ok {
+		writeError(w, errdefs.Invalid("command %s is not running in background: its output went to its stream", pid))
+		return
+	}
 	var since int64
 	if c := r.URL.Query().Get("cursor"); c != "" {
 		n, err := strconv.ParseInt(c, 10, 64)
@@ -157,7 +167,7 @@ func (h *Handler) commandLogs(w http.ResponseWriter, r *http.Request, id, pid st
 // interruptGrace, as stock execd's; it stays known, for its status and
 // logs. A foreground command (or code run) in flight on this daemon is
 // cancelled, which kills its process group at once. It answers once the
-// command has ended (or the kill is sent).
+// command has ended (or the kill is sent), at once for an ended one.
 func (h *Handler) interruptCommand(w http.ResponseWriter, r *http.Request, id string) {
 	pid := r.URL.Query().Get("id")
 	if pid == "" {
@@ -169,6 +179,10 @@ func (h *Handler) interruptCommand(w http.ResponseWriter, r *http.Request, id st
 		case <-done:
 		case <-time.After(interruptGrace):
 		}
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if _, ok := h.foregrounds.get(id, pid); ok {
 		w.WriteHeader(http.StatusOK)
 		return
 	}

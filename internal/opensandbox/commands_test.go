@@ -249,3 +249,129 @@ func TestInterruptedStatus(t *testing.T) {
 		})
 	}
 }
+
+// runForeground runs command body in the foreground on sandbox a and
+// returns the id of its init event.
+func runForeground(t *testing.T, s *setup, body string) string {
+	t.Helper()
+	rec := execdDo(t, s, "POST", "/opensandbox/a/execd/command", "application/json", strings.NewReader(body), "tok-a")
+	if rec.Code != 200 {
+		t.Fatalf("run %s: status %d %s", body, rec.Code, rec.Body)
+	}
+	evs := events(t, rec.Body.String())
+	id, _ := evs[0]["text"].(string)
+	if evs[0]["type"] != "init" || id == "" {
+		t.Fatalf("first event %v, want init with an id", evs[0])
+	}
+	return id
+}
+
+// A foreground command's status, by the id of its init event, is stock
+// execd's once it has ended: its exit code and Go's error, as its
+// stream's last event says; its logs are a 400 (its output went to its
+// stream), an interrupt of it answers at once, and another sandbox does
+// not know it.
+func TestForegroundCommandStatus(t *testing.T) {
+	const at = `"started_at":"2026-12-04T15:00:00Z","finished_at":"2026-12-04T15:00:00Z"`
+	for _, tc := range []struct{ name, body, want string }{
+		{name: "exit 0", body: `{"command":"echo hi"}`,
+			want: `"content":"echo hi","running":false,"exit_code":0,` + at},
+		{name: "exit 3", body: `{"command":"exit 3"}`,
+			want: `"content":"exit 3","running":false,"exit_code":3,"error":"exit status 3",` + at},
+		{name: "argv", body: `{"argv":["python3","-c","ok"]}`,
+			want: `"content":"python3 -c ok","running":false,"exit_code":0,` + at},
+		{name: "a signal", body: `{"command":"kill -TERM $$"}`,
+			want: `"content":"kill -TERM $$","running":false,"exit_code":-1,"error":"signal: terminated",` + at},
+		{name: "timed out", body: `{"command":"timeout"}`,
+			want: `"content":"timeout","running":false,"exit_code":-1,"error":"command timed out",` + at},
+		{name: "broken", body: `{"command":"broken"}`,
+			want: `"content":"broken","running":false,"exit_code":1,"error":"agent connection lost",` + at},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newCommandsSetup(t)
+			id := runForeground(t, s, tc.body)
+			rec := execdDo(t, s, "GET", "/opensandbox/a/execd/command/status/"+id, "", nil, "tok-a")
+			if want := `{"id":"` + id + `",` + tc.want + "}"; rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != want {
+				t.Errorf("status %d %s, want 200 %s", rec.Code, rec.Body, want)
+			}
+			rec = execdDo(t, s, "GET", "/opensandbox/a/execd/command/"+id+"/logs", "", nil, "tok-a")
+			if rec.Code != 400 || !strings.Contains(rec.Body.String(), "not running in background") {
+				t.Errorf("logs: %d %s, want 400 not running in background", rec.Code, rec.Body)
+			}
+			if rec := execdDo(t, s, "DELETE", "/opensandbox/a/execd/command?id="+id, "", nil, "tok-a"); rec.Code != 200 {
+				t.Errorf("interrupt of the ended command: %d %s, want 200", rec.Code, rec.Body)
+			}
+			if _, ok := s.h.foregrounds.get("b", id); ok {
+				t.Error("sandbox b knows sandbox a's command")
+			}
+		})
+	}
+}
+
+// A foreground command's status while it runs has no exit code nor end,
+// as stock execd's; interrupted, it is a command SIGKILL ended.
+func TestForegroundCommandStatusRunning(t *testing.T) {
+	s, _ := newCommandsSetup(t)
+	srv := httptest.NewServer(s.h)
+	t.Cleanup(srv.Close)
+	dec, id := openStream(t, srv, "/opensandbox/a/execd/command", `{"command":"block"}`)
+	status := func() string {
+		t.Helper()
+		rec := execdDo(t, s, "GET", "/opensandbox/a/execd/command/status/"+id, "", nil, "tok-a")
+		if rec.Code != 200 {
+			t.Fatalf("status %d %s", rec.Code, rec.Body)
+		}
+		return strings.TrimSpace(rec.Body.String())
+	}
+	if got, want := status(), `{"id":"`+id+`","content":"block","running":true,"exit_code":null,"started_at":"2026-12-04T15:00:00Z","finished_at":null}`; got != want {
+		t.Errorf("running: %s, want %s", got, want)
+	}
+	if rec := execdDo(t, s, "DELETE", "/opensandbox/a/execd/command?id="+id, "", nil, "tok-a"); rec.Code != 200 {
+		t.Fatalf("interrupt: %d %s", rec.Code, rec.Body)
+	}
+	lastEvent(dec)
+	if got, want := status(), `{"id":"`+id+`","content":"block","running":false,"exit_code":-1,"error":"signal: killed","started_at":"2026-12-04T15:00:00Z","finished_at":"2026-12-04T15:00:00Z"}`; got != want {
+		t.Errorf("interrupted: %s, want %s", got, want)
+	}
+}
+
+// The ended foreground commands kept are the most recent, within
+// foregroundKept of them and foregroundKeptText bytes of command text:
+// an older one's status is a 404, as an unknown command's.
+func TestForegroundCommandsKept(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		kept, text int
+		want       string // of the three commands run, which are known
+	}{
+		{name: "all", kept: 3, text: 100, want: "[true true true]"},
+		{name: "by number", kept: 2, text: 100, want: "[false true true]"},
+		{name: "by text", kept: 3, text: 15, want: "[false false true]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func(k, b int) { foregroundKept, foregroundKeptText = k, b }(foregroundKept, foregroundKeptText)
+			foregroundKept, foregroundKeptText = tc.kept, tc.text
+			s, _ := newCommandsSetup(t)
+			var known []bool
+			var ids []string
+			for _, cmd := range []string{"echo one", "echo two", "echo three"} {
+				ids = append(ids, runForeground(t, s, `{"command":"`+cmd+`"}`))
+			}
+			for _, id := range ids {
+				rec := execdDo(t, s, "GET", "/opensandbox/a/execd/command/status/"+id, "", nil, "tok-a")
+				if rec.Code != 200 && rec.Code != 404 {
+					t.Fatalf("status %d %s, want 200 or 404", rec.Code, rec.Body)
+				}
+				known = append(known, rec.Code == 200)
+			}
+			if got := fmt.Sprint(known); got != tc.want {
+				t.Errorf("known %s, want %s", got, tc.want)
+			}
+			s.h.foregrounds.mu.Lock()
+			defer s.h.foregrounds.mu.Unlock()
+			if n := strings.Count(tc.want, "true"); len(s.h.foregrounds.m) != n || len(s.h.foregrounds.ended) != n {
+				t.Errorf("%d kept, %d ended, want %d", len(s.h.foregrounds.m), len(s.h.foregrounds.ended), n)
+			}
+		})
+	}
+}

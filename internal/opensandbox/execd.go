@@ -353,6 +353,9 @@ func (h *Handler) command(w http.ResponseWriter, r *http.Request, id string) {
 	)
 	exit, err := h.cfg.Execd.ExecStream(ctx, id, req, func() {
 		ew, start = h.startStream(w), h.cfg.Now()
+		// Known to GET /command/status/{id} before its id is sent, as
+		// stock execd's.
+		h.foregrounds.start(id, commandStatus{ID: execID, Content: commandContent(req.Command), Running: true, StartedAt: start})
 		if ew.write(streamEvent{Type: "init", Text: execID}) != nil {
 			cancel()
 			return
@@ -365,36 +368,49 @@ func (h *Handler) command(w http.ResponseWriter, r *http.Request, id string) {
 		return nil
 	})
 	stopPings()
-	if ew != nil {
-		for _, typ := range []string{"stdout", "stderr"} {
-			if held[typ] != "" {
-				_ = ew.write(streamEvent{Type: typ, Text: held[typ]})
-			}
+	if ew == nil {
+		writeError(w, err)
+		return
+	}
+	for _, typ := range []string{"stdout", "stderr"} {
+		if held[typ] != "" {
+			_ = ew.write(streamEvent{Type: typ, Text: held[typ]})
 		}
 	}
+	// How it ended, as stock execd's: the exit code and Go's error, which
+	// its status keeps too; evalue is the exit code, or the reason the
+	// command could not run.
+	var (
+		code         int
+		errText, val string
+	)
 	switch {
-	case ew == nil:
-		writeError(w, err)
-	case err != nil && ctx.Err() != nil && r.Context().Err() == nil:
-		// Interrupted: SIGKILL ended it.
-		_ = ew.write(streamEvent{Type: "error", Error: commandError(strconv.Itoa(killedCode), signalError(syscall.SIGKILL))})
+	case err != nil && ctx.Err() != nil:
+		// Interrupted, or the client left: the agent killed it.
+		code, errText = killedCode, signalError(syscall.SIGKILL)
 	case err != nil:
-		_ = ew.write(streamEvent{Type: "error", Error: commandError(err.Error(), err.Error())})
+		code, errText, val = 1, err.Error(), err.Error()
 	case exit.TimedOut:
 		// execd kills the process group: a command a signal ended.
-		_ = ew.write(streamEvent{Type: "error", Error: commandError(strconv.Itoa(killedCode), "command timed out")})
+		code, errText = killedCode, "command timed out"
 	case exit.Signal != "":
-		_ = ew.write(streamEvent{Type: "error", Error: commandError(strconv.Itoa(killedCode), signalError(syscall.Signal(exit.ExitCode-128)))})
+		code, errText = killedCode, signalError(syscall.Signal(exit.ExitCode-128))
 	case exit.ExitCode != 0:
-		code := strconv.Itoa(exit.ExitCode)
-		_ = ew.write(streamEvent{Type: "error", Error: commandError(code, "exit status "+code)})
-	default:
-		ms := h.cfg.Now().Sub(start).Milliseconds()
-		if exit.Duration > 0 {
-			ms = int64(exit.Duration + 0.5)
-		}
-		_ = ew.write(streamEvent{Type: "execution_complete", ExecutionTime: &ms})
+		code, errText = exit.ExitCode, "exit status "+strconv.Itoa(exit.ExitCode)
 	}
+	h.foregrounds.end(execID, code, errText, h.cfg.Now())
+	if errText != "" {
+		if val == "" {
+			val = strconv.Itoa(code)
+		}
+		_ = ew.write(streamEvent{Type: "error", Error: commandError(val, errText)})
+		return
+	}
+	ms := h.cfg.Now().Sub(start).Milliseconds()
+	if exit.Duration > 0 {
+		ms = int64(exit.Duration + 0.5)
+	}
+	_ = ew.write(streamEvent{Type: "execution_complete", ExecutionTime: &ms})
 }
 
 // cutRunes holds back, by stream, the start of a UTF-8 character that a

@@ -112,8 +112,9 @@ type Config struct {
 
 // Handler serves the OpenSandbox lifecycle API. Make one with New.
 type Handler struct {
-	cfg  Config
-	runs runs // code executions in flight
+	cfg         Config
+	runs        runs        // code executions in flight
+	foregrounds foregrounds // foreground commands, for their status
 }
 
 // New returns the handler of cfg.

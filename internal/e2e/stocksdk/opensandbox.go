@@ -151,7 +151,15 @@ func RunOpenSandbox(t *testing.T, tg OpenSandbox) {
 			"killed_exit_code":  "-1", "killed_error": "[signal: terminated]",
 			// A foreground command is killed at once.
 			"fg_interrupted_exit_code": "-1", "fg_interrupted_error": "[signal: killed]",
-			"unknown_status": "404",
+			// A foreground command's status, by its init event's id, is
+			// stock execd's: while it runs and once it has ended (an
+			// interrupted one's too); its logs are a 400, as stock
+			// execd's (its output went to its stream).
+			"fg_interrupted_status": "[false -1 signal: killed]",
+			"fg_running":            "[sleep 1; echo hi true <nil> <nil>]",
+			"fg_ended":              "[hi\n false 0 true]",
+			"fg_logs_status":        "400",
+			"unknown_status":        "404",
 		}
 		Check(t, res, want)
 		for _, k := range []string{"interrupt_seconds", "fg_interrupt_seconds"} {

@@ -22,7 +22,9 @@ object on its last line, which the Go test checks:
   background IMAGE  a background command: its status while it runs and
                     after, its logs read by cursor in two steps, a
                     background sleep 100 interrupted, a foreground
-                    command killed by a signal and one interrupted
+                    command killed by a signal and one interrupted, a
+                    foreground command's status while it runs and after
+                    (its logs refused, as stock execd's)
   files IMAGE       files: info, search, list, replace, mv, permissions,
                     directories made and deleted (a file with them), files deleted (and
                     missing ones, which is no failure), a ranged
@@ -409,6 +411,28 @@ async def background(image: str) -> dict[str, Any]:
         out["fg_interrupt_seconds"] = time.monotonic() - start
         out["fg_interrupted_exit_code"] = stopped.exit_code
         out["fg_interrupted_error"] = stopped.error.traceback if stopped.error else None
+        status = await sandbox.commands.get_command_status(execution_id)
+        out["fg_interrupted_status"] = [status.running, status.exit_code, status.error]
+        # A foreground command's status by the id of its init event, while
+        # it runs and once it has ended; its logs went to its stream.
+        running = asyncio.create_task(
+            sandbox.commands.run("sleep 1; echo hi", handlers=ExecutionHandlers(on_init=on_init))
+        )
+        execution_id = await asyncio.wait_for(started.get(), 30)
+        status = await sandbox.commands.get_command_status(execution_id)
+        out["fg_running"] = [status.content, status.running, status.exit_code, status.finished_at]
+        done = await asyncio.wait_for(running, 30)
+        status = await sandbox.commands.get_command_status(execution_id)
+        out["fg_ended"] = [
+            done.logs.stdout[0].text if done.logs.stdout else None,
+            status.running,
+            status.exit_code,
+            status.finished_at is not None and status.finished_at >= status.started_at,
+        ]
+        try:
+            await sandbox.commands.get_background_command_logs(execution_id)
+        except SandboxApiException as e:
+            out["fg_logs_status"] = e.status_code
         try:
             await sandbox.commands.get_command_status("proc-unknown")
         except SandboxApiException as e:
