@@ -272,6 +272,23 @@ func jsonBody(v any) (io.Reader, error) {
 	return bytes.NewReader(b), nil
 }
 
+// pageQuery returns the query parameters of a list's page: limit (0:
+// the whole list), cursor ("": the first page) and order ("": the
+// daemon's default), leaving out the zero ones.
+func pageQuery(limit int, cursor string, order api.Order) url.Values {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	if order != "" {
+		q.Set("order", string(order))
+	}
+	return q
+}
+
 // doJSON sends in (unless nil) as a JSON body to the API path and decodes
 // the response into out (unless nil).
 func (c *Client) doJSON(ctx context.Context, method, path string, in, out any) error {

@@ -131,6 +131,26 @@ func TestRequests(t *testing.T) {
 			out:   []api.Sandbox{sandbox},
 		},
 		{
+			name:  "list a page, selected and newest first",
+			reply: jsonReply(`{"items":[` + sandboxJSON + `],"nextCursor":"c2"}`),
+			call: func(ctx context.Context, c *client.Client) (any, error) {
+				return c.Sandbox.ListPage(ctx, client.ListSandboxesOptions{
+					Statuses: []api.SandboxStatus{api.StatusRunning, api.StatusPaused}, Limit: 2, Cursor: "c1", Order: api.OrderDesc,
+				})
+			},
+			want: recorded{Method: "GET", Path: "/api/v1/sandboxes", Query: "cursor=c1&limit=2&order=desc&status=running&status=paused"},
+			out:  &api.SandboxList{Items: []api.Sandbox{sandbox}, NextCursor: "c2"},
+		},
+		{
+			name:  "list a page without options",
+			reply: jsonReply(`{"items":[]}`),
+			call: func(ctx context.Context, c *client.Client) (any, error) {
+				return c.Sandbox.ListPage(ctx, client.ListSandboxesOptions{})
+			},
+			want: recorded{Method: "GET", Path: "/api/v1/sandboxes"},
+			out:  &api.SandboxList{Items: []api.Sandbox{}},
+		},
+		{
 			name:  "get escapes the id",
 			reply: jsonReply(sandboxJSON),
 			call:  func(ctx context.Context, c *client.Client) (any, error) { return c.Sandbox.Get(ctx, "a/b?") },

@@ -103,6 +103,9 @@ type ListContextsOptions struct {
 	SessionName string
 	// SandboxID keeps the contexts in this sandbox.
 	SandboxID string
+	// Order is the list's order: "" (the daemon's default) or
+	// api.OrderAsc oldest first, api.OrderDesc newest first.
+	Order api.Order
 }
 
 // query returns the options as the query string of GET /contexts, leaving
@@ -115,10 +118,14 @@ func (o ListContextsOptions) query() url.Values {
 	if o.SandboxID != "" {
 		q.Set("sandbox_id", o.SandboxID)
 	}
+	if o.Order != "" {
+		q.Set("order", string(o.Order))
+	}
 	return q
 }
 
-// List returns the contexts matching opts.
+// List returns the contexts matching opts, oldest first unless opts.Order
+// says otherwise.
 func (s *ContextService) List(ctx context.Context, opts ListContextsOptions) ([]*Context, error) {
 	var l api.ContextList
 	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/contexts", opts.query(), nil, &l); err != nil {

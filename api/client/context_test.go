@@ -94,9 +94,9 @@ func TestContextRequests(t *testing.T) {
 			name:  "list filtered",
 			reply: jsonReply(`{"items":[],"contexts":[],"total":0}`),
 			call: func(ctx context.Context, c *client.Client) (any, error) {
-				return handlesOf(c.Contexts().List(ctx, client.ListContextsOptions{SessionName: "a b", SandboxID: "sb1"}))
+				return handlesOf(c.Contexts().List(ctx, client.ListContextsOptions{SessionName: "a b", SandboxID: "sb1", Order: api.OrderDesc}))
 			},
-			want: recorded{Method: "GET", Path: "/api/v1/contexts", Query: "sandbox_id=sb1&session_name=a+b"},
+			want: recorded{Method: "GET", Path: "/api/v1/contexts", Query: "order=desc&sandbox_id=sb1&session_name=a+b"},
 			out:  []api.Context{},
 		},
 		{

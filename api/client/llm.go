@@ -41,10 +41,9 @@ type LLMFilter struct {
 }
 
 func (f LLMFilter) query() url.Values {
-	q := url.Values{}
+	q := pageQuery(f.Limit, f.Cursor, f.Order)
 	for k, v := range map[string]string{
-		"sandbox": f.Sandbox, "run": f.Run, "model": f.Model, "conversation": f.Conversation, "status": f.Status, "cursor": f.Cursor,
-		"order": string(f.Order),
+		"sandbox": f.Sandbox, "run": f.Run, "model": f.Model, "conversation": f.Conversation, "status": f.Status,
 	} {
 		if v != "" {
 			q.Set(k, v)
@@ -55,9 +54,6 @@ func (f LLMFilter) query() url.Values {
 	}
 	if !f.Until.IsZero() {
 		q.Set("until", f.Until.Format(time.RFC3339Nano))
-	}
-	if f.Limit > 0 {
-		q.Set("limit", strconv.Itoa(f.Limit))
 	}
 	return q
 }

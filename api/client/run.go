@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -61,21 +60,12 @@ type ListRunsOptions struct {
 // List returns the runs opts selects, oldest first unless opts.Order says
 // otherwise.
 func (s *RunService) List(ctx context.Context, opts ListRunsOptions) (*api.RunList, error) {
-	q := url.Values{}
+	q := pageQuery(opts.Limit, opts.Cursor, opts.Order)
 	if opts.Batch != "" {
 		q.Set("batch", opts.Batch)
 	}
 	for _, st := range opts.Statuses {
 		q.Add("status", string(st))
-	}
-	if opts.Limit > 0 {
-		q.Set("limit", strconv.Itoa(opts.Limit))
-	}
-	if opts.Cursor != "" {
-		q.Set("cursor", opts.Cursor)
-	}
-	if opts.Order != "" {
-		q.Set("order", string(opts.Order))
 	}
 	var out api.RunList
 	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/runs", q, nil, &out); err != nil {

@@ -42,13 +42,44 @@ func (s *SandboxService) Create(ctx context.Context, req api.CreateSandboxReques
 	return &sb, nil
 }
 
-// List returns every sandbox.
+// List returns every sandbox, oldest first; ListPage selects and orders
+// them.
 func (s *SandboxService) List(ctx context.Context) ([]api.Sandbox, error) {
-	var l api.List[api.Sandbox]
-	if err := s.c.doJSON(ctx, http.MethodGet, "/sandboxes", nil, &l); err != nil {
-		return nil, wrapf(err, "list sandboxes")
+	l, err := s.ListPage(ctx, ListSandboxesOptions{})
+	if err != nil {
+		return nil, err
 	}
 	return l.Items, nil
+}
+
+// ListSandboxesOptions selects sandboxes (agent2env additions to the
+// list). The zero value selects every sandbox, oldest first.
+type ListSandboxesOptions struct {
+	// Statuses, when not empty, selects the sandboxes in one of these
+	// states (a sandbox's State: api.StatusPaused finds the paused ones,
+	// api.StatusRunning not them).
+	Statuses []api.SandboxStatus
+	// Limit and Cursor ask for one page (Limit 0: every sandbox); the
+	// next page's cursor is the list's NextCursor.
+	Limit  int
+	Cursor string
+	// Order is the list's order: "" (the daemon's default) or
+	// api.OrderAsc oldest first, api.OrderDesc newest first.
+	Order api.Order
+}
+
+// ListPage returns the sandboxes opts selects, oldest first unless
+// opts.Order says otherwise: one page when opts.Limit is set.
+func (s *SandboxService) ListPage(ctx context.Context, opts ListSandboxesOptions) (*api.SandboxList, error) {
+	q := pageQuery(opts.Limit, opts.Cursor, opts.Order)
+	for _, st := range opts.Statuses {
+		q.Add("status", string(st))
+	}
+	var out api.SandboxList
+	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/sandboxes", q, nil, &out); err != nil {
+		return nil, wrapf(err, "list sandboxes")
+	}
+	return &out, nil
 }
 
 // Get returns one sandbox.

@@ -319,17 +319,20 @@ func codeExit(err *api.ExecutionError) error {
 
 func newContextListCmd(e env, cc *clientConfig) *cobra.Command {
 	var (
-		opts client.ListContextsOptions
-		out  output
+		opts   client.ListContextsOptions
+		out    output
+		newest bool
 	)
 	c := &cobra.Command{
 		Use:     "ls [flags]",
 		Aliases: []string{"list"},
-		Short:   "list contexts",
+		Short:   "list contexts, oldest first (or newest first)",
 		Example: `  agent2env context ls --session notebook-1
+  agent2env context ls --newest
   agent2env context rm $(agent2env context ls -q --sandbox "$ID")`,
 		Args: noArgs,
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
+			opts.Order = listOrder(newest)
 			cxs, err := cl.Contexts().List(ctx, opts)
 			l := api.List[api.Context]{Items: make([]api.Context, len(cxs))}
 			for i, cx := range cxs {
@@ -340,6 +343,7 @@ func newContextListCmd(e env, cc *clientConfig) *cobra.Command {
 	}
 	c.Flags().StringVar(&opts.SessionName, "session", "", "list the contexts of session `NAME`")
 	c.Flags().StringVar(&opts.SandboxID, "sandbox", "", "list the contexts in sandbox `ID`")
+	registerNewest(c, &newest, "contexts")
 	out.register(c, "table", tableFormats)
 	return c
 }

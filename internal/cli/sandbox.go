@@ -185,20 +185,28 @@ func idText(ids ...string) func(io.Writer) error {
 }
 
 func newSandboxListCmd(e env, cc *clientConfig) *cobra.Command {
-	var out output
+	var (
+		out    output
+		newest bool
+	)
 	c := &cobra.Command{
 		Use:     "ls [flags]",
 		Aliases: []string{"list"},
-		Short:   "list sandboxes",
+		Short:   "list sandboxes, oldest first (or newest first)",
 		Example: `  agent2env sandbox ls -o wide
+  agent2env sandbox ls --newest
   agent2env sandbox ls -o json | jq -r '.items[] | select(.status == "failed") | .id'
   agent2env sandbox rm $(agent2env sandbox ls -q)`,
 		Args: noArgs,
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
-			sbs, err := cl.Sandbox.List(ctx)
-			return sandboxView(api.List[api.Sandbox]{Items: sbs}, sbs), err
+			l, err := cl.Sandbox.ListPage(ctx, client.ListSandboxesOptions{Order: listOrder(newest)})
+			if err != nil {
+				return view{}, err
+			}
+			return sandboxView(api.List[api.Sandbox]{Items: l.Items}, l.Items), nil
 		}),
 	}
+	registerNewest(c, &newest, "sandboxes")
 	out.register(c, "table", tableFormats)
 	return c
 }

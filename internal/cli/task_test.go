@@ -349,13 +349,19 @@ func TestTaskRunIDArgs(t *testing.T) {
 	}
 }
 
-// task ls asks for the runs newest first with --newest, and for the
-// daemon's order (oldest first) without it.
-func TestTaskListNewest(t *testing.T) {
+// task ls, sandbox ls and context ls ask for their list newest first with
+// --newest, and in the daemon's order (oldest first) without it.
+func TestListNewest(t *testing.T) {
 	var rec recorder
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/runs", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusOK, api.RunList{Items: []api.Run{}})
+	})
+	mux.HandleFunc("GET /api/v1/sandboxes", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, http.StatusOK, api.SandboxList{Items: []api.Sandbox{}})
+	})
+	mux.HandleFunc("GET /api/v1/contexts", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, http.StatusOK, api.ContextList{Items: []api.Context{}, Contexts: []api.Context{}})
 	})
 	rec.serve(t, mux)
 	for _, tt := range []struct {
@@ -365,6 +371,10 @@ func TestTaskListNewest(t *testing.T) {
 		{[]string{"task", "ls", "-q"}, "GET /api/v1/runs"},
 		{[]string{"task", "ls", "-q", "--newest"}, "GET /api/v1/runs?order=desc"},
 		{[]string{"task", "ls", "-q", "--newest", "--batch", "b-1"}, "GET /api/v1/runs?batch=b-1&order=desc"},
+		{[]string{"sandbox", "ls", "-q"}, "GET /api/v1/sandboxes"},
+		{[]string{"sandbox", "ls", "-q", "--newest"}, "GET /api/v1/sandboxes?order=desc"},
+		{[]string{"context", "ls", "-q"}, "GET /api/v1/contexts"},
+		{[]string{"context", "ls", "-q", "--newest", "--session", "s1"}, "GET /api/v1/contexts?order=desc&session_name=s1"},
 	} {
 		rec.mu.Lock()
 		rec.requests = nil

@@ -583,16 +583,17 @@ func (s *Service) inSandbox(ctx context.Context, sandboxID, id string) (*store.C
 	return c, nil
 }
 
-// List returns the contexts of ctx's tenant that f selects, and those the
-// code of the tenant's sandboxes made, oldest first.
-func (s *Service) List(ctx context.Context, f store.ContextFilter) ([]api.Context, error) {
+// List returns the page p of the contexts of ctx's tenant that f selects,
+// and those the code of the tenant's sandboxes made: oldest first, or
+// newest first with p.Desc.
+func (s *Service) List(ctx context.Context, f store.ContextFilter, p store.Page) ([]api.Context, error) {
 	f.ByTenant, f.Tenant, f.WithOwned = true, auth.TenantOf(ctx), true
 	if f.SandboxID != "" {
 		if _, err := s.sbx.Get(ctx, f.SandboxID); err != nil {
 			return nil, err
 		}
 	}
-	cs, err := s.store.ListContexts(ctx, f)
+	cs, _, err := s.store.ListContextPage(ctx, f, p)
 	if err != nil {
 		return nil, err
 	}

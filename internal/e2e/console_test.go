@@ -43,7 +43,9 @@ var consolePages = []string{"overview", "sandboxes", "sandbox", "terminal", "fil
 // with its result and its raw parts, templates, images and prepulls,
 // sessions and contexts, a submission's compare matrix of two agents
 // (custom, and opencode's CLI, absent from the python image, failing with
-// its reason) by two models, the LLM archive's live tail, the overview's
+// its reason) by two models, the LLM archive's live tail and its pages
+// (newest first, pages of two: one that ends while shown at the top of the
+// first page, no tail on the older pages), the overview's
 // warm pool (python, of one sandbox) and recent failures (one page of each
 // list, newest first), the runs and sandboxes lists newest first (pages of
 // two: a new sandbox on the first page at once, older ones on the next

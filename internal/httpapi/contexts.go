@@ -50,10 +50,11 @@ func (c *ContextRoutes) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, ctx)
 }
 
-// list takes the sandbox from the path, else from the query.
+// list takes the sandbox from the path, else from the query, and the
+// order from the query.
 func (c *ContextRoutes) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	out, err := c.svc.List(r.Context(), cmp.Or(r.PathValue("id"), q.Get("sandbox_id")), q.Get("session_name"))
+	out, err := c.svc.ListInOrder(r.Context(), cmp.Or(r.PathValue("id"), q.Get("sandbox_id")), q.Get("session_name"), api.Order(q.Get("order")))
 	if err != nil {
 		writeError(w, err)
 		return

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -319,5 +320,64 @@ func TestContextCreateSandboxAndTemplate(t *testing.T) {
 				t.Errorf("made: %d contexts (before %d), sessions %d", len(after), len(before), len(sessions))
 			}
 		})
+	}
+}
+
+// The context lists, of every sandbox and of one, are oldest first unless
+// order=desc asks for newest first; another order is 400 naming it.
+func TestListContextsOrder(t *testing.T) {
+	h, _ := newSessionHandler(t, manager.Config{})
+	do := func(method, path, body string) (int, []byte) {
+		t.Helper()
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.Bytes()
+	}
+	var want []string
+	var sandboxID string
+	for i := range 3 {
+		body := `{"language":"python"}`
+		if i > 0 {
+			body = `{"language":"python","sandbox_id":"` + sandboxID + `"}`
+		}
+		code, b := do(http.MethodPost, "/api/v1/contexts", body)
+		var c api.Context
+		if err := json.Unmarshal(b, &c); code != http.StatusCreated || err != nil {
+			t.Fatalf("create: %d %s", code, b)
+		}
+		sandboxID = c.SandboxID
+		want = append(want, c.ContextID)
+	}
+	newest := slices.Clone(want)
+	slices.Reverse(newest)
+	for _, path := range []string{"/api/v1/contexts", "/api/v1/sandboxes/" + sandboxID + "/contexts"} {
+		for _, tt := range []struct {
+			query string
+			want  []string
+		}{{"", want}, {"?order=asc", want}, {"?order=desc", newest}} {
+			code, b := do(http.MethodGet, path+tt.query, "")
+			var l api.ContextList
+			if err := json.Unmarshal(b, &l); code != http.StatusOK || err != nil {
+				t.Fatalf("%s%s: %d %s", path, tt.query, code, b)
+			}
+			var got, gotContexts []string
+			for i := range l.Items {
+				got = append(got, l.Items[i].ContextID)
+				gotContexts = append(gotContexts, l.Contexts[i].ContextID)
+			}
+			if !slices.Equal(got, tt.want) || !slices.Equal(gotContexts, tt.want) || l.Total != len(tt.want) {
+				t.Errorf("%s%s: items %v, contexts %v, total %d; want %v", path, tt.query, got, gotContexts, l.Total, tt.want)
+			}
+		}
+		for _, query := range []string{"?order=newest", "?order=DESC"} {
+			code, b := do(http.MethodGet, path+query, "")
+			if code != http.StatusBadRequest || !strings.Contains(string(b), `order \"`) {
+				t.Errorf("%s%s: %d %s, want 400 naming order", path, query, code, b)
+			}
+		}
 	}
 }

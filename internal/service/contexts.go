@@ -67,10 +67,20 @@ func (c *Contexts) Create(ctx context.Context, sandboxID string, req api.CreateC
 	return c.svc.Create(ctx, req)
 }
 
-// List returns the contexts in sandboxID of the session sessionName; ""
-// selects any.
+// List returns the contexts in sandboxID of the session sessionName, oldest
+// first; "" selects any.
 func (c *Contexts) List(ctx context.Context, sandboxID, sessionName string) (*api.ContextList, error) {
-	items, err := c.svc.List(ctx, store.ContextFilter{SandboxID: sandboxID, SessionName: sessionName})
+	return c.ListInOrder(ctx, sandboxID, sessionName, api.OrderAsc)
+}
+
+// ListInOrder is List in order ("": api.OrderAsc); another order than
+// api.OrderAsc or api.OrderDesc is ErrInvalidArgument.
+func (c *Contexts) ListInOrder(ctx context.Context, sandboxID, sessionName string, order api.Order) (*api.ContextList, error) {
+	p, err := Page(nil, "", order)
+	if err != nil {
+		return nil, err
+	}
+	items, err := c.svc.List(ctx, store.ContextFilter{SandboxID: sandboxID, SessionName: sessionName}, p)
 	if err != nil {
 		return nil, err
 	}

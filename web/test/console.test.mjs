@@ -740,7 +740,8 @@ test("the LLM archive: every exchange, a transcript opened on demand, new ones a
   const ofRun = rows.filter({ hasText: `run ${run.id}` });
   await ofRun.nth(1).waitFor({ timeout: 120_000 });
   assert.equal(await rows.count(), before + 2);
-  await ofRun.last().getByRole("button", { name: /^transcript of/ }).click();
+  // Newest first: its second exchange, with the model's answer, on top.
+  await ofRun.first().getByRole("button", { name: /^transcript of/ }).click();
   await page.getByRole("list", { name: "transcript" }).getByText(env("MODEL_SAYS"), { exact: true }).waitFor();
   assert.equal(perRow.length, 1, perRow.join("\n"));
   // Filtered on the server: a model no exchange used.
@@ -804,7 +805,7 @@ test("the archive's live tail, cut by a daemon shutting down, goes on after its 
     await rows.filter({ hasText: "llx_cut1" }).waitFor();
     await askedAgain;
     await page.getByRole("status").filter({ hasText: "again in a moment: the daemon is shutting down" }).waitFor({ timeout: 10_000 });
-    assert.equal(await page.getByText("live: new exchanges appear below").count(), 0, "live before the stream was answered");
+    assert.equal(await page.getByText("live: new exchanges appear at the top").count(), 0, "live before the stream was answered");
     answer();
     await rows.filter({ hasText: "llx_cut2" }).waitFor({ timeout: 10_000 });
     await page.getByRole("status").getByText("live").waitFor({ timeout: 10_000 });
@@ -812,6 +813,68 @@ test("the archive's live tail, cut by a daemon shutting down, goes on after its 
     assert.equal(await page.getByText("[object Object]").count(), 0);
   } finally {
     answer();
+    await page.unrouteAll();
+  }
+});
+
+/**
+ * An exchange made through the daemon's LLM proxy with the API key, of a
+ * conversation of its own; returns its id once the archive lists it.
+ */
+async function archivedExchange() {
+  const newest = async () => (await api("GET", "/api/v1/llm/exchanges?order=desc&limit=1")).items[0]?.id;
+  const before = await newest();
+  const resp = await fetch(env("API_URL") + "/llm/v1/chat/completions", {
+    method: "POST",
+    headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+    body: JSON.stringify({ model: env("MODEL"), messages: [{ role: "user", content: `list ${Math.random()}` }] }),
+  });
+  assert.equal(resp.status, 200, await resp.text());
+  for (const until = Date.now() + 10_000; Date.now() < until; await new Promise((r) => setTimeout(r, 100))) {
+    const id = await newest();
+    if (id !== before) return id;
+  }
+  assert.fail("the exchange is not listed after 10 s");
+}
+
+test("the LLM archive: the newest first, one that ends while shown at the top of the first page, older ones on the next pages", async () => {
+  // The daemon's own pages, of two here (the console asks for 100): more
+  // exchanges than three pages.
+  await page.route(/\/api\/v1\/llm\/exchanges\?/, (route) => {
+    const u = new URL(route.request().url());
+    u.searchParams.set("limit", "2");
+    return route.continue({ url: u.href });
+  });
+  const streams = [];
+  const followed = (r) => /\/api\/v1\/llm\/exchanges\/stream\?/.test(r.url()) && streams.push(r.url());
+  try {
+    for (let i = 0; i < 2; i++) await archivedExchange();
+    const listed = (await api("GET", "/api/v1/llm/exchanges?order=desc&limit=6")).items.map((x) => x.id);
+    assert.equal(listed.length, 6);
+    const ids = page.locator("table.exchanges tbody tr.x td:first-child code");
+    await page.goto(consoleURL + "/llm");
+    await expectTexts(ids, listed.slice(0, 2));
+    await page.getByRole("status").getByText("live: new exchanges appear at the top").waitFor();
+    // One that ends while the page is shown: at its top, the page's own
+    // below it.
+    const made = await archivedExchange();
+    await expectTexts(ids, [made, ...listed.slice(0, 2)], 15_000);
+    await shot("archive-newest-first");
+    // The older pages: no live tail there, nothing followed.
+    page.on("request", followed);
+    await page.getByRole("link", { name: "Older" }).click();
+    await expectTexts(ids, listed.slice(2, 4));
+    await page.getByRole("link", { name: "Older" }).click();
+    await expectTexts(ids, listed.slice(4, 6));
+    assert.equal(await page.getByText("live: new exchanges").count(), 0);
+    page.off("request", followed);
+    assert.deepEqual(streams, []);
+    // Back to the newest: the one made before is on the page itself.
+    await page.getByRole("link", { name: "Newest" }).click();
+    await expectTexts(ids, [made, listed[0]]);
+    await page.getByRole("status").getByText("live").waitFor();
+  } finally {
+    page.off("request", followed);
     await page.unrouteAll();
   }
 });

@@ -101,6 +101,11 @@ def test_seed_001_context_without_additions(client: Any, httpx_mock: HTTPXMock) 
             {"session_name": "s", "sandbox_id": "sb"},
             {"contexts": [context_json()], "total": 1},
         ),
+        (
+            {"sandbox_id": "sb", "order": "desc"},
+            {"sandbox_id": "sb", "order": "desc"},
+            {"items": [context_json()], "contexts": [context_json()], "total": 1},
+        ),
     ],
 )
 def test_list(

@@ -119,6 +119,30 @@ def test_list_empty(client: Any, httpx_mock: HTTPXMock) -> None:
     assert client.sandbox.list() == []
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "query"),
+    [
+        ({"order": "desc"}, "order=desc"),
+        ({"status": SandboxStatus.PAUSED}, "status=paused"),
+        ({"status": "failed", "order": "asc"}, "status=failed&order=asc"),
+        (
+            {"status": [SandboxStatus.RUNNING, "pending"], "order": "desc"},
+            "status=running&status=pending&order=desc",
+        ),
+        ({"status": []}, ""),
+    ],
+)
+def test_list_selected_and_ordered(
+    client: Any, httpx_mock: HTTPXMock, kwargs: dict[str, Any], query: str
+) -> None:
+    httpx_mock.add_response(
+        method="GET",
+        url=f"{BASE}/sandboxes" + (f"?{query}" if query else ""),
+        json={"items": [sandbox_json(id="newer"), sandbox_json()]},
+    )
+    assert [sb.id for sb in client.sandbox.list(**kwargs)] == ["newer", "sb1234567890"]
+
+
 def test_ids_are_escaped(client: Any, httpx_mock: HTTPXMock) -> None:
     httpx_mock.add_response(
         method="GET", url=f"{BASE}/sandboxes/a%2Fb%3F", json=sandbox_json(id="a/b?")

@@ -1,11 +1,13 @@
-// The LLM archive, overall: one page of exchanges per request (filtered by
-// model, status and time on the server), each exchange's transcript and
-// raw parts fetched when opened, and on the last page the live tail: new
-// exchanges from the archive's event stream, read with fetch.
+// The LLM archive, overall: one page of exchanges per request, newest first
+// (filtered by model, status and time on the server; the next pages older
+// ones), each exchange's transcript and raw parts fetched when opened, and
+// on the first page the live tail: new exchanges from the archive's event
+// stream, read with fetch, added at the top as they end.
 import { useEffect, useState } from "preact/hooks";
 import { follow, get, type LLMExchange, type LLMExchangeList } from "../api";
 import { navigate, withParam } from "../router";
 import { ExchangeTable } from "./Conversations";
+import { withTail } from "../tail";
 import { ErrorBox, Loaded, Reconnecting, useAsync } from "../ui";
 
 const pageSize = 100;
@@ -24,16 +26,15 @@ export function Archive({ url }: { url: URL }) {
   const within = Number(p.get("within") ?? 86400);
   // The window's start, fixed while the page is shown: its pages hold.
   const [since] = useState(() => (within ? new Date(Date.now() - within * 1000).toISOString() : ""));
-  const q = new URLSearchParams({ limit: String(pageSize) });
+  const q = new URLSearchParams({ limit: String(pageSize), order: "desc" });
   if (cursor) q.set("cursor", cursor);
   if (model) q.set("model", model);
   if (status) q.set("status", status);
   if (since) q.set("since", since);
   const list = useAsync((s) => get<LLMExchangeList>(`/api/v1/llm/exchanges?${q}`, s), [q.toString()]);
-  const tail = useTail(list.data && !list.data.nextCursor ? list.data.followCursor : undefined, model, status);
+  const tail = useTail(list.data && !cursor ? list.data.followCursor : undefined, model, status);
   const link = (k: string, v: string) => withParam(url, k, v);
-  const seen = new Set(list.data?.items.map((x) => x.id));
-  const items = [...(list.data?.items ?? []), ...tail.items.filter((x) => !seen.has(x.id))];
+  const items = withTail(list.data?.items ?? [], tail.items);
   return (
     <section>
       <h1>LLM archive</h1>
@@ -72,7 +73,7 @@ export function Archive({ url }: { url: URL }) {
         </label>
         {tail.live && (
           <span class="live" role="status">
-            live: new exchanges appear below
+            live: new exchanges appear at the top
           </span>
         )}
       </form>
@@ -92,8 +93,8 @@ export function Archive({ url }: { url: URL }) {
       {tail.error !== undefined && <ErrorBox error={tail.error} />}
       {tail.reconnecting !== undefined && <Reconnecting cut={tail.reconnecting} what="the new exchanges" />}
       <nav class="pager" aria-label="pages">
-        {cursor && <a href={link("cursor", "")}>First page</a>}
-        {list.data?.nextCursor && <a href={link("cursor", list.data.nextCursor)}>Next page</a>}
+        {cursor && <a href={link("cursor", "")}>Newest</a>}
+        {list.data?.nextCursor && <a href={link("cursor", list.data.nextCursor)}>Older</a>}
       </nav>
     </section>
   );

@@ -21,7 +21,7 @@ import stat
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Protocol, TypeVar, cast
+from typing import IO, Any, Literal, Protocol, TypeVar, cast
 from urllib.parse import quote
 
 import httpx
@@ -70,6 +70,9 @@ ENV_URLS = (ENV_URL, "MSB_SERVER_URL", "SANDBOX_BASE_URL")
 """Where the URL is looked for, in order: ours, seed 000's, seed 001's."""
 ENV_TOKENS = (ENV_TOKEN, "MSB_API_KEY")
 """Where the API key is looked for, in order: ours, seed 000's."""
+
+Order = Literal["asc", "desc"]
+"""A list's order by creation time: ``"asc"`` oldest first (the default), ``"desc"`` newest."""
 
 DEFAULT_MAX_RETRIES = 2
 """How often an idempotent request (GET, DELETE) is retried after a connection error or a 503.

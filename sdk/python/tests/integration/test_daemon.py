@@ -294,6 +294,11 @@ def test_lifecycle_and_errors(client: Client) -> None:
         assert client.sandbox.execute(sb.id, ["sh", "-c", "echo $GREETING"]).stdout == "hi\n"
         client.sandbox.stop(sb.id)
         assert client.sandbox.get(sb.id).status is SandboxStatus.SUCCEEDED
+        # Selected by status and listed newest first on the daemon.
+        assert sb.id in {s.id for s in client.sandbox.list(status=SandboxStatus.SUCCEEDED)}
+        assert sb.id not in {s.id for s in client.sandbox.list(status=["running", "pending"])}
+        oldest_first = [s.id for s in client.sandbox.list()]
+        assert [s.id for s in client.sandbox.list(order="desc")] == oldest_first[::-1]
         with pytest.raises(ConflictError) as info:
             client.sandbox.execute(sb.id, ["true"])
         assert info.value.code == "SANDBOX_NOT_READY"

@@ -17,6 +17,7 @@ from .._base import (
     CREATE_MARGIN,
     TIMEOUT_MARGIN,
     Op,
+    Order,
     Request,
     SyncAPIClient,
     call,
@@ -70,12 +71,16 @@ def _get(context_id: str) -> Op[Context]:
     return call(Request("GET", _path(context_id)), parse_model(Context))
 
 
-def _list(session_name: str | None, sandbox_id: str | None) -> Op[list[Context]]:
+def _list(
+    session_name: str | None, sandbox_id: str | None, order: Order | None
+) -> Op[list[Context]]:
     params = {}
     if session_name is not None:
         params["session_name"] = session_name
     if sandbox_id is not None:
         params["sandbox_id"] = sandbox_id
+    if order:
+        params["order"] = order
     # "contexts" is seed 001's name of the same list.
     return call(Request("GET", "/contexts", params=params), parse_items(Context, "contexts"))
 
@@ -228,10 +233,18 @@ class ContextService:
         return self._c.run(_get(context_id))
 
     def list(
-        self, *, session_name: str | None = None, sandbox_id: str | None = None
+        self,
+        *,
+        session_name: str | None = None,
+        sandbox_id: str | None = None,
+        order: Order | None = None,
     ) -> list[Context]:
-        """Return the contexts, oldest first, optionally only a session's or a sandbox's."""
-        return self._c.run(_list(session_name, sandbox_id))
+        """Return the contexts, optionally only a session's or a sandbox's.
+
+        Oldest first, or newest first with ``order="desc"``; another order
+        raises BadRequestError.
+        """
+        return self._c.run(_list(session_name, sandbox_id, order))
 
     def delete(self, context_id: str) -> DeleteContextResult:
         """Stop a context's interpreter; a sandbox made for it goes with its last context."""
@@ -318,10 +331,14 @@ class AsyncContextService:
         return await self._c.run(_get(context_id))
 
     async def list(
-        self, *, session_name: str | None = None, sandbox_id: str | None = None
+        self,
+        *,
+        session_name: str | None = None,
+        sandbox_id: str | None = None,
+        order: Order | None = None,
     ) -> list[Context]:
-        """Return the contexts, oldest first."""
-        return await self._c.run(_list(session_name, sandbox_id))
+        """Return the contexts; see :meth:`ContextService.list`."""
+        return await self._c.run(_list(session_name, sandbox_id, order))
 
     async def delete(self, context_id: str) -> DeleteContextResult:
         """Stop a context's interpreter."""

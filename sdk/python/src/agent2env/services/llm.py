@@ -13,13 +13,14 @@ import math
 import os
 from collections.abc import AsyncGenerator, Generator
 from datetime import datetime, timedelta, timezone
-from typing import IO, Any, Literal
+from typing import IO, Any
 
 from pydantic import ValidationError
 
 from .._async_base import AsyncAPIClient
 from .._base import (
     Op,
+    Order,
     Request,
     SyncAPIClient,
     call,
@@ -55,7 +56,6 @@ __all__ = [
 
 Destination = str | os.PathLike[str] | IO[bytes]
 Time = datetime | str | None
-Order = Literal["asc", "desc"]
 
 
 def _time(t: Time) -> str | None:

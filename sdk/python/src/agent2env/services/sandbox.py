@@ -14,6 +14,7 @@ from .._async_base import AsyncAPIClient
 from .._base import (
     TIMEOUT_MARGIN,
     Op,
+    Order,
     Request,
     SyncAPIClient,
     argv,
@@ -66,6 +67,15 @@ _FINAL = (
 
 def _path(sandbox_id: str, suffix: str = "") -> str:
     return f"/sandboxes/{segment(sandbox_id, 'sandbox id')}{suffix}"
+
+
+def _list(status: str | Sequence[str] | None, order: Order | None) -> Op[list[Sandbox]]:
+    params: dict[str, str | int | list[str]] = {}
+    if status is not None:
+        params["status"] = [status] if isinstance(status, str) else [str(s) for s in status]
+    if order:
+        params["order"] = order
+    return call(Request("GET", "/sandboxes", params=params), parse_items(Sandbox))
 
 
 def _create(
@@ -602,9 +612,27 @@ class SandboxService:
         """
         return self._c.run(_wait_for_ready(sandbox_id, poll_interval, timeout))
 
-    def list(self) -> list[Sandbox]:
-        """Return every sandbox, oldest first."""
-        return self._c.run(call(Request("GET", "/sandboxes"), parse_items(Sandbox)))
+    def list(
+        self,
+        *,
+        status: SandboxStatus | str | Sequence[SandboxStatus | str] | None = None,
+        order: Order | None = None,
+    ) -> list[Sandbox]:
+        """Return the sandboxes, oldest first, or newest first with ``order="desc"``.
+
+        Args:
+            status: Only the sandboxes in this status, or in one of these
+                (``SandboxStatus.PAUSED`` finds the paused ones,
+                ``SandboxStatus.RUNNING`` not them).
+            order: ``"desc"`` lists newest first, ``"asc"`` oldest first, the
+                default.
+
+        Raises:
+            BadRequestError: A status is not one, or ``order`` neither
+                ``"asc"`` nor ``"desc"``.
+
+        """
+        return self._c.run(_list(status, order))
 
     def terminal(
         self,
@@ -857,9 +885,14 @@ class AsyncSandboxService:
         """Poll a sandbox until it is running; see :meth:`SandboxService.wait_for_ready`."""
         return await self._c.run(_wait_for_ready(sandbox_id, poll_interval, timeout))
 
-    async def list(self) -> list[Sandbox]:
-        """Return every sandbox, oldest first."""
-        return await self._c.run(call(Request("GET", "/sandboxes"), parse_items(Sandbox)))
+    async def list(
+        self,
+        *,
+        status: SandboxStatus | str | Sequence[SandboxStatus | str] | None = None,
+        order: Order | None = None,
+    ) -> list[Sandbox]:
+        """Return the sandboxes; see :meth:`SandboxService.list`."""
+        return await self._c.run(_list(status, order))
 
     async def terminal(
         self,
