@@ -156,6 +156,9 @@ type System struct {
 	// is built (registerLoops); Serve runs them and stops them at
 	// shutdown.
 	Loops *supervisor.Supervisor
+	// channels serves the daemon's services to the sandboxes, each on a
+	// channel of its own; Serve drains them at shutdown.
+	channels sandboxServices
 }
 
 // New builds the daemon from cfg, recovers sandboxes and prepulls left
@@ -172,7 +175,8 @@ func New(ctx context.Context, cfg Config) (_ *System, err error) {
 		}
 	}()
 	// Each step returns what it built even when it fails, for Close.
-	if s.state, err = openState(ctx, cfg, sandboxServices{s, httpapi.NewChannelLimit(cfg.HTTP, cfg.Log)}); err != nil {
+	s.channels = newSandboxServices(s)
+	if s.state, err = openState(ctx, cfg, s.channels); err != nil {
 		return nil, err
 	}
 	if s.services, err = buildServices(ctx, cfg, s.state); err != nil {

@@ -171,15 +171,23 @@ func (s *System) Serve(ctx context.Context, l net.Listener) error {
 	return err
 }
 
-// drain stops srv accepting and waits for the requests in flight, up to
-// the shutdown timeout, then ends those still running; served is srv.Serve's
-// result (nil when it has been received).
+// drain stops srv and the sandboxes' channels accepting and waits for
+// their requests in flight (a sandbox's model call, as an API client's),
+// up to the shutdown timeout, then ends those still running; served is
+// srv.Serve's result (nil when it has been received). A sandbox that
+// connects meanwhile finds its channel gone and waits for the next
+// daemon (the agent's forwarders do).
 func (s *System) drain(srv *http.Server, served <-chan error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
+	channels := make(chan int, 1)
+	go func() { channels <- s.channels.servers.shutdown(ctx) }()
 	if err := srv.Shutdown(ctx); err != nil {
 		s.log.Warn("requests still running at the shutdown timeout: ending them", "err", err)
 		srv.Close()
+	}
+	if n := <-channels; n > 0 {
+		s.log.Warn("sandboxes' requests still running at the shutdown timeout: ended them", "channels", n)
 	}
 	if served != nil {
 		if err := <-served; !errors.Is(err, http.ErrServerClosed) {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/httpapi"
@@ -50,10 +53,18 @@ func applyLLMConfig(cfg Config, g *gate.Gate, a *archive.Archive, client *http.C
 // sandboxServices serves the daemon's services to each sandbox on its own
 // channel (runtime.Services): the sandbox is known by the channel, not by
 // anything its requests say. limit bounds the channels' connections, all
-// together and each sandbox's.
+// together and each sandbox's; servers holds the channels' servers, which
+// the daemon's shutdown drains as it drains the API's.
 type sandboxServices struct {
-	s     *System
-	limit *httpapi.ChannelLimit
+	s       *System
+	limit   *httpapi.ChannelLimit
+	servers *serverSet
+}
+
+// newSandboxServices returns the services of s to its sandboxes under the
+// bounds of s's configuration.
+func newSandboxServices(s *System) sandboxServices {
+	return sandboxServices{s, httpapi.NewChannelLimit(s.cfg.HTTP, s.log), &serverSet{}}
 }
 
 var _ runtime.Services = sandboxServices{}
@@ -65,6 +76,8 @@ var _ runtime.Services = sandboxServices{}
 // MaxConnsPerClient) within the sandboxes' shared MaxConns.
 func (v sandboxServices) ServeSandbox(ctx context.Context, l net.Listener, id string) error {
 	srv := httpapi.NewServer(v.s.cfg.HTTP, v.s.sandboxHandler(id), v.s.log)
+	v.servers.add(srv)
+	defer v.servers.remove(srv)
 	stop := context.AfterFunc(ctx, func() { srv.Close() })
 	defer stop()
 	if err := srv.Serve(v.limit.Listener(l)); !errors.Is(err, http.ErrServerClosed) {
@@ -150,4 +163,49 @@ func (s *System) belongs(id string) gate.Belongs {
 		}
 		return run, tenant, nil
 	}
+}
+
+// serverSet is the servers of the sandboxes' channels that are serving.
+type serverSet struct {
+	mu      sync.Mutex
+	servers map[*http.Server]bool
+}
+
+func (ss *serverSet) add(srv *http.Server) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.servers == nil {
+		ss.servers = map[*http.Server]bool{}
+	}
+	ss.servers[srv] = true
+}
+
+func (ss *serverSet) remove(srv *http.Server) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	delete(ss.servers, srv)
+}
+
+// shutdown shuts every server of ss down at once, each waiting for its
+// requests in flight until ctx ends, then closing its connections; it
+// returns how many it had to close so. A server added meanwhile is left
+// to its own end (the runtime's).
+func (ss *serverSet) shutdown(ctx context.Context) int {
+	ss.mu.Lock()
+	all := slices.Collect(maps.Keys(ss.servers))
+	ss.mu.Unlock()
+	var (
+		wg     sync.WaitGroup
+		closed atomic.Int32
+	)
+	for _, srv := range all {
+		wg.Go(func() {
+			if srv.Shutdown(ctx) != nil {
+				srv.Close()
+				closed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return int(closed.Load())
 }

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -336,5 +338,63 @@ func TestLLMKeySandbox(t *testing.T) {
 	}
 	if ks, err := keys.List(ctx); err != nil || len(ks) != 1 || ks[0].RevokedAt == nil {
 		t.Errorf("keys after the sandbox's deletion: %+v, %v; want the one, revoked", ks, err)
+	}
+}
+
+// TestShutdownDrainsSandboxCalls: a sandbox's model call in flight on its
+// channel when the daemon shuts down is answered whole before Serve
+// returns, as an API client's is; it was cut when the runtime then closed
+// the channel.
+func TestShutdownDrainsSandboxCalls(t *testing.T) {
+	hold := make(chan struct{})
+	d := start(t, llmTestConfig(t, sseUpstream(t, "whole", hold)), nil)
+	release := sync.OnceFunc(func() { close(hold) })
+	t.Cleanup(release) // before the upstream's Close, which waits for it
+	d.importTiny()
+	sb := d.create(api.CreateSandboxRequest{Image: tinyRef})
+	sock := filepath.Join(t.TempDir(), "svc.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The channel ends when Serve has returned, as the runtime's Close
+	// then ends it.
+	channelCtx, endChannel := context.WithCancel(context.Background())
+	defer endChannel()
+	go d.sys.channels.ServeSandbox(channelCtx, l, sb.ID)
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	answered := make(chan string, 1)
+	go func() {
+		resp, err := hc.Post("http://127.0.0.1:4000/llm/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`))
+		if err != nil {
+			answered <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		answered <- fmt.Sprintf("%d %s %v", resp.StatusCode, b, err)
+	}()
+	time.Sleep(200 * time.Millisecond) // the call's first chunk is out
+	stopped := make(chan error, 1)
+	go func() {
+		err := d.stop()
+		endChannel()
+		stopped <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case err := <-stopped:
+		t.Fatalf("the daemon stopped (%v) with a sandbox's call in flight", err)
+	default:
+	}
+	release()
+	if got := <-answered; !strings.HasPrefix(got, "200 ") || !strings.Contains(got, `"hole"`) || !strings.Contains(got, "[DONE]") || !strings.HasSuffix(got, "<nil>") {
+		t.Errorf("the call in flight at shutdown: %s, want all of its stream", got)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("stop: %v", err)
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/agent2env/agent2env/api/client"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/contexts"
-	"github.com/agent2env/agent2env/internal/httpapi"
 	"github.com/agent2env/agent2env/internal/mcpserver"
 	"github.com/agent2env/agent2env/internal/runtime/fakeruntime"
 	"github.com/agent2env/agent2env/internal/store"
@@ -170,7 +169,7 @@ func TestSandboxChannelIdleClosed(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go sandboxServices{d.sys, httpapi.NewChannelLimit(httpapi.ServerConfig{}, d.sys.log)}.ServeSandbox(ctx, l, "sbx-test")
+	go d.sys.channels.ServeSandbox(ctx, l, "sbx-test")
 	c, err := net.Dial("unix", l.Addr().String())
 	if err != nil {
 		t.Fatal(err)
