@@ -840,9 +840,11 @@ async function archivedExchange() {
 test("the LLM archive: the newest first, one that ends while shown at the top of the first page, older ones on the next pages", async () => {
   // The daemon's own pages, of two here (the console asks for 100): more
   // exchanges than three pages.
+  const windows = []; // the since of each page asked for
   await page.route(/\/api\/v1\/llm\/exchanges\?/, (route) => {
     const u = new URL(route.request().url());
     u.searchParams.set("limit", "2");
+    windows.push(u.searchParams.get("since"));
     return route.continue({ url: u.href });
   });
   const streams = [];
@@ -866,6 +868,10 @@ test("the LLM archive: the newest first, one that ends while shown at the top of
     await expectTexts(ids, listed.slice(2, 4));
     await page.getByRole("link", { name: "Older" }).click();
     await expectTexts(ids, listed.slice(4, 6));
+    // The older pages page the first page's window, not one from when
+    // each was opened.
+    assert.equal(new Set(windows).size, 1, `the pages' windows: ${windows}`);
+    assert.ok(windows[0], "no window's start asked for");
     assert.equal(await page.getByText("live: new exchanges").count(), 0);
     page.off("request", followed);
     assert.deepEqual(streams, []);

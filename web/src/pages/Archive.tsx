@@ -24,8 +24,11 @@ export function Archive({ url }: { url: URL }) {
   const model = p.get("model") ?? "";
   const status = p.get("status") ?? "";
   const within = Number(p.get("within") ?? 86400);
-  // The window's start, fixed while the page is shown: its pages hold.
-  const [since] = useState(() => (within ? new Date(Date.now() - within * 1000).toISOString() : ""));
+  // The window's start, fixed while the page is shown and carried to its
+  // older pages (each a page of its own), so that they page one window.
+  const [since] = useState(
+    () => p.get("since") ?? (within ? new Date(Date.now() - within * 1000).toISOString() : ""),
+  );
   const q = new URLSearchParams({ limit: String(pageSize), order: "desc" });
   if (cursor) q.set("cursor", cursor);
   if (model) q.set("model", model);
@@ -33,7 +36,17 @@ export function Archive({ url }: { url: URL }) {
   if (since) q.set("since", since);
   const list = useAsync((s) => get<LLMExchangeList>(`/api/v1/llm/exchanges?${q}`, s), [q.toString()]);
   const tail = useTail(list.data && !cursor ? list.data.followCursor : undefined, model, status);
-  const link = (k: string, v: string) => withParam(url, k, v);
+  // A filter or the window changed, or the newest asked for: a window
+  // from now, not the since of the pages shown.
+  const fresh = new URL(url);
+  fresh.searchParams.delete("since");
+  const link = (k: string, v: string) => withParam(fresh, k, v);
+  // The next older page of the same window.
+  const older = (next: string) => {
+    const u = new URL(url);
+    if (since) u.searchParams.set("since", since);
+    return withParam(u, "cursor", next);
+  };
   const items = withTail(list.data?.items ?? [], tail.items);
   return (
     <section>
@@ -44,7 +57,7 @@ export function Archive({ url }: { url: URL }) {
         onSubmit={(e) => {
           e.preventDefault();
           const f = new FormData(e.currentTarget);
-          const u = new URL(url);
+          const u = new URL(fresh);
           u.searchParams.delete("cursor");
           for (const k of ["model", "status"]) {
             const v = String(f.get(k) ?? "").trim();
@@ -94,7 +107,7 @@ export function Archive({ url }: { url: URL }) {
       {tail.reconnecting !== undefined && <Reconnecting cut={tail.reconnecting} what="the new exchanges" />}
       <nav class="pager" aria-label="pages">
         {cursor && <a href={link("cursor", "")}>Newest</a>}
-        {list.data?.nextCursor && <a href={link("cursor", list.data.nextCursor)}>Older</a>}
+        {list.data?.nextCursor && <a href={older(list.data.nextCursor)}>Older</a>}
       </nav>
     </section>
   );
