@@ -130,12 +130,23 @@ func (l *eventLog) output(stream string, line []byte) {
 	if l.ended || l.outSize > l.limit {
 		return
 	}
-	prefix := ""
-	if stream == "stderr" {
-		prefix = "[stderr] "
-	}
-	n, _ := fmt.Fprintf(l.out, "%s%s\n", prefix, line)
+	n, _ := l.out.Write(outputLine(stream, line))
 	l.outSize += int64(n)
+}
+
+// outputLine is how output puts a line in the output log.
+func outputLine(stream string, line []byte) []byte {
+	if stream == "stderr" {
+		return append([]byte("[stderr] "+string(line)), '\n')
+	}
+	return append(append([]byte(nil), line...), '\n')
+}
+
+// outputSize is the output log's size now.
+func (l *eventLog) outputSize() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.outSize
 }
 
 // end appends the end event and closes the files.

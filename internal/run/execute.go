@@ -567,6 +567,7 @@ func (e *execution) agent(ctx context.Context) (api.RunStatus, string) {
 		e.resumed = nil
 		r := e.newAgentReader(adapter, deadline)
 		r.next, r.started = st.Next, true
+		r.again = e.s.loggedAfter(e.j.id, st.Logged)
 		_, _ = r.stdout.Write(st.Stdout)
 		_, _ = r.stderr.Write(st.Stderr)
 		res, err := e.s.sbx.FollowProc(ctx, e.sandboxID, agentTag, st.Next, r.output)
@@ -650,12 +651,16 @@ func (e *execution) agentEnded(ctx context.Context, r *agentReader, res service.
 	return status, reason
 }
 
-// events records what the agent's parser read.
-func (e *execution) events(evs []agents.Event) {
+// events records what the agent's parser read: what it counts, the
+// run's tail and, unless the daemon before this one logged them (logged),
+// its events.
+func (e *execution) events(evs []agents.Event, logged bool) {
 	for _, ev := range evs {
 		switch ev.Kind {
 		case agents.KindOutput:
-			e.log.add(api.RunEvent{Type: api.RunEventOutput, Stream: "stdout", Text: ev.Text})
+			if !logged {
+				e.log.add(api.RunEvent{Type: api.RunEventOutput, Stream: "stdout", Text: ev.Text})
+			}
 			e.keepTail(ev.Text)
 			continue
 		case agents.KindLLMCall:
@@ -676,6 +681,9 @@ func (e *execution) events(evs []agents.Event) {
 			for _, l := range strings.Split(strings.TrimSpace(ev.Text), "\n") {
 				e.keepTail(l)
 			}
+		}
+		if logged {
+			continue
 		}
 		out := api.RunEvent{Type: api.RunEventAgent, Kind: string(ev.Kind), Text: ev.Text, Tool: ev.Tool,
 			ToolID: ev.ToolID, IsError: ev.IsError}

@@ -1,11 +1,14 @@
 package run
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -41,7 +44,8 @@ const resumeFile = "resume.json"
 
 // saveEvery is how long the state may lag behind the agent's output
 // read: a daemon that dies (rather than stops) leaves a state up to this
-// old, and the next one passes on again the output read since.
+// old, and the next one reads again the output read since, which it
+// passes to the parser but logs only past what the log holds (again).
 const saveEvery = 250 * time.Millisecond
 
 // resumeState is what the next daemon needs to carry a run on: the phase
@@ -63,12 +67,19 @@ type resumeState struct {
 	Tail      []string           `json:"tail,omitempty"`
 	LLM       api.RunLLMUsage    `json:"llm"`
 	Total     *agents.Usage      `json:"total,omitempty"`
+	// Logged is the output log's size when Next was read: what the log
+	// holds past it, a daemon that died logged from output read after
+	// its last save, which the next one reads again (agentReader.again).
+	// Nil in a state written before daemons recorded it.
+	Logged *int64 `json:"logged,omitempty"`
 }
 
 // save writes st, with what e has counted, as the run's resume state
 // (atomically: a reader finds the old state or the new one whole).
 func (e *execution) save(st resumeState) {
 	st.SandboxID, st.ExitCode = e.sandboxID, e.exitCode
+	logged := e.log.outputSize()
+	st.Logged = &logged
 	e.mu.Lock()
 	st.Tail, st.LLM, st.Total = e.tail, e.llm, e.total
 	st.Timings = maps.Clone(e.timings) // never nil: execute makes it
@@ -158,22 +169,68 @@ type agentReader struct {
 	started        bool
 	pending        *time.Timer // the save to come; nil when saved
 	stopped        bool        // nothing is saved any more
+	// again is what the output log holds past the resume state's Logged:
+	// lines a daemon that died logged after its last save, which this
+	// reader reads again and does not log twice (seen).
+	again []byte
 }
 
 func (e *execution) newAgentReader(adapter agents.Adapter, deadline time.Time) *agentReader {
 	r := &agentReader{e: e, parser: adapter.NewParser(), deadline: deadline}
 	r.stdout = newLineWriter(func(line []byte) {
 		e.j.touch()
-		e.log.output("stdout", line)
-		e.events(r.parser.Line(line))
+		logged := r.seen("stdout", line)
+		if !logged {
+			e.log.output("stdout", line)
+		}
+		e.events(r.parser.Line(line), logged)
 	})
 	r.stderr = newLineWriter(func(line []byte) {
 		e.j.touch()
-		e.log.output("stderr", line)
-		e.log.add(api.RunEvent{Type: api.RunEventOutput, Stream: "stderr", Text: string(line)})
+		if !r.seen("stderr", line) {
+			e.log.output("stderr", line)
+			e.log.add(api.RunEvent{Type: api.RunEventOutput, Stream: "stderr", Text: string(line)})
+		}
 		e.keepTail(string(line))
 	})
 	return r
+}
+
+// seen reports whether line, of stream, is the next of the lines the
+// last daemon logged after its last save (again), and takes it off them;
+// any other line ends them: the output read again differs from the log.
+// Its callers hold r.mu, or read no more.
+func (r *agentReader) seen(stream string, line []byte) bool {
+	if len(r.again) == 0 {
+		return false
+	}
+	l := outputLine(stream, line)
+	if !bytes.HasPrefix(r.again, l) {
+		r.again = nil
+		return false
+	}
+	r.again = r.again[len(l):]
+	return true
+}
+
+// loggedAfter returns the lines of run id's output log past offset
+// logged (through the last line end), which a daemon that died wrote
+// after it last saved the run's resume state; nil for none.
+func (s *Service) loggedAfter(id string, logged *int64) []byte {
+	if logged == nil {
+		return nil
+	}
+	f, err := os.Open(filepath.Join(s.runDir(id), outputFile))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, *logged, math.MaxInt64-*logged))
+	if err != nil {
+		s.log.Warn("read the output the last daemon logged", logRun, id, "err", err)
+		return nil
+	}
+	return b[:bytes.LastIndexByte(b, '\n')+1]
 }
 
 // output is the agent's output from offset at (service.TerminalOutput).
@@ -241,7 +298,7 @@ func (r *agentReader) stop(last bool) {
 func (r *agentReader) close() {
 	r.stdout.Close()
 	r.stderr.Close()
-	r.e.events(r.parser.Close())
+	r.e.events(r.parser.Close(), false)
 }
 
 // killAgent ends the agent's process, which must not outlive its phase

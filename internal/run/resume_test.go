@@ -76,12 +76,30 @@ func TestCarryOn(t *testing.T) {
 		reason  string // in the run's reason
 		output  string // the whole output log, when set
 		events  []string
+		once    []string // lines in the output log and the event log exactly once
 	}{{
 		name:       "agent",
 		entrypoint: "echo one; printf two-; sleep 1; echo half; sleep 0.2; echo three >&2; echo done > done.txt",
 		phase:      api.PhaseAgent, printed: "one",
 		want: api.RunSucceeded, output: "one\ntwo-half\n[stderr] three\n",
 		events: []string{restarted + "agent phase"},
+	}, {
+		// As a daemon killed up to saveEvery after its last save leaves
+		// it: the output logged since is read again, and logged once.
+		name:       "agent read again after a stale state",
+		entrypoint: "echo one; echo two; echo three >&2; sleep 1; echo four; echo done > done.txt",
+		phase:      api.PhaseAgent, printed: "[stderr] three",
+		between: func(t *testing.T, e *env, _ string) {
+			dir := e.svc.runDir(e.onlyRun(t))
+			st := readState(t, dir)
+			var logged int64
+			st.Next, st.Logged, st.Tail = 0, &logged, nil
+			if err := writeResume(dir, st); err != nil {
+				t.Fatal(err)
+			}
+		},
+		want: api.RunSucceeded,
+		once: []string{"one", "two", "three", "four"},
 	}, {
 		name:       "agent ended while no daemon ran",
 		entrypoint: "echo start; sleep 0.3; for i in 1 2 3; do echo l$i; done; echo done > done.txt",
@@ -192,6 +210,14 @@ func TestCarryOn(t *testing.T) {
 			for _, want := range tc.events {
 				if !strings.Contains(events, want) {
 					t.Errorf("no event %q in %s", want, events)
+				}
+			}
+			for _, line := range tc.once {
+				if n := strings.Count(output, line+"\n"); n != 1 {
+					t.Errorf("%q %d times in the output log, want once: %s", line, n, output)
+				}
+				if n := strings.Count(events, `"text":"`+line+`"`); n != 1 {
+					t.Errorf("%q %d times in the event log, want once: %s", line, n, events)
 				}
 			}
 			if tc.want == api.RunSucceeded && (r.ExitCode == nil || *r.ExitCode != 0 || r.Timings[api.PhaseAgent] <= 0) {

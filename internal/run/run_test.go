@@ -751,7 +751,7 @@ func TestAgentUsage(t *testing.T) {
 				t.Fatal(err)
 			}
 			x := &execution{s: e.svc, j: &job{id: "run-x", task: &tasks.Task{Name: "t"}}, log: l}
-			x.events(tt.evs)
+			x.events(tt.evs, false)
 			e.svc.finish(bg, x, api.RunSucceeded, "ok")
 			r, err := e.svc.Get(bg, "run-x")
 			if err != nil {
