@@ -228,6 +228,22 @@ func TestKernelOutput(t *testing.T) {
 			t.Errorf("stdout %q", out.stdout)
 		}
 	})
+	t.Run("a printed line comes whole", func(t *testing.T) {
+		// print writes its text and its end apart: the stream holds them
+		// to the line's end, as a terminal's does, so that each chunk a
+		// client's callback gets (E2B's on_stdout) is whole lines.
+		var chunks []string
+		code := "import time\nfor i in range(4):\n    print(i, flush=True)\n    time.sleep(0.05)\nprint('part', end='', flush=True)"
+		_, err := c.Execute(context.Background(), "out", KernelExecRequest{Code: code}, KernelOutput{
+			Stdout: func(p []byte) error { chunks = append(chunks, string(p)); return nil },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"0\n", "1\n", "2\n", "3\n", "part"}; !slices.Equal(chunks, want) {
+			t.Errorf("stdout in chunks %q, want %q", chunks, want)
+		}
+	})
 	t.Run("subprocess output", func(t *testing.T) {
 		out := execute(t, c, "out", "import subprocess\nsubprocess.run(['echo', 'from child'])", 0)
 		if out.stdout != "from child\n" {

@@ -460,9 +460,12 @@ def main() -> None:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
+    # Held to each line's end, not written through (PYTHONUNBUFFERED, for
+    # the Pythons user code starts): print writes its text and its end
+    # apart, which a client would get as two chunks of output.
     for stream in (sys.stdout, sys.stderr):
         stream.reconfigure(  # type: ignore[union-attr]  # a TextIOWrapper
-            encoding="utf-8", errors="backslashreplace", line_buffering=True
+            encoding="utf-8", errors="backslashreplace", line_buffering=True, write_through=False
         )
     os.environ.setdefault("MPLBACKEND", "Agg")
     Kernel().serve()
