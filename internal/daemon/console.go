@@ -57,21 +57,13 @@ func consoleAPIOrigin(publicURL string) string {
 	return u.Scheme + "://" + u.Host
 }
 
-// buildConsole builds the console's handler and the API's CORS middleware
-// for its origins; both nil without a console listener.
-func buildConsole(cfg Config) (http.Handler, func(http.Handler) http.Handler, error) {
+// buildConsole builds the console's handler; nil without a console
+// listener.
+func buildConsole(cfg Config) (http.Handler, error) {
 	if cfg.Console == nil {
-		return nil, nil, nil
+		return nil, nil
 	}
-	h, err := console.Handler(console.Config{APIOrigin: consoleAPIOrigin(cfg.PublicURL)})
-	if err != nil {
-		return nil, nil, err
-	}
-	cors, err := httpapi.CORS(consoleOrigins(cfg.Console, cfg.PublicURL)...)
-	if err != nil {
-		return nil, nil, err
-	}
-	return h, cors, nil
+	return console.Handler(console.Config{APIOrigin: consoleAPIOrigin(cfg.PublicURL)})
 }
 
 // serveConsole serves the web console on its listener until the returned

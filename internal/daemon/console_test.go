@@ -172,3 +172,46 @@ func TestConsoleOnEveryAddress(t *testing.T) {
 			origin, resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
 	}
 }
+
+// TestTrustedOriginsCORS: without a console, the pages of the operator's
+// trusted origins call the API across origins, and a preflight from any
+// other is refused with a 403 that says how to trust its origin (it was
+// a 404, the API having no OPTIONS routes).
+func TestTrustedOriginsCORS(t *testing.T) {
+	const trusted = "https://ui.example.com"
+	cfg := testConfig(t.TempDir(), fakeruntime.New())
+	cfg.TrustedOrigins = []string{trusted}
+	d := start(t, cfg, nil)
+	tests := []struct {
+		name, origin string
+		status       int
+		allow        string
+	}{
+		{"a trusted origin", trusted, http.StatusNoContent, trusted},
+		{"another origin", "https://evil.example", http.StatusForbidden, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := http.NewRequest(http.MethodOptions, "http://"+d.addr+"/api/v1/sandboxes", nil)
+			r.Header.Set("Origin", tc.origin)
+			r.Header.Set("Sec-Fetch-Site", "cross-site")
+			r.Header.Set("Access-Control-Request-Method", "POST")
+			r.Header.Set("Access-Control-Request-Headers", "authorization, content-type")
+			resp, err := http.DefaultClient.Do(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.status {
+				t.Errorf("status %d, want %d: %s", resp.StatusCode, tc.status, body)
+			}
+			if got := resp.Header.Get("Access-Control-Allow-Origin"); got != tc.allow {
+				t.Errorf("Access-Control-Allow-Origin %q, want %q", got, tc.allow)
+			}
+			if tc.status == http.StatusForbidden && !strings.Contains(string(body), "--trusted-origins") {
+				t.Errorf("the refusal does not say how to trust the origin: %s", body)
+			}
+		})
+	}
+}

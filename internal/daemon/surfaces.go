@@ -86,22 +86,24 @@ func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) 
 		httpapi.WithMetrics(svc.Metrics),
 		httpapi.WithReadyChecks(readyChecks(st)...),
 	}
-	var cors func(http.Handler) http.Handler
-	sf.Console, cors, err = buildConsole(cfg)
+	if sf.Console, err = buildConsole(cfg); err != nil {
+		return sf, err
+	}
+	// The pages of the console and of the operator's trusted origins use
+	// the API, across origins (CORS) and past BrowserGuard.
+	trusted := append(slices.Clone(cfg.TrustedOrigins), consoleOrigins(cfg.Console, cfg.PublicURL)...)
+	cors, err := httpapi.CORS(trusted...)
 	if err != nil {
 		return sf, err
 	}
-	if cors != nil {
-		// Outermost: the console reads the API's refusals too.
-		opts = append(opts, httpapi.WithMiddleware(cors))
-	}
 	browsers, err := httpapi.BrowserGuard(httpapi.BrowserConfig{
-		Listen: cfg.Listen, PublicURL: cfg.PublicURL, AllowedHosts: cfg.AllowedHosts,
-		TrustedOrigins: append(slices.Clone(cfg.TrustedOrigins), consoleOrigins(cfg.Console, cfg.PublicURL)...),
+		Listen: cfg.Listen, PublicURL: cfg.PublicURL, AllowedHosts: cfg.AllowedHosts, TrustedOrigins: trusted,
 	})
 	if err != nil {
 		return sf, err
 	}
+	// CORS outermost: the pages read the API's refusals too.
+	opts = append(opts, httpapi.WithMiddleware(cors))
 	opts = append(opts, httpapi.WithMiddleware(browsers), httpapi.WithMiddleware(sf.E2B.Wrap))
 	if cfg.authOn() {
 		// Sessions are scoped by the key that passed the auth.

@@ -64,11 +64,8 @@ func startRequest(msg *process.StartRequest, timeout time.Duration) (service.Pro
 	req.Cwd = cwd
 	pio := service.ProcIO{Tag: msg.GetTag()}
 	if msg.Pty != nil {
-		size := msg.GetPty().GetSize()
-		if size.GetRows() > 0xffff || size.GetCols() > 0xffff {
-			return service.ProcRequest{}, service.ProcIO{}, errdefs.Invalid("pty size %d x %d is too large", size.GetRows(), size.GetCols())
-		}
-		pio.TTY, pio.Rows, pio.Cols = true, uint16(size.GetRows()), uint16(size.GetCols())
+		pio.TTY = true
+		pio.Rows, pio.Cols = ptySize(msg.GetPty())
 	} else {
 		// The proto's default, for older clients, is a stdin.
 		pio.Stdin = msg.Stdin == nil || msg.GetStdin()
@@ -401,13 +398,19 @@ func (s *processService) Update(ctx context.Context, req *connect.Request[proces
 		return nil, err
 	}
 	if req.Msg.Pty != nil {
-		size := req.Msg.GetPty().GetSize()
-		if size.GetRows() > 0xffff || size.GetCols() > 0xffff {
-			return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("pty size %d x %d is too large", size.GetRows(), size.GetCols()))
-		}
-		if err := s.procs.ResizeProc(ctx, id, p.ID, uint16(size.GetRows()), uint16(size.GetCols())); err != nil {
+		rows, cols := ptySize(req.Msg.GetPty())
+		if err := s.procs.ResizeProc(ctx, id, p.ID, rows, cols); err != nil {
 			return nil, rpcError(err)
 		}
 	}
 	return connect.NewResponse(&process.UpdateResponse{}), nil
+}
+
+// ptySize is a terminal's size as envd takes it, in Start and in Update:
+// the wire's uint32 rows and cols cut to the uint16 of a window size, the
+// low 16 bits kept (70000 is 4464), never refused. A zero is the
+// daemon's default size (ResizeProc).
+func ptySize(pty *process.PTY) (rows, cols uint16) {
+	size := pty.GetSize()
+	return uint16(size.GetRows()), uint16(size.GetCols())
 }

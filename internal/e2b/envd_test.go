@@ -453,6 +453,9 @@ func TestStartRequest(t *testing.T) {
 		{"pty", &process.StartRequest{Process: &process.ProcessConfig{Cmd: "/bin/bash", Args: []string{"-i", "-l"}, Cwd: ptr("/tmp")},
 			Pty: &process.PTY{Size: &process.PTY_Size{Rows: 30, Cols: 100}}}, 0,
 			`["/bin/bash" "-i" "-l"] env=map[] cwd=/tmp timeout=0s tag= tty=true 30x100 stdin=false`},
+		// envd cuts a size to its low 16 bits, never refusing one.
+		{"pty too large for a terminal", &process.StartRequest{Process: bash("ls"), Pty: &process.PTY{Size: &process.PTY_Size{Rows: 1<<20 + 30, Cols: 70000}}}, 0,
+			`["/bin/bash" "-l" "-c" "ls"] env=map[] cwd=` + service.HomeDir + ` timeout=0s tag= tty=true 30x4464 stdin=false`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, pio, err := startRequest(tc.msg, tc.timeout)
@@ -469,7 +472,6 @@ func TestStartRequest(t *testing.T) {
 	for name, msg := range map[string]*process.StartRequest{
 		"no cmd":    {Process: &process.ProcessConfig{}},
 		"long cwd":  {Process: &process.ProcessConfig{Cmd: "ls", Cwd: ptr(strings.Repeat("a/", 2048))}},
-		"huge pty":  {Process: bash("ls"), Pty: &process.PTY{Size: &process.PTY_Size{Rows: 1 << 20, Cols: 80}}},
 		"no config": {},
 	} {
 		if _, _, err := startRequest(msg, 0); !errors.Is(err, errdefs.ErrInvalidArgument) {
@@ -707,6 +709,10 @@ func TestProcessControl(t *testing.T) {
 			_, err := c.Update(ctx, connect.NewRequest(&process.UpdateRequest{Process: pid(11), Pty: &process.PTY{Size: &process.PTY_Size{Rows: 40, Cols: 120}}}))
 			return err
 		}, 0},
+		{"resize beyond a terminal's size, cut as envd's", func() error {
+			_, err := c.Update(ctx, connect.NewRequest(&process.UpdateRequest{Process: pid(11), Pty: &process.PTY{Size: &process.PTY_Size{Rows: 65536 + 50, Cols: 70000}}}))
+			return err
+		}, 0},
 		{"kill", func() error {
 			_, err := c.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{Process: pid(10), Signal: process.Signal_SIGNAL_SIGKILL}))
 			return err
@@ -739,7 +745,7 @@ func TestProcessControl(t *testing.T) {
 	if diff := cmp.Diff([]string{"proc-1"}, e.procs.closed); diff != "" {
 		t.Errorf("closed (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"proc-2 40x120"}, e.procs.resized); diff != "" {
+	if diff := cmp.Diff([]string{"proc-2 40x120", "proc-2 50x4464"}, e.procs.resized); diff != "" {
 		t.Errorf("resized (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"proc-1 KILL", "proc-2 TERM"}, e.procs.signals); diff != "" {

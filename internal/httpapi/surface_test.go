@@ -25,7 +25,8 @@ func (p panicRoutes) Register(mux *http.ServeMux) {
 }
 
 // The errors the Server's middleware answers itself, a handler's panic
-// (500) and BrowserGuard's refusal of a foreign Host (421), take the form
+// (500), BrowserGuard's refusal of a foreign Host (421) and CORS's of a
+// preflight from an untrusted web origin (403), take the form
 // of the request's surface: the REST API's {error, code}, the OpenSandbox
 // API's {code, message}, E2B's {code: status, message}, and Connect's
 // error to a call of E2B's envd services.
@@ -45,11 +46,16 @@ func TestSurfaceErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := New(nil, nil, slog.New(slog.DiscardHandler), WithSurface(e2bAPI), WithSurface(osAPI), WithMiddleware(guard),
+	cors, err := CORS("http://127.0.0.1:8081")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := New(nil, nil, slog.New(slog.DiscardHandler), WithSurface(e2bAPI), WithSurface(osAPI), WithMiddleware(cors), WithMiddleware(guard),
 		WithRoutes(panicRoutes{"/api/v1/boom", "/v1/boom", opensandbox.ExecdPrefix + "boom", "/sandboxes/boom",
 			"/process.Process/Start"})).Handler()
 	const foreign = "evil.example.com"
 	e2bCall := map[string]string{e2b.HeaderSandboxID: "sb", "Content-Type": "application/json"}
+	preflight := map[string]string{"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"}
 	for _, tt := range []struct {
 		name, path string
 		host       string // "": the daemon's
@@ -67,9 +73,17 @@ func TestSurfaceErrors(t *testing.T) {
 		{"E2B foreign host", "/sandboxes/boom", foreign, nil, 421, float64(421), "message"},
 		{"E2B envd call panic", "/process.Process/Start", "", e2bCall, 500, "internal", "message"},
 		{"E2B envd call foreign host", "/process.Process/Start", foreign, e2bCall, 400, "invalid_argument", "message"},
+		{"REST preflight from an untrusted origin", "/api/v1/boom", "", preflight, 403, api.CodeForbidden, "error"},
+		{"OpenSandbox preflight from an untrusted origin", "/v1/boom", "", preflight, 403, api.CodeForbidden, "message"},
+		{"OpenSandbox execd preflight from an untrusted origin", opensandbox.ExecdPrefix + "boom", "", preflight, 403, api.CodeForbidden, "message"},
+		{"E2B preflight from an untrusted origin", "/sandboxes/boom", "", preflight, 403, float64(403), "message"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			req := httptest.NewRequest(http.MethodPost, tt.path, strings.NewReader("{}"))
+			method := http.MethodPost
+			if tt.header["Access-Control-Request-Method"] != "" {
+				method = http.MethodOptions
+			}
+			req := httptest.NewRequest(method, tt.path, strings.NewReader("{}"))
 			req.Host = "127.0.0.1:8080"
 			if tt.host != "" {
 				req.Host = tt.host
@@ -89,6 +103,12 @@ func TestSurfaceErrors(t *testing.T) {
 			}
 			if msg, _ := eb[tt.message].(string); eb["code"] != tt.code || msg == "" || len(eb) != 2 {
 				t.Errorf("body %s, want {code: %v, %s}", body, tt.code, tt.message)
+			}
+			if origin := tt.header["Origin"]; origin != "" {
+				// The refusal says which origin and how an operator trusts it.
+				if msg, _ := eb[tt.message].(string); !strings.Contains(msg, origin) || !strings.Contains(msg, "--trusted-origins") {
+					t.Errorf("message %q names neither the origin %s nor --trusted-origins", msg, origin)
+				}
 			}
 		})
 	}

@@ -209,6 +209,22 @@ func (h *Handler) listDir(w http.ResponseWriter, r *http.Request, id string) {
 	writeWalked(w)(h.cfg.Files.Walk(r.Context(), id, root, depth))
 }
 
+// linkRemovable says whether the symbolic link p may go as a file: not
+// when it leads to a directory (ErrInvalidArgument); when it leads
+// nowhere, loops or the sandbox's agent does not follow it (an agent
+// older than the daemon), it may. Another failure to follow it is
+// returned.
+func (h *Handler) linkRemovable(ctx context.Context, id, p string) error {
+	fi, err := h.cfg.Files.StatTarget(ctx, id, p)
+	switch {
+	case err == nil && fi.IsDir:
+		return errdefs.Invalid("%s is a symbolic link to a directory: delete the link with DELETE /directories (delete_directories), which removes it alone", p)
+	case err == nil, errors.Is(err, errdefs.ErrNotFound), errors.Is(err, errdefs.ErrInvalidArgument), errors.Is(err, errdefs.ErrFailedPrecondition):
+		return nil
+	}
+	return err
+}
+
 func (h *Handler) deleteFiles(w http.ResponseWriter, r *http.Request, id string) {
 	h.remove(w, r, id, false)
 }
@@ -217,11 +233,13 @@ func (h *Handler) deleteDirs(w http.ResponseWriter, r *http.Request, id string) 
 	h.remove(w, r, id, true)
 }
 
-// remove deletes the paths of r: files (a directory is refused), or,
-// dirs set, each path with all it holds, whatever it is (execd's
-// os.RemoveAll: a file or a symbolic link goes too). A path that does not
-// exist is done already, as execd has it (rm -f, rm -rf): cleaning up
-// twice is no failure.
+// remove deletes the paths of r: files, or, dirs set, each path with all
+// it holds, whatever it is (execd's os.RemoveAll: a file or a symbolic
+// link goes too). Of files, a directory or a symbolic link to one is
+// refused, as execd's os.Stat, which follows links, refuses it (with a
+// 500; a 400 here); a link leading nowhere goes, which execd leaves. A
+// path that does not exist is done already, as execd has it (rm -f,
+// rm -rf): cleaning up twice is no failure.
 func (h *Handler) remove(w http.ResponseWriter, r *http.Request, id string, dirs bool) {
 	ps, err := queryPaths(r)
 	if err != nil {
@@ -239,6 +257,10 @@ func (h *Handler) remove(w http.ResponseWriter, r *http.Request, id string, dirs
 		case err != nil:
 		case !dirs && fi.IsDir:
 			err = errdefs.Invalid("%s is a directory", p)
+		case !dirs && fi.Link != "":
+			if err = h.linkRemovable(r.Context(), id, p); err == nil {
+				clean[i], err = service.CleanPath(p)
+			}
 		default:
 			clean[i], err = service.CleanPath(p)
 		}

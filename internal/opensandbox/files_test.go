@@ -39,6 +39,7 @@ func newFakeFiles() *fakeFiles {
 		"/w": fakeDir, "/w/a.txt": "one two one\n", "/w/sub": fakeDir, "/w/sub/b.py": "print(1)\n",
 		"/w/sub/deep": fakeDir, "/w/sub/deep/c.txt": "c", "/w/link": "->/w/sub",
 		"/old-agent-link": "->/w/a.txt", // its agent, older than the daemon, does not follow it
+		"/links/file":     "->/w/a.txt", "/links/nowhere": "->/none",
 	} {
 		f.files[p], f.modes[p] = c, "0644"
 	}
@@ -187,14 +188,18 @@ func (f *fakeFiles) Replace(_ context.Context, _, p, old, new string) (int, erro
 	return n, nil
 }
 
-// target follows p's links (relative to their directory).
+// target follows p's links (absolute, or relative to their directory).
 func (f *fakeFiles) target(p string) (*service.FileStat, error) {
 	for {
 		fi, err := f.stat(p)
 		if err != nil || fi.Link == "" {
 			return fi, err
 		}
-		p = path.Join(path.Dir(p), fi.Link)
+		if path.IsAbs(fi.Link) {
+			p = fi.Link
+		} else {
+			p = path.Join(path.Dir(p), fi.Link)
+		}
 	}
 }
 
@@ -256,6 +261,21 @@ func TestExecdFileOps(t *testing.T) {
 			wantOps: []string{"rm /w/a.txt false", "rm /w/sub/b.py false"},
 		},
 		{name: "delete a directory as a file", method: "DELETE", target: "/files?path=/w/sub", wantStatus: 400},
+		// A link to a directory is refused as execd's os.Stat refuses it
+		// (a 500 there), another link goes.
+		{name: "delete a link to a directory as a file", method: "DELETE", target: "/files?path=/w/link", wantStatus: 400,
+			wantBody: `{"code":"INVALID_REQUEST","message":"/w/link is a symbolic link to a directory: delete the link with DELETE /directories (delete_directories), which removes it alone"}`,
+			check:    unchanged("/w/link", "->/w/sub")},
+		{name: "delete files, one a link to a directory", method: "DELETE", target: "/files?path=/w/a.txt&path=/w/link", wantStatus: 400,
+			check: unchanged("/w/a.txt", "one two one\n")},
+		{
+			name: "delete links to a file and to nowhere", method: "DELETE", target: "/files?path=/links/file&path=/links/nowhere", wantStatus: 200,
+			wantOps: []string{"rm /links/file false", "rm /links/nowhere false"}, check: unchanged("/w/a.txt", "one two one\n"),
+		},
+		{
+			name: "delete a link an older agent does not follow", method: "DELETE", target: "/files?path=/old-agent-link", wantStatus: 200,
+			wantOps: []string{"rm /old-agent-link false"},
+		},
 		// A missing path is removed already, as execd has it.
 		{
 			name: "delete files, one missing", method: "DELETE", target: "/files?path=/w/a.txt&path=/w/none&path=/w/sub/b.py", wantStatus: 200,

@@ -172,21 +172,22 @@ func RunOpenSandbox(t *testing.T, tg OpenSandbox) {
 	t.Run("files", func(t *testing.T) {
 		res := tg.flow(t, "files", image)
 		want := map[string]string{
-			"info":             "map[group:sandbox mode:644 owner:sandbox size:26 type:file]",
-			"search":           "[/workspace/notes/a.txt]",
-			"list":             "[/workspace/notes/a.txt /workspace/notes/b.py]",
-			"replaced":         "[2]",
-			"after_replace":    "1 two 1\nline 2\nline 3\n",
-			"range":            "two",
-			"lines":            "line 2\n",
-			"moved":            "1 two 1\nline 2\nline 3\n",
-			"mode_after_chmod": "600",
-			"chown_root":       "403",
-			"dir":              "map[mode:700 type:directory]",
-			"remaining":        "[/workspace/notes]",
-			"deleted_info":     "404",
-			"big_tail":         "true",
-			"big_size":         "10485760",
+			"info":               "map[group:sandbox mode:644 owner:sandbox size:26 type:file]",
+			"search":             "[/workspace/notes/a.txt]",
+			"list":               "[/workspace/notes/a.txt /workspace/notes/b.py]",
+			"replaced":           "[2]",
+			"after_replace":      "1 two 1\nline 2\nline 3\n",
+			"range":              "two",
+			"lines":              "line 2\n",
+			"moved":              "1 two 1\nline 2\nline 3\n",
+			"mode_after_chmod":   "600",
+			"chown_root":         "403",
+			"dir":                "map[mode:700 type:directory]",
+			"delete_link_to_dir": "400",
+			"remaining":          "[/workspace/notes]",
+			"deleted_info":       "404",
+			"big_tail":           "true",
+			"big_size":           "10485760",
 		}
 		Check(t, res, want)
 		tg.NoSandboxes(t)

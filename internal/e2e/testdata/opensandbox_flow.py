@@ -328,6 +328,16 @@ async def files(image: str) -> dict[str, Any]:
         await fs.delete_directories(
             ["/workspace/d1", "/workspace/d1", "/workspace/none", "/workspace/plain.txt"]
         )
+        # A link to a directory is no file: a 400, the link and the
+        # directory left (stock execd refuses it with a 500); as a
+        # directory, the link alone goes.
+        await sandbox.commands.run("ln -s /workspace/notes /workspace/notes-link")
+        try:
+            await fs.delete_files(["/workspace/notes-link"])
+            out["delete_link_to_dir"] = "deleted"
+        except SandboxApiException as e:
+            out["delete_link_to_dir"] = e.status_code
+        await fs.delete_directories(["/workspace/notes-link"])
         await fs.delete_files(["/workspace/moved.txt", "/workspace/notes/b.py", "/workspace/none"])
         await fs.delete_files(["/workspace/moved.txt"])
         remaining = await fs.list_directory(DirectoryListEntry(path="/workspace", depth=3))

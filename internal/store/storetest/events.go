@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ var eventTests = []struct {
 }{
 	{"EventsWithWrites", testEventsWithWrites},
 	{"EventsBounded", testEventsBounded},
+	{"EventsBoundedConcurrently", testEventsBoundedConcurrently},
 }
 
 // testEventsWithWrites checks that a write's events are stored with it,
@@ -174,6 +176,62 @@ func testEventsBounded(t *testing.T, s store.Store) {
 	}
 	if got, dropped, err := s.Events(ctx, "b"); err != nil || len(got) != 1 || dropped != 0 {
 		t.Errorf("events of the sandbox made again = %d, %d dropped, %v; want 1, none dropped", len(got), dropped, err)
+	}
+}
+
+// testEventsBoundedConcurrently checks that a full history stays at
+// exactly store.MaxEvents, the others counted dropped, while several
+// writers add events to it at once: alone (AddEvent) in the first
+// rounds, then half of them with updates of the sandbox. On PostgreSQL a
+// write that did not wait for the others dropped the older events it
+// saw, not those the others had just added, and an event added during
+// an update could deadlock with it.
+func testEventsBoundedConcurrently(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	at := time.Now().UTC().Truncate(time.Microsecond)
+	full := make([]store.Event, store.MaxEvents)
+	for i := range full {
+		full[i] = store.Event{At: at, Status: "running", Message: "full"}
+	}
+	if err := s.CreateSandbox(ctx, sample("many"), full...); err != nil {
+		t.Fatal(err)
+	}
+	const rounds, alone, writers = 6, 3, 8
+	total := store.MaxEvents
+	for round := range rounds {
+		var wg sync.WaitGroup
+		errs := make(chan error, writers)
+		for w := range writers {
+			ev := store.Event{SandboxID: "many", At: at, Status: "running", Message: fmt.Sprintf("%d.%d", round, w)}
+			update := round >= alone && w%2 == 1
+			wg.Go(func() {
+				if update {
+					_, err := s.UpdateSandbox(ctx, "many", func(*store.Sandbox) error { return nil }, ev, ev)
+					errs <- err
+					return
+				}
+				errs <- s.AddEvent(ctx, ev)
+			})
+			if update {
+				total += 2
+			} else {
+				total++
+			}
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, dropped, err := s.Events(ctx, "many")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != store.MaxEvents || dropped != total-store.MaxEvents {
+			t.Errorf("round %d: %d events, %d dropped; want %d, %d dropped", round, len(got), dropped, store.MaxEvents, total-store.MaxEvents)
+		}
 	}
 }
 
