@@ -393,12 +393,17 @@ func commandPath(c *cobra.Command) string {
 
 // Positional argument checks, as usage errors.
 
-// noArgs refuses positional arguments.
+// noArgs refuses positional arguments. A list that selects by sandbox
+// with --sandbox says so for a lone argument, most likely a sandbox's id:
+// the sandbox commands take theirs positionally ("sandbox snapshot ls ID").
 func noArgs(c *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return usageErrorf(c, "unexpected argument %q", args[0])
+	if len(args) == 0 {
+		return nil
 	}
-	return nil
+	if f := c.Flags().Lookup("sandbox"); f != nil && !f.Changed && len(args) == 1 && c.Name() == "ls" {
+		return usageErrorf(c, "unexpected argument %q: a sandbox is given as --sandbox %s", args[0], args[0])
+	}
+	return usageErrorf(c, "unexpected argument %q", args[0])
 }
 
 // exactArgs wants n positional arguments; need says what they are. One

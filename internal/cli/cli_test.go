@@ -513,6 +513,184 @@ func TestCompletion(t *testing.T) {
 	}
 }
 
+// TestExamplesParse runs the command line of every agent2env command in
+// the examples of every command's help (and so docs/cli) and in the
+// README's shell blocks as far as the command's flags: each names a
+// command that exists, with flags it has, so an example copied as it is
+// written is not a usage error.
+func TestExamplesParse(t *testing.T) {
+	lines := readmeShellLines(t)
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, l := range strings.Split(c.Example, "\n") {
+			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+				lines = append(lines, l)
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(env{stdout: io.Discard, stderr: io.Discard}))
+	checked := 0
+	for _, line := range lines {
+		for _, args := range exampleCommands(t, line) {
+			checked++
+			root := newRoot(env{stdout: io.Discard, stderr: io.Discard}) // flags parsed afresh
+			c, rest, err := root.Find(args)
+			if err != nil || c == root || c.HasAvailableSubCommands() && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+				t.Errorf("%s: no such command (%s)", line, strings.Join(args, " "))
+				continue
+			}
+			if c.DisableFlagParsing {
+				_, err = parseLeading(c, rest, 1)
+			} else {
+				err = c.ParseFlags(rewriteLegacy(c, rest, false))
+			}
+			if err != nil {
+				t.Errorf("%s: %s: %v", line, c.CommandPath(), err)
+			}
+		}
+	}
+	if checked < 200 {
+		t.Errorf("%d agent2env command lines checked in the examples, want at least 200", checked)
+	}
+}
+
+// readmeShellLines are the lines of the README's sh blocks, continued
+// lines (and quoted arguments of several lines) joined, without the
+// here-documents' text.
+func readmeShellLines(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	inBlock, hereEnd, cont := false, "", ""
+	for _, l := range strings.Split(string(data), "\n") {
+		switch {
+		case !inBlock:
+			inBlock = l == "```sh"
+		case hereEnd != "":
+			if l == hereEnd {
+				hereEnd = ""
+			}
+		case l == "```":
+			inBlock = false
+		default:
+			if _, tag, ok := strings.Cut(l, "<<"); ok {
+				hereEnd = strings.Trim(strings.Fields(tag)[0], `'"`)
+			}
+			if s, ok := strings.CutSuffix(l, "\\"); ok {
+				cont += s
+				continue
+			}
+			if openQuote(cont + l) { // a quoted argument goes on
+				cont += l + "\n"
+				continue
+			}
+			lines = append(lines, strings.TrimSpace(cont+l))
+			cont = ""
+		}
+	}
+	return lines
+}
+
+// openQuote reports whether a shell line ends inside quotes (a comment's
+// apostrophes aside).
+func openQuote(line string) bool {
+	var quote byte
+	for i := 0; i < len(line); i++ {
+		switch ch := line[i]; {
+		case quote != 0:
+			if ch == quote {
+				quote = 0
+			}
+		case ch == '\'' || ch == '"':
+			quote = ch
+		case ch == '#' && (i == 0 || line[i-1] == ' '):
+			return false
+		}
+	}
+	return quote != 0
+}
+
+// exampleCommands splits a shell line of an example into the arguments of
+// each agent2env command in it (after a pipe or a ;, sudo or variables, or
+// in $(...)), quotes removed and comments dropped; a $(...) is one
+// argument of the command around it.
+func exampleCommands(t *testing.T, line string) [][]string {
+	t.Helper()
+	var cmds [][]string
+	var words []string // the command being read; nested $(...) push it
+	var stack [][]string
+	var word strings.Builder
+	inWord := false
+	end := func() {
+		if inWord {
+			words = append(words, word.String())
+		}
+		word.Reset()
+		inWord = false
+	}
+	flush := func() {
+		end()
+		i := 0
+		for i < len(words) && (words[i] == "sudo" || strings.Contains(words[i], "=") && !strings.HasPrefix(words[i], "-")) {
+			i++ // sudo, and the variables a command is given
+		}
+		if i < len(words) && words[i] == "agent2env" {
+			cmds = append(cmds, words[i+1:])
+		}
+		words = nil
+	}
+	for i := 0; i < len(line); i++ {
+		switch ch := line[i]; {
+		case ch == '\'' || ch == '"':
+			j := strings.IndexByte(line[i+1:], ch)
+			if j < 0 {
+				t.Fatalf("%s: unbalanced quote", line)
+			}
+			quoted := line[i+1 : i+1+j]
+			if ch == '"' && strings.Contains(quoted, "$(") {
+				cmds = append(cmds, exampleCommands(t, quoted)...)
+			}
+			word.WriteString(quoted)
+			inWord = true
+			i += j + 1
+		case ch == '$' && i+1 < len(line) && line[i+1] == '(':
+			end()
+			stack = append(stack, words)
+			words = nil
+			i++
+		case ch == ')' && len(stack) > 0:
+			flush()
+			words = append(stack[len(stack)-1], "$(...)")
+			stack = stack[:len(stack)-1]
+		case ch == '|' || ch == ';' || ch == '<' || ch == '>':
+			flush()
+			if ch == '<' || ch == '>' { // the redirection's target is no command
+				for i+1 < len(line) && (line[i+1] == ' ' || line[i+1] == '>') {
+					i++
+				}
+				for i+1 < len(line) && line[i+1] != ' ' {
+					i++
+				}
+			}
+		case ch == '#' && !inWord:
+			i = len(line)
+		case ch == ' ' || ch == '\t':
+			end()
+		default:
+			word.WriteByte(ch)
+			inWord = true
+		}
+	}
+	flush()
+	return cmds
+}
+
 // TestExamples wants an example in the help of every command (cobra's
 // completion scripts explain themselves).
 func TestExamples(t *testing.T) {

@@ -52,7 +52,7 @@ func newContextCreateCmd(e env, cc *clientConfig) *cobra.Command {
 		Use:   "create [flags]",
 		Short: "create a code-interpreter context (python, javascript or bash) and print its id",
 		Example: `  agent2env context create --language javascript
-  agent2env context create --session notebook-1 --workdir /workspace/project
+  agent2env context create --session notebook-1 --workdir /tmp
   agent2env context create --sandbox "$ID" --language bash -o json`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {

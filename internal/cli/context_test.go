@@ -233,7 +233,7 @@ func TestContextUsageErrors(t *testing.T) {
 	}{
 		{[]string{"context"}, "usage: agent2env context <command>"},
 		{[]string{"context", "bogus"}, `unknown command "bogus"`},
-		{[]string{"context", "create", "extra"}, `unexpected argument "extra"`},
+		{[]string{"context", "create", "extra"}, "unexpected argument \"extra\"\n"},
 		{[]string{"context", "create", "--sandbox", "sb7", "--template", "t"}, "give --sandbox or --template, not both"},
 		{[]string{"context", "create", "--env", "X"}, `"X" is not KEY=VALUE`},
 		{[]string{"context", "exec"}, "need a context id"},

@@ -250,7 +250,7 @@ go to the command. Either runs it until it ends, without the timeout. Ctrl-C (wi
 for the command), SIGTERM or SIGHUP ends the command and exec, which exits as the signal
 would have it (130 for Ctrl-C, 143 for SIGTERM).`,
 		Example: `  agent2env sandbox exec "$ID" -- python3 -c 'print(1)'
-  agent2env sandbox exec "$ID" --timeout 600 --env PIP_QUIET=1 -- pip install numpy
+  agent2env sandbox exec "$ID" --timeout 600 --env OMP_NUM_THREADS=1 -- python3 -c 'import numpy; print(numpy.__version__)'
   agent2env sandbox exec -it "$ID" -- bash
   tar c src | agent2env sandbox exec -i "$ID" -- tar x -C /workspace`,
 		// The command's arguments may look like flags: parseLeading

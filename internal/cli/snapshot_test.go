@@ -273,10 +273,13 @@ func TestSnapshotUsageErrors(t *testing.T) {
 	}{
 		{[]string{"snapshot"}, "usage: agent2env snapshot <command>"},
 		{[]string{"snapshot", "create"}, "need one sandbox ID"},
-		{[]string{"snapshot", "create", "a", "b"}, `unexpected argument "b"`},
+		{[]string{"snapshot", "create", "a", "b"}, "unexpected argument \"b\"\n"},
 		{[]string{"snapshot", "create"}, "need one sandbox ID"},
 		{[]string{"snapshot", "rm"}, "need at least one snapshot id"},
-		{[]string{"snapshot", "ls", "extra"}, `unexpected argument "extra"`},
+		{[]string{"snapshot", "ls", "extra"}, `unexpected argument "extra": a sandbox is given as --sandbox extra`},
+		{[]string{"sandbox", "snapshot", "ls", "sb1"}, `unexpected argument "sb1": a sandbox is given as --sandbox sb1`},
+		{[]string{"snapshot", "ls", "--sandbox", "sb1", "sb2"}, "unexpected argument \"sb2\"\n"},
+		{[]string{"snapshot", "ls", "sb1", "sb2"}, "unexpected argument \"sb1\"\n"},
 		{[]string{"sandbox", "create", "--from-snapshot", "snap-a", "--image", "x"}, "--from-snapshot takes only --ttl besides"},
 	}
 	for _, tt := range tests {

@@ -50,6 +50,13 @@ type call struct {
 	// which cannot say so; its connection is broken once the exchange is
 	// recorded.
 	abort bool
+	// failed is why the last attempt failed in a way the next may not
+	// (attempt returned false); passed are those of the models tried
+	// before the one being tried (the last of each), which the call's own
+	// error names: a fallback's failure alone would hide why the model
+	// asked for did not answer.
+	failed *llm.Error
+	passed []string
 }
 
 func (p *Proxy) handle(f llm.Format, count bool) http.HandlerFunc {
@@ -264,6 +271,7 @@ func (c *call) begin() {
 
 func (c *call) fail(e *llm.Error) {
 	c.begin()
+	e = c.withPassed(e)
 	c.ex.Err = e
 	writeError(c.w, c.in, e)
 	c.finish()
@@ -328,6 +336,7 @@ func (c *call) run() {
 			}
 			wait = min(2*wait, max(retry.MaxBackoff, retry.Backoff))
 		}
+		c.passed = append(c.passed, fmt.Sprintf("model %q: %s", m.Name, c.failed.Message))
 	}
 	// A wait between tries was cut short: the client left, or the
 	// deadline came before the last try could.
@@ -419,7 +428,7 @@ func (c *call) attempt(pr *provider, m *Model, last bool) bool {
 			return true
 		}
 		if !last {
-			return false
+			return c.tryNext(e)
 		}
 		c.fail(e)
 		return true
@@ -429,10 +438,11 @@ func (c *call) attempt(pr *provider, m *Model, last bool) bool {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		e := out.DecodeError(resp.StatusCode, data)
 		if e.Retryable() && !last {
-			return false
+			return c.tryNext(e)
 		}
+		e = c.withPassed(e)
 		c.ex.Err = e
-		if pass {
+		if pass { // the upstream's own error, byte for byte
 			copyHeader(c.w.Header(), resp.Header)
 			c.w.WriteHeader(resp.StatusCode)
 			_, _ = c.w.Write(data)
@@ -450,6 +460,23 @@ func (c *call) attempt(pr *provider, m *Model, last bool) bool {
 		c.translate(out, resp)
 	}
 	return true
+}
+
+// withPassed is e naming how the models tried before failed, if any.
+func (c *call) withPassed(e *llm.Error) *llm.Error {
+	if len(c.passed) == 0 {
+		return e
+	}
+	named := *e
+	named.Message += " (tried before: " + strings.Join(c.passed, "; ") + ")"
+	return &named
+}
+
+// tryNext notes why an attempt failed in a way the next may not, and
+// reports false, as attempt does then.
+func (c *call) tryNext(e *llm.Error) bool {
+	c.failed = e
+	return false
 }
 
 // passBody is the client's body for an upstream of its format: the model
@@ -1127,7 +1154,7 @@ func (c *call) countTokens(pr *provider, m *Model, last bool) bool {
 	resp, e := c.send(pr, counter.CountPath(m.Model), body, false)
 	if e != nil {
 		if !last {
-			return false
+			return c.tryNext(e)
 		}
 		c.fail(e)
 		return true
@@ -1137,7 +1164,7 @@ func (c *call) countTokens(pr *provider, m *Model, last bool) bool {
 	if resp.StatusCode >= 300 {
 		e := pr.codec.DecodeError(resp.StatusCode, data)
 		if e.Retryable() && !last {
-			return false
+			return c.tryNext(e)
 		}
 		c.fail(e)
 		return true

@@ -1,8 +1,10 @@
 package proxy_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,6 +84,67 @@ func TestRetries(t *testing.T) {
 			}
 			if d := time.Since(start); d > 10*time.Second {
 				t.Errorf("took %v", d)
+			}
+		})
+	}
+}
+
+// TestFallbackErrorNamesTried: when a model's fallbacks fail too, the
+// client's error (and the exchange's) says how each model tried before
+// failed, not only the last one, whose failure alone would not say why
+// the model asked for did not answer; retries of a single model add
+// nothing.
+func TestFallbackErrorNamesTried(t *testing.T) {
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	down := closed.URL + "/v1"
+	refusing := llmtest.NewFakeUpstream(t, proxy.Codecs[llm.FormatAnthropic], "",
+		failing(&llm.Error{Kind: llm.ErrorAuthentication, Message: "invalid x-api-key"})).URL
+	tests := []struct {
+		name       string
+		backup     string // the fallback's provider: "" for none
+		backupType string
+		wantStatus int
+		want       []string // in the error's message, in order
+		notWant    string
+	}{
+		{name: "fallback cannot be reached", backup: down, backupType: "openai", wantStatus: 502,
+			want: []string{"call provider backup: ", "connection refused", ` (tried before: model "m": call provider p: `, "connection refused)"}},
+		{name: "fallback refuses", backup: refusing, backupType: "anthropic", wantStatus: 401,
+			want: []string{"invalid x-api-key", ` (tried before: model "m": call provider p: `, "connection refused)"}},
+		{name: "no fallback", wantStatus: 502, want: []string{"call provider p: ", "connection refused"}, notWant: "tried before"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := proxy.Config{
+				Providers: []proxy.Provider{{Name: "p", Type: "openai", BaseURL: down}},
+				Models:    []proxy.Model{{Name: "m", Provider: "p"}},
+				Retry:     proxy.Retry{Attempts: 1, Backoff: time.Millisecond},
+			}
+			if tc.backup != "" {
+				cfg.Providers = append(cfg.Providers, proxy.Provider{Name: "backup", Type: tc.backupType, BaseURL: tc.backup})
+				cfg.Models = append(cfg.Models, proxy.Model{Name: "b", Provider: "backup"})
+				cfg.Models[0].Fallbacks = []string{"b"}
+			}
+			base, x := serve(t, cfg)
+			resp, _, got := post(t, base, llm.FormatOpenAI, "m", false)
+			var body struct{ Error struct{ Message string } }
+			if err := json.Unmarshal(got, &body); err != nil || resp.StatusCode != tc.wantStatus {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.wantStatus, got)
+			}
+			for _, msg := range []string{body.Error.Message, x.last(t).Err.Error()} {
+				rest := msg
+				for _, w := range tc.want {
+					_, after, ok := strings.Cut(rest, w)
+					if !ok {
+						t.Errorf("error %q: no %q where expected", msg, w)
+						break
+					}
+					rest = after
+				}
+				if tc.notWant != "" && strings.Contains(msg, tc.notWant) {
+					t.Errorf("error %q has %q", msg, tc.notWant)
+				}
 			}
 		})
 	}
