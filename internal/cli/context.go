@@ -24,7 +24,7 @@ func newContextCmd(e env, cc *clientConfig) *cobra.Command {
 		newContextCreateCmd(e, cc), newContextExecCmd(e, cc), newContextListCmd(e, cc),
 		removeCmd(e, cc, "CONTEXT_ID", "context id", "remove contexts",
 			`  agent2env context rm "$CTX"
-  agent2env context rm $(agent2env context ls -q --session notebook-1)`, contextIDs,
+  agent2env context ls -q --session notebook-1 | xargs -r agent2env context rm`, contextIDs,
 			func(ctx context.Context, cl *client.Client, id string) error { return cl.Contexts().Delete(ctx, id) }),
 	)
 }
@@ -329,7 +329,7 @@ func newContextListCmd(e env, cc *clientConfig) *cobra.Command {
 		Short:   "list contexts, oldest first (or newest first)",
 		Example: `  agent2env context ls --session notebook-1
   agent2env context ls --newest
-  agent2env context rm $(agent2env context ls -q --sandbox "$ID")`,
+  agent2env context ls -q --sandbox "$ID" | xargs -r agent2env context rm`,
 		Args: noArgs,
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
 			opts.Order = listOrder(newest)

@@ -20,7 +20,7 @@ func newPrepullCmd(e env, cc *clientConfig) *cobra.Command {
   agent2env prepull ls --status failed`,
 		newPrepullCreateCmd(e, cc), newPrepullListCmd(e, cc), newPrepullGetCmd(e, cc),
 		removeCmd(e, cc, "ID", "task ID", "remove prepull tasks, cancelling active pulls",
-			"  agent2env prepull rm $(agent2env prepull ls -q --status failed)", prepullIDs,
+			"  agent2env prepull ls -q --status failed | xargs -r agent2env prepull rm", prepullIDs,
 			func(ctx context.Context, cl *client.Client, id string) error { return cl.Prepull.Delete(ctx, id) }),
 	)
 }
@@ -119,7 +119,7 @@ func newPrepullListCmd(e env, cc *clientConfig) *cobra.Command {
 		Aliases: []string{"list"},
 		Short:   "list prepull tasks",
 		Example: `  agent2env prepull ls --image python:3.12
-  agent2env prepull rm $(agent2env prepull ls -q --status failed)`,
+  agent2env prepull ls -q --status failed | xargs -r agent2env prepull rm`,
 		Args: noArgs,
 		PreRunE: func(c *cobra.Command, _ []string) error {
 			if status != "" && !slices.Contains(prepullStatuses, status) {

@@ -32,7 +32,7 @@ func newSandboxCmd(e env, cc *clientConfig) *cobra.Command {
 		newSandboxTerminalCmd(e, cc),
 		removeCmd(e, cc, "ID", "sandbox id", "remove sandboxes",
 			`  agent2env sandbox rm "$ID"
-  agent2env sandbox rm $(agent2env sandbox ls -o json | jq -r '.items[] | select(.status == "failed") | .id')`,
+  agent2env sandbox ls -o json | jq -r '.items[] | select(.status == "failed") | .id' | xargs -r agent2env sandbox rm`,
 			sandboxIDs, func(ctx context.Context, cl *client.Client, id string) error {
 				return cl.Sandbox.Delete(ctx, id)
 			}),
@@ -196,7 +196,7 @@ func newSandboxListCmd(e env, cc *clientConfig) *cobra.Command {
 		Example: `  agent2env sandbox ls -o wide
   agent2env sandbox ls --newest
   agent2env sandbox ls -o json | jq -r '.items[] | select(.status == "failed") | .id'
-  agent2env sandbox rm $(agent2env sandbox ls -q)`,
+  agent2env sandbox ls -q | xargs -r agent2env sandbox rm`,
 		Args: noArgs,
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
 			l, err := cl.Sandbox.ListPage(ctx, client.ListSandboxesOptions{Order: listOrder(newest)})

@@ -24,7 +24,7 @@ func newSessionCmd(e env, cc *clientConfig) *cobra.Command {
 		newSessionExecCmd(e, cc), newSessionRunCmd(e, cc), newSessionListCmd(e, cc), newSessionInfoCmd(e, cc),
 		removeCmd(e, cc, "SESSION_ID", "session id", "end sessions and remove their sandboxes",
 			`  agent2env session rm demo
-  agent2env session rm $(agent2env session ls -q)`, sessionIDs,
+  agent2env session ls -q | xargs -r agent2env session rm`, sessionIDs,
 			func(ctx context.Context, cl *client.Client, id string) error { return cl.Sessions().Delete(ctx, id) }),
 	)
 }

@@ -32,7 +32,7 @@ func newSnapshotGroup(e env, cc *clientConfig, path string) *cobra.Command {
   agent2env %[1]s rm "$SNAP"`, path),
 		newSnapshotCreateCmd(e, cc, path), newSnapshotListCmd(e, cc, path),
 		removeCmd(e, cc, "SNAPSHOT", "snapshot id", "remove snapshots and their files",
-			fmt.Sprintf(`  agent2env %[1]s rm $(agent2env %[1]s ls -q --sandbox "$ID")`, path), snapshotIDs,
+			fmt.Sprintf(`  agent2env %[1]s ls -q --sandbox "$ID" | xargs -r agent2env %[1]s rm`, path), snapshotIDs,
 			func(ctx context.Context, cl *client.Client, id string) error { return cl.Snapshots().Delete(ctx, id) }),
 	)
 }

@@ -31,7 +31,7 @@ func newTaskCmd(e env, cc *clientConfig) *cobra.Command {
 		newTaskLogsCmd(e, cc), newTaskCancelCmd(e, cc), newTaskArtifactsCmd(e, cc),
 		removeCmd(e, cc, "RUN_ID", "run id", "remove ended task runs with their logs and artifacts",
 			`  agent2env task rm RUN_ID
-  agent2env task rm $(agent2env task ls -q --batch b-0123456789abcdef)`,
+  agent2env task ls -q --batch b-0123456789abcdef | xargs -r agent2env task rm`,
 			runIDs, func(ctx context.Context, cl *client.Client, id string) error { return cl.Runs().Delete(ctx, id) }),
 	)
 }
@@ -287,7 +287,7 @@ func newTaskCancelCmd(e env, cc *clientConfig) *cobra.Command {
 	return &cobra.Command{
 		Use:               "cancel RUN_ID... [flags]",
 		Short:             "cancel task runs; each ends cancelled once its agent is stopped and its artifacts collected",
-		Example:           `  agent2env task cancel $(agent2env task ls -q)`,
+		Example:           `  agent2env task ls -q | xargs -r agent2env task cancel`,
 		Args:              minArgs(1, "need at least one run id"),
 		ValidArgsFunction: cc.complete(e, runIDs, true),
 		RunE: func(c *cobra.Command, args []string) error {
