@@ -296,15 +296,23 @@ func TestKernelRestart(t *testing.T) {
 func TestKernelCancelInterrupts(t *testing.T) {
 	c := startKernelAgent(t)
 	newKernel(t, c, "cancel", LangPython)
-	execute(t, c, "cancel", "n = 5", 0)
+	checkCancelInterrupts(t, c, "cancel", "import time\ntime.sleep(100)")
+}
+
+// checkCancelInterrupts sets n = 5 in the Python kernel id, cancels code
+// as it runs, and checks that the kernel, its state kept, runs the next
+// code at once: code was interrupted.
+func checkCancelInterrupts(t *testing.T, c *Client, id, code string) {
+	t.Helper()
+	execute(t, c, id, "n = 5", 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	_, err := c.Execute(ctx, "cancel", KernelExecRequest{Code: "import time\ntime.sleep(100)"}, KernelOutput{})
+	_, err := c.Execute(ctx, id, KernelExecRequest{Code: code}, KernelOutput{})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("execute: %v, want deadline exceeded", err)
 	}
 	start := time.Now()
-	out := execute(t, c, "cancel", "n * 2", 0)
+	out := execute(t, c, id, "n * 2", 0)
 	if resultText(out.res) != "10" || out.res.StateLost {
 		t.Errorf("after cancel: %+v", out.res)
 	}

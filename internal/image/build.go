@@ -58,8 +58,10 @@ var recipes = map[string]recipe{
 	// (agent.EnvJupyterProbe), as OpenSandbox's code-interpreter image
 	// does with its Jupyter server, so that the sandboxes of its warm pools
 	// serve the OpenSandbox SDKs too.
+	// Its python kernels run IPython syntax (magics, !cmd, obj?) with
+	// Debian's IPython, which they import on a cell's first need.
 	"agent2env/code-interpreter:latest": {
-		packages: append(slices.Clone(pythonPackages), "nodejs", "ca-certificates", "passwd"),
+		packages: append(slices.Clone(pythonPackages), "python3-ipython", "nodejs", "ca-certificates", "passwd"),
 		env:      []string{"PYTHONUNBUFFERED=1", jupyterProbe},
 	},
 }

@@ -9,6 +9,12 @@ and takes SIGINT (the agent holds one back until then), "display" for rich outpu
 during a run, and "done" (result bundle, error) at its end, after the marker has
 been written raw to fd 1 and then fd 2. SIGINT interrupts a run with
 KeyboardInterrupt and is ignored between runs.
+
+A cell that does not compile as Python is IPython's (!cmd, %magic, obj?) when
+IPython is installed: its InteractiveShell, made on first need over the
+kernel's namespace, turns the cell into Python and runs its magics, and
+publishes its displays through the kernel. A kernel imports no IPython until
+then.
 """
 
 from __future__ import annotations  # annotations stay unevaluated on Python 3.8
@@ -59,7 +65,8 @@ REPR_METHODS = (
 
 class Kernel:
     def __init__(self) -> None:
-        self.namespace: dict[str, Any] = new_main_module().__dict__
+        self.main = new_main_module()
+        self.namespace: dict[str, Any] = self.main.__dict__
         self.cells = 0
         # The asyncio event loop for top-level await, made on first use.
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -69,7 +76,12 @@ class Kernel:
         self.control_lock = _thread.allocate_lock()
         signal.signal(signal.SIGINT, self.on_sigint)
         builtins.display = self.display  # type: ignore[attr-defined]
-        sys.meta_path.insert(0, PyplotHook(self.show_figures))
+        # IPython's get_ipython: the shell, made on first call; None without IPython.
+        builtins.get_ipython = self.ipython  # type: ignore[attr-defined]
+        self.shell: Any = None  # the IPython InteractiveShell once made
+        sys.meta_path.insert(0, ImportHook("matplotlib.pyplot", self.pyplot_loaded))
+        # Whoever imports IPython (a cell, a library) gets the kernel's shell.
+        sys.meta_path.insert(0, ImportHook("IPython", self.ipython_loaded))
         self.sources = CellSources()
 
     def serve(self) -> None:
@@ -95,9 +107,11 @@ class Kernel:
         self.sources.add(filename, source)
         self.interrupted = False
         try:
-            body, last = compile_cell(source, filename)
+            body, last = self.compile(source, filename)
         except Exception as exc:  # SyntaxError and subclasses; ValueError for NUL bytes
             text = "".join(format_exception(exc, None, only=True))
+            if isinstance(exc, SyntaxError) and self.shell is None and ipython_like(source):
+                text += IPYTHON_HINT
             return None, error_info(exc, text, "syntax")
         # A SIGINT from here on is this run's: one that came before was an earlier
         # run's, cleared above.
@@ -116,6 +130,43 @@ class Kernel:
             tb = user_traceback(exc.__traceback__, filename)
             text = "".join(format_exception(exc, tb))
             return None, error_info(exc, text, "runtime")
+
+    def compile(self, source: str, filename: str) -> tuple[CodeType, CodeType | None]:
+        """Compile the cell as Python, or else as IPython's when IPython is installed."""
+        try:
+            return compile_cell(source, filename)
+        except SyntaxError:
+            shell = self.ipython()
+            if shell is None:
+                raise
+        # Line magics and !cmd keep their lines: tracebacks show the cell's own.
+        return compile_cell(shell.transform_cell(source), filename)
+
+    def ipython(self) -> Any:
+        """Return the kernel's IPython shell, made on first need; None without IPython."""
+        if self.shell is None:
+            try:
+                import IPython  # noqa: F401  # its import hook makes the shell
+            except ImportError:
+                return None
+            if self.shell is None:  # imported before the kernel started
+                self.shell = ipython_shell(self)
+        return self.shell
+
+    def ipython_loaded(self, module: ModuleType) -> None:
+        try:
+            self.shell = ipython_shell(self)
+        except Exception as exc:  # the import itself stands: IPython without the shell
+            text = "".join(format_exception(exc, exc.__traceback__))
+            sys.stderr.write("IPython's shell could not start in this kernel:\n" + text)
+
+    def pyplot_loaded(self, module: ModuleType) -> None:
+        # A plain function, not a bound method: pyplot.switch_backend sets
+        # show.__signature__, which a method does not allow.
+        def kernel_show(*args: object, **kwargs: object) -> None:
+            return self.show_figures(*args, **kwargs)
+
+        module.show = kernel_show  # type: ignore[attr-defined]
 
     def execute(self, body: CodeType, last: CodeType | None) -> Bundle | None:
         try:
@@ -155,9 +206,15 @@ class Kernel:
         self.interrupted = True
 
     def display(self, *objs: object) -> None:
-        """Show each object as rich output: its MIME bundle, as for a cell's result."""
+        """Show each object as rich output: its MIME bundle, as for a cell's result.
+
+        Once IPython's shell runs, through its display publisher, which %%capture swaps.
+        """
         for obj in objs:
-            self.display_bundle(mime_bundle(obj))
+            if self.shell is None:
+                self.display_bundle(mime_bundle(obj))
+            else:
+                self.shell.display_pub.publish(mime_bundle(obj))
 
     def display_bundle(self, bundle: Bundle) -> None:
         message = {"type": "display", "data": bundle}
@@ -200,21 +257,17 @@ class Kernel:
             write_all(CONTROL, data)
 
 
-class PyplotHook:
-    """Import hook that makes matplotlib.pyplot.show the kernel's as pyplot loads."""
+class ImportHook:
+    """Import hook that calls loaded(module) once the module named has loaded, once."""
 
-    def __init__(self, show: Callable[..., None]) -> None:
-        # A plain function, not a bound method: pyplot.switch_backend sets
-        # show.__signature__, which a method does not allow.
-        def kernel_show(*args: object, **kwargs: object) -> None:
-            return show(*args, **kwargs)
-
-        self.show = kernel_show
+    def __init__(self, name: str, loaded: Callable[[ModuleType], None]) -> None:
+        self.name = name
+        self.loaded = loaded
 
     def find_spec(
         self, name: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        if name != "matplotlib.pyplot":
+        if name != self.name:
             return None
         from importlib.machinery import PathFinder
 
@@ -223,12 +276,12 @@ class PyplotHook:
             return None
         exec_module = spec.loader.exec_module
 
-        def exec_and_patch(module: ModuleType) -> None:
+        def exec_and_call(module: ModuleType) -> None:
             exec_module(module)
-            module.show = self.show  # type: ignore[attr-defined]
             sys.meta_path.remove(self)
+            self.loaded(module)
 
-        spec.loader.exec_module = exec_and_patch  # type: ignore[method-assign]
+        spec.loader.exec_module = exec_and_call  # type: ignore[method-assign]
         return spec
 
 
@@ -286,6 +339,105 @@ class FillingLoader:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.loader, name)
+
+
+IPYTHON_HINT = (
+    "IPython syntax (!cmd, %magic, %%cell magic, obj?) needs IPython, which this"
+    " kernel's Python lacks: pip install ipython\n"
+)
+
+
+def ipython_like(source: str) -> bool:
+    """Tell whether a cell has a line that looks like IPython's syntax, for IPYTHON_HINT."""
+    for line in source.splitlines():
+        line = line.strip()
+        if line.startswith(("!", "%")) or line.endswith("?"):
+            return True
+    return False
+
+
+def ipython_shell(kernel: Kernel) -> Any:
+    """Make IPython's InteractiveShell the kernel's, as ipykernel's is a Jupyter kernel's.
+
+    Its user namespace is the kernel's; its displays, the pager's text and !cmd's
+    output go where the kernel's go; %matplotlib keeps the kernel's figures. It
+    installs no displayhook, excepthook or signal handler, keeps no history file
+    and starts no thread.
+    """
+    from IPython.core.displaypub import DisplayPublisher
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets import Type
+    from traitlets.config import Config
+
+    class Publisher(DisplayPublisher):  # type: ignore[misc]
+        """Sends IPython's displays (display(), %%html) as the kernel's."""
+
+        def publish(self, data: Bundle, metadata: object = None, *args: Any, **kwargs: Any) -> None:
+            bundle: Bundle = {}
+            for mime, value in data.items():
+                add_mime(bundle, mime, value)
+            kernel.display_bundle(bundle)
+
+    class Shell(InteractiveShell):  # type: ignore[misc]
+        display_pub_class = Type(Publisher)
+
+        def system(self, cmd: str) -> None:
+            """Run !cmd in a shell, its output the cell's as it comes, as Jupyter does.
+
+            Unlike Jupyter, an interrupt stops the cell as well as the command.
+            """
+            command = self.var_expand(cmd, depth=1)
+            self.user_ns["_exit_code"] = run_command(command)
+
+        def enable_matplotlib(self, gui: str | None = None) -> tuple[str | None, str]:
+            """Keep the kernel's figures, PNG images after each cell, as %matplotlib inline."""
+            import matplotlib
+            import matplotlib.pyplot  # with the kernel's show
+
+            if gui not in (None, "auto", "inline", "agg"):
+                print(f"no {gui} windows here: figures come back as PNG images", file=sys.stderr)
+            return gui, matplotlib.get_backend()
+
+    config = Config()
+    config.HistoryManager.enabled = False  # no sqlite file, no saving thread
+    config.InteractiveShell.colors = "NoColor"
+    shell = Shell.instance(config=config, user_module=kernel.main)
+    shell.set_hook("show_in_pager", page_to_stdout)
+    # The shell's builtins and names for a terminal: the kernel keeps its display,
+    # and exit() raises SystemExit as in a plain kernel.
+    builtins.display = kernel.display  # type: ignore[attr-defined]
+    hidden = shell.user_ns_hidden
+    for name in ("exit", "quit", "open"):  # open: IPython 8.12's, which refuses fds 0 to 2
+        if name in hidden and kernel.namespace.get(name) is hidden[name]:
+            del kernel.namespace[name]
+    return shell
+
+
+def page_to_stdout(shell: object, data: object, *args: object, **kwargs: object) -> None:
+    """Write what IPython would page (obj?, %pdoc) to stdout: a kernel has no pager."""
+    text = str(data.get("text/plain", "") if isinstance(data, dict) else data)
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def run_command(command: str) -> int:
+    """Run command in $SHELL, as IPython's !cmd: return its exit status, -N for signal N.
+
+    Its output goes to fd 1 and 2 as it comes, unless user code redirected
+    sys.stdout or sys.stderr (%%capture): then it is copied there at the end.
+    An interrupt kills it and stops the cell.
+    """
+    import subprocess
+
+    executable = os.environ.get("SHELL") or None  # None: /bin/sh
+    flush_std()
+    if sys.stdout is sys.__stdout__ and sys.stderr is sys.__stderr__:
+        status = subprocess.call(command, shell=True, executable=executable)
+    else:
+        done = subprocess.run(command, shell=True, executable=executable, capture_output=True)
+        sys.stdout.write(done.stdout.decode("utf-8", "replace"))
+        sys.stderr.write(done.stderr.decode("utf-8", "replace"))
+        status = done.returncode
+    return -(status - 128) if status > 128 else status
 
 
 def json_dumps(value: object, allow_nan: bool) -> str:

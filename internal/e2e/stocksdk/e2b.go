@@ -97,8 +97,9 @@ func (tg E2B) env() []string {
 
 // RunE2B runs the E2B SDKs' checks against tg, each a subtest: both quickstarts
 // (create, run_code keeping state, a matplotlib chart as a png, an error,
-// code contexts, files written and read, commands.run, set_timeout,
-// get_info, get_metrics, list by metadata, kill and is_running() after);
+// IPython's syntax in the Python one, code contexts, files written and
+// read, commands.run, set_timeout, get_info, get_metrics, list by
+// metadata, kill and is_running() after);
 // the base SDK on envd's process and filesystem services (commands, exit
 // codes, a background command connected to, fed and killed, a PTY session
 // with a resize, files listed, made, renamed, removed and watched, an
@@ -116,6 +117,10 @@ func RunE2B(t *testing.T, tg E2B) {
 			"error":                 "ZeroDivisionError",
 			"png":                   "true",
 			"png_prefix":            "iVBORw0K", // base64 of the PNG signature
+			"shell":                 "hi\n",
+			"bash_magic":            "from-bash\n",
+			"ipython_html":          "[<b>x</b>]",
+			"inline_png":            "[true]", // the figure, a png result
 			"in_context":            "42",
 			"contexts":              "2", // the default python context and the new one
 			"contexts_after_remove": "1",

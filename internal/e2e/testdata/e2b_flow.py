@@ -6,7 +6,9 @@ E2B_API_URL and E2B_SANDBOX_URL (both the daemon's address), E2B_API_KEY
 last line, which the Go test checks:
 
   quickstart        Sandbox.create, run_code('x = 1'), run_code('x+=1; x'),
-                    a matplotlib chart, an error, stdout; set_timeout,
+                    a matplotlib chart, an error, stdout; IPython's
+                    !cmd, %%bash, display(HTML) and %matplotlib inline;
+                    set_timeout,
                     get_info, a connect that keeps the longer timeout,
                     relative paths in code where files have them,
                     get_metrics, Sandbox.list with a metadata filter, the
@@ -62,6 +64,15 @@ def quickstart() -> dict[str, Any]:
         )
         out["png"] = any(r.png for r in chart.results)
         out["png_prefix"] = next((r.png[:8] for r in chart.results if r.png), None)
+        # IPython's syntax, as agents write it for E2B's Jupyter kernel.
+        out["shell"] = "".join(sbx.run_code("!echo hi").logs.stdout)
+        out["bash_magic"] = "".join(sbx.run_code("%%bash\necho from-bash").logs.stdout)
+        shown = sbx.run_code("from IPython.display import HTML, display\ndisplay(HTML('<b>x</b>'))")
+        out["ipython_html"] = [r.html for r in shown.results]
+        inline = sbx.run_code(
+            "%matplotlib inline\nimport matplotlib.pyplot as plt\n_ = plt.plot([1, 2])"
+        )
+        out["inline_png"] = [bool(r.png) for r in inline.results]
 
         info = sbx.files.write("notes/hello.txt", "Hello World")
         out["written"] = info.path
