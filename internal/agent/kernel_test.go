@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -495,6 +496,35 @@ func TestKernelPythonIdleModules(t *testing.T) {
 	}
 	if got := resultText(execute(t, c, "idle", `{"x": [float("inf"), "\u2028"]}`, 0).res); got != `{'x': [inf, '\u2028']}` {
 		t.Errorf("result %q", got)
+	}
+}
+
+// TestKernelPythonUserSite checks that what pip installs as the sandbox's
+// user, into a user site-packages that did not exist when the kernel
+// started, imports in the next cell, its .pth files (editable installs)
+// read, and ahead of the system's packages as at Python's start.
+func TestKernelPythonUserSite(t *testing.T) {
+	c := startKernelAgent(t)
+	base := t.TempDir()
+	if _, err := c.CreateKernel(context.Background(), KernelSpec{ID: "usersite", Language: LangPython, Env: []string{"PYTHONUSERBASE=" + base}}); err != nil {
+		t.Fatal(err)
+	}
+	// As pip leaves them: a module, and a .pth naming a source tree.
+	src := filepath.Join(base, "src")
+	install := fmt.Sprintf(`import os, site
+p = site.getusersitepackages()
+os.makedirs(p)
+os.makedirs(%[1]q)
+open(os.path.join(p, "a2e_installed.py"), "w").write("X = 7")
+open(os.path.join(%[1]q, "a2e_editable.py"), "w").write("Y = 8")
+open(os.path.join(p, "__editable__.a2e.pth"), "w").write(%[1]q + "\n")`, src)
+	if out := execute(t, c, "usersite", install, 0); out.res.Error != nil {
+		t.Fatalf("install: %+v", out.res.Error)
+	}
+	out := execute(t, c, "usersite", "import sys, site, a2e_installed, a2e_editable\n"+
+		"(a2e_installed.X, a2e_editable.Y, sys.path.index(site.getusersitepackages()) < min(i for i, p in enumerate(sys.path) if p.endswith('-packages') and p != site.getusersitepackages()))", 0)
+	if out.res.Error != nil || resultText(out.res) != "(7, 8, True)" {
+		t.Errorf("the next cell: %q, error %+v, want (7, 8, True)", resultText(out.res), out.res.Error)
 	}
 }
 

@@ -133,6 +133,28 @@ func TestContexts(t *testing.T) {
 		}
 	})
 
+	t.Run("pip install, imported in the next cell", func(t *testing.T) {
+		// A wheel made in the sandbox (it has no network), installed by
+		// pip as the sandbox's user: Debian's PEP 668 marker would refuse
+		// it, and the user site-packages pip makes did not exist when the
+		// kernel started.
+		install := `import subprocess, sys, zipfile
+whl = "/tmp/a2e_wheel-1.0-py3-none-any.whl"
+with zipfile.ZipFile(whl, "w") as z:
+    z.writestr("a2e_wheel.py", "ANSWER = 42\n")
+    z.writestr("a2e_wheel-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: a2e-wheel\nVersion: 1.0\n")
+    z.writestr("a2e_wheel-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+    z.writestr("a2e_wheel-1.0.dist-info/RECORD", "")
+p = subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-warn-script-location", whl], capture_output=True, text=True)
+print(p.returncode, p.stderr[-300:])`
+		if res := d.execute(pyPath, install, 60); !res.Success || !strings.HasPrefix(res.Output.Stdout, "0 ") {
+			t.Fatalf("pip install: %+v", res)
+		}
+		if res := d.execute(pyPath, "import a2e_wheel\na2e_wheel.ANSWER", 0); !res.Success || res.Result != "42" {
+			t.Errorf("the next cell: %+v", res)
+		}
+	})
+
 	t.Run("rich outputs", func(t *testing.T) {
 		res := d.execute(pyPath, `import matplotlib.pyplot as plt
 import pandas as pd

@@ -108,6 +108,14 @@ const matplotlibHook = `set -e
 d="$1/usr/lib/python3/dist-packages"
 rm -f "$d"/matplotlib-*-nspkg.pth "$d/mpl_toolkits/__init__.py" "$d"/mpl_toolkits/__pycache__/__init__.*.pyc`
 
+// pipHook runs after customizeHook in images with Debian's Python, which
+// refuses pip installs outside a virtual environment (PEP 668: its
+// EXTERNALLY-MANAGED file). A sandbox is the environment: its user's pip
+// installs into ~/.local, as on a Python without the marker, which the
+// sandbox's programs and its kernels (from their next cell) import.
+const pipHook = `set -e
+rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED`
+
 // options are the mmdebstrap options that shape the result; with the
 // suite and the image config they make the recipe text.
 func (rc recipe) options() []string {
@@ -124,6 +132,9 @@ func (rc recipe) options() []string {
 		"--dpkgopt=path-exclude=/usr/share/locale/*",
 		"--customize-hook=" + customizeHook,
 		"--customize-hook=" + profileHook,
+	}
+	if slices.Contains(rc.packages, "python3-pip") {
+		opts = append(opts, "--customize-hook="+pipHook)
 	}
 	if slices.Contains(rc.packages, "python3-matplotlib") {
 		opts = append(opts, "--customize-hook="+matplotlibHook)

@@ -83,6 +83,10 @@ class Kernel:
         # Whoever imports IPython (a cell, a library) gets the kernel's shell.
         sys.meta_path.insert(0, ImportHook("IPython", self.ipython_loaded))
         self.sources = CellSources()
+        # The user's site-packages, where pip installs as the sandbox's user:
+        # Python added it at its start only if it existed; one a cell makes
+        # (!pip install) is added as the next cell starts.
+        self.user_site = missing_user_site()
 
     def serve(self) -> None:
         requests = os.fdopen(REQUESTS, "rb")
@@ -103,6 +107,9 @@ class Kernel:
     def run(self, source: str) -> tuple[Bundle | None, Error | None]:
         """Run one cell: return its result bundle and error, either may be None."""
         self.cells += 1
+        if self.user_site is not None and os.path.isdir(self.user_site):
+            add_user_site(self.user_site)
+            self.user_site = None
         filename = f"<cell-{self.cells}>"
         self.sources.add(filename, source)
         self.interrupted = False
@@ -585,6 +592,24 @@ def safe_repr(obj: object) -> str:
         return repr(obj)
     except Exception as exc:
         return f"<{type(obj).__qualname__} object; repr() raised {type(exc).__name__}>"
+
+
+def missing_user_site() -> str | None:
+    """Return the user's site-packages when Python's start left it out (it did not exist)."""
+    site: Any = sys.modules.get("site")  # none under python -S
+    if site is None or not site.ENABLE_USER_SITE:
+        return None
+    path: str = site.getusersitepackages()
+    return None if path in sys.path else path
+
+
+def add_user_site(path: str) -> None:
+    """Add the user's site-packages as Python's start would have: before the system's, .pth files read."""
+    import site
+
+    at = next((i for i, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))), len(sys.path))
+    sys.path.insert(at, path)
+    site.addsitedir(path)  # its .pth files (editable installs); the path is in already
 
 
 def base64(data: bytes | bytearray) -> str:
