@@ -324,7 +324,9 @@ func TestContextCreateSandboxAndTemplate(t *testing.T) {
 }
 
 // The context lists, of every sandbox and of one, are oldest first unless
-// order=desc asks for newest first; another order is 400 naming it.
+// order=desc asks for newest first, in pages of limit with next_cursor
+// asking for the next; another order or limit, or a cursor the server did
+// not give, is 400 naming its parameter.
 func TestListContextsOrder(t *testing.T) {
 	h, _ := newSessionHandler(t, manager.Config{})
 	do := func(method, path, body string) (int, []byte) {
@@ -373,10 +375,39 @@ func TestListContextsOrder(t *testing.T) {
 				t.Errorf("%s%s: items %v, contexts %v, total %d; want %v", path, tt.query, got, gotContexts, l.Total, tt.want)
 			}
 		}
-		for _, query := range []string{"?order=newest", "?order=DESC"} {
-			code, b := do(http.MethodGet, path+query, "")
-			if code != http.StatusBadRequest || !strings.Contains(string(b), `order \"`) {
-				t.Errorf("%s%s: %d %s, want 400 naming order", path, query, code, b)
+		for _, tt := range []struct {
+			query string
+			want  []string
+			pages int
+		}{{"?limit=2", want, 2}, {"?limit=1&order=desc", newest, 3}, {"?limit=3", want, 1}} {
+			var got []string
+			pages := 0
+			for query := tt.query; ; {
+				pages++
+				code, b := do(http.MethodGet, path+query, "")
+				var l api.ContextList
+				if err := json.Unmarshal(b, &l); code != http.StatusOK || err != nil || l.Total != len(l.Items) {
+					t.Fatalf("%s%s: %d %s", path, query, code, b)
+				}
+				for _, c := range l.Items {
+					got = append(got, c.ContextID)
+				}
+				if l.NextCursor == "" {
+					break
+				}
+				query = tt.query + "&cursor=" + l.NextCursor
+			}
+			if !slices.Equal(got, tt.want) || pages != tt.pages {
+				t.Errorf("%s%s: %d pages of %v, want %d of %v", path, tt.query, pages, got, tt.pages, tt.want)
+			}
+		}
+		for _, tt := range []struct{ query, param string }{
+			{"?order=newest", "order"}, {"?order=DESC", "order"},
+			{"?limit=0", "limit"}, {"?limit=1001", "limit"}, {"?limit=two", "limit"}, {"?cursor=nope", "cursor"},
+		} {
+			code, b := do(http.MethodGet, path+tt.query, "")
+			if code != http.StatusBadRequest || !strings.Contains(string(b), tt.param+` \"`) {
+				t.Errorf("%s%s: %d %s, want 400 naming %s", path, tt.query, code, b, tt.param)
 			}
 		}
 	}
