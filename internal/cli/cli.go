@@ -441,6 +441,43 @@ func listOrder(newest bool) api.Order {
 	return ""
 }
 
+// pageFlags are the --limit, --cursor and --newest flags of a list the
+// daemon pages. Without --limit the list is whole, as the API's is.
+type pageFlags struct {
+	limit  pageLimit
+	cursor string
+	newest bool
+}
+
+// register adds the flags to c, a list of what whose pages give the next
+// page's cursor in their field cursorField.
+func (p *pageFlags) register(c *cobra.Command, what, cursorField string) {
+	c.Flags().Var(&p.limit, "limit", "at most `N` "+what+", 1 to "+strconv.Itoa(api.MaxPageSize)+
+		" (a page; -o json gives the next page's cursor)")
+	c.Flags().StringVar(&p.cursor, "cursor", "", "the page after this `CURSOR` (a previous page's "+cursorField+")")
+	registerNewest(c, &p.newest, what)
+}
+
+// order is the API's order the flags ask for.
+func (p *pageFlags) order() api.Order { return listOrder(p.newest) }
+
+// pageLimit is the value of --limit: a page size the API takes; 0 when
+// the flag is not given.
+type pageLimit int
+
+func (l *pageLimit) String() string { return strconv.Itoa(int(*l)) }
+
+func (l *pageLimit) Type() string { return "limit" }
+
+func (l *pageLimit) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > api.MaxPageSize {
+		return fmt.Errorf("want a number from 1 to %d", api.MaxPageSize)
+	}
+	*l = pageLimit(n)
+	return nil
+}
+
 // legacyFlags rewrites the single-dash long flags that Go's flag package
 // accepted before the move to cobra (-json, -image alpine, -help) to the
 // double-dash form, so that scripts written for them keep working. Only
