@@ -8,6 +8,7 @@ used when one is sent.
 from .common import APIModel, StrEnum
 from .context import (
     Context,
+    ContextList,
     DeleteContextResult,
     ExecuteResponse,
     ExecutionError,
@@ -37,6 +38,7 @@ from .sandbox import (
     FileInfo,
     LogsResult,
     Sandbox,
+    SandboxList,
     SandboxOverrides,
     SandboxStatus,
     TerminalExitInfo,
@@ -77,6 +79,7 @@ __all__ = [
     "APIModel",
     "Capabilities",
     "Context",
+    "ContextList",
     "CreateTemplateRequest",
     "DeleteContextResult",
     "DeleteSessionResult",
@@ -123,6 +126,7 @@ __all__ = [
     "ResourceStats",
     "RollbackResult",
     "Sandbox",
+    "SandboxList",
     "SandboxOverrides",
     "SandboxStatus",
     "Session",
