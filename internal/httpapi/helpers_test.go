@@ -470,3 +470,20 @@ func readEvents(tb testing.TB, body []byte) []sseEvent {
 		out = append(out, ev)
 	}
 }
+
+// walkPages reads the list at target (a path with a query) page after
+// page, page asking for the one at target and returning its ids and next
+// cursor; it returns every id and how many pages it read, at most 100.
+func walkPages(tb testing.TB, target string, page func(target string) (ids []string, next string)) (ids []string, pages int) {
+	tb.Helper()
+	for next := target; pages < 100; {
+		got, cursor := page(next)
+		ids, pages = append(ids, got...), pages+1
+		if cursor == "" {
+			return ids, pages
+		}
+		next = target + "&cursor=" + cursor
+	}
+	tb.Fatalf("%s: more than %d pages", target, pages)
+	return nil, 0
+}

@@ -380,23 +380,18 @@ func TestListContextsOrder(t *testing.T) {
 			want  []string
 			pages int
 		}{{"?limit=2", want, 2}, {"?limit=1&order=desc", newest, 3}, {"?limit=3", want, 1}} {
-			var got []string
-			pages := 0
-			for query := tt.query; ; {
-				pages++
-				code, b := do(http.MethodGet, path+query, "")
+			got, pages := walkPages(t, path+tt.query, func(target string) ([]string, string) {
+				code, b := do(http.MethodGet, target, "")
 				var l api.ContextList
 				if err := json.Unmarshal(b, &l); code != http.StatusOK || err != nil || l.Total != len(l.Items) {
-					t.Fatalf("%s%s: %d %s", path, query, code, b)
+					t.Fatalf("%s: %d %s", target, code, b)
 				}
+				var ids []string
 				for _, c := range l.Items {
-					got = append(got, c.ContextID)
+					ids = append(ids, c.ContextID)
 				}
-				if l.NextCursor == "" {
-					break
-				}
-				query = tt.query + "&cursor=" + l.NextCursor
-			}
+				return ids, l.NextCursor
+			})
 			if !slices.Equal(got, tt.want) || pages != tt.pages {
 				t.Errorf("%s%s: %d pages of %v, want %d of %v", path, tt.query, pages, got, tt.pages, tt.want)
 			}

@@ -2,14 +2,18 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
 )
 
 // The bodies of a snapshot and a fork refuse a member they do not know
@@ -88,6 +92,56 @@ func TestSnapshotUnavailableDocumented(t *testing.T) {
 		}
 		if doc.Paths.Value(tt.path).Post.Responses.Status(rec.Code) == nil {
 			t.Errorf("POST %s answers %d, which api/openapi.yaml does not list", tt.path, rec.Code)
+		}
+	}
+}
+
+// GET /snapshots lists newest first, as it always did, or oldest first
+// with order=asc, in pages of limit with next_cursor asking for the next;
+// another order or limit, or a cursor the server did not give, is 400
+// naming its parameter.
+func TestListSnapshotsPages(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	base := time.Now()
+	oldest := []string{"snap-a", "snap-b", "snap-c"}
+	for i, id := range oldest {
+		snap := &store.Snapshot{ID: id, SandboxID: "sbx-1", Image: "alpine", Status: "ready", CreatedAt: base.Add(time.Duration(i) * time.Second)}
+		if err := e.st.CreateSnapshot(context.Background(), snap); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newest := slices.Clone(oldest)
+	slices.Reverse(newest)
+	for _, tt := range []struct {
+		query string
+		want  []string
+		pages int
+	}{
+		{"", newest, 1}, {"?order=desc", newest, 1}, {"?order=asc", oldest, 1},
+		{"?limit=2", newest, 2}, {"?limit=1&order=asc", oldest, 3}, {"?limit=3&sandbox_id=sbx-1", newest, 1},
+	} {
+		got, pages := walkPages(t, "/api/v1/snapshots"+tt.query, func(target string) ([]string, string) {
+			resp := e.do(t, http.MethodGet, target, "", nil)
+			var l api.SnapshotList
+			if err := json.Unmarshal(resp.body, &l); resp.status != http.StatusOK || err != nil {
+				t.Fatalf("%s: %d %s", target, resp.status, resp.body)
+			}
+			var ids []string
+			for _, s := range l.Items {
+				ids = append(ids, s.ID)
+			}
+			return ids, l.NextCursor
+		})
+		if !slices.Equal(got, tt.want) || pages != tt.pages {
+			t.Errorf("%s: %d pages of %v, want %d of %v", tt.query, pages, got, tt.pages, tt.want)
+		}
+	}
+	for _, tt := range []struct{ query, param string }{
+		{"?order=newest", "order"}, {"?limit=0", "limit"}, {"?limit=1001", "limit"}, {"?limit=x", "limit"}, {"?cursor=nope", "cursor"},
+	} {
+		resp := e.do(t, http.MethodGet, "/api/v1/snapshots"+tt.query, "", nil)
+		if resp.status != http.StatusBadRequest || !strings.Contains(string(resp.body), tt.param+` \"`) {
+			t.Errorf("%s: %d %s, want 400 naming %s", tt.query, resp.status, resp.body, tt.param)
 		}
 	}
 }
