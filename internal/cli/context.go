@@ -347,7 +347,7 @@ func newContextListCmd(e env, cc *clientConfig) *cobra.Command {
 	}
 	c.Flags().StringVar(&opts.SessionName, "session", "", "list the contexts of session `NAME`")
 	c.Flags().StringVar(&opts.SandboxID, "sandbox", "", "list the contexts in sandbox `ID`")
-	page.register(c, "contexts", "next_cursor")
+	page.register(c, "contexts", "next_cursor", false)
 	out.register(c, "table", tableFormats)
 	return c
 }

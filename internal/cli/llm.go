@@ -137,7 +137,7 @@ func newLLMListCmd(e env, cc *clientConfig) *cobra.Command {
 		},
 	}
 	f.register(c)
-	page.register(c, "exchanges", "nextCursor")
+	page.register(c, "exchanges", "nextCursor", false)
 	out.register(c, "table", tableFormats)
 	return c
 }

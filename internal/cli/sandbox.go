@@ -207,7 +207,7 @@ func newSandboxListCmd(e env, cc *clientConfig) *cobra.Command {
 			return sandboxView(l, l.Items), nil
 		}),
 	}
-	page.register(c, "sandboxes", "nextCursor")
+	page.register(c, "sandboxes", "nextCursor", false)
 	out.register(c, "table", tableFormats)
 	return c
 }

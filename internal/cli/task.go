@@ -144,7 +144,7 @@ func newTaskListCmd(e env, cc *clientConfig) *cobra.Command {
 		}),
 	}
 	c.Flags().StringVar(&batch, "batch", "", "only the runs of this submission")
-	page.register(c, "runs", "next_cursor")
+	page.register(c, "runs", "next_cursor", false)
 	out.register(c, "table", tableFormats)
 	return c
 }
