@@ -57,7 +57,14 @@ from .session import (
     Stats,
     Usage,
 )
-from .snapshot import Capabilities, ForkedSandbox, ForkResult, Snapshot, SnapshotStatus
+from .snapshot import (
+    Capabilities,
+    ForkedSandbox,
+    ForkResult,
+    Snapshot,
+    SnapshotList,
+    SnapshotStatus,
+)
 from .template import (
     CreateTemplateRequest,
     ExecAction,
@@ -135,6 +142,7 @@ __all__ = [
     "SessionInfo",
     "SessionStats",
     "Snapshot",
+    "SnapshotList",
     "SnapshotStatus",
     "Stats",
     "StrEnum",
