@@ -14,6 +14,8 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -808,4 +810,58 @@ func FuzzImportYAML(f *testing.F) {
 			t.Errorf("prepullStarted %v for %d created and updated", res.PrepullStarted, res.Created+res.Updated)
 		}
 	})
+}
+
+// GET /templates/{name}/versions lists newest first, as LiteBoxd does, or
+// oldest first with order=asc, in pages of limit with next_cursor asking
+// for the next; another order or limit, or a cursor the server did not
+// give, is 400 naming its parameter.
+func TestTemplateVersionsPages(t *testing.T) {
+	e := newTemplateEnv(t)
+	resp := e.do(t, http.MethodPost, "/api/v1/templates", "application/json", strings.NewReader(`{"name":"web","spec":{"image":"nginx"}}`))
+	if resp.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", resp.status, resp.body)
+	}
+	for range 3 {
+		resp = e.do(t, http.MethodPut, "/api/v1/templates/web", "application/json", strings.NewReader(`{"spec":{"image":"nginx"}}`))
+		if resp.status != http.StatusOK {
+			t.Fatalf("update: %d %s", resp.status, resp.body)
+		}
+	}
+	for _, tt := range []struct {
+		query string
+		want  []int
+		pages int
+	}{
+		{"", []int{4, 3, 2, 1}, 1}, {"?order=asc", []int{1, 2, 3, 4}, 1},
+		{"?limit=3", []int{4, 3, 2, 1}, 2}, {"?limit=1&order=asc", []int{1, 2, 3, 4}, 4}, {"?limit=4&order=desc", []int{4, 3, 2, 1}, 1},
+	} {
+		got, pages := walkPages(t, "/api/v1/templates/web/versions"+tt.query, func(target string) ([]string, string) {
+			resp := e.do(t, http.MethodGet, target, "", nil)
+			var l api.VersionList
+			if err := json.Unmarshal(resp.body, &l); resp.status != http.StatusOK || err != nil || l.Total != len(l.Items) {
+				t.Fatalf("%s: %d %s", target, resp.status, resp.body)
+			}
+			var ids []string
+			for _, v := range l.Items {
+				ids = append(ids, strconv.Itoa(v.Version))
+			}
+			return ids, l.NextCursor
+		})
+		var want []string
+		for _, v := range tt.want {
+			want = append(want, strconv.Itoa(v))
+		}
+		if !slices.Equal(got, want) || pages != tt.pages {
+			t.Errorf("%s: %d pages of %v, want %d of %v", tt.query, pages, got, tt.pages, want)
+		}
+	}
+	for _, tt := range []struct{ query, param string }{
+		{"?order=newest", "order"}, {"?limit=0", "limit"}, {"?limit=1001", "limit"}, {"?limit=x", "limit"}, {"?cursor=nope", "cursor"},
+	} {
+		resp := e.do(t, http.MethodGet, "/api/v1/templates/web/versions"+tt.query, "", nil)
+		if resp.status != http.StatusBadRequest || !strings.Contains(string(resp.body), tt.param+` \"`) {
+			t.Errorf("%s: %d %s, want 400 naming %s", tt.query, resp.status, resp.body, tt.param)
+		}
+	}
 }
