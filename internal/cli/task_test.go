@@ -372,6 +372,9 @@ func listDaemon(t *testing.T) *recorder {
 	mux.HandleFunc("GET /api/v1/snapshots", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusOK, api.SnapshotList{Items: []api.Snapshot{}, NextCursor: next(r)})
 	})
+	mux.HandleFunc("GET /api/v1/templates/{name}/versions", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, http.StatusOK, api.VersionList{Items: []api.TemplateVersion{}, NextCursor: next(r)})
+	})
 	mux.HandleFunc("GET /api/v1/llm/exchanges", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusOK, api.LLMExchangeList{Items: []api.LLMExchange{}, NextCursor: next(r)})
 	})
@@ -407,7 +410,8 @@ func listRequests(t *testing.T, rec *recorder, tests []struct {
 
 // task ls, sandbox ls and context ls ask for their list newest first with
 // --newest, and in the daemon's order (oldest first) without it; snapshot
-// ls, newest first by default, oldest first with --oldest.
+// ls and template versions, newest first by default, oldest first with
+// --oldest.
 func TestListNewest(t *testing.T) {
 	listRequests(t, listDaemon(t), []struct {
 		args      []string
@@ -422,13 +426,16 @@ func TestListNewest(t *testing.T) {
 		{[]string{"context", "ls", "-q", "--newest", "--session", "s1"}, "GET /api/v1/contexts?order=desc&session_name=s1", ""},
 		{[]string{"snapshot", "ls", "-q"}, "GET /api/v1/snapshots", ""},
 		{[]string{"snapshot", "ls", "-q", "--oldest"}, "GET /api/v1/snapshots?order=asc", ""},
+		{[]string{"template", "versions", "-q", "web"}, "GET /api/v1/templates/web/versions", ""},
+		{[]string{"template", "versions", "-q", "--oldest", "web"}, "GET /api/v1/templates/web/versions?order=asc", ""},
 	})
 }
 
-// task ls, sandbox ls, context ls, llm ls and snapshot ls ask for one page with --limit
-// and --cursor, and print the next page's cursor with -o json as the API
-// names it; without --limit they print the whole list as before. A
-// --limit the API does not take is a usage error.
+// task ls, sandbox ls, context ls, llm ls, snapshot ls and template
+// versions ask for one page with --limit and --cursor, and print the next
+// page's cursor with -o json as the API names it; without --limit they
+// print the whole list as before. A --limit the API does not take is a
+// usage error.
 func TestListPages(t *testing.T) {
 	rec := listDaemon(t)
 	listRequests(t, rec, []struct {
@@ -448,13 +455,19 @@ func TestListPages(t *testing.T) {
 		{[]string{"snapshot", "ls", "-o", "json", "--limit", "2", "--cursor", "c1", "--sandbox", "sb1"},
 			"GET /api/v1/snapshots?cursor=c1&limit=2&sandbox_id=sb1", "{\n  \"items\": [],\n  \"next_cursor\": \"next\"\n}\n"},
 		{[]string{"snapshot", "ls", "-o", "json"}, "GET /api/v1/snapshots", "{\n  \"items\": []\n}\n"},
+		{[]string{"template", "versions", "-o", "json", "--limit", "2", "--cursor", "c1", "web"},
+			"GET /api/v1/templates/web/versions?cursor=c1&limit=2", "{\n  \"items\": [],\n  \"total\": 0,\n  \"next_cursor\": \"next\"\n}\n"},
 	})
 	rec.mu.Lock()
 	rec.requests = nil
 	rec.mu.Unlock()
-	for _, cmd := range []string{"task", "sandbox", "context", "llm", "snapshot"} {
+	for _, cmd := range []string{"task", "sandbox", "context", "llm", "snapshot", "template"} {
 		for _, limit := range []string{"0", "-1", "1001", "x"} {
-			checkUsageError(t, rec, []string{cmd, "ls", "--limit", limit}, `invalid argument "`+limit+`" for "--limit" flag: want a number from 1 to 1000`)
+			args := []string{cmd, "ls", "--limit", limit}
+			if cmd == "template" {
+				args = []string{cmd, "versions", "web", "--limit", limit}
+			}
+			checkUsageError(t, rec, args, `invalid argument "`+limit+`" for "--limit" flag: want a number from 1 to 1000`)
 		}
 	}
 }
