@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from agent2env import AsyncClient, Client, ConflictError, NotFoundError
+from agent2env import AsyncClient, BadRequestError, Client, ConflictError, NotFoundError
 from agent2env.models import ExecEvent, SandboxStatus
 
 from .conftest import IMAGE, SDK, Daemon
@@ -181,6 +181,10 @@ def test_contexts_with_a_figure(client: Client) -> None:
         assert [c.context_id for c in client.contexts.list(session_name="py-sdk-figure")] == [
             ctx.context_id
         ]
+        page = client.contexts.list_page(session_name="py-sdk-figure", limit=1)
+        assert ([c.context_id for c in page.items], page.next_cursor) == ([ctx.context_id], None)
+        with pytest.raises(BadRequestError, match="limit"):
+            client.contexts.list_page(limit=1001)
         assert client.contexts.get(ctx.context_id).execution_count == 5
     finally:
         assert client.contexts.delete(ctx.context_id).status == "deleted"
@@ -299,6 +303,16 @@ def test_lifecycle_and_errors(client: Client) -> None:
         assert sb.id not in {s.id for s in client.sandbox.list(status=["running", "pending"])}
         oldest_first = [s.id for s in client.sandbox.list()]
         assert [s.id for s in client.sandbox.list(order="desc")] == oldest_first[::-1]
+        # Paged a sandbox at a time, newest first, the pages make the whole list.
+        paged: list[str] = []
+        cursor = None
+        while True:
+            page = client.sandbox.list_page(limit=1, cursor=cursor, order="desc")
+            paged += [s.id for s in page.items]
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        assert paged == oldest_first[::-1]
         with pytest.raises(ConflictError) as info:
             client.sandbox.execute(sb.id, ["true"])
         assert info.value.code == "SANDBOX_NOT_READY"
