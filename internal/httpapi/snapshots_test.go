@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -112,36 +111,18 @@ func TestListSnapshotsPages(t *testing.T) {
 	}
 	newest := slices.Clone(oldest)
 	slices.Reverse(newest)
-	for _, tt := range []struct {
-		query string
-		want  []string
-		pages int
-	}{
+	get := func(target string) (int, []byte) {
+		resp := e.do(t, http.MethodGet, target, "", nil)
+		return resp.status, resp.body
+	}
+	checkPages(t, "/api/v1/snapshots", []pageCase{
 		{"", newest, 1}, {"?order=desc", newest, 1}, {"?order=asc", oldest, 1},
 		{"?limit=2", newest, 2}, {"?limit=1&order=asc", oldest, 3}, {"?limit=3&sandbox_id=sbx-1", newest, 1},
-	} {
-		got, pages := walkPages(t, "/api/v1/snapshots"+tt.query, func(target string) ([]string, string) {
-			resp := e.do(t, http.MethodGet, target, "", nil)
-			var l api.SnapshotList
-			if err := json.Unmarshal(resp.body, &l); resp.status != http.StatusOK || err != nil {
-				t.Fatalf("%s: %d %s", target, resp.status, resp.body)
-			}
-			var ids []string
-			for _, s := range l.Items {
-				ids = append(ids, s.ID)
-			}
-			return ids, l.NextCursor
-		})
-		if !slices.Equal(got, tt.want) || pages != tt.pages {
-			t.Errorf("%s: %d pages of %v, want %d of %v", tt.query, pages, got, tt.pages, tt.want)
+	}, get, pageIDs(func(l *api.SnapshotList) ([]string, string) {
+		var ids []string
+		for _, s := range l.Items {
+			ids = append(ids, s.ID)
 		}
-	}
-	for _, tt := range []struct{ query, param string }{
-		{"?order=newest", "order"}, {"?limit=0", "limit"}, {"?limit=1001", "limit"}, {"?limit=x", "limit"}, {"?cursor=nope", "cursor"},
-	} {
-		resp := e.do(t, http.MethodGet, "/api/v1/snapshots"+tt.query, "", nil)
-		if resp.status != http.StatusBadRequest || !strings.Contains(string(resp.body), tt.param+` \"`) {
-			t.Errorf("%s: %d %s, want 400 naming %s", tt.query, resp.status, resp.body, tt.param)
-		}
-	}
+		return ids, l.NextCursor
+	}))
 }

@@ -33,6 +33,7 @@ var pageTests = []struct {
 	{"ContextPage", testContextPage},
 	{"CountContexts", testCountContexts},
 	{"SnapshotPage", testSnapshotPage},
+	{"SessionPage", testSessionPage},
 }
 
 // createSandboxes stores sandboxes ids in order, one second apart, and
@@ -477,6 +478,44 @@ func testSnapshotPage(t *testing.T, s store.Store) {
 		})
 	}
 	if _, _, err := s.ListSnapshotPage(ctx, store.SnapshotFilter{}, store.Page{After: "nope"}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("a cursor the store did not give: %v, want invalid argument", err)
+	}
+}
+
+func testSessionPage(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	mustCreateSandbox(t, s, "sb")
+	base := time.Now()
+	for i, c := range []struct{ tenant, id string }{
+		{"a", "s0"}, {"", "s1"}, {"a", "s2"}, {"b", "s3"}, {"a", "s4"},
+	} {
+		mustCreateSession(t, s, sampleSession(c.tenant, c.id, "sb", base.Add(time.Duration(i)*time.Second)))
+	}
+	// Two made in the same microsecond come in key order.
+	mustCreateSession(t, s, sampleSession("a", "s2b", "sb", base.Add(2*time.Second)))
+	tests := []struct {
+		name string
+		f    store.SessionFilter
+		p    store.Page
+		want [][]string
+	}{
+		{"all", store.SessionFilter{AllTenants: true}, store.Page{}, [][]string{{"s0", "s1", "s2", "s2b", "s3", "s4"}}},
+		{"all, pages of 4", store.SessionFilter{AllTenants: true}, store.Page{Limit: 4}, [][]string{{"s0", "s1", "s2", "s2b"}, {"s3", "s4"}}},
+		{"tenant, pages of 2", store.SessionFilter{Tenant: "a"}, store.Page{Limit: 2}, [][]string{{"s0", "s2"}, {"s2b", "s4"}}},
+		{"tenant, newest first, pages of 1", store.SessionFilter{Tenant: "a"}, store.Page{Limit: 1, Desc: true}, [][]string{{"s4"}, {"s2b"}, {"s2"}, {"s0"}}},
+		{"no tenant's", store.SessionFilter{Tenant: "c"}, store.Page{Limit: 2}, [][]string{{}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := pages(t, tt.p, func(p store.Page) ([]*store.Session, string, error) {
+				return s.ListSessionPage(ctx, tt.f, p)
+			}, func(ss *store.Session) string { return ss.ID })
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("pages (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if _, _, err := s.ListSessionPage(ctx, store.SessionFilter{}, store.Page{After: "nope"}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("a cursor the store did not give: %v, want invalid argument", err)
 	}
 }
