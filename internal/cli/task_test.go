@@ -369,6 +369,9 @@ func listDaemon(t *testing.T) *recorder {
 	mux.HandleFunc("GET /api/v1/contexts", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusOK, api.ContextList{Items: []api.Context{}, Contexts: []api.Context{}, NextCursor: next(r)})
 	})
+	mux.HandleFunc("GET /api/v1/sessions", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, http.StatusOK, api.SessionList{Items: []api.Session{}, NextCursor: next(r)})
+	})
 	mux.HandleFunc("GET /api/v1/snapshots", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusOK, api.SnapshotList{Items: []api.Snapshot{}, NextCursor: next(r)})
 	})
@@ -408,10 +411,10 @@ func listRequests(t *testing.T, rec *recorder, tests []struct {
 	}
 }
 
-// task ls, sandbox ls and context ls ask for their list newest first with
-// --newest, and in the daemon's order (oldest first) without it; snapshot
-// ls and template versions, newest first by default, oldest first with
-// --oldest.
+// task ls, sandbox ls, context ls and session ls ask for their list
+// newest first with --newest, and in the daemon's order (oldest first)
+// without it; snapshot ls and template versions, newest first by default,
+// oldest first with --oldest.
 func TestListNewest(t *testing.T) {
 	listRequests(t, listDaemon(t), []struct {
 		args      []string
@@ -424,6 +427,8 @@ func TestListNewest(t *testing.T) {
 		{[]string{"sandbox", "ls", "-q", "--newest"}, "GET /api/v1/sandboxes?order=desc", ""},
 		{[]string{"context", "ls", "-q"}, "GET /api/v1/contexts", ""},
 		{[]string{"context", "ls", "-q", "--newest", "--session", "s1"}, "GET /api/v1/contexts?order=desc&session_name=s1", ""},
+		{[]string{"session", "ls", "-q"}, "GET /api/v1/sessions", ""},
+		{[]string{"session", "ls", "-q", "--newest"}, "GET /api/v1/sessions?order=desc", ""},
 		{[]string{"snapshot", "ls", "-q"}, "GET /api/v1/snapshots", ""},
 		{[]string{"snapshot", "ls", "-q", "--oldest"}, "GET /api/v1/snapshots?order=asc", ""},
 		{[]string{"template", "versions", "-q", "web"}, "GET /api/v1/templates/web/versions", ""},
@@ -431,11 +436,11 @@ func TestListNewest(t *testing.T) {
 	})
 }
 
-// task ls, sandbox ls, context ls, llm ls, snapshot ls and template
-// versions ask for one page with --limit and --cursor, and print the next
-// page's cursor with -o json as the API names it; without --limit they
-// print the whole list as before. A --limit the API does not take is a
-// usage error.
+// task ls, sandbox ls, context ls, llm ls, snapshot ls, session ls and
+// template versions ask for one page with --limit and --cursor, and print
+// the next page's cursor with -o json as the API names it; without
+// --limit they print the whole list as before. A --limit the API does not
+// take is a usage error.
 func TestListPages(t *testing.T) {
 	rec := listDaemon(t)
 	listRequests(t, rec, []struct {
@@ -455,13 +460,16 @@ func TestListPages(t *testing.T) {
 		{[]string{"snapshot", "ls", "-o", "json", "--limit", "2", "--cursor", "c1", "--sandbox", "sb1"},
 			"GET /api/v1/snapshots?cursor=c1&limit=2&sandbox_id=sb1", "{\n  \"items\": [],\n  \"next_cursor\": \"next\"\n}\n"},
 		{[]string{"snapshot", "ls", "-o", "json"}, "GET /api/v1/snapshots", "{\n  \"items\": []\n}\n"},
+		{[]string{"session", "ls", "-o", "json", "--limit", "5", "--cursor", "c1", "--newest"}, "GET /api/v1/sessions?cursor=c1&limit=5&order=desc",
+			"{\n  \"items\": [],\n  \"total\": 0,\n  \"next_cursor\": \"next\"\n}\n"},
+		{[]string{"session", "ls", "-o", "json"}, "GET /api/v1/sessions", "{\n  \"items\": [],\n  \"total\": 0\n}\n"},
 		{[]string{"template", "versions", "-o", "json", "--limit", "2", "--cursor", "c1", "web"},
 			"GET /api/v1/templates/web/versions?cursor=c1&limit=2", "{\n  \"items\": [],\n  \"total\": 0,\n  \"next_cursor\": \"next\"\n}\n"},
 	})
 	rec.mu.Lock()
 	rec.requests = nil
 	rec.mu.Unlock()
-	for _, cmd := range []string{"task", "sandbox", "context", "llm", "snapshot", "template"} {
+	for _, cmd := range []string{"task", "sandbox", "context", "llm", "snapshot", "template", "session"} {
 		for _, limit := range []string{"0", "-1", "1001", "x"} {
 			args := []string{cmd, "ls", "--limit", limit}
 			if cmd == "template" {
