@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from agent2env import AsyncClient, BadRequestError, Client, ConflictError, NotFoundError
-from agent2env.models import ExecEvent, SandboxStatus
+from agent2env.models import ExecEvent, SandboxStatus, UpdateTemplateRequest
 
 from .conftest import IMAGE, SDK, Daemon
 
@@ -98,6 +98,16 @@ def test_seed_9_3_templates(daemon: Daemon, client: Client) -> None:
         )
         # auto_prepull started a prepull of the template's image.
         assert [t.template for t in client.prepull.list(image=IMAGE)] == ["my-python-template"]
+        # A second version; the versions a page at a time, oldest first.
+        client.template.update(
+            "my-python-template", UpdateTemplateRequest(spec=template.spec, changelog="again")
+        )
+        first = client.template.list_versions("my-python-template", limit=1, order="asc")
+        assert ([v.version for v in first.items], first.total) == ([1], 1)
+        last = client.template.list_versions(
+            "my-python-template", limit=1, order="asc", cursor=first.next_cursor
+        )
+        assert ([v.version for v in last.items], last.next_cursor) == ([2], None)
     finally:
         client.template.delete("my-python-template")
 
