@@ -98,7 +98,11 @@ type ContextList struct {
 	Items []Context `json:"items"`
 	// Contexts repeats Items for clients of seed 001's service.
 	Contexts []Context `json:"contexts"`
-	Total    int       `json:"total"`
+	// Total is the number of contexts listed: on this page, with a limit.
+	Total int `json:"total"`
+	// NextCursor, given as cursor, asks for the page after this one
+	// (agent2env addition); it is absent on the last page.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // DeleteContextResponse is the body of DELETE /contexts/{id}.

@@ -150,7 +150,11 @@ type Session struct {
 // SessionList is the body of GET /sessions.
 type SessionList struct {
 	Items []Session `json:"items"`
-	Total int       `json:"total"`
+	// Total is the number of sessions listed: on this page, with a limit.
+	Total int `json:"total"`
+	// NextCursor, given as cursor, asks for the page after this one
+	// (agent2env addition); it is absent on the last page.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // DeleteSessionResponse is the body of DELETE /sessions/{id}.

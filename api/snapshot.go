@@ -39,9 +39,13 @@ type Snapshot struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// SnapshotList is the answer of GET /snapshots, newest first.
+// SnapshotList is the answer of GET /snapshots, newest first unless
+// order=asc asks for oldest first, or one page of it.
 type SnapshotList struct {
 	Items []Snapshot `json:"items"`
+	// NextCursor, given as cursor, asks for the page after this one; it
+	// is absent on the last page.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // MaxForkCount bounds ForkRequest.Count.

@@ -141,7 +141,11 @@ type TemplateList struct {
 // VersionList is the body of GET /templates/{name}/versions.
 type VersionList struct {
 	Items []TemplateVersion `json:"items"`
-	Total int               `json:"total"`
+	// Total is the number of versions listed: on this page, with a limit.
+	Total int `json:"total"`
+	// NextCursor, given as cursor, asks for the page after this one
+	// (agent2env addition); it is absent on the last page.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // RollbackResponse is the body answering POST /templates/{name}/rollback.

@@ -97,12 +97,16 @@ func (s *ContextService) Get(ctx context.Context, id string) (*Context, error) {
 }
 
 // ListContextsOptions filter a context listing. The zero value lists
-// every context.
+// every context, oldest first.
 type ListContextsOptions struct {
 	// SessionName keeps the contexts of this session.
 	SessionName string
 	// SandboxID keeps the contexts in this sandbox.
 	SandboxID string
+	// Limit and Cursor ask for one page (Limit 0: every context); the
+	// next page's cursor is the page's NextCursor.
+	Limit  int
+	Cursor string
 	// Order is the list's order: "" (the daemon's default) or
 	// api.OrderAsc oldest first, api.OrderDesc newest first.
 	Order api.Order
@@ -111,22 +115,36 @@ type ListContextsOptions struct {
 // query returns the options as the query string of GET /contexts, leaving
 // out the zero ones.
 func (o ListContextsOptions) query() url.Values {
-	q := url.Values{}
+	q := pageQuery(o.Limit, o.Cursor, o.Order)
 	if o.SessionName != "" {
 		q.Set("session_name", o.SessionName)
 	}
 	if o.SandboxID != "" {
 		q.Set("sandbox_id", o.SandboxID)
 	}
-	if o.Order != "" {
-		q.Set("order", string(o.Order))
-	}
 	return q
 }
 
+// ContextPage is a page of contexts.
+type ContextPage struct {
+	Items []*Context
+	// NextCursor, as ListContextsOptions.Cursor, asks for the page after
+	// this one; "" on the last page.
+	NextCursor string
+}
+
 // List returns the contexts matching opts, oldest first unless opts.Order
-// says otherwise.
+// says otherwise: one page when opts.Limit is set.
 func (s *ContextService) List(ctx context.Context, opts ListContextsOptions) ([]*Context, error) {
+	p, err := s.ListPage(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return p.Items, nil
+}
+
+// ListPage is List with the cursor of the next page.
+func (s *ContextService) ListPage(ctx context.Context, opts ListContextsOptions) (*ContextPage, error) {
 	var l api.ContextList
 	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/contexts", opts.query(), nil, &l); err != nil {
 		return nil, wrapf(err, "list contexts")
@@ -135,9 +153,9 @@ func (s *ContextService) List(ctx context.Context, opts ListContextsOptions) ([]
 	if len(items) == 0 {
 		items = l.Contexts // a server that fills only the code-interpreter context API's "contexts"
 	}
-	out := make([]*Context, len(items))
+	out := &ContextPage{Items: make([]*Context, len(items)), NextCursor: l.NextCursor}
 	for i, cx := range items {
-		out[i] = s.handle(cx)
+		out.Items[i] = s.handle(cx)
 	}
 	return out, nil
 }

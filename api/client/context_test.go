@@ -100,6 +100,20 @@ func TestContextRequests(t *testing.T) {
 			out:  []api.Context{},
 		},
 		{
+			name:  "list a page",
+			reply: jsonReply(`{"items":[` + contextJSON + `],"contexts":[` + contextJSON + `],"total":1,"next_cursor":"c2"}`),
+			call: func(ctx context.Context, c *client.Client) (any, error) {
+				p, err := c.Contexts().ListPage(ctx, client.ListContextsOptions{Limit: 1, Cursor: "c1", Order: api.OrderDesc})
+				if err != nil {
+					return nil, err
+				}
+				items, _ := handlesOf(p.Items, nil)
+				return []any{items, p.NextCursor}, nil
+			},
+			want: recorded{Method: "GET", Path: "/api/v1/contexts", Query: "cursor=c1&limit=1&order=desc"},
+			out:  []any{[]api.Context{pyContext}, "c2"},
+		},
+		{
 			name:  "list of seed 001's service",
 			reply: jsonReply(`{"contexts":[` + contextJSON + `],"total":1}`),
 			call: func(ctx context.Context, c *client.Client) (any, error) {

@@ -71,11 +71,33 @@ func (s *SessionService) Get(ctx context.Context, id string) (*api.Session, erro
 
 // List returns the sessions of the client's key, oldest first.
 func (s *SessionService) List(ctx context.Context) ([]api.Session, error) {
+	l, err := s.ListPage(ctx, ListSessionsOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+// ListSessionsOptions asks for a page of sessions (agent2env additions to
+// the list). The zero value asks for every session, oldest first.
+type ListSessionsOptions struct {
+	// Limit and Cursor ask for one page (Limit 0: every session); the
+	// next page's cursor is the list's NextCursor.
+	Limit  int
+	Cursor string
+	// Order is the list's order: "" (the daemon's default) or
+	// api.OrderAsc oldest first, api.OrderDesc newest first.
+	Order api.Order
+}
+
+// ListPage returns the sessions of the client's key, oldest first unless
+// opts.Order says otherwise: one page when opts.Limit is set.
+func (s *SessionService) ListPage(ctx context.Context, opts ListSessionsOptions) (*api.SessionList, error) {
 	var out api.SessionList
-	if err := s.c.doJSON(ctx, http.MethodGet, "/sessions", nil, &out); err != nil {
+	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/sessions", pageQuery(opts.Limit, opts.Cursor, opts.Order), nil, &out); err != nil {
 		return nil, wrapf(err, "list sessions")
 	}
-	return out.Items, nil
+	return &out, nil
 }
 
 // Delete removes a session with its sandbox.

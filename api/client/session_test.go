@@ -53,6 +53,12 @@ func TestSessionRequests(t *testing.T) {
 			func(c *client.Client) (any, error) { return c.Sessions().List(ctx) },
 			recorded{Method: "GET", Path: "/api/v1/sessions", Auth: "Bearer secret"},
 			[]api.Session{{SessionID: "s1"}}},
+		{"list a page", jsonReply(`{"items":[{"session_id":"s1"}],"total":1,"next_cursor":"c2"}`),
+			func(c *client.Client) (any, error) {
+				return c.Sessions().ListPage(ctx, client.ListSessionsOptions{Limit: 1, Cursor: "c1", Order: api.OrderDesc})
+			},
+			recorded{Method: "GET", Path: "/api/v1/sessions", Query: "cursor=c1&limit=1&order=desc", Auth: "Bearer secret"},
+			&api.SessionList{Items: []api.Session{{SessionID: "s1"}}, Total: 1, NextCursor: "c2"}},
 		{"keep alive", jsonReply(`{"session_id":"s1","idle_timeout":60}`),
 			func(c *client.Client) (any, error) {
 				return c.Sessions().KeepAlive(ctx, "s1", api.KeepAliveRequest{IdleTimeout: 60})

@@ -44,17 +44,42 @@ func (s *SnapshotService) Create(ctx context.Context, sandboxID string, stop boo
 }
 
 // List returns the snapshots, newest first; of sandbox sandboxID only
-// when it is not empty.
+// when it is not empty. ListPage reads them a page at a time.
 func (s *SnapshotService) List(ctx context.Context, sandboxID string) ([]api.Snapshot, error) {
-	q := url.Values{}
-	if sandboxID != "" {
-		q.Set("sandbox_id", sandboxID)
+	l, err := s.ListPage(ctx, ListSnapshotsOptions{SandboxID: sandboxID})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+// ListSnapshotsOptions selects snapshots. The zero value selects every
+// snapshot, newest first.
+type ListSnapshotsOptions struct {
+	// SandboxID keeps the snapshots of this sandbox.
+	SandboxID string
+	// Limit and Cursor ask for one page (Limit 0: every snapshot); the
+	// next page's cursor is the list's NextCursor.
+	Limit  int
+	Cursor string
+	// Order is the list's order: "" (the daemon's default for snapshots,
+	// newest first), api.OrderAsc oldest first or api.OrderDesc newest
+	// first.
+	Order api.Order
+}
+
+// ListPage returns the snapshots opts selects, newest first unless
+// opts.Order says otherwise: one page when opts.Limit is set.
+func (s *SnapshotService) ListPage(ctx context.Context, opts ListSnapshotsOptions) (*api.SnapshotList, error) {
+	q := pageQuery(opts.Limit, opts.Cursor, opts.Order)
+	if opts.SandboxID != "" {
+		q.Set("sandbox_id", opts.SandboxID)
 	}
 	var l api.SnapshotList
 	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/snapshots", q, nil, &l); err != nil {
 		return nil, wrapf(err, "list snapshots")
 	}
-	return l.Items, nil
+	return &l, nil
 }
 
 // Get returns snapshot id.

@@ -24,7 +24,7 @@ func TestSnapshots(t *testing.T) {
 		case r.Method == http.MethodDelete:
 			w.WriteHeader(http.StatusNoContent)
 		case r.URL.Path == "/api/v1/snapshots":
-			json.NewEncoder(w).Encode(api.SnapshotList{Items: []api.Snapshot{{ID: "snap-1"}}})
+			json.NewEncoder(w).Encode(api.SnapshotList{Items: []api.Snapshot{{ID: "snap-1"}}, NextCursor: r.URL.Query().Get("limit")})
 		case r.URL.Path == "/api/v1/sandboxes":
 			io.WriteString(w, `{"id":"new","contexts":{"ctx-a":"ctx-c"}}`)
 		case strings.HasSuffix(r.URL.Path, "/fork"):
@@ -46,6 +46,10 @@ func TestSnapshots(t *testing.T) {
 	}
 	if list, err := s.List(ctx, "sb"); err != nil || len(list) != 1 {
 		t.Errorf("List = %+v, %v", list, err)
+	}
+	if l, err := s.ListPage(ctx, client.ListSnapshotsOptions{SandboxID: "sb", Limit: 1, Cursor: "c1", Order: api.OrderAsc}); err != nil ||
+		len(l.Items) != 1 || l.NextCursor != "1" {
+		t.Errorf("ListPage = %+v, %v", l, err)
 	}
 	if _, err := s.Get(ctx, "snap-1"); err != nil {
 		t.Error(err)
@@ -70,6 +74,7 @@ func TestSnapshots(t *testing.T) {
 	want := []string{
 		`POST /api/v1/sandboxes/sb/snapshots {"stop":true}`,
 		"GET /api/v1/snapshots?sandbox_id=sb ",
+		"GET /api/v1/snapshots?cursor=c1&limit=1&order=asc&sandbox_id=sb ",
 		"GET /api/v1/snapshots/snap-1 ",
 		"DELETE /api/v1/snapshots/snap-1 ",
 		`POST /api/v1/sandboxes {"ttl":60,"from_snapshot":"snap-1"}`,

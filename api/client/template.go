@@ -122,12 +122,32 @@ func (s *TemplateService) Delete(ctx context.Context, name string) error {
 
 // ListVersions returns every version of a template, newest first.
 func (s *TemplateService) ListVersions(ctx context.Context, name string) (*api.VersionList, error) {
+	return s.ListVersionsPage(ctx, name, ListVersionsOptions{})
+}
+
+// ListVersionsOptions asks for a page of a template's versions (agent2env
+// additions to the list). The zero value asks for every version, newest
+// first.
+type ListVersionsOptions struct {
+	// Limit and Cursor ask for one page (Limit 0: every version); the
+	// next page's cursor is the list's NextCursor.
+	Limit  int
+	Cursor string
+	// Order is the list's order by version: "" (the daemon's default,
+	// newest first), api.OrderAsc oldest first or api.OrderDesc newest
+	// first.
+	Order api.Order
+}
+
+// ListVersionsPage is ListVersions' page that opts asks for: one page
+// when opts.Limit is set.
+func (s *TemplateService) ListVersionsPage(ctx context.Context, name string, opts ListVersionsOptions) (*api.VersionList, error) {
 	p, err := templatePath(name, "/versions")
 	if err != nil {
 		return nil, wrapf(err, "list template versions")
 	}
 	var l api.VersionList
-	if err := s.c.doJSON(ctx, http.MethodGet, p, nil, &l); err != nil {
+	if err := s.c.doJSONQuery(ctx, http.MethodGet, p, pageQuery(opts.Limit, opts.Cursor, opts.Order), nil, &l); err != nil {
 		return nil, wrapf(err, "list versions of template %s", name)
 	}
 	return &l, nil

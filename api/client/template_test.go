@@ -105,6 +105,15 @@ func TestServiceRequests(t *testing.T) {
 			out:   &api.VersionList{Items: []api.TemplateVersion{pyVersion}, Total: 1},
 		},
 		{
+			name:  "template versions, a page",
+			reply: jsonReply(`{"items":[` + versionJSON + `],"total":1,"next_cursor":"c2"}`),
+			call: func(ctx context.Context, c *client.Client) (any, error) {
+				return c.Template.ListVersionsPage(ctx, "py", client.ListVersionsOptions{Limit: 1, Cursor: "c1", Order: api.OrderAsc})
+			},
+			want: recorded{Method: "GET", Path: "/api/v1/templates/py/versions", Query: "cursor=c1&limit=1&order=asc"},
+			out:  &api.VersionList{Items: []api.TemplateVersion{pyVersion}, Total: 1, NextCursor: "c2"},
+		},
+		{
 			name:  "template version",
 			reply: jsonReply(versionJSON),
 			call:  func(ctx context.Context, c *client.Client) (any, error) { return c.Template.GetVersion(ctx, "py", 1) },

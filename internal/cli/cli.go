@@ -446,6 +446,62 @@ func listOrder(newest bool) api.Order {
 	return ""
 }
 
+// pageFlags are the --limit and --cursor flags of a list the daemon
+// pages, and its order's: --newest, or --oldest for a list newest first
+// by default. Without --limit the list is whole, as the API's is.
+type pageFlags struct {
+	limit  pageLimit
+	cursor string
+	// other says the order flag was given: the other order than the
+	// list's default.
+	other       bool
+	newestFirst bool
+}
+
+// register adds the flags to c, a list of what whose pages give the next
+// page's cursor in their field cursorField; newestFirst says the list is
+// newest first by default.
+func (p *pageFlags) register(c *cobra.Command, what, cursorField string, newestFirst bool) {
+	c.Flags().Var(&p.limit, "limit", "at most `N` "+what+", 1 to "+strconv.Itoa(api.MaxPageSize)+
+		" (a page; -o json gives the next page's cursor)")
+	c.Flags().StringVar(&p.cursor, "cursor", "", "the page after this `CURSOR` (a previous page's "+cursorField+")")
+	p.newestFirst = newestFirst
+	if newestFirst {
+		c.Flags().BoolVar(&p.other, "oldest", false, "oldest "+what+" first")
+	} else {
+		registerNewest(c, &p.other, what)
+	}
+}
+
+// order is the API's order the flags ask for: "" (the daemon's default)
+// without the order flag.
+func (p *pageFlags) order() api.Order {
+	switch {
+	case !p.other:
+		return ""
+	case p.newestFirst:
+		return api.OrderAsc
+	}
+	return api.OrderDesc
+}
+
+// pageLimit is the value of --limit: a page size the API takes; 0 when
+// the flag is not given.
+type pageLimit int
+
+func (l *pageLimit) String() string { return strconv.Itoa(int(*l)) }
+
+func (l *pageLimit) Type() string { return "limit" }
+
+func (l *pageLimit) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > api.MaxPageSize {
+		return fmt.Errorf("want a number from 1 to %d", api.MaxPageSize)
+	}
+	*l = pageLimit(n)
+	return nil
+}
+
 // legacyFlags rewrites the single-dash long flags that Go's flag package
 // accepted before the move to cobra (-json, -image alpine, -help) to the
 // double-dash form, so that scripts written for them keep working. Only

@@ -319,31 +319,42 @@ func codeExit(err *api.ExecutionError) error {
 
 func newContextListCmd(e env, cc *clientConfig) *cobra.Command {
 	var (
-		opts   client.ListContextsOptions
-		out    output
-		newest bool
+		opts client.ListContextsOptions
+		out  output
+		page pageFlags
 	)
 	c := &cobra.Command{
 		Use:     "ls [flags]",
 		Aliases: []string{"list"},
 		Short:   "list contexts, oldest first (or newest first)",
 		Example: `  agent2env context ls --session notebook-1
-  agent2env context ls --newest
+  agent2env context ls --newest --limit 20
+  agent2env context ls --limit 100 --cursor "$NEXT" -o json
   agent2env context ls -q --sandbox "$ID" | xargs -r agent2env context rm`,
 		Args: noArgs,
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
-			opts.Order = listOrder(newest)
-			cxs, err := cl.Contexts().List(ctx, opts)
-			l := api.List[api.Context]{Items: make([]api.Context, len(cxs))}
-			for i, cx := range cxs {
+			opts.Limit, opts.Cursor, opts.Order = int(page.limit), page.cursor, page.order()
+			p, err := cl.Contexts().ListPage(ctx, opts)
+			if err != nil {
+				return view{}, err
+			}
+			l := contextPage{Items: make([]api.Context, len(p.Items)), NextCursor: p.NextCursor}
+			for i, cx := range p.Items {
 				l.Items[i] = cx.Context
 			}
-			return contextView(l, l.Items), err
+			return contextView(l, l.Items), nil
 		}),
 	}
 	c.Flags().StringVar(&opts.SessionName, "session", "", "list the contexts of session `NAME`")
 	c.Flags().StringVar(&opts.SandboxID, "sandbox", "", "list the contexts in sandbox `ID`")
-	registerNewest(c, &newest, "contexts")
+	page.register(c, "contexts", "next_cursor", false)
 	out.register(c, "table", tableFormats)
 	return c
+}
+
+// contextPage is what context ls prints as JSON or YAML: the page's
+// contexts, and the next page's cursor when there is one.
+type contextPage struct {
+	Items      []api.Context `json:"items"`
+	NextCursor string        `json:"next_cursor,omitempty"`
 }

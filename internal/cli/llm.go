@@ -108,11 +108,9 @@ func llmIDs(xs []api.LLMExchange) []string {
 
 func newLLMListCmd(e env, cc *clientConfig) *cobra.Command {
 	var (
-		f      llmFilterFlags
-		limit  int
-		cursor string
-		newest bool
-		out    output
+		f    llmFilterFlags
+		page pageFlags
+		out  output
 	)
 	c := &cobra.Command{
 		Use:     "ls [flags]",
@@ -128,7 +126,7 @@ func newLLMListCmd(e env, cc *clientConfig) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			lf.Limit, lf.Cursor, lf.Order = limit, cursor, listOrder(newest)
+			lf.Limit, lf.Cursor, lf.Order = int(page.limit), page.cursor, page.order()
 			return show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
 				l, err := cl.LLM().List(ctx, lf)
 				if err != nil {
@@ -139,9 +137,7 @@ func newLLMListCmd(e env, cc *clientConfig) *cobra.Command {
 		},
 	}
 	f.register(c)
-	c.Flags().IntVar(&limit, "limit", 0, "at most `N` exchanges (a page; -o json gives the next page's cursor)")
-	c.Flags().StringVar(&cursor, "cursor", "", "the page after this `CURSOR` (a previous page's nextCursor)")
-	registerNewest(c, &newest, "exchanges")
+	page.register(c, "exchanges", "nextCursor", false)
 	out.register(c, "table", tableFormats)
 	return c
 }

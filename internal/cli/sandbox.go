@@ -186,27 +186,28 @@ func idText(ids ...string) func(io.Writer) error {
 
 func newSandboxListCmd(e env, cc *clientConfig) *cobra.Command {
 	var (
-		out    output
-		newest bool
+		out  output
+		page pageFlags
 	)
 	c := &cobra.Command{
 		Use:     "ls [flags]",
 		Aliases: []string{"list"},
 		Short:   "list sandboxes, oldest first (or newest first)",
 		Example: `  agent2env sandbox ls -o wide
-  agent2env sandbox ls --newest
+  agent2env sandbox ls --newest --limit 20
+  agent2env sandbox ls --limit 100 --cursor "$NEXT" -o json
   agent2env sandbox ls -o json | jq -r '.items[] | select(.status == "failed") | .id'
   agent2env sandbox ls -q | xargs -r agent2env sandbox rm`,
 		Args: noArgs,
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
-			l, err := cl.Sandbox.ListPage(ctx, client.ListSandboxesOptions{Order: listOrder(newest)})
+			l, err := cl.Sandbox.ListPage(ctx, client.ListSandboxesOptions{Limit: int(page.limit), Cursor: page.cursor, Order: page.order()})
 			if err != nil {
 				return view{}, err
 			}
-			return sandboxView(api.List[api.Sandbox]{Items: l.Items}, l.Items), nil
+			return sandboxView(l, l.Items), nil
 		}),
 	}
-	registerNewest(c, &newest, "sandboxes")
+	page.register(c, "sandboxes", "nextCursor", false)
 	out.register(c, "table", tableFormats)
 	return c
 }

@@ -238,27 +238,27 @@ func commandLine(args []string, shell string) api.CommandLine {
 }
 
 func newSessionListCmd(e env, cc *clientConfig) *cobra.Command {
-	var out output
+	var (
+		out  output
+		page pageFlags
+	)
 	c := &cobra.Command{
 		Use:     "ls [flags]",
 		Aliases: []string{"list"},
-		Short:   "list sessions",
+		Short:   "list sessions, oldest first (or newest first)",
 		Example: `  agent2env session ls
-  agent2env session ls -o wide
+  agent2env session ls -o wide --newest --limit 20
   agent2env session ls -o json | jq '.items[] | select(.busy > 0)'`,
 		Args: noArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			cl, err := cc.client(e)
+		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
+			l, err := cl.Sessions().ListPage(ctx, client.ListSessionsOptions{Limit: int(page.limit), Cursor: page.cursor, Order: page.order()})
 			if err != nil {
-				return err
+				return view{}, err
 			}
-			ss, err := cl.Sessions().List(c.Context())
-			if err != nil {
-				return err
-			}
-			return out.print(e.stdout, sessionView(api.SessionList{Items: ss, Total: len(ss)}, ss))
-		},
+			return sessionView(l, l.Items), nil
+		}),
 	}
+	page.register(c, "sessions", "next_cursor", false)
 	out.register(c, "table", tableFormats)
 	return c
 }

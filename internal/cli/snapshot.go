@@ -82,21 +82,28 @@ func newSnapshotCreateCmd(e env, cc *clientConfig, path string) *cobra.Command {
 
 func newSnapshotListCmd(e env, cc *clientConfig, path string) *cobra.Command {
 	var (
-		sandbox string
-		out     output
+		opts client.ListSnapshotsOptions
+		page pageFlags
+		out  output
 	)
 	c := &cobra.Command{
 		Use:     "ls [flags]",
 		Aliases: []string{"list"},
-		Short:   "list snapshots, newest first",
-		Example: fmt.Sprintf(`  agent2env %s ls --sandbox "$ID"`, path),
-		Args:    noArgs,
+		Short:   "list snapshots, newest first (or oldest first)",
+		Example: fmt.Sprintf(`  agent2env %[1]s ls --sandbox "$ID"
+  agent2env %[1]s ls --limit 100 --cursor "$NEXT" -o json`, path),
+		Args: noArgs,
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
-			snaps, err := cl.Snapshots().List(ctx, sandbox)
-			return snapshotView(api.SnapshotList{Items: snaps}, snaps), err
+			opts.Limit, opts.Cursor, opts.Order = int(page.limit), page.cursor, page.order()
+			l, err := cl.Snapshots().ListPage(ctx, opts)
+			if err != nil {
+				return view{}, err
+			}
+			return snapshotView(l, l.Items), nil
 		}),
 	}
-	c.Flags().StringVar(&sandbox, "sandbox", "", "list the snapshots of sandbox `ID` only")
+	c.Flags().StringVar(&opts.SandboxID, "sandbox", "", "list the snapshots of sandbox `ID` only")
+	page.register(c, "snapshots", "next_cursor", true)
 	c.RegisterFlagCompletionFunc("sandbox", cc.complete(e, sandboxIDs, true))
 	out.register(c, "table", tableFormats)
 	return c

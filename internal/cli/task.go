@@ -122,20 +122,21 @@ func clip(s string, n int) string {
 
 func newTaskListCmd(e env, cc *clientConfig) *cobra.Command {
 	var (
-		out    output
-		batch  string
-		newest bool
+		out   output
+		batch string
+		page  pageFlags
 	)
 	c := &cobra.Command{
 		Use:     "ls [flags]",
 		Aliases: []string{"list"},
 		Short:   "list task runs, oldest first (or newest first)",
 		Example: `  agent2env task ls
-  agent2env task ls --newest
+  agent2env task ls --newest --limit 20
+  agent2env task ls --limit 100 --cursor "$NEXT" -o json
   agent2env task ls --batch b-0123456789abcdef -o wide`,
 		Args: noArgs,
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
-			list, err := cl.Runs().List(ctx, client.ListRunsOptions{Batch: batch, Order: listOrder(newest)})
+			list, err := cl.Runs().List(ctx, client.ListRunsOptions{Batch: batch, Limit: int(page.limit), Cursor: page.cursor, Order: page.order()})
 			if err != nil {
 				return view{}, err
 			}
@@ -143,7 +144,7 @@ func newTaskListCmd(e env, cc *clientConfig) *cobra.Command {
 		}),
 	}
 	c.Flags().StringVar(&batch, "batch", "", "only the runs of this submission")
-	registerNewest(c, &newest, "runs")
+	page.register(c, "runs", "next_cursor", false)
 	out.register(c, "table", tableFormats)
 	return c
 }

@@ -349,43 +349,133 @@ func TestTaskRunIDArgs(t *testing.T) {
 	}
 }
 
-// task ls, sandbox ls and context ls ask for their list newest first with
-// --newest, and in the daemon's order (oldest first) without it.
-func TestListNewest(t *testing.T) {
-	var rec recorder
+// listDaemon serves the lists the ls commands page, each one page with
+// the next page's cursor "next" when the request has a limit.
+func listDaemon(t *testing.T) *recorder {
+	rec := &recorder{}
+	next := func(r *http.Request) string {
+		if r.URL.Query().Has("limit") {
+			return "next"
+		}
+		return ""
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/runs", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, http.StatusOK, api.RunList{Items: []api.Run{}})
+		reply(w, http.StatusOK, api.RunList{Items: []api.Run{}, NextCursor: next(r)})
 	})
 	mux.HandleFunc("GET /api/v1/sandboxes", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, http.StatusOK, api.SandboxList{Items: []api.Sandbox{}})
+		reply(w, http.StatusOK, api.SandboxList{Items: []api.Sandbox{}, NextCursor: next(r)})
 	})
 	mux.HandleFunc("GET /api/v1/contexts", func(w http.ResponseWriter, r *http.Request) {
-		reply(w, http.StatusOK, api.ContextList{Items: []api.Context{}, Contexts: []api.Context{}})
+		reply(w, http.StatusOK, api.ContextList{Items: []api.Context{}, Contexts: []api.Context{}, NextCursor: next(r)})
+	})
+	mux.HandleFunc("GET /api/v1/sessions", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, http.StatusOK, api.SessionList{Items: []api.Session{}, NextCursor: next(r)})
+	})
+	mux.HandleFunc("GET /api/v1/snapshots", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, http.StatusOK, api.SnapshotList{Items: []api.Snapshot{}, NextCursor: next(r)})
+	})
+	mux.HandleFunc("GET /api/v1/templates/{name}/versions", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, http.StatusOK, api.VersionList{Items: []api.TemplateVersion{}, NextCursor: next(r)})
+	})
+	mux.HandleFunc("GET /api/v1/llm/exchanges", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, http.StatusOK, api.LLMExchangeList{Items: []api.LLMExchange{}, NextCursor: next(r)})
 	})
 	rec.serve(t, mux)
-	for _, tt := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"task", "ls", "-q"}, "GET /api/v1/runs"},
-		{[]string{"task", "ls", "-q", "--newest"}, "GET /api/v1/runs?order=desc"},
-		{[]string{"task", "ls", "-q", "--newest", "--batch", "b-1"}, "GET /api/v1/runs?batch=b-1&order=desc"},
-		{[]string{"sandbox", "ls", "-q"}, "GET /api/v1/sandboxes"},
-		{[]string{"sandbox", "ls", "-q", "--newest"}, "GET /api/v1/sandboxes?order=desc"},
-		{[]string{"context", "ls", "-q"}, "GET /api/v1/contexts"},
-		{[]string{"context", "ls", "-q", "--newest", "--session", "s1"}, "GET /api/v1/contexts?order=desc&session_name=s1"},
-	} {
+	return rec
+}
+
+// listRequests runs each command of tests, checking that it asks the
+// daemon for the request of its want and prints its out.
+func listRequests(t *testing.T, rec *recorder, tests []struct {
+	args      []string
+	want, out string
+}) {
+	t.Helper()
+	for _, tt := range tests {
 		rec.mu.Lock()
 		rec.requests = nil
 		rec.mu.Unlock()
-		if code, _, errOut := run(t, tt.args...); code != 0 {
+		code, out, errOut := run(t, tt.args...)
+		if code != 0 {
 			t.Fatalf("%v: exit %d %s", tt.args, code, errOut)
+		}
+		if out != tt.out {
+			t.Errorf("%v: printed %q, want %q", tt.args, out, tt.out)
 		}
 		rec.mu.Lock()
 		if !slices.Equal(rec.requests, []string{tt.want}) {
 			t.Errorf("%v: requests %q, want %q", tt.args, rec.requests, tt.want)
 		}
 		rec.mu.Unlock()
+	}
+}
+
+// task ls, sandbox ls, context ls and session ls ask for their list
+// newest first with --newest, and in the daemon's order (oldest first)
+// without it; snapshot ls and template versions, newest first by default,
+// oldest first with --oldest.
+func TestListNewest(t *testing.T) {
+	listRequests(t, listDaemon(t), []struct {
+		args      []string
+		want, out string
+	}{
+		{[]string{"task", "ls", "-q"}, "GET /api/v1/runs", ""},
+		{[]string{"task", "ls", "-q", "--newest"}, "GET /api/v1/runs?order=desc", ""},
+		{[]string{"task", "ls", "-q", "--newest", "--batch", "b-1"}, "GET /api/v1/runs?batch=b-1&order=desc", ""},
+		{[]string{"sandbox", "ls", "-q"}, "GET /api/v1/sandboxes", ""},
+		{[]string{"sandbox", "ls", "-q", "--newest"}, "GET /api/v1/sandboxes?order=desc", ""},
+		{[]string{"context", "ls", "-q"}, "GET /api/v1/contexts", ""},
+		{[]string{"context", "ls", "-q", "--newest", "--session", "s1"}, "GET /api/v1/contexts?order=desc&session_name=s1", ""},
+		{[]string{"session", "ls", "-q"}, "GET /api/v1/sessions", ""},
+		{[]string{"session", "ls", "-q", "--newest"}, "GET /api/v1/sessions?order=desc", ""},
+		{[]string{"snapshot", "ls", "-q"}, "GET /api/v1/snapshots", ""},
+		{[]string{"snapshot", "ls", "-q", "--oldest"}, "GET /api/v1/snapshots?order=asc", ""},
+		{[]string{"template", "versions", "-q", "web"}, "GET /api/v1/templates/web/versions", ""},
+		{[]string{"template", "versions", "-q", "--oldest", "web"}, "GET /api/v1/templates/web/versions?order=asc", ""},
+	})
+}
+
+// task ls, sandbox ls, context ls, llm ls, snapshot ls, session ls and
+// template versions ask for one page with --limit and --cursor, and print
+// the next page's cursor with -o json as the API names it; without
+// --limit they print the whole list as before. A --limit the API does not
+// take is a usage error.
+func TestListPages(t *testing.T) {
+	rec := listDaemon(t)
+	listRequests(t, rec, []struct {
+		args      []string
+		want, out string
+	}{
+		{[]string{"task", "ls", "-o", "json", "--limit", "2", "--cursor", "c1"}, "GET /api/v1/runs?cursor=c1&limit=2",
+			"{\n  \"items\": [],\n  \"next_cursor\": \"next\"\n}\n"},
+		{[]string{"sandbox", "ls", "-o", "json", "--limit", "2", "--cursor", "c1", "--newest"}, "GET /api/v1/sandboxes?cursor=c1&limit=2&order=desc",
+			"{\n  \"items\": [],\n  \"nextCursor\": \"next\"\n}\n"},
+		{[]string{"sandbox", "ls", "-o", "json"}, "GET /api/v1/sandboxes", "{\n  \"items\": []\n}\n"},
+		{[]string{"context", "ls", "-o", "json", "--limit", "1000", "--cursor", "c1", "--sandbox", "sb1"},
+			"GET /api/v1/contexts?cursor=c1&limit=1000&sandbox_id=sb1", "{\n  \"items\": [],\n  \"next_cursor\": \"next\"\n}\n"},
+		{[]string{"context", "ls", "-o", "json"}, "GET /api/v1/contexts", "{\n  \"items\": []\n}\n"},
+		{[]string{"llm", "ls", "-o", "json", "--limit", "1"}, "GET /api/v1/llm/exchanges?limit=1",
+			"{\n  \"items\": [],\n  \"nextCursor\": \"next\"\n}\n"},
+		{[]string{"snapshot", "ls", "-o", "json", "--limit", "2", "--cursor", "c1", "--sandbox", "sb1"},
+			"GET /api/v1/snapshots?cursor=c1&limit=2&sandbox_id=sb1", "{\n  \"items\": [],\n  \"next_cursor\": \"next\"\n}\n"},
+		{[]string{"snapshot", "ls", "-o", "json"}, "GET /api/v1/snapshots", "{\n  \"items\": []\n}\n"},
+		{[]string{"session", "ls", "-o", "json", "--limit", "5", "--cursor", "c1", "--newest"}, "GET /api/v1/sessions?cursor=c1&limit=5&order=desc",
+			"{\n  \"items\": [],\n  \"total\": 0,\n  \"next_cursor\": \"next\"\n}\n"},
+		{[]string{"session", "ls", "-o", "json"}, "GET /api/v1/sessions", "{\n  \"items\": [],\n  \"total\": 0\n}\n"},
+		{[]string{"template", "versions", "-o", "json", "--limit", "2", "--cursor", "c1", "web"},
+			"GET /api/v1/templates/web/versions?cursor=c1&limit=2", "{\n  \"items\": [],\n  \"total\": 0,\n  \"next_cursor\": \"next\"\n}\n"},
+	})
+	rec.mu.Lock()
+	rec.requests = nil
+	rec.mu.Unlock()
+	for _, cmd := range []string{"task", "sandbox", "context", "llm", "snapshot", "template", "session"} {
+		for _, limit := range []string{"0", "-1", "1001", "x"} {
+			args := []string{cmd, "ls", "--limit", limit}
+			if cmd == "template" {
+				args = []string{cmd, "versions", "web", "--limit", limit}
+			}
+			checkUsageError(t, rec, args, `invalid argument "`+limit+`" for "--limit" flag: want a number from 1 to 1000`)
+		}
 	}
 }

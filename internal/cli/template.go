@@ -330,21 +330,27 @@ func versionView(v any, vs []api.TemplateVersion) view {
 }
 
 func newTemplateVersionsCmd(e env, cc *clientConfig) *cobra.Command {
-	var out output
+	var (
+		out  output
+		page pageFlags
+	)
 	c := &cobra.Command{
-		Use:               "versions NAME [flags]",
-		Short:             "list a template's versions",
-		Example:           `  agent2env template versions python-ds`,
+		Use:   "versions NAME [flags]",
+		Short: "list a template's versions, newest first (or oldest first)",
+		Example: `  agent2env template versions python-ds
+  agent2env template versions python-ds --limit 20 --cursor "$NEXT" -o json`,
 		Args:              exactArgs(1, "need one template NAME"),
 		ValidArgsFunction: cc.complete(e, templateNames, false),
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, args []string) (view, error) {
-			l, err := cl.Template.ListVersions(ctx, args[0])
+			l, err := cl.Template.ListVersionsPage(ctx, args[0],
+				client.ListVersionsOptions{Limit: int(page.limit), Cursor: page.cursor, Order: page.order()})
 			if err != nil {
 				return view{}, err
 			}
 			return versionView(l, l.Items), nil
 		}),
 	}
+	page.register(c, "versions", "next_cursor", true)
 	out.register(c, "table", tableFormats)
 	return c
 }

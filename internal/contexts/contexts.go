@@ -585,23 +585,24 @@ func (s *Service) inSandbox(ctx context.Context, sandboxID, id string) (*store.C
 
 // List returns the page p of the contexts of ctx's tenant that f selects,
 // and those the code of the tenant's sandboxes made: oldest first, or
-// newest first with p.Desc.
-func (s *Service) List(ctx context.Context, f store.ContextFilter, p store.Page) ([]api.Context, error) {
+// newest first with p.Desc; and the cursor of the next page ("" after
+// the last).
+func (s *Service) List(ctx context.Context, f store.ContextFilter, p store.Page) ([]api.Context, string, error) {
 	f.ByTenant, f.Tenant, f.WithOwned = true, auth.TenantOf(ctx), true
 	if f.SandboxID != "" {
 		if _, err := s.sbx.Get(ctx, f.SandboxID); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
-	cs, _, err := s.store.ListContextPage(ctx, f, p)
+	cs, next, err := s.store.ListContextPage(ctx, f, p)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	out := make([]api.Context, 0, len(cs))
 	for _, c := range cs {
 		out = append(out, *toAPI(c))
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // Delete ends a context, and its sandbox when the service made it and no

@@ -262,7 +262,7 @@ func TestCreateUnknownSandbox(t *testing.T) {
 	if ids := e.Contexts(t); len(ids) != 0 {
 		t.Errorf("contexts made: %v", ids)
 	}
-	_, err = e.svc.List(bg, store.ContextFilter{SandboxID: "nosuchsandbox"}, store.Page{})
+	_, _, err = e.svc.List(bg, store.ContextFilter{SandboxID: "nosuchsandbox"}, store.Page{})
 	checkErr(t, err, errdefs.ErrNotFound, api.CodeSandboxNotFound)
 }
 
@@ -372,7 +372,7 @@ func TestTenants(t *testing.T) {
 	checkErr(t, e.svc.Delete(b, c.ContextID), errdefs.ErrNotFound, api.CodeContextNotFound)
 	checkErr(t, e.svc.DeleteIn(b, c.SandboxID, c.ContextID), errdefs.ErrNotFound, api.CodeContextNotFound)
 	for ctx, want := range map[context.Context]int{a: 1, b: 0, bg: 0} {
-		if list, err := e.svc.List(ctx, store.ContextFilter{}, store.Page{}); err != nil || len(list) != want {
+		if list, _, err := e.svc.List(ctx, store.ContextFilter{}, store.Page{}); err != nil || len(list) != want {
 			t.Errorf("list of %q: %+v %v; want %d", auth.TenantOf(ctx), list, err, want)
 		}
 	}
@@ -397,15 +397,23 @@ func TestListAndMetrics(t *testing.T) {
 	sb := e.Sandbox(t)
 	a := e.create(t, api.CreateContextRequest{SandboxID: sb.ID})
 	b := e.create(t, api.CreateContextRequest{SandboxID: sb.ID})
-	list, err := e.svc.List(bg, store.ContextFilter{}, store.Page{})
-	if err != nil || len(list) != 2 || list[0].ContextID != a.ContextID || list[1].ContextID != b.ContextID {
-		t.Errorf("List: %+v %v", list, err)
+	list, next, err := e.svc.List(bg, store.ContextFilter{}, store.Page{})
+	if err != nil || len(list) != 2 || list[0].ContextID != a.ContextID || list[1].ContextID != b.ContextID || next != "" {
+		t.Errorf("List: %+v %q %v", list, next, err)
 	}
-	list, err = e.svc.List(bg, store.ContextFilter{}, store.Page{Desc: true})
+	list, _, err = e.svc.List(bg, store.ContextFilter{}, store.Page{Desc: true})
 	if err != nil || len(list) != 2 || list[0].ContextID != b.ContextID || list[1].ContextID != a.ContextID {
 		t.Errorf("List newest first: %+v %v", list, err)
 	}
-	list, err = e.svc.List(bg, store.ContextFilter{SessionName: "nosuch"}, store.Page{})
+	list, next, err = e.svc.List(bg, store.ContextFilter{}, store.Page{Limit: 1})
+	if err != nil || len(list) != 1 || list[0].ContextID != a.ContextID || next == "" {
+		t.Fatalf("List's first page: %+v %q %v", list, next, err)
+	}
+	list, next, err = e.svc.List(bg, store.ContextFilter{}, store.Page{Limit: 1, After: next})
+	if err != nil || len(list) != 1 || list[0].ContextID != b.ContextID || next != "" {
+		t.Errorf("List's last page: %+v %q %v", list, next, err)
+	}
+	list, _, err = e.svc.List(bg, store.ContextFilter{SessionName: "nosuch"}, store.Page{})
 	if err != nil || list == nil || len(list) != 0 {
 		t.Errorf("List of no session: %#v %v", list, err)
 	}

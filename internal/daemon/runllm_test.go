@@ -309,7 +309,7 @@ func TestRunMCPStateEndsWithTheRun(t *testing.T) {
 			if list, err := d.sys.Sessions.List(runCtx); err != nil || len(list) != 1 {
 				t.Fatalf("the run's sessions while it runs: %+v, %v; want s1", list, err)
 			}
-			if list, err := d.sys.Contexts.List(runCtx, store.ContextFilter{}, store.Page{}); err != nil || len(list) != 1 {
+			if list, _, err := d.sys.Contexts.List(runCtx, store.ContextFilter{}, store.Page{}); err != nil || len(list) != 1 {
 				t.Fatalf("the run's contexts while it runs: %+v, %v; want c1", list, err)
 			}
 			if tt.cancel {
@@ -322,7 +322,7 @@ func TestRunMCPStateEndsWithTheRun(t *testing.T) {
 			}
 			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 				sessions, serr := d.sys.Sessions.List(runCtx)
-				ctxs, cerr := d.sys.Contexts.List(runCtx, store.ContextFilter{}, store.Page{})
+				ctxs, _, cerr := d.sys.Contexts.List(runCtx, store.ContextFilter{}, store.Page{})
 				sbs, err := d.sys.Manager.List(ctx)
 				if serr == nil && cerr == nil && err == nil && len(sessions)+len(ctxs)+len(sbs) == 0 {
 					break

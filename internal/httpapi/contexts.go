@@ -51,10 +51,14 @@ func (c *ContextRoutes) create(w http.ResponseWriter, r *http.Request) {
 }
 
 // list takes the sandbox from the path, else from the query, and the
-// order from the query.
+// page (limit, cursor and order) from the query.
 func (c *ContextRoutes) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	out, err := c.svc.ListInOrder(r.Context(), cmp.Or(r.PathValue("id"), q.Get("sandbox_id")), q.Get("session_name"), api.Order(q.Get("order")))
+	page, err := listOptions(r)
+	var out *api.ContextList
+	if err == nil {
+		out, err = c.svc.ListPage(r.Context(), cmp.Or(r.PathValue("id"), q.Get("sandbox_id")), q.Get("session_name"), page.Limit, page.Cursor, page.Order)
+	}
 	if err != nil {
 		writeError(w, err)
 		return

@@ -470,3 +470,62 @@ func readEvents(tb testing.TB, body []byte) []sseEvent {
 		out = append(out, ev)
 	}
 }
+
+// pageCase is a query of a paged list and the ids its pages list, in
+// order, over how many pages.
+type pageCase struct {
+	query string
+	want  []string
+	pages int
+}
+
+// checkPages reads the list at path with each case's query (a limit
+// among it when it takes more than one page), following next cursors, and
+// checks the ids and pages it gives; then checks that a bad limit, order
+// or cursor is 400 naming its parameter. get sends a GET and returns the
+// status and body; page reads a page's ids and next cursor from a body.
+func checkPages(t *testing.T, path string, cases []pageCase, get func(target string) (int, []byte), page func(body []byte) ([]string, string, error)) {
+	t.Helper()
+	for _, tt := range cases {
+		var got []string
+		pages := 0
+		for target := path + tt.query; pages < 100; pages++ {
+			code, b := get(target)
+			ids, next, err := page(b)
+			if code != http.StatusOK || err != nil {
+				t.Fatalf("%s: %d %s (%v)", target, code, b, err)
+			}
+			got = append(got, ids...)
+			if next == "" {
+				pages++
+				break
+			}
+			target = path + tt.query + "&cursor=" + next
+		}
+		if !slices.Equal(got, tt.want) || pages != tt.pages {
+			t.Errorf("%s%s: %d pages of %v, want %d of %v", path, tt.query, pages, got, tt.pages, tt.want)
+		}
+	}
+	for _, tt := range []struct{ query, param string }{
+		{"?order=newest", "order"}, {"?order=DESC", "order"}, {"?limit=0", "limit"}, {"?limit=1001", "limit"},
+		{"?limit=x", "limit"}, {"?cursor=nope", "cursor"},
+	} {
+		code, b := get(path + tt.query)
+		if code != http.StatusBadRequest || !strings.Contains(string(b), tt.param+` \"`) {
+			t.Errorf("%s%s: %d %s, want 400 naming %s", path, tt.query, code, b, tt.param)
+		}
+	}
+}
+
+// pageIDs returns a function reading a page of a list L from its JSON
+// body: the ids and next cursor items reads from it.
+func pageIDs[L any](items func(*L) ([]string, string)) func([]byte) ([]string, string, error) {
+	return func(b []byte) ([]string, string, error) {
+		var l L
+		if err := json.Unmarshal(b, &l); err != nil {
+			return nil, "", err
+		}
+		ids, next := items(&l)
+		return ids, next, nil
+	}
+}

@@ -96,13 +96,31 @@ func (s *SessionRoutes) command(w http.ResponseWriter, r *http.Request) {
 	writeExecJSON(w, resp, &resp.ExecResponse, req.OutputEncoding)
 }
 
+// list lists the sessions, a page of them with limit, cursor and order.
 func (s *SessionRoutes) list(w http.ResponseWriter, r *http.Request) {
-	items, err := s.svc.List(r.Context())
+	out, err := s.page(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.SessionList{Items: items, Total: len(items)})
+	writeJSON(w, http.StatusOK, out)
+}
+
+// page reads the page of sessions r asks for.
+func (s *SessionRoutes) page(r *http.Request) (*api.SessionList, error) {
+	opts, err := listOptions(r)
+	if err != nil {
+		return nil, err
+	}
+	p, err := service.Page(opts.Limit, opts.Cursor, opts.Order)
+	if err != nil {
+		return nil, err
+	}
+	items, next, err := s.svc.ListPage(r.Context(), p)
+	if err != nil {
+		return nil, err
+	}
+	return &api.SessionList{Items: items, Total: len(items), NextCursor: next}, nil
 }
 
 func (s *SessionRoutes) get(w http.ResponseWriter, r *http.Request) {

@@ -324,19 +324,12 @@ func TestContextCreateSandboxAndTemplate(t *testing.T) {
 }
 
 // The context lists, of every sandbox and of one, are oldest first unless
-// order=desc asks for newest first; another order is 400 naming it.
+// order=desc asks for newest first, in pages of limit with next_cursor
+// asking for the next; another order or limit, or a cursor the server did
+// not give, is 400 naming its parameter.
 func TestListContextsOrder(t *testing.T) {
 	h, _ := newSessionHandler(t, manager.Config{})
-	do := func(method, path, body string) (int, []byte) {
-		t.Helper()
-		req := httptest.NewRequest(method, path, strings.NewReader(body))
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec.Code, rec.Body.Bytes()
-	}
+	do := requester(t, h)
 	var want []string
 	var sandboxID string
 	for i := range 3 {
@@ -373,11 +366,61 @@ func TestListContextsOrder(t *testing.T) {
 				t.Errorf("%s%s: items %v, contexts %v, total %d; want %v", path, tt.query, got, gotContexts, l.Total, tt.want)
 			}
 		}
-		for _, query := range []string{"?order=newest", "?order=DESC"} {
-			code, b := do(http.MethodGet, path+query, "")
-			if code != http.StatusBadRequest || !strings.Contains(string(b), `order \"`) {
-				t.Errorf("%s%s: %d %s, want 400 naming order", path, query, code, b)
-			}
+		get := func(target string) (int, []byte) { return do(http.MethodGet, target, "") }
+		checkPages(t, path, []pageCase{{"?limit=2", want, 2}, {"?limit=1&order=desc", newest, 3}, {"?limit=3", want, 1}}, get,
+			pageIDs(func(l *api.ContextList) ([]string, string) {
+				var ids []string
+				for _, c := range l.Items {
+					ids = append(ids, c.ContextID)
+				}
+				if l.Total != len(l.Items) {
+					ids = append(ids, "(total "+strconv.Itoa(l.Total)+")")
+				}
+				return ids, l.NextCursor
+			}))
+	}
+}
+
+// The session list is oldest first unless order=desc, in pages of limit
+// with next_cursor asking for the next; another order or limit, or a
+// cursor the server did not give, is 400 naming its parameter.
+func TestListSessionsPages(t *testing.T) {
+	h, _ := newSessionHandler(t, manager.Config{})
+	do := requester(t, h)
+	oldest := []string{"s1", "s2", "s3"}
+	for _, id := range oldest {
+		if code, b := do(http.MethodPost, "/api/v1/sessions/"+id+"/execute", `{"code":"1"}`); code != http.StatusOK {
+			t.Fatalf("execute in %s: %d %s", id, code, b)
 		}
+	}
+	newest := slices.Clone(oldest)
+	slices.Reverse(newest)
+	get := func(target string) (int, []byte) { return do(http.MethodGet, target, "") }
+	checkPages(t, "/api/v1/sessions", []pageCase{
+		{"", oldest, 1}, {"?order=desc", newest, 1}, {"?limit=2", oldest, 2}, {"?limit=1&order=desc", newest, 3},
+	}, get, pageIDs(func(l *api.SessionList) ([]string, string) {
+		var ids []string
+		for _, s := range l.Items {
+			ids = append(ids, s.SessionID)
+		}
+		if l.Total != len(l.Items) {
+			ids = append(ids, "(total "+strconv.Itoa(l.Total)+")")
+		}
+		return ids, l.NextCursor
+	}))
+}
+
+// requester returns a function that sends h a request, a JSON body when
+// body is not empty, and returns its status and body.
+func requester(t *testing.T, h http.Handler) func(method, path, body string) (int, []byte) {
+	return func(method, path, body string) (int, []byte) {
+		t.Helper()
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.Bytes()
 	}
 }

@@ -39,9 +39,14 @@ func snapshotHandler(snapshot func(context.Context, string, api.CreateSnapshotRe
 	}
 }
 
-// listSnapshots lists snapshots, of ?sandbox_id= only when given.
+// listSnapshots lists snapshots, of ?sandbox_id= only when given, a page
+// of them with limit, cursor and order.
 func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
-	list, err := s.sandboxes.Snapshots(r.Context(), r.URL.Query().Get("sandbox_id"))
+	page, err := listOptions(r)
+	var list *api.SnapshotList
+	if err == nil {
+		list, err = s.sandboxes.SnapshotPage(r.Context(), r.URL.Query().Get("sandbox_id"), page.Limit, page.Cursor, page.Order)
+	}
 	if err != nil {
 		writeError(w, err)
 		return

@@ -5,11 +5,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/store"
 )
 
 // The bodies of a snapshot and a fork refuse a member they do not know
@@ -90,4 +93,36 @@ func TestSnapshotUnavailableDocumented(t *testing.T) {
 			t.Errorf("POST %s answers %d, which api/openapi.yaml does not list", tt.path, rec.Code)
 		}
 	}
+}
+
+// GET /snapshots lists newest first, as it always did, or oldest first
+// with order=asc, in pages of limit with next_cursor asking for the next;
+// another order or limit, or a cursor the server did not give, is 400
+// naming its parameter.
+func TestListSnapshotsPages(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	base := time.Now()
+	oldest := []string{"snap-a", "snap-b", "snap-c"}
+	for i, id := range oldest {
+		snap := &store.Snapshot{ID: id, SandboxID: "sbx-1", Image: "alpine", Status: "ready", CreatedAt: base.Add(time.Duration(i) * time.Second)}
+		if err := e.st.CreateSnapshot(context.Background(), snap); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newest := slices.Clone(oldest)
+	slices.Reverse(newest)
+	get := func(target string) (int, []byte) {
+		resp := e.do(t, http.MethodGet, target, "", nil)
+		return resp.status, resp.body
+	}
+	checkPages(t, "/api/v1/snapshots", []pageCase{
+		{"", newest, 1}, {"?order=desc", newest, 1}, {"?order=asc", oldest, 1},
+		{"?limit=2", newest, 2}, {"?limit=1&order=asc", oldest, 3}, {"?limit=3&sandbox_id=sbx-1", newest, 1},
+	}, get, pageIDs(func(l *api.SnapshotList) ([]string, string) {
+		var ids []string
+		for _, s := range l.Items {
+			ids = append(ids, s.ID)
+		}
+		return ids, l.NextCursor
+	}))
 }

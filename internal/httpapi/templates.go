@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/template"
 )
 
@@ -115,13 +117,29 @@ func (tr *TemplateRoutes) delete(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// versions lists a template's versions, newest first unless order=asc,
+// a page of them with limit and cursor.
 func (tr *TemplateRoutes) versions(w http.ResponseWriter, r *http.Request) {
-	out, err := tr.svc.Versions(r.Context(), r.PathValue("name"))
+	out, err := tr.versionPage(r)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// versionPage reads the page of versions r asks for: newest first by
+// default, as LiteBoxd lists them.
+func (tr *TemplateRoutes) versionPage(r *http.Request) (*api.VersionList, error) {
+	opts, err := listOptions(r)
+	if err != nil {
+		return nil, err
+	}
+	p, err := service.Page(opts.Limit, opts.Cursor, cmp.Or(opts.Order, api.OrderDesc))
+	if err != nil {
+		return nil, err
+	}
+	return tr.svc.VersionPage(r.Context(), r.PathValue("name"), p)
 }
 
 func (tr *TemplateRoutes) version(w http.ResponseWriter, r *http.Request) {

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -808,4 +809,39 @@ func FuzzImportYAML(f *testing.F) {
 			t.Errorf("prepullStarted %v for %d created and updated", res.PrepullStarted, res.Created+res.Updated)
 		}
 	})
+}
+
+// GET /templates/{name}/versions lists newest first, as LiteBoxd does, or
+// oldest first with order=asc, in pages of limit with next_cursor asking
+// for the next; another order or limit, or a cursor the server did not
+// give, is 400 naming its parameter.
+func TestTemplateVersionsPages(t *testing.T) {
+	e := newTemplateEnv(t)
+	resp := e.do(t, http.MethodPost, "/api/v1/templates", "application/json", strings.NewReader(`{"name":"web","spec":{"image":"nginx"}}`))
+	if resp.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", resp.status, resp.body)
+	}
+	for range 3 {
+		resp = e.do(t, http.MethodPut, "/api/v1/templates/web", "application/json", strings.NewReader(`{"spec":{"image":"nginx"}}`))
+		if resp.status != http.StatusOK {
+			t.Fatalf("update: %d %s", resp.status, resp.body)
+		}
+	}
+	get := func(target string) (int, []byte) {
+		resp := e.do(t, http.MethodGet, target, "", nil)
+		return resp.status, resp.body
+	}
+	newest, oldest := []string{"4", "3", "2", "1"}, []string{"1", "2", "3", "4"}
+	checkPages(t, "/api/v1/templates/web/versions", []pageCase{
+		{"", newest, 1}, {"?order=asc", oldest, 1}, {"?limit=3", newest, 2}, {"?limit=1&order=asc", oldest, 4}, {"?limit=4&order=desc", newest, 1},
+	}, get, pageIDs(func(l *api.VersionList) ([]string, string) {
+		var ids []string
+		for _, v := range l.Items {
+			ids = append(ids, strconv.Itoa(v.Version))
+		}
+		if l.Total != len(l.Items) {
+			ids = append(ids, "(total "+strconv.Itoa(l.Total)+")")
+		}
+		return ids, l.NextCursor
+	}))
 }

@@ -136,7 +136,14 @@ func (m *Manager) GetSnapshot(ctx context.Context, id string) (*store.Snapshot, 
 // ListSnapshots returns the snapshots the caller's tenant may see, of
 // sandbox sandboxID when it is not empty, newest first.
 func (m *Manager) ListSnapshots(ctx context.Context, sandboxID string) ([]*store.Snapshot, error) {
-	return m.store.ListSnapshots(ctx, store.SnapshotFilter{SandboxID: sandboxID, Tenant: auth.TenantOf(ctx)})
+	out, _, err := m.ListSnapshotPage(ctx, sandboxID, store.Page{Desc: true})
+	return out, err
+}
+
+// ListSnapshotPage is ListSnapshots' page p, with the cursor of the next
+// page ("" after the last).
+func (m *Manager) ListSnapshotPage(ctx context.Context, sandboxID string, p store.Page) ([]*store.Snapshot, string, error) {
+	return m.store.ListSnapshotPage(ctx, store.SnapshotFilter{SandboxID: sandboxID, Tenant: auth.TenantOf(ctx)}, p)
 }
 
 // SnapshotsOfImage returns the ids of the snapshots, of every tenant, of

@@ -67,24 +67,26 @@ func (c *Contexts) Create(ctx context.Context, sandboxID string, req api.CreateC
 	return c.svc.Create(ctx, req)
 }
 
-// List returns the contexts in sandboxID of the session sessionName, oldest
-// first; "" selects any.
+// List returns every context in sandboxID of the session sessionName,
+// oldest first; "" selects any.
 func (c *Contexts) List(ctx context.Context, sandboxID, sessionName string) (*api.ContextList, error) {
-	return c.ListInOrder(ctx, sandboxID, sessionName, api.OrderAsc)
+	return c.ListPage(ctx, sandboxID, sessionName, nil, "", api.OrderAsc)
 }
 
-// ListInOrder is List in order ("": api.OrderAsc); another order than
-// api.OrderAsc or api.OrderDesc is ErrInvalidArgument.
-func (c *Contexts) ListInOrder(ctx context.Context, sandboxID, sessionName string, order api.Order) (*api.ContextList, error) {
-	p, err := Page(nil, "", order)
+// ListPage is List's page that limit (nil: every context), cursor ("":
+// the first page) and order ("": api.OrderAsc) ask for, with the cursor
+// of the next page. Values Page does not take, or a cursor this server
+// did not give, are ErrInvalidArgument naming their parameter.
+func (c *Contexts) ListPage(ctx context.Context, sandboxID, sessionName string, limit *int, cursor string, order api.Order) (*api.ContextList, error) {
+	p, err := Page(limit, cursor, order)
 	if err != nil {
 		return nil, err
 	}
-	items, err := c.svc.List(ctx, store.ContextFilter{SandboxID: sandboxID, SessionName: sessionName}, p)
+	items, next, err := c.svc.List(ctx, store.ContextFilter{SandboxID: sandboxID, SessionName: sessionName}, p)
 	if err != nil {
 		return nil, err
 	}
-	return &api.ContextList{Items: items, Contexts: items, Total: len(items)}, nil
+	return &api.ContextList{Items: items, Contexts: items, Total: len(items), NextCursor: next}, nil
 }
 
 // Get returns context id; an unknown one is ErrNotFound

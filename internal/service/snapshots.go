@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,11 +34,24 @@ func (s *Sandboxes) Snapshot(ctx context.Context, id string, req api.CreateSnaps
 // Snapshots lists the snapshots the caller may see, newest first; of
 // sandbox sandboxID only, when it is not empty.
 func (s *Sandboxes) Snapshots(ctx context.Context, sandboxID string) (*api.SnapshotList, error) {
-	list, err := s.m.ListSnapshots(ctx, sandboxID)
+	return s.SnapshotPage(ctx, sandboxID, nil, "", api.OrderDesc)
+}
+
+// SnapshotPage is Snapshots' page that limit (nil: every snapshot),
+// cursor ("": the first page) and order ask for, with the cursor of the
+// next page. The order "" is api.OrderDesc, newest first, as the list
+// always was. Values Page does not take, or a cursor this server did not
+// give, are ErrInvalidArgument naming their parameter.
+func (s *Sandboxes) SnapshotPage(ctx context.Context, sandboxID string, limit *int, cursor string, order api.Order) (*api.SnapshotList, error) {
+	p, err := Page(limit, cursor, cmp.Or(order, api.OrderDesc))
 	if err != nil {
 		return nil, err
 	}
-	out := &api.SnapshotList{Items: make([]api.Snapshot, 0, len(list))}
+	list, next, err := s.m.ListSnapshotPage(ctx, sandboxID, p)
+	if err != nil {
+		return nil, err
+	}
+	out := &api.SnapshotList{Items: make([]api.Snapshot, 0, len(list)), NextCursor: next}
 	for _, snap := range list {
 		out.Items = append(out.Items, *snapshotView(snap))
 	}

@@ -42,19 +42,26 @@ func (s *Service) Get(ctx context.Context, id string) (*api.Session, error) {
 // List returns the sessions of ctx's tenant, and those the code of the
 // tenant's sandboxes made (api.Session.MadeBySandbox), oldest first.
 func (s *Service) List(ctx context.Context) ([]api.Session, error) {
-	all, err := s.store.ListSessions(ctx, store.SessionFilter{Tenant: auth.TenantOf(ctx), WithOwned: true})
+	out, _, err := s.ListPage(ctx, store.Page{})
+	return out, err
+}
+
+// ListPage is List's page p (newest first with p.Desc), with the cursor
+// of the next page ("" after the last).
+func (s *Service) ListPage(ctx context.Context, p store.Page) ([]api.Session, string, error) {
+	all, next, err := s.store.ListSessionPage(ctx, store.SessionFilter{Tenant: auth.TenantOf(ctx), WithOwned: true}, p)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	out := make([]api.Session, 0, len(all))
 	for _, sess := range all {
 		a, err := s.toAPI(ctx, sess)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		out = append(out, *a)
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // Delete removes a session of ctx's tenant, with its sandbox: what runs in

@@ -107,7 +107,7 @@ func TestSession(t *testing.T) {
 	if r := e.exec(t, b.ContextID, "open('shared.txt').read()"); r.Result != "'from a'" {
 		t.Errorf("b read %+v", r)
 	}
-	list, err := e.ctxs.List(bg, store.ContextFilter{SessionName: "s1"}, store.Page{})
+	list, _, err := e.ctxs.List(bg, store.ContextFilter{SessionName: "s1"}, store.Page{})
 	if err != nil || len(list) != 2 || list[0].ContextID != a.ContextID || list[1].ContextID != b.ContextID {
 		t.Errorf("List session s1: %+v %v", list, err)
 	}
@@ -268,7 +268,7 @@ func TestNamedSandbox(t *testing.T) {
 	if err != nil || got.ContextID != c.ContextID {
 		t.Errorf("GetIn: %+v %v", got, err)
 	}
-	list, err := e.ctxs.List(bg, store.ContextFilter{SandboxID: sb.ID}, store.Page{})
+	list, _, err := e.ctxs.List(bg, store.ContextFilter{SandboxID: sb.ID}, store.Page{})
 	if err != nil || len(list) != 2 {
 		t.Errorf("List in %s: %+v %v", sb.ID, list, err)
 	}

@@ -45,6 +45,58 @@ func ParseCursor(s string) (time.Time, string, error) {
 	return time.Time{}, "", errdefs.Invalid("page cursor %q is not one this server gave", s)
 }
 
+// VersionCursor returns the cursor of the place of a template's version
+// version in a listing of its versions, which are ordered by number: the
+// page after it starts with the next version in the page's order.
+func VersionCursor(version int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("version/" + strconv.Itoa(version)))
+}
+
+// ParseVersionCursor returns the version number a cursor VersionCursor
+// made marks; another string is ErrInvalidArgument.
+func ParseVersionCursor(s string) (int, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		if v, ok := strings.CutPrefix(string(b), "version/"); ok {
+			if n, err := strconv.Atoi(v); err == nil && n > 0 {
+				return n, nil
+			}
+		}
+	}
+	return 0, errdefs.Invalid("page cursor %q is not one this server gave", s)
+}
+
+// VersionPageSQL returns what the page p of a template's versions (in a
+// query naming the version table v) adds to its query: the version its
+// cursor marks (0: none) and the comparison the versions after it make
+// with it (v.version cmp after), and the ORDER BY and LIMIT clauses. A
+// cursor VersionCursor did not make is ErrInvalidArgument.
+func VersionPageSQL(p Page) (after int, cmp, order string, err error) {
+	cmp, order = ">", ` ORDER BY v.version`
+	if p.Desc {
+		cmp, order = "<", ` ORDER BY v.version DESC`
+	}
+	if p.After != "" {
+		if after, err = ParseVersionCursor(p.After); err != nil {
+			return 0, "", "", err
+		}
+	}
+	if p.Limit > 0 {
+		order += fmt.Sprintf(` LIMIT %d`, p.Limit+1)
+	}
+	return after, cmp, order, nil
+}
+
+// CutVersionPage cuts versions, read with VersionPageSQL's LIMIT (one past
+// the page), to the page p and returns the cursor of the next page.
+func CutVersionPage(versions []*TemplateVersion, p Page) ([]*TemplateVersion, string) {
+	if p.Limit <= 0 || len(versions) <= p.Limit {
+		return versions, ""
+	}
+	versions = versions[:p.Limit]
+	return versions, VersionCursor(versions[len(versions)-1].Version)
+}
+
 // LimitError says a sandbox was not created because Limit sandboxes
 // exist. It matches errdefs.ErrResourceExhausted.
 type LimitError struct {

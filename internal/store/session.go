@@ -71,6 +71,10 @@ type Sessions interface {
 	GetSession(ctx context.Context, key string) (*Session, error)
 	// ListSessions returns the sessions f selects, oldest first.
 	ListSessions(ctx context.Context, f SessionFilter) ([]*Session, error)
+	// ListSessionPage returns the page p of the sessions f selects,
+	// oldest first (ties by key) or newest first (p.Desc), and the cursor
+	// of the next page ("" after the last).
+	ListSessionPage(ctx context.Context, f SessionFilter, p Page) (items []*Session, next string, err error)
 	// CountSessions counts every session.
 	CountSessions(ctx context.Context) (int, error)
 	UpdateSession(ctx context.Context, key string, fn func(*Session) error) (*Session, error)

@@ -61,6 +61,10 @@ type Snapshots interface {
 	// ListSnapshots returns the snapshots f selects, newest CreatedAt
 	// first.
 	ListSnapshots(ctx context.Context, f SnapshotFilter) ([]*Snapshot, error)
+	// ListSnapshotPage returns the page p of the snapshots f selects,
+	// oldest first (ties by id) or newest first (p.Desc), and the cursor
+	// of the next page ("" after the last).
+	ListSnapshotPage(ctx context.Context, f SnapshotFilter, p Page) (items []*Snapshot, next string, err error)
 	// UpdateSnapshot applies fn to the stored snapshot atomically and
 	// stores the result; fn's error aborts the update and is returned.
 	UpdateSnapshot(ctx context.Context, id string, fn func(*Snapshot) error) (*Snapshot, error)

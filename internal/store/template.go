@@ -77,6 +77,12 @@ type Templates interface {
 	// ListTemplateVersions returns the versions of the template named
 	// name, newest first.
 	ListTemplateVersions(ctx context.Context, name string) ([]*TemplateVersion, error)
+	// ListTemplateVersionPage returns the page p of the versions of the
+	// template named name, by number: lowest first, or highest first
+	// (p.Desc); and the cursor of the next page ("" after the last), a
+	// VersionCursor, which p.After takes too. ErrNotFound if there is no
+	// such template.
+	ListTemplateVersionPage(ctx context.Context, name string, p Page) (items []*TemplateVersion, next string, err error)
 	// GetTemplateVersion returns version of the template named name.
 	GetTemplateVersion(ctx context.Context, name string, version int) (*TemplateVersion, error)
 }

@@ -411,11 +411,18 @@ func (s *Service) change(ctx context.Context, name string) {
 
 // Versions lists the versions of the template named name, newest first.
 func (s *Service) Versions(ctx context.Context, name string) (*api.VersionList, error) {
-	vs, err := s.store.ListTemplateVersions(ctx, name)
+	return s.VersionPage(ctx, name, store.Page{Desc: true})
+}
+
+// VersionPage returns the page p of the versions of the template named
+// name, by number (newest first with p.Desc), with the cursor of the next
+// page.
+func (s *Service) VersionPage(ctx context.Context, name string, p store.Page) (*api.VersionList, error) {
+	vs, next, err := s.store.ListTemplateVersionPage(ctx, name, p)
 	if err != nil {
 		return nil, ifNotFound(err, templateNotFound(name))
 	}
-	out := &api.VersionList{Items: []api.TemplateVersion{}, Total: len(vs)}
+	out := &api.VersionList{Items: []api.TemplateVersion{}, Total: len(vs), NextCursor: next}
 	for _, v := range vs {
 		out.Items = append(out.Items, *versionToAPI(v))
 	}

@@ -632,6 +632,7 @@ func TestStoreErrors(t *testing.T) {
 	checks["delete"] = svc.Delete(ctx, "t")
 	_, _, checks["resolve"] = svc.Resolve(ctx, "t", 0)
 	_, checks["export"] = svc.ExportAll(ctx, "", nil)
+	_, checks["versions"] = svc.Versions(ctx, "t")
 	for op, err := range checks {
 		if !errors.Is(err, boom) {
 			t.Errorf("%s: %v, want the store's error", op, err)
@@ -658,6 +659,9 @@ func (b brokenStore) AddTemplateVersion(context.Context, string, func(*store.Tem
 func (b brokenStore) DeleteTemplate(context.Context, string) error { return b.err }
 func (b brokenStore) ListTemplateVersions(context.Context, string) ([]*store.TemplateVersion, error) {
 	return nil, b.err
+}
+func (b brokenStore) ListTemplateVersionPage(context.Context, string, store.Page) ([]*store.TemplateVersion, string, error) {
+	return nil, "", b.err
 }
 func (b brokenStore) GetTemplateVersion(context.Context, string, int) (*store.TemplateVersion, error) {
 	return nil, b.err

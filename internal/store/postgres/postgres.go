@@ -250,9 +250,15 @@ func (a *args) add(v any) string {
 // with p.Desc), adding the condition's arguments to a. It asks for one row
 // beyond the page, which tells whether another follows.
 func pageClause(p store.Page, a *args) (cond, order string, err error) {
-	cmp, order := ">", ` ORDER BY created_at, id`
+	return pageClauseBy(p, "id", a)
+}
+
+// pageClauseBy is pageClause of a listing whose ties of created_at go by
+// the column tie (the table's key) rather than id.
+func pageClauseBy(p store.Page, tie string, a *args) (cond, order string, err error) {
+	cmp, order := ">", ` ORDER BY created_at, `+tie
 	if p.Desc {
-		cmp, order = "<", ` ORDER BY created_at DESC, id DESC`
+		cmp, order = "<", ` ORDER BY created_at DESC, `+tie+` DESC`
 	}
 	if p.After != "" {
 		at, id, err := store.ParseCursor(p.After)
@@ -263,7 +269,7 @@ func pageClause(p store.Page, a *args) (cond, order string, err error) {
 		// (filter column, created_at, id), the server seeks to the cursor
 		// (scanning the index backwards for newest first) rather than
 		// skipping rows as an OFFSET would.
-		cond = ` AND (created_at, id) ` + cmp + ` (` + a.add(at) + `, ` + a.add(id) + `)`
+		cond = ` AND (created_at, ` + tie + `) ` + cmp + ` (` + a.add(at) + `, ` + a.add(id) + `)`
 	}
 	if p.Limit > 0 {
 		order += fmt.Sprintf(` LIMIT %d`, p.Limit+1)

@@ -67,7 +67,18 @@ func (s *Store) GetSession(ctx context.Context, key string) (*store.Session, err
 
 // ListSessions returns the sessions f selects, oldest first.
 func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*store.Session, error) {
+	out, _, err := s.ListSessionPage(ctx, f, store.Page{})
+	return out, err
+}
+
+// ListSessionPage returns the page p of the sessions f selects, oldest
+// first or newest first (p.Desc), and the cursor of the next page.
+func (s *Store) ListSessionPage(ctx context.Context, f store.SessionFilter, p store.Page) ([]*store.Session, string, error) {
 	var a args
+	pcond, order, err := pageClauseBy(p, "key", &a)
+	if err != nil {
+		return nil, "", err
+	}
 	cond := ` WHERE true`
 	if !f.AllTenants {
 		cond += tenantCond(f.Tenant, f.WithOwned, &a)
@@ -78,11 +89,12 @@ func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*sto
 		by := a.add(f.DueBy)
 		cond += ` AND (expires_at <= ` + by + ` OR ends_at <= ` + by + `)`
 	}
-	out, err := list(ctx, s.r, scanSession, `SELECT `+sessions.columns+` FROM sessions`+cond+` ORDER BY created_at, key`, a...)
+	out, err := list(ctx, s.r, scanSession, `SELECT `+sessions.columns+` FROM sessions`+cond+pcond+order, a...)
 	if err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
+		return nil, "", fmt.Errorf("list sessions: %w", err)
 	}
-	return out, nil
+	out, next := cutPage(out, p, func(ss *store.Session) (time.Time, string) { return ss.CreatedAt, ss.Key })
+	return out, next, nil
 }
 
 // CountSessions counts every session, of every tenant.

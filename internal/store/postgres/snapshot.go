@@ -61,7 +61,18 @@ func (s *Store) GetSnapshot(ctx context.Context, id string) (*store.Snapshot, er
 
 // ListSnapshots returns the snapshots f selects, newest first.
 func (s *Store) ListSnapshots(ctx context.Context, f store.SnapshotFilter) ([]*store.Snapshot, error) {
+	out, _, err := s.ListSnapshotPage(ctx, f, store.Page{Desc: true})
+	return out, err
+}
+
+// ListSnapshotPage returns the page p of the snapshots f selects, oldest
+// first or newest first (p.Desc), and the cursor of the next page.
+func (s *Store) ListSnapshotPage(ctx context.Context, f store.SnapshotFilter, p store.Page) ([]*store.Snapshot, string, error) {
 	var a args
+	pcond, order, err := pageClause(p, &a)
+	if err != nil {
+		return nil, "", err
+	}
 	cond := ""
 	if f.SandboxID != "" {
 		cond += ` AND sandbox_id = ` + a.add(f.SandboxID)
@@ -70,11 +81,12 @@ func (s *Store) ListSnapshots(ctx context.Context, f store.SnapshotFilter) ([]*s
 		cond += ` AND tenant = ` + a.add(f.Tenant)
 	}
 	out, err := list(ctx, s.r, scanSnapshot,
-		`SELECT `+snapshots.columns+` FROM snapshots WHERE true`+cond+` ORDER BY created_at DESC, id DESC`, a...)
+		`SELECT `+snapshots.columns+` FROM snapshots WHERE true`+cond+pcond+order, a...)
 	if err != nil {
-		return nil, fmt.Errorf("list snapshots: %w", err)
+		return nil, "", fmt.Errorf("list snapshots: %w", err)
 	}
-	return out, nil
+	out, next := cutPage(out, p, func(sn *store.Snapshot) (time.Time, string) { return sn.CreatedAt, sn.ID })
+	return out, next, nil
 }
 
 // UpdateSnapshot applies fn to the snapshot id and stores the result, with

@@ -257,11 +257,23 @@ func (s *Store) DeleteTemplate(ctx context.Context, name string) error {
 // ListTemplateVersions returns the versions of the template name, newest
 // first; ErrNotFound if there is no such template.
 func (s *Store) ListTemplateVersions(ctx context.Context, name string) ([]*store.TemplateVersion, error) {
+	out, _, err := s.ListTemplateVersionPage(ctx, name, store.Page{Desc: true})
+	return out, err
+}
+
+// ListTemplateVersionPage returns the page p of the versions of the
+// template name, by number, and the cursor of the next page; ErrNotFound
+// if there is no such template.
+func (s *Store) ListTemplateVersionPage(ctx context.Context, name string, p store.Page) ([]*store.TemplateVersion, string, error) {
+	after, cmp, order, err := store.VersionPageSQL(p)
+	if err != nil {
+		return nil, "", err
+	}
 	if !validText(name) {
-		return nil, errdefs.NotFound("template %q not found", name)
+		return nil, "", errdefs.NotFound("template %q not found", name)
 	}
 	var out []*store.TemplateVersion
-	err := pgx.BeginTxFunc(ctx, s.r, readOnce, func(tx pgx.Tx) error {
+	err = pgx.BeginTxFunc(ctx, s.r, readOnce, func(tx pgx.Tx) error {
 		var id string
 		err := tx.QueryRow(ctx, `SELECT id FROM templates WHERE name = $1`, name).Scan(&id)
 		switch {
@@ -270,17 +282,22 @@ func (s *Store) ListTemplateVersions(ctx context.Context, name string) ([]*store
 		case err != nil:
 			return fmt.Errorf("list versions of template %s: %w", name, err)
 		}
-		out, err = list(ctx, tx, scanVersion, `SELECT `+versionColumns+` FROM template_versions v
-			WHERE v.template_id = $1 ORDER BY v.version DESC`, id)
+		var a args
+		q := `SELECT ` + versionColumns + ` FROM template_versions v WHERE v.template_id = ` + a.add(id)
+		if after > 0 {
+			q += ` AND v.version ` + cmp + ` ` + a.add(after)
+		}
+		out, err = list(ctx, tx, scanVersion, q+order, a...)
 		if err != nil {
 			return fmt.Errorf("list versions of template %s: %w", name, err)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return out, nil
+	out, next := store.CutVersionPage(out, p)
+	return out, next, nil
 }
 
 // GetTemplateVersion returns version of the template name; ErrNotFound if

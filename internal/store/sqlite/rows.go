@@ -160,9 +160,15 @@ func list[T any](ctx context.Context, q querier, scan func(scanner) (*T, error),
 // and the arguments of the condition. It asks for one row beyond the page,
 // which tells whether another page follows.
 func pageClause(p store.Page) (cond, order string, args []any, err error) {
-	cmp, order := ">", ` ORDER BY created_at, id`
+	return pageClauseBy(p, "id")
+}
+
+// pageClauseBy is pageClause of a listing whose ties of created_at go by
+// the column tie (the table's key) rather than id.
+func pageClauseBy(p store.Page, tie string) (cond, order string, args []any, err error) {
+	cmp, order := ">", ` ORDER BY created_at, `+tie
 	if p.Desc {
-		cmp, order = "<", ` ORDER BY created_at DESC, id DESC`
+		cmp, order = "<", ` ORDER BY created_at DESC, `+tie+` DESC`
 	}
 	if p.After != "" {
 		at, id, err := store.ParseCursor(p.After)
@@ -174,7 +180,7 @@ func pageClause(p store.Page) (cond, order string, args []any, err error) {
 		// backwards for newest first) rather than skipping rows as an
 		// OFFSET would, so a page costs the same wherever it is, and a row
 		// added or deleted before the cursor moves nothing after it.
-		cond = ` AND (created_at, id) ` + cmp + ` (?, ?)`
+		cond = ` AND (created_at, ` + tie + `) ` + cmp + ` (?, ?)`
 		args = append(args, toUnix(at), id)
 	}
 	if p.Limit > 0 {

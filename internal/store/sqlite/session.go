@@ -75,6 +75,17 @@ func (s *Store) GetSession(ctx context.Context, key string) (*store.Session, err
 
 // ListSessions returns the sessions f selects, oldest first.
 func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*store.Session, error) {
+	out, _, err := s.ListSessionPage(ctx, f, store.Page{})
+	return out, err
+}
+
+// ListSessionPage returns the page p of the sessions f selects, oldest
+// first or newest first (p.Desc), and the cursor of the next page.
+func (s *Store) ListSessionPage(ctx context.Context, f store.SessionFilter, p store.Page) ([]*store.Session, string, error) {
+	pcond, order, pargs, err := pageClauseBy(p, "key")
+	if err != nil {
+		return nil, "", err
+	}
 	cond, args := ` WHERE 1=1`, []any{}
 	if !f.AllTenants {
 		c, a := tenantCond(f.Tenant, f.WithOwned)
@@ -87,11 +98,12 @@ func (s *Store) ListSessions(ctx context.Context, f store.SessionFilter) ([]*sto
 		cond += ` AND (expires_at <= ? OR ends_at <= ?)`
 		args = append(args, toUnix(f.DueBy), toUnix(f.DueBy))
 	}
-	out, err := list(ctx, s.r, scanSession, `SELECT `+sessions.columns+` FROM sessions`+cond+` ORDER BY created_at, key`, args...)
+	out, err := list(ctx, s.r, scanSession, `SELECT `+sessions.columns+` FROM sessions`+cond+pcond+order, append(args, pargs...)...)
 	if err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
+		return nil, "", fmt.Errorf("list sessions: %w", err)
 	}
-	return out, nil
+	out, next := cutPage(out, p, func(ss *store.Session) (time.Time, string) { return ss.CreatedAt, ss.Key })
+	return out, next, nil
 }
 
 // CountSessions counts every session, of every tenant.

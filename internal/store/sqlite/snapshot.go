@@ -70,6 +70,17 @@ func (s *Store) GetSnapshot(ctx context.Context, id string) (*store.Snapshot, er
 
 // ListSnapshots returns the snapshots f selects, newest first.
 func (s *Store) ListSnapshots(ctx context.Context, f store.SnapshotFilter) ([]*store.Snapshot, error) {
+	out, _, err := s.ListSnapshotPage(ctx, f, store.Page{Desc: true})
+	return out, err
+}
+
+// ListSnapshotPage returns the page p of the snapshots f selects, oldest
+// first or newest first (p.Desc), and the cursor of the next page.
+func (s *Store) ListSnapshotPage(ctx context.Context, f store.SnapshotFilter, p store.Page) ([]*store.Snapshot, string, error) {
+	pcond, order, pargs, err := pageClause(p)
+	if err != nil {
+		return nil, "", err
+	}
 	q := `SELECT ` + snapshots.columns + ` FROM snapshots WHERE 1=1`
 	var args []any
 	if f.SandboxID != "" {
@@ -80,11 +91,12 @@ func (s *Store) ListSnapshots(ctx context.Context, f store.SnapshotFilter) ([]*s
 		q += ` AND tenant = ?`
 		args = append(args, f.Tenant)
 	}
-	out, err := list(ctx, s.r, scanSnapshot, q+` ORDER BY created_at DESC, id DESC`, args...)
+	out, err := list(ctx, s.r, scanSnapshot, q+pcond+order, append(args, pargs...)...)
 	if err != nil {
-		return nil, fmt.Errorf("list snapshots: %w", err)
+		return nil, "", fmt.Errorf("list snapshots: %w", err)
 	}
-	return out, nil
+	out, next := cutPage(out, p, func(sn *store.Snapshot) (time.Time, string) { return sn.CreatedAt, sn.ID })
+	return out, next, nil
 }
 
 // UpdateSnapshot applies fn to the snapshot id and stores the result, in

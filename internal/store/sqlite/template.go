@@ -262,37 +262,53 @@ func (s *Store) DeleteTemplate(ctx context.Context, name string) error {
 // ListTemplateVersions returns the versions of the template name, newest
 // first; ErrNotFound if there is no such template.
 func (s *Store) ListTemplateVersions(ctx context.Context, name string) ([]*store.TemplateVersion, error) {
+	out, _, err := s.ListTemplateVersionPage(ctx, name, store.Page{Desc: true})
+	return out, err
+}
+
+// ListTemplateVersionPage returns the page p of the versions of the
+// template name, by number, and the cursor of the next page; ErrNotFound
+// if there is no such template.
+func (s *Store) ListTemplateVersionPage(ctx context.Context, name string, p store.Page) ([]*store.TemplateVersion, string, error) {
+	after, cmp, order, err := store.VersionPageSQL(p)
+	if err != nil {
+		return nil, "", err
+	}
 	tx, err := s.r.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("list versions of template %s: %w", name, err)
+		return nil, "", fmt.Errorf("list versions of template %s: %w", name, err)
 	}
 	defer tx.Rollback()
 	var id string
 	err = tx.QueryRowContext(ctx, `SELECT id FROM templates WHERE name = ?`, name).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, errdefs.NotFound("template %s not found", name)
+		return nil, "", errdefs.NotFound("template %s not found", name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list versions of template %s: %w", name, err)
+		return nil, "", fmt.Errorf("list versions of template %s: %w", name, err)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT `+versionColumns+` FROM template_versions v
-		WHERE v.template_id = ? ORDER BY v.version DESC`, id)
+	q, args := `SELECT `+versionColumns+` FROM template_versions v WHERE v.template_id = ?`, []any{id}
+	if after > 0 {
+		q, args = q+` AND v.version `+cmp+` ?`, append(args, after)
+	}
+	rows, err := tx.QueryContext(ctx, q+order, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list versions of template %s: %w", name, err)
+		return nil, "", fmt.Errorf("list versions of template %s: %w", name, err)
 	}
 	defer rows.Close()
 	out := []*store.TemplateVersion{}
 	for rows.Next() {
 		v, err := scanVersion(rows)
 		if err != nil {
-			return nil, fmt.Errorf("list versions of template %s: %w", name, err)
+			return nil, "", fmt.Errorf("list versions of template %s: %w", name, err)
 		}
 		out = append(out, v)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list versions of template %s: %w", name, err)
+		return nil, "", fmt.Errorf("list versions of template %s: %w", name, err)
 	}
-	return out, nil
+	out, next := store.CutVersionPage(out, p)
+	return out, next, nil
 }
 
 // GetTemplateVersion returns version of the template name; ErrNotFound if

@@ -32,6 +32,8 @@ var pageTests = []struct {
 	{"CreateSandboxLimitedConcurrent", testCreateLimitedConcurrent},
 	{"ContextPage", testContextPage},
 	{"CountContexts", testCountContexts},
+	{"SnapshotPage", testSnapshotPage},
+	{"SessionPage", testSessionPage},
 }
 
 // createSandboxes stores sandboxes ids in order, one second apart, and
@@ -434,5 +436,86 @@ func testCountContexts(t *testing.T, s store.Store) {
 		if got, err := s.CountContexts(ctx, tt.f); err != nil || got != tt.want {
 			t.Errorf("count %+v = %d, %v; want %d", tt.f, got, err, tt.want)
 		}
+	}
+}
+
+func testSnapshotPage(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	base := time.Now()
+	for i, sn := range []struct{ id, sb, tenant string }{
+		{"n0", "sbx-1", "t1"}, {"n1", "sbx-2", "t1"}, {"n2", "sbx-1", "t2"}, {"n3", "sbx-1", "t1"}, {"n4", "sbx-2", ""},
+	} {
+		if err := s.CreateSnapshot(ctx, sampleSnapshot(sn.id, sn.sb, sn.tenant, base.Add(time.Duration(i)*time.Second))); err != nil {
+			t.Fatalf("create snapshot %s: %v", sn.id, err)
+		}
+	}
+	// Two created in the same microsecond come in id order.
+	if err := s.CreateSnapshot(ctx, sampleSnapshot("n3b", "sbx-1", "t1", base.Add(3*time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		f    store.SnapshotFilter
+		p    store.Page
+		want [][]string
+	}{
+		{"all", store.SnapshotFilter{}, store.Page{}, [][]string{{"n0", "n1", "n2", "n3", "n3b", "n4"}}},
+		{"pages of 2", store.SnapshotFilter{}, store.Page{Limit: 2}, [][]string{{"n0", "n1"}, {"n2", "n3"}, {"n3b", "n4"}}},
+		{"sandbox, pages of 2", store.SnapshotFilter{SandboxID: "sbx-1"}, store.Page{Limit: 2}, [][]string{{"n0", "n2"}, {"n3", "n3b"}}},
+		{"tenant, pages of 1", store.SnapshotFilter{Tenant: "t1"}, store.Page{Limit: 1}, [][]string{{"n0"}, {"n1"}, {"n3"}, {"n3b"}}},
+		{"none", store.SnapshotFilter{SandboxID: "nope"}, store.Page{Limit: 2}, [][]string{{}}},
+		{"newest first, pages of 4", store.SnapshotFilter{}, store.Page{Limit: 4, Desc: true}, [][]string{{"n4", "n3b", "n3", "n2"}, {"n1", "n0"}}},
+		{"newest first, sandbox and tenant", store.SnapshotFilter{SandboxID: "sbx-1", Tenant: "t1"}, store.Page{Limit: 1, Desc: true}, [][]string{{"n3b"}, {"n3"}, {"n0"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := pages(t, tt.p, func(p store.Page) ([]*store.Snapshot, string, error) {
+				return s.ListSnapshotPage(ctx, tt.f, p)
+			}, func(sn *store.Snapshot) string { return sn.ID })
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("pages (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if _, _, err := s.ListSnapshotPage(ctx, store.SnapshotFilter{}, store.Page{After: "nope"}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("a cursor the store did not give: %v, want invalid argument", err)
+	}
+}
+
+func testSessionPage(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	mustCreateSandbox(t, s, "sb")
+	base := time.Now()
+	for i, c := range []struct{ tenant, id string }{
+		{"a", "s0"}, {"", "s1"}, {"a", "s2"}, {"b", "s3"}, {"a", "s4"},
+	} {
+		mustCreateSession(t, s, sampleSession(c.tenant, c.id, "sb", base.Add(time.Duration(i)*time.Second)))
+	}
+	// Two made in the same microsecond come in key order.
+	mustCreateSession(t, s, sampleSession("a", "s2b", "sb", base.Add(2*time.Second)))
+	tests := []struct {
+		name string
+		f    store.SessionFilter
+		p    store.Page
+		want [][]string
+	}{
+		{"all", store.SessionFilter{AllTenants: true}, store.Page{}, [][]string{{"s0", "s1", "s2", "s2b", "s3", "s4"}}},
+		{"all, pages of 4", store.SessionFilter{AllTenants: true}, store.Page{Limit: 4}, [][]string{{"s0", "s1", "s2", "s2b"}, {"s3", "s4"}}},
+		{"tenant, pages of 2", store.SessionFilter{Tenant: "a"}, store.Page{Limit: 2}, [][]string{{"s0", "s2"}, {"s2b", "s4"}}},
+		{"tenant, newest first, pages of 1", store.SessionFilter{Tenant: "a"}, store.Page{Limit: 1, Desc: true}, [][]string{{"s4"}, {"s2b"}, {"s2"}, {"s0"}}},
+		{"no tenant's", store.SessionFilter{Tenant: "c"}, store.Page{Limit: 2}, [][]string{{}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := pages(t, tt.p, func(p store.Page) ([]*store.Session, string, error) {
+				return s.ListSessionPage(ctx, tt.f, p)
+			}, func(ss *store.Session) string { return ss.ID })
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("pages (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if _, _, err := s.ListSessionPage(ctx, store.SessionFilter{}, store.Page{After: "nope"}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		t.Errorf("a cursor the store did not give: %v, want invalid argument", err)
 	}
 }

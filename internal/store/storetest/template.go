@@ -29,6 +29,7 @@ var templateTests = []struct {
 	{"TemplateAddVersionAbort", testTemplateAddVersionAbort},
 	{"TemplateConcurrentVersions", testTemplateConcurrentVersions},
 	{"TemplateDeleteCascades", testTemplateDelete},
+	{"TemplateVersionPage", testTemplateVersionPage},
 }
 
 // fullSpec uses every field of a spec, so that a backend losing one shows.
@@ -373,5 +374,64 @@ func testTemplateDelete(t *testing.T, s store.Store) {
 	vs, err := s.ListTemplateVersions(ctx, "d")
 	if err != nil || len(vs) != 1 || vs[0].Version != 1 || vs[0].TemplateID != "tpl-d2" {
 		t.Errorf("versions of the recreated template = %v, %v; want only its version 1", vs, err)
+	}
+}
+
+func testTemplateVersionPage(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	created := now()
+	tpl, v := newTemplate("p", created)
+	mustCreateTemplate(t, s, tpl, v)
+	for i := 2; i <= 5; i++ {
+		// Versions made in the same microsecond still page by number.
+		if _, _, err := s.AddTemplateVersion(ctx, "p", func(t *store.Template) (*store.TemplateVersion, error) {
+			return &store.TemplateVersion{ID: fmt.Sprintf("ver-p-%d", 7-i), Spec: t.Spec, CreatedAt: created}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name string
+		p    store.Page
+		want [][]int
+	}{
+		{"all, newest first", store.Page{Desc: true}, [][]int{{5, 4, 3, 2, 1}}},
+		{"all, oldest first", store.Page{}, [][]int{{1, 2, 3, 4, 5}}},
+		{"newest first, pages of 2", store.Page{Limit: 2, Desc: true}, [][]int{{5, 4}, {3, 2}, {1}}},
+		{"oldest first, pages of 3", store.Page{Limit: 3}, [][]int{{1, 2, 3}, {4, 5}}},
+		{"one page exactly", store.Page{Limit: 5, Desc: true}, [][]int{{5, 4, 3, 2, 1}}},
+		{"after version 3, newest first", store.Page{Limit: 10, Desc: true, After: store.VersionCursor(3)}, [][]int{{2, 1}}},
+		{"after the last", store.Page{Limit: 1, After: store.VersionCursor(5)}, [][]int{{}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := [][]int{}
+			for p := tt.p; len(got) < 10; {
+				vs, next, err := s.ListTemplateVersionPage(ctx, "p", p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				nums := []int{}
+				for _, v := range vs {
+					nums = append(nums, v.Version)
+				}
+				got = append(got, nums)
+				if next == "" {
+					break
+				}
+				p.After = next
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("pages (-want +got):\n%s", diff)
+			}
+		})
+	}
+	for _, cursor := range []string{"nope", store.Cursor(created, "ver-p-2"), store.VersionCursor(0)} {
+		if _, _, err := s.ListTemplateVersionPage(ctx, "p", store.Page{After: cursor}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+			t.Errorf("cursor %q: %v, want invalid argument", cursor, err)
+		}
+	}
+	if _, _, err := s.ListTemplateVersionPage(ctx, "nope", store.Page{Limit: 1}); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("an unknown template: %v, want not found", err)
 	}
 }

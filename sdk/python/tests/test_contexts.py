@@ -8,7 +8,7 @@ import pytest
 from pytest_httpx import HTTPXMock
 
 from agent2env import BadRequestError, NotFoundError, StreamError
-from agent2env.models import ExecutionError, ExecutionResult
+from agent2env.models import ContextList, ExecutionError, ExecutionResult
 
 from .conftest import BASE, context_json, sse
 
@@ -113,6 +113,34 @@ def test_list(
 ) -> None:
     httpx_mock.add_response(method="GET", url=f"{BASE}/contexts", match_params=params, json=answer)
     assert [c.context_id for c in client.contexts.list(**kwargs)] == ["ctx-3f9a1c2b7d4e"]
+
+
+def test_list_page(client: Any, httpx_mock: HTTPXMock) -> None:
+    page = {"items": [context_json()], "contexts": [context_json()], "total": 1}
+    httpx_mock.add_response(
+        method="GET",
+        url=f"{BASE}/contexts?sandbox_id=sb&limit=1&cursor=c1&order=desc",
+        json={**page, "next_cursor": "c2"},
+    )
+    httpx_mock.add_response(method="GET", url=f"{BASE}/contexts?limit=1&cursor=c2", json=page)
+    first = client.contexts.list_page(sandbox_id="sb", limit=1, cursor="c1", order="desc")
+    assert isinstance(first, ContextList)
+    assert ([c.context_id for c in first.items], first.next_cursor) == (["ctx-3f9a1c2b7d4e"], "c2")
+    last = client.contexts.list_page(limit=1, cursor=first.next_cursor)
+    assert ([c.context_id for c in last.items], last.next_cursor) == (["ctx-3f9a1c2b7d4e"], None)
+
+
+def test_list_page_bad_cursor(client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(
+        url=f"{BASE}/contexts?cursor=nope",
+        status_code=400,
+        json={
+            "code": "INVALID_REQUEST",
+            "message": 'page cursor "nope" is not one this server gave',
+        },
+    )
+    with pytest.raises(BadRequestError, match="cursor"):
+        client.contexts.list_page(cursor="nope")
 
 
 def test_get_delete(client: Any, httpx_mock: HTTPXMock) -> None:

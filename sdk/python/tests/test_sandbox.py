@@ -15,13 +15,14 @@ from pytest_httpx import HTTPXMock
 
 from agent2env import (
     APIError,
+    BadRequestError,
     ConflictError,
     NotFoundError,
     SandboxFailedError,
     StreamError,
     TimeoutError,
 )
-from agent2env.models import ExecEvent, SandboxOverrides, SandboxStatus
+from agent2env.models import ExecEvent, SandboxList, SandboxOverrides, SandboxStatus
 
 from .conftest import BASE, BrokenStream, multipart_parts, sandbox_json, sse
 
@@ -141,6 +142,32 @@ def test_list_selected_and_ordered(
         json={"items": [sandbox_json(id="newer"), sandbox_json()]},
     )
     assert [sb.id for sb in client.sandbox.list(**kwargs)] == ["newer", "sb1234567890"]
+
+
+def test_list_page(client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(
+        method="GET",
+        url=f"{BASE}/sandboxes?status=running&limit=2&cursor=c1&order=desc",
+        json={"items": [sandbox_json(id="newer"), sandbox_json()], "nextCursor": "c2"},
+    )
+    httpx_mock.add_response(
+        method="GET", url=f"{BASE}/sandboxes?limit=2&cursor=c2", json={"items": []}
+    )
+    page = client.sandbox.list_page(status="running", limit=2, cursor="c1", order="desc")
+    assert isinstance(page, SandboxList)
+    assert ([sb.id for sb in page.items], page.next_cursor) == (["newer", "sb1234567890"], "c2")
+    last = client.sandbox.list_page(limit=2, cursor=page.next_cursor)
+    assert (last.items, last.next_cursor) == ([], None)
+
+
+def test_list_page_bad_limit(client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(
+        url=f"{BASE}/sandboxes?limit=0",
+        status_code=400,
+        json={"code": "INVALID_REQUEST", "message": 'limit "0": want a number from 1 to 1000'},
+    )
+    with pytest.raises(BadRequestError, match="limit"):
+        client.sandbox.list_page(limit=0)
 
 
 def test_ids_are_escaped(client: Any, httpx_mock: HTTPXMock) -> None:

@@ -16,7 +16,7 @@ from agent2env import (
     ResourceLimitError,
     SandboxCreationError,
 )
-from agent2env.models import Flavor, SessionCommandResult, SessionExecuteResult
+from agent2env.models import Flavor, SessionCommandResult, SessionExecuteResult, SessionList
 
 from .conftest import (
     BASE,
@@ -230,3 +230,23 @@ def test_bad_flavor(client: Any, httpx_mock: HTTPXMock) -> None:
     )
     with pytest.raises(BadRequestError, match="huge"):
         client.sessions.execute_code("1", flavor="huge")
+
+
+def test_list_page(client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(
+        method="GET",
+        url=f"{BASE}/sessions?limit=1&cursor=c1&order=desc",
+        json={"items": [session_json(session_id="newer")], "total": 1, "next_cursor": "c2"},
+    )
+    httpx_mock.add_response(
+        method="GET", url=f"{BASE}/sessions?limit=1&cursor=c2", json={"items": [], "total": 0}
+    )
+    page = client.sessions.list_page(limit=1, cursor="c1", order="desc")
+    assert isinstance(page, SessionList)
+    assert ([s.session_id for s in page.items], page.total, page.next_cursor) == (
+        ["newer"],
+        1,
+        "c2",
+    )
+    last = client.sessions.list_page(limit=1, cursor=page.next_cursor)
+    assert (last.items, last.next_cursor) == ([], None)

@@ -18,7 +18,7 @@ from agent2env import (
     NotFoundError,
     ResourceLimitError,
 )
-from agent2env.models import SandboxStatus, SnapshotStatus
+from agent2env.models import SandboxStatus, SnapshotList, SnapshotStatus
 
 from .conftest import BASE, sandbox_json, snapshot_json
 
@@ -152,6 +152,24 @@ def test_list(client: Any, httpx_mock: HTTPXMock, kwargs: dict[str, Any], query:
     snaps = client.snapshots.list(**kwargs)
     assert [s.id for s in snaps] == ["snap-0123abcd", "snap-older"]
     assert snaps[1].stopped is True
+
+
+def test_list_page(client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(
+        method="GET",
+        url=f"{BASE}/snapshots?sandbox_id=sb1&limit=1&cursor=c1&order=asc",
+        json={"items": [snapshot_json(id="snap-older")], "next_cursor": "c2"},
+    )
+    httpx_mock.add_response(
+        method="GET", url=f"{BASE}/snapshots?limit=1&cursor=c2", json={"items": [snapshot_json()]}
+    )
+    page = client.snapshots.list_page(sandbox_id="sb1", limit=1, cursor="c1", order="asc")
+    assert isinstance(page, SnapshotList)
+    assert ([s.id for s in page.items], page.next_cursor) == (["snap-older"], "c2")
+    last = client.snapshots.list_page(limit=1, cursor=page.next_cursor)
+    assert ([s.id for s in last.items], last.next_cursor) == (["snap-0123abcd"], None)
+    with pytest.raises(ValueError, match="sandbox id is empty"):
+        client.snapshots.list_page(sandbox_id="")
 
 
 def test_list_empty(client: Any, httpx_mock: HTTPXMock) -> None:

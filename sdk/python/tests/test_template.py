@@ -181,6 +181,20 @@ def test_versions(client: Any, httpx_mock: HTTPXMock) -> None:
     assert (version.version, version.changelog, version.created_by) == (2, "second", "")
 
 
+def test_list_versions_page(client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(
+        url=f"{TPL}/versions?limit=1&cursor=c1&order=asc",
+        json={"items": [version_json(version=2)], "total": 1, "next_cursor": "c2"},
+    )
+    httpx_mock.add_response(
+        url=f"{TPL}/versions?limit=1&cursor=c2", json={"items": [version_json()], "total": 1}
+    )
+    page = client.template.list_versions("my-python-template", limit=1, cursor="c1", order="asc")
+    assert ([v.version for v in page.items], page.next_cursor) == ([2], "c2")
+    last = client.template.list_versions("my-python-template", limit=1, cursor=page.next_cursor)
+    assert ([v.version for v in last.items], last.next_cursor) == ([1], None)
+
+
 def test_rollback(client: Any, httpx_mock: HTTPXMock) -> None:
     answer = {
         "id": "tpl-0123abcd",

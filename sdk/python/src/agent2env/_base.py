@@ -74,6 +74,23 @@ ENV_TOKENS = (ENV_TOKEN, "MSB_API_KEY")
 Order = Literal["asc", "desc"]
 """A list's order by creation time: ``"asc"`` oldest first (the default), ``"desc"`` newest."""
 
+
+def paged(
+    params: dict[str, str | int | list[str]],
+    limit: int | None,
+    cursor: str | None,
+    order: Order | None,
+) -> dict[str, str | int | list[str]]:
+    """Return ``params`` with a list page's ``limit``, ``cursor`` and ``order`` added."""
+    if limit is not None:
+        params["limit"] = limit
+    if cursor:
+        params["cursor"] = cursor
+    if order:
+        params["order"] = order
+    return params
+
+
 DEFAULT_MAX_RETRIES = 2
 """How often an idempotent request (GET, DELETE) is retried after a connection error or a 503.
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from agent2env import AsyncClient, Client, ConflictError, NotFoundError
-from agent2env.models import ExecEvent, SandboxStatus
+from agent2env import AsyncClient, BadRequestError, Client, ConflictError, NotFoundError
+from agent2env.models import ExecEvent, SandboxStatus, UpdateTemplateRequest
 
 from .conftest import IMAGE, SDK, Daemon
 
@@ -98,6 +98,16 @@ def test_seed_9_3_templates(daemon: Daemon, client: Client) -> None:
         )
         # auto_prepull started a prepull of the template's image.
         assert [t.template for t in client.prepull.list(image=IMAGE)] == ["my-python-template"]
+        # A second version; the versions a page at a time, oldest first.
+        client.template.update(
+            "my-python-template", UpdateTemplateRequest(spec=template.spec, changelog="again")
+        )
+        first = client.template.list_versions("my-python-template", limit=1, order="asc")
+        assert ([v.version for v in first.items], first.total) == ([1], 1)
+        last = client.template.list_versions(
+            "my-python-template", limit=1, order="asc", cursor=first.next_cursor
+        )
+        assert ([v.version for v in last.items], last.next_cursor) == ([2], None)
     finally:
         client.template.delete("my-python-template")
 
@@ -181,6 +191,10 @@ def test_contexts_with_a_figure(client: Client) -> None:
         assert [c.context_id for c in client.contexts.list(session_name="py-sdk-figure")] == [
             ctx.context_id
         ]
+        page = client.contexts.list_page(session_name="py-sdk-figure", limit=1)
+        assert ([c.context_id for c in page.items], page.next_cursor) == ([ctx.context_id], None)
+        with pytest.raises(BadRequestError, match="limit"):
+            client.contexts.list_page(limit=1001)
         assert client.contexts.get(ctx.context_id).execution_count == 5
     finally:
         assert client.contexts.delete(ctx.context_id).status == "deleted"
@@ -299,6 +313,16 @@ def test_lifecycle_and_errors(client: Client) -> None:
         assert sb.id not in {s.id for s in client.sandbox.list(status=["running", "pending"])}
         oldest_first = [s.id for s in client.sandbox.list()]
         assert [s.id for s in client.sandbox.list(order="desc")] == oldest_first[::-1]
+        # Paged a sandbox at a time, newest first, the pages make the whole list.
+        paged: list[str] = []
+        cursor = None
+        while True:
+            page = client.sandbox.list_page(limit=1, cursor=cursor, order="desc")
+            paged += [s.id for s in page.items]
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        assert paged == oldest_first[::-1]
         with pytest.raises(ConflictError) as info:
             client.sandbox.execute(sb.id, ["true"])
         assert info.value.code == "SANDBOX_NOT_READY"

@@ -261,6 +261,18 @@ def test_sessions_service_and_stats(client: Client) -> None:
         kept = client.sessions.keep_alive(res.session_id, idle_timeout=120)
         assert kept.idle_timeout == 120
         assert client.sessions.get(res.session_id).flavor == "medium"
+        # Paged a session at a time, newest first, the pages make the whole list.
+        listed = [s.session_id for s in client.sessions.list()]
+        paged: list[str] = []
+        cursor = None
+        while True:
+            page = client.sessions.list_page(limit=1, cursor=cursor, order="desc")
+            paged += [s.session_id for s in page.items]
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        assert res.session_id in listed
+        assert paged == listed[::-1]
         stats = client.stats.get()
         assert stats.sessions.active >= 1
         assert stats.sandboxes.get("running", 0) >= 1

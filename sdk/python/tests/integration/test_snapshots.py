@@ -129,6 +129,13 @@ def test_pause_snapshot_restore(criu_daemon: Daemon) -> None:
             # Listed newest first, by sandbox; read one by one.
             listed = client.snapshots.list(sandbox_id=sb.id)
             assert [s.id for s in listed] == [snap.id, paused_snap.id]
+            # A page of one, oldest first, and the next.
+            first = client.snapshots.list_page(sandbox_id=sb.id, limit=1, order="asc")
+            assert [s.id for s in first.items] == [paused_snap.id]
+            last = client.snapshots.list_page(
+                sandbox_id=sb.id, limit=1, order="asc", cursor=first.next_cursor
+            )
+            assert ([s.id for s in last.items], last.next_cursor) == ([snap.id], None)
             assert {s.id for s in client.snapshots.list()} >= {snap.id, paused_snap.id}
             assert client.snapshots.list(sandbox_id=copies[0].id) == []
             assert client.snapshots.get(snap.id) == snap

@@ -8,6 +8,7 @@ used when one is sent.
 from .common import APIModel, StrEnum
 from .context import (
     Context,
+    ContextList,
     DeleteContextResult,
     ExecuteResponse,
     ExecutionError,
@@ -37,6 +38,7 @@ from .sandbox import (
     FileInfo,
     LogsResult,
     Sandbox,
+    SandboxList,
     SandboxOverrides,
     SandboxStatus,
     TerminalExitInfo,
@@ -51,11 +53,19 @@ from .session import (
     SessionCommandResult,
     SessionExecuteResult,
     SessionInfo,
+    SessionList,
     SessionStats,
     Stats,
     Usage,
 )
-from .snapshot import Capabilities, ForkedSandbox, ForkResult, Snapshot, SnapshotStatus
+from .snapshot import (
+    Capabilities,
+    ForkedSandbox,
+    ForkResult,
+    Snapshot,
+    SnapshotList,
+    SnapshotStatus,
+)
 from .template import (
     CreateTemplateRequest,
     ExecAction,
@@ -77,6 +87,7 @@ __all__ = [
     "APIModel",
     "Capabilities",
     "Context",
+    "ContextList",
     "CreateTemplateRequest",
     "DeleteContextResult",
     "DeleteSessionResult",
@@ -123,14 +134,17 @@ __all__ = [
     "ResourceStats",
     "RollbackResult",
     "Sandbox",
+    "SandboxList",
     "SandboxOverrides",
     "SandboxStatus",
     "Session",
     "SessionCommandResult",
     "SessionExecuteResult",
     "SessionInfo",
+    "SessionList",
     "SessionStats",
     "Snapshot",
+    "SnapshotList",
     "SnapshotStatus",
     "Stats",
     "StrEnum",

@@ -13,6 +13,7 @@ from .common import APIModel
 
 __all__ = [
     "Context",
+    "ContextList",
     "DeleteContextResult",
     "ExecuteResponse",
     "ExecutionError",
@@ -40,6 +41,14 @@ class Context(APIModel):
     """The sandbox whose code made it through the daemon's MCP server; it ends with that sandbox."""
     made_by_run: str | None = None
     """The task run that made it; it ends with that run."""
+
+
+class ContextList(APIModel):
+    """A page of contexts (agent2env addition), oldest first unless asked otherwise."""
+
+    items: list[Context] = Field(default_factory=list)
+    next_cursor: str | None = None
+    """The next page's cursor; none on the last page."""
 
 
 class DeleteContextResult(APIModel):

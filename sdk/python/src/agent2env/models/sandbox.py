@@ -17,6 +17,7 @@ __all__ = [
     "FileInfo",
     "LogsResult",
     "Sandbox",
+    "SandboxList",
     "SandboxOverrides",
     "SandboxStatus",
     "TerminalExitInfo",
@@ -113,6 +114,14 @@ class Sandbox(APIModel):
         if isinstance(data, dict) and data.get("state") is not None:
             data = {**data, "status": data["state"]}
         return data
+
+
+class SandboxList(APIModel):
+    """A page of sandboxes (agent2env addition), oldest first unless asked otherwise."""
+
+    items: list[Sandbox] = Field(default_factory=list)
+    next_cursor: str | None = Field(None, alias="nextCursor")
+    """The next page's cursor; none on the last page."""
 
 
 class SandboxOverrides(APIModel):

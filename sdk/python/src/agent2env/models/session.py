@@ -25,6 +25,7 @@ __all__ = [
     "SessionCommandResult",
     "SessionExecuteResult",
     "SessionInfo",
+    "SessionList",
     "SessionStats",
     "Stats",
     "Usage",
@@ -96,6 +97,16 @@ class Session(APIModel):
     """The sandbox whose code made it through the daemon's MCP server; it ends with that sandbox."""
     made_by_run: str | None = None
     """The task run that made it; it ends with that run."""
+
+
+class SessionList(APIModel):
+    """A page of sessions (agent2env addition), oldest first unless asked otherwise."""
+
+    items: list[Session] = Field(default_factory=list)
+    total: int = 0
+    """How many sessions are listed on this page."""
+    next_cursor: str | None = None
+    """The next page's cursor; none on the last page."""
 
 
 class DeleteSessionResult(APIModel):

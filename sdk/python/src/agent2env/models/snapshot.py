@@ -4,10 +4,19 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from pydantic import Field
+
 from .common import APIModel, StrEnum
 from .sandbox import Sandbox
 
-__all__ = ["Capabilities", "ForkResult", "ForkedSandbox", "Snapshot", "SnapshotStatus"]
+__all__ = [
+    "Capabilities",
+    "ForkResult",
+    "ForkedSandbox",
+    "Snapshot",
+    "SnapshotList",
+    "SnapshotStatus",
+]
 
 
 class SnapshotStatus(StrEnum):
@@ -39,6 +48,14 @@ class Snapshot(APIModel):
     size_bytes: int
     """What its files take on the daemon's disk."""
     created_at: datetime
+
+
+class SnapshotList(APIModel):
+    """A page of snapshots, newest first unless asked otherwise."""
+
+    items: list[Snapshot] = Field(default_factory=list)
+    next_cursor: str | None = None
+    """The next page's cursor; none on the last page."""
 
 
 class ForkedSandbox(Sandbox):

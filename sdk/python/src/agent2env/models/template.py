@@ -243,10 +243,13 @@ class TemplateListResult(APIModel):
 
 
 class VersionListResult(APIModel):
-    """Every version of a template, newest first."""
+    """Every version of a template, newest first, or a page of them."""
 
     items: list[TemplateVersion]
     total: int
+    """How many versions are listed (on this page, with a limit)."""
+    next_cursor: str | None = None
+    """The next page's cursor; none on the last page (agent2env addition)."""
 
 
 class RollbackResult(APIModel):

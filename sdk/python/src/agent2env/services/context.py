@@ -22,6 +22,7 @@ from .._base import (
     SyncAPIClient,
     call,
     error_from_event,
+    paged,
     parse_items,
     parse_model,
     segment,
@@ -30,6 +31,7 @@ from .._base import (
 from .._sse import SSEEvent
 from ..models.context import (
     Context,
+    ContextList,
     DeleteContextResult,
     ExecuteResponse,
     ExecutionError,
@@ -71,18 +73,38 @@ def _get(context_id: str) -> Op[Context]:
     return call(Request("GET", _path(context_id)), parse_model(Context))
 
 
-def _list(
-    session_name: str | None, sandbox_id: str | None, order: Order | None
-) -> Op[list[Context]]:
-    params = {}
+def _list_request(
+    session_name: str | None,
+    sandbox_id: str | None,
+    limit: int | None,
+    cursor: str | None,
+    order: Order | None,
+) -> Request:
+    params: dict[str, str | int | list[str]] = {}
     if session_name is not None:
         params["session_name"] = session_name
     if sandbox_id is not None:
         params["sandbox_id"] = sandbox_id
-    if order:
-        params["order"] = order
+    return Request("GET", "/contexts", params=paged(params, limit, cursor, order))
+
+
+def _list(
+    session_name: str | None, sandbox_id: str | None, order: Order | None
+) -> Op[list[Context]]:
     # "contexts" is seed 001's name of the same list.
-    return call(Request("GET", "/contexts", params=params), parse_items(Context, "contexts"))
+    request = _list_request(session_name, sandbox_id, None, None, order)
+    return call(request, parse_items(Context, "contexts"))
+
+
+def _list_page(
+    session_name: str | None,
+    sandbox_id: str | None,
+    limit: int | None,
+    cursor: str | None,
+    order: Order | None,
+) -> Op[ContextList]:
+    request = _list_request(session_name, sandbox_id, limit, cursor, order)
+    return call(request, parse_model(ContextList))
 
 
 def _delete(context_id: str) -> Op[DeleteContextResult]:
@@ -246,6 +268,32 @@ class ContextService:
         """
         return self._c.run(_list(session_name, sandbox_id, order))
 
+    def list_page(
+        self,
+        *,
+        session_name: str | None = None,
+        sandbox_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        order: Order | None = None,
+    ) -> ContextList:
+        """Return a page of the contexts (agent2env addition), as :meth:`list` selects them.
+
+        Args:
+            session_name: Only the contexts of this session.
+            sandbox_id: Only the contexts in this sandbox.
+            limit: The page's size (1 to 1000); without it, every context.
+            cursor: The ``next_cursor`` of the page before.
+            order: ``"desc"`` lists newest first (the next pages older ones),
+                ``"asc"`` oldest first, the default.
+
+        Raises:
+            BadRequestError: ``limit`` is not from 1 to 1000, ``cursor`` not
+                one the daemon gave, or ``order`` neither ``"asc"`` nor ``"desc"``.
+
+        """
+        return self._c.run(_list_page(session_name, sandbox_id, limit, cursor, order))
+
     def delete(self, context_id: str) -> DeleteContextResult:
         """Stop a context's interpreter; a sandbox made for it goes with its last context."""
         return self._c.run(_delete(context_id))
@@ -339,6 +387,18 @@ class AsyncContextService:
     ) -> list[Context]:
         """Return the contexts; see :meth:`ContextService.list`."""
         return await self._c.run(_list(session_name, sandbox_id, order))
+
+    async def list_page(
+        self,
+        *,
+        session_name: str | None = None,
+        sandbox_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        order: Order | None = None,
+    ) -> ContextList:
+        """Return a page of the contexts; see :meth:`ContextService.list_page`."""
+        return await self._c.run(_list_page(session_name, sandbox_id, limit, cursor, order))
 
     async def delete(self, context_id: str) -> DeleteContextResult:
         """Stop a context's interpreter."""

@@ -26,6 +26,7 @@ from .._base import (
     call,
     error_from_event,
     open_sink,
+    paged,
     parse_bytes,
     parse_items,
     parse_model,
@@ -93,22 +94,6 @@ def _filters(
 
 def _exchange_path(exchange_id: str) -> str:
     return f"/llm/exchanges/{segment(exchange_id, 'exchange id')}"
-
-
-def _paged(
-    params: dict[str, str | int | list[str]],
-    limit: int | None,
-    cursor: str | None,
-    order: Order | None,
-) -> dict[str, str | int | list[str]]:
-    """Return ``params`` with the page's ``limit``, ``cursor`` and ``order`` added."""
-    if limit is not None:
-        params["limit"] = limit
-    if cursor:
-        params["cursor"] = cursor
-    if order:
-        params["order"] = order
-    return params
 
 
 def _list(params: dict[str, str | int | list[str]]) -> Op[LLMExchangeList]:
@@ -225,7 +210,7 @@ class LLMService:
 
         """
         params = _filters(sandbox, run, model, conversation, status, since, until)
-        return self._c.run(_list(_paged(params, limit, cursor, order)))
+        return self._c.run(_list(paged(params, limit, cursor, order)))
 
     def list_all(
         self,
@@ -245,7 +230,7 @@ class LLMService:
         Oldest first, or newest first with ``order="desc"``.
         """
         params = _filters(sandbox, run, model, conversation, status, since, until)
-        return self._c.run(_list_all(_paged(params, page_size, None, order)))
+        return self._c.run(_list_all(paged(params, page_size, None, order)))
 
     def get(self, exchange_id: str) -> LLMExchangeDetail:
         """Return an exchange with its four parts; an unknown id raises NotFoundError."""
@@ -351,7 +336,7 @@ class AsyncLLMService:
     ) -> LLMExchangeList:
         """Return a page of exchanges; see :meth:`LLMService.list`."""
         params = _filters(sandbox, run, model, conversation, status, since, until)
-        return await self._c.run(_list(_paged(params, limit, cursor, order)))
+        return await self._c.run(_list(paged(params, limit, cursor, order)))
 
     async def list_all(
         self,
@@ -368,7 +353,7 @@ class AsyncLLMService:
     ) -> builtins.list[LLMExchange]:
         """Return every exchange the filters select; see :meth:`LLMService.list_all`."""
         params = _filters(sandbox, run, model, conversation, status, since, until)
-        return await self._c.run(_list_all(_paged(params, page_size, None, order)))
+        return await self._c.run(_list_all(paged(params, page_size, None, order)))
 
     async def get(self, exchange_id: str) -> LLMExchangeDetail:
         """Return an exchange with its four parts."""

@@ -22,6 +22,7 @@ from .._base import (
     dump,
     error_from_event,
     open_sink,
+    paged,
     parse_bytes,
     parse_items,
     parse_model,
@@ -39,6 +40,7 @@ from ..models.sandbox import (
     FileInfo,
     LogsResult,
     Sandbox,
+    SandboxList,
     SandboxOverrides,
     SandboxStatus,
     TerminalInfo,
@@ -69,13 +71,23 @@ def _path(sandbox_id: str, suffix: str = "") -> str:
     return f"/sandboxes/{segment(sandbox_id, 'sandbox id')}{suffix}"
 
 
-def _list(status: str | Sequence[str] | None, order: Order | None) -> Op[list[Sandbox]]:
+def _list_request(
+    status: str | Sequence[str] | None, limit: int | None, cursor: str | None, order: Order | None
+) -> Request:
     params: dict[str, str | int | list[str]] = {}
     if status is not None:
         params["status"] = [status] if isinstance(status, str) else [str(s) for s in status]
-    if order:
-        params["order"] = order
-    return call(Request("GET", "/sandboxes", params=params), parse_items(Sandbox))
+    return Request("GET", "/sandboxes", params=paged(params, limit, cursor, order))
+
+
+def _list(status: str | Sequence[str] | None, order: Order | None) -> Op[list[Sandbox]]:
+    return call(_list_request(status, None, None, order), parse_items(Sandbox))
+
+
+def _list_page(
+    status: str | Sequence[str] | None, limit: int | None, cursor: str | None, order: Order | None
+) -> Op[SandboxList]:
+    return call(_list_request(status, limit, cursor, order), parse_model(SandboxList))
 
 
 def _create(
@@ -634,6 +646,31 @@ class SandboxService:
         """
         return self._c.run(_list(status, order))
 
+    def list_page(
+        self,
+        *,
+        status: SandboxStatus | str | Sequence[SandboxStatus | str] | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        order: Order | None = None,
+    ) -> SandboxList:
+        """Return a page of the sandboxes (agent2env addition), as :meth:`list` selects them.
+
+        Args:
+            status: As :meth:`list`'s.
+            limit: The page's size (1 to 1000); without it, every sandbox.
+            cursor: The ``next_cursor`` of the page before.
+            order: ``"desc"`` lists newest first (the next pages older ones),
+                ``"asc"`` oldest first, the default.
+
+        Raises:
+            BadRequestError: A status is not one, ``limit`` not from 1 to
+                1000, ``cursor`` not one the daemon gave, or ``order``
+                neither ``"asc"`` nor ``"desc"``.
+
+        """
+        return self._c.run(_list_page(status, limit, cursor, order))
+
     def terminal(
         self,
         sandbox_id: str,
@@ -893,6 +930,17 @@ class AsyncSandboxService:
     ) -> list[Sandbox]:
         """Return the sandboxes; see :meth:`SandboxService.list`."""
         return await self._c.run(_list(status, order))
+
+    async def list_page(
+        self,
+        *,
+        status: SandboxStatus | str | Sequence[SandboxStatus | str] | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        order: Order | None = None,
+    ) -> SandboxList:
+        """Return a page of the sandboxes; see :meth:`SandboxService.list_page`."""
+        return await self._c.run(_list_page(status, limit, cursor, order))
 
     async def terminal(
         self,

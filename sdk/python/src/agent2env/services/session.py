@@ -17,9 +17,11 @@ from .._base import (
     CREATE_MARGIN,
     TIMEOUT_MARGIN,
     Op,
+    Order,
     Request,
     SyncAPIClient,
     call,
+    paged,
     parse_items,
     parse_model,
     segment,
@@ -30,6 +32,7 @@ from ..models.session import (
     Session,
     SessionCommandResult,
     SessionExecuteResult,
+    SessionList,
     Stats,
 )
 
@@ -100,6 +103,11 @@ def _get(session_id: str) -> Op[Session]:
 
 def _list() -> Op[list[Session]]:
     return call(Request("GET", "/sessions"), parse_items(Session))
+
+
+def _list_page(limit: int | None, cursor: str | None, order: Order | None) -> Op[SessionList]:
+    params = paged({}, limit, cursor, order)
+    return call(Request("GET", "/sessions", params=params), parse_model(SessionList))
 
 
 def _delete(session_id: str) -> Op[DeleteSessionResult]:
@@ -195,6 +203,24 @@ class SessionService:
         """Return the sessions (the API key's own, when keys are on), oldest first."""
         return self._c.run(_list())
 
+    def list_page(
+        self, *, limit: int | None = None, cursor: str | None = None, order: Order | None = None
+    ) -> SessionList:
+        """Return a page of the sessions (agent2env addition), as :meth:`list` selects them.
+
+        Args:
+            limit: The page's size (1 to 1000); without it, every session.
+            cursor: The ``next_cursor`` of the page before.
+            order: ``"desc"`` lists newest first (the next pages older ones),
+                ``"asc"`` oldest first, the default.
+
+        Raises:
+            BadRequestError: ``limit`` is not from 1 to 1000, ``cursor`` not
+                one the daemon gave, or ``order`` neither ``"asc"`` nor ``"desc"``.
+
+        """
+        return self._c.run(_list_page(limit, cursor, order))
+
     def delete(self, session_id: str) -> DeleteSessionResult:
         """Remove a session with its sandbox and interpreters; what runs in it ends."""
         return self._c.run(_delete(session_id))
@@ -246,6 +272,12 @@ class AsyncSessionService:
     async def list(self) -> list[Session]:
         """Return the sessions, oldest first."""
         return await self._c.run(_list())
+
+    async def list_page(
+        self, *, limit: int | None = None, cursor: str | None = None, order: Order | None = None
+    ) -> SessionList:
+        """Return a page of the sessions; see :meth:`SessionService.list_page`."""
+        return await self._c.run(_list_page(limit, cursor, order))
 
     async def delete(self, session_id: str) -> DeleteSessionResult:
         """Remove a session with its sandbox and interpreters."""

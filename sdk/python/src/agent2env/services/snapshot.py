@@ -12,8 +12,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .._async_base import AsyncAPIClient
-from .._base import Op, Request, SyncAPIClient, call, parse_items, parse_model, parse_none, segment
-from ..models.snapshot import ForkResult, Snapshot
+from .._base import (
+    Op,
+    Order,
+    Request,
+    SyncAPIClient,
+    call,
+    paged,
+    parse_items,
+    parse_model,
+    parse_none,
+    segment,
+)
+from ..models.snapshot import ForkResult, Snapshot, SnapshotList
 from .sandbox import _fork
 
 __all__ = ["AsyncSnapshotService", "SnapshotService"]
@@ -23,13 +34,25 @@ def _path(snapshot_id: str) -> str:
     return f"/snapshots/{segment(snapshot_id, 'snapshot id')}"
 
 
-def _list(sandbox_id: str | None) -> Op[list[Snapshot]]:
-    params = {}
+def _list_request(
+    sandbox_id: str | None, limit: int | None, cursor: str | None, order: Order | None
+) -> Request:
+    params: dict[str, str | int | list[str]] = {}
     if sandbox_id is not None:
         if not sandbox_id:
             raise ValueError("sandbox id is empty")
         params["sandbox_id"] = sandbox_id
-    return call(Request("GET", "/snapshots", params=params), parse_items(Snapshot))
+    return Request("GET", "/snapshots", params=paged(params, limit, cursor, order))
+
+
+def _list(sandbox_id: str | None) -> Op[list[Snapshot]]:
+    return call(_list_request(sandbox_id, None, None, None), parse_items(Snapshot))
+
+
+def _list_page(
+    sandbox_id: str | None, limit: int | None, cursor: str | None, order: Order | None
+) -> Op[SnapshotList]:
+    return call(_list_request(sandbox_id, limit, cursor, order), parse_model(SnapshotList))
 
 
 class SnapshotService:
@@ -41,6 +64,30 @@ class SnapshotService:
     def list(self, *, sandbox_id: str | None = None) -> list[Snapshot]:
         """Return the snapshots, newest first; only those of ``sandbox_id`` when given."""
         return self._c.run(_list(sandbox_id))
+
+    def list_page(
+        self,
+        *,
+        sandbox_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        order: Order | None = None,
+    ) -> SnapshotList:
+        """Return a page of the snapshots, as :meth:`list` selects them.
+
+        Args:
+            sandbox_id: Only the snapshots of this sandbox.
+            limit: The page's size (1 to 1000); without it, every snapshot.
+            cursor: The ``next_cursor`` of the page before.
+            order: ``"asc"`` lists oldest first (the next pages newer ones),
+                ``"desc"`` newest first, the default of this list.
+
+        Raises:
+            BadRequestError: ``limit`` is not from 1 to 1000, ``cursor`` not
+                one the daemon gave, or ``order`` neither ``"asc"`` nor ``"desc"``.
+
+        """
+        return self._c.run(_list_page(sandbox_id, limit, cursor, order))
 
     def get(self, snapshot_id: str) -> Snapshot:
         """Return a snapshot; an unknown id raises NotFoundError."""
@@ -89,6 +136,17 @@ class AsyncSnapshotService:
     async def list(self, *, sandbox_id: str | None = None) -> list[Snapshot]:
         """Return the snapshots, newest first; see :meth:`SnapshotService.list`."""
         return await self._c.run(_list(sandbox_id))
+
+    async def list_page(
+        self,
+        *,
+        sandbox_id: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        order: Order | None = None,
+    ) -> SnapshotList:
+        """Return a page of the snapshots; see :meth:`SnapshotService.list_page`."""
+        return await self._c.run(_list_page(sandbox_id, limit, cursor, order))
 
     async def get(self, snapshot_id: str) -> Snapshot:
         """Return a snapshot; an unknown id raises NotFoundError."""

@@ -8,10 +8,12 @@ from typing import Any
 from .._async_base import AsyncAPIClient
 from .._base import (
     Op,
+    Order,
     Request,
     SyncAPIClient,
     call,
     dump,
+    paged,
     parse_bytes,
     parse_model,
     parse_none,
@@ -64,8 +66,12 @@ def _delete(name: str) -> Op[None]:
     return call(Request("DELETE", _path(name)), parse_none)
 
 
-def _list_versions(name: str) -> Op[VersionListResult]:
-    return call(Request("GET", _path(name, "/versions")), parse_model(VersionListResult))
+def _list_versions(
+    name: str, limit: int | None, cursor: str | None, order: Order | None
+) -> Op[VersionListResult]:
+    params = paged({}, limit, cursor, order)
+    request = Request("GET", _path(name, "/versions"), params=params)
+    return call(request, parse_model(VersionListResult))
 
 
 def _get_version(name: str, version: int) -> Op[TemplateVersion]:
@@ -139,9 +145,31 @@ class TemplateService:
         """Delete a template and all its versions; sandboxes made from it stay."""
         self._c.run(_delete(name))
 
-    def list_versions(self, name: str) -> VersionListResult:
-        """Return every version of a template, newest first."""
-        return self._c.run(_list_versions(name))
+    def list_versions(
+        self,
+        name: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        order: Order | None = None,
+    ) -> VersionListResult:
+        """Return every version of a template, newest first, or a page of them.
+
+        Args:
+            name: The template.
+            limit: The page's size (1 to 1000; agent2env addition); without
+                it, every version.
+            cursor: The ``next_cursor`` of the page before.
+            order: ``"asc"`` lists oldest first (the next pages newer ones),
+                ``"desc"`` newest first, the default.
+
+        Raises:
+            NotFoundError: The template does not exist.
+            BadRequestError: ``limit`` is not from 1 to 1000, ``cursor`` not
+                one the daemon gave, or ``order`` neither ``"asc"`` nor ``"desc"``.
+
+        """
+        return self._c.run(_list_versions(name, limit, cursor, order))
 
     def get_version(self, name: str, version: int) -> TemplateVersion:
         """Return one version of a template; an unknown one raises NotFoundError."""
@@ -191,9 +219,16 @@ class AsyncTemplateService:
         """Delete a template and all its versions."""
         await self._c.run(_delete(name))
 
-    async def list_versions(self, name: str) -> VersionListResult:
-        """Return every version of a template, newest first."""
-        return await self._c.run(_list_versions(name))
+    async def list_versions(
+        self,
+        name: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        order: Order | None = None,
+    ) -> VersionListResult:
+        """Return a template's versions; see :meth:`TemplateService.list_versions`."""
+        return await self._c.run(_list_versions(name, limit, cursor, order))
 
     async def get_version(self, name: str, version: int) -> TemplateVersion:
         """Return one version of a template."""
