@@ -604,10 +604,11 @@ def missing_user_site() -> str | None:
 
 
 def add_user_site(path: str) -> None:
-    """Add the user's site-packages as Python's start would have: before the system's, .pth files read."""
+    """Add the user's site-packages as Python's start does: before the system's, .pth files read."""
     import site
 
-    at = next((i for i, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))), len(sys.path))
+    packages = (i for i, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages")))
+    at = next(packages, len(sys.path))
     sys.path.insert(at, path)
     site.addsitedir(path)  # its .pth files (editable installs); the path is in already
 
