@@ -88,6 +88,12 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) {
 		if err == nil && !fi.IsDir() {
 			err = &fs.PathError{Op: "watch", Path: root, Err: errors.New("not a directory")}
 		}
+		if err == nil {
+			// A link to a directory (E2B's /home/user) watches the
+			// directory, whose events are named as from the link: the
+			// walk that adds the watches does not follow a link.
+			root, err = filepath.EvalSymlinks(root)
+		}
 		return err
 	})
 	if err != nil {

@@ -39,6 +39,45 @@ func nextEvents(t *testing.T, w *DirWatch, n int) []string {
 	}
 }
 
+// TestWatchLink watches a directory through a symbolic link to it, as
+// E2B's /home/user is to the home: its changes, named as from the link.
+func TestWatchLink(t *testing.T) {
+	c, work := startAgent(t)
+	dir := filepath.Join(work, "home")
+	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(work, "user")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, recursive := range []bool{false, true} {
+		w, err := c.WatchDir(context.Background(), link, recursive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"create a.txt"}
+		if err := os.WriteFile(filepath.Join(dir, "a.txt"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if recursive {
+			want = append(want, "create sub/b.txt")
+			if err := os.WriteFile(filepath.Join(link, "sub", "b.txt"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if diff := cmp.Diff(want, nextEvents(t, w, len(want))); diff != "" {
+			t.Errorf("recursive %v (-want +got):\n%s", recursive, diff)
+		}
+		w.Close()
+		for _, name := range []string{"a.txt", "sub/b.txt"} {
+			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // TestWatch watches directories with inotify: files made, written in
 // place, uploaded over (a write, the upload's temporary file unseen),
 // renamed and removed, and a recursive watch's new subdirectory.

@@ -119,8 +119,8 @@ func serve(ctx context.Context, e env, cfg *serveConfig, s *serveSettings) error
 		Sessions: session.Config{DefaultFlavor: cfg.DefaultFlavor, IdleTimeout: cfg.SessionTimeout, Volumes: s.volumes,
 			PauseAfter: cfg.SessionPauseAfter},
 		FetchAllow: splitList(cfg.FetchAllow), AllowedHosts: splitList(cfg.AllowedHosts),
-		TrustedOrigins: splitList(cfg.TrustedOrigins),
-		TasksDir:       cfg.TasksDir, MaxRuns: cfg.MaxRuns, RunMaxAge: cfg.RunMaxAge,
+		TrustedOrigins: splitList(cfg.TrustedOrigins), PrivatePorts: cfg.PrivatePorts,
+		TasksDir: cfg.TasksDir, MaxRuns: cfg.MaxRuns, RunMaxAge: cfg.RunMaxAge,
 		HTTP: daemon.HTTPConfig{
 			ReadHeaderTimeout: cfg.HTTPHeaderTimeout, IdleTimeout: cfg.HTTPIdleTimeout, StallTimeout: cfg.HTTPStallTimeout,
 			MaxHeaderBytes: cfg.HTTPMaxHeaderBytes, MaxConns: cfg.MaxConns, MaxConnsPerClient: cfg.MaxConnsPerClient,

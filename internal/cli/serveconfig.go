@@ -59,6 +59,7 @@ type serveConfig struct {
 	FetchAllow         string        `yaml:"fetch-allow"`
 	AllowedHosts       string        `yaml:"allowed-hosts"`
 	TrustedOrigins     string        `yaml:"trusted-origins"`
+	PrivatePorts       bool          `yaml:"private-ports"`
 	HTTPHeaderTimeout  time.Duration `yaml:"http-header-timeout"`
 	HTTPIdleTimeout    time.Duration `yaml:"http-idle-timeout"`
 	HTTPStallTimeout   time.Duration `yaml:"http-stall-timeout"`
@@ -116,6 +117,7 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.StringVar(&cfg.FetchAllow, "fetch-allow", "", "comma-separated hosts, IP addresses or CIDR prefixes that template file sources may be fetched from although internal (mirrors)")
 	f.StringVar(&cfg.AllowedHosts, "allowed-hosts", "", "comma-separated Host header values the API accepts besides its listen address, loopback and the public URL's host; * accepts any")
 	f.StringVar(&cfg.TrustedOrigins, "trusted-origins", "", "comma-separated web origins (scheme://host[:port]) whose pages may use the API: send state-changing requests and call it across origins (CORS)")
+	f.BoolVar(&cfg.PrivatePorts, "private-ports", false, "every sandbox port requires its sandbox's access token, also those of sandboxes the E2B API made public, as E2B's are by default (network.allowPublicTraffic), at <port>-<id>.<domain>")
 	f.DurationVar(&cfg.HTTPHeaderTimeout, "http-header-timeout", 10*time.Second, "time a client has to send a request's headers")
 	f.DurationVar(&cfg.HTTPIdleTimeout, "http-idle-timeout", 120*time.Second, "an idle keep-alive connection is closed after this long")
 	f.DurationVar(&cfg.HTTPStallTimeout, "http-stall-timeout", 60*time.Second, "a request body or response that moves no byte this long is ended")

@@ -114,6 +114,10 @@ type Config struct {
 	// TrustedOrigins are web origins ("https://ui.example.com") whose pages
 	// may use the API; requests from any other web page are refused.
 	TrustedOrigins []string
+	// PrivatePorts makes every sandbox port require its sandbox's access
+	// token, also those of sandboxes the E2B API made public
+	// (e2b.Config.PrivatePorts).
+	PrivatePorts bool
 	// Console is the web console's listener (package console), which
 	// Serve serves the console on and closes; nil: no console. The API
 	// trusts the console's origin (CORS, BrowserGuard).

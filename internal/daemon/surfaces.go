@@ -62,7 +62,7 @@ func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) 
 	sf.Gateway.Register(gatewayPaths)
 	sf.E2B, err = e2b.New(e2b.Config{
 		Sandboxes: svc.Sandboxes, Files: svc.Sandboxes, Procs: svc.Sandboxes, Contexts: contextsView, Ports: gatewayPaths, GatewayPrefix: service.GatewayPrefix,
-		Keys: cfg.Keys, RequireKey: cfg.authOn(),
+		Keys: cfg.Keys, RequireKey: cfg.authOn(), PrivatePorts: cfg.PrivatePorts,
 	})
 	if err != nil {
 		return sf, err

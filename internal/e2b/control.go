@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -158,7 +159,27 @@ type createRequest struct {
 	AutoPause           *bool             `json:"autoPause"`
 	AutoResume          *autoResume       `json:"autoResume"`
 	Secure              *bool             `json:"secure"`
+	Network             *networkConfig    `json:"network"`
 }
+
+// networkConfig is the part of SandboxNetworkConfig agent2env honours:
+// AllowPublicTraffic false makes the sandbox's ports require its traffic
+// access token through the host form ("<port>-<id>.<domain>"), as on
+// E2B; omitted, null or true, they are public there (E2B's default).
+type networkConfig struct {
+	AllowPublicTraffic *bool `json:"allowPublicTraffic"`
+}
+
+// MetadataPublicTraffic is the metadata key that marks a sandbox whose
+// user ports are public through the host form: the E2B create sets it
+// "true" unless asked for allowPublicTraffic false. It is agent2env's, so
+// E2B's views of a sandbox's metadata leave it out, and a create that
+// sets it itself is refused.
+const MetadataPublicTraffic = "agent2env/e2b-public-traffic"
+
+// publicTraffic reports whether sandbox sb's user ports are public through
+// the host form (MetadataPublicTraffic).
+func publicTraffic(sb *api.Sandbox) bool { return sb.Metadata[MetadataPublicTraffic] == "true" }
 
 // autoResume is SandboxAutoResumeConfig, which some SDK versions (e2b
 // 2.26 on PyPI, 2.28 on npm) send on every create: {"enabled": false}
@@ -171,40 +192,75 @@ type autoResume struct {
 // refused by name unless null (or, for the lists, empty).
 var unsupportedFields = map[string]string{
 	"autoPauseMemory": "pausing on timeout is not supported yet",
-	"network":         "egress rules per sandbox are not supported yet",
 	"mcp":             "MCP gateways in sandboxes are not supported",
 	"iam":             "workload identities are not supported",
 	"volumeMounts":    "volumes are not supported yet",
 }
 
 // knownFields are every create field createRequest reads.
-var knownFields = []string{"templateID", "timeout", "metadata", "envVars", "allow_internet_access", "autoPause", "autoResume", "secure"}
+var knownFields = []string{"templateID", "timeout", "metadata", "envVars", "allow_internet_access", "autoPause", "autoResume", "secure", "network"}
+
+// egressRules is why the egress fields of network are refused.
+const egressRules = "egress rules per sandbox are not supported yet; a template's network section allows domains through its egress proxy"
+
+// unsupportedNetworkFields are the fields of network agent2env cannot
+// honour, refused by name unless null or empty.
+var unsupportedNetworkFields = map[string]string{
+	"allowOut":        egressRules,
+	"denyOut":         egressRules,
+	"rules":           egressRules,
+	"dnsServers":      egressRules,
+	"egressProxy":     egressRules,
+	"maskRequestHost": "the host of a sandbox's port is always <port>-<sandbox id>.<domain>",
+	"httpsPorts":      "sandbox ports are reached over plain HTTP",
+}
 
 // parseCreate reads a create body: known fields into req, and refuses every
-// other field that is not null or empty, by name.
+// other field that is not null or empty, by name, in network too.
 func parseCreate(body []byte) (createRequest, error) {
 	var req createRequest
 	var raw map[string]json.RawMessage
 	if err := jsonbody.Unmarshal(body, &raw, "the body", false); err != nil {
 		return req, errdefs.Invalid("%v", err)
 	}
-	for k, v := range raw {
-		if slices.Contains(knownFields, k) {
-			continue
+	if err := refuseFields(raw, "", knownFields, unsupportedFields); err != nil {
+		return req, err
+	}
+	if n, ok := raw["network"]; ok && !empty(n) {
+		var network map[string]json.RawMessage
+		if err := jsonbody.Unmarshal(n, &network, "network", false); err != nil {
+			return req, errdefs.Invalid("%v", err)
 		}
-		t := string(bytes.TrimSpace(v))
-		if t == "null" || t == "[]" || t == "{}" {
-			continue
+		if err := refuseFields(network, "network.", []string{"allowPublicTraffic"}, unsupportedNetworkFields); err != nil {
+			return req, err
 		}
-		if why, ok := unsupportedFields[k]; ok {
-			return req, errdefs.Invalid("%s: %s", k, why)
-		}
-		return req, errdefs.Invalid("%s: unknown field", k)
 	}
 	if err := jsonbody.Unmarshal(body, &req, "the body", false); err != nil {
 		return req, errdefs.Invalid("the body is not a valid sandbox request: %v", err)
 	}
 	return req, nil
+}
+
+// empty reports whether a JSON value is null, [] or {}.
+func empty(v json.RawMessage) bool {
+	t := string(bytes.TrimSpace(v))
+	return t == "null" || t == "[]" || t == "{}"
+}
+
+// refuseFields refuses the first field of object raw, other than known,
+// that is not empty: named with prefix, with its reason in unsupported
+// or as unknown.
+func refuseFields(raw map[string]json.RawMessage, prefix string, known []string, unsupported map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		if slices.Contains(known, k) || empty(raw[k]) {
+			continue
+		}
+		if why, ok := unsupported[k]; ok {
+			return errdefs.Invalid("%s%s: %s", prefix, k, why)
+		}
+		return errdefs.Invalid("%s%s: unknown field", prefix, k)
+	}
+	return nil
 }
 
 // toAPI checks req and returns agent2env's create request.
@@ -226,7 +282,17 @@ func (req *createRequest) toAPI() (api.CreateSandboxRequest, error) {
 		}
 		ttl = *req.Timeout
 	}
+	if _, ok := req.Metadata[MetadataPublicTraffic]; ok {
+		return out, errdefs.Invalid("metadata: the key %q is agent2env's; network.allowPublicTraffic says whether the sandbox's ports are public", MetadataPublicTraffic)
+	}
 	out.Metadata = req.Metadata
+	if req.Network == nil || req.Network.AllowPublicTraffic == nil || *req.Network.AllowPublicTraffic {
+		out.Metadata = maps.Clone(req.Metadata)
+		if out.Metadata == nil {
+			out.Metadata = map[string]string{}
+		}
+		out.Metadata[MetadataPublicTraffic] = "true"
+	}
 	image, isImage := builtinTemplates[req.TemplateID]
 	if !isImage && strings.ContainsAny(req.TemplateID, "/:@") {
 		image, isImage = req.TemplateID, true
@@ -297,13 +363,21 @@ type listedView struct {
 type detailView struct {
 	listedView
 	EnvdAccessToken string `json:"envdAccessToken,omitempty"`
+	// Network is SandboxNetworkConfig: the part agent2env honours.
+	Network networkView `json:"network"`
+}
+
+// networkView is the SandboxNetworkConfig of a sandbox's details.
+type networkView struct {
+	AllowPublicTraffic bool `json:"allowPublicTraffic"`
 }
 
 func listed(sb *api.Sandbox) listedView {
-	md := sb.Metadata
+	md := maps.Clone(sb.Metadata)
 	if md == nil {
 		md = map[string]string{}
 	}
+	delete(md, MetadataPublicTraffic)
 	return listedView{
 		TemplateID: templateID(sb), SandboxID: sb.ID, ClientID: ClientID,
 		StartedAt: sb.CreatedAt.UTC(), EndAt: sb.ExpiresAt.UTC(),
@@ -429,7 +503,8 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	h.tokens.remember(sb.AccessToken, sb.ID)
-	writeJSON(w, http.StatusOK, detailView{listedView: listed(sb), EnvdAccessToken: sb.AccessToken})
+	writeJSON(w, http.StatusOK, detailView{listedView: listed(sb), EnvdAccessToken: sb.AccessToken,
+		Network: networkView{AllowPublicTraffic: h.public(sb)}})
 }
 
 func (h *Handler) delete(w http.ResponseWriter, r *http.Request, id string) {

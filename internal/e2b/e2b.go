@@ -24,7 +24,13 @@
 //
 // Before all four, a Host of E2B's form "<port>-<id>.<domain>" (a
 // wildcard DNS name in front of the daemon) names the sandbox and port as
-// the headers would, whatever the path.
+// the headers would, whatever the path. Through that form alone, a user
+// port (neither envd's nor the code interpreter's) of a sandbox the E2B
+// API made public, as E2B makes them unless a create says
+// network.allowPublicTraffic false (MetadataPublicTraffic), answers
+// without a token, and its pages are the sandbox's own web site
+// (ServesSite), unless the daemon keeps every port private
+// (Config.PrivatePorts).
 //
 // An unknown or stopped sandbox answers 502 "The sandbox was not found",
 // as E2B's proxy does: the SDKs' is_running() reads that status.
@@ -155,6 +161,9 @@ type Config struct {
 	Keys *auth.Keys
 	// RequireKey says control-plane requests must carry a valid key.
 	RequireKey bool
+	// PrivatePorts makes every sandbox port require the sandbox's access
+	// token, whatever its create asked (network.allowPublicTraffic).
+	PrivatePorts bool
 	// CreateWait bounds a create's wait for its sandbox; 0:
 	// DefaultCreateWait.
 	CreateWait time.Duration
@@ -202,14 +211,14 @@ func (h *Handler) Wrap(next http.Handler) http.Handler {
 			r = r.Clone(r.Context())
 			r.Header.Set(HeaderSandboxID, id)
 			r.Header.Set(HeaderSandboxPort, port)
-			h.serveSandbox(w, r)
+			h.serveSandbox(w, r, true)
 			return
 		}
 		switch {
 		case IsControlPlane(r):
 			h.serveAPI(w, r)
 		case IsSandboxRequest(r):
-			h.serveSandbox(w, r)
+			h.serveSandbox(w, r, false)
 		case isSignedFileURL(r):
 			writeError(w, errSignedURL)
 		default: // an access token on a path of envd's or the interpreter's
@@ -227,6 +236,25 @@ func (h *Handler) Serves(r *http.Request) bool {
 	_, byToken := tokenOnlyPort(r)
 	return byHost || IsControlPlane(r) || IsSandboxRequest(r) || isSignedFileURL(r) || byToken
 }
+
+// ServesSite reports whether r is for a sandbox's own web site: a user
+// port named by the host form, an origin of its own, whose pages and
+// their requests are the sandbox's (httpapi.SiteSurface).
+func (h *Handler) ServesSite(r *http.Request) bool {
+	_, port, ok := HostTarget(r.Host)
+	return ok && userPort(port)
+}
+
+// userPort reports whether port, as the host form gives it, is neither
+// envd's nor the code interpreter's.
+func userPort(port string) bool {
+	n, err := strconv.Atoi(port)
+	return err == nil && n != EnvdPort && n != InterpreterPort
+}
+
+// public reports whether sandbox sb's user ports answer without a token
+// through the host form.
+func (h *Handler) public(sb *api.Sandbox) bool { return !h.cfg.PrivatePorts && publicTraffic(sb) }
 
 // WriteError answers err, which r met outside the routes above (a panic,
 // the daemon's refusal of its Host), as E2B's servers do: a Connect error
@@ -409,8 +437,9 @@ func writeSandboxUnavailable(w http.ResponseWriter, id, message string) {
 	}{id, message, http.StatusBadGateway})
 }
 
-// serveSandbox routes a request for an in-sandbox server by its headers.
-func (h *Handler) serveSandbox(w http.ResponseWriter, r *http.Request) {
+// serveSandbox routes a request for an in-sandbox server by its headers,
+// which its host gave when byHost.
+func (h *Handler) serveSandbox(w http.ResponseWriter, r *http.Request, byHost bool) {
 	id := r.Header.Get(HeaderSandboxID)
 	port, err := sandboxPort(r)
 	if err == nil && id == "" {
@@ -421,6 +450,18 @@ func (h *Handler) serveSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token := requestToken(r)
+	if byHost && port != EnvdPort && port != InterpreterPort {
+		// A public port needs no token: the sandbox's own goes on to the
+		// gateway, and the access check below still requires it to run.
+		sb, err := h.cfg.Sandboxes.Get(r.Context(), id)
+		switch {
+		case errors.Is(err, errdefs.ErrNotFound):
+			writeSandboxGone(w, id) // as E2B's proxy answers a browser
+			return
+		case err == nil && h.public(sb):
+			token = sb.AccessToken
+		}
+	}
 	if err := h.cfg.Sandboxes.Authorize(r.Context(), id, token); err != nil {
 		h.tokens.forget(token)
 		if errors.Is(err, errdefs.ErrFailedPrecondition) {

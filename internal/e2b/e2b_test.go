@@ -572,6 +572,15 @@ func TestRouting(t *testing.T) {
 
 func TestCreate(t *testing.T) {
 	ttl := func(n int) *int { return &n }
+	// pub is the metadata of a sandbox whose ports are public, as E2B's
+	// are unless a create says otherwise.
+	pub := func(kv ...string) map[string]string {
+		md := map[string]string{MetadataPublicTraffic: "true"}
+		for i := 0; i+1 < len(kv); i += 2 {
+			md[kv[i]] = kv[i+1]
+		}
+		return md
+	}
 	for _, tc := range []struct {
 		name   string
 		body   string
@@ -580,21 +589,36 @@ func TestCreate(t *testing.T) {
 		errHas string
 	}{
 		{"code interpreter", `{"templateID":"code-interpreter-v1","timeout":300,"metadata":{"a":"b"},"envVars":{"K":"V"},"autoPause":false}`, 201,
-			api.CreateSandboxRequest{Image: "agent2env/code-interpreter", TTL: ttl(300), Env: map[string]string{"K": "V"}, Metadata: map[string]string{"a": "b"}}, ""},
+			api.CreateSandboxRequest{Image: "agent2env/code-interpreter", TTL: ttl(300), Env: map[string]string{"K": "V"}, Metadata: pub("a", "b")}, ""},
 		{"base, default timeout", `{"templateID":"base","metadata":{},"envVars":{}}`, 201,
-			api.CreateSandboxRequest{Image: "agent2env/python", TTL: ttl(DefaultTimeout), Env: map[string]string{}, Metadata: map[string]string{}}, ""},
+			api.CreateSandboxRequest{Image: "agent2env/python", TTL: ttl(DefaultTimeout), Env: map[string]string{}, Metadata: pub()}, ""},
 		{"template", `{"templateID":"mytpl","timeout":60}`, 201,
-			api.CreateSandboxRequest{Template: "mytpl", Overrides: &api.SandboxOverrides{TTL: ttl(60)}}, ""},
+			api.CreateSandboxRequest{Template: "mytpl", Overrides: &api.SandboxOverrides{TTL: ttl(60)}, Metadata: pub()}, ""},
 		{"image", `{"templateID":"python:3.12","allow_internet_access":false,"network":null,"volumeMounts":[]}`, 201,
-			api.CreateSandboxRequest{Image: "python:3.12", TTL: ttl(DefaultTimeout)}, ""},
+			api.CreateSandboxRequest{Image: "python:3.12", TTL: ttl(DefaultTimeout), Metadata: pub()}, ""},
+		{"private ports", `{"templateID":"base","metadata":{"a":"b"},"network":{"allowPublicTraffic":false}}`, 201,
+			api.CreateSandboxRequest{Image: "agent2env/python", TTL: ttl(DefaultTimeout), Metadata: map[string]string{"a": "b"}}, ""},
+		{"private ports, no metadata", `{"templateID":"base","network":{"allowPublicTraffic":false,"allowOut":[],"maskRequestHost":null}}`, 201,
+			api.CreateSandboxRequest{Image: "agent2env/python", TTL: ttl(DefaultTimeout)}, ""},
+		{"public ports asked", `{"templateID":"base","network":{"allowPublicTraffic":true}}`, 201,
+			api.CreateSandboxRequest{Image: "agent2env/python", TTL: ttl(DefaultTimeout), Metadata: pub()}, ""},
+		{"public ports by default", `{"templateID":"base","network":{"allowPublicTraffic":null}}`, 201,
+			api.CreateSandboxRequest{Image: "agent2env/python", TTL: ttl(DefaultTimeout), Metadata: pub()}, ""},
+		{"the mark in metadata", `{"templateID":"base","metadata":{"agent2env/e2b-public-traffic":"true"},"network":{"allowPublicTraffic":false}}`, 400,
+			api.CreateSandboxRequest{}, "agent2env/e2b-public-traffic"},
+		{"public traffic a word", `{"templateID":"base","network":{"allowPublicTraffic":"no"}}`, 400, api.CreateSandboxRequest{}, "(got string)"},
+		{"network a number", `{"templateID":"base","network":5}`, 400, api.CreateSandboxRequest{}, "network must be a JSON object"},
+		{"host mask", `{"templateID":"base","network":{"allowPublicTraffic":false,"maskRequestHost":"${PORT}-x.example.com"}}`, 400,
+			api.CreateSandboxRequest{}, "network.maskRequestHost: "},
+		{"network field unknown", `{"templateID":"base","network":{"ingress":true}}`, 400, api.CreateSandboxRequest{}, "network.ingress: unknown field"},
 		{"no template", `{"timeout":60}`, 400, api.CreateSandboxRequest{}, "templateID is required"},
 		{"auto pause", `{"templateID":"base","autoPause":true}`, 400, api.CreateSandboxRequest{}, "autoPause"},
 		{"auto resume", `{"templateID":"base","autoResume":{"enabled":true}}`, 400, api.CreateSandboxRequest{}, "autoResume"},
 		{"auto resume off (older SDKs)", `{"templateID":"base","autoResume":{"enabled":false}}`, 201,
-			api.CreateSandboxRequest{Image: "agent2env/python", TTL: ttl(DefaultTimeout)}, ""},
+			api.CreateSandboxRequest{Image: "agent2env/python", TTL: ttl(DefaultTimeout), Metadata: pub()}, ""},
 		{"internet", `{"templateID":"base","allow_internet_access":true}`, 400, api.CreateSandboxRequest{}, "allow_internet_access"},
 		{"internet of a template", `{"templateID":"mytpl","allow_internet_access":false}`, 400, api.CreateSandboxRequest{}, "allow_internet_access"},
-		{"network", `{"templateID":"base","network":{"allowOut":["x"]}}`, 400, api.CreateSandboxRequest{}, "network: egress"},
+		{"network", `{"templateID":"base","network":{"allowOut":["x"]}}`, 400, api.CreateSandboxRequest{}, "network.allowOut: egress"},
 		{"volumes", `{"templateID":"base","volumeMounts":[{"name":"v","path":"/v"}]}`, 400, api.CreateSandboxRequest{}, "volumeMounts"},
 		{"unknown field", `{"templateID":"base","gpu":1}`, 400, api.CreateSandboxRequest{}, "gpu: unknown field"},
 		{"zero timeout", `{"templateID":"base","timeout":0}`, 400, api.CreateSandboxRequest{}, "timeout"},
@@ -1115,6 +1139,110 @@ func TestHostTarget(t *testing.T) {
 	}
 	if code, _ := get("api.example.com", "/health"); code != 299 {
 		t.Errorf("another host: %d, want agent2env's own route", code)
+	}
+}
+
+// TestPublicPorts checks E2B's public ports: through the host form, a
+// user port of a sandbox the E2B API made public answers without a token;
+// envd's and the interpreter's ports, header-routed requests, sandboxes
+// made private and a daemon that keeps every port private require it.
+func TestPublicPorts(t *testing.T) {
+	mark := map[string]string{MetadataPublicTraffic: "true", "a": "b"}
+	paused := running("pubpaused", mark)
+	paused.Status = api.StatusPaused
+	e := newEnv(t, running("pub", mark), running("priv", map[string]string{"a": "b"}), paused)
+	tok := []string{HeaderTrafficToken, token}
+	for _, tc := range []struct {
+		name    string
+		host    string
+		headers []string
+		private bool // Config.PrivatePorts
+		status  int
+		body    string
+	}{
+		{"public port", "3000-pub.localhost:8080", nil, false, 298, ""},
+		{"public port, a wrong token", "3000-pub.localhost:8080", []string{HeaderAccessToken, "x"}, false, 298, ""},
+		{"public port, the token", "3000-pub.localhost:8080", tok, false, 298, ""},
+		{"envd keeps its token", "49983-pub.localhost:8080", nil, false, 401, "missing access token"},
+		{"interpreter keeps its token", "49999-pub.localhost:8080", nil, false, 401, "missing access token"},
+		{"by headers", "localhost:8080", []string{HeaderSandboxID, "pub", HeaderSandboxPort, "3000"}, false, 401, "missing access token"},
+		{"private sandbox", "3000-priv.localhost:8080", nil, false, 401, "missing access token"},
+		{"private sandbox, a wrong token", "3000-priv.localhost:8080", []string{HeaderTrafficToken, "x"}, false, 401, "invalid access token"},
+		{"private sandbox, the traffic token", "3000-priv.localhost:8080", tok, false, 298, ""},
+		{"paused", "3000-pubpaused.localhost:8080", nil, false, 502, "is paused"},
+		{"unknown sandbox", "3000-nosuch.localhost:8080", nil, false, 502, sandboxNotFoundText},
+		{"private daemon", "3000-pub.localhost:8080", nil, true, 401, "missing access token"},
+		{"private daemon, the token", "3000-pub.localhost:8080", tok, true, 298, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e.h.cfg.PrivatePorts = tc.private
+			n := len(e.port)
+			code, _, b := e.do(t, "GET", "/app.js?v=1", "", append([]string{"Host", tc.host}, tc.headers...)...)
+			if code != tc.status || !strings.Contains(b, tc.body) {
+				t.Fatalf("%d %s, want %d with %q", code, b, tc.status, tc.body)
+			}
+			if code != 298 {
+				if len(e.port) != n {
+					t.Errorf("the request reached the gateway")
+				}
+				return
+			}
+			// The gateway checks the sandbox's own token again; E2B's
+			// token header does not reach the sandbox.
+			r := e.port[len(e.port)-1]
+			if r.Header.Get(HeaderAccessToken) != token || r.Header.Get(HeaderTrafficToken) != "" || r.URL.Path != "/api/v1/sandbox/"+strings.Split(strings.SplitN(tc.host, "-", 2)[1], ".")[0]+"/port/3000/app.js" {
+				t.Errorf("gateway request %s %v", r.URL, r.Header)
+			}
+		})
+	}
+	e.h.cfg.PrivatePorts = false
+
+	// The details say whether the ports are public; the mark is not
+	// E2B's metadata.
+	for id, want := range map[string]bool{"pub": true, "priv": false} {
+		code, _, b := e.api(t, "GET", "/sandboxes/"+id, "")
+		var got struct {
+			Metadata map[string]string `json:"metadata"`
+			Network  struct {
+				AllowPublicTraffic *bool `json:"allowPublicTraffic"`
+			} `json:"network"`
+		}
+		if err := json.Unmarshal([]byte(b), &got); err != nil || code != 200 {
+			t.Fatalf("get %s: %d %s", id, code, b)
+		}
+		if got.Network.AllowPublicTraffic == nil || *got.Network.AllowPublicTraffic != want || !maps.Equal(got.Metadata, map[string]string{"a": "b"}) {
+			t.Errorf("get %s: %s, want allowPublicTraffic %v and metadata a=b alone", id, b, want)
+		}
+	}
+	if code, _, b := e.api(t, "GET", "/v2/sandboxes", ""); code != 200 || strings.Contains(b, MetadataPublicTraffic) {
+		t.Errorf("list: %d %s, want no %s", code, b, MetadataPublicTraffic)
+	}
+	e.h.cfg.PrivatePorts = true
+	if _, _, b := e.api(t, "GET", "/sandboxes/pub", ""); !strings.Contains(b, `"allowPublicTraffic":false`) {
+		t.Errorf("get on a private daemon: %s, want allowPublicTraffic false", b)
+	}
+}
+
+func TestServesSite(t *testing.T) {
+	h, err := New(Config{Sandboxes: newFakeSandboxes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]bool{
+		"3000-sba.localhost:8080":  true,
+		"8080-sba.sb.example.com":  true,
+		"49983-sba.localhost:8080": false,
+		"49999-sba.localhost:8080": false,
+		"localhost:8080":           false,
+		"sb.example.com":           false,
+		"3000-sba":                 false,
+		"3000-SBA.localhost":       false,
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Host = host
+		if got := h.ServesSite(r); got != want {
+			t.Errorf("ServesSite(%q) = %v, want %v", host, got, want)
+		}
 	}
 }
 

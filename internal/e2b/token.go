@@ -244,5 +244,5 @@ func (h *Handler) serveByToken(w http.ResponseWriter, r *http.Request, port int)
 	r = r.Clone(r.Context())
 	r.Header.Set(HeaderSandboxID, id)
 	r.Header.Set(HeaderSandboxPort, strconv.Itoa(port))
-	h.serveSandbox(w, r)
+	h.serveSandbox(w, r, false)
 }

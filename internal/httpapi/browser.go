@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"path"
 	"strings"
 
 	"github.com/agent2env/agent2env/api"
@@ -42,8 +41,9 @@ type BrowserConfig struct {
 //     (DNS rebinding) sends that name. Loopback names and addresses, the
 //     listen address, the public URL's host and AllowedHosts are the
 //     daemon's names. The probes are exempt.
-//   - Outside the port gateway (whose pages are the sandboxes' and which
-//     checks its own token), a request a browser makes for a page
+//   - Outside the port gateway and the sandboxes' sites of a SiteSurface
+//     (whose pages are the sandboxes' and which check their own tokens,
+//     if any), a request a browser makes for a page
 //     (Sec-Fetch-Site is same-origin, same-site or cross-site: everything
 //     but the address bar) or a state-changing one carrying an Origin is
 //     refused with 403, unless the origin is trusted. The daemon's own
@@ -132,7 +132,7 @@ func (g *browserGuard) hostAllowed(hostport string) bool {
 // pageRefusal says why r, made by a browser for a web page, is refused,
 // or returns "".
 func (g *browserGuard) pageRefusal(r *http.Request) string {
-	if r.Method == http.MethodOptions || strings.HasPrefix(path.Clean(r.URL.EscapedPath()), gatewayPrefix) {
+	if r.Method == http.MethodOptions || sandboxPage(r) {
 		return ""
 	}
 	origin := r.Header.Get("Origin")

@@ -3,8 +3,6 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
-	"path"
-	"strings"
 
 	"github.com/agent2env/agent2env/internal/errdefs"
 )
@@ -26,8 +24,8 @@ const (
 // are refused with 403 in the form of the request's surface (WithSurface),
 // naming the origin and the setting that trusts one, which a browser
 // reports as a failed preflight and a person reads in its network log.
-// The port gateway's paths are left alone: they answer CORS for the
-// sandboxes' pages themselves. BrowserGuard must trust the same origins.
+// The port gateway's paths and the sandboxes' sites (SiteSurface) are
+// left alone: they answer CORS for the sandboxes' pages themselves. BrowserGuard must trust the same origins.
 // It fails on a malformed origin.
 func CORS(origins ...string) (func(http.Handler) http.Handler, error) {
 	allowed := map[string]bool{}
@@ -41,7 +39,7 @@ func CORS(origins ...string) (func(http.Handler) http.Handler, error) {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			origin := r.Header.Get("Origin")
-			if origin == "" || strings.HasPrefix(path.Clean(r.URL.EscapedPath()), gatewayPrefix) {
+			if origin == "" || sandboxPage(r) {
 				next.ServeHTTP(w, r)
 				return
 			}

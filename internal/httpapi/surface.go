@@ -3,6 +3,8 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"path"
+	"strings"
 )
 
 // A Surface is a protocol served on the daemon's port beside the REST API
@@ -17,12 +19,28 @@ type Surface interface {
 	WriteError(w http.ResponseWriter, r *http.Request, err error)
 }
 
+// A SiteSurface is a Surface that also serves web sites of their own: a
+// sandbox's pages on an origin of their own (the E2B API's
+// "<port>-<id>.<domain>"). Like the port gateway's paths, their requests
+// pass BrowserGuard's refusal of pages (not its Host check) and CORS
+// leaves them to the site: the pages there are the sandbox's, and so are
+// the requests they make.
+type SiteSurface interface {
+	Surface
+	// ServesSite reports whether r is for a site of the surface's.
+	ServesSite(r *http.Request) bool
+}
+
 // WithSurface answers the errors of the requests s serves in its form;
 // of several surfaces serving a request, the first given answers.
 func WithSurface(sf Surface) Option { return func(s *Server) { s.surfaces = append(s.surfaces, sf) } }
 
-// surfaceKey is the context key of the Surface a request is for.
-type surfaceKey struct{}
+// surfaceKey is the context key of the Surface a request is for;
+// siteKey's value is true for a request for a SiteSurface's site.
+type (
+	surfaceKey struct{}
+	siteKey    struct{}
+)
 
 // markSurfaces gives each request the surface that serves it, if any, for
 // writeRequestError: the outermost middleware, so that every error on
@@ -34,12 +52,23 @@ func (s *Server) markSurfaces(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for _, sf := range s.surfaces {
 			if sf.Serves(r) {
-				r = r.WithContext(context.WithValue(r.Context(), surfaceKey{}, sf))
+				ctx := context.WithValue(r.Context(), surfaceKey{}, sf)
+				if site, ok := sf.(SiteSurface); ok && site.ServesSite(r) {
+					ctx = context.WithValue(ctx, siteKey{}, true)
+				}
+				r = r.WithContext(ctx)
 				break
 			}
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// sandboxPage reports whether r is for a sandbox's web page or made by
+// one: on the port gateway's paths, or for a SiteSurface's site.
+func sandboxPage(r *http.Request) bool {
+	site, _ := r.Context().Value(siteKey{}).(bool)
+	return site || strings.HasPrefix(path.Clean(r.URL.EscapedPath()), gatewayPrefix)
 }
 
 // writeRequestError answers err in the form of r's surface (WithSurface),

@@ -15,6 +15,24 @@ import (
 	"github.com/agent2env/agent2env/internal/service"
 )
 
+// browserMiddleware is the daemon's CORS and BrowserGuard, outermost
+// first, for a daemon on 127.0.0.1:8080 whose console is on :8081.
+func browserMiddleware(t *testing.T) Option {
+	t.Helper()
+	guard, err := BrowserGuard(BrowserConfig{Listen: "127.0.0.1:8080"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cors, err := CORS("http://127.0.0.1:8081")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(s *Server) {
+		WithMiddleware(cors)(s)
+		WithMiddleware(guard)(s)
+	}
+}
+
 // panicRoutes are routes that panic, one on each surface's paths.
 type panicRoutes []string
 
@@ -42,15 +60,7 @@ func TestSurfaceErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	guard, err := BrowserGuard(BrowserConfig{Listen: "127.0.0.1:8080"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cors, err := CORS("http://127.0.0.1:8081")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := New(nil, nil, slog.New(slog.DiscardHandler), WithSurface(e2bAPI), WithSurface(osAPI), WithMiddleware(cors), WithMiddleware(guard),
+	h := New(nil, nil, slog.New(slog.DiscardHandler), WithSurface(e2bAPI), WithSurface(osAPI), browserMiddleware(t),
 		WithRoutes(panicRoutes{"/api/v1/boom", "/v1/boom", opensandbox.ExecdPrefix + "boom", "/sandboxes/boom",
 			"/process.Process/Start"})).Handler()
 	const foreign = "evil.example.com"
@@ -109,6 +119,64 @@ func TestSurfaceErrors(t *testing.T) {
 				if msg, _ := eb[tt.message].(string); !strings.Contains(msg, origin) || !strings.Contains(msg, "--trusted-origins") {
 					t.Errorf("message %q names neither the origin %s nor --trusted-origins", msg, origin)
 				}
+			}
+		})
+	}
+}
+
+// okRoutes answer 200 on their paths, to every method.
+type okRoutes []string
+
+func (o okRoutes) Register(mux *http.ServeMux) {
+	for _, pattern := range o {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	}
+}
+
+// TestSandboxSites checks that the requests of a sandbox's own web site
+// (the E2B API's host form of a user port: a SiteSurface's) pass
+// BrowserGuard's refusal of pages and CORS's of preflights, as the port
+// gateway's paths do, while its Host check stays and envd's and the code
+// interpreter's ports, and the daemon's own names, are refused as before.
+func TestSandboxSites(t *testing.T) {
+	var sandboxes *service.Sandboxes // never reached: the routes are the test's
+	e2bAPI, err := e2b.New(e2b.Config{Sandboxes: sandboxes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := New(nil, nil, slog.New(slog.DiscardHandler), WithSurface(e2bAPI), browserMiddleware(t),
+		WithRoutes(okRoutes{"/app.js"})).Handler()
+	const site = "3000-sb.localhost:8080"
+	sameOrigin := map[string]string{"Sec-Fetch-Site": "same-origin"}
+	for _, tt := range []struct {
+		name, method, host string
+		header             map[string]string
+		status             int
+	}{
+		{"a subresource of the site", "GET", site, sameOrigin, 200},
+		{"a page's POST to its site", "POST", site, map[string]string{"Origin": "http://" + site, "Sec-Fetch-Site": "same-origin"}, 200},
+		{"another site's page", "GET", site, map[string]string{"Origin": "https://other.example", "Sec-Fetch-Site": "cross-site"}, 200},
+		{"a preflight to the site", "OPTIONS", site, map[string]string{"Origin": "https://other.example", "Access-Control-Request-Method": "PUT"}, 200},
+		{"a WebSocket of the site", "GET", site, map[string]string{"Origin": "http://" + site, "Upgrade": "websocket"}, 200},
+		{"a site on a foreign name", "GET", "3000-sb.evil.example.com", sameOrigin, 421},
+		{"envd by host", "GET", "49983-sb.localhost:8080", sameOrigin, 403},
+		{"the interpreter by host", "GET", "49999-sb.localhost:8080", sameOrigin, 403},
+		{"the daemon", "GET", "127.0.0.1:8080", sameOrigin, 403},
+		{"a preflight to the daemon", "OPTIONS", "127.0.0.1:8080", map[string]string{"Origin": "https://other.example", "Access-Control-Request-Method": "PUT"}, 403},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(tt.method, "/app.js", nil)
+			req.Host = tt.host
+			for k, v := range tt.header {
+				req.Header.Set(k, v)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tt.status {
+				t.Errorf("status %d, want %d (body %s)", rec.Code, tt.status, rec.Body)
+			}
+			if rec.Header().Get("Access-Control-Allow-Origin") != "" {
+				t.Errorf("CORS answered for the site: %v", rec.Header())
 			}
 		})
 	}

@@ -95,6 +95,15 @@ find "$1/var/lib/apt/lists" "$1/var/cache/apt" -type f -delete`
 const profileHook = `set -e
 sed -i 's/"$(id -u)"/"${EUID:-$(id -u)}"/' "$1/etc/profile"`
 
+// e2bHomeHook runs after customizeHook in every image: /home/user, the
+// home of E2B's sandbox user, which code written for E2B names by its
+// absolute path (its files API, commands, open() in run_code), is a link
+// to the sandbox user's home. A link in the image holds on every runtime
+// and a read-only root filesystem, through snapshots, and for every
+// program in the sandbox.
+const e2bHomeHook = `set -e
+ln -s /home/sandbox "$1/home/user"`
+
 // matplotlibHook runs after customizeHook in images with Debian's
 // matplotlib, whose matplotlib-*-nspkg.pth (a setuptools namespace shim for
 // mpl_toolkits) makes every Python process import importlib.util,
@@ -132,6 +141,7 @@ func (rc recipe) options() []string {
 		"--dpkgopt=path-exclude=/usr/share/locale/*",
 		"--customize-hook=" + customizeHook,
 		"--customize-hook=" + profileHook,
+		"--customize-hook=" + e2bHomeHook,
 	}
 	if slices.Contains(rc.packages, "python3-pip") {
 		opts = append(opts, "--customize-hook="+pipHook)

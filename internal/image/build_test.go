@@ -146,6 +146,26 @@ func TestProfileHook(t *testing.T) {
 	}
 }
 
+// TestE2BHomeHook checks that every image links /home/user, E2B's home,
+// to the sandbox user's home.
+func TestE2BHomeHook(t *testing.T) {
+	for name, rc := range recipes {
+		if !slices.Contains(rc.options(), "--customize-hook="+e2bHomeHook) {
+			t.Errorf("%s: no /home/user link", name)
+		}
+	}
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "home"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("sh", "-c", e2bHomeHook, "sh", root).CombinedOutput(); err != nil {
+		t.Fatalf("hook: %v: %s", err, out)
+	}
+	if target, err := os.Readlink(filepath.Join(root, "home", "user")); err != nil || target != "/home/sandbox" {
+		t.Errorf("/home/user links to %q (%v), want /home/sandbox", target, err)
+	}
+}
+
 // TestMatplotlibHook checks that the images with Debian's matplotlib drop
 // its namespace shim, and only they.
 func TestMatplotlibHook(t *testing.T) {

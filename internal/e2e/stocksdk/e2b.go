@@ -103,7 +103,9 @@ func (tg E2B) env() []string {
 // the base SDK on envd's process and filesystem services (commands, exit
 // codes, a background command connected to, fed and killed, a PTY session
 // with a resize, files listed, made, renamed, removed and watched, an
-// unknown process the SDK's NotFoundException); pause and resume when
+// unknown process the SDK's NotFoundException); E2B's home /home/user and
+// a sandbox's web server opened as a browser opens it, public or with its
+// traffic token (web); pause and resume when
 // tg.Pause; the JavaScript SDKs and the oldest supported SDKs when
 // tg.Clients; then a wrong key (401 at once) and an unknown template (a
 // 4xx at create). None leaves a sandbox behind.
@@ -138,6 +140,7 @@ func RunE2B(t *testing.T, tg E2B) {
 			"written":               "/home/sandbox/notes/hello.txt",
 			"read":                  "Hello World",
 			"read_by_code_relative": "['Hello World' True]",
+			"read_by_code_home":     "'Hello World'",
 			"context_cwd":           "true",
 			"read_back":             "from code",
 			"missing":               "FileNotFoundException",
@@ -186,6 +189,28 @@ func RunE2B(t *testing.T, tg E2B) {
 			"removed":             "false",
 			"events":              "[[w.txt create] [w.txt write] [w.txt remove] [c.txt create] [c.txt write]]",
 			"killed_sandbox":      "true",
+		})
+		tg.NoSandboxes(t)
+	})
+	t.Run("web", func(t *testing.T) {
+		// /home/user is E2B's home, everywhere; a sandbox's web server opens
+		// as on E2B: public at <port>-<id>.<domain>, its page and its
+		// subresources, unless made with allow_public_traffic False.
+		Check(t, tg.Flow(t, "web"), map[string]string{
+			"written":              "/home/user/x",
+			"cat":                  "by files",
+			"cd":                   "by files",
+			"listed":               "[/home/user/x]",
+			"info":                 "[dir /home/user]",
+			"info_x":               "/home/user/x",
+			"events":               "[w.txt]",
+			"host":                 "true",
+			"page":                 "[200 page\n]",
+			"subresource":          "[200 script\n]",
+			"private_no_token":     "401",
+			"private_token":        "[200 page\n]",
+			"allow_public_traffic": "[true false]",
+			"killed":               "[true true]",
 		})
 		tg.NoSandboxes(t)
 	})

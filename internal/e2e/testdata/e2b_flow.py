@@ -24,6 +24,12 @@ last line, which the Go test checks:
   badkey            Sandbox.create with a wrong API key: the error and how
                     long it took
   badtemplate       Sandbox.create of a template that does not exist
+  web               E2B's home /home/user through files, commands and
+                    watch_dir; a web server in the sandbox opened as a
+                    browser opens it, at <port>-<id>.<domain> without a
+                    token (E2B's default), and a sandbox made with
+                    allow_public_traffic False, whose port wants its
+                    traffic token
   pause             pause (and again: already paused), the state in
                     get_info and Sandbox.list, resume by Sandbox.connect,
                     the kernel's variable and a file kept
@@ -31,8 +37,12 @@ last line, which the Go test checks:
 
 import io
 import json
+import os
 import sys
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from typing import Any
 
 import e2b
@@ -83,6 +93,8 @@ def quickstart() -> dict[str, Any]:
             sbx.run_code("open('notes/hello.txt').read()").text,
             sbx.run_code("import os; os.getcwd() == os.path.expanduser('~')").text,
         ]
+        # E2B's home, by the absolute path code written for E2B names.
+        out["read_by_code_home"] = sbx.run_code("open('/home/user/notes/hello.txt').read()").text
         out["read_by_code"] = sbx.run_code("open('/tmp/t.txt','w').write('from code'); 0").text
         out["read_back"] = sbx.files.read("/tmp/t.txt")
         try:
@@ -284,6 +296,70 @@ def envd() -> dict[str, Any]:
     return out
 
 
+def web() -> dict[str, Any]:
+    """E2B's /home/user, and a sandbox's web server as a browser opens it."""
+    # *.localhost names need not resolve here: the requests go to the
+    # daemon's address with the Host a browser would send.
+    daemon = urllib.parse.urlsplit(os.environ["E2B_API_URL"])
+
+    def fetch(sbx: e2b.Sandbox, path: str, headers: dict[str, str]) -> list[Any]:
+        host = f"{sbx.get_host(3000)}:{daemon.port}"
+        req = urllib.request.Request(
+            f"http://{daemon.netloc}{path}", headers={"Host": host, **headers}
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=10) as res:
+                return [res.status, res.read().decode()]
+        except urllib.error.HTTPError as e:
+            return [e.code, e.read().decode()]
+
+    def serve(sbx: e2b.Sandbox, headers: dict[str, str]) -> None:
+        site = "/home/user/site"
+        sbx.commands.run(
+            f"mkdir -p {site} && cd {site} && echo page > index.html && echo script > app.js"
+        )
+        sbx.commands.run(f"python3 -m http.server 3000 --directory {site}", background=True)
+        deadline = time.monotonic() + 20
+        while fetch(sbx, "/", headers)[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    sbx = e2b.Sandbox.create(template="base", timeout=120, domain="localhost")
+    private = e2b.Sandbox.create(
+        template="base", timeout=120, domain="localhost", network={"allow_public_traffic": False}
+    )
+    out: dict[str, Any] = {}
+    try:
+        out["written"] = sbx.files.write("/home/user/x", "by files").path
+        out["cat"] = sbx.commands.run("cat /home/user/x").stdout
+        out["cd"] = sbx.commands.run("cd /home/user && cat x").stdout
+        out["listed"] = [e.path for e in sbx.files.list("/home/user") if e.name == "x"]
+        info = sbx.files.get_info("/home/user")
+        out["info"] = [info.type.value if info.type else None, info.path]
+        out["info_x"] = sbx.files.get_info("/home/user/x").path
+        watch = sbx.files.watch_dir("/home/user")
+        sbx.commands.run("echo 1 > /home/user/w.txt")
+        time.sleep(0.5)
+        out["events"] = sorted({e.name for e in watch.get_new_events()})
+        watch.stop()
+
+        out["host"] = sbx.get_host(3000) == f"3000-{sbx.sandbox_id}.localhost"
+        serve(sbx, {})
+        out["page"] = fetch(sbx, "/", {"Sec-Fetch-Site": "none", "Sec-Fetch-Mode": "navigate"})
+        out["subresource"] = fetch(
+            sbx, "/app.js", {"Sec-Fetch-Site": "same-origin", "Sec-Fetch-Mode": "no-cors"}
+        )
+        token = {"e2b-traffic-access-token": private.traffic_access_token or ""}
+        serve(private, token)
+        out["private_no_token"] = fetch(private, "/", {})[0]
+        out["private_token"] = fetch(private, "/", token)
+        out["allow_public_traffic"] = [
+            (s.get_info().network or {}).get("allow_public_traffic") for s in (sbx, private)
+        ]
+    finally:
+        out["killed"] = [sbx.kill(), private.kill()]
+    return out
+
+
 README = """
 from e2b_code_interpreter import Sandbox
 
@@ -407,5 +483,6 @@ if __name__ == "__main__":
         "badkey": badkey,
         "badtemplate": badtemplate,
         "pause": pause,
+        "web": web,
     }
     print(json.dumps(modes[mode]()))
