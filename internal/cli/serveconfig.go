@@ -115,7 +115,7 @@ func (cfg *serveConfig) register(f *pflag.FlagSet) {
 	f.StringVar(&cfg.OwnedMemory, "owned-memory", "", "memory those sandboxes of one sandbox may have in all (default: the sandbox's own, at least 1Gi)")
 	f.StringVar(&cfg.LogLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&cfg.FetchAllow, "fetch-allow", "", "comma-separated hosts, IP addresses or CIDR prefixes that template file sources may be fetched from although internal (mirrors)")
-	f.StringVar(&cfg.AllowedHosts, "allowed-hosts", "", "comma-separated Host header values the API accepts besides its listen address, loopback and the public URL's host; * accepts any")
+	f.StringVar(&cfg.AllowedHosts, "allowed-hosts", "", "comma-separated Host header values the API accepts besides its listen address, loopback and the public URL's host; *.example.com accepts every name under example.com, * any")
 	f.StringVar(&cfg.TrustedOrigins, "trusted-origins", "", "comma-separated web origins (scheme://host[:port]) whose pages may use the API: send state-changing requests and call it across origins (CORS)")
 	f.BoolVar(&cfg.PrivatePorts, "private-ports", false, "every sandbox port requires its sandbox's access token, also those of sandboxes the E2B API made public, as E2B's are by default (network.allowPublicTraffic), at <port>-<id>.<domain>")
 	f.DurationVar(&cfg.HTTPHeaderTimeout, "http-header-timeout", 10*time.Second, "time a client has to send a request's headers")

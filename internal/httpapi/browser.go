@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/agent2env/agent2env/api"
@@ -23,8 +24,10 @@ type BrowserConfig struct {
 	// PublicURL is where clients reach the daemon; its host is accepted.
 	PublicURL string
 	// AllowedHosts are more Host header values to accept: names or IP
-	// addresses, without port (any port goes). "*" accepts every host,
-	// which gives up the protection against DNS rebinding.
+	// addresses, without port (any port goes); "*.example.com", every
+	// name under example.com (a wildcard DNS name in front of the daemon,
+	// as E2B's sandbox hosts want). "*" accepts every host, which gives
+	// up the protection against DNS rebinding.
 	AllowedHosts []string
 	// TrustedOrigins are web origins ("https://ui.example.com") whose pages
 	// may use the API.
@@ -70,9 +73,12 @@ func BrowserGuard(cfg BrowserConfig) (func(http.Handler) http.Handler, error) {
 		g.hosts[normalizeHost(u.Hostname())] = true
 	}
 	for _, h := range cfg.AllowedHosts {
-		if h = strings.TrimSpace(h); h == "*" {
+		switch h = strings.TrimSpace(h); {
+		case h == "*":
 			g.anyHost = true
-		} else if h != "" {
+		case strings.HasPrefix(h, "*."):
+			g.suffixes = append(g.suffixes, "."+normalizeHost(h[2:]))
+		case h != "":
 			g.hosts[normalizeHost(h)] = true
 		}
 	}
@@ -90,7 +96,9 @@ type browserGuard struct {
 	hosts   map[string]bool // normalized names and addresses
 	anyIP   bool            // every IP literal (listening on a wildcard)
 	anyHost bool
-	origins map[string]bool // scheme://host[:port], lower case, default port dropped
+	// suffixes are ".example.com" for each "*.example.com" allowed.
+	suffixes []string
+	origins  map[string]bool // scheme://host[:port], lower case, default port dropped
 }
 
 func (g *browserGuard) wrap(next http.Handler) http.Handler {
@@ -126,7 +134,10 @@ func (g *browserGuard) hostAllowed(hostport string) bool {
 	if a, ok := hostAddr(host); ok {
 		return a.IsLoopback() || g.anyIP || g.hosts[a.String()]
 	}
-	return host == "localhost" || strings.HasSuffix(host, ".localhost") || g.hosts[host]
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") || g.hosts[host] {
+		return true
+	}
+	return slices.ContainsFunc(g.suffixes, func(suffix string) bool { return strings.HasSuffix(host, suffix) })
 }
 
 // pageRefusal says why r, made by a browser for a web page, is refused,

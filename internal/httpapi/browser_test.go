@@ -31,7 +31,7 @@ func TestBrowserGuardHost(t *testing.T) {
 	hostname, _ := os.Hostname()
 	e := browserEnv(t, BrowserConfig{
 		Listen: "127.0.0.1:8080", PublicURL: "https://sandbox.example.com/prefix",
-		AllowedHosts: []string{"Alt.Example.com", "192.0.2.7"},
+		AllowedHosts: []string{"Alt.Example.com", "192.0.2.7", "*.Sandboxes.Example.org."},
 	})
 	wild := browserEnv(t, BrowserConfig{Listen: ":8080"})
 	tests := []struct {
@@ -56,6 +56,12 @@ func TestBrowserGuardHost(t *testing.T) {
 		{e, "127.0.0.1.nip.io:8080", "", http.StatusMisdirectedRequest},
 		{e, "localhost.evil.example.com", "", http.StatusMisdirectedRequest},
 		{e, "192.0.2.8:8080", "", http.StatusMisdirectedRequest},
+		// "*.sandboxes.example.org": every name under it, not itself.
+		{e, "3000-abc123.sandboxes.example.org:8080", "", http.StatusOK},
+		{e, "a.b.SANDBOXES.example.org.", "", http.StatusOK},
+		{e, "sandboxes.example.org", "", http.StatusMisdirectedRequest},
+		{e, "3000-abc123.evilsandboxes.example.org", "", http.StatusMisdirectedRequest},
+		{e, "sandboxes.example.org.evil.example.com", "", http.StatusMisdirectedRequest},
 		{e, "evil.example.com", "/api/v1/sandbox/x/port/80/", http.StatusMisdirectedRequest},
 		{e, "evil.example.com", "/api/v1/templates", http.StatusMisdirectedRequest},
 		// The probes answer whatever the name.
