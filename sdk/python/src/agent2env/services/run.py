@@ -370,7 +370,8 @@ class RunService:
 
         Raises:
             BadRequestError: The task does not load, or an agent, a model or an
-                override is bad; the message names the field.
+                override is bad; the message names the field. So is a ``task_name``
+                to a daemon without a tasks directory (``serve --tasks-dir``).
             NotFoundError: ``task_name`` names no task, or the task's template is unknown.
 
         """
