@@ -91,6 +91,35 @@ def paged(
     return params
 
 
+class Page(Protocol[T_co]):
+    """A list page: its items, and the cursor of the next one (none on the last)."""
+
+    @property
+    def items(self) -> Sequence[T_co]:
+        """The page's items."""
+        ...
+
+    @property
+    def next_cursor(self) -> str | None:
+        """The next page's cursor."""
+        ...
+
+
+def every_page(
+    fetch: Callable[[dict[str, str | int | list[str]]], Op[Page[T]]],
+    params: dict[str, str | int | list[str]],
+) -> Op[list[T]]:
+    """Read every page of a list, each fetched with ``params`` and the cursor before it."""
+    out: list[T] = []
+    page = dict(params)
+    while True:
+        resp = yield from fetch(page)
+        out.extend(resp.items)
+        if not resp.next_cursor:
+            return out
+        page["cursor"] = resp.next_cursor
+
+
 DEFAULT_MAX_RETRIES = 2
 """How often an idempotent request (GET, DELETE) is retried after a connection error or a 503.
 

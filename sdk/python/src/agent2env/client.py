@@ -96,7 +96,8 @@ class Client:
         llm: The LLM proxy's archive: every call sandboxes and runs made to a
             model (agent2env addition).
         llm_keys: The LLM proxy's per-run keys (agent2env addition).
-        runs: Task runs: removing ended ones (agent2env addition).
+        runs: Task runs: task files submitted, followed, waited for and read
+            back, results, output and artifacts (agent2env addition).
 
     Use it as a context manager, or call :meth:`close` when done::
 

@@ -55,6 +55,12 @@ from agent2env.models import (
     ProbeSpec,
     ResourceSpec,
     RollbackResult,
+    Run,
+    RunBatch,
+    RunEvent,
+    RunList,
+    RunStatus,
+    RunSummary,
     Sandbox,
     SandboxOverrides,
     SandboxStatus,
@@ -71,6 +77,8 @@ from agent2env.models import (
     UpdateTemplateRequest,
     Usage,
     VersionListResult,
+    pass_at_k,
+    summarize,
 )
 from agent2env.sessions import FLAVORS
 
@@ -352,3 +360,27 @@ async def aclosing_streams(client: AsyncClient) -> None:
     async with aclosing(client.llm.iter_export()) as xs:
         async for x in xs:
             print(x.id)
+
+
+def task_runs(client: Client, tmp: Path) -> None:
+    batch: RunBatch = client.runs.submit_file(tmp / "task.yaml", agents="codex", repeats=3)
+    runs: list[Run] = client.runs.wait_for_batch(batch.id, timeout=3600)
+    summaries: list[RunSummary] = summarize(runs)
+    page: RunList = client.runs.list_page(status=[RunStatus.FAILED, "hung"], limit=10)
+    with closing(client.runs.iter_events(runs[0].id)) as events:
+        event: RunEvent = next(events)
+    tar: bytes = client.runs.artifacts(runs[0].id)
+    written: list[str] = client.runs.artifacts_to(runs[0].id, tmp)
+    client.runs.submit(task_name="hello", repeats="3")  # type: ignore[arg-type]
+    print(summaries[0].pass_at_1, page.next_cursor, event.seq, len(tar), written)
+
+
+async def async_task_runs(client: AsyncClient) -> None:
+    batch: RunBatch = await client.runs.submit("name: x\n", models=["m1", "m2"])
+    run: Run = await client.runs.wait_for_completion(batch.runs[0].id)
+    async with aclosing(client.runs.iter_events(run.id, after=3)) as events:
+        async for event in events:
+            print(event.type, event.text)
+    async for line in client.runs.iter_logs(run.id):
+        print(line)
+    print(pass_at_k(10, 3, 5), await client.runs.artifact(run.id, "/workspace/out.txt"))

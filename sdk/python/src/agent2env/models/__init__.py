@@ -32,6 +32,19 @@ from .llm import (
     LLMUsage,
 )
 from .prepull import PrepullProgress, PrepullStatus, PrepullTask
+from .run import (
+    Run,
+    RunArtifact,
+    RunBatch,
+    RunEvent,
+    RunEventType,
+    RunList,
+    RunLLMUsage,
+    RunStatus,
+    RunSummary,
+    pass_at_k,
+    summarize,
+)
 from .sandbox import (
     ExecEvent,
     ExecResult,
@@ -133,6 +146,15 @@ __all__ = [
     "ResourceSpec",
     "ResourceStats",
     "RollbackResult",
+    "Run",
+    "RunArtifact",
+    "RunBatch",
+    "RunEvent",
+    "RunEventType",
+    "RunLLMUsage",
+    "RunList",
+    "RunStatus",
+    "RunSummary",
     "Sandbox",
     "SandboxList",
     "SandboxOverrides",
@@ -157,4 +179,6 @@ __all__ = [
     "UpdateTemplateRequest",
     "Usage",
     "VersionListResult",
+    "pass_at_k",
+    "summarize",
 ]

@@ -25,6 +25,7 @@ from .._base import (
     SyncAPIClient,
     call,
     error_from_event,
+    every_page,
     open_sink,
     paged,
     parse_bytes,
@@ -98,17 +99,6 @@ def _exchange_path(exchange_id: str) -> str:
 
 def _list(params: dict[str, str | int | list[str]]) -> Op[LLMExchangeList]:
     return call(Request("GET", "/llm/exchanges", params=params), parse_model(LLMExchangeList))
-
-
-def _list_all(params: dict[str, str | int | list[str]]) -> Op[list[LLMExchange]]:
-    out: list[LLMExchange] = []
-    page = dict(params)
-    while True:
-        resp = yield from _list(page)
-        out.extend(resp.items)
-        if not resp.next_cursor:
-            return out
-        page["cursor"] = resp.next_cursor
 
 
 def _get(exchange_id: str) -> Op[LLMExchangeDetail]:
@@ -230,7 +220,7 @@ class LLMService:
         Oldest first, or newest first with ``order="desc"``.
         """
         params = _filters(sandbox, run, model, conversation, status, since, until)
-        return self._c.run(_list_all(paged(params, page_size, None, order)))
+        return self._c.run(every_page(_list, paged(params, page_size, None, order)))
 
     def get(self, exchange_id: str) -> LLMExchangeDetail:
         """Return an exchange with its four parts; an unknown id raises NotFoundError."""
@@ -353,7 +343,7 @@ class AsyncLLMService:
     ) -> builtins.list[LLMExchange]:
         """Return every exchange the filters select; see :meth:`LLMService.list_all`."""
         params = _filters(sandbox, run, model, conversation, status, since, until)
-        return await self._c.run(_list_all(paged(params, page_size, None, order)))
+        return await self._c.run(every_page(_list, paged(params, page_size, None, order)))
 
     async def get(self, exchange_id: str) -> LLMExchangeDetail:
         """Return an exchange with its four parts."""
