@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -120,11 +121,16 @@ func clip(s string, n int) string {
 	return s[:i] + "…"
 }
 
+// runStatuses are the statuses task ls selects by (api.RunStatus).
+var runStatuses = []string{string(api.RunQueued), string(api.RunRunning), string(api.RunSucceeded), string(api.RunFailed),
+	string(api.RunHung), string(api.RunTimeout), string(api.RunSandboxLost), string(api.RunCancelled)}
+
 func newTaskListCmd(e env, cc *clientConfig) *cobra.Command {
 	var (
-		out   output
-		batch string
-		page  pageFlags
+		out      output
+		batch    string
+		statuses []string
+		page     pageFlags
 	)
 	c := &cobra.Command{
 		Use:     "ls [flags]",
@@ -133,10 +139,24 @@ func newTaskListCmd(e env, cc *clientConfig) *cobra.Command {
 		Example: `  agent2env task ls
   agent2env task ls --newest --limit 20
   agent2env task ls --limit 100 --cursor "$NEXT" -o json
-  agent2env task ls --batch b-0123456789abcdef -o wide`,
+  agent2env task ls --batch b-0123456789abcdef -o wide
+  agent2env task ls --status failed,timeout,hung
+  agent2env task ls -q --status queued,running | xargs -r agent2env task cancel`,
 		Args: noArgs,
+		PreRunE: func(c *cobra.Command, _ []string) error {
+			for _, st := range statuses {
+				if !slices.Contains(runStatuses, st) {
+					return usageErrorf(c, "--status %q: want one or more of %s", st, strings.Join(runStatuses, ", "))
+				}
+			}
+			return nil
+		},
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
-			list, err := cl.Runs().List(ctx, client.ListRunsOptions{Batch: batch, Limit: int(page.limit), Cursor: page.cursor, Order: page.order()})
+			opts := client.ListRunsOptions{Batch: batch, Limit: int(page.limit), Cursor: page.cursor, Order: page.order()}
+			for _, st := range statuses {
+				opts.Statuses = append(opts.Statuses, api.RunStatus(st))
+			}
+			list, err := cl.Runs().List(ctx, opts)
 			if err != nil {
 				return view{}, err
 			}
@@ -144,6 +164,8 @@ func newTaskListCmd(e env, cc *clientConfig) *cobra.Command {
 		}),
 	}
 	c.Flags().StringVar(&batch, "batch", "", "only the runs of this submission")
+	c.Flags().StringSliceVar(&statuses, "status", nil, "only the runs in one of these statuses (comma-separated): "+strings.Join(runStatuses, ", "))
+	c.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(runStatuses, cobra.ShellCompDirectiveNoFileComp))
 	page.register(c, "runs", "next_cursor", false)
 	out.register(c, "table", tableFormats)
 	return c
@@ -288,7 +310,7 @@ func newTaskCancelCmd(e env, cc *clientConfig) *cobra.Command {
 	return &cobra.Command{
 		Use:               "cancel RUN_ID... [flags]",
 		Short:             "cancel task runs; each ends cancelled once its agent is stopped and its artifacts collected",
-		Example:           `  agent2env task ls -q | xargs -r agent2env task cancel`,
+		Example:           `  agent2env task ls -q --status queued,running | xargs -r agent2env task cancel`,
 		Args:              minArgs(1, "need at least one run id"),
 		ValidArgsFunction: cc.complete(e, runIDs, true),
 		RunE: func(c *cobra.Command, args []string) error {

@@ -423,6 +423,7 @@ func TestListNewest(t *testing.T) {
 		{[]string{"task", "ls", "-q"}, "GET /api/v1/runs", ""},
 		{[]string{"task", "ls", "-q", "--newest"}, "GET /api/v1/runs?order=desc", ""},
 		{[]string{"task", "ls", "-q", "--newest", "--batch", "b-1"}, "GET /api/v1/runs?batch=b-1&order=desc", ""},
+		{[]string{"task", "ls", "-q", "--status", "queued,running", "--status", "hung"}, "GET /api/v1/runs?status=queued&status=running&status=hung", ""},
 		{[]string{"sandbox", "ls", "-q"}, "GET /api/v1/sandboxes", ""},
 		{[]string{"sandbox", "ls", "-q", "--newest"}, "GET /api/v1/sandboxes?order=desc", ""},
 		{[]string{"context", "ls", "-q"}, "GET /api/v1/contexts", ""},
@@ -469,6 +470,8 @@ func TestListPages(t *testing.T) {
 	rec.mu.Lock()
 	rec.requests = nil
 	rec.mu.Unlock()
+	checkUsageError(t, rec, []string{"task", "ls", "--status", "running,done"},
+		`--status "done": want one or more of queued, running, succeeded, failed, hung, timeout, sandbox_lost, cancelled`)
 	for _, cmd := range []string{"task", "sandbox", "context", "llm", "snapshot", "template", "session"} {
 		for _, limit := range []string{"0", "-1", "1001", "x"} {
 			args := []string{cmd, "ls", "--limit", limit}
