@@ -362,9 +362,14 @@ type ProcAttachment struct {
 // meanwhile leaves it that long.
 const suspendGrace = 10 * time.Minute
 
+// suspender is an attachment a checkpoint suspends: suspend lets go of
+// its connection, telling the agent it comes back, and reports whether
+// it did.
+type suspender interface{ suspend() bool }
+
 // track adds a to the attachments SuspendAttachments suspends (on), or
 // takes it out.
-func (c *Client) track(a *ProcAttachment, on bool) {
+func (c *Client) track(a suspender, on bool) {
 	c.amu.Lock()
 	defer c.amu.Unlock()
 	if !on {
@@ -372,14 +377,15 @@ func (c *Client) track(a *ProcAttachment, on bool) {
 		return
 	}
 	if c.attached == nil {
-		c.attached = map[*ProcAttachment]bool{}
+		c.attached = map[suspender]bool{}
 	}
 	c.attached[a] = true
 }
 
-// SuspendAttachments lets go of every attachment of c's for a checkpoint
-// of the sandbox, which cannot save a connection that leaves it: each
-// tells the agent it comes back (so that a process that ends with its
+// SuspendAttachments lets go of every attachment of c's, and of every
+// command its Exec runs (which is one), for a checkpoint of the sandbox,
+// which cannot save a connection that leaves it: each tells the agent it
+// comes back (so that a process that ends with its
 // writer does not), ends its end of the connection and, once the agent
 // has sent what it had and closed its end, attaches again from where its
 // output stopped, by c's dialer, which holds the dial back until the
@@ -387,7 +393,7 @@ func (c *Client) track(a *ProcAttachment, on bool) {
 // let go: their connections close once the agent has run.
 func (c *Client) SuspendAttachments() int {
 	c.amu.Lock()
-	all := make([]*ProcAttachment, 0, len(c.attached))
+	all := make([]suspender, 0, len(c.attached))
 	for a := range c.attached {
 		all = append(all, a)
 	}
