@@ -37,6 +37,9 @@ type Client struct {
 	// and the execs' (execStream).
 	amu      sync.Mutex
 	attached map[suspender]bool
+	// held, on amu, is set while a checkpoint holds the attachments
+	// (SuspendAttachments), and closed when it lets them go on.
+	held chan struct{}
 }
 
 // SetExplain gives c the daemon's account of why the agent may be out of

@@ -124,8 +124,10 @@ func (c *Client) execAttached(ctx context.Context, line []byte, withStdin bool, 
 	x := &execStream{c: c, body: pw}
 	x.moved = sync.NewCond(&x.cmu)
 	// Tracked from the start: a checkpoint that comes before the agent
-	// has answered lets go of it too.
-	c.track(x, true)
+	// has answered lets go of it too; one under way is waited for.
+	if err := c.trackWhenFree(ctx, x); err != nil {
+		return ExecResult{}, err
+	}
 	defer c.track(x, false)
 	// Until one is taken, it asks whether the agent takes it before it
 	// sends the body: an older agent answers 404 without reading, which

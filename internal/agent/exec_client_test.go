@@ -72,7 +72,8 @@ func TestExecSuspend(t *testing.T) {
 			waitFor(t, "the output before the suspension", func() bool { return strings.Contains(out.String(), tc.before) })
 			for range tc.suspends {
 				release := hold()
-				if n := c.SuspendAttachments(); n != 1 {
+				n, resume := c.SuspendAttachments()
+				if n != 1 {
 					t.Errorf("SuspendAttachments = %d, want 1", n)
 				}
 				wrote := make(chan error, 1)
@@ -80,6 +81,7 @@ func TestExecSuspend(t *testing.T) {
 					go func() { _, err := io.WriteString(feed, tc.input[1]); wrote <- err }()
 				}
 				time.Sleep(300 * time.Millisecond)
+				resume()
 				release()
 				if len(tc.input) > 1 {
 					if err := <-wrote; err != nil {
@@ -139,12 +141,13 @@ func TestExecSuspendedClientGone(t *testing.T) {
 	}()
 	time.Sleep(300 * time.Millisecond)
 	release := hold()
-	c.SuspendAttachments()
+	_, resume := c.SuspendAttachments()
 	time.Sleep(100 * time.Millisecond)
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("exec = %v, want canceled", err)
 	}
+	resume()
 	release()
 	time.Sleep(1500 * time.Millisecond)
 	if _, err := os.Stat(marker); err == nil {
@@ -192,5 +195,60 @@ func TestExecOlderAgent(t *testing.T) {
 	}
 	if attaches.Load() != 2 || execs.Load() != 2 {
 		t.Errorf("%d requests to /v1/exec/attach, %d to /v1/exec; want 2 and 2", attaches.Load(), execs.Load())
+	}
+}
+
+// TestExecWaitsForCheckpoint: an exec that starts while a checkpoint holds
+// the attachments waits until it lets them go on, though a connection of
+// the pool could carry it (the checkpoint's dialer holds only new ones):
+// it would otherwise hold that connection through the checkpoint, never
+// suspended. It then runs as usual; one whose caller leaves meanwhile
+// fails with its context's error and runs nothing.
+func TestExecWaitsForCheckpoint(t *testing.T) {
+	c, _, hold := gatedAgent(t, time.Minute)
+	ctx := context.Background()
+	for range 2 { // the first, which asks whether the agent takes execs, may leave none in the pool
+		if _, err := c.Exec(ctx, ExecRequest{Shell: "true"}, nil, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // its connection back in the pool
+	release := hold()
+	defer release()
+	_, resume := c.SuspendAttachments()
+	var out testenv.Buffer
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Exec(ctx, ExecRequest{Shell: "echo ran"}, nil, &out, nil)
+		done <- err
+	}()
+	gone, cancel := context.WithCancel(ctx)
+	left := make(chan error, 1)
+	marker := filepath.Join(t.TempDir(), "ran")
+	go func() {
+		_, err := c.Exec(gone, ExecRequest{Shell: "touch " + marker}, nil, nil, nil)
+		left <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("an exec started during the checkpoint ran: %v, output %q", err, out.String())
+	case <-time.After(300 * time.Millisecond):
+	}
+	cancel()
+	if err := <-left; !errors.Is(err, context.Canceled) {
+		t.Errorf("exec whose caller left during the checkpoint = %v, want canceled", err)
+	}
+	resume()
+	release()
+	select {
+	case err := <-done:
+		if err != nil || out.String() != "ran\n" {
+			t.Errorf("exec after the checkpoint = %v, output %q; want ran", err, out.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the exec did not run after the checkpoint")
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command of an exec whose caller left during the checkpoint ran")
 	}
 }

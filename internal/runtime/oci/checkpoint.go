@@ -256,7 +256,9 @@ func (r *Runtime) checkpoint(ctx context.Context, id, dir string, m *meta, pid i
 	// pause.
 	suspended := 0
 	if c := r.cachedClient(id); c != nil {
-		suspended = c.SuspendAttachments()
+		var resume func()
+		suspended, resume = c.SuspendAttachments()
+		defer resume()
 		c.Close()
 	}
 	// A paused sandbox's agent runs for the moment it takes to let the
