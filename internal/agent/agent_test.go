@@ -436,12 +436,10 @@ func (w *stallWriter) Write(p []byte) (int, error) {
 // machine); the grace for descendants holding the pipe is no deadline for
 // output already in it.
 func TestExecOutputAfterExit(t *testing.T) {
-	s := NewServer(ServerConfig{Env: []string{"PATH=" + os.Getenv("PATH")}, Cwd: t.TempDir(), UID: -1, GID: -1})
+	c, _ := startAgent(t)
 	out := &stallWriter{stall: 5 * drainGrace}
-	fw := &frameWriter{w: out, flush: func() error { return nil }}
-	req := &ExecRequest{Shell: "printf first; sleep 0.05; printf second"}
-	res := s.run(context.Background(), req, t.TempDir(), nil, fw)
-	if res.ExitCode != 0 || !strings.Contains(out.buf.String(), "second") {
+	res, err := c.Exec(context.Background(), ExecRequest{Shell: "printf first; sleep 0.05; printf second"}, nil, out, nil)
+	if err != nil || res.ExitCode != 0 || out.buf.String() != "firstsecond" {
 		t.Errorf("exec = %+v with output %q, want first and second", res, out.buf.String())
 	}
 }
@@ -452,22 +450,21 @@ func TestExecOutputAfterExit(t *testing.T) {
 func TestNoCommandBeforeSpareThreads(t *testing.T) {
 	spare := make(chan struct{})
 	s := NewServer(ServerConfig{Env: []string{"PATH=" + os.Getenv("PATH")}, Cwd: t.TempDir(), UID: -1, GID: -1, Spare: spare})
-	done := make(chan ExecResult, 1)
+	done := make(chan error, 1)
 	go func() {
-		var out bytes.Buffer
-		fw := &frameWriter{w: &out, flush: func() error { return nil }}
-		done <- s.run(context.Background(), &ExecRequest{Shell: "true"}, t.TempDir(), nil, fw)
+		_, err := s.procs.start(&ProcRequest{Shell: "true"}, true)
+		done <- err
 	}()
 	select {
-	case res := <-done:
-		t.Fatalf("the command ran before the spare threads were held: %+v", res)
+	case err := <-done:
+		t.Fatalf("the command ran before the spare threads were held (%v)", err)
 	case <-time.After(200 * time.Millisecond):
 	}
 	close(spare)
 	select {
-	case res := <-done:
-		if res.ExitCode != 0 {
-			t.Errorf("exec = %+v, want exit 0", res)
+	case err := <-done:
+		if err != nil {
+			t.Errorf("start: %v", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the command did not run once the spare threads were held")

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,9 +30,16 @@ type Client struct {
 	batches atomic.Int32
 	// explain is what SetExplain was given, or nil.
 	explain atomic.Pointer[func() error]
-	// attached are the attachments a checkpoint suspends.
+	// execsTaken is set once the agent has taken POST /v1/exec/attach:
+	// its agent is not older from then on (a start runs the daemon's).
+	execsTaken atomic.Bool
+	// attached are the attachments a checkpoint suspends: to processes,
+	// and the execs' (execStream).
 	amu      sync.Mutex
-	attached map[*ProcAttachment]bool
+	attached map[suspender]bool
+	// held, on amu, is set while a checkpoint holds the attachments
+	// (SuspendAttachments), and closed when it lets them go on.
+	held chan struct{}
 }
 
 // SetExplain gives c the daemon's account of why the agent may be out of
@@ -231,59 +237,6 @@ func (c *Client) Usage(ctx context.Context, diskDirs ...string) (Usage, error) {
 	var u Usage
 	err := c.getJSON(ctx, http.MethodGet, "/v1/usage", url.Values{"disk": diskDirs}, &u)
 	return u, err
-}
-
-// Exec runs req, copying its output to stdout and stderr (either may be
-// nil to discard) as it is produced. stdin is used when req.Stdin is set.
-// A command that runs and fails is not an error: see ExecResult.
-func (c *Client) Exec(ctx context.Context, req ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
-	return c.ExecAccepted(ctx, req, nil, stdin, stdout, stderr)
-}
-
-// ExecAccepted is Exec calling accepted, when it is not nil, once the
-// agent has accepted the command (its working directory checked), before
-// any of its output. An error returned before that is the agent's refusal:
-// nothing ran.
-func (c *Client) ExecAccepted(ctx context.Context, req ExecRequest, accepted func(), stdin io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
-	if err := req.Validate(); err != nil {
-		return ExecResult{}, errdefs.Invalid("exec: %v", err)
-	}
-	line, err := json.Marshal(req)
-	if err != nil {
-		return ExecResult{}, fmt.Errorf("encode exec request: %w", err)
-	}
-	var body io.Reader = bytes.NewReader(append(line, '\n'))
-	if req.Stdin && stdin != nil {
-		body = io.MultiReader(body, stdin)
-	}
-	resp, err := c.do(ctx, http.MethodPost, "/v1/exec", nil, body)
-	if err != nil {
-		return ExecResult{}, err
-	}
-	defer resp.Body.Close()
-	if accepted != nil {
-		accepted()
-	}
-	var res ExecResult
-	err = c.readFrames(ctx, resp.Body, "exec", func(kind byte, p []byte) (bool, error) {
-		var err error
-		switch kind {
-		case frameStdout:
-			err = write(stdout, p)
-		case frameStderr:
-			err = write(stderr, p)
-		case frameResult:
-			if err := json.Unmarshal(p, &res); err != nil {
-				return true, fmt.Errorf("decode exec result: %w", err)
-			}
-			return true, nil
-		}
-		if err != nil {
-			return true, fmt.Errorf("copy exec output: %w", err)
-		}
-		return false, nil
-	})
-	return res, err
 }
 
 func write(w io.Writer, p []byte) error {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,61 +30,133 @@ const drainGrace = 100 * time.Millisecond
 // maxExecHeader bounds the JSON line that opens an exec request.
 const maxExecHeader = 1 << 20
 
-// handleExec runs one command and streams its output as frames.
+// handleExec starts the sandbox's main process (ExecRequest.Main) and
+// answers its ExecResult in a result frame. Every other command runs
+// through handleExecAttach.
 func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
-	body := bufio.NewReaderSize(r.Body, 64<<10)
-	line, err := readLine(body, maxExecHeader)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Errorf("read exec request: %w", err))
+	req, _, ok := readExecRequest(w, r)
+	if !ok {
 		return
 	}
-	var req ExecRequest
-	if err := json.Unmarshal(line, &req); err != nil {
-		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Errorf("decode exec request: %w", err))
+	if !req.Main {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", errors.New("a command other than the main process runs through POST /v1/exec/attach"))
 		return
 	}
-	if err := req.Validate(); err != nil {
-		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", err)
-		return
-	}
-	cwd := req.Cwd
-	if cwd == "" {
-		cwd = s.cwd
-	}
+	cwd := cmp.Or(req.Cwd, s.cwd)
 	if err := s.checkDir(cwd); err != nil {
 		writeError(w, http.StatusBadRequest, "INVALID_CWD", err)
 		return
 	}
-	// Stdin is read while output is written: both directions at once.
-	if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
-		writeError(w, http.StatusInternalServerError, "INTERNAL", err)
-		return
-	}
-	// With full duplex, a body left unread (stdin the command never read)
-	// must be closed before the handler returns, or the server panics on
-	// the connection (golang/go#68560).
-	defer r.Body.Close()
+	res := s.startMain(req, cwd)
 	w.Header().Set("Content-Type", "application/x-agent2env-frames")
 	w.WriteHeader(http.StatusOK)
-	// The status goes out now, before any output: it tells the client
-	// that the command was accepted, so a surface may start its stream.
 	fw := &frameWriter{w: w, flush: http.NewResponseController(w).Flush}
-	_ = fw.flush()
-	var stdin io.Reader
-	if req.Stdin {
-		stdin = body
-	}
-	res := s.run(r.Context(), &req, cwd, stdin, fw)
-	// A command that could not start, or that the kernel killed, says
-	// why where its user looks first.
-	if why := res.Error; why != "" || res.OOMKilled {
-		if res.OOMKilled {
-			why = "the command was killed by the out-of-memory killer: the sandbox reached its memory limit"
-		}
-		_ = fw.frame(frameStderr, []byte("agent2env: "+why+"\n"))
+	if res.Error != "" {
+		_ = fw.frame(frameStderr, []byte("agent2env: "+res.Error+"\n"))
 	}
 	b, _ := json.Marshal(res)
 	_ = fw.frame(frameResult, b)
+}
+
+// handleExecAttach runs one command as a detached process of its own
+// (an exec's: see detachedProc.exec) and attaches the request to it as
+// its writer, with flow control: the body is the ExecRequest's JSON line,
+// then the frames of an attachment's input (stdin, its end, a
+// suspension); the response is a frameStarted with the process's id,
+// then its output stream (streamOutput) to its ProcInfo. A command that
+// cannot start answers, instead, why on stderr and its ExecResult. The
+// end of the body ends the exchange: after the ProcInfo, as the client
+// does once it has it; before, the command is killed, unless a
+// frameSuspend came first (a checkpoint's: the client attaches again
+// from where its output stopped, GET /v1/procs/{id}/attach).
+func (s *Server) handleExecAttach(w http.ResponseWriter, r *http.Request) {
+	// Input is read while output is written: both directions at once.
+	rc := http.NewResponseController(w)
+	if err := rc.EnableFullDuplex(); err != nil {
+		writeError(w, http.StatusInternalServerError, "INTERNAL", err)
+		return
+	}
+	// With full duplex, a body left unread must be closed before the
+	// handler returns, or the server panics reading its end while it
+	// parses the next request on the connection (golang/go#68560). The
+	// close waits for the client to end the body, which it does once it
+	// has read the answer: an error answer, which goes once the handler
+	// has returned, ends the connection instead.
+	w.Header().Set("Connection", "close")
+	answered := false
+	defer func() {
+		if answered {
+			r.Body.Close()
+		}
+	}()
+	req, body, ok := readExecRequest(w, r)
+	if !ok {
+		return
+	}
+	if req.Main {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", errors.New("a main process starts through POST /v1/exec"))
+		return
+	}
+	p, err := s.procs.start(&ProcRequest{Command: req.Command, Shell: req.Shell, Env: req.Env, Cwd: req.Cwd,
+		Stdin: req.Stdin, Timeout: req.Timeout, OutputLimit: execOutputRing,
+		FlowControl: true, AwaitWriter: true, EndWithWriter: true}, true)
+	var failed *startFailed
+	if err != nil && !errors.As(err, &failed) {
+		writeProcError(w, err)
+		return
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	a := &attachment{cancel: cancel}
+	if failed == nil {
+		if err := p.claimWriter(a, false); err != nil {
+			s.procs.remove(p)
+			writeProcError(w, err)
+			return
+		}
+	}
+	w.Header().Del("Connection")
+	w.Header().Set("Content-Type", "application/x-agent2env-frames")
+	w.WriteHeader(http.StatusOK)
+	answered = true
+	fw := &frameWriter{w: w, flush: rc.Flush}
+	if failed != nil {
+		// A command that could not start says why where its user looks
+		// first.
+		_ = fw.frame(frameStderr, []byte("agent2env: "+failed.res.Error+"\n"))
+		b, _ := json.Marshal(failed.res)
+		_ = fw.frame(frameResult, b)
+		return
+	}
+	started, _ := json.Marshal(ProcInfo{ID: p.id, Pid: p.pid, Started: p.started, Running: true})
+	_ = fw.frame(frameStarted, started) // a failure ends the output too
+	s.serveAttachment(ctx, p, a, true, 0, body, fw, nil)
+}
+
+// execOutputRing is the ring of an exec's process: with flow control, it
+// bounds only what the agent holds for a client that reads slowly.
+const execOutputRing = 256 << 10
+
+// readExecRequest reads and checks the ExecRequest that opens the body
+// of r; it answers the error and returns false when it is not one to
+// run. body reads the rest.
+func readExecRequest(w http.ResponseWriter, r *http.Request) (req *ExecRequest, body *bufio.Reader, ok bool) {
+	body = bufio.NewReaderSize(r.Body, 64<<10)
+	line, err := readLine(body, maxExecHeader)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Errorf("read exec request: %w", err))
+		return nil, nil, false
+	}
+	req = new(ExecRequest)
+	if err := json.Unmarshal(line, req); err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Errorf("decode exec request: %w", err))
+		return nil, nil, false
+	}
+	if err := req.Validate(); err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", err)
+		return nil, nil, false
+	}
+	return req, body, true
 }
 
 // cwdError is a working directory that cannot be used.
@@ -127,8 +200,9 @@ func startFailure(name string, err error) ExecResult {
 	return ExecResult{ExitCode: 126, Error: fmt.Sprintf("start %s: %v", name, err)}
 }
 
-// run starts the command, pumps its output into fw and waits for it.
-func (s *Server) run(ctx context.Context, req *ExecRequest, cwd string, stdin io.Reader, fw *frameWriter) ExecResult {
+// startMain starts the sandbox's main process with the agent's own stdout
+// and stderr (the console log) and records how it ends.
+func (s *Server) startMain(req *ExecRequest, cwd string) ExecResult {
 	argv := req.Command
 	if req.Shell != "" {
 		argv = []string{"/bin/sh", "-c", req.Shell}
@@ -138,113 +212,6 @@ func (s *Server) run(ctx context.Context, req *ExecRequest, cwd string, stdin io
 	if err != nil {
 		return ExecResult{ExitCode: 127, Error: err.Error()}
 	}
-	if req.Main {
-		return s.startMain(path, argv, env, cwd)
-	}
-
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return ExecResult{ExitCode: 126, Error: fmt.Sprintf("create pipe: %v", err)}
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return ExecResult{ExitCode: 126, Error: fmt.Sprintf("create pipe: %v", err)}
-	}
-	var inR, inW *os.File
-	if stdin != nil {
-		if inR, inW, err = os.Pipe(); err != nil {
-			outR.Close()
-			outW.Close()
-			errR.Close()
-			errW.Close()
-			return ExecResult{ExitCode: 126, Error: fmt.Sprintf("create pipe: %v", err)}
-		}
-	} else if inR, err = os.Open(os.DevNull); err != nil {
-		return ExecResult{ExitCode: 126, Error: fmt.Sprintf("open %s: %v", os.DevNull, err)}
-	}
-
-	attr := &syscall.ProcAttr{
-		Dir:   cwd,
-		Env:   env,
-		Files: []uintptr{inR.Fd(), outW.Fd(), errW.Fd()},
-		Sys:   s.procAttr(),
-	}
-	start := time.Now()
-	since, oomBefore := nowTicks(), oomKills()
-	r := s.activity.begin(since)
-	defer s.activity.end(r)
-	pid, waitc, err := s.startUser(path, argv, attr)
-	inR.Close()
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
-		if inW != nil {
-			inW.Close()
-		}
-		return startFailure(argv[0], err)
-	}
-	s.track(1)
-	defer s.track(-1)
-
-	if inW != nil {
-		go func() {
-			_, _ = io.Copy(inW, stdin)
-			inW.Close()
-		}()
-	}
-	var pumps sync.WaitGroup
-	var read [2]atomic.Int64 // what each pump has taken from its pipe
-	pumps.Add(2)
-	go pumpFile(&pumps, outR, &read[0], func(p []byte) { _ = fw.frame(frameStdout, p) })
-	go pumpFile(&pumps, errR, &read[1], func(p []byte) { _ = fw.frame(frameStderr, p) })
-
-	var timeout <-chan time.Time
-	if req.Timeout > 0 {
-		t := time.NewTimer(req.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	var res ExecResult
-	var ws syscall.WaitStatus
-	killed := false
-	select {
-	case ws = <-waitc:
-	case <-timeout:
-		res.TimedOut = true
-		killed = true
-	case <-ctx.Done():
-		killed = true
-	}
-	// After a timeout or cancellation nothing the command started may
-	// survive: not its background jobs, nor what left its group.
-	if killed || ctx.Err() != nil {
-		procScope{root: pid, group: pid, since: since, adopted: s.adoptedBy(r)}.kill()
-	}
-	if killed {
-		ws = <-waitc
-	}
-	res.Duration = time.Since(start)
-	awaitOutput(&pumps, []*os.File{outR, errR}, read[:])
-	switch {
-	case ws.Exited():
-		res.ExitCode = ws.ExitStatus()
-	case ws.Signaled():
-		res.Signal = unixSignalName(ws.Signal())
-		res.ExitCode = 128 + int(ws.Signal())
-	}
-	if !killed && oomKilled(ws, oomBefore) {
-		res.OOMKilled, res.Reason = true, ReasonOutOfMemory
-	}
-	return res
-}
-
-// startMain starts the sandbox's main process with the agent's own stdout
-// and stderr (the console log) and records how it ends.
-func (s *Server) startMain(path string, argv, env []string, cwd string) ExecResult {
 	// Checking the slot and taking it are one step: two starts at once
 	// must not both find it free.
 	s.mu.Lock()

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -197,14 +196,12 @@ func TestCommandOOMScore(t *testing.T) {
 				}
 			})
 			for range 20 {
-				var out bytes.Buffer
-				fw := &frameWriter{w: &out, flush: func() error { return nil }}
-				res := s.run(ctx, &ExecRequest{Command: []string{"cat", "/proc/self/oom_score_adj"}}, "/", nil, fw)
-				if res.ExitCode != 0 {
-					t.Fatalf("exec: %+v", res)
+				code, out := catOOMScore(t, s, "/")
+				if code != 0 {
+					t.Fatalf("exec: exit %d, output %q", code, out)
 				}
-				if !strings.Contains(out.String(), strconv.Itoa(userOOMScore)) {
-					t.Fatalf("the command's output %q has no oom_score_adj %d", out.String(), userOOMScore)
+				if !strings.Contains(out, strconv.Itoa(userOOMScore)) {
+					t.Fatalf("the command's output %q has no oom_score_adj %d", out, userOOMScore)
 				}
 			}
 			cancel()
@@ -309,22 +306,50 @@ func TestOOMExecFallback(t *testing.T) {
 				o = &oomExec{path: tc.path}
 				s.oomExec = func() *oomExec { return o }
 			}
-			var out bytes.Buffer
-			fw := &frameWriter{w: &out, flush: func() error { return nil }}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			res := s.run(ctx, &ExecRequest{Command: []string{"cat", "/proc/self/oom_score_adj"}}, tc.cwd, nil, fw)
-			if res.ExitCode != tc.wantExit {
-				t.Fatalf("exec: %+v, want exit %d", res, tc.wantExit)
+			code, out := catOOMScore(t, s, tc.cwd)
+			if code != tc.wantExit {
+				t.Fatalf("exec: exit %d (%q), want exit %d", code, out, tc.wantExit)
 			}
-			if tc.wantExit == 0 && !strings.Contains(out.String(), strconv.Itoa(userOOMScore)) {
-				t.Errorf("the command's output %q has no oom_score_adj %d", out.String(), userOOMScore)
+			if tc.wantExit == 0 && !strings.Contains(out, strconv.Itoa(userOOMScore)) {
+				t.Errorf("the command's output %q has no oom_score_adj %d", out, userOOMScore)
 			}
 			if got := o.off.Load(); got != tc.wantOff {
 				t.Errorf("trampoline off = %v, want %v", got, tc.wantOff)
 			}
 		})
 	}
+}
+
+// catOOMScore starts cat /proc/self/oom_score_adj in cwd as s starts
+// every command (startUser), and returns its exit code (startFailure's
+// when it cannot start; no directory is checked first) and output.
+func catOOMScore(t *testing.T, s *Server, cwd string) (int, string) {
+	t.Helper()
+	path, err := lookPath("cat", s.env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	attr := &syscall.ProcAttr{Dir: cwd, Env: s.env, Files: []uintptr{devnull.Fd(), w.Fd(), w.Fd()}, Sys: s.procAttr()}
+	_, waitc, err := s.startUser(path, []string{"cat", "/proc/self/oom_score_adj"}, attr)
+	w.Close()
+	if err != nil {
+		return startFailure("cat", err).ExitCode, err.Error()
+	}
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return (<-waitc).ExitStatus(), string(out)
 }
 
 func readFile(t *testing.T, name string) string {

@@ -50,8 +50,13 @@ type detachedProc struct {
 	// endWithWriter: the end of a writer's attachment ends it
 	// (EndWithWriter).
 	endWithWriter bool
-	pid           int
-	started       time.Time
+	// exec: an exec's (POST /v1/exec/attach), which its client alone
+	// knows: it is not listed, its result does not repeat its command,
+	// and its end (its timeout's, its client's) kills it at once, as a
+	// command's always did.
+	exec    bool
+	pid     int
+	started time.Time
 	// since is when it started in process start-time ticks, and run its
 	// time in the agent's activity, for procScope.
 	since   uint64
@@ -64,6 +69,11 @@ type detachedProc struct {
 	// exited is closed once its status is recorded, done once its output
 	// has ended too.
 	exited, done chan struct{}
+
+	// killing is held while end kills what it started: its time in the
+	// agent's activity lasts until then, or what others started would
+	// look like what it left (procScope's adopted).
+	killing sync.Mutex
 
 	// inMu serializes writes to stdin.
 	inMu      sync.Mutex
@@ -85,9 +95,21 @@ func newProcs(srv *Server) *procs {
 	return &procs{srv: srv, m: make(map[string]*detachedProc)}
 }
 
-// start starts the process req describes. The registry's lock is held
-// throughout, so that a tag is taken by one start only.
-func (ps *procs) start(req *ProcRequest) (*detachedProc, error) {
+// startFailed is the error of a command that could not start: res is
+// the result an exec answers for it (exit code 127 or 126, and why).
+type startFailed struct {
+	res   ExecResult
+	class error
+}
+
+func (e *startFailed) Error() string { return e.res.Error }
+
+func (e *startFailed) Unwrap() error { return e.class }
+
+// start starts the process req describes, an exec's when exec is set.
+// The registry's lock is held throughout, so that a tag is taken by one
+// start only. A command that cannot start is a startFailed.
+func (ps *procs) start(req *ProcRequest, exec bool) (*detachedProc, error) {
 	s := ps.srv
 	cwd := cmp.Or(req.Cwd, s.cwd)
 	if err := s.checkDir(cwd); err != nil {
@@ -111,7 +133,7 @@ func (ps *procs) start(req *ProcRequest) (*detachedProc, error) {
 	}
 	path, err := lookPath(argv[0], env)
 	if err != nil {
-		return nil, errdefs.WithCode(errdefs.Invalid("%v", err), "COMMAND_NOT_FOUND")
+		return nil, errdefs.WithCode(&startFailed{ExecResult{ExitCode: 127, Error: err.Error()}, errdefs.ErrInvalidArgument}, "COMMAND_NOT_FOUND")
 	}
 
 	ps.mu.Lock()
@@ -148,16 +170,16 @@ func (ps *procs) start(req *ProcRequest) (*detachedProc, error) {
 		pio.closeAll()
 		res := startFailure(argv[0], err)
 		if res.Reason == ReasonPidsExhausted {
-			return nil, errdefs.WithCode(fmt.Errorf("%s: %w", res.Error, errdefs.ErrResourceExhausted), "PIDS_EXHAUSTED")
+			return nil, errdefs.WithCode(&startFailed{res, errdefs.ErrResourceExhausted}, "PIDS_EXHAUSTED")
 		}
-		return nil, errdefs.WithCode(errdefs.Invalid("%s", res.Error), "START_FAILED")
+		return nil, errdefs.WithCode(&startFailed{res, errdefs.ErrInvalidArgument}, "START_FAILED")
 	}
 	s.track(1)
 	ps.seq++
 	p := &detachedProc{
 		id: procIDPrefix + strconv.Itoa(ps.seq), tag: req.Tag, seq: ps.seq, argv: argv, tty: req.TTY, flow: req.FlowControl,
-		endWithWriter: req.EndWithWriter,
-		pid:           pid, started: time.Now(), since: since, run: r, adopted: s.adoptedBy(r),
+		endWithWriter: req.EndWithWriter, exec: exec,
+		pid: pid, started: time.Now(), since: since, run: r, adopted: s.adoptedBy(r),
 		out: newRing(cmp.Or(req.OutputLimit, DefaultProcOutput)), log: s.log,
 		stdin: pio.stdin, master: pio.master,
 		exited: make(chan struct{}), done: make(chan struct{}),
@@ -226,7 +248,9 @@ func (ps *procs) supervise(p *detachedProc, waitc <-chan syscall.WaitStatus, tim
 		p.stdin.Close() // ends a write in progress
 	}
 	p.out.close()
+	p.killing.Lock()
 	ps.srv.activity.end(p.run)
+	p.killing.Unlock()
 	close(p.done)
 	ps.srv.log.Debug("process ended", "id", p.id, "pid", p.pid, "exit_code", p.exitCode, "signal", p.signal)
 	ps.forgetOldest()
@@ -285,16 +309,18 @@ func (ps *procs) list() []ProcInfo {
 	}
 	ps.mu.Unlock()
 	slices.SortFunc(all, func(a, b *detachedProc) int { return a.seq - b.seq })
-	out := make([]ProcInfo, len(all))
-	for i, p := range all {
-		out[i] = p.info()
+	out := make([]ProcInfo, 0, len(all))
+	for _, p := range all {
+		if !p.exec {
+			out = append(out, p.info())
+		}
 	}
 	return out
 }
 
 // remove ends p, if it runs, waits for its output to end and forgets it.
 func (ps *procs) remove(p *detachedProc) ProcInfo {
-	p.end(procKillGrace)
+	p.end(p.killGrace())
 	<-p.done
 	ps.mu.Lock()
 	delete(ps.m, p.id)
@@ -352,7 +378,9 @@ func (p *detachedProc) end(grace time.Duration) {
 		}
 		t.Stop()
 	}
+	p.killing.Lock()
 	sc.kill()
+	p.killing.Unlock()
 	<-p.exited
 }
 
@@ -361,7 +389,16 @@ func (p *detachedProc) timeOut() {
 	p.mu.Lock()
 	p.timedOut = p.ended.IsZero()
 	p.mu.Unlock()
-	p.end(procKillGrace)
+	p.end(p.killGrace())
+}
+
+// killGrace is the grace end gives p when DELETE, its timeout or the end
+// of its writer ends it: none for an exec's.
+func (p *detachedProc) killGrace() time.Duration {
+	if p.exec {
+		return 0
+	}
+	return procKillGrace
 }
 
 func (p *detachedProc) hasEnded() bool {
@@ -379,10 +416,13 @@ func (p *detachedProc) info() ProcInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	info := ProcInfo{
-		ID: p.id, Tag: p.tag, Pid: p.pid, Command: p.argv, TTY: p.tty, Rows: p.rows, Cols: p.cols,
+		ID: p.id, Tag: p.tag, Pid: p.pid, TTY: p.tty, Rows: p.rows, Cols: p.cols,
 		Started: p.started, Running: p.ended.IsZero(), Ended: p.ended,
 		ExitCode: p.exitCode, Signal: p.signal, Reason: p.reason, TimedOut: p.timedOut,
 		OutputStart: start, Output: end, Writer: p.writer != nil,
+	}
+	if !p.exec {
+		info.Command = p.argv
 	}
 	return info
 }

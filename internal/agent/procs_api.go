@@ -31,7 +31,7 @@ func (s *Server) handleProcStart(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", fmt.Errorf("follow: %w", err))
 		return
 	}
-	p, err := s.procs.start(&req)
+	p, err := s.procs.start(&req, false)
 	if err != nil {
 		writeProcError(w, err)
 		return

@@ -183,20 +183,51 @@ func (s *Server) handleProcAttach(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	a := &attachment{cancel: cancel}
-	var holder *attachment // the writer of a process with flow control
-	release := func() {}
-	ended := false // the writer's attachment ended, not taken over
 	if !readOnly {
 		if err := p.claimWriter(a, takeover); err != nil {
 			writeProcError(w, err)
 			return
 		}
+	}
+	conn, err := switchProtocols(w, procProtocol)
+	if err != nil {
+		p.releaseWriter(a)
+		return
+	}
+	defer conn.Close()
+	fw := &frameWriter{w: conn, flush: func() error { return nil }}
+	s.serveAttachment(ctx, p, a, !readOnly, since, conn, fw, func() { conn.Close() })
+}
+
+// serveAttachment serves attachment a to p, its writer's when writer is
+// set (a has claimed the place): p's output from offset since goes
+// through fw, to its end and its ProcInfo, while a's frames come from
+// in (applied when a is the writer) until in ends, which ctx's cancel,
+// a's, is told. Once the output has ended, hangUp, when not nil, ends the
+// exchange (an upgraded connection, which the client's end of input
+// need not wait for; an exec's request ends when its client ends its
+// body). The writer of a process with flow control holds its output
+// from since. When the writer's attachment ends, not taken over, a
+// process that ends with its writer ends, unless the attachment was
+// suspended (frameSuspend: a checkpoint's, whose client attaches again):
+// it then keeps the output held where the writer left it, and waits
+// suspendGrace for a writer.
+func (s *Server) serveAttachment(ctx context.Context, p *detachedProc, a *attachment, writer bool, since int64, in io.Reader, fw *frameWriter, hangUp func()) {
+	var holder *attachment // the writer of a process with flow control
+	release := func() {}
+	ended := false // the writer's attachment ended, not taken over
+	if writer {
 		if p.flow {
 			holder = a
 			p.out.hold(a, since)
 		}
 		release = sync.OnceFunc(func() {
-			if holder != nil {
+			switch {
+			case holder == nil:
+			case a.suspended.Load() && p.endWithWriter:
+				// What the client has not received waits for it.
+				p.out.pass(a, p)
+			default:
 				p.out.release(a)
 			}
 			ended = p.isWriter(a)
@@ -204,26 +235,22 @@ func (s *Server) handleProcAttach(w http.ResponseWriter, r *http.Request) {
 		})
 		defer release()
 	}
-	conn, err := switchProtocols(w, procProtocol)
-	if err != nil {
-		return
-	}
-	defer conn.Close()
 	input := make(chan struct{})
 	go func() {
 		defer close(input)
-		p.readInput(ctx, a, conn)
-		cancel(errClientGone)
+		p.readInput(ctx, a, in)
+		a.cancel(errClientGone)
 	}()
-	fw := &frameWriter{w: conn, flush: func() error { return nil }}
 	if err := p.streamOutput(ctx, since, true, fw, holder); errors.Is(err, ErrTakenOver) {
 		_ = fw.frame(frameTakenOver, []byte(ErrTakenOver.Error()))
 	}
-	// The writer's place is free before the connection ends: a client
+	// The writer's place is free before the exchange ends: a client
 	// that saw it end (ProcAttachment.Close waits for that) may attach
 	// as the writer again at once.
 	release()
-	conn.Close()
+	if hangUp != nil {
+		hangUp()
+	}
 	<-input
 	switch {
 	case !ended || !p.endWithWriter:

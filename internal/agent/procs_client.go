@@ -237,8 +237,11 @@ func (c *Client) AttachProc(ctx context.Context, id string, opts AttachOptions) 
 	} else {
 		pw.Close()
 	}
-	c.track(a, true)
+	held := c.track(a, true)
 	go a.receive(pw, emit)
+	if held {
+		a.suspend()
+	}
 	return a, nil
 }
 
@@ -362,43 +365,91 @@ type ProcAttachment struct {
 // meanwhile leaves it that long.
 const suspendGrace = 10 * time.Minute
 
+// suspender is an attachment a checkpoint suspends: suspend lets go of
+// its connection, telling the agent it comes back, and reports whether
+// it did.
+type suspender interface{ suspend() bool }
+
 // track adds a to the attachments SuspendAttachments suspends (on), or
-// takes it out.
-func (c *Client) track(a *ProcAttachment, on bool) {
+// takes it out. It reports whether a checkpoint holds c's attachments
+// now: a, which the checkpoint did not let go of, is for its caller to
+// suspend.
+func (c *Client) track(a suspender, on bool) (held bool) {
 	c.amu.Lock()
 	defer c.amu.Unlock()
 	if !on {
 		delete(c.attached, a)
-		return
+		return false
 	}
+	c.addLocked(a)
+	return c.held != nil
+}
+
+// addLocked adds a to c's attachments; the caller holds c.amu.
+func (c *Client) addLocked(a suspender) {
 	if c.attached == nil {
-		c.attached = map[*ProcAttachment]bool{}
+		c.attached = map[suspender]bool{}
 	}
 	c.attached[a] = true
 }
 
-// SuspendAttachments lets go of every attachment of c's for a checkpoint
-// of the sandbox, which cannot save a connection that leaves it: each
-// tells the agent it comes back (so that a process that ends with its
+// trackWhenFree adds a to the attachments SuspendAttachments suspends,
+// once no checkpoint holds them: an exchange that has not started yet
+// waits, rather than start on a connection of the pool (which the
+// checkpoint's dialer does not hold back) after the checkpoint has let go
+// of the attachments it knew. It fails only when ctx ends.
+func (c *Client) trackWhenFree(ctx context.Context, a suspender) error {
+	for {
+		c.amu.Lock()
+		held := c.held
+		if held == nil {
+			c.addLocked(a)
+			c.amu.Unlock()
+			return nil
+		}
+		c.amu.Unlock()
+		select {
+		case <-held:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// SuspendAttachments lets go of every attachment of c's, and of every
+// command its Exec runs (which is one), for a checkpoint of the sandbox,
+// which cannot save a connection that leaves it: each tells the agent it
+// comes back (so that a process that ends with its
 // writer does not), ends its end of the connection and, once the agent
 // has sent what it had and closed its end, attaches again from where its
 // output stopped, by c's dialer, which holds the dial back until the
-// checkpoint is done. Meanwhile its input waits. It returns how many it
-// let go: their connections close once the agent has run.
-func (c *Client) SuspendAttachments() int {
+// checkpoint is done. Meanwhile its input waits. Until resume is called,
+// an exec that starts waits for it, and an attachment made meanwhile
+// (whose dial was let through before the checkpoint held it) is
+// suspended as it is made. It returns how many it let go: their
+// connections close once the agent has run.
+func (c *Client) SuspendAttachments() (n int, resume func()) {
+	held := make(chan struct{})
 	c.amu.Lock()
-	all := make([]*ProcAttachment, 0, len(c.attached))
+	c.held = held
+	all := make([]suspender, 0, len(c.attached))
 	for a := range c.attached {
 		all = append(all, a)
 	}
 	c.amu.Unlock()
-	n := 0
 	for _, a := range all {
 		if a.suspend() {
 			n++
 		}
 	}
-	return n
+	return n, sync.OnceFunc(func() {
+		c.amu.Lock()
+		if c.held == held {
+			c.held = nil
+		}
+		c.amu.Unlock()
+		close(held)
+	})
 }
 
 // suspend sends the suspension and ends a's side of its connection; its

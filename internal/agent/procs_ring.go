@@ -77,6 +77,16 @@ func (r *ring) advance(h any, at int64) {
 	}
 }
 
+// pass makes to the holder in h's place, where h has read to, if h still
+// holds.
+func (r *ring) pass(h, to any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.holder == h && h != nil {
+		r.holder = to
+	}
+}
+
 // release ends h's hold, if it still holds; release(nil) ends any hold,
 // and refuses holders from then on (the process is being ended: its
 // output waits for no one).

@@ -979,7 +979,7 @@ func TestProcSuspend(t *testing.T) {
 			waitFor(t, "the first ticks", seen("tick 3\n"))
 
 			release := hold()
-			c.SuspendAttachments()
+			_, resume := c.SuspendAttachments()
 			waitFor(t, "the agent to let go of the writer", func() bool {
 				p, err := free.Proc(ctx, info.ID)
 				return err == nil && !p.Writer
@@ -989,6 +989,7 @@ func TestProcSuspend(t *testing.T) {
 				go func() { _, err := writer.Write([]byte("hello\n")); typed <- err }()
 			}
 			time.Sleep(tc.held)
+			resume()
 			release()
 			if !tc.survives {
 				if _, err := att.Wait(); err == nil {
@@ -1049,7 +1050,8 @@ func TestProcSuspendStuckWrite(t *testing.T) {
 	release := hold()
 	defer release()
 	start := time.Now()
-	c.SuspendAttachments()
+	_, resume := c.SuspendAttachments()
+	defer resume()
 	if took := time.Since(start); took > suspendWait+time.Second {
 		t.Errorf("the suspension waited %v for a stuck write", took)
 	}

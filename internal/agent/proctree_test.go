@@ -231,7 +231,7 @@ func TestExecEndKillsOrphans(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	if len(tagged(t, detached)) != 1 || len(tagged(t, other)) != 1 {
-		t.Error("a timeout killed what another command detached")
+		t.Errorf("a timeout killed what another command detached: %d %d", len(tagged(t, detached)), len(tagged(t, other)))
 	}
 }
 

@@ -8,12 +8,17 @@
 // and TLS (kubernetes). The socket never appears inside the sandbox, so user
 // code can neither reach nor impersonate the agent.
 //
-// Exec is one full-duplex request: the request body is a JSON line with the
-// ExecRequest followed by the raw stdin bytes; the response body is a
-// sequence of frames (kind byte, 4-byte big-endian length, payload) carrying
-// stdout, stderr and finally the ExecResult. A timeout or cancellation ends
-// everything the command started: its tree, the groups and sessions it
-// made, the orphans only it can have made (proctree.go).
+// Exec is one full-duplex request (POST /v1/exec/attach): the request body
+// is a JSON line with the ExecRequest followed by input frames (kind byte,
+// 4-byte big-endian length, payload: stdin, its end, a suspension); the
+// response body is frames too, the id of the detached process (below) that
+// runs the command, its stdout and stderr with their offsets, and how it
+// ended. The exec is that process's writer attachment, so a checkpoint
+// suspends it and it attaches again from its offset (exec_client.go). A
+// timeout or the client's going ends everything the command started: its
+// tree, the groups and sessions it made, the orphans only it can have made
+// (proctree.go). POST /v1/exec starts the sandbox's main process (an older
+// agent ran every command there, the raw stdin after the line).
 //
 // Besides exec the agent serves files (a batch upload, /v1/files/batch,
 // puts several in place together or none of them: batch.go), watches of

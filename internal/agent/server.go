@@ -135,6 +135,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/info", s.handleInfo)
 	mux.HandleFunc("GET /v1/usage", s.handleUsage)
 	mux.HandleFunc("POST /v1/exec", s.handleExec)
+	mux.HandleFunc("POST /v1/exec/attach", s.handleExecAttach)
 	mux.HandleFunc("GET /v1/files", s.handleDownload)
 	mux.HandleFunc("PUT /v1/files", s.handleUpload)
 	mux.HandleFunc("POST /v1/files/batch", s.handleUploadBatch)

@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -422,4 +425,180 @@ func snapshotTerminals(t *testing.T, command ...string) (*daemon, api.Sandbox, [
 		t.Fatal(err)
 	}
 	return d, sb, []*client.Terminal{oneShot, attachTerminal(t, cl, sb.ID, "work", client.AttachOptions{})}
+}
+
+// TestSnapshotExecInFlight: a live snapshot of a sandbox that runs
+// commands for clients (a REST exec streaming its output, a buffered REST
+// exec, an OpenSandbox foreground command streaming its events) is taken
+// at once, and each command goes on: its client gets all its output, once,
+// in order, and its exit code. A sandbox made from the snapshot holds a
+// copy of the commands' processes, which nothing attaches: it ends them.
+func TestSnapshotExecInFlight(t *testing.T) {
+	requireCRIU(t)
+	d := startDaemon(t, "")
+	sb := d.create(api.CreateSandboxRequest{Image: "agent2env/python"})
+	// loop counts to 30 in 6 s, past the 5 s a snapshot waited for a
+	// command to end, and into the file /tmp/ticks-<name> too.
+	loop := func(name string) string {
+		return "for i in $(seq 1 30); do echo $i; echo $i >> /tmp/ticks-" + name + "; sleep 0.2; done"
+	}
+	var want strings.Builder
+	for i := 1; i <= 30; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	post := func(url string, header map[string]string, body any) *http.Response {
+		t.Helper()
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := http.NewRequest("POST", url, bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("POST %s: %d %s", url, resp.StatusCode, b)
+		}
+		return resp
+	}
+	// Each command's output and end, as its client saw them.
+	type seen struct {
+		out  testenv.Buffer
+		end  string
+		done chan struct{}
+	}
+	commands := map[string]*seen{}
+	for _, name := range []string{"stream", "buffered", "opensandbox"} {
+		commands[name] = &seen{done: make(chan struct{})}
+	}
+
+	// The REST exec streaming Server-Sent Events.
+	stream := post(d.url("/api/v1/sandboxes/"+sb.ID+"/exec/stream"), nil, api.ExecRequest{Command: []string{"bash", "-c", loop("stream")}, Timeout: 60})
+	go func() {
+		s := commands["stream"]
+		defer close(s.done)
+		defer stream.Body.Close()
+		sc := bufio.NewScanner(stream.Body)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var ev api.ExecEvent
+			if err := json.Unmarshal([]byte(data), &ev); err != nil {
+				s.end = fmt.Sprintf("event %q: %v", data, err)
+				return
+			}
+			switch ev.Type {
+			case "stdout":
+				s.out.Write([]byte(ev.Data))
+			case "exit":
+				s.end = fmt.Sprintf("exit %d", ev.ExitCode)
+			default:
+				s.end = "event " + data
+			}
+		}
+	}()
+	// The buffered REST exec.
+	go func() {
+		s := commands["buffered"]
+		defer close(s.done)
+		var res api.ExecResponse
+		code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/exec", api.ExecRequest{Command: []string{"bash", "-c", loop("buffered")}, Timeout: 60}, &res)
+		s.out.Write([]byte(res.Stdout))
+		s.end = fmt.Sprintf("exit %d", res.ExitCode)
+		if code != http.StatusOK {
+			s.end = fmt.Sprintf("status %d", code)
+		}
+	}()
+	// The OpenSandbox foreground command, on its execd endpoint.
+	var ep struct {
+		Endpoint string            `json:"endpoint"`
+		Headers  map[string]string `json:"headers"`
+	}
+	if code := d.do("GET", "/v1/sandboxes/"+sb.ID+"/endpoints/44772", nil, &ep); code != http.StatusOK {
+		t.Fatalf("the OpenSandbox execd endpoint: %d", code)
+	}
+	command := post("http://"+ep.Endpoint+"/command", ep.Headers, map[string]any{"command": loop("opensandbox")})
+	go func() {
+		s := commands["opensandbox"]
+		defer close(s.done)
+		defer command.Body.Close()
+		sc := bufio.NewScanner(command.Body)
+		for sc.Scan() {
+			if sc.Text() == "" {
+				continue
+			}
+			var ev struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				s.end = fmt.Sprintf("event %q: %v", sc.Text(), err)
+				return
+			}
+			switch ev.Type {
+			case "stdout":
+				s.out.Write([]byte(ev.Text))
+			case "execution_complete":
+				s.end = "exit 0"
+			case "error":
+				s.end = "event " + sc.Text()
+			}
+		}
+	}()
+
+	// The streams are under way (the buffered exec started with them).
+	deadline := time.Now().Add(time.Minute)
+	for _, name := range []string{"stream", "opensandbox"} {
+		for !strings.Contains(commands[name].out.String(), "5\n") && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	start := time.Now()
+	var answer struct {
+		api.Snapshot
+		Error string `json:"error"`
+	}
+	if code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/snapshots", api.CreateSnapshotRequest{}, &answer); code != http.StatusCreated {
+		t.Fatalf("snapshot with commands in flight: %d %s", code, answer.Error)
+	}
+	snap := answer.Snapshot
+	took := time.Since(start)
+	t.Logf("live snapshot with three commands in flight: %v", took)
+	if took > 2*time.Second {
+		t.Errorf("the snapshot with commands in flight took %v; want it well under 5 s", took)
+	}
+	for name, s := range commands {
+		select {
+		case <-s.done:
+		case <-time.After(time.Minute):
+			t.Fatalf("the %s command did not end", name)
+		}
+		if got := s.out.String(); got != want.String() || s.end != "exit 0" {
+			t.Errorf("the %s command across the snapshot: output %q, %s; want 1 to 30, exit 0", name, got, s.end)
+		}
+	}
+
+	// A copy holds the commands' processes as they were, and ends them.
+	var copy api.Sandbox
+	if code := d.do("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{FromSnapshot: snap.ID}, &copy); code != http.StatusCreated && code != http.StatusOK {
+		t.Fatalf("a sandbox from the snapshot: %d %+v", code, copy)
+	}
+	copy = d.waitRunning(copy.ID)
+	ticks := "sleep 1; cat /tmp/ticks-stream /tmp/ticks-buffered /tmp/ticks-opensandbox | wc -l"
+	first := d.exec(copy.ID, "bash", "-c", ticks)
+	if again := d.exec(copy.ID, "bash", "-c", ticks); first.ExitCode != 0 || again.Stdout != first.Stdout {
+		t.Errorf("the copy's commands count on: %q, then %q (%+v)", first.Stdout, again.Stdout, again)
+	}
+	d.deleteAll()
 }

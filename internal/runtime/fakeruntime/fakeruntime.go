@@ -765,7 +765,7 @@ func (s *shim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.URL.RawQuery = q.Encode()
 
 	switch {
-	case r.Method == http.MethodPost && r.URL.Path == "/v1/exec":
+	case r.Method == http.MethodPost && (r.URL.Path == "/v1/exec" || r.URL.Path == "/v1/exec/attach"):
 		s.exec(w, r)
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/files/batch":
 		s.batch(w, r)
@@ -821,7 +821,8 @@ func (s *shim) kernelCreate(w http.ResponseWriter, r *http.Request) {
 }
 
 // exec rewrites the request line of an exec and applies the filter; the
-// rest of the body (stdin) streams through untouched.
+// rest of the body (stdin, or an attachment's input) streams through
+// untouched.
 func (s *shim) exec(w http.ResponseWriter, r *http.Request) {
 	// Work around golang/go#68560, which the agent does not yet: a
 	// full-duplex handler that returns with part of the body unread (stdin
@@ -829,8 +830,18 @@ func (s *shim) exec(w http.ResponseWriter, r *http.Request) {
 	// server reading the body's end in the background while it parses the
 	// next request on the connection; it panics, drops the connection, and
 	// the next exec on the client's pooled connection fails with EOF or a
-	// reset. Closing the body before the handler returns avoids it.
-	defer r.Body.Close()
+	// reset. Closing the body before the handler returns avoids it; but
+	// not after an answer that ends the connection (an exec that attaches
+	// refused): the close would wait for a body its client ends only once
+	// it has that answer, sent when the handler returns.
+	defer func() {
+		if w.Header().Get("Connection") != "close" {
+			r.Body.Close()
+		}
+	}()
+	// A refusal goes while the client still sends (the agent's is full
+	// duplex too): it would wait for the body's end otherwise.
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	br := bufio.NewReaderSize(r.Body, 64<<10)
 	line, err := readLine(br, maxExecLine)
 	head := line // what was read, passed on as it was unless rewritten
@@ -844,6 +855,7 @@ func (s *shim) exec(w http.ResponseWriter, r *http.Request) {
 		s.rt.mu.Unlock()
 		if filter != nil {
 			if ferr := filter(s.id, &req); ferr != nil {
+				w.Header().Set("Connection", "close")
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusForbidden)
 				_ = json.NewEncoder(w).Encode(map[string]string{"error": ferr.Error(), "code": "PERMISSION_DENIED"})

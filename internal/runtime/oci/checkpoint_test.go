@@ -76,9 +76,9 @@ func TestCheckCRIU(t *testing.T) {
 }
 
 // A paused sandbox with a command of the daemon's still streaming (an
-// exec from before the pause) is refused at once, 409, and stays paused:
-// its code does not run while the checkpoint waits for a connection it
-// could not save. Once the command is gone it is saved, paused.
+// exec from before the pause) is saved, and stays paused: the exec lets
+// go of its connection, as an attachment does, and goes on once the
+// sandbox is resumed.
 func TestCheckpointPausedBusy(t *testing.T) {
 	runtimetest.RequiresRoot(t)
 	rt := newCRIURuntime(t, newRoot(t), testBinary(t, "crun"))
@@ -86,41 +86,84 @@ func TestCheckpointPausedBusy(t *testing.T) {
 	startSandbox(t, rt, "busy")
 	c := rt.client("busy")
 	execCtx, stopExec := context.WithCancel(ctx)
-	execDone := make(chan struct{})
+	execDone := make(chan error, 1)
 	var out testenv.Buffer
 	go func() {
-		defer close(execDone)
-		c.Exec(execCtx, agent.ExecRequest{Shell: "while :; do date +%s%N; sleep 0.02; done"}, nil, &out, io.Discard)
+		_, err := c.Exec(execCtx, agent.ExecRequest{Shell: "while :; do date +%s%N; sleep 0.02; done"}, nil, &out, io.Discard)
+		execDone <- err
 	}()
 	time.Sleep(300 * time.Millisecond)
 	if err := rt.Pause(ctx, "busy"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond) // what it wrote before the pause has come
-	ticks := out.String
-	before := ticks()
+	before := out.String()
 	if before == "" {
 		t.Fatal("the command wrote no ticks before the pause")
 	}
 	start := time.Now()
-	err := rt.Checkpoint(ctx, "busy", filepath.Join(t.TempDir(), "snap"), true)
-	if !errors.Is(err, errdefs.ErrFailedPrecondition) || time.Since(start) > time.Second {
-		t.Errorf("checkpoint of a paused sandbox with an exec in flight: %v after %v; want a 409 at once", err, time.Since(start))
-	}
-	time.Sleep(200 * time.Millisecond)
-	if after := ticks(); after != before {
-		t.Errorf("the paused sandbox's command ran during the checkpoint: %d bytes of ticks, then %d", len(before), len(after))
-	}
-	if st, err := rt.Status(ctx, "busy"); err != nil || st.State != sandbox.StatePaused {
-		t.Errorf("Status after the refusal = %+v, %v; want paused", st, err)
-	}
-	stopExec()
-	<-execDone
-	if err := rt.Checkpoint(ctx, "busy", filepath.Join(t.TempDir(), "snap2"), true); err != nil {
-		t.Errorf("checkpoint once the exec is gone: %v", err)
+	if err := rt.Checkpoint(ctx, "busy", filepath.Join(t.TempDir(), "snap"), true); err != nil || time.Since(start) > connsClosedTimeout {
+		t.Errorf("checkpoint of a paused sandbox with an exec in flight: %v after %v; want it saved at once", err, time.Since(start))
 	}
 	if st, err := rt.Status(ctx, "busy"); err != nil || st.State != sandbox.StatePaused {
 		t.Errorf("Status after the checkpoint = %+v, %v; want paused", st, err)
+	}
+	if err := rt.Resume(ctx, "busy"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(out.String()) < len(before)+10*len("1765000000000000000\n") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if after := out.String(); !strings.HasPrefix(after, before) || len(after) == len(before) {
+		t.Errorf("the exec after the checkpoint and the resume: %d bytes of ticks, then %d; want it going on", len(before), len(after))
+	}
+	stopExec()
+	if err := <-execDone; !errors.Is(err, context.Canceled) {
+		t.Errorf("exec = %v, want canceled", err)
+	}
+}
+
+// A live checkpoint of a sandbox with an exec in flight is saved at once:
+// the exec lets go of its connection, as an attachment does, and attaches
+// again once the sandbox is saved; its caller gets all its output, once,
+// in order, and its exit code.
+func TestCheckpointExecInFlight(t *testing.T) {
+	runtimetest.RequiresRoot(t)
+	rt := newCRIURuntime(t, newRoot(t), testBinary(t, "crun"))
+	ctx := context.Background()
+	startSandbox(t, rt, "streaming")
+	c := rt.client("streaming")
+	type result struct {
+		res agent.ExecResult
+		err error
+	}
+	done := make(chan result, 1)
+	var out testenv.Buffer
+	go func() {
+		// 6 s: past the 5 s a checkpoint waited for an exec to end.
+		res, err := c.Exec(ctx, agent.ExecRequest{Shell: "for i in $(seq 1 30); do echo $i; sleep 0.2; done"}, nil, &out, io.Discard)
+		done <- result{res, err}
+	}()
+	for !strings.Contains(out.String(), "5\n") {
+		time.Sleep(20 * time.Millisecond)
+	}
+	start := time.Now()
+	if err := rt.Checkpoint(ctx, "streaming", filepath.Join(t.TempDir(), "snap"), true); err != nil {
+		t.Fatalf("checkpoint with an exec in flight: %v", err)
+	}
+	took := time.Since(start)
+	t.Logf("checkpoint with an exec in flight: %v", took)
+	if took > connsClosedTimeout/2 {
+		t.Errorf("checkpoint with an exec in flight took %v; want it well under %v", took, connsClosedTimeout)
+	}
+	r := <-done
+	var want strings.Builder
+	for i := 1; i <= 30; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	if r.err != nil || r.res.ExitCode != 0 || out.String() != want.String() {
+		t.Errorf("exec across the checkpoint = %+v, %v, output %q; want 1 to 30 and exit 0", r.res, r.err, out.String())
 	}
 }
 
