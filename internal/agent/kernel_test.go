@@ -252,6 +252,30 @@ func TestKernelOutput(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a partial line shows while the run lasts", func(t *testing.T) {
+		// Held to its line's end, the text would wait for the run's end
+		// without the driver's flushes (Jupyter's too) while a run lasts.
+		first := make(chan string, 1)
+		code := "import time\nprint('working', end='')\ntime.sleep(3)\nprint(' done')"
+		start := time.Now()
+		var took time.Duration
+		_, err := c.Execute(context.Background(), "out", KernelExecRequest{Code: code}, KernelOutput{
+			Stdout: func(p []byte) error {
+				select {
+				case first <- string(p):
+					took = time.Since(start)
+				default:
+				}
+				return nil
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := <-first; got != "working" || took > 2*time.Second {
+			t.Errorf("first chunk %q after %v, want %q before the run's end", got, took, "working")
+		}
+	})
 	t.Run("subprocess output", func(t *testing.T) {
 		out := execute(t, c, "out", "import subprocess\nsubprocess.run(['echo', 'from child'])", 0)
 		if out.stdout != "from child\n" {

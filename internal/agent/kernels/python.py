@@ -8,7 +8,8 @@ JSON lines go to fd 4: "ready" once at start, "started" once a run's code compil
 and takes SIGINT (the agent holds one back until then), "display" for rich output
 during a run, and "done" (result bundle, error) at its end, after the marker has
 been written raw to fd 1 and then fd 2. SIGINT interrupts a run with
-KeyboardInterrupt and is ignored between runs.
+KeyboardInterrupt and is ignored between runs. stdout and stderr are held to each
+line's end and flushed every FLUSH_INTERVAL while a run lasts, as Jupyter's are.
 
 A cell that does not compile as Python is IPython's (!cmd, %magic, obj?) when
 IPython is installed: its InteractiveShell, made on first need over the
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     Error = dict[str, str]
 
 REQUESTS, CONTROL = 3, 4
+FLUSH_INTERVAL = 0.2  # seconds: a run's partial line shows this late at most, as in ipykernel
 CO_COROUTINE = 0x80  # inspect.CO_COROUTINE, without importing inspect
 COMPILE_FLAGS = _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 DRIVER_GLOBALS = globals()
@@ -87,6 +89,7 @@ class Kernel:
         # Python added it at its start only if it existed; one a cell makes
         # (!pip install) is added as the next cell starts.
         self.user_site = missing_user_site()
+        self.flusher = Flusher()
 
     def serve(self) -> None:
         requests = os.fdopen(REQUESTS, "rb")
@@ -98,7 +101,11 @@ class Kernel:
                 return
             marker, size = header.rstrip(b"\n").split(b" ")
             source = requests.read(int(size)).decode("utf-8", "replace")
-            result, error = self.run(source)
+            self.flusher.resume()
+            try:
+                result, error = self.run(source)
+            finally:
+                self.flusher.pause()
             flush_std()
             write_all(1, marker)
             write_all(2, marker)
@@ -262,6 +269,42 @@ class Kernel:
         flush_std()
         with self.control_lock:
             write_all(CONTROL, data)
+
+
+class Flusher:
+    """Flushes stdout and stderr every FLUSH_INTERVAL while a run lasts.
+
+    They are held to each line's end, so a partial line (print(x, end=""), a
+    progress report) would otherwise wait for its end or the run's. The thread
+    starts with the first run and sleeps on a lock between runs: an idle kernel
+    never wakes. It takes no signal, so that SIGINT interrupts the main thread.
+    """
+
+    def __init__(self) -> None:
+        self.idle = _thread.allocate_lock()  # held between runs
+        self.idle.acquire()
+        self.started = False
+
+    def resume(self) -> None:
+        if not self.started:
+            _thread.start_new_thread(self.loop, ())
+            self.started = True
+        self.idle.release()
+
+    def pause(self) -> None:
+        self.idle.acquire()
+
+    def loop(self) -> None:
+        import time
+
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        while True:
+            with self.idle:  # waits while no run lasts
+                pass
+            time.sleep(FLUSH_INTERVAL)
+            # The streams the kernel made, not what user code may have put in their place.
+            flush_std(sys.__stdout__, sys.__stderr__)
 
 
 class ImportHook:
@@ -617,8 +660,9 @@ def base64(data: bytes | bytearray) -> str:
     return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
-def flush_std() -> None:
-    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+def flush_std(*streams: object) -> None:
+    """Flush streams, by default the current and the kernel's stdout and stderr."""
+    for stream in streams or (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
             stream.flush()  # type: ignore[union-attr]  # None too: the except covers it
         except Exception:  # user code may have replaced or closed them
