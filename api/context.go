@@ -118,6 +118,10 @@ type ExecuteRequest struct {
 	// Timeout is in seconds (default 30). When it elapses the execution
 	// is interrupted and the context stays usable.
 	Timeout float64 `json:"timeout,omitempty"`
+	// Env sets variables in the interpreter's environment for this
+	// execution (the processes it starts see them); what they replaced is
+	// put back after it. An agent2env addition.
+	Env map[string]string `json:"env,omitempty"`
 }
 
 // ExecuteResponse is the result of one execution.

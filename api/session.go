@@ -44,6 +44,9 @@ type SessionExecuteRequest struct {
 	Flavor string `json:"flavor,omitempty"`
 	// Timeout is in seconds (default 30).
 	Timeout float64 `json:"timeout,omitempty"`
+	// Env is as in ExecuteRequest: variables for this execution
+	// (agent2env addition).
+	Env map[string]string `json:"env,omitempty"`
 }
 
 // SessionExecuteResponse is the result of code run in a session: the

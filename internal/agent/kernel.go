@@ -794,7 +794,7 @@ func (ks *kernels) run(ctx context.Context, k *kernel, p *kernelProc, req Kernel
 	p.setCurrent(e)
 	defer p.setCurrent(nil)
 	sent := make(chan error, 1)
-	go func() { sent <- p.send(e.marker, req.Code) }()
+	go func() { sent <- p.send(e.marker, req.Code, req.Env) }()
 
 	var timeout <-chan time.Time
 	if req.Timeout > 0 {
@@ -915,11 +915,17 @@ func undeliverable(sent <-chan error) bool {
 	}
 }
 
-// send writes a request to the driver. A driver that died fails the write
-// with EPIPE.
-func (p *kernelProc) send(marker []byte, code string) error {
-	header := fmt.Sprintf("%s %d\n", marker, len(code))
-	_, err := io.WriteString(p.req, header+code)
+// send writes a request to the driver: "<marker> <code bytes> <env
+// entries> <env bytes>\n", the code, then the entries of env, each
+// "NAME=value" and a NUL, in the order of their names. A driver that died
+// fails the write with EPIPE.
+func (p *kernelProc) send(marker []byte, code string, env map[string]string) error {
+	var entries strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(env)) {
+		entries.WriteString(name + "=" + env[name] + "\x00")
+	}
+	header := fmt.Sprintf("%s %d %d %d\n", marker, len(code), len(env), entries.Len())
+	_, err := io.WriteString(p.req, header+code+entries.String())
 	return err
 }
 

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -173,6 +174,54 @@ func TestKernelLanguages(t *testing.T) {
 		})
 	}
 }
+
+// TestKernelEnv checks that an execution's environment is the
+// interpreter's, its child processes' too, for that execution only: what
+// it replaced (a variable an earlier run set, or none) is put back.
+func TestKernelEnv(t *testing.T) {
+	c := startKernelAgent(t)
+	env := map[string]string{"A2E_NEW": "new value\nline 2 é", "A2E_OLD": "replaced"}
+	const child = "printf '%s|%s|%s' \"$A2E_NEW\" \"$A2E_OLD\" \"${A2E_NEW+set}\""
+	tests := []struct {
+		lang, set, show string
+	}{
+		{LangPython, "import os, subprocess\nos.environ['A2E_OLD'] = 'old'",
+			"print(subprocess.run(['sh', '-c', " + strconv.Quote(child) + "], capture_output=True, text=True).stdout, end='')"},
+		{LangJavaScript, "process.env.A2E_OLD = 'old'",
+			"process.stdout.write(require('child_process').execFileSync('sh', ['-c', " + strconv.Quote(child) + "]).toString())"},
+		{LangBash, "A2E_OLD=old", "sh -c " + shellQuote(child)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.lang, func(t *testing.T) {
+			t.Parallel()
+			id := "env-" + tt.lang
+			newKernel(t, c, id, tt.lang)
+			execute(t, c, id, tt.set, 0)
+			run := func(env map[string]string) string {
+				var stdout strings.Builder
+				res, err := c.Execute(context.Background(), id, KernelExecRequest{Code: tt.show, Env: env}, KernelOutput{
+					Stdout: func(p []byte) error { stdout.WriteString(string(p)); return nil },
+				})
+				if err != nil || res.Error != nil {
+					t.Fatalf("execute: %v %+v", err, res.Error)
+				}
+				return stdout.String()
+			}
+			// bash's A2E_OLD, set without export, reaches no child before or after.
+			before := map[bool]string{true: "||", false: "|old|"}[tt.lang == LangBash]
+			for i, want := range []struct {
+				env map[string]string
+				out string
+			}{{nil, before}, {env, "new value\nline 2 é|replaced|set"}, {nil, before}} {
+				if got := run(want.env); got != want.out {
+					t.Errorf("run %d: the child saw %q, want %q", i, got, want.out)
+				}
+			}
+		})
+	}
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func TestKernelRichOutput(t *testing.T) {
 	c := startKernelAgent(t)

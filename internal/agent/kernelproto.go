@@ -65,6 +65,11 @@ type KernelExecRequest struct {
 	// OutputLimit caps the bytes of stdout plus stderr delivered; past it
 	// output is read and dropped, and a marker says how much (0: no cap).
 	OutputLimit int64 `json:"output_limit,omitempty"`
+	// Env is set in the interpreter's environment (os.environ,
+	// process.env, exported variables) for this execution, and what it
+	// replaced is put back after it. Names are non-empty, without '=' or
+	// NUL; values without NUL.
+	Env map[string]string `json:"env,omitempty"`
 }
 
 // Error kinds of a KernelError.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -546,6 +547,11 @@ func TestExecuteInvalid(t *testing.T) {
 		{"infinite timeout", api.ExecuteRequest{Code: "1", Timeout: math.Inf(1)}},
 		{"timeout too long", api.ExecuteRequest{Code: "1", Timeout: MaxTimeout.Seconds() + 1}},
 		{"code too long", api.ExecuteRequest{Code: strings.Repeat("#", MaxCodeBytes+1)}},
+		{"env name empty", api.ExecuteRequest{Code: "1", Env: map[string]string{"": "x"}}},
+		{"env name with '='", api.ExecuteRequest{Code: "1", Env: map[string]string{"A=B": "x"}}},
+		{"env name with '-'", api.ExecuteRequest{Code: "1", Env: map[string]string{"A-B": "x"}}},
+		{"env name from a digit", api.ExecuteRequest{Code: "1", Env: map[string]string{"1A": "x"}}},
+		{"env value with NUL", api.ExecuteRequest{Code: "1", Env: map[string]string{"A": "x\x00"}}},
 	}
 	for _, tt := range tests {
 		if _, err := execRequest(tt.req, 0); !errors.Is(err, errdefs.ErrInvalidArgument) {
@@ -562,6 +568,10 @@ func TestExecuteInvalid(t *testing.T) {
 	}
 	if _, err := execRequest(api.ExecuteRequest{Code: "1", Timeout: MaxTimeout.Seconds()}, 0); err != nil {
 		t.Errorf("execRequest max timeout: %v", err)
+	}
+	env := map[string]string{"_A1": "x\ny", "b": ""}
+	if r, err := execRequest(api.ExecuteRequest{Code: "1", Env: env}, 0); err != nil || !maps.Equal(r.Env, env) {
+		t.Errorf("execRequest env: %+v %v", r, err)
 	}
 
 	e := newEnv(t, nil)

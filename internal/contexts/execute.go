@@ -186,11 +186,35 @@ func execRequest(req api.ExecuteRequest, limit int64) (agent.KernelExecRequest, 
 	if math.IsNaN(req.Timeout) || req.Timeout < 0 || req.Timeout > MaxTimeout.Seconds() {
 		return agent.KernelExecRequest{}, errdefs.Invalid("timeout must be between 0 and %v seconds", MaxTimeout.Seconds())
 	}
+	if err := validExecEnv(req.Env); err != nil {
+		return agent.KernelExecRequest{}, err
+	}
 	timeout := DefaultTimeout
 	if req.Timeout > 0 {
 		timeout = time.Duration(req.Timeout * float64(time.Second))
 	}
-	return agent.KernelExecRequest{Code: req.Code, Timeout: timeout, OutputLimit: limit}, nil
+	return agent.KernelExecRequest{Code: req.Code, Timeout: timeout, OutputLimit: limit, Env: req.Env}, nil
+}
+
+// validExecEnv checks an execution's variables: names a shell can export
+// (bash kernels export them), values without NUL.
+func validExecEnv(env map[string]string) error {
+	for name, value := range env {
+		if !shellName(name) || strings.ContainsRune(value, 0) {
+			return errdefs.Invalid("env %q: an execution's variable names are letters, digits and '_', not starting with a digit; values have no NUL", name)
+		}
+	}
+	return nil
+}
+
+// shellName reports whether name is a shell variable's name.
+func shellName(name string) bool {
+	for i, r := range name {
+		if r != '_' && (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (i == 0 || r < '0' || r > '9') {
+			return false
+		}
+	}
+	return name != ""
 }
 
 // execute runs req in c, delivering its output to col, reaching c's

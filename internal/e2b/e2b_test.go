@@ -244,7 +244,8 @@ type fakeContexts struct {
 	mu       sync.Mutex
 	byID     map[string]api.Context
 	n        int
-	streams  []string // sandbox/context of each Stream
+	streams  []string          // sandbox/context of each Stream
+	env      map[string]string // the last Stream's
 	restarts []string
 	creates  int
 }
@@ -325,6 +326,7 @@ func (f *fakeContexts) StreamChecked(_ context.Context, sandboxID, id string, re
 		return nil, fmt.Errorf("timeout %v, want %d", req.Timeout, ExecuteTimeout)
 	}
 	f.streams = append(f.streams, sandboxID+"/"+id)
+	f.env = req.Env
 	return func(_ context.Context, sink service.Sink) (*api.ExecuteResponse, error) {
 		switch req.Code {
 		case "quiet":
@@ -941,6 +943,10 @@ func TestExecute(t *testing.T) {
 		}
 	}
 
+	// An execution's variables go to the execution (the contexts' service checks them).
+	if code, body := e.in(t, "sba", InterpreterPort, "POST", "/execute", `{"code":"x","env_vars":{"A":"1"}}`); code != 200 || fmt.Sprint(e.ctx.env) != "map[A:1]" {
+		t.Errorf("execute with env_vars: %d %s, env %v", code, body, e.ctx.env)
+	}
 	code, body = e.in(t, "sba", InterpreterPort, "POST", "/execute", `{"code":"1/0","context_id":"ctx1"}`)
 	got = lines(t, body)
 	if code != 200 || len(got) != 4 || got[0]["type"] != "stderr" || got[1]["type"] != "error" || got[1]["name"] != "ZeroDivisionError" ||
@@ -950,7 +956,6 @@ func TestExecute(t *testing.T) {
 
 	for _, tc := range []struct{ body, want string }{
 		{`{"code":"x","context_id":"ctx1","language":"python"}`, "not both"},
-		{`{"code":"x","env_vars":{"A":"1"}}`, "env_vars"},
 		{`{"code":"x","context_id":"ctx2"}`, "not found"}, // sbb's
 		{`{"code":"x","language":"cobol"}`, "language"},
 		{`not json`, "not valid JSON"},

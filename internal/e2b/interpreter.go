@@ -158,8 +158,6 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request, id string) {
 	switch {
 	case ctxID != "" && language != "":
 		err = errdefs.Invalid("give context_id or language, not both")
-	case len(req.EnvVars) > 0:
-		err = errdefs.Invalid("env_vars: environment variables per execution are not supported yet; give them at create")
 	case ctxID == "":
 		if language == "" {
 			language = api.LanguagePython
@@ -170,13 +168,13 @@ func (h *Handler) execute(w http.ResponseWriter, r *http.Request, id string) {
 	// running: the execution does not read it again.
 	var run func(context.Context, service.Sink) (*api.ExecuteResponse, error)
 	if err == nil {
-		run, err = h.cfg.Contexts.StreamChecked(r.Context(), id, ctxID, api.ExecuteRequest{Code: code, Timeout: ExecuteTimeout})
+		run, err = h.cfg.Contexts.StreamChecked(r.Context(), id, ctxID, api.ExecuteRequest{Code: code, Timeout: ExecuteTimeout, Env: req.EnvVars})
 		if errors.Is(err, errdefs.ErrNotFound) && req.ContextID == nil {
 			// The remembered default context is gone (deleted through
 			// /contexts or agent2env's API): find or make it afresh.
 			h.defaults.forget(id + "\x00" + language)
 			if ctxID, err = h.defaultContext(r.Context(), id, language); err == nil {
-				run, err = h.cfg.Contexts.StreamChecked(r.Context(), id, ctxID, api.ExecuteRequest{Code: code, Timeout: ExecuteTimeout})
+				run, err = h.cfg.Contexts.StreamChecked(r.Context(), id, ctxID, api.ExecuteRequest{Code: code, Timeout: ExecuteTimeout, Env: req.EnvVars})
 			}
 		}
 	}

@@ -155,6 +155,21 @@ print(p.returncode, p.stderr[-300:])`
 		}
 	})
 
+	t.Run("an execution's own variables", func(t *testing.T) {
+		code := "import os, subprocess\nprint(subprocess.run(['sh', '-c', 'echo \"$A2E_VAR\"'], capture_output=True, text=True).stdout, end='')\nos.environ.get('A2E_VAR')"
+		var res api.ExecuteResponse
+		if code := d.do("POST", pyPath+"/execute", api.ExecuteRequest{Code: code, Env: map[string]string{"A2E_VAR": "one run"}}, &res); code != 200 ||
+			res.Output.Stdout != "one run\n" || res.Result != "'one run'" {
+			t.Errorf("with env: %d %+v", code, res)
+		}
+		if res := d.execute(pyPath, "'A2E_VAR' in os.environ", 0); res.Result != "False" {
+			t.Errorf("the next cell: %+v", res)
+		}
+		if code := d.do("POST", pyPath+"/execute", `{"code": "1", "env": {"A-B": "x"}}`, nil); code != 400 {
+			t.Errorf("a name bash cannot export: %d, want 400", code)
+		}
+	})
+
 	t.Run("rich outputs", func(t *testing.T) {
 		res := d.execute(pyPath, `import matplotlib.pyplot as plt
 import pandas as pd

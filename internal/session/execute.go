@@ -33,7 +33,7 @@ func (s *Service) ExecuteCode(ctx context.Context, req api.SessionExecuteRequest
 		return nil, nil, err
 	}
 	lang, _ := contexts.Language(req.Language)
-	ereq := api.ExecuteRequest{Code: req.Code, Timeout: req.Timeout}
+	ereq := api.ExecuteRequest{Code: req.Code, Timeout: req.Timeout, Env: req.Env}
 	l, err := s.open(ctx, openRequest{id: req.SessionID, flavor: req.Flavor, language: lang})
 	if err != nil {
 		return nil, nil, err
@@ -64,7 +64,7 @@ func CheckExecute(req api.SessionExecuteRequest) error {
 			return err
 		}
 	}
-	return contexts.CheckExecute(api.ExecuteRequest{Code: req.Code, Timeout: req.Timeout})
+	return contexts.CheckExecute(api.ExecuteRequest{Code: req.Code, Timeout: req.Timeout, Env: req.Env})
 }
 
 // kernel returns the context of lang in the lease's session, starting one

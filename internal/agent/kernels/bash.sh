@@ -1,5 +1,6 @@
 # agent2env bash kernel driver, run as `bash --noprofile --norc -c "<this file>"`.
-# Requests arrive on fd 3, each a "<marker> <n>\n" line and n bytes of code. JSON
+# Requests arrive on fd 3, each a "<marker> <n> <k> <m>\n" line, n bytes of code, then
+# m bytes of k "NAME=value\0" entries exported for the run and put back after it. JSON
 # lines go to fd 4: "ready" once at start, "started" once a run takes SIGINT (the
 # agent holds one back until then) and "done" at its end, after the marker has been
 # written raw to fd 1 and then fd 2. The code is sourced in this shell, so variables,
@@ -27,8 +28,20 @@ trap '' INT
 __a2e_options=$-
 printf '{"type":"ready","language":"bash","version":"%s.%s.%s"}\n' "${BASH_VERSINFO[@]:0:3}" >&"$__a2e_control"
 
-while IFS=' ' read -r -u "$__a2e_requests" __a2e_marker __a2e_size; do
+while IFS=' ' read -r -u "$__a2e_requests" __a2e_marker __a2e_size __a2e_entries __a2e_; do
   LC_ALL=C IFS= read -r -N "$__a2e_size" -u "$__a2e_requests" __a2e_code
+  # Each variable's name and, if it was set, the declaration that puts it back.
+  __a2e_names=() __a2e_saved=()
+  for ((__a2e_i = 0; __a2e_i < __a2e_entries; __a2e_i++)); do
+    LC_ALL=C IFS= read -r -d '' -u "$__a2e_requests" __a2e_entry
+    __a2e_names+=("${__a2e_entry%%=*}")
+    if [[ -v ${__a2e_entry%%=*} ]]; then
+      __a2e_saved+=("$(declare -p "${__a2e_entry%%=*}")")
+    else
+      __a2e_saved+=("")
+    fi
+    export "$__a2e_entry"
+  done
   __a2e_error=null
   # extglob only lets more code parse, as when the code turns it on before using it.
   if __a2e_message=$(printf %s "$__a2e_code" | "$BASH" -n -O extglob 2>&1); then
@@ -58,6 +71,12 @@ while IFS=' ' read -r -u "$__a2e_requests" __a2e_marker __a2e_size; do
     __a2e_json "$__a2e_message"
     __a2e_error+=',"traceback":'$REPLY',"kind":"syntax"}'
   fi
+  for __a2e_i in "${!__a2e_names[@]}"; do
+    unset -v "${__a2e_names[__a2e_i]}"
+    if [[ ${__a2e_saved[__a2e_i]} ]]; then
+      eval "${__a2e_saved[__a2e_i]}"
+    fi
+  done
   printf %s "$__a2e_marker" >&"$__a2e_stdout"
   printf %s "$__a2e_marker" >&"$__a2e_stderr"
   printf '{"type":"done","result":null,"error":%s}\n' "$__a2e_error" >&"$__a2e_control"

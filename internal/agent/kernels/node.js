@@ -1,5 +1,6 @@
 // agent2env JavaScript kernel driver, run as `node -e "<this file>"`.
-// Requests arrive on fd 3, each a "<marker> <n>\n" line and n bytes of UTF-8 code.
+// Requests arrive on fd 3, each a "<marker> <n> <k> <m>\n" line, n bytes of UTF-8
+// code, then m bytes of k "NAME=value\0" entries set in process.env for the run.
 // JSON lines go to fd 4: "ready" once at start, "display" for rich output during a
 // run, and "done" (result bundle, error) at its end, after the marker has been
 // written raw to fd 1 and then fd 2. SIGINT interrupts a run and is ignored between runs.
@@ -141,6 +142,23 @@
     send({type: 'done', result, error});
   }
 
+  // setEnv sets each "NAME=value" entry in process.env for a run, and returns
+  // the function that puts back what they replaced.
+  function setEnv(entries) {
+    const saved = entries.map((entry) => {
+      const name = entry.slice(0, entry.indexOf('='));
+      const had = Object.hasOwn(process.env, name) ? process.env[name] : undefined;
+      process.env[name] = entry.slice(name.length + 1);
+      return [name, had];
+    });
+    return () => {
+      for (const [name, had] of saved.reverse()) {
+        if (had === undefined) delete process.env[name];
+        else process.env[name] = had;
+      }
+    };
+  }
+
   async function* requests(stream) {
     let buffer = Buffer.alloc(0);
     for await (const chunk of stream) {
@@ -148,11 +166,15 @@
       for (;;) {
         const eol = buffer.indexOf(10);
         if (eol < 0) break;
-        const header = buffer.toString('latin1', 0, eol);
-        const space = header.lastIndexOf(' ');
-        const end = eol + 1 + Number(header.slice(space + 1));
+        const [marker, codeBytes, , envBytes] = buffer.toString('latin1', 0, eol).split(' ');
+        const codeEnd = eol + 1 + Number(codeBytes);
+        const end = codeEnd + Number(envBytes);
         if (buffer.length < end) break;
-        yield {marker: Buffer.from(header.slice(0, space), 'latin1'), code: buffer.toString('utf8', eol + 1, end)};
+        yield {
+          marker: Buffer.from(marker, 'latin1'),
+          code: buffer.toString('utf8', eol + 1, codeEnd),
+          env: buffer.toString('utf8', codeEnd, end).split('\0').slice(0, -1),
+        };
         buffer = buffer.subarray(end);
       }
     }
@@ -160,8 +182,13 @@
 
   async function serve() {
     send({type: 'ready', language: 'javascript', version: process.versions.node});
-    for await (const {marker, code} of requests(new net.Socket({fd: 3, readable: true, writable: false}))) {
-      finish(marker, await run(code));
+    for await (const {marker, code, env} of requests(new net.Socket({fd: 3, readable: true, writable: false}))) {
+      const restore = setEnv(env);
+      try {
+        finish(marker, await run(code));
+      } finally {
+        restore();
+      }
     }
     process.exit(0);
   }

@@ -3,7 +3,8 @@ r"""The agent2env Python kernel driver, read on stdin by `python3 -c <bootstrap>
 The agent sends it compiled by CPython 3.11 (python.marshal, which `go generate
 ./internal/agent` writes from this file) and as source, for other interpreters.
 
-Requests arrive on fd 3, each a "<marker> <n>\n" line and n bytes of UTF-8 code.
+Requests arrive on fd 3, each a "<marker> <n> <k> <m>\n" line, n bytes of UTF-8
+code, then m bytes of k "NAME=value\0" entries set in os.environ for the run.
 JSON lines go to fd 4: "ready" once at start, "started" once a run's code compiled
 and takes SIGINT (the agent holds one back until then), "display" for rich output
 during a run, and "done" (result bundle, error) at its end, after the marker has
@@ -99,13 +100,16 @@ class Kernel:
             header = requests.readline()
             if not header:
                 return
-            marker, size = header.rstrip(b"\n").split(b" ")
+            marker, size, _, env_size = header.rstrip(b"\n").split(b" ")
             source = requests.read(int(size)).decode("utf-8", "replace")
+            env = requests.read(int(env_size)).decode("utf-8", "surrogateescape")
+            saved = set_environ(env.split("\0")[:-1])
             self.flusher.resume()
             try:
                 result, error = self.run(source)
             finally:
                 self.flusher.pause()
+                set_environ(saved)
             flush_std()
             write_all(1, marker)
             write_all(2, marker)
@@ -654,6 +658,24 @@ def add_user_site(path: str) -> None:
     at = next(packages, len(sys.path))
     sys.path.insert(at, path)
     site.addsitedir(path)  # its .pth files (editable installs); the path is in already
+
+
+def set_environ(entries: list[str]) -> list[str]:
+    """Set each "NAME=value" entry in os.environ ("NAME" alone unsets it).
+
+    Return the entries that put back what they replaced, in reverse order.
+    """
+    saved = []
+    for entry in entries:
+        name, eq, value = entry.partition("=")
+        old = os.environ.get(name)
+        saved.append(name if old is None else f"{name}={old}")
+        if eq:
+            os.environ[name] = value
+        else:
+            os.environ.pop(name, None)
+    saved.reverse()
+    return saved
 
 
 def base64(data: bytes | bytearray) -> str:

@@ -124,6 +124,7 @@ func RunE2B(t *testing.T, tg E2B) {
 			"ipython_html":          "[<b>x</b>]",
 			"inline_png":            "[true]", // the figure, a png result
 			"in_context":            "42",
+			"run_code_envs":         "['per run|per run' False]",
 			"contexts":              "2", // the default python context and the new one
 			"contexts_after_remove": "1",
 			"after_restart":         "False",

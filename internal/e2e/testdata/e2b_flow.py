@@ -8,7 +8,7 @@ last line, which the Go test checks:
   quickstart        Sandbox.create, run_code('x = 1'), run_code('x+=1; x'),
                     a matplotlib chart, an error, stdout; IPython's
                     !cmd, %%bash, display(HTML) and %matplotlib inline;
-                    set_timeout,
+                    an execution's own variables (envs), set_timeout,
                     get_info, a connect that keeps the longer timeout,
                     relative paths in code where files have them,
                     get_metrics, Sandbox.list with a metadata filter, the
@@ -104,6 +104,17 @@ def quickstart() -> dict[str, Any]:
             out["missing"] = type(e).__name__
 
         out["commands_run"] = sbx.commands.run("echo hi").stdout
+
+        # Variables for one execution: the kernel's and its children's, then gone.
+        seen = (
+            "import os, subprocess\n"
+            "child = subprocess.run(['sh', '-c', 'echo $A2E_RUN'], text=True, stdout=-1)\n"
+            "os.environ['A2E_RUN'] + '|' + child.stdout.strip()"
+        )
+        out["run_code_envs"] = [
+            sbx.run_code(seen, envs={"A2E_RUN": "per run"}).text,
+            sbx.run_code("'A2E_RUN' in os.environ").text,
+        ]
 
         ctx = sbx.create_code_context()
         out["context_cwd"] = ctx.cwd == sbx.commands.run("pwd").stdout.strip()
