@@ -275,6 +275,7 @@ func (tg E2B) runClients(t *testing.T) {
 			"png_prefix":         "iVBORw0K",
 			"read":               "Hello World",
 			"stdout":             "hi\n",
+			"run_code_envs":      "['per run' 'unset']",
 			"connected_stdout":   "true",
 			"killed":             "true",
 			"killed_wait":        "CommandExitError -1",

@@ -10,6 +10,7 @@
 //   quickstart   both READMEs' quickstarts: the code interpreter's
 //                (runCode('x = 1'), runCode('x+=1; x'), a matplotlib
 //                chart as a png, files write/read, commands.run), then
+//                runCode's envs in JavaScript,
 //                a background command connected to by pid and killed, a
 //                non-zero exit, list by metadata, setTimeout, getInfo,
 //                getMetrics,
@@ -38,6 +39,13 @@ async function quickstart(pause = true) {
   const sbx = await Sandbox.create({ metadata: { suite: "e2e-e2b-js" }, timeoutMs: 120_000 });
   try {
     await interpreterQuickstart(sbx, out);
+
+    // Variables for one execution, JavaScript's too: then gone.
+    const env = "process.env.A2E_RUN ?? 'unset'";
+    out.run_code_envs = [
+      (await sbx.runCode(env, { language: "js", envs: { A2E_RUN: "per run" } })).text,
+      (await sbx.runCode(env, { language: "js" })).text,
+    ];
 
     // A background command, connected to by pid (which streams its
     // output from then on, as E2B's) and killed.
