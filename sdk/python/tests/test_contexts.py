@@ -173,9 +173,13 @@ def test_execute(client: Any, httpx_mock: HTTPXMock) -> None:
     }
     httpx_mock.add_response(method="POST", url=f"{CTX}/execute", json=answer)
     res = client.contexts.execute(
-        "ctx-3f9a1c2b7d4e", 'print("Hello from Local Sandbox")', timeout=30
+        "ctx-3f9a1c2b7d4e", 'print("Hello from Local Sandbox")', timeout=30, env={"A": "1"}
     )
-    assert body(httpx_mock) == {"code": 'print("Hello from Local Sandbox")', "timeout": 30}
+    assert body(httpx_mock) == {
+        "code": 'print("Hello from Local Sandbox")',
+        "timeout": 30,
+        "env": {"A": "1"},
+    }
     assert res.success
     assert res.stdout == "Hello from Local Sandbox\n"
     assert res.stderr == ""
@@ -280,6 +284,7 @@ def test_execute_stream_callbacks(client: Any, httpx_mock: HTTPXMock) -> None:
         "ctx-3f9a1c2b7d4e",
         "1/0",
         timeout=5,
+        env={"A": "1"},
         on_stdout=lambda s: seen.append(("out", s)),
         on_stderr=lambda s: seen.append(("err", s)),
         on_result=lambda r: seen.append(("result", r.text)),
@@ -292,7 +297,7 @@ def test_execute_stream_callbacks(client: Any, httpx_mock: HTTPXMock) -> None:
         ("out", "b\n"),
         ("error", "ZeroDivisionError"),
     ]
-    assert body(httpx_mock) == {"code": "1/0", "timeout": 5}
+    assert body(httpx_mock) == {"code": "1/0", "timeout": 5, "env": {"A": "1"}}
     assert res.stdout == "a\nb\n"
     assert not res.success
 

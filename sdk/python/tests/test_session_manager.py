@@ -113,13 +113,16 @@ def test_configured_defaults(make: Factory, httpx_mock: HTTPXMock) -> None:
     assert sent(httpx_mock, 1) == {"idle_timeout": 90.0}
 
     httpx_mock.add_response(url=EXECUTE, json=session_execute_json(created=False))
-    manager.execute_code("1", session_id="my-session", flavor="large", timeout=1)
+    manager.execute_code(
+        "1", session_id="my-session", flavor="large", timeout=1, env={"TOKEN": "t"}
+    )
     assert sent(httpx_mock) == {
         "code": "1",
         "language": "python",
         "session_id": "my-session",
         "flavor": "large",
         "timeout": 1,
+        "env": {"TOKEN": "t"},
     }
     assert len(httpx_mock.get_requests()) == 3  # an existing session is not kept alive again
 

@@ -37,13 +37,20 @@ def body(httpx_mock: HTTPXMock) -> Any:
     [
         ({}, {"code": "x = 100\nprint(x)"}),
         (
-            {"language": "js", "session_id": "my-session", "flavor": Flavor.LARGE, "timeout": 5},
+            {
+                "language": "js",
+                "session_id": "my-session",
+                "flavor": Flavor.LARGE,
+                "timeout": 5,
+                "env": {"A": "1"},
+            },
             {
                 "code": "x = 100\nprint(x)",
                 "language": "js",
                 "session_id": "my-session",
                 "flavor": "large",
                 "timeout": 5,
+                "env": {"A": "1"},
             },
         ),
     ],

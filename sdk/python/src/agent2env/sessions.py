@@ -325,6 +325,7 @@ class _Ops:
         session_id: str | None,
         flavor: str | None,
         timeout: float | None,
+        env: Mapping[str, str] | None,
         raise_on_error: bool,
     ) -> Op[SessionExecuteResult]:
         start = time.monotonic()
@@ -333,7 +334,7 @@ class _Ops:
             timeout = self.config.execution_timeout
         res = yield from self._session_request(
             "execute_code",
-            _execute_code(code, language, session_id, flavor, timeout),
+            _execute_code(code, language, session_id, flavor, timeout, env),
             session_id,
             start,
         )
@@ -536,6 +537,7 @@ class AsyncSessionManager:
         flavor: str | None = None,
         timeout: float | None = None,
         *,
+        env: Mapping[str, str] | None = None,
         raise_on_error: bool = True,
     ) -> SessionExecuteResult:
         """Run code in a session; make the session if it does not exist.
@@ -549,6 +551,9 @@ class AsyncSessionManager:
                 for a new session; default the configuration's, else the daemon's.
             timeout: Seconds until the execution is interrupted; default the
                 configuration's ``execution_timeout``, else 30.
+            env: Variables set in the interpreter's environment for this
+                execution only (the processes the code starts see them); what
+                they replaced is put back after it.
             raise_on_error: Raise when the code fails (the default); with
                 False, return the result with ``success`` false and ``error`` set.
 
@@ -567,7 +572,7 @@ class AsyncSessionManager:
 
         """
         return await self.client._api.run(
-            self._ops.execute_code(code, language, session_id, flavor, timeout, raise_on_error)
+            self._ops.execute_code(code, language, session_id, flavor, timeout, env, raise_on_error)
         )
 
     async def execute_command(
@@ -711,11 +716,12 @@ class SessionManager:
         flavor: str | None = None,
         timeout: float | None = None,
         *,
+        env: Mapping[str, str] | None = None,
         raise_on_error: bool = True,
     ) -> SessionExecuteResult:
         """Run code in a session; see :meth:`AsyncSessionManager.execute_code`."""
         return self.client._api.run(
-            self._ops.execute_code(code, language, session_id, flavor, timeout, raise_on_error)
+            self._ops.execute_code(code, language, session_id, flavor, timeout, env, raise_on_error)
         )
 
     def execute_command(

@@ -188,6 +188,16 @@ def test_contexts_with_a_figure(client: Client) -> None:
             client.contexts.execute(ctx.context_id, "n").result == "6"
         )  # the context is still usable
 
+        # Variables for one execution: the kernel's and its children's, then gone.
+        seen = "import os, subprocess\nsubprocess.run(['printenv', 'A2E_TOKEN'], stdout=-1).stdout"
+        with_env = client.contexts.execute(ctx.context_id, seen, env={"A2E_TOKEN": "t"})
+        assert with_env.result == "b't\\n'"
+        assert (
+            client.contexts.execute(ctx.context_id, "'A2E_TOKEN' in os.environ").result == "False"
+        )
+        with pytest.raises(BadRequestError, match="A-B"):
+            client.contexts.execute(ctx.context_id, "1", env={"A-B": "x"})
+
         assert [c.context_id for c in client.contexts.list(session_name="py-sdk-figure")] == [
             ctx.context_id
         ]
@@ -195,7 +205,7 @@ def test_contexts_with_a_figure(client: Client) -> None:
         assert ([c.context_id for c in page.items], page.next_cursor) == ([ctx.context_id], None)
         with pytest.raises(BadRequestError, match="limit"):
             client.contexts.list_page(limit=1001)
-        assert client.contexts.get(ctx.context_id).execution_count == 5
+        assert client.contexts.get(ctx.context_id).execution_count == 7
     finally:
         assert client.contexts.delete(ctx.context_id).status == "deleted"
     with pytest.raises(NotFoundError) as info:

@@ -112,13 +112,20 @@ def _delete(context_id: str) -> Op[DeleteContextResult]:
 
 
 def _execute_request(
-    context_id: str, code: str, timeout: float | None, *, stream: bool = False
+    context_id: str,
+    code: str,
+    timeout: float | None,
+    env: Mapping[str, str] | None,
+    *,
+    stream: bool = False,
 ) -> Request:
     if not code:
         raise ValueError("code is empty")
     body: dict[str, Any] = {"code": code}
     if timeout is not None:
         body["timeout"] = timeout
+    if env:
+        body["env"] = dict(env)
     read = math.inf if stream else (timeout or 30) + TIMEOUT_MARGIN
     suffix = "/execute/stream" if stream else "/execute"
     return Request("POST", _path(context_id, suffix), json=body, min_read_timeout=read)
@@ -299,7 +306,12 @@ class ContextService:
         return self._c.run(_delete(context_id))
 
     def execute(
-        self, context_id: str, code: str, *, timeout: float | None = None
+        self,
+        context_id: str,
+        code: str,
+        *,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> ExecuteResponse:
         """Run code in a context and return the result once it has finished.
 
@@ -313,14 +325,24 @@ class ContextService:
             code: The code, in the context's language.
             timeout: Seconds until the execution is interrupted (default 30);
                 the context stays usable, or ``state_lost`` says it was restarted.
+            env: Variables set in the interpreter's environment for this
+                execution only (``os.environ``, ``process.env``, bash's
+                exported variables; the processes the code starts see them);
+                what they replaced is put back after it. Names are letters,
+                digits and ``_``, not starting with a digit.
 
         """
         return self._c.run(
-            call(_execute_request(context_id, code, timeout), parse_model(ExecuteResponse))
+            call(_execute_request(context_id, code, timeout, env), parse_model(ExecuteResponse))
         )
 
     def iter_execute(
-        self, context_id: str, code: str, *, timeout: float | None = None
+        self,
+        context_id: str,
+        code: str,
+        *,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> Generator[ExecutionEvent, None, None]:
         """Run code, yielding :class:`ExecutionEvent` objects as the output comes.
 
@@ -329,7 +351,7 @@ class ContextService:
         on stopping early.
         """
         return self._c.iter_stream(
-            _execute_request(context_id, code, timeout, stream=True), ExecutionStreamParser()
+            _execute_request(context_id, code, timeout, env, stream=True), ExecutionStreamParser()
         )
 
     def execute_stream(
@@ -338,6 +360,7 @@ class ContextService:
         code: str,
         *,
         timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
         on_stdout: OnText = None,
         on_stderr: OnText = None,
         on_result: OnResult = None,
@@ -348,7 +371,7 @@ class ContextService:
         Returns the response :meth:`execute` would return.
         """
         handle = StreamCallbacks(on_stdout, on_stderr, on_result, on_error)
-        for event in self.iter_execute(context_id, code, timeout=timeout):
+        for event in self.iter_execute(context_id, code, timeout=timeout, env=env):
             handle(event)
         return handle.result()
 
@@ -405,19 +428,29 @@ class AsyncContextService:
         return await self._c.run(_delete(context_id))
 
     async def execute(
-        self, context_id: str, code: str, *, timeout: float | None = None
+        self,
+        context_id: str,
+        code: str,
+        *,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> ExecuteResponse:
         """Run code and return the result; see :meth:`ContextService.execute`."""
         return await self._c.run(
-            call(_execute_request(context_id, code, timeout), parse_model(ExecuteResponse))
+            call(_execute_request(context_id, code, timeout, env), parse_model(ExecuteResponse))
         )
 
     def iter_execute(
-        self, context_id: str, code: str, *, timeout: float | None = None
+        self,
+        context_id: str,
+        code: str,
+        *,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> AsyncGenerator[ExecutionEvent, None]:
         """Run code, yielding events (``async for``); see :meth:`ContextService.iter_execute`."""
         return self._c.iter_stream(
-            _execute_request(context_id, code, timeout, stream=True), ExecutionStreamParser()
+            _execute_request(context_id, code, timeout, env, stream=True), ExecutionStreamParser()
         )
 
     async def execute_stream(
@@ -426,6 +459,7 @@ class AsyncContextService:
         code: str,
         *,
         timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
         on_stdout: OnText = None,
         on_stderr: OnText = None,
         on_result: OnResult = None,
@@ -433,6 +467,6 @@ class AsyncContextService:
     ) -> ExecuteResponse:
         """Run code with callbacks; see :meth:`ContextService.execute_stream`."""
         handle = StreamCallbacks(on_stdout, on_stderr, on_result, on_error)
-        async for event in self.iter_execute(context_id, code, timeout=timeout):
+        async for event in self.iter_execute(context_id, code, timeout=timeout, env=env):
             handle(event)
         return handle.result()

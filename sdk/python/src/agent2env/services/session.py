@@ -56,6 +56,7 @@ def _execute_code(
     session_id: str | None,
     flavor: str | None,
     timeout: float | None,
+    env: Mapping[str, str] | None,
 ) -> Op[SessionExecuteResult]:
     if not code:
         raise ValueError("code is empty")
@@ -68,6 +69,8 @@ def _execute_code(
     ):
         if value is not None:
             body[key] = str(value) if key == "flavor" else value
+    if env:
+        body["env"] = dict(env)
     req = Request("POST", "/sessions/execute", json=body, min_read_timeout=_read_timeout(timeout))
     return call(req, parse_model(SessionExecuteResult))
 
@@ -137,6 +140,7 @@ class SessionService:
         session_id: str | None = None,
         flavor: str | None = None,
         timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> SessionExecuteResult:
         """Run code in a session, making the session when it does not exist.
 
@@ -153,6 +157,8 @@ class SessionService:
                 daemon's default), ``medium``, ``large`` or one the daemon
                 configures; ignored for a session that exists.
             timeout: Seconds until the execution is interrupted (default 30).
+            env: Variables for this execution only, as in
+                :meth:`ContextService.execute`.
 
         Returns:
             The result, with ``session_id``, ``created`` (this request made
@@ -166,7 +172,7 @@ class SessionService:
             BadRequestError: An invalid language, flavor or session id.
 
         """
-        return self._c.run(_execute_code(code, language, session_id, flavor, timeout))
+        return self._c.run(_execute_code(code, language, session_id, flavor, timeout, env))
 
     def execute_command(
         self,
@@ -248,9 +254,10 @@ class AsyncSessionService:
         session_id: str | None = None,
         flavor: str | None = None,
         timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> SessionExecuteResult:
         """Run code in a session; see :meth:`SessionService.execute_code`."""
-        return await self._c.run(_execute_code(code, language, session_id, flavor, timeout))
+        return await self._c.run(_execute_code(code, language, session_id, flavor, timeout, env))
 
     async def execute_command(
         self,
