@@ -87,20 +87,24 @@ func orZero64(n int64) string {
 }
 
 func newLLMKeyListCmd(e env, cc *clientConfig) *cobra.Command {
-	var out output
+	var (
+		out  output
+		page pageFlags
+	)
 	c := &cobra.Command{
 		Use:     "ls [flags]",
 		Aliases: []string{"list"},
-		Short:   "list the per-run keys, newest first (never their secrets)",
+		Short:   "list the per-run keys, newest first (or oldest first; never their secrets)",
 		Example: `  agent2env llm keys ls
-  agent2env llm keys ls -o wide
+  agent2env llm keys ls -o wide --limit 20
   agent2env llm keys ls -o json | jq '.items[] | select(.used_tokens > 100000)'`,
 		Args: noArgs,
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
-			ks, err := cl.LLMKeys().List(ctx)
+			l, err := cl.LLMKeys().ListPage(ctx, client.ListLLMKeysOptions{Limit: int(page.limit), Cursor: page.cursor, Order: page.order()})
 			if err != nil {
 				return view{}, err
 			}
+			ks := l.Items
 			now := time.Now()
 			t := newTable("ID", "NAME", "SANDBOX", "RUN", "USED", "BUDGET", "STATE", "EXPIRES", "AGE").
 				withWide("REQUESTS/MIN", "TOKENS/MIN", "REVOKED")
@@ -115,9 +119,10 @@ func newLLMKeyListCmd(e env, cc *clientConfig) *cobra.Command {
 					llmKeyState(k, now), k.ExpiresAt.Local().Format(time.DateTime), age(k.CreatedAt),
 					orZero(k.RequestsPerMinute), orZero(k.TokensPerMinute), revoked)
 			}
-			return view{value: &api.LLMKeyList{Items: ks}, ids: ids, table: t}, nil
+			return view{value: l, ids: ids, table: t}, nil
 		}),
 	}
+	page.register(c, "keys", "next_cursor", true)
 	out.register(c, "table", tableFormats)
 	return c
 }
