@@ -44,7 +44,7 @@ type Context struct {
 // contextPath returns the escaped API path of context id plus suffix.
 func contextPath(id, suffix string) (string, error) {
 	if id == "" {
-		return "", errors.New("context id is empty")
+		return "", invalidf("context id is empty")
 	}
 	return "/contexts/" + url.PathEscape(id) + suffix, nil
 }

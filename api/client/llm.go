@@ -60,7 +60,7 @@ func (f LLMFilter) query() url.Values {
 
 func exchangePath(id string) (string, error) {
 	if id == "" {
-		return "", errors.New("exchange id is empty")
+		return "", invalidf("exchange id is empty")
 	}
 	return "/llm/exchanges/" + url.PathEscape(id), nil
 }

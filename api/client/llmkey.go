@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 
@@ -71,7 +70,7 @@ func (s *LLMKeyService) ListPage(ctx context.Context, opts ListLLMKeysOptions) (
 // key is ErrNotFound.
 func (s *LLMKeyService) Revoke(ctx context.Context, id string) error {
 	if id == "" {
-		return errors.New("llm key id is empty")
+		return invalidf("llm key id is empty")
 	}
 	if err := s.c.doJSON(ctx, http.MethodDelete, "/llm/keys/"+url.PathEscape(id), nil, nil); err != nil {
 		return wrapf(err, "revoke llm key %s", id)

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -20,7 +19,7 @@ type PrepullService struct {
 // prepullPath returns the escaped API path of prepull task id.
 func prepullPath(id string) (string, error) {
 	if id == "" {
-		return "", errors.New("prepull task id is empty")
+		return "", invalidf("prepull task id is empty")
 	}
 	return "/images/prepull/" + url.PathEscape(id), nil
 }
@@ -31,7 +30,7 @@ func prepullPath(id string) (string, error) {
 // the same image makes it fail with ErrConflict (PREPULL_IN_PROGRESS).
 func (s *PrepullService) Create(ctx context.Context, image string, timeout time.Duration) (*api.PrepullTask, error) {
 	if timeout < 0 {
-		return nil, fmt.Errorf("prepull %s: timeout %v is negative", image, timeout)
+		return nil, invalidf("prepull %s: timeout %v is negative", image, timeout)
 	}
 	secs := timeout / time.Second // rounded up without overflowing near the largest Duration
 	if timeout%time.Second != 0 {

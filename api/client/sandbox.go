@@ -25,7 +25,7 @@ type SandboxService struct {
 // sandboxPath returns the escaped API path of sandbox id plus suffix.
 func sandboxPath(id, suffix string) (string, error) {
 	if id == "" {
-		return "", errors.New("sandbox id is empty")
+		return "", invalidf("sandbox id is empty")
 	}
 	return "/sandboxes/" + url.PathEscape(id) + suffix, nil
 }
@@ -314,7 +314,7 @@ func (s *SandboxService) UploadFile(ctx context.Context, id, filePath string, r 
 		return nil, wrapf(err, "upload")
 	}
 	if filePath == "" {
-		return nil, fmt.Errorf("upload to sandbox %s: path is empty", id)
+		return nil, invalidf("upload to sandbox %s: path is empty", id)
 	}
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
