@@ -127,6 +127,7 @@ func (o ListContextsOptions) query() url.Values {
 
 // ContextPage is a page of contexts.
 type ContextPage struct {
+	// Items are the page's contexts, in the list's order.
 	Items []*Context
 	// NextCursor, as ListContextsOptions.Cursor, asks for the page after
 	// this one; "" on the last page.

@@ -199,7 +199,9 @@ func readError(resp *http.Response) error {
 // a status it will not leave for running on its own: failed, succeeded,
 // terminating, or paused (until it is resumed).
 type SandboxFailedError struct {
-	ID     string
+	// ID is the sandbox's.
+	ID string
+	// Status is the one it reached.
 	Status api.SandboxStatus
 	// Reason is the server's explanation, such as why the image could not
 	// be pulled.
@@ -224,6 +226,7 @@ func (e *SandboxFailedError) Error() string {
 // the task failed: its pull failed, timed out or was cut short by a
 // daemon restart.
 type PrepullFailedError struct {
+	// TaskID and Image are the failed task's.
 	TaskID string
 	Image  string
 	// Reason is the task's error, such as why the image could not be

@@ -27,10 +27,14 @@ func (c *Client) LLM() *LLMService { return &LLMService{c: c} }
 
 // LLMFilter selects exchanges; the zero value selects all.
 type LLMFilter struct {
+	// Sandbox, Run, Model and Conversation select the exchanges of that
+	// sandbox, task run, model and conversation.
 	Sandbox, Run, Model, Conversation string
 	// Status is an HTTP status ("429"), a class ("4xx") or a state
 	// (complete, client_gone, interrupted, in_progress).
-	Status       string
+	Status string
+	// Since and Until, when not zero, select the exchanges begun at or
+	// after Since and before Until.
 	Since, Until time.Time
 	// Limit is the page size (0: all); Cursor a page's NextCursor.
 	Limit  int
@@ -164,8 +168,11 @@ func (s *LLMService) ExportEach(ctx context.Context, f LLMFilter, fn func(*api.L
 // gave with an exchange, or a list's FollowCursor); else with the Last
 // exchanges that ended before it; else with those that end after it.
 type LLMFollowFrom struct {
+	// After is a cursor: Follow begins with the exchange after it.
 	After string
-	Last  int
+	// Last, without After, begins with the Last exchanges that ended
+	// before the call.
+	Last int
 }
 
 // Follow calls fn with each exchange f selects as it ends, in the order
