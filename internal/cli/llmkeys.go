@@ -34,7 +34,8 @@ func newLLMKeyCreateCmd(e env, cc *clientConfig) *cobra.Command {
 keep and never shows again: give it to the caller as its OPENAI_API_KEY, ANTHROPIC_API_KEY or
 GEMINI_API_KEY with the base URL <daemon>/llm. Calls with it are attributed to --sandbox and
 --run, counted against the key's budget and limits (zero: the daemon's defaults for keys) and
-refused after --expires-in or once it is revoked. -o json prints the key's record with the secret.`,
+refused after --expires-in or once it is revoked. -o json prints the key's record with the
+secret.`,
 		Example: `  agent2env llm keys create --run run-7 --budget-tokens 200000
   agent2env llm keys create --name ci --expires-in 30m --requests-per-minute 60 -o json`,
 		Args: noArgs,
