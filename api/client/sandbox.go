@@ -378,8 +378,9 @@ const DefaultPollInterval = 500 * time.Millisecond
 // WaitForReady polls a sandbox until it is running and returns it. When
 // the sandbox reaches a status it will not leave for running on its own
 // (failed, succeeded, terminating; paused, which only a resume leaves) it
-// returns the sandbox and a *SandboxFailedError. pollInterval <= 0 means DefaultPollInterval. Bound
-// the wait with ctx.
+// returns the sandbox and a *SandboxFailedError. pollInterval <= 0 means
+// DefaultPollInterval. Bound the wait with ctx: when it ends first, the
+// error wraps its cause (context.DeadlineExceeded for a timeout).
 func (s *SandboxService) WaitForReady(ctx context.Context, id string, pollInterval time.Duration) (*api.Sandbox, error) {
 	if pollInterval <= 0 {
 		pollInterval = DefaultPollInterval
