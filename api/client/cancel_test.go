@@ -97,6 +97,30 @@ func TestStreamCancel(t *testing.T) {
 	}
 }
 
+// TestFollowCancelledEarly ends Follow's context before the daemon
+// answers: Follow returns nil, as when its context ends mid-stream.
+func TestFollowCancelledEarly(t *testing.T) {
+	answer := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-answer:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(answer)
+	c, err := client.New(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err = c.LLM().Follow(ctx, client.LLMFilter{}, client.LLMFollowFrom{}, func(string, api.LLMExchange) error { return nil })
+	if err != nil {
+		t.Errorf("Follow: %v, want nil", err)
+	}
+}
+
 // writerFunc is an io.Writer that calls f at each write.
 type writerFunc func()
 

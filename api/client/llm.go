@@ -190,6 +190,9 @@ func (s *LLMService) Follow(ctx context.Context, f LLMFilter, from LLMFollowFrom
 		q.Set("last", strconv.Itoa(from.Last))
 	}
 	resp, err := s.c.send(ctx, http.MethodGet, apiPrefix+"/llm/exchanges/stream", q, nil, "")
+	if err != nil && ctx.Err() != nil {
+		return nil // ended before the stream began: as after
+	}
 	if err != nil {
 		return wrapf(err, "follow LLM exchanges")
 	}
