@@ -49,4 +49,7 @@ type LLMKey struct {
 // LLMKeyList is the answer to GET /llm/keys, newest first.
 type LLMKeyList struct {
 	Items []LLMKey `json:"items"`
+	// NextCursor, given as cursor, asks for the page after this one; it
+	// is absent on the last page.
+	NextCursor string `json:"next_cursor,omitempty"`
 }

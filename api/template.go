@@ -226,6 +226,15 @@ type PrepullTask struct {
 	CompletedAt *time.Time      `json:"completedAt,omitempty"`
 }
 
+// PrepullList is the body of GET /images/prepull: the tasks, or one page
+// of them (agent2env addition: limit and cursor).
+type PrepullList struct {
+	Items []PrepullTask `json:"items"`
+	// NextCursor, given as cursor, asks for the page after this one; it
+	// is absent on the last page.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
 // PrepullRequest is the body of POST /images/prepull.
 type PrepullRequest struct {
 	// Image is required; surrounding whitespace is ignored.

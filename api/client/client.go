@@ -25,7 +25,9 @@
 // Failed requests return a *APIError carrying the daemon's code, message
 // and details, which errors.Is matches against the sentinel classes
 // (ErrNotFound, ErrAlreadyExists, ...): the daemon's error classes, told
-// apart by the wire code (by the HTTP status when the code is unknown).
+// apart by the wire code (by the HTTP status when the code is unknown). A
+// call the client refuses before sending it, such as one with an empty id,
+// returns an error that matches ErrInvalidArgument as well.
 package client
 
 import (

@@ -44,7 +44,7 @@ type Context struct {
 // contextPath returns the escaped API path of context id plus suffix.
 func contextPath(id, suffix string) (string, error) {
 	if id == "" {
-		return "", errors.New("context id is empty")
+		return "", invalidf("context id is empty")
 	}
 	return "/contexts/" + url.PathEscape(id) + suffix, nil
 }
@@ -127,6 +127,7 @@ func (o ListContextsOptions) query() url.Values {
 
 // ContextPage is a page of contexts.
 type ContextPage struct {
+	// Items are the page's contexts, in the list's order.
 	Items []*Context
 	// NextCursor, as ListContextsOptions.Cursor, asks for the page after
 	// this one; "" on the last page.

@@ -13,7 +13,9 @@ import (
 
 // Error classes. An *APIError matches (errors.Is) the class of its wire
 // code, one class per error class of the daemon, or of its HTTP status when
-// the code is unknown (a newer daemon's code, a proxy's error page).
+// the code is unknown (a newer daemon's code, a proxy's error page). An
+// argument the client refuses before sending a request (an empty id)
+// matches ErrInvalidArgument.
 var (
 	// ErrInvalidArgument: 400, the request was invalid.
 	ErrInvalidArgument = errors.New("invalid argument")
@@ -150,6 +152,21 @@ func (e *APIError) Is(target error) bool {
 	return false
 }
 
+// argError is a request the client refuses before sending it, such as
+// one with an empty id. It matches ErrInvalidArgument, as the daemon's
+// refusal of a bad request does.
+type argError struct{ msg string }
+
+func (e *argError) Error() string { return e.msg }
+
+// Is reports whether target is ErrInvalidArgument.
+func (e *argError) Is(target error) bool { return target == ErrInvalidArgument }
+
+// invalidf returns an argError of the message format and args make.
+func invalidf(format string, args ...any) error {
+	return &argError{msg: fmt.Sprintf(format, args...)}
+}
+
 // streamError turns the api.Error of an "error" event into an *APIError.
 func streamError(data []byte) error {
 	var body api.Error
@@ -182,7 +199,9 @@ func readError(resp *http.Response) error {
 // a status it will not leave for running on its own: failed, succeeded,
 // terminating, or paused (until it is resumed).
 type SandboxFailedError struct {
-	ID     string
+	// ID is the sandbox's.
+	ID string
+	// Status is the one it reached.
 	Status api.SandboxStatus
 	// Reason is the server's explanation, such as why the image could not
 	// be pulled.
@@ -207,6 +226,7 @@ func (e *SandboxFailedError) Error() string {
 // the task failed: its pull failed, timed out or was cut short by a
 // daemon restart.
 type PrepullFailedError struct {
+	// TaskID and Image are the failed task's.
 	TaskID string
 	Image  string
 	// Reason is the task's error, such as why the image could not be

@@ -59,7 +59,7 @@ func (s *ImageService) Build(ctx context.Context, name string, fn ProgressFunc) 
 // following.
 func (s *ImageService) Follow(ctx context.Context, ref string, fn ProgressFunc) (*api.Image, error) {
 	if ref == "" {
-		return nil, errors.New("follow image: ref is empty")
+		return nil, invalidf("follow image: ref is empty")
 	}
 	imgs, err := s.streamReq(ctx, http.MethodGet, "/images/follow", url.Values{"ref": {ref}}, nil, "", fn)
 	if err != nil {
@@ -95,7 +95,7 @@ func (s *ImageService) Import(ctx context.Context, r io.Reader, fn ProgressFunc)
 // Remove deletes a stored image by reference or ID.
 func (s *ImageService) Remove(ctx context.Context, ref string) error {
 	if ref == "" {
-		return errors.New("remove image: ref is empty")
+		return invalidf("remove image: ref is empty")
 	}
 	// The route takes the rest of the path, slashes included.
 	segs := strings.Split(ref, "/")

@@ -32,7 +32,7 @@ type ImportExportService struct {
 // does not parse (ErrBadRequest, code INVALID_YAML).
 func (s *ImportExportService) ImportTemplates(ctx context.Context, r io.Reader, strategy string, prepull bool) (*api.ImportResult, error) {
 	if r == nil {
-		return nil, errors.New("import templates: no YAML to read")
+		return nil, invalidf("import templates: no YAML to read")
 	}
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)

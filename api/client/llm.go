@@ -27,10 +27,14 @@ func (c *Client) LLM() *LLMService { return &LLMService{c: c} }
 
 // LLMFilter selects exchanges; the zero value selects all.
 type LLMFilter struct {
+	// Sandbox, Run, Model and Conversation select the exchanges of that
+	// sandbox, task run, model and conversation.
 	Sandbox, Run, Model, Conversation string
 	// Status is an HTTP status ("429"), a class ("4xx") or a state
 	// (complete, client_gone, interrupted, in_progress).
-	Status       string
+	Status string
+	// Since and Until, when not zero, select the exchanges begun at or
+	// after Since and before Until.
 	Since, Until time.Time
 	// Limit is the page size (0: all); Cursor a page's NextCursor.
 	Limit  int
@@ -60,7 +64,7 @@ func (f LLMFilter) query() url.Values {
 
 func exchangePath(id string) (string, error) {
 	if id == "" {
-		return "", errors.New("exchange id is empty")
+		return "", invalidf("exchange id is empty")
 	}
 	return "/llm/exchanges/" + url.PathEscape(id), nil
 }
@@ -164,8 +168,11 @@ func (s *LLMService) ExportEach(ctx context.Context, f LLMFilter, fn func(*api.L
 // gave with an exchange, or a list's FollowCursor); else with the Last
 // exchanges that ended before it; else with those that end after it.
 type LLMFollowFrom struct {
+	// After is a cursor: Follow begins with the exchange after it.
 	After string
-	Last  int
+	// Last, without After, begins with the Last exchanges that ended
+	// before the call.
+	Last int
 }
 
 // Follow calls fn with each exchange f selects as it ends, in the order
@@ -183,6 +190,9 @@ func (s *LLMService) Follow(ctx context.Context, f LLMFilter, from LLMFollowFrom
 		q.Set("last", strconv.Itoa(from.Last))
 	}
 	resp, err := s.c.send(ctx, http.MethodGet, apiPrefix+"/llm/exchanges/stream", q, nil, "")
+	if err != nil && ctx.Err() != nil {
+		return nil // ended before the stream began: as after
+	}
 	if err != nil {
 		return wrapf(err, "follow LLM exchanges")
 	}

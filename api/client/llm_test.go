@@ -31,6 +31,16 @@ func TestLLMRequests(t *testing.T) {
 			recorded{Method: "GET", Path: "/api/v1/llm/exchanges", Auth: "Bearer secret",
 				Query: "cursor=c1&limit=10&model=m&order=desc&run=r1&sandbox=sb1&since=2026-01-02T03%3A04%3A05Z&status=4xx"},
 			&api.LLMExchangeList{Items: []api.LLMExchange{{ID: "llx_1", Format: "anthropic", Status: 200, State: "complete"}}, NextCursor: "c2"}},
+		{"keys, a page", jsonReply(`{"items":[{"id":"llmk_1","name":"ci"}],"next_cursor":"c2"}`),
+			func(c *client.Client) (any, error) {
+				return c.LLMKeys().ListPage(ctx, client.ListLLMKeysOptions{Limit: 1, Cursor: "c1", Order: api.OrderAsc})
+			},
+			recorded{Method: "GET", Path: "/api/v1/llm/keys", Query: "cursor=c1&limit=1&order=asc", Auth: "Bearer secret"},
+			&api.LLMKeyList{Items: []api.LLMKey{{ID: "llmk_1", Name: "ci"}}, NextCursor: "c2"}},
+		{"keys", jsonReply(`{"items":[{"id":"llmk_1","name":"ci"}]}`),
+			func(c *client.Client) (any, error) { return c.LLMKeys().List(ctx) },
+			recorded{Method: "GET", Path: "/api/v1/llm/keys", Auth: "Bearer secret"},
+			[]api.LLMKey{{ID: "llmk_1", Name: "ci"}}},
 		{"get", jsonReply(`{"id":"llx_1","request":{"method":"POST","body":"{}"}}`),
 			func(c *client.Client) (any, error) { return c.LLM().Get(ctx, "llx_1") },
 			recorded{Method: "GET", Path: "/api/v1/llm/exchanges/llx_1", Auth: "Bearer secret"},

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 
@@ -38,18 +37,40 @@ func (s *LLMKeyService) Create(ctx context.Context, req api.LLMKeyRequest) (*api
 
 // List returns the keys, newest first, without their secrets.
 func (s *LLMKeyService) List(ctx context.Context) ([]api.LLMKey, error) {
+	l, err := s.ListPage(ctx, ListLLMKeysOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+// ListLLMKeysOptions asks for a page of LLM keys. The zero value asks for
+// every key, newest first.
+type ListLLMKeysOptions struct {
+	// Limit and Cursor ask for one page (Limit 0: every key); the next
+	// page's cursor is the list's NextCursor.
+	Limit  int
+	Cursor string
+	// Order is the list's order: "" (the daemon's default, newest first),
+	// api.OrderAsc oldest first or api.OrderDesc newest first.
+	Order api.Order
+}
+
+// ListPage returns the keys without their secrets, newest first unless
+// opts.Order says otherwise: one page when opts.Limit is set.
+func (s *LLMKeyService) ListPage(ctx context.Context, opts ListLLMKeysOptions) (*api.LLMKeyList, error) {
 	var out api.LLMKeyList
-	if err := s.c.doJSON(ctx, http.MethodGet, "/llm/keys", nil, &out); err != nil {
+	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/llm/keys", pageQuery(opts.Limit, opts.Cursor, opts.Order), nil, &out); err != nil {
 		return nil, wrapf(err, "list llm keys")
 	}
-	return out.Items, nil
+	return &out, nil
 }
 
 // Revoke revokes a key: calls with it are refused from now on. An unknown
 // key is ErrNotFound.
 func (s *LLMKeyService) Revoke(ctx context.Context, id string) error {
 	if id == "" {
-		return errors.New("llm key id is empty")
+		return invalidf("llm key id is empty")
 	}
 	if err := s.c.doJSON(ctx, http.MethodDelete, "/llm/keys/"+url.PathEscape(id), nil, nil); err != nil {
 		return wrapf(err, "revoke llm key %s", id)

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -20,7 +19,7 @@ type PrepullService struct {
 // prepullPath returns the escaped API path of prepull task id.
 func prepullPath(id string) (string, error) {
 	if id == "" {
-		return "", errors.New("prepull task id is empty")
+		return "", invalidf("prepull task id is empty")
 	}
 	return "/images/prepull/" + url.PathEscape(id), nil
 }
@@ -31,7 +30,7 @@ func prepullPath(id string) (string, error) {
 // the same image makes it fail with ErrConflict (PREPULL_IN_PROGRESS).
 func (s *PrepullService) Create(ctx context.Context, image string, timeout time.Duration) (*api.PrepullTask, error) {
 	if timeout < 0 {
-		return nil, fmt.Errorf("prepull %s: timeout %v is negative", image, timeout)
+		return nil, invalidf("prepull %s: timeout %v is negative", image, timeout)
 	}
 	secs := timeout / time.Second // rounded up without overflowing near the largest Duration
 	if timeout%time.Second != 0 {
@@ -63,18 +62,46 @@ func (s *PrepullService) CreateForTemplate(ctx context.Context, name string) (*a
 // spelling of it: agent2env normalizes, LiteBoxd compares exactly) and
 // with status (one of api.Prepull*), either "" for all.
 func (s *PrepullService) List(ctx context.Context, image, status string) ([]api.PrepullTask, error) {
-	q := url.Values{}
-	if image != "" {
-		q.Set("image", image)
+	l, err := s.ListPage(ctx, ListPrepullsOptions{Image: image, Status: status})
+	if err != nil {
+		return nil, err
 	}
-	if status != "" {
-		q.Set("status", status)
+	return l.Items, nil
+}
+
+// ListPrepullsOptions selects prepull tasks. The zero value selects every
+// task, newest first.
+type ListPrepullsOptions struct {
+	// Image, when set, selects the tasks for this image (any spelling of
+	// it: agent2env normalizes, LiteBoxd compares exactly).
+	Image string
+	// Status, when set, selects the tasks with this status (one of
+	// api.Prepull*).
+	Status string
+	// Limit and Cursor ask for one page (Limit 0: every task; agent2env
+	// additions); the next page's cursor is the list's NextCursor.
+	Limit  int
+	Cursor string
+	// Order is the list's order: "" (the daemon's default, newest first),
+	// api.OrderAsc oldest first or api.OrderDesc newest first.
+	Order api.Order
+}
+
+// ListPage returns the prepull tasks opts selects, newest first unless
+// opts.Order says otherwise: one page when opts.Limit is set.
+func (s *PrepullService) ListPage(ctx context.Context, opts ListPrepullsOptions) (*api.PrepullList, error) {
+	q := pageQuery(opts.Limit, opts.Cursor, opts.Order)
+	if opts.Image != "" {
+		q.Set("image", opts.Image)
 	}
-	var l api.List[api.PrepullTask]
+	if opts.Status != "" {
+		q.Set("status", opts.Status)
+	}
+	var l api.PrepullList
 	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/images/prepull", q, nil, &l); err != nil {
 		return nil, wrapf(err, "list prepull tasks")
 	}
-	return l.Items, nil
+	return &l, nil
 }
 
 // Get returns one prepull task. (agent2env serves this route; LiteBoxd

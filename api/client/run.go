@@ -27,7 +27,7 @@ func (c *Client) Runs() *RunService { return &RunService{c: c} }
 // runPath returns the escaped API path of run id, with suffix.
 func runPath(id, suffix string) (string, error) {
 	if id == "" {
-		return "", errors.New("run id is empty")
+		return "", invalidf("run id is empty")
 	}
 	return "/runs/" + url.PathEscape(id) + suffix, nil
 }

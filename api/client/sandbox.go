@@ -25,7 +25,7 @@ type SandboxService struct {
 // sandboxPath returns the escaped API path of sandbox id plus suffix.
 func sandboxPath(id, suffix string) (string, error) {
 	if id == "" {
-		return "", errors.New("sandbox id is empty")
+		return "", invalidf("sandbox id is empty")
 	}
 	return "/sandboxes/" + url.PathEscape(id) + suffix, nil
 }
@@ -314,7 +314,7 @@ func (s *SandboxService) UploadFile(ctx context.Context, id, filePath string, r 
 		return nil, wrapf(err, "upload")
 	}
 	if filePath == "" {
-		return nil, fmt.Errorf("upload to sandbox %s: path is empty", id)
+		return nil, invalidf("upload to sandbox %s: path is empty", id)
 	}
 	pr, pw := io.Pipe()
 	mw := multipart.NewWriter(pw)
@@ -378,8 +378,9 @@ const DefaultPollInterval = 500 * time.Millisecond
 // WaitForReady polls a sandbox until it is running and returns it. When
 // the sandbox reaches a status it will not leave for running on its own
 // (failed, succeeded, terminating; paused, which only a resume leaves) it
-// returns the sandbox and a *SandboxFailedError. pollInterval <= 0 means DefaultPollInterval. Bound
-// the wait with ctx.
+// returns the sandbox and a *SandboxFailedError. pollInterval <= 0 means
+// DefaultPollInterval. Bound the wait with ctx: when it ends first, the
+// error wraps its cause (context.DeadlineExceeded for a timeout).
 func (s *SandboxService) WaitForReady(ctx context.Context, id string, pollInterval time.Duration) (*api.Sandbox, error) {
 	if pollInterval <= 0 {
 		pollInterval = DefaultPollInterval

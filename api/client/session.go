@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 
@@ -25,7 +24,7 @@ func (c *Client) Sessions() *SessionService { return &SessionService{c: c} }
 // sessionPath returns the escaped API path of session id plus suffix.
 func sessionPath(id, suffix string) (string, error) {
 	if id == "" {
-		return "", errors.New("session id is empty")
+		return "", invalidf("session id is empty")
 	}
 	return "/sessions/" + url.PathEscape(id) + suffix, nil
 }

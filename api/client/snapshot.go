@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 
@@ -21,7 +20,7 @@ func (c *Client) Snapshots() *SnapshotService { return &SnapshotService{c: c} }
 // snapshotPath returns the escaped API path of snapshot id.
 func snapshotPath(id string) (string, error) {
 	if id == "" {
-		return "", errors.New("snapshot id is empty")
+		return "", invalidf("snapshot id is empty")
 	}
 	return "/snapshots/" + url.PathEscape(id), nil
 }
@@ -113,7 +112,7 @@ func (s *SnapshotService) Delete(ctx context.Context, id string) error {
 // sandbox.
 func (s *SnapshotService) Restore(ctx context.Context, id string, ttl *int, metadata map[string]string) (*api.Sandbox, error) {
 	if id == "" {
-		return nil, errors.New("restore: snapshot id is empty")
+		return nil, invalidf("restore: snapshot id is empty")
 	}
 	return s.c.Sandbox.Create(ctx, api.CreateSandboxRequest{FromSnapshot: id, TTL: ttl, Metadata: metadata})
 }

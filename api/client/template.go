@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -54,7 +53,7 @@ func (o ListTemplatesOptions) query() url.Values {
 // templatePath returns the escaped API path of template name plus suffix.
 func templatePath(name, suffix string) (string, error) {
 	if name == "" {
-		return "", errors.New("template name is empty")
+		return "", invalidf("template name is empty")
 	}
 	return "/templates/" + url.PathEscape(name) + suffix, nil
 }

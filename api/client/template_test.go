@@ -224,6 +224,15 @@ func TestServiceRequests(t *testing.T) {
 			out:   []api.PrepullTask{},
 		},
 		{
+			name:  "prepull list, a page",
+			reply: jsonReply(`{"items":[` + taskJSON + `],"next_cursor":"c2"}`),
+			call: func(ctx context.Context, c *client.Client) (any, error) {
+				return c.Prepull.ListPage(ctx, client.ListPrepullsOptions{Image: "alpine", Status: api.PrepullPending, Limit: 1, Cursor: "c1", Order: api.OrderAsc})
+			},
+			want: recorded{Method: "GET", Path: "/api/v1/images/prepull", Query: "cursor=c1&image=alpine&limit=1&order=asc&status=pending"},
+			out:  &api.PrepullList{Items: []api.PrepullTask{pendingTask}, NextCursor: "c2"},
+		},
+		{
 			name:  "prepull get",
 			reply: jsonReply(taskJSON),
 			call:  func(ctx context.Context, c *client.Client) (any, error) { return c.Prepull.Get(ctx, "pp-1") },

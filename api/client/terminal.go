@@ -382,8 +382,17 @@ func (s *SandboxService) DeleteTerminal(ctx context.Context, id, name string) (*
 	return s.terminalOp(ctx, http.MethodDelete, id, name, "delete")
 }
 
+// terminalPath returns the escaped API path of persistent terminal name
+// of sandbox id plus suffix.
+func terminalPath(id, name, suffix string) (string, error) {
+	if name == "" {
+		return "", invalidf("terminal name is empty")
+	}
+	return sandboxPath(id, "/terminals/"+url.PathEscape(name)+suffix)
+}
+
 func (s *SandboxService) terminalOp(ctx context.Context, method, id, name, what string) (*api.TerminalInfo, error) {
-	p, err := sandboxPath(id, "/terminals/"+url.PathEscape(name))
+	p, err := terminalPath(id, name, "")
 	var info api.TerminalInfo
 	if err == nil {
 		err = s.c.doJSON(ctx, method, p, nil, &info)
@@ -399,7 +408,7 @@ func (s *SandboxService) terminalOp(ctx context.Context, method, id, name, what 
 // Read is, for the next attachment. Close detaches; the terminal goes on.
 // ctx bounds the attaching only.
 func (s *SandboxService) AttachTerminal(ctx context.Context, id, name string, opts AttachOptions) (*Terminal, error) {
-	p, err := sandboxPath(id, "/terminals/"+url.PathEscape(name)+"/attach")
+	p, err := terminalPath(id, name, "/attach")
 	if err != nil {
 		return nil, wrapf(err, "attach terminal")
 	}

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
@@ -689,6 +690,27 @@ func exampleCommands(t *testing.T, line string) [][]string {
 	}
 	flush()
 	return cmds
+}
+
+// TestHelpWrapped wants a help text either on one line, which the
+// terminal wraps, or wrapped by hand throughout: a line of a wrapped text
+// that runs on past the others reads as a mistake.
+func TestHelpWrapped(t *testing.T) {
+	const width = 95
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if lines := strings.Split(c.Long, "\n"); len(lines) > 1 {
+			for _, l := range lines {
+				if utf8.RuneCountInString(l) > width {
+					t.Errorf("%s: a line of its wrapped help is longer than %d characters: %q", c.CommandPath(), width, l)
+				}
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(env{stdout: io.Discard, stderr: io.Discard}))
 }
 
 // TestExamples wants an example in the help of every command (cobra's

@@ -34,7 +34,8 @@ func newLLMKeyCreateCmd(e env, cc *clientConfig) *cobra.Command {
 keep and never shows again: give it to the caller as its OPENAI_API_KEY, ANTHROPIC_API_KEY or
 GEMINI_API_KEY with the base URL <daemon>/llm. Calls with it are attributed to --sandbox and
 --run, counted against the key's budget and limits (zero: the daemon's defaults for keys) and
-refused after --expires-in or once it is revoked. -o json prints the key's record with the secret.`,
+refused after --expires-in or once it is revoked. -o json prints the key's record with the
+secret.`,
 		Example: `  agent2env llm keys create --run run-7 --budget-tokens 200000
   agent2env llm keys create --name ci --expires-in 30m --requests-per-minute 60 -o json`,
 		Args: noArgs,
@@ -87,20 +88,24 @@ func orZero64(n int64) string {
 }
 
 func newLLMKeyListCmd(e env, cc *clientConfig) *cobra.Command {
-	var out output
+	var (
+		out  output
+		page pageFlags
+	)
 	c := &cobra.Command{
 		Use:     "ls [flags]",
 		Aliases: []string{"list"},
-		Short:   "list the per-run keys, newest first (never their secrets)",
+		Short:   "list the per-run keys, newest first (or oldest first; never their secrets)",
 		Example: `  agent2env llm keys ls
-  agent2env llm keys ls -o wide
+  agent2env llm keys ls -o wide --limit 20
   agent2env llm keys ls -o json | jq '.items[] | select(.used_tokens > 100000)'`,
 		Args: noArgs,
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
-			ks, err := cl.LLMKeys().List(ctx)
+			l, err := cl.LLMKeys().ListPage(ctx, client.ListLLMKeysOptions{Limit: int(page.limit), Cursor: page.cursor, Order: page.order()})
 			if err != nil {
 				return view{}, err
 			}
+			ks := l.Items
 			now := time.Now()
 			t := newTable("ID", "NAME", "SANDBOX", "RUN", "USED", "BUDGET", "STATE", "EXPIRES", "AGE").
 				withWide("REQUESTS/MIN", "TOKENS/MIN", "REVOKED")
@@ -115,9 +120,10 @@ func newLLMKeyListCmd(e env, cc *clientConfig) *cobra.Command {
 					llmKeyState(k, now), k.ExpiresAt.Local().Format(time.DateTime), age(k.CreatedAt),
 					orZero(k.RequestsPerMinute), orZero(k.TokensPerMinute), revoked)
 			}
-			return view{value: &api.LLMKeyList{Items: ks}, ids: ids, table: t}, nil
+			return view{value: l, ids: ids, table: t}, nil
 		}),
 	}
+	page.register(c, "keys", "next_cursor", true)
 	out.register(c, "table", tableFormats)
 	return c
 }

@@ -113,12 +113,14 @@ func newPrepullListCmd(e env, cc *clientConfig) *cobra.Command {
 	var (
 		image, status string
 		out           output
+		page          pageFlags
 	)
 	c := &cobra.Command{
 		Use:     "ls [flags]",
 		Aliases: []string{"list"},
-		Short:   "list prepull tasks",
+		Short:   "list prepull tasks, newest first (or oldest first)",
 		Example: `  agent2env prepull ls --image python:3.12
+  agent2env prepull ls -o json --limit 20
   agent2env prepull ls -q --status failed | xargs -r agent2env prepull rm`,
 		Args: noArgs,
 		PreRunE: func(c *cobra.Command, _ []string) error {
@@ -128,10 +130,15 @@ func newPrepullListCmd(e env, cc *clientConfig) *cobra.Command {
 			return nil
 		},
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
-			tasks, err := cl.Prepull.List(ctx, image, status)
-			return prepullView(api.List[api.PrepullTask]{Items: tasks}, tasks), err
+			l, err := cl.Prepull.ListPage(ctx, client.ListPrepullsOptions{Image: image, Status: status,
+				Limit: int(page.limit), Cursor: page.cursor, Order: page.order()})
+			if err != nil {
+				return view{}, err
+			}
+			return prepullView(l, l.Items), nil
 		}),
 	}
+	page.register(c, "tasks", "next_cursor", true)
 	c.Flags().StringVar(&image, "image", "", "list the tasks for this image")
 	c.Flags().StringVar(&status, "status", "", "list the tasks in this status: pending, pulling, completed or failed")
 	c.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(prepullStatuses, cobra.ShellCompDirectiveNoFileComp))

@@ -381,6 +381,12 @@ func listDaemon(t *testing.T) *recorder {
 	mux.HandleFunc("GET /api/v1/llm/exchanges", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusOK, api.LLMExchangeList{Items: []api.LLMExchange{}, NextCursor: next(r)})
 	})
+	mux.HandleFunc("GET /api/v1/llm/keys", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, http.StatusOK, api.LLMKeyList{Items: []api.LLMKey{}, NextCursor: next(r)})
+	})
+	mux.HandleFunc("GET /api/v1/images/prepull", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, http.StatusOK, api.PrepullList{Items: []api.PrepullTask{}, NextCursor: next(r)})
+	})
 	rec.serve(t, mux)
 	return rec
 }
@@ -434,12 +440,16 @@ func TestListNewest(t *testing.T) {
 		{[]string{"snapshot", "ls", "-q", "--oldest"}, "GET /api/v1/snapshots?order=asc", ""},
 		{[]string{"template", "versions", "-q", "web"}, "GET /api/v1/templates/web/versions", ""},
 		{[]string{"template", "versions", "-q", "--oldest", "web"}, "GET /api/v1/templates/web/versions?order=asc", ""},
+		{[]string{"llm", "keys", "ls", "-q"}, "GET /api/v1/llm/keys", ""},
+		{[]string{"llm", "keys", "ls", "-q", "--oldest"}, "GET /api/v1/llm/keys?order=asc", ""},
+		{[]string{"prepull", "ls", "-q"}, "GET /api/v1/images/prepull", ""},
+		{[]string{"prepull", "ls", "-q", "--oldest", "--status", "failed"}, "GET /api/v1/images/prepull?order=asc&status=failed", ""},
 	})
 }
 
-// task ls, sandbox ls, context ls, llm ls, snapshot ls, session ls and
-// template versions ask for one page with --limit and --cursor, and print
-// the next page's cursor with -o json as the API names it; without
+// task ls, sandbox ls, context ls, llm ls, snapshot ls, session ls, llm
+// keys ls, prepull ls and template versions ask for one page with --limit
+// and --cursor, and print the next page's cursor with -o json as the API names it; without
 // --limit they print the whole list as before. A --limit the API does not
 // take is a usage error.
 func TestListPages(t *testing.T) {
@@ -466,15 +476,20 @@ func TestListPages(t *testing.T) {
 		{[]string{"session", "ls", "-o", "json"}, "GET /api/v1/sessions", "{\n  \"items\": [],\n  \"total\": 0\n}\n"},
 		{[]string{"template", "versions", "-o", "json", "--limit", "2", "--cursor", "c1", "web"},
 			"GET /api/v1/templates/web/versions?cursor=c1&limit=2", "{\n  \"items\": [],\n  \"total\": 0,\n  \"next_cursor\": \"next\"\n}\n"},
+		{[]string{"llm", "keys", "ls", "-o", "json", "--limit", "2", "--cursor", "c1"},
+			"GET /api/v1/llm/keys?cursor=c1&limit=2", "{\n  \"items\": [],\n  \"next_cursor\": \"next\"\n}\n"},
+		{[]string{"llm", "keys", "ls", "-o", "json"}, "GET /api/v1/llm/keys", "{\n  \"items\": []\n}\n"},
+		{[]string{"prepull", "ls", "-o", "json", "--limit", "2", "--cursor", "c1", "--image", "alpine"},
+			"GET /api/v1/images/prepull?cursor=c1&image=alpine&limit=2", "{\n  \"items\": [],\n  \"next_cursor\": \"next\"\n}\n"},
 	})
 	rec.mu.Lock()
 	rec.requests = nil
 	rec.mu.Unlock()
 	checkUsageError(t, rec, []string{"task", "ls", "--status", "running,done"},
 		`--status "done": want one or more of queued, running, succeeded, failed, hung, timeout, sandbox_lost, cancelled`)
-	for _, cmd := range []string{"task", "sandbox", "context", "llm", "snapshot", "template", "session"} {
+	for _, cmd := range []string{"task", "sandbox", "context", "llm", "snapshot", "template", "session", "llm keys", "prepull"} {
 		for _, limit := range []string{"0", "-1", "1001", "x"} {
-			args := []string{cmd, "ls", "--limit", limit}
+			args := append(strings.Fields(cmd), "ls", "--limit", limit)
 			if cmd == "template" {
 				args = []string{cmd, "versions", "web", "--limit", limit}
 			}

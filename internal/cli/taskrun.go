@@ -41,8 +41,9 @@ func newTaskRunCmd(e env, cc *clientConfig) *cobra.Command {
 combination, and watches the runs: a live table on a terminal, a line per change otherwise.
 When all have ended it prints a summary (per run, then pass@1 and pass@k per task, agent and
 model), writes into --out DIR per run its result.json, output.log, conversation.jsonl (its
-model calls, exported from the LLM archive) and artifacts, and the summary, and exits 1 when any run did not succeed. --name runs a task of the daemon's tasks
-directory instead of a local file. Interrupting cancels the runs.`,
+model calls, exported from the LLM archive) and artifacts, and the summary, and exits 1 when
+any run did not succeed. --name runs a task of the daemon's tasks directory instead of a
+local file. Interrupting cancels the runs.`,
 		Example: `  agent2env task run tasks/hello.yaml
   agent2env task run tasks/fix-failing-test.yaml --agent claude-code,codex --model coder -k 5 --parallel 5 --out results
   agent2env task run --name hello -k 3`,

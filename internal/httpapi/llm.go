@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/llm/gate"
+	"github.com/agent2env/agent2env/internal/service"
 )
 
 // LLMRoutes serve the LLM proxy's per-run keys under /api/v1/llm/keys.
@@ -39,8 +41,20 @@ func (l *LLMRoutes) createKey(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, k)
 }
 
+// listKeys lists the keys, newest first unless order=asc; with limit and
+// cursor, a page of them.
 func (l *LLMRoutes) listKeys(w http.ResponseWriter, r *http.Request) {
+	p, err := newestFirstPage(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	list, err := l.keys.List(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	list.Items, list.NextCursor, err = service.PageOf(list.Items, p, func(k api.LLMKey) (time.Time, string) { return k.CreatedAt, k.ID })
 	if err != nil {
 		writeError(w, err)
 		return

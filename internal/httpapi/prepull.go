@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/prepull"
+	"github.com/agent2env/agent2env/internal/service"
 )
 
 // PrepullRoutes serve the LiteBoxd prepull API on a prepull.Service, plus
@@ -44,14 +46,27 @@ func (p *PrepullRoutes) create(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, task)
 }
 
+// list lists the tasks of an image and status, newest first unless
+// order=asc; with limit and cursor (agent2env additions), a page of them.
 func (p *PrepullRoutes) list(w http.ResponseWriter, r *http.Request) {
+	page, err := newestFirstPage(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	q := r.URL.Query()
 	tasks, err := p.svc.List(r.Context(), q.Get("image"), q.Get("status"))
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.List[api.PrepullTask]{Items: tasks})
+	var out api.PrepullList
+	out.Items, out.NextCursor, err = service.PageOf(tasks, page, func(t api.PrepullTask) (time.Time, string) { return t.StartedAt, t.ID })
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (p *PrepullRoutes) get(w http.ResponseWriter, r *http.Request) {

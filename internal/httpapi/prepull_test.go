@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -324,6 +325,37 @@ func TestPrepullList(t *testing.T) {
 			t.Errorf("list %s: %s does not name the statuses", query, resp.body)
 		}
 	}
+}
+
+// TestPrepullListPages pages the prepull tasks: newest first unless
+// order=asc, limit and cursor as the other lists take them.
+func TestPrepullListPages(t *testing.T) {
+	e := newPrepullEnv(t)
+	var oldest []string
+	for _, img := range []string{"alpine", "missing", "python:3.12"} {
+		resp := e.do(t, http.MethodPost, "/api/v1/images/prepull", `{"image":"`+img+`"}`)
+		if resp.status != http.StatusAccepted {
+			t.Fatalf("create %s: %d %s", img, resp.status, resp.body)
+		}
+		oldest = append(oldest, decodeTask(t, resp).ID)
+		time.Sleep(time.Millisecond) // distinct startedAt
+	}
+	newest := slices.Clone(oldest)
+	slices.Reverse(newest)
+	get := func(target string) (int, []byte) {
+		resp := e.do(t, http.MethodGet, target, "")
+		return resp.status, resp.body
+	}
+	checkPages(t, "/api/v1/images/prepull", []pageCase{
+		{"", newest, 1}, {"?order=asc", oldest, 1}, {"?limit=2", newest, 2}, {"?limit=1&order=asc", oldest, 3},
+		{"?image=alpine&limit=1", oldest[:1], 1},
+	}, get, pageIDs(func(l *api.PrepullList) ([]string, string) {
+		var ids []string
+		for _, task := range l.Items {
+			ids = append(ids, task.ID)
+		}
+		return ids, l.NextCursor
+	}))
 }
 
 func TestTemplatePrepull(t *testing.T) {

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
-	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/template"
 )
 
@@ -131,11 +129,7 @@ func (tr *TemplateRoutes) versions(w http.ResponseWriter, r *http.Request) {
 // versionPage reads the page of versions r asks for: newest first by
 // default, as LiteBoxd lists them.
 func (tr *TemplateRoutes) versionPage(r *http.Request) (*api.VersionList, error) {
-	opts, err := listOptions(r)
-	if err != nil {
-		return nil, err
-	}
-	p, err := service.Page(opts.Limit, opts.Cursor, cmp.Or(opts.Order, api.OrderDesc))
+	p, err := newestFirstPage(r)
 	if err != nil {
 		return nil, err
 	}

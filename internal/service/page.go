@@ -1,7 +1,11 @@
 package service
 
 import (
+	"cmp"
+	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
@@ -28,4 +32,39 @@ func Page(limit *int, cursor string, order api.Order) (store.Page, error) {
 		return p, errdefs.Invalid("order %q: want %s (oldest first) or %s (newest first)", order, api.OrderAsc, api.OrderDesc)
 	}
 	return p, nil
+}
+
+// PageOf returns the page p of items, a whole list ordered newest first
+// by the creation time and id key gives (as the stores list LLM keys and
+// prepull tasks), and the cursor of the next page ("" after the last):
+// for lists the stores do not page, which are short enough to read whole.
+// A cursor the server did not give is ErrInvalidArgument.
+func PageOf[T any](items []T, p store.Page, key func(T) (time.Time, string)) ([]T, string, error) {
+	after := func(T) bool { return true }
+	if p.After != "" {
+		at, id, err := store.ParseCursor(p.After)
+		if err != nil {
+			return nil, "", err
+		}
+		after = func(item T) bool {
+			t, itemID := key(item)
+			c := cmp.Or(cmp.Compare(t.UnixMicro(), at.UnixMicro()), strings.Compare(itemID, id))
+			return p.Desc && c < 0 || !p.Desc && c > 0
+		}
+	}
+	ordered := slices.Clone(items)
+	if !p.Desc {
+		slices.Reverse(ordered)
+	}
+	out := make([]T, 0, len(ordered))
+	for _, item := range ordered {
+		if !after(item) {
+			continue
+		}
+		if p.Limit > 0 && len(out) == p.Limit {
+			return out, store.Cursor(key(out[len(out)-1])), nil
+		}
+		out = append(out, item)
+	}
+	return out, "", nil
 }

@@ -12,7 +12,7 @@ import pytest
 from pytest_httpx import HTTPXMock
 
 from agent2env import AsyncClient, BadRequestError, Client, NotFoundError, StreamError
-from agent2env.models import LLMExchangeState, LLMPart
+from agent2env.models import LLMExchangeState, LLMKeyList, LLMPart
 
 from .conftest import BASE, T0, payload
 
@@ -266,3 +266,17 @@ def test_keys(client: Any, httpx_mock: HTTPXMock) -> None:
     )
     with pytest.raises(NotFoundError):
         client.llm_keys.revoke("nope")
+
+
+def test_keys_list_page(client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(
+        method="GET",
+        url=f"{KEYS}?limit=1&cursor=c1&order=asc",
+        json={"items": [key_json()], "next_cursor": "c2"},
+    )
+    httpx_mock.add_response(method="GET", url=f"{KEYS}?limit=1&cursor=c2", json={"items": []})
+    page = client.llm_keys.list_page(limit=1, cursor="c1", order="asc")
+    assert isinstance(page, LLMKeyList)
+    assert ([k.id for k in page.items], page.next_cursor) == (["llmk_1"], "c2")
+    last = client.llm_keys.list_page(limit=1, cursor=page.next_cursor)
+    assert (last.items, last.next_cursor) == ([], None)

@@ -7,7 +7,7 @@ import pytest
 from pytest_httpx import HTTPXMock
 
 from agent2env import ConflictError, PrepullFailedError, TimeoutError
-from agent2env.models import PrepullStatus
+from agent2env.models import PrepullList, PrepullStatus
 
 from .conftest import BASE, prepull_json
 
@@ -68,6 +68,22 @@ def test_list(
         method="GET", url=PP, match_params=params, json={"items": [prepull_json()]}
     )
     assert [t.id for t in client.prepull.list(**kwargs)] == ["pp-0123abcd"]
+
+
+def test_list_page(client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(
+        method="GET",
+        url=f"{PP}?image=alpine&status=failed&limit=1&cursor=c1&order=asc",
+        json={"items": [prepull_json()], "next_cursor": "c2"},
+    )
+    httpx_mock.add_response(method="GET", url=f"{PP}?limit=1&cursor=c2", json={"items": []})
+    page = client.prepull.list_page(
+        image="alpine", status=PrepullStatus.FAILED, limit=1, cursor="c1", order="asc"
+    )
+    assert isinstance(page, PrepullList)
+    assert ([t.id for t in page.items], page.next_cursor) == (["pp-0123abcd"], "c2")
+    last = client.prepull.list_page(limit=1, cursor=page.next_cursor)
+    assert (last.items, last.next_cursor) == ([], None)
 
 
 def test_get_delete(client: Any, httpx_mock: HTTPXMock) -> None:

@@ -109,6 +109,15 @@ def test_keys_archive_and_follow(llm_daemon: Daemon, tmp_path: Path) -> None:
         listed = {k.id: k for k in client.llm_keys.list()}
         assert listed[key.id].key is None
         assert listed[key.id].run == run_py
+        # A page at a time, newest first, each key once.
+        pages, cursor = [], None
+        while True:
+            page = client.llm_keys.list_page(limit=1, cursor=cursor)
+            pages.append([k.id for k in page.items])
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        assert pages == [[k.id] for k in client.llm_keys.list()]
         client.llm_keys.revoke(key.id)
         assert client.llm_keys.list()[0].revoked_at is not None
         assert chat(llm_daemon, key.key, "again").status_code == 401

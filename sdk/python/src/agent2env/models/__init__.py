@@ -27,11 +27,12 @@ from .llm import (
     LLMExchangeList,
     LLMExchangeState,
     LLMKey,
+    LLMKeyList,
     LLMMessage,
     LLMPart,
     LLMUsage,
 )
-from .prepull import PrepullProgress, PrepullStatus, PrepullTask
+from .prepull import PrepullList, PrepullProgress, PrepullStatus, PrepullTask
 from .run import (
     Run,
     RunArtifact,
@@ -133,12 +134,14 @@ __all__ = [
     "LLMExchangeList",
     "LLMExchangeState",
     "LLMKey",
+    "LLMKeyList",
     "LLMMessage",
     "LLMPart",
     "LLMUsage",
     "LogsResult",
     "NetworkSpec",
     "PersistenceSpec",
+    "PrepullList",
     "PrepullProgress",
     "PrepullStatus",
     "PrepullTask",

@@ -17,6 +17,7 @@ __all__ = [
     "LLMExchangeList",
     "LLMExchangeState",
     "LLMKey",
+    "LLMKeyList",
     "LLMMessage",
     "LLMPart",
     "LLMUsage",
@@ -158,3 +159,11 @@ class LLMKey(APIModel):
     created_at: datetime
     expires_at: datetime
     revoked_at: datetime | None = None
+
+
+class LLMKeyList(APIModel):
+    """A page of LLM keys, newest first unless asked otherwise."""
+
+    items: list[LLMKey] = Field(default_factory=list)
+    next_cursor: str | None = None
+    """The next page's cursor; none on the last page."""

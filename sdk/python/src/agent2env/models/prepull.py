@@ -8,7 +8,7 @@ from pydantic import Field
 
 from .common import APIModel, StrEnum
 
-__all__ = ["PrepullProgress", "PrepullStatus", "PrepullTask"]
+__all__ = ["PrepullList", "PrepullProgress", "PrepullStatus", "PrepullTask"]
 
 
 class PrepullStatus(StrEnum):
@@ -38,3 +38,11 @@ class PrepullTask(APIModel):
     error: str | None = None
     started_at: datetime = Field(alias="startedAt")
     completed_at: datetime | None = Field(None, alias="completedAt")
+
+
+class PrepullList(APIModel):
+    """A page of prepull tasks (agent2env addition), newest first unless asked otherwise."""
+
+    items: list[PrepullTask] = Field(default_factory=list)
+    next_cursor: str | None = None
+    """The next page's cursor; none on the last page."""

@@ -45,6 +45,7 @@ from ..models.llm import (
     LLMExchangeEvent,
     LLMExchangeList,
     LLMKey,
+    LLMKeyList,
     LLMPart,
 )
 
@@ -444,6 +445,11 @@ def _list_keys() -> Op[list[LLMKey]]:
     return call(Request("GET", "/llm/keys"), parse_items(LLMKey))
 
 
+def _list_keys_page(limit: int | None, cursor: str | None, order: Order | None) -> Op[LLMKeyList]:
+    params = paged({}, limit, cursor, order)
+    return call(Request("GET", "/llm/keys", params=params), parse_model(LLMKeyList))
+
+
 def _revoke_key(key_id: str) -> Op[None]:
     return call(Request("DELETE", f"/llm/keys/{segment(key_id, 'key id')}"), parse_none)
 
@@ -494,6 +500,24 @@ class LLMKeyService:
         """Return the keys, newest first, without their secrets."""
         return self._c.run(_list_keys())
 
+    def list_page(
+        self, *, limit: int | None = None, cursor: str | None = None, order: Order | None = None
+    ) -> LLMKeyList:
+        """Return a page of the keys, without their secrets.
+
+        Args:
+            limit: The page's size (1 to 1000); without it, every key.
+            cursor: The ``next_cursor`` of the page before.
+            order: ``"asc"`` lists oldest first (the next pages newer ones),
+                ``"desc"`` newest first, the default.
+
+        Raises:
+            BadRequestError: ``limit`` is not from 1 to 1000, ``cursor`` not
+                one the daemon gave, or ``order`` neither ``"asc"`` nor ``"desc"``.
+
+        """
+        return self._c.run(_list_keys_page(limit, cursor, order))
+
     def revoke(self, key_id: str) -> None:
         """Revoke a key: calls with it are refused from now on; an unknown one is NotFoundError."""
         self._c.run(_revoke_key(key_id))
@@ -525,6 +549,12 @@ class AsyncLLMKeyService:
     async def list(self) -> list[LLMKey]:
         """Return the keys, newest first, without their secrets."""
         return await self._c.run(_list_keys())
+
+    async def list_page(
+        self, *, limit: int | None = None, cursor: str | None = None, order: Order | None = None
+    ) -> LLMKeyList:
+        """Return a page of the keys; see :meth:`LLMKeyService.list_page`."""
+        return await self._c.run(_list_keys_page(limit, cursor, order))
 
     async def revoke(self, key_id: str) -> None:
         """Revoke a key."""

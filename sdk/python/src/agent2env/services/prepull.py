@@ -7,9 +7,11 @@ import time
 from .._async_base import AsyncAPIClient
 from .._base import (
     Op,
+    Order,
     Request,
     SyncAPIClient,
     call,
+    paged,
     parse_items,
     parse_model,
     parse_none,
@@ -17,7 +19,7 @@ from .._base import (
     sleep,
 )
 from ..exceptions import PrepullFailedError, TimeoutError
-from ..models.prepull import PrepullStatus, PrepullTask
+from ..models.prepull import PrepullList, PrepullStatus, PrepullTask
 
 __all__ = ["AsyncPrepullService", "PrepullService"]
 
@@ -36,13 +38,31 @@ def _create_for_template(template_name: str) -> Op[PrepullTask]:
     return call(Request("POST", path), parse_model(PrepullTask))
 
 
-def _list(image: str | None, status: PrepullStatus | str | None) -> Op[list[PrepullTask]]:
-    params = {}
+def _filter(
+    image: str | None, status: PrepullStatus | str | None
+) -> dict[str, str | int | list[str]]:
+    params: dict[str, str | int | list[str]] = {}
     if image is not None:
         params["image"] = image
     if status is not None:
         params["status"] = PrepullStatus(status).value
+    return params
+
+
+def _list(image: str | None, status: PrepullStatus | str | None) -> Op[list[PrepullTask]]:
+    params = _filter(image, status)
     return call(Request("GET", "/images/prepull", params=params), parse_items(PrepullTask))
+
+
+def _list_page(
+    image: str | None,
+    status: PrepullStatus | str | None,
+    limit: int | None,
+    cursor: str | None,
+    order: Order | None,
+) -> Op[PrepullList]:
+    params = paged(_filter(image, status), limit, cursor, order)
+    return call(Request("GET", "/images/prepull", params=params), parse_model(PrepullList))
 
 
 def _get(task_id: str) -> Op[PrepullTask]:
@@ -98,6 +118,32 @@ class PrepullService:
         """Return the prepull tasks, newest first, optionally only those of an image or status."""
         return self._c.run(_list(image, status))
 
+    def list_page(
+        self,
+        *,
+        image: str | None = None,
+        status: PrepullStatus | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        order: Order | None = None,
+    ) -> PrepullList:
+        """Return a page of the prepull tasks (agent2env addition), as :meth:`list` selects them.
+
+        Args:
+            image: Only the tasks of this image.
+            status: Only the tasks with this status.
+            limit: The page's size (1 to 1000); without it, every task.
+            cursor: The ``next_cursor`` of the page before.
+            order: ``"asc"`` lists oldest first (the next pages newer ones),
+                ``"desc"`` newest first, the default.
+
+        Raises:
+            BadRequestError: ``limit`` is not from 1 to 1000, ``cursor`` not
+                one the daemon gave, or ``order`` neither ``"asc"`` nor ``"desc"``.
+
+        """
+        return self._c.run(_list_page(image, status, limit, cursor, order))
+
     def get(self, task_id: str) -> PrepullTask:
         """Return a prepull task; an unknown id raises NotFoundError."""
         return self._c.run(_get(task_id))
@@ -138,6 +184,18 @@ class AsyncPrepullService:
     ) -> list[PrepullTask]:
         """Return the prepull tasks, newest first."""
         return await self._c.run(_list(image, status))
+
+    async def list_page(
+        self,
+        *,
+        image: str | None = None,
+        status: PrepullStatus | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        order: Order | None = None,
+    ) -> PrepullList:
+        """Return a page of the prepull tasks; see :meth:`PrepullService.list_page`."""
+        return await self._c.run(_list_page(image, status, limit, cursor, order))
 
     async def get(self, task_id: str) -> PrepullTask:
         """Return a prepull task."""
