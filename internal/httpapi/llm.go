@@ -44,7 +44,12 @@ func (l *LLMRoutes) createKey(w http.ResponseWriter, r *http.Request) {
 // listKeys lists the keys, newest first unless order=asc; with limit and
 // cursor, a page of them.
 func (l *LLMRoutes) listKeys(w http.ResponseWriter, r *http.Request) {
-	p, err := newestFirstPage(r)
+	opts, err := listOptions(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	p, err := service.NewestFirst(opts)
 	if err != nil {
 		writeError(w, err)
 		return

@@ -49,7 +49,12 @@ func (p *PrepullRoutes) create(w http.ResponseWriter, r *http.Request) {
 // list lists the tasks of an image and status, newest first unless
 // order=asc; with limit and cursor (agent2env additions), a page of them.
 func (p *PrepullRoutes) list(w http.ResponseWriter, r *http.Request) {
-	page, err := newestFirstPage(r)
+	opts, err := listOptions(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	page, err := service.NewestFirst(opts)
 	if err != nil {
 		writeError(w, err)
 		return

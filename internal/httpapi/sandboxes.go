@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 	"github.com/agent2env/agent2env/api/sse"
 	"github.com/agent2env/agent2env/internal/errdefs"
 	"github.com/agent2env/agent2env/internal/service"
-	"github.com/agent2env/agent2env/internal/store"
 )
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
@@ -59,16 +57,6 @@ func listOptions(r *http.Request) (service.ListOptions, error) {
 	var err error
 	opts.Limit, err = limitParam(r)
 	return opts, err
-}
-
-// newestFirstPage reads the page r asks for (limit, cursor and order) of
-// a list whose default order is newest first.
-func newestFirstPage(r *http.Request) (store.Page, error) {
-	opts, err := listOptions(r)
-	if err != nil {
-		return store.Page{}, err
-	}
-	return service.Page(opts.Limit, opts.Cursor, cmp.Or(opts.Order, api.OrderDesc))
 }
 
 // sandboxStatuses are the statuses the status parameter of the sandbox

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/template"
 )
 
@@ -129,7 +130,11 @@ func (tr *TemplateRoutes) versions(w http.ResponseWriter, r *http.Request) {
 // versionPage reads the page of versions r asks for: newest first by
 // default, as LiteBoxd lists them.
 func (tr *TemplateRoutes) versionPage(r *http.Request) (*api.VersionList, error) {
-	p, err := newestFirstPage(r)
+	opts, err := listOptions(r)
+	if err != nil {
+		return nil, err
+	}
+	p, err := service.NewestFirst(opts)
 	if err != nil {
 		return nil, err
 	}

@@ -34,6 +34,12 @@ func Page(limit *int, cursor string, order api.Order) (store.Page, error) {
 	return p, nil
 }
 
+// NewestFirst is Page of opts for a list whose order is newest first
+// unless opts asks for api.OrderAsc.
+func NewestFirst(opts ListOptions) (store.Page, error) {
+	return Page(opts.Limit, opts.Cursor, cmp.Or(opts.Order, api.OrderDesc))
+}
+
 // PageOf returns the page p of items, a whole list ordered newest first
 // by the creation time and id key gives (as the stores list LLM keys and
 // prepull tasks), and the cursor of the next page ("" after the last):
