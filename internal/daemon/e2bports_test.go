@@ -78,6 +78,20 @@ func TestE2BPrivatePorts(t *testing.T) {
 			if want := map[bool]int{false: http.StatusBadGateway, true: http.StatusUnauthorized}[private]; code != want {
 				t.Errorf("the port without a token: %d %s, want %d", code, body, want)
 			}
+			// A page on another origin that sends the traffic token is
+			// preflighted first, without it, as Chrome does: the daemon
+			// answers it, public or private, allowing the token's header;
+			// nothing reaches the sandbox.
+			code, h, body := doHost(t, d, "OPTIONS", "3000-"+sb.SandboxID+".localhost", "/api/data", "",
+				"Origin", "http://app.localhost:5173",
+				"Access-Control-Request-Method", "POST",
+				"Access-Control-Request-Headers", "content-type,e2b-traffic-access-token",
+				"Sec-Fetch-Mode", "cors", "Sec-Fetch-Site", "same-site", "Sec-Fetch-Dest", "empty")
+			if code != http.StatusNoContent || h.Get("Access-Control-Allow-Origin") != "*" ||
+				!strings.Contains(h.Get("Access-Control-Allow-Headers"), "e2b-traffic-access-token") ||
+				!strings.Contains(h.Get("Access-Control-Allow-Methods"), "POST") {
+				t.Errorf("preflight: %d %v %s, want 204 allowing POST with e2b-traffic-access-token", code, h, body)
+			}
 		})
 	}
 }

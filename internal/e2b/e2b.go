@@ -30,8 +30,11 @@
 // network.allowPublicTraffic false (MetadataPublicTraffic), answers
 // without a token, and its pages are the sandbox's own web site
 // (ServesSite), unless the daemon keeps every port private
-// (Config.PrivatePorts). A request to it reads the sandbox once, here,
-// and the gateway does not check it again (Ports.Forward).
+// (Config.PrivatePorts). A CORS preflight to a user port by that form,
+// which a browser sends without the token, is the gateway's to answer,
+// public or private: it reads and reaches no sandbox. Any other request
+// to it reads the sandbox once, here, and the gateway does not check it
+// again (Ports.Forward).
 //
 // An unknown or stopped sandbox answers 502 "The sandbox was not found",
 // as E2B's proxy does: the SDKs' is_running() reads that status.
@@ -147,6 +150,9 @@ type Ports interface {
 	// Forward forwards r, with its own path and query, to port of
 	// sandbox id, which the surface has checked r may reach.
 	Forward(w http.ResponseWriter, r *http.Request, id string, port int)
+	// Preflight answers the CORS preflight r for a sandbox port, allowing
+	// the headers it asks for; it reads and reaches no sandbox.
+	Preflight(w http.ResponseWriter, r *http.Request)
 }
 
 var _ Ports = (*gateway.Routes)(nil)
@@ -457,6 +463,16 @@ func (h *Handler) serveSandbox(w http.ResponseWriter, r *http.Request, byHost bo
 	}
 	token := requestToken(r)
 	site := byHost && port != EnvdPort && port != InterpreterPort
+	if site && gateway.IsPreflight(r) {
+		// A page on another origin that sends the token is preflighted
+		// first, and a browser never puts the token on a preflight: the
+		// gateway answers it, allowing the token's header, and nothing
+		// reaches the sandbox before the request that carries the token.
+		if h.portsServed(w) {
+			h.cfg.Ports.Preflight(w, r)
+		}
+		return
+	}
 	// The sandbox is read once: for a user port named by the host, whose
 	// details say whether it is public, by Get; for any other, by the
 	// access check.

@@ -365,7 +365,7 @@ type portRequest struct {
 }
 
 // fakePorts is the port gateway: it records what it is handed in its
-// env, answering 298 to a forwarded request.
+// env, answering 298 to a forwarded request and 297 to a preflight.
 type fakePorts struct {
 	mu sync.Mutex
 	e  *env
@@ -378,14 +378,23 @@ func (p *fakePorts) Forward(w http.ResponseWriter, r *http.Request, id string, p
 	w.WriteHeader(298)
 }
 
+func (p *fakePorts) Preflight(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	p.e.preflights++
+	p.mu.Unlock()
+	w.WriteHeader(297)
+}
+
 type env struct {
 	sb    *fakeSandboxes
 	ctx   *fakeContexts
 	files *fakeFiles
 	procs *fakeProcs
 	port  []portRequest // the requests forwarded to the port gateway
-	h     *Handler
-	srv   *httptest.Server
+	// preflights counts the preflights the port gateway answered.
+	preflights int
+	h          *Handler
+	srv        *httptest.Server
 }
 
 // fakeFiles keeps files by sandbox and path (envd_test.go has its
@@ -1250,6 +1259,46 @@ func TestPublicPorts(t *testing.T) {
 	e.h.cfg.PrivatePorts = true
 	if _, _, b := e.api(t, "GET", "/sandboxes/pub", ""); !strings.Contains(b, `"allowPublicTraffic":false`) {
 		t.Errorf("get on a private daemon: %s, want allowPublicTraffic false", b)
+	}
+}
+
+// TestPortPreflight checks the CORS preflight a browser sends, without
+// the token, before a request across origins that carries it (Chrome's
+// headers): to a user port named by the host, the gateway answers it,
+// public or private, known sandbox or not, without reading one; any other
+// request, OPTIONS too, still needs the token.
+func TestPortPreflight(t *testing.T) {
+	e := newEnv(t, running("pub", map[string]string{MetadataPublicTraffic: "true"}), running("priv", nil))
+	chrome := []string{"Origin", "http://app.localhost:5173", "Access-Control-Request-Method", "POST",
+		"Access-Control-Request-Headers", "content-type,e2b-traffic-access-token",
+		"Sec-Fetch-Mode", "cors", "Sec-Fetch-Site", "same-site", "Sec-Fetch-Dest", "empty"}
+	for _, tc := range []hostCase{
+		{"private sandbox", "3000-priv.localhost:8080", chrome, false, 297, ""},
+		{"public sandbox", "3000-pub.localhost:8080", chrome, false, 297, ""},
+		{"private daemon", "3000-pub.localhost:8080", chrome, true, 297, ""},
+		{"unknown sandbox", "3000-nosuch.localhost:8080", chrome, false, 297, ""},
+		{"OPTIONS that is no preflight", "3000-priv.localhost:8080", []string{"Origin", "http://app.localhost:5173"}, false, 401, "missing access token"},
+		{"envd's port", "49983-priv.localhost:8080", chrome, false, 401, "missing access token"},
+		{"by headers", "localhost:8080", append([]string{HeaderSandboxID, "priv", HeaderSandboxPort, "3000"}, chrome...), false, 401, "missing access token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e.h.cfg.PrivatePorts = tc.private
+			defer func() { e.h.cfg.PrivatePorts = false }()
+			n, preflights, reads := len(e.port), e.preflights, e.sb.reads
+			code, _, b := e.do(t, "OPTIONS", "/api/data", "", append([]string{"Host", tc.host}, tc.headers...)...)
+			if code != tc.status || !strings.Contains(b, tc.body) {
+				t.Fatalf("%d %s, want %d with %q", code, b, tc.status, tc.body)
+			}
+			if len(e.port) != n {
+				t.Errorf("the preflight was forwarded to the sandbox")
+			}
+			if answered := e.preflights - preflights; answered != map[bool]int{true: 1}[code == 297] {
+				t.Errorf("the gateway answered %d preflights", answered)
+			}
+			if code == 297 && e.sb.reads != reads {
+				t.Errorf("a preflight read the sandbox %d times", e.sb.reads-reads)
+			}
+		})
 	}
 }
 
