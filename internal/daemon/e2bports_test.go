@@ -78,19 +78,26 @@ func TestE2BPrivatePorts(t *testing.T) {
 			if want := map[bool]int{false: http.StatusBadGateway, true: http.StatusUnauthorized}[private]; code != want {
 				t.Errorf("the port without a token: %d %s, want %d", code, body, want)
 			}
-			// A page on another origin that sends the traffic token is
+			// A page on another origin that sends the sandbox's token is
 			// preflighted first, without it, as Chrome does: the daemon
 			// answers it, public or private, allowing the token's header;
-			// nothing reaches the sandbox.
-			code, h, body := doHost(t, d, "OPTIONS", "3000-"+sb.SandboxID+".localhost", "/api/data", "",
-				"Origin", "http://app.localhost:5173",
-				"Access-Control-Request-Method", "POST",
-				"Access-Control-Request-Headers", "content-type,e2b-traffic-access-token",
-				"Sec-Fetch-Mode", "cors", "Sec-Fetch-Site", "same-site", "Sec-Fetch-Dest", "empty")
-			if code != http.StatusNoContent || h.Get("Access-Control-Allow-Origin") != "*" ||
-				!strings.Contains(h.Get("Access-Control-Allow-Headers"), "e2b-traffic-access-token") ||
-				!strings.Contains(h.Get("Access-Control-Allow-Methods"), "POST") {
-				t.Errorf("preflight: %d %v %s, want 204 allowing POST with e2b-traffic-access-token", code, h, body)
+			// nothing reaches the sandbox. So it does for the gateway's
+			// own paths (a sandbox's accessUrl, an OpenSandbox endpoint),
+			// whose token is X-Access-Token.
+			for _, pf := range []struct{ host, path, header string }{
+				{"3000-" + sb.SandboxID + ".localhost", "/api/data", "e2b-traffic-access-token"},
+				{"", "/api/v1/sandbox/" + sb.SandboxID + "/port/3000/api/data", "x-access-token"},
+			} {
+				code, h, body := doHost(t, d, "OPTIONS", pf.host, pf.path, "",
+					"Origin", "http://app.localhost:5173",
+					"Access-Control-Request-Method", "POST",
+					"Access-Control-Request-Headers", "content-type,"+pf.header,
+					"Sec-Fetch-Mode", "cors", "Sec-Fetch-Site", "same-site", "Sec-Fetch-Dest", "empty")
+				if code != http.StatusNoContent || h.Get("Access-Control-Allow-Origin") != "*" ||
+					!strings.Contains(h.Get("Access-Control-Allow-Headers"), pf.header) ||
+					!strings.Contains(h.Get("Access-Control-Allow-Methods"), "POST") {
+					t.Errorf("preflight to %s%s: %d %v %s, want 204 allowing POST with %s", pf.host, pf.path, code, h, body, pf.header)
+				}
 			}
 		})
 	}
