@@ -143,6 +143,9 @@ type Config struct {
 	// prebuilder, when set, does the background builds instead of the
 	// image store.
 	prebuilder image.Ensurer
+	// wrapStore, when set, stands between the daemon and its store
+	// (tests count its reads this way).
+	wrapStore func(recordStore) recordStore
 }
 
 // HTTPConfig bounds the API server's connections and timeouts, and those

@@ -64,6 +64,9 @@ func openState(ctx context.Context, cfg Config, svc runtime.Services) (st state,
 	if st.Store, sh, err = openStore(ctx, cfg); err != nil {
 		return st, err
 	}
+	if cfg.wrapStore != nil {
+		st.Store = cfg.wrapStore(st.Store)
+	}
 	st.Leader, st.Notes, st.KeyLocks, st.KeyLeases = leader.New(sh.lock, cfg.Log), sh.notes, sh.keyLocks, sh.keyLeases
 	if sh.presence != nil {
 		if st.presence, err = holdPresence(ctx, cfg, sh.presence); err != nil {

@@ -56,12 +56,9 @@ func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) 
 	if err != nil {
 		return sf, err
 	}
-	// The E2B API reaches other sandbox ports through the gateway's own
-	// paths.
-	gatewayPaths := http.NewServeMux()
-	sf.Gateway.Register(gatewayPaths)
+	// The E2B API reaches other sandbox ports through the gateway.
 	sf.E2B, err = e2b.New(e2b.Config{
-		Sandboxes: svc.Sandboxes, Files: svc.Sandboxes, Procs: svc.Sandboxes, Contexts: contextsView, Ports: gatewayPaths, GatewayPrefix: service.GatewayPrefix,
+		Sandboxes: svc.Sandboxes, Files: svc.Sandboxes, Procs: svc.Sandboxes, Contexts: contextsView, Ports: sf.Gateway,
 		Keys: cfg.Keys, RequireKey: cfg.authOn(), PrivatePorts: cfg.PrivatePorts,
 	})
 	if err != nil {

@@ -30,7 +30,11 @@
 // network.allowPublicTraffic false (MetadataPublicTraffic), answers
 // without a token, and its pages are the sandbox's own web site
 // (ServesSite), unless the daemon keeps every port private
-// (Config.PrivatePorts).
+// (Config.PrivatePorts). A CORS preflight to a user port by that form,
+// which a browser sends without the token, is the gateway's to answer,
+// public or private: it reads and reaches no sandbox. Any other request
+// to it reads the sandbox once, here, and the gateway does not check it
+// again (Ports.Forward).
 //
 // An unknown or stopped sandbox answers 502 "The sandbox was not found",
 // as E2B's proxy does: the SDKs' is_running() reads that status.
@@ -63,6 +67,7 @@ import (
 	"github.com/agent2env/agent2env/api"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/errdefs"
+	"github.com/agent2env/agent2env/internal/gateway"
 	"github.com/agent2env/agent2env/internal/jsonbody"
 	"github.com/agent2env/agent2env/internal/service"
 )
@@ -140,6 +145,18 @@ type Contexts interface {
 
 var _ Contexts = (*service.Contexts)(nil)
 
+// Ports is what the surface needs of the port gateway (gateway.Routes).
+type Ports interface {
+	// Forward forwards r, with its own path and query, to port of
+	// sandbox id, which the surface has checked r may reach.
+	Forward(w http.ResponseWriter, r *http.Request, id string, port int)
+	// Preflight answers the CORS preflight r for a sandbox port, allowing
+	// the headers it asks for; it reads and reaches no sandbox.
+	Preflight(w http.ResponseWriter, r *http.Request)
+}
+
+var _ Ports = (*gateway.Routes)(nil)
+
 // Config is what a Handler serves.
 type Config struct {
 	// Sandboxes is the sandbox service (required).
@@ -152,11 +169,9 @@ type Config struct {
 	// Contexts runs code for the code interpreter; nil: its routes answer
 	// 501.
 	Contexts Contexts
-	// Ports serves the port gateway's paths (GatewayPrefix + id +
-	// "/port/" + port + path); nil: other ports answer 501.
-	Ports http.Handler
-	// GatewayPrefix starts the port gateway's paths.
-	GatewayPrefix string
+	// Ports is the port gateway, which serves the other ports; nil: they
+	// answer 501.
+	Ports Ports
 	// Keys are the daemon's API keys.
 	Keys *auth.Keys
 	// RequireKey says control-plane requests must carry a valid key.
@@ -185,9 +200,6 @@ type Handler struct {
 func New(cfg Config) (*Handler, error) {
 	if cfg.Sandboxes == nil {
 		return nil, errors.New("e2b: Sandboxes is required")
-	}
-	if cfg.Ports != nil && cfg.GatewayPrefix == "" {
-		return nil, errors.New("e2b: GatewayPrefix is required with Ports")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -450,30 +462,48 @@ func (h *Handler) serveSandbox(w http.ResponseWriter, r *http.Request, byHost bo
 		return
 	}
 	token := requestToken(r)
-	if byHost && port != EnvdPort && port != InterpreterPort {
-		// A public port needs no token: the sandbox's own goes on to the
-		// gateway, and the access check below still requires it to run.
-		sb, err := h.cfg.Sandboxes.Get(r.Context(), id)
-		switch {
-		case errors.Is(err, errdefs.ErrNotFound):
-			writeSandboxGone(w, id) // as E2B's proxy answers a browser
-			return
-		case err == nil && h.public(sb):
-			token = sb.AccessToken
+	site := byHost && port != EnvdPort && port != InterpreterPort
+	if site && gateway.IsPreflight(r) {
+		// A page on another origin that sends the token is preflighted
+		// first, and a browser never puts the token on a preflight: the
+		// gateway answers it, allowing the token's header, and nothing
+		// reaches the sandbox before the request that carries the token.
+		if h.portsServed(w) {
+			h.cfg.Ports.Preflight(w, r)
 		}
+		return
 	}
-	if err := h.cfg.Sandboxes.Authorize(r.Context(), id, token); err != nil {
+	// The sandbox is read once: for a user port named by the host, whose
+	// details say whether it is public, by Get; for any other, by the
+	// access check.
+	var sb *api.Sandbox
+	if site {
+		sb, err = h.cfg.Sandboxes.Get(r.Context(), id)
+		if err == nil {
+			if h.public(sb) {
+				// A public port needs no token; it still must run.
+				token = sb.AccessToken
+			}
+			err = service.CheckAccess(sb, token)
+		}
+	} else {
+		err = h.cfg.Sandboxes.Authorize(r.Context(), id, token)
+	}
+	if err != nil {
 		h.tokens.forget(token)
 		if errors.Is(err, errdefs.ErrFailedPrecondition) {
 			// The token is right; say why the sandbox does not answer
 			// when it is paused, as E2B's proxy cannot.
-			if sb, gerr := h.cfg.Sandboxes.Get(r.Context(), id); gerr == nil && sb.Status == api.StatusPaused {
+			if sb == nil {
+				sb, _ = h.cfg.Sandboxes.Get(r.Context(), id)
+			}
+			if sb != nil && sb.Status == api.StatusPaused {
 				writeSandboxUnavailable(w, id, sandboxNotFoundText+": sandbox "+id+" is paused; connect to it (Sandbox.connect) to resume it")
 				return
 			}
 		}
 		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition) {
-			writeSandboxGone(w, id)
+			writeSandboxGone(w, id) // as E2B's proxy answers, a browser too
 			return
 		}
 		writeError(w, err)
@@ -485,28 +515,28 @@ func (h *Handler) serveSandbox(w http.ResponseWriter, r *http.Request, byHost bo
 	case InterpreterPort:
 		h.serveInterpreter(w, r, id)
 	default:
-		h.servePort(w, r, id, port, token)
+		if h.portsServed(w) {
+			h.servePort(w, r, id, port)
+		}
 	}
 }
 
-// servePort hands a request for a user port to the port gateway, as the
-// gateway's own path for it.
-func (h *Handler) servePort(w http.ResponseWriter, r *http.Request, id string, port int, token string) {
+// portsServed reports whether the port gateway serves the ports other
+// than envd's and the interpreter's, and answers 501 when not.
+func (h *Handler) portsServed(w http.ResponseWriter) bool {
 	if h.cfg.Ports == nil {
 		writeError(w, errdefs.NotImplemented("ports other than 49983 and 49999 are not served here"))
-		return
 	}
+	return h.cfg.Ports != nil
+}
+
+// servePort hands a request for a user port, its access checked, to the
+// port gateway, without the headers that named the sandbox or held its
+// tokens.
+func (h *Handler) servePort(w http.ResponseWriter, r *http.Request, id string, port int) {
 	r2 := r.Clone(r.Context())
-	prefix := h.cfg.GatewayPrefix + id + "/port/" + strconv.Itoa(port)
-	r2.URL.Path = prefix + r.URL.Path
-	r2.URL.RawPath = ""
-	if r.URL.RawPath != "" {
-		r2.URL.RawPath = prefix + r.URL.RawPath
+	for _, k := range []string{HeaderSandboxID, HeaderSandboxPort, HeaderTrafficToken, HeaderAccessToken} {
+		r2.Header.Del(k)
 	}
-	r2.RequestURI = ""
-	r2.Header.Del(HeaderSandboxID)
-	r2.Header.Del(HeaderSandboxPort)
-	r2.Header.Del(HeaderTrafficToken)
-	r2.Header.Set(HeaderAccessToken, token)
-	h.cfg.Ports.ServeHTTP(w, r2)
+	h.cfg.Ports.Forward(w, r2, id, port)
 }

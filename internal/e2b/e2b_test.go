@@ -48,6 +48,9 @@ type fakeSandboxes struct {
 	slow     bool
 	n        int
 	cpuTime  time.Duration
+	// reads counts Get and Authorize, each a read of the store in
+	// service.Sandboxes.
+	reads int
 	// beforeResume, when set, runs as Resume is called, before it looks
 	// at the sandbox (another request's work meanwhile).
 	beforeResume func(id string)
@@ -93,6 +96,7 @@ func (f *fakeSandboxes) CreateAndWait(_ context.Context, req api.CreateSandboxRe
 func (f *fakeSandboxes) Get(_ context.Context, id string) (*api.Sandbox, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.reads++
 	sb, ok := f.byID[id]
 	if !ok {
 		return nil, errdefs.WithCode(errdefs.NotFound("sandbox %s not found", id), api.CodeSandboxNotFound)
@@ -222,6 +226,7 @@ func (f *fakeSandboxes) move(id string, from, to api.SandboxStatus) (*api.Sandbo
 func (f *fakeSandboxes) Authorize(_ context.Context, id, tok string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.reads++
 	sb, ok := f.byID[id]
 	switch {
 	case tok == "":
@@ -354,14 +359,44 @@ var next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(299)
 })
 
+// portRequest is a request forwarded to port of sandbox id.
+type portRequest struct {
+	id   string
+	port int
+	*http.Request
+}
+
+// fakePorts is the port gateway: it records what it is handed in its
+// env, answering 298 to a forwarded request and 297 to a preflight.
+type fakePorts struct {
+	mu sync.Mutex
+	e  *env
+}
+
+func (p *fakePorts) Forward(w http.ResponseWriter, r *http.Request, id string, port int) {
+	p.mu.Lock()
+	p.e.port = append(p.e.port, portRequest{id, port, r})
+	p.mu.Unlock()
+	w.WriteHeader(298)
+}
+
+func (p *fakePorts) Preflight(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	p.e.preflights++
+	p.mu.Unlock()
+	w.WriteHeader(297)
+}
+
 type env struct {
 	sb    *fakeSandboxes
 	ctx   *fakeContexts
 	files *fakeFiles
 	procs *fakeProcs
-	port  []*http.Request // the requests the ports handler had
-	h     *Handler
-	srv   *httptest.Server
+	port  []portRequest // the requests forwarded to the port gateway
+	// preflights counts the preflights the port gateway answered.
+	preflights int
+	h          *Handler
+	srv        *httptest.Server
 }
 
 // fakeFiles keeps files by sandbox and path (envd_test.go has its
@@ -427,17 +462,11 @@ func newEnv(t *testing.T, sbs ...api.Sandbox) *env {
 		t.Fatal(err)
 	}
 	e := &env{sb: newFakeSandboxes(sbs...), ctx: newFakeContexts()}
-	var mu sync.Mutex
-	ports := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		e.port = append(e.port, r)
-		mu.Unlock()
-		w.WriteHeader(298)
-	})
+	ports := &fakePorts{e: e}
 	e.files = &fakeFiles{byPath: map[string]string{}, dirs: map[string]bool{}, links: map[string]string{}}
 	e.procs = newFakeProcs()
 	h, err := New(Config{
-		Sandboxes: e.sb, Files: e.files, Procs: e.procs, Contexts: e.ctx, Ports: ports, GatewayPrefix: "/api/v1/sandbox/",
+		Sandboxes: e.sb, Files: e.files, Procs: e.procs, Contexts: e.ctx, Ports: ports,
 		Keys: keys, RequireKey: true, Now: func() time.Time { return now }, CreateWait: time.Second,
 	})
 	if err != nil {
@@ -560,15 +589,15 @@ func TestRouting(t *testing.T) {
 		{"user port", "GET", "/app/x", []string{HeaderSandboxID, "sba", HeaderSandboxPort, "8080", HeaderAccessToken, token}, 298, ""},
 		{"signed file URL", "GET", "/files?path=a.txt&username=user&signature=v1_abc&signature_expiration=1", nil, 400, "signed file URLs are not supported"},
 	})
-	// The user port's request reached the gateway's own path, with the
-	// token the gateway checks and without E2B's headers.
+	// The user port's request reached the gateway, with its path and
+	// without E2B's headers or the token.
 	if len(e.port) != 1 {
 		t.Fatalf("port requests: %d, want 1", len(e.port))
 	}
 	r := e.port[0]
-	if r.URL.Path != "/api/v1/sandbox/sba/port/8080/app/x" || r.Header.Get(HeaderAccessToken) != token ||
+	if r.id != "sba" || r.port != 8080 || r.URL.Path != "/app/x" || r.Header.Get(HeaderAccessToken) != "" ||
 		r.Header.Get(HeaderSandboxID) != "" || r.Header.Get(HeaderSandboxPort) != "" {
-		t.Errorf("port request: %s %v", r.URL.Path, r.Header)
+		t.Errorf("port request: %s %d %s %v", r.id, r.port, r.URL.Path, r.Header)
 	}
 }
 
@@ -1133,7 +1162,7 @@ func TestHostTarget(t *testing.T) {
 		t.Errorf("interpreter by host: %d %s", code, b)
 	}
 	if code, _ := get("8080-sba.sb.example.com", "/sandboxes", HeaderAccessToken, token); code != 298 ||
-		e.port[len(e.port)-1].URL.Path != "/api/v1/sandbox/sba/port/8080/sandboxes" {
+		e.port[len(e.port)-1].URL.Path != "/sandboxes" {
 		t.Errorf("user port by host: %d", code)
 	}
 	if code, b := get("49983-nosuch.sb.example.com", "/health", HeaderAccessToken, token); code != 502 || !strings.Contains(b, sandboxNotFoundText) {
@@ -1147,6 +1176,18 @@ func TestHostTarget(t *testing.T) {
 	}
 }
 
+// hostCase is a request to a port by the host form, with its headers, on
+// a daemon that keeps every port private or not, and its answer's status
+// and a part of its body.
+type hostCase struct {
+	name    string
+	host    string
+	headers []string
+	private bool // Config.PrivatePorts
+	status  int
+	body    string
+}
+
 // TestPublicPorts checks E2B's public ports: through the host form, a
 // user port of a sandbox the E2B API made public answers without a token;
 // envd's and the interpreter's ports, header-routed requests, sandboxes
@@ -1157,14 +1198,7 @@ func TestPublicPorts(t *testing.T) {
 	paused.Status = api.StatusPaused
 	e := newEnv(t, running("pub", mark), running("priv", map[string]string{"a": "b"}), paused)
 	tok := []string{HeaderTrafficToken, token}
-	for _, tc := range []struct {
-		name    string
-		host    string
-		headers []string
-		private bool // Config.PrivatePorts
-		status  int
-		body    string
-	}{
+	for _, tc := range []hostCase{
 		{"public port", "3000-pub.localhost:8080", nil, false, 298, ""},
 		{"public port, a wrong token", "3000-pub.localhost:8080", []string{HeaderAccessToken, "x"}, false, 298, ""},
 		{"public port, the token", "3000-pub.localhost:8080", tok, false, 298, ""},
@@ -1181,10 +1215,15 @@ func TestPublicPorts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e.h.cfg.PrivatePorts = tc.private
-			n := len(e.port)
+			n, reads := len(e.port), e.sb.reads
 			code, _, b := e.do(t, "GET", "/app.js?v=1", "", append([]string{"Host", tc.host}, tc.headers...)...)
 			if code != tc.status || !strings.Contains(b, tc.body) {
 				t.Fatalf("%d %s, want %d with %q", code, b, tc.status, tc.body)
+			}
+			// The sandbox is read once, whatever the answer (the gateway
+			// does not check it again).
+			if got := e.sb.reads - reads; got != 1 {
+				t.Errorf("the sandbox was read %d times, want 1", got)
 			}
 			if code != 298 {
 				if len(e.port) != n {
@@ -1192,11 +1231,11 @@ func TestPublicPorts(t *testing.T) {
 				}
 				return
 			}
-			// The gateway checks the sandbox's own token again; E2B's
-			// token header does not reach the sandbox.
+			// No token reaches the sandbox.
 			r := e.port[len(e.port)-1]
-			if r.Header.Get(HeaderAccessToken) != token || r.Header.Get(HeaderTrafficToken) != "" || r.URL.Path != "/api/v1/sandbox/"+strings.Split(strings.SplitN(tc.host, "-", 2)[1], ".")[0]+"/port/3000/app.js" {
-				t.Errorf("gateway request %s %v", r.URL, r.Header)
+			id := strings.Split(strings.SplitN(tc.host, "-", 2)[1], ".")[0]
+			if r.id != id || r.port != 3000 || r.Header.Get(HeaderAccessToken) != "" || r.Header.Get(HeaderTrafficToken) != "" || r.URL.RequestURI() != "/app.js?v=1" {
+				t.Errorf("gateway request %s %d %s %v", r.id, r.port, r.URL, r.Header)
 			}
 		})
 	}
@@ -1225,6 +1264,46 @@ func TestPublicPorts(t *testing.T) {
 	e.h.cfg.PrivatePorts = true
 	if _, _, b := e.api(t, "GET", "/sandboxes/pub", ""); !strings.Contains(b, `"allowPublicTraffic":false`) {
 		t.Errorf("get on a private daemon: %s, want allowPublicTraffic false", b)
+	}
+}
+
+// TestPortPreflight checks the CORS preflight a browser sends, without
+// the token, before a request across origins that carries it (Chrome's
+// headers): to a user port named by the host, the gateway answers it,
+// public or private, known sandbox or not, without reading one; any other
+// request, OPTIONS too, still needs the token.
+func TestPortPreflight(t *testing.T) {
+	e := newEnv(t, running("pub", map[string]string{MetadataPublicTraffic: "true"}), running("priv", nil))
+	chrome := []string{"Origin", "http://app.localhost:5173", "Access-Control-Request-Method", "POST",
+		"Access-Control-Request-Headers", "content-type,e2b-traffic-access-token",
+		"Sec-Fetch-Mode", "cors", "Sec-Fetch-Site", "same-site", "Sec-Fetch-Dest", "empty"}
+	for _, tc := range []hostCase{
+		{"private sandbox", "3000-priv.localhost:8080", chrome, false, 297, ""},
+		{"public sandbox", "3000-pub.localhost:8080", chrome, false, 297, ""},
+		{"private daemon", "3000-pub.localhost:8080", chrome, true, 297, ""},
+		{"unknown sandbox", "3000-nosuch.localhost:8080", chrome, false, 297, ""},
+		{"OPTIONS that is no preflight", "3000-priv.localhost:8080", []string{"Origin", "http://app.localhost:5173"}, false, 401, "missing access token"},
+		{"envd's port", "49983-priv.localhost:8080", chrome, false, 401, "missing access token"},
+		{"by headers", "localhost:8080", append([]string{HeaderSandboxID, "priv", HeaderSandboxPort, "3000"}, chrome...), false, 401, "missing access token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e.h.cfg.PrivatePorts = tc.private
+			defer func() { e.h.cfg.PrivatePorts = false }()
+			n, preflights, reads := len(e.port), e.preflights, e.sb.reads
+			code, _, b := e.do(t, "OPTIONS", "/api/data", "", append([]string{"Host", tc.host}, tc.headers...)...)
+			if code != tc.status || !strings.Contains(b, tc.body) {
+				t.Fatalf("%d %s, want %d with %q", code, b, tc.status, tc.body)
+			}
+			if len(e.port) != n {
+				t.Errorf("the preflight was forwarded to the sandbox")
+			}
+			if answered := e.preflights - preflights; answered != map[bool]int{true: 1}[code == 297] {
+				t.Errorf("the gateway answered %d preflights", answered)
+			}
+			if code == 297 && e.sb.reads != reads {
+				t.Errorf("a preflight read the sandbox %d times", e.sb.reads-reads)
+			}
+		})
 	}
 }
 

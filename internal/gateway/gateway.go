@@ -18,7 +18,10 @@
 //
 // Routes checks access through the Sandboxes interface (service.Sandboxes,
 // where the rules live) and reaches ports through Sandboxes.Dial (the
-// agent's DialPort).
+// agent's DialPort). Another surface that has checked access itself (the
+// E2B API's "<port>-<id>.<domain>" hosts) hands its requests to Forward,
+// and its CORS preflights to Preflight, so that a request reads the
+// sandbox once.
 // Connections to a sandbox port are kept for reuse briefly, per sandbox
 // and port. Routes is safe for concurrent use.
 package gateway
@@ -117,8 +120,8 @@ func (g *Routes) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.Invalid("invalid port number"))
 		return
 	}
-	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-		preflight(w, r)
+	if IsPreflight(r) {
+		g.Preflight(w, r)
 		return
 	}
 	// Authorize passes only ids of sandboxes, which are fit to be the host
@@ -130,33 +133,64 @@ func (g *Routes) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	g.rp.ServeHTTP(w, r)
-}
-
-// rewrite points the request at the sandbox port: the pool's host name is
-// "<id>:<port>", which dial takes apart again.
-func (g *Routes) rewrite(pr *httputil.ProxyRequest) {
-	id := pr.In.PathValue("id")
-	port, _ := strconv.Atoi(pr.In.PathValue("port")) // checked by serve
-	host := net.JoinHostPort(id, strconv.Itoa(port))
+	prefix := Prefix + id + "/port/" + strconv.Itoa(port)
 	// The path after the port, as the client escaped it: "", "api", "v1",
 	// "sandbox", id, "port", port, rest.
 	rest := "/"
-	if parts := strings.SplitN(pr.In.URL.EscapedPath(), "/", 8); len(parts) == 8 {
+	if parts := strings.SplitN(r.URL.EscapedPath(), "/", 8); len(parts) == 8 {
 		rest += parts[7]
 	}
-	u, err := url.Parse("http://" + host + rest)
+	g.forward(w, r, target{id: id, port: port, path: rest, unescaped: "/" + r.PathValue("path"), prefix: prefix})
+}
+
+// Forward forwards r to port of sandbox id with r's own path and query,
+// for a surface that names the sandbox and port otherwise than by the
+// gateway's paths and has checked access itself: Forward does not, and id
+// must be a sandbox's (Sandboxes.Authorize allowed it, or
+// service.CheckAccess a sandbox just read). The sandbox's server sees no
+// access token and no forwarded prefix: the client's paths are its own.
+func (g *Routes) Forward(w http.ResponseWriter, r *http.Request, id string, port int) {
+	g.forward(w, r, target{id: id, port: port, path: r.URL.EscapedPath(), unescaped: r.URL.Path})
+}
+
+// target is where a request goes: port of sandbox id, at path (escaped as
+// the client escaped it; unescaped should it not parse again), under
+// prefix on the client's side ("" for none).
+type target struct {
+	id, path, unescaped, prefix string
+	port                        int
+}
+
+// targetKey is the context key of a forwarded request's target.
+type targetKey struct{}
+
+func (g *Routes) forward(w http.ResponseWriter, r *http.Request, t target) {
+	g.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
+}
+
+// rewrite points the request at its target's port: the pool's host name
+// is "<id>:<port>", which dial takes apart again.
+func (g *Routes) rewrite(pr *httputil.ProxyRequest) {
+	t, _ := pr.In.Context().Value(targetKey{}).(target) // set by forward
+	host := net.JoinHostPort(t.id, strconv.Itoa(t.port))
+	if !strings.HasPrefix(t.path, "/") {
+		t.path, t.unescaped = "/"+t.path, "/"+t.unescaped
+	}
+	u, err := url.Parse("http://" + host + t.path)
 	if err != nil {
 		// The escaped path came from a parsed URL; should it not parse
 		// again, take it unescaped.
-		u = &url.URL{Scheme: "http", Host: host, Path: "/" + pr.In.PathValue("path")}
+		u = &url.URL{Scheme: "http", Host: host, Path: t.unescaped}
 	}
 	u.RawQuery = pr.In.URL.RawQuery
 	pr.Out.URL = u
 	pr.Out.Host = pr.In.Host
 	pr.Out.Header.Del(TokenHeader)
 	pr.SetXForwarded()
-	pr.Out.Header.Set("X-Forwarded-Prefix", Prefix+id+"/port/"+strconv.Itoa(port))
+	pr.Out.Header.Del("X-Forwarded-Prefix")
+	if t.prefix != "" {
+		pr.Out.Header.Set("X-Forwarded-Prefix", t.prefix)
+	}
 }
 
 // dial reaches the sandbox port named by addr ("<id>:<port>").
@@ -198,7 +232,20 @@ func (g *Routes) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 // allowed.
 const corsMethods = "GET, POST, PUT, DELETE, PATCH, HEAD, OPTIONS"
 
-func preflight(w http.ResponseWriter, r *http.Request) {
+// IsPreflight reports whether r is a CORS preflight: OPTIONS with
+// Access-Control-Request-Method, which a browser sends before a request
+// across origins that carries a header of its own (an access token), and
+// sends without it.
+func IsPreflight(r *http.Request) bool {
+	return r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
+}
+
+// Preflight answers the CORS preflight r (IsPreflight) for a sandbox port,
+// as LiteBoxd's gateway does, whatever the sandbox: any origin, the
+// methods of corsMethods, the headers asked for (the access token's among
+// them). It needs no token, reads no sandbox and reaches none: only the
+// request it clears, which carries the token, can.
+func (g *Routes) Preflight(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Access-Control-Allow-Origin", "*")
 	h.Set("Access-Control-Allow-Methods", corsMethods)

@@ -294,6 +294,59 @@ func TestPreflight(t *testing.T) {
 	}
 }
 
+// TestForward checks the entry of surfaces that check access themselves:
+// the request reaches the port with its own path and query, checked by no
+// lookup, and without the access token or a forwarded prefix (the
+// client's paths are the server's own).
+func TestForward(t *testing.T) {
+	f := &fakeSandboxes{boxes: map[string]*fakeBox{
+		"sba": {token: tokenA, running: true, ports: map[int]string{3000: echoBackend(t, "a")}},
+	}}
+	g := New(f, nil)
+	t.Cleanup(g.Close)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.Forward(w, r, "sba", 3000)
+	}))
+	t.Cleanup(srv.Close)
+	for _, tc := range []struct{ method, path, wantURI string }{
+		{"GET", "/", "/"},
+		{"GET", "/app.js?v=1&x=%2F", "/app.js?v=1&x=%2F"},
+		{"POST", "/a%2Fb/c", "/a%2Fb/c"},
+		{"GET", "/api/v1/sandbox/sbb/port/8080/x", "/api/v1/sandbox/sbb/port/8080/x"},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			req, err := http.NewRequest(tc.method, srv.URL+tc.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set(TokenHeader, tokenA)
+			req.Header.Set("X-Forwarded-Prefix", "/spoofed")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var got echoed
+			if err := json.Unmarshal(b, &got); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("%d %s", resp.StatusCode, b)
+			}
+			if got.Who != "a" || got.Method != tc.method || got.URI != tc.wantURI {
+				t.Errorf("backend saw %s %s at %s, want %s %s at a", got.Method, got.URI, got.Who, tc.method, tc.wantURI)
+			}
+			if v, p := got.Header.Get(TokenHeader), got.Header.Get("X-Forwarded-Prefix"); v != "" || p != "" {
+				t.Errorf("the sandbox saw token %q and prefix %q, want neither", v, p)
+			}
+			if resp.Header.Get("Access-Control-Allow-Origin") != "*" {
+				t.Errorf("no CORS header on the answer")
+			}
+		})
+	}
+	if n := f.lookups.Load(); n != 0 {
+		t.Errorf("Forward checked access %d times, want 0: its caller has", n)
+	}
+}
+
 const websocketGUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 func acceptKey(key string) string {

@@ -47,6 +47,22 @@ func (s *Sandboxes) Authorize(ctx context.Context, id, token string) error {
 	if err != nil {
 		return fmt.Errorf("look up sandbox %s: %w", id, err)
 	}
+	return grant(id, token, want, running)
+}
+
+// CheckAccess is Authorize's check for sandbox sb, which the caller has
+// just read (Get): a request that reads the sandbox for more than its
+// token (the E2B API's public ports) reads it once. Its answers are
+// Authorize's for a sandbox that exists.
+func CheckAccess(sb *api.Sandbox, token string) error {
+	if token == "" {
+		return unauthenticated("missing access token")
+	}
+	return grant(sb.ID, token, sb.AccessToken, sb.Status == api.StatusRunning)
+}
+
+// grant checks token against want, sandbox id's, and that it runs.
+func grant(id, token, want string, running bool) error {
 	if !tokenEqual(token, want) {
 		return unauthenticated("invalid access token")
 	}

@@ -43,6 +43,16 @@ func TestAuthorize(t *testing.T) {
 			if err != nil && !strings.Contains(err.Error(), tt.msg) {
 				t.Errorf("message %q, want one with %q", err, tt.msg)
 			}
+			// CheckAccess answers alike for a sandbox read beforehand.
+			sb, gerr := e.sb.Get(ctx, tt.id)
+			if gerr != nil {
+				return
+			}
+			err = CheckAccess(sb, tt.token)
+			checkErr(t, err, tt.class, tt.code)
+			if err != nil && !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("CheckAccess: message %q, want one with %q", err, tt.msg)
+			}
 		})
 	}
 }

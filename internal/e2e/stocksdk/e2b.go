@@ -196,7 +196,8 @@ func RunE2B(t *testing.T, tg E2B) {
 	t.Run("web", func(t *testing.T) {
 		// /home/user is E2B's home, everywhere; a sandbox's web server opens
 		// as on E2B: public at <port>-<id>.<domain>, its page and its
-		// subresources, unless made with allow_public_traffic False.
+		// subresources, unless made with allow_public_traffic False (a
+		// browser's preflight, without the token, is cleared).
 		Check(t, tg.Flow(t, "web"), map[string]string{
 			"written":              "/home/user/x",
 			"cat":                  "by files",
@@ -210,6 +211,7 @@ func RunE2B(t *testing.T, tg E2B) {
 			"subresource":          "[200 script\n]",
 			"private_no_token":     "401",
 			"private_token":        "[200 page\n]",
+			"private_preflight":    "[204  * e2b-traffic-access-token]",
 			"allow_public_traffic": "[true false]",
 			"killed":               "[true true]",
 		})

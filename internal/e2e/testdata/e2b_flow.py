@@ -29,7 +29,8 @@ last line, which the Go test checks:
                     browser opens it, at <port>-<id>.<domain> without a
                     token (E2B's default), and a sandbox made with
                     allow_public_traffic False, whose port wants its
-                    traffic token
+                    traffic token (and clears a browser's preflight,
+                    which carries none)
   pause             pause (and again: already paused), the state in
                     get_info and Sandbox.list, resume by Sandbox.connect,
                     the kernel's variable and a file kept
@@ -313,16 +314,23 @@ def web() -> dict[str, Any]:
     # daemon's address with the Host a browser would send.
     daemon = urllib.parse.urlsplit(os.environ["E2B_API_URL"])
 
-    def fetch(sbx: e2b.Sandbox, path: str, headers: dict[str, str]) -> list[Any]:
+    def fetch(
+        sbx: e2b.Sandbox,
+        path: str,
+        headers: dict[str, str],
+        method: str = "GET",
+        show: tuple[str, ...] = (),
+    ) -> list[Any]:
+        """[status, body] and the values of the response headers in show."""
         host = f"{sbx.get_host(3000)}:{daemon.port}"
         req = urllib.request.Request(
-            f"http://{daemon.netloc}{path}", headers={"Host": host, **headers}
+            f"http://{daemon.netloc}{path}", headers={"Host": host, **headers}, method=method
         )
         try:
             with urllib.request.urlopen(req, timeout=10) as res:
-                return [res.status, res.read().decode()]
+                return [res.status, res.read().decode(), *(res.headers.get(h) for h in show)]
         except urllib.error.HTTPError as e:
-            return [e.code, e.read().decode()]
+            return [e.code, e.read().decode(), *(e.headers.get(h) for h in show)]
 
     def serve(sbx: e2b.Sandbox, headers: dict[str, str]) -> None:
         site = "/home/user/site"
@@ -368,6 +376,22 @@ def web() -> dict[str, Any]:
         serve(private, token)
         out["private_no_token"] = fetch(private, "/", {})[0]
         out["private_token"] = fetch(private, "/", token)
+        # A page on another origin that sends the token: the browser's
+        # preflight (Chrome's headers) carries no token, and is cleared.
+        out["private_preflight"] = fetch(
+            private,
+            "/",
+            {
+                "Origin": "http://app.localhost:5173",
+                "Access-Control-Request-Method": "GET",
+                "Access-Control-Request-Headers": "e2b-traffic-access-token",
+                "Sec-Fetch-Mode": "cors",
+                "Sec-Fetch-Site": "same-site",
+                "Sec-Fetch-Dest": "empty",
+            },
+            method="OPTIONS",
+            show=("Access-Control-Allow-Origin", "Access-Control-Allow-Headers"),
+        )
         out["allow_public_traffic"] = [
             public_traffic,
             (private.get_info().network or {}).get("allow_public_traffic"),
