@@ -491,6 +491,11 @@ func (h *Handler) serveSandbox(w http.ResponseWriter, r *http.Request, byHost bo
 	}
 	if err != nil {
 		h.tokens.forget(token)
+		if site {
+			// A page on another origin reads why (401, 502), as it reads
+			// the port's own answers.
+			w.Header().Set("Access-Control-Allow-Origin", "*")
+		}
 		if errors.Is(err, errdefs.ErrFailedPrecondition) {
 			// The token is right; say why the sandbox does not answer
 			// when it is paused, as E2B's proxy cannot.

@@ -1307,6 +1307,21 @@ func TestPortPreflight(t *testing.T) {
 	}
 }
 
+// TestPortErrorsReadable: a page on another origin reads why a sandbox's
+// port by host form did not answer, as it reads the port's own answers.
+func TestPortErrorsReadable(t *testing.T) {
+	e := newEnv(t, running("priv", nil))
+	for host, want := range map[string]int{
+		"3000-priv.localhost:8080":   http.StatusUnauthorized, // no traffic token
+		"3000-nosuch.localhost:8080": http.StatusBadGateway,
+	} {
+		code, h, b := e.do(t, "GET", "/", "", "Host", host, "Origin", "http://app.localhost:5173")
+		if code != want || h.Get("Access-Control-Allow-Origin") != "*" {
+			t.Errorf("%s: %d %v %s, want %d readable by any origin", host, code, h, b, want)
+		}
+	}
+}
+
 func TestServesSite(t *testing.T) {
 	h, err := New(Config{Sandboxes: newFakeSandboxes()})
 	if err != nil {
