@@ -96,6 +96,7 @@ func newContextCreateCmd(e env, cc *clientConfig) *cobra.Command {
 func newContextExecCmd(e env, cc *clientConfig) *cobra.Command {
 	var (
 		timeout time.Duration
+		vars    = envFlag{}
 		out     output
 	)
 	c := &cobra.Command{
@@ -120,15 +121,18 @@ With -o json or -o yaml it prints the whole response once the code has finished 
 			if err != nil {
 				return err
 			}
-			return execContext(c, e, cc, args, timeout, &out)
+			return execContext(c, e, cc, args, api.ExecuteRequest{Env: vars}, timeout, &out)
 		},
 	}
 	timeoutVar(c.Flags(), &timeout, "`SECONDS` (or a duration such as 2m) before the execution is interrupted; the context stays usable (default: $"+envRunTimeout+", else the daemon's, 30)")
+	c.Flags().VarP(vars, "env", "e", "environment variable `KEY=VALUE` of this run only (repeatable)")
 	out.register(c, "the output as it comes", valueFormats)
 	return c
 }
 
-func execContext(c *cobra.Command, e env, cc *clientConfig, args []string, timeout time.Duration, out *output) error {
+// execContext runs the code of args in context args[0] with req's other
+// fields.
+func execContext(c *cobra.Command, e env, cc *clientConfig, args []string, req api.ExecuteRequest, timeout time.Duration, out *output) error {
 	var code string
 	if len(args) == 2 && args[1] != "-" {
 		code = args[1]
@@ -143,7 +147,7 @@ func execContext(c *cobra.Command, e env, cc *clientConfig, args []string, timeo
 	if err != nil {
 		return err
 	}
-	req := api.ExecuteRequest{Code: code}
+	req.Code = code
 	client.WithRunTimeout(timeout)(&req)
 	if out.structured() {
 		res, err := cl.Contexts().Execute(c.Context(), args[0], req)

@@ -416,6 +416,12 @@ func TestContextExec(t *testing.T) {
 			stdout: "-1\n",
 			req:    api.ExecuteRequest{Code: "-1"},
 		},
+		{
+			name:   "variables of this run",
+			args:   []string{"exec", "-e", "A=1", "--env", "B=x=y", "ctx-1", "--", "-1"},
+			stdout: "-1\n",
+			req:    api.ExecuteRequest{Code: "-1", Env: map[string]string{"A": "1", "B": "x=y"}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

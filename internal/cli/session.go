@@ -84,6 +84,7 @@ func newSessionExecCmd(e env, cc *clientConfig) *cobra.Command {
 	var (
 		f    sessionFlags
 		lang string
+		env  = envFlag{}
 		out  output
 	)
 	c := &cobra.Command{
@@ -117,7 +118,7 @@ for each image, and exits 1 when the code failed, 124 when it timed out.`,
 			}
 			stop := showBuilds(c.Context(), e, cl) // a new session's sandbox may wait for its image
 			res, err := cl.Sessions().ExecuteCode(c.Context(), api.SessionExecuteRequest{Code: code, Language: lang,
-				SessionID: f.session, Flavor: f.flavor, Timeout: timeout})
+				SessionID: f.session, Flavor: f.flavor, Timeout: timeout, Env: env})
 			stop()
 			if err != nil {
 				return err
@@ -146,6 +147,7 @@ for each image, and exits 1 when the code failed, 124 when it timed out.`,
 	}
 	f.register(c)
 	c.Flags().StringVarP(&lang, "language", "l", "python", "python, javascript or bash")
+	c.Flags().VarP(env, "env", "e", "environment variable `KEY=VALUE` of this run only (repeatable)")
 	out.register(c, "the output", valueFormats)
 	return c
 }
