@@ -75,7 +75,7 @@ func TestE2BPrivatePorts(t *testing.T) {
 			// No token: refused on a private daemon; on another, past the
 			// token check to the port, which nothing serves here.
 			code, body = do("GET", "3000-"+sb.SandboxID+".localhost", "/", "")
-			if want := map[bool]int{false: http.StatusBadGateway, true: http.StatusUnauthorized}[private]; code != want {
+			if want := map[bool]int{false: http.StatusBadGateway, true: http.StatusForbidden}[private]; code != want {
 				t.Errorf("the port without a token: %d %s, want %d", code, body, want)
 			}
 			// A page on another origin that sends the sandbox's token is

@@ -442,11 +442,27 @@ func writeSandboxGone(w http.ResponseWriter, id string) {
 // not found" for the SDKs to raise their not-running exception (and
 // is_running() to say false).
 func writeSandboxUnavailable(w http.ResponseWriter, id, message string) {
-	writeJSON(w, http.StatusBadGateway, struct {
-		SandboxID string `json:"sandboxId"`
-		Message   string `json:"message"`
-		Code      int    `json:"code"`
-	}{id, message, http.StatusBadGateway})
+	writeJSON(w, http.StatusBadGateway, proxyError{id, message, http.StatusBadGateway})
+}
+
+// proxyError is the body of E2B's proxy's refusals.
+type proxyError struct {
+	SandboxID string `json:"sandboxId"`
+	Message   string `json:"message"`
+	Code      int    `json:"code"`
+}
+
+// writeTrafficTokenRefused answers a request for a user port of sandbox
+// id without its traffic token (missing) or with another: 403 with the
+// body and message of E2B's proxy. (envd's and the interpreter's ports
+// answer 401 for their access token, as envd does.)
+func writeTrafficTokenRefused(w http.ResponseWriter, id string, missing bool) {
+	header := strings.ToLower(HeaderTrafficToken)
+	message := "Sandbox is secured with traffic access token. Provided token in header '" + header + "' is invalid"
+	if missing {
+		message = "Sandbox is secured with traffic access token. Token header '" + header + "' is missing"
+	}
+	writeJSON(w, http.StatusForbidden, proxyError{id, message, http.StatusForbidden})
 }
 
 // serveSandbox routes a request for an in-sandbox server by its headers,
@@ -509,6 +525,10 @@ func (h *Handler) serveSandbox(w http.ResponseWriter, r *http.Request, byHost bo
 		}
 		if errors.Is(err, errdefs.ErrNotFound) || errors.Is(err, errdefs.ErrFailedPrecondition) {
 			writeSandboxGone(w, id) // as E2B's proxy answers, a browser too
+			return
+		}
+		if errors.Is(err, errdefs.ErrUnauthenticated) && port != EnvdPort && port != InterpreterPort {
+			writeTrafficTokenRefused(w, id, token == "")
 			return
 		}
 		writeError(w, err)

@@ -1204,13 +1204,13 @@ func TestPublicPorts(t *testing.T) {
 		{"public port, the token", "3000-pub.localhost:8080", tok, false, 298, ""},
 		{"envd keeps its token", "49983-pub.localhost:8080", nil, false, 401, "missing access token"},
 		{"interpreter keeps its token", "49999-pub.localhost:8080", nil, false, 401, "missing access token"},
-		{"by headers", "localhost:8080", []string{HeaderSandboxID, "pub", HeaderSandboxPort, "3000"}, false, 401, "missing access token"},
-		{"private sandbox", "3000-priv.localhost:8080", nil, false, 401, "missing access token"},
-		{"private sandbox, a wrong token", "3000-priv.localhost:8080", []string{HeaderTrafficToken, "x"}, false, 401, "invalid access token"},
+		{"by headers", "localhost:8080", []string{HeaderSandboxID, "pub", HeaderSandboxPort, "3000"}, false, 403, "'e2b-traffic-access-token' is missing"},
+		{"private sandbox", "3000-priv.localhost:8080", nil, false, 403, `{"sandboxId":"priv","message":"Sandbox is secured with traffic access token. Token header 'e2b-traffic-access-token' is missing","code":403}`},
+		{"private sandbox, a wrong token", "3000-priv.localhost:8080", []string{HeaderTrafficToken, "x"}, false, 403, "Provided token in header 'e2b-traffic-access-token' is invalid"},
 		{"private sandbox, the traffic token", "3000-priv.localhost:8080", tok, false, 298, ""},
 		{"paused", "3000-pubpaused.localhost:8080", nil, false, 502, "is paused"},
 		{"unknown sandbox", "3000-nosuch.localhost:8080", nil, false, 502, sandboxNotFoundText},
-		{"private daemon", "3000-pub.localhost:8080", nil, true, 401, "missing access token"},
+		{"private daemon", "3000-pub.localhost:8080", nil, true, 403, "'e2b-traffic-access-token' is missing"},
 		{"private daemon, the token", "3000-pub.localhost:8080", tok, true, 298, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1282,9 +1282,9 @@ func TestPortPreflight(t *testing.T) {
 		{"public sandbox", "3000-pub.localhost:8080", chrome, false, 297, ""},
 		{"private daemon", "3000-pub.localhost:8080", chrome, true, 297, ""},
 		{"unknown sandbox", "3000-nosuch.localhost:8080", chrome, false, 297, ""},
-		{"OPTIONS that is no preflight", "3000-priv.localhost:8080", []string{"Origin", "http://app.localhost:5173"}, false, 401, "missing access token"},
+		{"OPTIONS that is no preflight", "3000-priv.localhost:8080", []string{"Origin", "http://app.localhost:5173"}, false, 403, "'e2b-traffic-access-token' is missing"},
 		{"envd's port", "49983-priv.localhost:8080", chrome, false, 401, "missing access token"},
-		{"by headers", "localhost:8080", append([]string{HeaderSandboxID, "priv", HeaderSandboxPort, "3000"}, chrome...), false, 401, "missing access token"},
+		{"by headers", "localhost:8080", append([]string{HeaderSandboxID, "priv", HeaderSandboxPort, "3000"}, chrome...), false, 403, "'e2b-traffic-access-token' is missing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e.h.cfg.PrivatePorts = tc.private
@@ -1312,7 +1312,7 @@ func TestPortPreflight(t *testing.T) {
 func TestPortErrorsReadable(t *testing.T) {
 	e := newEnv(t, running("priv", nil))
 	for host, want := range map[string]int{
-		"3000-priv.localhost:8080":   http.StatusUnauthorized, // no traffic token
+		"3000-priv.localhost:8080":   http.StatusForbidden, // no traffic token
 		"3000-nosuch.localhost:8080": http.StatusBadGateway,
 	} {
 		code, h, b := e.do(t, "GET", "/", "", "Host", host, "Origin", "http://app.localhost:5173")

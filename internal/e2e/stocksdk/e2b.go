@@ -209,7 +209,7 @@ func RunE2B(t *testing.T, tg E2B) {
 			"host":                 "true",
 			"page":                 "[200 page\n]",
 			"subresource":          "[200 script\n]",
-			"private_no_token":     "401",
+			"private_no_token":     "403",
 			"private_token":        "[200 page\n]",
 			"private_preflight":    "[204  * e2b-traffic-access-token]",
 			"allow_public_traffic": "[true false]",
