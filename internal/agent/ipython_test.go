@@ -156,6 +156,13 @@ func TestKernelIPythonInterrupt(t *testing.T) {
 			t.Errorf("the interrupted cell took %v", d)
 		}
 	})
+	t.Run("output captured", func(t *testing.T) {
+		// IPython's x = !cmd would swallow the interrupt and go on.
+		out := execute(t, c, "ipy-int", "x = !sleep 30\nprint('went on')", 300*time.Millisecond)
+		if out.res.Error == nil || out.res.Error.Name != "TimeoutError" || out.res.StateLost || strings.Contains(out.stdout, "went on") {
+			t.Fatalf("%+v, stdout %q: want a TimeoutError, the cell stopped and the state kept", out.res, out.stdout)
+		}
+	})
 	t.Run("cancel", func(t *testing.T) { checkCancelInterrupts(t, c, "ipy-int", "!sleep 30") })
 }
 

@@ -443,6 +443,18 @@ def ipython_shell(kernel: Kernel) -> Any:
             command = self.var_expand(cmd, depth=1)
             self.user_ns["_exit_code"] = run_command(command)
 
+        def getoutput(self, cmd: str, split: bool = True, depth: int = 0) -> Any:
+            """Run cmd in a shell and return its output, as IPython's x = !cmd.
+
+            Unlike IPython's, an interrupt stops the cell as well as the command.
+            """
+            if cmd.rstrip().endswith("&"):
+                raise OSError("Background processes not supported.")
+            from IPython.utils.text import LSString, SList
+
+            output = capture_command(self.var_expand(cmd, depth=depth + 1))
+            return SList(output.splitlines()) if split else LSString(output)
+
         def enable_matplotlib(self, gui: str | None = None) -> tuple[str | None, str]:
             """Keep the kernel's figures, PNG images after each cell, as %matplotlib inline."""
             import matplotlib
@@ -492,6 +504,26 @@ def run_command(command: str) -> int:
         sys.stderr.write(done.stderr.decode("utf-8", "replace"))
         status = done.returncode
     return -(status - 128) if status > 128 else status
+
+
+def capture_command(command: str) -> str:
+    """Run command in $SHELL and return its stdout and stderr as written, decoded.
+
+    An interrupt kills it and stops the cell.
+    """
+    import subprocess
+
+    executable = os.environ.get("SHELL") or None  # None: /bin/sh
+    flush_std()
+    done = subprocess.run(
+        command,
+        shell=True,
+        executable=executable,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    return done.stdout.decode("utf-8", "replace")
 
 
 def json_dumps(value: object, allow_nan: bool) -> str:
