@@ -139,6 +139,27 @@ func TestKernelIPython(t *testing.T) {
 	}
 }
 
+// TestKernelIPythonOnlyWhenLike checks that a cell that is neither
+// Python nor like IPython's (a typo) does not load IPython, and that the
+// forms of IPython's that plain lines do not show still run: a cell
+// indented as a whole, pasted prompts, a magic's value assigned.
+func TestKernelIPythonOnlyWhenLike(t *testing.T) {
+	requireIPython(t)
+	c := startKernelAgent(t)
+	newKernel(t, c, "ipy-like", LangPython)
+	steps := []ipythonStep{
+		{code: "def broken(:\n  pass", wantError: "SyntaxError", wantKind: KindSyntax},
+		{code: "print('a' 'b' +)", wantError: "SyntaxError", wantKind: KindSyntax},
+		{code: "import sys\n'IPython' in sys.modules", wantResult: "False"},
+		{code: "    x = 2\n    x * 3", wantResult: "6"},
+		{code: ">>> y = 4\n>>> y + 1", wantResult: "5"},
+		{code: "t = %time x + 1\nt", outHas: "Wall time", wantResult: "3"},
+	}
+	for i, st := range steps {
+		st.check(t, fmt.Sprintf("step %d %q", i, st.code), execute(t, c, "ipy-like", st.code, 0))
+	}
+}
+
 // TestKernelIPythonInterrupt checks that an interrupt stops a shell
 // command and the cell that runs it, and that the kernel keeps its state.
 func TestKernelIPythonInterrupt(t *testing.T) {
