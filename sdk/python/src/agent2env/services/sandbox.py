@@ -696,6 +696,7 @@ class SandboxService:
         Raises:
             ConflictError: The sandbox is not running.
             NotFoundError: There is no such sandbox.
+            ConnectionError: The daemon could not be reached.
 
         """
         query = interactive_query(command, tty, rows, cols, cwd, env)
