@@ -93,6 +93,7 @@ class Sandbox(APIModel):
     template_version: int | None = Field(None, alias="templateVersion")
     created_at: datetime = Field(alias="created_at")
     expires_at: datetime = Field(alias="expires_at")
+    """When its TTL ends; 9999-12-31 when ``ttl`` is 0, never."""
     access_token: str | None = Field(None, alias="accessToken")
     access_url: str | None = Field(None, alias="accessUrl")
     updated_at: datetime | None = None
