@@ -252,7 +252,7 @@ class SessionConfig:
     """
 
     server_url: str | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)
     default_flavor: str | None = None
     session_timeout: float | None = None
     execution_timeout: float | None = None
