@@ -110,3 +110,15 @@ def test_readme_code_type_checks() -> None:
         ["--config-file", "", "--strict", "--python-version", "3.10", "-c", "\n".join(code)]
     )
     assert status == 0, out + err
+
+
+def test_readme_session_signatures() -> None:
+    """The README's table of the session manager's methods gives each one's parameters."""
+    readme = README.read_text()
+    table = readme[readme.index("| method | what it does |") :].split("\n\n")[0]
+    calls = re.findall(r"`(\w+)\(([^)]*)\)`", table)
+    assert len(calls) >= 10
+    for name, args in calls:
+        params = list(inspect.signature(getattr(agent2env.AsyncSessionManager, name)).parameters)
+        listed = [a.split("=")[0].strip() for a in args.split(",") if a.strip() not in ("", "*")]
+        assert listed == params[1:], name
