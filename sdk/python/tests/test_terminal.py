@@ -93,6 +93,8 @@ def test_attach_offsets_and_takeover(server: Callable[[Script], str]) -> None:
             term.read(timeout=5)
         assert e.value.code == "TERMINAL_TAKEN_OVER"
         assert isinstance(e.value, ConflictError)
+        with pytest.raises(TerminalTakenOverError):
+            term.write("x")  # input too: the other client writes now
         term.close()
 
 

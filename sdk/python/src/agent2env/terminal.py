@@ -187,6 +187,10 @@ class _State:
                 self.error = e
         return None
 
+    def ended(self) -> Agent2EnvError:
+        """Return the error of input sent after the end: why it ended, if it failed."""
+        return self.error if self.error is not None else _ended()
+
     def end(self) -> TerminalExit:
         """Return the exit, or raise why the stream ended without one."""
         if self.error is not None:
@@ -216,7 +220,7 @@ class Terminal:
     :meth:`read` and :meth:`wait` are for one thread at a time; :meth:`write`,
     :meth:`resize` and :meth:`close` may be called from another. Once the
     connection has ended, :meth:`write`, :meth:`resize` and :meth:`close_stdin`
-    raise StreamError.
+    raise StreamError (TerminalTakenOverError once another client took over).
     """
 
     def __init__(
@@ -295,8 +299,8 @@ class Terminal:
         return self._state.end()
 
     def _send(self, message: bytes) -> None:
-        if self._done:  # the process has ended: its exit status came
-            raise _ended()
+        if self._done:  # its exit status came, or why it ended without one
+            raise self._state.ended()
         with self._wlock:
             try:
                 self._conn.send(message)
@@ -388,7 +392,7 @@ class AsyncTerminal:
 
     async def _send(self, message: bytes) -> None:
         if self._done:
-            raise _ended()
+            raise self._state.ended()
         try:
             await self._conn.send(message)
         except ConnectionClosed:
