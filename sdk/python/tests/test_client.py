@@ -9,6 +9,7 @@ from pytest_httpx import HTTPXMock
 
 import agent2env
 from agent2env import AsyncClient, Client, ConnectionError, TimeoutError, UnauthorizedError
+from agent2env._base import ENV_TOKENS, ENV_URLS
 
 from .conftest import BASE, HOST, BrokenStream, make_client, sandbox_json
 
@@ -35,11 +36,23 @@ def test_bad_base_url(base_url: str) -> None:
 
 
 def test_defaults_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("AGENT2ENV_URL", raising=False)
+    for name in ENV_URLS:
+        monkeypatch.delenv(name, raising=False)
     assert Client().base_url == "http://localhost:8080/api/v1"
-    monkeypatch.setenv("AGENT2ENV_URL", "http://from-env:1")
-    assert Client().base_url == "http://from-env:1/api/v1"
-    assert Client("http://given:2").base_url == "http://given:2/api/v1"
+    # Read in the order the docstring gives, the first set one wins.
+    for i, name in reversed(list(enumerate(ENV_URLS))):
+        monkeypatch.setenv(name, f"http://from-env:{i + 1}")
+        assert Client().base_url == f"http://from-env:{i + 1}/api/v1"
+    assert Client("http://given:9").base_url == "http://given:9/api/v1"
+
+
+def test_environment_documented() -> None:
+    """The constructor's docstring names each variable it reads, in the order it reads them."""
+    doc = Client.__doc__ or ""
+    for names in (ENV_URLS, ENV_TOKENS):
+        where = [doc.find(f"``${name}``") for name in names]
+        assert -1 not in where, names
+        assert where == sorted(where), names
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])

@@ -48,7 +48,12 @@ def test_list_shows_images_being_prepared(client: Any, httpx_mock: HTTPXMock) ->
         "progress": {"phase": "build", "item": "Setting up python3"},
         "started": "2025-01-01T12:00:00Z",
     }
-    missing = {"ref": "agent2env/node:latest", "status": "missing"}
+    missing = {
+        "ref": "agent2env/node:latest",
+        "digest": "",
+        "created": "0001-01-01T00:00:00Z",  # as the daemon sends an image not stored
+        "status": "missing",
+    }
     failed = {"ref": "agent2env/agent:latest", "status": "failed", "error": "mirror unreachable"}
     httpx_mock.add_response(
         method="GET", url=f"{BASE}/images", json={"items": [IMAGE, building, missing, failed]}
@@ -59,6 +64,7 @@ def test_list_shows_images_being_prepared(client: Any, httpx_mock: HTTPXMock) ->
     assert images[1].progress.item == "Setting up python3"
     assert images[1].started is not None
     assert images[1].started.year == 2025
+    assert images[1].created is None
     assert images[2].digest == ""
     assert images[2].created is None
     assert images[3].error == "mirror unreachable"

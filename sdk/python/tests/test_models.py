@@ -12,6 +12,7 @@ from agent2env.models import (
     CreateTemplateRequest,
     ExecResult,
     ImportResult,
+    LLMKey,
     NetworkSpec,
     PersistenceSpec,
     PrepullStatus,
@@ -30,6 +31,7 @@ from agent2env.models import (
     UpdateTemplateRequest,
     Usage,
 )
+from agent2env.sessions import SessionConfig
 
 from .conftest import (
     prepull_json,
@@ -98,6 +100,28 @@ def test_sandbox_fields() -> None:
     assert sb.created_at == datetime(2025, 1, 1, 12, tzinfo=timezone.utc)
     assert sb.expires_at.year == 9999
     assert sb.updated_at is not None
+
+
+def test_secrets_not_in_repr() -> None:
+    """A secret is read as a field but left out of the repr, which logs and tracebacks show."""
+    sb = Sandbox.model_validate(sandbox_json(accessToken="sandbox-secret"))
+    key = LLMKey.model_validate(
+        {
+            "id": "llmk_1",
+            "key": "llm-secret",
+            "created_at": "2025-01-01T12:00:00Z",
+            "expires_at": "2025-01-01T13:00:00Z",
+        }
+    )
+    config = SessionConfig(server_url="http://h:1", api_key="api-secret")
+    assert (sb.access_token, key.key, config.api_key) == (
+        "sandbox-secret",
+        "llm-secret",
+        "api-secret",
+    )
+    assert wire(sb)["accessToken"] == "sandbox-secret"
+    for shown in (repr(sb), str(sb), repr(key), str(key), repr(config)):
+        assert "secret" not in shown, shown
 
 
 def test_populate_by_name_and_alias() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 from pytest_httpx import HTTPXMock
 from websockets.sync.server import ServerConnection, serve
 
+import agent2env
 from agent2env import AsyncClient, Client, ConflictError, StreamError
 from agent2env.terminal import TerminalTakenOverError, interactive_query
 
@@ -91,6 +93,8 @@ def test_attach_offsets_and_takeover(server: Callable[[Script], str]) -> None:
             term.read(timeout=5)
         assert e.value.code == "TERMINAL_TAKEN_OVER"
         assert isinstance(e.value, ConflictError)
+        with pytest.raises(TerminalTakenOverError):
+            term.write("x")  # input too: the other client writes now
         term.close()
 
 
@@ -145,16 +149,80 @@ def test_async_timeouts(server: Callable[[Script], str]) -> None:
         async with AsyncClient(url) as client:
             term = await client.sandbox.terminal("sb1", ["sh"])
             async with term:
-                with pytest.raises(TimeoutError, match="no terminal output"):
+                with pytest.raises(agent2env.TimeoutError, match="no terminal output"):
                     await term.read(timeout=0.05)
                 output.set()
                 out = await term.read(timeout=5)  # the output the timed-out read left
-                with pytest.raises(TimeoutError):
+                with pytest.raises(agent2env.TimeoutError):
                     await term.wait(timeout=0.05)
                 end.set()
                 return out, (await term.wait(timeout=5)).exit_code
 
     assert asyncio.run(main()) == (b"late", 4)
+
+
+def test_sync_timeout(server: Callable[[Script], str]) -> None:
+    # A read that times out raises the SDK's TimeoutError, an Agent2EnvError, as the
+    # async terminal's does: it raised the built-in one websockets raises.
+    output = threading.Event()
+
+    def script(conn: ServerConnection) -> None:
+        output.wait(10)
+        conn.send(b"\x01late")
+        conn.send(SUCCESS)
+
+    with Client(server(script)) as client, client.sandbox.terminal("sb1", ["sh"]) as term:
+        with pytest.raises(agent2env.TimeoutError, match=r"no terminal output in 0\.05 s"):
+            term.read(timeout=0.05)
+        output.set()
+        assert term.read(timeout=5) == b"late"
+        assert term.wait(timeout=5).exit_code == 0
+
+
+def test_input_after_the_end(server: Callable[[Script], str]) -> None:
+    # Input sent once the process has exited is a StreamError, not websockets' own error.
+    def script(conn: ServerConnection) -> None:
+        conn.send(SUCCESS)
+        conn.close()
+
+    with Client(server(script)) as client, client.sandbox.terminal("sb1", ["true"]) as term:
+        assert term.wait(timeout=5).exit_code == 0
+        for send in (lambda: term.write("x"), lambda: term.resize(2, 2), term.close_stdin):
+            with pytest.raises(StreamError, match="connection has ended"):
+                send()
+
+    async def main() -> None:
+        async with AsyncClient(server(script)) as client:
+            term = await client.sandbox.terminal("sb1", ["true"])
+            async with term:
+                assert (await term.wait(timeout=5)).exit_code == 0
+                with pytest.raises(StreamError, match="connection has ended"):
+                    await term.write("x")
+                with pytest.raises(StreamError, match="connection has ended"):
+                    await term.resize(2, 2)
+                with pytest.raises(StreamError, match="connection has ended"):
+                    await term.close_stdin()
+
+    asyncio.run(main())
+
+
+def test_unreachable() -> None:
+    # A daemon that cannot be reached is the SDK's ConnectionError, as for every other
+    # call: the terminals raised the socket's ConnectionRefusedError.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/api/v1"  # nothing listens there
+    with Client(url) as client, pytest.raises(agent2env.ConnectionError, match="cannot reach") as e:
+        client.sandbox.terminal("sb1", env={"TOKEN": "secret"})
+    assert "/sandboxes/sb1/exec/interactive:" in str(e.value)
+    assert "secret" not in str(e.value)
+
+    async def main() -> None:
+        async with AsyncClient(url) as client:
+            with pytest.raises(agent2env.ConnectionError, match="cannot reach"):
+                await client.sandbox.attach_terminal("sb1", "work")
+
+    asyncio.run(main())
 
 
 def test_refused_upgrade() -> None:

@@ -364,10 +364,15 @@ def translate_errors(url: str) -> Iterator[None]:
     except httpx.TimeoutException as e:
         raise TimeoutError(f"request to {url} timed out: {e}") from e
     except httpx.TransportError as e:
-        raise ConnectionError(
-            f"cannot reach the agent2env daemon at {url}: {e or type(e).__name__}; "
-            "check that it is running there, then retry"
-        ) from e
+        raise unreachable(url, e) from e
+
+
+def unreachable(url: str, cause: Exception) -> ConnectionError:
+    """Return the ConnectionError of a daemon that could not be reached at ``url``."""
+    return ConnectionError(
+        f"cannot reach the agent2env daemon at {url}: {cause or type(cause).__name__}; "
+        "check that it is running there, then retry"
+    )
 
 
 class ClientConfig:

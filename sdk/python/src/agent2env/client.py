@@ -66,6 +66,7 @@ class Client:
     Args:
         base_url: The API's URL, such as ``http://localhost:8080/api/v1`` (the
             ``/api/v1`` may be left out). Default: ``$AGENT2ENV_URL``, else
+            ``$MSB_SERVER_URL``, else ``$SANDBOX_BASE_URL``, else
             ``http://localhost:8080/api/v1``.
         timeout: Seconds (or an ``httpx.Timeout``) a request may take; calls
             that run something for longer (a command with a timeout) wait

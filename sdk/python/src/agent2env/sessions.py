@@ -252,7 +252,7 @@ class SessionConfig:
     """
 
     server_url: str | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)
     default_flavor: str | None = None
     session_timeout: float | None = None
     execution_timeout: float | None = None
@@ -264,8 +264,8 @@ class SessionConfig:
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> SessionConfig:
         """Read the configuration from the environment (or ``environ``); ``overrides`` win.
 
-        ``MSB_SERVER_URL`` / ``AGENT2ENV_URL`` / ``SANDBOX_BASE_URL``,
-        ``MSB_API_KEY`` / ``AGENT2ENV_TOKEN``, ``MSB_DEFAULT_FLAVOR``,
+        ``AGENT2ENV_URL``, else ``MSB_SERVER_URL``, else ``SANDBOX_BASE_URL``;
+        ``AGENT2ENV_TOKEN``, else ``MSB_API_KEY``; ``MSB_DEFAULT_FLAVOR``,
         ``MSB_SESSION_TIMEOUT`` (seconds or a duration such as ``30m``),
         ``MSB_SHARED_VOLUME_PATH`` and ``SANDBOX_TIMEOUT`` (seconds).
 

@@ -12,6 +12,7 @@ resize, 5 the offset of the next output byte, 255 a close).
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import threading
 from collections.abc import Mapping, Sequence
@@ -25,11 +26,18 @@ from typing_extensions import Self
 from websockets import Subprotocol
 from websockets.asyncio.client import ClientConnection as AsyncConnection
 from websockets.asyncio.client import connect as async_connect
-from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
-from ._base import ClientConfig, argv
-from .exceptions import Agent2EnvError, APIError, ConflictError, StreamError, error_for_status
+from ._base import ClientConfig, argv, unreachable
+from .exceptions import (
+    Agent2EnvError,
+    APIError,
+    ConflictError,
+    StreamError,
+    TimeoutError,
+    error_for_status,
+)
 
 __all__ = ["AsyncTerminal", "Terminal", "TerminalExit", "TerminalTakenOverError"]
 
@@ -108,6 +116,32 @@ def _refusal(e: InvalidStatus) -> APIError:
     return error_for_status(resp.status_code, message, code, details=body)
 
 
+def _connect_error(url: str, e: Exception) -> Agent2EnvError:
+    """Return the error of a connection to ``url`` that failed: refused, timed out, not HTTP."""
+    if isinstance(e, InvalidStatus):
+        return _refusal(e)
+    url = url.partition("?")[0]  # not the query: the command's env may hold secrets
+    if isinstance(e, (builtins.TimeoutError, asyncio.TimeoutError)):
+        return TimeoutError(f"connecting to the terminal at {url} timed out")
+    return unreachable(url, e)
+
+
+# What connecting may raise besides the daemon's refusal: the socket's errors
+# (a timeout among them), an answer that is not a WebSocket upgrade.
+_CONNECT_ERRORS = (OSError, asyncio.TimeoutError, InvalidHandshake)
+
+
+def _read_timeout(timeout: float | None) -> TimeoutError:
+    return TimeoutError(f"no terminal output in {timeout:g} s")
+
+
+def _ended() -> StreamError:
+    """Return the error of input sent once the terminal's connection has ended."""
+    return StreamError(
+        "terminal: the connection has ended (the process exited, or the terminal was closed)"
+    )
+
+
 def _status(payload: bytes) -> TerminalExit:
     """Read the Kubernetes Status that ends the output: the exit, or raise what failed."""
     try:
@@ -153,6 +187,10 @@ class _State:
                 self.error = e
         return None
 
+    def ended(self) -> Agent2EnvError:
+        """Return the error of input sent after the end: why it ended, if it failed."""
+        return self.error if self.error is not None else _ended()
+
     def end(self) -> TerminalExit:
         """Return the exit, or raise why the stream ended without one."""
         if self.error is not None:
@@ -180,7 +218,9 @@ class Terminal:
     closing it ends its process) or :meth:`~agent2env.services.SandboxService.attach_terminal`
     (closing detaches; the terminal goes on). Use it as a context manager.
     :meth:`read` and :meth:`wait` are for one thread at a time; :meth:`write`,
-    :meth:`resize` and :meth:`close` may be called from another.
+    :meth:`resize` and :meth:`close` may be called from another. Once the
+    connection has ended, :meth:`write`, :meth:`resize` and :meth:`close_stdin`
+    raise StreamError (TerminalTakenOverError once another client took over).
     """
 
     def __init__(
@@ -199,10 +239,11 @@ class Terminal:
         """Connect to the terminal WebSocket at ``path`` with ``query``."""
         # The connection is a context manager, entered here, exited by close.
         stack = ExitStack()
+        url = _ws_url(config, path, query)
         try:
-            conn = stack.enter_context(connect(_ws_url(config, path, query), **_options(config)))
-        except InvalidStatus as e:
-            raise _refusal(e) from None
+            conn = stack.enter_context(connect(url, **_options(config)))
+        except _CONNECT_ERRORS as e:
+            raise _connect_error(url, e) from (None if isinstance(e, InvalidStatus) else e)
         return cls(conn, since, stack)
 
     @property
@@ -214,7 +255,8 @@ class Terminal:
         """Return the next output (stdout, and stderr without a tty); ``b""`` once it has ended.
 
         Raises:
-            TimeoutError: No output came in ``timeout`` seconds.
+            TimeoutError: No output came in ``timeout`` seconds (``agent2env.TimeoutError``,
+                a built-in ``TimeoutError`` too); a later read gets the output.
             TerminalTakenOverError: Another client took over this attachment's input.
             StreamError: The connection ended before the process did.
 
@@ -222,6 +264,8 @@ class Terminal:
         while not self._done:
             try:
                 message = self._conn.recv(timeout)
+            except builtins.TimeoutError:
+                raise _read_timeout(timeout) from None
             except ConnectionClosed:
                 self._done = True
                 break
@@ -255,8 +299,13 @@ class Terminal:
         return self._state.end()
 
     def _send(self, message: bytes) -> None:
+        if self._done:  # its exit status came, or why it ended without one
+            raise self._state.ended()
         with self._wlock:
-            self._conn.send(message)
+            try:
+                self._conn.send(message)
+            except ConnectionClosed:
+                raise _ended() from None
 
     def close(self) -> None:
         """Close the connection: a one-shot terminal's process ends, an attachment detaches."""
@@ -290,10 +339,11 @@ class AsyncTerminal:
         cls, config: ClientConfig, path: str, query: list[tuple[str, str]], since: int = 0
     ) -> Self:
         """Connect to the terminal WebSocket at ``path`` with ``query``."""
+        url = _ws_url(config, path, query)
         try:
-            conn = await async_connect(_ws_url(config, path, query), **_options(config))
-        except InvalidStatus as e:
-            raise _refusal(e) from None
+            conn = await async_connect(url, **_options(config))
+        except _CONNECT_ERRORS as e:
+            raise _connect_error(url, e) from (None if isinstance(e, InvalidStatus) else e)
         return cls(conn, since)
 
     @property
@@ -305,7 +355,8 @@ class AsyncTerminal:
         """Return the next output; ``b""`` once it has ended (see :meth:`Terminal.read`).
 
         Raises:
-            TimeoutError: No output came in ``timeout`` seconds.
+            TimeoutError: No output came in ``timeout`` seconds (``agent2env.TimeoutError``,
+                a built-in ``TimeoutError`` too); a later read gets the output.
             TerminalTakenOverError: Another client took over this attachment's input.
             StreamError: The connection ended before the process did.
 
@@ -315,7 +366,7 @@ class AsyncTerminal:
                 # Cancelling recv loses no message: a later read gets it.
                 message = await asyncio.wait_for(self._conn.recv(), timeout)
             except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
-                raise TimeoutError(f"no terminal output in {timeout:g} s") from None
+                raise _read_timeout(timeout) from None
             except ConnectionClosed:
                 self._done = True
                 break
@@ -329,15 +380,23 @@ class AsyncTerminal:
 
     async def write(self, data: bytes | str) -> None:
         """Send input (a str is UTF-8 encoded)."""
-        await self._conn.send(_input(data))
+        await self._send(_input(data))
 
     async def resize(self, rows: int, cols: int) -> None:
         """Set the size of the terminal."""
-        await self._conn.send(_resize(rows, cols))
+        await self._send(_resize(rows, cols))
 
     async def close_stdin(self) -> None:
         """End the input (a tty gets ``^D``)."""
-        await self._conn.send(bytes([_CLOSE, _STDIN]))
+        await self._send(bytes([_CLOSE, _STDIN]))
+
+    async def _send(self, message: bytes) -> None:
+        if self._done:
+            raise self._state.ended()
+        try:
+            await self._conn.send(message)
+        except ConnectionClosed:
+            raise _ended() from None
 
     async def wait(self, timeout: float | None = None) -> TerminalExit:
         """Read the output to its end, dropping it, and return how the process ended.

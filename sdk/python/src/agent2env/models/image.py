@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
+
+from pydantic import field_validator
 
 from .common import APIModel
 
@@ -45,6 +47,7 @@ class Image(APIModel):
     """Bytes of the layers."""
     layers: int = 0
     created: datetime | None = None
+    """When the image was made; ``None`` for one not stored yet."""
     status: ImageStatus | None = None
     """``None`` from a daemon that lists stored images only."""
     progress: ImageProgress | None = None
@@ -53,3 +56,11 @@ class Image(APIModel):
     """When the pull or build in flight, or the one that failed, began."""
     error: str | None = None
     """Why the last pull or build failed (status ``failed``)."""
+
+    @field_validator("created", mode="before")
+    @classmethod
+    def _no_zero_time(cls, value: Any) -> Any:
+        # The daemon sends an image not stored yet with Go's zero time, year 1.
+        if isinstance(value, str) and value.startswith("0001-01-01T00:00:00"):
+            return None
+        return value

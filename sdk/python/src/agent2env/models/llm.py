@@ -148,7 +148,8 @@ class LLMKey(APIModel):
     """A per-run key of the LLM proxy; ``key``, its secret, only in the answer to its creation."""
 
     id: str
-    key: str | None = None
+    key: str | None = Field(None, repr=False)
+    """The secret (not in the model's repr); ``None`` but in the answer to the key's creation."""
     name: str | None = None
     sandbox: str | None = None
     run: str | None = None

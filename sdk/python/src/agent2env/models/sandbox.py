@@ -93,7 +93,9 @@ class Sandbox(APIModel):
     template_version: int | None = Field(None, alias="templateVersion")
     created_at: datetime = Field(alias="created_at")
     expires_at: datetime = Field(alias="expires_at")
-    access_token: str | None = Field(None, alias="accessToken")
+    """When its TTL ends; 9999-12-31 when ``ttl`` is 0, never."""
+    access_token: str | None = Field(None, alias="accessToken", repr=False)
+    """The token of its ``access_url`` (a secret: not in the model's repr)."""
     access_url: str | None = Field(None, alias="accessUrl")
     updated_at: datetime | None = None
     """When the sandbox last changed status (agent2env addition)."""

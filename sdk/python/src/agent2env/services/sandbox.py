@@ -507,7 +507,8 @@ class SandboxService:
             sandbox_id: The sandbox.
             command: The argv, such as ``["python", "-c", "print('hello')"]``;
                 no shell is involved.
-            timeout: Seconds until the command's process group is killed.
+            timeout: Seconds until the command's process group is killed
+                (``0``: the daemon's default, 30).
             env: Extra environment variables (agent2env addition).
             cwd: The working directory, default ``/workspace`` (agent2env addition).
             stdin: The command's standard input (agent2env addition).
@@ -696,6 +697,7 @@ class SandboxService:
         Raises:
             ConflictError: The sandbox is not running.
             NotFoundError: There is no such sandbox.
+            ConnectionError: The daemon could not be reached.
 
         """
         query = interactive_query(command, tty, rows, cols, cwd, env)
