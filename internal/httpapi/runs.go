@@ -60,6 +60,12 @@ func (s *RunRoutes) list(w http.ResponseWriter, r *http.Request) {
 	if opts.Limit, err = limitParam(r); err == nil {
 		opts.Statuses, err = statusParam(r, runStatuses)
 	}
+	if err == nil {
+		opts.Agents, err = listParam(r, "agent", task.Agents)
+	}
+	if err == nil {
+		opts.Models, err = listParam[string](r, "model", nil)
+	}
 	if err != nil {
 		writeError(w, err)
 		return

@@ -41,15 +41,18 @@ func newRunService(t *testing.T) (svc *run.Service, st store.Store, dir string) 
 	return svc, ce.St, dir
 }
 
-// TestRunListQuery reads the run list's query: status (repeated or
-// separated by commas), batch, limit; what it does not know is 400.
+// TestRunListQuery reads the run list's query: status, agent and model
+// (each repeated or separated by commas), batch, limit; a status or agent
+// it does not know is 400, a model that no run has an empty list.
 func TestRunListQuery(t *testing.T) {
 	svc, runs, _ := newRunService(t)
 	t0 := time.Now().UTC().Truncate(time.Microsecond)
 	statuses := []api.RunStatus{api.RunQueued, api.RunFailed, api.RunSucceeded, api.RunFailed, api.RunTimeout, api.RunFailed}
+	agents := []string{"claude-code", "codex", "claude-code", "custom", "codex", "claude-code"}
+	models := []string{"opus", "", "sonnet", "opus", "gpt-5", "opus"}
 	for i, st := range statuses {
 		if err := runs.CreateRun(t.Context(), &store.Run{ID: fmt.Sprintf("r%d", i), BatchID: fmt.Sprintf("b%d", i%2), Task: "t",
-			Agent: "custom", Status: string(st), CreatedAt: t0.Add(time.Duration(i) * time.Second), UpdatedAt: t0}); err != nil {
+			Agent: agents[i], Model: models[i], Status: string(st), CreatedAt: t0.Add(time.Duration(i) * time.Second), UpdatedAt: t0}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -85,6 +88,15 @@ func TestRunListQuery(t *testing.T) {
 		{"?order=desc", []string{"r5", "r4", "r3", "r2", "r1", "r0"}, false},
 		{"?order=asc&limit=2", []string{"r0", "r1"}, true},
 		{"?status=failed&order=desc&limit=2", []string{"r5", "r3"}, true},
+		{"?agent=claude-code", []string{"r0", "r2", "r5"}, false},
+		{"?agent=codex,custom", []string{"r1", "r3", "r4"}, false},
+		{"?agent=claude-code&agent=codex&limit=4", []string{"r0", "r1", "r2", "r4"}, true},
+		{"?agent=gemini-cli", []string{}, false},
+		{"?agent=claude-code&status=failed", []string{"r5"}, false},
+		{"?model=opus", []string{"r0", "r3", "r5"}, false},
+		{"?model=sonnet,gpt-5&order=desc", []string{"r4", "r2"}, false},
+		{"?agent=claude-code&model=opus&limit=1", []string{"r0"}, true},
+		{"?model=nope", []string{}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
@@ -105,7 +117,8 @@ func TestRunListQuery(t *testing.T) {
 			}
 		})
 	}
-	for _, query := range []string{"?status=done", "?status=", "?status=failed,", "?limit=0", "?limit=x", "?cursor=nope", "?order=newest"} {
+	for _, query := range []string{"?status=done", "?status=", "?status=failed,", "?limit=0", "?limit=x", "?cursor=nope", "?order=newest",
+		"?agent=claude", "?agent=", "?agent=codex,", "?agent=Codex", "?model=", "?model=opus,"} {
 		if code, body := get(query); code != http.StatusBadRequest {
 			t.Errorf("%s: %d %s, want 400", query, code, body)
 		} else {
