@@ -50,6 +50,10 @@ type ListRunsOptions struct {
 	Batch string
 	// Statuses, when not empty, selects the runs in one of them.
 	Statuses []api.RunStatus
+	// Agents, when not empty, selects the runs of one of them (an agent
+	// the daemon does not know is ErrInvalidArgument); Models those of
+	// one of these models, by the name the run records.
+	Agents, Models []string
 	// Limit and Cursor ask for one page (Limit 0: every run).
 	Limit  int
 	Cursor string
@@ -67,6 +71,12 @@ func (s *RunService) List(ctx context.Context, opts ListRunsOptions) (*api.RunLi
 	}
 	for _, st := range opts.Statuses {
 		q.Add("status", string(st))
+	}
+	for _, a := range opts.Agents {
+		q.Add("agent", a)
+	}
+	for _, m := range opts.Models {
+		q.Add("model", m)
 	}
 	var out api.RunList
 	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/runs", q, nil, &out); err != nil {
