@@ -100,6 +100,12 @@ func TestEmptyArguments(t *testing.T) {
 		{"run events", func(ctx context.Context, c *client.Client) error {
 			return c.Runs().Events(ctx, "", func(api.RunEvent) error { return nil })
 		}},
+		{"run events after", func(ctx context.Context, c *client.Client) error {
+			return c.Runs().EventsAfter(ctx, "", 3, func(api.RunEvent) error { return nil })
+		}},
+		{"run events after a negative seq", func(ctx context.Context, c *client.Client) error {
+			return c.Runs().EventsAfter(ctx, "run-1", -1, func(api.RunEvent) error { return nil })
+		}},
 		{"run logs", func(ctx context.Context, c *client.Client) error { _, err := c.Runs().Logs(ctx, ""); return err }},
 		{"llm exchange", func(ctx context.Context, c *client.Client) error { _, err := c.LLM().Get(ctx, ""); return err }},
 		{"llm conversations", func(ctx context.Context, c *client.Client) error {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,6 +50,10 @@ type ListRunsOptions struct {
 	Batch string
 	// Statuses, when not empty, selects the runs in one of them.
 	Statuses []api.RunStatus
+	// Agents, when not empty, selects the runs of one of them (an agent
+	// the daemon does not know is ErrInvalidArgument); Models those of
+	// one of these models, by the name the run records.
+	Agents, Models []string
 	// Limit and Cursor ask for one page (Limit 0: every run).
 	Limit  int
 	Cursor string
@@ -66,6 +71,12 @@ func (s *RunService) List(ctx context.Context, opts ListRunsOptions) (*api.RunLi
 	}
 	for _, st := range opts.Statuses {
 		q.Add("status", string(st))
+	}
+	for _, a := range opts.Agents {
+		q.Add("agent", a)
+	}
+	for _, m := range opts.Models {
+		q.Add("model", m)
 	}
 	var out api.RunList
 	if err := s.c.doJSONQuery(ctx, http.MethodGet, "/runs", q, nil, &out); err != nil {
@@ -114,15 +125,32 @@ func (s *RunService) Delete(ctx context.Context, id string) error {
 }
 
 // Events passes each event of run id to fn, from the run's start, until
-// its end event (passed too), ctx ends or fn fails. A stream that ends
-// before the run has (the daemon stopped, the connection broke) is an
-// error.
+// its end event (passed too), ctx ends or fn fails; see EventsAfter.
 func (s *RunService) Events(ctx context.Context, id string, fn func(api.RunEvent) error) error {
+	return s.EventsAfter(ctx, id, 0, fn)
+}
+
+// EventsAfter passes each event of run id numbered after after (its Seq;
+// 0: from the run's start) to fn, until its end event (passed too), ctx
+// ends or fn fails: the daemon starts the stream after it, so that a
+// follow that broke resumes with the last Seq it got, missing nothing and
+// getting nothing twice. After the end event's Seq it returns nil with
+// nothing passed. A stream that ends before the run has (the daemon
+// stopped, the connection broke) is an error; a negative after is
+// ErrInvalidArgument.
+func (s *RunService) EventsAfter(ctx context.Context, id string, after int64, fn func(api.RunEvent) error) error {
 	p, err := runPath(id, "/events")
+	if err == nil && after < 0 {
+		err = invalidf("after %d: want the seq of an event, 0 or more", after)
+	}
 	if err != nil {
 		return wrapf(err, "follow run")
 	}
-	resp, err := s.c.send(ctx, http.MethodGet, apiPrefix+p, nil, nil, "")
+	var q url.Values
+	if after > 0 {
+		q = url.Values{"after": {strconv.FormatInt(after, 10)}}
+	}
+	resp, err := s.c.send(ctx, http.MethodGet, apiPrefix+p, q, nil, "")
 	if err != nil {
 		return wrapf(err, "follow run %s", id)
 	}

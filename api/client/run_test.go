@@ -53,6 +53,12 @@ func TestRunRequests(t *testing.T) {
 			},
 			recorded{Method: "GET", Path: "/api/v1/runs", Query: "limit=10&order=desc&status=failed&status=hung", Auth: "Bearer secret"},
 			&api.RunList{Items: []api.Run{{ID: "run-1", Status: api.RunFailed}}}},
+		{"list agents and models", jsonReply(`{"items":[{"id":"run-1","agent":"codex","model":"gpt-5"}]}`),
+			func(c *client.Client) (any, error) {
+				return c.Runs().List(ctx, client.ListRunsOptions{Agents: []string{"codex", "claude-code"}, Models: []string{"gpt-5"}})
+			},
+			recorded{Method: "GET", Path: "/api/v1/runs", Query: "agent=codex&agent=claude-code&model=gpt-5", Auth: "Bearer secret"},
+			&api.RunList{Items: []api.Run{{ID: "run-1", Agent: "codex", Model: "gpt-5"}}}},
 		{"get", jsonReply(`{"id":"run-1","status":"hung","reason":"no progress"}`),
 			func(c *client.Client) (any, error) { return c.Runs().Get(ctx, "run-1") },
 			recorded{Method: "GET", Path: "/api/v1/runs/run-1", Auth: "Bearer secret"},
@@ -73,6 +79,14 @@ func TestRunRequests(t *testing.T) {
 			},
 			recorded{Method: "GET", Path: "/api/v1/runs/run-1/events", Auth: "Bearer secret"},
 			[]api.RunEvent{{Seq: 1, Type: "phase", Phase: "agent"}, {Seq: 2, Type: "end", Status: api.RunSucceeded}}},
+		{"events after", sseReply("id: 5\nevent: event\ndata: {\"seq\":5,\"type\":\"end\",\"status\":\"failed\"}\n\n"),
+			func(c *client.Client) (any, error) {
+				var evs []api.RunEvent
+				err := c.Runs().EventsAfter(ctx, "run-1", 4, func(ev api.RunEvent) error { evs = append(evs, ev); return nil })
+				return evs, err
+			},
+			recorded{Method: "GET", Path: "/api/v1/runs/run-1/events", Query: "after=4", Auth: "Bearer secret"},
+			[]api.RunEvent{{Seq: 5, Type: "end", Status: api.RunFailed}}},
 		{"logs", reply{status: http.StatusOK, contentType: "text/plain", body: "hello\n"},
 			func(c *client.Client) (any, error) { return read(c.Runs().Logs(ctx, "run-1")) },
 			recorded{Method: "GET", Path: "/api/v1/runs/run-1/logs", Auth: "Bearer secret"}, "hello\n"},

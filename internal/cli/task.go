@@ -130,6 +130,8 @@ func newTaskListCmd(e env, cc *clientConfig) *cobra.Command {
 		out      output
 		batch    string
 		statuses []string
+		agents   []string
+		models   []string
 		page     pageFlags
 	)
 	c := &cobra.Command{
@@ -141,6 +143,7 @@ func newTaskListCmd(e env, cc *clientConfig) *cobra.Command {
   agent2env task ls --limit 100 --cursor "$NEXT" -o json
   agent2env task ls --batch b-0123456789abcdef -o wide
   agent2env task ls --status failed,timeout,hung
+  agent2env task ls --agent claude-code --model claude-sonnet-4-5 -o wide
   agent2env task ls -q --status queued,running | xargs -r agent2env task cancel`,
 		Args: noArgs,
 		PreRunE: func(c *cobra.Command, _ []string) error {
@@ -149,10 +152,18 @@ func newTaskListCmd(e env, cc *clientConfig) *cobra.Command {
 					return usageErrorf(c, "--status %q: want one or more of %s", st, strings.Join(runStatuses, ", "))
 				}
 			}
+			for _, a := range agents {
+				if !slices.Contains(task.Agents, a) {
+					return usageErrorf(c, "--agent %q: want one or more of %s", a, strings.Join(task.Agents, ", "))
+				}
+			}
+			if slices.Contains(models, "") {
+				return usageErrorf(c, "--model: an empty name")
+			}
 			return nil
 		},
 		RunE: show(e, cc, &out, func(ctx context.Context, cl *client.Client, _ []string) (view, error) {
-			opts := client.ListRunsOptions{Batch: batch, Limit: int(page.limit), Cursor: page.cursor, Order: page.order()}
+			opts := client.ListRunsOptions{Batch: batch, Agents: agents, Models: models, Limit: int(page.limit), Cursor: page.cursor, Order: page.order()}
 			for _, st := range statuses {
 				opts.Statuses = append(opts.Statuses, api.RunStatus(st))
 			}
@@ -166,6 +177,9 @@ func newTaskListCmd(e env, cc *clientConfig) *cobra.Command {
 	c.Flags().StringVar(&batch, "batch", "", "only the runs of this submission")
 	c.Flags().StringSliceVar(&statuses, "status", nil, "only the runs in one of these statuses (comma-separated): "+strings.Join(runStatuses, ", "))
 	c.RegisterFlagCompletionFunc("status", cobra.FixedCompletions(runStatuses, cobra.ShellCompDirectiveNoFileComp))
+	c.Flags().StringSliceVar(&agents, "agent", nil, "only the runs of one of these agents (comma-separated): "+strings.Join(task.Agents, ", "))
+	c.RegisterFlagCompletionFunc("agent", cobra.FixedCompletions(task.Agents, cobra.ShellCompDirectiveNoFileComp))
+	c.Flags().StringSliceVar(&models, "model", nil, "only the runs of one of these models (comma-separated), by the name the run records")
 	page.register(c, "runs", "next_cursor", false)
 	out.register(c, "table", tableFormats)
 	return c

@@ -430,6 +430,7 @@ func TestListNewest(t *testing.T) {
 		{[]string{"task", "ls", "-q", "--newest"}, "GET /api/v1/runs?order=desc", ""},
 		{[]string{"task", "ls", "-q", "--newest", "--batch", "b-1"}, "GET /api/v1/runs?batch=b-1&order=desc", ""},
 		{[]string{"task", "ls", "-q", "--status", "queued,running", "--status", "hung"}, "GET /api/v1/runs?status=queued&status=running&status=hung", ""},
+		{[]string{"task", "ls", "-q", "--agent", "codex,claude-code", "--model", "gpt-5"}, "GET /api/v1/runs?agent=codex&agent=claude-code&model=gpt-5", ""},
 		{[]string{"sandbox", "ls", "-q"}, "GET /api/v1/sandboxes", ""},
 		{[]string{"sandbox", "ls", "-q", "--newest"}, "GET /api/v1/sandboxes?order=desc", ""},
 		{[]string{"context", "ls", "-q"}, "GET /api/v1/contexts", ""},
@@ -487,6 +488,9 @@ func TestListPages(t *testing.T) {
 	rec.mu.Unlock()
 	checkUsageError(t, rec, []string{"task", "ls", "--status", "running,done"},
 		`--status "done": want one or more of queued, running, succeeded, failed, hung, timeout, sandbox_lost, cancelled`)
+	checkUsageError(t, rec, []string{"task", "ls", "--agent", "codex,claude"},
+		`--agent "claude": want one or more of claude-code, codex, gemini-cli, opencode, qwen-code, custom`)
+	checkUsageError(t, rec, []string{"task", "ls", "--model", "a,"}, `--model: an empty name`)
 	for _, cmd := range []string{"task", "sandbox", "context", "llm", "snapshot", "template", "session", "llm keys", "prepull"} {
 		for _, limit := range []string{"0", "-1", "1001", "x"} {
 			args := append(strings.Fields(cmd), "ls", "--limit", limit)

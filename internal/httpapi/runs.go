@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -58,6 +60,12 @@ func (s *RunRoutes) list(w http.ResponseWriter, r *http.Request) {
 	if opts.Limit, err = limitParam(r); err == nil {
 		opts.Statuses, err = statusParam(r, runStatuses)
 	}
+	if err == nil {
+		opts.Agents, err = listParam(r, "agent", task.Agents)
+	}
+	if err == nil {
+		opts.Models, err = listParam[string](r, "model", nil)
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -101,10 +109,17 @@ func (s *RunRoutes) delete(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// events streams the run's events; a comment every 15 s keeps an idle
-// stream open through proxies.
+// events streams the run's events, each an "event" whose id is its seq:
+// after the one ?after= or the Last-Event-ID header (which wins, as a
+// reconnecting EventSource sends it) names, else from the first. A
+// comment every 15 s keeps an idle stream open through proxies.
 func (s *RunRoutes) events(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	after, err := afterParam(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	if _, err := s.svc.Get(r.Context(), id); err != nil {
 		writeError(w, err)
 		return
@@ -113,10 +128,33 @@ func (s *RunRoutes) events(w http.ResponseWriter, r *http.Request) {
 	stop := make(chan struct{})
 	defer close(stop)
 	go keepAlive(events, stop)
-	err := s.svc.Follow(r.Context(), id, func(ev api.RunEvent) error { return events.SendJSON("event", ev) })
+	err = s.svc.Follow(r.Context(), id, after, func(ev api.RunEvent) error {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return fmt.Errorf("encode event %d of run %s: %w", ev.Seq, id, err)
+		}
+		return events.Send(sse.Event{ID: strconv.FormatInt(ev.Seq, 10), Name: "event", Data: b})
+	})
 	if err != nil && r.Context().Err() == nil {
 		events.SendJSON("error", errdefs.Body(err))
 	}
+}
+
+// afterParam is the seq a run's event stream resumes after: the
+// Last-Event-ID header's, else the after parameter's, else 0.
+func afterParam(r *http.Request) (int64, error) {
+	name, v := "Last-Event-ID", r.Header.Get("Last-Event-ID")
+	if v == "" {
+		name, v = "after", r.URL.Query().Get("after")
+	}
+	if v == "" {
+		return 0, nil
+	}
+	after, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || after < 0 {
+		return 0, errdefs.Invalid("%s %q: want the seq of an event, a non-negative integer", name, v)
+	}
+	return after, nil
 }
 
 func (s *RunRoutes) logs(w http.ResponseWriter, r *http.Request) {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agent2env/agent2env/api"
+	"github.com/agent2env/agent2env/api/sse"
 	"github.com/agent2env/agent2env/internal/auth"
 	"github.com/agent2env/agent2env/internal/contexts/contextstest"
 	"github.com/agent2env/agent2env/internal/errdefs"
@@ -25,20 +27,32 @@ import (
 	"github.com/agent2env/agent2env/internal/store"
 )
 
-// TestRunListQuery reads the run list's query: status (repeated or
-// separated by commas), batch, limit; what it does not know is 400.
-func TestRunListQuery(t *testing.T) {
+// newRunService returns a run service over a real store, its runs'
+// files in dir, whose loop is not started: the runs a test stores stay as
+// they are.
+func newRunService(t *testing.T) (svc *run.Service, st store.Store, dir string) {
+	t.Helper()
 	ce := contextstest.NewEnv(t, manager.Config{}, nil)
-	// The service's loop is not started: the queued runs stay queued.
-	svc, err := run.New(run.Config{Dir: filepath.Join(t.TempDir(), "runs")}, service.NewSandboxes(ce.M, ""), ce.St, slog.New(slog.DiscardHandler))
+	dir = filepath.Join(t.TempDir(), "runs")
+	svc, err := run.New(run.Config{Dir: dir}, service.NewSandboxes(ce.M, ""), ce.St, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return svc, ce.St, dir
+}
+
+// TestRunListQuery reads the run list's query: status, agent and model
+// (each repeated or separated by commas), batch, limit; a status or agent
+// it does not know is 400, a model that no run has an empty list.
+func TestRunListQuery(t *testing.T) {
+	svc, runs, _ := newRunService(t)
 	t0 := time.Now().UTC().Truncate(time.Microsecond)
 	statuses := []api.RunStatus{api.RunQueued, api.RunFailed, api.RunSucceeded, api.RunFailed, api.RunTimeout, api.RunFailed}
+	agents := []string{"claude-code", "codex", "claude-code", "custom", "codex", "claude-code"}
+	models := []string{"opus", "", "sonnet", "opus", "gpt-5", "opus"}
 	for i, st := range statuses {
-		if err := ce.St.CreateRun(t.Context(), &store.Run{ID: fmt.Sprintf("r%d", i), BatchID: fmt.Sprintf("b%d", i%2), Task: "t",
-			Agent: "custom", Status: string(st), CreatedAt: t0.Add(time.Duration(i) * time.Second), UpdatedAt: t0}); err != nil {
+		if err := runs.CreateRun(t.Context(), &store.Run{ID: fmt.Sprintf("r%d", i), BatchID: fmt.Sprintf("b%d", i%2), Task: "t",
+			Agent: agents[i], Model: models[i], Status: string(st), CreatedAt: t0.Add(time.Duration(i) * time.Second), UpdatedAt: t0}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -74,6 +88,15 @@ func TestRunListQuery(t *testing.T) {
 		{"?order=desc", []string{"r5", "r4", "r3", "r2", "r1", "r0"}, false},
 		{"?order=asc&limit=2", []string{"r0", "r1"}, true},
 		{"?status=failed&order=desc&limit=2", []string{"r5", "r3"}, true},
+		{"?agent=claude-code", []string{"r0", "r2", "r5"}, false},
+		{"?agent=codex,custom", []string{"r1", "r3", "r4"}, false},
+		{"?agent=claude-code&agent=codex&limit=4", []string{"r0", "r1", "r2", "r4"}, true},
+		{"?agent=gemini-cli", []string{}, false},
+		{"?agent=claude-code&status=failed", []string{"r5"}, false},
+		{"?model=opus", []string{"r0", "r3", "r5"}, false},
+		{"?model=sonnet,gpt-5&order=desc", []string{"r4", "r2"}, false},
+		{"?agent=claude-code&model=opus&limit=1", []string{"r0"}, true},
+		{"?model=nope", []string{}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {
@@ -94,7 +117,8 @@ func TestRunListQuery(t *testing.T) {
 			}
 		})
 	}
-	for _, query := range []string{"?status=done", "?status=", "?status=failed,", "?limit=0", "?limit=x", "?cursor=nope", "?order=newest"} {
+	for _, query := range []string{"?status=done", "?status=", "?status=failed,", "?limit=0", "?limit=x", "?cursor=nope", "?order=newest",
+		"?agent=claude", "?agent=", "?agent=codex,", "?agent=Codex", "?model=", "?model=opus,"} {
 		if code, body := get(query); code != http.StatusBadRequest {
 			t.Errorf("%s: %d %s, want 400", query, code, body)
 		} else {
@@ -210,4 +234,93 @@ type noDelete struct{ store.Store }
 
 func (noDelete) DeleteRun(context.Context, string) error {
 	return errdefs.Unavailable("the store is out of reach")
+}
+
+// TestRunEventsResume: each event of a run's stream has its seq for id,
+// and the stream resumes after the seq ?after= or Last-Event-ID (which
+// wins) names; one that is not a non-negative integer is 400.
+func TestRunEventsResume(t *testing.T) {
+	svc, st, dir := newRunService(t)
+	t0 := time.Now().UTC()
+	if err := st.CreateRun(t.Context(), &store.Run{ID: "run-1", BatchID: "b", Task: "t", Agent: "custom",
+		Status: string(api.RunSucceeded), CreatedAt: t0, UpdatedAt: t0, EndedAt: &t0}); err != nil {
+		t.Fatal(err)
+	}
+	var log []byte
+	for seq := int64(1); seq <= 6; seq++ {
+		ev := api.RunEvent{Seq: seq, Time: t0, Type: api.RunEventOutput, Text: fmt.Sprint("line ", seq)}
+		if seq == 6 {
+			ev = api.RunEvent{Seq: seq, Time: t0, Type: api.RunEventEnd, Status: api.RunSucceeded}
+		}
+		b, _ := json.Marshal(ev)
+		log = append(append(log, b...), '\n')
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "run-1"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "run-1", "events.jsonl"), log, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	NewRunRoutes(svc).Register(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	get := func(query, lastID string) (*http.Response, []byte) {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/api/v1/runs/run-1/events"+query, nil)
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, b
+	}
+	tests := []struct {
+		name, query, lastID string
+		want                []string // the events' ids
+	}{
+		{"from the start", "", "", []string{"1", "2", "3", "4", "5", "6"}},
+		{"after", "?after=3", "", []string{"4", "5", "6"}},
+		{"after 0", "?after=0", "", []string{"1", "2", "3", "4", "5", "6"}},
+		{"Last-Event-ID", "", "4", []string{"5", "6"}},
+		{"Last-Event-ID wins", "?after=1", "5", []string{"6"}},
+		{"after the end", "?after=6", "", nil},
+		{"past the end", "?after=99", "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := get(tt.query, tt.lastID)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%d %s", resp.StatusCode, body)
+			}
+			var ids []string
+			events := sse.NewReader(bytes.NewReader(body))
+			for {
+				ev, err := events.Next()
+				if err != nil {
+					break
+				}
+				var re api.RunEvent
+				if ev.Name != "event" || json.Unmarshal(ev.Data, &re) != nil || fmt.Sprint(re.Seq) != ev.ID {
+					t.Errorf("event %s %q, id %q: want an event whose id is its seq", ev.Name, ev.Data, ev.ID)
+				}
+				ids = append(ids, ev.ID)
+			}
+			if diff := cmp.Diff(tt.want, ids); diff != "" {
+				t.Errorf("ids (-want +got):\n%s", diff)
+			}
+		})
+	}
+	for _, tt := range []struct{ query, lastID string }{
+		{"?after=-1", ""}, {"?after=x", ""}, {"?after=1.5", ""}, {"?after=99999999999999999999", ""}, {"", "abc"}, {"?after=2", "-3"},
+	} {
+		if resp, body := get(tt.query, tt.lastID); resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s, Last-Event-ID %q: %d %s, want 400", tt.query, tt.lastID, resp.StatusCode, body)
+		} else {
+			checkErrorBody(t, body, api.CodeInvalidRequest)
+		}
+	}
 }

@@ -80,15 +80,25 @@ func limitParam(r *http.Request) (*int, error) {
 // statusParam reads the status query parameter: statuses separated by
 // commas, or the parameter repeated; each one of known.
 func statusParam[S ~string](r *http.Request, known []S) ([]S, error) {
+	return listParam(r, "status", known)
+}
+
+// listParam reads the query parameter name: values separated by commas,
+// or the parameter repeated, each once; each one of known, or any but
+// empty when known is nil.
+func listParam[S ~string](r *http.Request, name string, known []S) ([]S, error) {
 	var out []S
-	for _, v := range r.URL.Query()["status"] {
-		for _, name := range strings.Split(v, ",") {
-			st := S(strings.TrimSpace(name))
-			if !slices.Contains(known, st) {
-				return nil, errdefs.Invalid("status %q: want one of %s", name, joinStrings(known))
+	for _, v := range r.URL.Query()[name] {
+		for _, item := range strings.Split(v, ",") {
+			value := S(strings.TrimSpace(item))
+			if known != nil && !slices.Contains(known, value) {
+				return nil, errdefs.Invalid("%s %q: want one of %s", name, item, joinStrings(known))
 			}
-			if !slices.Contains(out, st) {
-				out = append(out, st)
+			if value == "" {
+				return nil, errdefs.Invalid("%s %q: want a name, or names separated by commas", name, v)
+			}
+			if !slices.Contains(out, value) {
+				out = append(out, value)
 			}
 		}
 	}

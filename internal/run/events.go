@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -181,11 +182,13 @@ func (s *Service) endLog(id string, status api.RunStatus, reason string) {
 	s.mu.Unlock()
 }
 
-// Follow passes each event of run id's log to fn, oldest first, then
-// those that follow as they are added, until the run's end event (which
-// it passes too), ctx ends or fn fails. A run that ended has its whole
-// log passed at once. Another tenant's run is ErrNotFound.
-func (s *Service) Follow(ctx context.Context, id string, fn func(api.RunEvent) error) error {
+// Follow passes each event of run id's log numbered after after (0: from
+// its start) to fn, oldest first, then those that follow as they are
+// added, until the run's end event (which it passes too), ctx ends or fn
+// fails. A run that ended has the rest of its log passed at once; one
+// whose end event is numbered after or below ends with nothing passed.
+// Another tenant's run is ErrNotFound.
+func (s *Service) Follow(ctx context.Context, id string, after int64, fn func(api.RunEvent) error) error {
 	if _, err := s.get(ctx, id); err != nil {
 		return err
 	}
@@ -208,7 +211,7 @@ func (s *Service) Follow(ctx context.Context, id string, fn func(api.RunEvent) e
 			break
 		}
 		if s.notes != nil && r.ClaimedBy != "" && r.ClaimedBy != s.cfg.Owner {
-			return s.followElsewhere(ctx, id, fn)
+			return s.followElsewhere(ctx, id, after, fn)
 		}
 		select {
 		case <-ctx.Done():
@@ -224,7 +227,7 @@ func (s *Service) Follow(ctx context.Context, id string, fn func(api.RunEvent) e
 		if err != nil {
 			return runErr(err, id)
 		}
-		if final(r.Status) {
+		if final(r.Status) && after < 1 {
 			return fn(endEvent(r, 1))
 		}
 		return nil
@@ -233,6 +236,11 @@ func (s *Service) Follow(ctx context.Context, id string, fn func(api.RunEvent) e
 		return fmt.Errorf("read the events of run %s: %w", id, err)
 	}
 	defer f.Close()
+	if after > 0 {
+		if err := seekAfter(f, after); err != nil {
+			return fmt.Errorf("read the events of run %s: %w", id, err)
+		}
+	}
 	r := bufio.NewReader(f)
 	var partial []byte
 	for {
@@ -252,7 +260,7 @@ func (s *Service) Follow(ctx context.Context, id string, fn func(api.RunEvent) e
 				break
 			}
 			var ev api.RunEvent
-			if json.Unmarshal(partial, &ev) == nil {
+			if seq, ok := lineSeq(partial); (!ok || seq > after) && json.Unmarshal(partial, &ev) == nil && ev.Seq > after {
 				if err := fn(ev); err != nil {
 					return err
 				}
@@ -271,6 +279,91 @@ func (s *Service) Follow(ctx context.Context, id string, fn func(api.RunEvent) e
 		case <-changed:
 		}
 	}
+}
+
+// seqPrefix starts each line of an event log: api.RunEvent's first field
+// is its number.
+const seqPrefix = `{"seq":`
+
+// lineSeq returns the number of the event on line, read from its start
+// without decoding the rest; false when the line does not start as an
+// event does (a line a killed daemon left cut).
+func lineSeq(line []byte) (int64, bool) {
+	rest, ok := bytes.CutPrefix(line, []byte(seqPrefix))
+	if !ok {
+		return 0, false
+	}
+	n := 0
+	for n < len(rest) && n < 19 && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	if n == 0 || n == len(rest) || (rest[n] != ',' && rest[n] != '}') {
+		return 0, false
+	}
+	seq, err := strconv.ParseInt(string(rest[:n]), 10, 64)
+	return seq, err == nil
+}
+
+// seekScan is the stretch of an event log below which seekAfter reads on
+// line by line rather than halving it again.
+const seekScan = 64 << 10
+
+// seekAfter moves f, an event log, to the start of a line before which
+// every event is numbered after or below: near the first event after
+// after, found by halving the log (its events are in order), so that a
+// follow resumed deep into a long log does not read it all. The lines
+// from there on may still hold events numbered after or below; Follow
+// skips them.
+func seekAfter(f *os.File, after int64) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	// lo is always a line's start with only events numbered after or
+	// below before it.
+	lo, hi := int64(0), fi.Size()
+	for hi-lo > seekScan {
+		mid := lo + (hi-lo)/2
+		start, seq, ok, err := lineFrom(f, mid, hi)
+		if err != nil {
+			return err
+		}
+		if ok && seq <= after {
+			lo = start
+		} else {
+			hi = mid
+		}
+	}
+	_, err = f.Seek(lo, io.SeekStart)
+	return err
+}
+
+// lineFrom finds the first line of f that starts at or after at (> 0)
+// and before end, and returns its start and its event's number; ok is
+// false when there is no such line or it does not start as an event
+// does.
+func lineFrom(f io.ReaderAt, at, end int64) (start, seq int64, ok bool, err error) {
+	br := bufio.NewReaderSize(io.NewSectionReader(f, at-1, end-at+1), 4096)
+	start = at - 1
+	for {
+		b, err := br.ReadSlice('\n')
+		start += int64(len(b))
+		if errors.Is(err, io.EOF) {
+			return 0, 0, false, nil
+		}
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return 0, 0, false, err
+		}
+	}
+	head, err := br.Peek(len(seqPrefix) + 20)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, 0, false, err
+	}
+	seq, ok = lineSeq(head)
+	return start, seq, ok, nil
 }
 
 // endEvent is the end event, numbered seq, of r, which ended.

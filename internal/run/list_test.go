@@ -2,8 +2,6 @@ package run
 
 import (
 	"fmt"
-	"log/slog"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -11,9 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/agent2env/agent2env/api"
-	"github.com/agent2env/agent2env/internal/contexts/contextstest"
-	"github.com/agent2env/agent2env/internal/manager"
-	"github.com/agent2env/agent2env/internal/service"
 	"github.com/agent2env/agent2env/internal/store"
 )
 
@@ -22,12 +17,8 @@ import (
 // whichever page size, also when the runs of those statuses are rare (one
 // in 97).
 func TestListStatuses(t *testing.T) {
-	ce := contextstest.NewEnv(t, manager.Config{}, nil)
 	// The service's loop is not started: the queued runs stay queued.
-	svc, err := New(Config{Dir: filepath.Join(t.TempDir(), "runs")}, service.NewSandboxes(ce.M, ""), ce.St, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc, runs := newIdleService(t)
 	const n = 1300
 	byStatus := map[api.RunStatus][]string{}
 	var all []string
@@ -41,7 +32,7 @@ func TestListStatuses(t *testing.T) {
 			st = api.RunQueued
 		}
 		id := fmt.Sprintf("run-%04d", i)
-		if err := ce.St.CreateRun(bg, &store.Run{ID: id, BatchID: "b", Task: "t", Agent: "custom", Status: string(st),
+		if err := runs.CreateRun(bg, &store.Run{ID: id, BatchID: "b", Task: "t", Agent: "custom", Status: string(st),
 			CreatedAt: t0.Add(time.Duration(i) * time.Millisecond), UpdatedAt: t0}); err != nil {
 			t.Fatal(err)
 		}

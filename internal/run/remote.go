@@ -75,11 +75,11 @@ func (s *Service) sendEvents(ctx context.Context) {
 }
 
 // followElsewhere passes to fn the events of run id, which another daemon
-// carries out, as they come, until its end event, ctx ends or fn fails.
+// carries out, numbered after after, as they come, until its end event, ctx ends or fn fails.
 // When the record says the run ended first (the end's notification was
 // lost, or the run's daemon died and another ended it), its end event is
 // made from the record.
-func (s *Service) followElsewhere(ctx context.Context, id string, fn func(api.RunEvent) error) error {
+func (s *Service) followElsewhere(ctx context.Context, id string, after int64, fn func(api.RunEvent) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	notes, err := s.notes.Listen(ctx, eventsTopic)
@@ -88,7 +88,7 @@ func (s *Service) followElsewhere(ctx context.Context, id string, fn func(api.Ru
 	}
 	t := time.NewTicker(remotePoll)
 	defer t.Stop()
-	var seq int64
+	seq := after
 	pass := func(p []byte) (bool, error) {
 		var n note
 		if json.Unmarshal(p, &n) != nil || n.Run != id || n.Event.Seq <= seq {

@@ -384,6 +384,10 @@ type ListOptions struct {
 	BatchID string
 	// Statuses, when not empty, selects the runs in one of them.
 	Statuses []api.RunStatus
+	// Agents, when not empty, selects the runs of one of them (names of
+	// task.Agents); Models those of one of these models, by the name the
+	// run records.
+	Agents, Models []string
 	// Limit is the most runs a page holds, from 1 to api.MaxPageSize;
 	// nil: all.
 	Limit  *int
@@ -394,15 +398,15 @@ type ListOptions struct {
 }
 
 // List returns a page of the runs the tenant of ctx submitted, oldest
-// first unless opts.Order says otherwise, of opts.Statuses when it names
-// some: the store selects them, so a page of a rare status costs what any
-// page does.
+// first unless opts.Order says otherwise, of opts.Statuses, opts.Agents
+// and opts.Models when they name some: the store selects them, so a page
+// of a rare status or agent costs what any page does.
 func (s *Service) List(ctx context.Context, opts ListOptions) (*api.RunList, error) {
 	p, err := service.Page(opts.Limit, opts.Cursor, opts.Order)
 	if err != nil {
 		return nil, err
 	}
-	f := store.RunFilter{BatchID: opts.BatchID, ByTenant: true, Tenant: auth.TenantOf(ctx)}
+	f := store.RunFilter{BatchID: opts.BatchID, Agents: opts.Agents, Models: opts.Models, ByTenant: true, Tenant: auth.TenantOf(ctx)}
 	for _, st := range opts.Statuses {
 		f.Statuses = append(f.Statuses, string(st))
 	}

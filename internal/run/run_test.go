@@ -283,7 +283,7 @@ func TestRunOutcomes(t *testing.T) {
 			}
 			// The event log ends with the run's end.
 			var evs []api.RunEvent
-			if err := e.svc.Follow(bg, r.ID, func(ev api.RunEvent) error { evs = append(evs, ev); return nil }); err != nil {
+			if err := e.svc.Follow(bg, r.ID, 0, func(ev api.RunEvent) error { evs = append(evs, ev); return nil }); err != nil {
 				t.Fatal(err)
 			}
 			if len(evs) == 0 || evs[len(evs)-1].Type != api.RunEventEnd || evs[len(evs)-1].Status != tt.status {
@@ -699,7 +699,7 @@ func TestFollowFromSubmission(t *testing.T) {
 			time.Sleep(time.Duration(i) * time.Millisecond)
 		}
 		var last api.RunEvent
-		if err := e.svc.Follow(bg, b.Runs[0].ID, func(ev api.RunEvent) error { last = ev; return nil }); err != nil {
+		if err := e.svc.Follow(bg, b.Runs[0].ID, 0, func(ev api.RunEvent) error { last = ev; return nil }); err != nil {
 			t.Fatal(err)
 		}
 		if last.Type != api.RunEventEnd || last.Status != api.RunSucceeded {

@@ -50,7 +50,7 @@ func TestRunsPerTenant(t *testing.T) {
 		"cancel": func() error { _, err := e.svc.Cancel(b, id); return err },
 		"delete": func() error { return e.svc.Delete(b, id) },
 		"logs":   func() error { _, err := e.svc.Logs(b, id); return err },
-		"follow": func() error { return e.svc.Follow(b, id, func(api.RunEvent) error { return nil }) },
+		"follow": func() error { return e.svc.Follow(b, id, 0, func(api.RunEvent) error { return nil }) },
 		"artifact": func() error {
 			_, _, err := e.svc.Artifact(b, id, "/workspace/x")
 			return err

@@ -67,6 +67,9 @@ type RunFilter struct {
 	Active bool
 	// Statuses, when not empty, selects the runs in one of them.
 	Statuses []string
+	// Agents and Models, when not empty, select the runs of one of those
+	// agents, and of one of those models.
+	Agents, Models []string
 	// ByTenant selects the runs of Tenant only ("" is a tenant: the runs
 	// submitted without API keys); without it every tenant's.
 	ByTenant bool

@@ -915,7 +915,7 @@ test("a conversation whose last answer was streamed: its transcript ends with th
   await page.unrouteAll();
 });
 
-test("a run's events, cut before its end, are followed again, none twice, each saying what it is", async () => {
+test("a run's events, cut before its end, are followed again after the last one shown, none twice, each saying what it is", async () => {
   const id = "run-cut";
   const t = (s) => new Date(Date.parse("2026-01-01T00:00:00Z") + s * 1000).toISOString();
   const log = [
@@ -941,10 +941,14 @@ test("a run's events, cut before its end, are followed again, none twice, each s
     route.fulfill({ contentType: "application/json", body: JSON.stringify(run(streams < 2 ? "running" : "succeeded")) }),
   );
   // The first stream ends after two events, as one a restarting daemon
-  // closes; the next sends the log from the start.
-  await page.route(/\/api\/v1\/runs\/run-cut\/events$/, (route) => {
+  // closes; the next, as the daemon does, sends the events after the seq
+  // it is asked to resume after.
+  const afters = [];
+  await page.route(/\/api\/v1\/runs\/run-cut\/events(\?.*)?$/, (route) => {
     streams++;
-    const events = streams === 1 ? log.slice(0, 2) : log;
+    const after = new URL(route.request().url()).searchParams.get("after");
+    afters.push(after);
+    const events = streams === 1 ? log.slice(0, 2) : log.filter((e) => e.seq > Number(after ?? 0));
     return route.fulfill({ contentType: "text/event-stream", body: sse(events.map((e) => ["event", e])) });
   });
   await page.goto(`${consoleURL}/runs/${id}`);
@@ -956,6 +960,7 @@ test("a run's events, cut before its end, are followed again, none twice, each s
   // A liveness event says what happened.
   await page.getByText("liveness: the sandbox missed a heartbeat", { exact: true }).waitFor();
   assert.equal(streams, 2);
+  assert.deepEqual(afters, [null, "2"]);
   await page.unrouteAll();
 });
 

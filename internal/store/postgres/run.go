@@ -80,6 +80,12 @@ func (s *Store) ListRunPage(ctx context.Context, f store.RunFilter, p store.Page
 	if len(f.Statuses) > 0 {
 		cond += ` AND status = ANY(` + a.add(f.Statuses) + `)`
 	}
+	if len(f.Agents) > 0 {
+		cond += ` AND agent = ANY(` + a.add(f.Agents) + `)`
+	}
+	if len(f.Models) > 0 {
+		cond += ` AND model = ANY(` + a.add(f.Models) + `)`
+	}
 	if f.ByTenant {
 		cond += ` AND tenant = ` + a.add(f.Tenant)
 	}

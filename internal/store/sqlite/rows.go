@@ -189,14 +189,14 @@ func pageClauseBy(p store.Page, tie string) (cond, order string, args []any, err
 	return cond, order, args, nil
 }
 
-// statusIn is the condition (" AND …") that a row's status is one of
-// statuses, which must not be empty, and its arguments.
-func statusIn(statuses []string) (string, []any) {
-	args := make([]any, len(statuses))
-	for i, st := range statuses {
-		args[i] = st
+// columnIn is the condition (" AND …") that a row's column is one of
+// values, which must not be empty, and its arguments.
+func columnIn(column string, values []string) (string, []any) {
+	args := make([]any, len(values))
+	for i, v := range values {
+		args[i] = v
 	}
-	return ` AND status IN (?` + strings.Repeat(`,?`, len(statuses)-1) + `)`, args
+	return ` AND ` + column + ` IN (?` + strings.Repeat(`,?`, len(values)-1) + `)`, args
 }
 
 // cutPage trims the row pageClause asked for beyond the page and returns

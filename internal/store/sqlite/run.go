@@ -112,10 +112,15 @@ func (s *Store) ListRunPage(ctx context.Context, f store.RunFilter, p store.Page
 	if f.Active {
 		cond += ` AND status IN ('queued', 'running')`
 	}
-	if len(f.Statuses) > 0 {
-		scond, sargs := statusIn(f.Statuses)
-		cond += scond
-		args = append(args, sargs...)
+	for _, in := range []struct {
+		column string
+		values []string
+	}{{"status", f.Statuses}, {"agent", f.Agents}, {"model", f.Models}} {
+		if len(in.values) > 0 {
+			c, a := columnIn(in.column, in.values)
+			cond += c
+			args = append(args, a...)
+		}
 	}
 	if f.ByTenant {
 		cond += ` AND tenant = ?`

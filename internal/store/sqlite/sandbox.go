@@ -172,7 +172,7 @@ func sandboxFilter(f store.SandboxFilter) (string, []any) {
 		args = append(args, f.Owner)
 	}
 	if len(f.Statuses) > 0 {
-		scond, sargs := statusIn(f.Statuses)
+		scond, sargs := columnIn("status", f.Statuses)
 		cond += scond
 		args = append(args, sargs...)
 	}

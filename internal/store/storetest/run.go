@@ -105,6 +105,8 @@ func testRunListPage(t *testing.T, s store.Store) {
 		if i == 1 {
 			r.Tenant = "key-b"
 		}
+		r.Agent = []string{"claude-code", "codex", "claude-code", "custom", "codex"}[i]
+		r.Model = []string{"opus", "", "sonnet", "opus", "gpt"}[i]
 		mustCreateRun(t, s, r)
 	}
 	tests := []struct {
@@ -124,6 +126,16 @@ func testRunListPage(t *testing.T, s store.Store) {
 		{store.RunFilter{Statuses: []string{"queued", "succeeded"}}, []string{"r0", "r4"}},
 		{store.RunFilter{Statuses: []string{"running", "succeeded"}, BatchID: "a"}, []string{"r2", "r4"}},
 		{store.RunFilter{Statuses: []string{"failed"}}, nil},
+		{store.RunFilter{Agents: []string{"claude-code"}}, []string{"r0", "r2"}},
+		{store.RunFilter{Agents: []string{"codex", "custom"}}, []string{"r1", "r3", "r4"}},
+		{store.RunFilter{Agents: []string{"gemini-cli"}}, nil},
+		{store.RunFilter{Models: []string{"opus"}}, []string{"r0", "r3"}},
+		{store.RunFilter{Models: []string{"sonnet", "gpt"}}, []string{"r2", "r4"}},
+		{store.RunFilter{Models: []string{"Opus"}}, nil},
+		{store.RunFilter{Agents: []string{"claude-code"}, Models: []string{"opus"}}, []string{"r0"}},
+		{store.RunFilter{Agents: []string{"codex"}, Statuses: []string{"succeeded"}}, []string{"r4"}},
+		{store.RunFilter{Agents: []string{"codex"}, ByTenant: true, Tenant: "key-a"}, []string{"r4"}},
+		{store.RunFilter{Agents: []string{"claude-code", "codex"}, BatchID: "b", Active: true}, []string{"r1"}},
 	}
 	for _, tt := range tests {
 		for _, desc := range []bool{false, true} {

@@ -284,6 +284,25 @@ def test_list_page(client: Any, httpx_mock: HTTPXMock) -> None:
     }
 
 
+def test_list_by_agent_and_model(client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(json={"items": [run_json(agent="codex", model="gpt-5")]})
+    runs = client.runs.list(agent="codex", model=["gpt-5", "o3"])
+    assert [(r.agent, r.model) for r in runs] == [("codex", "gpt-5")]
+    httpx_mock.add_response(json={"items": []})
+    page = client.runs.list_page(agent=["claude-code", "codex"], status="failed", limit=2)
+    assert page.items == []
+    first, second = (query(r) for r in httpx_mock.get_requests())
+    assert first == {"agent": ["codex"], "model": ["gpt-5", "o3"], "limit": ["500"]}
+    assert second == {"agent": ["claude-code", "codex"], "status": ["failed"], "limit": ["2"]}
+
+
+@pytest.mark.parametrize("kwargs", [{"agent": ""}, {"agent": ["codex", ""]}, {"model": ""}])
+def test_list_empty_names(client: Any, httpx_mock: HTTPXMock, kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="an empty name"):
+        client.runs.list_page(**kwargs)
+    assert httpx_mock.get_requests() == []
+
+
 def test_list_refused(client: Any, httpx_mock: HTTPXMock) -> None:
     httpx_mock.add_response(
         status_code=400,
@@ -423,11 +442,30 @@ def test_events_to_the_end(client: Any, httpx_mock: HTTPXMock) -> None:
 
 
 def test_events_resume_after(client: Any, httpx_mock: HTTPXMock) -> None:
-    body = sse(event(1, "phase"), event(2, "phase"), event(3, "end", status="failed"))
+    # The daemon starts the stream after the seq asked for.
+    body = sse(event(3, "output", text="three"), event(4, "end", status="failed"))
     httpx_mock.add_response(
-        url=f"{RUNS}/run-1/events", content=body, headers={"Content-Type": "text/event-stream"}
+        url=f"{RUNS}/run-1/events?after=2",
+        content=body,
+        headers={"Content-Type": "text/event-stream"},
     )
-    assert [e.seq for e in client.runs.events("run-1", after=2)] == [3]
+    assert [e.seq for e in client.runs.events("run-1", after=2)] == [3, 4]
+
+
+def test_events_from_the_start_send_no_after(client: Any, httpx_mock: HTTPXMock) -> None:
+    httpx_mock.add_response(
+        url=f"{RUNS}/run-1/events",
+        content=sse(event(1, "end", status="failed")),
+        headers={"Content-Type": "text/event-stream"},
+    )
+    assert [e.seq for e in client.runs.events("run-1", after=0)] == [1]
+    assert query(httpx_mock.get_requests()[0]) == {}
+
+
+def test_events_after_negative(client: Any, httpx_mock: HTTPXMock) -> None:
+    with pytest.raises(ValueError, match="after -1"):
+        client.runs.events("run-1", after=-1)
+    assert httpx_mock.get_requests() == []
 
 
 def test_events_stream_broke(client: Any, httpx_mock: HTTPXMock) -> None:

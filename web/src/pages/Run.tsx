@@ -188,10 +188,10 @@ function Event({ e }: { e: RunEvent }) {
 /**
  * The events of the stream at path, as they arrive, until the end event.
  * A stream cut before it (the daemon restarted, a proxy closed it) is
- * followed again; it sends the log from the start, so the events already
- * shown (by seq) are skipped. One opened once the run had ended (over)
- * had its whole log: it is not followed again. reconnecting is the error
- * that cut it while it is followed again.
+ * followed again after the last event shown (?after= its seq): the daemon
+ * sends only those that came after it. One opened once the run had ended
+ * (over) had its whole log: it is not followed again. reconnecting is the
+ * error that cut it while it is followed again.
  */
 function useEvents(path: string, over: { current: boolean }): { items: RunEvent[]; error?: unknown; reconnecting?: unknown } {
   const [items, setItems] = useState<RunEvent[]>([]);
@@ -207,12 +207,11 @@ function useEvents(path: string, over: { current: boolean }): { items: RunEvent[
     follow(
       () => {
         overAtOpen = over.current;
-        return path;
+        return got.length > 0 ? `${path}?after=${got[got.length - 1].seq}` : path;
       },
       ({ event, data }) => {
-        const e = data as RunEvent;
-        if (event !== "event" || (got.length > 0 && e.seq <= got[got.length - 1].seq)) return;
-        got.push(e);
+        if (event !== "event") return;
+        got.push(data as RunEvent);
         // One render per frame, however fast the events come.
         if (!queued) {
           queued = true;

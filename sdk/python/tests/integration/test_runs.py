@@ -63,6 +63,11 @@ def test_run_submitted_followed_and_read(client: Client, tmp_path: Path) -> None
 
     runs = client.runs.wait_for_batch(batch.id, poll_interval=0.2, timeout=300)
     assert [r.status for r in runs] == [RunStatus.SUCCEEDED] * 2
+    # Selected by agent and model, by the daemon.
+    assert [r.model for r in client.runs.list(batch=batch.id, agent="custom", model="m1")] == ["m1"]
+    assert client.runs.list_page(batch=batch.id, agent=["codex", "claude-code"]).items == []
+    with pytest.raises(BadRequestError, match="agent"):
+        client.runs.list(agent="claude")
     run = client.runs.get(run_id)
     assert (run.exit_code, run.phase, run.batch_id) == (0, "done", batch.id)
     assert run.started_at is not None

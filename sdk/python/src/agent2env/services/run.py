@@ -179,13 +179,19 @@ def _submit(body: dict[str, Any]) -> Op[RunBatch]:
     return call(Request("POST", "/runs", json=body), parse_model(RunBatch))
 
 
-def _filters(batch: str | None, status: Statuses) -> dict[str, str | int | list[str]]:
+def _filters(
+    batch: str | None, status: Statuses, agent: Names = None, model: Names = None
+) -> dict[str, str | int | list[str]]:
     params: dict[str, str | int | list[str]] = {}
     if batch:
         params["batch"] = batch
     if status:
         statuses = [status] if isinstance(status, str) else list(status)
         params["status"] = [str(s) for s in statuses]
+    for name, names in (("agent", agent), ("model", model)):
+        values = _names(name, names)
+        if values:
+            params[name] = values
     return params
 
 
@@ -247,8 +253,11 @@ def _wait_for_batch(batch_id: str, poll_interval: float, timeout: float | None) 
         yield from _pause(deadline, poll_interval, what, timeout)
 
 
-def _events_request(run_id: str) -> Request:
-    return Request("GET", _path(run_id, "/events"), min_read_timeout=math.inf)
+def _events_request(run_id: str, after: int) -> Request:
+    if after < 0:
+        raise ValueError(f"after {after!r}: want the seq of an event, 0 or more")
+    params: dict[str, str | int | list[str]] | None = {"after": after} if after else None
+    return Request("GET", _path(run_id, "/events"), params=params, min_read_timeout=math.inf)
 
 
 def _check_ended(run_id: str) -> Op[None]:
@@ -264,13 +273,11 @@ def _check_ended(run_id: str) -> Op[None]:
 class RunEventParser:
     """Turns a run's event stream into :class:`RunEvent` items, up to the ``end`` event.
 
-    Events numbered ``after`` or below are skipped: the daemon sends the log
-    from its start, and a follow resumed after a broken connection wants
-    only what it has not seen.
+    The daemon starts the stream after the event the request names
+    (``after``), so every event it sends is one to pass on.
     """
 
-    def __init__(self, after: int = 0) -> None:
-        self.after = after
+    def __init__(self) -> None:
         self.done = False
 
     def feed(self, event: SSEEvent) -> RunEvent | None:
@@ -281,7 +288,7 @@ class RunEventParser:
             return None
         ev = RunEvent.model_validate(event.json())
         self.done = ev.type == RunEventType.END
-        return ev if ev.seq > self.after else None
+        return ev
 
     def finish(self) -> None:
         """Nothing: whether a stream without its end event is an error, the run's status says."""
@@ -400,26 +407,40 @@ class RunService:
         return self._c.run(_get(run_id))
 
     def list(
-        self, *, batch: str | None = None, status: Statuses = None, order: Order | None = None
+        self,
+        *,
+        batch: str | None = None,
+        status: Statuses = None,
+        agent: Names = None,
+        model: Names = None,
+        order: Order | None = None,
     ) -> builtins.list[Run]:
         """Return the runs, oldest first (newest with ``order="desc"``), read a page at a time.
 
         Args:
             batch: Only one submission's runs (:attr:`RunBatch.id`).
             status: Only the runs in this status, or in one of these.
+            agent: Only the runs of this agent (``"claude-code"``), or of one of these.
+            model: Only the runs of this model, or of one of these, by the name
+                the run records (:attr:`Run.model`).
             order: ``"desc"`` lists newest first, ``"asc"`` oldest first, the default.
 
         Raises:
-            BadRequestError: A status is not one, or ``order`` neither ``"asc"`` nor ``"desc"``.
+            BadRequestError: A status or an agent is not one, or ``order`` neither
+                ``"asc"`` nor ``"desc"``.
+            ValueError: An empty agent or model name.
 
         """
-        return self._c.run(_list(paged(_filters(batch, status), PAGE_SIZE, None, order)))
+        params = _filters(batch, status, agent, model)
+        return self._c.run(_list(paged(params, PAGE_SIZE, None, order)))
 
     def list_page(
         self,
         *,
         batch: str | None = None,
         status: Statuses = None,
+        agent: Names = None,
+        model: Names = None,
         limit: int | None = None,
         cursor: str | None = None,
         order: Order | None = None,
@@ -429,16 +450,20 @@ class RunService:
         Args:
             batch: As :meth:`list`'s.
             status: As :meth:`list`'s.
+            agent: As :meth:`list`'s.
+            model: As :meth:`list`'s.
             limit: The page's size (1 to 1000); without it, every run.
             cursor: The ``next_cursor`` of the page before.
             order: As :meth:`list`'s.
 
         Raises:
-            BadRequestError: A status is not one, ``limit`` not from 1 to 1000,
-                ``cursor`` not one the daemon gave, or a bad ``order``.
+            BadRequestError: A status or an agent is not one, ``limit`` not from 1
+                to 1000, ``cursor`` not one the daemon gave, or a bad ``order``.
+            ValueError: An empty agent or model name.
 
         """
-        return self._c.run(_list_page(paged(_filters(batch, status), limit, cursor, order)))
+        params = _filters(batch, status, agent, model)
+        return self._c.run(_list_page(paged(params, limit, cursor, order)))
 
     def cancel(self, run_id: str) -> Run:
         """Cancel a run and return it.
@@ -491,17 +516,21 @@ class RunService:
 
         Args:
             run_id: The run.
-            after: Skip the events numbered up to it: give the ``seq`` of the last
-                event seen to resume a follow that broke, missing nothing.
+            after: Start after the event of this ``seq``: give the last one seen to
+                resume a follow that broke, missing nothing and getting nothing
+                twice. The daemon skips to it, however long the log. After the
+                ``end`` event's, nothing is yielded.
 
         Raises:
             NotFoundError: No such run.
             StreamError: The stream ended before the run did (the daemon stopped,
                 or the connection broke).
+            ValueError: ``after`` is negative.
 
         """
-        parser = RunEventParser(after)
-        yield from self._c.iter_stream(_events_request(run_id), parser)
+        req = _events_request(run_id, after)
+        parser = RunEventParser()
+        yield from self._c.iter_stream(req, parser)
         if not parser.done:
             self._c.run(_check_ended(run_id))
 
@@ -578,22 +607,32 @@ class AsyncRunService:
         return await self._c.run(_get(run_id))
 
     async def list(
-        self, *, batch: str | None = None, status: Statuses = None, order: Order | None = None
+        self,
+        *,
+        batch: str | None = None,
+        status: Statuses = None,
+        agent: Names = None,
+        model: Names = None,
+        order: Order | None = None,
     ) -> builtins.list[Run]:
         """Return the runs; see :meth:`RunService.list`."""
-        return await self._c.run(_list(paged(_filters(batch, status), PAGE_SIZE, None, order)))
+        params = _filters(batch, status, agent, model)
+        return await self._c.run(_list(paged(params, PAGE_SIZE, None, order)))
 
     async def list_page(
         self,
         *,
         batch: str | None = None,
         status: Statuses = None,
+        agent: Names = None,
+        model: Names = None,
         limit: int | None = None,
         cursor: str | None = None,
         order: Order | None = None,
     ) -> RunList:
         """Return a page of runs; see :meth:`RunService.list_page`."""
-        return await self._c.run(_list_page(paged(_filters(batch, status), limit, cursor, order)))
+        params = _filters(batch, status, agent, model)
+        return await self._c.run(_list_page(paged(params, limit, cursor, order)))
 
     async def cancel(self, run_id: str) -> Run:
         """Cancel a run; see :meth:`RunService.cancel`."""
@@ -617,8 +656,9 @@ class AsyncRunService:
 
     async def iter_events(self, run_id: str, *, after: int = 0) -> AsyncGenerator[RunEvent, None]:
         """Yield a run's events up to its end; see :meth:`RunService.iter_events`."""
-        parser = RunEventParser(after)
-        async for ev in self._c.iter_stream(_events_request(run_id), parser):
+        req = _events_request(run_id, after)
+        parser = RunEventParser()
+        async for ev in self._c.iter_stream(req, parser):
             yield ev
         if not parser.done:
             await self._c.run(_check_ended(run_id))
