@@ -31,6 +31,11 @@ func (s *Sandboxes) Snapshot(ctx context.Context, id string, req api.CreateSnaps
 	return snapshotView(snap), nil
 }
 
+// IsSnapshotID reports whether id has the form of a snapshot's id, for
+// the surfaces whose one field names a template or a snapshot (E2B's
+// templateID).
+func IsSnapshotID(id string) bool { return manager.IsSnapshotID(id) }
+
 // Snapshots lists the snapshots the caller may see, newest first; of
 // sandbox sandboxID only, when it is not empty.
 func (s *Sandboxes) Snapshots(ctx context.Context, sandboxID string) (*api.SnapshotList, error) {
