@@ -59,7 +59,7 @@ func buildSurfaces(cfg Config, st state, svc services) (sf surfaces, err error) 
 	// The E2B API reaches other sandbox ports through the gateway.
 	sf.E2B, err = e2b.New(e2b.Config{
 		Sandboxes: svc.Sandboxes, Files: svc.Sandboxes, Procs: svc.Sandboxes, Contexts: contextsView, Ports: sf.Gateway,
-		Keys: cfg.Keys, RequireKey: cfg.authOn(), PrivatePorts: cfg.PrivatePorts,
+		Snapshots: svc.Sandboxes, Keys: cfg.Keys, RequireKey: cfg.authOn(), PrivatePorts: cfg.PrivatePorts,
 	})
 	if err != nil {
 		return sf, err

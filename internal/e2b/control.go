@@ -46,7 +46,16 @@ func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if root, _ := apiRoot(r.URL.EscapedPath()); unsupportedAPIs[root] != "" {
+	root, _ := apiRoot(r.URL.EscapedPath())
+	if id, ok := snapshotTemplate(r); ok {
+		h.serveSnapshotTemplate(w, r, id)
+		return
+	}
+	switch {
+	case root == "/snapshots":
+		h.serveSnapshots(w, r)
+		return
+	case unsupportedAPIs[root] != "":
 		writeError(w, errdefs.NotImplemented("E2B's %s (%s) are not supported by agent2env", unsupportedAPIs[root], root))
 		return
 	}
@@ -100,7 +109,9 @@ func (h *Handler) routeSandbox(w http.ResponseWriter, r *http.Request, id, op st
 		methods(w, r, map[string]http.HandlerFunc{
 			http.MethodGet: func(w http.ResponseWriter, r *http.Request) { h.metrics(w, r, id) },
 		})
-	case "logs", "snapshots", "fork", "network":
+	case "snapshots":
+		post(h.createSnapshot)
+	case "logs", "fork", "network":
 		writeError(w, errdefs.NotImplemented("sandbox %s are not supported by agent2env yet", op))
 	default:
 		writeError(w, errdefs.NotFound("no such route: %s", r.URL.Path))
@@ -293,6 +304,9 @@ func (req *createRequest) toAPI() (api.CreateSandboxRequest, error) {
 		}
 		out.Metadata[MetadataPublicTraffic] = "true"
 	}
+	if service.IsSnapshotID(req.TemplateID) {
+		return out, req.restore(&out, ttl)
+	}
 	image, isImage := builtinTemplates[req.TemplateID]
 	if !isImage && strings.ContainsAny(req.TemplateID, "/:@") {
 		image, isImage = req.TemplateID, true
@@ -310,6 +324,21 @@ func (req *createRequest) toAPI() (api.CreateSandboxRequest, error) {
 	out.Template = req.TemplateID
 	out.Overrides = &api.SandboxOverrides{TTL: &ttl, Env: req.EnvVars}
 	return out, nil
+}
+
+// restore makes out, whose metadata toAPI has set, the request for a
+// sandbox made from the snapshot whose id is req's templateID, ending ttl
+// seconds from now: it has the snapshot's environment and network, so
+// envVars and allow_internet_access are refused unless empty or null.
+func (req *createRequest) restore(out *api.CreateSandboxRequest, ttl int) error {
+	switch {
+	case len(req.EnvVars) > 0:
+		return errdefs.Invalid("envVars: a sandbox made from a snapshot has the snapshot's environment; omit envVars")
+	case req.AllowInternetAccess != nil:
+		return errdefs.Invalid("allow_internet_access: a sandbox made from a snapshot has the snapshot's network; omit the field")
+	}
+	out.FromSnapshot, out.TTL = req.TemplateID, &ttl
+	return nil
 }
 
 // templateID is the templateID a sandbox reports: the template it was
@@ -682,15 +711,15 @@ type pauseBody struct {
 	RequireHealthyGuest *bool `json:"requireHealthyGuest"`
 }
 
-// decodePause reads a pause's body, which may be empty; a field it does
-// not know is a 400 naming it.
-func decodePause(w http.ResponseWriter, r *http.Request, body *pauseBody) error {
+// decodeOptional reads the body of a call (what) that may be empty into
+// v; a field v does not have is a 400 naming it and those it has (known).
+func decodeOptional(w http.ResponseWriter, r *http.Request, v any, what, known string) error {
 	var raw json.RawMessage
 	if err := decodeJSON(w, r, &raw, true); err != nil || raw == nil {
 		return err
 	}
-	if err := jsonbody.Unmarshal(raw, body, "the body", true); err != nil {
-		return errdefs.Invalid("pause: %v (agent2env knows memory and requireHealthyGuest)", err)
+	if err := jsonbody.Unmarshal(raw, v, "the body", true); err != nil {
+		return errdefs.Invalid("%s: %v (agent2env knows %s)", what, err, known)
 	}
 	return nil
 }
@@ -701,7 +730,7 @@ func decodePause(w http.ResponseWriter, r *http.Request, body *pauseBody) error 
 // SandboxNotFoundException), as for get.
 func (h *Handler) pause(w http.ResponseWriter, r *http.Request, id string) {
 	var body pauseBody
-	err := decodePause(w, r, &body)
+	err := decodeOptional(w, r, &body, "pause", "memory and requireHealthyGuest")
 	switch {
 	case err != nil:
 	case body.Memory != nil && !*body.Memory:
@@ -759,13 +788,11 @@ func parseList(q url.Values, v2 bool) (listQuery, error) {
 		}
 		lq.opts.Statuses = want
 	}
-	if raw := q.Get("limit"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 || n > maxListLimit {
-			return lq, errdefs.Invalid("limit %q: want a whole number from 1 to %d", raw, maxListLimit)
-		}
-		lq.limit = n
+	limit, err := parseLimit(q)
+	if err != nil {
+		return lq, err
 	}
+	lq.limit = limit
 	lq.opts.Cursor = q.Get("nextToken")
 	for _, name := range []string{"startedAfter", "template"} {
 		if q.Get(name) != "" {

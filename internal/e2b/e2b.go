@@ -39,7 +39,8 @@
 // An unknown or stopped sandbox answers 502 "The sandbox was not found",
 // as E2B's proxy does: the SDKs' is_running() reads that status.
 //
-// Served so far (docs/e2b.md §8): the control plane; envd's /health,
+// Served so far (docs/e2b.md §8): the control plane, snapshots included
+// (agent2env's own, Snapshots); envd's /health,
 // plain /files and its Connect services process.Process and
 // filesystem.Filesystem (code generated from E2B's own .proto files, in
 // envdpb); the code interpreter's /execute and /contexts; and other ports
@@ -172,6 +173,9 @@ type Config struct {
 	// Ports is the port gateway, which serves the other ports; nil: they
 	// answer 501.
 	Ports Ports
+	// Snapshots serves E2B's snapshots and the creates from them; nil:
+	// they answer 501.
+	Snapshots Snapshots
 	// Keys are the daemon's API keys.
 	Keys *auth.Keys
 	// RequireKey says control-plane requests must carry a valid key.
@@ -289,19 +293,20 @@ func isSignedFileURL(r *http.Request) bool {
 
 // IsControlPlane reports whether r is for E2B's control plane: its path
 // is /sandboxes, /v2/sandboxes or under either, or under another of the
-// roots of E2B's API (unsupportedAPIs), which the SDKs call too.
+// roots of E2B's API (/snapshots, unsupportedAPIs), which the SDKs call
+// too.
 func IsControlPlane(r *http.Request) bool {
 	_, ok := apiRoot(r.URL.EscapedPath())
 	return ok
 }
 
-// unsupportedAPIs are the roots of E2B's API besides the sandboxes', which
-// the SDKs call (Sandbox.list_snapshots, Template.build, Volume.create,
-// …) and agent2env does not serve, with what each is: they answer 501
+// unsupportedAPIs are the roots of E2B's API besides the sandboxes' and
+// the snapshots', which the SDKs call (Template.build, Volume.create, …)
+// and agent2env does not serve, with what each is: they answer 501
 // {code, message} rather than fall through to agent2env's own routes,
-// whose errors the SDKs cannot read.
+// whose errors the SDKs cannot read. (A snapshot is a template on E2B:
+// DELETE /templates/{id} of a snapshot's id is served.)
 var unsupportedAPIs = map[string]string{
-	"/snapshots":         "snapshots",
 	"/templates":         "template builds",
 	"/v2/templates":      "template builds",
 	"/v3/templates":      "template builds",
@@ -312,9 +317,9 @@ var unsupportedAPIs = map[string]string{
 }
 
 // apiRoot returns the root of E2B's API that path p is or is under:
-// /sandboxes, /v2/sandboxes or one of unsupportedAPIs.
+// /sandboxes, /v2/sandboxes, /snapshots or one of unsupportedAPIs.
 func apiRoot(p string) (string, bool) {
-	for _, root := range []string{"/sandboxes", "/v2/sandboxes"} {
+	for _, root := range []string{"/sandboxes", "/v2/sandboxes", "/snapshots"} {
 		if p == root || strings.HasPrefix(p, root+"/") {
 			return root, true
 		}

@@ -54,6 +54,10 @@ type fakeSandboxes struct {
 	// beforeResume, when set, runs as Resume is called, before it looks
 	// at the sandbox (another request's work meanwhile).
 	beforeResume func(id string)
+	// snaps are the snapshots, oldest first (fakeSnapshots); snapErr,
+	// when set, is every Snapshot's error (a runtime without them).
+	snaps   []api.Snapshot
+	snapErr error
 }
 
 func newFakeSandboxes(sbs ...api.Sandbox) *fakeSandboxes {
@@ -79,6 +83,12 @@ func (f *fakeSandboxes) CreateAndWait(_ context.Context, req api.CreateSandboxRe
 		return nil, errdefs.NotFound("template %q not found", req.Template)
 	case f.failWith != "":
 		return nil, fmt.Errorf("%w: %w", service.ErrImageUnavailable, errdefs.Invalid("%s", f.failWith))
+	case req.FromSnapshot != "":
+		i := slices.IndexFunc(f.snaps, func(s api.Snapshot) bool { return s.ID == req.FromSnapshot })
+		if i < 0 {
+			return nil, errdefs.NotFound("snapshot %s not found", req.FromSnapshot)
+		}
+		req.Image = f.snaps[i].Image
 	}
 	f.n++
 	status := api.StatusRunning
@@ -466,7 +476,7 @@ func newEnv(t *testing.T, sbs ...api.Sandbox) *env {
 	e.files = &fakeFiles{byPath: map[string]string{}, dirs: map[string]bool{}, links: map[string]string{}}
 	e.procs = newFakeProcs()
 	h, err := New(Config{
-		Sandboxes: e.sb, Files: e.files, Procs: e.procs, Contexts: e.ctx, Ports: ports,
+		Sandboxes: e.sb, Files: e.files, Procs: e.procs, Contexts: e.ctx, Ports: ports, Snapshots: e.sb,
 		Keys: keys, RequireKey: true, Now: func() time.Time { return now }, CreateWait: time.Second,
 	})
 	if err != nil {
@@ -561,8 +571,9 @@ func TestRouting(t *testing.T) {
 		{"control plane, unknown route", "GET", "/v2/sandboxes/sba/nope/x", []string{HeaderAPIKey, goodKey}, 404, `"code":404`},
 		// E2B's other APIs, which the SDKs call: 501 in E2B's form,
 		// the key checked first, never agent2env's own 401 or 404.
-		{"snapshots API", "GET", "/snapshots", []string{HeaderAPIKey, goodKey}, 501, `"message":"E2B's snapshots (/snapshots) are not supported`},
+		{"snapshots API", "GET", "/snapshots", []string{HeaderAPIKey, goodKey}, 200, `[]`},
 		{"snapshots API without key", "GET", "/snapshots?limit=1", nil, 401, `"code":401`},
+		{"snapshot's template without key", "DELETE", "/templates/snap-abcdefgh2345", nil, 401, `"code":401`},
 		{"templates API", "POST", "/v3/templates", []string{HeaderAPIKey, goodKey}, 501, `"code":501`},
 		{"template API", "GET", "/templates/aliases/x", []string{HeaderAPIKey, goodKey}, 501, "template builds"},
 		{"v2 template API", "POST", "/v2/templates/t/builds/b", []string{HeaderAPIKey, goodKey}, 501, "template builds"},
@@ -654,6 +665,17 @@ func TestCreate(t *testing.T) {
 		{"unknown field", `{"templateID":"base","gpu":1}`, 400, api.CreateSandboxRequest{}, "gpu: unknown field"},
 		{"zero timeout", `{"templateID":"base","timeout":0}`, 400, api.CreateSandboxRequest{}, "timeout"},
 		{"unknown template", `{"templateID":"no-such-template"}`, 404, api.CreateSandboxRequest{}, "not found"},
+		// A snapshot's id as templateID: a sandbox made from it (the
+		// fake knows snap-abcdefgh2345), with its timeout and metadata.
+		{"snapshot", `{"templateID":"snap-abcdefgh2345","timeout":60,"metadata":{"a":"b"},"envVars":{},"autoPause":false}`, 201,
+			api.CreateSandboxRequest{FromSnapshot: "snap-abcdefgh2345", TTL: ttl(60), Metadata: pub("a", "b")}, ""},
+		{"snapshot, private ports", `{"templateID":"snap-abcdefgh2345","network":{"allowPublicTraffic":false}}`, 201,
+			api.CreateSandboxRequest{FromSnapshot: "snap-abcdefgh2345", TTL: ttl(DefaultTimeout)}, ""},
+		{"snapshot with variables", `{"templateID":"snap-abcdefgh2345","envVars":{"K":"V"}}`, 400, api.CreateSandboxRequest{}, "envVars: a sandbox made from a snapshot"},
+		{"snapshot with internet", `{"templateID":"snap-abcdefgh2345","allow_internet_access":false}`, 400, api.CreateSandboxRequest{}, "snapshot's network"},
+		{"unknown snapshot", `{"templateID":"snap-zzzzzzzzzzzz"}`, 404, api.CreateSandboxRequest{}, "snapshot snap-zzzzzzzzzzzz not found"},
+		{"template named like a snapshot", `{"templateID":"snap-mine"}`, 201,
+			api.CreateSandboxRequest{Template: "snap-mine", Overrides: &api.SandboxOverrides{TTL: ttl(DefaultTimeout)}, Metadata: pub()}, ""},
 		{"not json", `templateID=base`, 400, api.CreateSandboxRequest{}, "JSON"},
 		{"not an object", `["base"]`, 400, api.CreateSandboxRequest{}, "the body must be a JSON object (got array)"},
 		{"template id a number", `{"templateID":1}`, 400, api.CreateSandboxRequest{}, "templateID must be a string (got number)"},
@@ -661,6 +683,7 @@ func TestCreate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
+			e.sb.snaps = []api.Snapshot{{ID: "snap-abcdefgh2345", SandboxID: "old", Image: "agent2env/code-interpreter"}}
 			code, _, body := e.api(t, "POST", "/v2/sandboxes", tc.body)
 			if code != tc.status {
 				t.Fatalf("status %d %s, want %d", code, body, tc.status)

@@ -18,7 +18,7 @@ import (
 // scripts/peers-requirements.txt and scripts/test-peers.sh), unchanged,
 // against a daemon on the oci runtime with API keys, configured by
 // environment variables alone as the README says, pause and resume
-// included; then the README's example word for word and E2B's routes
+// included, snapshots too where the daemon's runtime takes them; then the README's example word for word and E2B's routes
 // (issue 25). kubetest's TestNodeSDKs runs the same stocksdk.RunE2B on the
 // kubernetes runtime.
 func TestE2BSDK(t *testing.T) {
@@ -44,7 +44,13 @@ func TestE2BSDK(t *testing.T) {
 			t.Errorf("sandboxes left: status %d, %+v", code, list.Items)
 		}
 	}
-	tg := stocksdk.E2B{URL: "http://" + d.addr, Python: pythonBin, Clients: stocksdk.E2BStockClients(t), Pause: true, NoSandboxes: noSandboxes}
+	// Snapshots run where the daemon takes them (its criu is built), and
+	// are refused in E2B's form where not.
+	var caps api.Capabilities
+	if code := d.do("GET", "/api/v1/capabilities", nil, &caps); code != http.StatusOK {
+		t.Fatalf("capabilities: status %d", code)
+	}
+	tg := stocksdk.E2B{URL: "http://" + d.addr, Python: pythonBin, Clients: stocksdk.E2BStockClients(t), Pause: true, Snapshots: caps.Snapshots, NoSandboxes: noSandboxes}
 	stocksdk.RunE2B(t, tg)
 	t.Run("readme", func(t *testing.T) {
 		readme, err := os.ReadFile("../../README.md")

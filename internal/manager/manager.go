@@ -278,7 +278,10 @@ func (m *Manager) lock(id string) func() {
 	}
 }
 
-var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+// idAlphabet is the characters of the ids newID makes.
+const idAlphabet = "abcdefghijklmnopqrstuvwxyz234567"
+
+var idEncoding = base32.NewEncoding(idAlphabet).WithPadding(base32.NoPadding)
 
 // newToken returns a fresh access token: 32 random bytes in hex.
 func newToken() string {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -21,6 +22,13 @@ import (
 
 // snapshotPrefix starts every snapshot id.
 const snapshotPrefix = "snap-"
+
+// IsSnapshotID reports whether id has the form of a snapshot's id:
+// snapshotPrefix and a sandbox id's 12 characters (newID).
+func IsSnapshotID(id string) bool {
+	rest, ok := strings.CutPrefix(id, snapshotPrefix)
+	return ok && len(rest) == 12 && strings.Trim(rest, idAlphabet) == ""
+}
 
 // fileFork, in the directory of a sandbox's fork's snapshot, lists the
 // fork's copies (a JSON list of ids) until they are all made: Recover

@@ -98,6 +98,9 @@ func TestSnapshotRestore(t *testing.T) {
 	if snap.SandboxID != id || snap.Image != "alpine" || !maps.Equal(snap.Env, env) || snap.Status != string(api.SnapshotReady) || snap.SizeBytes <= 0 || snap.Stopped {
 		t.Errorf("snapshot = %+v", snap)
 	}
+	if !IsSnapshotID(snap.ID) || IsSnapshotID(id) {
+		t.Errorf("IsSnapshotID(%q) = %v, IsSnapshotID(%q) = %v; want true, false", snap.ID, IsSnapshotID(snap.ID), id, IsSnapshotID(id))
+	}
 	e.waitStatus(t, id, api.StatusRunning)
 	// The sandbox goes; the snapshot stays, and makes new sandboxes.
 	if err := e.m.Delete(ctx, id); err != nil {
@@ -147,6 +150,23 @@ func TestSnapshotRestore(t *testing.T) {
 
 // A snapshot with stop leaves the sandbox stopped (succeeded), and one of
 // a stopped sandbox is 409.
+func TestIsSnapshotID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"snap-abcdefgh2345":  true,
+		"snap-abcdefgh234":   false, // too short
+		"snap-abcdefgh23456": false, // too long
+		"snap-abcdefgh2301":  false, // 0 and 1 are not of newID's alphabet
+		"snap-ABCDEFGH2345":  false,
+		"abcdefgh2345":       false,
+		"snap-mine":          false,
+		"":                   false,
+	} {
+		if got := IsSnapshotID(id); got != want {
+			t.Errorf("IsSnapshotID(%q) = %v, want %v", id, got, want)
+		}
+	}
+}
+
 func TestSnapshotStop(t *testing.T) {
 	e, _ := newSnapshotEnv(t)
 	ctx := context.Background()

@@ -31,6 +31,11 @@ func (s *Sandboxes) Snapshot(ctx context.Context, id string, req api.CreateSnaps
 	return snapshotView(snap), nil
 }
 
+// IsSnapshotID reports whether id has the form of a snapshot's id, for
+// the surfaces whose one field names a template or a snapshot (E2B's
+// templateID).
+func IsSnapshotID(id string) bool { return manager.IsSnapshotID(id) }
+
 // Snapshots lists the snapshots the caller may see, newest first; of
 // sandbox sandboxID only, when it is not empty.
 func (s *Sandboxes) Snapshots(ctx context.Context, sandboxID string) (*api.SnapshotList, error) {
@@ -168,6 +173,26 @@ type heldContext struct {
 	Description string            `json:"description,omitempty"`
 	WorkingDir  string            `json:"working_dir,omitempty"`
 	Env         map[string]string `json:"env,omitempty"`
+	// Tenant is who made it, and so who reaches it (store.Context's
+	// Tenant): the copies keep it (heldTenant). Absent in snapshots
+	// recorded before it was kept.
+	Tenant *string `json:"tenant,omitempty"`
+}
+
+// heldTenant is the tenant of held context h in sandbox id, made from a
+// snapshot of sandbox source by ctx's tenant: the context's own, as in
+// the source (one made without an API key, as E2B's code interpreter
+// makes its default context, stays reachable without one), except that
+// what the source's code made is the copy's code's; ctx's tenant when
+// the snapshot did not record it.
+func heldTenant(ctx context.Context, h heldContext, source, id string) string {
+	switch {
+	case h.Tenant == nil:
+		return auth.TenantOf(ctx)
+	case *h.Tenant == auth.SandboxTenant(source):
+		return auth.SandboxTenant(id)
+	}
+	return *h.Tenant
 }
 
 // heldContexts returns the contexts of sandbox id, as a snapshot records
@@ -183,7 +208,7 @@ func (s *Sandboxes) heldContexts(ctx context.Context, id string) ([]byte, error)
 	held := make([]heldContext, 0, len(cs))
 	for _, c := range cs {
 		held = append(held, heldContext{ID: c.ID, Language: c.Language, Type: c.Type, Name: c.Name,
-			Description: c.Description, WorkingDir: c.WorkingDir, Env: c.Env})
+			Description: c.Description, WorkingDir: c.WorkingDir, Env: c.Env, Tenant: &c.Tenant})
 	}
 	return json.Marshal(held)
 }
@@ -226,7 +251,7 @@ func (s *Sandboxes) forked(ctx context.Context, snap *store.Snapshot, heldJSON [
 	out := &api.ForkResponse{SnapshotID: snap.ID, Sandboxes: make([]api.ForkedSandbox, len(sbs))}
 	for i, sb := range sbs {
 		if err == nil {
-			err = s.recordContexts(ctx, sb.ID, held, maps[i])
+			err = s.recordContexts(ctx, snap.SandboxID, sb.ID, held, maps[i])
 		}
 		out.Sandboxes[i] = api.ForkedSandbox{Sandbox: *s.view(sb), Contexts: maps[i]}
 	}
@@ -243,12 +268,12 @@ func (s *Sandboxes) forked(ctx context.Context, snap *store.Snapshot, heldJSON [
 	return out, nil
 }
 
-// recordContexts records the held contexts in sandbox id under their new
-// ids.
-func (s *Sandboxes) recordContexts(ctx context.Context, id string, held []heldContext, ids map[string]string) error {
+// recordContexts records the held contexts of sandbox source in sandbox
+// id under their new ids, each with its tenant (heldTenant).
+func (s *Sandboxes) recordContexts(ctx context.Context, source, id string, held []heldContext, ids map[string]string) error {
 	now := time.Now().UTC()
 	for _, h := range held {
-		c := &store.Context{ID: ids[h.ID], SandboxID: id, Language: h.Language, Type: h.Type, Tenant: auth.TenantOf(ctx),
+		c := &store.Context{ID: ids[h.ID], SandboxID: id, Language: h.Language, Type: h.Type, Tenant: heldTenant(ctx, h, source, id),
 			Name: h.Name, Description: h.Description, WorkingDir: h.WorkingDir, Env: h.Env, CreatedAt: now, LastUsedAt: now}
 		if err := s.contexts.CreateContext(ctx, c); err != nil {
 			return err

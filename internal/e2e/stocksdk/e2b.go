@@ -32,6 +32,10 @@ type E2B struct {
 	Clients *E2BClients
 	// Pause runs the pause and resume checks: the runtime pauses.
 	Pause bool
+	// Snapshots says the runtime takes snapshots (api.Capabilities'
+	// Snapshots): the snapshot checks run; without, E2B's
+	// create_snapshot must be refused, saying why.
+	Snapshots bool
 	// SetgidDirs says that directories made in the home directory have
 	// the setgid bit, which envd's listing shows ("dgrwxr-xr-x"): on
 	// kubernetes the home is an emptyDir the kubelet gives the Pod's
@@ -106,7 +110,8 @@ func (tg E2B) env() []string {
 // unknown process the SDK's NotFoundException); E2B's home /home/user and
 // a sandbox's web server opened as a browser opens it, public or with its
 // traffic token (web); pause and resume when
-// tg.Pause; the JavaScript SDKs and the oldest supported SDKs when
+// tg.Pause; snapshots made, listed, restored and deleted when
+// tg.Snapshots, else their refusal; the JavaScript SDKs and the oldest supported SDKs when
 // tg.Clients; then a wrong key (401 at once) and an unknown template (a
 // 4xx at create). None leaves a sandbox behind.
 func RunE2B(t *testing.T, tg E2B) {
@@ -136,7 +141,7 @@ func RunE2B(t *testing.T, tg E2B) {
 			"metrics_by_id":         "1",
 			"listed":                "[true]",
 			"listed_other":          "0",
-			"unsupported":           "[[SandboxException true] [TemplateException true]]",
+			"unsupported":           "[[TemplateException true]]",
 			"running_after_kill":    "false", // an unknown sandbox: the SDK's own not-found answer
 			"written":               "/home/sandbox/notes/hello.txt",
 			"read":                  "Hello World",
@@ -240,6 +245,32 @@ func RunE2B(t *testing.T, tg E2B) {
 			if s, _ := res["read_while_paused_seconds"].(float64); s > 3 {
 				t.Errorf("a read from a paused sandbox took %.1f s to fail", s)
 			}
+			tg.NoSandboxes(t)
+		})
+	}
+	if tg.Snapshots {
+		t.Run("snapshots", func(t *testing.T) {
+			Check(t, tg.Flow(t, "snapshot"), map[string]string{
+				"names":           "[]",
+				"source_x_plus_1": "42", "source_state": "running",
+				"listed": "true", "listed_all": "true", "listed_by_id": "[true]", "listed_by_other_name": "0", "pages": "true",
+				"named":         "[SandboxException 400 true]",
+				"source_killed": "true",
+				// A sandbox made from the snapshot: its kernel's variable
+				// and its files, the source gone.
+				"restored_other": "true", "restored_x_plus_1": "42", "restored_file": "kept",
+				"deleted":        "[true false]",
+				"create_deleted": "[SandboxException true]",
+				"killed":         "[true]",
+			})
+			tg.NoSandboxes(t)
+		})
+	} else {
+		t.Run("snapshots refused", func(t *testing.T) {
+			// The runtime cannot: E2B's error form, saying so, not a 500.
+			Check(t, tg.Flow(t, "nosnapshot"), map[string]string{
+				"refused": "[SandboxException 501 true]", "running": "true", "listed": "0", "deleted": "false", "killed": "true",
+			})
 			tg.NoSandboxes(t)
 		})
 	}

@@ -12,8 +12,8 @@ last line, which the Go test checks:
                     get_info, a connect that keeps the longer timeout,
                     relative paths in code where files have them,
                     get_metrics, Sandbox.list with a metadata filter, the
-                    code contexts, files.write/read, E2B's snapshot and
-                    template APIs (not served); kill and is_running() after
+                    code contexts, files.write/read, E2B's template API
+                    (not served); kill and is_running() after
   envd              the base SDK's commands (run, exit codes, background,
                     connect, stdin, kill, list), a PTY session and its
                     resize, and files (write/read/list/exists/make_dir/
@@ -34,6 +34,15 @@ last line, which the Go test checks:
   pause             pause (and again: already paused), the state in
                     get_info and Sandbox.list, resume by Sandbox.connect,
                     the kernel's variable and a file kept
+  snapshot          create_snapshot of a sandbox that runs on, the
+                    snapshots listed (by sandbox, by id, a page at a time),
+                    a sandbox made from one after its source is killed
+                    (the kernel's variable and a file kept), a name
+                    refused, delete_snapshot (then false), a create from
+                    a deleted snapshot
+  nosnapshot        on a runtime without snapshots: create_snapshot
+                    refused in E2B's form, saying why; list and delete
+                    still answer
 """
 
 import io
@@ -155,7 +164,7 @@ def quickstart() -> dict[str, Any]:
         # E2B's APIs agent2env does not serve answer in E2B's form: the
         # SDK's own exception, saying so.
         out["unsupported"] = []
-        for call in (Sandbox.list_snapshots().next_items, lambda: e2b.Template.exists("x")):
+        for call in (lambda: e2b.Template.exists("x"),):
             try:
                 call()
                 out["unsupported"].append(None)
@@ -481,6 +490,77 @@ def pause() -> dict[str, Any]:
     return out
 
 
+def snapshot() -> dict[str, Any]:
+    sbx = Sandbox.create(metadata={"suite": "e2e-e2b-snapshot"}, timeout=120)
+    out: dict[str, Any] = {}
+    made: list[Sandbox] = []
+    snaps: list[str] = []
+    try:
+        sbx.run_code("x = 41")
+        sbx.files.write("kept.txt", "kept")
+        first = sbx.create_snapshot()
+        snaps.append(first.snapshot_id)
+        out["names"] = first.names
+        # The sandbox was frozen while saved and runs on.
+        out["source_x_plus_1"] = sbx.run_code("x + 1").text
+        out["source_state"] = str(sbx.get_info().state)
+        second = Sandbox.create_snapshot(sbx.sandbox_id)
+        snaps.append(second.snapshot_id)
+        mine = Sandbox.list_snapshots(sandbox_id=sbx.sandbox_id).next_items()
+        out["listed"] = [s.snapshot_id for s in mine] == [second.snapshot_id, first.snapshot_id]
+        out["listed_all"] = first.snapshot_id in [s.snapshot_id for s in Sandbox.list_snapshots().next_items()]
+        by_id = Sandbox.list_snapshots(name=first.snapshot_id).next_items()
+        out["listed_by_id"] = [s.snapshot_id == first.snapshot_id for s in by_id]
+        out["listed_by_other_name"] = len(Sandbox.list_snapshots(name="no-such-snapshot").next_items())
+        pager = Sandbox.list_snapshots(sandbox_id=sbx.sandbox_id, limit=1)
+        pages = []
+        while pager.has_next:
+            pages.append([s.snapshot_id for s in pager.next_items()])
+        out["pages"] = pages == [[second.snapshot_id], [first.snapshot_id]]
+        try:
+            sbx.create_snapshot(name="my-snapshot")
+            out["named"] = None
+        except SandboxException as e:
+            out["named"] = [type(e).__name__, getattr(e, "status_code", None), "have no names" in str(e)]
+        # A snapshot outlives its sandbox.
+        out["source_killed"] = sbx.kill()
+        restored = Sandbox.create(first.snapshot_id, timeout=120)
+        made.append(restored)
+        out["restored_other"] = restored.sandbox_id != sbx.sandbox_id
+        out["restored_x_plus_1"] = restored.run_code("x + 1").text
+        out["restored_file"] = restored.files.read("kept.txt")
+        out["deleted"] = [Sandbox.delete_snapshot(first.snapshot_id), Sandbox.delete_snapshot(first.snapshot_id)]
+        try:
+            made.append(Sandbox.create(template=first.snapshot_id, timeout=120))
+            out["create_deleted"] = None
+        except SandboxException as e:
+            out["create_deleted"] = [type(e).__name__, "not found" in str(e)]
+    finally:
+        for s in snaps:
+            Sandbox.delete_snapshot(s)
+        sbx.kill()
+        out["killed"] = [m.kill() for m in made]
+    return out
+
+
+def nosnapshot() -> dict[str, Any]:
+    sbx = Sandbox.create(timeout=120)
+    out: dict[str, Any] = {}
+    try:
+        try:
+            sbx.create_snapshot()
+            out["refused"] = None
+        except SandboxException as e:
+            out["refused"] = [type(e).__name__, getattr(e, "status_code", None), "has no snapshots" in str(e)]
+            out["message"] = str(e)
+        out["running"] = sbx.is_running()
+        out["listed"] = len(Sandbox.list_snapshots(sandbox_id=sbx.sandbox_id).next_items())
+        out["deleted"] = Sandbox.delete_snapshot("snap-aaaaaaaaaaaa")
+    finally:
+        out["killed"] = sbx.kill()
+    return out
+
+
 # SLOW_BYTES is what the slow reader's command writes: far past the
 # agent's 1 MiB of kept output and the sockets' buffers on the way.
 SLOW_BYTES = 16 << 20
@@ -524,6 +604,8 @@ if __name__ == "__main__":
         "badkey": badkey,
         "badtemplate": badtemplate,
         "pause": pause,
+        "snapshot": snapshot,
+        "nosnapshot": nosnapshot,
         "web": web,
     }
     print(json.dumps(modes[mode]()))

@@ -43,8 +43,14 @@ func TestNodeSDKs(t *testing.T) {
 	// the same protocol to the same surface, whatever the runtime, and run
 	// on oci only (TestE2BSDK), which keeps this test within CI's time.
 	t.Run("E2B", func(t *testing.T) {
+		// Snapshots as the runtime's capabilities say: without them,
+		// E2B's create_snapshot is checked to be refused, saying why.
+		var caps api.Capabilities
+		if code := keyed(t, stocksdk.E2BKey, "GET", base+"/api/v1/capabilities", nil, &caps); code != http.StatusOK {
+			t.Fatalf("capabilities: status %d", code)
+		}
 		stocksdk.RunE2B(t, stocksdk.E2B{
-			URL: base, Python: pythonBin, SetgidDirs: true,
+			URL: base, Python: pythonBin, SetgidDirs: true, Snapshots: caps.Snapshots,
 			NoSandboxes: func(t *testing.T) { noSandboxes(t, base, stocksdk.E2BKey) },
 		})
 	})
