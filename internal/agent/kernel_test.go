@@ -472,6 +472,29 @@ func BenchmarkKernelStart(b *testing.B) {
 	b.ReportMetric(median(ratios), "driver/floor")
 }
 
+// BenchmarkKernelExecute measures a cell's round trip on a warm python
+// kernel: the request, the driver's run of a trivial expression, its
+// result; the median is reported beside the mean.
+func BenchmarkKernelExecute(b *testing.B) {
+	c := startKernelAgent(b)
+	ctx := context.Background()
+	if _, err := c.CreateKernel(ctx, KernelSpec{ID: "bench", Language: LangPython}); err != nil {
+		b.Fatal(err)
+	}
+	var times []float64
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		res, err := c.Execute(ctx, "bench", KernelExecRequest{Code: "1+1"}, KernelOutput{})
+		if err != nil || resultText(res) != "2" {
+			b.Fatalf("execute 1+1 = %+v, %v", res, err)
+		}
+		times = append(times, time.Since(start).Seconds()*1000)
+	}
+	slices.Sort(times)
+	b.ReportMetric(times[len(times)/2], "p50-ms")
+}
+
 // TestKernelPythonIdleModules checks what an idle Python kernel holds: of
 // the modules the driver uses only now and then (json's package and re,
 // linecache and tokenize, ast, traceback, signal's enums), none that a bare
