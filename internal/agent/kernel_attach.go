@@ -18,11 +18,11 @@ import (
 
 // An execution started by attachment (POST /v1/kernels/{id}/execute/attach)
 // runs apart from the request that started it, as a kernelRun: its frames
-// (output, displays) wait in the run until an attachment sends them, and
-// its result is sent last. The request is full duplex: its body is the
-// KernelExecRequest as a JSON line, then input frames (only frameSuspend:
-// a checkpoint's); its answer is a frameStarted with the run's id
-// (KernelRunInfo), the frames, the result. An attachment whose body ends
+// (output, displays) go to the attachment, or wait in the run while there
+// is none, and its result is sent last. The request is full duplex: its
+// body is the KernelExecRequest as a JSON line, then input frames (only
+// frameSuspend: a checkpoint's); its answer is a frameStarted with the
+// run's id (KernelRunInfo), the frames, the result. An attachment whose body ends
 // after a frameSuspend lets go of the run, which holds its frames (the
 // kernel's output waits past runHold) until its client attaches again
 // (POST /v1/kernels/{id}/executions/{run}/attach?since=N, N the frames it
@@ -65,9 +65,12 @@ type kernelRun struct {
 	held   int        // their payloads' bytes
 	sent   int64      // the frames sent: the offset of frames[0]
 	result []byte     // the result frame's payload, once the run ended
-	// attached: an attachment serves the run; attaches counts them.
+	// attached: an attachment serves the run; attaches counts them. fw
+	// is its writer, which frames go straight to when none are held
+	// before them (the stream's goroutine sends those), until it ends.
 	attached bool
 	attaches int
+	fw       *frameWriter
 	// abandoned: no client comes for the output (it is dropped), and the
 	// run is interrupted. delivered: its result was sent.
 	abandoned, delivered bool
@@ -79,11 +82,15 @@ func (r *kernelRun) notifyLocked() {
 	r.moved = make(chan struct{})
 }
 
-// frame holds one frame for r's client, once the frames held are within
-// runHold.
+// frame sends one frame to r's client, or holds it for the client, once
+// the frames held are within runHold.
 func (r *kernelRun) frame(kind byte, p []byte) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.sendLocked(kind, p) {
+		r.sent++
+		return nil
+	}
 	for r.held > runHold && !r.abandoned {
 		wait := r.moved
 		r.mu.Unlock()
@@ -99,14 +106,29 @@ func (r *kernelRun) frame(kind byte, p []byte) error {
 	return nil
 }
 
-// finish ends r with its result's payload.
+// sendLocked sends a frame straight to the attached client, when there is
+// one and no frames are held before it, and reports whether it did; the
+// caller holds r.mu. A frame that fails is held: its attachment has ended.
+func (r *kernelRun) sendLocked(kind byte, p []byte) bool {
+	if r.fw == nil || len(r.frames) > 0 || r.abandoned {
+		return false
+	}
+	if err := r.fw.frame(kind, p); err != nil {
+		r.fw = nil
+		return false
+	}
+	return true
+}
+
+// finish ends r with its result's payload, sent at once when it can be.
 func (r *kernelRun) finish(result []byte) {
 	r.mu.Lock()
 	r.result = result
+	r.delivered = r.sendLocked(frameResult, result)
 	r.notifyLocked()
-	abandoned := r.abandoned
+	drop := r.abandoned || r.delivered
 	r.mu.Unlock()
-	if abandoned {
+	if drop {
 		r.k.dropRun(r)
 	}
 }
@@ -164,7 +186,7 @@ func (e *runOffsetError) Error() string {
 // now.
 func (r *kernelRun) detach(suspended bool, grace time.Duration) {
 	r.mu.Lock()
-	r.attached = false
+	r.attached, r.fw = false, nil
 	seq := r.attaches
 	r.mu.Unlock()
 	if !suspended {
@@ -181,14 +203,21 @@ func (r *kernelRun) detach(suspended bool, grace time.Duration) {
 	})
 }
 
-// stream sends r's frames through fw as they come, then its result, until
-// ctx ends (the attachment's input has ended) or fw fails. A frame is
-// dropped once sent: a client that attaches again asks for those after it.
+// stream serves r through fw: the frames held for the client, after which
+// they go straight to fw (frame), and the result, until it is sent, ctx
+// ends (the attachment's input has ended) or fw fails. A frame is dropped
+// once sent: a client that attaches again asks for those after it.
 func (r *kernelRun) stream(ctx context.Context, fw *frameWriter) error {
+	r.mu.Lock()
+	r.fw = fw
+	r.mu.Unlock()
 	for {
 		r.mu.Lock()
-		batch, result, wait := r.frames, r.result, r.moved
+		batch, result, delivered, wait := r.frames, r.result, r.delivered, r.moved
 		r.mu.Unlock()
+		if delivered {
+			return nil
+		}
 		for i, f := range batch {
 			if err := fw.frame(f.kind, f.p); err != nil {
 				r.advance(i)
@@ -200,12 +229,13 @@ func (r *kernelRun) stream(ctx context.Context, fw *frameWriter) error {
 			continue
 		}
 		if result != nil {
-			if err := fw.frame(frameResult, result); err != nil {
-				return err
-			}
 			r.mu.Lock()
-			r.delivered = true
+			sent := r.delivered || r.sendLocked(frameResult, result)
+			r.delivered = sent
 			r.mu.Unlock()
+			if !sent {
+				return errors.New("the execution's result was not sent")
+			}
 			r.k.dropRun(r)
 			return nil
 		}
@@ -227,6 +257,7 @@ func (r *kernelRun) advance(n int) {
 	for _, f := range r.frames[:n] {
 		r.held -= len(f.p)
 	}
+	clear(r.frames[:n]) // their payloads go now, not with the array
 	r.frames = r.frames[n:]
 	r.sent += int64(n)
 	r.notifyLocked()
@@ -349,8 +380,10 @@ func (s *Server) handleKernelExecuteAttach(w http.ResponseWriter, r *http.Reques
 	run := s.kernels.startRun(k, req)
 	fw := answerFrames(w, rc)
 	defer r.Body.Close()
+	// Not flushed: it goes with the first frame, or the answer's end,
+	// which a suspension brings (the client needs the id only then).
 	started, _ := json.Marshal(KernelRunInfo{ID: run.id})
-	_ = fw.frame(frameStarted, started) // a failure ends the stream too
+	_ = writeFrame(w, frameStarted, started) // a failure ends the stream too
 	s.serveRun(run, body, fw)
 }
 

@@ -157,11 +157,18 @@ func (c *Client) Execute(ctx context.Context, id string, req KernelExecRequest, 
 	if !errors.Is(err, ErrOlderAgent) {
 		return res, err
 	}
-	resp, err := c.do(ctx, http.MethodPost, kernelPath(id)+"/execute", nil, bytes.NewReader(b))
+	return c.executeRequest(ctx, id, b, out)
+}
+
+// executeRequest runs the execution whose request is req, encoded, on
+// one request (POST /v1/kernels/{id}/execute).
+func (c *Client) executeRequest(ctx context.Context, id string, req []byte, out KernelOutput) (KernelResult, error) {
+	resp, err := c.do(ctx, http.MethodPost, kernelPath(id)+"/execute", nil, bytes.NewReader(req))
 	if err != nil {
 		return KernelResult{}, err
 	}
 	defer resp.Body.Close()
+	var res KernelResult
 	err = c.readFrames(ctx, resp.Body, "execute", func(kind byte, p []byte) (bool, error) {
 		return deliverKernelFrame(out, kind, p, &res)
 	})
@@ -218,8 +225,12 @@ func (c *Client) executeAttached(ctx context.Context, id string, req []byte, out
 		if !c.kernelsTaken.Load() {
 			h = http.Header{"Expect": {"100-continue"}}
 		}
+		// The end of ctx ends the body, which the request may still be
+		// sending when it ends (the agent answers with its first frame).
+		stop := context.AfterFunc(ctx, func() { x.end(ctx.Err()) })
 		resp, err := c.doWith(ctx, http.MethodPost, path, q, body, h)
 		if err != nil {
+			stop()
 			c.track(x, false)
 			x.end(err)
 			if run != "" && ctx.Err() != nil {
@@ -229,6 +240,7 @@ func (c *Client) executeAttached(ctx context.Context, id string, req []byte, out
 		}
 		c.kernelsTaken.Store(true)
 		err = c.readFrames(ctx, resp.Body, "execute", deliver)
+		stop()
 		c.track(x, false)
 		if err == nil {
 			x.end(nil)
