@@ -70,7 +70,12 @@ func TestExecSuspend(t *testing.T) {
 				}
 			}
 			waitFor(t, "the output before the suspension", func() bool { return strings.Contains(out.String(), tc.before) })
-			for range tc.suspends {
+			for i := range tc.suspends {
+				if i > 0 {
+					// Attached again: a suspension before would find none.
+					seen := len(out.String())
+					waitFor(t, "the output after the suspension", func() bool { return len(out.String()) > seen })
+				}
 				release := hold()
 				n, resume := c.SuspendAttachments()
 				if n != 1 {
