@@ -33,6 +33,8 @@ type Client struct {
 	// execsTaken is set once the agent has taken POST /v1/exec/attach:
 	// its agent is not older from then on (a start runs the daemon's).
 	execsTaken atomic.Bool
+	// kernelsTaken is the same for POST /v1/kernels/{id}/execute/attach.
+	kernelsTaken atomic.Bool
 	// attached are the attachments a checkpoint suspends: to processes,
 	// and the execs' (execStream).
 	amu      sync.Mutex

@@ -71,18 +71,10 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 // from where its output stopped, GET /v1/procs/{id}/attach).
 func (s *Server) handleExecAttach(w http.ResponseWriter, r *http.Request) {
 	// Input is read while output is written: both directions at once.
-	rc := http.NewResponseController(w)
-	if err := rc.EnableFullDuplex(); err != nil {
-		writeError(w, http.StatusInternalServerError, "INTERNAL", err)
+	rc, ok := fullDuplex(w)
+	if !ok {
 		return
 	}
-	// With full duplex, a body left unread must be closed before the
-	// handler returns, or the server panics reading its end while it
-	// parses the next request on the connection (golang/go#68560). The
-	// close waits for the client to end the body, which it does once it
-	// has read the answer: an error answer, which goes once the handler
-	// has returned, ends the connection instead.
-	w.Header().Set("Connection", "close")
 	answered := false
 	defer func() {
 		if answered {
@@ -115,11 +107,8 @@ func (s *Server) handleExecAttach(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	w.Header().Del("Connection")
-	w.Header().Set("Content-Type", "application/x-agent2env-frames")
-	w.WriteHeader(http.StatusOK)
+	fw := answerFrames(w, rc)
 	answered = true
-	fw := &frameWriter{w: w, flush: rc.Flush}
 	if failed != nil {
 		// A command that could not start says why where its user looks
 		// first.

@@ -113,6 +113,21 @@ type execStream struct {
 	ended     bool
 }
 
+// newExecStream is the exchange of an exec, or of a kernel's execution,
+// whose request body is written to body.
+func newExecStream(c *Client, body *io.PipeWriter) *execStream {
+	x := &execStream{c: c, body: body}
+	x.moved = sync.NewCond(&x.cmu)
+	return x
+}
+
+// isSuspended reports whether a checkpoint suspended the exchange.
+func (x *execStream) isSuspended() bool {
+	x.cmu.Lock()
+	defer x.cmu.Unlock()
+	return x.suspended
+}
+
 // errExecEnded is what input sent after the end of its exec gets.
 var errExecEnded = errors.New("the command has ended")
 
@@ -121,8 +136,7 @@ var errExecEnded = errors.New("the command has ended")
 // ErrOlderAgent when the agent has no such route.
 func (c *Client) execAttached(ctx context.Context, line []byte, withStdin bool, accepted func(), stdin io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
 	pr, pw := io.Pipe()
-	x := &execStream{c: c, body: pw}
-	x.moved = sync.NewCond(&x.cmu)
+	x := newExecStream(c, pw)
 	// Tracked from the start: a checkpoint that comes before the agent
 	// has answered lets go of it too; one under way is waited for.
 	if err := c.trackWhenFree(ctx, x); err != nil {
@@ -192,10 +206,7 @@ func (c *Client) execAttached(ctx context.Context, line []byte, withStdin bool, 
 		return execResult(out.Proc, stderr), nil
 	}
 	resp.Body.Close()
-	x.cmu.Lock()
-	suspended := x.suspended
-	x.cmu.Unlock()
-	if id == "" || !suspended {
+	if id == "" || !x.isSuspended() {
 		x.end(err)
 		return ExecResult{}, err
 	}

@@ -70,7 +70,12 @@ func TestExecSuspend(t *testing.T) {
 				}
 			}
 			waitFor(t, "the output before the suspension", func() bool { return strings.Contains(out.String(), tc.before) })
-			for range tc.suspends {
+			for i := range tc.suspends {
+				if i > 0 {
+					// Attached again: a suspension before would find none.
+					seen := len(out.String())
+					waitFor(t, "the output after the suspension", func() bool { return len(out.String()) > seen })
+				}
 				release := hold()
 				n, resume := c.SuspendAttachments()
 				if n != 1 {
@@ -159,11 +164,6 @@ func TestExecSuspendedClientGone(t *testing.T) {
 // refuses it before it reads the command, runs the command on POST
 // /v1/exec, as it did.
 func TestExecOlderAgent(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "old.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var attaches, execs atomic.Int32
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/exec/", func(w http.ResponseWriter, r *http.Request) {
@@ -181,11 +181,7 @@ func TestExecOlderAgent(t *testing.T) {
 		b, _ := json.Marshal(ExecResult{ExitCode: 7})
 		_ = writeFrame(w, frameResult, b)
 	})
-	srv := &http.Server{Handler: mux}
-	go srv.Serve(l)
-	defer srv.Close()
-	c := NewClient(UnixDialer(sock), "")
-	defer c.Close()
+	c := serveOlderAgent(t, mux)
 	for range 2 {
 		var out bytes.Buffer
 		res, err := c.Exec(context.Background(), ExecRequest{Command: []string{"echo", "old"}}, nil, &out, nil)
@@ -196,6 +192,23 @@ func TestExecOlderAgent(t *testing.T) {
 	if attaches.Load() != 2 || execs.Load() != 2 {
 		t.Errorf("%d requests to /v1/exec/attach, %d to /v1/exec; want 2 and 2", attaches.Load(), execs.Load())
 	}
+}
+
+// serveOlderAgent serves mux, an older agent's routes, and returns a
+// client of it.
+func serveOlderAgent(t *testing.T, mux *http.ServeMux) *Client {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "old.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	c := NewClient(UnixDialer(sock), "")
+	t.Cleanup(c.Close)
+	return c
 }
 
 // TestExecWaitsForCheckpoint: an exec that starts while a checkpoint holds

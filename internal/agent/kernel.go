@@ -177,6 +177,9 @@ type kernel struct {
 	count  int
 	busy   bool
 	closed bool // removed: never restarted again
+	// runs are the executions started by attachment, by id, until their
+	// result is delivered or no client is left to take it.
+	runs map[string]*kernelRun
 }
 
 // control is a message from a driver.
@@ -208,7 +211,7 @@ type kernelProc struct {
 // execution is the state of one run shared with the output pumps.
 type execution struct {
 	marker []byte
-	fw     *frameWriter // nil: output is kept in startup
+	fw     frameSink // nil: output is kept in startup
 	limit  int64
 
 	mu      sync.Mutex
@@ -218,7 +221,13 @@ type execution struct {
 	seen    [2]chan struct{} // closed when the marker was seen on stdout, stderr
 }
 
-func newExecution(fw *frameWriter, limit int64) *execution {
+// frameSink takes an execution's frames: a response's frameWriter, or a
+// kernelRun that holds them for its attachments.
+type frameSink interface {
+	frame(kind byte, p []byte) error
+}
+
+func newExecution(fw frameSink, limit int64) *execution {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return &execution{
@@ -730,7 +739,7 @@ func readLongLine(r *bufio.Reader, limit int) ([]byte, error) {
 
 // execute runs one request, streaming its output into fw, and returns how
 // it ended. Executions of one kernel run one at a time.
-func (ks *kernels) execute(ctx context.Context, k *kernel, req KernelExecRequest, fw *frameWriter) (KernelResult, error) {
+func (ks *kernels) execute(ctx context.Context, k *kernel, req KernelExecRequest, fw frameSink) (KernelResult, error) {
 	select {
 	case k.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -781,7 +790,7 @@ func (ks *kernels) execute(ctx context.Context, k *kernel, req KernelExecRequest
 
 // run executes req in the driver p. It reports undelivered, with nothing
 // run, when p was dead before it could take the request.
-func (ks *kernels) run(ctx context.Context, k *kernel, p *kernelProc, req KernelExecRequest, fw *frameWriter) (res KernelResult, undelivered bool) {
+func (ks *kernels) run(ctx context.Context, k *kernel, p *kernelProc, req KernelExecRequest, fw frameSink) (res KernelResult, undelivered bool) {
 	start := time.Now()
 	// What this execution starts is told from what earlier ones left
 	// running (a server, deliberately) by start time and parentage.

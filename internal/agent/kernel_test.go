@@ -536,13 +536,49 @@ func BenchmarkKernelStart(b *testing.B) {
 		drivers, floors = append(drivers, driver.Seconds()*1000), append(floors, floor.Seconds()*1000)
 		ratios = append(ratios, float64(driver)/float64(floor))
 	}
-	median := func(xs []float64) float64 {
-		slices.Sort(xs)
-		return xs[len(xs)/2]
-	}
 	b.ReportMetric(median(drivers), "driver-ms")
 	b.ReportMetric(median(floors), "floor-ms")
 	b.ReportMetric(median(ratios), "driver/floor")
+}
+
+// median is the median of xs, which it sorts.
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	return xs[len(xs)/2]
+}
+
+// BenchmarkKernelExecute measures a cell's round trip on a warm python
+// kernel (a trivial expression and its result): Execute, which attaches
+// to the run it starts, and in turn the same cell on one plain request
+// (POST .../execute, an older agent's route), so that the machine's load
+// weighs on both alike. It reports the medians and the median of the
+// per-iteration differences (attach - request).
+func BenchmarkKernelExecute(b *testing.B) {
+	c := startKernelAgent(b)
+	ctx := context.Background()
+	if _, err := c.CreateKernel(ctx, KernelSpec{ID: "bench", Language: LangPython}); err != nil {
+		b.Fatal(err)
+	}
+	req := []byte(`{"code":"1+1"}`)
+	var attached, plain, diffs []float64
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		res, err := c.Execute(ctx, "bench", KernelExecRequest{Code: "1+1"}, KernelOutput{})
+		if err != nil || resultText(res) != "2" {
+			b.Fatalf("execute 1+1 = %+v, %v", res, err)
+		}
+		a := time.Since(start).Seconds() * 1000
+		start = time.Now()
+		if res, err = c.executeRequest(ctx, "bench", req, KernelOutput{}); err != nil || resultText(res) != "2" {
+			b.Fatalf("execute 1+1 on one request = %+v, %v", res, err)
+		}
+		p := time.Since(start).Seconds() * 1000
+		attached, plain, diffs = append(attached, a), append(plain, p), append(diffs, a-p)
+	}
+	b.ReportMetric(median(attached), "attach-ms")
+	b.ReportMetric(median(plain), "request-ms")
+	b.ReportMetric(median(diffs), "attach-request-ms")
 }
 
 // TestKernelPythonIdleModules checks what an idle Python kernel holds: of

@@ -9,14 +9,20 @@ import (
 // long-lived interpreter process per kernel, run as the sandbox user, whose
 // state persists between executions.
 //
-//	POST   /v1/kernels               KernelSpec → KernelInfo (once ready)
-//	GET    /v1/kernels               → []KernelInfo
+//	POST   /v1/kernels                                  KernelSpec → KernelInfo (once ready)
+//	GET    /v1/kernels                                  → []KernelInfo
 //	DELETE /v1/kernels/{id}
-//	POST   /v1/kernels/{id}/execute  KernelExecRequest → frames
+//	POST   /v1/kernels/{id}/execute/attach              KernelExecRequest line, frames ⇄ frames
+//	POST   /v1/kernels/{id}/executions/{run}/attach?since=N  frames ⇄ frames
+//	POST   /v1/kernels/{id}/execute                     KernelExecRequest → frames
 //
 // An execution streams stdout ('o') and stderr ('e') frames, display
 // frames ('d', a JSON MIME bundle) and ends with a result frame ('x', a
-// KernelResult).
+// KernelResult). Started by attachment, it runs apart from its request
+// and its answer opens with the run's id ('p', KernelRunInfo): a
+// checkpoint suspends the request and its client attaches again from the
+// frames it has received (kernel_attach.go). The plain POST .../execute,
+// which older agents serve, runs it for the life of its request.
 
 // Kernel languages.
 const (

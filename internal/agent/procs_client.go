@@ -393,17 +393,19 @@ func (c *Client) addLocked(a suspender) {
 	c.attached[a] = true
 }
 
-// trackWhenFree adds a to the attachments SuspendAttachments suspends,
-// once no checkpoint holds them: an exchange that has not started yet
-// waits, rather than start on a connection of the pool (which the
-// checkpoint's dialer does not hold back) after the checkpoint has let go
-// of the attachments it knew. It fails only when ctx ends.
+// trackWhenFree adds a (unless nil) to the attachments SuspendAttachments
+// suspends, once no checkpoint holds them: an exchange that has not
+// started yet waits, rather than start on a connection of the pool (which
+// the checkpoint's dialer does not hold back) after the checkpoint has let
+// go of the attachments it knew. It fails only when ctx ends.
 func (c *Client) trackWhenFree(ctx context.Context, a suspender) error {
 	for {
 		c.amu.Lock()
 		held := c.held
 		if held == nil {
-			c.addLocked(a)
+			if a != nil {
+				c.addLocked(a)
+			}
 			c.amu.Unlock()
 			return nil
 		}

@@ -42,7 +42,10 @@
 // both tells where an execution's output ends. A timeout sends SIGINT to
 // the kernel's process group, then kills the processes that execution
 // started; a kernel that does not stop within two seconds, or dies, is
-// restarted and the execution says its state was lost (kernel.go).
+// restarted and the execution says its state was lost (kernel.go). An
+// execution runs apart from the request that starts it, which attaches
+// to it, so that a checkpoint suspends it as it does an exec
+// (kernel_attach.go).
 //
 // Detached processes (/v1/procs) are what terminals, background commands
 // and process APIs are built on: a process started as exec starts a

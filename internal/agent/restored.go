@@ -57,6 +57,7 @@ func (s *Server) handleRestored(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.procs.endWriterless()
+	s.kernels.abandonDetached()
 	writeJSON(w, http.StatusOK, RestoredResponse{NotReseeded: s.kernels.reseed(r.Context())})
 }
 

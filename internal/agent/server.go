@@ -151,6 +151,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/kernels", s.handleKernelList)
 	mux.HandleFunc("DELETE /v1/kernels/{id}", s.handleKernelDelete)
 	mux.HandleFunc("POST /v1/kernels/{id}/execute", s.handleKernelExecute)
+	mux.HandleFunc("POST /v1/kernels/{id}/execute/attach", s.handleKernelExecuteAttach)
+	mux.HandleFunc("POST /v1/kernels/{id}/executions/{run}/attach", s.handleKernelAttach)
 	mux.HandleFunc("POST /v1/restored", s.handleRestored)
 	mux.HandleFunc("POST /v1/procs", s.handleProcStart)
 	mux.HandleFunc("GET /v1/procs", s.handleProcList)

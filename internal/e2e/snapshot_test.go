@@ -564,20 +564,7 @@ func TestSnapshotExecInFlight(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	start := time.Now()
-	var answer struct {
-		api.Snapshot
-		Error string `json:"error"`
-	}
-	if code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/snapshots", api.CreateSnapshotRequest{}, &answer); code != http.StatusCreated {
-		t.Fatalf("snapshot with commands in flight: %d %s", code, answer.Error)
-	}
-	snap := answer.Snapshot
-	took := time.Since(start)
-	t.Logf("live snapshot with three commands in flight: %v", took)
-	if took > 2*time.Second {
-		t.Errorf("the snapshot with commands in flight took %v; want it well under 5 s", took)
-	}
+	snap := snapshotInFlight(t, d, sb.ID, "three commands")
 	for name, s := range commands {
 		select {
 		case <-s.done:
@@ -599,6 +586,144 @@ func TestSnapshotExecInFlight(t *testing.T) {
 	first := d.exec(copy.ID, "bash", "-c", ticks)
 	if again := d.exec(copy.ID, "bash", "-c", ticks); first.ExitCode != 0 || again.Stdout != first.Stdout {
 		t.Errorf("the copy's commands count on: %q, then %q (%+v)", first.Stdout, again.Stdout, again)
+	}
+	d.deleteAll()
+}
+
+// snapshotInFlight takes a live snapshot of sandbox id, which has what
+// (its requests in flight) under way: 201, well under the 5 s a snapshot
+// waited for them.
+func snapshotInFlight(t *testing.T, d *daemon, id, what string) api.Snapshot {
+	t.Helper()
+	start := time.Now()
+	var answer struct {
+		api.Snapshot
+		Error string `json:"error"`
+	}
+	if code := d.do("POST", "/api/v1/sandboxes/"+id+"/snapshots", api.CreateSnapshotRequest{}, &answer); code != http.StatusCreated {
+		t.Fatalf("snapshot with %s in flight: %d %s", what, code, answer.Error)
+	}
+	took := time.Since(start)
+	t.Logf("live snapshot with %s in flight: %v", what, took)
+	if took > 2*time.Second {
+		t.Errorf("the snapshot with %s in flight took %v; want it well under 5 s", what, took)
+	}
+	return answer.Snapshot
+}
+
+// TestSnapshotCodeInFlight: a live snapshot of a sandbox whose contexts run
+// code (a cell printing lines for 2 s, streamed as Server-Sent Events in
+// one context and answered whole in another) lets go of the executions
+// and takes them up again after: 201 at once, where it waited 5 s for them
+// and failed 503, and each caller gets the cell's whole output, once and
+// in order, its result and its end. A sandbox made from the snapshot has
+// the kernels' state as it was (the copies of the executions interrupted:
+// their callers are the original sandbox's).
+func TestSnapshotCodeInFlight(t *testing.T) {
+	requireCRIU(t)
+	d := startDaemon(t, "")
+	sb := d.create(api.CreateSandboxRequest{Image: "agent2env/python"})
+	newContext := func() string {
+		t.Helper()
+		var c api.Context
+		if code := d.do("POST", "/api/v1/sandboxes/"+sb.ID+"/contexts", api.CreateContextRequest{Language: "python"}, &c); code != http.StatusCreated && code != http.StatusOK {
+			t.Fatalf("create context: %d %+v", code, c)
+		}
+		return c.ContextID
+	}
+	streamed, buffered := newContext(), newContext()
+	// The cell counts to 30 in 6 s, past the 5 s a snapshot waited for an
+	// execution to end.
+	cell := "import time\nmarker = 'set'\nfor i in range(30):\n    print(i)\n    last = i\n    time.sleep(0.2)\nlast + 1"
+	var want strings.Builder
+	for i := range 30 {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+
+	// The streamed execution: its events as they came.
+	b, err := json.Marshal(api.ExecuteRequest{Code: cell, Timeout: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(d.url("/api/v1/contexts/"+streamed+"/execute/stream"), "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("execute/stream: %d %s", resp.StatusCode, b)
+	}
+	var out testenv.Buffer
+	var events []string // the events other than output, in order
+	streamDone := make(chan struct{})
+	go func() {
+		defer close(streamDone)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		event := ""
+		for sc.Scan() {
+			if name, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+				event = name
+				continue
+			}
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			if event == api.EventStdout {
+				var ev api.ExecutionOutputEvent
+				_ = json.Unmarshal([]byte(data), &ev)
+				out.Write([]byte(ev.Text))
+				continue
+			}
+			events = append(events, event+" "+data)
+		}
+	}()
+	// The buffered execution.
+	var whole api.ExecuteResponse
+	wholeCode := 0
+	wholeDone := make(chan struct{})
+	go func() {
+		defer close(wholeDone)
+		wholeCode = d.do("POST", "/api/v1/contexts/"+buffered+"/execute", api.ExecuteRequest{Code: cell, Timeout: 60}, &whole)
+	}()
+
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(out.String(), "4\n") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	snap := snapshotInFlight(t, d, sb.ID, "two code executions")
+	for _, done := range []chan struct{}{streamDone, wholeDone} {
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Fatal("an execution did not end")
+		}
+	}
+	if got := out.String(); got != want.String() {
+		t.Errorf("the streamed execution's output across the snapshot: %q, want 0 to 29 once", got)
+	}
+	if len(events) != 2 || !strings.HasPrefix(events[0], api.EventResult+" ") || !strings.Contains(events[0], `"30"`) ||
+		!strings.HasPrefix(events[1], api.EventComplete+" ") {
+		t.Errorf("the streamed execution's events after its output: %q; want its result 30, then complete", events)
+	}
+	if wholeCode != http.StatusOK || !whole.Success || whole.Result != "30" || whole.Output.Stdout != want.String() {
+		t.Errorf("the buffered execution across the snapshot: %d %+v; want 0 to 29 once and 30", wholeCode, whole)
+	}
+
+	// A copy has the kernels' state: what the cell had done when the
+	// snapshot was taken.
+	var copy api.Sandbox
+	if code := d.do("POST", "/api/v1/sandboxes", api.CreateSandboxRequest{FromSnapshot: snap.ID}, &copy); code != http.StatusCreated && code != http.StatusOK {
+		t.Fatalf("a sandbox from the snapshot: %d %+v", code, copy)
+	}
+	d.waitRunning(copy.ID)
+	for _, id := range []string{streamed, buffered} {
+		var ran api.ExecuteResponse
+		code := d.do("POST", "/api/v1/contexts/"+copy.Contexts[id]+"/execute", api.ExecuteRequest{Code: "print(marker)\n0 < last < 29"}, &ran)
+		if code != http.StatusOK || ran.StateLost || ran.Output.Stdout != "set\n" || ran.Result != "True" {
+			t.Errorf("the copy of context %s: %d %+v; want its variables as of the snapshot", id, code, ran)
+		}
 	}
 	d.deleteAll()
 }

@@ -250,10 +250,11 @@ func (r *Runtime) checkpoint(ctx context.Context, id, dir string, m *meta, pid i
 	gate := r.gate(id)
 	release := gate.hold()
 	defer release()
-	// Attached terminals and processes, and the commands the daemon runs
-	// (each an exec attached to a process of the agent's), let go, and
-	// attach again through the gate once it opens: their users see a
-	// pause.
+	// Attached terminals and processes, the commands the daemon runs
+	// (each an exec attached to a process of the agent's) and the code
+	// contexts' executions (each attached to a run of the agent's) let
+	// go, and attach again through the gate once it opens: their users
+	// see a pause.
 	suspended := 0
 	if c := r.cachedClient(id); c != nil {
 		var resume func()
@@ -263,13 +264,13 @@ func (r *Runtime) checkpoint(ctx context.Context, id, dir string, m *meta, pid i
 	}
 	// A paused sandbox's agent runs for the moment it takes to let the
 	// daemon's connections go, and is saved paused again; but not when
-	// a request of the daemon's is in flight (a code execution's output
-	// streaming since before the pause, a file transfer), which the dump
+	// a request of the daemon's is in flight (a file transfer since
+	// before the pause, an older agent's code execution), which the dump
 	// would fail on after the wait, the sandbox's code running all the
 	// while.
 	if paused {
 		if inFlight := gate.conns() - suspended; inFlight > 0 {
-			return fmt.Errorf("sandbox %s is paused with %d requests to its agent in flight (a code execution's output streaming, a file transfer): "+
+			return fmt.Errorf("sandbox %s is paused with %d requests to its agent in flight (a file transfer, an older agent's code execution): "+
 				"resume it and snapshot once they end: %w", id, inFlight, errdefs.ErrFailedPrecondition)
 		}
 		if err := fz.thaw(); err != nil {
@@ -386,9 +387,9 @@ func criuRefusal(dumpLog string) error {
 // ends of the forwards the daemon closed go once the agent reads their
 // end: it is given forwardsSettle to close them (CI once froze it first,
 // and CRIU refused the dump: "External socket is used"). A request of the
-// daemon's own still in flight (a code execution's output streaming, a
-// file transfer; not a command's nor an attachment to a process, which
-// the caller suspends) makes the checkpoint fail after
+// daemon's own still in flight (a file transfer, an older agent's code
+// execution; not a command's, a code execution's nor an attachment to a
+// process, which the caller suspends) makes the checkpoint fail after
 // connsClosedTimeout. The caller holds the agent client's dialGate: no
 // new request of the daemon's starts meanwhile.
 func (r *Runtime) waitConnsClosed(ctx context.Context, id string, pid int) (parked bool, err error) {
@@ -434,7 +435,7 @@ func (r *Runtime) waitConnsClosed(ctx context.Context, id string, pid int) (park
 			if inner > 0 {
 				return parked, fmt.Errorf("the sandbox still holds %d connections to the daemon's services or egress proxy (127.0.0.1:4000, 127.0.0.1:3128) after they were closed: %w", inner, errdefs.ErrUnavailable)
 			}
-			return parked, fmt.Errorf("the agent still holds %d connections from the daemon (a code execution's output streaming, a file transfer): %w", host, errdefs.ErrUnavailable)
+			return parked, fmt.Errorf("the agent still holds %d connections from the daemon (a file transfer, an older agent's code execution): %w", host, errdefs.ErrUnavailable)
 		case <-time.After(time.Millisecond):
 		}
 	}
