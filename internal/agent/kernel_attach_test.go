@@ -245,7 +245,12 @@ func TestKernelOlderAgent(t *testing.T) {
 			t.Errorf("execute on an older agent = %+v, %v, output %q; want the old answer", res, err, out.String())
 		}
 	}
-	if attaches.Load() != 2 || executes.Load() != 2 {
-		t.Errorf("%d requests to execute/attach, %d to execute; want 2 and 2", attaches.Load(), executes.Load())
+	// An env it would not set is refused, not dropped.
+	_, err := c.Execute(context.Background(), "k", KernelExecRequest{Code: "old", Env: map[string]string{"A": "1"}}, KernelOutput{})
+	if !errors.Is(err, ErrOlderAgent) || !strings.Contains(err.Error(), "env") {
+		t.Errorf("execute with env on an older agent: %v, want ErrOlderAgent naming the env", err)
+	}
+	if attaches.Load() != 3 || executes.Load() != 2 {
+		t.Errorf("%d requests to execute/attach, %d to execute; want 3 and 2", attaches.Load(), executes.Load())
 	}
 }

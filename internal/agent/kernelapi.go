@@ -147,7 +147,8 @@ type KernelOutput struct {
 // and it attaches again once the checkpoint is done, from the frames it
 // has received: its caller sees a pause. An agent older than that runs it
 // on one request (POST /v1/kernels/{id}/execute), which a checkpoint
-// waits for.
+// waits for, and refuses an execution with an env (ErrOlderAgent), which
+// it would run without.
 func (c *Client) Execute(ctx context.Context, id string, req KernelExecRequest, out KernelOutput) (KernelResult, error) {
 	b, err := json.Marshal(req)
 	if err != nil {
@@ -156,6 +157,10 @@ func (c *Client) Execute(ctx context.Context, id string, req KernelExecRequest, 
 	res, err := c.executeAttached(ctx, id, b, out)
 	if !errors.Is(err, ErrOlderAgent) {
 		return res, err
+	}
+	if len(req.Env) > 0 {
+		// It would run without them: an older agent knows no env.
+		return KernelResult{}, fmt.Errorf("an execution's env: %w", err)
 	}
 	return c.executeRequest(ctx, id, b, out)
 }
