@@ -508,10 +508,14 @@ def snapshot() -> dict[str, Any]:
         snaps.append(second.snapshot_id)
         mine = Sandbox.list_snapshots(sandbox_id=sbx.sandbox_id).next_items()
         out["listed"] = [s.snapshot_id for s in mine] == [second.snapshot_id, first.snapshot_id]
-        out["listed_all"] = first.snapshot_id in [s.snapshot_id for s in Sandbox.list_snapshots().next_items()]
+        out["listed_all"] = first.snapshot_id in [
+            s.snapshot_id for s in Sandbox.list_snapshots().next_items()
+        ]
         by_id = Sandbox.list_snapshots(name=first.snapshot_id).next_items()
         out["listed_by_id"] = [s.snapshot_id == first.snapshot_id for s in by_id]
-        out["listed_by_other_name"] = len(Sandbox.list_snapshots(name="no-such-snapshot").next_items())
+        out["listed_by_other_name"] = len(
+            Sandbox.list_snapshots(name="no-such-snapshot").next_items()
+        )
         pager = Sandbox.list_snapshots(sandbox_id=sbx.sandbox_id, limit=1)
         pages = []
         while pager.has_next:
@@ -521,7 +525,11 @@ def snapshot() -> dict[str, Any]:
             sbx.create_snapshot(name="my-snapshot")
             out["named"] = None
         except SandboxException as e:
-            out["named"] = [type(e).__name__, getattr(e, "status_code", None), "have no names" in str(e)]
+            out["named"] = [
+                type(e).__name__,
+                getattr(e, "status_code", None),
+                "have no names" in str(e),
+            ]
         # A snapshot outlives its sandbox.
         out["source_killed"] = sbx.kill()
         restored = Sandbox.create(first.snapshot_id, timeout=120)
@@ -529,7 +537,10 @@ def snapshot() -> dict[str, Any]:
         out["restored_other"] = restored.sandbox_id != sbx.sandbox_id
         out["restored_x_plus_1"] = restored.run_code("x + 1").text
         out["restored_file"] = restored.files.read("kept.txt")
-        out["deleted"] = [Sandbox.delete_snapshot(first.snapshot_id), Sandbox.delete_snapshot(first.snapshot_id)]
+        out["deleted"] = [
+            Sandbox.delete_snapshot(first.snapshot_id),
+            Sandbox.delete_snapshot(first.snapshot_id),
+        ]
         try:
             made.append(Sandbox.create(template=first.snapshot_id, timeout=120))
             out["create_deleted"] = None
@@ -551,7 +562,11 @@ def nosnapshot() -> dict[str, Any]:
             sbx.create_snapshot()
             out["refused"] = None
         except SandboxException as e:
-            out["refused"] = [type(e).__name__, getattr(e, "status_code", None), "has no snapshots" in str(e)]
+            out["refused"] = [
+                type(e).__name__,
+                getattr(e, "status_code", None),
+                "has no snapshots" in str(e),
+            ]
             out["message"] = str(e)
         out["running"] = sbx.is_running()
         out["listed"] = len(Sandbox.list_snapshots(sandbox_id=sbx.sandbox_id).next_items())
