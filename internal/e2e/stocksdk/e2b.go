@@ -141,7 +141,7 @@ func RunE2B(t *testing.T, tg E2B) {
 			"metrics_by_id":         "1",
 			"listed":                "[true]",
 			"listed_other":          "0",
-			"unsupported":           "[[TemplateException true]]",
+			"unsupported":           "[TemplateException true]",
 			"running_after_kill":    "false", // an unknown sandbox: the SDK's own not-found answer
 			"written":               "/home/sandbox/notes/hello.txt",
 			"read":                  "Hello World",
