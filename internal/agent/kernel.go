@@ -25,8 +25,10 @@ import (
 
 // A kernel process is driven through two extra pipes: it reads requests on
 // fd 3 and writes control messages on fd 4; fds 1 and 2 carry the user's
-// output as it is produced. A request is a header line "<marker> <n>"
-// followed by n bytes of code. The driver answers with "display" messages
+// output as it is produced. A request is a header line "<marker> <n> <k>
+// <m>", n bytes of code, then m bytes of k "NAME=value\x00" entries the
+// driver sets in its environment for the run (see send). The driver
+// answers with "display" messages
 // (rich outputs) while the code runs and, when it ends, writes the marker
 // to fd 1 and fd 2 and a "done" message on fd 4. The markers tell the agent
 // where this execution's output ends in each stream, whatever wrote to it
